@@ -1,0 +1,197 @@
+/* stats.c - the statistics table (see stats.h).
+ *
+ * Invariants: nrows <= caprows; contexts grows by doubling; rows are plain structs, so a table
+ * can be copied row by row and compared with memcmp after zeroing (tests rely on rows being
+ * zero-initialised by tlc_table_add). Costs: add is amortised O(1); sort O(n log n).
+ */
+#include "stats.h"
+
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double tlc_quantiles[TLC_NQUANT] = { 0.50, 0.90, 0.99, 0.999 };
+
+void tlc_table_init(tlc_table_t *t) {
+  memset(t, 0, sizeof(*t));
+}
+
+void tlc_table_fini(tlc_table_t *t) {
+  tlc_free(t->rows);
+  tlc_free(t->contexts);
+  t->rows = NULL;
+  t->contexts = NULL;
+  t->nrows = t->caprows = t->ncontexts = t->capcontexts = 0;
+}
+
+void tlc_table_clear(tlc_table_t *t) {
+  t->nrows = 0;
+  t->ncontexts = 0;
+}
+
+tlc_stat_t *tlc_table_add(tlc_table_t *t) {
+  tlc_stat_t *r;
+  if (t->maxrows != 0 && t->nrows >= t->maxrows)
+    return NULL;
+  if (t->nrows == t->caprows) {
+    size_t ncap = t->caprows ? t->caprows * 2 : 64;
+    tlc_stat_t *nr;
+    if (ncap > SIZE_MAX / sizeof(*nr))
+      return NULL;
+    nr = tlc_realloc(t->rows, ncap * sizeof(*nr));
+    if (nr == NULL)
+      return NULL;
+    t->rows = nr;
+    t->caprows = ncap;
+  }
+  r = &t->rows[t->nrows++];
+  memset(r, 0, sizeof(*r));
+  return r;
+}
+
+int tlc_table_add_ctx(tlc_table_t *t, const tlc_ctx_t *c) {
+  if (t->ncontexts >= 0x7FFFFFF0u)
+    return TLC_ELIMIT;
+  if (t->ncontexts == t->capcontexts) {
+    size_t ncap = t->capcontexts ? t->capcontexts * 2 : 4;
+    tlc_ctx_t *nc = tlc_realloc(t->contexts, ncap * sizeof(*nc));
+    if (nc == NULL)
+      return TLC_ENOMEM;
+    t->contexts = nc;
+    t->capcontexts = ncap;
+  }
+  t->contexts[t->ncontexts] = *c;
+  return (int)t->ncontexts++;
+}
+
+static int ctx_rank(uint32_t c) {
+  /* per-context rows first (by index), then Neutral, then context-less rows */
+  return c == TLC_CTX_NEUTRAL ? 1 : c == TLC_CTX_NONE ? 2 : 0;
+}
+
+static int cmp_key(uint32_t ha, uint32_t ca, uint64_t sa, uint32_t hb, uint32_t cb, uint64_t sb) {
+  int ra, rb;
+  if (ha != hb)
+    return ha < hb ? -1 : 1;
+  ra = ctx_rank(ca);
+  rb = ctx_rank(cb);
+  if (ra != rb)
+    return ra < rb ? -1 : 1;
+  if (ca != cb)
+    return ca < cb ? -1 : 1;
+  if (sa != sb)
+    return sa < sb ? -1 : 1;
+  return 0;
+}
+
+static int cmp_rows(const void *a, const void *b) {
+  const tlc_stat_t *x = a, *y = b;
+  return cmp_key(x->handle, x->context, x->state, y->handle, y->context, y->state);
+}
+
+void tlc_table_sort(tlc_table_t *t) {
+  if (t->nrows > 1)
+    qsort(t->rows, t->nrows, sizeof(t->rows[0]), cmp_rows);
+}
+
+const tlc_stat_t *tlc_table_find(const tlc_table_t *t, uint32_t handle, uint32_t context,
+                                 uint64_t state) {
+  size_t lo = 0, hi = t->nrows;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const tlc_stat_t *r = &t->rows[mid];
+    int c = cmp_key(r->handle, r->context, r->state, handle, context, state);
+    if (c == 0)
+      return r;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+int64_t tlc_dist_avg(const tlc_dist_t *d) {
+  if (d->n == 0)
+    return 0;
+  return d->sum / (int64_t)d->n;
+}
+
+/* 64x64 -> 128 multiply of magnitudes, in portable C. */
+static void mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
+  uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+  *lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
+  *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+void tlc_dist_add(tlc_dist_t *d, int64_t v) {
+  uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, hi, lo;
+  if (d->n == 0 || v < d->min)
+    d->min = v;
+  if (d->n == 0 || v > d->max)
+    d->max = v;
+  d->n++;
+  d->sum += v;
+  mul128(mag, mag, &hi, &lo);
+  d->sumsq_lo += lo;
+  d->sumsq_hi += hi + (d->sumsq_lo < lo);
+}
+
+void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b) {
+  if (b->n == 0)
+    return;
+  if (a->n == 0 || b->min < a->min)
+    a->min = b->min;
+  if (a->n == 0 || b->max > a->max)
+    a->max = b->max;
+  a->n += b->n;
+  a->sum += b->sum;
+  a->sumsq_lo += b->sumsq_lo;
+  a->sumsq_hi += b->sumsq_hi + (a->sumsq_lo < b->sumsq_lo);
+  a->has_q = 0;
+}
+
+double tlc_dist_stddev(const tlc_dist_t *d) {
+  double n, mean, ex2, var;
+  if (d->n == 0)
+    return 0.0;
+  n = (double)d->n;
+  mean = (double)d->sum / n;
+  ex2 = ((double)d->sumsq_hi * 18446744073709551616.0 + (double)d->sumsq_lo) / n;
+  var = ex2 - mean * mean;
+  return var > 0 ? sqrt(var) : 0.0;
+}
+
+char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len) {
+  const tlc_ctx_t *c;
+  if (context == TLC_CTX_NEUTRAL) {
+    snprintf(buf, len, "Neutral");
+    return buf;
+  }
+  if (context == TLC_CTX_NONE || context >= t->ncontexts) {
+    snprintf(buf, len, "%s", "");
+    return buf;
+  }
+  c = &t->contexts[context];
+  switch (c->kind) {
+  case TLC_CTXK_CORE:
+    if (c->core == TLC_CORE_UNKNOWN)
+      snprintf(buf, len, "core?");
+    else
+      snprintf(buf, len, "core%u", (unsigned)c->core);
+    break;
+  case TLC_CTXK_TASK:
+    snprintf(buf, len, "task%llX", (unsigned long long)c->key);
+    break;
+  default:
+    snprintf(buf, len, "thread%llX", (unsigned long long)c->key);
+    break;
+  }
+  return buf;
+}

@@ -1,0 +1,162 @@
+/* stats.h - the statistics of one target as plain data.
+ *
+ * One model for every consumer: the engine (daemon/engine.h) fills a tlc_table_t as a
+ * snapshot; subscribers receive the same rows over protobuf and rebuild a table; every exporter
+ * (Text1, XML, JSON, aprof, BR) writes from a table. So `tlcap stats` (live, over protobuf) and
+ * `tlcapd replay` (offline) print through the same code.
+ *
+ * Definitions are those of SPEC section 2. A row is one (area, context) for code areas, one
+ * area for data areas, one (area, state value) for state areas. Neutral rows (the merged
+ * context, when a table has more than one context) are rows like the others with
+ * context == TLC_CTX_NEUTRAL.
+ *
+ * Pure: no I/O. A table owns its arrays (tlc_malloc'd); not thread-safe.
+ */
+#ifndef TLC_STATS_H
+#define TLC_STATS_H
+
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sample kinds. */
+enum tlc_kind { TLC_NET = 0, TLC_GROSS, TLC_CALL, TLC_PERIOD, TLC_OUTSIDE, TLC_NKINDS };
+
+/* Quantiles served beside MIN/MAX/AVG: p50, p90, p99, p99.9. */
+#define TLC_NQUANT 4
+extern const double tlc_quantiles[TLC_NQUANT];
+
+#define TLC_MAX_WINDOWS 4
+
+/* row.kind */
+enum tlc_row_kind { TLC_ROW_CODE = 0, TLC_ROW_DATA = 1, TLC_ROW_STATE = 2 };
+
+/* row.context for rows that are not per context (data and state areas) and for Neutral. */
+#define TLC_CTX_NONE 0xFFFFFFFFu
+#define TLC_CTX_NEUTRAL 0xFFFFFFFEu
+
+/* A distribution of samples of one kind (the samples MIN/MAX/AVG are taken over). */
+typedef struct tlc_dist {
+  uint64_t n;          /* number of samples */
+  int64_t sum;         /* sum of samples, ns */
+  int64_t min, max;    /* valid when n > 0 */
+  uint64_t sumsq_hi;   /* exact sum of squares, 128-bit: hi * 2^64 + lo */
+  uint64_t sumsq_lo;
+  int64_t q[TLC_NQUANT]; /* quantiles (<= 1% relative error), valid when n > 0 && has_q */
+  uint8_t has_q;
+} tlc_dist_t;
+
+/* A rolling window's view of one row: E events and closed samples within the window. */
+typedef struct tlc_wdist {
+  uint64_t n;
+  int64_t sum, min, max; /* min/max valid when n > 0 */
+} tlc_wdist_t;
+
+typedef struct tlc_wstat {
+  uint64_t count;              /* E events (code), entries (state), writes (data) */
+  tlc_wdist_t k[TLC_NKINDS];
+} tlc_wstat_t;
+
+typedef struct tlc_stat {
+  uint32_t handle;
+  uint32_t context;   /* index into tlc_table_t.contexts, TLC_CTX_NEUTRAL or TLC_CTX_NONE */
+  uint64_t state;     /* state rows: the state value; 0 otherwise */
+  uint8_t kind;       /* enum tlc_row_kind */
+  uint8_t has_value;  /* data rows: a value has been written */
+  uint16_t pad_;
+  uint32_t nwin;      /* entries in win[] (0 when windows were not requested) */
+  uint64_t count;     /* COUNT: E events (code), entries (state), writes (data) */
+  int64_t total[TLC_NKINDS]; /* totals (open parts included); PERIOD's is unused and 0 */
+  tlc_dist_t dist[TLC_NKINDS];
+  uint64_t anomalies; /* per-row anomaly count (truncations, X without E, negative durations) */
+  uint64_t value;     /* data rows: VALUE (last written) */
+  uint64_t value_min; /* data rows: smallest value written */
+  uint64_t value_max; /* data rows: largest value written */
+  uint64_t seq;       /* engine change sequence of the last update (for delta snapshots) */
+  tlc_wstat_t win[TLC_MAX_WINDOWS];
+} tlc_stat_t;
+
+/* ctx.kind */
+enum tlc_ctx_kind {
+  TLC_CTXK_CORE = 0,   /* bin1x core (core 0xFF = unknown); with context_area: before any task */
+  TLC_CTXK_TASK = 1,   /* context_area value (key) */
+  TLC_CTXK_THREAD = 2  /* evlog thread (key) */
+};
+
+typedef struct tlc_ctx {
+  uint8_t kind;       /* enum tlc_ctx_kind */
+  uint8_t core;       /* TLC_CTXK_CORE: the core, 0xFF unknown */
+  uint16_t pad_;
+  uint32_t pad2_;
+  uint64_t key;       /* TLC_CTXK_TASK: the task value; TLC_CTXK_THREAD: the thread id */
+} tlc_ctx_t;
+
+/* Target-wide counters (decoder and engine); every one a subscriber can see. */
+typedef struct tlc_counters {
+  uint64_t events;              /* events processed by the engine */
+  uint64_t anomalies;           /* sum of all anomalies */
+  uint64_t dropped_area_limit;  /* events dropped because the area/context cap was reached */
+  uint64_t gaps;                /* gaps (disconnects, resyncs, overflows) the engine closed at */
+  uint64_t bytes;               /* decoder: bytes received */
+  uint64_t records;             /* decoder: records decoded */
+  uint64_t bytes_skipped;
+  uint64_t resyncs;
+  uint64_t records_invalid;
+  uint64_t truncated;
+  uint64_t overflow_items;      /* evlog: items the writer lost */
+} tlc_counters_t;
+
+typedef struct tlc_table {
+  tlc_format_t format;
+  int64_t first_time;   /* first event time (valid when counters.events > 0) */
+  int64_t last_time;    /* latest event time seen: "now" for open parts */
+  uint32_t context_area;      /* handle, valid when has_context_area */
+  uint8_t has_context_area;
+  uint32_t nwindows;
+  int64_t window_ns[TLC_MAX_WINDOWS];
+  tlc_counters_t counters;
+  uint64_t seq;         /* engine change sequence at snapshot time */
+  tlc_ctx_t *contexts;
+  size_t ncontexts;
+  size_t capcontexts;
+  tlc_stat_t *rows;
+  size_t nrows;
+  size_t caprows;
+  size_t maxrows;       /* cap on rows (0: no cap beyond memory) */
+} tlc_table_t;
+
+/* Initialises an empty table. Safe to fini without any add. */
+void tlc_table_init(tlc_table_t *t);
+void tlc_table_fini(tlc_table_t *t);
+/* Empties rows and contexts, keeping the allocations. */
+void tlc_table_clear(tlc_table_t *t);
+
+/* Appends a zeroed row and returns it (valid until the next add), or NULL (TLC_ENOMEM, or the
+ * cap maxrows reached). */
+tlc_stat_t *tlc_table_add(tlc_table_t *t);
+/* Appends a context; returns its index or a negative error. */
+int tlc_table_add_ctx(tlc_table_t *t, const tlc_ctx_t *c);
+
+/* Sorts rows by (handle, context with Neutral after the others, state). Exporters expect this. */
+void tlc_table_sort(tlc_table_t *t);
+/* Binary search in a sorted table; NULL if absent. */
+const tlc_stat_t *tlc_table_find(const tlc_table_t *t, uint32_t handle, uint32_t context,
+                                 uint64_t state);
+
+/* Dist helpers. AVG = sum / n truncated toward zero (SPEC); stddev is the population sigma from
+ * the exact sum of squares (0 when n == 0). */
+int64_t tlc_dist_avg(const tlc_dist_t *d);
+double tlc_dist_stddev(const tlc_dist_t *d);
+/* Adds one sample (no histogram): n, sum, min, max, sum of squares. */
+void tlc_dist_add(tlc_dist_t *d, int64_t v);
+/* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). */
+void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
+
+/* Context names as SPEC section 4 gives them: core<N> / core? , task<HEX>, thread<HEX>
+ * (uppercase hex, no 0x, no padding), or "Neutral" for TLC_CTX_NEUTRAL. A mapping's CONTEXTS
+ * names take precedence for tasks; that lookup is the exporter's (mapping.h). Writes into buf
+ * (NUL-terminated, truncated to len) and returns buf. */
+char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len);
+
+#endif
