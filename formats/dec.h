@@ -34,9 +34,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* tlc_event_t.flags: bytes or items were lost before this event (resync, evlog overflow). */
-#define TLC_EVF_GAP 0x0002
-
 typedef struct tlc_dec_opts {
   int resync;                /* 0 strict, 1 resync */
   int64_t time_tolerance_ns; /* bin1x resync: allowed backwards step (default 1 s when 0) */
@@ -63,10 +60,10 @@ typedef struct tlc_dec {
   tlc_format_t format;
   tlc_dec_opts_t opts;
   tlc_dec_counters_t c;
-  uint64_t pos;            /* stream offset of the next byte pushed */
-  int err;                 /* sticky error (strict mode), 0 while healthy */
-  uint64_t err_offset;     /* stream offset the error refers to */
-  char err_reason[160];    /* why, in words, e.g. "event type 7 > 4 in record" */
+  uint64_t pos;         /* stream offset of the next byte pushed */
+  int err;              /* sticky error (strict mode), 0 while healthy */
+  uint64_t err_offset;  /* stream offset the error refers to */
+  char err_reason[160]; /* why, in words, e.g. "event type 7 > 4 in record" */
   union {
     tlc_bin1x_state_t bin;
     tlc_evlog_state_t ev;

@@ -22,15 +22,15 @@
 
 typedef struct tlc_map_area {
   uint32_t handle;
-  uint32_t parent;        /* HANDLE.PARENT or TLC_NO_HANDLE */
-  uint32_t state_handle;  /* HANDLE.STATE or TLC_NO_HANDLE */
-  uint8_t has_value;      /* VALUE present (line number, state value) */
+  uint32_t parent;       /* HANDLE.PARENT or TLC_NO_HANDLE */
+  uint32_t state_handle; /* HANDLE.STATE or TLC_NO_HANDLE */
+  uint8_t has_value;     /* VALUE present (line number, state value) */
   uint64_t value;
-  char *name;             /* never NULL ("" when empty) */
-  char *file;             /* never NULL */
-  char *value_type;       /* "I64", "F64" or "" */
-  char *unit;             /* never NULL */
-  char *path;             /* never NULL */
+  char *name;       /* never NULL ("" when empty) */
+  char *file;       /* never NULL */
+  char *value_type; /* "I64", "F64" or "" */
+  char *unit;       /* never NULL */
+  char *path;       /* never NULL */
 } tlc_map_area_t;
 
 typedef struct tlc_map_ctx {

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define OUT_DEFAULT_FLUSH (64u * 1024u)
-#define OUT_DEFAULT_MEM ((size_t)1 << 30)
+#define OUT_DEFAULT_MEM   ((size_t)1 << 30)
 
 int tlc_out_init(tlc_out_t *o, size_t max, tlc_out_write_cb cb, void *ud) {
   memset(o, 0, sizeof(*o));

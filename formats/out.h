@@ -23,9 +23,9 @@ typedef int (*tlc_out_write_cb)(void *ud, const void *buf, size_t len);
 
 typedef struct tlc_out {
   char *buf;
-  size_t len;  /* bytes buffered */
-  size_t cap;  /* allocated */
-  size_t max;  /* cap on the buffer (memory mode: on the whole output) */
+  size_t len;     /* bytes buffered */
+  size_t cap;     /* allocated */
+  size_t max;     /* cap on the buffer (memory mode: on the whole output) */
   uint64_t total; /* bytes appended so far (flushed or not) */
   tlc_out_write_cb write;
   void *ud;

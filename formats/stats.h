@@ -33,15 +33,15 @@ extern const double tlc_quantiles[TLC_NQUANT];
 enum tlc_row_kind { TLC_ROW_CODE = 0, TLC_ROW_DATA = 1, TLC_ROW_STATE = 2 };
 
 /* row.context for rows that are not per context (data and state areas) and for Neutral. */
-#define TLC_CTX_NONE 0xFFFFFFFFu
+#define TLC_CTX_NONE    0xFFFFFFFFu
 #define TLC_CTX_NEUTRAL 0xFFFFFFFEu
 
 /* A distribution of samples of one kind (the samples MIN/MAX/AVG are taken over). */
 typedef struct tlc_dist {
-  uint64_t n;          /* number of samples */
-  int64_t sum;         /* sum of samples, ns */
-  int64_t min, max;    /* valid when n > 0 */
-  uint64_t sumsq_hi;   /* exact sum of squares, 128-bit: hi * 2^64 + lo */
+  uint64_t n;        /* number of samples */
+  int64_t sum;       /* sum of samples, ns */
+  int64_t min, max;  /* valid when n > 0 */
+  uint64_t sumsq_hi; /* exact sum of squares, 128-bit: hi * 2^64 + lo */
   uint64_t sumsq_lo;
   int64_t q[TLC_NQUANT]; /* quantiles (<= 1% relative error), valid when n > 0 && has_q */
   uint8_t has_q;
@@ -54,19 +54,19 @@ typedef struct tlc_wdist {
 } tlc_wdist_t;
 
 typedef struct tlc_wstat {
-  uint64_t count;              /* E events (code), entries (state), writes (data) */
+  uint64_t count; /* E events (code), entries (state), writes (data) */
   tlc_wdist_t k[TLC_NKINDS];
 } tlc_wstat_t;
 
 typedef struct tlc_stat {
   uint32_t handle;
-  uint32_t context;   /* index into tlc_table_t.contexts, TLC_CTX_NEUTRAL or TLC_CTX_NONE */
-  uint64_t state;     /* state rows: the state value; 0 otherwise */
-  uint8_t kind;       /* enum tlc_row_kind */
-  uint8_t has_value;  /* data rows: a value has been written */
+  uint32_t context;  /* index into tlc_table_t.contexts, TLC_CTX_NEUTRAL or TLC_CTX_NONE */
+  uint64_t state;    /* state rows: the state value; 0 otherwise */
+  uint8_t kind;      /* enum tlc_row_kind */
+  uint8_t has_value; /* data rows: a value has been written */
   uint16_t pad_;
-  uint32_t nwin;      /* entries in win[] (0 when windows were not requested) */
-  uint64_t count;     /* COUNT: E events (code), entries (state), writes (data) */
+  uint32_t nwin;             /* entries in win[] (0 when windows were not requested) */
+  uint64_t count;            /* COUNT: E events (code), entries (state), writes (data) */
   int64_t total[TLC_NKINDS]; /* totals (open parts included); PERIOD's is unused and 0 */
   tlc_dist_t dist[TLC_NKINDS];
   uint64_t anomalies; /* per-row anomaly count (truncations, X without E, negative durations) */
@@ -79,51 +79,51 @@ typedef struct tlc_stat {
 
 /* ctx.kind */
 enum tlc_ctx_kind {
-  TLC_CTXK_CORE = 0,   /* bin1x core (core 0xFF = unknown); with context_area: before any task */
-  TLC_CTXK_TASK = 1,   /* context_area value (key) */
-  TLC_CTXK_THREAD = 2  /* evlog thread (key) */
+  TLC_CTXK_CORE = 0,  /* bin1x core (core 0xFF = unknown); with context_area: before any task */
+  TLC_CTXK_TASK = 1,  /* context_area value (key) */
+  TLC_CTXK_THREAD = 2 /* evlog thread (key) */
 };
 
 typedef struct tlc_ctx {
-  uint8_t kind;       /* enum tlc_ctx_kind */
-  uint8_t core;       /* TLC_CTXK_CORE: the core, 0xFF unknown */
+  uint8_t kind; /* enum tlc_ctx_kind */
+  uint8_t core; /* TLC_CTXK_CORE: the core, 0xFF unknown */
   uint16_t pad_;
   uint32_t pad2_;
-  uint64_t key;       /* TLC_CTXK_TASK: the task value; TLC_CTXK_THREAD: the thread id */
+  uint64_t key; /* TLC_CTXK_TASK: the task value; TLC_CTXK_THREAD: the thread id */
 } tlc_ctx_t;
 
 /* Target-wide counters (decoder and engine); every one a subscriber can see. */
 typedef struct tlc_counters {
-  uint64_t events;              /* events processed by the engine */
-  uint64_t anomalies;           /* sum of all anomalies */
-  uint64_t dropped_area_limit;  /* events dropped because the area/context cap was reached */
-  uint64_t gaps;                /* gaps (disconnects, resyncs, overflows) the engine closed at */
-  uint64_t bytes;               /* decoder: bytes received */
-  uint64_t records;             /* decoder: records decoded */
+  uint64_t events;             /* events processed by the engine */
+  uint64_t anomalies;          /* sum of all anomalies */
+  uint64_t dropped_area_limit; /* events dropped because the area/context cap was reached */
+  uint64_t gaps;               /* gaps (disconnects, resyncs, overflows) the engine closed at */
+  uint64_t bytes;              /* decoder: bytes received */
+  uint64_t records;            /* decoder: records decoded */
   uint64_t bytes_skipped;
   uint64_t resyncs;
   uint64_t records_invalid;
   uint64_t truncated;
-  uint64_t overflow_items;      /* evlog: items the writer lost */
+  uint64_t overflow_items; /* evlog: items the writer lost */
 } tlc_counters_t;
 
 typedef struct tlc_table {
   tlc_format_t format;
-  int64_t first_time;   /* first event time (valid when counters.events > 0) */
-  int64_t last_time;    /* latest event time seen: "now" for open parts */
-  uint32_t context_area;      /* handle, valid when has_context_area */
+  int64_t first_time;    /* first event time (valid when counters.events > 0) */
+  int64_t last_time;     /* latest event time seen: "now" for open parts */
+  uint32_t context_area; /* handle, valid when has_context_area */
   uint8_t has_context_area;
   uint32_t nwindows;
   int64_t window_ns[TLC_MAX_WINDOWS];
   tlc_counters_t counters;
-  uint64_t seq;         /* engine change sequence at snapshot time */
+  uint64_t seq; /* engine change sequence at snapshot time */
   tlc_ctx_t *contexts;
   size_t ncontexts;
   size_t capcontexts;
   tlc_stat_t *rows;
   size_t nrows;
   size_t caprows;
-  size_t maxrows;       /* cap on rows (0: no cap beyond memory) */
+  size_t maxrows; /* cap on rows (0: no cap beyond memory) */
 } tlc_table_t;
 
 /* Initialises an empty table. Safe to fini without any add. */

@@ -45,17 +45,18 @@ typedef enum tlc_format {
 
 /* tlc_event_t.flags */
 #define TLC_EVF_SYNTH 0x0001 /* synthesised by the evlog mapping (S before E, R after X) */
+#define TLC_EVF_GAP   0x0002 /* bytes or items were lost before this event (resync, overflow) */
 
 /* The fields of an Eina_Evlog_Item and where it sits, for evlog events only. */
 typedef struct tlc_evlog_ext {
-  double tim;           /* seconds, CLOCK_MONOTONIC of the writer */
-  double srctim;        /* 0.0 unless a source time is known */
-  uint64_t obj;         /* object pointer value as recorded */
-  const char *event;    /* NUL-terminated inside the item; e.g. "+foo", "*CPUFREQ 0" */
-  const char *detail;   /* NUL-terminated inside the item, or NULL when absent */
-  const uint8_t *item;  /* the item's raw bytes, strings and padding included */
-  uint64_t block_offset; /* stream offset of the block header holding this item */
-  uint32_t block_size;   /* the block's size field (bytes after the 12-byte header) */
+  double tim;              /* seconds, CLOCK_MONOTONIC of the writer */
+  double srctim;           /* 0.0 unless a source time is known */
+  uint64_t obj;            /* object pointer value as recorded */
+  const char *event;       /* NUL-terminated inside the item; e.g. "+foo", "*CPUFREQ 0" */
+  const char *detail;      /* NUL-terminated inside the item, or NULL when absent */
+  const uint8_t *item;     /* the item's raw bytes, strings and padding included */
+  uint64_t block_offset;   /* stream offset of the block header holding this item */
+  uint32_t block_size;     /* the block's size field (bytes after the 12-byte header) */
   uint32_t block_overflow; /* the block's overflow count */
   uint32_t block_seq;      /* 0-based index of the block in the stream */
   uint16_t event_len;      /* strlen(event) */
@@ -66,15 +67,15 @@ typedef struct tlc_evlog_ext {
 } tlc_evlog_ext_t;
 
 typedef struct tlc_event {
-  int64_t time_ns;  /* event time in nanoseconds */
-  uint64_t data;    /* W value (data and AUX), 0 otherwise */
-  uint64_t thread;  /* evlog thread id; 0 for bin1x */
-  uint64_t offset;  /* byte offset of the record/item in the stream (after any preamble) */
-  uint32_t handle;  /* area handle; top nibble = enum tlc_area_type */
-  uint32_t raw;     /* bin11: the flags word; bin10: the event word; as received */
-  uint8_t type;     /* enum tlc_ev_type */
-  uint8_t core;     /* core index, TLC_CORE_UNKNOWN (0xFF) when unknown */
-  uint16_t flags;   /* TLC_EVF_* */
+  int64_t time_ns; /* event time in nanoseconds */
+  uint64_t data;   /* W value (data and AUX), 0 otherwise */
+  uint64_t thread; /* evlog thread id; 0 for bin1x */
+  uint64_t offset; /* byte offset of the record/item in the stream (after any preamble) */
+  uint32_t handle; /* area handle; top nibble = enum tlc_area_type */
+  uint32_t raw;    /* bin11: the flags word; bin10: the event word; as received */
+  uint8_t type;    /* enum tlc_ev_type */
+  uint8_t core;    /* core index, TLC_CORE_UNKNOWN (0xFF) when unknown */
+  uint16_t flags;  /* TLC_EVF_* */
   uint32_t reserved_;
   const tlc_evlog_ext_t *evlog; /* NULL unless decoded from evlog */
 } tlc_event_t;

@@ -1,0 +1,727 @@
+/* replay.c - `tlcapd replay`: capture files in, statistics and exports out.
+ *
+ *   tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto] [--mapping FILE]
+ *                         [--context-area HANDLE] [--export text1|xml|aprof|br|json|bin11|
+ *                         bin10|evlog] [--text1-format ENTRY=FORMAT]... [--output PATH]
+ *                         [--from NS] [--to NS]
+ *
+ * Stream files (bin10, bin11, evlog) are decoded strictly, in the order given, as one capture
+ * (consecutive segments of one target): the decoder starts afresh at each file, the statistics
+ * carry on. Pass 1 feeds the statistics engine; exporters that write a timeline pull a second
+ * pass through a tlc_timeline_t that decodes the files again, so memory stays bounded whatever
+ * the capture's size. Native exports (bin10, bin11, evlog) skip pass 1.
+ *
+ * Bad input: the first invalid record stops decoding; everything before it is still counted
+ * and exported, the message names file, byte offset and reason, and the exit status is 1. A
+ * truncated last record is reported the same way. Usage errors exit 2.
+ *
+ * aprof reports and BR profiler files are read whole and printed as JSON (--export json), so a
+ * user can check what such a file holds.
+ */
+#include "replay.h"
+
+#include "engine.h"
+
+#include "aprof.h"
+#include "br.h"
+#include "dec.h"
+#include "evlog.h"
+#include "evmap.h"
+#include "json.h"
+#include "mapping.h"
+#include "out.h"
+#include "stats.h"
+#include "text1.h"
+#include "timeline.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RP_CHUNK         (1u << 20)
+#define RP_BATCH         256
+#define RP_MAX_FILE_TEXT (256u << 20) /* aprof/BR/mapping files are read whole, up to this */
+
+enum rp_export { EX_TEXT1, EX_XML, EX_APROF, EX_BR, EX_JSON, EX_BIN11, EX_BIN10, EX_EVLOG };
+
+static const char *const export_names[] = { "text1", "xml",   "aprof", "br",
+                                            "json",  "bin11", "bin10", "evlog" };
+
+typedef struct rp {
+  char **files;
+  size_t nfiles;
+  const char *format_opt;
+  tlc_format_t fmt;
+  const char *mapping_path;
+  const char *output;
+  int export_;
+  int has_ctx_area;
+  uint32_t ctx_area;
+  int has_from, has_to;
+  int64_t from, to;
+  tlc_text1_opts_t t1;
+  tlc_mapping_t mapping;
+  int has_mapping;
+  int bad_input;
+} rp_t;
+
+/* Decodes the files one after the other and yields mapped events (the timeline). */
+typedef struct rp_stream {
+  rp_t *rp;
+  int report; /* print decode errors (pass 1, or the only pass) */
+  size_t fi;
+  FILE *f;
+  int eof;
+  int stopped; /* a strict-mode error ended the capture */
+  uint8_t *buf;
+  size_t blen, bpos;
+  tlc_dec_t dec;
+  int dec_live;
+  tlc_evmap_t *evmap;
+  tlc_event_t raw[RP_BATCH];
+  tlc_event_t out[2 * RP_BATCH];
+  tlc_dec_counters_t total;
+  int io_err;
+} rp_stream_t;
+
+static void usage(FILE *to) {
+  fprintf(to, "usage: tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto]\n"
+              "                     [--mapping FILE] [--context-area HANDLE]\n"
+              "                     [--export text1|xml|aprof|br|json|bin11|bin10|evlog]\n"
+              "                     [--text1-format ENTRY=FORMAT]... [--output PATH]\n"
+              "                     [--from NS] [--to NS]\n"
+              "Decodes capture files and writes their statistics and timeline.\n"
+              "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
+              "--from/--to keep events whose time (ns) lies in [from, to].\n"
+              "Exit status: 0 success, 1 bad input, 2 usage.\n");
+}
+
+static int parse_i64(const char *s, int64_t *v) {
+  char *end;
+  long long x;
+  errno = 0;
+  x = strtoll(s, &end, 0);
+  if (errno != 0 || end == s || *end != '\0')
+    return -1;
+  *v = x;
+  return 0;
+}
+
+static void add_counters(tlc_dec_counters_t *a, const tlc_dec_counters_t *b) {
+  a->bytes += b->bytes;
+  a->records += b->records;
+  a->bytes_skipped += b->bytes_skipped;
+  a->resyncs += b->resyncs;
+  a->records_invalid += b->records_invalid;
+  a->truncated += b->truncated;
+  a->blocks += b->blocks;
+  a->overflow_blocks += b->overflow_blocks;
+  a->overflow_items += b->overflow_items;
+}
+
+/* Reads a whole (small) file into a tlc_malloc'd, NUL-terminated buffer. */
+static int read_all(const char *path, char **data, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *b = NULL;
+  size_t n = 0, cap = 0;
+  if (f == NULL)
+    return -errno;
+  for (;;) {
+    size_t got;
+    if (cap - n < 65536) {
+      char *nb;
+      if (cap >= RP_MAX_FILE_TEXT) {
+        tlc_free(b);
+        fclose(f);
+        return TLC_ELIMIT;
+      }
+      cap = cap ? cap * 2 : 65536 * 2;
+      nb = tlc_realloc(b, cap + 1);
+      if (nb == NULL) {
+        tlc_free(b);
+        fclose(f);
+        return TLC_ENOMEM;
+      }
+      b = nb;
+    }
+    got = fread(b + n, 1, cap - n, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  if (ferror(f)) {
+    tlc_free(b);
+    fclose(f);
+    return TLC_EIO;
+  }
+  fclose(f);
+  b[n] = '\0';
+  *data = b;
+  *len = n;
+  return 0;
+}
+
+static int stream_open_file(rp_stream_t *s) {
+  rp_t *rp = s->rp;
+  const char *path = rp->files[s->fi];
+  int r;
+  s->f = fopen(path, "rb");
+  if (s->f == NULL) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", path, strerror(errno));
+    s->io_err = 1;
+    return -1;
+  }
+  r = tlc_dec_init(&s->dec, rp->fmt, NULL);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", path, tlc_strerror(r));
+    fclose(s->f);
+    s->f = NULL;
+    s->io_err = 1;
+    return -1;
+  }
+  s->dec_live = 1;
+  s->eof = 0;
+  s->blen = s->bpos = 0;
+  return 0;
+}
+
+static void stream_close_file(rp_stream_t *s) {
+  if (s->dec_live) {
+    add_counters(&s->total, &s->dec.c);
+    tlc_dec_fini(&s->dec);
+    s->dec_live = 0;
+  }
+  if (s->f != NULL) {
+    fclose(s->f);
+    s->f = NULL;
+  }
+  s->fi++;
+}
+
+static void report(rp_stream_t *s, const char *what) {
+  if (!s->report)
+    return;
+  fprintf(stderr, "tlcapd replay: %s: byte %" PRIu64 ": %s\n", s->rp->files[s->fi],
+          s->dec.err_offset, s->dec.err_reason[0] ? s->dec.err_reason : what);
+  s->rp->bad_input = 1;
+}
+
+/* Maps a batch of decoded events into s->out (evlog mapping, time filter). */
+static int map_batch(rp_stream_t *s, int n) {
+  rp_t *rp = s->rp;
+  int i, k = 0;
+  for (i = 0; i < n; i++) {
+    tlc_event_t tmp[2];
+    const tlc_event_t *src = &s->raw[i];
+    int m = 1, j;
+    if (s->evmap != NULL) {
+      m = tlc_evmap_map(s->evmap, &s->raw[i], tmp);
+      if (m < 0)
+        return m;
+      src = tmp;
+    }
+    for (j = 0; j < m; j++) {
+      if (rp->has_from && src[j].time_ns < rp->from)
+        continue;
+      if (rp->has_to && src[j].time_ns > rp->to)
+        continue;
+      s->out[k++] = src[j];
+    }
+  }
+  return k;
+}
+
+/* tlc_timeline_t.next */
+static int stream_next(void *ud, const tlc_event_t **evs) {
+  rp_stream_t *s = ud;
+  rp_t *rp = s->rp;
+  *evs = s->out;
+  for (;;) {
+    int n;
+    if (s->f == NULL) {
+      if (s->fi >= rp->nfiles || s->stopped || s->io_err)
+        return 0;
+      if (stream_open_file(s) < 0)
+        return TLC_EIO;
+    }
+    if (s->bpos == s->blen && !s->eof) {
+      s->blen = fread(s->buf, 1, RP_CHUNK, s->f);
+      s->bpos = 0;
+      if (s->blen == 0) {
+        if (ferror(s->f)) {
+          fprintf(stderr, "tlcapd replay: %s: read error\n", rp->files[s->fi]);
+          s->io_err = 1;
+          return TLC_EIO;
+        }
+        s->eof = 1;
+      }
+    }
+    if (s->bpos < s->blen) {
+      size_t used = 0;
+      n = tlc_dec_push(&s->dec, s->buf + s->bpos, s->blen - s->bpos, &used, s->raw, RP_BATCH);
+      s->bpos += used;
+      if (n < 0) {
+        report(s, tlc_strerror(n));
+        s->stopped = 1;
+        stream_close_file(s);
+        return 0;
+      }
+    } else {
+      n = tlc_dec_finish(&s->dec, s->raw, RP_BATCH);
+      if (n == 0 || n < 0) {
+        if (n == TLC_ETRUNC)
+          report(s, "truncated record");
+        else if (n < 0)
+          report(s, tlc_strerror(n));
+        stream_close_file(s);
+        continue;
+      }
+    }
+    if (n > 0) {
+      int k = map_batch(s, n);
+      if (k < 0)
+        return k;
+      if (k > 0)
+        return k;
+    }
+  }
+}
+
+/* tlc_timeline_t.rewind: start again from the first file, with a fresh evlog mapping so that
+ * handles come out the same. */
+static int stream_rewind(void *ud) {
+  rp_stream_t *s = ud;
+  int r;
+  while (s->f != NULL)
+    stream_close_file(s);
+  s->fi = 0;
+  s->stopped = 0;
+  s->io_err = 0;
+  memset(&s->total, 0, sizeof(s->total));
+  if (s->evmap != NULL) {
+    tlc_evmap_free(s->evmap);
+    s->evmap = NULL;
+  }
+  if (s->rp->fmt == TLC_FMT_EVLOG) {
+    r = tlc_evmap_new(&s->evmap, 0, 0);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+static int stream_init(rp_stream_t *s, rp_t *rp, int report_errors) {
+  memset(s, 0, sizeof(*s));
+  s->rp = rp;
+  s->report = report_errors;
+  s->buf = tlc_malloc(RP_CHUNK);
+  if (s->buf == NULL)
+    return TLC_ENOMEM;
+  return stream_rewind(s);
+}
+
+static void stream_fini(rp_stream_t *s) {
+  while (s->f != NULL)
+    stream_close_file(s);
+  if (s->evmap != NULL)
+    tlc_evmap_free(s->evmap);
+  tlc_free(s->buf);
+  s->buf = NULL;
+}
+
+static int write_file_cb(void *ud, const void *buf, size_t len) {
+  FILE *f = ud;
+  if (fwrite(buf, 1, len, f) != len)
+    return TLC_EIO;
+  return 0;
+}
+
+/* Detects (or checks) the format of every stream file. Returns 0, 1 (bad input) or 2. */
+static int resolve_formats(rp_t *rp) {
+  size_t i;
+  tlc_format_t common = TLC_FMT_NONE;
+  for (i = 0; i < rp->nfiles; i++) {
+    tlc_format_t f;
+    if (strcmp(rp->format_opt, "auto") == 0) {
+      uint8_t head[24 * 256];
+      char why[160];
+      size_t n;
+      FILE *fp = fopen(rp->files[i], "rb");
+      if (fp == NULL) {
+        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], strerror(errno));
+        return 1;
+      }
+      n = fread(head, 1, sizeof(head), fp);
+      fclose(fp);
+      f = tlc_dec_detect(head, n, why, sizeof(why));
+      if (f == TLC_FMT_NONE) {
+        fprintf(stderr, "tlcapd replay: %s: byte 0: cannot tell the format: %s\n", rp->files[i],
+                why);
+        return 1;
+      }
+      fprintf(stderr, "tlcapd replay: %s: format auto: %s\n", rp->files[i], why);
+    } else {
+      f = tlc_format_parse(rp->format_opt);
+    }
+    if (common != TLC_FMT_NONE && f != common) {
+      fprintf(stderr,
+              "tlcapd replay: %s: format %s differs from %s of the files before it; replay "
+              "one capture at a time\n",
+              rp->files[i], tlc_format_name(f), tlc_format_name(common));
+      return 1;
+    }
+    common = f;
+  }
+  rp->fmt = common;
+  return 0;
+}
+
+/* aprof and BR inputs: read whole, print what they hold as JSON. */
+static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
+  size_t i;
+  int status = 0;
+  if (rp->export_ != EX_JSON) {
+    fprintf(stderr, "tlcapd replay: %s input can only be exported as json (--export json)\n",
+            is_aprof ? "aprof" : "br");
+    return 2;
+  }
+  for (i = 0; i < rp->nfiles; i++) {
+    char *data = NULL;
+    size_t len = 0;
+    tlc_out_t o;
+    tlc_parse_err_t pe;
+    int r = read_all(rp->files[i], &data, &len);
+    if (r < 0) {
+      fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], tlc_strerror(r));
+      return 1;
+    }
+    memset(&pe, 0, sizeof(pe));
+    tlc_out_init(&o, 0, write_file_cb, out);
+    if (is_aprof) {
+      tlc_aprof_t a;
+      tlc_aprof_init(&a);
+      r = tlc_aprof_parse(&a, data, len, &pe);
+      if (r == 0)
+        r = tlc_aprof_to_json(&a, &o);
+      else
+        fprintf(stderr, "tlcapd replay: %s: line %" PRIu64 ": %s\n", rp->files[i], pe.line,
+                pe.reason);
+      tlc_aprof_fini(&a);
+    } else {
+      tlc_br_t b;
+      tlc_br_init(&b);
+      r = tlc_br_parse(&b, (const uint8_t *)data, len, &pe);
+      if (r == 0)
+        r = tlc_br_to_json(&b, &o);
+      else
+        fprintf(stderr, "tlcapd replay: %s: byte %" PRIu64 ": %s\n", rp->files[i], pe.offset,
+                pe.reason);
+      tlc_br_fini(&b);
+    }
+    if (tlc_out_fini(&o) < 0 && r == 0)
+      r = TLC_EIO;
+    tlc_free(data);
+    if (r < 0)
+      status = 1;
+  }
+  return status;
+}
+
+static int load_mapping(rp_t *rp) {
+  char *data = NULL;
+  size_t len = 0;
+  tlc_parse_err_t pe;
+  int r = read_all(rp->mapping_path, &data, &len);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", rp->mapping_path, tlc_strerror(r));
+    return 1;
+  }
+  memset(&pe, 0, sizeof(pe));
+  r = tlc_mapping_parse(&rp->mapping, data, len, &pe);
+  tlc_free(data);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s: line %" PRIu64 ": %s\n", rp->mapping_path, pe.line,
+            pe.reason[0] ? pe.reason : tlc_strerror(r));
+    return 1;
+  }
+  tlc_mapping_finish(&rp->mapping);
+  rp->has_mapping = 1;
+  return 0;
+}
+
+/* Native exports: re-encode the timeline. */
+static int export_native(rp_t *rp, rp_stream_t *s, tlc_out_t *o) {
+  tlc_format_t to = rp->export_ == EX_BIN11   ? TLC_FMT_BIN11
+                    : rp->export_ == EX_BIN10 ? TLC_FMT_BIN10
+                                              : TLC_FMT_EVLOG;
+  const tlc_event_t *evs;
+  int n, i, r = 0;
+  tlc_evlog_enc_t enc;
+  if (to == TLC_FMT_EVLOG) {
+    if (rp->fmt != TLC_FMT_EVLOG) {
+      fprintf(stderr,
+              "tlcapd replay: --export evlog needs evlog input (a %s capture has no "
+              "evlog strings)\n",
+              tlc_format_name(rp->fmt));
+      return 2;
+    }
+    r = tlc_evlog_enc_init(&enc, NULL);
+    if (r < 0)
+      return 1;
+  }
+  while ((n = stream_next(s, &evs)) > 0) {
+    for (i = 0; i < n; i++) {
+      const tlc_event_t *ev = &evs[i];
+      if (to == TLC_FMT_EVLOG) {
+        if (ev->flags & TLC_EVF_SYNTH)
+          continue; /* S/R synthesised by the mapping are not items */
+        r = tlc_evlog_enc_add(&enc, ev, o);
+        if (r < 0)
+          break;
+      } else {
+        uint8_t rec[TLC_BIN1X_RECORD];
+        tlc_event_t e = *ev;
+        if (ev->type > TLC_EV_WRITE)
+          continue;
+        if (rp->fmt != to)
+          e.raw = 0; /* the received word belongs to another layout */
+        tlc_bin1x_encode(to, &e, rec);
+        tlc_out_write(o, rec, sizeof(rec));
+      }
+    }
+    if (r < 0 || o->err)
+      break;
+  }
+  if (to == TLC_FMT_EVLOG) {
+    if (r == 0)
+      r = tlc_evlog_enc_flush(&enc, o);
+    tlc_evlog_enc_fini(&enc);
+  }
+  if (n < 0 || r < 0)
+    return 1;
+  return 0;
+}
+
+int tlc_replay_main(int argc, char **argv) {
+  rp_t rp;
+  rp_stream_t s;
+  int i, status = 0, r;
+  FILE *out = stdout;
+  tlc_out_t o;
+  char err[256];
+
+  memset(&rp, 0, sizeof(rp));
+  rp.format_opt = "auto";
+  rp.export_ = EX_TEXT1;
+  tlc_text1_opts_default(&rp.t1);
+  tlc_mapping_init(&rp.mapping);
+  rp.files = tlc_calloc((size_t)argc, sizeof(char *));
+  if (rp.files == NULL)
+    return 1;
+
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = strcmp(a, "--format") == 0 || strcmp(a, "--mapping") == 0 ||
+                strcmp(a, "--context-area") == 0 || strcmp(a, "--export") == 0 ||
+                strcmp(a, "--text1-format") == 0 || strcmp(a, "--output") == 0 ||
+                strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      status = 0;
+      goto done;
+    }
+    if (takes && v == NULL) {
+      fprintf(stderr, "tlcapd replay: %s needs a value\n", a);
+      status = 2;
+      goto done;
+    }
+    if (strcmp(a, "--format") == 0) {
+      if (strcmp(v, "auto") != 0 && strcmp(v, "aprof") != 0 && strcmp(v, "br") != 0 &&
+          tlc_format_parse(v) == TLC_FMT_NONE) {
+        fprintf(stderr, "tlcapd replay: unknown --format %s\n", v);
+        status = 2;
+        goto done;
+      }
+      rp.format_opt = v;
+    } else if (strcmp(a, "--mapping") == 0) {
+      rp.mapping_path = v;
+    } else if (strcmp(a, "--context-area") == 0) {
+      char *end;
+      unsigned long h;
+      errno = 0;
+      h = strtoul(v, &end, 16);
+      if (errno != 0 || end == v || *end != '\0' || h > 0xFFFFFFFFul) {
+        fprintf(stderr, "tlcapd replay: --context-area expects a hex handle, got %s\n", v);
+        status = 2;
+        goto done;
+      }
+      rp.has_ctx_area = 1;
+      rp.ctx_area = (uint32_t)h;
+    } else if (strcmp(a, "--export") == 0) {
+      size_t k;
+      rp.export_ = -1;
+      for (k = 0; k < sizeof(export_names) / sizeof(export_names[0]); k++)
+        if (strcmp(v, export_names[k]) == 0)
+          rp.export_ = (int)k;
+      if (rp.export_ < 0) {
+        fprintf(stderr, "tlcapd replay: unknown --export %s\n", v);
+        status = 2;
+        goto done;
+      }
+    } else if (strcmp(a, "--text1-format") == 0) {
+      if (tlc_text1_set_format(&rp.t1, v, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tlcapd replay: %s\n", err);
+        status = 2;
+        goto done;
+      }
+    } else if (strcmp(a, "--output") == 0) {
+      rp.output = v;
+    } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
+      int64_t t;
+      if (parse_i64(v, &t) < 0) {
+        fprintf(stderr, "tlcapd replay: %s expects a time in ns, got %s\n", a, v);
+        status = 2;
+        goto done;
+      }
+      if (a[2] == 'f') {
+        rp.has_from = 1;
+        rp.from = t;
+      } else {
+        rp.has_to = 1;
+        rp.to = t;
+      }
+    } else if (a[0] == '-' && a[1] != '\0') {
+      fprintf(stderr, "tlcapd replay: unknown option %s\n", a);
+      usage(stderr);
+      status = 2;
+      goto done;
+    } else {
+      rp.files[rp.nfiles++] = argv[i];
+      continue;
+    }
+    i++;
+  }
+  if (rp.nfiles == 0) {
+    usage(stderr);
+    status = 2;
+    goto done;
+  }
+  if (rp.output != NULL) {
+    out = fopen(rp.output, "wb");
+    if (out == NULL) {
+      fprintf(stderr, "tlcapd replay: %s: %s\n", rp.output, strerror(errno));
+      status = 1;
+      goto done;
+    }
+  }
+  if (strcmp(rp.format_opt, "aprof") == 0 || strcmp(rp.format_opt, "br") == 0) {
+    status = replay_report_file(&rp, out, rp.format_opt[0] == 'a');
+    goto done;
+  }
+  status = resolve_formats(&rp);
+  if (status != 0)
+    goto done;
+  if (rp.mapping_path != NULL && (status = load_mapping(&rp)) != 0)
+    goto done;
+
+  r = stream_init(&s, &rp, 1);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
+    status = 1;
+    goto done;
+  }
+  tlc_out_init(&o, 0, write_file_cb, out);
+  if (rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG) {
+    status = export_native(&rp, &s, &o);
+  } else {
+    tlc_engine_t *e = NULL;
+    tlc_engine_opts_t eo;
+    tlc_snap_opts_t so;
+    tlc_table_t t;
+    const tlc_event_t *evs;
+    int n;
+    tlc_timeline_t tl = { stream_next, stream_rewind, &s };
+    tlc_engine_opts_default(&eo);
+    eo.has_context_area = (uint8_t)rp.has_ctx_area;
+    eo.context_area = rp.ctx_area;
+    eo.mapping = rp.has_mapping ? &rp.mapping : NULL;
+    tlc_table_init(&t);
+    r = tlc_engine_new(&e, rp.fmt, &eo);
+    if (r < 0) {
+      fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
+      status = 1;
+      goto engine_done;
+    }
+    while ((n = stream_next(&s, &evs)) > 0)
+      tlc_engine_push(e, evs, (size_t)n);
+    if (n < 0 && !s.report) {
+      status = 1;
+      goto engine_done;
+    }
+    memset(&so, 0, sizeof(so));
+    so.windows = 1;
+    so.neutral = 1;
+    so.quantiles = 1;
+    r = tlc_engine_snapshot(e, &t, &so);
+    if (r < 0) {
+      fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(r));
+      status = 1;
+      goto engine_done;
+    }
+    t.counters.bytes = s.total.bytes;
+    t.counters.records = s.total.records;
+    t.counters.bytes_skipped = s.total.bytes_skipped;
+    t.counters.resyncs = s.total.resyncs;
+    t.counters.records_invalid = s.total.records_invalid;
+    t.counters.truncated = s.total.truncated;
+    t.counters.overflow_items = s.total.overflow_items;
+    /* evlog names come from the mapping step when no mapping file was given */
+    if (!rp.has_mapping && s.evmap != NULL) {
+      if (tlc_evmap_export(s.evmap, &rp.mapping) == 0) {
+        tlc_mapping_finish(&rp.mapping);
+        rp.has_mapping = 1;
+      }
+    }
+    s.report = 0; /* pass 2 re-reads the same bytes: errors were told once */
+    switch (rp.export_) {
+    case EX_TEXT1:
+      r = tlc_text1_write(&o, &rp.t1, &t, rp.has_mapping ? &rp.mapping : NULL, &tl);
+      break;
+    case EX_JSON:
+      r = tlc_json_write(&o, &t, rp.has_mapping ? &rp.mapping : NULL, NULL, 0);
+      break;
+    default:
+      fprintf(stderr, "tlcapd replay: --export %s is not available for stream input yet\n",
+              export_names[rp.export_]);
+      status = 2;
+      goto engine_done;
+    }
+    if (r < 0) {
+      fprintf(stderr, "tlcapd replay: export: %s\n", tlc_strerror(r));
+      status = 1;
+    }
+  engine_done:
+    tlc_table_fini(&t);
+    if (e != NULL)
+      tlc_engine_free(e);
+  }
+  if (tlc_out_fini(&o) < 0 && status == 0) {
+    fprintf(stderr, "tlcapd replay: %s: write error\n", rp.output ? rp.output : "stdout");
+    status = 1;
+  }
+  stream_fini(&s);
+  if (status == 0 && (rp.bad_input || s.io_err))
+    status = 1;
+
+done:
+  if (out != stdout && out != NULL && fclose(out) != 0 && status == 0)
+    status = 1;
+  tlc_mapping_fini(&rp.mapping);
+  tlc_free(rp.files);
+  return status;
+}

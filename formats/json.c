@@ -1,0 +1,349 @@
+/* json.c - JSON export of statistics (see json.h and docs/json-schema.md).
+ *
+ * Layout (indent shown; `compact` writes the same on one line):
+ *   { "schema": "tlcap-stats/1", "target": ..., "format": "bin11", "first_time": ns,
+ *     "last_time": ns, "total_time": ns, "context_area": "30000000"|null,
+ *     "windows_ns": [..], "seq": n, "counters": {..}, "contexts": [{..}],
+ *     "rows": [ { "handle": "00000000", "area": "function", "name": .., "context": "core0",
+ *                 "count": n, "anomalies": n, "net": {dist}, "gross": .., "call": ..,
+ *                 "period": .., "outside": .., "windows": [..] }, .. ] }
+ * A dist is {"total": ns (not for period), "n", "sum", "min", "max", "avg", "sumsq", "stddev",
+ * "p50", "p90", "p99", "p999"}; min/max/avg/quantiles are null without samples. Integers are
+ * written exactly (64-bit; sumsq 128-bit as a decimal string, since it exceeds every JSON
+ * reader's integers).
+ *
+ * Cost: O(rows); no allocation. Does not: read JSON back (the tests parse it with python).
+ */
+#include "json.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const kind_key[TLC_NKINDS] = { "net", "gross", "call", "period", "outside" };
+static const char *const area_name[6] = { "function",       "line", "variable",
+                                          "variable_state", "aux",  "aux_state" };
+
+void tlc_out_u128(tlc_out_t *o, uint64_t hi, uint64_t lo) {
+  char b[40];
+  size_t i = sizeof(b);
+  if (hi == 0) {
+    tlc_out_u64(o, lo);
+    return;
+  }
+  /* long division of (hi, lo) by 10, 32 bits at a time */
+  while (hi != 0 || lo != 0) {
+    uint64_t parts[4] = { hi >> 32, hi & 0xFFFFFFFFu, lo >> 32, lo & 0xFFFFFFFFu };
+    uint64_t rem = 0;
+    int k;
+    for (k = 0; k < 4; k++) {
+      uint64_t cur = (rem << 32) | parts[k];
+      parts[k] = cur / 10;
+      rem = cur % 10;
+    }
+    hi = (parts[0] << 32) | parts[1];
+    lo = (parts[2] << 32) | parts[3];
+    b[--i] = (char)('0' + rem);
+  }
+  tlc_out_write(o, b + i, sizeof(b) - i);
+}
+
+/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t n, i;
+  uint32_t cp;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2, cp = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3, cp = c & 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
+  for (i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+      (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return n;
+}
+
+void tlc_json_string(tlc_out_t *o, const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  static const char hex[] = "0123456789abcdef";
+  tlc_out_putc(o, '"');
+  while (*s) {
+    size_t n;
+    if (*s == '"' || *s == '\\') {
+      tlc_out_putc(o, '\\');
+      tlc_out_putc(o, (char)*s++);
+    } else if (*s < 0x20) {
+      char e[7] = { '\\', 'u', '0', '0', hex[*s >> 4], hex[*s & 15], 0 };
+      if (*s == '\n')
+        tlc_out_puts(o, "\\n");
+      else if (*s == '\t')
+        tlc_out_puts(o, "\\t");
+      else if (*s == '\r')
+        tlc_out_puts(o, "\\r");
+      else
+        tlc_out_write(o, e, 6);
+      s++;
+    } else if ((n = utf8_len(s)) == 0) {
+      tlc_out_puts(o, "\\ufffd");
+      s++;
+    } else {
+      tlc_out_write(o, s, n);
+      s += n;
+    }
+  }
+  tlc_out_putc(o, '"');
+}
+
+typedef struct jw {
+  tlc_out_t *o;
+  int compact;
+  int depth;
+  int first; /* no comma needed before the next member */
+} jw_t;
+
+static void nl(jw_t *w) {
+  int i;
+  if (w->compact)
+    return;
+  tlc_out_putc(w->o, '\n');
+  for (i = 0; i < w->depth; i++)
+    tlc_out_puts(w->o, "  ");
+}
+
+static void key(jw_t *w, const char *k) {
+  if (!w->first)
+    tlc_out_putc(w->o, ',');
+  w->first = 0;
+  nl(w);
+  if (k != NULL) {
+    tlc_out_putc(w->o, '"');
+    tlc_out_puts(w->o, k);
+    tlc_out_puts(w->o, w->compact ? "\":" : "\": ");
+  }
+}
+
+static void open_(jw_t *w, const char *k, char c) {
+  key(w, k);
+  tlc_out_putc(w->o, c);
+  w->depth++;
+  w->first = 1;
+}
+
+static void close_(jw_t *w, char c) {
+  int empty = w->first;
+  w->depth--;
+  if (!empty)
+    nl(w);
+  tlc_out_putc(w->o, c);
+  w->first = 0;
+}
+
+static void kv_i64(jw_t *w, const char *k, int64_t v) {
+  key(w, k);
+  tlc_out_i64(w->o, v);
+}
+
+static void kv_u64(jw_t *w, const char *k, uint64_t v) {
+  key(w, k);
+  tlc_out_u64(w->o, v);
+}
+
+static void kv_str(jw_t *w, const char *k, const char *v) {
+  key(w, k);
+  if (v == NULL)
+    tlc_out_puts(w->o, "null");
+  else
+    tlc_json_string(w->o, v);
+}
+
+static void kv_hex8(jw_t *w, const char *k, uint32_t v) {
+  key(w, k);
+  tlc_out_putc(w->o, '"');
+  tlc_out_hex(w->o, v, 8);
+  tlc_out_putc(w->o, '"');
+}
+
+static void kv_opt(jw_t *w, const char *k, int has, int64_t v) {
+  key(w, k);
+  if (has)
+    tlc_out_i64(w->o, v);
+  else
+    tlc_out_puts(w->o, "null");
+}
+
+static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int64_t total) {
+  char buf[64];
+  int i;
+  static const char *const qk[TLC_NQUANT] = { "p50", "p90", "p99", "p999" };
+  open_(w, k, '{');
+  if (has_total)
+    kv_i64(w, "total", total);
+  kv_u64(w, "n", d->n);
+  kv_i64(w, "sum", d->sum);
+  kv_opt(w, "min", d->n > 0, d->min);
+  kv_opt(w, "max", d->n > 0, d->max);
+  kv_opt(w, "avg", d->n > 0, tlc_dist_avg(d));
+  key(w, "sumsq");
+  tlc_out_putc(w->o, '"');
+  tlc_out_u128(w->o, d->sumsq_hi, d->sumsq_lo);
+  tlc_out_putc(w->o, '"');
+  key(w, "stddev");
+  snprintf(buf, sizeof(buf), "%.3f", tlc_dist_stddev(d));
+  tlc_out_puts(w->o, buf);
+  for (i = 0; i < TLC_NQUANT; i++)
+    kv_opt(w, qk[i], d->n > 0 && d->has_q, d->q[i]);
+  close_(w, '}');
+}
+
+static int kind_applies(const tlc_stat_t *r, unsigned k) {
+  if (r->kind == TLC_ROW_CODE)
+    return 1;
+  if (r->kind == TLC_ROW_STATE)
+    return k == TLC_NET || k == TLC_PERIOD;
+  return k == TLC_PERIOD;
+}
+
+static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *r) {
+  unsigned area = tlc_handle_area(r->handle), k, i;
+  const tlc_map_area_t *ma = NULL;
+  char buf[64];
+  if (m != NULL)
+    ma = r->kind == TLC_ROW_STATE ? tlc_mapping_find_value(m, r->handle, r->state)
+                                  : tlc_mapping_find(m, r->handle);
+  if (ma == NULL && m != NULL && r->kind == TLC_ROW_STATE)
+    ma = tlc_mapping_find(m, r->handle);
+  open_(w, NULL, '{');
+  kv_hex8(w, "handle", r->handle);
+  kv_str(w, "area", area < 6 ? area_name[area] : "unknown");
+  kv_str(w, "name", ma ? ma->name : NULL);
+  if (r->kind == TLC_ROW_CODE) {
+    const char *cn = NULL;
+    if (m != NULL && r->context < t->ncontexts && t->contexts[r->context].kind == TLC_CTXK_TASK)
+      cn = tlc_mapping_ctx_name(m, t->contexts[r->context].key);
+    kv_str(w, "context", cn ? cn : tlc_ctx_name(t, r->context, buf, sizeof(buf)));
+  }
+  if (r->kind == TLC_ROW_STATE)
+    kv_u64(w, "state", r->state);
+  kv_u64(w, "count", r->count);
+  kv_u64(w, "anomalies", r->anomalies);
+  if (r->kind == TLC_ROW_DATA) {
+    /* data values are unsigned 64-bit: written as unsigned, null before the first write */
+    key(w, "value");
+    if (r->has_value)
+      tlc_out_u64(w->o, r->value);
+    else
+      tlc_out_puts(w->o, "null");
+    key(w, "value_min");
+    if (r->has_value)
+      tlc_out_u64(w->o, r->value_min);
+    else
+      tlc_out_puts(w->o, "null");
+    key(w, "value_max");
+    if (r->has_value)
+      tlc_out_u64(w->o, r->value_max);
+    else
+      tlc_out_puts(w->o, "null");
+  }
+  for (k = 0; k < TLC_NKINDS; k++)
+    if (kind_applies(r, k))
+      dist(w, kind_key[k], &r->dist[k], k != TLC_PERIOD, r->total[k]);
+  if (r->nwin > 0) {
+    open_(w, "windows", '[');
+    for (i = 0; i < r->nwin && i < TLC_MAX_WINDOWS; i++) {
+      const tlc_wstat_t *ws = &r->win[i];
+      open_(w, NULL, '{');
+      kv_i64(w, "window_ns", i < t->nwindows ? t->window_ns[i] : 0);
+      kv_u64(w, "count", ws->count);
+      for (k = 0; k < TLC_NKINDS; k++) {
+        if (!kind_applies(r, k))
+          continue;
+        open_(w, kind_key[k], '{');
+        kv_u64(w, "n", ws->k[k].n);
+        kv_i64(w, "sum", ws->k[k].sum);
+        kv_opt(w, "min", ws->k[k].n > 0, ws->k[k].min);
+        kv_opt(w, "max", ws->k[k].n > 0, ws->k[k].max);
+        kv_opt(w, "avg", ws->k[k].n > 0, ws->k[k].n ? ws->k[k].sum / (int64_t)ws->k[k].n : 0);
+        close_(w, '}');
+      }
+      close_(w, '}');
+    }
+    close_(w, ']');
+  }
+  close_(w, '}');
+}
+
+int tlc_json_write(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const char *target,
+                   int compact) {
+  jw_t w = { o, compact, 0, 1 };
+  const tlc_counters_t *c = &t->counters;
+  size_t i;
+  char buf[64];
+  static const char *const ctx_kind[3] = { "core", "task", "thread" };
+  open_(&w, NULL, '{');
+  kv_str(&w, "schema", "tlcap-stats/1");
+  kv_str(&w, "target", target);
+  kv_str(&w, "format",
+         t->format == TLC_FMT_BIN10   ? "bin10"
+         : t->format == TLC_FMT_BIN11 ? "bin11"
+         : t->format == TLC_FMT_EVLOG ? "evlog"
+                                      : NULL);
+  kv_opt(&w, "first_time", c->events > 0, t->first_time);
+  kv_opt(&w, "last_time", c->events > 0, t->last_time);
+  kv_i64(&w, "total_time", c->events > 0 ? t->last_time - t->first_time : 0);
+  if (t->has_context_area)
+    kv_hex8(&w, "context_area", t->context_area);
+  else
+    kv_str(&w, "context_area", NULL);
+  open_(&w, "windows_ns", '[');
+  for (i = 0; i < t->nwindows && i < TLC_MAX_WINDOWS; i++)
+    kv_i64(&w, NULL, t->window_ns[i]);
+  close_(&w, ']');
+  kv_u64(&w, "seq", t->seq);
+  open_(&w, "counters", '{');
+  kv_u64(&w, "events", c->events);
+  kv_u64(&w, "anomalies", c->anomalies);
+  kv_u64(&w, "dropped_area_limit", c->dropped_area_limit);
+  kv_u64(&w, "gaps", c->gaps);
+  kv_u64(&w, "bytes", c->bytes);
+  kv_u64(&w, "records", c->records);
+  kv_u64(&w, "bytes_skipped", c->bytes_skipped);
+  kv_u64(&w, "resyncs", c->resyncs);
+  kv_u64(&w, "records_invalid", c->records_invalid);
+  kv_u64(&w, "truncated", c->truncated);
+  kv_u64(&w, "overflow_items", c->overflow_items);
+  close_(&w, '}');
+  open_(&w, "contexts", '[');
+  for (i = 0; i < t->ncontexts; i++) {
+    const tlc_ctx_t *x = &t->contexts[i];
+    const char *cn = NULL;
+    open_(&w, NULL, '{');
+    kv_u64(&w, "index", i);
+    if (m != NULL && x->kind == TLC_CTXK_TASK)
+      cn = tlc_mapping_ctx_name(m, x->key);
+    kv_str(&w, "name", cn ? cn : tlc_ctx_name(t, (uint32_t)i, buf, sizeof(buf)));
+    kv_str(&w, "kind", x->kind < 3 ? ctx_kind[x->kind] : "unknown");
+    if (x->kind == TLC_CTXK_CORE)
+      kv_opt(&w, "core", x->core != TLC_CORE_UNKNOWN, x->core);
+    else
+      kv_u64(&w, "key", x->key);
+    close_(&w, '}');
+  }
+  close_(&w, ']');
+  open_(&w, "rows", '[');
+  for (i = 0; i < t->nrows; i++)
+    row(&w, t, m, &t->rows[i]);
+  close_(&w, ']');
+  close_(&w, '}');
+  tlc_out_putc(o, '\n');
+  return o->err;
+}
