@@ -23,7 +23,9 @@
 #include "engine.h"
 
 #include "aprof.h"
+#include "aprofw.h"
 #include "br.h"
+#include "brw.h"
 #include "dec.h"
 #include "evlog.h"
 #include "evmap.h"
@@ -307,7 +309,7 @@ static int stream_rewind(void *ud) {
     s->evmap = NULL;
   }
   if (s->rp->fmt == TLC_FMT_EVLOG) {
-    r = tlc_evmap_new(&s->evmap, 0, 0);
+    r = tlc_evmap_new(&s->evmap, NULL);
     if (r < 0)
       return r;
   }
@@ -694,6 +696,12 @@ int tlc_replay_main(int argc, char **argv) {
       break;
     case EX_JSON:
       r = tlc_json_write(&o, &t, rp.has_mapping ? &rp.mapping : NULL, NULL, 0);
+      break;
+    case EX_APROF:
+      r = tlc_aprof_write(&o, NULL, &t, rp.has_mapping ? &rp.mapping : NULL, &tl);
+      break;
+    case EX_BR:
+      r = tlc_br_export(&o, &t, rp.has_mapping ? &rp.mapping : NULL);
       break;
     default:
       fprintf(stderr, "tlcapd replay: --export %s is not available for stream input yet\n",

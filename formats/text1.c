@@ -38,6 +38,7 @@
 #include "tlc_err.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Macro ids, names and the entries each applies to. */
@@ -247,16 +248,9 @@ int tlc_text1_set_format(tlc_text1_opts_t *opts, const char *spec, char *err, si
 }
 
 void tlc_text1_field(tlc_out_t *o, const char *s, char sep) {
-  size_t n = strlen(s);
-  int quote = 0;
   const char *p;
-  if (n >= 2 && s[0] == '"' && s[n - 1] == '"')
-    quote = 1;
-  for (p = s; *p && !quote; p++)
-    if ((sep != '\0' && *p == sep) || *p == '\n' || *p == '\r')
-      quote = 1;
-  if (!quote) {
-    tlc_out_write(o, s, n);
+  if (!tlc_mapping_field_needs_quotes(s, sep)) {
+    tlc_out_puts(o, s);
     return;
   }
   tlc_out_putc(o, '"');
@@ -501,89 +495,110 @@ static void fill_names(row_ctx_t *c, const tlc_mapping_t *m, uint32_t handle, in
     c->parent = tlc_mapping_find(m, c->ma->parent);
 }
 
-typedef struct key {
-  uint32_t handle;
-  uint8_t is_state;
-  uint64_t state;
-} key_t_;
-
-static int key_cmp(uint32_t ha, uint64_t va, uint32_t hb, uint64_t vb) {
-  if (ha != hb)
-    return ha < hb ? -1 : 1;
-  if (va != vb)
-    return va < vb ? -1 : 1;
-  return 0;
-}
-
 static int in_class(uint32_t handle, unsigned lo_area) {
   unsigned a = tlc_handle_area(handle);
   return a == lo_area || a == lo_area + 1;
 }
 
-/* One HANDLE(...) section: the mapping's entries of that class merged with the observed areas
- * the mapping does not list, in (handle, value) order. */
+/* One line of a HANDLE(...) section: a mapping entry, or an observed area it does not list. */
+typedef struct hitem {
+  uint32_t owner; /* the function or variable the entry belongs to (itself for those) */
+  uint8_t child;  /* a line (under its function) or a state (under its variable) */
+  uint8_t has_value;
+  uint32_t handle;
+  uint64_t value;
+  const tlc_map_area_t *ma;
+} hitem_t;
+
+static int hitem_cmp(const void *pa, const void *pb) {
+  const hitem_t *a = pa, *b = pb;
+  if (a->owner != b->owner)
+    return a->owner < b->owner ? -1 : 1;
+  if (a->child != b->child)
+    return a->child < b->child ? -1 : 1;
+  if (a->handle != b->handle)
+    return a->handle < b->handle ? -1 : 1;
+  if (a->value != b->value)
+    return a->value < b->value ? -1 : 1;
+  return 0;
+}
+
+/* Owner of a child entry: its mapping parent, else (states) the variable with the same low 28
+ * bits, winIDEA's numbering; a line without a known parent stands on its own. */
+static uint32_t owner_of(uint32_t handle, const tlc_map_area_t *ma) {
+  unsigned area = tlc_handle_area(handle);
+  if (ma != NULL && ma->parent != TLC_NO_HANDLE)
+    return ma->parent;
+  if (area == TLC_AREA_VARSTATE || area == TLC_AREA_AUXSTATE)
+    return ((uint32_t)(area - 1) << 28) | (handle & 0x0FFFFFFFu);
+  return handle;
+}
+
+/* One HANDLE(...) section: the mapping's entries of that class and the observed areas the
+ * mapping does not list, each parent followed by its children (a function by its lines, a
+ * variable by its states), as winIDEA lists them; the mapping reader relies on that order to
+ * link states to variables when the format has no HANDLE.PARENT. */
 static int write_handles(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_table_t *t,
                          const tlc_mapping_t *m, unsigned lo_area, const char *klass) {
   const tlc_text1_fmt_t *f = &opts->fmt[TLC_T1_MAPPING];
   char sec[32];
-  size_t mi = 0, ri = 0, mn = m ? m->nareas : 0, nk = 0, ki = 0;
-  key_t_ *keys = NULL;
+  size_t i, n = 0, mn = m ? m->nareas : 0;
+  hitem_t *items;
   snprintf(sec, sizeof(sec), "HANDLE(%s)", klass);
   header(o, sec, NULL, f);
-  /* observed areas without a mapping entry, deduplicated (code rows repeat per context) */
-  if (t->nrows > 0) {
-    keys = tlc_malloc(t->nrows * sizeof(*keys));
-    if (keys == NULL)
-      return TLC_ENOMEM;
+  items = tlc_malloc((mn + t->nrows + 1) * sizeof(*items));
+  if (items == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < mn; i++) {
+    const tlc_map_area_t *ma = &m->areas[i];
+    if (!in_class(ma->handle, lo_area))
+      continue;
+    items[n].handle = ma->handle;
+    items[n].child = tlc_handle_area(ma->handle) != lo_area;
+    items[n].owner = items[n].child ? owner_of(ma->handle, ma) : ma->handle;
+    items[n].has_value = ma->has_value;
+    items[n].value = ma->has_value ? ma->value : 0;
+    items[n].ma = ma;
+    n++;
   }
-  for (ri = 0; ri < t->nrows; ri++) {
-    const tlc_stat_t *r = &t->rows[ri];
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
     int st = r->kind == TLC_ROW_STATE;
     if (!in_class(r->handle, lo_area))
       continue;
-    if (nk > 0 && keys[nk - 1].handle == r->handle && keys[nk - 1].is_state == st &&
-        keys[nk - 1].state == r->state)
+    /* code rows repeat per context: the table is sorted, so compare with the previous one */
+    if (i > 0 && t->rows[i - 1].handle == r->handle && t->rows[i - 1].kind == r->kind &&
+        t->rows[i - 1].state == r->state)
       continue;
     if (m != NULL &&
         (st ? tlc_mapping_find_value(m, r->handle, r->state) : tlc_mapping_find(m, r->handle)))
       continue;
-    keys[nk].handle = r->handle;
-    keys[nk].is_state = (uint8_t)st;
-    keys[nk].state = st ? r->state : 0;
-    nk++;
+    items[n].handle = r->handle;
+    items[n].child = tlc_handle_area(r->handle) != lo_area;
+    items[n].owner = items[n].child ? owner_of(r->handle, NULL) : r->handle;
+    items[n].has_value = (uint8_t)st;
+    items[n].value = st ? r->state : 0;
+    items[n].ma = NULL;
+    n++;
   }
-  for (;;) {
-    const tlc_map_area_t *ma = NULL;
+  qsort(items, n, sizeof(*items), hitem_cmp);
+  for (i = 0; i < n; i++) {
     row_ctx_t c;
-    while (mi < mn && !in_class(m->areas[mi].handle, lo_area))
-      mi++;
-    if (mi < mn)
-      ma = &m->areas[mi];
-    if (ma == NULL && ki == nk)
-      break;
     memset(&c, 0, sizeof(c));
     c.fmt = f;
     c.klass = klass;
     c.has_handle = 1;
-    if (ma != NULL && (ki == nk || key_cmp(ma->handle, ma->has_value ? ma->value : 0,
-                                           keys[ki].handle, keys[ki].state) <= 0)) {
-      c.handle = ma->handle;
-      c.ma = ma;
-      if (ma->parent != TLC_NO_HANDLE)
-        c.parent = tlc_mapping_find(m, ma->parent);
-      c.has_value = ma->has_value;
-      c.value = ma->value;
-      mi++;
-    } else {
-      c.handle = keys[ki].handle;
-      c.has_value = keys[ki].is_state;
-      c.value = keys[ki].state;
+    c.handle = items[i].handle;
+    c.ma = items[i].ma;
+    c.has_value = items[i].has_value;
+    c.value = items[i].value;
+    if (c.ma == NULL)
       c.name = "";
-      ki++;
-    }
+    else if (c.ma->parent != TLC_NO_HANDLE)
+      c.parent = tlc_mapping_find(m, c.ma->parent);
     write_entry(o, &c);
   }
-  tlc_free(keys);
+  tlc_free(items);
   tlc_out_putc(o, '\n');
   return 0;
 }

@@ -72,9 +72,9 @@ int tlc_text1_set_format(tlc_text1_opts_t *opts, const char *spec, char *err, si
 int tlc_text1_write(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_table_t *t,
                     const tlc_mapping_t *m, tlc_timeline_t *tl);
 
-/* Writes one field of a Text1 entry, quoting it when needed so that the mapping reader reads it
- * back exactly: a field holding `sep`, a CR or LF, or both starting and ending with '"', is
- * written in double quotes with inner quotes doubled; anything else is written raw. */
+/* Writes one field of a Text1 entry, quoting it (double quotes, inner quotes doubled) exactly
+ * when tlc_mapping_field_needs_quotes() says the mapping reader could not read it back raw;
+ * anything else is written raw, as winIDEA writes names like "TestStatic1.c"#StaticFunc. */
 void tlc_text1_field(tlc_out_t *o, const char *s, char sep);
 
 #endif
