@@ -34,6 +34,7 @@
 #include "out.h"
 #include "stats.h"
 #include "text1.h"
+#include "xml.h"
 #include "timeline.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -66,6 +67,7 @@ typedef struct rp {
   int has_from, has_to;
   int64_t from, to;
   tlc_text1_opts_t t1;
+  tlc_xml_opts_t xml;
   tlc_mapping_t mapping;
   int has_mapping;
   int bad_input;
@@ -96,9 +98,11 @@ static void usage(FILE *to) {
               "                     [--export text1|xml|aprof|br|json|bin11|bin10|evlog]\n"
               "                     [--text1-format ENTRY=FORMAT]... [--output PATH]\n"
               "                     [--from NS] [--to NS]\n"
+              "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
               "Decodes capture files and writes their statistics and timeline.\n"
               "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
               "--from/--to keep events whose time (ns) lies in [from, to].\n"
+              "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
               "Exit status: 0 success, 1 bad input, 2 usage.\n");
 }
 
@@ -433,6 +437,30 @@ static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
   return status;
 }
 
+/* With --format auto: "aprof" or "br" when the first file is such a report (and no stream
+ * format fits it, since a bin1x record can look like a BR record), else "auto". */
+static const char *sniff_report(const char *path) {
+  uint8_t head[24 * 256];
+  char why[160];
+  size_t n;
+  FILE *fp = fopen(path, "rb");
+  if (fp == NULL)
+    return "auto"; /* resolve_formats reports it */
+  n = fread(head, 1, sizeof(head), fp);
+  fclose(fp);
+  if (tlc_dec_detect(head, n, why, sizeof(why)) != TLC_FMT_NONE)
+    return "auto";
+  if (tlc_aprof_sniff((const char *)head, n)) {
+    fprintf(stderr, "tlcapd replay: %s: format auto: aprof report\n", path);
+    return "aprof";
+  }
+  if (tlc_br_sniff(head, n)) {
+    fprintf(stderr, "tlcapd replay: %s: format auto: BR profiler file\n", path);
+    return "br";
+  }
+  return "auto";
+}
+
 static int load_mapping(rp_t *rp) {
   char *data = NULL;
   size_t len = 0;
@@ -453,6 +481,39 @@ static int load_mapping(rp_t *rp) {
   tlc_mapping_finish(&rp->mapping);
   rp->has_mapping = 1;
   return 0;
+}
+
+/* XML, with the timeline inline or in the OUTPUT.BIN sidecar. */
+static int export_xml(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_timeline_t *tl) {
+  tlc_out_t side;
+  FILE *sf = NULL;
+  char *path = NULL;
+  const char *base;
+  int r;
+  if (rp->xml.timeline != TLC_XML_TL_BINARY)
+    return tlc_xml_write(o, &rp->xml, t, rp->has_mapping ? &rp->mapping : NULL, tl, NULL);
+  path = tlc_malloc(strlen(rp->output) + 5);
+  if (path == NULL)
+    return TLC_ENOMEM;
+  strcpy(path, rp->output);
+  strcat(path, ".BIN");
+  sf = fopen(path, "wb");
+  if (sf == NULL) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", path, strerror(errno));
+    tlc_free(path);
+    return TLC_EIO;
+  }
+  base = strrchr(path, '/');
+  rp->xml.sidecar_name = base ? base + 1 : path;
+  tlc_out_init(&side, 0, write_file_cb, sf);
+  r = tlc_xml_write(o, &rp->xml, t, rp->has_mapping ? &rp->mapping : NULL, tl, &side);
+  if (tlc_out_fini(&side) < 0 && r == 0)
+    r = TLC_EIO;
+  if (fclose(sf) != 0 && r == 0)
+    r = TLC_EIO;
+  rp->xml.sidecar_name = NULL;
+  tlc_free(path);
+  return r;
 }
 
 /* Native exports: re-encode the timeline. */
@@ -520,6 +581,7 @@ int tlc_replay_main(int argc, char **argv) {
   rp.format_opt = "auto";
   rp.export_ = EX_TEXT1;
   tlc_text1_opts_default(&rp.t1);
+  tlc_xml_opts_default(&rp.xml);
   tlc_mapping_init(&rp.mapping);
   rp.files = tlc_calloc((size_t)argc, sizeof(char *));
   if (rp.files == NULL)
@@ -531,7 +593,12 @@ int tlc_replay_main(int argc, char **argv) {
     int takes = strcmp(a, "--format") == 0 || strcmp(a, "--mapping") == 0 ||
                 strcmp(a, "--context-area") == 0 || strcmp(a, "--export") == 0 ||
                 strcmp(a, "--text1-format") == 0 || strcmp(a, "--output") == 0 ||
-                strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0;
+                strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
+                strcmp(a, "--xml-timeline") == 0;
+    if (strcmp(a, "--no-indent") == 0) {
+      rp.xml.indent = 0;
+      continue;
+    }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       status = 0;
@@ -583,6 +650,19 @@ int tlc_replay_main(int argc, char **argv) {
       }
     } else if (strcmp(a, "--output") == 0) {
       rp.output = v;
+    } else if (strcmp(a, "--xml-timeline") == 0) {
+      if (strcmp(v, "inline") == 0) {
+        rp.xml.timeline = TLC_XML_TL_INLINE;
+      } else if (strcmp(v, "none") == 0) {
+        rp.xml.timeline = TLC_XML_TL_NONE;
+      } else if (strcmp(v, "bin11") == 0 || strcmp(v, "bin10") == 0) {
+        rp.xml.timeline = TLC_XML_TL_BINARY;
+        rp.xml.bin_version = tlc_format_parse(v);
+      } else {
+        fprintf(stderr, "tlcapd replay: --xml-timeline expects inline, bin11, bin10 or none\n");
+        status = 2;
+        goto done;
+      }
     } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
       int64_t t;
       if (parse_i64(v, &t) < 0) {
@@ -621,6 +701,16 @@ int tlc_replay_main(int argc, char **argv) {
       goto done;
     }
   }
+  if (rp.export_ == EX_XML && rp.xml.timeline == TLC_XML_TL_BINARY && rp.output == NULL) {
+    fprintf(stderr,
+            "tlcapd replay: --xml-timeline %s writes OUTPUT.BIN beside the XML: give "
+            "--output\n",
+            tlc_format_name(rp.xml.bin_version));
+    status = 2;
+    goto done;
+  }
+  if (strcmp(rp.format_opt, "auto") == 0)
+    rp.format_opt = sniff_report(rp.files[0]);
   if (strcmp(rp.format_opt, "aprof") == 0 || strcmp(rp.format_opt, "br") == 0) {
     status = replay_report_file(&rp, out, rp.format_opt[0] == 'a');
     goto done;
@@ -702,6 +792,9 @@ int tlc_replay_main(int argc, char **argv) {
       break;
     case EX_BR:
       r = tlc_br_export(&o, &t, rp.has_mapping ? &rp.mapping : NULL);
+      break;
+    case EX_XML:
+      r = export_xml(&rp, &o, &t, &tl);
       break;
     default:
       fprintf(stderr, "tlcapd replay: --export %s is not available for stream input yet\n",

@@ -55,7 +55,11 @@ void tlc_out_printf(tlc_out_t *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void tlc_out_vprintf(tlc_out_t *o, const char *fmt, va_list ap);
+void tlc_out_vprintf(tlc_out_t *o, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 
 /* Fast number formatting (no printf): decimal, and uppercase hex zero-padded to `width`
  * digits (width 0 = no padding, "0" for zero). */
