@@ -44,8 +44,9 @@ typedef enum tlc_format {
 } tlc_format_t;
 
 /* tlc_event_t.flags */
-#define TLC_EVF_SYNTH 0x0001 /* synthesised by the evlog mapping (S before E, R after X) */
-#define TLC_EVF_GAP   0x0002 /* bytes or items were lost before this event (resync, overflow) */
+#define TLC_EVF_SYNTH     0x0001 /* synthesised by the evlog mapping (S before E, R after X) */
+#define TLC_EVF_GAP       0x0002 /* bytes or items were lost before this event (resync, overflow) */
+#define TLC_EVF_BLOCK_END 0x0004 /* evlog: the last item of its block (a storage cut point) */
 
 /* The fields of an Eina_Evlog_Item and where it sits, for evlog events only. */
 typedef struct tlc_evlog_ext {
@@ -63,7 +64,8 @@ typedef struct tlc_evlog_ext {
   uint16_t detail_len;     /* strlen(detail), 0 when absent */
   uint16_t item_len;       /* event_next: bytes from this item to the next */
   uint8_t item_be;         /* 1 if the item fields were big-endian */
-  uint8_t header_be;       /* 1 if the block header was big-endian */
+  uint8_t header_be;       /* 1 if the block header's magic was big-endian */
+  uint8_t sizes_be;        /* 1 if its size and overflow words were big-endian (may differ) */
 } tlc_evlog_ext_t;
 
 typedef struct tlc_event {
