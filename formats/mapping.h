@@ -11,6 +11,34 @@
  *
  * A mapping owns its strings. Lookups are O(log n) after tlc_mapping_finish() sorts it.
  * Not thread-safe; built once, then read-only (shared read-only across threads is fine).
+ *
+ * Text1 entry fields (the contract between the Text1 writer and tlc_mapping_parse_text1).
+ * A section header `* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%` declares its entry format:
+ * macros and the literal text between them. An entry is read token by token against it:
+ *  - a literal must appear exactly (the entry's leading/trailing literals included);
+ *  - a field followed by a literal ends at the first occurrence of that literal on the line
+ *    (a field followed by the format's trailing literal ends where the line's suffix begins);
+ *    the last field of a format without a trailing literal takes the rest of the line;
+ *  - a field that starts with `"` is first tried as a CSV-quoted field: `""` inside is one
+ *    quote and the field ends at the first single `"`. If that quote is directly followed by
+ *    the separator (or the end of the line for the last field), the field is the unquoted text
+ *    (it may then hold separators, quotes and line breaks). Otherwise the field is read raw as
+ *    above, so hand-written names like the seed's `"TestStatic1.c"#StaticFunc` stay intact;
+ *  - HANDLE-like numbers (HANDLE, HANDLE.PARENT, HANDLE.STATE, VALUE) are hex with an optional
+ *    0x and surrounding blanks; a number macro directly followed by another macro (no literal
+ *    between) takes the hex digits (at most 8 for handles); a text macro cannot be.
+ * So a writer must quote (wrap in `"`, double inner quotes) exactly the fields for which
+ * tlc_mapping_field_needs_quotes() says so: those holding the separator's first character, a
+ * CR or LF, and those starting with `"` that would not read back raw (they have no single `"`
+ * before their last character, or end with `"`). Everything else may be written raw.
+ *
+ * Data sections: a state entry (handle type 3 or 5) is linked to its variable by HANDLE.PARENT
+ * or the variable's HANDLE.STATE when the format has them (tlc_mapping_finish() completes the
+ * other direction). When the format has neither, a state entry listed right after its variable
+ * (or after that variable's earlier states) whose handle has the same low 28 bits (winIDEA's
+ * numbering, the seed's 20000000 -> 30000000) gets the variable as parent and the variable its
+ * state_handle. NAME.PARENT without HANDLE.PARENT links to the nearest earlier entry of the
+ * same section with that name.
  */
 #ifndef TLC_MAPPING_H
 #define TLC_MAPPING_H
@@ -31,6 +59,8 @@ typedef struct tlc_map_area {
   char *value_type; /* "I64", "F64" or "" */
   char *unit;       /* never NULL */
   char *path;       /* never NULL */
+  /* The five strings of an entry added to a mapping share one allocation owned through
+   * `name`: read them, never free or replace them one by one. */
 } tlc_map_area_t;
 
 typedef struct tlc_map_ctx {
@@ -53,11 +83,16 @@ typedef struct tlc_parse_err {
   char reason[160];
 } tlc_parse_err_t;
 
+/* Initialises an empty mapping (set max_areas afterwards to change the cap). */
 void tlc_mapping_init(tlc_mapping_t *m);
+/* Frees every entry and context. Safe on zeroed memory and after a failed parse. */
 void tlc_mapping_fini(tlc_mapping_t *m);
 
-/* Parse buf[0..len) and add its entries to m (then call tlc_mapping_finish). Return 0, or a
- * negative error with *err filled (TLC_ESYNTAX, TLC_ELIMIT, TLC_ENOMEM). */
+/* Parse buf[0..len) (no NUL needed; the caller keeps it) and add its entries to m (then call
+ * tlc_mapping_finish); several files may be added to one mapping. Return 0, or a negative
+ * error with *err filled (line, byte offset, reason): TLC_ESYNTAX, TLC_ERANGE (a number too
+ * large), TLC_ELIMIT (max_areas entries or contexts), TLC_ENOMEM. A Text1 or XML input without
+ * any mapping section is TLC_ESYNTAX. After a failure m holds the entries read before it. */
 int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_err_t *err);
 int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_err_t *err);
 /* Either, chosen by content (XML if the first non-blank byte is '<'). */
@@ -67,7 +102,13 @@ int tlc_mapping_parse(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_e
 int tlc_mapping_add(tlc_mapping_t *m, const tlc_map_area_t *a);
 int tlc_mapping_add_ctx(tlc_mapping_t *m, uint64_t handle, const char *name);
 
-/* Sorts for lookup. Must be called after the last add. */
+/* Whether a Text1 field must be written quoted (see the rules above) so that the reader gets
+ * it back exactly. `sep` is the first character of the literal following the field in the entry
+ * format, or '\0' when the field is the last one. Returns 1 or 0. */
+int tlc_mapping_field_needs_quotes(const char *s, char sep);
+
+/* Sorts for lookup (by handle, then value) and completes the parent/state links between
+ * variables and their states. Must be called after the last add. */
 void tlc_mapping_finish(tlc_mapping_t *m);
 
 /* The area entry for a handle (for state areas: the first entry, by value), or NULL. */
