@@ -1,0 +1,541 @@
+/* client.c - the subscriber client library (see tlcap_client.h).
+ *
+ * One non-blocking socket driven by poll() with timeouts; received bytes go through the same
+ * incremental frame decoder as the daemon's (proto/frame.c), capped at max_message before any
+ * allocation. Messages that arrive while a request waits for its reply are kept in a bounded
+ * FIFO for tlc_client_recv. Subscriptions are kept as their encoded frames, replayed on
+ * reconnect. Cost: one poll per wait, one unpack per message.
+ * Not done here: threads, TLS, automatic reconnection (the caller decides when).
+ */
+#include "tlcap_client.h"
+
+#include "convert.h"
+#include "frame.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RBUF 65536
+
+typedef struct qnode {
+  struct qnode *next;
+  Tlcap__ServerMessage *m;
+} qnode_t;
+
+typedef struct saved_sub {
+  struct saved_sub *next;
+  uint32_t id;
+  size_t len;
+  uint8_t data[]; /* the framed Subscribe request */
+} saved_sub_t;
+
+struct tlc_client {
+  char *addr;
+  tlc_client_opts_t o;
+  char *name, *token;
+  int fd;
+  tlc_frame_dec_t dec;
+  uint8_t *rbuf;
+  size_t rlen, roff;
+  Tlcap__ServerMessage *welcome;
+  qnode_t *qhead, *qtail;
+  size_t nq;
+  saved_sub_t *subs;
+  uint32_t next_req, next_sub;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#include <stdarg.h>
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  if (err == NULL || errlen == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Remaining time of a deadline (-1: none). */
+static int left_ms(int64_t deadline) {
+  int64_t l;
+  if (deadline < 0)
+    return -1;
+  l = deadline - mono_ms();
+  return l < 0 ? 0 : (int)(l > 1000000000 ? 1000000000 : l);
+}
+
+/* Opens a connected, non-blocking socket to addr. */
+static int dial(const char *addr, int timeout_ms, int *out, char *err, size_t errlen) {
+  int fd = -1, r;
+  int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : -1;
+  if (strncmp(addr, "unix:", 5) == 0) {
+    struct sockaddr_un sa;
+    const char *path = addr + 5;
+    if (strlen(path) >= sizeof(sa.sun_path) || path[0] == 0) {
+      set_err(err, errlen, "bad unix socket path in %s", addr);
+      return TLC_EINVAL;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+      r = -errno;
+      close(fd);
+      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd running and serving there?)", addr,
+              strerror(-r));
+      return r;
+    }
+  } else {
+    char host[256], port[16];
+    const char *colon;
+    struct addrinfo hints, *res = NULL, *ai;
+    size_t hl;
+    if (addr[0] == '[') {
+      const char *rb = strchr(addr, ']');
+      if (rb == NULL || rb[1] != ':') {
+        set_err(err, errlen, "bad address %s (want HOST:PORT, [V6]:PORT or unix:PATH)", addr);
+        return TLC_EINVAL;
+      }
+      hl = (size_t)(rb - addr - 1);
+      if (hl >= sizeof(host))
+        return TLC_EINVAL;
+      memcpy(host, addr + 1, hl);
+      host[hl] = 0;
+      colon = rb + 1;
+    } else {
+      colon = strrchr(addr, ':');
+      if (colon == NULL) {
+        set_err(err, errlen, "bad address %s (want HOST:PORT, [V6]:PORT or unix:PATH)", addr);
+        return TLC_EINVAL;
+      }
+      hl = (size_t)(colon - addr);
+      if (hl >= sizeof(host) || hl == 0) {
+        set_err(err, errlen, "bad address %s (want HOST:PORT, [V6]:PORT or unix:PATH)", addr);
+        return TLC_EINVAL;
+      }
+      memcpy(host, addr, hl);
+      host[hl] = 0;
+    }
+    if (strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof(port) ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1)) {
+      set_err(err, errlen, "bad port in %s", addr);
+      return TLC_EINVAL;
+    }
+    strcpy(port, colon + 1);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_family = AF_UNSPEC;
+    if ((r = getaddrinfo(host, port, &hints, &res)) != 0) {
+      set_err(err, errlen, "cannot resolve %s: %s", addr, gai_strerror(r));
+      return TLC_EINVAL;
+    }
+    r = -ECONNREFUSED;
+    for (ai = res; ai != NULL; ai = ai->ai_next) {
+      struct pollfd pf;
+      int soerr = 0;
+      socklen_t sl = sizeof(soerr);
+      fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        r = -errno;
+        continue;
+      }
+      if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+        break;
+      if (errno != EINPROGRESS) {
+        r = -errno;
+        close(fd);
+        fd = -1;
+        continue;
+      }
+      pf.fd = fd;
+      pf.events = POLLOUT;
+      pf.revents = 0;
+      if (poll(&pf, 1, left_ms(deadline)) <= 0) {
+        r = -ETIMEDOUT;
+        close(fd);
+        fd = -1;
+        continue;
+      }
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+        r = soerr != 0 ? -soerr : -errno;
+        close(fd);
+        fd = -1;
+        continue;
+      }
+      break;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd running and serving there?)", addr,
+              strerror(-r));
+      return r;
+    }
+  }
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  *out = fd;
+  return 0;
+}
+
+static int write_all(tlc_client_t *c, const uint8_t *p, size_t n, int timeout_ms) {
+  int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : -1;
+  while (n > 0) {
+    ssize_t w;
+    if (c->fd < 0)
+      return -ENOTCONN;
+    w = send(c->fd, p, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      p += w;
+      n -= (size_t)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      struct pollfd pf = { c->fd, POLLOUT, 0 };
+      int pr = poll(&pf, 1, left_ms(deadline));
+      if (pr == 0)
+        return -ETIMEDOUT;
+      if (pr < 0 && errno != EINTR)
+        return -errno;
+      continue;
+    }
+    return w < 0 ? -errno : TLC_EIO;
+  }
+  return 0;
+}
+
+static int pack_send(tlc_client_t *c, const ProtobufCMessage *m, uint8_t **keep, size_t *keeplen) {
+  size_t payload, n = tlc_pb_frame_size(m, &payload);
+  uint8_t *buf = tlc_malloc(n);
+  int r;
+  if (buf == NULL)
+    return TLC_ENOMEM;
+  tlc_pb_frame_pack(m, payload, buf);
+  r = write_all(c, buf, n, c->o.timeout_ms);
+  if (r == 0 && keep != NULL) {
+    *keep = buf;
+    *keeplen = n;
+    return 0;
+  }
+  tlc_free(buf);
+  return r;
+}
+
+int tlc_client_send(tlc_client_t *c, Tlcap__ClientMessage *m) {
+  int r;
+  if (m->request_id == 0) {
+    if (++c->next_req == 0 || c->next_req > 0x7FFFFFFF)
+      c->next_req = 1;
+    m->request_id = c->next_req;
+  }
+  r = pack_send(c, &m->base, NULL, NULL);
+  return r < 0 ? r : (int)m->request_id;
+}
+
+/* Reads what is available (waiting up to timeout) and tries to decode one message. */
+static int recv_one(tlc_client_t *c, int timeout_ms, Tlcap__ServerMessage **out) {
+  int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : -1;
+  for (;;) {
+    while (c->roff < c->rlen) {
+      const uint8_t *frame;
+      size_t used, flen;
+      int r =
+          tlc_frame_dec_feed(&c->dec, c->rbuf + c->roff, c->rlen - c->roff, &used, &frame, &flen);
+      if (r < 0)
+        return r;
+      c->roff += used;
+      if (r == 1) {
+        *out = tlcap__server_message__unpack(&tlc_pb_allocator, flen, frame);
+        return *out != NULL ? 1 : TLC_EFRAME;
+      }
+    }
+    c->roff = c->rlen = 0;
+    if (c->fd < 0)
+      return -ENOTCONN;
+    {
+      ssize_t n = recv(c->fd, c->rbuf, RBUF, 0);
+      if (n > 0) {
+        c->rlen = (size_t)n;
+        continue;
+      }
+      if (n == 0)
+        return TLC_EIO; /* the daemon closed the connection */
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return -errno;
+    }
+    {
+      struct pollfd pf = { c->fd, POLLIN, 0 };
+      int pr = poll(&pf, 1, left_ms(deadline));
+      if (pr == 0)
+        return 0;
+      if (pr < 0 && errno != EINTR)
+        return -errno;
+    }
+  }
+}
+
+int tlc_client_recv(tlc_client_t *c, int timeout_ms, Tlcap__ServerMessage **out) {
+  *out = NULL;
+  if (c->qhead != NULL) {
+    qnode_t *q = c->qhead;
+    c->qhead = q->next;
+    if (c->qhead == NULL)
+      c->qtail = NULL;
+    c->nq--;
+    *out = q->m;
+    tlc_free(q);
+    return 1;
+  }
+  return recv_one(c, timeout_ms, out);
+}
+
+void tlc_client_msg_free(Tlcap__ServerMessage *m) {
+  if (m != NULL)
+    tlcap__server_message__free_unpacked(m, &tlc_pb_allocator);
+}
+
+char *tlc_client_error_text(const Tlcap__Error *e, char *buf, size_t len) {
+  snprintf(buf, len, "%s (%s)", e->message != NULL && e->message[0] ? e->message : "error",
+           tlc_pb_error_name(e->code));
+  return buf;
+}
+
+int tlc_client_request(tlc_client_t *c, Tlcap__ClientMessage *req, Tlcap__ServerMessage **reply,
+                       char *err, size_t errlen) {
+  int64_t deadline = mono_ms() + c->o.timeout_ms;
+  int id = tlc_client_send(c, req), r;
+  *reply = NULL;
+  if (id < 0) {
+    set_err(err, errlen, "%s: send: %s", c->addr, tlc_strerror(id));
+    return id;
+  }
+  for (;;) {
+    Tlcap__ServerMessage *m;
+    r = recv_one(c, left_ms(deadline), &m);
+    if (r == 0) {
+      set_err(err, errlen, "%s: no reply within %d ms", c->addr, c->o.timeout_ms);
+      return -ETIMEDOUT;
+    }
+    if (r < 0) {
+      set_err(err, errlen, "%s: %s", c->addr,
+              r == TLC_EIO ? "the daemon closed the connection" : tlc_strerror(r));
+      return r;
+    }
+    if (m->request_id == (uint32_t)id ||
+        (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error->fatal)) {
+      *reply = m;
+      return 1;
+    }
+    if (c->nq >= c->o.max_queued) {
+      tlc_client_msg_free(m); /* bounded: the oldest unsolicited messages are kept */
+    } else {
+      qnode_t *q = tlc_malloc(sizeof(*q));
+      if (q == NULL) {
+        tlc_client_msg_free(m);
+        continue;
+      }
+      q->m = m;
+      q->next = NULL;
+      if (c->qtail != NULL)
+        c->qtail->next = q;
+      else
+        c->qhead = q;
+      c->qtail = q;
+      c->nq++;
+    }
+  }
+}
+
+static void disconnect(tlc_client_t *c) {
+  if (c->fd >= 0)
+    close(c->fd);
+  c->fd = -1;
+  tlc_frame_dec_fini(&c->dec);
+  tlc_frame_dec_init(&c->dec, c->o.max_message);
+  c->rlen = c->roff = 0;
+  tlc_client_msg_free(c->welcome);
+  c->welcome = NULL;
+}
+
+static int hello(tlc_client_t *c, char *err, size_t errlen) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__Hello h = TLCAP__HELLO__INIT;
+  Tlcap__ServerMessage *m = NULL;
+  int r;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_HELLO;
+  cm.hello = &h;
+  h.protocol_version = TLC_PROTO_VERSION;
+  h.min_protocol_version = TLC_PROTO_MIN_VERSION;
+  h.client_name = c->name;
+  if (c->token != NULL) {
+    h.token.data = (uint8_t *)c->token;
+    h.token.len = strlen(c->token);
+  }
+  r = tlc_client_request(c, &cm, &m, err, errlen);
+  if (r < 0)
+    return r;
+  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
+    char t[300];
+    set_err(err, errlen, "%s: %s", c->addr, tlc_client_error_text(m->error, t, sizeof(t)));
+    tlc_client_msg_free(m);
+    return TLC_EINVAL;
+  }
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_WELCOME) {
+    set_err(err, errlen, "%s: unexpected reply to Hello", c->addr);
+    tlc_client_msg_free(m);
+    return TLC_EFRAME;
+  }
+  c->welcome = m;
+  return 0;
+}
+
+int tlc_client_reconnect(tlc_client_t *c, char *err, size_t errlen) {
+  saved_sub_t *s;
+  int r;
+  disconnect(c);
+  if ((r = dial(c->addr, c->o.timeout_ms, &c->fd, err, errlen)) < 0)
+    return r;
+  if ((r = hello(c, err, errlen)) < 0) {
+    disconnect(c);
+    return r;
+  }
+  for (s = c->subs; s != NULL; s = s->next)
+    if ((r = write_all(c, s->data, s->len, c->o.timeout_ms)) < 0) {
+      set_err(err, errlen, "%s: resubscribe: %s", c->addr, tlc_strerror(r));
+      disconnect(c);
+      return r;
+    }
+  return 0;
+}
+
+int tlc_client_connect(const char *addr, const tlc_client_opts_t *o, tlc_client_t **out, char *err,
+                       size_t errlen) {
+  tlc_client_t *c;
+  int r;
+  *out = NULL;
+  c = tlc_calloc(1, sizeof(*c));
+  if (c == NULL)
+    return TLC_ENOMEM;
+  c->fd = -1;
+  if (o != NULL)
+    c->o = *o;
+  if (c->o.timeout_ms <= 0)
+    c->o.timeout_ms = 5000;
+  if (c->o.max_message == 0)
+    c->o.max_message = 64u << 20;
+  if (c->o.max_queued == 0)
+    c->o.max_queued = 4096;
+  c->addr = tlc_strndup(addr, strlen(addr));
+  c->name = tlc_strndup(c->o.name != NULL ? c->o.name : "tlcap-client",
+                        strlen(c->o.name != NULL ? c->o.name : "tlcap-client"));
+  if (c->o.token != NULL)
+    c->token = tlc_strndup(c->o.token, strlen(c->o.token));
+  c->rbuf = tlc_malloc(RBUF);
+  c->o.name = c->o.token = NULL;
+  tlc_frame_dec_init(&c->dec, c->o.max_message);
+  if (c->addr == NULL || c->name == NULL || c->rbuf == NULL ||
+      (o != NULL && o->token != NULL && c->token == NULL)) {
+    tlc_client_free(c);
+    return TLC_ENOMEM;
+  }
+  if ((r = tlc_client_reconnect(c, err, errlen)) < 0) {
+    tlc_client_free(c);
+    return r;
+  }
+  *out = c;
+  return 0;
+}
+
+void tlc_client_free(tlc_client_t *c) {
+  if (c == NULL)
+    return;
+  disconnect(c);
+  tlc_frame_dec_fini(&c->dec);
+  while (c->qhead != NULL) {
+    qnode_t *q = c->qhead;
+    c->qhead = q->next;
+    tlc_client_msg_free(q->m);
+    tlc_free(q);
+  }
+  while (c->subs != NULL) {
+    saved_sub_t *s = c->subs;
+    c->subs = s->next;
+    tlc_free(s);
+  }
+  tlc_free(c->rbuf);
+  tlc_free(c->addr);
+  tlc_free(c->name);
+  tlc_free(c->token);
+  tlc_free(c);
+}
+
+int tlc_client_fd(const tlc_client_t *c) {
+  return c->fd;
+}
+
+const char *tlc_client_addr(const tlc_client_t *c) {
+  return c->addr;
+}
+
+const Tlcap__Welcome *tlc_client_welcome(const tlc_client_t *c) {
+  return c->welcome != NULL ? c->welcome->welcome : NULL;
+}
+
+int tlc_client_subscribe(tlc_client_t *c, Tlcap__Subscribe *s) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  saved_sub_t *sv;
+  size_t payload, n;
+  int r;
+  if (s->subscription_id == 0)
+    s->subscription_id = ++c->next_sub;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_SUBSCRIBE;
+  cm.subscribe = s;
+  if (++c->next_req == 0 || c->next_req > 0x7FFFFFFF)
+    c->next_req = 1;
+  cm.request_id = c->next_req;
+  n = tlc_pb_frame_size(&cm.base, &payload);
+  sv = tlc_malloc(sizeof(*sv) + n);
+  if (sv == NULL)
+    return TLC_ENOMEM;
+  sv->id = s->subscription_id;
+  sv->len = tlc_pb_frame_pack(&cm.base, payload, sv->data);
+  r = write_all(c, sv->data, sv->len, c->o.timeout_ms);
+  if (r < 0) {
+    tlc_free(sv);
+    return r;
+  }
+  sv->next = c->subs;
+  c->subs = sv;
+  return (int)s->subscription_id;
+}

@@ -1,0 +1,1263 @@
+/* tlcap.c - the `tlcap` command line: targets, stats, top, watch, send, rotate, mapping.
+ *
+ *   tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]
+ *
+ * Every command but `send` talks to tlcapd's subscriber port through the client library
+ * (tlcap_client.h; default 127.0.0.1:7400, or $TLCAP_CONNECT). `stats` rebuilds a tlc_table_t
+ * from the daemon's snapshot and prints it with the same exporters `tlcapd replay` uses, so a
+ * live capture and a replay of its segments can be compared byte for byte. `top` is a live
+ * terminal view drawn with plain ANSI escapes (works in tmux); `watch` prints JSON lines.
+ * `send` is a target simulator: it connects to the daemon's ingest port and streams a file.
+ *
+ * Exit status: 0 success, 1 bad input or a daemon error (including "not reachable", which names
+ * the address), 2 usage. Not done here: anything the daemon does; this is a thin client.
+ */
+#include "tlcap_client.h"
+
+#include "brw.h"
+#include "convert.h"
+#include "json.h"
+#include "mapping.h"
+#include "out.h"
+#include "stats.h"
+#include "text1.h"
+#include "xml.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_BAD   1
+#define EXIT_USAGE 2
+
+static const char *g_addr = TLC_CLIENT_DEFAULT_ADDR;
+static char *g_token;
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
+
+static void usage_main(FILE *to) {
+  fprintf(to,
+          "usage: tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  targets                       list targets with status and counters\n"
+          "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
+          "                                print a target's current statistics\n"
+          "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
+          "                                / filter, t next target)\n"
+          "  watch TARGET                  snapshots and events as JSON lines\n"
+          "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
+          "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
+          "  rotate TARGET                 close the target's segment and start a new one\n"
+          "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target\n"
+          "\n"
+          "--connect defaults to $TLCAP_CONNECT or %s; a token for a daemon that requires\n"
+          "one comes from --token-file or $TLCAP_TOKEN. `tlcap COMMAND --help` for details.\n"
+          "Exit status: 0 success, 1 bad input or daemon error, 2 usage.\n",
+          TLC_CLIENT_DEFAULT_ADDR);
+}
+
+static int wants_help(int argc, char **argv) {
+  int i;
+  for (i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+      return 1;
+  return 0;
+}
+
+static tlc_client_t *connect_or_die(const char *name, int *status) {
+  tlc_client_opts_t o;
+  tlc_client_t *c = NULL;
+  char err[512];
+  memset(&o, 0, sizeof(o));
+  o.name = name;
+  o.token = g_token;
+  if (tlc_client_connect(g_addr, &o, &c, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcap: %s\n", err);
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  return c;
+}
+
+/* Sends a request and returns its reply; prints the error and sets *status on failure. */
+static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, int *status) {
+  Tlcap__ServerMessage *m = NULL;
+  char err[512];
+  if (tlc_client_request(c, cm, &m, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcap: %s\n", err);
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
+    fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+            tlc_client_error_text(m->error, err, sizeof(err)));
+    tlc_client_msg_free(m);
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  return m;
+}
+
+static int write_fd_cb(void *ud, const void *buf, size_t len) {
+  FILE *f = ud;
+  return fwrite(buf, 1, len, f) == len ? 0 : TLC_EIO;
+}
+
+/* ---- targets ----------------------------------------------------------------------------- */
+
+static void fmt_age(char *buf, size_t len, int64_t unix_ms_) {
+  struct timespec ts;
+  int64_t now, d;
+  if (unix_ms_ == 0) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  clock_gettime(CLOCK_REALTIME, &ts);
+  now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  d = (now - unix_ms_) / 1000;
+  if (d < 0)
+    d = 0;
+  if (d < 120)
+    snprintf(buf, len, "%llds ago", (long long)d);
+  else if (d < 7200)
+    snprintf(buf, len, "%lldm ago", (long long)(d / 60));
+  else
+    snprintf(buf, len, "%lldh ago", (long long)(d / 3600));
+}
+
+static int cmd_targets(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  int status = 0;
+  size_t i;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] targets\n"
+           "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
+           "resyncs, bytes skipped, decode errors and the last connect/disconnect.\n");
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[1]);
+    return EXIT_USAGE;
+  }
+  if ((c = connect_or_die("tlcap targets", &status)) == NULL)
+    return status;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS;
+  cm.list_targets = &lt;
+  if ((m = request(c, &cm, &status)) == NULL)
+    goto done;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_TARGETS) {
+    fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done_msg;
+  }
+  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %s\n", "TARGET", "FORMAT", "STATE",
+         "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "SKIPPED", "DECERR", "LAST");
+  for (i = 0; i < m->targets->n_targets; i++) {
+    const Tlcap__TargetInfo *t = m->targets->targets[i];
+    tlc_counters_t k;
+    char age[32];
+    tlc_pb_counters_get(&k, t->counters);
+    fmt_age(age, sizeof(age), t->connected ? t->last_connect_unix_ms : t->last_disconnect_unix_ms);
+    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %10llu %6llu %s\n", t->name,
+           tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected",
+           t->peer[0] ? t->peer : "-", (unsigned long long)k.events, (unsigned long long)k.bytes,
+           (unsigned long long)t->gaps, (unsigned long long)k.resyncs,
+           (unsigned long long)k.bytes_skipped, (unsigned long long)t->decode_errors, age);
+  }
+  if (m->targets->n_targets == 0)
+    printf("(no targets yet)\n");
+done_msg:
+  tlc_client_msg_free(m);
+done:
+  tlc_client_free(c);
+  return status;
+}
+
+/* ---- stats ------------------------------------------------------------------------------- */
+
+static int cmd_stats(int argc, char **argv) {
+  static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__GetStats gs = TLCAP__GET_STATS__INIT;
+  Tlcap__ServerMessage *m = NULL;
+  tlc_text1_opts_t *t1 = NULL;
+  const char *target = NULL, *export_ = "text1";
+  tlc_client_t *c = NULL;
+  tlc_table_t t;
+  tlc_mapping_t map;
+  int status = 0, i, r, have_map = 0;
+  char err[512];
+  size_t k;
+  tlc_out_t o;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
+           "                                  [--text1-format ENTRY=FORMAT]...\n"
+           "Prints the daemon's current statistics of TARGET with the exporters of\n"
+           "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
+           "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
+           "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
+           "use `tlcapd replay --export aprof` on the target's segments.\n");
+    return 0;
+  }
+  t1 = tlc_malloc(sizeof(*t1));
+  if (t1 == NULL)
+    return EXIT_BAD;
+  tlc_text1_opts_default(t1);
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--export") == 0 || strcmp(a, "--text1-format") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "tlcap stats: %s needs a value\n", a);
+        status = EXIT_USAGE;
+        goto done;
+      }
+      if (strcmp(a, "--export") == 0) {
+        export_ = argv[++i];
+        for (k = 0; k < sizeof(exports) / sizeof(exports[0]); k++)
+          if (strcmp(export_, exports[k]) == 0)
+            break;
+        if (k == sizeof(exports) / sizeof(exports[0])) {
+          fprintf(stderr, "tlcap stats: unknown --export %s (text1, xml, aprof, br or json)\n",
+                  export_);
+          status = EXIT_USAGE;
+          goto done;
+        }
+      } else if (tlc_text1_set_format(t1, argv[++i], err, sizeof(err)) < 0) {
+        fprintf(stderr, "tlcap stats: --text1-format %s: %s\n", argv[i], err);
+        status = EXIT_USAGE;
+        goto done;
+      }
+    } else if (a[0] == '-' && a[1] != 0) {
+      fprintf(stderr, "tlcap stats: unknown option %s\n", a);
+      status = EXIT_USAGE;
+      goto done;
+    } else if (target == NULL) {
+      target = a;
+    } else {
+      fprintf(stderr, "tlcap stats: unexpected argument %s\n", a);
+      status = EXIT_USAGE;
+      goto done;
+    }
+  }
+  if (target == NULL) {
+    fprintf(stderr, "usage: tlcap stats TARGET [--export text1|xml|aprof|br|json] "
+                    "[--text1-format ENTRY=FORMAT]...\n");
+    status = EXIT_USAGE;
+    goto done;
+  }
+  if (strcmp(export_, "aprof") == 0) {
+    fprintf(stderr,
+            "tlcap stats: --export %s needs the event timeline, which live statistics do not "
+            "carry; run `tlcapd replay --export %s` on the target's segment files\n",
+            export_, export_);
+    status = EXIT_BAD;
+    goto done;
+  }
+  if ((c = connect_or_die("tlcap stats", &status)) == NULL)
+    goto done;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_GET_STATS;
+  cm.get_stats = &gs;
+  gs.target = (char *)target;
+  gs.windows = 1;
+  gs.quantiles = 1;
+  gs.neutral = 1;
+  gs.names = 1;
+  if ((m = request(c, &cm, &status)) == NULL)
+    goto done;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
+    fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done;
+  }
+  tlc_table_init(&t);
+  tlc_mapping_init(&map);
+  r = tlc_pb_snapshot_apply(&t, m->stats->snapshot);
+  if (r == 0 && m->stats->snapshot->mapping != NULL &&
+      (m->stats->snapshot->mapping->n_areas > 0 || m->stats->snapshot->mapping->n_contexts > 0)) {
+    r = tlc_pb_mapping_get(&map, m->stats->snapshot->mapping);
+    have_map = r == 0;
+  }
+  if (r < 0) {
+    fprintf(stderr, "tlcap: %s: bad statistics from the daemon: %s\n", tlc_client_addr(c),
+            tlc_strerror(r));
+    status = EXIT_BAD;
+  } else {
+    tlc_out_init(&o, 0, write_fd_cb, stdout);
+    if (strcmp(export_, "json") == 0)
+      r = tlc_json_write(&o, &t, have_map ? &map : NULL, target, 0);
+    else if (strcmp(export_, "br") == 0)
+      r = tlc_br_export(&o, &t, have_map ? &map : NULL);
+    else if (strcmp(export_, "xml") == 0) {
+      tlc_xml_opts_t xo;
+      tlc_xml_opts_default(&xo);
+      xo.timeline = TLC_XML_TL_NONE; /* live statistics carry no timeline */
+      xo.target = target;
+      r = tlc_xml_write(&o, &xo, &t, have_map ? &map : NULL, NULL, NULL);
+    }
+    else
+      r = tlc_text1_write(&o, t1, &t, have_map ? &map : NULL, NULL);
+    if (r == 0)
+      r = tlc_out_fini(&o);
+    else
+      tlc_out_fini(&o);
+    if (r < 0) {
+      fprintf(stderr, "tlcap stats: export: %s\n", tlc_strerror(r));
+      status = EXIT_BAD;
+    }
+  }
+  tlc_mapping_fini(&map);
+  tlc_table_fini(&t);
+done:
+  tlc_client_msg_free(m);
+  tlc_client_free(c);
+  tlc_free(t1);
+  return status;
+}
+
+/* ---- rotate / mapping -------------------------------------------------------------------- */
+
+static int cmd_rotate(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  int status = 0;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
+           "Closes TARGET's current segment file and starts a new one.\n");
+    return 0;
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    fprintf(stderr, "usage: tlcap rotate TARGET\n");
+    return EXIT_USAGE;
+  }
+  if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
+    return status;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_ROTATE;
+  cm.rotate = &rt;
+  rt.target = argv[1];
+  if ((m = request(c, &cm, &status)) != NULL) {
+    printf("rotated %s\n", argv[1]);
+    tlc_client_msg_free(m);
+  }
+  tlc_client_free(c);
+  return status;
+}
+
+static int read_file(const char *path, char **data, size_t *len, size_t max) {
+  FILE *f = fopen(path, "rb");
+  struct stat st;
+  if (f == NULL)
+    return -errno;
+  if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
+    fclose(f);
+    return TLC_ELIMIT;
+  }
+  *data = tlc_malloc((size_t)st.st_size + 1);
+  if (*data == NULL) {
+    fclose(f);
+    return TLC_ENOMEM;
+  }
+  *len = fread(*data, 1, (size_t)st.st_size, f);
+  fclose(f);
+  return 0;
+}
+
+static int cmd_mapping(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__LoadMapping lm = TLCAP__LOAD_MAPPING__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  char *data = NULL;
+  size_t len = 0;
+  int status = 0, r;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
+           "Loads area names from FILE (a Text1 or XML export with a mapping section) for\n"
+           "TARGET.\n");
+    return 0;
+  }
+  if (argc != 3) {
+    fprintf(stderr, "usage: tlcap mapping TARGET FILE\n");
+    return EXIT_USAGE;
+  }
+  if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
+    fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
+    return EXIT_BAD;
+  }
+  if ((c = connect_or_die("tlcap mapping", &status)) == NULL) {
+    tlc_free(data);
+    return status;
+  }
+  if (tlc_client_welcome(c) != NULL && len + 1024 > tlc_client_welcome(c)->max_request_bytes) {
+    fprintf(stderr, "tlcap mapping: %s: %zu bytes is above the daemon's request limit (%llu)\n",
+            argv[2], len, (unsigned long long)tlc_client_welcome(c)->max_request_bytes);
+    status = EXIT_BAD;
+  } else {
+    cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LOAD_MAPPING;
+    cm.load_mapping = &lm;
+    lm.target = argv[1];
+    lm.mapping.data = (uint8_t *)data;
+    lm.mapping.len = len;
+    if ((m = request(c, &cm, &status)) != NULL) {
+      printf("mapping loaded for %s\n", argv[1]);
+      tlc_client_msg_free(m);
+    }
+  }
+  tlc_client_free(c);
+  tlc_free(data);
+  return status;
+}
+
+/* ---- watch ------------------------------------------------------------------------------- */
+
+/* Per-target state of a live view: the table rebuilt from snapshots, names, last seq. */
+typedef struct view_target {
+  char *name;
+  tlc_table_t t;
+  tlc_mapping_t map;
+  int have_map, connected, have;
+  uint64_t stream, seq, gaps_seen;
+} view_target_t;
+
+typedef struct view {
+  view_target_t *v;
+  size_t n;
+  uint64_t dropped_batches, dropped_events, instance_id;
+} view_t;
+
+static view_target_t *view_get(view_t *w, const char *name) {
+  size_t i;
+  view_target_t *nv;
+  for (i = 0; i < w->n; i++)
+    if (strcmp(w->v[i].name, name) == 0)
+      return &w->v[i];
+  if (w->n >= 4096)
+    return NULL;
+  nv = tlc_realloc(w->v, (w->n + 1) * sizeof(*nv));
+  if (nv == NULL)
+    return NULL;
+  w->v = nv;
+  nv = &w->v[w->n];
+  memset(nv, 0, sizeof(*nv));
+  nv->name = tlc_strndup(name, strlen(name));
+  if (nv->name == NULL)
+    return NULL;
+  tlc_table_init(&nv->t);
+  tlc_mapping_init(&nv->map);
+  w->n++;
+  return nv;
+}
+
+static void view_fini(view_t *w) {
+  size_t i;
+  for (i = 0; i < w->n; i++) {
+    tlc_free(w->v[i].name);
+    tlc_table_fini(&w->v[i].t);
+    tlc_mapping_fini(&w->v[i].map);
+  }
+  tlc_free(w->v);
+  memset(w, 0, sizeof(*w));
+}
+
+/* Applies a Snapshot; returns the target or NULL. Detects gaps (a delta whose base is not the
+ * stream's last seq) and counts them. */
+static view_target_t *view_apply(view_t *w, const Tlcap__Snapshot *s) {
+  view_target_t *vt = view_get(w, s->target);
+  if (vt == NULL)
+    return NULL;
+  if (!s->full && (!vt->have || s->stream != vt->stream || s->base_seq != vt->seq))
+    vt->gaps_seen++;
+  if (tlc_pb_snapshot_apply(&vt->t, s) < 0)
+    return NULL;
+  if (s->full && s->mapping != NULL) {
+    tlc_mapping_fini(&vt->map);
+    tlc_mapping_init(&vt->map);
+    vt->have_map = tlc_pb_mapping_get(&vt->map, s->mapping) == 0;
+  }
+  vt->have = 1;
+  vt->stream = s->stream;
+  vt->seq = s->seq;
+  vt->connected = s->connected;
+  w->instance_id = s->instance_id;
+  return vt;
+}
+
+static void json_str(const char *s) {
+  tlc_out_t o;
+  char *p;
+  tlc_out_init(&o, 0, NULL, NULL);
+  tlc_json_string(&o, s);
+  p = tlc_out_take(&o, NULL);
+  fputs(p != NULL ? p : "\"\"", stdout);
+  tlc_free(p);
+  tlc_out_fini(&o);
+}
+
+static int cmd_watch(int argc, char **argv) {
+  Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  char *targets[1];
+  const char *target = NULL;
+  tlc_client_t *c;
+  view_t w;
+  long interval = 1000, count = -1, i;
+  int status = 0, events = 0, snapshots = 0;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+           "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
+           "--export json` schema) each time they change, and target events as JSON lines\n"
+           "{\"type\":\"target_event\",...}; with --events also live event batches\n"
+           "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
+           "snapshots. Reconnects when the daemon restarts.\n");
+    return 0;
+  }
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
+      interval = strtol(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+      count = strtol(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--events") == 0)
+      events = 1;
+    else if (argv[i][0] != '-' && target == NULL)
+      target = argv[i];
+    else {
+      fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
+      return EXIT_USAGE;
+    }
+  }
+  if (target == NULL || interval <= 0) {
+    fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
+    return EXIT_USAGE;
+  }
+  if ((c = connect_or_die("tlcap watch", &status)) == NULL)
+    return status;
+  memset(&w, 0, sizeof(w));
+  targets[0] = (char *)target;
+  sub.targets = targets;
+  sub.n_targets = 1;
+  sub.interval_ms = (uint32_t)interval;
+  sub.windows = 1;
+  sub.quantiles = 1;
+  sub.neutral = 1;
+  sub.names = 1;
+  sub.events = events;
+  if (tlc_client_subscribe(c, &sub) < 0) {
+    fprintf(stderr, "tlcap: %s: subscribe failed\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done;
+  }
+  while (!g_stop && (count < 0 || snapshots < count)) {
+    Tlcap__ServerMessage *m;
+    int r = tlc_client_recv(c, 500, &m);
+    if (r == 0)
+      continue;
+    if (r < 0) {
+      char err[512];
+      unsigned tries = 0;
+      fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", tlc_client_addr(c),
+              r == TLC_EIO ? "closed by the daemon" : tlc_strerror(r));
+      while (!g_stop && tlc_client_reconnect(c, err, sizeof(err)) < 0) {
+        struct timespec ts = { tries < 5 ? 0 : 1, tries < 5 ? 200000000L : 0 };
+        if (tries++ == 0)
+          fprintf(stderr, "tlcap watch: %s\n", err);
+        nanosleep(&ts, NULL); /* reconnect backoff, not synchronisation */
+      }
+      continue;
+    }
+    switch (m->msg_case) {
+    case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
+      view_target_t *vt = view_apply(&w, m->snapshot);
+      if (vt != NULL) {
+        tlc_out_t o;
+        tlc_out_init(&o, 0, write_fd_cb, stdout);
+        tlc_json_write(&o, &vt->t, vt->have_map ? &vt->map : NULL, vt->name, 1);
+        tlc_out_fini(&o);
+        snapshots++;
+      }
+      break;
+    }
+    case TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT:
+      printf("{\"type\":\"target_event\",\"target\":");
+      json_str(m->target_event->target);
+      printf(",\"kind\":\"%s\",\"detail\":", tlc_pb_event_kind_name(m->target_event->kind));
+      json_str(m->target_event->detail);
+      printf(",\"unix_ms\":%lld,\"seq\":%llu}\n", (long long)m->target_event->unix_ms,
+             (unsigned long long)m->target_event->seq);
+      break;
+    case TLCAP__SERVER_MESSAGE__MSG_EVENTS: {
+      size_t k;
+      printf("{\"type\":\"events\",\"target\":");
+      json_str(m->events->target);
+      printf(",\"seq\":%llu,\"events\":[", (unsigned long long)m->events->seq);
+      for (k = 0; k < m->events->n_events; k++) {
+        const Tlcap__Event *e = m->events->events[k];
+        printf("%s{\"time\":%lld,\"handle\":\"%08X\",\"type\":\"%c\",\"core\":%u,\"data\":%llu",
+               k ? "," : "", (long long)e->time_ns, e->handle,
+               e->type <= 4 ? "XSREW"[e->type] : '?', e->core, (unsigned long long)e->data);
+        if (e->thread != 0)
+          printf(",\"thread\":%llu", (unsigned long long)e->thread);
+        printf("}");
+      }
+      printf("]}\n");
+      break;
+    }
+    case TLCAP__SERVER_MESSAGE__MSG_DROPPED:
+      printf("{\"type\":\"dropped\",\"batches\":%llu,\"events\":%llu,\"total_batches\":%llu,"
+             "\"total_events\":%llu}\n",
+             (unsigned long long)m->dropped->batches, (unsigned long long)m->dropped->events,
+             (unsigned long long)m->dropped->total_batches,
+             (unsigned long long)m->dropped->total_events);
+      break;
+    case TLCAP__SERVER_MESSAGE__MSG_ERROR: {
+      char err[400];
+      fprintf(stderr, "tlcap watch: %s: %s\n", tlc_client_addr(c),
+              tlc_client_error_text(m->error, err, sizeof(err)));
+      if (m->error->fatal || m->request_id != 0)
+        status = EXIT_BAD;
+      break;
+    }
+    default:
+      break;
+    }
+    fflush(stdout);
+    tlc_client_msg_free(m);
+    if (status != 0)
+      break;
+  }
+done:
+  view_fini(&w);
+  tlc_client_free(c);
+  return status;
+}
+
+/* ---- top --------------------------------------------------------------------------------- */
+
+enum { SORT_NET, SORT_COUNT, SORT_CALL, SORT_MAX, SORT_AVG, SORT_NAME, NSORT };
+static const char *const sort_names[NSORT] = { "net", "count", "call", "max", "avg", "name" };
+
+typedef struct top_row {
+  const tlc_stat_t *r;
+  char name[96];
+  int64_t net, call, max, avg;
+  uint64_t count;
+} top_row_t;
+
+static int g_sort;
+
+static int cmp_top(const void *a, const void *b) {
+  const top_row_t *x = a, *y = b;
+  int64_t vx = 0, vy = 0;
+  switch (g_sort) {
+  case SORT_NAME:
+    return strcmp(x->name, y->name);
+  case SORT_COUNT:
+    vx = (int64_t)x->count;
+    vy = (int64_t)y->count;
+    break;
+  case SORT_CALL:
+    vx = x->call;
+    vy = y->call;
+    break;
+  case SORT_MAX:
+    vx = x->max;
+    vy = y->max;
+    break;
+  case SORT_AVG:
+    vx = x->avg;
+    vy = y->avg;
+    break;
+  default:
+    vx = x->net;
+    vy = y->net;
+  }
+  if (vx != vy)
+    return vx < vy ? 1 : -1;
+  return strcmp(x->name, y->name);
+}
+
+static void fmt_ns(char *buf, size_t len, int64_t ns) {
+  double v = (double)ns;
+  if (ns < 0)
+    snprintf(buf, len, "-");
+  else if (v < 1e3)
+    snprintf(buf, len, "%lldns", (long long)ns);
+  else if (v < 1e6)
+    snprintf(buf, len, "%.1fus", v / 1e3);
+  else if (v < 1e9)
+    snprintf(buf, len, "%.1fms", v / 1e6);
+  else
+    snprintf(buf, len, "%.2fs", v / 1e9);
+}
+
+typedef struct top_state {
+  int window; /* 0 cumulative, 1.. window index + 1 */
+  char filter[64];
+  int editing;
+  size_t cur; /* target index in view */
+  const char *only;
+} top_state_t;
+
+static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
+  struct winsize ws;
+  int rows = 24, cols = 100, line = 0;
+  view_target_t *vt = w->n > 0 ? &w->v[ts->cur % w->n] : NULL;
+  top_row_t *tr = NULL;
+  size_t n = 0, i;
+  char wname[32], b1[16], b2[16], b3[16], b4[16];
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
+    rows = ws.ws_row;
+    cols = ws.ws_col;
+  }
+  printf("\x1b[H");
+  if (vt == NULL) {
+    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n\x1b[J", addr,
+           ts->only != NULL ? " of the target" : "");
+    fflush(stdout);
+    return;
+  }
+  if (ts->window == 0 || (uint32_t)ts->window > vt->t.nwindows)
+    snprintf(wname, sizeof(wname), "cumulative");
+  else
+    snprintf(wname, sizeof(wname), "last %.0fs", (double)vt->t.window_ns[ts->window - 1] / 1e9);
+  printf("tlcap top - %s - target %s (%zu/%zu) %s - %s - sort %s%s%s\x1b[K\r\n", addr, vt->name,
+         ts->cur % w->n + 1, w->n, vt->connected ? "connected" : "DISCONNECTED", wname,
+         sort_names[g_sort], ts->filter[0] ? " - filter " : "", ts->filter);
+  printf("events %llu  bytes %llu  gaps %llu  resyncs %llu  skipped %llu  invalid %llu  "
+         "anomalies %llu  area-limit drops %llu  my drops %llu  seq gaps %llu\x1b[K\r\n",
+         (unsigned long long)vt->t.counters.events, (unsigned long long)vt->t.counters.bytes,
+         (unsigned long long)vt->t.counters.gaps, (unsigned long long)vt->t.counters.resyncs,
+         (unsigned long long)vt->t.counters.bytes_skipped,
+         (unsigned long long)vt->t.counters.records_invalid,
+         (unsigned long long)vt->t.counters.anomalies,
+         (unsigned long long)vt->t.counters.dropped_area_limit,
+         (unsigned long long)w->dropped_events, (unsigned long long)vt->gaps_seen);
+  printf("\x1b[7m%-40s %-12s %10s %10s %10s %10s %10s\x1b[0m\x1b[K\r\n", "AREA", "CONTEXT", "COUNT",
+         "T.NET", "T.CALL", "NET.MAX", "NET.AVG");
+  line = 3;
+  tr = vt->t.nrows > 0 ? tlc_malloc(vt->t.nrows * sizeof(*tr)) : NULL;
+  for (i = 0; tr != NULL && i < vt->t.nrows; i++) {
+    const tlc_stat_t *r = &vt->t.rows[i];
+    const tlc_map_area_t *ma = vt->have_map ? tlc_mapping_find(&vt->map, r->handle) : NULL;
+    top_row_t *x = &tr[n];
+    if (vt->t.ncontexts > 1 && r->kind == TLC_ROW_CODE && r->context != TLC_CTX_NEUTRAL)
+      continue; /* with several contexts, one line per area: its Neutral row */
+    x->r = r;
+    if (ma != NULL && ma->name[0] != 0)
+      snprintf(x->name, sizeof(x->name), "%s", ma->name);
+    else
+      snprintf(x->name, sizeof(x->name), "%08X", r->handle);
+    if (r->kind == TLC_ROW_STATE) {
+      size_t l = strlen(x->name);
+      snprintf(x->name + l, sizeof(x->name) - l, "=%llX", (unsigned long long)r->state);
+    }
+    if (ts->filter[0] != 0 && strstr(x->name, ts->filter) == NULL)
+      continue;
+    if (ts->window > 0 && (uint32_t)(ts->window - 1) < r->nwin) {
+      const tlc_wstat_t *wsx = &r->win[ts->window - 1];
+      x->count = wsx->count;
+      x->net = wsx->k[TLC_NET].sum;
+      x->call = wsx->k[TLC_CALL].sum;
+      x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
+      x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
+    } else {
+      x->count = r->count;
+      x->net = r->kind == TLC_ROW_DATA ? -1 : r->total[TLC_NET];
+      x->call = r->kind == TLC_ROW_CODE ? r->total[TLC_CALL] : -1;
+      x->max = r->dist[TLC_NET].n > 0 ? r->dist[TLC_NET].max : -1;
+      x->avg = r->dist[TLC_NET].n > 0 ? tlc_dist_avg(&r->dist[TLC_NET]) : -1;
+    }
+    n++;
+  }
+  if (n > 0)
+    qsort(tr, n, sizeof(*tr), cmp_top);
+  for (i = 0; i < n && line < rows - 1; i++, line++) {
+    char ctx[32];
+    tlc_ctx_name(&vt->t, tr[i].r->context, ctx, sizeof(ctx));
+    if (tr[i].r->context == TLC_CTX_NONE)
+      snprintf(ctx, sizeof(ctx), "-");
+    fmt_ns(b1, sizeof(b1), tr[i].net);
+    fmt_ns(b2, sizeof(b2), tr[i].call);
+    fmt_ns(b3, sizeof(b3), tr[i].max);
+    fmt_ns(b4, sizeof(b4), tr[i].avg);
+    printf("%-40.40s %-12.12s %10llu %10s %10s %10s %10s\x1b[K\r\n", tr[i].name, ctx,
+           (unsigned long long)tr[i].count, b1, b2, b3, b4);
+  }
+  tlc_free(tr);
+  if (ts->editing)
+    printf("\x1b[%d;1Hfilter: %s\x1b[K", rows, ts->filter);
+  else
+    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target\x1b[0m\x1b[K",
+           rows);
+  (void)cols;
+  fflush(stdout);
+}
+
+/* Handles one key; returns 1 to quit. */
+static int top_key(top_state_t *ts, int ch) {
+  if (ts->editing) {
+    size_t l = strlen(ts->filter);
+    if (ch == '\r' || ch == '\n' || ch == 27)
+      ts->editing = 0;
+    else if ((ch == 127 || ch == 8) && l > 0)
+      ts->filter[l - 1] = 0;
+    else if (isprint(ch) && l + 1 < sizeof(ts->filter)) {
+      ts->filter[l] = (char)ch;
+      ts->filter[l + 1] = 0;
+    }
+    return 0;
+  }
+  switch (ch) {
+  case 'q':
+  case 'Q':
+  case 3:
+    return 1;
+  case 's':
+    g_sort = (g_sort + 1) % NSORT;
+    break;
+  case 'w':
+    ts->window = (ts->window + 1) % (TLC_MAX_WINDOWS + 1);
+    break;
+  case '/':
+    ts->editing = 1;
+    ts->filter[0] = 0;
+    break;
+  case 't':
+    ts->cur++;
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static struct termios g_saved_tio;
+static int g_tio_saved;
+
+static void term_restore(void) {
+  if (g_tio_saved)
+    tcsetattr(STDIN_FILENO, TCSANOW, &g_saved_tio);
+  g_tio_saved = 0;
+}
+
+static int cmd_top(int argc, char **argv) {
+  Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  char *targets[1];
+  tlc_client_t *c;
+  view_t w;
+  top_state_t ts;
+  long interval = 1000;
+  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
+           "A live view of a target's areas, sorted by net time, redrawn in place.\n"
+           "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
+           "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
+           "target. The header shows the target's counters, area-limit drops, this view's\n"
+           "dropped events and detected sequence gaps.\n");
+    return 0;
+  }
+  memset(&ts, 0, sizeof(ts));
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
+      interval = strtol(argv[++i], NULL, 10);
+    else if (argv[i][0] != '-' && ts.only == NULL)
+      ts.only = argv[i];
+    else {
+      fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
+      return EXIT_USAGE;
+    }
+  }
+  if (interval <= 0) {
+    fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
+    return EXIT_USAGE;
+  }
+  if ((c = connect_or_die("tlcap top", &status)) == NULL)
+    return status;
+  memset(&w, 0, sizeof(w));
+  if (ts.only != NULL) {
+    targets[0] = (char *)ts.only;
+    sub.targets = targets;
+    sub.n_targets = 1;
+  }
+  sub.interval_ms = (uint32_t)interval;
+  sub.windows = 1;
+  sub.neutral = 1;
+  sub.names = 1;
+  if (tlc_client_subscribe(c, &sub) < 0) {
+    fprintf(stderr, "tlcap: %s: subscribe failed\n", tlc_client_addr(c));
+    tlc_client_free(c);
+    return EXIT_BAD;
+  }
+  if (tty && tcgetattr(STDIN_FILENO, &g_saved_tio) == 0) {
+    struct termios raw = g_saved_tio;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    g_tio_saved = 1;
+    atexit(term_restore);
+    tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+  }
+  printf("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J");
+  top_draw(&w, &ts, tlc_client_addr(c));
+  while (!g_stop && !quit) {
+    struct pollfd pf[2];
+    int np = 1;
+    pf[0].fd = tlc_client_fd(c);
+    pf[0].events = POLLIN;
+    pf[0].revents = 0;
+    if (!stdin_eof) {
+      pf[1].fd = STDIN_FILENO;
+      pf[1].events = POLLIN;
+      pf[1].revents = 0;
+      np = 2;
+    }
+    if (poll(pf, (nfds_t)np, 1000) < 0 && errno != EINTR)
+      break;
+    if (np == 2 && (pf[1].revents & (POLLIN | POLLHUP))) {
+      char kb[64];
+      ssize_t k = read(STDIN_FILENO, kb, sizeof(kb)), j;
+      for (j = 0; j < k && !quit; j++)
+        quit = top_key(&ts, (unsigned char)kb[j]);
+      if (k <= 0 && !tty)
+        stdin_eof = 1; /* stdin closed (not a terminal): keep running on the socket only */
+      top_draw(&w, &ts, tlc_client_addr(c));
+    }
+    for (;;) {
+      Tlcap__ServerMessage *m;
+      int r = tlc_client_recv(c, 0, &m);
+      if (r == 0)
+        break;
+      if (r < 0) {
+        char err[512];
+        if (tlc_client_reconnect(c, err, sizeof(err)) < 0) {
+          term_restore();
+          printf("\x1b[?25h\x1b[?1049l");
+          fprintf(stderr, "tlcap top: %s\n", err);
+          status = EXIT_BAD;
+          quit = 1;
+        } else {
+          view_fini(&w);
+        }
+        break;
+      }
+      if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
+        view_apply(&w, m->snapshot);
+      else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_DROPPED) {
+        w.dropped_batches = m->dropped->total_batches;
+        w.dropped_events = m->dropped->total_events;
+      }
+      tlc_client_msg_free(m);
+    }
+    if (!quit)
+      top_draw(&w, &ts, tlc_client_addr(c));
+  }
+  if (status == 0) {
+    term_restore();
+    printf("\x1b[?25h\x1b[?1049l");
+    fflush(stdout);
+  }
+  view_fini(&w);
+  tlc_client_free(c);
+  return status;
+}
+
+/* ---- send -------------------------------------------------------------------------------- */
+
+static int dial_tcp(const char *addr, int *fd_out, char *err, size_t errlen) {
+  char host[256];
+  const char *colon = strrchr(addr, ':');
+  struct addrinfo hints, *res = NULL, *ai;
+  int fd = -1, r, e = ECONNREFUSED;
+  size_t hl;
+  if (colon == NULL || (hl = (size_t)(colon - addr)) == 0 || hl >= sizeof(host)) {
+    snprintf(err, errlen, "bad address %s (want HOST:PORT)", addr);
+    return -1;
+  }
+  memcpy(host, addr[0] == '[' ? addr + 1 : addr, addr[0] == '[' ? hl - 2 : hl);
+  host[addr[0] == '[' ? hl - 2 : hl] = 0;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  if ((r = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
+    snprintf(err, errlen, "cannot resolve %s: %s", addr, gai_strerror(r));
+    return -1;
+  }
+  for (ai = res; ai != NULL; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+      break;
+    e = errno;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot connect to %s: %s (is tlcapd listening for targets there?)", addr,
+             strerror(e));
+    return -1;
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+static int send_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    c += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int cmd_send(int argc, char **argv) {
+  const char *file = NULL, *target = NULL, *format = NULL, *to = "127.0.0.1:7411";
+  double rate = 0;
+  int loop = 0, i, fd = -1, status = 0;
+  char *data = NULL, err[512], pre[300];
+  size_t len = 0;
+  uint64_t sent = 0, events = 0;
+  int r;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap send FILE --target NAME --format bin10|bin11|evlog\n"
+           "                  [--rate EVENTS/S] [--loop] [--to HOST:PORT]\n"
+           "A target simulator: connects to tlcapd's ingest port (default 127.0.0.1:7411),\n"
+           "sends the preamble `TLCAP/1 target=NAME format=F` and then FILE's bytes.\n"
+           "--rate limits bin10/bin11 records per second; --loop repeats the file until\n"
+           "interrupted. Without --loop it half-closes and waits for the daemon to close.\n");
+    return 0;
+  }
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((strcmp(a, "--target") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "--rate") == 0 ||
+         strcmp(a, "--to") == 0) &&
+        i + 1 >= argc) {
+      fprintf(stderr, "tlcap send: %s needs a value\n", a);
+      return EXIT_USAGE;
+    }
+    if (strcmp(a, "--target") == 0)
+      target = argv[++i];
+    else if (strcmp(a, "--format") == 0)
+      format = argv[++i];
+    else if (strcmp(a, "--to") == 0)
+      to = argv[++i];
+    else if (strcmp(a, "--rate") == 0) {
+      char *end;
+      rate = strtod(argv[++i], &end);
+      if (*end != 0 || rate <= 0) {
+        fprintf(stderr, "tlcap send: --rate wants a positive number of events per second\n");
+        return EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--loop") == 0)
+      loop = 1;
+    else if (a[0] != '-' && file == NULL)
+      file = a;
+    else {
+      fprintf(stderr, "tlcap send: unexpected argument %s\n", a);
+      return EXIT_USAGE;
+    }
+  }
+  if (file == NULL || target == NULL || format == NULL) {
+    fprintf(stderr, "usage: tlcap send FILE --target NAME --format bin10|bin11|evlog "
+                    "[--rate EVENTS/S] [--loop] [--to HOST:PORT]\n");
+    return EXIT_USAGE;
+  }
+  if (strcmp(format, "bin10") != 0 && strcmp(format, "bin11") != 0 &&
+      strcmp(format, "evlog") != 0) {
+    fprintf(stderr, "tlcap send: unknown --format %s (bin10, bin11 or evlog)\n", format);
+    return EXIT_USAGE;
+  }
+  if (rate > 0 && strcmp(format, "evlog") == 0) {
+    fprintf(stderr, "tlcap send: --rate applies to bin10/bin11 records only\n");
+    return EXIT_USAGE;
+  }
+  if (strlen(target) == 0 || strlen(target) > 128 || strpbrk(target, " \t\r\n") != NULL) {
+    fprintf(stderr, "tlcap send: bad --target name\n");
+    return EXIT_USAGE;
+  }
+  if ((r = read_file(file, &data, &len, (size_t)1 << 31)) < 0) {
+    fprintf(stderr, "tlcap send: %s: %s\n", file, tlc_strerror(r));
+    return EXIT_BAD;
+  }
+  if (dial_tcp(to, &fd, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcap send: %s\n", err);
+    tlc_free(data);
+    return EXIT_BAD;
+  }
+  snprintf(pre, sizeof(pre), "TLCAP/1 target=%s format=%s\n", target, format);
+  if (send_all(fd, pre, strlen(pre)) < 0)
+    goto write_failed;
+  do {
+    if (rate <= 0 || len < 24) {
+      if (send_all(fd, data, len) < 0)
+        goto write_failed;
+      sent += len;
+      events += strcmp(format, "evlog") == 0 ? 0 : len / 24;
+    } else {
+      /* Pace in slices of ~10 ms worth of records against a monotonic schedule. */
+      struct timespec t0, now;
+      size_t nrec = len / 24, done = 0, slice = (size_t)(rate / 100) + 1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      while (done < nrec && !g_stop) {
+        size_t k = nrec - done < slice ? nrec - done : slice;
+        double due, el;
+        if (send_all(fd, data + done * 24, k * 24) < 0)
+          goto write_failed;
+        done += k;
+        sent += k * 24;
+        events += k;
+        due = (double)done / rate;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        el = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (due > el) {
+          double d = due - el;
+          struct timespec ts = { (time_t)d, (long)((d - (double)(time_t)d) * 1e9) };
+          nanosleep(&ts, NULL); /* rate limiting */
+        }
+      }
+      if (len % 24 != 0 && !loop && send_all(fd, data + nrec * 24, len % 24) < 0)
+        goto write_failed;
+    }
+  } while (loop && !g_stop);
+  fprintf(stderr, "tlcap send: %llu bytes (%llu records) sent to %s as %s\n",
+          (unsigned long long)sent, (unsigned long long)events, to, target);
+  /* Half-close and wait (bounded) for the daemon to close once it has taken everything. */
+  shutdown(fd, SHUT_WR);
+  {
+    struct pollfd pf = { fd, POLLIN, 0 };
+    char sink[256];
+    int waited = 0;
+    while (waited < 100 && poll(&pf, 1, 100) >= 0) {
+      ssize_t k;
+      if (!(pf.revents & (POLLIN | POLLHUP))) {
+        waited++;
+        continue;
+      }
+      k = recv(fd, sink, sizeof(sink), 0);
+      if (k <= 0)
+        break;
+    }
+  }
+  close(fd);
+  tlc_free(data);
+  return status;
+write_failed:
+  fprintf(stderr, "tlcap send: %s: connection closed by the daemon after %llu bytes (%s)\n", to,
+          (unsigned long long)sent, strerror(errno));
+  close(fd);
+  tlc_free(data);
+  return EXIT_BAD;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static int load_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  char buf[512];
+  size_t n;
+  if (f == NULL) {
+    fprintf(stderr, "tlcap: --token-file %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--;
+  buf[n] = 0;
+  g_token = tlc_strndup(buf, n);
+  return g_token != NULL ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  int i = 1, r;
+  const char *env;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if ((env = getenv("TLCAP_CONNECT")) != NULL && env[0] != 0)
+    g_addr = env;
+  if ((env = getenv("TLCAP_TOKEN")) != NULL && env[0] != 0)
+    g_token = tlc_strndup(env, strlen(env));
+  while (i < argc && argv[i][0] == '-') {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage_main(stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--connect") == 0 && i + 1 < argc) {
+      g_addr = argv[i + 1];
+      i += 2;
+    } else if (strncmp(argv[i], "--connect=", 10) == 0) {
+      g_addr = argv[i] + 10;
+      i++;
+    } else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
+      tlc_free(g_token);
+      if (load_token(argv[i + 1]) < 0)
+        return EXIT_BAD;
+      i += 2;
+    } else {
+      fprintf(stderr, "tlcap: unknown option %s\n", argv[i]);
+      usage_main(stderr);
+      return EXIT_USAGE;
+    }
+  }
+  if (i >= argc) {
+    usage_main(stderr);
+    return EXIT_USAGE;
+  }
+  argc -= i;
+  argv += i;
+  if (strcmp(argv[0], "targets") == 0)
+    r = cmd_targets(argc, argv);
+  else if (strcmp(argv[0], "stats") == 0)
+    r = cmd_stats(argc, argv);
+  else if (strcmp(argv[0], "top") == 0)
+    r = cmd_top(argc, argv);
+  else if (strcmp(argv[0], "watch") == 0)
+    r = cmd_watch(argc, argv);
+  else if (strcmp(argv[0], "send") == 0)
+    r = cmd_send(argc, argv);
+  else if (strcmp(argv[0], "rotate") == 0)
+    r = cmd_rotate(argc, argv);
+  else if (strcmp(argv[0], "mapping") == 0)
+    r = cmd_mapping(argc, argv);
+  else if (strcmp(argv[0], "help") == 0) {
+    usage_main(stdout);
+    r = 0;
+  } else {
+    fprintf(stderr, "tlcap: unknown command %s\n", argv[0]);
+    usage_main(stderr);
+    r = EXIT_USAGE;
+  }
+  tlc_free(g_token);
+  return r;
+}

@@ -1,0 +1,33 @@
+/* pubsub-int.h - pubsub internals shared with its tests and fuzzers only ("private to
+ * pubsub", as libuv's uv-common.h is to libuv). Not a contract for the rest of the daemon.
+ */
+#ifndef TLC_PUBSUB_INT_H
+#define TLC_PUBSUB_INT_H
+
+#include "pubsub.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlc__ps_sub tlc__ps_sub_t;
+
+/* A subscriber with no socket, for the request fuzzer: frames fed in with
+ * tlc__ps_detached_feed are decoded and dispatched exactly as from a socket; replies are
+ * encoded and then released instead of written. `authed` skips Hello and the token (the fuzz
+ * build's authentication bypass). Returns NULL on no memory. */
+tlc__ps_sub_t *tlc__ps_detached_new(tlc_pubsub_t *ps, int authed);
+
+/* Feeds raw bytes (framing included). Returns 0 while the subscriber is open, 1 once it has
+ * been closed by what it sent (it must still be freed). */
+int tlc__ps_detached_feed(tlc__ps_sub_t *s, const uint8_t *data, size_t len);
+
+/* Runs every feed's tick once (what the interval timers do), for the fuzzer. */
+void tlc__ps_tick_all(tlc_pubsub_t *ps);
+
+/* Frees a detached subscriber and everything it holds. */
+void tlc__ps_detached_free(tlc__ps_sub_t *s);
+
+/* Bytes encoded for a detached subscriber so far (replies it would have been sent). */
+uint64_t tlc__ps_detached_bytes(const tlc__ps_sub_t *s);
+
+#endif

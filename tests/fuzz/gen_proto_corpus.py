@@ -1,0 +1,85 @@
+"""Regenerates the seed corpora of fuzz_frame and fuzz_request (corpus/frame, corpus/request).
+
+usage: python3 gen_proto_corpus.py   (needs protoc and python3-protobuf; writes next to itself)
+
+fuzz_request inputs: first byte even = the subscriber starts authenticated (the fuzz build's
+auth bypass), odd = it must send Hello first; then framed ClientMessages. fuzz_frame inputs:
+first byte = chunk size - 1 for feeding the decoder; then framed messages of either direction.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+proto = os.path.join(here, "..", "..", "proto")
+tmp = tempfile.mkdtemp()
+subprocess.check_call(["protoc", "--python_out=" + tmp, "-I" + proto,
+                       os.path.join(proto, "tlcap.proto")])
+sys.path.insert(0, tmp)
+import tlcap_pb2 as pb  # noqa: E402
+from google.protobuf.internal.encoder import _VarintBytes  # noqa: E402
+
+
+def fr(m):
+    b = m.SerializeToString()
+    return _VarintBytes(len(b)) + b
+
+
+def cm(request_id, **kw):
+    return pb.ClientMessage(request_id=request_id, **kw)
+
+
+def w(d, name, data):
+    os.makedirs(os.path.join(here, "corpus", d), exist_ok=True)
+    with open(os.path.join(here, "corpus", d, name), "wb") as f:
+        f.write(data)
+
+
+hello = cm(1, hello=pb.Hello(protocol_version=1, client_name="fuzz"))
+hello_tok = cm(1, hello=pb.Hello(protocol_version=1, client_name="fuzz", token=b"secret"))
+reqs = [
+    cm(2, subscribe=pb.Subscribe(subscription_id=1, targets=["lab*"], areas=["ma*", "00000002"],
+                                 handles=[1, 2], interval_ms=100, windows=True, quantiles=True,
+                                 neutral=True, events=True, names=True)),
+    cm(3, subscribe=pb.Subscribe(subscription_id=2, interval_ms=1, no_snapshots=True,
+                                 events=True)),
+    cm(4, unsubscribe=pb.Unsubscribe(subscription_id=1)),
+    cm(5, list_targets=pb.ListTargets()),
+    cm(6, get_stats=pb.GetStats(target="lab1", windows=True, quantiles=True, neutral=True,
+                                names=True)),
+    cm(7, get_stats=pb.GetStats(target="nope")),
+    cm(8, rotate=pb.RotateTarget(target="lab1")),
+    cm(9, load_mapping=pb.LoadMapping(target="lab1", mapping=b"INFO\nHANDLE(Functions)\n")),
+    cm(10, load_mapping=pb.LoadMapping(target="lab1", mapping=b"xx")),
+    cm(11, ping=pb.Ping(cookie=5)),
+]
+unknown = b"\x05\x08\x07\x98\x06\x01"  # request_id 7 and unknown field 99
+w("request", "all_authed", b"\0" + b"".join(fr(r) for r in reqs) + unknown)
+w("request", "hello_then_all", b"\1" + fr(hello) + b"".join(fr(r) for r in reqs))
+w("request", "unknown_first", b"\0" + unknown + fr(reqs[3]) + fr(reqs[9]))
+w("request", "no_hello", b"\1" + fr(reqs[3]))
+w("request", "token_hello", b"\1" + fr(hello_tok) + fr(reqs[4]))
+for i, r in enumerate(reqs):
+    w("request", "single_%d" % i, b"\0" + fr(r))
+w("request", "oversize", b"\1" + b"\x81\x08" + b"A" * 20)
+w("request", "zero_len", b"\0\0")
+w("request", "long_varint", b"\0" + b"\x80" * 11)
+w("request", "max_spec", b"\0" + fr(cm(1, subscribe=pb.Subscribe(
+    subscription_id=1, targets=["*" * 256] * 64, areas=["a" * 256] * 64,
+    handles=list(range(0, 4096 * 3, 3)), interval_ms=60000, names=True))))
+
+s = pb.Snapshot(target="lab1", seq=5, full=True, window_ns=[1000],
+                counters=pb.Counters(events=3), contexts=[pb.Context(kind=0)],
+                rows=[pb.Row(handle=1, context=0, totals=[1, 2, 3, 4, 5],
+                             dists=[pb.Dist(n=1, sum=3, min=3, max=3,
+                                            quantiles=[3, 3, 3, 3])] * 5,
+                             windows=[pb.WindowStat(count=1, kinds=[pb.WindowDist(n=1)] * 5)])],
+                mapping=pb.Mapping(areas=[pb.MapArea(handle=1, name="main")]))
+w("frame", "snapshot", b"\x03" + fr(pb.ServerMessage(snapshot=s)))
+w("frame", "stats", b"\x05" + fr(pb.ServerMessage(request_id=2, stats=pb.Stats(snapshot=s))))
+w("frame", "requests", b"\x00" + fr(hello) + b"".join(fr(r) for r in reqs))
+w("frame", "events", b"\x10" + fr(pb.ServerMessage(events=pb.EventBatch(
+    target="a", seq=1, events=[pb.Event(time_ns=5, handle=3, type=3)] * 3))))
+w("frame", "bad", b"\x01" + b"\x80" * 10 + b"\x01")
+print("corpora written")

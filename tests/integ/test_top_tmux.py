@@ -1,0 +1,115 @@
+"""`tlcap top` in a real terminal: tmux (private server socket in a temp dir) runs it against
+a real tlcapd with one bin11 target; the test reads the screen with capture-pane and drives it
+with send-keys: the header shows the target and its counters, areas are listed by net time, `s`
+changes the sort key, `w` the window, `/` filters by name, `q` quits and restores the terminal.
+Every wait polls the pane with a deadline.
+
+usage: test_top_tmux.py TLCAPD TLCAP     Exit 0 pass, 1 fail, 77 skip (no tmux).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
+
+
+def main():
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        print("SKIP: tmux not installed")
+        return T.SKIP
+    tmp = tempfile.mkdtemp(prefix="tlc_top_")
+    sock = os.path.join(tmp, "tmux.sock")
+    dm = None
+
+    def tm(*args, check=True):
+        return subprocess.run([tmux, "-S", sock] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=20, check=check)
+
+    def screen():
+        r = tm("capture-pane", "-p", "-t", "top", check=False)
+        return r.stdout.decode(errors="replace")
+
+    def wait_screen(pred, what, timeout=15.0):
+        try:
+            return D.wait_until(lambda: (lambda x: x if pred(x) else None)(screen()), timeout,
+                                what, step=0.05)
+        except T.Failure as e:
+            raise T.Failure("%s\n--- screen ---\n%s" % (e, screen()))
+
+    try:
+        ping, serve = D.free_port(), D.free_port()
+        notify = D.Notify(tmp)
+        env = dict(os.environ)
+        env.pop("JOURNAL_STREAM", None)
+        env["NOTIFY_SOCKET"] = notify.path
+        log = open(os.path.join(tmp, "tlcapd.log"), "wb")
+        dm = subprocess.Popen([TLCAPD, "--listen", "ing=bin11@127.0.0.1:%d" % ping,
+                               "--serve", "127.0.0.1:%d" % serve, "--no-store",
+                               "--state-dir", os.path.join(tmp, "state")],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                              env=env)
+        notify.wait_for("READY=1", timeout=15)
+        tgt = D.connect(ping)
+        recs = b""
+        t = 0
+        # area 0: 2 activations of 100 ns; area 1: 1 activation of 900 ns (more net time)
+        for h, d in ((0, 100), (0, 100), (1, 900)):
+            recs += T.bin11(h, 3, 0, 0, t) + T.bin11(h, 0, 0, 0, t + d)
+            t += 1000
+        tgt.sendall(b"TLCAP/1 target=board format=bin11\n" + recs)
+
+        cmd = "%s --connect 127.0.0.1:%d top board --interval 100" % (TLCAP, serve)
+        tm("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "160", "-y", "30",
+           "env TERM=xterm " + cmd + "; echo EXITED $?; sleep 30")
+        s = wait_screen(lambda s: "target board" in s and "events 6" in s and
+                        "00000001" in s, "top header and rows")
+        if os.environ.get("TLC_SHOW_SCREEN"):
+            print(s)
+        lines = s.splitlines()
+        i0 = [i for i, l in enumerate(lines) if l.startswith("00000000")]
+        i1 = [i for i, l in enumerate(lines) if l.startswith("00000001")]
+        T.check(i0 and i1 and i1[0] < i0[0], "areas not sorted by net time:\n" + s)
+        T.check("sort net" in s and "cumulative" in s, "header:\n" + s)
+
+        tm("send-keys", "-t", "top", "s")
+        s = wait_screen(lambda s: "sort count" in s, "sort key changes")
+        lines = s.splitlines()
+        i0 = [i for i, l in enumerate(lines) if l.startswith("00000000")]
+        i1 = [i for i, l in enumerate(lines) if l.startswith("00000001")]
+        T.check(i0[0] < i1[0], "count sort: area 0 (2 calls) first:\n" + s)
+        tm("send-keys", "-t", "top", "w")
+        wait_screen(lambda s: "last 1s" in s, "window changes")
+        tm("send-keys", "-t", "top", "/", "00000001", "Enter")
+        s = wait_screen(lambda s: "filter 00000001" in s and "00000000 " not in s,
+                        "filter applies")
+        tm("send-keys", "-t", "top", "q")
+        s = wait_screen(lambda s: "EXITED 0" in s, "q quits with status 0")
+        T.check("target board" not in s, "alternate screen not restored:\n" + s)
+        tgt.close()
+        print("PASS")
+        return 0
+    except T.Failure as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        subprocess.run([tmux, "-S", sock, "kill-server"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=20)
+        if dm is not None and dm.poll() is None:
+            dm.terminate()
+            try:
+                dm.wait(15)
+            except subprocess.TimeoutExpired:
+                dm.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
