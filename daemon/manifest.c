@@ -1,0 +1,750 @@
+/* manifest.c - the per-segment manifest, the record scanner and segment file names.
+ *
+ * A manifest is a small key/value text file beside each sealed segment (format in
+ * docs/storage.md): format, byte length, record count, first/last/min/max time, a 64-bit
+ * FNV-1a checksum of the content, the gap list and a sparse index (every N records: record
+ * number, byte offset, its time, the largest time before it and the smallest time from it to
+ * the end, so a time-range read is exact even when times are not monotonic, as in evlog).
+ * Its last line carries the FNV-1a of every byte before it, so a bit flip anywhere in the
+ * manifest is detected; the content fields are then checked against the data on load (R9).
+ *
+ * The scanner knows the two data shapes: bin1x (fixed 24-byte records, time at +16) and evlog
+ * (12-byte header in either byte order, whole blocks; item times from `tim`, in the item's byte
+ * order taken from event_offset == 40). It never trusts a size beyond max_block.
+ *
+ * Pure except tlc__manifest_load/store (I/O through the shim). Any thread.
+ */
+#include "iofault.h"
+#include "store-int.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/* ---- scanner ---- */
+
+static uint32_t rd32(const uint8_t *p, int be) {
+  return be ? ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3])
+            : ((uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]);
+}
+static uint16_t rd16(const uint8_t *p, int be) {
+  return be ? (uint16_t)(p[0] << 8 | p[1]) : (uint16_t)(p[1] << 8 | p[0]);
+}
+static uint64_t rd64(const uint8_t *p, int be) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v |= (uint64_t)p[be ? 7 - i : i] << (8 * i);
+  return v;
+}
+
+int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_block, tlc_rec_t *r,
+                  size_t *need) {
+  if (f == TLC_FMT_BIN10 || f == TLC_FMT_BIN11) {
+    if (len < 24) {
+      *need = 24;
+      return 0;
+    }
+    r->len = 24;
+    r->tmin = r->tmax = (int64_t)rd64(buf + 16, 0);
+    r->items = 1;
+    return 1;
+  }
+  if (f != TLC_FMT_EVLOG)
+    return -1;
+  if (max_block == 0)
+    max_block = TLC_MAX_BLOCK_DEFAULT;
+  if (len < 12) {
+    *need = 12;
+    return 0;
+  }
+  int hbe;
+  if (rd32(buf, 0) == 0x0ffee211u)
+    hbe = 0;
+  else if (rd32(buf, 1) == 0x0ffee211u)
+    hbe = 1;
+  else
+    return -1;
+  /* The size word may be in either order (efl_debug writes the magic in its host's order and
+   * the sizes in either). When both readings are plausible, the right one is where the chain
+   * of items (event_next) ends. */
+  uint32_t sa = rd32(buf + 4, hbe), sb = rd32(buf + 4, !hbe), size;
+  int va = sa <= max_block, vb = sb <= max_block && sb != sa;
+  if (!va && !vb)
+    return -1;
+  if (va != vb) {
+    size = va ? sa : sb;
+  } else {
+    size_t p = 12, ea = 12 + (size_t)sa, eb = 12 + (size_t)sb;
+    size = sa;
+    for (;;) {
+      if (p == ea || p == eb) {
+        size = p == ea ? sa : sb;
+        break;
+      }
+      if (p > ea && p > eb)
+        break;
+      if (p + 40 > len) {
+        *need = p + 40;
+        return 0;
+      }
+      int ibe;
+      if (rd16(buf + p + 32, 0) == 40)
+        ibe = 0;
+      else if (rd16(buf + p + 32, 1) == 40)
+        ibe = 1;
+      else
+        break;
+      uint16_t nx = rd16(buf + p + 36, ibe);
+      if (nx < 40)
+        break;
+      p += nx;
+    }
+  }
+  size_t total = 12 + (size_t)size;
+  if (len < total) {
+    *need = total;
+    return 0;
+  }
+  r->len = total;
+  r->tmin = INT64_MAX;
+  r->tmax = INT64_MIN;
+  r->items = 0;
+  size_t p = 12;
+  while (p + 40 <= total) {
+    const uint8_t *it = buf + p;
+    int ibe;
+    if (rd16(it + 32, 0) == 40)
+      ibe = 0;
+    else if (rd16(it + 32, 1) == 40)
+      ibe = 1;
+    else
+      break;
+    uint16_t next = rd16(it + 36, ibe);
+    uint64_t bits = rd64(it, ibe);
+    double tim;
+    memcpy(&tim, &bits, sizeof tim);
+    if (isfinite(tim) && fabs(tim) < 9.0e9) {
+      int64_t t = (int64_t)llround(tim * 1e9);
+      if (t < r->tmin)
+        r->tmin = t;
+      if (t > r->tmax)
+        r->tmax = t;
+    }
+    r->items++;
+    if (next < 40)
+      break;
+    p += next;
+  }
+  return 1;
+}
+
+/* ---- names ---- */
+
+static int all_digits(const char *s, size_t n) {
+  if (n == 0)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return 0;
+  return 1;
+}
+
+int tlc__segname_parse(const char *name, tlc_segname_t *out) {
+  /* base: YYYYMMDDTHHMMSSZ-<digits> */
+  memset(out, 0, sizeof *out);
+  size_t n = strlen(name);
+  if (n < 18 || n >= TLC_SEG_NAME_MAX)
+    return TLC_SK_NONE;
+  if (!all_digits(name, 8) || name[8] != 'T' || !all_digits(name + 9, 6) || name[15] != 'Z' ||
+      name[16] != '-')
+    return TLC_SK_NONE;
+  size_t d = 17;
+  while (d < n && name[d] >= '0' && name[d] <= '9')
+    d++;
+  if (d == 17 || d - 17 > 19 || d >= n || name[d] != '.')
+    return TLC_SK_NONE;
+  if (d >= TLC_SEG_BASE_MAX)
+    return TLC_SK_NONE;
+  memcpy(out->base, name, d);
+  out->base[d] = 0;
+  out->seq = strtoull(name + 17, NULL, 10);
+  const char *ext = name + d; /* starts with '.' */
+  static const struct {
+    const char *suffix;
+    int kind;
+    int evlog;
+  } tab[] = { { ".txt.BIN", TLC_SK_DATA, 0 },
+              { ".log", TLC_SK_DATA, 1 },
+              { ".txt.BIN.part", TLC_SK_PART, 0 },
+              { ".log.part", TLC_SK_PART, 1 },
+              { ".txt.BIN.zst", TLC_SK_ZST, 0 },
+              { ".log.zst", TLC_SK_ZST, 1 },
+              { ".txt.BIN.zst.part", TLC_SK_ZSTPART, 0 },
+              { ".log.zst.part", TLC_SK_ZSTPART, 1 },
+              { ".txt.BIN.torn", TLC_SK_TORN, 0 },
+              { ".log.torn", TLC_SK_TORN, 1 },
+              { ".txt", TLC_SK_EXPORT, 0 },
+              { ".manifest", TLC_SK_MANIFEST, 0 } };
+  for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+    if (strcmp(ext, tab[i].suffix) == 0) {
+      out->kind = tab[i].kind;
+      out->evlog = tab[i].evlog;
+      return out->kind;
+    }
+  size_t el = strlen(ext);
+  if (el > 4 && strcmp(ext + el - 4, ".tmp") == 0) {
+    out->kind = TLC_SK_TMP;
+    return out->kind;
+  }
+  return TLC_SK_NONE;
+}
+
+void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq) {
+  time_t t = (time_t)(wall_ns / 1000000000);
+  struct tm tm;
+  if (wall_ns < 0 || !gmtime_r(&t, &tm))
+    memset(&tm, 0, sizeof tm);
+  if (tm.tm_year + 1900 > 9999 || tm.tm_year + 1900 < 0)
+    memset(&tm, 0, sizeof tm);
+  snprintf(out, len, "%04d%02d%02dT%02d%02d%02dZ-%08" PRIu64, (tm.tm_year + 1900) % 10000,
+           (tm.tm_mon + 1) % 100, tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100,
+           tm.tm_sec % 100, seq);
+}
+
+void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f) {
+  snprintf(out, len, "%s%s", base, f == TLC_FMT_EVLOG ? ".log" : ".txt.BIN");
+}
+
+int tlc__path(char *out, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out, len, fmt, ap);
+  va_end(ap);
+  return (n < 0 || (size_t)n >= len) ? TLC_ERANGE : 0;
+}
+
+int64_t tlc__wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+int64_t tlc__mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- manifest object ---- */
+
+void tlc__manifest_init(tlc_manifest_t *m) {
+  memset(m, 0, sizeof *m);
+}
+void tlc__manifest_fini(tlc_manifest_t *m) {
+  tlc_free(m->gaps);
+  tlc_free(m->idx);
+  memset(m, 0, sizeof *m);
+}
+void tlc__manifest_reset(tlc_manifest_t *m) {
+  tlc_gap_t *g = m->gaps;
+  tlc_idx_t *x = m->idx;
+  size_t cg = m->capgaps, cx = m->capidx;
+  memset(m, 0, sizeof *m);
+  m->gaps = g;
+  m->capgaps = cg;
+  m->idx = x;
+  m->capidx = cx;
+}
+
+int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count) {
+  /* Same reason at the same place as the last gap: merge. Over the cap: merge into the last. */
+  if (m->ngaps > 0) {
+    tlc_gap_t *l = &m->gaps[m->ngaps - 1];
+    if ((strcmp(l->reason, reason) == 0 && l->offset == m->bytes) || m->ngaps >= TLC_GAP_MAX) {
+      l->count += count;
+      return 0;
+    }
+  }
+  if (m->ngaps == m->capgaps) {
+    size_t nc = m->capgaps ? m->capgaps * 2 : 8;
+    tlc_gap_t *g = tlc_realloc(m->gaps, nc * sizeof *g);
+    if (!g)
+      return TLC_ENOMEM;
+    m->gaps = g;
+    m->capgaps = nc;
+  }
+  tlc_gap_t *g = &m->gaps[m->ngaps++];
+  memset(g, 0, sizeof *g);
+  snprintf(g->reason, sizeof g->reason, "%s", reason);
+  for (char *c = g->reason; *c; c++)
+    if (*c == ' ' || *c == '\n' || *c == '\r' || *c == '\t')
+      *c = '_';
+  if (g->reason[0] == 0)
+    snprintf(g->reason, sizeof g->reason, "unknown");
+  g->count = count;
+  g->offset = m->bytes;
+  g->record = m->records;
+  return 0;
+}
+
+static int add_idx(tlc_manifest_t *m, const tlc_idx_t *e) {
+  if (m->nidx == m->capidx) {
+    size_t nc = m->capidx ? m->capidx * 2 : 16;
+    tlc_idx_t *x = tlc_realloc(m->idx, nc * sizeof *x);
+    if (!x)
+      return TLC_ENOMEM;
+    m->idx = x;
+    m->capidx = nc;
+  }
+  m->idx[m->nidx++] = *e;
+  return 0;
+}
+
+void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval) {
+  b->m = m;
+  b->interval = interval ? interval : 1024;
+  b->running_max = INT64_MIN;
+  m->index_interval = b->interval;
+  if (m->records == 0)
+    m->fnv = TLC_FNV_INIT;
+}
+
+int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
+  tlc_manifest_t *m = b->m;
+  int rc = 0;
+  if (m->records % b->interval == 0) {
+    tlc_idx_t e = { m->records, m->bytes, r->tmin, b->running_max, INT64_MAX };
+    rc = add_idx(m, &e); /* on failure the index is only sparser: reads stay correct */
+    if (rc < 0 && m->nidx > 0)
+      rc = 0;
+  }
+  if (m->nidx > 0 && r->tmin < m->idx[m->nidx - 1].mina)
+    m->idx[m->nidx - 1].mina = r->tmin; /* per-interval minimum; suffix min at finish */
+  if (r->items > 0 && r->tmin <= r->tmax) {
+    if (m->records == 0 || m->items == 0) {
+      m->first_time = r->tmin;
+      m->min_time = r->tmin;
+      m->max_time = r->tmax;
+    }
+    if (r->tmin < m->min_time)
+      m->min_time = r->tmin;
+    if (r->tmax > m->max_time)
+      m->max_time = r->tmax;
+    m->last_time = r->tmax;
+    if (r->tmax > b->running_max)
+      b->running_max = r->tmax;
+  }
+  m->fnv = tlc__fnv1a(m->fnv, rec, r->len);
+  m->bytes += r->len;
+  m->records++;
+  m->items += r->items;
+  return rc;
+}
+
+void tlc__mbuild_finish(tlc_mbuild_t *b) {
+  tlc_manifest_t *m = b->m;
+  int64_t run = INT64_MAX;
+  for (size_t i = m->nidx; i-- > 0;) {
+    if (m->idx[i].mina < run)
+      run = m->idx[i].mina;
+    m->idx[i].mina = run;
+  }
+  if (m->records == 0)
+    m->fnv = TLC_FNV_INIT;
+}
+
+/* ---- text codec ---- */
+
+static const char *reason_names[] = { "none",    "size",     "age",      "reconnect", "sighup",
+                                      "command", "shutdown", "io_error", "recovered" };
+
+const char *tlc_store_reason_name(int reason) {
+  if (reason < 0 || reason > TLC_ROT_RECOVERED)
+    return "none";
+  return reason_names[reason];
+}
+
+static int reason_parse(const char *s) {
+  for (int i = 0; i <= TLC_ROT_RECOVERED; i++)
+    if (strcmp(s, reason_names[i]) == 0)
+      return i;
+  return -1;
+}
+
+char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
+  tlc_out_t o;
+  tlc_out_init(&o, 0, NULL, NULL);
+  tlc_out_printf(&o, "tlcap-manifest 1\n");
+  tlc_out_printf(&o, "format %s\n",
+                 m->format == TLC_FMT_BIN10   ? "bin10"
+                 : m->format == TLC_FMT_BIN11 ? "bin11"
+                                              : "evlog");
+  tlc_out_printf(&o, "target %s\n", m->target[0] ? m->target : "-");
+  tlc_out_printf(&o, "seq %" PRIu64 "\n", m->seq);
+  tlc_out_printf(&o, "data %s\n", m->data);
+  tlc_out_printf(&o, "export %s\n", m->exportf[0] ? m->exportf : "-");
+  tlc_out_printf(&o, "bytes %" PRIu64 "\nrecords %" PRIu64 "\nitems %" PRIu64 "\n", m->bytes,
+                 m->records, m->items);
+  tlc_out_printf(&o,
+                 "first_time %" PRId64 "\nlast_time %" PRId64 "\nmin_time %" PRId64
+                 "\nmax_time %" PRId64 "\n",
+                 m->first_time, m->last_time, m->min_time, m->max_time);
+  tlc_out_printf(&o, "fnv1a64 %016" PRIx64 "\n", m->fnv);
+  tlc_out_printf(&o, "opened_wall_ns %" PRId64 "\nclosed_wall_ns %" PRId64 "\n", m->opened_wall_ns,
+                 m->closed_wall_ns);
+  tlc_out_printf(&o, "reason %s\n", tlc_store_reason_name(m->reason));
+  tlc_out_printf(&o, "recovered %d\nrebuilt %d\nsuspect %d\ntorn_bytes %" PRIu64 "\n", m->recovered,
+                 m->rebuilt, m->suspect, m->torn_bytes);
+  tlc_out_printf(&o, "index_interval %u\n", m->index_interval);
+  for (size_t i = 0; i < m->ngaps; i++)
+    tlc_out_printf(&o, "gap %s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", m->gaps[i].reason,
+                   m->gaps[i].count, m->gaps[i].offset, m->gaps[i].record);
+  for (size_t i = 0; i < m->nidx; i++)
+    tlc_out_printf(&o, "idx %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+                   m->idx[i].record, m->idx[i].offset, m->idx[i].time, m->idx[i].maxb,
+                   m->idx[i].mina);
+  size_t n;
+  char *body = tlc_out_take(&o, &n);
+  tlc_out_fini(&o);
+  if (!body)
+    return NULL;
+  uint64_t h = tlc__fnv1a(TLC_FNV_INIT, body, n);
+  char tail[40];
+  int tl = snprintf(tail, sizeof tail, "end %016" PRIx64 "\n", h);
+  char *all = tlc_realloc(body, n + (size_t)tl + 1);
+  if (!all) {
+    tlc_free(body);
+    return NULL;
+  }
+  memcpy(all + n, tail, (size_t)tl + 1);
+  *len = n + (size_t)tl;
+  return all;
+}
+
+static int why_set(char *why, size_t whylen, int rc, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static int why_set(char *why, size_t whylen, int rc, const char *fmt, ...) {
+  if (why && whylen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+static int p_u64(const char *s, uint64_t *v) {
+  char *e;
+  if (!*s || *s == '-')
+    return -1;
+  errno = 0;
+  *v = strtoull(s, &e, 10);
+  return (errno || *e) ? -1 : 0;
+}
+static int p_i64(const char *s, int64_t *v) {
+  char *e;
+  if (!*s)
+    return -1;
+  errno = 0;
+  *v = strtoll(s, &e, 10);
+  return (errno || *e) ? -1 : 0;
+}
+
+int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *why, size_t whylen) {
+  tlc__manifest_reset(m);
+  /* the last line must be "end <hex16>" over everything before it */
+  if (len < 22 || buf[len - 1] != '\n')
+    return why_set(why, whylen, TLC_ESYNTAX, "manifest truncated (%zu bytes)", len);
+  size_t ls = len - 1;
+  while (ls > 0 && buf[ls - 1] != '\n')
+    ls--;
+  if (len - ls != 21 || memcmp(buf + ls, "end ", 4) != 0)
+    return why_set(why, whylen, TLC_ESYNTAX, "manifest has no end line");
+  uint64_t want = 0;
+  for (size_t i = ls + 4; i < len - 1; i++) {
+    char c = buf[i];
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0)
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest end line: bad checksum text");
+    want = want << 4 | (uint64_t)d;
+  }
+  uint64_t got = tlc__fnv1a(TLC_FNV_INIT, buf, ls);
+  if (got != want)
+    return why_set(why, whylen, TLC_ESYNTAX,
+                   "manifest checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+                   want, got);
+  size_t pos = 0, lineno = 0;
+  int have_magic = 0, have_format = 0, have_bytes = 0, have_fnv = 0;
+  char line[512];
+  while (pos < ls) {
+    size_t e = pos;
+    while (e < ls && buf[e] != '\n')
+      e++;
+    lineno++;
+    size_t n = e - pos;
+    if (n >= sizeof line)
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest line %zu too long", lineno);
+    memcpy(line, buf + pos, n);
+    line[n] = 0;
+    pos = e + 1;
+    char *f[6];
+    size_t nf = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(line, " ", &save); t && nf < 6; t = strtok_r(NULL, " ", &save))
+      f[nf++] = t;
+    if (nf == 0)
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest line %zu empty", lineno);
+    int bad = 0;
+    if (lineno == 1) {
+      if (nf != 2 || strcmp(f[0], "tlcap-manifest") != 0)
+        return why_set(why, whylen, TLC_ESYNTAX, "not a tlcap manifest");
+      if (strcmp(f[1], "1") != 0)
+        return why_set(why, whylen, TLC_EVERSION, "manifest version %s unsupported", f[1]);
+      have_magic = 1;
+      continue;
+    }
+    if (strcmp(f[0], "gap") == 0) {
+      uint64_t c, o, r;
+      if (nf != 5 || p_u64(f[2], &c) || p_u64(f[3], &o) || p_u64(f[4], &r))
+        bad = 1;
+      else {
+        uint64_t sb = m->bytes, sr = m->records;
+        m->bytes = o;
+        m->records = r;
+        size_t before = m->ngaps;
+        if (m->ngaps >= TLC_GAP_MAX ||
+            (m->ngaps > 0 && strcmp(m->gaps[m->ngaps - 1].reason, f[1]) == 0 &&
+             m->gaps[m->ngaps - 1].offset == o))
+          bad = 1; /* we never write those */
+        else if (tlc__manifest_add_gap(m, f[1], c) < 0)
+          return TLC_ENOMEM;
+        (void)before;
+        m->bytes = sb;
+        m->records = sr;
+      }
+    } else if (strcmp(f[0], "idx") == 0) {
+      tlc_idx_t x;
+      if (nf != 6 || p_u64(f[1], &x.record) || p_u64(f[2], &x.offset) || p_i64(f[3], &x.time) ||
+          p_i64(f[4], &x.maxb) || p_i64(f[5], &x.mina))
+        bad = 1;
+      else if (add_idx(m, &x) < 0)
+        return TLC_ENOMEM;
+    } else if (nf != 2) {
+      bad = 1;
+    } else if (strcmp(f[0], "format") == 0) {
+      m->format = strcmp(f[1], "bin10") == 0   ? TLC_FMT_BIN10
+                  : strcmp(f[1], "bin11") == 0 ? TLC_FMT_BIN11
+                  : strcmp(f[1], "evlog") == 0 ? TLC_FMT_EVLOG
+                                               : TLC_FMT_NONE;
+      bad = m->format == TLC_FMT_NONE;
+      have_format = 1;
+    } else if (strcmp(f[0], "target") == 0) {
+      bad = strlen(f[1]) > TLC_TARGET_NAME_MAX_;
+      if (!bad)
+        snprintf(m->target, sizeof m->target, "%s", strcmp(f[1], "-") ? f[1] : "");
+    } else if (strcmp(f[0], "data") == 0) {
+      bad = strlen(f[1]) >= sizeof m->data;
+      if (!bad)
+        snprintf(m->data, sizeof m->data, "%s", f[1]);
+    } else if (strcmp(f[0], "export") == 0) {
+      bad = strlen(f[1]) >= sizeof m->exportf;
+      if (!bad)
+        snprintf(m->exportf, sizeof m->exportf, "%s", strcmp(f[1], "-") ? f[1] : "");
+    } else if (strcmp(f[0], "fnv1a64") == 0) {
+      char *end;
+      m->fnv = strtoull(f[1], &end, 16);
+      bad = *end != 0 || strlen(f[1]) != 16;
+      have_fnv = 1;
+    } else if (strcmp(f[0], "reason") == 0) {
+      m->reason = reason_parse(f[1]);
+      bad = m->reason < 0;
+    } else {
+      static const struct {
+        const char *k;
+        size_t off;
+        int sgn;
+      } nums[] = {
+        { "seq", offsetof(tlc_manifest_t, seq), 0 },
+        { "bytes", offsetof(tlc_manifest_t, bytes), 0 },
+        { "records", offsetof(tlc_manifest_t, records), 0 },
+        { "items", offsetof(tlc_manifest_t, items), 0 },
+        { "torn_bytes", offsetof(tlc_manifest_t, torn_bytes), 0 },
+        { "first_time", offsetof(tlc_manifest_t, first_time), 1 },
+        { "last_time", offsetof(tlc_manifest_t, last_time), 1 },
+        { "min_time", offsetof(tlc_manifest_t, min_time), 1 },
+        { "max_time", offsetof(tlc_manifest_t, max_time), 1 },
+        { "opened_wall_ns", offsetof(tlc_manifest_t, opened_wall_ns), 1 },
+        { "closed_wall_ns", offsetof(tlc_manifest_t, closed_wall_ns), 1 },
+      };
+      int found = 0;
+      for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (strcmp(f[0], nums[i].k) == 0) {
+          found = 1;
+          if (nums[i].sgn)
+            bad = p_i64(f[1], (int64_t *)(void *)((char *)m + nums[i].off));
+          else
+            bad = p_u64(f[1], (uint64_t *)(void *)((char *)m + nums[i].off));
+          if (strcmp(f[0], "bytes") == 0)
+            have_bytes = 1;
+        }
+      if (!found) {
+        uint64_t v;
+        if (p_u64(f[1], &v))
+          bad = 1;
+        else if (strcmp(f[0], "recovered") == 0)
+          m->recovered = v != 0;
+        else if (strcmp(f[0], "rebuilt") == 0)
+          m->rebuilt = v != 0;
+        else if (strcmp(f[0], "suspect") == 0)
+          m->suspect = v != 0;
+        else if (strcmp(f[0], "index_interval") == 0)
+          m->index_interval = (uint32_t)v;
+        /* unknown keys with a number: ignored (forward compatible) */
+      }
+    }
+    if (bad)
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest line %zu: bad '%s'", lineno, f[0]);
+  }
+  if (!have_magic || !have_format || !have_bytes || !have_fnv || m->data[0] == 0)
+    return why_set(why, whylen, TLC_ESYNTAX, "manifest misses a required field");
+  /* self-consistency of the index */
+  for (size_t i = 0; i < m->nidx; i++) {
+    if (m->idx[i].offset >= m->bytes || m->idx[i].record >= m->records ||
+        (i > 0 &&
+         (m->idx[i].offset <= m->idx[i - 1].offset || m->idx[i].record <= m->idx[i - 1].record)))
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest index entry %zu inconsistent", i);
+  }
+  if ((m->format != TLC_FMT_EVLOG && m->bytes != m->records * 24) || m->index_interval == 0)
+    return why_set(why, whylen, TLC_ESYNTAX, "manifest counts inconsistent");
+  return 0;
+}
+
+int tlc__manifest_load(const char *path, tlc_manifest_t *m, char *why, size_t whylen) {
+  int fd = tlc_io->open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0)
+    return why_set(why, whylen, fd, "cannot open: %s", tlc_strerror(fd));
+  size_t cap = 1u << 16, max = 64u << 20, len = 0;
+  char *buf = tlc_malloc(cap);
+  int rc = 0;
+  if (!buf) {
+    tlc_io->close(fd);
+    return TLC_ENOMEM;
+  }
+  for (;;) {
+    if (len == cap) {
+      if (cap >= max) {
+        rc = why_set(why, whylen, TLC_ESYNTAX, "manifest larger than %zu bytes", max);
+        break;
+      }
+      char *nb = tlc_realloc(buf, cap * 2);
+      if (!nb) {
+        rc = TLC_ENOMEM;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    int64_t n = tlc_io_pread_all(fd, buf + len, cap - len, (int64_t)len);
+    if (n < 0) {
+      rc = why_set(why, whylen, (int)n, "read: %s", tlc_strerror((int)n));
+      break;
+    }
+    len += (size_t)n;
+    if ((size_t)n < cap - (len - (size_t)n))
+      break;
+  }
+  tlc_io->close(fd);
+  if (rc == 0)
+    rc = tlc__manifest_parse(m, buf, len, why, whylen);
+  tlc_free(buf);
+  return rc;
+}
+
+int tlc__manifest_store(const char *path, const tlc_manifest_t *m) {
+  char tmp[4096];
+  size_t len;
+  int rc = tlc__path(tmp, sizeof tmp, "%s.tmp", path);
+  if (rc < 0)
+    return rc;
+  char *txt = tlc__manifest_format(m, &len);
+  if (!txt)
+    return TLC_ENOMEM;
+  int fd = tlc_io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    tlc_free(txt);
+    return fd;
+  }
+  size_t w;
+  rc = tlc_io_write_all(fd, txt, len, &w);
+  tlc_free(txt);
+  if (rc == 0)
+    rc = tlc_io->fsync(fd);
+  int crc = tlc_io->close(fd);
+  if (rc == 0)
+    rc = crc;
+  if (rc == 0)
+    rc = tlc_io->rename(tmp, path);
+  if (rc < 0)
+    tlc_io->unlink(tmp);
+  return rc;
+}
+
+int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                             uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
+                             uint64_t *file_len) {
+  tlc_recrd_t rd;
+  int rc = tlc__recrd_open(&rd, path, zst, f, max_block);
+  if (rc < 0)
+    return rc;
+  tlc_mbuild_t b;
+  tlc__manifest_reset(m);
+  m->format = f;
+  tlc__mbuild_start(&b, m, interval);
+  const uint8_t *rec;
+  tlc_rec_t r;
+  uint64_t off = 0;
+  for (;;) {
+    rc = tlc__recrd_next(&rd, &rec, &r, &off);
+    if (rc <= 0)
+      break;
+    rc = tlc__mbuild_add(&b, rec, &r);
+    if (rc < 0)
+      break;
+  }
+  tlc__mbuild_finish(&b);
+  *whole_len = m->bytes;
+  if (rc == TLC_ETRUNC || rc == TLC_EFRAME || rc == 0) {
+    /* the data length: what the source holds in total */
+    uint8_t tmp[65536];
+    int64_t n;
+    uint64_t total = rd.offset + (rd.len - rd.pos);
+    while ((n = tlc__src_read(&rd.src, tmp, sizeof tmp)) > 0)
+      total += (uint64_t)n;
+    if (n < 0)
+      rc = (int)n;
+    else
+      rc = 0;
+    *file_len = total;
+  }
+  tlc__recrd_close(&rd);
+  return rc;
+}

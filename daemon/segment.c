@@ -1,0 +1,455 @@
+/* segment.c - segment files on disk: open, append, sync, seal, crash recovery, deletion.
+ *
+ * Runs on the writer thread (and on the recovering thread in tlc_store_recover, before the
+ * writer exists). All I/O goes through the shim (iofault.h).
+ *
+ * Invariants (R1, R2, R6):
+ *  - a data file is either `<data>.part` (the one open segment of its target, or a crash
+ *    leftover) or sealed under `<data>` with a manifest beside it; the rename is the commit;
+ *  - a .part never holds a partial record in the middle: a failed write truncates back to the
+ *    last whole record before anything else is written;
+ *  - seal order: fdatasync(data) -> main export (tmp, fsync, rename) -> manifest (tmp, fsync,
+ *    rename) -> rename .part -> data -> fsync(dir). A crash anywhere leaves a .part (recovered
+ *    on the next start) or a sealed file with its manifest;
+ *  - recovery of a .part never appends to it: whole prefix kept, torn tail copied to
+ *    `<data>.torn` (rewritten from scratch each attempt), truncated, manifest rebuilt, renamed.
+ *    A crash in the middle leaves a .part again, so recovery is idempotent.
+ *  - deletion order: data, export, torn, manifest, fsync(dir). An orphan manifest at start is
+ *    a half-done deletion and is completed.
+ *
+ * Cost: appends are one write(2) per chunk; sealing is 3 fsyncs (data, export, manifest) + 1
+ * directory fsync. Memory: the manifest's index (records / interval entries).
+ */
+#include "iofault.h"
+#include "segread.h"
+#include "store-int.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void tlc__seg_init(tlc_seg_t *s) {
+  memset(s, 0, sizeof *s);
+  s->fd = -1;
+  tlc__manifest_init(&s->m);
+}
+
+void tlc__seg_fini(tlc_seg_t *s) {
+  if (s->fd >= 0)
+    tlc_io->close(s->fd);
+  s->fd = -1;
+  tlc__manifest_fini(&s->m);
+}
+
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
+                  int64_t wall_ns, int64_t mono_ns, uint32_t interval) {
+  char path[2048];
+  int rc;
+  snprintf(s->dir, sizeof s->dir, "%s", dir);
+  snprintf(s->target, sizeof s->target, "%s", target);
+  s->format = f;
+  s->seq = seq;
+  tlc__segname_base(s->base, sizeof s->base, wall_ns, seq);
+  tlc__segname_data(s->data, sizeof s->data, s->base, f);
+  rc = tlc__path(path, sizeof path, "%s/%s.part", dir, s->data);
+  if (rc < 0)
+    return rc;
+  rc = tlc_io->open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (rc < 0)
+    return rc;
+  s->fd = rc;
+  tlc__manifest_reset(&s->m);
+  s->m.format = f;
+  s->m.seq = seq;
+  s->m.opened_wall_ns = wall_ns;
+  snprintf(s->m.target, sizeof s->m.target, "%s", target);
+  snprintf(s->m.data, sizeof s->m.data, "%s", s->data);
+  tlc__mbuild_start(&s->b, &s->m, interval);
+  s->durable = 0;
+  s->since_sync = 0;
+  s->last_sync_mono = mono_ns;
+  s->opened_mono = mono_ns;
+  s->suspect = 0;
+  tlc_crashpoint("rotate.after_open_new");
+  /* make the new name durable now, so that what fdatasync confirms is reachable */
+  tlc_io_fsync_dir(dir);
+  return 0;
+}
+
+int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec,
+                    uint64_t *wbytes) {
+  size_t written = 0;
+  int rc = tlc_io_write_all(s->fd, buf, len, &written);
+  /* account the whole records that made it */
+  size_t pos = 0;
+  uint64_t nrec = 0;
+  while (pos < written) {
+    tlc_rec_t r;
+    size_t need;
+    if (tlc__rec_scan(s->format, buf + pos, len - pos, s->max_block, &r, &need) != 1)
+      break;
+    if (pos + r.len > written)
+      break;
+    tlc__mbuild_add(&s->b, buf + pos, &r);
+    pos += r.len;
+    nrec++;
+  }
+  *wrec = nrec;
+  *wbytes = pos;
+  s->since_sync += pos;
+  if (rc < 0 && written != pos) {
+    /* R6: a partial record must never stay; cut back to the last whole one */
+    int trc = tlc_io->ftruncate(s->fd, (int64_t)s->m.bytes);
+    if (trc < 0)
+      s->suspect = 1;
+    /* the file position is past the end now: reposition for later appends */
+    if (lseek(s->fd, (off_t)s->m.bytes, SEEK_SET) < 0)
+      s->suspect = 1;
+  }
+  return rc;
+}
+
+int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns) {
+  if (s->fd < 0)
+    return 0;
+  s->last_sync_mono = mono_ns;
+  s->since_sync = 0;
+  if (s->suspect)
+    return TLC_EIO; /* never trust a file whose sync failed once */
+  int rc = tlc_io->fdatasync(s->fd);
+  if (rc < 0) {
+    s->suspect = 1;
+    return rc;
+  }
+  s->durable = s->m.bytes;
+  return 0;
+}
+
+/* out callback: write to an fd through the shim */
+static int fd_write_cb(void *ud, const void *buf, size_t len) {
+  size_t w;
+  return tlc_io_write_all(*(int *)ud, buf, len, &w);
+}
+
+int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
+                              uint64_t seq, const char *data_path, int recovered,
+                              tlc_store_export_fn cb, void *ud) {
+  char path[2048], tmp[2100];
+  int rc;
+  if (!cb || f == TLC_FMT_EVLOG)
+    return 0;
+  rc = tlc__path(path, sizeof path, "%s/%s.txt", dir, base);
+  if (rc < 0)
+    return rc;
+  rc = tlc__path(tmp, sizeof tmp, "%s.tmp", path);
+  if (rc < 0)
+    return rc;
+  tlc_segread_t *r;
+  char err[256];
+  rc = tlc_segread_open(data_path, f, 0, &r, err, sizeof err);
+  if (rc < 0)
+    return rc;
+  tlc_timeline_t tl;
+  tlc_segread_timeline(r, &tl);
+  int fd = tlc_io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    tlc_segread_close(r);
+    return fd;
+  }
+  tlc_out_t o;
+  tlc_out_init(&o, 0, fd_write_cb, &fd);
+  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered };
+  rc = cb(ud, &x);
+  int frc = tlc_out_fini(&o);
+  if (rc == 0)
+    rc = frc;
+  tlc_segread_close(r);
+  if (rc == 0)
+    rc = tlc_io->fsync(fd);
+  tlc_io->close(fd);
+  if (rc == 0)
+    rc = tlc_io->rename(tmp, path);
+  if (rc < 0)
+    tlc_io->unlink(tmp);
+  return rc;
+}
+
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
+                  tlc_catent_t *ent) {
+  char part[2048], data[2048], mpath[2048];
+  int rc;
+  if (s->fd < 0)
+    return TLC_EINVAL;
+  if (tlc__path(part, sizeof part, "%s/%s.part", s->dir, s->data) < 0 ||
+      tlc__path(data, sizeof data, "%s/%s", s->dir, s->data) < 0 ||
+      tlc__path(mpath, sizeof mpath, "%s/%s.manifest", s->dir, s->base) < 0)
+    return TLC_ERANGE;
+  if (s->m.records == 0 && s->m.ngaps == 0) {
+    tlc_io->close(s->fd);
+    s->fd = -1;
+    tlc_io->unlink(part);
+    tlc_io_fsync_dir(s->dir);
+    return 1;
+  }
+  tlc_crashpoint("seal.before_trailer");
+  int src = 0;
+  s->seal_err = 0;
+  if (!s->suspect) {
+    src = tlc_io->fdatasync(s->fd);
+    if (src < 0)
+      s->suspect = 1; /* R5: not retried */
+    else
+      s->durable = s->m.bytes;
+  }
+  tlc_crashpoint("seal.after_fdatasync");
+  tlc_io->close(s->fd);
+  s->fd = -1;
+  tlc__mbuild_finish(&s->b);
+  s->m.closed_wall_ns = wall_ns;
+  s->m.reason = reason;
+  s->m.suspect = s->suspect;
+  if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
+    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->seq, part, 0, cb, ud) ==
+        0)
+      snprintf(s->m.exportf, sizeof s->m.exportf, "%s.txt", s->base);
+  }
+  rc = tlc__manifest_store(mpath, &s->m);
+  /* a manifest that could not be written is rebuilt from the data on the next load (R9) */
+  tlc_crashpoint("seal.after_manifest_write");
+  int rrc = tlc_io->rename(part, data);
+  if (rrc < 0)
+    return rrc; /* stays .part: recovered on the next start */
+  tlc_crashpoint("rotate.after_rename");
+  tlc_crashpoint("rotate.before_dir_fsync");
+  tlc_io_fsync_dir(s->dir);
+  if (ent) {
+    memset(ent, 0, sizeof *ent);
+    snprintf(ent->target, sizeof ent->target, "%s", s->target);
+    snprintf(ent->base, sizeof ent->base, "%s", s->base);
+    snprintf(ent->data, sizeof ent->data, "%s", s->data);
+    ent->seq = s->seq;
+    ent->opened_wall_ns = s->m.opened_wall_ns;
+    ent->closed_wall_ns = wall_ns;
+    ent->bytes = tlc__segment_disk_bytes(s->dir, s->base, s->data);
+  }
+  s->seal_err = rc < 0 ? rc : src;
+  return 0;
+}
+
+/* ---- sizes and deletion ---- */
+
+static uint64_t lsize(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+    return 0;
+  return (uint64_t)st.st_size;
+}
+
+uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data) {
+  char p[2048];
+  uint64_t t = 0;
+  static const char *sfx[] = { "", ".zst", ".torn" };
+  for (size_t i = 0; i < 3; i++)
+    if (tlc__path(p, sizeof p, "%s/%s%s", dir, data, sfx[i]) == 0)
+      t += lsize(p);
+  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, base) == 0)
+    t += lsize(p);
+  if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, base) == 0)
+    t += lsize(p);
+  return t;
+}
+
+int tlc__segment_delete(const char *dir, const tlc_catent_t *e) {
+  char p[2048];
+  int first = 1;
+  static const char *dsfx[] = { "", ".zst" };
+  for (size_t i = 0; i < 2; i++)
+    if (tlc__path(p, sizeof p, "%s/%s%s", dir, e->data, dsfx[i]) == 0 && tlc_io->unlink(p) == 0 &&
+        first) {
+      first = 0;
+      tlc_crashpoint("retention.after_unlink_before_manifest");
+    }
+  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, e->base) == 0)
+    tlc_io->unlink(p);
+  if (tlc__path(p, sizeof p, "%s/%s.torn", dir, e->data) == 0)
+    tlc_io->unlink(p);
+  if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, e->base) == 0)
+    tlc_io->unlink(p);
+  tlc_io_fsync_dir(dir);
+  return 0;
+}
+
+/* ---- crash recovery of one .part ---- */
+
+/* copies part[from..end) into torn (truncating torn first) and fsyncs it */
+static int copy_tail(const char *part, const char *torn, uint64_t from, uint64_t len) {
+  int in = tlc_io->open(part, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (in < 0)
+    return in;
+  int out = tlc_io->open(torn, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (out < 0) {
+    tlc_io->close(in);
+    return out;
+  }
+  uint8_t buf[65536];
+  int rc = 0;
+  uint64_t done = 0;
+  while (done < len) {
+    size_t k = len - done < sizeof buf ? (size_t)(len - done) : sizeof buf;
+    int64_t n = tlc_io_pread_all(in, buf, k, (int64_t)(from + done));
+    if (n <= 0) {
+      rc = n < 0 ? (int)n : TLC_EIO;
+      break;
+    }
+    size_t w;
+    rc = tlc_io_write_all(out, buf, (size_t)n, &w);
+    if (rc < 0)
+      break;
+    done += (uint64_t)n;
+  }
+  if (rc == 0)
+    rc = tlc_io->fsync(out);
+  tlc_io->close(out);
+  tlc_io->close(in);
+  return rc;
+}
+
+/* bin1x: start of the run of all-zero records that ends the whole prefix [0, whole) */
+static uint64_t zero_suffix_start(const char *part, tlc_format_t f, uint64_t whole) {
+  if (f == TLC_FMT_EVLOG || whole == 0)
+    return whole;
+  int fd = tlc_io->open(part, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0)
+    return whole;
+  uint64_t end = whole;
+  uint8_t buf[24 * 1024];
+  while (end > 0) {
+    uint64_t from = end > sizeof buf ? end - sizeof buf : 0;
+    int64_t n = tlc_io_pread_all(fd, buf, (size_t)(end - from), (int64_t)from);
+    if (n != (int64_t)(end - from))
+      break;
+    size_t k = (size_t)n;
+    while (k >= 24) {
+      int zero = 1;
+      for (size_t i = k - 24; i < k; i++)
+        if (buf[i]) {
+          zero = 0;
+          break;
+        }
+      if (!zero)
+        break;
+      k -= 24;
+    }
+    end = from + k;
+    if (k > 0)
+      break;
+  }
+  tlc_io->close(fd);
+  return end;
+}
+
+int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
+                              tlc_format_t f, uint32_t interval, uint32_t max_block,
+                              tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
+                              uint64_t *torn_bytes) {
+  char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048];
+  int rc;
+  *torn_bytes = 0;
+  tlc__segname_data(data, sizeof data, sn->base, f);
+  if (tlc__path(part, sizeof part, "%s/%s.part", dir, data) < 0 ||
+      tlc__path(dpath, sizeof dpath, "%s/%s", dir, data) < 0 ||
+      tlc__path(torn, sizeof torn, "%s/%s.torn", dir, data) < 0 ||
+      tlc__path(mpath, sizeof mpath, "%s/%s.manifest", dir, sn->base) < 0)
+    return TLC_ERANGE;
+  /* a manifest written by a seal that crashed before its rename: keep it if it matches */
+  tlc_manifest_t old;
+  tlc__manifest_init(&old);
+  int have_old = tlc__manifest_load(mpath, &old, NULL, 0) == 0;
+  uint64_t whole = 0, flen = 0;
+  rc = tlc__manifest_build_file(part, 0, f, interval, max_block, m, &whole, &flen);
+  if (rc < 0) {
+    tlc__manifest_fini(&old);
+    return rc;
+  }
+  uint64_t zw = zero_suffix_start(part, f, whole);
+  int rebuild = 0;
+  if (zw < whole) {
+    /* zero-filled records at the end: a power cut under delayed allocation, not data */
+    whole = zw;
+    rebuild = 1;
+  }
+  if (whole < flen) {
+    rc = copy_tail(part, torn, whole, flen - whole);
+    if (rc < 0) {
+      tlc__manifest_fini(&old);
+      return rc;
+    }
+    *torn_bytes = flen - whole;
+    int fd = tlc_io->open(part, O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0) {
+      tlc__manifest_fini(&old);
+      return fd;
+    }
+    tlc_crashpoint("startup.recovery_mid_truncate");
+    rc = tlc_io->ftruncate(fd, (int64_t)whole);
+    if (rc == 0)
+      rc = tlc_io->fsync(fd);
+    tlc_io->close(fd);
+    if (rc < 0) {
+      tlc__manifest_fini(&old);
+      return rc;
+    }
+  }
+  if (rebuild) {
+    rc = tlc__manifest_build_file(part, 0, f, interval, max_block, m, &whole, &flen);
+    if (rc < 0) {
+      tlc__manifest_fini(&old);
+      return rc;
+    }
+  }
+  if (have_old && old.bytes == m->bytes && old.fnv == m->fnv && old.records == m->records &&
+      old.format == f) {
+    /* keep the sealed manifest (it has the gaps); nothing to rewrite */
+    tlc_gap_t *g = m->gaps;
+    tlc_idx_t *x = m->idx;
+    *m = old; /* take ownership of old's arrays */
+    tlc_free(g);
+    tlc_free(x);
+    tlc__manifest_init(&old);
+  } else {
+    int64_t now = tlc__wall_ns();
+    m->format = f;
+    m->seq = sn->seq;
+    snprintf(m->target, sizeof m->target, "%s", target);
+    snprintf(m->data, sizeof m->data, "%s", data);
+    m->recovered = 1;
+    m->rebuilt = 1;
+    m->reason = TLC_ROT_RECOVERED;
+    m->torn_bytes = *torn_bytes;
+    m->closed_wall_ns = now;
+    if (have_old)
+      m->opened_wall_ns = old.opened_wall_ns;
+    /* the crash itself is a gap at the end: whatever was in flight is unknown */
+    tlc__manifest_add_gap(m, "crash", *torn_bytes);
+    if (f != TLC_FMT_EVLOG && export_cb && m->records > 0 &&
+        tlc__segment_write_export(dir, sn->base, target, f, sn->seq, part, 1, export_cb,
+                                  export_ud) == 0)
+      snprintf(m->exportf, sizeof m->exportf, "%s.txt", sn->base);
+    rc = tlc__manifest_store(mpath, m);
+    if (rc < 0) {
+      tlc__manifest_fini(&old);
+      return rc;
+    }
+  }
+  tlc__manifest_fini(&old);
+  rc = tlc_io->rename(part, dpath);
+  if (rc < 0)
+    return rc;
+  tlc_io_fsync_dir(dir);
+  return 0;
+}

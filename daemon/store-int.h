@@ -1,0 +1,291 @@
+/* store-int.h - shared internals of the storage module (store.c, segment.c, manifest.c,
+ * retention.c, segread.c). Not a contract: nothing outside daemon/store*, segment, manifest,
+ * retention and segread includes it (tests do, to reach the scanners and the manifest codec).
+ */
+#ifndef TLC_STORE_INT_H
+#define TLC_STORE_INT_H
+
+#include "store.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define TLC_SEG_NAME_MAX      96  /* a file name inside a target directory */
+#define TLC_SEG_BASE_MAX      40  /* "20261122T034000Z-00000017" */
+#define TLC_GAP_MAX           256 /* gap entries kept per manifest (more are merged into the last) */
+#define TLC_GAP_REASON_MAX    32
+#define TLC_QUARANTINE_DIR    ".quarantine"
+#define TLC_MAX_BLOCK_DEFAULT (64u * 1024u * 1024u)
+#define TLC_TARGET_NAME_MAX_  128 /* = TLC_TARGET_NAME_MAX of target.h */
+
+/* ---- checksum: 64-bit FNV-1a ---- */
+#define TLC_FNV_INIT 0xcbf29ce484222325ull
+uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n);
+
+/* ---- record scanner (bin1x records, evlog blocks) ---- */
+
+/* One record (bin1x) or block (evlog) found at the start of a buffer. */
+typedef struct tlc_rec {
+  size_t len;     /* bytes of the record/block */
+  int64_t tmin;   /* smallest event time in it (bin1x: the record's time) */
+  int64_t tmax;   /* largest */
+  uint32_t items; /* events in it (1 for bin1x) */
+} tlc_rec_t;
+
+/* Looks at buf[0..len): returns 1 and fills *r for a whole valid record/block, 0 when more
+ * bytes are needed (*need set to the total length wanted, when known), or -1 when the bytes
+ * cannot start a record (evlog: bad magic, implausible size > max_block, item out of bounds). */
+int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_block, tlc_rec_t *r,
+                  size_t *need);
+
+/* ---- manifest ---- */
+
+typedef struct tlc_gap {
+  char reason[TLC_GAP_REASON_MAX];
+  uint64_t count;  /* what the reason counts (see docs/storage.md) */
+  uint64_t offset; /* byte offset in the segment where it happened */
+  uint64_t record; /* record number (0-based) before which it happened */
+} tlc_gap_t;
+
+typedef struct tlc_idx {
+  uint64_t record; /* record number */
+  uint64_t offset; /* byte offset of that record */
+  int64_t time;    /* its tmin */
+  int64_t maxb;    /* largest time of every record before it (INT64_MIN if none) */
+  int64_t mina;    /* smallest time of it and every record after it */
+} tlc_idx_t;
+
+typedef struct tlc_manifest {
+  tlc_format_t format;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char data[TLC_SEG_NAME_MAX];    /* data file name (without .zst) */
+  char exportf[TLC_SEG_NAME_MAX]; /* main export file name, "" if none */
+  uint64_t seq;
+  uint64_t bytes, records, items;
+  int64_t first_time, last_time, min_time, max_time; /* valid when records > 0 */
+  uint64_t fnv;                                      /* content checksum */
+  int64_t opened_wall_ns, closed_wall_ns;
+  int reason; /* enum tlc_store_reason */
+  int recovered, rebuilt, suspect;
+  uint64_t torn_bytes;
+  uint32_t index_interval;
+  tlc_gap_t *gaps;
+  size_t ngaps, capgaps;
+  tlc_idx_t *idx;
+  size_t nidx, capidx;
+} tlc_manifest_t;
+
+void tlc__manifest_init(tlc_manifest_t *m);
+void tlc__manifest_fini(tlc_manifest_t *m);
+void tlc__manifest_reset(tlc_manifest_t *m); /* empties, keeps allocations */
+int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count);
+
+/* Manifest builder: feed records in order; computes counts, times, checksum and the index. */
+typedef struct tlc_mbuild {
+  tlc_manifest_t *m;
+  uint32_t interval;
+  int64_t running_max;
+} tlc_mbuild_t;
+void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval);
+int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r);
+void tlc__mbuild_finish(tlc_mbuild_t *b); /* computes the index's suffix minima */
+
+/* Text form (docs/storage.md). tlc__manifest_format returns a tlc_malloc'd NUL-terminated
+ * buffer (length in *len) or NULL. tlc__manifest_parse returns 0 or TLC_ESYNTAX (with a reason
+ * naming the line) when the text is not a valid, self-consistent manifest. */
+char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len);
+int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *why, size_t whylen);
+
+/* Reads and parses a manifest file (O_NOFOLLOW). 0, -errno, or TLC_ESYNTAX. */
+int tlc__manifest_load(const char *path, tlc_manifest_t *m, char *why, size_t whylen);
+/* Writes `m` to path atomically (path.tmp, fsync, rename). 0 or -errno. Crash point
+ * seal.after_manifest_write fires after the rename when `crashpoints` is set. */
+int tlc__manifest_store(const char *path, const tlc_manifest_t *m);
+
+/* Scans a data file (plain or .zst) and rebuilds a manifest from it. Sets *whole_len to the
+ * length of the whole-record prefix and *file_len to the data length. Returns 0, or -errno /
+ * TLC_E* when the file cannot be read. */
+int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                             uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
+                             uint64_t *file_len);
+
+/* ---- names ---- */
+
+enum tlc_seg_kind {
+  TLC_SK_NONE = 0, /* not one of ours */
+  TLC_SK_DATA,     /* <base>.txt.BIN | <base>.log */
+  TLC_SK_PART,     /* <data>.part */
+  TLC_SK_ZST,      /* <data>.zst */
+  TLC_SK_ZSTPART,  /* <data>.zst.part */
+  TLC_SK_TORN,     /* <data>.torn */
+  TLC_SK_EXPORT,   /* <base>.txt */
+  TLC_SK_MANIFEST, /* <base>.manifest */
+  TLC_SK_TMP       /* <base>.<anything>.tmp */
+};
+
+typedef struct tlc_segname {
+  int kind; /* enum tlc_seg_kind */
+  uint64_t seq;
+  int evlog; /* data extension .log (else .txt.BIN); for data-ish kinds */
+  char base[TLC_SEG_BASE_MAX];
+} tlc_segname_t;
+
+/* Parses a file name of a target directory. Returns kind (TLC_SK_NONE for foreign names). */
+int tlc__segname_parse(const char *name, tlc_segname_t *out);
+/* "<UTC start>-<seq>" for a wall time in ns. */
+void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq);
+/* Data file name for a base: "<base>.txt.BIN" or "<base>.log". */
+void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f);
+
+/* ---- catalog of sealed segments (retention) ---- */
+
+typedef struct tlc_catent {
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char base[TLC_SEG_BASE_MAX];
+  char data[TLC_SEG_NAME_MAX]; /* data file name without .zst */
+  uint64_t seq;
+  uint64_t bytes; /* every file of the segment */
+  int64_t opened_wall_ns, closed_wall_ns;
+  int compressed;
+  int busy; /* being compressed: retention skips it */
+} tlc_catent_t;
+
+typedef struct tlc_catalog {
+  uv_mutex_t mu;
+  tlc_catent_t *v;
+  size_t n, cap;
+} tlc_catalog_t;
+
+int tlc__catalog_init(tlc_catalog_t *c);
+void tlc__catalog_fini(tlc_catalog_t *c);
+/* Adds (copies) an entry; caller holds nothing (locks inside). 0 or TLC_ENOMEM. */
+int tlc__catalog_add(tlc_catalog_t *c, const tlc_catent_t *e);
+/* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn). */
+uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data);
+
+/* Deletes one sealed segment's files in the order data, (crash point), export, torn,
+ * manifest, then fsyncs the directory. Returns the bytes freed (from its catalog entry). */
+int tlc__segment_delete(const char *dir, const tlc_catent_t *e);
+
+/* One retention pass over the catalog (writer thread, or the recovering thread at start).
+ * Deletes oldest first; calls `deleted` for each deletion. Returns segments deleted. */
+typedef struct tlc_retention {
+  const char *state_dir;
+  uint64_t max_total_bytes, max_target_bytes, min_free_bytes;
+  uint32_t max_segments;
+  int64_t max_age_ms;
+  int64_t now_wall_ns;
+  void (*deleted)(void *ud, const tlc_catent_t *e);
+  void *ud;
+} tlc_retention_t;
+uint64_t tlc__retention_run(tlc_catalog_t *c, const tlc_retention_t *r);
+
+/* ---- byte source over a data file, plain or zstd (segread.c) ---- */
+
+typedef struct tlc_src {
+  int fd;
+  int zst;
+  void *dctx;  /* ZSTD_DCtx */
+  uint8_t *in; /* compressed input buffer */
+  size_t in_len, in_pos, in_cap;
+  int in_eof;
+  int frame_done;
+  uint64_t pos; /* uncompressed bytes delivered so far */
+} tlc_src_t;
+
+/* Opens path (O_NOFOLLOW, regular files only). 0 or -errno / TLC_E*. */
+int tlc__src_open(tlc_src_t *s, const char *path, int zst);
+/* Reads up to n bytes; returns bytes (0 at end) or a negative error. */
+int64_t tlc__src_read(tlc_src_t *s, void *buf, size_t n);
+/* Restarts from byte 0. */
+int tlc__src_rewind(tlc_src_t *s);
+void tlc__src_close(tlc_src_t *s);
+
+/* Record reader over a source: a window buffer holding at least one whole record/block. */
+typedef struct tlc_recrd {
+  tlc_src_t src;
+  tlc_format_t format;
+  uint32_t max_block;
+  uint8_t *buf;
+  size_t cap, len, pos; /* window buf[pos..len) */
+  uint64_t offset;      /* data offset of buf[pos] */
+  int eof;
+} tlc_recrd_t;
+
+int tlc__recrd_open(tlc_recrd_t *rd, const char *path, int zst, tlc_format_t f, uint32_t max_block);
+/* Next record: 1 (*rec points into the window, valid until the next call; *r filled; *off its
+ * offset), 0 at a clean end, TLC_ETRUNC when the data ends inside a record (*off = where it
+ * starts), TLC_EFRAME when bytes at *off cannot start a record, other negative on I/O error. */
+int tlc__recrd_next(tlc_recrd_t *rd, const uint8_t **rec, tlc_rec_t *r, uint64_t *off);
+/* Skips forward to data offset `off` (>= current), which must be a record boundary. */
+int tlc__recrd_skip_to(tlc_recrd_t *rd, uint64_t off);
+int tlc__recrd_rewind(tlc_recrd_t *rd);
+void tlc__recrd_close(tlc_recrd_t *rd);
+
+/* ---- segment data files: recovery of one .part (startup) ---- */
+
+/* Recovers <dir>/<part>: keeps the whole-record prefix, moves the tail to <data>.torn, seals
+ * under the data name with a rebuilt manifest (or keeps a valid manifest that matches).
+ * Fills *m (caller's, initialised). Returns 0, or a negative error (the caller quarantines). */
+int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
+                              tlc_format_t f, uint32_t interval, uint32_t max_block,
+                              tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
+                              uint64_t *torn_bytes);
+
+/* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt via .tmp, fsync,
+ * rename. `data_path` is read by the hook's timeline. Returns 0 or a negative error. */
+int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
+                              uint64_t seq, const char *data_path, int recovered,
+                              tlc_store_export_fn cb, void *ud);
+
+/* ---- the open segment of a target (writer thread) ---- */
+
+typedef struct tlc_seg {
+  int fd; /* -1: none open */
+  tlc_format_t format;
+  uint64_t seq;
+  char dir[1024]; /* <state>/<target> */
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char base[TLC_SEG_BASE_MAX];
+  char data[TLC_SEG_NAME_MAX]; /* data file name (sealed) */
+  tlc_manifest_t m;            /* built as records are written; gaps recorded */
+  tlc_mbuild_t b;
+  uint64_t durable; /* bytes confirmed by fdatasync */
+  uint64_t since_sync;
+  int64_t last_sync_mono, opened_mono;
+  int suspect; /* a write or fsync failed: seal as suspect, never trust */
+  uint32_t max_block;
+  int seal_err; /* first error of the last seal after which it still sealed */
+} tlc_seg_t;
+
+void tlc__seg_init(tlc_seg_t *s);
+void tlc__seg_fini(tlc_seg_t *s);
+/* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory. 0 or -errno. */
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
+                  int64_t wall_ns, int64_t mono_ns, uint32_t interval);
+/* Appends buf[0..len) (whole records). On a failed or short write, truncates the file back to
+ * the last whole record written (R6) and returns the error; *wrec and *wbytes always say how many
+ * whole records/bytes are in the file from this call. */
+int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec, uint64_t *wbytes);
+/* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
+int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
+/* Seals: fdatasync, main export (bin1x, hook), manifest, rename .part -> data name, fsync
+ * the directory; with crash points. Closes the fd. Fills *ent for the catalog. A segment
+ * with no record is removed instead (returns 1). 0 sealed, 1 removed, negative on failure
+ * (the file is then left as .part or quarantined: see segment.c). */
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
+                  tlc_catent_t *ent);
+
+/* Path helper: snprintf into a buffer, TLC_ERANGE when it does not fit. */
+int tlc__path(char *out, size_t len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+int64_t tlc__wall_ns(void);
+int64_t tlc__mono_ns(void);
+
+#endif

@@ -1,0 +1,1684 @@
+/* store.c - the storage module's front (loop thread) and its writer thread.
+ *
+ * Design:
+ *  - Loop side (tlc_store_write & co.): re-encodes decoded events into their native bytes
+ *    (bin1x: tlc_bin1x_encode, 24 bytes each; evlog: a block re-assembled from the items' raw
+ *    bytes and the header fields the decoder kept), and queues whole records/blocks as one
+ *    command per call. The queue is capped in bytes (queue_bytes); over the cap the records
+ *    are dropped and counted (dropped_buffer_full) and a `buffer_full` gap is queued (control
+ *    commands are never dropped: they are small and bounded by the number of calls that make
+ *    them). The loop never does file I/O after tlc_store_recover.
+ *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
+ *    target's open segment (segment.c), rotates on size (at a record boundary) and age, syncs
+ *    per policy, seals, runs retention, handles ENOSPC (pause + count + probe) and I/O
+ *    errors (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention).
+ *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
+ *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
+ *    compressions in the threadpool (uv_queue_work).
+ *
+ * Counters live in the store under its mutex; tlc_store_counters copies them.
+ * What it does not do: stats (the engine's), preamble handling (the ingest's).
+ */
+#include "store.h"
+
+#include "bin1x.h"
+#include "dec.h"
+#include "evlog.h"
+#include "iofault.h"
+#include "segread.h"
+#include "store-int.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define TICK_NS         (250 * 1000000ll)
+#define PGAP_MAX        16
+#define DISKFULL_LOG_NS (10ll * 1000000000ll)
+
+enum { C_OPEN = 1, C_DATA, C_GAP, C_ROTATE, C_CLOSE, C_RETENTION, C_RECONF, C_BARRIER, C_STOP };
+enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
+
+typedef struct cmd {
+  struct cmd *next;
+  int type;
+  tlc_store_target_t *t;
+  uint8_t *buf;
+  size_t len;
+  uint64_t nrec;
+  char reason[TLC_GAP_REASON_MAX];
+  uint64_t count;
+  int rot;
+  tlc_store_opts_t *conf;
+  void (*cb)(void *);
+  void *ud;
+} cmd_t;
+
+typedef struct res {
+  struct res *next;
+  int type;
+  int level;
+  int kind, reason;
+  uint64_t seq;
+  tlc_store_target_t *t;
+  void (*cb)(void *);
+  void *ud;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char path[1200];
+  char msg[512];
+} res_t;
+
+typedef struct pgap {
+  char reason[TLC_GAP_REASON_MAX];
+  uint64_t count;
+} pgap_t;
+
+struct tlc_store_target {
+  tlc_store_t *s;
+  char name[TLC_TARGET_NAME_MAX_ + 1];
+  tlc_format_t format;
+  struct tlc_store_target *next; /* loop: list of open targets */
+  /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
+  tlc_evlog_enc_t enc;
+  uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* writer side */
+  tlc_seg_t seg;
+  char dir[1024];
+  uint64_t next_seq;
+  int seq_known;
+  uint64_t pause_rec;  /* records dropped during the current disk-full pause */
+  pgap_t pg[PGAP_MAX]; /* gaps waiting for the next segment */
+  size_t npg;
+  struct tlc_store_target *wnext;
+  /* under s->mu */
+  tlc_store_target_counters_t c;
+};
+
+struct tlc_store {
+  uv_loop_t *loop;
+  tlc_store_opts_t o;
+  char *state_dir;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  cmd_t *qh, *qt;
+  size_t qbytes, qcap;
+  res_t *rh, *rt;
+  uv_async_t async;
+  uv_thread_t thr;
+  int thr_started, thr_exited, joined;
+  tlc_store_counters_t c; /* under mu */
+  tlc_catalog_t cat;
+  /* writer only */
+  tlc_store_target_t *wlist;
+  int disk_full;
+  int64_t next_probe, next_retention, next_tick, df_log_last;
+  uint64_t df_suppressed;
+  /* loop only */
+  tlc_store_target_t *targets;
+  unsigned inflight; /* compressions */
+  int closing;
+  void (*close_cb)(void *);
+  void *close_ud;
+};
+
+/* ---- clocks, logging ---- */
+
+static int64_t wall(tlc_store_t *s) {
+  return s->o.now_wall_ns ? s->o.now_wall_ns(s->o.clock_ud) : tlc__wall_ns();
+}
+static int64_t mono(tlc_store_t *s) {
+  return s->o.now_mono_ns ? s->o.now_mono_ns(s->o.clock_ud) : tlc__mono_ns();
+}
+
+static void log_direct(tlc_store_t *s, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void log_direct(tlc_store_t *s, int level, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (s->o.log_cb)
+    s->o.log_cb(s->o.log_ud, level, msg);
+  else
+    fprintf(stderr, "store: %s\n", msg);
+}
+
+static void push_res(tlc_store_t *s, res_t *r) {
+  uv_mutex_lock(&s->mu);
+  r->next = NULL;
+  if (s->rt)
+    s->rt->next = r;
+  else
+    s->rh = r;
+  s->rt = r;
+  uv_mutex_unlock(&s->mu);
+  uv_async_send(&s->async);
+}
+
+/* writer thread: a log line for the loop. Allocation failure drops the line. */
+static void wlog(tlc_store_t *s, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void wlog(tlc_store_t *s, int level, const char *fmt, ...) {
+  res_t *r = tlc_calloc(1, sizeof *r);
+  if (!r)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+  va_end(ap);
+  r->type = R_LOG;
+  r->level = level;
+  push_res(s, r);
+}
+
+static void wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
+                   uint64_t seq) {
+  res_t *r = tlc_calloc(1, sizeof *r);
+  if (!r)
+    return;
+  r->type = R_EVENT;
+  r->kind = kind;
+  r->reason = reason;
+  r->seq = seq;
+  snprintf(r->target, sizeof r->target, "%s", target ? target : "");
+  snprintf(r->path, sizeof r->path, "%s", path ? path : "");
+  push_res(s, r);
+}
+
+#define LOCKED(s, stmt)                                                                            \
+  do {                                                                                             \
+    uv_mutex_lock(&(s)->mu);                                                                       \
+    stmt;                                                                                          \
+    uv_mutex_unlock(&(s)->mu);                                                                     \
+  } while (0)
+
+/* ---- writer: segments ---- */
+
+static int is_nospace(int rc) {
+  return rc == -ENOSPC || rc == -EDQUOT;
+}
+
+static void w_retention(tlc_store_t *s);
+
+static void w_deleted(void *ud, const tlc_catent_t *e) {
+  tlc_store_t *s = ud;
+  char p[1200];
+  LOCKED(s, s->c.deletions++; s->c.deleted_bytes += e->bytes);
+  snprintf(p, sizeof p, "%s/%s/%s", s->state_dir, e->target, e->data);
+  wlog(s, 6, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)", e->target, e->data,
+       e->seq, e->bytes);
+  wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
+}
+
+static void fill_retention(tlc_store_t *s, tlc_retention_t *r) {
+  memset(r, 0, sizeof *r);
+  r->state_dir = s->state_dir;
+  r->max_total_bytes = s->o.max_total_bytes;
+  r->max_target_bytes = s->o.max_target_bytes;
+  r->min_free_bytes = s->o.min_free_bytes;
+  r->max_segments = s->o.max_segments;
+  r->max_age_ms = s->o.max_age_ms;
+  r->now_wall_ns = wall(s);
+  r->deleted = w_deleted;
+  r->ud = s;
+}
+
+static void update_stored(tlc_store_t *s) {
+  uint64_t b = 0, n;
+  uv_mutex_lock(&s->cat.mu);
+  for (size_t i = 0; i < s->cat.n; i++)
+    b += s->cat.v[i].bytes;
+  n = s->cat.n;
+  uv_mutex_unlock(&s->cat.mu);
+  LOCKED(s, s->c.stored_bytes = b; s->c.stored_segments = n);
+}
+
+static void w_retention(tlc_store_t *s) {
+  tlc_retention_t r;
+  fill_retention(s, &r);
+  tlc__retention_run(&s->cat, &r);
+  update_stored(s);
+  s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
+}
+
+static int ensure_dir(const char *path) {
+  struct stat st;
+  int rc = tlc_io->mkdir(path, 0755);
+  if (rc < 0 && rc != -EEXIST)
+    return rc;
+  if (lstat(path, &st) < 0)
+    return -errno;
+  if (!S_ISDIR(st.st_mode))
+    return -ENOTDIR;
+  return 0;
+}
+
+/* highest sequence used in a target directory (names of ours only) */
+static uint64_t dir_max_seq(const char *dir) {
+  uint64_t mx = 0;
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  struct dirent *e;
+  unsigned long guard = 0;
+  while ((e = readdir(d)) != NULL && guard++ < 10000000ul) {
+    tlc_segname_t sn;
+    if (tlc__segname_parse(e->d_name, &sn) != TLC_SK_NONE && sn.seq > mx)
+      mx = sn.seq;
+  }
+  closedir(d);
+  return mx;
+}
+
+static void w_count_drop(tlc_store_t *s, tlc_store_target_t *t, int why, uint64_t rec,
+                         uint64_t bytes) {
+  uv_mutex_lock(&s->mu);
+  if (why == 1) {
+    s->c.dropped_disk_full_records += rec;
+    s->c.dropped_disk_full_bytes += bytes;
+  } else {
+    s->c.dropped_io_error_records += rec;
+    s->c.dropped_io_error_bytes += bytes;
+  }
+  t->c.dropped_records += rec;
+  t->c.dropped_bytes += bytes;
+  uv_mutex_unlock(&s->mu);
+}
+
+static void w_add_gap(tlc_store_target_t *t, const char *reason, uint64_t count) {
+  if (t->seg.fd >= 0) {
+    tlc__manifest_add_gap(&t->seg.m, reason, count);
+    return;
+  }
+  if (t->npg > 0 && strcmp(t->pg[t->npg - 1].reason, reason) == 0) {
+    t->pg[t->npg - 1].count += count;
+    return;
+  }
+  if (t->npg == PGAP_MAX) {
+    t->pg[PGAP_MAX - 1].count += count;
+    return;
+  }
+  snprintf(t->pg[t->npg].reason, sizeof t->pg[0].reason, "%s", reason);
+  t->pg[t->npg].count = count;
+  t->npg++;
+}
+
+static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
+  int64_t now = mono(s);
+  if (!s->disk_full) {
+    s->disk_full = 1;
+    LOCKED(s, s->c.disk_full = 1; s->c.disk_full_events++);
+    wevent(s, TLC_SEV_DISK_FULL, t->name, t->dir, 0, 0);
+    s->next_probe = now + s->o.probe_interval_ms * 1000000;
+    w_retention(s); /* may free space at once; the probe decides when to resume */
+  }
+  if (s->df_log_last == 0 || now - s->df_log_last >= DISKFULL_LOG_NS) {
+    wlog(s, 3,
+         "DISK FULL (%s) writing %s: capture paused, records are dropped and counted until "
+         "space returns (%" PRIu64 " similar messages suppressed)",
+         tlc_strerror(rc), t->name, s->df_suppressed);
+    s->df_log_last = now;
+    s->df_suppressed = 0;
+  } else {
+    s->df_suppressed++;
+  }
+}
+
+static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
+  if (t->seg.fd < 0)
+    return;
+  tlc_catent_t ent;
+  char path[1200];
+  int rc = tlc__seg_seal(&t->seg, reason, wall(s), s->o.export_cb, s->o.export_ud, &ent);
+  snprintf(path, sizeof path, "%s/%s", t->dir, t->seg.data);
+  if (rc == 1) {
+    LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
+    return;
+  }
+  if (rc < 0) {
+    /* could not rename: the .part stays and is recovered on the next start */
+    if (t->seg.fd >= 0) {
+      tlc_io->close(t->seg.fd);
+      t->seg.fd = -1;
+    }
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", t->name, path,
+         tlc_strerror(rc));
+    wevent(s, TLC_SEV_IO_ERROR, t->name, path, 0, t->seg.seq);
+    return;
+  }
+  if (t->seg.seal_err < 0) {
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+         t->name, path, tlc_strerror(t->seg.seal_err));
+  }
+  tlc__catalog_add(&s->cat, &ent);
+  LOCKED(s, s->c.segments_sealed++; t->c.segment_seq = 0; t->c.segment_bytes = 0;
+         t->c.durable_bytes = 0);
+  wevent(s, TLC_SEV_SEALED, t->name, path, reason, t->seg.seq);
+  w_retention(s);
+}
+
+static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
+  int rc = ensure_dir(t->dir);
+  if (rc < 0)
+    return rc;
+  if (!t->seq_known) {
+    uint64_t mx = dir_max_seq(t->dir);
+    uv_mutex_lock(&s->cat.mu);
+    for (size_t i = 0; i < s->cat.n; i++)
+      if (strcmp(s->cat.v[i].target, t->name) == 0 && s->cat.v[i].seq > mx)
+        mx = s->cat.v[i].seq;
+    uv_mutex_unlock(&s->cat.mu);
+    t->next_seq = mx + 1;
+    t->seq_known = 1;
+  }
+  for (int tries = 0; tries < 100; tries++) {
+    rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->next_seq++, wall(s), mono(s),
+                       s->o.index_interval);
+    if (rc != -EEXIST)
+      break;
+  }
+  if (rc < 0)
+    return rc;
+  t->seg.max_block = s->o.max_block;
+  for (size_t i = 0; i < t->npg; i++)
+    tlc__manifest_add_gap(&t->seg.m, t->pg[i].reason, t->pg[i].count);
+  t->npg = 0;
+  LOCKED(s, s->c.segments_opened++; t->c.segment_seq = t->seg.seq; t->c.segment_bytes = 0;
+         t->c.durable_bytes = 0);
+  return 0;
+}
+
+static uint64_t count_records(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t mb) {
+  uint64_t n = 0;
+  size_t pos = 0;
+  while (pos < len) {
+    tlc_rec_t r;
+    size_t need;
+    if (tlc__rec_scan(f, buf + pos, len - pos, mb, &r, &need) != 1)
+      return n + 1; /* cannot happen for our own chunks; count the rest as one */
+    pos += r.len;
+    n++;
+  }
+  return n;
+}
+
+static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
+  if (t->seg.fd < 0 || s->o.sync_mode != TLC_SYNC_PERIODIC || t->seg.since_sync == 0)
+    return;
+  int due =
+      (s->o.sync_bytes > 0 && t->seg.since_sync >= s->o.sync_bytes) ||
+      (s->o.sync_interval_ms > 0 && now - t->seg.last_sync_mono >= s->o.sync_interval_ms * 1000000);
+  if (!due)
+    return;
+  int rc = tlc__seg_sync(&t->seg, now);
+  if (rc < 0) {
+    /* R5: never retried; the file is suspect: seal it and start a new one */
+    LOCKED(s, s->c.io_errors++; s->c.fsync_errors++);
+    wlog(s, 3, "%s: fdatasync of %s/%s.part failed (%s): sealing it as suspect and rotating",
+         t->name, t->dir, t->seg.data, tlc_strerror(rc));
+    w_seal(s, t, TLC_ROT_IO_ERROR);
+    return;
+  }
+  LOCKED(s, t->c.durable_bytes = t->seg.durable);
+}
+
+/* appends buf[a..b) to the open segment; returns 0, or the error after counting drops */
+static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len) {
+  uint64_t wrec, wbytes;
+  int rc = tlc__seg_append(&t->seg, buf, len, &wrec, &wbytes);
+  LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
+         t->c.records_written += wrec; t->c.bytes_written += wbytes;
+         t->c.segment_bytes = t->seg.m.bytes);
+  if (rc == 0)
+    return 0;
+  uint64_t lost = count_records(t->format, buf + wbytes, len - wbytes, s->o.max_block);
+  if (is_nospace(rc)) {
+    w_count_drop(s, t, 1, lost, len - wbytes);
+    t->pause_rec += lost;
+    w_disk_full(s, t, rc);
+  } else {
+    w_count_drop(s, t, 2, lost, len - wbytes);
+    tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
+    LOCKED(s, s->c.io_errors++);
+    t->seg.suspect = 1;
+    wlog(s, 3, "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
+         t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
+    w_seal(s, t, TLC_ROT_IO_ERROR);
+  }
+  return rc;
+}
+
+static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
+                   uint64_t nrec) {
+  if (s->disk_full) {
+    w_count_drop(s, t, 1, nrec, len);
+    t->pause_rec += nrec;
+    return;
+  }
+  uint64_t maxseg = s->o.max_segment_bytes;
+  size_t pos = 0, run = 0;
+  while (pos < len) {
+    tlc_rec_t r;
+    size_t need;
+    if (tlc__rec_scan(t->format, buf + pos, len - pos, s->o.max_block, &r, &need) != 1) {
+      w_count_drop(s, t, 2, count_records(t->format, buf + pos, len - pos, s->o.max_block),
+                   len - pos);
+      len = pos; /* our own chunks are whole; defensive */
+      break;
+    }
+    if (t->seg.fd < 0) {
+      int rc = w_open_seg(s, t);
+      if (rc < 0) {
+        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        if (is_nospace(rc)) {
+          w_count_drop(s, t, 1, lost, len - pos);
+          t->pause_rec += lost;
+          w_disk_full(s, t, rc);
+        } else {
+          w_count_drop(s, t, 2, lost, len - pos);
+          w_add_gap(t, "io_error", lost);
+          LOCKED(s, s->c.io_errors++);
+          wlog(s, 3, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped", t->name,
+               t->dir, tlc_strerror(rc), lost);
+        }
+        return;
+      }
+    }
+    uint64_t cur = t->seg.m.bytes + (pos - run);
+    if (cur > 0 && cur + r.len > maxseg) {
+      int arc = pos > run ? w_append(s, t, buf + run, pos - run) : 0;
+      if (arc < 0) {
+        /* w_append counted what it could not write; the rest of the chunk is lost too */
+        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        w_count_drop(s, t, is_nospace(arc) ? 1 : 2, lost, len - pos);
+        if (is_nospace(arc))
+          t->pause_rec += lost;
+        else
+          w_add_gap(t, "io_error", lost);
+        return;
+      }
+      run = pos;
+      w_seal(s, t, TLC_ROT_SIZE);
+      continue; /* reopens at the top */
+    }
+    pos += r.len;
+  }
+  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run) < 0)
+    return;
+  w_sync_policy(s, t, mono(s));
+}
+
+static void w_probe(tlc_store_t *s, int64_t now) {
+  if (!s->disk_full || now < s->next_probe)
+    return;
+  s->next_probe = now + s->o.probe_interval_ms * 1000000;
+  w_retention(s);
+  tlc_io_space_t sp;
+  int rc = tlc_io->statvfs(s->state_dir, &sp);
+  if (rc == 0 && (sp.avail_bytes < s->o.resume_free_bytes || sp.avail_inodes < 4))
+    return;
+  s->disk_full = 0;
+  uint64_t lost = 0;
+  for (tlc_store_target_t *t = s->wlist; t; t = t->wnext) {
+    if (t->pause_rec > 0)
+      w_add_gap(t, "disk_full", t->pause_rec);
+    lost += t->pause_rec;
+    t->pause_rec = 0;
+  }
+  LOCKED(s, s->c.disk_full = 0);
+  wlog(s, 5, "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
+  wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
+  s->df_log_last = 0;
+}
+
+static void w_tick(tlc_store_t *s) {
+  int64_t now = mono(s);
+  if (now < s->next_tick)
+    return;
+  s->next_tick = now + TICK_NS / 2;
+  for (tlc_store_target_t *t = s->wlist; t; t = t->wnext) {
+    if (t->seg.fd >= 0 && s->o.max_segment_age_ms > 0 &&
+        now - t->seg.opened_mono >= s->o.max_segment_age_ms * 1000000)
+      w_seal(s, t, TLC_ROT_AGE);
+    w_sync_policy(s, t, now);
+  }
+  w_probe(s, now);
+  if (now >= s->next_retention)
+    w_retention(s);
+}
+
+static void apply_defaults(tlc_store_opts_t *o) {
+  if (o->max_segment_bytes == 0)
+    o->max_segment_bytes = 64ull << 20;
+  if (o->retention_interval_ms <= 0)
+    o->retention_interval_ms = 10000;
+  if (o->compress_level == 0)
+    o->compress_level = 3;
+  if (o->index_interval == 0)
+    o->index_interval = 1024;
+  if (o->queue_bytes == 0)
+    o->queue_bytes = 64u << 20;
+  if (o->probe_interval_ms <= 0)
+    o->probe_interval_ms = 1000;
+  if (o->resume_free_bytes == 0)
+    o->resume_free_bytes = 1u << 20;
+  if (o->max_block == 0)
+    o->max_block = TLC_MAX_BLOCK_DEFAULT;
+}
+
+static void w_cmd(tlc_store_t *s, cmd_t *c) {
+  tlc_store_target_t *t = c->t;
+  switch (c->type) {
+  case C_OPEN:
+    t->wnext = s->wlist;
+    s->wlist = t;
+    break;
+  case C_DATA:
+    w_data(s, t, c->buf, c->len, c->nrec);
+    break;
+  case C_GAP:
+    w_add_gap(t, c->reason, c->count);
+    break;
+  case C_ROTATE:
+    w_seal(s, t, c->rot);
+    break;
+  case C_CLOSE: {
+    w_seal(s, t, TLC_ROT_SHUTDOWN);
+    for (tlc_store_target_t **pp = &s->wlist; *pp; pp = &(*pp)->wnext)
+      if (*pp == t) {
+        *pp = t->wnext;
+        break;
+      }
+    res_t *r = tlc_calloc(1, sizeof *r);
+    if (r) { /* without it the target leaks until tlc_store_close frees the rest */
+      r->type = R_CLOSED;
+      r->t = t;
+      push_res(s, r);
+    }
+    break;
+  }
+  case C_RETENTION:
+    w_retention(s);
+    break;
+  case C_BARRIER: {
+    res_t *r = tlc_calloc(1, sizeof *r);
+    if (r) {
+      r->type = R_BARRIER;
+      r->cb = c->cb;
+      r->ud = c->ud;
+      push_res(s, r);
+    }
+    break;
+  }
+  case C_RECONF: {
+    tlc_store_opts_t *n = c->conf;
+    s->o.max_segment_bytes = n->max_segment_bytes;
+    s->o.max_segment_age_ms = n->max_segment_age_ms;
+    s->o.max_total_bytes = n->max_total_bytes;
+    s->o.max_target_bytes = n->max_target_bytes;
+    s->o.max_segments = n->max_segments;
+    s->o.max_age_ms = n->max_age_ms;
+    s->o.min_free_bytes = n->min_free_bytes;
+    s->o.sync_mode = n->sync_mode;
+    s->o.sync_interval_ms = n->sync_interval_ms;
+    s->o.sync_bytes = n->sync_bytes;
+    s->o.retention_interval_ms = n->retention_interval_ms;
+    apply_defaults(&s->o);
+    w_retention(s);
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+static void writer_main(void *arg) {
+  tlc_store_t *s = arg;
+  s->next_tick = 0;
+  s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
+  for (;;) {
+    uv_mutex_lock(&s->mu);
+    if (!s->qh)
+      uv_cond_timedwait(&s->cv, &s->mu, (uint64_t)TICK_NS);
+    cmd_t *c = s->qh;
+    if (c) {
+      s->qh = c->next;
+      if (!s->qh)
+        s->qt = NULL;
+      s->qbytes -= c->len;
+      s->c.queue_bytes = s->qbytes;
+    }
+    uv_mutex_unlock(&s->mu);
+    if (c) {
+      int stop = c->type == C_STOP;
+      if (!stop)
+        w_cmd(s, c);
+      tlc_free(c->buf);
+      tlc_free(c->conf);
+      tlc_free(c);
+      if (stop)
+        break;
+    }
+    w_tick(s);
+    int64_t hb = mono(s);
+    LOCKED(s, s->c.writer_heartbeat_ns = hb);
+  }
+  res_t *r = tlc_calloc(1, sizeof *r);
+  uv_mutex_lock(&s->mu);
+  s->thr_exited = 1;
+  uv_mutex_unlock(&s->mu);
+  if (r) {
+    r->type = R_STOPPED;
+    push_res(s, r);
+  } else {
+    uv_async_send(&s->async);
+  }
+}
+
+/* ---- loop side: queue ---- */
+
+static int enqueue(tlc_store_t *s, cmd_t *c, int droppable) {
+  uv_mutex_lock(&s->mu);
+  if (droppable && s->qbytes + c->len > s->qcap) {
+    uv_mutex_unlock(&s->mu);
+    return TLC_ELIMIT;
+  }
+  c->next = NULL;
+  if (s->qt)
+    s->qt->next = c;
+  else
+    s->qh = c;
+  s->qt = c;
+  s->qbytes += c->len;
+  s->c.queue_bytes = s->qbytes;
+  if (s->qbytes > s->c.queue_peak_bytes)
+    s->c.queue_peak_bytes = s->qbytes;
+  uv_cond_signal(&s->cv);
+  uv_mutex_unlock(&s->mu);
+  return 0;
+}
+
+static int ctl(tlc_store_t *s, int type, tlc_store_target_t *t, const char *reason, uint64_t count,
+               int rot) {
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = type;
+  c->t = t;
+  c->count = count;
+  c->rot = rot;
+  if (reason)
+    snprintf(c->reason, sizeof c->reason, "%s", reason);
+  return enqueue(s, c, 0);
+}
+
+static void count_buffer_full(tlc_store_target_t *t, uint64_t nrec, size_t len) {
+  tlc_store_t *s = t->s;
+  uv_mutex_lock(&s->mu);
+  s->c.dropped_buffer_full_records += nrec;
+  s->c.dropped_buffer_full_bytes += len;
+  t->c.dropped_records += nrec;
+  t->c.dropped_bytes += len;
+  uv_mutex_unlock(&s->mu);
+  t->pend_drop_rec += nrec;
+}
+
+/* takes ownership of buf */
+static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec) {
+  tlc_store_t *s = t->s;
+  if (nrec == 0) {
+    tlc_free(buf);
+    return 0;
+  }
+  LOCKED(s, s->c.records_in += nrec; s->c.bytes_in += len; t->c.records_in += nrec;
+         t->c.bytes_in += len);
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c) {
+    tlc_free(buf);
+    count_buffer_full(t, nrec, len);
+    return TLC_ENOMEM;
+  }
+  c->type = C_DATA;
+  c->t = t;
+  c->buf = buf;
+  c->len = len;
+  c->nrec = nrec;
+  if (t->pend_drop_rec > 0) {
+    /* the gap goes before these records; if the data is dropped too, it grows instead */
+    uv_mutex_lock(&s->mu);
+    int fits = s->qbytes + len <= s->qcap;
+    uv_mutex_unlock(&s->mu);
+    if (fits && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
+      t->pend_drop_rec = 0;
+  }
+  if (enqueue(s, c, 1) < 0) {
+    tlc_free(buf);
+    tlc_free(c);
+    count_buffer_full(t, nrec, len);
+  }
+  return 0;
+}
+
+/* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
+static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_before) {
+  size_t len = 0;
+  int rc = o->err;
+  uint64_t nrec = t->enc.blocks - blocks_before;
+  uint8_t *buf = (uint8_t *)tlc_out_take(o, &len);
+  tlc_out_fini(o);
+  if (!buf) {
+    if (nrec > 0) {
+      LOCKED(t->s, t->s->c.records_in += nrec; t->c.records_in += nrec);
+      count_buffer_full(t, nrec, 0);
+    }
+    return rc < 0 ? rc : TLC_ENOMEM;
+  }
+  if (len == 0) {
+    tlc_free(buf);
+    return 0;
+  }
+  return submit(t, buf, len, nrec);
+}
+
+static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  tlc_out_t o;
+  uint64_t before = t->enc.blocks;
+  int rc = 0;
+  tlc_out_init(&o, 0, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
+      continue;
+    int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
+    if (r < 0) {
+      LOCKED(t->s, t->s->c.records_in++; t->c.records_in++);
+      count_buffer_full(t, 1, 0); /* an item the encoder refused: counted, never silent */
+      rc = r;
+      continue;
+    }
+    if (ev[i].flags & TLC_EVF_BLOCK_END)
+      tlc_evlog_enc_flush(&t->enc, &o);
+  }
+  int src = submit_out(t, &o, before);
+  return rc < 0 ? rc : src;
+}
+
+int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  if (!t || n == 0)
+    return 0;
+  if (t->format == TLC_FMT_EVLOG)
+    return write_evlog(t, ev, n);
+  uint8_t *buf = tlc_malloc(n * TLC_BIN1X_RECORD);
+  if (!buf) {
+    LOCKED(t->s, t->s->c.records_in += n; t->s->c.bytes_in += n * TLC_BIN1X_RECORD;
+           t->c.records_in += n; t->c.bytes_in += n * TLC_BIN1X_RECORD);
+    count_buffer_full(t, n, n * TLC_BIN1X_RECORD);
+    return TLC_ENOMEM;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].flags & TLC_EVF_SYNTH)
+      continue;
+    tlc_bin1x_encode(t->format, &ev[i], buf + k * TLC_BIN1X_RECORD);
+    k++;
+  }
+  return submit(t, buf, k * TLC_BIN1X_RECORD, k);
+}
+
+int tlc_store_gap(tlc_store_target_t *t, const char *reason, uint64_t count) {
+  if (!t)
+    return TLC_EINVAL;
+  return ctl(t->s, C_GAP, t, reason ? reason : "unknown", count, 0);
+}
+
+static int flush_block(tlc_store_target_t *t) {
+  if (t->format != TLC_FMT_EVLOG)
+    return 0;
+  tlc_out_t o;
+  uint64_t before = t->enc.blocks;
+  tlc_out_init(&o, 0, NULL, NULL);
+  tlc_evlog_enc_flush(&t->enc, &o);
+  return submit_out(t, &o, before);
+}
+
+int tlc_store_rotate(tlc_store_target_t *t, int reason) {
+  if (!t)
+    return TLC_EINVAL;
+  flush_block(t);
+  return ctl(t->s, C_ROTATE, t, NULL, 0, reason);
+}
+
+int tlc_store_rotate_all(tlc_store_t *s, int reason) {
+  int rc = 0;
+  for (tlc_store_target_t *t = s->targets; t; t = t->next) {
+    int r = tlc_store_rotate(t, reason);
+    if (r < 0)
+      rc = r;
+  }
+  return rc;
+}
+
+int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = C_BARRIER;
+  c->cb = cb;
+  c->ud = ud;
+  return enqueue(s, c, 0);
+}
+
+void tlc_store_retention_now(tlc_store_t *s) {
+  ctl(s, C_RETENTION, NULL, NULL, 0, 0);
+}
+
+void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts) {
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  tlc_store_opts_t *o = tlc_malloc(sizeof *o);
+  if (!c || !o) {
+    tlc_free(c);
+    tlc_free(o);
+    log_direct(s, 3, "reconfigure: out of memory; old limits kept");
+    return;
+  }
+  *o = *opts;
+  c->type = C_RECONF;
+  c->conf = o;
+  enqueue(s, c, 0);
+}
+
+int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
+                          tlc_store_target_t **out) {
+  size_t n = name ? strlen(name) : 0;
+  *out = NULL;
+  if (s->closing)
+    return TLC_ELIMIT;
+  if (n == 0 || n > TLC_TARGET_NAME_MAX_ || name[0] == '.' ||
+      (format != TLC_FMT_BIN10 && format != TLC_FMT_BIN11 && format != TLC_FMT_EVLOG))
+    return TLC_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-",
+                name[i]))
+      return TLC_EINVAL;
+  if (!s->thr_started)
+    return TLC_EINVAL; /* tlc_store_recover first */
+  for (tlc_store_target_t *o = s->targets; o; o = o->next)
+    if (strcmp(o->name, name) == 0)
+      return TLC_EINVAL; /* one writer per directory */
+  tlc_store_target_t *t = tlc_calloc(1, sizeof *t);
+  if (!t)
+    return TLC_ENOMEM;
+  t->s = s;
+  memcpy(t->name, name, n + 1);
+  t->format = format;
+  tlc__seg_init(&t->seg);
+  tlc_evlog_enc_opts_t eo = { s->o.max_block, 0, 0 };
+  if (format == TLC_FMT_EVLOG && tlc_evlog_enc_init(&t->enc, &eo) < 0) {
+    tlc_free(t);
+    return TLC_EINVAL;
+  }
+  if (tlc__path(t->dir, sizeof t->dir, "%s/%s", s->state_dir, name) < 0) {
+    tlc_free(t);
+    return TLC_ERANGE;
+  }
+  int rc = ctl(s, C_OPEN, t, NULL, 0, 0);
+  if (rc < 0) {
+    tlc_free(t);
+    return rc;
+  }
+  t->next = s->targets;
+  s->targets = t;
+  *out = t;
+  return 0;
+}
+
+void tlc_store_target_close(tlc_store_target_t *t) {
+  if (!t)
+    return;
+  tlc_store_t *s = t->s;
+  flush_block(t);
+  if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
+    t->pend_drop_rec = 0;
+  for (tlc_store_target_t **pp = &s->targets; *pp; pp = &(*pp)->next)
+    if (*pp == t) {
+      *pp = t->next;
+      break;
+    }
+  if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
+    log_direct(s, 3, "%s: out of memory closing the target; its segment is sealed at exit",
+               t->name);
+}
+
+void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out) {
+  LOCKED(s, *out = s->c);
+}
+
+void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out) {
+  LOCKED(t->s, *out = t->c);
+}
+
+void tlc_store_opts_default(tlc_store_opts_t *o) {
+  memset(o, 0, sizeof *o);
+}
+
+/* ---- compression (threadpool) ---- */
+
+typedef struct zjob {
+  uv_work_t req;
+  tlc_store_t *s;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  uint64_t seq;
+  char path[1200]; /* data file */
+  int rc;
+  int skipped;
+} zjob_t;
+
+static int compress_file(const char *src, const char *dst, int level) {
+  int in = tlc_io->open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (in < 0)
+    return in;
+  struct stat st;
+  if (fstat(in, &st) < 0) {
+    tlc_io->close(in);
+    return -errno;
+  }
+  int out = tlc_io->open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (out < 0) {
+    tlc_io->close(in);
+    return out;
+  }
+  ZSTD_CCtx *cc = ZSTD_createCCtx();
+  size_t ibs = ZSTD_CStreamInSize(), obs = ZSTD_CStreamOutSize();
+  uint8_t *ib = tlc_malloc(ibs), *ob = tlc_malloc(obs);
+  int rc = 0;
+  if (!cc || !ib || !ob) {
+    rc = TLC_ENOMEM;
+    goto done;
+  }
+  ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setPledgedSrcSize(cc, (unsigned long long)st.st_size);
+  int64_t off = 0;
+  for (;;) {
+    int64_t n = tlc_io_pread_all(in, ib, ibs, off);
+    if (n < 0) {
+      rc = (int)n;
+      break;
+    }
+    off += n;
+    int last = (size_t)n < ibs;
+    ZSTD_inBuffer zin = { ib, (size_t)n, 0 };
+    int finished = 0;
+    while (!finished) {
+      ZSTD_outBuffer zout = { ob, obs, 0 };
+      size_t rem = ZSTD_compressStream2(cc, &zout, &zin, last ? ZSTD_e_end : ZSTD_e_continue);
+      if (ZSTD_isError(rem)) {
+        rc = TLC_EIO;
+        break;
+      }
+      size_t w;
+      rc = tlc_io_write_all(out, ob, zout.pos, &w);
+      if (rc < 0)
+        break;
+      finished = last ? rem == 0 : zin.pos == zin.size;
+    }
+    if (rc < 0 || last)
+      break;
+  }
+  if (rc == 0 && off != (int64_t)st.st_size)
+    rc = TLC_EIO; /* the file changed under us: not ours to compress */
+  if (rc == 0)
+    rc = tlc_io->fsync(out);
+done:
+  ZSTD_freeCCtx(cc);
+  tlc_free(ib);
+  tlc_free(ob);
+  tlc_io->close(out);
+  tlc_io->close(in);
+  return rc;
+}
+
+static tlc_catent_t *cat_find(tlc_catalog_t *c, const char *target, uint64_t seq) {
+  for (size_t i = 0; i < c->n; i++)
+    if (c->v[i].seq == seq && strcmp(c->v[i].target, target) == 0)
+      return &c->v[i];
+  return NULL;
+}
+
+static void z_work(uv_work_t *req) {
+  zjob_t *j = req->data;
+  tlc_store_t *s = j->s;
+  char zpart[1300], zst[1300], dir[1200];
+  uv_mutex_lock(&s->cat.mu);
+  tlc_catent_t *e = cat_find(&s->cat, j->target, j->seq);
+  if (e && !e->compressed && !e->busy)
+    e->busy = 1;
+  else
+    j->skipped = 1;
+  uv_mutex_unlock(&s->cat.mu);
+  if (j->skipped)
+    return;
+  snprintf(zpart, sizeof zpart, "%s.zst.part", j->path);
+  snprintf(zst, sizeof zst, "%s.zst", j->path);
+  snprintf(dir, sizeof dir, "%s", j->path);
+  char *sl = strrchr(dir, '/');
+  if (sl)
+    *sl = 0;
+  j->rc = compress_file(j->path, zpart, s->o.compress_level);
+  if (j->rc == 0)
+    j->rc = tlc_io->rename(zpart, zst);
+  if (j->rc == 0) {
+    tlc_io_fsync_dir(dir);
+    tlc_io->unlink(j->path);
+    tlc_io_fsync_dir(dir);
+  } else {
+    tlc_io->unlink(zpart);
+  }
+  uv_mutex_lock(&s->cat.mu);
+  e = cat_find(&s->cat, j->target, j->seq);
+  if (e) {
+    e->busy = 0;
+    if (j->rc == 0) {
+      e->compressed = 1;
+      e->bytes = tlc__segment_disk_bytes(dir, e->base, e->data);
+    }
+  }
+  uv_mutex_unlock(&s->cat.mu);
+}
+
+static void maybe_finish_close(tlc_store_t *s);
+
+static void z_after(uv_work_t *req, int status) {
+  zjob_t *j = req->data;
+  tlc_store_t *s = j->s;
+  s->inflight--;
+  if (!j->skipped && status == 0) {
+    if (j->rc == 0) {
+      char zst[1300];
+      snprintf(zst, sizeof zst, "%s.zst", j->path);
+      LOCKED(s, s->c.compressed++);
+      if (s->o.event_cb) {
+        tlc_store_event_t ev = { TLC_SEV_COMPRESSED, j->target, zst, 0, j->seq };
+        s->o.event_cb(s->o.event_ud, &ev);
+      }
+    } else {
+      LOCKED(s, s->c.compress_errors++);
+      log_direct(s, 4, "%s: cannot compress %s: %s (kept uncompressed)", j->target, j->path,
+                 tlc_strerror(j->rc));
+    }
+  }
+  tlc_free(j);
+  if (s->closing)
+    maybe_finish_close(s);
+}
+
+static void start_compress(tlc_store_t *s, const res_t *r) {
+  zjob_t *j = tlc_calloc(1, sizeof *j);
+  if (!j)
+    return;
+  j->s = s;
+  j->req.data = j;
+  j->seq = r->seq;
+  snprintf(j->target, sizeof j->target, "%s", r->target);
+  snprintf(j->path, sizeof j->path, "%s", r->path);
+  if (uv_queue_work(s->loop, &j->req, z_work, z_after) < 0) {
+    tlc_free(j);
+    return;
+  }
+  s->inflight++;
+}
+
+/* ---- results on the loop ---- */
+
+static void free_target(tlc_store_target_t *t) {
+  tlc__seg_fini(&t->seg);
+  tlc_evlog_enc_fini(&t->enc);
+  tlc_free(t);
+}
+
+static void on_async(uv_async_t *a) {
+  tlc_store_t *s = a->data;
+  uv_mutex_lock(&s->mu);
+  res_t *r = s->rh;
+  s->rh = s->rt = NULL;
+  uv_mutex_unlock(&s->mu);
+  while (r) {
+    res_t *nx = r->next;
+    switch (r->type) {
+    case R_LOG:
+      log_direct(s, r->level, "%s", r->msg);
+      break;
+    case R_EVENT:
+      if (s->o.event_cb) {
+        tlc_store_event_t ev = { r->kind, r->target[0] ? r->target : NULL,
+                                 r->path[0] ? r->path : NULL, r->reason, r->seq };
+        s->o.event_cb(s->o.event_ud, &ev);
+      }
+      if (r->kind == TLC_SEV_SEALED && s->o.compress)
+        start_compress(s, r);
+      break;
+    case R_CLOSED:
+      free_target(r->t);
+      break;
+    case R_COMPRESS:
+      start_compress(s, r);
+      break;
+    case R_BARRIER:
+      r->cb(r->ud);
+      break;
+    case R_STOPPED:
+      break;
+    default:
+      break;
+    }
+    tlc_free(r);
+    r = nx;
+  }
+  if (s->closing)
+    maybe_finish_close(s);
+}
+
+static void on_async_closed(uv_handle_t *h) {
+  tlc_store_t *s = h->data;
+  void (*cb)(void *) = s->close_cb;
+  void *ud = s->close_ud;
+  /* drop whatever is still queued (nothing after a clean stop) */
+  while (s->qh) {
+    cmd_t *c = s->qh;
+    s->qh = c->next;
+    tlc_free(c->buf);
+    tlc_free(c->conf);
+    tlc_free(c);
+  }
+  while (s->rh) {
+    res_t *r = s->rh;
+    s->rh = r->next;
+    if (r->type == R_CLOSED)
+      free_target(r->t);
+    tlc_free(r);
+  }
+  tlc__catalog_fini(&s->cat);
+  uv_cond_destroy(&s->cv);
+  uv_mutex_destroy(&s->mu);
+  tlc_free(s->state_dir);
+  tlc_free(s);
+  if (cb)
+    cb(ud);
+}
+
+static void maybe_finish_close(tlc_store_t *s) {
+  int exited;
+  LOCKED(s, exited = s->thr_exited);
+  if (s->thr_started && !exited)
+    return;
+  if (s->thr_started && !s->joined) {
+    uv_thread_join(&s->thr);
+    s->joined = 1;
+    /* results pushed just before exit */
+    on_async(&s->async);
+    return; /* on_async calls us again */
+  }
+  if (s->inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
+    return;
+  uv_close((uv_handle_t *)&s->async, on_async_closed);
+}
+
+void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
+  s->close_cb = cb;
+  s->close_ud = ud;
+  while (s->targets)
+    tlc_store_target_close(s->targets);
+  s->closing = 1;
+  if (s->thr_started) {
+    cmd_t *c = tlc_calloc(1, sizeof *c);
+    if (c) {
+      c->type = C_STOP;
+      enqueue(s, c, 0);
+    } else {
+      /* last resort: a static stop command is not possible to free; signal by flag */
+      log_direct(s, 3, "close: out of memory; waiting for the writer to drain");
+    }
+  }
+  maybe_finish_close(s);
+}
+
+int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **out) {
+  *out = NULL;
+  if (!opts || !opts->state_dir || !opts->state_dir[0])
+    return TLC_EINVAL;
+  tlc_store_t *s = tlc_calloc(1, sizeof *s);
+  if (!s)
+    return TLC_ENOMEM;
+  s->loop = loop;
+  s->o = *opts;
+  apply_defaults(&s->o);
+  s->qcap = s->o.queue_bytes;
+  size_t n = strlen(opts->state_dir);
+  while (n > 1 && opts->state_dir[n - 1] == '/')
+    n--;
+  s->state_dir = tlc_strndup(opts->state_dir, n);
+  s->o.state_dir = s->state_dir;
+  int rc = TLC_ENOMEM;
+  if (!s->state_dir)
+    goto fail_dir;
+  rc = ensure_dir(s->state_dir);
+  if (rc < 0)
+    goto fail_mkdir;
+  if ((rc = uv_mutex_init(&s->mu)) < 0)
+    goto fail_mkdir;
+  if ((rc = uv_cond_init(&s->cv)) < 0)
+    goto fail_cond;
+  if ((rc = tlc__catalog_init(&s->cat)) < 0)
+    goto fail_cat;
+  if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
+    goto fail_async;
+  s->async.data = s;
+  *out = s;
+  return 0;
+fail_async:
+  tlc__catalog_fini(&s->cat);
+fail_cat:
+  uv_cond_destroy(&s->cv);
+fail_cond:
+  uv_mutex_destroy(&s->mu);
+fail_mkdir:
+  tlc_free(s->state_dir);
+fail_dir:
+  tlc_free(s);
+  return rc;
+}
+
+/* ---- recovery (calling thread, before the writer starts) ---- */
+
+typedef struct rent {
+  char name[TLC_SEG_NAME_MAX];
+  tlc_segname_t sn;
+  int gone;
+} rent_t;
+
+static void quarantine(tlc_store_t *s, const char *target, const char *dir, const char *name,
+                       const char *why, tlc_store_recovery_t *sum) {
+  char qdir[1200], from[1200], to[1400];
+  snprintf(qdir, sizeof qdir, "%s/%s", s->state_dir, TLC_QUARANTINE_DIR);
+  ensure_dir(qdir);
+  snprintf(qdir, sizeof qdir, "%s/%s/%s", s->state_dir, TLC_QUARANTINE_DIR, target);
+  ensure_dir(qdir);
+  snprintf(from, sizeof from, "%s/%s", dir, name);
+  snprintf(to, sizeof to, "%s/%s", qdir, name);
+  struct stat st;
+  for (int i = 1; i < 1000 && lstat(to, &st) == 0; i++)
+    snprintf(to, sizeof to, "%s/%s.%d", qdir, name, i);
+  int rc = tlc_io->rename(from, to);
+  if (rc < 0) {
+    log_direct(s, 3, "%s: cannot quarantine %s (%s): %s; left in place", target, from, why,
+               tlc_strerror(rc));
+    return;
+  }
+  sum->quarantined++;
+  LOCKED(s, s->c.quarantined++);
+  log_direct(s, 4, "%s: quarantined %s -> %s: %s", target, from, to, why);
+  if (s->o.event_cb) {
+    tlc_store_event_t ev = { TLC_SEV_QUARANTINED, target, to, 0, 0 };
+    s->o.event_cb(s->o.event_ud, &ev);
+  }
+}
+
+static rent_t *find_ent(rent_t *v, size_t n, const char *base, int kind) {
+  for (size_t i = 0; i < n; i++)
+    if (!v[i].gone && v[i].sn.kind == kind && strcmp(v[i].sn.base, base) == 0)
+      return &v[i];
+  return NULL;
+}
+
+static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
+                           const tlc_segname_t *sn, const tlc_manifest_t *m, int compressed) {
+  tlc_catent_t e;
+  memset(&e, 0, sizeof e);
+  snprintf(e.target, sizeof e.target, "%s", target);
+  snprintf(e.base, sizeof e.base, "%s", sn->base);
+  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11);
+  e.seq = sn->seq;
+  e.opened_wall_ns = m->opened_wall_ns;
+  e.closed_wall_ns = m->closed_wall_ns;
+  e.compressed = compressed;
+  e.bytes = tlc__segment_disk_bytes(dir, e.base, e.data);
+  tlc__catalog_add(&s->cat, &e);
+}
+
+static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t *sum) {
+  char dir[1100], p[1300], why[300];
+  snprintf(dir, sizeof dir, "%s/%s", s->state_dir, target);
+  DIR *d = opendir(dir);
+  if (!d) {
+    log_direct(s, 3, "%s: cannot read %s: %s", target, dir, strerror(errno));
+    return;
+  }
+  rent_t *v = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && n < 1000000) {
+    tlc_segname_t sn;
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (tlc__segname_parse(de->d_name, &sn) == TLC_SK_NONE) {
+      sum->foreign++;
+      continue; /* not ours: never touched */
+    }
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      rent_t *nv = tlc_realloc(v, nc * sizeof *nv);
+      if (!nv)
+        break;
+      v = nv;
+      cap = nc;
+    }
+    tlc__path(v[n].name, sizeof v[n].name, "%s", de->d_name);
+    v[n].sn = sn;
+    v[n].gone = 0;
+    n++;
+  }
+  closedir(d);
+  uid_t me = geteuid();
+  /* A: not a regular file of ours -> quarantine; leftovers of interrupted writes -> remove */
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    if (lstat(p, &st) < 0) {
+      v[i].gone = 1;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != me) {
+      quarantine(s, target, dir, v[i].name,
+                 S_ISLNK(st.st_mode)    ? "a symlink with a capture name"
+                 : S_ISDIR(st.st_mode)  ? "a directory with a capture name"
+                 : !S_ISREG(st.st_mode) ? "not a regular file"
+                                        : "owned by another user",
+                 sum);
+      v[i].gone = 1;
+    } else if (v[i].sn.kind == TLC_SK_TMP || v[i].sn.kind == TLC_SK_ZSTPART) {
+      tlc_io->unlink(p);
+      v[i].gone = 1;
+    }
+  }
+  tlc_manifest_t m;
+  tlc__manifest_init(&m);
+  /* The target's bin1x flavour (bin10 or bin11 cannot be told apart from the bytes with
+   * certainty): taken from its newest valid manifest, for files that have none. */
+  tlc_format_t dir_fmt = TLC_FMT_NONE;
+  {
+    uint64_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (v[i].gone || v[i].sn.kind != TLC_SK_MANIFEST || (dir_fmt && v[i].sn.seq < best))
+        continue;
+      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+      if (tlc__manifest_load(p, &m, NULL, 0) == 0 && m.format != TLC_FMT_EVLOG) {
+        dir_fmt = m.format;
+        best = v[i].sn.seq;
+      }
+    }
+  }
+  /* B: .part files */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || v[i].sn.kind != TLC_SK_PART)
+      continue;
+    tlc_segname_t *sn = &v[i].sn;
+    if (find_ent(v, n, sn->base, TLC_SK_DATA) || find_ent(v, n, sn->base, TLC_SK_ZST)) {
+      quarantine(s, target, dir, v[i].name, "a .part beside a sealed file of the same name", sum);
+      v[i].gone = 1;
+      continue;
+    }
+    tlc_format_t f = TLC_FMT_EVLOG;
+    if (!sn->evlog) {
+      tlc_manifest_t mm;
+      tlc__manifest_init(&mm);
+      snprintf(p, sizeof p, "%s/%s.manifest", dir, sn->base);
+      if (tlc__manifest_load(p, &mm, NULL, 0) == 0 && mm.format != TLC_FMT_EVLOG)
+        f = mm.format;
+      else if (dir_fmt != TLC_FMT_NONE)
+        f = dir_fmt;
+      else {
+        tlc_segread_t *r;
+        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+        f = TLC_FMT_BIN11;
+        if (tlc_segread_open(p, TLC_FMT_NONE, 0, &r, why, sizeof why) == 0) {
+          tlc_seginfo_t inf;
+          tlc_segread_info(r, &inf);
+          f = inf.format;
+          tlc_segread_close(r);
+        }
+      }
+      tlc__manifest_fini(&mm);
+    }
+    uint64_t torn = 0;
+    int rc = tlc__segment_recover_part(dir, target, sn, f, s->o.index_interval, s->o.max_block,
+                                       s->o.export_cb, s->o.export_ud, &m, &torn);
+    if (rc < 0) {
+      snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
+      quarantine(s, target, dir, v[i].name, why, sum);
+      v[i].gone = 1;
+      continue;
+    }
+    v[i].gone = 1;
+    sum->recovered++;
+    sum->torn_bytes += torn;
+    LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
+    log_direct(s, 5,
+               "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64 " torn bytes moved aside",
+               target, dir, v[i].name, m.records, torn);
+    catalog_sealed(s, target, dir, sn, &m, 0);
+    sum->segments++;
+    /* its manifest/export entries are accounted for */
+    rent_t *x;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
+      x->gone = 1;
+  }
+  /* C: sealed data */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_DATA && v[i].sn.kind != TLC_SK_ZST))
+      continue;
+    tlc_segname_t *sn = &v[i].sn;
+    int zst = sn->kind == TLC_SK_ZST;
+    if (zst && find_ent(v, n, sn->base, TLC_SK_DATA)) {
+      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+      tlc_io->unlink(p); /* compression interrupted after its rename: plain is authoritative */
+      v[i].gone = 1;
+      continue;
+    }
+    rent_t *mf = find_ent(v, n, sn->base, TLC_SK_MANIFEST);
+    rent_t *ex = find_ent(v, n, sn->base, TLC_SK_EXPORT);
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    tlc_segread_t *r;
+    why[0] = 0;
+    int rc = tlc_segread_open(p, sn->evlog ? TLC_FMT_EVLOG : dir_fmt,
+                              s->o.quick_start ? 0 : TLC_SEGREAD_VERIFY, &r, why, sizeof why);
+    if (rc == 0) {
+      tlc_seginfo_t inf;
+      tlc_segread_info(r, &inf);
+      tlc_segread_close(r);
+      if (inf.records == 0 && inf.rebuilt) {
+        rc = TLC_EFRAME;
+        tlc__path(why, sizeof why, "%s: empty data file without a manifest", p);
+      } else if (inf.rebuilt) {
+        /* rebuild the manifest from the data; keep the bad one aside */
+        char wbuf[200];
+        tlc__path(wbuf, sizeof wbuf, "manifest unusable (%s): rebuilt from the data", inf.why);
+        if (mf) {
+          quarantine(s, target, dir, mf->name, wbuf, sum);
+          mf->gone = 1;
+        }
+        uint64_t whole, flen;
+        tlc_format_t f = inf.format;
+        rc = tlc__manifest_build_file(p, zst, f, s->o.index_interval, s->o.max_block, &m, &whole,
+                                      &flen);
+        if (rc == 0) {
+          m.rebuilt = 1;
+          m.seq = sn->seq;
+          m.reason = TLC_ROT_RECOVERED;
+          m.closed_wall_ns = wall(s);
+          snprintf(m.target, sizeof m.target, "%s", target);
+          tlc__segname_data(m.data, sizeof m.data, sn->base, f);
+          if (ex)
+            snprintf(m.exportf, sizeof m.exportf, "%s", ex->name);
+          char mp[1300];
+          snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
+          tlc__manifest_store(mp, &m);
+          sum->rebuilt_manifests++;
+          log_direct(s, 4, "%s: %s: %s", target, p, wbuf);
+          catalog_sealed(s, target, dir, sn, &m, zst);
+          sum->segments++;
+        }
+      } else {
+        tlc_manifest_t mm;
+        tlc__manifest_init(&mm);
+        char mp[1300];
+        snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
+        tlc__manifest_load(mp, &mm, NULL, 0);
+        catalog_sealed(s, target, dir, sn, &mm, zst);
+        tlc__manifest_fini(&mm);
+        sum->segments++;
+      }
+    }
+    if (rc < 0) {
+      quarantine(s, target, dir, v[i].name, why[0] ? why : tlc_strerror(rc), sum);
+      if (mf && !mf->gone) {
+        quarantine(s, target, dir, mf->name, "manifest of a quarantined segment", sum);
+        mf->gone = 1;
+      }
+      if (ex) {
+        quarantine(s, target, dir, ex->name, "export of a quarantined segment", sum);
+        ex->gone = 1;
+      }
+    }
+    v[i].gone = 1;
+    if (mf)
+      mf->gone = 1;
+    if (ex)
+      ex->gone = 1;
+    rent_t *x = find_ent(v, n, sn->base, TLC_SK_TORN);
+    if (x)
+      x->gone = 1;
+  }
+  /* D: manifests and exports without data: an interrupted deletion, completed */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT))
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    if (v[i].sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &m, why, sizeof why) < 0) {
+      quarantine(s, target, dir, v[i].name, "manifest without data, and not valid", sum);
+      v[i].gone = 1;
+      continue;
+    }
+    tlc_io->unlink(p);
+    v[i].gone = 1;
+    sum->completed_deletions++;
+    log_direct(s, 5, "%s: completed an interrupted deletion: removed %s", target, p);
+  }
+  tlc__manifest_fini(&m);
+  tlc_free(v);
+  tlc_io_fsync_dir(dir);
+}
+
+int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
+  tlc_store_recovery_t local;
+  if (!sum)
+    sum = &local;
+  memset(sum, 0, sizeof *sum);
+  if (s->thr_started)
+    return TLC_EINVAL;
+  DIR *d = opendir(s->state_dir);
+  if (!d)
+    return -errno;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && n < 100000) {
+    const char *nm = de->d_name;
+    if (nm[0] == '.')
+      continue; /* ., .., .quarantine and hidden files */
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", s->state_dir, nm);
+    if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+      sum->foreign++;
+      continue; /* files and symlinks at the top are not ours */
+    }
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 16;
+      char **nn = tlc_realloc(names, nc * sizeof *nn);
+      if (!nn)
+        break;
+      names = nn;
+      cap = nc;
+    }
+    names[n] = tlc_strndup(nm, strlen(nm));
+    if (names[n])
+      n++;
+  }
+  closedir(d);
+  for (size_t i = 0; i < n; i++) {
+    if (strlen(names[i]) <= TLC_TARGET_NAME_MAX_) {
+      sum->targets++;
+      recover_dir(s, names[i], sum);
+    }
+    tlc_free(names[i]);
+  }
+  tlc_free(names);
+  /* first retention pass, here, before anything is written */
+  tlc_retention_t r;
+  fill_retention(s, &r);
+  r.deleted = NULL;
+  uint64_t before_del = 0;
+  (void)before_del;
+  uv_mutex_lock(&s->cat.mu);
+  size_t before = s->cat.n;
+  uv_mutex_unlock(&s->cat.mu);
+  r.deleted = w_deleted; /* logs go through the result queue; delivered once the loop runs */
+  tlc__retention_run(&s->cat, &r);
+  uv_mutex_lock(&s->cat.mu);
+  sum->deleted = before - s->cat.n;
+  uv_mutex_unlock(&s->cat.mu);
+  update_stored(s);
+  /* segments sealed but not compressed before a restart: compress them now (threadpool) */
+  if (s->o.compress) {
+    uv_mutex_lock(&s->cat.mu);
+    for (size_t i = 0; i < s->cat.n; i++) {
+      const tlc_catent_t *e = &s->cat.v[i];
+      res_t *rr = e->compressed ? NULL : tlc_calloc(1, sizeof *rr);
+      if (!rr)
+        continue;
+      rr->type = R_COMPRESS;
+      rr->seq = e->seq;
+      snprintf(rr->target, sizeof rr->target, "%s", e->target);
+      tlc__path(rr->path, sizeof rr->path, "%s/%s/%s", s->state_dir, e->target, e->data);
+      push_res(s, rr);
+    }
+    uv_mutex_unlock(&s->cat.mu);
+  }
+  int rc = uv_thread_create(&s->thr, writer_main, s);
+  if (rc < 0)
+    return rc;
+  s->thr_started = 1;
+  return 0;
+}

@@ -1,0 +1,246 @@
+/* store.h - storage: every accepted record written to disk in the target's own format.
+ *
+ * Layout under the state directory (docs/storage.md has the full description):
+ *
+ *     <state>/<target>/<UTC start>-<seq>.txt.BIN     bin10/bin11 timeline (sealed segment)
+ *     <state>/<target>/<UTC start>-<seq>.txt         its main export (mapping + statistics)
+ *     <state>/<target>/<UTC start>-<seq>.log         evlog segment (whole blocks)
+ *     <state>/<target>/<UTC start>-<seq>.manifest    sidecar manifest (key=value text)
+ *     ...<data>.part    the open segment;  ...<data>.zst  a compressed sealed segment;
+ *     ...<data>.torn    a torn tail moved aside by crash recovery
+ *     <state>/.quarantine/<target>/...               what startup could not trust
+ *
+ * Threads: every function here runs on the loop thread. File I/O happens on one writer thread
+ * owned by the store, fed through a bounded queue (tlc_store_write never blocks: when the
+ * queue is full the records are dropped and counted, `dropped_buffer_full`). Compression of
+ * sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed segments, log
+ * lines, closed targets) come back to the loop through a uv_async_t.
+ *
+ * Conservation: for every target, records_in == records_written + dropped (buffer_full +
+ * disk_full + io_error), at quiescence.
+ */
+#ifndef TLC_STORE_H
+#define TLC_STORE_H
+
+#include "out.h"
+#include "timeline.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tlc_store tlc_store_t;
+typedef struct tlc_store_target tlc_store_target_t;
+
+/* Durability policy. Sealing and rotation always fdatasync (data, sidecars, directory). */
+enum tlc_store_sync {
+  TLC_SYNC_ON_CLOSE = 0, /* only at seal (default) */
+  TLC_SYNC_NEVER = 1,    /* same as ON_CLOSE: a seal is always synced (documented) */
+  TLC_SYNC_PERIODIC = 2  /* also every sync_interval_ms and/or every sync_bytes */
+};
+
+/* Rotation reasons (tlc_store_rotate, manifests, events). */
+enum tlc_store_reason {
+  TLC_ROT_SIZE = 1,
+  TLC_ROT_AGE = 2,
+  TLC_ROT_RECONNECT = 3,
+  TLC_ROT_SIGHUP = 4,
+  TLC_ROT_COMMAND = 5,
+  TLC_ROT_SHUTDOWN = 6,
+  TLC_ROT_IO_ERROR = 7, /* forced by a failed write or fsync (R5) */
+  TLC_ROT_RECOVERED = 8 /* sealed by crash recovery */
+};
+
+/* What the main-export hook gets at the seal of a bin1x segment (writer thread). */
+typedef struct tlc_store_export {
+  const char *target;       /* target name */
+  tlc_format_t format;      /* TLC_FMT_BIN10 or TLC_FMT_BIN11 */
+  uint64_t seq;             /* segment sequence */
+  const char *data_path;    /* the segment's data file (complete; may still be named .part) */
+  tlc_timeline_t *timeline; /* the segment's events, re-read from data_path (rewindable) */
+  tlc_out_t *out;           /* where to write the export (flushes into a temporary file) */
+  int recovered;            /* 1 when sealed by crash recovery */
+} tlc_store_export_t;
+
+/* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
+ * x->timeline and calling tlc_text1_write. Runs on the writer thread (or the recovering thread
+ * during tlc_store_recover): must only touch its own state. Returns 0 or a negative error (the
+ * export is then left out and the error logged; the segment is sealed regardless). */
+typedef int (*tlc_store_export_fn)(void *ud, const tlc_store_export_t *x);
+
+/* Events the store reports on the loop thread. */
+enum tlc_store_ev {
+  TLC_SEV_SEALED = 1,      /* a segment was sealed; path = data file, reason = enum reason */
+  TLC_SEV_DELETED = 2,     /* retention deleted a segment; path = data file */
+  TLC_SEV_DISK_FULL = 3,   /* writing paused (ENOSPC) */
+  TLC_SEV_RESUMED = 4,     /* writing resumed after a disk-full pause */
+  TLC_SEV_COMPRESSED = 5,  /* a sealed segment was compressed; path = the .zst */
+  TLC_SEV_QUARANTINED = 6, /* a file was moved to quarantine; path = its new path */
+  TLC_SEV_IO_ERROR = 7     /* an I/O error was counted; path = file */
+};
+
+typedef struct tlc_store_event {
+  int kind;           /* enum tlc_store_ev */
+  const char *target; /* target name, or NULL */
+  const char *path;   /* may be NULL */
+  int reason;         /* enum tlc_store_reason for SEALED, else 0 */
+  uint64_t seq;       /* segment sequence, when there is one */
+} tlc_store_event_t;
+
+typedef struct tlc_store_opts {
+  const char *state_dir;         /* required; created if missing (copied) */
+  uint64_t max_segment_bytes;    /* rotate at this size (0: 64 MiB) */
+  int64_t max_segment_age_ms;    /* rotate at this age (0: never) */
+  uint64_t max_total_bytes;      /* retention: all targets together (0: no limit) */
+  uint64_t max_target_bytes;     /* retention: per target (0: no limit) */
+  uint32_t max_segments;         /* retention: sealed segments per target (0: no limit) */
+  int64_t max_age_ms;            /* retention: sealed segment age (0: no limit) */
+  uint64_t min_free_bytes;       /* retention: free-space floor (0: none) */
+  int64_t retention_interval_ms; /* periodic retention pass (0: 10 s) */
+  int sync_mode;                 /* enum tlc_store_sync */
+  int64_t sync_interval_ms;      /* TLC_SYNC_PERIODIC: 0 = not by time */
+  uint64_t sync_bytes;           /* TLC_SYNC_PERIODIC: 0 = not by size */
+  int compress;                  /* 1: zstd-compress sealed segments */
+  int compress_level;            /* zstd level (0: 3) */
+  uint32_t index_interval;       /* index entry every N records (0: 1024) */
+  size_t queue_bytes;            /* cap on bytes queued to the writer (0: 64 MiB) */
+  int64_t probe_interval_ms;     /* disk-full probe period (0: 1000) */
+  uint64_t resume_free_bytes;    /* free bytes needed to resume after ENOSPC (0: 1 MiB) */
+  uint32_t max_block;            /* evlog: largest block accepted (0: 64 MiB) */
+  int quick_start; /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  /* Clocks (NULL: CLOCK_REALTIME / CLOCK_MONOTONIC). Called from the writer thread. */
+  int64_t (*now_wall_ns)(void *ud);
+  int64_t (*now_mono_ns)(void *ud);
+  void *clock_ud;
+  tlc_store_export_fn export_cb; /* main export of bin1x segments (NULL: none written) */
+  void *export_ud;
+  /* Log lines (loop thread; rate limiting of repeats is done by the store). level: syslog
+   * numbers as log.h (3 err .. 7 debug). NULL: stderr. */
+  void (*log_cb)(void *ud, int level, const char *msg);
+  void *log_ud;
+  void (*event_cb)(void *ud, const tlc_store_event_t *ev); /* loop thread; may be NULL */
+  void *event_ud;
+} tlc_store_opts_t;
+
+/* Counters (a copy; tlc_store_counters). Bytes and records are those of the native format
+ * (records = 24-byte records for bin1x, blocks for evlog). */
+typedef struct tlc_store_counters {
+  uint64_t records_in, bytes_in;           /* given to tlc_store_write (after encoding) */
+  uint64_t records_written, bytes_written; /* reached a segment file */
+  uint64_t dropped_buffer_full_records, dropped_buffer_full_bytes;
+  uint64_t dropped_disk_full_records, dropped_disk_full_bytes;
+  uint64_t dropped_io_error_records, dropped_io_error_bytes;
+  uint64_t segments_opened, segments_sealed, segments_recovered;
+  uint64_t quarantined; /* files moved to quarantine */
+  uint64_t torn_bytes;  /* bytes moved aside by recovery */
+  uint64_t io_errors, fsync_errors;
+  uint64_t deletions, deleted_bytes; /* retention */
+  uint64_t compressed, compress_errors;
+  uint64_t disk_full_events;              /* times writing paused */
+  int disk_full;                          /* 1 while paused */
+  uint64_t queue_bytes, queue_peak_bytes; /* writer queue */
+  uint64_t stored_bytes;                  /* sealed segments on disk (all files), all targets */
+  uint64_t stored_segments;
+  /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
+   * every 250 ms unless stuck in a system call. With queue_bytes > 0 and a heartbeat older than
+   * a few seconds, the writer is stalled: a watchdog should stop pinging. */
+  int64_t writer_heartbeat_ns;
+} tlc_store_counters_t;
+
+typedef struct tlc_store_target_counters {
+  uint64_t records_in, bytes_in, records_written, bytes_written;
+  uint64_t dropped_records, dropped_bytes; /* all reasons */
+  uint64_t segment_seq;                    /* sequence of the open segment (0: none open) */
+  uint64_t segment_bytes;                  /* bytes in the open segment */
+  uint64_t durable_bytes;                  /* of the open segment, confirmed by fdatasync */
+} tlc_store_target_counters_t;
+
+/* Summary of tlc_store_recover. */
+typedef struct tlc_store_recovery {
+  uint64_t targets, segments;   /* target dirs and sealed segments found */
+  uint64_t recovered;           /* .part files sealed */
+  uint64_t torn_bytes;          /* bytes moved aside to .torn files */
+  uint64_t rebuilt_manifests;   /* manifests rebuilt from data */
+  uint64_t quarantined;         /* entries moved to quarantine */
+  uint64_t completed_deletions; /* half-done retention deletions completed */
+  uint64_t deleted;             /* segments deleted by the retention pass at start */
+  uint64_t foreign;             /* files left alone (not tlcap's) */
+} tlc_store_recovery_t;
+
+/* Fills opts with defaults (all zero = defaults; state_dir NULL). */
+void tlc_store_opts_default(tlc_store_opts_t *opts);
+
+/* Creates a store on `loop` (opts copied; state_dir created if missing). Starts nothing yet.
+ * Returns 0 and *out, TLC_EINVAL (no state_dir), TLC_ENOMEM, or -errno (mkdir). Loop thread. */
+int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **out);
+
+/* Crash recovery and the first retention pass, synchronously on the calling thread (call
+ * before READY): recovers every .part, verifies or rebuilds manifests, quarantines what it
+ * cannot trust, completes interrupted deletions, then starts the writer thread. Never fails
+ * because of what it finds; returns 0 (summary in *sum, may be NULL) or a negative error only
+ * when the state directory itself is unusable or the writer thread cannot start. */
+int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum);
+
+/* Opens (registers) a target: `name` must be a valid target name (target.h rules), `format`
+ * bin10, bin11 or evlog. No file is created before the first record. Returns 0 and *out,
+ * TLC_EINVAL, TLC_ENOMEM, or TLC_ELIMIT if the store is closing. */
+int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
+                          tlc_store_target_t **out);
+
+/* Queues decoded events for writing: bin1x events are re-encoded with tlc_bin1x_encode; evlog
+ * items are re-assembled into blocks from their raw item bytes (a block is queued when
+ * complete: TLC_EVF_BLOCK_END, its size reached, or the next block starts). Events flagged
+ * TLC_EVF_SYNTH are skipped. Never blocks: if the writer queue is over its cap, the records are
+ * dropped, counted and recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as
+ * buffer_full too). */
+int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
+
+/* Records a gap in the open (or next) segment's manifest: `reason` (short word: "reconnect",
+ * "resync", "overflow", ..., at most 31 bytes) and a count (bytes, items, whatever the reason
+ * counts; documented per reason in docs/storage.md). */
+int tlc_store_gap(tlc_store_target_t *t, const char *reason, uint64_t count);
+
+/* Seals the open segment (if it holds any record) at the current record/block boundary; the
+ * next record opens a new one. `reason`: enum tlc_store_reason. */
+int tlc_store_rotate(tlc_store_target_t *t, int reason);
+
+/* Rotates every target (SIGHUP). */
+int tlc_store_rotate_all(tlc_store_t *s, int reason);
+
+/* Flushes a pending evlog block, seals the open segment (reason shutdown) and releases the
+ * target; `t` must not be used after. Freed memory is released once the writer is done. */
+void tlc_store_target_close(tlc_store_target_t *t);
+
+/* Calls cb(ud) on the loop once the writer has processed every command queued before this
+ * call (records written or dropped and counted, gaps and rotations done). For "a target that
+ * half-closes is answered once every byte is written" and for tests. Returns 0 or TLC_ENOMEM
+ * (cb is then never called). */
+int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
+
+/* Copies the counters (loop thread; they are maintained by the writer under a lock). */
+void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out);
+void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out);
+
+/* Queues a retention pass now (e.g. after a reload). */
+void tlc_store_retention_now(tlc_store_t *s);
+
+/* Changes budgets and rotation limits at run time (SIGHUP reload): copies the numeric fields
+ * of `opts` (state_dir, hooks and clocks are ignored) and runs a retention pass. */
+void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts);
+
+/* Closes every target still open (sealing their segments), waits for the writer thread and
+ * compressions in flight, closes the store's handles, frees the store and calls `cb` (may be
+ * NULL) from the loop. The loop must run until then. */
+void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
+
+/* A ready main-export hook (store_export.c) for tlc_store_opts_t.export_cb: runs a fresh
+ * statistics engine over the segment's events and writes Text1 (INFO, CONTEXTS, HANDLE,
+ * STATISTICS with the default entry formats; the .BIN is the timeline). `ud` is unused. Writer
+ * thread. Returns 0 or a negative error. */
+int tlc_store_text1_export(void *ud, const tlc_store_export_t *x);
+
+/* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered". */
+const char *tlc_store_reason_name(int reason);
+
+#endif

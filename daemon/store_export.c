@@ -1,0 +1,47 @@
+/* store_export.c - the main-export hook of bin1x segments: Text1 with that segment's statistics.
+ *
+ * The hook recomputes the segment's statistics from its own bytes (a fresh engine over the
+ * segment's timeline), so a segment's export is exact for that segment even when the writer
+ * rotated on its own (size, age, I/O error) or crash recovery sealed it, and costs the loop
+ * nothing. Runs on the writer thread (or the recovering thread); allocates its engine, table
+ * and options per call; touches nothing shared. No mapping (names) is used: the export lists
+ * the observed areas by handle, as tlc_text1_write does without one.
+ */
+#include "engine.h"
+#include "store.h"
+#include "text1.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
+  (void)ud;
+  tlc_engine_t *e;
+  int rc = tlc_engine_new(&e, x->format, NULL);
+  if (rc < 0)
+    return rc;
+  const tlc_event_t *evs;
+  int n;
+  while ((n = x->timeline->next(x->timeline->ud, &evs)) > 0)
+    tlc_engine_push(e, evs, (size_t)n);
+  if (n < 0) {
+    tlc_engine_free(e);
+    return n;
+  }
+  tlc_table_t tab;
+  tlc_table_init(&tab);
+  rc = tlc_engine_snapshot(e, &tab, NULL);
+  if (rc == 0) {
+    tlc_text1_opts_t *opts = tlc_malloc(sizeof *opts); /* large; not on the writer's stack */
+    if (!opts) {
+      rc = TLC_ENOMEM;
+    } else {
+      tlc_text1_opts_default(opts);
+      opts->sections &= ~TLC_T1_SEC_TIMELINE;
+      rc = tlc_text1_write(x->out, opts, &tab, NULL, NULL);
+      tlc_free(opts);
+    }
+  }
+  tlc_table_fini(&tab);
+  tlc_engine_free(e);
+  return rc;
+}

@@ -1,0 +1,656 @@
+/* test_store.c - storage: bytes on disk == bytes sent (bin10, bin11, evlog, tiny rotation
+ * sizes), manifests and index, time-range reads, zstd, the writer queue's cap, disk full,
+ * EINTR/short-write storms, fsync failure, retention with an injected clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "test_store_util.h"
+
+static uv_loop_t loop;
+static char *tmp;
+
+static int setup(void **state) {
+  (void)state;
+  tmp = mk_tmpdir();
+  uv_loop_init(&loop);
+  faults_install();
+  return 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  faults_remove();
+  assert_int_equal(uv_loop_close(&loop), 0);
+  if (!getenv("TLC_TEST_KEEP"))
+    rm_rf(tmp);
+  free(tmp);
+  return 0;
+}
+
+static void tdir(char *out, size_t n, const char *target) {
+  snprintf(out, n, "%s/%s", tmp, target);
+}
+
+/* bytes on disk == bytes sent; every segment <= max; manifests verify; no .part left */
+static void roundtrip_bin(tlc_format_t f) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 10 + 5;
+  o.index_interval = 4;
+  o.export_cb = tlc_store_text1_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "probe1", f, &t), 0);
+  buf_t want = { 0 };
+  size_t n = 1003;
+  tlc_event_t *ev = gen_bin(f, n, 7, &want);
+  for (size_t i = 0; i < n; i += 37)
+    assert_int_equal(tlc_store_write(t, ev + i, n - i < 37 ? n - i : 37), 0);
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_in, n);
+  assert_int_equal(c.records_written, n);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "probe1");
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, (n + 9) / 10);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 0);
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), nseg);
+  /* each segment stands alone: a main export with that segment's statistics beside it */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), nseg);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  tlc_segname_t sn;
+  tlc__segname_parse(l.name[0], &sn);
+  char xp[1300];
+  snprintf(xp, sizeof xp, "%s/%s.txt", d, sn.base);
+  FILE *fp = fopen(xp, "r");
+  assert_non_null(fp);
+  char line[256];
+  int stats = 0;
+  while (fgets(line, sizeof line, fp))
+    if (strstr(line, "STATISTICS("))
+      stats = 1;
+  fclose(fp);
+  assert_true(stats);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+static void test_roundtrip_bin11(void **state) {
+  (void)state;
+  roundtrip_bin(TLC_FMT_BIN11);
+}
+static void test_roundtrip_bin10(void **state) {
+  (void)state;
+  roundtrip_bin(TLC_FMT_BIN10);
+}
+
+static void test_roundtrip_evlog(void **state) {
+  (void)state;
+  evgen_t g;
+  evgen_init(&g, EVGEN_STALE_PAD);
+  evgen_random(&g, 11, 3000, 17);
+  evgen_t g2;
+  evgen_init(&g2, EVGEN_MAGIC_BE | EVGEN_STALE_PAD);
+  evgen_random(&g2, 12, 500, 5);
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 8192;
+  o.index_interval = 3;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t, *t2;
+  assert_int_equal(tlc_store_target_open(s, "efl", TLC_FMT_EVLOG, &t), 0);
+  assert_int_equal(tlc_store_target_open(s, "efl-be", TLC_FMT_EVLOG, &t2), 0);
+  feed_stream(t, TLC_FMT_EVLOG, g.buf, g.len, 1000);
+  feed_stream(t2, TLC_FMT_EVLOG, g2.buf, g2.len, 333);
+  barrier(s, &loop);
+  tlc_store_target_counters_t tc;
+  tlc_store_target_counters(t2, &tc);
+  if (getenv("TLC_TEST_VERBOSE"))
+    fprintf(stderr, "in %llu/%llu written %llu/%llu dropped %llu gen blocks %llu\n",
+            (unsigned long long)tc.records_in, (unsigned long long)tc.bytes_in,
+            (unsigned long long)tc.records_written, (unsigned long long)tc.bytes_written,
+            (unsigned long long)tc.dropped_records, (unsigned long long)g2.blocks);
+  close_store(s, &loop);
+  char d[1200];
+  buf_t got = { 0 };
+  size_t nseg;
+  tdir(d, sizeof d, "efl");
+  read_all(d, &got, &nseg);
+  assert_true(nseg > 3);
+  assert_int_equal(got.len, g.len);
+  assert_memory_equal(got.p, g.buf, g.len);
+  buf_free(&got);
+  tdir(d, sizeof d, "efl-be");
+  read_all(d, &got, &nseg);
+  assert_int_equal(got.len, g2.len);
+  assert_memory_equal(got.p, g2.buf, g2.len);
+  buf_free(&got);
+  evgen_free(&g);
+  evgen_free(&g2);
+}
+
+/* a range read through the index == a full read filtered by time */
+static void filter_full(tlc_format_t f, const buf_t *all, int64_t from, int64_t to, buf_t *out) {
+  size_t pos = 0;
+  while (pos < all->len) {
+    tlc_rec_t r;
+    size_t need;
+    assert_int_equal(tlc__rec_scan(f, all->p + pos, all->len - pos, 0, &r, &need), 1);
+    if (r.items > 0 && r.tmax >= from && r.tmin <= to)
+      buf_add(out, all->p + pos, r.len);
+    pos += r.len;
+  }
+}
+
+static void range_check(const char *dir, tlc_format_t f, int64_t lo, int64_t hi, uint64_t seed) {
+  seglist_t l;
+  list_segments(dir, &l, 0);
+  rng_t r;
+  rng_seed(&r, seed);
+  for (int k = 0; k < 40; k++) {
+    int64_t a = rng_range(&r, lo - 1000, hi + 1000);
+    int64_t b = rng_range(&r, a, hi + 1000);
+    if (k == 0) {
+      a = INT64_MIN;
+      b = INT64_MAX;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+      char p[1200];
+      snprintf(p, sizeof p, "%s/%s", dir, l.name[i]);
+      buf_t all = { 0 }, want = { 0 }, got = { 0 };
+      read_segment(p, INT64_MIN, INT64_MAX, &all, NULL);
+      filter_full(f, &all, a, b, &want);
+      read_segment(p, a, b, &got, NULL);
+      assert_int_equal(got.len, want.len);
+      if (want.len)
+        assert_memory_equal(got.p, want.p, want.len);
+      buf_free(&all);
+      buf_free(&want);
+      buf_free(&got);
+    }
+  }
+}
+
+static void range_and_zstd(int compress) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 300;
+  o.index_interval = 7;
+  o.compress = compress;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t, *te;
+  assert_int_equal(tlc_store_target_open(s, "b", TLC_FMT_BIN11, &t), 0);
+  assert_int_equal(tlc_store_target_open(s, "e", TLC_FMT_EVLOG, &te), 0);
+  buf_t want = { 0 };
+  size_t n = 1000;
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 3, &want);
+  assert_int_equal(tlc_store_write(t, ev, n), 0);
+  evgen_t g;
+  evgen_init(&g, 0);
+  evgen_random(&g, 5, 1500, 9);
+  feed_stream(te, TLC_FMT_EVLOG, g.buf, g.len, 4096);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "b");
+  if (compress) {
+    assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+    assert_true(count_kind(d, TLC_SK_ZST) >= 4);
+  }
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  range_check(d, TLC_FMT_BIN11, ev[0].time_ns, ev[n - 1].time_ns, 9);
+  tdir(d, sizeof d, "e");
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, g.len);
+  assert_memory_equal(got.p, g.buf, g.len);
+  buf_free(&got);
+  range_check(d, TLC_FMT_EVLOG, 0, 100000000000ll, 10);
+  buf_free(&want);
+  evgen_free(&g);
+  free(ev);
+}
+static void test_range_read(void **state) {
+  (void)state;
+  range_and_zstd(0);
+}
+static void test_zstd(void **state) {
+  (void)state;
+  range_and_zstd(1);
+}
+
+/* segments sealed before a restart are compressed after it */
+static void test_zstd_after_restart(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "z", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 450, 3, &want);
+  assert_int_equal(tlc_store_write(t, ev, 450), 0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "z");
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 5);
+  o.compress = 1;
+  s = open_store(&loop, &o, NULL);
+  close_store(s, &loop);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 5);
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+/* T10: EINTR, EAGAIN and short writes give the same bytes */
+static void test_eintr_storm(void **state) {
+  (void)state;
+  atomic_store(&f_short, 1);
+  atomic_store(&f_eintr, 1);
+  atomic_store(&f_eagain, 1);
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 50;
+  o.sync_mode = TLC_SYNC_PERIODIC;
+  o.sync_bytes = 500;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "x", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  size_t n = 2000;
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 21, &want);
+  for (size_t i = 0; i < n; i += 100)
+    assert_int_equal(tlc_store_write(t, ev + i, 100), 0);
+  close_store(s, &loop);
+  atomic_store(&f_short, 0);
+  atomic_store(&f_eintr, 0);
+  atomic_store(&f_eagain, 0);
+  char d[1200];
+  tdir(d, sizeof d, "x");
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+/* T07 logic: ENOSPC pauses writing (records counted), retention keeps running, and writing
+ * resumes by itself; sent == written + dropped; the file holds whole records only (R6). */
+static void on_event(void *ud, const tlc_store_event_t *ev) {
+  if (ev->kind == TLC_SEV_RESUMED)
+    *(int *)ud = 1;
+}
+
+static void test_disk_full(void **state) {
+  (void)state;
+  int resumed = 0;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.probe_interval_ms = 1;
+  o.resume_free_bytes = 1;
+  o.event_cb = on_event;
+  o.event_ud = &resumed;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "full", TLC_FMT_BIN11, &t), 0);
+  size_t n = 600;
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 5, NULL);
+  assert_int_equal(tlc_store_write(t, ev, 100), 0);
+  barrier(s, &loop);
+  atomic_store(&f_full, 1);
+  assert_int_equal(tlc_store_write(t, ev + 100, 100), 0);
+  assert_int_equal(tlc_store_write(t, ev + 200, 100), 0);
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.disk_full, 1);
+  assert_true(c.dropped_disk_full_records > 0);
+  assert_int_equal(c.records_in, c.records_written + c.dropped_disk_full_records);
+  atomic_store(&f_full, 0);
+  /* the writer's probe (every 1 ms here) resumes by itself: await its RESUMED event */
+  run_until(&loop, &resumed);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.disk_full, 0);
+  assert_int_equal(tlc_store_write(t, ev + 300, 300), 0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "full");
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  /* conservation and whole records */
+  assert_int_equal(got.len % 24, 0);
+  assert_int_equal(got.len / 24 + c.dropped_disk_full_records, n);
+  /* a disk_full gap with the count is in some manifest */
+  seglist_t l;
+  list_segments(d, &l, 0);
+  uint64_t gapped = 0;
+  for (size_t i = 0; i < l.n; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", d, l.name[i]);
+    tlc_segread_t *r;
+    assert_int_equal(tlc_segread_open(p, TLC_FMT_NONE, 0, &r, NULL, 0), 0);
+    tlc_seginfo_t inf;
+    tlc_segread_info(r, &inf);
+    for (size_t k = 0; k < inf.ngaps; k++) {
+      const char *why;
+      uint64_t cnt, off;
+      tlc_segread_gap(r, k, &why, &cnt, &off);
+      if (strcmp(why, "disk_full") == 0)
+        gapped += cnt;
+    }
+    tlc_segread_close(r);
+  }
+  assert_int_equal(gapped, c.dropped_disk_full_records);
+  buf_free(&got);
+  free(ev);
+}
+
+/* R5: a failed fdatasync is never retried: the segment is sealed as suspect, io_errors rises,
+ * the durable watermark does not advance, and writing goes on in a new segment */
+static void test_fsync_eio(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.sync_mode = TLC_SYNC_PERIODIC;
+  o.sync_bytes = 24;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "io", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 30, 1, &want);
+  assert_int_equal(tlc_store_write(t, ev, 10), 0);
+  barrier(s, &loop);
+  tlc_store_target_counters_t tc;
+  tlc_store_target_counters(t, &tc);
+  assert_int_equal(tc.durable_bytes, 240);
+  atomic_store(&f_fsync_eio, 1);
+  assert_int_equal(tlc_store_write(t, ev + 10, 10), 0);
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.fsync_errors, 1);
+  assert_int_equal(c.segments_sealed, 1);
+  atomic_store(&f_fsync_eio, 0);
+  assert_int_equal(tlc_store_write(t, ev + 20, 10), 0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "io");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 2);
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", d, l.name[0]);
+  buf_t got = { 0 };
+  tlc_seginfo_t inf;
+  read_segment(p, INT64_MIN, INT64_MAX, &got, &inf);
+  assert_int_equal(inf.suspect, 1);
+  snprintf(p, sizeof p, "%s/%s", d, l.name[1]);
+  read_segment(p, INT64_MIN, INT64_MAX, &got, &inf);
+  assert_int_equal(inf.suspect, 0);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+/* R6 + R5 on write: a failed write is cut back to the last whole record, the file is sealed
+ * as suspect, the lost records are counted and recorded as an io_error gap, writing goes on */
+static void test_write_eio(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "eio", TLC_FMT_BIN11, &t), 0);
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 300, 9, NULL);
+  assert_int_equal(tlc_store_write(t, ev, 100), 0);
+  barrier(s, &loop);
+  atomic_store(&f_eio, 1);
+  assert_int_equal(tlc_store_write(t, ev + 100, 100), 0);
+  barrier(s, &loop);
+  atomic_store(&f_eio, 0);
+  assert_int_equal(tlc_store_write(t, ev + 200, 100), 0);
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_true(c.io_errors >= 1);
+  assert_true(c.dropped_io_error_records > 0);
+  assert_int_equal(c.records_in, c.records_written + c.dropped_io_error_records);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "eio");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 2);
+  buf_t got = { 0 };
+  tlc_seginfo_t inf;
+  char p[1300];
+  snprintf(p, sizeof p, "%s/%s", d, l.name[0]);
+  read_segment(p, INT64_MIN, INT64_MAX, &got, &inf);
+  /* suspect in its manifest, or (the manifest write failed too) no manifest: rebuilt */
+  assert_true(inf.suspect == 1 || inf.rebuilt == 1);
+  assert_int_equal(inf.file_bytes % 24, 0);
+  snprintf(p, sizeof p, "%s/%s", d, l.name[1]);
+  read_segment(p, INT64_MIN, INT64_MAX, &got, &inf);
+  assert_int_equal(got.len / 24 + c.dropped_io_error_records, 300);
+  buf_free(&got);
+  free(ev);
+}
+
+/* the writer queue is capped: when the disk stalls, records are dropped and counted
+ * (buffer_full), a gap is recorded, and ingest never blocks */
+static void test_buffer_full(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.queue_bytes = 24 * 100;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "slow", TLC_FMT_BIN11, &t), 0);
+  size_t n = 1000;
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 2, NULL);
+  atomic_store(&f_gate, 1);
+  for (size_t i = 0; i < n; i += 50)
+    assert_int_equal(tlc_store_write(t, ev + i, 50), 0);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_true(c.dropped_buffer_full_records > 0);
+  atomic_store(&f_gate, 0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "slow");
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len / 24 + c.dropped_buffer_full_records, n);
+  buf_free(&got);
+  free(ev);
+}
+
+/* T13: retention by count, bytes and age with an injected clock, oldest by sequence, the open
+ * segment never, foreign files never */
+static _Atomic int64_t fake_wall;
+static int64_t wall_fn(void *ud) {
+  (void)ud;
+  return atomic_load(&fake_wall);
+}
+
+static void test_retention(void **state) {
+  (void)state;
+  atomic_store(&fake_wall, 1700000000ll * 1000000000ll);
+  char d[1200], foreign[1300];
+  tdir(d, sizeof d, "r");
+  mkdir(d, 0755);
+  snprintf(foreign, sizeof foreign, "%s/notes.txt", d);
+  FILE *fp = fopen(foreign, "w");
+  fputs("mine\n", fp);
+  fclose(fp);
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segments = 3;
+  o.now_wall_ns = wall_fn;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "r", TLC_FMT_BIN11, &t), 0);
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 100, 2, NULL);
+  for (int i = 0; i < 10; i++) {
+    atomic_fetch_add(&fake_wall, 60ll * 1000000000ll);
+    assert_int_equal(tlc_store_write(t, ev + i * 10, 10), 0);
+    assert_int_equal(tlc_store_rotate(t, TLC_ROT_COMMAND), 0);
+  }
+  assert_int_equal(tlc_store_write(t, ev + 90, 10), 0); /* open segment */
+  barrier(s, &loop);
+  seglist_t l;
+  list_segments(d, &l, 1);
+  assert_int_equal(l.n, 4); /* 3 sealed + the open one */
+  assert_int_equal(l.seq[0], 8);
+  assert_int_equal(l.seq[3], 11);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.deletions, 7);
+  /* age: a backward clock step deletes nothing; forward past max_age deletes the old ones */
+  tlc_store_opts_t o2 = o;
+  o2.max_segments = 0;
+  o2.max_age_ms = 90 * 1000;
+  atomic_fetch_sub(&fake_wall, 3600ll * 1000000000ll);
+  tlc_store_reconfigure(s, &o2);
+  barrier(s, &loop);
+  list_segments(d, &l, 1);
+  assert_int_equal(l.n, 4);
+  atomic_fetch_add(&fake_wall, 3600ll * 1000000000ll + 120ll * 1000000000ll);
+  tlc_store_retention_now(s);
+  barrier(s, &loop);
+  list_segments(d, &l, 1);
+  assert_int_equal(l.n, 1); /* seq 10 closed at +600 s, now +720 s: gone; the open one stays */
+  assert_int_equal(l.seq[0], 11);
+  /* bytes */
+  o2.max_age_ms = 0;
+  o2.max_total_bytes = 1;
+  tlc_store_reconfigure(s, &o2);
+  assert_int_equal(tlc_store_rotate(t, TLC_ROT_COMMAND), 0);
+  barrier(s, &loop);
+  list_segments(d, &l, 1);
+  assert_int_equal(l.n, 0);
+  struct stat st;
+  assert_int_equal(lstat(foreign, &st), 0);
+  close_store(s, &loop);
+  /* retention runs at start too */
+  tlc_store_opts_t o3 = o;
+  o3.max_segments = 0;
+  tlc_store_recovery_t sum;
+  s = open_store(&loop, &o3, &sum);
+  close_store(s, &loop);
+  assert_int_equal(lstat(foreign, &st), 0);
+  free(ev);
+}
+
+/* age rotation by the injected monotonic clock; the open segment is readable as a .part */
+static _Atomic int64_t fake_mono;
+static int64_t mono_fn(void *ud) {
+  (void)ud;
+  return atomic_load(&fake_mono);
+}
+static void on_sealed_age(void *ud, const tlc_store_event_t *ev) {
+  if (ev->kind == TLC_SEV_SEALED && ev->reason == TLC_ROT_AGE)
+    *(int *)ud = 1;
+}
+
+static void test_age_rotation(void **state) {
+  (void)state;
+  int sealed = 0;
+  atomic_store(&fake_mono, 1000000000ll);
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_age_ms = 60000;
+  o.now_mono_ns = mono_fn;
+  o.event_cb = on_sealed_age;
+  o.event_ud = &sealed;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "age", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 20, 3, &want);
+  assert_int_equal(tlc_store_write(t, ev, 10), 0);
+  barrier(s, &loop);
+  /* the open segment reads as a .part (manifest rebuilt in memory) */
+  char d[1200];
+  tdir(d, sizeof d, "age");
+  seglist_t l;
+  list_segments(d, &l, 1);
+  assert_int_equal(l.n, 1);
+  char p[1300];
+  snprintf(p, sizeof p, "%s/%s", d, l.name[0]);
+  tlc_segread_t *r;
+  assert_int_equal(tlc_segread_open(p, TLC_FMT_BIN11, 0, &r, NULL, 0), 0);
+  tlc_seginfo_t inf;
+  tlc_segread_info(r, &inf);
+  assert_int_equal(inf.records, 10);
+  assert_int_equal(inf.rebuilt, 1);
+  tlc_segread_close(r);
+  atomic_fetch_add(&fake_mono, 61ll * 1000000000ll);
+  run_until(&loop, &sealed); /* the writer's tick seals it */
+  assert_int_equal(tlc_store_write(t, ev + 10, 10), 0);
+  close_store(s, &loop);
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, 2);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1)
+    cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_roundtrip_bin11, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_roundtrip_bin10, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_roundtrip_evlog, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_range_read, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_zstd, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_zstd_after_restart, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_eintr_storm, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_fsync_eio, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
