@@ -1,0 +1,1058 @@
+/* config.c - INI file (inih), command line and embedded default, into one tlc_config_t.
+ *
+ * inih calls a handler per "key = value"; it does not tell the handler the line number, so the
+ * file is read through ini_parse_stream with a reader that counts lines: the handler runs for
+ * the line the reader returned last, which gives every error its FILE:LINE. Only the first
+ * error is kept (inih goes on parsing; later errors are usually consequences).
+ *
+ * The command line uses the same key table as [daemon] (`--max-connections 64` is
+ * `max_connections = 64`), so every option exists in both places by construction.
+ *
+ * Caps: at most TLC_CFG_MAX_SOURCES sources and TLC_CFG_MAX_TARGETS [target] sections; values
+ * are bounded by their fields (fixed-size strings, checked numbers). No allocation beyond the
+ * two arrays made by tlc_config_init.
+ */
+#include "config.h"
+
+#include "log.h"
+
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <ini.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pctx {
+  tlc_config_t *c;
+  const char *origin;
+  unsigned line;
+  char *err;
+  size_t errlen;
+  int failed;
+  /* string reader */
+  const char *p;
+  FILE *f;
+} pctx_t;
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  if (err == NULL || errlen == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static int copy_str(char *dst, size_t cap, const char *v) {
+  size_t n = strlen(v);
+  if (n >= cap)
+    return -1;
+  memcpy(dst, v, n + 1);
+  return 0;
+}
+
+int tlc_config_parse_duration_ms(const char *s, uint64_t *ms) {
+  char *end;
+  double v;
+  errno = 0;
+  if (*s == '\0' || *s == '-')
+    return TLC_EINVAL;
+  v = strtod(s, &end);
+  if (errno != 0 || end == s || v < 0)
+    return TLC_EINVAL;
+  if (*end == '\0' || strcmp(end, "ms") == 0)
+    ;
+  else if (strcmp(end, "s") == 0)
+    v *= 1e3;
+  else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+    v *= 60e3;
+  else if (strcmp(end, "h") == 0)
+    v *= 3600e3;
+  else if (strcmp(end, "us") == 0)
+    v /= 1e3;
+  else
+    return TLC_EINVAL;
+  if (v > 1e15)
+    return TLC_EINVAL;
+  *ms = (uint64_t)(v + 0.5);
+  return 0;
+}
+
+static int parse_size(const char *s, uint64_t max, uint64_t *out) {
+  char *end;
+  unsigned long long v;
+  uint64_t mul = 1;
+  errno = 0;
+  if (*s == '\0' || *s == '-' || !isdigit((unsigned char)*s))
+    return TLC_EINVAL;
+  v = strtoull(s, &end, 10);
+  if (errno != 0)
+    return TLC_EINVAL;
+  if (*end == 'k' || *end == 'K')
+    mul = 1024;
+  else if (*end == 'M')
+    mul = 1024 * 1024;
+  else if (*end == 'G')
+    mul = 1024ull * 1024 * 1024;
+  if (mul != 1)
+    end++;
+  if (*end == 'B' || *end == 'i')
+    end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+  if (*end != '\0')
+    return TLC_EINVAL;
+  if (v > max / mul)
+    return TLC_ERANGE;
+  *out = v * mul;
+  return 0;
+}
+
+static int parse_bool(const char *s, int *out) {
+  static const char *const yes[] = { "1", "yes", "true", "on" };
+  static const char *const no[] = { "0", "no", "false", "off" };
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(s, yes[i]) == 0) {
+      *out = 1;
+      return 0;
+    }
+    if (strcasecmp(s, no[i]) == 0) {
+      *out = 0;
+      return 0;
+    }
+  }
+  return TLC_EINVAL;
+}
+
+static int parse_handle(const char *s, uint32_t *out) {
+  char *end;
+  unsigned long h;
+  errno = 0;
+  if (*s == '\0' || *s == '-')
+    return TLC_EINVAL;
+  h = strtoul(s, &end, 16);
+  if (errno != 0 || end == s || *end != '\0' || h > 0xFFFFFFFFul)
+    return TLC_EINVAL;
+  *out = (uint32_t)h;
+  return 0;
+}
+
+int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port) {
+  const char *colon;
+  const char *h = s;
+  size_t hl;
+  char *end;
+  unsigned long p;
+  if (s[0] == '[') {
+    const char *rb = strchr(s, ']');
+    if (rb == NULL || rb[1] != ':')
+      return TLC_EINVAL;
+    h = s + 1;
+    hl = (size_t)(rb - h);
+    colon = rb + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL)
+      return TLC_EINVAL;
+    hl = (size_t)(colon - s);
+    if (memchr(s, ':', hl) != NULL)
+      return TLC_EINVAL; /* a bare IPv6 address needs brackets */
+  }
+  if (hl == 0 || hl >= hostlen)
+    return TLC_EINVAL;
+  errno = 0;
+  p = strtoul(colon + 1, &end, 10);
+  if (errno != 0 || end == colon + 1 || *end != '\0' || p > 65535 || colon[1] == '-')
+    return TLC_EINVAL;
+  memcpy(host, h, hl);
+  host[hl] = '\0';
+  *port = (uint16_t)p;
+  return 0;
+}
+
+static int parse_windows(const char *s, tlc_config_t *c) {
+  char buf[256];
+  uint32_t n = 0;
+  char *save = NULL;
+  if (copy_str(buf, sizeof(buf), s) != 0)
+    return TLC_EINVAL;
+  for (char *tok = strtok_r(buf, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+    uint64_t ms;
+    if (n == TLC_MAX_WINDOWS || tlc_config_parse_duration_ms(tok, &ms) != 0 || ms == 0 ||
+        ms > 86400000ull * 365)
+      return TLC_EINVAL;
+    c->window_ns[n++] = (int64_t)ms * 1000000;
+  }
+  c->nwindows = n;
+  return 0;
+}
+
+/* ---- [daemon] keys, shared with the command line ---- */
+
+enum ktype { K_STR, K_BOOL, K_SIZE, K_DUR, K_LEVEL, K_DEBUG, K_WINDOWS, K_ADDR };
+
+typedef struct dkey {
+  const char *name;
+  enum ktype type;
+  size_t off;
+  size_t size;  /* K_STR: capacity; K_SIZE: sizeof field */
+  uint64_t max; /* K_SIZE: largest value */
+} dkey_t;
+
+#define OFF(f) offsetof(tlc_config_t, f)
+#define FSZ(f) sizeof(((tlc_config_t *)0)->f)
+static const dkey_t dkeys[] = {
+  { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0 },
+  { "store", K_BOOL, OFF(store), 0, 0 },
+  { "serve", K_ADDR, OFF(serve), FSZ(serve), 0 },
+  { "log_level", K_LEVEL, OFF(log_level), 0, 0 },
+  { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0 },
+  { "max_connections", K_SIZE, OFF(max_connections), FSZ(max_connections), 1000000 },
+  { "max_targets", K_SIZE, OFF(max_targets), FSZ(max_targets), 1000000 },
+  { "max_name", K_SIZE, OFF(max_name), FSZ(max_name), TLC_TARGET_NAME_MAX },
+  { "read_buffer", K_SIZE, OFF(read_buffer), FSZ(read_buffer), 16u << 20 },
+  { "max_block", K_SIZE, OFF(max_block), FSZ(max_block), 256u << 20 },
+  { "partial_timeout", K_DUR, OFF(partial_timeout_ms), 0, 0 },
+  { "idle_timeout", K_DUR, OFF(idle_timeout_ms), 0, 0 },
+  { "backoff_min", K_DUR, OFF(backoff_min_ms), 0, 0 },
+  { "backoff_max", K_DUR, OFF(backoff_max_ms), 0, 0 },
+  { "status_interval", K_DUR, OFF(status_interval_ms), 0, 0 },
+  { "windows", K_WINDOWS, 0, 0, 0 },
+  { "max_areas", K_SIZE, OFF(max_areas), FSZ(max_areas), 100000000 },
+  { "max_contexts", K_SIZE, OFF(max_contexts), FSZ(max_contexts), 100000000 },
+  { "max_depth", K_SIZE, OFF(max_depth), FSZ(max_depth), 100000000 },
+  { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000 },
+  { "histograms", K_BOOL, OFF(histograms), 0, 0 },
+  { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0 },
+};
+
+static const dkey_t *find_dkey(const char *name) {
+  for (size_t i = 0; i < sizeof(dkeys) / sizeof(dkeys[0]); i++)
+    if (strcmp(dkeys[i].name, name) == 0)
+      return &dkeys[i];
+  return NULL;
+}
+
+/* Applies one [daemon] key. Returns 0 or TLC_EINVAL with a reason in why. */
+static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, size_t wl) {
+  char *base = (char *)c;
+  switch (k->type) {
+  case K_STR:
+    if (copy_str(base + k->off, k->size, v) != 0) {
+      seterr(why, wl, "value longer than %zu bytes", k->size - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  case K_ADDR: {
+    char host[TLC_CFG_HOST];
+    uint16_t port;
+    if (*v != '\0' && tlc_config_parse_hostport(v, host, sizeof(host), &port) != 0) {
+      seterr(why, wl, "expected HOST:PORT (or empty to disable), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    if (copy_str(base + k->off, k->size, v) != 0) {
+      seterr(why, wl, "address too long");
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  case K_BOOL:
+    if (parse_bool(v, (int *)(void *)(base + k->off)) != 0) {
+      seterr(why, wl, "expected yes or no, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  case K_SIZE: {
+    uint64_t x;
+    int r = parse_size(v, k->max, &x);
+    if (r != 0) {
+      seterr(why, wl, "expected a number from 0 to %llu (suffix k, M, G allowed), got \"%s\"",
+             (unsigned long long)k->max, v);
+      return TLC_EINVAL;
+    }
+    if (k->size == sizeof(uint32_t))
+      *(uint32_t *)(void *)(base + k->off) = (uint32_t)x;
+    else
+      *(size_t *)(void *)(base + k->off) = (size_t)x;
+    return 0;
+  }
+  case K_DUR:
+    if (tlc_config_parse_duration_ms(v, (uint64_t *)(void *)(base + k->off)) != 0) {
+      seterr(why, wl, "expected a duration (e.g. 500ms, 2s, 1m), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  case K_LEVEL: {
+    int l = tlc_log_parse_level(v);
+    if (l < 0) {
+      seterr(why, wl, "expected err, warn, notice, info or debug, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    c->log_level = l;
+    return 0;
+  }
+  case K_DEBUG:
+    if (tlc_log_check_debug(v) != 0 || copy_str(c->debug, sizeof(c->debug), v) != 0) {
+      seterr(why, wl,
+             "expected a list of main, config, tcp, dial, serial, target, notify, pubsub, "
+             "store, engine, all, none; got \"%s\"",
+             v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  case K_WINDOWS:
+    if (parse_windows(v, c) != 0) {
+      seterr(why, wl, "expected 1 to %d positive durations separated by commas, got \"%s\"",
+             TLC_MAX_WINDOWS, v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  return TLC_EINVAL;
+}
+
+/* ---- sources and [target] sections ---- */
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+  case TLC_SRC_LISTEN:
+    return "listen";
+  case TLC_SRC_DIAL:
+    return "dial";
+  case TLC_SRC_SERIAL:
+    return "serial";
+  default:
+    return "?";
+  }
+}
+
+static void source_defaults(tlc_cfg_source_t *s, int kind) {
+  memset(s, 0, sizeof(*s));
+  s->kind = kind;
+  s->baud = 115200;
+  s->data_bits = 8;
+  s->parity = TLC_PARITY_NONE;
+  s->stop_bits = 1;
+  s->flow = TLC_FLOW_NONE;
+}
+
+/* The source (kind, name), created if absent. NULL when the cap is reached. */
+static tlc_cfg_source_t *get_source(tlc_config_t *c, int kind, const char *name,
+                                    const char *origin) {
+  for (size_t i = 0; i < c->nsrc; i++)
+    if (c->src[i].kind == kind && strcmp(c->src[i].name, name) == 0)
+      return &c->src[i];
+  if (c->nsrc == TLC_CFG_MAX_SOURCES)
+    return NULL;
+  tlc_cfg_source_t *s = &c->src[c->nsrc++];
+  source_defaults(s, kind);
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  snprintf(s->origin, sizeof(s->origin), "%s", origin);
+  return s;
+}
+
+static tlc_cfg_target_t *get_target(tlc_config_t *c, const char *name) {
+  for (size_t i = 0; i < c->ntgt; i++)
+    if (strcmp(c->tgt[i].name, name) == 0)
+      return &c->tgt[i];
+  if (c->ntgt == TLC_CFG_MAX_TARGETS)
+    return NULL;
+  tlc_cfg_target_t *t = &c->tgt[c->ntgt++];
+  memset(t, 0, sizeof(*t));
+  snprintf(t->name, sizeof(t->name), "%s", name);
+  return t;
+}
+
+static int set_tset(tlc_cfg_tset_t *ts, const char *key, const char *v, char *why, size_t wl) {
+  if (strcmp(key, "mapping") == 0) {
+    if (copy_str(ts->mapping, sizeof(ts->mapping), v) != 0) {
+      seterr(why, wl, "path longer than %zu bytes", sizeof(ts->mapping) - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (strcmp(key, "context_area") == 0) {
+    if (*v == '\0' || strcmp(v, "none") == 0) {
+      ts->has_context_area = 0;
+      return 0;
+    }
+    if (parse_handle(v, &ts->context_area) != 0) {
+      seterr(why, wl, "expected a hex handle (e.g. 0x30000000 or 30000000), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    ts->has_context_area = 1;
+    return 0;
+  }
+  return 1; /* not a tset key */
+}
+
+static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, char *why,
+                          size_t wl) {
+  int r = set_tset(&s->tset, key, v, why, wl);
+  if (r <= 0)
+    return r;
+  if (strcmp(key, "format") == 0) {
+    s->format = tlc_format_parse(v);
+    if (s->format == TLC_FMT_NONE) {
+      seterr(why, wl, "expected bin10, bin11 or evlog, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (s->kind != TLC_SRC_SERIAL && strcmp(key, "address") == 0) {
+    if (tlc_config_parse_hostport(v, s->host, sizeof(s->host), &s->port) != 0) {
+      seterr(why, wl, "expected HOST:PORT or [IPV6]:PORT, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    if (s->kind == TLC_SRC_DIAL && s->port == 0) {
+      seterr(why, wl, "port 0 cannot be dialled");
+      return TLC_EINVAL;
+    }
+    s->has_address = 1;
+    return 0;
+  }
+  if (s->kind == TLC_SRC_SERIAL) {
+    uint64_t x;
+    if (strcmp(key, "device") == 0) {
+      if (*v == '\0' || copy_str(s->device, sizeof(s->device), v) != 0) {
+        seterr(why, wl, "expected a device path of at most %zu bytes", sizeof(s->device) - 1);
+        return TLC_EINVAL;
+      }
+      return 0;
+    }
+    if (strcmp(key, "baud") == 0) {
+      if (parse_size(v, 4000000, &x) != 0 || tlc_config_baud_ok((uint32_t)x) == 0) {
+        seterr(why, wl, "unsupported baud rate \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      s->baud = (uint32_t)x;
+      return 0;
+    }
+    if (strcmp(key, "data_bits") == 0) {
+      if (parse_size(v, 8, &x) != 0 || x < 5) {
+        seterr(why, wl, "expected 5, 6, 7 or 8, got \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      s->data_bits = (uint8_t)x;
+      return 0;
+    }
+    if (strcmp(key, "stop_bits") == 0) {
+      if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0) {
+        seterr(why, wl, "expected 1 or 2, got \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      s->stop_bits = (uint8_t)(v[0] - '0');
+      return 0;
+    }
+    if (strcmp(key, "parity") == 0) {
+      if (strcmp(v, "none") == 0 || strcmp(v, "n") == 0)
+        s->parity = TLC_PARITY_NONE;
+      else if (strcmp(v, "even") == 0 || strcmp(v, "e") == 0)
+        s->parity = TLC_PARITY_EVEN;
+      else if (strcmp(v, "odd") == 0 || strcmp(v, "o") == 0)
+        s->parity = TLC_PARITY_ODD;
+      else {
+        seterr(why, wl, "expected none, even or odd, got \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      return 0;
+    }
+    if (strcmp(key, "flow") == 0) {
+      if (strcmp(v, "none") == 0)
+        s->flow = TLC_FLOW_NONE;
+      else if (strcmp(v, "rtscts") == 0)
+        s->flow = TLC_FLOW_RTSCTS;
+      else if (strcmp(v, "xonxoff") == 0)
+        s->flow = TLC_FLOW_XONXOFF;
+      else {
+        seterr(why, wl, "expected none, rtscts or xonxoff, got \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      return 0;
+    }
+  }
+  seterr(why, wl, "unknown option for a [%s] section", kind_name(s->kind));
+  return TLC_EINVAL;
+}
+
+int tlc_config_baud_ok(uint32_t b) {
+  static const uint32_t rates[] = { 50,      75,      110,     134,     150,     200,
+                                    300,     600,     1200,    1800,    2400,    4800,
+                                    9600,    19200,   38400,   57600,   115200,  230400,
+                                    460800,  500000,  576000,  921600,  1000000, 1152000,
+                                    1500000, 2000000, 2500000, 3000000, 3500000, 4000000 };
+  for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
+    if (rates[i] == b)
+      return 1;
+  return 0;
+}
+
+/* ---- INI ---- */
+
+static int cfg_ini_handler(void *user, const char *section, const char *name, const char *value) {
+  pctx_t *x = user;
+  char why[256] = "";
+  int r = 0;
+  if (x->failed)
+    return 1; /* keep the first error only */
+  if (strcmp(section, "daemon") == 0) {
+    const dkey_t *k = find_dkey(name);
+    if (k == NULL) {
+      seterr(why, sizeof(why), "unknown option");
+      r = TLC_EINVAL;
+    } else {
+      r = set_dkey(x->c, k, value, why, sizeof(why));
+    }
+  } else {
+    const char *sp = strchr(section, ' ');
+    char kind[16];
+    const char *nm;
+    int k = 0;
+    if (sp == NULL || (size_t)(sp - section) >= sizeof(kind)) {
+      seterr(why, sizeof(why),
+             "unknown section (expected [daemon], [listen NAME], [dial NAME], [serial NAME] or "
+             "[target NAME])");
+      r = TLC_EINVAL;
+      goto out;
+    }
+    memcpy(kind, section, (size_t)(sp - section));
+    kind[sp - section] = '\0';
+    nm = sp + 1;
+    while (*nm == ' ')
+      nm++;
+    if (strcmp(kind, "listen") == 0)
+      k = TLC_SRC_LISTEN;
+    else if (strcmp(kind, "dial") == 0)
+      k = TLC_SRC_DIAL;
+    else if (strcmp(kind, "serial") == 0)
+      k = TLC_SRC_SERIAL;
+    else if (strcmp(kind, "target") != 0) {
+      seterr(why, sizeof(why), "unknown section kind \"%s\"", kind);
+      r = TLC_EINVAL;
+      goto out;
+    }
+    if (tlc_target_name_check(nm, TLC_TARGET_NAME_MAX) != 0) {
+      seterr(why, sizeof(why),
+             "invalid name \"%s\" (1 to %d characters of A-Z a-z 0-9 . _ - @ : # + = [ ], "
+             "not starting with '.')",
+             nm, TLC_TARGET_NAME_MAX);
+      r = TLC_EINVAL;
+      goto out;
+    }
+    if (k == 0) {
+      tlc_cfg_target_t *t = get_target(x->c, nm);
+      if (t == NULL) {
+        seterr(why, sizeof(why), "more than %d [target] sections", TLC_CFG_MAX_TARGETS);
+        r = TLC_ELIMIT;
+      } else {
+        r = set_tset(&t->tset, name, value, why, sizeof(why));
+        if (r > 0) {
+          seterr(why, sizeof(why), "unknown option for a [target] section");
+          r = TLC_EINVAL;
+        }
+      }
+    } else {
+      char origin[TLC_CFG_PATH + 16];
+      snprintf(origin, sizeof(origin), "%s:%u", x->origin, x->line);
+      tlc_cfg_source_t *s = get_source(x->c, k, nm, origin);
+      if (s == NULL) {
+        seterr(why, sizeof(why), "more than %d sources", TLC_CFG_MAX_SOURCES);
+        r = TLC_ELIMIT;
+      } else {
+        r = set_source_key(s, name, value, why, sizeof(why));
+      }
+    }
+  }
+out:
+  if (r != 0) {
+    x->failed = 1;
+    seterr(x->err, x->errlen, "%s:%u: [%s] %s: %s", x->origin, x->line, section, name, why);
+    return 0;
+  }
+  return 1;
+}
+
+static char *file_reader(char *str, int num, void *stream) {
+  pctx_t *x = stream;
+  char *r = fgets(str, num, x->f);
+  if (r != NULL)
+    x->line++;
+  return r;
+}
+
+static char *string_reader(char *str, int num, void *stream) {
+  pctx_t *x = stream;
+  size_t n = 0;
+  if (*x->p == '\0')
+    return NULL;
+  while (x->p[n] != '\0' && x->p[n] != '\n' && n + 1 < (size_t)num - 1)
+    n++;
+  if (x->p[n] == '\n')
+    n++;
+  memcpy(str, x->p, n);
+  str[n] = '\0';
+  x->p += n;
+  x->line++;
+  return str;
+}
+
+static int finish_parse(pctx_t *x, int r) {
+  if (x->failed)
+    return TLC_EINVAL;
+  if (r != 0) {
+    /* A line inih could not parse (no '=', unterminated section). */
+    seterr(x->err, x->errlen, "%s:%d: syntax error (expected [section] or key = value)", x->origin,
+           r);
+    return TLC_ESYNTAX;
+  }
+  return 0;
+}
+
+int tlc_config_load_file(tlc_config_t *c, const char *path, char *err, size_t errlen) {
+  pctx_t x;
+  int r;
+  memset(&x, 0, sizeof(x));
+  x.c = c;
+  x.origin = path;
+  x.err = err;
+  x.errlen = errlen;
+  x.f = fopen(path, "re");
+  if (x.f == NULL) {
+    r = -errno;
+    seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    return r;
+  }
+  r = ini_parse_stream(file_reader, &x, cfg_ini_handler, &x);
+  fclose(x.f);
+  if (r < 0) {
+    seterr(err, errlen, "%s: cannot read", path);
+    return TLC_EIO;
+  }
+  return finish_parse(&x, r);
+}
+
+int tlc_config_load_string(tlc_config_t *c, const char *text, const char *origin, char *err,
+                           size_t errlen) {
+  pctx_t x;
+  memset(&x, 0, sizeof(x));
+  x.c = c;
+  x.origin = origin;
+  x.err = err;
+  x.errlen = errlen;
+  x.p = text;
+  return finish_parse(&x, ini_parse_stream(string_reader, &x, cfg_ini_handler, &x));
+}
+
+/* ---- defaults, command line ---- */
+
+int tlc_config_init(tlc_config_t *c) {
+  memset(c, 0, sizeof(*c));
+  snprintf(c->state_dir, sizeof(c->state_dir), "%s", TLC_DEFAULT_STATE_DIR);
+  c->store = 1;
+  snprintf(c->serve, sizeof(c->serve), "%s", TLC_DEFAULT_SERVE_ADDR);
+  c->log_level = TLC_LOG_INFO;
+  c->max_connections = 0; /* from RLIMIT_NOFILE */
+  c->max_targets = 1024;
+  c->max_name = 64;
+  c->read_buffer = 64 * 1024;
+  c->max_block = 4u << 20;
+  c->partial_timeout_ms = 30000;
+  c->idle_timeout_ms = 0;
+  c->backoff_min_ms = 200;
+  c->backoff_max_ms = 30000;
+  c->status_interval_ms = 2000;
+  c->nwindows = 0; /* engine defaults: 1 s, 10 s, 60 s */
+  c->histograms = 1;
+  c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
+  c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
+  if (c->src == NULL || c->tgt == NULL) {
+    tlc_config_fini(c);
+    return TLC_ENOMEM;
+  }
+  return 0;
+}
+
+void tlc_config_fini(tlc_config_t *c) {
+  tlc_free(c->src);
+  tlc_free(c->tgt);
+  c->src = NULL;
+  c->tgt = NULL;
+  c->nsrc = c->ntgt = 0;
+}
+
+int tlc_config_add_defaults(tlc_config_t *c) {
+  static const struct {
+    const char *name;
+    tlc_format_t f;
+    const char *addr;
+  } d[] = { { "bin11", TLC_FMT_BIN11, TLC_DEFAULT_BIN11_ADDR },
+            { "evlog", TLC_FMT_EVLOG, TLC_DEFAULT_EVLOG_ADDR } };
+  for (size_t i = 0; i < 2; i++) {
+    tlc_cfg_source_t *s = get_source(c, TLC_SRC_LISTEN, d[i].name, "embedded default");
+    if (s == NULL)
+      return TLC_ELIMIT;
+    s->format = d[i].f;
+    tlc_config_parse_hostport(d[i].addr, s->host, sizeof(s->host), &s->port);
+    s->has_address = 1;
+  }
+  return 0;
+}
+
+int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size_t errlen) {
+  const char *eq = strchr(spec, '=');
+  const char *at = eq != NULL ? strchr(eq, '@') : NULL;
+  char name[TLC_TARGET_NAME_MAX + 1], fmt[16];
+  int kind = s->kind;
+  if (eq == NULL || at == NULL) {
+    seterr(err, errlen, "expected NAME=FORMAT@%s, got \"%s\"",
+           kind == TLC_SRC_SERIAL ? "DEVICE[:BAUD]" : "HOST:PORT", spec);
+    return TLC_EINVAL;
+  }
+  if ((size_t)(eq - spec) >= sizeof(name) || (size_t)(at - eq - 1) >= sizeof(fmt)) {
+    seterr(err, errlen, "name or format too long in \"%s\"", spec);
+    return TLC_EINVAL;
+  }
+  memcpy(name, spec, (size_t)(eq - spec));
+  name[eq - spec] = '\0';
+  memcpy(fmt, eq + 1, (size_t)(at - eq - 1));
+  fmt[at - eq - 1] = '\0';
+  source_defaults(s, kind);
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+    seterr(err, errlen, "invalid name \"%s\"", name);
+    return TLC_EINVAL;
+  }
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  s->format = tlc_format_parse(fmt);
+  if (s->format == TLC_FMT_NONE) {
+    seterr(err, errlen, "unknown format \"%s\" (expected bin10, bin11 or evlog)", fmt);
+    return TLC_EINVAL;
+  }
+  if (kind == TLC_SRC_SERIAL) {
+    const char *dev = at + 1;
+    const char *colon = strrchr(dev, ':');
+    size_t dl = strlen(dev);
+    if (colon != NULL && colon[1] != '\0' && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+      uint64_t b;
+      if (parse_size(colon + 1, 4000000, &b) != 0 || !tlc_config_baud_ok((uint32_t)b)) {
+        seterr(err, errlen, "unsupported baud rate \"%s\"", colon + 1);
+        return TLC_EINVAL;
+      }
+      s->baud = (uint32_t)b;
+      dl = (size_t)(colon - dev);
+    }
+    if (dl == 0 || dl >= sizeof(s->device)) {
+      seterr(err, errlen, "missing or too long device path in \"%s\"", spec);
+      return TLC_EINVAL;
+    }
+    memcpy(s->device, dev, dl);
+    s->device[dl] = '\0';
+    return 0;
+  }
+  if (tlc_config_parse_hostport(at + 1, s->host, sizeof(s->host), &s->port) != 0 ||
+      (kind == TLC_SRC_DIAL && s->port == 0)) {
+    seterr(err, errlen, "expected HOST:PORT after '@' in \"%s\"", spec);
+    return TLC_EINVAL;
+  }
+  s->has_address = 1;
+  return 0;
+}
+
+static const char *const cli_takes_value[] = { "config", "listen",  "dial",
+                                               "serial", "mapping", "context-area" };
+
+static void usage(FILE *f) {
+  fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
+        "              [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...\n"
+        "              [--serve HOST:PORT] [--no-store] [--log-level LEVEL] [--debug LIST]\n"
+        "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
+        "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
+        "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"
+        "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
+        "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
+        "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
+        f);
+}
+
+int tlc_cli_parse(tlc_cli_t *cli, int argc, char **argv, char *err, size_t errlen) {
+  memset(cli, 0, sizeof(*cli));
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = NULL;
+    char key[64];
+    const char *eq;
+    size_t kl;
+    int needs = 0;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 1;
+    }
+    if (strcmp(a, "--version") == 0) {
+      fputs("tlcapd 0.1.0\n", stdout);
+      return 1;
+    }
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+      seterr(err, errlen, "command line: unexpected argument \"%s\"", a);
+      return TLC_EINVAL;
+    }
+    a += 2;
+    eq = strchr(a, '=');
+    kl = eq != NULL ? (size_t)(eq - a) : strlen(a);
+    if (kl >= sizeof(key)) {
+      seterr(err, errlen, "command line: unknown option \"--%s\"", a);
+      return TLC_EINVAL;
+    }
+    memcpy(key, a, kl);
+    key[kl] = '\0';
+    if (strcmp(key, "no-store") == 0 || strcmp(key, "check-config") == 0) {
+      if (eq != NULL) {
+        seterr(err, errlen, "command line: --%s takes no value", key);
+        return TLC_EINVAL;
+      }
+      if (strcmp(key, "check-config") == 0)
+        cli->check_only = 1;
+    } else {
+      char dk[64];
+      for (size_t j = 0; j < sizeof(cli_takes_value) / sizeof(cli_takes_value[0]); j++)
+        if (strcmp(key, cli_takes_value[j]) == 0)
+          needs = 1;
+      for (size_t j = 0; j <= kl; j++)
+        dk[j] = key[j] == '-' ? '_' : key[j];
+      if (!needs && find_dkey(dk) == NULL) {
+        seterr(err, errlen, "command line: unknown option \"--%s\"", key);
+        return TLC_EINVAL;
+      }
+      if (eq != NULL) {
+        v = eq + 1;
+      } else {
+        if (i + 1 >= argc) {
+          seterr(err, errlen, "command line: --%s needs a value", key);
+          return TLC_EINVAL;
+        }
+        v = argv[++i];
+      }
+    }
+    if (strcmp(key, "config") == 0) {
+      cli->config = v;
+      continue;
+    }
+    if (cli->n == TLC_CFG_MAX_CLI) {
+      seterr(err, errlen, "command line: more than %d options", TLC_CFG_MAX_CLI);
+      return TLC_EINVAL;
+    }
+    /* Keep the option name inside argv: point just past "--". */
+    cli->opt[cli->n] = argv[i - (v != NULL && eq == NULL ? 1 : 0)] + 2;
+    cli->val[cli->n] = v;
+    cli->n++;
+    if (strcmp(key, "listen") == 0 || strcmp(key, "dial") == 0 || strcmp(key, "serial") == 0)
+      cli->nsources++;
+  }
+  return 0;
+}
+
+/* Option name of cli entry i without any "=value" part, into key. */
+static void cli_key(const tlc_cli_t *cli, size_t i, char *key, size_t kl) {
+  const char *o = cli->opt[i];
+  size_t n = strcspn(o, "=");
+  if (n >= kl)
+    n = kl - 1;
+  memcpy(key, o, n);
+  key[n] = '\0';
+}
+
+static int apply_target_opt(tlc_config_t *c, const char *key, const char *v, char *err,
+                            size_t errlen) {
+  const char *eq = strchr(v, '=');
+  char name[TLC_TARGET_NAME_MAX + 1];
+  char why[256] = "";
+  tlc_cfg_target_t *t;
+  if (eq == NULL || (size_t)(eq - v) >= sizeof(name)) {
+    seterr(err, errlen, "command line: --%s: expected TARGET=VALUE, got \"%s\"", key, v);
+    return TLC_EINVAL;
+  }
+  memcpy(name, v, (size_t)(eq - v));
+  name[eq - v] = '\0';
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+    seterr(err, errlen, "command line: --%s: invalid target name \"%s\"", key, name);
+    return TLC_EINVAL;
+  }
+  t = get_target(c, name);
+  if (t == NULL) {
+    seterr(err, errlen, "command line: --%s: too many targets", key);
+    return TLC_ELIMIT;
+  }
+  if (set_tset(&t->tset, strcmp(key, "mapping") == 0 ? "mapping" : "context_area", eq + 1, why,
+               sizeof(why)) != 0) {
+    seterr(err, errlen, "command line: --%s: %s", key, why);
+    return TLC_EINVAL;
+  }
+  return 0;
+}
+
+int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen) {
+  for (size_t i = 0; i < cli->n; i++) {
+    char key[64], dk[64], why[256] = "";
+    const char *v = cli->val[i];
+    cli_key(cli, i, key, sizeof(key));
+    if (strcmp(key, "no-store") == 0) {
+      c->store = 0;
+      continue;
+    }
+    if (strcmp(key, "check-config") == 0)
+      continue;
+    if (strcmp(key, "listen") == 0 || strcmp(key, "dial") == 0 || strcmp(key, "serial") == 0) {
+      tlc_cfg_source_t s, *d;
+      int kind = key[0] == 'l' ? TLC_SRC_LISTEN : key[0] == 'd' ? TLC_SRC_DIAL : TLC_SRC_SERIAL;
+      s.kind = kind;
+      if (tlc_config_parse_spec(&s, v, why, sizeof(why)) != 0) {
+        seterr(err, errlen, "command line: --%s: %s", key, why);
+        return TLC_EINVAL;
+      }
+      d = get_source(c, kind, s.name, "command line");
+      if (d == NULL) {
+        seterr(err, errlen, "command line: --%s: more than %d sources", key, TLC_CFG_MAX_SOURCES);
+        return TLC_ELIMIT;
+      }
+      s.tset = d->tset; /* keep the file's mapping/context_area for this source */
+      snprintf(s.origin, sizeof(s.origin), "command line");
+      *d = s;
+      continue;
+    }
+    if (strcmp(key, "mapping") == 0 || strcmp(key, "context-area") == 0) {
+      int r = apply_target_opt(c, key, v, err, errlen);
+      if (r != 0)
+        return r;
+      continue;
+    }
+    for (size_t j = 0; j <= strlen(key); j++)
+      dk[j] = key[j] == '-' ? '_' : key[j];
+    const dkey_t *k = find_dkey(dk);
+    if (k == NULL || set_dkey(c, k, v, why, sizeof(why)) != 0) {
+      seterr(err, errlen, "command line: --%s: %s", key, k == NULL ? "unknown option" : why);
+      return TLC_EINVAL;
+    }
+  }
+  return 0;
+}
+
+int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
+  if (c->max_name == 0 || c->max_name > TLC_TARGET_NAME_MAX) {
+    seterr(err, errlen, "[daemon] max_name: must be 1 to %d", TLC_TARGET_NAME_MAX);
+    return TLC_EINVAL;
+  }
+  if (c->read_buffer < 256) {
+    seterr(err, errlen, "[daemon] read_buffer: must be at least 256 bytes");
+    return TLC_EINVAL;
+  }
+  if (c->max_targets == 0) {
+    seterr(err, errlen, "[daemon] max_targets: must be at least 1");
+    return TLC_EINVAL;
+  }
+  if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms) {
+    seterr(err, errlen, "[daemon] backoff_min/backoff_max: need 0 < backoff_min <= backoff_max");
+    return TLC_EINVAL;
+  }
+  if (c->status_interval_ms < 100) {
+    seterr(err, errlen, "[daemon] status_interval: must be at least 100ms");
+    return TLC_EINVAL;
+  }
+  if (*c->state_dir == '\0') {
+    seterr(err, errlen, "[daemon] state_dir: must not be empty");
+    return TLC_EINVAL;
+  }
+  for (size_t i = 0; i < c->nsrc; i++) {
+    const tlc_cfg_source_t *s = &c->src[i];
+    const char *miss = NULL;
+    if (s->format == TLC_FMT_NONE)
+      miss = "format";
+    else if (s->kind != TLC_SRC_SERIAL && !s->has_address)
+      miss = "address";
+    else if (s->kind == TLC_SRC_SERIAL && s->device[0] == '\0')
+      miss = "device";
+    if (miss != NULL) {
+      seterr(err, errlen, "%s: [%s %s]: missing option \"%s\"", s->origin, kind_name(s->kind),
+             s->name, miss);
+      return TLC_EINVAL;
+    }
+    if (strlen(s->name) > c->max_name) {
+      seterr(err, errlen, "%s: [%s %s]: name longer than max_name (%zu)", s->origin,
+             kind_name(s->kind), s->name, c->max_name);
+      return TLC_EINVAL;
+    }
+    /* Dial and serial names are target names: one target, one source. */
+    for (size_t j = 0; j < i; j++) {
+      const tlc_cfg_source_t *o = &c->src[j];
+      if (o->kind != TLC_SRC_LISTEN && s->kind != TLC_SRC_LISTEN && strcmp(o->name, s->name) == 0) {
+        seterr(err, errlen, "%s: [%s %s]: name already used by [%s %s] (%s)", s->origin,
+               kind_name(s->kind), s->name, kind_name(o->kind), o->name, o->origin);
+        return TLC_EINVAL;
+      }
+    }
+  }
+  return 0;
+}
+
+int tlc_config_build(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen) {
+  int r = tlc_config_init(c);
+  if (r != 0) {
+    seterr(err, errlen, "out of memory");
+    return r;
+  }
+  if (cli->config != NULL && (r = tlc_config_load_file(c, cli->config, err, errlen)) != 0)
+    goto fail;
+  if ((r = tlc_config_apply_cli(c, cli, err, errlen)) != 0)
+    goto fail;
+  if (cli->config == NULL && cli->nsources == 0 && c->nsrc == 0 &&
+      (r = tlc_config_add_defaults(c)) != 0)
+    goto fail;
+  if ((r = tlc_config_validate(c, err, errlen)) != 0)
+    goto fail;
+  return 0;
+fail:
+  tlc_config_fini(c);
+  return r;
+}
+
+const tlc_cfg_source_t *tlc_config_find_source(const tlc_config_t *c, int kind, const char *name) {
+  for (size_t i = 0; i < c->nsrc; i++)
+    if (c->src[i].kind == kind && strcmp(c->src[i].name, name) == 0)
+      return &c->src[i];
+  return NULL;
+}
+
+const tlc_cfg_tset_t *tlc_config_tset(const tlc_config_t *c, const tlc_cfg_source_t *src,
+                                      const char *name) {
+  static const tlc_cfg_tset_t none;
+  for (size_t i = 0; i < c->ntgt; i++)
+    if (strcmp(c->tgt[i].name, name) == 0)
+      return &c->tgt[i].tset;
+  return src != NULL ? &src->tset : &none;
+}
+
+void tlc_config_target_conf(const tlc_config_t *c, const tlc_cfg_source_t *src, const char *name,
+                            tlc_format_t format, int resync, tlc_target_conf_t *out) {
+  const tlc_cfg_tset_t *ts = tlc_config_tset(c, src, name);
+  memset(out, 0, sizeof(*out));
+  out->format = format;
+  out->resync = resync;
+  out->has_context_area = ts->has_context_area;
+  out->context_area = ts->context_area;
+  out->mapping_path = ts->mapping[0] != '\0' ? ts->mapping : NULL;
+  out->nwindows = c->nwindows;
+  memcpy(out->window_ns, c->window_ns, sizeof(out->window_ns));
+  out->max_areas = c->max_areas;
+  out->max_contexts = c->max_contexts;
+  out->max_depth = c->max_depth;
+  out->max_names = c->max_names;
+  out->max_block = c->max_block;
+  out->histograms = (uint8_t)c->histograms;
+}

@@ -1,0 +1,163 @@
+/* config.h - tlcapd's configuration: INI file (inih), command line, embedded default.
+ *
+ * A configuration is built in three steps, the same way at start-up and on SIGHUP:
+ *   1. defaults (tlc_config_init);
+ *   2. the INI file named by --config, if any (tlc_config_load_file);
+ *   3. the command-line options on top (tlc_config_apply_cli): a source given on the command
+ *      line replaces the file's source of the same name; scalar options override.
+ * If neither the file nor the command line names any source and there is no --config, the
+ * embedded default applies (tlc_config_add_defaults): listeners `bin11` on 127.0.0.1:7411
+ * (bin11) and `evlog` on 127.0.0.1:7412 (evlog), subscribers on 127.0.0.1:7400, state under
+ * ./tlcap-state. docs/configuration.md lists every option.
+ *
+ * Errors name where: "FILE:LINE: [section] option: reason" or "command line: --opt: reason".
+ *
+ * Pure (no libuv); file reading is blocking and done at start-up and on SIGHUP only.
+ */
+#ifndef TLC_CONFIG_H
+#define TLC_CONFIG_H
+
+#include "stats.h"
+#include "target.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TLC_CFG_MAX_SOURCES 256
+#define TLC_CFG_MAX_TARGETS 256
+#define TLC_CFG_PATH        512
+#define TLC_CFG_HOST        256
+#define TLC_CFG_MAX_CLI     512
+
+/* Defaults of the embedded configuration (ports documented in docs/configuration.md). */
+#define TLC_DEFAULT_BIN11_ADDR "127.0.0.1:7411"
+#define TLC_DEFAULT_EVLOG_ADDR "127.0.0.1:7412"
+#define TLC_DEFAULT_SERVE_ADDR "127.0.0.1:7400"
+#define TLC_DEFAULT_STATE_DIR  "./tlcap-state"
+
+enum tlc_parity { TLC_PARITY_NONE = 0, TLC_PARITY_EVEN = 1, TLC_PARITY_ODD = 2 };
+enum tlc_flow { TLC_FLOW_NONE = 0, TLC_FLOW_RTSCTS = 1, TLC_FLOW_XONXOFF = 2 };
+
+/* Per-target settings shared by sources and [target NAME] sections. */
+typedef struct tlc_cfg_tset {
+  char mapping[TLC_CFG_PATH]; /* "" = none */
+  uint8_t has_context_area;
+  uint32_t context_area;
+} tlc_cfg_tset_t;
+
+/* One [listen NAME], [dial NAME] or [serial NAME] section, or --listen/--dial/--serial. */
+typedef struct tlc_cfg_source {
+  int kind; /* enum tlc_src_kind */
+  char name[TLC_TARGET_NAME_MAX + 1];
+  tlc_format_t format;
+  char host[TLC_CFG_HOST]; /* listen/dial: host or IP (IPv6 without brackets) */
+  uint16_t port;
+  int has_address;
+  char device[TLC_CFG_PATH];      /* serial */
+  uint32_t baud;                  /* serial, default 115200 */
+  uint8_t data_bits;              /* 5..8, default 8 */
+  uint8_t parity;                 /* enum tlc_parity */
+  uint8_t stop_bits;              /* 1 or 2 */
+  uint8_t flow;                   /* enum tlc_flow */
+  tlc_cfg_tset_t tset;            /* defaults for the targets this source creates */
+  char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
+} tlc_cfg_source_t;
+
+/* One [target NAME] section: settings for the target with exactly this name. */
+typedef struct tlc_cfg_target {
+  char name[TLC_TARGET_NAME_MAX + 1];
+  tlc_cfg_tset_t tset;
+} tlc_cfg_target_t;
+
+typedef struct tlc_config {
+  /* [daemon] */
+  char state_dir[TLC_CFG_PATH];
+  int store;                    /* 1: storage on */
+  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" ("" = off) */
+  int log_level;
+  char debug[128];        /* debug switches (log.h) */
+  size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
+  size_t max_targets;
+  size_t max_name;             /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
+  size_t read_buffer;          /* bytes per read from a socket or tty */
+  uint32_t max_block;          /* evlog: largest block accepted, bytes */
+  uint64_t partial_timeout_ms; /* close a connection idle this long inside a record (0 off) */
+  uint64_t idle_timeout_ms;    /* close a connection idle this long at all (0 off) */
+  uint64_t backoff_min_ms, backoff_max_ms; /* dial and serial reconnect backoff */
+  uint64_t status_interval_ms;             /* STATUS= updates */
+  uint32_t nwindows;                       /* rolling windows */
+  int64_t window_ns[TLC_MAX_WINDOWS];
+  size_t max_areas, max_contexts, max_depth, max_names; /* engine/evmap caps (0: defaults) */
+  int histograms;
+  char dump_stats[TLC_CFG_PATH]; /* --dump-stats-on-exit FILE ("" = off) */
+
+  tlc_cfg_source_t *src;
+  size_t nsrc;
+  tlc_cfg_target_t *tgt;
+  size_t ntgt;
+} tlc_config_t;
+
+/* Command line as given (kept for SIGHUP: the file is re-read and these re-applied). */
+typedef struct tlc_cli {
+  const char *config;               /* --config FILE or NULL */
+  int check_only;                   /* --check-config */
+  const char *opt[TLC_CFG_MAX_CLI]; /* option names (without "--") in order */
+  const char *val[TLC_CFG_MAX_CLI]; /* their values (NULL for flags) */
+  size_t n;
+  int nsources; /* --listen/--dial/--serial given */
+} tlc_cli_t;
+
+/* Initialises `c` with the defaults and no sources. Returns 0 or TLC_ENOMEM. */
+int tlc_config_init(tlc_config_t *c);
+void tlc_config_fini(tlc_config_t *c);
+
+/* Parses argv (argv[0] is the program) into `cli` (pointers into argv). Returns 0, 1 for
+ * --help/--version (text written to stdout), or TLC_EINVAL with err ("command line: ..."). */
+int tlc_cli_parse(tlc_cli_t *cli, int argc, char **argv, char *err, size_t errlen);
+
+/* Reads an INI file into `c`. Returns 0, a negative errno-style code if it cannot be read, or
+ * TLC_ESYNTAX/TLC_EINVAL with err "FILE:LINE: [section] option: reason". */
+int tlc_config_load_file(tlc_config_t *c, const char *path, char *err, size_t errlen);
+/* Same, from a NUL-terminated string; `origin` names it in messages. */
+int tlc_config_load_string(tlc_config_t *c, const char *text, const char *origin, char *err,
+                           size_t errlen);
+
+/* Applies the command-line options of `cli` to `c`. Returns 0 or TLC_EINVAL with err. */
+int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen);
+
+/* Adds the embedded default listeners (bin11 on 7411, evlog on 7412). Returns 0. */
+int tlc_config_add_defaults(tlc_config_t *c);
+
+/* The whole build: init, file, CLI, defaults, validation. On error `c` is finalised. */
+int tlc_config_build(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen);
+
+/* Checks cross-field rules (names unique per kind, required keys present). */
+int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen);
+
+/* Parses "NAME=FORMAT@HOST:PORT" (listen/dial) or "NAME=FORMAT@DEVICE[:BAUD]" (serial) into
+ * `s` (kind preset by the caller). Returns 0 or TLC_EINVAL with err (without a location). */
+int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size_t errlen);
+
+/* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
+int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
+int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);
+
+/* The settings for target `name` created by source `src` (may be NULL): the [target NAME]
+ * section when there is one, else the source's own. */
+const tlc_cfg_tset_t *tlc_config_tset(const tlc_config_t *c, const tlc_cfg_source_t *src,
+                                      const char *name);
+
+/* 1 if `baud` is a rate termios knows. */
+int tlc_config_baud_ok(uint32_t baud);
+
+/* Finds the source of `kind` called `name`, or NULL. */
+const tlc_cfg_source_t *tlc_config_find_source(const tlc_config_t *c, int kind, const char *name);
+
+/* Fills a target's creation settings from the config, its source and the settings found by
+ * tlc_config_tset. `mapping_path` in the result points into `c`. */
+void tlc_config_target_conf(const tlc_config_t *c, const tlc_cfg_source_t *src, const char *name,
+                            tlc_format_t format, int resync, tlc_target_conf_t *out);
+
+#endif

@@ -1,0 +1,482 @@
+/* main.c - tlcapd: arguments and configuration in, the event loop run, a clean exit out.
+ *
+ *   tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...
+ *          [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...
+ *          [--serve HOST:PORT] [--no-store] [--OPTION VALUE]...
+ *   tlcapd replay ...            (daemon/replay.c)
+ *
+ * Embedded default (no --config, no source options): bin11 targets on 127.0.0.1:7411, evlog
+ * targets on 127.0.0.1:7412, subscribers on 127.0.0.1:7400, state under ./tlcap-state.
+ *
+ * Lifecycle: allocator into libuv, SIGPIPE ignored, configuration (exit 2 on a usage or config
+ * error, naming file:line and option), inherited sockets adopted (a wrong one is a loud start-up
+ * failure, exit 1), listeners bound (failure: exit 1), dial and serial sources started, then
+ * READY=1. Signals (uv_signal_t, so handled on the loop thread):
+ *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid -> one error line, the
+ *            running configuration stays; valid -> sources reconciled by name (sources.h), READY=1
+ *   SIGTERM/SIGINT  STOPPING=1, stop accepting, read what the kernel holds for every
+ *            connection and tty, close everything, write --dump-stats-on-exit, exit 0
+ *   SIGUSR1  write the stats dump now (when --dump-stats-on-exit is set), for tests and ops.
+ * A periodic tick flushes the log buffer and sends STATUS= with live counters.
+ *
+ * Stats dump (--dump-stats-on-exit FILE): one JSON document, written to FILE.tmp and renamed:
+ * {"daemon": {...ingest counters...}, "targets": [{name, format, connected, peer, counters,
+ * connections, reconnects, gaps, decode_errors, ..., "stats": <the JSON export>}]}. Blocking
+ * file I/O on the loop: done only at exit and on SIGUSR1.
+ *
+ * Services (wiring.c): storage (crash recovery of the state directory before READY=1) and the
+ * subscriber server, each fed through the target observer interface; pubsub reads targets
+ * through the provider (provider.h).
+ */
+#include "config.h"
+#include "json.h"
+#include "log.h"
+#include "provider.h"
+#include "replay.h"
+#include "sdnotify.h"
+#include "sources.h"
+#include "target.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+#include "wiring.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS    250
+#define FD_RESERVE 32 /* fds kept for files, subscribers, the resolver, logging */
+
+typedef struct app {
+  tlc_daemon_t d;
+  tlc_provider_t provider;
+  uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
+#ifdef TLCAP_TESTING
+  uv_signal_t sig_usr2;
+#endif
+  uv_timer_t tick;
+  tlc_wiring_t *wiring; /* pubsub + storage */
+  uint64_t last_status;
+  char last_status_text[512];
+  int exit_code;
+} app_t;
+
+static app_t A;
+
+/* ---- stats dump ---- */
+
+static int out_file_cb(void *ud, const void *buf, size_t len) {
+  return fwrite(buf, 1, len, (FILE *)ud) == len ? 0 : TLC_EIO;
+}
+
+static void dump_stats(tlc_daemon_t *d) {
+  char tmp[TLC_CFG_PATH + 8];
+  FILE *f;
+  tlc_out_t o;
+  const tlc_ingest_stats_t *st = &d->st;
+  if (d->cfg.dump_stats[0] == '\0')
+    return;
+  snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.dump_stats);
+  f = fopen(tmp, "we");
+  if (f == NULL) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", tmp, strerror(errno));
+    return;
+  }
+  tlc_out_init(&o, 0, out_file_cb, f);
+  tlc_out_printf(
+      &o,
+      "{\"daemon\": {\"accepted\": %" PRIu64 ", \"refused_limit\": %" PRIu64
+      ", \"refused_target\": %" PRIu64 ", \"accept_errors\": %" PRIu64
+      ", \"accept_pauses\": %" PRIu64 ", \"preamble_errors\": %" PRIu64
+      ", \"closed_decode\": %" PRIu64 ", \"closed_deadline\": %" PRIu64
+      ", \"closed_idle\": %" PRIu64 ", \"closed_eof\": %" PRIu64 ", \"closed_reset\": %" PRIu64
+      ", \"dial_attempts\": %" PRIu64 ", \"dial_failures\": %" PRIu64 ", \"serial_opens\": %" PRIu64
+      ", \"serial_failures\": %" PRIu64 ", \"serial_unplugs\": %" PRIu64
+      ", \"connections\": %zu, \"max_connections\": %zu, \"listeners\": %zu"
+      ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
+      ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
+      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64 "},\n \"targets\": [",
+      st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
+      st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
+      st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
+      st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
+      d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
+      tlc_sd_watchdog_withheld(), tlc_sd_dropped());
+  for (size_t i = 0; i < d->targets.n; i++) {
+    const tlc_target_t *t = d->targets.v[i];
+    tlc_counters_t c;
+    tlc_table_t tab;
+    tlc_target_counters(t, &c);
+    tlc_out_puts(&o, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
+    tlc_json_string(&o, t->name);
+    tlc_out_printf(&o, ", \"format\": \"%s\", \"connected\": %d, \"peer\": ",
+                   tlc_format_name(t->format), t->connected);
+    tlc_json_string(&o, t->peer);
+    tlc_out_printf(
+        &o,
+        ", \"events\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"dropped_area_limit\": %" PRIu64
+        ", \"engine_gaps\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64
+        ", \"bytes_skipped\": %" PRIu64 ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
+        ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 ", \"connections\": %" PRIu64
+        ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64 ", \"decode_errors\": %" PRIu64
+        ", \"truncated_tails\": %" PRIu64 ", \"deadline_closes\": %" PRIu64
+        ", \"last_connect_unix_ms\": %" PRId64 ", \"last_disconnect_unix_ms\": %" PRId64
+        ", \"has_mapping\": %d",
+        c.events, c.anomalies, c.dropped_area_limit, c.gaps, c.bytes, c.records, c.bytes_skipped,
+        c.resyncs, c.records_invalid, c.truncated, c.overflow_items, t->connections, t->reconnects,
+        t->gaps, t->decode_errors, t->truncated_tails, t->deadline_closes, t->last_connect_unix_ms,
+        t->last_disconnect_unix_ms, t->has_mapping);
+    /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
+    tlc_out_puts(&o, ", \"gap_log\": [");
+    {
+      uint64_t n = t->ngaplog < TLC_TARGET_GAPLOG ? t->ngaplog : TLC_TARGET_GAPLOG;
+      for (uint64_t k = t->ngaplog - n; k < t->ngaplog; k++) {
+        const tlc_target_gap_t *g = &t->gaplog[k % TLC_TARGET_GAPLOG];
+        tlc_out_printf(&o, "%s[%" PRId64 ", %" PRId64 "]", k == t->ngaplog - n ? "" : ", ",
+                       g->disconnect_unix_ms, g->reconnect_unix_ms);
+      }
+    }
+    tlc_out_puts(&o, "]");
+    tlc_table_init(&tab);
+    if (tlc_target_snapshot(t, &tab, NULL) == 0) {
+      tlc_out_puts(&o, ", \"stats\": ");
+      tlc_json_write(&o, &tab, t->has_mapping ? &t->mapping : NULL, t->name, 1);
+    }
+    tlc_table_fini(&tab);
+    tlc_out_puts(&o, "}");
+  }
+  tlc_out_puts(&o, "\n]}\n");
+  if (tlc_out_fini(&o) != 0 || fclose(f) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: write failed", tmp);
+    unlink(tmp);
+    return;
+  }
+  if (rename(tmp, d->cfg.dump_stats) != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->cfg.dump_stats, strerror(errno));
+}
+
+/* ---- status ---- */
+
+static void status_text(const tlc_daemon_t *d, char *buf, size_t len) {
+  size_t connected = 0;
+  uint64_t skipped = 0, events = 0;
+  for (size_t i = 0; i < d->targets.n; i++) {
+    const tlc_target_t *t = d->targets.v[i];
+    connected += t->connected ? 1 : 0;
+    skipped += t->dec.c.bytes_skipped;
+    events += tlc_engine_counters(t->engine)->events;
+  }
+  snprintf(buf, len,
+           "targets=%zu connected=%zu conns=%zu listeners=%zu events=%" PRIu64 " bytes=%" PRIu64
+           " decode_errors=%" PRIu64 " skipped=%" PRIu64 " refused=%" PRIu64 " deadline=%" PRIu64
+           " log_dropped=%" PRIu64,
+           d->targets.n, connected, d->nconns, tlc_listen_count(d), events, d->targets.bytes,
+           d->targets.decode_errors, skipped, d->st.refused_limit + d->st.refused_target,
+           d->st.closed_deadline, tlc_log_dropped());
+}
+
+static void send_status(app_t *a) {
+  char msg[600];
+  status_text(&a->d, a->last_status_text, sizeof(a->last_status_text));
+  tlc_wiring_status(a->wiring, a->last_status_text, sizeof(a->last_status_text));
+  snprintf(msg, sizeof(msg), "STATUS=%s", a->last_status_text);
+  tlc_sd_notify(msg);
+}
+
+static void tick_cb(uv_timer_t *t) {
+  app_t *a = t->data;
+  uint64_t now = uv_now(t->loop);
+  tlc__conn_sweep(&a->d, now);
+  tlc_log_flush(0);
+  if (now - a->last_status >= a->d.cfg.status_interval_ms) {
+    a->last_status = now;
+    send_status(a);
+  }
+}
+
+/* ---- limits ---- */
+
+static void compute_max_conns(tlc_daemon_t *d) {
+  struct rlimit rl;
+  size_t lim = 1024, cap;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    lim = (size_t)rl.rlim_cur;
+  else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+    lim = 1u << 20;
+  /* Each listener holds two fds (socket + spare), each serial port one. */
+  cap = lim > FD_RESERVE + 2 * d->cfg.nsrc + 8 ? lim - FD_RESERVE - 2 * d->cfg.nsrc : 8;
+  if (cap > lim / 2 + lim / 4 && lim > 4 * FD_RESERVE)
+    cap = lim - lim / 8; /* large limits: keep 1/8 in reserve */
+  if (d->cfg.max_connections == 0) {
+    d->max_conns = cap;
+  } else if (d->cfg.max_connections > cap) {
+    d->max_conns = cap;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
+            "max_connections %zu lowered to %zu (RLIMIT_NOFILE %zu less a reserve)",
+            d->cfg.max_connections, cap, lim);
+  } else {
+    d->max_conns = d->cfg.max_connections;
+  }
+}
+
+static void apply_log_settings(const tlc_config_t *c) {
+  tlc_log_set_level(c->log_level);
+  tlc_log_set_debug(c->debug);
+}
+
+/* ---- signals ---- */
+
+static void close_walk_cb(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+static void shutdown_begin(app_t *a, const char *why) {
+  tlc_daemon_t *d = &a->d;
+  if (d->stopping)
+    return;
+  tlc_sd_notify("STOPPING=1");
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "%s: shutting down", why);
+  d->stopping = 1;
+  tlc_listen_sync(d);        /* stop accepting */
+  tlc__conns_drain_close(d); /* finish what was received, close */
+  tlc__serial_drain_close(d);
+  tlc_dial_sync(d);
+  dump_stats(d);
+  tlc_wiring_close(a->wiring); /* seals segments, says goodbye to subscribers */
+  a->wiring = NULL;
+  tlc_sd_watchdog_stop();
+  uv_close((uv_handle_t *)&a->tick, NULL);
+  uv_close((uv_handle_t *)&a->sig_hup, NULL);
+  uv_close((uv_handle_t *)&a->sig_term, NULL);
+  uv_close((uv_handle_t *)&a->sig_int, NULL);
+  uv_close((uv_handle_t *)&a->sig_usr1, NULL);
+#ifdef TLCAP_TESTING
+  uv_close((uv_handle_t *)&a->sig_usr2, NULL);
+#endif
+}
+
+static void reload(app_t *a) {
+  tlc_daemon_t *d = &a->d;
+  tlc_config_t nc;
+  char err[600] = "", msg[700];
+  int r;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+           (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000);
+  tlc_sd_notify(msg);
+  r = tlc_config_build(&nc, &d->cli, err, sizeof(err));
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload rejected, keeping the running configuration: %s",
+            err);
+    send_status(a);
+    tlc_sd_notify("READY=1");
+    return;
+  }
+  tlc_config_fini(&d->cfg);
+  d->cfg = nc;
+  apply_log_settings(&d->cfg);
+  compute_max_conns(d);
+  tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
+  tlc_dial_sync(d);
+  tlc_serial_sync(d);
+  tlc_wiring_reload(a->wiring);
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
+          tlc_listen_count(d), d->targets.n);
+  send_status(a);
+  tlc_sd_notify("READY=1");
+}
+
+static void signal_cb(uv_signal_t *s, int signum) {
+  app_t *a = s->data;
+  switch (signum) {
+  case SIGHUP:
+    if (!a->d.stopping)
+      reload(a);
+    break;
+  case SIGUSR1:
+    dump_stats(&a->d);
+    break;
+#ifdef TLCAP_TESTING
+  case SIGUSR2: {
+    /* Test hook (RELIABILITY T35): block the loop thread for 3 s, as a stall would. */
+    struct timespec ts = { 3, 0 };
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN, "test hook: stalling the loop for 3 s");
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+      ;
+    break;
+  }
+#endif
+  default:
+    shutdown_begin(a, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+}
+
+static int start_signal(app_t *a, uv_signal_t *s, int signum) {
+  int r = uv_signal_init(a->d.loop, s);
+  if (r != 0)
+    return r;
+  s->data = a;
+  return uv_signal_start(s, signal_cb, signum);
+}
+
+static void fail_status(const char *what, int err) {
+  char msg[400];
+  snprintf(msg, sizeof(msg), "STATUS=start-up failed: %s\nERRNO=%d", what, err < 0 ? -err : err);
+  tlc_sd_notify(msg);
+}
+
+/* ---- main ---- */
+
+int main(int argc, char **argv) {
+  app_t *a = &A;
+  tlc_daemon_t *d = &a->d;
+  uv_loop_t loop;
+  char err[600] = "";
+  int r;
+
+  if (argc >= 2 && strcmp(argv[1], "replay") == 0) {
+#ifdef TLC_NO_REPLAY
+    fputs("tlcapd: this build has no replay (configured with TLC_WITH_REPLAY=OFF)\n", stderr);
+    return 2;
+#else
+    return tlc_replay_main(argc - 1, argv + 1);
+#endif
+  }
+
+  /* Before libuv allocates anything: every allocation goes through tlc_malloc. */
+  uv_replace_allocator(tlc_malloc, tlc_realloc, tlc_calloc, tlc_free);
+  signal(SIGPIPE, SIG_IGN); /* EPIPE is an error code, never a signal (R12) */
+
+  memset(a, 0, sizeof(*a));
+  r = tlc_cli_parse(&d->cli, argc, argv, err, sizeof(err));
+  if (r == 1)
+    return 0;
+  if (r != 0) {
+    fprintf(stderr, "tlcapd: %s\n(try tlcapd --help)\n", err);
+    return 2;
+  }
+  r = tlc_config_build(&d->cfg, &d->cli, err, sizeof(err));
+  if (r != 0) {
+    fprintf(stderr, "tlcapd: %s\n", err);
+    return 2;
+  }
+  if (d->cli.check_only) {
+    printf("configuration OK: %zu sources\n", d->cfg.nsrc);
+    tlc_config_fini(&d->cfg);
+    return 0;
+  }
+  tlc_log_init();
+  apply_log_settings(&d->cfg);
+  srand((unsigned)getpid() ^ (unsigned)time(NULL));
+
+  r = uv_loop_init(&loop);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "event loop: %s", uv_strerror(r));
+    return 1;
+  }
+  d->loop = &loop;
+  a->exit_code = 0;
+  d->rbuf_len = d->cfg.read_buffer;
+  d->rbuf = tlc_malloc(d->rbuf_len);
+  if (d->rbuf == NULL) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "out of memory");
+    return 1;
+  }
+  tlc_targets_init(&d->targets, d->cfg.max_targets);
+  tlc_provider_init(&a->provider, &d->targets, NULL, NULL);
+  compute_max_conns(d);
+
+  /* Storage first (crash recovery before anything is accepted), then subscribers. */
+  r = tlc_wiring_start(&a->wiring, d, &a->provider);
+  if (r != 0) {
+    fail_status("storage or subscriber server failed (see log)", r);
+    a->exit_code = 1;
+    goto stop;
+  }
+  r = tlc_listen_adopt(d);
+  if (r != 0) {
+    fail_status("socket activation: an inherited socket is unusable (see log)", r);
+    a->exit_code = 1;
+    goto stop;
+  }
+  r = tlc_listen_sync(d);
+  if (r != 0) {
+    fail_status("cannot listen (see log)", r);
+    a->exit_code = 1;
+    goto stop;
+  }
+  tlc_dial_sync(d);
+  tlc_serial_sync(d);
+
+  if ((r = start_signal(a, &a->sig_hup, SIGHUP)) != 0 ||
+      (r = start_signal(a, &a->sig_term, SIGTERM)) != 0 ||
+      (r = start_signal(a, &a->sig_int, SIGINT)) != 0 ||
+      (r = start_signal(a, &a->sig_usr1, SIGUSR1)) != 0
+#ifdef TLCAP_TESTING
+      || (r = start_signal(a, &a->sig_usr2, SIGUSR2)) != 0
+#endif
+  ) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "signals: %s", uv_strerror(r));
+    a->exit_code = 1;
+    goto stop;
+  }
+  uv_timer_init(&loop, &a->tick);
+  a->tick.data = a;
+  uv_timer_start(&a->tick, tick_cb, TICK_MS, TICK_MS);
+  r = tlc_sd_watchdog_start(&loop);
+  if (r < 0)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN, "watchdog: %s", uv_strerror(r));
+
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN,
+          "tlcapd ready: %zu listeners, %zu targets, max %zu connections, state dir %s%s",
+          tlc_listen_count(d), d->targets.n, d->max_conns, d->cfg.state_dir,
+          d->cfg.store ? "" : " (storage off)");
+  a->last_status = uv_now(&loop);
+  send_status(a);
+  tlc_sd_notify("READY=1"); /* listeners accept from here on */
+
+  uv_run(&loop, UV_RUN_DEFAULT);
+  goto done;
+
+stop:
+  /* Start-up failed: close what was started. */
+  d->stopping = 1;
+  tlc_listen_sync(d);
+  tlc__conns_drain_close(d);
+  tlc__serial_drain_close(d);
+  tlc_dial_sync(d);
+  tlc_wiring_close(a->wiring);
+  a->wiring = NULL;
+  uv_walk(&loop, close_walk_cb, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+
+done:
+  tlc_targets_fini(&d->targets);
+  tlc_free(d->rbuf);
+  r = uv_loop_close(&loop);
+  if (r != 0) {
+    /* Every handle should be closed by now; say which were not, then close them. */
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN, "handles left open at exit: %s", uv_strerror(r));
+#ifdef TLCAP_TESTING
+    if (a->exit_code == 0)
+      a->exit_code = 3; /* test builds: a handle left open fails the test */
+#endif
+    uv_walk(&loop, close_walk_cb, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&loop);
+  }
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "exit %d", a->exit_code);
+  tlc_log_flush(1);
+  tlc_config_fini(&d->cfg);
+  return a->exit_code;
+}

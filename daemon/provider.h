@@ -1,0 +1,73 @@
+/* provider.h - what the subscriber server (pubsub) sees of the targets.
+ *
+ * pubsub never touches tlc_target_t: it asks a tlc_ps_provider_t, which the daemon builds over
+ * its target registry (provider.c, tlc_provider_init). Target indexes are stable for the
+ * daemon's life (targets are never removed while it runs), so an index found once stays valid.
+ *
+ * Every callback runs on the loop thread and returns promptly (no I/O). Strings returned in
+ * tlc_ps_target_info_t stay valid until the next return to the event loop.
+ *
+ * Target events and live event batches reach pubsub through the observer interface of
+ * target.h (tlc_targets_observe), not through this table.
+ */
+#ifndef TLC_PROVIDER_H
+#define TLC_PROVIDER_H
+
+#include "engine.h"
+#include "mapping.h"
+#include "stats.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlc_ps_target_info {
+  const char *name;
+  tlc_format_t format;
+  int connected;
+  const char *peer; /* "ip:port", device path or "" */
+  tlc_counters_t counters;
+  uint64_t connections, reconnects, gaps, decode_errors;
+  int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+} tlc_ps_target_info_t;
+
+typedef struct tlc_ps_provider {
+  /* Number of targets; indexes are 0..count-1. */
+  size_t (*count)(void *ud);
+  /* Fills *out for target `index`. 0 or TLC_ERANGE. */
+  int (*info)(void *ud, size_t index, tlc_ps_target_info_t *out);
+  /* Index of the target called `name`. 0 or TLC_ERANGE. */
+  int (*find)(void *ud, const char *name, size_t *index);
+  /* Statistics snapshot into `t` (tlc_table_init'ed by the caller), counters filled too. */
+  int (*snapshot)(void *ud, size_t index, tlc_table_t *t, const tlc_snap_opts_t *so);
+  /* Names for exports; NULL when the target has no mapping. */
+  const tlc_mapping_t *(*mapping)(void *ud, size_t index);
+  /* Storage rotate; TLC_EINVAL if no store. */
+  int (*rotate)(void *ud, size_t index);
+  /* Replace the target's mapping from a Text1 or XML export in buf[0..len); on error the old
+   * one stays and err gets the reason (with line). */
+  int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
+                      size_t errlen);
+  void *ud;
+} tlc_ps_provider_t;
+
+struct tlc_targets;
+
+/* Storage's rotate hook for the provider: rotates target `t`'s segment, 0 or negative. */
+typedef int (*tlc_provider_rotate_fn)(void *ud, void *target);
+
+/* The provider over a registry: embed it where it lives as long as the pubsub server; pass
+ * &p->ps to pubsub. */
+typedef struct tlc_provider {
+  tlc_ps_provider_t ps; /* ps.ud points back to this struct */
+  struct tlc_targets *reg;
+  tlc_provider_rotate_fn rotate;
+  void *rotate_ud;
+} tlc_provider_t;
+
+/* Fills `p` with callbacks over registry `r`. `rotate` (may be NULL: rotate answers
+ * TLC_EINVAL) is called with `rotate_ud` and the tlc_target_t *. */
+void tlc_provider_init(tlc_provider_t *p, struct tlc_targets *r, tlc_provider_rotate_fn rotate,
+                       void *rotate_ud);
+
+#endif

@@ -1,0 +1,153 @@
+/* sources.h - the daemon context and the ingest sources: TCP listen, TCP dial, serial.
+ *
+ * tlc_daemon_t ties the loop, the current configuration, the target registry and the running
+ * sources together. Each source kind keeps a list of running objects that tlc_*_sync()
+ * reconciles with d->cfg by name (start at launch, SIGHUP add/remove/change, shutdown with an
+ * empty configuration):
+ *   - same name and same address/format/device settings: kept untouched (its connections and
+ *     targets carry on; per-target settings apply to targets created from then on);
+ *   - changed address, format or line settings: stopped and started again (re-bound, re-dialled,
+ *     re-opened) - targets and their statistics are kept, since they live in the registry;
+ *   - removed: stopped. A removed listener's accepted connections stay open until their peers
+ *     close them (they belong to targets, not to the listener).
+ *
+ * TCP connections (tlc_conn_t) are shared by listen and dial. Reading never buffers beyond one
+ * shared read buffer: received bytes are decoded synchronously in the read callback, so a slow,
+ * silent or broken target costs only its own socket buffer and decoder carry.
+ *
+ * Everything runs on the loop thread.
+ */
+#ifndef TLC_SOURCES_H
+#define TLC_SOURCES_H
+
+#include "config.h"
+#include "target.h"
+
+#include <uv.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TLC_PREAMBLE_MAX    256 /* "TLCAP/1 target=<name> format=<fmt>\n", at most */
+#define TLC_CONN_SUFFIX_MAX 64  /* "#2".."#64": simultaneous connections per name */
+
+typedef struct tlc_daemon tlc_daemon_t;
+typedef struct tlc_listener tlc_listener_t;
+typedef struct tlc_dialer tlc_dialer_t;
+typedef struct tlc_serial tlc_serial_t;
+typedef struct tlc_conn tlc_conn_t;
+
+/* Daemon-wide ingest counters (shown in STATUS and the stats dump). */
+typedef struct tlc_ingest_stats {
+  uint64_t accepted;        /* TCP connections accepted */
+  uint64_t refused_limit;   /* closed at once: max_connections reached */
+  uint64_t refused_target;  /* closed: no target (cap, bad name, format clash, too many #N) */
+  uint64_t accept_errors;   /* accept failures (EMFILE, ENFILE, ...) */
+  uint64_t accept_pauses;   /* times accepting was paused after fd exhaustion */
+  uint64_t preamble_errors; /* malformed TLCAP/1 lines */
+  uint64_t closed_decode;   /* closed after a strict decode error */
+  uint64_t closed_deadline; /* closed by the partial-record (or preamble) deadline */
+  uint64_t closed_idle;     /* closed by the idle timeout */
+  uint64_t closed_eof;      /* peer half-closed: closed after processing */
+  uint64_t closed_reset;    /* ECONNRESET/EPIPE/other read errors */
+  uint64_t dial_attempts, dial_failures;
+  uint64_t serial_opens, serial_failures, serial_unplugs;
+} tlc_ingest_stats_t;
+
+struct tlc_conn {
+  tlc_daemon_t *d;
+  uv_tcp_t h;
+  uv_connect_t creq;       /* dial only */
+  tlc_conn_t *prev, *next; /* d->conns */
+  tlc_dialer_t *dialer;    /* dial: owner (NULL once the dialer let go); listen: NULL */
+  char src_name[TLC_TARGET_NAME_MAX + 1]; /* listener or dialer name */
+  tlc_format_t src_format;
+  char peer[TLC_PEER_MAX]; /* "ip:port" */
+  char peer_ip[64];
+  tlc_target_t *target; /* NULL until the preamble (or its absence) is settled */
+  int preamble_done;
+  char pre[TLC_PREAMBLE_MAX];
+  size_t prelen;
+  uint64_t last_rx; /* uv_now of the last byte received */
+  uint64_t since;   /* uv_now at accept/connect */
+  int counted;      /* counted in d->nconns */
+  int closing;
+};
+
+struct tlc_daemon {
+  uv_loop_t *loop;
+  tlc_cli_t cli;
+  tlc_config_t cfg;
+  tlc_targets_t targets;
+  tlc_listener_t *listeners;
+  tlc_dialer_t *dialers;
+  tlc_serial_t *serials;
+  tlc_conn_t *conns;
+  size_t nconns;
+  size_t max_conns; /* effective cap (config or RLIMIT_NOFILE - reserve) */
+  uint8_t *rbuf;    /* shared read buffer (loop thread only) */
+  size_t rbuf_len;
+  uv_timer_t sweep; /* deadlines */
+  int stopping;
+  tlc_ingest_stats_t st;
+};
+
+/* ---- TCP listen (src_tcp.c) ---- */
+
+/* Adopts inherited sockets (socket activation) as listeners, in this order: an fd named like a
+ * configured [listen NAME] becomes that listener; else an fd bound to the address of a
+ * configured listener becomes it; else an fd whose name is a format ("bin11") or ends in
+ * "-FORMAT" ("ingest-bin11") becomes a listener of that name and format. Returns 0, or a negative
+ * error after logging which fd is wrong (a non-stream or non-listening socket, or one that matches
+ * nothing) - the caller must then fail start-up. fds named "serve"/"subscribe" are left for pubsub.
+ */
+int tlc_listen_adopt(tlc_daemon_t *d);
+
+/* Reconciles running listeners with d->cfg (see above). Returns 0, or the first bind error
+ * (the other listeners are still applied; the error is logged naming listener and address). */
+int tlc_listen_sync(tlc_daemon_t *d);
+
+/* Number of running listeners. */
+size_t tlc_listen_count(const tlc_daemon_t *d);
+
+/* Starts reading on a connected TCP handle (accepted or dialled). For dial, `fixed` is the
+ * target to attach (a preamble, if sent, is consumed and its name ignored). Called by src_dial. */
+void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed);
+
+/* Closes a connection: detaches its target with `reason`, removes it from d->conns, closes the
+ * handle; memory is freed in the close callback, which also tells a dialer. */
+void tlc__conn_close(tlc_conn_t *c, const char *reason);
+
+/* Called by the sweep timer: closes connections past their deadlines. */
+void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now);
+
+/* Shutdown: reads what the kernel already holds on every connection (non-blocking), feeds it,
+ * then closes all connections. */
+void tlc__conns_drain_close(tlc_daemon_t *d);
+
+/* ---- TCP dial (src_dial.c) ---- */
+
+/* Reconciles running dialers with d->cfg. Returns 0 (failures to reach a probe are retried
+ * with backoff, never an error). */
+int tlc_dial_sync(tlc_daemon_t *d);
+/* The dialer's connection closed (called from the conn close path). */
+void tlc__dial_conn_closed(tlc_dialer_t *dl, int had_data);
+
+/* ---- serial (src_serial.c) ---- */
+
+/* Reconciles running serial ports with d->cfg. Returns 0 (an absent device is retried). */
+int tlc_serial_sync(tlc_daemon_t *d);
+/* Shutdown: reads what the tty holds (non-blocking) and closes every port. */
+void tlc__serial_drain_close(tlc_daemon_t *d);
+
+/* ---- helpers shared by the sources (src_tcp.c) ---- */
+
+/* Next reconnect delay: doubles `*cur` (starting at backoff_min, capped at backoff_max) and
+ * returns it with +-25% jitter. */
+uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur);
+
+/* Target creation settings for `name` coming from source (kind, src_name). */
+void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
+                      tlc_format_t format, tlc_target_conf_t *out);
+
+#endif

@@ -1,0 +1,772 @@
+/* src_tcp.c - TCP listeners and the TCP connection pipeline shared with dial.
+ *
+ * Accept path: a connection beyond max_connections (or during shutdown) is accepted and closed
+ * at once (counted: refused promptly, never left in the backlog). fd exhaustion: libuv's
+ * reserve-fd trick accepts and closes what it cannot serve; if accept still fails with
+ * EMFILE/ENFILE, the listener is paused for a second - its uv handle is closed while a
+ * duplicate of the listening socket (made at start, so it exists when fds are short) keeps the
+ * port bound and the backlog queueing - and then resumed from that duplicate. No busy loop.
+ *
+ * Read path: libuv reads into the daemon's one shared buffer; the bytes are decoded before the
+ * callback returns (tlc_target_feed), so nothing is buffered per connection beyond the
+ * preamble (<= 256 bytes) and the decoder's carry (one record/block, capped by max_block).
+ *
+ * Preamble: while the first 8 bytes match "TLCAP/1 ", bytes are held until '\n' (at most
+ * TLC_PREAMBLE_MAX); the line names the target and format. Anything else means no preamble,
+ * and the held bytes are fed as data. Naming: "<listener>@<peer IP>"; if that target already
+ * has a connection, "#2", "#3", ... up to "#64" (then the connection is refused).
+ *
+ * Deadlines (sweep timer): a connection holding a partial record or an unfinished preamble for
+ * partial_timeout is closed (slowloris); with idle_timeout, any connection silent that long.
+ *
+ * Closing: EOF (half-close) -> everything received is already processed -> close (a truncated
+ * tail is counted by tlc_target_detach). ECONNRESET/EPIPE are ordinary disconnects. A strict
+ * decode error closes only that connection; the target keeps its statistics.
+ */
+#include "sources.h"
+
+#include "log.h"
+#include "sdnotify.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PAUSE_MS  1000
+#define DRAIN_CAP (64u << 20) /* bytes read per connection at shutdown */
+
+struct tlc_listener {
+  tlc_daemon_t *d;
+  tlc_listener_t *next;
+  tlc_cfg_source_t cfg; /* name, format, address as started */
+  uv_tcp_t *h;          /* NULL while paused */
+  uv_timer_t *resume;   /* while paused */
+  int spare_fd;         /* dup of the listening socket, -1 if none */
+  int inherited;
+  char bound[TLC_PEER_MAX];
+};
+
+static void free_cb(uv_handle_t *h) {
+  tlc_free(h);
+}
+
+/* ---- helpers ---- */
+
+uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur) {
+  uint64_t b = *cur == 0 ? d->cfg.backoff_min_ms : *cur * 2;
+  uint64_t j;
+  if (b > d->cfg.backoff_max_ms)
+    b = d->cfg.backoff_max_ms;
+  *cur = b;
+  /* +-25% jitter, so that many targets do not reconnect in lockstep. */
+  j = b / 2 > 0 ? (uint64_t)rand() % (b / 2 + 1) : 0;
+  return b - b / 4 + j;
+}
+
+void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
+                      tlc_format_t format, tlc_target_conf_t *out) {
+  const tlc_cfg_source_t *src = tlc_config_find_source(&d->cfg, kind, src_name);
+  tlc_config_target_conf(&d->cfg, src, name, format, kind == TLC_SRC_SERIAL, out);
+}
+
+static void addr_text(const struct sockaddr *sa, char *ip, size_t iplen, char *full,
+                      size_t fulllen) {
+  int port = 0;
+  ip[0] = '\0';
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)sa;
+    uv_ip4_name(a, ip, iplen);
+    port = ntohs(a->sin_port);
+    snprintf(full, fulllen, "%s:%d", ip, port);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)sa;
+    uv_ip6_name(a, ip, iplen);
+    port = ntohs(a->sin6_port);
+    snprintf(full, fulllen, "[%s]:%d", ip, port);
+  } else {
+    snprintf(ip, iplen, "?");
+    snprintf(full, fulllen, "?");
+  }
+}
+
+/* ---- connections ---- */
+
+static void conn_link(tlc_daemon_t *d, tlc_conn_t *c) {
+  c->prev = NULL;
+  c->next = d->conns;
+  if (d->conns != NULL)
+    d->conns->prev = c;
+  d->conns = c;
+  d->nconns++;
+  c->counted = 1;
+}
+
+static void conn_unlink(tlc_daemon_t *d, tlc_conn_t *c) {
+  if (!c->counted)
+    return;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    d->conns = c->next;
+  if (c->next != NULL)
+    c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  d->nconns--;
+  c->counted = 0;
+}
+
+static void conn_close_cb(uv_handle_t *h) {
+  tlc_conn_t *c = h->data;
+  if (c->dialer != NULL)
+    tlc__dial_conn_closed(c->dialer, c->last_rx != 0);
+  tlc_free(c);
+}
+
+void tlc__conn_close(tlc_conn_t *c, const char *reason) {
+  if (c->closing)
+    return;
+  c->closing = 1;
+  if (c->target != NULL && c->target->source == c)
+    tlc_target_detach(c->target, reason);
+  c->target = NULL;
+  conn_unlink(c->d, c);
+  uv_close((uv_handle_t *)&c->h, conn_close_cb);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  tlc_conn_t *c = h->data;
+  (void)suggested;
+  /* One buffer for every connection: the bytes are consumed before the read callback returns. */
+  buf->base = (char *)c->d->rbuf;
+  buf->len = c->d->rbuf_len;
+}
+
+/* Binds a connection to its target: preamble name or "<src>@<ip>", "#N" when taken. */
+static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
+  tlc_daemon_t *d = c->d;
+  char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
+  int n;
+  if (name != NULL)
+    n = snprintf(base, sizeof(base), "%s", name);
+  else
+    n = snprintf(base, sizeof(base), "%s@%s", c->src_name, c->peer_ip);
+  if (n < 0 || (size_t)n > d->cfg.max_name) {
+    d->targets.refused_name++;
+    d->st.refused_target++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "connection %s on %s: target name \"%.64s...\" longer than max_name %zu; closing",
+            c->peer, c->src_name, base, d->cfg.max_name);
+    return TLC_ELIMIT;
+  }
+  for (int k = 1; k <= TLC_CONN_SUFFIX_MAX; k++) {
+    tlc_target_t *t;
+    tlc_target_conf_t conf;
+    int r;
+    if (k == 1)
+      snprintf(nm, sizeof(nm), "%s", base);
+    else
+      snprintf(nm, sizeof(nm), "%s#%d", base, k);
+    if (strlen(nm) > d->cfg.max_name) {
+      d->targets.refused_name++;
+      break;
+    }
+    t = tlc_targets_find(&d->targets, nm);
+    if (t != NULL && t->connected)
+      continue;
+    tlc__target_conf(d, TLC_SRC_LISTEN, c->src_name, nm, fmt, &conf);
+    r = tlc_targets_get(&d->targets, nm, TLC_SRC_LISTEN, &conf, &t);
+    if (r == TLC_EINVAL && t != NULL) {
+      d->st.refused_target++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+              "connection %s on %s: target %s exists with format %s, stream says %s; closing",
+              c->peer, c->src_name, nm, tlc_format_name(t->format), tlc_format_name(fmt));
+      return r;
+    }
+    if (r != 0) {
+      d->st.refused_target++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: cannot create target %s: %s",
+              c->peer, c->src_name, nm, r == TLC_ELIMIT ? "max_targets reached" : tlc_strerror(r));
+      return r;
+    }
+    c->target = t;
+    return tlc_target_attach(t, c, c->peer);
+  }
+  d->st.refused_target++;
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+          "connection %s on %s: too many simultaneous connections for target %s; closing", c->peer,
+          c->src_name, base);
+  return TLC_ELIMIT;
+}
+
+/* Parses "TLCAP/1 target=NAME format=FMT". Returns 0 or -1 with why. */
+static int parse_preamble(char *line, char **name, tlc_format_t *fmt, char *why, size_t wl) {
+  char *save = NULL;
+  char *tok = strtok_r(line, " ", &save); /* "TLCAP/1" */
+  *name = NULL;
+  for (tok = strtok_r(NULL, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
+    if (strncmp(tok, "target=", 7) == 0) {
+      *name = tok + 7;
+    } else if (strncmp(tok, "format=", 7) == 0) {
+      *fmt = tlc_format_parse(tok + 7);
+      if (*fmt == TLC_FMT_NONE) {
+        snprintf(why, wl, "unknown format \"%.32s\"", tok + 7);
+        return -1;
+      }
+    }
+    /* other keys: ignored, for later protocol versions */
+  }
+  return 0;
+}
+
+/* Feeds bytes to the bound target; closes the connection on a decode error. Returns 0 while
+ * the connection lives. */
+static int conn_feed(tlc_conn_t *c, const uint8_t *p, size_t n) {
+  int r;
+  if (n == 0)
+    return 0;
+  r = tlc_target_feed(c->target, p, n);
+  if (r != 0) {
+    c->d->st.closed_decode++;
+    tlc__conn_close(c, "decode error");
+    return -1;
+  }
+  return 0;
+}
+
+/* Settles the preamble (or its absence) with the bytes held, then feeds the rest of the held
+ * bytes. Returns 0 while the connection lives. */
+static int conn_settle(tlc_conn_t *c, int at_eof) {
+  static const char magic[] = "TLCAP/1 ";
+  size_t m = c->prelen < 8 ? c->prelen : 8;
+  char *nl;
+  if (memcmp(c->pre, magic, m) != 0 || (at_eof && c->prelen < 8)) {
+    c->preamble_done = 1;
+    if (c->target == NULL && conn_bind(c, NULL, c->src_format) != 0) {
+      tlc__conn_close(c, "refused");
+      return -1;
+    }
+    return conn_feed(c, (const uint8_t *)c->pre, c->prelen);
+  }
+  if (c->prelen < 8)
+    return 0;
+  nl = memchr(c->pre, '\n', c->prelen);
+  if (nl == NULL) {
+    if (c->prelen < sizeof(c->pre) && !at_eof)
+      return 0;
+    c->d->st.preamble_errors++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: preamble line %s; closing", c->peer,
+            c->src_name, at_eof ? "cut short by end of stream" : "longer than 256 bytes");
+    tlc__conn_close(c, "bad preamble");
+    return -1;
+  }
+  {
+    char line[TLC_PREAMBLE_MAX + 1], why[96] = "";
+    size_t ll = (size_t)(nl - c->pre);
+    char *name = NULL;
+    tlc_format_t fmt = c->src_format;
+    memcpy(line, c->pre, ll);
+    line[ll] = '\0';
+    if (ll > 0 && line[ll - 1] == '\r')
+      line[ll - 1] = '\0';
+    if (parse_preamble(line, &name, &fmt, why, sizeof(why)) != 0 ||
+        (name != NULL && tlc_target_name_check(name, c->d->cfg.max_name) != 0)) {
+      if (why[0] == '\0')
+        snprintf(why, sizeof(why),
+                 "invalid target name (1..%zu of A-Z a-z 0-9 . _ - @ : # + = [ ])",
+                 c->d->cfg.max_name);
+      c->d->st.preamble_errors++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: bad preamble: %s; closing", c->peer,
+              c->src_name, why);
+      tlc__conn_close(c, "bad preamble");
+      return -1;
+    }
+    c->preamble_done = 1;
+    if (c->target == NULL) {
+      if (conn_bind(c, name, fmt) != 0) {
+        tlc__conn_close(c, "refused");
+        return -1;
+      }
+    } else if (name != NULL && strcmp(name, c->target->name) != 0) {
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_DIAL,
+              "target %s (%s): preamble names \"%s\"; keeping the configured name", c->target->name,
+              c->peer, name);
+    }
+    return conn_feed(c, (const uint8_t *)nl + 1, c->prelen - ll - 1);
+  }
+}
+
+/* All received bytes go through here (read callback and shutdown drain). */
+static int conn_process(tlc_conn_t *c, const uint8_t *p, size_t n) {
+  if (!c->preamble_done) {
+    size_t take = sizeof(c->pre) - c->prelen;
+    if (take > n)
+      take = n;
+    memcpy(c->pre + c->prelen, p, take);
+    c->prelen += take;
+    p += take;
+    n -= take;
+    if (conn_settle(c, 0) != 0)
+      return -1;
+    if (!c->preamble_done)
+      return 0; /* n == 0 here: a full buffer always settles */
+  }
+  return conn_feed(c, p, n);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  tlc_conn_t *c = s->data;
+  tlc_daemon_t *d = c->d;
+  if (c->closing)
+    return;
+  if (nread > 0) {
+    c->last_rx = uv_now(d->loop);
+    conn_process(c, (const uint8_t *)buf->base, (size_t)nread);
+    return;
+  }
+  if (nread == 0)
+    return;
+  if (nread == UV_EOF) {
+    if (!c->preamble_done && c->prelen > 0 && conn_settle(c, 1) != 0)
+      return;
+    d->st.closed_eof++;
+    TLC_LOGD(TLC_LOGC_TCP, "connection %s on %s: end of stream", c->peer, c->src_name);
+    tlc__conn_close(c, "end of stream");
+    return;
+  }
+  d->st.closed_reset++;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "connection %s on %s (target %s): %s", c->peer, c->src_name,
+          c->target != NULL ? c->target->name : "-", uv_strerror((int)nread));
+  tlc__conn_close(c, uv_strerror((int)nread));
+}
+
+void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  int r;
+  c->h.data = c;
+  c->since = uv_now(c->d->loop);
+  if (uv_tcp_getpeername(&c->h, (struct sockaddr *)&ss, &len) == 0)
+    addr_text((struct sockaddr *)&ss, c->peer_ip, sizeof(c->peer_ip), c->peer, sizeof(c->peer));
+  else {
+    snprintf(c->peer_ip, sizeof(c->peer_ip), "unknown");
+    snprintf(c->peer, sizeof(c->peer), "unknown");
+  }
+  if (!c->counted)
+    conn_link(c->d, c);
+  (void)uv_tcp_keepalive(&c->h, 1, 60);
+  if (fixed != NULL) {
+    c->target = fixed;
+    if (tlc_target_attach(fixed, c, c->peer) != 0) {
+      tlc__conn_close(c, "target busy");
+      return;
+    }
+  }
+  r = uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb);
+  if (r != 0) {
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: read: %s", c->peer, c->src_name,
+            uv_strerror(r));
+    tlc__conn_close(c, uv_strerror(r));
+  }
+}
+
+void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
+  tlc_conn_t *c, *next;
+  for (c = d->conns; c != NULL; c = next) {
+    uint64_t last = c->last_rx != 0 ? c->last_rx : c->since;
+    next = c->next;
+    if (c->closing)
+      continue;
+    if (d->cfg.partial_timeout_ms > 0 && now - last >= d->cfg.partial_timeout_ms &&
+        ((!c->preamble_done && c->prelen > 0) ||
+         (c->target != NULL && tlc_target_pending(c->target) > 0))) {
+      d->st.closed_deadline++;
+      if (c->target != NULL)
+        c->target->deadline_closes++;
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TCP,
+              "connection %s on %s (target %s): idle %" PRIu64 " ms inside a record; closing",
+              c->peer, c->src_name, c->target != NULL ? c->target->name : "-", now - last);
+      tlc__conn_close(c, "partial-record deadline");
+      continue;
+    }
+    if (d->cfg.idle_timeout_ms > 0 && now - last >= d->cfg.idle_timeout_ms) {
+      d->st.closed_idle++;
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TCP,
+              "connection %s on %s (target %s): idle %" PRIu64 " ms; closing", c->peer, c->src_name,
+              c->target != NULL ? c->target->name : "-", now - last);
+      tlc__conn_close(c, "idle timeout");
+    }
+  }
+}
+
+void tlc__conns_drain_close(tlc_daemon_t *d) {
+  tlc_conn_t *c, *next;
+  for (c = d->conns; c != NULL; c = next) {
+    uv_os_fd_t fd;
+    size_t total = 0;
+    next = c->next;
+    if (c->closing)
+      continue;
+    uv_read_stop((uv_stream_t *)&c->h);
+    if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0) {
+      while (total < DRAIN_CAP && !c->closing) {
+        ssize_t r = recv(fd, d->rbuf, d->rbuf_len, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+          continue;
+        if (r <= 0)
+          break;
+        total += (size_t)r;
+        if (conn_process(c, d->rbuf, (size_t)r) != 0)
+          break;
+      }
+      if (!c->closing && !c->preamble_done && c->prelen > 0)
+        (void)conn_settle(c, 1);
+    }
+    /* `next` was taken before: processing may have closed (and unlinked) c. */
+    if (!c->closing)
+      tlc__conn_close(c, "daemon shutting down");
+  }
+}
+
+/* ---- listeners ---- */
+
+static void on_connection(uv_stream_t *s, int status);
+
+static void listener_pause(tlc_listener_t *l);
+
+static void resume_cb(uv_timer_t *t) {
+  tlc_listener_t *l = t->data;
+  tlc_daemon_t *d = l->d;
+  uv_tcp_t *h;
+  int fd, r;
+  if (l->h != NULL || l->spare_fd < 0)
+    return;
+  fd = dup(l->spare_fd); /* keep a spare for the next pause */
+  if (fd < 0) {
+    uv_timer_start(t, resume_cb, PAUSE_MS, 0);
+    return;
+  }
+  h = tlc_malloc(sizeof(*h));
+  if (h == NULL || uv_tcp_init(d->loop, h) != 0) {
+    tlc_free(h);
+    close(fd);
+    uv_timer_start(t, resume_cb, PAUSE_MS, 0);
+    return;
+  }
+  h->data = l;
+  r = uv_tcp_open(h, fd);
+  if (r == 0)
+    r = uv_listen((uv_stream_t *)h, 511, on_connection);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP, "listener %s (%s): resume failed: %s", l->cfg.name, l->bound,
+            uv_strerror(r));
+    uv_close((uv_handle_t *)h, free_cb);
+    uv_timer_start(t, resume_cb, PAUSE_MS, 0);
+    return;
+  }
+  l->h = h;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TCP, "listener %s (%s): accepting again", l->cfg.name, l->bound);
+}
+
+static void listener_pause(tlc_listener_t *l) {
+  if (l->h == NULL || l->spare_fd < 0 || l->resume == NULL)
+    return; /* without a spare, libuv's reserve-fd trick is all there is */
+  l->d->st.accept_pauses++;
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+          "listener %s (%s): out of file descriptors; not accepting for %d ms", l->cfg.name,
+          l->bound, PAUSE_MS);
+  uv_close((uv_handle_t *)l->h, free_cb);
+  l->h = NULL;
+  uv_timer_start(l->resume, resume_cb, PAUSE_MS, 0);
+}
+
+static void on_connection(uv_stream_t *s, int status) {
+  tlc_listener_t *l = s->data;
+  tlc_daemon_t *d = l->d;
+  tlc_conn_t *c;
+  int r;
+  if (status < 0) {
+    d->st.accept_errors++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "listener %s (%s): accept: %s", l->cfg.name, l->bound,
+            uv_strerror(status));
+    if (status == UV_EMFILE || status == UV_ENFILE || status == UV_ENOBUFS || status == UV_ENOMEM)
+      listener_pause(l);
+    return;
+  }
+  c = tlc_calloc(1, sizeof(*c));
+  if (c == NULL) {
+    /* Not accepting leaves the connection queued and libuv stops polling this listener; pause
+     * so that it is retried instead of stuck. */
+    listener_pause(l);
+    return;
+  }
+  c->d = d;
+  c->h.data = c;
+  snprintf(c->src_name, sizeof(c->src_name), "%s", l->cfg.name);
+  c->src_format = l->cfg.format;
+  uv_tcp_init(d->loop, &c->h);
+  r = uv_accept(s, (uv_stream_t *)&c->h);
+  if (r != 0) {
+    d->st.accept_errors++;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->h, conn_close_cb);
+    return;
+  }
+  d->st.accepted++;
+  if (d->stopping || d->nconns >= d->max_conns) {
+    struct linger lg = { 1, 0 };
+    uv_os_fd_t fd;
+    d->st.refused_limit++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "listener %s (%s): max_connections (%zu) reached; refusing new connections",
+            l->cfg.name, l->bound, d->max_conns);
+    if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+      (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)); /* RST: refused, promptly */
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->h, conn_close_cb);
+    return;
+  }
+  tlc__conn_begin(c, NULL);
+  if (!c->closing)
+    TLC_LOGD(TLC_LOGC_TCP, "listener %s: connection from %s", l->cfg.name, c->peer);
+}
+
+static void listener_free_cb(uv_handle_t *h) {
+  tlc_listener_t *l = h->data;
+  tlc_free(h);
+  if (l->spare_fd >= 0)
+    close(l->spare_fd);
+  tlc_free(l);
+}
+
+/* Closes a listener; memory goes in the resume timer's close callback. */
+static void listener_close(tlc_listener_t *l) {
+  if (l->h != NULL) {
+    uv_close((uv_handle_t *)l->h, free_cb);
+    l->h = NULL;
+  }
+  uv_close((uv_handle_t *)l->resume, listener_free_cb);
+}
+
+static int resolve_bind(const char *host, uint16_t port, struct sockaddr_storage *ss) {
+  const char *h = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
+  if (uv_ip4_addr(h, port, (struct sockaddr_in *)ss) == 0)
+    return 0;
+  if (uv_ip6_addr(h, port, (struct sockaddr_in6 *)ss) == 0)
+    return 0;
+  return UV_EINVAL;
+}
+
+/* Creates a listener over `fd` (inherited, >= 0) or binding cfg's address (fd < 0). */
+static int listener_start(tlc_daemon_t *d, const tlc_cfg_source_t *cfg, int fd,
+                          tlc_listener_t **out) {
+  tlc_listener_t *l = tlc_calloc(1, sizeof(*l));
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  char ip[64];
+  uv_os_fd_t lfd;
+  int r;
+  if (l == NULL)
+    return TLC_ENOMEM;
+  l->d = d;
+  l->cfg = *cfg;
+  l->spare_fd = -1;
+  l->inherited = fd >= 0;
+  l->h = tlc_malloc(sizeof(*l->h));
+  l->resume = tlc_malloc(sizeof(*l->resume));
+  if (l->h == NULL || l->resume == NULL) {
+    tlc_free(l->h);
+    tlc_free(l->resume);
+    tlc_free(l);
+    return TLC_ENOMEM;
+  }
+  uv_timer_init(d->loop, l->resume);
+  l->resume->data = l;
+  uv_tcp_init(d->loop, l->h);
+  l->h->data = l;
+  if (fd >= 0) {
+    r = uv_tcp_open(l->h, fd);
+  } else {
+    r = resolve_bind(cfg->host, cfg->port, &ss);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP,
+              "listener %s: address \"%s\" is not an IP address (names are not resolved for "
+              "listening)",
+              cfg->name, cfg->host);
+      goto fail;
+    }
+    r = uv_tcp_bind(l->h, (const struct sockaddr *)&ss, 0);
+  }
+  if (r == 0)
+    r = uv_listen((uv_stream_t *)l->h, 511, on_connection);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP, "listener %s: cannot listen on %s:%u: %s", cfg->name,
+            cfg->host, cfg->port, uv_strerror(r));
+    goto fail;
+  }
+  if (uv_tcp_getsockname(l->h, (struct sockaddr *)&ss, &len) == 0)
+    addr_text((struct sockaddr *)&ss, ip, sizeof(ip), l->bound, sizeof(l->bound));
+  if (uv_fileno((uv_handle_t *)l->h, &lfd) == 0) {
+    l->spare_fd = fcntl(lfd, F_DUPFD_CLOEXEC, 0);
+  }
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s: %s on %s%s", cfg->name,
+          tlc_format_name(cfg->format), l->bound, l->inherited ? " (socket activation)" : "");
+  *out = l;
+  return 0;
+fail:
+  listener_close(l);
+  return r;
+}
+
+static int same_listen(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
+  return a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+size_t tlc_listen_count(const tlc_daemon_t *d) {
+  size_t n = 0;
+  for (const tlc_listener_t *l = d->listeners; l != NULL; l = l->next)
+    n++;
+  return n;
+}
+
+static const char *fd_name_format(const char *name, tlc_format_t *f) {
+  const char *dash = strrchr(name, '-');
+  *f = tlc_format_parse(name);
+  if (*f == TLC_FMT_NONE && dash != NULL)
+    *f = tlc_format_parse(dash + 1);
+  return name;
+}
+
+int tlc_listen_adopt(tlc_daemon_t *d) {
+  tlc_sd_fd_t *fds;
+  int n = tlc_sd_listen_fds(&fds);
+  if (n < 0)
+    return n;
+  for (int i = 0; i < n; i++) {
+    tlc_sd_fd_t *f = &fds[i];
+    char why[160];
+    const tlc_cfg_source_t *src = NULL;
+    tlc_cfg_source_t tmp;
+    tlc_listener_t *l;
+    tlc_format_t fmt;
+    int r;
+    if (strcmp(f->name, "serve") == 0 || strcmp(f->name, "subscribe") == 0)
+      continue; /* pubsub's */
+    r = tlc_sd_check_stream_listener(f->fd, 0, why, sizeof(why));
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP, "socket activation: fd %d (\"%s\"): %s", f->fd, f->name,
+              why);
+      return r;
+    }
+    src = tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, f->name);
+    if (src == NULL) {
+      /* Not a listener's name (or unnamed: "unknown", or the socket unit's name): match a
+       * configured listener by its bound address. */
+      struct sockaddr_storage ss;
+      socklen_t sl = sizeof(ss);
+      char ip[64], full[TLC_PEER_MAX];
+      if (getsockname(f->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        addr_text((struct sockaddr *)&ss, ip, sizeof(ip), full, sizeof(full));
+        for (size_t j = 0; j < d->cfg.nsrc && src == NULL; j++) {
+          const tlc_cfg_source_t *s = &d->cfg.src[j];
+          char want[TLC_PEER_MAX];
+          snprintf(want, sizeof(want), strchr(s->host, ':') ? "[%s]:%u" : "%s:%u", s->host,
+                   s->port);
+          if (s->kind == TLC_SRC_LISTEN && strcmp(want, full) == 0)
+            src = s;
+        }
+      }
+    }
+    if (src == NULL) {
+      fd_name_format(f->name, &fmt);
+      if (fmt == TLC_FMT_NONE || tlc_target_name_check(f->name, d->cfg.max_name) != 0) {
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP,
+                "socket activation: fd %d named \"%s\" matches no [listen NAME] and names no "
+                "format (use FileDescriptorName=NAME of a configured listener, or bin10, "
+                "bin11, evlog, or NAME-FORMAT)",
+                f->fd, f->name);
+        return UV_EINVAL;
+      }
+      memset(&tmp, 0, sizeof(tmp));
+      tmp.kind = TLC_SRC_LISTEN;
+      snprintf(tmp.name, sizeof(tmp.name), "%s", f->name);
+      tmp.format = fmt;
+      snprintf(tmp.origin, sizeof(tmp.origin), "socket activation");
+      src = &tmp;
+    }
+    for (l = d->listeners; l != NULL; l = l->next)
+      if (strcmp(l->cfg.name, src->name) == 0)
+        break;
+    if (l != NULL) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_TCP, "socket activation: two fds for listener %s", src->name);
+      return UV_EINVAL;
+    }
+    r = listener_start(d, src, f->fd, &l);
+    if (r != 0)
+      return r;
+    f->taken = 1;
+    l->next = d->listeners;
+    d->listeners = l;
+  }
+  return 0;
+}
+
+int tlc_listen_sync(tlc_daemon_t *d) {
+  tlc_listener_t **pp = &d->listeners;
+  int first_err = 0;
+  /* Stop what is gone or changed. */
+  while (*pp != NULL) {
+    tlc_listener_t *l = *pp;
+    const tlc_cfg_source_t *s =
+        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, l->cfg.name);
+    /* An inherited socket belongs to the socket unit: it stays for the daemon's life (a
+     * reload cannot re-create it); its settings follow a [listen NAME] of the same name. */
+    int keep = !d->stopping && (l->inherited || (s != NULL && same_listen(s, &l->cfg)));
+    if (keep) {
+      if (s != NULL) {
+        tlc_cfg_source_t c = *s;
+        if (l->inherited) {
+          snprintf(c.host, sizeof(c.host), "%s", l->cfg.host);
+          c.port = l->cfg.port;
+        }
+        l->cfg = c;
+      }
+      pp = &l->next;
+      continue;
+    }
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s (%s): %s", l->cfg.name, l->bound,
+            s == NULL ? "stopped" : "address or format changed; re-binding");
+    *pp = l->next;
+    listener_close(l);
+  }
+  if (d->stopping)
+    return 0;
+  /* Start what is new. */
+  for (size_t i = 0; i < d->cfg.nsrc; i++) {
+    const tlc_cfg_source_t *s = &d->cfg.src[i];
+    tlc_listener_t *l;
+    int r;
+    if (s->kind != TLC_SRC_LISTEN)
+      continue;
+    for (l = d->listeners; l != NULL; l = l->next)
+      if (strcmp(l->cfg.name, s->name) == 0)
+        break;
+    if (l != NULL)
+      continue;
+    r = listener_start(d, s, -1, &l);
+    if (r != 0) {
+      if (first_err == 0)
+        first_err = r;
+      continue;
+    }
+    l->next = d->listeners;
+    d->listeners = l;
+  }
+  return first_err;
+}

@@ -1,0 +1,474 @@
+/* target.c - targets and their registry: decode -> (evmap) -> engine -> observers.
+ *
+ * Invariants:
+ *  - a target is in the registry from creation to daemon shutdown; its index never changes
+ *    (pubsub's provider relies on it), so the registry only grows, up to its cap;
+ *  - at most one source is attached to a target at a time (t->source);
+ *  - every detach makes exactly one engine gap, and leaves the decoder reset for the next
+ *    stream with its counters kept.
+ *
+ * Cost: per received chunk, one tlc_dec_push per TLC_TARGET_BATCH events and one engine push
+ * per batch; events live in the registry's shared arrays (the loop thread owns them), never
+ * copied per event except by the evlog mapping step, which writes its 0..2 outputs per item.
+ *
+ * Does not: own connections (sources do), write files (the storage observer does), or remove
+ * targets at run time (a future "forget target" command would have to renumber the provider).
+ */
+#include "target.h"
+
+#include "log.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#if defined(__has_include)
+#if __has_include("evmap.h")
+#include "evmap.h"
+#define TLC_HAVE_EVMAP 1
+#endif
+#endif
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAPPING_FILE_MAX (64u << 20)
+
+int64_t tlc_now_unix_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int tlc_targets_init(tlc_targets_t *r, size_t max_targets) {
+  memset(r, 0, sizeof(*r));
+  r->max = max_targets;
+  return 0;
+}
+
+static void target_free(tlc_target_t *t) {
+  tlc_target_notify(t, TLC_TEV_FREED, NULL);
+#ifdef TLC_HAVE_EVMAP
+  if (t->evmap != NULL)
+    tlc_evmap_free(t->evmap);
+#endif
+  tlc_engine_free(t->engine);
+  tlc_dec_fini(&t->dec);
+  tlc_mapping_fini(&t->mapping);
+  tlc_free(t->name);
+  tlc_free(t);
+}
+
+void tlc_targets_fini(tlc_targets_t *r) {
+  for (size_t i = 0; i < r->n; i++)
+    target_free(r->v[i]);
+  tlc_free(r->v);
+  r->v = NULL;
+  r->n = 0;
+}
+
+int tlc_targets_observe(tlc_targets_t *r, const tlc_target_observer_t *o) {
+  if (r->nobs == TLC_TARGET_MAX_OBSERVERS)
+    return TLC_ELIMIT;
+  r->obs[r->nobs++] = *o;
+  return 0;
+}
+
+void tlc_targets_unobserve(tlc_targets_t *r, void *ud) {
+  size_t j = 0;
+  for (size_t i = 0; i < r->nobs; i++)
+    if (r->obs[i].ud != ud)
+      r->obs[j++] = r->obs[i];
+  r->nobs = j;
+}
+
+void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail) {
+  const tlc_targets_t *r = t->reg;
+  for (size_t i = 0; i < r->nobs; i++)
+    if (r->obs[i].cb != NULL)
+      r->obs[i].cb(r->obs[i].ud, t, kind, detail);
+}
+
+int tlc_target_name_check(const char *name, size_t max) {
+  size_t n = strlen(name);
+  if (n == 0 || n > max || name[0] == '.')
+    return TLC_EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          strchr("._@:#+=[]-", c) != NULL))
+      return TLC_EINVAL;
+  }
+  return 0;
+}
+
+tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
+  for (size_t i = 0; i < r->n; i++)
+    if (strcmp(r->v[i]->name, name) == 0)
+      return r->v[i];
+  return NULL;
+}
+
+/* Reads a whole mapping file (blocking; target creation is rare and the file small). */
+static int load_mapping_file(tlc_target_t *t, const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long sz;
+  int r;
+  char err[200];
+  if (f == NULL) {
+    r = -errno;
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: %s", t->name, path,
+            strerror(errno));
+    return r;
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || (unsigned long)sz > MAPPING_FILE_MAX ||
+      fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: unreadable or larger than %u",
+            t->name, path, MAPPING_FILE_MAX);
+    return TLC_ELIMIT;
+  }
+  buf = tlc_malloc((size_t)sz + 1);
+  if (buf == NULL) {
+    fclose(f);
+    return TLC_ENOMEM;
+  }
+  if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+    fclose(f);
+    tlc_free(buf);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: read error", t->name, path);
+    return TLC_EIO;
+  }
+  fclose(f);
+  buf[sz] = '\0';
+  r = tlc_target_load_mapping(t, buf, (size_t)sz, err, sizeof(err));
+  tlc_free(buf);
+  if (r != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s:%s", t->name, path, err);
+  else
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: mapping %s: %zu areas", t->name, path,
+            t->mapping.nareas);
+  return r;
+}
+
+int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err,
+                            size_t errlen) {
+#ifdef TLC_HAVE_MAPPING_PARSE
+  tlc_mapping_t m;
+  tlc_parse_err_t pe;
+  int r;
+  tlc_mapping_init(&m);
+  memset(&pe, 0, sizeof(pe));
+  r = tlc_mapping_parse(&m, buf, len, &pe);
+  if (r != 0) {
+    snprintf(err, errlen, "%" PRIu64 ": %s", pe.line, pe.reason);
+    tlc_mapping_fini(&m);
+    return r;
+  }
+  tlc_mapping_finish(&m);
+  /* Swap in place: the engine borrows &t->mapping, whose address does not change. */
+  tlc_mapping_fini(&t->mapping);
+  t->mapping = m;
+  t->has_mapping = 1;
+  tlc_engine_set_mapping(t->engine, &t->mapping);
+  return 0;
+#else
+  (void)t;
+  (void)buf;
+  (void)len;
+  snprintf(err, errlen, " mapping files are not supported by this build");
+  return TLC_EINVAL;
+#endif
+}
+
+static int target_new(tlc_targets_t *r, const char *name, int src_kind,
+                      const tlc_target_conf_t *conf, tlc_target_t **out) {
+  tlc_target_t *t;
+  tlc_engine_opts_t eo;
+  tlc_dec_opts_t dopts;
+  int err;
+
+  t = tlc_calloc(1, sizeof(*t));
+  if (t == NULL)
+    return TLC_ENOMEM;
+  t->reg = r;
+  t->format = conf->format;
+  t->src_kind = src_kind;
+  t->has_context_area = conf->has_context_area;
+  t->context_area = conf->context_area;
+  tlc_mapping_init(&t->mapping);
+  t->name = tlc_strndup(name, strlen(name));
+  if (t->name == NULL) {
+    err = TLC_ENOMEM;
+    goto fail_name;
+  }
+  memset(&dopts, 0, sizeof(dopts));
+  dopts.resync = conf->resync;
+  dopts.max_block = conf->max_block;
+  err = tlc_dec_init(&t->dec, conf->format, &dopts);
+  if (err != 0)
+    goto fail_dec;
+  tlc_engine_opts_default(&eo);
+  eo.has_context_area = conf->has_context_area;
+  eo.context_area = conf->context_area;
+  if (conf->nwindows > 0) {
+    eo.nwindows = conf->nwindows;
+    memcpy(eo.window_ns, conf->window_ns, sizeof(eo.window_ns));
+  }
+  if (conf->max_areas)
+    eo.max_areas = conf->max_areas;
+  if (conf->max_contexts)
+    eo.max_contexts = conf->max_contexts;
+  if (conf->max_depth)
+    eo.max_depth = conf->max_depth;
+  eo.histograms = conf->histograms;
+  eo.mapping = NULL;
+  err = tlc_engine_new(&t->engine, conf->format, &eo);
+  if (err != 0)
+    goto fail_engine;
+  if (conf->format == TLC_FMT_EVLOG) {
+#ifdef TLC_HAVE_EVMAP
+    tlc_evmap_opts_t mo;
+    memset(&mo, 0, sizeof(mo));
+    mo.max_names = conf->max_names;
+    mo.max_depth = conf->max_depth;
+    err = tlc_evmap_new(&t->evmap, &mo);
+    if (err != 0)
+      goto fail_evmap;
+#else
+    err = TLC_EINVAL;
+    goto fail_evmap;
+#endif
+  }
+  if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0')
+    (void)load_mapping_file(t, conf->mapping_path); /* logged; the target works without */
+  *out = t;
+  return 0;
+
+fail_evmap:
+  tlc_engine_free(t->engine);
+fail_engine:
+  tlc_dec_fini(&t->dec);
+fail_dec:
+  tlc_free(t->name);
+fail_name:
+  tlc_free(t);
+  return err;
+}
+
+int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,
+                    tlc_target_t **out) {
+  tlc_target_t *t = tlc_targets_find(r, name);
+  int err;
+  *out = t;
+  if (t != NULL)
+    return t->format == conf->format ? 0 : TLC_EINVAL;
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+    r->refused_name++;
+    return TLC_EINVAL;
+  }
+  if (r->n >= r->max) {
+    r->refused_limit++;
+    return TLC_ELIMIT;
+  }
+  if (r->v == NULL) {
+    /* The registry array is made once at its cap: it never moves afterwards. */
+    r->v = tlc_calloc(r->max, sizeof(*r->v));
+    if (r->v == NULL)
+      return TLC_ENOMEM;
+  }
+  err = target_new(r, name, src_kind, conf, &t);
+  if (err != 0)
+    return err;
+  r->v[r->n++] = t;
+  *out = t;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: created (%s%s%s)", t->name,
+          tlc_format_name(t->format), conf->resync ? ", resync" : "",
+          t->has_context_area ? ", context_area" : "");
+  tlc_target_notify(t, TLC_TEV_CREATED, NULL);
+  return 0;
+}
+
+int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
+  int64_t now = tlc_now_unix_ms();
+  if (t->connected)
+    return TLC_EINVAL;
+  if (t->connections > 0) {
+    t->reconnects++;
+    if (t->ngaplog > 0)
+      t->gaplog[(t->ngaplog - 1) % TLC_TARGET_GAPLOG].reconnect_unix_ms = now;
+  }
+  t->connections++;
+  t->connected = 1;
+  t->attach_pos = t->dec.pos;
+  t->source = source;
+  t->last_connect_unix_ms = now;
+  snprintf(t->peer, sizeof(t->peer), "%s", peer != NULL ? peer : "");
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: connected from %s%s", t->name, t->peer,
+          t->connections > 1 ? " (reconnect)" : "");
+  tlc_target_notify(t, TLC_TEV_CONNECTED, t->peer);
+  return 0;
+}
+
+static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n) {
+  tlc_targets_t *r = t->reg;
+  const tlc_event_t *out = ev;
+  size_t nout = n;
+  for (size_t i = 0; i < r->nobs; i++)
+    if (r->obs[i].decoded_cb != NULL)
+      r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
+#ifdef TLC_HAVE_EVMAP
+  if (t->evmap != NULL) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      /* evmap forgets its stacks itself at an input event carrying TLC_EVF_GAP. */
+      int m = tlc_evmap_map(t->evmap, &ev[i], &r->mapbuf[k]);
+      if (m > 0)
+        k += (size_t)m;
+    }
+    out = r->mapbuf;
+    nout = k;
+  }
+#endif
+  if (nout == 0)
+    return;
+  tlc_engine_push(t->engine, out, nout);
+  r->events += nout;
+  for (size_t i = 0; i < r->nobs; i++)
+    if (r->obs[i].batch_cb != NULL)
+      r->obs[i].batch_cb(r->obs[i].ud, t, out, nout);
+}
+
+static void report_changes(tlc_target_t *t) {
+  const tlc_counters_t *ec = tlc_engine_counters(t->engine);
+  char detail[96];
+  if (t->dec.c.resyncs != t->resyncs_reported) {
+    snprintf(detail, sizeof(detail), "%" PRIu64 " resyncs, %" PRIu64 " bytes skipped in all",
+             t->dec.c.resyncs - t->resyncs_reported, t->dec.c.bytes_skipped);
+    t->resyncs_reported = t->dec.c.resyncs;
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET, "target %s (%s): resync: %s", t->name, t->peer,
+            detail);
+    tlc_target_notify(t, TLC_TEV_RESYNC, detail);
+  }
+  if (ec->dropped_area_limit != t->dropped_reported) {
+    snprintf(detail, sizeof(detail), "%" PRIu64 " events dropped (area limit)",
+             ec->dropped_area_limit - t->dropped_reported);
+    t->dropped_reported = ec->dropped_area_limit;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET, "target %s (%s): %s", t->name, t->peer, detail);
+    tlc_target_notify(t, TLC_TEV_DROPS, detail);
+  }
+}
+
+int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
+  tlc_targets_t *r = t->reg;
+  int ret = 0;
+  r->bytes += len;
+  while (len > 0) {
+    size_t used = 0;
+    uint64_t pos = t->dec.pos;
+    int n = tlc_dec_push(&t->dec, buf, len, &used, r->evbuf, TLC_TARGET_BATCH);
+    if (used > 0) {
+      for (size_t i = 0; i < r->nobs; i++)
+        if (r->obs[i].bytes_cb != NULL)
+          r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
+    }
+    if (n < 0) {
+      char detail[220];
+      t->decode_errors++;
+      r->decode_errors++;
+      /* Offsets count from the start of this connection's stream (after any preamble); the
+       * decoder's own offsets run on across connections and appear in its reason text. */
+      uint64_t off = t->dec.err_offset - t->attach_pos;
+      snprintf(detail, sizeof(detail), "offset %" PRIu64 ": %s", off, t->dec.err_reason);
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+              "target %s (%s): decode error at byte offset %" PRIu64 ": %s", t->name, t->peer, off,
+              t->dec.err_reason);
+      tlc_target_notify(t, TLC_TEV_DECODE_ERROR, detail);
+      ret = n;
+      break;
+    }
+    if (n > 0)
+      push_events(t, r->evbuf, (size_t)n);
+    if (n == 0 && used == 0)
+      break; /* cannot happen per dec.h; never spin */
+    buf += used;
+    len -= used;
+  }
+  report_changes(t);
+  return ret;
+}
+
+size_t tlc_target_pending(const tlc_target_t *t) {
+  /* Read-only peek at the decoder state dec.h embeds: is the stream inside a record/block? */
+  switch (t->format) {
+  case TLC_FMT_BIN10:
+  case TLC_FMT_BIN11:
+    return t->dec.u.bin.wlen; /* strict: the partial record's bytes */
+  case TLC_FMT_EVLOG:
+    if (t->dec.u.ev.phase == 1)
+      return t->dec.u.ev.block_left > 0 ? t->dec.u.ev.block_left : 1;
+    return t->dec.u.ev.carry_len - t->dec.u.ev.carry_off;
+  default:
+    return 0;
+  }
+}
+
+void tlc_target_detach(tlc_target_t *t, const char *reason) {
+  tlc_targets_t *r = t->reg;
+  int64_t now;
+  if (!t->connected)
+    return;
+  for (int guard = 0; guard < 1 << 16; guard++) {
+    int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
+    if (n > 0) {
+      push_events(t, r->evbuf, (size_t)n);
+      continue;
+    }
+    if (n == TLC_ETRUNC) {
+      t->truncated_tails++;
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+              "target %s (%s): stream ended inside a record at byte offset %" PRIu64 ": %s",
+              t->name, t->peer, t->dec.err_offset - t->attach_pos, t->dec.err_reason);
+      tlc_target_notify(t, TLC_TEV_TRUNCATED, t->dec.err_reason);
+    }
+    break;
+  }
+  tlc_dec_reset(&t->dec);
+  report_changes(t);
+  tlc_engine_gap(t->engine);
+#ifdef TLC_HAVE_EVMAP
+  if (t->evmap != NULL)
+    tlc_evmap_gap(t->evmap);
+#endif
+  now = tlc_now_unix_ms();
+  t->gaps++;
+  t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].disconnect_unix_ms = now;
+  t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].reconnect_unix_ms = 0;
+  t->ngaplog++;
+  t->last_disconnect_unix_ms = now;
+  t->connected = 0;
+  t->source = NULL;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s (%s): disconnected: %s", t->name, t->peer,
+          reason != NULL ? reason : "closed");
+  tlc_target_notify(t, TLC_TEV_DISCONNECTED, reason);
+}
+
+void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {
+  *out = *tlc_engine_counters(t->engine);
+  out->bytes = t->dec.c.bytes;
+  out->records = t->dec.c.records;
+  out->bytes_skipped = t->dec.c.bytes_skipped;
+  out->resyncs = t->dec.c.resyncs;
+  out->records_invalid = t->dec.c.records_invalid;
+  out->truncated = t->dec.c.truncated;
+  out->overflow_items = t->dec.c.overflow_items;
+}
+
+int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so) {
+  int r = tlc_engine_snapshot(t->engine, tab, so);
+  tlc_target_counters(t, &tab->counters);
+  return r;
+}

@@ -1,0 +1,211 @@
+/* target.h - a capture target and the daemon's registry of targets.
+ *
+ * A target is one stream of profiler events with a name (`probe1`, `ingest@10.0.0.7`): its
+ * streaming decoder, its evlog mapping (evlog only), its statistics engine, its counters and
+ * its mapping. Targets outlive connections: a target that disconnects keeps its statistics and
+ * counters, and the next connection under the same name continues them (after an engine gap,
+ * SPEC section 2). Sources (src_tcp.c, src_dial.c, src_serial.c) attach a connection to a
+ * target, feed it bytes and detach it.
+ *
+ * Pipeline, on the loop thread, no copy per event:
+ *
+ *     bytes -> tlc_dec_push -> [evlog: tlc_evmap_map] -> tlc_engine_push -> batch observers
+ *
+ * Observers (pubsub, storage) register on the registry and are called synchronously on the
+ * loop thread; they must not block and must not free the target or detach it from inside a
+ * callback. Kinds of target events (`kind` below) are enum tlc_target_ev.
+ *
+ * Storage seam: the storage module registers one observer. It receives
+ *   - TLC_TEV_CREATED when a target is created (may set t->store),
+ *   - TLC_TEV_CONNECTED / TLC_TEV_DISCONNECTED around every connection (segment boundaries),
+ *   - decoded_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
+ *     raw fields and evlog item bytes included) - what tlc_store_write takes,
+ *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
+ *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
+ *   - TLC_TEV_FREED just before the target is freed (must release t->store).
+ *
+ * All functions run on the loop thread. Not thread-safe.
+ */
+#ifndef TLC_TARGET_H
+#define TLC_TARGET_H
+
+#include "dec.h"
+#include "engine.h"
+#include "mapping.h"
+#include "stats.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tlc_engine;
+struct tlc_evmap;
+
+#define TLC_TARGET_NAME_MAX      128 /* hard cap on a target name, bytes without the NUL */
+#define TLC_PEER_MAX             80  /* "[v6 address]:port" fits */
+#define TLC_TARGET_BATCH         256 /* events decoded per tlc_dec_push call */
+#define TLC_TARGET_GAPLOG        8   /* recent gaps kept per target */
+#define TLC_TARGET_MAX_OBSERVERS 8
+
+/* Target events for observers (`kind`). `detail` is a short human-readable text or NULL. */
+enum tlc_target_ev {
+  TLC_TEV_CREATED = 1,      /* target created (not yet connected) */
+  TLC_TEV_CONNECTED = 2,    /* a connection attached; detail = peer */
+  TLC_TEV_DISCONNECTED = 3, /* the connection detached; detail = reason; an engine gap was made */
+  TLC_TEV_RESYNC = 4,       /* the decoder lost and regained sync; detail = "N bytes skipped" */
+  TLC_TEV_DECODE_ERROR = 5, /* strict decoding failed; detail = "offset N: reason" */
+  TLC_TEV_DROPS = 6,        /* events dropped (area limit) since the last report; detail = count */
+  TLC_TEV_TRUNCATED = 7,    /* a partial record/block at end of stream; detail = decoder's reason */
+  TLC_TEV_FREED = 8         /* about to be freed (daemon shutdown); release anything held */
+};
+
+/* Source kinds (what created the target). */
+enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3 };
+
+/* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
+typedef struct tlc_target_gap {
+  int64_t disconnect_unix_ms;
+  int64_t reconnect_unix_ms;
+} tlc_target_gap_t;
+
+/* What a target is created with. Copied by tlc_targets_get (strings and mapping included). */
+typedef struct tlc_target_conf {
+  tlc_format_t format;
+  int resync; /* decoder mode: 1 for lossy links (serial) */
+  uint8_t has_context_area;
+  uint32_t context_area;
+  const char *mapping_path; /* NULL/"" for none; loaded at creation (errors logged, not fatal) */
+  uint32_t nwindows;        /* 0: engine defaults */
+  int64_t window_ns[TLC_MAX_WINDOWS];
+  size_t max_areas, max_contexts, max_depth; /* 0: engine defaults */
+  size_t max_names;                          /* evmap: distinct evlog names (0: 65536) */
+  uint32_t max_block; /* evlog decoder: largest block accepted (0: decoder default) */
+  uint8_t histograms;
+} tlc_target_conf_t;
+
+typedef struct tlc_targets tlc_targets_t;
+
+typedef struct tlc_target {
+  char *name; /* owned; unique in the registry */
+  tlc_format_t format;
+  int src_kind; /* enum tlc_src_kind of the source that created it */
+  tlc_dec_t dec;
+  struct tlc_evmap *evmap; /* evlog only, else NULL */
+  struct tlc_engine *engine;
+  tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
+  int has_mapping;
+  uint8_t has_context_area;
+  uint32_t context_area;
+
+  /* counters beyond tlc_counters_t (which tlc_target_counters assembles) */
+  uint64_t connections;      /* attaches */
+  uint64_t reconnects;       /* attaches after the first */
+  uint64_t gaps;             /* detaches (each made an engine gap) */
+  uint64_t decode_errors;    /* strict decode errors (each closed its connection) */
+  uint64_t truncated_tails;  /* streams that ended inside a record/block */
+  uint64_t deadline_closes;  /* connections closed by the partial-record deadline */
+  uint64_t dropped_reported; /* dropped_area_limit already reported as TLC_TEV_DROPS */
+  uint64_t resyncs_reported; /* resyncs already reported as TLC_TEV_RESYNC */
+  int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+  tlc_target_gap_t gaplog[TLC_TARGET_GAPLOG];            /* ring of the most recent gaps */
+  uint64_t ngaplog;                                      /* gaps ever entered in the ring */
+
+  int connected;
+  uint64_t attach_pos;     /* decoder stream offset when the current connection attached */
+  char peer[TLC_PEER_MAX]; /* "ip:port", device path, or "" */
+  void *source;            /* the attached connection (opaque), NULL while detached */
+  void *store;             /* storage seam: owned by the storage observer */
+  tlc_targets_t *reg;
+} tlc_target_t;
+
+/* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);
+ * `decoded_cb` each batch as decoded (before the evlog mapping; evlog slices valid only during
+ * the call); `batch_cb` the events of each batch given to the engine (evlog: after mapping),
+ * valid only during the call; `bytes_cb` the bytes pushed to the decoder, in stream order, with
+ * the stream offset of buf[0] (valid only during the call). Order per batch: bytes_cb for the
+ * chunk, then decoded_cb, then batch_cb. */
+typedef struct tlc_target_observer {
+  void (*cb)(void *ud, const tlc_target_t *t, int kind, const char *detail);
+  void (*decoded_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n);
+  void (*batch_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n);
+  void (*bytes_cb)(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
+                   uint64_t offset);
+  void *ud;
+} tlc_target_observer_t;
+
+struct tlc_targets {
+  tlc_target_t **v;       /* creation order; index = position */
+  size_t n, max;          /* max: cap on targets (tlc_targets_init) */
+  uint64_t refused_limit; /* tlc_targets_get refused: target cap reached */
+  uint64_t refused_name;  /* tlc_targets_get refused: invalid or too long a name */
+  uint64_t events;        /* events pushed to engines, all targets */
+  uint64_t bytes;         /* bytes fed, all targets */
+  uint64_t decode_errors; /* all targets */
+  tlc_target_observer_t obs[TLC_TARGET_MAX_OBSERVERS];
+  size_t nobs;
+  tlc_event_t evbuf[TLC_TARGET_BATCH];      /* decoder output (shared: loop thread only) */
+  tlc_event_t mapbuf[2 * TLC_TARGET_BATCH]; /* evmap output */
+};
+
+/* Initialises an empty registry holding at most `max_targets` targets. Returns 0. */
+int tlc_targets_init(tlc_targets_t *r, size_t max_targets);
+
+/* Frees every target (observers get TLC_TEV_FREED first). Safe on zeroed memory. Targets
+ * must be detached (sources closed) before. */
+void tlc_targets_fini(tlc_targets_t *r);
+
+/* Registers an observer (copied). Returns 0 or TLC_ELIMIT. */
+int tlc_targets_observe(tlc_targets_t *r, const tlc_target_observer_t *o);
+/* Removes the observer registered with this `ud` (all of them). */
+void tlc_targets_unobserve(tlc_targets_t *r, void *ud);
+
+/* Validates a target name: 1..max bytes of [A-Za-z0-9._@:#+=[]-], not starting with '.'.
+ * Returns 0 or TLC_EINVAL. (Names become storage directory names.) */
+int tlc_target_name_check(const char *name, size_t max);
+
+/* The target called `name`, or NULL. O(n). */
+tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
+
+/* Finds `name` or creates it from `conf`. Returns 0 and *out; TLC_EINVAL (bad name, or an
+ * existing target of another format: *out is set to it), TLC_ELIMIT (target cap), TLC_ENOMEM.
+ * A created target is announced with TLC_TEV_CREATED. */
+int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,
+                    tlc_target_t **out);
+
+/* Attaches a connection (`source` opaque, `peer` text) to a detached target: counts the
+ * connection (and a reconnect if it is not the first), stamps the time, announces
+ * TLC_TEV_CONNECTED. Returns 0, or TLC_EINVAL if it is already attached. */
+int tlc_target_attach(tlc_target_t *t, void *source, const char *peer);
+
+/* Feeds received bytes through the pipeline. Returns 0, or (strict mode) the decoder's
+ * negative error; then t->dec.err_offset / t->dec.err_reason say where and why, the error is
+ * counted and announced (TLC_TEV_DECODE_ERROR), and the caller must close the connection. */
+int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len);
+
+/* Non-zero while the stream sits inside a record/block (bytes held or missing), for the
+ * partial-record deadline. 0 when the stream sits on a record boundary. */
+size_t tlc_target_pending(const tlc_target_t *t);
+
+/* Ends the current stream: flushes the decoder (a truncated tail is counted and announced),
+ * makes an engine gap, stamps the disconnect time, announces TLC_TEV_DISCONNECTED with
+ * `reason`, resets the decoder for the next connection. No-op when detached. */
+void tlc_target_detach(tlc_target_t *t, const char *reason);
+
+/* Assembles the target's tlc_counters_t: engine counters plus decoder counters. */
+void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);
+
+/* Snapshot of the statistics (tlc_engine_snapshot) with table->counters filled by
+ * tlc_target_counters. Returns 0 or a negative error. */
+int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so);
+
+/* Replaces the target's mapping with one parsed from buf[0..len). On error the old mapping
+ * stays and err gets "line N: reason". Returns 0 or a negative error. */
+int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
+
+/* Announces a target event to every observer (sources use it for their own kinds). */
+void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail);
+
+/* Current wall-clock time in Unix milliseconds. */
+int64_t tlc_now_unix_ms(void);
+
+#endif

@@ -1,0 +1,39 @@
+/* wiring.h - connects the target registry to the subscriber server (pubsub.h) and to storage
+ * (store.h), each optional at build time (TLC_HAVE_PUBSUB, TLC_HAVE_STORE) and at run time
+ * (`serve` empty, `store = no`).
+ *
+ *   target events  -> tlc_pubsub_target_event (connected, disconnected, resync, drops, decode
+ *                     error, added) and storage segment boundaries (rotate on reconnect,
+ *                     gap records, open/close per target)
+ *   decoded batch  -> tlc_store_write (records/items as received)
+ *   engine batch   -> tlc_pubsub_events (live event batches)
+ *   store events   -> pubsub SEGMENT_ROTATED
+ *
+ * Loop thread only.
+ */
+#ifndef TLC_WIRING_H
+#define TLC_WIRING_H
+
+#include "provider.h"
+#include "sources.h"
+
+typedef struct tlc_wiring tlc_wiring_t;
+
+/* Starts storage (with crash recovery of the state directory, blocking, before READY=1) and
+ * the subscriber server (listening on d->cfg.serve and on inherited fds named "serve" or
+ * "subscribe"), per the configuration, and registers their observers on d->targets. `pv` must
+ * outlive the wiring. Returns 0 or a negative error (logged; start-up must fail). */
+int tlc_wiring_start(tlc_wiring_t **w, tlc_daemon_t *d, tlc_provider_t *pv);
+
+/* SIGHUP: seals every open segment (storage), and logs what needs a restart (serve address,
+ * storage on/off or state directory changed). */
+void tlc_wiring_reload(tlc_wiring_t *w);
+
+/* Shutdown, after the sources are closed: closes pubsub and storage (segments sealed); frees
+ * the wiring once both have finished (asynchronously, on the loop). NULL is fine. */
+void tlc_wiring_close(tlc_wiring_t *w);
+
+/* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */
+void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
+
+#endif

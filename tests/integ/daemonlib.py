@@ -1,0 +1,221 @@
+"""Helpers for the tlcapd integration tests: a notify harness, a daemon runner, waits.
+
+Everything is bounded: every wait has a deadline, every loop a count. Synchronisation is by
+explicit readiness (READY=1 on the notify socket) or by polling a condition (the stats dump
+that SIGUSR1 writes), never by sleeping for a guessed time."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import tlctest as T
+
+
+def free_port():
+    """A loopback TCP port that was free a moment ago (bound to port 0, then released)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_until(fn, timeout=10.0, what="condition", step=0.02):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    raise T.Failure("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Notify:
+    """An AF_UNIX datagram socket to give tlcapd as NOTIFY_SOCKET; records (time, message)."""
+
+    def __init__(self, d):
+        self.path = os.path.join(d, "notify.sock")
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.05)
+        self.msgs = []
+
+    def pump(self):
+        while True:
+            try:
+                m = self.sock.recv(65536)
+            except (socket.timeout, BlockingIOError):
+                return
+            self.msgs.append((time.monotonic(), m.decode(errors="replace")))
+
+    def wait_for(self, needle, timeout=10.0, after=0):
+        """Waits for a message (index >= after) containing needle; returns its index."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump()
+            for i in range(after, len(self.msgs)):
+                if needle in self.msgs[i][1]:
+                    return i
+        raise T.Failure("no notify message with %r within %.1fs (got %r)"
+                        % (needle, timeout, [m for _, m in self.msgs[-5:]]))
+
+    def close(self):
+        self.sock.close()
+
+
+class Daemon:
+    """Runs tlcapd with a notify harness and a stats dump; waits for READY=1."""
+
+    def __init__(self, binary, d, args, env=None, preexec_fn=None, stderr_path=None,
+                 wait_ready=True, stderr_pipe=False):
+        self.d = d
+        self.dump = os.path.join(d, "stats.json")
+        self.notify = Notify(d)
+        e = dict(os.environ)
+        e.pop("JOURNAL_STREAM", None)
+        e["NOTIFY_SOCKET"] = self.notify.path
+        if env:
+            e.update(env)
+        self.stderr_path = stderr_path or os.path.join(d, "tlcapd.log")
+        self.errf = None
+        if stderr_pipe:
+            err = subprocess.PIPE
+        else:
+            self.errf = open(self.stderr_path, "wb")
+            err = self.errf
+        full = [binary] + list(args) + ["--dump-stats-on-exit", self.dump, "--no-store",
+                                        "--serve", "", "--state-dir", os.path.join(d, "state")]
+        self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=err, env=e, preexec_fn=preexec_fn)
+        if wait_ready:
+            try:
+                self.notify.wait_for("READY=1", timeout=15)
+            except T.Failure:
+                self.kill()
+                raise T.Failure("tlcapd did not become ready; log:\n" + self.log())
+
+    def log(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stats(self, timeout=10.0):
+        """Asks for a fresh stats dump (SIGUSR1) and returns it parsed."""
+        try:
+            os.unlink(self.dump)
+        except FileNotFoundError:
+            pass
+        if self.p.poll() is not None:
+            raise T.Failure("tlcapd exited with %s; log:\n%s" % (self.p.returncode,
+                                                                 self.log()[-4000:]))
+        self.p.send_signal(signal.SIGUSR1)
+        try:
+            wait_until(lambda: os.path.exists(self.dump), timeout, "stats dump")
+        except T.Failure:
+            raise T.Failure("no stats dump (tlcapd status %s); log:\n%s"
+                            % (self.p.poll(), self.log()[-4000:]))
+        with open(self.dump) as f:
+            return json.load(f)
+
+    def target(self, name, timeout=10.0):
+        def get():
+            for t in self.stats()["targets"]:
+                if t["name"] == name:
+                    return t
+            return None
+        return wait_until(get, timeout, "target %s" % name, step=0.05)
+
+    def wait_stats(self, pred, timeout=10.0, what="stats condition"):
+        try:
+            return wait_until(lambda: (lambda s: s if pred(s) else None)(self.stats()), timeout,
+                              what, step=0.05)
+        except T.Failure as e:
+            st = self.stats()
+            brief = [{k: v for k, v in t.items() if k != "stats"} for t in st["targets"][:4]]
+            raise T.Failure("%s; daemon %r; targets %r; log tail:\n%s"
+                            % (e, st["daemon"], brief, self.log()[-1500:]))
+
+    def stop(self, timeout=15.0):
+        """SIGTERM; returns (exit status, final stats)."""
+        try:
+            os.unlink(self.dump)
+        except FileNotFoundError:
+            pass
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise T.Failure("tlcapd did not exit within %.0fs after SIGTERM" % timeout)
+        if self.errf:
+            self.errf.close()
+        self.notify.pump()
+        st = None
+        if os.path.exists(self.dump):
+            with open(self.dump) as f:
+                st = json.load(f)
+        self.notify.close()
+        return rc, st
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+        if self.errf:
+            self.errf.close()
+
+    def cpu_seconds(self):
+        with open("/proc/%d/stat" % self.p.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / tck
+
+
+def by_name(stats, name):
+    for t in stats["targets"]:
+        if t["name"] == name:
+            return t
+    raise T.Failure("no target %r in %r" % (name, [t["name"] for t in stats["targets"]]))
+
+
+def connect(port, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def wait_eof(sock, timeout=10.0):
+    """Reads until the daemon closes the connection; True on EOF/reset, raises on timeout."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            b = sock.recv(4096)
+            if not b:
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        raise T.Failure("daemon did not close the connection within %.1fs" % timeout)
+
+
+def calls(n, t0=1000, step=100, handle=0x00000000, core=0):
+    """n E/X pairs on one function: 2n bin11 records, times increasing."""
+    out = []
+    t = t0
+    for _ in range(n):
+        out.append(T.bin11(handle, 3, core, 0, t))
+        out.append(T.bin11(handle, 0, core, 0, t + step // 2))
+        t += step
+    return b"".join(out)

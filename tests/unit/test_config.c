@@ -1,0 +1,283 @@
+/* test_config.c - tlcapd configuration: INI keys, command line, defaults, and error messages
+ * that name file:line and option. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "tlc_err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int build(tlc_config_t *c, int argc, char **argv, char *err, size_t errlen) {
+  tlc_cli_t cli;
+  int r = tlc_cli_parse(&cli, argc, argv, err, errlen);
+  if (r != 0)
+    return r;
+  return tlc_config_build(c, &cli, err, errlen);
+}
+
+static void test_embedded_default(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  char *argv[] = { "tlcapd" };
+  (void)state;
+  assert_int_equal(build(&c, 1, argv, err, sizeof(err)), 0);
+  assert_int_equal(c.nsrc, 2);
+  assert_string_equal(c.src[0].name, "bin11");
+  assert_int_equal(c.src[0].format, TLC_FMT_BIN11);
+  assert_string_equal(c.src[0].host, "127.0.0.1");
+  assert_int_equal(c.src[0].port, 7411);
+  assert_string_equal(c.src[1].name, "evlog");
+  assert_int_equal(c.src[1].port, 7412);
+  assert_string_equal(c.serve, "127.0.0.1:7400");
+  assert_string_equal(c.state_dir, "./tlcap-state");
+  assert_int_equal(c.store, 1);
+  tlc_config_fini(&c);
+}
+
+static void test_ini_all_sections(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  const char *ini = "; comment\n"
+                    "[daemon]\n"
+                    "state_dir = /var/lib/tlcapd\n"
+                    "store = no\n"
+                    "serve = [::1]:7400\n"
+                    "log_level = debug\n"
+                    "debug = tcp,serial\n"
+                    "max_connections = 1k\n"
+                    "partial_timeout = 2.5s\n"
+                    "windows = 1s, 5s\n"
+                    "[listen lab]\n"
+                    "format = evlog\n"
+                    "address = 0.0.0.0:9000\n"
+                    "context_area = 0x30000000\n"
+                    "[dial probe]\n"
+                    "format = bin10\n"
+                    "address = probe.example:4000\n"
+                    "mapping = /etc/tlcap/probe.txt\n"
+                    "[serial board]\n"
+                    "format = bin11\n"
+                    "device = /dev/ttyUSB0\n"
+                    "baud = 921600\n"
+                    "data_bits = 7\n"
+                    "parity = even\n"
+                    "stop_bits = 2\n"
+                    "flow = rtscts\n"
+                    "[target lab@10.0.0.7]\n"
+                    "context_area = 30000001\n";
+  (void)state;
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c, ini, "t.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
+  assert_string_equal(c.state_dir, "/var/lib/tlcapd");
+  assert_int_equal(c.store, 0);
+  assert_string_equal(c.serve, "[::1]:7400");
+  assert_int_equal(c.log_level, 7);
+  assert_int_equal(c.max_connections, 1024);
+  assert_int_equal(c.partial_timeout_ms, 2500);
+  assert_int_equal(c.nwindows, 2);
+  assert_true(c.window_ns[1] == 5000000000ll);
+  assert_int_equal(c.nsrc, 3);
+  assert_int_equal(c.src[0].kind, TLC_SRC_LISTEN);
+  assert_int_equal(c.src[0].tset.has_context_area, 1);
+  assert_int_equal(c.src[0].tset.context_area, 0x30000000u);
+  assert_int_equal(c.src[1].kind, TLC_SRC_DIAL);
+  assert_string_equal(c.src[1].host, "probe.example");
+  assert_string_equal(c.src[1].tset.mapping, "/etc/tlcap/probe.txt");
+  assert_int_equal(c.src[2].baud, 921600);
+  assert_int_equal(c.src[2].data_bits, 7);
+  assert_int_equal(c.src[2].parity, TLC_PARITY_EVEN);
+  assert_int_equal(c.src[2].stop_bits, 2);
+  assert_int_equal(c.src[2].flow, TLC_FLOW_RTSCTS);
+  /* [target NAME] wins over the source's settings */
+  assert_int_equal(tlc_config_tset(&c, &c.src[0], "lab@10.0.0.7")->context_area, 0x30000001u);
+  assert_int_equal(tlc_config_tset(&c, &c.src[0], "lab@10.0.0.8")->context_area, 0x30000000u);
+  tlc_config_fini(&c);
+}
+
+/* Each bad line yields "origin:LINE: [section] option: reason". */
+static void test_ini_errors_name_line(void **state) {
+  static const struct {
+    const char *ini;
+    const char *want;
+  } cases[] = {
+    { "[daemon]\nstore = maybe\n", "f.ini:2: [daemon] store: expected yes or no" },
+    { "[daemon]\n\nbogus = 1\n", "f.ini:3: [daemon] bogus: unknown option" },
+    { "[listen a]\nformat = bin12\n", "f.ini:2: [listen a] format: expected bin10" },
+    { "[listen a]\nformat = bin11\naddress = nowhere\n", "f.ini:3: [listen a] address:" },
+    { "[serial s]\nbaud = 12345\n", "f.ini:2: [serial s] baud: unsupported baud rate" },
+    { "[serial s]\nparity = mark\n", "f.ini:2: [serial s] parity:" },
+    { "[weird x]\nk = v\n", "f.ini:2: [weird x] k: unknown section kind" },
+    { "[listen ../x]\nformat = bin11\n", "f.ini:2: [listen ../x] format: invalid name" },
+    { "[daemon]\nmax_name = 1000\n", "f.ini:2: [daemon] max_name: expected a number" },
+    { "[daemon]\nwindows = 1s,2s,3s,4s,5s\n", "f.ini:2: [daemon] windows:" },
+    { "[daemon]\npartial_timeout = -1s\n", "f.ini:2: [daemon] partial_timeout:" },
+    { "[daemon]\nno equals sign here\n", "f.ini:2: syntax error" },
+    { "[target t]\ncontext_area = xyz\n", "f.ini:2: [target t] context_area:" },
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tlc_config_t c;
+    char err[256] = "";
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(tlc_config_load_string(&c, cases[i].ini, "f.ini", err, sizeof(err)) < 0);
+    if (strstr(err, cases[i].want) == NULL)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, cases[i].want);
+    tlc_config_fini(&c);
+  }
+}
+
+static void test_validate_missing(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  (void)state;
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(
+      tlc_config_load_string(&c, "[listen a]\nformat = bin11\n", "g.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "g.ini:2: [listen a]: missing option \"address\""));
+  tlc_config_fini(&c);
+}
+
+static void test_cli(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  char *argv[] = { "tlcapd",
+                   "--state-dir",
+                   "/tmp/s",
+                   "--listen",
+                   "ing=bin11@127.0.0.1:7000",
+                   "--listen=ev=evlog@[::1]:7001",
+                   "--dial",
+                   "probe=bin10@localhost:4000",
+                   "--serial",
+                   "lab=bin11@/dev/ttyUSB0:57600",
+                   "--serial",
+                   "lab2=bin11@/dev/serial/by-id/usb-X:if00",
+                   "--serve",
+                   "127.0.0.1:7500",
+                   "--no-store",
+                   "--max-connections",
+                   "64",
+                   "--partial-timeout=250ms",
+                   "--mapping",
+                   "probe=/m.txt",
+                   "--context-area",
+                   "ing@127.0.0.1=0x30000000" };
+  (void)state;
+  assert_int_equal(build(&c, (int)(sizeof(argv) / sizeof(argv[0])), argv, err, sizeof(err)), 0);
+  assert_string_equal(c.state_dir, "/tmp/s");
+  assert_int_equal(c.nsrc, 5); /* no embedded default when sources are given */
+  assert_int_equal(c.src[0].port, 7000);
+  assert_string_equal(c.src[1].host, "::1");
+  assert_int_equal(c.src[1].format, TLC_FMT_EVLOG);
+  assert_int_equal(c.src[2].kind, TLC_SRC_DIAL);
+  assert_string_equal(c.src[3].device, "/dev/ttyUSB0");
+  assert_int_equal(c.src[3].baud, 57600);
+  assert_string_equal(c.src[4].device, "/dev/serial/by-id/usb-X:if00");
+  assert_int_equal(c.src[4].baud, 115200);
+  assert_string_equal(c.serve, "127.0.0.1:7500");
+  assert_int_equal(c.store, 0);
+  assert_int_equal(c.max_connections, 64);
+  assert_int_equal(c.partial_timeout_ms, 250);
+  assert_string_equal(tlc_config_tset(&c, &c.src[2], "probe")->mapping, "/m.txt");
+  assert_int_equal(tlc_config_tset(&c, &c.src[0], "ing@127.0.0.1")->context_area, 0x30000000u);
+  tlc_config_fini(&c);
+}
+
+static void test_cli_errors(void **state) {
+  static const char *const bad[][3] = {
+    { "--listen", "x=bin11@127.0.0.1", "--listen: expected HOST:PORT" },
+    { "--listen", "x=bin13@127.0.0.1:1", "unknown format \"bin13\"" },
+    { "--dial", "x=bin11@h:0", "--dial: expected HOST:PORT" },
+    { "--serial", "x=bin11@/dev/tty:7", "unsupported baud rate" },
+    { "--frobnicate", "1", "unknown option \"--frobnicate\"" },
+    { "--max-connections", "-1", "--max-connections: expected a number" },
+    { "--log-level", "loud", "--log-level: expected err" },
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    tlc_config_t c;
+    char err[256] = "";
+    char *argv[] = { "tlcapd", (char *)bad[i][0], (char *)bad[i][1] };
+    assert_true(build(&c, 3, argv, err, sizeof(err)) < 0);
+    if (strstr(err, bad[i][2]) == NULL || strncmp(err, "command line", 12) != 0)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, bad[i][2]);
+  }
+}
+
+static void test_cli_overrides_file(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  char path[] = "/tmp/tlc_test_config_XXXXXX";
+  int fd = mkstemp(path);
+  FILE *f;
+  (void)state;
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("[daemon]\nmax_targets = 10\n[listen a]\nformat = bin11\naddress = 127.0.0.1:1\n"
+        "mapping = /a.txt\n",
+        f);
+  fclose(f);
+  {
+    char *argv[] = { "tlcapd",   "--config",           path, "--max-targets", "20",
+                     "--listen", "a=evlog@127.0.0.1:2" };
+    assert_int_equal(build(&c, 7, argv, err, sizeof(err)), 0);
+  }
+  assert_int_equal(c.max_targets, 20);
+  assert_int_equal(c.nsrc, 1);
+  assert_int_equal(c.src[0].format, TLC_FMT_EVLOG);
+  assert_int_equal(c.src[0].port, 2);
+  assert_string_equal(c.src[0].tset.mapping, "/a.txt"); /* kept from the file */
+  tlc_config_fini(&c);
+  {
+    char *argv[] = { "tlcapd", "--config", "/nonexistent/tlcapd.ini" };
+    assert_true(build(&c, 3, argv, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "/nonexistent/tlcapd.ini: cannot read"));
+  }
+  unlink(path);
+}
+
+static void test_parsers(void **state) {
+  uint64_t ms;
+  char host[64];
+  uint16_t port;
+  (void)state;
+  assert_int_equal(tlc_config_parse_duration_ms("1m", &ms), 0);
+  assert_int_equal(ms, 60000);
+  assert_int_equal(tlc_config_parse_duration_ms("750", &ms), 0);
+  assert_int_equal(ms, 750);
+  assert_true(tlc_config_parse_duration_ms("1 s", &ms) < 0);
+  assert_true(tlc_config_parse_duration_ms("", &ms) < 0);
+  assert_int_equal(tlc_config_parse_hostport("[fe80::1]:80", host, sizeof(host), &port), 0);
+  assert_string_equal(host, "fe80::1");
+  assert_true(tlc_config_parse_hostport("fe80::1:80", host, sizeof(host), &port) < 0);
+  assert_true(tlc_config_parse_hostport("h:65536", host, sizeof(host), &port) < 0);
+  assert_true(tlc_config_parse_hostport(":80", host, sizeof(host), &port) < 0);
+  assert_int_equal(tlc_target_name_check("a@10.0.0.1#2", 64), 0);
+  assert_int_equal(tlc_target_name_check("[::1]", 64), 0);
+  assert_true(tlc_target_name_check(".hidden", 64) < 0);
+  assert_true(tlc_target_name_check("a/b", 64) < 0);
+  assert_true(tlc_target_name_check("", 64) < 0);
+  assert_true(tlc_target_name_check("abcdef", 5) < 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_embedded_default),
+    cmocka_unit_test(test_ini_all_sections),
+    cmocka_unit_test(test_ini_errors_name_line),
+    cmocka_unit_test(test_validate_missing),
+    cmocka_unit_test(test_cli),
+    cmocka_unit_test(test_cli_errors),
+    cmocka_unit_test(test_cli_overrides_file),
+    cmocka_unit_test(test_parsers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

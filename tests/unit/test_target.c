@@ -1,0 +1,172 @@
+/* test_target.c - the target pipeline and the pubsub provider over the registry: feeding,
+ * counters, strict decode errors, attach/detach gaps, observers, names, caps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bin1x.h"
+#include "provider.h"
+#include "target.h"
+#include "tlc_err.h"
+
+#include <string.h>
+
+typedef struct rec {
+  int kinds[32];
+  size_t nkinds;
+  size_t decoded, batched, bytes;
+} rec_t;
+
+static void on_ev(void *ud, const tlc_target_t *t, int kind, const char *detail) {
+  rec_t *r = ud;
+  (void)t;
+  (void)detail;
+  if (r->nkinds < 32)
+    r->kinds[r->nkinds++] = kind;
+}
+
+static void on_dec(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
+  (void)t;
+  (void)ev;
+  ((rec_t *)ud)->decoded += n;
+}
+
+static void on_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
+  (void)t;
+  (void)ev;
+  ((rec_t *)ud)->batched += n;
+}
+
+static void on_bytes(void *ud, const tlc_target_t *t, const uint8_t *b, size_t n, uint64_t off) {
+  rec_t *r = ud;
+  (void)t;
+  (void)b;
+  assert_int_equal(off, r->bytes); /* contiguous stream offsets */
+  r->bytes += n;
+}
+
+static size_t calls(uint8_t *out, size_t n, int64_t t0) {
+  for (size_t i = 0; i < n; i++) {
+    tlc_event_t e;
+    memset(&e, 0, sizeof(e));
+    e.handle = 0;
+    e.core = 0;
+    e.type = (i % 2) ? TLC_EV_EXIT : TLC_EV_ENTRY;
+    e.time_ns = t0 + (int64_t)i * 10;
+    tlc_bin1x_encode(TLC_FMT_BIN11, &e, out + i * TLC_BIN1X_RECORD);
+  }
+  return n * TLC_BIN1X_RECORD;
+}
+
+static void test_pipeline_and_provider(void **state) {
+  tlc_targets_t reg;
+  tlc_target_t *t = NULL, *t2 = NULL;
+  tlc_target_conf_t conf;
+  tlc_target_observer_t o;
+  rec_t r;
+  uint8_t buf[100 * TLC_BIN1X_RECORD];
+  size_t len = calls(buf, 100, 1000);
+  tlc_provider_t pv;
+  tlc_ps_target_info_t info;
+  tlc_table_t tab;
+  size_t idx;
+  int src = 1;
+  (void)state;
+
+  memset(&r, 0, sizeof(r));
+  assert_int_equal(tlc_targets_init(&reg, 2), 0);
+  memset(&o, 0, sizeof(o));
+  o.cb = on_ev;
+  o.decoded_cb = on_dec;
+  o.batch_cb = on_batch;
+  o.bytes_cb = on_bytes;
+  o.ud = &r;
+  assert_int_equal(tlc_targets_observe(&reg, &o), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_BIN11;
+  conf.histograms = 1;
+  assert_int_equal(tlc_targets_get(&reg, "a@127.0.0.1", TLC_SRC_LISTEN, &conf, &t), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "127.0.0.1:1"), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "127.0.0.1:1"), TLC_EINVAL);
+  /* fed in odd chunk sizes: a partial record is pending between calls */
+  assert_int_equal(tlc_target_feed(t, buf, 37), 0);
+  assert_true(tlc_target_pending(t) > 0);
+  assert_int_equal(tlc_target_feed(t, buf + 37, len - 37), 0);
+  assert_int_equal(tlc_target_pending(t), 0);
+  assert_int_equal(r.decoded, 100);
+  assert_int_equal(r.batched, 100);
+  assert_int_equal(r.bytes, len);
+  tlc_target_detach(t, "test");
+  assert_int_equal(t->gaps, 1);
+  assert_int_equal(t->connected, 0);
+  /* reconnect: same target, a reconnect counted; a bad record stops it (strict) */
+  assert_int_equal(tlc_target_attach(t, &src, "127.0.0.1:2"), 0);
+  assert_int_equal(t->reconnects, 1);
+  memset(buf, 0xff, TLC_BIN1X_RECORD);
+  assert_true(tlc_target_feed(t, buf, TLC_BIN1X_RECORD) < 0);
+  assert_int_equal(t->decode_errors, 1);
+  tlc_target_detach(t, "decode error");
+  /* a format clash and the cap */
+  conf.format = TLC_FMT_BIN10;
+  assert_int_equal(tlc_targets_get(&reg, "a@127.0.0.1", TLC_SRC_LISTEN, &conf, &t2), TLC_EINVAL);
+  assert_ptr_equal(t2, t);
+  assert_int_equal(tlc_targets_get(&reg, "../x", TLC_SRC_LISTEN, &conf, &t2), TLC_EINVAL);
+  assert_int_equal(tlc_targets_get(&reg, "b", TLC_SRC_LISTEN, &conf, &t2), 0);
+  assert_int_equal(tlc_targets_get(&reg, "c", TLC_SRC_LISTEN, &conf, &t2), TLC_ELIMIT);
+  assert_int_equal(reg.refused_limit, 1);
+  assert_int_equal(reg.refused_name, 1);
+  /* events in order: created, connected, disconnected, connected, decode error, disconnected,
+   * created (b) */
+  {
+    static const int want[] = { TLC_TEV_CREATED,   TLC_TEV_CONNECTED,    TLC_TEV_DISCONNECTED,
+                                TLC_TEV_CONNECTED, TLC_TEV_DECODE_ERROR, TLC_TEV_DISCONNECTED,
+                                TLC_TEV_CREATED };
+    assert_int_equal(r.nkinds, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < r.nkinds; i++)
+      assert_int_equal(r.kinds[i], want[i]);
+  }
+  /* the provider */
+  tlc_provider_init(&pv, &reg, NULL, NULL);
+  assert_int_equal(pv.ps.count(pv.ps.ud), 2);
+  assert_int_equal(pv.ps.find(pv.ps.ud, "b", &idx), 0);
+  assert_int_equal(idx, 1);
+  assert_int_equal(pv.ps.find(pv.ps.ud, "nope", &idx), TLC_ERANGE);
+  assert_int_equal(pv.ps.info(pv.ps.ud, 0, &info), 0);
+  assert_string_equal(info.name, "a@127.0.0.1");
+  assert_int_equal(info.counters.records, 100);
+  assert_int_equal(info.counters.events, 100);
+  assert_int_equal(info.counters.bytes, len + TLC_BIN1X_RECORD);
+  assert_int_equal(info.connections, 2);
+  assert_int_equal(info.reconnects, 1);
+  assert_int_equal(info.gaps, 2);
+  assert_int_equal(info.decode_errors, 1);
+  assert_int_equal(pv.ps.info(pv.ps.ud, 2, &info), TLC_ERANGE);
+  assert_null(pv.ps.mapping(pv.ps.ud, 0));
+  assert_int_equal(pv.ps.rotate(pv.ps.ud, 0), TLC_EINVAL);
+  tlc_table_init(&tab);
+  assert_int_equal(pv.ps.snapshot(pv.ps.ud, 0, &tab, NULL), 0);
+  assert_int_equal(tab.counters.records, 100);
+  assert_int_equal(tab.counters.gaps, 2);
+  assert_true(tab.nrows >= 1);
+  assert_int_equal(tab.rows[0].count, 50);
+  tlc_table_fini(&tab);
+  {
+    char err[200] = "";
+    const char *m = "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00000000,main,\n";
+    assert_true(pv.ps.load_mapping(pv.ps.ud, 0, "* HANDLE(Functions) %BOGUS%\nx\n", 30, err,
+                                   sizeof(err)) < 0);
+    assert_true(err[0] != '\0');
+    assert_int_equal(pv.ps.load_mapping(pv.ps.ud, 0, m, strlen(m), err, sizeof(err)), 0);
+    assert_non_null(pv.ps.mapping(pv.ps.ud, 0));
+  }
+  tlc_targets_fini(&reg);
+  assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_FREED);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_pipeline_and_provider),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
