@@ -315,8 +315,7 @@ static int cmd_stats(int argc, char **argv) {
       xo.timeline = TLC_XML_TL_NONE; /* live statistics carry no timeline */
       xo.target = target;
       r = tlc_xml_write(&o, &xo, &t, have_map ? &map : NULL, NULL, NULL);
-    }
-    else
+    } else
       r = tlc_text1_write(&o, t1, &t, have_map ? &map : NULL, NULL);
     if (r == 0)
       r = tlc_out_fini(&o);

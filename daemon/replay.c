@@ -21,6 +21,7 @@
 #include "replay.h"
 
 #include "engine.h"
+#include "segread.h"
 
 #include "aprof.h"
 #include "aprofw.h"
@@ -79,6 +80,7 @@ typedef struct rp_stream {
   int report; /* print decode errors (pass 1, or the only pass) */
   size_t fi;
   FILE *f;
+  tlc_segread_t *seg; /* set when the file is read through its segment index (or is .zst) */
   int eof;
   int stopped; /* a strict-mode error ended the capture */
   uint8_t *buf;
@@ -171,12 +173,53 @@ static int read_all(const char *path, char **data, size_t *len) {
   return 0;
 }
 
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Segments are read through tlc_segread: compressed ones always, others when a time range is
+ * asked for (its index then skips what precedes the range without a scan). */
+static int use_segread(const rp_t *rp, const char *path) {
+  if (ends_with(path, ".zst"))
+    return 1;
+  return (rp->has_from || rp->has_to) &&
+         (ends_with(path, ".BIN") || ends_with(path, ".log") || ends_with(path, ".part"));
+}
+
+static int stream_is_open(const rp_stream_t *s) {
+  return s->f != NULL || s->seg != NULL;
+}
+
+static void stream_close_file(rp_stream_t *s);
+
+static int stream_open_segment(rp_stream_t *s, const char *path) {
+  rp_t *rp = s->rp;
+  char err[200] = "";
+  int r = tlc_segread_open(path, rp->fmt, 0, &s->seg, err, sizeof(err));
+  if (r == 0 && (rp->has_from || rp->has_to))
+    r = tlc_segread_range(s->seg, rp->has_from ? rp->from : INT64_MIN,
+                          rp->has_to ? rp->to : INT64_MAX);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", path, err[0] ? err : tlc_strerror(r));
+    if (s->seg != NULL)
+      tlc_segread_close(s->seg);
+    s->seg = NULL;
+    s->io_err = 1;
+    return -1;
+  }
+  return 0;
+}
+
 static int stream_open_file(rp_stream_t *s) {
   rp_t *rp = s->rp;
   const char *path = rp->files[s->fi];
   int r;
-  s->f = fopen(path, "rb");
-  if (s->f == NULL) {
+  s->seg = NULL;
+  if (use_segread(rp, path)) {
+    if (stream_open_segment(s, path) < 0)
+      return -1;
+  } else if ((s->f = fopen(path, "rb")) == NULL) {
     fprintf(stderr, "tlcapd replay: %s: %s\n", path, strerror(errno));
     s->io_err = 1;
     return -1;
@@ -184,8 +227,7 @@ static int stream_open_file(rp_stream_t *s) {
   r = tlc_dec_init(&s->dec, rp->fmt, NULL);
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s: %s\n", path, tlc_strerror(r));
-    fclose(s->f);
-    s->f = NULL;
+    stream_close_file(s);
     s->io_err = 1;
     return -1;
   }
@@ -201,10 +243,13 @@ static void stream_close_file(rp_stream_t *s) {
     tlc_dec_fini(&s->dec);
     s->dec_live = 0;
   }
-  if (s->f != NULL) {
-    fclose(s->f);
-    s->f = NULL;
+  if (s->seg != NULL) {
+    tlc_segread_close(s->seg);
+    s->seg = NULL;
   }
+  if (s->f != NULL)
+    fclose(s->f);
+  s->f = NULL;
   s->fi++;
 }
 
@@ -248,13 +293,24 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
   *evs = s->out;
   for (;;) {
     int n;
-    if (s->f == NULL) {
+    if (!stream_is_open(s)) {
       if (s->fi >= rp->nfiles || s->stopped || s->io_err)
         return 0;
       if (stream_open_file(s) < 0)
         return TLC_EIO;
     }
-    if (s->bpos == s->blen && !s->eof) {
+    if (s->bpos == s->blen && !s->eof && s->seg != NULL) {
+      int64_t got = tlc_segread_read(s->seg, s->buf, RP_CHUNK);
+      s->bpos = 0;
+      s->blen = got > 0 ? (size_t)got : 0;
+      if (got < 0) {
+        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
+        s->io_err = 1;
+        return TLC_EIO;
+      }
+      if (got == 0)
+        s->eof = 1;
+    } else if (s->bpos == s->blen && !s->eof) {
       s->blen = fread(s->buf, 1, RP_CHUNK, s->f);
       s->bpos = 0;
       if (s->blen == 0) {
@@ -302,7 +358,7 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
 static int stream_rewind(void *ud) {
   rp_stream_t *s = ud;
   int r;
-  while (s->f != NULL)
+  while (stream_is_open(s))
     stream_close_file(s);
   s->fi = 0;
   s->stopped = 0;
@@ -331,7 +387,7 @@ static int stream_init(rp_stream_t *s, rp_t *rp, int report_errors) {
 }
 
 static void stream_fini(rp_stream_t *s) {
-  while (s->f != NULL)
+  while (stream_is_open(s))
     stream_close_file(s);
   if (s->evmap != NULL)
     tlc_evmap_free(s->evmap);
@@ -352,7 +408,21 @@ static int resolve_formats(rp_t *rp) {
   tlc_format_t common = TLC_FMT_NONE;
   for (i = 0; i < rp->nfiles; i++) {
     tlc_format_t f;
-    if (strcmp(rp->format_opt, "auto") == 0) {
+    if (strcmp(rp->format_opt, "auto") == 0 && ends_with(rp->files[i], ".zst")) {
+      tlc_segread_t *sr;
+      tlc_seginfo_t info;
+      char err[200] = "";
+      int r = tlc_segread_open(rp->files[i], TLC_FMT_NONE, 0, &sr, err, sizeof(err));
+      if (r < 0) {
+        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], err[0] ? err : tlc_strerror(r));
+        return 1;
+      }
+      tlc_segread_info(sr, &info);
+      tlc_segread_close(sr);
+      f = info.format;
+      fprintf(stderr, "tlcapd replay: %s: format auto: %s (compressed segment)\n", rp->files[i],
+              tlc_format_name(f));
+    } else if (strcmp(rp->format_opt, "auto") == 0) {
       uint8_t head[24 * 256];
       char why[160];
       size_t n;
