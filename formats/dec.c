@@ -131,8 +131,9 @@ tlc_format_t tlc_dec_detect(const uint8_t *buf, size_t len, char *why, size_t wh
   r11 = tlc_bin1x_plausible_run(TLC_FMT_BIN11, buf, len);
   r10 = tlc_bin1x_plausible_run(TLC_FMT_BIN10, buf, len);
   if (r11 == 0 && r10 == 0) {
-    snprintf(why, whylen, "no format fits: no evlog magic and the first record is not a "
-                          "plausible bin10/bin11 record");
+    snprintf(why, whylen,
+             "no format fits: no evlog magic and the first record is not a "
+             "plausible bin10/bin11 record");
     return TLC_FMT_NONE;
   }
   if (r11 >= r10) {
