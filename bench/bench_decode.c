@@ -16,6 +16,7 @@
  */
 #include "dec.h"
 #include "tlc_alloc.h"
+#include "evlog_gen.h"
 #include "tlc_err.h"
 
 #include <inttypes.h>
@@ -94,8 +95,25 @@ typedef struct bench_case {
   gen_fn gen;
 } bench_case_t;
 
-/* Hook: an evlog row goes here ({ "evlog", TLC_FMT_EVLOG, 0, gen_evlog }). */
+/* evlog: blocks of 1,000 items from the test-support generator (nested +f/-f on 4 threads,
+ * states, writes, CPUFREQ with details; about 49 bytes per item), copied into a tlc buffer. */
+static uint8_t *gen_evlog(tlc_format_t f, size_t bytes, size_t *len, uint64_t *events) {
+  evgen_t g;
+  uint8_t *buf;
+  (void)f;
+  evgen_init(&g, 0);
+  evgen_random(&g, 42, bytes / 49, 1000);
+  buf = tlc_malloc(g.len ? g.len : 1);
+  if (buf != NULL)
+    memcpy(buf, g.buf, g.len);
+  *len = g.len;
+  *events = g.items;
+  evgen_free(&g);
+  return buf;
+}
+
 static const bench_case_t cases[] = {
+  { "evlog", TLC_FMT_EVLOG, 0, gen_evlog },
   { "bin11", TLC_FMT_BIN11, 0, gen_bin1x_case },
   { "bin10", TLC_FMT_BIN10, 0, gen_bin1x_case },
   { "bin11-resync", TLC_FMT_BIN11, 1, gen_bin1x_case },
