@@ -47,32 +47,6 @@ void tlc_out_u128(tlc_out_t *o, uint64_t hi, uint64_t lo) {
   tlc_out_write(o, b + i, sizeof(b) - i);
 }
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned c = s[0];
-  size_t n, i;
-  uint32_t cp;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    n = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF)
-    n = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4)
-    n = 4, cp = c & 0x07;
-  else
-    return 0;
-  for (i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return n;
-}
-
 void tlc_json_string(tlc_out_t *o, const char *str) {
   const unsigned char *s = (const unsigned char *)str;
   static const char hex[] = "0123456789abcdef";
@@ -93,7 +67,7 @@ void tlc_json_string(tlc_out_t *o, const char *str) {
       else
         tlc_out_write(o, e, 6);
       s++;
-    } else if ((n = utf8_len(s)) == 0) {
+    } else if ((n = tlc_utf8_len(s)) == 0) {
       tlc_out_puts(o, "\\ufffd");
       s++;
     } else {
@@ -205,14 +179,6 @@ static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int
   close_(w, '}');
 }
 
-static int kind_applies(const tlc_stat_t *r, unsigned k) {
-  if (r->kind == TLC_ROW_CODE)
-    return 1;
-  if (r->kind == TLC_ROW_STATE)
-    return k == TLC_NET || k == TLC_PERIOD;
-  return k == TLC_PERIOD;
-}
-
 static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *r) {
   unsigned area = tlc_handle_area(r->handle), k, i;
   const tlc_map_area_t *ma = NULL;
@@ -227,10 +193,7 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
   kv_str(w, "area", area < 6 ? area_name[area] : "unknown");
   kv_str(w, "name", ma ? ma->name : NULL);
   if (r->kind == TLC_ROW_CODE) {
-    const char *cn = NULL;
-    if (m != NULL && r->context < t->ncontexts && t->contexts[r->context].kind == TLC_CTXK_TASK)
-      cn = tlc_mapping_ctx_name(m, t->contexts[r->context].key);
-    kv_str(w, "context", cn ? cn : tlc_ctx_name(t, r->context, buf, sizeof(buf)));
+    kv_str(w, "context", tlc_mapping_ctx_display(m, t, r->context, buf, sizeof(buf)));
   }
   if (r->kind == TLC_ROW_STATE)
     kv_u64(w, "state", r->state);
@@ -255,7 +218,7 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
       tlc_out_puts(w->o, "null");
   }
   for (k = 0; k < TLC_NKINDS; k++)
-    if (kind_applies(r, k))
+    if (tlc_stat_kind_applies(r, k))
       dist(w, kind_key[k], &r->dist[k], k != TLC_PERIOD, r->total[k]);
   if (r->nwin > 0) {
     open_(w, "windows", '[');
@@ -265,7 +228,7 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
       kv_i64(w, "window_ns", i < t->nwindows ? t->window_ns[i] : 0);
       kv_u64(w, "count", ws->count);
       for (k = 0; k < TLC_NKINDS; k++) {
-        if (!kind_applies(r, k))
+        if (!tlc_stat_kind_applies(r, k))
           continue;
         open_(w, kind_key[k], '{');
         kv_u64(w, "n", ws->k[k].n);
@@ -325,12 +288,9 @@ int tlc_json_write(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, c
   open_(&w, "contexts", '[');
   for (i = 0; i < t->ncontexts; i++) {
     const tlc_ctx_t *x = &t->contexts[i];
-    const char *cn = NULL;
     open_(&w, NULL, '{');
     kv_u64(&w, "index", i);
-    if (m != NULL && x->kind == TLC_CTXK_TASK)
-      cn = tlc_mapping_ctx_name(m, x->key);
-    kv_str(&w, "name", cn ? cn : tlc_ctx_name(t, (uint32_t)i, buf, sizeof(buf)));
+    kv_str(&w, "name", tlc_mapping_ctx_display(m, t, (uint32_t)i, buf, sizeof(buf)));
     kv_str(&w, "kind", x->kind < 3 ? ctx_kind[x->kind] : "unknown");
     if (x->kind == TLC_CTXK_CORE)
       kv_opt(&w, "core", x->core != TLC_CORE_UNKNOWN, x->core);

@@ -35,6 +35,8 @@
  */
 #include "mapping.h"
 
+#include "stats.h"
+
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -1213,4 +1215,14 @@ int tlc_mapping_parse(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_e
   if (i < len && buf[i] == '<')
     return tlc_mapping_parse_xml(m, buf, len, err);
   return tlc_mapping_parse_text1(m, buf, len, err);
+}
+
+const char *tlc_mapping_ctx_display(const tlc_mapping_t *m, const struct tlc_table *t, uint32_t c,
+                                    char *buf, size_t len) {
+  if (m != NULL && c < t->ncontexts && t->contexts[c].kind == TLC_CTXK_TASK) {
+    const char *n = tlc_mapping_ctx_name(m, t->contexts[c].key);
+    if (n != NULL)
+      return n;
+  }
+  return tlc_ctx_name(t, c, buf, len);
 }

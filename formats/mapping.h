@@ -119,4 +119,11 @@ const tlc_map_area_t *tlc_mapping_find_value(const tlc_mapping_t *m, uint32_t ha
 /* The CONTEXTS name for a context handle (a task value), or NULL. */
 const char *tlc_mapping_ctx_name(const tlc_mapping_t *m, uint64_t handle);
 
+struct tlc_table;
+/* The name exporters show for context `c` of table `t`: a task's CONTEXTS name from `m` (may be
+ * NULL) when there is one, else tlc_ctx_name()'s (core<N>, task<HEX>, thread<HEX>, Neutral).
+ * Returns either a string owned by `m` or `buf`. */
+const char *tlc_mapping_ctx_display(const tlc_mapping_t *m, const struct tlc_table *t, uint32_t c,
+                                    char *buf, size_t len);
+
 #endif

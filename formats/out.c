@@ -214,3 +214,28 @@ void tlc_out_hex(tlc_out_t *o, uint64_t v, unsigned width) {
     b[--i] = '0';
   tlc_out_write(o, b + i, sizeof(b) - i);
 }
+
+size_t tlc_utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t n, i;
+  uint32_t cp;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2, cp = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3, cp = c & 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
+  for (i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
+    return 0;
+  return n;
+}

@@ -61,6 +61,11 @@ void tlc_out_vprintf(tlc_out_t *o, const char *fmt, va_list ap)
 #endif
     ;
 
+/* Length (1..4) of the valid UTF-8 sequence starting at s (NUL-terminated), or 0 when the bytes
+ * there are not valid UTF-8 (overlong forms, surrogates, code points past U+10FFFF, U+FFFE and
+ * U+FFFF included). The JSON and XML writers replace such bytes with U+FFFD. */
+size_t tlc_utf8_len(const unsigned char *s);
+
 /* Fast number formatting (no printf): decimal, and uppercase hex zero-padded to `width`
  * digits (width 0 = no padding, "0" for zero). */
 void tlc_out_u64(tlc_out_t *o, uint64_t v);

@@ -168,6 +168,14 @@ double tlc_dist_stddev(const tlc_dist_t *d) {
   return var > 0 ? sqrt(var) : 0.0;
 }
 
+int tlc_stat_kind_applies(const tlc_stat_t *r, unsigned k) {
+  if (r->kind == TLC_ROW_CODE)
+    return k < TLC_NKINDS;
+  if (r->kind == TLC_ROW_STATE)
+    return k == TLC_NET || k == TLC_PERIOD;
+  return k == TLC_PERIOD;
+}
+
 char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len) {
   const tlc_ctx_t *c;
   if (context == TLC_CTX_NEUTRAL) {

@@ -153,6 +153,17 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v);
 /* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). */
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
 
+/* The handle a context is listed under in CONTEXTS: the core index, the task value or the
+ * thread id. */
+static inline uint64_t tlc_ctx_handle(const tlc_ctx_t *c) {
+  return c->kind == TLC_CTXK_CORE ? c->core : c->key;
+}
+
+/* Whether sample kind k (enum tlc_kind) applies to the row's area type (SPEC sections 2 and 4):
+ * code rows have all five; state rows NET (time in the state) and PERIOD; data rows PERIOD
+ * only. Exporters print nothing for a kind that does not apply. */
+int tlc_stat_kind_applies(const tlc_stat_t *r, unsigned k);
+
 /* Context names as SPEC section 4 gives them: core<N> / core? , task<HEX>, thread<HEX>
  * (uppercase hex, no 0x, no padding), or "Neutral" for TLC_CTX_NEUTRAL. A mapping's CONTEXTS
  * names take precedence for tasks; that lookup is the exporter's (mapping.h). Writes into buf

@@ -288,20 +288,9 @@ static char sep_after(const tlc_text1_fmt_t *f, unsigned i) {
   return '\0';
 }
 
-static int kind_applies(const tlc_stat_t *r, unsigned k, unsigned crit) {
-  switch (r->kind) {
-  case TLC_ROW_CODE:
-    return 1;
-  case TLC_ROW_STATE:
-    return k == TLC_NET || k == TLC_PERIOD;
-  default: /* data: only the period between writes */
-    return k == TLC_PERIOD && crit != 0;
-  }
-}
-
 static void put_t(tlc_out_t *o, const tlc_stat_t *r, unsigned k, unsigned crit) {
   const tlc_dist_t *d = &r->dist[k];
-  if (!kind_applies(r, k, crit))
+  if (!tlc_stat_kind_applies(r, k))
     return;
   switch (crit) {
   case 0:
@@ -440,22 +429,6 @@ static void header(tlc_out_t *o, const char *sec, const char *ctx, const tlc_tex
   tlc_out_putc(o, '\n');
 }
 
-/* Context name: the mapping's CONTEXTS name for tasks, else the SPEC's generated name. */
-static const char *ctx_name(const tlc_table_t *t, const tlc_mapping_t *m, uint32_t c, char *buf,
-                            size_t len) {
-  if (m != NULL && c < t->ncontexts && t->contexts[c].kind == TLC_CTXK_TASK) {
-    const char *n = tlc_mapping_ctx_name(m, t->contexts[c].key);
-    if (n != NULL)
-      return n;
-  }
-  return tlc_ctx_name(t, c, buf, len);
-}
-
-static uint64_t ctx_handle(const tlc_table_t *t, uint32_t c) {
-  const tlc_ctx_t *x = &t->contexts[c];
-  return x->kind == TLC_CTXK_CORE ? x->core : x->key;
-}
-
 static void write_info(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_table_t *t) {
   row_ctx_t c;
   memset(&c, 0, sizeof(c));
@@ -475,8 +448,8 @@ static void write_contexts(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc
     row_ctx_t c;
     memset(&c, 0, sizeof(c));
     c.fmt = &opts->fmt[TLC_T1_CONTEXT];
-    c.name = ctx_name(t, m, (uint32_t)i, buf, sizeof(buf));
-    c.ctx_handle = ctx_handle(t, (uint32_t)i);
+    c.name = tlc_mapping_ctx_display(m, t, (uint32_t)i, buf, sizeof(buf));
+    c.ctx_handle = tlc_ctx_handle(&t->contexts[i]);
     c.is_ctx = 1;
     write_entry(o, &c);
   }
@@ -675,7 +648,7 @@ static int write_statistics(tlc_out_t *o, const tlc_text1_opts_t *opts, const tl
     order[start[b] + fill[b]++] = i;
   }
   if (!multi) {
-    const char *cn = nctx == 1 ? ctx_name(t, m, 0, buf, sizeof(buf)) : NULL;
+    const char *cn = nctx == 1 ? tlc_mapping_ctx_display(m, t, 0, buf, sizeof(buf)) : NULL;
     header(o, "STATISTICS(Functions)", NULL, f);
     for (i = start[0]; i < start[nctx > 0 ? 1 : 0]; i++)
       stat_entry(o, f, m, &t->rows[order[i]], "Functions", cn);
@@ -683,7 +656,8 @@ static int write_statistics(tlc_out_t *o, const tlc_text1_opts_t *opts, const tl
   } else {
     size_t b;
     for (b = 0; b <= nctx; b++) {
-      const char *cn = b < nctx ? ctx_name(t, m, (uint32_t)b, buf, sizeof(buf)) : "Neutral";
+      const char *cn =
+          b < nctx ? tlc_mapping_ctx_display(m, t, (uint32_t)b, buf, sizeof(buf)) : "Neutral";
       header(o, "STATISTICS(Functions)", cn, f);
       for (i = start[b]; i < start[b + 1]; i++)
         stat_entry(o, f, m, &t->rows[order[i]], "Functions", cn);
@@ -706,15 +680,16 @@ static int write_statistics(tlc_out_t *o, const tlc_text1_opts_t *opts, const tl
   return 0;
 }
 
-/* The context of a timeline event: the thread (evlog), the core, or with context_area the
- * task last written to that handle on the event's core. */
-typedef struct tl_ctx {
-  uint8_t has_task[256];
-  uint64_t task[256];
-} tl_ctx_t;
+void tlc_evctx_update(tlc_evctx_t *x, const tlc_table_t *t, const tlc_event_t *ev) {
+  if (t->has_context_area && ev->handle == t->context_area &&
+      (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
+    x->has_task[ev->core] = 1;
+    x->task[ev->core] = ev->data;
+  }
+}
 
-static const char *event_context(const tlc_table_t *t, const tlc_mapping_t *m, tl_ctx_t *x,
-                                 const tlc_event_t *ev, char *buf, size_t len) {
+const char *tlc_evctx_name(const tlc_evctx_t *x, const tlc_table_t *t, const tlc_mapping_t *m,
+                           const tlc_event_t *ev, char *buf, size_t len) {
   if (ev->evlog != NULL || t->format == TLC_FMT_EVLOG) {
     snprintf(buf, len, "thread%llX", (unsigned long long)ev->thread);
     return buf;
@@ -738,7 +713,7 @@ static int write_timeline(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_
   const tlc_text1_fmt_t *f = &opts->fmt[TLC_T1_TIMELINE];
   int need_ctx = 0, n, r;
   unsigned i;
-  tl_ctx_t *x;
+  tlc_evctx_t *x;
   char buf[64];
   for (i = 0; i < f->ntok; i++)
     if (f->tok[i].macro == M_CONTEXT)
@@ -775,13 +750,9 @@ static int write_timeline(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_
         c.value_width = 8;
       }
       if (need_ctx)
-        c.context = event_context(t, m, x, ev, buf, sizeof(buf));
+        c.context = tlc_evctx_name(x, t, m, ev, buf, sizeof(buf));
       write_entry(o, &c);
-      if (t->has_context_area && ev->handle == t->context_area &&
-          (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
-        x->has_task[ev->core] = 1;
-        x->task[ev->core] = ev->data;
-      }
+      tlc_evctx_update(x, t, ev);
     }
     if (o->err)
       r = o->err;

@@ -72,6 +72,19 @@ int tlc_text1_set_format(tlc_text1_opts_t *opts, const char *spec, char *err, si
 int tlc_text1_write(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_table_t *t,
                     const tlc_mapping_t *m, tlc_timeline_t *tl);
 
+/* The context a timeline event runs in, as %CONTEXT% names it (shared by the XML writer):
+ * thread<HEX> for evlog, the core (core<N>, core?), or with context_area the task last written
+ * (W or E) to that handle on the event's core (its CONTEXTS name, else task<HEX>). Feed every
+ * event, in order, to tlc_evctx_update after naming it. Zero-initialise before the first. */
+typedef struct tlc_evctx {
+  uint8_t has_task[256];
+  uint64_t task[256];
+} tlc_evctx_t;
+
+void tlc_evctx_update(tlc_evctx_t *x, const tlc_table_t *t, const tlc_event_t *ev);
+const char *tlc_evctx_name(const tlc_evctx_t *x, const tlc_table_t *t, const tlc_mapping_t *m,
+                           const tlc_event_t *ev, char *buf, size_t len);
+
 /* Writes one field of a Text1 entry, quoting it (double quotes, inner quotes doubled) exactly
  * when tlc_mapping_field_needs_quotes() says the mapping reader could not read it back raw;
  * anything else is written raw, as winIDEA writes names like "TestStatic1.c"#StaticFunc. */

@@ -20,6 +20,7 @@
 
 #include "bin1x.h"
 #include "json.h"
+#include "text1.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -31,32 +32,6 @@ void tlc_xml_opts_default(tlc_xml_opts_t *o) {
   o->indent = 1;
   o->timeline = TLC_XML_TL_INLINE;
   o->bin_version = TLC_FMT_BIN11;
-}
-
-/* Length of a valid UTF-8 sequence at s, or 0. (Same rules as json.c.) */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned c = s[0];
-  size_t n, i;
-  uint32_t cp;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    n = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF)
-    n = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4)
-    n = 4, cp = c & 0x07;
-  else
-    return 0;
-  for (i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
-    return 0;
-  return n;
 }
 
 void tlc_xml_attr_text(tlc_out_t *o, const char *str) {
@@ -95,7 +70,7 @@ void tlc_xml_attr_text(tlc_out_t *o, const char *str) {
     default:
       break;
     }
-    if (*s < 0x20 || (n = utf8_len(s)) == 0) {
+    if (*s < 0x20 || (n = tlc_utf8_len(s)) == 0) {
       tlc_out_puts(o, "&#xFFFD;");
       s++;
       continue;
@@ -210,14 +185,6 @@ static void dist(xw_t *w, unsigned k, const tlc_dist_t *d, int has_total, int64_
   empty_end(w);
 }
 
-static int kind_applies(const tlc_stat_t *r, unsigned k) {
-  if (r->kind == TLC_ROW_CODE)
-    return 1;
-  if (r->kind == TLC_ROW_STATE)
-    return k == TLC_NET || k == TLC_PERIOD;
-  return k == TLC_PERIOD;
-}
-
 static void windows(xw_t *w, const tlc_table_t *t, const tlc_stat_t *r) {
   uint32_t i;
   unsigned k;
@@ -228,7 +195,7 @@ static void windows(xw_t *w, const tlc_table_t *t, const tlc_stat_t *r) {
     a_u64(w, "count", ws->count);
     open_end(w);
     for (k = 0; k < TLC_NKINDS; k++) {
-      if (!kind_applies(r, k))
+      if (!tlc_stat_kind_applies(r, k))
         continue;
       open_tag(w, kind_elem[k]);
       a_u64(w, "n", ws->k[k].n);
@@ -249,31 +216,17 @@ static void row_body(xw_t *w, const tlc_table_t *t, const tlc_stat_t *r, const c
   unsigned k;
   int any = r->nwin > 0;
   for (k = 0; k < TLC_NKINDS; k++)
-    any |= kind_applies(r, k);
+    any |= tlc_stat_kind_applies(r, k);
   if (!any) {
     empty_end(w);
     return;
   }
   open_end(w);
   for (k = 0; k < TLC_NKINDS; k++)
-    if (kind_applies(r, k))
+    if (tlc_stat_kind_applies(r, k))
       dist(w, k, &r->dist[k], k != TLC_PERIOD, r->total[k]);
   windows(w, t, r);
   close_tag(w, elem);
-}
-
-static const char *ctx_display(const tlc_table_t *t, const tlc_mapping_t *m, uint32_t c, char *buf,
-                               size_t len) {
-  if (m != NULL && c < t->ncontexts && t->contexts[c].kind == TLC_CTXK_TASK) {
-    const char *n = tlc_mapping_ctx_name(m, t->contexts[c].key);
-    if (n != NULL)
-      return n;
-  }
-  return tlc_ctx_name(t, c, buf, len);
-}
-
-static uint64_t ctx_handle(const tlc_ctx_t *x) {
-  return x->kind == TLC_CTXK_CORE ? x->core : x->key;
 }
 
 static void write_info(xw_t *w, const tlc_xml_opts_t *opts, const tlc_table_t *t) {
@@ -326,8 +279,8 @@ static void write_mapping(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *m)
     open_end(w);
     for (i = 0; i < t->ncontexts; i++) {
       open_tag(w, "Context");
-      a_ctxhex(w, "handle", ctx_handle(&t->contexts[i]));
-      a_str(w, "name", ctx_display(t, m, (uint32_t)i, buf, sizeof(buf)));
+      a_ctxhex(w, "handle", tlc_ctx_handle(&t->contexts[i]));
+      a_str(w, "name", tlc_mapping_ctx_display(m, t, (uint32_t)i, buf, sizeof(buf)));
       empty_end(w);
     }
     close_tag(w, "Contexts");
@@ -438,10 +391,10 @@ static int write_statistics(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *
     open_tag(w, "ContextStatistics");
     if (b < nctx) {
       const tlc_ctx_t *x = &t->contexts[b];
-      a_str(w, "context", ctx_display(t, m, (uint32_t)b, buf, sizeof(buf)));
+      a_str(w, "context", tlc_mapping_ctx_display(m, t, (uint32_t)b, buf, sizeof(buf)));
       a_u64(w, "index", b);
       a_str(w, "kind", x->kind < 3 ? kind_names[x->kind] : "core");
-      a_ctxhex(w, "handle", ctx_handle(x));
+      a_ctxhex(w, "handle", tlc_ctx_handle(x));
     } else {
       a_str(w, "context", "Neutral");
       a_str(w, "kind", "neutral");
@@ -490,10 +443,10 @@ static int write_timeline(xw_t *w, const tlc_xml_opts_t *opts, const tlc_table_t
                           const tlc_mapping_t *m, tlc_timeline_t *tl, tlc_out_t *sidecar) {
   int r, n, k;
   uint64_t events = 0;
-  uint8_t has_task[256];
-  uint64_t task[256];
+  tlc_evctx_t *x = tlc_calloc(1, sizeof(*x));
   char buf[64];
-  memset(has_task, 0, sizeof(has_task));
+  if (x == NULL)
+    return TLC_ENOMEM;
   r = tl->rewind(tl->ud);
   if (opts->timeline == TLC_XML_TL_INLINE) {
     open_tag(w, "Timeline");
@@ -533,30 +486,11 @@ static int write_timeline(xw_t *w, const tlc_xml_opts_t *opts, const tlc_table_t
       if (ev->type == TLC_EV_WRITE || area >= TLC_AREA_VARIABLE)
         a_hex(w, "value", ev->data, 8);
       a_i64(w, "time", ev->time_ns);
-      if (ev->evlog != NULL || t->format == TLC_FMT_EVLOG) {
-        snprintf(buf, sizeof(buf), "thread%llX", (unsigned long long)ev->thread);
-        a_str(w, "context", buf);
+      a_str(w, "context", tlc_evctx_name(x, t, m, ev, buf, sizeof(buf)));
+      if (ev->evlog != NULL || t->format == TLC_FMT_EVLOG)
         a_hex(w, "thread", ev->thread, 0);
-      } else if (t->has_context_area && has_task[ev->core]) {
-        const char *nm = m ? tlc_mapping_ctx_name(m, task[ev->core]) : NULL;
-        if (nm == NULL) {
-          snprintf(buf, sizeof(buf), "task%llX", (unsigned long long)task[ev->core]);
-          nm = buf;
-        }
-        a_str(w, "context", nm);
-      } else {
-        if (ev->core == TLC_CORE_UNKNOWN)
-          snprintf(buf, sizeof(buf), "core?");
-        else
-          snprintf(buf, sizeof(buf), "core%u", (unsigned)ev->core);
-        a_str(w, "context", buf);
-      }
       empty_end(w);
-      if (t->has_context_area && ev->handle == t->context_area &&
-          (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
-        has_task[ev->core] = 1;
-        task[ev->core] = ev->data;
-      }
+      tlc_evctx_update(x, t, ev);
     }
     if (w->o->err)
       r = w->o->err;
@@ -572,6 +506,7 @@ static int write_timeline(xw_t *w, const tlc_xml_opts_t *opts, const tlc_table_t
     a_u64(w, "events", events);
     empty_end(w);
   }
+  tlc_free(x);
   return r;
 }
 
