@@ -199,18 +199,19 @@ static int parse_windows(const char *s, tlc_config_t *c) {
 
 /* ---- [daemon] keys, shared with the command line ---- */
 
-enum ktype { K_STR, K_BOOL, K_SIZE, K_DUR, K_LEVEL, K_DEBUG, K_WINDOWS, K_ADDR };
+enum ktype { K_STR, K_BOOL, K_SIZE, K_DUR, K_LEVEL, K_DEBUG, K_WINDOWS, K_ADDR, K_U64, K_SYNC };
 
 typedef struct dkey {
   const char *name;
   enum ktype type;
   size_t off;
   size_t size;  /* K_STR: capacity; K_SIZE: sizeof field */
-  uint64_t max; /* K_SIZE: largest value */
+  uint64_t max; /* K_SIZE, K_U64: largest value; K_DUR: largest ms (0: the parser's cap) */
 } dkey_t;
 
-#define OFF(f) offsetof(tlc_config_t, f)
-#define FSZ(f) sizeof(((tlc_config_t *)0)->f)
+#define TLC_CFG_MAX_DUR_MS (100ull * 366 * 86400 * 1000)
+#define OFF(f)             offsetof(tlc_config_t, f)
+#define FSZ(f)             sizeof(((tlc_config_t *)0)->f)
 static const dkey_t dkeys[] = {
   { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0 },
   { "store", K_BOOL, OFF(store), 0, 0 },
@@ -234,6 +235,21 @@ static const dkey_t dkeys[] = {
   { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000 },
   { "histograms", K_BOOL, OFF(histograms), 0, 0 },
   { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0 },
+  /* storage (tlc_store_opts_t); durations capped at 100 years (ms * 1e6 fits an int64_t) */
+  { "rotate_bytes", K_U64, OFF(rotate_bytes), 0, 1ull << 50 },
+  { "rotate_age", K_DUR, OFF(rotate_age_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "retain_bytes", K_U64, OFF(retain_bytes), 0, 1ull << 60 },
+  { "retain_target_bytes", K_U64, OFF(retain_target_bytes), 0, 1ull << 60 },
+  { "retain_age", K_DUR, OFF(retain_age_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "retain_segments", K_SIZE, OFF(retain_segments), FSZ(retain_segments), 100000000 },
+  { "min_free", K_U64, OFF(min_free), 0, 1ull << 60 },
+  { "sync", K_SYNC, OFF(sync_mode), 0, 0 },
+  { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "sync_bytes", K_U64, OFF(sync_bytes), 0, 1ull << 50 },
+  { "compress", K_BOOL, OFF(compress), 0, 0 },
+  { "index_interval", K_SIZE, OFF(index_interval), FSZ(index_interval), 1000000 },
+  { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30 },
+  { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -286,9 +302,35 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
       *(size_t *)(void *)(base + k->off) = (size_t)x;
     return 0;
   }
-  case K_DUR:
-    if (tlc_config_parse_duration_ms(v, (uint64_t *)(void *)(base + k->off)) != 0) {
+  case K_U64: {
+    uint64_t x;
+    if (parse_size(v, k->max, &x) != 0) {
+      seterr(why, wl, "expected a number from 0 to %llu (suffix k, M, G allowed), got \"%s\"",
+             (unsigned long long)k->max, v);
+      return TLC_EINVAL;
+    }
+    *(uint64_t *)(void *)(base + k->off) = x;
+    return 0;
+  }
+  case K_DUR: {
+    uint64_t ms;
+    if (tlc_config_parse_duration_ms(v, &ms) != 0 || (k->max != 0 && ms > k->max)) {
       seterr(why, wl, "expected a duration (e.g. 500ms, 2s, 1m), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    *(uint64_t *)(void *)(base + k->off) = ms;
+    return 0;
+  }
+  case K_SYNC:
+    /* values of enum tlc_store_sync (store.h), kept numeric here: config.c stays pure */
+    if (strcmp(v, "on_close") == 0)
+      c->sync_mode = 0;
+    else if (strcmp(v, "never") == 0)
+      c->sync_mode = 1;
+    else if (strcmp(v, "periodic") == 0)
+      c->sync_mode = 2;
+    else {
+      seterr(why, wl, "expected on_close, never or periodic, got \"%s\"", v);
       return TLC_EINVAL;
     }
     return 0;
@@ -673,6 +715,9 @@ int tlc_config_init(tlc_config_t *c) {
   c->status_interval_ms = 2000;
   c->nwindows = 0; /* engine defaults: 1 s, 10 s, 60 s */
   c->histograms = 1;
+  c->rotate_bytes = 64ull << 20;
+  c->index_interval = 1024;
+  c->store_queue = 64ull << 20;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -777,6 +822,8 @@ static void usage(FILE *f) {
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
         "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"
+        "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
+        "              --retain-segments N, --sync on_close|never|periodic, --compress yes, ...)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
         "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
@@ -967,6 +1014,24 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
   }
   if (*c->state_dir == '\0') {
     seterr(err, errlen, "[daemon] state_dir: must not be empty");
+    return TLC_EINVAL;
+  }
+  if (c->rotate_bytes == 0) {
+    seterr(err, errlen, "[daemon] rotate_bytes: must be at least 1 byte");
+    return TLC_EINVAL;
+  }
+  if (c->index_interval == 0) {
+    seterr(err, errlen, "[daemon] index_interval: must be at least 1 record");
+    return TLC_EINVAL;
+  }
+  if (c->store_queue < c->max_block) {
+    /* a block larger than the whole queue could never be queued: every one would be dropped */
+    seterr(err, errlen, "[daemon] store_queue: must be at least max_block (%u bytes)",
+           c->max_block);
+    return TLC_EINVAL;
+  }
+  if (c->sync_mode == 2 && c->sync_interval_ms == 0 && c->sync_bytes == 0) {
+    seterr(err, errlen, "[daemon] sync: periodic needs sync_interval or sync_bytes");
     return TLC_EINVAL;
   }
   for (size_t i = 0; i < c->nsrc; i++) {

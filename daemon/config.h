@@ -90,6 +90,21 @@ typedef struct tlc_config {
   size_t max_areas, max_contexts, max_depth, max_names; /* engine/evmap caps (0: defaults) */
   int histograms;
   char dump_stats[TLC_CFG_PATH]; /* --dump-stats-on-exit FILE ("" = off) */
+  /* Storage (tlc_store_opts_t, docs/configuration.md "Storage"); 0 = off / no limit unless said */
+  uint64_t rotate_bytes;        /* segment size limit (default 64M, >= 1) */
+  uint64_t rotate_age_ms;       /* segment age limit */
+  uint64_t retain_bytes;        /* retention: all targets together */
+  uint64_t retain_target_bytes; /* retention: per target */
+  uint64_t retain_age_ms;       /* retention: sealed segment age */
+  uint32_t retain_segments;     /* retention: sealed segments per target */
+  uint64_t min_free;            /* retention: free-space floor of the state directory */
+  int sync_mode;                /* enum tlc_store_sync values: 0 on_close, 1 never, 2 periodic */
+  uint64_t sync_interval_ms;    /* periodic: by time */
+  uint64_t sync_bytes;          /* periodic: by size */
+  int compress;                 /* zstd-compress sealed segments */
+  uint32_t index_interval;      /* index entry every N records (default 1024, >= 1) */
+  uint64_t store_queue;         /* writer queue cap, bytes (default 64M, >= max_block) */
+  int quick_start;              /* recovery checks sizes and index only, not every byte */
 
   tlc_cfg_source_t *src;
   size_t nsrc;

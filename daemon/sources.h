@@ -72,6 +72,8 @@ struct tlc_conn {
   uint64_t since;   /* uv_now at accept/connect */
   int counted;      /* counted in d->nconns */
   int closing;
+  int barrier_wait;  /* half-closed: waiting for storage to write every byte (d->barrier) */
+  int handle_closed; /* the handle's close callback ran while barrier_wait was set */
 };
 
 struct tlc_daemon {
@@ -90,6 +92,12 @@ struct tlc_daemon {
   uv_timer_t sweep; /* deadlines */
   int stopping;
   tlc_ingest_stats_t st;
+  /* Storage barrier (set by wiring.c while storage runs, else NULL): calls cb(cb_ud) on the
+   * loop once everything queued to storage before the call is written (tlc_store_barrier).
+   * Returns 0, or a negative error and cb is never called. SPEC 1: a target that half-closes
+   * is answered by closing the connection only once every byte it sent is written. */
+  int (*barrier)(void *ud, void (*cb)(void *cb_ud), void *cb_ud);
+  void *barrier_ud;
 };
 
 /* ---- TCP listen (src_tcp.c) ---- */

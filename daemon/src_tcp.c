@@ -126,7 +126,22 @@ static void conn_close_cb(uv_handle_t *h) {
   tlc_conn_t *c = h->data;
   if (c->dialer != NULL)
     tlc__dial_conn_closed(c->dialer, c->last_rx != 0);
+  c->dialer = NULL;
+  if (c->barrier_wait) {
+    c->handle_closed = 1; /* closed early (shutdown, idle timeout): barrier_done frees */
+    return;
+  }
   tlc_free(c);
+}
+
+/* Storage wrote every byte the half-closed peer sent: answer it by closing. */
+static void barrier_done(void *ud) {
+  tlc_conn_t *c = ud;
+  c->barrier_wait = 0;
+  if (c->handle_closed)
+    tlc_free(c);
+  else
+    tlc__conn_close(c, "end of stream");
 }
 
 void tlc__conn_close(tlc_conn_t *c, const char *reason) {
@@ -337,6 +352,17 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
       return;
     d->st.closed_eof++;
     TLC_LOGD(TLC_LOGC_TCP, "connection %s on %s: end of stream", c->peer, c->src_name);
+    if (d->barrier != NULL && !c->barrier_wait) {
+      /* Everything received is processed; with storage on, close only once it is written
+       * (SPEC 1). The target is released now (a reconnect may come before the answer). */
+      if (c->target != NULL && c->target->source == c)
+        tlc_target_detach(c->target, "end of stream");
+      c->target = NULL;
+      c->barrier_wait = 1;
+      if (d->barrier(d->barrier_ud, barrier_done, c) == 0)
+        return;
+      c->barrier_wait = 0; /* no barrier (out of memory): close now */
+    }
     tlc__conn_close(c, "end of stream");
     return;
   }

@@ -2,10 +2,18 @@
  *
  * Design: one tlc_target_observer_t registered on the registry; it fans out to whichever of the
  * two services runs. Storage's per-target handle lives in t->store (the seam target.h
- * documents): opened at TLC_TEV_CREATED, closed at shutdown (or at TLC_TEV_FREED). Nothing here
- * allocates per event; each callback is O(1) plus the services' own work.
+ * documents): an st_handle_t, the store target plus the gap counters already reported (the
+ * target's counters are cumulative, a manifest gap wants the increase); opened at
+ * TLC_TEV_CREATED (one allocation per target), closed at shutdown (or at TLC_TEV_FREED).
+ * Nothing here allocates per event; each callback is O(1) plus the services' own work.
  *
- * Does not: change a running serve address or state directory (restart required, logged).
+ * Storage is configured from the [daemon] storage keys (st_opts) and reconfigured on SIGHUP;
+ * start-up recovery runs on a helper thread while the loop thread extends systemd's start
+ * timeout; half-closed TCP targets are answered through tlc_store_barrier (d->barrier); the
+ * watchdog health check reads the writer's heartbeat.
+ *
+ * Does not: change a running serve address or state directory (restart required, logged), nor
+ * compress / index_interval / store_queue / max_block of a running store (logged).
  */
 #include "wiring.h"
 
@@ -13,6 +21,9 @@
 #include "sdnotify.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#ifdef TLCAP_TESTING
+#include "iofault.h"
+#endif
 
 #ifdef TLC_HAVE_PUBSUB
 #include "pubsub.h"
@@ -21,9 +32,12 @@
 #include "store.h"
 #endif
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 struct tlc_wiring {
   tlc_daemon_t *d;
@@ -38,16 +52,32 @@ struct tlc_wiring {
 #endif
 #ifdef TLC_HAVE_STORE
   tlc_store_t *st;
-  uint64_t hc_written;  /* health check: bytes_written at the last progress */
-  uint64_t hc_since_ms; /* uv_now when it last moved (or the queue was empty) */
+  tlc_config_t applied; /* storage settings in force (the numeric [daemon] keys) */
+  uv_mutex_t rec_mu;    /* serialises log lines of the recovery thread with the waiting loop */
+  uv_cond_t rec_cv;
+  int rec_done, rec_rc, rec_mu_ok;
+  tlc_store_recovery_t rec_sum;
+  int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
 #endif
 };
 
-#define STORE_STALL_MS 20000 /* queued data and no write progress this long = stalled */
+/* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
+ * while it turns; queued data and a heartbeat older than this = the writer is stuck (R15). */
+#define STORE_STALL_NS (5ll * 1000000000ll)
+/* While crash recovery runs (before READY=1): EXTEND_TIMEOUT_USEC every second (T34), each
+ * asking for this much more time. */
+#define RECOVERY_EXTEND_USEC 5000000
 
 static void maybe_free(tlc_wiring_t *w) {
-  if (w->closing && w->pending == 0)
-    tlc_free(w);
+  if (!w->closing || w->pending != 0)
+    return;
+#ifdef TLC_HAVE_STORE
+  if (w->rec_mu_ok) {
+    uv_cond_destroy(&w->rec_cv);
+    uv_mutex_destroy(&w->rec_mu);
+  }
+#endif
+  tlc_free(w);
 }
 
 #ifdef TLC_HAVE_PUBSUB
@@ -83,14 +113,26 @@ static int ps_kind(int kind) {
 #endif
 
 #ifdef TLC_HAVE_STORE
+/* t->store: the store's target handle plus the gap counters already reported for it. */
+typedef struct st_handle {
+  tlc_store_target_t *t;
+  uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
+} st_handle_t;
+
 static void st_log(void *ud, int level, const char *msg) {
-  (void)ud;
+  tlc_wiring_t *w = ud;
+  /* Also called from the recovery thread at start-up (log.c is loop-thread only). */
+  if (w->rec_mu_ok)
+    uv_mutex_lock(&w->rec_mu);
   tlc_log(level, TLC_LOGC_STORE, "%s", msg);
+  if (w->rec_mu_ok)
+    uv_mutex_unlock(&w->rec_mu);
 }
 
 static void st_event(void *ud, const tlc_store_event_t *ev) {
   tlc_wiring_t *w = ud;
 #ifdef TLC_HAVE_PUBSUB
+  /* w->ps is still NULL while recovery (possibly on another thread) reports quarantines. */
   if (w->ps != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL)
     tlc_pubsub_target_event(w->ps, ev->target, TLC_PS_EV_SEGMENT_ROTATED, ev->path);
 #else
@@ -105,33 +147,149 @@ static void st_closed(void *ud) {
   maybe_free(w);
 }
 
-/* Watchdog health gate (sdnotify.h): the writer is stalled when data waits in its queue and
- * nothing has reached the disk for STORE_STALL_MS. A full disk is not a stall (the store drops
- * and counts while paused). */
+/* Watchdog health gate (sdnotify.h, R15): the writer is stalled when data waits in its queue
+ * and its heartbeat (CLOCK_MONOTONIC, as the store's default clock) is older than
+ * STORE_STALL_NS. While the disk is full the writer still turns (it drops and counts), so its
+ * heartbeat stays fresh: a full disk is not a stall. */
 static int st_health(void *ud, const char **why) {
   tlc_wiring_t *w = ud;
   tlc_store_counters_t c;
-  uint64_t now = uv_now(w->d->loop);
+  struct timespec ts;
+  int64_t now;
   if (w->st == NULL)
     return 0;
   tlc_store_counters(w->st, &c);
-  if (c.queue_bytes == 0 || c.disk_full || c.bytes_written != w->hc_written) {
-    w->hc_written = c.bytes_written;
-    w->hc_since_ms = now;
+  if (c.queue_bytes == 0)
+    return 0; /* nothing waits */
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  now = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+  /* Before its first turn the writer has no heartbeat yet: count from its start. */
+  if (now - (c.writer_heartbeat_ns != 0 ? c.writer_heartbeat_ns : w->writer_start_ns) <
+      STORE_STALL_NS)
     return 0;
-  }
-  if (now - w->hc_since_ms < STORE_STALL_MS)
-    return 0;
-  *why = "storage writer made no progress for 20 s with data queued";
+  *why = "storage writer stalled: data queued and no heartbeat for 5 s";
   return 1;
 }
 
 static int st_rotate(void *ud, void *target) {
   tlc_target_t *t = target;
+  st_handle_t *h = t->store;
   (void)ud;
-  if (t->store == NULL)
+  if (h == NULL)
     return TLC_EINVAL;
-  return tlc_store_rotate(t->store, TLC_ROT_COMMAND);
+  return tlc_store_rotate(h->t, TLC_ROT_COMMAND);
+}
+
+static int st_barrier(void *ud, void (*cb)(void *), void *cb_ud) {
+  tlc_wiring_t *w = ud;
+  if (w->st == NULL)
+    return TLC_EINVAL;
+  return tlc_store_barrier(w->st, cb, cb_ud);
+}
+
+/* The storage options from the configuration (hooks included). */
+static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so) {
+  tlc_store_opts_default(so);
+  so->state_dir = c->state_dir;
+  so->max_block = c->max_block;
+  so->max_segment_bytes = c->rotate_bytes;
+  so->max_segment_age_ms = (int64_t)c->rotate_age_ms;
+  so->max_total_bytes = c->retain_bytes;
+  so->max_target_bytes = c->retain_target_bytes;
+  so->max_segments = c->retain_segments;
+  so->max_age_ms = (int64_t)c->retain_age_ms;
+  so->min_free_bytes = c->min_free;
+  so->sync_mode = c->sync_mode;
+  so->sync_interval_ms = (int64_t)c->sync_interval_ms;
+  so->sync_bytes = c->sync_bytes;
+  so->compress = c->compress;
+  so->index_interval = c->index_interval;
+  so->queue_bytes = (size_t)c->store_queue;
+  so->quick_start = c->quick_start;
+  so->export_cb = tlc_store_text1_export; /* the main .txt export of every bin1x segment */
+  so->export_ud = NULL;
+  so->log_cb = st_log;
+  so->log_ud = w;
+  so->event_cb = st_event;
+  so->event_ud = w;
+}
+
+#ifdef TLCAP_TESTING
+/* Test hook (RELIABILITY T35, writer-only stall): TLCAP_TEST_WRITER_STALL_MS=N makes the
+ * storage writer's first write(2) sleep N ms, as a hung disk would; the loop keeps running. */
+static long test_stall_ms;
+static int test_stalled;
+static tlc_io_t test_io;
+
+static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
+  if (!test_stalled) {
+    struct timespec ts = { test_stall_ms / 1000, (test_stall_ms % 1000) * 1000000 };
+    test_stalled = 1;
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+  return tlc_io_default.write(fd, buf, len);
+}
+
+static void test_hooks(void) {
+  const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
+  if (v == NULL || (test_stall_ms = strtol(v, NULL, 10)) <= 0)
+    return;
+  test_io = tlc_io_default;
+  test_io.write = test_stall_write;
+  tlc_io_set(&test_io);
+}
+#endif
+
+/* Crash recovery on its own thread, so that the loop thread can keep systemd's start timeout
+ * extended while it runs (it may read the whole state directory). */
+static void rec_thread(void *arg) {
+  tlc_wiring_t *w = arg;
+  int r;
+#ifdef TLCAP_TESTING
+  {
+    /* Test hook: a slow recovery, to see EXTEND_TIMEOUT_USEC (RELIABILITY T34). */
+    const char *ms = getenv("TLCAP_TEST_RECOVERY_DELAY_MS");
+    if (ms != NULL) {
+      long v = strtol(ms, NULL, 10);
+      struct timespec ts = { v / 1000, (v % 1000) * 1000000 };
+      while (v > 0 && nanosleep(&ts, &ts) != 0)
+        ;
+    }
+  }
+#endif
+  r = tlc_store_recover(w->st, &w->rec_sum);
+  uv_mutex_lock(&w->rec_mu);
+  w->rec_rc = r;
+  w->rec_done = 1;
+  uv_cond_signal(&w->rec_cv);
+  uv_mutex_unlock(&w->rec_mu);
+}
+
+/* Runs recovery, sending EXTEND_TIMEOUT_USEC and STATUS every second while it takes. */
+static int st_recover(tlc_wiring_t *w) {
+  uv_thread_t thr;
+  uint64_t t0 = uv_hrtime();
+  int r = uv_thread_create(&thr, rec_thread, w);
+  if (r != 0)
+    return r;
+  uv_mutex_lock(&w->rec_mu);
+  while (!w->rec_done) {
+    if (uv_cond_timedwait(&w->rec_cv, &w->rec_mu, 1000000000ull) != 0 && !w->rec_done) {
+      char msg[160];
+      snprintf(msg, sizeof(msg),
+               "EXTEND_TIMEOUT_USEC=%d\nSTATUS=recovering the state directory (%" PRIu64 " s)",
+               RECOVERY_EXTEND_USEC, (uint64_t)((uv_hrtime() - t0) / 1000000000ull));
+      tlc_sd_notify(msg);
+    }
+  }
+  uv_mutex_unlock(&w->rec_mu);
+  uv_thread_join(&thr);
+  return w->rec_rc;
+}
+
+static st_handle_t *hd(const tlc_target_t *t) {
+  return t->store;
 }
 #endif
 
@@ -145,33 +303,49 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
     switch (kind) {
     case TLC_TEV_CREATED: {
       tlc_store_target_t *s = NULL;
-      int r = tlc_store_target_open(w->st, t->name, t->format, &s);
-      if (r != 0)
+      st_handle_t *h = tlc_calloc(1, sizeof(*h));
+      int r = h == NULL ? TLC_ENOMEM : tlc_store_target_open(w->st, t->name, t->format, &s);
+      if (r != 0) {
+        tlc_free(h);
         tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "target %s: storage not opened: %s", t->name,
                 tlc_strerror(r));
-      else
-        t->store = s;
+      } else {
+        h->t = s;
+        h->gaps = t->gaps;
+        h->skipped = t->dec.c.bytes_skipped;
+        h->truncated = t->dec.c.truncated;
+        t->store = h;
+      }
       break;
     }
     case TLC_TEV_CONNECTED:
-      if (t->store != NULL && t->connections > 1)
-        tlc_store_rotate(t->store, TLC_ROT_RECONNECT);
+      /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
+      if (hd(t) != NULL && t->connections > 1)
+        tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
       break;
+    /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
     case TLC_TEV_DISCONNECTED:
-      if (t->store != NULL)
-        tlc_store_gap(t->store, "disconnect", t->gaps);
+      if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
+        tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
+        hd(t)->gaps = t->gaps;
+      }
       break;
     case TLC_TEV_RESYNC:
-      if (t->store != NULL)
-        tlc_store_gap(t->store, "resync", t->dec.c.bytes_skipped);
+      if (hd(t) != NULL && t->dec.c.bytes_skipped > hd(t)->skipped) {
+        tlc_store_gap(hd(t)->t, "resync", t->dec.c.bytes_skipped - hd(t)->skipped);
+        hd(t)->skipped = t->dec.c.bytes_skipped;
+      }
       break;
     case TLC_TEV_TRUNCATED:
-      if (t->store != NULL)
-        tlc_store_gap(t->store, "truncated", t->dec.c.truncated);
+      if (hd(t) != NULL && t->dec.c.truncated > hd(t)->truncated) {
+        tlc_store_gap(hd(t)->t, "truncated", t->dec.c.truncated - hd(t)->truncated);
+        hd(t)->truncated = t->dec.c.truncated;
+      }
       break;
     case TLC_TEV_FREED:
-      if (t->store != NULL) {
-        tlc_store_target_close(t->store);
+      if (hd(t) != NULL) {
+        tlc_store_target_close(hd(t)->t);
+        tlc_free(t->store);
         t->store = NULL;
       }
       break;
@@ -195,7 +369,7 @@ static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
   (void)w;
 #ifdef TLC_HAVE_STORE
   if (w->st != NULL && t->store != NULL)
-    (void)tlc_store_write(t->store, ev, n); /* never blocks; drops are counted by the store */
+    (void)tlc_store_write(hd(t)->t, ev, n); /* never blocks; drops are counted by the store */
 #else
   (void)t;
   (void)ev;
@@ -232,24 +406,37 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   if (d->cfg.store) {
     tlc_store_opts_t so;
     tlc_store_recovery_t sum;
-    tlc_store_opts_default(&so);
-    so.state_dir = d->cfg.state_dir;
-    so.max_block = d->cfg.max_block;
-    so.log_cb = st_log;
-    so.log_ud = w;
-    so.event_cb = st_event;
-    so.event_ud = w;
+    st_opts(w, &d->cfg, &so);
+    w->applied = d->cfg;
+    w->applied.src = NULL; /* only the scalar keys are kept */
+    w->applied.tgt = NULL;
+    if ((r = uv_mutex_init(&w->rec_mu)) != 0)
+      goto fail;
+    if ((r = uv_cond_init(&w->rec_cv)) != 0) {
+      uv_mutex_destroy(&w->rec_mu);
+      goto fail;
+    }
+    w->rec_mu_ok = 1;
+#ifdef TLCAP_TESTING
+    test_hooks();
+#endif
     r = tlc_store_new(d->loop, &so, &w->st);
     if (r != 0) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "storage in %s: %s", d->cfg.state_dir, tlc_strerror(r));
       goto fail;
     }
     w->pending++;
-    memset(&sum, 0, sizeof(sum));
-    /* Recovery runs before READY=1 and may take a while on a big state directory: ask for
-     * more start-up time first (recovery is synchronous, so it cannot be asked during it). */
-    tlc_sd_notify("EXTEND_TIMEOUT_USEC=300000000\nSTATUS=recovering the state directory");
-    r = tlc_store_recover(w->st, &sum);
+    /* Recovery runs before READY=1 and re-reads every sealed segment (quick_start = no, the
+     * default: R9) or checks sizes and indexes only (quick_start = yes). It runs on a helper
+     * thread while this one extends systemd's start timeout every second (st_recover). */
+    tlc_sd_notify("STATUS=recovering the state directory");
+    r = st_recover(w);
+    sum = w->rec_sum;
+    {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      w->writer_start_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+    }
     if (r != 0)
       tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "recovery of %s: %s (continuing)", d->cfg.state_dir,
               tlc_strerror(r));
@@ -260,7 +447,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
               (unsigned long long)sum.quarantined);
     pv->rotate = st_rotate;
     pv->rotate_ud = w;
-    w->hc_since_ms = uv_now(d->loop);
+    d->barrier = st_barrier;
+    d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
   }
 #else
@@ -342,8 +530,35 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
             "reload: serve, state_dir and store take effect only after a restart");
 #ifdef TLC_HAVE_STORE
-  if (w->st != NULL)
+  if (w->st != NULL) {
+    tlc_store_opts_t so;
+    const tlc_config_t *a = &w->applied;
+    if (c->compress != a->compress || c->index_interval != a->index_interval ||
+        c->store_queue != a->store_queue || c->max_block != a->max_block)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "reload: compress, index_interval, store_queue and max_block of storage take "
+              "effect only after a restart");
+    /* Rotation, retention and sync limits apply now (tlc_store_reconfigure runs a retention
+     * pass with the new budgets); the settings above keep their running values. */
+    st_opts(w, c, &so);
+    so.compress = a->compress;
+    so.index_interval = a->index_interval;
+    so.queue_bytes = (size_t)a->store_queue;
+    so.max_block = a->max_block;
+    tlc_store_reconfigure(w->st, &so);
+    w->applied.rotate_bytes = c->rotate_bytes;
+    w->applied.rotate_age_ms = c->rotate_age_ms;
+    w->applied.retain_bytes = c->retain_bytes;
+    w->applied.retain_target_bytes = c->retain_target_bytes;
+    w->applied.retain_age_ms = c->retain_age_ms;
+    w->applied.retain_segments = c->retain_segments;
+    w->applied.min_free = c->min_free;
+    w->applied.sync_mode = c->sync_mode;
+    w->applied.sync_interval_ms = c->sync_interval_ms;
+    w->applied.sync_bytes = c->sync_bytes;
+    /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
+  }
 #endif
 }
 
@@ -366,11 +581,13 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     for (size_t i = 0; i < w->d->targets.n; i++) {
       tlc_target_t *t = w->d->targets.v[i];
       if (t->store != NULL) {
-        tlc_store_target_close(t->store);
+        tlc_store_target_close(hd(t)->t);
+        tlc_free(t->store);
         t->store = NULL;
       }
     }
     w->pv->rotate = NULL;
+    w->d->barrier = NULL; /* barriers queued already are still answered by the store */
     w->st = NULL;
     tlc_store_close(st, st_closed, w);
   }

@@ -8,8 +8,9 @@
  *   decoded batch  -> tlc_store_write (records/items as received)
  *   engine batch   -> tlc_pubsub_events (live event batches)
  *   store events   -> pubsub SEGMENT_ROTATED
+ *   half-close     -> tlc_store_barrier (d->barrier), the connection closed in its callback
  *
- * Loop thread only.
+ * Loop thread only (recovery's helper thread exists only inside tlc_wiring_start).
  */
 #ifndef TLC_WIRING_H
 #define TLC_WIRING_H
@@ -19,14 +20,17 @@
 
 typedef struct tlc_wiring tlc_wiring_t;
 
-/* Starts storage (with crash recovery of the state directory, blocking, before READY=1) and
+/* Starts storage (options from the [daemon] storage keys; crash recovery of the state
+ * directory, blocking this call, on a helper thread while EXTEND_TIMEOUT_USEC is sent every
+ * second; before READY=1), sets d->barrier (half-close answers) and the watchdog health check, and
  * the subscriber server (listening on d->cfg.serve and on inherited fds named "serve" or
  * "subscribe"), per the configuration, and registers their observers on d->targets. `pv` must
  * outlive the wiring. Returns 0 or a negative error (logged; start-up must fail). */
 int tlc_wiring_start(tlc_wiring_t **w, tlc_daemon_t *d, tlc_provider_t *pv);
 
-/* SIGHUP: seals every open segment (storage), and logs what needs a restart (serve address,
- * storage on/off or state directory changed). */
+/* SIGHUP, after d->cfg was replaced: applies the storage rotation/retention/sync limits
+ * (tlc_store_reconfigure), seals every open segment, and logs what needs a restart (serve
+ * address, storage on/off, state directory, compress, index_interval, store_queue, max_block). */
 void tlc_wiring_reload(tlc_wiring_t *w);
 
 /* Shutdown, after the sources are closed: closes pubsub and storage (segments sealed); frees

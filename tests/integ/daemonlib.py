@@ -72,8 +72,11 @@ class Daemon:
     """Runs tlcapd with a notify harness and a stats dump; waits for READY=1."""
 
     def __init__(self, binary, d, args, env=None, preexec_fn=None, stderr_path=None,
-                 wait_ready=True, stderr_pipe=False):
+                 wait_ready=True, stderr_pipe=False, store=False, serve=None):
+        """store=True keeps storage on (state under d/state); serve="HOST:PORT" runs the
+        subscriber server there. By default both are off (--no-store, --serve "")."""
         self.d = d
+        self.state = os.path.join(d, "state")
         self.dump = os.path.join(d, "stats.json")
         self.notify = Notify(d)
         e = dict(os.environ)
@@ -88,8 +91,10 @@ class Daemon:
         else:
             self.errf = open(self.stderr_path, "wb")
             err = self.errf
-        full = [binary] + list(args) + ["--dump-stats-on-exit", self.dump, "--no-store",
-                                        "--serve", "", "--state-dir", os.path.join(d, "state")]
+        full = [binary] + list(args) + ["--dump-stats-on-exit", self.dump,
+                                        "--serve", serve or "", "--state-dir", self.state]
+        if not store:
+            full.append("--no-store")
         self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=err, env=e, preexec_fn=preexec_fn)
         if wait_ready:

@@ -212,6 +212,161 @@ static void test_cli_errors(void **state) {
   }
 }
 
+/* Storage keys (docs/configuration.md "Storage"): defaults, INI, command line, errors. */
+static void test_storage_keys(void **state) {
+  tlc_config_t c;
+  char err[256] = "";
+  static const char ini[] = "[daemon]\n"
+                            "rotate_bytes = 1M\n"
+                            "rotate_age = 10m\n"
+                            "retain_bytes = 10G\n"
+                            "retain_target_bytes = 2G\n"
+                            "retain_age = 48h\n"
+                            "retain_segments = 100\n"
+                            "min_free = 512M\n"
+                            "sync = periodic\n"
+                            "sync_interval = 5s\n"
+                            "sync_bytes = 8M\n"
+                            "compress = yes\n"
+                            "index_interval = 256\n"
+                            "store_queue = 32M\n"
+                            "quick_start = on\n"
+                            "[listen a]\nformat = bin11\naddress = 127.0.0.1:1\n";
+  (void)state;
+  /* defaults */
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(c.rotate_bytes, 64ull << 20);
+  assert_int_equal(c.rotate_age_ms, 0);
+  assert_int_equal(c.retain_bytes, 0);
+  assert_int_equal(c.retain_segments, 0);
+  assert_int_equal(c.sync_mode, 0);
+  assert_int_equal(c.compress, 0);
+  assert_int_equal(c.index_interval, 1024);
+  assert_int_equal(c.store_queue, 64ull << 20);
+  assert_int_equal(c.quick_start, 0);
+  /* INI */
+  assert_int_equal(tlc_config_load_string(&c, ini, "s.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
+  assert_int_equal(c.rotate_bytes, 1u << 20);
+  assert_int_equal(c.rotate_age_ms, 600000);
+  assert_int_equal(c.retain_bytes, 10ull << 30);
+  assert_int_equal(c.retain_target_bytes, 2ull << 30);
+  assert_int_equal(c.retain_age_ms, 48ull * 3600 * 1000);
+  assert_int_equal(c.retain_segments, 100);
+  assert_int_equal(c.min_free, 512u << 20);
+  assert_int_equal(c.sync_mode, 2);
+  assert_int_equal(c.sync_interval_ms, 5000);
+  assert_int_equal(c.sync_bytes, 8u << 20);
+  assert_int_equal(c.compress, 1);
+  assert_int_equal(c.index_interval, 256);
+  assert_int_equal(c.store_queue, 32u << 20);
+  assert_int_equal(c.quick_start, 1);
+  tlc_config_fini(&c);
+  /* command line: the same keys with '-' */
+  {
+    char *argv[] = { "tlcapd",
+                     "--rotate-bytes",
+                     "480",
+                     "--rotate-age",
+                     "2s",
+                     "--retain-bytes",
+                     "1M",
+                     "--retain-target-bytes=64k",
+                     "--retain-age",
+                     "1h",
+                     "--retain-segments",
+                     "3",
+                     "--min-free",
+                     "1G",
+                     "--sync",
+                     "never",
+                     "--sync-interval",
+                     "250ms",
+                     "--sync-bytes",
+                     "1M",
+                     "--compress",
+                     "no",
+                     "--index-interval",
+                     "16",
+                     "--store-queue",
+                     "8M",
+                     "--quick-start",
+                     "yes" };
+    assert_int_equal(build(&c, (int)(sizeof(argv) / sizeof(argv[0])), argv, err, sizeof(err)), 0);
+    assert_int_equal(c.rotate_bytes, 480);
+    assert_int_equal(c.rotate_age_ms, 2000);
+    assert_int_equal(c.retain_bytes, 1u << 20);
+    assert_int_equal(c.retain_target_bytes, 65536);
+    assert_int_equal(c.retain_age_ms, 3600000);
+    assert_int_equal(c.retain_segments, 3);
+    assert_int_equal(c.min_free, 1u << 30);
+    assert_int_equal(c.sync_mode, 1);
+    assert_int_equal(c.sync_interval_ms, 250);
+    assert_int_equal(c.sync_bytes, 1u << 20);
+    assert_int_equal(c.compress, 0);
+    assert_int_equal(c.index_interval, 16);
+    assert_int_equal(c.store_queue, 8u << 20);
+    assert_int_equal(c.quick_start, 1);
+    tlc_config_fini(&c);
+  }
+}
+
+static void test_storage_key_errors(void **state) {
+  static const struct {
+    const char *ini;
+    const char *want;
+  } cases[] = {
+    { "[daemon]\nrotate_bytes = -1\n", "f.ini:2: [daemon] rotate_bytes: expected a number" },
+    { "[daemon]\n\nrotate_bytes = 10X\n", "f.ini:3: [daemon] rotate_bytes: expected a number" },
+    { "[daemon]\nrotate_age = soon\n", "f.ini:2: [daemon] rotate_age: expected a duration" },
+    { "[daemon]\nretain_age = 1000000000h\n", "f.ini:2: [daemon] retain_age: expected a" },
+    { "[daemon]\nretain_segments = many\n", "f.ini:2: [daemon] retain_segments:" },
+    { "[daemon]\nmin_free = 1T\n", "f.ini:2: [daemon] min_free:" },
+    { "[daemon]\nsync = always\n", "f.ini:2: [daemon] sync: expected on_close, never or" },
+    { "[daemon]\nsync_bytes = -4k\n", "f.ini:2: [daemon] sync_bytes:" },
+    { "[daemon]\ncompress = zstd\n", "f.ini:2: [daemon] compress: expected yes or no" },
+    { "[daemon]\nindex_interval = 2000000\n", "f.ini:2: [daemon] index_interval:" },
+    { "[daemon]\nstore_queue = 17G\n", "f.ini:2: [daemon] store_queue:" },
+    { "[daemon]\nquick_start = perhaps\n", "f.ini:2: [daemon] quick_start:" },
+  };
+  static const struct {
+    const char *ini;
+    const char *want;
+  } invalid[] = {
+    { "[daemon]\nrotate_bytes = 0\n", "[daemon] rotate_bytes: must be at least 1" },
+    { "[daemon]\nindex_interval = 0\n", "[daemon] index_interval: must be at least 1" },
+    { "[daemon]\nstore_queue = 1M\n", "[daemon] store_queue: must be at least max_block" },
+    { "[daemon]\nsync = periodic\n", "[daemon] sync: periodic needs sync_interval" },
+  };
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    tlc_config_t c;
+    char err[256] = "";
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(tlc_config_load_string(&c, cases[i].ini, "f.ini", err, sizeof(err)) < 0);
+    if (strstr(err, cases[i].want) == NULL)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, cases[i].want);
+    tlc_config_fini(&c);
+  }
+  for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+    tlc_config_t c;
+    char err[256] = "";
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_int_equal(tlc_config_load_string(&c, invalid[i].ini, "f.ini", err, sizeof(err)), 0);
+    assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+    if (strstr(err, invalid[i].want) == NULL)
+      fail_msg("invalid case %zu: got \"%s\", want \"%s\"", i, err, invalid[i].want);
+    tlc_config_fini(&c);
+  }
+  {
+    tlc_config_t c;
+    char err[256] = "";
+    char *argv[] = { "tlcapd", "--retain-segments", "-2" };
+    assert_true(build(&c, 3, argv, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "command line: --retain-segments: expected a number"));
+  }
+}
+
 static void test_cli_overrides_file(void **state) {
   tlc_config_t c;
   char err[256] = "";
@@ -278,6 +433,8 @@ int main(void) {
     cmocka_unit_test(test_cli_errors),
     cmocka_unit_test(test_cli_overrides_file),
     cmocka_unit_test(test_parsers),
+    cmocka_unit_test(test_storage_keys),
+    cmocka_unit_test(test_storage_key_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
