@@ -1,0 +1,1382 @@
+/* engine.c - the statistics engine (see engine.h for the contract and SPEC section 2).
+ *
+ * Data structures. One open-addressing hash table maps keys to indexes: (code, handle, context)
+ * -> row, (data, handle) -> row, (state, handle, value) -> row, (state area, handle) -> the
+ * state area's current state, (context kind, key) -> context. Rows, state areas and contexts
+ * live in arrays grown by doubling and are referred to by index (never by pointer across an
+ * allocation). Each context owns its stack of open activations (array of act_t, innermost
+ * last). Histograms (hist.h) and window buckets hang off a row, allocated at its first sample.
+ *
+ * Time. T = the latest event time seen. Every duration is a difference of event times; a
+ * negative one counts 0 and one anomaly on the row it belongs to. With context_area, each
+ * context has a clock IN(t) = in_acc + (switched in ? t - in_since : 0) of its switched-in time
+ * (in_acc adds t_out - in_since at each switch-out, unclamped). A running period [a, b] of an
+ * activation adds IN(b) - IN(a) to NET (clamped at 0, one anomaly if negative); GROSS =
+ * IN(close) - IN(first event). Without context_area IN(t) = t and GROSS = CALL.
+ *
+ * Invariants: rows[i].open == number of stack entries (over all contexts) whose row is i; a
+ * row is "outside" (out_active) only when open == 0; a state area's current row has the state
+ * value `cur`; every allocation happens only when a new key, stack level or histogram span
+ * first appears.
+ *
+ * Cost per event: O(1) expected (one hash lookup - none for S/R/X naming the innermost
+ * activation, found on the stack top -, a few sample updates: 128-bit square, a queued
+ * histogram index, one bucket per window per event), plus O(k) for an X truncating k
+ * activations and O(depth) for S/R/X looking for a non-innermost activation. Without
+ * context_area GROSS == CALL, so GROSS samples are not kept separately (the snapshot copies). A gap
+ * is O(rows + contexts * depth). A snapshot is O(rows log rows + contexts * depth) and does not
+ * change the engine.
+ *
+ * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event.
+ */
+#include "engine.h"
+
+#include "hist.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NK     TLC_NKINDS
+#define NSTEPS 10
+#define NONE32 0xFFFFFFFFu
+#define DROP32 0xFFFFFFFEu /* a core whose current context could not be created (cap) */
+#define WEMPTY INT64_MIN
+
+enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
+
+typedef struct edist {
+  uint64_t n;
+  int64_t sum, min, max;
+  uint64_t sqhi, sqlo;
+} edist_t;
+
+typedef struct wkd {
+  uint64_t n;
+  int64_t sum, min, max;
+} wkd_t;
+
+typedef struct wbucket {
+  int64_t step; /* floor(t / step) of what it holds, WEMPTY when unused */
+  uint64_t count;
+  wkd_t k[NK];
+} wbucket_t;
+
+/* A row's windows: the rings of buckets, and a "hot" accumulator for the current interval
+ * [lo, hi) that lies inside one step of every window, so that most events touch only it; it is
+ * folded into the rings when an event falls outside the interval. */
+typedef struct wrow {
+  int64_t lo, hi;
+  uint8_t live;
+  uint64_t count;
+  wkd_t k[NK];
+  wbucket_t b[]; /* nwindows * NSTEPS */
+} wrow_t;
+
+typedef struct act {
+  uint32_t row;
+  uint8_t full;    /* opened by E (samples at X), else partial */
+  uint8_t running; /* running (R/E seen after the last S) */
+  uint16_t pad_;
+  int64_t start;     /* time of its first event */
+  int64_t in_start;  /* IN(start) */
+  int64_t run_start; /* IN(t) at the start of the current running period */
+  int64_t net;       /* NET of closed running periods */
+} act_t;
+
+typedef struct ectx {
+  uint8_t kind; /* enum tlc_ctx_kind */
+  uint8_t core;
+  uint64_t key;
+  uint32_t tindex;   /* table index, NONE32 until its first code row */
+  uint32_t in_count; /* cores on which it is current (context_area mode) */
+  int64_t in_since, in_acc;
+  act_t *stack;
+  uint32_t depth, cap;
+} ectx_t;
+
+typedef struct erow {
+  uint32_t handle;
+  uint32_t ctx; /* internal context index (code rows), NONE32 otherwise */
+  uint64_t state;
+  uint8_t kind; /* enum tlc_row_kind */
+  uint8_t has_value;
+  uint8_t has_last;   /* `last` valid for the next PERIOD sample */
+  uint8_t out_active; /* outside since out_start */
+  uint32_t open;      /* open activations */
+  uint64_t count, anomalies, value, vmin, vmax, seq;
+  int64_t last, out_start;
+  int64_t total[NK];
+  edist_t d[NK];
+  uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
+  uint32_t link_gen; /* mapping generation `link` was resolved in */
+  tlc_hist_t *h;     /* NK histograms, or NULL */
+  wrow_t *w;         /* windows, or NULL before the row's first window sample */
+} erow_t;
+
+typedef struct sarea {
+  uint32_t handle;
+  uint8_t valid; /* in a state */
+  uint32_t row;  /* row of the current state */
+  uint64_t cur;
+  int64_t since;
+} sarea_t;
+
+typedef struct hent {
+  uint64_t a, b; /* a == 0: empty */
+  uint32_t v;
+  uint32_t pad_;
+} hent_t;
+
+struct tlc_engine {
+  tlc_format_t fmt;
+  tlc_engine_opts_t o;
+  uint8_t ctxmode;
+  uint32_t map_gen;
+  int64_t step[TLC_MAX_WINDOWS];
+  int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
+  hent_t *ht;
+  size_t hcap, hn;
+  erow_t *rows;
+  size_t nrows, caprows;
+  sarea_t *sa;
+  size_t nsa, capsa;
+  ectx_t *ctx;
+  size_t nctx, capctx;
+  uint32_t *tctx; /* table index -> internal context */
+  size_t ntctx, captctx;
+  uint32_t cur[256];     /* context_area mode: current context per core (NONE32: core unseen) */
+  uint32_t corectx[256]; /* no context_area: context of each core, NONE32 until created */
+  tlc_counters_t c;
+  uint64_t seq, tseq; /* tseq: seq when T last grew */
+  int have_time;
+  int64_t first, last;
+  size_t hist_bytes, win_bytes;
+};
+
+/* ---- small helpers ---- */
+
+static int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+/* ---- time arithmetic ----
+ * Event times are whatever a target sends: a reboot to 0, a jump by hours, a 64-bit timer that
+ * wraps. A difference or a running sum may not fit in int64_t, and signed overflow is undefined,
+ * so every time difference and every accumulated total goes through these: a saturated
+ * difference keeps its sign (a wrap backwards is a negative duration: 0 and an anomaly, SPEC
+ * section 2), a saturated sum stops at INT64_MAX (or INT64_MIN). */
+static int64_t tsub(int64_t a, int64_t b) {
+  if (b < 0 ? a > INT64_MAX + b : a < INT64_MIN + b)
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return a - b;
+}
+
+static int64_t tadd(int64_t a, int64_t b) {
+  if (b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b)
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return a + b;
+}
+
+static int64_t nonneg(int64_t v) {
+  return v < 0 ? 0 : v;
+}
+
+static void dist_add(edist_t *d, int64_t v) {
+  /* samples are clamped >= 0 */
+  uint64_t m = (uint64_t)v, hi, lo;
+#if defined(__SIZEOF_INT128__)
+  unsigned __int128 p = (unsigned __int128)m * m;
+  hi = (uint64_t)(p >> 64);
+  lo = (uint64_t)p;
+#else
+  uint64_t a0 = m & 0xFFFFFFFFu, a1 = m >> 32;
+  uint64_t p00 = a0 * a0, p01 = a0 * a1, p11 = a1 * a1;
+  uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) * 2;
+  lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
+  hi = p11 + (p01 >> 32) * 2 + (mid >> 32);
+#endif
+  if (d->n == 0 || v < d->min)
+    d->min = v;
+  if (d->n == 0 || v > d->max)
+    d->max = v;
+  d->n++;
+  d->sum = tadd(d->sum, v);
+  d->sqlo += lo;
+  d->sqhi += hi + (d->sqlo < lo);
+}
+
+/* ---- hash table ---- */
+
+static uint64_t hmix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 32);
+}
+
+static uint64_t hkey(unsigned kind, uint32_t handle) {
+  return ((uint64_t)1 << 40) | ((uint64_t)kind << 32) | handle;
+}
+
+static uint32_t hfind(const tlc_engine_t *e, uint64_t a, uint64_t b) {
+  size_t mask = e->hcap - 1, i = (size_t)hmix(a, b) & mask;
+  for (;;) {
+    const hent_t *h = &e->ht[i];
+    if (h->a == a && h->b == b)
+      return h->v;
+    if (h->a == 0)
+      return NONE32;
+    i = (i + 1) & mask;
+  }
+}
+
+static void hput_raw(hent_t *ht, size_t cap, uint64_t a, uint64_t b, uint32_t v) {
+  size_t mask = cap - 1, i = (size_t)hmix(a, b) & mask;
+  while (ht[i].a != 0)
+    i = (i + 1) & mask;
+  ht[i].a = a;
+  ht[i].b = b;
+  ht[i].v = v;
+}
+
+/* Inserts a new key (caller checked absence). 0 or TLC_ENOMEM. */
+static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
+  if ((e->hn + 1) * 2 > e->hcap) {
+    size_t ncap = e->hcap * 2, i;
+    hent_t *nt = tlc_calloc(ncap, sizeof(*nt));
+    if (nt == NULL)
+      return TLC_ENOMEM;
+    for (i = 0; i < e->hcap; i++)
+      if (e->ht[i].a != 0)
+        hput_raw(nt, ncap, e->ht[i].a, e->ht[i].b, e->ht[i].v);
+    tlc_free(e->ht);
+    e->ht = nt;
+    e->hcap = ncap;
+  }
+  hput_raw(e->ht, e->hcap, a, b, v);
+  e->hn++;
+  return 0;
+}
+
+/* An array `p` of *cap elements grown to hold n + 1: returns the (possibly moved) array, or
+ * NULL when out of memory (p is then untouched). Callers assign the result to their typed
+ * pointer, so no pointer is accessed through another pointer type. */
+static void *grow(void *p, size_t *cap, size_t n, size_t elem, size_t first) {
+  size_t ncap;
+  void *np;
+  if (n < *cap)
+    return p;
+  ncap = *cap ? *cap * 2 : first;
+  if (ncap > SIZE_MAX / elem)
+    return NULL;
+  np = tlc_realloc(p, ncap * elem);
+  if (np == NULL)
+    return NULL;
+  *cap = ncap;
+  return np;
+}
+
+/* ---- anomalies and samples ---- */
+
+static void anomaly(tlc_engine_t *e, erow_t *r) {
+  if (r != NULL)
+    r->anomalies++;
+  e->c.anomalies++;
+}
+
+static int64_t dur(tlc_engine_t *e, erow_t *r, int64_t d) {
+  if (d < 0) {
+    anomaly(e, r);
+    return 0;
+  }
+  return d;
+}
+
+static int64_t wstep(tlc_engine_t *e, unsigned i, int64_t t) {
+  int64_t s;
+  if (t >= e->wcache_lo[i] && tsub(t, e->wcache_lo[i]) < e->step[i])
+    return e->wcache_s[i];
+  s = floordiv(t, e->step[i]);
+  if (s < INT64_MIN / e->step[i])
+    return s; /* the step starts before INT64_MIN: not cached (its start does not fit) */
+  e->wcache_s[i] = s;
+  e->wcache_lo[i] = s * e->step[i];
+  return s;
+}
+
+/* The window bucket of window i for time t; NULL when t is already out of the window (an
+ * older step than the one the bucket holds). */
+static wbucket_t *wbucket(tlc_engine_t *e, wrow_t *w, unsigned i, int64_t t) {
+  int64_t s = wstep(e, i, t), m = s % NSTEPS;
+  wbucket_t *b;
+  if (m < 0)
+    m += NSTEPS;
+  b = &w->b[i * NSTEPS + (unsigned)m];
+  if (b->step != s) {
+    if (b->step != WEMPTY && b->step > s)
+      return NULL;
+    memset(b, 0, sizeof(*b));
+    b->step = s;
+  }
+  return b;
+}
+
+/* What one event adds to a row's windows: maybe one count, and samples of some kinds. */
+typedef struct wacc {
+  unsigned count;
+  unsigned mask; /* 1 << kind for each sample in v[] */
+  int64_t v[NK];
+} wacc_t;
+
+static void wkd_merge(wkd_t *a, const wkd_t *b) {
+  if (b->n == 0)
+    return;
+  if (a->n == 0 || b->min < a->min)
+    a->min = b->min;
+  if (a->n == 0 || b->max > a->max)
+    a->max = b->max;
+  a->n += b->n;
+  a->sum = tadd(a->sum, b->sum);
+}
+
+/* Folds the hot accumulator into the rings. */
+static void wflush(tlc_engine_t *e, wrow_t *w) {
+  unsigned i, k;
+  if (!w->live)
+    return;
+  for (i = 0; i < e->o.nwindows; i++) {
+    wbucket_t *b = wbucket(e, w, i, w->lo);
+    if (b == NULL)
+      continue;
+    b->count += w->count;
+    for (k = 0; k < NK; k++)
+      wkd_merge(&b->k[k], &w->k[k]);
+  }
+  w->live = 0;
+}
+
+/* Adds acc to the windows of r at time t. */
+static void wadd(tlc_engine_t *e, erow_t *r, int64_t t, const wacc_t *acc) {
+  wrow_t *w = r->w;
+  unsigned i, k;
+  if (w == NULL) {
+    size_t n = (size_t)e->o.nwindows * NSTEPS, sz = sizeof(*w) + n * sizeof(w->b[0]);
+    w = r->w = tlc_malloc(sz);
+    if (w == NULL)
+      return;
+    memset(w, 0, sizeof(*w));
+    for (i = 0; i < n; i++)
+      w->b[i].step = WEMPTY;
+    e->win_bytes += sz;
+  }
+  if (!w->live || t < w->lo || t >= w->hi) {
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    wflush(e, w);
+    for (i = 0; i < e->o.nwindows; i++) {
+      int64_t l, h;
+      (void)wstep(e, i, t); /* leaves t's step start in wcache_lo */
+      l = e->wcache_lo[i];
+      h = l > INT64_MAX - e->step[i] ? INT64_MAX : l + e->step[i];
+      if (l > lo)
+        lo = l;
+      if (h < hi)
+        hi = h;
+    }
+    memset(w, 0, sizeof(*w));
+    w->lo = lo;
+    w->hi = hi;
+    w->live = 1;
+  }
+  w->count += acc->count;
+  for (k = 0; k < NK; k++) {
+    wkd_t *x = &w->k[k];
+    int64_t v = acc->v[k];
+    if (!(acc->mask & (1u << k)))
+      continue;
+    if (x->n == 0 || v < x->min)
+      x->min = v;
+    if (x->n == 0 || v > x->max)
+      x->max = v;
+    x->n++;
+    x->sum = tadd(x->sum, v);
+  }
+}
+
+/* One sample of kind k: distribution and histogram now, windows through acc (may be NULL). */
+static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, wacc_t *acc) {
+  dist_add(&r->d[k], v);
+  if (e->o.histograms) {
+    if (r->h == NULL) {
+      r->h = tlc_calloc(NK, sizeof(*r->h));
+      if (r->h != NULL)
+        e->hist_bytes += NK * sizeof(*r->h);
+    }
+    if (r->h != NULL) {
+      tlc_hist_t *h = &r->h[k];
+      if (h->npend + 1 < TLC_HIST_PEND) {
+        (void)tlc__hist_add(h, v); /* queued: no memory involved */
+      } else {
+        size_t before = tlc__hist_bytes(h);
+        (void)tlc__hist_add(h, v);
+        e->hist_bytes += tlc__hist_bytes(h) - before;
+      }
+    }
+  }
+  if (acc != NULL) {
+    acc->mask |= 1u << k;
+    acc->v[k] = v;
+  }
+}
+
+/* ---- rows, contexts ---- */
+
+static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t b, unsigned kind) {
+  erow_t *r;
+  uint32_t idx;
+  if (e->nrows >= e->o.max_areas || e->nrows >= NONE32 - 2)
+    return NONE32;
+  {
+    erow_t *nr = grow(e->rows, &e->caprows, e->nrows, sizeof(*e->rows), 64);
+    if (nr == NULL)
+      return NONE32;
+    e->rows = nr;
+  }
+  idx = (uint32_t)e->nrows;
+  if (hput(e, hkey(hk, handle), b, idx) < 0)
+    return NONE32;
+  e->nrows++;
+  r = &e->rows[idx];
+  memset(r, 0, sizeof(*r));
+  r->handle = handle;
+  r->ctx = NONE32;
+  r->kind = (uint8_t)kind;
+  r->link = NONE32;
+  r->link_gen = NONE32;
+  if (kind == TLC_ROW_STATE)
+    r->state = b;
+  return idx;
+}
+
+static uint32_t row_get(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t b, unsigned kind) {
+  uint32_t idx = hfind(e, hkey(hk, handle), b);
+  if (idx != NONE32)
+    return idx;
+  return row_new(e, hk, handle, b, kind);
+}
+
+static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t key) {
+  uint64_t a = hkey(HK_CTX, kind), b = kind == TLC_CTXK_CORE ? core : key;
+  uint32_t idx = hfind(e, a, b);
+  ectx_t *c;
+  if (idx != NONE32)
+    return idx;
+  if (e->nctx >= e->o.max_contexts)
+    return NONE32;
+  {
+    ectx_t *nc = grow(e->ctx, &e->capctx, e->nctx, sizeof(*e->ctx), 16);
+    if (nc == NULL)
+      return NONE32;
+    e->ctx = nc;
+  }
+  idx = (uint32_t)e->nctx;
+  if (hput(e, a, b, idx) < 0)
+    return NONE32;
+  e->nctx++;
+  c = &e->ctx[idx];
+  memset(c, 0, sizeof(*c));
+  c->kind = (uint8_t)kind;
+  c->core = kind == TLC_CTXK_CORE ? core : TLC_CORE_UNKNOWN;
+  c->key = kind == TLC_CTXK_CORE ? 0 : key;
+  c->tindex = NONE32;
+  return idx;
+}
+
+static int64_t ctx_in(const tlc_engine_t *e, const ectx_t *c, int64_t t) {
+  if (!e->ctxmode)
+    return t;
+  return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
+}
+
+static void switch_in(tlc_engine_t *e, uint32_t ci, int64_t t) {
+  ectx_t *c;
+  if (ci >= DROP32)
+    return;
+  c = &e->ctx[ci];
+  if (c->in_count++ == 0)
+    c->in_since = t;
+}
+
+static void switch_out(tlc_engine_t *e, uint32_t ci, int64_t t) {
+  ectx_t *c;
+  if (ci >= DROP32)
+    return;
+  c = &e->ctx[ci];
+  if (--c->in_count == 0)
+    c->in_acc = tadd(c->in_acc, tsub(t, c->in_since));
+}
+
+/* ---- code areas ---- */
+
+enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
+
+static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) {
+  erow_t *r = &e->rows[a->row];
+  int64_t call, net = a->net, gross, in_t = ctx_in(e, c, t);
+  call = dur(e, r, tsub(t, a->start));
+  if (a->running)
+    net = tadd(net, dur(e, r, tsub(in_t, a->run_start)));
+  gross = e->ctxmode ? dur(e, r, tsub(in_t, a->in_start)) : call;
+  r->total[TLC_NET] = tadd(r->total[TLC_NET], net);
+  r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
+  r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
+  if (how == CL_X && a->full) {
+    /* without context_area GROSS == CALL: kept once, as CALL (the snapshot copies it) */
+    wacc_t acc;
+    acc.count = 0;
+    acc.mask = 0;
+    sample(e, r, TLC_NET, net, &acc);
+    if (e->ctxmode)
+      sample(e, r, TLC_GROSS, gross, &acc);
+    sample(e, r, TLC_CALL, call, &acc);
+    if (e->o.nwindows)
+      wadd(e, r, t, &acc);
+  }
+  if (how == CL_TRUNC)
+    anomaly(e, r);
+  r->seq = e->seq;
+  if (--r->open == 0 && how != CL_GAP) {
+    r->out_active = 1;
+    r->out_start = t;
+  }
+}
+
+static int ctx_push(tlc_engine_t *e, ectx_t *c, const act_t *a) {
+  if (c->depth >= c->cap) {
+    size_t cap = c->cap;
+    if (c->depth >= e->o.max_depth)
+      return TLC_ELIMIT;
+    act_t *ns = grow(c->stack, &cap, c->depth, sizeof(*c->stack), 8);
+    if (ns == NULL)
+      return TLC_ENOMEM;
+    c->stack = ns;
+    c->cap = (uint32_t)cap;
+  }
+  c->stack[c->depth++] = *a;
+  return 0;
+}
+
+static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
+  uint32_t j;
+  if (r->open == 0)
+    return -1;
+  for (j = c->depth; j-- > 0;)
+    if (c->stack[j].row == ri)
+      return (int32_t)j;
+  return -1;
+}
+
+static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+  uint32_t ci, ri;
+  ectx_t *c;
+  erow_t *r;
+  int32_t p;
+  act_t a;
+  if (e->fmt == TLC_FMT_EVLOG)
+    ci = ctx_get(e, TLC_CTXK_THREAD, TLC_CORE_UNKNOWN, ev->thread);
+  else if (e->ctxmode)
+    ci = e->cur[ev->core];
+  else {
+    ci = e->corectx[ev->core];
+    if (ci == NONE32)
+      ci = e->corectx[ev->core] = ctx_get(e, TLC_CTXK_CORE, ev->core, 0);
+  }
+  if (ci >= DROP32) {
+    e->c.dropped_area_limit++;
+    return;
+  }
+  c = &e->ctx[ci];
+  /* S, R and X mostly name the innermost activation: its row needs no hash lookup */
+  if (ev->type != TLC_EV_ENTRY && c->depth > 0 &&
+      e->rows[c->stack[c->depth - 1].row].handle == ev->handle)
+    ri = c->stack[c->depth - 1].row;
+  else
+    ri = row_get(e, HK_CODE, ev->handle, ci, TLC_ROW_CODE);
+  if (ri == NONE32) {
+    e->c.dropped_area_limit++;
+    return;
+  }
+  c = &e->ctx[ci];
+  r = &e->rows[ri];
+  if (r->ctx == NONE32) {
+    if (c->tindex == NONE32) {
+      uint32_t *nt = grow(e->tctx, &e->captctx, e->ntctx, sizeof(*e->tctx), 16);
+      if (nt == NULL) {
+        e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
+        return;
+      }
+      e->tctx = nt;
+      c->tindex = (uint32_t)e->ntctx;
+      e->tctx[e->ntctx++] = ci;
+    }
+    r->ctx = ci;
+  }
+  r->seq = e->seq;
+  memset(&a, 0, sizeof(a));
+  a.row = ri;
+  a.start = t;
+  a.in_start = a.run_start = ctx_in(e, c, t);
+  switch (ev->type) {
+  case TLC_EV_ENTRY: {
+    wacc_t acc;
+    if (c->depth >= e->o.max_depth) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    acc.count = 1;
+    acc.mask = 0;
+    r->count++;
+    if (r->has_last)
+      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
+    r->last = t;
+    r->has_last = 1;
+    if (r->out_active) {
+      int64_t len = dur(e, r, tsub(t, r->out_start));
+      r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
+      sample(e, r, TLC_OUTSIDE, len, &acc);
+      r->out_active = 0;
+    }
+    if (e->o.nwindows)
+      wadd(e, r, t, &acc);
+    a.full = 1;
+    a.running = 1;
+    if (ctx_push(e, c, &a) < 0) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    r->open++;
+    break;
+  }
+  case TLC_EV_RESUME:
+  case TLC_EV_SUSPEND:
+    p = ctx_find(c, r, ri);
+    if (p >= 0) {
+      act_t *o = &c->stack[p];
+      if (ev->type == TLC_EV_RESUME && !o->running) {
+        o->running = 1;
+        o->run_start = a.run_start;
+      } else if (ev->type == TLC_EV_SUSPEND && o->running) {
+        o->net = tadd(o->net, dur(e, r, tsub(a.run_start, o->run_start)));
+        o->running = 0;
+      }
+      break;
+    }
+    /* partial activation: the area was open before the recording */
+    if (c->depth >= e->o.max_depth) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    if (r->out_active) {
+      r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], dur(e, r, tsub(t, r->out_start)));
+      r->out_active = 0;
+    }
+    a.running = ev->type == TLC_EV_RESUME;
+    if (ctx_push(e, c, &a) < 0) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    r->open++;
+    break;
+  case TLC_EV_EXIT:
+    p = ctx_find(c, r, ri);
+    if (p < 0) {
+      anomaly(e, r);
+      break;
+    }
+    while (c->depth > (uint32_t)p + 1) {
+      c->depth--;
+      act_close(e, c, &c->stack[c->depth], t, CL_TRUNC);
+    }
+    c->depth--;
+    act_close(e, c, &c->stack[c->depth], t, CL_X);
+    break;
+  default: /* W on a code area */
+    anomaly(e, r);
+    break;
+  }
+}
+
+/* ---- data and state areas ---- */
+
+static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
+  erow_t *r = &e->rows[s->row];
+  int64_t stay = dur(e, r, tsub(t, s->since));
+  wacc_t acc;
+  acc.count = 0;
+  acc.mask = 0;
+  r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
+  sample(e, r, TLC_NET, stay, &acc);
+  if (e->o.nwindows)
+    wadd(e, r, t, &acc);
+  r->seq = e->seq;
+  s->valid = 0;
+}
+
+static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t) {
+  uint32_t si = hfind(e, hkey(HK_SAREA, handle), 0), ri;
+  sarea_t *s;
+  erow_t *r;
+  wacc_t acc;
+  if (si != NONE32 && e->sa[si].valid && e->sa[si].cur == v)
+    return;
+  ri = row_get(e, HK_STATE, handle, v, TLC_ROW_STATE);
+  if (ri == NONE32) {
+    e->c.dropped_area_limit++;
+    return;
+  }
+  if (si == NONE32) {
+    sarea_t *ns = grow(e->sa, &e->capsa, e->nsa, sizeof(*e->sa), 16);
+    if (ns == NULL) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    e->sa = ns;
+    if (hput(e, hkey(HK_SAREA, handle), 0, (uint32_t)e->nsa) < 0) {
+      e->c.dropped_area_limit++;
+      return;
+    }
+    si = (uint32_t)e->nsa++;
+    memset(&e->sa[si], 0, sizeof(e->sa[si]));
+    e->sa[si].handle = handle;
+  }
+  s = &e->sa[si];
+  if (s->valid)
+    state_leave(e, s, t);
+  r = &e->rows[ri];
+  r->seq = e->seq;
+  r->count++;
+  acc.count = 1;
+  acc.mask = 0;
+  if (r->has_last)
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
+  if (e->o.nwindows)
+    wadd(e, r, t, &acc);
+  r->last = t;
+  r->has_last = 1;
+  s->valid = 1;
+  s->cur = v;
+  s->since = t;
+  s->row = ri;
+}
+
+static void state_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+  uint32_t si;
+  switch (ev->type) {
+  case TLC_EV_ENTRY:
+  case TLC_EV_WRITE:
+    state_enter(e, ev->handle, ev->data, t);
+    break;
+  case TLC_EV_EXIT:
+    si = hfind(e, hkey(HK_SAREA, ev->handle), 0);
+    if (si == NONE32 || !e->sa[si].valid)
+      anomaly(e, NULL);
+    else
+      state_leave(e, &e->sa[si], t);
+    break;
+  default:
+    anomaly(e, NULL);
+    break;
+  }
+}
+
+static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+  uint32_t ri = row_get(e, HK_DATA, ev->handle, 0, TLC_ROW_DATA);
+  erow_t *r;
+  wacc_t acc;
+  if (ri == NONE32) {
+    e->c.dropped_area_limit++;
+    return;
+  }
+  r = &e->rows[ri];
+  r->seq = e->seq;
+  if (ev->type != TLC_EV_WRITE) {
+    anomaly(e, r);
+    return;
+  }
+  r->count++;
+  acc.count = 1;
+  acc.mask = 0;
+  if (r->has_last)
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
+  if (e->o.nwindows)
+    wadd(e, r, t, &acc);
+  r->last = t;
+  r->has_last = 1;
+  r->value = ev->data;
+  if (!r->has_value || ev->data < r->vmin)
+    r->vmin = ev->data;
+  if (!r->has_value || ev->data > r->vmax)
+    r->vmax = ev->data;
+  r->has_value = 1;
+  if (e->o.mapping != NULL) {
+    if (r->link_gen != e->map_gen) {
+      const tlc_map_area_t *m = tlc_mapping_find(e->o.mapping, ev->handle);
+      r->link = m != NULL ? m->state_handle : NONE32;
+      r->link_gen = e->map_gen;
+    }
+    if (r->link != NONE32)
+      state_enter(e, r->link, ev->data, t);
+  }
+}
+
+/* ---- events ---- */
+
+static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
+  int64_t t = ev->time_ns;
+  unsigned area = tlc_handle_area(ev->handle);
+  if (ev->type == TLC_EV_NONE)
+    return;
+  if (ev->flags & TLC_EVF_GAP)
+    tlc_engine_gap(e);
+  e->c.events++;
+  e->seq++;
+  if (!e->have_time) {
+    e->have_time = 1;
+    e->first = e->last = t;
+    e->tseq = e->seq;
+  } else if (t > e->last) {
+    e->last = t;
+    e->tseq = e->seq;
+  }
+  if (e->ctxmode && e->cur[ev->core] == NONE32) {
+    /* the core's first event: its "no task yet" context is switched in */
+    uint32_t ci = ctx_get(e, TLC_CTXK_CORE, ev->core, 0);
+    e->cur[ev->core] = ci == NONE32 ? DROP32 : ci;
+    switch_in(e, e->cur[ev->core], t);
+  }
+  if (ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE) {
+    anomaly(e, NULL);
+    return;
+  }
+  switch (area) {
+  case TLC_AREA_FUNCTION:
+  case TLC_AREA_LINE:
+    code_event(e, ev, t);
+    break;
+  case TLC_AREA_VARIABLE:
+  case TLC_AREA_AUX:
+    data_event(e, ev, t);
+    break;
+  default:
+    state_event(e, ev, t);
+    break;
+  }
+  if (e->ctxmode && ev->handle == e->o.context_area &&
+      (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
+    uint32_t ci = ctx_get(e, TLC_CTXK_TASK, TLC_CORE_UNKNOWN, ev->data), old = e->cur[ev->core];
+    if (ci == NONE32)
+      ci = DROP32;
+    if (ci != old) {
+      switch_out(e, old, t);
+      e->cur[ev->core] = ci;
+      switch_in(e, ci, t);
+    }
+  }
+}
+
+void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    push1(e, &ev[i]);
+}
+
+void tlc_engine_gap(tlc_engine_t *e) {
+  size_t i;
+  int64_t t = e->last;
+  e->c.gaps++;
+  e->seq++;
+  for (i = 0; i < e->nctx; i++) {
+    ectx_t *c = &e->ctx[i];
+    while (c->depth > 0) {
+      c->depth--;
+      act_close(e, c, &c->stack[c->depth], t, CL_GAP);
+    }
+  }
+  for (i = 0; i < e->nsa; i++) {
+    sarea_t *s = &e->sa[i];
+    if (s->valid) {
+      erow_t *r = &e->rows[s->row];
+      r->total[TLC_NET] = tadd(r->total[TLC_NET], nonneg(tsub(t, s->since)));
+      r->seq = e->seq;
+      s->valid = 0;
+    }
+  }
+  for (i = 0; i < e->nrows; i++) {
+    erow_t *r = &e->rows[i];
+    if (r->out_active) {
+      r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], nonneg(tsub(t, r->out_start)));
+      r->out_active = 0;
+      r->seq = e->seq;
+    }
+    r->has_last = 0;
+  }
+}
+
+/* ---- lifecycle ---- */
+
+void tlc_engine_opts_default(tlc_engine_opts_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->nwindows = 3;
+  o->window_ns[0] = 1000000000;
+  o->window_ns[1] = 10000000000;
+  o->window_ns[2] = 60000000000;
+  o->max_areas = 1000000;
+  o->max_contexts = 65536;
+  o->max_depth = 4096;
+  o->histograms = 1;
+}
+
+int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t *o) {
+  tlc_engine_t *e;
+  tlc_engine_opts_t d;
+  unsigned i;
+  *ep = NULL;
+  if (fmt != TLC_FMT_BIN10 && fmt != TLC_FMT_BIN11 && fmt != TLC_FMT_EVLOG)
+    return TLC_EINVAL;
+  if (o == NULL) {
+    tlc_engine_opts_default(&d);
+    o = &d;
+  }
+  if (o->nwindows > TLC_MAX_WINDOWS)
+    return TLC_EINVAL;
+  for (i = 0; i < o->nwindows; i++)
+    if (o->window_ns[i] < NSTEPS)
+      return TLC_EINVAL;
+  e = tlc_calloc(1, sizeof(*e));
+  if (e == NULL)
+    return TLC_ENOMEM;
+  e->fmt = fmt;
+  e->o = *o;
+  if (e->o.max_areas == 0)
+    e->o.max_areas = 1000000;
+  if (e->o.max_contexts == 0)
+    e->o.max_contexts = 65536;
+  if (e->o.max_depth == 0)
+    e->o.max_depth = 4096;
+  if (e->o.max_depth > 0x7FFFFFFF)
+    e->o.max_depth = 0x7FFFFFFF;
+  e->ctxmode = e->o.has_context_area && fmt != TLC_FMT_EVLOG;
+  for (i = 0; i < e->o.nwindows; i++) {
+    e->step[i] = e->o.window_ns[i] / NSTEPS;
+    e->wcache_lo[i] = INT64_MAX; /* empty cache */
+    e->wcache_s[i] = 0;
+  }
+  for (i = 0; i < 256; i++)
+    e->cur[i] = e->corectx[i] = NONE32;
+  e->hcap = 64;
+  e->ht = tlc_calloc(e->hcap, sizeof(*e->ht));
+  if (e->ht == NULL) {
+    tlc_free(e);
+    return TLC_ENOMEM;
+  }
+  *ep = e;
+  return 0;
+}
+
+void tlc_engine_free(tlc_engine_t *e) {
+  size_t i;
+  unsigned k;
+  if (e == NULL)
+    return;
+  for (i = 0; i < e->nrows; i++) {
+    erow_t *r = &e->rows[i];
+    if (r->h != NULL) {
+      for (k = 0; k < NK; k++)
+        tlc__hist_fini(&r->h[k]);
+      tlc_free(r->h);
+    }
+    tlc_free(r->w);
+  }
+  for (i = 0; i < e->nctx; i++)
+    tlc_free(e->ctx[i].stack);
+  tlc_free(e->rows);
+  tlc_free(e->sa);
+  tlc_free(e->ctx);
+  tlc_free(e->tctx);
+  tlc_free(e->ht);
+  tlc_free(e);
+}
+
+void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
+  e->o.mapping = m;
+  e->map_gen++;
+  if (e->map_gen == NONE32)
+    e->map_gen = 0;
+}
+
+uint64_t tlc_engine_seq(const tlc_engine_t *e) {
+  return e->seq;
+}
+
+const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e) {
+  return &e->c;
+}
+
+int64_t tlc_engine_last_time(const tlc_engine_t *e) {
+  return e->last;
+}
+
+void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
+  size_t i, stacks = 0;
+  for (i = 0; i < e->nctx; i++)
+    stacks += (size_t)e->ctx[i].cap * sizeof(act_t);
+  memset(m, 0, sizeof(*m));
+  m->hist_bytes = e->hist_bytes;
+  m->window_bytes = e->win_bytes;
+  m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) + e->caprows * sizeof(erow_t) +
+             e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
+             e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes;
+  m->areas = e->nrows;
+  m->contexts = e->nctx;
+}
+
+/* ---- snapshot ---- */
+
+static void to_dist(tlc_dist_t *o, const edist_t *d) {
+  memset(o, 0, sizeof(*o));
+  o->n = d->n;
+  o->sum = d->sum;
+  o->min = d->n ? d->min : 0;
+  o->max = d->n ? d->max : 0;
+  o->sumsq_hi = d->sqhi;
+  o->sumsq_lo = d->sqlo;
+}
+
+static void wmerge(tlc_wdist_t *a, const wkd_t *b) {
+  if (b->n == 0)
+    return;
+  if (a->n == 0 || b->min < a->min)
+    a->min = b->min;
+  if (a->n == 0 || b->max > a->max)
+    a->max = b->max;
+  a->n += b->n;
+  a->sum = tadd(a->sum, b->sum);
+}
+
+static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s) {
+  const wrow_t *w = r->w;
+  unsigned i, j, k;
+  s->nwin = e->o.nwindows;
+  if (w == NULL)
+    return;
+  for (i = 0; i < e->o.nwindows; i++) {
+    int64_t lim = floordiv(e->last, e->step[i]) - NSTEPS;
+    for (j = 0; j < NSTEPS; j++) {
+      const wbucket_t *b = &w->b[i * NSTEPS + j];
+      if (b->step == WEMPTY || b->step <= lim)
+        continue;
+      s->win[i].count += b->count;
+      for (k = 0; k < NK; k++)
+        wmerge(&s->win[i].k[k], &b->k[k]);
+    }
+    /* the hot accumulator lies in one step of this window */
+    if (w->live && floordiv(w->lo, e->step[i]) > lim) {
+      s->win[i].count += w->count;
+      for (k = 0; k < NK; k++)
+        wmerge(&s->win[i].k[k], &w->k[k]);
+    }
+  }
+}
+
+static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
+                     const tlc_snap_opts_t *so) {
+  unsigned k;
+  s->handle = r->handle;
+  s->context = r->kind == TLC_ROW_CODE ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  s->state = r->state;
+  s->kind = r->kind;
+  s->has_value = r->has_value;
+  s->count = r->count;
+  s->anomalies = r->anomalies;
+  s->value = r->value;
+  s->value_min = r->vmin;
+  s->value_max = r->vmax;
+  s->seq = r->seq;
+  for (k = 0; k < NK; k++) {
+    s->total[k] = r->total[k];
+    to_dist(&s->dist[k], &r->d[k]);
+    if (so->quantiles && r->h != NULL) {
+      const tlc_hist_t *hp = &r->h[k];
+      s->dist[k].has_q =
+          (uint8_t)tlc__hist_quantiles(&hp, 1, r->d[k].n, r->d[k].min, r->d[k].max, s->dist[k].q);
+    }
+  }
+  if (r->out_active)
+    s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
+  if (so->windows)
+    fill_windows(e, r, s);
+  if (!e->ctxmode && r->kind == TLC_ROW_CODE) {
+    /* GROSS == CALL without context_area; only CALL's samples are kept */
+    unsigned w;
+    s->dist[TLC_GROSS] = s->dist[TLC_CALL];
+    for (w = 0; w < s->nwin; w++)
+      s->win[w].k[TLC_GROSS] = s->win[w].k[TLC_CALL];
+  }
+}
+
+typedef struct grp {
+  uint32_t handle, tindex, row;
+} grp_t;
+
+static int cmp_grp(const void *a, const void *b) {
+  const grp_t *x = a, *y = b;
+  if (x->handle != y->handle)
+    return x->handle < y->handle ? -1 : 1;
+  if (x->tindex != y->tindex)
+    return x->tindex < y->tindex ? -1 : 1;
+  return 0;
+}
+
+/* Adds the Neutral rows (rows [0, nrows) are the engine's rows in order). */
+static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                       uint8_t **keep, size_t *capkeep) {
+  grp_t *g;
+  const tlc_hist_t **hs = NULL;
+  size_t ng = 0, i, j, n = e->nrows;
+  int rc = 0;
+  g = tlc_malloc((n ? n : 1) * sizeof(*g));
+  hs = tlc_malloc((n ? n : 1) * sizeof(*hs));
+  if (g == NULL || hs == NULL) {
+    rc = TLC_ENOMEM;
+    goto out;
+  }
+  for (i = 0; i < n; i++)
+    if (e->rows[i].kind == TLC_ROW_CODE && e->rows[i].ctx != NONE32)
+      g[ng++] = (grp_t){ e->rows[i].handle, e->ctx[e->rows[i].ctx].tindex, (uint32_t)i };
+  qsort(g, ng, sizeof(*g), cmp_grp);
+  for (i = 0; i < ng; i = j) {
+    tlc_stat_t *s;
+    size_t m, w;
+    unsigned k;
+    uint8_t kp = 0;
+    for (j = i; j < ng && g[j].handle == g[i].handle; j++)
+      ;
+    uint8_t *nk = grow(*keep, capkeep, t->nrows, 1, 64);
+    if (nk == NULL) {
+      rc = TLC_ENOMEM;
+      goto out;
+    }
+    *keep = nk;
+    s = tlc_table_add(t);
+    if (s == NULL) {
+      rc = TLC_ENOMEM;
+      goto out;
+    }
+    s->handle = g[i].handle;
+    s->context = TLC_CTX_NEUTRAL;
+    s->kind = TLC_ROW_CODE;
+    s->nwin = so->windows ? e->o.nwindows : 0;
+    for (m = i; m < j; m++) {
+      const tlc_stat_t *x = &t->rows[g[m].row];
+      kp |= (*keep)[g[m].row];
+      s->count += x->count;
+      s->anomalies += x->anomalies;
+      if (x->seq > s->seq)
+        s->seq = x->seq;
+      for (k = 0; k < NK; k++)
+        s->total[k] = tadd(s->total[k], x->total[k]);
+      for (k = TLC_NET; k <= TLC_CALL; k++)
+        tlc_dist_merge(&s->dist[k], &x->dist[k]);
+      for (w = 0; w < s->nwin; w++) {
+        s->win[w].count += x->win[w].count;
+        for (k = TLC_NET; k <= TLC_CALL; k++) {
+          const wkd_t b = { x->win[w].k[k].n, x->win[w].k[k].sum, x->win[w].k[k].min,
+                            x->win[w].k[k].max };
+          wmerge(&s->win[w].k[k], &b);
+        }
+      }
+    }
+    s->total[TLC_PERIOD] = 0;
+    if (so->quantiles) {
+      for (k = TLC_NET; k <= TLC_CALL; k++) {
+        size_t nh = 0;
+        unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
+        for (m = i; m < j; m++)
+          if (e->rows[g[m].row].h != NULL)
+            hs[nh++] = &e->rows[g[m].row].h[hk];
+        if (nh > 0)
+          s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(hs, nh, s->dist[k].n, s->dist[k].min,
+                                                          s->dist[k].max, s->dist[k].q);
+      }
+    }
+    (*keep)[t->nrows - 1] = kp;
+  }
+out:
+  tlc_free(g);
+  tlc_free(hs);
+  return rc;
+}
+
+/* Sort keys of table rows, in tlc_table_sort's order: handle, then per-context rows by index,
+ * then Neutral, then context-less rows, then state. */
+typedef struct skey {
+  uint32_t handle;
+  uint32_t rank; /* context index; Neutral and "none" after every index */
+  uint64_t state;
+  size_t idx;
+} skey_t;
+
+static int cmp_skey(const void *a, const void *b) {
+  const skey_t *x = a, *y = b;
+  if (x->handle != y->handle)
+    return x->handle < y->handle ? -1 : 1;
+  if (x->rank != y->rank)
+    return x->rank < y->rank ? -1 : 1;
+  if (x->state != y->state)
+    return x->state < y->state ? -1 : 1;
+  return 0;
+}
+
+/* Sorts t's rows as tlc_table_sort does, moving each (large) row at most once: the keys are
+ * sorted, then the permutation is applied in place cycle by cycle. 0 or TLC_ENOMEM. */
+static int sort_rows(tlc_table_t *t) {
+  size_t n = t->nrows, i;
+  skey_t *k;
+  uint8_t *done;
+  tlc_stat_t tmp;
+  if (n < 2)
+    return 0;
+  k = tlc_malloc(n * sizeof(*k));
+  done = tlc_calloc(n, 1);
+  if (k == NULL || done == NULL) {
+    tlc_free(k);
+    tlc_free(done);
+    return TLC_ENOMEM;
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t c = t->rows[i].context;
+    k[i].handle = t->rows[i].handle;
+    k[i].rank = c == TLC_CTX_NEUTRAL ? 0xFFFFFFFEu : c == TLC_CTX_NONE ? 0xFFFFFFFFu : c;
+    k[i].state = t->rows[i].state;
+    k[i].idx = i;
+  }
+  qsort(k, n, sizeof(*k), cmp_skey);
+  /* position i receives old row k[i].idx */
+  for (i = 0; i < n; i++) {
+    size_t j = i;
+    if (done[i] || k[i].idx == i) {
+      done[i] = 1;
+      continue;
+    }
+    tmp = t->rows[i];
+    for (;;) {
+      size_t from = k[j].idx;
+      done[j] = 1;
+      if (from == i) {
+        t->rows[j] = tmp;
+        break;
+      }
+      t->rows[j] = t->rows[from];
+      j = from;
+    }
+  }
+  tlc_free(k);
+  tlc_free(done);
+  return 0;
+}
+
+int tlc_engine_snapshot(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+  tlc_snap_opts_t dso = { 0, 1, 1, 1 };
+  uint8_t *keep = NULL;
+  size_t capkeep = 0, i, j;
+  int rc = 0;
+  if (so == NULL)
+    so = &dso;
+  tlc_table_clear(t);
+  t->format = e->fmt;
+  t->first_time = e->first;
+  t->last_time = e->last;
+  t->has_context_area = e->ctxmode;
+  t->context_area = e->ctxmode ? e->o.context_area : 0;
+  t->nwindows = e->o.nwindows;
+  memset(t->window_ns, 0, sizeof(t->window_ns));
+  for (i = 0; i < e->o.nwindows; i++)
+    t->window_ns[i] = e->o.window_ns[i];
+  t->counters = e->c;
+  t->seq = e->seq;
+  for (i = 0; i < e->ntctx; i++) {
+    const ectx_t *c = &e->ctx[e->tctx[i]];
+    tlc_ctx_t x;
+    memset(&x, 0, sizeof(x));
+    x.kind = c->kind;
+    x.core = c->core;
+    x.key = c->key;
+    rc = tlc_table_add_ctx(t, &x);
+    if (rc < 0)
+      return rc;
+    rc = 0;
+  }
+  keep = grow(NULL, &capkeep, e->nrows, 1, e->nrows + 64);
+  if (keep == NULL)
+    return TLC_ENOMEM;
+  /* every row, in engine order (table row i == engine row i) */
+  for (i = 0; i < e->nrows; i++) {
+    const erow_t *r = &e->rows[i];
+    tlc_stat_t *s = tlc_table_add(t);
+    if (s == NULL) {
+      rc = TLC_ENOMEM;
+      goto out;
+    }
+    if (r->kind == TLC_ROW_CODE && r->ctx == NONE32) {
+      keep[i] = 0; /* never got a context (allocation failure): removed below */
+      s->handle = r->handle;
+      continue;
+    }
+    fill_row(e, r, s, so);
+    keep[i] = so->since_seq == 0 || r->seq > so->since_seq ||
+              ((r->open > 0 || r->out_active) && e->tseq > so->since_seq);
+  }
+  /* open activations up to T */
+  for (i = 0; i < e->nctx; i++) {
+    const ectx_t *c = &e->ctx[i];
+    int64_t in_t = ctx_in(e, c, e->last);
+    for (j = 0; j < c->depth; j++) {
+      const act_t *a = &c->stack[j];
+      tlc_stat_t *s = &t->rows[a->row];
+      int64_t net = a->net;
+      if (a->running)
+        net = tadd(net, nonneg(tsub(in_t, a->run_start)));
+      s->total[TLC_NET] = tadd(s->total[TLC_NET], net);
+      s->total[TLC_CALL] = tadd(s->total[TLC_CALL], nonneg(tsub(e->last, a->start)));
+      s->total[TLC_GROSS] = tadd(s->total[TLC_GROSS], e->ctxmode ? nonneg(tsub(in_t, a->in_start))
+                                                                 : nonneg(tsub(e->last, a->start)));
+    }
+  }
+  /* open state stays up to T */
+  for (i = 0; i < e->nsa; i++) {
+    const sarea_t *sa = &e->sa[i];
+    if (sa->valid) {
+      t->rows[sa->row].total[TLC_NET] =
+          tadd(t->rows[sa->row].total[TLC_NET], nonneg(tsub(e->last, sa->since)));
+      if (so->since_seq != 0 && e->tseq > so->since_seq)
+        keep[sa->row] = 1;
+    }
+  }
+  if (so->neutral && e->ntctx > 1) {
+    rc = add_neutral(e, t, so, &keep, &capkeep);
+    if (rc < 0)
+      goto out;
+  }
+  /* drop what is not wanted (unchanged rows of a delta, context-less rows) */
+  for (i = j = 0; i < t->nrows; i++)
+    if (keep[i])
+      t->rows[j++] = t->rows[i];
+  t->nrows = j;
+  rc = sort_rows(t);
+out:
+  tlc_free(keep);
+  return rc;
+}

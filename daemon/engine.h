@@ -1,0 +1,176 @@
+/* engine.h - the statistics engine: SPEC section 2, incrementally, one instance per target.
+ *
+ * A target's mapped events go in, in arrival order (tlc_engine_push); a tlc_table_t comes out
+ * (tlc_engine_snapshot) holding every statistic of SPEC section 2 as of the last event, with
+ * open activations, stays and outside stretches counted up to the latest event time seen.
+ *
+ * Rows (see formats/stats.h):
+ *  - code areas (handle types 0 and 1): one TLC_ROW_CODE row per (area, context) from the area's
+ *    first event in that context; with more than one context, one more row per code area with
+ *    context TLC_CTX_NEUTRAL: COUNT, anomalies and totals (OUTSIDE included) summed over its
+ *    contexts; NET/GROSS/CALL dists the union of its contexts' samples (quantiles from the merged
+ *    histograms); PERIOD and OUTSIDE dists EMPTY (n == 0), since SPEC says they are not
+ *    recomputed across contexts; windows likewise (counts summed, NET/GROSS/CALL merged,
+ *    PERIOD/OUTSIDE empty); seq the largest of its contexts' rows;
+ *  - data areas (types 2 and 4): one TLC_ROW_DATA row per area, context TLC_CTX_NONE;
+ *  - state areas (types 3 and 5): one TLC_ROW_STATE row per (area, state value), TLC_CTX_NONE.
+ *    A state area's value-less events (X with no current state) leave no row.
+ * Contexts: bin10/bin11 without context_area: the core (TLC_CTXK_CORE, 0xFF = unknown); with
+ * context_area: the value last written (W or E) to that handle on the event's core
+ * (TLC_CTXK_TASK), or before any such write the core's own TLC_CTXK_CORE context; evlog: the
+ * event's `thread` (TLC_CTXK_THREAD). Context indexes in a snapshot are in order of first use.
+ *
+ * Event handling: TLC_EV_NONE events are ignored (not counted in `events`); TLC_EVF_GAP on an
+ * event means tlc_engine_gap() before it; types > 4 and handle nibbles > 5 count one anomaly and
+ * nothing else (events that reach the engine have normally been validated by the decoder). With
+ * context_area, events on that handle are also ordinary state-area events (its row(s) exist).
+ *
+ * Rules where SPEC section 2 leaves a choice (tests/oracle/oracle.c implements the same ones):
+ *  - A context exists in the table from the first code-area event in it (data and state events
+ *    are global and create none); Neutral rows exist when the table has more than one context.
+ *  - Durations are differences of event times; each one that comes out negative counts 0 and
+ *    one anomaly on its row: CALL, GROSS (with context_area), each NET running period (ended by
+ *    S, X, truncation or a gap), PERIOD, an OUTSIDE stretch, a state stay. Open parts counted
+ *    up to T in a snapshot are clamped at 0 without an anomaly (a snapshot changes nothing).
+ *  - Other anomalies: X with no open activation (on the row), each activation truncated by an
+ *    X (on its row), a non-W event on a data area (on the row), a W on a code area (on the
+ *    row); with no row: X on a state area that is in no state, S/R on a state area, an event
+ *    type > 4 or a handle nibble > 5. counters.anomalies is their total; a Neutral row's
+ *    anomalies are the sum over its contexts.
+ *  - S on a suspended or R on a running activation changes nothing. An OUTSIDE stretch ended
+ *    by a partial R/S adds to the total only; ended by an E it is also a sample.
+ *  - A gap closes with no anomaly; areas closed by it are not "outside" afterwards (their next
+ *    stretch starts at their next closing); state areas are in no state after it; PERIOD starts
+ *    are forgotten (data, state and code rows).
+ *  - context_area: switched-in time is a per-context clock IN(t) = accumulated in-time +
+ *    (t - since) while current on some core; a running period [a, b] adds IN(b) - IN(a) to NET,
+ *    GROSS = IN(close) - IN(first event). A core's "no task yet" context is switched in from the
+ *    core's first event (any event). The switch made by a W/E on context_area applies after
+ *    that event itself is processed (the event is an ordinary state-area event too); a W on a
+ *    variable whose mapping links it to context_area does not switch. context_area is ignored
+ *    for evlog (its context is the thread).
+ *  - Without context_area GROSS == CALL: its samples are kept once (CALL's) and copied.
+ *
+ * Quantiles: a log-bucket histogram per sample kind per row (when opts.histograms), relative
+ * error <= 1% (see hist.h for the rank rule: nearest rank, the smallest sample s with at least
+ * ceil(q * n) samples <= s, reported as the bucket's representative clamped to [min, max]).
+ *
+ * Windows: per row, opts.nwindows windows of window_ns[i] each, sliding in 10 steps of
+ * window_ns[i] / 10 (integer division; window_ns[i] >= 10). At last event time T a window holds the
+ * E events (code COUNT), entries (state COUNT), writes (data COUNT) and closed samples whose time t
+ * (event time; closing time for a sample) has floor(t/step) > floor(T/step) - 10.
+ *
+ * Limits: at most max_areas rows-owning areas ((area, context) pairs for code areas, areas for
+ * data, (area, value) pairs for state) and max_contexts contexts (with context_area, every task
+ * value switched to and every core's "no task yet" context count); an event that would need one
+ * more is counted in dropped_area_limit and otherwise ignored (a core switched to a task that
+ * could not be created drops its code events until it switches to a known one). An activation stack
+ * deeper than max_depth drops the new E or partial R/S (one dropped_area_limit, nothing else).
+ *
+ * Memory: allocation only when a new area, context, stack level, histogram value range or
+ * window buffer (a row's first sample) first appears (amortised doubling); no per-event
+ * allocation in the steady state. Per row about 460 bytes (hash slot included), plus with
+ * histograms 200 bytes and 2 bytes (4 once a count passes 65535) per bucket spanned (hist.h),
+ * plus with windows 184 + nwindows * 10 * 176 bytes. Cost per event: O(1) expected (a hash
+ * lookup, a stack operation) except X truncating k activations above it (O(k)) and S/R/X on a
+ * non-innermost activation (O(depth) scan of the context's stack).
+ *
+ * Threads: an engine is owned by one thread (the daemon's loop thread); none of these functions
+ * is thread-safe on the same engine; different engines are independent.
+ */
+#ifndef TLC_ENGINE_H
+#define TLC_ENGINE_H
+
+#include "mapping.h"
+#include "stats.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlc_engine tlc_engine_t;
+
+typedef struct tlc_engine_opts {
+  uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
+  uint32_t context_area;    /* RTOS task-state area handle (valid when has_context_area) */
+  uint32_t nwindows;        /* 0..TLC_MAX_WINDOWS rolling windows (default 3) */
+  int64_t window_ns[TLC_MAX_WINDOWS]; /* window lengths, each >= 10 ns (default 1 s, 10 s, 60 s) */
+  size_t max_areas;             /* cap on rows-owning areas (default 1,000,000; 0 = default) */
+  size_t max_contexts;          /* cap on contexts (default 65,536; 0 = default) */
+  size_t max_depth;             /* activation stack cap per context (default 4,096; 0 = default) */
+  uint8_t histograms;           /* 1: quantile histograms kept (default 1) */
+  const tlc_mapping_t *mapping; /* optional variable -> state handle links; borrowed, must
+                                   outlive the engine or be replaced by tlc_engine_set_mapping */
+} tlc_engine_opts_t;
+
+/* Fills *o with the defaults: no context_area, 3 windows (1 s, 10 s, 60 s), 1,000,000 areas,
+ * 65,536 contexts, depth 4,096, histograms on, no mapping. */
+void tlc_engine_opts_default(tlc_engine_opts_t *o);
+
+/* Creates an engine for a stream of format `fmt` (TLC_FMT_BIN10, TLC_FMT_BIN11 or
+ * TLC_FMT_EVLOG) with options `o` (NULL: defaults; copied, except the borrowed mapping).
+ * Returns 0 and sets *e (owned by the caller, release with tlc_engine_free), TLC_EINVAL for a
+ * bad format or option (nwindows > TLC_MAX_WINDOWS, a window shorter than 10 ns), or
+ * TLC_ENOMEM. */
+int tlc_engine_new(tlc_engine_t **e, tlc_format_t fmt, const tlc_engine_opts_t *o);
+
+/* Frees the engine and everything it owns. NULL is accepted. */
+void tlc_engine_free(tlc_engine_t *e);
+
+/* Processes ev[0..n), mapped events in arrival order (evlog: after tlc_evmap_map, the `thread`
+ * field is the context). Never fails: what cannot be stored is counted (dropped_area_limit,
+ * anomalies). Borrowed; nothing is kept past the call. */
+void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n);
+
+/* A gap (disconnect, resync, evlog overflow): every open activation and state stay is closed as
+ * truncated at the last event time (totals only, no samples), every outside stretch ends there
+ * (total only), and no PERIOD or OUTSIDE sample spans the gap (the next E starts afresh).
+ * Counts one `gaps`. With context_area, the current task per core is kept (the next event's
+ * context is unchanged). A gap before any event, or right after another gap, still counts. */
+void tlc_engine_gap(tlc_engine_t *e);
+
+/* Replaces the borrowed mapping (NULL: none) used for variable -> state links from the next
+ * event on. */
+void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
+
+typedef struct tlc_snap_opts {
+  uint64_t since_seq; /* 0: all rows; else only rows changed after that sequence: an event
+                         changed them, or T grew while they had an open part (activation, stay,
+                         outside stretch); Neutral rows when any of their contexts' rows is.
+                         Rows whose windows only slid with T are not included. */
+  uint8_t windows;    /* 1: fill row.win[] (row.nwin = nwindows) */
+  uint8_t neutral;    /* 1: add Neutral rows when there is more than one context */
+  uint8_t quantiles;  /* 1: fill dist.q[] and has_q from the histograms (when kept) */
+} tlc_snap_opts_t;
+
+/* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
+ * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,
+ * context_area, windows configuration, engine counters (decoder counters are left 0 for the
+ * caller), seq. Open parts are counted up to last_time without changing the engine (const).
+ * `so` NULL: all rows, windows, neutral and quantiles on. Returns 0 or TLC_ENOMEM (t is then
+ * partly filled; still safe to fini). Cost O(rows + contexts * depth). */
+int tlc_engine_snapshot(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so);
+
+/* The change sequence: incremented by every event that changes a row and by every gap. A row's
+ * `seq` is the sequence value of its last change. */
+uint64_t tlc_engine_seq(const tlc_engine_t *e);
+
+/* The engine's counters (events, anomalies, dropped_area_limit, gaps; decoder fields 0).
+ * Valid until the next call that changes the engine. */
+const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e);
+
+/* Latest event time seen (0 before any event). */
+int64_t tlc_engine_last_time(const tlc_engine_t *e);
+
+/* Memory accounting for benches and limits: bytes the engine holds right now (its own
+ * allocations, capacity included), and the number of rows-owning areas and contexts. */
+typedef struct tlc_engine_mem {
+  size_t bytes;
+  size_t areas; /* rows-owning areas: (area, context) code pairs, data areas, state values */
+  size_t contexts;
+  size_t hist_bytes;   /* of which histograms */
+  size_t window_bytes; /* of which window buckets */
+} tlc_engine_mem_t;
+void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m);
+
+#endif

@@ -1,0 +1,92 @@
+/* hist.h - bounded log-bucket histogram for non-negative integer samples (engine-internal).
+ *
+ * Buckets: every value 0..127 has its own bucket (exact); above, each power of two [2^e, 2^e+1)
+ * is cut into 64 equal buckets of width 2^(e-6). A bucket's representative is its integer
+ * midpoint, so the relative error of a reported value is at most 2^-7 = 0.78% (< 1%): for v in
+ * a bucket of width w = 2^(e-6) starting at lo >= 2^e, |rep - v| <= w/2 = 2^(e-7) <= v / 128.
+ * The whole int64 range takes TLC_HIST_NB = 3712 buckets; a histogram stores only the dense
+ * span [lo, lo + nb) of buckets it has seen (grown by doubling), so its memory is bounded by
+ * 3712 * 4 bytes (plus a 40-byte header) and is usually a few hundred bytes to a few KiB.
+ *
+ * Quantile rank rule (nearest rank): for quantile q of n samples, rank k = ceil(q * n) (at least
+ * 1); the answer is the k-th smallest sample. The histogram reports the representative of the
+ * bucket holding the k-th smallest sample, clamped to [min, max] of the samples (so p of a
+ * single-valued set is exact).
+ *
+ * Counts are 16-bit until one would pass 65535, then the histogram widens to 32-bit counts;
+ * they saturate at UINT32_MAX per bucket (4e9 samples in one bucket), or at 65535 if widening
+ * finds no memory.
+ * Not thread-safe; plain data, owned by the engine row that holds it.
+ */
+#ifndef TLC_HIST_H
+#define TLC_HIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TLC_HIST_NB 3712
+
+/* Samples are first queued as bucket indexes (pend) and counted TLC_HIST_PEND at a time: the
+ * increments of one flush are independent memory accesses that the CPU overlaps, where one
+ * increment per sample would wait for one cache miss after another. Readers count the queue. */
+#define TLC_HIST_PEND 12
+
+typedef struct tlc_hist {
+  void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd), NULL when empty: uint16_t,
+              or uint32_t (wide) once a count would pass 65535 */
+  uint16_t lo;
+  uint16_t nb;
+  uint16_t npend; /* queued samples */
+  uint8_t wide;
+  uint8_t pad_;
+  uint16_t pend[TLC_HIST_PEND]; /* their bucket indexes */
+} tlc_hist_t;
+
+/* The count of the bucket at offset i from lo (i < nb). */
+static inline uint32_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
+  return h->wide ? ((const uint32_t *)h->b)[i] : ((const uint16_t *)h->b)[i];
+}
+
+/* Bucket index of a sample (v >= 0; negative values count as 0). */
+static inline uint32_t tlc__hist_idx(int64_t sv) {
+  uint64_t v = sv < 0 ? 0 : (uint64_t)sv;
+  unsigned e;
+  if (v < 128)
+    return (uint32_t)v;
+  e = 63u - (unsigned)__builtin_clzll(v);
+  return 128u + (e - 7u) * 64u + (uint32_t)((v >> (e - 6u)) & 63u);
+}
+
+/* Smallest and largest value of bucket idx (< TLC_HIST_NB). */
+void tlc__hist_bounds(uint32_t idx, uint64_t *lo, uint64_t *hi);
+
+/* Counts the queued samples into the buckets, growing the span to hold them. Returns 0, or
+ * TLC_ENOMEM (the queued samples are then lost; the counts already there stay). */
+int tlc__hist_flush(tlc_hist_t *h);
+
+/* Records one sample. Returns 0 or TLC_ENOMEM. Allocates only when a flush meets a value
+ * outside the span seen so far. */
+static inline int tlc__hist_add(tlc_hist_t *h, int64_t v) {
+  h->pend[h->npend++] = (uint16_t)tlc__hist_idx(v);
+  if (h->npend == TLC_HIST_PEND)
+    return tlc__hist_flush(h);
+  return 0;
+}
+
+/* Frees the buckets; h is empty afterwards. */
+void tlc__hist_fini(tlc_hist_t *h);
+
+/* Bytes held by h's buckets (the header not included). */
+size_t tlc__hist_bytes(const tlc_hist_t *h);
+
+/* Nearest rank k = ceil(num/den * n), at least 1 (n > 0), without overflow. */
+uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den);
+
+/* Quantiles tlc_quantiles[0..TLC_NQUANT) over the union of hs[0..nh), queued samples included
+ * (NULL entries and empty histograms are skipped). n = total samples in the union (the sum of
+ * the counts unless a bucket saturated or a flush failed), min/max of the samples. Writes
+ * q[TLC_NQUANT]. Returns 1 when q was filled, 0 when there is nothing (n == 0 or no buckets). */
+int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
+                        int64_t max, int64_t *q);
+
+#endif

@@ -1,0 +1,43 @@
+/* oracle.h - brute-force reference model of SPEC section 2, for the engine's property tests.
+ *
+ * Written independently of daemon/engine.c: it stores every event and, when asked for a table,
+ * replays them all from scratch with explicit stacks and linear lists, keeps every sample
+ * (value and time) and computes each statistic from those lists (sums, 128-bit squares, exact
+ * nearest-rank quantiles from sorted samples, window membership by filtering sample times).
+ * No caps (max_areas, max_contexts, max_depth are not modelled). Slow by design: O(events *
+ * areas) per table. Tests only; single thread.
+ */
+#ifndef TLC_ORACLE_H
+#define TLC_ORACLE_H
+
+#include "mapping.h"
+#include "stats.h"
+#include "tlc_event.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlc_oracle tlc_oracle_t;
+
+typedef struct tlc_oracle_opts {
+  uint8_t has_context_area;
+  uint32_t context_area;
+  uint32_t nwindows;
+  int64_t window_ns[TLC_MAX_WINDOWS];
+  const tlc_mapping_t *mapping; /* borrowed */
+} tlc_oracle_opts_t;
+
+/* Creates an oracle. Returns 0 or TLC_ENOMEM / TLC_EINVAL. */
+int tlc_oracle_new(tlc_oracle_t **o, tlc_format_t fmt, const tlc_oracle_opts_t *opts);
+void tlc_oracle_free(tlc_oracle_t *o);
+/* Stores the events (copied, evlog extension dropped). */
+int tlc_oracle_push(tlc_oracle_t *o, const tlc_event_t *ev, size_t n);
+/* Stores a gap. */
+int tlc_oracle_gap(tlc_oracle_t *o);
+/* Replays everything stored and fills t (cleared first): contexts, rows (sorted), counters
+ * (events, anomalies, gaps), first/last time, windows (when `windows`), Neutral rows (when
+ * `neutral` and more than one context), exact quantiles (has_q = 1 when n > 0). Row seq is 0.
+ * Returns 0 or TLC_ENOMEM. */
+int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neutral);
+
+#endif

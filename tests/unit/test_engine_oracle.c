@@ -1,0 +1,529 @@
+/* test_engine_oracle.c - property tests: the engine against the brute-force oracle.
+ *
+ * Thousands of random streams of each kind (single core, several cores, bin10, recursion, lines
+ * inside functions, data and state areas with a variable -> state mapping, RTOS contexts with
+ * task switches, streams cut mid-way, garbage, evlog threads with out-of-order times) go into
+ * both; at a few points in each stream the two tables must agree on every field of every row
+ * (windows and Neutral rows included; quantiles within the histogram's 1% bound, since the
+ * oracle's are exact). On a mismatch the kind, seed and row are printed; rerun one stream with
+ * TLC_ORACLE_SEED=<seed> TLC_ORACLE_KIND=<kind>.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "engine.h"
+#include "mapping.h"
+#include "oracle.h"
+#include "rng.h"
+#include "stats.h"
+#include "tlc_alloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXEV      600
+#define EV_GAPCALL 0xFE /* test marker: call tlc_engine_gap instead of pushing */
+
+enum kind {
+  K_SINGLE,
+  K_MULTI,
+  K_BIN10,
+  K_RECURSION,
+  K_LINES,
+  K_DATA,
+  K_RTOS,
+  K_CUT,
+  K_GARBAGE,
+  K_EVLOG,
+  K_RTOS_GARBAGE,
+  K_COUNT
+};
+static const char *const kind_name[K_COUNT] = { "single",  "multi", "bin10",       "recursion",
+                                                "lines",   "data",  "rtos",        "cut",
+                                                "garbage", "evlog", "rtos-garbage" };
+
+typedef struct gen {
+  rng_t r;
+  int kind;
+  tlc_format_t fmt;
+  tlc_event_t ev[MAXEV];
+  size_t n;
+  int64_t t;
+  /* per context model stacks of handles (contexts 0..7) */
+  uint32_t st[8][64];
+  unsigned depth[8];
+} gen_t;
+
+static void emit(gen_t *g, uint32_t handle, unsigned type, uint64_t data, unsigned core,
+                 uint64_t thread) {
+  tlc_event_t *e;
+  if (g->n >= MAXEV)
+    return;
+  e = &g->ev[g->n++];
+  memset(e, 0, sizeof(*e));
+  /* time: mostly forward by 0..300 ns, sometimes equal */
+  g->t += (int64_t)rng_below(&g->r, 300);
+  e->time_ns = g->t;
+  e->handle = handle;
+  e->type = (uint8_t)type;
+  e->data = data;
+  e->core = (uint8_t)core;
+  e->thread = thread;
+}
+
+/* One well-formed-ish step of nested code activity in model context `cx`. */
+static void code_step(gen_t *g, unsigned cx, unsigned core, uint64_t thread, unsigned nfun,
+                      int lines, int recursion) {
+  unsigned d = g->depth[cx], x = (unsigned)rng_below(&g->r, 100);
+  uint32_t h;
+  if (d == 0 || (x < 40 && d < 60)) {
+    if (lines && d > 0 && rng_chance(&g->r, 1, 2))
+      h = 0x10000000u | (uint32_t)rng_below(&g->r, nfun * 2);
+    else if (recursion && d > 0 && rng_chance(&g->r, 2, 3))
+      h = g->st[cx][d - 1];
+    else
+      h = (uint32_t)rng_below(&g->r, nfun);
+    if (d > 0 && !lines && rng_chance(&g->r, 1, 2))
+      emit(g, g->st[cx][d - 1], TLC_EV_SUSPEND, 0, core, thread);
+    emit(g, h, TLC_EV_ENTRY, 0, core, thread);
+    g->st[cx][g->depth[cx]++] = h;
+  } else if (x < 75) {
+    h = g->st[cx][--g->depth[cx]];
+    emit(g, h, TLC_EV_EXIT, 0, core, thread);
+    if (g->depth[cx] > 0 && rng_chance(&g->r, 1, 2))
+      emit(g, g->st[cx][g->depth[cx] - 1], TLC_EV_RESUME, 0, core, thread);
+  } else if (x < 88) {
+    h = g->st[cx][rng_below(&g->r, d)];
+    emit(g, h, rng_chance(&g->r, 1, 2) ? TLC_EV_SUSPEND : TLC_EV_RESUME, 0, core, thread);
+  } else if (x < 94) {
+    /* X of a non-innermost activation: truncates those above */
+    unsigned p = (unsigned)rng_below(&g->r, d);
+    h = g->st[cx][p];
+    emit(g, h, TLC_EV_EXIT, 0, core, thread);
+    g->depth[cx] = p;
+  } else if (x < 97) {
+    /* X of something not open (anomaly), or S/R of something not open (partial) */
+    h = 0x00000100u | (uint32_t)rng_below(&g->r, 3);
+    emit(g, h, (unsigned)rng_below(&g->r, 3), 0, core, thread);
+  } else {
+    /* a backwards step in time */
+    g->t -= (int64_t)rng_below(&g->r, 400);
+  }
+}
+
+static void data_step(gen_t *g, unsigned core) {
+  unsigned x = (unsigned)rng_below(&g->r, 100);
+  if (x < 35)
+    emit(g, 0x20000000u | (uint32_t)rng_below(&g->r, 3), TLC_EV_WRITE, rng_below(&g->r, 5), core,
+         0);
+  else if (x < 45)
+    emit(g, 0x40000000u | (uint32_t)rng_below(&g->r, 2), TLC_EV_WRITE, rng_next(&g->r), core, 0);
+  else if (x < 75)
+    emit(g, 0x30000001u | (uint32_t)rng_below(&g->r, 2),
+         rng_chance(&g->r, 1, 4) ? TLC_EV_ENTRY : TLC_EV_WRITE, rng_below(&g->r, 4), core, 0);
+  else if (x < 85)
+    emit(g, 0x30000001u | (uint32_t)rng_below(&g->r, 2), TLC_EV_EXIT, 0, core, 0);
+  else if (x < 92)
+    emit(g, 0x50000000u, TLC_EV_WRITE, rng_below(&g->r, 3), core, 0);
+  else if (x < 95)
+    emit(g, 0x20000000u, (unsigned)rng_below(&g->r, 4), 0, core, 0); /* non-W on data */
+  else if (x < 98)
+    emit(g, 0x30000002u, (unsigned)rng_below(&g->r, 2) + 1, 0, core, 0); /* S/R on a state */
+  else
+    g->t -= (int64_t)rng_below(&g->r, 500);
+}
+
+static void garbage(gen_t *g) {
+  tlc_event_t *e;
+  unsigned x = (unsigned)rng_below(&g->r, 100);
+  if (x < 8 && g->n < MAXEV) {
+    e = &g->ev[g->n++];
+    memset(e, 0, sizeof(*e));
+    e->type = EV_GAPCALL;
+    return;
+  }
+  emit(g, ((uint32_t)rng_below(&g->r, 8) << 28) | (uint32_t)rng_below(&g->r, 4),
+       x < 15   ? TLC_EV_NONE
+       : x < 20 ? 5 + (unsigned)rng_below(&g->r, 3)
+                : (unsigned)rng_below(&g->r, 5),
+       rng_below(&g->r, 4), rng_chance(&g->r, 1, 2) ? 0 : TLC_CORE_UNKNOWN, rng_below(&g->r, 2));
+  if (g->n > 0 && rng_chance(&g->r, 1, 10))
+    g->ev[g->n - 1].flags |= TLC_EVF_GAP;
+  if (rng_chance(&g->r, 1, 5))
+    g->t -= (int64_t)rng_below(&g->r, 2000);
+}
+
+static void rtos_switch(gen_t *g, unsigned core) {
+  /* task values 1..4 on context area 0x30000000; sometimes an X on it (changes no context) */
+  if (rng_chance(&g->r, 1, 8))
+    emit(g, 0x30000000u, TLC_EV_EXIT, 0, core, 0);
+  else
+    emit(g, 0x30000000u, rng_chance(&g->r, 1, 5) ? TLC_EV_ENTRY : TLC_EV_WRITE,
+         1 + rng_below(&g->r, 4), core, 0);
+}
+
+static void generate(gen_t *g, int kind, uint64_t seed, size_t len) {
+  static const unsigned cores[4] = { 0, 1, 2, TLC_CORE_UNKNOWN };
+  memset(g, 0, sizeof(*g));
+  rng_seed(&g->r, seed);
+  g->kind = kind;
+  g->fmt = TLC_FMT_BIN11;
+  g->t = rng_chance(&g->r, 1, 4) ? -(int64_t)rng_below(&g->r, 100000) : 0;
+  while (g->n < len) {
+    unsigned c;
+    switch (kind) {
+    case K_SINGLE:
+      code_step(g, 0, 0, 0, 6, 0, 0);
+      break;
+    case K_MULTI:
+      c = (unsigned)rng_below(&g->r, 4);
+      code_step(g, c, cores[c], 0, 5, 0, 0);
+      break;
+    case K_BIN10:
+      g->fmt = TLC_FMT_BIN10;
+      code_step(g, 0, TLC_CORE_UNKNOWN, 0, 5, rng_chance(&g->r, 1, 3), 0);
+      if (rng_chance(&g->r, 1, 10))
+        data_step(g, TLC_CORE_UNKNOWN);
+      break;
+    case K_RECURSION:
+      code_step(g, 0, 0, 0, 2, 0, 1);
+      break;
+    case K_LINES:
+      code_step(g, 0, 0, 0, 3, 1, 0);
+      break;
+    case K_DATA:
+      data_step(g, (unsigned)rng_below(&g->r, 2));
+      if (rng_chance(&g->r, 1, 5))
+        code_step(g, 0, 0, 0, 3, 0, 0);
+      break;
+    case K_RTOS:
+    case K_RTOS_GARBAGE:
+      c = (unsigned)rng_below(&g->r, 2);
+      if (rng_chance(&g->r, 1, 6))
+        rtos_switch(g, c);
+      else
+        code_step(g, c, c, 0, 4, rng_chance(&g->r, 1, 4), 0);
+      if (kind == K_RTOS_GARBAGE && rng_chance(&g->r, 1, 6))
+        garbage(g);
+      break;
+    case K_CUT:
+      c = (unsigned)rng_below(&g->r, 2);
+      code_step(g, c, c, 0, 4, rng_chance(&g->r, 1, 3), rng_chance(&g->r, 1, 5));
+      if (rng_chance(&g->r, 1, 8))
+        data_step(g, c);
+      break;
+    case K_GARBAGE:
+      if (rng_chance(&g->r, 1, 2))
+        garbage(g);
+      else if (rng_chance(&g->r, 1, 2))
+        code_step(g, 0, 0, 0, 3, 1, 0);
+      else
+        data_step(g, 0);
+      break;
+    case K_EVLOG:
+      g->fmt = TLC_FMT_EVLOG;
+      c = (unsigned)rng_below(&g->r, 3);
+      {
+        int64_t keep = g->t;
+        /* threads' clocks are read before the lock: up to 500 ns backwards across threads */
+        if (rng_chance(&g->r, 1, 4))
+          g->t -= (int64_t)rng_below(&g->r, 500);
+        code_step(g, c, TLC_CORE_UNKNOWN, 0x1000 + c, 4, 0, 0);
+        if (g->t < keep)
+          g->t = keep;
+      }
+      if (rng_chance(&g->r, 1, 8))
+        data_step(g, TLC_CORE_UNKNOWN);
+      break;
+    default:
+      return;
+    }
+  }
+  if (kind == K_CUT && g->n > 20) {
+    /* cut mid-way at both ends: partial activations at the start, open ones at the end */
+    size_t a = (size_t)rng_below(&g->r, g->n / 3), b = g->n - (size_t)rng_below(&g->r, g->n / 3);
+    memmove(g->ev, g->ev + a, (b - a) * sizeof(g->ev[0]));
+    g->n = b - a;
+  }
+}
+
+/* ---- comparison ---- */
+
+static char where[256];
+
+static int q_ok(int64_t eng, int64_t exact) {
+  int64_t d = eng > exact ? eng - exact : exact - eng;
+  if (exact < 128)
+    return d == 0;
+  return (double)d <= (double)exact * 0.01;
+}
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "MISMATCH %s: ", where);                                                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      return 0;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+static int cmp_dist(const tlc_dist_t *a, const tlc_dist_t *b, const char *what, int quant) {
+  unsigned i;
+  CHECK(a->n == b->n, "%s n %" PRIu64 " vs %" PRIu64, what, a->n, b->n);
+  CHECK(a->sum == b->sum, "%s sum %" PRId64 " vs %" PRId64, what, a->sum, b->sum);
+  if (a->n == 0)
+    return 1;
+  CHECK(a->min == b->min, "%s min %" PRId64 " vs %" PRId64, what, a->min, b->min);
+  CHECK(a->max == b->max, "%s max %" PRId64 " vs %" PRId64, what, a->max, b->max);
+  CHECK(a->sumsq_hi == b->sumsq_hi && a->sumsq_lo == b->sumsq_lo, "%s sumsq", what);
+  if (quant) {
+    CHECK(a->has_q, "%s has_q", what);
+    for (i = 0; i < TLC_NQUANT; i++)
+      CHECK(q_ok(a->q[i], b->q[i]), "%s q[%u] %" PRId64 " vs exact %" PRId64, what, i, a->q[i],
+            b->q[i]);
+  }
+  return 1;
+}
+
+static int cmp_tables(const tlc_table_t *e, const tlc_table_t *o, int quant) {
+  size_t i;
+  unsigned k, w;
+  CHECK(e->ncontexts == o->ncontexts, "ncontexts %zu vs %zu", e->ncontexts, o->ncontexts);
+  for (i = 0; i < e->ncontexts; i++)
+    CHECK(e->contexts[i].kind == o->contexts[i].kind &&
+              e->contexts[i].core == o->contexts[i].core &&
+              e->contexts[i].key == o->contexts[i].key,
+          "context %zu", i);
+  CHECK(e->counters.events == o->counters.events, "events");
+  CHECK(e->counters.anomalies == o->counters.anomalies, "anomalies %" PRIu64 " vs %" PRIu64,
+        e->counters.anomalies, o->counters.anomalies);
+  CHECK(e->counters.gaps == o->counters.gaps, "gaps");
+  CHECK(e->counters.dropped_area_limit == 0, "dropped");
+  if (e->counters.events > 0) {
+    CHECK(e->first_time == o->first_time, "first_time");
+    CHECK(e->last_time == o->last_time, "last_time");
+  }
+  CHECK(e->nwindows == o->nwindows, "nwindows");
+  CHECK(e->nrows == o->nrows, "nrows %zu vs %zu", e->nrows, o->nrows);
+  for (i = 0; i < e->nrows; i++) {
+    const tlc_stat_t *a = &e->rows[i], *b = &o->rows[i];
+    char what[64];
+    CHECK(a->handle == b->handle && a->context == b->context && a->state == b->state,
+          "row %zu key %08X/%u/%" PRIu64 " vs %08X/%u/%" PRIu64, i, a->handle, a->context, a->state,
+          b->handle, b->context, b->state);
+    CHECK(a->kind == b->kind, "row %08X kind", a->handle);
+    CHECK(a->count == b->count, "row %08X/%u/%" PRIu64 " count %" PRIu64 " vs %" PRIu64, a->handle,
+          a->context, a->state, a->count, b->count);
+    CHECK(a->anomalies == b->anomalies, "row %08X/%u/%" PRIu64 " anomalies %" PRIu64 " vs %" PRIu64,
+          a->handle, a->context, a->state, a->anomalies, b->anomalies);
+    CHECK(a->has_value == b->has_value && a->value == b->value && a->value_min == b->value_min &&
+              a->value_max == b->value_max,
+          "row %08X values", a->handle);
+    for (k = 0; k < TLC_NKINDS; k++) {
+      CHECK(a->total[k] == b->total[k], "row %08X/%u/%" PRIu64 " total[%u] %" PRId64 " vs %" PRId64,
+            a->handle, a->context, a->state, k, a->total[k], b->total[k]);
+      snprintf(what, sizeof(what), "row %08X/%u/%" PRIu64 " dist[%u]", a->handle, a->context,
+               a->state, k);
+      if (!cmp_dist(&a->dist[k], &b->dist[k], what, quant))
+        return 0;
+    }
+    CHECK(a->nwin == b->nwin, "row %08X nwin %u vs %u", a->handle, a->nwin, b->nwin);
+    for (w = 0; w < a->nwin; w++) {
+      CHECK(a->win[w].count == b->win[w].count,
+            "row %08X/%u/%" PRIu64 " win[%u] count %" PRIu64 " vs %" PRIu64, a->handle, a->context,
+            a->state, w, a->win[w].count, b->win[w].count);
+      for (k = 0; k < TLC_NKINDS; k++) {
+        const tlc_wdist_t *x = &a->win[w].k[k], *y = &b->win[w].k[k];
+        CHECK(x->n == y->n && x->sum == y->sum &&
+                  (x->n == 0 || (x->min == y->min && x->max == y->max)),
+              "row %08X/%u/%" PRIu64 " win[%u] kind %u: n %" PRIu64 "/%" PRIu64 " sum %" PRId64
+              "/%" PRId64,
+              a->handle, a->context, a->state, w, k, x->n, y->n, x->sum, y->sum);
+      }
+    }
+  }
+  return 1;
+}
+
+/* ---- driver ---- */
+
+static tlc_mapping_t g_map;
+
+static void build_mapping(void) {
+  tlc_map_area_t a;
+  tlc_mapping_init(&g_map);
+  memset(&a, 0, sizeof(a));
+  a.handle = 0x20000000u;
+  a.parent = TLC_NO_HANDLE;
+  a.state_handle = 0x30000010u;
+  assert_int_equal(tlc_mapping_add(&g_map, &a), 0);
+  a.handle = 0x40000001u;
+  a.state_handle = 0x50000000u;
+  assert_int_equal(tlc_mapping_add(&g_map, &a), 0);
+  tlc_mapping_finish(&g_map);
+}
+
+static int run_one(int kind, uint64_t seed) {
+  static gen_t g;
+  tlc_engine_t *e = NULL;
+  tlc_oracle_t *o = NULL;
+  tlc_engine_opts_t eo;
+  tlc_oracle_opts_t oo;
+  tlc_table_t te, to;
+  tlc_snap_opts_t so = { 0, 1, 1, 1 };
+  size_t len, i, cut[3];
+  unsigned ci = 0;
+  int ok = 1;
+  rng_t pr;
+  rng_seed(&pr, seed ^ 0xABCDEFull);
+  len = 20 + (size_t)rng_below(&pr, MAXEV - 20);
+  generate(&g, kind, seed, len);
+  tlc_engine_opts_default(&eo);
+  memset(&oo, 0, sizeof(oo));
+  eo.nwindows = oo.nwindows = (uint32_t)rng_below(&pr, TLC_MAX_WINDOWS + 1);
+  for (i = 0; i < eo.nwindows; i++)
+    eo.window_ns[i] = oo.window_ns[i] = (int64_t)(10 + rng_below(&pr, 20000));
+  if (kind == K_RTOS || kind == K_RTOS_GARBAGE ||
+      ((kind == K_GARBAGE || kind == K_DATA) && rng_chance(&pr, 1, 3))) {
+    eo.has_context_area = oo.has_context_area = 1;
+    eo.context_area = oo.context_area = 0x30000000u;
+  }
+  if (kind == K_DATA || kind == K_GARBAGE || kind == K_BIN10 || rng_chance(&pr, 1, 4))
+    eo.mapping = oo.mapping = &g_map;
+  eo.histograms = 1;
+  assert_int_equal(tlc_engine_new(&e, g.fmt, &eo), 0);
+  assert_int_equal(tlc_oracle_new(&o, g.fmt, &oo), 0);
+  tlc_table_init(&te);
+  tlc_table_init(&to);
+  cut[0] = (size_t)rng_below(&pr, g.n + 1);
+  cut[1] = (size_t)rng_below(&pr, g.n + 1);
+  cut[2] = g.n;
+  if (cut[0] > cut[1]) {
+    size_t x = cut[0];
+    cut[0] = cut[1];
+    cut[1] = x;
+  }
+  for (i = 0; i <= g.n && ok;) {
+    while (ci < 3 && cut[ci] <= i && ok) {
+      so.neutral = (uint8_t)rng_chance(&pr, 3, 4);
+      so.windows = (uint8_t)rng_chance(&pr, 3, 4);
+      assert_int_equal(tlc_engine_snapshot(e, &te, &so), 0);
+      assert_int_equal(tlc_oracle_table(o, &to, so.windows, so.neutral), 0);
+      snprintf(where, sizeof(where), "kind=%s seed=%" PRIu64 " after %zu of %zu events",
+               kind_name[kind], seed, i, g.n);
+      ok = cmp_tables(&te, &to, 1);
+      ci++;
+    }
+    if (i == g.n || !ok)
+      break;
+    if (g.ev[i].type == EV_GAPCALL) {
+      tlc_engine_gap(e);
+      tlc_oracle_gap(o);
+      i++;
+    } else if (rng_chance(&pr, 1, 2) && i + 2 <= cut[ci] && g.ev[i + 1].type != EV_GAPCALL) {
+      tlc_engine_push(e, &g.ev[i], 2);
+      tlc_oracle_push(o, &g.ev[i], 2);
+      i += 2;
+    } else {
+      tlc_engine_push(e, &g.ev[i], 1);
+      tlc_oracle_push(o, &g.ev[i], 1);
+      i++;
+    }
+  }
+  /* a snapshot does not change the engine: a second one is identical */
+  if (ok) {
+    tlc_table_t t2;
+    tlc_table_init(&t2);
+    assert_int_equal(tlc_engine_snapshot(e, &t2, &so), 0);
+    assert_int_equal(t2.nrows, te.nrows);
+    if (te.nrows > 0)
+      assert_memory_equal(t2.rows, te.rows, te.nrows * sizeof(te.rows[0]));
+    tlc_table_fini(&t2);
+  }
+  if (!ok)
+    fprintf(stderr, "replay: TLC_ORACLE_KIND=%s TLC_ORACLE_SEED=%" PRIu64 "\n", kind_name[kind],
+            seed);
+  tlc_table_fini(&te);
+  tlc_table_fini(&to);
+  tlc_engine_free(e);
+  tlc_oracle_free(o);
+  return ok;
+}
+
+/* Streams per kind: 1000 (11 kinds: 11,000 streams), 500 under sanitizers to stay < 60 s. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STREAMS_DEFAULT 500
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STREAMS_DEFAULT 500
+#endif
+#endif
+#ifndef STREAMS_DEFAULT
+#define STREAMS_DEFAULT 1000
+#endif
+
+static unsigned streams_per_kind(void) {
+  const char *s = getenv("TLC_ORACLE_STREAMS");
+  return s != NULL ? (unsigned)strtoul(s, NULL, 10) : STREAMS_DEFAULT;
+}
+
+static void run_kind(int kind) {
+  const char *ks = getenv("TLC_ORACLE_KIND"), *ss = getenv("TLC_ORACLE_SEED");
+  unsigned i, n = streams_per_kind(), fails = 0;
+  if (ks != NULL && strcmp(ks, kind_name[kind]) != 0)
+    return;
+  if (ss != NULL) {
+    assert_true(run_one(kind, strtoull(ss, NULL, 10)));
+    return;
+  }
+  for (i = 0; i < n && fails < 3; i++)
+    if (!run_one(kind, 1000003ull * (uint64_t)(kind + 1) + i))
+      fails++;
+  assert_int_equal(fails, 0);
+}
+
+#define KIND_TEST(name, k)                                                                         \
+  static void test_##name(void **state) {                                                          \
+    (void)state;                                                                                   \
+    run_kind(k);                                                                                   \
+  }
+KIND_TEST(single, K_SINGLE)
+KIND_TEST(multi, K_MULTI)
+KIND_TEST(bin10, K_BIN10)
+KIND_TEST(recursion, K_RECURSION)
+KIND_TEST(lines, K_LINES)
+KIND_TEST(data, K_DATA)
+KIND_TEST(rtos, K_RTOS)
+KIND_TEST(cut, K_CUT)
+KIND_TEST(garbage, K_GARBAGE)
+KIND_TEST(evlog, K_EVLOG)
+KIND_TEST(rtos_garbage, K_RTOS_GARBAGE)
+
+static int setup(void **state) {
+  (void)state;
+  build_mapping();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tlc_mapping_fini(&g_map);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_single),       cmocka_unit_test(test_multi),
+    cmocka_unit_test(test_bin10),        cmocka_unit_test(test_recursion),
+    cmocka_unit_test(test_lines),        cmocka_unit_test(test_data),
+    cmocka_unit_test(test_rtos),         cmocka_unit_test(test_cut),
+    cmocka_unit_test(test_garbage),      cmocka_unit_test(test_evlog),
+    cmocka_unit_test(test_rtos_garbage),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,277 @@
+/* test_hist.c - the log-bucket histogram: bucket layout, the 1% bound on random data against
+ * exact nearest-rank quantiles from sorted samples, merging several histograms (Neutral),
+ * bounded memory, and allocation failure.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "hist.h"
+#include "rng.h"
+#include "stats.h"
+#include "testalloc.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Exact nearest rank: k = ceil(q * n) with q = permille / 1000, the k-th smallest. */
+static int64_t exact_q(const int64_t *sorted, size_t n, unsigned permille) {
+  size_t k = (size_t)(((unsigned long long)n * permille + 999) / 1000);
+  return sorted[(k ? k : 1) - 1];
+}
+
+static void test_buckets(void **state) {
+  uint32_t i;
+  uint64_t lo, hi, prev_hi = 0;
+  (void)state;
+  /* every value below 128 is its own bucket */
+  assert_int_equal(tlc__hist_idx(0), 0);
+  assert_int_equal(tlc__hist_idx(127), 127);
+  assert_int_equal(tlc__hist_idx(-5), 0);
+  /* 128..255: 64 buckets of width 2: 128,129 -> 128; 130 -> 129; 255 -> 191 */
+  assert_int_equal(tlc__hist_idx(128), 128);
+  assert_int_equal(tlc__hist_idx(129), 128);
+  assert_int_equal(tlc__hist_idx(130), 129);
+  assert_int_equal(tlc__hist_idx(255), 191);
+  assert_int_equal(tlc__hist_idx(256), 192);
+  assert_int_equal(tlc__hist_idx(INT64_MAX), TLC_HIST_NB - 1);
+  /* buckets tile [0, 2^63) without gaps, each at most 1/64 of its start wide */
+  for (i = 0; i < TLC_HIST_NB; i++) {
+    tlc__hist_bounds(i, &lo, &hi);
+    if (i > 0)
+      assert_int_equal(lo, prev_hi + 1);
+    assert_int_equal(tlc__hist_idx((int64_t)lo), i);
+    assert_int_equal(tlc__hist_idx((int64_t)hi), i);
+    if (lo >= 128)
+      assert_true((hi - lo + 1) * 64 <= lo);
+    prev_hi = hi;
+  }
+  assert_int_equal(prev_hi, (uint64_t)INT64_MAX);
+}
+
+static void test_rank(void **state) {
+  (void)state;
+  /* n = 10: p50 -> 5th, p90 -> 9th, p99 -> ceil(9.9) = 10th, p99.9 -> 10th */
+  assert_int_equal(tlc__hist_rank(10, 500, 1000), 5);
+  assert_int_equal(tlc__hist_rank(10, 900, 1000), 9);
+  assert_int_equal(tlc__hist_rank(10, 990, 1000), 10);
+  assert_int_equal(tlc__hist_rank(10, 999, 1000), 10);
+  /* n = 1: always the only sample */
+  assert_int_equal(tlc__hist_rank(1, 500, 1000), 1);
+  /* n = 2001, p50 = ceil(1000.5) = 1001 */
+  assert_int_equal(tlc__hist_rank(2001, 500, 1000), 1001);
+  /* no overflow near 2^64 */
+  assert_int_equal(tlc__hist_rank(UINT64_MAX, 500, 1000), UINT64_MAX / 2 + 1);
+}
+
+static void test_small_exact(void **state) {
+  tlc_hist_t h = { 0 };
+  const tlc_hist_t *hp = &h;
+  int64_t q[TLC_NQUANT];
+  int i;
+  (void)state;
+  /* 1..100: p50 = 50, p90 = 90, p99 = 99, p99.9 = 100, all exact (below 128) */
+  for (i = 1; i <= 100; i++)
+    assert_int_equal(tlc__hist_add(&h, i), 0);
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 100, 1, 100, q), 1);
+  assert_int_equal(q[0], 50);
+  assert_int_equal(q[1], 90);
+  assert_int_equal(q[2], 99);
+  assert_int_equal(q[3], 100);
+  tlc__hist_fini(&h);
+  /* a single large sample is reported exactly (clamped to [min, max]) */
+  assert_int_equal(tlc__hist_add(&h, 123456789), 0);
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 1, 123456789, 123456789, q), 1);
+  assert_int_equal(q[0], 123456789);
+  assert_int_equal(q[3], 123456789);
+  tlc__hist_fini(&h);
+  /* nothing: not filled */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 0, 0, 0, q), 0);
+}
+
+static void test_random_within_1pct(void **state) {
+  rng_t r;
+  unsigned round;
+  static const unsigned permille[TLC_NQUANT] = { 500, 900, 990, 999 };
+  (void)state;
+  rng_seed(&r, 42);
+  for (round = 0; round < 300; round++) {
+    size_t n = 1 + (size_t)rng_below(&r, 3000), i;
+    int64_t *v = malloc(n * sizeof(*v)), q[TLC_NQUANT], mn = INT64_MAX, mx = INT64_MIN;
+    tlc_hist_t h = { 0 };
+    const tlc_hist_t *hp = &h;
+    unsigned dist = round % 4, j;
+    assert_non_null(v);
+    for (i = 0; i < n; i++) {
+      switch (dist) {
+      case 0: /* uniform over a wide range */
+        v[i] = (int64_t)rng_below(&r, 1000000000);
+        break;
+      case 1: /* log-uniform over 1 ns .. 2^50 ns */
+        v[i] = (int64_t)(rng_next(&r) >> (14 + rng_below(&r, 50)));
+        break;
+      case 2: /* clustered around one value with small jitter */
+        v[i] = 5000000 + (int64_t)rng_below(&r, 300);
+        break;
+      default: /* small values, mostly exact buckets */
+        v[i] = (int64_t)rng_below(&r, 400);
+        break;
+      }
+      if (v[i] < mn)
+        mn = v[i];
+      if (v[i] > mx)
+        mx = v[i];
+      assert_int_equal(tlc__hist_add(&h, v[i]), 0);
+    }
+    qsort(v, n, sizeof(*v), cmp_i64);
+    assert_int_equal(tlc__hist_quantiles(&hp, 1, n, mn, mx, q), 1);
+    for (j = 0; j < TLC_NQUANT; j++) {
+      int64_t ex = exact_q(v, n, permille[j]), d = q[j] > ex ? q[j] - ex : ex - q[j];
+      if (ex < 128)
+        assert_int_equal(q[j], ex);
+      else if ((double)d > 0.01 * (double)ex)
+        fail_msg("round %u q%u: %" PRId64 " vs exact %" PRId64, round, j, q[j], ex);
+    }
+    /* bounded: never more than the whole layout */
+    assert_true(tlc__hist_bytes(&h) <= TLC_HIST_NB * sizeof(uint32_t));
+    tlc__hist_fini(&h);
+    free(v);
+  }
+}
+
+static void test_merge(void **state) {
+  /* three histograms (three contexts of one area) answer for the union of their samples */
+  rng_t r;
+  tlc_hist_t h[3];
+  const tlc_hist_t *hp[4];
+  int64_t all[3000], q[TLC_NQUANT], mn = INT64_MAX, mx = 0;
+  size_t n = 0, i;
+  unsigned j;
+  static const unsigned permille[TLC_NQUANT] = { 500, 900, 990, 999 };
+  (void)state;
+  memset(h, 0, sizeof(h));
+  rng_seed(&r, 7);
+  for (i = 0; i < 3000; i++) {
+    unsigned c = (unsigned)(i % 3);
+    int64_t v = (int64_t)(1000 * (c + 1) + rng_below(&r, 100000 * (c + 1)));
+    all[n++] = v;
+    if (v < mn)
+      mn = v;
+    if (v > mx)
+      mx = v;
+    assert_int_equal(tlc__hist_add(&h[c], v), 0);
+  }
+  hp[0] = &h[0];
+  hp[1] = NULL; /* skipped */
+  hp[2] = &h[1];
+  hp[3] = &h[2];
+  qsort(all, n, sizeof(all[0]), cmp_i64);
+  assert_int_equal(tlc__hist_quantiles(hp, 4, n, mn, mx, q), 1);
+  for (j = 0; j < TLC_NQUANT; j++) {
+    int64_t ex = exact_q(all, n, permille[j]), d = q[j] > ex ? q[j] - ex : ex - q[j];
+    assert_true((double)d <= 0.01 * (double)ex);
+  }
+  for (j = 0; j < 3; j++)
+    tlc__hist_fini(&h[j]);
+}
+
+static void test_alloc_failure(void **state) {
+  tlc_hist_t h = { 0 };
+  const tlc_hist_t *hp = &h;
+  int64_t q[TLC_NQUANT];
+  int i;
+  (void)state;
+  testalloc_install();
+  /* samples are queued: the first TLC_HIST_PEND - 1 need no memory, the flush does */
+  testalloc_fail_at(1);
+  for (i = 0; i < TLC_HIST_PEND - 1; i++)
+    assert_int_equal(tlc__hist_add(&h, 10), 0);
+  assert_null(h.b);
+  /* queued samples count in quantiles */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, TLC_HIST_PEND - 1, 10, 10, q), 1);
+  assert_int_equal(q[0], 10);
+  assert_int_equal(tlc__hist_add(&h, 10), TLC_ENOMEM);
+  assert_null(h.b);
+  assert_int_equal(h.npend, 0);
+  testalloc_fail_at(0);
+  for (i = 0; i < TLC_HIST_PEND; i++)
+    assert_int_equal(tlc__hist_add(&h, 10), 0);
+  assert_non_null(h.b);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), TLC_HIST_PEND);
+  /* far values need a larger span: the flush fails, the old span stays intact */
+  testalloc_fail_at(1);
+  for (i = 0; i < TLC_HIST_PEND - 1; i++)
+    assert_int_equal(tlc__hist_add(&h, 1000000000), 0);
+  assert_int_equal(tlc__hist_add(&h, 1000000000), TLC_ENOMEM);
+  assert_non_null(h.b);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), TLC_HIST_PEND);
+  testalloc_fail_at(0);
+  tlc__hist_fini(&h);
+  assert_int_equal(testalloc_live_bytes(), 0);
+  testalloc_uninstall();
+}
+
+/* 16-bit counts widen to 32-bit when one would pass 65535; without memory the sample is lost
+ * (the count saturates) and the next one tries again. */
+static void test_widen(void **state) {
+  tlc_hist_t h = { 0 };
+  const tlc_hist_t *hp = &h;
+  int64_t q[TLC_NQUANT];
+  uint32_t i;
+  size_t narrow;
+  (void)state;
+  for (i = 0; i < 65532; i++)
+    assert_int_equal(tlc__hist_add(&h, 5), 0);
+  assert_int_equal(tlc__hist_flush(&h), 0);
+  assert_false(h.wide);
+  narrow = tlc__hist_bytes(&h);
+  assert_int_equal(narrow, h.nb * sizeof(uint16_t));
+  for (i = 0; i < 4468; i++) /* 70000 samples of 5 in all */
+    assert_int_equal(tlc__hist_add(&h, 5), 0);
+  assert_int_equal(tlc__hist_add(&h, 1000), 0);
+  assert_int_equal(tlc__hist_flush(&h), 0);
+  assert_true(h.wide);
+  assert_int_equal(tlc__hist_bytes(&h), h.nb * sizeof(uint32_t));
+  assert_int_equal(tlc__hist_count(&h, 5 - h.lo), 70000);
+  /* n = 70001: p99.9 is rank ceil(69930.999) = 69931 -> 5; the 70001st is 1000 */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 70001, 5, 1000, q), 1);
+  assert_int_equal(q[0], 5);
+  assert_int_equal(q[3], 5);
+  tlc__hist_fini(&h);
+
+  testalloc_install();
+  for (i = 0; i < 65535; i++)
+    assert_int_equal(tlc__hist_add(&h, 7), 0);
+  assert_int_equal(tlc__hist_flush(&h), 0);
+  /* the first widening fails: that sample is lost (saturated); the next one widens */
+  testalloc_fail_at(1);
+  for (i = 0; i < 10; i++)
+    assert_int_equal(tlc__hist_add(&h, 7), 0);
+  assert_int_equal(tlc__hist_flush(&h), 0);
+  assert_true(h.wide);
+  assert_int_equal(tlc__hist_count(&h, 7 - h.lo), 65535 + 9);
+  testalloc_fail_at(0);
+  tlc__hist_fini(&h);
+  assert_int_equal(testalloc_live_bytes(), 0);
+  testalloc_uninstall();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_buckets),     cmocka_unit_test(test_rank),
+    cmocka_unit_test(test_small_exact), cmocka_unit_test(test_random_within_1pct),
+    cmocka_unit_test(test_merge),       cmocka_unit_test(test_alloc_failure),
+    cmocka_unit_test(test_widen),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
