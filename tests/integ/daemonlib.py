@@ -224,3 +224,49 @@ def calls(n, t0=1000, step=100, handle=0x00000000, core=0):
         out.append(T.bin11(handle, 0, core, 0, t + step // 2))
         t += step
     return b"".join(out)
+
+
+# ---- live statistics against an offline replay of the same bytes (issue 5, RELIABILITY T26) ----
+
+def replay_json(tlcapd, path, fmt):
+    rc, out, err = T.run([tlcapd, "replay", path, "--format", fmt, "--export", "json"])
+    T.eq(rc, 0, "replay %s: %s" % (path, err))
+    return json.loads(out)
+
+
+def live_json(tlcap, sport, target):
+    rc, out, err = T.run([tlcap, "--connect", "127.0.0.1:%d" % sport, "stats", target,
+                          "--export", "json"], timeout=30)
+    T.eq(rc, 0, "tlcap stats %s: %s" % (target, err))
+    return json.loads(out)
+
+
+DIST_KEYS = ("total", "n", "sum", "min", "max", "avg", "sumsq", "p50", "p90", "p99", "p999")
+ROW_KEYS = ("count", "anomalies", "value", "value_min", "value_max")
+
+
+def row_key(r):
+    return (r["handle"], r.get("context"), r.get("state"))
+
+
+def compare_stats(live, rep, what, min_rows=5):
+    """Every row equal in count, anomalies, values and every distribution's figures; names,
+    windows, seq and byte counters (the preamble) may legitimately differ."""
+    T.eq(live["first_time"], rep["first_time"], what + " first_time")
+    T.eq(live["last_time"], rep["last_time"], what + " last_time")
+    T.eq(live["counters"]["events"], rep["counters"]["events"], what + " events")
+    T.eq([c["name"] for c in live["contexts"]], [c["name"] for c in rep["contexts"]],
+         what + " contexts")
+    lr = {row_key(r): r for r in live["rows"]}
+    rr = {row_key(r): r for r in rep["rows"]}
+    T.eq(sorted(lr, key=repr), sorted(rr, key=repr), what + " row keys")
+    T.check(len(rr) >= min_rows, what + ": too few rows to mean anything (%d)" % len(rr))
+    for k, a in rr.items():
+        b = lr[k]
+        for f in ROW_KEYS:
+            T.eq(b.get(f), a.get(f), "%s row %r %s" % (what, k, f))
+        for dk in ("net", "gross", "call", "outside", "period"):
+            T.eq(dk in b, dk in a, "%s row %r has %s" % (what, k, dk))
+            if dk in a:
+                for f in DIST_KEYS:
+                    T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))

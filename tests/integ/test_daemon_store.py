@@ -160,47 +160,14 @@ def write_conf(path, text):
 
 
 def replay_json(path, fmt):
-    rc, out, err = T.run([TLCAPD, "replay", path, "--format", fmt, "--export", "json"])
-    T.eq(rc, 0, "replay %s: %s" % (path, err))
-    return json.loads(out)
+    return D.replay_json(TLCAPD, path, fmt)
 
 
 def live_json(sport, target):
-    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", target,
-                          "--export", "json"], timeout=30)
-    T.eq(rc, 0, "tlcap stats %s: %s" % (target, err))
-    return json.loads(out)
+    return D.live_json(TLCAP, sport, target)
 
 
-DIST_KEYS = ("total", "n", "sum", "min", "max", "avg", "sumsq", "p50", "p90", "p99", "p999")
-ROW_KEYS = ("count", "anomalies", "value", "value_min", "value_max")
-
-
-def row_key(r):
-    return (r["handle"], r.get("context"), r.get("state"))
-
-
-def compare_stats(live, rep, what):
-    """Every row equal in count, anomalies, values and every distribution's figures; names,
-    windows, seq and byte counters (the preamble) may legitimately differ."""
-    T.eq(live["first_time"], rep["first_time"], what + " first_time")
-    T.eq(live["last_time"], rep["last_time"], what + " last_time")
-    T.eq(live["counters"]["events"], rep["counters"]["events"], what + " events")
-    T.eq([c["name"] for c in live["contexts"]], [c["name"] for c in rep["contexts"]],
-         what + " contexts")
-    lr = {row_key(r): r for r in live["rows"]}
-    rr = {row_key(r): r for r in rep["rows"]}
-    T.eq(sorted(lr, key=repr), sorted(rr, key=repr), what + " row keys")
-    T.check(len(rr) > 5, what + ": too few rows to mean anything (%d)" % len(rr))
-    for k, a in rr.items():
-        b = lr[k]
-        for f in ROW_KEYS:
-            T.eq(b.get(f), a.get(f), "%s row %r %s" % (what, k, f))
-        for dk in ("net", "gross", "call", "outside", "period"):
-            T.eq(dk in b, dk in a, "%s row %r has %s" % (what, k, dk))
-            if dk in a:
-                for f in DIST_KEYS:
-                    T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))
+compare_stats = D.compare_stats
 
 
 # ---- tests ----
