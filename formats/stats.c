@@ -168,6 +168,43 @@ double tlc_dist_stddev(const tlc_dist_t *d) {
   return var > 0 ? sqrt(var) : 0.0;
 }
 
+/* The bucket of a code row, or SIZE_MAX for rows that are not per context. */
+static size_t ctx_bucket(const tlc_table_t *t, const tlc_stat_t *r) {
+  if (r->kind != TLC_ROW_CODE)
+    return SIZE_MAX;
+  if (r->context == TLC_CTX_NEUTRAL)
+    return t->ncontexts;
+  return r->context < t->ncontexts ? r->context : SIZE_MAX;
+}
+
+int tlc_table_by_context(const tlc_table_t *t, size_t **startp, size_t **orderp) {
+  size_t nb = t->ncontexts + 1, i, b, *start, *order;
+  start = tlc_calloc(nb + 1, sizeof(*start));
+  order = tlc_malloc((t->nrows ? t->nrows : 1) * sizeof(*order));
+  if (start == NULL || order == NULL) {
+    tlc_free(start);
+    tlc_free(order);
+    return TLC_ENOMEM;
+  }
+  /* counts, then start[b] = first slot of bucket b */
+  for (i = 0; i < t->nrows; i++)
+    if ((b = ctx_bucket(t, &t->rows[i])) != SIZE_MAX)
+      start[b + 1]++;
+  for (b = 1; b <= nb; b++)
+    start[b] += start[b - 1];
+  /* fill in row order, using start[b] as the cursor: afterwards start[b] is bucket b's end */
+  for (i = 0; i < t->nrows; i++)
+    if ((b = ctx_bucket(t, &t->rows[i])) != SIZE_MAX)
+      order[start[b]++] = i;
+  /* a bucket's end is the next one's start: shift back by one */
+  for (b = nb; b > 0; b--)
+    start[b] = start[b - 1];
+  start[0] = 0;
+  *startp = start;
+  *orderp = order;
+  return 0;
+}
+
 int tlc_stat_kind_applies(const tlc_stat_t *r, unsigned k) {
   if (r->kind == TLC_ROW_CODE)
     return k < TLC_NKINDS;

@@ -153,6 +153,13 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v);
 /* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). */
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
 
+/* Code rows grouped by context, for exporters that write one section per context: bucket b
+ * (0..ncontexts-1 the contexts, ncontexts Neutral) holds rows order[start[b] .. start[b+1]),
+ * in the table's (handle) order. One counting sort, O(rows + contexts). On success the caller
+ * owns *start (ncontexts + 2 entries) and *order and frees both with tlc_free. Returns 0 or
+ * TLC_ENOMEM. */
+int tlc_table_by_context(const tlc_table_t *t, size_t **start, size_t **order);
+
 /* The handle a context is listed under in CONTEXTS: the core index, the task value or the
  * thread id. */
 static inline uint64_t tlc_ctx_handle(const tlc_ctx_t *c) {

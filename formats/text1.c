@@ -609,44 +609,11 @@ static void stat_entry(tlc_out_t *o, const tlc_text1_fmt_t *f, const tlc_mapping
 static int write_statistics(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_table_t *t,
                             const tlc_mapping_t *m) {
   const tlc_text1_fmt_t *f = &opts->fmt[TLC_T1_STATISTICS];
-  size_t nctx = t->ncontexts, i, *start = NULL, *order = NULL, *fill = NULL;
+  size_t nctx = t->ncontexts, i, *start = NULL, *order = NULL;
   char buf[64];
   int multi = nctx > 1;
-  /* Bucket code rows by context (contexts 0..nctx-1, then Neutral at index nctx): one
-   * counting sort keeps each bucket in handle order because the table is sorted. */
-  start = tlc_calloc(nctx + 3, sizeof(*start));
-  fill = tlc_calloc(nctx + 2, sizeof(*fill));
-  order = tlc_malloc((t->nrows ? t->nrows : 1) * sizeof(*order));
-  if (start == NULL || fill == NULL || order == NULL) {
-    tlc_free(start);
-    tlc_free(fill);
-    tlc_free(order);
+  if (tlc_table_by_context(t, &start, &order) < 0)
     return TLC_ENOMEM;
-  }
-  for (i = 0; i < t->nrows; i++) {
-    const tlc_stat_t *r = &t->rows[i];
-    if (r->kind != TLC_ROW_CODE)
-      continue;
-    if (r->context == TLC_CTX_NEUTRAL)
-      start[nctx + 1]++;
-    else if (r->context < nctx)
-      start[r->context + 1]++;
-  }
-  for (i = 1; i <= nctx + 2; i++)
-    start[i] += start[i - 1];
-  for (i = 0; i < t->nrows; i++) {
-    const tlc_stat_t *r = &t->rows[i];
-    size_t b;
-    if (r->kind != TLC_ROW_CODE)
-      continue;
-    if (r->context == TLC_CTX_NEUTRAL)
-      b = nctx;
-    else if (r->context < nctx)
-      b = r->context;
-    else
-      continue;
-    order[start[b] + fill[b]++] = i;
-  }
   if (!multi) {
     const char *cn = nctx == 1 ? tlc_mapping_ctx_display(m, t, 0, buf, sizeof(buf)) : NULL;
     header(o, "STATISTICS(Functions)", NULL, f);
@@ -665,7 +632,6 @@ static int write_statistics(tlc_out_t *o, const tlc_text1_opts_t *opts, const tl
     }
   }
   tlc_free(start);
-  tlc_free(fill);
   tlc_free(order);
   header(o, "STATISTICS(Data)", NULL, f);
   for (i = 0; i < t->nrows; i++)

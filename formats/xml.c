@@ -349,40 +349,14 @@ static void code_row(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, cons
 }
 
 static int write_statistics(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *m) {
-  size_t nctx = t->ncontexts, i, b, *start, *fill, *order;
+  size_t nctx = t->ncontexts, i, b, *start, *order;
   char buf[64];
   int any_data = 0;
   static const char *const kind_names[3] = { "core", "task", "thread" };
-  start = tlc_calloc(nctx + 3, sizeof(*start));
-  fill = tlc_calloc(nctx + 2, sizeof(*fill));
-  order = tlc_malloc((t->nrows ? t->nrows : 1) * sizeof(*order));
-  if (start == NULL || fill == NULL || order == NULL) {
-    tlc_free(start);
-    tlc_free(fill);
-    tlc_free(order);
+  if (tlc_table_by_context(t, &start, &order) < 0)
     return TLC_ENOMEM;
-  }
-  for (i = 0; i < t->nrows; i++) {
-    const tlc_stat_t *r = &t->rows[i];
-    if (r->kind != TLC_ROW_CODE) {
-      any_data = 1;
-      continue;
-    }
-    if (r->context == TLC_CTX_NEUTRAL)
-      start[nctx + 1]++;
-    else if (r->context < nctx)
-      start[r->context + 1]++;
-  }
-  for (i = 1; i <= nctx + 2; i++)
-    start[i] += start[i - 1];
-  for (i = 0; i < t->nrows; i++) {
-    const tlc_stat_t *r = &t->rows[i];
-    if (r->kind != TLC_ROW_CODE)
-      continue;
-    b = r->context == TLC_CTX_NEUTRAL ? nctx : r->context < nctx ? r->context : SIZE_MAX;
-    if (b != SIZE_MAX)
-      order[start[b] + fill[b]++] = i;
-  }
+  for (i = 0; i < t->nrows; i++)
+    any_data |= t->rows[i].kind != TLC_ROW_CODE;
   open_tag(w, "Statistics");
   open_end(w);
   for (b = 0; b <= nctx; b++) {
@@ -434,7 +408,6 @@ static int write_statistics(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *
   }
   close_tag(w, "Statistics");
   tlc_free(start);
-  tlc_free(fill);
   tlc_free(order);
   return 0;
 }
