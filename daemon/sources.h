@@ -20,6 +20,7 @@
 #ifndef TLC_SOURCES_H
 #define TLC_SOURCES_H
 
+#include "preamble.h" /* TLC_PREAMBLE_MAX */
 #include "config.h"
 #include "target.h"
 
@@ -28,8 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TLC_PREAMBLE_MAX    256 /* "TLCAP/1 target=<name> format=<fmt>\n", at most */
-#define TLC_CONN_SUFFIX_MAX 64  /* "#2".."#64": simultaneous connections per name */
+#define TLC_CONN_SUFFIX_MAX 64 /* "#2".."#64": simultaneous connections per name */
 
 typedef struct tlc_daemon tlc_daemon_t;
 typedef struct tlc_listener tlc_listener_t;

@@ -220,26 +220,6 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
   return TLC_ELIMIT;
 }
 
-/* Parses "TLCAP/1 target=NAME format=FMT". Returns 0 or -1 with why. */
-static int parse_preamble(char *line, char **name, tlc_format_t *fmt, char *why, size_t wl) {
-  char *save = NULL;
-  char *tok = strtok_r(line, " ", &save); /* "TLCAP/1" */
-  *name = NULL;
-  for (tok = strtok_r(NULL, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
-    if (strncmp(tok, "target=", 7) == 0) {
-      *name = tok + 7;
-    } else if (strncmp(tok, "format=", 7) == 0) {
-      *fmt = tlc_format_parse(tok + 7);
-      if (*fmt == TLC_FMT_NONE) {
-        snprintf(why, wl, "unknown format \"%.32s\"", tok + 7);
-        return -1;
-      }
-    }
-    /* other keys: ignored, for later protocol versions */
-  }
-  return 0;
-}
-
 /* Feeds bytes to the bound target; closes the connection on a decode error. Returns 0 while
  * the connection lives. */
 static int conn_feed(tlc_conn_t *c, const uint8_t *p, size_t n) {
@@ -258,63 +238,41 @@ static int conn_feed(tlc_conn_t *c, const uint8_t *p, size_t n) {
 /* Settles the preamble (or its absence) with the bytes held, then feeds the rest of the held
  * bytes. Returns 0 while the connection lives. */
 static int conn_settle(tlc_conn_t *c, int at_eof) {
-  static const char magic[] = "TLCAP/1 ";
-  size_t m = c->prelen < 8 ? c->prelen : 8;
-  char *nl;
-  if (memcmp(c->pre, magic, m) != 0 || (at_eof && c->prelen < 8)) {
+  tlc_preamble_t p;
+  char why[160];
+  const char *name;
+  switch (tlc_preamble_parse(c->pre, c->prelen, at_eof, c->d->cfg.max_name, &p, why, sizeof(why))) {
+  case TLC_PRE_MORE:
+    return 0;
+  case TLC_PRE_NONE:
     c->preamble_done = 1;
     if (c->target == NULL && conn_bind(c, NULL, c->src_format) != 0) {
       tlc__conn_close(c, "refused");
       return -1;
     }
     return conn_feed(c, (const uint8_t *)c->pre, c->prelen);
-  }
-  if (c->prelen < 8)
-    return 0;
-  nl = memchr(c->pre, '\n', c->prelen);
-  if (nl == NULL) {
-    if (c->prelen < sizeof(c->pre) && !at_eof)
-      return 0;
+  case TLC_PRE_BAD:
     c->d->st.preamble_errors++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: preamble line %s; closing", c->peer,
-            c->src_name, at_eof ? "cut short by end of stream" : "longer than 256 bytes");
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: bad preamble: %s; closing", c->peer,
+            c->src_name, why);
     tlc__conn_close(c, "bad preamble");
     return -1;
+  default:
+    break;
   }
-  {
-    char line[TLC_PREAMBLE_MAX + 1], why[96] = "";
-    size_t ll = (size_t)(nl - c->pre);
-    char *name = NULL;
-    tlc_format_t fmt = c->src_format;
-    memcpy(line, c->pre, ll);
-    line[ll] = '\0';
-    if (ll > 0 && line[ll - 1] == '\r')
-      line[ll - 1] = '\0';
-    if (parse_preamble(line, &name, &fmt, why, sizeof(why)) != 0 ||
-        (name != NULL && tlc_target_name_check(name, c->d->cfg.max_name) != 0)) {
-      if (why[0] == '\0')
-        snprintf(why, sizeof(why),
-                 "invalid target name (1..%zu of A-Z a-z 0-9 . _ - @ : # + = [ ])",
-                 c->d->cfg.max_name);
-      c->d->st.preamble_errors++;
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: bad preamble: %s; closing", c->peer,
-              c->src_name, why);
-      tlc__conn_close(c, "bad preamble");
+  c->preamble_done = 1;
+  name = p.has_name ? p.name : NULL;
+  if (c->target == NULL) {
+    if (conn_bind(c, name, p.format != TLC_FMT_NONE ? p.format : c->src_format) != 0) {
+      tlc__conn_close(c, "refused");
       return -1;
     }
-    c->preamble_done = 1;
-    if (c->target == NULL) {
-      if (conn_bind(c, name, fmt) != 0) {
-        tlc__conn_close(c, "refused");
-        return -1;
-      }
-    } else if (name != NULL && strcmp(name, c->target->name) != 0) {
-      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_DIAL,
-              "target %s (%s): preamble names \"%s\"; keeping the configured name", c->target->name,
-              c->peer, name);
-    }
-    return conn_feed(c, (const uint8_t *)nl + 1, c->prelen - ll - 1);
+  } else if (name != NULL && strcmp(name, c->target->name) != 0) {
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_DIAL,
+            "target %s (%s): preamble names \"%s\"; keeping the configured name", c->target->name,
+            c->peer, name);
   }
+  return conn_feed(c, (const uint8_t *)c->pre + p.length, c->prelen - p.length);
 }
 
 /* All received bytes go through here (read callback and shutdown drain). */

@@ -16,6 +16,8 @@
  */
 #include "target.h"
 
+#include "preamble.h"
+
 #include "log.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -92,16 +94,7 @@ void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail) {
 }
 
 int tlc_target_name_check(const char *name, size_t max) {
-  size_t n = strlen(name);
-  if (n == 0 || n > max || name[0] == '.')
-    return TLC_EINVAL;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          strchr("._@:#+=[]-", c) != NULL))
-      return TLC_EINVAL;
-  }
-  return 0;
+  return tlc_target_name_valid(name, max); /* one rule for names, wherever they come from */
 }
 
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
