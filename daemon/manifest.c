@@ -2,9 +2,11 @@
  *
  * A manifest is a small key/value text file beside each sealed segment (format in
  * docs/storage.md): format, byte length, record count, first/last/min/max time, a 64-bit
- * FNV-1a checksum of the content, the gap list and a sparse index (every N records: record
- * number, byte offset, its time, the largest time before it and the smallest time from it to
- * the end, so a time-range read is exact even when times are not monotonic, as in evlog).
+ * FNV-1a checksum of the content (`fnv1a64w`: per record, over 8-byte words then the leftover
+ * bytes; manifests of earlier versions carry the byte-wise `fnv1a64`, still read and verified
+ * with its own kind: tlc_manifest_t.csum), the gap list and a sparse index (every N records:
+ * record number, byte offset, its time, the largest time before it and the smallest time from
+ * it to the end, so a time-range read is exact even when times are not monotonic, as in evlog).
  * Its last line carries the FNV-1a of every byte before it, so a bit flip anywhere in the
  * manifest is detected; the content fields are then checked against the data on load (R9).
  *
@@ -32,6 +34,22 @@
 uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
   for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n) {
+  const uint8_t *b = p;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint8_t *q = b + i;
+    h ^= (uint64_t)q[0] | (uint64_t)q[1] << 8 | (uint64_t)q[2] << 16 | (uint64_t)q[3] << 24 |
+         (uint64_t)q[4] << 32 | (uint64_t)q[5] << 40 | (uint64_t)q[6] << 48 | (uint64_t)q[7] << 56;
+    h *= 0x100000001b3ull;
+  }
+  for (; i < n; i++) {
     h ^= b[i];
     h *= 0x100000001b3ull;
   }
@@ -350,7 +368,8 @@ int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
     if (r->tmax > b->running_max)
       b->running_max = r->tmax;
   }
-  m->fnv = tlc__fnv1a(m->fnv, rec, r->len);
+  m->fnv = m->csum == TLC_CSUM_FNV1A64 ? tlc__fnv1a(m->fnv, rec, r->len)
+                                       : tlc__fnv1a_w(m->fnv, rec, r->len);
   m->bytes += r->len;
   m->records++;
   m->items += r->items;
@@ -405,7 +424,8 @@ char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
                  "first_time %" PRId64 "\nlast_time %" PRId64 "\nmin_time %" PRId64
                  "\nmax_time %" PRId64 "\n",
                  m->first_time, m->last_time, m->min_time, m->max_time);
-  tlc_out_printf(&o, "fnv1a64 %016" PRIx64 "\n", m->fnv);
+  tlc_out_printf(&o, "%s %016" PRIx64 "\n", m->csum == TLC_CSUM_FNV1A64 ? "fnv1a64" : "fnv1a64w",
+                 m->fnv);
   tlc_out_printf(&o, "opened_wall_ns %" PRId64 "\nclosed_wall_ns %" PRId64 "\n", m->opened_wall_ns,
                  m->closed_wall_ns);
   tlc_out_printf(&o, "reason %s\n", tlc_store_reason_name(m->reason));
@@ -569,10 +589,11 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
       bad = strlen(f[1]) >= sizeof m->exportf;
       if (!bad)
         snprintf(m->exportf, sizeof m->exportf, "%s", strcmp(f[1], "-") ? f[1] : "");
-    } else if (strcmp(f[0], "fnv1a64") == 0) {
+    } else if (strcmp(f[0], "fnv1a64w") == 0 || strcmp(f[0], "fnv1a64") == 0) {
       char *end;
       m->fnv = strtoull(f[1], &end, 16);
-      bad = *end != 0 || strlen(f[1]) != 16;
+      m->csum = strcmp(f[0], "fnv1a64") == 0 ? TLC_CSUM_FNV1A64 : TLC_CSUM_FNV1A64W;
+      bad = *end != 0 || strlen(f[1]) != 16 || have_fnv;
       have_fnv = 1;
     } else if (strcmp(f[0], "reason") == 0) {
       m->reason = reason_parse(f[1]);
@@ -711,6 +732,13 @@ int tlc__manifest_store(const char *path, const tlc_manifest_t *m) {
 int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
                              uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
                              uint64_t *file_len) {
+  return tlc__manifest_build_file_csum(path, zst, f, interval, max_block, TLC_CSUM_FNV1A64W, m,
+                                       whole_len, file_len);
+}
+
+int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                                  uint32_t max_block, int csum, tlc_manifest_t *m,
+                                  uint64_t *whole_len, uint64_t *file_len) {
   tlc_recrd_t rd;
   int rc = tlc__recrd_open(&rd, path, zst, f, max_block);
   if (rc < 0)
@@ -718,6 +746,7 @@ int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t
   tlc_mbuild_t b;
   tlc__manifest_reset(m);
   m->format = f;
+  m->csum = csum;
   tlc__mbuild_start(&b, m, interval);
   const uint8_t *rec;
   tlc_rec_t r;

@@ -371,7 +371,9 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   tlc__manifest_init(&old);
   int have_old = tlc__manifest_load(mpath, &old, NULL, 0) == 0;
   uint64_t whole = 0, flen = 0;
-  rc = tlc__manifest_build_file(part, 0, f, interval, max_block, m, &whole, &flen);
+  /* checksummed like the old manifest, so that one written by an older version still matches */
+  int csum = have_old ? old.csum : TLC_CSUM_FNV1A64W;
+  rc = tlc__manifest_build_file_csum(part, 0, f, interval, max_block, csum, m, &whole, &flen);
   if (rc < 0) {
     tlc__manifest_fini(&old);
     return rc;
@@ -406,7 +408,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
     }
   }
   if (rebuild) {
-    rc = tlc__manifest_build_file(part, 0, f, interval, max_block, m, &whole, &flen);
+    rc = tlc__manifest_build_file_csum(part, 0, f, interval, max_block, csum, m, &whole, &flen);
     if (rc < 0) {
       tlc__manifest_fini(&old);
       return rc;

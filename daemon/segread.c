@@ -384,8 +384,8 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
       tlc_manifest_t chk;
       uint64_t whole, flen;
       tlc__manifest_init(&chk);
-      rc = tlc__manifest_build_file(path, r->zst, r->m.format, r->m.index_interval, 0, &chk, &whole,
-                                    &flen);
+      rc = tlc__manifest_build_file_csum(path, r->zst, r->m.format, r->m.index_interval, 0,
+                                         r->m.csum, &chk, &whole, &flen);
       if (rc == 0 && (chk.fnv != r->m.fnv || chk.records != r->m.records || whole != flen)) {
         snprintf(err, errlen,
                  "%s: content does not match its manifest (checksum %016llx, manifest %016llx; "

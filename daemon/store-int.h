@@ -23,6 +23,12 @@
 /* ---- checksum: 64-bit FNV-1a ---- */
 #define TLC_FNV_INIT 0xcbf29ce484222325ull
 uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n);
+/* The same over 8-byte little-endian words, then the bytes left over one at a time: the content
+ * checksum of manifests (`fnv1a64w`), applied record by record (bin1x: 24 bytes, evlog: a
+ * block). About 7 times faster than the byte-wise one, which manifests written before it
+ * carry (`fnv1a64`) and which is still read and verified. */
+uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n);
+enum { TLC_CSUM_FNV1A64W = 0, TLC_CSUM_FNV1A64 = 1 }; /* tlc_manifest_t.csum; 0 = new default */
 
 /* ---- record scanner (bin1x records, evlog blocks) ---- */
 
@@ -66,6 +72,7 @@ typedef struct tlc_manifest {
   uint64_t bytes, records, items;
   int64_t first_time, last_time, min_time, max_time; /* valid when records > 0 */
   uint64_t fnv;                                      /* content checksum */
+  int csum; /* its kind: TLC_CSUM_FNV1A64W (default) or TLC_CSUM_FNV1A64 (older manifests) */
   int64_t opened_wall_ns, closed_wall_ns;
   int reason; /* enum tlc_store_reason */
   int recovered, rebuilt, suspect;
@@ -110,6 +117,11 @@ int tlc__manifest_store(const char *path, const tlc_manifest_t *m);
 int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
                              uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
                              uint64_t *file_len);
+/* The same with the checksum of kind `csum` (TLC_CSUM_*): to verify data against a manifest,
+ * use that manifest's kind (build_file uses the default, TLC_CSUM_FNV1A64W). */
+int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                                  uint32_t max_block, int csum, tlc_manifest_t *m,
+                                  uint64_t *whole_len, uint64_t *file_len);
 
 /* ---- names ---- */
 

@@ -270,6 +270,64 @@ static void test_bitflips(void **state) {
   free(st);
 }
 
+/* Manifests name their checksum kind: new ones the word-wise `fnv1a64w`, older ones the
+ * byte-wise `fnv1a64`; both verify at start-up (full re-read), and a data flip is caught under
+ * either. */
+static void test_checksum_kinds(void **state) {
+  (void)state;
+  char *st = mk_tmpdir();
+  char data[1300], mf[1300];
+  make_sealed(st, data, sizeof data, mf, sizeof mf);
+  buf_t d0 = { 0 }, m0 = { 0 };
+  read_file(data, &d0);
+  read_file(mf, &m0);
+  buf_add(&m0, "", 1); /* NUL-terminated for strstr */
+  tlc_manifest_t m;
+  tlc__manifest_init(&m);
+  assert_int_equal(tlc__manifest_load(mf, &m, NULL, 0), 0);
+  assert_int_equal(m.csum, TLC_CSUM_FNV1A64W);
+  assert_true(strstr((const char *)m0.p, "\nfnv1a64w ") != NULL);
+  /* bin11 records are 24 bytes: per-record word hashing = word hashing of the whole file */
+  assert_true(m.fnv == tlc__fnv1a_w(TLC_FNV_INIT, d0.p, d0.len));
+  assert_true(m.fnv != tlc__fnv1a(TLC_FNV_INIT, d0.p, d0.len));
+  /* the same manifest as an older version wrote it */
+  m.csum = TLC_CSUM_FNV1A64;
+  m.fnv = tlc__fnv1a(TLC_FNV_INIT, d0.p, d0.len);
+  assert_int_equal(tlc__manifest_store(mf, &m), 0);
+  buf_t m1 = { 0 };
+  read_file(mf, &m1);
+  buf_add(&m1, "", 1);
+  assert_true(strstr((const char *)m1.p, "\nfnv1a64 ") != NULL);
+  tlc_store_recovery_t sum;
+  recover_once(st, &sum);
+  assert_int_equal(sum.quarantined, 0);
+  assert_int_equal(sum.rebuilt_manifests, 0);
+  tlc_manifest_t back;
+  tlc__manifest_init(&back);
+  assert_int_equal(tlc__manifest_load(mf, &back, NULL, 0), 0);
+  assert_int_equal(back.csum, TLC_CSUM_FNV1A64);
+  assert_true(back.fnv == m.fnv);
+  buf_t got = { 0 };
+  tlc_seginfo_t inf;
+  read_segment(data, INT64_MIN, INT64_MAX, &got, &inf);
+  assert_false(inf.rebuilt);
+  assert_int_equal(got.len, d0.len);
+  buf_free(&got);
+  /* a data flip under the old kind: detected, data and manifest quarantined */
+  d0.p[d0.len / 2] ^= 0x10;
+  write_file(data, d0.p, d0.len);
+  recover_once(st, &sum);
+  assert_int_equal(sum.quarantined, 2);
+  assert_false(exists(data));
+  tlc__manifest_fini(&back);
+  tlc__manifest_fini(&m);
+  buf_free(&d0);
+  buf_free(&m0);
+  buf_free(&m1);
+  rm_rf(st);
+  free(st);
+}
+
 static void test_poisoned(void **state) {
   (void)state;
   char *st = mk_tmpdir();
@@ -374,7 +432,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_torn_bin11), cmocka_unit_test(test_torn_evlog),
     cmocka_unit_test(test_zero_tail),  cmocka_unit_test(test_bitflips),
-    cmocka_unit_test(test_poisoned),
+    cmocka_unit_test(test_poisoned),   cmocka_unit_test(test_checksum_kinds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
