@@ -819,12 +819,10 @@ int tlc_replay_main(int argc, char **argv) {
       status = 1;
       goto engine_done;
     }
+    /* A read or decode error has been told on stderr and ends the capture there: what came
+     * before it is still exported, and the exit status is 1 (checked after the export). */
     while ((n = stream_next(&s, &evs)) > 0)
       tlc_engine_push(e, evs, (size_t)n);
-    if (n < 0 && !s.report) {
-      status = 1;
-      goto engine_done;
-    }
     memset(&so, 0, sizeof(so));
     so.windows = 1;
     so.neutral = 1;
