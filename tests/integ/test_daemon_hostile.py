@@ -13,9 +13,10 @@ T22: a target reboots (time back to 0), jumps forward by hours and wraps at the 
      anomalies are counted, and the live statistics still equal an offline replay of the same
      bytes. A forward jump is elapsed time by SPEC 2's definitions, not a gap.
 
-Usage: test_daemon_hostile.py TLCAPD TLCAP"""
+Usage: test_daemon_hostile.py TLCAPD TLCAP [XSD]"""
 import os
 import random
+import shutil
 import socket
 import struct
 import sys
@@ -24,6 +25,7 @@ import daemonlib as D
 import tlctest as T
 
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
+XSD = sys.argv[3] if len(sys.argv) > 3 else None
 with open(TLCAPD, "rb") as _f:
     SANITIZED = b"AddressSanitizer" in _f.read()
 
@@ -173,6 +175,15 @@ def test_reboot_and_wrap(d):
         live = D.live_json(TLCAP, sport, "reboot")
         D.compare_stats(live, rep, "reboot")
         T.check(live["counters"]["anomalies"] > 0, "the discontinuities are counted as anomalies")
+        # the XML that `tlcap stats` writes from live statistics validates against the schema
+        if XSD is not None and shutil.which("xmllint") is not None:
+            rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "reboot",
+                                  "--export", "xml"], timeout=30)
+            T.eq(rc, 0, "tlcap stats --export xml: %s" % err)
+            xp = os.path.join(d, "live.xml")
+            open(xp, "wb").write(out)
+            rc, _, err = T.run(["xmllint", "--noout", "--schema", XSD, xp])
+            T.eq(rc, 0, "live XML validates: %s" % err[-1000:])
         for row in live["rows"]:
             for k in ("net", "gross", "call", "outside", "period"):
                 if k in row:
