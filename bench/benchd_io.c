@@ -236,7 +236,7 @@ static int cmd_send(int argc, char **argv) {
   size_t chunk = 1u << 20;
   long passes = 1, conns = 1;
   const char *preamble = NULL;
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) { /* OPTION VALUE pairs */
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       goto usage;
@@ -260,7 +260,6 @@ static int cmd_send(int argc, char **argv) {
       g_timeout = atof(v);
     else
       goto usage;
-    i++;
   }
   if (mib <= 0 || cores < 1 || cores > MAXCORES || areas < 1 || chunk < REC || passes < 1 ||
       conns < 0 || (conns == 0 && seconds <= 0))
@@ -338,7 +337,7 @@ static int cmd_recv(int argc, char **argv) {
   const char *portfile = argv[0], *path = NULL;
   long conns = 1;
   size_t bufsz = 64 * 1024;
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) { /* OPTION VALUE pairs */
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       goto usage;
@@ -352,7 +351,6 @@ static int cmd_recv(int argc, char **argv) {
       g_timeout = atof(v);
     else
       goto usage;
-    i++;
   }
   if (conns < 1 || bufsz < 1)
     goto usage;
