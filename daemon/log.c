@@ -36,6 +36,8 @@ typedef struct site {
   uint64_t suppressed;
   int level;
   unsigned comp;
+  char example[128]; /* last suppressed line of a "%s" passthrough site (its format says
+                        nothing), for the summary line */
 } site_t;
 
 static struct {
@@ -162,13 +164,14 @@ static void emit(int level, unsigned comp, const char *msg) {
 static void report_site(site_t *s) {
   char msg[LINE_MAX_];
   snprintf(msg, sizeof(msg), "suppressed %llu messages like: %.200s",
-           (unsigned long long)s->suppressed, s->fmt);
+           (unsigned long long)s->suppressed, s->example[0] ? s->example : s->fmt);
   s->suppressed = 0;
+  s->example[0] = '\0';
   emit(s->level, s->comp, msg);
 }
 
-/* Returns 1 if the line may be written. */
-static int rate_ok(const char *fmt, int level, unsigned comp) {
+/* Returns 1 if the line may be written; else 0 with *sup set to the site that suppressed it. */
+static int rate_ok(const char *fmt, int level, unsigned comp, site_t **sup) {
   size_t h = ((size_t)(uintptr_t)fmt >> 3) % NSITES;
   int64_t now = mono_ms();
   for (size_t i = 0; i < NSITES; i++) {
@@ -195,6 +198,7 @@ static int rate_ok(const char *fmt, int level, unsigned comp) {
     }
     s->suppressed++;
     L.suppressed++;
+    *sup = s;
     return 0;
   }
   return 1;
@@ -302,10 +306,22 @@ int tlc_log_enabled(int level, unsigned comp) {
 void tlc_log(int level, unsigned comp, const char *fmt, ...) {
   char msg[LINE_MAX_];
   va_list ap;
+  site_t *sup = NULL;
   if (!tlc_log_enabled(level, comp))
     return;
-  if (level != TLC_LOG_DEBUG && !rate_ok(fmt, level, comp))
+  if (level != TLC_LOG_DEBUG && !rate_ok(fmt, level, comp, &sup)) {
+    /* Lines passed through as "%s" (from the pubsub and storage modules) share one site; keep
+     * the text of the last one so the summary names what was suppressed. */
+    if (strcmp(fmt, "%s") == 0) {
+      va_start(ap, fmt);
+      vsnprintf(sup->example, sizeof(sup->example), fmt, ap);
+      va_end(ap);
+      for (char *c = sup->example; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+          *c = '?';
+    }
     return;
+  }
   va_start(ap, fmt);
   int n = vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
