@@ -48,6 +48,7 @@
 
 #define RP_CHUNK         (1u << 20)
 #define RP_BATCH         256
+#define RP_HEAD          (24 * 256)   /* bytes format detection reads: 256 bin1x records */
 #define RP_MAX_FILE_TEXT (256u << 20) /* aprof/BR/mapping files are read whole, up to this */
 
 enum rp_export { EX_TEXT1, EX_XML, EX_APROF, EX_BR, EX_JSON, EX_BIN11, EX_BIN10, EX_EVLOG };
@@ -402,6 +403,18 @@ static int write_file_cb(void *ud, const void *buf, size_t len) {
   return 0;
 }
 
+/* Reads the first RP_HEAD bytes of a file (format detection looks no further). Returns the
+ * count, or -1 with errno set when the file cannot be opened. */
+static int read_head(const char *path, uint8_t head[RP_HEAD]) {
+  size_t n;
+  FILE *fp = fopen(path, "rb");
+  if (fp == NULL)
+    return -1;
+  n = fread(head, 1, RP_HEAD, fp);
+  fclose(fp);
+  return (int)n;
+}
+
 /* Detects (or checks) the format of every stream file. Returns 0, 1 (bad input) or 2. */
 static int resolve_formats(rp_t *rp) {
   size_t i;
@@ -423,17 +436,14 @@ static int resolve_formats(rp_t *rp) {
       fprintf(stderr, "tlcapd replay: %s: format auto: %s (compressed segment)\n", rp->files[i],
               tlc_format_name(f));
     } else if (strcmp(rp->format_opt, "auto") == 0) {
-      uint8_t head[24 * 256];
+      uint8_t head[RP_HEAD];
       char why[160];
-      size_t n;
-      FILE *fp = fopen(rp->files[i], "rb");
-      if (fp == NULL) {
+      int n = read_head(rp->files[i], head);
+      if (n < 0) {
         fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], strerror(errno));
         return 1;
       }
-      n = fread(head, 1, sizeof(head), fp);
-      fclose(fp);
-      f = tlc_dec_detect(head, n, why, sizeof(why));
+      f = tlc_dec_detect(head, (size_t)n, why, sizeof(why));
       if (f == TLC_FMT_NONE) {
         fprintf(stderr, "tlcapd replay: %s: byte 0: cannot tell the format: %s\n", rp->files[i],
                 why);
@@ -510,14 +520,12 @@ static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
 /* With --format auto: "aprof" or "br" when the first file is such a report (and no stream
  * format fits it, since a bin1x record can look like a BR record), else "auto". */
 static const char *sniff_report(const char *path) {
-  uint8_t head[24 * 256];
+  uint8_t head[RP_HEAD];
   char why[160];
-  size_t n;
-  FILE *fp = fopen(path, "rb");
-  if (fp == NULL)
+  int r = read_head(path, head);
+  size_t n = r > 0 ? (size_t)r : 0;
+  if (r < 0)
     return "auto"; /* resolve_formats reports it */
-  n = fread(head, 1, sizeof(head), fp);
-  fclose(fp);
   if (tlc_dec_detect(head, n, why, sizeof(why)) != TLC_FMT_NONE)
     return "auto";
   if (tlc_aprof_sniff((const char *)head, n)) {

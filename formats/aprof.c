@@ -28,6 +28,7 @@
  * check that costs are consistent (min <= max ...), or write reports (aprofw.c does).
  */
 #include "aprof.h"
+#include "tlc_hash.h"
 
 #include "json.h"
 #include "tlc_alloc.h"
@@ -80,20 +81,12 @@ static int ap_err(ap_t *p, int code, const char *fmt, ...) {
   return code;
 }
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 /* Index + 1 for key, or 0. */
 static size_t idmap_get(const idmap_t *m, uint64_t k) {
   size_t j;
   if (m->cap == 0)
     return 0;
-  for (j = mix(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
+  for (j = tlc_mix64(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
     if (m->key[j] == k)
       return m->val[j];
   return 0;
@@ -113,7 +106,7 @@ static int idmap_put(idmap_t *m, uint64_t k, size_t v1) {
     for (i = 0; i < m->cap; i++) {
       if (!m->val[i])
         continue;
-      for (j = mix(m->key[i]) & (nc - 1); nv[j]; j = (j + 1) & (nc - 1))
+      for (j = tlc_mix64(m->key[i]) & (nc - 1); nv[j]; j = (j + 1) & (nc - 1))
         ;
       nk[j] = m->key[i];
       nv[j] = m->val[i];
@@ -124,7 +117,7 @@ static int idmap_put(idmap_t *m, uint64_t k, size_t v1) {
     m->val = nv;
     m->cap = nc;
   }
-  for (j = mix(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
+  for (j = tlc_mix64(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
     ;
   m->key[j] = k;
   m->val[j] = v1;

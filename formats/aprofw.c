@@ -23,6 +23,7 @@
  * context count of open activations per routine, so no stack scan.
  */
 #include "aprofw.h"
+#include "tlc_hash.h"
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -83,14 +84,6 @@ typedef struct aw {
   uint64_t task[256];
 } aw_t;
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 static uint64_t sat_add(uint64_t a, uint64_t b) {
   return a + b < a ? UINT64_MAX : a + b;
 }
@@ -134,7 +127,7 @@ static int rehash(int64_t **tab, size_t *cap, size_t n, uint64_t (*keyof)(aw_t *
     size_t j;
     if (v < 0)
       continue;
-    j = mix(keyof(w, v)) & (ncap - 1);
+    j = tlc_mix64(keyof(w, v)) & (ncap - 1);
     while (nt[j] >= 0)
       j = (j + 1) & (ncap - 1);
     nt[j] = v;
@@ -171,7 +164,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t size) {
 static int64_t routine_of(aw_t *w, uint32_t handle) {
   size_t j;
   if (w->rhcap) {
-    j = mix(handle) & (w->rhcap - 1);
+    j = tlc_mix64(handle) & (w->rhcap - 1);
     while (w->rhash[j] >= 0) {
       if (w->routines[w->rhash[j]].handle == handle)
         return w->rhash[j];
@@ -189,7 +182,7 @@ static int64_t routine_of(aw_t *w, uint32_t handle) {
   }
   memset(&w->routines[w->nroutines], 0, sizeof(routine_t));
   w->routines[w->nroutines].handle = handle;
-  j = mix(handle) & (w->rhcap - 1);
+  j = tlc_mix64(handle) & (w->rhcap - 1);
   while (w->rhash[j] >= 0)
     j = (j + 1) & (w->rhcap - 1);
   w->rhash[j] = (int64_t)w->nroutines;
@@ -201,7 +194,7 @@ static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
   uint64_t k = ((uint64_t)(parent + 1) << 32) ^ routine;
   size_t j;
   if (w->nhcap) {
-    j = mix(k) & (w->nhcap - 1);
+    j = tlc_mix64(k) & (w->nhcap - 1);
     while (w->nhash[j] >= 0) {
       node_t *n = &w->nodes[w->nhash[j]];
       if (n->parent == parent && n->routine == routine)
@@ -221,7 +214,7 @@ static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
   memset(&w->nodes[w->nnodes], 0, sizeof(node_t));
   w->nodes[w->nnodes].parent = parent;
   w->nodes[w->nnodes].routine = routine;
-  j = mix(k) & (w->nhcap - 1);
+  j = tlc_mix64(k) & (w->nhcap - 1);
   while (w->nhash[j] >= 0)
     j = (j + 1) & (w->nhcap - 1);
   w->nhash[j] = (int64_t)w->nnodes;
@@ -241,7 +234,7 @@ static actx_t *ctx_of(aw_t *w, uint64_t key) {
     for (i = 0; i < w->ctxcap; i++) {
       if (!w->ctx[i].used)
         continue;
-      j = mix(w->ctx[i].key) & (ncap - 1);
+      j = tlc_mix64(w->ctx[i].key) & (ncap - 1);
       while (nc[j].used)
         j = (j + 1) & (ncap - 1);
       nc[j] = w->ctx[i];
@@ -250,7 +243,7 @@ static actx_t *ctx_of(aw_t *w, uint64_t key) {
     w->ctx = nc;
     w->ctxcap = ncap;
   }
-  j = mix(key) & (w->ctxcap - 1);
+  j = tlc_mix64(key) & (w->ctxcap - 1);
   while (w->ctx[j].used && w->ctx[j].key != key)
     j = (j + 1) & (w->ctxcap - 1);
   if (!w->ctx[j].used) {

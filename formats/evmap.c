@@ -24,6 +24,7 @@
  * the next open activation of that area, if any.
  */
 #include "evmap.h"
+#include "tlc_hash.h"
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -126,15 +127,6 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size) {
   return np;
 }
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
 static uint64_t name_hash(unsigned type, const char *s, size_t len) {
   uint64_t h = 0xcbf29ce484222325ull ^ type;
   size_t i;
@@ -142,7 +134,7 @@ static uint64_t name_hash(unsigned type, const char *s, size_t len) {
     h ^= (uint8_t)s[i];
     h *= 0x100000001b3ull;
   }
-  return mix64(h);
+  return tlc_mix64(h);
 }
 
 /* Rebuilds slots with n (a power of two) entries. */
@@ -228,7 +220,7 @@ static int rehash_threads(tlc_evmap_t *m, size_t n) {
   if (s == NULL)
     return TLC_ENOMEM;
   for (i = 0; i < m->nthreads; i++) {
-    size_t j = (size_t)mix64(m->threads[i].id) & (n - 1);
+    size_t j = (size_t)tlc_mix64(m->threads[i].id) & (n - 1);
     while (s[j] != 0)
       j = (j + 1) & (n - 1);
     s[j] = (uint32_t)i + 1;
@@ -245,7 +237,7 @@ static int thread_get(tlc_evmap_t *m, uint64_t id, thr_t **t) {
   void *p;
   *t = NULL;
   if (m->ntslots != 0) {
-    for (j = (size_t)mix64(id) & (m->ntslots - 1); m->tslots[j] != 0;
+    for (j = (size_t)tlc_mix64(id) & (m->ntslots - 1); m->tslots[j] != 0;
          j = (j + 1) & (m->ntslots - 1)) {
       if (m->threads[m->tslots[j] - 1].id == id) {
         *t = &m->threads[m->tslots[j] - 1];
@@ -261,7 +253,8 @@ static int thread_get(tlc_evmap_t *m, uint64_t id, thr_t **t) {
   if ((m->nthreads + 1) * 2 > m->ntslots &&
       rehash_threads(m, m->ntslots != 0 ? m->ntslots * 2 : 64) < 0)
     return TLC_ENOMEM;
-  for (j = (size_t)mix64(id) & (m->ntslots - 1); m->tslots[j] != 0; j = (j + 1) & (m->ntslots - 1))
+  for (j = (size_t)tlc_mix64(id) & (m->ntslots - 1); m->tslots[j] != 0;
+       j = (j + 1) & (m->ntslots - 1))
     ;
   m->tslots[j] = (uint32_t)m->nthreads + 1;
   *t = &m->threads[m->nthreads++];

@@ -183,9 +183,7 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
   unsigned area = tlc_handle_area(r->handle), k, i;
   const tlc_map_area_t *ma = NULL;
   char buf[64];
-  if (m != NULL)
-    ma = r->kind == TLC_ROW_STATE ? tlc_mapping_find_value(m, r->handle, r->state)
-                                  : tlc_mapping_find(m, r->handle);
+  ma = tlc_mapping_row_entry(m, r);
   if (ma == NULL && m != NULL && r->kind == TLC_ROW_STATE)
     ma = tlc_mapping_find(m, r->handle);
   open_(w, NULL, '{');

@@ -1226,3 +1226,18 @@ const char *tlc_mapping_ctx_display(const tlc_mapping_t *m, const struct tlc_tab
   }
   return tlc_ctx_name(t, c, buf, len);
 }
+
+const tlc_map_area_t *tlc_mapping_row_entry(const tlc_mapping_t *m, const struct tlc_stat *r) {
+  if (m == NULL)
+    return NULL;
+  return r->kind == TLC_ROW_STATE ? tlc_mapping_find_value(m, r->handle, r->state)
+                                  : tlc_mapping_find(m, r->handle);
+}
+
+int tlc_mapping_row_unlisted(const tlc_mapping_t *m, const struct tlc_table *t, size_t i) {
+  const tlc_stat_t *r = &t->rows[i];
+  if (i > 0 && t->rows[i - 1].handle == r->handle && t->rows[i - 1].kind == r->kind &&
+      t->rows[i - 1].state == r->state)
+    return 0;
+  return tlc_mapping_row_entry(m, r) == NULL;
+}

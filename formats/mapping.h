@@ -120,6 +120,17 @@ const tlc_map_area_t *tlc_mapping_find_value(const tlc_mapping_t *m, uint32_t ha
 const char *tlc_mapping_ctx_name(const tlc_mapping_t *m, uint64_t handle);
 
 struct tlc_table;
+struct tlc_stat;
+
+/* The entry naming a statistics row: for a state row the entry of its (handle, state value),
+ * else the area's entry; NULL when `m` is NULL or does not list it. */
+const tlc_map_area_t *tlc_mapping_row_entry(const tlc_mapping_t *m, const struct tlc_stat *r);
+
+/* 1 when row i of the sorted table `t` is the first row of its area (code rows repeat per
+ * context) and `m` (may be NULL) has no entry for it: an observed area that a mapping section
+ * must list on its own. */
+int tlc_mapping_row_unlisted(const tlc_mapping_t *m, const struct tlc_table *t, size_t i);
+
 /* The name exporters show for context `c` of table `t`: a task's CONTEXTS name from `m` (may be
  * NULL) when there is one, else tlc_ctx_name()'s (core<N>, task<HEX>, thread<HEX>, Neutral).
  * Returns either a string owned by `m` or `buf`. */

@@ -457,13 +457,9 @@ static void write_contexts(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc
 }
 
 /* Fills the mapping-derived fields of c for (handle, state value). */
-static void fill_names(row_ctx_t *c, const tlc_mapping_t *m, uint32_t handle, int is_state,
-                       uint64_t state) {
-  c->ma = NULL;
+static void fill_names(row_ctx_t *c, const tlc_mapping_t *m, const tlc_stat_t *r) {
+  c->ma = tlc_mapping_row_entry(m, r);
   c->parent = NULL;
-  if (m == NULL)
-    return;
-  c->ma = is_state ? tlc_mapping_find_value(m, handle, state) : tlc_mapping_find(m, handle);
   if (c->ma != NULL && c->ma->parent != TLC_NO_HANDLE)
     c->parent = tlc_mapping_find(m, c->ma->parent);
 }
@@ -537,14 +533,7 @@ static int write_handles(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_t
   for (i = 0; i < t->nrows; i++) {
     const tlc_stat_t *r = &t->rows[i];
     int st = r->kind == TLC_ROW_STATE;
-    if (!in_class(r->handle, lo_area))
-      continue;
-    /* code rows repeat per context: the table is sorted, so compare with the previous one */
-    if (i > 0 && t->rows[i - 1].handle == r->handle && t->rows[i - 1].kind == r->kind &&
-        t->rows[i - 1].state == r->state)
-      continue;
-    if (m != NULL &&
-        (st ? tlc_mapping_find_value(m, r->handle, r->state) : tlc_mapping_find(m, r->handle)))
+    if (!in_class(r->handle, lo_area) || !tlc_mapping_row_unlisted(m, t, i))
       continue;
     items[n].handle = r->handle;
     items[n].child = tlc_handle_area(r->handle) != lo_area;
@@ -586,7 +575,7 @@ static void stat_entry(tlc_out_t *o, const tlc_text1_fmt_t *f, const tlc_mapping
   c.row = r;
   c.handle = r->handle;
   c.has_handle = 1;
-  fill_names(&c, m, r->handle, r->kind == TLC_ROW_STATE, r->state);
+  fill_names(&c, m, r);
   switch (r->kind) {
   case TLC_ROW_STATE:
     c.has_value = 1;

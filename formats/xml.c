@@ -310,17 +310,12 @@ static void write_mapping(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *m)
   }
   for (i = 0; i < t->nrows; i++) {
     const tlc_stat_t *r = &t->rows[i];
-    int st = r->kind == TLC_ROW_STATE;
-    if (i > 0 && t->rows[i - 1].handle == r->handle && t->rows[i - 1].kind == r->kind &&
-        t->rows[i - 1].state == r->state)
-      continue;
-    if (m != NULL &&
-        (st ? tlc_mapping_find_value(m, r->handle, r->state) : tlc_mapping_find(m, r->handle)))
+    if (!tlc_mapping_row_unlisted(m, t, i))
       continue;
     open_tag(w, "Area");
     a_hex(w, "handle", r->handle, 8);
     a_str(w, "class", class_of(r->handle));
-    if (st)
+    if (r->kind == TLC_ROW_STATE)
       a_hex(w, "value", r->state, 0);
     empty_end(w);
   }
@@ -328,11 +323,7 @@ static void write_mapping(xw_t *w, const tlc_table_t *t, const tlc_mapping_t *m)
 }
 
 static const char *name_of(const tlc_mapping_t *m, const tlc_stat_t *r) {
-  const tlc_map_area_t *ma;
-  if (m == NULL)
-    return NULL;
-  ma = r->kind == TLC_ROW_STATE ? tlc_mapping_find_value(m, r->handle, r->state)
-                                : tlc_mapping_find(m, r->handle);
+  const tlc_map_area_t *ma = tlc_mapping_row_entry(m, r);
   return ma != NULL && ma->name[0] ? ma->name : NULL;
 }
 
