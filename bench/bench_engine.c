@@ -13,7 +13,8 @@
  *  - a full snapshot into a table already sized by a first one (CPU time; the table itself
  *    holds sizeof(tlc_stat_t) bytes per row).
  * Times are the thread's CPU time (the host may be shared).
- * Usage: bench_engine [events_a [events_b [reps]]]   (defaults 20,000,000  10,000,000  3)
+ * Usage: bench_engine [events_a [events_b [reps [config]]]]   (defaults 20,000,000  10,000,000  3;
+ * config 0..3 runs only that line of the table, for profiling)
  * Build Release (-O2) for meaningful figures. Single thread; does not measure snapshots.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -210,7 +211,7 @@ static void bench(wl_t *w, const cfg_t *c, int reps, double dec_s) {
   fflush(stdout);
 }
 
-static void run_workload(wl_t *w, int reps) {
+static void run_workload(wl_t *w, int reps, int only) {
   static const cfg_t cfgs[] = {
     { "no-hist no-windows", 0, 0 },
     { "hist no-windows", 1, 0 },
@@ -229,7 +230,8 @@ static void run_workload(wl_t *w, int reps) {
          nev, dec);
   decode_all(w);
   for (i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++)
-    bench(w, &cfgs[i], reps, dec);
+    if (only < 0 || (size_t)only == i)
+      bench(w, &cfgs[i], reps, dec);
   free(w->ev);
   free(w->bytes);
 }
@@ -238,14 +240,15 @@ int main(int argc, char **argv) {
   size_t na = argc > 1 ? strtoull(argv[1], NULL, 10) : 20000000;
   size_t nb = argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000;
   int reps = argc > 3 ? atoi(argv[3]) : 3;
+  int only = argc > 4 ? atoi(argv[4]) : -1; /* one configuration (0..3) only, for profiling */
   wl_t a, b;
   memset(&a, 0, sizeof(a));
   memset(&b, 0, sizeof(b));
   gen_nested(&a, na);
-  run_workload(&a, reps);
+  run_workload(&a, reps, only);
   if (nb > 0) {
     gen_wide(&b, nb);
-    run_workload(&b, reps);
+    run_workload(&b, reps, only);
   }
   return 0;
 }

@@ -44,6 +44,13 @@
 #define DROP32 0xFFFFFFFEu /* a core whose current context could not be created (cap) */
 #define WEMPTY INT64_MIN
 
+/* Histogram samples are queued in a per-engine log and counted HLOG at a time (hlog_flush), with
+ * the bucket of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
+ * rows, and their buckets are cache misses that the prefetches overlap. */
+#define HLOG       4096
+#define HLOG_SHIFT 12 /* TLC_HIST_NB <= 1 << HLOG_SHIFT */
+#define HLOG_AHEAD 24
+
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
 typedef struct edist {
@@ -63,14 +70,15 @@ typedef struct wbucket {
   wkd_t k[NK];
 } wbucket_t;
 
-/* A row's windows: the rings of buckets, and a "hot" accumulator for the current interval
- * [lo, hi) that lies inside one step of every window, so that most events touch only it; it is
- * folded into the rings when an event falls outside the interval. */
+/* A row's windows. The row's own dists d[] hold only the samples of its current interval
+ * [lo, hi), which lies inside one step of every window (and, with count - fcount, its E/entry/
+ * write count there): one accumulator per sample serves both the cumulative statistics and the
+ * windows. When an event falls outside the interval, d[] is folded into f[] (the cumulative
+ * statistics of every earlier interval) and into each window's ring bucket of that step. */
 typedef struct wrow {
   int64_t lo, hi;
-  uint8_t live;
-  uint64_t count;
-  wkd_t k[NK];
+  uint64_t fcount; /* the row's count at the last fold */
+  edist_t f[NK];
   wbucket_t b[]; /* nwindows * NSTEPS */
 } wrow_t;
 
@@ -111,7 +119,6 @@ typedef struct erow {
   edist_t d[NK];
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
-  tlc_hist_t *h;     /* NK histograms, or NULL */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
 } erow_t;
 
@@ -153,6 +160,10 @@ struct tlc_engine {
   int have_time;
   int64_t first, last;
   size_t hist_bytes, win_bytes;
+  tlc_hist_t *hh; /* histograms on: NK per row (row * NK + kind), caphh * NK of them */
+  size_t caphh;
+  uint64_t *hlog; /* queued histogram samples: (row * NK + kind) << HLOG_SHIFT | bucket */
+  size_t nhlog;
 };
 
 /* ---- small helpers ---- */
@@ -325,14 +336,7 @@ static wbucket_t *wbucket(tlc_engine_t *e, wrow_t *w, unsigned i, int64_t t) {
   return b;
 }
 
-/* What one event adds to a row's windows: maybe one count, and samples of some kinds. */
-typedef struct wacc {
-  unsigned count;
-  unsigned mask; /* 1 << kind for each sample in v[] */
-  int64_t v[NK];
-} wacc_t;
-
-static void wkd_merge(wkd_t *a, const wkd_t *b) {
+static void wkd_merge(wkd_t *a, const edist_t *b) {
   if (b->n == 0)
     return;
   if (a->n == 0 || b->min < a->min)
@@ -343,92 +347,109 @@ static void wkd_merge(wkd_t *a, const wkd_t *b) {
   a->sum = tadd(a->sum, b->sum);
 }
 
-/* Folds the hot accumulator into the rings. */
-static void wflush(tlc_engine_t *e, wrow_t *w) {
-  unsigned i, k;
-  if (!w->live)
+static void edist_merge(edist_t *a, const edist_t *b) {
+  if (b->n == 0)
     return;
-  for (i = 0; i < e->o.nwindows; i++) {
-    wbucket_t *b = wbucket(e, w, i, w->lo);
-    if (b == NULL)
-      continue;
-    b->count += w->count;
-    for (k = 0; k < NK; k++)
-      wkd_merge(&b->k[k], &w->k[k]);
-  }
-  w->live = 0;
+  if (a->n == 0 || b->min < a->min)
+    a->min = b->min;
+  if (a->n == 0 || b->max > a->max)
+    a->max = b->max;
+  a->n += b->n;
+  a->sum = tadd(a->sum, b->sum);
+  a->sqlo += b->sqlo;
+  a->sqhi += b->sqhi + (a->sqlo < b->sqlo);
 }
 
-/* Adds acc to the windows of r at time t. */
-static void wadd(tlc_engine_t *e, erow_t *r, int64_t t, const wacc_t *acc) {
+/* Called before an event at time t changes row r's count or dists (windows on): when t is
+ * outside the row's current interval, folds the interval into the cumulative statistics and
+ * the window rings and starts the interval holding t. */
+static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   wrow_t *w = r->w;
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
   unsigned i, k;
+  if (w != NULL && t >= w->lo && t < w->hi)
+    return;
   if (w == NULL) {
     size_t n = (size_t)e->o.nwindows * NSTEPS, sz = sizeof(*w) + n * sizeof(w->b[0]);
-    w = r->w = tlc_malloc(sz);
+    w = tlc_malloc(sz);
     if (w == NULL)
-      return;
+      return; /* d[] goes on accumulating; no windows for this row until memory returns */
     memset(w, 0, sizeof(*w));
     for (i = 0; i < n; i++)
       w->b[i].step = WEMPTY;
     e->win_bytes += sz;
-  }
-  if (!w->live || t < w->lo || t >= w->hi) {
-    int64_t lo = INT64_MIN, hi = INT64_MAX;
-    wflush(e, w);
+    r->w = w;
+  } else {
+    uint64_t cnt = r->count - w->fcount;
     for (i = 0; i < e->o.nwindows; i++) {
-      int64_t l, h;
-      (void)wstep(e, i, t); /* leaves t's step start in wcache_lo */
-      l = e->wcache_lo[i];
-      h = l > INT64_MAX - e->step[i] ? INT64_MAX : l + e->step[i];
-      if (l > lo)
-        lo = l;
-      if (h < hi)
-        hi = h;
+      wbucket_t *b = wbucket(e, w, i, w->lo);
+      if (b == NULL)
+        continue;
+      b->count += cnt;
+      for (k = 0; k < NK; k++)
+        wkd_merge(&b->k[k], &r->d[k]);
     }
-    memset(w, 0, sizeof(*w));
-    w->lo = lo;
-    w->hi = hi;
-    w->live = 1;
   }
-  w->count += acc->count;
-  for (k = 0; k < NK; k++) {
-    wkd_t *x = &w->k[k];
-    int64_t v = acc->v[k];
-    if (!(acc->mask & (1u << k)))
-      continue;
-    if (x->n == 0 || v < x->min)
-      x->min = v;
-    if (x->n == 0 || v > x->max)
-      x->max = v;
-    x->n++;
-    x->sum = tadd(x->sum, v);
+  /* what the row holds so far (all of it for a new w) becomes cumulative */
+  for (k = 0; k < NK; k++)
+    edist_merge(&w->f[k], &r->d[k]);
+  memset(r->d, 0, sizeof(r->d));
+  w->fcount = r->count;
+  for (i = 0; i < e->o.nwindows; i++) {
+    int64_t l, h;
+    (void)wstep(e, i, t); /* leaves t's step start in wcache_lo */
+    l = e->wcache_lo[i];
+    h = l > INT64_MAX - e->step[i] ? INT64_MAX : l + e->step[i];
+    if (l > lo)
+      lo = l;
+    if (h < hi)
+      hi = h;
   }
+  w->lo = lo;
+  w->hi = hi;
 }
 
-/* One sample of kind k: distribution and histogram now, windows through acc (may be NULL). */
-static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, wacc_t *acc) {
-  dist_add(&r->d[k], v);
-  if (e->o.histograms) {
-    if (r->h == NULL) {
-      r->h = tlc_calloc(NK, sizeof(*r->h));
-      if (r->h != NULL)
-        e->hist_bytes += NK * sizeof(*r->h);
+/* Counts the queued histogram samples. The header of the entry 2 * HLOG_AHEAD ahead and the
+ * bucket of the entry HLOG_AHEAD ahead are prefetched (hints only: an entry whose bucket lies
+ * outside its histogram's span is simply not prefetched, and counted through the slow path). */
+static void hlog_flush(tlc_engine_t *e) {
+  size_t i, n = e->nhlog;
+  const uint64_t *lg = e->hlog;
+  for (i = 0; i < n; i++) {
+    tlc_hist_t *h;
+    uint32_t idx;
+    size_t before;
+    if (i + 2 * HLOG_AHEAD < n)
+      __builtin_prefetch(&e->hh[lg[i + 2 * HLOG_AHEAD] >> HLOG_SHIFT], 0);
+    if (i + HLOG_AHEAD < n) {
+      const tlc_hist_t *p = &e->hh[lg[i + HLOG_AHEAD] >> HLOG_SHIFT];
+      uint32_t pi = (uint32_t)(lg[i + HLOG_AHEAD] & ((1u << HLOG_SHIFT) - 1)) - p->lo;
+      if (p->b != NULL && pi < p->nb)
+        __builtin_prefetch((const char *)p->b + ((size_t)pi << (p->wide ? 2 : 1)), 1);
     }
-    if (r->h != NULL) {
-      tlc_hist_t *h = &r->h[k];
-      if (h->npend + 1 < TLC_HIST_PEND) {
-        (void)tlc__hist_add(h, v); /* queued: no memory involved */
-      } else {
-        size_t before = tlc__hist_bytes(h);
-        (void)tlc__hist_add(h, v);
-        e->hist_bytes += tlc__hist_bytes(h) - before;
-      }
+    h = &e->hh[lg[i] >> HLOG_SHIFT];
+    idx = (uint32_t)(lg[i] & ((1u << HLOG_SHIFT) - 1));
+    if (h->b != NULL && idx - h->lo < h->nb && idx >= h->lo && !h->wide &&
+        ((uint16_t *)h->b)[idx - h->lo] != UINT16_MAX) {
+      ((uint16_t *)h->b)[idx - h->lo]++;
+      continue;
     }
+    before = tlc__hist_bytes(h);
+    (void)tlc__hist_inc_slow(h, idx); /* no memory: the sample is not counted (hist.h) */
+    e->hist_bytes += tlc__hist_bytes(h) - before;
   }
-  if (acc != NULL) {
-    acc->mask |= 1u << k;
-    acc->v[k] = v;
+  e->nhlog = 0;
+}
+
+/* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
+ * and the histogram (queued). */
+static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
+  dist_add(&r->d[k], v);
+  if (e->hlog != NULL) {
+    size_t ri = (size_t)(r - e->rows);
+    e->hlog[e->nhlog++] = (uint64_t)(ri * NK + k) << HLOG_SHIFT | tlc__hist_idx(v);
+    if (e->nhlog == HLOG)
+      hlog_flush(e);
   }
 }
 
@@ -439,6 +460,19 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   uint32_t idx;
   if (e->nrows >= e->o.max_areas || e->nrows >= NONE32 - 2)
     return NONE32;
+  if (e->hlog != NULL && e->nrows >= e->caphh) { /* histograms: NK for every row */
+    size_t cap = e->caphh;
+    tlc_hist_t *nh;
+    if (e->nhlog > 0)
+      hlog_flush(e); /* its entries point into hh, which may move */
+    nh = grow(e->hh, &cap, e->nrows, sizeof(*e->hh) * NK, 64);
+    if (nh == NULL)
+      return NONE32;
+    memset(nh + e->caphh * NK, 0, (cap - e->caphh) * NK * sizeof(*nh));
+    e->hist_bytes += (cap - e->caphh) * NK * sizeof(*nh);
+    e->hh = nh;
+    e->caphh = cap;
+  }
   {
     erow_t *nr = grow(e->rows, &e->caprows, e->nrows, sizeof(*e->rows), 64);
     if (nr == NULL)
@@ -535,15 +569,12 @@ static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) 
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
     /* without context_area GROSS == CALL: kept once, as CALL (the snapshot copies it) */
-    wacc_t acc;
-    acc.count = 0;
-    acc.mask = 0;
-    sample(e, r, TLC_NET, net, &acc);
-    if (e->ctxmode)
-      sample(e, r, TLC_GROSS, gross, &acc);
-    sample(e, r, TLC_CALL, call, &acc);
     if (e->o.nwindows)
-      wadd(e, r, t, &acc);
+      hot_at(e, r, t);
+    sample(e, r, TLC_NET, net);
+    if (e->ctxmode)
+      sample(e, r, TLC_GROSS, gross);
+    sample(e, r, TLC_CALL, call);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -631,26 +662,23 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   a.in_start = a.run_start = ctx_in(e, c, t);
   switch (ev->type) {
   case TLC_EV_ENTRY: {
-    wacc_t acc;
     if (c->depth >= e->o.max_depth) {
       e->c.dropped_area_limit++;
       return;
     }
-    acc.count = 1;
-    acc.mask = 0;
+    if (e->o.nwindows)
+      hot_at(e, r, t);
     r->count++;
     if (r->has_last)
-      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
+      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
     r->last = t;
     r->has_last = 1;
     if (r->out_active) {
       int64_t len = dur(e, r, tsub(t, r->out_start));
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
-      sample(e, r, TLC_OUTSIDE, len, &acc);
+      sample(e, r, TLC_OUTSIDE, len);
       r->out_active = 0;
     }
-    if (e->o.nwindows)
-      wadd(e, r, t, &acc);
     a.full = 1;
     a.running = 1;
     if (ctx_push(e, c, &a) < 0) {
@@ -714,13 +742,10 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
 static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   erow_t *r = &e->rows[s->row];
   int64_t stay = dur(e, r, tsub(t, s->since));
-  wacc_t acc;
-  acc.count = 0;
-  acc.mask = 0;
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
-  sample(e, r, TLC_NET, stay, &acc);
   if (e->o.nwindows)
-    wadd(e, r, t, &acc);
+    hot_at(e, r, t);
+  sample(e, r, TLC_NET, stay);
   r->seq = e->seq;
   s->valid = 0;
 }
@@ -729,7 +754,6 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   uint32_t si = hfind(e, hkey(HK_SAREA, handle), 0), ri;
   sarea_t *s;
   erow_t *r;
-  wacc_t acc;
   if (si != NONE32 && e->sa[si].valid && e->sa[si].cur == v)
     return;
   ri = row_get(e, HK_STATE, handle, v, TLC_ROW_STATE);
@@ -757,13 +781,11 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
     state_leave(e, s, t);
   r = &e->rows[ri];
   r->seq = e->seq;
-  r->count++;
-  acc.count = 1;
-  acc.mask = 0;
-  if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
   if (e->o.nwindows)
-    wadd(e, r, t, &acc);
+    hot_at(e, r, t);
+  r->count++;
+  if (r->has_last)
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
   r->last = t;
   r->has_last = 1;
   s->valid = 1;
@@ -795,7 +817,6 @@ static void state_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
 static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   uint32_t ri = row_get(e, HK_DATA, ev->handle, 0, TLC_ROW_DATA);
   erow_t *r;
-  wacc_t acc;
   if (ri == NONE32) {
     e->c.dropped_area_limit++;
     return;
@@ -806,13 +827,11 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     anomaly(e, r);
     return;
   }
-  r->count++;
-  acc.count = 1;
-  acc.mask = 0;
-  if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), &acc);
   if (e->o.nwindows)
-    wadd(e, r, t, &acc);
+    hot_at(e, r, t);
+  r->count++;
+  if (r->has_last)
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
   r->last = t;
   r->has_last = 1;
   r->value = ev->data;
@@ -978,7 +997,11 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     e->cur[i] = e->corectx[i] = NONE32;
   e->hcap = 64;
   e->ht = tlc_calloc(e->hcap, sizeof(*e->ht));
-  if (e->ht == NULL) {
+  if (e->o.histograms)
+    e->hlog = tlc_malloc(HLOG * sizeof(*e->hlog));
+  if (e->ht == NULL || (e->o.histograms && e->hlog == NULL)) {
+    tlc_free(e->ht);
+    tlc_free(e->hlog);
     tlc_free(e);
     return TLC_ENOMEM;
   }
@@ -988,18 +1011,17 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
 
 void tlc_engine_free(tlc_engine_t *e) {
   size_t i;
-  unsigned k;
   if (e == NULL)
     return;
   for (i = 0; i < e->nrows; i++) {
     erow_t *r = &e->rows[i];
-    if (r->h != NULL) {
-      for (k = 0; k < NK; k++)
-        tlc__hist_fini(&r->h[k]);
-      tlc_free(r->h);
-    }
     tlc_free(r->w);
   }
+  if (e->hh != NULL)
+    for (i = 0; i < e->nrows * NK; i++)
+      tlc__hist_fini(&e->hh[i]);
+  tlc_free(e->hh);
+  tlc_free(e->hlog);
   for (i = 0; i < e->nctx; i++)
     tlc_free(e->ctx[i].stack);
   tlc_free(e->rows);
@@ -1015,6 +1037,11 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   e->map_gen++;
   if (e->map_gen == NONE32)
     e->map_gen = 0;
+}
+
+void tlc_engine_sync(tlc_engine_t *e) {
+  if (e->nhlog > 0)
+    hlog_flush(e);
 }
 
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
@@ -1082,11 +1109,13 @@ static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s) 
       for (k = 0; k < NK; k++)
         wmerge(&s->win[i].k[k], &b->k[k]);
     }
-    /* the hot accumulator lies in one step of this window */
-    if (w->live && floordiv(w->lo, e->step[i]) > lim) {
-      s->win[i].count += w->count;
-      for (k = 0; k < NK; k++)
-        wmerge(&s->win[i].k[k], &w->k[k]);
+    /* the row's current interval lies in one step of this window */
+    if (floordiv(w->lo, e->step[i]) > lim) {
+      s->win[i].count += r->count - w->fcount;
+      for (k = 0; k < NK; k++) {
+        const wkd_t h = { r->d[k].n, r->d[k].sum, r->d[k].min, r->d[k].max };
+        wmerge(&s->win[i].k[k], &h);
+      }
     }
   }
 }
@@ -1106,12 +1135,16 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   s->value_max = r->vmax;
   s->seq = r->seq;
   for (k = 0; k < NK; k++) {
+    edist_t d = r->d[k];
+    if (r->w != NULL) { /* cumulative = earlier intervals + the current one */
+      d = r->w->f[k];
+      edist_merge(&d, &r->d[k]);
+    }
     s->total[k] = r->total[k];
-    to_dist(&s->dist[k], &r->d[k]);
-    if (so->quantiles && r->h != NULL) {
-      const tlc_hist_t *hp = &r->h[k];
-      s->dist[k].has_q =
-          (uint8_t)tlc__hist_quantiles(&hp, 1, r->d[k].n, r->d[k].min, r->d[k].max, s->dist[k].q);
+    to_dist(&s->dist[k], &d);
+    if (so->quantiles && e->hh != NULL) {
+      const tlc_hist_t *hp = &e->hh[(size_t)(r - e->rows) * NK + k];
+      s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(&hp, 1, d.n, d.min, d.max, s->dist[k].q);
     }
   }
   if (r->out_active)
@@ -1205,8 +1238,8 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
         size_t nh = 0;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
         for (m = i; m < j; m++)
-          if (e->rows[g[m].row].h != NULL)
-            hs[nh++] = &e->rows[g[m].row].h[hk];
+          if (e->hh != NULL)
+            hs[nh++] = &e->hh[(size_t)g[m].row * NK + hk];
         if (nh > 0)
           s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(hs, nh, s->dist[k].n, s->dist[k].min,
                                                           s->dist[k].max, s->dist[k].q);
@@ -1288,13 +1321,15 @@ static int sort_rows(tlc_table_t *t) {
   return 0;
 }
 
-int tlc_engine_snapshot(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
   tlc_snap_opts_t dso = { 0, 1, 1, 1 };
   uint8_t *keep = NULL;
   size_t capkeep = 0, i, j;
   int rc = 0;
   if (so == NULL)
     so = &dso;
+  if (e->nhlog > 0 && so->quantiles)
+    hlog_flush(e); /* counts the queued histogram samples; no statistic changes */
   tlc_table_clear(t);
   t->format = e->fmt;
   t->first_time = e->first;

@@ -146,11 +146,16 @@ typedef struct tlc_snap_opts {
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
  * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,
  * context_area, windows configuration, engine counters (decoder counters are left 0 for the
- * caller), seq. Open parts are counted up to last_time without changing the engine (const).
- * `so` NULL: all rows, windows, neutral and quantiles on. Returns 0 or TLC_ENOMEM (t is then
- * partly filled; still safe to fini). Cost O(rows + contexts * depth). */
-int tlc_engine_snapshot(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so);
+ * caller), seq. Open parts are counted up to last_time without changing any statistic (the engine
+ * is not const only because the histogram samples it queues are counted first, when quantiles are
+ * asked). `so` NULL: all rows, windows, neutral and quantiles on. Returns 0 or TLC_ENOMEM (t is
+ * then partly filled; still safe to fini). Cost O(rows + contexts * depth). */
+int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so);
 
+/* Counts the histogram samples the engine has queued (they are counted in batches; a snapshot
+ * with quantiles does this itself). Changes no statistic; allocates only when a queued sample
+ * falls outside its histogram's span so far. */
+void tlc_engine_sync(tlc_engine_t *e);
 /* The change sequence: incremented by every event that changes a row and by every gap. A row's
  * `seq` is the sequence value of its last change. */
 uint64_t tlc_engine_seq(const tlc_engine_t *e);

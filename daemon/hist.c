@@ -1,13 +1,10 @@
 /* hist.c - bounded log-bucket histogram (see hist.h for the bucket layout and the rank rule).
  *
- * Invariants: b == NULL iff nb == 0; lo + nb <= TLC_HIST_NB; npend < TLC_HIST_PEND between
- * calls; counts are uint16_t until one at 65535 gets another sample (then uint32_t, saturating
- * at UINT32_MAX).
- * Cost: add is O(1) (one clz, a shift, a store); every TLC_HIST_PEND-th add flushes the queue
- * (independent increments); growing copies the span (rare: only when a sample falls outside
- * every value range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are
- * O(span * histograms + queued log queued). Does not: merge in place, shrink, or keep exact
- * values.
+ * Invariants: b == NULL iff nb == 0; lo + nb <= TLC_HIST_NB; counts are uint16_t until one at 65535
+ * gets another sample (then uint32_t, saturating at UINT32_MAX). Cost: add is O(1) (one clz, a
+ * shift, an increment); growing copies the span (rare: only when a sample falls outside every value
+ * range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span * histograms). Does
+ * not: merge in place, shrink, or keep exact values.
  */
 #include "hist.h"
 
@@ -89,38 +86,24 @@ static int widen(tlc_hist_t *h) {
   return 0;
 }
 
-int tlc__hist_flush(tlc_hist_t *h) {
-  uint32_t ilo = TLC_HIST_NB, ihi = 0, i;
-  unsigned j, n = h->npend;
-  if (n == 0)
-    return 0;
-  for (j = 0; j < n; j++) {
-    if (h->pend[j] < ilo)
-      ilo = h->pend[j];
-    if (h->pend[j] > ihi)
-      ihi = h->pend[j];
-  }
-  if (h->b == NULL || ilo < h->lo || ihi >= (uint32_t)h->lo + h->nb) {
-    if (grow(h, ilo, ihi) < 0) {
-      h->npend = 0;
+int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx) {
+  uint32_t i;
+  if (h->b == NULL || idx < h->lo || idx >= (uint32_t)h->lo + h->nb) {
+    if (grow(h, idx, idx) < 0)
       return TLC_ENOMEM;
-    }
   }
-  for (j = 0; j < n; j++) {
-    i = (uint32_t)h->pend[j] - h->lo;
-    if (!h->wide) {
-      uint16_t *b = h->b;
-      if (b[i] != UINT16_MAX) {
-        b[i]++;
-        continue;
-      }
-      if (widen(h) < 0)
-        continue; /* saturated at 65535 */
+  i = idx - h->lo;
+  if (!h->wide) {
+    uint16_t *b = h->b;
+    if (b[i] != UINT16_MAX) {
+      b[i]++;
+      return 0;
     }
-    if (((uint32_t *)h->b)[i] != UINT32_MAX)
-      ((uint32_t *)h->b)[i]++;
+    if (widen(h) < 0)
+      return TLC_ENOMEM; /* saturated at 65535 */
   }
-  h->npend = 0;
+  if (((uint32_t *)h->b)[i] != UINT32_MAX)
+    ((uint32_t *)h->b)[i]++;
   return 0;
 }
 
@@ -141,65 +124,25 @@ uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {
 /* quantiles as num/1000, matching tlc_quantiles[] (0.5, 0.9, 0.99, 0.999) */
 static const uint64_t qnum[TLC_NQUANT] = { 500, 900, 990, 999 };
 
-static int cmp_u16(const void *a, const void *b) {
-  uint16_t x = *(const uint16_t *)a, y = *(const uint16_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
                         int64_t max, int64_t *q) {
   uint32_t lo = TLC_HIST_NB, hi = 0, i;
   uint64_t rank[TLC_NQUANT], cum = 0;
-  uint16_t pbuf[256], *pend = pbuf;
-  size_t j, npend = 0, pi = 0;
-  unsigned qi = 0, k;
+  size_t j;
+  unsigned qi = 0;
   if (n == 0)
     return 0;
   for (j = 0; j < nh; j++) {
     const tlc_hist_t *h = hs[j];
-    if (h == NULL)
-      continue;
-    if (h->b != NULL) {
+    if (h != NULL && h->b != NULL) {
       if (h->lo < lo)
         lo = h->lo;
       if ((uint32_t)h->lo + h->nb > hi)
         hi = (uint32_t)h->lo + h->nb;
     }
-    npend += h->npend;
   }
-  /* the queued samples of every histogram, sorted, are walked beside the buckets */
-  if (npend > sizeof(pbuf) / sizeof(pbuf[0])) {
-    pend = tlc_malloc(npend * sizeof(*pend));
-    if (pend == NULL)
-      return 0;
-  }
-  npend = 0;
-  for (j = 0; j < nh; j++)
-    if (hs[j] != NULL)
-      for (k = 0; k < hs[j]->npend; k++)
-        pend[npend++] = hs[j]->pend[k];
-  if (npend > 32) {
-    qsort(pend, npend, sizeof(*pend), cmp_u16);
-  } else {
-    for (j = 1; j < npend; j++) { /* insertion sort: the usual case is a dozen or less */
-      uint16_t x = pend[j];
-      size_t m = j;
-      for (; m > 0 && pend[m - 1] > x; m--)
-        pend[m] = pend[m - 1];
-      pend[m] = x;
-    }
-  }
-  if (npend > 0) {
-    if (pend[0] < lo)
-      lo = pend[0];
-    if ((uint32_t)pend[npend - 1] + 1 > hi)
-      hi = (uint32_t)pend[npend - 1] + 1;
-  }
-  if (lo >= hi) {
-    if (pend != pbuf)
-      tlc_free(pend);
+  if (lo >= hi)
     return 0;
-  }
   for (qi = 0; qi < TLC_NQUANT; qi++)
     rank[qi] = tlc__hist_rank(n, qnum[qi], 1000);
   qi = 0;
@@ -208,10 +151,6 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
       const tlc_hist_t *h = hs[j];
       if (h != NULL && h->b != NULL && i >= h->lo && i < (uint32_t)h->lo + h->nb)
         cum += tlc__hist_count(h, i - h->lo);
-    }
-    while (pi < npend && pend[pi] == i) {
-      cum++;
-      pi++;
     }
     while (qi < TLC_NQUANT && cum >= rank[qi]) {
       uint64_t blo, bhi;
@@ -225,9 +164,7 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
       q[qi++] = rep;
     }
   }
-  if (pend != pbuf)
-    tlc_free(pend);
-  /* saturated buckets or a failed flush can leave ranks unreached: report max */
+  /* saturated buckets or samples that found no memory can leave ranks unreached: report max */
   while (qi < TLC_NQUANT)
     q[qi++] = max;
   return 1;

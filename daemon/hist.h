@@ -26,20 +26,15 @@
 
 #define TLC_HIST_NB 3712
 
-/* Samples are first queued as bucket indexes (pend) and counted TLC_HIST_PEND at a time: the
- * increments of one flush are independent memory accesses that the CPU overlaps, where one
- * increment per sample would wait for one cache miss after another. Readers count the queue. */
-#define TLC_HIST_PEND 12
-
+/* The engine queues samples (as bucket indexes) in a log of its own and counts them in batches
+ * with prefetching (engine.c), so a histogram holds only its counted buckets. */
 typedef struct tlc_hist {
   void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd), NULL when empty: uint16_t,
               or uint32_t (wide) once a count would pass 65535 */
   uint16_t lo;
   uint16_t nb;
-  uint16_t npend; /* queued samples */
   uint8_t wide;
-  uint8_t pad_;
-  uint16_t pend[TLC_HIST_PEND]; /* their bucket indexes */
+  uint8_t pad_[3];
 } tlc_hist_t;
 
 /* The count of the bucket at offset i from lo (i < nb). */
@@ -60,17 +55,23 @@ static inline uint32_t tlc__hist_idx(int64_t sv) {
 /* Smallest and largest value of bucket idx (< TLC_HIST_NB). */
 void tlc__hist_bounds(uint32_t idx, uint64_t *lo, uint64_t *hi);
 
-/* Counts the queued samples into the buckets, growing the span to hold them. Returns 0, or
- * TLC_ENOMEM (the queued samples are then lost; the counts already there stay). */
-int tlc__hist_flush(tlc_hist_t *h);
+/* Counts one sample of bucket idx (< TLC_HIST_NB), growing the span (or widening the counts)
+ * when needed. Returns 0, or TLC_ENOMEM (the sample is then not counted). */
+int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx);
 
-/* Records one sample. Returns 0 or TLC_ENOMEM. Allocates only when a flush meets a value
- * outside the span seen so far. */
+static inline int tlc__hist_inc(tlc_hist_t *h, uint32_t idx) {
+  uint32_t i = idx - h->lo;
+  if (h->b != NULL && idx >= h->lo && i < h->nb && !h->wide &&
+      ((uint16_t *)h->b)[i] != UINT16_MAX) {
+    ((uint16_t *)h->b)[i]++;
+    return 0;
+  }
+  return tlc__hist_inc_slow(h, idx);
+}
+
+/* Records one sample (value v). Returns 0 or TLC_ENOMEM. */
 static inline int tlc__hist_add(tlc_hist_t *h, int64_t v) {
-  h->pend[h->npend++] = (uint16_t)tlc__hist_idx(v);
-  if (h->npend == TLC_HIST_PEND)
-    return tlc__hist_flush(h);
-  return 0;
+  return tlc__hist_inc(h, tlc__hist_idx(v));
 }
 
 /* Frees the buckets; h is empty afterwards. */
@@ -82,9 +83,9 @@ size_t tlc__hist_bytes(const tlc_hist_t *h);
 /* Nearest rank k = ceil(num/den * n), at least 1 (n > 0), without overflow. */
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den);
 
-/* Quantiles tlc_quantiles[0..TLC_NQUANT) over the union of hs[0..nh), queued samples included
- * (NULL entries and empty histograms are skipped). n = total samples in the union (the sum of
- * the counts unless a bucket saturated or a flush failed), min/max of the samples. Writes
+/* Quantiles tlc_quantiles[0..TLC_NQUANT) over the union of hs[0..nh) (NULL entries and empty
+ * histograms are skipped). n = total samples in the union (the sum of the counts unless a bucket
+ * saturated or a sample found no memory), min/max of the samples. Writes
  * q[TLC_NQUANT]. Returns 1 when q was filled, 0 when there is nothing (n == 0 or no buckets). */
 int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
                         int64_t max, int64_t *q);

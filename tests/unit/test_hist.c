@@ -192,29 +192,27 @@ static void test_alloc_failure(void **state) {
   int i;
   (void)state;
   testalloc_install();
-  /* samples are queued: the first TLC_HIST_PEND - 1 need no memory, the flush does */
+  /* the first sample needs the bucket span: without memory it is not counted */
   testalloc_fail_at(1);
-  for (i = 0; i < TLC_HIST_PEND - 1; i++)
-    assert_int_equal(tlc__hist_add(&h, 10), 0);
-  assert_null(h.b);
-  /* queued samples count in quantiles */
-  assert_int_equal(tlc__hist_quantiles(&hp, 1, TLC_HIST_PEND - 1, 10, 10, q), 1);
-  assert_int_equal(q[0], 10);
   assert_int_equal(tlc__hist_add(&h, 10), TLC_ENOMEM);
   assert_null(h.b);
-  assert_int_equal(h.npend, 0);
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 1, 10, 10, q), 0);
   testalloc_fail_at(0);
-  for (i = 0; i < TLC_HIST_PEND; i++)
+  for (i = 0; i < 12; i++)
     assert_int_equal(tlc__hist_add(&h, 10), 0);
   assert_non_null(h.b);
-  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), TLC_HIST_PEND);
-  /* far values need a larger span: the flush fails, the old span stays intact */
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 12, 10, 10, q), 1);
+  assert_int_equal(q[0], 10);
+  /* a far value needs a larger span: without memory it is lost, the old span stays intact */
   testalloc_fail_at(1);
-  for (i = 0; i < TLC_HIST_PEND - 1; i++)
-    assert_int_equal(tlc__hist_add(&h, 1000000000), 0);
   assert_int_equal(tlc__hist_add(&h, 1000000000), TLC_ENOMEM);
   assert_non_null(h.b);
-  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), TLC_HIST_PEND);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
+  testalloc_fail_at(0);
+  assert_int_equal(tlc__hist_add(&h, 1000000000), 0);
+  assert_int_equal(tlc__hist_count(&h, tlc__hist_idx(1000000000) - h.lo), 1);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
   testalloc_fail_at(0);
   tlc__hist_fini(&h);
   assert_int_equal(testalloc_live_bytes(), 0);
@@ -232,14 +230,12 @@ static void test_widen(void **state) {
   (void)state;
   for (i = 0; i < 65532; i++)
     assert_int_equal(tlc__hist_add(&h, 5), 0);
-  assert_int_equal(tlc__hist_flush(&h), 0);
   assert_false(h.wide);
   narrow = tlc__hist_bytes(&h);
   assert_int_equal(narrow, h.nb * sizeof(uint16_t));
   for (i = 0; i < 4468; i++) /* 70000 samples of 5 in all */
     assert_int_equal(tlc__hist_add(&h, 5), 0);
   assert_int_equal(tlc__hist_add(&h, 1000), 0);
-  assert_int_equal(tlc__hist_flush(&h), 0);
   assert_true(h.wide);
   assert_int_equal(tlc__hist_bytes(&h), h.nb * sizeof(uint32_t));
   assert_int_equal(tlc__hist_count(&h, 5 - h.lo), 70000);
@@ -252,12 +248,12 @@ static void test_widen(void **state) {
   testalloc_install();
   for (i = 0; i < 65535; i++)
     assert_int_equal(tlc__hist_add(&h, 7), 0);
-  assert_int_equal(tlc__hist_flush(&h), 0);
   /* the first widening fails: that sample is lost (saturated); the next one widens */
   testalloc_fail_at(1);
-  for (i = 0; i < 10; i++)
+  assert_int_equal(tlc__hist_add(&h, 7), TLC_ENOMEM);
+  assert_false(h.wide);
+  for (i = 0; i < 9; i++)
     assert_int_equal(tlc__hist_add(&h, 7), 0);
-  assert_int_equal(tlc__hist_flush(&h), 0);
   assert_true(h.wide);
   assert_int_equal(tlc__hist_count(&h, 7 - h.lo), 65535 + 9);
   testalloc_fail_at(0);
