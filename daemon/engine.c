@@ -49,7 +49,7 @@
  * rows, and their buckets are cache misses that the prefetches overlap. */
 #define HLOG       4096
 #define HLOG_SHIFT 12 /* TLC_HIST_NB <= 1 << HLOG_SHIFT */
-#define HLOG_AHEAD 24
+#define HLOG_AHEAD 32
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
@@ -73,10 +73,10 @@ typedef struct wbucket {
 /* A row's windows. The row's own dists d[] hold only the samples of its current interval
  * [lo, hi), which lies inside one step of every window (and, with count - fcount, its E/entry/
  * write count there): one accumulator per sample serves both the cumulative statistics and the
- * windows. When an event falls outside the interval, d[] is folded into f[] (the cumulative
+ * windows (the row keeps the interval's bounds, wlo and whi, so that the per-event check touches
+ * only the row). When an event falls outside the interval, d[] is folded into f[] (the cumulative
  * statistics of every earlier interval) and into each window's ring bucket of that step. */
 typedef struct wrow {
-  int64_t lo, hi;
   uint64_t fcount; /* the row's count at the last fold */
   edist_t f[NK];
   wbucket_t b[]; /* nwindows * NSTEPS */
@@ -120,6 +120,7 @@ typedef struct erow {
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
+  int64_t wlo, whi;  /* w's current interval [wlo, whi) (kept here: the check is per event) */
 } erow_t;
 
 typedef struct sarea {
@@ -211,14 +212,23 @@ static void dist_add(edist_t *d, int64_t v) {
   lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
   hi = p11 + (p01 >> 32) * 2 + (mid >> 32);
 #endif
-  if (d->n == 0 || v < d->min)
+  if (v < d->min) /* an empty dist has min INT64_MAX, max INT64_MIN (dists_clear) */
     d->min = v;
-  if (d->n == 0 || v > d->max)
+  if (v > d->max)
     d->max = v;
   d->n++;
   d->sum = tadd(d->sum, v);
   d->sqlo += lo;
   d->sqhi += hi + (d->sqlo < lo);
+}
+
+static void dists_clear(edist_t *d) {
+  unsigned k;
+  memset(d, 0, NK * sizeof(*d));
+  for (k = 0; k < NK; k++) {
+    d[k].min = INT64_MAX;
+    d[k].max = INT64_MIN;
+  }
 }
 
 /* ---- hash table ---- */
@@ -367,7 +377,7 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   wrow_t *w = r->w;
   int64_t lo = INT64_MIN, hi = INT64_MAX;
   unsigned i, k;
-  if (w != NULL && t >= w->lo && t < w->hi)
+  if (t >= r->wlo && t < r->whi) /* empty (wlo > whi) while w is NULL */
     return;
   if (w == NULL) {
     size_t n = (size_t)e->o.nwindows * NSTEPS, sz = sizeof(*w) + n * sizeof(w->b[0]);
@@ -382,7 +392,7 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   } else {
     uint64_t cnt = r->count - w->fcount;
     for (i = 0; i < e->o.nwindows; i++) {
-      wbucket_t *b = wbucket(e, w, i, w->lo);
+      wbucket_t *b = wbucket(e, w, i, r->wlo);
       if (b == NULL)
         continue;
       b->count += cnt;
@@ -393,7 +403,7 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   /* what the row holds so far (all of it for a new w) becomes cumulative */
   for (k = 0; k < NK; k++)
     edist_merge(&w->f[k], &r->d[k]);
-  memset(r->d, 0, sizeof(r->d));
+  dists_clear(r->d);
   w->fcount = r->count;
   for (i = 0; i < e->o.nwindows; i++) {
     int64_t l, h;
@@ -405,8 +415,8 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
     if (h < hi)
       hi = h;
   }
-  w->lo = lo;
-  w->hi = hi;
+  r->wlo = lo;
+  r->whi = hi;
 }
 
 /* Counts the queued histogram samples. The header of the entry 2 * HLOG_AHEAD ahead and the
@@ -490,6 +500,9 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->kind = (uint8_t)kind;
   r->link = NONE32;
   r->link_gen = NONE32;
+  r->wlo = INT64_MAX;
+  r->whi = INT64_MIN;
+  dists_clear(r->d);
   if (kind == TLC_ROW_STATE)
     r->state = b;
   return idx;
@@ -1110,7 +1123,7 @@ static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s) 
         wmerge(&s->win[i].k[k], &b->k[k]);
     }
     /* the row's current interval lies in one step of this window */
-    if (floordiv(w->lo, e->step[i]) > lim) {
+    if (floordiv(r->wlo, e->step[i]) > lim) {
       s->win[i].count += r->count - w->fcount;
       for (k = 0; k < NK; k++) {
         const wkd_t h = { r->d[k].n, r->d[k].sum, r->d[k].min, r->d[k].max };
