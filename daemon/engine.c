@@ -104,23 +104,25 @@ typedef struct ectx {
   uint32_t depth, cap;
 } ectx_t;
 
+/* Field order: what every code event touches first (one cache line: handle .. whi), then the
+ * dists and totals, then what only data/state rows, snapshots and folds use. */
 typedef struct erow {
   uint32_t handle;
   uint32_t ctx; /* internal context index (code rows), NONE32 otherwise */
-  uint64_t state;
   uint8_t kind; /* enum tlc_row_kind */
   uint8_t has_value;
   uint8_t has_last;   /* `last` valid for the next PERIOD sample */
   uint8_t out_active; /* outside since out_start */
   uint32_t open;      /* open activations */
-  uint64_t count, anomalies, value, vmin, vmax, seq;
+  uint64_t count, seq;
   int64_t last, out_start;
-  int64_t total[NK];
+  int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
   edist_t d[NK];
+  int64_t total[NK];
+  uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
-  int64_t wlo, whi;  /* w's current interval [wlo, whi) (kept here: the check is per event) */
 } erow_t;
 
 typedef struct sarea {

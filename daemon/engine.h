@@ -69,9 +69,11 @@
  *
  * Memory: allocation only when a new area, context, stack level, histogram value range or
  * window buffer (a row's first sample) first appears (amortised doubling); no per-event
- * allocation in the steady state. Per row about 460 bytes (hash slot included), plus with
- * histograms 200 bytes and 2 bytes (4 once a count passes 65535) per bucket spanned (hist.h),
- * plus with windows 184 + nwindows * 10 * 176 bytes. Cost per event: O(1) expected (a hash
+ * allocation in the steady state. Per row about 450 bytes (hash slot included), plus with
+ * histograms 80 bytes and 2 bytes (4 once a count passes 65535) per bucket spanned (hist.h),
+ * plus with windows 248 + nwindows * 10 * 176 bytes; and a 32 KiB log of queued histogram
+ * samples per engine (counted in batches; a snapshot with quantiles and tlc_engine_sync count
+ * it). Cost per event: O(1) expected (a hash
  * lookup, a stack operation) except X truncating k activations above it (O(k)) and S/R/X on a
  * non-innermost activation (O(depth) scan of the context's stack).
  *

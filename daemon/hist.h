@@ -1,12 +1,19 @@
 /* hist.h - bounded log-bucket histogram for non-negative integer samples (engine-internal).
  *
- * Buckets: every value 0..127 has its own bucket (exact); above, each power of two [2^e, 2^e+1)
- * is cut into 64 equal buckets of width 2^(e-6). A bucket's representative is its integer
- * midpoint, so the relative error of a reported value is at most 2^-7 = 0.78% (< 1%): for v in
- * a bucket of width w = 2^(e-6) starting at lo >= 2^e, |rep - v| <= w/2 = 2^(e-7) <= v / 128.
- * The whole int64 range takes TLC_HIST_NB = 3712 buckets; a histogram stores only the dense
- * span [lo, lo + nb) of buckets it has seen (grown by doubling), so its memory is bounded by
- * 3712 * 4 bytes (plus a 40-byte header) and is usually a few hundred bytes to a few KiB.
+ * Buckets: every value 0..255 has its own bucket (exact). Above, each power of two
+ * [2^e, 2^(e+1)) (e = 8..62) is cut into 256 steps of 2^(e-8) (the 8 bits below the leading
+ * one), and runs of consecutive steps form
+ * TLC_HIST_SUB = 38 buckets: a run starting at step j holds at most g steps with
+ * g / (2 * (256 + j)) <= 0.99% (5 steps at the bottom of the octave, 9 at the top;
+ * tlc__hist_sub[] maps a step to its bucket, tlc__hist_start[] a bucket to its first step).
+ * A bucket's representative is its integer midpoint, so a reported value is within 1% of every
+ * value in its bucket: for a run [j, j + g) of steps of w = 2^(e-8) starting at
+ * lo = 2^e + j * w, |rep - v| <= g * w / 2 <= 0.0099 * lo <= 0.0099 * v (the unit test checks
+ * every bucket). Near-logarithmic buckets need 38 per octave where equal ones need 64 for the
+ * same bound, so a histogram's span is 40% smaller. The whole int64 range takes
+ * TLC_HIST_NB = 2346 buckets; a histogram stores only the dense span [lo, lo + nb) of buckets
+ * it has seen (grown by doubling), so its memory is bounded by 2346 * 4 bytes (plus a 16-byte
+ * header) and is usually a few hundred bytes to a few KiB.
  *
  * Quantile rank rule (nearest rank): for quantile q of n samples, rank k = ceil(q * n) (at least
  * 1); the answer is the k-th smallest sample. The histogram reports the representative of the
@@ -24,7 +31,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TLC_HIST_NB 3712
+#define TLC_HIST_SUB 38
+#define TLC_HIST_NB  (256 + 55 * TLC_HIST_SUB)
+
+/* step (8 bits below the leading one) -> bucket in the octave; bucket -> its first step */
+extern const uint8_t tlc__hist_sub[256];
+extern const uint16_t tlc__hist_start[TLC_HIST_SUB + 1];
 
 /* The engine queues samples (as bucket indexes) in a log of its own and counts them in batches
  * with prefetching (engine.c), so a histogram holds only its counted buckets. */
@@ -45,11 +57,12 @@ static inline uint32_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
 /* Bucket index of a sample (v >= 0; negative values count as 0). */
 static inline uint32_t tlc__hist_idx(int64_t sv) {
   uint64_t v = sv < 0 ? 0 : (uint64_t)sv;
-  unsigned e;
-  if (v < 128)
+  unsigned e, m;
+  if (v < 256)
     return (uint32_t)v;
   e = 63u - (unsigned)__builtin_clzll(v);
-  return 128u + (e - 7u) * 64u + (uint32_t)((v >> (e - 6u)) & 63u);
+  m = (unsigned)(v >> (e - 8u)) & 255u;
+  return 256u + (e - 8u) * TLC_HIST_SUB + tlc__hist_sub[m];
 }
 
 /* Smallest and largest value of bucket idx (< TLC_HIST_NB). */

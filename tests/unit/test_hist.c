@@ -34,26 +34,35 @@ static void test_buckets(void **state) {
   uint32_t i;
   uint64_t lo, hi, prev_hi = 0;
   (void)state;
-  /* every value below 128 is its own bucket */
+  /* every value below 256 is its own bucket */
   assert_int_equal(tlc__hist_idx(0), 0);
-  assert_int_equal(tlc__hist_idx(127), 127);
+  assert_int_equal(tlc__hist_idx(255), 255);
   assert_int_equal(tlc__hist_idx(-5), 0);
-  /* 128..255: 64 buckets of width 2: 128,129 -> 128; 130 -> 129; 255 -> 191 */
-  assert_int_equal(tlc__hist_idx(128), 128);
-  assert_int_equal(tlc__hist_idx(129), 128);
-  assert_int_equal(tlc__hist_idx(130), 129);
-  assert_int_equal(tlc__hist_idx(255), 191);
-  assert_int_equal(tlc__hist_idx(256), 192);
+  /* 256..511: steps of 1; the first bucket holds steps 0..4 (256..260), 261 starts the next;
+   * 511 (step 255) is in the octave's last bucket (steps 247..255), number 37 of 38; 512
+   * starts the next octave */
+  assert_int_equal(tlc__hist_idx(256), 256);
+  assert_int_equal(tlc__hist_idx(260), 256);
+  assert_int_equal(tlc__hist_idx(261), 257);
+  assert_int_equal(tlc__hist_idx(511), 256 + 37);
+  assert_int_equal(tlc__hist_idx(512), 256 + 38);
+  /* 2^20 + 2^12 * 5 = 1069056 is the first value of the octave's second bucket (steps 5..9) */
+  assert_int_equal(tlc__hist_idx(1069055), 256 + (20 - 8) * 38);
+  assert_int_equal(tlc__hist_idx(1069056), 256 + (20 - 8) * 38 + 1);
   assert_int_equal(tlc__hist_idx(INT64_MAX), TLC_HIST_NB - 1);
-  /* buckets tile [0, 2^63) without gaps, each at most 1/64 of its start wide */
+  /* buckets tile [0, 2^63) without gaps, and the midpoint of each is within 1% of every value
+   * in it (checked at both ends, where the error is largest) */
   for (i = 0; i < TLC_HIST_NB; i++) {
+    uint64_t rep;
     tlc__hist_bounds(i, &lo, &hi);
     if (i > 0)
       assert_int_equal(lo, prev_hi + 1);
+    assert_true(lo <= hi);
     assert_int_equal(tlc__hist_idx((int64_t)lo), i);
     assert_int_equal(tlc__hist_idx((int64_t)hi), i);
-    if (lo >= 128)
-      assert_true((hi - lo + 1) * 64 <= lo);
+    rep = lo + (hi - lo) / 2;
+    assert_true((rep - lo) * 100 <= lo);
+    assert_true((hi - rep) * 100 <= hi);
     prev_hi = hi;
   }
   assert_int_equal(prev_hi, (uint64_t)INT64_MAX);
@@ -80,7 +89,7 @@ static void test_small_exact(void **state) {
   int64_t q[TLC_NQUANT];
   int i;
   (void)state;
-  /* 1..100: p50 = 50, p90 = 90, p99 = 99, p99.9 = 100, all exact (below 128) */
+  /* 1..100: p50 = 50, p90 = 90, p99 = 99, p99.9 = 100, all exact (below 256) */
   for (i = 1; i <= 100; i++)
     assert_int_equal(tlc__hist_add(&h, i), 0);
   assert_int_equal(tlc__hist_quantiles(&hp, 1, 100, 1, 100, q), 1);
@@ -137,7 +146,7 @@ static void test_random_within_1pct(void **state) {
     assert_int_equal(tlc__hist_quantiles(&hp, 1, n, mn, mx, q), 1);
     for (j = 0; j < TLC_NQUANT; j++) {
       int64_t ex = exact_q(v, n, permille[j]), d = q[j] > ex ? q[j] - ex : ex - q[j];
-      if (ex < 128)
+      if (ex < 256)
         assert_int_equal(q[j], ex);
       else if ((double)d > 0.01 * (double)ex)
         fail_msg("round %u q%u: %" PRId64 " vs exact %" PRId64, round, j, q[j], ex);
