@@ -118,6 +118,15 @@ int tlc_listen_sync(tlc_daemon_t *d);
 /* Number of running listeners. */
 size_t tlc_listen_count(const tlc_daemon_t *d);
 
+/* Adopts `fd`, a connected stream socket (TCP, or an AF_UNIX socketpair end, whose target
+ * is then "<src_name>@local"), as if listener `src_name` with `format` had just accepted it:
+ * the same connection, preamble, target, decoder, engine and counters path (counted in
+ * `accepted`; max_connections is the listener's check and is not applied here). The seam
+ * through which tests/fuzz/fuzz_ingest.c drives a real ingest session from a socketpair.
+ * Returns 0 (the fd now belongs to the connection and is closed with it), or a negative
+ * error (the fd stays the caller's). Loop thread. */
+int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd);
+
 /* Starts reading on a connected TCP handle (accepted or dialled). For dial, `fixed` is the
  * target to attach (a preamble, if sent, is consumed and its name ignored). Called by src_dial. */
 void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed);

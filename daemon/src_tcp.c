@@ -90,6 +90,11 @@ static void addr_text(const struct sockaddr *sa, char *ip, size_t iplen, char *f
     uv_ip6_name(a, ip, iplen);
     port = ntohs(a->sin6_port);
     snprintf(full, fulllen, "[%s]:%d", ip, port);
+  } else if (sa->sa_family == AF_UNIX) {
+    /* A local stream socket (tlc_listen_take_fd: a socketpair end): no address to show, and
+     * "<listener>@local" is a valid target name. */
+    snprintf(ip, iplen, "local");
+    snprintf(full, fulllen, "local");
   } else {
     snprintf(ip, iplen, "?");
     snprintf(full, fulllen, "?");
@@ -416,6 +421,32 @@ void tlc__conns_drain_close(tlc_daemon_t *d) {
     if (!c->closing)
       tlc__conn_close(c, "daemon shutting down");
   }
+}
+
+int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd) {
+  tlc_conn_t *c = tlc_calloc(1, sizeof(*c));
+  int r;
+  if (c == NULL)
+    return TLC_ENOMEM;
+  c->d = d;
+  c->h.data = c;
+  snprintf(c->src_name, sizeof(c->src_name), "%s", src_name);
+  c->src_format = format;
+  r = uv_tcp_init(d->loop, &c->h);
+  if (r != 0) {
+    tlc_free(c);
+    return r;
+  }
+  r = uv_tcp_open(&c->h, fd);
+  if (r != 0) {
+    /* The handle holds no fd: closing it leaves `fd` to the caller. */
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->h, conn_close_cb);
+    return r;
+  }
+  d->st.accepted++;
+  tlc__conn_begin(c, NULL);
+  return 0;
 }
 
 /* ---- listeners ---- */
