@@ -566,6 +566,12 @@ static void listener_close(tlc_listener_t *l) {
     uv_close((uv_handle_t *)l->h, free_cb);
     l->h = NULL;
   }
+  /* The spare shares the listening socket: close it now, so that the port is free at once
+   * (a reload may bind the same address under another name). */
+  if (l->spare_fd >= 0) {
+    close(l->spare_fd);
+    l->spare_fd = -1;
+  }
   uv_close((uv_handle_t *)l->resume, listener_free_cb);
 }
 
