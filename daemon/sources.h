@@ -6,8 +6,12 @@
  * empty configuration):
  *   - same name and same address/format/device settings: kept untouched (its connections and
  *     targets carry on; per-target settings apply to targets created from then on);
- *   - changed address, format or line settings: stopped and started again (re-bound, re-dialled,
- *     re-opened) - targets and their statistics are kept, since they live in the registry;
+ *   - a listener with the same name keeps its socket: a new address is refused before the sync
+ *     (tlc_listen_check_reload, "restart required"); a new format applies to connections
+ *     accepted from then on;
+ *   - a dial or serial source with a changed address, format or line settings: stopped and
+ *     started again (re-dialled, re-opened) - targets and their statistics are kept, since they
+ *     live in the registry;
  *   - removed: stopped. A removed listener's accepted connections stay open until their peers
  *     close them (they belong to targets, not to the listener).
  *
@@ -110,6 +114,14 @@ struct tlc_daemon {
  * nothing) - the caller must then fail start-up. fds named "serve"/"subscribe" are left for pubsub.
  */
 int tlc_listen_adopt(tlc_daemon_t *d);
+
+/* SIGHUP, before `nc` replaces d->cfg: 0 if every running listener that `nc` keeps (same
+ * name) keeps its address, else TLC_EINVAL with `why` naming each one that would move
+ * ("listener b: address 127.0.0.1:7411 -> 127.0.0.1:7511"): the caller refuses the whole
+ * reload (restart required), since moving a listener means a window without it and a bind
+ * that may fail. Inherited listeners are not checked (their address is the socket unit's). */
+int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+                            size_t whylen);
 
 /* Reconciles running listeners with d->cfg (see above). Returns 0, or the first bind error
  * (the other listeners are still applied; the error is logged naming listener and address). */

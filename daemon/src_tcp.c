@@ -645,8 +645,36 @@ fail:
   return r;
 }
 
-static int same_listen(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
+static int same_address(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
+  return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static void cfg_address(const tlc_cfg_source_t *s, char *buf, size_t len) {
+  snprintf(buf, len, strchr(s->host, ':') != NULL ? "[%s]:%u" : "%s:%u", s->host, s->port);
+}
+
+int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+                            size_t whylen) {
+  size_t n = 0;
+  int r = 0;
+  if (whylen > 0)
+    why[0] = '\0';
+  for (const tlc_listener_t *l = d->listeners; l != NULL; l = l->next) {
+    const tlc_cfg_source_t *s = tlc_config_find_source(nc, TLC_SRC_LISTEN, l->cfg.name);
+    char from[TLC_CFG_HOST + 8], to[TLC_CFG_HOST + 8];
+    int w;
+    /* An inherited socket's address is the socket unit's: the file's does not apply. */
+    if (s == NULL || l->inherited || same_address(s, &l->cfg))
+      continue;
+    cfg_address(&l->cfg, from, sizeof(from));
+    cfg_address(s, to, sizeof(to));
+    w = snprintf(why + n, whylen > n ? whylen - n : 0, "%slistener %s: address %s -> %s",
+                 r != 0 ? "; " : "", l->cfg.name, from, to);
+    if (w > 0)
+      n = n + (size_t)w < whylen ? n + (size_t)w : whylen;
+    r = TLC_EINVAL;
+  }
+  return r;
 }
 
 size_t tlc_listen_count(const tlc_daemon_t *d) {
@@ -746,23 +774,27 @@ int tlc_listen_sync(tlc_daemon_t *d) {
     tlc_listener_t *l = *pp;
     const tlc_cfg_source_t *s =
         d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, l->cfg.name);
-    /* An inherited socket belongs to the socket unit: it stays for the daemon's life (a
-     * reload cannot re-create it); its settings follow a [listen NAME] of the same name. */
-    int keep = !d->stopping && (l->inherited || (s != NULL && same_listen(s, &l->cfg)));
+    /* A listener that keeps its name keeps its socket: a reload that would move it was
+     * refused before (tlc_listen_check_reload: restart required), so only its format and
+     * per-target settings change, for connections accepted from now on. An inherited socket
+     * belongs to the socket unit: it stays for the daemon's life (a reload cannot re-create
+     * it); its settings follow a [listen NAME] of the same name. */
+    int keep = !d->stopping && (l->inherited || s != NULL);
     if (keep) {
       if (s != NULL) {
         tlc_cfg_source_t c = *s;
-        if (l->inherited) {
-          snprintf(c.host, sizeof(c.host), "%s", l->cfg.host);
-          c.port = l->cfg.port;
-        }
+        snprintf(c.host, sizeof(c.host), "%s", l->cfg.host);
+        c.port = l->cfg.port;
+        if (c.format != l->cfg.format)
+          tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP,
+                  "listener %s (%s): format %s for connections accepted from now on", c.name,
+                  l->bound, tlc_format_name(c.format));
         l->cfg = c;
       }
       pp = &l->next;
       continue;
     }
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s (%s): %s", l->cfg.name, l->bound,
-            s == NULL ? "stopped" : "address or format changed; re-binding");
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s (%s): stopped", l->cfg.name, l->bound);
     *pp = l->next;
     listener_close(l);
   }
