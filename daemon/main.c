@@ -12,7 +12,8 @@
  * error, naming file:line and option), inherited sockets adopted (a wrong one is a loud start-up
  * failure, exit 1), listeners bound (failure: exit 1), dial and serial sources started, then
  * READY=1. Signals (uv_signal_t, so handled on the loop thread):
- *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid -> one error line, the
+ *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid, or moving a running
+ *            listener or the subscriber server ("restart required") -> one error line, the
  *            running configuration stays; valid -> sources reconciled by name (sources.h), READY=1
  *   SIGTERM/SIGINT  STOPPING=1, stop accepting, read what the kernel holds for every
  *            connection and tty, close everything, write --dump-stats-on-exit, exit 0
@@ -277,6 +278,18 @@ static void reload(app_t *a) {
   if (r != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload rejected, keeping the running configuration: %s",
             err);
+    send_status(a);
+    tlc_sd_notify("READY=1");
+    return;
+  }
+  /* RELIABILITY T15(c): a listener or the subscriber server that would move is not re-bound
+   * (a window without it, a bind that may fail, subscribers dropped): the reload is refused
+   * as a whole and the running configuration stays. */
+  if (tlc_listen_check_reload(d, &nc, err, sizeof(err)) != 0 ||
+      tlc_wiring_check_reload(a->wiring, &nc, err, sizeof(err)) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
+            "reload rejected, keeping the running configuration: %s: restart required", err);
+    tlc_config_fini(&nc);
     send_status(a);
     tlc_sd_notify("READY=1");
     return;

@@ -6,8 +6,12 @@
  * empty configuration):
  *   - same name and same address/format/device settings: kept untouched (its connections and
  *     targets carry on; per-target settings apply to targets created from then on);
- *   - changed address, format or line settings: stopped and started again (re-bound, re-dialled,
- *     re-opened) - targets and their statistics are kept, since they live in the registry;
+ *   - a listener with the same name keeps its socket: a new address is refused before the sync
+ *     (tlc_listen_check_reload, "restart required"); a new format applies to connections
+ *     accepted from then on;
+ *   - a dial or serial source with a changed address, format or line settings: stopped and
+ *     started again (re-dialled, re-opened) - targets and their statistics are kept, since they
+ *     live in the registry;
  *   - removed: stopped. A removed listener's accepted connections stay open until their peers
  *     close them (they belong to targets, not to the listener).
  *
@@ -111,12 +115,29 @@ struct tlc_daemon {
  */
 int tlc_listen_adopt(tlc_daemon_t *d);
 
+/* SIGHUP, before `nc` replaces d->cfg: 0 if every running listener that `nc` keeps (same
+ * name) keeps its address, else TLC_EINVAL with `why` naming each one that would move
+ * ("listener b: address 127.0.0.1:7411 -> 127.0.0.1:7511"): the caller refuses the whole
+ * reload (restart required), since moving a listener means a window without it and a bind
+ * that may fail. Inherited listeners are not checked (their address is the socket unit's). */
+int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+                            size_t whylen);
+
 /* Reconciles running listeners with d->cfg (see above). Returns 0, or the first bind error
  * (the other listeners are still applied; the error is logged naming listener and address). */
 int tlc_listen_sync(tlc_daemon_t *d);
 
 /* Number of running listeners. */
 size_t tlc_listen_count(const tlc_daemon_t *d);
+
+/* Adopts `fd`, a connected stream socket (TCP, or an AF_UNIX socketpair end, whose target
+ * is then "<src_name>@local"), as if listener `src_name` with `format` had just accepted it:
+ * the same connection, preamble, target, decoder, engine and counters path (counted in
+ * `accepted`; max_connections is the listener's check and is not applied here). The seam
+ * through which tests/fuzz/fuzz_ingest.c drives a real ingest session from a socketpair.
+ * Returns 0 (the fd now belongs to the connection and is closed with it), or a negative
+ * error (the fd stays the caller's). Loop thread. */
+int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd);
 
 /* Starts reading on a connected TCP handle (accepted or dialled). For dial, `fixed` is the
  * target to attach (a preamble, if sent, is consumed and its name ignored). Called by src_dial. */

@@ -90,6 +90,11 @@ static void addr_text(const struct sockaddr *sa, char *ip, size_t iplen, char *f
     uv_ip6_name(a, ip, iplen);
     port = ntohs(a->sin6_port);
     snprintf(full, fulllen, "[%s]:%d", ip, port);
+  } else if (sa->sa_family == AF_UNIX) {
+    /* A local stream socket (tlc_listen_take_fd: a socketpair end): no address to show, and
+     * "<listener>@local" is a valid target name. */
+    snprintf(ip, iplen, "local");
+    snprintf(full, fulllen, "local");
   } else {
     snprintf(ip, iplen, "?");
     snprintf(full, fulllen, "?");
@@ -418,6 +423,32 @@ void tlc__conns_drain_close(tlc_daemon_t *d) {
   }
 }
 
+int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd) {
+  tlc_conn_t *c = tlc_calloc(1, sizeof(*c));
+  int r;
+  if (c == NULL)
+    return TLC_ENOMEM;
+  c->d = d;
+  c->h.data = c;
+  snprintf(c->src_name, sizeof(c->src_name), "%s", src_name);
+  c->src_format = format;
+  r = uv_tcp_init(d->loop, &c->h);
+  if (r != 0) {
+    tlc_free(c);
+    return r;
+  }
+  r = uv_tcp_open(&c->h, fd);
+  if (r != 0) {
+    /* The handle holds no fd: closing it leaves `fd` to the caller. */
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->h, conn_close_cb);
+    return r;
+  }
+  d->st.accepted++;
+  tlc__conn_begin(c, NULL);
+  return 0;
+}
+
 /* ---- listeners ---- */
 
 static void on_connection(uv_stream_t *s, int status);
@@ -535,6 +566,12 @@ static void listener_close(tlc_listener_t *l) {
     uv_close((uv_handle_t *)l->h, free_cb);
     l->h = NULL;
   }
+  /* The spare shares the listening socket: close it now, so that the port is free at once
+   * (a reload may bind the same address under another name). */
+  if (l->spare_fd >= 0) {
+    close(l->spare_fd);
+    l->spare_fd = -1;
+  }
   uv_close((uv_handle_t *)l->resume, listener_free_cb);
 }
 
@@ -608,8 +645,36 @@ fail:
   return r;
 }
 
-static int same_listen(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
+static int same_address(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
+  return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static void cfg_address(const tlc_cfg_source_t *s, char *buf, size_t len) {
+  snprintf(buf, len, strchr(s->host, ':') != NULL ? "[%s]:%u" : "%s:%u", s->host, s->port);
+}
+
+int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+                            size_t whylen) {
+  size_t n = 0;
+  int r = 0;
+  if (whylen > 0)
+    why[0] = '\0';
+  for (const tlc_listener_t *l = d->listeners; l != NULL; l = l->next) {
+    const tlc_cfg_source_t *s = tlc_config_find_source(nc, TLC_SRC_LISTEN, l->cfg.name);
+    char from[TLC_CFG_HOST + 8], to[TLC_CFG_HOST + 8];
+    int w;
+    /* An inherited socket's address is the socket unit's: the file's does not apply. */
+    if (s == NULL || l->inherited || same_address(s, &l->cfg))
+      continue;
+    cfg_address(&l->cfg, from, sizeof(from));
+    cfg_address(s, to, sizeof(to));
+    w = snprintf(why + n, whylen > n ? whylen - n : 0, "%slistener %s: address %s -> %s",
+                 r != 0 ? "; " : "", l->cfg.name, from, to);
+    if (w > 0)
+      n = n + (size_t)w < whylen ? n + (size_t)w : whylen;
+    r = TLC_EINVAL;
+  }
+  return r;
 }
 
 size_t tlc_listen_count(const tlc_daemon_t *d) {
@@ -709,23 +774,27 @@ int tlc_listen_sync(tlc_daemon_t *d) {
     tlc_listener_t *l = *pp;
     const tlc_cfg_source_t *s =
         d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, l->cfg.name);
-    /* An inherited socket belongs to the socket unit: it stays for the daemon's life (a
-     * reload cannot re-create it); its settings follow a [listen NAME] of the same name. */
-    int keep = !d->stopping && (l->inherited || (s != NULL && same_listen(s, &l->cfg)));
+    /* A listener that keeps its name keeps its socket: a reload that would move it was
+     * refused before (tlc_listen_check_reload: restart required), so only its format and
+     * per-target settings change, for connections accepted from now on. An inherited socket
+     * belongs to the socket unit: it stays for the daemon's life (a reload cannot re-create
+     * it); its settings follow a [listen NAME] of the same name. */
+    int keep = !d->stopping && (l->inherited || s != NULL);
     if (keep) {
       if (s != NULL) {
         tlc_cfg_source_t c = *s;
-        if (l->inherited) {
-          snprintf(c.host, sizeof(c.host), "%s", l->cfg.host);
-          c.port = l->cfg.port;
-        }
+        snprintf(c.host, sizeof(c.host), "%s", l->cfg.host);
+        c.port = l->cfg.port;
+        if (c.format != l->cfg.format)
+          tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP,
+                  "listener %s (%s): format %s for connections accepted from now on", c.name,
+                  l->bound, tlc_format_name(c.format));
         l->cfg = c;
       }
       pp = &l->next;
       continue;
     }
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s (%s): %s", l->cfg.name, l->bound,
-            s == NULL ? "stopped" : "address or format changed; re-binding");
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TCP, "listener %s (%s): stopped", l->cfg.name, l->bound);
     *pp = l->next;
     listener_close(l);
   }

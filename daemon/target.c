@@ -355,6 +355,21 @@ static void report_changes(tlc_target_t *t) {
   }
 }
 
+/* A strict decode error: counted, logged and announced once per stream. */
+static void decode_error(tlc_target_t *t) {
+  char detail[220];
+  /* Offsets count from the start of this connection's stream (after any preamble); the
+   * decoder's own offsets run on across connections and appear in its reason text. */
+  uint64_t off = t->dec.err_offset - t->attach_pos;
+  t->decode_errors++;
+  t->reg->decode_errors++;
+  snprintf(detail, sizeof(detail), "offset %" PRIu64 ": %s", off, t->dec.err_reason);
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+          "target %s (%s): decode error at byte offset %" PRIu64 ": %s", t->name, t->peer, off,
+          t->dec.err_reason);
+  tlc_target_notify(t, TLC_TEV_DECODE_ERROR, detail);
+}
+
 int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
   tlc_targets_t *r = t->reg;
   int ret = 0;
@@ -368,23 +383,18 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
         if (r->obs[i].bytes_cb != NULL)
           r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
     }
+    if (n > 0)
+      push_events(t, r->evbuf, (size_t)n);
+    /* A strict decoder hands out the events before a bad record first and keeps the error
+     * for its next call (dec.h: sticky); it counts now, not at a next call that may never
+     * come (the stream may end right here). */
+    if (n >= 0 && t->dec.err != 0)
+      n = t->dec.err;
     if (n < 0) {
-      char detail[220];
-      t->decode_errors++;
-      r->decode_errors++;
-      /* Offsets count from the start of this connection's stream (after any preamble); the
-       * decoder's own offsets run on across connections and appear in its reason text. */
-      uint64_t off = t->dec.err_offset - t->attach_pos;
-      snprintf(detail, sizeof(detail), "offset %" PRIu64 ": %s", off, t->dec.err_reason);
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
-              "target %s (%s): decode error at byte offset %" PRIu64 ": %s", t->name, t->peer, off,
-              t->dec.err_reason);
-      tlc_target_notify(t, TLC_TEV_DECODE_ERROR, detail);
+      decode_error(t);
       ret = n;
       break;
     }
-    if (n > 0)
-      push_events(t, r->evbuf, (size_t)n);
     if (n == 0 && used == 0)
       break; /* cannot happen per dec.h; never spin */
     buf += used;
@@ -412,8 +422,10 @@ size_t tlc_target_pending(const tlc_target_t *t) {
 void tlc_target_detach(tlc_target_t *t, const char *reason) {
   tlc_targets_t *r = t->reg;
   int64_t now;
+  int reported;
   if (!t->connected)
     return;
+  reported = t->dec.err != 0; /* a strict error tlc_target_feed already counted */
   for (int guard = 0; guard < 1 << 16; guard++) {
     int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
     if (n > 0) {
@@ -426,6 +438,8 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
               "target %s (%s): stream ended inside a record at byte offset %" PRIu64 ": %s",
               t->name, t->peer, t->dec.err_offset - t->attach_pos, t->dec.err_reason);
       tlc_target_notify(t, TLC_TEV_TRUNCATED, t->dec.err_reason);
+    } else if (n < 0 && !reported) {
+      decode_error(t); /* found among records the decoder held until the end */
     }
     break;
   }

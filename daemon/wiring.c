@@ -12,8 +12,9 @@
  * timeout; half-closed TCP targets are answered through tlc_store_barrier (d->barrier); the
  * watchdog health check reads the writer's heartbeat.
  *
- * Does not: change a running serve address or state directory (restart required, logged), nor
- * compress / index_interval / store_queue / max_block of a running store (logged).
+ * Does not: change a running serve address (a reload that would is refused:
+ * tlc_wiring_check_reload) or state directory (restart required, logged), nor compress /
+ * index_interval / store_queue / max_block of a running store (logged).
  */
 #include "wiring.h"
 
@@ -520,15 +521,22 @@ fail:
   return r != 0 ? r : TLC_EINVAL;
 }
 
+int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
+                            size_t whylen) {
+  if (w == NULL || strcmp(nc->serve, w->serve) == 0)
+    return 0;
+  snprintf(why, whylen, "serve: address \"%s\" -> \"%s\"", w->serve, nc->serve);
+  return TLC_EINVAL;
+}
+
 void tlc_wiring_reload(tlc_wiring_t *w) {
   const tlc_config_t *c;
   if (w == NULL)
     return;
   c = &w->d->cfg;
-  if (strcmp(c->serve, w->serve) != 0 || strcmp(c->state_dir, w->state_dir) != 0 ||
-      c->store != w->store_on)
+  if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-            "reload: serve, state_dir and store take effect only after a restart");
+            "reload: state_dir and store take effect only after a restart");
 #ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     tlc_store_opts_t so;

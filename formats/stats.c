@@ -130,6 +130,14 @@ static void mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
   *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
 }
 
+/* a + b, stopping at INT64_MAX or INT64_MIN instead of overflowing: the engine's rule for
+ * sums (engine.h), which a merge of saturated sums (a Neutral row) has to keep. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  if (b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b)
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return a + b;
+}
+
 void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, hi, lo;
   if (d->n == 0 || v < d->min)
@@ -137,7 +145,7 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   if (d->n == 0 || v > d->max)
     d->max = v;
   d->n++;
-  d->sum += v;
+  d->sum = sat_add(d->sum, v);
   mul128(mag, mag, &hi, &lo);
   d->sumsq_lo += lo;
   d->sumsq_hi += hi + (d->sumsq_lo < lo);
@@ -151,7 +159,7 @@ void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b) {
   if (a->n == 0 || b->max > a->max)
     a->max = b->max;
   a->n += b->n;
-  a->sum += b->sum;
+  a->sum = sat_add(a->sum, b->sum);
   a->sumsq_lo += b->sumsq_lo;
   a->sumsq_hi += b->sumsq_hi + (a->sumsq_lo < b->sumsq_lo);
   a->has_q = 0;

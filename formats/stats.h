@@ -148,9 +148,11 @@ const tlc_stat_t *tlc_table_find(const tlc_table_t *t, uint32_t handle, uint32_t
  * the exact sum of squares (0 when n == 0). */
 int64_t tlc_dist_avg(const tlc_dist_t *d);
 double tlc_dist_stddev(const tlc_dist_t *d);
-/* Adds one sample (no histogram): n, sum, min, max, sum of squares. */
+/* Adds one sample (no histogram): n, sum, min, max, sum of squares. The sum saturates at
+ * INT64_MAX / INT64_MIN, as the engine's sums do. */
 void tlc_dist_add(tlc_dist_t *d, int64_t v);
-/* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). */
+/* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). The
+ * sum saturates, as in tlc_dist_add. */
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
 
 /* Code rows grouped by context, for exporters that write one section per context: bucket b

@@ -74,7 +74,8 @@ class Daemon:
     def __init__(self, binary, d, args, env=None, preexec_fn=None, stderr_path=None,
                  wait_ready=True, stderr_pipe=False, store=False, serve=None):
         """store=True keeps storage on (state under d/state); serve="HOST:PORT" runs the
-        subscriber server there. By default both are off (--no-store, --serve "")."""
+        subscriber server there. By default both are off (--no-store, --serve ""). serve=False
+        gives no --serve at all: the configuration file decides."""
         self.d = d
         self.state = os.path.join(d, "state")
         self.dump = os.path.join(d, "stats.json")
@@ -92,7 +93,9 @@ class Daemon:
             self.errf = open(self.stderr_path, "wb")
             err = self.errf
         full = [binary] + list(args) + ["--dump-stats-on-exit", self.dump,
-                                        "--serve", serve or "", "--state-dir", self.state]
+                                        "--state-dir", self.state]
+        if serve is not False:
+            full += ["--serve", serve or ""]
         if not store:
             full.append("--no-store")
         self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -35,24 +35,51 @@ def refused(port):
     return False
 
 
+def still_open(sock):
+    """True while the peer has not closed `sock` (no EOF, no reset); never blocks."""
+    prev = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return sock.recv(65536, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(prev)
+
+
+def hup(dm):
+    """SIGHUP; waits for RELOADING=1 and then READY=1 (sent whether the reload applied or not)."""
+    n0 = len(dm.notify.msgs)
+    dm.p.send_signal(signal.SIGHUP)
+    i = dm.notify.wait_for("RELOADING=1", after=n0)
+    dm.notify.wait_for("READY=1", after=i)
+
+
 def test_reload(d):
-    pa, pb = D.free_port(), D.free_port()
+    """T15 and issue 5: SIGHUP adds and removes listeners by name without disturbing the others;
+    an invalid configuration, and one that would move a running listener or the subscriber
+    server, is refused as a whole with one error line ("restart required" for a move); no
+    reload drops an ingest or subscriber connection."""
+    pa, pb, ps = D.free_port(), D.free_port(), D.free_port()
     conf = os.path.join(d, "tlcapd.ini")
-    write_conf(conf, "[daemon]\npartial_timeout = 5s\n\n[listen a]\nformat = bin11\n"
-               "address = 127.0.0.1:%d\n" % pa)
-    dm = D.Daemon(TLCAPD, d, ["--config", conf])
+    head = "[daemon]\npartial_timeout = 5s\nserve = 127.0.0.1:%d\n\n" % ps
+    la = "[listen a]\nformat = bin11\naddress = 127.0.0.1:%d\n" % pa
+    lb = "[listen b]\nformat = bin10\naddress = 127.0.0.1:%d\n" % pb
+    write_conf(conf, head + la)
+    dm = D.Daemon(TLCAPD, d, ["--config", conf], serve=False)
     try:
         ca = D.connect(pa)
         ca.sendall(D.calls(5))
         dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 10, what="a data")
         T.check(refused(pb), "b not listening yet")
+        # A subscriber connection (no Hello: the checks below come well within pubsub's 10 s
+        # Hello deadline; the test takes about a second).
+        sub = socket.create_connection(("127.0.0.1", ps), timeout=2)
         # (a) add listener b
-        write_conf(conf, "[listen a]\nformat = bin11\naddress = 127.0.0.1:%d\n"
-                   "[listen b]\nformat = bin10\naddress = 127.0.0.1:%d\n" % (pa, pb))
-        n0 = len(dm.notify.msgs)
-        dm.p.send_signal(signal.SIGHUP)
-        i = dm.notify.wait_for("RELOADING=1", after=n0)
-        dm.notify.wait_for("READY=1", after=i)
+        write_conf(conf, head + la + lb)
+        hup(dm)
         cb = D.connect(pb)
         cb.sendall(b"".join(T.bin10(0, 3, 0, 10 + k) for k in range(3)))
         dm.wait_stats(lambda s: any(t["name"] == "b@127.0.0.1" and t["records"] == 3
@@ -61,29 +88,73 @@ def test_reload(d):
         ca.sendall(D.calls(5, t0=10 ** 6))
         dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 20, what="a kept")
         # (b) an invalid configuration is rejected: one error line, everything keeps running
-        write_conf(conf, "[listen a]\nformat = bin11\naddress = 127.0.0.1:%d\n"
-                   "[listen c]\nformat = bin99\n" % pa)
-        n0 = len(dm.notify.msgs)
-        dm.p.send_signal(signal.SIGHUP)
-        dm.notify.wait_for("READY=1", after=n0)
+        write_conf(conf, head + la + "[listen c]\nformat = bin99\n")
+        hup(dm)
         D.wait_until(lambda: "reload rejected" in dm.log(), 5, "rejection logged")
         log = dm.log()
-        T.check("tlcapd.ini:5: [listen c] format" in log, "error names file:line and option")
+        T.check("tlcapd.ini:9: [listen c] format" in log, "error names file:line and option")
         T.eq(sum(1 for l in log.splitlines() if "reload rejected" in l), 1, "one error line")
         T.check(not refused(pb), "b still listening after a rejected reload")
-        # (c) remove a (its connection stays), change b's address (re-bound)
-        pc = D.free_port()
-        write_conf(conf, "[listen b]\nformat = bin10\naddress = 127.0.0.1:%d\n" % pc)
-        n0 = len(dm.notify.msgs)
-        dm.p.send_signal(signal.SIGHUP)
-        dm.notify.wait_for("READY=1", after=n0)
-        T.check(refused(pa) and refused(pb), "a removed, b moved")
-        T.check(not refused(pc), "b re-bound on its new port")
-        ca.sendall(D.calls(5, t0=10 ** 7))
-        st = dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 30,
-                           what="a's connection survives its listener")
-        ca.close()
-        cb.close()
+        # (c) moving listener b is refused as a whole ("restart required"): b stays where it
+        # is, and listener c, added by the same file, is not started either
+        pc, pd = D.free_port(), D.free_port()
+        write_conf(conf, head + la + "[listen b]\nformat = bin10\naddress = 127.0.0.1:%d\n"
+                   "[listen c]\nformat = bin11\naddress = 127.0.0.1:%d\n" % (pc, pd))
+        hup(dm)
+        D.wait_until(lambda: "restart required" in dm.log(), 5, "restart required logged")
+        lines = [l for l in dm.log().splitlines() if "restart required" in l]
+        T.eq(len(lines), 1, "one error line for the move")
+        T.check("reload rejected" in lines[0] and "listener b: address 127.0.0.1:%d -> "
+                "127.0.0.1:%d" % (pb, pc) in lines[0], "the line names the move: %r" % lines[0])
+        T.check(not refused(pb) and refused(pc), "b still on its old port, not on the new one")
+        T.check(refused(pd), "c of the refused configuration not started")
+        # (c) the subscriber server's address: refused the same way
+        write_conf(conf, head.replace(str(ps), str(pd)) + la + lb)
+        hup(dm)
+        D.wait_until(lambda: sum(1 for l in dm.log().splitlines()
+                                 if "restart required" in l) == 2, 5, "serve move refused")
+        line = [l for l in dm.log().splitlines() if "restart required" in l][1]
+        T.check("serve" in line and "reload rejected" in line, "the line names serve: %r" % line)
+        T.check(refused(pd), "subscriber server not moved")
+        s2 = socket.create_connection(("127.0.0.1", ps), timeout=2)  # still serving
+        s2.close()
+        T.check(still_open(sub), "the subscriber connection survived the refused reloads")
+        # every ingest connection survived the refused reloads
+        ca.sendall(D.calls(1, t0=10 ** 7))
+        cb.sendall(b"".join(T.bin10(0, 0, 0, 100 + k) for k in range(3)))
+        dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 22 and
+                      D.by_name(s, "b@127.0.0.1")["records"] == 6, what="a and b go on")
+        # (d) remove a (its connection stays), add a2 on a's address (free at once), change
+        # b's format in place (its socket stays; new connections get bin11)
+        write_conf(conf, head + "[listen a2]\nformat = bin11\naddress = 127.0.0.1:%d\n" % pa
+                   + "[listen b]\nformat = bin11\naddress = 127.0.0.1:%d\n" % pb)
+        hup(dm)
+        T.eq(sum(1 for l in dm.log().splitlines() if "reload rejected" in l), 3,
+             "this reload was applied")
+        c2 = D.connect(pa)
+        c2.sendall(D.calls(2))
+        nb = D.connect(pb)
+        nb.sendall(b"TLCAP/1 target=nb\n" + D.calls(2))
+        ca.sendall(D.calls(5, t0=10 ** 8))
+        cb.sendall(b"".join(T.bin10(0, 3, 0, 200 + k) for k in range(3)))
+        st = dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 32 and
+                           D.by_name(s, "b@127.0.0.1")["records"] == 9 and
+                           any(t["name"] == "a2@127.0.0.1" and t["records"] == 4
+                               for t in s["targets"]) and
+                           any(t["name"] == "nb" and t["records"] == 4 for t in s["targets"]),
+                           what="a's connection survives its listener; a2 and b's new format")
+        T.eq(D.by_name(st, "nb")["format"], "bin11", "b's new format for new connections")
+        T.eq(D.by_name(st, "b@127.0.0.1")["format"], "bin10", "b's running connection kept")
+        T.eq(st["daemon"]["listeners"], 2, "listeners a2 and b")
+        for t in ("a@127.0.0.1", "b@127.0.0.1"):
+            T.eq(D.by_name(st, t)["connections"], 1, "%s never reconnected" % t)
+        log = dm.log()
+        T.check("listener a (127.0.0.1:%d): stopped" % pa in log, "a stopped")
+        T.check("listener b (127.0.0.1:%d): stopped" % pb not in log, "b never closed")
+        T.check("listener b (127.0.0.1:%d): format bin11" % pb in log, "b's format in place")
+        T.check(still_open(sub), "the subscriber connection survived every reload")
+        for s in (ca, cb, c2, nb, sub):
+            s.close()
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")

@@ -120,6 +120,10 @@ size_t testalloc_max_request(void) {
   return max_request;
 }
 
+void testalloc_max_request_reset(void) {
+  max_request = 0;
+}
+
 void testalloc_fail_at(uint64_t nth) {
   count = 0;
   fail_nth = nth;

@@ -23,8 +23,9 @@ size_t testalloc_live_blocks(void);
 uint64_t testalloc_count(void);
 /* Peak live bytes since install. */
 size_t testalloc_peak_bytes(void);
-/* Largest single request seen since install. */
+/* Largest single request seen since install (or since testalloc_max_request_reset). */
 size_t testalloc_max_request(void);
+void testalloc_max_request_reset(void);
 
 /* Makes the nth allocation from now fail (1 = the next one); 0 disables. Counters of
  * allocations restart at 0. */

@@ -164,9 +164,48 @@ static void test_pipeline_and_provider(void **state) {
   assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_FREED);
 }
 
+/* Regression (found by fuzz_ingest): the strict decoder hands out the good records before a
+ * bad one and keeps the error for its next call; when the bad record came in the last chunk
+ * of a stream, that call never came and the error went uncounted. */
+static void test_decode_error_in_last_chunk(void **state) {
+  tlc_targets_t reg;
+  tlc_target_t *t = NULL;
+  tlc_target_conf_t conf;
+  tlc_target_observer_t o;
+  rec_t r;
+  uint8_t buf[2 * TLC_BIN1X_RECORD];
+  int src = 1;
+  (void)state;
+
+  memset(&r, 0, sizeof(r));
+  assert_int_equal(tlc_targets_init(&reg, 1), 0);
+  memset(&o, 0, sizeof(o));
+  o.cb = on_ev;
+  o.decoded_cb = on_dec;
+  o.ud = &r;
+  assert_int_equal(tlc_targets_observe(&reg, &o), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_BIN11;
+  assert_int_equal(tlc_targets_get(&reg, "x", TLC_SRC_LISTEN, &conf, &t), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "local"), 0);
+  calls(buf, 2, 1000);
+  buf[TLC_BIN1X_RECORD + 4] = 0x09; /* the last record: event type 9 */
+  assert_true(tlc_target_feed(t, buf, sizeof(buf)) < 0);
+  assert_int_equal(r.decoded, 1);
+  assert_int_equal(t->decode_errors, 1);
+  assert_int_equal(reg.decode_errors, 1);
+  tlc_target_detach(t, "decode error"); /* counted once, not again at the end */
+  assert_int_equal(t->decode_errors, 1);
+  assert_int_equal(r.nkinds, 4);
+  assert_int_equal(r.kinds[2], TLC_TEV_DECODE_ERROR);
+  assert_int_equal(r.kinds[3], TLC_TEV_DISCONNECTED);
+  tlc_targets_fini(&reg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pipeline_and_provider),
+    cmocka_unit_test(test_decode_error_in_last_chunk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
