@@ -6,6 +6,10 @@
  * nothing. Runs on the writer thread (or the recovering thread); allocates its engine, table
  * and options per call; touches nothing shared. No mapping (names) is used: the export lists
  * the observed areas by handle, as tlc_text1_write does without one.
+ *
+ * Cost: one engine pass over the segment. The engine runs without quantile histograms and
+ * without rolling windows: Text1 has no macro that prints either (formats/text1.c), so they
+ * would only cost time on the writer thread (about half of the export's engine time).
  */
 #include "engine.h"
 #include "store.h"
@@ -16,7 +20,11 @@
 int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
   (void)ud;
   tlc_engine_t *e;
-  int rc = tlc_engine_new(&e, x->format, NULL);
+  tlc_engine_opts_t eo;
+  tlc_engine_opts_default(&eo);
+  eo.histograms = 0; /* no quantiles and no windows are printed: do not compute them */
+  eo.nwindows = 0;
+  int rc = tlc_engine_new(&e, x->format, &eo);
   if (rc < 0)
     return rc;
   const tlc_event_t *evs;
@@ -29,7 +37,8 @@ int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
   }
   tlc_table_t tab;
   tlc_table_init(&tab);
-  rc = tlc_engine_snapshot(e, &tab, NULL);
+  tlc_snap_opts_t so = { 0, 0, 1, 0 }; /* all rows, Neutral; no windows, no quantiles */
+  rc = tlc_engine_snapshot(e, &tab, &so);
   if (rc == 0) {
     tlc_text1_opts_t *opts = tlc_malloc(sizeof *opts); /* large; not on the writer's stack */
     if (!opts) {
