@@ -39,6 +39,12 @@ void tlc__seg_init(tlc_seg_t *s) {
   tlc__manifest_init(&s->m);
 }
 
+void tlc__seg_move(tlc_seg_t *to, tlc_seg_t *from) {
+  *to = *from;
+  to->b.m = &to->m; /* the builder points at its own segment's manifest */
+  tlc__seg_init(from);
+}
+
 void tlc__seg_fini(tlc_seg_t *s) {
   if (s->fd >= 0)
     tlc_io->close(s->fd);

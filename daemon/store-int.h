@@ -274,6 +274,10 @@ typedef struct tlc_seg {
 
 void tlc__seg_init(tlc_seg_t *s);
 void tlc__seg_fini(tlc_seg_t *s);
+/* Moves an open segment (fd, manifest and its arrays, names) from `from` to `to` (uninitialised
+ * memory) and leaves `from` initialised with no segment open: how the writer hands a segment
+ * to the sealer thread. */
+void tlc__seg_move(tlc_seg_t *to, tlc_seg_t *from);
 /* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory. 0 or -errno. */
 int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
                   int64_t wall_ns, int64_t mono_ns, uint32_t interval);

@@ -10,8 +10,18 @@
  *    them). The loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
  *    target's open segment (segment.c), rotates on size (at a record boundary) and age, syncs
- *    per policy, seals, runs retention, handles ENOSPC (pause + count + probe) and I/O
- *    errors (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention).
+ *    per policy, runs retention, handles ENOSPC (pause + count + probe) and I/O errors
+ *    (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention). To close
+ *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
+ *    opens the next segment at once.
+ *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
+ *    order) and seals each exactly as before (segment.c: fdatasync, main export, manifest,
+ *    rename, fsync(dir), crash points), then catalogues it, reports it and runs a retention
+ *    pass. A segment being sealed is not in the catalog yet, so retention cannot touch it; a
+ *    crash leaves it a .part like the open one, and recovery seals both. At most max_sealing
+ *    jobs are in flight: the writer waits for room before handing over another (a bounded
+ *    number of unsealed segments, fds and manifests in memory). Barriers pass through the
+ *    sealer's queue, so a barrier also covers the seals of the segments closed before it.
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).
@@ -47,6 +57,7 @@
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 
 enum { C_OPEN = 1, C_DATA, C_GAP, C_ROTATE, C_CLOSE, C_RETENTION, C_RECONF, C_BARRIER, C_STOP };
+enum { J_SEAL = 1, J_BARRIER };
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
 
 typedef struct cmd {
@@ -77,6 +88,17 @@ typedef struct res {
   char path[1200];
   char msg[512];
 } res_t;
+
+/* A job for the sealer: a segment to seal (moved out of its target), or a barrier result to
+ * deliver once every seal before it is done. Owns everything it holds. */
+typedef struct sjob {
+  struct sjob *next;
+  int kind;
+  tlc_seg_t seg;   /* J_SEAL: the closed segment, its fd still open */
+  int reason;      /* J_SEAL: enum tlc_store_reason */
+  int64_t wall_ns; /* J_SEAL: when it was closed (manifest closed_wall_ns) */
+  res_t *res;      /* J_BARRIER: the R_BARRIER result to push */
+} sjob_t;
 
 typedef struct pgap {
   char reason[TLC_GAP_REASON_MAX];
@@ -118,6 +140,12 @@ struct tlc_store {
   int thr_started, thr_exited, joined;
   tlc_store_counters_t c; /* under mu */
   tlc_catalog_t cat;
+  /* sealer (queue, count and stop flag under mu); it signals cv when a job is done */
+  uv_thread_t sthr;
+  uv_cond_t scv; /* the sealer waits here for jobs */
+  sjob_t *sh, *st;
+  uint32_t sealing; /* J_SEAL jobs queued or running */
+  int sstop, sthr_started;
   /* writer only */
   tlc_store_target_t *wlist;
   int disk_full;
@@ -227,14 +255,18 @@ static void w_deleted(void *ud, const tlc_catent_t *e) {
   wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
 }
 
+/* Budgets are read under mu: the writer changes them (C_RECONF) while the sealer may run a
+ * pass. */
 static void fill_retention(tlc_store_t *s, tlc_retention_t *r) {
   memset(r, 0, sizeof *r);
   r->state_dir = s->state_dir;
+  uv_mutex_lock(&s->mu);
   r->max_total_bytes = s->o.max_total_bytes;
   r->max_target_bytes = s->o.max_target_bytes;
   r->min_free_bytes = s->o.min_free_bytes;
   r->max_segments = s->o.max_segments;
   r->max_age_ms = s->o.max_age_ms;
+  uv_mutex_unlock(&s->mu);
   r->now_wall_ns = wall(s);
   r->deleted = w_deleted;
   r->ud = s;
@@ -250,11 +282,16 @@ static void update_stored(tlc_store_t *s) {
   LOCKED(s, s->c.stored_bytes = b; s->c.stored_segments = n);
 }
 
-static void w_retention(tlc_store_t *s) {
+/* One retention pass (writer or sealer thread: passes serialise on the catalog's mutex). */
+static void retention_pass(tlc_store_t *s) {
   tlc_retention_t r;
   fill_retention(s, &r);
   tlc__retention_run(&s->cat, &r);
   update_stored(s);
+}
+
+static void w_retention(tlc_store_t *s) {
+  retention_pass(s);
   s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
 }
 
@@ -341,39 +378,123 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
   }
 }
 
+/* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
+ * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
+ * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
+static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns) {
+  tlc_catent_t ent;
+  char path[1200];
+  int rc = tlc__seg_seal(seg, reason, wall_ns, s->o.export_cb, s->o.export_ud, &ent);
+  snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
+  if (rc == 1)
+    return; /* no record in it: removed */
+  if (rc < 0) {
+    /* could not rename: the .part stays and is recovered on the next start */
+    if (seg->fd >= 0) {
+      tlc_io->close(seg->fd);
+      seg->fd = -1;
+    }
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", seg->target, path,
+         tlc_strerror(rc));
+    wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
+    return;
+  }
+  if (seg->seal_err < 0) {
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+         seg->target, path, tlc_strerror(seg->seal_err));
+  }
+  tlc__catalog_add(&s->cat, &ent);
+  LOCKED(s, s->c.segments_sealed++);
+  wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  retention_pass(s);
+}
+
+static void push_job(tlc_store_t *s, sjob_t *j) {
+  uv_mutex_lock(&s->mu);
+  j->next = NULL;
+  if (s->st)
+    s->st->next = j;
+  else
+    s->sh = j;
+  s->st = j;
+  if (j->kind == J_SEAL) {
+    s->sealing++;
+    s->c.seal_queue = s->sealing;
+  }
+  uv_cond_signal(&s->scv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* writer: waits until at most `n` seal jobs are in flight (the sealer signals cv per job) */
+static void w_wait_sealer(tlc_store_t *s, uint32_t n) {
+  uv_mutex_lock(&s->mu);
+  if (s->sealing > n)
+    s->c.seal_waits++;
+  while (s->sealing > n)
+    uv_cond_wait(&s->cv, &s->mu);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* Closes the target's open segment: hands it to the sealer (waiting for room when max_sealing
+ * segments are in flight); the next record opens a new segment. */
 static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (t->seg.fd < 0)
     return;
-  tlc_catent_t ent;
-  char path[1200];
-  int rc = tlc__seg_seal(&t->seg, reason, wall(s), s->o.export_cb, s->o.export_ud, &ent);
-  snprintf(path, sizeof path, "%s/%s", t->dir, t->seg.data);
-  if (rc == 1) {
-    LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
+  int64_t now = wall(s);
+  LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (!j) {
+    /* out of memory: seal here, after the sealer's jobs (a target's seals stay in order) */
+    w_wait_sealer(s, 0);
+    seal_now(s, &t->seg, reason, now);
     return;
   }
-  if (rc < 0) {
-    /* could not rename: the .part stays and is recovered on the next start */
-    if (t->seg.fd >= 0) {
-      tlc_io->close(t->seg.fd);
-      t->seg.fd = -1;
+  w_wait_sealer(s, s->o.max_sealing - 1);
+  j->kind = J_SEAL;
+  tlc__seg_move(&j->seg, &t->seg);
+  j->reason = reason;
+  j->wall_ns = now;
+  push_job(s, j);
+}
+
+static void sealer_main(void *arg) {
+  tlc_store_t *s = arg;
+  uv_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->sh && !s->sstop)
+      uv_cond_wait(&s->scv, &s->mu);
+    sjob_t *j = s->sh;
+    if (!j)
+      break; /* stopped and drained */
+    s->sh = j->next;
+    if (!s->sh)
+      s->st = NULL;
+    uv_mutex_unlock(&s->mu);
+    if (j->kind == J_SEAL) {
+      seal_now(s, &j->seg, j->reason, j->wall_ns);
+      tlc__seg_fini(&j->seg);
+    } else {
+      push_res(s, j->res);
     }
-    LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", t->name, path,
-         tlc_strerror(rc));
-    wevent(s, TLC_SEV_IO_ERROR, t->name, path, 0, t->seg.seq);
+    uv_mutex_lock(&s->mu);
+    if (j->kind == J_SEAL) {
+      s->sealing--;
+      s->c.seal_queue = s->sealing;
+    }
+    uv_cond_signal(&s->cv); /* room for the writer */
+    tlc_free(j);
+  }
+  uv_mutex_unlock(&s->mu);
+}
+
+static void stop_sealer(tlc_store_t *s) {
+  if (!s->sthr_started)
     return;
-  }
-  if (t->seg.seal_err < 0) {
-    LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
-         t->name, path, tlc_strerror(t->seg.seal_err));
-  }
-  tlc__catalog_add(&s->cat, &ent);
-  LOCKED(s, s->c.segments_sealed++; t->c.segment_seq = 0; t->c.segment_bytes = 0;
-         t->c.durable_bytes = 0);
-  wevent(s, TLC_SEV_SEALED, t->name, path, reason, t->seg.seq);
-  w_retention(s);
+  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
+  uv_thread_join(&s->sthr);
+  s->sthr_started = 0;
 }
 
 static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
@@ -583,6 +704,8 @@ static void apply_defaults(tlc_store_opts_t *o) {
     o->resume_free_bytes = 1u << 20;
   if (o->max_block == 0)
     o->max_block = TLC_MAX_BLOCK_DEFAULT;
+  if (o->max_sealing == 0)
+    o->max_sealing = 2;
 }
 
 static void w_cmd(tlc_store_t *s, cmd_t *c) {
@@ -625,12 +748,22 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
       r->type = R_BARRIER;
       r->cb = c->cb;
       r->ud = c->ud;
-      push_res(s, r);
+      /* through the sealer's queue: answered once the seals before it are done too */
+      sjob_t *j = tlc_calloc(1, sizeof *j);
+      if (j) {
+        j->kind = J_BARRIER;
+        j->res = r;
+        push_job(s, j);
+      } else {
+        w_wait_sealer(s, 0);
+        push_res(s, r);
+      }
     }
     break;
   }
   case C_RECONF: {
     tlc_store_opts_t *n = c->conf;
+    uv_mutex_lock(&s->mu); /* the sealer reads the retention budgets */
     s->o.max_segment_bytes = n->max_segment_bytes;
     s->o.max_segment_age_ms = n->max_segment_age_ms;
     s->o.max_total_bytes = n->max_total_bytes;
@@ -643,6 +776,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     s->o.sync_bytes = n->sync_bytes;
     s->o.retention_interval_ms = n->retention_interval_ms;
     apply_defaults(&s->o);
+    uv_mutex_unlock(&s->mu);
     w_retention(s);
     break;
   }
@@ -672,6 +806,8 @@ static void writer_main(void *arg) {
       int stop = c->type == C_STOP;
       if (!stop)
         w_cmd(s, c);
+      else
+        stop_sealer(s); /* seals what it holds first */
       tlc_free(c->buf);
       tlc_free(c->conf);
       tlc_free(c);
@@ -1216,6 +1352,7 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(r);
   }
   tlc__catalog_fini(&s->cat);
+  uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
   uv_mutex_destroy(&s->mu);
   tlc_free(s->state_dir);
@@ -1286,6 +1423,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_mkdir;
   if ((rc = uv_cond_init(&s->cv)) < 0)
     goto fail_cond;
+  if ((rc = uv_cond_init(&s->scv)) < 0)
+    goto fail_scv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1296,6 +1435,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->scv);
+fail_scv:
   uv_cond_destroy(&s->cv);
 fail_cond:
   uv_mutex_destroy(&s->mu);
@@ -1676,9 +1817,15 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
     }
     uv_mutex_unlock(&s->cat.mu);
   }
-  int rc = uv_thread_create(&s->thr, writer_main, s);
+  int rc = uv_thread_create(&s->sthr, sealer_main, s);
   if (rc < 0)
     return rc;
+  s->sthr_started = 1;
+  rc = uv_thread_create(&s->thr, writer_main, s);
+  if (rc < 0) {
+    stop_sealer(s);
+    return rc;
+  }
   s->thr_started = 1;
   return 0;
 }

@@ -10,11 +10,13 @@
  *     ...<data>.torn    a torn tail moved aside by crash recovery
  *     <state>/.quarantine/<target>/...               what startup could not trust
  *
- * Threads: every function here runs on the loop thread. File I/O happens on one writer thread
- * owned by the store, fed through a bounded queue (tlc_store_write never blocks: when the
- * queue is full the records are dropped and counted, `dropped_buffer_full`). Compression of
- * sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed segments, log
- * lines, closed targets) come back to the loop through a uv_async_t.
+ * Threads: every function here runs on the loop thread. File I/O happens on two threads owned
+ * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: when the
+ * queue is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
+ * segments; the sealer seals the segments the writer hands it (fdatasync, main export, manifest,
+ * rename, retention), at most `max_sealing` at a time, so that sealing never holds up appends.
+ * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
+ * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
  * Conservation: for every target, records_in == records_written + dropped (buffer_full +
  * disk_full + io_error), at quiescence.
@@ -108,7 +110,9 @@ typedef struct tlc_store_opts {
   int64_t probe_interval_ms;     /* disk-full probe period (0: 1000) */
   uint64_t resume_free_bytes;    /* free bytes needed to resume after ENOSPC (0: 1 MiB) */
   uint32_t max_block;            /* evlog: largest block accepted (0: 64 MiB) */
-  int quick_start; /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  uint32_t max_sealing; /* segments handed to the sealer and not yet sealed (0: 2); beyond it the
+                           writer waits for the sealer before it closes another segment */
+  int quick_start;      /* tlc_store_recover: 1 = check sizes and index only, not every byte */
   /* Clocks (NULL: CLOCK_REALTIME / CLOCK_MONOTONIC). Called from the writer thread. */
   int64_t (*now_wall_ns)(void *ud);
   int64_t (*now_mono_ns)(void *ud);
@@ -140,11 +144,15 @@ typedef struct tlc_store_counters {
   uint64_t disk_full_events;              /* times writing paused */
   int disk_full;                          /* 1 while paused */
   uint64_t queue_bytes, queue_peak_bytes; /* writer queue */
-  uint64_t stored_bytes;                  /* sealed segments on disk (all files), all targets */
+  uint64_t seal_queue;                    /* segments handed to the sealer, not yet sealed */
+  uint64_t seal_waits;   /* times the writer waited because max_sealing segments were in flight */
+  uint64_t stored_bytes; /* sealed segments on disk (all files), all targets */
   uint64_t stored_segments;
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
-   * every 250 ms unless stuck in a system call. With queue_bytes > 0 and a heartbeat older than
-   * a few seconds, the writer is stalled: a watchdog should stop pinging. */
+   * every 250 ms unless stuck in a system call or waiting for the sealer (max_sealing segments
+   * in flight: a stuck seal stalls the writer after at most that many more segments). With
+   * queue_bytes > 0 and a heartbeat older than a few seconds, the writer is stalled: a watchdog
+   * should stop pinging. */
   int64_t writer_heartbeat_ns;
 } tlc_store_counters_t;
 
@@ -213,9 +221,10 @@ int tlc_store_rotate_all(tlc_store_t *s, int reason);
 void tlc_store_target_close(tlc_store_target_t *t);
 
 /* Calls cb(ud) on the loop once the writer has processed every command queued before this
- * call (records written or dropped and counted, gaps and rotations done). For "a target that
- * half-closes is answered once every byte is written" and for tests. Returns 0 or TLC_ENOMEM
- * (cb is then never called). */
+ * call (records written or dropped and counted, gaps and rotations done) and the sealer has
+ * sealed every segment closed by them (with the retention pass after each seal). For "a target
+ * that half-closes is answered once every byte is written" and for tests. Returns 0 or
+ * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */

@@ -1,6 +1,7 @@
 /* test_store.c - storage: bytes on disk == bytes sent (bin10, bin11, evlog, tiny rotation
  * sizes), manifests and index, time-range reads, zstd, the writer queue's cap, disk full,
- * EINTR/short-write storms, fsync failure, retention with an injected clock. */
+ * EINTR/short-write storms, fsync failure, retention with an injected clock, sealing off the
+ * append path (a stuck seal, the max_sealing bound). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -634,6 +635,105 @@ static void test_age_rotation(void **state) {
   free(ev);
 }
 
+/* ---- sealing off the append path ---- */
+
+static tlc_store_t *poll_store;
+static uint64_t (*poll_get)(const tlc_store_counters_t *);
+static uint64_t poll_want;
+static int poll_done;
+static void on_poll(uv_timer_t *tm) {
+  tlc_store_counters_t c;
+  tlc_store_counters(poll_store, &c);
+  if (poll_get(&c) >= poll_want) {
+    poll_done = 1;
+    uv_timer_stop(tm);
+  }
+}
+/* runs the loop until a store counter reaches `want` (read every ms; run_until's deadline) */
+static void await_counter(tlc_store_t *s, uint64_t (*get)(const tlc_store_counters_t *),
+                          uint64_t want) {
+  uv_timer_t tm;
+  poll_store = s;
+  poll_get = get;
+  poll_want = want;
+  poll_done = 0;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, on_poll, 0, 1);
+  run_until(&loop, &poll_done);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
+static uint64_t c_written(const tlc_store_counters_t *c) {
+  return c->records_written;
+}
+static uint64_t c_waits(const tlc_store_counters_t *c) {
+  return c->seal_waits;
+}
+
+/* While a seal is stuck in fdatasync, the writer goes on appending to the next segment; at
+ * most max_sealing segments are in flight, then the writer waits (counted) before closing
+ * another; once the disk answers, everything is sealed, in sequence order, byte for byte. */
+static void test_seal_off_append_path(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  o.max_sealing = 2;
+  o.export_cb = tlc_store_text1_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "seal", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 500, 21, &want);
+  char d[1200];
+  tdir(d, sizeof d, "seal");
+  f_hold_sync(1);
+  /* record 101 closes segment 1, whose seal then hangs in fdatasync */
+  assert_int_equal(tlc_store_write(t, ev, 200), 0);
+  await_counter(s, c_written, 200);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.seal_queue, 1);
+  assert_int_equal(c.segments_sealed, 0);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 2); /* the one being sealed and the open one */
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  /* segment 2 joins it (2 in flight); closing segment 3 must wait for room */
+  assert_int_equal(tlc_store_write(t, ev + 200, 200), 0);
+  await_counter(s, c_waits, 1);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_written, 300); /* segment 3 is full; segment 4 not opened */
+  assert_int_equal(c.seal_queue, 2);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 3);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  assert_true(atomic_load(&f_held) >= 1);
+  f_hold_sync(0);
+  barrier(s, &loop);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_written, 400);
+  assert_int_equal(c.seal_queue, 0);
+  assert_int_equal(c.segments_sealed, 3);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 3); /* the barrier covered their seals */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 3);
+  assert_int_equal(tlc_store_write(t, ev + 400, 100), 0);
+  close_store(s, &loop);
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, 5);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 0);
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 5);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  for (size_t i = 0; i < l.n; i++)
+    assert_int_equal(l.seq[i], i + 1);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
@@ -651,6 +751,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
