@@ -144,7 +144,7 @@ static int fd_write_cb(void *ud, const void *buf, size_t len) {
 
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
                               uint64_t seq, const char *data_path, int recovered,
-                              tlc_store_export_fn cb, void *ud) {
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud) {
   char path[2048], tmp[2100];
   int rc;
   if (!cb || f == TLC_FMT_EVLOG)
@@ -169,7 +169,12 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   }
   tlc_out_t o;
   tlc_out_init(&o, 0, fd_write_cb, &fd);
-  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered };
+  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered, NULL, 0, 0 };
+  if (ex) {
+    x.mapping = ex->mapping;
+    x.has_context_area = ex->has_context_area;
+    x.context_area = ex->context_area;
+  }
   rc = cb(ud, &x);
   int frc = tlc_out_fini(&o);
   if (rc == 0)
@@ -185,8 +190,8 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   return rc;
 }
 
-int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
-                  tlc_catent_t *ent) {
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *ex,
+                  tlc_store_export_fn cb, void *ud, tlc_catent_t *ent) {
   char part[2048], data[2048], mpath[2048];
   int rc;
   if (s->fd < 0)
@@ -220,8 +225,8 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn
   s->m.reason = reason;
   s->m.suspect = s->suspect;
   if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
-    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->seq, part, 0, cb, ud) ==
-        0)
+    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->seq, part, 0, ex, cb,
+                                  ud) == 0)
       snprintf(s->m.exportf, sizeof s->m.exportf, "%s.txt", s->base);
   }
   rc = tlc__manifest_store(mpath, &s->m);
@@ -445,7 +450,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
     /* the crash itself is a gap at the end: whatever was in flight is unknown */
     tlc__manifest_add_gap(m, "crash", *torn_bytes);
     if (f != TLC_FMT_EVLOG && export_cb && m->records > 0 &&
-        tlc__segment_write_export(dir, sn->base, target, f, sn->seq, part, 1, export_cb,
+        tlc__segment_write_export(dir, sn->base, target, f, sn->seq, part, 1, NULL, export_cb,
                                   export_ud) == 0)
       snprintf(m->exportf, sizeof m->exportf, "%s.txt", sn->base);
     rc = tlc__manifest_store(mpath, m);

@@ -236,6 +236,14 @@ int tlc__recrd_skip_to(tlc_recrd_t *rd, uint64_t off);
 int tlc__recrd_rewind(tlc_recrd_t *rd);
 void tlc__recrd_close(tlc_recrd_t *rd);
 
+/* ---- what a segment's main export needs beyond the segment itself ---- */
+
+typedef struct tlc_exset {
+  const tlc_mapping_t *mapping; /* names, or NULL */
+  uint8_t has_context_area;
+  uint32_t context_area;
+} tlc_exset_t;
+
 /* ---- segment data files: recovery of one .part (startup) ---- */
 
 /* Recovers <dir>/<part>: keeps the whole-record prefix, moves the tail to <data>.torn, seals
@@ -247,10 +255,11 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
                               uint64_t *torn_bytes);
 
 /* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt via .tmp, fsync,
- * rename. `data_path` is read by the hook's timeline. Returns 0 or a negative error. */
+ * rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none) gives the
+ * target's names and context area. Returns 0 or a negative error. */
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
                               uint64_t seq, const char *data_path, int recovered,
-                              tlc_store_export_fn cb, void *ud);
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud);
 
 /* ---- the open segment of a target (writer thread) ---- */
 
@@ -287,12 +296,12 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
 int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec, uint64_t *wbytes);
 /* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
-/* Seals: fdatasync, main export (bin1x, hook), manifest, rename .part -> data name, fsync
- * the directory; with crash points. Closes the fd. Fills *ent for the catalog. A segment
- * with no record is removed instead (returns 1). 0 sealed, 1 removed, negative on failure
+/* Seals: fdatasync, main export (bin1x, hook, with `ex`: may be NULL), manifest, rename .part ->
+ * data name, fsync the directory; with crash points. Closes the fd. Fills *ent for the catalog. A
+ * segment with no record is removed instead (returns 1). 0 sealed, 1 removed, negative on failure
  * (the file is then left as .part or quarantined: see segment.c). */
-int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
-                  tlc_catent_t *ent);
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *ex,
+                  tlc_store_export_fn cb, void *ud, tlc_catent_t *ent);
 
 /* Path helper: snprintf into a buffer, TLC_ERANGE when it does not fit. */
 int tlc__path(char *out, size_t len, const char *fmt, ...)

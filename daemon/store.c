@@ -56,9 +56,29 @@
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 
-enum { C_OPEN = 1, C_DATA, C_GAP, C_ROTATE, C_CLOSE, C_RETENTION, C_RECONF, C_BARRIER, C_STOP };
+enum {
+  C_OPEN = 1,
+  C_DATA,
+  C_GAP,
+  C_ROTATE,
+  C_CLOSE,
+  C_RETENTION,
+  C_RECONF,
+  C_BARRIER,
+  C_STOP,
+  C_SETMAP,
+  C_SETCONF
+};
 enum { J_SEAL = 1, J_BARRIER };
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
+
+/* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
+ * writer (the target's current names) and the seal jobs closed under it. refs under the store's
+ * mutex; the last reference frees it (whichever thread that is). */
+typedef struct tmap {
+  uint32_t refs;
+  tlc_mapping_t m;
+} tmap_t;
 
 typedef struct cmd {
   struct cmd *next;
@@ -71,6 +91,8 @@ typedef struct cmd {
   uint64_t count;
   int rot;
   tlc_store_opts_t *conf;
+  tmap_t *map;          /* C_SETMAP: a reference, handed to the writer (NULL: no names) */
+  tlc_store_tconf_t tc; /* C_SETCONF */
   void (*cb)(void *);
   void *ud;
 } cmd_t;
@@ -94,10 +116,12 @@ typedef struct res {
 typedef struct sjob {
   struct sjob *next;
   int kind;
-  tlc_seg_t seg;   /* J_SEAL: the closed segment, its fd still open */
-  int reason;      /* J_SEAL: enum tlc_store_reason */
-  int64_t wall_ns; /* J_SEAL: when it was closed (manifest closed_wall_ns) */
-  res_t *res;      /* J_BARRIER: the R_BARRIER result to push */
+  tlc_seg_t seg;        /* J_SEAL: the closed segment, its fd still open */
+  int reason;           /* J_SEAL: enum tlc_store_reason */
+  int64_t wall_ns;      /* J_SEAL: when it was closed (manifest closed_wall_ns) */
+  tmap_t *map;          /* J_SEAL: a reference to the target's names then (may be NULL) */
+  tlc_store_tconf_t tc; /* J_SEAL: the target's export settings then */
+  res_t *res;           /* J_BARRIER: the R_BARRIER result to push */
 } sjob_t;
 
 typedef struct pgap {
@@ -121,6 +145,8 @@ struct tlc_store_target {
   uint64_t pause_rec;  /* records dropped during the current disk-full pause */
   pgap_t pg[PGAP_MAX]; /* gaps waiting for the next segment */
   size_t npg;
+  tmap_t *wmap;         /* names for the exports (a reference; NULL: none) */
+  tlc_store_tconf_t tc; /* export settings */
   struct tlc_store_target *wnext;
   /* under s->mu */
   tlc_store_target_counters_t c;
@@ -236,6 +262,47 @@ static void wevent(tlc_store_t *s, int kind, const char *target, const char *pat
     stmt;                                                                                          \
     uv_mutex_unlock(&(s)->mu);                                                                     \
   } while (0)
+
+/* ---- shared names (tmap) ---- */
+
+static void tmap_unref(tlc_store_t *s, tmap_t *m) {
+  uint32_t left;
+  if (!m)
+    return;
+  LOCKED(s, left = --m->refs);
+  if (left == 0) {
+    tlc_mapping_fini(&m->m);
+    tlc_free(m);
+  }
+}
+
+static tmap_t *tmap_ref(tlc_store_t *s, tmap_t *m) {
+  if (m)
+    LOCKED(s, m->refs++);
+  return m;
+}
+
+/* a deep copy of a finished mapping (loop thread), one reference */
+static tmap_t *tmap_copy(const tlc_mapping_t *src) {
+  tmap_t *m = tlc_calloc(1, sizeof *m);
+  if (!m)
+    return NULL;
+  m->refs = 1;
+  tlc_mapping_init(&m->m);
+  m->m.max_areas = src->max_areas;
+  for (size_t i = 0; i < src->nareas; i++)
+    if (tlc_mapping_add(&m->m, &src->areas[i]) < 0)
+      goto fail;
+  for (size_t i = 0; i < src->ncontexts; i++)
+    if (tlc_mapping_add_ctx(&m->m, src->contexts[i].handle, src->contexts[i].name) < 0)
+      goto fail;
+  tlc_mapping_finish(&m->m);
+  return m;
+fail:
+  tlc_mapping_fini(&m->m);
+  tlc_free(m);
+  return NULL;
+}
 
 /* ---- writer: segments ---- */
 
@@ -381,10 +448,12 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
 /* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
  * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
  * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
-static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns) {
+static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, const tmap_t *map,
+                     const tlc_store_tconf_t *tc) {
   tlc_catent_t ent;
   char path[1200];
-  int rc = tlc__seg_seal(seg, reason, wall_ns, s->o.export_cb, s->o.export_ud, &ent);
+  tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
+  int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
   snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
   if (rc == 1)
     return; /* no record in it: removed */
@@ -448,7 +517,7 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (!j) {
     /* out of memory: seal here, after the sealer's jobs (a target's seals stay in order) */
     w_wait_sealer(s, 0);
-    seal_now(s, &t->seg, reason, now);
+    seal_now(s, &t->seg, reason, now, t->wmap, &t->tc);
     return;
   }
   w_wait_sealer(s, s->o.max_sealing - 1);
@@ -456,6 +525,8 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   tlc__seg_move(&j->seg, &t->seg);
   j->reason = reason;
   j->wall_ns = now;
+  j->map = tmap_ref(s, t->wmap);
+  j->tc = t->tc;
   push_job(s, j);
 }
 
@@ -473,8 +544,9 @@ static void sealer_main(void *arg) {
       s->st = NULL;
     uv_mutex_unlock(&s->mu);
     if (j->kind == J_SEAL) {
-      seal_now(s, &j->seg, j->reason, j->wall_ns);
+      seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
       tlc__seg_fini(&j->seg);
+      tmap_unref(s, j->map);
     } else {
       push_res(s, j->res);
     }
@@ -742,6 +814,14 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_RETENTION:
     w_retention(s);
     break;
+  case C_SETMAP:
+    tmap_unref(s, t->wmap);
+    t->wmap = c->map; /* the command's reference */
+    c->map = NULL;
+    break;
+  case C_SETCONF:
+    t->tc = c->tc;
+    break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) {
@@ -810,6 +890,7 @@ static void writer_main(void *arg) {
         stop_sealer(s); /* seals what it holds first */
       tlc_free(c->buf);
       tlc_free(c->conf);
+      tmap_unref(s, c->map);
       tlc_free(c);
       if (stop)
         break;
@@ -977,6 +1058,33 @@ int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
     k++;
   }
   return submit(t, buf, k * TLC_BIN1X_RECORD, k);
+}
+
+int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf) {
+  if (!t || !conf)
+    return TLC_EINVAL;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = C_SETCONF;
+  c->t = t;
+  c->tc = *conf;
+  return enqueue(t->s, c, 0);
+}
+
+int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping) {
+  if (!t)
+    return TLC_EINVAL;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  if (mapping && !(c->map = tmap_copy(mapping))) {
+    tlc_free(c);
+    return TLC_ENOMEM;
+  }
+  c->type = C_SETMAP;
+  c->t = t;
+  return enqueue(t->s, c, 0);
 }
 
 int tlc_store_gap(tlc_store_target_t *t, const char *reason, uint64_t count) {
@@ -1285,6 +1393,7 @@ static void start_compress(tlc_store_t *s, const res_t *r) {
 /* ---- results on the loop ---- */
 
 static void free_target(tlc_store_target_t *t) {
+  tmap_unref(t->s, t->wmap); /* the writer is done with the target */
   tlc__seg_fini(&t->seg);
   tlc_evlog_enc_fini(&t->enc);
   tlc_free(t);
@@ -1342,6 +1451,7 @@ static void on_async_closed(uv_handle_t *h) {
     s->qh = c->next;
     tlc_free(c->buf);
     tlc_free(c->conf);
+    tmap_unref(s, c->map);
     tlc_free(c);
   }
   while (s->rh) {

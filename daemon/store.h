@@ -24,6 +24,7 @@
 #ifndef TLC_STORE_H
 #define TLC_STORE_H
 
+#include "mapping.h"
 #include "out.h"
 #include "timeline.h"
 #include "tlc_event.h"
@@ -63,6 +64,11 @@ typedef struct tlc_store_export {
   tlc_timeline_t *timeline; /* the segment's events, re-read from data_path (rewindable) */
   tlc_out_t *out;           /* where to write the export (flushes into a temporary file) */
   int recovered;            /* 1 when sealed by crash recovery */
+  /* The target's settings when the segment was closed (tlc_store_target_set_mapping and
+   * tlc_store_target_configure); none for a segment sealed by crash recovery. */
+  const tlc_mapping_t *mapping; /* names (NULL: none); read-only, valid during the call */
+  uint8_t has_context_area;     /* RTOS task-state area: contexts are its values */
+  uint32_t context_area;
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
@@ -203,6 +209,24 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
  * dropped, counted and recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as
  * buffer_full too). */
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
+
+/* Per-target settings for the main exports of the target's bin1x segments. */
+typedef struct tlc_store_tconf {
+  uint8_t has_context_area; /* as the live target's engine: contexts are this handle's values */
+  uint32_t context_area;
+} tlc_store_tconf_t;
+
+/* Sets the target's export settings (copied). They apply to the segments closed after the
+ * writer reaches this command (a segment takes the settings in force when it is closed). A
+ * control command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes). */
+int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf);
+
+/* Gives the target's segments the names of `mapping` (a finished mapping; NULL: none), as the
+ * live target has them, so that each segment's main export names its areas and tasks like the
+ * live statistics. The mapping is copied here (O(size), loop thread: the caller may change or
+ * free its own at once); applied like tlc_store_target_configure. Returns 0, TLC_EINVAL or
+ * TLC_ENOMEM (the previous names stay). */
+int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping);
 
 /* Records a gap in the open (or next) segment's manifest: `reason` (short word: "reconnect",
  * "resync", "overflow", ..., at most 31 bytes) and a count (bytes, items, whatever the reason

@@ -3,13 +3,16 @@
  * The hook recomputes the segment's statistics from its own bytes (a fresh engine over the
  * segment's timeline), so a segment's export is exact for that segment even when the writer
  * rotated on its own (size, age, I/O error) or crash recovery sealed it, and costs the loop
- * nothing. Runs on the writer thread (or the recovering thread); allocates its engine, table
- * and options per call; touches nothing shared. No mapping (names) is used: the export lists
- * the observed areas by handle, as tlc_text1_write does without one.
+ * nothing. It uses the target's settings as the store passes them (tlc_store_export_t): its
+ * mapping (area and task names, variable -> state links, as the live engine has them) and its
+ * context_area, so the export equals `tlcapd replay SEGMENT --mapping M --context-area H`.
+ * A segment sealed by crash recovery has no settings: its areas are listed by handle.
+ * Runs on the sealer thread (or the recovering thread); allocates its engine, table and
+ * options per call; only reads the shared (immutable) mapping.
  *
  * Cost: one engine pass over the segment. The engine runs without quantile histograms and
  * without rolling windows: Text1 has no macro that prints either (formats/text1.c), so they
- * would only cost time on the writer thread (about half of the export's engine time).
+ * would only cost time on the sealer thread (about half of the export's engine time).
  */
 #include "engine.h"
 #include "store.h"
@@ -24,6 +27,9 @@ int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
   tlc_engine_opts_default(&eo);
   eo.histograms = 0; /* no quantiles and no windows are printed: do not compute them */
   eo.nwindows = 0;
+  eo.has_context_area = x->has_context_area;
+  eo.context_area = x->context_area;
+  eo.mapping = x->mapping;
   int rc = tlc_engine_new(&e, x->format, &eo);
   if (rc < 0)
     return rc;
@@ -46,7 +52,7 @@ int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
     } else {
       tlc_text1_opts_default(opts);
       opts->sections &= ~TLC_T1_SEC_TIMELINE;
-      rc = tlc_text1_write(x->out, opts, &tab, NULL, NULL);
+      rc = tlc_text1_write(x->out, opts, &tab, x->mapping, NULL);
       tlc_free(opts);
     }
   }

@@ -147,6 +147,25 @@ static void st_closed(void *ud) {
   maybe_free(w);
 }
 
+/* The target's names and context area for its segments' main exports (SPEC 3: the export
+ * beside a bin1x segment holds the mapping and that segment's statistics, as the live target
+ * computes them). The store copies the mapping. */
+static void st_settings(tlc_target_t *t, int mapping_too) {
+  st_handle_t *h = t->store;
+  tlc_store_tconf_t tc;
+  int r;
+  memset(&tc, 0, sizeof(tc));
+  tc.has_context_area = t->has_context_area;
+  tc.context_area = t->context_area;
+  r = tlc_store_target_configure(h->t, &tc);
+  if (r == 0 && mapping_too)
+    r = tlc_store_target_set_mapping(h->t, t->has_mapping ? &t->mapping : NULL);
+  if (r != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE,
+            "target %s: segment export settings not updated: %s (segments keep the previous ones)",
+            t->name, tlc_strerror(r));
+}
+
 /* Watchdog health gate (sdnotify.h, R15): the writer is stalled when data waits in its queue
  * and its heartbeat (CLOCK_MONOTONIC, as the store's default clock) is older than
  * STORE_STALL_NS. While the disk is full the writer still turns (it drops and counts), so its
@@ -315,9 +334,14 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;
         t->store = h;
+        st_settings(t, t->has_mapping);
       }
       break;
     }
+    case TLC_TEV_MAPPING:
+      if (hd(t) != NULL)
+        st_settings(t, 1);
+      break;
     case TLC_TEV_CONNECTED:
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)

@@ -478,7 +478,65 @@ def test_sigterm_while_answer_pending(d):
     T.check(concat(os.path.join(dm.state, "late")) == data, "every byte on disk")
 
 
-T.main([test_bytes_on_disk, test_live_equals_replay, test_rotation, test_reload_retention,
+def mapping_text(prefix):
+    """A Text1 mapping: task names for the values 0..3 of context area 30000000 (gen_bin11's
+    state writes), names for function areas 0..4 and data areas 20000000..2."""
+    return ("* CONTEXTS %%NAME%%,%%HANDLE%%\n%s\n\n"
+            "* HANDLE(Functions) %%HANDLE%%,%%NAME%%,%%VALUE%%\n%s\n\n"
+            "* HANDLE(Data) %%HANDLE%%,%%NAME%%,%%VALUE%%\n%s\n" %
+            ("\n".join("%stask%d,%d" % (prefix, v, v) for v in range(4)),
+             "\n".join("%08X,%sfn%d," % (h, prefix, h) for h in range(5)),
+             "\n".join("%08X,%svar%d," % (0x20000000 + h, prefix, h) for h in range(3))))
+
+
+def test_segment_export_names(d):
+    """SPEC 3: a bin1x segment's main export holds the target's mapping (names) and its
+    contexts (context_area), as the live target has them: each export equals `tlcapd replay
+    SEGMENT --mapping M --context-area H` (INFO .. STATISTICS), and a mapping loaded while
+    capturing (`tlcap mapping`) names the segments closed after it."""
+    port, sport = D.free_port(), D.free_port()
+    maps = []
+    for k, prefix in enumerate(("one_", "two_")):
+        maps.append(os.path.join(d, "map%d.txt" % k))
+        with open(maps[-1], "w") as f:
+            f.write(mapping_text(prefix))
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "24k", "--mapping", "rt=" + maps[0], "--context-area",
+                              "rt=30000000"], store=True, serve="127.0.0.1:%d" % sport)
+    name = "rt"
+    tdir = os.path.join(dm.state, name)
+    try:
+        send_named(port, name, "bin11", gen_bin11(4000, 21))  # answered once written
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", name],
+                           timeout=30)
+        T.eq(rc, 0, "tlcap rotate: " + err)
+        D.wait_until(lambda: not parts(tdir) and len(segments(tdir)) == 4, 10,
+                     "the first stream's 4 segments sealed")
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "mapping", name,
+                            maps[1]], timeout=30)
+        T.eq(rc, 0, "tlcap mapping: " + err)
+        send_named(port, name, "bin11", gen_bin11(3000, 22))
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    segs = segments(tdir)
+    T.eq(len(segs), 7, "segments: %r" % segs)  # 96000 + 72000 bytes, 24 KiB segments
+    for i, (seq, f) in enumerate(segs):
+        mp, prefix = (maps[0], "one_") if i < 4 else (maps[1], "two_")
+        with open(os.path.join(tdir, f[:-len(".BIN")]), "rb") as fh:
+            exp = fh.read().decode()
+        T.check("\n00000000,%sfn0," % prefix in exp and "\n%stask1," % prefix in exp,
+                "segment %d export has the names of %s:\n%s" % (seq, mp, exp[:600]))
+        T.check("CONTEXT(%stask" % prefix in exp, "segment %d: statistics per task" % seq)
+        rc, out, err = T.run([TLCAPD, "replay", os.path.join(tdir, f), "--format", "bin11",
+                              "--export", "text1", "--mapping", mp, "--context-area",
+                              "30000000"])
+        T.eq(rc, 0, "replay " + f + ": " + err)
+        T.eq(exp.rstrip("\n"), out.decode().split("* TIMELINE")[0].rstrip("\n"),
+             "segment %d: export equals its replay with %s and context_area" % (seq, mp))
+
+
+T.main([test_bytes_on_disk, test_segment_export_names, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,
         test_sigterm_while_answer_pending])

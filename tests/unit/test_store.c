@@ -734,6 +734,113 @@ static void test_seal_off_append_path(void **state) {
   free(ev);
 }
 
+/* ---- the target's settings in its segments' exports ---- */
+
+static void parse_mapping(tlc_mapping_t *m, const char *text) {
+  tlc_parse_err_t pe;
+  tlc_mapping_init(m);
+  assert_int_equal(tlc_mapping_parse(m, text, strlen(text), &pe), 0);
+  tlc_mapping_finish(m);
+}
+
+/* reads <dir>/<base of segment i>.txt into out (NUL-terminated) */
+static void read_export(const char *dir, const seglist_t *l, size_t i, char *out, size_t cap) {
+  tlc_segname_t sn;
+  char p[1300];
+  assert_int_not_equal(tlc__segname_parse(l->name[i], &sn), TLC_SK_NONE);
+  snprintf(p, sizeof p, "%s/%s.txt", dir, sn.base);
+  FILE *fp = fopen(p, "r");
+  assert_non_null(fp);
+  size_t n = fread(out, 1, cap - 1, fp);
+  out[n] = 0;
+  fclose(fp);
+}
+
+/* An RTOS-style bin11 stream: task switches by writes to context area 0x30000005 (values 1 and
+ * 2) around calls of functions 0 and 1 on core 0, 10 events per round. */
+static tlc_event_t *gen_rtos(size_t n) {
+  tlc_event_t *ev = calloc(n, sizeof *ev);
+  static const struct {
+    uint32_t h;
+    uint8_t type;
+    uint64_t v;
+  } round[10] = { { 0x30000005, 4, 1 }, { 0, 3, 0 }, { 1, 3, 0 }, { 1, 0, 0 }, { 0, 0, 0 },
+                  { 0x30000005, 4, 2 }, { 0, 3, 0 }, { 0, 0, 0 }, { 1, 3, 0 }, { 1, 0, 0 } };
+  for (size_t i = 0; i < n; i++) {
+    ev[i].handle = round[i % 10].h;
+    ev[i].type = round[i % 10].type;
+    ev[i].data = round[i % 10].v;
+    ev[i].core = 0;
+    ev[i].raw = ev[i].type; /* core 0 */
+    ev[i].time_ns = 1000 + 100 * (int64_t)i;
+  }
+  return ev;
+}
+
+/* Each segment's export carries the names (mapping) and contexts (context_area) the target had
+ * when the segment was closed: the caller's mapping may be freed at once (it is copied); a
+ * mapping replaced while an older segment is still being sealed leaves that one its names. */
+static void test_export_settings(void **state) {
+  (void)state;
+  static const char *m1 = "* CONTEXTS %NAME%,%HANDLE%\ntaskA,1\ntaskB,2\n\n"
+                          "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
+                          "00000000,main,\n00000001,worker,\n";
+  static const char *m2 = "* CONTEXTS %NAME%,%HANDLE%\ntaskA2,1\ntaskB2,2\n\n"
+                          "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
+                          "00000000,main2,\n00000001,worker2,\n";
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 50;
+  o.max_sealing = 2;
+  o.export_cb = tlc_store_text1_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
+  tlc_store_tconf_t tc = { 1, 0x30000005 };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, m1);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  tlc_mapping_fini(&m); /* copied */
+  tlc_event_t *ev = gen_rtos(160);
+  f_hold_sync(1); /* segment 1's seal hangs until the mapping has been replaced */
+  assert_int_equal(tlc_store_write(t, ev, 100), 0); /* closes segment 1 (closed under m1) */
+  parse_mapping(&m, m2);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  tlc_mapping_fini(&m);
+  assert_int_equal(tlc_store_rotate(t, TLC_ROT_COMMAND), 0); /* segment 2, under m2 */
+  assert_int_equal(tlc_store_write(t, ev + 100, 60), 0);     /* segment 3 waits for room */
+  await_counter(s, c_waits, 1); /* so the writer has dropped its own reference to m1 */
+  f_hold_sync(0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "rtos");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 4);
+  static char x[65536];
+  read_export(d, &l, 0, x, sizeof x);
+  assert_non_null(strstr(x, "\n00000000,main,\n"));
+  assert_non_null(strstr(x, "\n00000001,worker,\n"));
+  assert_non_null(strstr(x, "\ntaskA,"));
+  assert_non_null(strstr(x, "\ntaskB,"));
+  assert_null(strstr(x, "main2"));
+  assert_null(strstr(x, "core0")); /* every event ran in a task (the first is its switch) */
+  /* by hand: 5 rounds; in task 1, f0 runs E..X = 300 ns and f1 100 ns; in task 2 each 100 ns */
+  assert_non_null(strstr(x, "CONTEXT(taskA) %HANDLE%,%VALUE%,%COUNT%,%T.NET%\n"
+                            "00000000,,5,1500\n00000001,,5,500\n"));
+  assert_non_null(strstr(x, "CONTEXT(taskB) %HANDLE%,%VALUE%,%COUNT%,%T.NET%\n"
+                            "00000000,,5,500\n00000001,,5,500\n"));
+  for (size_t i = 1; i < 4; i++) {
+    read_export(d, &l, i, x, sizeof x);
+    assert_non_null(strstr(x, "\n00000000,main2,\n"));
+    assert_non_null(strstr(x, "\ntaskA2,"));
+    assert_null(strstr(x, "\n00000000,main,\n"));
+  }
+  free(ev);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
@@ -752,6 +859,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
