@@ -52,16 +52,17 @@ void tlc__seg_fini(tlc_seg_t *s) {
   tlc__manifest_fini(&s->m);
 }
 
-int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
-                  int64_t wall_ns, int64_t mono_ns, uint32_t interval) {
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, int xml,
+                  uint64_t seq, int64_t wall_ns, int64_t mono_ns, uint32_t interval) {
   char path[2048];
   int rc;
   snprintf(s->dir, sizeof s->dir, "%s", dir);
   snprintf(s->target, sizeof s->target, "%s", target);
   s->format = f;
   s->seq = seq;
+  s->xml = f != TLC_FMT_EVLOG && xml;
   tlc__segname_base(s->base, sizeof s->base, wall_ns, seq);
-  tlc__segname_data(s->data, sizeof s->data, s->base, f);
+  tlc__segname_data(s->data, sizeof s->data, s->base, f, s->xml);
   rc = tlc__path(path, sizeof path, "%s/%s.part", dir, s->data);
   if (rc < 0)
     return rc;
@@ -143,13 +144,14 @@ static int fd_write_cb(void *ud, const void *buf, size_t len) {
 }
 
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
-                              uint64_t seq, const char *data_path, int recovered,
+                              int xml, uint64_t seq, const char *data_path, int recovered,
                               const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud) {
-  char path[2048], tmp[2100];
+  char path[2048], tmp[2100], dname[TLC_SEG_NAME_MAX];
   int rc;
   if (!cb || f == TLC_FMT_EVLOG)
     return 0;
-  rc = tlc__path(path, sizeof path, "%s/%s.txt", dir, base);
+  tlc__segname_data(dname, sizeof dname, base, f, xml);
+  rc = tlc__path(path, sizeof path, "%s/%s%s", dir, base, xml ? ".xml" : ".txt");
   if (rc < 0)
     return rc;
   rc = tlc__path(tmp, sizeof tmp, "%s.tmp", path);
@@ -169,7 +171,7 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   }
   tlc_out_t o;
   tlc_out_init(&o, 0, fd_write_cb, &fd);
-  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered, NULL, 0, 0 };
+  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered, NULL, 0, 0, xml, dname };
   if (ex) {
     x.mapping = ex->mapping;
     x.has_context_area = ex->has_context_area;
@@ -225,9 +227,9 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   s->m.reason = reason;
   s->m.suspect = s->suspect;
   if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
-    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->seq, part, 0, ex, cb,
-                                  ud) == 0)
-      snprintf(s->m.exportf, sizeof s->m.exportf, "%s.txt", s->base);
+    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->xml, s->seq, part, 0,
+                                  ex, cb, ud) == 0)
+      snprintf(s->m.exportf, sizeof s->m.exportf, "%s%s", s->base, s->xml ? ".xml" : ".txt");
   }
   rc = tlc__manifest_store(mpath, &s->m);
   /* a manifest that could not be written is rebuilt from the data on the next load (R9) */
@@ -268,7 +270,7 @@ uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *
   for (size_t i = 0; i < 3; i++)
     if (tlc__path(p, sizeof p, "%s/%s%s", dir, data, sfx[i]) == 0)
       t += lsize(p);
-  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, base) == 0)
+  if (tlc__path(p, sizeof p, "%s/%s%s", dir, base, tlc__segname_export_ext(data)) == 0)
     t += lsize(p);
   if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, base) == 0)
     t += lsize(p);
@@ -285,7 +287,7 @@ int tlc__segment_delete(const char *dir, const tlc_catent_t *e) {
       first = 0;
       tlc_crashpoint("retention.after_unlink_before_manifest");
     }
-  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, e->base) == 0)
+  if (tlc__path(p, sizeof p, "%s/%s%s", dir, e->base, tlc__segname_export_ext(e->data)) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.torn", dir, e->data) == 0)
     tlc_io->unlink(p);
@@ -371,7 +373,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048];
   int rc;
   *torn_bytes = 0;
-  tlc__segname_data(data, sizeof data, sn->base, f);
+  tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
   if (tlc__path(part, sizeof part, "%s/%s.part", dir, data) < 0 ||
       tlc__path(dpath, sizeof dpath, "%s/%s", dir, data) < 0 ||
       tlc__path(torn, sizeof torn, "%s/%s.torn", dir, data) < 0 ||
@@ -450,9 +452,9 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
     /* the crash itself is a gap at the end: whatever was in flight is unknown */
     tlc__manifest_add_gap(m, "crash", *torn_bytes);
     if (f != TLC_FMT_EVLOG && export_cb && m->records > 0 &&
-        tlc__segment_write_export(dir, sn->base, target, f, sn->seq, part, 1, NULL, export_cb,
-                                  export_ud) == 0)
-      snprintf(m->exportf, sizeof m->exportf, "%s.txt", sn->base);
+        tlc__segment_write_export(dir, sn->base, target, f, sn->xml, sn->seq, part, 1, NULL,
+                                  export_cb, export_ud) == 0)
+      snprintf(m->exportf, sizeof m->exportf, "%s%s", sn->base, sn->xml ? ".xml" : ".txt");
     rc = tlc__manifest_store(mpath, m);
     if (rc < 0) {
       tlc__manifest_fini(&old);

@@ -127,12 +127,12 @@ int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uin
 
 enum tlc_seg_kind {
   TLC_SK_NONE = 0, /* not one of ours */
-  TLC_SK_DATA,     /* <base>.txt.BIN | <base>.log */
+  TLC_SK_DATA,     /* <base>.txt.BIN | <base>.xml.BIN | <base>.log */
   TLC_SK_PART,     /* <data>.part */
   TLC_SK_ZST,      /* <data>.zst */
   TLC_SK_ZSTPART,  /* <data>.zst.part */
   TLC_SK_TORN,     /* <data>.torn */
-  TLC_SK_EXPORT,   /* <base>.txt */
+  TLC_SK_EXPORT,   /* <base>.txt | <base>.xml (main export of a bin1x segment) */
   TLC_SK_MANIFEST, /* <base>.manifest */
   TLC_SK_TMP       /* <base>.<anything>.tmp */
 };
@@ -140,7 +140,8 @@ enum tlc_seg_kind {
 typedef struct tlc_segname {
   int kind; /* enum tlc_seg_kind */
   uint64_t seq;
-  int evlog; /* data extension .log (else .txt.BIN); for data-ish kinds */
+  int evlog; /* data extension .log (else .txt.BIN or .xml.BIN); for data-ish kinds */
+  int xml;   /* data extension .xml.BIN, or the export <base>.xml */
   char base[TLC_SEG_BASE_MAX];
 } tlc_segname_t;
 
@@ -148,8 +149,11 @@ typedef struct tlc_segname {
 int tlc__segname_parse(const char *name, tlc_segname_t *out);
 /* "<UTC start>-<seq>" for a wall time in ns. */
 void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq);
-/* Data file name for a base: "<base>.txt.BIN" or "<base>.log". */
-void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f);
+/* Data file name for a base: "<base>.log" (evlog), "<base>.xml.BIN" (bin1x with an XML main
+ * export: xml = 1) or "<base>.txt.BIN" (bin1x with a Text1 main export). */
+void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f, int xml);
+/* The main export's extension for a data file name: ".xml" for <base>.xml.BIN, else ".txt". */
+const char *tlc__segname_export_ext(const char *data);
 
 /* ---- catalog of sealed segments (retention) ---- */
 
@@ -254,11 +258,11 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
                               tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
                               uint64_t *torn_bytes);
 
-/* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt via .tmp, fsync,
- * rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none) gives the
- * target's names and context area. Returns 0 or a negative error. */
+/* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
+ * .tmp, fsync, rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none)
+ * gives the target's names and context area. Returns 0 or a negative error. */
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
-                              uint64_t seq, const char *data_path, int recovered,
+                              int xml, uint64_t seq, const char *data_path, int recovered,
                               const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud);
 
 /* ---- the open segment of a target (writer thread) ---- */
@@ -279,6 +283,7 @@ typedef struct tlc_seg {
   int suspect; /* a write or fsync failed: seal as suspect, never trust */
   uint32_t max_block;
   int seal_err; /* first error of the last seal after which it still sealed */
+  int xml;      /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
 } tlc_seg_t;
 
 void tlc__seg_init(tlc_seg_t *s);
@@ -287,9 +292,10 @@ void tlc__seg_fini(tlc_seg_t *s);
  * memory) and leaves `from` initialised with no segment open: how the writer hands a segment
  * to the sealer thread. */
 void tlc__seg_move(tlc_seg_t *to, tlc_seg_t *from);
-/* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory. 0 or -errno. */
-int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
-                  int64_t wall_ns, int64_t mono_ns, uint32_t interval);
+/* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory; `xml` picks
+ * the bin1x names of an XML main export (.xml.BIN). 0 or -errno. */
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, int xml,
+                  uint64_t seq, int64_t wall_ns, int64_t mono_ns, uint32_t interval);
 /* Appends buf[0..len) (whole records). On a failed or short write, truncates the file back to
  * the last whole record written (R6) and returns the error; *wrec and *wbytes always say how many
  * whole records/bytes are in the file from this call. */

@@ -584,8 +584,8 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
     t->seq_known = 1;
   }
   for (int tries = 0; tries < 100; tries++) {
-    rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->next_seq++, wall(s), mono(s),
-                       s->o.index_interval);
+    rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->tc.main_export == TLC_MAIN_XML,
+                       t->next_seq++, wall(s), mono(s), s->o.index_interval);
     if (rc != -EEXIST)
       break;
   }
@@ -1605,7 +1605,8 @@ static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
   memset(&e, 0, sizeof e);
   snprintf(e.target, sizeof e.target, "%s", target);
   snprintf(e.base, sizeof e.base, "%s", sn->base);
-  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11);
+  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11,
+                    sn->xml);
   e.seq = sn->seq;
   e.opened_wall_ns = m->opened_wall_ns;
   e.closed_wall_ns = m->closed_wall_ns;
@@ -1789,7 +1790,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
           m.reason = TLC_ROT_RECOVERED;
           m.closed_wall_ns = wall(s);
           snprintf(m.target, sizeof m.target, "%s", target);
-          tlc__segname_data(m.data, sizeof m.data, sn->base, f);
+          tlc__segname_data(m.data, sizeof m.data, sn->base, f, sn->xml);
           if (ex)
             snprintf(m.exportf, sizeof m.exportf, "%s", ex->name);
           char mp[1300];

@@ -4,6 +4,7 @@
  *
  *     <state>/<target>/<UTC start>-<seq>.txt.BIN     bin10/bin11 timeline (sealed segment)
  *     <state>/<target>/<UTC start>-<seq>.txt         its main export (mapping + statistics)
+ *       (with an XML main export: <UTC start>-<seq>.xml.BIN and <UTC start>-<seq>.xml)
  *     <state>/<target>/<UTC start>-<seq>.log         evlog segment (whole blocks)
  *     <state>/<target>/<UTC start>-<seq>.manifest    sidecar manifest (key=value text)
  *     ...<data>.part    the open segment;  ...<data>.zst  a compressed sealed segment;
@@ -69,6 +70,8 @@ typedef struct tlc_store_export {
   const tlc_mapping_t *mapping; /* names (NULL: none); read-only, valid during the call */
   uint8_t has_context_area;     /* RTOS task-state area: contexts are its values */
   uint32_t context_area;
+  int xml;               /* 1: write winIDEA XML (the .BIN is its TimelineBinary); 0: Text1 */
+  const char *data_name; /* the data file's sealed name, e.g. "<base>.xml.BIN" (no directory) */
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
@@ -210,15 +213,23 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
  * buffer_full too). */
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
 
+/* Main export beside a bin1x segment (tlc_store_tconf_t.main_export). */
+enum tlc_store_main_export {
+  TLC_MAIN_TEXT1 = 0, /* <base>.txt beside <base>.txt.BIN (default) */
+  TLC_MAIN_XML = 1    /* <base>.xml beside <base>.xml.BIN */
+};
+
 /* Per-target settings for the main exports of the target's bin1x segments. */
 typedef struct tlc_store_tconf {
   uint8_t has_context_area; /* as the live target's engine: contexts are this handle's values */
   uint32_t context_area;
+  int main_export; /* enum tlc_store_main_export; applies from the next segment opened */
 } tlc_store_tconf_t;
 
-/* Sets the target's export settings (copied). They apply to the segments closed after the
- * writer reaches this command (a segment takes the settings in force when it is closed). A
- * control command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes). */
+/* Sets the target's export settings (copied). context_area applies to the segments closed
+ * after the writer reaches this command (a segment takes the settings in force when it is
+ * closed); main_export to the segments opened after it (it decides their names). A control
+ * command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes). */
 int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf);
 
 /* Gives the target's segments the names of `mapping` (a finished mapping; NULL: none), as the
@@ -268,10 +279,12 @@ void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts);
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
 /* A ready main-export hook (store_export.c) for tlc_store_opts_t.export_cb: runs a fresh
- * statistics engine over the segment's events and writes Text1 (INFO, CONTEXTS, HANDLE,
- * STATISTICS with the default entry formats; the .BIN is the timeline). `ud` is unused. Writer
- * thread. Returns 0 or a negative error. */
-int tlc_store_text1_export(void *ud, const tlc_store_export_t *x);
+ * statistics engine over the segment's events (with x's mapping and context_area; no quantiles,
+ * no windows) and writes Text1 (INFO, CONTEXTS, HANDLE, STATISTICS with the default entry
+ * formats) or, with x->xml, winIDEA XML whose <Timeline binary=...> is the segment's .BIN (its
+ * TimelineBinary: nothing more is written to it). `ud` is unused. Sealer thread (or the
+ * recovering thread). Returns 0 or a negative error. */
+int tlc_store_main_export(void *ud, const tlc_store_export_t *x);
 
 /* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered". */
 const char *tlc_store_reason_name(int reason);

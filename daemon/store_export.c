@@ -1,26 +1,59 @@
-/* store_export.c - the main-export hook of bin1x segments: Text1 with that segment's statistics.
+/* store_export.c - the main-export hook of bin1x segments: that segment's statistics in Text1
+ * or in winIDEA XML, beside the segment's .BIN timeline.
  *
  * The hook recomputes the segment's statistics from its own bytes (a fresh engine over the
  * segment's timeline), so a segment's export is exact for that segment even when the writer
  * rotated on its own (size, age, I/O error) or crash recovery sealed it, and costs the loop
  * nothing. It uses the target's settings as the store passes them (tlc_store_export_t): its
  * mapping (area and task names, variable -> state links, as the live engine has them) and its
- * context_area, so the export equals `tlcapd replay SEGMENT --mapping M --context-area H`.
+ * context_area, so the export equals `tlcapd replay SEGMENT --mapping M --context-area H` (for
+ * XML: with `--xml-timeline bin11|bin10`, less the quantiles and rolling windows, see below).
  * A segment sealed by crash recovery has no settings: its areas are listed by handle.
+ *
+ * Text1: INFO, CONTEXTS, HANDLE, STATISTICS with the default entry formats; no TIMELINE (the
+ * .BIN is the timeline). XML (TimelineBinary, as winIDEA writes it): <base>.xml beside
+ * <base>.xml.BIN, whose <Timeline binary="<base>.xml.BIN" .../> names the segment's data file;
+ * the XML writer's own sidecar output is discarded (the segment already holds those bytes). The
+ * Info counters bytes and records are the segment's (24 bytes per record).
+ *
+ * Cost: one engine pass over the segment (XML: plus one more read to count the timeline's
+ * events). The engine runs without quantile histograms and without rolling windows: Text1 has
+ * no macro that prints either (formats/text1.c), and the XML writer prints them only when a
+ * table has them (they are optional in ProfilerExport.xsd, and winIDEA's XML has neither), so
+ * they would only cost time on the sealer thread (about half of the export's engine time).
+ *
  * Runs on the sealer thread (or the recovering thread); allocates its engine, table and
  * options per call; only reads the shared (immutable) mapping.
- *
- * Cost: one engine pass over the segment. The engine runs without quantile histograms and
- * without rolling windows: Text1 has no macro that prints either (formats/text1.c), so they
- * would only cost time on the sealer thread (about half of the export's engine time).
  */
+#include "bin1x.h"
 #include "engine.h"
 #include "store.h"
 #include "text1.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "xml.h"
 
-int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
+static int discard_cb(void *ud, const void *buf, size_t len) {
+  (void)ud;
+  (void)buf;
+  (void)len;
+  return 0;
+}
+
+static int write_xml(const tlc_store_export_t *x, const tlc_table_t *tab) {
+  tlc_xml_opts_t xo;
+  tlc_out_t side;
+  tlc_xml_opts_default(&xo);
+  xo.timeline = TLC_XML_TL_BINARY;
+  xo.bin_version = x->format;
+  xo.sidecar_name = x->data_name;
+  tlc_out_init(&side, 0, discard_cb, NULL);
+  int rc = tlc_xml_write(x->out, &xo, tab, x->mapping, x->timeline, &side);
+  int src = tlc_out_fini(&side);
+  return rc < 0 ? rc : src;
+}
+
+int tlc_store_main_export(void *ud, const tlc_store_export_t *x) {
   (void)ud;
   tlc_engine_t *e;
   tlc_engine_opts_t eo;
@@ -35,8 +68,11 @@ int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
     return rc;
   const tlc_event_t *evs;
   int n;
-  while ((n = x->timeline->next(x->timeline->ud, &evs)) > 0)
+  uint64_t records = 0;
+  while ((n = x->timeline->next(x->timeline->ud, &evs)) > 0) {
     tlc_engine_push(e, evs, (size_t)n);
+    records += (uint64_t)n; /* bin1x: one event per record */
+  }
   if (n < 0) {
     tlc_engine_free(e);
     return n;
@@ -45,7 +81,11 @@ int tlc_store_text1_export(void *ud, const tlc_store_export_t *x) {
   tlc_table_init(&tab);
   tlc_snap_opts_t so = { 0, 0, 1, 0 }; /* all rows, Neutral; no windows, no quantiles */
   rc = tlc_engine_snapshot(e, &tab, &so);
-  if (rc == 0) {
+  tab.counters.records = records;
+  tab.counters.bytes = records * TLC_BIN1X_RECORD;
+  if (rc == 0 && x->xml) {
+    rc = write_xml(x, &tab);
+  } else if (rc == 0) {
     tlc_text1_opts_t *opts = tlc_malloc(sizeof *opts); /* large; not on the writer's stack */
     if (!opts) {
       rc = TLC_ENOMEM;

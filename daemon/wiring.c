@@ -149,14 +149,16 @@ static void st_closed(void *ud) {
 
 /* The target's names and context area for its segments' main exports (SPEC 3: the export
  * beside a bin1x segment holds the mapping and that segment's statistics, as the live target
- * computes them). The store copies the mapping. */
-static void st_settings(tlc_target_t *t, int mapping_too) {
+ * computes them), and the export's format ([daemon] main_export). The store copies the
+ * mapping. */
+static void st_settings(const tlc_wiring_t *w, tlc_target_t *t, int mapping_too) {
   st_handle_t *h = t->store;
   tlc_store_tconf_t tc;
   int r;
   memset(&tc, 0, sizeof(tc));
   tc.has_context_area = t->has_context_area;
   tc.context_area = t->context_area;
+  tc.main_export = w->d->cfg.main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
   r = tlc_store_target_configure(h->t, &tc);
   if (r == 0 && mapping_too)
     r = tlc_store_target_set_mapping(h->t, t->has_mapping ? &t->mapping : NULL);
@@ -225,7 +227,7 @@ static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so
   so->index_interval = c->index_interval;
   so->queue_bytes = (size_t)c->store_queue;
   so->quick_start = c->quick_start;
-  so->export_cb = tlc_store_text1_export; /* the main .txt export of every bin1x segment */
+  so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
   so->export_ud = NULL;
   so->log_cb = st_log;
   so->log_ud = w;
@@ -334,13 +336,13 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;
         t->store = h;
-        st_settings(t, t->has_mapping);
+        st_settings(w, t, t->has_mapping);
       }
       break;
     }
     case TLC_TEV_MAPPING:
       if (hd(t) != NULL)
-        st_settings(t, 1);
+        st_settings(w, t, 1);
       break;
     case TLC_TEV_CONNECTED:
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
@@ -580,6 +582,13 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     w->applied.sync_mode = c->sync_mode;
     w->applied.sync_interval_ms = c->sync_interval_ms;
     w->applied.sync_bytes = c->sync_bytes;
+    if (c->main_export != w->applied.main_export) {
+      /* segments opened from now on get the new main export (names .txt/.xml decided at open) */
+      for (size_t i = 0; i < w->d->targets.n; i++)
+        if (w->d->targets.v[i]->store != NULL)
+          st_settings(w, w->d->targets.v[i], 0);
+      w->applied.main_export = c->main_export;
+    }
     /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
   }

@@ -9,6 +9,7 @@ are written, and a slow recovery keeps extending systemd's start timeout.
 Usage: test_daemon_store.py TLCAPD TLCAP"""
 import json
 import os
+import xml.etree.ElementTree as ET
 import random
 import re
 import signal
@@ -22,7 +23,9 @@ import tlctest as T
 TLCAPD = sys.argv[1]
 TLCAP = sys.argv[2]
 
-SEG_RE = re.compile(r"^(\d{8}T\d{6}Z)-(\d+)\.(txt\.BIN|log)$")
+SEG_RE = re.compile(r"^(\d{8}T\d{6}Z)-(\d+)\.(txt\.BIN|xml\.BIN|log)$")
+XSD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "formats",
+                   "ProfilerExport.xsd")
 
 
 # ---- stream generators (from SPEC 1, not from the C code) ----
@@ -132,7 +135,7 @@ def concat(tdir):
 
 
 def manifest(tdir, data):
-    base = data[:-len(".txt.BIN")] if data.endswith(".txt.BIN") else data[:-len(".log")]
+    base = data[:-len(".txt.BIN")] if data.endswith(".BIN") else data[:-len(".log")]
     m = {}
     with open(os.path.join(tdir, base + ".manifest")) as f:
         for line in f:
@@ -536,7 +539,64 @@ def test_segment_export_names(d):
              "segment %d: export equals its replay with %s and context_area" % (seq, mp))
 
 
-T.main([test_bytes_on_disk, test_segment_export_names, test_live_equals_replay, test_rotation, test_reload_retention,
+def xml_canon(path, drop_replay_only):
+    """The XML document as a comparable string; with drop_replay_only, without what a segment's
+    main export does not carry (quantile attributes, rolling windows: docs/storage.md)."""
+    root = ET.parse(path).getroot()
+    if drop_replay_only:
+        for el in root.iter():
+            for q in ("p50", "p90", "p99", "p999"):
+                el.attrib.pop(q, None)
+            for w in [c for c in el if c.tag == "Window"]:
+                el.remove(w)
+    for el in root.iter():
+        el.text = (el.text or "").strip()
+        el.tail = (el.tail or "").strip()
+    return ET.tostring(root, encoding="unicode")
+
+
+def test_xml_main_export(d):
+    """main_export = xml: every bin1x segment is <base>.xml.BIN beside <base>.xml (winIDEA's
+    TimelineBinary), the XML validates against ProfilerExport.xsd, equals `tlcapd replay SEGMENT
+    --export xml --xml-timeline FORMAT` (less quantiles and windows, which a segment's export
+    does not carry) and replay's sidecar equals the segment; the segments concatenate to the
+    bytes sent."""
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "12k", "--main-export", "xml"], store=True)
+    sent = {"x11": ("bin11", gen_bin11(1500, 41)), "x10": ("bin10", gen_bin10(1200, 42))}
+    try:
+        for name, (fmt, data) in sent.items():
+            send_named(port, name, fmt, data)
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    out = os.path.join(d, "replay")
+    os.mkdir(out)
+    for name, (fmt, data) in sent.items():
+        tdir = os.path.join(dm.state, name)
+        segs = segments(tdir)
+        T.check(len(segs) >= 3, "%s: several segments (%d)" % (name, len(segs)))
+        T.check(concat(tdir) == data, name + ": segments concatenate to the bytes sent")
+        for seq, f in segs:
+            T.check(f.endswith(".xml.BIN"), "XML segment name " + f)
+            x = os.path.join(tdir, f[:-len(".BIN")])
+            T.check(os.path.exists(x), "main export %s beside %s" % (x, f))
+            T.check(not os.path.exists(x[:-len(".xml")] + ".txt"), "no Text1 export for " + f)
+            rc, _, err = T.run(["xmllint", "--noout", "--schema", XSD, x])
+            T.eq(rc, 0, "%s validates against the XSD: %s" % (x, err[-1500:]))
+            T.eq(manifest(tdir, f)["export"], os.path.basename(x), "manifest names the export")
+            rx = os.path.join(out, os.path.basename(x))  # same name: same binary="..." attribute
+            rc, _, err = T.run([TLCAPD, "replay", os.path.join(tdir, f), "--format", fmt,
+                                "--export", "xml", "--xml-timeline", fmt, "--output", rx])
+            T.eq(rc, 0, "replay " + f + ": " + err)
+            T.eq(xml_canon(x, False), xml_canon(rx, True),
+                 "%s: XML export of segment %d equals its replay" % (name, seq))
+            with open(rx + ".BIN", "rb") as a, open(os.path.join(tdir, f), "rb") as b:
+                T.check(a.read() == b.read(), "replay's TimelineBinary equals segment %d" % seq)
+
+
+T.main([test_bytes_on_disk, test_segment_export_names, test_xml_main_export, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,
         test_sigterm_while_answer_pending])

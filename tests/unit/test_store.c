@@ -40,7 +40,7 @@ static void roundtrip_bin(tlc_format_t f) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 10 + 5;
   o.index_interval = 4;
-  o.export_cb = tlc_store_text1_export;
+  o.export_cb = tlc_store_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "probe1", f, &t), 0);
@@ -680,7 +680,7 @@ static void test_seal_off_append_path(void **state) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 100;
   o.max_sealing = 2;
-  o.export_cb = tlc_store_text1_export;
+  o.export_cb = tlc_store_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "seal", TLC_FMT_BIN11, &t), 0);
@@ -793,11 +793,11 @@ static void test_export_settings(void **state) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 50;
   o.max_sealing = 2;
-  o.export_cb = tlc_store_text1_export;
+  o.export_cb = tlc_store_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
-  tlc_store_tconf_t tc = { 1, 0x30000005 };
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
   parse_mapping(&m, m1);
@@ -841,6 +841,99 @@ static void test_export_settings(void **state) {
   free(ev);
 }
 
+/* reads a whole file into out (NUL-terminated); returns its length */
+static size_t slurp(const char *path, char *out, size_t cap) {
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  size_t n = fread(out, 1, cap - 1, fp);
+  out[n] = 0;
+  fclose(fp);
+  return n;
+}
+
+/* main_export = XML: segments are <base>.xml.BIN beside <base>.xml (winIDEA's TimelineBinary
+ * naming), the XML names its .BIN and counts its events; a switch applies from the next
+ * segment opened; a crashed .xml.BIN.part is recovered with an XML export; retention deletes
+ * the .xml with its segment. */
+static void test_xml_main_export(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "x", TLC_FMT_BIN10, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN10, 200, 31, &want);
+  assert_int_equal(tlc_store_write(t, ev, 60), 0); /* segment 1 (40), segment 2 opened */
+  tlc_store_tconf_t tc = { 0, 0, TLC_MAIN_XML };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  assert_int_equal(tlc_store_write(t, ev + 60, 140), 0); /* segment 2 still .txt; 3.. XML */
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "x");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 5);
+  static char x[1 << 20];
+  for (size_t i = 0; i < l.n; i++) {
+    tlc_segname_t sn;
+    char p[1300];
+    assert_int_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_DATA);
+    assert_int_equal(sn.xml, i >= 2);
+    snprintf(p, sizeof p, "%s/%s.%s", d, sn.base, i >= 2 ? "xml" : "txt");
+    slurp(p, x, sizeof x);
+    if (i < 2) {
+      assert_non_null(strstr(x, "* STATISTICS("));
+      continue;
+    }
+    char want_tl[300];
+    snprintf(want_tl, sizeof want_tl,
+             "<Timeline binary=\"%s\" binaryVersion=\"1.0\" events=\"40\"/>", l.name[i]);
+    assert_non_null(strstr(x, want_tl));
+    assert_non_null(strstr(x, "<ProfilerExport"));
+    assert_non_null(strstr(x, "records=\"40\""));
+    assert_null(strstr(x, "p50=")); /* no quantiles, no windows in a segment's export */
+    assert_null(strstr(x, "<Window"));
+    snprintf(p, sizeof p, "%s/%s.manifest", d, sn.base);
+    slurp(p, x, sizeof x);
+    char want_m[200];
+    snprintf(want_m, sizeof want_m, "\nexport %s.xml\n", sn.base);
+    assert_non_null(strstr(x, want_m));
+  }
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  /* a crash: an XML segment left as a .part with a torn last record */
+  char part[1300];
+  snprintf(part, sizeof part, "%s/20260101T000000Z-00000009.xml.BIN.part", d);
+  FILE *fp = fopen(part, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(want.p, 1, 24 * 7 + 5, fp), 24 * 7 + 5);
+  fclose(fp);
+  tlc_store_recovery_t sum;
+  o.max_segments = 2;
+  s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.recovered, 1);
+  assert_int_equal(sum.torn_bytes, 5);
+  close_store(s, &loop);
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 2); /* retention at start: the newest 2 */
+  assert_string_equal(l.name[1], "20260101T000000Z-00000009.xml.BIN");
+  snprintf(part, sizeof part, "%s/20260101T000000Z-00000009.xml", d);
+  slurp(part, x, sizeof x);
+  assert_non_null(strstr(x, "events=\"7\""));
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 2); /* the deleted ones' exports went too */
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 2);
+  assert_int_equal(count_kind(d, TLC_SK_TORN), 1);
+  buf_free(&want);
+  free(ev);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
@@ -860,6 +953,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_xml_main_export, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
