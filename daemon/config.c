@@ -263,6 +263,7 @@ static const dkey_t dkeys[] = {
   { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30 },
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
+  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
 };
 
 static const dkey_t *find_dkey(const char *name) {

@@ -212,11 +212,9 @@ int tlc__segname_parse(const char *name, tlc_segname_t *out) {
   static const struct {
     const char *suffix;
     int kind;
-  } after[] = { { "", TLC_SK_DATA },
-                { ".part", TLC_SK_PART },
-                { ".zst", TLC_SK_ZST },
-                { ".zst.part", TLC_SK_ZSTPART },
-                { ".torn", TLC_SK_TORN } };
+  } after[] = { { "", TLC_SK_DATA },      { ".part", TLC_SK_PART },
+                { ".zst", TLC_SK_ZST },   { ".zst.part", TLC_SK_ZSTPART },
+                { ".torn", TLC_SK_TORN }, { ".skipped", TLC_SK_SKIPPED } };
   for (size_t i = 0; i < sizeof dext / sizeof dext[0]; i++) {
     size_t el = strlen(dext[i].ext);
     if (strncmp(ext, dext[i].ext, el) != 0)

@@ -14,8 +14,10 @@
  *  - recovery of a .part never appends to it: whole prefix kept, torn tail copied to
  *    `<data>.torn` (rewritten from scratch each attempt), truncated, manifest rebuilt, renamed.
  *    A crash in the middle leaves a .part again, so recovery is idempotent.
- *  - deletion order: data, export, torn, manifest, fsync(dir). An orphan manifest at start is
- *    a half-done deletion and is completed.
+ *  - deletion order: data, export, torn, skipped, manifest, fsync(dir). An orphan manifest at
+ *    start is a half-done deletion and is completed.
+ *  - keep_skipped: bytes the segment does not hold go to <data>.skipped (written under its final
+ *    name: it is an aside, not a record file); a seal fsyncs it before the data's rename.
  *
  * Cost: appends are one write(2) per chunk; sealing is 3 fsyncs (data, export, manifest) + 1
  * directory fsync. Memory: the manifest's index (records / interval entries).
@@ -36,6 +38,7 @@
 void tlc__seg_init(tlc_seg_t *s) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
+  s->skfd = -1;
   tlc__manifest_init(&s->m);
 }
 
@@ -49,6 +52,9 @@ void tlc__seg_fini(tlc_seg_t *s) {
   if (s->fd >= 0)
     tlc_io->close(s->fd);
   s->fd = -1;
+  if (s->skfd >= 0)
+    tlc_io->close(s->skfd);
+  s->skfd = -1;
   tlc__manifest_fini(&s->m);
 }
 
@@ -82,6 +88,8 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
   s->last_sync_mono = mono_ns;
   s->opened_mono = mono_ns;
   s->suspect = 0;
+  s->skfd = -1;
+  s->sk_bytes = 0;
   tlc_crashpoint("rotate.after_open_new");
   /* make the new name durable now, so that what fdatasync confirms is reachable */
   tlc_io_fsync_dir(dir);
@@ -119,6 +127,26 @@ int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec
       s->suspect = 1;
   }
   return rc;
+}
+
+int64_t tlc__seg_skipped(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t room) {
+  char path[2048];
+  size_t k = len < room ? len : (size_t)room;
+  if (k == 0)
+    return 0;
+  if (s->skfd < 0) {
+    int rc = tlc__path(path, sizeof path, "%s/%s.skipped", s->dir, s->data);
+    if (rc < 0)
+      return rc;
+    rc = tlc_io->open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (rc < 0)
+      return rc;
+    s->skfd = rc;
+  }
+  size_t w = 0;
+  int rc = tlc_io_write_all(s->skfd, buf, k, &w);
+  s->sk_bytes += w;
+  return rc < 0 && w == 0 ? rc : (int64_t)w;
 }
 
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns) {
@@ -206,6 +234,13 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
     tlc_io->close(s->fd);
     s->fd = -1;
     tlc_io->unlink(part);
+    if (s->skfd >= 0) {
+      char sk[2100];
+      tlc_io->close(s->skfd);
+      s->skfd = -1;
+      if (tlc__path(sk, sizeof sk, "%s/%s.skipped", s->dir, s->data) == 0)
+        tlc_io->unlink(sk);
+    }
     tlc_io_fsync_dir(s->dir);
     return 1;
   }
@@ -222,6 +257,12 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   tlc_crashpoint("seal.after_fdatasync");
   tlc_io->close(s->fd);
   s->fd = -1;
+  if (s->skfd >= 0) {
+    /* the aside file is durable before the segment is sealed (errors: the bytes are extra) */
+    tlc_io->fsync(s->skfd);
+    tlc_io->close(s->skfd);
+    s->skfd = -1;
+  }
   tlc__mbuild_finish(&s->b);
   s->m.closed_wall_ns = wall_ns;
   s->m.reason = reason;
@@ -266,8 +307,8 @@ static uint64_t lsize(const char *path) {
 uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data) {
   char p[2048];
   uint64_t t = 0;
-  static const char *sfx[] = { "", ".zst", ".torn" };
-  for (size_t i = 0; i < 3; i++)
+  static const char *sfx[] = { "", ".zst", ".torn", ".skipped" };
+  for (size_t i = 0; i < 4; i++)
     if (tlc__path(p, sizeof p, "%s/%s%s", dir, data, sfx[i]) == 0)
       t += lsize(p);
   if (tlc__path(p, sizeof p, "%s/%s%s", dir, base, tlc__segname_export_ext(data)) == 0)
@@ -290,6 +331,8 @@ int tlc__segment_delete(const char *dir, const tlc_catent_t *e) {
   if (tlc__path(p, sizeof p, "%s/%s%s", dir, e->base, tlc__segname_export_ext(e->data)) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.torn", dir, e->data) == 0)
+    tlc_io->unlink(p);
+  if (tlc__path(p, sizeof p, "%s/%s.skipped", dir, e->data) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, e->base) == 0)
     tlc_io->unlink(p);

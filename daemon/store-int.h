@@ -134,7 +134,8 @@ enum tlc_seg_kind {
   TLC_SK_TORN,     /* <data>.torn */
   TLC_SK_EXPORT,   /* <base>.txt | <base>.xml (main export of a bin1x segment) */
   TLC_SK_MANIFEST, /* <base>.manifest */
-  TLC_SK_TMP       /* <base>.<anything>.tmp */
+  TLC_SK_TMP,      /* <base>.<anything>.tmp */
+  TLC_SK_SKIPPED   /* <data>.skipped (keep_skipped) */
 };
 
 typedef struct tlc_segname {
@@ -178,10 +179,10 @@ int tlc__catalog_init(tlc_catalog_t *c);
 void tlc__catalog_fini(tlc_catalog_t *c);
 /* Adds (copies) an entry; caller holds nothing (locks inside). 0 or TLC_ENOMEM. */
 int tlc__catalog_add(tlc_catalog_t *c, const tlc_catent_t *e);
-/* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn). */
+/* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn, skipped). */
 uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data);
 
-/* Deletes one sealed segment's files in the order data, (crash point), export, torn,
+/* Deletes one sealed segment's files in the order data, (crash point), export, torn, skipped,
  * manifest, then fsyncs the directory. Returns the bytes freed (from its catalog entry). */
 int tlc__segment_delete(const char *dir, const tlc_catent_t *e);
 
@@ -282,8 +283,10 @@ typedef struct tlc_seg {
   int64_t last_sync_mono, opened_mono;
   int suspect; /* a write or fsync failed: seal as suspect, never trust */
   uint32_t max_block;
-  int seal_err; /* first error of the last seal after which it still sealed */
-  int xml;      /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
+  int seal_err;      /* first error of the last seal after which it still sealed */
+  int xml;           /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
+  int skfd;          /* <data>.skipped while open (keep_skipped), else -1 */
+  uint64_t sk_bytes; /* bytes in it */
 } tlc_seg_t;
 
 void tlc__seg_init(tlc_seg_t *s);
@@ -302,10 +305,14 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
 int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec, uint64_t *wbytes);
 /* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
-/* Seals: fdatasync, main export (bin1x, hook, with `ex`: may be NULL), manifest, rename .part ->
- * data name, fsync the directory; with crash points. Closes the fd. Fills *ent for the catalog. A
- * segment with no record is removed instead (returns 1). 0 sealed, 1 removed, negative on failure
- * (the file is then left as .part or quarantined: see segment.c). */
+/* Appends to <dir>/<data>.skipped (created on first use), at most `room` bytes of buf[0..len);
+ * returns the bytes written (the rest is the caller's to count) or a negative error. */
+int64_t tlc__seg_skipped(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t room);
+/* Seals: fdatasync (and the .skipped file's fsync), main export (bin1x, hook, with `ex`: may be
+ * NULL), manifest, rename .part -> data name, fsync the directory; with crash points. Closes the
+ * fd. Fills *ent for the catalog. A segment with no record is removed instead (returns 1). 0
+ * sealed, 1 removed, negative on failure (the file is then left as .part or quarantined: see
+ * segment.c). */
 int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *ex,
                   tlc_store_export_fn cb, void *ud, tlc_catent_t *ent);
 

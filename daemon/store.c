@@ -67,7 +67,8 @@ enum {
   C_BARRIER,
   C_STOP,
   C_SETMAP,
-  C_SETCONF
+  C_SETCONF,
+  C_SKIP
 };
 enum { J_SEAL = 1, J_BARRIER };
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
@@ -137,6 +138,17 @@ struct tlc_store_target {
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
+  uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
+  uint64_t sk_end;   /* stream offset after the last byte seen */
+  uint64_t sk_kbase; /* stream offset of sk_buf[0]; valid bytes sk_buf[sk_head..sk_len) */
+  uint8_t *sk_buf;   /* grows up to keep_skipped */
+  size_t sk_head, sk_len, sk_cap;
+  uint64_t sk_blk; /* evlog: 1 + offset of the last block covered (0: none) */
+  int sk_started;
+  uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP) */
+  size_t sk_olen, sk_ocap;
+  uint64_t sk_unkept; /* skipped bytes that could not be kept, to queue */
   /* writer side */
   tlc_seg_t seg;
   char dir[1024];
@@ -147,6 +159,8 @@ struct tlc_store_target {
   size_t npg;
   tmap_t *wmap;         /* names for the exports (a reference; NULL: none) */
   tlc_store_tconf_t tc; /* export settings */
+  uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
+  size_t skpend_len;
   struct tlc_store_target *wnext;
   /* under s->mu */
   tlc_store_target_counters_t c;
@@ -569,6 +583,34 @@ static void stop_sealer(tlc_store_t *s) {
   s->sthr_started = 0;
 }
 
+/* keep_skipped, writer: bytes the segment does not hold, into <data>.skipped of the open segment
+ * (or kept in memory for the next one), at most keep_skipped per segment; what does not fit or
+ * cannot be written is counted and recorded as a `skipped_unkept` gap. */
+static void w_skip(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
+                   uint64_t unkept) {
+  uint64_t keep = s->o.keep_skipped, kept = 0;
+  if (len > 0 && t->seg.fd >= 0 && !s->disk_full) {
+    int64_t w =
+        tlc__seg_skipped(&t->seg, buf, len, t->seg.sk_bytes < keep ? keep - t->seg.sk_bytes : 0);
+    kept = w > 0 ? (uint64_t)w : 0;
+  } else if (len > 0 && t->seg.fd < 0) {
+    size_t room = keep > t->skpend_len ? (size_t)(keep - t->skpend_len) : 0;
+    size_t k = len < room ? len : room;
+    uint8_t *nb = k > 0 ? tlc_realloc(t->skpend, t->skpend_len + k) : NULL;
+    if (nb) {
+      t->skpend = nb;
+      memcpy(nb + t->skpend_len, buf, k);
+      t->skpend_len += k;
+      kept = k;
+    }
+  }
+  unkept += len - kept;
+  if (unkept > 0)
+    w_add_gap(t, "skipped_unkept", unkept);
+  LOCKED(s, s->c.skipped_kept_bytes += (t->seg.fd >= 0 ? kept : 0);
+         s->c.skipped_unkept_bytes += unkept);
+}
+
 static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
   int rc = ensure_dir(t->dir);
   if (rc < 0)
@@ -595,6 +637,15 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
   for (size_t i = 0; i < t->npg; i++)
     tlc__manifest_add_gap(&t->seg.m, t->pg[i].reason, t->pg[i].count);
   t->npg = 0;
+  if (t->skpend_len > 0) {
+    /* skipped bytes that came while no segment was open belong to this one */
+    int64_t w = tlc__seg_skipped(&t->seg, t->skpend, t->skpend_len, s->o.keep_skipped);
+    uint64_t kept = w > 0 ? (uint64_t)w : 0;
+    if (kept < t->skpend_len)
+      tlc__manifest_add_gap(&t->seg.m, "skipped_unkept", t->skpend_len - kept);
+    LOCKED(s, s->c.skipped_kept_bytes += kept; s->c.skipped_unkept_bytes += t->skpend_len - kept);
+    t->skpend_len = 0;
+  }
   LOCKED(s, s->c.segments_opened++; t->c.segment_seq = t->seg.seq; t->c.segment_bytes = 0;
          t->c.durable_bytes = 0);
   return 0;
@@ -822,6 +873,9 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_SETCONF:
     t->tc = c->tc;
     break;
+  case C_SKIP:
+    w_skip(s, t, c->buf, c->len, c->count);
+    break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) {
@@ -1016,6 +1070,163 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   return submit(t, buf, len, nrec);
 }
 
+/* ---- loop side: keep_skipped ----
+ *
+ * The stream bytes after the last record/block that tlc_store_write saw are held (from
+ * tlc_store_bytes, at most keep_skipped of them, plus for bin1x the resync decoder's look-ahead,
+ * the ones right after that record: a skipped run starts there) until the next record shows
+ * where they end: the bytes between are not in
+ * any segment, so they are queued for the .skipped file (C_SKIP); what was not held is counted.
+ * Cost per record: a comparison; per received byte: one copy while it is past the last record.
+ */
+
+static void sk_emit(tlc_store_target_t *t, uint64_t a, uint64_t b) {
+  uint64_t lo = a > t->sk_kbase + t->sk_head ? a : t->sk_kbase + t->sk_head;
+  uint64_t hi = b < t->sk_kbase + t->sk_len ? b : t->sk_kbase + t->sk_len;
+  size_t k = hi > lo ? (size_t)(hi - lo) : 0;
+  if (k > 0 && t->sk_olen + k > t->sk_ocap) {
+    size_t nc = t->sk_ocap ? t->sk_ocap : 4096;
+    while (nc < t->sk_olen + k)
+      nc *= 2;
+    uint8_t *nb = tlc_realloc(t->sk_out, nc);
+    if (!nb)
+      k = 0;
+    else {
+      t->sk_out = nb;
+      t->sk_ocap = nc;
+    }
+  }
+  if (k > 0) {
+    memcpy(t->sk_out + t->sk_olen, t->sk_buf + (lo - t->sk_kbase), k);
+    t->sk_olen += k;
+  }
+  t->sk_unkept += (b - a) - k;
+}
+
+/* a record/block occupies stream bytes [rs, re): what lies between the last one and it was
+ * skipped */
+static void sk_cover(tlc_store_target_t *t, uint64_t rs, uint64_t re) {
+  if (rs > t->sk_base)
+    sk_emit(t, t->sk_base, rs);
+  if (re > t->sk_base)
+    t->sk_base = re;
+  if (t->sk_kbase + t->sk_head < t->sk_base) {
+    uint64_t d = t->sk_base - t->sk_kbase;
+    t->sk_head = d < t->sk_len ? (size_t)d : t->sk_len;
+    if (t->sk_head == t->sk_len)
+      t->sk_head = t->sk_len = 0; /* nothing held; sk_kbase is set by the next bytes */
+  }
+}
+
+static void sk_flush(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  if (t->sk_olen == 0 && t->sk_unkept == 0)
+    return;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (c) {
+    c->type = C_SKIP;
+    c->t = t;
+    c->count = t->sk_unkept;
+    if (t->sk_olen > 0) {
+      c->buf = tlc_malloc(t->sk_olen);
+      if (c->buf) {
+        memcpy(c->buf, t->sk_out, t->sk_olen);
+        c->len = t->sk_olen;
+      }
+    }
+    if (c->len > 0 && enqueue(s, c, 1) == 0) {
+      t->sk_olen = 0;
+      t->sk_unkept = 0;
+      return;
+    }
+    /* no memory or the queue is full: only the count goes (a control command) */
+    tlc_free(c->buf);
+    c->buf = NULL;
+    c->len = 0;
+    c->count = t->sk_unkept + t->sk_olen;
+    if (enqueue(s, c, 0) == 0) {
+      t->sk_olen = 0;
+      t->sk_unkept = 0;
+    }
+  }
+}
+
+void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t off) {
+  if (!t || len == 0 || t->s->o.keep_skipped == 0)
+    return;
+  if (!t->sk_started) {
+    t->sk_started = 1;
+    t->sk_base = off;
+  }
+  if (off + len <= t->sk_base) {
+    t->sk_end = off + len; /* inside a block already covered (evlog delivers items early) */
+    return;
+  }
+  if (off < t->sk_base) {
+    buf += t->sk_base - off;
+    len -= (size_t)(t->sk_base - off);
+    off = t->sk_base;
+  }
+  if (t->sk_len == 0)
+    t->sk_kbase = off;
+  if (t->sk_kbase + t->sk_len == off) { /* contiguous with what is held: hold more */
+    /* bin1x: the records the resync decoder holds back for confirmation (at most
+     * TLC_BIN1X_HOLD bytes) come before a skipped run; an evlog run starts right after the
+     * last block delivered */
+    uint64_t keep =
+        t->s->o.keep_skipped + (t->format == TLC_FMT_EVLOG ? 0 : (uint64_t)TLC_BIN1X_HOLD);
+    if (t->sk_len + len > t->sk_cap && t->sk_head > 0) {
+      memmove(t->sk_buf, t->sk_buf + t->sk_head, t->sk_len - t->sk_head);
+      t->sk_kbase += t->sk_head;
+      t->sk_len -= t->sk_head;
+      t->sk_head = 0;
+    }
+    if (t->sk_len + len > t->sk_cap && t->sk_cap < keep) {
+      size_t nc = t->sk_cap ? t->sk_cap : 4096;
+      while (nc < t->sk_len + len && nc < keep)
+        nc *= 2;
+      if (nc > keep)
+        nc = (size_t)keep;
+      uint8_t *nb = tlc_realloc(t->sk_buf, nc);
+      if (nb) {
+        t->sk_buf = nb;
+        t->sk_cap = nc;
+      }
+    }
+    size_t k = t->sk_cap - t->sk_len < len ? t->sk_cap - t->sk_len : len;
+    if (k > 0)
+      memcpy(t->sk_buf + t->sk_len, buf, k);
+    t->sk_len += k;
+  }
+  t->sk_end = off + len;
+}
+
+void tlc_store_stream_end(tlc_store_target_t *t) {
+  if (!t || t->s->o.keep_skipped == 0 || !t->sk_started)
+    return;
+  sk_cover(t, t->sk_end, t->sk_end);
+  sk_flush(t);
+}
+
+/* the record/block spans of decoded events (bin1x: 24 bytes at the event's offset; evlog: the
+ * item's whole block, once) */
+static void sk_events(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  if (!t->sk_started)
+    return;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].flags & TLC_EVF_SYNTH)
+      continue;
+    if (t->format != TLC_FMT_EVLOG) {
+      sk_cover(t, ev[i].offset, ev[i].offset + TLC_BIN1X_RECORD);
+    } else if (ev[i].evlog && ev[i].evlog->block_offset + 1 != t->sk_blk) {
+      const tlc_evlog_ext_t *x = ev[i].evlog;
+      t->sk_blk = x->block_offset + 1;
+      sk_cover(t, x->block_offset, x->block_offset + 12 + (uint64_t)x->block_size);
+    }
+  }
+  sk_flush(t);
+}
+
 static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_out_t o;
   uint64_t before = t->enc.blocks;
@@ -1041,6 +1252,8 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   if (!t || n == 0)
     return 0;
+  if (t->s->o.keep_skipped)
+    sk_events(t, ev, n); /* the skipped bytes go before these records */
   if (t->format == TLC_FMT_EVLOG)
     return write_evlog(t, ev, n);
   uint8_t *buf = tlc_malloc(n * TLC_BIN1X_RECORD);
@@ -1394,6 +1607,9 @@ static void start_compress(tlc_store_t *s, const res_t *r) {
 
 static void free_target(tlc_store_target_t *t) {
   tmap_unref(t->s, t->wmap); /* the writer is done with the target */
+  tlc_free(t->skpend);
+  tlc_free(t->sk_buf);
+  tlc_free(t->sk_out);
   tlc__seg_fini(&t->seg);
   tlc_evlog_enc_fini(&t->enc);
   tlc_free(t);
@@ -1745,6 +1961,8 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       x->gone = 1;
     if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
       x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
   }
   /* C: sealed data */
   for (size_t i = 0; i < n; i++) {
@@ -1822,6 +2040,11 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
         quarantine(s, target, dir, ex->name, "export of a quarantined segment", sum);
         ex->gone = 1;
       }
+      rent_t *sk = find_ent(v, n, sn->base, TLC_SK_SKIPPED);
+      if (sk) {
+        quarantine(s, target, dir, sk->name, "skipped bytes of a quarantined segment", sum);
+        sk->gone = 1;
+      }
     }
     v[i].gone = 1;
     if (mf)
@@ -1831,10 +2054,13 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     rent_t *x = find_ent(v, n, sn->base, TLC_SK_TORN);
     if (x)
       x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
   }
-  /* D: manifests and exports without data: an interrupted deletion, completed */
+  /* D: manifests, exports and skipped bytes without data: an interrupted deletion, completed */
   for (size_t i = 0; i < n; i++) {
-    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT))
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT &&
+                      v[i].sn.kind != TLC_SK_SKIPPED))
       continue;
     snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
     if (v[i].sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &m, why, sizeof why) < 0) {

@@ -9,6 +9,8 @@
  *     <state>/<target>/<UTC start>-<seq>.manifest    sidecar manifest (key=value text)
  *     ...<data>.part    the open segment;  ...<data>.zst  a compressed sealed segment;
  *     ...<data>.torn    a torn tail moved aside by crash recovery
+ *     ...<data>.skipped received bytes that are not in the segment (resync skips, cut-off
+ *                       tails), with keep_skipped
  *     <state>/.quarantine/<target>/...               what startup could not trust
  *
  * Threads: every function here runs on the loop thread. File I/O happens on two threads owned
@@ -119,9 +121,13 @@ typedef struct tlc_store_opts {
   int64_t probe_interval_ms;     /* disk-full probe period (0: 1000) */
   uint64_t resume_free_bytes;    /* free bytes needed to resume after ENOSPC (0: 1 MiB) */
   uint32_t max_block;            /* evlog: largest block accepted (0: 64 MiB) */
-  uint32_t max_sealing; /* segments handed to the sealer and not yet sealed (0: 2); beyond it the
-                           writer waits for the sealer before it closes another segment */
-  int quick_start;      /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  uint32_t max_sealing;  /* segments handed to the sealer and not yet sealed (0: 2); beyond it the
+                            writer waits for the sealer before it closes another segment */
+  uint64_t keep_skipped; /* 0: off. Else received bytes that are not in the segment (skipped by a
+                            resync, a stream's cut-off tail) are kept in <data>.skipped, at most
+                            this many per segment (and per target waiting in memory); the rest
+                            is counted (gap skipped_unkept). Needs tlc_store_bytes. */
+  int quick_start;       /* tlc_store_recover: 1 = check sizes and index only, not every byte */
   /* Clocks (NULL: CLOCK_REALTIME / CLOCK_MONOTONIC). Called from the writer thread. */
   int64_t (*now_wall_ns)(void *ud);
   int64_t (*now_mono_ns)(void *ud);
@@ -154,8 +160,10 @@ typedef struct tlc_store_counters {
   int disk_full;                          /* 1 while paused */
   uint64_t queue_bytes, queue_peak_bytes; /* writer queue */
   uint64_t seal_queue;                    /* segments handed to the sealer, not yet sealed */
-  uint64_t seal_waits;   /* times the writer waited because max_sealing segments were in flight */
-  uint64_t stored_bytes; /* sealed segments on disk (all files), all targets */
+  uint64_t seal_waits; /* times the writer waited because max_sealing segments were in flight */
+  uint64_t skipped_kept_bytes;   /* written to .skipped files (keep_skipped) */
+  uint64_t skipped_unkept_bytes; /* not kept: over keep_skipped, queue full, write error */
+  uint64_t stored_bytes;         /* sealed segments on disk (all files), all targets */
   uint64_t stored_segments;
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
    * every 250 ms unless stuck in a system call or waiting for the sealer (max_sealing segments
@@ -238,6 +246,16 @@ int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *c
  * free its own at once); applied like tlc_store_target_configure. Returns 0, TLC_EINVAL or
  * TLC_ENOMEM (the previous names stay). */
 int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping);
+
+/* keep_skipped: every byte of the target's stream as it is pushed to its decoder, in stream order
+ * (`offset` = the decoder's stream offset of buf[0]; target.h's bytes_cb), so that the bytes
+ * that no record/block written by tlc_store_write covers can be kept aside. Copies at most
+ * keep_skipped bytes past the last record; no-op when keep_skipped is 0. Loop thread. */
+void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t offset);
+
+/* keep_skipped: the stream ended (disconnect): the bytes after its last record are not in any
+ * segment (a truncated tail, trailing noise) and go to the .skipped file too. */
+void tlc_store_stream_end(tlc_store_target_t *t);
 
 /* Records a gap in the open (or next) segment's manifest: `reason` (short word: "reconnect",
  * "resync", "overflow", ..., at most 31 bytes) and a count (bytes, items, whatever the reason

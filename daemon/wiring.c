@@ -227,6 +227,7 @@ static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so
   so->index_interval = c->index_interval;
   so->queue_bytes = (size_t)c->store_queue;
   so->quick_start = c->quick_start;
+  so->keep_skipped = c->keep_skipped;
   so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
   so->export_ud = NULL;
   so->log_cb = st_log;
@@ -351,6 +352,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
     case TLC_TEV_DISCONNECTED:
+      if (hd(t) != NULL)
+        tlc_store_stream_end(hd(t)->t); /* keep_skipped: the stream's unrecorded tail */
       if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
         tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
         hd(t)->gaps = t->gaps;
@@ -400,6 +403,21 @@ static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
   (void)t;
   (void)ev;
   (void)n;
+#endif
+}
+
+static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
+                      uint64_t offset) {
+  tlc_wiring_t *w = ud;
+  (void)w;
+#ifdef TLC_HAVE_STORE
+  if (w->st != NULL && t->store != NULL)
+    tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
+#else
+  (void)t;
+  (void)buf;
+  (void)len;
+  (void)offset;
 #endif
 }
 
@@ -534,6 +552,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.decoded_cb = obs_decoded;
+  if (d->cfg.store && d->cfg.keep_skipped > 0)
+    o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
   o.batch_cb = obs_batch;
   o.ud = w;
   r = tlc_targets_observe(&d->targets, &o);
@@ -560,10 +580,11 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     tlc_store_opts_t so;
     const tlc_config_t *a = &w->applied;
     if (c->compress != a->compress || c->index_interval != a->index_interval ||
-        c->store_queue != a->store_queue || c->max_block != a->max_block)
+        c->store_queue != a->store_queue || c->max_block != a->max_block ||
+        c->keep_skipped != a->keep_skipped)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-              "reload: compress, index_interval, store_queue and max_block of storage take "
-              "effect only after a restart");
+              "reload: compress, index_interval, store_queue, max_block and keep_skipped of "
+              "storage take effect only after a restart");
     /* Rotation, retention and sync limits apply now (tlc_store_reconfigure runs a retention
      * pass with the new budgets); the settings above keep their running values. */
     st_opts(w, c, &so);
@@ -571,6 +592,7 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     so.index_interval = a->index_interval;
     so.queue_bytes = (size_t)a->store_queue;
     so.max_block = a->max_block;
+    so.keep_skipped = a->keep_skipped;
     tlc_store_reconfigure(w->st, &so);
     w->applied.rotate_bytes = c->rotate_bytes;
     w->applied.rotate_age_ms = c->rotate_age_ms;

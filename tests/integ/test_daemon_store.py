@@ -9,6 +9,8 @@ are written, and a slow recovery keeps extending systemd's start timeout.
 Usage: test_daemon_store.py TLCAPD TLCAP"""
 import json
 import os
+import pty
+import time
 import xml.etree.ElementTree as ET
 import random
 import re
@@ -596,7 +598,76 @@ def test_xml_main_export(d):
                 T.check(a.read() == b.read(), "replay's TimelineBinary equals segment %d" % seq)
 
 
-T.main([test_bytes_on_disk, test_segment_export_names, test_xml_main_export, test_live_equals_replay, test_rotation, test_reload_retention,
+def make_pty(link):
+    """A pty whose slave the daemon opens by the path `link` (a symlink); returns the master."""
+    m, s = pty.openpty()
+    name = os.ttyname(s)
+    os.close(s)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(name, link)
+    return m
+
+
+def pty_write(fd, data):
+    view = memoryview(data)
+    deadline = time.monotonic() + 20
+    while view:
+        try:
+            view = view[os.write(fd, view[:4096]):]
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise T.Failure("pty write stalled")
+            time.sleep(0.01)  # the pty's buffer is full: back off (not synchronisation)
+
+
+def test_keep_skipped_serial(d):
+    """SPEC 3: with keep_skipped, the bytes a serial target's resync skipped and the cut-off
+    tail of its stream (unplug) are kept in <data>.skipped beside the segment, byte for byte;
+    the segment holds exactly the records."""
+    link = os.path.join(d, "ttyNOISY")
+    m = make_pty(link)
+    dm = D.Daemon(TLCAPD, d, ["--serial", "noisy=bin11@%s:115200" % link, "--keep-skipped",
+                              "64k", "--backoff-min", "50ms", "--backoff-max", "300ms"],
+                  store=True)
+    # Records with times near 1 s and small data resynchronise at once after noise whose type
+    # and area nibbles are all 0xF (never plausible).
+    noise1 = bytes(0xF0 + (i * 7) % 16 for i in range(101))
+    noise2 = bytes(0xF0 + (i * 5) % 16 for i in range(77))
+    recs = [D.calls(60, t0=10 ** 9 + k * 10 ** 7) for k in range(3)]
+    tail = recs[0][:10]
+    try:
+        dm.wait_stats(lambda st: D.by_name(st, "noisy")["connected"] == 1, what="serial open")
+        pty_write(m, recs[0] + noise1 + recs[1] + noise2 + recs[2] + tail)
+        # resync mode holds the last records until the stream ends: the unplug ends it
+        dm.wait_stats(lambda st: D.by_name(st, "noisy")["bytes"] == len(b"".join(recs)) +
+                      len(noise1) + len(noise2) + len(tail), what="every byte read")
+        os.close(m)
+        st = dm.wait_stats(lambda st: D.by_name(st, "noisy")["connected"] == 0, what="unplug")
+        t = D.by_name(st, "noisy")
+        T.eq(t["bytes_skipped"], len(noise1) + len(noise2), "the decoder skipped the noise")
+        T.eq(t["records"], 360, "every record decoded")
+    finally:
+        rc, _ = dm.stop()
+        try:
+            os.close(m)
+        except OSError:
+            pass
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    tdir = os.path.join(dm.state, "noisy")
+    segs = segments(tdir)
+    T.check(concat(tdir) == b"".join(recs), "the segments hold exactly the records")
+    kept = b""
+    for _, f in segs:
+        p = os.path.join(tdir, f + ".skipped")
+        if os.path.exists(p):
+            with open(p, "rb") as fh:
+                kept += fh.read()
+    T.eq(kept, noise1 + noise2 + tail, "the .skipped files hold the noise and the cut-off tail")
+
+
+T.main([test_bytes_on_disk, test_segment_export_names, test_xml_main_export,
+        test_keep_skipped_serial, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,
         test_sigterm_while_answer_pending])

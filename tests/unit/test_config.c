@@ -232,6 +232,7 @@ static void test_storage_keys(void **state) {
                             "store_queue = 32M\n"
                             "quick_start = on\n"
                             "main_export = xml\n"
+                            "keep_skipped = 64k\n"
                             "[listen a]\nformat = bin11\naddress = 127.0.0.1:1\n";
   (void)state;
   /* defaults */
@@ -246,6 +247,7 @@ static void test_storage_keys(void **state) {
   assert_int_equal(c.store_queue, 64ull << 20);
   assert_int_equal(c.quick_start, 0);
   assert_int_equal(c.main_export, 0);
+  assert_int_equal(c.keep_skipped, 0);
   /* INI */
   assert_int_equal(tlc_config_load_string(&c, ini, "s.ini", err, sizeof(err)), 0);
   assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
@@ -264,6 +266,7 @@ static void test_storage_keys(void **state) {
   assert_int_equal(c.store_queue, 32u << 20);
   assert_int_equal(c.quick_start, 1);
   assert_int_equal(c.main_export, 1);
+  assert_int_equal(c.keep_skipped, 65536);
   tlc_config_fini(&c);
   /* command line: the same keys with '-' */
   {
@@ -336,6 +339,7 @@ static void test_storage_key_errors(void **state) {
     { "[daemon]\nstore_queue = 17G\n", "f.ini:2: [daemon] store_queue:" },
     { "[daemon]\nquick_start = perhaps\n", "f.ini:2: [daemon] quick_start:" },
     { "[daemon]\nmain_export = json\n", "f.ini:2: [daemon] main_export: expected text1 or xml" },
+    { "[daemon]\nkeep_skipped = 65M\n", "f.ini:2: [daemon] keep_skipped: expected a number" },
   };
   static const struct {
     const char *ini;

@@ -934,6 +934,186 @@ static void test_xml_main_export(void **state) {
   free(ev);
 }
 
+/* ---- keep_skipped ---- */
+
+/* clean bin11 records (data < 2^32, times from 1 s up) for resync tests */
+static void clean_records(buf_t *b, size_t n, uint64_t seed, int64_t *t) {
+  rng_t r;
+  rng_seed(&r, seed);
+  for (size_t i = 0; i < n; i++) {
+    tlc_event_t e;
+    uint8_t rec[24];
+    memset(&e, 0, sizeof e);
+    e.handle = (uint32_t)rng_below(&r, 6) << 28 | (uint32_t)rng_below(&r, 8);
+    e.type = (uint8_t)rng_below(&r, 5);
+    e.core = (uint8_t)rng_below(&r, 4);
+    e.raw = (uint32_t)e.core << 4 | e.type;
+    e.data = rng_below(&r, 1u << 30);
+    *t += 1 + (int64_t)rng_below(&r, 5000);
+    e.time_ns = *t;
+    tlc_bin1x_encode(TLC_FMT_BIN11, &e, rec);
+    buf_add(b, rec, 24);
+  }
+}
+
+/* decodes `in` in resync mode as a serial target would, 100 bytes at a time, giving the store
+ * every byte (tlc_store_bytes) and every event, then ends the stream; returns bytes_skipped */
+static uint64_t feed_resync(tlc_store_target_t *t, tlc_format_t f, const buf_t *in) {
+  tlc_dec_t d;
+  tlc_dec_opts_t dopt = { 1, 0, 0, 0 };
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, f, &dopt), 0);
+  for (size_t off = 0; off < in->len;) {
+    size_t k = in->len - off < 100 ? in->len - off : 100, used = 0;
+    uint64_t pos = d.pos;
+    int n = tlc_dec_push(&d, in->p + off, k, &used, ev, 256);
+    assert_true(n >= 0);
+    tlc_store_bytes(t, in->p + off, used, pos);
+    if (n > 0)
+      assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
+    off += used;
+  }
+  int n;
+  while ((n = tlc_dec_finish(&d, ev, 256)) > 0)
+    assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
+  tlc_store_stream_end(t);
+  uint64_t skipped = d.c.bytes_skipped;
+  tlc_dec_fini(&d);
+  return skipped;
+}
+
+/* SPEC 3: with keep_skipped, the bytes a resync skipped (and a stream's cut-off tail) are kept
+ * in <data>.skipped beside the segment, byte for byte, at most keep_skipped per segment; the
+ * rest is counted (gap skipped_unkept, counters); the segment holds exactly the records. */
+static void skipped_case(uint64_t keep) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.keep_skipped = keep;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "ser", TLC_FMT_BIN11, &t), 0);
+  buf_t in = { 0 }, records = { 0 }, noise = { 0 };
+  int64_t tm = 1000000000;
+  uint8_t junk[101];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)(0xF0 + (i * 7) % 16); /* type and area nibbles all 0xF: implausible */
+  clean_records(&records, 50, 1, &tm);
+  buf_add(&in, records.p, records.len);
+  buf_add(&in, junk, 101);
+  buf_add(&noise, junk, 101);
+  size_t mark = records.len;
+  clean_records(&records, 50, 2, &tm);
+  buf_add(&in, records.p + mark, records.len - mark);
+  buf_add(&in, junk + 3, 77);
+  buf_add(&noise, junk + 3, 77);
+  mark = records.len;
+  clean_records(&records, 50, 3, &tm);
+  buf_add(&in, records.p + mark, records.len - mark);
+  buf_add(&in, records.p, 10); /* a cut-off record at the end */
+  buf_add(&noise, records.p, 10);
+  /* the decoder skipped exactly the noise */
+  assert_int_equal(feed_resync(t, TLC_FMT_BIN11, &in), 101 + 77);
+  size_t want = noise.len < keep ? noise.len : (size_t)keep;
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.skipped_kept_bytes, want);
+  assert_int_equal(c.skipped_unkept_bytes, noise.len - want);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "ser");
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, 1);
+  assert_int_equal(got.len, records.len);
+  assert_memory_equal(got.p, records.p, records.len);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  char p[1300];
+  snprintf(p, sizeof p, "%s/%s.skipped", d, l.name[0]);
+  static char x[4096];
+  size_t kept = slurp(p, x, sizeof x);
+  assert_int_equal(kept, want);
+  assert_memory_equal(x, noise.p, want);
+  tlc_segread_t *r;
+  snprintf(p, sizeof p, "%s/%s", d, l.name[0]);
+  assert_int_equal(tlc_segread_open(p, TLC_FMT_NONE, 0, &r, NULL, 0), 0);
+  tlc_seginfo_t inf;
+  tlc_segread_info(r, &inf);
+  uint64_t unkept = 0;
+  for (size_t k = 0; k < inf.ngaps; k++) {
+    const char *why;
+    uint64_t cnt, off;
+    tlc_segread_gap(r, k, &why, &cnt, &off);
+    if (strcmp(why, "skipped_unkept") == 0)
+      unkept += cnt;
+  }
+  tlc_segread_close(r);
+  assert_int_equal(unkept, noise.len - want);
+  buf_free(&got);
+  buf_free(&in);
+  buf_free(&records);
+  buf_free(&noise);
+}
+static void test_skipped(void **state) {
+  (void)state;
+  skipped_case(1000); /* all of it: 101 + 77 skipped, 10 cut off */
+}
+static void test_skipped_cap(void **state) {
+  (void)state;
+  skipped_case(120); /* the first 120 kept, 68 counted */
+}
+
+/* evlog: noise between blocks is skipped by the block-magic resync and kept aside the same */
+static void test_skipped_evlog(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.keep_skipped = 4096;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "efl", TLC_FMT_EVLOG, &t), 0);
+  evgen_t g;
+  evgen_init(&g, 0);
+  buf_t blocks = { 0 }, noise = { 0 }, in = { 0 };
+  uint8_t junk[300];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)(0x30 + i % 40); /* printable: no block magic in it */
+  for (int k = 0; k < 3; k++) {
+    g.len = 0;
+    evgen_random(&g, 50 + (uint64_t)k, 40, 6);
+    buf_add(&blocks, g.buf, g.len);
+    buf_add(&in, g.buf, g.len);
+    if (k < 2) {
+      buf_add(&in, junk, 150 + 50 * (size_t)k);
+      buf_add(&noise, junk, 150 + 50 * (size_t)k);
+    }
+  }
+  assert_int_equal(feed_resync(t, TLC_FMT_EVLOG, &in), noise.len);
+  close_store(s, &loop);
+  char d[1200], p[1300];
+  tdir(d, sizeof d, "efl");
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, blocks.len);
+  assert_memory_equal(got.p, blocks.p, blocks.len);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 1);
+  snprintf(p, sizeof p, "%s/%s.skipped", d, l.name[0]);
+  static char x[4096];
+  assert_int_equal(slurp(p, x, sizeof x), noise.len);
+  assert_memory_equal(x, noise.p, noise.len);
+  buf_free(&got);
+  buf_free(&blocks);
+  buf_free(&noise);
+  buf_free(&in);
+  evgen_free(&g);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
@@ -954,6 +1134,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
     cmocka_unit_test_setup_teardown(test_xml_main_export, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped_cap, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped_evlog, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
