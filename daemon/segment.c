@@ -247,6 +247,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   tlc_crashpoint("seal.before_trailer");
   int src = 0;
   s->seal_err = 0;
+  s->mf_err = 0;
   if (!s->suspect) {
     src = tlc_io->fdatasync(s->fd);
     if (src < 0)
@@ -273,6 +274,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
       snprintf(s->m.exportf, sizeof s->m.exportf, "%s%s", s->base, s->xml ? ".xml" : ".txt");
   }
   rc = tlc__manifest_store(mpath, &s->m);
+  s->mf_err = rc < 0 ? rc : 0;
   /* a manifest that could not be written is rebuilt from the data on the next load (R9) */
   tlc_crashpoint("seal.after_manifest_write");
   int rrc = tlc_io->rename(part, data);
@@ -291,7 +293,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
     ent->closed_wall_ns = wall_ns;
     ent->bytes = tlc__segment_disk_bytes(s->dir, s->base, s->data);
   }
-  s->seal_err = rc < 0 ? rc : src;
+  s->seal_err = src < 0 ? src : rc; /* a failed fdatasync first: the more serious */
   return 0;
 }
 

@@ -284,6 +284,7 @@ typedef struct tlc_seg {
   int suspect; /* a write or fsync failed: seal as suspect, never trust */
   uint32_t max_block;
   int seal_err;      /* first error of the last seal after which it still sealed */
+  int mf_err;        /* the last seal's manifest write error (0: written) */
   int xml;           /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
   int skfd;          /* <data>.skipped while open (keep_skipped), else -1 */
   uint64_t sk_bytes; /* bytes in it */

@@ -70,7 +70,17 @@ enum {
   C_SETCONF,
   C_SKIP
 };
-enum { J_SEAL = 1, J_BARRIER };
+enum { J_SEAL = 1, J_BARRIER, J_RETRY };
+
+/* A manifest the sealer could not write for lack of space (bytes or inodes), kept to write
+ * again when space returns (sealer only): its gaps say what was dropped. */
+typedef struct pman {
+  struct pman *next;
+  char path[1200]; /* <dir>/<base>.manifest */
+  char data[1200]; /* <dir>/<data> (the segment must still exist: retention may delete it) */
+  tlc_manifest_t m;
+} pman_t;
+#define PMAN_MAX 256
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
 
 /* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
@@ -186,6 +196,8 @@ struct tlc_store {
   sjob_t *sh, *st;
   uint32_t sealing; /* J_SEAL jobs queued or running */
   int sstop, sthr_started;
+  pman_t *pman; /* sealer only: manifests to write again */
+  size_t npman;
   /* writer only */
   tlc_store_target_t *wlist;
   int disk_full;
@@ -459,6 +471,51 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
   }
 }
 
+/* sealer: writes the kept manifests whose segment still exists; drops the others, and those
+ * that fail for another reason than space (they are rebuilt from the data at the next start) */
+static void pman_retry(tlc_store_t *s) {
+  for (pman_t **pp = &s->pman; *pp;) {
+    pman_t *p = *pp;
+    struct stat st;
+    char zst[1300];
+    snprintf(zst, sizeof zst, "%s.zst", p->data);
+    int rc = 0;
+    if (lstat(p->data, &st) == 0 || lstat(zst, &st) == 0) {
+      rc = tlc__manifest_store(p->path, &p->m);
+      if (is_nospace(rc))
+        return; /* still full: later */
+      if (rc == 0)
+        wlog(s, 5, "%s: manifest %s written now that space is back", p->m.target, p->path);
+      else
+        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->m.target,
+             p->path, tlc_strerror(rc));
+    }
+    *pp = p->next;
+    tlc__manifest_fini(&p->m);
+    tlc_free(p);
+    s->npman--;
+  }
+}
+
+/* sealer: keeps the manifest of a segment sealed without it (moved out of `seg`) */
+static void pman_keep(tlc_store_t *s, tlc_seg_t *seg) {
+  pman_t *p = s->npman < PMAN_MAX ? tlc_calloc(1, sizeof *p) : NULL;
+  if (!p) {
+    wlog(s, 4,
+         "%s: manifest of %s/%s not written (no space); rebuilt from the data at the next "
+         "start",
+         seg->target, seg->dir, seg->data);
+    return;
+  }
+  snprintf(p->path, sizeof p->path, "%s/%s.manifest", seg->dir, seg->base);
+  snprintf(p->data, sizeof p->data, "%s/%s", seg->dir, seg->data);
+  p->m = seg->m; /* moved: seg gets a fresh one */
+  tlc__manifest_init(&seg->m);
+  p->next = s->pman;
+  s->pman = p;
+  s->npman++;
+}
+
 /* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
  * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
  * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
@@ -483,7 +540,12 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
     wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
     return;
   }
-  if (seg->seal_err < 0) {
+  if (is_nospace(seg->mf_err)) {
+    wlog(s, 4, "%s: sealed %s without its manifest (%s): it is written once space returns",
+         seg->target, path, tlc_strerror(seg->mf_err));
+    pman_keep(s, seg); /* its gaps count what was lost: keep it */
+  }
+  if (seg->seal_err < 0 && !is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
     wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
          seg->target, path, tlc_strerror(seg->seal_err));
@@ -551,17 +613,31 @@ static void sealer_main(void *arg) {
     while (!s->sh && !s->sstop)
       uv_cond_wait(&s->scv, &s->mu);
     sjob_t *j = s->sh;
-    if (!j)
+    if (!j) {
+      uv_mutex_unlock(&s->mu);
+      if (s->pman)
+        pman_retry(s); /* a last try */
+      while (s->pman) {
+        pman_t *p = s->pman;
+        s->pman = p->next;
+        tlc__manifest_fini(&p->m);
+        tlc_free(p);
+      }
+      s->npman = 0;
+      uv_mutex_lock(&s->mu);
       break; /* stopped and drained */
+    }
     s->sh = j->next;
     if (!s->sh)
       s->st = NULL;
     uv_mutex_unlock(&s->mu);
+    if (s->pman)
+      pman_retry(s);
     if (j->kind == J_SEAL) {
       seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
       tlc__seg_fini(&j->seg);
       tmap_unref(s, j->map);
-    } else {
+    } else if (j->kind == J_BARRIER) {
       push_res(s, j->res);
     }
     uv_mutex_lock(&s->mu);
@@ -789,6 +865,11 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     t->pause_rec = 0;
   }
   LOCKED(s, s->c.disk_full = 0);
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (j) { /* the sealer writes the manifests it could not write */
+    j->kind = J_RETRY;
+    push_job(s, j);
+  }
   wlog(s, 5, "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
   wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
   s->df_log_last = 0;
