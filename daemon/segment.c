@@ -1,7 +1,9 @@
 /* segment.c - segment files on disk: open, append, sync, seal, crash recovery, deletion.
  *
- * Runs on the writer thread (and on the recovering thread in tlc_store_recover, before the
- * writer exists). All I/O goes through the shim (iofault.h).
+ * Runs on the writer thread (open, append, sync), the sealer thread (seal, deletion by
+ * retention) and the recovering thread in tlc_store_recover (before both exist); a segment is
+ * owned by one of them at a time (the writer hands it over with tlc__seg_move). All I/O goes
+ * through the shim (iofault.h).
  *
  * Invariants (R1, R2, R6):
  *  - a data file is either `<data>.part` (the one open segment of its target, or a crash
