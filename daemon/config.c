@@ -199,7 +199,19 @@ static int parse_windows(const char *s, tlc_config_t *c) {
 
 /* ---- [daemon] keys, shared with the command line ---- */
 
-enum ktype { K_STR, K_BOOL, K_SIZE, K_DUR, K_LEVEL, K_DEBUG, K_WINDOWS, K_ADDR, K_U64, K_SYNC };
+enum ktype {
+  K_STR,
+  K_BOOL,
+  K_SIZE,
+  K_DUR,
+  K_LEVEL,
+  K_DEBUG,
+  K_WINDOWS,
+  K_ADDR,
+  K_U64,
+  K_SYNC,
+  K_MAINEXP
+};
 
 typedef struct dkey {
   const char *name;
@@ -250,6 +262,8 @@ static const dkey_t dkeys[] = {
   { "index_interval", K_SIZE, OFF(index_interval), FSZ(index_interval), 1000000 },
   { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30 },
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
+  { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
+  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -331,6 +345,17 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
       c->sync_mode = 2;
     else {
       seterr(why, wl, "expected on_close, never or periodic, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  case K_MAINEXP:
+    /* values of enum tlc_store_main_export (store.h), numeric here like K_SYNC */
+    if (strcmp(v, "text1") == 0)
+      c->main_export = 0;
+    else if (strcmp(v, "xml") == 0)
+      c->main_export = 1;
+    else {
+      seterr(why, wl, "expected text1 or xml, got \"%s\"", v);
       return TLC_EINVAL;
     }
     return 0;
@@ -823,7 +848,8 @@ static void usage(FILE *f) {
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
         "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
-        "              --retain-segments N, --sync on_close|never|periodic, --compress yes, ...)\n"
+        "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
+        "              --main-export text1|xml, ...)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
         "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",

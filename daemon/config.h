@@ -105,6 +105,8 @@ typedef struct tlc_config {
   uint32_t index_interval;      /* index entry every N records (default 1024, >= 1) */
   uint64_t store_queue;         /* writer queue cap, bytes (default 64M, >= max_block) */
   int quick_start;              /* recovery checks sizes and index only, not every byte */
+  int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
+  uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
 
   tlc_cfg_source_t *src;
   size_t nsrc;

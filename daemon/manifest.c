@@ -204,28 +204,38 @@ int tlc__segname_parse(const char *name, tlc_segname_t *out) {
   out->base[d] = 0;
   out->seq = strtoull(name + 17, NULL, 10);
   const char *ext = name + d; /* starts with '.' */
+  /* data file extension (.txt.BIN, .xml.BIN, .log), then what follows it */
+  static const struct {
+    const char *ext;
+    int evlog, xml;
+  } dext[] = { { ".txt.BIN", 0, 0 }, { ".xml.BIN", 0, 1 }, { ".log", 1, 0 } };
   static const struct {
     const char *suffix;
     int kind;
-    int evlog;
-  } tab[] = { { ".txt.BIN", TLC_SK_DATA, 0 },
-              { ".log", TLC_SK_DATA, 1 },
-              { ".txt.BIN.part", TLC_SK_PART, 0 },
-              { ".log.part", TLC_SK_PART, 1 },
-              { ".txt.BIN.zst", TLC_SK_ZST, 0 },
-              { ".log.zst", TLC_SK_ZST, 1 },
-              { ".txt.BIN.zst.part", TLC_SK_ZSTPART, 0 },
-              { ".log.zst.part", TLC_SK_ZSTPART, 1 },
-              { ".txt.BIN.torn", TLC_SK_TORN, 0 },
-              { ".log.torn", TLC_SK_TORN, 1 },
-              { ".txt", TLC_SK_EXPORT, 0 },
-              { ".manifest", TLC_SK_MANIFEST, 0 } };
-  for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-    if (strcmp(ext, tab[i].suffix) == 0) {
-      out->kind = tab[i].kind;
-      out->evlog = tab[i].evlog;
-      return out->kind;
-    }
+  } after[] = { { "", TLC_SK_DATA },      { ".part", TLC_SK_PART },
+                { ".zst", TLC_SK_ZST },   { ".zst.part", TLC_SK_ZSTPART },
+                { ".torn", TLC_SK_TORN }, { ".skipped", TLC_SK_SKIPPED } };
+  for (size_t i = 0; i < sizeof dext / sizeof dext[0]; i++) {
+    size_t el = strlen(dext[i].ext);
+    if (strncmp(ext, dext[i].ext, el) != 0)
+      continue;
+    for (size_t k = 0; k < sizeof after / sizeof after[0]; k++)
+      if (strcmp(ext + el, after[k].suffix) == 0) {
+        out->kind = after[k].kind;
+        out->evlog = dext[i].evlog;
+        out->xml = dext[i].xml;
+        return out->kind;
+      }
+  }
+  if (strcmp(ext, ".txt") == 0 || strcmp(ext, ".xml") == 0) {
+    out->kind = TLC_SK_EXPORT;
+    out->xml = ext[1] == 'x';
+    return out->kind;
+  }
+  if (strcmp(ext, ".manifest") == 0) {
+    out->kind = TLC_SK_MANIFEST;
+    return out->kind;
+  }
   size_t el = strlen(ext);
   if (el > 4 && strcmp(ext + el - 4, ".tmp") == 0) {
     out->kind = TLC_SK_TMP;
@@ -246,8 +256,13 @@ void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq) {
            tm.tm_sec % 100, seq);
 }
 
-void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f) {
-  snprintf(out, len, "%s%s", base, f == TLC_FMT_EVLOG ? ".log" : ".txt.BIN");
+void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f, int xml) {
+  snprintf(out, len, "%s%s", base, f == TLC_FMT_EVLOG ? ".log" : xml ? ".xml.BIN" : ".txt.BIN");
+}
+
+const char *tlc__segname_export_ext(const char *data) {
+  size_t n = strlen(data);
+  return n >= 8 && strcmp(data + n - 8, ".xml.BIN") == 0 ? ".xml" : ".txt";
 }
 
 int tlc__path(char *out, size_t len, const char *fmt, ...) {

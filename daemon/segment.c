@@ -1,7 +1,9 @@
 /* segment.c - segment files on disk: open, append, sync, seal, crash recovery, deletion.
  *
- * Runs on the writer thread (and on the recovering thread in tlc_store_recover, before the
- * writer exists). All I/O goes through the shim (iofault.h).
+ * Runs on the writer thread (open, append, sync), the sealer thread (seal, deletion by
+ * retention) and the recovering thread in tlc_store_recover (before both exist); a segment is
+ * owned by one of them at a time (the writer hands it over with tlc__seg_move). All I/O goes
+ * through the shim (iofault.h).
  *
  * Invariants (R1, R2, R6):
  *  - a data file is either `<data>.part` (the one open segment of its target, or a crash
@@ -14,8 +16,10 @@
  *  - recovery of a .part never appends to it: whole prefix kept, torn tail copied to
  *    `<data>.torn` (rewritten from scratch each attempt), truncated, manifest rebuilt, renamed.
  *    A crash in the middle leaves a .part again, so recovery is idempotent.
- *  - deletion order: data, export, torn, manifest, fsync(dir). An orphan manifest at start is
- *    a half-done deletion and is completed.
+ *  - deletion order: data, export, torn, skipped, manifest, fsync(dir). An orphan manifest at
+ *    start is a half-done deletion and is completed.
+ *  - keep_skipped: bytes the segment does not hold go to <data>.skipped (written under its final
+ *    name: it is an aside, not a record file); a seal fsyncs it before the data's rename.
  *
  * Cost: appends are one write(2) per chunk; sealing is 3 fsyncs (data, export, manifest) + 1
  * directory fsync. Memory: the manifest's index (records / interval entries).
@@ -36,26 +40,37 @@
 void tlc__seg_init(tlc_seg_t *s) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
+  s->skfd = -1;
   tlc__manifest_init(&s->m);
+}
+
+void tlc__seg_move(tlc_seg_t *to, tlc_seg_t *from) {
+  *to = *from;
+  to->b.m = &to->m; /* the builder points at its own segment's manifest */
+  tlc__seg_init(from);
 }
 
 void tlc__seg_fini(tlc_seg_t *s) {
   if (s->fd >= 0)
     tlc_io->close(s->fd);
   s->fd = -1;
+  if (s->skfd >= 0)
+    tlc_io->close(s->skfd);
+  s->skfd = -1;
   tlc__manifest_fini(&s->m);
 }
 
-int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
-                  int64_t wall_ns, int64_t mono_ns, uint32_t interval) {
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, int xml,
+                  uint64_t seq, int64_t wall_ns, int64_t mono_ns, uint32_t interval) {
   char path[2048];
   int rc;
   snprintf(s->dir, sizeof s->dir, "%s", dir);
   snprintf(s->target, sizeof s->target, "%s", target);
   s->format = f;
   s->seq = seq;
+  s->xml = f != TLC_FMT_EVLOG && xml;
   tlc__segname_base(s->base, sizeof s->base, wall_ns, seq);
-  tlc__segname_data(s->data, sizeof s->data, s->base, f);
+  tlc__segname_data(s->data, sizeof s->data, s->base, f, s->xml);
   rc = tlc__path(path, sizeof path, "%s/%s.part", dir, s->data);
   if (rc < 0)
     return rc;
@@ -75,6 +90,8 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
   s->last_sync_mono = mono_ns;
   s->opened_mono = mono_ns;
   s->suspect = 0;
+  s->skfd = -1;
+  s->sk_bytes = 0;
   tlc_crashpoint("rotate.after_open_new");
   /* make the new name durable now, so that what fdatasync confirms is reachable */
   tlc_io_fsync_dir(dir);
@@ -114,6 +131,26 @@ int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec
   return rc;
 }
 
+int64_t tlc__seg_skipped(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t room) {
+  char path[2048];
+  size_t k = len < room ? len : (size_t)room;
+  if (k == 0)
+    return 0;
+  if (s->skfd < 0) {
+    int rc = tlc__path(path, sizeof path, "%s/%s.skipped", s->dir, s->data);
+    if (rc < 0)
+      return rc;
+    rc = tlc_io->open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (rc < 0)
+      return rc;
+    s->skfd = rc;
+  }
+  size_t w = 0;
+  int rc = tlc_io_write_all(s->skfd, buf, k, &w);
+  s->sk_bytes += w;
+  return rc < 0 && w == 0 ? rc : (int64_t)w;
+}
+
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns) {
   if (s->fd < 0)
     return 0;
@@ -137,13 +174,14 @@ static int fd_write_cb(void *ud, const void *buf, size_t len) {
 }
 
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
-                              uint64_t seq, const char *data_path, int recovered,
-                              tlc_store_export_fn cb, void *ud) {
-  char path[2048], tmp[2100];
+                              int xml, uint64_t seq, const char *data_path, int recovered,
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud) {
+  char path[2048], tmp[2100], dname[TLC_SEG_NAME_MAX];
   int rc;
   if (!cb || f == TLC_FMT_EVLOG)
     return 0;
-  rc = tlc__path(path, sizeof path, "%s/%s.txt", dir, base);
+  tlc__segname_data(dname, sizeof dname, base, f, xml);
+  rc = tlc__path(path, sizeof path, "%s/%s%s", dir, base, xml ? ".xml" : ".txt");
   if (rc < 0)
     return rc;
   rc = tlc__path(tmp, sizeof tmp, "%s.tmp", path);
@@ -163,7 +201,12 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   }
   tlc_out_t o;
   tlc_out_init(&o, 0, fd_write_cb, &fd);
-  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered };
+  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered, NULL, 0, 0, xml, dname };
+  if (ex) {
+    x.mapping = ex->mapping;
+    x.has_context_area = ex->has_context_area;
+    x.context_area = ex->context_area;
+  }
   rc = cb(ud, &x);
   int frc = tlc_out_fini(&o);
   if (rc == 0)
@@ -179,8 +222,8 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   return rc;
 }
 
-int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
-                  tlc_catent_t *ent) {
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *ex,
+                  tlc_store_export_fn cb, void *ud, tlc_catent_t *ent) {
   char part[2048], data[2048], mpath[2048];
   int rc;
   if (s->fd < 0)
@@ -193,12 +236,20 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn
     tlc_io->close(s->fd);
     s->fd = -1;
     tlc_io->unlink(part);
+    if (s->skfd >= 0) {
+      char sk[2100];
+      tlc_io->close(s->skfd);
+      s->skfd = -1;
+      if (tlc__path(sk, sizeof sk, "%s/%s.skipped", s->dir, s->data) == 0)
+        tlc_io->unlink(sk);
+    }
     tlc_io_fsync_dir(s->dir);
     return 1;
   }
   tlc_crashpoint("seal.before_trailer");
   int src = 0;
   s->seal_err = 0;
+  s->mf_err = 0;
   if (!s->suspect) {
     src = tlc_io->fdatasync(s->fd);
     if (src < 0)
@@ -209,16 +260,23 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn
   tlc_crashpoint("seal.after_fdatasync");
   tlc_io->close(s->fd);
   s->fd = -1;
+  if (s->skfd >= 0) {
+    /* the aside file is durable before the segment is sealed (errors: the bytes are extra) */
+    tlc_io->fsync(s->skfd);
+    tlc_io->close(s->skfd);
+    s->skfd = -1;
+  }
   tlc__mbuild_finish(&s->b);
   s->m.closed_wall_ns = wall_ns;
   s->m.reason = reason;
   s->m.suspect = s->suspect;
   if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
-    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->seq, part, 0, cb, ud) ==
-        0)
-      snprintf(s->m.exportf, sizeof s->m.exportf, "%s.txt", s->base);
+    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->xml, s->seq, part, 0,
+                                  ex, cb, ud) == 0)
+      snprintf(s->m.exportf, sizeof s->m.exportf, "%s%s", s->base, s->xml ? ".xml" : ".txt");
   }
   rc = tlc__manifest_store(mpath, &s->m);
+  s->mf_err = rc < 0 ? rc : 0;
   /* a manifest that could not be written is rebuilt from the data on the next load (R9) */
   tlc_crashpoint("seal.after_manifest_write");
   int rrc = tlc_io->rename(part, data);
@@ -237,7 +295,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn
     ent->closed_wall_ns = wall_ns;
     ent->bytes = tlc__segment_disk_bytes(s->dir, s->base, s->data);
   }
-  s->seal_err = rc < 0 ? rc : src;
+  s->seal_err = src < 0 ? src : rc; /* a failed fdatasync first: the more serious */
   return 0;
 }
 
@@ -253,11 +311,11 @@ static uint64_t lsize(const char *path) {
 uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data) {
   char p[2048];
   uint64_t t = 0;
-  static const char *sfx[] = { "", ".zst", ".torn" };
-  for (size_t i = 0; i < 3; i++)
+  static const char *sfx[] = { "", ".zst", ".torn", ".skipped" };
+  for (size_t i = 0; i < 4; i++)
     if (tlc__path(p, sizeof p, "%s/%s%s", dir, data, sfx[i]) == 0)
       t += lsize(p);
-  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, base) == 0)
+  if (tlc__path(p, sizeof p, "%s/%s%s", dir, base, tlc__segname_export_ext(data)) == 0)
     t += lsize(p);
   if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, base) == 0)
     t += lsize(p);
@@ -274,9 +332,11 @@ int tlc__segment_delete(const char *dir, const tlc_catent_t *e) {
       first = 0;
       tlc_crashpoint("retention.after_unlink_before_manifest");
     }
-  if (tlc__path(p, sizeof p, "%s/%s.txt", dir, e->base) == 0)
+  if (tlc__path(p, sizeof p, "%s/%s%s", dir, e->base, tlc__segname_export_ext(e->data)) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.torn", dir, e->data) == 0)
+    tlc_io->unlink(p);
+  if (tlc__path(p, sizeof p, "%s/%s.skipped", dir, e->data) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, e->base) == 0)
     tlc_io->unlink(p);
@@ -360,7 +420,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048];
   int rc;
   *torn_bytes = 0;
-  tlc__segname_data(data, sizeof data, sn->base, f);
+  tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
   if (tlc__path(part, sizeof part, "%s/%s.part", dir, data) < 0 ||
       tlc__path(dpath, sizeof dpath, "%s/%s", dir, data) < 0 ||
       tlc__path(torn, sizeof torn, "%s/%s.torn", dir, data) < 0 ||
@@ -439,9 +499,9 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
     /* the crash itself is a gap at the end: whatever was in flight is unknown */
     tlc__manifest_add_gap(m, "crash", *torn_bytes);
     if (f != TLC_FMT_EVLOG && export_cb && m->records > 0 &&
-        tlc__segment_write_export(dir, sn->base, target, f, sn->seq, part, 1, export_cb,
-                                  export_ud) == 0)
-      snprintf(m->exportf, sizeof m->exportf, "%s.txt", sn->base);
+        tlc__segment_write_export(dir, sn->base, target, f, sn->xml, sn->seq, part, 1, NULL,
+                                  export_cb, export_ud) == 0)
+      snprintf(m->exportf, sizeof m->exportf, "%s%s", sn->base, sn->xml ? ".xml" : ".txt");
     rc = tlc__manifest_store(mpath, m);
     if (rc < 0) {
       tlc__manifest_fini(&old);

@@ -353,7 +353,7 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
     data[strlen(data) - 5] = 0;
   int is_evlog = ends_with(data, ".log");
   size_t dl = strlen(data);
-  if (ends_with(data, ".txt.BIN"))
+  if (ends_with(data, ".txt.BIN") || ends_with(data, ".xml.BIN"))
     data[dl - 8] = 0;
   else if (is_evlog)
     data[dl - 4] = 0;

@@ -3,10 +3,10 @@
  *
  * Used by `tlcapd replay --from TIME --to TIME`, by the main-export hook (a timeline over the
  * segment being sealed), by tlc_store_recover and by the tests. A segment is named by its data
- * file: `<base>.txt.BIN`, `<base>.log`, either with `.zst` (read directly, streaming), or the
- * open `.part`. Its manifest `<base>.manifest` is loaded and checked against the data (self
- * checksum, byte length, index times at the index offsets; with TLC_SEGREAD_VERIFY also the
- * content checksum); when it is missing or does not match, a manifest is rebuilt in memory from
+ * file: `<base>.txt.BIN`, `<base>.xml.BIN`, `<base>.log`, either with `.zst` (read directly,
+ * streaming), or the open `.part`. Its manifest `<base>.manifest` is loaded and checked against the
+ * data (self checksum, byte length, index times at the index offsets; with TLC_SEGREAD_VERIFY also
+ * the content checksum); when it is missing or does not match, a manifest is rebuilt in memory from
  * the data (tlc_seginfo_t.rebuilt says so). Nothing is written.
  *
  * Time range: a record (bin1x) is in [from, to] when from <= time <= to; an evlog block when
@@ -45,10 +45,10 @@ typedef struct tlc_seginfo {
 } tlc_seginfo_t;
 
 /* Opens the segment whose data file is `path`. `format` is used when no manifest says it
- * (TLC_FMT_NONE: .log means evlog, .txt.BIN means bin11 unless the records look like bin10).
- * Returns 0 and *out; -errno (cannot open/read), TLC_EFRAME when the content does not match a
- * valid manifest's checksum (only with TLC_SEGREAD_VERIFY) or the data is not whole records
- * of its format (err names the offset), TLC_ENOMEM. */
+ * (TLC_FMT_NONE: .log means evlog, .txt.BIN or .xml.BIN means bin11 unless the records look like
+ * bin10). Returns 0 and *out; -errno (cannot open/read), TLC_EFRAME when the content does not match
+ * a valid manifest's checksum (only with TLC_SEGREAD_VERIFY) or the data is not whole records of
+ * its format (err names the offset), TLC_ENOMEM. */
 int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_segread_t **out,
                      char *err, size_t errlen);
 

@@ -127,20 +127,22 @@ int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uin
 
 enum tlc_seg_kind {
   TLC_SK_NONE = 0, /* not one of ours */
-  TLC_SK_DATA,     /* <base>.txt.BIN | <base>.log */
+  TLC_SK_DATA,     /* <base>.txt.BIN | <base>.xml.BIN | <base>.log */
   TLC_SK_PART,     /* <data>.part */
   TLC_SK_ZST,      /* <data>.zst */
   TLC_SK_ZSTPART,  /* <data>.zst.part */
   TLC_SK_TORN,     /* <data>.torn */
-  TLC_SK_EXPORT,   /* <base>.txt */
+  TLC_SK_EXPORT,   /* <base>.txt | <base>.xml (main export of a bin1x segment) */
   TLC_SK_MANIFEST, /* <base>.manifest */
-  TLC_SK_TMP       /* <base>.<anything>.tmp */
+  TLC_SK_TMP,      /* <base>.<anything>.tmp */
+  TLC_SK_SKIPPED   /* <data>.skipped (keep_skipped) */
 };
 
 typedef struct tlc_segname {
   int kind; /* enum tlc_seg_kind */
   uint64_t seq;
-  int evlog; /* data extension .log (else .txt.BIN); for data-ish kinds */
+  int evlog; /* data extension .log (else .txt.BIN or .xml.BIN); for data-ish kinds */
+  int xml;   /* data extension .xml.BIN, or the export <base>.xml */
   char base[TLC_SEG_BASE_MAX];
 } tlc_segname_t;
 
@@ -148,8 +150,11 @@ typedef struct tlc_segname {
 int tlc__segname_parse(const char *name, tlc_segname_t *out);
 /* "<UTC start>-<seq>" for a wall time in ns. */
 void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq);
-/* Data file name for a base: "<base>.txt.BIN" or "<base>.log". */
-void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f);
+/* Data file name for a base: "<base>.log" (evlog), "<base>.xml.BIN" (bin1x with an XML main
+ * export: xml = 1) or "<base>.txt.BIN" (bin1x with a Text1 main export). */
+void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f, int xml);
+/* The main export's extension for a data file name: ".xml" for <base>.xml.BIN, else ".txt". */
+const char *tlc__segname_export_ext(const char *data);
 
 /* ---- catalog of sealed segments (retention) ---- */
 
@@ -174,10 +179,10 @@ int tlc__catalog_init(tlc_catalog_t *c);
 void tlc__catalog_fini(tlc_catalog_t *c);
 /* Adds (copies) an entry; caller holds nothing (locks inside). 0 or TLC_ENOMEM. */
 int tlc__catalog_add(tlc_catalog_t *c, const tlc_catent_t *e);
-/* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn). */
+/* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn, skipped). */
 uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data);
 
-/* Deletes one sealed segment's files in the order data, (crash point), export, torn,
+/* Deletes one sealed segment's files in the order data, (crash point), export, torn, skipped,
  * manifest, then fsyncs the directory. Returns the bytes freed (from its catalog entry). */
 int tlc__segment_delete(const char *dir, const tlc_catent_t *e);
 
@@ -236,6 +241,14 @@ int tlc__recrd_skip_to(tlc_recrd_t *rd, uint64_t off);
 int tlc__recrd_rewind(tlc_recrd_t *rd);
 void tlc__recrd_close(tlc_recrd_t *rd);
 
+/* ---- what a segment's main export needs beyond the segment itself ---- */
+
+typedef struct tlc_exset {
+  const tlc_mapping_t *mapping; /* names, or NULL */
+  uint8_t has_context_area;
+  uint32_t context_area;
+} tlc_exset_t;
+
 /* ---- segment data files: recovery of one .part (startup) ---- */
 
 /* Recovers <dir>/<part>: keeps the whole-record prefix, moves the tail to <data>.torn, seals
@@ -246,11 +259,12 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
                               tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
                               uint64_t *torn_bytes);
 
-/* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt via .tmp, fsync,
- * rename. `data_path` is read by the hook's timeline. Returns 0 or a negative error. */
+/* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
+ * .tmp, fsync, rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none)
+ * gives the target's names and context area. Returns 0 or a negative error. */
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
-                              uint64_t seq, const char *data_path, int recovered,
-                              tlc_store_export_fn cb, void *ud);
+                              int xml, uint64_t seq, const char *data_path, int recovered,
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud);
 
 /* ---- the open segment of a target (writer thread) ---- */
 
@@ -269,26 +283,39 @@ typedef struct tlc_seg {
   int64_t last_sync_mono, opened_mono;
   int suspect; /* a write or fsync failed: seal as suspect, never trust */
   uint32_t max_block;
-  int seal_err; /* first error of the last seal after which it still sealed */
+  int seal_err;      /* first error of the last seal after which it still sealed */
+  int mf_err;        /* the last seal's manifest write error (0: written) */
+  int xml;           /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
+  int skfd;          /* <data>.skipped while open (keep_skipped), else -1 */
+  uint64_t sk_bytes; /* bytes in it */
 } tlc_seg_t;
 
 void tlc__seg_init(tlc_seg_t *s);
 void tlc__seg_fini(tlc_seg_t *s);
-/* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory. 0 or -errno. */
-int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, uint64_t seq,
-                  int64_t wall_ns, int64_t mono_ns, uint32_t interval);
+/* Moves an open segment (fd, manifest and its arrays, names) from `from` to `to` (uninitialised
+ * memory) and leaves `from` initialised with no segment open: how the writer hands a segment
+ * to the sealer thread. */
+void tlc__seg_move(tlc_seg_t *to, tlc_seg_t *from);
+/* Creates <dir>/<base>.<ext>.part (O_EXCL|O_NOFOLLOW) and fsyncs the directory; `xml` picks
+ * the bin1x names of an XML main export (.xml.BIN). 0 or -errno. */
+int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, int xml,
+                  uint64_t seq, int64_t wall_ns, int64_t mono_ns, uint32_t interval);
 /* Appends buf[0..len) (whole records). On a failed or short write, truncates the file back to
  * the last whole record written (R6) and returns the error; *wrec and *wbytes always say how many
  * whole records/bytes are in the file from this call. */
 int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec, uint64_t *wbytes);
 /* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
-/* Seals: fdatasync, main export (bin1x, hook), manifest, rename .part -> data name, fsync
- * the directory; with crash points. Closes the fd. Fills *ent for the catalog. A segment
- * with no record is removed instead (returns 1). 0 sealed, 1 removed, negative on failure
- * (the file is then left as .part or quarantined: see segment.c). */
-int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, tlc_store_export_fn cb, void *ud,
-                  tlc_catent_t *ent);
+/* Appends to <dir>/<data>.skipped (created on first use), at most `room` bytes of buf[0..len);
+ * returns the bytes written (the rest is the caller's to count) or a negative error. */
+int64_t tlc__seg_skipped(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t room);
+/* Seals: fdatasync (and the .skipped file's fsync), main export (bin1x, hook, with `ex`: may be
+ * NULL), manifest, rename .part -> data name, fsync the directory; with crash points. Closes the
+ * fd. Fills *ent for the catalog. A segment with no record is removed instead (returns 1). 0
+ * sealed, 1 removed, negative on failure (the file is then left as .part or quarantined: see
+ * segment.c). */
+int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *ex,
+                  tlc_store_export_fn cb, void *ud, tlc_catent_t *ent);
 
 /* Path helper: snprintf into a buffer, TLC_ERANGE when it does not fit. */
 int tlc__path(char *out, size_t len, const char *fmt, ...)

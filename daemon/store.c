@@ -10,8 +10,18 @@
  *    them). The loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
  *    target's open segment (segment.c), rotates on size (at a record boundary) and age, syncs
- *    per policy, seals, runs retention, handles ENOSPC (pause + count + probe) and I/O
- *    errors (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention).
+ *    per policy, runs retention, handles ENOSPC (pause + count + probe) and I/O errors
+ *    (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention). To close
+ *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
+ *    opens the next segment at once.
+ *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
+ *    order) and seals each exactly as before (segment.c: fdatasync, main export, manifest,
+ *    rename, fsync(dir), crash points), then catalogues it, reports it and runs a retention
+ *    pass. A segment being sealed is not in the catalog yet, so retention cannot touch it; a
+ *    crash leaves it a .part like the open one, and recovery seals both. At most max_sealing
+ *    jobs are in flight: the writer waits for room before handing over another (a bounded
+ *    number of unsealed segments, fds and manifests in memory). Barriers pass through the
+ *    sealer's queue, so a barrier also covers the seals of the segments closed before it.
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).
@@ -46,8 +56,40 @@
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 
-enum { C_OPEN = 1, C_DATA, C_GAP, C_ROTATE, C_CLOSE, C_RETENTION, C_RECONF, C_BARRIER, C_STOP };
+enum {
+  C_OPEN = 1,
+  C_DATA,
+  C_GAP,
+  C_ROTATE,
+  C_CLOSE,
+  C_RETENTION,
+  C_RECONF,
+  C_BARRIER,
+  C_STOP,
+  C_SETMAP,
+  C_SETCONF,
+  C_SKIP
+};
+enum { J_SEAL = 1, J_BARRIER, J_RETRY };
+
+/* A manifest the sealer could not write for lack of space (bytes or inodes), kept to write
+ * again when space returns (sealer only): its gaps say what was dropped. */
+typedef struct pman {
+  struct pman *next;
+  char path[1200]; /* <dir>/<base>.manifest */
+  char data[1200]; /* <dir>/<data> (the segment must still exist: retention may delete it) */
+  tlc_manifest_t m;
+} pman_t;
+#define PMAN_MAX 256
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
+
+/* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
+ * writer (the target's current names) and the seal jobs closed under it. refs under the store's
+ * mutex; the last reference frees it (whichever thread that is). */
+typedef struct tmap {
+  uint32_t refs;
+  tlc_mapping_t m;
+} tmap_t;
 
 typedef struct cmd {
   struct cmd *next;
@@ -60,6 +102,8 @@ typedef struct cmd {
   uint64_t count;
   int rot;
   tlc_store_opts_t *conf;
+  tmap_t *map;          /* C_SETMAP: a reference, handed to the writer (NULL: no names) */
+  tlc_store_tconf_t tc; /* C_SETCONF */
   void (*cb)(void *);
   void *ud;
 } cmd_t;
@@ -78,6 +122,19 @@ typedef struct res {
   char msg[512];
 } res_t;
 
+/* A job for the sealer: a segment to seal (moved out of its target), or a barrier result to
+ * deliver once every seal before it is done. Owns everything it holds. */
+typedef struct sjob {
+  struct sjob *next;
+  int kind;
+  tlc_seg_t seg;        /* J_SEAL: the closed segment, its fd still open */
+  int reason;           /* J_SEAL: enum tlc_store_reason */
+  int64_t wall_ns;      /* J_SEAL: when it was closed (manifest closed_wall_ns) */
+  tmap_t *map;          /* J_SEAL: a reference to the target's names then (may be NULL) */
+  tlc_store_tconf_t tc; /* J_SEAL: the target's export settings then */
+  res_t *res;           /* J_BARRIER: the R_BARRIER result to push */
+} sjob_t;
+
 typedef struct pgap {
   char reason[TLC_GAP_REASON_MAX];
   uint64_t count;
@@ -91,6 +148,17 @@ struct tlc_store_target {
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
+  uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
+  uint64_t sk_end;   /* stream offset after the last byte seen */
+  uint64_t sk_kbase; /* stream offset of sk_buf[0]; valid bytes sk_buf[sk_head..sk_len) */
+  uint8_t *sk_buf;   /* grows up to keep_skipped */
+  size_t sk_head, sk_len, sk_cap;
+  uint64_t sk_blk; /* evlog: 1 + offset of the last block covered (0: none) */
+  int sk_started;
+  uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP) */
+  size_t sk_olen, sk_ocap;
+  uint64_t sk_unkept; /* skipped bytes that could not be kept, to queue */
   /* writer side */
   tlc_seg_t seg;
   char dir[1024];
@@ -99,6 +167,10 @@ struct tlc_store_target {
   uint64_t pause_rec;  /* records dropped during the current disk-full pause */
   pgap_t pg[PGAP_MAX]; /* gaps waiting for the next segment */
   size_t npg;
+  tmap_t *wmap;         /* names for the exports (a reference; NULL: none) */
+  tlc_store_tconf_t tc; /* export settings */
+  uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
+  size_t skpend_len;
   struct tlc_store_target *wnext;
   /* under s->mu */
   tlc_store_target_counters_t c;
@@ -118,6 +190,14 @@ struct tlc_store {
   int thr_started, thr_exited, joined;
   tlc_store_counters_t c; /* under mu */
   tlc_catalog_t cat;
+  /* sealer (queue, count and stop flag under mu); it signals cv when a job is done */
+  uv_thread_t sthr;
+  uv_cond_t scv; /* the sealer waits here for jobs */
+  sjob_t *sh, *st;
+  uint32_t sealing; /* J_SEAL jobs queued or running */
+  int sstop, sthr_started;
+  pman_t *pman; /* sealer only: manifests to write again */
+  size_t npman;
   /* writer only */
   tlc_store_target_t *wlist;
   int disk_full;
@@ -209,6 +289,47 @@ static void wevent(tlc_store_t *s, int kind, const char *target, const char *pat
     uv_mutex_unlock(&(s)->mu);                                                                     \
   } while (0)
 
+/* ---- shared names (tmap) ---- */
+
+static void tmap_unref(tlc_store_t *s, tmap_t *m) {
+  uint32_t left;
+  if (!m)
+    return;
+  LOCKED(s, left = --m->refs);
+  if (left == 0) {
+    tlc_mapping_fini(&m->m);
+    tlc_free(m);
+  }
+}
+
+static tmap_t *tmap_ref(tlc_store_t *s, tmap_t *m) {
+  if (m)
+    LOCKED(s, m->refs++);
+  return m;
+}
+
+/* a deep copy of a finished mapping (loop thread), one reference */
+static tmap_t *tmap_copy(const tlc_mapping_t *src) {
+  tmap_t *m = tlc_calloc(1, sizeof *m);
+  if (!m)
+    return NULL;
+  m->refs = 1;
+  tlc_mapping_init(&m->m);
+  m->m.max_areas = src->max_areas;
+  for (size_t i = 0; i < src->nareas; i++)
+    if (tlc_mapping_add(&m->m, &src->areas[i]) < 0)
+      goto fail;
+  for (size_t i = 0; i < src->ncontexts; i++)
+    if (tlc_mapping_add_ctx(&m->m, src->contexts[i].handle, src->contexts[i].name) < 0)
+      goto fail;
+  tlc_mapping_finish(&m->m);
+  return m;
+fail:
+  tlc_mapping_fini(&m->m);
+  tlc_free(m);
+  return NULL;
+}
+
 /* ---- writer: segments ---- */
 
 static int is_nospace(int rc) {
@@ -227,14 +348,18 @@ static void w_deleted(void *ud, const tlc_catent_t *e) {
   wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
 }
 
+/* Budgets are read under mu: the writer changes them (C_RECONF) while the sealer may run a
+ * pass. */
 static void fill_retention(tlc_store_t *s, tlc_retention_t *r) {
   memset(r, 0, sizeof *r);
   r->state_dir = s->state_dir;
+  uv_mutex_lock(&s->mu);
   r->max_total_bytes = s->o.max_total_bytes;
   r->max_target_bytes = s->o.max_target_bytes;
   r->min_free_bytes = s->o.min_free_bytes;
   r->max_segments = s->o.max_segments;
   r->max_age_ms = s->o.max_age_ms;
+  uv_mutex_unlock(&s->mu);
   r->now_wall_ns = wall(s);
   r->deleted = w_deleted;
   r->ud = s;
@@ -250,11 +375,16 @@ static void update_stored(tlc_store_t *s) {
   LOCKED(s, s->c.stored_bytes = b; s->c.stored_segments = n);
 }
 
-static void w_retention(tlc_store_t *s) {
+/* One retention pass (writer or sealer thread: passes serialise on the catalog's mutex). */
+static void retention_pass(tlc_store_t *s) {
   tlc_retention_t r;
   fill_retention(s, &r);
   tlc__retention_run(&s->cat, &r);
   update_stored(s);
+}
+
+static void w_retention(tlc_store_t *s) {
+  retention_pass(s);
   s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
 }
 
@@ -341,39 +471,220 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
   }
 }
 
+/* sealer: writes the kept manifests whose segment still exists; drops the others, and those
+ * that fail for another reason than space (they are rebuilt from the data at the next start) */
+static void pman_retry(tlc_store_t *s) {
+  for (pman_t **pp = &s->pman; *pp;) {
+    pman_t *p = *pp;
+    struct stat st;
+    char zst[1300];
+    snprintf(zst, sizeof zst, "%s.zst", p->data);
+    int rc = 0;
+    if (lstat(p->data, &st) == 0 || lstat(zst, &st) == 0) {
+      rc = tlc__manifest_store(p->path, &p->m);
+      if (is_nospace(rc))
+        return; /* still full: later */
+      if (rc == 0)
+        wlog(s, 5, "%s: manifest %s written now that space is back", p->m.target, p->path);
+      else
+        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->m.target,
+             p->path, tlc_strerror(rc));
+    }
+    *pp = p->next;
+    tlc__manifest_fini(&p->m);
+    tlc_free(p);
+    s->npman--;
+  }
+}
+
+/* sealer: keeps the manifest of a segment sealed without it (moved out of `seg`) */
+static void pman_keep(tlc_store_t *s, tlc_seg_t *seg) {
+  pman_t *p = s->npman < PMAN_MAX ? tlc_calloc(1, sizeof *p) : NULL;
+  if (!p) {
+    wlog(s, 4,
+         "%s: manifest of %s/%s not written (no space); rebuilt from the data at the next "
+         "start",
+         seg->target, seg->dir, seg->data);
+    return;
+  }
+  snprintf(p->path, sizeof p->path, "%s/%s.manifest", seg->dir, seg->base);
+  snprintf(p->data, sizeof p->data, "%s/%s", seg->dir, seg->data);
+  p->m = seg->m; /* moved: seg gets a fresh one */
+  tlc__manifest_init(&seg->m);
+  p->next = s->pman;
+  s->pman = p;
+  s->npman++;
+}
+
+/* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
+ * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
+ * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
+static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, const tmap_t *map,
+                     const tlc_store_tconf_t *tc) {
+  tlc_catent_t ent;
+  char path[1200];
+  tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
+  int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
+  snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
+  if (rc == 1)
+    return; /* no record in it: removed */
+  if (rc < 0) {
+    /* could not rename: the .part stays and is recovered on the next start */
+    if (seg->fd >= 0) {
+      tlc_io->close(seg->fd);
+      seg->fd = -1;
+    }
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", seg->target, path,
+         tlc_strerror(rc));
+    wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
+    return;
+  }
+  if (is_nospace(seg->mf_err)) {
+    wlog(s, 4, "%s: sealed %s without its manifest (%s): it is written once space returns",
+         seg->target, path, tlc_strerror(seg->mf_err));
+    pman_keep(s, seg); /* its gaps count what was lost: keep it */
+  }
+  if (seg->seal_err < 0 && !is_nospace(seg->seal_err)) {
+    LOCKED(s, s->c.io_errors++);
+    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+         seg->target, path, tlc_strerror(seg->seal_err));
+  }
+  tlc__catalog_add(&s->cat, &ent);
+  LOCKED(s, s->c.segments_sealed++);
+  wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  retention_pass(s);
+}
+
+static void push_job(tlc_store_t *s, sjob_t *j) {
+  uv_mutex_lock(&s->mu);
+  j->next = NULL;
+  if (s->st)
+    s->st->next = j;
+  else
+    s->sh = j;
+  s->st = j;
+  if (j->kind == J_SEAL) {
+    s->sealing++;
+    s->c.seal_queue = s->sealing;
+  }
+  uv_cond_signal(&s->scv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* writer: waits until at most `n` seal jobs are in flight (the sealer signals cv per job) */
+static void w_wait_sealer(tlc_store_t *s, uint32_t n) {
+  uv_mutex_lock(&s->mu);
+  if (s->sealing > n)
+    s->c.seal_waits++;
+  while (s->sealing > n)
+    uv_cond_wait(&s->cv, &s->mu);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* Closes the target's open segment: hands it to the sealer (waiting for room when max_sealing
+ * segments are in flight); the next record opens a new segment. */
 static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (t->seg.fd < 0)
     return;
-  tlc_catent_t ent;
-  char path[1200];
-  int rc = tlc__seg_seal(&t->seg, reason, wall(s), s->o.export_cb, s->o.export_ud, &ent);
-  snprintf(path, sizeof path, "%s/%s", t->dir, t->seg.data);
-  if (rc == 1) {
-    LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
+  int64_t now = wall(s);
+  LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (!j) {
+    /* out of memory: seal here, after the sealer's jobs (a target's seals stay in order) */
+    w_wait_sealer(s, 0);
+    seal_now(s, &t->seg, reason, now, t->wmap, &t->tc);
     return;
   }
-  if (rc < 0) {
-    /* could not rename: the .part stays and is recovered on the next start */
-    if (t->seg.fd >= 0) {
-      tlc_io->close(t->seg.fd);
-      t->seg.fd = -1;
+  w_wait_sealer(s, s->o.max_sealing - 1);
+  j->kind = J_SEAL;
+  tlc__seg_move(&j->seg, &t->seg);
+  j->reason = reason;
+  j->wall_ns = now;
+  j->map = tmap_ref(s, t->wmap);
+  j->tc = t->tc;
+  push_job(s, j);
+}
+
+static void sealer_main(void *arg) {
+  tlc_store_t *s = arg;
+  uv_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->sh && !s->sstop)
+      uv_cond_wait(&s->scv, &s->mu);
+    sjob_t *j = s->sh;
+    if (!j) {
+      uv_mutex_unlock(&s->mu);
+      if (s->pman)
+        pman_retry(s); /* a last try */
+      while (s->pman) {
+        pman_t *p = s->pman;
+        s->pman = p->next;
+        tlc__manifest_fini(&p->m);
+        tlc_free(p);
+      }
+      s->npman = 0;
+      uv_mutex_lock(&s->mu);
+      break; /* stopped and drained */
     }
-    LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", t->name, path,
-         tlc_strerror(rc));
-    wevent(s, TLC_SEV_IO_ERROR, t->name, path, 0, t->seg.seq);
+    s->sh = j->next;
+    if (!s->sh)
+      s->st = NULL;
+    uv_mutex_unlock(&s->mu);
+    if (s->pman)
+      pman_retry(s);
+    if (j->kind == J_SEAL) {
+      seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
+      tlc__seg_fini(&j->seg);
+      tmap_unref(s, j->map);
+    } else if (j->kind == J_BARRIER) {
+      push_res(s, j->res);
+    }
+    uv_mutex_lock(&s->mu);
+    if (j->kind == J_SEAL) {
+      s->sealing--;
+      s->c.seal_queue = s->sealing;
+    }
+    uv_cond_signal(&s->cv); /* room for the writer */
+    tlc_free(j);
+  }
+  uv_mutex_unlock(&s->mu);
+}
+
+static void stop_sealer(tlc_store_t *s) {
+  if (!s->sthr_started)
     return;
+  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
+  uv_thread_join(&s->sthr);
+  s->sthr_started = 0;
+}
+
+/* keep_skipped, writer: bytes the segment does not hold, into <data>.skipped of the open segment
+ * (or kept in memory for the next one), at most keep_skipped per segment; what does not fit or
+ * cannot be written is counted and recorded as a `skipped_unkept` gap. */
+static void w_skip(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
+                   uint64_t unkept) {
+  uint64_t keep = s->o.keep_skipped, kept = 0;
+  if (len > 0 && t->seg.fd >= 0 && !s->disk_full) {
+    int64_t w =
+        tlc__seg_skipped(&t->seg, buf, len, t->seg.sk_bytes < keep ? keep - t->seg.sk_bytes : 0);
+    kept = w > 0 ? (uint64_t)w : 0;
+  } else if (len > 0 && t->seg.fd < 0) {
+    size_t room = keep > t->skpend_len ? (size_t)(keep - t->skpend_len) : 0;
+    size_t k = len < room ? len : room;
+    uint8_t *nb = k > 0 ? tlc_realloc(t->skpend, t->skpend_len + k) : NULL;
+    if (nb) {
+      t->skpend = nb;
+      memcpy(nb + t->skpend_len, buf, k);
+      t->skpend_len += k;
+      kept = k;
+    }
   }
-  if (t->seg.seal_err < 0) {
-    LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
-         t->name, path, tlc_strerror(t->seg.seal_err));
-  }
-  tlc__catalog_add(&s->cat, &ent);
-  LOCKED(s, s->c.segments_sealed++; t->c.segment_seq = 0; t->c.segment_bytes = 0;
-         t->c.durable_bytes = 0);
-  wevent(s, TLC_SEV_SEALED, t->name, path, reason, t->seg.seq);
-  w_retention(s);
+  unkept += len - kept;
+  if (unkept > 0)
+    w_add_gap(t, "skipped_unkept", unkept);
+  LOCKED(s, s->c.skipped_kept_bytes += (t->seg.fd >= 0 ? kept : 0);
+         s->c.skipped_unkept_bytes += unkept);
 }
 
 static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
@@ -391,8 +702,8 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
     t->seq_known = 1;
   }
   for (int tries = 0; tries < 100; tries++) {
-    rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->next_seq++, wall(s), mono(s),
-                       s->o.index_interval);
+    rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->tc.main_export == TLC_MAIN_XML,
+                       t->next_seq++, wall(s), mono(s), s->o.index_interval);
     if (rc != -EEXIST)
       break;
   }
@@ -402,6 +713,15 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
   for (size_t i = 0; i < t->npg; i++)
     tlc__manifest_add_gap(&t->seg.m, t->pg[i].reason, t->pg[i].count);
   t->npg = 0;
+  if (t->skpend_len > 0) {
+    /* skipped bytes that came while no segment was open belong to this one */
+    int64_t w = tlc__seg_skipped(&t->seg, t->skpend, t->skpend_len, s->o.keep_skipped);
+    uint64_t kept = w > 0 ? (uint64_t)w : 0;
+    if (kept < t->skpend_len)
+      tlc__manifest_add_gap(&t->seg.m, "skipped_unkept", t->skpend_len - kept);
+    LOCKED(s, s->c.skipped_kept_bytes += kept; s->c.skipped_unkept_bytes += t->skpend_len - kept);
+    t->skpend_len = 0;
+  }
   LOCKED(s, s->c.segments_opened++; t->c.segment_seq = t->seg.seq; t->c.segment_bytes = 0;
          t->c.durable_bytes = 0);
   return 0;
@@ -545,6 +865,11 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     t->pause_rec = 0;
   }
   LOCKED(s, s->c.disk_full = 0);
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (j) { /* the sealer writes the manifests it could not write */
+    j->kind = J_RETRY;
+    push_job(s, j);
+  }
   wlog(s, 5, "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
   wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
   s->df_log_last = 0;
@@ -583,6 +908,8 @@ static void apply_defaults(tlc_store_opts_t *o) {
     o->resume_free_bytes = 1u << 20;
   if (o->max_block == 0)
     o->max_block = TLC_MAX_BLOCK_DEFAULT;
+  if (o->max_sealing == 0)
+    o->max_sealing = 2;
 }
 
 static void w_cmd(tlc_store_t *s, cmd_t *c) {
@@ -619,18 +946,39 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_RETENTION:
     w_retention(s);
     break;
+  case C_SETMAP:
+    tmap_unref(s, t->wmap);
+    t->wmap = c->map; /* the command's reference */
+    c->map = NULL;
+    break;
+  case C_SETCONF:
+    t->tc = c->tc;
+    break;
+  case C_SKIP:
+    w_skip(s, t, c->buf, c->len, c->count);
+    break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) {
       r->type = R_BARRIER;
       r->cb = c->cb;
       r->ud = c->ud;
-      push_res(s, r);
+      /* through the sealer's queue: answered once the seals before it are done too */
+      sjob_t *j = tlc_calloc(1, sizeof *j);
+      if (j) {
+        j->kind = J_BARRIER;
+        j->res = r;
+        push_job(s, j);
+      } else {
+        w_wait_sealer(s, 0);
+        push_res(s, r);
+      }
     }
     break;
   }
   case C_RECONF: {
     tlc_store_opts_t *n = c->conf;
+    uv_mutex_lock(&s->mu); /* the sealer reads the retention budgets */
     s->o.max_segment_bytes = n->max_segment_bytes;
     s->o.max_segment_age_ms = n->max_segment_age_ms;
     s->o.max_total_bytes = n->max_total_bytes;
@@ -643,6 +991,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     s->o.sync_bytes = n->sync_bytes;
     s->o.retention_interval_ms = n->retention_interval_ms;
     apply_defaults(&s->o);
+    uv_mutex_unlock(&s->mu);
     w_retention(s);
     break;
   }
@@ -672,8 +1021,11 @@ static void writer_main(void *arg) {
       int stop = c->type == C_STOP;
       if (!stop)
         w_cmd(s, c);
+      else
+        stop_sealer(s); /* seals what it holds first */
       tlc_free(c->buf);
       tlc_free(c->conf);
+      tmap_unref(s, c->map);
       tlc_free(c);
       if (stop)
         break;
@@ -799,6 +1151,163 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   return submit(t, buf, len, nrec);
 }
 
+/* ---- loop side: keep_skipped ----
+ *
+ * The stream bytes after the last record/block that tlc_store_write saw are held (from
+ * tlc_store_bytes, at most keep_skipped of them, plus for bin1x the resync decoder's look-ahead,
+ * the ones right after that record: a skipped run starts there) until the next record shows
+ * where they end: the bytes between are not in
+ * any segment, so they are queued for the .skipped file (C_SKIP); what was not held is counted.
+ * Cost per record: a comparison; per received byte: one copy while it is past the last record.
+ */
+
+static void sk_emit(tlc_store_target_t *t, uint64_t a, uint64_t b) {
+  uint64_t lo = a > t->sk_kbase + t->sk_head ? a : t->sk_kbase + t->sk_head;
+  uint64_t hi = b < t->sk_kbase + t->sk_len ? b : t->sk_kbase + t->sk_len;
+  size_t k = hi > lo ? (size_t)(hi - lo) : 0;
+  if (k > 0 && t->sk_olen + k > t->sk_ocap) {
+    size_t nc = t->sk_ocap ? t->sk_ocap : 4096;
+    while (nc < t->sk_olen + k)
+      nc *= 2;
+    uint8_t *nb = tlc_realloc(t->sk_out, nc);
+    if (!nb)
+      k = 0;
+    else {
+      t->sk_out = nb;
+      t->sk_ocap = nc;
+    }
+  }
+  if (k > 0) {
+    memcpy(t->sk_out + t->sk_olen, t->sk_buf + (lo - t->sk_kbase), k);
+    t->sk_olen += k;
+  }
+  t->sk_unkept += (b - a) - k;
+}
+
+/* a record/block occupies stream bytes [rs, re): what lies between the last one and it was
+ * skipped */
+static void sk_cover(tlc_store_target_t *t, uint64_t rs, uint64_t re) {
+  if (rs > t->sk_base)
+    sk_emit(t, t->sk_base, rs);
+  if (re > t->sk_base)
+    t->sk_base = re;
+  if (t->sk_kbase + t->sk_head < t->sk_base) {
+    uint64_t d = t->sk_base - t->sk_kbase;
+    t->sk_head = d < t->sk_len ? (size_t)d : t->sk_len;
+    if (t->sk_head == t->sk_len)
+      t->sk_head = t->sk_len = 0; /* nothing held; sk_kbase is set by the next bytes */
+  }
+}
+
+static void sk_flush(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  if (t->sk_olen == 0 && t->sk_unkept == 0)
+    return;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (c) {
+    c->type = C_SKIP;
+    c->t = t;
+    c->count = t->sk_unkept;
+    if (t->sk_olen > 0) {
+      c->buf = tlc_malloc(t->sk_olen);
+      if (c->buf) {
+        memcpy(c->buf, t->sk_out, t->sk_olen);
+        c->len = t->sk_olen;
+      }
+    }
+    if (c->len > 0 && enqueue(s, c, 1) == 0) {
+      t->sk_olen = 0;
+      t->sk_unkept = 0;
+      return;
+    }
+    /* no memory or the queue is full: only the count goes (a control command) */
+    tlc_free(c->buf);
+    c->buf = NULL;
+    c->len = 0;
+    c->count = t->sk_unkept + t->sk_olen;
+    if (enqueue(s, c, 0) == 0) {
+      t->sk_olen = 0;
+      t->sk_unkept = 0;
+    }
+  }
+}
+
+void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t off) {
+  if (!t || len == 0 || t->s->o.keep_skipped == 0)
+    return;
+  if (!t->sk_started) {
+    t->sk_started = 1;
+    t->sk_base = off;
+  }
+  if (off + len <= t->sk_base) {
+    t->sk_end = off + len; /* inside a block already covered (evlog delivers items early) */
+    return;
+  }
+  if (off < t->sk_base) {
+    buf += t->sk_base - off;
+    len -= (size_t)(t->sk_base - off);
+    off = t->sk_base;
+  }
+  if (t->sk_len == 0)
+    t->sk_kbase = off;
+  if (t->sk_kbase + t->sk_len == off) { /* contiguous with what is held: hold more */
+    /* bin1x: the records the resync decoder holds back for confirmation (at most
+     * TLC_BIN1X_HOLD bytes) come before a skipped run; an evlog run starts right after the
+     * last block delivered */
+    uint64_t keep =
+        t->s->o.keep_skipped + (t->format == TLC_FMT_EVLOG ? 0 : (uint64_t)TLC_BIN1X_HOLD);
+    if (t->sk_len + len > t->sk_cap && t->sk_head > 0) {
+      memmove(t->sk_buf, t->sk_buf + t->sk_head, t->sk_len - t->sk_head);
+      t->sk_kbase += t->sk_head;
+      t->sk_len -= t->sk_head;
+      t->sk_head = 0;
+    }
+    if (t->sk_len + len > t->sk_cap && t->sk_cap < keep) {
+      size_t nc = t->sk_cap ? t->sk_cap : 4096;
+      while (nc < t->sk_len + len && nc < keep)
+        nc *= 2;
+      if (nc > keep)
+        nc = (size_t)keep;
+      uint8_t *nb = tlc_realloc(t->sk_buf, nc);
+      if (nb) {
+        t->sk_buf = nb;
+        t->sk_cap = nc;
+      }
+    }
+    size_t k = t->sk_cap - t->sk_len < len ? t->sk_cap - t->sk_len : len;
+    if (k > 0)
+      memcpy(t->sk_buf + t->sk_len, buf, k);
+    t->sk_len += k;
+  }
+  t->sk_end = off + len;
+}
+
+void tlc_store_stream_end(tlc_store_target_t *t) {
+  if (!t || t->s->o.keep_skipped == 0 || !t->sk_started)
+    return;
+  sk_cover(t, t->sk_end, t->sk_end);
+  sk_flush(t);
+}
+
+/* the record/block spans of decoded events (bin1x: 24 bytes at the event's offset; evlog: the
+ * item's whole block, once) */
+static void sk_events(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  if (!t->sk_started)
+    return;
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].flags & TLC_EVF_SYNTH)
+      continue;
+    if (t->format != TLC_FMT_EVLOG) {
+      sk_cover(t, ev[i].offset, ev[i].offset + TLC_BIN1X_RECORD);
+    } else if (ev[i].evlog && ev[i].evlog->block_offset + 1 != t->sk_blk) {
+      const tlc_evlog_ext_t *x = ev[i].evlog;
+      t->sk_blk = x->block_offset + 1;
+      sk_cover(t, x->block_offset, x->block_offset + 12 + (uint64_t)x->block_size);
+    }
+  }
+  sk_flush(t);
+}
+
 static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_out_t o;
   uint64_t before = t->enc.blocks;
@@ -824,6 +1333,8 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   if (!t || n == 0)
     return 0;
+  if (t->s->o.keep_skipped)
+    sk_events(t, ev, n); /* the skipped bytes go before these records */
   if (t->format == TLC_FMT_EVLOG)
     return write_evlog(t, ev, n);
   uint8_t *buf = tlc_malloc(n * TLC_BIN1X_RECORD);
@@ -841,6 +1352,33 @@ int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
     k++;
   }
   return submit(t, buf, k * TLC_BIN1X_RECORD, k);
+}
+
+int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf) {
+  if (!t || !conf)
+    return TLC_EINVAL;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = C_SETCONF;
+  c->t = t;
+  c->tc = *conf;
+  return enqueue(t->s, c, 0);
+}
+
+int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping) {
+  if (!t)
+    return TLC_EINVAL;
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  if (mapping && !(c->map = tmap_copy(mapping))) {
+    tlc_free(c);
+    return TLC_ENOMEM;
+  }
+  c->type = C_SETMAP;
+  c->t = t;
+  return enqueue(t->s, c, 0);
 }
 
 int tlc_store_gap(tlc_store_target_t *t, const char *reason, uint64_t count) {
@@ -1149,6 +1687,10 @@ static void start_compress(tlc_store_t *s, const res_t *r) {
 /* ---- results on the loop ---- */
 
 static void free_target(tlc_store_target_t *t) {
+  tmap_unref(t->s, t->wmap); /* the writer is done with the target */
+  tlc_free(t->skpend);
+  tlc_free(t->sk_buf);
+  tlc_free(t->sk_out);
   tlc__seg_fini(&t->seg);
   tlc_evlog_enc_fini(&t->enc);
   tlc_free(t);
@@ -1206,6 +1748,7 @@ static void on_async_closed(uv_handle_t *h) {
     s->qh = c->next;
     tlc_free(c->buf);
     tlc_free(c->conf);
+    tmap_unref(s, c->map);
     tlc_free(c);
   }
   while (s->rh) {
@@ -1216,6 +1759,7 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(r);
   }
   tlc__catalog_fini(&s->cat);
+  uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
   uv_mutex_destroy(&s->mu);
   tlc_free(s->state_dir);
@@ -1286,6 +1830,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_mkdir;
   if ((rc = uv_cond_init(&s->cv)) < 0)
     goto fail_cond;
+  if ((rc = uv_cond_init(&s->scv)) < 0)
+    goto fail_scv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1296,6 +1842,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->scv);
+fail_scv:
   uv_cond_destroy(&s->cv);
 fail_cond:
   uv_mutex_destroy(&s->mu);
@@ -1354,7 +1902,8 @@ static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
   memset(&e, 0, sizeof e);
   snprintf(e.target, sizeof e.target, "%s", target);
   snprintf(e.base, sizeof e.base, "%s", sn->base);
-  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11);
+  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11,
+                    sn->xml);
   e.seq = sn->seq;
   e.opened_wall_ns = m->opened_wall_ns;
   e.closed_wall_ns = m->closed_wall_ns;
@@ -1493,6 +2042,8 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       x->gone = 1;
     if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
       x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
   }
   /* C: sealed data */
   for (size_t i = 0; i < n; i++) {
@@ -1538,7 +2089,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
           m.reason = TLC_ROT_RECOVERED;
           m.closed_wall_ns = wall(s);
           snprintf(m.target, sizeof m.target, "%s", target);
-          tlc__segname_data(m.data, sizeof m.data, sn->base, f);
+          tlc__segname_data(m.data, sizeof m.data, sn->base, f, sn->xml);
           if (ex)
             snprintf(m.exportf, sizeof m.exportf, "%s", ex->name);
           char mp[1300];
@@ -1570,6 +2121,11 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
         quarantine(s, target, dir, ex->name, "export of a quarantined segment", sum);
         ex->gone = 1;
       }
+      rent_t *sk = find_ent(v, n, sn->base, TLC_SK_SKIPPED);
+      if (sk) {
+        quarantine(s, target, dir, sk->name, "skipped bytes of a quarantined segment", sum);
+        sk->gone = 1;
+      }
     }
     v[i].gone = 1;
     if (mf)
@@ -1579,10 +2135,13 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     rent_t *x = find_ent(v, n, sn->base, TLC_SK_TORN);
     if (x)
       x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
   }
-  /* D: manifests and exports without data: an interrupted deletion, completed */
+  /* D: manifests, exports and skipped bytes without data: an interrupted deletion, completed */
   for (size_t i = 0; i < n; i++) {
-    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT))
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT &&
+                      v[i].sn.kind != TLC_SK_SKIPPED))
       continue;
     snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
     if (v[i].sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &m, why, sizeof why) < 0) {
@@ -1676,9 +2235,15 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
     }
     uv_mutex_unlock(&s->cat.mu);
   }
-  int rc = uv_thread_create(&s->thr, writer_main, s);
+  int rc = uv_thread_create(&s->sthr, sealer_main, s);
   if (rc < 0)
     return rc;
+  s->sthr_started = 1;
+  rc = uv_thread_create(&s->thr, writer_main, s);
+  if (rc < 0) {
+    stop_sealer(s);
+    return rc;
+  }
   s->thr_started = 1;
   return 0;
 }

@@ -4,17 +4,22 @@
  *
  *     <state>/<target>/<UTC start>-<seq>.txt.BIN     bin10/bin11 timeline (sealed segment)
  *     <state>/<target>/<UTC start>-<seq>.txt         its main export (mapping + statistics)
+ *       (with an XML main export: <UTC start>-<seq>.xml.BIN and <UTC start>-<seq>.xml)
  *     <state>/<target>/<UTC start>-<seq>.log         evlog segment (whole blocks)
  *     <state>/<target>/<UTC start>-<seq>.manifest    sidecar manifest (key=value text)
  *     ...<data>.part    the open segment;  ...<data>.zst  a compressed sealed segment;
  *     ...<data>.torn    a torn tail moved aside by crash recovery
+ *     ...<data>.skipped received bytes that are not in the segment (resync skips, cut-off
+ *                       tails), with keep_skipped
  *     <state>/.quarantine/<target>/...               what startup could not trust
  *
- * Threads: every function here runs on the loop thread. File I/O happens on one writer thread
- * owned by the store, fed through a bounded queue (tlc_store_write never blocks: when the
- * queue is full the records are dropped and counted, `dropped_buffer_full`). Compression of
- * sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed segments, log
- * lines, closed targets) come back to the loop through a uv_async_t.
+ * Threads: every function here runs on the loop thread. File I/O happens on two threads owned
+ * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: when the
+ * queue is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
+ * segments; the sealer seals the segments the writer hands it (fdatasync, main export, manifest,
+ * rename, retention), at most `max_sealing` at a time, so that sealing never holds up appends.
+ * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
+ * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
  * Conservation: for every target, records_in == records_written + dropped (buffer_full +
  * disk_full + io_error), at quiescence.
@@ -22,6 +27,7 @@
 #ifndef TLC_STORE_H
 #define TLC_STORE_H
 
+#include "mapping.h"
 #include "out.h"
 #include "timeline.h"
 #include "tlc_event.h"
@@ -61,6 +67,13 @@ typedef struct tlc_store_export {
   tlc_timeline_t *timeline; /* the segment's events, re-read from data_path (rewindable) */
   tlc_out_t *out;           /* where to write the export (flushes into a temporary file) */
   int recovered;            /* 1 when sealed by crash recovery */
+  /* The target's settings when the segment was closed (tlc_store_target_set_mapping and
+   * tlc_store_target_configure); none for a segment sealed by crash recovery. */
+  const tlc_mapping_t *mapping; /* names (NULL: none); read-only, valid during the call */
+  uint8_t has_context_area;     /* RTOS task-state area: contexts are its values */
+  uint32_t context_area;
+  int xml;               /* 1: write winIDEA XML (the .BIN is its TimelineBinary); 0: Text1 */
+  const char *data_name; /* the data file's sealed name, e.g. "<base>.xml.BIN" (no directory) */
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
@@ -108,7 +121,13 @@ typedef struct tlc_store_opts {
   int64_t probe_interval_ms;     /* disk-full probe period (0: 1000) */
   uint64_t resume_free_bytes;    /* free bytes needed to resume after ENOSPC (0: 1 MiB) */
   uint32_t max_block;            /* evlog: largest block accepted (0: 64 MiB) */
-  int quick_start; /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  uint32_t max_sealing;  /* segments handed to the sealer and not yet sealed (0: 2); beyond it the
+                            writer waits for the sealer before it closes another segment */
+  uint64_t keep_skipped; /* 0: off. Else received bytes that are not in the segment (skipped by a
+                            resync, a stream's cut-off tail) are kept in <data>.skipped, at most
+                            this many per segment (and per target waiting in memory); the rest
+                            is counted (gap skipped_unkept). Needs tlc_store_bytes. */
+  int quick_start;       /* tlc_store_recover: 1 = check sizes and index only, not every byte */
   /* Clocks (NULL: CLOCK_REALTIME / CLOCK_MONOTONIC). Called from the writer thread. */
   int64_t (*now_wall_ns)(void *ud);
   int64_t (*now_mono_ns)(void *ud);
@@ -140,11 +159,17 @@ typedef struct tlc_store_counters {
   uint64_t disk_full_events;              /* times writing paused */
   int disk_full;                          /* 1 while paused */
   uint64_t queue_bytes, queue_peak_bytes; /* writer queue */
-  uint64_t stored_bytes;                  /* sealed segments on disk (all files), all targets */
+  uint64_t seal_queue;                    /* segments handed to the sealer, not yet sealed */
+  uint64_t seal_waits; /* times the writer waited because max_sealing segments were in flight */
+  uint64_t skipped_kept_bytes;   /* written to .skipped files (keep_skipped) */
+  uint64_t skipped_unkept_bytes; /* not kept: over keep_skipped, queue full, write error */
+  uint64_t stored_bytes;         /* sealed segments on disk (all files), all targets */
   uint64_t stored_segments;
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
-   * every 250 ms unless stuck in a system call. With queue_bytes > 0 and a heartbeat older than
-   * a few seconds, the writer is stalled: a watchdog should stop pinging. */
+   * every 250 ms unless stuck in a system call or waiting for the sealer (max_sealing segments
+   * in flight: a stuck seal stalls the writer after at most that many more segments). With
+   * queue_bytes > 0 and a heartbeat older than a few seconds, the writer is stalled: a watchdog
+   * should stop pinging. */
   int64_t writer_heartbeat_ns;
 } tlc_store_counters_t;
 
@@ -196,6 +221,42 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
  * buffer_full too). */
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
 
+/* Main export beside a bin1x segment (tlc_store_tconf_t.main_export). */
+enum tlc_store_main_export {
+  TLC_MAIN_TEXT1 = 0, /* <base>.txt beside <base>.txt.BIN (default) */
+  TLC_MAIN_XML = 1    /* <base>.xml beside <base>.xml.BIN */
+};
+
+/* Per-target settings for the main exports of the target's bin1x segments. */
+typedef struct tlc_store_tconf {
+  uint8_t has_context_area; /* as the live target's engine: contexts are this handle's values */
+  uint32_t context_area;
+  int main_export; /* enum tlc_store_main_export; applies from the next segment opened */
+} tlc_store_tconf_t;
+
+/* Sets the target's export settings (copied). context_area applies to the segments closed
+ * after the writer reaches this command (a segment takes the settings in force when it is
+ * closed); main_export to the segments opened after it (it decides their names). A control
+ * command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes). */
+int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf);
+
+/* Gives the target's segments the names of `mapping` (a finished mapping; NULL: none), as the
+ * live target has them, so that each segment's main export names its areas and tasks like the
+ * live statistics. The mapping is copied here (O(size), loop thread: the caller may change or
+ * free its own at once); applied like tlc_store_target_configure. Returns 0, TLC_EINVAL or
+ * TLC_ENOMEM (the previous names stay). */
+int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping);
+
+/* keep_skipped: every byte of the target's stream as it is pushed to its decoder, in stream order
+ * (`offset` = the decoder's stream offset of buf[0]; target.h's bytes_cb), so that the bytes
+ * that no record/block written by tlc_store_write covers can be kept aside. Copies at most
+ * keep_skipped bytes past the last record; no-op when keep_skipped is 0. Loop thread. */
+void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t offset);
+
+/* keep_skipped: the stream ended (disconnect): the bytes after its last record are not in any
+ * segment (a truncated tail, trailing noise) and go to the .skipped file too. */
+void tlc_store_stream_end(tlc_store_target_t *t);
+
 /* Records a gap in the open (or next) segment's manifest: `reason` (short word: "reconnect",
  * "resync", "overflow", ..., at most 31 bytes) and a count (bytes, items, whatever the reason
  * counts; documented per reason in docs/storage.md). */
@@ -213,9 +274,10 @@ int tlc_store_rotate_all(tlc_store_t *s, int reason);
 void tlc_store_target_close(tlc_store_target_t *t);
 
 /* Calls cb(ud) on the loop once the writer has processed every command queued before this
- * call (records written or dropped and counted, gaps and rotations done). For "a target that
- * half-closes is answered once every byte is written" and for tests. Returns 0 or TLC_ENOMEM
- * (cb is then never called). */
+ * call (records written or dropped and counted, gaps and rotations done) and the sealer has
+ * sealed every segment closed by them (with the retention pass after each seal). For "a target
+ * that half-closes is answered once every byte is written" and for tests. Returns 0 or
+ * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */
@@ -235,10 +297,12 @@ void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts);
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
 /* A ready main-export hook (store_export.c) for tlc_store_opts_t.export_cb: runs a fresh
- * statistics engine over the segment's events and writes Text1 (INFO, CONTEXTS, HANDLE,
- * STATISTICS with the default entry formats; the .BIN is the timeline). `ud` is unused. Writer
- * thread. Returns 0 or a negative error. */
-int tlc_store_text1_export(void *ud, const tlc_store_export_t *x);
+ * statistics engine over the segment's events (with x's mapping and context_area; no quantiles,
+ * no windows) and writes Text1 (INFO, CONTEXTS, HANDLE, STATISTICS with the default entry
+ * formats) or, with x->xml, winIDEA XML whose <Timeline binary=...> is the segment's .BIN (its
+ * TimelineBinary: nothing more is written to it). `ud` is unused. Sealer thread (or the
+ * recovering thread). Returns 0 or a negative error. */
+int tlc_store_main_export(void *ud, const tlc_store_export_t *x);
 
 /* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered". */
 const char *tlc_store_reason_name(int reason);

@@ -167,6 +167,7 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   t->mapping = m;
   t->has_mapping = 1;
   tlc_engine_set_mapping(t->engine, &t->mapping);
+  tlc_target_notify(t, TLC_TEV_MAPPING, NULL);
   return 0;
 #else
   (void)t;

@@ -22,6 +22,7 @@
  *     raw fields and evlog item bytes included) - what tlc_store_write takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
  *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
+ *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
  *   - TLC_TEV_FREED just before the target is freed (must release t->store).
  *
  * All functions run on the loop thread. Not thread-safe.
@@ -56,7 +57,8 @@ enum tlc_target_ev {
   TLC_TEV_DECODE_ERROR = 5, /* strict decoding failed; detail = "offset N: reason" */
   TLC_TEV_DROPS = 6,        /* events dropped (area limit) since the last report; detail = count */
   TLC_TEV_TRUNCATED = 7,    /* a partial record/block at end of stream; detail = decoder's reason */
-  TLC_TEV_FREED = 8         /* about to be freed (daemon shutdown); release anything held */
+  TLC_TEV_FREED = 8,        /* about to be freed (daemon shutdown); release anything held */
+  TLC_TEV_MAPPING = 9       /* t->mapping was replaced (tlc_target_load_mapping) */
 };
 
 /* Source kinds (what created the target). */
@@ -198,8 +200,9 @@ void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);
  * tlc_target_counters. Returns 0 or a negative error. */
 int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so);
 
-/* Replaces the target's mapping with one parsed from buf[0..len). On error the old mapping
- * stays and err gets "line N: reason". Returns 0 or a negative error. */
+/* Replaces the target's mapping with one parsed from buf[0..len) and announces
+ * TLC_TEV_MAPPING. On error the old mapping stays and err gets "line N: reason". Returns 0 or a
+ * negative error. */
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
 
 /* Announces a target event to every observer (sources use it for their own kinds). */

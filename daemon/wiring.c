@@ -148,6 +148,27 @@ static void st_closed(void *ud) {
   maybe_free(w);
 }
 
+/* The target's names and context area for its segments' main exports (SPEC 3: the export
+ * beside a bin1x segment holds the mapping and that segment's statistics, as the live target
+ * computes them), and the export's format ([daemon] main_export). The store copies the
+ * mapping. */
+static void st_settings(const tlc_wiring_t *w, tlc_target_t *t, int mapping_too) {
+  st_handle_t *h = t->store;
+  tlc_store_tconf_t tc;
+  int r;
+  memset(&tc, 0, sizeof(tc));
+  tc.has_context_area = t->has_context_area;
+  tc.context_area = t->context_area;
+  tc.main_export = w->d->cfg.main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
+  r = tlc_store_target_configure(h->t, &tc);
+  if (r == 0 && mapping_too)
+    r = tlc_store_target_set_mapping(h->t, t->has_mapping ? &t->mapping : NULL);
+  if (r != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE,
+            "target %s: segment export settings not updated: %s (segments keep the previous ones)",
+            t->name, tlc_strerror(r));
+}
+
 /* Watchdog health gate (sdnotify.h, R15): the writer is stalled when data waits in its queue
  * and its heartbeat (CLOCK_MONOTONIC, as the store's default clock) is older than
  * STORE_STALL_NS. While the disk is full the writer still turns (it drops and counts), so its
@@ -207,7 +228,8 @@ static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so
   so->index_interval = c->index_interval;
   so->queue_bytes = (size_t)c->store_queue;
   so->quick_start = c->quick_start;
-  so->export_cb = tlc_store_text1_export; /* the main .txt export of every bin1x segment */
+  so->keep_skipped = c->keep_skipped;
+  so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
   so->export_ud = NULL;
   so->log_cb = st_log;
   so->log_ud = w;
@@ -316,9 +338,14 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;
         t->store = h;
+        st_settings(w, t, t->has_mapping);
       }
       break;
     }
+    case TLC_TEV_MAPPING:
+      if (hd(t) != NULL)
+        st_settings(w, t, 1);
+      break;
     case TLC_TEV_CONNECTED:
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)
@@ -326,6 +353,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
     case TLC_TEV_DISCONNECTED:
+      if (hd(t) != NULL)
+        tlc_store_stream_end(hd(t)->t); /* keep_skipped: the stream's unrecorded tail */
       if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
         tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
         hd(t)->gaps = t->gaps;
@@ -375,6 +404,21 @@ static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
   (void)t;
   (void)ev;
   (void)n;
+#endif
+}
+
+static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
+                      uint64_t offset) {
+  tlc_wiring_t *w = ud;
+  (void)w;
+#ifdef TLC_HAVE_STORE
+  if (w->st != NULL && t->store != NULL)
+    tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
+#else
+  (void)t;
+  (void)buf;
+  (void)len;
+  (void)offset;
 #endif
 }
 
@@ -509,6 +553,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.decoded_cb = obs_decoded;
+  if (d->cfg.store && d->cfg.keep_skipped > 0)
+    o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
   o.batch_cb = obs_batch;
   o.ud = w;
   r = tlc_targets_observe(&d->targets, &o);
@@ -542,10 +588,11 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     tlc_store_opts_t so;
     const tlc_config_t *a = &w->applied;
     if (c->compress != a->compress || c->index_interval != a->index_interval ||
-        c->store_queue != a->store_queue || c->max_block != a->max_block)
+        c->store_queue != a->store_queue || c->max_block != a->max_block ||
+        c->keep_skipped != a->keep_skipped)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-              "reload: compress, index_interval, store_queue and max_block of storage take "
-              "effect only after a restart");
+              "reload: compress, index_interval, store_queue, max_block and keep_skipped of "
+              "storage take effect only after a restart");
     /* Rotation, retention and sync limits apply now (tlc_store_reconfigure runs a retention
      * pass with the new budgets); the settings above keep their running values. */
     st_opts(w, c, &so);
@@ -553,6 +600,7 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     so.index_interval = a->index_interval;
     so.queue_bytes = (size_t)a->store_queue;
     so.max_block = a->max_block;
+    so.keep_skipped = a->keep_skipped;
     tlc_store_reconfigure(w->st, &so);
     w->applied.rotate_bytes = c->rotate_bytes;
     w->applied.rotate_age_ms = c->rotate_age_ms;
@@ -564,6 +612,13 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     w->applied.sync_mode = c->sync_mode;
     w->applied.sync_interval_ms = c->sync_interval_ms;
     w->applied.sync_bytes = c->sync_bytes;
+    if (c->main_export != w->applied.main_export) {
+      /* segments opened from now on get the new main export (names .txt/.xml decided at open) */
+      for (size_t i = 0; i < w->d->targets.n; i++)
+        if (w->d->targets.v[i]->store != NULL)
+          st_settings(w, w->d->targets.v[i], 0);
+      w->applied.main_export = c->main_export;
+    }
     /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
   }

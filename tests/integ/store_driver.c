@@ -5,15 +5,18 @@
  * size, retention by count, then close. With TLCAP_CRASHPOINT set it may die on the way.
  *   store_driver DIR tear TARGET N CUT    writes a .part of N records cut to CUT bytes, as a
  *        crash would leave it (no store involved)
- *   store_driver DIR diskfull FILLER      real ENOSPC (T07 on a small tmpfs): writes until the
- *        store reports disk full, deletes FILLER, awaits the automatic resume, writes more,
- *        closes; checks records_in == written + dropped and prints the counters
+ *   store_driver DIR diskfull FILLER [export]   real ENOSPC (T07 on a small tmpfs): writes until
+ *        the store reports disk full, prints what statvfs says then ("full avail_bytes N
+ *        avail_inodes N"), deletes FILLER (a file, or every file in a directory: inodes),
+ *        awaits the automatic resume, writes more, closes; checks records_in == written +
+ *        dropped and prints the counters. `export`: write main exports (as tlcapd does)
  *   store_driver DIR recover              recover and close; prints the summary
  *   store_driver DIR verify TARGET        verifies every sealed segment (content checksum) and
  *        prints one line per segment: "seg SEQ RECORDS FIRST_DATA LAST_DATA CONTIGUOUS", plus
  *        "parts N" and "torn N"; exit 1 if anything does not verify.
  * Exit: 0 ok, 1 failure, 2 usage.
  */
+#include "iofault.h"
 #include "segread.h"
 #include "store-int.h"
 #include "store.h"
@@ -203,7 +206,31 @@ static void on_tick(uv_timer_t *t) {
   (void)t; /* wakes the loop so that run_until's bound counts time */
 }
 
-static int diskfull(const char *dir, const char *filler) {
+/* removes a filler file, or every file in a filler directory; 0 or -1 */
+static int remove_filler(const char *filler) {
+  struct stat st;
+  if (lstat(filler, &st) < 0)
+    return -1;
+  if (!S_ISDIR(st.st_mode))
+    return unlink(filler);
+  DIR *d = opendir(filler);
+  if (!d)
+    return -1;
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) != NULL) {
+    char p[4096];
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", filler, e->d_name);
+    if (unlink(p) < 0)
+      rc = -1;
+  }
+  closedir(d);
+  return rc;
+}
+
+static int diskfull(const char *dir, const char *filler, int with_export) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   df_t d = { 0, 0 };
@@ -216,6 +243,8 @@ static int diskfull(const char *dir, const char *filler) {
   o.log_cb = log_cb;
   o.event_cb = df_event;
   o.event_ud = &d;
+  if (with_export)
+    o.export_cb = tlc_store_main_export;
   tlc_store_t *s;
   if (tlc_store_new(&loop, &o, &s) < 0 || tlc_store_recover(s, NULL) < 0)
     return 1;
@@ -245,8 +274,12 @@ static int diskfull(const char *dir, const char *filler) {
     fprintf(stderr, "never reached disk full\n");
     return 1;
   }
-  if (unlink(filler) < 0) {
-    perror("unlink filler");
+  tlc_io_space_t sp;
+  if (tlc_io_default.statvfs(dir, &sp) == 0)
+    printf("full avail_bytes %" PRIu64 " avail_inodes %" PRIu64 "\n", sp.avail_bytes,
+           sp.avail_inodes);
+  if (remove_filler(filler) < 0) {
+    perror("remove filler");
     return 1;
   }
   run_until(&loop, &d.resumed, 1000); /* 1000 ticks of 10 ms: resume within 10 s */
@@ -294,8 +327,8 @@ int main(int argc, char **argv) {
                      (uint32_t)strtoul(argv[6], NULL, 10));
   if (strcmp(mode, "tear") == 0 && argc == 6)
     return tear(dir, argv[3], strtoull(argv[4], NULL, 10), strtoull(argv[5], NULL, 10));
-  if (strcmp(mode, "diskfull") == 0 && argc == 4)
-    return diskfull(dir, argv[3]);
+  if (strcmp(mode, "diskfull") == 0 && (argc == 4 || argc == 5))
+    return diskfull(dir, argv[3], argc == 5 && strcmp(argv[4], "export") == 0);
   if (strcmp(mode, "recover") == 0)
     return run_store(dir, NULL, 0, 0, 1u << 20, 0);
   if (strcmp(mode, "verify") == 0 && argc == 4)

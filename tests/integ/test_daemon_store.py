@@ -9,6 +9,9 @@ are written, and a slow recovery keeps extending systemd's start timeout.
 Usage: test_daemon_store.py TLCAPD TLCAP"""
 import json
 import os
+import pty
+import time
+import xml.etree.ElementTree as ET
 import random
 import re
 import signal
@@ -22,7 +25,9 @@ import tlctest as T
 TLCAPD = sys.argv[1]
 TLCAP = sys.argv[2]
 
-SEG_RE = re.compile(r"^(\d{8}T\d{6}Z)-(\d+)\.(txt\.BIN|log)$")
+SEG_RE = re.compile(r"^(\d{8}T\d{6}Z)-(\d+)\.(txt\.BIN|xml\.BIN|log)$")
+XSD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "formats",
+                   "ProfilerExport.xsd")
 
 
 # ---- stream generators (from SPEC 1, not from the C code) ----
@@ -132,7 +137,7 @@ def concat(tdir):
 
 
 def manifest(tdir, data):
-    base = data[:-len(".txt.BIN")] if data.endswith(".txt.BIN") else data[:-len(".log")]
+    base = data[:-len(".txt.BIN")] if data.endswith(".BIN") else data[:-len(".log")]
     m = {}
     with open(os.path.join(tdir, base + ".manifest")) as f:
         for line in f:
@@ -478,7 +483,191 @@ def test_sigterm_while_answer_pending(d):
     T.check(concat(os.path.join(dm.state, "late")) == data, "every byte on disk")
 
 
-T.main([test_bytes_on_disk, test_live_equals_replay, test_rotation, test_reload_retention,
+def mapping_text(prefix):
+    """A Text1 mapping: task names for the values 0..3 of context area 30000000 (gen_bin11's
+    state writes), names for function areas 0..4 and data areas 20000000..2."""
+    return ("* CONTEXTS %%NAME%%,%%HANDLE%%\n%s\n\n"
+            "* HANDLE(Functions) %%HANDLE%%,%%NAME%%,%%VALUE%%\n%s\n\n"
+            "* HANDLE(Data) %%HANDLE%%,%%NAME%%,%%VALUE%%\n%s\n" %
+            ("\n".join("%stask%d,%d" % (prefix, v, v) for v in range(4)),
+             "\n".join("%08X,%sfn%d," % (h, prefix, h) for h in range(5)),
+             "\n".join("%08X,%svar%d," % (0x20000000 + h, prefix, h) for h in range(3))))
+
+
+def test_segment_export_names(d):
+    """SPEC 3: a bin1x segment's main export holds the target's mapping (names) and its
+    contexts (context_area), as the live target has them: each export equals `tlcapd replay
+    SEGMENT --mapping M --context-area H` (INFO .. STATISTICS), and a mapping loaded while
+    capturing (`tlcap mapping`) names the segments closed after it."""
+    port, sport = D.free_port(), D.free_port()
+    maps = []
+    for k, prefix in enumerate(("one_", "two_")):
+        maps.append(os.path.join(d, "map%d.txt" % k))
+        with open(maps[-1], "w") as f:
+            f.write(mapping_text(prefix))
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "24k", "--mapping", "rt=" + maps[0], "--context-area",
+                              "rt=30000000"], store=True, serve="127.0.0.1:%d" % sport)
+    name = "rt"
+    tdir = os.path.join(dm.state, name)
+    try:
+        send_named(port, name, "bin11", gen_bin11(4000, 21))  # answered once written
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", name],
+                           timeout=30)
+        T.eq(rc, 0, "tlcap rotate: " + err)
+        D.wait_until(lambda: not parts(tdir) and len(segments(tdir)) == 4, 10,
+                     "the first stream's 4 segments sealed")
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "mapping", name,
+                            maps[1]], timeout=30)
+        T.eq(rc, 0, "tlcap mapping: " + err)
+        send_named(port, name, "bin11", gen_bin11(3000, 22))
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    segs = segments(tdir)
+    T.eq(len(segs), 7, "segments: %r" % segs)  # 96000 + 72000 bytes, 24 KiB segments
+    for i, (seq, f) in enumerate(segs):
+        mp, prefix = (maps[0], "one_") if i < 4 else (maps[1], "two_")
+        with open(os.path.join(tdir, f[:-len(".BIN")]), "rb") as fh:
+            exp = fh.read().decode()
+        T.check("\n00000000,%sfn0," % prefix in exp and "\n%stask1," % prefix in exp,
+                "segment %d export has the names of %s:\n%s" % (seq, mp, exp[:600]))
+        T.check("CONTEXT(%stask" % prefix in exp, "segment %d: statistics per task" % seq)
+        rc, out, err = T.run([TLCAPD, "replay", os.path.join(tdir, f), "--format", "bin11",
+                              "--export", "text1", "--mapping", mp, "--context-area",
+                              "30000000"])
+        T.eq(rc, 0, "replay " + f + ": " + err)
+        T.eq(exp.rstrip("\n"), out.decode().split("* TIMELINE")[0].rstrip("\n"),
+             "segment %d: export equals its replay with %s and context_area" % (seq, mp))
+
+
+def xml_canon(path, drop_replay_only):
+    """The XML document as a comparable string; with drop_replay_only, without what a segment's
+    main export does not carry (quantile attributes, rolling windows: docs/storage.md)."""
+    root = ET.parse(path).getroot()
+    if drop_replay_only:
+        for el in root.iter():
+            for q in ("p50", "p90", "p99", "p999"):
+                el.attrib.pop(q, None)
+            for w in [c for c in el if c.tag == "Window"]:
+                el.remove(w)
+    for el in root.iter():
+        el.text = (el.text or "").strip()
+        el.tail = (el.tail or "").strip()
+    return ET.tostring(root, encoding="unicode")
+
+
+def test_xml_main_export(d):
+    """main_export = xml: every bin1x segment is <base>.xml.BIN beside <base>.xml (winIDEA's
+    TimelineBinary), the XML validates against ProfilerExport.xsd, equals `tlcapd replay SEGMENT
+    --export xml --xml-timeline FORMAT` (less quantiles and windows, which a segment's export
+    does not carry) and replay's sidecar equals the segment; the segments concatenate to the
+    bytes sent."""
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "12k", "--main-export", "xml"], store=True)
+    sent = {"x11": ("bin11", gen_bin11(1500, 41)), "x10": ("bin10", gen_bin10(1200, 42))}
+    try:
+        for name, (fmt, data) in sent.items():
+            send_named(port, name, fmt, data)
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    out = os.path.join(d, "replay")
+    os.mkdir(out)
+    for name, (fmt, data) in sent.items():
+        tdir = os.path.join(dm.state, name)
+        segs = segments(tdir)
+        T.check(len(segs) >= 3, "%s: several segments (%d)" % (name, len(segs)))
+        T.check(concat(tdir) == data, name + ": segments concatenate to the bytes sent")
+        for seq, f in segs:
+            T.check(f.endswith(".xml.BIN"), "XML segment name " + f)
+            x = os.path.join(tdir, f[:-len(".BIN")])
+            T.check(os.path.exists(x), "main export %s beside %s" % (x, f))
+            T.check(not os.path.exists(x[:-len(".xml")] + ".txt"), "no Text1 export for " + f)
+            rc, _, err = T.run(["xmllint", "--noout", "--schema", XSD, x])
+            T.eq(rc, 0, "%s validates against the XSD: %s" % (x, err[-1500:]))
+            T.eq(manifest(tdir, f)["export"], os.path.basename(x), "manifest names the export")
+            rx = os.path.join(out, os.path.basename(x))  # same name: same binary="..." attribute
+            rc, _, err = T.run([TLCAPD, "replay", os.path.join(tdir, f), "--format", fmt,
+                                "--export", "xml", "--xml-timeline", fmt, "--output", rx])
+            T.eq(rc, 0, "replay " + f + ": " + err)
+            T.eq(xml_canon(x, False), xml_canon(rx, True),
+                 "%s: XML export of segment %d equals its replay" % (name, seq))
+            with open(rx + ".BIN", "rb") as a, open(os.path.join(tdir, f), "rb") as b:
+                T.check(a.read() == b.read(), "replay's TimelineBinary equals segment %d" % seq)
+
+
+def make_pty(link):
+    """A pty whose slave the daemon opens by the path `link` (a symlink); returns the master."""
+    m, s = pty.openpty()
+    name = os.ttyname(s)
+    os.close(s)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(name, link)
+    return m
+
+
+def pty_write(fd, data):
+    view = memoryview(data)
+    deadline = time.monotonic() + 20
+    while view:
+        try:
+            view = view[os.write(fd, view[:4096]):]
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise T.Failure("pty write stalled")
+            time.sleep(0.01)  # the pty's buffer is full: back off (not synchronisation)
+
+
+def test_keep_skipped_serial(d):
+    """SPEC 3: with keep_skipped, the bytes a serial target's resync skipped and the cut-off
+    tail of its stream (unplug) are kept in <data>.skipped beside the segment, byte for byte;
+    the segment holds exactly the records."""
+    link = os.path.join(d, "ttyNOISY")
+    m = make_pty(link)
+    dm = D.Daemon(TLCAPD, d, ["--serial", "noisy=bin11@%s:115200" % link, "--keep-skipped",
+                              "64k", "--backoff-min", "50ms", "--backoff-max", "300ms"],
+                  store=True)
+    # Records with times near 1 s and small data resynchronise at once after noise whose type
+    # and area nibbles are all 0xF (never plausible).
+    noise1 = bytes(0xF0 + (i * 7) % 16 for i in range(101))
+    noise2 = bytes(0xF0 + (i * 5) % 16 for i in range(77))
+    recs = [D.calls(60, t0=10 ** 9 + k * 10 ** 7) for k in range(3)]
+    tail = recs[0][:10]
+    try:
+        dm.wait_stats(lambda st: D.by_name(st, "noisy")["connected"] == 1, what="serial open")
+        pty_write(m, recs[0] + noise1 + recs[1] + noise2 + recs[2] + tail)
+        # resync mode holds the last records until the stream ends: the unplug ends it
+        dm.wait_stats(lambda st: D.by_name(st, "noisy")["bytes"] == len(b"".join(recs)) +
+                      len(noise1) + len(noise2) + len(tail), what="every byte read")
+        os.close(m)
+        st = dm.wait_stats(lambda st: D.by_name(st, "noisy")["connected"] == 0, what="unplug")
+        t = D.by_name(st, "noisy")
+        T.eq(t["bytes_skipped"], len(noise1) + len(noise2), "the decoder skipped the noise")
+        T.eq(t["records"], 360, "every record decoded")
+    finally:
+        rc, _ = dm.stop()
+        try:
+            os.close(m)
+        except OSError:
+            pass
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    tdir = os.path.join(dm.state, "noisy")
+    segs = segments(tdir)
+    T.check(concat(tdir) == b"".join(recs), "the segments hold exactly the records")
+    kept = b""
+    for _, f in segs:
+        p = os.path.join(tdir, f + ".skipped")
+        if os.path.exists(p):
+            with open(p, "rb") as fh:
+                kept += fh.read()
+    T.eq(kept, noise1 + noise2 + tail, "the .skipped files hold the noise and the cut-off tail")
+
+
+T.main([test_bytes_on_disk, test_segment_export_names, test_xml_main_export,
+        test_keep_skipped_serial, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,
         test_sigterm_while_answer_pending])

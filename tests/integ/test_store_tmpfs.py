@@ -1,9 +1,18 @@
 #!/usr/bin/env python3
-"""T07 on a real file system: a 2 MiB tmpfs (needs root and `mount -t tmpfs`; SKIP otherwise).
+"""T07 on a real file system: small tmpfs mounts (needs root and `mount -t tmpfs`; SKIP
+otherwise), out of bytes and out of inodes.
 
-store_driver writes until the store reports ENOSPC, removes a filler file, and must see
+- bytes: a 2 MiB tmpfs with a 1 MiB filler file;
+- inodes: a 64 MiB tmpfs with nr_inodes=48 and a directory of 12 empty filler files, the
+  store writing main exports as tlcapd does (3 inodes per sealed segment): space runs out of
+  inodes while most bytes are still free.
+
+In each, store_driver writes until the store reports ENOSPC, frees the filler, and must see
 writing resume by itself; sent == written + dropped{disk_full}. Then every sealed segment on
-the tmpfs verifies (whole records, checksums) and no .part is left.
+the tmpfs verifies (whole records, checksums, a manifest of its own: one the store could not
+write while the file system was full is written once space is back), no .part is left, the
+manifests' disk_full gaps add up to the records dropped, and one DISK FULL line was logged
+(rate limited).
 
 Usage: test_store_tmpfs.py STORE_DRIVER"""
 import os
@@ -15,39 +24,103 @@ import tempfile
 SKIP = 77
 
 
+def counters(out):
+    """{name: int} from the driver's 'in N written N dropped_disk_full N events N' line and its
+    'full avail_bytes N avail_inodes N' line."""
+    c = {}
+    for line in out.splitlines():
+        w = line.split()
+        if w and w[0] in ("in", "full"):
+            ws = w[1:] if w[0] == "full" else w
+            for k in range(0, len(ws) - 1, 2):
+                c[ws[k]] = int(ws[k + 1])
+    return c
+
+
+def disk_full_gaps(tdir):
+    n = 0
+    for f in os.listdir(tdir):
+        if f.endswith(".manifest"):
+            with open(os.path.join(tdir, f)) as fh:
+                for line in fh:
+                    w = line.split()
+                    if w[:2] == ["gap", "disk_full"]:
+                        n += int(w[2])
+    return n
+
+
+def case(drv, label, mount_opts, make_filler, extra, check_full):
+    mnt = tempfile.mkdtemp(prefix="tlctmpfs.")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", mount_opts, "tmpfs", mnt],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(mnt)
+        print(f"SKIP: mount -t tmpfs -o {mount_opts} failed: {r.stderr.strip()}")
+        sys.exit(SKIP)
+    try:
+        filler = make_filler(mnt)
+        state = os.path.join(mnt, "state")
+        p = subprocess.run([drv, state, "diskfull", filler] + extra, capture_output=True,
+                           text=True, timeout=120)
+        print(label + ": " + " ".join(p.stdout.split()))
+        if p.returncode != 0:
+            raise SystemExit(f"{label}: diskfull run failed:\n" + p.stderr[-3000:])
+        c = counters(p.stdout)
+        check_full(c)
+        if c["dropped_disk_full"] == 0 or c["in"] != c["written"] + c["dropped_disk_full"]:
+            raise SystemExit(f"{label}: conservation: {c}")
+        v = subprocess.run([drv, state, "verify", "df"], capture_output=True, text=True,
+                           timeout=60)
+        if v.returncode != 0 or "parts 0" not in v.stdout:
+            raise SystemExit(f"{label}: verify after disk full failed:\n" + v.stdout)
+        gaps = disk_full_gaps(os.path.join(state, "df"))
+        if gaps != c["dropped_disk_full"]:
+            raise SystemExit(f"{label}: disk_full gaps in manifests {gaps} != dropped "
+                             f"{c['dropped_disk_full']}")
+        lines = [l for l in p.stderr.splitlines() if "DISK FULL" in l]
+        if not 1 <= len(lines) <= 3:
+            raise SystemExit(f"{label}: expected one rate-limited DISK FULL line, got "
+                             f"{len(lines)}")
+    finally:
+        subprocess.run(["umount", mnt])
+        shutil.rmtree(mnt, ignore_errors=True)
+
+
+def byte_filler(mnt):
+    filler = os.path.join(mnt, "filler")
+    with open(filler, "wb") as f:
+        f.write(b"\0" * (1024 * 1024))
+    return filler
+
+
+def inode_filler(mnt):
+    filler = os.path.join(mnt, "filler")
+    os.mkdir(filler)
+    for i in range(12):
+        open(os.path.join(filler, "f%02d" % i), "wb").close()
+    return filler
+
+
+def bytes_were_full(c):
+    if c["avail_bytes"] >= 256 * 1024:
+        raise SystemExit(f"bytes: paused with {c['avail_bytes']} bytes free")
+
+
+def inodes_were_full(c):
+    # paused for want of inodes (fewer than the 4 needed to resume), with bytes to spare
+    if c["avail_inodes"] >= 4 or c["avail_bytes"] < 32 * 1024 * 1024:
+        raise SystemExit(f"inodes: paused with {c['avail_inodes']} inodes and "
+                         f"{c['avail_bytes']} bytes free: not an inode shortage")
+
+
 def main():
     drv = sys.argv[1]
     if os.geteuid() != 0:
         print("SKIP: not root (mount -t tmpfs needs it)")
         sys.exit(SKIP)
-    mnt = tempfile.mkdtemp(prefix="tlctmpfs.")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"SKIP: mount -t tmpfs failed: {r.stderr.strip()}")
-        os.rmdir(mnt)
-        sys.exit(SKIP)
-    try:
-        filler = os.path.join(mnt, "filler")
-        with open(filler, "wb") as f:
-            f.write(b"\0" * (1024 * 1024))
-        state = os.path.join(mnt, "state")
-        p = subprocess.run([drv, state, "diskfull", filler], capture_output=True, text=True,
-                           timeout=120)
-        print(p.stdout.strip())
-        if p.returncode != 0:
-            raise SystemExit("diskfull run failed:\n" + p.stderr[-3000:])
-        v = subprocess.run([drv, state, "verify", "df"], capture_output=True, text=True,
-                           timeout=60)
-        if v.returncode != 0 or "parts 0" not in v.stdout:
-            raise SystemExit("verify after disk full failed:\n" + v.stdout)
-        lines = [l for l in p.stderr.splitlines() if "DISK FULL" in l]
-        if not 1 <= len(lines) <= 3:
-            raise SystemExit(f"expected one rate-limited DISK FULL line, got {len(lines)}")
-        print("ok")
-    finally:
-        subprocess.run(["umount", mnt])
-        shutil.rmtree(mnt, ignore_errors=True)
+    case(drv, "bytes", "size=2m", byte_filler, [], bytes_were_full)
+    case(drv, "inodes", "size=64m,nr_inodes=48", inode_filler, ["export"], inodes_were_full)
+    print("ok")
 
 
 if __name__ == "__main__":

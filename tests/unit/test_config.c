@@ -231,6 +231,8 @@ static void test_storage_keys(void **state) {
                             "index_interval = 256\n"
                             "store_queue = 32M\n"
                             "quick_start = on\n"
+                            "main_export = xml\n"
+                            "keep_skipped = 64k\n"
                             "[listen a]\nformat = bin11\naddress = 127.0.0.1:1\n";
   (void)state;
   /* defaults */
@@ -244,6 +246,8 @@ static void test_storage_keys(void **state) {
   assert_int_equal(c.index_interval, 1024);
   assert_int_equal(c.store_queue, 64ull << 20);
   assert_int_equal(c.quick_start, 0);
+  assert_int_equal(c.main_export, 0);
+  assert_int_equal(c.keep_skipped, 0);
   /* INI */
   assert_int_equal(tlc_config_load_string(&c, ini, "s.ini", err, sizeof(err)), 0);
   assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
@@ -261,6 +265,8 @@ static void test_storage_keys(void **state) {
   assert_int_equal(c.index_interval, 256);
   assert_int_equal(c.store_queue, 32u << 20);
   assert_int_equal(c.quick_start, 1);
+  assert_int_equal(c.main_export, 1);
+  assert_int_equal(c.keep_skipped, 65536);
   tlc_config_fini(&c);
   /* command line: the same keys with '-' */
   {
@@ -291,7 +297,10 @@ static void test_storage_keys(void **state) {
                      "--store-queue",
                      "8M",
                      "--quick-start",
-                     "yes" };
+                     "yes",
+                     "--main-export=xml",
+                     "--main-export",
+                     "text1" };
     assert_int_equal(build(&c, (int)(sizeof(argv) / sizeof(argv[0])), argv, err, sizeof(err)), 0);
     assert_int_equal(c.rotate_bytes, 480);
     assert_int_equal(c.rotate_age_ms, 2000);
@@ -307,6 +316,7 @@ static void test_storage_keys(void **state) {
     assert_int_equal(c.index_interval, 16);
     assert_int_equal(c.store_queue, 8u << 20);
     assert_int_equal(c.quick_start, 1);
+    assert_int_equal(c.main_export, 0); /* the last one given */
     tlc_config_fini(&c);
   }
 }
@@ -328,6 +338,8 @@ static void test_storage_key_errors(void **state) {
     { "[daemon]\nindex_interval = 2000000\n", "f.ini:2: [daemon] index_interval:" },
     { "[daemon]\nstore_queue = 17G\n", "f.ini:2: [daemon] store_queue:" },
     { "[daemon]\nquick_start = perhaps\n", "f.ini:2: [daemon] quick_start:" },
+    { "[daemon]\nmain_export = json\n", "f.ini:2: [daemon] main_export: expected text1 or xml" },
+    { "[daemon]\nkeep_skipped = 65M\n", "f.ini:2: [daemon] keep_skipped: expected a number" },
   };
   static const struct {
     const char *ini;

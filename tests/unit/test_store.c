@@ -1,6 +1,7 @@
 /* test_store.c - storage: bytes on disk == bytes sent (bin10, bin11, evlog, tiny rotation
  * sizes), manifests and index, time-range reads, zstd, the writer queue's cap, disk full,
- * EINTR/short-write storms, fsync failure, retention with an injected clock. */
+ * EINTR/short-write storms, fsync failure, retention with an injected clock, sealing off the
+ * append path (a stuck seal, the max_sealing bound). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,7 +40,7 @@ static void roundtrip_bin(tlc_format_t f) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 10 + 5;
   o.index_interval = 4;
-  o.export_cb = tlc_store_text1_export;
+  o.export_cb = tlc_store_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "probe1", f, &t), 0);
@@ -634,6 +635,525 @@ static void test_age_rotation(void **state) {
   free(ev);
 }
 
+/* ---- sealing off the append path ---- */
+
+static tlc_store_t *poll_store;
+static uint64_t (*poll_get)(const tlc_store_counters_t *);
+static uint64_t poll_want;
+static int poll_done;
+static void on_poll(uv_timer_t *tm) {
+  tlc_store_counters_t c;
+  tlc_store_counters(poll_store, &c);
+  if (poll_get(&c) >= poll_want) {
+    poll_done = 1;
+    uv_timer_stop(tm);
+  }
+}
+/* runs the loop until a store counter reaches `want` (read every ms; run_until's deadline) */
+static void await_counter(tlc_store_t *s, uint64_t (*get)(const tlc_store_counters_t *),
+                          uint64_t want) {
+  uv_timer_t tm;
+  poll_store = s;
+  poll_get = get;
+  poll_want = want;
+  poll_done = 0;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, on_poll, 0, 1);
+  run_until(&loop, &poll_done);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
+static uint64_t c_written(const tlc_store_counters_t *c) {
+  return c->records_written;
+}
+static uint64_t c_waits(const tlc_store_counters_t *c) {
+  return c->seal_waits;
+}
+
+/* While a seal is stuck in fdatasync, the writer goes on appending to the next segment; at
+ * most max_sealing segments are in flight, then the writer waits (counted) before closing
+ * another; once the disk answers, everything is sealed, in sequence order, byte for byte. */
+static void test_seal_off_append_path(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  o.max_sealing = 2;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "seal", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 500, 21, &want);
+  char d[1200];
+  tdir(d, sizeof d, "seal");
+  f_hold_sync(1);
+  /* record 101 closes segment 1, whose seal then hangs in fdatasync */
+  assert_int_equal(tlc_store_write(t, ev, 200), 0);
+  await_counter(s, c_written, 200);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.seal_queue, 1);
+  assert_int_equal(c.segments_sealed, 0);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 2); /* the one being sealed and the open one */
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  /* segment 2 joins it (2 in flight); closing segment 3 must wait for room */
+  assert_int_equal(tlc_store_write(t, ev + 200, 200), 0);
+  await_counter(s, c_waits, 1);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_written, 300); /* segment 3 is full; segment 4 not opened */
+  assert_int_equal(c.seal_queue, 2);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 3);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  assert_true(atomic_load(&f_held) >= 1);
+  f_hold_sync(0);
+  barrier(s, &loop);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_written, 400);
+  assert_int_equal(c.seal_queue, 0);
+  assert_int_equal(c.segments_sealed, 3);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 3); /* the barrier covered their seals */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 3);
+  assert_int_equal(tlc_store_write(t, ev + 400, 100), 0);
+  close_store(s, &loop);
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, 5);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  assert_int_equal(count_kind(d, TLC_SK_PART), 0);
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 5);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  for (size_t i = 0; i < l.n; i++)
+    assert_int_equal(l.seq[i], i + 1);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
+/* ---- the target's settings in its segments' exports ---- */
+
+static void parse_mapping(tlc_mapping_t *m, const char *text) {
+  tlc_parse_err_t pe;
+  tlc_mapping_init(m);
+  assert_int_equal(tlc_mapping_parse(m, text, strlen(text), &pe), 0);
+  tlc_mapping_finish(m);
+}
+
+/* reads <dir>/<base of segment i>.txt into out (NUL-terminated) */
+static void read_export(const char *dir, const seglist_t *l, size_t i, char *out, size_t cap) {
+  tlc_segname_t sn;
+  char p[1300];
+  assert_int_not_equal(tlc__segname_parse(l->name[i], &sn), TLC_SK_NONE);
+  snprintf(p, sizeof p, "%s/%s.txt", dir, sn.base);
+  FILE *fp = fopen(p, "r");
+  assert_non_null(fp);
+  size_t n = fread(out, 1, cap - 1, fp);
+  out[n] = 0;
+  fclose(fp);
+}
+
+/* An RTOS-style bin11 stream: task switches by writes to context area 0x30000005 (values 1 and
+ * 2) around calls of functions 0 and 1 on core 0, 10 events per round. */
+static tlc_event_t *gen_rtos(size_t n) {
+  tlc_event_t *ev = calloc(n, sizeof *ev);
+  static const struct {
+    uint32_t h;
+    uint8_t type;
+    uint64_t v;
+  } round[10] = { { 0x30000005, 4, 1 }, { 0, 3, 0 }, { 1, 3, 0 }, { 1, 0, 0 }, { 0, 0, 0 },
+                  { 0x30000005, 4, 2 }, { 0, 3, 0 }, { 0, 0, 0 }, { 1, 3, 0 }, { 1, 0, 0 } };
+  for (size_t i = 0; i < n; i++) {
+    ev[i].handle = round[i % 10].h;
+    ev[i].type = round[i % 10].type;
+    ev[i].data = round[i % 10].v;
+    ev[i].core = 0;
+    ev[i].raw = ev[i].type; /* core 0 */
+    ev[i].time_ns = 1000 + 100 * (int64_t)i;
+  }
+  return ev;
+}
+
+/* Each segment's export carries the names (mapping) and contexts (context_area) the target had
+ * when the segment was closed: the caller's mapping may be freed at once (it is copied); a
+ * mapping replaced while an older segment is still being sealed leaves that one its names. */
+static void test_export_settings(void **state) {
+  (void)state;
+  static const char *m1 = "* CONTEXTS %NAME%,%HANDLE%\ntaskA,1\ntaskB,2\n\n"
+                          "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
+                          "00000000,main,\n00000001,worker,\n";
+  static const char *m2 = "* CONTEXTS %NAME%,%HANDLE%\ntaskA2,1\ntaskB2,2\n\n"
+                          "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
+                          "00000000,main2,\n00000001,worker2,\n";
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 50;
+  o.max_sealing = 2;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, m1);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  tlc_mapping_fini(&m); /* copied */
+  tlc_event_t *ev = gen_rtos(160);
+  f_hold_sync(1); /* segment 1's seal hangs until the mapping has been replaced */
+  assert_int_equal(tlc_store_write(t, ev, 100), 0); /* closes segment 1 (closed under m1) */
+  parse_mapping(&m, m2);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  tlc_mapping_fini(&m);
+  assert_int_equal(tlc_store_rotate(t, TLC_ROT_COMMAND), 0); /* segment 2, under m2 */
+  assert_int_equal(tlc_store_write(t, ev + 100, 60), 0);     /* segment 3 waits for room */
+  await_counter(s, c_waits, 1); /* so the writer has dropped its own reference to m1 */
+  f_hold_sync(0);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "rtos");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 4);
+  static char x[65536];
+  read_export(d, &l, 0, x, sizeof x);
+  assert_non_null(strstr(x, "\n00000000,main,\n"));
+  assert_non_null(strstr(x, "\n00000001,worker,\n"));
+  assert_non_null(strstr(x, "\ntaskA,"));
+  assert_non_null(strstr(x, "\ntaskB,"));
+  assert_null(strstr(x, "main2"));
+  assert_null(strstr(x, "core0")); /* every event ran in a task (the first is its switch) */
+  /* by hand: 5 rounds; in task 1, f0 runs E..X = 300 ns and f1 100 ns; in task 2 each 100 ns */
+  assert_non_null(strstr(x, "CONTEXT(taskA) %HANDLE%,%VALUE%,%COUNT%,%T.NET%\n"
+                            "00000000,,5,1500\n00000001,,5,500\n"));
+  assert_non_null(strstr(x, "CONTEXT(taskB) %HANDLE%,%VALUE%,%COUNT%,%T.NET%\n"
+                            "00000000,,5,500\n00000001,,5,500\n"));
+  for (size_t i = 1; i < 4; i++) {
+    read_export(d, &l, i, x, sizeof x);
+    assert_non_null(strstr(x, "\n00000000,main2,\n"));
+    assert_non_null(strstr(x, "\ntaskA2,"));
+    assert_null(strstr(x, "\n00000000,main,\n"));
+  }
+  free(ev);
+}
+
+/* reads a whole file into out (NUL-terminated); returns its length */
+static size_t slurp(const char *path, char *out, size_t cap) {
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  size_t n = fread(out, 1, cap - 1, fp);
+  out[n] = 0;
+  fclose(fp);
+  return n;
+}
+
+/* main_export = XML: segments are <base>.xml.BIN beside <base>.xml (winIDEA's TimelineBinary
+ * naming), the XML names its .BIN and counts its events; a switch applies from the next
+ * segment opened; a crashed .xml.BIN.part is recovered with an XML export; retention deletes
+ * the .xml with its segment. */
+static void test_xml_main_export(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "x", TLC_FMT_BIN10, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN10, 200, 31, &want);
+  assert_int_equal(tlc_store_write(t, ev, 60), 0); /* segment 1 (40), segment 2 opened */
+  tlc_store_tconf_t tc = { 0, 0, TLC_MAIN_XML };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  assert_int_equal(tlc_store_write(t, ev + 60, 140), 0); /* segment 2 still .txt; 3.. XML */
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "x");
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 5);
+  static char x[1 << 20];
+  for (size_t i = 0; i < l.n; i++) {
+    tlc_segname_t sn;
+    char p[1300];
+    assert_int_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_DATA);
+    assert_int_equal(sn.xml, i >= 2);
+    snprintf(p, sizeof p, "%s/%s.%s", d, sn.base, i >= 2 ? "xml" : "txt");
+    slurp(p, x, sizeof x);
+    if (i < 2) {
+      assert_non_null(strstr(x, "* STATISTICS("));
+      continue;
+    }
+    char want_tl[300];
+    snprintf(want_tl, sizeof want_tl,
+             "<Timeline binary=\"%s\" binaryVersion=\"1.0\" events=\"40\"/>", l.name[i]);
+    assert_non_null(strstr(x, want_tl));
+    assert_non_null(strstr(x, "<ProfilerExport"));
+    assert_non_null(strstr(x, "records=\"40\""));
+    assert_null(strstr(x, "p50=")); /* no quantiles, no windows in a segment's export */
+    assert_null(strstr(x, "<Window"));
+    snprintf(p, sizeof p, "%s/%s.manifest", d, sn.base);
+    slurp(p, x, sizeof x);
+    char want_m[200];
+    snprintf(want_m, sizeof want_m, "\nexport %s.xml\n", sn.base);
+    assert_non_null(strstr(x, want_m));
+  }
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  /* a crash: an XML segment left as a .part with a torn last record */
+  char part[1300];
+  snprintf(part, sizeof part, "%s/20260101T000000Z-00000009.xml.BIN.part", d);
+  FILE *fp = fopen(part, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(want.p, 1, 24 * 7 + 5, fp), 24 * 7 + 5);
+  fclose(fp);
+  tlc_store_recovery_t sum;
+  o.max_segments = 2;
+  s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.recovered, 1);
+  assert_int_equal(sum.torn_bytes, 5);
+  close_store(s, &loop);
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 2); /* retention at start: the newest 2 */
+  assert_string_equal(l.name[1], "20260101T000000Z-00000009.xml.BIN");
+  snprintf(part, sizeof part, "%s/20260101T000000Z-00000009.xml", d);
+  slurp(part, x, sizeof x);
+  assert_non_null(strstr(x, "events=\"7\""));
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 2); /* the deleted ones' exports went too */
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 2);
+  assert_int_equal(count_kind(d, TLC_SK_TORN), 1);
+  buf_free(&want);
+  free(ev);
+}
+
+/* ---- keep_skipped ---- */
+
+/* clean bin11 records (data < 2^32, times from 1 s up) for resync tests */
+static void clean_records(buf_t *b, size_t n, uint64_t seed, int64_t *t) {
+  rng_t r;
+  rng_seed(&r, seed);
+  for (size_t i = 0; i < n; i++) {
+    tlc_event_t e;
+    uint8_t rec[24];
+    memset(&e, 0, sizeof e);
+    e.handle = (uint32_t)rng_below(&r, 6) << 28 | (uint32_t)rng_below(&r, 8);
+    e.type = (uint8_t)rng_below(&r, 5);
+    e.core = (uint8_t)rng_below(&r, 4);
+    e.raw = (uint32_t)e.core << 4 | e.type;
+    e.data = rng_below(&r, 1u << 30);
+    *t += 1 + (int64_t)rng_below(&r, 5000);
+    e.time_ns = *t;
+    tlc_bin1x_encode(TLC_FMT_BIN11, &e, rec);
+    buf_add(b, rec, 24);
+  }
+}
+
+/* decodes `in` in resync mode as a serial target would, 100 bytes at a time, giving the store
+ * every byte (tlc_store_bytes) and every event, then ends the stream; returns bytes_skipped */
+static uint64_t feed_resync(tlc_store_target_t *t, tlc_format_t f, const buf_t *in) {
+  tlc_dec_t d;
+  tlc_dec_opts_t dopt = { 1, 0, 0, 0 };
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, f, &dopt), 0);
+  for (size_t off = 0; off < in->len;) {
+    size_t k = in->len - off < 100 ? in->len - off : 100, used = 0;
+    uint64_t pos = d.pos;
+    int n = tlc_dec_push(&d, in->p + off, k, &used, ev, 256);
+    assert_true(n >= 0);
+    tlc_store_bytes(t, in->p + off, used, pos);
+    if (n > 0)
+      assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
+    off += used;
+  }
+  int n;
+  while ((n = tlc_dec_finish(&d, ev, 256)) > 0)
+    assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
+  tlc_store_stream_end(t);
+  uint64_t skipped = d.c.bytes_skipped;
+  tlc_dec_fini(&d);
+  return skipped;
+}
+
+/* SPEC 3: with keep_skipped, the bytes a resync skipped (and a stream's cut-off tail) are kept
+ * in <data>.skipped beside the segment, byte for byte, at most keep_skipped per segment; the
+ * rest is counted (gap skipped_unkept, counters); the segment holds exactly the records. */
+static void skipped_case(uint64_t keep) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.keep_skipped = keep;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "ser", TLC_FMT_BIN11, &t), 0);
+  buf_t in = { 0 }, records = { 0 }, noise = { 0 };
+  int64_t tm = 1000000000;
+  uint8_t junk[101];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)(0xF0 + (i * 7) % 16); /* type and area nibbles all 0xF: implausible */
+  clean_records(&records, 50, 1, &tm);
+  buf_add(&in, records.p, records.len);
+  buf_add(&in, junk, 101);
+  buf_add(&noise, junk, 101);
+  size_t mark = records.len;
+  clean_records(&records, 50, 2, &tm);
+  buf_add(&in, records.p + mark, records.len - mark);
+  buf_add(&in, junk + 3, 77);
+  buf_add(&noise, junk + 3, 77);
+  mark = records.len;
+  clean_records(&records, 50, 3, &tm);
+  buf_add(&in, records.p + mark, records.len - mark);
+  buf_add(&in, records.p, 10); /* a cut-off record at the end */
+  buf_add(&noise, records.p, 10);
+  /* the decoder skipped exactly the noise */
+  assert_int_equal(feed_resync(t, TLC_FMT_BIN11, &in), 101 + 77);
+  size_t want = noise.len < keep ? noise.len : (size_t)keep;
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.skipped_kept_bytes, want);
+  assert_int_equal(c.skipped_unkept_bytes, noise.len - want);
+  close_store(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "ser");
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg);
+  assert_int_equal(nseg, 1);
+  assert_int_equal(got.len, records.len);
+  assert_memory_equal(got.p, records.p, records.len);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  char p[1300];
+  snprintf(p, sizeof p, "%s/%s.skipped", d, l.name[0]);
+  static char x[4096];
+  size_t kept = slurp(p, x, sizeof x);
+  assert_int_equal(kept, want);
+  assert_memory_equal(x, noise.p, want);
+  tlc_segread_t *r;
+  snprintf(p, sizeof p, "%s/%s", d, l.name[0]);
+  assert_int_equal(tlc_segread_open(p, TLC_FMT_NONE, 0, &r, NULL, 0), 0);
+  tlc_seginfo_t inf;
+  tlc_segread_info(r, &inf);
+  uint64_t unkept = 0;
+  for (size_t k = 0; k < inf.ngaps; k++) {
+    const char *why;
+    uint64_t cnt, off;
+    tlc_segread_gap(r, k, &why, &cnt, &off);
+    if (strcmp(why, "skipped_unkept") == 0)
+      unkept += cnt;
+  }
+  tlc_segread_close(r);
+  assert_int_equal(unkept, noise.len - want);
+  buf_free(&got);
+  buf_free(&in);
+  buf_free(&records);
+  buf_free(&noise);
+}
+static void test_skipped(void **state) {
+  (void)state;
+  skipped_case(1000); /* all of it: 101 + 77 skipped, 10 cut off */
+}
+static void test_skipped_cap(void **state) {
+  (void)state;
+  skipped_case(120); /* the first 120 kept, 68 counted */
+}
+
+/* evlog: noise between blocks is skipped by the block-magic resync and kept aside the same */
+static void test_skipped_evlog(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.keep_skipped = 4096;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "efl", TLC_FMT_EVLOG, &t), 0);
+  evgen_t g;
+  evgen_init(&g, 0);
+  buf_t blocks = { 0 }, noise = { 0 }, in = { 0 };
+  uint8_t junk[300];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)(0x30 + i % 40); /* printable: no block magic in it */
+  for (int k = 0; k < 3; k++) {
+    g.len = 0;
+    evgen_random(&g, 50 + (uint64_t)k, 40, 6);
+    buf_add(&blocks, g.buf, g.len);
+    buf_add(&in, g.buf, g.len);
+    if (k < 2) {
+      buf_add(&in, junk, 150 + 50 * (size_t)k);
+      buf_add(&noise, junk, 150 + 50 * (size_t)k);
+    }
+  }
+  assert_int_equal(feed_resync(t, TLC_FMT_EVLOG, &in), noise.len);
+  close_store(s, &loop);
+  char d[1200], p[1300];
+  tdir(d, sizeof d, "efl");
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, blocks.len);
+  assert_memory_equal(got.p, blocks.p, blocks.len);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 1);
+  snprintf(p, sizeof p, "%s/%s.skipped", d, l.name[0]);
+  static char x[4096];
+  assert_int_equal(slurp(p, x, sizeof x), noise.len);
+  assert_memory_equal(x, noise.p, noise.len);
+  buf_free(&got);
+  buf_free(&blocks);
+  buf_free(&noise);
+  buf_free(&in);
+  evgen_free(&g);
+}
+
+/* A segment sealed while the file system is full gets no manifest (ENOSPC): the sealer keeps it
+ * and writes it once it can (here: at the last try when the store closes), so the segment
+ * verifies with its own manifest, not one rebuilt from the data. */
+static void test_manifest_retry(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "mr", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 50, 44, &want);
+  f_hold_sync(1); /* segment 1's seal waits in fdatasync ... */
+  assert_int_equal(tlc_store_write(t, ev, 50), 0);
+  await_counter(s, c_written, 50);
+  atomic_store(&f_full, 1); /* ... until the disk is full */
+  f_hold_sync(0);
+  barrier(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "mr");
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 1);     /* sealed, */
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 0); /* its manifest could not be written */
+  atomic_store(&f_full, 0);
+  close_store(s, &loop);
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 2);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 1); /* segment 1's export is left out */
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(d, &got, &nseg); /* asserts that no manifest was rebuilt */
+  assert_int_equal(nseg, 2);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(ev);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
@@ -651,6 +1171,13 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_xml_main_export, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped_cap, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_skipped_evlog, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_manifest_retry, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

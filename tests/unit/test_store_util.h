@@ -290,6 +290,11 @@ static atomic_int f_fsync_eio; /* fdatasync fails with EIO */
 static atomic_int f_gate;      /* writes block while set */
 static atomic_int f_eio;       /* writes: a partial write, then EIO */
 static atomic_uint f_calls;
+/* fdatasync blocks while f_hold is set (a disk that takes its time), until f_hold_sync(0) */
+static uv_mutex_t f_hold_mu;
+static uv_cond_t f_hold_cv;
+static int f_hold;         /* under f_hold_mu */
+static atomic_uint f_held; /* fdatasync calls that waited */
 static atomic_uint_fast64_t f_rng = 88172645463325252ull;
 
 static inline unsigned f_rand(unsigned n) {
@@ -326,7 +331,19 @@ static inline ssize_t f_write(int fd, const void *buf, size_t len) {
 static inline int f_fdatasync(int fd) {
   if (atomic_load(&f_fsync_eio))
     return -EIO;
+  uv_mutex_lock(&f_hold_mu);
+  if (f_hold)
+    atomic_fetch_add(&f_held, 1);
+  while (f_hold)
+    uv_cond_wait(&f_hold_cv, &f_hold_mu);
+  uv_mutex_unlock(&f_hold_mu);
   return tlc_io_default.fdatasync(fd);
+}
+static inline void f_hold_sync(int on) {
+  uv_mutex_lock(&f_hold_mu);
+  f_hold = on;
+  uv_cond_broadcast(&f_hold_cv);
+  uv_mutex_unlock(&f_hold_mu);
 }
 static inline int f_statvfs(const char *p, tlc_io_space_t *o) {
   int rc = tlc_io_default.statvfs(p, o);
@@ -355,10 +372,16 @@ static inline void faults_install(void) {
   atomic_store(&f_fsync_eio, 0);
   atomic_store(&f_gate, 0);
   atomic_store(&f_eio, 0);
+  atomic_store(&f_held, 0);
+  f_hold = 0;
+  assert_int_equal(uv_mutex_init(&f_hold_mu), 0);
+  assert_int_equal(uv_cond_init(&f_hold_cv), 0);
   tlc_io_set(&f_io);
 }
 static inline void faults_remove(void) {
   tlc_io_set(NULL);
+  uv_cond_destroy(&f_hold_cv);
+  uv_mutex_destroy(&f_hold_mu);
 }
 
 #endif
