@@ -16,8 +16,11 @@
  *
  * Ticks. Feeds tick on a grid of their interval from one epoch, so feeds of the same interval
  * tick in the same pass; within a pass, feeds that ask the engine for the same thing (target,
- * base seq, windows, neutral, quantiles) share one engine snapshot, and every subscriber that
- * got something is written once at the pass's end, all its targets in one write. One timer
+ * base seq, windows, neutral, quantiles) share one engine snapshot. A pass takes its targets
+ * cheapest first (rows at the last tick) and hands each delta to the writer at once: an event
+ * that arrives during a pass waits for its target's next tick, so the targets whose snapshots
+ * take microseconds go before those that take milliseconds, and their subscribers are not
+ * kept waiting for the large ones to be encoded. One timer
  * fires at the earliest due time (measured on uv_hrtime, so lateness does not accumulate; a
  * feed that fell behind skips to its next grid point). tlc_pubsub_poll lets the daemon run a
  * due pass between two ingest batches, so a long loop turn does not delay it.
@@ -251,7 +254,6 @@ struct tlc__ps_sub {
   uint64_t id;
   char peer[96];
   uint8_t is_unix, detached, authed, closing, closed, rejecting, close_when_flushed, kicking;
-  uint8_t kick_at_pass_end; /* got snapshots in a tick pass: written when the pass ends */
   uint32_t version;
   tlc_frame_dec_t dec;
   /* queues */
@@ -977,11 +979,7 @@ static void slot_offer(subn_t *sn, size_t idx, msg_t *m) {
     }
     sl->catchup = 1;
   }
-  if (limits_check(s))
-    return;
-  if (s->ps->ticking)
-    s->kick_at_pass_end = 1; /* one write with every target's snapshot of the pass */
-  else
+  if (!limits_check(s))
     sub_kick(s);
 }
 
@@ -1264,39 +1262,87 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   return r;
 }
 
-static void feed_tick(feed_t *f) {
+/* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
+static void feed_tick_target(feed_t *f, size_t idx) {
   tlc_pubsub_t *ps = f->ps;
-  size_t idx, n = ps->p.count(ps->p.ud);
-  if (feed_targets(f, n) < 0)
+  tlc_ps_target_info_t info;
+  msg_t *m = NULL;
+  subn_t *sn;
+  int r;
+  memset(&info, 0, sizeof(info));
+  if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
+      !spec_target(f->spec, info.name))
     return;
-  f->tickno++;
-  f->tick_ns = uv_hrtime();
-  for (idx = 0; idx < n && !f->dead; idx++) {
-    tlc_ps_target_info_t info;
-    msg_t *m = NULL;
-    subn_t *sn;
-    int r;
-    memset(&info, 0, sizeof(info));
-    if (ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
-        !spec_target(f->spec, info.name))
-      continue;
-    r = mirror_tick(f, idx, &info, &m);
-    if (r == 1)
-      continue;
-    if (r < 0) {
-      logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name, tlc_strerror(r));
-      if (r == TLC_ELIMIT)
-        for (sn = f->subs; sn != NULL; sn = sn->fnext)
-          send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
-                     "snapshot larger than the daemon's message cap: narrow the subscription", 0,
-                     r);
+  r = mirror_tick(f, idx, &info, &m);
+  if (r == 1)
+    return;
+  if (r < 0) {
+    logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name, tlc_strerror(r));
+    if (r == TLC_ELIMIT)
+      for (sn = f->subs; sn != NULL; sn = sn->fnext)
+        send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                   "snapshot larger than the daemon's message cap: narrow the subscription", 0, r);
+    return;
+  }
+  /* Subscriptions are not freed during a pass (closing is deferred), so the list holds. */
+  for (sn = f->subs; sn != NULL; sn = sn->fnext)
+    slot_offer(sn, idx, m);
+  msg_unref(m);
+}
+
+typedef struct tick_job {
+  feed_t *f;
+  size_t idx;
+  size_t cost; /* rows in the mirror at the last tick */
+} tick_job_t;
+
+static int cmp_job(const void *a, const void *b) {
+  const tick_job_t *x = a, *y = b;
+  if (x->cost != y->cost)
+    return x->cost < y->cost ? -1 : 1;
+  if (x->f->id != y->f->id)
+    return x->f->id < y->f->id ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Ticks the feeds fs[0..nf) (in a pass). Targets go cheapest first (fewest rows at the last
+ * tick): an event that arrives while a pass runs waits for the next tick of its target, so
+ * small targets, whose snapshots take microseconds, are taken before large ones take
+ * milliseconds. Without memory for the order, feed by feed in target order. */
+static void feeds_tick(tlc_pubsub_t *ps, feed_t **fs, size_t nf) {
+  size_t n = ps->p.count(ps->p.ud), i, idx, nj = 0;
+  tick_job_t *jobs;
+  for (i = 0; i < nf; i++) {
+    if (feed_targets(fs[i], n) < 0) {
+      fs[i] = NULL;
       continue;
     }
-    /* Subscriptions are not freed during a pass (closing is deferred), so the list holds. */
-    for (sn = f->subs; sn != NULL; sn = sn->fnext)
-      slot_offer(sn, idx, m);
-    msg_unref(m);
+    fs[i]->tickno++;
+    fs[i]->tick_ns = uv_hrtime();
   }
+  jobs = n > 0 && nf > 0 && nf <= SIZE_MAX / n / sizeof(*jobs) ? tlc_malloc(nf * n * sizeof(*jobs))
+                                                               : NULL;
+  for (i = 0; i < nf; i++)
+    for (idx = 0; fs[i] != NULL && idx < n; idx++) {
+      if (jobs == NULL) {
+        feed_tick_target(fs[i], idx);
+        continue;
+      }
+      jobs[nj].f = fs[i];
+      jobs[nj].idx = idx;
+      jobs[nj].cost = fs[i]->t[idx].n;
+      nj++;
+    }
+  if (jobs == NULL)
+    return;
+  qsort(jobs, nj, sizeof(*jobs), cmp_job);
+  for (i = 0; i < nj; i++)
+    feed_tick_target(jobs[i].f, jobs[i].idx);
+  tlc_free(jobs);
+}
+
+static void feed_tick(feed_t *f) {
+  feeds_tick(f->ps, &f, 1);
 }
 
 static void cache_reset(tlc_pubsub_t *ps) {
@@ -1307,11 +1353,10 @@ static void cache_reset(tlc_pubsub_t *ps) {
   }
 }
 
-static void writer_flush(tlc_pubsub_t *ps);
 static void sub_close_now(tlc__ps_sub_t *s);
 
 /* Ends a tick pass: shared snapshots dropped, released feeds freed, subscribers that closed
- * during it closed, the writer woken. */
+ * during it closed. */
 static void pass_end(tlc_pubsub_t *ps) {
   feed_t *f, *next;
   tlc__ps_sub_t *s, *sn;
@@ -1328,12 +1373,7 @@ static void pass_end(tlc_pubsub_t *ps) {
     sn = s->next;
     if (s->detached && s->closing && !s->closed)
       sub_close_now(s);
-    else if (s->kick_at_pass_end) {
-      s->kick_at_pass_end = 0;
-      sub_kick(s);
-    }
   }
-  writer_flush(ps);
 }
 
 /* Runs every feed that is due (within TICK_EARLY_NS) in one pass, so that feeds of the same
@@ -1342,7 +1382,8 @@ static void pass_end(tlc_pubsub_t *ps) {
  * than ticking in a burst. */
 static void run_due(tlc_pubsub_t *ps) {
   uint64_t now = uv_hrtime();
-  feed_t *f;
+  feed_t *f, *fs[16];
+  size_t nf = 0;
   if (ps->ticking || ps->closing)
     return;
   ps->ticking = 1;
@@ -1350,11 +1391,17 @@ static void run_due(tlc_pubsub_t *ps) {
     uint64_t iv = (uint64_t)f->spec->interval_ms * 1000000u;
     if (f->dead || f->due_ns > now + TICK_EARLY_NS)
       continue;
-    feed_tick(f);
+    if (nf == sizeof(fs) / sizeof(fs[0])) { /* more feeds due at once: batches of 16 */
+      feeds_tick(ps, fs, nf);
+      nf = 0;
+    }
+    fs[nf++] = f;
     f->due_ns += iv;
     if (f->due_ns <= now)
       f->due_ns = grid_next(ps, iv, now);
   }
+  if (nf > 0)
+    feeds_tick(ps, fs, nf);
   pass_end(ps);
   sched_arm(ps);
 }
@@ -1397,7 +1444,7 @@ void tlc__ps_tick_all(tlc_pubsub_t *ps) {
   for (f = ps->feeds; f != NULL; f = f->next)
     if (!f->dead)
       feed_tick(f);
-  pass_end(ps);
+  pass_end(ps); /* (tests and fuzzers: feed by feed) */
 }
 
 static void subn_free(tlc__ps_sub_t *s, subn_t *sn) {
@@ -1567,9 +1614,8 @@ static void writer_wake_locked(writer_t *w) {
   }
 }
 
-/* Hands job j to the writer. Loop thread. The writer is woken at once when it sleeps with
- * nothing to do; during a tick pass the wake waits for the pass's end (writer_flush), so
- * that one wake covers every subscriber of the pass. */
+/* Hands job j to the writer and wakes it if it sleeps (one pipe write per sleep, however
+ * many jobs follow while it works). Loop thread. */
 static void writer_post(tlc_pubsub_t *ps, wjob_t *j) {
   writer_t *w = ps->wr;
   j->next = NULL;
@@ -1582,18 +1628,8 @@ static void writer_post(tlc_pubsub_t *ps, wjob_t *j) {
   else
     w->in_head = j;
   w->in_tail = j;
-  if (!ps->ticking)
-    writer_wake_locked(w);
+  writer_wake_locked(w);
   uv_mutex_unlock(&w->lock);
-}
-
-static void writer_flush(tlc_pubsub_t *ps) {
-  if (ps->wr == NULL)
-    return;
-  uv_mutex_lock(&ps->wr->lock);
-  if (ps->wr->in_head != NULL)
-    writer_wake_locked(ps->wr);
-  uv_mutex_unlock(&ps->wr->lock);
 }
 
 static void writer_cancel(tlc_pubsub_t *ps, wjob_t *j) {
@@ -1770,7 +1806,7 @@ static void sub_kick(tlc__ps_sub_t *s) {
 
 static void sub_kick_once(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
-  size_t bytes = 0, i, j;
+  size_t bytes = 0, i, j, first_snap;
   uv_buf_t bufs[WRITE_MAX_BUFS];
   int r, room = 1;
   if (s->writing || s->closed)
@@ -1803,6 +1839,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
         room = take(s, m, &bytes);
       }
     }
+    first_snap = s->ninflight;
     for (i = 0; room && i < s->nsubs; i++) {
       subn_t *sn = s->subs[i];
       for (j = 0; room && j < sn->nslots; j++) {
@@ -1823,6 +1860,15 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
         ps->st.snapshots_sent++;
         room = take(s, m, &bytes);
       }
+    }
+    /* Snapshots of different targets are independent streams: the smaller first, so a
+     * target with few changes is not delivered behind a large one. (Insertion sort: at most
+     * WRITE_MAX_BUFS entries.) */
+    for (i = first_snap + 1; i < s->ninflight; i++) {
+      msg_t *m = s->inflight[i];
+      for (j = i; j > first_snap && s->inflight[j - 1]->len > m->len; j--)
+        s->inflight[j] = s->inflight[j - 1];
+      s->inflight[j] = m;
     }
     while (room && s->ring_n > 0) {
       msg_t *m = s->ring[s->ring_head];

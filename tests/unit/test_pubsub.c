@@ -1351,6 +1351,36 @@ static void test_feeds_share_snapshot(void **state) {
   h_stop(&h);
 }
 
+/* The small target's delta goes first: taken first in the tick pass (an event that arrives
+ * during a pass waits for its target's next tick), and first in a write that carries both
+ * (here the previous write may still be in flight when the tick runs). */
+static void test_small_targets_first(void **state) {
+  harness_t h;
+  rc_t c;
+  Tlcap__ServerMessage *m;
+  int i;
+  (void)state;
+  h_start(&h, NULL, 3000); /* lab1: 3000 rows, lab2: 3 rows */
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe(&c, 1, NULL, 3600000, 0, 0);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  for (i = 0; i < 2; i++) /* the full snapshots */
+    msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
+  fake_bump(&h.fake, 0, 3000);
+  fake_bump(&h.fake, 1, 1);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_string_equal(m->snapshot->target, "lab2");
+  msg_free(m);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_string_equal(m->snapshot->target, "lab1");
+  assert_int_equal(m->snapshot->n_rows, 3000);
+  msg_free(m);
+  rc_close(&c);
+  h_stop(&h);
+}
+
 /* The same conversation with writes from the loop thread (no serving thread). */
 static void test_write_on_loop(void **state) {
   harness_t h;
@@ -1503,6 +1533,7 @@ int main(void) {
     cmocka_unit_test(test_catchup_rejoins_shared),
     cmocka_unit_test(test_feeds_share_snapshot),
     cmocka_unit_test(test_write_on_loop),
+    cmocka_unit_test(test_small_targets_first),
     cmocka_unit_test(test_alloc_failures),
   };
   signal(SIGPIPE, SIG_IGN);
