@@ -4,7 +4,8 @@ speed: ingest throughput with vs without them (same run), and the latency from a
 arrival to its appearance in the subscribers' snapshots.
 
     bench/bench_subscribers.py BUILD_DIR [--pairs N] [--seconds S] [--subs N] [--interval MS]
-                               [--full-decode]
+                               [--profile heavy|top|light|cores] [--full-decode]
+                               [--dump-markers FILE]
 
 BUILD_DIR holds daemon/tlcapd, bench/benchd_io and bench/benchd_subs (bench/run passes
 build/bench).
@@ -15,8 +16,15 @@ in alternation:
   A (baseline): benchd_subs with 0 subscribers (its latency-marker connection only), and
     benchd_io sending the bulk stream at full speed for S seconds (whole 64 MiB passes on one
     connection, half-close, wait for the close);
-  B: the same with 100 subscribers (every target, every area, interval 100 ms, windows and
-    Neutral rows - `tlcap top`'s subscription without names) connected and reading.
+  B: the same with 100 subscribers (every target, every area, interval 100 ms) connected and
+    reading, each with the subscription of --profile (see benchd_subs.c):
+      heavy (default): windows and Neutral rows, every field, as Row messages (the subscription
+        `tlcap top` made before it used columns);
+      top: `tlcap top`'s subscription now: columnar rows, Neutral rows only, the columns it
+        shows, for the cumulative statistics and 3 rolling windows;
+      light: a dashboard line per area: columnar rows, Neutral rows only, COUNT, NET
+        total/n/sum/max, VALUE;
+      cores: the same columns per area and context (4 cores: 4,000 rows), no Neutral rows.
 Ratio = B's ingest MB/s / A's. Target >= 0.95x.
 Latency: benchd_subs writes a bin11 Write record (value k) to a separate marker target every
 37 ms (not a divisor of the interval, so markers fall at every phase of it) on its own idle
@@ -55,7 +63,7 @@ class Subs:
     def __init__(self, a, sport, iport, nsubs):
         argv = [os.path.join(a.build, "bench", "benchd_subs"), "127.0.0.1:%d" % sport,
                 "127.0.0.1:%d" % iport, "--subs", str(nsubs), "--interval", str(a.interval),
-                "--seconds", "600"]
+                "--seconds", "600", "--profile", a.profile]
         if a.full_decode:
             argv.append("--full-decode")
         self.nsubs = nsubs
@@ -118,6 +126,13 @@ def run(a, io, dm, sport, iport, nsubs):
     c = B.json_lines(out)[0]
     time.sleep(1.5)
     marks, lats, summ = s.finish()
+    if a.dump_markers and nsubs > 0:
+        # per marker: its CLOCK_MONOTONIC send time and every subscriber's latency (ms)
+        with open(a.dump_markers, "a") as f:
+            for k, t in sorted(marks.items()):
+                if c["t0"] <= t <= c["t1"]:
+                    f.write("M %d %.6f %s\n" % (k, t, " ".join("%.1f" % x
+                                                               for x in sorted(lats.get(k, [])))))
     lat = latency(marks, lats, nsubs, c["t0"], c["t1"])
     return dict(mbps=c["mbps"], seconds=c["seconds"], bytes=c["bytes"], cpu_d=c1 - c0,
                 cpu_send=cpu_send, foreign_and_subs=max(0.0, (m1 - m0) - (c1 - c0) - cpu_send)
@@ -131,6 +146,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--subs", type=int, default=100)
     ap.add_argument("--interval", type=int, default=100)
+    ap.add_argument("--profile", choices=("heavy", "top", "light", "cores"), default="heavy")
+    ap.add_argument("--dump-markers", metavar="FILE",
+                    help="append each marker sent under ingest with its latencies, for analysis")
     ap.add_argument("--full-decode", action="store_true")
     a = ap.parse_args()
     io = os.path.join(a.build, "bench", "benchd_io")
@@ -139,9 +157,9 @@ def main():
         if not os.access(f, os.X_OK):
             sys.exit("bench_subscribers: %s not built" % f)
     print("machine: %s; sender, subscribers and tlcapd share these cores" % B.machine_line())
-    print("%d subscribers, interval %d ms, windows + Neutral, %s; ingest: 64 MiB passes of "
+    print("%d subscribers, interval %d ms, profile %s, %s; ingest: 64 MiB passes of "
           "bin11 (1,000 areas, 4 cores) for %.0f s per run; %d pairs"
-          % (a.subs, a.interval, "full protobuf decode" if a.full_decode else
+          % (a.subs, a.interval, a.profile, "full protobuf decode" if a.full_decode else
              "target-name walk", a.seconds, a.pairs))
     sys.stdout.flush()
     d = B.tempdir("tlcbench-subs.")
@@ -180,10 +198,10 @@ def main():
                   (i, a.subs, rb["mbps"], rb["seconds"], rb["cpu_d"], rb["cpu_send"],
                    rb["foreign_and_subs"], ratios[-1]))
             print("   latency %s; %d snapshots (%.0f per subscriber per s), %.1f MB/s to "
-                  "subscribers, %.2f MB per snapshot" %
+                  "subscribers, bulk-target snapshot %.1f KB on average" %
                   (lat_line(rb["lat"]), sm["snapshots"],
                    sm["snapshots"] / a.subs / sm["seconds"], sm["bytes"] / 1e6 / sm["seconds"],
-                   sm["bytes"] / 1e6 / max(1, sm["snapshots"])))
+                   sm["bulk_bytes"] / 1e3 / max(1, sm["bulk_snapshots"])))
             sys.stdout.flush()
         t = dm.target(BULK)
         if t["decode_errors"] or t["anomalies"]:

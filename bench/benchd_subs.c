@@ -1,13 +1,22 @@
 /* benchd_subs.c - subscribers and latency markers for bench/bench_subscribers.py.
  *
  *   benchd_subs SERVE_ADDR INGEST_ADDR [--subs N] [--interval MS] [--seconds S]
- *               [--marker-ms MS] [--marker-target NAME] [--full-decode]
+ *               [--marker-ms MS] [--marker-target NAME] [--profile heavy|top|light|cores]
+ *               [--full-decode]
  *
  * One thread, one poll loop, every socket non-blocking:
  *  - N subscribers (default 100) connect to tlcapd's subscriber port, say Hello and subscribe
- *    to every target and every area at `interval` (default 100 ms = 10 Hz) with rolling windows
- *    and Neutral rows (what `tlcap top` asks for, without names). Requests are packed with the
- *    protobuf-c code of proto/tlcap.proto.
+ *    to every target and every area at `interval` (default 100 ms = 10 Hz), with one of three
+ *    subscriptions (--profile):
+ *      heavy (default): rolling windows and Neutral rows, every field as Row messages (what
+ *        `tlcap top` asked for before it used columns, without names);
+ *      top: what `tlcap top` asks for now: columnar rows, Neutral rows only (one per area),
+ *        the columns it shows (COUNT, NET and CALL totals, NET n/sum/max) and the same for
+ *        each of the 3 rolling windows;
+ *      light: a dashboard line per area: columnar rows, Neutral rows only, COUNT, NET total,
+ *        NET n/sum/max (avg and max), VALUE;
+ *      cores: the same columns per area and context (per core here), no Neutral rows.
+ *    Requests are packed with the protobuf-c code of proto/tlcap.proto.
  *  - A marker connection to the ingest port, named by its preamble (default target "marker"),
  *    writes one bin11 Write record to the variable area 0x20000001 every `marker-ms` (default
  *    37 ms: not a divisor of the interval, so markers fall at every phase of it) with data =
@@ -18,7 +27,9 @@
  *    protobuf walk reads Snapshot.target (field 1) and skips everything else, so the
  *    subscribers cost the machine little more than the socket reads (the machine has 2 cores,
  *    shared with tlcapd and the ingest sender). Only snapshots of the marker target are walked
- *    further: the row of the marker handle, its value v. When subscriber i first sees v, every
+ *    further: the row of the marker handle, its value v (Row.value, or the VALUE cell, or for
+ *    the top profile the COUNT cell, which equals v since marker k is the k-th write of the
+ *    area). When subscriber i first sees v, every
  *    marker k in (last_i, v] has appeared: latency = now - t_send[k], with now = the time the
  *    read(2) that completed the frame returned. --full-decode unpacks every message with
  *    protobuf-c instead (what a real client does; costs the shared CPU much more).
@@ -71,12 +82,60 @@ typedef struct sub {
   int acked, ready;
   uint64_t last; /* highest marker value seen */
   uint64_t snaps, marker_snaps, bytes, errors;
+  uint64_t bulk_snaps, bulk_bytes; /* snapshots of the other targets (the bulk one) */
 } sub_t;
 
 static double *g_tsend;
 static uint64_t g_nmark;
 static char g_marker[128] = "marker";
 static int g_full;
+static int g_profile; /* 0 heavy, 1 top, 2 light, 3 cores */
+
+/* Column ids of the protocol's columnar rows (proto/tlcap.proto, Snapshot.columns). */
+#define COL_HANDLE       1u
+#define COL_COUNT        6u
+#define COL_VALUE        8u
+#define COL_DIST(k, f)   (16u + 16u * (k) + (f))
+#define COL_WCOUNT(w)    (128u + 32u * (w))
+#define COL_WIN(w, k, f) (128u + 32u * (w) + 1u + 4u * (k) + (f))
+enum {
+  K_NET = 0,
+  K_CALL = 2,
+  F_TOTAL = 0,
+  F_N = 1,
+  F_SUM = 2,
+  F_MAX = 4,
+  W_N = 0,
+  W_SUM = 1,
+  W_MAX = 3
+};
+
+static size_t profile_columns(uint32_t *c) {
+  size_t n = 0;
+  if (g_profile == 1) {
+    c[n++] = COL_COUNT;
+    c[n++] = COL_DIST(K_NET, F_TOTAL);
+    c[n++] = COL_DIST(K_NET, F_N);
+    c[n++] = COL_DIST(K_NET, F_SUM);
+    c[n++] = COL_DIST(K_NET, F_MAX);
+    c[n++] = COL_DIST(K_CALL, F_TOTAL);
+    for (unsigned w = 0; w < 3; w++) {
+      c[n++] = COL_WCOUNT(w);
+      c[n++] = COL_WIN(w, K_NET, W_N);
+      c[n++] = COL_WIN(w, K_NET, W_SUM);
+      c[n++] = COL_WIN(w, K_NET, W_MAX);
+      c[n++] = COL_WIN(w, K_CALL, W_SUM);
+    }
+  } else if (g_profile >= 2) {
+    c[n++] = COL_COUNT;
+    c[n++] = COL_DIST(K_NET, F_TOTAL);
+    c[n++] = COL_DIST(K_NET, F_N);
+    c[n++] = COL_DIST(K_NET, F_SUM);
+    c[n++] = COL_DIST(K_NET, F_MAX);
+    c[n++] = COL_VALUE;
+  }
+  return n;
+}
 static uint64_t g_lat_n;
 static volatile sig_atomic_t g_stop;
 
@@ -219,11 +278,45 @@ static int row_marker(const uint8_t *p, const uint8_t *end, uint64_t *value) {
   return 0;
 }
 
+/* Columnar rows: the marker row's value (VALUE, else COUNT) among cells[0..ncells). */
+static int cells_marker(const uint32_t *cols, size_t ncols, const int64_t *cells, size_t ncells,
+                        uint64_t *value) {
+  size_t h = ncols, v = ncols, c, i;
+  int found = 0;
+  for (c = 0; c < ncols; c++) {
+    if (cols[c] == COL_HANDLE)
+      h = c;
+    if (cols[c] == COL_VALUE || (cols[c] == COL_COUNT && v == ncols))
+      v = c;
+  }
+  if (h == ncols || v == ncols || ncols == 0)
+    return 0;
+  for (i = 0; i + ncols <= ncells; i += ncols)
+    if ((uint64_t)cells[i + h] == MARKER_HANDLE && (!found || (uint64_t)cells[i + v] > *value)) {
+      *value = (uint64_t)cells[i + v];
+      found = 1;
+    }
+  return found;
+}
+
+/* Reads a packed varint field into out[] (at most cap values); zigzag-decodes when zz. */
+static size_t packed_read(const uint8_t *p, const uint8_t *end, int zz, int64_t *out, size_t cap) {
+  size_t n = 0;
+  uint64_t v;
+  while (p < end && n < cap && rd_varint(&p, end, &v) == 0)
+    out[n++] = zz ? (int64_t)((v >> 1) ^ (~(v & 1) + 1)) : (int64_t)v;
+  return n;
+}
+
 /* In a Snapshot: is it the marker target's, and the marker's value (max over rows). */
 static int snap_walk(const uint8_t *p, const uint8_t *end, int *is_marker, uint64_t *value) {
   const uint8_t *s = p;
   uint64_t key;
   int found = 0;
+  uint32_t cols[64];
+  int64_t colv[64], cells[4096];
+  size_t ncols = 0, ncells = 0;
+  uint64_t v0 = 0;
   *is_marker = 0;
   /* pass 1: the target name */
   while (p < end) {
@@ -255,6 +348,17 @@ static int snap_walk(const uint8_t *p, const uint8_t *end, int *is_marker, uint6
         *value = v;
       found = 1;
     }
+    if ((key >> 3) == 19 && (key & 7) == 2) {
+      ncols = packed_read(f, f + fl, 0, colv, 64);
+      for (size_t c = 0; c < ncols; c++)
+        cols[c] = (uint32_t)colv[c];
+    }
+    if ((key >> 3) == 20 && (key & 7) == 2) /* the marker target's rows are few */
+      ncells = packed_read(f, f + fl, 1, cells, 4096);
+  }
+  if (ncols > 0 && cells_marker(cols, ncols, cells, ncells, &v0) && (!found || v0 > *value)) {
+    *value = v0;
+    found = 1;
   }
   return found;
 }
@@ -295,10 +399,15 @@ static void on_frame(sub_t *s, const uint8_t *p, size_t n, double t) {
             v = sn->rows[i]->value;
             found = 1;
           }
+        if (!found && sn->n_columns > 0)
+          found = cells_marker(sn->columns, sn->n_columns, sn->cells, sn->n_cells, &v);
         s->marker_snaps++;
         s->ready = 1;
         if (found)
           seen(s, v, t);
+      } else {
+        s->bulk_snaps++;
+        s->bulk_bytes += n;
       }
     }
     tlcap__server_message__free_unpacked(m, NULL);
@@ -336,6 +445,9 @@ static void on_frame(sub_t *s, const uint8_t *p, size_t n, double t) {
       if (mk) {
         s->marker_snaps++;
         s->ready = 1;
+      } else {
+        s->bulk_snaps++;
+        s->bulk_bytes += n;
       }
       if (r > 0)
         seen(s, v, t);
@@ -409,6 +521,17 @@ int main(int argc, char **argv) {
       g_full = 1;
       continue;
     }
+    if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+      const char *v = argv[++i];
+      g_profile = strcmp(v, "heavy") == 0   ? 0
+                  : strcmp(v, "top") == 0   ? 1
+                  : strcmp(v, "light") == 0 ? 2
+                  : strcmp(v, "cores") == 0 ? 3
+                                            : -1;
+      if (g_profile < 0)
+        goto usage;
+      continue;
+    }
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       goto usage;
@@ -468,10 +591,14 @@ int main(int argc, char **argv) {
     m.hello = &h;
     send_msg(s->fd, &m);
     Tlcap__Subscribe sb = TLCAP__SUBSCRIBE__INIT;
+    uint32_t cols[64];
     sb.subscription_id = 1;
     sb.interval_ms = (uint32_t)interval;
-    sb.windows = 1;
-    sb.neutral = 1;
+    sb.n_columns = profile_columns(cols);
+    sb.columns = cols;
+    sb.windows = g_profile == 0;
+    sb.neutral = g_profile == 0;
+    sb.neutral_only = g_profile == 1 || g_profile == 2;
     Tlcap__ClientMessage m2 = TLCAP__CLIENT_MESSAGE__INIT;
     m2.request_id = 2;
     m2.msg_case = TLCAP__CLIENT_MESSAGE__MSG_SUBSCRIBE;
@@ -540,9 +667,11 @@ int main(int argc, char **argv) {
     }
   }
   /* report */
-  uint64_t snaps = 0, msnaps = 0, bytes = 0, errors = 0;
+  uint64_t snaps = 0, msnaps = 0, bytes = 0, errors = 0, bsnaps = 0, bbytes = 0;
   for (long i = 0; i < nsubs; i++) {
     snaps += subs[i].snaps;
+    bsnaps += subs[i].bulk_snaps;
+    bbytes += subs[i].bulk_bytes;
     msnaps += subs[i].marker_snaps;
     bytes += subs[i].bytes;
     errors += subs[i].errors;
@@ -557,9 +686,10 @@ int main(int argc, char **argv) {
     fputs(line, stdout);
   printf("{\"subs\":%ld,\"interval_ms\":%ld,\"seconds\":%.3f,\"markers\":%" PRIu64
          ",\"latency_samples\":%" PRIu64 ",\"snapshots\":%" PRIu64 ",\"marker_snapshots\":%" PRIu64
-         ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"full_decode\":%d}\n",
-         nsubs, interval, now_s() - t_ready, g_nmark, g_lat_n, snaps, msnaps, bytes, errors,
-         g_full);
+         ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64
+         ",\"full_decode\":%d,\"bulk_snapshots\":%" PRIu64 ",\"bulk_bytes\":%" PRIu64 "}\n",
+         nsubs, interval, now_s() - t_ready, g_nmark, g_lat_n, snaps, msnaps, bytes, errors, g_full,
+         bsnaps, bbytes);
   /* the marker sender, too, half-closes and waits for tlcapd's close */
   if (shutdown(mfd, SHUT_WR) == 0) {
     double deadline = now_s() + 10;
@@ -579,6 +709,7 @@ int main(int argc, char **argv) {
   return errors ? 1 : 0;
 usage:
   fprintf(stderr, "usage: benchd_subs SERVE_ADDR INGEST_ADDR [--subs N] [--interval MS] "
-                  "[--seconds S] [--marker-ms MS] [--marker-target NAME] [--full-decode]\n");
+                  "[--seconds S] [--marker-ms MS] [--marker-target NAME] "
+                  "[--profile heavy|top|light|cores] [--full-decode]\n");
   return 2;
 }

@@ -860,8 +860,29 @@ static void term_restore(void) {
   g_tio_saved = 0;
 }
 
+/* The columns `tlcap top` subscribes to: those top_draw reads. */
+static size_t top_columns(uint32_t *c) {
+  size_t n = 0;
+  unsigned w;
+  c[n++] = TLC_COL_COUNT;
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_TOTAL);
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_N);
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_SUM);
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX);
+  c[n++] = TLC_COL_DIST(TLC_CALL, TLC_COLF_TOTAL);
+  for (w = 0; w < TLC_MAX_WINDOWS; w++) {
+    c[n++] = TLC_COL_WCOUNT(w);
+    c[n++] = TLC_COL_WIN(w, TLC_NET, TLC_COLW_N);
+    c[n++] = TLC_COL_WIN(w, TLC_NET, TLC_COLW_SUM);
+    c[n++] = TLC_COL_WIN(w, TLC_NET, TLC_COLW_MAX);
+    c[n++] = TLC_COL_WIN(w, TLC_CALL, TLC_COLW_SUM);
+  }
+  return n;
+}
+
 static int cmd_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  uint32_t top_cols[6 + 5 * TLC_MAX_WINDOWS];
   char *targets[1];
   tlc_client_t *c;
   view_t w;
@@ -901,6 +922,13 @@ static int cmd_top(int argc, char **argv) {
     sub.n_targets = 1;
   }
   sub.interval_ms = (uint32_t)interval;
+  /* Only what the view shows (docs/protocol.md "Columnar rows"): one line per area (Neutral
+   * rows when there are several contexts), COUNT, T.NET, T.CALL, NET max and avg, for the
+   * cumulative statistics and each rolling window. windows and neutral are set too, for a
+   * daemon older than columnar rows (it ignores the columns and sends every field). */
+  sub.columns = top_cols;
+  sub.n_columns = top_columns(top_cols);
+  sub.neutral_only = 1;
   sub.windows = 1;
   sub.neutral = 1;
   sub.names = 1;

@@ -2,35 +2,65 @@
  *
  * Structure. A *subscriber* (sub) is one connection. Its *subscriptions* (subn) each refer to a
  * *feed*: the set of subscriptions, of any subscribers, with the same spec (interval, options,
- * target and area filters). A feed owns the interval timer; on each tick it takes one delta
- * snapshot per matching target from the provider (rows changed since the feed's last tick),
- * encodes it once into a reference-counted message (msg) and offers it to each subscription's
- * slot for that target. So the per-interval work is once per target and spec, not per
- * subscriber, and every subscriber of a feed gets the same bytes.
+ * columns, target and area filters). On each tick a feed takes from the provider the rows
+ * changed since its previous tick, per matching target, and merges them into that target's
+ * *mirror*: every row the spec selects, each kept as its encoded bytes (a Snapshot.rows field,
+ * or columnar cells). A row is encoded once when it changes. Every snapshot message is then
+ * assembled from the mirror by copying bytes: the tick's delta (shared by all subscriptions of
+ * the feed), the catch-up delta of a subscriber that fell behind (rows changed after the seq it
+ * was last sent, up to the last tick: shared by every subscriber at that seq, and the next
+ * shared delta chains on it), and the full snapshot of one that joins (shared too). So the
+ * per-interval work is one engine snapshot per target and options and one encoding per changed
+ * row, whatever the number of subscribers, and a slow subscriber costs a copy, never an engine
+ * snapshot.
+ *
+ * Ticks. Feeds tick on a grid of their interval from one epoch, so feeds of the same interval
+ * tick in the same pass; within a pass, feeds that ask the engine for the same thing (target,
+ * base seq, windows, neutral, quantiles) share one engine snapshot. A pass takes its targets
+ * cheapest first (rows at the last tick) and hands each delta to the writer at once: an event
+ * that arrives during a pass waits for its target's next tick, so the targets whose snapshots
+ * take microseconds go before those that take milliseconds, and their subscribers are not
+ * kept waiting for the large ones to be encoded. One timer
+ * fires at the earliest due time (measured on uv_hrtime, so lateness does not accumulate; a
+ * feed that fell behind skips to its next grid point). tlc_pubsub_poll lets the daemon run a
+ * due pass between two ingest batches, so a long loop turn does not delay it.
  *
  * Slots and sequence. A slot remembers the engine seq of the last snapshot committed to the
  * socket (sent_seq). A delta (base -> seq) fits a slot only when base == sent_seq and the slot
  * is empty; otherwise the slot drops what it held (coalescing: the subscriber was slow) and is
- * marked catch-up: when the subscriber's socket is ready again a private delta since sent_seq
- * (or a full snapshot, the first time) is built for it alone. Memory per slow subscriber is
- * therefore bounded by one message per slot, and what it finally receives is always complete.
- * Clients check that a delta's base_seq equals the previous seq of the same stream.
+ * marked catch-up: when the subscriber's socket is ready again it gets the mirror's catch-up
+ * delta from sent_seq (or the full snapshot, the first time). Memory per slow subscriber is
+ * bounded by one message per slot, and what it finally receives is always complete. Clients
+ * check that a delta's base_seq equals the previous seq of the same stream.
+ *
+ * Writing. The serving thread (writer_main) does the socket writes: the loop thread hands it a
+ * subscriber's in-flight messages as one job (at most one per subscriber, up to WRITE_MAX_BUFS
+ * messages) and gets the job back through an async handle; the thread only reads message bytes
+ * and writes to sockets (reference counts, queues and subscribers stay on the loop thread), so
+ * the copies into 100 sockets are not taken from ingest. A subscriber closes its socket only
+ * once its job is back (cancellation makes that prompt). Without the thread (write_on_loop, or
+ * it could not start) uv_write does the same on the loop thread.
  *
  * Queues and limits. Per subscriber: control messages (replies, target events, errors: never
  * dropped) in a list, event batches in a ring of opts.max_batches (full: dropped and counted,
  * then told in a Dropped message), snapshot slots as above. queued counts the bytes of every
  * message the subscriber references, in flight included. Above obuf_hard, or above obuf_soft
- * for longer than obuf_soft_ms, it gets an ERR_OUTPUT_LIMIT error and is closed. At most one
- * uv_write is in flight per subscriber (up to WRITE_MAX_BUFS messages), so libuv's own write
- * queue never grows beyond that.
+ * for longer than obuf_soft_ms, it gets an ERR_OUTPUT_LIMIT error and is closed.
  *
  * Closing. Nothing that fills a subscriber's queue frees it: sub_fail() marks it closing, drops
- * its queued messages, queues the error and lets the write callback (or the grace timer) call
- * uv_close(); memory is freed in the close callback only. Feeds are freed in their timer's close
- * callback when their last subscription goes.
+ * its queued messages, queues the error and lets the write completion (or the grace timer)
+ * close it; memory is freed in the close callbacks only. A feed goes with its last
+ * subscription (at the end of the tick pass if one is running).
+ *
+ * Cost. Per tick and target: one engine snapshot of the changed rows, an encoding per changed
+ * row, a copy of the unchanged rows' bytes into the next mirror (O(mirror bytes)), one message
+ * assembled per distinct (base, rows) and one job per subscriber. Memory: per feed and target,
+ * the mirror (about twice its encoded size, double-buffered) and up to three cached messages.
  *
  * Not done here: statistics (the engine's, through the provider), target lifecycle (the
  * daemon's), log formatting beyond one line per incident (the daemon's log hook rate-limits).
+ * A row that a mapping loaded later makes match an area pattern appears in a feed's mirror when
+ * it next changes.
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub.h"
@@ -44,14 +74,18 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,9 +95,15 @@
 #define MAX_PATTERNS    64 /* per list in a Subscribe */
 #define MAX_PATTERN_LEN 256
 #define MAX_HANDLES     4096
-#define MAX_LISTENERS   8
-#define READ_BUF        (64u * 1024u)
-#define MAX_REJECTING   64 /* connections being told "too many subscribers" at once */
+#define MAX_COLUMNS_REQ                                                                            \
+  1024 /* column ids in a Subscribe (duplicates and unknown ones included)                         \
+        */
+#define MAX_LISTENERS 8
+#define READ_BUF      (64u * 1024u)
+#define MAX_REJECTING 64        /* connections being told "too many subscribers" at once */
+#define SNAP_CACHE    4         /* engine snapshots shared within one tick pass */
+#define TICK_EARLY_NS 1000000u  /* a feed due within 1 ms runs in the current pass */
+#define JOIN_FRESH_NS 10000000u /* a joiner gets the mirror as is if it is this fresh */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -91,8 +131,10 @@ typedef struct spec {
   size_t nareas;
   uint32_t *handles; /* sorted */
   size_t nhandles;
+  uint32_t *columns; /* columnar rows: normalised (key columns first); NULL: Row messages */
+  size_t ncolumns;
   uint32_t interval_ms;
-  uint8_t windows, quantiles, neutral, names;
+  uint8_t windows, quantiles, neutral, names, neutral_only;
   char *key; /* canonical text of everything above */
 } spec_t;
 
@@ -116,19 +158,44 @@ typedef struct subn {
   struct subn *fprev, *fnext; /* in feed->subs */
 } subn_t;
 
+/* A row of a mirror: its key, when it last changed (engine seq, and the feed's tick number),
+ * and its encoded bytes buf[off .. off + len): a Snapshot.rows field, or columnar cells. */
+typedef struct mrow {
+  uint32_t handle, context;
+  uint64_t state;
+  uint64_t changed;
+  uint64_t tick;
+  size_t off, len;
+} mrow_t;
+
+/* What a feed serves of one target: every row its spec selects, encoded, as of its last tick,
+ * in the table's key order. The tick's shared delta, the catch-up delta of a subscriber that
+ * fell behind (rows changed after the seq it was last sent) and the full snapshot for one that
+ * joins are all assembled from it, without asking the engine again and without encoding a row
+ * twice; catch-ups end at the tick's seq, so the next tick's shared delta chains on. A
+ * catch-up or full message is built once per tick and base, and shared. */
 typedef struct feed_target {
-  uint64_t last_seq;
+  mrow_t *rows, *rows2; /* rows2, buf2: the next tick's, swapped in */
+  size_t n, cap, cap2;
+  uint8_t *buf, *buf2;
+  size_t len, bcap, bcap2;
+  uint64_t seq; /* engine seq at the last tick (valid when have) */
   uint8_t have;
   uint8_t connected;
-  tlc_counters_t counters;
-  msg_t *full; /* full snapshot cached for subscribers that join (built at full_at) */
-  uint64_t full_at;
+  int64_t unix_ms;
+  tlc_table_t hdr; /* the last tick's header fields (contexts, counters, times); no rows */
+  msg_t *full;     /* full snapshot at seq, built when a subscriber joins */
+  msg_t *catchup;  /* delta catchup_base -> seq, built when a slow subscriber catches up */
+  uint64_t catchup_base;
 } feed_target_t;
 
 typedef struct feed {
   tlc_pubsub_t *ps;
-  uv_timer_t timer;
   uint64_t id;
+  uint64_t due_ns;  /* next tick (uv_hrtime), on the grid of the interval */
+  uint64_t tickno;  /* ticks run */
+  uint64_t tick_ns; /* uv_hrtime of the last tick */
+  uint8_t dead;     /* released during a tick pass: freed at its end */
   spec_t *spec;
   subn_t *subs;
   size_t nsubs;
@@ -136,6 +203,43 @@ typedef struct feed {
   size_t nt;
   struct feed *prev, *next;
 } feed_t;
+
+/* A write handed to the serving thread: a subscriber's in-flight messages. Owned by the
+ * writer from writer_post until it comes back through done_async; the loop thread touches
+ * only `cancel` meanwhile (under the writer's lock). */
+typedef struct wjob {
+  struct wjob *next;
+  struct tlc__ps_sub *sub;
+  int fd;
+  int cancel;
+  int status;  /* 0, or the UV_E* code the write failed with (UV_ECANCELED) */
+  int partial; /* iov[cur] is partly written (the stream is inside a message) */
+  size_t nbufs, cur;
+  struct iovec iov[WRITE_MAX_BUFS];
+} wjob_t;
+
+/* The serving thread: writes encoded messages to subscriber sockets, so that the socket
+ * copies (the cost that grows with the subscriber count) are not taken from ingest on the
+ * loop thread. */
+typedef struct writer {
+  uv_thread_t thread;
+  uv_mutex_t lock;
+  int pipe_r, pipe_w;    /* wakes the writer */
+  uv_async_t done_async; /* wakes the loop */
+  wjob_t *in_head, *in_tail, *done_head, *done_tail;
+  int sleeping, woken, stop, cancels;
+  size_t max_active;
+  struct pollfd *pfd; /* writer thread only */
+  wjob_t **pjob;
+} writer_t;
+
+/* An engine snapshot shared by the feeds of one tick pass that ask for the same thing. */
+typedef struct snap_cache {
+  size_t idx;
+  uint64_t since;
+  uint8_t windows, neutral, quantiles, used;
+  tlc_table_t t;
+} snap_cache_t;
 
 struct tlc__ps_sub {
   tlc_pubsub_t *ps;
@@ -164,7 +268,11 @@ struct tlc__ps_sub {
   size_t nsubs;
   /* writing */
   uv_write_t wreq;
-  int writing;
+  wjob_t job;
+  int writing;        /* a write (uv_write or a writer job) is in flight */
+  int in_writer;      /* ... and it is the writer's job */
+  int close_deferred; /* close the stream once the writer gives the job back */
+  int shutdown_note;  /* ... and first try to tell it the daemon is stopping */
   msg_t *inflight[WRITE_MAX_BUFS];
   size_t ninflight;
   uint64_t detached_bytes;
@@ -199,9 +307,20 @@ struct tlc_pubsub {
   uint64_t next_sub_id, next_feed_id, next_tev_seq;
   size_t n_event_subns; /* subscriptions with events on: nothing to do when 0 */
   tlc_table_t scratch;
+  tlc_pb_arena_t enc; /* Row encoding scratch */
+  /* ticks */
+  uv_timer_t tick_timer; /* fires at the earliest feed due time */
+  uint64_t epoch_ns;     /* the feeds' grids start here: same-interval feeds tick together */
+  uint64_t next_due_ns;  /* earliest due time, UINT64_MAX with no feed */
+  int ticking;           /* in a tick pass: feeds released meanwhile are freed at its end */
+  snap_cache_t cache[SNAP_CACHE];
+  /* the serving thread (NULL: writes with uv_write on the loop thread) */
+  writer_t *wr;
+  size_t jobs_inflight;
+  int writer_failed;
   tlc_pubsub_stats_t st;
   int closing;
-  int open_handles; /* listeners + subscriber handles + feed timers */
+  int open_handles; /* listeners + subscriber handles + timers + the writer's async */
   void (*close_cb)(void *ud);
   void *close_ud;
   uint64_t *batch_seq; /* per target index */
@@ -299,6 +418,7 @@ static void spec_free(spec_t *s) {
   tlc_free(s->targets);
   tlc_free(s->areas);
   tlc_free(s->handles);
+  tlc_free(s->columns);
   tlc_free(s->key);
   tlc_free(s);
 }
@@ -340,7 +460,13 @@ static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, c
     *why = "too many handles (max 4096)";
     return TLC_EINVAL;
   }
-  keylen = 64 + r->n_handles * 10; /* "\x1fH%08X" each; the header takes < 64 */
+  if (r->n_columns > MAX_COLUMNS_REQ) {
+    *why = "too many columns (max 1024)";
+    return TLC_EINVAL;
+  }
+  /* "\x1fH%08X" per handle, "\x1fC%u" per column (< TLC_COL_MAX_COLUMNS of them); the header
+   * takes < 64 */
+  keylen = 64 + r->n_handles * 10 + TLC_COL_MAX_COLUMNS * 8;
   for (i = 0; i < r->n_targets; i++) {
     size_t l = strlen(r->targets[i]);
     if (l > MAX_PATTERN_LEN) {
@@ -367,8 +493,20 @@ static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, c
     s->interval_ms = ps->o.max_interval_ms;
   s->windows = r->windows ? 1 : 0;
   s->quantiles = r->quantiles ? 1 : 0;
-  s->neutral = r->neutral ? 1 : 0;
+  s->neutral = r->neutral || r->neutral_only ? 1 : 0;
+  s->neutral_only = r->neutral_only ? 1 : 0;
   s->names = r->names ? 1 : 0;
+  if (r->n_columns > 0) {
+    uint32_t cols[TLC_COL_MAX_COLUMNS];
+    int w, q;
+    s->ncolumns = tlc_cols_normalise(r->columns, r->n_columns, cols, &w, &q);
+    s->windows = (uint8_t)w;
+    s->quantiles = (uint8_t)q;
+    s->columns = tlc_malloc(s->ncolumns * sizeof(uint32_t));
+    if (s->columns == NULL)
+      goto fail_nomem;
+    memcpy(s->columns, cols, s->ncolumns * sizeof(uint32_t));
+  }
   if (copy_patterns(&s->targets, &s->ntargets, r->targets, r->n_targets) < 0 ||
       copy_patterns(&s->areas, &s->nareas, r->areas, r->n_areas) < 0)
     goto fail_nomem;
@@ -383,7 +521,13 @@ static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, c
   s->key = k = tlc_malloc(keylen);
   if (k == NULL)
     goto fail_nomem;
-  k += sprintf(k, "%u/%u%u%u%u", s->interval_ms, s->windows, s->quantiles, s->neutral, s->names);
+  k += sprintf(k, "%u/%u%u%u%u%u", s->interval_ms, s->windows, s->quantiles, s->neutral, s->names,
+               s->neutral_only);
+  for (i = 0; i < s->ncolumns; i++)
+    k += sprintf(k,
+                 "\x1f"
+                 "C%u",
+                 s->columns[i]);
   /* Length-prefixed, so that no pattern's content can make two different specs collide. */
   for (i = 0; i < s->ntargets; i++)
     k += sprintf(k, "\x1fT%zu:%s", strlen(s->targets[i]), s->targets[i]);
@@ -463,23 +607,57 @@ static int keep_init(keep_ctx_t *k, const spec_t *s, const tlc_mapping_t *m) {
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
-/* Builds the snapshot of target `idx` under `spec` with rows changed after `since` (0: full).
- * Returns 0 and *out (refs 1), 1 when nothing changed (delta with no change: *out NULL),
- * TLC_ELIMIT (above max_message), or another negative error. `ft` (may be NULL) gets the
- * state seen (seq, counters). `stream` goes into the message. With as_stats the message is a
- * reply to GetStats (a Stats envelope with request id `req`) instead of a Snapshot. */
-static int snap_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint64_t since,
-                      uint64_t stream, feed_target_t *ft, int only_if_changed, int as_stats,
-                      uint32_t req, msg_t **out) {
+/* The engine snapshot of target idx with options so: in a tick pass (shared) one from the
+ * pass's cache when another feed asked for the same, else taken now; outside a pass, or with
+ * no cache entry free, into the scratch table. NULL with *err on failure. */
+static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t *so, int shared,
+                             int *err) {
+  snap_cache_t *c = NULL;
+  tlc_table_t *t = &ps->scratch;
+  size_t i;
+  if (shared) {
+    for (i = 0; i < SNAP_CACHE; i++) {
+      snap_cache_t *e = &ps->cache[i];
+      if (!e->used) {
+        if (c == NULL)
+          c = e;
+        continue;
+      }
+      if (e->idx == idx && e->since == so->since_seq && e->windows == so->windows &&
+          e->neutral == so->neutral && e->quantiles == so->quantiles)
+        return &e->t;
+    }
+    if (c != NULL)
+      t = &c->t;
+  }
+  tlc_table_clear(t);
+  if ((*err = ps->p.snapshot(ps->p.ud, idx, t, so)) < 0)
+    return NULL;
+  if (c != NULL) {
+    c->used = 1;
+    c->idx = idx;
+    c->since = so->since_seq;
+    c->windows = so->windows;
+    c->neutral = so->neutral;
+    c->quantiles = so->quantiles;
+  }
+  return t;
+}
+
+/* Builds the full statistics of target `idx` with the options of `spec` as a reply to GetStats
+ * (a Stats envelope with request id `req`). Returns 0 and *out (refs 1), TLC_ELIMIT (above
+ * max_message), or another negative error. (Subscriptions are served from their feeds'
+ * mirrors, not from here.) */
+static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
+                       msg_t **out) {
   tlc_ps_target_info_t info;
   tlc_snap_opts_t so;
-  tlc_table_t *t = &ps->scratch;
+  tlc_table_t *t;
   tlc_pb_arena_t a;
   Tlcap__Snapshot s;
   Tlcap__ServerMessage sm;
   Tlcap__Stats stats;
   tlc_pb_snap_sel_t sel;
-  keep_ctx_t kc;
   const tlc_mapping_t *m;
   int r, too_big;
   *out = NULL;
@@ -487,61 +665,35 @@ static int snap_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint64_t
   if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
     return r;
   memset(&so, 0, sizeof(so));
-  so.since_seq = since;
   so.windows = spec->windows;
   so.neutral = spec->neutral;
   so.quantiles = spec->quantiles;
-  tlc_table_clear(t);
-  if ((r = ps->p.snapshot(ps->p.ud, idx, t, &so)) < 0)
+  if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
     return r;
-  if (only_if_changed && ft != NULL && ft->have && t->seq == ft->last_seq &&
-      ft->connected == (info.connected != 0) &&
-      memcmp(&ft->counters, &t->counters, sizeof(t->counters)) == 0)
-    return 1;
-  if (ft != NULL) {
-    ft->last_seq = t->seq;
-    ft->have = 1;
-    ft->connected = info.connected != 0;
-    ft->counters = t->counters;
-  }
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
-  if ((r = keep_init(&kc, spec, m)) < 0)
-    return r;
   memset(&sel, 0, sizeof(sel));
   sel.windows = spec->windows;
   sel.quantiles = spec->quantiles;
-  sel.keep = keep_row;
-  sel.keep_ud = &kc;
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
   r = tlc_pb_snapshot_build(&a, &s, t, info.name != NULL ? info.name : "", &sel,
-                            spec->names && since == 0 ? m : NULL);
-  tlc_free(kc.named);
+                            spec->names ? m : NULL);
   if (r < 0)
     goto done;
   s.instance_id = ps->instance_id;
-  s.stream = stream;
-  s.base_seq = since;
-  s.full = since == 0;
+  s.full = 1;
   s.connected = info.connected != 0;
   s.unix_ms = unix_ms();
   tlcap__server_message__init(&sm);
-  if (as_stats) {
-    tlcap__stats__init(&stats);
-    stats.snapshot = &s;
-    sm.request_id = req;
-    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_STATS;
-    sm.stats = &stats;
-  } else {
-    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
-    sm.snapshot = &s;
-  }
-  *out = msg_encode(ps, &sm, as_stats ? PSM_CONTROL : PSM_SNAP, &too_big);
+  tlcap__stats__init(&stats);
+  stats.snapshot = &s;
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_STATS;
+  sm.stats = &stats;
+  *out = msg_encode(ps, &sm, PSM_CONTROL, &too_big);
   if (*out == NULL) {
     r = too_big ? TLC_ELIMIT : TLC_ENOMEM;
     goto done;
   }
-  (*out)->seq = t->seq;
-  (*out)->base = since;
   ps->st.snapshots_built++;
 done:
   tlc_pb_arena_fini(&a);
@@ -690,25 +842,28 @@ static void sub_drop_queued(tlc__ps_sub_t *s) {
 
 /* ---- feeds and subscriptions ------------------------------------------------------------- */
 
-static void feed_tick(uv_timer_t *t);
 static void house_cb(uv_timer_t *t);
+static void sched_arm(tlc_pubsub_t *ps);
 
-static void feed_closed_cb(uv_handle_t *h) {
-  feed_t *f = h->data;
-  tlc_pubsub_t *ps = f->ps;
+static void feed_free(feed_t *f) {
   size_t i;
-  for (i = 0; i < f->nt; i++)
-    msg_unref(f->t[i].full);
+  for (i = 0; i < f->nt; i++) {
+    feed_target_t *ft = &f->t[i];
+    msg_unref(ft->full);
+    msg_unref(ft->catchup);
+    tlc_free(ft->rows);
+    tlc_free(ft->rows2);
+    tlc_free(ft->buf);
+    tlc_free(ft->buf2);
+    tlc_table_fini(&ft->hdr);
+  }
   tlc_free(f->t);
   spec_free(f->spec);
   tlc_free(f);
-  handle_closed(ps);
 }
 
-static void feed_release(feed_t *f) {
+static void feed_unlink(feed_t *f) {
   tlc_pubsub_t *ps = f->ps;
-  if (f->nsubs > 0)
-    return;
   if (f->prev != NULL)
     f->prev->next = f->next;
   else
@@ -717,15 +872,34 @@ static void feed_release(feed_t *f) {
     f->next->prev = f->prev;
   ps->nfeeds--;
   ps->st.feeds = ps->nfeeds;
-  uv_timer_stop(&f->timer);
-  uv_close((uv_handle_t *)&f->timer, feed_closed_cb);
+}
+
+/* The last subscription of a feed went: the feed goes too (at the end of a tick pass when one
+ * is running, since the pass walks the feed list). */
+static void feed_release(feed_t *f) {
+  tlc_pubsub_t *ps = f->ps;
+  if (f->nsubs > 0 || f->dead)
+    return;
+  if (ps->ticking) {
+    f->dead = 1;
+    return;
+  }
+  feed_unlink(f);
+  feed_free(f);
+}
+
+/* The next point strictly after `now` of the grid epoch + k * interval. */
+static uint64_t grid_next(const tlc_pubsub_t *ps, uint64_t interval_ns, uint64_t now) {
+  if (now < ps->epoch_ns)
+    return ps->epoch_ns;
+  return ps->epoch_ns + ((now - ps->epoch_ns) / interval_ns + 1) * interval_ns;
 }
 
 /* Finds or creates the feed of `spec` (taking ownership of spec either way). */
 static int feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   feed_t *f;
   for (f = ps->feeds; f != NULL; f = f->next)
-    if (strcmp(f->spec->key, spec->key) == 0) {
+    if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
       spec_free(spec);
       *out = f;
       return 0;
@@ -738,16 +912,15 @@ static int feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   f->ps = ps;
   f->id = ++ps->next_feed_id;
   f->spec = spec;
-  uv_timer_init(ps->loop, &f->timer);
-  f->timer.data = f;
-  ps->open_handles++;
-  uv_timer_start(&f->timer, feed_tick, spec->interval_ms, spec->interval_ms);
+  f->due_ns = grid_next(ps, (uint64_t)spec->interval_ms * 1000000u, uv_hrtime());
   f->next = ps->feeds;
   if (ps->feeds != NULL)
     ps->feeds->prev = f;
   ps->feeds = f;
   ps->nfeeds++;
   ps->st.feeds = ps->nfeeds;
+  if (f->due_ns < ps->next_due_ns)
+    sched_arm(ps);
   *out = f;
   return 0;
 }
@@ -778,8 +951,9 @@ static int feed_targets(feed_t *f, size_t n) {
   if (v == NULL)
     return TLC_ENOMEM;
   memset(v + f->nt, 0, (n - f->nt) * sizeof(*v));
+  for (; f->nt < n; f->nt++)
+    tlc_table_init(&v[f->nt].hdr);
   f->t = v;
-  f->nt = n;
   return 0;
 }
 
@@ -809,50 +983,468 @@ static void slot_offer(subn_t *sn, size_t idx, msg_t *m) {
     sub_kick(s);
 }
 
-static void feed_tick(uv_timer_t *timer) {
-  feed_t *f = timer->data;
-  tlc_pubsub_t *ps = f->ps;
-  size_t idx, n = ps->p.count(ps->p.ud);
-  if (feed_targets(f, n) < 0)
-    return;
-  for (idx = 0; idx < n; idx++) {
-    tlc_ps_target_info_t info;
-    feed_target_t *ft = &f->t[idx];
-    uint64_t base = ft->have ? ft->last_seq : 0;
-    msg_t *m = NULL;
-    subn_t *sn;
-    int r;
-    memset(&info, 0, sizeof(info));
-    if (ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
-        !spec_target(f->spec, info.name))
-      continue;
-    r = snap_build(ps, f->spec, idx, base, stream_id(f, idx), ft, 1, 0, 0, &m);
-    if (r == 1)
-      continue;
-    if (r < 0) {
-      logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name, tlc_strerror(r));
-      if (r == TLC_ELIMIT)
-        for (sn = f->subs; sn != NULL; sn = sn->fnext)
-          send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
-                     "snapshot larger than the daemon's message cap: narrow the subscription", 0,
-                     r);
-      continue;
-    }
-    if (base == 0) { /* the first tick's snapshot is full: keep it for joiners */
-      msg_unref(ft->full);
-      ft->full = msg_ref(m);
-      ft->full_at = now_ms(ps);
-    }
-    for (sn = f->subs; sn != NULL; sn = sn->fnext)
-      slot_offer(sn, idx, m);
-    msg_unref(m);
+/* ---- mirrors ----------------------------------------------------------------------------- */
+
+static int key_cmp(uint32_t ha, uint32_t ca, uint64_t sa, const mrow_t *b) {
+  if (ha != b->handle)
+    return ha < b->handle ? -1 : 1;
+  if (ca != b->context) /* Neutral (0xFFFFFFFE) and none (0xFFFFFFFF) after the contexts */
+    return ca < b->context ? -1 : 1;
+  if (sa != b->state)
+    return sa < b->state ? -1 : 1;
+  return 0;
+}
+
+static int stat_before(const tlc_stat_t *a, const tlc_stat_t *b) {
+  mrow_t k;
+  k.handle = b->handle;
+  k.context = b->context;
+  k.state = b->state;
+  return key_cmp(a->handle, a->context, a->state, &k) < 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  size_t nc = *cap > 0 ? *cap : 64;
+  void *v;
+  if (need <= *cap)
+    return 0;
+  while (nc < need)
+    nc *= 2;
+  v = tlc_realloc(*p, nc * elem);
+  if (v == NULL)
+    return TLC_ENOMEM;
+  *p = v;
+  *cap = nc;
+  return 0;
+}
+
+/* Copies the header fields of table t (contexts included, no rows) into h. */
+static int hdr_copy(tlc_table_t *h, const tlc_table_t *t) {
+  size_t i;
+  tlc_table_clear(h);
+  h->format = t->format;
+  h->first_time = t->first_time;
+  h->last_time = t->last_time;
+  h->context_area = t->context_area;
+  h->has_context_area = t->has_context_area;
+  h->nwindows = t->nwindows;
+  memcpy(h->window_ns, t->window_ns, sizeof(h->window_ns));
+  h->counters = t->counters;
+  h->seq = t->seq;
+  for (i = 0; i < t->ncontexts; i++)
+    if (tlc_table_add_ctx(h, &t->contexts[i]) < 0)
+      return TLC_ENOMEM;
+  return 0;
+}
+
+/* Encodes row r for spec into ft->buf2 at ft->len2 (grown as needed). */
+static int row_encode(tlc_pubsub_t *ps, const spec_t *spec, const tlc_stat_t *r, uint32_t nwin,
+                      int64_t qmask, feed_target_t *ft, size_t *len2, size_t *out_len) {
+  if (spec->ncolumns > 0) {
+    if (grow((void **)&ft->buf2, &ft->bcap2, *len2 + spec->ncolumns * 10, 1) < 0)
+      return TLC_ENOMEM;
+    *out_len = tlc_pb_cells_encode(r, spec->columns, spec->ncolumns, qmask, ft->buf2 + *len2);
+  } else {
+    tlc_pb_snap_sel_t sel;
+    Tlcap__Row pr;
+    size_t packed, n;
+    memset(&sel, 0, sizeof(sel));
+    sel.windows = spec->windows;
+    sel.quantiles = spec->quantiles;
+    if (ps->enc.used > 32 * 1024)
+      tlc_pb_arena_reset(&ps->enc);
+    if (tlc_pb_row_build(&ps->enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
+      return TLC_ENOMEM;
+    n = tlc_pb_row_field_size(&pr, &packed);
+    if (grow((void **)&ft->buf2, &ft->bcap2, *len2 + n, 1) < 0)
+      return TLC_ENOMEM;
+    *out_len = tlc_pb_row_field_pack(&pr, packed, ft->buf2 + *len2);
   }
+  *len2 += *out_len;
+  return 0;
+}
+
+static int row_kept(const spec_t *spec, const tlc_table_t *t, const tlc_stat_t *r, keep_ctx_t *kc) {
+  if (spec->neutral_only && t->ncontexts > 1 && r->kind == TLC_ROW_CODE &&
+      r->context != TLC_CTX_NEUTRAL)
+    return 0;
+  return keep_row(kc, r);
+}
+
+/* Merges the tick's changed rows (table t, in key order) into the mirror: changed rows are
+ * encoded into the spare buffers, the others' bytes copied, and the buffers swapped. Rows keep
+ * their order; a row the engine no longer reports stays as it was. */
+static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tlc_table_t *t,
+                        keep_ctx_t *kc) {
+  const spec_t *spec = f->spec;
+  uint32_t nwin = t->nwindows <= TLC_MAX_WINDOWS ? t->nwindows : TLC_MAX_WINDOWS;
+  int64_t qmask = spec->ncolumns > 0 ? tlc_pb_cells_qmask(spec->columns, spec->ncolumns) : 0;
+  size_t i = 0, j = 0, n2 = 0, len2 = 0;
+  const tlc_stat_t *prev = NULL;
+  for (;;) {
+    const tlc_stat_t *r = NULL;
+    mrow_t *o = j < ft->n ? &ft->rows[j] : NULL, *d;
+    int c;
+    while (i < t->nrows && !row_kept(spec, t, &t->rows[i], kc))
+      i++;
+    if (i < t->nrows) {
+      r = &t->rows[i];
+      if (prev != NULL && !stat_before(prev, r))
+        return TLC_EFRAME; /* not in key order (engine.h promises it is) */
+    }
+    if (r == NULL && o == NULL)
+      break;
+    c = r == NULL ? 1 : o == NULL ? -1 : key_cmp(r->handle, r->context, r->state, o);
+    if (grow((void **)&ft->rows2, &ft->cap2, n2 + 1, sizeof(mrow_t)) < 0)
+      return TLC_ENOMEM;
+    d = &ft->rows2[n2++];
+    if (c <= 0) { /* changed (or new): encode */
+      d->handle = r->handle;
+      d->context = r->context;
+      d->state = r->state;
+      d->changed = t->seq;
+      d->tick = f->tickno;
+      d->off = len2;
+      if (row_encode(ps, spec, r, nwin, qmask, ft, &len2, &d->len) < 0)
+        return TLC_ENOMEM;
+      prev = r;
+      i++;
+      if (c == 0)
+        j++;
+    } else { /* unchanged: copy */
+      *d = *o;
+      d->off = len2;
+      if (grow((void **)&ft->buf2, &ft->bcap2, len2 + o->len, 1) < 0)
+        return TLC_ENOMEM;
+      memcpy(ft->buf2 + len2, ft->buf + o->off, o->len);
+      len2 += o->len;
+      j++;
+    }
+    if (len2 > ps->o.max_message)
+      return TLC_ELIMIT;
+  }
+  {
+    mrow_t *rv = ft->rows;
+    uint8_t *bv = ft->buf;
+    size_t rc = ft->cap, bc = ft->bcap;
+    ft->rows = ft->rows2;
+    ft->cap = ft->cap2;
+    ft->n = n2;
+    ft->buf = ft->buf2;
+    ft->bcap = ft->bcap2;
+    ft->len = len2;
+    ft->rows2 = rv;
+    ft->cap2 = rc;
+    ft->buf2 = bv;
+    ft->bcap2 = bc;
+  }
+  return 0;
+}
+
+enum { MM_TICK, MM_SINCE, MM_FULL };
+
+static int mrow_in(const feed_t *f, const mrow_t *r, int mode, uint64_t base) {
+  return mode == MM_FULL || (mode == MM_TICK ? r->tick == f->tickno : r->changed > base);
+}
+
+/* Assembles a snapshot of target idx from its mirror: the rows of this tick (MM_TICK, a delta
+ * from `base`), the rows changed after `base` (MM_SINCE), or all (MM_FULL). Returns 0 with *out
+ * (refs 1), TLC_ELIMIT (above max_message) or TLC_ENOMEM. */
+static int mirror_msg(feed_t *f, size_t idx, int mode, uint64_t base, msg_t **out) {
+  tlc_pubsub_t *ps = f->ps;
+  feed_target_t *ft = &f->t[idx];
+  const spec_t *spec = f->spec;
+  tlc_ps_target_info_t info;
+  tlc_pb_snap_sel_t sel;
+  tlc_pb_arena_t a;
+  Tlcap__Snapshot s;
+  size_t i, row_bytes = 0, hdr_len, n;
+  const tlc_mapping_t *m = NULL;
+  uint8_t *p;
+  msg_t *msg;
+  int r;
+  *out = NULL;
+  memset(&info, 0, sizeof(info));
+  if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
+    return r;
+  if ((mode == MM_FULL || base == 0) && spec->names && ps->p.mapping != NULL)
+    m = ps->p.mapping(ps->p.ud, idx); /* full snapshots carry the names */
+  for (i = 0; i < ft->n; i++)
+    if (mrow_in(f, &ft->rows[i], mode, base))
+      row_bytes += ft->rows[i].len;
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = spec->windows;
+  sel.columns = spec->columns;
+  sel.ncolumns = spec->ncolumns;
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  r = tlc_pb_snapshot_build(&a, &s, &ft->hdr, info.name != NULL ? info.name : "", &sel, m);
+  if (r < 0)
+    goto done;
+  s.instance_id = ps->instance_id;
+  s.stream = stream_id(f, idx);
+  s.base_seq = mode == MM_FULL ? 0 : base;
+  s.full = mode == MM_FULL || base == 0;
+  s.connected = ft->connected;
+  s.unix_ms = ft->unix_ms;
+  n = tlc_pb_snapshot_frame_size(&s, row_bytes, &hdr_len);
+  if (n > ps->o.max_message) {
+    r = TLC_ELIMIT;
+    goto done;
+  }
+  msg = tlc_malloc(sizeof(*msg) + n);
+  if (msg == NULL) {
+    r = TLC_ENOMEM;
+    goto done;
+  }
+  memset(msg, 0, sizeof(*msg));
+  msg->refs = 1;
+  msg->kind = PSM_SNAP;
+  msg->seq = ft->seq;
+  msg->base = s.base_seq;
+  p = tlc_pb_snapshot_frame_begin(&s, hdr_len, row_bytes, msg->data);
+  for (i = 0; i < ft->n; i++)
+    if (mrow_in(f, &ft->rows[i], mode, base)) {
+      memcpy(p, ft->buf + ft->rows[i].off, ft->rows[i].len);
+      p += ft->rows[i].len;
+    }
+  msg->len = (size_t)(p - msg->data);
+  ps->st.snapshots_built++;
+  *out = msg;
+done:
+  tlc_pb_arena_fini(&a);
+  return r;
+}
+
+/* One tick of feed f for target idx: the engine's rows changed since the last tick go into the
+ * mirror, and their delta is returned (refs 1; the first tick's is full). Returns 1 when
+ * nothing changed (no message), or a negative error. */
+static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, msg_t **out) {
+  tlc_pubsub_t *ps = f->ps;
+  feed_target_t *ft = &f->t[idx];
+  const spec_t *spec = f->spec;
+  uint64_t base = ft->have ? ft->seq : 0;
+  tlc_snap_opts_t so;
+  tlc_table_t *t;
+  keep_ctx_t kc;
+  int r;
+  *out = NULL;
+  memset(&so, 0, sizeof(so));
+  so.since_seq = base;
+  so.windows = spec->windows;
+  so.neutral = spec->neutral;
+  so.quantiles = spec->quantiles;
+  if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
+    return r;
+  if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
+      memcmp(&ft->hdr.counters, &t->counters, sizeof(t->counters)) == 0)
+    return 1;
+  if ((r = keep_init(&kc, spec, ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL)) < 0)
+    return r;
+  r = mirror_merge(ps, f, ft, t, &kc);
+  tlc_free(kc.named);
+  if (r < 0 || (r = hdr_copy(&ft->hdr, t)) < 0) {
+    /* the mirror may be half merged: start again with a full snapshot next tick */
+    ft->have = 0;
+    ft->n = 0;
+    ft->len = 0;
+    return r;
+  }
+  ft->seq = t->seq;
+  ft->have = 1;
+  ft->connected = info->connected != 0;
+  ft->unix_ms = unix_ms();
+  msg_unref(ft->full);
+  msg_unref(ft->catchup);
+  ft->full = ft->catchup = NULL;
+  r = mirror_msg(f, idx, MM_TICK, base, out);
+  if (r == 0 && base == 0)
+    ft->full = msg_ref(*out); /* the first tick's message is the full snapshot joiners get */
+  return r;
+}
+
+/* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
+static void feed_tick_target(feed_t *f, size_t idx) {
+  tlc_pubsub_t *ps = f->ps;
+  tlc_ps_target_info_t info;
+  msg_t *m = NULL;
+  subn_t *sn;
+  int r;
+  memset(&info, 0, sizeof(info));
+  if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
+      !spec_target(f->spec, info.name))
+    return;
+  r = mirror_tick(f, idx, &info, &m);
+  if (r == 1)
+    return;
+  if (r < 0) {
+    logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name, tlc_strerror(r));
+    if (r == TLC_ELIMIT)
+      for (sn = f->subs; sn != NULL; sn = sn->fnext)
+        send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                   "snapshot larger than the daemon's message cap: narrow the subscription", 0, r);
+    return;
+  }
+  /* Subscriptions are not freed during a pass (closing is deferred), so the list holds. */
+  for (sn = f->subs; sn != NULL; sn = sn->fnext)
+    slot_offer(sn, idx, m);
+  msg_unref(m);
+}
+
+typedef struct tick_job {
+  feed_t *f;
+  size_t idx;
+  size_t cost; /* rows in the mirror at the last tick */
+} tick_job_t;
+
+static int cmp_job(const void *a, const void *b) {
+  const tick_job_t *x = a, *y = b;
+  if (x->cost != y->cost)
+    return x->cost < y->cost ? -1 : 1;
+  if (x->f->id != y->f->id)
+    return x->f->id < y->f->id ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Ticks the feeds fs[0..nf) (in a pass). Targets go cheapest first (fewest rows at the last
+ * tick): an event that arrives while a pass runs waits for the next tick of its target, so
+ * small targets, whose snapshots take microseconds, are taken before large ones take
+ * milliseconds. Without memory for the order, feed by feed in target order. */
+static void feeds_tick(tlc_pubsub_t *ps, feed_t **fs, size_t nf) {
+  size_t n = ps->p.count(ps->p.ud), i, idx, nj = 0;
+  tick_job_t *jobs;
+  for (i = 0; i < nf; i++) {
+    if (feed_targets(fs[i], n) < 0) {
+      fs[i] = NULL;
+      continue;
+    }
+    fs[i]->tickno++;
+    fs[i]->tick_ns = uv_hrtime();
+  }
+  jobs = n > 0 && nf > 0 && nf <= SIZE_MAX / n / sizeof(*jobs) ? tlc_malloc(nf * n * sizeof(*jobs))
+                                                               : NULL;
+  for (i = 0; i < nf; i++)
+    for (idx = 0; fs[i] != NULL && idx < n; idx++) {
+      if (jobs == NULL) {
+        feed_tick_target(fs[i], idx);
+        continue;
+      }
+      jobs[nj].f = fs[i];
+      jobs[nj].idx = idx;
+      jobs[nj].cost = fs[i]->t[idx].n;
+      nj++;
+    }
+  if (jobs == NULL)
+    return;
+  qsort(jobs, nj, sizeof(*jobs), cmp_job);
+  for (i = 0; i < nj; i++)
+    feed_tick_target(jobs[i].f, jobs[i].idx);
+  tlc_free(jobs);
+}
+
+static void feed_tick(feed_t *f) {
+  feeds_tick(f->ps, &f, 1);
+}
+
+static void cache_reset(tlc_pubsub_t *ps) {
+  size_t i;
+  for (i = 0; i < SNAP_CACHE; i++) {
+    ps->cache[i].used = 0;
+    tlc_table_clear(&ps->cache[i].t);
+  }
+}
+
+static void sub_close_now(tlc__ps_sub_t *s);
+
+/* Ends a tick pass: shared snapshots dropped, released feeds freed, subscribers that closed
+ * during it closed. */
+static void pass_end(tlc_pubsub_t *ps) {
+  feed_t *f, *next;
+  tlc__ps_sub_t *s, *sn;
+  cache_reset(ps);
+  ps->ticking = 0;
+  for (f = ps->feeds; f != NULL; f = next) {
+    next = f->next;
+    if (f->dead) {
+      feed_unlink(f);
+      feed_free(f);
+    }
+  }
+  for (s = ps->subs; s != NULL; s = sn) {
+    sn = s->next;
+    if (s->detached && s->closing && !s->closed)
+      sub_close_now(s);
+  }
+}
+
+/* Runs every feed that is due (within TICK_EARLY_NS) in one pass, so that feeds of the same
+ * interval share their engine snapshots and all their subscribers are written together, then
+ * arms the timer for the next one. A feed that fell behind skips to its next grid point rather
+ * than ticking in a burst. */
+static void run_due(tlc_pubsub_t *ps) {
+  uint64_t now = uv_hrtime();
+  feed_t *f, *fs[16];
+  size_t nf = 0;
+  if (ps->ticking || ps->closing)
+    return;
+  ps->ticking = 1;
+  for (f = ps->feeds; f != NULL; f = f->next) {
+    uint64_t iv = (uint64_t)f->spec->interval_ms * 1000000u;
+    if (f->dead || f->due_ns > now + TICK_EARLY_NS)
+      continue;
+    if (nf == sizeof(fs) / sizeof(fs[0])) { /* more feeds due at once: batches of 16 */
+      feeds_tick(ps, fs, nf);
+      nf = 0;
+    }
+    fs[nf++] = f;
+    f->due_ns += iv;
+    if (f->due_ns <= now)
+      f->due_ns = grid_next(ps, iv, now);
+  }
+  if (nf > 0)
+    feeds_tick(ps, fs, nf);
+  pass_end(ps);
+  sched_arm(ps);
+}
+
+static void tick_timer_cb(uv_timer_t *t) {
+  run_due(t->data);
+}
+
+/* Arms the tick timer for the earliest due feed. The timer's clock is the loop's (ms, read at
+ * the start of a loop turn), so the time left is measured on uv_hrtime and the loop time is
+ * refreshed first; it may fire up to about 1 ms early, which run_due accepts. */
+static void sched_arm(tlc_pubsub_t *ps) {
+  uint64_t min = UINT64_MAX, now;
+  feed_t *f;
+  if (ps->closing)
+    return;
+  for (f = ps->feeds; f != NULL; f = f->next)
+    if (!f->dead && f->due_ns < min)
+      min = f->due_ns;
+  ps->next_due_ns = min;
+  if (min == UINT64_MAX) {
+    uv_timer_stop(&ps->tick_timer);
+    return;
+  }
+  uv_update_time(ps->loop);
+  now = uv_hrtime();
+  uv_timer_start(&ps->tick_timer, tick_timer_cb, min > now ? (min - now) / 1000000u : 0, 0);
+}
+
+void tlc_pubsub_poll(tlc_pubsub_t *ps) {
+  if (ps->next_due_ns <= uv_hrtime() + TICK_EARLY_NS)
+    run_due(ps);
 }
 
 void tlc__ps_tick_all(tlc_pubsub_t *ps) {
   feed_t *f;
+  if (ps->ticking || ps->closing)
+    return;
+  ps->ticking = 1;
   for (f = ps->feeds; f != NULL; f = f->next)
-    feed_tick(&f->timer);
+    if (!f->dead)
+      feed_tick(f);
+  pass_end(ps); /* (tests and fuzzers: feed by feed) */
 }
 
 static void subn_free(tlc__ps_sub_t *s, subn_t *sn) {
@@ -886,38 +1478,307 @@ static void sub_unsubscribe_all(tlc__ps_sub_t *s) {
     subn_free(s, s->subs[--s->nsubs]);
 }
 
+/* ---- the serving thread ------------------------------------------------------------------ */
+
+/* Writes what the socket takes of job j. Returns 0 when all of it is written, UV_EAGAIN when
+ * the socket is full, or the failure (UV_EPIPE, UV_ECONNRESET, ...). Writer thread. */
+static int job_write(wjob_t *j) {
+  while (j->cur < j->nbufs) {
+    struct msghdr mh;
+    ssize_t n;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &j->iov[j->cur];
+    mh.msg_iovlen = j->nbufs - j->cur;
+    n = sendmsg(j->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return UV_EAGAIN;
+      return uv_translate_sys_error(errno);
+    }
+    while (n > 0 && j->cur < j->nbufs) {
+      if ((size_t)n >= j->iov[j->cur].iov_len) {
+        n -= (ssize_t)j->iov[j->cur].iov_len;
+        j->cur++;
+        j->partial = 0;
+      } else {
+        j->iov[j->cur].iov_base = (char *)j->iov[j->cur].iov_base + n;
+        j->iov[j->cur].iov_len -= (size_t)n;
+        j->partial = 1;
+        n = 0;
+      }
+    }
+  }
+  return 0;
+}
+
+static void job_done_append(wjob_t **head, wjob_t **last, wjob_t *j) {
+  j->next = NULL;
+  if (*last != NULL)
+    (*last)->next = j;
+  else
+    *head = j;
+  *last = j;
+}
+
+/* The writer thread: takes jobs, writes them as far as their sockets take them, waits in
+ * poll() for sockets to drain (and for new jobs or cancellations on its pipe), and hands
+ * finished jobs back to the loop through done_async. Touches only the jobs and the writer's
+ * queues; never a msg_t's reference count, a subscriber, or libuv (except uv_async_send). */
+static void writer_main(void *arg) {
+  writer_t *w = arg;
+  wjob_t *active = NULL;
+  for (;;) {
+    wjob_t *in, *done = NULL, *last = NULL, **pp, *j;
+    size_t np = 0;
+    int stop;
+    uv_mutex_lock(&w->lock);
+    in = w->in_head;
+    w->in_head = w->in_tail = NULL;
+    stop = w->stop;
+    w->cancels = 0;
+    /* new jobs after the waiting ones; cancellations are read under the lock */
+    for (pp = &active; *pp != NULL; pp = &(*pp)->next)
+      ;
+    *pp = in;
+    for (pp = &active; (j = *pp) != NULL;) {
+      if (j->cancel) {
+        *pp = j->next;
+        j->status = UV_ECANCELED;
+        job_done_append(&done, &last, j);
+      } else {
+        pp = &j->next;
+      }
+    }
+    uv_mutex_unlock(&w->lock);
+    for (pp = &active; (j = *pp) != NULL;) {
+      int r = job_write(j);
+      if (r == UV_EAGAIN) {
+        pp = &j->next;
+        continue;
+      }
+      *pp = j->next;
+      j->status = r;
+      job_done_append(&done, &last, j);
+    }
+    if (done != NULL) {
+      uv_mutex_lock(&w->lock);
+      if (w->done_tail != NULL)
+        w->done_tail->next = done;
+      else
+        w->done_head = done;
+      w->done_tail = last;
+      uv_mutex_unlock(&w->lock);
+      uv_async_send(&w->done_async);
+    }
+    if (stop && active == NULL)
+      break;
+    /* sleep until a socket drains, a job comes or one is cancelled */
+    w->pfd[np].fd = w->pipe_r;
+    w->pfd[np].events = POLLIN;
+    w->pfd[np].revents = 0;
+    np++;
+    for (j = active; j != NULL && np < w->max_active; j = j->next) {
+      w->pfd[np].fd = j->fd;
+      w->pfd[np].events = POLLOUT;
+      w->pfd[np].revents = 0;
+      np++;
+    }
+    uv_mutex_lock(&w->lock);
+    if (w->in_head == NULL && w->cancels == 0 && !w->stop) {
+      w->sleeping = 1;
+      uv_mutex_unlock(&w->lock);
+      (void)poll(w->pfd, (nfds_t)np, -1);
+      uv_mutex_lock(&w->lock);
+      w->sleeping = 0;
+      if (w->woken) {
+        char b[64];
+        w->woken = 0;
+        while (read(w->pipe_r, b, sizeof(b)) > 0)
+          ;
+      }
+    }
+    uv_mutex_unlock(&w->lock);
+  }
+}
+
+/* Wakes the writer if it sleeps (at most one pipe write per sleep). Under the lock. */
+static void writer_wake_locked(writer_t *w) {
+  if (w->sleeping && !w->woken) {
+    char c = 1;
+    w->woken = 1;
+    if (write(w->pipe_w, &c, 1) < 0) {
+      /* the pipe is non-blocking and holds one byte per sleep: it cannot be full */
+    }
+  }
+}
+
+/* Hands job j to the writer and wakes it if it sleeps (one pipe write per sleep, however
+ * many jobs follow while it works). Loop thread. */
+static void writer_post(tlc_pubsub_t *ps, wjob_t *j) {
+  writer_t *w = ps->wr;
+  j->next = NULL;
+  j->cancel = 0;
+  j->status = 0;
+  ps->jobs_inflight++;
+  uv_mutex_lock(&w->lock);
+  if (w->in_tail != NULL)
+    w->in_tail->next = j;
+  else
+    w->in_head = j;
+  w->in_tail = j;
+  writer_wake_locked(w);
+  uv_mutex_unlock(&w->lock);
+}
+
+static void writer_cancel(tlc_pubsub_t *ps, wjob_t *j) {
+  writer_t *w = ps->wr;
+  uv_mutex_lock(&w->lock);
+  j->cancel = 1;
+  w->cancels++;
+  writer_wake_locked(w);
+  uv_mutex_unlock(&w->lock);
+}
+
+static void write_done(tlc__ps_sub_t *s, int status);
+static void writer_stop(tlc_pubsub_t *ps);
+
+static void writer_done_cb(uv_async_t *a) {
+  tlc_pubsub_t *ps = a->data;
+  wjob_t *j, *next;
+  uv_mutex_lock(&ps->wr->lock);
+  j = ps->wr->done_head;
+  ps->wr->done_head = ps->wr->done_tail = NULL;
+  uv_mutex_unlock(&ps->wr->lock);
+  for (; j != NULL; j = next) {
+    next = j->next;
+    ps->jobs_inflight--;
+    write_done(j->sub, j->status);
+  }
+  if (ps->closing && ps->jobs_inflight == 0)
+    writer_stop(ps);
+}
+
+static void writer_closed_cb(uv_handle_t *h) {
+  tlc_pubsub_t *ps = h->data;
+  writer_t *w = (writer_t *)(void *)((char *)h - offsetof(writer_t, done_async));
+  if (ps->wr == w)
+    ps->wr = NULL;
+  uv_mutex_destroy(&w->lock);
+  tlc_free(w->pfd);
+  tlc_free(w);
+  handle_closed(ps);
+}
+
+/* Stops and joins the thread (every job has come back: it exits at once) and closes the
+ * async handle; the writer is freed in its close callback. */
+static void writer_stop(tlc_pubsub_t *ps) {
+  writer_t *w = ps->wr;
+  if (w == NULL || w->stop)
+    return;
+  uv_mutex_lock(&w->lock);
+  w->stop = 1; /* seen before it sleeps again; the byte wakes it if it sleeps now */
+  if (write(w->pipe_w, "", 1) < 0) {
+    /* non-blocking pipe already holding a byte: it will wake anyway */
+  }
+  uv_mutex_unlock(&w->lock);
+  uv_thread_join(&w->thread);
+  close(w->pipe_r);
+  close(w->pipe_w);
+  uv_close((uv_handle_t *)&w->done_async, writer_closed_cb);
+}
+
+/* Starts the serving thread (first real subscriber). On failure subscribers are written from
+ * the loop thread with uv_write, as before: slower under load, otherwise the same. */
+static void writer_start(tlc_pubsub_t *ps) {
+  writer_t *w;
+  int fds[2];
+  if (ps->wr != NULL || ps->writer_failed || ps->o.write_on_loop || ps->closing)
+    return;
+  ps->writer_failed = 1; /* until it succeeds: one attempt */
+  w = tlc_calloc(1, sizeof(*w));
+  if (w == NULL)
+    return;
+  w->max_active = ps->o.max_subscribers + MAX_REJECTING + 1;
+  w->pfd = tlc_calloc(w->max_active, sizeof(*w->pfd));
+  if (w->pfd == NULL)
+    goto fail_pfd;
+  if (pipe(fds) != 0)
+    goto fail_pfd;
+  w->pipe_r = fds[0];
+  w->pipe_w = fds[1];
+  if (fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(fds[1], F_SETFL, O_NONBLOCK) != 0 ||
+      fcntl(fds[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(fds[1], F_SETFD, FD_CLOEXEC) != 0)
+    goto fail_pipe;
+  if (uv_mutex_init(&w->lock) != 0)
+    goto fail_pipe;
+  if (uv_async_init(ps->loop, &w->done_async, writer_done_cb) != 0)
+    goto fail_mutex;
+  w->done_async.data = ps;
+  ps->open_handles++;
+  if (uv_thread_create(&w->thread, writer_main, w) != 0) {
+    uv_close((uv_handle_t *)&w->done_async, writer_closed_cb);
+    close(w->pipe_r);
+    close(w->pipe_w);
+    logf_(ps, TLC_PS_LOG_WARN, "serving thread: cannot start; writing from the loop thread");
+    return;
+  }
+  ps->wr = w;
+  ps->writer_failed = 0;
+  return;
+fail_mutex:
+  uv_mutex_destroy(&w->lock);
+fail_pipe:
+  close(fds[0]);
+  close(fds[1]);
+fail_pfd:
+  tlc_free(w->pfd);
+  tlc_free(w);
+  logf_(ps, TLC_PS_LOG_WARN, "serving thread: cannot start; writing from the loop thread");
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
 
 static void sub_closed_cb(uv_handle_t *h);
+static void shutdown_note(tlc__ps_sub_t *s);
 
 static void write_cb(uv_write_t *req, int status);
 
-/* Builds the catch-up snapshot of a slot now. Returns a message (refs 1) or NULL. */
+/* The catch-up snapshot of a slot, from the feed's mirror: the full snapshot for a slot that
+ * was never sent one, else the delta from what it was last sent to the last tick. Shared with
+ * every other slot in the same position until the next tick. Returns a message (refs 1), or
+ * NULL (nothing to send yet: the next tick delivers). */
 static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
-  tlc_pubsub_t *ps = s->ps;
   slot_t *sl = &sn->slots[idx];
   feed_t *f = sn->feed;
-  msg_t *m = NULL;
-  int r;
+  feed_target_t *ft;
+  msg_t **cache;
+  int r = 0;
   sl->catchup = 0;
-  if (f == NULL)
+  if (f == NULL || idx >= f->nt || !f->t[idx].have)
     return NULL;
-  if (!sl->sent_any && idx < f->nt && f->t[idx].full != NULL && f->t[idx].full_at == now_ms(ps))
-    return msg_ref(f->t[idx].full); /* several joiners in the same loop turn share one */
-  r = snap_build(ps, f->spec, idx, sl->sent_any ? sl->sent_seq : 0, stream_id(f, idx), NULL, 0, 0,
-                 0, &m);
+  ft = &f->t[idx];
+  if (!sl->sent_any) {
+    cache = &ft->full;
+    if (*cache == NULL)
+      r = mirror_msg(f, idx, MM_FULL, 0, cache);
+  } else {
+    cache = &ft->catchup;
+    if (*cache == NULL || ft->catchup_base != sl->sent_seq) {
+      msg_unref(*cache);
+      *cache = NULL;
+      ft->catchup_base = sl->sent_seq;
+      r = mirror_msg(f, idx, MM_SINCE, sl->sent_seq, cache);
+    }
+  }
   if (r < 0) {
     if (r == TLC_ELIMIT)
       send_error(s, 0, TLCAP__ERROR_CODE__ERR_FAILED,
                  "snapshot larger than the daemon's message cap: narrow the subscription", 0, r);
     return NULL;
   }
-  if (!sl->sent_any && idx < f->nt) {
-    msg_unref(f->t[idx].full);
-    f->t[idx].full = msg_ref(m);
-    f->t[idx].full_at = now_ms(ps);
-  }
-  return m;
+  return msg_ref(*cache);
 }
 
 static int take(tlc__ps_sub_t *s, msg_t *m, size_t *bytes) {
@@ -945,7 +1806,7 @@ static void sub_kick(tlc__ps_sub_t *s) {
 
 static void sub_kick_once(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
-  size_t bytes = 0, i, j;
+  size_t bytes = 0, i, j, first_snap;
   uv_buf_t bufs[WRITE_MAX_BUFS];
   int r, room = 1;
   if (s->writing || s->closed)
@@ -978,6 +1839,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
         room = take(s, m, &bytes);
       }
     }
+    first_snap = s->ninflight;
     for (i = 0; room && i < s->nsubs; i++) {
       subn_t *sn = s->subs[i];
       for (j = 0; room && j < sn->nslots; j++) {
@@ -998,6 +1860,15 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
         ps->st.snapshots_sent++;
         room = take(s, m, &bytes);
       }
+    }
+    /* Snapshots of different targets are independent streams: the smaller first, so a
+     * target with few changes is not delivered behind a large one. (Insertion sort: at most
+     * WRITE_MAX_BUFS entries.) */
+    for (i = first_snap + 1; i < s->ninflight; i++) {
+      msg_t *m = s->inflight[i];
+      for (j = i; j > first_snap && s->inflight[j - 1]->len > m->len; j--)
+        s->inflight[j] = s->inflight[j - 1];
+      s->inflight[j] = m;
     }
     while (room && s->ring_n > 0) {
       msg_t *m = s->ring[s->ring_head];
@@ -1022,6 +1893,25 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       sub_kick_once(s);
     return;
   }
+  if (ps->wr != NULL) {
+    wjob_t *job = &s->job;
+    uv_os_fd_t fd;
+    if (uv_fileno(&s->h.handle, &fd) == 0) {
+      for (i = 0; i < s->ninflight; i++) {
+        job->iov[i].iov_base = s->inflight[i]->data;
+        job->iov[i].iov_len = s->inflight[i]->len;
+      }
+      job->nbufs = s->ninflight;
+      job->cur = 0;
+      job->partial = 0;
+      job->fd = fd;
+      job->sub = s;
+      s->writing = 1;
+      s->in_writer = 1;
+      writer_post(ps, job);
+      return;
+    }
+  }
   for (i = 0; i < s->ninflight; i++)
     bufs[i] = uv_buf_init((char *)s->inflight[i]->data, (unsigned)s->inflight[i]->len);
   s->wreq.data = s;
@@ -1039,8 +1929,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   s->writing = 1;
 }
 
-static void write_cb(uv_write_t *req, int status) {
-  tlc__ps_sub_t *s = req->data;
+/* A write finished (written, failed, or cancelled because the subscriber is closing). */
+static void write_done(tlc__ps_sub_t *s, int status) {
   size_t i;
   for (i = 0; i < s->ninflight; i++) {
     queued_sub(s, s->inflight[i]->len);
@@ -1048,6 +1938,15 @@ static void write_cb(uv_write_t *req, int status) {
   }
   s->ninflight = 0;
   s->writing = 0;
+  s->in_writer = 0;
+  if (s->close_deferred) {
+    /* sub_close_now waited for the writer to give the socket back */
+    s->close_deferred = 0;
+    if (s->shutdown_note && !s->job.partial)
+      shutdown_note(s);
+    uv_close(&s->h.handle, sub_closed_cb);
+    return;
+  }
   if (s->queued <= s->ps->o.obuf_soft)
     s->soft_since = 0;
   if (status < 0) {
@@ -1058,6 +1957,10 @@ static void write_cb(uv_write_t *req, int status) {
   }
   if (!s->closed)
     sub_kick(s);
+}
+
+static void write_cb(uv_write_t *req, int status) {
+  write_done(req->data, status);
 }
 
 /* ---- closing ----------------------------------------------------------------------------- */
@@ -1108,7 +2011,14 @@ static void sub_close_now(tlc__ps_sub_t *s) {
   sub_unsubscribe_all(s);
   if (s->detached)
     return;
-  uv_close(&s->h.handle, sub_closed_cb);
+  if (s->in_writer) {
+    /* The serving thread may be inside a write on this socket: the stream (and its fd) is
+     * closed when the job comes back (write_done), which cancellation makes prompt. */
+    s->close_deferred = 1;
+    writer_cancel(s->ps, &s->job);
+  } else {
+    uv_close(&s->h.handle, sub_closed_cb);
+  }
   uv_close((uv_handle_t *)&s->timer, sub_closed_cb);
 }
 
@@ -1122,7 +2032,8 @@ static void sub_close_soon(tlc__ps_sub_t *s) {
   if (s->closed)
     return;
   if (s->detached) {
-    sub_close_now(s);
+    if (!s->ps->ticking) /* else at the end of the tick pass, which walks the subscriptions */
+      sub_close_now(s);
     return;
   }
   uv_timer_stop(&s->timer);
@@ -1253,6 +2164,7 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
 
 static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r) {
   tlc_pubsub_t *ps = s->ps;
+  feed_t *tick = NULL;
   spec_t *spec = NULL, *fspec = NULL;
   subn_t *sn;
   const char *why = "invalid subscription";
@@ -1307,8 +2219,12 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
       f->subs->fprev = sn;
     f->subs = sn;
     f->nsubs++;
-    /* First a full snapshot of every matching target, as soon as the socket takes it. */
-    for (i = 0; i < n; i++) {
+    /* First a full snapshot of every matching target, as soon as the socket takes it: from
+     * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,
+     * after a tick run now unless the last one is fresh (JOIN_FRESH_NS). */
+    if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
+      tick = f;
+    for (i = 0; i < n && f->tickno > 0; i++) {
       tlc_ps_target_info_t info;
       memset(&info, 0, sizeof(info));
       if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
@@ -1322,6 +2238,13 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
   }
   s->subs[s->nsubs++] = sn;
   reply_ack(s, req, sn->id);
+  /* After the Ack: the snapshot follows it. (A subscriber closing now - it could not even be
+   * sent the Ack - may have taken the feed with it.) */
+  if (tick != NULL && !s->closing && !ps->ticking) {
+    ps->ticking = 1;
+    feed_tick(tick);
+    pass_end(ps); /* may free the feed if the subscriber closed meanwhile */
+  }
 }
 
 static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscribe *r) {
@@ -1412,7 +2335,7 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
   spec.quantiles = g->quantiles ? 1 : 0;
   spec.neutral = g->neutral ? 1 : 0;
   spec.names = g->names ? 1 : 0;
-  r = snap_build(ps, &spec, idx, 0, 0, NULL, 0, 1, req, &m);
+  r = stats_build(ps, &spec, idx, req, &m);
   if (r < 0) {
     send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
                r == TLC_ELIMIT ? "statistics larger than the daemon's message cap"
@@ -1687,6 +2610,7 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   if (ps->closing)
     return;
+  writer_start(ps);
   reject = ps->nsubs - ps->nrejecting >= ps->o.max_subscribers;
   s = (reject && ps->nrejecting >= MAX_REJECTING) ? NULL : sub_alloc(ps);
   if (s == NULL) {
@@ -1773,6 +2697,7 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
                    tlc_pubsub_t **out) {
   tlc_pubsub_t *ps;
   tlc_pubsub_opts_t d;
+  size_t i;
   *out = NULL;
   if (p == NULL || p->count == NULL || p->info == NULL || p->find == NULL || p->snapshot == NULL)
     return TLC_EINVAL;
@@ -1823,9 +2748,16 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
       ps->instance_id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ uv_hrtime();
   }
   tlc_table_init(&ps->scratch);
+  tlc_pb_arena_init(&ps->enc, 0);
+  for (i = 0; i < SNAP_CACHE; i++)
+    tlc_table_init(&ps->cache[i].t);
   uv_timer_init(loop, &ps->house);
   ps->house.data = ps;
-  ps->open_handles = 1;
+  uv_timer_init(loop, &ps->tick_timer);
+  ps->tick_timer.data = ps;
+  ps->open_handles = 2;
+  ps->epoch_ns = uv_hrtime();
+  ps->next_due_ns = UINT64_MAX;
   uv_timer_start(&ps->house, house_cb, 1000, 1000);
   *out = ps;
   return 0;
@@ -2009,11 +2941,20 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
 static void handle_closed(tlc_pubsub_t *ps) {
   void (*cb)(void *);
   void *ud;
+  size_t i;
   if (--ps->open_handles > 0 || !ps->closing)
     return;
   cb = ps->close_cb;
   ud = ps->close_ud;
   tlc_table_fini(&ps->scratch);
+  tlc_pb_arena_fini(&ps->enc);
+  for (i = 0; i < SNAP_CACHE; i++)
+    tlc_table_fini(&ps->cache[i].t);
+  while (ps->feeds != NULL) { /* every subscription is gone: only released ones, if any */
+    feed_t *f = ps->feeds;
+    feed_unlink(f);
+    feed_free(f);
+  }
   tlc_free(ps->token);
   tlc_free(ps->batch_seq);
   tlc_free(ps);
@@ -2036,6 +2977,28 @@ static void house_cb(uv_timer_t *t) {
   }
 }
 
+/* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
+static void shutdown_note(tlc__ps_sub_t *s) {
+  Tlcap__ServerMessage sm;
+  Tlcap__Error e;
+  msg_t *m;
+  tlcap__server_message__init(&sm);
+  tlcap__error__init(&e);
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
+  sm.error = &e;
+  e.code = TLCAP__ERROR_CODE__ERR_SHUTDOWN;
+  e.message = (char *)"the daemon is stopping";
+  e.fatal = 1;
+  /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
+   * whose bytes all went out may still await its callback). */
+  if (s->h.stream.write_queue_size == 0 &&
+      (m = msg_encode(s->ps, &sm, PSM_CONTROL, NULL)) != NULL) {
+    uv_buf_t b = uv_buf_init((char *)m->data, (unsigned)m->len);
+    (void)uv_try_write(&s->h.stream, &b, 1);
+    msg_unref(m);
+  }
+}
+
 void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud) {
   size_t i;
   ps->closing = 1;
@@ -2051,30 +3014,21 @@ void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud) {
   while (ps->subs != NULL) {
     tlc__ps_sub_t *s = ps->subs;
     if (!s->detached && !s->closed) {
-      /* One best-effort attempt to say why; never wait for a subscriber on the way out. */
-      Tlcap__ServerMessage sm;
-      Tlcap__Error e;
-      msg_t *m;
-      tlcap__server_message__init(&sm);
-      tlcap__error__init(&e);
-      sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-      sm.error = &e;
-      e.code = TLCAP__ERROR_CODE__ERR_SHUTDOWN;
-      e.message = (char *)"the daemon is stopping";
-      e.fatal = 1;
-      /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a
-       * write whose bytes all went out may still await its callback). */
-      if (s->h.stream.write_queue_size == 0 &&
-          (m = msg_encode(ps, &sm, PSM_CONTROL, NULL)) != NULL) {
-        uv_buf_t b = uv_buf_init((char *)m->data, (unsigned)m->len);
-        (void)uv_try_write(&s->h.stream, &b, 1);
-        msg_unref(m);
-      }
+      /* One best-effort attempt to say why; never wait for a subscriber on the way out. With
+       * a job at the serving thread, when the job comes back (between two messages). */
+      if (s->in_writer)
+        s->shutdown_note = 1;
+      else
+        shutdown_note(s);
     }
     sub_close_now(s); /* unlinks s (detached ones are only unlinked: their owner frees them) */
   }
   uv_timer_stop(&ps->house);
   uv_close((uv_handle_t *)&ps->house, house_closed_cb);
+  uv_timer_stop(&ps->tick_timer);
+  uv_close((uv_handle_t *)&ps->tick_timer, house_closed_cb);
+  if (ps->jobs_inflight == 0)
+    writer_stop(ps); /* else when the cancelled jobs come back (writer_done_cb) */
 }
 
 /* ---- fan-out from the daemon ------------------------------------------------------------- */

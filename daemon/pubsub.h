@@ -5,8 +5,9 @@
  * (tlc_pubsub_listen_tcp / _unix / _fd), and feeds it target events (tlc_pubsub_target_event)
  * and decoded event batches (tlc_pubsub_events) as they happen. Statistics are pulled from the
  * targets through the provider (provider.h) on each subscription interval, once per distinct
- * subscription and target however many subscribers share it; the encoded message is shared by
- * reference count.
+ * subscription and target however many subscribers share it (and one engine snapshot for the
+ * subscriptions that tick together with the same options); each changed row is encoded once,
+ * and every message is shared by reference count.
  *
  * Backpressure (Redis client-output-buffer-limit semantics): per subscriber, a snapshot slot
  * per (subscription, target) that coalesces to the latest, a bounded FIFO of event batches that
@@ -15,7 +16,9 @@
  * the hard cap, or stay above the soft cap longer than the soft time, gets an error message and
  * is closed. Nothing here ever waits for a subscriber: the calls below return at once.
  *
- * Threads: everything runs on the loop thread of `loop`; no function is thread-safe.
+ * Threads: everything runs on the loop thread of `loop`; no function is thread-safe. Socket
+ * writes to subscribers are done by one serving thread the server owns (started with the first
+ * connection, joined when it closes), unless opts.write_on_loop.
  */
 #ifndef TLC_PUBSUB_H
 #define TLC_PUBSUB_H
@@ -77,6 +80,9 @@ typedef struct tlc_pubsub_opts {
   const char *token;           /* shared secret; NULL or "" = no authentication (copied) */
   unsigned unix_mode;          /* permissions of a Unix socket created here (default 0660) */
   uint64_t instance_id;        /* 0: random (R14) */
+  int write_on_loop;           /* 1: write to subscribers from the loop thread with uv_write
+                                  instead of the serving thread (default 0: the thread, started
+                                  with the first connection) */
   const char *daemon_version;  /* for Welcome (default "tlcapd") */
   /* Log hook (NULL: silent). Lines name the subscriber ("sub#N addr"). */
   void (*log)(void *ud, int level, const char *msg);
@@ -146,6 +152,13 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
  * that asked for events. Encoded at most once (in chunks of opts.max_batch_events) and shared;
  * costs nothing when nobody asked. */
 void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *ev, size_t n);
+
+/* Runs the subscription ticks that are due now, if any (cheap otherwise: one clock read).
+ * Ticks normally run from the server's own timer; a loop turn that spends long in ingest
+ * delays that timer, so the daemon also calls this between batches of events it feeds to the
+ * engines, which keeps snapshots on time (the engines are consistent between batches). Loop
+ * thread; never from inside a pubsub callback. */
+void tlc_pubsub_poll(tlc_pubsub_t *ps);
 
 /* Copies the counters. */
 void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out);

@@ -76,8 +76,12 @@ struct tlc_conn {
   uint64_t since;   /* uv_now at accept/connect */
   int counted;      /* counted in d->nconns */
   int closing;
-  int barrier_wait;  /* half-closed: waiting for storage to write every byte (d->barrier) */
-  int handle_closed; /* the handle's close callback ran while barrier_wait was set */
+  int barrier_wait;       /* half-closed: waiting for storage to write every byte (d->barrier) */
+  int handle_closed;      /* the handle's close callback ran while barrier_wait was set */
+  uint64_t turn_ms;       /* loop time of the loop turn turn_bytes counts in */
+  size_t turn_bytes;      /* bytes read in that turn */
+  tlc_conn_t *yield_next; /* d->yielded: reading stopped until the turn's check phase */
+  int yielded;
 };
 
 struct tlc_daemon {
@@ -93,7 +97,10 @@ struct tlc_daemon {
   size_t max_conns; /* effective cap (config or RLIMIT_NOFILE - reserve) */
   uint8_t *rbuf;    /* shared read buffer (loop thread only) */
   size_t rbuf_len;
-  uv_timer_t sweep; /* deadlines */
+  uv_timer_t sweep;    /* deadlines */
+  uv_check_t resume;   /* restarts reading of connections that yielded (src_tcp.c) */
+  int resume_init;     /* resume is initialised (closed with every handle at exit) */
+  tlc_conn_t *yielded; /* connections that used their read share of this loop turn */
   int stopping;
   tlc_ingest_stats_t st;
   /* Storage barrier (set by wiring.c while storage runs, else NULL): calls cb(cb_ud) on the

@@ -10,6 +10,10 @@
  * Read path: libuv reads into the daemon's one shared buffer; the bytes are decoded before the
  * callback returns (tlc_target_feed), so nothing is buffered per connection beyond the
  * preamble (<= 256 bytes) and the decoder's carry (one record/block, capped by max_block).
+ * Fairness: libuv reads a busy socket up to 32 times per loop turn (2 MiB with the default
+ * read_buffer, about 10 ms of statistics), which would delay everything else the loop does -
+ * other targets' bytes, subscription ticks. A connection that has read READ_TURN_BYTES in one
+ * turn stops reading until the turn's check phase (uv_check), so a turn stays near 1 ms.
  *
  * Preamble: while the first 8 bytes match "TLCAP/1 ", bytes are held until '\n' (at most
  * TLC_PREAMBLE_MAX); the line names the target and format. Anything else means no preamble,
@@ -39,8 +43,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PAUSE_MS  1000
-#define DRAIN_CAP (64u << 20) /* bytes read per connection at shutdown */
+#define PAUSE_MS        1000
+#define DRAIN_CAP       (64u << 20)  /* bytes read per connection at shutdown */
+#define READ_TURN_BYTES (256u << 10) /* read share of one connection in one loop turn */
 
 struct tlc_listener {
   tlc_daemon_t *d;
@@ -298,6 +303,52 @@ static int conn_process(tlc_conn_t *c, const uint8_t *p, size_t n) {
   return conn_feed(c, p, n);
 }
 
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Check phase: connections that yielded read again from the next turn on. The list only
+ * lives within one turn (check runs after every poll phase), so a connection closed in this
+ * turn is still allocated (its close callback runs later, in the closing phase). */
+static void yield_resume_cb(uv_check_t *h) {
+  tlc_daemon_t *d = h->data;
+  tlc_conn_t *c = d->yielded;
+  d->yielded = NULL;
+  uv_check_stop(h);
+  while (c != NULL) {
+    tlc_conn_t *next = c->yield_next;
+    c->yield_next = NULL;
+    c->yielded = 0;
+    if (!c->closing && !d->stopping && uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
+      tlc__conn_close(c, "read restart failed");
+    c = next;
+  }
+}
+
+/* Counts bytes read in this loop turn; past READ_TURN_BYTES, stops reading until the check
+ * phase. uv_now() is the loop time of the turn (updated once per poll). */
+static void read_share(tlc_conn_t *c, size_t n) {
+  tlc_daemon_t *d = c->d;
+  uint64_t now = uv_now(d->loop);
+  if (c->turn_ms != now) {
+    c->turn_ms = now;
+    c->turn_bytes = 0;
+  }
+  c->turn_bytes += n;
+  if (c->turn_bytes < READ_TURN_BYTES || c->closing || c->yielded || d->stopping)
+    return;
+  if (!d->resume_init) {
+    if (uv_check_init(d->loop, &d->resume) != 0)
+      return;
+    d->resume.data = d;
+    d->resume_init = 1;
+  }
+  c->turn_bytes = 0;
+  uv_read_stop((uv_stream_t *)&c->h);
+  c->yielded = 1;
+  c->yield_next = d->yielded;
+  d->yielded = c;
+  uv_check_start(&d->resume, yield_resume_cb);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tlc_conn_t *c = s->data;
   tlc_daemon_t *d = c->d;
@@ -305,7 +356,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   if (nread > 0) {
     c->last_rx = uv_now(d->loop);
-    conn_process(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (conn_process(c, (const uint8_t *)buf->base, (size_t)nread) == 0)
+      read_share(c, (size_t)nread);
     return;
   }
   if (nread == 0)
@@ -420,6 +472,12 @@ void tlc__conns_drain_close(tlc_daemon_t *d) {
     /* `next` was taken before: processing may have closed (and unlinked) c. */
     if (!c->closing)
       tlc__conn_close(c, "daemon shutting down");
+  }
+  /* every connection is closing: nothing will resume reading */
+  d->yielded = NULL;
+  if (d->resume_init) {
+    d->resume_init = 0;
+    uv_close((uv_handle_t *)&d->resume, NULL);
   }
 }
 

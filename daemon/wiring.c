@@ -426,8 +426,12 @@ static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, si
   tlc_wiring_t *w = ud;
   (void)w;
 #ifdef TLC_HAVE_PUBSUB
-  if (w->ps != NULL)
+  if (w->ps != NULL) {
     tlc_pubsub_events(w->ps, t->name, ev, n);
+    /* Between two batches the engines are consistent: a subscription tick that fell due
+     * while this read is being processed runs now, not after the loop turn's other reads. */
+    tlc_pubsub_poll(w->ps);
+  }
 #else
   (void)t;
   (void)ev;

@@ -83,6 +83,19 @@ void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size) {
   return p;
 }
 
+void tlc_pb_arena_reset(tlc_pb_arena_t *a) {
+  struct tlc_pb_chunk *c = a->head;
+  if (c == NULL)
+    return;
+  while (c->next != NULL) {
+    struct tlc_pb_chunk *n = c->next;
+    c->next = n->next;
+    tlc_free(n);
+  }
+  c->off = 0;
+  a->used = 0;
+}
+
 char *tlc_pb_arena_strdup(tlc_pb_arena_t *a, const char *s) {
   size_t n = strlen(s);
   char *d = tlc_pb_arena_alloc(a, n + 1);
@@ -127,7 +140,7 @@ void tlc_pb_counters_get(tlc_counters_t *k, const Tlcap__Counters *c) {
 
 #define ANEW(a, type, n) ((type *)tlc_pb_arena_alloc((a), sizeof(type) * (size_t)(n)))
 
-static int build_row(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uint32_t nwin,
+int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uint32_t nwin,
                      const tlc_pb_snap_sel_t *sel) {
   unsigned k, w;
   Tlcap__Dist *d = ANEW(a, Tlcap__Dist, TLC_NKINDS);
@@ -234,18 +247,371 @@ static int build_mapping(tlc_pb_arena_t *a, Tlcap__Mapping *pm, const tlc_mappin
   return 0;
 }
 
+/* ---- columnar rows ----------------------------------------------------------------------- */
+
+int tlc_col_known(uint32_t col) {
+  if (col >= 1 && col <= TLC_COL_SEQ)
+    return col != 5;
+  if (col >= TLC_COL_DIST(0, 0) && col < TLC_COL_DIST(TLC_NKINDS, 0))
+    return (col - TLC_COL_DIST(0, 0)) % 16 < TLC_COLF_Q + TLC_NQUANT;
+  if (col >= TLC_COL_WCOUNT(0) && col < TLC_COL_WCOUNT(TLC_MAX_WINDOWS))
+    return (col - TLC_COL_WCOUNT(0)) % 32 < 1 + 4 * TLC_NKINDS;
+  return 0;
+}
+
+static int col_is_quantile(uint32_t col, unsigned *kind) {
+  unsigned f;
+  if (col < TLC_COL_DIST(0, 0) || col >= TLC_COL_DIST(TLC_NKINDS, 0))
+    return 0;
+  f = (col - TLC_COL_DIST(0, 0)) % 16;
+  *kind = (col - TLC_COL_DIST(0, 0)) / 16;
+  return f >= TLC_COLF_Q && f < TLC_COLF_Q + TLC_NQUANT;
+}
+
+int64_t tlc_col_get(const tlc_stat_t *r, uint32_t col) {
+  if (col < TLC_COL_DIST(0, 0)) {
+    switch (col) {
+    case TLC_COL_HANDLE:
+      return r->handle;
+    case TLC_COL_CONTEXT:
+      return r->context;
+    case TLC_COL_STATE:
+      return (int64_t)r->state;
+    case TLC_COL_KIND: {
+      int64_t v = (int64_t)(r->kind & 3u) | (int64_t)(r->has_value ? 4 : 0);
+      unsigned k;
+      for (k = 0; k < TLC_NKINDS; k++)
+        if (r->dist[k].has_q && r->dist[k].n > 0)
+          v |= (int64_t)1 << (3 + k);
+      return v;
+    }
+    case TLC_COL_COUNT:
+      return (int64_t)r->count;
+    case TLC_COL_ANOMALIES:
+      return (int64_t)r->anomalies;
+    case TLC_COL_VALUE:
+      return (int64_t)r->value;
+    case TLC_COL_VALUE_MIN:
+      return (int64_t)r->value_min;
+    case TLC_COL_VALUE_MAX:
+      return (int64_t)r->value_max;
+    case TLC_COL_SEQ:
+      return (int64_t)r->seq;
+    default:
+      return 0;
+    }
+  }
+  if (col < TLC_COL_DIST(TLC_NKINDS, 0)) {
+    unsigned k = (col - TLC_COL_DIST(0, 0)) / 16, f = (col - TLC_COL_DIST(0, 0)) % 16;
+    const tlc_dist_t *d = &r->dist[k];
+    switch (f) {
+    case TLC_COLF_TOTAL:
+      return r->total[k];
+    case TLC_COLF_N:
+      return (int64_t)d->n;
+    case TLC_COLF_SUM:
+      return d->sum;
+    case TLC_COLF_MIN:
+      return d->n > 0 ? d->min : 0;
+    case TLC_COLF_MAX:
+      return d->n > 0 ? d->max : 0;
+    case TLC_COLF_SUMSQ_HI:
+      return (int64_t)d->sumsq_hi;
+    case TLC_COLF_SUMSQ_LO:
+      return (int64_t)d->sumsq_lo;
+    default:
+      if (f >= TLC_COLF_Q && f < TLC_COLF_Q + TLC_NQUANT && d->n > 0 && d->has_q)
+        return d->q[f - TLC_COLF_Q];
+      return 0;
+    }
+  }
+  if (col >= TLC_COL_WCOUNT(0) && col < TLC_COL_WCOUNT(TLC_MAX_WINDOWS)) {
+    unsigned w = (col - TLC_COL_WCOUNT(0)) / 32, f = (col - TLC_COL_WCOUNT(0)) % 32;
+    const tlc_wdist_t *d;
+    if (w >= r->nwin || f > 4 * TLC_NKINDS)
+      return 0;
+    if (f == 0)
+      return (int64_t)r->win[w].count;
+    d = &r->win[w].k[(f - 1) / 4];
+    switch ((f - 1) % 4) {
+    case TLC_COLW_N:
+      return (int64_t)d->n;
+    case TLC_COLW_SUM:
+      return d->sum;
+    case TLC_COLW_MIN:
+      return d->n > 0 ? d->min : 0;
+    default:
+      return d->n > 0 ? d->max : 0;
+    }
+  }
+  return 0;
+}
+
+void tlc_col_set(tlc_stat_t *r, uint32_t col, int64_t v) {
+  if (col < TLC_COL_DIST(0, 0)) {
+    unsigned k;
+    switch (col) {
+    case TLC_COL_HANDLE:
+      r->handle = (uint32_t)v;
+      break;
+    case TLC_COL_CONTEXT:
+      r->context = (uint32_t)v;
+      break;
+    case TLC_COL_STATE:
+      r->state = (uint64_t)v;
+      break;
+    case TLC_COL_KIND:
+      r->kind = (uint8_t)(v & 3);
+      r->has_value = (uint8_t)((v >> 2) & 1);
+      for (k = 0; k < TLC_NKINDS; k++)
+        r->dist[k].has_q = (uint8_t)((v >> (3 + k)) & 1);
+      break;
+    case TLC_COL_COUNT:
+      r->count = (uint64_t)v;
+      break;
+    case TLC_COL_ANOMALIES:
+      r->anomalies = (uint64_t)v;
+      break;
+    case TLC_COL_VALUE:
+      r->value = (uint64_t)v;
+      break;
+    case TLC_COL_VALUE_MIN:
+      r->value_min = (uint64_t)v;
+      break;
+    case TLC_COL_VALUE_MAX:
+      r->value_max = (uint64_t)v;
+      break;
+    case TLC_COL_SEQ:
+      r->seq = (uint64_t)v;
+      break;
+    default:
+      break;
+    }
+    return;
+  }
+  if (col < TLC_COL_DIST(TLC_NKINDS, 0)) {
+    unsigned k = (col - TLC_COL_DIST(0, 0)) / 16, f = (col - TLC_COL_DIST(0, 0)) % 16;
+    tlc_dist_t *d = &r->dist[k];
+    switch (f) {
+    case TLC_COLF_TOTAL:
+      r->total[k] = v;
+      break;
+    case TLC_COLF_N:
+      d->n = (uint64_t)v;
+      break;
+    case TLC_COLF_SUM:
+      d->sum = v;
+      break;
+    case TLC_COLF_MIN:
+      d->min = v;
+      break;
+    case TLC_COLF_MAX:
+      d->max = v;
+      break;
+    case TLC_COLF_SUMSQ_HI:
+      d->sumsq_hi = (uint64_t)v;
+      break;
+    case TLC_COLF_SUMSQ_LO:
+      d->sumsq_lo = (uint64_t)v;
+      break;
+    default:
+      if (f >= TLC_COLF_Q && f < TLC_COLF_Q + TLC_NQUANT)
+        d->q[f - TLC_COLF_Q] = v;
+      break;
+    }
+    return;
+  }
+  if (col >= TLC_COL_WCOUNT(0) && col < TLC_COL_WCOUNT(TLC_MAX_WINDOWS)) {
+    unsigned w = (col - TLC_COL_WCOUNT(0)) / 32, f = (col - TLC_COL_WCOUNT(0)) % 32;
+    tlc_wdist_t *d;
+    if (f > 4 * TLC_NKINDS)
+      return;
+    if (r->nwin < w + 1)
+      r->nwin = w + 1;
+    if (f == 0) {
+      r->win[w].count = (uint64_t)v;
+      return;
+    }
+    d = &r->win[w].k[(f - 1) / 4];
+    switch ((f - 1) % 4) {
+    case TLC_COLW_N:
+      d->n = (uint64_t)v;
+      break;
+    case TLC_COLW_SUM:
+      d->sum = v;
+      break;
+    case TLC_COLW_MIN:
+      d->min = v;
+      break;
+    default:
+      d->max = v;
+      break;
+    }
+  }
+}
+
+size_t tlc_cols_normalise(const uint32_t *req, size_t n, uint32_t *out, int *windows,
+                          int *quantiles) {
+  static const uint32_t keys[TLC_COL_NKEYS] = { TLC_COL_HANDLE, TLC_COL_CONTEXT, TLC_COL_STATE,
+                                                TLC_COL_KIND };
+  uint8_t seen[TLC_COL_WCOUNT(TLC_MAX_WINDOWS)];
+  size_t i, k = 0;
+  unsigned kind;
+  memset(seen, 0, sizeof(seen));
+  *windows = *quantiles = 0;
+  for (i = 0; i < TLC_COL_NKEYS; i++) {
+    out[k++] = keys[i];
+    seen[keys[i]] = 1;
+  }
+  for (i = 0; i < n; i++) {
+    uint32_t c = req[i];
+    if (!tlc_col_known(c) || seen[c])
+      continue;
+    seen[c] = 1;
+    out[k++] = c; /* at most every known column once: k < TLC_COL_MAX_COLUMNS */
+    if (c >= TLC_COL_WCOUNT(0))
+      *windows = 1;
+    if (col_is_quantile(c, &kind))
+      *quantiles = 1;
+  }
+  return k;
+}
+
+int64_t tlc_pb_cells_qmask(const uint32_t *cols, size_t ncols) {
+  int64_t qmask = 0;
+  unsigned kind;
+  size_t c;
+  for (c = 0; c < ncols; c++)
+    if (col_is_quantile(cols[c], &kind))
+      qmask |= (int64_t)1 << (3 + kind);
+  return qmask;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+size_t tlc_pb_cells_encode(const tlc_stat_t *r, const uint32_t *cols, size_t ncols, int64_t qmask,
+                           uint8_t *out) {
+  uint8_t *p = out;
+  size_t c;
+  for (c = 0; c < ncols; c++) {
+    int64_t v = tlc_col_get(r, cols[c]);
+    if (cols[c] == TLC_COL_KIND)
+      v &= 7 | qmask;
+    /* sint64: zigzag */
+    p = put_varint(p, ((uint64_t)v << 1) ^ (uint64_t)(v < 0 ? -1 : 0));
+  }
+  return (size_t)(p - out);
+}
+
+/* ServerMessage.snapshot (12), Snapshot.rows (15), Snapshot.cells (20): length-delimited. */
+#define TAG_SM_SNAPSHOT ((12u << 3) | 2u)
+#define TAG_SNAP_ROWS   ((15u << 3) | 2u)
+#define TAG_SNAP_CELLS  ((20u << 3) | 2u)
+
+static size_t rows_part(const Tlcap__Snapshot *hdr, size_t row_bytes) {
+  if (hdr->n_columns > 0) /* one packed field, left out when empty */
+    return row_bytes > 0 ? varint_size(TAG_SNAP_CELLS) + varint_size(row_bytes) + row_bytes : 0;
+  return row_bytes; /* Row fields, tags and lengths included */
+}
+
+size_t tlc_pb_row_field_size(const Tlcap__Row *pr, size_t *packed) {
+  *packed = protobuf_c_message_get_packed_size(&pr->base);
+  return varint_size(TAG_SNAP_ROWS) + varint_size(*packed) + *packed;
+}
+
+size_t tlc_pb_row_field_pack(const Tlcap__Row *pr, size_t packed, uint8_t *out) {
+  uint8_t *p = put_varint(out, TAG_SNAP_ROWS);
+  p = put_varint(p, packed);
+  p += protobuf_c_message_pack(&pr->base, p);
+  return (size_t)(p - out);
+}
+
+size_t tlc_pb_snapshot_frame_size(const Tlcap__Snapshot *hdr, size_t row_bytes, size_t *hdr_len) {
+  size_t snap, payload;
+  *hdr_len = protobuf_c_message_get_packed_size(&hdr->base);
+  snap = *hdr_len + rows_part(hdr, row_bytes);
+  payload = varint_size(TAG_SM_SNAPSHOT) + varint_size(snap) + snap;
+  return varint_size(payload) + payload;
+}
+
+uint8_t *tlc_pb_snapshot_frame_begin(const Tlcap__Snapshot *hdr, size_t hdr_len, size_t row_bytes,
+                                     uint8_t *out) {
+  size_t snap = hdr_len + rows_part(hdr, row_bytes);
+  size_t payload = varint_size(TAG_SM_SNAPSHOT) + varint_size(snap) + snap;
+  uint8_t *p = put_varint(out, payload);
+  p = put_varint(p, TAG_SM_SNAPSHOT);
+  p = put_varint(p, snap);
+  p += protobuf_c_message_pack(&hdr->base, p);
+  if (hdr->n_columns > 0 && row_bytes > 0) {
+    p = put_varint(p, TAG_SNAP_CELLS);
+    p = put_varint(p, row_bytes);
+  }
+  return p;
+}
+
+/* Columnar rows: Snapshot.columns and .cells from the rows that pass the filters. */
+static int build_cells(tlc_pb_arena_t *a, Tlcap__Snapshot *s, const tlc_table_t *t,
+                       const tlc_pb_snap_sel_t *sel) {
+  size_t i, c, n = 0, nc = sel->ncolumns;
+  int64_t qmask = 0, *cell;
+  unsigned kind;
+  for (c = 0; c < nc; c++)
+    if (col_is_quantile(sel->columns[c], &kind))
+      qmask |= (int64_t)1 << (3 + kind);
+  s->columns = ANEW(a, uint32_t, nc);
+  s->cells = cell = ANEW(a, int64_t, t->nrows > 0 ? t->nrows * nc : 1);
+  if (s->columns == NULL || cell == NULL)
+    return TLC_ENOMEM;
+  memcpy(s->columns, sel->columns, nc * sizeof(uint32_t));
+  s->n_columns = nc;
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
+    if (sel->neutral_only && t->ncontexts > 1 && r->kind == TLC_ROW_CODE &&
+        r->context != TLC_CTX_NEUTRAL)
+      continue;
+    if (sel->keep != NULL && !sel->keep(sel->keep_ud, r))
+      continue;
+    for (c = 0; c < nc; c++) {
+      uint32_t col = sel->columns[c];
+      int64_t v = tlc_col_get(r, col);
+      if (col == TLC_COL_KIND)
+        v &= 7 | qmask; /* "quantiles known" only where quantile columns are sent */
+      *cell++ = v;
+    }
+    n++;
+  }
+  s->n_cells = n * nc;
+  return 0;
+}
+
 int tlc_pb_snapshot_build(tlc_pb_arena_t *a, Tlcap__Snapshot *s, const tlc_table_t *t,
                           const char *target, const tlc_pb_snap_sel_t *sel,
                           const tlc_mapping_t *m) {
-  size_t i, n = 0;
+  size_t i, n = 0, nr = sel->ncolumns > 0 ? 0 : t->nrows;
   uint32_t nwin = t->nwindows <= TLC_MAX_WINDOWS ? t->nwindows : TLC_MAX_WINDOWS;
   Tlcap__Row *rows;
   Tlcap__Context *cx;
   tlcap__snapshot__init(s);
   s->target = tlc_pb_arena_strdup(a, target != NULL ? target : "");
   s->counters = ANEW(a, Tlcap__Counters, 1);
-  rows = ANEW(a, Tlcap__Row, t->nrows);
-  s->rows = ANEW(a, Tlcap__Row *, t->nrows);
+  rows = ANEW(a, Tlcap__Row, nr);
+  s->rows = ANEW(a, Tlcap__Row *, nr);
   cx = ANEW(a, Tlcap__Context, t->ncontexts);
   s->contexts = ANEW(a, Tlcap__Context *, t->ncontexts);
   s->window_ns = ANEW(a, int64_t, TLC_MAX_WINDOWS);
@@ -272,11 +638,19 @@ int tlc_pb_snapshot_build(tlc_pb_arena_t *a, Tlcap__Snapshot *s, const tlc_table
     s->contexts[i] = &cx[i];
   }
   s->n_contexts = t->ncontexts;
-  for (i = 0; i < t->nrows; i++) {
+  if (sel->ncolumns > 0) {
+    if (build_cells(a, s, t, sel) < 0)
+      return TLC_ENOMEM;
+  }
+  for (i = 0; i < nr; i++) {
     int r;
-    if (sel->keep != NULL && !sel->keep(sel->keep_ud, &t->rows[i]))
+    const tlc_stat_t *row = &t->rows[i];
+    if (sel->neutral_only && t->ncontexts > 1 && row->kind == TLC_ROW_CODE &&
+        row->context != TLC_CTX_NEUTRAL)
       continue;
-    r = build_row(a, &rows[n], &t->rows[i], sel->windows ? nwin : 0, sel);
+    if (sel->keep != NULL && !sel->keep(sel->keep_ud, row))
+      continue;
+    r = tlc_pb_row_build(a, &rows[n], &t->rows[i], sel->windows ? nwin : 0, sel);
     if (r < 0)
       return r;
     s->rows[n] = &rows[n];
@@ -348,10 +722,46 @@ static int row_from_pb(tlc_stat_t *r, const Tlcap__Row *p, size_t nctx, uint32_t
   return 0;
 }
 
+/* A columnar snapshot makes sense: whole rows, at most TLC_COL_MAX_COLUMNS columns, each once,
+ * the key columns among them. */
+static int cols_check(const Tlcap__Snapshot *s) {
+  uint8_t seen[256];
+  size_t i, keys = 0;
+  if (s->n_columns > TLC_COL_MAX_COLUMNS || s->n_cells % s->n_columns != 0)
+    return TLC_EFRAME;
+  memset(seen, 0, sizeof(seen));
+  for (i = 0; i < s->n_columns; i++) {
+    uint32_t c = s->columns[i];
+    if (c < sizeof(seen)) {
+      if (seen[c])
+        return TLC_EFRAME;
+      seen[c] = 1;
+    }
+    keys += c >= TLC_COL_HANDLE && c <= TLC_COL_KIND;
+  }
+  return keys == TLC_COL_NKEYS ? 0 : TLC_EFRAME;
+}
+
+static int row_from_cells(tlc_stat_t *r, const uint32_t *cols, size_t nc, const int64_t *cell,
+                          size_t nctx, uint32_t nwin) {
+  size_t c;
+  memset(r, 0, sizeof(*r));
+  for (c = 0; c < nc; c++)
+    tlc_col_set(r, cols[c], cell[c]);
+  if (r->context != TLC_CTX_NONE && r->context != TLC_CTX_NEUTRAL && r->context >= nctx)
+    return TLC_EFRAME;
+  if (r->kind > TLC_ROW_STATE)
+    return TLC_EFRAME;
+  if (r->nwin > nwin)
+    r->nwin = nwin;
+  return 0;
+}
+
 int tlc_pb_snapshot_apply(tlc_table_t *t, const Tlcap__Snapshot *s) {
-  size_t i;
+  size_t i, nrows;
   int r, unsorted = 0;
   size_t old_rows;
+  tlc_table_t view;
   if (s->n_window_ns > TLC_MAX_WINDOWS || (unsigned)s->format > TLC_FMT_EVLOG)
     return TLC_EFRAME;
   for (i = 0; i < s->n_contexts; i++)
@@ -383,16 +793,32 @@ int tlc_pb_snapshot_apply(tlc_table_t *t, const Tlcap__Snapshot *s) {
   tlc_pb_counters_get(&t->counters, s->counters);
   t->seq = s->seq;
   old_rows = t->nrows;
-  for (i = 0; i < s->n_rows; i++) {
-    const Tlcap__Row *p = s->rows[i];
+  if (s->n_columns > 0 && s->n_rows > 0)
+    return TLC_EFRAME; /* one encoding per snapshot */
+  tlc_table_init(&view);
+  if (s->n_columns > 0 && (r = cols_check(s)) < 0)
+    return r;
+  nrows = s->n_columns > 0 ? s->n_cells / s->n_columns : s->n_rows;
+  for (i = 0; i < nrows; i++) {
     tlc_stat_t tmp, *dst;
-    if (p == NULL)
-      return TLC_EFRAME;
-    if ((r = row_from_pb(&tmp, p, t->ncontexts, t->nwindows)) < 0)
-      return r;
+    if (s->n_columns > 0) {
+      if ((r = row_from_cells(&tmp, s->columns, s->n_columns, s->cells + i * s->n_columns,
+                              t->ncontexts, t->nwindows)) < 0)
+        return r;
+    } else {
+      const Tlcap__Row *p = s->rows[i];
+      if (p == NULL)
+        return TLC_EFRAME;
+      if ((r = row_from_pb(&tmp, p, t->ncontexts, t->nwindows)) < 0)
+        return r;
+    }
     dst = NULL;
-    if (!s->full && old_rows > 0)
-      dst = (tlc_stat_t *)tlc_table_find(t, tmp.handle, tmp.context, tmp.state);
+    if (!s->full && old_rows > 0) {
+      /* Only the sorted prefix: rows this delta appended are not in order yet. */
+      view.rows = t->rows;
+      view.nrows = old_rows;
+      dst = (tlc_stat_t *)tlc_table_find(&view, tmp.handle, tmp.context, tmp.state);
+    }
     if (dst == NULL) {
       dst = tlc_table_add(t);
       if (dst == NULL)

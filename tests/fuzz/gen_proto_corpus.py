@@ -53,6 +53,10 @@ reqs = [
     cm(9, load_mapping=pb.LoadMapping(target="lab1", mapping=b"INFO\nHANDLE(Functions)\n")),
     cm(10, load_mapping=pb.LoadMapping(target="lab1", mapping=b"xx")),
     cm(11, ping=pb.Ping(cookie=5)),
+    # columnar rows: known, unknown and repeated column ids; Neutral rows only
+    cm(12, subscribe=pb.Subscribe(subscription_id=3, interval_ms=50,
+                                  columns=[6, 16, 17, 18, 20, 48, 128, 129, 138, 5, 99999, 6],
+                                  neutral_only=True, areas=["0000000*"])),
 ]
 unknown = b"\x05\x08\x07\x98\x06\x01"  # request_id 7 and unknown field 99
 w("request", "all_authed", b"\0" + b"".join(fr(r) for r in reqs) + unknown)
@@ -77,6 +81,9 @@ s = pb.Snapshot(target="lab1", seq=5, full=True, window_ns=[1000],
                              windows=[pb.WindowStat(count=1, kinds=[pb.WindowDist(n=1)] * 5)])],
                 mapping=pb.Mapping(areas=[pb.MapArea(handle=1, name="main")]))
 w("frame", "snapshot", b"\x03" + fr(pb.ServerMessage(snapshot=s)))
+sc = pb.Snapshot(target="lab1", seq=6, base_seq=5, window_ns=[1000], contexts=[pb.Context()],
+                 columns=[1, 2, 3, 4, 6, 16, 128], cells=[1, 0, 0, 0, 7, 100, 2] * 3)
+w("frame", "snapshot_columns", b"\x02" + fr(pb.ServerMessage(snapshot=sc)))
 w("frame", "stats", b"\x05" + fr(pb.ServerMessage(request_id=2, stats=pb.Stats(snapshot=s))))
 w("frame", "requests", b"\x00" + fr(hello) + b"".join(fr(r) for r in reqs))
 w("frame", "events", b"\x10" + fr(pb.ServerMessage(events=pb.EventBatch(

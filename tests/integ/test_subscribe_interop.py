@@ -5,9 +5,10 @@ temporary directory, so this proves the wire format is standard protobuf with st
 delimited framing, not something only protobuf-c reads. Then the real tlcapd (loopback, port
 picked free, --no-store) gets a bin11 target, and the test checks: Hello/Welcome, ListTargets,
 a subscription's full snapshot then deltas chained by seq, target events, live event batches,
-GetStats, an unknown request type (error, connection stays), an oversized frame (error, then
-closed), and the `tlcap` CLI: targets, stats (json and text1), watch, send, rotate, usage and
-"daemon not reachable" exit codes.
+GetStats, a columnar subscription (Snapshot.columns and packed cells), an unknown request type
+(error, connection stays), an oversized frame (error, then closed), and the `tlcap` CLI:
+targets, stats (json and text1), watch, send, rotate, usage and "daemon not reachable" exit
+codes.
 
 usage: test_subscribe_interop.py TLCAPD TLCAP PROTO_DIR
 Exit 0 pass, 1 fail, 77 skip (protoc or python3-protobuf missing).
@@ -210,6 +211,22 @@ def main():
         T.check(r.count == 3 and r.totals[pb.KIND_NET] == 1500 and
                 r.dists[pb.KIND_NET].n == 3 and r.dists[pb.KIND_NET].max == 500,
                 "row values: %r" % r)
+        # --- columnar rows: only the columns asked for, after the 4 key columns ---
+        cs = Sub(pb, serve)
+        cs.send(request_id=1, hello=pb.Hello(protocol_version=1, client_name="cols"))
+        cs.expect("welcome")
+        cs.send(request_id=2, subscribe=pb.Subscribe(
+            subscription_id=1, targets=["py"], interval_ms=100, neutral_only=True,
+            columns=[6, 16, 17, 20, 99999]))  # COUNT, NET total/n/max; 99999 unknown
+        cs.expect("ack")
+        m = cs.expect("snapshot")
+        s = m.snapshot
+        T.check(s.full and len(s.rows) == 0 and list(s.columns) == [1, 2, 3, 4, 6, 16, 17, 20],
+                "columnar snapshot: %r" % s)
+        nc = len(s.columns)
+        cells = [list(s.cells[i:i + nc]) for i in range(0, len(s.cells), nc)]
+        T.check(cells == [[0, 0, 0, 0, 3, 1500, 3, 500]], "cells: %r" % cells)
+        cs.close()
         a.send(request_id=6, get_stats=pb.GetStats(target="nope"))
         m = a.expect("error")
         T.check(m.error.code == pb.ERR_NO_SUCH_TARGET and m.request_id == 6, "no such target")

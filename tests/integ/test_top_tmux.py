@@ -78,6 +78,12 @@ def main():
         i1 = [i for i, l in enumerate(lines) if l.startswith("00000001")]
         T.check(i0 and i1 and i1[0] < i0[0], "areas not sorted by net time:\n" + s)
         T.check("sort net" in s and "cumulative" in s, "header:\n" + s)
+        # the values shown (top subscribes to these columns only): AREA CONTEXT COUNT T.NET
+        # T.CALL NET.MAX NET.AVG, from the records above
+        T.check(lines[i1[0]].split() == ["00000001", "core0", "1", "900ns", "900ns", "900ns",
+                                         "900ns"], "area 1 line:\n" + s)
+        T.check(lines[i0[0]].split() == ["00000000", "core0", "2", "200ns", "200ns", "100ns",
+                                         "100ns"], "area 0 line:\n" + s)
 
         tm("send-keys", "-t", "top", "s")
         s = wait_screen(lambda s: "sort count" in s, "sort key changes")

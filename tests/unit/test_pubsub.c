@@ -167,6 +167,46 @@ static void fake_add(fake_t *f, const char *name, size_t rows) {
   tg->t.counters.events = rows;
 }
 
+/* Adds target `name` with two contexts: `areas` code areas with a row per context and a
+ * Neutral row each, and one data row. */
+static void fake_add_multi(fake_t *f, const char *name, size_t areas) {
+  fake_target_t *tg = &f->tg[f->n++];
+  tlc_ctx_t c;
+  size_t k;
+  unsigned ci;
+  snprintf(tg->name, sizeof(tg->name), "%s", name);
+  tg->connected = 1;
+  tlc_table_init(&tg->t);
+  tg->t.format = TLC_FMT_BIN11;
+  memset(&c, 0, sizeof(c));
+  c.kind = TLC_CTXK_CORE;
+  assert_int_equal(tlc_table_add_ctx(&tg->t, &c), 0);
+  c.core = 1;
+  assert_int_equal(tlc_table_add_ctx(&tg->t, &c), 1);
+  for (k = 0; k < areas; k++)
+    for (ci = 0; ci < 3; ci++) {
+      tlc_stat_t *r = tlc_table_add(&tg->t);
+      assert_non_null(r);
+      r->handle = (uint32_t)k;
+      r->context = ci < 2 ? ci : TLC_CTX_NEUTRAL;
+      r->kind = TLC_ROW_CODE;
+      r->count = 10 * k + ci;
+      r->total[TLC_NET] = (int64_t)(1000 * k + ci);
+      r->seq = ++f->seq;
+    }
+  {
+    tlc_stat_t *r = tlc_table_add(&tg->t);
+    r->handle = 0x20000001;
+    r->context = TLC_CTX_NONE;
+    r->kind = TLC_ROW_DATA;
+    r->has_value = 1;
+    r->value = 42;
+    r->count = 1;
+    r->seq = ++f->seq;
+  }
+  tg->seq = f->seq;
+}
+
 /* Changes the first `rows` rows of target i (one new sample each). */
 static void fake_bump(fake_t *f, size_t i, size_t rows) {
   size_t k;
@@ -403,6 +443,31 @@ static void rc_hello(rc_t *c, harness_t *h, const char *token) {
   assert_int_equal(m->welcome->protocol_version, 1);
   assert_int_equal(m->welcome->instance_id, tlc_pubsub_instance_id(h->ps));
   msg_free(m);
+}
+
+/* A Subscribe with columnar rows (columns, neutral_only) and optional area patterns. */
+static void rc_subscribe_cols(rc_t *c, uint32_t id, const char *target, uint32_t interval,
+                              uint32_t *cols, size_t ncols, int neutral_only, const char *area) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__Subscribe s = TLCAP__SUBSCRIBE__INIT;
+  char *t[1], *a[1];
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_SUBSCRIBE;
+  cm.subscribe = &s;
+  cm.request_id = 100 + id;
+  s.subscription_id = id;
+  t[0] = (char *)target;
+  s.targets = t;
+  s.n_targets = 1;
+  if (area != NULL) {
+    a[0] = (char *)area;
+    s.areas = a;
+    s.n_areas = 1;
+  }
+  s.interval_ms = interval;
+  s.columns = cols;
+  s.n_columns = ncols;
+  s.neutral_only = neutral_only;
+  rc_send(c, &cm);
 }
 
 static void rc_subscribe(rc_t *c, uint32_t id, const char *target, uint32_t interval, int events,
@@ -685,10 +750,12 @@ static void test_shared_feed(void **state) {
   }
   tlc_pubsub_get_stats(h.ps, &st);
   assert_int_equal(st.feeds, 1);
-  tlc__ps_tick_all(h.ps); /* the first tick: full, content unchanged */
-  for (i = 0; i < 3; i++)
-    msg_free(rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
+  /* the feed's first tick ran when the first one subscribed; the two others got the same
+   * full snapshot from the feed */
+  assert_int_equal(st.snapshots_built, 1); /* lab1 only */
+  tlc__ps_tick_all(h.ps);                  /* nothing changed: nothing built, nothing sent */
   tlc_pubsub_get_stats(h.ps, &st);
+  assert_int_equal(st.snapshots_built, 1);
   built = st.snapshots_built;
   fake_bump(&h.fake, 0, 1);
   tlc__ps_tick_all(h.ps);
@@ -1096,13 +1163,10 @@ static void test_many_subscribers(void **state) {
     m = rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT); /* both targets */
     msg_free(m);
   }
-  tlc__ps_tick_all(h.ps);
-  for (i = 0; i < N; i++) {
-    msg_free(rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
-    msg_free(rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
-  }
+  tlc__ps_tick_all(h.ps); /* nothing changed: nothing sent */
   tlc_pubsub_get_stats(h.ps, &st);
   built = st.snapshots_built;
+  assert_int_equal(built, 2); /* the two targets' full snapshots, shared by all 500 */
   fake_bump(&h.fake, 0, 5);
   tlc__ps_tick_all(h.ps);
   for (i = 0; i < N; i++) {
@@ -1117,6 +1181,232 @@ static void test_many_subscribers(void **state) {
   for (i = 0; i < N; i++)
     rc_close(&c[i]);
   free(c);
+  h_stop(&h);
+}
+
+/* Columnar rows: only the columns asked for (after the keys), full then deltas; neutral_only
+ * keeps one row per code area on a target with several contexts. */
+static void test_columns(void **state) {
+  harness_t h;
+  rc_t c;
+  Tlcap__ServerMessage *m;
+  uint32_t cols[] = { TLC_COL_COUNT, TLC_COL_DIST(TLC_NET, TLC_COLF_TOTAL), 4242 };
+  tlc_table_t t;
+  uint64_t seq;
+  size_t i;
+  (void)state;
+  h_start(&h, NULL, 10);
+  fake_add_multi(&h.fake, "multi", 4);
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe_cols(&c, 1, "lab1", 3600000, cols, 3, 0, NULL);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_true(m->snapshot->full);
+  assert_int_equal(m->snapshot->n_rows, 0);
+  assert_int_equal(m->snapshot->n_columns, 6); /* 4 keys, COUNT, NET total; 4242 unknown */
+  assert_int_equal(m->snapshot->columns[4], TLC_COL_COUNT);
+  assert_int_equal(m->snapshot->n_cells, 10 * 6);
+  tlc_table_init(&t);
+  assert_int_equal(tlc_pb_snapshot_apply(&t, m->snapshot), 0);
+  seq = m->snapshot->seq;
+  msg_free(m);
+  fake_bump(&h.fake, 0, 3);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_false(m->snapshot->full);
+  assert_int_equal(m->snapshot->base_seq, seq);
+  assert_int_equal(m->snapshot->n_cells, 3 * 6);
+  assert_int_equal(tlc_pb_snapshot_apply(&t, m->snapshot), 0);
+  msg_free(m);
+  assert_int_equal(t.nrows, 10);
+  for (i = 0; i < 10; i++) {
+    const tlc_stat_t *x = &h.fake.tg[0].t.rows[i];
+    assert_int_equal(t.rows[i].handle, x->handle);
+    assert_int_equal(t.rows[i].count, x->count);
+    assert_int_equal(t.rows[i].total[TLC_NET], x->total[TLC_NET]);
+    assert_int_equal(t.rows[i].dist[TLC_NET].n, 0); /* not asked for */
+    assert_int_equal(t.rows[i].nwin, 0);
+  }
+  tlc_table_fini(&t);
+  /* neutral_only on a target with two contexts: 4 Neutral rows and the data row */
+  rc_subscribe_cols(&c, 2, "multi", 3600000, cols, 2, 1, NULL);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_string_equal(m->snapshot->target, "multi");
+  assert_int_equal(m->snapshot->n_cells, 5 * 6);
+  for (i = 0; i < 5; i++) {
+    int64_t ctx = m->snapshot->cells[i * 6 + 1], kind = m->snapshot->cells[i * 6 + 3];
+    assert_true(kind != TLC_ROW_CODE || ctx == (int64_t)TLC_CTX_NEUTRAL);
+  }
+  assert_int_equal(m->snapshot->cells[4 * 6 + 0], 0x20000001);
+  assert_int_equal(m->snapshot->cells[4 * 6 + 3], TLC_ROW_DATA | 4); /* has_value */
+  msg_free(m);
+  rc_close(&c);
+  h_stop(&h);
+}
+
+/* Subscribers that fell behind catch up with one delta each, built once for all of them, and
+ * then take the shared deltas again: one build per tick however many they are. */
+static void test_catchup_rejoins_shared(void **state) {
+  enum { N = 3 };
+  harness_t h;
+  tlc_pubsub_opts_t o;
+  tlc_pubsub_stats_t st;
+  rc_t c[N];
+  uint64_t seq[N], built;
+  tlc_table_t t[N];
+  int i, round;
+  (void)state;
+  tlc_pubsub_opts_default(&o);
+  o.sndbuf = 16384;
+  h_start(&h, &o, 3000);
+  for (i = 0; i < N; i++) {
+    rc_open(&c[i], h.port, 4096);
+    rc_hello(&c[i], &h, NULL);
+    rc_subscribe(&c[i], 1, "lab1", 3600000, 0, 0);
+    msg_free(rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+    tlc_table_init(&t[i]);
+    seq[i] = 0;
+  }
+  /* nobody reads: the deltas (about 190 KB each) coalesce */
+  for (round = 0; round < 10; round++) {
+    fake_bump(&h.fake, 0, 3000);
+    tlc__ps_tick_all(h.ps);
+    uv_run(&h.loop, UV_RUN_NOWAIT);
+  }
+  tlc_pubsub_get_stats(h.ps, &st);
+  assert_true(st.snapshots_coalesced > 0);
+  for (i = 0; i < N; i++) {
+    for (;;) {
+      Tlcap__ServerMessage *m = rc_recv_t(&c[i], &h, 300);
+      if (m == NULL)
+        break;
+      if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT) {
+        if (seq[i] != 0)
+          assert_int_equal(m->snapshot->base_seq, seq[i]); /* no gap */
+        assert_int_equal(tlc_pb_snapshot_apply(&t[i], m->snapshot), 0);
+        seq[i] = m->snapshot->seq;
+      }
+      msg_free(m);
+    }
+    assert_int_equal(seq[i], h.fake.seq);
+    assert_int_equal(t[i].rows[2999].count, h.fake.tg[0].t.rows[2999].count);
+  }
+  tlc_pubsub_get_stats(h.ps, &st);
+  built = st.snapshots_built;
+  for (round = 0; round < 3; round++) {
+    fake_bump(&h.fake, 0, 2);
+    tlc__ps_tick_all(h.ps);
+    for (i = 0; i < N; i++) {
+      Tlcap__ServerMessage *m = rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+      assert_int_equal(m->snapshot->base_seq, seq[i]);
+      assert_int_equal(m->snapshot->n_rows, 2);
+      seq[i] = m->snapshot->seq;
+      msg_free(m);
+    }
+  }
+  tlc_pubsub_get_stats(h.ps, &st);
+  assert_int_equal(st.snapshots_built, built + 3); /* the shared delta of each tick, only */
+  for (i = 0; i < N; i++) {
+    tlc_table_fini(&t[i]);
+    rc_close(&c[i]);
+  }
+  h_stop(&h);
+}
+
+/* Feeds with the same options (here: different area filters) that tick in the same pass share
+ * one engine snapshot per target. */
+static void test_feeds_share_snapshot(void **state) {
+  harness_t h;
+  rc_t c;
+  uint32_t cols[] = { TLC_COL_COUNT };
+  tlc_pubsub_stats_t st;
+  int calls;
+  Tlcap__ServerMessage *m;
+  (void)state;
+  h_start(&h, NULL, 4);
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe_cols(&c, 1, "lab1", 3600000, cols, 1, 0, "main");
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
+  rc_subscribe_cols(&c, 2, "lab1", 3600000, cols, 1, 0, "isr*");
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
+  tlc_pubsub_get_stats(h.ps, &st);
+  assert_int_equal(st.feeds, 2);
+  fake_bump(&h.fake, 0, 4);
+  calls = h.fake.snapshot_calls;
+  tlc__ps_tick_all(h.ps);
+  assert_int_equal(h.fake.snapshot_calls, calls + 1);
+  /* each feed still filters its own rows: "main" is handle 0, "isr_timer" handle 1 */
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->n_cells, TLC_COL_NKEYS + 1);
+  msg_free(m);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->n_cells, TLC_COL_NKEYS + 1);
+  msg_free(m);
+  rc_close(&c);
+  h_stop(&h);
+}
+
+/* The small target's delta goes first: taken first in the tick pass (an event that arrives
+ * during a pass waits for its target's next tick), and first in a write that carries both
+ * (here the previous write may still be in flight when the tick runs). */
+static void test_small_targets_first(void **state) {
+  harness_t h;
+  rc_t c;
+  Tlcap__ServerMessage *m;
+  int i;
+  (void)state;
+  h_start(&h, NULL, 3000); /* lab1: 3000 rows, lab2: 3 rows */
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe(&c, 1, NULL, 3600000, 0, 0);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  for (i = 0; i < 2; i++) /* the full snapshots */
+    msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT));
+  fake_bump(&h.fake, 0, 3000);
+  fake_bump(&h.fake, 1, 1);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_string_equal(m->snapshot->target, "lab2");
+  msg_free(m);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_string_equal(m->snapshot->target, "lab1");
+  assert_int_equal(m->snapshot->n_rows, 3000);
+  msg_free(m);
+  rc_close(&c);
+  h_stop(&h);
+}
+
+/* The same conversation with writes from the loop thread (no serving thread). */
+static void test_write_on_loop(void **state) {
+  harness_t h;
+  tlc_pubsub_opts_t o;
+  rc_t c;
+  Tlcap__ServerMessage *m;
+  uint64_t seq;
+  (void)state;
+  tlc_pubsub_opts_default(&o);
+  o.write_on_loop = 1;
+  h_start(&h, &o, 5);
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe(&c, 1, "lab1", 3600000, 0, 0);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->n_rows, 5);
+  seq = m->snapshot->seq;
+  msg_free(m);
+  fake_bump(&h.fake, 0, 1);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->base_seq, seq);
+  assert_int_equal(m->snapshot->n_rows, 1);
+  msg_free(m);
+  rc_close(&c);
   h_stop(&h);
 }
 
@@ -1228,12 +1518,23 @@ static void test_alloc_failures(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_token_compare),       cmocka_unit_test(test_requests),
-    cmocka_unit_test(test_subscribe_deltas),    cmocka_unit_test(test_shared_feed),
-    cmocka_unit_test(test_bad_frames),          cmocka_unit_test(test_auth),
-    cmocka_unit_test(test_nonloopback_refused), cmocka_unit_test(test_unix_socket),
-    cmocka_unit_test(test_slow_consumers),      cmocka_unit_test(test_coalesce_and_soft),
-    cmocka_unit_test(test_many_subscribers),    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_token_compare),
+    cmocka_unit_test(test_requests),
+    cmocka_unit_test(test_subscribe_deltas),
+    cmocka_unit_test(test_shared_feed),
+    cmocka_unit_test(test_bad_frames),
+    cmocka_unit_test(test_auth),
+    cmocka_unit_test(test_nonloopback_refused),
+    cmocka_unit_test(test_unix_socket),
+    cmocka_unit_test(test_slow_consumers),
+    cmocka_unit_test(test_coalesce_and_soft),
+    cmocka_unit_test(test_many_subscribers),
+    cmocka_unit_test(test_columns),
+    cmocka_unit_test(test_catchup_rejoins_shared),
+    cmocka_unit_test(test_feeds_share_snapshot),
+    cmocka_unit_test(test_write_on_loop),
+    cmocka_unit_test(test_small_targets_first),
+    cmocka_unit_test(test_alloc_failures),
   };
   signal(SIGPIPE, SIG_IGN);
   uv_replace_allocator(tlc_malloc, tlc_realloc, tlc_calloc, tlc_free);
