@@ -167,6 +167,15 @@ struct tlc_engine {
   size_t caphh;
   uint64_t *hlog; /* queued histogram samples: (row * NK + kind) << HLOG_SHIFT | bucket */
   size_t nhlog;
+  /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
+   * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
+   * rows changed, and the engine row -> table row map */
+  struct grp *grp;
+  size_t ngrp, capgrp, grp_nrows;
+  uint64_t ctxgen, grp_gen; /* ctxgen: incremented whenever a row gets its context */
+  uint32_t *smap;
+  uint8_t *schg;
+  size_t capsmap, capschg;
 };
 
 /* ---- small helpers ---- */
@@ -669,6 +678,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
       e->tctx[e->ntctx++] = ci;
     }
     r->ctx = ci;
+    e->ctxgen++;
   }
   r->seq = e->seq;
   memset(&a, 0, sizeof(a));
@@ -1044,6 +1054,9 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->ctx);
   tlc_free(e->tctx);
   tlc_free(e->ht);
+  tlc_free(e->grp);
+  tlc_free(e->smap);
+  tlc_free(e->schg);
   tlc_free(e);
 }
 
@@ -1188,32 +1201,60 @@ static int cmp_grp(const void *a, const void *b) {
   return 0;
 }
 
-/* Adds the Neutral rows (rows [0, nrows) are the engine's rows in order). */
-static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
-                       uint8_t **keep, size_t *capkeep) {
+/* p (capacity *cap elements of `elem` bytes) grown to hold at least `need`: the new pointer
+ * (*cap updated), or NULL (p and *cap unchanged) when memory is short. */
+static void *reserve(void *p, size_t *cap, size_t need, size_t elem) {
+  size_t ncap = *cap ? *cap : 64;
+  void *np;
+  if (need <= *cap)
+    return p;
+  while (ncap < need)
+    ncap *= 2;
+  if (ncap > SIZE_MAX / elem || (np = tlc_realloc(p, ncap * elem)) == NULL)
+    return NULL;
+  *cap = ncap;
+  return np;
+}
+
+/* The code rows that have a context, ordered by area then context index (e->grp[0, ngrp)),
+ * rebuilt only when rows were added or a row got its context since the last build. */
+static int groups(tlc_engine_t *e) {
+  size_t i, n = e->nrows;
   grp_t *g;
-  const tlc_hist_t **hs = NULL;
-  size_t ng = 0, i, j, n = e->nrows;
-  int rc = 0;
-  g = tlc_malloc((n ? n : 1) * sizeof(*g));
-  hs = tlc_malloc((n ? n : 1) * sizeof(*hs));
-  if (g == NULL || hs == NULL) {
-    rc = TLC_ENOMEM;
-    goto out;
-  }
+  if (e->grp != NULL && e->grp_nrows == n && e->grp_gen == e->ctxgen)
+    return 0;
+  if ((g = reserve(e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t))) == NULL)
+    return TLC_ENOMEM;
+  e->grp = g;
+  e->ngrp = 0;
   for (i = 0; i < n; i++)
     if (e->rows[i].kind == TLC_ROW_CODE && e->rows[i].ctx != NONE32)
-      g[ng++] = (grp_t){ e->rows[i].handle, e->ctx[e->rows[i].ctx].tindex, (uint32_t)i };
-  qsort(g, ng, sizeof(*g), cmp_grp);
+      e->grp[e->ngrp++] = (grp_t){ e->rows[i].handle, e->ctx[e->rows[i].ctx].tindex, (uint32_t)i };
+  qsort(e->grp, e->ngrp, sizeof(grp_t), cmp_grp);
+  e->grp_nrows = n;
+  e->grp_gen = e->ctxgen;
+  return 0;
+}
+
+/* Adds a Neutral row for every area of which a context's row changed (e->schg), merged from
+ * the table rows of its contexts (e->smap: engine row -> table row, all of them filled). */
+static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                       uint8_t **keep, size_t *capkeep) {
+  const grp_t *g = e->grp;
+  const tlc_hist_t **hs = NULL;
+  size_t ng = e->ngrp, i, j;
+  int rc = 0;
   for (i = 0; i < ng; i = j) {
     tlc_stat_t *s;
-    size_t m, w;
+    size_t m, w, nh;
     unsigned k;
     uint8_t kp = 0;
     for (j = i; j < ng && g[j].handle == g[i].handle; j++)
-      ;
-    uint8_t *nk = grow(*keep, capkeep, t->nrows, 1, 64);
-    if (nk == NULL) {
+      kp |= e->schg[g[j].row];
+    if (!kp)
+      continue;
+    uint8_t *nk = reserve(*keep, capkeep, t->nrows + 1, 1);
+    if (nk == NULL || (hs == NULL && (hs = tlc_malloc((ng ? ng : 1) * sizeof(*hs))) == NULL)) {
       rc = TLC_ENOMEM;
       goto out;
     }
@@ -1228,8 +1269,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
     s->kind = TLC_ROW_CODE;
     s->nwin = so->windows ? e->o.nwindows : 0;
     for (m = i; m < j; m++) {
-      const tlc_stat_t *x = &t->rows[g[m].row];
-      kp |= (*keep)[g[m].row];
+      const tlc_stat_t *x = &t->rows[e->smap[g[m].row]];
       s->count += x->count;
       s->anomalies += x->anomalies;
       if (x->seq > s->seq)
@@ -1248,22 +1288,18 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       }
     }
     s->total[TLC_PERIOD] = 0;
-    if (so->quantiles) {
+    if (so->quantiles && e->hh != NULL) {
       for (k = TLC_NET; k <= TLC_CALL; k++) {
-        size_t nh = 0;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
-        for (m = i; m < j; m++)
-          if (e->hh != NULL)
-            hs[nh++] = &e->hh[(size_t)g[m].row * NK + hk];
-        if (nh > 0)
-          s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(hs, nh, s->dist[k].n, s->dist[k].min,
-                                                          s->dist[k].max, s->dist[k].q);
+        for (nh = 0, m = i; m < j; m++)
+          hs[nh++] = &e->hh[(size_t)g[m].row * NK + hk];
+        s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(hs, nh, s->dist[k].n, s->dist[k].min,
+                                                        s->dist[k].max, s->dist[k].q);
       }
     }
-    (*keep)[t->nrows - 1] = kp;
+    (*keep)[t->nrows - 1] = 1;
   }
 out:
-  tlc_free(g);
   tlc_free(hs);
   return rc;
 }
@@ -1337,10 +1373,11 @@ static int sort_rows(tlc_table_t *t) {
 }
 
 int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
-  tlc_snap_opts_t dso = { 0, 1, 1, 1 };
+  tlc_snap_opts_t dso = { 0, 1, 1, 1, 0 };
   uint8_t *keep = NULL;
-  size_t capkeep = 0, i, j;
-  int rc = 0;
+  size_t capkeep = 0, i, j, n = e->nrows;
+  int rc = 0, neut, only, tgrew;
+  void *p;
   if (so == NULL)
     so = &dso;
   if (e->nhlog > 0 && so->quantiles)
@@ -1369,25 +1406,54 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
       return rc;
     rc = 0;
   }
-  keep = grow(NULL, &capkeep, e->nrows, 1, e->nrows + 64);
-  if (keep == NULL)
+  neut = (so->neutral || so->neutral_only) && e->ntctx > 1;
+  only = neut && so->neutral_only;
+  tgrew = so->since_seq != 0 && e->tseq > so->since_seq;
+  if ((p = reserve(e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t))) == NULL)
     return TLC_ENOMEM;
-  /* every row, in engine order (table row i == engine row i) */
-  for (i = 0; i < e->nrows; i++) {
+  e->smap = p;
+  if ((p = reserve(e->schg, &e->capschg, n ? n : 1, 1)) == NULL)
+    return TLC_ENOMEM;
+  e->schg = p;
+  if ((keep = reserve(NULL, &capkeep, n + 64, 1)) == NULL || (neut && groups(e) < 0)) {
+    rc = TLC_ENOMEM;
+    goto out;
+  }
+  /* which rows changed (schg), and which are copied into the table (smap != NONE32): the
+   * changed ones, and every context's row of an area whose Neutral row is wanted */
+  for (i = 0; i < n; i++) {
     const erow_t *r = &e->rows[i];
-    tlc_stat_t *s = tlc_table_add(t);
-    if (s == NULL) {
+    e->schg[i] =
+        !(r->kind == TLC_ROW_CODE && r->ctx == NONE32) &&
+        (so->since_seq == 0 || r->seq > so->since_seq || ((r->open > 0 || r->out_active) && tgrew));
+  }
+  for (i = 0; i < e->nsa; i++)
+    if (e->sa[i].valid && tgrew)
+      e->schg[e->sa[i].row] = 1;
+  for (i = 0; i < n; i++)
+    e->smap[i] = e->schg[i] ? 0 : NONE32;
+  if (neut) {
+    for (i = 0; i < e->ngrp; i = j) {
+      uint8_t any = 0;
+      for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
+        any |= e->schg[e->grp[j].row];
+      for (; any && i < j; i++)
+        e->smap[e->grp[i].row] = 0;
+    }
+  }
+  for (i = 0; i < n; i++) {
+    const erow_t *r = &e->rows[i];
+    tlc_stat_t *s;
+    if (e->smap[i] == NONE32)
+      continue;
+    e->smap[i] = (uint32_t)t->nrows;
+    if ((s = tlc_table_add(t)) == NULL) {
       rc = TLC_ENOMEM;
       goto out;
     }
-    if (r->kind == TLC_ROW_CODE && r->ctx == NONE32) {
-      keep[i] = 0; /* never got a context (allocation failure): removed below */
-      s->handle = r->handle;
-      continue;
-    }
     fill_row(e, r, s, so);
-    keep[i] = so->since_seq == 0 || r->seq > so->since_seq ||
-              ((r->open > 0 || r->out_active) && e->tseq > so->since_seq);
+    /* with neutral_only an area's per-context rows are only material for its Neutral row */
+    keep[t->nrows - 1] = e->schg[i] && !(only && r->kind == TLC_ROW_CODE);
   }
   /* open activations up to T */
   for (i = 0; i < e->nctx; i++) {
@@ -1395,8 +1461,11 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
     int64_t in_t = ctx_in(e, c, e->last);
     for (j = 0; j < c->depth; j++) {
       const act_t *a = &c->stack[j];
-      tlc_stat_t *s = &t->rows[a->row];
+      tlc_stat_t *s;
       int64_t net = a->net;
+      if (e->smap[a->row] == NONE32)
+        continue;
+      s = &t->rows[e->smap[a->row]];
       if (a->running)
         net = tadd(net, nonneg(tsub(in_t, a->run_start)));
       s->total[TLC_NET] = tadd(s->total[TLC_NET], net);
@@ -1408,22 +1477,20 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   /* open state stays up to T */
   for (i = 0; i < e->nsa; i++) {
     const sarea_t *sa = &e->sa[i];
-    if (sa->valid) {
-      t->rows[sa->row].total[TLC_NET] =
-          tadd(t->rows[sa->row].total[TLC_NET], nonneg(tsub(e->last, sa->since)));
-      if (so->since_seq != 0 && e->tseq > so->since_seq)
-        keep[sa->row] = 1;
+    if (sa->valid && e->smap[sa->row] != NONE32) {
+      tlc_stat_t *s = &t->rows[e->smap[sa->row]];
+      s->total[TLC_NET] = tadd(s->total[TLC_NET], nonneg(tsub(e->last, sa->since)));
     }
   }
-  if (so->neutral && e->ntctx > 1) {
-    rc = add_neutral(e, t, so, &keep, &capkeep);
-    if (rc < 0)
-      goto out;
-  }
-  /* drop what is not wanted (unchanged rows of a delta, context-less rows) */
+  if (neut && (rc = add_neutral(e, t, so, &keep, &capkeep)) < 0)
+    goto out;
+  /* drop the rows copied only for a Neutral merge */
   for (i = j = 0; i < t->nrows; i++)
-    if (keep[i])
-      t->rows[j++] = t->rows[i];
+    if (keep[i]) {
+      if (i != j)
+        t->rows[j] = t->rows[i];
+      j++;
+    }
   t->nrows = j;
   rc = sort_rows(t);
 out:

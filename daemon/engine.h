@@ -136,13 +136,15 @@ void tlc_engine_gap(tlc_engine_t *e);
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
 
 typedef struct tlc_snap_opts {
-  uint64_t since_seq; /* 0: all rows; else only rows changed after that sequence: an event
-                         changed them, or T grew while they had an open part (activation, stay,
-                         outside stretch); Neutral rows when any of their contexts' rows is.
-                         Rows whose windows only slid with T are not included. */
-  uint8_t windows;    /* 1: fill row.win[] (row.nwin = nwindows) */
-  uint8_t neutral;    /* 1: add Neutral rows when there is more than one context */
-  uint8_t quantiles;  /* 1: fill dist.q[] and has_q from the histograms (when kept) */
+  uint64_t since_seq;   /* 0: all rows; else only rows changed after that sequence: an event
+                           changed them, or T grew while they had an open part (activation, stay,
+                           outside stretch); Neutral rows when any of their contexts' rows is.
+                           Rows whose windows only slid with T are not included. */
+  uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows) */
+  uint8_t neutral;      /* 1: add Neutral rows when there is more than one context */
+  uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept) */
+  uint8_t neutral_only; /* 1: with more than one context, code areas come as Neutral rows only
+                           (no per-context rows; implies neutral) */
 } tlc_snap_opts_t;
 
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every

@@ -237,7 +237,7 @@ typedef struct writer {
 typedef struct snap_cache {
   size_t idx;
   uint64_t since;
-  uint8_t windows, neutral, quantiles, used;
+  uint8_t windows, neutral, quantiles, neutral_only, used;
   tlc_table_t t;
 } snap_cache_t;
 
@@ -624,7 +624,8 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
         continue;
       }
       if (e->idx == idx && e->since == so->since_seq && e->windows == so->windows &&
-          e->neutral == so->neutral && e->quantiles == so->quantiles)
+          e->neutral == so->neutral && e->quantiles == so->quantiles &&
+          e->neutral_only == so->neutral_only)
         return &e->t;
     }
     if (c != NULL)
@@ -639,6 +640,7 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
     c->since = so->since_seq;
     c->windows = so->windows;
     c->neutral = so->neutral;
+    c->neutral_only = so->neutral_only;
     c->quantiles = so->quantiles;
   }
   return t;
@@ -668,6 +670,7 @@ static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_
   so.windows = spec->windows;
   so.neutral = spec->neutral;
   so.quantiles = spec->quantiles;
+  so.neutral_only = spec->neutral_only;
   if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
     return r;
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
@@ -1233,6 +1236,7 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   so.windows = spec->windows;
   so.neutral = spec->neutral;
   so.quantiles = spec->quantiles;
+  so.neutral_only = spec->neutral_only;
   if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
     return r;
   if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&

@@ -368,6 +368,38 @@ static void build_mapping(void) {
   tlc_mapping_finish(&g_map);
 }
 
+/* A delta snapshot (since `since`, optionally neutral_only) against the full snapshot `f` taken
+ * with the same windows and quantiles and Neutral rows: its rows are rows of f, identical and in
+ * f's order; every row of f changed after `since` is in it, except that with neutral_only (and
+ * more than one context) no per-context code row is. Returns 1 when it holds. */
+static int check_delta(const tlc_table_t *f, const tlc_table_t *d, uint64_t since, int only) {
+  size_t i, j = 0;
+  int multi = f->ncontexts > 1;
+  for (i = 0; i < f->nrows; i++) {
+    const tlc_stat_t *r = &f->rows[i];
+    int percontext = r->kind == TLC_ROW_CODE && r->context != TLC_CTX_NEUTRAL;
+    int excluded = only && multi && percontext;
+    if (j < d->nrows && memcmp(&d->rows[j], r, sizeof(*r)) == 0) {
+      if (excluded) {
+        fprintf(stderr, "%s: neutral_only delta has per-context row %08x/%u\n", where, r->handle,
+                r->context);
+        return 0;
+      }
+      j++;
+    } else if (!excluded && (since == 0 || r->seq > since)) {
+      fprintf(stderr, "%s: delta since %" PRIu64 " lacks row %08x/%u (seq %" PRIu64 ")\n", where,
+              since, r->handle, r->context, r->seq);
+      return 0;
+    }
+  }
+  if (j != d->nrows) {
+    fprintf(stderr, "%s: delta row %zu (%08x/%u) is not a row of the full snapshot\n", where, j,
+            d->rows[j].handle, d->rows[j].context);
+    return 0;
+  }
+  return 1;
+}
+
 static int run_one(int kind, uint64_t seed) {
   static gen_t g;
   tlc_engine_t *e = NULL;
@@ -375,7 +407,8 @@ static int run_one(int kind, uint64_t seed) {
   tlc_engine_opts_t eo;
   tlc_oracle_opts_t oo;
   tlc_table_t te, to;
-  tlc_snap_opts_t so = { 0, 1, 1, 1 };
+  tlc_snap_opts_t so = { 0, 1, 1, 1, 0 };
+  uint64_t since = 0;
   size_t len, i, cut[3];
   unsigned ci = 0;
   int ok = 1;
@@ -417,6 +450,23 @@ static int run_one(int kind, uint64_t seed) {
       snprintf(where, sizeof(where), "kind=%s seed=%" PRIu64 " after %zu of %zu events",
                kind_name[kind], seed, i, g.n);
       ok = cmp_tables(&te, &to, 1);
+      if (ok) { /* a delta since the previous cut against a full snapshot */
+        tlc_snap_opts_t sf = { 0, so.windows, 1, 1, 0 }, sd = sf;
+        tlc_table_t tf, td;
+        tlc_table_init(&tf);
+        tlc_table_init(&td);
+        sd.since_seq = since;
+        sd.neutral = (uint8_t)rng_chance(&pr, 1, 2);
+        sd.neutral_only = (uint8_t)rng_chance(&pr, 1, 2);
+        if (!sd.neutral && !sd.neutral_only)
+          sf.neutral = 0;
+        assert_int_equal(tlc_engine_snapshot(e, &tf, &sf), 0);
+        assert_int_equal(tlc_engine_snapshot(e, &td, &sd), 0);
+        ok = check_delta(&tf, &td, since, sd.neutral_only);
+        since = tf.seq;
+        tlc_table_fini(&tf);
+        tlc_table_fini(&td);
+      }
       ci++;
     }
     if (i == g.n || !ok)
