@@ -1121,7 +1121,8 @@ static void wmerge(tlc_wdist_t *a, const wkd_t *b) {
   a->sum = tadd(a->sum, b->sum);
 }
 
-static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s) {
+/* The rolling windows of row r into s: the sample kinds of mask `km` (bit k: kind k). */
+static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s, unsigned km) {
   const wrow_t *w = r->w;
   unsigned i, j, k;
   s->nwin = e->o.nwindows;
@@ -1135,21 +1136,32 @@ static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s) 
         continue;
       s->win[i].count += b->count;
       for (k = 0; k < NK; k++)
-        wmerge(&s->win[i].k[k], &b->k[k]);
+        if (km & (1u << k))
+          wmerge(&s->win[i].k[k], &b->k[k]);
     }
     /* the row's current interval lies in one step of this window */
     if (floordiv(r->wlo, e->step[i]) > lim) {
       s->win[i].count += r->count - w->fcount;
       for (k = 0; k < NK; k++) {
         const wkd_t h = { r->d[k].n, r->d[k].sum, r->d[k].min, r->d[k].max };
-        wmerge(&s->win[i].k[k], &h);
+        if (km & (1u << k))
+          wmerge(&s->win[i].k[k], &h);
       }
     }
   }
 }
 
+/* The sample kinds a snapshot fills (bit k: kind k): so->kinds (0: all), with CALL when GROSS
+ * is asked and GROSS is CALL (no context_area). */
+static unsigned snap_kinds(const tlc_engine_t *e, const tlc_snap_opts_t *so) {
+  unsigned km = so->kinds != 0 ? so->kinds & ((1u << NK) - 1) : (1u << NK) - 1;
+  if (!e->ctxmode && (km & (1u << TLC_GROSS)))
+    km |= 1u << TLC_CALL;
+  return km;
+}
+
 static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
-                     const tlc_snap_opts_t *so) {
+                     const tlc_snap_opts_t *so, unsigned km) {
   unsigned k;
   s->handle = r->handle;
   s->context = r->kind == TLC_ROW_CODE ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
@@ -1164,11 +1176,13 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   s->seq = r->seq;
   for (k = 0; k < NK; k++) {
     edist_t d = r->d[k];
+    s->total[k] = r->total[k];
+    if (!(km & (1u << k)))
+      continue;
     if (r->w != NULL) { /* cumulative = earlier intervals + the current one */
       d = r->w->f[k];
       edist_merge(&d, &r->d[k]);
     }
-    s->total[k] = r->total[k];
     to_dist(&s->dist[k], &d);
     if (so->quantiles && e->hh != NULL) {
       const tlc_hist_t *hp = &e->hh[(size_t)(r - e->rows) * NK + k];
@@ -1178,8 +1192,8 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   if (r->out_active)
     s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
   if (so->windows)
-    fill_windows(e, r, s);
-  if (!e->ctxmode && r->kind == TLC_ROW_CODE) {
+    fill_windows(e, r, s, km);
+  if (!e->ctxmode && r->kind == TLC_ROW_CODE && (km & (1u << TLC_GROSS))) {
     /* GROSS == CALL without context_area; only CALL's samples are kept */
     unsigned w;
     s->dist[TLC_GROSS] = s->dist[TLC_CALL];
@@ -1239,7 +1253,7 @@ static int groups(tlc_engine_t *e) {
 /* Adds a Neutral row for every area of which a context's row changed (e->schg), merged from
  * the table rows of its contexts (e->smap: engine row -> table row, all of them filled). */
 static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
-                       uint8_t **keep, size_t *capkeep) {
+                       unsigned km, uint8_t **keep, size_t *capkeep) {
   const grp_t *g = e->grp;
   const tlc_hist_t **hs = NULL;
   size_t ng = e->ngrp, i, j;
@@ -1277,10 +1291,13 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       for (k = 0; k < NK; k++)
         s->total[k] = tadd(s->total[k], x->total[k]);
       for (k = TLC_NET; k <= TLC_CALL; k++)
-        tlc_dist_merge(&s->dist[k], &x->dist[k]);
+        if (km & (1u << k))
+          tlc_dist_merge(&s->dist[k], &x->dist[k]);
       for (w = 0; w < s->nwin; w++) {
         s->win[w].count += x->win[w].count;
         for (k = TLC_NET; k <= TLC_CALL; k++) {
+          if (!(km & (1u << k)))
+            continue;
           const wkd_t b = { x->win[w].k[k].n, x->win[w].k[k].sum, x->win[w].k[k].min,
                             x->win[w].k[k].max };
           wmerge(&s->win[w].k[k], &b);
@@ -1290,6 +1307,8 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
     s->total[TLC_PERIOD] = 0;
     if (so->quantiles && e->hh != NULL) {
       for (k = TLC_NET; k <= TLC_CALL; k++) {
+        if (!(km & (1u << k)))
+          continue;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
         for (nh = 0, m = i; m < j; m++)
           hs[nh++] = &e->hh[(size_t)g[m].row * NK + hk];
@@ -1373,13 +1392,15 @@ static int sort_rows(tlc_table_t *t) {
 }
 
 int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
-  tlc_snap_opts_t dso = { 0, 1, 1, 1, 0 };
+  tlc_snap_opts_t dso = { 0, 1, 1, 1, 0, 0 };
   uint8_t *keep = NULL;
   size_t capkeep = 0, i, j, n = e->nrows;
   int rc = 0, neut, only, tgrew;
+  unsigned km;
   void *p;
   if (so == NULL)
     so = &dso;
+  km = snap_kinds(e, so);
   if (e->nhlog > 0 && so->quantiles)
     hlog_flush(e); /* counts the queued histogram samples; no statistic changes */
   tlc_table_clear(t);
@@ -1451,7 +1472,7 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
       rc = TLC_ENOMEM;
       goto out;
     }
-    fill_row(e, r, s, so);
+    fill_row(e, r, s, so, km);
     /* with neutral_only an area's per-context rows are only material for its Neutral row */
     keep[t->nrows - 1] = e->schg[i] && !(only && r->kind == TLC_ROW_CODE);
   }
@@ -1482,7 +1503,7 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
       s->total[TLC_NET] = tadd(s->total[TLC_NET], nonneg(tsub(e->last, sa->since)));
     }
   }
-  if (neut && (rc = add_neutral(e, t, so, &keep, &capkeep)) < 0)
+  if (neut && (rc = add_neutral(e, t, so, km, &keep, &capkeep)) < 0)
     goto out;
   /* drop the rows copied only for a Neutral merge */
   for (i = j = 0; i < t->nrows; i++)

@@ -145,7 +145,12 @@ typedef struct tlc_snap_opts {
   uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept) */
   uint8_t neutral_only; /* 1: with more than one context, code areas come as Neutral rows only
                            (no per-context rows; implies neutral) */
+  uint8_t kinds;        /* bit k (enum tlc_kind): fill dist[k], its quantiles and the windows'
+                           k[k]; the other kinds' are left empty. 0: every kind;
+                           TLC_SNAP_KINDS_SET alone: none. Totals, counts and values are
+                           always filled. */
 } tlc_snap_opts_t;
+#define TLC_SNAP_KINDS_SET 0x80u /* marks a kinds mask that may be empty */
 
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
  * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,

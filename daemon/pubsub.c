@@ -135,7 +135,8 @@ typedef struct spec {
   size_t ncolumns;
   uint32_t interval_ms;
   uint8_t windows, quantiles, neutral, names, neutral_only;
-  char *key; /* canonical text of everything above */
+  uint8_t kinds; /* tlc_snap_opts_t.kinds: the sample kinds the columns show (0: all) */
+  char *key;     /* canonical text of everything above */
 } spec_t;
 
 typedef struct slot {
@@ -237,7 +238,7 @@ typedef struct writer {
 typedef struct snap_cache {
   size_t idx;
   uint64_t since;
-  uint8_t windows, neutral, quantiles, neutral_only, used;
+  uint8_t windows, neutral, quantiles, neutral_only, kinds, used;
   tlc_table_t t;
 } snap_cache_t;
 
@@ -502,6 +503,7 @@ static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, c
     s->ncolumns = tlc_cols_normalise(r->columns, r->n_columns, cols, &w, &q);
     s->windows = (uint8_t)w;
     s->quantiles = (uint8_t)q;
+    s->kinds = (uint8_t)(TLC_SNAP_KINDS_SET | tlc_cols_kinds(cols, s->ncolumns));
     s->columns = tlc_malloc(s->ncolumns * sizeof(uint32_t));
     if (s->columns == NULL)
       goto fail_nomem;
@@ -625,7 +627,7 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
       }
       if (e->idx == idx && e->since == so->since_seq && e->windows == so->windows &&
           e->neutral == so->neutral && e->quantiles == so->quantiles &&
-          e->neutral_only == so->neutral_only)
+          e->neutral_only == so->neutral_only && e->kinds == so->kinds)
         return &e->t;
     }
     if (c != NULL)
@@ -641,6 +643,7 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
     c->windows = so->windows;
     c->neutral = so->neutral;
     c->neutral_only = so->neutral_only;
+    c->kinds = so->kinds;
     c->quantiles = so->quantiles;
   }
   return t;
@@ -671,6 +674,7 @@ static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_
   so.neutral = spec->neutral;
   so.quantiles = spec->quantiles;
   so.neutral_only = spec->neutral_only;
+  so.kinds = spec->kinds;
   if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
     return r;
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
@@ -1237,6 +1241,7 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   so.neutral = spec->neutral;
   so.quantiles = spec->quantiles;
   so.neutral_only = spec->neutral_only;
+  so.kinds = spec->kinds;
   if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
     return r;
   if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&

@@ -79,7 +79,7 @@ int tlc_store_main_export(void *ud, const tlc_store_export_t *x) {
   }
   tlc_table_t tab;
   tlc_table_init(&tab);
-  tlc_snap_opts_t so = { 0, 0, 1, 0, 0 }; /* all rows, Neutral; no windows, no quantiles */
+  tlc_snap_opts_t so = { 0, 0, 1, 0, 0, 0 }; /* all rows, Neutral; no windows, no quantiles */
   rc = tlc_engine_snapshot(e, &tab, &so);
   tab.counters.records = records;
   tab.counters.bytes = records * TLC_BIN1X_RECORD;

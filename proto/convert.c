@@ -487,6 +487,20 @@ int64_t tlc_pb_cells_qmask(const uint32_t *cols, size_t ncols) {
   return qmask;
 }
 
+unsigned tlc_cols_kinds(const uint32_t *cols, size_t ncols) {
+  unsigned kinds = 0;
+  size_t c;
+  for (c = 0; c < ncols; c++) {
+    uint32_t col = cols[c];
+    if (col >= TLC_COL_DIST(0, 0) && col < TLC_COL_DIST(TLC_NKINDS, 0))
+      kinds |= 1u << ((col - TLC_COL_DIST(0, 0)) / 16u);
+    else if (col > TLC_COL_WCOUNT(0) && col < TLC_COL_WCOUNT(TLC_MAX_WINDOWS) &&
+             (col - TLC_COL_WCOUNT(0)) % 32u != 0)
+      kinds |= 1u << (((col - TLC_COL_WCOUNT(0)) % 32u - 1u) / 4u);
+  }
+  return kinds;
+}
+
 static uint8_t *put_varint(uint8_t *p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = (uint8_t)(v | 0x80);

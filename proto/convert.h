@@ -131,6 +131,9 @@ int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uin
 size_t tlc_pb_row_field_size(const Tlcap__Row *pr, size_t *packed);
 size_t tlc_pb_row_field_pack(const Tlcap__Row *pr, size_t packed, uint8_t *out);
 int64_t tlc_pb_cells_qmask(const uint32_t *cols, size_t ncols);
+/* The sample kinds (bit k: enum tlc_kind k) whose distribution or window columns are among
+ * cols[0, ncols): what a snapshot must fill for them (tlc_snap_opts_t.kinds). 0 when none. */
+unsigned tlc_cols_kinds(const uint32_t *cols, size_t ncols);
 size_t tlc_pb_cells_encode(const tlc_stat_t *r, const uint32_t *cols, size_t ncols, int64_t qmask,
                            uint8_t *out);
 /* Returns the frame's size; *hdr_len gets the header's packed size. */

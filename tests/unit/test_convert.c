@@ -152,6 +152,21 @@ static void test_normalise(void **state) {
 
 /* Every row round-trips through cells: the columns sent equal the source fields, the others
  * are 0; quantile flags only for kinds whose quantile columns were sent. */
+/* The sample kinds a column list needs: NET from its total, CALL from a window field, OUTSIDE
+ * from a quantile column; key, COUNT and window COUNT columns need none. */
+static void test_cols_kinds(void **state) {
+  const uint32_t none[] = { TLC_COL_HANDLE, TLC_COL_KIND, TLC_COL_COUNT, TLC_COL_WCOUNT(1) };
+  const uint32_t some[] = { TLC_COL_COUNT, TLC_COL_DIST(TLC_NET, TLC_COLF_TOTAL),
+                            TLC_COL_WIN(2, TLC_CALL, TLC_COLW_MAX),
+                            TLC_COL_DIST(TLC_OUTSIDE, TLC_COLF_Q + 3) };
+  (void)state;
+  assert_int_equal(tlc_cols_kinds(none, 4), 0);
+  assert_int_equal(tlc_cols_kinds(some, 4),
+                   (1u << TLC_NET) | (1u << TLC_CALL) | (1u << TLC_OUTSIDE));
+  assert_int_equal(tlc_cols_kinds(some + 2, 1), 1u << TLC_CALL);
+  assert_int_equal(tlc_cols_kinds(some, 0), 0);
+}
+
 static void test_columns_roundtrip(void **state) {
   uint32_t req[] = { TLC_COL_COUNT,
                      TLC_COL_ANOMALIES,
@@ -431,7 +446,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_normalise),         cmocka_unit_test(test_columns_roundtrip),
     cmocka_unit_test(test_columns_malformed), cmocka_unit_test(test_preencoded_frames),
-    cmocka_unit_test(test_delta_apply_order),
+    cmocka_unit_test(test_delta_apply_order), cmocka_unit_test(test_cols_kinds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,15 +368,36 @@ static void build_mapping(void) {
   tlc_mapping_finish(&g_map);
 }
 
-/* A delta snapshot (since `since`, optionally neutral_only) against the full snapshot `f` taken
- * with the same windows and quantiles and Neutral rows: its rows are rows of f, identical and in
- * f's order; every row of f changed after `since` is in it, except that with neutral_only (and
- * more than one context) no per-context code row is. Returns 1 when it holds. */
-static int check_delta(const tlc_table_t *f, const tlc_table_t *d, uint64_t since, int only) {
+/* Row r of a full snapshot as a snapshot asking for sample kinds `kinds` only (0: all) gives
+ * it: the other kinds' distributions and window entries empty (GROSS is CALL's copy without
+ * context_area, so asking for GROSS fills CALL too). */
+static tlc_stat_t masked(const tlc_table_t *f, const tlc_stat_t *r, unsigned kinds) {
+  tlc_stat_t x = *r;
+  unsigned k, w;
+  if (kinds == 0)
+    return x;
+  if (!f->has_context_area && (kinds & (1u << TLC_GROSS)))
+    kinds |= 1u << TLC_CALL;
+  for (k = 0; k < TLC_NKINDS; k++)
+    if (!(kinds & (1u << k))) {
+      memset(&x.dist[k], 0, sizeof(x.dist[k]));
+      for (w = 0; w < TLC_MAX_WINDOWS; w++)
+        memset(&x.win[w].k[k], 0, sizeof(x.win[w].k[k]));
+    }
+  return x;
+}
+
+/* A delta snapshot (since `since`, optionally neutral_only, sample kinds `kinds`) against the
+ * full snapshot `f` taken with the same windows and quantiles and Neutral rows: its rows are
+ * rows of f (masked to those kinds), identical and in f's order; every row of f changed after
+ * `since` is in it, except that with neutral_only (and more than one context) no per-context
+ * code row is. Returns 1 when it holds. */
+static int check_delta(const tlc_table_t *f, const tlc_table_t *d, uint64_t since, int only,
+                       unsigned kinds) {
   size_t i, j = 0;
   int multi = f->ncontexts > 1;
   for (i = 0; i < f->nrows; i++) {
-    const tlc_stat_t *r = &f->rows[i];
+    const tlc_stat_t rm = masked(f, &f->rows[i], kinds), *r = &rm;
     int percontext = r->kind == TLC_ROW_CODE && r->context != TLC_CTX_NEUTRAL;
     int excluded = only && multi && percontext;
     if (j < d->nrows && memcmp(&d->rows[j], r, sizeof(*r)) == 0) {
@@ -407,7 +428,7 @@ static int run_one(int kind, uint64_t seed) {
   tlc_engine_opts_t eo;
   tlc_oracle_opts_t oo;
   tlc_table_t te, to;
-  tlc_snap_opts_t so = { 0, 1, 1, 1, 0 };
+  tlc_snap_opts_t so = { 0, 1, 1, 1, 0, 0 };
   uint64_t since = 0;
   size_t len, i, cut[3];
   unsigned ci = 0;
@@ -451,18 +472,19 @@ static int run_one(int kind, uint64_t seed) {
                kind_name[kind], seed, i, g.n);
       ok = cmp_tables(&te, &to, 1);
       if (ok) { /* a delta since the previous cut against a full snapshot */
-        tlc_snap_opts_t sf = { 0, so.windows, 1, 1, 0 }, sd = sf;
+        tlc_snap_opts_t sf = { 0, so.windows, 1, 1, 0, 0 }, sd = sf;
         tlc_table_t tf, td;
         tlc_table_init(&tf);
         tlc_table_init(&td);
         sd.since_seq = since;
         sd.neutral = (uint8_t)rng_chance(&pr, 1, 2);
         sd.neutral_only = (uint8_t)rng_chance(&pr, 1, 2);
+        sd.kinds = (uint8_t)(rng_chance(&pr, 1, 2) ? rng_below(&pr, 1u << TLC_NKINDS) : 0);
         if (!sd.neutral && !sd.neutral_only)
           sf.neutral = 0;
         assert_int_equal(tlc_engine_snapshot(e, &tf, &sf), 0);
         assert_int_equal(tlc_engine_snapshot(e, &td, &sd), 0);
-        ok = check_delta(&tf, &td, since, sd.neutral_only);
+        ok = check_delta(&tf, &td, since, sd.neutral_only, sd.kinds);
         since = tf.seq;
         tlc_table_fini(&tf);
         tlc_table_fini(&td);

@@ -61,7 +61,7 @@ static void ev(tlc_engine_t *e, uint32_t h, unsigned type, int64_t t) {
 #define W_ TLC_EV_WRITE
 
 static void snap(tlc_engine_t *e, tlc_table_t *t) {
-  tlc_snap_opts_t so = { 0, 1, 1, 1, 0 };
+  tlc_snap_opts_t so = { 0, 1, 1, 1, 0, 0 };
   assert_int_equal(tlc_engine_snapshot(e, t, &so), 0);
 }
 
@@ -839,7 +839,7 @@ static void test_caps(void **state) {
 static void test_delta_snapshot(void **state) {
   tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);
   tlc_table_t t;
-  tlc_snap_opts_t so = { 0, 0, 1, 0, 0 };
+  tlc_snap_opts_t so = { 0, 0, 1, 0, 0, 0 };
   uint64_t seq;
   (void)state;
   tlc_table_init(&t);
