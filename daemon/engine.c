@@ -446,7 +446,7 @@ static void hlog_flush(tlc_engine_t *e) {
       const tlc_hist_t *p = &e->hh[lg[i + HLOG_AHEAD] >> HLOG_SHIFT];
       uint32_t pi = (uint32_t)(lg[i + HLOG_AHEAD] & ((1u << HLOG_SHIFT) - 1)) - p->lo;
       if (p->b != NULL && pi < p->nb)
-        __builtin_prefetch((const char *)p->b + ((size_t)pi << (p->wide ? 2 : 1)), 1);
+        __builtin_prefetch((const char *)p->b + ((size_t)pi << (p->wide + 1)), 1);
     }
     h = &e->hh[lg[i] >> HLOG_SHIFT];
     idx = (uint32_t)(lg[i] & ((1u << HLOG_SHIFT) - 1));

@@ -1,10 +1,10 @@
 /* hist.c - bounded log-bucket histogram (see hist.h for the bucket layout and the rank rule).
  *
  * Invariants: b == NULL iff nb == 0; lo + nb <= TLC_HIST_NB; counts are uint16_t until one at 65535
- * gets another sample (then uint32_t, saturating at UINT32_MAX). Cost: add is O(1) (one clz, a
- * shift, an increment); growing copies the span (rare: only when a sample falls outside every value
- * range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span * histograms). Does
- * not: merge in place, shrink, or keep exact values.
+ * gets another sample, then uint32_t until one at UINT32_MAX does, then uint64_t. Cost: add is O(1)
+ * (one clz, a shift, an increment); growing copies the span (rare: only when a sample falls outside
+ * every value range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span *
+ * histograms). Does not: merge in place, shrink, or keep exact values.
  */
 #include "hist.h"
 
@@ -52,7 +52,7 @@ void tlc__hist_bounds(uint32_t idx, uint64_t *lo, uint64_t *hi) {
 /* Grows the span to hold [ilo, ihi]. 0 or TLC_ENOMEM. */
 static int grow(tlc_hist_t *h, uint32_t ilo, uint32_t ihi) {
   uint32_t nlo, nhi, want;
-  size_t es = h->wide ? sizeof(uint32_t) : sizeof(uint16_t);
+  size_t es = (size_t)2 << h->wide;
   unsigned char *nb;
   if (h->b == NULL) {
     /* at least 16 buckets around the first samples */
@@ -93,18 +93,21 @@ static int grow(tlc_hist_t *h, uint32_t ilo, uint32_t ihi) {
   return 0;
 }
 
-/* 16-bit counts to 32-bit. 0 or TLC_ENOMEM. */
+/* Counts one size wider: 16-bit to 32-bit, or 32-bit to 64-bit. 0 or TLC_ENOMEM. */
 static int widen(tlc_hist_t *h) {
-  const uint16_t *o = h->b;
-  uint32_t *w = tlc_malloc((size_t)h->nb * sizeof(*w));
+  void *w = tlc_malloc((size_t)h->nb << (h->wide + 2));
   unsigned i;
   if (w == NULL)
     return TLC_ENOMEM;
-  for (i = 0; i < h->nb; i++)
-    w[i] = o[i];
+  if (h->wide == 0)
+    for (i = 0; i < h->nb; i++)
+      ((uint32_t *)w)[i] = ((const uint16_t *)h->b)[i];
+  else
+    for (i = 0; i < h->nb; i++)
+      ((uint64_t *)w)[i] = ((const uint32_t *)h->b)[i];
   tlc_free(h->b);
   h->b = w;
-  h->wide = 1;
+  h->wide++;
   return 0;
 }
 
@@ -115,17 +118,25 @@ int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx) {
       return TLC_ENOMEM;
   }
   i = idx - h->lo;
-  if (!h->wide) {
+  if (h->wide == 0) {
     uint16_t *b = h->b;
     if (b[i] != UINT16_MAX) {
       b[i]++;
       return 0;
     }
     if (widen(h) < 0)
-      return TLC_ENOMEM; /* saturated at 65535 */
+      return TLC_ENOMEM; /* saturated at 65535 for now */
   }
-  if (((uint32_t *)h->b)[i] != UINT32_MAX)
-    ((uint32_t *)h->b)[i]++;
+  if (h->wide == 1) {
+    uint32_t *b = h->b;
+    if (b[i] != UINT32_MAX) {
+      b[i]++;
+      return 0;
+    }
+    if (widen(h) < 0)
+      return TLC_ENOMEM; /* saturated at UINT32_MAX for now */
+  }
+  ((uint64_t *)h->b)[i]++;
   return 0;
 }
 
@@ -135,7 +146,7 @@ void tlc__hist_fini(tlc_hist_t *h) {
 }
 
 size_t tlc__hist_bytes(const tlc_hist_t *h) {
-  return (size_t)h->nb * (h->wide ? sizeof(uint32_t) : sizeof(uint16_t));
+  return (size_t)h->nb << (h->wide + 1);
 }
 
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {

@@ -20,9 +20,10 @@
  * bucket holding the k-th smallest sample, clamped to [min, max] of the samples (so p of a
  * single-valued set is exact).
  *
- * Counts are 16-bit until one would pass 65535, then the histogram widens to 32-bit counts;
- * they saturate at UINT32_MAX per bucket (4e9 samples in one bucket), or at 65535 if widening
- * finds no memory.
+ * Counts are 16-bit until one would pass 65535, then the histogram widens to 32-bit counts,
+ * and to 64-bit ones when a count would pass UINT32_MAX (4e9 samples in one bucket: an area
+ * hit at 1 MHz for 72 minutes, so a capture that runs for weeks gets there); a count saturates
+ * (the sample is lost, later ones try again) only while widening finds no memory.
  * Not thread-safe; plain data, owned by the engine row that holds it.
  */
 #ifndef TLC_HIST_H
@@ -42,7 +43,8 @@ extern const uint16_t tlc__hist_start[TLC_HIST_SUB + 1];
  * with prefetching (engine.c), so a histogram holds only its counted buckets. */
 typedef struct tlc_hist {
   void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd), NULL when empty: uint16_t,
-              or uint32_t (wide) once a count would pass 65535 */
+              uint32_t (wide 1) once a count would pass 65535, uint64_t (wide 2) once one
+              would pass UINT32_MAX: 2 << wide bytes each */
   uint16_t lo;
   uint16_t nb;
   uint8_t wide;
@@ -50,8 +52,10 @@ typedef struct tlc_hist {
 } tlc_hist_t;
 
 /* The count of the bucket at offset i from lo (i < nb). */
-static inline uint32_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
-  return h->wide ? ((const uint32_t *)h->b)[i] : ((const uint16_t *)h->b)[i];
+static inline uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
+  return h->wide == 2   ? ((const uint64_t *)h->b)[i]
+         : h->wide == 1 ? ((const uint32_t *)h->b)[i]
+                        : ((const uint16_t *)h->b)[i];
 }
 
 /* Bucket index of a sample (v >= 0; negative values count as 0). */

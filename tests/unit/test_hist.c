@@ -271,12 +271,52 @@ static void test_widen(void **state) {
   testalloc_uninstall();
 }
 
+/* 32-bit counts widen to 64-bit when one would pass UINT32_MAX (a capture that runs for weeks
+ * gets there): nothing saturates. The count is set just below the limit directly (the histogram
+ * is plain data) rather than by 4e9 increments. Without memory the sample is lost and the next
+ * one tries again. */
+static void test_widen_64(void **state) {
+  tlc_hist_t h = { 0 };
+  const tlc_hist_t *hp = &h;
+  int64_t q[TLC_NQUANT];
+  uint64_t big = (uint64_t)UINT32_MAX + 1;
+  uint32_t i;
+  (void)state;
+  testalloc_install();
+  for (i = 0; i < 65536; i++)
+    assert_int_equal(tlc__hist_add(&h, 9), 0);
+  assert_int_equal(h.wide, 1);
+  ((uint32_t *)h.b)[9 - h.lo] = UINT32_MAX - 1;
+  assert_int_equal(tlc__hist_add(&h, 9), 0); /* UINT32_MAX: still 32-bit */
+  assert_int_equal(h.wide, 1);
+  testalloc_fail_at(1);
+  assert_int_equal(tlc__hist_add(&h, 9), TLC_ENOMEM); /* lost */
+  assert_int_equal(h.wide, 1);
+  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), UINT32_MAX);
+  testalloc_fail_at(0);
+  assert_int_equal(tlc__hist_add(&h, 9), 0);
+  assert_int_equal(h.wide, 2);
+  assert_int_equal(tlc__hist_bytes(&h), h.nb * sizeof(uint64_t));
+  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), big);
+  assert_int_equal(tlc__hist_add(&h, 9), 0);
+  assert_int_equal(tlc__hist_add(&h, 2000), 0);
+  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), big + 1);
+  /* n = 2^32 + 2 samples of 9 and one of 2000: p99.9 is rank ceil(0.999 n), far below the last,
+   * so 9 */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, big + 2, 9, 2000, q), 1);
+  assert_int_equal(q[0], 9);
+  assert_int_equal(q[3], 9);
+  tlc__hist_fini(&h);
+  assert_int_equal(testalloc_live_bytes(), 0);
+  testalloc_uninstall();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_buckets),     cmocka_unit_test(test_rank),
     cmocka_unit_test(test_small_exact), cmocka_unit_test(test_random_within_1pct),
     cmocka_unit_test(test_merge),       cmocka_unit_test(test_alloc_failure),
-    cmocka_unit_test(test_widen),
+    cmocka_unit_test(test_widen),       cmocka_unit_test(test_widen_64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
