@@ -306,11 +306,25 @@ void tlc__manifest_reset(tlc_manifest_t *m) {
 }
 
 int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count) {
-  /* Same reason at the same place as the last gap: merge. Over the cap: merge into the last. */
+  /* Same reason at the same place as the last gap: merge. Over the cap: into the latest gap of
+   * the same reason (its place is then approximate, its count stays right); a reason not seen
+   * yet still gets an entry of its own, up to TLC_GAP_MAX + TLC_GAP_REASONS entries, after which
+   * (more distinct reasons than tlcapd has) it goes into the last entry. */
   if (m->ngaps > 0) {
     tlc_gap_t *l = &m->gaps[m->ngaps - 1];
-    if ((strcmp(l->reason, reason) == 0 && l->offset == m->bytes) || m->ngaps >= TLC_GAP_MAX) {
+    if (strcmp(l->reason, reason) == 0 && l->offset == m->bytes) {
       l->count += count;
+      return 0;
+    }
+  }
+  if (m->ngaps >= TLC_GAP_MAX) {
+    for (size_t i = m->ngaps; i-- > 0;)
+      if (strcmp(m->gaps[i].reason, reason) == 0) {
+        m->gaps[i].count += count;
+        return 0;
+      }
+    if (m->ngaps >= TLC_GAP_MAX + TLC_GAP_REASONS) {
+      m->gaps[m->ngaps - 1].count += count;
       return 0;
     }
   }
@@ -566,7 +580,10 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
         m->bytes = o;
         m->records = r;
         size_t before = m->ngaps;
-        if (m->ngaps >= TLC_GAP_MAX ||
+        int seen = 0;
+        for (size_t i = 0; m->ngaps >= TLC_GAP_MAX && i < m->ngaps; i++)
+          seen |= strcmp(m->gaps[i].reason, f[1]) == 0;
+        if (m->ngaps >= TLC_GAP_MAX + TLC_GAP_REASONS || seen ||
             (m->ngaps > 0 && strcmp(m->gaps[m->ngaps - 1].reason, f[1]) == 0 &&
              m->gaps[m->ngaps - 1].offset == o))
           bad = 1; /* we never write those */

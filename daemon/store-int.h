@@ -12,9 +12,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define TLC_SEG_NAME_MAX      96  /* a file name inside a target directory */
-#define TLC_SEG_BASE_MAX      40  /* "20261122T034000Z-00000017" */
-#define TLC_GAP_MAX           256 /* gap entries kept per manifest (more are merged into the last) */
+#define TLC_SEG_NAME_MAX 96 /* a file name inside a target directory */
+#define TLC_SEG_BASE_MAX 40 /* "20261122T034000Z-00000017" */
+#define TLC_GAP_MAX                                                                                \
+  256                            /* gap entries kept per manifest; more are merged into the latest \
+                                      of the same reason (tlc__manifest_add_gap) */
+#define TLC_GAP_REASONS       32 /* room beyond TLC_GAP_MAX for reasons not seen before */
 #define TLC_GAP_REASON_MAX    32
 #define TLC_QUARANTINE_DIR    ".quarantine"
 #define TLC_MAX_BLOCK_DEFAULT (64u * 1024u * 1024u)

@@ -442,8 +442,27 @@ static void w_add_gap(tlc_store_target_t *t, const char *reason, uint64_t count)
     return;
   }
   if (t->npg == PGAP_MAX) {
-    t->pg[PGAP_MAX - 1].count += count;
-    return;
+    /* full: one entry per reason (at its first place), so every reason's count stays right */
+    size_t n = 0;
+    for (size_t i = 0; i < t->npg; i++) {
+      size_t j = 0;
+      while (j < n && strcmp(t->pg[j].reason, t->pg[i].reason) != 0)
+        j++;
+      if (j < n)
+        t->pg[j].count += t->pg[i].count;
+      else
+        t->pg[n++] = t->pg[i];
+    }
+    t->npg = n;
+    for (size_t j = 0; j < n; j++)
+      if (strcmp(t->pg[j].reason, reason) == 0) {
+        t->pg[j].count += count;
+        return;
+      }
+    if (n == PGAP_MAX) {
+      t->pg[PGAP_MAX - 1].count += count; /* more distinct reasons than tlcapd has */
+      return;
+    }
   }
   snprintf(t->pg[t->npg].reason, sizeof t->pg[0].reason, "%s", reason);
   t->pg[t->npg].count = count;

@@ -1117,6 +1117,53 @@ static void test_skipped_evlog(void **state) {
 /* A segment sealed while the file system is full gets no manifest (ENOSPC): the sealer keeps it
  * and writes it once it can (here: at the last try when the store closes), so the segment
  * verifies with its own manifest, not one rebuilt from the data. */
+/* More gaps than a manifest keeps entries for (TLC_GAP_MAX): the extra ones go into the latest
+ * entry of their own reason, so each reason's total stays exact (sent = written + counted by
+ * reason) - a disconnect after 300 buffer_full gaps is still one disconnect - and the text form
+ * reads back with the same totals. */
+static uint64_t gap_total(const tlc_manifest_t *m, const char *reason) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < m->ngaps; i++)
+    if (strcmp(m->gaps[i].reason, reason) == 0)
+      n += m->gaps[i].count;
+  return n;
+}
+
+static void test_manifest_gap_cap(void **state) {
+  (void)state;
+  tlc_manifest_t m, r;
+  uint64_t bf = 0;
+  char why[128];
+  size_t len;
+  tlc__manifest_init(&m);
+  tlc__manifest_init(&r);
+  m.format = TLC_FMT_BIN11;
+  snprintf(m.data, sizeof m.data, "x.BIN");
+  m.index_interval = 1024;
+  for (unsigned i = 0; i < 300; i++) {
+    assert_int_equal(tlc__manifest_add_gap(&m, "buffer_full", 100 + i), 0);
+    bf += 100 + i;
+    m.records++; /* a record between two gaps: each its own place */
+    m.bytes += 24;
+  }
+  assert_int_equal(m.ngaps, TLC_GAP_MAX);
+  assert_int_equal(tlc__manifest_add_gap(&m, "disconnect", 1), 0);
+  assert_int_equal(tlc__manifest_add_gap(&m, "buffer_full", 7), 0);
+  bf += 7;
+  assert_int_equal(gap_total(&m, "buffer_full"), bf);
+  assert_int_equal(gap_total(&m, "disconnect"), 1);
+  assert_int_equal(m.ngaps, TLC_GAP_MAX + 1);
+  char *txt = tlc__manifest_format(&m, &len);
+  assert_non_null(txt);
+  assert_int_equal(tlc__manifest_parse(&r, txt, len, why, sizeof why), 0);
+  assert_int_equal(r.ngaps, m.ngaps);
+  assert_int_equal(gap_total(&r, "buffer_full"), bf);
+  assert_int_equal(gap_total(&r, "disconnect"), 1);
+  tlc_free(txt);
+  tlc__manifest_fini(&m);
+  tlc__manifest_fini(&r);
+}
+
 static void test_manifest_retry(void **state) {
   (void)state;
   tlc_store_opts_t o;
@@ -1178,6 +1225,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_skipped_cap, setup, teardown),
     cmocka_unit_test_setup_teardown(test_skipped_evlog, setup, teardown),
     cmocka_unit_test_setup_teardown(test_manifest_retry, setup, teardown),
+    cmocka_unit_test(test_manifest_gap_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
