@@ -357,26 +357,28 @@ static wbucket_t *wbucket(tlc_engine_t *e, wrow_t *w, unsigned i, int64_t t) {
   return b;
 }
 
-static void wkd_merge(wkd_t *a, const edist_t *b) {
-  if (b->n == 0)
+/* Merges count, sum, min and max of (bn, bsum, bmin, bmax) into *n, *sum, *min, *max: the part
+ * that every distribution kind here (edist_t, wkd_t, tlc_wdist_t) shares. */
+static inline void nsmm_merge(uint64_t *n, int64_t *sum, int64_t *min, int64_t *max, uint64_t bn,
+                              int64_t bsum, int64_t bmin, int64_t bmax) {
+  if (bn == 0)
     return;
-  if (a->n == 0 || b->min < a->min)
-    a->min = b->min;
-  if (a->n == 0 || b->max > a->max)
-    a->max = b->max;
-  a->n += b->n;
-  a->sum = tadd(a->sum, b->sum);
+  if (*n == 0 || bmin < *min)
+    *min = bmin;
+  if (*n == 0 || bmax > *max)
+    *max = bmax;
+  *n += bn;
+  *sum = tadd(*sum, bsum);
+}
+
+static void wkd_merge(wkd_t *a, const edist_t *b) {
+  nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
 }
 
 static void edist_merge(edist_t *a, const edist_t *b) {
   if (b->n == 0)
     return;
-  if (a->n == 0 || b->min < a->min)
-    a->min = b->min;
-  if (a->n == 0 || b->max > a->max)
-    a->max = b->max;
-  a->n += b->n;
-  a->sum = tadd(a->sum, b->sum);
+  nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
   a->sqlo += b->sqlo;
   a->sqhi += b->sqhi + (a->sqlo < b->sqlo);
 }
@@ -1111,14 +1113,7 @@ static void to_dist(tlc_dist_t *o, const edist_t *d) {
 }
 
 static void wmerge(tlc_wdist_t *a, const wkd_t *b) {
-  if (b->n == 0)
-    return;
-  if (a->n == 0 || b->min < a->min)
-    a->min = b->min;
-  if (a->n == 0 || b->max > a->max)
-    a->max = b->max;
-  a->n += b->n;
-  a->sum = tadd(a->sum, b->sum);
+  nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
 }
 
 /* The rolling windows of row r into s: the sample kinds of mask `km` (bit k: kind k). */

@@ -609,6 +609,17 @@ static int keep_init(keep_ctx_t *k, const spec_t *s, const tlc_mapping_t *m) {
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
+/* The engine snapshot options of a subscription spec: rows changed after `since` (0: all). */
+static void snap_opts(const spec_t *spec, uint64_t since, tlc_snap_opts_t *so) {
+  memset(so, 0, sizeof(*so));
+  so->since_seq = since;
+  so->windows = spec->windows;
+  so->neutral = spec->neutral;
+  so->quantiles = spec->quantiles;
+  so->neutral_only = spec->neutral_only;
+  so->kinds = spec->kinds;
+}
+
 /* The engine snapshot of target idx with options so: in a tick pass (shared) one from the
  * pass's cache when another feed asked for the same, else taken now; outside a pass, or with
  * no cache entry free, into the scratch table. NULL with *err on failure. */
@@ -669,12 +680,7 @@ static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_
   memset(&info, 0, sizeof(info));
   if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
     return r;
-  memset(&so, 0, sizeof(so));
-  so.windows = spec->windows;
-  so.neutral = spec->neutral;
-  so.quantiles = spec->quantiles;
-  so.neutral_only = spec->neutral_only;
-  so.kinds = spec->kinds;
+  snap_opts(spec, 0, &so);
   if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
     return r;
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
@@ -1235,13 +1241,7 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   keep_ctx_t kc;
   int r;
   *out = NULL;
-  memset(&so, 0, sizeof(so));
-  so.since_seq = base;
-  so.windows = spec->windows;
-  so.neutral = spec->neutral;
-  so.quantiles = spec->quantiles;
-  so.neutral_only = spec->neutral_only;
-  so.kinds = spec->kinds;
+  snap_opts(spec, base, &so);
   if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
     return r;
   if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
