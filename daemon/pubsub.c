@@ -779,22 +779,32 @@ static void sub_ctl(tlc__ps_sub_t *s, msg_t *m) {
     sub_kick(s);
 }
 
+/* An Error message (request id `req`), encoded; NULL when memory is short. */
+static msg_t *error_encode(tlc_pubsub_t *ps, uint32_t req, int code, const char *text, int fatal,
+                           int detail) {
+  Tlcap__ServerMessage sm;
+  Tlcap__Error e;
+  tlcap__server_message__init(&sm);
+  tlcap__error__init(&e);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
+  sm.error = &e;
+  e.code = (Tlcap__ErrorCode)code;
+  e.message = (char *)text;
+  e.fatal = fatal ? 1 : 0;
+  e.detail_code = detail;
+  return msg_encode(ps, &sm, PSM_CONTROL, NULL);
+}
+
 /* Encodes and queues a reply or notice for this subscriber alone. */
 static void sub_send(tlc__ps_sub_t *s, Tlcap__ServerMessage *sm) {
   int too_big;
   msg_t *m = msg_encode(s->ps, sm, PSM_CONTROL, &too_big);
   if (m == NULL) {
     if (too_big) {
-      Tlcap__ServerMessage em;
-      Tlcap__Error e;
-      tlcap__server_message__init(&em);
-      tlcap__error__init(&e);
-      em.request_id = sm->request_id;
-      em.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-      em.error = &e;
-      e.code = TLCAP__ERROR_CODE__ERR_FAILED;
-      e.message = (char *)"reply larger than the daemon's message cap (max_message)";
-      if ((m = msg_encode(s->ps, &em, PSM_CONTROL, NULL)) == NULL) {
+      m = error_encode(s->ps, sm->request_id, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "reply larger than the daemon's message cap (max_message)", 0, 0);
+      if (m == NULL) {
         sub_close_soon(s);
         return;
       }
@@ -809,18 +819,13 @@ static void sub_send(tlc__ps_sub_t *s, Tlcap__ServerMessage *sm) {
 
 static void send_error(tlc__ps_sub_t *s, uint32_t req, int code, const char *text, int fatal,
                        int detail) {
-  Tlcap__ServerMessage sm;
-  Tlcap__Error e;
-  tlcap__server_message__init(&sm);
-  tlcap__error__init(&e);
-  sm.request_id = req;
-  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-  sm.error = &e;
-  e.code = (Tlcap__ErrorCode)code;
-  e.message = (char *)text;
-  e.fatal = fatal ? 1 : 0;
-  e.detail_code = detail;
-  sub_send(s, &sm);
+  msg_t *m = error_encode(s->ps, req, code, text, fatal, detail);
+  if (m == NULL) {
+    sub_close_soon(s);
+    return;
+  }
+  sub_ctl(s, m);
+  msg_unref(m);
 }
 
 /* Drops everything queued and not yet in flight. */
@@ -2069,17 +2074,7 @@ static void sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *cou
   }
   {
     /* bypass sub_ctl's limit check: the error goes whatever the queue holds */
-    Tlcap__ServerMessage sm;
-    Tlcap__Error e;
-    msg_t *m;
-    tlcap__server_message__init(&sm);
-    tlcap__error__init(&e);
-    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-    sm.error = &e;
-    e.code = (Tlcap__ErrorCode)code;
-    e.message = (char *)text;
-    e.fatal = 1;
-    m = msg_encode(ps, &sm, PSM_CONTROL, NULL);
+    msg_t *m = error_encode(ps, 0, code, text, 1, 0);
     if (m != NULL) {
       ctl_node_t *n = tlc_malloc(sizeof(*n));
       if (n != NULL) {
@@ -2988,20 +2983,12 @@ static void house_cb(uv_timer_t *t) {
 
 /* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
 static void shutdown_note(tlc__ps_sub_t *s) {
-  Tlcap__ServerMessage sm;
-  Tlcap__Error e;
   msg_t *m;
-  tlcap__server_message__init(&sm);
-  tlcap__error__init(&e);
-  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-  sm.error = &e;
-  e.code = TLCAP__ERROR_CODE__ERR_SHUTDOWN;
-  e.message = (char *)"the daemon is stopping";
-  e.fatal = 1;
   /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
    * whose bytes all went out may still await its callback). */
   if (s->h.stream.write_queue_size == 0 &&
-      (m = msg_encode(s->ps, &sm, PSM_CONTROL, NULL)) != NULL) {
+      (m = error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping", 1,
+                        0)) != NULL) {
     uv_buf_t b = uv_buf_init((char *)m->data, (unsigned)m->len);
     (void)uv_try_write(&s->h.stream, &b, 1);
     msg_unref(m);
