@@ -111,9 +111,58 @@ static int widen(tlc_hist_t *h) {
   return 0;
 }
 
+/* Inline sample j (< h->nin) of a histogram without a span. */
+static uint32_t inline_at(const tlc_hist_t *h, unsigned j) {
+  return j == 0 ? h->lo : j == 1 ? h->nb : h->in2;
+}
+
+/* The span for the inline samples and idx, with the inline samples counted in it. 0 or
+ * TLC_ENOMEM (h unchanged). */
+static int spill(tlc_hist_t *h, uint32_t idx) {
+  uint32_t v[TLC_HIST_INLINE], ilo = idx, ihi = idx;
+  unsigned j, n = h->nin;
+  for (j = 0; j < n; j++) {
+    v[j] = inline_at(h, j);
+    if (v[j] < ilo)
+      ilo = v[j];
+    if (v[j] > ihi)
+      ihi = v[j];
+  }
+  h->lo = h->nb = 0;
+  h->nin = 0;
+  h->in2 = 0;
+  if (grow(h, ilo, ihi) < 0) {
+    for (j = 0; j < n; j++) /* put them back */
+      if (j == 0)
+        h->lo = (uint16_t)v[j];
+      else if (j == 1)
+        h->nb = (uint16_t)v[j];
+      else
+        h->in2 = (uint16_t)v[j];
+    h->nin = (uint8_t)n;
+    return TLC_ENOMEM;
+  }
+  for (j = 0; j < n; j++)
+    ((uint16_t *)h->b)[v[j] - h->lo]++;
+  return 0;
+}
+
 int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx) {
   uint32_t i;
-  if (h->b == NULL || idx < h->lo || idx >= (uint32_t)h->lo + h->nb) {
+  if (h->b == NULL) {
+    if (h->nin < TLC_HIST_INLINE) {
+      if (h->nin == 0)
+        h->lo = (uint16_t)idx;
+      else if (h->nin == 1)
+        h->nb = (uint16_t)idx;
+      else
+        h->in2 = (uint16_t)idx;
+      h->nin++;
+      return 0;
+    }
+    if (spill(h, idx) < 0)
+      return TLC_ENOMEM;
+  } else if (idx < h->lo || idx >= (uint32_t)h->lo + h->nb) {
     if (grow(h, idx, idx) < 0)
       return TLC_ENOMEM;
   }
@@ -146,7 +195,7 @@ void tlc__hist_fini(tlc_hist_t *h) {
 }
 
 size_t tlc__hist_bytes(const tlc_hist_t *h) {
-  return (size_t)h->nb << (h->wide + 1);
+  return h->b != NULL ? (size_t)h->nb << (h->wide + 1) : 0;
 }
 
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {
@@ -160,6 +209,7 @@ static const uint64_t qnum[TLC_NQUANT] = { 500, 900, 990, 999 };
 int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
                         int64_t max, int64_t *q) {
   uint32_t lo = TLC_HIST_NB, hi = 0, i;
+  unsigned k;
   uint64_t rank[TLC_NQUANT], cum = 0;
   size_t j;
   unsigned qi = 0;
@@ -172,6 +222,14 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         lo = h->lo;
       if ((uint32_t)h->lo + h->nb > hi)
         hi = (uint32_t)h->lo + h->nb;
+    } else if (h != NULL) {
+      for (k = 0; k < h->nin; k++) {
+        uint32_t v = inline_at(h, k);
+        if (v < lo)
+          lo = v;
+        if (v + 1 > hi)
+          hi = v + 1;
+      }
     }
   }
   if (lo >= hi)
@@ -184,6 +242,9 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
       const tlc_hist_t *h = hs[j];
       if (h != NULL && h->b != NULL && i >= h->lo && i < (uint32_t)h->lo + h->nb)
         cum += tlc__hist_count(h, i - h->lo);
+      else if (h != NULL && h->b == NULL)
+        for (k = 0; k < h->nin; k++)
+          cum += inline_at(h, k) == i;
     }
     while (qi < TLC_NQUANT && cum >= rank[qi]) {
       uint64_t blo, bhi;

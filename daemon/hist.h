@@ -41,17 +41,22 @@ extern const uint16_t tlc__hist_start[TLC_HIST_SUB + 1];
 
 /* The engine queues samples (as bucket indexes) in a log of its own and counts them in batches
  * with prefetching (engine.c), so a histogram holds only its counted buckets. */
+/* A histogram's first TLC_HIST_INLINE samples are held in the header itself (their bucket
+ * indexes in lo, nb and in2, count nin) and its span is allocated with the next one: an area
+ * that is seldom hit (a million areas with a few calls each) costs no allocation. */
+#define TLC_HIST_INLINE 3
 typedef struct tlc_hist {
-  void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd), NULL when empty: uint16_t,
-              uint32_t (wide 1) once a count would pass 65535, uint64_t (wide 2) once one
-              would pass UINT32_MAX: 2 << wide bytes each */
+  void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd): uint16_t, uint32_t (wide 1)
+              once a count would pass 65535, uint64_t (wide 2) once one would pass UINT32_MAX:
+              2 << wide bytes each. NULL: no span yet, nin samples inline */
   uint16_t lo;
   uint16_t nb;
   uint8_t wide;
-  uint8_t pad_[3];
+  uint8_t nin;  /* b == NULL: inline samples (0..TLC_HIST_INLINE) in lo, nb, in2 */
+  uint16_t in2; /* the third inline sample */
 } tlc_hist_t;
 
-/* The count of the bucket at offset i from lo (i < nb). */
+/* The count of the bucket at offset i from lo (i < nb; a histogram with a span, b != NULL). */
 static inline uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
   return h->wide == 2   ? ((const uint64_t *)h->b)[i]
          : h->wide == 1 ? ((const uint32_t *)h->b)[i]

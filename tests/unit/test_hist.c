@@ -194,6 +194,44 @@ static void test_merge(void **state) {
     tlc__hist_fini(&h[j]);
 }
 
+/* Histograms with few samples keep them inline (no span): quantiles over any mix of inline and
+ * spanned histograms equal those of one histogram that got every sample, and the counts of a
+ * histogram that spills its inline samples into a span are those of the samples. */
+static void test_inline_mix(void **state) {
+  rng_t r;
+  unsigned round;
+  (void)state;
+  rng_seed(&r, 99);
+  for (round = 0; round < 2000; round++) {
+    tlc_hist_t hs[3], all;
+    const tlc_hist_t *hp[3] = { &hs[0], &hs[1], &hs[2] }, *ap = &all;
+    int64_t qa[TLC_NQUANT], qb[TLC_NQUANT], mn = INT64_MAX, mx = INT64_MIN;
+    uint64_t n = 0;
+    unsigned j, k;
+    memset(hs, 0, sizeof(hs));
+    memset(&all, 0, sizeof(all));
+    for (j = 0; j < 3; j++) {
+      unsigned m = (unsigned)rng_below(&r, 2 * TLC_HIST_INLINE + 1);
+      for (k = 0; k < m; k++) {
+        int64_t v = (int64_t)rng_below(&r, 1u << (1 + rng_below(&r, 30)));
+        assert_int_equal(tlc__hist_add(&hs[j], v), 0);
+        assert_int_equal(tlc__hist_add(&all, v), 0);
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+        n++;
+      }
+      assert_true(m > TLC_HIST_INLINE ? hs[j].b != NULL : hs[j].b == NULL);
+    }
+    assert_int_equal(tlc__hist_quantiles(hp, 3, n, mn, mx, qa), n > 0);
+    assert_int_equal(tlc__hist_quantiles(&ap, 1, n, mn, mx, qb), n > 0);
+    if (n > 0)
+      assert_memory_equal(qa, qb, sizeof(qa));
+    for (j = 0; j < 3; j++)
+      tlc__hist_fini(&hs[j]);
+    tlc__hist_fini(&all);
+  }
+}
+
 static void test_alloc_failure(void **state) {
   tlc_hist_t h = { 0 };
   const tlc_hist_t *hp = &h;
@@ -201,27 +239,38 @@ static void test_alloc_failure(void **state) {
   int i;
   (void)state;
   testalloc_install();
-  /* the first sample needs the bucket span: without memory it is not counted */
+  /* the first TLC_HIST_INLINE samples are held inline and need no memory; the next one needs
+   * the bucket span: without memory it is not counted, the inline ones stay */
   testalloc_fail_at(1);
+  for (i = 0; i < TLC_HIST_INLINE; i++)
+    assert_int_equal(tlc__hist_add(&h, 10 + i), 0);
+  assert_null(h.b);
+  assert_int_equal(tlc__hist_bytes(&h), 0);
+  /* 10, 11, 12: p50 is rank 2 -> 11, p90 rank 3 -> 12 */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, TLC_HIST_INLINE, 10, 12, q), 1);
+  assert_int_equal(q[0], 11);
+  assert_int_equal(q[1], 12);
   assert_int_equal(tlc__hist_add(&h, 10), TLC_ENOMEM);
   assert_null(h.b);
-  assert_int_equal(tlc__hist_quantiles(&hp, 1, 1, 10, 10, q), 0);
+  assert_int_equal(h.nin, TLC_HIST_INLINE);
   testalloc_fail_at(0);
-  for (i = 0; i < 12; i++)
+  for (i = 0; i < 9; i++)
     assert_int_equal(tlc__hist_add(&h, 10), 0);
   assert_non_null(h.b);
-  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
-  assert_int_equal(tlc__hist_quantiles(&hp, 1, 12, 10, 10, q), 1);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 10);
+  assert_int_equal(tlc__hist_count(&h, 11 - h.lo), 1);
+  assert_int_equal(tlc__hist_count(&h, 12 - h.lo), 1);
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, 12, 10, 12, q), 1);
   assert_int_equal(q[0], 10);
   /* a far value needs a larger span: without memory it is lost, the old span stays intact */
   testalloc_fail_at(1);
   assert_int_equal(tlc__hist_add(&h, 1000000000), TLC_ENOMEM);
   assert_non_null(h.b);
-  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 10);
   testalloc_fail_at(0);
   assert_int_equal(tlc__hist_add(&h, 1000000000), 0);
   assert_int_equal(tlc__hist_count(&h, tlc__hist_idx(1000000000) - h.lo), 1);
-  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 12);
+  assert_int_equal(tlc__hist_count(&h, 10 - h.lo), 10);
   testalloc_fail_at(0);
   tlc__hist_fini(&h);
   assert_int_equal(testalloc_live_bytes(), 0);
@@ -316,7 +365,8 @@ int main(void) {
     cmocka_unit_test(test_buckets),     cmocka_unit_test(test_rank),
     cmocka_unit_test(test_small_exact), cmocka_unit_test(test_random_within_1pct),
     cmocka_unit_test(test_merge),       cmocka_unit_test(test_alloc_failure),
-    cmocka_unit_test(test_widen),       cmocka_unit_test(test_widen_64),
+    cmocka_unit_test(test_inline_mix),  cmocka_unit_test(test_widen),
+    cmocka_unit_test(test_widen_64),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
