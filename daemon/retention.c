@@ -10,7 +10,8 @@
  * count per target, bytes per target, total bytes, and the free-space floor (statvfs through
  * the shim, re-read after each deletion). Within a target the victim is always the lowest
  * sequence; across targets (total bytes, free floor) the segment opened first, ties broken by
- * sequence. Entries being compressed (busy) are skipped for this pass.
+ * sequence. Entries being compressed (busy) or whose main export or manifest the sealer is
+ * writing late (pinned) are skipped for this pass.
  *
  * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds).
  * Thread-safety: the catalog has its own mutex; a pass holds it (the writer thread runs
@@ -67,7 +68,7 @@ static int older(const tlc_catent_t *a, const tlc_catent_t *b, int same_target) 
 static size_t oldest(const tlc_catalog_t *c, const char *target) {
   size_t best = SIZE_MAX;
   for (size_t i = 0; i < c->n; i++) {
-    if (c->v[i].busy || (target && strcmp(c->v[i].target, target) != 0))
+    if (c->v[i].busy || c->v[i].pinned || (target && strcmp(c->v[i].target, target) != 0))
       continue;
     if (best == SIZE_MAX || older(&c->v[i], &c->v[best], target != NULL))
       best = i;
@@ -107,7 +108,7 @@ uint64_t tlc__retention_run(tlc_catalog_t *c, const tlc_retention_t *r) {
     int64_t lim = r->max_age_ms * 1000000;
     for (size_t i = 0; i < c->n;) {
       int64_t age = r->now_wall_ns - c->v[i].closed_wall_ns;
-      if (!c->v[i].busy && age > 0 && age >= lim) {
+      if (!c->v[i].busy && !c->v[i].pinned && age > 0 && age >= lim) {
         delete_at(c, i, r);
         deleted++;
       } else {

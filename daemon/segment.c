@@ -15,7 +15,8 @@
  *    on the next start) or a sealed file with its manifest;
  *  - recovery of a .part never appends to it: whole prefix kept, torn tail copied to
  *    `<data>.torn` (rewritten from scratch each attempt), truncated, manifest rebuilt, renamed.
- *    A crash in the middle leaves a .part again, so recovery is idempotent.
+ *    A crash in the middle leaves a .part again, so recovery is idempotent. Its main export is
+ *    the caller's (store.c writes it once the target's settings are known);
  *  - deletion order: data, export, torn, skipped, manifest, fsync(dir). An orphan manifest at
  *    start is a half-done deletion and is completed.
  *  - keep_skipped: bytes the segment does not hold go to <data>.skipped (written under its final
@@ -270,9 +271,12 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   s->m.closed_wall_ns = wall_ns;
   s->m.reason = reason;
   s->m.suspect = s->suspect;
+  s->ex_err = 0;
   if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
-    if (tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->xml, s->seq, part, 0,
-                                  ex, cb, ud) == 0)
+    /* a failure leaves the manifest's `export -`; the caller writes it later (store.c) */
+    s->ex_err = tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->xml, s->seq,
+                                          part, 0, ex, cb, ud);
+    if (s->ex_err == 0)
       snprintf(s->m.exportf, sizeof s->m.exportf, "%s%s", s->base, s->xml ? ".xml" : ".txt");
   }
   rc = tlc__manifest_store(mpath, &s->m);
@@ -415,16 +419,16 @@ static uint64_t zero_suffix_start(const char *part, tlc_format_t f, uint64_t who
 
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
                               tlc_format_t f, uint32_t interval, uint32_t max_block,
-                              tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
-                              uint64_t *torn_bytes) {
-  char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048];
+                              tlc_manifest_t *m, uint64_t *torn_bytes) {
+  char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048], xpath[2048];
   int rc;
   *torn_bytes = 0;
   tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
   if (tlc__path(part, sizeof part, "%s/%s.part", dir, data) < 0 ||
       tlc__path(dpath, sizeof dpath, "%s/%s", dir, data) < 0 ||
       tlc__path(torn, sizeof torn, "%s/%s.torn", dir, data) < 0 ||
-      tlc__path(mpath, sizeof mpath, "%s/%s.manifest", dir, sn->base) < 0)
+      tlc__path(mpath, sizeof mpath, "%s/%s.manifest", dir, sn->base) < 0 ||
+      tlc__path(xpath, sizeof xpath, "%s/%s%s", dir, sn->base, sn->xml ? ".xml" : ".txt") < 0)
     return TLC_ERANGE;
   /* a manifest written by a seal that crashed before its rename: keep it if it matches */
   tlc_manifest_t old;
@@ -498,10 +502,10 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       m->opened_wall_ns = old.opened_wall_ns;
     /* the crash itself is a gap at the end: whatever was in flight is unknown */
     tlc__manifest_add_gap(m, "crash", *torn_bytes);
-    if (f != TLC_FMT_EVLOG && export_cb && m->records > 0 &&
-        tlc__segment_write_export(dir, sn->base, target, f, sn->xml, sn->seq, part, 1, NULL,
-                                  export_cb, export_ud) == 0)
-      snprintf(m->exportf, sizeof m->exportf, "%s%s", sn->base, sn->xml ? ".xml" : ".txt");
+    /* an export of the interrupted seal may describe bytes that are not kept: the caller
+     * writes it again (with the target's settings when it has them) */
+    if (f != TLC_FMT_EVLOG)
+      tlc_io->unlink(xpath);
     rc = tlc__manifest_store(mpath, m);
     if (rc < 0) {
       tlc__manifest_fini(&old);

@@ -169,7 +169,8 @@ typedef struct tlc_catent {
   uint64_t bytes; /* every file of the segment */
   int64_t opened_wall_ns, closed_wall_ns;
   int compressed;
-  int busy; /* being compressed: retention skips it */
+  int busy;   /* being compressed: retention skips it */
+  int pinned; /* its main export or manifest is being written late (sealer): retention skips it */
 } tlc_catent_t;
 
 typedef struct tlc_catalog {
@@ -256,11 +257,13 @@ typedef struct tlc_exset {
 
 /* Recovers <dir>/<part>: keeps the whole-record prefix, moves the tail to <data>.torn, seals
  * under the data name with a rebuilt manifest (or keeps a valid manifest that matches).
- * Fills *m (caller's, initialised). Returns 0, or a negative error (the caller quarantines). */
+ * Writes no main export: with a rebuilt manifest, an export left by the interrupted seal is
+ * removed (it may describe other bytes), and the caller has the export written (with the
+ * target's settings when it knows them) and recorded in the manifest. Fills *m (caller's,
+ * initialised). Returns 0, or a negative error (the caller quarantines). */
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
                               tlc_format_t f, uint32_t interval, uint32_t max_block,
-                              tlc_store_export_fn export_cb, void *export_ud, tlc_manifest_t *m,
-                              uint64_t *torn_bytes);
+                              tlc_manifest_t *m, uint64_t *torn_bytes);
 
 /* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
  * .tmp, fsync, rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none)
@@ -288,6 +291,7 @@ typedef struct tlc_seg {
   uint32_t max_block;
   int seal_err;      /* first error of the last seal after which it still sealed */
   int mf_err;        /* the last seal's manifest write error (0: written) */
+  int ex_err;        /* the last seal's main export error (0: written, or none due) */
   int xml;           /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
   int skfd;          /* <data>.skipped while open (keep_skipped), else -1 */
   uint64_t sk_bytes; /* bytes in it */

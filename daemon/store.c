@@ -17,11 +17,15 @@
  *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
  *    order) and seals each exactly as before (segment.c: fdatasync, main export, manifest,
  *    rename, fsync(dir), crash points), then catalogues it, reports it and runs a retention
- *    pass. A segment being sealed is not in the catalog yet, so retention cannot touch it; a
- *    crash leaves it a .part like the open one, and recovery seals both. At most max_sealing
- *    jobs are in flight: the writer waits for room before handing over another (a bounded
- *    number of unsealed segments, fds and manifests in memory). Barriers pass through the
- *    sealer's queue, so a barrier also covers the seals of the segments closed before it.
+ *    pass. A main export or manifest a seal could not write for lack of space is kept (pend_t)
+ *    and written when space returns; the main exports of segments found at start without one
+ *    (crash recovery) wait with the writer until their target is configured, so that they get
+ *    its mapping and context area, and are then written by the sealer too (never the loop). A
+ * segment being sealed is not in the catalog yet, so retention cannot touch it; a crash leaves it a
+ * .part like the open one, and recovery seals both. At most max_sealing jobs are in flight: the
+ * writer waits for room before handing over another (a bounded number of unsealed segments, fds and
+ * manifests in memory). Barriers pass through the sealer's queue, so a barrier also covers the
+ * seals of the segments closed before it.
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).
@@ -68,19 +72,10 @@ enum {
   C_STOP,
   C_SETMAP,
   C_SETCONF,
-  C_SKIP
+  C_SKIP,
+  C_RECEXPORT
 };
-enum { J_SEAL = 1, J_BARRIER, J_RETRY };
-
-/* A manifest the sealer could not write for lack of space (bytes or inodes), kept to write
- * again when space returns (sealer only): its gaps say what was dropped. */
-typedef struct pman {
-  struct pman *next;
-  char path[1200]; /* <dir>/<base>.manifest */
-  char data[1200]; /* <dir>/<data> (the segment must still exist: retention may delete it) */
-  tlc_manifest_t m;
-} pman_t;
-#define PMAN_MAX 256
+enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT };
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
 
 /* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
@@ -90,6 +85,33 @@ typedef struct tmap {
   uint32_t refs;
   tlc_mapping_t m;
 } tmap_t;
+
+/* A sealed bin1x segment whose main export and/or manifest is still to be written. Two kinds:
+ *  - left out by its seal for lack of space (bytes or inodes): the sealer keeps it (s->pend, at
+ *    most PEND_MAX) and writes it when space returns: before its next job, when writing resumes
+ *    (J_RETRY), at its last try at shutdown;
+ *  - recovered at start, or found sealed without its export: the writer keeps it (s->rx, at
+ *    most RX_MAX) until a target of that name is configured, then hands it to the sealer
+ *    (J_EXPORT) with that target's settings; at shutdown, without settings.
+ * What is still missing after the last try is done at the next start (a manifest rebuilt from
+ * the data, a missing export written). Owned by one thread at a time; need_ex entries are
+ * counted in exports_pending. */
+typedef struct pend {
+  struct pend *next;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char base[TLC_SEG_BASE_MAX];
+  char data[TLC_SEG_NAME_MAX]; /* data file name (without .zst) */
+  tlc_format_t format;
+  int xml, recovered;
+  uint64_t seq;
+  int need_ex;          /* the main export is to write, with map and tc */
+  int need_mf;          /* m is to write as the manifest */
+  tlc_manifest_t m;     /* need_mf: the manifest (its gaps say what was dropped) */
+  tmap_t *map;          /* need_ex: a reference to the target's names (NULL: none) */
+  tlc_store_tconf_t tc; /* need_ex: its context area */
+} pend_t;
+#define PEND_MAX 256  /* segments waiting for space */
+#define RX_MAX   1024 /* exports of segments found at start waiting for their target */
 
 typedef struct cmd {
   struct cmd *next;
@@ -133,6 +155,7 @@ typedef struct sjob {
   tmap_t *map;          /* J_SEAL: a reference to the target's names then (may be NULL) */
   tlc_store_tconf_t tc; /* J_SEAL: the target's export settings then */
   res_t *res;           /* J_BARRIER: the R_BARRIER result to push */
+  pend_t *p;            /* J_EXPORT: a recovered segment's export, with its settings */
 } sjob_t;
 
 typedef struct pgap {
@@ -159,6 +182,7 @@ struct tlc_store_target {
   uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP) */
   size_t sk_olen, sk_ocap;
   uint64_t sk_unkept; /* skipped bytes that could not be kept, to queue */
+  int rx_state;       /* loop: 1 configured, C_RECEXPORT to queue (rx_mark); 2 queued */
   /* writer side */
   tlc_seg_t seg;
   char dir[1024];
@@ -196,8 +220,12 @@ struct tlc_store {
   sjob_t *sh, *st;
   uint32_t sealing; /* J_SEAL jobs queued or running */
   int sstop, sthr_started;
-  pman_t *pman; /* sealer only: manifests to write again */
-  size_t npman;
+  pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
+  size_t npend;
+  /* writer only (filled by recovery before the writer starts): exports waiting for their
+   * target's settings */
+  pend_t *rx, **rx_tail;
+  size_t nrx;
   /* writer only */
   tlc_store_target_t *wlist;
   int disk_full;
@@ -205,6 +233,8 @@ struct tlc_store {
   uint64_t df_suppressed;
   /* loop only */
   tlc_store_target_t *targets;
+  int rx_any;        /* recovery deferred some exports (set before the writer starts) */
+  int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
   unsigned inflight; /* compressions */
   int closing;
   void (*close_cb)(void *);
@@ -490,59 +520,169 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
   }
 }
 
-/* sealer: writes the kept manifests whose segment still exists; drops the others, and those
- * that fail for another reason than space (they are rebuilt from the data at the next start) */
-static void pman_retry(tlc_store_t *s) {
-  for (pman_t **pp = &s->pman; *pp;) {
-    pman_t *p = *pp;
-    struct stat st;
-    char zst[1300];
-    snprintf(zst, sizeof zst, "%s.zst", p->data);
-    int rc = 0;
-    if (lstat(p->data, &st) == 0 || lstat(zst, &st) == 0) {
-      rc = tlc__manifest_store(p->path, &p->m);
-      if (is_nospace(rc))
-        return; /* still full: later */
-      if (rc == 0)
-        wlog(s, 5, "%s: manifest %s written now that space is back", p->m.target, p->path);
-      else
-        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->m.target,
-             p->path, tlc_strerror(rc));
+static tlc_catent_t *cat_find(tlc_catalog_t *c, const char *target, uint64_t seq) {
+  for (size_t i = 0; i < c->n; i++)
+    if (c->v[i].seq == seq && strcmp(c->v[i].target, target) == 0)
+      return &c->v[i];
+  return NULL;
+}
+
+/* Pins (on = 1) a catalogued segment against retention while its files are written late, or
+ * unpins it and refreshes its size on disk. Returns 1 when it is in the catalog. */
+static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on) {
+  char dir[1200];
+  uv_mutex_lock(&s->cat.mu);
+  tlc_catent_t *e = cat_find(&s->cat, target, seq);
+  if (e) {
+    e->pinned = on;
+    if (!on) {
+      snprintf(dir, sizeof dir, "%s/%s", s->state_dir, e->target);
+      e->bytes = tlc__segment_disk_bytes(dir, e->base, e->data);
     }
-    *pp = p->next;
-    tlc__manifest_fini(&p->m);
-    tlc_free(p);
-    s->npman--;
+  }
+  uv_mutex_unlock(&s->cat.mu);
+  return e != NULL;
+}
+
+static pend_t *pend_new(const char *target, const char *base, const char *data, tlc_format_t f,
+                        int xml, uint64_t seq, int recovered) {
+  pend_t *p = tlc_calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  snprintf(p->target, sizeof p->target, "%s", target);
+  snprintf(p->base, sizeof p->base, "%s", base);
+  snprintf(p->data, sizeof p->data, "%s", data);
+  p->format = f;
+  p->xml = xml;
+  p->seq = seq;
+  p->recovered = recovered;
+  tlc__manifest_init(&p->m);
+  return p;
+}
+
+/* marks that p's export is to write (counted in exports_pending until done or dropped) */
+static void pend_want_export(tlc_store_t *s, pend_t *p) {
+  if (!p->need_ex)
+    LOCKED(s, s->c.exports_pending++);
+  p->need_ex = 1;
+}
+
+static void pend_free(tlc_store_t *s, pend_t *p) {
+  if (p->need_ex)
+    LOCKED(s, s->c.exports_pending--);
+  tmap_unref(s, p->map);
+  tlc__manifest_fini(&p->m);
+  tlc_free(p);
+}
+
+/* Writes what p still needs: the main export (then named in the manifest), the manifest.
+ * Sealer thread (or the recovering thread before it starts). Returns 1 when nothing is left to
+ * do (written; failed for another reason than space, logged and left to the next start; or the
+ * segment is gone), 0 while the file system is full. */
+static int pend_try(tlc_store_t *s, pend_t *p) {
+  char dir[1200], dpath[1400], zpath[1500], mpath[1400];
+  struct stat st;
+  int rc;
+  snprintf(dir, sizeof dir, "%s/%s", s->state_dir, p->target);
+  snprintf(dpath, sizeof dpath, "%s/%s", dir, p->data);
+  snprintf(zpath, sizeof zpath, "%s.zst", dpath);
+  snprintf(mpath, sizeof mpath, "%s/%s.manifest", dir, p->base);
+  int pinned = cat_pin(s, p->target, p->seq, 1);
+  int plain = lstat(dpath, &st) == 0;
+  if (!plain && lstat(zpath, &st) != 0) {
+    if (pinned) /* deleted by retention meanwhile: nothing to write */
+      cat_pin(s, p->target, p->seq, 0);
+    return 1;
+  }
+  int late_ex = 0; /* the manifest is rewritten to name an export written now */
+  if (p->need_ex) {
+    tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area };
+    rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq,
+                                   plain ? dpath : zpath, p->recovered, &ex, s->o.export_cb,
+                                   s->o.export_ud);
+    if (rc == -ENOENT && plain) /* compressed meanwhile: the .zst is complete before the unlink */
+      rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq, zpath,
+                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud);
+    if (!is_nospace(rc)) {
+      p->need_ex = 0;
+      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0);
+      if (rc == 0) {
+        /* named in the manifest: the kept one, or the one on disk (without a valid one, the
+         * next start rebuilds it from the data, naming the export) */
+        late_ex = !p->need_mf;
+        if (p->need_mf || tlc__manifest_load(mpath, &p->m, NULL, 0) == 0) {
+          p->need_mf = 1;
+          snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
+        }
+        wlog(s, 6, "%s: main export of %s/%s written%s", p->target, dir, p->data,
+             p->map || p->tc.has_context_area ? " with the target's settings" : "");
+      } else {
+        wlog(s, 4, "%s: main export of %s/%s: %s (written at the next start)", p->target, dir,
+             p->data, tlc_strerror(rc));
+      }
+    }
+  }
+  if (p->need_mf) {
+    rc = tlc__manifest_store(mpath, &p->m);
+    if (!is_nospace(rc)) {
+      p->need_mf = 0;
+      if (rc == 0 && !late_ex)
+        wlog(s, 5, "%s: manifest %s written now that space is back", p->target, mpath);
+      else if (rc < 0)
+        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->target,
+             mpath, tlc_strerror(rc));
+    }
+  }
+  if (pinned) {
+    cat_pin(s, p->target, p->seq, 0);
+    update_stored(s);
+  }
+  return !p->need_ex && !p->need_mf;
+}
+
+/* sealer: writes what the kept entries need, oldest first, until the file system is still
+ * full */
+static void pend_retry(tlc_store_t *s) {
+  while (s->pend) {
+    pend_t *p = s->pend;
+    if (!pend_try(s, p))
+      return; /* still full: later */
+    s->pend = p->next;
+    s->npend--;
+    pend_free(s, p);
   }
 }
 
-/* sealer: keeps the manifest of a segment sealed without it (moved out of `seg`) */
-static void pman_keep(tlc_store_t *s, tlc_seg_t *seg) {
-  pman_t *p = s->npman < PMAN_MAX ? tlc_calloc(1, sizeof *p) : NULL;
-  if (!p) {
+/* sealer: keeps p to write when space returns (at most PEND_MAX; the rest waits for the next
+ * start) */
+static void pend_keep(tlc_store_t *s, pend_t *p) {
+  if (s->npend >= PEND_MAX) {
     wlog(s, 4,
-         "%s: manifest of %s/%s not written (no space); rebuilt from the data at the next "
-         "start",
-         seg->target, seg->dir, seg->data);
+         "%s: %s%s%s of %s not written (no space, %d segments waiting already): done at the "
+         "next start",
+         p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+         p->need_mf ? "manifest" : "", p->data, PEND_MAX);
+    pend_free(s, p);
     return;
   }
-  snprintf(p->path, sizeof p->path, "%s/%s.manifest", seg->dir, seg->base);
-  snprintf(p->data, sizeof p->data, "%s/%s", seg->dir, seg->data);
-  p->m = seg->m; /* moved: seg gets a fresh one */
-  tlc__manifest_init(&seg->m);
-  p->next = s->pman;
-  s->pman = p;
-  s->npman++;
+  /* appended: retried in the order they were kept */
+  pend_t **pp = &s->pend;
+  while (*pp)
+    pp = &(*pp)->next;
+  p->next = NULL;
+  *pp = p;
+  s->npend++;
 }
 
 /* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
  * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
  * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
-static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, const tmap_t *map,
+static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
                      const tlc_store_tconf_t *tc) {
   tlc_catent_t ent;
   char path[1200];
   tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
+  pend_t *seal_keep = NULL;
   int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
   snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
   if (rc == 1)
@@ -559,10 +699,30 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
     wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
     return;
   }
-  if (is_nospace(seg->mf_err)) {
-    wlog(s, 4, "%s: sealed %s without its manifest (%s): it is written once space returns",
-         seg->target, path, tlc_strerror(seg->mf_err));
-    pman_keep(s, seg); /* its gaps count what was lost: keep it */
+  int ex_full = is_nospace(seg->ex_err), mf_full = is_nospace(seg->mf_err);
+  if (seg->ex_err < 0 && !ex_full)
+    wlog(s, 4, "%s: main export of %s: %s (written at the next start)", seg->target, path,
+         tlc_strerror(seg->ex_err));
+  if (ex_full || mf_full) {
+    wlog(s, 4, "%s: sealed %s without its %s (%s): written once space returns", seg->target, path,
+         ex_full && mf_full ? "main export and manifest"
+         : ex_full          ? "main export"
+                            : "manifest",
+         tlc_strerror(ex_full ? seg->ex_err : seg->mf_err));
+    pend_t *p = pend_new(seg->target, seg->base, seg->data, seg->format, seg->xml, seg->seq, 0);
+    if (p) {
+      if (mf_full) { /* its gaps count what was lost: keep it */
+        p->need_mf = 1;
+        p->m = seg->m; /* moved: seg gets a fresh one */
+        tlc__manifest_init(&seg->m);
+      }
+      if (ex_full) {
+        pend_want_export(s, p);
+        p->map = tmap_ref(s, map);
+        p->tc = *tc;
+      }
+    }
+    seal_keep = p;
   }
   if (seg->seal_err < 0 && !is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
@@ -572,6 +732,8 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
   tlc__catalog_add(&s->cat, &ent);
   LOCKED(s, s->c.segments_sealed++);
   wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  if (seal_keep)
+    pend_keep(s, seal_keep);
   retention_pass(s);
 }
 
@@ -625,6 +787,42 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   push_job(s, j);
 }
 
+/* writer: hands the exports recovery deferred to the sealer: those of target t's name, with t's
+ * settings (C_RECEXPORT, after its first configuration), or every one left, without settings
+ * (t NULL: shutdown) */
+static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
+  size_t n = 0;
+  for (pend_t **pp = &s->rx; *pp;) {
+    pend_t *p = *pp;
+    sjob_t *j = !t || strcmp(p->target, t->name) == 0 ? tlc_calloc(1, sizeof *j) : NULL;
+    if (!j) { /* another target's (or no memory: at shutdown, or the next start) */
+      pp = &p->next;
+      continue;
+    }
+    *pp = p->next;
+    s->nrx--;
+    if (t) {
+      p->map = tmap_ref(s, t->wmap);
+      p->tc = t->tc;
+    }
+    j->kind = J_EXPORT;
+    j->p = p;
+    push_job(s, j);
+    n++;
+  }
+  s->rx_tail = &s->rx;
+  while (*s->rx_tail)
+    s->rx_tail = &(*s->rx_tail)->next;
+  if (n > 0 && t)
+    wlog(s, 6, "%s: exporting %zu segment(s) recovered at start with the target's settings",
+         t->name, n);
+  else if (n > 0)
+    wlog(s, 5,
+         "exporting %zu segment(s) recovered at start without target settings (no target of "
+         "that name was configured)",
+         n);
+}
+
 static void sealer_main(void *arg) {
   tlc_store_t *s = arg;
   uv_mutex_lock(&s->mu);
@@ -634,15 +832,17 @@ static void sealer_main(void *arg) {
     sjob_t *j = s->sh;
     if (!j) {
       uv_mutex_unlock(&s->mu);
-      if (s->pman)
-        pman_retry(s); /* a last try */
-      while (s->pman) {
-        pman_t *p = s->pman;
-        s->pman = p->next;
-        tlc__manifest_fini(&p->m);
-        tlc_free(p);
+      if (s->pend)
+        pend_retry(s); /* a last try */
+      while (s->pend) {
+        pend_t *p = s->pend;
+        s->pend = p->next;
+        wlog(s, 4, "%s: %s%s%s of %s not written (no space): done at the next start", p->target,
+             p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+             p->need_mf ? "manifest" : "", p->data);
+        pend_free(s, p);
       }
-      s->npman = 0;
+      s->npend = 0;
       uv_mutex_lock(&s->mu);
       break; /* stopped and drained */
     }
@@ -650,14 +850,19 @@ static void sealer_main(void *arg) {
     if (!s->sh)
       s->st = NULL;
     uv_mutex_unlock(&s->mu);
-    if (s->pman)
-      pman_retry(s);
+    if (s->pend)
+      pend_retry(s);
     if (j->kind == J_SEAL) {
       seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
       tlc__seg_fini(&j->seg);
       tmap_unref(s, j->map);
     } else if (j->kind == J_BARRIER) {
       push_res(s, j->res);
+    } else if (j->kind == J_EXPORT) {
+      if (pend_try(s, j->p))
+        pend_free(s, j->p);
+      else
+        pend_keep(s, j->p); /* the file system is full: when space returns */
     }
     uv_mutex_lock(&s->mu);
     if (j->kind == J_SEAL) {
@@ -976,6 +1181,10 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_SKIP:
     w_skip(s, t, c->buf, c->len, c->count);
     break;
+  case C_RECEXPORT:
+    if (s->rx)
+      w_release_rx(s, t);
+    break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) {
@@ -1038,10 +1247,12 @@ static void writer_main(void *arg) {
     uv_mutex_unlock(&s->mu);
     if (c) {
       int stop = c->type == C_STOP;
-      if (!stop)
+      if (!stop) {
         w_cmd(s, c);
-      else
-        stop_sealer(s); /* seals what it holds first */
+      } else {
+        w_release_rx(s, NULL); /* no target of theirs was configured: without settings */
+        stop_sealer(s);        /* seals and exports what it holds first */
+      }
       tlc_free(c->buf);
       tlc_free(c->conf);
       tmap_unref(s, c->map);
@@ -1373,6 +1584,37 @@ int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   return submit(t, buf, k * TLC_BIN1X_RECORD, k);
 }
 
+/* ---- loop side: exports of segments found at start ----
+ *
+ * Recovery leaves the exports of the segments it sealed (or found without one) with the writer
+ * (s->rx) until a target of their name is configured. The first tlc_store_target_configure or
+ * tlc_store_target_set_mapping of a target marks it; the C_RECEXPORT that releases them is
+ * queued once the caller's callback has returned (the store's async callback), or before a
+ * barrier or the target's close, so that it comes after every setting given together (tlcapd
+ * gives the context area and the mapping in one callback). */
+
+static void rx_mark(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  if (!s->rx_any || t->rx_state != 0)
+    return;
+  t->rx_state = 1;
+  s->rx_kick = 1;
+  uv_async_send(&s->async);
+}
+
+static void rx_queue(tlc_store_target_t *t) {
+  if (t->rx_state == 1 && ctl(t->s, C_RECEXPORT, t, NULL, 0, 0) == 0)
+    t->rx_state = 2; /* without memory: the exports are written at shutdown, without settings */
+}
+
+static void rx_flush(tlc_store_t *s) {
+  if (!s->rx_kick)
+    return;
+  s->rx_kick = 0;
+  for (tlc_store_target_t *t = s->targets; t; t = t->next)
+    rx_queue(t);
+}
+
 int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf) {
   if (!t || !conf)
     return TLC_EINVAL;
@@ -1382,7 +1624,10 @@ int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *c
   c->type = C_SETCONF;
   c->t = t;
   c->tc = *conf;
-  return enqueue(t->s, c, 0);
+  int rc = enqueue(t->s, c, 0);
+  if (rc == 0)
+    rx_mark(t);
+  return rc;
 }
 
 int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping) {
@@ -1397,7 +1642,10 @@ int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *map
   }
   c->type = C_SETMAP;
   c->t = t;
-  return enqueue(t->s, c, 0);
+  int rc = enqueue(t->s, c, 0);
+  if (rc == 0)
+    rx_mark(t);
+  return rc;
 }
 
 int tlc_store_gap(tlc_store_target_t *t, const char *reason, uint64_t count) {
@@ -1434,6 +1682,7 @@ int tlc_store_rotate_all(tlc_store_t *s, int reason) {
 }
 
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
+  rx_flush(s); /* a barrier covers the exports released before it */
   cmd_t *c = tlc_calloc(1, sizeof *c);
   if (!c)
     return TLC_ENOMEM;
@@ -1512,6 +1761,7 @@ void tlc_store_target_close(tlc_store_target_t *t) {
     return;
   tlc_store_t *s = t->s;
   flush_block(t);
+  rx_queue(t); /* configured in this callback: its recovered segments' exports first */
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0;
   for (tlc_store_target_t **pp = &s->targets; *pp; pp = &(*pp)->next)
@@ -1613,13 +1863,6 @@ done:
   return rc;
 }
 
-static tlc_catent_t *cat_find(tlc_catalog_t *c, const char *target, uint64_t seq) {
-  for (size_t i = 0; i < c->n; i++)
-    if (c->v[i].seq == seq && strcmp(c->v[i].target, target) == 0)
-      return &c->v[i];
-  return NULL;
-}
-
 static void z_work(uv_work_t *req) {
   zjob_t *j = req->data;
   tlc_store_t *s = j->s;
@@ -1717,6 +1960,7 @@ static void free_target(tlc_store_target_t *t) {
 
 static void on_async(uv_async_t *a) {
   tlc_store_t *s = a->data;
+  rx_flush(s);
   uv_mutex_lock(&s->mu);
   res_t *r = s->rh;
   s->rh = s->rt = NULL;
@@ -1777,6 +2021,17 @@ static void on_async_closed(uv_handle_t *h) {
       free_target(r->t);
     tlc_free(r);
   }
+  /* left when the threads never ran (tlc_store_recover failed or was not called) */
+  while (s->rx) {
+    pend_t *p = s->rx;
+    s->rx = p->next;
+    pend_free(s, p);
+  }
+  while (s->pend) {
+    pend_t *p = s->pend;
+    s->pend = p->next;
+    pend_free(s, p);
+  }
   tlc__catalog_fini(&s->cat);
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
@@ -1832,6 +2087,7 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     return TLC_ENOMEM;
   s->loop = loop;
   s->o = *opts;
+  s->rx_tail = &s->rx;
   apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
   size_t n = strlen(opts->state_dir);
@@ -1929,6 +2185,53 @@ static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
   e.compressed = compressed;
   e.bytes = tlc__segment_disk_bytes(dir, e.base, e.data);
   tlc__catalog_add(&s->cat, &e);
+}
+
+/* recovery: a sealed bin1x segment without its main export. Kept for the writer until a target
+ * of its name is configured (at most RX_MAX), or written now without settings. */
+static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, tlc_format_t f,
+                   int recovered, tlc_store_recovery_t *sum) {
+  char data[TLC_SEG_NAME_MAX];
+  tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
+  pend_t *p = pend_new(target, sn->base, data, f, sn->xml, sn->seq, recovered);
+  if (!p)
+    return; /* the next start tries again */
+  pend_want_export(s, p);
+  if (s->nrx < RX_MAX) {
+    *s->rx_tail = p;
+    s->rx_tail = &p->next;
+    s->nrx++;
+    sum->exports_deferred++;
+    return;
+  }
+  sum->exports_unset++;
+  if (pend_try(s, p))
+    pend_free(s, p);
+  else
+    pend_keep(s, p); /* the file system is full: the sealer writes it when space returns */
+}
+
+/* recovery: the main export a sealed bin1x segment with records needs (export_cb set): when it
+ * is missing, rx_add; when it is there but the manifest `m` (the segment's, valid) does not name
+ * it (a crash after the export was written late, before the manifest), the manifest names it */
+static void export_check(tlc_store_t *s, const char *target, const char *dir,
+                         const tlc_segname_t *sn, tlc_format_t f, tlc_manifest_t *m,
+                         tlc_store_recovery_t *sum) {
+  char xname[TLC_SEG_NAME_MAX], p[1300];
+  struct stat st;
+  if (!s->o.export_cb || f == TLC_FMT_EVLOG || m->records == 0)
+    return;
+  snprintf(xname, sizeof xname, "%s%s", sn->base, sn->xml ? ".xml" : ".txt");
+  snprintf(p, sizeof p, "%s/%s", dir, xname);
+  if (lstat(p, &st) != 0) {
+    rx_add(s, target, sn, f, m->recovered, sum);
+    return;
+  }
+  if (strcmp(m->exportf, xname) != 0) {
+    snprintf(m->exportf, sizeof m->exportf, "%s", xname);
+    snprintf(p, sizeof p, "%s/%s.manifest", dir, sn->base);
+    tlc__manifest_store(p, m);
+  }
 }
 
 static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t *sum) {
@@ -2036,8 +2339,8 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       tlc__manifest_fini(&mm);
     }
     uint64_t torn = 0;
-    int rc = tlc__segment_recover_part(dir, target, sn, f, s->o.index_interval, s->o.max_block,
-                                       s->o.export_cb, s->o.export_ud, &m, &torn);
+    int rc = tlc__segment_recover_part(dir, target, sn, f, s->o.index_interval, s->o.max_block, &m,
+                                       &torn);
     if (rc < 0) {
       snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
       quarantine(s, target, dir, v[i].name, why, sum);
@@ -2052,6 +2355,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
                "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64 " torn bytes moved aside",
                target, dir, v[i].name, m.records, torn);
     catalog_sealed(s, target, dir, sn, &m, 0);
+    export_check(s, target, dir, sn, f, &m, sum);
     sum->segments++;
     /* its manifest/export entries are accounted for */
     rent_t *x;
@@ -2117,6 +2421,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
           sum->rebuilt_manifests++;
           log_direct(s, 4, "%s: %s: %s", target, p, wbuf);
           catalog_sealed(s, target, dir, sn, &m, zst);
+          export_check(s, target, dir, sn, f, &m, sum);
           sum->segments++;
         }
       } else {
@@ -2126,6 +2431,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
         snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
         tlc__manifest_load(mp, &mm, NULL, 0);
         catalog_sealed(s, target, dir, sn, &mm, zst);
+        export_check(s, target, dir, sn, mm.format, &mm, sum);
         tlc__manifest_fini(&mm);
         sum->segments++;
       }
@@ -2238,6 +2544,17 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   sum->deleted = before - s->cat.n;
   uv_mutex_unlock(&s->cat.mu);
   update_stored(s);
+  s->rx_any = s->nrx > 0;
+  if (sum->exports_deferred > 0)
+    log_direct(s, 6,
+               "%" PRIu64 " segment(s) found without their main export: written once a target of "
+               "their name is configured (at shutdown without its settings)",
+               sum->exports_deferred);
+  if (sum->exports_unset > 0)
+    log_direct(s, 4,
+               "%" PRIu64 " segment(s) found without their main export beyond the %d that wait "
+               "for their target: exported now, without the target's settings",
+               sum->exports_unset, RX_MAX);
   /* segments sealed but not compressed before a restart: compress them now (threadpool) */
   if (s->o.compress) {
     uv_mutex_lock(&s->cat.mu);

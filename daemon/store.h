@@ -68,7 +68,9 @@ typedef struct tlc_store_export {
   tlc_out_t *out;           /* where to write the export (flushes into a temporary file) */
   int recovered;            /* 1 when sealed by crash recovery */
   /* The target's settings when the segment was closed (tlc_store_target_set_mapping and
-   * tlc_store_target_configure); none for a segment sealed by crash recovery. */
+   * tlc_store_target_configure). For a segment sealed by crash recovery (or found without its
+   * export at start): those of the first configuration of a target of that name after the
+   * start, or none when no such target was configured before tlc_store_close. */
   const tlc_mapping_t *mapping; /* names (NULL: none); read-only, valid during the call */
   uint8_t has_context_area;     /* RTOS task-state area: contexts are its values */
   uint32_t context_area;
@@ -77,9 +79,10 @@ typedef struct tlc_store_export {
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
- * x->timeline and calling tlc_text1_write. Runs on the writer thread (or the recovering thread
+ * x->timeline and calling tlc_text1_write. Runs on the sealer thread (or the recovering thread
  * during tlc_store_recover): must only touch its own state. Returns 0 or a negative error (the
- * export is then left out and the error logged; the segment is sealed regardless). */
+ * export is then left out and the error logged; the segment is sealed regardless; a missing
+ * export is written again when space returns after ENOSPC, or at the next start). */
 typedef int (*tlc_store_export_fn)(void *ud, const tlc_store_export_t *x);
 
 /* Events the store reports on the loop thread. */
@@ -165,6 +168,11 @@ typedef struct tlc_store_counters {
   uint64_t skipped_unkept_bytes; /* not kept: over keep_skipped, queue full, write error */
   uint64_t stored_bytes;         /* sealed segments on disk (all files), all targets */
   uint64_t stored_segments;
+  /* Main exports of sealed bin1x segments not written yet: left out for lack of space (written
+   * when space returns), or of segments recovered at start waiting for their target's settings
+   * (written once a target of that name is configured, else at tlc_store_close). */
+  uint64_t exports_pending;
+  uint64_t exports_late; /* main exports written after their segment was sealed */
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
    * every 250 ms unless stuck in a system call or waiting for the sealer (max_sealing segments
    * in flight: a stuck seal stalls the writer after at most that many more segments). With
@@ -191,6 +199,10 @@ typedef struct tlc_store_recovery {
   uint64_t completed_deletions; /* half-done retention deletions completed */
   uint64_t deleted;             /* segments deleted by the retention pass at start */
   uint64_t foreign;             /* files left alone (not tlcap's) */
+  uint64_t exports_deferred;    /* bin1x segments recovered or found without their main export:
+                                   written once their target is configured (or at close) */
+  uint64_t exports_unset;       /* the same beyond the cap of deferred exports (1024): written
+                                   during recovery, without the target's settings */
 } tlc_store_recovery_t;
 
 /* Fills opts with defaults (all zero = defaults; state_dir NULL). */
@@ -204,7 +216,12 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
  * before READY): recovers every .part, verifies or rebuilds manifests, quarantines what it
  * cannot trust, completes interrupted deletions, then starts the writer thread. Never fails
  * because of what it finds; returns 0 (summary in *sum, may be NULL) or a negative error only
- * when the state directory itself is unusable or the writer thread cannot start. */
+ * when the state directory itself is unusable or the writer thread cannot start.
+ * Main exports (export_cb set): a bin1x segment sealed by recovery, or found sealed without its
+ * export, gets it later, with the settings of its target (tlc_store_target_configure and
+ * tlc_store_target_set_mapping) once one of that name is opened and configured, or at
+ * tlc_store_close without settings; at most 1024 wait, the rest are written here without
+ * settings (exports_unset). */
 int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum);
 
 /* Opens (registers) a target: `name` must be a valid target name (target.h rules), `format`
@@ -237,7 +254,11 @@ typedef struct tlc_store_tconf {
 /* Sets the target's export settings (copied). context_area applies to the segments closed
  * after the writer reaches this command (a segment takes the settings in force when it is
  * closed); main_export to the segments opened after it (it decides their names). A control
- * command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes). */
+ * command: never dropped. Returns 0, TLC_EINVAL or TLC_ENOMEM (nothing changes).
+ * The first call of this or tlc_store_target_set_mapping on a target also releases the exports
+ * of that target's segments recovered at start (tlc_store_recover): they are written with the
+ * settings given by the calls made in the same loop callback (as tlcapd configures a target
+ * when it creates it), a later change does not reach them. */
 int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *conf);
 
 /* Gives the target's segments the names of `mapping` (a finished mapping; NULL: none), as the

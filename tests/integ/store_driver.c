@@ -9,7 +9,9 @@
  *        the store reports disk full, prints what statvfs says then ("full avail_bytes N
  *        avail_inodes N"), deletes FILLER (a file, or every file in a directory: inodes),
  *        awaits the automatic resume, writes more, closes; checks records_in == written +
- *        dropped and prints the counters. `export`: write main exports (as tlcapd does)
+ *        dropped and prints the counters. `export`: write main exports (as tlcapd does), and
+ *        seal the open segment while the file system is full (prints "full ... exports_left_out
+ *        N": exports left out then; the end line's exports_late counts those written later)
  *   store_driver DIR recover              recover and close; prints the summary
  *   store_driver DIR verify TARGET        verifies every sealed segment (content checksum) and
  *        prints one line per segment: "seg SEQ RECORDS FIRST_DATA LAST_DATA CONTIGUOUS", plus
@@ -274,10 +276,19 @@ static int diskfull(const char *dir, const char *filler, int with_export) {
     fprintf(stderr, "never reached disk full\n");
     return 1;
   }
+  tlc_store_counters_t c;
+  if (with_export) {
+    /* a segment sealed while the file system is full: its export waits for space */
+    int b = 0;
+    tlc_store_rotate(t, TLC_ROT_COMMAND);
+    tlc_store_barrier(s, done_cb, &b);
+    run_until(&loop, &b, 100000);
+  }
+  tlc_store_counters(s, &c);
   tlc_io_space_t sp;
   if (tlc_io_default.statvfs(dir, &sp) == 0)
-    printf("full avail_bytes %" PRIu64 " avail_inodes %" PRIu64 "\n", sp.avail_bytes,
-           sp.avail_inodes);
+    printf("full avail_bytes %" PRIu64 " avail_inodes %" PRIu64 " exports_left_out %" PRIu64 "\n",
+           sp.avail_bytes, sp.avail_inodes, c.exports_pending);
   if (remove_filler(filler) < 0) {
     perror("remove filler");
     return 1;
@@ -299,10 +310,11 @@ static int diskfull(const char *dir, const char *filler, int with_export) {
   int b = 0;
   tlc_store_barrier(s, done_cb, &b);
   run_until(&loop, &b, 100000);
-  tlc_store_counters_t c;
   tlc_store_counters(s, &c);
-  printf("in %" PRIu64 " written %" PRIu64 " dropped_disk_full %" PRIu64 " events %" PRIu64 "\n",
-         c.records_in, c.records_written, c.dropped_disk_full_records, c.disk_full_events);
+  printf("in %" PRIu64 " written %" PRIu64 " dropped_disk_full %" PRIu64 " events %" PRIu64
+         " exports_pending %" PRIu64 " exports_late %" PRIu64 "\n",
+         c.records_in, c.records_written, c.dropped_disk_full_records, c.disk_full_events,
+         c.exports_pending, c.exports_late);
   uv_close((uv_handle_t *)&tick, NULL);
   int closed = 0;
   tlc_store_close(s, done_cb, &closed);

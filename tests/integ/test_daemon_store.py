@@ -541,6 +541,65 @@ def test_segment_export_names(d):
              "segment %d: export equals its replay with %s and context_area" % (seq, mp))
 
 
+def test_recovered_export_names(d):
+    """Issue 6: a segment sealed by crash recovery is exported with its target's mapping and
+    context_area. A SIGKILL leaves two .part files; after the restart, the one of the target
+    that comes back (with --mapping and --context-area) gets its export once the target is
+    created, equal to `tlcapd replay SEGMENT --mapping M --context-area H`; the one of a target
+    that does not come back is exported at shutdown, without names (equal to a plain replay)."""
+    port = D.free_port()
+    mp = os.path.join(d, "map.txt")
+    with open(mp, "w") as f:
+        f.write(mapping_text("rec_"))
+    args = ["--listen", "in=bin11@127.0.0.1:%d" % port, "--mapping", "rt=" + mp,
+            "--context-area", "rt=30000000"]
+    dm = D.Daemon(TLCAPD, d, args, store=True)
+    try:
+        send_named(port, "rt", "bin11", gen_bin11(500, 31))  # answered once written
+        send_named(port, "gone", "bin11", gen_bin11(300, 32))
+    finally:
+        dm.kill()  # SIGKILL: both segments stay .part
+    T.eq(len(parts(dm.state)), 2, ".part files left by the SIGKILL")
+    rt, gone = os.path.join(dm.state, "rt"), os.path.join(dm.state, "gone")
+    dm = D.Daemon(TLCAPD, d, args, store=True)
+    try:
+        T.eq(parts(dm.state), [], "recovered before READY")
+        T.eq([f for f in os.listdir(rt) if f.endswith(".txt")], [],
+             "the recovered segment's export waits for its target")
+        send_named(port, "rt", "bin11", gen_bin11(200, 33))  # the target is back
+        rec = os.path.join(rt, segments(rt)[0][1][:-len(".BIN")])
+        D.wait_until(lambda: os.path.exists(rec), 10, "the recovered segment's export")
+        T.eq([f for f in os.listdir(gone) if f.endswith(".txt")], [],
+             "no export without the target's settings before shutdown")
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status; log:\n" + dm.log()[-2000:])
+    segs = segments(rt)
+    T.eq(len(segs), 2, "the recovered segment and the new one: %r" % segs)
+    for seq, f in segs:
+        with open(os.path.join(rt, f[:-len(".BIN")]), "rb") as fh:
+            exp = fh.read().decode()
+        T.check("\n00000000,rec_fn0," in exp and "CONTEXT(rec_task" in exp,
+                "segment %d export has the mapping's names:\n%s" % (seq, exp[:600]))
+        T.eq(manifest(rt, f)["export"], f[:-len(".BIN")], "manifest names the export")
+        rc, out, err = T.run([TLCAPD, "replay", os.path.join(rt, f), "--format", "bin11",
+                              "--export", "text1", "--mapping", mp, "--context-area",
+                              "30000000"])
+        T.eq(rc, 0, "replay " + f + ": " + err)
+        T.eq(exp.rstrip("\n"), out.decode().split("* TIMELINE")[0].rstrip("\n"),
+             "segment %d: export equals its replay with the mapping and context_area" % seq)
+    T.eq(manifest(rt, segs[0][1])["reason"], "recovered", "the first was sealed by recovery")
+    (seq, f), = segments(gone)
+    with open(os.path.join(gone, f[:-len(".BIN")]), "rb") as fh:
+        exp = fh.read().decode()
+    T.check("rec_" not in exp, "no names for a target that did not come back")
+    rc, out, err = T.run([TLCAPD, "replay", os.path.join(gone, f), "--format", "bin11",
+                          "--export", "text1"])
+    T.eq(rc, 0, "replay " + f + ": " + err)
+    T.eq(exp.rstrip("\n"), out.decode().split("* TIMELINE")[0].rstrip("\n"),
+         "the export written at shutdown equals a replay without settings")
+
+
 def xml_canon(path, drop_replay_only):
     """The XML document as a comparable string; with drop_replay_only, without what a segment's
     main export does not carry (quantile attributes, rolling windows: docs/storage.md)."""
@@ -666,7 +725,8 @@ def test_keep_skipped_serial(d):
     T.eq(kept, noise1 + noise2 + tail, "the .skipped files hold the noise and the cut-off tail")
 
 
-T.main([test_bytes_on_disk, test_segment_export_names, test_xml_main_export,
+T.main([test_bytes_on_disk, test_segment_export_names, test_recovered_export_names,
+        test_xml_main_export,
         test_keep_skipped_serial, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,

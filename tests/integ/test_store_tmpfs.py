@@ -7,14 +7,18 @@ otherwise), out of bytes and out of inodes.
   store writing main exports as tlcapd does (3 inodes per sealed segment): space runs out of
   inodes while most bytes are still free.
 
-In each, store_driver writes until the store reports ENOSPC, frees the filler, and must see
-writing resume by itself; sent == written + dropped{disk_full}. Then every sealed segment on
-the tmpfs verifies (whole records, checksums, a manifest of its own: one the store could not
-write while the file system was full is written once space is back), no .part is left, the
-manifests' disk_full gaps add up to the records dropped, and one DISK FULL line was logged
-(rate limited).
+In each, store_driver writes (with main exports, as tlcapd does) until the store reports ENOSPC,
+seals the open segment while the file system is full, frees the filler, and must see writing
+resume by itself; sent == written + dropped{disk_full}. Then every sealed segment on the tmpfs
+verifies (whole records, checksums, a manifest of its own: one the store could not write while
+the file system was full is written once space is back), no .part is left, the manifests'
+disk_full gaps add up to the records dropped, and one DISK FULL line was logged (rate
+limited). Main exports (issue 6): the exports left out while the file system was full are
+written once space is back (none pending at the end), and with TLCAPD every segment has its
+export, named in its manifest, equal to `tlcapd replay SEGMENT --export text1` (INFO ..
+STATISTICS).
 
-Usage: test_store_tmpfs.py STORE_DRIVER"""
+Usage: test_store_tmpfs.py STORE_DRIVER [TLCAPD]"""
 import os
 import shutil
 import subprocess
@@ -49,7 +53,33 @@ def disk_full_gaps(tdir):
     return n
 
 
-def case(drv, label, mount_opts, make_filler, extra, check_full):
+def check_exports(tlcapd, tdir, label):
+    """Every sealed segment's main export exists, is named by its manifest and equals a replay
+    of the segment; returns how many were checked."""
+    n = 0
+    for f in sorted(os.listdir(tdir)):
+        if not f.endswith(".txt.BIN"):
+            continue
+        base = f[:-len(".txt.BIN")]
+        exp_path = os.path.join(tdir, base + ".txt")
+        if not os.path.exists(exp_path):
+            raise SystemExit(f"{label}: {f} has no main export")
+        with open(os.path.join(tdir, base + ".manifest")) as fh:
+            if ("export %s.txt" % base) not in fh.read().splitlines():
+                raise SystemExit(f"{label}: the manifest of {f} does not name its export")
+        r = subprocess.run([tlcapd, "replay", os.path.join(tdir, f), "--format", "bin11",
+                            "--export", "text1"], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise SystemExit(f"{label}: replay {f}: {r.stderr}")
+        with open(exp_path) as fh:
+            exp = fh.read()
+        if exp.rstrip("\n") != r.stdout.split("* TIMELINE")[0].rstrip("\n"):
+            raise SystemExit(f"{label}: the export of {f} differs from its replay")
+        n += 1
+    return n
+
+
+def case(drv, tlcapd, label, mount_opts, make_filler, extra, check_full):
     mnt = tempfile.mkdtemp(prefix="tlctmpfs.")
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", mount_opts, "tmpfs", mnt],
                        capture_output=True, text=True)
@@ -73,6 +103,16 @@ def case(drv, label, mount_opts, make_filler, extra, check_full):
                            timeout=60)
         if v.returncode != 0 or "parts 0" not in v.stdout:
             raise SystemExit(f"{label}: verify after disk full failed:\n" + v.stdout)
+        # the segment sealed while full (at least) could not get its export then ...
+        if c["exports_left_out"] < 1:
+            raise SystemExit(f"{label}: no export was left out while full: {c}")
+        # ... and has it once space is back (before the store closes)
+        if c["exports_pending"] != 0 or c["exports_late"] < c["exports_left_out"]:
+            raise SystemExit(f"{label}: exports left out while full not all written: {c}")
+        if tlcapd:
+            n = check_exports(tlcapd, os.path.join(state, "df"), label)
+            print(f"{label}: {n} exports equal their replay ({c['exports_left_out']} left out "
+                  f"while full, {c['exports_late']} written late)")
         gaps = disk_full_gaps(os.path.join(state, "df"))
         if gaps != c["dropped_disk_full"]:
             raise SystemExit(f"{label}: disk_full gaps in manifests {gaps} != dropped "
@@ -115,11 +155,13 @@ def inodes_were_full(c):
 
 def main():
     drv = sys.argv[1]
+    tlcapd = sys.argv[2] if len(sys.argv) > 2 else None
     if os.geteuid() != 0:
         print("SKIP: not root (mount -t tmpfs needs it)")
         sys.exit(SKIP)
-    case(drv, "bytes", "size=2m", byte_filler, [], bytes_were_full)
-    case(drv, "inodes", "size=64m,nr_inodes=48", inode_filler, ["export"], inodes_were_full)
+    case(drv, tlcapd, "bytes", "size=2m", byte_filler, ["export"], bytes_were_full)
+    case(drv, tlcapd, "inodes", "size=64m,nr_inodes=48", inode_filler, ["export"],
+         inodes_were_full)
     print("ok")
 
 

@@ -1189,7 +1189,7 @@ static void test_manifest_retry(void **state) {
   atomic_store(&f_full, 0);
   close_store(s, &loop);
   assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 2);
-  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 1); /* segment 1's export is left out */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 2); /* segment 1's too, at the last try */
   buf_t got = { 0 };
   size_t nseg;
   read_all(d, &got, &nseg); /* asserts that no manifest was rebuilt */
@@ -1198,6 +1198,229 @@ static void test_manifest_retry(void **state) {
   assert_memory_equal(got.p, want.p, want.len);
   buf_free(&got);
   buf_free(&want);
+  free(ev);
+}
+
+/* ---- main exports written late ---- */
+
+static const char *map_rtos = "* CONTEXTS %NAME%,%HANDLE%\ntaskA,1\ntaskB,2\n\n"
+                              "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
+                              "00000000,main,\n00000001,worker,\n";
+
+/* The export beside segment `data` (a file name in dir) equals the one written from scratch for
+ * that segment, with the given names and context area (mapping may be NULL), as a seal writes
+ * it; returns its text in out. */
+static void check_export(const char *dir, const char *data, const tlc_mapping_t *mapping,
+                         uint32_t context_area, char *out, size_t cap) {
+  tlc_segname_t sn;
+  char path[1300], scratch[1300], want_p[1400];
+  assert_int_equal(tlc__segname_parse(data, &sn), TLC_SK_DATA);
+  snprintf(path, sizeof path, "%s/%s", dir, data);
+  snprintf(scratch, sizeof scratch, "%s/.scratch", tmp);
+  mkdir(scratch, 0755);
+  tlc_exset_t ex = { mapping, context_area != 0, context_area };
+  assert_int_equal(tlc__segment_write_export(scratch, sn.base, "x", TLC_FMT_BIN11, sn.xml, sn.seq,
+                                             path, 0, &ex, tlc_store_main_export, NULL),
+                   0);
+  static char want[1 << 16];
+  snprintf(want_p, sizeof want_p, "%s/%s.%s", scratch, sn.base, sn.xml ? "xml" : "txt");
+  size_t wn = slurp(want_p, want, sizeof want);
+  unlink(want_p);
+  rmdir(scratch);
+  snprintf(path, sizeof path, "%s/%s.%s", dir, sn.base, sn.xml ? "xml" : "txt");
+  size_t n = slurp(path, out, cap);
+  assert_int_equal(n, wn);
+  assert_string_equal(out, want);
+  /* the manifest names it */
+  static char m[1 << 16];
+  char want_m[200];
+  snprintf(path, sizeof path, "%s/%s.manifest", dir, sn.base);
+  slurp(path, m, sizeof m);
+  snprintf(want_m, sizeof want_m, "\nexport %s.%s\n", sn.base, sn.xml ? "xml" : "txt");
+  assert_non_null(strstr(m, want_m));
+}
+
+/* A segment sealed while the file system is full gets neither its main export nor its manifest;
+ * once space returns (the writer resumes by itself) both are written, the export with the
+ * target's names and context area as they were when the segment was closed, equal to the export
+ * a seal writes for those bytes, and named in the manifest. */
+static void test_export_retry(void **state) {
+  (void)state;
+  int resumed = 0;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.probe_interval_ms = 1;
+  o.resume_free_bytes = 1;
+  o.event_cb = on_event;
+  o.event_ud = &resumed;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "er", TLC_FMT_BIN11, &t), 0);
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, map_rtos);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  tlc_event_t *ev = gen_rtos(80);
+  f_hold_sync(1); /* segment 1's seal waits in fdatasync ... */
+  assert_int_equal(tlc_store_write(t, ev, 50), 0);
+  await_counter(s, c_written, 50);
+  atomic_store(&f_full, 1); /* ... until the disk is full, for the writer too */
+  assert_int_equal(tlc_store_write(t, ev + 50, 20), 0);
+  f_hold_sync(0);
+  barrier(s, &loop);
+  char d[1200];
+  tdir(d, sizeof d, "er");
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.disk_full, 1);
+  assert_int_equal(c.exports_pending, 1);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 1);     /* sealed, */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 0);   /* without its export */
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 0); /* and its manifest */
+  atomic_store(&f_full, 0);
+  run_until(&loop, &resumed); /* the writer's probe: space is back (it queues a retry first) */
+  barrier(s, &loop);          /* the sealer's jobs before the barrier are done */
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.exports_pending, 0);
+  assert_int_equal(c.exports_late, 1);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 1);
+  static char x[1 << 16];
+  check_export(d, l.name[0], &m, 0x30000005, x, sizeof x);
+  assert_non_null(strstr(x, "\n00000000,main,\n"));
+  assert_non_null(strstr(x, "CONTEXT(taskA)"));
+  close_store(s, &loop);
+  tlc_mapping_fini(&m);
+  free(ev);
+}
+
+/* writes a segment as a crash leaves it: <dir>/<name>.part holding the events' records and a
+ * torn record of 5 bytes */
+static void write_part(const char *target, const char *name, const tlc_event_t *ev, size_t n) {
+  char p[1300];
+  snprintf(p, sizeof p, "%s/%s", tmp, target);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/%s/%s.part", tmp, target, name);
+  FILE *fp = fopen(p, "wb");
+  assert_non_null(fp);
+  uint8_t rec[24];
+  for (size_t i = 0; i < n; i++) {
+    tlc_bin1x_encode(TLC_FMT_BIN11, &ev[i], rec);
+    assert_int_equal(fwrite(rec, 1, 24, fp), 24);
+  }
+  assert_int_equal(fwrite(rec, 1, 5, fp), 5);
+  fclose(fp);
+}
+
+/* A segment sealed by crash recovery is exported with its target's settings: its export waits
+ * until a target of that name is opened and configured (context area and mapping), then equals
+ * the export a seal writes with them. A recovered segment whose target is never opened is
+ * exported at close, without settings. */
+static void test_export_recovered(void **state) {
+  (void)state;
+  tlc_event_t *ev = gen_rtos(60);
+  write_part("rtos", "20260101T000000Z-00000003.txt.BIN", ev, 60);
+  write_part("gone", "20260101T000000Z-00000001.txt.BIN", ev, 30);
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_recovery_t sum;
+  tlc_store_t *s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.recovered, 2);
+  assert_int_equal(sum.exports_deferred, 2);
+  assert_int_equal(sum.exports_unset, 0);
+  char d[1200], g[1200];
+  tdir(d, sizeof d, "rtos");
+  tdir(g, sizeof g, "gone");
+  barrier(s, &loop);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 1);   /* sealed, */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 0); /* its export waits for the target */
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.exports_pending, 2);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  assert_int_equal(tlc_store_target_configure(t, &tc), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, map_rtos);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  barrier(s, &loop);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.exports_pending, 1); /* "gone"'s still waits */
+  assert_int_equal(c.exports_late, 1);
+  static char x[1 << 16];
+  check_export(d, "20260101T000000Z-00000003.txt.BIN", &m, 0x30000005, x, sizeof x);
+  assert_non_null(strstr(x, "\n00000000,main,\n"));
+  assert_non_null(strstr(x, "\n00000001,worker,\n"));
+  assert_non_null(strstr(x, "CONTEXT(taskA) %HANDLE%,%VALUE%,%COUNT%,%T.NET%\n"));
+  assert_null(strstr(x, "core0")); /* every event ran in a task */
+  assert_int_equal(count_kind(g, TLC_SK_EXPORT), 0);
+  close_store(s, &loop);
+  check_export(g, "20260101T000000Z-00000001.txt.BIN", NULL, 0, x, sizeof x);
+  assert_null(strstr(x, "main")); /* no names: handles only, each core its context */
+  assert_null(strstr(x, "taskA"));
+  assert_non_null(strstr(x, "* CONTEXTS %NAME%,%HANDLE%\ncore0,"));
+  /* idempotent: a restart finds every export in place and named */
+  s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.exports_deferred, 0);
+  close_store(s, &loop);
+  tlc_mapping_fini(&m);
+  free(ev);
+}
+
+/* An export still missing when the store closes (the file system stayed full) is written at the
+ * next start, once its target is configured, and the manifest (rebuilt from the data, as the
+ * seal could not write it either) names it. */
+static void test_export_next_start(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 40;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "ns", TLC_FMT_BIN11, &t), 0);
+  tlc_event_t *ev = gen_rtos(50);
+  f_hold_sync(1);
+  assert_int_equal(tlc_store_write(t, ev, 50), 0);
+  await_counter(s, c_written, 50);
+  atomic_store(&f_full, 1);
+  f_hold_sync(0);
+  close_store(s, &loop); /* both segments sealed while full: no export, no manifest */
+  atomic_store(&f_full, 0);
+  char d[1200];
+  tdir(d, sizeof d, "ns");
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 2);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 0);
+  assert_int_equal(count_kind(d, TLC_SK_MANIFEST), 0);
+  tlc_store_recovery_t sum;
+  s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.rebuilt_manifests, 2);
+  assert_int_equal(sum.exports_deferred, 2);
+  assert_int_equal(tlc_store_target_open(s, "ns", TLC_FMT_BIN11, &t), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, map_rtos);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  barrier(s, &loop);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 2);
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 2);
+  static char x[1 << 16];
+  for (size_t i = 0; i < l.n; i++) {
+    check_export(d, l.name[i], &m, 0, x, sizeof x);
+    assert_non_null(strstr(x, "\n00000001,worker,\n"));
+  }
+  close_store(s, &loop);
+  tlc_mapping_fini(&m);
   free(ev);
 }
 
@@ -1226,6 +1449,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_skipped_evlog, setup, teardown),
     cmocka_unit_test_setup_teardown(test_manifest_retry, setup, teardown),
     cmocka_unit_test(test_manifest_gap_cap),
+    cmocka_unit_test_setup_teardown(test_export_retry, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_recovered, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_next_start, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
