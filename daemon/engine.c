@@ -139,6 +139,11 @@ typedef struct hent {
   uint32_t pad_;
 } hent_t;
 
+/* A code row in the snapshot's grouping by area (then context index). */
+typedef struct grp {
+  uint32_t handle, tindex, row;
+} grp_t;
+
 struct tlc_engine {
   tlc_format_t fmt;
   tlc_engine_opts_t o;
@@ -170,7 +175,7 @@ struct tlc_engine {
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
    * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
    * rows changed, and the engine row -> table row map */
-  struct grp *grp;
+  grp_t *grp;
   size_t ngrp, capgrp, grp_nrows;
   uint64_t ctxgen, grp_gen; /* ctxgen: incremented whenever a row gets its context */
   uint32_t *smap;
@@ -1095,7 +1100,9 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   m->window_bytes = e->win_bytes;
   m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) + e->caprows * sizeof(erow_t) +
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
-             e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes;
+             e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
+             (e->hlog != NULL ? HLOG * sizeof(uint64_t) : 0) + e->capgrp * sizeof(grp_t) +
+             e->capsmap * sizeof(uint32_t) + e->capschg; /* the last three: snapshot scratch */
   m->areas = e->nrows;
   m->contexts = e->nctx;
 }
@@ -1196,10 +1203,6 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
       s->win[w].k[TLC_GROSS] = s->win[w].k[TLC_CALL];
   }
 }
-
-typedef struct grp {
-  uint32_t handle, tindex, row;
-} grp_t;
 
 static int cmp_grp(const void *a, const void *b) {
   const grp_t *x = a, *y = b;
