@@ -706,7 +706,7 @@ static void test_seal_off_append_path(void **state) {
   assert_int_equal(c.seal_queue, 2);
   assert_int_equal(count_kind(d, TLC_SK_PART), 3);
   assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
-  assert_true(atomic_load(&f_held) >= 1);
+  assert_true(f_await_held(1)); /* the sealer is in segment 1's fdatasync */
   f_hold_sync(0);
   barrier(s, &loop);
   tlc_store_counters(s, &c);

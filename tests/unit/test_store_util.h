@@ -332,12 +332,27 @@ static inline int f_fdatasync(int fd) {
   if (atomic_load(&f_fsync_eio))
     return -EIO;
   uv_mutex_lock(&f_hold_mu);
-  if (f_hold)
+  if (f_hold) {
     atomic_fetch_add(&f_held, 1);
+    uv_cond_broadcast(&f_hold_cv); /* for f_await_held */
+  }
   while (f_hold)
     uv_cond_wait(&f_hold_cv, &f_hold_mu);
   uv_mutex_unlock(&f_hold_mu);
   return tlc_io_default.fdatasync(fd);
+}
+/* Waits (at most 10 s) until n fdatasync calls are held; 1 when they are. The sealer thread
+ * may get there after the writer already waits for it. */
+static inline int f_await_held(unsigned n) {
+  uint64_t waited = 0;
+  uv_mutex_lock(&f_hold_mu);
+  while (atomic_load(&f_held) < n && waited < 10000000000ull) {
+    uint64_t t0 = uv_hrtime();
+    (void)uv_cond_timedwait(&f_hold_cv, &f_hold_mu, 100000000ull);
+    waited += uv_hrtime() - t0;
+  }
+  uv_mutex_unlock(&f_hold_mu);
+  return atomic_load(&f_held) >= n;
 }
 static inline void f_hold_sync(int on) {
   uv_mutex_lock(&f_hold_mu);
