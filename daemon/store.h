@@ -58,7 +58,7 @@ enum tlc_store_reason {
   TLC_ROT_RECOVERED = 8 /* sealed by crash recovery */
 };
 
-/* What the main-export hook gets at the seal of a bin1x segment (writer thread). */
+/* What the main-export hook gets for a bin1x segment (sealer thread, or the recovering one). */
 typedef struct tlc_store_export {
   const char *target;       /* target name */
   tlc_format_t format;      /* TLC_FMT_BIN10 or TLC_FMT_BIN11 */

@@ -21,6 +21,7 @@ static int setup(void **state) {
 }
 static int teardown(void **state) {
   (void)state;
+  f_hold_sync(0); /* a test failed while fdatasync was held: the sealer must not wait on */
   faults_remove();
   assert_int_equal(uv_loop_close(&loop), 0);
   if (!getenv("TLC_TEST_KEEP"))
@@ -663,6 +664,23 @@ static void await_counter(tlc_store_t *s, uint64_t (*get)(const tlc_store_counte
   uv_close((uv_handle_t *)&tm, NULL);
   uv_run(&loop, UV_RUN_NOWAIT);
 }
+static void on_poll_held(uv_timer_t *tm) {
+  if (atomic_load(&f_held) >= 1) {
+    poll_done = 1;
+    uv_timer_stop(tm);
+  }
+}
+/* runs the loop until a held fdatasync has been entered (the sealer thread may not have run
+ * yet when the writer already waits for it) */
+static void await_held(void) {
+  uv_timer_t tm;
+  poll_done = 0;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, on_poll_held, 0, 1);
+  run_until(&loop, &poll_done);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
 static uint64_t c_written(const tlc_store_counters_t *c) {
   return c->records_written;
 }
@@ -706,7 +724,7 @@ static void test_seal_off_append_path(void **state) {
   assert_int_equal(c.seal_queue, 2);
   assert_int_equal(count_kind(d, TLC_SK_PART), 3);
   assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
-  assert_true(atomic_load(&f_held) >= 1);
+  await_held(); /* the sealer is in segment 1's fdatasync */
   f_hold_sync(0);
   barrier(s, &loop);
   tlc_store_counters(s, &c);
@@ -1167,7 +1185,8 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
                          uint32_t context_area, char *out, size_t cap) {
   tlc_segname_t sn;
   char path[1300], scratch[1300], want_p[1400];
-  assert_int_equal(tlc__segname_parse(data, &sn), TLC_SK_DATA);
+  int k = tlc__segname_parse(data, &sn);
+  assert_true(k == TLC_SK_DATA || k == TLC_SK_ZST);
   snprintf(path, sizeof path, "%s/%s", dir, data);
   snprintf(scratch, sizeof scratch, "%s/.scratch", tmp);
   mkdir(scratch, 0755);
@@ -1328,6 +1347,47 @@ static void test_export_recovered(void **state) {
   free(ev);
 }
 
+static void on_compressed(void *ud, const tlc_store_event_t *ev) {
+  if (ev->kind == TLC_SEV_COMPRESSED)
+    *(int *)ud = 1;
+}
+
+/* A recovered segment compressed before its target is configured: its export is read from the
+ * .zst (the same export). */
+static void test_export_recovered_zst(void **state) {
+  (void)state;
+  tlc_event_t *ev = gen_rtos(40);
+  write_part("rz", "20260101T000000Z-00000002.txt.BIN", ev, 40);
+  int compressed = 0;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.compress = 1;
+  o.event_cb = on_compressed;
+  o.event_ud = &compressed;
+  o.export_cb = tlc_store_main_export;
+  tlc_store_recovery_t sum;
+  tlc_store_t *s = open_store(&loop, &o, &sum);
+  assert_int_equal(sum.exports_deferred, 1);
+  run_until(&loop, &compressed);
+  char d[1200];
+  tdir(d, sizeof d, "rz");
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 1);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "rz", TLC_FMT_BIN11, &t), 0);
+  tlc_mapping_t m;
+  parse_mapping(&m, map_rtos);
+  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  barrier(s, &loop);
+  static char x[1 << 16];
+  check_export(d, "20260101T000000Z-00000002.txt.BIN.zst", &m, 0, x, sizeof x);
+  assert_non_null(strstr(x, "\n00000001,worker,\n"));
+  close_store(s, &loop);
+  tlc_mapping_fini(&m);
+  free(ev);
+}
+
 /* An export still missing when the store closes (the file system stayed full) is written at the
  * next start, once its target is configured, and the manifest (rebuilt from the data, as the
  * seal could not write it either) names it. */
@@ -1403,6 +1463,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_manifest_retry, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_retry, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_recovered, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_recovered_zst, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_next_start, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
