@@ -648,6 +648,7 @@ static void on_poll(uv_timer_t *tm) {
   if (poll_get(&c) >= poll_want) {
     poll_done = 1;
     uv_timer_stop(tm);
+    uv_stop(tm->loop); /* else this turn may go on to wait for I/O until the deadline */
   }
 }
 /* runs the loop until a store counter reaches `want` (read every ms; run_until's deadline) */
@@ -668,6 +669,7 @@ static void on_poll_held(uv_timer_t *tm) {
   if (atomic_load(&f_held) >= 1) {
     poll_done = 1;
     uv_timer_stop(tm);
+    uv_stop(tm->loop);
   }
 }
 /* runs the loop until a held fdatasync has been entered (the sealer thread may not have run
