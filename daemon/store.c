@@ -91,8 +91,8 @@ typedef struct tmap {
  *    most PEND_MAX) and writes it when space returns: before its next job, when writing resumes
  *    (J_RETRY), at its last try at shutdown;
  *  - recovered at start, or found sealed without its export: the writer keeps it (s->rx, at
- *    most RX_MAX) until a target of that name is configured, then hands it to the sealer
- *    (J_EXPORT) with that target's settings; at shutdown, without settings.
+ *    most max_deferred_exports) until a target of that name is configured, then hands it to
+ *    the sealer (J_EXPORT) with that target's settings; at shutdown, without settings.
  * What is still missing after the last try is done at the next start (a manifest rebuilt from
  * the data, a missing export written). Owned by one thread at a time; need_ex entries are
  * counted in exports_pending. */
@@ -110,8 +110,7 @@ typedef struct pend {
   tmap_t *map;          /* need_ex: a reference to the target's names (NULL: none) */
   tlc_store_tconf_t tc; /* need_ex: its context area */
 } pend_t;
-#define PEND_MAX 256  /* segments waiting for space */
-#define RX_MAX   1024 /* exports of segments found at start waiting for their target */
+#define PEND_MAX 256 /* segments waiting for space */
 
 typedef struct cmd {
   struct cmd *next;
@@ -1134,6 +1133,8 @@ static void apply_defaults(tlc_store_opts_t *o) {
     o->max_block = TLC_MAX_BLOCK_DEFAULT;
   if (o->max_sealing == 0)
     o->max_sealing = 2;
+  if (o->max_deferred_exports == 0)
+    o->max_deferred_exports = 1024;
 }
 
 static void w_cmd(tlc_store_t *s, cmd_t *c) {
@@ -2188,7 +2189,7 @@ static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
 }
 
 /* recovery: a sealed bin1x segment without its main export. Kept for the writer until a target
- * of its name is configured (at most RX_MAX), or written now without settings. */
+ * of its name is configured (at most max_deferred_exports), or written now without settings. */
 static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, tlc_format_t f,
                    int recovered, tlc_store_recovery_t *sum) {
   char data[TLC_SEG_NAME_MAX];
@@ -2197,7 +2198,7 @@ static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, 
   if (!p)
     return; /* the next start tries again */
   pend_want_export(s, p);
-  if (s->nrx < RX_MAX) {
+  if (s->nrx < s->o.max_deferred_exports) {
     *s->rx_tail = p;
     s->rx_tail = &p->next;
     s->nrx++;
@@ -2552,9 +2553,9 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
                sum->exports_deferred);
   if (sum->exports_unset > 0)
     log_direct(s, 4,
-               "%" PRIu64 " segment(s) found without their main export beyond the %d that wait "
-               "for their target: exported now, without the target's settings",
-               sum->exports_unset, RX_MAX);
+               "%" PRIu64 " segment(s) found without their main export beyond the %" PRIu32
+               " that wait for their target: exported now, without the target's settings",
+               sum->exports_unset, s->o.max_deferred_exports);
   /* segments sealed but not compressed before a restart: compress them now (threadpool) */
   if (s->o.compress) {
     uv_mutex_lock(&s->cat.mu);

@@ -58,7 +58,7 @@ enum tlc_store_reason {
   TLC_ROT_RECOVERED = 8 /* sealed by crash recovery */
 };
 
-/* What the main-export hook gets at the seal of a bin1x segment (writer thread). */
+/* What the main-export hook gets for a bin1x segment (sealer thread, or the recovering one). */
 typedef struct tlc_store_export {
   const char *target;       /* target name */
   tlc_format_t format;      /* TLC_FMT_BIN10 or TLC_FMT_BIN11 */
@@ -131,6 +131,9 @@ typedef struct tlc_store_opts {
                             this many per segment (and per target waiting in memory); the rest
                             is counted (gap skipped_unkept). Needs tlc_store_bytes. */
   int quick_start;       /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  uint32_t max_deferred_exports; /* tlc_store_recover: main exports of segments found without
+                                    one that wait for their target's settings (0: 1024); the
+                                    rest are written at once without them */
   /* Clocks (NULL: CLOCK_REALTIME / CLOCK_MONOTONIC). Called from the writer thread. */
   int64_t (*now_wall_ns)(void *ud);
   int64_t (*now_mono_ns)(void *ud);
@@ -201,8 +204,8 @@ typedef struct tlc_store_recovery {
   uint64_t foreign;             /* files left alone (not tlcap's) */
   uint64_t exports_deferred;    /* bin1x segments recovered or found without their main export:
                                    written once their target is configured (or at close) */
-  uint64_t exports_unset;       /* the same beyond the cap of deferred exports (1024): written
-                                   during recovery, without the target's settings */
+  uint64_t exports_unset;       /* the same beyond max_deferred_exports: written during
+                                   recovery, without the target's settings */
 } tlc_store_recovery_t;
 
 /* Fills opts with defaults (all zero = defaults; state_dir NULL). */
@@ -220,8 +223,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
  * Main exports (export_cb set): a bin1x segment sealed by recovery, or found sealed without its
  * export, gets it later, with the settings of its target (tlc_store_target_configure and
  * tlc_store_target_set_mapping) once one of that name is opened and configured, or at
- * tlc_store_close without settings; at most 1024 wait, the rest are written here without
- * settings (exports_unset). */
+ * tlc_store_close without settings; at most max_deferred_exports wait, the rest are written
+ * here without settings (exports_unset). */
 int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum);
 
 /* Opens (registers) a target: `name` must be a valid target name (target.h rules), `format`
