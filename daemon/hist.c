@@ -123,25 +123,13 @@ static int spill(tlc_hist_t *h, uint32_t idx) {
   unsigned j, n = h->nin;
   for (j = 0; j < n; j++) {
     v[j] = inline_at(h, j);
-    if (v[j] < ilo)
-      ilo = v[j];
-    if (v[j] > ihi)
-      ihi = v[j];
+    ilo = v[j] < ilo ? v[j] : ilo;
+    ihi = v[j] > ihi ? v[j] : ihi;
   }
-  h->lo = h->nb = 0;
+  if (grow(h, ilo, ihi) < 0) /* a span-less h: grow reads neither lo nor nb */
+    return TLC_ENOMEM;
   h->nin = 0;
   h->in2 = 0;
-  if (grow(h, ilo, ihi) < 0) {
-    for (j = 0; j < n; j++) /* put them back */
-      if (j == 0)
-        h->lo = (uint16_t)v[j];
-      else if (j == 1)
-        h->nb = (uint16_t)v[j];
-      else
-        h->in2 = (uint16_t)v[j];
-    h->nin = (uint8_t)n;
-    return TLC_ENOMEM;
-  }
   for (j = 0; j < n; j++)
     ((uint16_t *)h->b)[v[j] - h->lo]++;
   return 0;
@@ -151,12 +139,8 @@ int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx) {
   uint32_t i;
   if (h->b == NULL) {
     if (h->nin < TLC_HIST_INLINE) {
-      if (h->nin == 0)
-        h->lo = (uint16_t)idx;
-      else if (h->nin == 1)
-        h->nb = (uint16_t)idx;
-      else
-        h->in2 = (uint16_t)idx;
+      uint16_t *slot = h->nin == 0 ? &h->lo : h->nin == 1 ? &h->nb : &h->in2;
+      *slot = (uint16_t)idx;
       h->nin++;
       return 0;
     }

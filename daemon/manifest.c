@@ -580,16 +580,10 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
         m->bytes = o;
         m->records = r;
         size_t before = m->ngaps;
-        int seen = 0;
-        for (size_t i = 0; m->ngaps >= TLC_GAP_MAX && i < m->ngaps; i++)
-          seen |= strcmp(m->gaps[i].reason, f[1]) == 0;
-        if (m->ngaps >= TLC_GAP_MAX + TLC_GAP_REASONS || seen ||
-            (m->ngaps > 0 && strcmp(m->gaps[m->ngaps - 1].reason, f[1]) == 0 &&
-             m->gaps[m->ngaps - 1].offset == o))
-          bad = 1; /* we never write those */
-        else if (tlc__manifest_add_gap(m, f[1], c) < 0)
+        if (tlc__manifest_add_gap(m, f[1], c) < 0)
           return TLC_ENOMEM;
-        (void)before;
+        if (m->ngaps != before + 1)
+          bad = 1; /* merged into an earlier entry: we never write those */
         m->bytes = sb;
         m->records = sr;
       }

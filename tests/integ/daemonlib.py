@@ -5,6 +5,7 @@ explicit readiness (READY=1 on the notify socket) or by polling a condition (the
 that SIGUSR1 writes), never by sleeping for a guessed time."""
 import json
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -273,3 +274,30 @@ def compare_stats(live, rep, what, min_rows=5):
             if dk in a:
                 for f in DIST_KEYS:
                     T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))
+
+
+def make_pty(link):
+    """A pty whose slave the daemon opens by the path `link` (a symlink, replaced atomically);
+    returns the master."""
+    m, s = pty.openpty()
+    name = os.ttyname(s)
+    os.close(s)  # the daemon opens the slave by path
+    tmp = link + ".new"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(name, tmp)
+    os.replace(tmp, link)
+    return m
+
+
+def pty_write_all(fd, data):
+    """Writes all of data to a non-blocking pty master (at most 20 s)."""
+    view = memoryview(data)
+    deadline = time.monotonic() + 20
+    while view:
+        try:
+            view = view[os.write(fd, view[:4096]):]
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise T.Failure("pty write stalled")
+            time.sleep(0.01)  # the pty's buffer is full: back off (not synchronisation)

@@ -4,7 +4,6 @@ and comes back; a pty as a serial line: byte transparency, noise and resync, unp
 
 Usage: test_daemon_sources.py TLCAPD"""
 import os
-import pty
 import random
 import socket
 import sys
@@ -106,34 +105,9 @@ def test_dial_reload(d):
     T.eq(rc, 0, "exit status")
 
 
-def make_pty(link):
-    m, s = pty.openpty()
-    name = os.ttyname(s)
-    os.close(s)  # the daemon opens the slave by path
-    tmp = link + ".new"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    os.symlink(name, tmp)
-    os.replace(tmp, link)
-    return m
-
-
-def write_all(fd, data):
-    view = memoryview(data)
-    deadline = time.monotonic() + 20
-    while view:
-        try:
-            n = os.write(fd, view[:4096])
-            view = view[n:]
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise T.Failure("pty write stalled")
-            time.sleep(0.01)
-
-
 def test_serial_transparency_noise_unplug(d):
     link = os.path.join(d, "ttyLAB0")
-    m = make_pty(link)
+    m = D.make_pty(link)
     dm = D.Daemon(TLCAPD, d, ["--serial", "lab=bin11@%s:115200" % link,
                               "--backoff-min", "50ms", "--backoff-max", "300ms"])
     try:
@@ -151,7 +125,7 @@ def test_serial_transparency_noise_unplug(d):
         # Resync mode delivers records once what follows confirms them (at a stream start the
         # decoder may look up to a 64-record window ahead): plenty more follow.
         lead, tail = D.calls(30, t0=0), D.calls(60, t0=2000)
-        write_all(m, lead + b"".join(recs) + tail)
+        D.pty_write_all(m, lead + b"".join(recs) + tail)
         st = dm.wait_stats(lambda s: D.by_name(s, "lab")["records"] >= 92, what="32 records")
         t = D.by_name(st, "lab")
         T.eq((t["bytes_skipped"], t["resyncs"], t["bytes"]), (0, 0, 212 * 24), "no mangling")
@@ -164,7 +138,7 @@ def test_serial_transparency_noise_unplug(d):
         noise = bytes(rng.randrange(256) for _ in range(101)) + b"\xff" * 40 + b"\x00" * 37
         before = D.by_name(dm.stats(), "lab")["records"]
         good = D.calls(100, t0=10 ** 6)  # 200 records
-        write_all(m, noise + good)
+        D.pty_write_all(m, noise + good)
         st = dm.wait_stats(lambda s: D.by_name(s, "lab")["records"] >= before + 100,
                            what="records after noise")
         t = D.by_name(st, "lab")
@@ -177,10 +151,10 @@ def test_serial_transparency_noise_unplug(d):
         time.sleep(1.0)  # measuring CPU while the device is absent (not synchronisation)
         cpu = (dm.cpu_seconds() - cpu0) / (time.monotonic() - t0)
         T.check(cpu < 0.05, "CPU while the device is absent: %.1f%%" % (100 * cpu))
-        m = make_pty(link)
+        m = D.make_pty(link)
         dm.wait_stats(lambda s: D.by_name(s, "lab")["connected"] == 1, what="replug")
         before = D.by_name(dm.stats(), "lab")["records"]
-        write_all(m, D.calls(100, t0=10 ** 9))
+        D.pty_write_all(m, D.calls(100, t0=10 ** 9))
         st = dm.wait_stats(lambda s: D.by_name(s, "lab")["records"] >= before + 100,
                            what="records after replug")
         t = D.by_name(st, "lab")
@@ -199,7 +173,7 @@ def test_serial_exclusive(d):
     """Another process holds the tty (flock): reported, retried, taken once released."""
     import fcntl
     link = os.path.join(d, "ttyLAB1")
-    m = make_pty(link)
+    m = D.make_pty(link)
     holder = os.open(link, os.O_RDWR | os.O_NOCTTY)
     fcntl.flock(holder, fcntl.LOCK_EX)
     port = D.free_port()

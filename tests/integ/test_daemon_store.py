@@ -9,8 +9,6 @@ are written, and a slow recovery keeps extending systemd's start timeout.
 Usage: test_daemon_store.py TLCAPD TLCAP"""
 import json
 import os
-import pty
-import time
 import xml.etree.ElementTree as ET
 import random
 import re
@@ -657,35 +655,12 @@ def test_xml_main_export(d):
                 T.check(a.read() == b.read(), "replay's TimelineBinary equals segment %d" % seq)
 
 
-def make_pty(link):
-    """A pty whose slave the daemon opens by the path `link` (a symlink); returns the master."""
-    m, s = pty.openpty()
-    name = os.ttyname(s)
-    os.close(s)
-    if os.path.lexists(link):
-        os.unlink(link)
-    os.symlink(name, link)
-    return m
-
-
-def pty_write(fd, data):
-    view = memoryview(data)
-    deadline = time.monotonic() + 20
-    while view:
-        try:
-            view = view[os.write(fd, view[:4096]):]
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise T.Failure("pty write stalled")
-            time.sleep(0.01)  # the pty's buffer is full: back off (not synchronisation)
-
-
 def test_keep_skipped_serial(d):
     """SPEC 3: with keep_skipped, the bytes a serial target's resync skipped and the cut-off
     tail of its stream (unplug) are kept in <data>.skipped beside the segment, byte for byte;
     the segment holds exactly the records."""
     link = os.path.join(d, "ttyNOISY")
-    m = make_pty(link)
+    m = D.make_pty(link)
     dm = D.Daemon(TLCAPD, d, ["--serial", "noisy=bin11@%s:115200" % link, "--keep-skipped",
                               "64k", "--backoff-min", "50ms", "--backoff-max", "300ms"],
                   store=True)
@@ -697,7 +672,7 @@ def test_keep_skipped_serial(d):
     tail = recs[0][:10]
     try:
         dm.wait_stats(lambda st: D.by_name(st, "noisy")["connected"] == 1, what="serial open")
-        pty_write(m, recs[0] + noise1 + recs[1] + noise2 + recs[2] + tail)
+        D.pty_write_all(m, recs[0] + noise1 + recs[1] + noise2 + recs[2] + tail)
         # resync mode holds the last records until the stream ends: the unplug ends it
         dm.wait_stats(lambda st: D.by_name(st, "noisy")["bytes"] == len(b"".join(recs)) +
                       len(noise1) + len(noise2) + len(tail), what="every byte read")

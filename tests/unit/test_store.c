@@ -1209,6 +1209,19 @@ static const char *map_rtos = "* CONTEXTS %NAME%,%HANDLE%\ntaskA,1\ntaskB,2\n\n"
                               "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n"
                               "00000000,main,\n00000001,worker,\n";
 
+/* Default options in the test's state directory, with tlcapd's main export hook. */
+static void export_opts(tlc_store_opts_t *o) {
+  tlc_store_opts_default(o);
+  o->state_dir = tmp;
+  o->export_cb = tlc_store_main_export;
+}
+
+/* Gives target t the names of map_rtos (parsed into m, which the caller finishes). */
+static void set_rtos_mapping(tlc_store_target_t *t, tlc_mapping_t *m) {
+  parse_mapping(m, map_rtos);
+  assert_int_equal(tlc_store_target_set_mapping(t, m), 0);
+}
+
 /* The export beside segment `data` (a file name in dir) equals the one written from scratch for
  * that segment, with the given names and context area (mapping may be NULL), as a seal writes
  * it; returns its text in out. */
@@ -1265,8 +1278,7 @@ static void test_export_retry(void **state) {
   tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
-  parse_mapping(&m, map_rtos);
-  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  set_rtos_mapping(t, &m);
   tlc_event_t *ev = gen_rtos(80);
   f_hold_sync(1); /* segment 1's seal waits in fdatasync ... */
   assert_int_equal(tlc_store_write(t, ev, 50), 0);
@@ -1330,9 +1342,7 @@ static void test_export_recovered(void **state) {
   write_part("rtos", "20260101T000000Z-00000003.txt.BIN", ev, 60);
   write_part("gone", "20260101T000000Z-00000001.txt.BIN", ev, 30);
   tlc_store_opts_t o;
-  tlc_store_opts_default(&o);
-  o.state_dir = tmp;
-  o.export_cb = tlc_store_main_export;
+  export_opts(&o);
   tlc_store_recovery_t sum;
   tlc_store_t *s = open_store(&loop, &o, &sum);
   assert_int_equal(sum.recovered, 2);
@@ -1352,8 +1362,7 @@ static void test_export_recovered(void **state) {
   tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
-  parse_mapping(&m, map_rtos);
-  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  set_rtos_mapping(t, &m);
   barrier(s, &loop);
   tlc_store_counters(s, &c);
   assert_int_equal(c.exports_pending, 1); /* "gone"'s still waits */
@@ -1408,8 +1417,7 @@ static void test_export_recovered_zst(void **state) {
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "rz", TLC_FMT_BIN11, &t), 0);
   tlc_mapping_t m;
-  parse_mapping(&m, map_rtos);
-  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  set_rtos_mapping(t, &m);
   barrier(s, &loop);
   static char x[1 << 16];
   check_export(d, "20260101T000000Z-00000002.txt.BIN.zst", &m, 0, x, sizeof x);
@@ -1428,9 +1436,7 @@ static void test_export_deferred_cap(void **state) {
   write_part("cap", "20260101T000000Z-00000002.txt.BIN", ev, 20);
   write_part("cap", "20260101T000000Z-00000003.txt.BIN", ev, 20);
   tlc_store_opts_t o;
-  tlc_store_opts_default(&o);
-  o.state_dir = tmp;
-  o.export_cb = tlc_store_main_export;
+  export_opts(&o);
   o.max_deferred_exports = 2;
   tlc_store_recovery_t sum;
   tlc_store_t *s = open_store(&loop, &o, &sum);
@@ -1446,8 +1452,7 @@ static void test_export_deferred_cap(void **state) {
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "cap", TLC_FMT_BIN11, &t), 0);
   tlc_mapping_t m;
-  parse_mapping(&m, map_rtos);
-  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  set_rtos_mapping(t, &m);
   barrier(s, &loop);
   assert_int_equal(count_kind(d, TLC_SK_EXPORT), 3);
   seglist_t l;
@@ -1497,8 +1502,7 @@ static void test_export_next_start(void **state) {
   assert_int_equal(sum.exports_deferred, 2);
   assert_int_equal(tlc_store_target_open(s, "ns", TLC_FMT_BIN11, &t), 0);
   tlc_mapping_t m;
-  parse_mapping(&m, map_rtos);
-  assert_int_equal(tlc_store_target_set_mapping(t, &m), 0);
+  set_rtos_mapping(t, &m);
   barrier(s, &loop);
   assert_int_equal(count_kind(d, TLC_SK_EXPORT), 2);
   seglist_t l;
