@@ -42,7 +42,6 @@
 #define NSTEPS 10
 #define NONE32 0xFFFFFFFFu
 #define DROP32 0xFFFFFFFEu /* a core whose current context could not be created (cap) */
-#define WEMPTY INT64_MIN
 
 /* Histogram samples are queued in a per-engine log and counted HLOG at a time (hlog_flush), with
  * the bucket of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
@@ -65,21 +64,34 @@ typedef struct wkd {
 } wkd_t;
 
 typedef struct wbucket {
-  int64_t step; /* floor(t / step) of what it holds, WEMPTY when unused */
-  uint64_t count;
+  int64_t step; /* floor(t / step of its window) of what it holds */
+  uint64_t cw;  /* E/entry/write count in the step << 8 | its window (count < 2^56: a step
+                   holds fewer events than that) */
   wkd_t k[NK];
 } wbucket_t;
+
+#define WB_WIN(b)   ((unsigned)((b)->cw & 0xFFu))
+#define WB_COUNT(b) ((b)->cw >> 8)
 
 /* A row's windows. The row's own dists d[] hold only the samples of its current interval
  * [lo, hi), which lies inside one step of every window (and, with count - fcount, its E/entry/
  * write count there): one accumulator per sample serves both the cumulative statistics and the
  * windows (the row keeps the interval's bounds, wlo and whi, so that the per-event check touches
  * only the row). When an event falls outside the interval, d[] is folded into f[] (the cumulative
- * statistics of every earlier interval) and into each window's ring bucket of that step. */
+ * statistics of every earlier interval) and into each window's bucket of that step.
+ * The buckets are sparse: one per (window, step) in which the row had events, b[0, nb), grown
+ * by one per window at a time (a fold is rare: at most once per row and step of the shortest
+ * window, so the realloc is cheap and no bucket is wasted); a bucket whose step has left its window
+ * (step <= floor(T / step) - NSTEPS) is reused. A window has at most NSTEPS steps inside it, so nb
+ * stays
+ * <= nwindows * NSTEPS; a row hit in every step costs what a ring would, and a row hit once a
+ * minute (a million areas called now and then) costs one bucket per window instead of
+ * nwindows * NSTEPS. */
 typedef struct wrow {
   uint64_t fcount; /* the row's count at the last fold */
   edist_t f[NK];
-  wbucket_t b[]; /* nwindows * NSTEPS */
+  uint32_t nb, capb;
+  wbucket_t b[]; /* capb of them, nb in use */
 } wrow_t;
 
 typedef struct act {
@@ -345,20 +357,50 @@ static int64_t wstep(tlc_engine_t *e, unsigned i, int64_t t) {
   return s;
 }
 
-/* The window bucket of window i for time t; NULL when t is already out of the window (an
- * older step than the one the bucket holds). */
-static wbucket_t *wbucket(tlc_engine_t *e, wrow_t *w, unsigned i, int64_t t) {
-  int64_t s = wstep(e, i, t), m = s % NSTEPS;
-  wbucket_t *b;
-  if (m < 0)
-    m += NSTEPS;
-  b = &w->b[i * NSTEPS + (unsigned)m];
-  if (b->step != s) {
-    if (b->step != WEMPTY && b->step > s)
-      return NULL;
-    memset(b, 0, sizeof(*b));
-    b->step = s;
+/* The last step of window i that is no longer in it at time T: floor(T / step) - NSTEPS. */
+static int64_t wlim(const tlc_engine_t *e, unsigned i) {
+  int64_t s = floordiv(e->last, e->step[i]);
+  return s < INT64_MIN + NSTEPS ? INT64_MIN : s - NSTEPS;
+}
+
+static size_t wrow_size(size_t capb) {
+  return sizeof(wrow_t) + capb * sizeof(wbucket_t);
+}
+
+/* The bucket of window i for time t in r's windows (found, an expired one reused, or a new
+ * one: r->w may move); NULL when t's step has already left the window (lim[i]: wlim) or when
+ * memory is short (those samples are then missing from that window only). */
+static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, const int64_t *lim) {
+  int64_t s = wstep(e, i, t);
+  wrow_t *w = r->w;
+  wbucket_t *b = NULL;
+  uint32_t j;
+  if (s <= lim[i])
+    return NULL;
+  for (j = 0; j < w->nb; j++) {
+    wbucket_t *x = &w->b[j];
+    if (WB_WIN(x) == i && x->step == s)
+      return x;
+    if (b == NULL && x->step <= lim[WB_WIN(x)])
+      b = x;
   }
+  if (b == NULL) {
+    if (w->nb == w->capb) {
+      size_t cap = (size_t)w->capb + e->o.nwindows, max = (size_t)e->o.nwindows * NSTEPS;
+      wrow_t *nw;
+      if (cap > max)
+        cap = max;
+      if (cap <= w->capb || (nw = tlc_realloc(w, wrow_size(cap))) == NULL)
+        return NULL;
+      e->win_bytes += wrow_size(cap) - wrow_size(nw->capb);
+      nw->capb = (uint32_t)cap;
+      r->w = w = nw;
+    }
+    b = &w->b[w->nb++];
+  }
+  memset(b, 0, sizeof(*b));
+  b->step = s;
+  b->cw = i;
   return b;
 }
 
@@ -393,30 +435,32 @@ static void edist_merge(edist_t *a, const edist_t *b) {
  * the window rings and starts the interval holding t. */
 static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   wrow_t *w = r->w;
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  int64_t lo = INT64_MIN, hi = INT64_MAX, lim[TLC_MAX_WINDOWS];
   unsigned i, k;
   if (t >= r->wlo && t < r->whi) /* empty (wlo > whi) while w is NULL */
     return;
   if (w == NULL) {
-    size_t n = (size_t)e->o.nwindows * NSTEPS, sz = sizeof(*w) + n * sizeof(w->b[0]);
+    size_t sz = wrow_size(e->o.nwindows);
     w = tlc_malloc(sz);
     if (w == NULL)
       return; /* d[] goes on accumulating; no windows for this row until memory returns */
     memset(w, 0, sizeof(*w));
-    for (i = 0; i < n; i++)
-      w->b[i].step = WEMPTY;
+    w->capb = e->o.nwindows;
     e->win_bytes += sz;
     r->w = w;
   } else {
     uint64_t cnt = r->count - w->fcount;
+    for (i = 0; i < e->o.nwindows; i++)
+      lim[i] = wlim(e, i);
     for (i = 0; i < e->o.nwindows; i++) {
-      wbucket_t *b = wbucket(e, w, i, r->wlo);
+      wbucket_t *b = wbucket(e, r, i, r->wlo, lim);
       if (b == NULL)
         continue;
-      b->count += cnt;
+      b->cw += cnt << 8;
       for (k = 0; k < NK; k++)
         wkd_merge(&b->k[k], &r->d[k]);
     }
+    w = r->w;
   }
   /* what the row holds so far (all of it for a new w) becomes cumulative */
   for (k = 0; k < NK; k++)
@@ -1126,23 +1170,26 @@ static void wmerge(tlc_wdist_t *a, const wkd_t *b) {
 /* The rolling windows of row r into s: the sample kinds of mask `km` (bit k: kind k). */
 static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s, unsigned km) {
   const wrow_t *w = r->w;
+  int64_t lim[TLC_MAX_WINDOWS];
   unsigned i, j, k;
   s->nwin = e->o.nwindows;
   if (w == NULL)
     return;
+  for (i = 0; i < e->o.nwindows; i++)
+    lim[i] = wlim(e, i);
+  for (j = 0; j < w->nb; j++) {
+    const wbucket_t *b = &w->b[j];
+    i = WB_WIN(b);
+    if (b->step <= lim[i])
+      continue;
+    s->win[i].count += WB_COUNT(b);
+    for (k = 0; k < NK; k++)
+      if (km & (1u << k))
+        wmerge(&s->win[i].k[k], &b->k[k]);
+  }
   for (i = 0; i < e->o.nwindows; i++) {
-    int64_t lim = floordiv(e->last, e->step[i]) - NSTEPS;
-    for (j = 0; j < NSTEPS; j++) {
-      const wbucket_t *b = &w->b[i * NSTEPS + j];
-      if (b->step == WEMPTY || b->step <= lim)
-        continue;
-      s->win[i].count += b->count;
-      for (k = 0; k < NK; k++)
-        if (km & (1u << k))
-          wmerge(&s->win[i].k[k], &b->k[k]);
-    }
     /* the row's current interval lies in one step of this window */
-    if (floordiv(r->wlo, e->step[i]) > lim) {
+    if (floordiv(r->wlo, e->step[i]) > lim[i]) {
       s->win[i].count += r->count - w->fcount;
       for (k = 0; k < NK; k++) {
         const wkd_t h = { r->d[k].n, r->d[k].sum, r->d[k].min, r->d[k].max };

@@ -68,14 +68,16 @@
  * deeper than max_depth drops the new E or partial R/S (one dropped_area_limit, nothing else).
  *
  * Memory: allocation only when a new area, context, stack level, histogram value range or
- * window buffer (a row's first sample) first appears (amortised doubling); no per-event
- * allocation in the steady state. Per row about 450 bytes (hash slot included), plus with
- * histograms 80 bytes and 2 bytes (4 once a count passes 65535) per bucket spanned (hist.h),
- * plus with windows 248 + nwindows * 10 * 176 bytes; and a 32 KiB log of queued histogram
- * samples per engine (counted in batches; a snapshot with quantiles and tlc_engine_sync count
- * it). Cost per event: O(1) expected (a hash
- * lookup, a stack operation) except X truncating k activations above it (O(k)) and S/R/X on a
- * non-innermost activation (O(depth) scan of the context's stack).
+ * window step first appears (amortised doubling; a row's window buckets grow by nwindows at a
+ * time up to nwindows * 10); no per-event allocation in the steady state. Per row about 450
+ * bytes (hash slot included), plus with histograms 80 bytes and 2 bytes (4 once a count passes
+ * 65535) per bucket spanned (hist.h), plus with windows 256 bytes and 176 per window step that
+ * holds samples of the row (steps that left their window are reused): from 256 + nwindows * 176
+ * for a row hit in one step to 256 + nwindows * 10 * 176 for one hit in every step; and a 32 KiB
+ * log of queued histogram samples per engine (counted in batches; a snapshot with quantiles and
+ * tlc_engine_sync count it). Cost per event: O(1) expected (a hash lookup, a stack operation)
+ * except X truncating k activations above it (O(k)) and S/R/X on a non-innermost activation
+ * (O(depth) scan of the context's stack).
  *
  * Threads: an engine is owned by one thread (the daemon's loop thread); none of these functions
  * is thread-safe on the same engine; different engines are independent.

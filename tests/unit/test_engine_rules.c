@@ -733,6 +733,49 @@ static void test_windows(void **state) {
   tlc_engine_free(e);
 }
 
+/* Window memory (tlc_engine_mem) follows use, not the number of steps. Default windows (1 s,
+ * 10 s, 60 s: 10 steps each). One variable written every 10 ms for 200 s of event time: every
+ * window has slid past its 10 steps many times by 100 s, so its window memory stops growing
+ * there (steps that left their window are reused). Then 1,000 other variables are written once
+ * each: a row with samples in one step of each window costs well under a fifth of the row that
+ * fills every step (one bucket per window against ten). The windows still hold the right data
+ * (SPEC: floor(t / step) > floor(T / step) - 10, T = 200 s + 999 ns): 1 s window, steps of
+ * 100 ms, floor(T / step) = 2000, t in [199.1 s, 200.1 s): writes 199.10 s .. 200.00 s = 91;
+ * 10 s window, floor = 200, t in [191 s, 201 s): 191.00 .. 200.00 = 901; 60 s window, steps of
+ * 6 s, floor = 33, t in [144 s, 204 s): 144.00 .. 200.00 = 5601. */
+static void test_window_memory(void **state) {
+  tlc_engine_opts_t o;
+  tlc_engine_mem_t m100, m200, m;
+  tlc_engine_t *e;
+  tlc_table_t t;
+  int64_t ms;
+  uint32_t i;
+  (void)state;
+  tlc_engine_opts_default(&o);
+  o.histograms = 0;
+  e = mk(TLC_FMT_BIN11, &o);
+  for (ms = 10; ms <= 200000; ms += 10) {
+    evc(e, V, W_, ms * 1000000, (uint64_t)ms, 0);
+    if (ms == 100000)
+      tlc_engine_mem(e, &m100);
+  }
+  tlc_engine_mem(e, &m200);
+  assert_true(m100.window_bytes > 0);
+  assert_int_equal(m200.window_bytes, m100.window_bytes);
+  for (i = 0; i < 1000; i++)
+    evc(e, V + 0x100 + i, W_, 200000000000 + i, 1, 0);
+  tlc_engine_mem(e, &m);
+  assert_true((m.window_bytes - m200.window_bytes) / 1000 * 5 < m200.window_bytes);
+  tlc_table_init(&t);
+  snap(e, &t);
+  assert_int_equal(row(&t, V, TLC_CTX_NONE, 0)->win[0].count, 91);
+  assert_int_equal(row(&t, V, TLC_CTX_NONE, 0)->win[1].count, 901);
+  assert_int_equal(row(&t, V, TLC_CTX_NONE, 0)->win[2].count, 5601);
+  assert_int_equal(row(&t, V + 0x100, TLC_CTX_NONE, 0)->win[2].count, 1);
+  tlc_table_fini(&t);
+  tlc_engine_free(e);
+}
+
 /* evlog: the context is the thread. Thread 7: +f @0 -f @10; thread 9: +f @5 -f @30.
  * Two THREAD contexts (keys 7, 9), named thread7 / thread9; Neutral f COUNT 2, NET 10 + 25 = 35. */
 static void test_evlog_threads(void **state) {
@@ -955,6 +998,7 @@ int main(void) {
     cmocka_unit_test(test_rtos_open_switched_out),
     cmocka_unit_test(test_gap),
     cmocka_unit_test(test_windows),
+    cmocka_unit_test(test_window_memory),
     cmocka_unit_test(test_evlog_threads),
     cmocka_unit_test(test_ignored_and_invalid),
     cmocka_unit_test(test_caps),
