@@ -4,7 +4,7 @@ speed: ingest throughput with vs without them (same run), and the latency from a
 arrival to its appearance in the subscribers' snapshots.
 
     bench/bench_subscribers.py BUILD_DIR [--pairs N] [--seconds S] [--subs N] [--interval MS]
-                               [--profile heavy|top|light|cores] [--full-decode]
+                               [--profile heavy|top|light|cores|default] [--full-decode]
                                [--dump-markers FILE]
 
 BUILD_DIR holds daemon/tlcapd, bench/benchd_io and bench/benchd_subs (bench/run passes
@@ -24,7 +24,9 @@ in alternation:
         shows, for the cumulative statistics and 3 rolling windows;
       light: a dashboard line per area: columnar rows, Neutral rows only, COUNT, NET
         total/n/sum/max, VALUE;
-      cores: the same columns per area and context (4 cores: 4,000 rows), no Neutral rows.
+      cores: the same columns per area and context (4 cores: 4,000 rows), no Neutral rows;
+      default: every Subscribe option at its default: Row messages with every cumulative field
+        per area and context (4,000 rows), no windows, quantiles or Neutral rows.
 Ratio = B's ingest MB/s / A's. Target >= 0.95x.
 Latency: benchd_subs writes a bin11 Write record (value k) to a separate marker target every
 37 ms (not a divisor of the interval, so markers fall at every phase of it) on its own idle
@@ -146,7 +148,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--subs", type=int, default=100)
     ap.add_argument("--interval", type=int, default=100)
-    ap.add_argument("--profile", choices=("heavy", "top", "light", "cores"), default="heavy")
+    ap.add_argument("--profile", choices=("heavy", "top", "light", "cores", "default"), default="heavy")
     ap.add_argument("--dump-markers", metavar="FILE",
                     help="append each marker sent under ingest with its latencies, for analysis")
     ap.add_argument("--full-decode", action="store_true")

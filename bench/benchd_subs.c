@@ -1,7 +1,7 @@
 /* benchd_subs.c - subscribers and latency markers for bench/bench_subscribers.py.
  *
  *   benchd_subs SERVE_ADDR INGEST_ADDR [--subs N] [--interval MS] [--seconds S]
- *               [--marker-ms MS] [--marker-target NAME] [--profile heavy|top|light|cores]
+ *               [--marker-ms MS] [--marker-target NAME] [--profile heavy|top|light|cores|default]
  *               [--full-decode]
  *
  * One thread, one poll loop, every socket non-blocking:
@@ -15,7 +15,10 @@
  *        each of the 3 rolling windows;
  *      light: a dashboard line per area: columnar rows, Neutral rows only, COUNT, NET total,
  *        NET n/sum/max (avg and max), VALUE;
- *      cores: the same columns per area and context (per core here), no Neutral rows.
+ *      cores: the same columns per area and context (per core here), no Neutral rows;
+ *      default: a Subscribe with every option left at its default (what a script that sets
+ *        only the interval gets): Row messages with every cumulative field, one row per area
+ *        and context (per core here), no windows, no quantiles, no Neutral rows.
  *    Requests are packed with the protobuf-c code of proto/tlcap.proto.
  *  - A marker connection to the ingest port, named by its preamble (default target "marker"),
  *    writes one bin11 Write record to the variable area 0x20000001 every `marker-ms` (default
@@ -89,7 +92,7 @@ static double *g_tsend;
 static uint64_t g_nmark;
 static char g_marker[128] = "marker";
 static int g_full;
-static int g_profile; /* 0 heavy, 1 top, 2 light, 3 cores */
+static int g_profile; /* 0 heavy, 1 top, 2 light, 3 cores, 4 default */
 
 /* Column ids of the protocol's columnar rows (proto/tlcap.proto, Snapshot.columns). */
 #define COL_HANDLE       1u
@@ -126,7 +129,7 @@ static size_t profile_columns(uint32_t *c) {
       c[n++] = COL_WIN(w, K_NET, W_MAX);
       c[n++] = COL_WIN(w, K_CALL, W_SUM);
     }
-  } else if (g_profile >= 2) {
+  } else if (g_profile == 2 || g_profile == 3) {
     c[n++] = COL_COUNT;
     c[n++] = COL_DIST(K_NET, F_TOTAL);
     c[n++] = COL_DIST(K_NET, F_N);
@@ -523,11 +526,12 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
       const char *v = argv[++i];
-      g_profile = strcmp(v, "heavy") == 0   ? 0
-                  : strcmp(v, "top") == 0   ? 1
-                  : strcmp(v, "light") == 0 ? 2
-                  : strcmp(v, "cores") == 0 ? 3
-                                            : -1;
+      g_profile = strcmp(v, "heavy") == 0     ? 0
+                  : strcmp(v, "top") == 0     ? 1
+                  : strcmp(v, "light") == 0   ? 2
+                  : strcmp(v, "cores") == 0   ? 3
+                  : strcmp(v, "default") == 0 ? 4
+                                              : -1;
       if (g_profile < 0)
         goto usage;
       continue;
@@ -710,6 +714,6 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: benchd_subs SERVE_ADDR INGEST_ADDR [--subs N] [--interval MS] "
                   "[--seconds S] [--marker-ms MS] [--marker-target NAME] "
-                  "[--profile heavy|top|light|cores] [--full-decode]\n");
+                  "[--profile heavy|top|light|cores|default] [--full-decode]\n");
   return 2;
 }
