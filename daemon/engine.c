@@ -311,24 +311,6 @@ static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
   return 0;
 }
 
-/* An array `p` of *cap elements grown to hold n + 1: returns the (possibly moved) array, or
- * NULL when out of memory (p is then untouched). Callers assign the result to their typed
- * pointer, so no pointer is accessed through another pointer type. */
-static void *grow(void *p, size_t *cap, size_t n, size_t elem, size_t first) {
-  size_t ncap;
-  void *np;
-  if (n < *cap)
-    return p;
-  ncap = *cap ? *cap * 2 : first;
-  if (ncap > SIZE_MAX / elem)
-    return NULL;
-  np = tlc_realloc(p, ncap * elem);
-  if (np == NULL)
-    return NULL;
-  *cap = ncap;
-  return np;
-}
-
 /* ---- anomalies and samples ---- */
 
 static void anomaly(tlc_engine_t *e, erow_t *r) {
@@ -537,7 +519,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
     tlc_hist_t *nh;
     if (e->nhlog > 0)
       hlog_flush(e); /* its entries point into hh, which may move */
-    nh = grow(e->hh, &cap, e->nrows, sizeof(*e->hh) * NK, 64);
+    nh = tlc_grow(e->hh, &cap, e->nrows + 1, sizeof(*e->hh) * NK, 64);
     if (nh == NULL)
       return NONE32;
     memset(nh + e->caphh * NK, 0, (cap - e->caphh) * NK * sizeof(*nh));
@@ -546,7 +528,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
     e->caphh = cap;
   }
   {
-    erow_t *nr = grow(e->rows, &e->caprows, e->nrows, sizeof(*e->rows), 64);
+    erow_t *nr = tlc_grow(e->rows, &e->caprows, e->nrows + 1, sizeof(*e->rows), 64);
     if (nr == NULL)
       return NONE32;
     e->rows = nr;
@@ -586,7 +568,7 @@ static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t k
   if (e->nctx >= e->o.max_contexts)
     return NONE32;
   {
-    ectx_t *nc = grow(e->ctx, &e->capctx, e->nctx, sizeof(*e->ctx), 16);
+    ectx_t *nc = tlc_grow(e->ctx, &e->capctx, e->nctx + 1, sizeof(*e->ctx), 16);
     if (nc == NULL)
       return NONE32;
     e->ctx = nc;
@@ -665,7 +647,7 @@ static int ctx_push(tlc_engine_t *e, ectx_t *c, const act_t *a) {
     size_t cap = c->cap;
     if (c->depth >= e->o.max_depth)
       return TLC_ELIMIT;
-    act_t *ns = grow(c->stack, &cap, c->depth, sizeof(*c->stack), 8);
+    act_t *ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
     if (ns == NULL)
       return TLC_ENOMEM;
     c->stack = ns;
@@ -719,7 +701,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   r = &e->rows[ri];
   if (r->ctx == NONE32) {
     if (c->tindex == NONE32) {
-      uint32_t *nt = grow(e->tctx, &e->captctx, e->ntctx, sizeof(*e->tctx), 16);
+      uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
       if (nt == NULL) {
         e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
         return;
@@ -838,7 +820,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
     return;
   }
   if (si == NONE32) {
-    sarea_t *ns = grow(e->sa, &e->capsa, e->nsa, sizeof(*e->sa), 16);
+    sarea_t *ns = tlc_grow(e->sa, &e->capsa, e->nsa + 1, sizeof(*e->sa), 16);
     if (ns == NULL) {
       e->c.dropped_area_limit++;
       return;
@@ -1260,21 +1242,6 @@ static int cmp_grp(const void *a, const void *b) {
   return 0;
 }
 
-/* p (capacity *cap elements of `elem` bytes) grown to hold at least `need`: the new pointer
- * (*cap updated), or NULL (p and *cap unchanged) when memory is short. */
-static void *reserve(void *p, size_t *cap, size_t need, size_t elem) {
-  size_t ncap = *cap ? *cap : 64;
-  void *np;
-  if (need <= *cap)
-    return p;
-  while (ncap < need)
-    ncap *= 2;
-  if (ncap > SIZE_MAX / elem || (np = tlc_realloc(p, ncap * elem)) == NULL)
-    return NULL;
-  *cap = ncap;
-  return np;
-}
-
 /* The code rows that have a context, ordered by area then context index (e->grp[0, ngrp)),
  * rebuilt only when rows were added or a row got its context since the last build. */
 static int groups(tlc_engine_t *e) {
@@ -1282,7 +1249,7 @@ static int groups(tlc_engine_t *e) {
   grp_t *g;
   if (e->grp != NULL && e->grp_nrows == n && e->grp_gen == e->ctxgen)
     return 0;
-  if ((g = reserve(e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t))) == NULL)
+  if ((g = tlc_grow(e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t), 64)) == NULL)
     return TLC_ENOMEM;
   e->grp = g;
   e->ngrp = 0;
@@ -1312,7 +1279,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       kp |= e->schg[g[j].row];
     if (!kp)
       continue;
-    uint8_t *nk = reserve(*keep, capkeep, t->nrows + 1, 1);
+    uint8_t *nk = tlc_grow(*keep, capkeep, t->nrows + 1, 1, 64);
     if (nk == NULL || (hs == NULL && (hs = tlc_malloc((ng ? ng : 1) * sizeof(*hs))) == NULL)) {
       rc = TLC_ENOMEM;
       goto out;
@@ -1475,13 +1442,13 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   neut = (so->neutral || so->neutral_only) && e->ntctx > 1;
   only = neut && so->neutral_only;
   tgrew = so->since_seq != 0 && e->tseq > so->since_seq;
-  if ((p = reserve(e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t))) == NULL)
+  if ((p = tlc_grow(e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t), 64)) == NULL)
     return TLC_ENOMEM;
   e->smap = p;
-  if ((p = reserve(e->schg, &e->capschg, n ? n : 1, 1)) == NULL)
+  if ((p = tlc_grow(e->schg, &e->capschg, n ? n : 1, 1, 64)) == NULL)
     return TLC_ENOMEM;
   e->schg = p;
-  if ((keep = reserve(NULL, &capkeep, n + 64, 1)) == NULL || (neut && groups(e) < 0)) {
+  if ((keep = tlc_grow(NULL, &capkeep, n + 64, 1, 64)) == NULL || (neut && groups(e) < 0)) {
     rc = TLC_ENOMEM;
     goto out;
   }

@@ -1021,21 +1021,6 @@ static int stat_before(const tlc_stat_t *a, const tlc_stat_t *b) {
   return key_cmp(a->handle, a->context, a->state, &k) < 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  size_t nc = *cap > 0 ? *cap : 64;
-  void *v;
-  if (need <= *cap)
-    return 0;
-  while (nc < need)
-    nc *= 2;
-  v = tlc_realloc(*p, nc * elem);
-  if (v == NULL)
-    return TLC_ENOMEM;
-  *p = v;
-  *cap = nc;
-  return 0;
-}
-
 /* Copies the header fields of table t (contexts included, no rows) into h. */
 static int hdr_copy(tlc_table_t *h, const tlc_table_t *t) {
   size_t i;
@@ -1055,11 +1040,20 @@ static int hdr_copy(tlc_table_t *h, const tlc_table_t *t) {
   return 0;
 }
 
+/* ft->buf2 grown to hold at least `need` bytes. 0 or TLC_ENOMEM. */
+static int buf2_reserve(feed_target_t *ft, size_t need) {
+  uint8_t *nb = tlc_grow(ft->buf2, &ft->bcap2, need, 1, 64);
+  if (nb == NULL)
+    return TLC_ENOMEM;
+  ft->buf2 = nb;
+  return 0;
+}
+
 /* Encodes row r for spec into ft->buf2 at ft->len2 (grown as needed). */
 static int row_encode(tlc_pubsub_t *ps, const spec_t *spec, const tlc_stat_t *r, uint32_t nwin,
                       int64_t qmask, feed_target_t *ft, size_t *len2, size_t *out_len) {
   if (spec->ncolumns > 0) {
-    if (grow((void **)&ft->buf2, &ft->bcap2, *len2 + spec->ncolumns * 10, 1) < 0)
+    if (buf2_reserve(ft, *len2 + spec->ncolumns * 10) < 0)
       return TLC_ENOMEM;
     *out_len = tlc_pb_cells_encode(r, spec->columns, spec->ncolumns, qmask, ft->buf2 + *len2);
   } else {
@@ -1074,7 +1068,7 @@ static int row_encode(tlc_pubsub_t *ps, const spec_t *spec, const tlc_stat_t *r,
     if (tlc_pb_row_build(&ps->enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
       return TLC_ENOMEM;
     n = tlc_pb_row_field_size(&pr, &packed);
-    if (grow((void **)&ft->buf2, &ft->bcap2, *len2 + n, 1) < 0)
+    if (buf2_reserve(ft, *len2 + n) < 0)
       return TLC_ENOMEM;
     *out_len = tlc_pb_row_field_pack(&pr, packed, ft->buf2 + *len2);
   }
@@ -1113,8 +1107,9 @@ static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tl
     if (r == NULL && o == NULL)
       break;
     c = r == NULL ? 1 : o == NULL ? -1 : key_cmp(r->handle, r->context, r->state, o);
-    if (grow((void **)&ft->rows2, &ft->cap2, n2 + 1, sizeof(mrow_t)) < 0)
+    if ((d = tlc_grow(ft->rows2, &ft->cap2, n2 + 1, sizeof(*d), 64)) == NULL)
       return TLC_ENOMEM;
+    ft->rows2 = d;
     d = &ft->rows2[n2++];
     if (c <= 0) { /* changed (or new): encode */
       d->handle = r->handle;
@@ -1132,7 +1127,7 @@ static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tl
     } else { /* unchanged: copy */
       *d = *o;
       d->off = len2;
-      if (grow((void **)&ft->buf2, &ft->bcap2, len2 + o->len, 1) < 0)
+      if (buf2_reserve(ft, len2 + o->len) < 0)
         return TLC_ENOMEM;
       memcpy(ft->buf2 + len2, ft->buf + o->off, o->len);
       len2 += o->len;

@@ -42,6 +42,24 @@ void tlc_free(void *ptr) {
     cur.free_fn(ptr);
 }
 
+void *tlc_grow(void *p, size_t *cap, size_t need, size_t elem, size_t first) {
+  size_t nc = *cap != 0 ? *cap : (first != 0 ? first : 1);
+  void *np;
+  if (need <= *cap)
+    return p;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2)
+      return NULL;
+    nc *= 2;
+  }
+  if (elem != 0 && nc > SIZE_MAX / elem)
+    return NULL;
+  np = tlc_realloc(p, nc * elem);
+  if (np != NULL)
+    *cap = nc;
+  return np;
+}
+
 char *tlc_strndup(const char *s, size_t len) {
   char *p;
   if (len == SIZE_MAX)

@@ -130,22 +130,6 @@ static void idmap_free(idmap_t *m) {
   tlc_free(m->val);
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t size) {
-  size_t nc;
-  void *q;
-  if (n < *cap)
-    return 0;
-  nc = *cap ? *cap * 2 : 16;
-  if (nc > SIZE_MAX / size)
-    return TLC_ENOMEM;
-  q = tlc_realloc(*arr, nc * size);
-  if (q == NULL)
-    return TLC_ENOMEM;
-  *arr = q;
-  *cap = nc;
-  return 0;
-}
-
 void tlc_aprof_init(tlc_aprof_t *a) {
   memset(a, 0, sizeof(*a));
 }
@@ -275,7 +259,7 @@ static void rest(const char *b, size_t i, size_t e, size_t *s, size_t *n) {
 
 static int line_r(ap_t *p, size_t i, size_t e) {
   tlc_aprof_t *a = p->a;
-  tlc_aprof_routine_t rt;
+  tlc_aprof_routine_t rt, *nr;
   size_t ns, nn, is, in;
   uint64_t v;
   int r;
@@ -354,8 +338,9 @@ static int line_r(ap_t *p, size_t i, size_t e) {
                   (unsigned long long)a->routines[idmap_get(&p->rmap, rt.id) - 1].line);
   if (a->nroutines >= capv(a->max_routines))
     return ap_err(p, TLC_ELIMIT, "more than %zu routines", capv(a->max_routines));
-  if (grow((void **)&a->routines, &a->caproutines, a->nroutines, sizeof(*a->routines)) < 0)
+  if ((nr = tlc_grow(a->routines, &a->caproutines, a->nroutines + 1, sizeof(*nr), 16)) == NULL)
     return ap_err(p, TLC_ENOMEM, "out of memory");
+  a->routines = nr;
   rt.name = tlc_strndup(p->b + ns, nn);
   rt.image = tlc_strndup(p->b + is, in);
   rt.line = p->line;
@@ -408,7 +393,7 @@ static int line_pq(ap_t *p, char tag, size_t i, size_t e) {
   tlc_aprof_t *a = p->a;
   uint64_t v[14];
   unsigned k = 0;
-  tlc_aprof_point_t pt;
+  tlc_aprof_point_t pt, *np;
   size_t s, j = i;
   tlc_aprof_point_t **arr = tag == 'p' ? &a->points : &a->cpoints;
   size_t *cnt = tag == 'p' ? &a->npoints : &a->ncpoints;
@@ -462,15 +447,16 @@ static int line_pq(ap_t *p, char tag, size_t i, size_t e) {
       }
     }
   }
-  if (grow((void **)arr, cap, *cnt, sizeof(**arr)) < 0)
+  if ((np = tlc_grow(*arr, cap, *cnt + 1, sizeof(*np), 16)) == NULL)
     return ap_err(p, TLC_ENOMEM, "out of memory");
+  *arr = np;
   (*arr)[(*cnt)++] = pt;
   return 0;
 }
 
 static int line_x(ap_t *p, size_t i, size_t e) {
   tlc_aprof_t *a = p->a;
-  tlc_aprof_ctx_t c;
+  tlc_aprof_ctx_t c, *nc;
   size_t s, n, j;
   int r;
   memset(&c, 0, sizeof(c));
@@ -496,8 +482,9 @@ static int line_x(ap_t *p, size_t i, size_t e) {
     return ap_err(p, TLC_ESYNTAX, "context id %llu defined twice", (unsigned long long)c.id);
   if (a->ncontexts >= capv(a->max_contexts))
     return ap_err(p, TLC_ELIMIT, "more than %zu contexts", capv(a->max_contexts));
-  if (grow((void **)&a->contexts, &a->capcontexts, a->ncontexts, sizeof(*a->contexts)) < 0)
+  if ((nc = tlc_grow(a->contexts, &a->capcontexts, a->ncontexts + 1, sizeof(*nc), 16)) == NULL)
     return ap_err(p, TLC_ENOMEM, "out of memory");
+  a->contexts = nc;
   c.line = p->line;
   a->contexts[a->ncontexts++] = c;
   if (idmap_put(&p->cmap, c.id, a->ncontexts) < 0)
@@ -559,11 +546,12 @@ static int line_header(ap_t *p, char tag, size_t i, size_t e) {
 static int line_c(ap_t *p, size_t i, size_t e) {
   tlc_aprof_t *a = p->a;
   size_t s, n;
-  char *c;
+  char *c, **ncm;
   if (a->npoints + a->ncpoints + a->ncomments >= capv(a->max_points))
     return ap_err(p, TLC_ELIMIT, "more than %zu points and comments", capv(a->max_points));
-  if (grow((void **)&a->comments, &a->capcomments, a->ncomments, sizeof(*a->comments)) < 0)
+  if ((ncm = tlc_grow(a->comments, &a->capcomments, a->ncomments + 1, sizeof(*ncm), 16)) == NULL)
     return ap_err(p, TLC_ENOMEM, "out of memory");
+  a->comments = ncm;
   rest(p->b, i, e, &s, &n);
   c = tlc_strndup(p->b + s, n);
   if (c == NULL)

@@ -146,23 +146,10 @@ static uint64_t nkey(aw_t *w, int64_t i) {
   return ((uint64_t)(w->nodes[i].parent + 1) << 32) ^ w->nodes[i].routine;
 }
 
-static int grow(void **p, size_t *cap, size_t n, size_t size) {
-  void *np;
-  size_t ncap;
-  if (n < *cap)
-    return 0;
-  ncap = *cap ? *cap * 2 : 64;
-  np = tlc_realloc(*p, ncap * size);
-  if (np == NULL)
-    return TLC_ENOMEM;
-  *p = np;
-  *cap = ncap;
-  return 0;
-}
-
 /* Routine index for a handle, created on first use; -1 over the cap or on failure. */
 static int64_t routine_of(aw_t *w, uint32_t handle) {
   size_t j;
+  routine_t *nr;
   if (w->rhcap) {
     j = tlc_mix64(handle) & (w->rhcap - 1);
     while (w->rhash[j] >= 0) {
@@ -176,10 +163,11 @@ static int64_t routine_of(aw_t *w, uint32_t handle) {
     return -1;
   }
   if (rehash(&w->rhash, &w->rhcap, w->nroutines + 1, rkey, w) < 0 ||
-      grow((void **)&w->routines, &w->caproutines, w->nroutines, sizeof(routine_t)) < 0) {
+      (nr = tlc_grow(w->routines, &w->caproutines, w->nroutines + 1, sizeof(*nr), 64)) == NULL) {
     w->err = TLC_ENOMEM;
     return -1;
   }
+  w->routines = nr;
   memset(&w->routines[w->nroutines], 0, sizeof(routine_t));
   w->routines[w->nroutines].handle = handle;
   j = tlc_mix64(handle) & (w->rhcap - 1);
@@ -193,6 +181,7 @@ static int64_t routine_of(aw_t *w, uint32_t handle) {
 static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
   uint64_t k = ((uint64_t)(parent + 1) << 32) ^ routine;
   size_t j;
+  node_t *nn;
   if (w->nhcap) {
     j = tlc_mix64(k) & (w->nhcap - 1);
     while (w->nhash[j] >= 0) {
@@ -207,10 +196,11 @@ static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
     return -1;
   }
   if (rehash(&w->nhash, &w->nhcap, w->nnodes + 1, nkey, w) < 0 ||
-      grow((void **)&w->nodes, &w->capnodes, w->nnodes, sizeof(node_t)) < 0) {
+      (nn = tlc_grow(w->nodes, &w->capnodes, w->nnodes + 1, sizeof(*nn), 64)) == NULL) {
     w->err = TLC_ENOMEM;
     return -1;
   }
+  w->nodes = nn;
   memset(&w->nodes[w->nnodes], 0, sizeof(node_t));
   w->nodes[w->nnodes].parent = parent;
   w->nodes[w->nnodes].routine = routine;
@@ -280,14 +270,16 @@ static void pop(aw_t *w, actx_t *c) {
 }
 
 static int push(aw_t *w, actx_t *c, uint32_t routine, int64_t t, int running, int partial) {
-  frame_t *f;
+  frame_t *f, *ns;
   int64_t parent = c->depth ? c->stack[c->depth - 1].node : -1;
   if (c->depth >= w->opts->max_depth) {
     w->dropped++;
     return -1;
   }
-  if (grow((void **)&c->stack, &c->cap, c->depth, sizeof(frame_t)) < 0 ||
-      open_count_add(w, c, routine, 1) < 0) {
+  ns = tlc_grow(c->stack, &c->cap, c->depth + 1, sizeof(*ns), 64);
+  if (ns != NULL)
+    c->stack = ns;
+  if (ns == NULL || open_count_add(w, c, routine, 1) < 0) {
     w->err = TLC_ENOMEM;
     return -1;
   }

@@ -66,22 +66,6 @@ void tlc_br_fini(tlc_br_t *b) {
   memset(b, 0, sizeof(*b));
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t size) {
-  size_t nc;
-  void *q;
-  if (n < *cap)
-    return 0;
-  nc = *cap ? *cap * 2 : 64;
-  if (nc > SIZE_MAX / size)
-    return TLC_ENOMEM;
-  q = tlc_realloc(*arr, nc * size);
-  if (q == NULL)
-    return TLC_ENOMEM;
-  *arr = q;
-  *cap = nc;
-  return 0;
-}
-
 static int br_err(tlc_parse_err_t *e, uint64_t off, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
@@ -125,7 +109,7 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
 /* Interns a function name; returns its index or a negative error. */
 static long long intern(tlc_br_t *b, const uint8_t *s, size_t n) {
   size_t j;
-  char *c;
+  char *c, **nn;
   const void *z = memchr(s, 0, n);
   if (z != NULL) /* names are C strings: cut at an embedded NUL */
     n = (size_t)((const uint8_t *)z - s);
@@ -153,8 +137,9 @@ static long long intern(tlc_br_t *b, const uint8_t *s, size_t n) {
     if (strlen(x) == n && memcmp(x, s, n) == 0)
       return (long long)(b->nslot_[j] - 1);
   }
-  if (grow((void **)&b->names, &b->capnames, b->nnames, sizeof(*b->names)) < 0)
+  if ((nn = tlc_grow(b->names, &b->capnames, b->nnames + 1, sizeof(*nn), 64)) == NULL)
     return TLC_ENOMEM;
+  b->names = nn;
   c = tlc_strndup((const char *)s, n);
   if (c == NULL)
     return TLC_ENOMEM;
@@ -232,8 +217,11 @@ int tlc_br_parse(tlc_br_t *b, const uint8_t *buf, size_t len, tlc_parse_err_t *e
                         "module %u mapped again to a different file (first at offset %llu)", num,
                         (unsigned long long)b->modules[b->modidx_[num] - 1].offset);
       } else {
-        if (grow((void **)&b->modules, &b->capmodules, b->nmodules, sizeof(*b->modules)) < 0 ||
-            (f = tlc_strndup((const char *)p + 5, fl)) == NULL)
+        tlc_br_module_t *nm =
+            tlc_grow(b->modules, &b->capmodules, b->nmodules + 1, sizeof(*nm), 64);
+        if (nm != NULL)
+          b->modules = nm;
+        if (nm == NULL || (f = tlc_strndup((const char *)p + 5, fl)) == NULL)
           return br_err(err, pos, TLC_ENOMEM, "out of memory");
         b->modules[b->nmodules].number = num;
         b->modules[b->nmodules].file = f;
@@ -246,15 +234,17 @@ int tlc_br_parse(tlc_br_t *b, const uint8_t *buf, size_t len, tlc_parse_err_t *e
       break;
     }
     case TLC_BR_CURRENT_LINE: {
-      tlc_br_line_t *l;
+      tlc_br_line_t *l, *nl;
       if (in)
         return br_err(err, pos, TLC_EFRAME,
                       "CURRENT LINE inside the entry opened at offset %llu (no END CURRENT LINE)",
                       (unsigned long long)cur->offset);
       if (b->nlines >= maxl)
         return br_err(err, pos, TLC_ELIMIT, "more than %zu line entries", maxl);
-      if (grow((void **)&b->lines, &b->caplines, b->nlines, sizeof(*b->lines)) < 0)
+      nl = tlc_grow(b->lines, &b->caplines, b->nlines + 1, sizeof(*nl), 64);
+      if (nl == NULL)
         return br_err(err, pos, TLC_ENOMEM, "out of memory");
+      b->lines = nl;
       l = &b->lines[b->nlines++];
       memset(l, 0, sizeof(*l));
       l->at.module = be16(p + 1);
@@ -280,13 +270,15 @@ int tlc_br_parse(tlc_br_t *b, const uint8_t *buf, size_t len, tlc_parse_err_t *e
       ann_frame = SIZE_MAX;
       break;
     case TLC_BR_BACKTRACE: {
-      tlc_br_frame_t *f;
+      tlc_br_frame_t *f, *nf;
       if (!in)
         return br_err(err, pos, TLC_EFRAME, "BACKTRACE INFORMATION outside a line entry");
       if (b->nframes >= maxf)
         return br_err(err, pos, TLC_ELIMIT, "more than %zu backtrace records", maxf);
-      if (grow((void **)&b->frames, &b->capframes, b->nframes, sizeof(*b->frames)) < 0)
+      nf = tlc_grow(b->frames, &b->capframes, b->nframes + 1, sizeof(*nf), 64);
+      if (nf == NULL)
         return br_err(err, pos, TLC_ENOMEM, "out of memory");
+      b->frames = nf;
       f = &b->frames[b->nframes++];
       memset(f, 0, sizeof(*f));
       f->module = be16(p + 1);

@@ -112,21 +112,6 @@ const tlc_evmap_counters_t *tlc_evmap_counters(const tlc_evmap_t *m) {
   return &m->c;
 }
 
-/* Returns p grown (doubling) to hold `need` elements of `size` bytes, updating *cap; p itself
- * when it is big enough; NULL on failure (p still valid, *cap unchanged). */
-static void *grow(void *p, size_t *cap, size_t need, size_t size) {
-  size_t nc = *cap != 0 ? *cap : 8;
-  void *np;
-  if (need <= *cap)
-    return p;
-  while (nc < need)
-    nc *= 2;
-  np = tlc_realloc(p, nc * size);
-  if (np != NULL)
-    *cap = nc;
-  return np;
-}
-
 static uint64_t name_hash(unsigned type, const char *s, size_t len) {
   uint64_t h = 0xcbf29ce484222325ull ^ type;
   size_t i;
@@ -176,10 +161,10 @@ static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t l
   if (m->nareas >= m->opts.max_names || len + 1 > m->opts.max_name_bytes - m->names_len)
     return TLC_ELIMIT;
   /* Make every room first, so that a failure leaves m unchanged. */
-  if ((p = grow(m->areas, &m->capareas, m->nareas + 1, sizeof(*m->areas))) == NULL)
+  if ((p = tlc_grow(m->areas, &m->capareas, m->nareas + 1, sizeof(*m->areas), 8)) == NULL)
     return TLC_ENOMEM;
   m->areas = p;
-  if ((p = grow(bt->v, &bt->cap, bt->n + 1, sizeof(*bt->v))) == NULL)
+  if ((p = tlc_grow(bt->v, &bt->cap, bt->n + 1, sizeof(*bt->v), 8)) == NULL)
     return TLC_ENOMEM;
   bt->v = p;
   if (m->names_len + len + 1 > m->names_cap) {
@@ -247,7 +232,7 @@ static int thread_get(tlc_evmap_t *m, uint64_t id, thr_t **t) {
   }
   if (m->nthreads >= m->opts.max_threads)
     return 0;
-  if ((p = grow(m->threads, &m->capthreads, m->nthreads + 1, sizeof(*m->threads))) == NULL)
+  if ((p = tlc_grow(m->threads, &m->capthreads, m->nthreads + 1, sizeof(*m->threads), 8)) == NULL)
     return TLC_ENOMEM;
   m->threads = p;
   if ((m->nthreads + 1) * 2 > m->ntslots &&
@@ -387,7 +372,7 @@ static int map1(tlc_evmap_t *m, const tlc_event_t *in, tlc_event_t out[2]) {
       m->c.depth_limit++;
     } else {
       size_t cap = t->cap;
-      uint32_t *st = grow(t->stack, &cap, (size_t)t->depth + 1, sizeof(*t->stack));
+      uint32_t *st = tlc_grow(t->stack, &cap, (size_t)t->depth + 1, sizeof(*t->stack), 8);
       if (st == NULL)
         return TLC_ENOMEM;
       t->stack = st;

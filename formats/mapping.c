@@ -93,23 +93,6 @@ void tlc_mapping_fini(tlc_mapping_t *m) {
   m->nareas = m->capareas = m->ncontexts = m->capcontexts = 0;
 }
 
-/* Grows *arr (of `size`-byte elements) so that one more fits. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size) {
-  size_t nc;
-  void *p;
-  if (n < *cap)
-    return 0;
-  nc = *cap ? *cap * 2 : 64;
-  if (nc > SIZE_MAX / size)
-    return TLC_ENOMEM;
-  p = tlc_realloc(*arr, nc * size);
-  if (p == NULL)
-    return TLC_ENOMEM;
-  *arr = p;
-  *cap = nc;
-  return 0;
-}
-
 /* Adds an area whose strings are given as (pointer, length); s[i] may be NULL for "".
  * Order: name, file, value_type, unit, path. */
 static int add_area_n(tlc_mapping_t *m, const tlc_map_area_t *a, const char *const s[5],
@@ -117,15 +100,14 @@ static int add_area_n(tlc_mapping_t *m, const tlc_map_area_t *a, const char *con
   size_t total = 5, i;
   char *block, *p;
   char **dst[5];
-  tlc_map_area_t *x;
-  int r;
+  tlc_map_area_t *x, *na;
   if (m->nareas >= cap_of(m))
     return TLC_ELIMIT;
   for (i = 0; i < 5; i++)
     total += s[i] ? n[i] : 0;
-  r = grow((void **)&m->areas, &m->capareas, m->nareas, sizeof(*m->areas));
-  if (r < 0)
-    return r;
+  if ((na = tlc_grow(m->areas, &m->capareas, m->nareas + 1, sizeof(*na), 64)) == NULL)
+    return TLC_ENOMEM;
+  m->areas = na;
   block = tlc_malloc(total);
   if (block == NULL)
     return TLC_ENOMEM;
@@ -158,12 +140,12 @@ int tlc_mapping_add(tlc_mapping_t *m, const tlc_map_area_t *a) {
 
 static int add_ctx_n(tlc_mapping_t *m, uint64_t handle, const char *name, size_t len) {
   char *s;
-  int r;
+  tlc_map_ctx_t *nc;
   if (m->ncontexts >= cap_of(m))
     return TLC_ELIMIT;
-  r = grow((void **)&m->contexts, &m->capcontexts, m->ncontexts, sizeof(*m->contexts));
-  if (r < 0)
-    return r;
+  if ((nc = tlc_grow(m->contexts, &m->capcontexts, m->ncontexts + 1, sizeof(*nc), 64)) == NULL)
+    return TLC_ENOMEM;
+  m->contexts = nc;
   s = tlc_strndup(name ? name : "", name ? len : 0);
   if (s == NULL)
     return TLC_ENOMEM;

@@ -31,6 +31,13 @@ void *tlc_calloc(size_t count, size_t size);
 void *tlc_realloc(void *ptr, size_t size);
 void tlc_free(void *ptr);
 
+/* Grows an array: `p` holds *cap elements of `elem` bytes; returns an array that holds at least
+ * `need` (>= 1) elements: p itself when it already does, else p tlc_realloc'd to the capacity
+ * doubled from *cap (from `first` when *cap is 0) until it fits, *cap updated. NULL when out of
+ * memory or when the size overflows: p and *cap are then untouched. Callers assign the result to
+ * their typed pointer (no pointer is written through another pointer type). */
+void *tlc_grow(void *p, size_t *cap, size_t need, size_t elem, size_t first);
+
 /* Returns a tlc_malloc'd copy of s[0..len) with a NUL appended, or NULL. */
 char *tlc_strndup(const char *s, size_t len);
 
