@@ -47,10 +47,17 @@
  * the bucket of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
  * rows, and their buckets are cache misses that the prefetches overlap. */
 #define HLOG       4096
-#define HLOG_SHIFT 12 /* TLC_HIST_NB <= 1 << HLOG_SHIFT */
 #define HLOG_AHEAD 32
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
+
+/* A queued histogram sample: histogram hh[hist], bucket; count: its 16-bit count in the span
+ * when sample() found the bucket inside it, else NULL. */
+typedef struct hlent {
+  uint16_t *count;
+  uint32_t hist;
+  uint32_t bucket;
+} hlent_t;
 
 typedef struct edist {
   uint64_t n;
@@ -182,7 +189,7 @@ struct tlc_engine {
   size_t hist_bytes, win_bytes;
   tlc_hist_t *hh; /* histograms on: NK per row (row * NK + kind), caphh * NK of them */
   size_t caphh;
-  uint64_t *hlog; /* queued histogram samples: (row * NK + kind) << HLOG_SHIFT | bucket */
+  hlent_t *hlog; /* queued histogram samples (hlog_flush) */
   size_t nhlog;
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
    * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
@@ -463,45 +470,49 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   r->whi = hi;
 }
 
-/* Counts the queued histogram samples. The header of the entry 2 * HLOG_AHEAD ahead and the
- * bucket of the entry HLOG_AHEAD ahead are prefetched (hints only: an entry whose bucket lies
- * outside its histogram's span is simply not prefetched, and counted through the slow path). */
+/* Counts the queued histogram samples, in two passes. First every entry that sample() could
+ * point at its 16-bit count (the bucket lay inside its histogram's span) is counted through
+ * that pointer, with the count of the entry HLOG_AHEAD places ahead prefetched: one cache miss
+ * per sample, overlapped. Spans change only in the second pass (and in no other place), so
+ * every pointer of the first pass is still the count it was taken from. A count found at 65535
+ * joins the others in the second pass: the entries whose bucket was outside the span, whose
+ * histogram had no span yet or wider counts, are counted there through tlc__hist_inc_slow,
+ * which may grow or widen the span (order does not matter: a histogram holds counts). */
 static void hlog_flush(tlc_engine_t *e) {
-  size_t i, n = e->nhlog;
-  const uint64_t *lg = e->hlog;
+  size_t i, n = e->nhlog, ns = 0;
+  hlent_t *lg = e->hlog;
   for (i = 0; i < n; i++) {
-    tlc_hist_t *h;
-    uint32_t idx;
-    size_t before;
-    if (i + 2 * HLOG_AHEAD < n)
-      __builtin_prefetch(&e->hh[lg[i + 2 * HLOG_AHEAD] >> HLOG_SHIFT], 0);
-    if (i + HLOG_AHEAD < n) {
-      const tlc_hist_t *p = &e->hh[lg[i + HLOG_AHEAD] >> HLOG_SHIFT];
-      uint32_t pi = (uint32_t)(lg[i + HLOG_AHEAD] & ((1u << HLOG_SHIFT) - 1)) - p->lo;
-      if (p->b != NULL && pi < p->nb)
-        __builtin_prefetch((const char *)p->b + ((size_t)pi << (p->wide + 1)), 1);
-    }
-    h = &e->hh[lg[i] >> HLOG_SHIFT];
-    idx = (uint32_t)(lg[i] & ((1u << HLOG_SHIFT) - 1));
-    if (h->b != NULL && idx - h->lo < h->nb && idx >= h->lo && !h->wide &&
-        ((uint16_t *)h->b)[idx - h->lo] != UINT16_MAX) {
-      ((uint16_t *)h->b)[idx - h->lo]++;
+    uint16_t *c = lg[i].count;
+    if (i + HLOG_AHEAD < n && lg[i + HLOG_AHEAD].count != NULL)
+      __builtin_prefetch(lg[i + HLOG_AHEAD].count, 1);
+    if (c != NULL && *c != UINT16_MAX) {
+      (*c)++;
       continue;
     }
-    before = tlc__hist_bytes(h);
-    (void)tlc__hist_inc_slow(h, idx); /* no memory: the sample is not counted (hist.h) */
+    lg[ns++] = lg[i]; /* ns <= i: the slow ones gather at the front */
+  }
+  for (i = 0; i < ns; i++) {
+    tlc_hist_t *h = &e->hh[lg[i].hist];
+    size_t before = tlc__hist_bytes(h);
+    (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
     e->hist_bytes += tlc__hist_bytes(h) - before;
   }
   e->nhlog = 0;
 }
 
 /* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
- * and the histogram (queued). */
+ * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
+ * span). */
 static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
   dist_add(&r->d[k], v);
   if (e->hlog != NULL) {
-    size_t ri = (size_t)(r - e->rows);
-    e->hlog[e->nhlog++] = (uint64_t)(ri * NK + k) << HLOG_SHIFT | tlc__hist_idx(v);
+    size_t hi = (size_t)(r - e->rows) * NK + k;
+    const tlc_hist_t *h = &e->hh[hi];
+    uint32_t b = tlc__hist_idx(v), off = b - h->lo; /* off wraps above nb when b < lo */
+    hlent_t *l = &e->hlog[e->nhlog++];
+    l->count = h->b != NULL && !h->wide && off < h->nb ? (uint16_t *)h->b + off : NULL;
+    l->hist = (uint32_t)hi;
+    l->bucket = b;
     if (e->nhlog == HLOG)
       hlog_flush(e);
   }
@@ -1127,7 +1138,7 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) + e->caprows * sizeof(erow_t) +
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
-             (e->hlog != NULL ? HLOG * sizeof(uint64_t) : 0) + e->capgrp * sizeof(grp_t) +
+             (e->hlog != NULL ? HLOG * sizeof(hlent_t) : 0) + e->capgrp * sizeof(grp_t) +
              e->capsmap * sizeof(uint32_t) + e->capschg; /* the last three: snapshot scratch */
   m->areas = e->nrows;
   m->contexts = e->nctx;

@@ -543,6 +543,40 @@ static void test_cores_and_neutral(void **state) {
   tlc_engine_free(e);
 }
 
+/* A histogram bucket whose count passes 65535 (the engine counts queued samples through
+ * pointers to 16-bit counts, and a count at 65535 takes the widening path): 70,000 calls with
+ * NET 10 ns, then 69,999 with NET 200 ns (both values below 256, so their buckets are exact).
+ * n = 139,999; nearest rank p50 = ceil(0.5 * 139,999) = 70,000th smallest = 10: it is 200 if
+ * the bucket of 10 lost a single sample. p90 = ceil(0.9 * 139,999) = 126,000th = 200. A
+ * snapshot is taken every 10,007 calls, so counting happens at many points of the run. */
+static void test_hist_count_past_65535(void **state) {
+  tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);
+  tlc_table_t t;
+  const tlc_stat_t *r;
+  int64_t tm = 0;
+  long i;
+  (void)state;
+  tlc_table_init(&t);
+  for (i = 0; i < 139999; i++) {
+    ev(e, F, E_, tm);
+    tm += i < 70000 ? 10 : 200;
+    ev(e, F, X_, tm);
+    tm += 100;
+    if (i % 10007 == 0)
+      snap(e, &t);
+  }
+  snap(e, &t);
+  r = row(&t, F, 0, 0);
+  dist_is(&r->dist[TLC_NET], 139999, 70000 * 10 + 69999 * 200, 10, 200);
+  assert_true(r->dist[TLC_NET].has_q);
+  assert_int_equal(r->dist[TLC_NET].q[0], 10);
+  assert_int_equal(r->dist[TLC_NET].q[1], 200);
+  assert_int_equal(r->dist[TLC_CALL].q[0], 10);
+  assert_int_equal(r->dist[TLC_CALL].q[1], 200);
+  tlc_table_fini(&t);
+  tlc_engine_free(e);
+}
+
 /* bin10: the core is unknown (0xFF): one context "core?"; no Neutral with one context. */
 static void test_bin10_unknown_core(void **state) {
   tlc_engine_t *e = mk(TLC_FMT_BIN10, NULL);
@@ -1002,6 +1036,7 @@ int main(void) {
     cmocka_unit_test(test_evlog_threads),
     cmocka_unit_test(test_ignored_and_invalid),
     cmocka_unit_test(test_caps),
+    cmocka_unit_test(test_hist_count_past_65535),
     cmocka_unit_test(test_delta_snapshot),
     cmocka_unit_test(test_opts_and_alloc_failures),
     cmocka_unit_test(test_no_alloc_in_steady_state),
