@@ -3,7 +3,10 @@
  * Workloads, generated in memory first (bin11 records, then decoded once into an event array):
  *  (a) "nested": 1,000 function areas, a random call tree up to depth 12 on one core, winIDEA
  *      style (caller S before the callee's E, caller R after its X), about 1/3 E, 1/3 X, 1/3 S/R;
- *  (b) "wide": 1,000,000 function areas, E/X pairs of random areas (every area is touched).
+ *  (b) "wide": 1,000,000 function areas, E/X pairs of random areas (every area is touched);
+ *  (c) "nested-4c": (a) on 4 cores whose records are interleaved at random, one call tree per
+ *      core: the stream of bench_ingest and bench_subscribers (benchd_io), so 4,000 code rows,
+ *      what the daemon's engine sees in those benchmarks.
  * For each workload and engine configuration it reports, best of `reps` runs:
  *  - decode-only: tlc_dec_push over the bytes (events/s);
  *  - engine-only: tlc_engine_push over the decoded events (events/s);
@@ -13,8 +16,9 @@
  *  - a full snapshot into a table already sized by a first one (CPU time; the table itself
  *    holds sizeof(tlc_stat_t) bytes per row).
  * Times are the thread's CPU time (the host may be shared).
- * Usage: bench_engine [events_a [events_b [reps [config]]]]   (defaults 20,000,000  10,000,000  3;
- * config 0..3 runs only that line of the table, for profiling)
+ * Usage: bench_engine [events_a [events_b [reps [config [events_c]]]]]   (defaults 20,000,000
+ * 10,000,000  3  all  20,000,000; config 0..3 runs only that line of the table, for profiling;
+ * 0 events skip a workload)
  * Build Release (-O2) for meaningful figures. Single thread; does not measure snapshots.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -52,15 +56,19 @@ typedef struct wl {
   size_t n;
 } wl_t;
 
-static void put(wl_t *w, size_t *i, uint32_t h, unsigned type, int64_t t) {
+static void put_core(wl_t *w, size_t *i, uint32_t h, unsigned type, unsigned core, int64_t t) {
   tlc_event_t e;
   memset(&e, 0, sizeof(e));
   e.handle = h;
   e.type = (uint8_t)type;
   e.time_ns = t;
-  e.core = 0;
+  e.core = (uint8_t)core;
   tlc_bin1x_encode(TLC_FMT_BIN11, &e, w->bytes + *i * TLC_BIN1X_RECORD);
   (*i)++;
+}
+
+static void put(wl_t *w, size_t *i, uint32_t h, unsigned type, int64_t t) {
+  put_core(w, i, h, type, 0, t);
 }
 
 static void gen_nested(wl_t *w, size_t n) {
@@ -82,6 +90,32 @@ static void gen_nested(wl_t *w, size_t n) {
       put(w, &i, st[--d], TLC_EV_EXIT, t);
       if (d > 0)
         put(w, &i, st[d - 1], TLC_EV_RESUME, t);
+    }
+  }
+  w->len = i * TLC_BIN1X_RECORD;
+}
+
+/* (c): every step picks one of 4 cores at random and does on it what (a) does on its one. */
+static void gen_cores(wl_t *w, size_t n) {
+  uint32_t st[4][16];
+  unsigned d[4] = { 0, 0, 0, 0 };
+  size_t i = 0;
+  int64_t t = 1000;
+  w->name = "nested-4c";
+  w->bytes = malloc(n * TLC_BIN1X_RECORD);
+  while (i + 2 < n) {
+    unsigned c = (unsigned)(rnd() % 4);
+    t += 20 + (int64_t)(rnd() % 200);
+    if (d[c] == 0 || (d[c] < 12 && rnd() % 2 == 0)) {
+      uint32_t h = (uint32_t)(rnd() % 1000);
+      if (d[c] > 0)
+        put_core(w, &i, st[c][d[c] - 1], TLC_EV_SUSPEND, c, t);
+      put_core(w, &i, h, TLC_EV_ENTRY, c, t);
+      st[c][d[c]++] = h;
+    } else {
+      put_core(w, &i, st[c][--d[c]], TLC_EV_EXIT, c, t);
+      if (d[c] > 0)
+        put_core(w, &i, st[c][d[c] - 1], TLC_EV_RESUME, c, t);
     }
   }
   w->len = i * TLC_BIN1X_RECORD;
@@ -241,14 +275,22 @@ int main(int argc, char **argv) {
   size_t nb = argc > 2 ? strtoull(argv[2], NULL, 10) : 10000000;
   int reps = argc > 3 ? atoi(argv[3]) : 3;
   int only = argc > 4 ? atoi(argv[4]) : -1; /* one configuration (0..3) only, for profiling */
-  wl_t a, b;
+  size_t nc = argc > 5 ? strtoull(argv[5], NULL, 10) : 20000000;
+  wl_t a, b, c;
   memset(&a, 0, sizeof(a));
   memset(&b, 0, sizeof(b));
-  gen_nested(&a, na);
-  run_workload(&a, reps, only);
+  memset(&c, 0, sizeof(c));
+  if (na > 0) {
+    gen_nested(&a, na);
+    run_workload(&a, reps, only);
+  }
   if (nb > 0) {
     gen_wide(&b, nb);
     run_workload(&b, reps, only);
+  }
+  if (nc > 0) {
+    gen_cores(&c, nc);
+    run_workload(&c, reps, only);
   }
   return 0;
 }
