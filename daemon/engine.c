@@ -527,9 +527,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
     return NONE32;
   if (e->hlog != NULL && e->nrows >= e->caphh) { /* histograms: NK for every row */
     size_t cap = e->caphh;
-    tlc_hist_t *nh;
-    if (e->nhlog > 0)
-      hlog_flush(e); /* its entries point into hh, which may move */
+    tlc_hist_t *nh; /* queued samples name hh by index and counts by span pointer: hh may move */
     nh = tlc_grow(e->hh, &cap, e->nrows + 1, sizeof(*e->hh) * NK, 64);
     if (nh == NULL)
       return NONE32;
