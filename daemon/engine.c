@@ -51,8 +51,8 @@
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
-/* A queued histogram sample: histogram hh[hist], bucket; count: its 16-bit count in the span
- * when sample() found the bucket inside it, else NULL. */
+/* A queued histogram sample: the histogram of kind hist % NK of row hist / NK, bucket; count:
+ * its 16-bit count in the span when sample() found the bucket inside it, else NULL. */
 typedef struct hlent {
   uint16_t *count;
   uint32_t hist;
@@ -123,8 +123,16 @@ typedef struct ectx {
   uint32_t depth, cap;
 } ectx_t;
 
-/* Field order: what every code event touches first (one cache line: handle .. whi), then the
- * dists and totals, then what only data/state rows, snapshots and folds use. */
+/* A sample kind of a row: its dist and its histogram's header, one 64-byte cache line (rows are
+ * 64-byte aligned), so that a sample touches one line for both. */
+typedef struct ekind {
+  edist_t d;
+  tlc_hist_t h; /* empty (and never used) when histograms are off */
+} ekind_t;
+
+/* Field order: what every code event touches first (the first cache line: handle .. whi), then
+ * one line per sample kind, then the totals and what only data/state rows, snapshots and folds
+ * use. Rows are 64-byte aligned (rows_grow) and their size is a multiple of 64 bytes. */
 typedef struct erow {
   uint32_t handle;
   uint32_t ctx; /* internal context index (code rows), NONE32 otherwise */
@@ -136,7 +144,7 @@ typedef struct erow {
   uint64_t count, seq;
   int64_t last, out_start;
   int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
-  edist_t d[NK];
+  _Alignas(64) ekind_t k[NK];
   int64_t total[NK];
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
@@ -172,7 +180,8 @@ struct tlc_engine {
   int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
   hent_t *ht;
   size_t hcap, hn;
-  erow_t *rows;
+  erow_t *rows; /* 64-byte aligned inside rows_raw (rows_grow) */
+  void *rows_raw;
   size_t nrows, caprows;
   sarea_t *sa;
   size_t nsa, capsa;
@@ -187,8 +196,6 @@ struct tlc_engine {
   int have_time;
   int64_t first, last;
   size_t hist_bytes, win_bytes;
-  tlc_hist_t *hh; /* histograms on: NK per row (row * NK + kind), caphh * NK of them */
-  size_t caphh;
   hlent_t *hlog; /* queued histogram samples (hlog_flush) */
   size_t nhlog;
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
@@ -257,12 +264,12 @@ static void dist_add(edist_t *d, int64_t v) {
   d->sqhi += hi + (d->sqlo < lo);
 }
 
-static void dists_clear(edist_t *d) {
+static void dists_clear(ekind_t *x) {
   unsigned k;
-  memset(d, 0, NK * sizeof(*d));
   for (k = 0; k < NK; k++) {
-    d[k].min = INT64_MAX;
-    d[k].max = INT64_MIN;
+    memset(&x[k].d, 0, sizeof(x[k].d));
+    x[k].d.min = INT64_MAX;
+    x[k].d.max = INT64_MIN;
   }
 }
 
@@ -447,14 +454,14 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
         continue;
       b->cw += cnt << 8;
       for (k = 0; k < NK; k++)
-        wkd_merge(&b->k[k], &r->d[k]);
+        wkd_merge(&b->k[k], &r->k[k].d);
     }
     w = r->w;
   }
   /* what the row holds so far (all of it for a new w) becomes cumulative */
   for (k = 0; k < NK; k++)
-    edist_merge(&w->f[k], &r->d[k]);
-  dists_clear(r->d);
+    edist_merge(&w->f[k], &r->k[k].d);
+  dists_clear(r->k);
   w->fcount = r->count;
   for (i = 0; i < e->o.nwindows; i++) {
     int64_t l, h;
@@ -492,7 +499,7 @@ static void hlog_flush(tlc_engine_t *e) {
     lg[ns++] = lg[i]; /* ns <= i: the slow ones gather at the front */
   }
   for (i = 0; i < ns; i++) {
-    tlc_hist_t *h = &e->hh[lg[i].hist];
+    tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
     size_t before = tlc__hist_bytes(h);
     (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
     e->hist_bytes += tlc__hist_bytes(h) - before;
@@ -504,10 +511,10 @@ static void hlog_flush(tlc_engine_t *e) {
  * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
  * span). */
 static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
-  dist_add(&r->d[k], v);
+  dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
-    const tlc_hist_t *h = &e->hh[hi];
+    const tlc_hist_t *h = &r->k[k].h;
     uint32_t b = tlc__hist_idx(v), off = b - h->lo; /* off wraps above nb when b < lo */
     hlent_t *l = &e->hlog[e->nhlog++];
     l->count = h->b != NULL && !h->wide && off < h->nb ? (uint16_t *)h->b + off : NULL;
@@ -520,28 +527,41 @@ static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
 
 /* ---- rows, contexts ---- */
 
+/* Grows the rows to hold `need`, keeping them 64-byte aligned inside an allocation 64 bytes
+ * larger (tlc_realloc guarantees less: when the new block's offset to alignment differs from
+ * the old one's, the rows are moved within it). 0 or TLC_ENOMEM (rows untouched). */
+static int rows_grow(tlc_engine_t *e, size_t need) {
+  size_t ncap = e->caprows ? e->caprows : 64, off_old, off_new;
+  unsigned char *raw;
+  if (need <= e->caprows)
+    return 0;
+  while (ncap < need)
+    ncap *= 2;
+  if (ncap > (SIZE_MAX - 64) / sizeof(erow_t))
+    return TLC_ENOMEM;
+  off_old =
+      e->rows_raw != NULL ? (size_t)((unsigned char *)e->rows - (unsigned char *)e->rows_raw) : 0;
+  raw = tlc_realloc(e->rows_raw, ncap * sizeof(erow_t) + 64);
+  if (raw == NULL)
+    return TLC_ENOMEM;
+  off_new = (size_t)(-(uintptr_t)raw & 63u);
+  if (off_new != off_old)
+    memmove(raw + off_new, raw + off_old, e->nrows * sizeof(erow_t));
+  e->rows_raw = raw;
+  e->rows = (erow_t *)(void *)(raw + off_new);
+  e->caprows = ncap;
+  return 0;
+}
+
 static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t b, unsigned kind) {
   erow_t *r;
   uint32_t idx;
   if (e->nrows >= e->o.max_areas || e->nrows >= NONE32 - 2)
     return NONE32;
-  if (e->hlog != NULL && e->nrows >= e->caphh) { /* histograms: NK for every row */
-    size_t cap = e->caphh;
-    tlc_hist_t *nh; /* queued samples name hh by index and counts by span pointer: hh may move */
-    nh = tlc_grow(e->hh, &cap, e->nrows + 1, sizeof(*e->hh) * NK, 64);
-    if (nh == NULL)
-      return NONE32;
-    memset(nh + e->caphh * NK, 0, (cap - e->caphh) * NK * sizeof(*nh));
-    e->hist_bytes += (cap - e->caphh) * NK * sizeof(*nh);
-    e->hh = nh;
-    e->caphh = cap;
-  }
-  {
-    erow_t *nr = tlc_grow(e->rows, &e->caprows, e->nrows + 1, sizeof(*e->rows), 64);
-    if (nr == NULL)
-      return NONE32;
-    e->rows = nr;
-  }
+  /* queued histogram samples name their row by index and their count by span pointer, so the
+   * rows may move */
+  if (rows_grow(e, e->nrows + 1) < 0)
+    return NONE32;
   idx = (uint32_t)e->nrows;
   if (hput(e, hkey(hk, handle), b, idx) < 0)
     return NONE32;
@@ -555,7 +575,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->link_gen = NONE32;
   r->wlo = INT64_MAX;
   r->whi = INT64_MIN;
-  dists_clear(r->d);
+  dists_clear(r->k);
   if (kind == TLC_ROW_STATE)
     r->state = b;
   return idx;
@@ -1082,16 +1102,15 @@ void tlc_engine_free(tlc_engine_t *e) {
     return;
   for (i = 0; i < e->nrows; i++) {
     erow_t *r = &e->rows[i];
+    unsigned k;
     tlc_free(r->w);
+    for (k = 0; k < NK; k++)
+      tlc__hist_fini(&r->k[k].h);
   }
-  if (e->hh != NULL)
-    for (i = 0; i < e->nrows * NK; i++)
-      tlc__hist_fini(&e->hh[i]);
-  tlc_free(e->hh);
   tlc_free(e->hlog);
   for (i = 0; i < e->nctx; i++)
     tlc_free(e->ctx[i].stack);
-  tlc_free(e->rows);
+  tlc_free(e->rows_raw);
   tlc_free(e->sa);
   tlc_free(e->ctx);
   tlc_free(e->tctx);
@@ -1133,7 +1152,8 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   memset(m, 0, sizeof(*m));
   m->hist_bytes = e->hist_bytes;
   m->window_bytes = e->win_bytes;
-  m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) + e->caprows * sizeof(erow_t) +
+  m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) +
+             (e->rows_raw != NULL ? e->caprows * sizeof(erow_t) + 64 : 0) +
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? HLOG * sizeof(hlent_t) : 0) + e->capgrp * sizeof(grp_t) +
@@ -1183,7 +1203,8 @@ static void fill_windows(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s, 
     if (floordiv(r->wlo, e->step[i]) > lim[i]) {
       s->win[i].count += r->count - w->fcount;
       for (k = 0; k < NK; k++) {
-        const wkd_t h = { r->d[k].n, r->d[k].sum, r->d[k].min, r->d[k].max };
+        const edist_t *c = &r->k[k].d;
+        const wkd_t h = { c->n, c->sum, c->min, c->max };
         if (km & (1u << k))
           wmerge(&s->win[i].k[k], &h);
       }
@@ -1215,17 +1236,17 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   s->value_max = r->vmax;
   s->seq = r->seq;
   for (k = 0; k < NK; k++) {
-    edist_t d = r->d[k];
+    edist_t d = r->k[k].d;
     s->total[k] = r->total[k];
     if (!(km & (1u << k)))
       continue;
     if (r->w != NULL) { /* cumulative = earlier intervals + the current one */
       d = r->w->f[k];
-      edist_merge(&d, &r->d[k]);
+      edist_merge(&d, &r->k[k].d);
     }
     to_dist(&s->dist[k], &d);
-    if (so->quantiles && e->hh != NULL) {
-      const tlc_hist_t *hp = &e->hh[(size_t)(r - e->rows) * NK + k];
+    if (so->quantiles && e->hlog != NULL) {
+      const tlc_hist_t *hp = &r->k[k].h;
       s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(&hp, 1, d.n, d.min, d.max, s->dist[k].q);
     }
   }
@@ -1326,13 +1347,13 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       }
     }
     s->total[TLC_PERIOD] = 0;
-    if (so->quantiles && e->hh != NULL) {
+    if (so->quantiles && e->hlog != NULL) {
       for (k = TLC_NET; k <= TLC_CALL; k++) {
         if (!(km & (1u << k)))
           continue;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
         for (nh = 0, m = i; m < j; m++)
-          hs[nh++] = &e->hh[(size_t)g[m].row * NK + hk];
+          hs[nh++] = &e->rows[g[m].row].k[hk].h;
         s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(hs, nh, s->dist[k].n, s->dist[k].min,
                                                         s->dist[k].max, s->dist[k].q);
       }

@@ -69,9 +69,10 @@
  *
  * Memory: allocation only when a new area, context, stack level, histogram value range or
  * window step first appears (amortised doubling; a row's window buckets grow by nwindows at a
- * time up to nwindows * 10); no per-event allocation in the steady state. Per row about 450
- * bytes (hash slot included), plus with histograms 80 bytes and 2 bytes (4 once a count passes
- * 65535) per bucket spanned (hist.h), plus with windows 256 bytes and 176 per window step that
+ * time up to nwindows * 10); no per-event allocation in the steady state. Per row 512 bytes
+ * (64-byte aligned, one cache line per sample kind with its histogram header) and about 64 for
+ * its hash slot, plus with histograms 2 bytes (4 once a count passes 65535) per bucket spanned
+ * (hist.h), plus with windows 256 bytes and 176 per window step that
  * holds samples of the row (steps that left their window are reused): from 256 + nwindows * 176
  * for a row hit in one step to 256 + nwindows * 10 * 176 for one hit in every step; and a 64 KiB
  * log of queued histogram samples per engine (counted in batches; a snapshot with quantiles and
