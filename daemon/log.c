@@ -172,7 +172,7 @@ static void report_site(site_t *s) {
 
 /* Returns 1 if the line may be written; else 0 with *sup set to the site that suppressed it. */
 static int rate_ok(const char *fmt, int level, unsigned comp, site_t **sup) {
-  size_t h = ((size_t)(uintptr_t)fmt >> 3) % NSITES;
+  size_t h = (((size_t)(uintptr_t)fmt >> 3) ^ (size_t)level * 31u ^ (size_t)comp * 131u) % NSITES;
   int64_t now = mono_ms();
   for (size_t i = 0; i < NSITES; i++) {
     site_t *s = &L.sites[(h + i) % NSITES];
@@ -184,7 +184,10 @@ static int rate_ok(const char *fmt, int level, unsigned comp, site_t **sup) {
       s->comp = comp;
       return 1;
     }
-    if (s->fmt != fmt)
+    /* a site is a format, a level and a component: lines passed through as "%s" by the pubsub
+     * and storage modules share a format, and one module's info lines must neither use up the
+     * other's burst nor hide a warning under an info-level summary */
+    if (s->fmt != fmt || s->level != level || s->comp != comp)
       continue;
     if (now - s->window_start >= TLC_LOG_INTERVAL_MS) {
       if (s->suppressed > 0)

@@ -8,7 +8,9 @@
  * counted (tlc_log_dropped) and a "log: N lines dropped" line follows when the sink drains.
  * So a stalled log reader never blocks the event loop (RELIABILITY T38).
  *
- * Rate limit: per call site (keyed by the format string), at most TLC_LOG_BURST lines per
+ * Rate limit: per call site (keyed by the format string, the level and the component, so that
+ * the pubsub and storage modules' "%s" pass-through lines are limited per module and level),
+ * at most TLC_LOG_BURST lines per
  * TLC_LOG_INTERVAL_MS; the rest are counted and reported once the interval ends as
  * "suppressed N messages like: <format>". Debug lines are not rate-limited but only appear when
  * their component's debug switch is on.

@@ -75,10 +75,40 @@ static void test_ordinary_summary_names_the_format(void **state) {
   assert_non_null(strstr(t, "suppressed 2 messages like: connection %d closed"));
 }
 
+/* Store info lines (retention deleting segments, say) past the burst, then pubsub info lines
+ * and a store warning, all passed through as "%s": each (component, level) has its own burst and
+ * summary, so the pubsub lines and the warning are all written, and the store's summary says
+ * "info store:", not another module's tag or level. */
+static void shared_format(void) {
+  char msg[64];
+  for (int i = 0; i < TLC_LOG_BURST + 7; i++) {
+    snprintf(msg, sizeof(msg), "retention: deleted segment %d", i);
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_STORE, "%s", msg);
+  }
+  for (int i = 0; i < 3; i++) {
+    snprintf(msg, sizeof(msg), "sub#%d disconnected", i);
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "%s", msg);
+  }
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "%s", "writer stalled: disk full");
+}
+
+static void test_passthrough_sites_per_module_and_level(void **state) {
+  const char *t;
+  (void)state;
+  t = capture(shared_format);
+  assert_int_equal(count(t, "store: retention: deleted segment "), TLC_LOG_BURST);
+  assert_int_equal(count(t, "pubsub: sub#"), 3);
+  assert_int_equal(count(t, "warn store: writer stalled: disk full"), 1);
+  assert_int_equal(count(t, "suppressed"), 1);
+  assert_non_null(
+      strstr(t, "info store: suppressed 7 messages like: retention: deleted segment 16"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_passthrough_summary_names_the_message),
     cmocka_unit_test(test_ordinary_summary_names_the_format),
+    cmocka_unit_test(test_passthrough_sites_per_module_and_level),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
