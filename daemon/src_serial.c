@@ -210,7 +210,12 @@ static void poll_cb(uv_poll_t *p, int status, int events) {
     return;
   if (status < 0) {
     char why[96];
-    snprintf(why, sizeof(why), "poll: %s", uv_strerror(status));
+    /* libuv reports a hang-up of the tty (the adapter unplugged, the pty's other end closed)
+     * to a poll handle as UV_EBADF: say what it is rather than "bad file descriptor" */
+    if (status == UV_EBADF)
+      snprintf(why, sizeof(why), "device hung up or went away");
+    else
+      snprintf(why, sizeof(why), "poll: %s", uv_strerror(status));
     unplug(s, why);
     return;
   }
