@@ -129,6 +129,7 @@ typedef struct ekind {
   edist_t d;
   tlc_hist_t h; /* empty (and never used) when histograms are off */
 } ekind_t;
+_Static_assert(sizeof(ekind_t) == 64, "a sample kind of a row is one cache line");
 
 /* Field order: what every code event touches first (the first cache line: handle .. whi), then
  * one line per sample kind, then the totals and what only data/state rows, snapshots and folds
@@ -151,6 +152,7 @@ typedef struct erow {
   uint32_t link_gen; /* mapping generation `link` was resolved in */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
 } erow_t;
+_Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
 
 typedef struct sarea {
   uint32_t handle;
