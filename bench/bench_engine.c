@@ -56,7 +56,7 @@ typedef struct wl {
   size_t n;
 } wl_t;
 
-static void put_core(wl_t *w, size_t *i, uint32_t h, unsigned type, unsigned core, int64_t t) {
+static void put(wl_t *w, size_t *i, uint32_t h, unsigned type, unsigned core, int64_t t) {
   tlc_event_t e;
   memset(&e, 0, sizeof(e));
   e.handle = h;
@@ -67,55 +67,29 @@ static void put_core(wl_t *w, size_t *i, uint32_t h, unsigned type, unsigned cor
   (*i)++;
 }
 
-static void put(wl_t *w, size_t *i, uint32_t h, unsigned type, int64_t t) {
-  put_core(w, i, h, type, 0, t);
-}
-
-static void gen_nested(wl_t *w, size_t n) {
-  uint32_t st[16];
-  unsigned d = 0;
-  size_t i = 0;
-  int64_t t = 1000;
-  w->name = "nested-1k";
-  w->bytes = malloc(n * TLC_BIN1X_RECORD);
-  while (i + 2 < n) {
-    t += 20 + (int64_t)(rnd() % 200);
-    if (d == 0 || (d < 12 && rnd() % 2 == 0)) {
-      uint32_t h = (uint32_t)(rnd() % 1000);
-      if (d > 0)
-        put(w, &i, st[d - 1], TLC_EV_SUSPEND, t);
-      put(w, &i, h, TLC_EV_ENTRY, t);
-      st[d++] = h;
-    } else {
-      put(w, &i, st[--d], TLC_EV_EXIT, t);
-      if (d > 0)
-        put(w, &i, st[d - 1], TLC_EV_RESUME, t);
-    }
-  }
-  w->len = i * TLC_BIN1X_RECORD;
-}
-
-/* (c): every step picks one of 4 cores at random and does on it what (a) does on its one. */
-static void gen_cores(wl_t *w, size_t n) {
+/* (a) with ncores 1, (c) with 4: every step picks a core (at random when there are several;
+ * with one, no random number is drawn for it, so (a)'s stream is what it always was) and
+ * opens a call there, or closes its innermost one. */
+static void gen_nested(wl_t *w, size_t n, unsigned ncores, const char *name) {
   uint32_t st[4][16];
   unsigned d[4] = { 0, 0, 0, 0 };
   size_t i = 0;
   int64_t t = 1000;
-  w->name = "nested-4c";
+  w->name = name;
   w->bytes = malloc(n * TLC_BIN1X_RECORD);
   while (i + 2 < n) {
-    unsigned c = (unsigned)(rnd() % 4);
+    unsigned c = ncores > 1 ? (unsigned)(rnd() % ncores) : 0;
     t += 20 + (int64_t)(rnd() % 200);
     if (d[c] == 0 || (d[c] < 12 && rnd() % 2 == 0)) {
       uint32_t h = (uint32_t)(rnd() % 1000);
       if (d[c] > 0)
-        put_core(w, &i, st[c][d[c] - 1], TLC_EV_SUSPEND, c, t);
-      put_core(w, &i, h, TLC_EV_ENTRY, c, t);
+        put(w, &i, st[c][d[c] - 1], TLC_EV_SUSPEND, c, t);
+      put(w, &i, h, TLC_EV_ENTRY, c, t);
       st[c][d[c]++] = h;
     } else {
-      put_core(w, &i, st[c][--d[c]], TLC_EV_EXIT, c, t);
+      put(w, &i, st[c][--d[c]], TLC_EV_EXIT, c, t);
       if (d[c] > 0)
-        put_core(w, &i, st[c][d[c] - 1], TLC_EV_RESUME, c, t);
+        put(w, &i, st[c][d[c] - 1], TLC_EV_RESUME, c, t);
     }
   }
   w->len = i * TLC_BIN1X_RECORD;
@@ -131,9 +105,9 @@ static void gen_wide(wl_t *w, size_t n) {
     uint32_t h = k < 1000000 ? (uint32_t)k : (uint32_t)(rnd() % 1000000);
     k++;
     t += 50;
-    put(w, &i, h, TLC_EV_ENTRY, t);
+    put(w, &i, h, TLC_EV_ENTRY, 0, t);
     t += 100 + (int64_t)(rnd() % 100);
-    put(w, &i, h, TLC_EV_EXIT, t);
+    put(w, &i, h, TLC_EV_EXIT, 0, t);
   }
   w->len = i * TLC_BIN1X_RECORD;
 }
@@ -281,7 +255,7 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof(b));
   memset(&c, 0, sizeof(c));
   if (na > 0) {
-    gen_nested(&a, na);
+    gen_nested(&a, na, 1, "nested-1k");
     run_workload(&a, reps, only);
   }
   if (nb > 0) {
@@ -289,7 +263,7 @@ int main(int argc, char **argv) {
     run_workload(&b, reps, only);
   }
   if (nc > 0) {
-    gen_cores(&c, nc);
+    gen_nested(&c, nc, 4, "nested-4c");
     run_workload(&c, reps, only);
   }
   return 0;

@@ -44,8 +44,8 @@
 #define DROP32 0xFFFFFFFEu /* a core whose current context could not be created (cap) */
 
 /* Histogram samples are queued in a per-engine log and counted HLOG at a time (hlog_flush), with
- * the bucket of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
- * rows, and their buckets are cache misses that the prefetches overlap. */
+ * the count of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
+ * rows, and their counts are cache misses that the prefetches overlap. */
 #define HLOG       4096
 #define HLOG_AHEAD 32
 
@@ -529,21 +529,18 @@ static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
 
 /* ---- rows, contexts ---- */
 
-/* Grows the rows to hold `need`, keeping them 64-byte aligned inside an allocation 64 bytes
- * larger (tlc_realloc guarantees less: when the new block's offset to alignment differs from
- * the old one's, the rows are moved within it). 0 or TLC_ENOMEM (rows untouched). */
+/* Grows the rows to hold `need`, keeping them 64-byte aligned: the allocation (rows_raw,
+ * tlc_grow'n) holds one row more than caprows, room for the up to 63 bytes that alignment
+ * skips; when the new block's offset to alignment differs from the old one's (tlc_realloc
+ * guarantees less than 64), the rows are moved within it. 0 or TLC_ENOMEM (rows untouched). */
 static int rows_grow(tlc_engine_t *e, size_t need) {
-  size_t ncap = e->caprows ? e->caprows : 64, off_old, off_new;
+  size_t cap = e->rows_raw != NULL ? e->caprows + 1 : 0, off_old, off_new;
   unsigned char *raw;
   if (need <= e->caprows)
     return 0;
-  while (ncap < need)
-    ncap *= 2;
-  if (ncap > (SIZE_MAX - 64) / sizeof(erow_t))
-    return TLC_ENOMEM;
   off_old =
       e->rows_raw != NULL ? (size_t)((unsigned char *)e->rows - (unsigned char *)e->rows_raw) : 0;
-  raw = tlc_realloc(e->rows_raw, ncap * sizeof(erow_t) + 64);
+  raw = tlc_grow(e->rows_raw, &cap, need + 1, sizeof(erow_t), 64);
   if (raw == NULL)
     return TLC_ENOMEM;
   off_new = (size_t)(-(uintptr_t)raw & 63u);
@@ -551,7 +548,7 @@ static int rows_grow(tlc_engine_t *e, size_t need) {
     memmove(raw + off_new, raw + off_old, e->nrows * sizeof(erow_t));
   e->rows_raw = raw;
   e->rows = (erow_t *)(void *)(raw + off_new);
-  e->caprows = ncap;
+  e->caprows = cap - 1;
   return 0;
 }
 
@@ -1155,7 +1152,7 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   m->hist_bytes = e->hist_bytes;
   m->window_bytes = e->win_bytes;
   m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) +
-             (e->rows_raw != NULL ? e->caprows * sizeof(erow_t) + 64 : 0) +
+             (e->rows_raw != NULL ? (e->caprows + 1) * sizeof(erow_t) : 0) +
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? HLOG * sizeof(hlent_t) : 0) + e->capgrp * sizeof(grp_t) +

@@ -1095,7 +1095,7 @@ static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tl
   const tlc_stat_t *prev = NULL;
   for (;;) {
     const tlc_stat_t *r = NULL;
-    mrow_t *o = j < ft->n ? &ft->rows[j] : NULL, *d;
+    mrow_t *o = j < ft->n ? &ft->rows[j] : NULL, *d, *nr;
     int c;
     while (i < t->nrows && !row_kept(spec, t, &t->rows[i], kc))
       i++;
@@ -1107,9 +1107,10 @@ static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tl
     if (r == NULL && o == NULL)
       break;
     c = r == NULL ? 1 : o == NULL ? -1 : key_cmp(r->handle, r->context, r->state, o);
-    if ((d = tlc_grow(ft->rows2, &ft->cap2, n2 + 1, sizeof(*d), 64)) == NULL)
+    nr = tlc_grow(ft->rows2, &ft->cap2, n2 + 1, sizeof(*nr), 64);
+    if (nr == NULL)
       return TLC_ENOMEM;
-    ft->rows2 = d;
+    ft->rows2 = nr;
     d = &ft->rows2[n2++];
     if (c <= 0) { /* changed (or new): encode */
       d->handle = r->handle;
