@@ -103,9 +103,10 @@ typedef struct wrow {
 
 typedef struct act {
   uint32_t row;
-  uint8_t full;    /* opened by E (samples at X), else partial */
-  uint8_t running; /* running (R/E seen after the last S) */
-  uint16_t pad_;
+  uint32_t handle;   /* the row's handle: S, R and X naming the innermost activation are matched
+                        without touching the row */
+  uint8_t full;      /* opened by E (samples at X), else partial */
+  uint8_t running;   /* running (R/E seen after the last S) */
   int64_t start;     /* time of its first event */
   int64_t in_start;  /* IN(start) */
   int64_t run_start; /* IN(t) at the start of the current running period */
@@ -670,18 +671,33 @@ static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) 
   }
 }
 
-static int ctx_push(tlc_engine_t *e, ectx_t *c, const act_t *a) {
-  if (c->depth >= c->cap) {
-    size_t cap = c->cap;
-    if (c->depth >= e->o.max_depth)
-      return TLC_ELIMIT;
-    act_t *ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
-    if (ns == NULL)
-      return TLC_ENOMEM;
-    c->stack = ns;
-    c->cap = (uint32_t)cap;
-  }
-  c->stack[c->depth++] = *a;
+/* Opens an activation of row ri (handle) on c at time t, IN(t) = in_t: the new innermost entry
+ * of c's stack, which the caller made room for (ctx_room). */
+static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int running, int64_t t,
+                     int64_t in_t) {
+  act_t *a = &c->stack[c->depth++];
+  a->row = ri;
+  a->handle = handle;
+  a->full = (uint8_t)full;
+  a->running = (uint8_t)running;
+  a->start = t;
+  a->in_start = a->run_start = in_t;
+  a->net = 0;
+}
+
+/* Makes room for one more activation on c's stack. 0, TLC_ELIMIT (max_depth) or TLC_ENOMEM. */
+static int ctx_room(tlc_engine_t *e, ectx_t *c) {
+  size_t cap = c->cap;
+  act_t *ns;
+  if (c->depth >= e->o.max_depth)
+    return TLC_ELIMIT;
+  if (c->depth < c->cap)
+    return 0;
+  ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
+  if (ns == NULL)
+    return TLC_ENOMEM;
+  c->stack = ns;
+  c->cap = (uint32_t)cap;
   return 0;
 }
 
@@ -699,8 +715,8 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   uint32_t ci, ri;
   ectx_t *c;
   erow_t *r;
-  int32_t p;
-  act_t a;
+  int32_t p = -1;
+  int64_t in_t;
   if (e->fmt == TLC_FMT_EVLOG)
     ci = ctx_get(e, TLC_CTXK_THREAD, TLC_CORE_UNKNOWN, ev->thread);
   else if (e->ctxmode)
@@ -715,40 +731,42 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     return;
   }
   c = &e->ctx[ci];
-  /* S, R and X mostly name the innermost activation: its row needs no hash lookup */
-  if (ev->type != TLC_EV_ENTRY && c->depth > 0 &&
-      e->rows[c->stack[c->depth - 1].row].handle == ev->handle)
-    ri = c->stack[c->depth - 1].row;
-  else
+  /* S, R and X mostly name the innermost activation: its row needs no hash lookup (and its
+   * row has its context) */
+  if (ev->type != TLC_EV_ENTRY && c->depth > 0 && c->stack[c->depth - 1].handle == ev->handle) {
+    p = (int32_t)c->depth - 1;
+    ri = c->stack[p].row;
+    r = &e->rows[ri];
+  } else {
     ri = row_get(e, HK_CODE, ev->handle, ci, TLC_ROW_CODE);
-  if (ri == NONE32) {
-    e->c.dropped_area_limit++;
-    return;
-  }
-  c = &e->ctx[ci];
-  r = &e->rows[ri];
-  if (r->ctx == NONE32) {
-    if (c->tindex == NONE32) {
-      uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
-      if (nt == NULL) {
-        e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
-        return;
-      }
-      e->tctx = nt;
-      c->tindex = (uint32_t)e->ntctx;
-      e->tctx[e->ntctx++] = ci;
+    if (ri == NONE32) {
+      e->c.dropped_area_limit++;
+      return;
     }
-    r->ctx = ci;
-    e->ctxgen++;
+    c = &e->ctx[ci];
+    r = &e->rows[ri];
+    if (r->ctx == NONE32) {
+      if (c->tindex == NONE32) {
+        uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
+        if (nt == NULL) {
+          e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
+          return;
+        }
+        e->tctx = nt;
+        c->tindex = (uint32_t)e->ntctx;
+        e->tctx[e->ntctx++] = ci;
+      }
+      r->ctx = ci;
+      e->ctxgen++;
+    }
+    if (ev->type != TLC_EV_ENTRY)
+      p = ctx_find(c, r, ri);
   }
   r->seq = e->seq;
-  memset(&a, 0, sizeof(a));
-  a.row = ri;
-  a.start = t;
-  a.in_start = a.run_start = ctx_in(e, c, t);
+  in_t = ctx_in(e, c, t);
   switch (ev->type) {
-  case TLC_EV_ENTRY: {
-    if (c->depth >= e->o.max_depth) {
+  case TLC_EV_ENTRY:
+    if (ctx_room(e, c) < 0) {
       e->c.dropped_area_limit++;
       return;
     }
@@ -765,31 +783,24 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
       sample(e, r, TLC_OUTSIDE, len);
       r->out_active = 0;
     }
-    a.full = 1;
-    a.running = 1;
-    if (ctx_push(e, c, &a) < 0) {
-      e->c.dropped_area_limit++;
-      return;
-    }
+    ctx_open(c, ri, ev->handle, 1, 1, t, in_t);
     r->open++;
     break;
-  }
   case TLC_EV_RESUME:
   case TLC_EV_SUSPEND:
-    p = ctx_find(c, r, ri);
     if (p >= 0) {
       act_t *o = &c->stack[p];
       if (ev->type == TLC_EV_RESUME && !o->running) {
         o->running = 1;
-        o->run_start = a.run_start;
+        o->run_start = in_t;
       } else if (ev->type == TLC_EV_SUSPEND && o->running) {
-        o->net = tadd(o->net, dur(e, r, tsub(a.run_start, o->run_start)));
+        o->net = tadd(o->net, dur(e, r, tsub(in_t, o->run_start)));
         o->running = 0;
       }
       break;
     }
     /* partial activation: the area was open before the recording */
-    if (c->depth >= e->o.max_depth) {
+    if (ctx_room(e, c) < 0) {
       e->c.dropped_area_limit++;
       return;
     }
@@ -797,15 +808,10 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], dur(e, r, tsub(t, r->out_start)));
       r->out_active = 0;
     }
-    a.running = ev->type == TLC_EV_RESUME;
-    if (ctx_push(e, c, &a) < 0) {
-      e->c.dropped_area_limit++;
-      return;
-    }
+    ctx_open(c, ri, ev->handle, 0, ev->type == TLC_EV_RESUME, t, in_t);
     r->open++;
     break;
   case TLC_EV_EXIT:
-    p = ctx_find(c, r, ri);
     if (p < 0) {
       anomaly(e, r);
       break;
