@@ -33,6 +33,9 @@
 #include <time.h>
 
 #define BATCH 4096
+/* decode + engine decodes this many events per call and pushes them, as tlcapd does
+ * (TLC_TARGET_BATCH in daemon/target.h): the batch stays in L1 */
+#define DEC_BATCH 256
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) {
@@ -114,7 +117,7 @@ static void gen_wide(wl_t *w, size_t n) {
 
 /* Decodes the workload; with e != NULL pushes every batch to it. Returns seconds. */
 static double run_dec(wl_t *w, tlc_engine_t *e, size_t *nev) {
-  static tlc_event_t evs[BATCH];
+  static tlc_event_t evs[DEC_BATCH];
   tlc_dec_t d;
   size_t off = 0, total = 0;
   double t0;
@@ -124,7 +127,7 @@ static double run_dec(wl_t *w, tlc_engine_t *e, size_t *nev) {
   while (off < w->len) {
     size_t used = 0;
     int n = tlc_dec_push(&d, w->bytes + off, w->len - off > (1u << 20) ? (1u << 20) : w->len - off,
-                         &used, evs, BATCH);
+                         &used, evs, DEC_BATCH);
     if (n < 0)
       exit(1);
     if (e != NULL)
