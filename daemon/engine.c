@@ -51,16 +51,13 @@
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
-/* A queued histogram sample: the histogram of kind hist % NK of row hist / NK, bucket (with
- * HL_W32 set when count points at a 32-bit count); count: its count in the span when sample()
- * found the bucket inside it and the counts 16 or 32 bits wide, else NULL. A capture that runs
- * for hours widens its busy histograms to 32-bit counts (hist.h), so both are counted here. */
+/* A queued histogram sample: the histogram of kind hist % NK of row hist / NK, bucket; count:
+ * its 16-bit count in the span when sample() found the bucket inside it, else NULL. */
 typedef struct hlent {
-  void *count;
+  uint16_t *count;
   uint32_t hist;
   uint32_t bucket;
 } hlent_t;
-#define HL_W32 0x80000000u
 
 typedef struct edist {
   uint64_t n;
@@ -484,51 +481,39 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
 }
 
 /* Counts the queued histogram samples, in two passes. First every entry that sample() could
- * point at its 16- or 32-bit count (the bucket lay inside its histogram's span) is counted
- * through that pointer, with the count of the entry HLOG_AHEAD places ahead prefetched: one
- * cache miss per sample, overlapped. Spans change only in the second pass (and in no other
- * place), so every pointer of the first pass is still the count it was taken from. A count
- * found at its maximum joins the others in the second pass: the entries whose bucket was
- * outside the span, whose histogram had no span yet or 64-bit counts, are counted there through
- * tlc__hist_inc_slow, which may grow or widen the span (order does not matter: a histogram
- * holds counts). */
+ * point at its 16-bit count (the bucket lay inside its histogram's span) is counted through
+ * that pointer, with the count of the entry HLOG_AHEAD places ahead prefetched: one cache miss
+ * per sample, overlapped. Spans change only in the second pass (and in no other place), so
+ * every pointer of the first pass is still the count it was taken from. A count found at 65535
+ * joins the others in the second pass: the entries whose bucket was outside the span or whose
+ * histogram had no span yet are counted there through tlc__hist_inc_slow, which may grow the
+ * span or add a carry (hist.h; order does not matter: a histogram holds counts). Counts stay 16
+ * bits for good, so a capture that has run for weeks takes this path as its first minutes did. */
 static void hlog_flush(tlc_engine_t *e) {
   size_t i, n = e->nhlog, ns = 0;
   hlent_t *lg = e->hlog;
   for (i = 0; i < n; i++) {
-    void *c = lg[i].count;
+    uint16_t *c = lg[i].count;
     if (i + HLOG_AHEAD < n && lg[i + HLOG_AHEAD].count != NULL)
       __builtin_prefetch(lg[i + HLOG_AHEAD].count, 1);
-    if (c != NULL) {
-      if (!(lg[i].bucket & HL_W32)) {
-        uint16_t *c16 = c;
-        if (*c16 != UINT16_MAX) {
-          (*c16)++;
-          continue;
-        }
-      } else {
-        uint32_t *c32 = c;
-        if (*c32 != UINT32_MAX) {
-          (*c32)++;
-          continue;
-        }
-      }
+    if (c != NULL && *c != UINT16_MAX) {
+      (*c)++;
+      continue;
     }
     lg[ns++] = lg[i]; /* ns <= i: the slow ones gather at the front */
   }
   for (i = 0; i < ns; i++) {
     tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
     size_t before = tlc__hist_bytes(h);
-    /* no memory: the sample is not counted (hist.h) */
-    (void)tlc__hist_inc_slow(h, lg[i].bucket & ~HL_W32);
+    (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
     e->hist_bytes += tlc__hist_bytes(h) - before;
   }
   e->nhlog = 0;
 }
 
 /* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
- * and the histogram (queued, with a pointer to its 16- or 32-bit count when the bucket is in
- * the span). */
+ * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
+ * span). */
 static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
@@ -536,11 +521,9 @@ static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
     const tlc_hist_t *h = &r->k[k].h;
     uint32_t b = tlc__hist_idx(v), off = b - h->lo; /* off wraps above nb when b < lo */
     hlent_t *l = &e->hlog[e->nhlog++];
-    l->count = h->b != NULL && h->wide < 2 && off < h->nb
-                   ? (unsigned char *)h->b + ((size_t)off << (h->wide + 1))
-                   : NULL;
+    l->count = h->b != NULL && off < h->nb ? (uint16_t *)h->b + off : NULL;
     l->hist = (uint32_t)hi;
-    l->bucket = b | (h->wide == 1 ? HL_W32 : 0);
+    l->bucket = b;
     if (e->nhlog == HLOG)
       hlog_flush(e);
   }

@@ -1,10 +1,12 @@
 /* hist.c - bounded log-bucket histogram (see hist.h for the bucket layout and the rank rule).
  *
- * Invariants: b == NULL iff nb == 0; lo + nb <= TLC_HIST_NB; counts are uint16_t until one at 65535
- * gets another sample, then uint32_t until one at UINT32_MAX does, then uint64_t. Cost: add is O(1)
- * (one clz, a shift, an increment); growing copies the span (rare: only when a sample falls outside
- * every value range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span *
- * histograms). Does not: merge in place, shrink, or keep exact values.
+ * Invariants: b == NULL iff nb == 0; lo + nb <= TLC_HIST_NB; a bucket's count is its uint16_t
+ * low part plus 65536 times its carry (0 when the bucket is not in the carry table); the carry
+ * table holds in2 entries, buckets strictly ascending, in room for carry_cap(in2). Cost: add is
+ * O(1) (one clz, a shift, an increment); a wrap is O(carries) (insertion, rare: once per 65536
+ * samples of a bucket); growing copies the span (rare: only when a sample falls outside every
+ * value range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span *
+ * histograms * log carries). Does not: merge in place, shrink, or keep exact values.
  */
 #include "hist.h"
 
@@ -49,24 +51,115 @@ void tlc__hist_bounds(uint32_t idx, uint64_t *lo, uint64_t *hi) {
   *hi = ((uint64_t)1 << e) + ((uint64_t)mb << (e - 8u)) - 1u;
 }
 
+/* The carry table: room for carry_cap(n) entries (0, then 4, 8, 16, ...), at carry_off(nb)
+ * bytes into the span: uint64_t carries, then uint16_t buckets. */
+static size_t carry_cap(size_t n) {
+  size_t c = 4;
+  if (n == 0)
+    return 0;
+  while (c < n)
+    c *= 2;
+  return c;
+}
+
+static size_t carry_off(size_t nb) {
+  return (nb * sizeof(uint16_t) + 7u) & ~(size_t)7u;
+}
+
+static size_t span_size(size_t nb, size_t ncarry) {
+  return carry_off(nb) + carry_cap(ncarry) * (sizeof(uint64_t) + sizeof(uint16_t));
+}
+
+static uint64_t *carries(const tlc_hist_t *h) {
+  return (uint64_t *)(void *)((unsigned char *)h->b + carry_off(h->nb));
+}
+
+static uint16_t *carry_buckets(const tlc_hist_t *h) {
+  return (uint16_t *)(void *)(carries(h) + carry_cap(h->in2));
+}
+
+/* Index of bucket idx's carry, or (not there) the index where it would be inserted, negated
+ * minus one. */
+static long carry_find(const tlc_hist_t *h, uint32_t idx) {
+  const uint16_t *cb = carry_buckets(h);
+  size_t a = 0, z = h->in2;
+  while (a < z) {
+    size_t m = a + (z - a) / 2;
+    if (cb[m] < idx)
+      a = m + 1;
+    else
+      z = m;
+  }
+  return a < h->in2 && cb[a] == idx ? (long)a : -(long)a - 1;
+}
+
+/* Moves the span into a new block for buckets [nlo, nhi) with room for ncarry carries: the
+ * counts keep their buckets (new ones are 0), the carry table is copied. 0 or TLC_ENOMEM (h
+ * unchanged). */
+static int respan(tlc_hist_t *h, uint32_t nlo, uint32_t nhi, size_t ncarry) {
+  size_t n = nhi - nlo;
+  unsigned char *nb = tlc_calloc(1, span_size(n, ncarry));
+  if (nb == NULL)
+    return TLC_ENOMEM;
+  if (h->b != NULL) {
+    size_t cap = carry_cap(ncarry);
+    memcpy(nb + (h->lo - nlo) * sizeof(uint16_t), h->b, h->nb * sizeof(uint16_t));
+    memcpy(nb + carry_off(n), carries(h), h->in2 * sizeof(uint64_t));
+    memcpy(nb + carry_off(n) + cap * sizeof(uint64_t), carry_buckets(h), h->in2 * sizeof(uint16_t));
+    tlc_free(h->b);
+  }
+  h->b = nb;
+  h->lo = (uint16_t)nlo;
+  h->nb = (uint16_t)n;
+  return 0;
+}
+
+/* Adds one to bucket idx's carry (a count wrapped), inserting it into the table when new. 0 or
+ * TLC_ENOMEM (nothing changed). */
+static int carry_add(tlc_hist_t *h, uint32_t idx) {
+  long j = carry_find(h, idx);
+  uint64_t *c;
+  uint16_t *cb;
+  size_t k, n = h->in2;
+  if (j >= 0) {
+    carries(h)[j]++;
+    return 0;
+  }
+  j = -j - 1;
+  /* a full table moves into a new block laid out for n + 1 entries (in2 is n until here) */
+  if (carry_cap(n + 1) != carry_cap(n) && respan(h, h->lo, (uint32_t)h->lo + h->nb, n + 1) < 0)
+    return TLC_ENOMEM;
+  h->in2 = (uint16_t)(n + 1);
+  c = carries(h);
+  cb = carry_buckets(h);
+  for (k = n; k > (size_t)j; k--) {
+    c[k] = c[k - 1];
+    cb[k] = cb[k - 1];
+  }
+  c[j] = 1;
+  cb[j] = (uint16_t)idx;
+  return 0;
+}
+
+uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
+  uint64_t low = ((const uint16_t *)h->b)[i];
+  long j;
+  if (h->in2 == 0)
+    return low;
+  j = carry_find(h, h->lo + i);
+  return j >= 0 ? low + (carries(h)[j] << 16) : low;
+}
+
 /* Grows the span to hold [ilo, ihi]. 0 or TLC_ENOMEM. */
 static int grow(tlc_hist_t *h, uint32_t ilo, uint32_t ihi) {
   uint32_t nlo, nhi, want;
-  size_t es = (size_t)2 << h->wide;
-  unsigned char *nb;
   if (h->b == NULL) {
     /* at least 16 buckets around the first samples */
     nlo = ilo >= 8 ? ilo - 8 : 0;
     nhi = ihi + 1 > nlo + 16 ? ihi + 1 : nlo + 16;
     if (nhi > TLC_HIST_NB)
       nhi = TLC_HIST_NB;
-    nb = tlc_calloc(nhi - nlo, es);
-    if (nb == NULL)
-      return TLC_ENOMEM;
-    h->b = nb;
-    h->lo = (uint16_t)nlo;
-    h->nb = (uint16_t)(nhi - nlo);
-    return 0;
+    return respan(h, nlo, nhi, 0);
   }
   nlo = h->lo;
   nhi = (uint32_t)h->lo + h->nb;
@@ -82,33 +175,7 @@ static int grow(tlc_hist_t *h, uint32_t ilo, uint32_t ihi) {
     else
       nhi = nlo + want > TLC_HIST_NB ? TLC_HIST_NB : nlo + want;
   }
-  nb = tlc_calloc(nhi - nlo, es);
-  if (nb == NULL)
-    return TLC_ENOMEM;
-  memcpy(nb + (h->lo - nlo) * es, h->b, h->nb * es);
-  tlc_free(h->b);
-  h->b = nb;
-  h->lo = (uint16_t)nlo;
-  h->nb = (uint16_t)(nhi - nlo);
-  return 0;
-}
-
-/* Counts one size wider: 16-bit to 32-bit, or 32-bit to 64-bit. 0 or TLC_ENOMEM. */
-static int widen(tlc_hist_t *h) {
-  void *w = tlc_malloc((size_t)h->nb << (h->wide + 2));
-  unsigned i;
-  if (w == NULL)
-    return TLC_ENOMEM;
-  if (h->wide == 0)
-    for (i = 0; i < h->nb; i++)
-      ((uint32_t *)w)[i] = ((const uint16_t *)h->b)[i];
-  else
-    for (i = 0; i < h->nb; i++)
-      ((uint64_t *)w)[i] = ((const uint32_t *)h->b)[i];
-  tlc_free(h->b);
-  h->b = w;
-  h->wide++;
-  return 0;
+  return respan(h, nlo, nhi, h->in2);
 }
 
 /* Inline sample j (< h->nin) of a histogram without a span. */
@@ -151,25 +218,13 @@ int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx) {
       return TLC_ENOMEM;
   }
   i = idx - h->lo;
-  if (h->wide == 0) {
-    uint16_t *b = h->b;
-    if (b[i] != UINT16_MAX) {
-      b[i]++;
-      return 0;
-    }
-    if (widen(h) < 0)
-      return TLC_ENOMEM; /* saturated at 65535 for now */
+  if (((uint16_t *)h->b)[i] != UINT16_MAX) {
+    ((uint16_t *)h->b)[i]++;
+    return 0;
   }
-  if (h->wide == 1) {
-    uint32_t *b = h->b;
-    if (b[i] != UINT32_MAX) {
-      b[i]++;
-      return 0;
-    }
-    if (widen(h) < 0)
-      return TLC_ENOMEM; /* saturated at UINT32_MAX for now */
-  }
-  ((uint64_t *)h->b)[i]++;
+  if (carry_add(h, idx) < 0)
+    return TLC_ENOMEM; /* saturated at 65535 for now */
+  ((uint16_t *)h->b)[i] = 0;
   return 0;
 }
 
@@ -179,7 +234,7 @@ void tlc__hist_fini(tlc_hist_t *h) {
 }
 
 size_t tlc__hist_bytes(const tlc_hist_t *h) {
-  return h->b != NULL ? (size_t)h->nb << (h->wide + 1) : 0;
+  return h->b != NULL ? span_size(h->nb, h->in2) : 0;
 }
 
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {

@@ -12,18 +12,21 @@
  * every bucket). Near-logarithmic buckets need 38 per octave where equal ones need 64 for the
  * same bound, so a histogram's span is 40% smaller. The whole int64 range takes
  * TLC_HIST_NB = 2346 buckets; a histogram stores only the dense span [lo, lo + nb) of buckets
- * it has seen (grown by doubling), so its memory is bounded by 2346 * 4 bytes (plus a 16-byte
- * header) and is usually a few hundred bytes to a few KiB.
+ * it has seen (grown by doubling), so its memory is bounded by 2346 * 2 bytes plus its carries
+ * (below) and a 16-byte header, and is usually a few hundred bytes to a few KiB.
  *
  * Quantile rank rule (nearest rank): for quantile q of n samples, rank k = ceil(q * n) (at least
  * 1); the answer is the k-th smallest sample. The histogram reports the representative of the
  * bucket holding the k-th smallest sample, clamped to [min, max] of the samples (so p of a
  * single-valued set is exact).
  *
- * Counts are 16-bit until one would pass 65535, then the histogram widens to 32-bit counts,
- * and to 64-bit ones when a count would pass UINT32_MAX (4e9 samples in one bucket: an area
- * hit at 1 MHz for 72 minutes, so a capture that runs for weeks gets there); a count saturates
- * (the sample is lost, later ones try again) only while widening finds no memory.
+ * Counts are 16 bits (the span stays 2 bytes per bucket for good, so that a capture that runs
+ * for weeks keeps the cache footprint and the speed of its first minutes). A count that would
+ * pass 65535 wraps to 0 and adds one to its bucket's carry: a 64-bit count of 65536s in a small
+ * table after the counts, sorted by bucket, that holds only the buckets that ever wrapped (the
+ * busiest few of a histogram). A bucket's count is low + carry * 65536, exact up to 2^80. A
+ * count saturates at 65535 (the sample is lost, later ones try again) only while the carry
+ * table finds no memory to grow.
  * Not thread-safe; plain data, owned by the engine row that holds it.
  */
 #ifndef TLC_HIST_H
@@ -46,22 +49,18 @@ extern const uint16_t tlc__hist_start[TLC_HIST_SUB + 1];
  * that is seldom hit (a million areas with a few calls each) costs no allocation. */
 #define TLC_HIST_INLINE 3
 typedef struct tlc_hist {
-  void *b; /* counts of buckets lo .. lo + nb - 1 (tlc_malloc'd): uint16_t, uint32_t (wide 1)
-              once a count would pass 65535, uint64_t (wide 2) once one would pass UINT32_MAX:
-              2 << wide bytes each. NULL: no span yet, nin samples inline */
+  void *b; /* the span (tlc_malloc'd): uint16_t counts of buckets lo .. lo + nb - 1, then, when
+              in2 > 0, the carry table (hist.c: carry_off): uint64_t carries, then their uint16_t
+              buckets, ascending. NULL: no span yet, nin samples inline */
   uint16_t lo;
   uint16_t nb;
-  uint8_t wide;
+  uint8_t pad_;
   uint8_t nin;  /* b == NULL: inline samples (0..TLC_HIST_INLINE) in lo, nb, in2 */
-  uint16_t in2; /* the third inline sample */
+  uint16_t in2; /* b == NULL: the third inline sample; else the number of carries */
 } tlc_hist_t;
 
 /* The count of the bucket at offset i from lo (i < nb; a histogram with a span, b != NULL). */
-static inline uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
-  return h->wide == 2   ? ((const uint64_t *)h->b)[i]
-         : h->wide == 1 ? ((const uint32_t *)h->b)[i]
-                        : ((const uint16_t *)h->b)[i];
-}
+uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i);
 
 /* Bucket index of a sample (v >= 0; negative values count as 0). */
 static inline uint32_t tlc__hist_idx(int64_t sv) {
@@ -77,14 +76,13 @@ static inline uint32_t tlc__hist_idx(int64_t sv) {
 /* Smallest and largest value of bucket idx (< TLC_HIST_NB). */
 void tlc__hist_bounds(uint32_t idx, uint64_t *lo, uint64_t *hi);
 
-/* Counts one sample of bucket idx (< TLC_HIST_NB), growing the span (or widening the counts)
- * when needed. Returns 0, or TLC_ENOMEM (the sample is then not counted). */
+/* Counts one sample of bucket idx (< TLC_HIST_NB), growing the span (or adding a carry) when
+ * needed. Returns 0, or TLC_ENOMEM (the sample is then not counted). */
 int tlc__hist_inc_slow(tlc_hist_t *h, uint32_t idx);
 
 static inline int tlc__hist_inc(tlc_hist_t *h, uint32_t idx) {
   uint32_t i = idx - h->lo;
-  if (h->b != NULL && idx >= h->lo && i < h->nb && !h->wide &&
-      ((uint16_t *)h->b)[i] != UINT16_MAX) {
+  if (h->b != NULL && idx >= h->lo && i < h->nb && ((uint16_t *)h->b)[i] != UINT16_MAX) {
     ((uint16_t *)h->b)[i]++;
     return 0;
   }

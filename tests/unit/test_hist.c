@@ -277,9 +277,10 @@ static void test_alloc_failure(void **state) {
   testalloc_uninstall();
 }
 
-/* 16-bit counts widen to 32-bit when one would pass 65535; without memory the sample is lost
- * (the count saturates) and the next one tries again. */
-static void test_widen(void **state) {
+/* A count that would pass 65535 wraps and adds a carry (hist.h): the span stays 16 bits per
+ * bucket, the count stays exact; without memory for the carry the sample is lost (the count
+ * saturates) and the next one tries again. */
+static void test_carry(void **state) {
   tlc_hist_t h = { 0 };
   const tlc_hist_t *hp = &h;
   int64_t q[TLC_NQUANT];
@@ -288,15 +289,20 @@ static void test_widen(void **state) {
   (void)state;
   for (i = 0; i < 65532; i++)
     assert_int_equal(tlc__hist_add(&h, 5), 0);
-  assert_false(h.wide);
+  assert_int_equal(h.in2, 0);
   narrow = tlc__hist_bytes(&h);
-  assert_int_equal(narrow, h.nb * sizeof(uint16_t));
+  assert_int_equal(narrow, (h.nb * sizeof(uint16_t) + 7) / 8 * 8);
   for (i = 0; i < 4468; i++) /* 70000 samples of 5 in all */
     assert_int_equal(tlc__hist_add(&h, 5), 0);
   assert_int_equal(tlc__hist_add(&h, 1000), 0);
-  assert_true(h.wide);
-  assert_int_equal(tlc__hist_bytes(&h), h.nb * sizeof(uint32_t));
+  assert_int_equal(h.in2, 1);
+  /* 2 bytes per bucket of the span (grown for 1000), plus a table of 4 carries (8 + 2 bytes
+   * each) */
+  assert_true(h.nb * sizeof(uint16_t) > narrow);
+  assert_int_equal(tlc__hist_bytes(&h), (h.nb * sizeof(uint16_t) + 7) / 8 * 8 + 4 * 10);
   assert_int_equal(tlc__hist_count(&h, 5 - h.lo), 70000);
+  assert_int_equal(tlc__hist_count(&h, 6 - h.lo), 0);
+  assert_int_equal(tlc__hist_count(&h, tlc__hist_idx(1000) - h.lo), 1);
   /* n = 70001: p99.9 is rank ceil(69930.999) = 69931 -> 5; the 70001st is 1000 */
   assert_int_equal(tlc__hist_quantiles(&hp, 1, 70001, 5, 1000, q), 1);
   assert_int_equal(q[0], 5);
@@ -306,13 +312,14 @@ static void test_widen(void **state) {
   testalloc_install();
   for (i = 0; i < 65535; i++)
     assert_int_equal(tlc__hist_add(&h, 7), 0);
-  /* the first widening fails: that sample is lost (saturated); the next one widens */
+  /* the first carry finds no memory: that sample is lost (saturated); the next one carries */
   testalloc_fail_at(1);
   assert_int_equal(tlc__hist_add(&h, 7), TLC_ENOMEM);
-  assert_false(h.wide);
+  assert_int_equal(h.in2, 0);
+  assert_int_equal(tlc__hist_count(&h, 7 - h.lo), 65535);
   for (i = 0; i < 9; i++)
     assert_int_equal(tlc__hist_add(&h, 7), 0);
-  assert_true(h.wide);
+  assert_int_equal(h.in2, 1);
   assert_int_equal(tlc__hist_count(&h, 7 - h.lo), 65535 + 9);
   testalloc_fail_at(0);
   tlc__hist_fini(&h);
@@ -320,41 +327,63 @@ static void test_widen(void **state) {
   testalloc_uninstall();
 }
 
-/* 32-bit counts widen to 64-bit when one would pass UINT32_MAX (a capture that runs for weeks
- * gets there): nothing saturates. The count is set just below the limit directly (the histogram
- * is plain data) rather than by 4e9 increments. Without memory the sample is lost and the next
+/* Many carried buckets: the table stays sorted whatever order buckets wrap in, grows past its
+ * first 4 entries (a new block), and survives the span growing on both sides; every count is
+ * checked against its number of samples and the quantiles against a brute-force rank walk
+ * over those counts. Without memory to grow the table the wrapping sample is lost and the next
  * one tries again. */
-static void test_widen_64(void **state) {
+static void test_carry_many(void **state) {
+  static const uint32_t order[6] = { 30, 10, 50, 20, 60, 40 };
   tlc_hist_t h = { 0 };
   const tlc_hist_t *hp = &h;
   int64_t q[TLC_NQUANT];
-  uint64_t big = (uint64_t)UINT32_MAX + 1;
-  uint32_t i;
+  uint64_t want[6], n = 0;
+  uint32_t i, k;
   (void)state;
   testalloc_install();
-  for (i = 0; i < 65536; i++)
-    assert_int_equal(tlc__hist_add(&h, 9), 0);
-  assert_int_equal(h.wide, 1);
-  ((uint32_t *)h.b)[9 - h.lo] = UINT32_MAX - 1;
-  assert_int_equal(tlc__hist_add(&h, 9), 0); /* UINT32_MAX: still 32-bit */
-  assert_int_equal(h.wide, 1);
-  testalloc_fail_at(1);
-  assert_int_equal(tlc__hist_add(&h, 9), TLC_ENOMEM); /* lost */
-  assert_int_equal(h.wide, 1);
-  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), UINT32_MAX);
-  testalloc_fail_at(0);
-  assert_int_equal(tlc__hist_add(&h, 9), 0);
-  assert_int_equal(h.wide, 2);
-  assert_int_equal(tlc__hist_bytes(&h), h.nb * sizeof(uint64_t));
-  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), big);
-  assert_int_equal(tlc__hist_add(&h, 9), 0);
-  assert_int_equal(tlc__hist_add(&h, 2000), 0);
-  assert_int_equal(tlc__hist_count(&h, 9 - h.lo), big + 1);
-  /* n = 2^32 + 2 samples of 9 and one of 2000: p99.9 is rank ceil(0.999 n), far below the last,
-   * so 9 */
-  assert_int_equal(tlc__hist_quantiles(&hp, 1, big + 2, 9, 2000, q), 1);
-  assert_int_equal(q[0], 9);
-  assert_int_equal(q[3], 9);
+  for (k = 0; k < 6; k++) {
+    /* bucket order[k] (a value below 256 is its own bucket) gets 2 * 65536 + k + 1 samples */
+    want[k] = 2u * 65536u + k + 1;
+    for (i = 0; i < want[k]; i++) {
+      if (k == 4 && i == 65535)
+        testalloc_fail_at(1); /* the 5th carry needs a larger table: no memory */
+      if (k == 4 && i == 65535) {
+        assert_int_equal(tlc__hist_add(&h, order[k]), TLC_ENOMEM);
+        testalloc_fail_at(0);
+      }
+      assert_int_equal(tlc__hist_add(&h, order[k]), 0);
+    }
+    n += want[k];
+  }
+  assert_int_equal(h.in2, 6);
+  /* the span grows to both sides after the carries */
+  assert_int_equal(tlc__hist_add(&h, 1000000000), 0);
+  assert_int_equal(tlc__hist_add(&h, 0), 0);
+  n += 2;
+  for (k = 0; k < 6; k++)
+    assert_int_equal(tlc__hist_count(&h, order[k] - h.lo), want[k]);
+  assert_int_equal(tlc__hist_count(&h, 0 - h.lo), 1);
+  assert_int_equal(tlc__hist_count(&h, tlc__hist_idx(1000000000) - h.lo), 1);
+  assert_int_equal(tlc__hist_count(&h, 25 - h.lo), 0);
+  /* brute force: the value whose cumulative count first reaches each rank */
+  assert_int_equal(tlc__hist_quantiles(&hp, 1, n, 0, 1000000000, q), 1);
+  {
+    static const uint32_t vals[6] = { 10, 20, 30, 40, 50, 60 };
+    static const uint64_t num[TLC_NQUANT] = { 500, 900, 990, 999 };
+    unsigned qi;
+    for (qi = 0; qi < TLC_NQUANT; qi++) {
+      uint64_t rank = tlc__hist_rank(n, num[qi], 1000), cum = 1; /* the sample of 0 */
+      int64_t v = -1;
+      for (i = 0; i < 6 && v < 0; i++) {
+        for (k = 0; k < 6; k++)
+          if (order[k] == vals[i])
+            cum += want[k];
+        if (cum >= rank)
+          v = vals[i];
+      }
+      assert_int_equal(q[qi], v);
+    }
+  }
   tlc__hist_fini(&h);
   assert_int_equal(testalloc_live_bytes(), 0);
   testalloc_uninstall();
@@ -365,8 +394,8 @@ int main(void) {
     cmocka_unit_test(test_buckets),     cmocka_unit_test(test_rank),
     cmocka_unit_test(test_small_exact), cmocka_unit_test(test_random_within_1pct),
     cmocka_unit_test(test_merge),       cmocka_unit_test(test_alloc_failure),
-    cmocka_unit_test(test_inline_mix),  cmocka_unit_test(test_widen),
-    cmocka_unit_test(test_widen_64),
+    cmocka_unit_test(test_inline_mix),  cmocka_unit_test(test_carry),
+    cmocka_unit_test(test_carry_many),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
