@@ -69,7 +69,9 @@ class Subs:
         if a.full_decode:
             argv.append("--full-decode")
         self.nsubs = nsubs
-        self.p = B.subprocess.Popen(argv, stdout=B.subprocess.PIPE, stderr=B.subprocess.PIPE)
+        nice = a.subs_nice
+        self.p = B.subprocess.Popen(argv, stdout=B.subprocess.PIPE, stderr=B.subprocess.PIPE,
+                                    preexec_fn=(lambda: os.nice(nice)) if nice else None)
         line = self.p.stdout.readline().decode()  # bounded: benchd_subs gives up after 20 s
         if line.strip() != "ready":
             self.p.kill()
@@ -152,6 +154,8 @@ def main():
     ap.add_argument("--dump-markers", metavar="FILE",
                     help="append each marker sent under ingest with its latencies, for analysis")
     ap.add_argument("--full-decode", action="store_true")
+    ap.add_argument("--subs-nice", type=int, default=0, metavar="N",
+                    help="run the subscriber process at nice N")
     a = ap.parse_args()
     io = os.path.join(a.build, "bench", "benchd_io")
     for f in (io, os.path.join(a.build, "bench", "benchd_subs"),
