@@ -763,6 +763,15 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     if (ev->type != TLC_EV_ENTRY)
       p = ctx_find(c, r, ri);
   }
+  /* the sample lines this event will touch: their misses overlap the header's */
+  if (ev->type == TLC_EV_ENTRY) {
+    __builtin_prefetch(&r->k[TLC_PERIOD], 1);
+    __builtin_prefetch(&r->k[TLC_OUTSIDE], 1);
+  } else if (ev->type == TLC_EV_EXIT) {
+    __builtin_prefetch(&r->k[TLC_NET], 1);
+    __builtin_prefetch(&r->k[TLC_CALL], 1);
+  }
+  __builtin_prefetch(&r->total[0], 1);
   r->seq = e->seq;
   in_t = ctx_in(e, c, t);
   switch (ev->type) {
