@@ -51,6 +51,12 @@
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
+/* Code rows are found through a direct-mapped cache of row indexes (RCACHE slots, hashed from
+ * handle and context) before the hash table: a hit costs one load in a 32 KB array and the check
+ * of the row's handle and context, which the event reads next anyway. */
+#define RCACHE_BITS 13
+#define RCACHE      (1u << RCACHE_BITS)
+
 /* A queued histogram sample: the histogram of kind hist % NK of row hist / NK, bucket; count:
  * its 16-bit count in the span when sample() found the bucket inside it, else NULL. */
 typedef struct hlent {
@@ -192,8 +198,9 @@ struct tlc_engine {
   size_t nctx, capctx;
   uint32_t *tctx; /* table index -> internal context */
   size_t ntctx, captctx;
-  uint32_t cur[256];     /* context_area mode: current context per core (NONE32: core unseen) */
-  uint32_t corectx[256]; /* no context_area: context of each core, NONE32 until created */
+  uint32_t cur[256];       /* context_area mode: current context per core (NONE32: core unseen) */
+  uint32_t corectx[256];   /* no context_area: context of each core, NONE32 until created */
+  uint32_t rcache[RCACHE]; /* code row of (handle, context) at rcache_slot, or any value */
   tlc_counters_t c;
   uint64_t seq, tseq; /* tseq: seq when T last grew */
   int have_time;
@@ -589,6 +596,10 @@ static uint32_t row_get(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   return row_new(e, hk, handle, b, kind);
 }
 
+static size_t rcache_slot(uint32_t handle, uint32_t ci) {
+  return (size_t)(((handle + ci * 0x9E3779B1u) * 0x85EBCA6Bu) >> (32 - RCACHE_BITS));
+}
+
 static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t key) {
   uint64_t a = hkey(HK_CTX, kind), b = kind == TLC_CTXK_CORE ? core : key;
   uint32_t idx = hfind(e, a, b);
@@ -739,10 +750,19 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     ri = c->stack[p].row;
     r = &e->rows[ri];
   } else {
-    ri = row_get(e, HK_CODE, ev->handle, ci, TLC_ROW_CODE);
-    if (ri == NONE32) {
-      e->c.dropped_area_limit++;
-      return;
+    size_t slot = rcache_slot(ev->handle, ci);
+    ri = e->rcache[slot];
+    /* a cached row is checked: its handle and context are its key (a row without a context,
+     * ctx NONE32, never matches) */
+    if (ri < e->nrows && e->rows[ri].handle == ev->handle && e->rows[ri].ctx == ci) {
+      r = &e->rows[ri];
+    } else {
+      ri = row_get(e, HK_CODE, ev->handle, ci, TLC_ROW_CODE);
+      if (ri == NONE32) {
+        e->c.dropped_area_limit++;
+        return;
+      }
+      e->rcache[slot] = ri;
     }
     c = &e->ctx[ci];
     r = &e->rows[ri];
@@ -1097,6 +1117,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   }
   for (i = 0; i < 256; i++)
     e->cur[i] = e->corectx[i] = NONE32;
+  memset(e->rcache, 0xFF, sizeof(e->rcache));
   e->hcap = 64;
   e->ht = tlc_calloc(e->hcap, sizeof(*e->ht));
   if (e->o.histograms)

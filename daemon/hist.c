@@ -141,13 +141,9 @@ static int carry_add(tlc_hist_t *h, uint32_t idx) {
   return 0;
 }
 
-uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
-  uint64_t low = ((const uint16_t *)h->b)[i];
-  long j;
-  if (h->in2 == 0)
-    return low;
-  j = carry_find(h, h->lo + i);
-  return j >= 0 ? low + (carries(h)[j] << 16) : low;
+uint64_t tlc__hist_carry(const tlc_hist_t *h, uint32_t idx) {
+  long j = carry_find(h, idx);
+  return j >= 0 ? carries(h)[j] : 0;
 }
 
 /* Grows the span to hold [ilo, ihi]. 0 or TLC_ENOMEM. */

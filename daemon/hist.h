@@ -59,8 +59,14 @@ typedef struct tlc_hist {
   uint16_t in2; /* b == NULL: the third inline sample; else the number of carries */
 } tlc_hist_t;
 
+/* The carry of bucket idx (0 when it never wrapped). */
+uint64_t tlc__hist_carry(const tlc_hist_t *h, uint32_t idx);
+
 /* The count of the bucket at offset i from lo (i < nb; a histogram with a span, b != NULL). */
-uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i);
+static inline uint64_t tlc__hist_count(const tlc_hist_t *h, uint32_t i) {
+  uint64_t low = ((const uint16_t *)h->b)[i];
+  return h->in2 == 0 ? low : low + (tlc__hist_carry(h, h->lo + i) << 16);
+}
 
 /* Bucket index of a sample (v >= 0; negative values count as 0). */
 static inline uint32_t tlc__hist_idx(int64_t sv) {

@@ -576,6 +576,82 @@ KIND_TEST(garbage, K_GARBAGE)
 KIND_TEST(evlog, K_EVLOG)
 KIND_TEST(rtos_garbage, K_RTOS_GARBAGE)
 
+/* Many areas on 4 cores: 3,000 functions x 4 contexts, more code rows than the engine's row
+ * cache has slots (engine.c: RCACHE), so rows share slots and are looked up again after another
+ * row took their slot; nested calls with S and R, compared with the oracle at three points. */
+static void test_many_areas(void **state) {
+  enum { N = 40000 };
+  tlc_event_t *ev = calloc(N, sizeof(*ev));
+  uint32_t st[4][32], fun[3000];
+  unsigned d[4] = { 0, 0, 0, 0 }, k;
+  size_t n = 0, i, at, m;
+  int64_t t = 0;
+  rng_t r;
+  tlc_engine_t *e = NULL;
+  tlc_oracle_t *o = NULL;
+  tlc_engine_opts_t eo;
+  tlc_oracle_opts_t oo;
+  tlc_table_t te, to;
+  tlc_snap_opts_t so = { 0, 1, 1, 1, 0, 0 };
+  (void)state;
+  assert_non_null(ev);
+  rng_seed(&r, 77);
+  /* function handles spread over the whole range (area nibble 0), as addresses would be: slots
+   * are shared between the functions of one context too */
+  for (k = 0; k < 3000; k++)
+    fun[k] = (uint32_t)rng_below(&r, 0x10000000u);
+#define PUT(h, ty, c)                                                                              \
+  do {                                                                                             \
+    ev[n].time_ns = t;                                                                             \
+    ev[n].handle = (h);                                                                            \
+    ev[n].type = (uint8_t)(ty);                                                                    \
+    ev[n].core = (uint8_t)(c);                                                                     \
+    n++;                                                                                           \
+  } while (0)
+  while (n + 2 < N) {
+    unsigned c = (unsigned)rng_below(&r, 4);
+    t += 1 + (int64_t)rng_below(&r, 200);
+    if (d[c] == 0 || (d[c] < 30 && rng_chance(&r, 1, 2))) {
+      uint32_t h = fun[rng_below(&r, 3000)];
+      if (d[c] > 0)
+        PUT(st[c][d[c] - 1], TLC_EV_SUSPEND, c);
+      PUT(h, TLC_EV_ENTRY, c);
+      st[c][d[c]++] = h;
+    } else {
+      PUT(st[c][--d[c]], TLC_EV_EXIT, c);
+      if (d[c] > 0)
+        PUT(st[c][d[c] - 1], TLC_EV_RESUME, c);
+    }
+  }
+#undef PUT
+  tlc_engine_opts_default(&eo);
+  memset(&oo, 0, sizeof(oo));
+  eo.nwindows = oo.nwindows = 3;
+  for (k = 0; k < 3; k++)
+    eo.window_ns[k] = oo.window_ns[k] = (int64_t)100000 << (3 * k);
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
+  assert_int_equal(tlc_oracle_new(&o, TLC_FMT_BIN11, &oo), 0);
+  tlc_table_init(&te);
+  tlc_table_init(&to);
+  for (k = 1, i = 0; k <= 3; k++) {
+    for (at = n * k / 3; i < at; i += m) {
+      m = at - i < 256 ? at - i : 256; /* tlcapd's batches */
+      tlc_engine_push(e, ev + i, m);
+      tlc_oracle_push(o, ev + i, m);
+    }
+    assert_int_equal(tlc_engine_snapshot(e, &te, &so), 0);
+    assert_int_equal(tlc_oracle_table(o, &to, 1, 1), 0);
+    snprintf(where, sizeof(where), "many areas after %zu of %zu events", at, n);
+    assert_true(te.nrows > 3000);
+    assert_true(cmp_tables(&te, &to, 1));
+  }
+  tlc_table_fini(&te);
+  tlc_table_fini(&to);
+  tlc_engine_free(e);
+  tlc_oracle_free(o);
+  free(ev);
+}
+
 static int setup(void **state) {
   (void)state;
   build_mapping();
@@ -595,7 +671,7 @@ int main(void) {
     cmocka_unit_test(test_lines),        cmocka_unit_test(test_data),
     cmocka_unit_test(test_rtos),         cmocka_unit_test(test_cut),
     cmocka_unit_test(test_garbage),      cmocka_unit_test(test_evlog),
-    cmocka_unit_test(test_rtos_garbage),
+    cmocka_unit_test(test_rtos_garbage), cmocka_unit_test(test_many_areas),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
