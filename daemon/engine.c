@@ -596,13 +596,16 @@ static uint32_t row_get(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   return row_new(e, hk, handle, b, kind);
 }
 
-/* Handles are mostly small numbers given out in order (winIDEA's handle indexes, the evlog
- * mapping's handles by first appearance), so the slot is the handle's low bits (its higher bits
- * folded in): neighbouring areas share cache lines of the table (1,000 areas use 4 KB of it, not
- * a line each); each context starts at its own scrambled offset. */
+/* Handles are mostly small numbers given out in order per area type (winIDEA's handle indexes
+ * below the type nibble: functions 0x00000000.., lines 0x10000000..; the evlog mapping's handles
+ * by first appearance), so the slot is the handle's low bits, its higher bits folded in:
+ * neighbouring areas share cache lines of the table (1,000 areas use 4 KB of it, not a line
+ * each). Each (context, function or line) starts at its own offset: Fibonacci hashing of
+ * 2 * context + type spreads the offsets of consecutive contexts evenly over the table. */
 static size_t rcache_slot(uint32_t handle, uint32_t ci) {
-  uint32_t x = handle ^ (handle >> RCACHE_BITS) ^ (handle >> (2 * RCACHE_BITS)) ^
-               ((ci * 0x9E3779B1u) >> (32 - RCACHE_BITS));
+  uint32_t low = handle & 0x0FFFFFFFu, key = ci * 2u + ((handle >> 28) & 1u);
+  uint32_t x = low ^ (low >> RCACHE_BITS) ^ (low >> (2 * RCACHE_BITS)) ^
+               ((key * 0x9E3779B1u) >> (32 - RCACHE_BITS));
   return (size_t)(x & (RCACHE - 1));
 }
 
