@@ -436,15 +436,13 @@ static void edist_merge(edist_t *a, const edist_t *b) {
   a->sqhi += b->sqhi + (a->sqlo < b->sqlo);
 }
 
-/* Called before an event at time t changes row r's count or dists (windows on): when t is
- * outside the row's current interval, folds the interval into the cumulative statistics and
- * the window rings and starts the interval holding t. */
-static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
+/* Called (hot_at) before an event at time t changes row r's count or dists, windows on, when t
+ * is outside the row's current interval: folds the interval into the cumulative statistics and
+ * the window buckets and starts the interval holding t. */
+static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   wrow_t *w = r->w;
   int64_t lo = INT64_MIN, hi = INT64_MAX, lim[TLC_MAX_WINDOWS];
   unsigned i, k;
-  if (t >= r->wlo && t < r->whi) /* empty (wlo > whi) while w is NULL */
-    return;
   if (w == NULL) {
     size_t sz = wrow_size(e->o.nwindows);
     w = tlc_malloc(sz);
@@ -485,6 +483,13 @@ static void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   }
   r->wlo = lo;
   r->whi = hi;
+}
+
+/* hot_fold when windows are on and t is outside the row's current interval (empty, wlo > whi,
+ * while the row has no windows yet): the per-event check, kept inline. */
+static inline void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
+  if (e->o.nwindows && !(t >= r->wlo && t < r->whi))
+    hot_fold(e, r, t);
 }
 
 /* Counts the queued histogram samples, in two passes. First every entry that sample() could
@@ -676,8 +681,7 @@ static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) 
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
     /* without context_area GROSS == CALL: kept once, as CALL (the snapshot copies it) */
-    if (e->o.nwindows)
-      hot_at(e, r, t);
+    hot_at(e, r, t);
     sample(e, r, TLC_NET, net);
     if (e->ctxmode)
       sample(e, r, TLC_GROSS, gross);
@@ -809,8 +813,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
       e->c.dropped_area_limit++;
       return;
     }
-    if (e->o.nwindows)
-      hot_at(e, r, t);
+    hot_at(e, r, t);
     r->count++;
     if (r->has_last)
       sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
@@ -874,8 +877,7 @@ static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   erow_t *r = &e->rows[s->row];
   int64_t stay = dur(e, r, tsub(t, s->since));
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
-  if (e->o.nwindows)
-    hot_at(e, r, t);
+  hot_at(e, r, t);
   sample(e, r, TLC_NET, stay);
   r->seq = e->seq;
   s->valid = 0;
@@ -912,8 +914,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
     state_leave(e, s, t);
   r = &e->rows[ri];
   r->seq = e->seq;
-  if (e->o.nwindows)
-    hot_at(e, r, t);
+  hot_at(e, r, t);
   r->count++;
   if (r->has_last)
     sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
@@ -958,8 +959,7 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     anomaly(e, r);
     return;
   }
-  if (e->o.nwindows)
-    hot_at(e, r, t);
+  hot_at(e, r, t);
   r->count++;
   if (r->has_last)
     sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
