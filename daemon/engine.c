@@ -526,7 +526,7 @@ static void hlog_flush(tlc_engine_t *e) {
 /* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
  * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
  * span). */
-static void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
+static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
