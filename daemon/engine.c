@@ -710,8 +710,9 @@ static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int runn
   a->net = 0;
 }
 
-/* Makes room for one more activation on c's stack. 0, TLC_ELIMIT (max_depth) or TLC_ENOMEM. */
-static int ctx_room(tlc_engine_t *e, ectx_t *c) {
+/* Makes room for one more activation on c's stack (ctx_room: the check inline, the growth
+ * here). 0, TLC_ELIMIT (max_depth) or TLC_ENOMEM. */
+static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
   size_t cap = c->cap;
   act_t *ns;
   if (c->depth >= e->o.max_depth)
@@ -724,6 +725,10 @@ static int ctx_room(tlc_engine_t *e, ectx_t *c) {
   c->stack = ns;
   c->cap = (uint32_t)cap;
   return 0;
+}
+
+static inline int ctx_room(tlc_engine_t *e, ectx_t *c) {
+  return c->depth < c->cap && c->depth < e->o.max_depth ? 0 : ctx_grow(e, c);
 }
 
 static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
