@@ -19,9 +19,10 @@
  * value `cur`; every allocation happens only when a new key, stack level or histogram span
  * first appears.
  *
- * Cost per event: O(1) expected (one hash lookup - none for S/R/X naming the innermost
- * activation, found on the stack top -, a few sample updates: 128-bit square, a queued
- * histogram index, one bucket per window per event), plus O(k) for an X truncating k
+ * Cost per event: O(1) expected (one lookup of its row - none for S/R/X naming the innermost
+ * activation, found on the stack top; for code rows a direct-mapped row cache first, the hash
+ * table on a miss -, a few sample updates: 128-bit square, a queued histogram count, a fold into
+ * the window buckets when the row's current step has passed), plus O(k) for an X truncating k
  * activations and O(depth) for S/R/X looking for a non-innermost activation. Without
  * context_area GROSS == CALL, so GROSS samples are not kept separately (the snapshot copies). A gap
  * is O(rows + contexts * depth). A snapshot is O(rows log rows + contexts * depth) and does not
