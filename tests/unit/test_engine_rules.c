@@ -577,6 +577,47 @@ static void test_hist_count_past_65535(void **state) {
   tlc_engine_free(e);
 }
 
+/* Sums of squares past 2^64 (128-bit: hi * 2^64 + lo), through a carry and through one square,
+ * with the default windows (every event here lies in a step of its own, so every sample is
+ * folded into the windows' cumulative part before the snapshot merges it back).
+ * f: E@0 X@3e9, E@4e9 X@7e9, E@8e9 X@11e9: NET = CALL samples 3e9 x 3, squares 9e18 each (each
+ *   below 2^64 = 18446744073709551616), sum 2.7e19: hi 1, lo 2.7e19 - 2^64 =
+ *   8553255926290448384. PERIOD samples 4e9, 4e9: squares 1.6e19, sum 3.2e19: hi 1, lo
+ *   13553255926290448384.
+ * g: E@12e9 X@17e9: one sample 5e9, square 2.5e19: hi 1, lo 6553255926290448384. */
+static void test_sumsq_past_2_64(void **state) {
+  tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);
+  tlc_table_t t;
+  const tlc_stat_t *r;
+  unsigned k;
+  (void)state;
+  tlc_table_init(&t);
+  ev(e, F, E_, 0);
+  ev(e, F, X_, 3000000000);
+  ev(e, F, E_, 4000000000);
+  ev(e, F, X_, 7000000000);
+  ev(e, F, E_, 8000000000);
+  ev(e, F, X_, 11000000000);
+  ev(e, G, E_, 12000000000);
+  ev(e, G, X_, 17000000000);
+  snap(e, &t);
+  r = row(&t, F, 0, 0);
+  for (k = TLC_NET; k <= TLC_CALL; k++) {
+    dist_is(&r->dist[k], 3, 9000000000, 3000000000, 3000000000);
+    assert_int_equal(r->dist[k].sumsq_hi, 1);
+    assert_int_equal(r->dist[k].sumsq_lo, 8553255926290448384u);
+  }
+  dist_is(&r->dist[TLC_PERIOD], 2, 8000000000, 4000000000, 4000000000);
+  assert_int_equal(r->dist[TLC_PERIOD].sumsq_hi, 1);
+  assert_int_equal(r->dist[TLC_PERIOD].sumsq_lo, 13553255926290448384u);
+  r = row(&t, G, 0, 0);
+  dist_is(&r->dist[TLC_NET], 1, 5000000000, 5000000000, 5000000000);
+  assert_int_equal(r->dist[TLC_NET].sumsq_hi, 1);
+  assert_int_equal(r->dist[TLC_NET].sumsq_lo, 6553255926290448384u);
+  tlc_table_fini(&t);
+  tlc_engine_free(e);
+}
+
 /* bin10: the core is unknown (0xFF): one context "core?"; no Neutral with one context. */
 static void test_bin10_unknown_core(void **state) {
   tlc_engine_t *e = mk(TLC_FMT_BIN10, NULL);
@@ -1037,6 +1078,7 @@ int main(void) {
     cmocka_unit_test(test_ignored_and_invalid),
     cmocka_unit_test(test_caps),
     cmocka_unit_test(test_hist_count_past_65535),
+    cmocka_unit_test(test_sumsq_past_2_64),
     cmocka_unit_test(test_delta_snapshot),
     cmocka_unit_test(test_opts_and_alloc_failures),
     cmocka_unit_test(test_no_alloc_in_steady_state),
