@@ -648,13 +648,25 @@ static int64_t ctx_in(const tlc_engine_t *e, const ectx_t *c, int64_t t) {
   return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
 }
 
+/* A switch at t < T changes IN(T) of the context, and so what a snapshot reports for its open
+ * activations (their NET and GROSS up to T) without an event on their rows and without T
+ * growing: those rows are marked changed, for delta snapshots. */
+static void switch_mark(tlc_engine_t *e, const ectx_t *c, int64_t t) {
+  uint32_t j;
+  if (t < e->last)
+    for (j = 0; j < c->depth; j++)
+      e->rows[c->stack[j].row].seq = e->seq;
+}
+
 static void switch_in(tlc_engine_t *e, uint32_t ci, int64_t t) {
   ectx_t *c;
   if (ci >= DROP32)
     return;
   c = &e->ctx[ci];
-  if (c->in_count++ == 0)
+  if (c->in_count++ == 0) {
     c->in_since = t;
+    switch_mark(e, c, t);
+  }
 }
 
 static void switch_out(tlc_engine_t *e, uint32_t ci, int64_t t) {
@@ -662,8 +674,10 @@ static void switch_out(tlc_engine_t *e, uint32_t ci, int64_t t) {
   if (ci >= DROP32)
     return;
   c = &e->ctx[ci];
-  if (--c->in_count == 0)
+  if (--c->in_count == 0) {
     c->in_acc = tadd(c->in_acc, tsub(t, c->in_since));
+    switch_mark(e, c, t);
+  }
 }
 
 /* ---- code areas ---- */

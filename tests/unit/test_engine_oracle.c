@@ -421,13 +421,39 @@ static int check_delta(const tlc_table_t *f, const tlc_table_t *d, uint64_t sinc
   return 1;
 }
 
+/* The delta contract itself: a row that a delta since the previous cut leaves out is, in a full
+ * snapshot now, what it was in the full snapshot of that cut (but for seq). Without windows and
+ * Neutral rows (rows whose windows only slid with T are left out by design: engine.h). */
+static int check_unchanged(const tlc_table_t *prev, const tlc_table_t *cur, const tlc_table_t *d) {
+  size_t i;
+  for (i = 0; i < cur->nrows; i++) {
+    const tlc_stat_t *r = &cur->rows[i], *p;
+    tlc_stat_t a, b;
+    if (tlc_table_find(d, r->handle, r->context, r->state) != NULL)
+      continue;
+    p = tlc_table_find(prev, r->handle, r->context, r->state);
+    if (p == NULL) {
+      fprintf(stderr, "%s: delta lacks the new row %08x/%u\n", where, r->handle, r->context);
+      return 0;
+    }
+    a = *r;
+    b = *p;
+    a.seq = b.seq = 0;
+    if (memcmp(&a, &b, sizeof(a)) != 0) {
+      fprintf(stderr, "%s: delta lacks the changed row %08x/%u\n", where, r->handle, r->context);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 static int run_one(int kind, uint64_t seed) {
   static gen_t g;
   tlc_engine_t *e = NULL;
   tlc_oracle_t *o = NULL;
   tlc_engine_opts_t eo;
   tlc_oracle_opts_t oo;
-  tlc_table_t te, to;
+  tlc_table_t te, to, tp;
   tlc_snap_opts_t so = { 0, 1, 1, 1, 0, 0 };
   uint64_t since = 0;
   size_t len, i, cut[3];
@@ -454,6 +480,7 @@ static int run_one(int kind, uint64_t seed) {
   assert_int_equal(tlc_oracle_new(&o, g.fmt, &oo), 0);
   tlc_table_init(&te);
   tlc_table_init(&to);
+  tlc_table_init(&tp);
   cut[0] = (size_t)rng_below(&pr, g.n + 1);
   cut[1] = (size_t)rng_below(&pr, g.n + 1);
   cut[2] = g.n;
@@ -485,6 +512,20 @@ static int run_one(int kind, uint64_t seed) {
         assert_int_equal(tlc_engine_snapshot(e, &tf, &sf), 0);
         assert_int_equal(tlc_engine_snapshot(e, &td, &sd), 0);
         ok = check_delta(&tf, &td, since, sd.neutral_only, sd.kinds);
+        if (ok) { /* and every row left out is unchanged since the previous cut */
+          tlc_snap_opts_t pf = { 0, 0, 0, 1, 0, 0 }, pd = pf;
+          tlc_table_t tc, tdl;
+          tlc_table_init(&tc);
+          tlc_table_init(&tdl);
+          pd.since_seq = since;
+          assert_int_equal(tlc_engine_snapshot(e, &tc, &pf), 0);
+          assert_int_equal(tlc_engine_snapshot(e, &tdl, &pd), 0);
+          if (since != 0)
+            ok = check_unchanged(&tp, &tc, &tdl);
+          tlc_table_fini(&tp);
+          tp = tc;
+          tlc_table_fini(&tdl);
+        }
         since = tf.seq;
         tlc_table_fini(&tf);
         tlc_table_fini(&td);
@@ -522,6 +563,7 @@ static int run_one(int kind, uint64_t seed) {
             seed);
   tlc_table_fini(&te);
   tlc_table_fini(&to);
+  tlc_table_fini(&tp);
   tlc_engine_free(e);
   tlc_oracle_free(o);
   return ok;
