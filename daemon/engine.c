@@ -339,8 +339,10 @@ static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
 /* ---- anomalies and samples ---- */
 
 static void anomaly(tlc_engine_t *e, erow_t *r) {
-  if (r != NULL)
+  if (r != NULL) {
     r->anomalies++;
+    r->seq = e->seq;
+  }
   e->c.anomalies++;
 }
 
@@ -820,15 +822,16 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   if (ev->type == TLC_EV_ENTRY) {
     __builtin_prefetch(&r->k[TLC_PERIOD], 1);
     __builtin_prefetch(&r->k[TLC_OUTSIDE], 1);
+    __builtin_prefetch(&r->total[0], 1);
   } else if (ev->type == TLC_EV_EXIT) {
     __builtin_prefetch(&r->k[TLC_NET], 1);
     __builtin_prefetch(&r->k[TLC_CALL], 1);
+    __builtin_prefetch(&r->total[0], 1);
   }
-  __builtin_prefetch(&r->total[0], 1);
-  r->seq = e->seq;
   in_t = ctx_in(e, c, t);
   switch (ev->type) {
   case TLC_EV_ENTRY:
+    r->seq = e->seq;
     if (ctx_room(e, c) < 0) {
       e->c.dropped_area_limit++;
       return;
@@ -852,6 +855,12 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   case TLC_EV_SUSPEND:
     if (p >= 0) {
       act_t *o = &c->stack[p];
+      /* What a snapshot reports for the row at T (its open activation's NET up to T) changes
+       * here only when t < T; at t == T a delta includes the row anyway when T grew (an open
+       * row: since_seq in engine.h), and an anomaly marks it. So an S or R on an open
+       * activation at the head of the stream leaves the row's cache lines alone. */
+      if (t < e->last)
+        r->seq = e->seq;
       if (ev->type == TLC_EV_RESUME && !o->running) {
         o->running = 1;
         o->run_start = in_t;
@@ -862,6 +871,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
       break;
     }
     /* partial activation: the area was open before the recording */
+    r->seq = e->seq;
     if (ctx_room(e, c) < 0) {
       e->c.dropped_area_limit++;
       return;
@@ -874,6 +884,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     r->open++;
     break;
   case TLC_EV_EXIT:
+    r->seq = e->seq;
     if (p < 0) {
       anomaly(e, r);
       break;
