@@ -734,8 +734,7 @@ static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
   act_t *ns;
   if (c->depth >= e->o.max_depth)
     return TLC_ELIMIT;
-  if (c->depth < c->cap)
-    return 0;
+  /* c->stack itself when it has room (ctx_room gets here also for max_depth) */
   ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
   if (ns == NULL)
     return TLC_ENOMEM;
@@ -789,43 +788,37 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     ri = e->rcache[slot];
     /* a cached row is checked: its handle and context are its key (a row without a context,
      * ctx NONE32, never matches) */
-    if (ri < e->nrows && e->rows[ri].handle == ev->handle && e->rows[ri].ctx == ci) {
-      r = &e->rows[ri];
-    } else {
+    if (ri >= e->nrows || e->rows[ri].handle != ev->handle || e->rows[ri].ctx != ci) {
       ri = row_get(e, HK_CODE, ev->handle, ci, TLC_ROW_CODE);
       if (ri == NONE32) {
         e->c.dropped_area_limit++;
         return;
       }
       e->rcache[slot] = ri;
-    }
-    c = &e->ctx[ci];
-    r = &e->rows[ri];
-    if (r->ctx == NONE32) {
-      if (c->tindex == NONE32) {
-        uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
-        if (nt == NULL) {
-          e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
-          return;
+      if (e->rows[ri].ctx == NONE32) { /* a row without its context yet gets it */
+        if (c->tindex == NONE32) {
+          uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
+          if (nt == NULL) {
+            e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
+            return;
+          }
+          e->tctx = nt;
+          c->tindex = (uint32_t)e->ntctx;
+          e->tctx[e->ntctx++] = ci;
         }
-        e->tctx = nt;
-        c->tindex = (uint32_t)e->ntctx;
-        e->tctx[e->ntctx++] = ci;
+        e->rows[ri].ctx = ci;
+        e->ctxgen++;
       }
-      r->ctx = ci;
-      e->ctxgen++;
     }
+    r = &e->rows[ri];
     if (ev->type != TLC_EV_ENTRY)
       p = ctx_find(c, r, ri);
   }
   /* the sample lines this event will touch: their misses overlap the header's */
-  if (ev->type == TLC_EV_ENTRY) {
-    __builtin_prefetch(&r->k[TLC_PERIOD], 1);
-    __builtin_prefetch(&r->k[TLC_OUTSIDE], 1);
-    __builtin_prefetch(&r->total[0], 1);
-  } else if (ev->type == TLC_EV_EXIT) {
-    __builtin_prefetch(&r->k[TLC_NET], 1);
-    __builtin_prefetch(&r->k[TLC_CALL], 1);
+  if (ev->type == TLC_EV_ENTRY || ev->type == TLC_EV_EXIT) {
+    int entry = ev->type == TLC_EV_ENTRY;
+    __builtin_prefetch(&r->k[entry ? TLC_PERIOD : TLC_NET], 1);
+    __builtin_prefetch(&r->k[entry ? TLC_OUTSIDE : TLC_CALL], 1);
     __builtin_prefetch(&r->total[0], 1);
   }
   in_t = ctx_in(e, c, t);
