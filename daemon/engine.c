@@ -52,6 +52,16 @@
 
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
+/* A stream's mode, fixed per engine: M_CORE bin1x without context_area (contexts are cores,
+ * always switched in), M_TASK bin1x with context_area, M_THREAD evlog (contexts are threads). The
+ * push loop is inlined once with M_CORE as a constant (tlc_engine_push). */
+enum { M_CORE = 0, M_TASK = 1, M_THREAD = 2 };
+#if defined(__GNUC__)
+#define TLC_HOT inline __attribute__((always_inline))
+#else
+#define TLC_HOT inline
+#endif
+
 /* Code rows are found through a direct-mapped cache of row indexes (RCACHE slots, hashed from
  * handle and context) before the hash table: a hit costs one load in a 32 KB array and the check
  * of the row's handle and context, which the event reads next anyway. */
@@ -235,16 +245,30 @@ static int64_t floordiv(int64_t a, int64_t b) {
  * so every time difference and every accumulated total goes through these: a saturated
  * difference keeps its sign (a wrap backwards is a negative duration: 0 and an anomaly, SPEC
  * section 2), a saturated sum stops at INT64_MAX (or INT64_MIN). */
-static int64_t tsub(int64_t a, int64_t b) {
+static inline int64_t tsub(int64_t a, int64_t b) {
+#if defined(__GNUC__)
+  int64_t d;
+  if (__builtin_expect(__builtin_sub_overflow(a, b, &d), 0)) /* one sub and a flag test */
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return d;
+#else
   if (b < 0 ? a > INT64_MAX + b : a < INT64_MIN + b)
     return b < 0 ? INT64_MAX : INT64_MIN;
   return a - b;
+#endif
 }
 
-static int64_t tadd(int64_t a, int64_t b) {
+static inline int64_t tadd(int64_t a, int64_t b) {
+#if defined(__GNUC__)
+  int64_t s;
+  if (__builtin_expect(__builtin_add_overflow(a, b, &s), 0))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return s;
+#else
   if (b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b)
     return b > 0 ? INT64_MAX : INT64_MIN;
   return a + b;
+#endif
 }
 
 static int64_t nonneg(int64_t v) {
@@ -644,8 +668,9 @@ static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t k
   return idx;
 }
 
-static int64_t ctx_in(const tlc_engine_t *e, const ectx_t *c, int64_t t) {
-  if (!e->ctxmode)
+/* IN(t) of context c (ctxmode: e->ctxmode, a constant in the specialised push loop) */
+static inline int64_t ctx_in(int ctxmode, const ectx_t *c, int64_t t) {
+  if (!ctxmode)
     return t;
   return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
 }
@@ -686,13 +711,14 @@ static void switch_out(tlc_engine_t *e, uint32_t ci, int64_t t) {
 
 enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
 
-static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) {
+static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t,
+                              int how) {
   erow_t *r = &e->rows[a->row];
-  int64_t call, net = a->net, gross, in_t = ctx_in(e, c, t);
+  int64_t call, net = a->net, gross, in_t = ctx_in(ctxmode, c, t);
   call = dur(e, r, tsub(t, a->start));
   if (a->running)
     net = tadd(net, dur(e, r, tsub(in_t, a->run_start)));
-  gross = e->ctxmode ? dur(e, r, tsub(in_t, a->in_start)) : call;
+  gross = ctxmode ? dur(e, r, tsub(in_t, a->in_start)) : call;
   r->total[TLC_NET] = tadd(r->total[TLC_NET], net);
   r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
@@ -700,7 +726,7 @@ static void act_close(tlc_engine_t *e, ectx_t *c, act_t *a, int64_t t, int how) 
     /* without context_area GROSS == CALL: kept once, as CALL (the snapshot copies it) */
     hot_at(e, r, t);
     sample(e, r, TLC_NET, net);
-    if (e->ctxmode)
+    if (ctxmode)
       sample(e, r, TLC_GROSS, gross);
     sample(e, r, TLC_CALL, call);
   }
@@ -757,15 +783,16 @@ static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
   return -1;
 }
 
-static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode) {
+  const int ctxmode = mode == M_TASK;
   uint32_t ci, ri;
   ectx_t *c;
   erow_t *r;
   int32_t p = -1;
   int64_t in_t;
-  if (e->fmt == TLC_FMT_EVLOG)
+  if (mode == M_THREAD)
     ci = ctx_get(e, TLC_CTXK_THREAD, TLC_CORE_UNKNOWN, ev->thread);
-  else if (e->ctxmode)
+  else if (ctxmode)
     ci = e->cur[ev->core];
   else {
     ci = e->corectx[ev->core];
@@ -821,7 +848,7 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     __builtin_prefetch(&r->k[entry ? TLC_OUTSIDE : TLC_CALL], 1);
     __builtin_prefetch(&r->total[0], 1);
   }
-  in_t = ctx_in(e, c, t);
+  in_t = ctx_in(ctxmode, c, t);
   switch (ev->type) {
   case TLC_EV_ENTRY:
     r->seq = e->seq;
@@ -884,10 +911,10 @@ static void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
     }
     while (c->depth > (uint32_t)p + 1) {
       c->depth--;
-      act_close(e, c, &c->stack[c->depth], t, CL_TRUNC);
+      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC);
     }
     c->depth--;
-    act_close(e, c, &c->stack[c->depth], t, CL_X);
+    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X);
     break;
   default: /* W on a code area */
     anomaly(e, r);
@@ -1008,7 +1035,9 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
 
 /* ---- events ---- */
 
-static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
+/* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */
+static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
+  const int ctxmode = mode == M_TASK;
   int64_t t = ev->time_ns;
   unsigned area = tlc_handle_area(ev->handle);
   if (ev->type == TLC_EV_NONE)
@@ -1025,7 +1054,7 @@ static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
     e->last = t;
     e->tseq = e->seq;
   }
-  if (e->ctxmode && e->cur[ev->core] == NONE32) {
+  if (ctxmode && e->cur[ev->core] == NONE32) {
     /* the core's first event: its "no task yet" context is switched in */
     uint32_t ci = ctx_get(e, TLC_CTXK_CORE, ev->core, 0);
     e->cur[ev->core] = ci == NONE32 ? DROP32 : ci;
@@ -1038,7 +1067,7 @@ static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
   switch (area) {
   case TLC_AREA_FUNCTION:
   case TLC_AREA_LINE:
-    code_event(e, ev, t);
+    code_event(e, ev, t, mode);
     break;
   case TLC_AREA_VARIABLE:
   case TLC_AREA_AUX:
@@ -1048,7 +1077,7 @@ static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
     state_event(e, ev, t);
     break;
   }
-  if (e->ctxmode && ev->handle == e->o.context_area &&
+  if (ctxmode && ev->handle == e->o.context_area &&
       (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
     uint32_t ci = ctx_get(e, TLC_CTXK_TASK, TLC_CORE_UNKNOWN, ev->data), old = e->cur[ev->core];
     if (ci == NONE32)
@@ -1061,10 +1090,18 @@ static void push1(tlc_engine_t *e, const tlc_event_t *ev) {
   }
 }
 
+/* The loop is specialised for the common mode (bin1x without context_area: a core is a
+ * context, always switched in), so that its per-event checks of the mode compile away. */
 void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
   size_t i;
-  for (i = 0; i < n; i++)
-    push1(e, &ev[i]);
+  if (e->fmt != TLC_FMT_EVLOG && !e->ctxmode) {
+    for (i = 0; i < n; i++)
+      push1(e, &ev[i], M_CORE);
+  } else {
+    int mode = e->fmt == TLC_FMT_EVLOG ? M_THREAD : M_TASK;
+    for (i = 0; i < n; i++)
+      push1(e, &ev[i], mode);
+  }
 }
 
 void tlc_engine_gap(tlc_engine_t *e) {
@@ -1076,7 +1113,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     ectx_t *c = &e->ctx[i];
     while (c->depth > 0) {
       c->depth--;
-      act_close(e, c, &c->stack[c->depth], t, CL_GAP);
+      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP);
     }
   }
   for (i = 0; i < e->nsa; i++) {
@@ -1590,7 +1627,7 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   /* open activations up to T */
   for (i = 0; i < e->nctx; i++) {
     const ectx_t *c = &e->ctx[i];
-    int64_t in_t = ctx_in(e, c, e->last);
+    int64_t in_t = ctx_in(e->ctxmode, c, e->last);
     for (j = 0; j < c->depth; j++) {
       const act_t *a = &c->stack[j];
       tlc_stat_t *s;
