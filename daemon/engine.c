@@ -533,8 +533,9 @@ static void hlog_flush(tlc_engine_t *e) {
   hlent_t *lg = e->hlog;
   for (i = 0; i < n; i++) {
     uint16_t *c = lg[i].count;
-    if (i + HLOG_AHEAD < n && lg[i + HLOG_AHEAD].count != NULL)
-      __builtin_prefetch(lg[i + HLOG_AHEAD].count, 1);
+    /* a prefetch does not fault, whatever the address: entries past n (the log holds HLOG +
+     * HLOG_AHEAD, so this read stays inside it) are NULL or stale, and cost a useless prefetch */
+    __builtin_prefetch(lg[i + HLOG_AHEAD].count, 1);
     if (c != NULL && *c != UINT16_MAX) {
       (*c)++;
       continue;
@@ -719,11 +720,13 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   if (a->running)
     net = tadd(net, dur(e, r, tsub(in_t, a->run_start)));
   gross = ctxmode ? dur(e, r, tsub(in_t, a->in_start)) : call;
+  /* without context_area GROSS == CALL: its total and samples are kept once, as CALL's (the
+   * snapshot copies them) */
   r->total[TLC_NET] = tadd(r->total[TLC_NET], net);
-  r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
+  if (ctxmode)
+    r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
-    /* without context_area GROSS == CALL: kept once, as CALL (the snapshot copies it) */
     hot_at(e, r, t);
     sample(e, r, TLC_NET, net);
     if (ctxmode)
@@ -1191,7 +1194,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   e->hcap = 64;
   e->ht = tlc_calloc(e->hcap, sizeof(*e->ht));
   if (e->o.histograms)
-    e->hlog = tlc_malloc(HLOG * sizeof(*e->hlog));
+    e->hlog = tlc_calloc(HLOG + HLOG_AHEAD, sizeof(*e->hlog)); /* the tail: hlog_flush */
   if (e->ht == NULL || (e->o.histograms && e->hlog == NULL)) {
     tlc_free(e->ht);
     tlc_free(e->hlog);
@@ -1262,8 +1265,9 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
              (e->rows_raw != NULL ? (e->caprows + 1) * sizeof(erow_t) : 0) +
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
-             (e->hlog != NULL ? HLOG * sizeof(hlent_t) : 0) + e->capgrp * sizeof(grp_t) +
-             e->capsmap * sizeof(uint32_t) + e->capschg; /* the last three: snapshot scratch */
+             (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
+             e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) +
+             e->capschg; /* the last three: snapshot scratch */
   m->areas = e->nrows;
   m->contexts = e->nctx;
 }
@@ -1360,8 +1364,10 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
     s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
   if (so->windows)
     fill_windows(e, r, s, km);
+  if (!e->ctxmode && r->kind == TLC_ROW_CODE) /* GROSS == CALL: only CALL's total is kept */
+    s->total[TLC_GROSS] = s->total[TLC_CALL];
   if (!e->ctxmode && r->kind == TLC_ROW_CODE && (km & (1u << TLC_GROSS))) {
-    /* GROSS == CALL without context_area; only CALL's samples are kept */
+    /* and only CALL's samples */
     unsigned w;
     s->dist[TLC_GROSS] = s->dist[TLC_CALL];
     for (w = 0; w < s->nwin; w++)
