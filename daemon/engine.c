@@ -57,9 +57,11 @@ enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
  * push loop is inlined once with M_CORE as a constant (tlc_engine_push). */
 enum { M_CORE = 0, M_TASK = 1, M_THREAD = 2 };
 #if defined(__GNUC__)
-#define TLC_HOT inline __attribute__((always_inline))
+#define TLC_HOT         inline __attribute__((always_inline))
+#define TLC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
-#define TLC_HOT inline
+#define TLC_HOT         inline
+#define TLC_UNLIKELY(x) (x)
 #endif
 
 /* Code rows are found through a direct-mapped cache of row indexes (RCACHE slots, hashed from
@@ -139,7 +141,9 @@ typedef struct ectx {
   int64_t in_since, in_acc;
   act_t *stack;
   uint32_t depth, cap;
+  uint64_t pad_; /* to 64 bytes (LP64): every event indexes the contexts with a shift */
 } ectx_t;
+_Static_assert(sizeof(void *) != 8 || sizeof(ectx_t) == 64, "a context is 64 bytes");
 
 /* A sample kind of a row: its dist and its histogram's header, one 64-byte cache line (rows are
  * 64-byte aligned), so that a sample touches one line for both. */
@@ -799,10 +803,10 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     ci = e->cur[ev->core];
   else {
     ci = e->corectx[ev->core];
-    if (ci == NONE32)
+    if (TLC_UNLIKELY(ci == NONE32))
       ci = e->corectx[ev->core] = ctx_get(e, TLC_CTXK_CORE, ev->core, 0);
   }
-  if (ci >= DROP32) {
+  if (TLC_UNLIKELY(ci >= DROP32)) {
     e->c.dropped_area_limit++;
     return;
   }
@@ -1043,13 +1047,13 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
   const int ctxmode = mode == M_TASK;
   int64_t t = ev->time_ns;
   unsigned area = tlc_handle_area(ev->handle);
-  if (ev->type == TLC_EV_NONE)
+  if (TLC_UNLIKELY(ev->type == TLC_EV_NONE))
     return;
-  if (ev->flags & TLC_EVF_GAP)
+  if (TLC_UNLIKELY(ev->flags & TLC_EVF_GAP))
     tlc_engine_gap(e);
   e->c.events++;
   e->seq++;
-  if (!e->have_time) {
+  if (TLC_UNLIKELY(!e->have_time)) {
     e->have_time = 1;
     e->first = e->last = t;
     e->tseq = e->seq;
@@ -1063,22 +1067,15 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
     e->cur[ev->core] = ci == NONE32 ? DROP32 : ci;
     switch_in(e, e->cur[ev->core], t);
   }
-  if (ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE) {
+  if (area <= TLC_AREA_LINE && ev->type <= TLC_EV_WRITE) { /* the common case first */
+    code_event(e, ev, t, mode);
+  } else if (TLC_UNLIKELY(ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE)) {
     anomaly(e, NULL);
     return;
-  }
-  switch (area) {
-  case TLC_AREA_FUNCTION:
-  case TLC_AREA_LINE:
-    code_event(e, ev, t, mode);
-    break;
-  case TLC_AREA_VARIABLE:
-  case TLC_AREA_AUX:
+  } else if (area == TLC_AREA_VARIABLE || area == TLC_AREA_AUX) {
     data_event(e, ev, t);
-    break;
-  default:
+  } else {
     state_event(e, ev, t);
-    break;
   }
   if (ctxmode && ev->handle == e->o.context_area &&
       (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
