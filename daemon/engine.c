@@ -221,8 +221,8 @@ struct tlc_engine {
   int have_time;
   int64_t first, last;
   size_t hist_bytes, win_bytes;
-  hlent_t *hlog; /* queued histogram samples (hlog_flush) */
-  size_t nhlog;
+  hlent_t *hlog;        /* queued histogram samples (hlog_flush): hlog[0, hcur - hlog) */
+  hlent_t *hcur, *hend; /* the next entry; hlog + HLOG (full) */
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
    * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
    * rows changed, and the engine row -> table row map */
@@ -533,7 +533,7 @@ static inline void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
  * span or add a carry (hist.h; order does not matter: a histogram holds counts). Counts stay 16
  * bits for good, so a capture that has run for weeks takes this path as its first minutes did. */
 static void hlog_flush(tlc_engine_t *e) {
-  size_t i, n = e->nhlog, ns = 0;
+  size_t i, n = (size_t)(e->hcur - e->hlog), ns = 0;
   hlent_t *lg = e->hlog;
   for (i = 0; i < n; i++) {
     uint16_t *c = lg[i].count;
@@ -552,7 +552,7 @@ static void hlog_flush(tlc_engine_t *e) {
     (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
     e->hist_bytes += tlc__hist_bytes(h) - before;
   }
-  e->nhlog = 0;
+  e->hcur = e->hlog;
 }
 
 /* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
@@ -564,11 +564,11 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
     const tlc_hist_t *h = &r->k[k].h;
     uint32_t b = tlc__hist_idx(v), off = b - h->lo; /* off wraps above nb when b < lo */
-    hlent_t *l = &e->hlog[e->nhlog++];
+    hlent_t *l = e->hcur++;
     l->count = h->b != NULL && off < h->nb ? (uint16_t *)h->b + off : NULL;
     l->hist = (uint32_t)hi;
     l->bucket = b;
-    if (e->nhlog == HLOG)
+    if (e->hcur == e->hend)
       hlog_flush(e);
   }
 }
@@ -1190,8 +1190,11 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   memset(e->rcache, 0xFF, sizeof(e->rcache));
   e->hcap = 64;
   e->ht = tlc_calloc(e->hcap, sizeof(*e->ht));
-  if (e->o.histograms)
+  if (e->o.histograms) {
     e->hlog = tlc_calloc(HLOG + HLOG_AHEAD, sizeof(*e->hlog)); /* the tail: hlog_flush */
+    e->hcur = e->hlog;
+    e->hend = e->hlog != NULL ? e->hlog + HLOG : NULL;
+  }
   if (e->ht == NULL || (e->o.histograms && e->hlog == NULL)) {
     tlc_free(e->ht);
     tlc_free(e->hlog);
@@ -1235,7 +1238,7 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {
-  if (e->nhlog > 0)
+  if (e->hcur != e->hlog)
     hlog_flush(e);
 }
 
@@ -1552,7 +1555,7 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   if (so == NULL)
     so = &dso;
   km = snap_kinds(e, so);
-  if (e->nhlog > 0 && so->quantiles)
+  if (e->hcur != e->hlog && so->quantiles)
     hlog_flush(e); /* counts the queued histogram samples; no statistic changes */
   tlc_table_clear(t);
   t->format = e->fmt;
