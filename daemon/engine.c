@@ -24,7 +24,9 @@
  * table on a miss -, a few sample updates: 128-bit square, a queued histogram count, a fold into
  * the window buckets when the row's current step has passed), plus O(k) for an X truncating k
  * activations and O(depth) for S/R/X looking for a non-innermost activation. Without
- * context_area GROSS == CALL, so GROSS samples are not kept separately (the snapshot copies). A gap
+ * context_area GROSS == CALL, so GROSS's total and samples are not kept separately (the snapshot
+ * copies CALL's), and the push loop is a copy of its own with that mode a constant (about 190
+ * instructions per event on bench_engine's workload (a): bench/icount_engine.sh). A gap
  * is O(rows + contexts * depth). A snapshot is O(rows log rows + contexts * depth) and does not
  * change the engine.
  *
