@@ -241,12 +241,33 @@ uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {
 /* quantiles as num/1000, matching tlc_quantiles[] (0.5, 0.9, 0.99, 0.999) */
 static const uint64_t qnum[TLC_NQUANT] = { 500, 900, 990, 999 };
 
+/* Sets q[*qi ..] for every rank reached by cum at bucket i (the bucket's representative, clamped
+ * to [min, max]). */
+static void q_reach(uint32_t i, uint64_t cum, const uint64_t *rank, unsigned *qi, int64_t min,
+                    int64_t max, int64_t *q) {
+  while (*qi < TLC_NQUANT && cum >= rank[*qi]) {
+    uint64_t blo, bhi;
+    int64_t rep;
+    tlc__hist_bounds(i, &blo, &bhi);
+    rep = (int64_t)(blo + (bhi - blo) / 2);
+    if (rep < min)
+      rep = min;
+    if (rep > max)
+      rep = max;
+    q[(*qi)++] = rep;
+  }
+}
+
+/* The walk to the ranks sums blocks of QBLOCK buckets and steps through a block bucket by
+ * bucket only when a rank falls inside it. */
+#define QBLOCK 16
+
 int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
                         int64_t max, int64_t *q) {
   uint32_t lo = TLC_HIST_NB, hi = 0, i;
   unsigned k;
   uint64_t rank[TLC_NQUANT], cum = 0;
-  size_t j;
+  size_t j, x;
   unsigned qi = 0;
   if (n == 0)
     return 0;
@@ -272,25 +293,79 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
   for (qi = 0; qi < TLC_NQUANT; qi++)
     rank[qi] = tlc__hist_rank(n, qnum[qi], 1000);
   qi = 0;
-  for (i = lo; i < hi && qi < TLC_NQUANT; i++) {
+  if (nh == 1 && hs[0]->b != NULL) {
+    /* one histogram with a span (a row's own quantiles): its counts in order, its carries (in
+     * ascending bucket order) added as the walk passes them */
+    const tlc_hist_t *h = hs[0];
+    const uint16_t *c = h->b, *cb = h->in2 ? carry_buckets(h) : NULL;
+    const uint64_t *cv = h->in2 ? carries(h) : NULL;
+    uint32_t b0;
+    for (b0 = 0, x = 0; b0 < h->nb && qi < TLC_NQUANT; b0 += QBLOCK) {
+      uint32_t end = h->nb - b0 < QBLOCK ? h->nb : b0 + QBLOCK;
+      uint64_t sum = 0;
+      size_t x0 = x;
+      if (end - b0 == QBLOCK) { /* a block's sum first (a fixed count: vectorised) ... */
+        const uint16_t *blk = c + b0;
+        for (k = 0; k < QBLOCK; k++)
+          sum += blk[k];
+      } else {
+        for (i = b0; i < end; i++)
+          sum += c[i];
+      }
+      while (x < h->in2 && cb[x] < (uint32_t)h->lo + end)
+        sum += cv[x++] << 16;
+      if (cum + sum < rank[qi]) {
+        cum += sum;
+        continue;
+      }
+      for (i = b0; i < end; i++) { /* ... and bucket by bucket only where a rank is reached */
+        cum += c[i];
+        if (x0 < x && cb[x0] == h->lo + i)
+          cum += cv[x0++] << 16;
+        if (cum >= rank[qi])
+          q_reach(h->lo + i, cum, rank, &qi, min, max, q);
+      }
+    }
+  } else {
+    /* a union (a Neutral row's contexts): the counts summed into one array over [lo, hi) first,
+     * span by span, then walked once */
+    uint64_t acc[TLC_HIST_NB];
+    uint32_t b;
+    memset(acc + lo, 0, (hi - lo) * sizeof(acc[0]));
     for (j = 0; j < nh; j++) {
       const tlc_hist_t *h = hs[j];
-      if (h != NULL && h->b != NULL && i >= h->lo && i < (uint32_t)h->lo + h->nb)
-        cum += tlc__hist_count(h, i - h->lo);
-      else if (h != NULL && h->b == NULL)
+      if (h == NULL)
+        continue;
+      if (h->b != NULL) {
+        const uint16_t *c = h->b;
+        uint64_t *a = acc + h->lo;
+        for (i = 0; i < h->nb; i++)
+          a[i] += c[i];
+        if (h->in2 > 0) { /* (the carry table exists only then) */
+          const uint16_t *cb = carry_buckets(h);
+          const uint64_t *cv = carries(h);
+          for (x = 0; x < h->in2; x++)
+            acc[cb[x]] += cv[x] << 16;
+        }
+      } else {
         for (k = 0; k < h->nin; k++)
-          cum += inline_at(h, k) == i;
+          acc[inline_at(h, k)]++;
+      }
     }
-    while (qi < TLC_NQUANT && cum >= rank[qi]) {
-      uint64_t blo, bhi;
-      int64_t rep;
-      tlc__hist_bounds(i, &blo, &bhi);
-      rep = (int64_t)(blo + (bhi - blo) / 2);
-      if (rep < min)
-        rep = min;
-      if (rep > max)
-        rep = max;
-      q[qi++] = rep;
+    for (b = lo; b < hi && qi < TLC_NQUANT; b += QBLOCK) {
+      uint32_t end = hi - b < QBLOCK ? hi : b + QBLOCK;
+      uint64_t sum = 0;
+      for (i = b; i < end; i++)
+        sum += acc[i];
+      if (cum + sum < rank[qi]) {
+        cum += sum;
+        continue;
+      }
+      for (i = b; i < end; i++) {
+        cum += acc[i];
+        if (cum >= rank[qi])
+          q_reach(i, cum, rank, &qi, min, max, q);
+      }
     }
   }
   /* saturated buckets or samples that found no memory can leave ranks unreached: report max */

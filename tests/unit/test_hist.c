@@ -389,13 +389,77 @@ static void test_carry_many(void **state) {
   testalloc_uninstall();
 }
 
+/* The walk to the ranks (blocks of buckets summed, then bucket by bucket where a rank falls;
+ * a union summed into one array first) against a brute force over exact per-bucket counts: 300
+ * random sets of 1 to 5 histograms (NULL entries among them) mixing inline-only histograms,
+ * spans of any width and offset, and buckets carried past 65535 (one histogram with a carry
+ * alone, in unions, at block edges). Each quantile must be the clamped representative of the
+ * first bucket whose cumulative count reaches its rank. */
+static void test_walk_brute(void **state) {
+  static const uint64_t num[TLC_NQUANT] = { 500, 900, 990, 999 };
+  static uint64_t cnt[TLC_HIST_NB];
+  rng_t r;
+  unsigned round;
+  (void)state;
+  rng_seed(&r, 2026);
+  for (round = 0; round < 300; round++) {
+    tlc_hist_t hs[5];
+    const tlc_hist_t *hp[5];
+    unsigned nh = 1 + (unsigned)rng_below(&r, 5), j, qi;
+    uint64_t n = 0;
+    uint32_t lo = TLC_HIST_NB, hi = 0, i;
+    int64_t mn = INT64_MAX, mx = INT64_MIN, q[TLC_NQUANT];
+    memset(hs, 0, sizeof(hs));
+    memset(cnt, 0, sizeof(cnt));
+    for (j = 0; j < nh; j++) {
+      unsigned kind = (unsigned)rng_below(&r, 4), m, k;
+      /* a value range: an octave somewhere between 1 and 2^40, up to 6 octaves wide */
+      unsigned e0 = (unsigned)rng_below(&r, 40), w = 1 + (unsigned)rng_below(&r, 6);
+      hp[j] = rng_below(&r, 8) == 0 ? NULL : &hs[j];
+      if (hp[j] == NULL)
+        continue;
+      m = kind == 0 ? (unsigned)rng_below(&r, TLC_HIST_INLINE + 1)
+                    : 1 + (unsigned)rng_below(&r, 3000);
+      for (k = 0; k < m + (kind == 3 ? 1u : 0u); k++) {
+        int64_t v = (int64_t)(((uint64_t)1 << e0) + rng_below(&r, ((uint64_t)1 << (e0 + w))));
+        /* kind 3: one value gets 65536 + some more samples, so its bucket carries */
+        uint64_t times = kind == 3 && k == m ? 65536 + rng_below(&r, 100) : 1, t;
+        uint32_t b = tlc__hist_idx(v);
+        for (t = 0; t < times; t++)
+          assert_int_equal(tlc__hist_add(&hs[j], v), 0);
+        cnt[b] += times;
+        n += times;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+        lo = b < lo ? b : lo;
+        hi = b + 1 > hi ? b + 1 : hi;
+      }
+      if (kind == 3)
+        assert_true(hs[j].b != NULL && hs[j].in2 > 0);
+    }
+    assert_int_equal(tlc__hist_quantiles(hp, nh, n, mn, mx, q), n > 0);
+    for (qi = 0; n > 0 && qi < TLC_NQUANT; qi++) {
+      uint64_t rank = tlc__hist_rank(n, num[qi], 1000), cum = 0, blo, bhi;
+      int64_t rep;
+      for (i = lo; i < hi && cum < rank; i++)
+        cum += cnt[i];
+      tlc__hist_bounds(i - 1, &blo, &bhi);
+      rep = (int64_t)(blo + (bhi - blo) / 2);
+      rep = rep < mn ? mn : rep > mx ? mx : rep;
+      assert_int_equal(q[qi], rep);
+    }
+    for (j = 0; j < nh; j++)
+      tlc__hist_fini(&hs[j]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_buckets),     cmocka_unit_test(test_rank),
     cmocka_unit_test(test_small_exact), cmocka_unit_test(test_random_within_1pct),
     cmocka_unit_test(test_merge),       cmocka_unit_test(test_alloc_failure),
     cmocka_unit_test(test_inline_mix),  cmocka_unit_test(test_carry),
-    cmocka_unit_test(test_carry_many),
+    cmocka_unit_test(test_carry_many),  cmocka_unit_test(test_walk_brute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
