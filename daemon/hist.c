@@ -304,10 +304,12 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
       uint32_t end = h->nb - b0 < QBLOCK ? h->nb : b0 + QBLOCK;
       uint64_t sum = 0;
       size_t x0 = x;
-      if (end - b0 == QBLOCK) { /* a block's sum first (a fixed count: vectorised) ... */
+      if (end - b0 == QBLOCK) { /* a block's sum first (a fixed count in 32 bits: vectorised) */
         const uint16_t *blk = c + b0;
+        uint32_t s32 = 0; /* at most 16 * 65535 */
         for (k = 0; k < QBLOCK; k++)
-          sum += blk[k];
+          s32 += blk[k];
+        sum = s32;
       } else {
         for (i = b0; i < end; i++)
           sum += c[i];
@@ -318,7 +320,7 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         cum += sum;
         continue;
       }
-      for (i = b0; i < end; i++) { /* ... and bucket by bucket only where a rank is reached */
+      for (i = b0; i < end; i++) { /* then bucket by bucket only where a rank is reached */
         cum += c[i];
         if (x0 < x && cb[x0] == h->lo + i)
           cum += cv[x0++] << 16;
