@@ -74,7 +74,7 @@
  * its hash slot, plus with histograms 2 bytes (4 once a count passes 65535) per bucket spanned
  * (hist.h), plus with windows 256 bytes and 176 per window step that
  * holds samples of the row (steps that left their window are reused): from 256 + nwindows * 176
- * for a row hit in one step to 256 + nwindows * 10 * 176 for one hit in every step; and a 64 KiB
+ * for a row hit in one step to 256 + nwindows * 10 * 176 for one hit in every step; and a 66 KiB
  * log of queued histogram samples per engine (counted in batches; a snapshot with quantiles and
  * tlc_engine_sync count it). Cost per event: O(1) expected (a hash lookup, a stack operation)
  * except X truncating k activations above it (O(k)) and S/R/X on a non-innermost activation
