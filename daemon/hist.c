@@ -320,7 +320,7 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         cum += sum;
         continue;
       }
-      for (i = b0; i < end; i++) { /* then bucket by bucket only where a rank is reached */
+      for (i = b0; i < end && qi < TLC_NQUANT; i++) { /* then bucket by bucket where a rank is */
         cum += c[i];
         if (x0 < x && cb[x0] == h->lo + i)
           cum += cv[x0++] << 16;
@@ -363,7 +363,7 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         cum += sum;
         continue;
       }
-      for (i = b; i < end; i++) {
+      for (i = b; i < end && qi < TLC_NQUANT; i++) {
         cum += acc[i];
         if (cum >= rank[qi])
           q_reach(i, cum, rank, &qi, min, max, q);
