@@ -254,7 +254,7 @@ static int64_t floordiv(int64_t a, int64_t b) {
 static inline int64_t tsub(int64_t a, int64_t b) {
 #if defined(__GNUC__)
   int64_t d;
-  if (__builtin_expect(__builtin_sub_overflow(a, b, &d), 0)) /* one sub and a flag test */
+  if (TLC_UNLIKELY(__builtin_sub_overflow(a, b, &d))) /* one sub and a flag test */
     return b < 0 ? INT64_MAX : INT64_MIN;
   return d;
 #else
@@ -267,7 +267,7 @@ static inline int64_t tsub(int64_t a, int64_t b) {
 static inline int64_t tadd(int64_t a, int64_t b) {
 #if defined(__GNUC__)
   int64_t s;
-  if (__builtin_expect(__builtin_add_overflow(a, b, &s), 0))
+  if (TLC_UNLIKELY(__builtin_add_overflow(a, b, &s)))
     return b > 0 ? INT64_MAX : INT64_MIN;
   return s;
 #else
@@ -1366,14 +1366,15 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
     s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
   if (so->windows)
     fill_windows(e, r, s, km);
-  if (!e->ctxmode && r->kind == TLC_ROW_CODE) /* GROSS == CALL: only CALL's total is kept */
+  if (!e->ctxmode && r->kind == TLC_ROW_CODE) {
+    /* GROSS == CALL without context_area: only CALL's total and samples are kept */
     s->total[TLC_GROSS] = s->total[TLC_CALL];
-  if (!e->ctxmode && r->kind == TLC_ROW_CODE && (km & (1u << TLC_GROSS))) {
-    /* and only CALL's samples */
-    unsigned w;
-    s->dist[TLC_GROSS] = s->dist[TLC_CALL];
-    for (w = 0; w < s->nwin; w++)
-      s->win[w].k[TLC_GROSS] = s->win[w].k[TLC_CALL];
+    if (km & (1u << TLC_GROSS)) {
+      unsigned w;
+      s->dist[TLC_GROSS] = s->dist[TLC_CALL];
+      for (w = 0; w < s->nwin; w++)
+        s->win[w].k[TLC_GROSS] = s->win[w].k[TLC_CALL];
+    }
   }
 }
 

@@ -259,8 +259,19 @@ static void q_reach(uint32_t i, uint64_t cum, const uint64_t *rank, unsigned *qi
 }
 
 /* The walk to the ranks sums blocks of QBLOCK buckets and steps through a block bucket by
- * bucket only when a rank falls inside it. */
+ * bucket (q_walk) only when a rank falls inside it. */
 #define QBLOCK 16
+
+/* Adds the counts v[0, n) of buckets first, first + 1, ... to *cum one by one, setting the
+ * quantiles whose ranks they reach. */
+static void q_walk(const uint64_t *v, uint32_t first, uint32_t n, uint64_t *cum,
+                   const uint64_t *rank, unsigned *qi, int64_t min, int64_t max, int64_t *q) {
+  uint32_t i;
+  for (i = 0; i < n && *qi < TLC_NQUANT; i++) {
+    *cum += v[i];
+    q_reach(first + i, *cum, rank, qi, min, max, q);
+  }
+}
 
 int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int64_t min,
                         int64_t max, int64_t *q) {
@@ -320,12 +331,13 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         cum += sum;
         continue;
       }
-      for (i = b0; i < end && qi < TLC_NQUANT; i++) { /* then bucket by bucket where a rank is */
-        cum += c[i];
-        if (x0 < x && cb[x0] == h->lo + i)
-          cum += cv[x0++] << 16;
-        if (cum >= rank[qi])
-          q_reach(h->lo + i, cum, rank, &qi, min, max, q);
+      { /* a rank falls in this block: its counts with their carries (x0 .. x), one by one */
+        uint64_t v[QBLOCK];
+        for (i = b0; i < end; i++)
+          v[i - b0] = c[i];
+        for (; x0 < x; x0++)
+          v[cb[x0] - h->lo - b0] += cv[x0] << 16;
+        q_walk(v, h->lo + b0, end - b0, &cum, rank, &qi, min, max, q);
       }
     }
   } else {
@@ -363,11 +375,7 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
         cum += sum;
         continue;
       }
-      for (i = b; i < end && qi < TLC_NQUANT; i++) {
-        cum += acc[i];
-        if (cum >= rank[qi])
-          q_reach(i, cum, rank, &qi, min, max, q);
-      }
+      q_walk(acc + b, b, end - b, &cum, rank, &qi, min, max, q);
     }
   }
   /* saturated buckets or samples that found no memory can leave ranks unreached: report max */

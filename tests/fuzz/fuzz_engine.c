@@ -96,11 +96,6 @@ static void check_full(const tlc_table_t *t, const tlc_engine_opts_t *o) {
     abort();
 }
 
-static int same_key(const tlc_stat_t *a, const tlc_stat_t *b) {
-  return a->handle == b->handle && a->context == b->context && a->state == b->state &&
-         a->kind == b->kind;
-}
-
 /* Equal distributions; quantiles compared when `q` (one engine state and the same options:
  * has_q must agree too). */
 static int same_dist(const tlc_dist_t *a, const tlc_dist_t *b, int q) {
@@ -110,12 +105,9 @@ static int same_dist(const tlc_dist_t *a, const tlc_dist_t *b, int q) {
   return !q || (a->has_q == b->has_q && (!a->has_q || memcmp(a->q, b->q, sizeof(a->q)) == 0));
 }
 
+/* The row of t (sorted, as snapshots are) with k's key. */
 static const tlc_stat_t *find_row(const tlc_table_t *t, const tlc_stat_t *k) {
-  size_t j;
-  for (j = 0; j < t->nrows; j++)
-    if (same_key(k, &t->rows[j]))
-      return &t->rows[j];
-  return NULL;
+  return tlc_table_find(t, k->handle, k->context, k->state);
 }
 
 /* Count, totals, distributions and values (not windows, which slide with time). */
