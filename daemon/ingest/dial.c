@@ -1,4 +1,4 @@
-/* src_dial.c - TCP dial sources: tlcapd connects out to a probe and keeps reconnecting.
+/* dial.c - TCP dial sources: tlcapd connects out to a probe and keeps reconnecting.
  *
  * One dialer per [dial NAME]; its target (named NAME) is created when the dialer starts, so it
  * is listed (disconnected) before the probe is first reached, and it is the same target across
@@ -6,7 +6,7 @@
  * counters and gap log record disconnect and reconnect times.
  *
  * States: resolving (uv_getaddrinfo, threadpool) -> connecting (uv_tcp_connect, bounded by
- * CONNECT_TIMEOUT_MS) -> connected (a tlc_conn_t, src_tcp.c) -> closed -> waiting (backoff
+ * CONNECT_TIMEOUT_MS) -> connected (a tlc_conn_t, tcp.c) -> closed -> waiting (backoff
  * timer) -> resolving ... Backoff doubles from backoff_min to backoff_max with +-25% jitter and
  * starts again from backoff_min once a connection has delivered data.
  *

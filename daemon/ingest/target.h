@@ -4,7 +4,7 @@
  * streaming decoder, its evlog mapping (evlog only), its statistics engine, its counters and
  * its mapping. Targets outlive connections: a target that disconnects keeps its statistics and
  * counters, and the next connection under the same name continues them (after an engine gap,
- * SPEC section 2). Sources (src_tcp.c, src_dial.c, src_serial.c) attach a connection to a
+ * SPEC section 2). Sources (tcp.c, dial.c, serial.c) attach a connection to a
  * target, feed it bytes and detach it.
  *
  * Pipeline, on the loop thread, no copy per event:

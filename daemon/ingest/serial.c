@@ -1,4 +1,4 @@
-/* src_serial.c - serial ports: a tty opened raw, watched with uv_poll_t, decoded in resync mode.
+/* serial.c - serial ports: a tty opened raw, watched with uv_poll_t, decoded in resync mode.
  *
  * Why not uv_tty_t: it reopens /dev/tty-style paths and applies its own modes (libuv#120). The
  * port is opened O_RDWR|O_NOCTTY|O_NONBLOCK|O_CLOEXEC, locked (flock LOCK_EX|LOCK_NB, then

@@ -1,4 +1,4 @@
-/* store_export.c - the main-export hook of bin1x segments: that segment's statistics in Text1
+/* export.c - the main-export hook of bin1x segments: that segment's statistics in Text1
  * or in winIDEA XML, beside the segment's .BIN timeline.
  *
  * The hook recomputes the segment's statistics from its own bytes (a fresh engine over the

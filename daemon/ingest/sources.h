@@ -98,7 +98,7 @@ struct tlc_daemon {
   uint8_t *rbuf;    /* shared read buffer (loop thread only) */
   size_t rbuf_len;
   uv_timer_t sweep;    /* deadlines */
-  uv_check_t resume;   /* restarts reading of connections that yielded (src_tcp.c) */
+  uv_check_t resume;   /* restarts reading of connections that yielded (tcp.c) */
   int resume_init;     /* resume is initialised (closed with every handle at exit) */
   tlc_conn_t *yielded; /* connections that used their read share of this loop turn */
   int stopping;
@@ -111,7 +111,7 @@ struct tlc_daemon {
   void *barrier_ud;
 };
 
-/* ---- TCP listen (src_tcp.c) ---- */
+/* ---- TCP listen (tcp.c) ---- */
 
 /* Adopts inherited sockets (socket activation) as listeners, in this order: an fd named like a
  * configured [listen NAME] becomes that listener; else an fd bound to the address of a
@@ -147,7 +147,7 @@ size_t tlc_listen_count(const tlc_daemon_t *d);
 int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd);
 
 /* Starts reading on a connected TCP handle (accepted or dialled). For dial, `fixed` is the
- * target to attach (a preamble, if sent, is consumed and its name ignored). Called by src_dial. */
+ * target to attach (a preamble, if sent, is consumed and its name ignored). Called by dial.c. */
 void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed);
 
 /* Closes a connection: detaches its target with `reason`, removes it from d->conns, closes the
@@ -161,7 +161,7 @@ void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now);
  * then closes all connections. */
 void tlc__conns_drain_close(tlc_daemon_t *d);
 
-/* ---- TCP dial (src_dial.c) ---- */
+/* ---- TCP dial (dial.c) ---- */
 
 /* Reconciles running dialers with d->cfg. Returns 0 (failures to reach a probe are retried
  * with backoff, never an error). */
@@ -169,14 +169,14 @@ int tlc_dial_sync(tlc_daemon_t *d);
 /* The dialer's connection closed (called from the conn close path). */
 void tlc__dial_conn_closed(tlc_dialer_t *dl, int had_data);
 
-/* ---- serial (src_serial.c) ---- */
+/* ---- serial (serial.c) ---- */
 
 /* Reconciles running serial ports with d->cfg. Returns 0 (an absent device is retried). */
 int tlc_serial_sync(tlc_daemon_t *d);
 /* Shutdown: reads what the tty holds (non-blocking) and closes every port. */
 void tlc__serial_drain_close(tlc_daemon_t *d);
 
-/* ---- helpers shared by the sources (src_tcp.c) ---- */
+/* ---- helpers shared by the sources (tcp.c) ---- */
 
 /* Next reconnect delay: doubles `*cur` (starting at backoff_min, capped at backoff_max) and
  * returns it with +-25% jitter. */

@@ -1,4 +1,4 @@
-/* src_tcp.c - TCP listeners and the TCP connection pipeline shared with dial.
+/* tcp.c - TCP listeners and the TCP connection pipeline shared with dial.
  *
  * Accept path: a connection beyond max_connections (or during shutdown) is accepted and closed
  * at once (counted: refused promptly, never left in the backlog). fd exhaustion: libuv's
