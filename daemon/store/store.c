@@ -73,10 +73,11 @@ enum {
   C_SETMAP,
   C_SETCONF,
   C_SKIP,
-  C_RECEXPORT
+  C_RECEXPORT,
+  C_MARK
 };
 enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT };
-enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
+enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED, R_MARK };
 
 /* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
  * writer (the target's current names) and the seal jobs closed under it. refs under the store's
@@ -127,6 +128,7 @@ typedef struct cmd {
   tlc_store_tconf_t tc; /* C_SETCONF */
   void (*cb)(void *);
   void *ud;
+  tlc_store_mark_fn mcb; /* C_MARK */
 } cmd_t;
 
 typedef struct res {
@@ -138,6 +140,8 @@ typedef struct res {
   tlc_store_target_t *t;
   void (*cb)(void *);
   void *ud;
+  tlc_store_mark_fn mcb; /* R_MARK, with pos */
+  tlc_store_pos_t pos;
   char target[TLC_TARGET_NAME_MAX_ + 1];
   char path[1200];
   char msg[512];
@@ -169,6 +173,7 @@ struct tlc_store_target {
   struct tlc_store_target *next; /* loop: list of open targets */
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
+  uint64_t blk_items;     /* items in enc's open block */
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
   /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
   uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
@@ -1137,6 +1142,50 @@ static void apply_defaults(tlc_store_opts_t *o) {
     o->max_deferred_exports = 1024;
 }
 
+/* The storage position of everything queued before a mark: in the open segment, or (none open)
+ * at the start of the next one, whose sequence is fixed now. Disconnect gaps recorded there so
+ * far are counted, so that a replay from the position skips exactly them. */
+static uint64_t disc_count(const tlc_gap_t *g, size_t n) {
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(g[i].reason, "disconnect") == 0)
+      k += g[i].count;
+  return k;
+}
+
+static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
+  res_t *r = tlc_calloc(1, sizeof *r);
+  if (!r)
+    return; /* the caller's mark is lost: it counts a checkpoint without a position */
+  r->type = R_MARK;
+  r->mcb = c->mcb;
+  r->ud = c->ud;
+  if (t->seg.fd >= 0) {
+    r->pos.seq = t->seg.seq;
+    r->pos.bytes = t->seg.m.bytes;
+    r->pos.disconnects = disc_count(t->seg.m.gaps, t->seg.m.ngaps);
+  } else {
+    if (!t->seq_known) {
+      uint64_t mx = dir_max_seq(t->dir);
+      uv_mutex_lock(&s->cat.mu);
+      for (size_t i = 0; i < s->cat.n; i++)
+        if (strcmp(s->cat.v[i].target, t->name) == 0 && s->cat.v[i].seq > mx)
+          mx = s->cat.v[i].seq;
+      uv_mutex_unlock(&s->cat.mu);
+      t->next_seq = mx + 1;
+      t->seq_known = 1;
+    }
+    r->pos.seq = t->next_seq;
+    r->pos.bytes = 0;
+    for (size_t i = 0; i < t->npg; i++)
+      if (strcmp(t->pg[i].reason, "disconnect") == 0)
+        r->pos.disconnects += t->pg[i].count;
+  }
+  r->pos.skip_items = c->count;
+  r->pos.valid = 1;
+  push_res(s, r);
+}
+
 static void w_cmd(tlc_store_t *s, cmd_t *c) {
   tlc_store_target_t *t = c->t;
   switch (c->type) {
@@ -1185,6 +1234,9 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_RECEXPORT:
     if (s->rx)
       w_release_rx(s, t);
+    break;
+  case C_MARK:
+    w_mark(s, t, c);
     break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
@@ -1547,15 +1599,20 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
+    uint64_t b0 = t->enc.blocks;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
+    if (r >= 0)
+      t->blk_items = t->enc.blocks != b0 ? 1 : t->blk_items + 1;
     if (r < 0) {
       LOCKED(t->s, t->s->c.records_in++; t->c.records_in++);
       count_buffer_full(t, 1, 0); /* an item the encoder refused: counted, never silent */
       rc = r;
       continue;
     }
-    if (ev[i].flags & TLC_EVF_BLOCK_END)
+    if (ev[i].flags & TLC_EVF_BLOCK_END) {
       tlc_evlog_enc_flush(&t->enc, &o);
+      t->blk_items = 0;
+    }
   }
   int src = submit_out(t, &o, before);
   return rc < 0 ? rc : src;
@@ -1662,6 +1719,7 @@ static int flush_block(tlc_store_target_t *t) {
   uint64_t before = t->enc.blocks;
   tlc_out_init(&o, 0, NULL, NULL);
   tlc_evlog_enc_flush(&t->enc, &o);
+  t->blk_items = 0;
   return submit_out(t, &o, before);
 }
 
@@ -1691,6 +1749,18 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
   c->cb = cb;
   c->ud = ud;
   return enqueue(s, c, 0);
+}
+
+int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
+  cmd_t *c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = C_MARK;
+  c->t = t;
+  c->count = t->enc.open ? t->blk_items : 0; /* evlog: items of the open block, not queued */
+  c->mcb = cb;
+  c->ud = ud;
+  return enqueue(t->s, c, 0);
 }
 
 void tlc_store_retention_now(tlc_store_t *s) {
@@ -1989,6 +2059,9 @@ static void on_async(uv_async_t *a) {
       break;
     case R_BARRIER:
       r->cb(r->ud);
+      break;
+    case R_MARK:
+      r->mcb(r->ud, &r->pos);
       break;
     case R_STOPPED:
       break;

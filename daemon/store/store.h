@@ -304,6 +304,27 @@ void tlc_store_target_close(tlc_store_target_t *t);
  * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
+/* A storage position (tlc_store_mark): every record queued before the mark is in the target's
+ * segments of sequence < seq or in the first `bytes` bytes of segment `seq` (which may not
+ * exist yet when bytes is 0); `disconnects` counts the disconnect gaps segment `seq` records
+ * before that point. A replay from the position reads the rest of segment seq and every later
+ * one. */
+typedef struct tlc_store_pos {
+  int valid;
+  uint64_t seq, bytes, disconnects;
+  uint64_t skip_items; /* evlog: items of the block at `bytes` that came before the mark (the
+                          block was still open: it is written once complete) */
+} tlc_store_pos_t;
+typedef void (*tlc_store_mark_fn)(void *ud, const tlc_store_pos_t *pos);
+
+/* Calls cb(ud, pos) on the loop once the writer has reached this point of the target's queue:
+ * pos is where everything queued before it lies (records dropped before it, buffer_full or
+ * disk_full, are not in the segments; an evlog block still open is not cut: pos.skip_items says
+ * how many of its items came before the mark). A control command,
+ * never dropped. For checkpoints (the statistics then cover exactly the records before pos).
+ * Returns 0 or TLC_ENOMEM (cb is then never called). */
+int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud);
+
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out);
 void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out);
