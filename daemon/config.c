@@ -210,7 +210,8 @@ enum ktype {
   K_ADDR,
   K_U64,
   K_SYNC,
-  K_MAINEXP
+  K_MAINEXP,
+  K_SECS /* a duration whose bare number is seconds (SPEC's `SECONDS` options) */
 };
 
 typedef struct dkey {
@@ -264,6 +265,8 @@ static const dkey_t dkeys[] = {
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
+  /* continuity (daemon/continuity/) */
+  { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -330,6 +333,24 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
     uint64_t ms;
     if (tlc_config_parse_duration_ms(v, &ms) != 0 || (k->max != 0 && ms > k->max)) {
       seterr(why, wl, "expected a duration (e.g. 500ms, 2s, 1m), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    *(uint64_t *)(void *)(base + k->off) = ms;
+    return 0;
+  }
+  case K_SECS: {
+    uint64_t ms;
+    char *end;
+    double sec;
+    errno = 0;
+    sec = strtod(v, &end);
+    if (*v != '\0' && *v != '-' && end != v && *end == '\0' && errno == 0 && sec >= 0 &&
+        sec <= 1e12)
+      ms = (uint64_t)(sec * 1e3 + 0.5);
+    else if (tlc_config_parse_duration_ms(v, &ms) != 0)
+      ms = UINT64_MAX;
+    if (ms == UINT64_MAX || (k->max != 0 && ms > k->max)) {
+      seterr(why, wl, "expected seconds or a duration (e.g. 60, 500ms, 1m), got \"%s\"", v);
       return TLC_EINVAL;
     }
     *(uint64_t *)(void *)(base + k->off) = ms;
@@ -743,6 +764,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
+  c->checkpoint_interval_ms = 60000;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -850,6 +872,7 @@ static void usage(FILE *f) {
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
+        "              (continuity: --checkpoint-interval SECONDS)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
         "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",

@@ -32,6 +32,7 @@
 #ifdef TLC_HAVE_STORE
 #include "store.h"
 #endif
+#include "continuity.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,7 +48,8 @@ struct tlc_wiring {
   char state_dir[TLC_CFG_PATH];
   int store_on;
   int closing;
-  int pending; /* services still closing */
+  int pending;      /* services still closing */
+  tlc_cont_t *cont; /* statistics checkpoints and restore (continuity.h) */
 #ifdef TLC_HAVE_PUBSUB
   tlc_pubsub_t *ps;
 #endif
@@ -314,7 +316,43 @@ static int st_recover(tlc_wiring_t *w) {
 static st_handle_t *hd(const tlc_target_t *t) {
   return t->store;
 }
+
+/* Continuity's storage position: a mark in the target's store queue. */
+typedef struct st_mark_req {
+  tlc_cont_done_fn done;
+  void *ud;
+} st_mark_req_t;
+
+static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
+  st_mark_req_t *m = ud;
+  tlc_ckpt_pos_t cp = { p->valid, p->seq, p->bytes, p->disconnects, p->skip_items };
+  m->done(m->ud, &cp);
+  tlc_free(m);
+}
+
+static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
+  st_mark_req_t *m;
+  int r;
+  (void)ud;
+  if (hd(t) == NULL)
+    return TLC_EINVAL;
+  m = tlc_malloc(sizeof(*m));
+  if (m == NULL)
+    return TLC_ENOMEM;
+  m->done = done;
+  m->ud = done_ud;
+  r = tlc_store_mark(hd(t)->t, st_mark_done, m);
+  if (r != 0)
+    tlc_free(m);
+  return r;
+}
 #endif
+
+static void cont_closed(void *ud) {
+  tlc_wiring_t *w = ud;
+  w->pending--;
+  maybe_free(w);
+}
 
 static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
   tlc_wiring_t *w = ud;
@@ -554,6 +592,26 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     }
   }
 #endif
+  {
+    /* Continuity's observer goes first: a target is restored before storage opens it. */
+    tlc_cont_opts_t co;
+    memset(&co, 0, sizeof(co));
+    co.state_dir = d->cfg.state_dir;
+    co.interval_ms = d->cfg.checkpoint_interval_ms;
+#ifdef TLC_HAVE_STORE
+    if (w->st != NULL) {
+      co.mark = st_mark;
+      co.mark_ud = w;
+      co.replay = 1;
+    }
+#endif
+    r = tlc_cont_new(d->loop, &d->targets, &co, &w->cont);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "checkpoints: %s", tlc_strerror(r));
+      goto fail;
+    }
+    w->pending++;
+  }
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.decoded_cb = obs_decoded;
@@ -564,6 +622,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   r = tlc_targets_observe(&d->targets, &o);
   if (r != 0)
     goto fail;
+  tlc_cont_restore_all(w->cont); /* every checkpointed target, before anything connects */
   *out = w;
   return 0;
 fail:
@@ -633,6 +692,13 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   if (w == NULL || w->closing)
     return;
   w->closing = 1;
+  /* the last checkpoints, while storage still takes marks (they precede the targets' close) */
+  if (w->cont != NULL) {
+    tlc_cont_t *c = w->cont;
+    w->cont = NULL;
+    tlc_cont_checkpoint_all(c);
+    tlc_cont_close(c, cont_closed, w);
+  }
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
 #ifdef TLC_HAVE_PUBSUB

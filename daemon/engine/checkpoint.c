@@ -415,6 +415,11 @@ static void wipe(tlc_engine_t *e) {
   e->have_time = 0;
   e->first = e->last = 0;
   e->hist_bytes = e->win_bytes = 0;
+  e->hcur = e->hlog; /* queued samples name rows that are gone */
+}
+
+void tlc_engine_clear(tlc_engine_t *e) {
+  wipe(e);
 }
 
 int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {

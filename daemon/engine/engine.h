@@ -203,5 +203,8 @@ int tlc_engine_save(tlc_engine_t *e, struct tlc_ckw *w);
  * format/options differ from e's: incompatible), TLC_EVERSION (another build's layout or byte
  * order), TLC_EFRAME (damaged), TLC_ENOMEM. After an error e is as fresh as before. */
 int tlc_engine_load(tlc_engine_t *e, struct tlc_ckr *r);
+/* Back to the state of a new engine with the same options (every row, context and counter
+ * gone; memory released). */
+void tlc_engine_clear(tlc_engine_t *e);
 
 #endif
