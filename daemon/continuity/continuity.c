@@ -70,10 +70,11 @@ struct tlc_cont {
   tlc_cont_opts_t o;
   char state_dir[1024];
   uv_timer_t timer;
-  slot_t *slots; /* one per registry index (the registry never reorders) */
+  uv_timer_t soon; /* a checkpoint right after a restore */
+  slot_t *slots;   /* one per registry index (the registry never reorders) */
   size_t nslots;
   unsigned inflight;
-  int closing, timer_closed;
+  int closing, timers_closed;
   void (*close_cb)(void *);
   void *close_ud;
   tlc_cont_stats_t st;
@@ -277,6 +278,10 @@ static void on_timer(uv_timer_t *h) {
   tlc_cont_checkpoint_all(h->data);
 }
 
+static void on_soon(uv_timer_t *h) {
+  tlc_cont_checkpoint_all(h->data);
+}
+
 /* ---- restore ---- */
 
 /* Reads a whole file (at most max bytes). 0 with *buf and *len, -errno, TLC_ELIMIT. */
@@ -336,13 +341,14 @@ static void quarantine(tlc_cont_t *c, const char *name, const char *path, const 
 }
 
 /* One gap as the live target makes it at a disconnect: engine and evlog mapping forget what
- * is open, the gap is counted. */
-static void replay_gap(tlc_target_t *t) {
+ * is open; a disconnect is counted as one (the restart is not a disconnect). */
+static void replay_gap(tlc_target_t *t, int disconnect) {
   tlc_dec_reset(&t->dec);
   tlc_engine_gap(t->engine);
   if (t->evmap != NULL)
     tlc_evmap_gap(t->evmap);
-  t->gaps++;
+  if (disconnect)
+    t->gaps++;
 }
 
 #ifdef TLC_HAVE_STORE
@@ -417,7 +423,7 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
         skip_disc = 0;
         rflush(c, t, &b, open);
         while (cnt-- > 0)
-          replay_gap(t);
+          replay_gap(t, 1);
         *open = 0;
       }
       if (rc != 1)
@@ -496,15 +502,19 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   if (!have && recs == 0)
     return; /* a new target */
   if (open)
-    replay_gap(t); /* the restart: the stream that was open is over */
+    replay_gap(t, 0); /* the restart: the stream that was open is over */
   if (have)
     c->st.restored++;
   else
     c->st.rebuilt++;
   if (idx >= 0 && (size_t)idx < c->nslots) {
-    /* what is on disk now is its state: the next checkpoint only once it moves */
+    /* what is on disk now is its state: the next checkpoint only once it moves; a state
+     * brought forward is checkpointed at once (next loop turn, once storage has the target),
+     * so that a crash soon after does not replay across this restart's boundary */
     c->slots[idx].written = have && recs == 0 && !open;
     fingerprint(t, c->slots[idx].fp);
+    if (!c->slots[idx].written && !c->closing)
+      uv_timer_start(&c->soon, on_soon, 0, 0);
   }
   tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
           "target %s: %s%s, %" PRIu64 " stored records replayed (%.1f ms), %" PRIu64
@@ -593,6 +603,8 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   }
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
+  uv_timer_init(loop, &c->soon);
+  c->soon.data = c;
   if (c->o.interval_ms > 0)
     uv_timer_start(&c->timer, on_timer, c->o.interval_ms, c->o.interval_ms);
   *out = c;
@@ -608,7 +620,7 @@ void tlc_cont_set_mark(tlc_cont_t *c, tlc_cont_mark_fn mark, void *ud, int repla
 }
 
 static void maybe_finish(tlc_cont_t *c) {
-  if (!c->closing || c->inflight > 0 || !c->timer_closed)
+  if (!c->closing || c->inflight > 0 || c->timers_closed < 2)
     return;
   void (*cb)(void *) = c->close_cb;
   void *ud = c->close_ud;
@@ -620,7 +632,7 @@ static void maybe_finish(tlc_cont_t *c) {
 
 static void timer_closed(uv_handle_t *h) {
   tlc_cont_t *c = h->data;
-  c->timer_closed = 1;
+  c->timers_closed++;
   maybe_finish(c);
 }
 
@@ -638,6 +650,7 @@ void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud) {
   c->o.mark = NULL; /* storage is going away: positions already asked for still come */
   tlc_targets_unobserve(c->targets, c);
   uv_close((uv_handle_t *)&c->timer, timer_closed);
+  uv_close((uv_handle_t *)&c->soon, timer_closed);
 }
 
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s) {

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Continuity (SPEC section 10, issue 20): statistics survive restarts exactly.
+
+Every check compares the daemon's statistics (its stats dump) with the brute-force oracle
+(tests/oracle, through oracle_segments) run over the bytes the daemon stored, with a gap at
+every disconnect its manifests record and at every restart after a crash:
+  - SIGTERM + restart: the restored statistics equal the ones before the stop, and after more
+    data, the model over every stored segment;
+  - SIGKILL at random moments (seeded; checkpoints every 0.3 s, so the kill falls anywhere
+    between two): after each restart and at the end, the model over the stored bytes with
+    one gap per restart;
+  - a damaged checkpoint (truncated, a bit flipped, another version, zero length) is set
+    aside in .quarantine with one log line, the daemon starts, and the target rebuilt from
+    its segments equals the model.
+
+Usage: test_continuity.py TLCAPD ORACLE_SEGMENTS"""
+import json
+import os
+import random
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, ORACLE = sys.argv[1], sys.argv[2]
+NAME = "l@127.0.0.1"
+SEED = int(os.environ.get("TLC_SEED", "20"))
+
+
+class Gen:
+    """Random bin11 stream: nested calls on 3 cores, S/R, data writes, state changes, some
+    anomalies; times increase across every chunk (one capture)."""
+
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+        self.t = 1000
+        self.stacks = {0: [], 1: [], 2: []}
+
+    def chunk(self, n):
+        out = []
+        r = self.r
+        for _ in range(n):
+            self.t += r.randint(1, 5000)
+            core = r.randint(0, 2)
+            st = self.stacks[core]
+            k = r.randint(0, 99)
+            if k < 35 and len(st) < 8:
+                h = r.randint(0, 15)
+                st.append(h)
+                out.append(T.bin11(h, 3, core, 0, self.t))
+            elif k < 70 and st:
+                out.append(T.bin11(st.pop(), 0, core, 0, self.t))
+            elif k < 78 and st:
+                out.append(T.bin11(st[-1], r.choice((1, 2)), core, 0, self.t))
+            elif k < 88:
+                out.append(T.bin11(0x20000000 | r.randint(0, 4), 4, core, r.randint(0, 999),
+                                   self.t))
+            elif k < 97:
+                out.append(T.bin11(0x30000000 | r.randint(0, 2), 4, core, r.randint(0, 3),
+                                   self.t))
+            else:
+                out.append(T.bin11(r.randint(0, 15), 0, core, 0, self.t))  # X without E
+        return b"".join(out)
+
+
+def segments(state):
+    d = os.path.join(state, NAME)
+    out = {}
+    if not os.path.isdir(d):
+        return []
+    for f in os.listdir(d):
+        if f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part"):
+            seq = int(f.split("-")[1].split(".")[0])
+            out[seq] = os.path.join(d, f)
+    return [out[k] for k in sorted(out)]
+
+
+def seq_of(path):
+    return int(os.path.basename(path).split("-")[1].split(".")[0])
+
+
+def oracle(items):
+    rc, out, err = T.run([ORACLE, "bin11"] + items, timeout=120)
+    T.eq(rc, 0, "oracle_segments: " + err)
+    return json.loads(out)
+
+
+def qclose(a, b):
+    if a is None or b is None:
+        return a == b
+    return abs(a - b) <= max(1, abs(b) // 100 + 1)
+
+
+def compare(live, model, what):
+    """Every statistic of every row equal to the model's (quantiles within the histogram's
+    1 % bound: the model's are exact); windows and byte counters are not modelled."""
+    for k in ("events", "anomalies", "gaps"):
+        T.eq(live["counters"][k], model["counters"][k], what + " counters." + k)
+    T.eq(live["first_time"], model["first_time"], what + " first_time")
+    T.eq(live["last_time"], model["last_time"], what + " last_time")
+    lr = {D.row_key(r): r for r in live["rows"]}
+    mr = {D.row_key(r): r for r in model["rows"]}
+    T.eq(sorted(lr, key=repr), sorted(mr, key=repr), what + " row keys")
+    T.check(len(mr) >= 5, what + ": too few rows (%d)" % len(mr))
+    for key, m in mr.items():
+        l = lr[key]
+        for f in D.ROW_KEYS:
+            T.eq(l.get(f), m.get(f), "%s row %r %s" % (what, key, f))
+        for dk in ("net", "gross", "call", "outside", "period"):
+            T.eq(dk in l, dk in m, "%s row %r has %s" % (what, key, dk))
+            if dk not in m:
+                continue
+            for f in ("total", "n", "sum", "min", "max", "sumsq"):
+                T.eq(l[dk].get(f), m[dk].get(f), "%s row %r %s.%s" % (what, key, dk, f))
+            for f in ("p50", "p90", "p99", "p999"):
+                T.check(qclose(l[dk].get(f), m[dk].get(f)),
+                        "%s row %r %s.%s: %r vs exact %r" % (what, key, dk, f, l[dk].get(f),
+                                                             m[dk].get(f)))
+
+
+def start(d, port, interval="0.3"):
+    return D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port,
+                                "--checkpoint-interval", interval, "--rotate-bytes", "60000"],
+                    store=True)
+
+
+def stats_of(dm):
+    for t in dm.stats()["targets"]:
+        if t["name"] == NAME:
+            return t["stats"]
+    return None
+
+
+def send_and_close(dm, port, data):
+    before = stats_of(dm)
+    n0 = before["counters"]["events"] if before else 0
+    s = D.connect(port)
+    s.sendall(data)
+    s.shutdown(1)
+    D.wait_eof(s)
+    s.close()
+    want = n0 + len(data) // 24
+    dm.wait_stats(lambda st: any(t["name"] == NAME and not t["connected"]
+                                 and t["stats"]["counters"]["events"] == want
+                                 for t in st["targets"]), what="events %d" % want)
+
+
+def test_sigterm_restart(d):
+    g = Gen(SEED)
+    port = D.free_port()
+    dm = start(d, port)
+    send_and_close(dm, port, g.chunk(6000))
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status")
+    before = D.by_name(st, NAME)["stats"]
+    T.check(os.path.exists(os.path.join(dm.state, NAME, "target.checkpoint")), "checkpoint file")
+    dm = start(d, port)
+    after = stats_of(dm)
+    T.check(after is not None, "target restored at start (before any connection)")
+    T.eq(json.dumps(after["rows"], sort_keys=True), json.dumps(before["rows"], sort_keys=True),
+         "rows after restart")
+    T.eq(after["counters"], before["counters"], "counters after restart")
+    send_and_close(dm, port, g.chunk(4000))
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status")
+    compare(D.by_name(st, NAME)["stats"], oracle(segments(dm.state)), "after SIGTERM restart")
+
+
+def test_sigkill_random(d):
+    """Kill -9 at random moments; after each restart the statistics are the model over what
+    reached the disk, one gap per restart. Bounded to ~35 s."""
+    r = random.Random(SEED + 1)
+    g = Gen(SEED + 2)
+    port = D.free_port()
+    state = os.path.join(d, "state")
+    runs = []  # per run: the highest segment sequence before it started
+    t_end = time.monotonic() + 30
+    it = 0
+    while it < 12 and time.monotonic() < t_end:
+        it += 1
+        runs.append(max([seq_of(p) for p in segments(state)] or [0]))
+        dm = start(d, port, interval=r.choice(("0.2", "0.3", "0.5")))
+        if it > 1:
+            for line in dm.log().splitlines():
+                if "stored records replayed" in line:
+                    print("  iteration %d: %s" % (it, line.split(": ", 2)[-1]))
+            # restored: the model over everything stored before this start, a gap per restart
+            items = []
+            segs = segments(state)
+            for k in range(len(runs) - 1):
+                lo, hi = runs[k], runs[k + 1]
+                part = [p for p in segs if lo < seq_of(p) <= hi]
+                items += part + ["GAP"]
+            compare(stats_of(dm), oracle(items), "iteration %d after restart" % it)
+        s = D.connect(port)
+        sent = 0
+        if it == 1:  # the first checkpoint exists (a target without one is not made at start)
+            s.sendall(g.chunk(500))
+            sent = 500
+            D.wait_until(lambda: os.path.exists(os.path.join(state, NAME, "target.checkpoint")),
+                         10, "first checkpoint")
+        deadline = time.monotonic() + r.uniform(0.3, 1.5)
+        while time.monotonic() < deadline or sent < 2000:
+            data = g.chunk(r.randint(50, 400))
+            s.sendall(data)
+            sent += len(data) // 24
+            time.sleep(r.uniform(0, 0.02))
+        dm.kill()  # SIGKILL with the stream open
+        s.close()
+    runs.append(max([seq_of(p) for p in segments(state)] or [0]))
+    dm = start(d, port)
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status of the final run")
+    segs = segments(state)
+    items = []
+    for k in range(len(runs) - 1):
+        items += [p for p in segs if runs[k] < seq_of(p) <= runs[k + 1]] + ["GAP"]
+    compare(D.by_name(st, NAME)["stats"], oracle(items), "after %d kills" % it)
+    T.check("restored from its checkpoint" in dm.log(), "restore logged")
+
+
+def corrupt_case(d, how):
+    g = Gen(SEED + 3)
+    port = D.free_port()
+    dm = start(d, port)
+    send_and_close(dm, port, g.chunk(5000))
+    rc, st = dm.stop()
+    path = os.path.join(dm.state, NAME, "target.checkpoint")
+    b = bytearray(open(path, "rb").read())
+    if how == "truncated":
+        b = b[:len(b) // 2]
+    elif how == "bitflip":
+        b[len(b) // 3] ^= 0x10
+    elif how == "version":
+        b[8:12] = struct.pack("<I", 99)
+    elif how == "empty":
+        b = b""
+    open(path, "wb").write(bytes(b))
+    dm = start(d, port)
+    T.check("unusable" in dm.log(), how + ": no log line about the checkpoint:\n" + dm.log())
+    q = os.path.join(dm.state, ".quarantine", NAME)
+    T.check(os.path.isdir(q) and any(f.startswith("target.checkpoint") for f in os.listdir(q)),
+            how + ": checkpoint not in quarantine")
+    # the listener target comes back with its first connection: rebuilt from its segments,
+    # then the connection's records on top
+    s = D.connect(port)
+    s.sendall(g.chunk(1000))
+    s.shutdown(1)
+    D.wait_eof(s)
+    s.close()
+    dm.wait_stats(lambda st: any(t["name"] == NAME and not t["connected"]
+                                 and t["stats"]["counters"]["events"] >= 6000
+                                 for t in st["targets"]), what="target back")
+    T.check("statistics rebuilt" in dm.log(), how + ": no rebuild logged")
+    rc, st = dm.stop()
+    T.eq(rc, 0, how + ": exit status")
+    compare(D.by_name(st, NAME)["stats"], oracle(segments(dm.state)), how + ": rebuilt")
+
+
+def test_corrupt_truncated(d):
+    corrupt_case(d, "truncated")
+
+
+def test_corrupt_bitflip(d):
+    corrupt_case(d, "bitflip")
+
+
+def test_corrupt_version(d):
+    corrupt_case(d, "version")
+
+
+def test_corrupt_empty(d):
+    corrupt_case(d, "empty")
+
+
+if __name__ == "__main__":
+    T.main([test_sigterm_restart, test_sigkill_random, test_corrupt_truncated,
+            test_corrupt_bitflip, test_corrupt_version, test_corrupt_empty])
