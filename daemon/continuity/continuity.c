@@ -522,6 +522,11 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
           t->name, have ? "statistics restored from its checkpoint" : "statistics rebuilt",
           have && !pos.valid ? " (no storage position)" : "", recs, (double)(mono_ns() - t0) / 1e6,
           tlc_engine_counters(t->engine)->events);
+  if (have && pos.valid)
+    TLC_LOGD(TLC_LOGC_TARGET,
+             "target %s: checkpoint position: segment %" PRIu64 " byte %" PRIu64 ", %" PRIu64
+             " disconnects and %" PRIu64 " items of an open block before it",
+             t->name, pos.seq, pos.bytes, pos.disconnects, pos.skip_items);
 }
 
 static void obs_cb(void *ud, const tlc_target_t *ct, int kind, const char *detail) {

@@ -66,13 +66,51 @@ class Gen:
         return b"".join(out)
 
 
+class EvGen:
+    """Random evlog stream: blocks of items of 3 threads (+name/-name nesting, >state, !var),
+    times increasing per thread, sent in chunks that cut blocks anywhere."""
+
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+        self.t = 1.0
+        self.stacks = {1: [], 2: [], 3: []}
+
+    def chunk(self, n):
+        r = self.r
+        blocks = []
+        while n > 0:
+            items = []
+            for _ in range(min(n, r.randint(5, 60))):
+                self.t += r.randint(1, 5000) * 1e-9
+                th = r.randint(1, 3)
+                st = self.stacks[th]
+                k = r.randint(0, 99)
+                if k < 40 and len(st) < 6:
+                    nm = "f%d" % r.randint(0, 9)
+                    st.append(nm)
+                    items.append(T.evlog_item(self.t, th, "+" + nm))
+                elif k < 80 and st:
+                    items.append(T.evlog_item(self.t, th, "-" + st.pop()))
+                elif k < 90:
+                    items.append(T.evlog_item(self.t, th, ">s%d" % r.randint(0, 2)))
+                else:
+                    items.append(T.evlog_item(self.t, th, "!v%d" % r.randint(0, 2)))
+            n -= len(items)
+            blocks.append(T.evlog_block(items))
+        return b"".join(blocks)
+
+
+FMT = ["bin11"]
+
+
 def segments(state):
     d = os.path.join(state, NAME)
     out = {}
     if not os.path.isdir(d):
         return []
+    ext = (".log", ".log.part") if FMT[0] == "evlog" else (".txt.BIN", ".txt.BIN.part")
     for f in os.listdir(d):
-        if f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part"):
+        if f.endswith(ext[0]) or f.endswith(ext[1]):
             seq = int(f.split("-")[1].split(".")[0])
             out[seq] = os.path.join(d, f)
     return [out[k] for k in sorted(out)]
@@ -83,7 +121,7 @@ def seq_of(path):
 
 
 def oracle(items):
-    rc, out, err = T.run([ORACLE, "bin11"] + items, timeout=120)
+    rc, out, err = T.run([ORACLE, FMT[0]] + items, timeout=120)
     T.eq(rc, 0, "oracle_segments: " + err)
     return json.loads(out)
 
@@ -122,7 +160,7 @@ def compare(live, model, what):
 
 
 def start(d, port, interval="0.3"):
-    return D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port,
+    return D.Daemon(TLCAPD, d, ["--listen", "l=%s@127.0.0.1:%d" % (FMT[0], port),
                                 "--checkpoint-interval", interval, "--rotate-bytes", "60000"],
                     store=True)
 
@@ -169,17 +207,17 @@ def test_sigterm_restart(d):
     compare(D.by_name(st, NAME)["stats"], oracle(segments(dm.state)), "after SIGTERM restart")
 
 
-def test_sigkill_random(d):
+def test_sigkill_random(d, iterations=12, seconds=30):
     """Kill -9 at random moments; after each restart the statistics are the model over what
     reached the disk, one gap per restart. Bounded to ~35 s."""
     r = random.Random(SEED + 1)
-    g = Gen(SEED + 2)
+    g = EvGen(SEED + 2) if FMT[0] == "evlog" else Gen(SEED + 2)
     port = D.free_port()
     state = os.path.join(d, "state")
     runs = []  # per run: the highest segment sequence before it started
-    t_end = time.monotonic() + 30
+    t_end = time.monotonic() + seconds
     it = 0
-    while it < 12 and time.monotonic() < t_end:
+    while it < iterations and time.monotonic() < t_end:
         it += 1
         runs.append(max([seq_of(p) for p in segments(state)] or [0]))
         dm = start(d, port, interval=r.choice(("0.2", "0.3", "0.5")))
@@ -199,14 +237,16 @@ def test_sigkill_random(d):
         sent = 0
         if it == 1:  # the first checkpoint exists (a target without one is not made at start)
             s.sendall(g.chunk(500))
-            sent = 500
             D.wait_until(lambda: os.path.exists(os.path.join(state, NAME, "target.checkpoint")),
                          10, "first checkpoint")
         deadline = time.monotonic() + r.uniform(0.3, 1.5)
+        pending = b""
         while time.monotonic() < deadline or sent < 2000:
-            data = g.chunk(r.randint(50, 400))
-            s.sendall(data)
-            sent += len(data) // 24
+            pending += g.chunk(r.randint(50, 400))
+            cut = r.randint(1, len(pending))  # evlog: blocks cut anywhere
+            s.sendall(pending[:cut])
+            pending = pending[cut:]
+            sent += 300
             time.sleep(r.uniform(0, 0.02))
         dm.kill()  # SIGKILL with the stream open
         s.close()
@@ -276,6 +316,17 @@ def test_corrupt_empty(d):
     corrupt_case(d, "empty")
 
 
+def test_sigkill_random_evlog(d):
+    """The same with an evlog target (the evlog mapping's state, blocks still open at a
+    checkpoint: pos.skip_items)."""
+    FMT[0] = "evlog"
+    try:
+        test_sigkill_random(d, iterations=6, seconds=12)
+    finally:
+        FMT[0] = "bin11"
+
+
 if __name__ == "__main__":
-    T.main([test_sigterm_restart, test_sigkill_random, test_corrupt_truncated,
-            test_corrupt_bitflip, test_corrupt_version, test_corrupt_empty])
+    T.main([test_sigterm_restart, test_sigkill_random, test_sigkill_random_evlog,
+            test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,
+            test_corrupt_empty])
