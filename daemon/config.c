@@ -267,6 +267,7 @@ static const dkey_t dkeys[] = {
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
   /* continuity (daemon/continuity/) */
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "checkpoint_fork_bytes", K_U64, OFF(checkpoint_fork_bytes), 0, 1ull << 62 },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -765,6 +766,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
   c->checkpoint_interval_ms = 60000;
+  c->checkpoint_fork_bytes = 8ull << 20;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {

@@ -108,6 +108,7 @@ typedef struct tlc_config {
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
   uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
+  uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
 
   tlc_cfg_source_t *src;
   size_t nsrc;

@@ -325,7 +325,7 @@ typedef struct st_mark_req {
 
 static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
   st_mark_req_t *m = ud;
-  tlc_ckpt_pos_t cp = { p->valid, p->seq, p->bytes, p->disconnects, p->skip_items };
+  tlc_ckpt_pos_t cp = { p->valid, p->seq, p->bytes, p->disconnects };
   m->done(m->ud, &cp);
   tlc_free(m);
 }
@@ -598,6 +598,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     memset(&co, 0, sizeof(co));
     co.state_dir = d->cfg.state_dir;
     co.interval_ms = d->cfg.checkpoint_interval_ms;
+    /* 0 in the configuration: always a child (the option's floor); the module's 0 = default */
+    co.fork_bytes = d->cfg.checkpoint_fork_bytes > 0 ? (size_t)d->cfg.checkpoint_fork_bytes : 1;
 #ifdef TLC_HAVE_STORE
     if (w->st != NULL) {
       co.mark = st_mark;

@@ -97,7 +97,7 @@ int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns) {
   memcpy(h + 32, &q, 8);
   q = pos != NULL && pos->valid ? pos->disconnects : 0;
   memcpy(h + 40, &q, 8);
-  q = pos != NULL && pos->valid ? pos->skip_items : 0;
+  q = 0;
   memcpy(h + 48, &q, 8);
   memcpy(h + 56, &wall_ns, 8);
   q = w->len - TLC_CKPT_HEADER;
@@ -206,7 +206,6 @@ int tlc_ckpt_check(const uint8_t *buf, size_t len, tlc_ckpt_info_t *info, char *
   memcpy(&info->pos.seq, buf + 24, 8);
   memcpy(&info->pos.bytes, buf + 32, 8);
   memcpy(&info->pos.disconnects, buf + 40, 8);
-  memcpy(&info->pos.skip_items, buf + 48, 8);
   memcpy(&info->wall_ns, buf + 56, 8);
   tlc_ckr_init(&r, buf + TLC_CKPT_HEADER, (size_t)plen);
   if (get_head(&r, info) != 0) {

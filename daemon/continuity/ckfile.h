@@ -11,7 +11,7 @@
  *       24    8  position: segment sequence
  *       32    8  position: bytes of that segment
  *       40    8  position: disconnect gaps of that segment before it
- *       48    8  position: evlog items of the block at that offset already counted
+ *       48    8  reserved (0)
  *       56    8  wall clock of the checkpoint (Unix ns)
  *       64    8  payload length P
  *       72    P  payload: the target section (name, format, settings, counters, gap log,
@@ -37,7 +37,7 @@
 
 typedef struct tlc_ckpt_pos {
   int valid;
-  uint64_t seq, bytes, disconnects, skip_items;
+  uint64_t seq, bytes, disconnects;
 } tlc_ckpt_pos_t;
 
 /* What a checkpoint's target section says before the state (to create the target). */

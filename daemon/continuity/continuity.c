@@ -21,6 +21,7 @@
  *
  * Does not: checkpoint mappings loaded at run time (`tlcap mapping`), or history queries.
  */
+#define _GNU_SOURCE /* pipe2, syscall */
 #include "continuity.h"
 
 #include "ckbuf.h"
@@ -37,13 +38,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define REPLAY_CHUNK (1u << 20)
+#define CHILDREN_MAX 2 /* checkpoint processes at a time; a third large target waits a round */
 
 typedef struct slot {
   int busy;
@@ -53,6 +58,10 @@ typedef struct slot {
 
 typedef struct job {
   uv_work_t req;
+  uv_poll_t poll; /* forked: the child's status pipe */
+  pid_t pid;      /* forked: the child encoding and writing (0: encoded here) */
+  int to_fd;      /* forked: the position goes to the child here */
+  int from_fd;    /* forked: its status comes back here */
   tlc_cont_t *c;
   size_t idx;
   tlc_ckw_t w;
@@ -74,6 +83,7 @@ struct tlc_cont {
   slot_t *slots;   /* one per registry index (the registry never reorders) */
   size_t nslots;
   unsigned inflight;
+  unsigned children; /* checkpoint processes running (at most CHILDREN_MAX) */
   int closing, timers_closed;
   void (*close_cb)(void *);
   void *close_ud;
@@ -174,29 +184,179 @@ static void write_work(uv_work_t *req) {
 
 static void maybe_finish(tlc_cont_t *c);
 
-static void write_after(uv_work_t *req, int status) {
-  job_t *j = req->data;
+static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
   const char *name = j->idx < c->targets->n ? c->targets->v[j->idx]->name : "?";
-  if (status != 0 && j->rc == 0) {
-    j->rc = status;
-    snprintf(j->why, sizeof j->why, "%s", uv_strerror(status));
-  }
   if (j->rc != 0) {
     c->st.write_errors++;
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not written: %s", name, j->why);
   } else {
     c->st.written++;
     c->st.last_write_ns = j->write_ns;
-    TLC_LOGD(TLC_LOGC_TARGET, "target %s: checkpoint written (%zu bytes, %.1f ms)", name, j->w.len,
-             (double)j->write_ns / 1e6);
+    TLC_LOGD(TLC_LOGC_TARGET, "target %s: checkpoint written (%zu bytes, %.1f ms%s)", name, len,
+             (double)j->write_ns / 1e6, j->pid > 0 ? ", by a child process" : "");
   }
   if (j->idx < c->nslots)
     c->slots[j->idx].busy = 0;
+  if (j->pid > 0)
+    c->children--;
   tlc_ckw_fini(&j->w);
   tlc_free(j);
   c->inflight--;
   maybe_finish(c);
+}
+
+static void write_after(uv_work_t *req, int status) {
+  job_t *j = req->data;
+  if (status != 0 && j->rc == 0) {
+    j->rc = status;
+    snprintf(j->why, sizeof j->why, "%s", uv_strerror(status));
+  }
+  job_done(j, j->w.len);
+}
+
+/* ---- encoding in a child process (copy-on-write: the loop stalls only for fork) ---- */
+
+typedef struct child_status {
+  int rc;
+  uint64_t len, write_ns;
+  char why[2600];
+} child_status_t;
+
+static void close_fds_but(int a, int b) {
+  int lo = a < b ? a : b, hi = a < b ? b : a;
+#if defined(SYS_close_range)
+  if (syscall(SYS_close_range, 3u, (unsigned)lo - 1u, 0u) == 0 &&
+      (hi - lo < 2 || syscall(SYS_close_range, (unsigned)lo + 1u, (unsigned)hi - 1u, 0u) == 0) &&
+      syscall(SYS_close_range, (unsigned)hi + 1u, ~0u, 0u) == 0)
+    return;
+#endif
+  for (long fd = 3, mx = sysconf(_SC_OPEN_MAX) > 0 ? sysconf(_SC_OPEN_MAX) : 1024;
+       fd < mx && fd < 1048576; fd++)
+    if (fd != a && fd != b)
+      close((int)fd);
+}
+
+/* The child: the state as it was at fork(), encoded; the position from the parent; the file
+ * written; the status back. Only memory code and file system calls: no log, no loop. */
+static void child_main(job_t *j, tlc_target_t *t) {
+  child_status_t st;
+  struct pollfd pf;
+  size_t got = 0;
+  close_fds_but(j->to_fd, j->from_fd);
+  memset(&st, 0, sizeof st);
+  tlc_ckw_init(&j->w, j->c->o.max_file_bytes);
+  st.rc = tlc_ckpt_encode(t, &j->w);
+  if (st.rc != 0) {
+    snprintf(st.why, sizeof st.why, "encoding: %s", tlc_strerror(st.rc));
+    goto out;
+  }
+  pf.fd = j->to_fd;
+  pf.events = POLLIN;
+  while (got < sizeof j->pos) {
+    ssize_t n;
+    if (poll(&pf, 1, 120000) <= 0) {
+      st.rc = TLC_EIO;
+      snprintf(st.why, sizeof st.why, "no storage position from the daemon");
+      goto out;
+    }
+    n = read(j->to_fd, (char *)&j->pos + got, sizeof j->pos - got);
+    if (n <= 0) {
+      st.rc = TLC_EIO;
+      snprintf(st.why, sizeof st.why, "no storage position from the daemon");
+      goto out;
+    }
+    got += (size_t)n;
+  }
+  j->req.data = j;
+  write_work(&j->req);
+  st.rc = j->rc;
+  st.len = j->w.len;
+  st.write_ns = j->write_ns;
+  memcpy(st.why, j->why, sizeof st.why);
+out:
+  (void)!write(j->from_fd, &st, sizeof st);
+  _exit(0);
+}
+
+static void child_closed(uv_handle_t *h) {
+  job_t *j = h->data;
+  close(j->from_fd);
+  job_done(j, j->w.len);
+}
+
+static void on_child(uv_poll_t *p, int status, int events) {
+  job_t *j = p->data;
+  child_status_t st;
+  ssize_t n;
+  int ws;
+  (void)status;
+  (void)events;
+  n = read(j->from_fd, &st, sizeof st);
+  if (n < 0 && errno == EAGAIN)
+    return;
+  if (n == (ssize_t)sizeof st) {
+    j->rc = st.rc;
+    j->write_ns = st.write_ns;
+    j->w.len = (size_t)st.len; /* reported size only: the buffer was the child's */
+    memcpy(j->why, st.why, sizeof j->why);
+    j->why[sizeof j->why - 1] = '\0';
+  } else {
+    j->rc = TLC_EIO;
+    snprintf(j->why, sizeof j->why, "the checkpoint process ended without a status");
+  }
+  while (waitpid(j->pid, &ws, 0) < 0 && errno == EINTR)
+    ;
+  if (j->to_fd >= 0) {
+    close(j->to_fd);
+    j->to_fd = -1;
+  }
+  uv_poll_stop(p);
+  uv_close((uv_handle_t *)p, child_closed);
+}
+
+/* Forks the child for target t's checkpoint j. 0, or an error (nothing started). */
+static int fork_job(tlc_cont_t *c, job_t *j, tlc_target_t *t) {
+  int to[2], from[2];
+  pid_t pid;
+  if (pipe2(to, O_CLOEXEC) != 0)
+    return -errno;
+  if (pipe2(from, O_CLOEXEC) != 0) {
+    int e = -errno;
+    close(to[0]);
+    close(to[1]);
+    return e;
+  }
+  j->to_fd = to[0];
+  j->from_fd = from[1];
+  pid = fork();
+  if (pid == 0)
+    child_main(j, t); /* never returns */
+  close(to[0]);
+  close(from[1]);
+  if (pid < 0) {
+    int e = -errno;
+    close(to[1]);
+    close(from[0]);
+    return e;
+  }
+  j->pid = pid;
+  j->to_fd = to[1];
+  j->from_fd = from[0];
+  (void)fcntl(j->from_fd, F_SETFL, fcntl(j->from_fd, F_GETFL) | O_NONBLOCK);
+  j->poll.data = j;
+  if (uv_poll_init(c->loop, &j->poll, j->from_fd) != 0 ||
+      uv_poll_start(&j->poll, UV_READABLE | UV_DISCONNECT, on_child) != 0) {
+    /* cannot watch it: wait for it here (rare; the child exits once it has no position) */
+    int ws;
+    close(j->to_fd);
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+      ;
+    close(j->from_fd);
+    j->pid = 0;
+    return TLC_EIO;
+  }
+  return 0;
 }
 
 static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
@@ -204,6 +364,12 @@ static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
   int rc;
   if (pos != NULL)
     j->pos = *pos;
+  if (j->pid > 0) { /* the child waits for it (a pipe's buffer holds it: never blocks) */
+    (void)!write(j->to_fd, &j->pos, sizeof j->pos);
+    close(j->to_fd);
+    j->to_fd = -1;
+    return;
+  }
   j->req.data = j;
   rc = uv_queue_work(j->c->loop, &j->req, write_work, write_after);
   if (rc != 0) {
@@ -245,6 +411,32 @@ static void checkpoint_one(tlc_cont_t *c, size_t i) {
   if (target_dir(c, t->name, j->dir, sizeof j->dir) != 0) {
     tlc_free(j);
     return;
+  }
+  j->to_fd = j->from_fd = -1;
+  if (!c->closing && c->o.fork_bytes != SIZE_MAX) {
+    tlc_engine_mem_t m;
+    tlc_engine_mem(t->engine, &m);
+    if (m.bytes >= c->o.fork_bytes && c->children < CHILDREN_MAX) {
+      int rc;
+      t0 = mono_ns();
+      rc = fork_job(c, j, t);
+      if (rc == 0) {
+        c->children++;
+        c->st.last_encode_ns = mono_ns() - t0;
+        if (c->st.last_encode_ns > c->st.max_encode_ns)
+          c->st.max_encode_ns = c->st.last_encode_ns;
+        s->busy = 1;
+        s->written = 1;
+        memcpy(s->fp, fp, sizeof fp);
+        c->inflight++;
+        if (c->o.mark == NULL || c->o.mark(c->o.mark_ud, t, on_pos, j) != 0)
+          on_pos(j, NULL);
+        return;
+      }
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+              "target %s: checkpoint process not started (%s): encoding on the loop", t->name,
+              tlc_strerror(rc));
+    }
   }
   tlc_ckw_init(&j->w, c->o.max_file_bytes);
   t0 = mono_ns();
@@ -395,7 +587,6 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
     if (pos != NULL && pos->valid && v[i].seq == pos->seq) {
       skip_bytes = pos->bytes;
       skip_disc = pos->disconnects;
-      t->quiet_skip = pos->skip_items;
     }
     if (tlc_segread_open(v[i].path, t->format, 0, &r, err, sizeof err) != 0) {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET, "target %s: replay: %s: %s (skipped)", t->name,
@@ -447,11 +638,9 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET, "target %s: replay: %s: read error %s", t->name,
               v[i].path, tlc_strerror(rc));
     tlc_segread_close(r);
-    t->quiet_skip = 0;
   }
   tlc_dec_reset(&t->dec);
   t->quiet = 0;
-  t->quiet_skip = 0;
   tlc_free(b.p);
   tlc_free(v);
   return recs;
@@ -525,8 +714,8 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   if (have && pos.valid)
     TLC_LOGD(TLC_LOGC_TARGET,
              "target %s: checkpoint position: segment %" PRIu64 " byte %" PRIu64 ", %" PRIu64
-             " disconnects and %" PRIu64 " items of an open block before it",
-             t->name, pos.seq, pos.bytes, pos.disconnects, pos.skip_items);
+             " disconnects before it",
+             t->name, pos.seq, pos.bytes, pos.disconnects);
 }
 
 static void obs_cb(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
@@ -590,6 +779,8 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   c->o = *o;
   if (c->o.max_file_bytes == 0)
     c->o.max_file_bytes = (size_t)4 << 30;
+  if (c->o.fork_bytes == 0)
+    c->o.fork_bytes = (size_t)8 << 20;
   snprintf(c->state_dir, sizeof c->state_dir, "%s", o->state_dir != NULL ? o->state_dir : ".");
   c->o.state_dir = c->state_dir;
   c->nslots = targets->max;

@@ -1,11 +1,15 @@
 /* continuity.h - statistics that survive restarts (SPEC section 10): checkpoints and restore.
  *
  * Every checkpoint_interval, and at shutdown, each target whose state changed since its last
- * checkpoint is encoded (ckfile.h) on the loop thread into one buffer, the storage position
- * its statistics cover is asked of the store (opts.mark: a command in the store's queue, so
- * the position is exactly "every record before this point"), and the file is written on
- * libuv's threadpool (uv_queue_work): <state>/<target>/target.checkpoint.tmp, fsync, rename to
- * target.checkpoint, fsync of the directory. At most one write per target is in flight.
+ * checkpoint is encoded (ckfile.h) into one buffer, the storage position its statistics cover
+ * is asked of the store (opts.mark: a command in the store's queue, so the position is exactly
+ * "every record before this point"), and the file is written: <state>/<target>/
+ * target.checkpoint.tmp, fsync, rename to target.checkpoint, fsync of the directory. A small
+ * target is encoded on the loop thread and written on libuv's threadpool (uv_queue_work); a
+ * large one (opts.fork_bytes) by a forked child process, which sees the state as it was at
+ * fork() (copy-on-write), gets the position through a pipe, writes the file and reports back
+ * through another pipe (uv_poll): the loop stalls only for fork(). At most one checkpoint per
+ * target is in flight, and at most two children.
  *
  * When a target is created (at start for every checkpoint found, tlc_cont_restore_all, or
  * later by its source) its checkpoint is read and restored, and its stored records after the
@@ -42,6 +46,10 @@ typedef struct tlc_cont_opts {
   tlc_cont_mark_fn mark; /* NULL: no storage (checkpoints carry no position) */
   void *mark_ud;
   size_t max_file_bytes; /* largest checkpoint read or written (0: 4 GiB) */
+  size_t fork_bytes;     /* a target whose engine holds at least this much is encoded by a
+                            forked child (copy-on-write: the loop stalls only for fork()), a
+                            smaller one on the loop (0: 8 MiB; 1: always fork; SIZE_MAX: never).
+                            At shutdown always on the loop. */
 } tlc_cont_opts_t;
 
 /* Creates the module and registers its target observer on `targets` (register it before the

@@ -319,16 +319,8 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
 
 static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n) {
   tlc_targets_t *r = t->reg;
-  const tlc_event_t *out;
-  size_t nout;
-  if (t->quiet && t->quiet_skip > 0) { /* a replay's first events the checkpoint has */
-    size_t k = t->quiet_skip < n ? (size_t)t->quiet_skip : n;
-    t->quiet_skip -= k;
-    ev += k;
-    n -= k;
-  }
-  out = ev;
-  nout = n;
+  const tlc_event_t *out = ev;
+  size_t nout = n;
   for (size_t i = 0; i < r->nobs && !t->quiet; i++)
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);

@@ -120,7 +120,6 @@ typedef struct tlc_target {
   tlc_targets_t *reg;
   tlc_target_conf_t conf; /* as created (mapping_path owned): what a checkpoint records */
   int quiet;              /* replaying stored bytes (continuity): observers are not called */
-  uint64_t quiet_skip;    /* while quiet: decoded events to drop first (counted before) */
 } tlc_target_t;
 
 /* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);

@@ -173,7 +173,6 @@ struct tlc_store_target {
   struct tlc_store_target *next; /* loop: list of open targets */
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
-  uint64_t blk_items;     /* items in enc's open block */
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
   /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
   uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
@@ -1181,7 +1180,6 @@ static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
       if (strcmp(t->pg[i].reason, "disconnect") == 0)
         r->pos.disconnects += t->pg[i].count;
   }
-  r->pos.skip_items = c->count;
   r->pos.valid = 1;
   push_res(s, r);
 }
@@ -1599,20 +1597,15 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
-    uint64_t b0 = t->enc.blocks;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
-    if (r >= 0)
-      t->blk_items = t->enc.blocks != b0 ? 1 : t->blk_items + 1;
     if (r < 0) {
       LOCKED(t->s, t->s->c.records_in++; t->c.records_in++);
       count_buffer_full(t, 1, 0); /* an item the encoder refused: counted, never silent */
       rc = r;
       continue;
     }
-    if (ev[i].flags & TLC_EVF_BLOCK_END) {
+    if (ev[i].flags & TLC_EVF_BLOCK_END)
       tlc_evlog_enc_flush(&t->enc, &o);
-      t->blk_items = 0;
-    }
   }
   int src = submit_out(t, &o, before);
   return rc < 0 ? rc : src;
@@ -1719,7 +1712,6 @@ static int flush_block(tlc_store_target_t *t) {
   uint64_t before = t->enc.blocks;
   tlc_out_init(&o, 0, NULL, NULL);
   tlc_evlog_enc_flush(&t->enc, &o);
-  t->blk_items = 0;
   return submit_out(t, &o, before);
 }
 
@@ -1752,12 +1744,16 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
 }
 
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
-  cmd_t *c = tlc_calloc(1, sizeof *c);
+  cmd_t *c;
+  /* evlog: the items of a block still open are counted by the engine already; the block is
+   * cut here (as a rotation cuts it) so that they are before the mark */
+  if (flush_block(t) < 0)
+    return TLC_ENOMEM;
+  c = tlc_calloc(1, sizeof *c);
   if (!c)
     return TLC_ENOMEM;
   c->type = C_MARK;
   c->t = t;
-  c->count = t->enc.open ? t->blk_items : 0; /* evlog: items of the open block, not queued */
   c->mcb = cb;
   c->ud = ud;
   return enqueue(t->s, c, 0);

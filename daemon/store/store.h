@@ -312,15 +312,14 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 typedef struct tlc_store_pos {
   int valid;
   uint64_t seq, bytes, disconnects;
-  uint64_t skip_items; /* evlog: items of the block at `bytes` that came before the mark (the
-                          block was still open: it is written once complete) */
 } tlc_store_pos_t;
 typedef void (*tlc_store_mark_fn)(void *ud, const tlc_store_pos_t *pos);
 
 /* Calls cb(ud, pos) on the loop once the writer has reached this point of the target's queue:
  * pos is where everything queued before it lies (records dropped before it, buffer_full or
- * disk_full, are not in the segments; an evlog block still open is not cut: pos.skip_items says
- * how many of its items came before the mark). A control command,
+ * disk_full, are not in the segments). An evlog block still being collected is cut here, as a
+ * rotation cuts it (its first part written now, the rest as the next block): its items given
+ * so far are before the mark. A control command,
  * never dropped. For checkpoints (the statistics then cover exactly the records before pos).
  * Returns 0 or TLC_ENOMEM (cb is then never called). */
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud);
