@@ -98,14 +98,14 @@ def consume(url, subject="tlcap.>", idle_ms=800, js=True):
     return out
 
 
-def daemon(d, name, nats_url, prefix, extra=()):
+def daemon(d, name, nats_url, prefix, extra=(), store=False):
     port, serve = D.free_port(), D.free_port()
     dd = os.path.join(d, name)
     os.makedirs(dd)
     dm = D.Daemon(TLCAPD, dd, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
                                "--nats", nats_url, "--nats-subject", prefix,
                                "--nats-interval", "100"] + list(extra),
-                  serve="127.0.0.1:%d" % serve)
+                  serve="127.0.0.1:%d" % serve, store=store)
     dm.ingest, dm.serve = port, serve
     return dm
 
@@ -305,6 +305,34 @@ def test_broker_never_reads(d):
         ls.close()
 
 
+def test_sealed_segments(d):
+    """Every sealed segment is announced on PREFIX.TARGET.segments with its manifest."""
+    ns = NatsServer(d)
+    a = daemon(d, "a", ns.url(), "tlcap.seg", store=True)
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream")
+        send(a.ingest, D.calls(50), b"TLCAP/1 target=s1 format=bin11\n")
+        a.wait_stats(lambda s: D.by_name(s, "s1")["events"] == 100, what="100 events")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % a.serve, "rotate", "s1"])
+        T.check(rc == 0, "tlcap rotate: %d %s" % (rc, err))
+
+        def sealed():
+            msgs = consume(ns.url(), "tlcap.seg.s1.segments", idle_ms=400)
+            return msgs or None
+        msgs = D.wait_until(sealed, 20, "a segment notice", step=0.3)
+        ss = msgs[0][1].segment_sealed
+        T.eq(ss.target, "s1", "notice target")
+        T.check(os.path.exists(ss.path) and ss.path.startswith(a.state), "path %r" % ss.path)
+        T.check(ss.manifest.startswith(b"tlcap-manifest 1"), "manifest: %r" % ss.manifest[:60])
+        T.check(b"records 100" in ss.manifest, "the manifest counts the 100 records: %r" %
+                ss.manifest)
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
 def test_bad_url(d):
     rc, out, err = T.run([TLCAPD, "--nats", "http://x", "--check-config", "--no-store",
                           "--state-dir", d])
@@ -321,5 +349,5 @@ if __name__ == "__main__":
         pb = gen_pb2(tmp)
     except SystemExit:
         raise
-    T.main([test_bad_url, test_two_daemons_late_consumer, test_broker_killed_and_back,
+    T.main([test_bad_url, test_sealed_segments, test_two_daemons_late_consumer, test_broker_killed_and_back,
             test_broker_never_reads])
