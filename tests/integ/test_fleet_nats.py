@@ -98,14 +98,14 @@ def consume(url, subject="tlcap.>", idle_ms=800, js=True):
     return out
 
 
-def daemon(d, name, nats_url, prefix, extra=(), store=False):
+def daemon(d, name, nats_url, prefix, extra=(), store=False, env=None):
     port, serve = D.free_port(), D.free_port()
     dd = os.path.join(d, name)
     os.makedirs(dd)
     dm = D.Daemon(TLCAPD, dd, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
                                "--nats", nats_url, "--nats-subject", prefix,
                                "--nats-interval", "100"] + list(extra),
-                  serve="127.0.0.1:%d" % serve, store=store)
+                  serve="127.0.0.1:%d" % serve, store=store, env=env)
     dm.ingest, dm.serve = port, serve
     return dm
 
@@ -281,8 +281,13 @@ def test_broker_never_reads(d):
             # and from now on never read from c
     th = threading.Thread(target=serve, daemon=True)
     th.start()
+    # under ASan, freed memory sits in its quarantine (256 MiB by default) and RSS would grow to
+    # that: a small quarantine lets RSS show what the daemon holds
+    env = None
+    if "ASAN_OPTIONS" in os.environ:
+        env = {"ASAN_OPTIONS": os.environ["ASAN_OPTIONS"] + ":quarantine_size_mb=4"}
     a = daemon(d, "a", "nats://127.0.0.1:%d" % port, "tlcap.stuck",
-               ["--nats-buffer", "65536", "--nats-full-interval", "100"])
+               ["--nats-buffer", "65536", "--nats-full-interval", "100"], env=env)
     try:
         D.wait_until(lambda: nats_line(a)["connected"], 15, "connected to the stuck broker")
         # 3,000 areas: every full snapshot is a few hundred KB, every 100 ms
@@ -290,7 +295,7 @@ def test_broker_never_reads(d):
         send(a.ingest, data, b"TLCAP/1 target=big format=bin11\n")
         D.wait_until(lambda: nats_line(a)["dropped"] >= 20, 30, "drops counted", step=0.2)
         rss1 = vm_rss_kb(a.p.pid)
-        D.wait_until(lambda: nats_line(a)["dropped"] >= 60, 30, "more drops", step=0.2)
+        D.wait_until(lambda: nats_line(a)["dropped"] >= 100, 30, "more drops", step=0.2)
         rss2 = vm_rss_kb(a.p.pid)
         T.check(rss2 < rss1 + 8 * 1024, "RSS grew from %d to %d KiB" % (rss1, rss2))
         a.wait_stats(lambda s: D.by_name(s, "big")["events"] == 6000,
