@@ -278,6 +278,7 @@ static const dkey_t dkeys[] = {
   /* continuity (daemon/continuity/) */
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
   { "checkpoint_fork_bytes", K_U64, OFF(checkpoint_fork_bytes), 0, 1ull << 62 },
+  { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -782,6 +783,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->nats_max_bytes = 1ull << 30;
   c->checkpoint_interval_ms = 60000;
   c->checkpoint_fork_bytes = 8ull << 20;
+  c->idle_seal_ms = 60000;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -889,7 +891,7 @@ static void usage(FILE *f) {
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
-        "              (continuity: --checkpoint-interval SECONDS)\n"
+        "              (continuity: --checkpoint-interval SECONDS, --idle-seal SECONDS)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
         "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",

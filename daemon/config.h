@@ -118,6 +118,7 @@ typedef struct tlc_config {
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
   uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
   uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
+  uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
 
   tlc_cfg_source_t *src;
   size_t nsrc;

@@ -57,8 +57,11 @@ struct tlc_wiring {
 #endif
 #ifdef TLC_HAVE_STORE
   tlc_store_t *st;
-  tlc_config_t applied; /* storage settings in force (the numeric [daemon] keys) */
-  uv_mutex_t rec_mu;    /* serialises log lines of the recovery thread with the waiting loop */
+  uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
+  int idle_on;           /* the timer was initialised (closed with the wiring) */
+  uint64_t idle_seal_ms; /* 0: off */
+  tlc_config_t applied;  /* storage settings in force (the numeric [daemon] keys) */
+  uv_mutex_t rec_mu;     /* serialises log lines of the recovery thread with the waiting loop */
   uv_cond_t rec_cv;
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
@@ -150,6 +153,7 @@ static int ps_kind(int kind) {
 typedef struct st_handle {
   tlc_store_target_t *t;
   uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
+  int idle_sealed;                   /* idle_seal done since the last disconnect */
 } st_handle_t;
 
 static void st_log(void *ud, int level, const char *msg) {
@@ -180,6 +184,28 @@ static void st_closed(void *ud) {
   tlc_wiring_t *w = ud;
   w->pending--;
   maybe_free(w);
+}
+
+/* SPEC 10: a target that stays disconnected seals its open segment after idle_seal, so that
+ * its last segment does not stay a .part until it comes back. */
+static void idle_tick(uv_timer_t *h) {
+  tlc_wiring_t *w = h->data;
+  int64_t now = tlc_now_unix_ms();
+  if (w->st == NULL)
+    return;
+  for (size_t i = 0; i < w->d->targets.n; i++) {
+    tlc_target_t *t = w->d->targets.v[i];
+    st_handle_t *sh = t->store;
+    if (sh == NULL || t->connected || sh->idle_sealed || t->last_disconnect_unix_ms == 0 ||
+        now - t->last_disconnect_unix_ms < (int64_t)w->idle_seal_ms)
+      continue;
+    sh->idle_sealed = 1; /* a no-op when nothing was written since (no segment open) */
+    tlc_store_rotate(sh->t, TLC_ROT_IDLE);
+  }
+}
+
+static void idle_closed(uv_handle_t *h) {
+  st_closed(h->data);
 }
 
 /* The target's names and context area for its segments' main exports (SPEC 3: the export
@@ -417,6 +443,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         st_settings(w, t, 1);
       break;
     case TLC_TEV_CONNECTED:
+      if (hd(t) != NULL)
+        hd(t)->idle_sealed = 0;
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)
         tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
@@ -571,6 +599,15 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     d->barrier = st_barrier;
     d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
+    w->idle_seal_ms = d->cfg.idle_seal_ms;
+    if (w->idle_seal_ms > 0 && uv_timer_init(d->loop, &w->idle) == 0) {
+      uint64_t tick = w->idle_seal_ms / 4;
+      tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+      w->idle.data = w;
+      w->idle_on = 1;
+      w->pending++;
+      uv_timer_start(&w->idle, idle_tick, tick, tick);
+    }
   }
 #else
   if (d->cfg.store)
@@ -785,6 +822,10 @@ void tlc_wiring_close(tlc_wiring_t *w) {
         tlc_free(t->store);
         t->store = NULL;
       }
+    }
+    if (w->idle_on) {
+      w->idle_on = 0;
+      uv_close((uv_handle_t *)&w->idle, idle_closed);
     }
     w->pv->rotate = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */

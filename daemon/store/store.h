@@ -54,8 +54,9 @@ enum tlc_store_reason {
   TLC_ROT_SIGHUP = 4,
   TLC_ROT_COMMAND = 5,
   TLC_ROT_SHUTDOWN = 6,
-  TLC_ROT_IO_ERROR = 7, /* forced by a failed write or fsync (R5) */
-  TLC_ROT_RECOVERED = 8 /* sealed by crash recovery */
+  TLC_ROT_IO_ERROR = 7,  /* forced by a failed write or fsync (R5) */
+  TLC_ROT_RECOVERED = 8, /* sealed by crash recovery */
+  TLC_ROT_IDLE = 9       /* the target stayed disconnected for idle_seal (docs/continuity.md) */
 };
 
 /* What the main-export hook gets for a bin1x segment (sealer thread, or the recovering one). */
@@ -348,7 +349,8 @@ void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
  * recovering thread). Returns 0 or a negative error. */
 int tlc_store_main_export(void *ud, const tlc_store_export_t *x);
 
-/* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered". */
+/* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered",
+ * "idle". */
 const char *tlc_store_reason_name(int reason);
 
 #endif

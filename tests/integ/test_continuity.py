@@ -318,6 +318,33 @@ def test_corrupt_empty(d):
     corrupt_case(d, "empty")
 
 
+def test_idle_seal(d):
+    """A target that stays disconnected gets its open segment sealed after idle_seal (reason
+    idle in the manifest); before, it stays .part while the target is connected."""
+    g = Gen(SEED + 4)
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--idle-seal", "0.6"],
+                  store=True)
+    tdir = os.path.join(dm.state, NAME)
+    s = D.connect(port)
+    s.sendall(g.chunk(3000))
+    D.wait_until(lambda: any(f.endswith(".part") for f in os.listdir(tdir))
+                 if os.path.isdir(tdir) else False, 10, "open segment")
+    time.sleep(1.0)  # connected: never sealed for idleness
+    T.check(any(f.endswith(".part") for f in os.listdir(tdir)), "sealed while connected")
+    s.close()
+    t0 = time.monotonic()
+    D.wait_until(lambda: not any(f.endswith(".part") for f in os.listdir(tdir)), 10,
+                 "idle seal")
+    T.check(time.monotonic() - t0 >= 0.4, "sealed before idle_seal passed")
+    mans = [f for f in os.listdir(tdir) if f.endswith(".manifest")]
+    T.eq(len(mans), 1, "sealed segments")
+    text = open(os.path.join(tdir, mans[0])).read()
+    T.check("\nreason idle\n" in text, "manifest reason: " + text[:400])
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
 def test_sigkill_random_evlog(d):
     """The same with an evlog target (the evlog mapping's state, blocks still open at a
     checkpoint: the store cuts it at the mark)."""
@@ -329,6 +356,6 @@ def test_sigkill_random_evlog(d):
 
 
 if __name__ == "__main__":
-    T.main([test_sigterm_restart, test_sigkill_random, test_sigkill_random_evlog,
+    T.main([test_sigterm_restart, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
             test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,
             test_corrupt_empty])
