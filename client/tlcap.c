@@ -69,6 +69,8 @@ static void usage_main(FILE *to) {
           "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
           "  rotate TARGET                 close the target's segment and start a new one\n"
+          "  segments TARGET [--json]      the target's stored segments: wall-clock and target-\n"
+          "                                time spans, records, bytes, state, path\n"
           "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target\n"
           "  fleet --nats URL [--subject PREFIX] [--json]\n"
           "                                every daemon and target publishing to a NATS server\n"
@@ -372,6 +374,121 @@ static int cmd_rotate(int argc, char **argv) {
     printf("rotated %s\n", argv[1]);
     tlc_client_msg_free(m);
   }
+  tlc_client_free(c);
+  return status;
+}
+
+/* ---- segments ---------------------------------------------------------------------------- */
+
+static const char *const seg_states[] = { "?", "open", "sealed", "compressed" };
+static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
+                                           "command", "shutdown", "io_error", "recovered", "idle" };
+
+static void fmt_utc(char *buf, size_t len, int64_t ns) {
+  time_t sec = (time_t)(ns / 1000000000);
+  struct tm tm;
+  if (ns <= 0 || gmtime_r(&sec, &tm) == NULL) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void json_str(const char *s); /* below (cmd_watch) */
+
+static int cmd_segments(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  const char *target = NULL;
+  int status = 0, json = 0;
+  if (wants_help(argc, argv)) {
+    printf("usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
+           "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
+           "compressed), wall-clock span (UTC: first record's arrival, seal), target-time span\n"
+           "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
+           "host. --json: one JSON array of objects with the same fields.\n");
+    return 0;
+  }
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      json = 1;
+    else if (argv[i][0] != '-' && target == NULL)
+      target = argv[i];
+    else {
+      fprintf(stderr, "usage: tlcap segments TARGET [--json]\n");
+      return EXIT_USAGE;
+    }
+  }
+  if (target == NULL) {
+    fprintf(stderr, "usage: tlcap segments TARGET [--json]\n");
+    return EXIT_USAGE;
+  }
+  if ((c = connect_or_die("tlcap segments", &status)) == NULL)
+    return status;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS;
+  cm.list_segments = &ls;
+  ls.target = (char *)(uintptr_t)target;
+  if ((m = request(c, &cm, &status)) == NULL)
+    goto done;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_SEGMENTS) {
+    fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done_msg;
+  }
+  if (json)
+    putchar('[');
+  else
+    printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
+           "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
+  for (size_t i = 0; i < m->segments->n_segments; i++) {
+    const Tlcap__SegmentInfo *x = m->segments->segments[i];
+    const char *st = x->state < 4 ? seg_states[x->state] : "?";
+    const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    char op[32], cl[32];
+    fmt_utc(op, sizeof(op), x->opened_unix_ns);
+    fmt_utc(cl, sizeof(cl), x->closed_unix_ns);
+    if (json) {
+      printf("%s\n{\"seq\": %llu, \"state\": \"%s\", \"opened\": \"%s\", \"closed\": \"%s\", "
+             "\"opened_unix_ns\": %lld, \"closed_unix_ns\": %lld, ",
+             i ? "," : "", (unsigned long long)x->seq, st, op, cl, (long long)x->opened_unix_ns,
+             (long long)x->closed_unix_ns);
+      if (x->records > 0)
+        printf("\"first_time\": %lld, \"last_time\": %lld, \"min_time\": %lld, "
+               "\"max_time\": %lld, ",
+               (long long)x->first_time, (long long)x->last_time, (long long)x->min_time,
+               (long long)x->max_time);
+      printf("\"records\": %llu, \"items\": %llu, \"bytes\": %llu, \"gaps\": %llu, "
+             "\"reason\": \"%s\", \"recovered\": %s, \"path\": ",
+             (unsigned long long)x->records, (unsigned long long)x->items,
+             (unsigned long long)x->bytes, (unsigned long long)x->gaps,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "" : rs,
+             x->recovered ? "true" : "false");
+      json_str(x->path);
+      putchar('}');
+      continue;
+    }
+    if (x->records > 0)
+      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
+             (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs, x->path);
+    else
+      printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
+             (unsigned long long)x->bytes, x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs,
+             x->path);
+  }
+  if (json)
+    printf("%s]\n", m->segments->n_segments ? "\n" : "");
+  else if (m->segments->n_segments == 0)
+    printf("(no segments)\n");
+  if (m->segments->truncated)
+    fprintf(stderr, "tlcap: more segments than one reply holds: the oldest are not listed\n");
+done_msg:
+  tlc_client_msg_free(m);
+done:
   tlc_client_free(c);
   return status;
 }
@@ -1288,6 +1405,8 @@ int main(int argc, char **argv) {
     r = cmd_rotate(argc, argv);
   else if (strcmp(argv[0], "mapping") == 0)
     r = cmd_mapping(argc, argv);
+  else if (strcmp(argv[0], "segments") == 0)
+    r = cmd_segments(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {

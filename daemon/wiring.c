@@ -31,10 +31,12 @@
 #include "pubsub.h"
 #endif
 #ifdef TLC_HAVE_STORE
+#include "segread.h"
 #include "store.h"
 #endif
 #include "continuity.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,6 +408,83 @@ static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_
 }
 #endif
 
+#ifdef TLC_HAVE_STORE
+/* ListSegments: the target's segments on disk with their manifests' spans. */
+static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
+                       int *truncated) {
+  tlc_wiring_t *w = ud;
+  tlc_segent_t *v = NULL;
+  tlc_ps_segment_t *o;
+  size_t nv = 0, k = 0;
+  int r;
+  *out = NULL;
+  *n = 0;
+  *truncated = 0;
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0)
+    return TLC_EINVAL;
+  r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
+  if (r == -ENOENT)
+    return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
+  if (r != 0)
+    return r;
+  if (nv > max) { /* the oldest left out */
+    memmove(v, v + 1, (nv - 1) * sizeof(*v));
+    nv--;
+    *truncated = 1;
+  }
+  o = nv > 0 ? tlc_calloc(nv, sizeof(*o)) : NULL;
+  if (nv > 0 && o == NULL) {
+    tlc_free(v);
+    return TLC_ENOMEM;
+  }
+  for (size_t i = 0; i < nv; i++) {
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    char err[200];
+    tlc_ps_segment_t *x = &o[k];
+    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0)
+      continue; /* gone meanwhile (retention), or unreadable: not listed */
+    tlc_segread_info(sr, &info);
+    tlc_segread_close(sr);
+    x->seq = v[i].seq;
+    x->state = v[i].state;
+    snprintf(x->path, sizeof(x->path), "%s", v[i].path);
+    x->bytes = info.bytes;
+    x->records = info.records;
+    x->items = info.items;
+    x->gaps = info.ngaps;
+    x->first_time = info.first_time;
+    x->last_time = info.last_time;
+    x->min_time = info.min_time;
+    x->max_time = info.max_time;
+    x->opened_wall_ns = info.opened_wall_ns;
+    if (x->opened_wall_ns == 0) { /* an open segment: its name's <UTC start> (seconds) */
+      const char *b = strrchr(v[i].path, '/');
+      struct tm tm;
+      memset(&tm, 0, sizeof(tm));
+      if (b != NULL && sscanf(b + 1, "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                              &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        x->opened_wall_ns = (int64_t)timegm(&tm) * 1000000000ll;
+      }
+    }
+    x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
+    x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
+    x->recovered = info.recovered;
+    k++;
+  }
+  tlc_free(v);
+  if (k == 0) {
+    tlc_free(o);
+    o = NULL;
+  }
+  *out = o;
+  *n = k;
+  return 0;
+}
+#endif
+
 static void cont_closed(void *ud) {
   tlc_wiring_t *w = ud;
   w->pending--;
@@ -596,6 +675,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
               (unsigned long long)sum.quarantined);
     pv->rotate = st_rotate;
     pv->rotate_ud = w;
+    pv->ps.segments = st_segments;
+    pv->ps.segments_ud = w;
     d->barrier = st_barrier;
     d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
@@ -828,6 +909,7 @@ void tlc_wiring_close(tlc_wiring_t *w) {
       uv_close((uv_handle_t *)&w->idle, idle_closed);
     }
     w->pv->rotate = NULL;
+    w->pv->ps.segments = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */
     w->st = NULL;
     tlc_store_close(st, st_closed, w);

@@ -466,6 +466,9 @@ void tlc_segread_info(const tlc_segread_t *r, tlc_seginfo_t *o) {
   o->suspect = r->m.suspect;
   o->recovered = r->m.recovered;
   snprintf(o->why, sizeof o->why, "%s", r->why);
+  o->opened_wall_ns = r->m.opened_wall_ns;
+  o->closed_wall_ns = r->m.closed_wall_ns;
+  o->reason = r->m.reason;
 }
 
 int tlc_segread_gap(const tlc_segread_t *r, size_t i, const char **reason, uint64_t *count,

@@ -42,6 +42,8 @@ typedef struct tlc_seginfo {
   int suspect;    /* the manifest marks the segment suspect (fsync/write error) */
   int recovered;  /* sealed by crash recovery */
   char why[160];  /* why the manifest was rebuilt, "" otherwise */
+  int64_t opened_wall_ns, closed_wall_ns; /* wall clock (0: unknown or still open) */
+  int reason;                             /* enum tlc_store_reason (0 while open) */
 } tlc_seginfo_t;
 
 /* Opens the segment whose data file is `path`. `format` is used when no manifest says it
