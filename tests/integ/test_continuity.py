@@ -381,6 +381,17 @@ def test_segments(d):
     rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "segments", NAME])
     T.eq(rc, 0, "tlcap segments (table): " + err)
     T.eq(len(out.decode().strip().splitlines()), len(files) + 1, "table lines")
+    # tlcap rotate waits for the seal and prints the sealed file's path
+    open_seg = segs[-1]
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", NAME])
+    T.eq(rc, 0, "tlcap rotate: " + err)
+    sealed_path = out.decode().strip()
+    T.eq(sealed_path, open_seg["path"][:-len(".part")], "rotate prints the sealed path")
+    T.check(os.path.exists(sealed_path) and not os.path.exists(open_seg["path"]),
+            "sealed when rotate returns")
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", NAME])
+    T.eq(rc, 0, "tlcap rotate again: " + err)
+    T.check("no open segment" in out.decode(), "nothing to seal: " + out.decode())
     rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "segments", "nosuch"])
     T.eq(rc, 1, "unknown target: exit status (%s)" % err)
     rc, out, err = T.run([TLCAP, "segments"])
