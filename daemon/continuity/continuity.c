@@ -125,6 +125,24 @@ static int fsync_dir(const char *dir) {
   return rc;
 }
 
+/* mkdir -p: the state directory itself may not exist yet without storage. 0 or -errno. */
+static int mkdir_p(const char *dir) {
+  char p[1100];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof p)
+    return -ENAMETOOLONG;
+  memcpy(p, dir, n + 1);
+  for (size_t i = 1; i <= n; i++)
+    if (p[i] == '/' || p[i] == '\0') {
+      char ch = p[i];
+      p[i] = '\0';
+      if (mkdir(p, 0750) != 0 && errno != EEXIST)
+        return -errno;
+      p[i] = ch;
+    }
+  return 0;
+}
+
 static void write_work(uv_work_t *req) {
   job_t *j = req->data;
   char tmp[1200], fin[1200];
@@ -136,9 +154,8 @@ static void write_work(uv_work_t *req) {
     snprintf(j->why, sizeof j->why, "encoding: %s", tlc_strerror(j->rc));
     return;
   }
-  if (mkdir(j->dir, 0750) != 0 && errno != EEXIST) {
-    j->rc = -errno;
-    snprintf(j->why, sizeof j->why, "mkdir %s: %s", j->dir, strerror(errno));
+  if ((j->rc = mkdir_p(j->dir)) != 0) {
+    snprintf(j->why, sizeof j->why, "mkdir %s: %s", j->dir, strerror(-j->rc));
     return;
   }
   snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
@@ -196,8 +213,11 @@ static void job_done(job_t *j, size_t len) {
     TLC_LOGD(TLC_LOGC_TARGET, "target %s: checkpoint written (%zu bytes, %.1f ms%s)", name, len,
              (double)j->write_ns / 1e6, j->pid > 0 ? ", by a child process" : "");
   }
-  if (j->idx < c->nslots)
+  if (j->idx < c->nslots) {
     c->slots[j->idx].busy = 0;
+    if (j->rc != 0)
+      c->slots[j->idx].written = 0; /* tried again at the next interval */
+  }
   if (j->pid > 0)
     c->children--;
   tlc_ckw_fini(&j->w);

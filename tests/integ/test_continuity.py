@@ -210,6 +210,26 @@ def test_sigterm_restart(d):
     compare(D.by_name(st, NAME)["stats"], oracle(segments(dm.state)), "after SIGTERM restart")
 
 
+def test_nostore_sigterm(d):
+    """Without storage: the checkpoint alone (the state directory is created for it)."""
+    g = Gen(SEED + 6)
+    port = D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--checkpoint-interval", "0.3"]
+    dm = D.Daemon(TLCAPD, d, args)
+    send_and_close(dm, port, g.chunk(3000))
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status")
+    before = D.by_name(st, NAME)["stats"]
+    T.check("checkpoint not written" not in dm.log(), "a checkpoint failed:\n" + dm.log())
+    dm = D.Daemon(TLCAPD, d, args)
+    after = stats_of(dm)
+    T.check(after is not None, "restored without storage")
+    T.eq(json.dumps(after["rows"], sort_keys=True), json.dumps(before["rows"], sort_keys=True),
+         "rows after restart")
+    T.eq(after["counters"], before["counters"], "counters after restart")
+    dm.stop()
+
+
 def test_sigkill_random(d, iterations=12, seconds=30):
     """Kill -9 at random moments; after each restart the statistics are the model over what
     reached the disk, one gap per restart. Bounded to ~35 s."""
@@ -410,7 +430,7 @@ def test_sigkill_random_evlog(d):
 
 
 if __name__ == "__main__":
-    T.main([test_sigterm_restart, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
+    T.main([test_sigterm_restart, test_nostore_sigterm, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
             test_segments,
             test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,
             test_corrupt_empty])
