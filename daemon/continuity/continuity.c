@@ -53,6 +53,7 @@
 typedef struct slot {
   int busy;
   int written;    /* a checkpoint was written (or restored) */
+  int again;      /* shutdown: checkpoint once the one in flight is done */
   uint64_t fp[4]; /* what the last one covered: engine seq, bytes, connections, gaps */
 } slot_t;
 
@@ -200,6 +201,7 @@ static void write_work(uv_work_t *req) {
 }
 
 static void maybe_finish(tlc_cont_t *c);
+static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork);
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -220,8 +222,17 @@ static void job_done(job_t *j, size_t len) {
   }
   if (j->pid > 0)
     c->children--;
-  tlc_ckw_fini(&j->w);
-  tlc_free(j);
+  {
+    size_t idx = j->idx;
+    tlc_ckw_fini(&j->w);
+    tlc_free(j);
+    if (idx < c->nslots && c->slots[idx].again && idx < c->targets->n) {
+      /* the shutdown's checkpoint waited for this one: now (no position if storage is gone:
+       * the state then covers every record, nothing is to replay) */
+      c->slots[idx].again = 0;
+      checkpoint_one(c, idx, 0);
+    }
+  }
   c->inflight--;
   maybe_finish(c);
 }
@@ -407,7 +418,7 @@ static void fingerprint(const tlc_target_t *t, uint64_t fp[4]) {
 }
 
 /* Checkpoints target i when its state moved since the last one and none is in flight. */
-static void checkpoint_one(tlc_cont_t *c, size_t i) {
+static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
   tlc_target_t *t = c->targets->v[i];
   slot_t *s;
   job_t *j;
@@ -420,6 +431,8 @@ static void checkpoint_one(tlc_cont_t *c, size_t i) {
     return;
   if (s->busy) {
     c->st.skipped_busy++;
+    if (!may_fork)
+      s->again = 1; /* shutdown: taken when the one in flight is done */
     return;
   }
   j = tlc_calloc(1, sizeof *j);
@@ -433,7 +446,7 @@ static void checkpoint_one(tlc_cont_t *c, size_t i) {
     return;
   }
   j->to_fd = j->from_fd = -1;
-  if (!c->closing && c->o.fork_bytes != SIZE_MAX) {
+  if (may_fork && !c->closing && c->o.fork_bytes != SIZE_MAX) {
     tlc_engine_mem_t m;
     tlc_engine_mem(t->engine, &m);
     if (m.bytes >= c->o.fork_bytes && c->children < CHILDREN_MAX) {
@@ -479,19 +492,22 @@ static void checkpoint_one(tlc_cont_t *c, size_t i) {
     on_pos(j, NULL);
 }
 
-void tlc_cont_checkpoint_all(tlc_cont_t *c) {
-  if (c == NULL)
-    return;
+static void round_all(tlc_cont_t *c, int may_fork) {
   for (size_t i = 0; i < c->targets->n; i++)
-    checkpoint_one(c, i);
+    checkpoint_one(c, i, may_fork);
+}
+
+void tlc_cont_checkpoint_all(tlc_cont_t *c) {
+  if (c != NULL)
+    round_all(c, 0); /* shutdown: encoded on the loop, no process left behind */
 }
 
 static void on_timer(uv_timer_t *h) {
-  tlc_cont_checkpoint_all(h->data);
+  round_all(h->data, 1);
 }
 
 static void on_soon(uv_timer_t *h) {
-  tlc_cont_checkpoint_all(h->data);
+  round_all(h->data, 1);
 }
 
 /* ---- restore ---- */
