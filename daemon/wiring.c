@@ -394,16 +394,20 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
 #endif
 }
 
-static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
+static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                        const uint8_t *chunk, size_t clen, uint64_t coff) {
   tlc_wiring_t *w = ud;
   (void)w;
 #ifdef TLC_HAVE_STORE
-  if (w->st != NULL && t->store != NULL)
-    (void)tlc_store_write(hd(t)->t, ev, n); /* never blocks; drops are counted by the store */
+  if (w->st != NULL && t->store != NULL) /* never blocks; drops are counted by the store */
+    (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
 #else
   (void)t;
   (void)ev;
   (void)n;
+  (void)chunk;
+  (void)clen;
+  (void)coff;
 #endif
 }
 
@@ -556,7 +560,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
 #endif
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
-  o.decoded_cb = obs_decoded;
+  o.records_cb = obs_records;
   if (d->cfg.store && d->cfg.keep_skipped > 0)
     o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
   o.batch_cb = obs_batch;

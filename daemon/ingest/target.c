@@ -307,13 +307,17 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
   return 0;
 }
 
-static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n) {
+static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_t *chunk,
+                        size_t clen, uint64_t coff) {
   tlc_targets_t *r = t->reg;
   const tlc_event_t *out = ev;
   size_t nout = n;
-  for (size_t i = 0; i < r->nobs; i++)
+  for (size_t i = 0; i < r->nobs; i++) {
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
+    if (r->obs[i].records_cb != NULL)
+      r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
+  }
 #ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL) {
     size_t k = 0;
@@ -385,7 +389,7 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
           r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
     }
     if (n > 0)
-      push_events(t, r->evbuf, (size_t)n);
+      push_events(t, r->evbuf, (size_t)n, buf, used, pos);
     /* A strict decoder hands out the events before a bad record first and keeps the error
      * for its next call (dec.h: sticky); it counts now, not at a next call that may never
      * come (the stream may end right here). */
@@ -430,7 +434,7 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   for (int guard = 0; guard < 1 << 16; guard++) {
     int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
     if (n > 0) {
-      push_events(t, r->evbuf, (size_t)n);
+      push_events(t, r->evbuf, (size_t)n, NULL, 0, 0);
       continue;
     }
     if (n == TLC_ETRUNC) {

@@ -18,8 +18,9 @@
  * Storage seam: the storage module registers one observer. It receives
  *   - TLC_TEV_CREATED when a target is created (may set t->store),
  *   - TLC_TEV_CONNECTED / TLC_TEV_DISCONNECTED around every connection (segment boundaries),
- *   - decoded_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
- *     raw fields and evlog item bytes included) - what tlc_store_write takes,
+ *   - records_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
+ *     raw fields and evlog item bytes included) and the received chunk it came from - what
+ *     tlc_store_write_chunk takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
  *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
  *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
@@ -124,8 +125,11 @@ typedef struct tlc_target {
  * `decoded_cb` each batch as decoded (before the evlog mapping; evlog slices valid only during
  * the call); `batch_cb` the events of each batch given to the engine (evlog: after mapping),
  * valid only during the call; `bytes_cb` the bytes pushed to the decoder, in stream order, with
- * the stream offset of buf[0] (valid only during the call). Order per batch: bytes_cb for the
- * chunk, then decoded_cb, then batch_cb. */
+ * the stream offset of buf[0] (valid only during the call); `records_cb` the same batch as
+ * decoded_cb together with the chunk it was decoded from (chunk[0..clen) = stream bytes from
+ * offset coff; a record may have begun in an earlier chunk), so that storage copies records as
+ * received; chunk is NULL for what the decoder hands out at the end of a stream. Order per
+ * batch: bytes_cb for the chunk, then decoded_cb and records_cb, then batch_cb. */
 typedef struct tlc_target_observer {
   void (*cb)(void *ud, const tlc_target_t *t, int kind, const char *detail);
   void (*decoded_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n);
@@ -133,6 +137,8 @@ typedef struct tlc_target_observer {
   void (*bytes_cb)(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
                    uint64_t offset);
   void *ud;
+  void (*records_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                     const uint8_t *chunk, size_t clen, uint64_t coff);
 } tlc_target_observer_t;
 
 struct tlc_targets {

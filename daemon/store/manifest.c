@@ -17,6 +17,8 @@
  * Pure except tlc__manifest_load/store (I/O through the shim). Any thread.
  */
 #include "iofault.h"
+#include "bin1x.h"
+#include "evlog.h"
 #include "store-int.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -158,8 +160,8 @@ int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_b
     uint64_t bits = rd64(it, ibe);
     double tim;
     memcpy(&tim, &bits, sizeof tim);
-    if (isfinite(tim) && fabs(tim) < 9.0e9) {
-      int64_t t = (int64_t)llround(tim * 1e9);
+    int64_t t;
+    if (tlc_evlog_index_time(tim, &t)) {
       if (t < r->tmin)
         r->tmin = t;
       if (t > r->tmax)
@@ -402,6 +404,43 @@ int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
   m->bytes += r->len;
   m->records++;
   m->items += r->items;
+  return rc;
+}
+
+int tlc__mbuild_add_fixed(tlc_mbuild_t *b, const uint8_t *buf, size_t n, const int64_t *times) {
+  tlc_manifest_t *m = b->m;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t t = times[i];
+    if (m->records % b->interval == 0) {
+      tlc_idx_t e = { m->records, m->bytes, t, b->running_max, INT64_MAX };
+      int r = add_idx(m, &e); /* on failure the index is only sparser: reads stay correct */
+      if (r < 0 && m->nidx == 0)
+        rc = r;
+    }
+    if (m->nidx > 0 && t < m->idx[m->nidx - 1].mina)
+      m->idx[m->nidx - 1].mina = t;
+    if (m->records == 0 || m->items == 0) {
+      m->first_time = t;
+      m->min_time = t;
+      m->max_time = t;
+    }
+    if (t < m->min_time)
+      m->min_time = t;
+    if (t > m->max_time)
+      m->max_time = t;
+    m->last_time = t;
+    if (t > b->running_max)
+      b->running_max = t;
+    m->bytes += TLC_BIN1X_RECORD;
+    m->records++;
+    m->items++;
+  }
+  /* both checksum kinds run over whole records the same in one call (24 is a multiple of the
+   * wide kind's 8-byte words) */
+  size_t len = n * TLC_BIN1X_RECORD;
+  m->fnv =
+      m->csum == TLC_CSUM_FNV1A64 ? tlc__fnv1a(m->fnv, buf, len) : tlc__fnv1a_w(m->fnv, buf, len);
   return rc;
 }
 

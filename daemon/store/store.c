@@ -1,15 +1,23 @@
 /* store.c - the storage module's front (loop thread) and its writer thread.
  *
  * Design:
- *  - Loop side (tlc_store_write & co.): re-encodes decoded events into their native bytes
- *    (bin1x: tlc_bin1x_encode, 24 bytes each; evlog: a block re-assembled from the items' raw
- *    bytes and the header fields the decoder kept), and queues whole records/blocks as one
- *    command per call. The queue is capped in bytes (queue_bytes); over the cap the records
- *    are dropped and counted (dropped_buffer_full) and a `buffer_full` gap is queued (control
- *    commands are never dropped: they are small and bounded by the number of calls that make
- *    them). The loop never does file I/O after tlc_store_recover.
+ *  - Loop side (tlc_store_write_chunk & co.): takes the records as the decoder found them and
+ *    never re-derives what it knows. bin1x: each record's 24 bytes are copied as received from
+ *    the chunk they were decoded from (encoded from the event's fields only when a record began
+ *    in an earlier chunk: the same bytes), with its time, into a per-target gather buffer that
+ *    is queued as one command at the end of the loop turn (a uv_prepare), before any other
+ *    command (order kept), or when full; its queue room is taken as the records come, so
+ *    drops are decided per call as before. evlog: a block is re-assembled from its items' raw
+ *    bytes and the header fields the decoder kept (the evlog encoder), with a descriptor per
+ *    block (length, item count, smallest and largest index time) from the items it was built
+ *    of. The queue is capped in bytes (queue_bytes); over the cap the records are dropped and
+ *    counted (dropped_buffer_full) and a `buffer_full` gap is queued (control commands are
+ *    never dropped: they are small and bounded by the number of calls that make them). The
+ *    loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
- *    target's open segment (segment.c), rotates on size (at a record boundary) and age, syncs
+ *    target's open segment (segment.c) in one write per command and builds its manifest from the
+ *    commands' descriptors (no scan of the bytes but the checksum), rotates on size (at a record
+ *    boundary) and age, syncs
  *    per policy, runs retention, handles ENOSPC (pause + count + probe) and I/O errors
  *    (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention). To close
  *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
@@ -59,6 +67,7 @@
 #define TICK_NS         (250 * 1000000ll)
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
+#define GATHER_RECS     8192 /* bin1x records gathered per command (192 KiB) */
 
 enum {
   C_OPEN = 1,
@@ -119,6 +128,8 @@ typedef struct cmd {
   uint8_t *buf;
   size_t len;
   uint64_t nrec;
+  int64_t *times;  /* C_DATA, bin1x: each record's time as the decoder read it (nrec entries) */
+  tlc_rec_t *recs; /* C_DATA, evlog: each block's length, times and items (nrec entries) */
   char reason[TLC_GAP_REASON_MAX];
   uint64_t count;
   int rot;
@@ -169,7 +180,19 @@ struct tlc_store_target {
   struct tlc_store_target *next; /* loop: list of open targets */
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
+  tlc_rec_t ea;           /* the open block's items and times */
+  tlc_rec_t *ed;          /* blocks written and not queued yet: their descriptors */
+  size_t ned, ced;        /* used, allocated */
+  int ed_err;             /* a descriptor could not be kept: those blocks are dropped */
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* loop side, bin1x: records gathered (as received) and their times, queued as one command at
+   * the end of the loop turn (prepare callback), when GATHER_RECS are held, or before any
+   * other command of this target or of the store (so the order of commands is kept) */
+  uint8_t *gb;
+  int64_t *gt;
+  size_t gn;
+  int gq; /* on the store's list of targets with gathered records */
+  struct tlc_store_target *gnext;
   /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
   uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
   uint64_t sk_end;   /* stream offset after the last byte seen */
@@ -232,6 +255,10 @@ struct tlc_store {
   uint64_t df_suppressed;
   /* loop only */
   tlc_store_target_t *targets;
+  tlc_store_target_t *gather; /* targets with gathered records (gq) */
+  uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
+  int nhandles;               /* handles not closed yet (async, prep) */
+  size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
   int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
   unsigned inflight; /* compressions */
@@ -950,20 +977,6 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
   return 0;
 }
 
-static uint64_t count_records(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t mb) {
-  uint64_t n = 0;
-  size_t pos = 0;
-  while (pos < len) {
-    tlc_rec_t r;
-    size_t need;
-    if (tlc__rec_scan(f, buf + pos, len - pos, mb, &r, &need) != 1)
-      return n + 1; /* cannot happen for our own chunks; count the rest as one */
-    pos += r.len;
-    n++;
-  }
-  return n;
-}
-
 static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
   if (t->seg.fd < 0 || s->o.sync_mode != TLC_SYNC_PERIODIC || t->seg.since_sync == 0)
     return;
@@ -984,16 +997,18 @@ static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
   LOCKED(s, t->c.durable_bytes = t->seg.durable);
 }
 
-/* appends buf[a..b) to the open segment; returns 0, or the error after counting drops */
-static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len) {
+/* appends the n whole blocks buf[0..len) described by recs to the open segment; returns 0, or
+ * the error after counting drops */
+static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
+                    const tlc_rec_t *recs, size_t n) {
   uint64_t wrec, wbytes;
-  int rc = tlc__seg_append(&t->seg, buf, len, &wrec, &wbytes);
+  int rc = tlc__seg_append_recs(&t->seg, buf, len, recs, n, &wrec, &wbytes);
   LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
          t->c.records_written += wrec; t->c.bytes_written += wbytes;
          t->c.segment_bytes = t->seg.m.bytes);
   if (rc == 0)
     return 0;
-  uint64_t lost = count_records(t->format, buf + wbytes, len - wbytes, s->o.max_block);
+  uint64_t lost = n - wrec;
   if (is_nospace(rc)) {
     w_count_drop(s, t, 1, lost, len - wbytes);
     t->pause_rec += lost;
@@ -1010,28 +1025,23 @@ static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, s
   return rc;
 }
 
+/* evlog blocks with the lengths, times and item counts the loop found (recs[0..nrec)): no
+ * scan; a size rotation cuts between blocks */
 static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
-                   uint64_t nrec) {
+                   uint64_t nrec, const tlc_rec_t *recs) {
   if (s->disk_full) {
     w_count_drop(s, t, 1, nrec, len);
     t->pause_rec += nrec;
     return;
   }
   uint64_t maxseg = s->o.max_segment_bytes;
-  size_t pos = 0, run = 0;
-  while (pos < len) {
-    tlc_rec_t r;
-    size_t need;
-    if (tlc__rec_scan(t->format, buf + pos, len - pos, s->o.max_block, &r, &need) != 1) {
-      w_count_drop(s, t, 2, count_records(t->format, buf + pos, len - pos, s->o.max_block),
-                   len - pos);
-      len = pos; /* our own chunks are whole; defensive */
-      break;
-    }
+  size_t pos = 0, run = 0, i = 0, i0 = 0;
+  while (i < nrec) {
+    const tlc_rec_t *r = &recs[i];
     if (t->seg.fd < 0) {
       int rc = w_open_seg(s, t);
       if (rc < 0) {
-        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        uint64_t lost = nrec - i;
         if (is_nospace(rc)) {
           w_count_drop(s, t, 1, lost, len - pos);
           t->pause_rec += lost;
@@ -1047,11 +1057,11 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
       }
     }
     uint64_t cur = t->seg.m.bytes + (pos - run);
-    if (cur > 0 && cur + r.len > maxseg) {
-      int arc = pos > run ? w_append(s, t, buf + run, pos - run) : 0;
+    if (cur > 0 && cur + r->len > maxseg) {
+      int arc = pos > run ? w_append(s, t, buf + run, pos - run, recs + i0, i - i0) : 0;
       if (arc < 0) {
         /* w_append counted what it could not write; the rest of the chunk is lost too */
-        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        uint64_t lost = nrec - i;
         w_count_drop(s, t, is_nospace(arc) ? 1 : 2, lost, len - pos);
         if (is_nospace(arc))
           t->pause_rec += lost;
@@ -1060,13 +1070,83 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
         return;
       }
       run = pos;
+      i0 = i;
       w_seal(s, t, TLC_ROT_SIZE);
       continue; /* reopens at the top */
     }
-    pos += r.len;
+    pos += r->len;
+    i++;
   }
-  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run) < 0)
+  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run, recs + i0, i - i0) < 0)
     return;
+  w_sync_policy(s, t, mono(s));
+}
+
+/* bin1x records with their times (tlc_store_write_chunk): no scan; a size rotation cuts at a
+ * multiple of 24 bytes */
+static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t nrec,
+                         const int64_t *times) {
+  const size_t R = TLC_BIN1X_RECORD;
+  if (s->disk_full) {
+    w_count_drop(s, t, 1, nrec, nrec * R);
+    t->pause_rec += nrec;
+    return;
+  }
+  uint64_t maxseg = s->o.max_segment_bytes;
+  size_t pos = 0;
+  while (pos < nrec) {
+    if (t->seg.fd < 0) {
+      int rc = w_open_seg(s, t);
+      if (rc < 0) {
+        uint64_t lost = nrec - pos;
+        if (is_nospace(rc)) {
+          w_count_drop(s, t, 1, lost, lost * R);
+          t->pause_rec += lost;
+          w_disk_full(s, t, rc);
+        } else {
+          w_count_drop(s, t, 2, lost, lost * R);
+          w_add_gap(t, "io_error", lost);
+          LOCKED(s, s->c.io_errors++);
+          wlog(s, 3, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped", t->name,
+               t->dir, tlc_strerror(rc), lost);
+        }
+        return;
+      }
+    }
+    uint64_t cur = t->seg.m.bytes;
+    size_t k = nrec - pos;
+    if (cur + k * R > maxseg) {
+      uint64_t room = maxseg > cur ? (maxseg - cur) / R : 0;
+      k = room > 0 ? (size_t)room : cur == 0 ? 1 : 0;
+    }
+    if (k > 0) {
+      uint64_t wrec, wbytes;
+      int rc = tlc__seg_append_fixed(&t->seg, buf + pos * R, k, times + pos, &wrec, &wbytes);
+      LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
+             t->c.records_written += wrec; t->c.bytes_written += wbytes;
+             t->c.segment_bytes = t->seg.m.bytes);
+      if (rc < 0) {
+        uint64_t lost = nrec - pos - wrec; /* this write's rest and the chunk's */
+        if (is_nospace(rc)) {
+          w_count_drop(s, t, 1, lost, lost * R);
+          t->pause_rec += lost;
+          w_disk_full(s, t, rc);
+        } else {
+          w_count_drop(s, t, 2, lost, lost * R);
+          tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
+          LOCKED(s, s->c.io_errors++);
+          t->seg.suspect = 1;
+          wlog(s, 3, "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
+               t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
+          w_seal(s, t, TLC_ROT_IO_ERROR);
+        }
+        return;
+      }
+      pos += k;
+    }
+    if (pos < nrec)
+      w_seal(s, t, TLC_ROT_SIZE); /* reopens at the top */
+  }
   w_sync_policy(s, t, mono(s));
 }
 
@@ -1145,7 +1225,10 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     s->wlist = t;
     break;
   case C_DATA:
-    w_data(s, t, c->buf, c->len, c->nrec);
+    if (c->times)
+      w_data_fixed(s, t, c->buf, (size_t)c->nrec, c->times);
+    else
+      w_data(s, t, c->buf, c->len, c->nrec, c->recs);
     break;
   case C_GAP:
     w_add_gap(t, c->reason, c->count);
@@ -1255,6 +1338,8 @@ static void writer_main(void *arg) {
         stop_sealer(s);        /* seals and exports what it holds first */
       }
       tlc_free(c->buf);
+      tlc_free(c->times);
+      tlc_free(c->recs);
       tlc_free(c->conf);
       tmap_unref(s, c->map);
       tlc_free(c);
@@ -1279,9 +1364,33 @@ static void writer_main(void *arg) {
 
 /* ---- loop side: queue ---- */
 
+static void gather_flush(tlc_store_target_t *t);
+
+static void gather_flush_all(tlc_store_t *s) {
+  while (s->gather)
+    gather_flush(s->gather);
+}
+
+static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable);
+
+/* Queues a command after the records gathered before it: those of its target, or of every
+ * target for a store-wide command, so that the writer sees everything in call order. */
 static int enqueue(tlc_store_t *s, cmd_t *c, int droppable) {
+  if (c->t) {
+    if (c->t->gq)
+      gather_flush(c->t);
+  } else {
+    gather_flush_all(s);
+  }
+  return enqueue_raw(s, c, droppable);
+}
+
+/* droppable: 0 never dropped, 1 dropped when over the cap, Q_RESERVED its bytes are counted in
+ * qbytes already (gathered records, see tlc_store_write_chunk) */
+#define Q_RESERVED 2
+static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable) {
   uv_mutex_lock(&s->mu);
-  if (droppable && s->qbytes + c->len > s->qcap) {
+  if (droppable == 1 && s->qbytes + c->len > s->qcap) {
     uv_mutex_unlock(&s->mu);
     return TLC_ELIMIT;
   }
@@ -1291,7 +1400,8 @@ static int enqueue(tlc_store_t *s, cmd_t *c, int droppable) {
   else
     s->qh = c;
   s->qt = c;
-  s->qbytes += c->len;
+  if (droppable != Q_RESERVED)
+    s->qbytes += c->len;
   s->c.queue_bytes = s->qbytes;
   if (s->qbytes > s->c.queue_peak_bytes)
     s->c.queue_peak_bytes = s->qbytes;
@@ -1325,11 +1435,13 @@ static void count_buffer_full(tlc_store_target_t *t, uint64_t nrec, size_t len) 
   t->pend_drop_rec += nrec;
 }
 
-/* takes ownership of buf */
-static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec) {
+/* takes ownership of buf and times (bin1x: each record's time; NULL for evlog); `counted`: the
+ * records are in records_in already */
+static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec, tlc_rec_t *recs) {
   tlc_store_t *s = t->s;
   if (nrec == 0) {
     tlc_free(buf);
+    tlc_free(recs);
     return 0;
   }
   LOCKED(s, s->c.records_in += nrec; s->c.bytes_in += len; t->c.records_in += nrec;
@@ -1337,6 +1449,7 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   cmd_t *c = tlc_calloc(1, sizeof *c);
   if (!c) {
     tlc_free(buf);
+    tlc_free(recs);
     count_buffer_full(t, nrec, len);
     return TLC_ENOMEM;
   }
@@ -1345,6 +1458,7 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   c->buf = buf;
   c->len = len;
   c->nrec = nrec;
+  c->recs = recs;
   if (t->pend_drop_rec > 0) {
     /* the gap goes before these records; if the data is dropped too, it grows instead */
     uv_mutex_lock(&s->mu);
@@ -1355,10 +1469,52 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   }
   if (enqueue(s, c, 1) < 0) {
     tlc_free(buf);
+    tlc_free(recs);
     tlc_free(c);
     count_buffer_full(t, nrec, len);
   }
   return 0;
+}
+
+/* gives back queue room reserved for gathered records that will not be queued */
+static void unreserve(tlc_store_t *s, size_t len) {
+  LOCKED(s, s->qbytes -= len; s->c.queue_bytes = s->qbytes);
+}
+
+/* queues the target's gathered bin1x records (in records_in, their queue room reserved when
+ * they were gathered) as one command */
+static void gather_flush(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  for (tlc_store_target_t **pp = &s->gather; *pp; pp = &(*pp)->gnext)
+    if (*pp == t) {
+      *pp = t->gnext;
+      break;
+    }
+  t->gq = 0;
+  size_t n = t->gn, len = n * TLC_BIN1X_RECORD;
+  cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
+  if (!c) {
+    if (n > 0) {
+      unreserve(s, len);
+      count_buffer_full(t, n, len);
+    }
+    t->gn = 0; /* the buffers are kept for the next records */
+    return;
+  }
+  c->type = C_DATA;
+  c->t = t;
+  c->buf = t->gb;
+  c->len = len;
+  c->nrec = n;
+  c->times = t->gt;
+  t->gb = NULL;
+  t->gt = NULL;
+  t->gn = 0;
+  enqueue_raw(s, c, Q_RESERVED);
+}
+
+static void on_prepare(uv_prepare_t *h) {
+  gather_flush_all(h->data);
 }
 
 /* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
@@ -1367,8 +1523,22 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   int rc = o->err;
   uint64_t nrec = t->enc.blocks - blocks_before;
   uint8_t *buf = (uint8_t *)tlc_out_take(o, &len);
+  tlc_rec_t *recs = t->ed;
+  int whole = t->ned == nrec && !t->ed_err; /* a descriptor for every block written */
+  t->ed = NULL;
+  t->ned = t->ced = 0;
+  t->ed_err = 0;
   tlc_out_fini(o);
+  if (buf && !whole) { /* no memory for the descriptors: the blocks are dropped and counted */
+    LOCKED(t->s, t->s->c.records_in += nrec; t->s->c.bytes_in += len; t->c.records_in += nrec;
+           t->c.bytes_in += len);
+    count_buffer_full(t, nrec, len);
+    tlc_free(buf);
+    tlc_free(recs);
+    return TLC_ENOMEM;
+  }
   if (!buf) {
+    tlc_free(recs);
     if (nrec > 0) {
       LOCKED(t->s, t->s->c.records_in += nrec; t->c.records_in += nrec);
       count_buffer_full(t, nrec, 0);
@@ -1377,9 +1547,41 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   }
   if (len == 0) {
     tlc_free(buf);
+    tlc_free(recs);
     return 0;
   }
-  return submit(t, buf, len, nrec);
+  return submit(t, buf, len, nrec, recs);
+}
+
+/* evlog: a block the encoder wrote (`len` bytes): the items and times collected for it become
+ * its descriptor for the writer (what the manifest needs), so that the writer never re-reads
+ * the block */
+static void ea_done(tlc_store_target_t *t, uint64_t len) {
+  if (t->ned == t->ced) {
+    size_t nc = t->ced ? 2 * t->ced : 16;
+    tlc_rec_t *nr = tlc_realloc(t->ed, nc * sizeof *nr);
+    if (!nr) {
+      t->ed_err = 1;
+      t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
+      return;
+    }
+    t->ed = nr;
+    t->ced = nc;
+  }
+  t->ea.len = (size_t)len;
+  t->ed[t->ned++] = t->ea;
+  t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
+}
+
+static void ea_item(tlc_store_target_t *t, const tlc_evlog_ext_t *x) {
+  int64_t ns;
+  t->ea.items++;
+  if (tlc_evlog_index_time(x->tim, &ns)) {
+    if (ns < t->ea.tmin)
+      t->ea.tmin = ns;
+    if (ns > t->ea.tmax)
+      t->ea.tmax = ns;
+  }
 }
 
 /* ---- loop side: keep_skipped ----
@@ -1547,42 +1749,114 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
+    uint64_t b0 = t->enc.blocks, l0 = o.total;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
+    if (t->enc.blocks != b0)
+      ea_done(t, o.total - l0); /* the open block was written: this item starts the next */
+    if (r == 0)
+      ea_item(t, ev[i].evlog);
     if (r < 0) {
       LOCKED(t->s, t->s->c.records_in++; t->c.records_in++);
       count_buffer_full(t, 1, 0); /* an item the encoder refused: counted, never silent */
       rc = r;
       continue;
     }
-    if (ev[i].flags & TLC_EVF_BLOCK_END)
+    if (ev[i].flags & TLC_EVF_BLOCK_END) {
+      b0 = t->enc.blocks;
+      l0 = o.total;
       tlc_evlog_enc_flush(&t->enc, &o);
+      if (t->enc.blocks != b0)
+        ea_done(t, o.total - l0);
+    }
   }
   int src = submit_out(t, &o, before);
   return rc < 0 ? rc : src;
 }
 
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  return tlc_store_write_chunk(t, ev, n, NULL, 0, 0);
+}
+
+int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff) {
   if (!t || n == 0)
     return 0;
-  if (t->s->o.keep_skipped)
+  tlc_store_t *s = t->s;
+  if (s->o.keep_skipped)
     sk_events(t, ev, n); /* the skipped bytes go before these records */
   if (t->format == TLC_FMT_EVLOG)
     return write_evlog(t, ev, n);
-  uint8_t *buf = tlc_malloc(n * TLC_BIN1X_RECORD);
-  if (!buf) {
-    LOCKED(t->s, t->s->c.records_in += n; t->s->c.bytes_in += n * TLC_BIN1X_RECORD;
-           t->c.records_in += n; t->c.bytes_in += n * TLC_BIN1X_RECORD);
-    count_buffer_full(t, n, n * TLC_BIN1X_RECORD);
-    return TLC_ENOMEM;
-  }
   size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += !(ev[i].flags & TLC_EVF_SYNTH);
+  if (k == 0)
+    return 0;
+  /* The queue room is taken now, so that the records are dropped (or not) as they come, as
+   * if each call were queued at once. */
+  size_t klen = k * TLC_BIN1X_RECORD;
+  int fits;
+  uv_mutex_lock(&s->mu);
+  s->c.records_in += k;
+  s->c.bytes_in += klen;
+  t->c.records_in += k;
+  t->c.bytes_in += klen;
+  fits = s->qbytes + klen <= s->qcap;
+  if (fits) {
+    s->qbytes += klen;
+    s->c.queue_bytes = s->qbytes;
+    if (s->qbytes > s->c.queue_peak_bytes)
+      s->c.queue_peak_bytes = s->qbytes;
+  }
+  uv_mutex_unlock(&s->mu);
+  if (!fits) {
+    count_buffer_full(t, k, klen);
+    return 0;
+  }
+  if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
+    t->pend_drop_rec = 0; /* after the records gathered before the drop, before these */
   for (size_t i = 0; i < n; i++) {
     if (ev[i].flags & TLC_EVF_SYNTH)
       continue;
-    tlc_bin1x_encode(t->format, &ev[i], buf + k * TLC_BIN1X_RECORD);
-    k++;
+    if (t->gn == s->gather_max)
+      gather_flush(t);
+    if (!t->gb) {
+      t->gb = tlc_malloc(s->gather_max * TLC_BIN1X_RECORD);
+      t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
+      if (!t->gb || !t->gt) {
+        tlc_free(t->gb);
+        tlc_free(t->gt);
+        t->gb = NULL;
+        t->gt = NULL;
+        uint64_t left = 0;
+        for (; i < n; i++)
+          left += !(ev[i].flags & TLC_EVF_SYNTH);
+        unreserve(s, left * TLC_BIN1X_RECORD);
+        count_buffer_full(t, left, left * TLC_BIN1X_RECORD);
+        if (t->gn > 0 && !t->gq) {
+          t->gq = 1;
+          t->gnext = s->gather;
+          s->gather = t;
+        }
+        return TLC_ENOMEM;
+      }
+    }
+    /* the record's bytes as received when the chunk holds them all; else (a record that began
+     * in an earlier chunk, or no chunk given) encoded from its fields, which gives the same
+     * bytes (tlc_bin1x_encode keeps the received flags word) */
+    uint8_t *dst = t->gb + t->gn * TLC_BIN1X_RECORD;
+    uint64_t o = ev[i].offset - coff;
+    if (chunk && ev[i].offset >= coff && o < clen && clen - o >= TLC_BIN1X_RECORD)
+      memcpy(dst, chunk + o, TLC_BIN1X_RECORD);
+    else
+      tlc_bin1x_encode(t->format, &ev[i], dst);
+    t->gt[t->gn++] = ev[i].time_ns;
   }
-  return submit(t, buf, k * TLC_BIN1X_RECORD, k);
+  if (t->gn > 0 && !t->gq) {
+    t->gq = 1;
+    t->gnext = s->gather;
+    s->gather = t;
+  }
+  return 0;
 }
 
 /* ---- loop side: exports of segments found at start ----
@@ -1662,6 +1936,8 @@ static int flush_block(tlc_store_target_t *t) {
   uint64_t before = t->enc.blocks;
   tlc_out_init(&o, 0, NULL, NULL);
   tlc_evlog_enc_flush(&t->enc, &o);
+  if (t->enc.blocks != before)
+    ea_done(t, o.total);
   return submit_out(t, &o, before);
 }
 
@@ -1737,6 +2013,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   memcpy(t->name, name, n + 1);
   t->format = format;
   tlc__seg_init(&t->seg);
+  t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
   tlc_evlog_enc_opts_t eo = { s->o.max_block, 0, 0 };
   if (format == TLC_FMT_EVLOG && tlc_evlog_enc_init(&t->enc, &eo) < 0) {
     tlc_free(t);
@@ -1954,6 +2231,9 @@ static void free_target(tlc_store_target_t *t) {
   tlc_free(t->skpend);
   tlc_free(t->sk_buf);
   tlc_free(t->sk_out);
+  tlc_free(t->gb);
+  tlc_free(t->gt);
+  tlc_free(t->ed);
   tlc__seg_fini(&t->seg);
   tlc_evlog_enc_fini(&t->enc);
   tlc_free(t);
@@ -2004,6 +2284,8 @@ static void on_async(uv_async_t *a) {
 
 static void on_async_closed(uv_handle_t *h) {
   tlc_store_t *s = h->data;
+  if (--s->nhandles > 0)
+    return; /* the last of the store's handles frees it */
   void (*cb)(void *) = s->close_cb;
   void *ud = s->close_ud;
   /* drop whatever is still queued (nothing after a clean stop) */
@@ -2011,6 +2293,8 @@ static void on_async_closed(uv_handle_t *h) {
     cmd_t *c = s->qh;
     s->qh = c->next;
     tlc_free(c->buf);
+    tlc_free(c->times);
+    tlc_free(c->recs);
     tlc_free(c->conf);
     tmap_unref(s, c->map);
     tlc_free(c);
@@ -2057,6 +2341,8 @@ static void maybe_finish_close(tlc_store_t *s) {
   }
   if (s->inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
     return;
+  s->nhandles = 2;
+  uv_close((uv_handle_t *)&s->prep, on_async_closed);
   uv_close((uv_handle_t *)&s->async, on_async_closed);
 }
 
@@ -2091,6 +2377,11 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   s->rx_tail = &s->rx;
   apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
+  s->gather_max = s->qcap / (4 * TLC_BIN1X_RECORD);
+  if (s->gather_max > GATHER_RECS)
+    s->gather_max = GATHER_RECS;
+  if (s->gather_max == 0)
+    s->gather_max = 1;
   size_t n = strlen(opts->state_dir);
   while (n > 1 && opts->state_dir[n - 1] == '/')
     n--;
@@ -2113,6 +2404,10 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
     goto fail_async;
   s->async.data = s;
+  uv_prepare_init(loop, &s->prep); /* cannot fail on Unix; after the last step that can */
+  s->prep.data = s;
+  uv_prepare_start(&s->prep, on_prepare);
+  uv_unref((uv_handle_t *)&s->prep); /* it never keeps the loop alive */
   *out = s;
   return 0;
 fail_async:

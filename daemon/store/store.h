@@ -233,13 +233,22 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum);
 int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
                           tlc_store_target_t **out);
 
-/* Queues decoded events for writing: bin1x events are re-encoded with tlc_bin1x_encode; evlog
- * items are re-assembled into blocks from their raw item bytes (a block is queued when
- * complete: TLC_EVF_BLOCK_END, its size reached, or the next block starts). Events flagged
- * TLC_EVF_SYNTH are skipped. Never blocks: if the writer queue is over its cap, the records are
- * dropped, counted and recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as
- * buffer_full too). */
+/* Queues decoded events for writing: bin1x records are gathered as received and queued as one
+ * command at the end of the loop turn (or before the next command of the target or of the
+ * store, or every 8,192 records), with the times the decoder read, so that the writer neither
+ * re-encodes nor re-scans them; evlog items are re-assembled into blocks from their raw item
+ * bytes (a block is queued when complete: TLC_EVF_BLOCK_END, its size reached, or the next
+ * block starts). Events flagged TLC_EVF_SYNTH are skipped. Records count in records_in at
+ * once. Never blocks: if the writer queue is over its cap, the records are dropped, counted and
+ * recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as buffer_full too). */
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
+
+/* The same, with the chunk the events were decoded from (`chunk[0..clen)` = stream bytes from
+ * offset `coff`, valid during the call; target.h's records_cb): a bin1x record lying whole in
+ * the chunk is copied from it byte for byte; any other (begun in an earlier chunk) is encoded
+ * from its fields, which gives the same bytes. Loop thread. */
+int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff);
 
 /* Main export beside a bin1x segment (tlc_store_tconf_t.main_export). */
 enum tlc_store_main_export {
