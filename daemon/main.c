@@ -144,6 +144,8 @@ static void dump_stats(tlc_daemon_t *d) {
       }
     }
     tlc_out_puts(&o, "]");
+    /* storage backpressure: times the source was held, and whether it is now */
+    tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
     tlc_table_init(&tab);
     if (tlc_target_snapshot(t, &tab, NULL) == 0) {
       tlc_out_puts(&o, ", \"stats\": ");

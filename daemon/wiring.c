@@ -244,8 +244,18 @@ static long test_stall_ms;
 static int test_stalled;
 static tlc_io_t test_io;
 
+/* Test hook (backpressure): TLCAP_TEST_DISK_BPS=N makes every write(2) of the storage threads
+ * take len / N seconds, a disk that writes N bytes per second. */
+static long long test_disk_bps;
+
 static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
-  if (!test_stalled) {
+  if (test_disk_bps > 0) {
+    long long ns = (long long)len * 1000000000ll / test_disk_bps;
+    struct timespec ts = { (time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll) };
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+  if (!test_stalled && test_stall_ms > 0) {
     struct timespec ts = { test_stall_ms / 1000, (test_stall_ms % 1000) * 1000000 };
     test_stalled = 1;
     while (nanosleep(&ts, &ts) != 0)
@@ -256,7 +266,10 @@ static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
 
 static void test_hooks(void) {
   const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
-  if (v == NULL || (test_stall_ms = strtol(v, NULL, 10)) <= 0)
+  const char *b = getenv("TLCAP_TEST_DISK_BPS");
+  test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;
+  test_disk_bps = b != NULL ? strtoll(b, NULL, 10) : 0;
+  if (test_stall_ms <= 0 && test_disk_bps <= 0)
     return;
   test_io = tlc_io_default;
   test_io.write = test_stall_write;
@@ -311,6 +324,11 @@ static int st_recover(tlc_wiring_t *w) {
   return w->rec_rc;
 }
 
+/* The store's backpressure for a target (tlc_store_target_set_flow): its source is held. */
+static void st_flow(void *ud, int paused) {
+  tlc_target_hold(ud, paused);
+}
+
 static st_handle_t *hd(const tlc_target_t *t) {
   return t->store;
 }
@@ -334,6 +352,7 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
                 tlc_strerror(r));
       } else {
         h->t = s;
+        tlc_store_target_set_flow(s, st_flow, t); /* backpressure: a TCP source stops reading */
         h->gaps = t->gaps;
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;

@@ -463,9 +463,23 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   t->last_disconnect_unix_ms = now;
   t->connected = 0;
   t->source = NULL;
+  t->hold_cb = NULL;
   tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s (%s): disconnected: %s", t->name, t->peer,
           reason != NULL ? reason : "closed");
   tlc_target_notify(t, TLC_TEV_DISCONNECTED, reason);
+}
+
+void tlc_target_hold(tlc_target_t *t, int on) {
+  on = on != 0;
+  if (t->held == on)
+    return;
+  t->held = on;
+  t->holds += (uint64_t)on;
+  if (on)
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s (%s): storage queue full: not reading",
+            t->name, t->peer);
+  if (t->source != NULL && t->hold_cb != NULL)
+    t->hold_cb(t->source, on);
 }
 
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {

@@ -117,7 +117,13 @@ typedef struct tlc_target {
   uint64_t attach_pos;     /* decoder stream offset when the current connection attached */
   char peer[TLC_PEER_MAX]; /* "ip:port", device path, or "" */
   void *source;            /* the attached connection (opaque), NULL while detached */
-  void *store;             /* storage seam: owned by the storage observer */
+  /* Backpressure: set by a source that can stop reading (TCP) when it attaches; called by
+   * tlc_target_hold with the source and 1 (stop reading) or 0 (read again). NULL: the source
+   * cannot wait (serial), holding does nothing. Cleared at detach. */
+  void (*hold_cb)(void *source, int on);
+  int held;       /* storage asked the target to hold its source (tlc_target_hold) */
+  uint64_t holds; /* times it was held */
+  void *store;    /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
 } tlc_target_t;
 
@@ -198,6 +204,11 @@ size_t tlc_target_pending(const tlc_target_t *t);
  * makes an engine gap, stamps the disconnect time, announces TLC_TEV_DISCONNECTED with
  * `reason`, resets the decoder for the next connection. No-op when detached. */
 void tlc_target_detach(tlc_target_t *t, const char *reason);
+
+/* Backpressure from storage: on = 1 asks the attached source to stop reading (TCP: the
+ * kernel's window then pushes back to the sender), 0 to read again. Remembered across
+ * connections: a source attaching to a held target starts held (it checks t->held). */
+void tlc_target_hold(tlc_target_t *t, int on);
 
 /* Assembles the target's tlc_counters_t: engine counters plus decoder counters. */
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);

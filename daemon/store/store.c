@@ -218,8 +218,15 @@ struct tlc_store_target {
   uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
   size_t skpend_len;
   struct tlc_store_target *wnext;
+  /* loop side: backpressure (tlc_store_target_set_flow) */
+  void (*flow_cb)(void *ud, int paused);
+  void *flow_ud;
+  int closed; /* tlc_store_target_close was called: no more flow calls */
   /* under s->mu */
   tlc_store_target_counters_t c;
+  size_t qb;      /* bytes of this target queued or gathered for the writer */
+  int paused;     /* flow: the target was asked to pause */
+  int resume_due; /* flow: the writer drained it below the low-water mark */
 };
 
 struct tlc_store {
@@ -230,6 +237,7 @@ struct tlc_store {
   uv_cond_t cv;
   cmd_t *qh, *qt;
   size_t qbytes, qcap;
+  size_t ntargets; /* open targets (under mu): each one's share of the queue is qcap / ntargets */
   res_t *rh, *rt;
   uv_async_t async;
   uv_thread_t thr;
@@ -344,6 +352,60 @@ static void wevent(tlc_store_t *s, int kind, const char *target, const char *pat
     stmt;                                                                                          \
     uv_mutex_unlock(&(s)->mu);                                                                     \
   } while (0)
+
+/* ---- backpressure ---- */
+
+/* Backpressure: the high- and low-water marks of a target's share of the queue (under mu). */
+static size_t flow_share(const tlc_store_t *s) {
+  return s->qcap / (s->ntargets > 0 ? s->ntargets : 1);
+}
+static int flow_high(const tlc_store_t *s, const tlc_store_target_t *t) {
+  size_t sh = flow_share(s);
+  return t->qb >= sh - sh / 4;
+}
+static int flow_low(const tlc_store_t *s, const tlc_store_target_t *t) {
+  return t->qb <= flow_share(s) / 4;
+}
+
+/* loop: after queueing or gathering data of t: past the high-water mark, asks t to pause */
+static void flow_check(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  int pause = 0;
+  if (!t->flow_cb || t->closed)
+    return;
+  uv_mutex_lock(&s->mu);
+  if (!t->paused && flow_high(s, t)) {
+    t->paused = 1;
+    t->resume_due = 0;
+    s->c.flow_pauses++;
+    t->c.flow_pauses++;
+    pause = 1;
+  }
+  uv_mutex_unlock(&s->mu);
+  if (pause)
+    t->flow_cb(t->flow_ud, 1);
+}
+
+/* loop (async): resumes the paused targets the writer drained below the low-water mark */
+static void flow_resume(tlc_store_t *s) {
+  for (tlc_store_target_t *t = s->targets; t; t = t->next) {
+    int resume = 0;
+    uv_mutex_lock(&s->mu);
+    if (t->paused && t->resume_due) {
+      t->paused = 0;
+      t->resume_due = 0;
+      resume = 1;
+    }
+    uv_mutex_unlock(&s->mu);
+    if (resume && t->flow_cb && !t->closed)
+      t->flow_cb(t->flow_ud, 0);
+  }
+}
+
+void tlc_store_target_set_flow(tlc_store_target_t *t, void (*cb)(void *ud, int paused), void *ud) {
+  t->flow_cb = cb;
+  t->flow_ud = ud;
+}
 
 /* ---- shared names (tmap) ---- */
 
@@ -1317,6 +1379,7 @@ static void writer_main(void *arg) {
   s->next_tick = 0;
   s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
   for (;;) {
+    int flow_wake = 0;
     uv_mutex_lock(&s->mu);
     if (!s->qh)
       uv_cond_timedwait(&s->cv, &s->mu, (uint64_t)TICK_NS);
@@ -1326,9 +1389,18 @@ static void writer_main(void *arg) {
       if (!s->qh)
         s->qt = NULL;
       s->qbytes -= c->len;
+      if (c->t) {
+        c->t->qb -= c->len;
+        if (c->t->paused && !c->t->resume_due && flow_low(s, c->t)) {
+          c->t->resume_due = 1;
+          flow_wake = 1;
+        }
+      }
       s->c.queue_bytes = s->qbytes;
     }
     uv_mutex_unlock(&s->mu);
+    if (flow_wake)
+      uv_async_send(&s->async); /* the loop resumes the target (flow_resume) */
     if (c) {
       int stop = c->type == C_STOP;
       if (!stop) {
@@ -1400,8 +1472,11 @@ static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable) {
   else
     s->qh = c;
   s->qt = c;
-  if (droppable != Q_RESERVED)
+  if (droppable != Q_RESERVED) {
     s->qbytes += c->len;
+    if (c->t)
+      c->t->qb += c->len;
+  }
   s->c.queue_bytes = s->qbytes;
   if (s->qbytes > s->c.queue_peak_bytes)
     s->c.queue_peak_bytes = s->qbytes;
@@ -1473,12 +1548,13 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
     tlc_free(c);
     count_buffer_full(t, nrec, len);
   }
+  flow_check(t);
   return 0;
 }
 
 /* gives back queue room reserved for gathered records that will not be queued */
-static void unreserve(tlc_store_t *s, size_t len) {
-  LOCKED(s, s->qbytes -= len; s->c.queue_bytes = s->qbytes);
+static void unreserve(tlc_store_target_t *t, size_t len) {
+  LOCKED(t->s, t->s->qbytes -= len; t->qb -= len; t->s->c.queue_bytes = t->s->qbytes);
 }
 
 /* queues the target's gathered bin1x records (in records_in, their queue room reserved when
@@ -1495,7 +1571,7 @@ static void gather_flush(tlc_store_target_t *t) {
   cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
   if (!c) {
     if (n > 0) {
-      unreserve(s, len);
+      unreserve(t, len);
       count_buffer_full(t, n, len);
     }
     t->gn = 0; /* the buffers are kept for the next records */
@@ -1803,6 +1879,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   fits = s->qbytes + klen <= s->qcap;
   if (fits) {
     s->qbytes += klen;
+    t->qb += klen;
     s->c.queue_bytes = s->qbytes;
     if (s->qbytes > s->c.queue_peak_bytes)
       s->c.queue_peak_bytes = s->qbytes;
@@ -1830,7 +1907,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         uint64_t left = 0;
         for (; i < n; i++)
           left += !(ev[i].flags & TLC_EVF_SYNTH);
-        unreserve(s, left * TLC_BIN1X_RECORD);
+        unreserve(t, left * TLC_BIN1X_RECORD);
         count_buffer_full(t, left, left * TLC_BIN1X_RECORD);
         if (t->gn > 0 && !t->gq) {
           t->gq = 1;
@@ -1856,6 +1933,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     t->gnext = s->gather;
     s->gather = t;
   }
+  flow_check(t);
   return 0;
 }
 
@@ -2030,6 +2108,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   }
   t->next = s->targets;
   s->targets = t;
+  LOCKED(s, s->ntargets++);
   *out = t;
   return 0;
 }
@@ -2047,6 +2126,8 @@ void tlc_store_target_close(tlc_store_target_t *t) {
       *pp = t->next;
       break;
     }
+  t->closed = 1;
+  LOCKED(s, s->ntargets--);
   if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
     log_direct(s, 3, "%s: out of memory closing the target; its segment is sealed at exit",
                t->name);
@@ -2242,6 +2323,7 @@ static void free_target(tlc_store_target_t *t) {
 static void on_async(uv_async_t *a) {
   tlc_store_t *s = a->data;
   rx_flush(s);
+  flow_resume(s);
   uv_mutex_lock(&s->mu);
   res_t *r = s->rh;
   s->rh = s->rt = NULL;

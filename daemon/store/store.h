@@ -14,8 +14,9 @@
  *     <state>/.quarantine/<target>/...               what startup could not trust
  *
  * Threads: every function here runs on the loop thread. File I/O happens on two threads owned
- * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: when the
- * queue is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
+ * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: a target
+ * whose share of the queue fills is asked to pause (tlc_store_target_set_flow); when the queue
+ * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
  * segments; the sealer seals the segments the writer hands it (fdatasync, main export, manifest,
  * rename, retention), at most `max_sealing` at a time, so that sealing never holds up appends.
  * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
@@ -182,6 +183,7 @@ typedef struct tlc_store_counters {
    * queue_bytes > 0 and a heartbeat older than a few seconds, the writer is stalled: a watchdog
    * should stop pinging. */
   int64_t writer_heartbeat_ns;
+  uint64_t flow_pauses; /* times a target was asked to pause (tlc_store_target_set_flow) */
 } tlc_store_counters_t;
 
 typedef struct tlc_store_target_counters {
@@ -190,6 +192,7 @@ typedef struct tlc_store_target_counters {
   uint64_t segment_seq;                    /* sequence of the open segment (0: none open) */
   uint64_t segment_bytes;                  /* bytes in the open segment */
   uint64_t durable_bytes;                  /* of the open segment, confirmed by fdatasync */
+  uint64_t flow_pauses;                    /* times it was asked to pause */
 } tlc_store_target_counters_t;
 
 /* Summary of tlc_store_recover. */
@@ -249,6 +252,16 @@ int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
  * from its fields, which gives the same bytes. Loop thread. */
 int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
                           const uint8_t *chunk, size_t clen, uint64_t coff);
+
+/* Backpressure instead of loss for sources that can wait (TCP). A target's share of the writer
+ * queue is queue_bytes / (targets open); when its records queued (or gathered) reach 3/4 of its
+ * share, cb(ud, 1) asks the caller to stop reading the target's source; once the writer has
+ * drained them to 1/4 of the share, cb(ud, 0) lets it read again. Other targets go on. Records
+ * that still arrive while paused are stored as usual (and dropped, counted, only past the
+ * queue's cap). Without a callback (serial lines, which cannot wait) nothing pauses and a full
+ * queue drops and counts (buffer_full). cb runs on the loop thread (from tlc_store_write* or
+ * the store's async callback), never after tlc_store_target_close. */
+void tlc_store_target_set_flow(tlc_store_target_t *t, void (*cb)(void *ud, int paused), void *ud);
 
 /* Main export beside a bin1x segment (tlc_store_tconf_t.main_export). */
 enum tlc_store_main_export {
