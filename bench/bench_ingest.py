@@ -4,7 +4,8 @@ receiver measured in the same run; RSS over a long run with reconnects; the same
 
     bench/bench_ingest.py BUILD_DIR [--runs N] [--mib M] [--passes P] [--rss-seconds S]
                           [--rss-warmup S] [--store-runs N] [--store-passes P]
-                          [--ratio-runs N] [--ratio-passes P] [--parts nostore,rss,store,ratio]
+                          [--ratio-runs N] [--ratio-passes P] [--ab-base BUILD0]
+                          [--parts nostore,rss,store,ratio,abnostore]
 
 BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
 
@@ -37,6 +38,9 @@ byte (SPEC 1). Throughput = bytes / (first write .. close).
     barrier, so it covers the writes and the seals). Also the daemon's CPU time per event with
     and without storage and their difference: the CPU time storage costs per stored event.
     Every storage run must have stored every record sent (manifests; no drops). Target >= 0.85x.
+ 5. abnostore (with --ab-base BUILD0): `tlcapd --no-store` of BUILD0 and of BUILD_DIR, fresh
+    daemons, alternating (N pairs, --ratio-runs), same stream: median throughput and CPU time
+    per event of each, so that a change is seen not to slow ingest without storage.
 Every figure is printed with the CPU seconds of each process and the machine's other
 ("foreign") CPU use during the run, in cores (busy time from /proc/stat less ours, divided by
 the wall time from the sender's start to its end): the machine has 2 cores, shared by sender,
@@ -343,6 +347,30 @@ def part_ratio(io, a, build):
     sys.stdout.flush()
 
 
+def part_abnostore(io, a, build):
+    d = B.tempdir("tlcbench-ab.")
+    a.ratio_passes = a.ratio_passes or 1
+    res = {"base": [], "new": []}
+    try:
+        for i in range(a.ratio_runs):
+            for tag, b in (("base", a.ab_base), ("new", build)):
+                r = nostore_fresh_run(io, a, b, d)
+                res[tag].append(r)
+                print("abnostore run %d %-4s: %s; %.0f ns CPU per event"
+                      % (i, tag, fmt(r), 1e9 * r["cpu_recv"] / r["records"]))
+                sys.stdout.flush()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    for tag in ("base", "new"):
+        print("abnostore %-4s: median %.1f MB/s, %.1f ns CPU per event"
+              % (tag, B.median([r["mbps"] for r in res[tag]]),
+                 B.median([1e9 * r["cpu_recv"] / r["records"] for r in res[tag]])))
+    ratio = [n["mbps"] / b["mbps"] for b, n in zip(res["base"], res["new"])]
+    print("abnostore: new/base throughput per pair %s; median %.3fx"
+          % (" ".join("%.3f" % x for x in ratio), B.median(ratio)))
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -355,6 +383,7 @@ def main():
     ap.add_argument("--rss-warmup", type=float, default=10)
     ap.add_argument("--ratio-runs", type=int, default=5)
     ap.add_argument("--ratio-passes", type=int, default=1)
+    ap.add_argument("--ab-base", help="abnostore: the build to compare BUILD_DIR against")
     ap.add_argument("--parts", default="nostore,rss,store,ratio")
     a = ap.parse_args()
     io = os.path.join(a.build, "bench", "benchd_io")
@@ -375,6 +404,10 @@ def main():
         part_store(io, a, a.build)
     if "ratio" in parts:
         part_ratio(io, a, a.build)
+    if "abnostore" in parts:
+        if not a.ab_base:
+            sys.exit("bench_ingest: abnostore needs --ab-base BUILD0")
+        part_abnostore(io, a, a.build)
 
 
 if __name__ == "__main__":

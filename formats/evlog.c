@@ -117,6 +117,13 @@ static void wrf64(uint8_t *p, double x, int be) {
   wr_n(p, u, 8, be);
 }
 
+static const char *bad_size(uint32_t size, uint32_t max_block, char *why, size_t whylen);
+
+int tlc_evlog_size_ok(uint32_t size, uint32_t max_block) {
+  char why[96];
+  return bad_size(size, max_block ? max_block : 64u << 20, why, sizeof why) == NULL;
+}
+
 int tlc_evlog_index_time(double tim, int64_t *ns) {
   if (!isfinite(tim) || fabs(tim) >= 9.0e9)
     return 0;

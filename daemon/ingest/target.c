@@ -410,18 +410,7 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
 }
 
 size_t tlc_target_pending(const tlc_target_t *t) {
-  /* Read-only peek at the decoder state dec.h embeds: is the stream inside a record/block? */
-  switch (t->format) {
-  case TLC_FMT_BIN10:
-  case TLC_FMT_BIN11:
-    return t->dec.u.bin.wlen; /* strict: the partial record's bytes */
-  case TLC_FMT_EVLOG:
-    if (t->dec.u.ev.phase == 1)
-      return t->dec.u.ev.block_left > 0 ? t->dec.u.ev.block_left : 1;
-    return t->dec.u.ev.carry_len - t->dec.u.ev.carry_off;
-  default:
-    return 0;
-  }
+  return tlc_dec_pending(&t->dec); /* the decoder says what it holds back */
 }
 
 void tlc_target_detach(tlc_target_t *t, const char *reason) {

@@ -110,7 +110,7 @@ int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec
   while (pos < written) {
     tlc_rec_t r;
     size_t need;
-    if (tlc__rec_scan(s->format, buf + pos, len - pos, s->max_block, &r, &need) != 1)
+    if (tlc_scan_record(s->format, buf + pos, len - pos, s->max_block, &r, &need) != 1)
       break;
     if (pos + r.len > written)
       break;

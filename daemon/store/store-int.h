@@ -5,6 +5,7 @@
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
 
+#include "scan.h"
 #include "store.h"
 #include "tlc_event.h"
 
@@ -33,21 +34,9 @@ uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n);
 uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n);
 enum { TLC_CSUM_FNV1A64W = 0, TLC_CSUM_FNV1A64 = 1 }; /* tlc_manifest_t.csum; 0 = new default */
 
-/* ---- record scanner (bin1x records, evlog blocks) ---- */
+/* ---- record scanner (bin1x records, evlog blocks): formats/scan.h ---- */
 
-/* One record (bin1x) or block (evlog) found at the start of a buffer. */
-typedef struct tlc_rec {
-  size_t len;     /* bytes of the record/block */
-  int64_t tmin;   /* smallest event time in it (bin1x: the record's time) */
-  int64_t tmax;   /* largest */
-  uint32_t items; /* events in it (1 for bin1x) */
-} tlc_rec_t;
-
-/* Looks at buf[0..len): returns 1 and fills *r for a whole valid record/block, 0 when more
- * bytes are needed (*need set to the total length wanted, when known), or -1 when the bytes
- * cannot start a record (evlog: bad magic, implausible size > max_block, item out of bounds). */
-int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_block, tlc_rec_t *r,
-                  size_t *need);
+typedef tlc_scan_rec_t tlc_rec_t;
 
 /* ---- manifest ---- */
 

@@ -194,7 +194,7 @@ static void filter_full(tlc_format_t f, const buf_t *all, int64_t from, int64_t 
   while (pos < all->len) {
     tlc_rec_t r;
     size_t need;
-    assert_int_equal(tlc__rec_scan(f, all->p + pos, all->len - pos, 0, &r, &need), 1);
+    assert_int_equal(tlc_scan_record(f, all->p + pos, all->len - pos, 0, &r, &need), 1);
     if (r.items > 0 && r.tmax >= from && r.tmin <= to)
       buf_add(out, all->p + pos, r.len);
     pos += r.len;
