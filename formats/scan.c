@@ -13,8 +13,9 @@
  * order unless it is implausible there (tlc_evlog_size_ok: the decoder's rule) and plausible in
  * the other. Where both readings are plausible the decoder goes by the order an earlier header
  * of its stream taught it; a scanner looks at one block at a time (an index jumps into the
- * middle of a file), so it takes the reading at which the chain of items ends (event_next from
- * item to item lands exactly on the block's end) - for blocks the decoder accepted, the same.
+ * middle of a file), so it follows the chain of items (event_next from item to item) to the
+ * nearer of the two ends: landing on it takes that reading, passing it the other; for blocks
+ * whose chain ends at the block's end (every block tlcapd writes), the true size.
  *
  * Pure: no I/O, no allocation; any thread. Cost: O(items) per evlog block, O(1) per record.
  */
@@ -76,15 +77,24 @@ int tlc_scan_record(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max
   if (va != vb) {
     size = va ? sa : sb;
   } else {
+    /* Both readings plausible: follow the chain of items up to the nearer end. Landing on it
+     * takes that reading; passing it takes the farther one; a chain that breaks first keeps
+     * the magic's order (sa), as the decoder does. Only bytes before the nearer end are read,
+     * so the answer never depends on what follows the block. */
     size_t p = 12, ea = 12 + (size_t)sa, eb = 12 + (size_t)sb;
+    size_t en = ea < eb ? ea : eb;
     size = sa;
     for (;;) {
-      if (p == ea || p == eb) {
-        size = p == ea ? sa : sb;
+      if (p == en) {
+        size = en == ea ? sa : sb;
         break;
       }
-      if (p > ea && p > eb)
+      if (p > en) {
+        size = en == ea ? sb : sa;
         break;
+      }
+      if (p + 40 > en)
+        break; /* no room for an item head before the nearer end: the chain cannot land */
       if (p + 40 > len) {
         *need = p + 40;
         return 0;
