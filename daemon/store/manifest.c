@@ -214,12 +214,10 @@ int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count)
     }
   }
   if (m->ngaps == m->capgaps) {
-    size_t nc = m->capgaps ? m->capgaps * 2 : 8;
-    tlc_gap_t *g = tlc_realloc(m->gaps, nc * sizeof *g);
+    tlc_gap_t *g = tlc_grow(m->gaps, &m->capgaps, m->ngaps + 1, sizeof *g, 8);
     if (!g)
       return TLC_ENOMEM;
     m->gaps = g;
-    m->capgaps = nc;
   }
   tlc_gap_t *g = &m->gaps[m->ngaps++];
   memset(g, 0, sizeof *g);
@@ -237,12 +235,10 @@ int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count)
 
 static int add_idx(tlc_manifest_t *m, const tlc_idx_t *e) {
   if (m->nidx == m->capidx) {
-    size_t nc = m->capidx ? m->capidx * 2 : 16;
-    tlc_idx_t *x = tlc_realloc(m->idx, nc * sizeof *x);
+    tlc_idx_t *x = tlc_grow(m->idx, &m->capidx, m->nidx + 1, sizeof *x, 16);
     if (!x)
       return TLC_ENOMEM;
     m->idx = x;
-    m->capidx = nc;
   }
   m->idx[m->nidx++] = *e;
   return 0;

@@ -1634,15 +1634,13 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
  * the block */
 static void ea_done(tlc_store_target_t *t, uint64_t len) {
   if (t->ned == t->ced) {
-    size_t nc = t->ced ? 2 * t->ced : 16;
-    tlc_rec_t *nr = tlc_realloc(t->ed, nc * sizeof *nr);
+    tlc_rec_t *nr = tlc_grow(t->ed, &t->ced, t->ned + 1, sizeof *nr, 16);
     if (!nr) {
       t->ed_err = 1;
       t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
       return;
     }
     t->ed = nr;
-    t->ced = nc;
   }
   t->ea.len = (size_t)len;
   t->ed[t->ned++] = t->ea;
@@ -1675,16 +1673,11 @@ static void sk_emit(tlc_store_target_t *t, uint64_t a, uint64_t b) {
   uint64_t hi = b < t->sk_kbase + t->sk_len ? b : t->sk_kbase + t->sk_len;
   size_t k = hi > lo ? (size_t)(hi - lo) : 0;
   if (k > 0 && t->sk_olen + k > t->sk_ocap) {
-    size_t nc = t->sk_ocap ? t->sk_ocap : 4096;
-    while (nc < t->sk_olen + k)
-      nc *= 2;
-    uint8_t *nb = tlc_realloc(t->sk_out, nc);
+    uint8_t *nb = tlc_grow(t->sk_out, &t->sk_ocap, t->sk_olen + k, 1, 4096);
     if (!nb)
       k = 0;
-    else {
+    else
       t->sk_out = nb;
-      t->sk_ocap = nc;
-    }
   }
   if (k > 0) {
     memcpy(t->sk_out + t->sk_olen, t->sk_buf + (lo - t->sk_kbase), k);
@@ -2632,12 +2625,10 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       continue; /* not ours: never touched */
     }
     if (n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      rent_t *nv = tlc_realloc(v, nc * sizeof *nv);
+      rent_t *nv = tlc_grow(v, &cap, n + 1, sizeof *nv, 64);
       if (!nv)
         break;
       v = nv;
-      cap = nc;
     }
     tlc__path(v[n].name, sizeof v[n].name, "%s", de->d_name);
     v[n].sn = sn;
@@ -2887,12 +2878,10 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
       continue; /* files and symlinks at the top are not ours */
     }
     if (n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      char **nn = tlc_realloc(names, nc * sizeof *nn);
+      char **nn = tlc_grow(names, &cap, n + 1, sizeof *nn, 16);
       if (!nn)
         break;
       names = nn;
-      cap = nc;
     }
     names[n] = tlc_strndup(nm, strlen(nm));
     if (names[n])
