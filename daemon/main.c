@@ -360,12 +360,7 @@ int main(int argc, char **argv) {
   int r;
 
   if (argc >= 2 && strcmp(argv[1], "replay") == 0) {
-#ifdef TLC_NO_REPLAY
-    fputs("tlcapd: this build has no replay (configured with TLC_WITH_REPLAY=OFF)\n", stderr);
-    return 2;
-#else
     return tlc_replay_main(argc - 1, argv + 1);
-#endif
   }
 
   /* Before libuv allocates anything: every allocation goes through tlc_malloc. */

@@ -22,12 +22,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
-#if defined(__has_include)
-#if __has_include("evmap.h")
 #include "evmap.h"
-#define TLC_HAVE_EVMAP 1
-#endif
-#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,10 +47,8 @@ int tlc_targets_init(tlc_targets_t *r, size_t max_targets) {
 
 static void target_free(tlc_target_t *t) {
   tlc_target_notify(t, TLC_TEV_FREED, NULL);
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL)
     tlc_evmap_free(t->evmap);
-#endif
   tlc_engine_free(t->engine);
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
@@ -149,7 +142,6 @@ static int load_mapping_file(tlc_target_t *t, const char *path) {
 
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err,
                             size_t errlen) {
-#ifdef TLC_HAVE_MAPPING_PARSE
   tlc_mapping_t m;
   tlc_parse_err_t pe;
   int r;
@@ -169,13 +161,6 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   tlc_engine_set_mapping(t->engine, &t->mapping);
   tlc_target_notify(t, TLC_TEV_MAPPING, NULL);
   return 0;
-#else
-  (void)t;
-  (void)buf;
-  (void)len;
-  snprintf(err, errlen, " mapping files are not supported by this build");
-  return TLC_EINVAL;
-#endif
 }
 
 static int target_new(tlc_targets_t *r, const char *name, int src_kind,
@@ -224,7 +209,6 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   if (err != 0)
     goto fail_engine;
   if (conf->format == TLC_FMT_EVLOG) {
-#ifdef TLC_HAVE_EVMAP
     tlc_evmap_opts_t mo;
     memset(&mo, 0, sizeof(mo));
     mo.max_names = conf->max_names;
@@ -232,10 +216,6 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     err = tlc_evmap_new(&t->evmap, &mo);
     if (err != 0)
       goto fail_evmap;
-#else
-    err = TLC_EINVAL;
-    goto fail_evmap;
-#endif
   }
   if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0')
     (void)load_mapping_file(t, conf->mapping_path); /* logged; the target works without */
@@ -318,7 +298,6 @@ static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_
     if (r->obs[i].records_cb != NULL)
       r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
   }
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -330,7 +309,6 @@ static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_
     out = r->mapbuf;
     nout = k;
   }
-#endif
   if (nout == 0)
     return;
   tlc_engine_push(t->engine, out, nout);
@@ -440,10 +418,8 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   tlc_dec_reset(&t->dec);
   report_changes(t);
   tlc_engine_gap(t->engine);
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL)
     tlc_evmap_gap(t->evmap);
-#endif
   now = tlc_now_unix_ms();
   t->gaps++;
   t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].disconnect_unix_ms = now;
