@@ -289,31 +289,44 @@ int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
 int tlc__mbuild_add_fixed(tlc_mbuild_t *b, const uint8_t *buf, size_t n, const int64_t *times) {
   tlc_manifest_t *m = b->m;
   int rc = 0;
-  for (size_t i = 0; i < n; i++) {
-    int64_t t = times[i];
-    if (m->records % b->interval == 0) {
-      tlc_idx_t e = { m->records, m->bytes, t, b->running_max, INT64_MAX };
+  size_t i = 0;
+  /* in runs that stay within one index interval: one index entry at most per run, and the
+   * run's smallest and largest time in a tight loop */
+  while (i < n) {
+    uint64_t into = m->records % b->interval;
+    size_t k = n - i;
+    if (k > b->interval - into)
+      k = (size_t)(b->interval - into);
+    const int64_t *t = times + i;
+    if (into == 0) {
+      tlc_idx_t e = { m->records, m->bytes, t[0], b->running_max, INT64_MAX };
       int r = add_idx(m, &e); /* on failure the index is only sparser: reads stay correct */
       if (r < 0 && m->nidx == 0)
         rc = r;
     }
-    if (m->nidx > 0 && t < m->idx[m->nidx - 1].mina)
-      m->idx[m->nidx - 1].mina = t;
-    if (m->records == 0 || m->items == 0) {
-      m->first_time = t;
-      m->min_time = t;
-      m->max_time = t;
+    int64_t mn = t[0], mx = t[0];
+    for (size_t j = 1; j < k; j++) {
+      mn = t[j] < mn ? t[j] : mn;
+      mx = t[j] > mx ? t[j] : mx;
     }
-    if (t < m->min_time)
-      m->min_time = t;
-    if (t > m->max_time)
-      m->max_time = t;
-    m->last_time = t;
-    if (t > b->running_max)
-      b->running_max = t;
-    m->bytes += TLC_BIN1X_RECORD;
-    m->records++;
-    m->items++;
+    if (m->nidx > 0 && mn < m->idx[m->nidx - 1].mina)
+      m->idx[m->nidx - 1].mina = mn;
+    if (m->records == 0 || m->items == 0) {
+      m->first_time = t[0];
+      m->min_time = mn;
+      m->max_time = mx;
+    }
+    if (mn < m->min_time)
+      m->min_time = mn;
+    if (mx > m->max_time)
+      m->max_time = mx;
+    m->last_time = t[k - 1];
+    if (mx > b->running_max)
+      b->running_max = mx;
+    m->bytes += (uint64_t)k * TLC_BIN1X_RECORD;
+    m->records += k;
+    m->items += k;
+    i += k;
   }
   /* both checksum kinds run over whole records the same in one call (24 is a multiple of the
    * wide kind's 8-byte words) */

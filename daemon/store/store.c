@@ -1884,13 +1884,16 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   }
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0; /* after the records gathered before the drop, before these */
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].flags & TLC_EVF_SYNTH)
+  const size_t R = TLC_BIN1X_RECORD;
+  for (size_t i = 0; i < n;) {
+    if (ev[i].flags & TLC_EVF_SYNTH) {
+      i++;
       continue;
+    }
     if (t->gn == s->gather_max)
       gather_flush(t);
     if (!t->gb) {
-      t->gb = tlc_malloc(s->gather_max * TLC_BIN1X_RECORD);
+      t->gb = tlc_malloc(s->gather_max * R);
       t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
       if (!t->gb || !t->gt) {
         tlc_free(t->gb);
@@ -1900,8 +1903,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         uint64_t left = 0;
         for (; i < n; i++)
           left += !(ev[i].flags & TLC_EVF_SYNTH);
-        unreserve(t, left * TLC_BIN1X_RECORD);
-        count_buffer_full(t, left, left * TLC_BIN1X_RECORD);
+        unreserve(t, left * R);
+        count_buffer_full(t, left, left * R);
         if (t->gn > 0 && !t->gq) {
           t->gq = 1;
           t->gnext = s->gather;
@@ -1910,16 +1913,30 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         return TLC_ENOMEM;
       }
     }
-    /* the record's bytes as received when the chunk holds them all; else (a record that began
-     * in an earlier chunk, or no chunk given) encoded from its fields, which gives the same
-     * bytes (tlc_bin1x_encode keeps the received flags word) */
-    uint8_t *dst = t->gb + t->gn * TLC_BIN1X_RECORD;
+    /* The records' bytes as received: a run of records lying one after the other in the chunk
+     * is copied at once. A record that began in an earlier chunk (or with no chunk given) is
+     * encoded from its fields, which gives the same bytes (tlc_bin1x_encode keeps the
+     * received flags word). */
+    uint8_t *dst = t->gb + t->gn * R;
     uint64_t o = ev[i].offset - coff;
-    if (chunk && ev[i].offset >= coff && o < clen && clen - o >= TLC_BIN1X_RECORD)
-      memcpy(dst, chunk + o, TLC_BIN1X_RECORD);
-    else
+    if (chunk && ev[i].offset >= coff && o < clen && clen - o >= R) {
+      size_t room = s->gather_max - t->gn, j = i + 1;
+      size_t fit = (size_t)((clen - o) / R); /* whole records the chunk holds from o */
+      size_t lim = n - i < room ? n - i : room;
+      if (lim > fit)
+        lim = fit;
+      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) &&
+             ev[j].offset == ev[i].offset + (j - i) * R)
+        j++;
+      memcpy(dst, chunk + o, (j - i) * R);
+      for (size_t q = i; q < j; q++)
+        t->gt[t->gn++] = ev[q].time_ns;
+      i = j;
+    } else {
       tlc_bin1x_encode(t->format, &ev[i], dst);
-    t->gt[t->gn++] = ev[i].time_ns;
+      t->gt[t->gn++] = ev[i].time_ns;
+      i++;
+    }
   }
   if (t->gn > 0 && !t->gq) {
     t->gq = 1;
