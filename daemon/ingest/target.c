@@ -18,6 +18,7 @@
 
 #include "preamble.h"
 
+#include "fileread.h"
 #include "log.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -99,38 +100,16 @@ tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
 
 /* Reads a whole mapping file (blocking; target creation is rare and the file small). */
 static int load_mapping_file(tlc_target_t *t, const char *path) {
-  FILE *f = fopen(path, "rb");
   char *buf = NULL;
-  long sz;
-  int r;
+  size_t len = 0;
   char err[200];
-  if (f == NULL) {
-    r = -errno;
+  int r = tlc_file_read(path, MAPPING_FILE_MAX, &buf, &len);
+  if (r != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: %s", t->name, path,
-            strerror(errno));
+            r == TLC_ELIMIT ? "larger than the 64 MiB limit" : tlc_strerror(r));
     return r;
   }
-  if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || (unsigned long)sz > MAPPING_FILE_MAX ||
-      fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: unreadable or larger than %u",
-            t->name, path, MAPPING_FILE_MAX);
-    return TLC_ELIMIT;
-  }
-  buf = tlc_malloc((size_t)sz + 1);
-  if (buf == NULL) {
-    fclose(f);
-    return TLC_ENOMEM;
-  }
-  if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-    fclose(f);
-    tlc_free(buf);
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: read error", t->name, path);
-    return TLC_EIO;
-  }
-  fclose(f);
-  buf[sz] = '\0';
-  r = tlc_target_load_mapping(t, buf, (size_t)sz, err, sizeof(err));
+  r = tlc_target_load_mapping(t, buf, len, err, sizeof(err));
   tlc_free(buf);
   if (r != 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s:%s", t->name, path, err);
