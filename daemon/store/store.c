@@ -49,6 +49,7 @@
 #include "iofault.h"
 #include "segread.h"
 #include "store-int.h"
+#include "tlc_log_level.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -461,8 +462,8 @@ static void w_deleted(void *ud, const tlc_catent_t *e) {
   char p[1200];
   LOCKED(s, s->c.deletions++; s->c.deleted_bytes += e->bytes);
   snprintf(p, sizeof p, "%s/%s/%s", s->state_dir, e->target, e->data);
-  wlog(s, 6, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)", e->target, e->data,
-       e->seq, e->bytes);
+  wlog(s, TLC_LOG_INFO, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)", e->target,
+       e->data, e->seq, e->bytes);
   wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
 }
 
@@ -597,7 +598,7 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
     w_retention(s); /* may free space at once; the probe decides when to resume */
   }
   if (s->df_log_last == 0 || now - s->df_log_last >= DISKFULL_LOG_NS) {
-    wlog(s, 3,
+    wlog(s, TLC_LOG_ERR,
          "DISK FULL (%s) writing %s: capture paused, records are dropped and counted until "
          "space returns (%" PRIu64 " similar messages suppressed)",
          tlc_strerror(rc), t->name, s->df_suppressed);
@@ -702,11 +703,11 @@ static int pend_try(tlc_store_t *s, pend_t *p) {
           p->need_mf = 1;
           snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
         }
-        wlog(s, 6, "%s: main export of %s/%s written%s", p->target, dir, p->data,
+        wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir, p->data,
              p->map || p->tc.has_context_area ? " with the target's settings" : "");
       } else {
-        wlog(s, 4, "%s: main export of %s/%s: %s (written at the next start)", p->target, dir,
-             p->data, tlc_strerror(rc));
+        wlog(s, TLC_LOG_WARN, "%s: main export of %s/%s: %s (written at the next start)", p->target,
+             dir, p->data, tlc_strerror(rc));
       }
     }
   }
@@ -715,10 +716,10 @@ static int pend_try(tlc_store_t *s, pend_t *p) {
     if (!is_nospace(rc)) {
       p->need_mf = 0;
       if (rc == 0 && !late_ex)
-        wlog(s, 5, "%s: manifest %s written now that space is back", p->target, mpath);
+        wlog(s, TLC_LOG_NOTICE, "%s: manifest %s written now that space is back", p->target, mpath);
       else if (rc < 0)
-        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->target,
-             mpath, tlc_strerror(rc));
+        wlog(s, TLC_LOG_WARN, "%s: manifest %s: %s (rebuilt from the data at the next start)",
+             p->target, mpath, tlc_strerror(rc));
     }
   }
   if (pinned) {
@@ -745,7 +746,7 @@ static void pend_retry(tlc_store_t *s) {
  * start) */
 static void pend_keep(tlc_store_t *s, pend_t *p) {
   if (s->npend >= PEND_MAX) {
-    wlog(s, 4,
+    wlog(s, TLC_LOG_WARN,
          "%s: %s%s%s of %s not written (no space, %d segments waiting already): done at the "
          "next start",
          p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
@@ -782,17 +783,18 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
       seg->fd = -1;
     }
     LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", seg->target, path,
-         tlc_strerror(rc));
+    wlog(s, TLC_LOG_ERR, "%s: cannot seal %s.part: %s (left for recovery at next start)",
+         seg->target, path, tlc_strerror(rc));
     wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
     return;
   }
   int ex_full = is_nospace(seg->ex_err), mf_full = is_nospace(seg->mf_err);
   if (seg->ex_err < 0 && !ex_full)
-    wlog(s, 4, "%s: main export of %s: %s (written at the next start)", seg->target, path,
-         tlc_strerror(seg->ex_err));
+    wlog(s, TLC_LOG_WARN, "%s: main export of %s: %s (written at the next start)", seg->target,
+         path, tlc_strerror(seg->ex_err));
   if (ex_full || mf_full) {
-    wlog(s, 4, "%s: sealed %s without its %s (%s): written once space returns", seg->target, path,
+    wlog(s, TLC_LOG_WARN, "%s: sealed %s without its %s (%s): written once space returns",
+         seg->target, path,
          ex_full && mf_full ? "main export and manifest"
          : ex_full          ? "main export"
                             : "manifest",
@@ -814,7 +816,8 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
   }
   if (seg->seal_err < 0 && !is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+    wlog(s, TLC_LOG_ERR,
+         "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
          seg->target, path, tlc_strerror(seg->seal_err));
   }
   tlc__catalog_add(&s->cat, &ent);
@@ -902,10 +905,10 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
   while (*s->rx_tail)
     s->rx_tail = &(*s->rx_tail)->next;
   if (n > 0 && t)
-    wlog(s, 6, "%s: exporting %zu segment(s) recovered at start with the target's settings",
-         t->name, n);
+    wlog(s, TLC_LOG_INFO,
+         "%s: exporting %zu segment(s) recovered at start with the target's settings", t->name, n);
   else if (n > 0)
-    wlog(s, 5,
+    wlog(s, TLC_LOG_NOTICE,
          "exporting %zu segment(s) recovered at start without target settings (no target of "
          "that name was configured)",
          n);
@@ -925,8 +928,8 @@ static void sealer_main(void *arg) {
       while (s->pend) {
         pend_t *p = s->pend;
         s->pend = p->next;
-        wlog(s, 4, "%s: %s%s%s of %s not written (no space): done at the next start", p->target,
-             p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+        wlog(s, TLC_LOG_WARN, "%s: %s%s%s of %s not written (no space): done at the next start",
+             p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
              p->need_mf ? "manifest" : "", p->data);
         pend_free(s, p);
       }
@@ -1051,8 +1054,9 @@ static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
   if (rc < 0) {
     /* R5: never retried; the file is suspect: seal it and start a new one */
     LOCKED(s, s->c.io_errors++; s->c.fsync_errors++);
-    wlog(s, 3, "%s: fdatasync of %s/%s.part failed (%s): sealing it as suspect and rotating",
-         t->name, t->dir, t->seg.data, tlc_strerror(rc));
+    wlog(s, TLC_LOG_ERR,
+         "%s: fdatasync of %s/%s.part failed (%s): sealing it as suspect and rotating", t->name,
+         t->dir, t->seg.data, tlc_strerror(rc));
     w_seal(s, t, TLC_ROT_IO_ERROR);
     return;
   }
@@ -1080,8 +1084,9 @@ static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, s
     tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
     LOCKED(s, s->c.io_errors++);
     t->seg.suspect = 1;
-    wlog(s, 3, "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
-         t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
+    wlog(s, TLC_LOG_ERR,
+         "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating", t->name,
+         t->dir, t->seg.data, tlc_strerror(rc), lost);
     w_seal(s, t, TLC_ROT_IO_ERROR);
   }
   return rc;
@@ -1112,8 +1117,8 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
           w_count_drop(s, t, 2, lost, len - pos);
           w_add_gap(t, "io_error", lost);
           LOCKED(s, s->c.io_errors++);
-          wlog(s, 3, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped", t->name,
-               t->dir, tlc_strerror(rc), lost);
+          wlog(s, TLC_LOG_ERR, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped",
+               t->name, t->dir, tlc_strerror(rc), lost);
         }
         return;
       }
@@ -1169,8 +1174,8 @@ static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *b
           w_count_drop(s, t, 2, lost, lost * R);
           w_add_gap(t, "io_error", lost);
           LOCKED(s, s->c.io_errors++);
-          wlog(s, 3, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped", t->name,
-               t->dir, tlc_strerror(rc), lost);
+          wlog(s, TLC_LOG_ERR, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped",
+               t->name, t->dir, tlc_strerror(rc), lost);
         }
         return;
       }
@@ -1198,7 +1203,8 @@ static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *b
           tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
           LOCKED(s, s->c.io_errors++);
           t->seg.suspect = 1;
-          wlog(s, 3, "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
+          wlog(s, TLC_LOG_ERR,
+               "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
                t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
           w_seal(s, t, TLC_ROT_IO_ERROR);
         }
@@ -1235,7 +1241,8 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     j->kind = J_RETRY;
     push_job(s, j);
   }
-  wlog(s, 5, "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
+  wlog(s, TLC_LOG_NOTICE, "disk space is back: capture resumed (%" PRIu64 " records were dropped)",
+       lost);
   wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
   s->df_log_last = 0;
 }
@@ -2067,7 +2074,7 @@ void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts) {
   if (!c || !o) {
     tlc_free(c);
     tlc_free(o);
-    log_direct(s, 3, "reconfigure: out of memory; old limits kept");
+    log_direct(s, TLC_LOG_ERR, "reconfigure: out of memory; old limits kept");
     return;
   }
   *o = *opts;
@@ -2139,8 +2146,8 @@ void tlc_store_target_close(tlc_store_target_t *t) {
   t->closed = 1;
   LOCKED(s, s->ntargets--);
   if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
-    log_direct(s, 3, "%s: out of memory closing the target; its segment is sealed at exit",
-               t->name);
+    log_direct(s, TLC_LOG_ERR,
+               "%s: out of memory closing the target; its segment is sealed at exit", t->name);
 }
 
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out) {
@@ -2290,8 +2297,8 @@ static void z_after(uv_work_t *req, int status) {
       }
     } else {
       LOCKED(s, s->c.compress_errors++);
-      log_direct(s, 4, "%s: cannot compress %s: %s (kept uncompressed)", j->target, j->path,
-                 tlc_strerror(j->rc));
+      log_direct(s, TLC_LOG_WARN, "%s: cannot compress %s: %s (kept uncompressed)", j->target,
+                 j->path, tlc_strerror(j->rc));
     }
   }
   tlc_free(j);
@@ -2451,7 +2458,7 @@ void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
       enqueue(s, c, 0);
     } else {
       /* last resort: a static stop command is not possible to free; signal by flag */
-      log_direct(s, 3, "close: out of memory; waiting for the writer to drain");
+      log_direct(s, TLC_LOG_ERR, "close: out of memory; waiting for the writer to drain");
     }
   }
   maybe_finish_close(s);
@@ -2539,13 +2546,13 @@ static void quarantine(tlc_store_t *s, const char *target, const char *dir, cons
     snprintf(to, sizeof to, "%s/%s.%d", qdir, name, i);
   int rc = tlc_io->rename(from, to);
   if (rc < 0) {
-    log_direct(s, 3, "%s: cannot quarantine %s (%s): %s; left in place", target, from, why,
-               tlc_strerror(rc));
+    log_direct(s, TLC_LOG_ERR, "%s: cannot quarantine %s (%s): %s; left in place", target, from,
+               why, tlc_strerror(rc));
     return;
   }
   sum->quarantined++;
   LOCKED(s, s->c.quarantined++);
-  log_direct(s, 4, "%s: quarantined %s -> %s: %s", target, from, to, why);
+  log_direct(s, TLC_LOG_WARN, "%s: quarantined %s -> %s: %s", target, from, to, why);
   if (s->o.event_cb) {
     tlc_store_event_t ev = { TLC_SEV_QUARANTINED, target, to, 0, 0 };
     s->o.event_cb(s->o.event_ud, &ev);
@@ -2627,7 +2634,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
   snprintf(dir, sizeof dir, "%s/%s", s->state_dir, target);
   DIR *d = opendir(dir);
   if (!d) {
-    log_direct(s, 3, "%s: cannot read %s: %s", target, dir, strerror(errno));
+    log_direct(s, TLC_LOG_ERR, "%s: cannot read %s: %s", target, dir, strerror(errno));
     return;
   }
   rent_t *v = NULL;
@@ -2737,7 +2744,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     sum->recovered++;
     sum->torn_bytes += torn;
     LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
-    log_direct(s, 5,
+    log_direct(s, TLC_LOG_NOTICE,
                "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64 " torn bytes moved aside",
                target, dir, v[i].name, m.records, torn);
     catalog_sealed(s, target, dir, sn, &m, 0);
@@ -2805,7 +2812,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
           snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
           tlc__manifest_store(mp, &m);
           sum->rebuilt_manifests++;
-          log_direct(s, 4, "%s: %s: %s", target, p, wbuf);
+          log_direct(s, TLC_LOG_WARN, "%s: %s: %s", target, p, wbuf);
           catalog_sealed(s, target, dir, sn, &m, zst);
           export_check(s, target, dir, sn, f, &m, sum);
           sum->segments++;
@@ -2863,7 +2870,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     tlc_io->unlink(p);
     v[i].gone = 1;
     sum->completed_deletions++;
-    log_direct(s, 5, "%s: completed an interrupted deletion: removed %s", target, p);
+    log_direct(s, TLC_LOG_NOTICE, "%s: completed an interrupted deletion: removed %s", target, p);
   }
   tlc__manifest_fini(&m);
   tlc_free(v);
@@ -2930,12 +2937,12 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   update_stored(s);
   s->rx_any = s->nrx > 0;
   if (sum->exports_deferred > 0)
-    log_direct(s, 6,
+    log_direct(s, TLC_LOG_INFO,
                "%" PRIu64 " segment(s) found without their main export: written once a target of "
                "their name is configured (at shutdown without its settings)",
                sum->exports_deferred);
   if (sum->exports_unset > 0)
-    log_direct(s, 4,
+    log_direct(s, TLC_LOG_WARN,
                "%" PRIu64 " segment(s) found without their main export beyond the %" PRIu32
                " that wait for their target: exported now, without the target's settings",
                sum->exports_unset, s->o.max_deferred_exports);

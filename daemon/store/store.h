@@ -141,8 +141,8 @@ typedef struct tlc_store_opts {
   void *clock_ud;
   tlc_store_export_fn export_cb; /* main export of bin1x segments (NULL: none written) */
   void *export_ud;
-  /* Log lines (loop thread; rate limiting of repeats is done by the store). level: syslog
-   * numbers as log.h (3 err .. 7 debug). NULL: stderr. */
+  /* Log lines (loop thread; rate limiting of repeats is done by the store). level: enum
+   * tlc_log_level (formats/tlc_log_level.h, syslog's numbers). NULL: stderr. */
   void (*log_cb)(void *ud, int level, const char *msg);
   void *log_ud;
   void (*event_cb)(void *ud, const tlc_store_event_t *ev); /* loop thread; may be NULL */
