@@ -419,11 +419,11 @@ void tlc_target_hold(tlc_target_t *t, int on) {
     return;
   t->held = on;
   t->holds += (uint64_t)on;
-  if (on)
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s (%s): storage queue full: not reading",
-            t->name, t->peer);
-  if (t->source != NULL && t->hold_cb != NULL)
-    t->hold_cb(t->source, on);
+  if (t->source == NULL || t->hold_cb == NULL)
+    return; /* detached (the next connection starts held), or a source that cannot wait */
+  tlc_log(TLC_LOG_DEBUG, TLC_LOGC_TARGET, "target %s (%s): storage %s", t->name, t->peer,
+          on ? "queue share full: not reading" : "drained: reading again");
+  t->hold_cb(t->source, on);
 }
 
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {
