@@ -279,6 +279,7 @@ static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
 }
 
 static void test_hooks(void) {
+  tlc_crashpoint_hook = tlc_crashpoint_env; /* TLCAP_CRASHPOINT (crashpoint.c) */
   const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
   const char *b = getenv("TLCAP_TEST_DISK_BPS");
   test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;

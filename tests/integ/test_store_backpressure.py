@@ -3,7 +3,7 @@
 longer read until the writer drains it, so that the kernel's TCP window holds the sender back
 instead of the daemon dropping records; other targets go on.
 
-tlcapd runs with a slow disk (test hook TLCAP_TEST_DISK_BPS, TLCAP_TESTING builds: every write
+tlcapd runs with a slow disk (test hook TLCAP_TEST_DISK_BPS, tlcapd-test, the TLCAP_TESTING build: every write
 of the storage threads takes len / BPS seconds) and a small storage queue (1 MiB). A sender at
 full loopback speed pushes a stream many times the queue; meanwhile a second target sends a
 small stream. Must hold: every record sent is in the segments (their concatenation is the
