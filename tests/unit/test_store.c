@@ -188,6 +188,65 @@ static void test_roundtrip_evlog(void **state) {
   evgen_free(&g2);
 }
 
+/* records copied as received (tlc_store_write_chunk): a bin11 stream whose records carry bits
+ * tlc_bin1x_encode would not write back (flags bits above the core, which the decoder accepts)
+ * is pushed through a strict decoder in chunks of odd sizes, each batch handed to the store with
+ * its chunk: the segments hold exactly the bytes sent, records straddling two chunks included
+ * (those are encoded from their fields, which keeps the received flags word) */
+static void test_write_chunk_as_received(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 500;
+  o.index_interval = 5;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "raw", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  size_t n = 3001;
+  tlc_event_t *gen = gen_bin(TLC_FMT_BIN11, n, 21, &want);
+  for (size_t i = 0; i < n; i += 7)
+    want.p[i * 24 + 6] |= 0x10; /* flags bit 20: kept by the decoder, as received */
+  tlc_dec_t d;
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, NULL), 0);
+  size_t off = 0, k = 0;
+  static const size_t sizes[] = { 1, 23, 24, 25, 100, 4096, 7, 48 };
+  while (off < want.len) {
+    size_t c = sizes[k++ % 8];
+    if (c > want.len - off)
+      c = want.len - off;
+    size_t pos = 0;
+    while (pos < c) {
+      size_t used = 0;
+      uint64_t at = d.pos;
+      int m = tlc_dec_push(&d, want.p + off + pos, c - pos, &used, ev, 256);
+      assert_true(m >= 0);
+      if (m > 0)
+        assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, want.p + off + pos, used, at), 0);
+      pos += used;
+    }
+    off += c;
+  }
+  int m;
+  while ((m = tlc_dec_finish(&d, ev, 256)) > 0)
+    assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, NULL, 0, 0), 0);
+  assert_int_equal(m, 0);
+  tlc_dec_fini(&d);
+  close_store(s, &loop);
+  char dir[1200];
+  tdir(dir, sizeof dir, "raw");
+  buf_t got = { 0 };
+  read_all(dir, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  manifests_match_scan(dir, TLC_FMT_BIN11, 5);
+  buf_free(&got);
+  buf_free(&want);
+  free(gen);
+}
+
 /* a range read through the index == a full read filtered by time */
 static void filter_full(tlc_format_t f, const buf_t *all, int64_t from, int64_t to, buf_t *out) {
   size_t pos = 0;
@@ -1570,6 +1629,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_roundtrip_bin11, setup, teardown),
     cmocka_unit_test_setup_teardown(test_roundtrip_bin10, setup, teardown),
     cmocka_unit_test_setup_teardown(test_roundtrip_evlog, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_write_chunk_as_received, setup, teardown),
     cmocka_unit_test_setup_teardown(test_range_read, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd_after_restart, setup, teardown),
