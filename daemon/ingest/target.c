@@ -97,6 +97,19 @@ int tlc_target_name_check(const char *name, size_t max) {
   return tlc_target_name_valid(name, max); /* one rule for names, wherever they come from */
 }
 
+int tlc_target_name_check_efl(const char *name, size_t max) {
+  const char *slash = strchr(name, '/');
+  char src[TLC_TARGET_NAME_MAX + 1];
+  size_t sl = slash != NULL ? (size_t)(slash - name) : 0;
+  if (slash == NULL || sl == 0 || sl > TLC_TARGET_NAME_MAX || strlen(name) > max)
+    return TLC_EINVAL;
+  memcpy(src, name, sl);
+  src[sl] = '\0';
+  if (tlc_target_name_valid(src, max) != 0 || tlc_target_name_valid(slash + 1, max) != 0)
+    return TLC_EINVAL; /* also refuses a second '/' */
+  return 0;
+}
+
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
   for (size_t i = 0; i < r->n; i++)
     if (strcmp(r->v[i]->name, name) == 0)
@@ -260,7 +273,8 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
   *out = t;
   if (t != NULL)
     return t->format == conf->format ? 0 : TLC_EINVAL;
-  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+  if (src_kind == TLC_SRC_EFL ? tlc_target_name_check_efl(name, TLC_TARGET_NAME_MAX) != 0
+                              : tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
     r->refused_name++;
     return TLC_EINVAL;
   }

@@ -62,7 +62,7 @@ enum tlc_target_ev {
 };
 
 /* Source kinds (what created the target). */
-enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3 };
+enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
 typedef struct tlc_target_gap {
@@ -164,6 +164,11 @@ void tlc_targets_unobserve(tlc_targets_t *r, void *ud);
 /* Validates a target name: 1..max bytes of [A-Za-z0-9._@:#+=[]-], not starting with '.'.
  * Returns 0 or TLC_EINVAL. (Names become storage directory names.) */
 int tlc_target_name_check(const char *name, size_t max);
+
+/* The names of an efl source's targets, "SOURCE/APP-PID": two valid names joined by one '/'
+ * (storage keeps them in a directory per source, docs/efl.md). Not for names from peers.
+ * Returns 0 or TLC_EINVAL. */
+int tlc_target_name_check_efl(const char *name, size_t max);
 
 /* The target called `name`, or NULL. O(n). */
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
