@@ -339,7 +339,8 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   }
   a->cid = c->cid;
   a->pid = c->pid;
-  memcpy(a->name, c->name, sizeof(a->name));
+  for (size_t i = 0; i < sizeof(a->name) && c->name[i] != '\0'; i++) /* for log lines */
+    a->name[i] = (unsigned char)c->name[i] < 0x20 || c->name[i] == 0x7f ? '?' : c->name[i];
   a->target = t;
   a->next = e->apps;
   e->apps = a;

@@ -422,6 +422,46 @@ def test_reload_removes_source(d):
         e.close()
 
 
+def test_tlcapd_killed_recovers_segment(d):
+    """tlcapd SIGKILLed while capturing: on restart the .part segment of the efl target, in
+    its directory per source (STATE/lab/efl_app-PID/), is recovered and sealed, and replays to
+    the workload; the application is captured again under the same target."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport)
+        a = e.app()
+        wait_state(dm, a, ("capturing",))
+        a.run_workload()
+        settle(dm, a)
+        tdir = os.path.join(dm.state, tname(a))
+        fed = D.by_name(dm.stats(), tname(a))["bytes"]
+
+        def part_size():
+            ps = glob.glob(os.path.join(tdir, "*.part"))
+            return sum(os.path.getsize(p) for p in ps) if ps else 0
+        D.wait_until(lambda: part_size() == fed, 10, "the .part holds every byte fed (%d)" % fed)
+        dm.kill()
+        dm = None
+        _, dm = daemon(d, sport)
+        T.check(not glob.glob(os.path.join(tdir, "*.part")), "no .part left after recovery")
+        segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
+        T.eq(len(segs), 1, "recovered segments")
+        rc, out, err = T.run([TLCAPD, "replay", segs[0], "--format", "evlog", "--export", "json"])
+        T.eq(rc, 0, "replay: " + err)
+        check_workload(json.loads(out), "recovered " + tname(a))
+        wait_state(dm, a, ("capturing",))
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
 def test_config_errors(d):
     """A Unix socket path for `debugd` is refused with the reason (efl_debugd relays only
     between its TCP debuggers and its Unix-socket applications); a missing pattern too."""
@@ -446,4 +486,5 @@ if __name__ == "__main__":
         sys.exit(T.SKIP)
     maybe_netns()
     T.main([test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
-            test_killed_and_debugd_restart, test_reload_removes_source])
+            test_killed_and_debugd_restart, test_reload_removes_source,
+            test_tlcapd_killed_recovers_segment])
