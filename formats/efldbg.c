@@ -91,7 +91,8 @@ int tlc_efldbg_rd_push(tlc_efldbg_rd_t *rd, const uint8_t *in, size_t len, size_
       uint32_t payload;
       if (rd->hlen == 0)
         rd->pkt_offset = rd->at;
-      memcpy(rd->hbuf + rd->hlen, in + u, take);
+      if (take > 0) /* in may be NULL when len is 0 */
+        memcpy(rd->hbuf + rd->hlen, in + u, take);
       rd->hlen += take;
       u += take;
       rd->at += take;
@@ -121,7 +122,8 @@ int tlc_efldbg_rd_push(tlc_efldbg_rd_t *rd, const uint8_t *in, size_t len, size_
     }
     case 1: { /* whole payload into ctl */
       size_t take = len - u < rd->left ? len - u : rd->left;
-      memcpy(rd->ctl + rd->clen, in + u, take);
+      if (take > 0) /* in may be NULL when len is 0 */
+        memcpy(rd->ctl + rd->clen, in + u, take);
       rd->clen += take;
       rd->left -= (uint32_t)take;
       u += take;
@@ -142,7 +144,8 @@ int tlc_efldbg_rd_push(tlc_efldbg_rd_t *rd, const uint8_t *in, size_t len, size_
       uint32_t payload = rd->hdr.size - TLC_EFLDBG_HDR;
       size_t want = (payload < rd->prefix ? payload : rd->prefix) - (rd->hlen - TLC_EFLDBG_HDR);
       size_t take = len - u < want ? len - u : want;
-      memcpy(rd->hbuf + rd->hlen, in + u, take);
+      if (take > 0) /* in may be NULL when len is 0 */
+        memcpy(rd->hbuf + rd->hlen, in + u, take);
       rd->hlen += take;
       rd->left -= (uint32_t)take;
       u += take;

@@ -29,7 +29,8 @@ static size_t pkt(uint8_t *out, int32_t cid, int32_t op, const void *payload, si
   le32(out, (uint32_t)(12 + len));
   le32(out + 4, (uint32_t)cid);
   le32(out + 8, (uint32_t)op);
-  memcpy(out + 12, payload, len);
+  if (len > 0)
+    memcpy(out + 12, payload, len);
   return 12 + len;
 }
 
