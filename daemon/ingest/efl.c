@@ -246,10 +246,12 @@ static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *o
   return 0;
 }
 
-/* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234". */
-static void peer_text(const tlc_efl_t *e, int32_t cid, int32_t pid, char *out, size_t cap) {
+/* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234", and " no-cpufreq" for
+ * an application hit by the CPU/Freq/on bug (so `tlcap targets` and subscribers see it). */
+static void peer_text(const tlc_efl_t *e, const efl_app_t *a, char *out, size_t cap) {
   char tail[48];
-  snprintf(tail, sizeof(tail), " cid %" PRId32 " pid %" PRId32, cid, pid);
+  snprintf(tail, sizeof(tail), " cid %" PRId32 " pid %" PRId32 "%s", a->cid, a->pid,
+           a->nocpufreq ? " no-cpufreq" : "");
   snprintf(out, cap, "efl_debugd %.*s%s",
            (int)(cap > strlen(tail) + 12 ? cap - strlen(tail) - 12 : 0), e->addr, tail);
 }
@@ -346,7 +348,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   e->apps = a;
   e->napps++;
   e->apps_matched++;
-  peer_text(e, c->cid, c->pid, peer, sizeof(peer));
+  peer_text(e, a, peer, sizeof(peer));
   tlc_target_attach(t, a, peer);
   set_state(a, APP_WAITING);
   rc = send_on(e, a, ON_CPUFREQ, now);
@@ -389,9 +391,21 @@ static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) 
     return;
   }
   if (a->on_kind == ON_CPUFREQ) {
+    char why[160], peer[TLC_PEER_MAX];
     e->no_cpufreq++;
     a->nocpufreq = 1;
     set_state(a, APP_NO_CPUFREQ);
+    /* Told to subscribers too, as a target event: the stream is started again (nothing was
+     * captured so far: the evlog was off), under a peer text that says "no-cpufreq". */
+    snprintf(why, sizeof(why),
+             "pid %" PRId32 ": evlog off, no CPU/Freq/on handler (EFL 1.26.3 bug); restarting "
+             "it with EvLog/on",
+             a->pid);
+    if (a->target->source == a) {
+      tlc_target_detach(a->target, why);
+      peer_text(e, a, peer, sizeof(peer));
+      (void)tlc_target_attach(a->target, a, peer);
+    }
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
             "efl %s: application %s pid %" PRId32 ": its evlog stays off after CPU/Freq/on: "
             "it does not answer CPU/Freq/on (EFL 1.26.3 registers that handler too early; "
@@ -444,7 +458,7 @@ static void reply_begin(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
   if (a->target->source != a) {
     /* detached after a decode error: a new stream (a gap) from this block on */
     char peer[TLC_PEER_MAX];
-    peer_text(e, a->cid, a->pid, peer, sizeof(peer));
+    peer_text(e, a, peer, sizeof(peer));
     if (tlc_target_attach(a->target, a, peer) != 0)
       return;
   }

@@ -361,10 +361,16 @@ def test_app_without_workaround(d):
         wait_state(dm, bad, ("no-cpufreq",))
         wait_state(dm, good, ("capturing",))
         log = dm.log()
-        line = [ln for ln in log.splitlines() if "pid %d" % bad.pid in ln and "CPU/Freq/on" in ln]
-        T.check(line and "warn" in line[0] and "0xfffffffc" in line[0],
-                "warning naming pid and reason; log:\n" + log[-2000:])
+        line = [ln for ln in log.splitlines() if "pid %d" % bad.pid in ln and " warn " in ln and
+                "does not answer CPU/Freq/on" in ln and "0xfffffffc" in ln]
+        T.eq(len(line), 1, "one warning naming pid and reason; log:\n" + log[-2000:])
         T.eq(dm.stats()["efl"][0]["no_cpufreq"], 1, "no_cpufreq counter")
+        tb = D.by_name(dm.stats(), tname(bad))
+        T.check(tb["connected"] and tb["peer"].endswith("pid %d no-cpufreq" % bad.pid),
+                "the target's peer text says no-cpufreq: %r" % tb["peer"])
+        T.check("no-cpufreq" not in D.by_name(dm.stats(), tname(good))["peer"], "good peer")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "targets"])
+        T.check(rc == 0 and b"no-cpufreq" in out, "tlcap targets shows it: %r %r" % (out, err))
         dm.notify.wait_for("efl_no_cpufreq=1", timeout=10)
         bad.run_workload()
         good.run_workload()
