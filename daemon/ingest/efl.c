@@ -24,7 +24,8 @@
  * application's monitor thread answers in order), so an empty reply to a get sent after our
  * "on" proves that the "on" had no effect: it is sent again while the application may still be
  * registering its handlers (GRACE), then the application is reported (a warning naming pid and
- * reason, state "no-cpufreq" in the stats dump and STATUS) and its evlog is started with
+ * reason, state "no-cpufreq" in the stats dump and STATUS, and a disconnect/connect of its
+ * target with that reason and a peer text ending in "no-cpufreq") and its evlog is started with
  * "EvLog/on", which eina registers correctly; the capture then goes on without CPU frequency
  * events. If even that stays off, the state is "evlog-off" and "EvLog/on" is retried.
  *
