@@ -78,9 +78,6 @@ class Efl:
         self.apps = []
 
     def start_debugd(self):
-        # efl_debugd leaves its socket behind when killed, and cannot serve it again then
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
         T.check(not port_open(6666), "port 6666 is taken by another program")
         self.errf = open(os.path.join(self.d, "efl_debugd.log"), "ab")
         self.p = subprocess.Popen([shutil.which("efl_debugd")], env=self.env,
@@ -323,7 +320,7 @@ def test_killed_and_debugd_restart(d):
         dm.wait_stats(lambda s: not D.by_name(s, tname(victim))["connected"],
                       what="killed application disconnected")
         T.eq(D.by_name(dm.stats(), tname(victim))["gaps"], 1, "victim gaps")
-        e.stop_debugd()
+        e.stop_debugd(signal.SIGKILL)  # killed: its socket file stays behind
         dm.wait_stats(lambda s: not D.by_name(s, tname(other))["connected"] and
                       not s["efl"][0]["connected"], what="efl_debugd gone")
         T.check("efl_debugd went away" in json.dumps(D.by_name(dm.stats(), tname(other))) or
