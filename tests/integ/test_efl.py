@@ -78,6 +78,10 @@ class Efl:
         self.apps = []
 
     def start_debugd(self):
+        # A SIGKILLed efl_debugd leaves its socket file behind, and a new one then serves only
+        # its TCP port (checked with Debian's 1.26.3): remove it, as a service manager would.
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
         T.check(not port_open(6666), "port 6666 is taken by another program")
         self.errf = open(os.path.join(self.d, "efl_debugd.log"), "ab")
         self.p = subprocess.Popen([shutil.which("efl_debugd")], env=self.env,
