@@ -469,6 +469,140 @@ def test_tlcapd_killed_recovers_segment(d):
         e.close()
 
 
+class FakeDebugd:
+    """A hostile stand-in for efl_debugd on 127.0.0.1:6666 (docs/efl.md's framing), one
+    connection at a time: `plans[k]` drives the k-th connection - "cookie" answers the
+    registration with a wrong cookie; otherwise a list of answers to EvLog/get (bytes: a
+    payload; "badsize": a packet whose size field is 5)."""
+
+    def __init__(self, plans):
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 6666))
+        self.ls.listen(4)
+        self.plans = plans
+        self.gets = 0
+        self.ops_seen = []
+        self.error = None
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    @staticmethod
+    def _recv(c, n):
+        b = b""
+        while len(b) < n:
+            x = c.recv(n - len(b))
+            if not x:
+                raise EOFError
+            b += x
+        return b
+
+    def _packet(self, c):
+        size, cid, op = struct.unpack("<Iii", self._recv(c, 12))
+        return cid, op, self._recv(c, size - 12)
+
+    @staticmethod
+    def _send(c, cid, op, payload=b""):
+        c.sendall(struct.pack("<Iii", 12 + len(payload), cid, op) + payload)
+
+    def _serve(self):
+        try:
+            for plan in self.plans:
+                c, _ = self.ls.accept()
+                with c:
+                    self._conversation(c, plan)
+        except Exception as e:  # reported by the test through self.error
+            self.error = repr(e)
+
+    def _conversation(self, c, plan):
+        ids = {}
+        while True:
+            cid, op, p = self._packet(c)
+            if op == 0:  # register: u64 cookie, names
+                cookie, names = p[:8], p[8:].split(b"\0")[:-1]
+                for i, n in enumerate(names):
+                    ids[n.decode()] = 20 + i
+                if plan == "cookie":
+                    cookie = bytes(8)
+                self._send(c, 0, 0, cookie + b"".join(struct.pack("<i", 20 + i)
+                                                      for i in range(len(names))))
+                if plan == "cookie":
+                    c.settimeout(10)
+                    try:
+                        while c.recv(4096):
+                            pass  # tlcapd must hang up
+                    except OSError:
+                        pass
+                    return
+                continue
+            if op == 1:
+                continue
+            name = {v: k for k, v in ids.items()}.get(op, str(op))
+            self.ops_seen.append(name)
+            if name == "Daemon/Client/register_observer":
+                self._send(c, 0, ids["Daemon/Client/added"],
+                           struct.pack("<ii", 5, 777) + b"evil\napp\0")
+            elif name == "EvLog/get":
+                self.gets += 1
+                ans = plan.pop(0) if plan else struct.pack("<I", 0)
+                if ans == "badsize":
+                    c.sendall(struct.pack("<Iii", 5, 5, op))
+                    c.settimeout(10)
+                    try:
+                        while c.recv(4096):
+                            pass
+                    except OSError:
+                        pass
+                    return
+                self._send(c, 5, op, ans)
+
+    def close(self):
+        self.ls.close()
+
+
+def test_hostile_debugd(d):
+    """Everything from efl_debugd is checked: an evlog answer whose items are garbage (a decode
+    error: the target detaches and comes back at the next block), one over max_block (skipped
+    with a gap), a packet size below the header and a registration answer with a wrong cookie
+    (both drop the connection, counted as protocol errors, then tlcapd reconnects), an
+    application name with a control character. Only the valid blocks are counted."""
+    def block(n):
+        return struct.pack("<I", 0) + b"".join(T.evlog_item(1.0 + i * 1e-3, 0x7f01, "!tick")
+                                               for i in range(n))
+    garbage = struct.pack("<I", 0) + b"\xff" * 48
+    big = block(100)  # 4800 bytes of items > max_block 4096
+    fake = FakeDebugd([[block(10), garbage, block(10), big, block(10), "badsize"], "cookie",
+                       [block(10)]])
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport, pattern="*", extra="[daemon]\nmax_block = 4096\n")
+        name = "lab/evil_app-777"
+        dm.wait_stats(lambda s: s["efl"] and s["efl"][0]["connects"] == 3 and
+                      s["efl"][0]["connected"] and any(t["name"] == name and t["events"] == 40
+                                                       for t in s["targets"]),
+                      timeout=30, what="three connections, 4 valid blocks counted")
+        st = dm.stats()
+        t = D.by_name(st, name)
+        T.eq(t["decode_errors"], 1, "decode errors")
+        T.eq(st["efl"][0]["protocol_errors"], 2, "protocol errors (bad size, wrong cookie)")
+        T.check(t["connected"], "attached again")
+        log = dm.log()
+        T.check("over max_block, skipped" in log, "oversized block logged")
+        T.check("packet size 5 is below the 12-byte header" in log, "bad size logged")
+        T.check("evil?app" in log and "evil\napp" not in log, "control character not logged")
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        T.check("CPU/Freq/on" in fake.ops_seen, "evlog turned on")
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+        D.wait_until(lambda: "CPU/Freq/off" in fake.ops_seen, 10, "evlog turned off at exit")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+
+
 def test_config_errors(d):
     """A Unix socket path for `debugd` is refused with the reason (efl_debugd relays only
     between its TCP debuggers and its Unix-socket applications); a missing pattern too."""
@@ -494,4 +628,4 @@ if __name__ == "__main__":
     maybe_netns()
     T.main([test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
             test_killed_and_debugd_restart, test_reload_removes_source,
-            test_tlcapd_killed_recovers_segment])
+            test_tlcapd_killed_recovers_segment, test_hostile_debugd])
