@@ -292,19 +292,28 @@ static void app_free(tlc_efl_t *e, efl_app_t *a, const char *reason) {
   e->napps--;
 }
 
+/* The application's name without control characters, for log lines. */
+static void clean_name(const char *in, char *out, size_t cap) {
+  size_t i = 0;
+  for (; i + 1 < cap && in[i] != '\0'; i++)
+    out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+  out[i] = '\0';
+}
+
 static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
   tlc_daemon_t *d = e->d;
-  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX];
+  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX], name[TLC_EFLDBG_NAME_MAX + 1];
   tlc_target_conf_t conf;
   tlc_target_t *t = NULL;
   efl_app_t *a;
   int rc;
   e->apps_seen++;
+  clean_name(c->name, name, sizeof(name));
   if (!app_matches(e, c)) {
     TLC_LOGD(TLC_LOGC_EFL,
              "efl %s: application %s pid %" PRId32 " (cid %" PRId32 ") does not "
              "match \"%s\"",
-             e->cfg.name, c->name, c->pid, c->cid, e->cfg.pattern);
+             e->cfg.name, name, c->pid, c->cid, e->cfg.pattern);
     return;
   }
   if (app_find(e, c->cid) != NULL)
@@ -313,7 +322,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
     e->apps_refused++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
             "efl %s: application %s pid %" PRId32 " not captured: %d applications already are",
-            e->cfg.name, c->name, c->pid, MAX_APPS);
+            e->cfg.name, name, c->pid, MAX_APPS);
     return;
   }
   if (target_name(e, c, tname, sizeof(tname)) != 0) {
@@ -342,8 +351,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   }
   a->cid = c->cid;
   a->pid = c->pid;
-  for (size_t i = 0; i < sizeof(a->name) && c->name[i] != '\0'; i++) /* for log lines */
-    a->name[i] = (unsigned char)c->name[i] < 0x20 || c->name[i] == 0x7f ? '?' : c->name[i];
+  memcpy(a->name, name, sizeof(a->name)); /* for log lines */
   a->target = t;
   a->next = e->apps;
   e->apps = a;
@@ -355,7 +363,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   rc = send_on(e, a, ON_CPUFREQ, now);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
           "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
-          e->cfg.name, c->name, c->pid, c->cid, tname, rc == 0 ? "" : " failed (will retry)");
+          e->cfg.name, name, c->pid, c->cid, tname, rc == 0 ? "" : " failed (will retry)");
 }
 
 static void app_deleted(tlc_efl_t *e, int32_t cid) {
