@@ -542,6 +542,10 @@ class FakeDebugd:
             if name == "Daemon/Client/register_observer":
                 self._send(c, 0, ids["Daemon/Client/added"],
                            struct.pack("<ii", 5, 777) + b"evil\napp\0")
+                self._send(c, 0, ids["Daemon/Client/added"],
+                           struct.pack("<ii", 6, 778) + b"." + b"y" * 300 + b"\0")
+            elif name == "EvLog/get" and cid != 5:
+                self._send(c, cid, op, struct.pack("<I", 0))  # on, nothing logged
             elif name == "EvLog/get":
                 self.gets += 1
                 ans = plan.pop(0) if plan else struct.pack("<I", 0)
@@ -565,7 +569,8 @@ def test_hostile_debugd(d):
     error: the target detaches and comes back at the next block), one over max_block (skipped
     with a gap), a packet size below the header and a registration answer with a wrong cookie
     (both drop the connection, counted as protocol errors, then tlcapd reconnects), an
-    application name with a control character. Only the valid blocks are counted."""
+    application name with a control character, one too long for max_name. Only the valid
+    blocks are counted."""
     def block(n):
         return struct.pack("<I", 0) + b"".join(T.evlog_item(1.0 + i * 1e-3, 0x7f01, "!tick")
                                                for i in range(n))
@@ -592,6 +597,9 @@ def test_hostile_debugd(d):
         T.check("packet size 5 is below the 12-byte header" in log, "bad size logged")
         T.check("evil?app" in log and "evil\napp" not in log, "control character not logged")
         T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        # a name longer than the room left in max_name (64), starting with '.': cut, '_' first
+        long_name = "lab/_" + "y" * (64 - len("lab/_") - len("-778")) + "-778"
+        T.check(D.by_name(st, long_name)["connected"], "long-named application attached")
         T.check("CPU/Freq/on" in fake.ops_seen, "evlog turned on")
         rc, _ = dm.stop()
         dm = None
