@@ -571,12 +571,13 @@ def test_hostile_debugd(d):
     (both drop the connection, counted as protocol errors, then tlcapd reconnects), an
     application name with a control character, one too long for max_name. Only the valid
     blocks are counted."""
-    def block(n):
-        return struct.pack("<I", 0) + b"".join(T.evlog_item(1.0 + i * 1e-3, 0x7f01, "!tick")
+    def block(n, overflow=0):
+        return struct.pack("<I", overflow) + b"".join(T.evlog_item(1.0 + i * 1e-3, 0x7f01, "!tick")
                                                for i in range(n))
     garbage = struct.pack("<I", 0) + b"\xff" * 48
     big = block(100)  # 4800 bytes of items > max_block 4096
-    fake = FakeDebugd([[block(10), garbage, block(10), big, block(10), "badsize"], "cookie",
+    fake = FakeDebugd([[block(10), garbage, block(10, overflow=3), big, block(10), "badsize"],
+                       "cookie",
                        [block(10)]])
     sport = D.free_port()
     dm = None
@@ -590,6 +591,7 @@ def test_hostile_debugd(d):
         st = dm.stats()
         t = D.by_name(st, name)
         T.eq(t["decode_errors"], 1, "decode errors")
+        T.eq(t["overflow_items"], 3, "the application's overflow count reaches the target")
         T.eq(st["efl"][0]["protocol_errors"], 2, "protocol errors (bad size, wrong cookie)")
         T.check(t["connected"], "attached again")
         log = dm.log()
