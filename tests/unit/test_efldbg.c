@@ -9,6 +9,7 @@
 #include "config.h"
 #include "efldbg.h"
 #include "target.h"
+#include "testalloc.h"
 #include "tlc_err.h"
 
 #include <stdio.h>
@@ -108,6 +109,43 @@ static void test_reader_bad_sizes(void **state) {
   assert_non_null(strstr(rd.err_reason, "above the limit"));
   tlc_efldbg_rd_fini(&rd);
   assert_int_equal(tlc_efldbg_rd_init(&rd, 0, 64, TLC_EFLDBG_PREFIX_MAX + 1), TLC_EINVAL);
+}
+
+/* The reader allocates once, in init (a failure there is TLC_ENOMEM with nothing left), and
+ * never while reading: a 1 MiB streamed answer and control packets cost no allocation. */
+static void test_reader_allocation(void **state) {
+  static uint8_t big[(1u << 20) + 64];
+  uint8_t ctl[64];
+  tlc_efldbg_rd_t rd;
+  size_t n, at = 0, data = 0;
+  (void)state;
+  testalloc_install();
+  testalloc_fail_at(1);
+  assert_int_equal(tlc_efldbg_rd_init(&rd, 0, 64, 4), TLC_ENOMEM);
+  assert_int_equal(testalloc_live_bytes(), 0);
+  testalloc_fail_at(0);
+  assert_int_equal(tlc_efldbg_rd_init(&rd, 0, 64, 4), 0);
+  rd.stream_op = 7;
+  memset(ctl, 'x', sizeof(ctl));
+  n = pkt(big, 0, 5, ctl, 10);
+  le32(big + n, (uint32_t)(sizeof(big) - n));
+  le32(big + n + 4, 3);
+  le32(big + n + 8, 7);
+  testalloc_fail_at(0); /* restarts the count */
+  while (at < sizeof(big) || rd.phase == 4) {
+    size_t used;
+    tlc_efldbg_msg_t m;
+    size_t len = sizeof(big) - at < 4096 ? sizeof(big) - at : 4096;
+    assert_true(tlc_efldbg_rd_push(&rd, big + at, len, &used, &m) >= 0);
+    at += used;
+    if (m.kind == TLC_EFLDBG_DATA)
+      data += m.len;
+  }
+  assert_int_equal(testalloc_count(), 0);
+  assert_int_equal(data, sizeof(big) - n - 12 - 4);
+  tlc_efldbg_rd_fini(&rd);
+  assert_int_equal(testalloc_live_bytes(), 0);
+  testalloc_uninstall();
 }
 
 static void test_payloads(void **state) {
@@ -242,8 +280,9 @@ static void test_target_names(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_reader_chunking), cmocka_unit_test(test_reader_bad_sizes),
-    cmocka_unit_test(test_payloads),        cmocka_unit_test(test_evlog_header),
-    cmocka_unit_test(test_config_efl),      cmocka_unit_test(test_target_names),
+    cmocka_unit_test(test_payloads),        cmocka_unit_test(test_reader_allocation),
+    cmocka_unit_test(test_evlog_header),    cmocka_unit_test(test_config_efl),
+    cmocka_unit_test(test_target_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
