@@ -149,7 +149,7 @@ static void dump_stats(tlc_daemon_t *d) {
     tlc_table_init(&tab);
     if (tlc_target_snapshot(t, &tab, NULL) == 0) {
       tlc_out_puts(&o, ", \"stats\": ");
-      tlc_json_write(&o, &tab, t->has_mapping ? &t->mapping : NULL, t->name, 1);
+      tlc_json_write(&o, &tab, tlc_target_names(d->targets.v[i]), t->name, 1);
     }
     tlc_table_fini(&tab);
     tlc_out_puts(&o, "}");

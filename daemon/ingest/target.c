@@ -59,8 +59,33 @@ static void target_free(tlc_target_t *t) {
   tlc_engine_free(t->engine);
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
+  tlc_mapping_fini(&t->evnames);
   tlc_free(t->name);
   tlc_free(t);
+}
+
+const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
+  if (t->has_mapping)
+    return &t->mapping;
+#ifdef TLC_HAVE_EVMAP
+  if (t->evmap != NULL) {
+    size_t n = tlc_evmap_area_count(t->evmap);
+    if (n != t->evnames_n) { /* new names since the last call: export them again */
+      tlc_mapping_t m;
+      tlc_mapping_init(&m);
+      if (tlc_evmap_export(t->evmap, &m) != 0) {
+        tlc_mapping_fini(&m); /* out of memory or over the cap: the previous names stay */
+      } else {
+        tlc_mapping_finish(&m);
+        tlc_mapping_fini(&t->evnames);
+        t->evnames = m;
+        t->evnames_n = n;
+      }
+    }
+    return t->evnames_n > 0 ? &t->evnames : NULL;
+  }
+#endif
+  return NULL;
 }
 
 void tlc_targets_fini(tlc_targets_t *r) {

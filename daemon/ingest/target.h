@@ -96,6 +96,8 @@ typedef struct tlc_target {
   struct tlc_engine *engine;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
+  tlc_mapping_t evnames; /* evlog: the evmap's area names, as of the last tlc_target_names */
+  size_t evnames_n;      /* evmap areas evnames holds */
   uint8_t has_context_area;
   uint32_t context_area;
 
@@ -209,6 +211,12 @@ int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_
  * TLC_TEV_MAPPING. On error the old mapping stays and err gets "line N: reason". Returns 0 or a
  * negative error. */
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
+
+/* The names to show with the target's statistics: its mapping when it has one, else (evlog)
+ * the area names its evlog items gave, exported from the evmap again whenever new areas
+ * appeared (as `tlcapd replay` names them), else NULL. The result is owned by the target and
+ * valid until the next call or tlc_target_load_mapping. Loop thread. */
+const tlc_mapping_t *tlc_target_names(tlc_target_t *t);
 
 /* Announces a target event to every observer (sources use it for their own kinds). */
 void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail);
