@@ -8,6 +8,8 @@
 
 #include "config.h"
 #include "efldbg.h"
+#include "evlog.h"
+#include "mapping.h"
 #include "target.h"
 #include "testalloc.h"
 #include "tlc_err.h"
@@ -263,6 +265,55 @@ static void test_config_efl(void **state) {
   assert_non_null(strstr(err, "name already used"));
 }
 
+/* One evlog block (header + items) of the given event strings, one thread, into out. */
+static size_t evblock(uint8_t *out, size_t cap, const char *const *evs, size_t n, double t0) {
+  size_t at = 12;
+  for (size_t i = 0; i < n; i++) {
+    int k =
+        tlc_evlog_item_build(out + at, cap - at, t0 + (double)i * 1e-3, 0.0, 7, 0, evs[i], NULL, 0);
+    assert_true(k > 0);
+    at += (size_t)k;
+  }
+  le32(out, 0x0ffee211u);
+  le32(out + 4, (uint32_t)(at - 12));
+  le32(out + 8, 0);
+  return at;
+}
+
+/* Live names of an evlog target: the names its items gave, renewed when new ones appear. */
+static void test_evlog_target_names(void **state) {
+  static const char *const first[] = { "+alpha", "-alpha", "!tick" };
+  static const char *const second[] = { "+beta", "-beta" };
+  tlc_targets_t reg;
+  tlc_target_t *t = NULL;
+  tlc_target_conf_t conf;
+  const tlc_mapping_t *m;
+  uint8_t b[1024];
+  size_t n;
+  int src = 1;
+  (void)state;
+  assert_int_equal(tlc_targets_init(&reg, 4), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_EVLOG;
+  assert_int_equal(tlc_targets_get(&reg, "lab/app-1", TLC_SRC_EFL, &conf, &t), 0);
+  assert_null(tlc_target_names(t)); /* no item yet */
+  assert_int_equal(tlc_target_attach(t, &src, "x"), 0);
+  n = evblock(b, sizeof(b), first, 3, 1.0);
+  assert_int_equal(tlc_target_feed(t, b, n), 0);
+  m = tlc_target_names(t);
+  assert_non_null(m);
+  assert_int_equal(m->nareas, 2);
+  assert_string_equal(tlc_mapping_find(m, 0x00000000)->name, "alpha");
+  assert_string_equal(tlc_mapping_find(m, 0x20000000)->name, "tick");
+  n = evblock(b, sizeof(b), second, 2, 2.0);
+  assert_int_equal(tlc_target_feed(t, b, n), 0);
+  m = tlc_target_names(t);
+  assert_int_equal(m->nareas, 3);
+  assert_string_equal(tlc_mapping_find(m, 0x00000001)->name, "beta");
+  tlc_target_detach(t, "test");
+  tlc_targets_fini(&reg);
+}
+
 static void test_target_names(void **state) {
   (void)state;
   assert_int_equal(tlc_target_name_check_efl("lab/efl_app-42", 64), 0);
@@ -279,10 +330,10 @@ static void test_target_names(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_reader_chunking), cmocka_unit_test(test_reader_bad_sizes),
-    cmocka_unit_test(test_payloads),        cmocka_unit_test(test_reader_allocation),
-    cmocka_unit_test(test_evlog_header),    cmocka_unit_test(test_config_efl),
-    cmocka_unit_test(test_target_names),
+    cmocka_unit_test(test_reader_chunking),    cmocka_unit_test(test_reader_bad_sizes),
+    cmocka_unit_test(test_payloads),           cmocka_unit_test(test_reader_allocation),
+    cmocka_unit_test(test_evlog_header),       cmocka_unit_test(test_config_efl),
+    cmocka_unit_test(test_evlog_target_names), cmocka_unit_test(test_target_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
