@@ -912,14 +912,15 @@ void tlc_efl_dump(const tlc_daemon_t *d, tlc_out_t *o) {
     tlc_json_string(o, e->cfg.name);
     tlc_out_puts(o, ", \"pattern\": ");
     tlc_json_string(o, e->cfg.pattern);
-    tlc_out_printf(
-        o,
-        ", \"debugd\": \"%s\", \"connected\": %d, \"connects\": %" PRIu64
-        ", \"disconnects\": %" PRIu64 ", \"apps_seen\": %" PRIu64 ", \"apps_matched\": %" PRIu64
-        ", \"apps_refused\": %" PRIu64 ", \"no_cpufreq\": %" PRIu64
-        ", \"protocol_errors\": %" PRIu64 ", \"polls_skipped\": %" PRIu64 ", \"apps\": [",
-        e->addr, e->registered, e->connects, e->disconnects, e->apps_seen, e->apps_matched,
-        e->apps_refused, e->no_cpufreq, e->protocol_errors, e->polls_skipped);
+    tlc_out_printf(o,
+                   ", \"debugd\": \"%s\", \"connected\": %d, \"connects\": %" PRIu64
+                   ", \"disconnects\": %" PRIu64 ", \"apps_seen\": %" PRIu64
+                   ", \"apps_matched\": %" PRIu64 ", \"apps_refused\": %" PRIu64
+                   ", \"no_cpufreq\": %" PRIu64 ", \"protocol_errors\": %" PRIu64
+                   ", \"polls_skipped\": %" PRIu64 ", \"ignored\": %" PRIu64 ", \"apps\": [",
+                   e->addr, e->registered, e->connects, e->disconnects, e->apps_seen,
+                   e->apps_matched, e->apps_refused, e->no_cpufreq, e->protocol_errors,
+                   e->polls_skipped, e->ignored);
     for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
       tlc_out_puts(o, a == e->apps ? "{\"target\": " : ", {\"target\": ");
       tlc_json_string(o, a->target != NULL ? a->target->name : "");
