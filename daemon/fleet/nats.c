@@ -7,9 +7,10 @@
  *     non-blocking probe runs first on the loop (uv_tcp_connect, then the server's INFO line
  *     within PROBE_MS); only a server that has just answered is connected to, with a short
  *     connect timeout. A failed probe or connect retries with backoff (1 s doubling to 30 s).
- *   - reconnection after the link drops: libnats's own reconnect thread does it; the adapter
- *     schedules the re-attach onto the loop (uv_async). Publishing meanwhile goes to the
- *     client's reconnect buffer (capped, below).
+ *   - reconnection after the link drops: done the same way as the first connection, by this
+ *     file on the loop. libnats's reconnect thread is switched off: it holds the connection's
+ *     lock while it connects, so a publish from the loop could wait for it. Messages while no
+ *     connection exists are dropped and counted.
  *   - the JetStream API (stream create/update) is request/reply: the request is published
  *     with a reply inbox whose subscription callback runs on a libnats thread; it copies the
  *     reply into the bridge (mutex) and wakes the loop through uv_async.
@@ -55,7 +56,7 @@
 #define DEF_MAX_AGE_MS (7ull * 86400 * 1000)
 #define DEF_MAX_BYTES  (1ull << 30)
 
-enum { BR_DISCONNECTED = 1, BR_RECONNECTED = 2, BR_CLOSED = 4, BR_JS_REPLY = 8 };
+enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
 
 /* What libnats threads may touch. */
 typedef struct bridge {
@@ -169,11 +170,6 @@ static void nats_disconnected_cb(natsConnection *nc, void *closure) {
   bridge_set(closure, BR_DISCONNECTED);
 }
 
-static void nats_reconnected_cb(natsConnection *nc, void *closure) {
-  (void)nc;
-  bridge_set(closure, BR_RECONNECTED);
-}
-
 static void nats_closed_cb(natsConnection *nc, void *closure) {
   bridge_t *b = closure;
   int free_it;
@@ -248,9 +244,11 @@ static void drop_connection(tlc_fleet_t *f) {
     f->js_sub = NULL;
   }
   if (f->nc != NULL) {
-    uv_mutex_lock(&f->br->mu);
-    f->br->expected++;
-    uv_mutex_unlock(&f->br->mu);
+    if (!natsConnection_IsClosed(f->nc)) { /* its closed callback is still to come */
+      uv_mutex_lock(&f->br->mu);
+      f->br->expected++;
+      uv_mutex_unlock(&f->br->mu);
+    }
     natsConnection_Close(f->nc);
     natsConnection_Destroy(f->nc);
     f->nc = NULL;
@@ -719,24 +717,15 @@ static void wake_cb(uv_async_t *h) {
   uv_mutex_unlock(&f->br->mu);
   if (f->state == ST_CLOSING)
     return;
-  if ((flags & BR_DISCONNECTED) && f->c.connected) {
-    f->c.connected = 0;
-    flog(f, TLC_LOG_WARN,
-         "nats %s: connection lost; reconnecting (messages dropped meanwhile "
-         "are counted)",
-         f->url);
-  }
-  if (flags & BR_RECONNECTED) {
-    f->c.connected = 1;
-    f->c.reconnects++;
-    mark_all_full(f);
-    flog(f, TLC_LOG_INFO, "nats %s: reconnected", f->url);
-    ensure_stream(f);
-  }
+  if (flags & BR_DISCONNECTED)
+    f->c.connected = 0; /* the closed callback follows (no libnats reconnection) */
   if (flags & BR_JS_REPLY)
     js_reply(f, reply, rlen);
   if ((flags & BR_CLOSED) && f->state == ST_CONNECTED) {
-    flog(f, TLC_LOG_WARN, "nats %s: connection closed; connecting again", f->url);
+    flog(f, TLC_LOG_WARN,
+         "nats %s: connection lost; connecting again (messages meanwhile are "
+         "dropped and counted)",
+         f->url);
     drop_connection(f);
     backoff(f);
   }
@@ -872,15 +861,11 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
     s = natsOptions_SetName(f->nopts, "tlcapd");
   if (s == NATS_OK)
     s = natsOptions_SetTimeout(f->nopts, CONNECT_MS);
+  /* Reconnection is ours (probe, then connect, with backoff), not libnats's reconnect thread:
+   * that thread holds the connection's lock while it connects, and a publish from the loop
+   * would wait for it (up to the connect timeout). */
   if (s == NATS_OK)
-    s = natsOptions_SetMaxReconnect(f->nopts, -1);
-  if (s == NATS_OK)
-    s = natsOptions_SetReconnectWait(f->nopts, BACKOFF_MIN_MS);
-  if (s == NATS_OK)
-    s = natsOptions_SetReconnectJitter(f->nopts, 100, 1000);
-  if (s == NATS_OK)
-    s = natsOptions_SetReconnectBufSize(
-        f->nopts, (int)(f->o.buffer_bytes > (1u << 30) ? (1u << 30) : f->o.buffer_bytes));
+    s = natsOptions_SetAllowReconnect(f->nopts, false);
   if (s == NATS_OK)
     s = natsOptions_SetNoEcho(f->nopts, true);
   if (s == NATS_OK && strncmp(f->url, "tls://", 6) == 0)
@@ -892,8 +877,6 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
                                  natsLibuv_Write, natsLibuv_Detach);
   if (s == NATS_OK)
     s = natsOptions_SetDisconnectedCB(f->nopts, nats_disconnected_cb, f->br);
-  if (s == NATS_OK)
-    s = natsOptions_SetReconnectedCB(f->nopts, nats_reconnected_cb, f->br);
   if (s == NATS_OK)
     s = natsOptions_SetClosedCB(f->nopts, nats_closed_cb, f->br);
   if (s != NATS_OK) {
