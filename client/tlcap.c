@@ -1082,38 +1082,14 @@ static int cmd_top(int argc, char **argv) {
 
 /* ---- send -------------------------------------------------------------------------------- */
 
+/* A blocking socket to a target listener, through the client's one dialer. */
 static int dial_tcp(const char *addr, int *fd_out, char *err, size_t errlen) {
-  char host[256];
-  const char *colon = strrchr(addr, ':');
-  struct addrinfo hints, *res = NULL, *ai;
-  int fd = -1, r, e = ECONNREFUSED;
-  size_t hl;
-  if (colon == NULL || (hl = (size_t)(colon - addr)) == 0 || hl >= sizeof(host)) {
-    snprintf(err, errlen, "bad address %s (want HOST:PORT)", addr);
+  int fd;
+  if (tlc_client_dial(addr, -1, "listening for targets", &fd, err, errlen) < 0)
     return -1;
-  }
-  memcpy(host, addr[0] == '[' ? addr + 1 : addr, addr[0] == '[' ? hl - 2 : hl);
-  host[addr[0] == '[' ? hl - 2 : hl] = 0;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_socktype = SOCK_STREAM;
-  if ((r = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
-    snprintf(err, errlen, "cannot resolve %s: %s", addr, gai_strerror(r));
-    return -1;
-  }
-  for (ai = res; ai != NULL; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-      continue;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-      break;
-    e = errno;
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    snprintf(err, errlen, "%s: %s", addr, strerror(errno));
     close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot connect to %s: %s (is tlcapd listening for targets there?)", addr,
-             strerror(e));
     return -1;
   }
   *fd_out = fd;
