@@ -86,8 +86,8 @@ static int left_ms(int64_t deadline) {
   return l < 0 ? 0 : (int)(l > 1000000000 ? 1000000000 : l);
 }
 
-/* Opens a connected, non-blocking socket to addr. */
-static int dial(const char *addr, int timeout_ms, int *out, char *err, size_t errlen) {
+int tlc_client_dial(const char *addr, int timeout_ms, const char *what, int *out, char *err,
+                    size_t errlen) {
   int fd = -1, r;
   int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : -1;
   if (strncmp(addr, "unix:", 5) == 0) {
@@ -106,8 +106,8 @@ static int dial(const char *addr, int timeout_ms, int *out, char *err, size_t er
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
       r = -errno;
       close(fd);
-      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd running and serving there?)", addr,
-              strerror(-r));
+      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd %s there?)", addr, strerror(-r),
+              what != NULL ? what : "running and serving");
       return r;
     }
   } else {
@@ -191,8 +191,8 @@ static int dial(const char *addr, int timeout_ms, int *out, char *err, size_t er
     }
     freeaddrinfo(res);
     if (fd < 0) {
-      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd running and serving there?)", addr,
-              strerror(-r));
+      set_err(err, errlen, "cannot connect to %s: %s (is tlcapd %s there?)", addr, strerror(-r),
+              what != NULL ? what : "running and serving");
       return r;
     }
   }
@@ -424,7 +424,7 @@ int tlc_client_reconnect(tlc_client_t *c, char *err, size_t errlen) {
   saved_sub_t *s;
   int r;
   disconnect(c);
-  if ((r = dial(c->addr, c->o.timeout_ms, &c->fd, err, errlen)) < 0)
+  if ((r = tlc_client_dial(c->addr, c->o.timeout_ms, NULL, &c->fd, err, errlen)) < 0)
     return r;
   if ((r = hello(c, err, errlen)) < 0) {
     disconnect(c);

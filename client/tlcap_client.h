@@ -34,6 +34,7 @@
 #ifndef TLCAP_CLIENT_H
 #define TLCAP_CLIENT_H
 
+#include "tlc_err.h" /* the TLC_E* codes and tlc_strerror() */
 #include "tlcap.pb-c.h"
 
 #include <stddef.h>
@@ -51,6 +52,14 @@ typedef struct tlc_client_opts {
   size_t max_message; /* cap on a received message (default 64 MiB) */
   size_t max_queued;  /* unsolicited messages kept while waiting for a reply (default 4096) */
 } tlc_client_opts_t;
+
+/* The one dialer of the client side (subscribers and `tlcap send`): connects to addr
+ * ("HOST:PORT", "[V6]:PORT" or "unix:PATH") within timeout_ms (-1: no limit), trying every
+ * address the name resolves to; *out is a connected non-blocking socket (the caller's). On
+ * failure returns a negative error and err says why, ending "(is tlcapd WHAT there?)" (what
+ * NULL: "running and serving"). Blocking; any thread. */
+int tlc_client_dial(const char *addr, int timeout_ms, const char *what, int *out, char *err,
+                    size_t errlen);
 
 /* Connects to `addr`, sends Hello and waits for Welcome. `o` may be NULL (defaults; copied).
  * Returns 0 with *out set (free with tlc_client_free), or a negative error with a message in

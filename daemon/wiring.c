@@ -27,13 +27,10 @@
 #include "iofault.h"
 #endif
 
-#ifdef TLC_HAVE_PUBSUB
 #include "pubsub.h"
-#endif
-#ifdef TLC_HAVE_STORE
 #include "segread.h"
 #include "store.h"
-#endif
+
 #include "continuity.h"
 
 #include <errno.h>
@@ -54,10 +51,7 @@ struct tlc_wiring {
   int pending;        /* services still closing */
   tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
   tlc_cont_t *cont;   /* statistics checkpoints and restore (continuity.h) */
-#ifdef TLC_HAVE_PUBSUB
   tlc_pubsub_t *ps;
-#endif
-#ifdef TLC_HAVE_STORE
   tlc_store_t *st;
   uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
   int idle_on;           /* the timer was initialised (closed with the wiring) */
@@ -68,7 +62,6 @@ struct tlc_wiring {
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
-#endif
 };
 
 /* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
@@ -109,16 +102,13 @@ static void fleet_closed(void *ud) {
 static void maybe_free(tlc_wiring_t *w) {
   if (!w->closing || w->pending != 0)
     return;
-#ifdef TLC_HAVE_STORE
   if (w->rec_mu_ok) {
     uv_cond_destroy(&w->rec_cv);
     uv_mutex_destroy(&w->rec_mu);
   }
-#endif
   tlc_free(w);
 }
 
-#ifdef TLC_HAVE_PUBSUB
 static void ps_log(void *ud, int level, const char *msg) {
   (void)ud;
   tlc_log(level, TLC_LOGC_PUBSUB, "%s", msg);
@@ -148,9 +138,7 @@ static int ps_kind(int kind) {
     return 0;
   }
 }
-#endif
 
-#ifdef TLC_HAVE_STORE
 /* t->store: the store's target handle plus the gap counters already reported for it. */
 typedef struct st_handle {
   tlc_store_target_t *t;
@@ -170,16 +158,11 @@ static void st_log(void *ud, int level, const char *msg) {
 
 static void st_event(void *ud, const tlc_store_event_t *ev) {
   tlc_wiring_t *w = ud;
-#ifdef TLC_HAVE_PUBSUB
   /* w->ps is still NULL while recovery (possibly on another thread) reports quarantines. */
   if (w->ps != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL)
     tlc_pubsub_target_event(w->ps, ev->target, TLC_PS_EV_SEGMENT_ROTATED, ev->path);
   if (w->fleet != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL && ev->path != NULL)
     tlc_fleet_segment_sealed(w->fleet, ev->target, ev->path, ev->seq, ev->reason);
-#else
-  (void)w;
-  (void)ev;
-#endif
 }
 
 static void st_closed(void *ud) {
@@ -306,8 +289,18 @@ static long test_stall_ms;
 static int test_stalled;
 static tlc_io_t test_io;
 
+/* Test hook (backpressure): TLCAP_TEST_DISK_BPS=N makes every write(2) of the storage threads
+ * take len / N seconds, a disk that writes N bytes per second. */
+static long long test_disk_bps;
+
 static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
-  if (!test_stalled) {
+  if (test_disk_bps > 0) {
+    long long ns = (long long)len * 1000000000ll / test_disk_bps;
+    struct timespec ts = { (time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll) };
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+  if (!test_stalled && test_stall_ms > 0) {
     struct timespec ts = { test_stall_ms / 1000, (test_stall_ms % 1000) * 1000000 };
     test_stalled = 1;
     while (nanosleep(&ts, &ts) != 0)
@@ -317,8 +310,12 @@ static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
 }
 
 static void test_hooks(void) {
+  tlc_crashpoint_hook = tlc_crashpoint_env; /* TLCAP_CRASHPOINT (crashpoint.c) */
   const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
-  if (v == NULL || (test_stall_ms = strtol(v, NULL, 10)) <= 0)
+  const char *b = getenv("TLCAP_TEST_DISK_BPS");
+  test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;
+  test_disk_bps = b != NULL ? strtoll(b, NULL, 10) : 0;
+  if (test_stall_ms <= 0 && test_disk_bps <= 0)
     return;
   test_io = tlc_io_default;
   test_io.write = test_stall_write;
@@ -373,6 +370,11 @@ static int st_recover(tlc_wiring_t *w) {
   return w->rec_rc;
 }
 
+/* The store's backpressure for a target (tlc_store_target_set_flow): its source is held. */
+static void st_flow(void *ud, int paused) {
+  tlc_target_hold(ud, paused);
+}
+
 static st_handle_t *hd(const tlc_target_t *t) {
   return t->store;
 }
@@ -406,9 +408,7 @@ static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_
     tlc_free(m);
   return r;
 }
-#endif
 
-#ifdef TLC_HAVE_STORE
 /* ListSegments: the target's segments on disk with their manifests' spans. */
 static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
                        int *truncated) {
@@ -483,7 +483,6 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
   *n = k;
   return 0;
 }
-#endif
 
 static void cont_closed(void *ud) {
   tlc_wiring_t *w = ud;
@@ -496,7 +495,6 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
   /* The storage seam: the observer owns t->store (target.h), hence the cast. */
   tlc_target_t *t = (tlc_target_t *)(uintptr_t)ct;
   (void)t;
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     switch (kind) {
     case TLC_TEV_CREATED: {
@@ -509,6 +507,7 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
                 tlc_strerror(r));
       } else {
         h->t = s;
+        tlc_store_target_set_flow(s, st_flow, t); /* backpressure: a TCP source stops reading */
         h->gaps = t->gaps;
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;
@@ -560,62 +559,34 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     }
   }
-#endif
   if (w->fleet != NULL)
     tlc_fleet_target_event(w->fleet, ct->name, kind, detail);
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL && ps_kind(kind) != 0)
     tlc_pubsub_target_event(w->ps, ct->name, ps_kind(kind), detail);
-#else
-  (void)w;
-  (void)kind;
-  (void)detail;
-#endif
 }
 
-static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
+static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                        const uint8_t *chunk, size_t clen, uint64_t coff) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_STORE
-  if (w->st != NULL && t->store != NULL)
-    (void)tlc_store_write(hd(t)->t, ev, n); /* never blocks; drops are counted by the store */
-#else
-  (void)t;
-  (void)ev;
-  (void)n;
-#endif
+  if (w->st != NULL && t->store != NULL) /* never blocks; drops are counted by the store */
+    (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
 }
 
 static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
                       uint64_t offset) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL && t->store != NULL)
     tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
-#else
-  (void)t;
-  (void)buf;
-  (void)len;
-  (void)offset;
-#endif
 }
 
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_events(w->ps, t->name, ev, n);
     /* Between two batches the engines are consistent: a subscription tick that fell due
      * while this read is being processed runs now, not after the loop turn's other reads. */
     tlc_pubsub_poll(w->ps);
   }
-#else
-  (void)t;
-  (void)ev;
-  (void)n;
-#endif
 }
 
 int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
@@ -630,7 +601,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   snprintf(w->serve, sizeof(w->serve), "%s", d->cfg.serve);
   snprintf(w->state_dir, sizeof(w->state_dir), "%s", d->cfg.state_dir);
   w->store_on = d->cfg.store;
-#ifdef TLC_HAVE_STORE
   if (d->cfg.store) {
     tlc_store_opts_t so;
     tlc_store_recovery_t sum;
@@ -690,15 +660,10 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       uv_timer_start(&w->idle, idle_tick, tick, tick);
     }
   }
-#else
-  if (d->cfg.store)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "this build has no storage; nothing is written");
-#endif
   if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the provider */
     pv->ps.nats = fleet_status;
     pv->ps.nats_ud = w;
   }
-#ifdef TLC_HAVE_PUBSUB
   {
     tlc_pubsub_opts_t po;
     tlc_sd_fd_t *fds;
@@ -747,7 +712,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s (port %d)", d->cfg.serve, bound);
     }
   }
-#endif
   if (d->cfg.nats_url[0] != '\0') {
     tlc_fleet_opts_t fo;
     memset(&fo, 0, sizeof(fo));
@@ -761,10 +725,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     fo.stream_max_bytes = d->cfg.nats_max_bytes;
     fo.log = fleet_log;
     fo.log_ud = w;
-#ifdef TLC_HAVE_PUBSUB
     if (w->ps != NULL)
       fo.instance_id = tlc_pubsub_instance_id(w->ps);
-#endif
     r = tlc_fleet_new(&w->fleet, d->loop, &pv->ps, &fo);
     if (r != 0)
       goto fail;
@@ -778,13 +740,11 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     co.interval_ms = d->cfg.checkpoint_interval_ms;
     /* 0 in the configuration: always a child (the option's floor); the module's 0 = default */
     co.fork_bytes = d->cfg.checkpoint_fork_bytes > 0 ? (size_t)d->cfg.checkpoint_fork_bytes : 1;
-#ifdef TLC_HAVE_STORE
     if (w->st != NULL) {
       co.mark = st_mark;
       co.mark_ud = w;
       co.replay = 1;
     }
-#endif
     r = tlc_cont_new(d->loop, &d->targets, &co, &w->cont);
     if (r != 0) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "checkpoints: %s", tlc_strerror(r));
@@ -794,7 +754,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   }
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
-  o.decoded_cb = obs_decoded;
+  o.records_cb = obs_records;
   if (d->cfg.store && d->cfg.keep_skipped > 0)
     o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
   o.batch_cb = obs_batch;
@@ -826,7 +786,6 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
             "reload: state_dir and store take effect only after a restart");
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     tlc_store_opts_t so;
     const tlc_config_t *a = &w->applied;
@@ -865,7 +824,6 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
   }
-#endif
 }
 
 void tlc_wiring_close(tlc_wiring_t *w) {
@@ -886,14 +844,11 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     w->fleet = NULL;
     tlc_fleet_close(f, fleet_closed, w);
   }
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_t *ps = w->ps;
     w->ps = NULL;
     tlc_pubsub_close(ps, ps_closed, w);
   }
-#endif
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     tlc_store_t *st = w->st;
     for (size_t i = 0; i < w->d->targets.n; i++) {
@@ -914,7 +869,6 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     w->st = NULL;
     tlc_store_close(st, st_closed, w);
   }
-#endif
   maybe_free(w);
 }
 
@@ -922,15 +876,12 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
   size_t n = strlen(buf);
   if (w == NULL || n >= len)
     return;
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_stats_t s;
     tlc_pubsub_get_stats(w->ps, &s);
     snprintf(buf + n, len - n, " subscribers=%zu", s.subscribers);
     n = strlen(buf);
   }
-#endif
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL && n < len) {
     tlc_store_counters_t s;
     tlc_store_counters(w->st, &s);
@@ -940,5 +891,4 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
                                   s.dropped_io_error_records),
              s.disk_full ? " DEGRADED(disk full)" : "");
   }
-#endif
 }

@@ -1,11 +1,10 @@
 /* wiring.h - connects the target registry to the subscriber server (pubsub.h) and to storage
- * (store.h), each optional at build time (TLC_HAVE_PUBSUB, TLC_HAVE_STORE) and at run time
- * (`serve` empty, `store = no`).
+ * (store.h), each optional at run time (`serve` empty, `store = no`).
  *
  *   target events  -> tlc_pubsub_target_event (connected, disconnected, resync, drops, decode
  *                     error, added) and storage segment boundaries (rotate on reconnect,
  *                     gap records, open/close per target)
- *   decoded batch  -> tlc_store_write (records/items as received)
+ *   decoded batch  -> tlc_store_write_chunk (records/items as received, with their chunk)
  *   engine batch   -> tlc_pubsub_events (live event batches)
  *   store events   -> pubsub SEGMENT_ROTATED
  *   half-close     -> tlc_store_barrier (d->barrier), the connection closed in its callback

@@ -30,9 +30,7 @@
 #include "log.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
-#ifdef TLC_HAVE_STORE
 #include "segread.h"
-#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -580,7 +578,6 @@ static void replay_gap(tlc_target_t *t, int disconnect) {
     t->gaps++;
 }
 
-#ifdef TLC_HAVE_STORE
 typedef struct rbuf {
   uint8_t *p;
   size_t len;
@@ -730,7 +727,6 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
   tlc_free(v);
   return recs;
 }
-#endif
 
 static void restore(tlc_cont_t *c, tlc_target_t *t) {
   char dir[1100], path[1200], why[240] = "";
@@ -769,10 +765,8 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   tlc_free(info);
   if (!have)
     pos.valid = 0; /* rebuilt from every segment */
-#ifdef TLC_HAVE_STORE
   if (c->o.replay && (have ? pos.valid : 1))
     recs = replay_after(c, t, have ? &pos : NULL, &open);
-#endif
   if (!have && recs == 0)
     return; /* a new target */
   if (open)

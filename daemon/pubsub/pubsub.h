@@ -24,6 +24,7 @@
 #define TLC_PUBSUB_H
 
 #include "provider.h"
+#include "tlc_log_level.h"
 #include "tlc_event.h"
 
 #include <stddef.h>
@@ -44,13 +45,14 @@ enum tlc_ps_ev {
   TLC_PS_EV_ADDED = 8
 };
 
-/* Log levels handed to opts.log (the same numbers as syslog and daemon/log.h). */
+/* Log levels handed to opts.log: the one set (formats/tlc_log_level.h); pubsub.c's names for
+ * them. */
 enum {
-  TLC_PS_LOG_ERR = 3,
-  TLC_PS_LOG_WARN = 4,
-  TLC_PS_LOG_NOTICE = 5,
-  TLC_PS_LOG_INFO = 6,
-  TLC_PS_LOG_DEBUG = 7
+  TLC_PS_LOG_ERR = TLC_LOG_ERR,
+  TLC_PS_LOG_WARN = TLC_LOG_WARN,
+  TLC_PS_LOG_NOTICE = TLC_LOG_NOTICE,
+  TLC_PS_LOG_INFO = TLC_LOG_INFO,
+  TLC_PS_LOG_DEBUG = TLC_LOG_DEBUG
 };
 
 typedef struct tlc_pubsub_opts {
@@ -83,7 +85,7 @@ typedef struct tlc_pubsub_opts {
   int write_on_loop;           /* 1: write to subscribers from the loop thread with uv_write
                                   instead of the serving thread (default 0: the thread, started
                                   with the first connection) */
-  const char *daemon_version;  /* for Welcome (default "tlcapd") */
+  const char *daemon_version;  /* for Welcome (default "tlcapd VERSION", tlc_version.h) */
   /* Log hook (NULL: silent). Lines name the subscriber ("sub#N addr"). */
   void (*log)(void *ud, int level, const char *msg);
   void *log_ud;
