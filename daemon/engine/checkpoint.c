@@ -4,10 +4,11 @@
  * histograms: a load into an engine made with other ones is refused), the counters, the change
  * sequence, first/last time, the per-core current contexts, every context with its stack of
  * open activations, the table-index map, the state areas, every row (its dists, totals,
- * counts, open-part times, histograms and window buckets) and the hash table's entries. What is
- * not: the queued histogram samples (counted first: tlc_engine_sync), the row cache, the
- * window-step cache and the snapshot scratch (rebuilt on use), the mapping links (resolved again
- * with the mapping the engine has after the load).
+ * counts, open-part times, histograms and the window buckets still inside their windows) and
+ * the hash table's entries. What is not: window buckets whose step has left the window (they
+ * count for nothing and are only reused), the queued histogram samples (counted first:
+ * tlc_engine_sync), the row cache, the window-step cache and the snapshot scratch (rebuilt on use),
+ * the mapping links (resolved again with the mapping the engine has after the load).
  *
  * Layout: fixed-size records (rows, activations, state areas, window buckets) are copied as
  * they are in memory, so a save costs about one memcpy per row plus its histograms and windows
@@ -59,9 +60,29 @@ static void save_opts(const tlc_engine_t *e, tlc_ckw_t *w) {
   tlc_ckw_u8(w, e->o.histograms);
 }
 
+/* floor(a / b), b > 0 (engine.c's floordiv). */
+static int64_t fdiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+/* A window bucket whose step has left its window (engine.c's wlim: step <= floor(T / step) -
+ * NSTEPS) holds nothing a snapshot reads, now or later (T only grows), and is only reused for a
+ * new step: it is not saved. In a capture that runs for long most buckets are such. */
+static int bucket_live(const wbucket_t *b, const int64_t *lim) {
+  return b->step > lim[WB_WIN(b)];
+}
+
 int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
   size_t i;
   unsigned k;
+  int64_t lim[TLC_MAX_WINDOWS];
+  for (k = 0; k < e->o.nwindows; k++) {
+    int64_t st = fdiv(e->last, e->step[k]);
+    lim[k] = st < INT64_MIN + NSTEPS ? INT64_MIN : st - NSTEPS;
+  }
   tlc_engine_sync(e); /* the queued histogram samples are counted: none is left in the log */
   tlc_ckw_u32(w, SEC_MAGIC);
   save_layout(w);
@@ -100,10 +121,15 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
         tlc__hist_save(&r->k[k].h, w);
     tlc_ckw_u8(w, r->w != NULL);
     if (r->w != NULL) {
+      uint32_t j, live = 0;
+      for (j = 0; j < r->w->nb; j++)
+        live += (uint32_t)bucket_live(&r->w->b[j], lim);
       tlc_ckw_u64(w, r->w->fcount);
       tlc_ckw_bytes(w, r->w->f, sizeof(r->w->f));
-      tlc_ckw_u32(w, r->w->nb);
-      tlc_ckw_bytes(w, r->w->b, (size_t)r->w->nb * sizeof(wbucket_t));
+      tlc_ckw_u32(w, live);
+      for (j = 0; j < r->w->nb; j++)
+        if (bucket_live(&r->w->b[j], lim))
+          tlc_ckw_bytes(w, &r->w->b[j], sizeof(wbucket_t));
     }
   }
   tlc_ckw_u64(w, e->hn);
