@@ -1,13 +1,15 @@
 /* oracle_segments.c - the brute-force model (tests/oracle) over stored segments, for the
  * continuity tests: what an uninterrupted run over exactly these bytes gives.
  *
- *   oracle_segments FORMAT ITEM...      ITEM: a segment's data file, or GAP
+ *   oracle_segments FORMAT [--range A B] ITEM...    ITEM: a segment's data file, or GAP
  *
  * Segments are read in the order given, record by record (tlc_segread), decoded strictly
  * (evlog: through the evlog mapping) and pushed to the oracle; every `disconnect` gap their
  * manifests record is a gap at its place (as the live target made it), GAP a gap where the
- * test says one happened (a restart). Prints the oracle's table as the JSON export (Neutral
- * rows, no windows). Exit 0, 1 on a read error, 2 usage.
+ * test says one happened (a restart). With --range only the events whose target time t has
+ * A <= t < B count, and a gap only between two of them (history, tlcapd replay --since/--until).
+ * Prints the oracle's table as the JSON export (Neutral rows, no windows). Exit 0, 1 on a read
+ * error, 2 usage.
  */
 #include "dec.h"
 #include "evmap.h"
@@ -25,6 +27,9 @@
 #define BATCH 256
 
 typedef struct st {
+  int ranged; /* --range A B: only events with A <= t < B */
+  int64_t lo, hi;
+  int pending, any; /* ranged: a gap waits for the next event in the range */
   tlc_format_t fmt;
   tlc_dec_t dec;
   tlc_evmap_t *m;
@@ -32,9 +37,25 @@ typedef struct st {
   tlc_event_t ev[BATCH], out[2 * BATCH];
 } st_t;
 
+static void emit(st_t *s, const tlc_event_t *ev, size_t n) {
+  if (!s->ranged) {
+    tlc_oracle_push(s->o, ev, n);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].time_ns < s->lo || ev[i].time_ns >= s->hi)
+      continue;
+    if (s->pending && s->any)
+      tlc_oracle_gap(s->o); /* a gap counts between two events of the range */
+    s->pending = 0;
+    s->any = 1;
+    tlc_oracle_push(s->o, &ev[i], 1);
+  }
+}
+
 static void push(st_t *s, const tlc_event_t *ev, size_t n) {
   if (s->m == NULL) {
-    tlc_oracle_push(s->o, ev, n);
+    emit(s, ev, n);
     return;
   }
   size_t k = 0;
@@ -43,7 +64,7 @@ static void push(st_t *s, const tlc_event_t *ev, size_t n) {
     if (r > 0)
       k += (size_t)r;
   }
-  tlc_oracle_push(s->o, s->out, k);
+  emit(s, s->out, k);
 }
 
 static int feed(st_t *s, const uint8_t *p, size_t len) {
@@ -67,7 +88,10 @@ static void gap(st_t *s) {
   while ((n = tlc_dec_finish(&s->dec, s->ev, BATCH)) > 0)
     push(s, s->ev, (size_t)n);
   tlc_dec_reset(&s->dec);
-  tlc_oracle_gap(s->o);
+  if (s->ranged)
+    s->pending = 1;
+  else
+    tlc_oracle_gap(s->o);
   if (s->m != NULL)
     tlc_evmap_gap(s->m);
 }
@@ -128,7 +152,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "oracle_segments: init failed\n");
     return 1;
   }
-  for (int i = 2; i < argc && rc == 0; i++) {
+  int first = 2;
+  if (argc >= 5 && strcmp(argv[2], "--range") == 0) {
+    s->ranged = 1;
+    s->lo = strtoll(argv[3], NULL, 0);
+    s->hi = strtoll(argv[4], NULL, 0);
+    first = 5;
+  }
+  for (int i = first; i < argc && rc == 0; i++) {
     if (strcmp(argv[i], "GAP") == 0)
       gap(s);
     else

@@ -419,6 +419,54 @@ def test_segments(d):
     dm.stop()
 
 
+def test_history(d):
+    """tlcapd replay --state-dir --target --since --until: the statistics of the stored records
+    in a range, against the oracle over the same records (gaps only between them): inside one
+    segment, across segments, across a reconnect gap, an empty range; a wall-clock range
+    covering everything and one covering nothing; --since after --until is a usage error."""
+    g = Gen(SEED + 7)
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "20000"], store=True)
+    a, b = g.chunk(2000), g.chunk(2000)
+    send_and_close(dm, port, a)
+    send_and_close(dm, port, b)
+    rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+    ta = [struct.unpack_from("<q", a, 24 * i + 16)[0] for i in range(2000)]
+    tb = [struct.unpack_from("<q", b, 24 * i + 16)[0] for i in range(2000)]
+    segs = segments(dm.state)
+    T.check(len(segs) >= 5, "several segments (%d)" % len(segs))
+
+    def replay(*extra):
+        return T.run([TLCAPD, "replay", "--state-dir", dm.state, "--target", NAME, "--export",
+                      "json"] + list(extra), timeout=60)
+
+    for what, lo, hi in (("inside one segment", ta[100], ta[300]),
+                         ("across segments", ta[500], ta[1500]),
+                         ("across the reconnect gap", ta[1800], tb[300])):
+        rc, out, err = replay("--since", "ns:%d" % lo, "--until", "ns:%d" % hi)
+        T.eq(rc, 0, what + ": " + err)
+        live = json.loads(out)
+        model = oracle(["--range", str(lo), str(hi)] + segs)
+        compare(live, model, what)
+        if what.startswith("across the reconnect"):
+            T.eq(live["counters"]["gaps"], 1, what + ": the disconnect is a gap")
+    rc, out, err = replay("--since", "ns:%d" % ta[100], "--until", "ns:%d" % ta[100])
+    T.eq(rc, 0, "empty range: " + err)
+    T.eq(json.loads(out)["counters"]["events"], 0, "empty range: events")
+    rc, out, err = replay("--since", "ns:%d" % ta[300], "--until", "ns:%d" % ta[100])
+    T.eq(rc, 2, "--since after --until: " + err)
+    rc, out, err = replay("--since", "2000-01-01T00:00:00Z", "--until", "-0s")
+    T.eq(rc, 0, "wall-clock range: " + err)
+    compare(json.loads(out), oracle(["--range", str(-2**63), str(2**63 - 1)] + segs),
+            "wall-clock range over everything")
+    rc, out, err = replay("--until", "2000-01-01T00:00:00Z")
+    T.eq(rc, 1, "wall-clock range before every segment: " + err)
+    rc, out, err = replay("--since", "yesterday")
+    T.eq(rc, 2, "bad T: " + err)
+
+
 def test_sigkill_random_evlog(d):
     """The same with an evlog target (the evlog mapping's state, blocks still open at a
     checkpoint: the store cuts it at the mark)."""
@@ -430,7 +478,7 @@ def test_sigkill_random_evlog(d):
 
 
 if __name__ == "__main__":
-    T.main([test_sigterm_restart, test_nostore_sigterm, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
+    T.main([test_sigterm_restart, test_nostore_sigterm, test_history, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
             test_segments,
             test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,
             test_corrupt_empty])
