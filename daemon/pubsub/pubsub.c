@@ -100,10 +100,11 @@
         */
 #define MAX_LISTENERS 8
 #define READ_BUF      (64u * 1024u)
-#define MAX_REJECTING 64        /* connections being told "too many subscribers" at once */
-#define SNAP_CACHE    4         /* engine snapshots shared within one tick pass */
-#define TICK_EARLY_NS 1000000u  /* a feed due within 1 ms runs in the current pass */
-#define JOIN_FRESH_NS 10000000u /* a joiner gets the mirror as is if it is this fresh */
+#define MAX_REJECTING 64             /* connections being told "too many subscribers" at once */
+#define SNAP_CACHE    4              /* engine snapshots shared within one tick pass */
+#define TICK_EARLY_NS 1000000u       /* a feed due within 1 ms runs in the current pass */
+#define JOIN_FRESH_NS 10000000u      /* a joiner gets the mirror as is if it is this fresh */
+#define TLS_OUT_SLACK (256u * 1024u) /* TLS: ciphertext beyond one write's plaintext (records) */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -277,6 +278,14 @@ struct tlc__ps_sub {
   msg_t *inflight[WRITE_MAX_BUFS];
   size_t ninflight;
   uint64_t detached_bytes;
+  /* TLS (a TLS listener): the session, whether its handshake is done, the ciphertext produced
+   * and not yet handed to a write (tout), and that of the write in flight (tjob, read by the
+   * serving thread meanwhile, so never touched until the job is back). */
+  tlc_tls_conn_t *tls;
+  uint8_t tls_ready;
+  uint8_t *tout, *tjob;
+  size_t tout_len, tout_cap, tjob_len, tjob_cap;
+  char peer_ip[64]; /* the address without the port, for the token's per-peer rate limit */
   struct tlc__ps_sub *prev, *next;
 };
 
@@ -289,7 +298,8 @@ typedef struct listener {
   } h;
   tlc_pubsub_t *ps;
   uint8_t is_unix;
-  char *path; /* unix: unlinked on close */
+  uint8_t tls; /* speaks TLS (opts.tls, TCP) */
+  char *path;  /* unix: unlinked on close */
 } listener_t;
 
 struct tlc_pubsub {
@@ -329,6 +339,7 @@ struct tlc_pubsub {
   uv_timer_t house; /* periodic soft-limit check; also keeps close_cb on the loop */
   char rbuf[READ_BUF];
   int rbuf_busy;
+  uint8_t tbuf[16384]; /* decrypted bytes of one TLS record, on their way to sub_input */
 };
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -1811,7 +1822,57 @@ static void sub_kick(tlc__ps_sub_t *s) {
     s->kicking = 1;
     sub_kick_once(s);
     s->kicking = 0;
-  } while (!s->writing && !s->closed && s->ctl_head != NULL && ++rounds < 64);
+  } while (!s->writing && !s->closed && s->ctl_head != NULL && (s->tls == NULL || s->tls_ready) &&
+           ++rounds < 64);
+}
+
+/* TLS: moves the session's waiting ciphertext to s->tout. Its size is bounded by what one
+ * write encrypts (WRITE_MAX_BYTES plus one message of at most max_message) and the handshake:
+ * above that something is wrong and the subscriber is closed (TLC_ELIMIT). */
+static int tls_collect(tlc__ps_sub_t *s) {
+  size_t n = tlc_tls_conn_pending(s->tls), cap;
+  if (n == 0)
+    return 0;
+  if (s->tout_len + n > s->tout_cap) {
+    uint8_t *nb;
+    cap = s->tout_cap > 0 ? s->tout_cap * 2 : 16384;
+    while (cap < s->tout_len + n)
+      cap *= 2;
+    if (cap > s->ps->o.max_message + 2 * WRITE_MAX_BYTES + TLS_OUT_SLACK) {
+      cap = s->tout_len + n;
+      if (cap > s->ps->o.max_message + 2 * WRITE_MAX_BYTES + TLS_OUT_SLACK)
+        return TLC_ELIMIT;
+    }
+    nb = tlc_realloc(s->tout, cap);
+    if (nb == NULL)
+      return TLC_ENOMEM;
+    s->tout = nb;
+    s->tout_cap = cap;
+  }
+  s->tout_len += tlc_tls_conn_take(s->tls, s->tout + s->tout_len, n);
+  return 0;
+}
+
+/* TLS: encrypts the in-flight messages and makes the ciphertext waiting so far the next
+ * write's (tjob). Returns 0 or a negative error (the subscriber must then be closed). */
+static int tls_prepare(tlc__ps_sub_t *s) {
+  uint8_t *t;
+  size_t i, c;
+  int r;
+  for (i = 0; i < s->ninflight; i++)
+    if (tlc_tls_conn_write(s->tls, s->inflight[i]->data, s->inflight[i]->len) < 0)
+      return TLC_EIO;
+  if ((r = tls_collect(s)) != 0)
+    return r;
+  t = s->tjob; /* empty: no write is in flight */
+  c = s->tjob_cap;
+  s->tjob = s->tout;
+  s->tjob_cap = s->tout_cap;
+  s->tjob_len = s->tout_len;
+  s->tout = t;
+  s->tout_cap = c;
+  s->tout_len = 0;
+  return 0;
 }
 
 static void sub_kick_once(tlc__ps_sub_t *s) {
@@ -1819,10 +1880,12 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   size_t bytes = 0, i, j, first_snap;
   uv_buf_t bufs[WRITE_MAX_BUFS];
   int r, room = 1;
+  /* TLS before its handshake completes: only handshake bytes go out. */
+  int gather = s->tls == NULL || s->tls_ready;
   if (s->writing || s->closed)
     return;
   s->ninflight = 0;
-  while (room && s->ctl_head != NULL) {
+  while (gather && room && s->ctl_head != NULL) {
     ctl_node_t *n = s->ctl_head;
     s->ctl_head = n->next;
     if (s->ctl_head == NULL)
@@ -1830,7 +1893,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
     room = take(s, n->m, &bytes);
     tlc_free(n);
   }
-  if (!s->closing) {
+  if (gather && !s->closing) {
     if (room && (s->drop_batches > 0)) {
       Tlcap__ServerMessage sm;
       Tlcap__Dropped d;
@@ -1887,7 +1950,19 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       room = take(s, m, &bytes);
     }
   }
-  if (s->ninflight == 0) {
+  if (s->tls != NULL && (r = tls_prepare(s)) < 0) {
+    for (i = 0; i < s->ninflight; i++) {
+      queued_sub(s, s->inflight[i]->len);
+      msg_unref(s->inflight[i]);
+    }
+    s->ninflight = 0;
+    logf_(ps, TLC_PS_LOG_WARN, "sub#%llu %s: TLS: cannot encrypt: %s", (unsigned long long)s->id,
+          s->peer, tlc_strerror(r));
+    ps->st.closed_peer++;
+    sub_close_soon(s);
+    return;
+  }
+  if (s->ninflight == 0 && (s->tls == NULL || s->tjob_len == 0)) {
     if (s->close_when_flushed)
       sub_close_soon(s);
     return;
@@ -1907,11 +1982,17 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
     wjob_t *job = &s->job;
     uv_os_fd_t fd;
     if (uv_fileno(&s->h.handle, &fd) == 0) {
-      for (i = 0; i < s->ninflight; i++) {
-        job->iov[i].iov_base = s->inflight[i]->data;
-        job->iov[i].iov_len = s->inflight[i]->len;
+      if (s->tls != NULL) {
+        job->iov[0].iov_base = s->tjob;
+        job->iov[0].iov_len = s->tjob_len;
+        job->nbufs = 1;
+      } else {
+        for (i = 0; i < s->ninflight; i++) {
+          job->iov[i].iov_base = s->inflight[i]->data;
+          job->iov[i].iov_len = s->inflight[i]->len;
+        }
+        job->nbufs = s->ninflight;
       }
-      job->nbufs = s->ninflight;
       job->cur = 0;
       job->partial = 0;
       job->fd = fd;
@@ -1925,13 +2006,19 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   for (i = 0; i < s->ninflight; i++)
     bufs[i] = uv_buf_init((char *)s->inflight[i]->data, (unsigned)s->inflight[i]->len);
   s->wreq.data = s;
-  r = uv_write(&s->wreq, &s->h.stream, bufs, (unsigned)s->ninflight, write_cb);
+  if (s->tls != NULL) {
+    bufs[0] = uv_buf_init((char *)s->tjob, (unsigned)s->tjob_len);
+    r = uv_write(&s->wreq, &s->h.stream, bufs, 1, write_cb);
+  } else {
+    r = uv_write(&s->wreq, &s->h.stream, bufs, (unsigned)s->ninflight, write_cb);
+  }
   if (r < 0) {
     for (i = 0; i < s->ninflight; i++) {
       queued_sub(s, s->inflight[i]->len);
       msg_unref(s->inflight[i]);
     }
     s->ninflight = 0;
+    s->tjob_len = 0;
     ps->st.closed_peer++;
     sub_close_soon(s);
     return;
@@ -1950,13 +2037,16 @@ static void write_done(tlc__ps_sub_t *s, int status) {
   s->writing = 0;
   s->in_writer = 0;
   if (s->close_deferred) {
-    /* sub_close_now waited for the writer to give the socket back */
+    /* sub_close_now waited for the writer to give the socket back. With TLS the note may
+     * follow only a job written whole (records carry sequence numbers: none may be skipped). */
     s->close_deferred = 0;
-    if (s->shutdown_note && !s->job.partial)
+    if (s->shutdown_note && !s->job.partial && (s->tls == NULL || s->job.cur == s->job.nbufs))
       shutdown_note(s);
+    s->tjob_len = 0;
     uv_close(&s->h.handle, sub_closed_cb);
     return;
   }
+  s->tjob_len = 0;
   if (s->queued <= s->ps->o.obuf_soft)
     s->soft_since = 0;
   if (status < 0) {
@@ -1982,6 +2072,9 @@ static void sub_free(tlc__ps_sub_t *s) {
   tlc_free(s->subs);
   tlc_free(s->ring);
   tlc_frame_dec_fini(&s->dec);
+  tlc_tls_conn_free(s->tls);
+  tlc_free(s->tout);
+  tlc_free(s->tjob);
   tlc_free(s);
   (void)ps;
 }
@@ -2122,8 +2215,14 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
     return;
   }
   if (!s->authed) {
-    if (ps->token_len > 0 &&
-        !tlc_pubsub_token_equal(h->token.data, h->token.len, ps->token, ps->token_len)) {
+    uint64_t delay = ps->o.auth_fail_delay_ms;
+    int ok = 1;
+    if (ps->o.auth != NULL)
+      ok = tlc_auth_check(ps->o.auth, s->detached ? NULL : s->peer_ip, h->token.data, h->token.len,
+                          now_ms(ps), &delay);
+    else if (ps->token_len > 0)
+      ok = tlc_pubsub_token_equal(h->token.data, h->token.len, ps->token, ps->token_len);
+    if (!ok) {
       /* Never log the token presented. The answer comes after auth_fail_delay_ms, and the
        * connection reads nothing meanwhile: with max_subscribers, that bounds guessing. */
       s->closing = 1;
@@ -2135,7 +2234,7 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
       }
       uv_read_stop(&s->h.stream);
       uv_timer_stop(&s->timer);
-      uv_timer_start(&s->timer, auth_failed_cb, ps->o.auth_fail_delay_ms, 0);
+      uv_timer_start(&s->timer, auth_failed_cb, delay, 0);
       return;
     }
     s->authed = 1;
@@ -2508,13 +2607,85 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = READ_BUF;
 }
 
+static void hello_timeout_cb(uv_timer_t *t);
+
+/* TLS: a handshake that failed (not TLS, no common version, garbage) or stalled. The peer is
+ * told nothing (not even the alert OpenSSL prepared: a plain-text client must not get bytes
+ * that look like an answer); the connection is closed. */
+static void tls_drop(tlc__ps_sub_t *s, const char *why) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->closing)
+    return;
+  ps->st.closed_tls++;
+  logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: TLS handshake: %s", (unsigned long long)s->id,
+        s->peer, why);
+  uv_read_stop(&s->h.stream);
+  sub_close_soon(s);
+}
+
+static void tls_timeout_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  char why[64];
+  snprintf(why, sizeof(why), "not complete after %llu ms",
+           (unsigned long long)s->ps->o.tls_handshake_ms);
+  tls_drop(s, why);
+}
+
+/* TLS: received ciphertext -> handshake, then decrypted bytes into sub_input; whatever the
+ * session has to send (handshake, alerts) goes out through sub_kick. */
+static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
+  tlc_pubsub_t *ps = s->ps;
+  char why[160];
+  if (tlc_tls_conn_feed(s->tls, p, n) < 0) {
+    tls_drop(s, "out of memory");
+    return;
+  }
+  if (!s->tls_ready) {
+    int r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
+    if (r < 0) {
+      tls_drop(s, why);
+      return;
+    }
+    if (r == 0) {
+      sub_kick(s);
+      return;
+    }
+    s->tls_ready = 1;
+    logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: %s", (unsigned long long)s->id, s->peer,
+          tlc_tls_conn_version(s->tls));
+    if (!s->closing) {
+      /* the handshake deadline is over; Hello's starts */
+      uv_timer_stop(&s->timer);
+      uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+    }
+  }
+  while (!s->closing) {
+    int k = tlc_tls_conn_read(s->tls, ps->tbuf, sizeof(ps->tbuf));
+    if (k == 0)
+      break;
+    if (k < 0) {
+      ps->st.closed_peer++;
+      logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (TLS session ended)",
+            (unsigned long long)s->id, s->peer);
+      uv_read_stop(&s->h.stream);
+      sub_close_soon(s);
+      return;
+    }
+    sub_input(s, ps->tbuf, (size_t)k);
+  }
+  sub_kick(s);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   tlc__ps_sub_t *s = st->data;
   tlc_pubsub_t *ps = s->ps;
   if (buf->base == ps->rbuf)
     ps->rbuf_busy = 0;
   if (n > 0) {
-    sub_input(s, (const uint8_t *)buf->base, (size_t)n);
+    if (s->tls != NULL)
+      tls_input(s, (const uint8_t *)buf->base, (size_t)n);
+    else
+      sub_input(s, (const uint8_t *)buf->base, (size_t)n);
     return;
   }
   if (n < 0) {
@@ -2577,10 +2748,12 @@ static void peer_name(tlc__ps_sub_t *s) {
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
       snprintf(s->peer, sizeof(s->peer), "unix pid=%d uid=%u gid=%u", (int)uc.pid, (unsigned)uc.uid,
                (unsigned)uc.gid);
+      snprintf(s->peer_ip, sizeof(s->peer_ip), "unix");
       return;
     }
 #endif
     snprintf(s->peer, sizeof(s->peer), "unix");
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "unix");
   } else {
     struct sockaddr_storage ss;
     int l = sizeof(ss);
@@ -2596,6 +2769,7 @@ static void peer_name(tlc__ps_sub_t *s) {
       }
     }
     snprintf(s->peer, sizeof(s->peer), "%s:%d", ip, port);
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", ip);
   }
 }
 
@@ -2613,6 +2787,10 @@ static void on_connection(uv_stream_t *server, int status) {
   writer_start(ps);
   reject = ps->nsubs - ps->nrejecting >= ps->o.max_subscribers;
   s = (reject && ps->nrejecting >= MAX_REJECTING) ? NULL : sub_alloc(ps);
+  if (s != NULL && l->tls && ps->o.tls != NULL && (s->tls = tlc_tls_conn_new(ps->o.tls)) == NULL) {
+    sub_free(s);
+    s = NULL;
+  }
   if (s == NULL) {
     /* No room even to say why: accept and close at once, so the listener does not spin. */
     uv_handle_t *h = tlc_malloc(l->is_unix ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t));
@@ -2662,8 +2840,15 @@ static void on_connection(uv_stream_t *server, int status) {
              &ps->st.rejected_limit);
     return;
   }
-  logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected", (unsigned long long)s->id, s->peer);
-  uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+  logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected%s", (unsigned long long)s->id, s->peer,
+        s->tls != NULL ? " (TLS)" : "");
+  if (s->tls != NULL)
+    uv_timer_start(&s->timer, tls_timeout_cb,
+                   ps->o.tls_handshake_ms < ps->o.hello_timeout_ms ? ps->o.tls_handshake_ms
+                                                                   : ps->o.hello_timeout_ms,
+                   0);
+  else
+    uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
   r = uv_read_start(&s->h.stream, alloc_cb, read_cb);
   if (r < 0)
     sub_close_soon(s);
@@ -2689,6 +2874,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o) {
   o->close_grace_ms = 2000;
   o->request_timeout_ms = 30000;
   o->auth_fail_delay_ms = 250;
+  o->tls_handshake_ms = 5000;
   o->unix_mode = 0660;
   o->daemon_version = "tlcapd";
 }
@@ -2729,6 +2915,7 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
   DEF(close_grace_ms);
   DEF(request_timeout_ms);
   DEF(auth_fail_delay_ms);
+  DEF(tls_handshake_ms);
   DEF(unix_mode);
 #undef DEF
   if (ps->o.daemon_version == NULL)
@@ -2828,15 +3015,21 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     logf_(ps, TLC_PS_LOG_ERR, "%s is not a numeric address", host);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0) {
+  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
     logf_(ps, TLC_PS_LOG_ERR,
           "refusing to serve subscribers on non-loopback %s:%d without a token "
-          "(configure one, or use 127.0.0.1 or a Unix socket)",
+          "(set token_file, or use 127.0.0.1 or a Unix socket)",
           host, port);
     return TLC_EINVAL;
   }
+  if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+    logf_(ps, TLC_PS_LOG_WARN,
+          "subscribers on non-loopback %s:%d without TLS: the token and the statistics cross "
+          "the network in clear (set tls_cert and tls_key)",
+          host, port);
   if ((l = listener_new(ps, 0)) == NULL)
     return TLC_ENOMEM;
+  l->tls = ps->o.tls != NULL;
   if ((r = uv_tcp_bind(&l->h.tcp, (struct sockaddr *)&ss, 0)) < 0 ||
       (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     logf_(ps, TLC_PS_LOG_ERR, "listen on %s:%d: %s", host, port, uv_strerror(r));
@@ -2850,7 +3043,7 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
       *bound_port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
                                                   : ((struct sockaddr_in6 *)&ss)->sin6_port);
   }
-  logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d", host, port);
+  logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d%s", host, port, l->tls ? " (TLS)" : "");
   return 0;
 }
 
@@ -2922,13 +3115,16 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
       return uv_translate_sys_error(errno);
-    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0) {
+    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
       logf_(ps, TLC_PS_LOG_ERR, "refusing a non-loopback subscriber socket without a token");
       return TLC_EINVAL;
     }
+    if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+      logf_(ps, TLC_PS_LOG_WARN, "a non-loopback subscriber socket without TLS");
   }
   if ((l = listener_new(ps, is_unix)) == NULL)
     return TLC_ENOMEM;
+  l->tls = !is_unix && ps->o.tls != NULL;
   r = is_unix ? uv_pipe_open(&l->h.pipe, fd) : uv_tcp_open(&l->h.tcp, fd);
   if (r < 0 || (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     listener_drop(ps, l);
@@ -2980,6 +3176,21 @@ static void house_cb(uv_timer_t *t) {
 /* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
 static void shutdown_note(tlc__ps_sub_t *s) {
   msg_t *m;
+  if (s->tls != NULL) {
+    /* TLS: encrypted after whatever the session already produced, sent in one try. */
+    if (s->tls_ready && s->h.stream.write_queue_size == 0 &&
+        (m = error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping", 1,
+                          0)) != NULL) {
+      if (tlc_tls_conn_write(s->tls, m->data, m->len) == 0 && tls_collect(s) == 0 &&
+          s->tout_len > 0) {
+        uv_buf_t b = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
+        (void)uv_try_write(&s->h.stream, &b, 1);
+      }
+      s->tout_len = 0;
+      msg_unref(m);
+    }
+    return;
+  }
   /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
    * whose bytes all went out may still await its callback). */
   if (s->h.stream.write_queue_size == 0 &&
