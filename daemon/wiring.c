@@ -738,6 +738,16 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
     tlc_pubsub_get_stats(w->ps, &s);
     snprintf(buf + n, len - n, " subscribers=%zu", s.subscribers);
     n = strlen(buf);
+    if (w->auth != NULL && n < len) {
+      tlc_auth_stats_t as;
+      tlc_auth_get_stats(w->auth, &as);
+      snprintf(buf + n, len - n, " auth_failed=%llu", (unsigned long long)as.failed);
+      n = strlen(buf);
+    }
+    if (w->tls != NULL && n < len) {
+      snprintf(buf + n, len - n, " tls_failed=%llu", (unsigned long long)s.closed_tls);
+      n = strlen(buf);
+    }
   }
 #endif
 #ifdef TLC_HAVE_STORE
