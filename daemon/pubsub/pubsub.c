@@ -105,6 +105,7 @@
 #define TICK_EARLY_NS 1000000u       /* a feed due within 1 ms runs in the current pass */
 #define JOIN_FRESH_NS 10000000u      /* a joiner gets the mirror as is if it is this fresh */
 #define TLS_OUT_SLACK (256u * 1024u) /* TLS: ciphertext beyond one write's plaintext (records) */
+#define TLS_BUF_KEEP  (256u * 1024u) /* TLS: a larger ciphertext buffer is freed once written */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -1872,6 +1873,11 @@ static int tls_prepare(tlc__ps_sub_t *s) {
   s->tout = t;
   s->tout_cap = c;
   s->tout_len = 0;
+  if (s->tout_cap > TLS_BUF_KEEP) { /* one large snapshot must not pin its size per subscriber */
+    tlc_free(s->tout);
+    s->tout = NULL;
+    s->tout_cap = 0;
+  }
   return 0;
 }
 
@@ -2047,6 +2053,11 @@ static void write_done(tlc__ps_sub_t *s, int status) {
     return;
   }
   s->tjob_len = 0;
+  if (s->tjob_cap > TLS_BUF_KEEP) {
+    tlc_free(s->tjob);
+    s->tjob = NULL;
+    s->tjob_cap = 0;
+  }
   if (s->queued <= s->ps->o.obuf_soft)
     s->soft_since = 0;
   if (status < 0) {
@@ -2838,6 +2849,10 @@ static void on_connection(uv_stream_t *server, int status) {
           (unsigned long long)s->id, s->peer, ps->o.max_subscribers);
     sub_fail(s, TLCAP__ERROR_CODE__ERR_TOO_MANY_SUBSCRIBERS, "too many subscribers",
              &ps->st.rejected_limit);
+    /* TLS: the error can only be told once the handshake is done (within the grace time); the
+     * handshake's input is read, nothing else (sub_input ignores a closing subscriber). */
+    if (s->tls != NULL && uv_read_start(&s->h.stream, alloc_cb, read_cb) < 0)
+      sub_close_soon(s);
     return;
   }
   logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected%s", (unsigned long long)s->id, s->peer,
