@@ -41,6 +41,15 @@
  * once its job is back (cancellation makes that prompt). Without the thread (write_on_loop, or
  * it could not start) uv_write does the same on the loop thread.
  *
+ * TLS. A TLS subscriber's session (tls.h: OpenSSL over memory BIOs) is shared by the loop
+ * thread, which feeds it what the socket received and reads the plaintext out (handshake,
+ * requests), and the serving thread, which encrypts a job's messages into the subscriber's
+ * ciphertext buffer (sized by the loop beforehand) and writes that: the session's mutex
+ * serialises the two, and the encryption, like the socket copies, stays off the ingest thread.
+ * Ciphertext the loop's reads produce (handshake, alerts) is taken by the next job ahead of
+ * its messages, so records leave in the order they were made. Without the serving thread the
+ * loop encrypts. An encrypted message is per subscriber (the shared encoding is not).
+ *
  * Queues and limits. Per subscriber: control messages (replies, target events, errors: never
  * dropped) in a list, event batches in a ring of opts.max_batches (full: dropped and counted,
  * then told in a Dropped message), snapshot slots as above. queued counts the bytes of every
@@ -219,6 +228,14 @@ typedef struct wjob {
   int partial; /* iov[cur] is partly written (the stream is inside a message) */
   size_t nbufs, cur;
   struct iovec iov[WRITE_MAX_BUFS];
+  /* TLS: the writer encrypts iov[] (plaintext messages) into cbuf after the clen bytes already
+   * there, under the session's lock, once (encrypted), then writes cbuf. cbuf is sized by the
+   * loop thread beforehand (the writer never allocates). */
+  tlc_tls_conn_t *tls;
+  uv_mutex_t *tls_mu;
+  uint8_t *cbuf;
+  size_t clen, ccap;
+  int encrypted;
 } wjob_t;
 
 /* The serving thread: writes encoded messages to subscriber sockets, so that the socket
@@ -283,6 +300,7 @@ struct tlc__ps_sub {
    * and not yet handed to a write (tout), and that of the write in flight (tjob, read by the
    * serving thread meanwhile, so never touched until the job is back). */
   tlc_tls_conn_t *tls;
+  uv_mutex_t tls_mu; /* the session is used by the loop (reads) and the serving thread (writes) */
   uint8_t tls_ready;
   uint8_t *tout, *tjob;
   size_t tout_len, tout_cap, tjob_len, tjob_cap;
@@ -1504,7 +1522,32 @@ static void sub_unsubscribe_all(tlc__ps_sub_t *s) {
 
 /* Writes what the socket takes of job j. Returns 0 when all of it is written, UV_EAGAIN when
  * the socket is full, or the failure (UV_EPIPE, UV_ECONNRESET, ...). Writer thread. */
+/* TLS: encrypts the job's messages into its ciphertext buffer (once). Writer thread. */
+static int job_encrypt(wjob_t *j) {
+  size_t i;
+  int r = 0;
+  uv_mutex_lock(j->tls_mu);
+  for (i = 0; i < j->nbufs && r == 0; i++)
+    r = tlc_tls_conn_write(j->tls, j->iov[i].iov_base, j->iov[i].iov_len);
+  if (r == 0) /* with what the loop's reads produced meanwhile (alerts), in order */
+    j->clen += tlc_tls_conn_take(j->tls, j->cbuf + j->clen, j->ccap - j->clen);
+  uv_mutex_unlock(j->tls_mu);
+  j->encrypted = 1;
+  if (r < 0)
+    return UV_EPROTO;
+  j->iov[0].iov_base = j->cbuf;
+  j->iov[0].iov_len = j->clen;
+  j->nbufs = j->clen > 0 ? 1 : 0;
+  j->cur = 0;
+  return 0;
+}
+
 static int job_write(wjob_t *j) {
+  if (j->tls != NULL && !j->encrypted) {
+    int r = job_encrypt(j);
+    if (r < 0)
+      return r;
+  }
   while (j->cur < j->nbufs) {
     struct msghdr mh;
     ssize_t n;
@@ -1831,7 +1874,10 @@ static void sub_kick(tlc__ps_sub_t *s) {
  * write encrypts (WRITE_MAX_BYTES plus one message of at most max_message) and the handshake:
  * above that something is wrong and the subscriber is closed (TLC_ELIMIT). */
 static int tls_collect(tlc__ps_sub_t *s) {
-  size_t n = tlc_tls_conn_pending(s->tls), cap;
+  size_t n, cap;
+  uv_mutex_lock(&s->tls_mu);
+  n = tlc_tls_conn_pending(s->tls);
+  uv_mutex_unlock(&s->tls_mu);
   if (n == 0)
     return 0;
   if (s->tout_len + n > s->tout_cap) {
@@ -1850,17 +1896,19 @@ static int tls_collect(tlc__ps_sub_t *s) {
     s->tout = nb;
     s->tout_cap = cap;
   }
+  uv_mutex_lock(&s->tls_mu);
   s->tout_len += tlc_tls_conn_take(s->tls, s->tout + s->tout_len, n);
+  uv_mutex_unlock(&s->tls_mu);
   return 0;
 }
 
 /* TLS: encrypts the in-flight messages and makes the ciphertext waiting so far the next
  * write's (tjob). Returns 0 or a negative error (the subscriber must then be closed). */
-static int tls_prepare(tlc__ps_sub_t *s) {
+static int tls_prepare(tlc__ps_sub_t *s, int encrypt) {
   uint8_t *t;
   size_t i, c;
   int r;
-  for (i = 0; i < s->ninflight; i++)
+  for (i = 0; encrypt && i < s->ninflight; i++)
     if (tlc_tls_conn_write(s->tls, s->inflight[i]->data, s->inflight[i]->len) < 0)
       return TLC_EIO;
   if ((r = tls_collect(s)) != 0)
@@ -1885,7 +1933,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   size_t bytes = 0, i, j, first_snap;
   uv_buf_t bufs[WRITE_MAX_BUFS];
-  int r, room = 1;
+  uv_os_fd_t fd = -1;
+  int r, room = 1, to_writer;
   /* TLS before its handshake completes: only handshake bytes go out. */
   int gather = s->tls == NULL || s->tls_ready;
   if (s->writing || s->closed)
@@ -1956,7 +2005,10 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       room = take(s, m, &bytes);
     }
   }
-  if (s->tls != NULL && (r = tls_prepare(s)) < 0) {
+  to_writer = ps->wr != NULL && !s->detached && uv_fileno(&s->h.handle, &fd) == 0;
+  /* TLS: with the serving thread, it encrypts (job_encrypt) after the ciphertext waiting now;
+   * without it, the loop thread does. */
+  if (s->tls != NULL && (r = tls_prepare(s, !to_writer)) < 0) {
     for (i = 0; i < s->ninflight; i++) {
       queued_sub(s, s->inflight[i]->len);
       msg_unref(s->inflight[i]);
@@ -1984,20 +2036,43 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       sub_kick_once(s);
     return;
   }
-  if (ps->wr != NULL) {
+  if (to_writer) {
     wjob_t *job = &s->job;
-    uv_os_fd_t fd;
-    if (uv_fileno(&s->h.handle, &fd) == 0) {
+    {
+      size_t plain = 0;
+      for (i = 0; i < s->ninflight; i++) {
+        job->iov[i].iov_base = s->inflight[i]->data;
+        job->iov[i].iov_len = s->inflight[i]->len;
+        plain += s->inflight[i]->len;
+      }
+      job->nbufs = s->ninflight;
+      job->tls = NULL;
       if (s->tls != NULL) {
-        job->iov[0].iov_base = s->tjob;
-        job->iov[0].iov_len = s->tjob_len;
-        job->nbufs = 1;
-      } else {
-        for (i = 0; i < s->ninflight; i++) {
-          job->iov[i].iov_base = s->inflight[i]->data;
-          job->iov[i].iov_len = s->inflight[i]->len;
+        /* room for the ciphertext: records of 16 KiB with at most 64 bytes of framing, tag
+         * and padding each, and what the loop's reads may add meanwhile (alerts) */
+        size_t need = s->tjob_len + plain + (plain / 16384 + 1) * 64 + 4096;
+        if (need > s->tjob_cap) {
+          uint8_t *nb = tlc_realloc(s->tjob, need);
+          if (nb == NULL) {
+            for (i = 0; i < s->ninflight; i++) {
+              queued_sub(s, s->inflight[i]->len);
+              msg_unref(s->inflight[i]);
+            }
+            s->ninflight = 0;
+            s->tjob_len = 0;
+            ps->st.closed_peer++;
+            sub_close_soon(s);
+            return;
+          }
+          s->tjob = nb;
+          s->tjob_cap = need;
         }
-        job->nbufs = s->ninflight;
+        job->tls = s->tls;
+        job->tls_mu = &s->tls_mu;
+        job->cbuf = s->tjob;
+        job->clen = s->tjob_len;
+        job->ccap = s->tjob_cap;
+        job->encrypted = 0;
       }
       job->cur = 0;
       job->partial = 0;
@@ -2083,7 +2158,10 @@ static void sub_free(tlc__ps_sub_t *s) {
   tlc_free(s->subs);
   tlc_free(s->ring);
   tlc_frame_dec_fini(&s->dec);
-  tlc_tls_conn_free(s->tls);
+  if (s->tls != NULL) {
+    tlc_tls_conn_free(s->tls);
+    uv_mutex_destroy(&s->tls_mu);
+  }
   tlc_free(s->tout);
   tlc_free(s->tjob);
   tlc_free(s);
@@ -2647,12 +2725,18 @@ static void tls_timeout_cb(uv_timer_t *t) {
 static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
   tlc_pubsub_t *ps = s->ps;
   char why[160];
-  if (tlc_tls_conn_feed(s->tls, p, n) < 0) {
+  int r;
+  uv_mutex_lock(&s->tls_mu); /* the serving thread may be encrypting for this session */
+  r = tlc_tls_conn_feed(s->tls, p, n);
+  uv_mutex_unlock(&s->tls_mu);
+  if (r < 0) {
     tls_drop(s, "out of memory");
     return;
   }
   if (!s->tls_ready) {
-    int r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
+    uv_mutex_lock(&s->tls_mu);
+    r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
+    uv_mutex_unlock(&s->tls_mu);
     if (r < 0) {
       tls_drop(s, why);
       return;
@@ -2671,7 +2755,10 @@ static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
     }
   }
   while (!s->closing) {
-    int k = tlc_tls_conn_read(s->tls, ps->tbuf, sizeof(ps->tbuf));
+    int k;
+    uv_mutex_lock(&s->tls_mu);
+    k = tlc_tls_conn_read(s->tls, ps->tbuf, sizeof(ps->tbuf));
+    uv_mutex_unlock(&s->tls_mu); /* not held in sub_input: its replies take it again */
     if (k == 0)
       break;
     if (k < 0) {
@@ -2798,9 +2885,15 @@ static void on_connection(uv_stream_t *server, int status) {
   writer_start(ps);
   reject = ps->nsubs - ps->nrejecting >= ps->o.max_subscribers;
   s = (reject && ps->nrejecting >= MAX_REJECTING) ? NULL : sub_alloc(ps);
-  if (s != NULL && l->tls && ps->o.tls != NULL && (s->tls = tlc_tls_conn_new(ps->o.tls)) == NULL) {
-    sub_free(s);
-    s = NULL;
+  if (s != NULL && l->tls && ps->o.tls != NULL) {
+    if ((s->tls = tlc_tls_conn_new(ps->o.tls)) != NULL && uv_mutex_init(&s->tls_mu) != 0) {
+      tlc_tls_conn_free(s->tls);
+      s->tls = NULL;
+    }
+    if (s->tls == NULL) {
+      sub_free(s);
+      s = NULL;
+    }
   }
   if (s == NULL) {
     /* No room even to say why: accept and close at once, so the listener does not spin. */
@@ -3196,8 +3289,11 @@ static void shutdown_note(tlc__ps_sub_t *s) {
     if (s->tls_ready && s->h.stream.write_queue_size == 0 &&
         (m = error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping", 1,
                           0)) != NULL) {
-      if (tlc_tls_conn_write(s->tls, m->data, m->len) == 0 && tls_collect(s) == 0 &&
-          s->tout_len > 0) {
+      int w;
+      uv_mutex_lock(&s->tls_mu);
+      w = tlc_tls_conn_write(s->tls, m->data, m->len);
+      uv_mutex_unlock(&s->tls_mu);
+      if (w == 0 && tls_collect(s) == 0 && s->tout_len > 0) {
         uv_buf_t b = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
         (void)uv_try_write(&s->h.stream, &b, 1);
       }
