@@ -2118,15 +2118,17 @@ static void write_done(tlc__ps_sub_t *s, int status) {
   s->writing = 0;
   s->in_writer = 0;
   if (s->close_deferred) {
-    /* sub_close_now waited for the writer to give the socket back. With TLS the note may
-     * follow only a job written whole (records carry sequence numbers: none may be skipped). */
+    /* sub_close_now waited for the writer to give the socket back; the note goes between two
+     * messages (TLS: after the records the job made and did not send, shutdown_note). */
     s->close_deferred = 0;
-    if (s->shutdown_note && !s->job.partial && (s->tls == NULL || s->job.cur == s->job.nbufs))
+    if (s->shutdown_note && !s->job.partial)
       shutdown_note(s);
+    s->job.tls = NULL;
     s->tjob_len = 0;
     uv_close(&s->h.handle, sub_closed_cb);
     return;
   }
+  s->job.tls = NULL;
   s->tjob_len = 0;
   if (s->tjob_cap > TLS_BUF_KEEP) {
     tlc_free(s->tjob);
@@ -3294,8 +3296,14 @@ static void shutdown_note(tlc__ps_sub_t *s) {
       w = tlc_tls_conn_write(s->tls, m->data, m->len);
       uv_mutex_unlock(&s->tls_mu);
       if (w == 0 && tls_collect(s) == 0 && s->tout_len > 0) {
-        uv_buf_t b = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
-        (void)uv_try_write(&s->h.stream, &b, 1);
+        /* Records carry sequence numbers: those a cancelled job made and did not send go
+         * first (all of them or none: the job is not partly written here). */
+        uv_buf_t b[2];
+        unsigned nb = 0;
+        if (s->job.tls != NULL && s->job.encrypted && s->job.cur < s->job.nbufs)
+          b[nb++] = uv_buf_init((char *)s->job.cbuf, (unsigned)s->job.clen);
+        b[nb++] = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
+        (void)uv_try_write(&s->h.stream, b, nb);
       }
       s->tout_len = 0;
       msg_unref(m);
