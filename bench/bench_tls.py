@@ -33,6 +33,22 @@ import benchd as B  # noqa: E402
 import bench_subscribers as S  # noqa: E402
 
 
+def loop_cpu_s(pid):
+    """CPU seconds of tlcapd's loop thread (its main thread: ingest, engines, pubsub's loop
+    work); the rest of the process is the serving thread (socket writes, TLS encryption) and
+    libuv's."""
+    return _task_cpu(pid, pid)
+
+
+def _task_cpu(pid, tid):
+    try:
+        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+            fl = f.read().rsplit(")", 1)[1].split()
+        return (int(fl[11]) + int(fl[12])) / B.TCK
+    except OSError:
+        return 0.0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -85,13 +101,18 @@ def main():
             for kind in order:
                 dm, iport, sport = daemons[kind]
                 a.subs_extra = ["--tls", cert, "--token", token] if kind == "tls" else []
+                l0 = loop_cpu_s(dm.pid)
                 r = S.run(a, io, dm, sport, iport, a.subs)
+                r["loop_cpu"] = loop_cpu_s(dm.pid) - l0
                 res[kind].append(r)
                 sm = r["summ"]
-                print("pair %d %-5s: %8.1f MB/s (%.1f s); tlcapd cpu %.2f s, sender %.2f s, "
+                print("pair %d %-5s: %8.1f MB/s (%.1f s); tlcapd cpu %.2f s (loop thread %.2f s: "
+                      "%.2f s per GB ingested; other threads %.2f s), sender %.2f s, "
                       "subscribers + other load %.2f cores; latency %s; %.1f MB/s to "
-                      "subscribers" % (i, kind, r["mbps"], r["seconds"], r["cpu_d"],
-                                       r["cpu_send"], r["foreign_and_subs"], S.lat_line(r["lat"]),
+                      "subscribers" % (i, kind, r["mbps"], r["seconds"], r["cpu_d"], r["loop_cpu"],
+                                       r["loop_cpu"] / (r["bytes"] / 1e9),
+                                       r["cpu_d"] - r["loop_cpu"], r["cpu_send"],
+                                       r["foreign_and_subs"], S.lat_line(r["lat"]),
                                        sm["bytes"] / 1e6 / sm["seconds"]))
                 sys.stdout.flush()
             print("pair %d ratio TLS/plain %.3f" % (i, res["tls"][-1]["mbps"] /
@@ -115,6 +136,10 @@ def main():
     for kind in ("plain", "tls"):
         lat = [x for r in res[kind] for x in r["lat"]]
         print("latency under ingest, %-5s all pairs: %s" % (kind, S.lat_line(lat)))
+    for kind in ("plain", "tls"):
+        print("loop thread CPU per GB ingested, %-5s: %s s; other threads per run: %s s"
+              % (kind, " ".join("%.2f" % (r["loop_cpu"] / (r["bytes"] / 1e9)) for r in res[kind]),
+                 " ".join("%.2f" % (r["cpu_d"] - r["loop_cpu"]) for r in res[kind])))
 
 
 if __name__ == "__main__":
