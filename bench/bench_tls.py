@@ -4,7 +4,7 @@ TCP while tlcapd ingests at full speed: the ingest ratio (TLS / plain, same run)
 latency from a marker event's arrival to its appearance in the subscribers' snapshots.
 
     bench/bench_tls.py BUILD_DIR [--pairs N] [--seconds S] [--subs N] [--interval MS]
-                       [--profile heavy|top|light|cores|default]
+                       [--profile heavy|top|light|cores|default] [--subs-nice N]
 
 Design. Two tlcapd (--no-store) run side by side for the whole run: P serves subscribers on
 plain TCP, T on TLS (a self-signed certificate made with `openssl req`, --token-file); each has
@@ -58,8 +58,11 @@ def main():
     ap.add_argument("--interval", type=int, default=100)
     ap.add_argument("--profile", choices=("heavy", "top", "light", "cores", "default"),
                     default="top")
+    ap.add_argument("--subs-nice", type=int, default=0, metavar="N",
+                    help="run the subscriber process at nice N (their TLS decryption would run "
+                    "on the dashboards' machines, not the daemon's)")
     a = ap.parse_args()
-    a.full_decode, a.subs_nice, a.dump_markers = False, 0, None
+    a.full_decode, a.dump_markers = False, None
     io = os.path.join(a.build, "bench", "benchd_io")
     for f in (io, os.path.join(a.build, "bench", "benchd_subs"),
               os.path.join(a.build, "daemon", "tlcapd")):
