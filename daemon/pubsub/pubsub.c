@@ -1909,9 +1909,13 @@ static int tls_prepare(tlc__ps_sub_t *s, int encrypt) {
   uint8_t *t;
   size_t i, c;
   int r;
-  for (i = 0; encrypt && i < s->ninflight; i++)
-    if (tlc_tls_conn_write(s->tls, s->inflight[i]->data, s->inflight[i]->len) < 0)
-      return TLC_EIO;
+  r = 0;
+  uv_mutex_lock(&s->tls_mu); /* uncontended here (no job in flight); kept for the invariant */
+  for (i = 0; encrypt && i < s->ninflight && r == 0; i++)
+    r = tlc_tls_conn_write(s->tls, s->inflight[i]->data, s->inflight[i]->len);
+  uv_mutex_unlock(&s->tls_mu);
+  if (r < 0)
+    return TLC_EIO;
   if ((r = tls_collect(s)) != 0)
     return r;
   t = s->tjob; /* empty: no write is in flight */
