@@ -27,6 +27,7 @@
 #include <arpa/inet.h>
 #include <ini.h>
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 typedef struct pctx {
   tlc_config_t *c;
@@ -409,7 +411,7 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
     if (tlc_log_check_debug(v) != 0 || copy_str(c->debug, sizeof(c->debug), v) != 0) {
       seterr(why, wl,
              "expected a list of main, config, tcp, dial, serial, target, notify, pubsub, "
-             "store, engine, all, none; got \"%s\"",
+             "store, engine, efl, all, none; got \"%s\"",
              v);
       return TLC_EINVAL;
     }
@@ -435,6 +437,8 @@ static const char *kind_name(int kind) {
     return "dial";
   case TLC_SRC_SERIAL:
     return "serial";
+  case TLC_SRC_EFL:
+    return "efl";
   default:
     return "?";
   }
@@ -448,6 +452,60 @@ static void source_defaults(tlc_cfg_source_t *s, int kind) {
   s->parity = TLC_PARITY_NONE;
   s->stop_bits = 1;
   s->flow = TLC_FLOW_NONE;
+  if (kind == TLC_SRC_EFL) {
+    /* efl: evlog targets; efl_debugd's debugger port; efl_debug's poll interval */
+    s->format = TLC_FMT_EVLOG;
+    tlc_config_parse_hostport(TLC_DEFAULT_EFL_DEBUGD, s->host, sizeof(s->host), &s->port);
+    s->has_address = 1;
+    s->poll_ms = TLC_DEFAULT_EFL_POLL_MS;
+  }
+}
+
+/* efl: "debugd" is efl_debugd's debugger (master) port, as a numeric "IP:PORT". */
+static int set_efl_debugd(tlc_cfg_source_t *s, const char *v, char *why, size_t wl) {
+  unsigned char a[16];
+  if (v[0] == '/' || strncmp(v, "unix:", 5) == 0) {
+    seterr(
+        why, wl,
+        "\"%s\" is a Unix socket: efl_debugd's Unix socket ($XDG_RUNTIME_DIR/.edebug/efl_debug/0) "
+        "is for applications only; debuggers such as efl_debug and tlcapd use its TCP port "
+        "(default %s; docs/efl.md)",
+        v, TLC_DEFAULT_EFL_DEBUGD);
+    return TLC_EINVAL;
+  }
+  if (tlc_config_parse_hostport(v, s->host, sizeof(s->host), &s->port) != 0 || s->port == 0 ||
+      (inet_pton(AF_INET, s->host, a) != 1 && inet_pton(AF_INET6, s->host, a) != 1)) {
+    seterr(why, wl, "expected an IP address and port such as %s, got \"%s\"",
+           TLC_DEFAULT_EFL_DEBUGD, v);
+    return TLC_EINVAL;
+  }
+  s->has_address = 1;
+  return 0;
+}
+
+static int set_efl_key(tlc_cfg_source_t *s, const char *key, const char *v, char *why, size_t wl) {
+  uint64_t x;
+  if (strcmp(key, "pattern") == 0) {
+    if (*v == '\0' || copy_str(s->pattern, sizeof(s->pattern), v) != 0) {
+      seterr(why, wl, "expected a pattern of 1 to %d bytes", TLC_CFG_PATTERN - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (strcmp(key, "poll_ms") == 0) {
+    if (parse_size(v, 60000, &x) != 0 || x < 10) {
+      seterr(why, wl, "expected 10 to 60000 milliseconds, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    s->poll_ms = (uint32_t)x;
+    return 0;
+  }
+  if (strcmp(key, "debugd") == 0)
+    return set_efl_debugd(s, v, why, wl);
+  seterr(why, wl,
+         "unknown option for an [efl] section (pattern, poll_ms, debugd, mapping, "
+         "context_area)");
+  return TLC_EINVAL;
 }
 
 /* The source (kind, name), created if absent. NULL when the cap is reached. */
@@ -505,6 +563,8 @@ static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, c
   int r = set_tset(&s->tset, key, v, why, wl);
   if (r <= 0)
     return r;
+  if (s->kind == TLC_SRC_EFL)
+    return set_efl_key(s, key, v, why, wl);
   if (strcmp(key, "format") == 0) {
     s->format = tlc_format_parse(v);
     if (s->format == TLC_FMT_NONE) {
@@ -624,8 +684,8 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
     int k = 0;
     if (sp == NULL || (size_t)(sp - section) >= sizeof(kind)) {
       seterr(why, sizeof(why),
-             "unknown section (expected [daemon], [listen NAME], [dial NAME], [serial NAME] or "
-             "[target NAME])");
+             "unknown section (expected [daemon], [listen NAME], [dial NAME], [serial NAME], "
+             "[efl NAME] or [target NAME])");
       r = TLC_EINVAL;
       goto out;
     }
@@ -640,6 +700,8 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
       k = TLC_SRC_DIAL;
     else if (strcmp(kind, "serial") == 0)
       k = TLC_SRC_SERIAL;
+    else if (strcmp(kind, "efl") == 0)
+      k = TLC_SRC_EFL;
     else if (strcmp(kind, "target") != 0) {
       seterr(why, sizeof(why), "unknown section kind \"%s\"", kind);
       r = TLC_EINVAL;
@@ -888,8 +950,9 @@ static const struct {
 } cli_extra[] = { { "config", required_argument },  { "listen", required_argument },
                   { "dial", required_argument },    { "serial", required_argument },
                   { "mapping", required_argument }, { "context-area", required_argument },
-                  { "no-store", no_argument },      { "check-config", no_argument },
-                  { "help", no_argument },          { "version", no_argument } };
+                  { "efl", required_argument },     { "no-store", no_argument },
+                  { "check-config", no_argument },  { "help", no_argument },
+                  { "version", no_argument } };
 
 #define CLI_NEXTRA (sizeof(cli_extra) / sizeof(cli_extra[0]))
 #define CLI_NDKEYS (sizeof(dkeys) / sizeof(dkeys[0]))
@@ -923,6 +986,7 @@ static void cli_build_options(void) {
 static void usage(FILE *f) {
   fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
         "              [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...\n"
+        "              [--efl NAME=PATTERN]... (EFL applications through efl_debugd)\n"
         "              [--serve HOST:PORT|unix:PATH] [--no-store] [--log-level LEVEL] [--debug "
         "LIST]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
@@ -1015,7 +1079,8 @@ int tlc_cli_parse(tlc_cli_t *cli, int argc, char **argv, char *err, size_t errle
     cli->opt[cli->n] = name;
     cli->val[cli->n] = v;
     cli->n++;
-    if (strcmp(name, "listen") == 0 || strcmp(name, "dial") == 0 || strcmp(name, "serial") == 0)
+    if (strcmp(name, "listen") == 0 || strcmp(name, "dial") == 0 || strcmp(name, "serial") == 0 ||
+        strcmp(name, "efl") == 0)
       cli->nsources++;
   }
   if (optind < argc) {
@@ -1064,6 +1129,34 @@ static int apply_target_opt(tlc_config_t *c, const char *key, const char *v, cha
   return 0;
 }
 
+/* --efl NAME=PATTERN: the [efl NAME] section's pattern (its other keys stay the file's). */
+static int apply_efl_opt(tlc_config_t *c, const char *v, char *err, size_t errlen) {
+  const char *eq = strchr(v, '=');
+  char name[TLC_TARGET_NAME_MAX + 1], why[256] = "";
+  tlc_cfg_source_t *s;
+  if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof(name) || eq[1] == '\0') {
+    seterr(err, errlen, "command line: --efl: expected NAME=PATTERN, got \"%s\"", v);
+    return TLC_EINVAL;
+  }
+  memcpy(name, v, (size_t)(eq - v));
+  name[eq - v] = '\0';
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+    seterr(err, errlen, "command line: --efl: invalid name \"%s\"", name);
+    return TLC_EINVAL;
+  }
+  s = get_source(c, TLC_SRC_EFL, name, "command line");
+  if (s == NULL) {
+    seterr(err, errlen, "command line: --efl: more than %d sources", TLC_CFG_MAX_SOURCES);
+    return TLC_ELIMIT;
+  }
+  if (set_efl_key(s, "pattern", eq + 1, why, sizeof(why)) != 0) {
+    seterr(err, errlen, "command line: --efl: %s", why);
+    return TLC_EINVAL;
+  }
+  snprintf(s->origin, sizeof(s->origin), "command line");
+  return 0;
+}
+
 int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen) {
   for (size_t i = 0; i < cli->n; i++) {
     char key[64], dk[64], why[256] = "";
@@ -1091,6 +1184,12 @@ int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_
       s.tset = d->tset; /* keep the file's mapping/context_area for this source */
       snprintf(s.origin, sizeof(s.origin), "command line");
       *d = s;
+      continue;
+    }
+    if (strcmp(key, "efl") == 0) {
+      int r = apply_efl_opt(c, v, err, errlen);
+      if (r != 0)
+        return r;
       continue;
     }
     if (strcmp(key, "mapping") == 0 || strcmp(key, "context-area") == 0) {
@@ -1222,6 +1321,8 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
       miss = "address";
     else if (s->kind == TLC_SRC_SERIAL && s->device[0] == '\0')
       miss = "device";
+    else if (s->kind == TLC_SRC_EFL && s->pattern[0] == '\0')
+      miss = "pattern";
     if (miss != NULL) {
       seterr(err, errlen, "%s: [%s %s]: missing option \"%s\"", s->origin, kind_name(s->kind),
              s->name, miss);

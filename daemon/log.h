@@ -47,7 +47,8 @@ enum tlc_log_comp {
   TLC_LOGC_PUBSUB = 1u << 7,
   TLC_LOGC_STORE = 1u << 8,
   TLC_LOGC_ENGINE = 1u << 9,
-  TLC_LOGC_ALL = 0x3FFu
+  TLC_LOGC_EFL = 1u << 10,
+  TLC_LOGC_ALL = 0x7FFu
 };
 
 #define TLC_LOG_BURST       10
