@@ -81,7 +81,7 @@ typedef struct tlc_config {
   /* [daemon] */
   char state_dir[TLC_CFG_PATH];
   int store;                    /* 1: storage on */
-  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" ("" = off) */
+  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" or "unix:PATH" ("" = off) */
   int log_level;
   char debug[128];        /* debug switches (log.h) */
   size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
@@ -127,6 +127,10 @@ typedef struct tlc_config {
   uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
   uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
   uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
+  /* Remote access (SPEC 8, daemon/auth): "" = off */
+  char token_file[TLC_CFG_PATH]; /* the shared secret's file */
+  char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */
+  char tls_key[TLC_CFG_PATH];    /* PEM private key */
 
   tlc_cfg_source_t *src;
   size_t nsrc;
@@ -177,6 +181,10 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
 
 /* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
 int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* 1 if `host` (numeric, or "localhost") is a loopback address; 0 for anything else, names
+ * included (they may resolve beyond loopback). SPEC 8: a port beyond loopback needs a token. */
+int tlc_config_is_loopback(const char *host);
 
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);

@@ -18,8 +18,10 @@
  */
 #include "wiring.h"
 
+#include "auth.h"
 #include "fleet.h"
 #include "log.h"
+#include "tls.h"
 #include "sdnotify.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -51,6 +53,10 @@ struct tlc_wiring {
   int pending;        /* services still closing */
   tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
   tlc_cont_t *cont;   /* statistics checkpoints and restore (continuity.h) */
+  /* Remote access (SPEC 8): the token file and the TLS context, shared by the servers that
+   * borrow them (pubsub; the HTTP port), freed only after those have closed. */
+  tlc_auth_t *auth;
+  tlc_tls_t *tls;
   tlc_pubsub_t *ps;
   tlc_store_t *st;
   uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
@@ -102,6 +108,8 @@ static void fleet_closed(void *ud) {
 static void maybe_free(tlc_wiring_t *w) {
   if (!w->closing || w->pending != 0)
     return;
+  tlc_auth_free(w->auth);
+  tlc_tls_free(w->tls);
   if (w->rec_mu_ok) {
     uv_cond_destroy(&w->rec_cv);
     uv_mutex_destroy(&w->rec_mu);
@@ -601,6 +609,20 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   snprintf(w->serve, sizeof(w->serve), "%s", d->cfg.serve);
   snprintf(w->state_dir, sizeof(w->state_dir), "%s", d->cfg.state_dir);
   w->store_on = d->cfg.store;
+  {
+    char why[600];
+    /* tlc_config_validate checked both files already; a failure now is a race (logged). */
+    if (d->cfg.token_file[0] != '\0' &&
+        (r = tlc_auth_new(d->cfg.token_file, NULL, &w->auth, why, sizeof(why))) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+      goto fail;
+    }
+    if (d->cfg.tls_cert[0] != '\0' &&
+        (r = tlc_tls_new(d->cfg.tls_cert, d->cfg.tls_key, &w->tls, why, sizeof(why))) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+      goto fail;
+    }
+  }
   if (d->cfg.store) {
     tlc_store_opts_t so;
     tlc_store_recovery_t sum;
@@ -671,6 +693,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     tlc_pubsub_opts_default(&po);
     po.log = ps_log;
     po.log_ud = w;
+    po.auth = w->auth;
+    po.tls = w->tls;
     r = tlc_pubsub_new(d->loop, &po, &pv->ps, &w->ps);
     if (r != 0) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscriber server: %s", tlc_strerror(r));
@@ -697,7 +721,15 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       }
       fds[i].taken = 1;
     }
-    if (d->cfg.serve[0] != '\0') {
+    if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
+      r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
+      if (r != 0) {
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
+                tlc_strerror(r));
+        goto fail;
+      }
+      tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s", d->cfg.serve);
+    } else if (d->cfg.serve[0] != '\0') {
       char host[TLC_CFG_HOST];
       uint16_t port;
       int bound = 0;
@@ -783,6 +815,32 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (w == NULL)
     return;
   c = &w->d->cfg;
+  {
+    /* SPEC 8: the token file and the certificate are re-read (new connections get them); a
+     * file that became unusable keeps the running one (logged). Turning either on or off
+     * needs a restart: the ports' rules were checked at start. */
+    char why[600];
+    if (w->auth != NULL && strcmp(c->token_file, tlc_auth_path(w->auth)) == 0) {
+      if (tlc_auth_reload(w->auth, why, sizeof(why)) != 0)
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous token: %s", why);
+      else
+        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: token file %s re-read", c->token_file);
+    } else if (w->auth != NULL || c->token_file[0] != '\0') {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "reload: token_file set, changed or removed: takes effect after a restart");
+    }
+    if (w->tls != NULL && strcmp(c->tls_cert, tlc_tls_cert_path(w->tls)) == 0 &&
+        strcmp(c->tls_key, tlc_tls_key_path(w->tls)) == 0) {
+      if (tlc_tls_reload(w->tls, why, sizeof(why)) != 0)
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous certificate: %s", why);
+      else
+        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded",
+                c->tls_cert);
+    } else if (w->tls != NULL || c->tls_cert[0] != '\0') {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "reload: tls_cert/tls_key set, changed or removed: take effect after a restart");
+    }
+  }
   if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
             "reload: state_dir and store take effect only after a restart");
@@ -824,6 +882,14 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
   }
+}
+
+tlc_auth_t *tlc_wiring_auth(const tlc_wiring_t *w) {
+  return w != NULL ? w->auth : NULL;
+}
+
+tlc_tls_t *tlc_wiring_tls(const tlc_wiring_t *w) {
+  return w != NULL ? w->tls : NULL;
 }
 
 void tlc_wiring_close(tlc_wiring_t *w) {
@@ -881,6 +947,16 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
     tlc_pubsub_get_stats(w->ps, &s);
     snprintf(buf + n, len - n, " subscribers=%zu", s.subscribers);
     n = strlen(buf);
+    if (w->auth != NULL && n < len) {
+      tlc_auth_stats_t as;
+      tlc_auth_get_stats(w->auth, &as);
+      snprintf(buf + n, len - n, " auth_failed=%llu", (unsigned long long)as.failed);
+      n = strlen(buf);
+    }
+    if (w->tls != NULL && n < len) {
+      snprintf(buf + n, len - n, " tls_failed=%llu", (unsigned long long)s.closed_tls);
+      n = strlen(buf);
+    }
   }
   if (w->st != NULL && n < len) {
     tlc_store_counters_t s;

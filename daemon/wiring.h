@@ -45,4 +45,12 @@ void tlc_wiring_close(tlc_wiring_t *w);
 /* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */
 void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
 
+/* The token file (auth.h) and TLS context (tls.h) of the running configuration, or NULL when
+ * not configured: borrowed by every server that needs them (subscribers, HTTP), valid until
+ * tlc_wiring_close's services have closed. Re-read by tlc_wiring_reload (SIGHUP). */
+struct tlc_auth;
+struct tlc_tls;
+struct tlc_auth *tlc_wiring_auth(const tlc_wiring_t *w);
+struct tlc_tls *tlc_wiring_tls(const tlc_wiring_t *w);
+
 #endif
