@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #define REPLAY_CHUNK (1u << 20)
+#define QNAMES_MAX   4096
 #define CHILDREN_MAX 2 /* checkpoint processes at a time; a third large target waits a round */
 
 typedef struct slot {
@@ -84,6 +85,8 @@ struct tlc_cont {
   size_t nslots;
   unsigned inflight;
   unsigned children; /* checkpoint processes running (at most CHILDREN_MAX) */
+  char **qnames;     /* targets whose checkpoint was set aside at start: rebuilt when created */
+  size_t nq;
   int closing, timers_closed;
   void (*close_cb)(void *);
   void *close_ud;
@@ -557,6 +560,14 @@ static void quarantine(tlc_cont_t *c, const char *name, const char *path, const 
   snprintf(dst, sizeof dst, "%s/%s.%" PRId64, q, TLC_CKPT_NAME,
            (int64_t)(wall_ns() / 1000000000ll));
   c->st.quarantined++;
+  if (c->nq < QNAMES_MAX) {
+    char **nv = tlc_realloc(c->qnames, (c->nq + 1) * sizeof(*nv));
+    if (nv != NULL) {
+      c->qnames = nv;
+      if ((nv[c->nq] = tlc_strndup(name, strlen(name))) != NULL)
+        c->nq++;
+    }
+  }
   if (rename(path, dst) == 0)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
             "target %s: checkpoint %s unusable (%s): moved to %s; rebuilding from its segments",
@@ -728,6 +739,13 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
   return recs;
 }
 
+static int was_quarantined(tlc_cont_t *c, const char *name) {
+  for (size_t i = 0; i < c->nq; i++)
+    if (strcmp(c->qnames[i], name) == 0)
+      return 1;
+  return 0;
+}
+
 static void restore(tlc_cont_t *c, tlc_target_t *t) {
   char dir[1100], path[1200], why[240] = "";
   uint8_t *buf = NULL;
@@ -763,12 +781,21 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   }
   tlc_free(buf);
   tlc_free(info);
+  if (!have && !was_quarantined(c, t->name)) {
+    /* No checkpoint: a new target (or segments from before checkpoints existed: they are not
+     * replayed, the statistics start afresh). Its empty state is checkpointed at once, with
+     * the storage position of its first record, so that a crash before the first periodic
+     * checkpoint is brought forward from there. */
+    if (idx >= 0 && (size_t)idx < c->nslots && !c->closing) {
+      c->slots[idx].written = 0;
+      uv_timer_start(&c->soon, on_soon, 0, 0);
+    }
+    return;
+  }
   if (!have)
-    pos.valid = 0; /* rebuilt from every segment */
+    pos.valid = 0; /* set aside: rebuilt from every segment */
   if (c->o.replay && (have ? pos.valid : 1))
     recs = replay_after(c, t, have ? &pos : NULL, &open);
-  if (!have && recs == 0)
-    return; /* a new target */
   if (open)
     replay_gap(t, 0); /* the restart: the stream that was open is over */
   if (have)
@@ -916,6 +943,9 @@ static void maybe_finish(tlc_cont_t *c) {
     return;
   void (*cb)(void *) = c->close_cb;
   void *ud = c->close_ud;
+  for (size_t i = 0; i < c->nq; i++)
+    tlc_free(c->qnames[i]);
+  tlc_free(c->qnames);
   tlc_free(c->slots);
   tlc_free(c);
   if (cb != NULL)

@@ -419,6 +419,28 @@ def test_segments(d):
     dm.stop()
 
 
+def test_kill_before_first_checkpoint(d):
+    """A new target's empty state is checkpointed at once (with the position of its first
+    record): killed before any periodic checkpoint, it is brought forward over everything
+    stored."""
+    g = Gen(SEED + 8)
+    port = D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--checkpoint-interval", "3600"]
+    dm = D.Daemon(TLCAPD, d, args, store=True)
+    s = D.connect(port)
+    s.sendall(g.chunk(3000))
+    dm.wait_stats(lambda st: any(t["name"] == NAME and t["stats"]["counters"]["events"] >= 3000
+                                 for t in st["targets"]), what="events")
+    time.sleep(0.5)  # the writer appends what is queued
+    dm.kill()
+    s.close()
+    dm = D.Daemon(TLCAPD, d, args, store=True)
+    T.check("restored from its checkpoint" in dm.log(), "restored:\n" + dm.log())
+    compare(stats_of(dm), oracle(segments(dm.state) + ["GAP"]), "after a kill before any "
+            "periodic checkpoint")
+    dm.stop()
+
+
 def test_history(d):
     """tlcapd replay --state-dir --target --since --until: the statistics of the stored records
     in a range, against the oracle over the same records (gaps only between them): inside one
@@ -478,7 +500,8 @@ def test_sigkill_random_evlog(d):
 
 
 if __name__ == "__main__":
-    T.main([test_sigterm_restart, test_nostore_sigterm, test_history, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
+    T.main([test_sigterm_restart, test_nostore_sigterm, test_kill_before_first_checkpoint,
+            test_history, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
             test_segments,
             test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,
             test_corrupt_empty])
