@@ -400,6 +400,11 @@ static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
   tlc_free(m);
 }
 
+static int st_mid_block(void *ud, tlc_target_t *t) {
+  (void)ud;
+  return hd(t) != NULL && tlc_store_target_mid_block(hd(t)->t);
+}
+
 static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
   st_mark_req_t *m;
   int r;
@@ -774,6 +779,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     co.fork_bytes = d->cfg.checkpoint_fork_bytes > 0 ? (size_t)d->cfg.checkpoint_fork_bytes : 1;
     if (w->st != NULL) {
       co.mark = st_mark;
+      co.mid_block = st_mid_block;
       co.mark_ud = w;
       co.replay = 1;
     }

@@ -45,14 +45,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REPLAY_CHUNK (1u << 20)
-#define QNAMES_MAX   4096
-#define CHILDREN_MAX 2 /* checkpoint processes at a time; a third large target waits a round */
+#define REPLAY_CHUNK     (1u << 20)
+#define QNAMES_MAX       4096
+#define MIDBLOCK_WAIT_MS 20
+#define MIDBLOCK_WAITS   100 /* 2 s, then the block is cut (docs/continuity.md) */
+#define CHILDREN_MAX     2 /* checkpoint processes at a time; a third large target waits a round */
 
 typedef struct slot {
   int busy;
   int written;    /* a checkpoint was written (or restored) */
   int again;      /* shutdown: checkpoint once the one in flight is done */
+  unsigned waits; /* rounds waited for the end of an evlog block (mid_block) */
   uint64_t fp[4]; /* what the last one covered: engine seq, bytes, connections, gaps */
 } slot_t;
 
@@ -204,6 +207,7 @@ static void write_work(uv_work_t *req) {
 
 static void maybe_finish(tlc_cont_t *c);
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork);
+static void on_soon(uv_timer_t *h);
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -437,6 +441,14 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
       s->again = 1; /* shutdown: taken when the one in flight is done */
     return;
   }
+  if (may_fork && c->o.mid_block != NULL && c->o.mid_block(c->o.mark_ud, t) &&
+      s->waits < MIDBLOCK_WAITS) {
+    /* between two blocks the position cuts nothing: try again shortly */
+    s->waits++;
+    uv_timer_start(&c->soon, on_soon, MIDBLOCK_WAIT_MS, 0);
+    return;
+  }
+  s->waits = 0;
   j = tlc_calloc(1, sizeof *j);
   if (j == NULL)
     return;
@@ -931,6 +943,7 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
 }
 
 void tlc_cont_set_mark(tlc_cont_t *c, tlc_cont_mark_fn mark, void *ud, int replay) {
+  /* (mid_block stays as given to tlc_cont_new) */
   if (c == NULL)
     return;
   c->o.mark = mark;

@@ -45,6 +45,9 @@ typedef struct tlc_cont_opts {
   int replay;            /* 1: the state directory holds the targets' segments (storage on) */
   tlc_cont_mark_fn mark; /* NULL: no storage (checkpoints carry no position) */
   void *mark_ud;
+  /* 1 while storage is collecting an evlog block of t (a mark would cut it in two): the
+   * checkpoint waits for the block's end (up to 2 s, then cuts it). Called with mark_ud. */
+  int (*mid_block)(void *ud, tlc_target_t *t);
   size_t max_file_bytes; /* largest checkpoint read or written (0: 4 GiB) */
   size_t fork_bytes;     /* a target whose engine holds at least this much is encoded by a
                             forked child (copy-on-write: the loop stalls only for fork()), a

@@ -2151,6 +2151,10 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
   return enqueue(s, c, 0);
 }
 
+int tlc_store_target_mid_block(const tlc_store_target_t *t) {
+  return t != NULL && t->format == TLC_FMT_EVLOG && t->enc.open;
+}
+
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
   cmd_t *c;
   /* evlog: the items of a block still open are counted by the engine already; the block is

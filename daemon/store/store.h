@@ -347,6 +347,10 @@ typedef void (*tlc_store_mark_fn)(void *ud, const tlc_store_pos_t *pos);
  * Returns 0 or TLC_ENOMEM (cb is then never called). */
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud);
 
+/* 1 while an evlog block of the target is being collected (a mark now would cut it), else 0.
+ * Loop thread. */
+int tlc_store_target_mid_block(const tlc_store_target_t *t);
+
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out);
 void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out);
