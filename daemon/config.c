@@ -264,6 +264,10 @@ static const dkey_t dkeys[] = {
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
+  /* HTTP (daemon/http, docs/http.md) */
+  { "http", K_ADDR, OFF(http), FSZ(http), 0 },
+  { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
+  { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000 },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -743,6 +747,9 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
+  snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
+  c->metrics_areas = 20;
+  c->http_max_connections = 64;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -844,6 +851,7 @@ static void usage(FILE *f) {
   fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
         "              [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...\n"
         "              [--serve HOST:PORT] [--no-store] [--log-level LEVEL] [--debug LIST]\n"
+        "              [--http HOST:PORT] [--metrics-areas N]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
         "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"

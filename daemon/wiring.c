@@ -32,6 +32,10 @@
 #ifdef TLC_HAVE_STORE
 #include "store.h"
 #endif
+#ifdef TLC_HAVE_HTTP
+#include "http.h"
+#include <sys/statvfs.h>
+#endif
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,6 +63,10 @@ struct tlc_wiring {
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
+#endif
+#ifdef TLC_HAVE_HTTP
+  tlc_http_t *http;
+  char http_addr[sizeof(((tlc_config_t *)0)->http)];
 #endif
 };
 
@@ -439,6 +447,143 @@ static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, si
 #endif
 }
 
+#ifdef TLC_HAVE_HTTP
+/* ---- HTTP port (daemon/http): what it reads of the daemon ---- */
+
+static void http_log(void *ud, int level, const char *msg) {
+  (void)ud;
+  tlc_log(level, TLC_LOGC_MAIN, "%s", msg);
+}
+
+static void http_closed(void *ud) {
+  tlc_wiring_t *w = ud;
+  w->pending--;
+  maybe_free(w);
+}
+
+static void http_daemon_info(void *ud, tlc_http_daemon_info_t *out) {
+  tlc_wiring_t *w = ud;
+  struct statvfs sv;
+  memset(out, 0, sizeof(*out));
+#ifdef TLC_HAVE_PUBSUB
+  if (w->ps != NULL) {
+    tlc_pubsub_stats_t s;
+    tlc_pubsub_get_stats(w->ps, &s);
+    out->subscribers = s.subscribers;
+  }
+#endif
+#ifdef TLC_HAVE_STORE
+  if (w->st != NULL) {
+    tlc_store_counters_t c;
+    tlc_store_counters(w->st, &c);
+    out->has_store = 1;
+    out->store_queue_bytes = c.queue_bytes;
+    out->store_bytes_written = c.bytes_written;
+    out->store_dropped =
+        c.dropped_buffer_full_records + c.dropped_disk_full_records + c.dropped_io_error_records;
+    out->stored_bytes = c.stored_bytes;
+    out->stored_segments = c.stored_segments;
+    out->disk_full = c.disk_full;
+  }
+#endif
+  /* one statvfs(2) per scrape or live message: microseconds, on the loop */
+  if (w->store_on && statvfs(w->state_dir, &sv) == 0) {
+    out->has_disk_free = 1;
+    out->disk_free_bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+  }
+}
+
+static void http_target_store(void *ud, size_t index, tlc_http_store_info_t *out) {
+  tlc_wiring_t *w = ud;
+  memset(out, 0, sizeof(*out));
+#ifdef TLC_HAVE_STORE
+  if (index < w->d->targets.n && w->d->targets.v[index]->store != NULL) {
+    tlc_store_target_counters_t c;
+    tlc_store_target_counters(hd(w->d->targets.v[index])->t, &c);
+    out->has = 1;
+    out->bytes_written = c.bytes_written;
+    out->records_written = c.records_written;
+    out->dropped_records = c.dropped_records;
+    out->segment_seq = c.segment_seq;
+    out->segment_bytes = c.segment_bytes;
+  }
+#else
+  (void)w;
+  (void)index;
+#endif
+}
+
+static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
+                         const int64_t *le, size_t nle, uint64_t *cum) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_hist_cum(w->d->targets.v[index]->engine, handle, context, kind, le, nle, cum);
+}
+
+/* Starts the HTTP port on d->cfg.http ("" = off). Without a token check (SPEC 8), only a
+ * loopback address is served: any other is refused with a message. The default address
+ * already in use (another tlcapd on this host) is a warning, not a failure; an address the
+ * configuration names is a start-up failure, as the subscriber port's is. */
+static int http_start(tlc_wiring_t *w) {
+  const tlc_config_t *c = &w->d->cfg;
+  tlc_http_opts_t ho;
+  tlc_http_src_t src;
+  char host[TLC_CFG_HOST];
+  uint16_t port;
+  int r;
+  snprintf(w->http_addr, sizeof(w->http_addr), "%s", c->http);
+  if (c->http[0] == '\0')
+    return 0;
+  if (tlc_config_parse_hostport(c->http, host, sizeof(host), &port) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "http: bad address \"%s\"", c->http);
+    return TLC_EINVAL;
+  }
+  if (!tlc_http_host_is_loopback(host)) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
+            "http: refusing to serve %s: this build has no token check for the HTTP port, so "
+            "it binds loopback addresses only (127.0.0.1, ::1, localhost); reach it through an "
+            "SSH tunnel or a reverse proxy, or set http = \"\" to turn it off",
+            c->http);
+    return TLC_EINVAL;
+  }
+  tlc_http_opts_default(&ho);
+  ho.host = host;
+  ho.port = port;
+  ho.max_connections = c->http_max_connections;
+  ho.metrics_areas = c->metrics_areas;
+  ho.start_unix_ms = tlc_now_unix_ms();
+#ifdef TLC_VERSION
+  ho.version = TLC_VERSION;
+#endif
+  ho.log = http_log;
+  ho.log_ud = w;
+  memset(&src, 0, sizeof(src));
+  src.pv = &w->pv->ps;
+  src.daemon_info = http_daemon_info;
+  src.target_store = http_target_store;
+  src.hist_cum = http_hist_cum;
+  src.ud = w;
+  r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
+  if (r != 0) {
+    if (strcmp(c->http, TLC_DEFAULT_HTTP_ADDR) == 0 && r == UV_EADDRINUSE) {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
+              "http: the default address %s is in use (another tlcapd?): dashboard and "
+              "/metrics off; set http = HOST:PORT or \"\"",
+              c->http);
+      return 0;
+    }
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "http: cannot serve on %s: %s", c->http,
+            r < 0 && r > -4096 ? uv_strerror(r) : tlc_strerror(r));
+    return r;
+  }
+  w->pending++;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "http: dashboard, /metrics and /api/v1 on %s (port %d)",
+          c->http, tlc_http_port(w->http));
+  return 0;
+}
+#endif
+
 int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));
   tlc_target_observer_t o;
@@ -554,6 +699,10 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     }
   }
 #endif
+#ifdef TLC_HAVE_HTTP
+  if ((r = http_start(w)) != 0)
+    goto fail;
+#endif
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.decoded_cb = obs_decoded;
@@ -573,7 +722,15 @@ fail:
 
 int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
                             size_t whylen) {
-  if (w == NULL || strcmp(nc->serve, w->serve) == 0)
+  if (w == NULL)
+    return 0;
+#ifdef TLC_HAVE_HTTP
+  if (strcmp(nc->http, w->http_addr) != 0) {
+    snprintf(why, whylen, "http: address \"%s\" -> \"%s\"", w->http_addr, nc->http);
+    return TLC_EINVAL;
+  }
+#endif
+  if (strcmp(nc->serve, w->serve) == 0)
     return 0;
   snprintf(why, whylen, "serve: address \"%s\" -> \"%s\"", w->serve, nc->serve);
   return TLC_EINVAL;
@@ -584,6 +741,10 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (w == NULL)
     return;
   c = &w->d->cfg;
+#ifdef TLC_HAVE_HTTP
+  if (w->http != NULL)
+    tlc_http_set_metrics_areas(w->http, c->metrics_areas);
+#endif
   if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
             "reload: state_dir and store take effect only after a restart");
@@ -635,6 +796,13 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   w->closing = 1;
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
+#ifdef TLC_HAVE_HTTP
+  if (w->http != NULL) { /* first: it reads pubsub and storage */
+    tlc_http_t *h = w->http;
+    w->http = NULL;
+    tlc_http_close(h, http_closed, w);
+  }
+#endif
 #ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_t *ps = w->ps;

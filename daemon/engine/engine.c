@@ -1244,6 +1244,57 @@ void tlc_engine_sync(tlc_engine_t *e) {
     hlog_flush(e);
 }
 
+int64_t tlc_engine_hist_edge(int64_t x) {
+  uint64_t lo, hi;
+  uint32_t b;
+  if (x < 256)
+    return x < 0 ? 0 : x;
+  b = tlc__hist_idx(x);
+  tlc__hist_bounds(b, &lo, &hi);
+  /* the bucket's last value, or the one before its first (the previous bucket's last) */
+  return (int64_t)(hi - (uint64_t)x <= (uint64_t)x - (lo - 1) ? hi : lo - 1);
+}
+
+#define HIST_MAX_EDGES 64
+
+int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, found = 0;
+  uint64_t lo, hi;
+  if (e->hlog == NULL || k >= NK || nle > HIST_MAX_EDGES)
+    return TLC_EINVAL;
+  for (i = 0; i < nle; i++) {
+    if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
+      return TLC_EINVAL;
+    eb[i] = tlc__hist_idx(le[i]);
+    tlc__hist_bounds(eb[i], &lo, &hi);
+    if (hi != (uint64_t)le[i])
+      return TLC_EINVAL; /* not a bucket's last value: its count would be a guess */
+  }
+  if (!e->ctxmode && k == TLC_GROSS)
+    k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */
+  if (e->hcur != e->hlog)
+    hlog_flush(e);
+  memset(slot, 0, sizeof(slot));
+  for (i = 0; i < e->ntctx; i++) {
+    uint32_t ri;
+    if (context != TLC_CTX_NEUTRAL && context != i)
+      continue;
+    ri = hfind(e, hkey(HK_CODE, handle), e->tctx[i]);
+    if (ri == NONE32)
+      continue;
+    found++;
+    tlc__hist_cum(&e->rows[ri].k[k].h, eb, nle, slot);
+  }
+  if (found == 0)
+    return TLC_ERANGE;
+  for (i = 0; i < nle; i++)
+    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+  return 0;
+}
+
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
 }

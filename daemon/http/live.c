@@ -1,0 +1,220 @@
+/* live.c - the dashboard's WebSocket (/api/v1/live): what the page says, what it is sent.
+ *
+ * The page sends short text commands: "overview" (targets only) or "target NAME" (also that
+ * target's areas). The server sends one JSON document per period (live_ms, default 1 s) when
+ * the socket can take it:
+ *   {"type": "live", "t": UNIX_MS, "daemon": {...}, "targets": [...], "areas": null | {...}}
+ * "targets" is the whole overview each time (a few numbers per target: the page derives rates
+ * from successive values). "areas" holds the rows of the chosen target that changed since the
+ * previous message ("full": false), or all of them ("full": true) after a command and every
+ * 10th message (rows whose rolling windows only slid are refreshed then). A message that
+ * would pass max_bytes leaves the remaining rows out ("cut": true; the next one is full again).
+ * docs/http.md lists every field.
+ *
+ * Coalescing: a message is built only when the socket is writable (server.c), from the state
+ * at that moment, so a slow page gets fewer, newer messages and nothing queues.
+ */
+#include "http-int.h"
+
+#include "dec.h"
+#include "json.h"
+#include "mapping.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define FULL_EVERY 10
+
+int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len) {
+  static const char tcmd[] = "target ";
+  size_t i;
+  while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+    len--;
+  if (len == 8 && memcmp(msg, "overview", 8) == 0) {
+    l->target[0] = '\0';
+    l->since_seq = 0;
+    return 0;
+  }
+  if (len > sizeof(tcmd) - 1 && memcmp(msg, tcmd, sizeof(tcmd) - 1) == 0) {
+    const char *name = msg + sizeof(tcmd) - 1;
+    size_t nl = len - (sizeof(tcmd) - 1);
+    if (nl >= sizeof(l->target))
+      return TLC_EINVAL;
+    for (i = 0; i < nl; i++)
+      if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e)
+        return TLC_EINVAL; /* target names are printable ASCII without blanks */
+    memcpy(l->target, name, nl);
+    l->target[nl] = '\0';
+    l->since_seq = 0;
+    l->ticks = 0;
+    return 0;
+  }
+  return TLC_EINVAL;
+}
+
+static void opt_i64(tlc_out_t *o, const char *key, int has, int64_t v) {
+  tlc_out_printf(o, ", \"%s\": ", key);
+  if (has)
+    tlc_out_i64(o, v);
+  else
+    tlc_out_puts(o, "null");
+}
+
+static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_http_daemon_info_t di;
+  size_t n = pv->count(pv->ud);
+  memset(&di, 0, sizeof(di));
+  if (v->src.daemon_info != NULL)
+    v->src.daemon_info(v->src.ud, &di);
+  tlc_out_printf(o,
+                 "{\"type\": \"live\", \"t\": %" PRId64 ", \"daemon\": {\"version\": \"%s\""
+                 ", \"start_unix_ms\": %" PRId64 ", \"subscribers\": %zu, \"websockets\": %zu",
+                 now, v->version != NULL ? v->version : "", v->start_unix_ms, di.subscribers,
+                 v->websockets);
+  if (di.has_store)
+    tlc_out_printf(o,
+                   ", \"store\": {\"queue_bytes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
+                   ", \"dropped\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
+                   ", \"stored_segments\": %" PRIu64 ", \"disk_full\": %d}",
+                   di.store_queue_bytes, di.store_bytes_written, di.store_dropped, di.stored_bytes,
+                   di.stored_segments, di.disk_full ? 1 : 0);
+  else
+    tlc_out_puts(o, ", \"store\": null");
+  opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);
+  tlc_out_puts(o, "}, \"targets\": [");
+  for (size_t i = 0; i < n; i++) {
+    tlc_ps_target_info_t ti;
+    tlc_http_store_info_t st;
+    const tlc_counters_t *c = &ti.counters;
+    if (pv->info(pv->ud, i, &ti) != 0)
+      continue;
+    memset(&st, 0, sizeof(st));
+    if (v->src.target_store != NULL)
+      v->src.target_store(v->src.ud, i, &st);
+    tlc_out_puts(o, i ? ", {\"name\": " : "{\"name\": ");
+    tlc_json_string(o, ti.name);
+    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
+                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
+    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    tlc_out_printf(o,
+                   ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
+                   ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64
+                   ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64,
+                   c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
+                   c->dropped_area_limit, c->anomalies, ti.reconnects);
+    if (st.has)
+      tlc_out_printf(o,
+                     ", \"storage\": {\"bytes\": %" PRIu64 ", \"records\": %" PRIu64
+                     ", \"dropped\": %" PRIu64 ", \"segment\": %" PRIu64
+                     ", \"segment_bytes\": %" PRIu64 "}}",
+                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
+                     st.segment_bytes);
+    else
+      tlc_out_puts(o, ", \"storage\": null}");
+  }
+  tlc_out_puts(o, "]");
+}
+
+static const char *const kind_name[3] = { "code", "data", "state" };
+
+static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *s) {
+  const tlc_map_area_t *ma = tlc_mapping_row_entry(m, s);
+  char cb[64];
+  const char *ctx =
+      s->kind == TLC_ROW_CODE ? tlc_mapping_ctx_display(m, t, s->context, cb, sizeof(cb)) : "";
+  int code = s->kind == TLC_ROW_CODE;
+  unsigned k, w;
+  tlc_out_puts(o, "{\"handle\": \"");
+  tlc_out_hex(o, s->handle, 8);
+  tlc_out_puts(o, "\", \"name\": ");
+  tlc_json_string(o, ma != NULL ? ma->name : "");
+  tlc_out_puts(o, ", \"context\": ");
+  tlc_json_string(o, ctx);
+  tlc_out_printf(o, ", \"kind\": \"%s\", \"state\": %" PRIu64 ", \"count\": %" PRIu64,
+                 kind_name[s->kind < 3 ? s->kind : 0], s->state, s->count);
+  for (k = TLC_NET; k <= TLC_CALL; k++) {
+    static const char *const kn[3] = { "net", "gross", "call" };
+    int applies = tlc_stat_kind_applies(s, k);
+    const tlc_dist_t *d = &s->dist[k];
+    opt_i64(o, kn[k], applies, s->total[k]);
+    tlc_out_printf(o, ", \"avg_%s\": ", kn[k]);
+    if (applies && d->n > 0)
+      tlc_out_i64(o, tlc_dist_avg(d));
+    else
+      tlc_out_puts(o, "null");
+  }
+  opt_i64(o, "max_net", tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0,
+          s->dist[TLC_NET].max);
+  opt_i64(o, "p99_net",
+          tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0 && s->dist[TLC_NET].has_q,
+          s->dist[TLC_NET].q[2]);
+  tlc_out_puts(o, ", \"w\": [");
+  for (w = 0; w < s->nwin; w++)
+    tlc_out_printf(o, "%s[%" PRIu64 ", %" PRId64 "]", w ? ", " : "", s->win[w].count,
+                   code || s->kind == TLC_ROW_STATE ? s->win[w].k[TLC_NET].sum : 0);
+  tlc_out_puts(o, "]}");
+  (void)code;
+}
+
+static void areas(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes, tlc_out_t *o) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_snap_opts_t so;
+  tlc_table_t t;
+  size_t idx, r, nw;
+  int full = l->since_seq == 0 || l->ticks >= FULL_EVERY, cut = 0;
+  tlc_out_puts(o, ", \"areas\": {\"target\": ");
+  tlc_json_string(o, l->target);
+  if (pv->find(pv->ud, l->target, &idx) != 0) {
+    tlc_out_puts(o, ", \"missing\": true}");
+    l->since_seq = 0;
+    return;
+  }
+  memset(&so, 0, sizeof(so));
+  so.since_seq = full ? 0 : l->since_seq;
+  so.windows = 1;
+  so.neutral = 1;
+  so.quantiles = 1;
+  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET) | (1u << TLC_GROSS) | (1u << TLC_CALL);
+  tlc_table_init(&t);
+  if (pv->snapshot(pv->ud, idx, &t, &so) != 0) {
+    tlc_table_fini(&t);
+    tlc_out_puts(o, ", \"missing\": true}");
+    l->since_seq = 0;
+    return;
+  }
+  {
+    const tlc_mapping_t *m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
+    tlc_out_printf(o, ", \"full\": %s, \"last_time\": %" PRId64 ", \"windows_ns\": [",
+                   full ? "true" : "false", t.last_time);
+    for (nw = 0; nw < t.nwindows; nw++)
+      tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t.window_ns[nw]);
+    tlc_out_puts(o, "], \"rows\": [");
+    for (r = 0; r < t.nrows; r++) {
+      if (o->total > max_bytes) {
+        cut = 1;
+        break;
+      }
+      if (r)
+        tlc_out_puts(o, ", ");
+      row(o, &t, m, &t.rows[r]);
+    }
+  }
+  tlc_out_printf(o, "], \"cut\": %s}", cut ? "true" : "false");
+  l->since_seq = cut ? 0 : (t.seq != 0 ? t.seq : 0);
+  l->ticks = full ? 1 : l->ticks + 1;
+  tlc_table_fini(&t);
+}
+
+int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes,
+                           int64_t now_unix_ms, tlc_out_t *o) {
+  overview(v, o, now_unix_ms);
+  if (l->target[0] != '\0')
+    areas(v, l, max_bytes, o);
+  else
+    tlc_out_puts(o, ", \"areas\": null");
+  tlc_out_puts(o, "}");
+  return o->err;
+}

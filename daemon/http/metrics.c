@@ -1,0 +1,381 @@
+/* metrics.c - /metrics: Prometheus text format 0.0.4, or OpenMetrics 1.0 (SPEC 9).
+ *
+ * Families come one after the other with all their samples together (both formats need it),
+ * so the targets are read first: per target its info, its storage figures and, when area
+ * series are asked for, one snapshot without quantiles or windows (totals, counts and NET
+ * dists only) from which the metrics_areas code rows with the largest net time are chosen:
+ * Neutral rows when the target has several contexts, else the rows of its one context. Data
+ * and state areas have no area series (docs/http.md).
+ *
+ * The histogram tlcap_area_net_duration_seconds counts the NET samples (closed activations)
+ * per bucket of the engine's own histogram (tlc_engine_hist_cum), at edges that are bucket
+ * boundaries near 1-2.5-5 steps from 100 ns to 10 s, so each count is exact and adds up across
+ * daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
+ * Counters include open activations' time so far (the _total series), the histogram only
+ * closed ones.
+ *
+ * Cost: per target one info call and, with area series, one snapshot (O(rows)) plus one
+ * histogram walk per exported row; everything is written into one bounded tlc_out_t.
+ */
+#include "http-int.h"
+
+#include "engine.h"
+#include "json.h"
+#include "mapping.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* 1-2.5-5 steps, ns, before rounding to the engine's bucket edges. */
+static const int64_t nice_ns[] = { 100,       250,        500,        1000,       2500,
+                                   5000,      10000,      25000,      50000,      100000,
+                                   250000,    500000,     1000000,    2500000,    5000000,
+                                   10000000,  25000000,   50000000,   100000000,  250000000,
+                                   500000000, 1000000000, 2500000000, 5000000000, 10000000000 };
+#define NEDGES (sizeof(nice_ns) / sizeof(nice_ns[0]))
+static int64_t edges[NEDGES];
+static int edges_done;
+
+const int64_t *tlc__http_metrics_edges(size_t *n) {
+  if (!edges_done) {
+    for (size_t i = 0; i < NEDGES; i++)
+      edges[i] = tlc_engine_hist_edge(nice_ns[i]);
+    edges_done = 1;
+  }
+  *n = NEDGES;
+  return edges;
+}
+
+void tlc__http_out_seconds(tlc_out_t *o, int64_t ns) {
+  char frac[16];
+  int k;
+  uint64_t u;
+  if (ns < 0) {
+    tlc_out_putc(o, '-');
+    u = (uint64_t)(-(ns + 1)) + 1u;
+  } else {
+    u = (uint64_t)ns;
+  }
+  tlc_out_u64(o, u / 1000000000u);
+  u %= 1000000000u;
+  if (u == 0)
+    return;
+  for (k = 8; k >= 0; k--, u /= 10)
+    frac[k] = (char)('0' + u % 10);
+  for (k = 8; k > 0 && frac[k] == '0'; k--)
+    ;
+  frac[k + 1] = '\0';
+  tlc_out_putc(o, '.');
+  tlc_out_puts(o, frac);
+}
+
+/* A label value: backslash, double quote and line feed escaped (both formats). */
+static void label(tlc_out_t *o, const char *name, const char *v, int first) {
+  if (!first)
+    tlc_out_putc(o, ',');
+  tlc_out_puts(o, name);
+  tlc_out_puts(o, "=\"");
+  for (; *v; v++) {
+    if (*v == '\\')
+      tlc_out_puts(o, "\\\\");
+    else if (*v == '"')
+      tlc_out_puts(o, "\\\"");
+    else if (*v == '\n')
+      tlc_out_puts(o, "\\n");
+    else if ((unsigned char)*v < 0x80)
+      tlc_out_putc(o, *v);
+    else {
+      /* Prometheus refuses invalid UTF-8: such bytes (a mapping's name) become U+FFFD */
+      size_t l = tlc_utf8_len((const unsigned char *)v);
+      if (l == 0) {
+        tlc_out_puts(o, "\xEF\xBF\xBD");
+      } else {
+        tlc_out_write(o, v, l);
+        v += l - 1;
+      }
+    }
+  }
+  tlc_out_putc(o, '"');
+}
+
+/* Per target: what was read before writing. */
+typedef struct mt {
+  tlc_ps_target_info_t info;
+  char *name; /* copy: info strings live only until the loop returns, ours until the end */
+  tlc_http_store_info_t st;
+  tlc_table_t tab;
+  size_t *sel; /* chosen rows of tab, by net time */
+  size_t nsel;
+  uint64_t not_exported;
+  const tlc_mapping_t *map;
+  size_t index;
+} mt_t;
+
+/* Family header. OpenMetrics: a counter's family name has no _total. */
+static void family(tlc_out_t *o, int om, const char *name, const char *type, const char *help) {
+  size_t n = strlen(name);
+  int strip = om && strcmp(type, "counter") == 0 && n > 6 && strcmp(name + n - 6, "_total") == 0;
+  tlc_out_puts(o, "# HELP ");
+  tlc_out_write(o, name, strip ? n - 6 : n);
+  tlc_out_putc(o, ' ');
+  tlc_out_puts(o, help);
+  tlc_out_puts(o, "\n# TYPE ");
+  tlc_out_write(o, name, strip ? n - 6 : n);
+  tlc_out_putc(o, ' ');
+  tlc_out_puts(o, type);
+  tlc_out_putc(o, '\n');
+}
+
+static void tsample(tlc_out_t *o, const char *name, const char *target, uint64_t v) {
+  tlc_out_puts(o, name);
+  tlc_out_putc(o, '{');
+  label(o, "target", target, 1);
+  tlc_out_puts(o, "} ");
+  tlc_out_u64(o, v);
+  tlc_out_putc(o, '\n');
+}
+
+typedef struct selkey {
+  int64_t net;
+  size_t row;
+} selkey_t;
+
+static int cmp_sel(const void *a, const void *b) {
+  const selkey_t *x = a, *y = b;
+  if (x->net != y->net)
+    return x->net > y->net ? -1 : 1;
+  return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Reads target i: info, storage, and the rows to export. */
+static int read_target(tlc__http_view_t *v, size_t i, mt_t *m) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_snap_opts_t so;
+  selkey_t *keys = NULL;
+  size_t nk = 0, r;
+  int multi, rc;
+  m->index = i;
+  tlc_table_init(&m->tab);
+  if ((rc = pv->info(pv->ud, i, &m->info)) != 0)
+    return rc;
+  m->name = tlc_malloc(strlen(m->info.name) + 1);
+  if (m->name == NULL)
+    return TLC_ENOMEM;
+  strcpy(m->name, m->info.name);
+  if (v->src.target_store != NULL)
+    v->src.target_store(v->src.ud, i, &m->st);
+  m->map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
+  if (v->metrics_areas == 0)
+    return 0;
+  memset(&so, 0, sizeof(so));
+  so.neutral_only = 1;
+  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET);
+  if ((rc = pv->snapshot(pv->ud, i, &m->tab, &so)) != 0)
+    return rc;
+  multi = m->tab.ncontexts > 1;
+  keys = tlc_malloc((m->tab.nrows ? m->tab.nrows : 1) * sizeof(*keys));
+  if (keys == NULL)
+    return TLC_ENOMEM;
+  for (r = 0; r < m->tab.nrows; r++) {
+    const tlc_stat_t *s = &m->tab.rows[r];
+    if (s->kind != TLC_ROW_CODE || (multi && s->context != TLC_CTX_NEUTRAL))
+      continue;
+    keys[nk].net = s->total[TLC_NET];
+    keys[nk].row = r;
+    nk++;
+  }
+  qsort(keys, nk, sizeof(*keys), cmp_sel);
+  m->nsel = nk < v->metrics_areas ? nk : v->metrics_areas;
+  m->not_exported = nk - m->nsel;
+  m->sel = tlc_malloc((m->nsel ? m->nsel : 1) * sizeof(size_t));
+  if (m->sel == NULL) {
+    tlc_free(keys);
+    return TLC_ENOMEM;
+  }
+  for (r = 0; r < m->nsel; r++)
+    m->sel[r] = keys[r].row;
+  tlc_free(keys);
+  return 0;
+}
+
+/* The labels of an area series (without the closing brace). */
+static void area_labels(tlc_out_t *o, const mt_t *m, const tlc_stat_t *s) {
+  const tlc_map_area_t *ma = tlc_mapping_row_entry(m->map, s);
+  char hex[16], cbuf[64];
+  static const char digits[] = "0123456789ABCDEF";
+  for (int k = 0; k < 8; k++)
+    hex[k] = digits[(s->handle >> (28 - 4 * k)) & 15u];
+  hex[8] = '\0';
+  label(o, "target", m->name, 1);
+  label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
+  label(o, "context", tlc_mapping_ctx_display(m->map, &m->tab, s->context, cbuf, sizeof(cbuf)), 0);
+  label(o, "handle", hex, 0);
+}
+
+int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  size_t n = pv->count(pv->ud), i, j, ne;
+  const int64_t *le = tlc__http_metrics_edges(&ne);
+  tlc_http_daemon_info_t di;
+  mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
+  int rc = 0;
+  if (m == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < n && rc == 0; i++)
+    rc = read_target(v, i, &m[i]);
+  if (rc != 0)
+    goto out;
+  memset(&di, 0, sizeof(di));
+  if (v->src.daemon_info != NULL)
+    v->src.daemon_info(v->src.ud, &di);
+
+  family(o, om, "tlcap_build_info", "gauge", "tlcapd build (always 1; the version is a label).");
+  tlc_out_puts(o, "tlcap_build_info{");
+  label(o, "version", v->version != NULL ? v->version : "", 1);
+  tlc_out_puts(o, "} 1\n");
+  family(o, om, "tlcap_uptime_seconds", "gauge", "Seconds since tlcapd started.");
+  tlc_out_puts(o, "tlcap_uptime_seconds ");
+  {
+    struct timespec ts;
+    int64_t up;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    up = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - v->start_unix_ms;
+    tlc__http_out_seconds(o, (up < 0 ? 0 : up) * 1000000);
+  }
+  tlc_out_putc(o, '\n');
+  family(o, om, "tlcap_subscribers", "gauge", "Protobuf subscribers connected.");
+  tlc_out_printf(o, "tlcap_subscribers %zu\n", di.subscribers);
+  family(o, om, "tlcap_http_websockets", "gauge", "Live dashboard WebSockets open.");
+  tlc_out_printf(o, "tlcap_http_websockets %zu\n", v->websockets);
+  if (di.has_store) {
+    family(o, om, "tlcap_store_queue_bytes", "gauge",
+           "Bytes waiting for the storage writer (store queue depth).");
+    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di.store_queue_bytes);
+    family(o, om, "tlcap_store_dropped_records_total", "counter",
+           "Records storage dropped (queue full, disk full, I/O error).");
+    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di.store_dropped);
+    family(o, om, "tlcap_store_stored_bytes", "gauge", "Bytes of sealed segments on disk.");
+    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di.stored_bytes);
+    family(o, om, "tlcap_store_disk_full", "gauge", "1 while writing is paused by a full disk.");
+    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di.disk_full ? 1 : 0);
+  }
+  if (di.has_disk_free) {
+    family(o, om, "tlcap_store_disk_free_bytes", "gauge",
+           "Free bytes of the state directory's file system.");
+    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di.disk_free_bytes);
+  }
+
+  if (n > 0) {
+    family(o, om, "tlcap_target_connected", "gauge", "1 while the target is connected.");
+    for (i = 0; i < n; i++)
+      tsample(o, "tlcap_target_connected", m[i].name, m[i].info.connected ? 1 : 0);
+#define TFAM(nm, help, field)                                                                      \
+  family(o, om, nm, "counter", help);                                                              \
+  for (i = 0; i < n; i++)                                                                          \
+    tsample(o, nm, m[i].name, m[i].info.field);
+    TFAM("tlcap_target_events_total", "Events processed by the statistics engine.", counters.events)
+    TFAM("tlcap_target_bytes_total", "Bytes received from the target.", counters.bytes)
+    TFAM("tlcap_target_gaps_total",
+         "Gaps in the statistics (disconnects, resyncs, evlog overflows).", counters.gaps)
+    TFAM("tlcap_target_resyncs_total", "Times the decoder lost and regained sync.",
+         counters.resyncs)
+    TFAM("tlcap_target_bytes_skipped_total", "Bytes skipped by resyncs.", counters.bytes_skipped)
+    TFAM("tlcap_target_records_invalid_total", "Records the decoder found invalid.",
+         counters.records_invalid)
+    TFAM("tlcap_target_anomalies_total", "Anomalies counted by the statistics engine.",
+         counters.anomalies)
+    TFAM("tlcap_target_dropped_area_limit_total",
+         "Events dropped because the area, context or memory limit was reached.",
+         counters.dropped_area_limit)
+#undef TFAM
+    for (i = 0; i < n && !m[i].st.has; i++)
+      ;
+    if (i < n) {
+      family(o, om, "tlcap_store_bytes_written_total", "counter",
+             "Bytes of the target written to its segments.");
+      for (i = 0; i < n; i++)
+        if (m[i].st.has)
+          tsample(o, "tlcap_store_bytes_written_total", m[i].name, m[i].st.bytes_written);
+    }
+    family(o, om, "tlcap_target_areas_not_exported", "gauge",
+           "Code areas without area series (beyond metrics_areas, by net time).");
+    for (i = 0; i < n; i++)
+      tsample(o, "tlcap_target_areas_not_exported", m[i].name, m[i].not_exported);
+  }
+
+  for (i = 0; i < n && m[i].nsel == 0; i++)
+    ;
+  if (i < n) {
+    family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
+    for (i = 0; i < n; i++)
+      for (j = 0; j < m[i].nsel; j++) {
+        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
+        tlc_out_puts(o, "tlcap_area_calls_total{");
+        area_labels(o, &m[i], s);
+        tlc_out_puts(o, "} ");
+        tlc_out_u64(o, s->count);
+        tlc_out_putc(o, '\n');
+      }
+    family(o, om, "tlcap_area_net_seconds_total", "counter",
+           "Net (running) time of the area, open activations included.");
+    for (i = 0; i < n; i++)
+      for (j = 0; j < m[i].nsel; j++) {
+        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
+        tlc_out_puts(o, "tlcap_area_net_seconds_total{");
+        area_labels(o, &m[i], s);
+        tlc_out_puts(o, "} ");
+        tlc__http_out_seconds(o, s->total[TLC_NET]);
+        tlc_out_putc(o, '\n');
+      }
+    family(o, om, "tlcap_area_net_duration_seconds", "histogram",
+           "Net time of closed activations (engine histogram edges: exact counts).");
+    for (i = 0; i < n; i++)
+      for (j = 0; j < m[i].nsel; j++) {
+        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
+        uint64_t cum[32];
+        size_t k;
+        int have =
+            v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, m[i].index, s->handle, s->context,
+                                                       TLC_NET, le, ne, cum) == 0;
+        for (k = 0; have && k < ne; k++) {
+          tlc_out_puts(o, "tlcap_area_net_duration_seconds_bucket{");
+          area_labels(o, &m[i], s);
+          tlc_out_puts(o, ",le=\"");
+          tlc__http_out_seconds(o, le[k]);
+          if (om && le[k] % 1000000000 == 0)
+            tlc_out_puts(o, ".0");
+          tlc_out_puts(o, "\"} ");
+          tlc_out_u64(o, cum[k] <= s->dist[TLC_NET].n ? cum[k] : s->dist[TLC_NET].n);
+          tlc_out_putc(o, '\n');
+        }
+        tlc_out_puts(o, "tlcap_area_net_duration_seconds_bucket{");
+        area_labels(o, &m[i], s);
+        tlc_out_puts(o, ",le=\"+Inf\"} ");
+        tlc_out_u64(o, s->dist[TLC_NET].n);
+        tlc_out_puts(o, "\ntlcap_area_net_duration_seconds_sum{");
+        area_labels(o, &m[i], s);
+        tlc_out_puts(o, "} ");
+        tlc__http_out_seconds(o, s->dist[TLC_NET].n > 0 ? s->dist[TLC_NET].sum : 0);
+        tlc_out_puts(o, "\ntlcap_area_net_duration_seconds_count{");
+        area_labels(o, &m[i], s);
+        tlc_out_puts(o, "} ");
+        tlc_out_u64(o, s->dist[TLC_NET].n);
+        tlc_out_putc(o, '\n');
+      }
+  }
+  if (om)
+    tlc_out_puts(o, "# EOF\n");
+  rc = o->err;
+out:
+  for (i = 0; i < n; i++) {
+    tlc_table_fini(&m[i].tab);
+    tlc_free(m[i].sel);
+    tlc_free(m[i].name);
+  }
+  tlc_free(m);
+  return rc;
+}
