@@ -251,6 +251,27 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   tlc_out_printf(o, "tlcap_subscribers %zu\n", di.subscribers);
   family(o, om, "tlcap_http_websockets", "gauge", "Live dashboard WebSockets open.");
   tlc_out_printf(o, "tlcap_http_websockets %zu\n", v->websockets);
+  if (v->st != NULL) {
+    family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
+    tlc_out_printf(o, "tlcap_http_connections %zu\n", v->st->connections);
+    family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
+    tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", v->st->requests);
+    family(o, om, "tlcap_http_errors_total", "counter",
+           "HTTP requests answered with a 4xx or 5xx status.");
+    tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", v->st->errors);
+    family(o, om, "tlcap_http_refused_total", "counter",
+           "Connections refused at accept: http_max_connections reached.");
+    tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", v->st->refused);
+    family(o, om, "tlcap_http_busy_total", "counter",
+           "Responses refused with 503: over the response size or in-flight byte limits.");
+    tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", v->st->busy);
+    family(o, om, "tlcap_http_ws_coalesced_total", "counter",
+           "Live updates merged into a later one for a slow dashboard.");
+    tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", v->st->ws_coalesced);
+    family(o, om, "tlcap_http_ws_bad_total", "counter",
+           "Live WebSockets closed for a bad message or frame.");
+    tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);
+  }
   if (di.has_store) {
     family(o, om, "tlcap_store_queue_bytes", "gauge",
            "Bytes waiting for the storage writer (store queue depth).");

@@ -11,14 +11,15 @@
  * sent in 16 KiB chunks as the socket takes them; lws_http_transaction_completed keeps the
  * connection for the next request.
  *
- * Limits: connections are counted on protocol bind/drop and refused at accept
- * (LWS_CALLBACK_FILTER_NETWORK_CONNECTION) past max_connections; lws's own fd table is sized
- * to match (fd_limit_per_thread). Request headers are capped by max_http_header_data (an
- * oversized request is refused by lws), the time to send them by lws's header timeouts
- * (slowloris). A response over max_response, or one that would take the bytes being sent
- * past max_inflight, is a 503. A live socket has at most one message outstanding: the tick
- * marks it due and the message is built when lws says the socket is writable (a due mark
- * that finds the previous one still pending is counted as coalesced).
+ * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
+ * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
+ * past max_connections; lws's own fd table has some room beyond it (fd_limit_per_thread), so
+ * that a flood is accepted and closed at once rather than left in the kernel's backlog. Request
+ * headers are capped by max_http_header_data (an oversized request is refused by lws), the time to
+ * send them by lws's header timeouts (slowloris). A response over max_response, or one that would
+ * take the bytes being sent past max_inflight, is a 503. A live socket has at most one message
+ * outstanding: the tick marks it due and the message is built when lws says the socket is writable
+ * (a due mark that finds the previous one still pending is counted as coalesced).
  *
  * Shutdown: lws_context_destroy on a foreign loop closes lws's handles asynchronously; an idle
  * handle of ours watches them close, calls lws_context_destroy again to finish the context
@@ -73,7 +74,9 @@ struct tlc_http {
   uv_timer_t tick;
   uv_idle_t wait;
   int tick_init, wait_init;
-  pss_t *ws; /* live WebSockets */
+  pss_t *ws;         /* live WebSockets */
+  int64_t nwsi;      /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
+  int64_t nwsi_base; /* ... of them lws's own (listener, event pipe) */
   int closing;
   void (*close_cb)(void *);
   void *close_ud;
@@ -341,7 +344,9 @@ static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
     lws_close_reason(wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, (unsigned char *)"text only", 9);
     return -1;
   }
-  if (len > sizeof(l->rx) - l->rxlen) {
+  /* what is announced counts: a frame of 2^63 bytes is refused at its first bytes */
+  if (len > sizeof(l->rx) - l->rxlen ||
+      lws_remaining_packet_payload(wsi) > sizeof(l->rx) - l->rxlen - len) {
     h->st.ws_bad++;
     lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)"too large", 9);
     return -1;
@@ -382,6 +387,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   if (h == NULL)
     return lws_callback_http_dummy(wsi, reason, user, in, len);
   switch (reason) {
+  case LWS_CALLBACK_WSI_CREATE: /* every connection from its accept, headers or not */
+    h->nwsi++;
+    h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
+    h->view.connections = h->st.connections;
+    return 0;
+  case LWS_CALLBACK_WSI_DESTROY:
+    h->nwsi--;
+    h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
+    h->view.connections = h->st.connections;
+    return 0;
   case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
     if (h->closing || h->st.connections >= h->o.max_connections) {
       h->st.refused++;
@@ -393,8 +408,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       memset(p, 0, sizeof(*p));
       p->h = h;
       p->bound = 1;
-      h->st.connections++;
-      h->view.connections = h->st.connections;
     }
     return 0;
   case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
@@ -403,8 +416,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       body_free(p);
       ws_unlink(p);
       p->bound = 0;
-      h->st.connections--;
-      h->view.connections = h->st.connections;
     }
     return 0;
   case LWS_CALLBACK_HTTP:
@@ -597,6 +608,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.start_unix_ms = o->start_unix_ms;
   h->view.version = o->version;
   h->view.max_response = o->max_response;
+  h->view.st = &h->st;
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);
@@ -619,7 +631,9 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   info.max_http_header_data = (unsigned short)o->max_header;
   info.max_http_header_pool =
       (unsigned short)(o->max_connections < 65535 ? o->max_connections : 65535);
-  info.fd_limit_per_thread = (unsigned)o->max_connections + 8;
+  /* room past max_connections, so that a flood is accepted and refused at once
+   * (FILTER_NETWORK_CONNECTION) instead of waiting in the kernel's backlog */
+  info.fd_limit_per_thread = (unsigned)o->max_connections + 40;
   info.timeout_secs = 10;        /* network round trips (lws default 5..20) */
   info.timeout_secs_ah_idle = 5; /* a connection holding a header buffer without using it */
   info.keepalive_timeout = 5;
@@ -638,6 +652,8 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
      * daemon exits). */
     return TLC_EINVAL;
   }
+  h->nwsi_base = h->nwsi; /* lws's own: the listener, its event pipe */
+  h->st.connections = 0;
   h->vh = lws_get_vhost_by_name(h->ctx, "default");
   h->port = h->vh != NULL ? lws_get_vhost_listen_port(h->vh) : -1;
   if (h->port <= 0) {
