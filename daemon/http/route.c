@@ -40,7 +40,8 @@ void tlc__http_resp_fini(tlc__http_resp_t *rs) {
 }
 
 static void body_reset(tlc__http_resp_t *rs) {
-  size_t max = rs->body.max;
+  /* an error document always fits (its message is at most 300 bytes) */
+  size_t max = rs->body.max < 1024 ? 1024 : rs->body.max;
   tlc_out_fini(&rs->body);
   tlc_out_init(&rs->body, max, NULL, NULL);
   rs->static_body = NULL;
