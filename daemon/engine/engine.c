@@ -1262,16 +1262,15 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
   uint32_t eb[HIST_MAX_EDGES];
   uint64_t slot[HIST_MAX_EDGES + 1];
   size_t i, found = 0;
-  uint64_t lo, hi;
   if (e->hlog == NULL || k >= NK || nle > HIST_MAX_EDGES)
     return TLC_EINVAL;
   for (i = 0; i < nle; i++) {
     if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
       return TLC_EINVAL;
     eb[i] = tlc__hist_idx(le[i]);
-    tlc__hist_bounds(eb[i], &lo, &hi);
-    if (hi != (uint64_t)le[i])
-      return TLC_EINVAL; /* not a bucket's last value: its count would be a guess */
+    /* a bucket's last value: the next value is in the next bucket (no guessed count) */
+    if (le[i] == INT64_MAX || tlc__hist_idx(le[i] + 1) == eb[i])
+      return TLC_EINVAL;
   }
   if (!e->ctxmode && k == TLC_GROSS)
     k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */

@@ -244,6 +244,22 @@ void tlc__hist_cum(const tlc_hist_t *h, const uint32_t *eb, size_t n, uint64_t *
     }
     return;
   }
+  if (h->in2 == 0) {
+    /* no carries: the counts between two edges are a run of 16-bit counts, summed in a loop
+     * the compiler vectorises */
+    const uint16_t *c = h->b;
+    uint32_t k = 0, nb = h->nb;
+    for (i = 0; i <= n && k < nb; i++) {
+      uint32_t end = i < n ? (eb[i] + 1u > h->lo ? eb[i] + 1u - h->lo : 0u) : nb;
+      uint64_t sum = 0;
+      if (end > nb)
+        end = nb;
+      for (; k < end; k++)
+        sum += c[k];
+      slot[i] += sum;
+    }
+    return;
+  }
   for (uint32_t k = 0; k < h->nb; k++) {
     uint32_t b = (uint32_t)h->lo + k;
     uint64_t c = tlc__hist_count(h, k);

@@ -25,6 +25,7 @@ typedef struct tlc__http_view {
   size_t websockets; /* live WebSockets open (for /metrics) */
   size_t connections;
   const tlc_http_stats_t *st; /* the server's counters (NULL: none, as in the fuzzer) */
+  size_t metrics_hint;        /* size of the last /metrics body (its buffer is sized once) */
 } tlc__http_view_t;
 
 typedef struct tlc__http_req {

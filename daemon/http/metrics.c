@@ -102,17 +102,24 @@ static void label(tlc_out_t *o, const char *name, const char *v, int first) {
   tlc_out_putc(o, '"');
 }
 
+/* An exported area: what its lines need, read while its target's snapshot is at hand. */
+typedef struct marea {
+  uint64_t count, n;      /* calls; NET samples */
+  int64_t net_total, sum; /* net time (open activations included); NET samples' sum */
+  int have_hist;          /* cum[] filled */
+  uint64_t cum[NEDGES];   /* NET samples <= edge */
+  char *lab;              /* its labels, escaped once: target="..",...,handle=".." */
+  size_t labn;
+} marea_t;
+
 /* Per target: what was read before writing. */
 typedef struct mt {
   tlc_ps_target_info_t info;
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
   tlc_http_store_info_t st;
-  tlc_table_t tab;
-  size_t *sel; /* chosen rows of tab, by net time */
-  size_t nsel;
+  marea_t *a; /* the exported areas, by net time */
+  size_t na;
   uint64_t not_exported;
-  const tlc_mapping_t *map;
-  size_t index;
 } mt_t;
 
 /* Family header. OpenMetrics: a counter's family name has no _total. */
@@ -151,15 +158,31 @@ static int cmp_sel(const void *a, const void *b) {
   return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* Reads target i: info, storage, and the rows to export. */
-static int read_target(tlc__http_view_t *v, size_t i, mt_t *m) {
+/* The labels of an area series (without the braces). */
+static void area_labels(tlc_out_t *o, const char *target, const tlc_mapping_t *map,
+                        const tlc_table_t *tab, const tlc_stat_t *s) {
+  const tlc_map_area_t *ma = tlc_mapping_row_entry(map, s);
+  char hex[16], cbuf[64];
+  static const char digits[] = "0123456789ABCDEF";
+  for (int k = 0; k < 8; k++)
+    hex[k] = digits[(s->handle >> (28 - 4 * k)) & 15u];
+  hex[8] = '\0';
+  label(o, "target", target, 1);
+  label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
+  label(o, "context", tlc_mapping_ctx_display(map, tab, s->context, cbuf, sizeof(cbuf)), 0);
+  label(o, "handle", hex, 0);
+}
+
+/* Reads target i: info, storage, and the areas to export (with their labels and histogram
+ * counts), through `tab`, a table reused from target to target (its memory stays). */
+static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_table_t *tab, selkey_t **keys,
+                       size_t *capkeys) {
   const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_mapping_t *map;
   tlc_snap_opts_t so;
-  selkey_t *keys = NULL;
-  size_t nk = 0, r;
+  size_t nk = 0, r, ne;
+  const int64_t *le = tlc__http_metrics_edges(&ne);
   int multi, rc;
-  m->index = i;
-  tlc_table_init(&m->tab);
   if ((rc = pv->info(pv->ud, i, &m->info)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
@@ -168,53 +191,62 @@ static int read_target(tlc__http_view_t *v, size_t i, mt_t *m) {
   strcpy(m->name, m->info.name);
   if (v->src.target_store != NULL)
     v->src.target_store(v->src.ud, i, &m->st);
-  m->map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   if (v->metrics_areas == 0)
     return 0;
+  map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   memset(&so, 0, sizeof(so));
   so.neutral_only = 1;
   so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET);
-  if ((rc = pv->snapshot(pv->ud, i, &m->tab, &so)) != 0)
+  if ((rc = pv->snapshot(pv->ud, i, tab, &so)) != 0)
     return rc;
-  multi = m->tab.ncontexts > 1;
-  keys = tlc_malloc((m->tab.nrows ? m->tab.nrows : 1) * sizeof(*keys));
-  if (keys == NULL)
-    return TLC_ENOMEM;
-  for (r = 0; r < m->tab.nrows; r++) {
-    const tlc_stat_t *s = &m->tab.rows[r];
+  multi = tab->ncontexts > 1;
+  if (tab->nrows > *capkeys) {
+    selkey_t *k = tlc_realloc(*keys, tab->nrows * sizeof(**keys));
+    if (k == NULL)
+      return TLC_ENOMEM;
+    *keys = k;
+    *capkeys = tab->nrows;
+  }
+  for (r = 0; r < tab->nrows; r++) {
+    const tlc_stat_t *s = &tab->rows[r];
     if (s->kind != TLC_ROW_CODE || (multi && s->context != TLC_CTX_NEUTRAL))
       continue;
-    keys[nk].net = s->total[TLC_NET];
-    keys[nk].row = r;
+    (*keys)[nk].net = s->total[TLC_NET];
+    (*keys)[nk].row = r;
     nk++;
   }
-  qsort(keys, nk, sizeof(*keys), cmp_sel);
-  m->nsel = nk < v->metrics_areas ? nk : v->metrics_areas;
-  m->not_exported = nk - m->nsel;
-  m->sel = tlc_malloc((m->nsel ? m->nsel : 1) * sizeof(size_t));
-  if (m->sel == NULL) {
-    tlc_free(keys);
+  qsort(*keys, nk, sizeof(**keys), cmp_sel);
+  m->na = nk < v->metrics_areas ? nk : v->metrics_areas;
+  m->not_exported = nk - m->na;
+  if (m->na == 0)
+    return 0;
+  if ((m->a = tlc_calloc(m->na, sizeof(*m->a))) == NULL)
     return TLC_ENOMEM;
+  for (r = 0; r < m->na; r++) {
+    const tlc_stat_t *s = &tab->rows[(*keys)[r].row];
+    marea_t *x = &m->a[r];
+    tlc_out_t lo;
+    x->count = s->count;
+    x->n = s->dist[TLC_NET].n;
+    x->net_total = s->total[TLC_NET];
+    x->sum = x->n > 0 ? s->dist[TLC_NET].sum : 0;
+    x->have_hist = v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, s->handle, s->context,
+                                                              TLC_NET, le, ne, x->cum) == 0;
+    tlc_out_init(&lo, 4096, NULL, NULL);
+    area_labels(&lo, m->name, map, tab, s);
+    if ((x->lab = tlc_out_take(&lo, &x->labn)) == NULL)
+      return TLC_ENOMEM; /* labels past 4 KiB (a giant name): the scrape fails, 500 */
   }
-  for (r = 0; r < m->nsel; r++)
-    m->sel[r] = keys[r].row;
-  tlc_free(keys);
   return 0;
 }
 
-/* The labels of an area series (without the closing brace). */
-static void area_labels(tlc_out_t *o, const mt_t *m, const tlc_stat_t *s) {
-  const tlc_map_area_t *ma = tlc_mapping_row_entry(m->map, s);
-  char hex[16], cbuf[64];
-  static const char digits[] = "0123456789ABCDEF";
-  for (int k = 0; k < 8; k++)
-    hex[k] = digits[(s->handle >> (28 - 4 * k)) & 15u];
-  hex[8] = '\0';
-  label(o, "target", m->name, 1);
-  label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
-  label(o, "context", tlc_mapping_ctx_display(m->map, &m->tab, s->context, cbuf, sizeof(cbuf)), 0);
-  label(o, "handle", hex, 0);
-}
+/* One area line's start: NAME{ labels TAIL (name and tail string literals). */
+#define AREA_LINE(name, tail)                                                                      \
+  do {                                                                                             \
+    tlc_out_write(o, name, sizeof(name) - 1);                                                      \
+    tlc_out_write(o, m[i].a[j].lab, m[i].a[j].labn);                                               \
+    tlc_out_write(o, tail, sizeof(tail) - 1);                                                      \
+  } while (0)
 
 int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   const tlc_ps_provider_t *pv = v->src.pv;
@@ -222,11 +254,17 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   const int64_t *le = tlc__http_metrics_edges(&ne);
   tlc_http_daemon_info_t di;
   mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
+  tlc_table_t tab;
+  selkey_t *keys = NULL;
+  size_t capkeys = 0;
   int rc = 0;
   if (m == NULL)
     return TLC_ENOMEM;
+  tlc_table_init(&tab);
   for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, i, &m[i]);
+    rc = read_target(v, i, &m[i], &tab, &keys, &capkeys);
+  tlc_table_fini(&tab);
+  tlc_free(keys);
   if (rc != 0)
     goto out;
   memset(&di, 0, sizeof(di));
@@ -328,63 +366,66 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
       tsample(o, "tlcap_target_areas_not_exported", m[i].name, m[i].not_exported);
   }
 
-  for (i = 0; i < n && m[i].nsel == 0; i++)
+  for (i = 0; i < n && m[i].na == 0; i++)
     ;
   if (i < n) {
+    /* ~30 lines per area: each line is copies of strings made once (labels, edges) */
+    char les[NEDGES][32];
+    size_t lel[NEDGES];
+    for (j = 0; j < ne; j++) {
+      tlc_out_t lo;
+      char *b;
+      tlc_out_init(&lo, sizeof(les[0]) - 1, NULL, NULL);
+      tlc_out_puts(&lo, ",le=\"");
+      tlc__http_out_seconds(&lo, le[j]);
+      if (om && le[j] % 1000000000 == 0)
+        tlc_out_puts(&lo, ".0");
+      tlc_out_puts(&lo, "\"} ");
+      b = tlc_out_take(&lo, &lel[j]);
+      if (b == NULL) {
+        rc = TLC_ENOMEM;
+        goto out;
+      }
+      memcpy(les[j], b, lel[j] + 1);
+      tlc_free(b);
+    }
     family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].nsel; j++) {
-        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
-        tlc_out_puts(o, "tlcap_area_calls_total{");
-        area_labels(o, &m[i], s);
-        tlc_out_puts(o, "} ");
-        tlc_out_u64(o, s->count);
+      for (j = 0; j < m[i].na; j++) {
+        AREA_LINE("tlcap_area_calls_total{", "} ");
+        tlc_out_u64(o, m[i].a[j].count);
         tlc_out_putc(o, '\n');
       }
     family(o, om, "tlcap_area_net_seconds_total", "counter",
            "Net (running) time of the area, open activations included.");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].nsel; j++) {
-        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
-        tlc_out_puts(o, "tlcap_area_net_seconds_total{");
-        area_labels(o, &m[i], s);
-        tlc_out_puts(o, "} ");
-        tlc__http_out_seconds(o, s->total[TLC_NET]);
+      for (j = 0; j < m[i].na; j++) {
+        AREA_LINE("tlcap_area_net_seconds_total{", "} ");
+        tlc__http_out_seconds(o, m[i].a[j].net_total);
         tlc_out_putc(o, '\n');
       }
     family(o, om, "tlcap_area_net_duration_seconds", "histogram",
            "Net time of closed activations (engine histogram edges: exact counts).");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].nsel; j++) {
-        const tlc_stat_t *s = &m[i].tab.rows[m[i].sel[j]];
-        uint64_t cum[32];
+      for (j = 0; j < m[i].na; j++) {
+        const marea_t *x = &m[i].a[j];
+        uint64_t nn = x->n;
         size_t k;
-        int have =
-            v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, m[i].index, s->handle, s->context,
-                                                       TLC_NET, le, ne, cum) == 0;
-        for (k = 0; have && k < ne; k++) {
-          tlc_out_puts(o, "tlcap_area_net_duration_seconds_bucket{");
-          area_labels(o, &m[i], s);
-          tlc_out_puts(o, ",le=\"");
-          tlc__http_out_seconds(o, le[k]);
-          if (om && le[k] % 1000000000 == 0)
-            tlc_out_puts(o, ".0");
-          tlc_out_puts(o, "\"} ");
-          tlc_out_u64(o, cum[k] <= s->dist[TLC_NET].n ? cum[k] : s->dist[TLC_NET].n);
+        for (k = 0; x->have_hist && k < ne; k++) {
+          tlc_out_write(o, "tlcap_area_net_duration_seconds_bucket{", 39);
+          tlc_out_write(o, x->lab, x->labn);
+          tlc_out_write(o, les[k], lel[k]);
+          tlc_out_u64(o, x->cum[k] <= nn ? x->cum[k] : nn);
           tlc_out_putc(o, '\n');
         }
-        tlc_out_puts(o, "tlcap_area_net_duration_seconds_bucket{");
-        area_labels(o, &m[i], s);
-        tlc_out_puts(o, ",le=\"+Inf\"} ");
-        tlc_out_u64(o, s->dist[TLC_NET].n);
-        tlc_out_puts(o, "\ntlcap_area_net_duration_seconds_sum{");
-        area_labels(o, &m[i], s);
-        tlc_out_puts(o, "} ");
-        tlc__http_out_seconds(o, s->dist[TLC_NET].n > 0 ? s->dist[TLC_NET].sum : 0);
-        tlc_out_puts(o, "\ntlcap_area_net_duration_seconds_count{");
-        area_labels(o, &m[i], s);
-        tlc_out_puts(o, "} ");
-        tlc_out_u64(o, s->dist[TLC_NET].n);
+        AREA_LINE("tlcap_area_net_duration_seconds_bucket{", ",le=\"+Inf\"} ");
+        tlc_out_u64(o, nn);
+        tlc_out_putc(o, '\n');
+        AREA_LINE("tlcap_area_net_duration_seconds_sum{", "} ");
+        tlc__http_out_seconds(o, x->sum);
+        tlc_out_putc(o, '\n');
+        AREA_LINE("tlcap_area_net_duration_seconds_count{", "} ");
+        tlc_out_u64(o, nn);
         tlc_out_putc(o, '\n');
       }
   }
@@ -393,8 +434,9 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   rc = o->err;
 out:
   for (i = 0; i < n; i++) {
-    tlc_table_fini(&m[i].tab);
-    tlc_free(m[i].sel);
+    for (j = 0; m[i].a != NULL && j < m[i].na; j++)
+      tlc_free(m[i].a[j].lab);
+    tlc_free(m[i].a);
     tlc_free(m[i].name);
   }
   tlc_free(m);

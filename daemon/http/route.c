@@ -218,7 +218,14 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
   }
   if (strcmp(path, "/metrics") == 0) {
     int om = wants_openmetrics(rq->accept);
-    int rc = tlc__http_metrics(v, om, &rs->body);
+    int rc;
+    /* a scrape is about as large as the previous one: one allocation instead of doublings */
+    size_t hint = v->metrics_hint + v->metrics_hint / 8;
+    if (hint > 0 && hint <= rs->body.max && rs->body.buf == NULL &&
+        (rs->body.buf = tlc_malloc(hint)) != NULL)
+      rs->body.cap = hint;
+    rc = tlc__http_metrics(v, om, &rs->body);
+    v->metrics_hint = rs->body.len;
     if (rc != 0)
       tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "metrics: %s",
                       rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));

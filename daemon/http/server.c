@@ -8,7 +8,7 @@
  * Requests: one protocol handles both HTTP and the live WebSocket, so a page that names no
  * subprotocol and one that names "tlcap-live" land in the same place. LWS_CALLBACK_HTTP
  * answers through route.c into a bounded memory body (or an embedded file, without a copy),
- * sent in 16 KiB chunks as the socket takes them; lws_http_transaction_completed keeps the
+ * sent in 256 KiB chunks as the socket takes them; lws_http_transaction_completed keeps the
  * connection for the next request.
  *
  * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
@@ -44,7 +44,10 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
-#define CHUNK 16384
+/* Body bytes per write: large, so that a big scrape takes few loop turns (lws keeps what the
+ * kernel does not take, and calls back only once that is sent). */
+#define CHUNK (256 * 1024)
+static unsigned char chunk_buf[LWS_PRE + CHUNK]; /* loop thread only */
 
 /* Security headers of every response: nothing but our own files and the live WebSocket;
  * inline styles only (dygraphs positions its legend and labels with them); never framed. */
@@ -269,7 +272,7 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
 }
 
 static int send_chunk(struct lws *wsi, pss_t *p) {
-  unsigned char buf[LWS_PRE + CHUNK];
+  unsigned char *buf = chunk_buf;
   size_t n = p->len - p->off < CHUNK ? p->len - p->off : CHUNK;
   int last = p->off + n >= p->len;
   const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
@@ -478,9 +481,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   }
 }
 
-static const struct lws_protocols protocols[] = { { "tlcap-live", callback, sizeof(pss_t),
-                                                    TLC_HTTP_LIVE_MSG_MAX, 0, NULL, 0 },
-                                                  { NULL, NULL, 0, 0, 0, NULL, 0 } };
+/* rx: a page's command at most (larger messages arrive in fragments, refused past the cap);
+ * tx: lws cuts every send to tx_packet_size (0 would mean rx_buffer_size: 1 KiB sends, 7,000
+ * system calls for a 7 MB scrape) */
+static const struct lws_protocols protocols[] = {
+  { "tlcap-live", callback, sizeof(pss_t), TLC_HTTP_LIVE_MSG_MAX, 0, NULL, CHUNK },
+  { NULL, NULL, 0, 0, 0, NULL, 0 },
+};
 
 /* ---- life cycle ---- */
 
