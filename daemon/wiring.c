@@ -521,6 +521,21 @@ static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t conte
   return tlc_engine_hist_cum(w->d->targets.v[index]->engine, handle, context, kind, le, nle, cum);
 }
 
+static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
+                         size_t *cap) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_code_net(w->d->targets.v[index]->engine, out, n, cap);
+}
+
+static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_context(w->d->targets.v[index]->engine, context, c);
+}
+
 /* Starts the HTTP port on d->cfg.http ("" = off). Without a token check (SPEC 8), only a
  * loopback address is served: any other is refused with a message. The default address
  * already in use (another tlcapd on this host) is a warning, not a failure; an address the
@@ -563,6 +578,8 @@ static int http_start(tlc_wiring_t *w) {
   src.daemon_info = http_daemon_info;
   src.target_store = http_target_store;
   src.hist_cum = http_hist_cum;
+  src.code_net = http_code_net;
+  src.context = http_context;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
   if (r != 0) {

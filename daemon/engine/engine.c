@@ -1598,6 +1598,91 @@ static int sort_rows(tlc_table_t *t) {
   return 0;
 }
 
+int tlc_engine_context(const tlc_engine_t *e, uint32_t index, tlc_ctx_t *c) {
+  const ectx_t *x;
+  if (index >= e->ntctx)
+    return TLC_ERANGE;
+  x = &e->ctx[e->tctx[index]];
+  memset(c, 0, sizeof(*c));
+  c->kind = x->kind;
+  c->core = x->core;
+  c->key = x->key;
+  return 0;
+}
+
+int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
+  size_t i, j, m = 0, nr = e->nrows;
+  int neut = e->ntctx > 1;
+  tlc_engine_code_net_t *o;
+  void *p;
+  *n = 0;
+  if ((p = tlc_grow(e->smap, &e->capsmap, nr ? nr : 1, sizeof(uint32_t), 64)) == NULL)
+    return TLC_ENOMEM;
+  e->smap = p;
+  if (neut && groups(e) < 0)
+    return TLC_ENOMEM;
+  if ((o = tlc_grow(*out, cap, nr ? nr : 1, sizeof(*o), 64)) == NULL)
+    return TLC_ENOMEM;
+  *out = o;
+  /* engine row -> entry: per row with one context, per area (its Neutral) with several */
+  for (i = 0; i < nr; i++)
+    e->smap[i] = NONE32;
+  if (neut) {
+    for (i = 0; i < e->ngrp; i = j) {
+      memset(&o[m], 0, sizeof(o[m]));
+      o[m].handle = e->grp[i].handle;
+      o[m].context = TLC_CTX_NEUTRAL;
+      for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
+        e->smap[e->grp[j].row] = (uint32_t)m;
+      m++;
+    }
+  } else {
+    for (i = 0; i < nr; i++) {
+      const erow_t *r = &e->rows[i];
+      if (r->kind != TLC_ROW_CODE || r->ctx == NONE32)
+        continue;
+      memset(&o[m], 0, sizeof(o[m]));
+      o[m].handle = r->handle;
+      o[m].context = e->ctx[r->ctx].tindex;
+      e->smap[i] = (uint32_t)m++;
+    }
+  }
+  for (i = 0; i < nr; i++) {
+    const erow_t *r = &e->rows[i];
+    tlc_engine_code_net_t *x;
+    edist_t d;
+    if (e->smap[i] == NONE32)
+      continue;
+    x = &o[e->smap[i]];
+    d = r->k[TLC_NET].d;
+    if (r->w != NULL) { /* cumulative = earlier intervals + the current one (as fill_row) */
+      d = r->w->f[TLC_NET];
+      edist_merge(&d, &r->k[TLC_NET].d);
+    }
+    x->count += r->count;
+    x->net_total = tadd(x->net_total, r->total[TLC_NET]);
+    x->n += d.n;
+    if (d.n > 0)
+      x->sum = tadd(x->sum, d.sum);
+  }
+  /* open activations' running time up to T (as the snapshot counts them) */
+  for (i = 0; i < e->nctx; i++) {
+    const ectx_t *c = &e->ctx[i];
+    int64_t in_t = ctx_in(e->ctxmode, c, e->last);
+    for (j = 0; j < c->depth; j++) {
+      const act_t *a = &c->stack[j];
+      int64_t net = a->net;
+      if (e->smap[a->row] == NONE32)
+        continue;
+      if (a->running)
+        net = tadd(net, nonneg(tsub(in_t, a->run_start)));
+      o[e->smap[a->row]].net_total = tadd(o[e->smap[a->row]].net_total, net);
+    }
+  }
+  *n = m;
+  return 0;
+}
+
 int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
   tlc_snap_opts_t dso = { 0, 1, 1, 1, 0, 0 };
   uint8_t *keep = NULL;

@@ -2,10 +2,10 @@
  *
  * Families come one after the other with all their samples together (both formats need it),
  * so the targets are read first: per target its info, its storage figures and, when area
- * series are asked for, one snapshot without quantiles or windows (totals, counts and NET
- * dists only) from which the metrics_areas code rows with the largest net time are chosen:
- * Neutral rows when the target has several contexts, else the rows of its one context. Data
- * and state areas have no area series (docs/http.md).
+ * series are asked for, its code areas' calls and NET figures straight from the engine
+ * (tlc_engine_code_net: no snapshot, no table rows), from which the metrics_areas areas with
+ * the largest net time are chosen: merged over contexts (Neutral) when the target has several,
+ * else those of its one context. Data and state areas have no area series (docs/http.md).
  *
  * The histogram tlcap_area_net_duration_seconds counts the NET samples (closed activations)
  * per bucket of the engine's own histogram (tlc_engine_hist_cum), at edges that are bucket
@@ -14,8 +14,9 @@
  * Counters include open activations' time so far (the _total series), the histogram only
  * closed ones.
  *
- * Cost: per target one info call and, with area series, one snapshot (O(rows)) plus one
- * histogram walk per exported row; everything is written into one bounded tlc_out_t.
+ * Cost: per target one info call and, with area series, one pass over its engine's rows
+ * (O(rows + open activations)) plus one histogram walk per exported area; everything is
+ * written into one bounded tlc_out_t, sized from the previous scrape.
  */
 #include "http-int.h"
 
@@ -146,43 +147,59 @@ static void tsample(tlc_out_t *o, const char *name, const char *target, uint64_t
   tlc_out_putc(o, '\n');
 }
 
-typedef struct selkey {
-  int64_t net;
-  size_t row;
-} selkey_t;
-
-static int cmp_sel(const void *a, const void *b) {
-  const selkey_t *x = a, *y = b;
-  if (x->net != y->net)
-    return x->net > y->net ? -1 : 1;
-  return x->row < y->row ? -1 : x->row > y->row;
+static int cmp_net(const void *a, const void *b) {
+  const tlc_engine_code_net_t *x = a, *y = b;
+  if (x->net_total != y->net_total)
+    return x->net_total > y->net_total ? -1 : 1;
+  if (x->handle != y->handle)
+    return x->handle < y->handle ? -1 : 1;
+  return x->context < y->context ? -1 : x->context > y->context;
 }
 
-/* The labels of an area series (without the braces). */
-static void area_labels(tlc_out_t *o, const char *target, const tlc_mapping_t *map,
-                        const tlc_table_t *tab, const tlc_stat_t *s) {
-  const tlc_map_area_t *ma = tlc_mapping_row_entry(map, s);
+/* The labels of an area series (without the braces): the mapped name or the handle, the
+ * context's name (as exporters give it), the handle. */
+static void area_labels(tlc__http_view_t *v, size_t i, tlc_out_t *o, const char *target,
+                        const tlc_mapping_t *map, const tlc_engine_code_net_t *a) {
+  tlc_stat_t st;
+  tlc_table_t one;
+  tlc_ctx_t c;
+  const tlc_map_area_t *ma;
   char hex[16], cbuf[64];
+  const char *ctx = "Neutral";
   static const char digits[] = "0123456789ABCDEF";
+  memset(&st, 0, sizeof(st));
+  st.handle = a->handle;
+  st.kind = TLC_ROW_CODE;
+  st.context = a->context;
+  ma = tlc_mapping_row_entry(map, &st);
   for (int k = 0; k < 8; k++)
-    hex[k] = digits[(s->handle >> (28 - 4 * k)) & 15u];
+    hex[k] = digits[(a->handle >> (28 - 4 * k)) & 15u];
   hex[8] = '\0';
+  if (a->context != TLC_CTX_NEUTRAL) {
+    /* a one-context table, for the exporters' naming (mapping's CONTEXTS, core<N>, ...) */
+    tlc_table_init(&one);
+    if (v->src.context == NULL || v->src.context(v->src.ud, i, a->context, &c) != 0)
+      memset(&c, 0, sizeof(c));
+    one.contexts = &c;
+    one.ncontexts = 1;
+    ctx = tlc_mapping_ctx_display(map, &one, 0, cbuf, sizeof(cbuf));
+  }
   label(o, "target", target, 1);
   label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
-  label(o, "context", tlc_mapping_ctx_display(map, tab, s->context, cbuf, sizeof(cbuf)), 0);
+  label(o, "context", ctx, 0);
   label(o, "handle", hex, 0);
 }
 
 /* Reads target i: info, storage, and the areas to export (with their labels and histogram
- * counts), through `tab`, a table reused from target to target (its memory stays). */
-static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_table_t *tab, selkey_t **keys,
-                       size_t *capkeys) {
+ * counts), from the engine's code-area figures (no snapshot); `cn` is scratch reused from
+ * target to target. */
+static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_engine_code_net_t **cn,
+                       size_t *capcn) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map;
-  tlc_snap_opts_t so;
   size_t nk = 0, r, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
-  int multi, rc;
+  int rc;
   if ((rc = pv->info(pv->ud, i, &m->info)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
@@ -191,31 +208,12 @@ static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_table_t *tab,
   strcpy(m->name, m->info.name);
   if (v->src.target_store != NULL)
     v->src.target_store(v->src.ud, i, &m->st);
-  if (v->metrics_areas == 0)
+  if (v->metrics_areas == 0 || v->src.code_net == NULL)
     return 0;
   map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  memset(&so, 0, sizeof(so));
-  so.neutral_only = 1;
-  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET);
-  if ((rc = pv->snapshot(pv->ud, i, tab, &so)) != 0)
+  if ((rc = v->src.code_net(v->src.ud, i, cn, &nk, capcn)) != 0)
     return rc;
-  multi = tab->ncontexts > 1;
-  if (tab->nrows > *capkeys) {
-    selkey_t *k = tlc_realloc(*keys, tab->nrows * sizeof(**keys));
-    if (k == NULL)
-      return TLC_ENOMEM;
-    *keys = k;
-    *capkeys = tab->nrows;
-  }
-  for (r = 0; r < tab->nrows; r++) {
-    const tlc_stat_t *s = &tab->rows[r];
-    if (s->kind != TLC_ROW_CODE || (multi && s->context != TLC_CTX_NEUTRAL))
-      continue;
-    (*keys)[nk].net = s->total[TLC_NET];
-    (*keys)[nk].row = r;
-    nk++;
-  }
-  qsort(*keys, nk, sizeof(**keys), cmp_sel);
+  qsort(*cn, nk, sizeof(**cn), cmp_net);
   m->na = nk < v->metrics_areas ? nk : v->metrics_areas;
   m->not_exported = nk - m->na;
   if (m->na == 0)
@@ -223,17 +221,17 @@ static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_table_t *tab,
   if ((m->a = tlc_calloc(m->na, sizeof(*m->a))) == NULL)
     return TLC_ENOMEM;
   for (r = 0; r < m->na; r++) {
-    const tlc_stat_t *s = &tab->rows[(*keys)[r].row];
+    const tlc_engine_code_net_t *s = &(*cn)[r];
     marea_t *x = &m->a[r];
     tlc_out_t lo;
     x->count = s->count;
-    x->n = s->dist[TLC_NET].n;
-    x->net_total = s->total[TLC_NET];
-    x->sum = x->n > 0 ? s->dist[TLC_NET].sum : 0;
+    x->n = s->n;
+    x->net_total = s->net_total;
+    x->sum = s->sum;
     x->have_hist = v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, s->handle, s->context,
                                                               TLC_NET, le, ne, x->cum) == 0;
     tlc_out_init(&lo, 4096, NULL, NULL);
-    area_labels(&lo, m->name, map, tab, s);
+    area_labels(v, i, &lo, m->name, map, s);
     if ((x->lab = tlc_out_take(&lo, &x->labn)) == NULL)
       return TLC_ENOMEM; /* labels past 4 KiB (a giant name): the scrape fails, 500 */
   }
@@ -254,17 +252,14 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   const int64_t *le = tlc__http_metrics_edges(&ne);
   tlc_http_daemon_info_t di;
   mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
-  tlc_table_t tab;
-  selkey_t *keys = NULL;
-  size_t capkeys = 0;
+  tlc_engine_code_net_t *cn = NULL;
+  size_t capcn = 0;
   int rc = 0;
   if (m == NULL)
     return TLC_ENOMEM;
-  tlc_table_init(&tab);
   for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, i, &m[i], &tab, &keys, &capkeys);
-  tlc_table_fini(&tab);
-  tlc_free(keys);
+    rc = read_target(v, i, &m[i], &cn, &capcn);
+  tlc_free(cn);
   if (rc != 0)
     goto out;
   memset(&di, 0, sizeof(di));

@@ -92,6 +92,20 @@ static int f_hist(void *ud, size_t i, uint32_t handle, uint32_t context, unsigne
   return tlc_engine_hist_cum(eng[i], handle, context, kind, le, nle, cum);
 }
 
+static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_code_net(eng[i], out, n, cap);
+}
+
+static int f_context(void *ud, size_t i, uint32_t context, tlc_ctx_t *c) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_context(eng[i], context, c);
+}
+
 static tlc_ps_provider_t pv = { f_count, f_info, f_find, f_snapshot, f_mapping, NULL, NULL, NULL };
 
 static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
@@ -198,6 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   v.src.daemon_info = f_daemon;
   v.src.target_store = f_store;
   v.src.hist_cum = f_hist;
+  v.src.code_net = f_code_net;
+  v.src.context = f_context;
   v.metrics_areas = data[0];
   v.max_response = caps[data[1] & 3];
   v.version = "fuzz";
