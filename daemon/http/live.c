@@ -159,21 +159,25 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
   (void)code;
 }
 
-static void areas(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes, tlc_out_t *o) {
+/* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq
+ * a socket that gets it is up to (0 when cut or missing: its next one must be full). */
+static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t since,
+                           size_t max_bytes, tlc_out_t *o) {
   const tlc_ps_provider_t *pv = v->src.pv;
   tlc_snap_opts_t so;
   tlc_table_t t;
   size_t idx, r, nw;
-  int full = l->since_seq == 0 || l->ticks >= FULL_EVERY, cut = 0;
-  tlc_out_puts(o, ", \"areas\": {\"target\": ");
-  tlc_json_string(o, l->target);
-  if (pv->find(pv->ud, l->target, &idx) != 0) {
+  uint64_t seq;
+  int full = since == 0, cut = 0;
+  uint64_t start = o->total;
+  tlc_out_puts(o, "{\"target\": ");
+  tlc_json_string(o, target);
+  if (pv->find(pv->ud, target, &idx) != 0) {
     tlc_out_puts(o, ", \"missing\": true}");
-    l->since_seq = 0;
-    return;
+    return 0;
   }
   memset(&so, 0, sizeof(so));
-  so.since_seq = full ? 0 : l->since_seq;
+  so.since_seq = since;
   so.windows = 1;
   so.neutral = 1;
   so.quantiles = 1;
@@ -182,8 +186,7 @@ static void areas(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes, tl
   if (pv->snapshot(pv->ud, idx, &t, &so) != 0) {
     tlc_table_fini(&t);
     tlc_out_puts(o, ", \"missing\": true}");
-    l->since_seq = 0;
-    return;
+    return 0;
   }
   {
     const tlc_mapping_t *m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
@@ -193,7 +196,7 @@ static void areas(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes, tl
       tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t.window_ns[nw]);
     tlc_out_puts(o, "], \"rows\": [");
     for (r = 0; r < t.nrows; r++) {
-      if (o->total > max_bytes) {
+      if (o->total - start > max_bytes) {
         cut = 1;
         break;
       }
@@ -203,18 +206,124 @@ static void areas(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes, tl
     }
   }
   tlc_out_printf(o, "], \"cut\": %s}", cut ? "true" : "false");
-  l->since_seq = cut ? 0 : (t.seq != 0 ? t.seq : 0);
-  l->ticks = full ? 1 : l->ticks + 1;
+  seq = cut ? 0 : t.seq;
   tlc_table_fini(&t);
+  return seq;
 }
 
 int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes,
                            int64_t now_unix_ms, tlc_out_t *o) {
   overview(v, o, now_unix_ms);
-  if (l->target[0] != '\0')
-    areas(v, l, max_bytes, o);
-  else
+  if (l->target[0] != '\0') {
+    int full = l->since_seq == 0 || l->ticks >= FULL_EVERY;
+    tlc_out_puts(o, ", \"areas\": ");
+    l->since_seq = areas_frag(v, l->target, full ? 0 : l->since_seq, max_bytes, o);
+    l->ticks = full ? 1 : l->ticks + 1;
+  } else {
     tlc_out_puts(o, ", \"areas\": null");
+  }
   tlc_out_puts(o, "}");
+  return o->err;
+}
+
+/* ---- the shared pieces (one snapshot per watched target per tick) ---- */
+
+static void frag_free(tlc__http_frag_t *f) {
+  tlc_free(f->s);
+  memset(f, 0, sizeof(*f));
+}
+
+void tlc__http_live_cache_tick(tlc__http_live_cache_t *c, int64_t now_unix_ms) {
+  size_t i, k = 0;
+  c->tick++;
+  c->now_unix_ms = now_unix_ms;
+  frag_free(&c->ov);
+  for (i = 0; i < c->nt; i++) {
+    tlc__http_tcache_t *t = &c->t[i];
+    frag_free(&t->delta);
+    frag_free(&t->full);
+    if (t->tick + 2 < c->tick)
+      continue; /* nobody asked for it lately */
+    c->t[k++] = *t;
+  }
+  c->nt = k;
+}
+
+void tlc__http_live_cache_fini(tlc__http_live_cache_t *c) {
+  frag_free(&c->ov);
+  for (size_t i = 0; i < c->nt; i++) {
+    frag_free(&c->t[i].delta);
+    frag_free(&c->t[i].full);
+  }
+  tlc_free(c->t);
+  memset(c, 0, sizeof(*c));
+}
+
+/* Builds the areas fragment of target (rows changed since `since`) into f. 0 or an error. */
+static int frag_build(tlc__http_frag_t *f, size_t cap, tlc__http_view_t *v, const char *target,
+                      uint64_t since, size_t max_bytes) {
+  tlc_out_t o;
+  tlc_out_init(&o, cap, NULL, NULL);
+  f->seq = areas_frag(v, target, since, max_bytes, &o);
+  f->s = tlc_out_take(&o, &f->n);
+  tlc_out_fini(&o);
+  return f->s != NULL ? 0 : TLC_ENOMEM;
+}
+
+static tlc__http_tcache_t *tcache(tlc__http_live_cache_t *c, const char *target) {
+  tlc__http_tcache_t *t;
+  for (size_t i = 0; i < c->nt; i++)
+    if (strcmp(c->t[i].target, target) == 0)
+      return &c->t[i];
+  if ((t = tlc_grow(c->t, &c->capt, c->nt + 1, sizeof(*t), 4)) == NULL)
+    return NULL;
+  c->t = t;
+  t = &c->t[c->nt++];
+  memset(t, 0, sizeof(*t));
+  snprintf(t->target, sizeof(t->target), "%s", target);
+  t->tick = c->tick;
+  return t;
+}
+
+int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
+                          size_t max_bytes, tlc_out_t *o) {
+  size_t cap = max_bytes + (1u << 20);
+  if (c->ov.s == NULL) {
+    tlc_out_t oo;
+    tlc_out_init(&oo, cap, NULL, NULL);
+    overview(v, &oo, c->now_unix_ms);
+    c->ov.s = tlc_out_take(&oo, &c->ov.n);
+    tlc_out_fini(&oo);
+    if (c->ov.s == NULL)
+      return TLC_ENOMEM;
+  }
+  tlc_out_write(o, c->ov.s, c->ov.n);
+  if (l->target[0] == '\0') {
+    tlc_out_puts(o, ", \"areas\": null}");
+    return o->err;
+  } else {
+    tlc__http_tcache_t *t = tcache(c, l->target);
+    tlc__http_frag_t *f;
+    int full;
+    if (t == NULL)
+      return TLC_ENOMEM;
+    if (t->tick != c->tick) { /* its first use this tick */
+      t->tick = c->tick;
+      t->base = t->next_base;
+    }
+    /* in step with the previous tick: the delta; else, and every 10th tick, the full table */
+    full =
+        l->since_seq == 0 || l->since_seq != t->base || t->base == 0 || c->tick % FULL_EVERY == 0;
+    f = full ? &t->full : &t->delta;
+    if (f->s == NULL) {
+      if (frag_build(f, cap, v, l->target, full ? 0 : t->base, max_bytes) != 0)
+        return TLC_ENOMEM;
+      t->next_base = f->seq;
+    }
+    tlc_out_puts(o, ", \"areas\": ");
+    tlc_out_write(o, f->s, f->n);
+    tlc_out_putc(o, '}');
+    l->since_seq = f->seq;
+  }
   return o->err;
 }

@@ -77,9 +77,10 @@ struct tlc_http {
   uv_timer_t tick;
   uv_idle_t wait;
   int tick_init, wait_init;
-  pss_t *ws;         /* live WebSockets */
-  int64_t nwsi;      /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
-  int64_t nwsi_base; /* ... of them lws's own (listener, event pipe) */
+  pss_t *ws;                   /* live WebSockets */
+  tlc__http_live_cache_t live; /* their messages' shared pieces */
+  int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
+  int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
   int closing;
   void (*close_cb)(void *);
   void *close_ud;
@@ -322,7 +323,9 @@ static int ws_send(struct lws *wsi, pss_t *p) {
   p->due = 0;
   tlc_out_init(&o, h->o.max_ws_message + (1u << 20), NULL, NULL);
   tlc_out_write(&o, pre, LWS_PRE);
-  tlc__http_live_message(&h->view, &p->live, h->o.max_ws_message, now_unix_ms(), &o);
+  if (h->live.tick == 0)
+    tlc__http_live_cache_tick(&h->live, now_unix_ms());
+  tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &o);
   buf = tlc_out_take(&o, &len);
   tlc_out_fini(&o);
   if (buf == NULL) {
@@ -372,6 +375,8 @@ static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
 
 static void tick_cb(uv_timer_t *t) {
   tlc_http_t *h = t->data;
+  if (h->ws != NULL)
+    tlc__http_live_cache_tick(&h->live, now_unix_ms());
   for (pss_t *p = h->ws; p != NULL; p = p->next) {
     if (p->due)
       h->st.ws_coalesced++; /* the previous update is still waiting for the socket */
@@ -527,6 +532,7 @@ static void free_http(tlc_http_t *h) {
     lws_set_log_level(0, NULL);
     log_owner = NULL;
   }
+  tlc__http_live_cache_fini(&h->live);
   tlc_free(h);
   if (cb != NULL)
     cb(ud);

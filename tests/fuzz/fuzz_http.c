@@ -200,7 +200,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tlc__http_view_t v;
   tlc__http_req_t rq;
   tlc__http_resp_t rs;
-  tlc__http_live_t live;
+  tlc__http_live_t live, live2;
+  tlc__http_live_cache_t cache;
   size_t off = 2, len = 0;
   char *body;
   if (!ready)
@@ -239,12 +240,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)tlc__http_unescape(path, strlen(path), u, sizeof(u));
   }
   memset(&live, 0, sizeof(live));
+  memset(&live2, 0, sizeof(live2));
+  memset(&cache, 0, sizeof(cache));
   while (line(data, size, &off, cmd, sizeof(cmd))) {
     tlc_out_t o;
     (void)tlc__http_live_command(&live, cmd, strlen(cmd));
     tlc_out_init(&o, 1u << 22, NULL, NULL);
     (void)tlc__http_live_message(&v, &live, v.max_response, 1, &o);
     tlc_out_fini(&o);
+    /* the shared path: two sockets, one in step, one changing its mind */
+    if (cmd[0] & 1)
+      tlc__http_live_cache_tick(&cache, 2);
+    (void)tlc__http_live_command(&live2, cmd, strlen(cmd));
+    tlc_out_init(&o, 1u << 22, NULL, NULL);
+    (void)tlc__http_live_shared(&v, &cache, &live2, v.max_response, &o);
+    tlc_out_fini(&o);
   }
+  tlc__http_live_cache_fini(&cache);
   return 0;
 }
