@@ -117,10 +117,13 @@ class Dashboard(threading.Thread):
             return
 
 
-def ingest_run(io, a, port):
+def ingest_run(io, a, port, dm):
+    """(MB/s, daemon CPU seconds per GiB ingested) of one run."""
+    c0 = dm.cpu()
     out, _ = B.run_child([io, "send", "127.0.0.1:%d" % port, "--mib", str(a.mib), "--passes",
                           str(a.passes)], 900)
-    return B.json_lines(out)[0]["mbps"]
+    r = B.json_lines(out)[0]
+    return r["mbps"], (dm.cpu() - c0) / (r["bytes"] / 2 ** 30)
 
 
 def part_dashboards(a, build):
@@ -131,16 +134,20 @@ def part_dashboards(a, build):
                              "--serve", "", "--http", "127.0.0.1:%d" % hport,
                              "--state-dir", os.path.join(d, "state")])
     try:
-        ingest_run(io, a, port)  # warm-up: the target and its 4,000 rows exist from here on
-        without, with_, msgs = [], [], []
+        ingest_run(io, a, port, dm)  # warm-up: the target and its 4,000 rows exist from here on
+        without, with_, msgs, cwo, cw = [], [], [], [], []
         for _ in range(a.pairs):
-            without.append(ingest_run(io, a, port))
+            mbps, cpu = ingest_run(io, a, port, dm)
+            without.append(mbps)
+            cwo.append(cpu)
             dash = [Dashboard(hport) for _ in range(a.dashboards)]
             for x in dash:
                 x.start()
             time.sleep(1.5)  # every dashboard has had its first (full) message
             m0 = sum(x.msgs for x in dash)
-            with_.append(ingest_run(io, a, port))
+            mbps, cpu = ingest_run(io, a, port, dm)
+            with_.append(mbps)
+            cw.append(cpu)
             msgs.append(sum(x.msgs for x in dash) - m0)
             mb = sum(x.bytes for x in dash)
             for x in dash:
@@ -155,6 +162,11 @@ def part_dashboards(a, build):
         print("dashboards: ratio per pair %s; median %.3f (target >= 0.97: %s)"
               % (" ".join("%.3f" % r for r in ratios), B.median(ratios),
                  "MET" if B.median(ratios) >= 0.97 else "NOT MET"))
+        cr = [o / w for o, w in zip(cwo, cw)]
+        print("dashboards: daemon CPU s per GiB without %s, with %s; ratio without/with per "
+              "pair %s, median %.3f (1.0 = dashboards cost the loop nothing per byte)"
+              % (" ".join("%.2f" % x for x in cwo), " ".join("%.2f" % x for x in cw),
+                 " ".join("%.3f" % x for x in cr), B.median(cr)))
         dm.stop()
     finally:
         dm.kill()

@@ -120,43 +120,54 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
 
 static const char *const kind_name[3] = { "code", "data", "state" };
 
+/* A row as an array, in the order of COLS (the names are sent once per message). */
+#define COLS                                                                                       \
+  "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
+  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\"]"
+
+static void opt_v(tlc_out_t *o, int has, int64_t v) {
+  tlc_out_putc(o, ',');
+  if (has)
+    tlc_out_i64(o, v);
+  else
+    tlc_out_puts(o, "null");
+}
+
 static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *s) {
   const tlc_map_area_t *ma = tlc_mapping_row_entry(m, s);
   char cb[64];
   const char *ctx =
       s->kind == TLC_ROW_CODE ? tlc_mapping_ctx_display(m, t, s->context, cb, sizeof(cb)) : "";
-  int code = s->kind == TLC_ROW_CODE;
   unsigned k, w;
-  tlc_out_puts(o, "{\"handle\": \"");
+  int netok = tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0;
+  tlc_out_puts(o, "[\"");
   tlc_out_hex(o, s->handle, 8);
-  tlc_out_puts(o, "\", \"name\": ");
+  tlc_out_puts(o, "\",");
   tlc_json_string(o, ma != NULL ? ma->name : "");
-  tlc_out_puts(o, ", \"context\": ");
+  tlc_out_putc(o, ',');
   tlc_json_string(o, ctx);
-  tlc_out_printf(o, ", \"kind\": \"%s\", \"state\": %" PRIu64 ", \"count\": %" PRIu64,
-                 kind_name[s->kind < 3 ? s->kind : 0], s->state, s->count);
+  tlc_out_printf(o, ",\"%s\",", kind_name[s->kind < 3 ? s->kind : 0]);
+  tlc_out_u64(o, s->state);
+  tlc_out_putc(o, ',');
+  tlc_out_u64(o, s->count);
   for (k = TLC_NET; k <= TLC_CALL; k++) {
-    static const char *const kn[3] = { "net", "gross", "call" };
     int applies = tlc_stat_kind_applies(s, k);
-    const tlc_dist_t *d = &s->dist[k];
-    opt_i64(o, kn[k], applies, s->total[k]);
-    tlc_out_printf(o, ", \"avg_%s\": ", kn[k]);
-    if (applies && d->n > 0)
-      tlc_out_i64(o, tlc_dist_avg(d));
-    else
-      tlc_out_puts(o, "null");
+    opt_v(o, applies, s->total[k]);
+    opt_v(o, applies && s->dist[k].n > 0, applies ? tlc_dist_avg(&s->dist[k]) : 0);
   }
-  opt_i64(o, "max_net", tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0,
-          s->dist[TLC_NET].max);
-  opt_i64(o, "p99_net",
-          tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0 && s->dist[TLC_NET].has_q,
-          s->dist[TLC_NET].q[2]);
-  tlc_out_puts(o, ", \"w\": [");
-  for (w = 0; w < s->nwin; w++)
-    tlc_out_printf(o, "%s[%" PRIu64 ", %" PRId64 "]", w ? ", " : "", s->win[w].count,
-                   code || s->kind == TLC_ROW_STATE ? s->win[w].k[TLC_NET].sum : 0);
-  tlc_out_puts(o, "]}");
-  (void)code;
+  opt_v(o, netok, s->dist[TLC_NET].max);
+  opt_v(o, netok && s->dist[TLC_NET].has_q, s->dist[TLC_NET].q[2]);
+  tlc_out_puts(o, ",[");
+  for (w = 0; w < s->nwin; w++) {
+    if (w)
+      tlc_out_putc(o, ',');
+    tlc_out_putc(o, '[');
+    tlc_out_u64(o, s->win[w].count);
+    tlc_out_putc(o, ',');
+    tlc_out_i64(o, s->kind != TLC_ROW_DATA ? s->win[w].k[TLC_NET].sum : 0);
+    tlc_out_putc(o, ']');
+  }
+  tlc_out_puts(o, "]]");
 }
 
 /* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq
@@ -194,7 +205,7 @@ static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t sin
                    full ? "true" : "false", t.last_time);
     for (nw = 0; nw < t.nwindows; nw++)
       tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t.window_ns[nw]);
-    tlc_out_puts(o, "], \"rows\": [");
+    tlc_out_puts(o, "], \"cols\": " COLS ", \"rows\": [");
     for (r = 0; r < t.nrows; r++) {
       if (o->total - start > max_bytes) {
         cut = 1;

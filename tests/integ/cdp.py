@@ -51,13 +51,14 @@ def frame(payload, opcode=1, mask=True, fin=True, rsv=0):
 
 
 def recv_exact(s, n):
-    out = b""
-    while len(out) < n:
-        b = s.recv(n - len(out))
-        if not b:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = s.recv_into(view[got:])
+        if not k:
             raise EOFError("WebSocket closed")
-        out += b
-    return out
+        got += k
+    return bytes(buf)
 
 
 def recv_message(s):

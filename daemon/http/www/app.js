@@ -198,7 +198,12 @@ function renderAreas(t, a) {
     S.rows.clear();
   } else {
     if (a.full) S.rows.clear();
-    for (const r of a.rows) S.rows.set(rowId(r), r);
+    // rows come as arrays in the order of a.cols (the names are sent once per message)
+    for (const arr of a.rows) {
+      const r = {};
+      a.cols.forEach((c, i) => { r[c] = arr[i]; });
+      S.rows.set(rowId(r), r);
+    }
   }
   // chart: a point per message, for every charted area (rates from cumulative values)
   const point = [new Date(t)];
