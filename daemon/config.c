@@ -6,7 +6,8 @@
  * error is kept (inih goes on parsing; later errors are usually consequences).
  *
  * The command line uses the same key table as [daemon] (`--max-connections 64` is
- * `max_connections = 64`), so every option exists in both places by construction.
+ * `max_connections = 64`), so every option exists in both places by construction: the
+ * getopt_long option array is built from that table (cli_build_options).
  *
  * Caps: at most TLC_CFG_MAX_SOURCES sources and TLC_CFG_MAX_TARGETS [target] sections; values
  * are bounded by their fields (fixed-size strings, checked numbers). No allocation beyond the
@@ -18,11 +19,13 @@
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <ini.h>
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +271,16 @@ static const dkey_t dkeys[] = {
   { "http", K_ADDR, OFF(http), FSZ(http), 0 },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
   { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000 },
+  /* NATS publisher (daemon/fleet) */
+  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0 },
+  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0 }, /* --nats URL (SPEC 5) */
+  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0 },
+  { "nats_subject", K_STR, OFF(nats_subject), FSZ(nats_subject), 0 },
+  { "nats_interval", K_DUR, OFF(nats_interval_ms), 0, 3600000 },
+  { "nats_full_interval", K_DUR, OFF(nats_full_interval_ms), 0, 86400000 },
+  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30 },
+  { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50 },
 };
 
 static const dkey_t *find_dkey(const char *name) {
@@ -750,6 +763,11 @@ int tlc_config_init(tlc_config_t *c) {
   snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
   c->metrics_areas = 20;
   c->http_max_connections = 64;
+  c->nats_interval_ms = 1000;
+  c->nats_full_interval_ms = 60000;
+  c->nats_buffer = 8ull << 20;
+  c->nats_max_age_ms = 7ull * 86400 * 1000;
+  c->nats_max_bytes = 1ull << 30;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -844,8 +862,46 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
   return 0;
 }
 
-static const char *const cli_takes_value[] = { "config", "listen",  "dial",
-                                               "serial", "mapping", "context-area" };
+/* ---- command line: getopt_long, its long options built from the [daemon] key table ---- */
+
+/* Options that are not [daemon] keys. */
+static const struct {
+  const char *name;
+  int has_arg;
+} cli_extra[] = { { "config", required_argument },  { "listen", required_argument },
+                  { "dial", required_argument },    { "serial", required_argument },
+                  { "mapping", required_argument }, { "context-area", required_argument },
+                  { "no-store", no_argument },      { "check-config", no_argument },
+                  { "help", no_argument },          { "version", no_argument } };
+
+#define CLI_NEXTRA (sizeof(cli_extra) / sizeof(cli_extra[0]))
+#define CLI_NDKEYS (sizeof(dkeys) / sizeof(dkeys[0]))
+#define CLI_VAL0   256 /* getopt_long's val for long option i: CLI_VAL0 + i */
+
+/* The long options: cli_extra, then every dkeys[] name with '-' for '_'. Built once from the
+ * tables, so a key added to dkeys[] is an option without further code. */
+static struct option cli_longopts[CLI_NEXTRA + CLI_NDKEYS + 1];
+static char cli_dashed[CLI_NDKEYS][64];
+
+static void cli_build_options(void) {
+  size_t n = 0;
+  if (cli_longopts[0].name != NULL)
+    return;
+  for (size_t i = 0; i < CLI_NEXTRA; i++, n++) {
+    cli_longopts[n].name = cli_extra[i].name;
+    cli_longopts[n].has_arg = cli_extra[i].has_arg;
+    cli_longopts[n].val = CLI_VAL0 + (int)n;
+  }
+  for (size_t i = 0; i < CLI_NDKEYS; i++, n++) {
+    size_t j;
+    for (j = 0; dkeys[i].name[j] != '\0' && j + 1 < sizeof(cli_dashed[i]); j++)
+      cli_dashed[i][j] = dkeys[i].name[j] == '_' ? '-' : dkeys[i].name[j];
+    cli_dashed[i][j] = '\0';
+    cli_longopts[n].name = cli_dashed[i];
+    cli_longopts[n].has_arg = required_argument;
+    cli_longopts[n].val = CLI_VAL0 + (int)n;
+  }
+}
 
 static void usage(FILE *f) {
   fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
@@ -859,83 +915,94 @@ static void usage(FILE *f) {
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
+        "       tlcapd --version\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
-        "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
+        "'_' (see docs/configuration.md). Short options: -c FILE (--config), -q (--log-level\n"
+        "warn), -v (--log-level debug), -h (--help), -V (--version).\n"
+        "Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
         f);
 }
 
+/* The name getopt_long stopped at (argv element without "=value"), for messages. */
+static void cli_bad_name(char **argv, int optind_, char *buf, size_t len) {
+  const char *a = optind_ > 0 ? argv[optind_ - 1] : "";
+  snprintf(buf, len, "%.*s", (int)strcspn(a, "="), a);
+}
+
 int tlc_cli_parse(tlc_cli_t *cli, int argc, char **argv, char *err, size_t errlen) {
+  int c, idx;
   memset(cli, 0, sizeof(*cli));
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = NULL;
-    char key[64];
-    const char *eq;
-    size_t kl;
-    int needs = 0;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+  cli_build_options();
+  optind = 0; /* GNU: a full re-initialisation (the parse may run more than once) */
+  opterr = 0;
+  /* '+': stop at the first non-option (there are none; it is reported below). */
+  while ((c = getopt_long(argc, argv, "+:c:hVqv", cli_longopts, &idx)) != -1) {
+    const char *name = NULL, *v = optarg;
+    char bad[64];
+    switch (c) {
+    case 'h':
+      usage(stdout);
+      return 1;
+    case 'V':
+      fputs("tlcapd " TLC_VERSION "\n", stdout);
+      return 1;
+    case 'c':
+      cli->config = optarg;
+      continue;
+    case 'q':
+    case 'v':
+      name = "log-level";
+      v = c == 'q' ? "warn" : "debug";
+      break;
+    case ':':
+      if (optopt >= CLI_VAL0)
+        seterr(err, errlen, "command line: --%s needs a value",
+               cli_longopts[optopt - CLI_VAL0].name);
+      else
+        seterr(err, errlen, "command line: -%c needs a value", optopt);
+      return TLC_EINVAL;
+    case '?':
+      cli_bad_name(argv, optind, bad, sizeof(bad));
+      if (optopt >= CLI_VAL0)
+        seterr(err, errlen, "command line: --%s takes no value",
+               cli_longopts[optopt - CLI_VAL0].name);
+      else if (optopt != 0)
+        seterr(err, errlen, "command line: unknown option \"-%c\"", optopt);
+      else
+        seterr(err, errlen, "command line: unknown option \"%s\"", bad);
+      return TLC_EINVAL;
+    default:
+      name = cli_longopts[c - CLI_VAL0].name;
+      break;
+    }
+    if (strcmp(name, "help") == 0) {
       usage(stdout);
       return 1;
     }
-    if (strcmp(a, "--version") == 0) {
-      fputs("tlcapd 0.1.0\n", stdout);
+    if (strcmp(name, "version") == 0) {
+      fputs("tlcapd " TLC_VERSION "\n", stdout);
       return 1;
     }
-    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-      seterr(err, errlen, "command line: unexpected argument \"%s\"", a);
-      return TLC_EINVAL;
-    }
-    a += 2;
-    eq = strchr(a, '=');
-    kl = eq != NULL ? (size_t)(eq - a) : strlen(a);
-    if (kl >= sizeof(key)) {
-      seterr(err, errlen, "command line: unknown option \"--%s\"", a);
-      return TLC_EINVAL;
-    }
-    memcpy(key, a, kl);
-    key[kl] = '\0';
-    if (strcmp(key, "no-store") == 0 || strcmp(key, "check-config") == 0) {
-      if (eq != NULL) {
-        seterr(err, errlen, "command line: --%s takes no value", key);
-        return TLC_EINVAL;
-      }
-      if (strcmp(key, "check-config") == 0)
-        cli->check_only = 1;
-    } else {
-      char dk[64];
-      for (size_t j = 0; j < sizeof(cli_takes_value) / sizeof(cli_takes_value[0]); j++)
-        if (strcmp(key, cli_takes_value[j]) == 0)
-          needs = 1;
-      for (size_t j = 0; j <= kl; j++)
-        dk[j] = key[j] == '-' ? '_' : key[j];
-      if (!needs && find_dkey(dk) == NULL) {
-        seterr(err, errlen, "command line: unknown option \"--%s\"", key);
-        return TLC_EINVAL;
-      }
-      if (eq != NULL) {
-        v = eq + 1;
-      } else {
-        if (i + 1 >= argc) {
-          seterr(err, errlen, "command line: --%s needs a value", key);
-          return TLC_EINVAL;
-        }
-        v = argv[++i];
-      }
-    }
-    if (strcmp(key, "config") == 0) {
+    if (strcmp(name, "config") == 0) {
       cli->config = v;
       continue;
     }
+    if (strcmp(name, "check-config") == 0)
+      cli->check_only = 1;
     if (cli->n == TLC_CFG_MAX_CLI) {
       seterr(err, errlen, "command line: more than %d options", TLC_CFG_MAX_CLI);
       return TLC_EINVAL;
     }
-    /* Keep the option name inside argv: point just past "--". */
-    cli->opt[cli->n] = argv[i - (v != NULL && eq == NULL ? 1 : 0)] + 2;
+    /* The name is the option table's (static); the value points into argv. */
+    cli->opt[cli->n] = name;
     cli->val[cli->n] = v;
     cli->n++;
-    if (strcmp(key, "listen") == 0 || strcmp(key, "dial") == 0 || strcmp(key, "serial") == 0)
+    if (strcmp(name, "listen") == 0 || strcmp(name, "dial") == 0 || strcmp(name, "serial") == 0)
       cli->nsources++;
+  }
+  if (optind < argc) {
+    seterr(err, errlen, "command line: unexpected argument \"%s\"", argv[optind]);
+    return TLC_EINVAL;
   }
   return 0;
 }
@@ -1044,6 +1111,18 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
   }
   if (c->status_interval_ms < 100) {
     seterr(err, errlen, "[daemon] status_interval: must be at least 100ms");
+    return TLC_EINVAL;
+  }
+  if (c->nats_url[0] != '\0' && strncmp(c->nats_url, "nats://", 7) != 0 &&
+      strncmp(c->nats_url, "tls://", 6) != 0) {
+    seterr(err, errlen,
+           "[daemon] nats_url: expected nats://HOST[:PORT] or tls://HOST[:PORT], got \"%s\"",
+           c->nats_url);
+    return TLC_EINVAL;
+  }
+  if (c->nats_url[0] != '\0' && (c->nats_interval_ms < 50 || c->nats_buffer < 65536)) {
+    seterr(err, errlen,
+           "[daemon] nats_interval must be at least 50ms and nats_buffer at least 64K");
     return TLC_EINVAL;
   }
   if (*c->state_dir == '\0') {

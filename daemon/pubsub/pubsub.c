@@ -71,6 +71,7 @@
 #include "frame.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -2307,6 +2308,19 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     k++;
   }
   tl.n_targets = k;
+  tlc_ps_nats_t nst;
+  Tlcap__NatsStatus ns;
+  memset(&nst, 0, sizeof(nst));
+  if (ps->p.nats != NULL && ps->p.nats(ps->p.nats_ud, &nst) == 0) {
+    tlcap__nats_status__init(&ns);
+    ns.url = (char *)(nst.url != NULL ? nst.url : "");
+    ns.connected = nst.connected != 0;
+    ns.published = nst.published;
+    ns.dropped = nst.dropped;
+    ns.reconnects = nst.reconnects;
+    ns.stream_ready = nst.stream_ready != 0;
+    tl.nats = &ns;
+  }
   sub_send(s, &sm);
   tlc_pb_arena_fini(&a);
 }
@@ -2690,7 +2704,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o) {
   o->request_timeout_ms = 30000;
   o->auth_fail_delay_ms = 250;
   o->unix_mode = 0660;
-  o->daemon_version = "tlcapd";
+  o->daemon_version = "tlcapd " TLC_VERSION;
 }
 
 int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_provider_t *p,

@@ -106,7 +106,9 @@ static int f_context(void *ud, size_t i, uint32_t context, tlc_ctx_t *c) {
   return tlc_engine_context(eng[i], context, c);
 }
 
-static tlc_ps_provider_t pv = { f_count, f_info, f_find, f_snapshot, f_mapping, NULL, NULL, NULL };
+static tlc_ps_provider_t pv = {
+  .count = f_count, .info = f_info, .find = f_find, .snapshot = f_snapshot, .mapping = f_mapping
+};
 
 static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
                int64_t t) {
