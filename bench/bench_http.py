@@ -8,7 +8,7 @@ BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench)
 
 1. scrape: one `tlcapd --no-store --serve ""` with N targets (default 100), each with A
    function areas (default 50) called on 2 cores (so /metrics exports Neutral rows, histograms
-   included; metrics_areas 20 per target). S scrapes of /metrics (default 50) on one kept-alive
+   included; --metrics-areas, default 20, per target). S scrapes of /metrics (default 50) on one kept-alive
    connection, then S requests of a 404 path (the HTTP overhead alone) as the baseline. The
    figure is the daemon's CPU time per request (the daemon does nothing else meanwhile, and
    its loop is its only busy thread), with the client's wall time per request beside it.
@@ -77,6 +77,7 @@ def part_scrape(a, build):
     port, hport = B.free_port(), B.free_port()
     dm = B.Daemon(build, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--no-store",
                              "--serve", "", "--http", "127.0.0.1:%d" % hport,
+                             "--metrics-areas", str(a.metrics_areas),
                              "--state-dir", os.path.join(d, "state")])
     try:
         per = fill_targets(port, a.targets, a.areas)
@@ -85,7 +86,7 @@ def part_scrape(a, build):
         cpu_m, wall_m, size = timed_requests(dm.pid, hport, "/metrics", a.scrapes)
         cpu_b, wall_b, _ = timed_requests(dm.pid, hport, "/nowhere", a.scrapes)
         print("scrape: %d targets x %d areas (2 cores; %d area series each), body %d bytes"
-              % (a.targets, a.areas, min(a.areas, 20), size))
+              % (a.targets, a.areas, min(a.areas, a.metrics_areas), size))
         print("scrape: daemon CPU per /metrics %.2f ms (wall %.2f ms); per 404 request "
               "%.3f ms (wall %.3f ms); target < 5 ms: %s"
               % (cpu_m, wall_m, cpu_b, wall_b, "MET" if cpu_m < 5 else "NOT MET"))
@@ -178,6 +179,7 @@ def main():
     ap.add_argument("--targets", type=int, default=100)
     ap.add_argument("--areas", type=int, default=50)
     ap.add_argument("--scrapes", type=int, default=50)
+    ap.add_argument("--metrics-areas", type=int, default=20)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--passes", type=int, default=4)

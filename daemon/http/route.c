@@ -40,8 +40,9 @@ void tlc__http_resp_fini(tlc__http_resp_t *rs) {
 }
 
 static void body_reset(tlc__http_resp_t *rs) {
-  /* an error document always fits (its message is at most 300 bytes) */
-  size_t max = rs->body.max < 1024 ? 1024 : rs->body.max;
+  /* an error document always fits: its message is at most 300 bytes, 6 each once escaped
+   * (\ufffd for a byte that is not UTF-8) */
+  size_t max = rs->body.max < 4096 ? 4096 : rs->body.max;
   tlc_out_fini(&rs->body);
   tlc_out_init(&rs->body, max, NULL, NULL);
   rs->static_body = NULL;
