@@ -74,7 +74,8 @@ static const struct {
               { "tcp", TLC_LOGC_TCP },       { "dial", TLC_LOGC_DIAL },
               { "serial", TLC_LOGC_SERIAL }, { "target", TLC_LOGC_TARGET },
               { "notify", TLC_LOGC_NOTIFY }, { "pubsub", TLC_LOGC_PUBSUB },
-              { "store", TLC_LOGC_STORE },   { "engine", TLC_LOGC_ENGINE } };
+              { "store", TLC_LOGC_STORE },   { "engine", TLC_LOGC_ENGINE },
+              { "efl", TLC_LOGC_EFL } };
 
 static const char *const level_names[] = { "emerg", "alert",  "crit", "err",
                                            "warn",  "notice", "info", "debug" };
