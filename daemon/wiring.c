@@ -743,10 +743,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s (port %d)", d->cfg.serve, bound);
     }
   }
-#ifdef TLC_HAVE_HTTP
-  if ((r = http_start(w)) != 0)
-    goto fail;
-#endif
   if (d->cfg.nats_url[0] != '\0') {
     tlc_fleet_opts_t fo;
     memset(&fo, 0, sizeof(fo));
@@ -782,6 +778,15 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
 fail:
   tlc_wiring_close(w);
   return r != 0 ? r : TLC_EINVAL;
+}
+
+int tlc_wiring_start_http(tlc_wiring_t *w) {
+#ifdef TLC_HAVE_HTTP
+  return w != NULL ? http_start(w) : 0;
+#else
+  (void)w;
+  return 0;
+#endif
 }
 
 int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
