@@ -542,8 +542,9 @@ static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) 
   return tlc_engine_context(w->d->targets.v[index]->engine, context, c);
 }
 
-/* Starts the HTTP port on d->cfg.http ("" = off). Without a token check (SPEC 8), only a
- * loopback address is served: any other is refused with a message. The default address
+/* Starts the HTTP port on d->cfg.http ("" = off). SPEC 8: beyond loopback only with a token
+ * file (a warning without TLS); the token and the TLS files are the subscriber port's. The
+ * default address
  * already in use (another tlcapd on this host) is a warning, not a failure; an address the
  * configuration names is a start-up failure, as the subscriber port's is. */
 static int http_start(tlc_wiring_t *w) {
@@ -561,12 +562,19 @@ static int http_start(tlc_wiring_t *w) {
     return TLC_EINVAL;
   }
   if (!tlc_http_host_is_loopback(host)) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
-            "http: refusing to serve %s: this build has no token check for the HTTP port, so "
-            "it binds loopback addresses only (127.0.0.1, ::1, localhost); reach it through an "
-            "SSH tunnel or a reverse proxy, or set http = \"\" to turn it off",
-            c->http);
-    return TLC_EINVAL;
+    if (w->auth == NULL) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
+              "http: refusing to serve %s: beyond loopback the HTTP port needs token_file "
+              "(--token-file FILE; SPEC 8), and should have tls_cert/tls_key; or bind "
+              "127.0.0.1 and reach it through an SSH tunnel, or set http = \"\"",
+              c->http);
+      return TLC_EINVAL;
+    }
+    if (w->tls == NULL)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "http: %s is beyond loopback without TLS: the token crosses the network in "
+              "clear (set tls_cert/tls_key)",
+              c->http);
   }
   tlc_http_opts_default(&ho);
   ho.host = host;
@@ -577,6 +585,9 @@ static int http_start(tlc_wiring_t *w) {
 #ifdef TLC_VERSION
   ho.version = TLC_VERSION;
 #endif
+  ho.auth = w->auth; /* SPEC 8: the same token as the subscriber port */
+  ho.tls_cert = w->tls != NULL ? c->tls_cert : NULL;
+  ho.tls_key = w->tls != NULL ? c->tls_key : NULL;
   ho.log = http_log;
   ho.log_ud = w;
   memset(&src, 0, sizeof(src));

@@ -16,6 +16,7 @@
 #ifndef TLC_HTTP_H
 #define TLC_HTTP_H
 
+#include "auth.h"
 #include "provider.h"
 
 #include <stddef.h>
@@ -72,6 +73,13 @@ typedef struct tlc_http_opts {
   uint32_t live_ms;       /* live WebSocket update period (default 1000; 100..10000) */
   int64_t start_unix_ms;  /* daemon start, for tlcap_uptime_seconds */
   const char *version;    /* for tlcap_build_info */
+  /* SPEC 8: with a token (borrowed, outlives the server), /metrics and /api/ answer only a
+   * request with "Authorization: Bearer TOKEN" (else 401, after the token module's delay for
+   * a peer that keeps failing), and a live WebSocket is sent nothing before its first message
+   * "token TOKEN" (a wrong one closes it, 1008). The page's files need no token. */
+  tlc_auth_t *auth;
+  const char *tls_cert, *tls_key; /* PEM files: the port speaks TLS (read at creation only;
+                                     NULL or "": plain HTTP) */
   void (*log)(void *ud, int level, const char *msg); /* syslog levels as log.h; may be NULL */
   void *log_ud;
 } tlc_http_opts_t;
@@ -85,6 +93,7 @@ typedef struct tlc_http_stats {
   uint64_t ws_messages;  /* live messages sent */
   uint64_t ws_coalesced; /* live updates merged into a later one (slow reader) */
   uint64_t ws_bad;       /* live connections closed for a bad message */
+  uint64_t auth_failed;  /* requests and live sockets refused for a missing or wrong token */
   size_t connections;    /* open now */
   size_t websockets;     /* live WebSockets open now */
   size_t inflight_bytes; /* response bytes not yet sent */

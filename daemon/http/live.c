@@ -32,6 +32,8 @@ int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len) {
   size_t i;
   while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
     len--;
+  if (len > 6 && memcmp(msg, "token ", 6) == 0)
+    return 0; /* the socket's token (server.c checks the first one; later ones change nothing) */
   if (len == 8 && memcmp(msg, "overview", 8) == 0) {
     l->target[0] = '\0';
     l->since_seq = 0;

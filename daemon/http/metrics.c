@@ -301,6 +301,9 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     family(o, om, "tlcap_http_ws_coalesced_total", "counter",
            "Live updates merged into a later one for a slow dashboard.");
     tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", v->st->ws_coalesced);
+    family(o, om, "tlcap_http_auth_failed_total", "counter",
+           "Requests and live sockets refused for a missing or wrong token.");
+    tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", v->st->auth_failed);
     family(o, om, "tlcap_http_ws_bad_total", "counter",
            "Live WebSockets closed for a bad message or frame.");
     tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);

@@ -39,6 +39,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -96,6 +97,8 @@ struct pss {
   size_t len, off;
   size_t inflight; /* counted in st.inflight_bytes */
   int close_after;
+  int deny;   /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
+  int authed; /* live: its token was accepted (or none is needed) */
   /* live */
   pss_t *prev, *next;
   struct lws *wsi;
@@ -205,6 +208,30 @@ static int sec(struct lws *wsi, unsigned char **hp, unsigned char *end) {
   return 0;
 }
 
+/* The token rule for a request (path as lws gives it): the page's files need none. Returns 1
+ * when the request may be answered, else 0 with *delay_ms the time to wait before the 401. */
+static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *delay_ms) {
+  char hdr[TLC_AUTH_MAX_TOKEN + 32], ip[64];
+  int n;
+  const char *tok = "";
+  size_t tl = 0;
+  *delay_ms = 0;
+  if (h->o.auth == NULL || (strncmp(path, "/metrics", 8) != 0 && strncmp(path, "/api/", 5) != 0))
+    return 1;
+  n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) > 0
+          ? lws_hdr_copy(wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION)
+          : -1;
+  if (n > 7 && strncasecmp(hdr, "Bearer ", 7) == 0) {
+    tok = hdr + 7;
+    tl = (size_t)n - 7;
+  }
+  if (tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), tok, tl, uv_now(h->loop),
+                     delay_ms))
+    return 1;
+  h->st.auth_failed++;
+  return 0;
+}
+
 /* Sends the headers and arranges the body. Returns 0, or -1 to close. */
 static int respond(struct lws *wsi, pss_t *p, const char *path) {
   tlc_http_t *h = p->h;
@@ -233,7 +260,23 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   if (h->o.max_inflight - h->st.inflight_bytes < h->view.max_response)
     h->view.max_response = h->o.max_inflight - h->st.inflight_bytes;
   tlc__http_resp_init(&rs, h->view.max_response > 0 ? h->view.max_response : 1);
-  tlc__http_route(&h->view, &rq, &rs);
+  {
+    uint64_t delay = 0;
+    if (!token_ok(wsi, h, path, &delay)) {
+      /* SPEC 8: an error and nothing else (no target names, no counters) */
+      tlc__http_error(&rs, 401, "a token is needed: Authorization: Bearer TOKEN");
+      if (delay > 0 && !p->deny) {
+        /* the token module's delay for a peer that keeps failing: answered later */
+        tlc__http_resp_fini(&rs);
+        p->deny = 1;
+        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
+        return 0;
+      }
+    } else {
+      tlc__http_route(&h->view, &rq, &rs);
+    }
+  }
+  p->deny = 0;
   if (rs.status == 503)
     h->st.busy++;
   h->st.requests++;
@@ -254,6 +297,9 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   p->close_after = strcmp(rq.method, "GET") != 0 && !head; /* a body we did not read */
   if (lws_add_http_common_headers(wsi, (unsigned)rs.status, rs.ctype, (lws_filepos_t)len, &hp,
                                   end) ||
+      (rs.status == 401 && lws_add_http_header_by_name(
+                               wsi, (const unsigned char *)"www-authenticate:",
+                               (const unsigned char *)"Bearer realm=\"tlcapd\"", 21, &hp, end)) ||
       (rs.allow != NULL && lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
                                                        (const unsigned char *)rs.allow,
                                                        (int)strlen(rs.allow), &hp, end)) ||
@@ -318,9 +364,16 @@ static int ws_send(struct lws *wsi, pss_t *p) {
   char *buf;
   size_t len;
   int n;
-  if (!p->due)
+  if (!p->due || p->deny)
     return 0;
   p->due = 0;
+  if (!p->authed) {
+    /* a token is needed: say so, once; nothing else until it comes */
+    static const char need[] = "{\"type\": \"auth\", \"message\": \"send: token TOKEN\"}";
+    unsigned char m[LWS_PRE + sizeof(need)];
+    memcpy(m + LWS_PRE, need, sizeof(need) - 1);
+    return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
+  }
   tlc_out_init(&o, h->o.max_ws_message + (1u << 20), NULL, NULL);
   tlc_out_write(&o, pre, LWS_PRE);
   if (h->live.tick == 0)
@@ -361,6 +414,33 @@ static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
   l->rxlen += len;
   if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
     return 0;
+  if (!p->authed && !(l->rxlen > 6 && memcmp(l->rx, "token ", 6) == 0)) {
+    l->rxlen = 0; /* before its token a socket is sent nothing, and its commands are dropped */
+    return 0;
+  }
+  if (!p->authed) {
+    /* SPEC 8: a live socket's "token TOKEN"; nothing was sent to it before but the request */
+    char ip[64];
+    uint64_t delay = 0;
+    int ok = tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), l->rx + 6,
+                            l->rxlen - 6, uv_now(h->loop), &delay);
+    l->rxlen = 0;
+    if (!ok) {
+      h->st.auth_failed++;
+      lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"bad token", 9);
+      if (delay > 0) {
+        p->deny = 1;
+        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
+        lws_rx_flow_control(wsi, 0); /* nothing more from it meanwhile */
+        return 0;
+      }
+      return -1;
+    }
+    p->authed = 1;
+    p->due = 1;
+    lws_callback_on_writable(wsi);
+    return 0;
+  }
   if (tlc__http_live_command(l, l->rx, l->rxlen) != 0) {
     h->st.ws_bad++;
     lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
@@ -378,6 +458,8 @@ static void tick_cb(uv_timer_t *t) {
   if (h->ws != NULL)
     tlc__http_live_cache_tick(&h->live, now_unix_ms());
   for (pss_t *p = h->ws; p != NULL; p = p->next) {
+    if (!p->authed)
+      continue;
     if (p->due)
       h->st.ws_coalesced++; /* the previous update is still waiting for the socket */
     p->due = 1;
@@ -437,7 +519,20 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if (p == NULL || p->h == NULL)
       return -1;
+    if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
+      char uri[256];
+      if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) < 0)
+        snprintf(uri, sizeof(uri), "/api/");
+      return respond(wsi, p, uri);
+    }
     return send_chunk(wsi, p);
+  case LWS_CALLBACK_TIMER:
+    if (p != NULL && p->deny) {
+      if (p->is_ws)
+        return -1; /* a live socket with a wrong token: closed after the delay */
+      lws_callback_on_writable(wsi);
+    }
+    return 0;
   case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
     char uri[64];
     if (in == NULL || strcmp((const char *)in, "websocket") != 0)
@@ -466,7 +561,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       h->st.websockets++;
       h->view.websockets = h->st.websockets;
     }
-    p->due = 1; /* the first message at once */
+    p->authed = h->o.auth == NULL;
+    p->due = 1; /* the first message at once (or "a token is needed") */
     lws_callback_on_writable(wsi);
     return 0;
   case LWS_CALLBACK_RECEIVE:
@@ -636,6 +732,12 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
   if (strchr(h->host, ':') == NULL)
     info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+  if (o->tls_cert != NULL && o->tls_cert[0] != '\0') {
+    /* TLS through lws's OpenSSL, from the same PEM files as the subscriber port */
+    info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.ssl_cert_filepath = o->tls_cert;
+    info.ssl_private_key_filepath = o->tls_key;
+  }
   info.iface = h->host;
   info.port = o->port;
   info.protocols = protocols;

@@ -6,6 +6,7 @@ The model: a bin11 stream of non-nested calls on several cores (so the Neutral c
 what /metrics exports), some suspended once inside (S ... R), with NET samples drawn around
 the histogram's edges; the expected calls, net seconds and bucket counts are computed here from
 the records sent, never read from the daemon."""
+import http.client
 import json
 import os
 import random
@@ -354,4 +355,85 @@ def test_addresses(d):
     T.eq(rc, 0, "exit status with the default address busy")
 
 
-T.main([test_metrics_against_model, test_api, test_addresses, test_prometheus_scrape])
+def test_token_and_tls(d):
+    """SPEC 8 on the HTTP port: with --token-file, /metrics and /api/ answer only a Bearer
+    token (else 401 JSON and nothing else), the page's files need none, a live WebSocket is
+    sent nothing but a request for the token until its "token TOKEN" (a wrong one closes it);
+    a non-loopback address is served with a token; with --tls-cert/--tls-key the port speaks
+    TLS."""
+    import ssl
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cdp
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write("s3cret-token\n")
+    os.chmod(tok, 0o600)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
+                  http="0.0.0.0:%d" % hport)
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=secretname format=bin11\n" + D.calls(10))
+        dm.wait_stats(lambda st: any(t["events"] == 20 for t in st["targets"]), what="events")
+        for path in ("/metrics", "/api/v1/targets", "/api/v1/targets/secretname/stats"):
+            st, hdr, body = get(hport, path)
+            T.eq(st, 401, "no token: " + path)
+            T.eq(json.loads(body)["error"]["status"], 401, "401 document")
+            T.check(b"secretname" not in body, "nothing else: no target names")
+            T.check(hdr.get("www-authenticate", "").startswith("Bearer"), "WWW-Authenticate")
+            st, _, body = get(hport, path, {"Authorization": "Bearer wrong"})
+            T.eq(st, 401, "wrong token: " + path)
+            st, _, body = get(hport, path, {"Authorization": "Bearer s3cret-token"})
+            T.eq(st, 200, "right token: " + path)
+        T.eq(get(hport, "/")[0], 200, "the page needs no token")
+        w = cdp.ws_connect("127.0.0.1", hport, "/api/v1/live")
+        op, msg = cdp.recv_message(w)
+        T.eq(json.loads(msg)["type"], "auth", "a live socket is asked for the token first")
+        w.sendall(cdp.frame(b"token nope"))
+        w.settimeout(10)
+        op, msg = cdp.recv_message(w)
+        T.eq(op, 8, "a wrong token closes the live socket")
+        w.close()
+        w = cdp.ws_connect("127.0.0.1", hport, "/api/v1/live")
+        w.sendall(cdp.frame(b"token s3cret-token") + cdp.frame(b"target secretname"))
+        for _ in range(5):
+            op, msg = cdp.recv_message(w)
+            if b'"type": "live"' in msg and b'"rows"' in msg:
+                break
+        T.check(b'"secretname"' in msg and b'"rows"' in msg, "with the token: live areas")
+        w.close()
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status (token)")
+    if shutil.which("openssl") is None:
+        print("SKIP (TLS part): openssl not installed")
+        return
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    os.chmod(key, 0o600)
+    hport = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--token-file", tok, "--tls-cert", cert, "--tls-key", key],
+                  http="127.0.0.1:%d" % hport)
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        req = urllib.request.Request("https://127.0.0.1:%d/metrics" % hport,
+                                     headers={"Authorization": "Bearer s3cret-token"})
+        with urllib.request.urlopen(req, timeout=20, context=ctx) as r:
+            T.eq(r.status, 200, "/metrics over TLS")
+            T.check(b"tlcap_build_info" in r.read(), "metrics over TLS")
+        try:
+            get(hport, "/metrics")  # plain HTTP to a TLS port
+            T.check(False, "plain HTTP refused on the TLS port")
+        except (OSError, http.client.HTTPException):
+            pass
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status (TLS)")
+
+
+T.main([test_metrics_against_model, test_api, test_addresses, test_token_and_tls,
+        test_prometheus_scrape])

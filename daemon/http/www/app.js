@@ -65,16 +65,30 @@ function connect() {
   const ws = new WebSocket(proto + "//" + location.host + "/api/v1/live", "tlcap-live");
   S.ws = ws;
   S.startMs = null;
+  let sentToken = false;
   ws.onopen = () => {
     S.backoff = 500;
+    const t = sessionStorage.getItem("tlcap-token"); // asked once, kept for the tab
+    if (t) { ws.send("token " + t); sentToken = true; }
     subscribe();
   };
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch (e) { return; }
+    if (m.type === "auth") { // tlcapd has a token file (SPEC 8): ask for it once
+      if (sentToken) return; // ours is on its way; a wrong one closes the socket
+      const t = window.prompt("tlcapd asks for its access token:");
+      if (!t) { setStatus("reconnecting", "a token is needed to see this tlcapd"); return; }
+      sessionStorage.setItem("tlcap-token", t);
+      ws.send("token " + t);
+      sentToken = true;
+      subscribe();
+      return;
+    }
     onLive(m);
   };
-  ws.onclose = () => {
+  ws.onclose = (ev) => {
+    if (ev.code === 1008 && ev.reason === "bad token") sessionStorage.removeItem("tlcap-token");
     S.ws = null;
     const wait = S.backoff;
     S.backoff = Math.min(S.backoff * 2, 5000);
