@@ -124,11 +124,22 @@ class Browser:
         self.next_id = 0
         self.events = []
         self.errors = []  # console errors, uncaught exceptions, error log entries
+        self.prompt_answer = None  # what window.prompt() gets (None: dismissed)
+        self.prompts = []  # the prompts' messages, in order
         for m in ("Runtime.enable", "Log.enable", "Page.enable"):
             self.call(m)
 
     def _note(self, ev):
         m, p = ev.get("method"), ev.get("params", {})
+        if m == "Page.javascriptDialogOpening":  # answer at once: the page waits for it
+            self.prompts.append(p.get("message", ""))
+            self.next_id += 1
+            params = {"accept": self.prompt_answer is not None}
+            if self.prompt_answer is not None:
+                params["promptText"] = self.prompt_answer
+            self.ws.sendall(frame(json.dumps({"id": self.next_id, "method":
+                                              "Page.handleJavaScriptDialog",
+                                              "params": params}).encode()))
         if m == "Runtime.exceptionThrown":
             self.errors.append(("exception", json.dumps(p.get("exceptionDetails"))[:500]))
         elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):

@@ -131,4 +131,42 @@ def test_dashboard(d):
                 x.stop()
 
 
-T.main([test_dashboard])
+def test_dashboard_token(d):
+    """With a token file the page asks for the token once (window.prompt), keeps it in the
+    tab's session storage (a reload does not ask again) and then shows the targets."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write("page-token\n")
+    os.chmod(tok, 0o600)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
+                  http="127.0.0.1:%d" % hport)
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=guarded format=bin11\n" + D.calls(5))
+        dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
+        b.prompt_answer = "page-token"
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+                "targets shown once the token was given")
+        T.eq(len(b.prompts), 1, "asked once")
+        T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
+             "kept in the tab's session storage")
+        b.call("Page.reload")
+        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+                "targets shown after a reload")
+        T.eq(len(b.prompts), 1, "not asked again after a reload")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+        s.close()
+    finally:
+        b.close()
+        dm.stop()
+
+
+T.main([test_dashboard, test_dashboard_token])
