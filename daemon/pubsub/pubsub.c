@@ -264,6 +264,12 @@ struct tlc__ps_sub {
   size_t queued;
   uint64_t soft_since; /* uv_now when queued went above obuf_soft, 0 if below */
   uint64_t drop_batches, drop_events, drop_total_batches, drop_total_events;
+  /* event fan-out: a subscriber whose batch ring is full is *stalled*: it leaves the fan-out
+   * list (costs nothing per batch) and its drops are settled from the per-target counters
+   * (stall_b/stall_e: their values when it stalled) once it drains (ev_settle) */
+  uint8_t ev_stalled;
+  uint64_t *stall_b, *stall_e;
+  size_t nstall;
   /* subscriptions */
   subn_t **subs;
   size_t nsubs;
@@ -324,8 +330,14 @@ struct tlc_pubsub {
   int open_handles; /* listeners + subscriber handles + timers + the writer's async */
   void (*close_cb)(void *ud);
   void *close_ud;
-  uint64_t *batch_seq; /* per target index */
+  uint64_t *batch_seq; /* per target index: batches produced for event subscribers */
+  uint64_t *batch_ev;  /* per target index: their events */
   size_t nbatch_seq;
+  /* subscribers that take event batches now (authed, an events subscription, not stalled,
+   * not closing): rebuilt from the subscriber list when evsubs_dirty */
+  struct tlc__ps_sub **evsubs;
+  size_t nevsubs, capevsubs;
+  int evsubs_dirty;
   uv_timer_t house; /* periodic soft-limit check; also keeps close_cb on the loop */
   char rbuf[READ_BUF];
   int rbuf_busy;
@@ -716,6 +728,8 @@ done:
 /* ---- subscriber queues ------------------------------------------------------------------- */
 
 static void sub_kick(tlc__ps_sub_t *s);
+static void ev_settle(tlc__ps_sub_t *s);
+static void ev_unstall(tlc__ps_sub_t *s);
 static void sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *counter);
 static void sub_close_soon(tlc__ps_sub_t *s);
 
@@ -1466,8 +1480,10 @@ static void subn_free(tlc__ps_sub_t *s, subn_t *sn) {
       msg_unref(sn->slots[j].pending);
     }
   tlc_free(sn->slots);
-  if (sn->events)
+  if (sn->events) {
     ps->n_event_subns--;
+    ps->evsubs_dirty = 1;
+  }
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
     if (sn->fprev != NULL)
@@ -1886,6 +1902,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       s->ring_n--;
       room = take(s, m, &bytes);
     }
+    if (s->ev_stalled && s->ring_n < ps->o.max_batches)
+      ev_unstall(s);
   }
   if (s->ninflight == 0) {
     if (s->close_when_flushed)
@@ -1981,6 +1999,8 @@ static void sub_free(tlc__ps_sub_t *s) {
   sub_unsubscribe_all(s);
   tlc_free(s->subs);
   tlc_free(s->ring);
+  tlc_free(s->stall_b);
+  tlc_free(s->stall_e);
   tlc_frame_dec_fini(&s->dec);
   tlc_free(s);
   (void)ps;
@@ -1996,6 +2016,7 @@ static void sub_unlink(tlc__ps_sub_t *s) {
     s->next->prev = s->prev;
   s->prev = s->next = NULL;
   ps->nsubs--;
+  ps->evsubs_dirty = 1; /* evsubs never holds an unlinked subscriber */
   if (s->rejecting)
     ps->nrejecting--;
   ps->st.subscribers = ps->nsubs;
@@ -2233,8 +2254,11 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
     }
   }
   if (r->events) {
+    if (s->ev_stalled)
+      ev_settle(s); /* drops so far by the subscriptions it had */
     sn->events = 1;
     ps->n_event_subns++;
+    ps->evsubs_dirty = 1;
   }
   s->subs[s->nsubs++] = sn;
   reply_ack(s, req, sn->id);
@@ -2252,6 +2276,8 @@ static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscr
   for (i = 0; i < s->nsubs; i++)
     if (s->subs[i]->id == r->subscription_id) {
       subn_t *sn = s->subs[i];
+      if (sn->events && s->ev_stalled)
+        ev_settle(s); /* drops so far by the subscriptions it had */
       s->subs[i] = s->subs[--s->nsubs];
       subn_free(s, sn);
       reply_ack(s, req, r->subscription_id);
@@ -2957,6 +2983,8 @@ static void handle_closed(tlc_pubsub_t *ps) {
   }
   tlc_free(ps->token);
   tlc_free(ps->batch_seq);
+  tlc_free(ps->batch_ev);
+  tlc_free(ps->evsubs);
   tlc_free(ps);
   if (cb != NULL)
     cb(ud);
@@ -3063,7 +3091,74 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   msg_unref(m);
 }
 
-/* Queues a shared batch for one subscriber: dropped (and counted) when its ring is full. */
+/* Whether any of s's event subscriptions wants `target`'s batches. */
+static int sub_wants_events(const tlc__ps_sub_t *s, const char *target) {
+  size_t j;
+  for (j = 0; j < s->nsubs; j++)
+    if (s->subs[j]->events && subn_wants_target(s->subs[j], target))
+      return 1;
+  return 0;
+}
+
+/* Remembers the per-target batch counters as they are now (the start of s's stall). Without
+ * memory for new targets' entries those count from 0 at settlement (over-counting drops of
+ * targets created meanwhile, never under-counting). */
+static void ev_mark(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i;
+  if (s->nstall < ps->nbatch_seq) {
+    uint64_t *b = tlc_realloc(s->stall_b, ps->nbatch_seq * sizeof(*b));
+    uint64_t *e = b != NULL ? tlc_realloc(s->stall_e, ps->nbatch_seq * sizeof(*e)) : NULL;
+    if (b != NULL)
+      s->stall_b = b;
+    if (e != NULL) {
+      s->stall_e = e;
+      s->nstall = ps->nbatch_seq;
+    }
+  }
+  for (i = 0; i < s->nstall && i < ps->nbatch_seq; i++) {
+    s->stall_b[i] = ps->batch_seq[i];
+    s->stall_e[i] = ps->batch_ev[i];
+  }
+}
+
+/* Counts, for a stalled subscriber, the batches and events produced since it stalled (or since
+ * its last settlement) for the targets it wants as dropped, and restarts the count from now.
+ * O(targets); runs when it drains and when its subscriptions change, never per batch. */
+static void ev_settle(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i;
+  for (i = 0; i < ps->nbatch_seq; i++) {
+    uint64_t b0 = i < s->nstall ? s->stall_b[i] : 0, e0 = i < s->nstall ? s->stall_e[i] : 0;
+    uint64_t db = ps->batch_seq[i] - b0, de = ps->batch_ev[i] - e0;
+    tlc_ps_target_info_t info;
+    if (db == 0)
+      continue;
+    memset(&info, 0, sizeof(info));
+    if (ps->p.info(ps->p.ud, i, &info) != 0 || info.name == NULL || !sub_wants_events(s, info.name))
+      continue;
+    s->drop_batches += db;
+    s->drop_events += de;
+    s->drop_total_batches += db;
+    s->drop_total_events += de;
+    ps->st.batches_dropped += db;
+    ps->st.events_dropped += de;
+  }
+  ev_mark(s);
+}
+
+/* The subscriber's ring has room again (its writer took batches): back into the fan-out. */
+static void ev_unstall(tlc__ps_sub_t *s) {
+  if (!s->ev_stalled)
+    return;
+  ev_settle(s);
+  s->ev_stalled = 0;
+  s->ps->evsubs_dirty = 1;
+}
+
+/* Queues a shared batch for one subscriber. When its ring is full the batch is dropped and
+ * counted, and the subscriber stalls: it leaves the fan-out list, so until it drains it costs
+ * the ingest path nothing (its later drops are settled from the per-target counters). */
 static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
   tlc_pubsub_t *ps = s->ps;
   if (s->ring_n >= ps->o.max_batches) {
@@ -3073,6 +3168,9 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     s->drop_total_events += m->nevents;
     ps->st.batches_dropped++;
     ps->st.events_dropped += m->nevents;
+    s->ev_stalled = 1;
+    ev_mark(s); /* from the counters at this batch (counted above) */
+    ps->evsubs_dirty = 1;
     return;
   }
   s->ring[(s->ring_head + s->ring_n) % ps->o.max_batches] = msg_ref(m);
@@ -3082,37 +3180,70 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     sub_kick(s);
 }
 
-static uint64_t next_batch_seq(tlc_pubsub_t *ps, const char *target) {
-  size_t idx;
-  if (ps->p.find(ps->p.ud, target, &idx) < 0 || idx > (1u << 24))
-    return 0;
-  if (idx >= ps->nbatch_seq) {
-    uint64_t *v = tlc_realloc(ps->batch_seq, (idx + 1) * sizeof(*v));
+/* Index of `target` in the provider, growing the per-target batch counters to hold it. 0 or
+ * negative (unknown target, no memory). */
+static int batch_index(tlc_pubsub_t *ps, const char *target, size_t *idx) {
+  if (ps->p.find(ps->p.ud, target, idx) < 0 || *idx > (1u << 24))
+    return TLC_ERANGE;
+  if (*idx >= ps->nbatch_seq) {
+    size_t n = *idx + 1;
+    uint64_t *v = tlc_realloc(ps->batch_seq, n * sizeof(*v));
+    uint64_t *w;
     if (v == NULL)
-      return 0;
-    memset(v + ps->nbatch_seq, 0, (idx + 1 - ps->nbatch_seq) * sizeof(*v));
+      return TLC_ENOMEM;
     ps->batch_seq = v;
-    ps->nbatch_seq = idx + 1;
+    if ((w = tlc_realloc(ps->batch_ev, n * sizeof(*w))) == NULL)
+      return TLC_ENOMEM; /* batch_seq grown, nbatch_seq not yet: consistent */
+    ps->batch_ev = w;
+    memset(v + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*v));
+    memset(w + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*w));
+    ps->nbatch_seq = n;
   }
-  return ++ps->batch_seq[idx];
+  return 0;
+}
+
+/* Rebuilds the fan-out list: subscribers that take event batches now. */
+static void evsubs_rebuild(tlc_pubsub_t *ps) {
+  tlc__ps_sub_t *s;
+  size_t n = 0;
+  for (s = ps->subs; s != NULL; s = s->next) {
+    size_t j;
+    if (s->closing || !s->authed || s->ev_stalled)
+      continue;
+    for (j = 0; j < s->nsubs && !s->subs[j]->events; j++)
+      ;
+    if (j == s->nsubs)
+      continue;
+    if (n == ps->capevsubs) {
+      tlc__ps_sub_t **v = tlc_grow(ps->evsubs, &ps->capevsubs, n + 1, sizeof(*v), 16);
+      if (v == NULL)
+        return; /* stays dirty: tried again on the next batch */
+      ps->evsubs = v;
+    }
+    ps->evsubs[n++] = s;
+  }
+  ps->nevsubs = n;
+  ps->evsubs_dirty = 0;
 }
 
 void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *ev, size_t n) {
-  size_t off;
+  size_t off, idx;
   if (ps->closing || ps->n_event_subns == 0 || n == 0 || target == NULL)
     return;
+  if (batch_index(ps, target, &idx) < 0)
+    return;
+  if (ps->evsubs_dirty)
+    evsubs_rebuild(ps);
   for (off = 0; off < n; off += ps->o.max_batch_events) {
-    size_t k = n - off < ps->o.max_batch_events ? n - off : ps->o.max_batch_events, i;
-    tlc__ps_sub_t *s;
+    size_t k = n - off < ps->o.max_batch_events ? n - off : ps->o.max_batch_events, i, si;
     msg_t *m = NULL;
-    for (s = ps->subs; s != NULL; s = s->next) {
-      size_t j;
-      if (s->closing)
-        continue;
-      for (j = 0; j < s->nsubs; j++)
-        if (s->subs[j]->events && subn_wants_target(s->subs[j], target))
-          break;
-      if (j == s->nsubs)
+    uint64_t seq = ++ps->batch_seq[idx];
+    ps->batch_ev[idx] += k;
+    /* stalled subscribers are not in evsubs: they cost nothing here (ev_settle counts their
+     * drops from batch_seq / batch_ev when they drain) */
+    for (si = 0; si < ps->nevsubs; si++) {
+      tlc__ps_sub_t *s = ps->evsubs[si];
+      if (s->closing || s->ev_stalled || !sub_wants_events(s, target))
         continue;
       if (m == NULL) {
         /* Encoded once for every subscriber that wants it. */
@@ -3130,7 +3261,7 @@ void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *
         sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_EVENTS;
         sm.events = &b;
         b.target = (char *)target;
-        b.seq = next_batch_seq(ps, target);
+        b.seq = seq;
         for (i = 0; i < k; i++) {
           const tlc_event_t *x = &ev[off + i];
           tlcap__event__init(&e[i]);
