@@ -223,6 +223,7 @@ struct tlc_engine {
   int have_time;
   int64_t first, last;
   size_t hist_bytes, win_bytes;
+  size_t charged;       /* bytes charged to the accounting hook (== tlc_engine_mem().bytes) */
   hlent_t *hlog;        /* queued histogram samples (hlog_flush): hlog[0, hcur - hlog) */
   hlent_t *hcur, *hend; /* the next entry; hlog + HLOG (full) */
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
@@ -279,6 +280,55 @@ static inline int64_t tadd(int64_t a, int64_t b) {
 
 static int64_t nonneg(int64_t v) {
   return v < 0 ? 0 : v;
+}
+
+/* ---- memory accounting (engine.h: tlc_engine_acct_t) ---- */
+
+static int acct_take(tlc_engine_t *e, size_t n, int kind) {
+  if (e->o.acct.charge_cb != NULL) {
+    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
+    if (r < 0 && kind != TLC_ACCT_FORCE)
+      return r;
+  }
+  e->charged += n;
+  return 0;
+}
+
+static void acct_give(tlc_engine_t *e, size_t n) {
+  e->charged -= n;
+  if (e->o.acct.release_cb != NULL && n > 0)
+    e->o.acct.release_cb(e->o.acct.ud, n);
+}
+
+/* tlc_grow (same contract) with the growth charged first as `kind`: the doubled capacity, or,
+ * when that is refused, need plus an eighth (so that an engine near the budget grows by what it
+ * needs, not by half of what it has). */
+static void *egrow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem, size_t first,
+                   int kind) {
+  size_t c = *cap, nc = c ? c : first;
+  void *np;
+  if (need <= c)
+    return p;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2)
+      return NULL;
+    nc *= 2;
+  }
+  if (nc > SIZE_MAX / elem)
+    return NULL;
+  if (acct_take(e, (nc - c) * elem, kind) < 0) {
+    size_t small = need + need / 8;
+    if (small >= nc || acct_take(e, (small - c) * elem, kind) < 0)
+      return NULL;
+    nc = small;
+  }
+  np = tlc_realloc(p, nc * elem);
+  if (np == NULL) {
+    acct_give(e, (nc - c) * elem);
+    return NULL;
+  }
+  *cap = nc;
+  return np;
 }
 
 static void dist_add(edist_t *d, int64_t v) {
@@ -351,9 +401,14 @@ static void hput_raw(hent_t *ht, size_t cap, uint64_t a, uint64_t b, uint32_t v)
 static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
   if ((e->hn + 1) * 2 > e->hcap) {
     size_t ncap = e->hcap * 2, i;
-    hent_t *nt = tlc_calloc(ncap, sizeof(*nt));
-    if (nt == NULL)
+    hent_t *nt;
+    if (acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
+      return TLC_ELIMIT;
+    nt = tlc_calloc(ncap, sizeof(*nt));
+    if (nt == NULL) {
+      acct_give(e, e->hcap * sizeof(*nt));
       return TLC_ENOMEM;
+    }
     for (i = 0; i < e->hcap; i++)
       if (e->ht[i].a != 0)
         hput_raw(nt, ncap, e->ht[i].a, e->ht[i].b, e->ht[i].v);
@@ -429,8 +484,12 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
       wrow_t *nw;
       if (cap > max)
         cap = max;
-      if (cap <= w->capb || (nw = tlc_realloc(w, wrow_size(cap))) == NULL)
+      if (cap <= w->capb || acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
         return NULL;
+      if ((nw = tlc_realloc(w, wrow_size(cap))) == NULL) {
+        acct_give(e, wrow_size(cap) - wrow_size(w->capb));
+        return NULL;
+      }
       e->win_bytes += wrow_size(cap) - wrow_size(nw->capb);
       nw->capb = (uint32_t)cap;
       r->w = w = nw;
@@ -478,9 +537,13 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   unsigned i, k;
   if (w == NULL) {
     size_t sz = wrow_size(e->o.nwindows);
-    w = tlc_malloc(sz);
-    if (w == NULL)
+    if (acct_take(e, sz, TLC_ACCT_GROW) < 0)
       return; /* d[] goes on accumulating; no windows for this row until memory returns */
+    w = tlc_malloc(sz);
+    if (w == NULL) {
+      acct_give(e, sz);
+      return;
+    }
     memset(w, 0, sizeof(*w));
     w->capb = e->o.nwindows;
     e->win_bytes += sz;
@@ -548,11 +611,20 @@ static void hlog_flush(tlc_engine_t *e) {
     }
     lg[ns++] = lg[i]; /* ns <= i: the slow ones gather at the front */
   }
+  /* the slow ones may allocate (a span, a carry): while the accounting hook refuses growth
+   * they are not counted (as without memory, hist.h); what they allocate is charged after */
+  if (ns > 0 && acct_take(e, 0, TLC_ACCT_GROW) < 0)
+    ns = 0;
   for (i = 0; i < ns; i++) {
     tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
-    size_t before = tlc__hist_bytes(h);
+    size_t before = tlc__hist_bytes(h), after;
     (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
-    e->hist_bytes += tlc__hist_bytes(h) - before;
+    after = tlc__hist_bytes(h);
+    e->hist_bytes += after - before;
+    if (after > before)
+      (void)acct_take(e, after - before, TLC_ACCT_FORCE);
+    else if (after < before)
+      acct_give(e, before - after);
   }
   e->hcur = e->hlog;
 }
@@ -588,7 +660,7 @@ static int rows_grow(tlc_engine_t *e, size_t need) {
     return 0;
   off_old =
       e->rows_raw != NULL ? (size_t)((unsigned char *)e->rows - (unsigned char *)e->rows_raw) : 0;
-  raw = tlc_grow(e->rows_raw, &cap, need + 1, sizeof(erow_t), 64);
+  raw = egrow(e, e->rows_raw, &cap, need + 1, sizeof(erow_t), 64, TLC_ACCT_AREA);
   if (raw == NULL)
     return TLC_ENOMEM;
   off_new = (size_t)(-(uintptr_t)raw & 63u);
@@ -657,7 +729,7 @@ static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t k
   if (e->nctx >= e->o.max_contexts)
     return NONE32;
   {
-    ectx_t *nc = tlc_grow(e->ctx, &e->capctx, e->nctx + 1, sizeof(*e->ctx), 16);
+    ectx_t *nc = egrow(e, e->ctx, &e->capctx, e->nctx + 1, sizeof(*e->ctx), 16, TLC_ACCT_AREA);
     if (nc == NULL)
       return NONE32;
     e->ctx = nc;
@@ -770,7 +842,7 @@ static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
   if (c->depth >= e->o.max_depth)
     return TLC_ELIMIT;
   /* c->stack itself when it has room (ctx_room gets here also for max_depth) */
-  ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
+  ns = egrow(e, c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8, TLC_ACCT_GROW);
   if (ns == NULL)
     return TLC_ENOMEM;
   c->stack = ns;
@@ -833,7 +905,8 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
       e->rcache[slot] = ri;
       if (e->rows[ri].ctx == NONE32) { /* a row without its context yet gets it */
         if (c->tindex == NONE32) {
-          uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
+          uint32_t *nt =
+              egrow(e, e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16, TLC_ACCT_AREA);
           if (nt == NULL) {
             e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
             return;
@@ -955,7 +1028,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
     return;
   }
   if (si == NONE32) {
-    sarea_t *ns = tlc_grow(e->sa, &e->capsa, e->nsa + 1, sizeof(*e->sa), 16);
+    sarea_t *ns = egrow(e, e->sa, &e->capsa, e->nsa + 1, sizeof(*e->sa), 16, TLC_ACCT_AREA);
     if (ns == NULL) {
       e->c.dropped_area_limit++;
       return;
@@ -1203,6 +1276,11 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     tlc_free(e);
     return TLC_ENOMEM;
   }
+  /* the fixed part: charged whatever the budget (an engine without it cannot work) */
+  (void)acct_take(e,
+                  sizeof(*e) + e->hcap * sizeof(*e->ht) +
+                      (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
+                  TLC_ACCT_FORCE);
   *ep = e;
   return 0;
 }
@@ -1229,6 +1307,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->grp);
   tlc_free(e->smap);
   tlc_free(e->schg);
+  acct_give(e, e->charged);
   tlc_free(e);
 }
 
@@ -1394,7 +1473,7 @@ static int groups(tlc_engine_t *e) {
   grp_t *g;
   if (e->grp != NULL && e->grp_nrows == n && e->grp_gen == e->ctxgen)
     return 0;
-  if ((g = tlc_grow(e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t), 64)) == NULL)
+  if ((g = egrow(e, e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t), 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->grp = g;
   e->ngrp = 0;
@@ -1587,10 +1666,10 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   neut = (so->neutral || so->neutral_only) && e->ntctx > 1;
   only = neut && so->neutral_only;
   tgrew = so->since_seq != 0 && e->tseq > so->since_seq;
-  if ((p = tlc_grow(e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t), 64)) == NULL)
+  if ((p = egrow(e, e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t), 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->smap = p;
-  if ((p = tlc_grow(e->schg, &e->capschg, n ? n : 1, 1, 64)) == NULL)
+  if ((p = egrow(e, e->schg, &e->capschg, n ? n : 1, 1, 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->schg = p;
   if ((keep = tlc_grow(NULL, &capkeep, n + 64, 1, 64)) == NULL || (neut && groups(e) < 0)) {
