@@ -107,6 +107,10 @@ typedef struct tlc_config {
   int quick_start;              /* recovery checks sizes and index only, not every byte */
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
+  /* Memory budget (docs/configuration.md "Memory"): every target's areas, histograms, windows
+   * and mappings together; past it new areas are refused (dropped_area_limit) */
+  uint64_t memory_limit;  /* bytes (default: a quarter of physical memory; >= 1M) */
+  uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; <= memory_limit) */
 
   tlc_cfg_source_t *src;
   size_t nsrc;

@@ -102,13 +102,16 @@ static void dump_stats(tlc_daemon_t *d) {
       ", \"connections\": %zu, \"max_connections\": %zu, \"listeners\": %zu"
       ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
-      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64 "},\n \"targets\": [",
+      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
+      ", \"memory_limit\": %" PRIu64 ", \"memory_used\": %" PRIu64 ", \"memory_peak\": %" PRIu64
+      ", \"memory_refused\": %" PRIu64 "},\n \"targets\": [",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
       st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
-      tlc_sd_watchdog_withheld(), tlc_sd_dropped());
+      tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
+      d->targets.budget.peak, d->targets.budget.refused);
   for (size_t i = 0; i < d->targets.n; i++) {
     const tlc_target_t *t = d->targets.v[i];
     tlc_counters_t c;
@@ -128,11 +131,11 @@ static void dump_stats(tlc_daemon_t *d) {
         ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64 ", \"decode_errors\": %" PRIu64
         ", \"truncated_tails\": %" PRIu64 ", \"deadline_closes\": %" PRIu64
         ", \"last_connect_unix_ms\": %" PRId64 ", \"last_disconnect_unix_ms\": %" PRId64
-        ", \"has_mapping\": %d",
+        ", \"has_mapping\": %d, \"memory_bytes\": %" PRIu64 ", \"memory_refused\": %" PRIu64,
         c.events, c.anomalies, c.dropped_area_limit, c.gaps, c.bytes, c.records, c.bytes_skipped,
         c.resyncs, c.records_invalid, c.truncated, c.overflow_items, t->connections, t->reconnects,
         t->gaps, t->decode_errors, t->truncated_tails, t->deadline_closes, t->last_connect_unix_ms,
-        t->last_disconnect_unix_ms, t->has_mapping);
+        t->last_disconnect_unix_ms, t->has_mapping, t->mem_bytes, t->mem_refused);
     /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
     tlc_out_puts(&o, ", \"gap_log\": [");
     {
@@ -298,6 +301,8 @@ static void reload(app_t *a) {
   d->cfg = nc;
   apply_log_settings(&d->cfg);
   compute_max_conns(d);
+  tlc_budget_set_limit(&d->targets.budget, d->cfg.memory_limit); /* granted memory stays */
+  d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
   tlc_dial_sync(d);
   tlc_serial_sync(d);
@@ -406,6 +411,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   tlc_targets_init(&d->targets, d->cfg.max_targets);
+  tlc_budget_init(&d->targets.budget, d->cfg.memory_limit);
+  d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_provider_init(&a->provider, &d->targets, NULL, NULL);
   compute_max_conns(d);
 
