@@ -36,7 +36,16 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
   out->decode_errors = t->decode_errors;
   out->last_connect_unix_ms = t->last_connect_unix_ms;
   out->last_disconnect_unix_ms = t->last_disconnect_unix_ms;
+  out->memory_bytes = t->mem_bytes;
+  out->memory_refused = t->mem_refused;
   return 0;
+}
+
+static void pv_memory(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused) {
+  tlc_provider_t *p = ud;
+  *limit = p->reg->budget.limit;
+  *used = p->reg->budget.used;
+  *refused = p->reg->budget.refused;
 }
 
 static int pv_find(void *ud, const char *name, size_t *index) {
@@ -89,6 +98,7 @@ void tlc_provider_init(tlc_provider_t *p, struct tlc_targets *r, tlc_provider_ro
   p->ps.count = pv_count;
   p->ps.info = pv_info;
   p->ps.find = pv_find;
+  p->ps.memory = pv_memory;
   p->ps.snapshot = pv_snapshot;
   p->ps.mapping = pv_mapping;
   p->ps.rotate = pv_rotate;

@@ -29,6 +29,7 @@ typedef struct tlc_ps_target_info {
   tlc_counters_t counters;
   uint64_t connections, reconnects, gaps, decode_errors;
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+  uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
 } tlc_ps_target_info_t;
 
 typedef struct tlc_ps_provider {
@@ -48,6 +49,8 @@ typedef struct tlc_ps_provider {
    * one stays and err gets the reason (with line). */
   int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
                       size_t errlen);
+  /* The daemon-wide memory budget: limit, bytes in use, charges refused. May be NULL. */
+  void (*memory)(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused);
   void *ud;
 } tlc_ps_provider_t;
 

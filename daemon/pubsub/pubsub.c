@@ -2301,6 +2301,8 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
   sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGETS;
   sm.targets = &tl;
   tl.instance_id = ps->instance_id;
+  if (ps->p.memory != NULL)
+    ps->p.memory(ps->p.ud, &tl.memory_limit, &tl.memory_used, &tl.memory_refused);
   ti = tlc_pb_arena_alloc(&a, sizeof(*ti) * (n + 1));
   c = tlc_pb_arena_alloc(&a, sizeof(*c) * (n + 1));
   tl.targets = tlc_pb_arena_alloc(&a, sizeof(*tl.targets) * (n + 1));
@@ -2329,6 +2331,8 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     ti[k].decode_errors = in.decode_errors;
     ti[k].last_connect_unix_ms = in.last_connect_unix_ms;
     ti[k].last_disconnect_unix_ms = in.last_disconnect_unix_ms;
+    ti[k].memory_bytes = in.memory_bytes;
+    ti[k].memory_refused = in.memory_refused;
     tl.targets[k] = &ti[k];
     k++;
   }
