@@ -225,6 +225,8 @@ done:
 
 /* ---- stats ------------------------------------------------------------------------------- */
 
+#define STATS_PART_ROWS 8192 /* rows per part of a GetStats reply */
+
 static int cmd_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
@@ -312,6 +314,7 @@ static int cmd_stats(int argc, char **argv) {
   gs.quantiles = 1;
   gs.neutral = 1;
   gs.names = 1;
+  gs.max_rows = STATS_PART_ROWS; /* in parts; a daemon without them answers in one message */
   if ((m = request(c, &cm, &status)) == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
@@ -326,6 +329,34 @@ static int cmd_stats(int argc, char **argv) {
       (m->stats->snapshot->mapping->n_areas > 0 || m->stats->snapshot->mapping->n_contexts > 0)) {
     r = tlc_pb_mapping_get(&map, m->stats->snapshot->mapping);
     have_map = r == 0;
+  }
+  /* the further parts (docs/protocol.md "Statistics in parts"): deltas, in order */
+  while (r == 0 && m->stats->snapshot->more) {
+    uint32_t id = m->request_id;
+    int rr;
+    do { /* the next message of this reply (unrelated ones are skipped) */
+      tlc_client_msg_free(m);
+      m = NULL;
+      rr = tlc_client_recv(c, 30000, &m);
+    } while (rr > 0 && m->request_id != id);
+    if (rr <= 0) {
+      r = rr < 0 ? rr : TLC_EIO;
+      if (rr == 0)
+        fprintf(stderr, "tlcap: %s: no further part of the statistics within 30 s\n",
+                tlc_client_addr(c));
+      break;
+    }
+    if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error != NULL) {
+      fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+              m->error->message ? m->error->message : "error");
+      r = TLC_EIO;
+      break;
+    }
+    if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
+      r = TLC_EFRAME;
+      break;
+    }
+    r = tlc_pb_snapshot_apply(&t, m->stats->snapshot);
   }
   if (r < 0) {
     fprintf(stderr, "tlcap: %s: bad statistics from the daemon: %s\n", tlc_client_addr(c),

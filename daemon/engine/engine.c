@@ -1355,6 +1355,71 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
 
 /* ---- snapshot ---- */
 
+static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, int part,
+                    uint64_t lo, uint64_t hi);
+
+int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+  return snapshot(e, t, so, 0, 0, 0);
+}
+
+int tlc_engine_snapshot_part(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                             uint64_t lo, uint64_t hi) {
+  return snapshot(e, t, so, 1, lo, hi);
+}
+
+/* max-heap of handles (tlc_engine_handle_split) */
+static void hheap_down(uint32_t *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    uint32_t x;
+    if (l < n && h[l] > h[m])
+      m = l;
+    if (l + 1 < n && h[l + 1] > h[m])
+      m = l + 1;
+    if (m == i)
+      return;
+    x = h[i];
+    h[i] = h[m];
+    h[m] = x;
+    i = m;
+  }
+}
+
+int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi) {
+  uint32_t *h;
+  size_t i, k = 0;
+  *hi = (uint64_t)1 << 32;
+  if (n == 0 || lo >= ((uint64_t)1 << 32))
+    return 0;
+  if ((h = tlc_malloc(n * sizeof(*h))) == NULL)
+    return TLC_ENOMEM;
+  /* the n smallest row handles >= lo (a row per area and context or state value) */
+  for (i = 0; i < e->nrows; i++) {
+    uint32_t x = e->rows[i].handle;
+    if (x < lo)
+      continue;
+    if (k < n) {
+      size_t j = k++;
+      h[j] = x;
+      while (j > 0 && h[(j - 1) / 2] < h[j]) { /* up */
+        uint32_t y = h[j];
+        h[j] = h[(j - 1) / 2];
+        h[(j - 1) / 2] = y;
+        j = (j - 1) / 2;
+      }
+    } else if (x < h[0]) {
+      h[0] = x;
+      hheap_down(h, k, 0);
+    }
+  }
+  /* full: the part ends before the largest of them (its area may have rows beyond the n), or
+   * after it when that is lo itself (one area with more than n rows: it is a part of its own) */
+  if (k == n)
+    *hi = h[0] > lo ? h[0] : lo + 1;
+  tlc_free(h);
+  return 0;
+}
+
 static void to_dist(tlc_dist_t *o, const edist_t *d) {
   memset(o, 0, sizeof(*o));
   o->n = d->n;
@@ -1627,7 +1692,8 @@ static int sort_rows(tlc_table_t *t) {
   return 0;
 }
 
-int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, int part,
+                    uint64_t lo, uint64_t hi) {
   tlc_snap_opts_t dso = { 0, 1, 1, 1, 0, 0 };
   uint8_t *keep = NULL;
   size_t capkeep = 0, i, j, n = e->nrows;
@@ -1687,6 +1753,10 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   for (i = 0; i < e->nsa; i++)
     if (e->sa[i].valid && tgrew)
       e->schg[e->sa[i].row] = 1;
+  if (part) /* a part of the table: the areas with a handle in [lo, hi) */
+    for (i = 0; i < n; i++)
+      if (e->rows[i].handle < lo || e->rows[i].handle >= hi)
+        e->schg[i] = 0;
   for (i = 0; i < n; i++)
     e->smap[i] = e->schg[i] ? 0 : NONE32;
   if (neut) {

@@ -184,6 +184,18 @@ typedef struct tlc_snap_opts {
  * then partly filled; still safe to fini). Cost O(rows + contexts * depth). */
 int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so);
 
+/* tlc_engine_snapshot of a part of the table: only the areas with lo <= handle < hi (their
+ * Neutral rows included; the header - contexts, counters, times, seq - whole). For statistics
+ * sent in parts (tlc_engine_handle_split gives the parts' bounds). Same returns and cost. */
+int tlc_engine_snapshot_part(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                             uint64_t lo, uint64_t hi);
+
+/* Where the part of the table that starts at handle `lo` ends, for snapshots taken in parts
+ * (tlc_engine_snapshot_part): *hi such that the rows with lo <= handle < *hi are at most n
+ * (a single area with more rows than n makes a part of its own: *hi = lo + 1), 2^32 when
+ * every row from lo on fits. O(rows log n) time, n * 4 bytes for the call. 0 or TLC_ENOMEM. */
+int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi);
+
 /* Counts the histogram samples the engine has queued (they are counted in batches; a snapshot
  * with quantiles does this itself). Changes no statistic; allocates only when a queued sample
  * falls outside its histogram's span so far. */

@@ -273,6 +273,16 @@ struct tlc__ps_sub {
   /* subscriptions */
   subn_t **subs;
   size_t nsubs;
+  /* a GetStats answered in parts (GetStats.max_rows): the next part is built when the socket
+   * has taken the previous one (gs_next), so its memory is one part's */
+  struct {
+    uint8_t active;
+    uint32_t req, no;
+    size_t max_rows;
+    uint64_t lo, seq;
+    spec_t spec; /* options only */
+    char *target;
+  } gs;
   /* writing */
   uv_write_t wreq;
   wjob_t job;
@@ -672,12 +682,20 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
   return t;
 }
 
+/* A part of a GetStats reply in parts: the areas with lo <= handle < hi, part number `no`,
+ * `more` parts after it, `base` the previous part's seq; `seq` gets this part's. */
+typedef struct stats_part {
+  uint64_t lo, hi, base, seq;
+  uint32_t no;
+  int more;
+} stats_part_t;
+
 /* Builds the full statistics of target `idx` with the options of `spec` as a reply to GetStats
- * (a Stats envelope with request id `req`). Returns 0 and *out (refs 1), TLC_ELIMIT (above
- * max_message), or another negative error. (Subscriptions are served from their feeds'
- * mirrors, not from here.) */
+ * (a Stats envelope with request id `req`), or with `pt` (NULL: whole) one part of them.
+ * Returns 0 and *out (refs 1), TLC_ELIMIT (above max_message), or another negative error.
+ * (Subscriptions are served from their feeds' mirrors, not from here.) */
 static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
-                       msg_t **out) {
+                       stats_part_t *pt, msg_t **out) {
   tlc_ps_target_info_t info;
   tlc_snap_opts_t so;
   tlc_table_t *t;
@@ -693,19 +711,31 @@ static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_
   if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
     return r;
   snap_opts(spec, 0, &so);
-  if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
+  if (pt != NULL) {
+    t = &ps->scratch;
+    tlc_table_clear(t);
+    if ((r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, pt->lo, pt->hi)) < 0)
+      return r;
+    pt->seq = t->seq;
+  } else if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL) {
     return r;
+  }
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
   memset(&sel, 0, sizeof(sel));
   sel.windows = spec->windows;
   sel.quantiles = spec->quantiles;
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
   r = tlc_pb_snapshot_build(&a, &s, t, info.name != NULL ? info.name : "", &sel,
-                            spec->names ? m : NULL);
+                            spec->names && (pt == NULL || pt->no == 0) ? m : NULL);
   if (r < 0)
     goto done;
   s.instance_id = ps->instance_id;
-  s.full = 1;
+  s.full = pt == NULL || pt->no == 0;
+  if (pt != NULL) {
+    s.part = pt->no;
+    s.more = pt->more != 0;
+    s.base_seq = pt->no > 0 ? pt->base : 0;
+  }
   s.connected = info.connected != 0;
   s.unix_ms = unix_ms();
   tlcap__server_message__init(&sm);
@@ -1815,6 +1845,7 @@ static int take(tlc__ps_sub_t *s, msg_t *m, size_t *bytes) {
 }
 
 static void sub_kick_once(tlc__ps_sub_t *s);
+static void gs_next(tlc__ps_sub_t *s);
 
 /* Starts a write of whatever is queued, if none is in flight. Re-entry (a catch-up snapshot
  * that queues an error while the write is being assembled) only queues: the outer call picks
@@ -1837,6 +1868,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   int r, room = 1;
   if (s->writing || s->closed)
     return;
+  if (s->gs.active && s->ctl_head == NULL && !s->closing)
+    gs_next(s); /* the previous part is written: the next one (queued as a control message) */
   s->ninflight = 0;
   while (room && s->ctl_head != NULL) {
     ctl_node_t *n = s->ctl_head;
@@ -1917,7 +1950,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       msg_unref(s->inflight[i]);
     }
     s->ninflight = 0;
-    if (s->ctl_head != NULL || s->ring_n > 0)
+    if (s->ctl_head != NULL || s->ring_n > 0 || (s->gs.active && !s->closing))
       sub_kick_once(s);
     return;
   }
@@ -2001,6 +2034,7 @@ static void sub_free(tlc__ps_sub_t *s) {
   tlc_free(s->ring);
   tlc_free(s->stall_b);
   tlc_free(s->stall_e);
+  tlc_free(s->gs.target);
   tlc_frame_dec_fini(&s->dec);
   tlc_free(s);
   (void)ps;
@@ -2352,8 +2386,51 @@ static int find_target(tlc__ps_sub_t *s, uint32_t req, const char *name, size_t 
   return 0;
 }
 
+#define GS_MIN_ROWS 64
+#define GS_MAX_ROWS 65536
+#define GS_ROW_MIN  16 /* bytes: no encoded row is smaller (handle, context, kind, tags) */
+
+/* Queues the next part of the subscriber's GetStats in parts (s->gs), and ends it after the
+ * last. Runs when the previous part has been written (sub_kick_once). */
+static void gs_next(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  stats_part_t pt;
+  size_t idx;
+  msg_t *m = NULL;
+  int r;
+  char why[200];
+  memset(&pt, 0, sizeof(pt));
+  s->gs.active = 0; /* set again below while parts remain */
+  if (ps->p.find(ps->p.ud, s->gs.target, &idx) < 0) {
+    snprintf(why, sizeof(why), "no such target any more: %.128s", s->gs.target);
+    send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
+    return;
+  }
+  pt.lo = s->gs.lo;
+  pt.no = s->gs.no;
+  pt.base = s->gs.seq;
+  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, &pt.hi)) == 0) {
+    pt.more = pt.hi < ((uint64_t)1 << 32);
+    r = stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
+  }
+  if (r < 0) {
+    send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_FAILED,
+               r == TLC_ELIMIT ? "a part of the statistics is larger than the daemon's message cap"
+                               : tlc_strerror(r),
+               0, r);
+    return;
+  }
+  s->gs.lo = pt.hi;
+  s->gs.no++;
+  s->gs.seq = pt.seq;
+  s->gs.active = pt.more != 0;
+  sub_ctl(s, m);
+  msg_unref(m);
+}
+
 static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g) {
   tlc_pubsub_t *ps = s->ps;
+  tlc_ps_target_info_t info;
   spec_t spec;
   size_t idx;
   msg_t *m = NULL;
@@ -2365,10 +2442,43 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
   spec.quantiles = g->quantiles ? 1 : 0;
   spec.neutral = g->neutral ? 1 : 0;
   spec.names = g->names ? 1 : 0;
-  r = stats_build(ps, &spec, idx, req, &m);
+  if (g->max_rows > 0 && ps->p.split != NULL && ps->p.snapshot_part != NULL) {
+    /* in parts: one part at a time, each built when the socket has taken the previous one */
+    if (s->gs.active) {
+      send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                 "a GetStats in parts is already being answered on this connection", 0, TLC_EINVAL);
+      return;
+    }
+    tlc_free(s->gs.target);
+    memset(&s->gs, 0, sizeof(s->gs));
+    if ((s->gs.target = tlc_strndup(g->target, strlen(g->target))) == NULL) {
+      send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+      return;
+    }
+    s->gs.req = req;
+    s->gs.spec = spec;
+    s->gs.max_rows = g->max_rows < GS_MIN_ROWS   ? GS_MIN_ROWS
+                     : g->max_rows > GS_MAX_ROWS ? GS_MAX_ROWS
+                                                 : g->max_rows;
+    gs_next(s);
+    return;
+  }
+  /* whole: refused before anything is built when it cannot fit in one message */
+  memset(&info, 0, sizeof(info));
+  if (ps->p.info(ps->p.ud, idx, &info) == 0 && info.areas > ps->o.max_message / GS_ROW_MIN) {
+    char why[240];
+    snprintf(why, sizeof(why),
+             "statistics of %llu areas are larger than the daemon's message cap (%zu bytes): "
+             "ask for them in parts (GetStats.max_rows)",
+             (unsigned long long)info.areas, ps->o.max_message);
+    send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, TLC_ELIMIT);
+    return;
+  }
+  r = stats_build(ps, &spec, idx, req, NULL, &m);
   if (r < 0) {
     send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
-               r == TLC_ELIMIT ? "statistics larger than the daemon's message cap"
+               r == TLC_ELIMIT ? "statistics larger than the daemon's message cap: ask for them "
+                                 "in parts (GetStats.max_rows)"
                                : tlc_strerror(r),
                0, r);
     return;
