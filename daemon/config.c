@@ -1041,9 +1041,10 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
     seterr(err, errlen, "[daemon] memory_limit: must be at least 1M");
     return TLC_EINVAL;
   }
-  if (c->mapping_limit == 0 || c->mapping_limit > c->memory_limit) {
-    seterr(err, errlen, "[daemon] mapping_limit: must be from 1 to memory_limit (%llu)",
-           (unsigned long long)c->memory_limit);
+  if (c->mapping_limit == 0) {
+    seterr(err, errlen,
+           "[daemon] mapping_limit: must be at least 1 (the memory budget "
+           "caps it in any case)");
     return TLC_EINVAL;
   }
   if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms) {

@@ -110,7 +110,7 @@ typedef struct tlc_config {
   /* Memory budget (docs/configuration.md "Memory"): every target's areas, histograms, windows
    * and mappings together; past it new areas are refused (dropped_area_limit) */
   uint64_t memory_limit;  /* bytes (default: a quarter of physical memory; >= 1M) */
-  uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; <= memory_limit) */
+  uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; >= 1) */
 
   tlc_cfg_source_t *src;
   size_t nsrc;
