@@ -4,9 +4,10 @@
  * optionally one part of a target's statistics with the mapping entries it names), queues it on
  * libuv's pool (uv_queue_work), and when the pool thread has written it (after_cb, on the loop)
  * frees it and fills the next. The pool thread touches only d->job, d->f, d->tmp and d->js, which
- * the loop leaves alone while a job is in flight; the targets and their engines are read only on
- * the loop. The first job opens FILE.tmp, the last closes it and renames it to FILE (a failed
- * write removes the .tmp and is logged).
+ * the loop leaves alone while a job is in flight (the job owns copies of what it writes: text,
+ * the target's name, the part's table and mapping entries); the targets and their engines are
+ * read only on the loop. The first job opens FILE.tmp, the last closes it and renames it to FILE (a
+ * failed write removes the .tmp and is logged).
  *
  * Cost on the loop: per part, tlc_engine_handle_split and tlc_engine_snapshot_part (O(rows) scans
  * of the target, plus the part's rows), and a copy of the mapping entries of the part's areas.
@@ -28,6 +29,8 @@
 
 static void job_clear(tlc_dump_t *d) {
   tlc_free(d->job.text);
+  tlc_free(d->job.name);
+  d->job.name = NULL;
   tlc_table_fini(&d->job.tab);
   tlc_mapping_fini(&d->job.map);
   d->job.text = NULL;
@@ -97,7 +100,7 @@ static void work_cb(uv_work_t *req) {
   if (d->job.has_table) {
     const tlc_mapping_t *m = d->job.has_map ? &d->job.map : NULL;
     if (d->job.begin)
-      tlc_json_begin(&d->js, &o, &d->job.tab, m, d->cur, 0);
+      tlc_json_begin(&d->js, &o, &d->job.tab, m, d->job.name, 0);
     tlc_json_rows(&d->js, &o, &d->job.tab, m);
   }
   if (d->job.end)
@@ -232,6 +235,8 @@ static int job_next(tlc_dump_t *d) {
       return r;
     d->lo = 0;
     d->job.begin = 1;
+    if ((d->job.name = tlc_strndup(t->name, strlen(t->name))) == NULL)
+      return TLC_ENOMEM;
   }
   r = tlc_engine_handle_split(t->engine, d->lo, TLC_DUMP_PART_ROWS, &hi);
   if (r == 0) {

@@ -43,6 +43,7 @@ typedef struct tlc_dump {
   /* the job (filled on the loop, read by the pool thread, freed on the loop) */
   struct {
     char *text; /* written first */
+    char *name; /* the target's name, for the statistics document (with begin) */
     size_t textlen;
     int has_table, begin, end, finish;
     tlc_table_t tab;
