@@ -29,6 +29,23 @@ import tlctest as T
 
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 TARGET = "lab@127.0.0.1"
+with open(TLCAPD, "rb") as _f:
+    SANITIZED = b"AddressSanitizer" in _f.read()
+# the sanitizer build is several times slower and its allocations carry redzones and a
+# quarantine: smaller floods there, and no RSS bound (the budget's own accounting is checked)
+SCALE = 3 if SANITIZED else 1
+
+
+def wait_events(dm, n, timeout=120):
+    """The stats dump once the only target counted n events (dumps of 10^5 areas take seconds
+    under the sanitizers: each is waited for with a long deadline)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = dm.stats(timeout=timeout)
+        if st["targets"] and st["targets"][0]["events"] == n:
+            return st
+        time.sleep(0.05)
+    raise T.Failure("timed out waiting for %d events" % n)
 
 
 def rss_kib(pid):
@@ -187,8 +204,7 @@ def test_budget(d):
         data, t = flood(pilot, n, 10000)
         data += D.calls(5, t0=t, step=100, handle=0x10000001)
         send_all(port, data)
-        st = dm.wait_stats(lambda s: s["targets"] and s["targets"][0]["events"] == 2 * (n + 15),
-                           timeout=60, what="every event counted")
+        st = wait_events(dm, 2 * (n + 15))
         tg = D.by_name(st, TARGET)
         dropped = tg["dropped_area_limit"]
         T.check(dropped > 0, "areas refused past the budget (dropped_area_limit %d)" % dropped)
@@ -202,7 +218,11 @@ def test_budget(d):
         T.check(dd["memory_refused"] > 0 and tg["memory_refused"] > 0, "refusals counted")
         T.eq(tg["memory_bytes"], dd["memory_used"], "the only target holds all the memory")
         grown = rss_kib(dm.p.pid) - base
-        T.check(grown * 1024 <= limit * 2, "RSS grew by %d KiB for a 24M budget" % grown)
+        if SANITIZED:
+            print("SKIP part: RSS bound (sanitizer build: redzones and quarantine; grew %d KiB)"
+                  % grown)
+        else:
+            T.check(grown * 1024 <= limit * 2, "RSS grew by %d KiB for a 24M budget" % grown)
         T.check("target %s: memory limit" % TARGET in dm.log(), "the warning names the target")
         # the area that existed before the flood kept counting past the limit
         rows = {r["handle"]: r for r in st["targets"][0]["stats"]["rows"]}
@@ -236,11 +256,10 @@ def test_parts(d):
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port],
                   serve="127.0.0.1:%d" % sport)
     try:
-        n = 60000
+        n = 60000 // SCALE
         data, _ = flood(b"", n, 1000)
         send_all(port, data)
-        dm.wait_stats(lambda s: s["targets"] and s["targets"][0]["events"] == 2 * n, timeout=60,
-                      what="every event counted")
+        wait_events(dm, 2 * n)
         live = D.live_json(TLCAP, sport, TARGET)
         T.eq(len(live["rows"]), n, "rows of tlcap stats")
         T.eq(sorted(int(r["handle"], 16) for r in live["rows"]), list(range(n)), "handles")
@@ -261,7 +280,7 @@ def test_parts(d):
             if not more:
                 break
         T.eq(total, n, "rows over every part")
-        T.check(parts >= n // 5000, "in %d parts" % parts)
+        T.check(parts >= n // 5000 >= 4, "in %d parts" % parts)
         sub.close()
     finally:
         dm.kill()
@@ -302,11 +321,10 @@ def test_dump_off_loop(d):
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port],
                   serve="127.0.0.1:%d" % sport)
     try:
-        n = 100000
+        n = 100000 // SCALE
         data, _ = flood(b"", n, 1000)
         send_all(port, data)
-        dm.wait_stats(lambda s: s["targets"] and s["targets"][0]["events"] == 2 * n, timeout=60,
-                      what="every event counted")
+        wait_events(dm, 2 * n)
         sub = Sub(sport)
         os.unlink(dm.dump)
         t0 = time.monotonic()
@@ -324,9 +342,9 @@ def test_dump_off_loop(d):
         took = time.monotonic() - t0
         T.check(os.path.exists(dm.dump), "dump written")
         T.check(pings >= 3, "pings answered during the dump: %d in %.2fs" % (pings, took))
-        T.check(worst < 0.25, "worst Ping round trip during the dump %.3fs (dump took %.2fs)"
-                % (worst, took))
-        st = D.by_name(dm.stats(timeout=60), TARGET)
+        T.check(worst < 0.25 * SCALE, "worst Ping round trip during the dump %.3fs (dump took "
+                "%.2fs)" % (worst, took))
+        st = D.by_name(dm.stats(timeout=120), TARGET)
         T.eq(len(st["stats"]["rows"]), n, "areas in the dump")
         sub.close()
     finally:
