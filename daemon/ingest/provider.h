@@ -33,6 +33,13 @@ typedef struct tlc_ps_target_info {
   uint64_t areas;                        /* rows-owning areas of its statistics */
 } tlc_ps_target_info_t;
 
+/* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
+typedef struct tlc_ps_nats {
+  const char *url;
+  int connected, stream_ready;
+  uint64_t published, dropped, reconnects;
+} tlc_ps_nats_t;
+
 typedef struct tlc_ps_provider {
   /* Number of targets; indexes are 0..count-1. */
   size_t (*count)(void *ud);
@@ -59,6 +66,10 @@ typedef struct tlc_ps_provider {
   /* The daemon-wide memory budget: limit, bytes in use, charges refused. May be NULL. */
   void (*memory)(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused);
   void *ud;
+  /* The NATS publisher's state for TargetList (NULL when tlcapd does not publish): 0 when it
+   * filled *out. Called with nats_ud. */
+  int (*nats)(void *nats_ud, struct tlc_ps_nats *out);
+  void *nats_ud;
 } tlc_ps_provider_t;
 
 struct tlc_targets;

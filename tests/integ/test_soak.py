@@ -153,6 +153,10 @@ def status_after(dm, pred, timeout, what):
 
 
 def hup(dm):
+    # read what is queued first: the notify socket holds few datagrams (net.unix.max_dgram_qlen)
+    # and the daemon drops what does not fit, so a RELOADING=1 sent while STATUS= lines from a
+    # long wait (stats dumps of the flooded target take seconds under ASan) fill it is lost
+    dm.notify.pump()
     n0 = len(dm.notify.msgs)
     dm.p.send_signal(signal.SIGHUP)
     i = dm.notify.wait_for("RELOADING=1", timeout=15, after=n0)
