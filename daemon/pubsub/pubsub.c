@@ -47,6 +47,17 @@
  * message the subscriber references, in flight included. Above obuf_hard, or above obuf_soft
  * for longer than obuf_soft_ms, it gets an ERR_OUTPUT_LIMIT error and is closed.
  *
+ * Event fan-out. Batches go to the subscribers in evsubs (authenticated, with an events
+ * subscription, not stalled), rebuilt when that set changes. A subscriber whose batch ring is
+ * full stalls: it leaves evsubs, so a never-reading subscriber costs ingest nothing per batch (no
+ * pattern match; no encoding at all when nobody takes the batch), and its drops are settled from
+ * the per-target batch/event counters (batch_seq, batch_ev) when its ring drains (ev_settle).
+ *
+ * GetStats in parts (GetStats.max_rows): the subscriber remembers the request (gs); each part is
+ * an engine snapshot of a handle range (provider split / snapshot_part), built by sub_kick_once
+ * when the control queue is empty and no write is in flight, i.e. when the socket has taken the
+ * previous part: one part's memory and a few milliseconds of the loop at a time.
+ *
  * Closing. Nothing that fills a subscriber's queue frees it: sub_fail() marks it closing, drops
  * its queued messages, queues the error and lets the write completion (or the grace timer)
  * close it; memory is freed in the close callbacks only. A feed goes with its last
