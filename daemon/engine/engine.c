@@ -1386,8 +1386,14 @@ static void hheap_down(uint32_t *h, size_t n, size_t i) {
 }
 
 int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi) {
+  return tlc_engine_handle_split_since(e, lo, n, 0, hi);
+}
+
+int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t since,
+                                  uint64_t *hi) {
   uint32_t *h;
   size_t i, k = 0;
+  int tgrew = since != 0 && e->tseq > since;
   *hi = (uint64_t)1 << 32;
   if (n == 0 || lo >= ((uint64_t)1 << 32))
     return 0;
@@ -1395,9 +1401,11 @@ int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64
     return TLC_ENOMEM;
   /* the n smallest row handles >= lo (a row per area and context or state value) */
   for (i = 0; i < e->nrows; i++) {
-    uint32_t x = e->rows[i].handle;
-    if (x < lo)
-      continue;
+    const erow_t *r = &e->rows[i];
+    uint32_t x = r->handle;
+    if (x < lo || (since != 0 && r->seq <= since && !((r->open > 0 || r->out_active) && tgrew) &&
+                   r->kind != TLC_ROW_STATE))
+      continue; /* not in a delta from `since` (state rows: counted, an open stay may grow) */
     if (k < n) {
       size_t j = k++;
       h[j] = x;

@@ -195,6 +195,11 @@ int tlc_engine_snapshot_part(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
  * (a single area with more rows than n makes a part of its own: *hi = lo + 1), 2^32 when
  * every row from lo on fits. O(rows log n) time, n * 4 bytes for the call. 0 or TLC_ENOMEM. */
 int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi);
+/* The same for a delta snapshot (tlc_snap_opts_t.since_seq = since): only rows that may be in
+ * it are counted (changed after `since`, or with an open part while T grew; state rows always),
+ * so a delta with few changes is one part whatever the size of the table. */
+int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t since,
+                                  uint64_t *hi);
 
 /* Counts the histogram samples the engine has queued (they are counted in batches; a snapshot
  * with quantiles does this itself). Changes no statistic; allocates only when a queued sample

@@ -46,11 +46,11 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
   return 0;
 }
 
-static int pv_split(void *ud, size_t index, uint64_t lo, size_t n, uint64_t *hi) {
+static int pv_split(void *ud, size_t index, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
   tlc_target_t *t = at(ud, index);
   if (t == NULL)
     return TLC_ERANGE;
-  return tlc_engine_handle_split(t->engine, lo, n, hi);
+  return tlc_engine_handle_split_since(t->engine, lo, n, since, hi);
 }
 
 static int pv_snapshot_part(void *ud, size_t index, tlc_table_t *tab, const tlc_snap_opts_t *so,

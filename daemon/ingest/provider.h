@@ -58,9 +58,10 @@ typedef struct tlc_ps_provider {
   int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
                       size_t errlen);
   /* Statistics in parts (both may be NULL: not supported): where the part that starts at
-   * handle lo ends for at most n rows (tlc_engine_handle_split), and the snapshot of the areas
-   * with lo <= handle < hi into `t` (tlc_engine_snapshot_part), counters filled too. */
-  int (*split)(void *ud, size_t index, uint64_t lo, size_t n, uint64_t *hi);
+   * handle lo ends for at most n rows of a snapshot since `since` (0: full;
+   * tlc_engine_handle_split_since), and the snapshot of the areas with lo <= handle < hi into
+   * `t` (tlc_engine_snapshot_part), counters filled too. */
+  int (*split)(void *ud, size_t index, uint64_t lo, size_t n, uint64_t since, uint64_t *hi);
   int (*snapshot_part)(void *ud, size_t index, tlc_table_t *t, const tlc_snap_opts_t *so,
                        uint64_t lo, uint64_t hi);
   /* The daemon-wide memory budget: limit, bytes in use, charges refused. May be NULL. */

@@ -115,6 +115,8 @@
 #define SNAP_CACHE    4         /* engine snapshots shared within one tick pass */
 #define TICK_EARLY_NS 1000000u  /* a feed due within 1 ms runs in the current pass */
 #define JOIN_FRESH_NS 10000000u /* a joiner gets the mirror as is if it is this fresh */
+#define MIRROR_PART_ROWS                                                                           \
+  8192 /* a target with more areas is snapshotted for a feed's tick in parts of this many rows */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -1138,76 +1140,86 @@ static int row_kept(const spec_t *spec, const tlc_table_t *t, const tlc_stat_t *
   return keep_row(kc, r);
 }
 
-/* Merges the tick's changed rows (table t, in key order) into the mirror: changed rows are
- * encoded into the spare buffers, the others' bytes copied, and the buffers swapped. Rows keep
- * their order; a row the engine no longer reports stays as it was. */
-static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tlc_table_t *t,
-                        keep_ctx_t *kc) {
+/* A merge of a tick's changed rows into the mirror, possibly fed in parts (handle ranges in
+ * order): j the next old row, n2/len2 what the spare buffers hold, prev the last row taken. */
+typedef struct merge_st {
+  size_t j, n2, len2;
+  const tlc_stat_t *prev;
+} merge_st_t;
+
+/* Merges changed rows (table t, in key order, every handle below `hi`) into the mirror being
+ * built in the spare buffers: changed rows are encoded, the old rows with a handle below hi that
+ * t does not replace are copied. Rows keep their order; a row the engine no longer reports stays
+ * as it was. */
+static int mirror_merge_part(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tlc_table_t *t,
+                             keep_ctx_t *kc, merge_st_t *m, uint64_t hi) {
   const spec_t *spec = f->spec;
   uint32_t nwin = t->nwindows <= TLC_MAX_WINDOWS ? t->nwindows : TLC_MAX_WINDOWS;
   int64_t qmask = spec->ncolumns > 0 ? tlc_pb_cells_qmask(spec->columns, spec->ncolumns) : 0;
-  size_t i = 0, j = 0, n2 = 0, len2 = 0;
-  const tlc_stat_t *prev = NULL;
+  size_t i = 0;
   for (;;) {
     const tlc_stat_t *r = NULL;
-    mrow_t *o = j < ft->n ? &ft->rows[j] : NULL, *d, *nr;
+    mrow_t *o = m->j < ft->n && ft->rows[m->j].handle < hi ? &ft->rows[m->j] : NULL, *d, *nr;
     int c;
     while (i < t->nrows && !row_kept(spec, t, &t->rows[i], kc))
       i++;
     if (i < t->nrows) {
       r = &t->rows[i];
-      if (prev != NULL && !stat_before(prev, r))
+      if ((m->prev != NULL && !stat_before(m->prev, r)) || r->handle >= hi)
         return TLC_EFRAME; /* not in key order (engine.h promises it is) */
     }
     if (r == NULL && o == NULL)
       break;
     c = r == NULL ? 1 : o == NULL ? -1 : key_cmp(r->handle, r->context, r->state, o);
-    nr = tlc_grow(ft->rows2, &ft->cap2, n2 + 1, sizeof(*nr), 64);
+    nr = tlc_grow(ft->rows2, &ft->cap2, m->n2 + 1, sizeof(*nr), 64);
     if (nr == NULL)
       return TLC_ENOMEM;
     ft->rows2 = nr;
-    d = &ft->rows2[n2++];
+    d = &ft->rows2[m->n2++];
     if (c <= 0) { /* changed (or new): encode */
       d->handle = r->handle;
       d->context = r->context;
       d->state = r->state;
       d->changed = t->seq;
       d->tick = f->tickno;
-      d->off = len2;
-      if (row_encode(ps, spec, r, nwin, qmask, ft, &len2, &d->len) < 0)
+      d->off = m->len2;
+      if (row_encode(ps, spec, r, nwin, qmask, ft, &m->len2, &d->len) < 0)
         return TLC_ENOMEM;
-      prev = r;
+      m->prev = r;
       i++;
       if (c == 0)
-        j++;
+        m->j++;
     } else { /* unchanged: copy */
       *d = *o;
-      d->off = len2;
-      if (buf2_reserve(ft, len2 + o->len) < 0)
+      d->off = m->len2;
+      if (buf2_reserve(ft, m->len2 + o->len) < 0)
         return TLC_ENOMEM;
-      memcpy(ft->buf2 + len2, ft->buf + o->off, o->len);
-      len2 += o->len;
-      j++;
+      memcpy(ft->buf2 + m->len2, ft->buf + o->off, o->len);
+      m->len2 += o->len;
+      m->j++;
     }
-    if (len2 > ps->o.max_message)
+    if (m->len2 > ps->o.max_message)
       return TLC_ELIMIT;
   }
-  {
-    mrow_t *rv = ft->rows;
-    uint8_t *bv = ft->buf;
-    size_t rc = ft->cap, bc = ft->bcap;
-    ft->rows = ft->rows2;
-    ft->cap = ft->cap2;
-    ft->n = n2;
-    ft->buf = ft->buf2;
-    ft->bcap = ft->bcap2;
-    ft->len = len2;
-    ft->rows2 = rv;
-    ft->cap2 = rc;
-    ft->buf2 = bv;
-    ft->bcap2 = bc;
-  }
+  m->prev = NULL; /* the next part's table is another one (its keys are above hi) */
   return 0;
+}
+
+/* The merged mirror replaces the old one (buffers swapped). */
+static void mirror_swap(feed_target_t *ft, const merge_st_t *m) {
+  mrow_t *rv = ft->rows;
+  uint8_t *bv = ft->buf;
+  size_t rc = ft->cap, bc = ft->bcap;
+  ft->rows = ft->rows2;
+  ft->cap = ft->cap2;
+  ft->n = m->n2;
+  ft->buf = ft->buf2;
+  ft->bcap = ft->bcap2;
+  ft->len = m->len2;
+  ft->rows2 = rv;
+  ft->cap2 = rc;
+  ft->buf2 = bv;
+  ft->bcap2 = bc;
 }
 
 enum { MM_TICK, MM_SINCE, MM_FULL };
@@ -1295,17 +1307,42 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   tlc_snap_opts_t so;
   tlc_table_t *t;
   keep_ctx_t kc;
-  int r;
+  merge_st_t m;
+  uint64_t hi = (uint64_t)1 << 32;
+  int r, parts;
   *out = NULL;
   snap_opts(spec, base, &so);
-  if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
-    return r;
+  /* A large target's snapshot is taken and merged in handle ranges of at most MIRROR_PART_ROWS
+   * rows, all in this call (the engine does not change meanwhile: the parts are one consistent
+   * snapshot), so that the table held at a time is one part's, never one of every area. */
+  parts = ps->p.split != NULL && ps->p.snapshot_part != NULL && info->areas > MIRROR_PART_ROWS;
+  if (!parts) {
+    if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
+      return r;
+  } else {
+    t = &ps->scratch;
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, 0, MIRROR_PART_ROWS, base, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, 0, hi)) < 0)
+      return r;
+  }
   if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
       memcmp(&ft->hdr.counters, &t->counters, sizeof(t->counters)) == 0)
     return 1;
   if ((r = keep_init(&kc, spec, ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL)) < 0)
     return r;
-  r = mirror_merge(ps, f, ft, t, &kc);
+  memset(&m, 0, sizeof(m));
+  r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+  while (r == 0 && hi < ((uint64_t)1 << 32)) {
+    uint64_t lo = hi;
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, base, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+      break;
+    r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+  }
+  if (r == 0)
+    mirror_swap(ft, &m);
   tlc_free(kc.named);
   if (r < 0 || (r = hdr_copy(&ft->hdr, t)) < 0) {
     /* the mirror may be half merged: start again with a full snapshot next tick */
@@ -2433,7 +2470,7 @@ static void gs_next(tlc__ps_sub_t *s) {
   pt.lo = s->gs.lo;
   pt.no = s->gs.no;
   pt.base = s->gs.seq;
-  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, &pt.hi)) == 0) {
+  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, 0, &pt.hi)) == 0) {
     pt.more = pt.hi < ((uint64_t)1 << 32);
     r = stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
   }

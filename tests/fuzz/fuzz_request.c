@@ -76,10 +76,11 @@ static int f_snapshot(void *ud, size_t i, tlc_table_t *t, const tlc_snap_opts_t 
 }
 
 /* statistics in parts: one row per part (the rows' handles are 0, 1, 2) */
-static int f_split(void *ud, size_t i, uint64_t lo, size_t n, uint64_t *hi) {
+static int f_split(void *ud, size_t i, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
   (void)ud;
   (void)i;
   (void)n;
+  (void)since;
   *hi = lo >= 2 ? (uint64_t)1 << 32 : lo + 1;
   return 0;
 }

@@ -11,6 +11,8 @@ budget: a hostile stream of 150,000 distinct handles against --memory-limit 24M:
 parts: 60,000 areas without a limit: `tlcap stats` (GetStats in parts) returns every area with
     the counts sent; a raw GetStats with max_rows gets several parts, numbered, chained by
     base_seq, the last without `more`.
+subscribe_large: a subscription to 30,000 areas (its feed takes the engine snapshot in parts):
+    the full snapshot holds every area, the deltas the changed areas with their counts.
 mapping: a mapping above --mapping-limit is refused with a message naming the limit; a small one
     is accepted and counted in the target's memory.
 dump: while SIGUSR1 writes the stats dump of 100,000 areas, the loop keeps answering subscriber
@@ -286,6 +288,64 @@ def test_parts(d):
         dm.kill()
 
 
+def snapshot_rows(m):
+    """(fields of the Snapshot, {handle: count}) of a ServerMessage holding a Snapshot."""
+    sn = dict_of(fields(m[12][0]))
+    rows = {}
+    for rb in sn.get(15, []):
+        r = dict_of(fields(rb))
+        rows[r.get(1, [0])[0]] = r.get(6, [0])[0]
+    return sn, rows
+
+
+def test_subscribe_large(d):
+    """A subscription to a target larger than a feed's part (8,192 rows): the full snapshot
+    holds every area, the deltas after more calls carry the changed areas with their counts,
+    and chain on the full snapshot's seq."""
+    port, sport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port],
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        n = 30000 // SCALE
+        data, t = flood(b"", n, 1000)
+        s = D.connect(port)
+        s.sendall(data)
+        wait_events(dm, 2 * n)
+        sub = Sub(sport)
+        sub.s.sendall(request(3, 11, fld(1, 0, varint(1)) + fld(5, 0, varint(200))))
+        full = None
+        while full is None:
+            m = sub.recv()
+            if 12 in m:
+                full = m
+        sn, rows = snapshot_rows(full)
+        T.eq(sn.get(6, [0])[0], 1, "first snapshot is full")
+        T.eq(len(rows), n, "areas in the full snapshot")
+        T.check(all(c == 1 for c in rows.values()), "one call per area")
+        seq = sn[4][0]
+        # more calls of three areas, and one new area
+        more = D.calls(4, t0=t, step=100, handle=7) + D.calls(2, t0=t + 1000, step=100,
+                                                              handle=n - 2)
+        more += D.calls(1, t0=t + 2000, step=100, handle=n + 5)
+        s.sendall(more)
+        delta = {}
+        while not (delta.get(7) == 5 and delta.get(n - 2) == 3 and n + 5 in delta):
+            m = sub.recv()
+            if 12 not in m:
+                continue
+            sd, rd = snapshot_rows(m)
+            T.eq(sd.get(5, [0])[0], seq, "a delta's base_seq is the previous snapshot's seq")
+            seq = sd[4][0]
+            delta.update(rd)
+        # (every area whose OUTSIDE stretch grew with the latest time is in a delta too)
+        T.eq((delta[7], delta[n - 2], delta[n + 5]), (5, 3, 1), "counts of the changed areas")
+        T.check(set(delta) <= set(range(n)) | {n + 5}, "only known areas in the deltas")
+        sub.close()
+        s.close()
+    finally:
+        dm.kill()
+
+
 def text1_mapping(nareas):
     """A Text1 mapping section (HANDLE(Functions), as winIDEA writes it) naming nareas areas."""
     return ("* HANDLE(Functions) %%HANDLE%%,%%NAME%%,%%VALUE%%\n%s\n"
@@ -352,4 +412,4 @@ def test_dump_off_loop(d):
 
 
 if __name__ == "__main__":
-    T.main([test_budget, test_parts, test_mapping, test_dump_off_loop])
+    T.main([test_budget, test_parts, test_subscribe_large, test_mapping, test_dump_off_loop])
