@@ -1,6 +1,7 @@
 /* tlcap.c - the `tlcap` command line: targets, stats, top, watch, send, rotate, mapping.
  *
- *   tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]
+ *   tlcap [--connect HOST:PORT|tls://HOST:PORT|unix:PATH] [--ca FILE] [--token-file FILE]
+ *         COMMAND [ARGS]
  *
  * Every command but `send` talks to tlcapd's subscriber port through the client library
  * (tlcap_client.h; default 127.0.0.1:7400, or $TLCAP_CONNECT). `stats` rebuilds a tlc_table_t
@@ -8,6 +9,9 @@
  * live capture and a replay of its segments can be compared byte for byte. `top` is a live
  * terminal view drawn with plain ANSI escapes (works in tmux); `watch` prints JSON lines.
  * `send` is a target simulator: it connects to the daemon's ingest port and streams a file.
+ * `watch` and `top` outlive a daemon restart: the client library reconnects with backoff and
+ * subscribes again; `watch` prints a {"reconnected": {...}} line, `top` a status line. The
+ * one-shot commands fail at once when the daemon is not there.
  *
  * Exit status: 0 success, 1 bad input or a daemon error (including "not reachable", which names
  * the address), 2 usage. Not done here: anything the daemon does; this is a thin client.
@@ -26,10 +30,12 @@
 #include "xml.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -47,7 +53,10 @@
 #define EXIT_USAGE 2
 
 static const char *g_addr = TLC_CLIENT_DEFAULT_ADDR;
+static const char *g_ca; /* --ca FILE: CAs for tls:// (NULL: the system's) */
 static char *g_token;
+static char g_link[256]; /* top: the link's state after a loss ("" while it never dropped) */
+static int g_view_reset; /* top: the daemon restarted; drop the old view */
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig) {
@@ -57,7 +66,9 @@ static void on_signal(int sig) {
 
 static void usage_main(FILE *to) {
   fprintf(to,
-          "usage: tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]\n"
+          "usage: tlcap [--connect HOST:PORT|tls://HOST:PORT|unix:PATH] [--ca FILE]\n"
+          "             [--token-file FILE] COMMAND [ARGS]\n"
+          "       tlcap --version\n"
           "\n"
           "commands:\n"
           "  targets                       list targets with status and counters\n"
@@ -74,26 +85,63 @@ static void usage_main(FILE *to) {
           "                                every daemon and target publishing to a NATS server\n"
           "\n"
           "--connect defaults to $TLCAP_CONNECT or %s; a token for a daemon that requires\n"
-          "one comes from --token-file or $TLCAP_TOKEN. `tlcap COMMAND --help` for details.\n"
+          "one comes from --token-file or $TLCAP_TOKEN. tls:// verifies the daemon's\n"
+          "certificate against --ca FILE or the system's CAs. watch and top reconnect when\n"
+          "the daemon restarts; the other commands fail at once. `tlcap COMMAND --help` for\n"
+          "details.\n"
+          "tlcap --version prints the version.\n"
           "Exit status: 0 success, 1 bad input or daemon error, 2 usage.\n",
           TLC_CLIENT_DEFAULT_ADDR);
 }
 
-static int wants_help(int argc, char **argv) {
-  int i;
-  for (i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-      return 1;
-  return 0;
+/* Every command parses its arguments with getopt_long (argv[0] is the command's name):
+ * operands may come before or after options, `--` ends the options, and a usage error is
+ * reported here as "tlcap CMD: ...". Returns the option, -1 at the end, or '?' after a usage
+ * error (already printed). */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *lo) {
+  int c = getopt_long(argc, argv, shortopts, lo, NULL);
+  if (c == ':' || c == '?') {
+    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (c == ':')
+      fprintf(stderr, "tlcap %s: %s needs a value\n", argv[0], a);
+    else if (optopt > 0 && optopt < 256 && strncmp(a, "--", 2) != 0)
+      fprintf(stderr, "tlcap %s: unknown option -%c\n", argv[0], optopt);
+    else
+      fprintf(stderr, "tlcap %s: unknown option %s\n", argv[0], a);
+    return '?';
+  }
+  return c;
 }
 
+/* Connects (one-shot commands: no reconnection). */
+static tlc_client_t *connect_ev(const char *name, int *status,
+                                void (*cb)(void *, const tlc_client_event_t *));
+
+/* Resets getopt for a new command line (GNU: optind 0 is a full re-initialisation). */
+static void opt_reset(void) {
+  optind = 0;
+  opterr = 0;
+}
+
+static const struct option help_only[] = { { "help", no_argument, NULL, 'h' },
+                                           { NULL, 0, NULL, 0 } };
+
 static tlc_client_t *connect_or_die(const char *name, int *status) {
+  return connect_ev(name, status, NULL);
+}
+
+/* Connects; with `cb`, the client reconnects by itself and tells cb (watch, top). */
+static tlc_client_t *connect_ev(const char *name, int *status,
+                                void (*cb)(void *, const tlc_client_event_t *)) {
   tlc_client_opts_t o;
   tlc_client_t *c = NULL;
   char err[512];
   memset(&o, 0, sizeof(o));
   o.name = name;
   o.token = g_token;
+  o.ca_file = g_ca;
+  o.reconnect = cb != NULL;
+  o.event_cb = cb;
   if (tlc_client_connect(g_addr, &o, &c, err, sizeof(err)) < 0) {
     fprintf(stderr, "tlcap: %s\n", err);
     *status = EXIT_BAD;
@@ -171,7 +219,11 @@ static int cmd_targets(int argc, char **argv) {
   tlc_client_t *c;
   int status = 0;
   size_t i;
-  if (wants_help(argc, argv)) {
+  int o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] targets\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
            "resyncs, bytes skipped, decode errors, events dropped for the area limit or the\n"
@@ -179,8 +231,8 @@ static int cmd_targets(int argc, char **argv) {
            "memory budget (used, limit, refusals).\n");
     return 0;
   }
-  if (argc > 1) {
-    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[1]);
+  if (optind < argc) {
+    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[optind]);
     return EXIT_USAGE;
   }
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
@@ -252,30 +304,34 @@ static int cmd_stats(int argc, char **argv) {
   char err[512];
   size_t k;
   tlc_out_t o;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
-           "                                  [--text1-format ENTRY=FORMAT]...\n"
-           "Prints the daemon's current statistics of TARGET with the exporters of\n"
-           "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
-           "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
-           "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
-           "use `tlcapd replay --export aprof` on the target's segments.\n");
-    return 0;
-  }
+  static const struct option lo[] = { { "export", required_argument, NULL, 'e' },
+                                      { "text1-format", required_argument, NULL, 't' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  int opt;
   t1 = tlc_malloc(sizeof(*t1));
   if (t1 == NULL)
     return EXIT_BAD;
   tlc_text1_opts_default(t1);
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--export") == 0 || strcmp(a, "--text1-format") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "tlcap stats: %s needs a value\n", a);
-        status = EXIT_USAGE;
-        goto done;
-      }
-      if (strcmp(a, "--export") == 0) {
-        export_ = argv[++i];
+  opt_reset();
+  while ((opt = next_opt(argc, argv, ":he:t:", lo)) != -1) {
+    if (opt == '?') {
+      status = EXIT_USAGE;
+      goto done;
+    }
+    if (opt == 'h') {
+      printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
+             "                                  [--text1-format ENTRY=FORMAT]...\n"
+             "Prints the daemon's current statistics of TARGET with the exporters of\n"
+             "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
+             "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
+             "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
+             "use `tlcapd replay --export aprof` on the target's segments.\n");
+      goto done;
+    }
+    {
+      if (opt == 'e') {
+        export_ = optarg;
         for (k = 0; k < sizeof(exports) / sizeof(exports[0]); k++)
           if (strcmp(export_, exports[k]) == 0)
             break;
@@ -285,19 +341,18 @@ static int cmd_stats(int argc, char **argv) {
           status = EXIT_USAGE;
           goto done;
         }
-      } else if (tlc_text1_set_format(t1, argv[++i], err, sizeof(err)) < 0) {
-        fprintf(stderr, "tlcap stats: --text1-format %s: %s\n", argv[i], err);
+      } else if (tlc_text1_set_format(t1, optarg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tlcap stats: --text1-format %s: %s\n", optarg, err);
         status = EXIT_USAGE;
         goto done;
       }
-    } else if (a[0] == '-' && a[1] != 0) {
-      fprintf(stderr, "tlcap stats: unknown option %s\n", a);
-      status = EXIT_USAGE;
-      goto done;
-    } else if (target == NULL) {
-      target = a;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    if (target == NULL) {
+      target = argv[i];
     } else {
-      fprintf(stderr, "tlcap stats: unexpected argument %s\n", a);
+      fprintf(stderr, "tlcap stats: unexpected argument %s\n", argv[i]);
       status = EXIT_USAGE;
       goto done;
     }
@@ -412,16 +467,20 @@ static int cmd_rotate(int argc, char **argv) {
   Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
-  int status = 0;
-  if (wants_help(argc, argv)) {
+  int status = 0, o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
            "Closes TARGET's current segment file and starts a new one.\n");
     return 0;
   }
-  if (argc != 2 || argv[1][0] == '-') {
+  if (argc - optind != 1) {
     fprintf(stderr, "usage: tlcap rotate TARGET\n");
     return EXIT_USAGE;
   }
+  argv += optind - 1;
   if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_ROTATE;
@@ -461,17 +520,21 @@ static int cmd_mapping(int argc, char **argv) {
   tlc_client_t *c;
   char *data = NULL;
   size_t len = 0;
-  int status = 0, r;
-  if (wants_help(argc, argv)) {
+  int status = 0, r, o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
            "Loads area names from FILE (a Text1 or XML export with a mapping section) for\n"
            "TARGET.\n");
     return 0;
   }
-  if (argc != 3) {
+  if (argc - optind != 2) {
     fprintf(stderr, "usage: tlcap mapping TARGET FILE\n");
     return EXIT_USAGE;
   }
+  argv += optind - 1;
   if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
     fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
     return EXIT_BAD;
@@ -585,6 +648,35 @@ static void json_str(const char *s) {
   tlc_out_fini(&o);
 }
 
+/* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
+ * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
+static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
+  (void)ud;
+  switch (ev->kind) {
+  case TLC_CLIENT_EV_LOST:
+    fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", g_addr, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RETRY:
+    if (ev->attempts == 1 || ev->attempts % 10 == 0)
+      fprintf(stderr, "tlcap watch: %s (attempt %u; retrying in %llu ms)\n", ev->reason,
+              ev->attempts, (unsigned long long)ev->backoff_ms);
+    break;
+  case TLC_CLIENT_EV_RECONNECTED:
+    printf("{\"reconnected\":{\"address\":");
+    json_str(g_addr);
+    printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
+           "\"attempts\":%u,\"down_ms\":%llu}}\n",
+           ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
+           (unsigned long long)ev->instance_id, ev->attempts, (unsigned long long)ev->down_ms);
+    fflush(stdout);
+    fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", g_addr,
+            (unsigned long long)ev->down_ms, ev->restarted ? " (the daemon restarted)" : "");
+    break;
+  default:
+    break;
+  }
+}
+
 static int cmd_watch(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   char *targets[1];
@@ -592,24 +684,36 @@ static int cmd_watch(int argc, char **argv) {
   tlc_client_t *c;
   view_t w;
   long interval = 1000, count = -1, i;
-  int status = 0, events = 0, snapshots = 0;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
-           "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
-           "--export json` schema) each time they change, and target events as JSON lines\n"
-           "{\"type\":\"target_event\",...}; with --events also live event batches\n"
-           "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
-           "snapshots. Reconnects when the daemon restarts.\n");
-    return 0;
-  }
-  for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
-      interval = strtol(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
-      count = strtol(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--events") == 0)
+  int status = 0, events = 0, snapshots = 0, oc;
+  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "count", required_argument, NULL, 'n' },
+                                      { "events", no_argument, NULL, 'E' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((oc = next_opt(argc, argv, ":hi:n:", lo)) != -1) {
+    if (oc == 'i')
+      interval = strtol(optarg, NULL, 10);
+    else if (oc == 'n')
+      count = strtol(optarg, NULL, 10);
+    else if (oc == 'E')
       events = 1;
-    else if (argv[i][0] != '-' && target == NULL)
+    else if (oc == '?')
+      return EXIT_USAGE;
+    else if (oc != 'h')
+      continue;
+    else {
+      printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+             "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
+             "--export json` schema) each time they change, and target events as JSON lines\n"
+             "{\"type\":\"target_event\",...}; with --events also live event batches\n"
+             "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
+             "snapshots. Reconnects when the daemon restarts.\n");
+      return 0;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    if (target == NULL)
       target = argv[i];
     else {
       fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
@@ -620,7 +724,7 @@ static int cmd_watch(int argc, char **argv) {
     fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
     return EXIT_USAGE;
   }
-  if ((c = connect_or_die("tlcap watch", &status)) == NULL)
+  if ((c = connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   targets[0] = (char *)target;
@@ -643,17 +747,11 @@ static int cmd_watch(int argc, char **argv) {
     if (r == 0)
       continue;
     if (r < 0) {
-      char err[512];
-      unsigned tries = 0;
-      fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", tlc_client_addr(c),
-              r == TLC_EIO ? "closed by the daemon" : tlc_strerror(r));
-      while (!g_stop && tlc_client_reconnect(c, err, sizeof(err)) < 0) {
-        struct timespec ts = { tries < 5 ? 0 : 1, tries < 5 ? 200000000L : 0 };
-        if (tries++ == 0)
-          fprintf(stderr, "tlcap watch: %s\n", err);
-        nanosleep(&ts, NULL); /* reconnect backoff, not synchronisation */
-      }
-      continue;
+      /* the library reconnects by itself: what comes here cannot be cured by waiting */
+      fprintf(stderr, "tlcap watch: %s: %s\n", tlc_client_addr(c),
+              tlc_client_last_error(c)[0] ? tlc_client_last_error(c) : tlc_strerror(r));
+      status = EXIT_BAD;
+      break;
     }
     switch (m->msg_case) {
     case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
@@ -801,8 +899,11 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   }
   printf("\x1b[H");
   if (vt == NULL) {
-    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n\x1b[J", addr,
+    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n", addr,
            ts->only != NULL ? " of the target" : "");
+    if (g_link[0])
+      printf("link: %s\x1b[K\r\n", g_link);
+    printf("\x1b[J");
     fflush(stdout);
     return;
   }
@@ -822,9 +923,13 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
          (unsigned long long)vt->t.counters.anomalies,
          (unsigned long long)vt->t.counters.dropped_area_limit,
          (unsigned long long)w->dropped_events, (unsigned long long)vt->gaps_seen);
+  line = 3;
+  if (g_link[0]) {
+    printf("link: %s\x1b[K\r\n", g_link);
+    line++;
+  }
   printf("\x1b[7m%-40s %-12s %10s %10s %10s %10s %10s\x1b[0m\x1b[K\r\n", "AREA", "CONTEXT", "COUNT",
          "T.NET", "T.CALL", "NET.MAX", "NET.AVG");
-  line = 3;
   tr = vt->t.nrows > 0 ? tlc_malloc(vt->t.nrows * sizeof(*tr)) : NULL;
   for (i = 0; tr != NULL && i < vt->t.nrows; i++) {
     const tlc_stat_t *r = &vt->t.rows[i];
@@ -950,6 +1055,34 @@ static size_t top_columns(uint32_t *c) {
   return n;
 }
 
+/* top: the link's state goes in a status line under the header (top_draw). */
+static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
+  time_t now = time(NULL);
+  struct tm tm;
+  char at[16];
+  (void)ud;
+  localtime_r(&now, &tm);
+  strftime(at, sizeof(at), "%H:%M:%S", &tm);
+  switch (ev->kind) {
+  case TLC_CLIENT_EV_LOST:
+    snprintf(g_link, sizeof(g_link), "DISCONNECTED at %s (%s): reconnecting", at, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RETRY:
+    snprintf(g_link, sizeof(g_link), "DISCONNECTED: reconnecting, attempt %u failed (%.120s)",
+             ev->attempts, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RECONNECTED:
+    snprintf(g_link, sizeof(g_link), "reconnected at %s after %.1f s%s", at,
+             (double)ev->down_ms / 1000.0,
+             ev->restarted ? ": the daemon restarted, statistics start again" : "");
+    if (ev->restarted)
+      g_view_reset = 1;
+    break;
+  default:
+    break;
+  }
+}
+
 static int cmd_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   uint32_t top_cols[6 + 5 * TLC_MAX_WINDOWS];
@@ -958,8 +1091,19 @@ static int cmd_top(int argc, char **argv) {
   view_t w;
   top_state_t ts;
   long interval = 1000;
-  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0;
-  if (wants_help(argc, argv)) {
+  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
+  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  memset(&ts, 0, sizeof(ts));
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":hi:", lo)) != -1) {
+    if (o == 'i') {
+      interval = strtol(optarg, NULL, 10);
+      continue;
+    }
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
            "A live view of a target's areas, sorted by net time, redrawn in place.\n"
            "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
@@ -968,11 +1112,8 @@ static int cmd_top(int argc, char **argv) {
            "dropped events and detected sequence gaps.\n");
     return 0;
   }
-  memset(&ts, 0, sizeof(ts));
-  for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
-      interval = strtol(argv[++i], NULL, 10);
-    else if (argv[i][0] != '-' && ts.only == NULL)
+  for (i = optind; i < argc; i++) {
+    if (ts.only == NULL)
       ts.only = argv[i];
     else {
       fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
@@ -983,7 +1124,7 @@ static int cmd_top(int argc, char **argv) {
     fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
     return EXIT_USAGE;
   }
-  if ((c = connect_or_die("tlcap top", &status)) == NULL)
+  if ((c = connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   if (ts.only != NULL) {
@@ -1046,17 +1187,18 @@ static int cmd_top(int argc, char **argv) {
       int r = tlc_client_recv(c, 0, &m);
       if (r == 0)
         break;
+      if (g_view_reset) {
+        view_fini(&w); /* a restarted daemon: the old targets and rows are gone */
+        g_view_reset = 0;
+      }
       if (r < 0) {
-        char err[512];
-        if (tlc_client_reconnect(c, err, sizeof(err)) < 0) {
-          term_restore();
-          printf("\x1b[?25h\x1b[?1049l");
-          fprintf(stderr, "tlcap top: %s\n", err);
-          status = EXIT_BAD;
-          quit = 1;
-        } else {
-          view_fini(&w);
-        }
+        /* the library reconnects by itself: what comes here cannot be cured by waiting */
+        term_restore();
+        printf("\x1b[?25h\x1b[?1049l");
+        fprintf(stderr, "tlcap top: %s: %s\n", tlc_client_addr(c),
+                tlc_client_last_error(c)[0] ? tlc_client_last_error(c) : tlc_strerror(r));
+        status = EXIT_BAD;
+        quit = 1;
         break;
       }
       if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
@@ -1082,38 +1224,14 @@ static int cmd_top(int argc, char **argv) {
 
 /* ---- send -------------------------------------------------------------------------------- */
 
+/* A blocking socket to a target listener, through the client's one dialer. */
 static int dial_tcp(const char *addr, int *fd_out, char *err, size_t errlen) {
-  char host[256];
-  const char *colon = strrchr(addr, ':');
-  struct addrinfo hints, *res = NULL, *ai;
-  int fd = -1, r, e = ECONNREFUSED;
-  size_t hl;
-  if (colon == NULL || (hl = (size_t)(colon - addr)) == 0 || hl >= sizeof(host)) {
-    snprintf(err, errlen, "bad address %s (want HOST:PORT)", addr);
+  int fd;
+  if (tlc_client_dial(addr, -1, "listening for targets", &fd, err, errlen) < 0)
     return -1;
-  }
-  memcpy(host, addr[0] == '[' ? addr + 1 : addr, addr[0] == '[' ? hl - 2 : hl);
-  host[addr[0] == '[' ? hl - 2 : hl] = 0;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_socktype = SOCK_STREAM;
-  if ((r = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
-    snprintf(err, errlen, "cannot resolve %s: %s", addr, gai_strerror(r));
-    return -1;
-  }
-  for (ai = res; ai != NULL; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-      continue;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-      break;
-    e = errno;
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    snprintf(err, errlen, "%s: %s", addr, strerror(errno));
     close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot connect to %s: %s (is tlcapd listening for targets there?)", addr,
-             strerror(e));
     return -1;
   }
   *fd_out = fd;
@@ -1141,40 +1259,46 @@ static int cmd_send(int argc, char **argv) {
   char *data = NULL, err[512], pre[300];
   size_t len = 0;
   uint64_t sent = 0, events = 0;
-  int r;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap send FILE --target NAME --format bin10|bin11|evlog\n"
-           "                  [--rate EVENTS/S] [--loop] [--to HOST:PORT]\n"
-           "A target simulator: connects to tlcapd's ingest port (default 127.0.0.1:7411),\n"
-           "sends the preamble `TLCAP/1 target=NAME format=F` and then FILE's bytes.\n"
-           "--rate limits bin10/bin11 records per second; --loop repeats the file until\n"
-           "interrupted. Without --loop it half-closes and waits for the daemon to close.\n");
-    return 0;
-  }
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if ((strcmp(a, "--target") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "--rate") == 0 ||
-         strcmp(a, "--to") == 0) &&
-        i + 1 >= argc) {
-      fprintf(stderr, "tlcap send: %s needs a value\n", a);
-      return EXIT_USAGE;
-    }
-    if (strcmp(a, "--target") == 0)
-      target = argv[++i];
-    else if (strcmp(a, "--format") == 0)
-      format = argv[++i];
-    else if (strcmp(a, "--to") == 0)
-      to = argv[++i];
-    else if (strcmp(a, "--rate") == 0) {
+  int r, o;
+  static const struct option lo[] = { { "target", required_argument, NULL, 't' },
+                                      { "format", required_argument, NULL, 'f' },
+                                      { "rate", required_argument, NULL, 'r' },
+                                      { "to", required_argument, NULL, 'T' },
+                                      { "loop", no_argument, NULL, 'l' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":ht:f:", lo)) != -1) {
+    if (o == 't') {
+      target = optarg;
+    } else if (o == 'f') {
+      format = optarg;
+    } else if (o == 'T') {
+      to = optarg;
+    } else if (o == 'r') {
       char *end;
-      rate = strtod(argv[++i], &end);
+      rate = strtod(optarg, &end);
       if (*end != 0 || rate <= 0) {
         fprintf(stderr, "tlcap send: --rate wants a positive number of events per second\n");
         return EXIT_USAGE;
       }
-    } else if (strcmp(a, "--loop") == 0)
+    } else if (o == 'l') {
       loop = 1;
-    else if (a[0] != '-' && file == NULL)
+    } else if (o == '?') {
+      return EXIT_USAGE;
+    } else {
+      printf("usage: tlcap send FILE --target NAME --format bin10|bin11|evlog\n"
+             "                  [--rate EVENTS/S] [--loop] [--to HOST:PORT]\n"
+             "A target simulator: connects to tlcapd's ingest port (default 127.0.0.1:7411),\n"
+             "sends the preamble `TLCAP/1 target=NAME format=F` and then FILE's bytes.\n"
+             "--rate limits bin10/bin11 records per second; --loop repeats the file until\n"
+             "interrupted. Without --loop it half-closes and waits for the daemon to close.\n");
+      return 0;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    const char *a = argv[i];
+    if (file == NULL)
       file = a;
     else {
       fprintf(stderr, "tlcap send: unexpected argument %s\n", a);
@@ -1305,27 +1429,38 @@ int main(int argc, char **argv) {
     g_addr = env;
   if ((env = getenv("TLCAP_TOKEN")) != NULL && env[0] != 0)
     g_token = tlc_strndup(env, strlen(env));
-  while (i < argc && argv[i][0] == '-') {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage_main(stdout);
-      return 0;
+  {
+    static const struct option lo[] = {
+      { "connect", required_argument, NULL, 'C' }, { "token-file", required_argument, NULL, 'k' },
+      { "ca", required_argument, NULL, 'A' },      { "help", no_argument, NULL, 'h' },
+      { "version", no_argument, NULL, 'V' },       { NULL, 0, NULL, 0 }
+    };
+    int o;
+    opt_reset();
+    /* '+': the options before COMMAND are tlcap's; the command parses the rest. */
+    while ((o = getopt_long(argc, argv, "+:hV", lo, NULL)) != -1) {
+      if (o == 'h') {
+        usage_main(stdout);
+        return 0;
+      } else if (o == 'V') {
+        printf("tlcap %s\n", TLC_VERSION);
+        return 0;
+      } else if (o == 'C') {
+        g_addr = optarg;
+      } else if (o == 'A') {
+        g_ca = optarg;
+      } else if (o == 'k') {
+        tlc_free(g_token);
+        if (load_token(optarg) < 0)
+          return EXIT_BAD;
+      } else {
+        fprintf(stderr, "tlcap: %s %s\n", o == ':' ? "missing value for" : "unknown option",
+                argv[optind - 1]);
+        usage_main(stderr);
+        return EXIT_USAGE;
+      }
     }
-    if (strcmp(argv[i], "--connect") == 0 && i + 1 < argc) {
-      g_addr = argv[i + 1];
-      i += 2;
-    } else if (strncmp(argv[i], "--connect=", 10) == 0) {
-      g_addr = argv[i] + 10;
-      i++;
-    } else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
-      tlc_free(g_token);
-      if (load_token(argv[i + 1]) < 0)
-        return EXIT_BAD;
-      i += 2;
-    } else {
-      fprintf(stderr, "tlcap: unknown option %s\n", argv[i]);
-      usage_main(stderr);
-      return EXIT_USAGE;
-    }
+    i = optind;
   }
   if (i >= argc) {
     usage_main(stderr);

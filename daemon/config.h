@@ -28,12 +28,17 @@
 #define TLC_CFG_PATH        512
 #define TLC_CFG_HOST        256
 #define TLC_CFG_MAX_CLI     512
+#define TLC_CFG_PATTERN     128
 
 /* Defaults of the embedded configuration (ports documented in docs/configuration.md). */
 #define TLC_DEFAULT_BIN11_ADDR "127.0.0.1:7411"
 #define TLC_DEFAULT_EVLOG_ADDR "127.0.0.1:7412"
 #define TLC_DEFAULT_SERVE_ADDR "127.0.0.1:7400"
 #define TLC_DEFAULT_STATE_DIR  "./tlcap-state"
+
+/* [efl NAME] defaults: efl_debugd's debugger port, efl_debug's poll interval (docs/efl.md). */
+#define TLC_DEFAULT_EFL_DEBUGD  "127.0.0.1:6666"
+#define TLC_DEFAULT_EFL_POLL_MS 200
 
 enum tlc_parity { TLC_PARITY_NONE = 0, TLC_PARITY_EVEN = 1, TLC_PARITY_ODD = 2 };
 enum tlc_flow { TLC_FLOW_NONE = 0, TLC_FLOW_RTSCTS = 1, TLC_FLOW_XONXOFF = 2 };
@@ -45,7 +50,8 @@ typedef struct tlc_cfg_tset {
   uint32_t context_area;
 } tlc_cfg_tset_t;
 
-/* One [listen NAME], [dial NAME] or [serial NAME] section, or --listen/--dial/--serial. */
+/* One [listen NAME], [dial NAME], [serial NAME] or [efl NAME] section, or --listen/--dial/
+ * --serial/--efl. An efl source keeps efl_debugd's address in host/port ("debugd"). */
 typedef struct tlc_cfg_source {
   int kind; /* enum tlc_src_kind */
   char name[TLC_TARGET_NAME_MAX + 1];
@@ -60,6 +66,8 @@ typedef struct tlc_cfg_source {
   uint8_t stop_bits;              /* 1 or 2 */
   uint8_t flow;                   /* enum tlc_flow */
   tlc_cfg_tset_t tset;            /* defaults for the targets this source creates */
+  char pattern[TLC_CFG_PATTERN];  /* efl: fnmatch pattern on application name or pid */
+  uint32_t poll_ms;               /* efl: evlog poll interval (default 200, as efl_debug) */
   char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
 } tlc_cfg_source_t;
 
@@ -73,7 +81,7 @@ typedef struct tlc_config {
   /* [daemon] */
   char state_dir[TLC_CFG_PATH];
   int store;                    /* 1: storage on */
-  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" ("" = off) */
+  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" or "unix:PATH" ("" = off) */
   int log_level;
   char debug[128];        /* debug switches (log.h) */
   size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
@@ -120,6 +128,10 @@ typedef struct tlc_config {
    * and mappings together; past it new areas are refused (dropped_area_limit) */
   uint64_t memory_limit;  /* bytes (default: a quarter of physical memory; >= 1M) */
   uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; >= 1) */
+  /* Remote access (SPEC 8, daemon/auth): "" = off */
+  char token_file[TLC_CFG_PATH]; /* the shared secret's file */
+  char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */
+  char tls_key[TLC_CFG_PATH];    /* PEM private key */
 
   tlc_cfg_source_t *src;
   size_t nsrc;
@@ -170,6 +182,10 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
 
 /* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
 int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* 1 if `host` (numeric, or "localhost") is a loopback address; 0 for anything else, names
+ * included (they may resolve beyond loopback). SPEC 8: a port beyond loopback needs a token. */
+int tlc_config_is_loopback(const char *host);
 
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);

@@ -185,6 +185,8 @@ static char *target_head(const tlc_target_t *t, int first, size_t *len) {
     }
   }
   tlc_out_puts(&o, "]");
+  /* storage backpressure: times the source was held, and whether it is now */
+  tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
   return tlc_out_take(&o, len);
 }
 
@@ -243,9 +245,12 @@ static int job_next(tlc_dump_t *d) {
     r = tlc_engine_snapshot_part(t->engine, &d->job.tab, NULL, d->lo, hi);
     tlc_target_counters(t, &d->job.tab.counters);
   }
-  if (r == 0 && t->has_mapping) {
-    r = map_subset(&d->job.map, &t->mapping, &d->job.tab);
-    d->job.has_map = r == 0;
+  if (r == 0) { /* its mapping, or the names its evlog items gave (tlc_target_names) */
+    const tlc_mapping_t *names = tlc_target_names(t);
+    if (names != NULL) {
+      r = map_subset(&d->job.map, names, &d->job.tab);
+      d->job.has_map = r == 0;
+    }
   }
   if (r < 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN,

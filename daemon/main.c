@@ -95,7 +95,7 @@ static char *dump_head(void *ud) {
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
       ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
       ", \"memory_limit\": %" PRIu64 ", \"memory_used\": %" PRIu64 ", \"memory_peak\": %" PRIu64
-      ", \"memory_refused\": %" PRIu64 "},\n \"targets\": [",
+      ", \"memory_refused\": %" PRIu64 "},\n",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
@@ -103,6 +103,8 @@ static char *dump_head(void *ud) {
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
       tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
       d->targets.budget.peak, d->targets.budget.refused);
+  tlc_efl_dump(d, &o);
+  tlc_out_puts(&o, " \"targets\": [");
   return tlc_out_take(&o, NULL);
 }
 
@@ -130,6 +132,7 @@ static void send_status(app_t *a) {
   char msg[600];
   status_text(&a->d, a->last_status_text, sizeof(a->last_status_text));
   tlc_wiring_status(a->wiring, a->last_status_text, sizeof(a->last_status_text));
+  tlc_efl_status(&a->d, a->last_status_text, sizeof(a->last_status_text));
   snprintf(msg, sizeof(msg), "STATUS=%s", a->last_status_text);
   tlc_sd_notify(msg);
 }
@@ -194,6 +197,7 @@ static void shutdown_begin(app_t *a, const char *why) {
   tlc__conns_drain_close(d); /* finish what was received, close */
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
+  tlc_efl_sync(d);             /* evlog off in the applications */
   tlc_dump_request(&a->dump);  /* written off the loop; the loop runs until it is complete */
   tlc_wiring_close(a->wiring); /* seals segments, says goodbye to subscribers */
   a->wiring = NULL;
@@ -248,6 +252,7 @@ static void reload(app_t *a) {
   tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
   tlc_dial_sync(d);
   tlc_serial_sync(d);
+  tlc_efl_sync(d);
   tlc_wiring_reload(a->wiring);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
           tlc_listen_count(d), d->targets.n);
@@ -305,12 +310,7 @@ int main(int argc, char **argv) {
   int r;
 
   if (argc >= 2 && strcmp(argv[1], "replay") == 0) {
-#ifdef TLC_NO_REPLAY
-    fputs("tlcapd: this build has no replay (configured with TLC_WITH_REPLAY=OFF)\n", stderr);
-    return 2;
-#else
     return tlc_replay_main(argc - 1, argv + 1);
-#endif
   }
 
   /* Before libuv allocates anything: every allocation goes through tlc_malloc. */
@@ -380,6 +380,7 @@ int main(int argc, char **argv) {
   }
   tlc_dial_sync(d);
   tlc_serial_sync(d);
+  tlc_efl_sync(d);
 
   if ((r = start_signal(a, &a->sig_hup, SIGHUP)) != 0 ||
       (r = start_signal(a, &a->sig_term, SIGTERM)) != 0 ||
@@ -418,6 +419,7 @@ stop:
   tlc__conns_drain_close(d);
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
+  tlc_efl_sync(d);
   tlc_wiring_close(a->wiring);
   a->wiring = NULL;
   uv_walk(&loop, close_walk_cb, NULL);

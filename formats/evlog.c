@@ -117,6 +117,20 @@ static void wrf64(uint8_t *p, double x, int be) {
   wr_n(p, u, 8, be);
 }
 
+static const char *bad_size(uint32_t size, uint32_t max_block, char *why, size_t whylen);
+
+int tlc_evlog_size_ok(uint32_t size, uint32_t max_block) {
+  char why[96];
+  return bad_size(size, max_block ? max_block : 64u << 20, why, sizeof why) == NULL;
+}
+
+int tlc_evlog_index_time(double tim, int64_t *ns) {
+  if (!isfinite(tim) || fabs(tim) >= 9.0e9)
+    return 0;
+  *ns = (int64_t)llround(tim * 1e9);
+  return 1;
+}
+
 int tlc_evlog_looks_like(const uint8_t *buf, size_t len) {
   return len >= 4 && (rd32(buf, 0) == TLC_EVLOG_MAGIC || rd32(buf, 1) == TLC_EVLOG_MAGIC);
 }
@@ -337,7 +351,9 @@ static int step_scan(rd_t *r) {
 
 /* Why a size is implausible, or NULL. */
 static const char *bad_size(uint32_t size, uint32_t max_block, char *why, size_t whylen) {
-  if (size > max_block)
+  if (size == 0xfffffffcu) /* efl_debug's "size - 4" of an empty answer (docs/efl.md) */
+    snprintf(why, whylen, "size 0xfffffffc: an empty efl_debug capture (no CPU/Freq/on handler)");
+  else if (size > max_block)
     snprintf(why, whylen, "size %lu exceeds limit %lu", (unsigned long)size,
              (unsigned long)max_block);
   else if (size % 8 != 0)

@@ -18,8 +18,9 @@
  * Storage seam: the storage module registers one observer. It receives
  *   - TLC_TEV_CREATED when a target is created (may set t->store),
  *   - TLC_TEV_CONNECTED / TLC_TEV_DISCONNECTED around every connection (segment boundaries),
- *   - decoded_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
- *     raw fields and evlog item bytes included) - what tlc_store_write takes,
+ *   - records_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
+ *     raw fields and evlog item bytes included) and the received chunk it came from - what
+ *     tlc_store_write_chunk takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
  *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
  *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
@@ -63,7 +64,7 @@ enum tlc_target_ev {
 };
 
 /* Source kinds (what created the target). */
-enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3 };
+enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
 typedef struct tlc_target_gap {
@@ -97,6 +98,8 @@ typedef struct tlc_target {
   struct tlc_engine *engine;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
+  tlc_mapping_t evnames; /* evlog: the evmap's area names, as of the last tlc_target_names */
+  size_t evnames_n;      /* evmap areas evnames holds */
   uint8_t has_context_area;
   uint32_t context_area;
 
@@ -117,7 +120,13 @@ typedef struct tlc_target {
   uint64_t attach_pos;     /* decoder stream offset when the current connection attached */
   char peer[TLC_PEER_MAX]; /* "ip:port", device path, or "" */
   void *source;            /* the attached connection (opaque), NULL while detached */
-  void *store;             /* storage seam: owned by the storage observer */
+  /* Backpressure: set by a source that can stop reading (TCP) when it attaches; called by
+   * tlc_target_hold with the source and 1 (stop reading) or 0 (read again). NULL: the source
+   * cannot wait (serial), holding does nothing. Cleared at detach. */
+  void (*hold_cb)(void *source, int on);
+  int held;       /* storage asked the target to hold its source (tlc_target_hold) */
+  uint64_t holds; /* times it was held */
+  void *store;    /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
 
   /* memory budget (budget.h): what this target holds of it, and its refusals */
@@ -132,8 +141,11 @@ typedef struct tlc_target {
  * `decoded_cb` each batch as decoded (before the evlog mapping; evlog slices valid only during
  * the call); `batch_cb` the events of each batch given to the engine (evlog: after mapping),
  * valid only during the call; `bytes_cb` the bytes pushed to the decoder, in stream order, with
- * the stream offset of buf[0] (valid only during the call). Order per batch: bytes_cb for the
- * chunk, then decoded_cb, then batch_cb. */
+ * the stream offset of buf[0] (valid only during the call); `records_cb` the same batch as
+ * decoded_cb together with the chunk it was decoded from (chunk[0..clen) = stream bytes from
+ * offset coff; a record may have begun in an earlier chunk), so that storage copies records as
+ * received; chunk is NULL for what the decoder hands out at the end of a stream. Order per
+ * batch: bytes_cb for the chunk, then decoded_cb and records_cb, then batch_cb. */
 typedef struct tlc_target_observer {
   void (*cb)(void *ud, const tlc_target_t *t, int kind, const char *detail);
   void (*decoded_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n);
@@ -141,6 +153,8 @@ typedef struct tlc_target_observer {
   void (*bytes_cb)(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
                    uint64_t offset);
   void *ud;
+  void (*records_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                     const uint8_t *chunk, size_t clen, uint64_t coff);
 } tlc_target_observer_t;
 
 struct tlc_targets {
@@ -178,6 +192,11 @@ void tlc_targets_unobserve(tlc_targets_t *r, void *ud);
  * Returns 0 or TLC_EINVAL. (Names become storage directory names.) */
 int tlc_target_name_check(const char *name, size_t max);
 
+/* The names of an efl source's targets, "SOURCE/APP-PID": two valid names joined by one '/'
+ * (storage keeps them in a directory per source, docs/efl.md). Not for names from peers.
+ * Returns 0 or TLC_EINVAL. */
+int tlc_target_name_check_efl(const char *name, size_t max);
+
 /* The target called `name`, or NULL. O(n). */
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
 
@@ -206,6 +225,11 @@ size_t tlc_target_pending(const tlc_target_t *t);
  * `reason`, resets the decoder for the next connection. No-op when detached. */
 void tlc_target_detach(tlc_target_t *t, const char *reason);
 
+/* Backpressure from storage: on = 1 asks the attached source to stop reading (TCP: the
+ * kernel's window then pushes back to the sender), 0 to read again. Remembered across
+ * connections: a source attaching to a held target starts held (it checks t->held). */
+void tlc_target_hold(tlc_target_t *t, int on);
+
 /* Assembles the target's tlc_counters_t: engine counters plus decoder counters. */
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);
 
@@ -217,6 +241,12 @@ int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_
  * TLC_TEV_MAPPING. On error the old mapping stays and err gets "line N: reason". Returns 0 or a
  * negative error. */
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
+
+/* The names to show with the target's statistics: its mapping when it has one, else (evlog)
+ * the area names its evlog items gave, exported from the evmap again whenever new areas
+ * appeared (as `tlcapd replay` names them), else NULL. The result is owned by the target and
+ * valid until the next call or tlc_target_load_mapping. Loop thread. */
+const tlc_mapping_t *tlc_target_names(tlc_target_t *t);
 
 /* Announces a target event to every observer (sources use it for their own kinds). */
 void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail);
