@@ -32,9 +32,10 @@ import tlctest as T
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 TARGET = "lab@127.0.0.1"
 with open(TLCAPD, "rb") as _f:
-    SANITIZED = b"AddressSanitizer" in _f.read()
-# the sanitizer build is several times slower and its allocations carry redzones and a
-# quarantine: smaller floods there, and no RSS bound (the budget's own accounting is checked)
+    _bin = _f.read()
+    SANITIZED = b"AddressSanitizer" in _bin or b"ThreadSanitizer" in _bin
+# the sanitizer builds are several times slower and their allocations carry redzones and a
+# quarantine (ASan) or shadow memory (TSan): smaller floods there, and no RSS bound (the budget's own accounting is checked)
 SCALE = 3 if SANITIZED else 1
 
 
