@@ -2642,6 +2642,131 @@ static int find_target(tlc__ps_sub_t *s, uint32_t req, const char *name, size_t 
   return 0;
 }
 
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  do {
+    p[n++] = (uint8_t)((v & 0x7Fu) | (v > 0x7Fu ? 0x80u : 0));
+    v >>= 7;
+  } while (v != 0);
+  return n;
+}
+
+static size_t varint_len(uint64_t v) {
+  uint8_t b[10];
+  return put_varint(b, v);
+}
+
+/* GetStats answered in one message (older clients) for a target with more than
+ * MIRROR_PART_ROWS areas: its rows are taken from the engine in parts of that many (all now:
+ * one consistent snapshot) and encoded one after the other, so the memory is one part's table
+ * plus the encoded rows, which max_message caps (TLC_ELIMIT past it), never a table of every
+ * area. Returns 0 and *out (refs 1) or a negative error. */
+static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
+                             msg_t **out) {
+  tlc_ps_target_info_t info;
+  tlc_snap_opts_t so;
+  tlc_table_t *t = &ps->scratch, hdr;
+  tlc_pb_snap_sel_t sel;
+  tlc_pb_arena_t a;
+  Tlcap__Snapshot s;
+  uint8_t *rows = NULL, *p;
+  size_t nrows_b = 0, caprows = 0, snap_hdr, snap_len, stats_len, msg_len, n, k;
+  uint64_t lo = 0, hi = 0;
+  const tlc_mapping_t *m;
+  msg_t *msg;
+  int r = 0;
+  *out = NULL;
+  memset(&info, 0, sizeof(info));
+  if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
+    return r;
+  snap_opts(spec, 0, &so);
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = spec->windows;
+  sel.quantiles = spec->quantiles;
+  tlc_table_init(&hdr);
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  while (hi < ((uint64_t)1 << 32)) {
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, 0, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+      goto done;
+    if (lo == 0 && (r = hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
+      goto done;
+    for (k = 0; k < t->nrows; k++) {
+      Tlcap__Row pr;
+      size_t packed, len;
+      if (a.used > 32 * 1024)
+        tlc_pb_arena_reset(&a);
+      if ((r = tlc_pb_row_build(&a, &pr, &t->rows[k], spec->windows ? t->nwindows : 0, &sel)) < 0)
+        goto done;
+      len = tlc_pb_row_field_size(&pr, &packed);
+      if (nrows_b + len > ps->o.max_message) {
+        r = TLC_ELIMIT;
+        goto done;
+      }
+      if (nrows_b + len > caprows) {
+        uint8_t *nb = tlc_grow(rows, &caprows, nrows_b + len, 1, 1u << 16);
+        if (nb == NULL) {
+          r = TLC_ENOMEM;
+          goto done;
+        }
+        rows = nb;
+      }
+      nrows_b += tlc_pb_row_field_pack(&pr, packed, rows + nrows_b);
+    }
+    lo = hi;
+  }
+  tlc_pb_arena_reset(&a);
+  m = ps->p.mapping != NULL && spec->names ? ps->p.mapping(ps->p.ud, idx) : NULL;
+  if ((r = tlc_pb_snapshot_build(&a, &s, &hdr, info.name != NULL ? info.name : "", &sel, m)) < 0)
+    goto done;
+  s.n_rows = 0; /* the header only: the rows are the bytes encoded above */
+  s.instance_id = ps->instance_id;
+  s.full = 1;
+  s.connected = info.connected != 0;
+  s.unix_ms = unix_ms();
+  /* ServerMessage{request_id, stats: Stats{snapshot: header + rows}}, framed */
+  snap_hdr = tlcap__snapshot__get_packed_size(&s);
+  snap_len = snap_hdr + nrows_b;
+  stats_len = 1 + varint_len(snap_len) + snap_len;
+  msg_len = (req ? 1 + varint_len(req) : 0) + 2 + varint_len(stats_len) + stats_len;
+  n = varint_len(msg_len) + msg_len;
+  if (n > ps->o.max_message) {
+    r = TLC_ELIMIT;
+    goto done;
+  }
+  if ((msg = tlc_malloc(sizeof(*msg) + n)) == NULL) {
+    r = TLC_ENOMEM;
+    goto done;
+  }
+  memset(msg, 0, sizeof(*msg));
+  msg->refs = 1;
+  msg->kind = PSM_CONTROL;
+  p = msg->data;
+  p += put_varint(p, msg_len);
+  if (req) {
+    *p++ = 0x08; /* field 1 (request_id), varint */
+    p += put_varint(p, req);
+  }
+  *p++ = 0x8A; /* field 17 (stats), length-delimited: two-byte tag */
+  *p++ = 0x01;
+  p += put_varint(p, stats_len);
+  *p++ = 0x0A; /* Stats field 1 (snapshot), length-delimited */
+  p += put_varint(p, snap_len);
+  p += tlcap__snapshot__pack(&s, p);
+  if (nrows_b > 0)
+    memcpy(p, rows, nrows_b);
+  p += nrows_b;
+  msg->len = (size_t)(p - msg->data);
+  ps->st.snapshots_built++;
+  *out = msg;
+done:
+  tlc_pb_arena_fini(&a);
+  tlc_table_fini(&hdr);
+  tlc_free(rows);
+  return r;
+}
+
 #define GS_MIN_ROWS 64
 #define GS_MAX_ROWS 65536
 #define GS_ROW_MIN  16 /* bytes: no encoded row is smaller (handle, context, kind, tags) */
@@ -2730,7 +2855,10 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
     send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, TLC_ELIMIT);
     return;
   }
-  r = stats_build(ps, &spec, idx, req, NULL, &m);
+  if (info.areas > MIRROR_PART_ROWS && ps->p.split != NULL && ps->p.snapshot_part != NULL)
+    r = stats_build_parts(ps, &spec, idx, req, &m); /* memory: one part and the message */
+  else
+    r = stats_build(ps, &spec, idx, req, NULL, &m);
   if (r < 0) {
     send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
                r == TLC_ELIMIT ? "statistics larger than the daemon's message cap: ask for them "

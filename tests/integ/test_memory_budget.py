@@ -180,11 +180,14 @@ def get_stats(sub, req, target, max_rows=0):
     sub.s.sendall(request(req, 14, body))
 
 
-def snapshot_of(m):
-    """(rows, seq, base_seq, part, more, full) of a ServerMessage holding Stats."""
+def snapshot_of(m, raw=None):
+    """(rows, seq, base_seq, part, more, full) of a ServerMessage holding Stats; the rows' bytes
+    are appended to `raw` when given."""
     st = dict_of(fields(m[17][0]))
     sn = dict_of(fields(st[1][0]))
     one = lambda k: sn[k][0] if k in sn else 0  # noqa: E731
+    if raw is not None:
+        raw.extend(sn.get(15, []))
     return len(sn.get(15, [])), one(4), one(5), one(21), one(22), one(6)
 
 
@@ -269,11 +272,11 @@ def test_parts(d):
         T.check(all(r["count"] == 1 for r in live["rows"]), "one call per area")
         sub = Sub(sport)
         get_stats(sub, 9, TARGET, max_rows=5000)
-        parts, total, prev_seq = 0, 0, None
+        parts, total, prev_seq, raw_parts = 0, 0, None, []
         while True:
             m = sub.recv()
             T.eq(m.get(1, [0])[0], 9, "request id of every part")
-            rows, seq, base, part, more, full = snapshot_of(m)
+            rows, seq, base, part, more, full = snapshot_of(m, raw_parts)
             T.eq(part, parts, "part number")
             T.eq(bool(full), parts == 0, "only part 0 is full")
             if prev_seq is not None:
@@ -284,6 +287,15 @@ def test_parts(d):
                 break
         T.eq(total, n, "rows over every part")
         T.check(parts >= n // 5000 >= 4, "in %d parts" % parts)
+        # an older client's whole reply (built from engine parts too, into one message) holds
+        # exactly the same rows, byte for byte (nothing was ingested meanwhile)
+        get_stats(sub, 10, TARGET)
+        raw_whole = []
+        m = sub.recv()
+        T.eq(m.get(1, [0])[0], 10, "request id of the whole reply")
+        rows, _, _, _, more, full = snapshot_of(m, raw_whole)
+        T.eq((rows, bool(more), bool(full)), (n, False, True), "whole reply: rows, more, full")
+        T.check(sorted(raw_whole) == sorted(raw_parts), "whole reply's rows == the parts' rows")
         sub.close()
     finally:
         dm.kill()
