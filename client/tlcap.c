@@ -199,6 +199,22 @@ static void fmt_age(char *buf, size_t len, int64_t unix_ms_) {
     snprintf(buf, len, "%lldh ago", (long long)(d / 3600));
 }
 
+/* 1234 -> "1.2K", in powers of 1024 ("-" for 0: a daemon without a memory budget). */
+static void fmt_bytes(char *buf, size_t len, uint64_t v) {
+  static const char units[] = "BKMGTP";
+  double x = (double)v;
+  unsigned u = 0;
+  if (v == 0) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  while (x >= 1024 && u + 1 < sizeof(units) - 1) {
+    x /= 1024;
+    u++;
+  }
+  snprintf(buf, len, u ? "%.1f%c" : "%.0f%c", x, units[u]);
+}
+
 static int cmd_targets(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
@@ -213,7 +229,9 @@ static int cmd_targets(int argc, char **argv) {
       return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] targets\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
-           "resyncs, bytes skipped, decode errors and the last connect/disconnect.\n");
+           "resyncs, bytes skipped, decode errors, events dropped for the area limit or the\n"
+           "memory budget, memory held and the last connect/disconnect; then the daemon's\n"
+           "memory budget (used, limit, refusals).\n");
     return 0;
   }
   if (optind < argc) {
@@ -231,19 +249,29 @@ static int cmd_targets(int argc, char **argv) {
     status = EXIT_BAD;
     goto done_msg;
   }
-  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %s\n", "TARGET", "FORMAT", "STATE",
-         "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "SKIPPED", "DECERR", "LAST");
+  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %10s %8s %s\n", "TARGET", "FORMAT",
+         "STATE", "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "SKIPPED", "DECERR", "DROPPED",
+         "MEMORY", "LAST");
   for (i = 0; i < m->targets->n_targets; i++) {
     const Tlcap__TargetInfo *t = m->targets->targets[i];
     tlc_counters_t k;
-    char age[32];
+    char age[32], mem[32];
     tlc_pb_counters_get(&k, t->counters);
     fmt_age(age, sizeof(age), t->connected ? t->last_connect_unix_ms : t->last_disconnect_unix_ms);
-    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %10llu %6llu %s\n", t->name,
+    fmt_bytes(mem, sizeof(mem), t->memory_bytes);
+    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %10llu %6llu %10llu %8s %s\n", t->name,
            tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected",
            t->peer[0] ? t->peer : "-", (unsigned long long)k.events, (unsigned long long)k.bytes,
            (unsigned long long)t->gaps, (unsigned long long)k.resyncs,
-           (unsigned long long)k.bytes_skipped, (unsigned long long)t->decode_errors, age);
+           (unsigned long long)k.bytes_skipped, (unsigned long long)t->decode_errors,
+           (unsigned long long)k.dropped_area_limit, mem, age);
+  }
+  if (m->targets->memory_limit != 0) {
+    char used[32], lim[32];
+    fmt_bytes(used, sizeof(used), m->targets->memory_used);
+    fmt_bytes(lim, sizeof(lim), m->targets->memory_limit);
+    printf("memory: %s of %s in use (--memory-limit), %llu charges refused\n", used, lim,
+           (unsigned long long)m->targets->memory_refused);
   }
   if (m->targets->n_targets == 0)
     printf("(no targets yet)\n");
@@ -262,6 +290,8 @@ done:
 }
 
 /* ---- stats ------------------------------------------------------------------------------- */
+
+#define STATS_PART_ROWS 8192 /* rows per part of a GetStats reply */
 
 static int cmd_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
@@ -353,6 +383,7 @@ static int cmd_stats(int argc, char **argv) {
   gs.quantiles = 1;
   gs.neutral = 1;
   gs.names = 1;
+  gs.max_rows = STATS_PART_ROWS; /* in parts; a daemon without them answers in one message */
   if ((m = request(c, &cm, &status)) == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
@@ -367,6 +398,34 @@ static int cmd_stats(int argc, char **argv) {
       (m->stats->snapshot->mapping->n_areas > 0 || m->stats->snapshot->mapping->n_contexts > 0)) {
     r = tlc_pb_mapping_get(&map, m->stats->snapshot->mapping);
     have_map = r == 0;
+  }
+  /* the further parts (docs/protocol.md "Statistics in parts"): deltas, in order */
+  while (r == 0 && m->stats->snapshot->more) {
+    uint32_t id = m->request_id;
+    int rr;
+    do { /* the next message of this reply (unrelated ones are skipped) */
+      tlc_client_msg_free(m);
+      m = NULL;
+      rr = tlc_client_recv(c, 30000, &m);
+    } while (rr > 0 && m->request_id != id);
+    if (rr <= 0) {
+      r = rr < 0 ? rr : TLC_EIO;
+      if (rr == 0)
+        fprintf(stderr, "tlcap: %s: no further part of the statistics within 30 s\n",
+                tlc_client_addr(c));
+      break;
+    }
+    if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error != NULL) {
+      fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+              m->error->message ? m->error->message : "error");
+      r = TLC_EIO;
+      break;
+    }
+    if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
+      r = TLC_EFRAME;
+      break;
+    }
+    r = tlc_pb_snapshot_apply(&t, m->stats->snapshot);
   }
   if (r < 0) {
     fprintf(stderr, "tlcap: %s: bad statistics from the daemon: %s\n", tlc_client_addr(c),

@@ -15,6 +15,8 @@
  */
 #include "config.h"
 
+#include "budget.h"
+
 #include "log.h"
 
 #include "tlc_alloc.h"
@@ -275,6 +277,8 @@ static const dkey_t dkeys[] = {
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
+  { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50 },
+  { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40 },
   /* HTTP (daemon/http, docs/http.md) */
   { "http", K_ADDR, OFF(http), FSZ(http), 0 },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
@@ -869,6 +873,8 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
+  c->memory_limit = tlc_budget_default_limit();
+  c->mapping_limit = 64ull << 20;
   snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
   c->metrics_areas = 20;
   c->http_max_connections = 64;
@@ -1025,7 +1031,8 @@ static void usage(FILE *f) {
         "              [--http HOST:PORT] [--metrics-areas N]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
-        "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"
+        "              [--context-area TARGET=HANDLE] [--memory-limit BYTES] [--check-config]\n"
+        "              [--OPTION VALUE]...\n"
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
@@ -1303,6 +1310,16 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
   }
   if (c->max_targets == 0) {
     seterr(err, errlen, "[daemon] max_targets: must be at least 1");
+    return TLC_EINVAL;
+  }
+  if (c->memory_limit < (1u << 20)) {
+    seterr(err, errlen, "[daemon] memory_limit: must be at least 1M");
+    return TLC_EINVAL;
+  }
+  if (c->mapping_limit == 0) {
+    seterr(err, errlen,
+           "[daemon] mapping_limit: must be at least 1 (the memory budget "
+           "caps it in any case)");
     return TLC_EINVAL;
   }
   if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms) {

@@ -128,6 +128,10 @@ typedef struct tlc_config {
   uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
   uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
   uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
+  /* Memory budget (docs/configuration.md "Memory"): every target's areas, histograms, windows
+   * and mappings together; past it new areas are refused (dropped_area_limit) */
+  uint64_t memory_limit;  /* bytes (default: a quarter of physical memory; >= 1M) */
+  uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; >= 1) */
   /* HTTP: dashboard, /metrics, JSON API (daemon/http, docs/http.md) */
   char http[TLC_CFG_HOST + 8]; /* "HOST:PORT" ("" = off; default TLC_DEFAULT_HTTP_ADDR) */
   uint32_t metrics_areas;      /* area series per target on /metrics (default 20) */

@@ -22,14 +22,15 @@
  *
  * Stats dump (--dump-stats-on-exit FILE): one JSON document, written to FILE.tmp and renamed:
  * {"daemon": {...ingest counters...}, "targets": [{name, format, connected, peer, counters,
- * connections, reconnects, gaps, decode_errors, ..., "stats": <the JSON export>}]}. Blocking
- * file I/O on the loop: done only at exit and on SIGUSR1.
+ * connections, reconnects, gaps, decode_errors, ..., "stats": <the JSON export>}]}. Written off
+ * the loop by a pool thread, the statistics taken in parts (dump.c), at exit and on SIGUSR1.
  *
  * Services (wiring.c): storage (crash recovery of the state directory before READY=1) and the
  * subscriber server, each fed through the target observer interface; pubsub reads targets
  * through the provider (provider.h).
  */
 #include "config.h"
+#include "dump.h"
 #include "json.h"
 #include "log.h"
 #include "provider.h"
@@ -62,6 +63,7 @@ typedef struct app {
   uv_signal_t sig_usr2;
 #endif
   uv_timer_t tick;
+  tlc_dump_t dump;      /* --dump-stats-on-exit, SIGUSR1: written off the loop */
   tlc_wiring_t *wiring; /* pubsub + storage */
   uint64_t last_status;
   char last_status_text[512];
@@ -72,24 +74,13 @@ static app_t A;
 
 /* ---- stats dump ---- */
 
-static int out_file_cb(void *ud, const void *buf, size_t len) {
-  return fwrite(buf, 1, len, (FILE *)ud) == len ? 0 : TLC_EIO;
-}
-
-static void dump_stats(tlc_daemon_t *d) {
-  char tmp[TLC_CFG_PATH + 8];
-  FILE *f;
+/* The stats dump's "daemon" object and the start of its target list (formatted on the loop; the
+ * rest of the document is written off it, dump.c). */
+static char *dump_head(void *ud) {
+  tlc_daemon_t *d = ud;
   tlc_out_t o;
   const tlc_ingest_stats_t *st = &d->st;
-  if (d->cfg.dump_stats[0] == '\0')
-    return;
-  snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.dump_stats);
-  f = fopen(tmp, "we");
-  if (f == NULL) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", tmp, strerror(errno));
-    return;
-  }
-  tlc_out_init(&o, 0, out_file_cb, f);
+  tlc_out_init(&o, 1u << 20, NULL, NULL);
   tlc_out_printf(
       &o,
       "{\"daemon\": {\"accepted\": %" PRIu64 ", \"refused_limit\": %" PRIu64
@@ -102,68 +93,19 @@ static void dump_stats(tlc_daemon_t *d) {
       ", \"connections\": %zu, \"max_connections\": %zu, \"listeners\": %zu"
       ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
-      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64 "},\n",
+      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
+      ", \"memory_limit\": %" PRIu64 ", \"memory_used\": %" PRIu64 ", \"memory_peak\": %" PRIu64
+      ", \"memory_refused\": %" PRIu64 "},\n",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
       st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
-      tlc_sd_watchdog_withheld(), tlc_sd_dropped());
+      tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
+      d->targets.budget.peak, d->targets.budget.refused);
   tlc_efl_dump(d, &o);
   tlc_out_puts(&o, " \"targets\": [");
-  for (size_t i = 0; i < d->targets.n; i++) {
-    const tlc_target_t *t = d->targets.v[i];
-    tlc_counters_t c;
-    tlc_table_t tab;
-    tlc_target_counters(t, &c);
-    tlc_out_puts(&o, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
-    tlc_json_string(&o, t->name);
-    tlc_out_printf(&o, ", \"format\": \"%s\", \"connected\": %d, \"peer\": ",
-                   tlc_format_name(t->format), t->connected);
-    tlc_json_string(&o, t->peer);
-    tlc_out_printf(
-        &o,
-        ", \"events\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"dropped_area_limit\": %" PRIu64
-        ", \"engine_gaps\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64
-        ", \"bytes_skipped\": %" PRIu64 ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
-        ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 ", \"connections\": %" PRIu64
-        ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64 ", \"decode_errors\": %" PRIu64
-        ", \"truncated_tails\": %" PRIu64 ", \"deadline_closes\": %" PRIu64
-        ", \"last_connect_unix_ms\": %" PRId64 ", \"last_disconnect_unix_ms\": %" PRId64
-        ", \"has_mapping\": %d",
-        c.events, c.anomalies, c.dropped_area_limit, c.gaps, c.bytes, c.records, c.bytes_skipped,
-        c.resyncs, c.records_invalid, c.truncated, c.overflow_items, t->connections, t->reconnects,
-        t->gaps, t->decode_errors, t->truncated_tails, t->deadline_closes, t->last_connect_unix_ms,
-        t->last_disconnect_unix_ms, t->has_mapping);
-    /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
-    tlc_out_puts(&o, ", \"gap_log\": [");
-    {
-      uint64_t n = t->ngaplog < TLC_TARGET_GAPLOG ? t->ngaplog : TLC_TARGET_GAPLOG;
-      for (uint64_t k = t->ngaplog - n; k < t->ngaplog; k++) {
-        const tlc_target_gap_t *g = &t->gaplog[k % TLC_TARGET_GAPLOG];
-        tlc_out_printf(&o, "%s[%" PRId64 ", %" PRId64 "]", k == t->ngaplog - n ? "" : ", ",
-                       g->disconnect_unix_ms, g->reconnect_unix_ms);
-      }
-    }
-    tlc_out_puts(&o, "]");
-    /* storage backpressure: times the source was held, and whether it is now */
-    tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
-    tlc_table_init(&tab);
-    if (tlc_target_snapshot(t, &tab, NULL) == 0) {
-      tlc_out_puts(&o, ", \"stats\": ");
-      tlc_json_write(&o, &tab, tlc_target_names(d->targets.v[i]), t->name, 1);
-    }
-    tlc_table_fini(&tab);
-    tlc_out_puts(&o, "}");
-  }
-  tlc_out_puts(&o, "\n]}\n");
-  if (tlc_out_fini(&o) != 0 || fclose(f) != 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: write failed", tmp);
-    unlink(tmp);
-    return;
-  }
-  if (rename(tmp, d->cfg.dump_stats) != 0)
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->cfg.dump_stats, strerror(errno));
+  return tlc_out_take(&o, NULL);
 }
 
 /* ---- status ---- */
@@ -255,8 +197,8 @@ static void shutdown_begin(app_t *a, const char *why) {
   tlc__conns_drain_close(d); /* finish what was received, close */
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
-  tlc_efl_sync(d); /* evlog off in the applications */
-  dump_stats(d);
+  tlc_efl_sync(d);             /* evlog off in the applications */
+  tlc_dump_request(&a->dump);  /* written off the loop; the loop runs until it is complete */
   tlc_wiring_close(a->wiring); /* seals segments, says goodbye to subscribers */
   a->wiring = NULL;
   tlc_sd_watchdog_stop();
@@ -304,6 +246,9 @@ static void reload(app_t *a) {
   d->cfg = nc;
   apply_log_settings(&d->cfg);
   compute_max_conns(d);
+  tlc_budget_set_limit(&d->targets.budget, d->cfg.memory_limit); /* granted memory stays */
+  tlc_dump_set_path(&a->dump, d->cfg.dump_stats);
+  d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
   tlc_dial_sync(d);
   tlc_serial_sync(d);
@@ -323,7 +268,7 @@ static void signal_cb(uv_signal_t *s, int signum) {
       reload(a);
     break;
   case SIGUSR1:
-    dump_stats(&a->d);
+    tlc_dump_request(&a->dump);
     break;
 #ifdef TLCAP_TESTING
   case SIGUSR2: {
@@ -408,6 +353,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   tlc_targets_init(&d->targets, d->cfg.max_targets);
+  tlc_budget_init(&d->targets.budget, d->cfg.memory_limit);
+  d->targets.mapping_limit = d->cfg.mapping_limit;
+  tlc_dump_init(&a->dump, &loop, &d->targets, d->cfg.dump_stats, dump_head, d);
   tlc_provider_init(&a->provider, &d->targets, NULL, NULL);
   compute_max_conns(d);
 
@@ -484,6 +432,7 @@ stop:
   uv_run(&loop, UV_RUN_DEFAULT);
 
 done:
+  tlc_dump_fini(&a->dump);
   tlc_targets_fini(&d->targets);
   tlc_free(d->rbuf);
   r = uv_loop_close(&loop);

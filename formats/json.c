@@ -243,8 +243,8 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
   close_(w, '}');
 }
 
-int tlc_json_write(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const char *target,
-                   int compact) {
+int tlc_json_begin(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m,
+                   const char *target, int compact) {
   jw_t w = { o, compact, 0, 1 };
   const tlc_counters_t *c = &t->counters;
   size_t i;
@@ -298,10 +298,33 @@ int tlc_json_write(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, c
   }
   close_(&w, ']');
   open_(&w, "rows", '[');
+  st->compact = w.compact;
+  st->depth = w.depth;
+  st->first = w.first;
+  return o->err;
+}
+
+int tlc_json_rows(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m) {
+  jw_t w = { o, st->compact, st->depth, st->first };
+  size_t i;
   for (i = 0; i < t->nrows; i++)
     row(&w, t, m, &t->rows[i]);
+  st->first = w.first;
+  return o->err;
+}
+
+int tlc_json_end(tlc_json_part_t *st, tlc_out_t *o) {
+  jw_t w = { o, st->compact, st->depth, st->first };
   close_(&w, ']');
   close_(&w, '}');
   tlc_out_putc(o, '\n');
   return o->err;
+}
+
+int tlc_json_write(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const char *target,
+                   int compact) {
+  tlc_json_part_t st;
+  tlc_json_begin(&st, o, t, m, target, compact);
+  tlc_json_rows(&st, o, t, m);
+  return tlc_json_end(&st, o);
 }

@@ -446,6 +446,7 @@ static void wipe(tlc_engine_t *e) {
 
 void tlc_engine_clear(tlc_engine_t *e) {
   wipe(e);
+  tlc__engine_acct_sync(e);
 }
 
 int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
@@ -461,5 +462,6 @@ int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
   rc = load_body(e, r);
   if (rc != 0)
     wipe(e);
+  tlc__engine_acct_sync(e); /* the restored rows count in the memory budget like grown ones */
   return rc;
 }

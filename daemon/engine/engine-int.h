@@ -192,6 +192,7 @@ struct tlc_engine {
   int have_time;
   int64_t first, last;
   size_t hist_bytes, win_bytes;
+  size_t charged;       /* bytes charged to the accounting hook (== tlc_engine_mem().bytes) */
   hlent_t *hlog;        /* queued histogram samples (hlog_flush): hlog[0, hcur - hlog) */
   hlent_t *hcur, *hend; /* the next entry; hlog + HLOG (full) */
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
@@ -211,5 +212,10 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
   z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
   return z ^ (z >> 32);
 }
+
+/* Charges or releases the difference between the engine's memory (tlc_engine_mem) and what the
+ * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
+ * allocate and free outside the engine's own growth paths. */
+void tlc__engine_acct_sync(tlc_engine_t *e);
 
 #endif

@@ -87,6 +87,55 @@ static int64_t nonneg(int64_t v) {
   return v < 0 ? 0 : v;
 }
 
+/* ---- memory accounting (engine.h: tlc_engine_acct_t) ---- */
+
+static int acct_take(tlc_engine_t *e, size_t n, int kind) {
+  if (e->o.acct.charge_cb != NULL) {
+    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
+    if (r < 0 && kind != TLC_ACCT_FORCE)
+      return r;
+  }
+  e->charged += n;
+  return 0;
+}
+
+static void acct_give(tlc_engine_t *e, size_t n) {
+  e->charged -= n;
+  if (e->o.acct.release_cb != NULL && n > 0)
+    e->o.acct.release_cb(e->o.acct.ud, n);
+}
+
+/* tlc_grow (same contract) with the growth charged first as `kind`: the doubled capacity, or,
+ * when that is refused, need plus an eighth (so that an engine near the budget grows by what it
+ * needs, not by half of what it has). */
+static void *egrow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem, size_t first,
+                   int kind) {
+  size_t c = *cap, nc = c ? c : first;
+  void *np;
+  if (need <= c)
+    return p;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2)
+      return NULL;
+    nc *= 2;
+  }
+  if (nc > SIZE_MAX / elem)
+    return NULL;
+  if (acct_take(e, (nc - c) * elem, kind) < 0) {
+    size_t small = need + need / 8;
+    if (small >= nc || acct_take(e, (small - c) * elem, kind) < 0)
+      return NULL;
+    nc = small;
+  }
+  np = tlc_realloc(p, nc * elem);
+  if (np == NULL) {
+    acct_give(e, (nc - c) * elem);
+    return NULL;
+  }
+  *cap = nc;
+  return np;
+}
+
 static void dist_add(edist_t *d, int64_t v) {
   /* samples are clamped >= 0 */
   uint64_t m = (uint64_t)v, hi, lo;
@@ -155,9 +204,14 @@ static void hput_raw(hent_t *ht, size_t cap, uint64_t a, uint64_t b, uint32_t v)
 static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
   if ((e->hn + 1) * 2 > e->hcap) {
     size_t ncap = e->hcap * 2, i;
-    hent_t *nt = tlc_calloc(ncap, sizeof(*nt));
-    if (nt == NULL)
+    hent_t *nt;
+    if (acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
+      return TLC_ELIMIT;
+    nt = tlc_calloc(ncap, sizeof(*nt));
+    if (nt == NULL) {
+      acct_give(e, e->hcap * sizeof(*nt));
       return TLC_ENOMEM;
+    }
     for (i = 0; i < e->hcap; i++)
       if (e->ht[i].a != 0)
         hput_raw(nt, ncap, e->ht[i].a, e->ht[i].b, e->ht[i].v);
@@ -233,8 +287,12 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
       wrow_t *nw;
       if (cap > max)
         cap = max;
-      if (cap <= w->capb || (nw = tlc_realloc(w, wrow_size(cap))) == NULL)
+      if (cap <= w->capb || acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
         return NULL;
+      if ((nw = tlc_realloc(w, wrow_size(cap))) == NULL) {
+        acct_give(e, wrow_size(cap) - wrow_size(w->capb));
+        return NULL;
+      }
       e->win_bytes += wrow_size(cap) - wrow_size(nw->capb);
       nw->capb = (uint32_t)cap;
       r->w = w = nw;
@@ -282,9 +340,13 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   unsigned i, k;
   if (w == NULL) {
     size_t sz = wrow_size(e->o.nwindows);
-    w = tlc_malloc(sz);
-    if (w == NULL)
+    if (acct_take(e, sz, TLC_ACCT_GROW) < 0)
       return; /* d[] goes on accumulating; no windows for this row until memory returns */
+    w = tlc_malloc(sz);
+    if (w == NULL) {
+      acct_give(e, sz);
+      return;
+    }
     memset(w, 0, sizeof(*w));
     w->capb = e->o.nwindows;
     e->win_bytes += sz;
@@ -352,11 +414,20 @@ static void hlog_flush(tlc_engine_t *e) {
     }
     lg[ns++] = lg[i]; /* ns <= i: the slow ones gather at the front */
   }
+  /* the slow ones may allocate (a span, a carry): while the accounting hook refuses growth
+   * they are not counted (as without memory, hist.h); what they allocate is charged after */
+  if (ns > 0 && acct_take(e, 0, TLC_ACCT_GROW) < 0)
+    ns = 0;
   for (i = 0; i < ns; i++) {
     tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
-    size_t before = tlc__hist_bytes(h);
+    size_t before = tlc__hist_bytes(h), after;
     (void)tlc__hist_inc_slow(h, lg[i].bucket); /* no memory: the sample is not counted (hist.h) */
-    e->hist_bytes += tlc__hist_bytes(h) - before;
+    after = tlc__hist_bytes(h);
+    e->hist_bytes += after - before;
+    if (after > before)
+      (void)acct_take(e, after - before, TLC_ACCT_FORCE);
+    else if (after < before)
+      acct_give(e, before - after);
   }
   e->hcur = e->hlog;
 }
@@ -392,7 +463,7 @@ static int rows_grow(tlc_engine_t *e, size_t need) {
     return 0;
   off_old =
       e->rows_raw != NULL ? (size_t)((unsigned char *)e->rows - (unsigned char *)e->rows_raw) : 0;
-  raw = tlc_grow(e->rows_raw, &cap, need + 1, sizeof(erow_t), 64);
+  raw = egrow(e, e->rows_raw, &cap, need + 1, sizeof(erow_t), 64, TLC_ACCT_AREA);
   if (raw == NULL)
     return TLC_ENOMEM;
   off_new = (size_t)(-(uintptr_t)raw & 63u);
@@ -461,7 +532,7 @@ static uint32_t ctx_get(tlc_engine_t *e, unsigned kind, uint8_t core, uint64_t k
   if (e->nctx >= e->o.max_contexts)
     return NONE32;
   {
-    ectx_t *nc = tlc_grow(e->ctx, &e->capctx, e->nctx + 1, sizeof(*e->ctx), 16);
+    ectx_t *nc = egrow(e, e->ctx, &e->capctx, e->nctx + 1, sizeof(*e->ctx), 16, TLC_ACCT_AREA);
     if (nc == NULL)
       return NONE32;
     e->ctx = nc;
@@ -574,7 +645,7 @@ static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
   if (c->depth >= e->o.max_depth)
     return TLC_ELIMIT;
   /* c->stack itself when it has room (ctx_room gets here also for max_depth) */
-  ns = tlc_grow(c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8);
+  ns = egrow(e, c->stack, &cap, c->depth + 1, sizeof(*c->stack), 8, TLC_ACCT_GROW);
   if (ns == NULL)
     return TLC_ENOMEM;
   c->stack = ns;
@@ -637,7 +708,8 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
       e->rcache[slot] = ri;
       if (e->rows[ri].ctx == NONE32) { /* a row without its context yet gets it */
         if (c->tindex == NONE32) {
-          uint32_t *nt = tlc_grow(e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16);
+          uint32_t *nt =
+              egrow(e, e->tctx, &e->captctx, e->ntctx + 1, sizeof(*e->tctx), 16, TLC_ACCT_AREA);
           if (nt == NULL) {
             e->c.dropped_area_limit++; /* the row stays context-less and is not reported */
             return;
@@ -759,7 +831,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
     return;
   }
   if (si == NONE32) {
-    sarea_t *ns = tlc_grow(e->sa, &e->capsa, e->nsa + 1, sizeof(*e->sa), 16);
+    sarea_t *ns = egrow(e, e->sa, &e->capsa, e->nsa + 1, sizeof(*e->sa), 16, TLC_ACCT_AREA);
     if (ns == NULL) {
       e->c.dropped_area_limit++;
       return;
@@ -1007,6 +1079,11 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     tlc_free(e);
     return TLC_ENOMEM;
   }
+  /* the fixed part: charged whatever the budget (an engine without it cannot work) */
+  (void)acct_take(e,
+                  sizeof(*e) + e->hcap * sizeof(*e->ht) +
+                      (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
+                  TLC_ACCT_FORCE);
   *ep = e;
   return 0;
 }
@@ -1033,6 +1110,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->grp);
   tlc_free(e->smap);
   tlc_free(e->schg);
+  acct_give(e, e->charged);
   tlc_free(e);
 }
 
@@ -1110,6 +1188,15 @@ int64_t tlc_engine_last_time(const tlc_engine_t *e) {
   return e->last;
 }
 
+void tlc__engine_acct_sync(tlc_engine_t *e) {
+  tlc_engine_mem_t m;
+  tlc_engine_mem(e, &m);
+  if (m.bytes > e->charged)
+    (void)acct_take(e, m.bytes - e->charged, TLC_ACCT_FORCE);
+  else if (m.bytes < e->charged)
+    acct_give(e, e->charged - m.bytes);
+}
+
 void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   size_t i, stacks = 0;
   for (i = 0; i < e->nctx; i++)
@@ -1129,6 +1216,79 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
 }
 
 /* ---- snapshot ---- */
+
+static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, int part,
+                    uint64_t lo, uint64_t hi);
+
+int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+  return snapshot(e, t, so, 0, 0, 0);
+}
+
+int tlc_engine_snapshot_part(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                             uint64_t lo, uint64_t hi) {
+  return snapshot(e, t, so, 1, lo, hi);
+}
+
+/* max-heap of handles (tlc_engine_handle_split) */
+static void hheap_down(uint32_t *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    uint32_t x;
+    if (l < n && h[l] > h[m])
+      m = l;
+    if (l + 1 < n && h[l + 1] > h[m])
+      m = l + 1;
+    if (m == i)
+      return;
+    x = h[i];
+    h[i] = h[m];
+    h[m] = x;
+    i = m;
+  }
+}
+
+int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi) {
+  return tlc_engine_handle_split_since(e, lo, n, 0, hi);
+}
+
+int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t since,
+                                  uint64_t *hi) {
+  uint32_t *h;
+  size_t i, k = 0;
+  int tgrew = since != 0 && e->tseq > since;
+  *hi = (uint64_t)1 << 32;
+  if (n == 0 || lo >= ((uint64_t)1 << 32))
+    return 0;
+  if ((h = tlc_malloc(n * sizeof(*h))) == NULL)
+    return TLC_ENOMEM;
+  /* the n smallest row handles >= lo (a row per area and context or state value) */
+  for (i = 0; i < e->nrows; i++) {
+    const erow_t *r = &e->rows[i];
+    uint32_t x = r->handle;
+    if (x < lo || (since != 0 && r->seq <= since && !((r->open > 0 || r->out_active) && tgrew) &&
+                   r->kind != TLC_ROW_STATE))
+      continue; /* not in a delta from `since` (state rows: counted, an open stay may grow) */
+    if (k < n) {
+      size_t j = k++;
+      h[j] = x;
+      while (j > 0 && h[(j - 1) / 2] < h[j]) { /* up */
+        uint32_t y = h[j];
+        h[j] = h[(j - 1) / 2];
+        h[(j - 1) / 2] = y;
+        j = (j - 1) / 2;
+      }
+    } else if (x < h[0]) {
+      h[0] = x;
+      hheap_down(h, k, 0);
+    }
+  }
+  /* full: the part ends before the largest of them (its area may have rows beyond the n), or
+   * after it when that is lo itself (one area with more than n rows: it is a part of its own) */
+  if (k == n)
+    *hi = h[0] > lo ? h[0] : lo + 1;
+  tlc_free(h);
+  return 0;
+}
 
 static void to_dist(tlc_dist_t *o, const edist_t *d) {
   memset(o, 0, sizeof(*o));
@@ -1248,7 +1408,7 @@ static int groups(tlc_engine_t *e) {
   grp_t *g;
   if (e->grp != NULL && e->grp_nrows == n && e->grp_gen == e->ctxgen)
     return 0;
-  if ((g = tlc_grow(e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t), 64)) == NULL)
+  if ((g = egrow(e, e->grp, &e->capgrp, n ? n : 1, sizeof(grp_t), 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->grp = g;
   e->ngrp = 0;
@@ -1420,7 +1580,8 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
   tlc_engine_code_net_t *o;
   void *p;
   *n = 0;
-  if ((p = tlc_grow(e->smap, &e->capsmap, nr ? nr : 1, sizeof(uint32_t), 64)) == NULL)
+  if ((p = egrow(e, e->smap, &e->capsmap, nr ? nr : 1, sizeof(uint32_t), 64, TLC_ACCT_FORCE)) ==
+      NULL)
     return TLC_ENOMEM;
   e->smap = p;
   if (neut && groups(e) < 0)
@@ -1487,7 +1648,8 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
   return 0;
 }
 
-int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so) {
+static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, int part,
+                    uint64_t lo, uint64_t hi) {
   tlc_snap_opts_t dso = { 0, 1, 1, 1, 0, 0 };
   uint8_t *keep = NULL;
   size_t capkeep = 0, i, j, n = e->nrows;
@@ -1526,10 +1688,10 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   neut = (so->neutral || so->neutral_only) && e->ntctx > 1;
   only = neut && so->neutral_only;
   tgrew = so->since_seq != 0 && e->tseq > so->since_seq;
-  if ((p = tlc_grow(e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t), 64)) == NULL)
+  if ((p = egrow(e, e->smap, &e->capsmap, n ? n : 1, sizeof(uint32_t), 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->smap = p;
-  if ((p = tlc_grow(e->schg, &e->capschg, n ? n : 1, 1, 64)) == NULL)
+  if ((p = egrow(e, e->schg, &e->capschg, n ? n : 1, 1, 64, TLC_ACCT_FORCE)) == NULL)
     return TLC_ENOMEM;
   e->schg = p;
   if ((keep = tlc_grow(NULL, &capkeep, n + 64, 1, 64)) == NULL || (neut && groups(e) < 0)) {
@@ -1547,6 +1709,10 @@ int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *
   for (i = 0; i < e->nsa; i++)
     if (e->sa[i].valid && tgrew)
       e->schg[e->sa[i].row] = 1;
+  if (part) /* a part of the table: the areas with a handle in [lo, hi) */
+    for (i = 0; i < n; i++)
+      if (e->rows[i].handle < lo || e->rows[i].handle >= hi)
+        e->schg[i] = 0;
   for (i = 0; i < n; i++)
     e->smap[i] = e->schg[i] ? 0 : NONE32;
   if (neut) {

@@ -95,6 +95,25 @@
 
 typedef struct tlc_engine tlc_engine_t;
 
+/* Memory accounting (issue 16: a daemon-wide budget). The engine asks charge_cb before every
+ * allocation that grows what it holds and tells release_cb what it gives back (at the latest in
+ * tlc_engine_free), so that charged minus released is always tlc_engine_mem().bytes. `kind`:
+ *  TLC_ACCT_AREA  memory for a new area or context (a row, the arrays and hash table that index
+ *                 them): refused, the event is dropped and counted in dropped_area_limit;
+ *  TLC_ACCT_GROW  growth of an existing area (window buckets, histogram spans, an activation
+ *                 stack): refused, that sample is missing from that window or histogram, or
+ *                 (a stack) the activation is dropped and counted in dropped_area_limit;
+ *  TLC_ACCT_FORCE the engine's own fixed part and snapshot scratch: must be granted (counted).
+ * charge_cb returns 0 (granted and counted) or a negative error (refused, not counted). `bytes`
+ * may be 0 (the engine asks whether GROW charges are granted at all right now). Called on the
+ * engine's thread, from any engine function that may allocate. */
+enum { TLC_ACCT_AREA = 0, TLC_ACCT_GROW = 1, TLC_ACCT_FORCE = 2 };
+typedef struct tlc_engine_acct {
+  int (*charge_cb)(void *ud, size_t bytes, int kind);
+  void (*release_cb)(void *ud, size_t bytes);
+  void *ud;
+} tlc_engine_acct_t;
+
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
   uint32_t context_area;    /* RTOS task-state area handle (valid when has_context_area) */
@@ -106,6 +125,7 @@ typedef struct tlc_engine_opts {
   uint8_t histograms;           /* 1: quantile histograms kept (default 1) */
   const tlc_mapping_t *mapping; /* optional variable -> state handle links; borrowed, must
                                    outlive the engine or be replaced by tlc_engine_set_mapping */
+  tlc_engine_acct_t acct;       /* memory accounting hook (charge_cb NULL: none; copied) */
 } tlc_engine_opts_t;
 
 /* Fills *o with the defaults: no context_area, 3 windows (1 s, 10 s, 60 s), 1,000,000 areas,
@@ -163,6 +183,23 @@ typedef struct tlc_snap_opts {
  * asked). `so` NULL: all rows, windows, neutral and quantiles on. Returns 0 or TLC_ENOMEM (t is
  * then partly filled; still safe to fini). Cost O(rows + contexts * depth). */
 int tlc_engine_snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so);
+
+/* tlc_engine_snapshot of a part of the table: only the areas with lo <= handle < hi (their
+ * Neutral rows included; the header - contexts, counters, times, seq - whole). For statistics
+ * sent in parts (tlc_engine_handle_split gives the parts' bounds). Same returns and cost. */
+int tlc_engine_snapshot_part(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
+                             uint64_t lo, uint64_t hi);
+
+/* Where the part of the table that starts at handle `lo` ends, for snapshots taken in parts
+ * (tlc_engine_snapshot_part): *hi such that the rows with lo <= handle < *hi are at most n
+ * (a single area with more rows than n makes a part of its own: *hi = lo + 1), 2^32 when
+ * every row from lo on fits. O(rows log n) time, n * 4 bytes for the call. 0 or TLC_ENOMEM. */
+int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t *hi);
+/* The same for a delta snapshot (tlc_snap_opts_t.since_seq = since): only rows that may be in
+ * it are counted (changed after `since`, or with an open part while T grew; state rows always),
+ * so a delta with few changes is one part whatever the size of the table. */
+int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t since,
+                                  uint64_t *hi);
 
 /* Counts the histogram samples the engine has queued (they are counted in batches; a snapshot
  * with quantiles does this itself). Changes no statistic; allocates only when a queued sample

@@ -36,7 +36,39 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
   out->decode_errors = t->decode_errors;
   out->last_connect_unix_ms = t->last_connect_unix_ms;
   out->last_disconnect_unix_ms = t->last_disconnect_unix_ms;
+  out->memory_bytes = t->mem_bytes;
+  out->memory_refused = t->mem_refused;
+  {
+    tlc_engine_mem_t m;
+    tlc_engine_mem(t->engine, &m);
+    out->areas = m.areas;
+  }
   return 0;
+}
+
+static int pv_split(void *ud, size_t index, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
+  tlc_target_t *t = at(ud, index);
+  if (t == NULL)
+    return TLC_ERANGE;
+  return tlc_engine_handle_split_since(t->engine, lo, n, since, hi);
+}
+
+static int pv_snapshot_part(void *ud, size_t index, tlc_table_t *tab, const tlc_snap_opts_t *so,
+                            uint64_t lo, uint64_t hi) {
+  tlc_target_t *t = at(ud, index);
+  int r;
+  if (t == NULL)
+    return TLC_ERANGE;
+  r = tlc_engine_snapshot_part(t->engine, tab, so, lo, hi);
+  tlc_target_counters(t, &tab->counters);
+  return r;
+}
+
+static void pv_memory(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused) {
+  tlc_provider_t *p = ud;
+  *limit = p->reg->budget.limit;
+  *used = p->reg->budget.used;
+  *refused = p->reg->budget.refused;
 }
 
 static int pv_find(void *ud, const char *name, size_t *index) {
@@ -89,6 +121,9 @@ void tlc_provider_init(tlc_provider_t *p, struct tlc_targets *r, tlc_provider_ro
   p->ps.count = pv_count;
   p->ps.info = pv_info;
   p->ps.find = pv_find;
+  p->ps.memory = pv_memory;
+  p->ps.split = pv_split;
+  p->ps.snapshot_part = pv_snapshot_part;
   p->ps.snapshot = pv_snapshot;
   p->ps.mapping = pv_mapping;
   p->ps.rotate = pv_rotate;

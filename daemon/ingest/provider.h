@@ -29,6 +29,8 @@ typedef struct tlc_ps_target_info {
   tlc_counters_t counters;
   uint64_t connections, reconnects, gaps, decode_errors;
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+  uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
+  uint64_t areas;                        /* rows-owning areas of its statistics */
 } tlc_ps_target_info_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
@@ -66,6 +68,15 @@ typedef struct tlc_ps_provider {
    * one stays and err gets the reason (with line). */
   int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
                       size_t errlen);
+  /* Statistics in parts (both may be NULL: not supported): where the part that starts at
+   * handle lo ends for at most n rows of a snapshot since `since` (0: full;
+   * tlc_engine_handle_split_since), and the snapshot of the areas with lo <= handle < hi into
+   * `t` (tlc_engine_snapshot_part), counters filled too. */
+  int (*split)(void *ud, size_t index, uint64_t lo, size_t n, uint64_t since, uint64_t *hi);
+  int (*snapshot_part)(void *ud, size_t index, tlc_table_t *t, const tlc_snap_opts_t *so,
+                       uint64_t lo, uint64_t hi);
+  /* The daemon-wide memory budget: limit, bytes in use, charges refused. May be NULL. */
+  void (*memory)(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused);
   void *ud;
   /* The NATS publisher's state for TargetList (NULL when tlcapd does not publish): 0 when it
    * filled *out. Called with nats_ud. */

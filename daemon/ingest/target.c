@@ -46,15 +46,69 @@ int tlc_targets_init(tlc_targets_t *r, size_t max_targets) {
   return 0;
 }
 
+/* ---- memory budget: the engine's accounting hook, per target ---- */
+
+#define MEM_WARN_MS 10000 /* at most one "memory limit" warning per target per 10 s */
+
+static void mem_refused(tlc_target_t *t, size_t bytes, const char *what) {
+  const tlc_budget_t *b = &t->reg->budget;
+  int64_t now;
+  t->mem_refused++;
+  now = tlc_now_unix_ms();
+  if (t->mem_warn_ms != 0 && now - t->mem_warn_ms < MEM_WARN_MS)
+    return;
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+          "target %s: memory limit %" PRIu64 " bytes reached (%" PRIu64
+          " in use by every target, %" PRIu64 " by this one): %s of %zu bytes refused; "
+          "%" PRIu64 " refusals since the last warning; new areas are dropped and counted "
+          "in dropped_area_limit, existing statistics are kept",
+          t->name, b->limit, b->used, t->mem_bytes, what, bytes, t->mem_refused - t->mem_warned);
+  t->mem_warn_ms = now;
+  t->mem_warned = t->mem_refused;
+}
+
+static int mem_charge_cb(void *ud, size_t bytes, int kind) {
+  tlc_target_t *t = ud;
+  if (tlc_budget_charge(&t->reg->budget, bytes, kind) != 0) {
+    if (bytes > 0)
+      mem_refused(t, bytes, kind == TLC_ACCT_AREA ? "a new area" : "the growth of an area");
+    return TLC_ELIMIT;
+  }
+  t->mem_bytes += bytes;
+  return 0;
+}
+
+static void mem_release_cb(void *ud, size_t bytes) {
+  tlc_target_t *t = ud;
+  tlc_budget_release(&t->reg->budget, bytes);
+  t->mem_bytes = bytes > t->mem_bytes ? 0 : t->mem_bytes - bytes;
+}
+
+/* Bytes a parsed mapping holds (its arrays and each entry's strings, with an allocator
+ * overhead of 16 bytes per block). */
+static uint64_t mapping_bytes(const tlc_mapping_t *m) {
+  uint64_t n =
+      (uint64_t)m->capareas * sizeof(*m->areas) + (uint64_t)m->capcontexts * sizeof(*m->contexts);
+  for (size_t i = 0; i < m->nareas; i++) {
+    const tlc_map_area_t *a = &m->areas[i];
+    n += strlen(a->name) + strlen(a->file) + strlen(a->value_type) + strlen(a->unit) +
+         strlen(a->path) + 5 + 16;
+  }
+  for (size_t i = 0; i < m->ncontexts; i++)
+    n += strlen(m->contexts[i].name) + 1 + 16;
+  return n;
+}
+
 static void target_free(tlc_target_t *t) {
   tlc_target_notify(t, TLC_TEV_FREED, NULL);
   if (t->evmap != NULL)
     tlc_evmap_free(t->evmap);
-  tlc_engine_free(t->engine);
+  tlc_engine_free(t->engine); /* releases its charges */
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
   tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_mapping_fini(&t->evnames);
+  mem_release_cb(t, t->mapping_bytes);
   tlc_free(t->name);
   tlc_free(t);
 }
@@ -161,15 +215,46 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   tlc_mapping_t m;
   tlc_parse_err_t pe;
   int r;
+  uint64_t bytes, cap = t->reg->mapping_limit;
   tlc_mapping_init(&m);
+  /* a parse-time bound from the per-target cap: an entry costs at least its struct */
+  if (cap != 0 && cap / sizeof(tlc_map_area_t) < 1000000)
+    m.max_areas = (size_t)(cap / sizeof(tlc_map_area_t)) + 1;
   memset(&pe, 0, sizeof(pe));
   r = tlc_mapping_parse(&m, buf, len, &pe);
   if (r != 0) {
-    snprintf(err, errlen, "%" PRIu64 ": %s", pe.line, pe.reason);
+    if (r == TLC_ELIMIT && m.max_areas != 0)
+      snprintf(err, errlen,
+               "%" PRIu64 ": more areas than the per-target mapping limit (%" PRIu64
+               " bytes, mapping_limit) allows",
+               pe.line, cap);
+    else
+      snprintf(err, errlen, "%" PRIu64 ": %s", pe.line, pe.reason);
     tlc_mapping_fini(&m);
     return r;
   }
   tlc_mapping_finish(&m);
+  bytes = mapping_bytes(&m);
+  if (cap != 0 && bytes > cap) {
+    snprintf(err, errlen,
+             " the mapping needs %" PRIu64 " bytes, above the per-target mapping "
+             "limit of %" PRIu64 " (mapping_limit)",
+             bytes, cap);
+    tlc_mapping_fini(&m);
+    t->mem_refused++;
+    return TLC_ELIMIT;
+  }
+  /* the new mapping is charged before the old one is released: both are live meanwhile */
+  if (bytes > 0 && mem_charge_cb(t, (size_t)bytes, TLC_ACCT_AREA) != 0) {
+    snprintf(err, errlen,
+             " the mapping needs %" PRIu64 " bytes: the daemon's memory limit "
+             "(%" PRIu64 " bytes, %" PRIu64 " in use) is reached",
+             bytes, t->reg->budget.limit, t->reg->budget.used);
+    tlc_mapping_fini(&m);
+    return TLC_ELIMIT;
+  }
+  mem_release_cb(t, t->mapping_bytes);
+  t->mapping_bytes = bytes;
   /* Swap in place: the engine borrows &t->mapping, whose address does not change. */
   tlc_mapping_fini(&t->mapping);
   t->mapping = m;
@@ -229,6 +314,9 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     eo.max_depth = conf->max_depth;
   eo.histograms = conf->histograms;
   eo.mapping = NULL;
+  eo.acct.charge_cb = mem_charge_cb;
+  eo.acct.release_cb = mem_release_cb;
+  eo.acct.ud = t;
   err = tlc_engine_new(&t->engine, conf->format, &eo);
   if (err != 0)
     goto fail_engine;

@@ -31,6 +31,7 @@
 #ifndef TLC_TARGET_H
 #define TLC_TARGET_H
 
+#include "budget.h"
 #include "dec.h"
 #include "engine.h"
 #include "mapping.h"
@@ -129,6 +130,13 @@ typedef struct tlc_target {
   tlc_targets_t *reg;
   tlc_target_conf_t conf; /* as created (mapping_path owned): what a checkpoint records */
   int quiet;              /* replaying stored bytes (continuity): observers are not called */
+
+  /* memory budget (budget.h): what this target holds of it, and its refusals */
+  uint64_t mem_bytes;     /* engine + mapping bytes charged to the registry's budget */
+  uint64_t mapping_bytes; /* of which the mapping's */
+  uint64_t mem_refused;   /* charges refused (new areas, growth, mappings) */
+  int64_t mem_warn_ms;    /* last "memory limit" warning (rate limit), Unix ms */
+  uint64_t mem_warned;    /* mem_refused at that warning */
 } tlc_target_t;
 
 /* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);
@@ -161,11 +169,16 @@ struct tlc_targets {
   uint64_t decode_errors; /* all targets */
   tlc_target_observer_t obs[TLC_TARGET_MAX_OBSERVERS];
   size_t nobs;
+  tlc_budget_t budget;    /* memory of every target's engine and mapping (budget.h); limit 0
+                             (unlimited) after tlc_targets_init */
+  uint64_t mapping_limit; /* a target's parsed mapping, bytes (0: no cap beyond the budget) */
   tlc_event_t evbuf[TLC_TARGET_BATCH];      /* decoder output (shared: loop thread only) */
   tlc_event_t mapbuf[2 * TLC_TARGET_BATCH]; /* evmap output */
 };
 
-/* Initialises an empty registry holding at most `max_targets` targets. Returns 0. */
+/* Initialises an empty registry holding at most `max_targets` targets, with an unlimited
+ * memory budget (set r->budget with tlc_budget_init / tlc_budget_set_limit before targets
+ * appear, and r->mapping_limit). Returns 0. */
 int tlc_targets_init(tlc_targets_t *r, size_t max_targets);
 
 /* Frees every target (observers get TLC_TEV_FREED first). Safe on zeroed memory. Targets

@@ -56,6 +56,17 @@
  * message the subscriber references, in flight included. Above obuf_hard, or above obuf_soft
  * for longer than obuf_soft_ms, it gets an ERR_OUTPUT_LIMIT error and is closed.
  *
+ * Event fan-out. Batches go to the subscribers in evsubs (authenticated, with an events
+ * subscription, not stalled), rebuilt when that set changes. A subscriber whose batch ring is
+ * full stalls: it leaves evsubs, so a never-reading subscriber costs ingest nothing per batch (no
+ * pattern match; no encoding at all when nobody takes the batch), and its drops are settled from
+ * the per-target batch/event counters (batch_seq, batch_ev) when its ring drains (ev_settle).
+ *
+ * GetStats in parts (GetStats.max_rows): the subscriber remembers the request (gs); each part is
+ * an engine snapshot of a handle range (provider split / snapshot_part), built by sub_kick_once
+ * when the control queue is empty and no write is in flight, i.e. when the socket has taken the
+ * previous part: one part's memory and a few milliseconds of the loop at a time.
+ *
  * Closing. Nothing that fills a subscriber's queue frees it: sub_fail() marks it closing, drops
  * its queued messages, queues the error and lets the write completion (or the grace timer)
  * close it; memory is freed in the close callbacks only. A feed goes with its last
@@ -116,6 +127,8 @@
 #define JOIN_FRESH_NS 10000000u      /* a joiner gets the mirror as is if it is this fresh */
 #define TLS_OUT_SLACK (256u * 1024u) /* TLS: ciphertext beyond one write's plaintext (records) */
 #define TLS_BUF_KEEP  (256u * 1024u) /* TLS: a larger ciphertext buffer is freed once written */
+#define MIRROR_PART_ROWS                                                                           \
+  8192 /* a target with more areas is snapshotted for a feed's tick in parts of this many rows */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -284,9 +297,25 @@ struct tlc__ps_sub {
   size_t queued;
   uint64_t soft_since; /* uv_now when queued went above obuf_soft, 0 if below */
   uint64_t drop_batches, drop_events, drop_total_batches, drop_total_events;
+  /* event fan-out: a subscriber whose batch ring is full is *stalled*: it leaves the fan-out
+   * list (costs nothing per batch) and its drops are settled from the per-target counters
+   * (stall_b/stall_e: their values when it stalled) once it drains (ev_settle) */
+  uint8_t ev_stalled;
+  uint64_t *stall_b, *stall_e;
+  size_t nstall;
   /* subscriptions */
   subn_t **subs;
   size_t nsubs;
+  /* a GetStats answered in parts (GetStats.max_rows): the next part is built when the socket
+   * has taken the previous one (gs_next), so its memory is one part's */
+  struct {
+    uint8_t active;
+    uint32_t req, no;
+    size_t max_rows;
+    uint64_t lo, seq;
+    spec_t spec; /* options only */
+    char *target;
+  } gs;
   /* writing */
   uv_write_t wreq;
   wjob_t job;
@@ -354,8 +383,14 @@ struct tlc_pubsub {
   int open_handles; /* listeners + subscriber handles + timers + the writer's async */
   void (*close_cb)(void *ud);
   void *close_ud;
-  uint64_t *batch_seq; /* per target index */
+  uint64_t *batch_seq; /* per target index: batches produced for event subscribers */
+  uint64_t *batch_ev;  /* per target index: their events */
   size_t nbatch_seq;
+  /* subscribers that take event batches now (authed, an events subscription, not stalled,
+   * not closing): rebuilt from the subscriber list when evsubs_dirty */
+  struct tlc__ps_sub **evsubs;
+  size_t nevsubs, capevsubs;
+  int evsubs_dirty;
   uv_timer_t house; /* periodic soft-limit check; also keeps close_cb on the loop */
   char rbuf[READ_BUF];
   int rbuf_busy;
@@ -691,12 +726,20 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
   return t;
 }
 
+/* A part of a GetStats reply in parts: the areas with lo <= handle < hi, part number `no`,
+ * `more` parts after it, `base` the previous part's seq; `seq` gets this part's. */
+typedef struct stats_part {
+  uint64_t lo, hi, base, seq;
+  uint32_t no;
+  int more;
+} stats_part_t;
+
 /* Builds the full statistics of target `idx` with the options of `spec` as a reply to GetStats
- * (a Stats envelope with request id `req`). Returns 0 and *out (refs 1), TLC_ELIMIT (above
- * max_message), or another negative error. (Subscriptions are served from their feeds'
- * mirrors, not from here.) */
+ * (a Stats envelope with request id `req`), or with `pt` (NULL: whole) one part of them.
+ * Returns 0 and *out (refs 1), TLC_ELIMIT (above max_message), or another negative error.
+ * (Subscriptions are served from their feeds' mirrors, not from here.) */
 static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
-                       msg_t **out) {
+                       stats_part_t *pt, msg_t **out) {
   tlc_ps_target_info_t info;
   tlc_snap_opts_t so;
   tlc_table_t *t;
@@ -712,19 +755,31 @@ static int stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_
   if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
     return r;
   snap_opts(spec, 0, &so);
-  if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL)
+  if (pt != NULL) {
+    t = &ps->scratch;
+    tlc_table_clear(t);
+    if ((r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, pt->lo, pt->hi)) < 0)
+      return r;
+    pt->seq = t->seq;
+  } else if ((t = snap_get(ps, idx, &so, 0, &r)) == NULL) {
     return r;
+  }
   m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
   memset(&sel, 0, sizeof(sel));
   sel.windows = spec->windows;
   sel.quantiles = spec->quantiles;
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
   r = tlc_pb_snapshot_build(&a, &s, t, info.name != NULL ? info.name : "", &sel,
-                            spec->names ? m : NULL);
+                            spec->names && (pt == NULL || pt->no == 0) ? m : NULL);
   if (r < 0)
     goto done;
   s.instance_id = ps->instance_id;
-  s.full = 1;
+  s.full = pt == NULL || pt->no == 0;
+  if (pt != NULL) {
+    s.part = pt->no;
+    s.more = pt->more != 0;
+    s.base_seq = pt->no > 0 ? pt->base : 0;
+  }
   s.connected = info.connected != 0;
   s.unix_ms = unix_ms();
   tlcap__server_message__init(&sm);
@@ -747,6 +802,8 @@ done:
 /* ---- subscriber queues ------------------------------------------------------------------- */
 
 static void sub_kick(tlc__ps_sub_t *s);
+static void ev_settle(tlc__ps_sub_t *s);
+static void ev_unstall(tlc__ps_sub_t *s);
 static void sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *counter);
 static void sub_close_soon(tlc__ps_sub_t *s);
 
@@ -1114,76 +1171,86 @@ static int row_kept(const spec_t *spec, const tlc_table_t *t, const tlc_stat_t *
   return keep_row(kc, r);
 }
 
-/* Merges the tick's changed rows (table t, in key order) into the mirror: changed rows are
- * encoded into the spare buffers, the others' bytes copied, and the buffers swapped. Rows keep
- * their order; a row the engine no longer reports stays as it was. */
-static int mirror_merge(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tlc_table_t *t,
-                        keep_ctx_t *kc) {
+/* A merge of a tick's changed rows into the mirror, possibly fed in parts (handle ranges in
+ * order): j the next old row, n2/len2 what the spare buffers hold, prev the last row taken. */
+typedef struct merge_st {
+  size_t j, n2, len2;
+  const tlc_stat_t *prev;
+} merge_st_t;
+
+/* Merges changed rows (table t, in key order, every handle below `hi`) into the mirror being
+ * built in the spare buffers: changed rows are encoded, the old rows with a handle below hi that
+ * t does not replace are copied. Rows keep their order; a row the engine no longer reports stays
+ * as it was. */
+static int mirror_merge_part(tlc_pubsub_t *ps, feed_t *f, feed_target_t *ft, const tlc_table_t *t,
+                             keep_ctx_t *kc, merge_st_t *m, uint64_t hi) {
   const spec_t *spec = f->spec;
   uint32_t nwin = t->nwindows <= TLC_MAX_WINDOWS ? t->nwindows : TLC_MAX_WINDOWS;
   int64_t qmask = spec->ncolumns > 0 ? tlc_pb_cells_qmask(spec->columns, spec->ncolumns) : 0;
-  size_t i = 0, j = 0, n2 = 0, len2 = 0;
-  const tlc_stat_t *prev = NULL;
+  size_t i = 0;
   for (;;) {
     const tlc_stat_t *r = NULL;
-    mrow_t *o = j < ft->n ? &ft->rows[j] : NULL, *d, *nr;
+    mrow_t *o = m->j < ft->n && ft->rows[m->j].handle < hi ? &ft->rows[m->j] : NULL, *d, *nr;
     int c;
     while (i < t->nrows && !row_kept(spec, t, &t->rows[i], kc))
       i++;
     if (i < t->nrows) {
       r = &t->rows[i];
-      if (prev != NULL && !stat_before(prev, r))
+      if ((m->prev != NULL && !stat_before(m->prev, r)) || r->handle >= hi)
         return TLC_EFRAME; /* not in key order (engine.h promises it is) */
     }
     if (r == NULL && o == NULL)
       break;
     c = r == NULL ? 1 : o == NULL ? -1 : key_cmp(r->handle, r->context, r->state, o);
-    nr = tlc_grow(ft->rows2, &ft->cap2, n2 + 1, sizeof(*nr), 64);
+    nr = tlc_grow(ft->rows2, &ft->cap2, m->n2 + 1, sizeof(*nr), 64);
     if (nr == NULL)
       return TLC_ENOMEM;
     ft->rows2 = nr;
-    d = &ft->rows2[n2++];
+    d = &ft->rows2[m->n2++];
     if (c <= 0) { /* changed (or new): encode */
       d->handle = r->handle;
       d->context = r->context;
       d->state = r->state;
       d->changed = t->seq;
       d->tick = f->tickno;
-      d->off = len2;
-      if (row_encode(ps, spec, r, nwin, qmask, ft, &len2, &d->len) < 0)
+      d->off = m->len2;
+      if (row_encode(ps, spec, r, nwin, qmask, ft, &m->len2, &d->len) < 0)
         return TLC_ENOMEM;
-      prev = r;
+      m->prev = r;
       i++;
       if (c == 0)
-        j++;
+        m->j++;
     } else { /* unchanged: copy */
       *d = *o;
-      d->off = len2;
-      if (buf2_reserve(ft, len2 + o->len) < 0)
+      d->off = m->len2;
+      if (buf2_reserve(ft, m->len2 + o->len) < 0)
         return TLC_ENOMEM;
-      memcpy(ft->buf2 + len2, ft->buf + o->off, o->len);
-      len2 += o->len;
-      j++;
+      memcpy(ft->buf2 + m->len2, ft->buf + o->off, o->len);
+      m->len2 += o->len;
+      m->j++;
     }
-    if (len2 > ps->o.max_message)
+    if (m->len2 > ps->o.max_message)
       return TLC_ELIMIT;
   }
-  {
-    mrow_t *rv = ft->rows;
-    uint8_t *bv = ft->buf;
-    size_t rc = ft->cap, bc = ft->bcap;
-    ft->rows = ft->rows2;
-    ft->cap = ft->cap2;
-    ft->n = n2;
-    ft->buf = ft->buf2;
-    ft->bcap = ft->bcap2;
-    ft->len = len2;
-    ft->rows2 = rv;
-    ft->cap2 = rc;
-    ft->buf2 = bv;
-    ft->bcap2 = bc;
-  }
+  m->prev = NULL; /* the next part's table is another one (its keys are above hi) */
   return 0;
+}
+
+/* The merged mirror replaces the old one (buffers swapped). */
+static void mirror_swap(feed_target_t *ft, const merge_st_t *m) {
+  mrow_t *rv = ft->rows;
+  uint8_t *bv = ft->buf;
+  size_t rc = ft->cap, bc = ft->bcap;
+  ft->rows = ft->rows2;
+  ft->cap = ft->cap2;
+  ft->n = m->n2;
+  ft->buf = ft->buf2;
+  ft->bcap = ft->bcap2;
+  ft->len = m->len2;
+  ft->rows2 = rv;
+  ft->cap2 = rc;
+  ft->buf2 = bv;
+  ft->bcap2 = bc;
 }
 
 enum { MM_TICK, MM_SINCE, MM_FULL };
@@ -1271,17 +1338,42 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   tlc_snap_opts_t so;
   tlc_table_t *t;
   keep_ctx_t kc;
-  int r;
+  merge_st_t m;
+  uint64_t hi = (uint64_t)1 << 32;
+  int r, parts;
   *out = NULL;
   snap_opts(spec, base, &so);
-  if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
-    return r;
+  /* A large target's snapshot is taken and merged in handle ranges of at most MIRROR_PART_ROWS
+   * rows, all in this call (the engine does not change meanwhile: the parts are one consistent
+   * snapshot), so that the table held at a time is one part's, never one of every area. */
+  parts = ps->p.split != NULL && ps->p.snapshot_part != NULL && info->areas > MIRROR_PART_ROWS;
+  if (!parts) {
+    if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
+      return r;
+  } else {
+    t = &ps->scratch;
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, 0, MIRROR_PART_ROWS, base, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, 0, hi)) < 0)
+      return r;
+  }
   if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
       memcmp(&ft->hdr.counters, &t->counters, sizeof(t->counters)) == 0)
     return 1;
   if ((r = keep_init(&kc, spec, ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL)) < 0)
     return r;
-  r = mirror_merge(ps, f, ft, t, &kc);
+  memset(&m, 0, sizeof(m));
+  r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+  while (r == 0 && hi < ((uint64_t)1 << 32)) {
+    uint64_t lo = hi;
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, base, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+      break;
+    r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+  }
+  if (r == 0)
+    mirror_swap(ft, &m);
   tlc_free(kc.named);
   if (r < 0 || (r = hdr_copy(&ft->hdr, t)) < 0) {
     /* the mirror may be half merged: start again with a full snapshot next tick */
@@ -1497,8 +1589,10 @@ static void subn_free(tlc__ps_sub_t *s, subn_t *sn) {
       msg_unref(sn->slots[j].pending);
     }
   tlc_free(sn->slots);
-  if (sn->events)
+  if (sn->events) {
     ps->n_event_subns--;
+    ps->evsubs_dirty = 1;
+  }
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
     if (sn->fprev != NULL)
@@ -1855,6 +1949,7 @@ static int take(tlc__ps_sub_t *s, msg_t *m, size_t *bytes) {
 }
 
 static void sub_kick_once(tlc__ps_sub_t *s);
+static void gs_next(tlc__ps_sub_t *s);
 
 /* Starts a write of whatever is queued, if none is in flight. Re-entry (a catch-up snapshot
  * that queues an error while the write is being assembled) only queues: the outer call picks
@@ -1944,6 +2039,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   int gather = s->tls == NULL || s->tls_ready;
   if (s->writing || s->closed)
     return;
+  if (s->gs.active && s->ctl_head == NULL && !s->closing)
+    gs_next(s); /* the previous part is written: the next one (queued as a control message) */
   s->ninflight = 0;
   while (gather && room && s->ctl_head != NULL) {
     ctl_node_t *n = s->ctl_head;
@@ -2009,6 +2106,8 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       s->ring_n--;
       room = take(s, m, &bytes);
     }
+    if (s->ev_stalled && s->ring_n < ps->o.max_batches)
+      ev_unstall(s);
   }
   to_writer = ps->wr != NULL && !s->detached && uv_fileno(&s->h.handle, &fd) == 0;
   /* TLS: with the serving thread, it encrypts (job_encrypt) after the ciphertext waiting now;
@@ -2037,7 +2136,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       msg_unref(s->inflight[i]);
     }
     s->ninflight = 0;
-    if (s->ctl_head != NULL || s->ring_n > 0)
+    if (s->ctl_head != NULL || s->ring_n > 0 || (s->gs.active && !s->closing))
       sub_kick_once(s);
     return;
   }
@@ -2164,6 +2263,9 @@ static void sub_free(tlc__ps_sub_t *s) {
   sub_unsubscribe_all(s);
   tlc_free(s->subs);
   tlc_free(s->ring);
+  tlc_free(s->stall_b);
+  tlc_free(s->stall_e);
+  tlc_free(s->gs.target);
   tlc_frame_dec_fini(&s->dec);
   if (s->tls != NULL) {
     tlc_tls_conn_free(s->tls);
@@ -2185,6 +2287,7 @@ static void sub_unlink(tlc__ps_sub_t *s) {
     s->next->prev = s->prev;
   s->prev = s->next = NULL;
   ps->nsubs--;
+  ps->evsubs_dirty = 1; /* evsubs never holds an unlinked subscriber */
   if (s->rejecting)
     ps->nrejecting--;
   ps->st.subscribers = ps->nsubs;
@@ -2428,8 +2531,11 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
     }
   }
   if (r->events) {
+    if (s->ev_stalled)
+      ev_settle(s); /* drops so far by the subscriptions it had */
     sn->events = 1;
     ps->n_event_subns++;
+    ps->evsubs_dirty = 1;
   }
   s->subs[s->nsubs++] = sn;
   reply_ack(s, req, sn->id);
@@ -2447,6 +2553,8 @@ static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscr
   for (i = 0; i < s->nsubs; i++)
     if (s->subs[i]->id == r->subscription_id) {
       subn_t *sn = s->subs[i];
+      if (sn->events && s->ev_stalled)
+        ev_settle(s); /* drops so far by the subscriptions it had */
       s->subs[i] = s->subs[--s->nsubs];
       subn_free(s, sn);
       reply_ack(s, req, r->subscription_id);
@@ -2470,6 +2578,8 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
   sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGETS;
   sm.targets = &tl;
   tl.instance_id = ps->instance_id;
+  if (ps->p.memory != NULL)
+    ps->p.memory(ps->p.ud, &tl.memory_limit, &tl.memory_used, &tl.memory_refused);
   ti = tlc_pb_arena_alloc(&a, sizeof(*ti) * (n + 1));
   c = tlc_pb_arena_alloc(&a, sizeof(*c) * (n + 1));
   tl.targets = tlc_pb_arena_alloc(&a, sizeof(*tl.targets) * (n + 1));
@@ -2498,6 +2608,8 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     ti[k].decode_errors = in.decode_errors;
     ti[k].last_connect_unix_ms = in.last_connect_unix_ms;
     ti[k].last_disconnect_unix_ms = in.last_disconnect_unix_ms;
+    ti[k].memory_bytes = in.memory_bytes;
+    ti[k].memory_refused = in.memory_refused;
     tl.targets[k] = &ti[k];
     k++;
   }
@@ -2530,8 +2642,176 @@ static int find_target(tlc__ps_sub_t *s, uint32_t req, const char *name, size_t 
   return 0;
 }
 
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  do {
+    p[n++] = (uint8_t)((v & 0x7Fu) | (v > 0x7Fu ? 0x80u : 0));
+    v >>= 7;
+  } while (v != 0);
+  return n;
+}
+
+static size_t varint_len(uint64_t v) {
+  uint8_t b[10];
+  return put_varint(b, v);
+}
+
+/* GetStats answered in one message (older clients) for a target with more than
+ * MIRROR_PART_ROWS areas: its rows are taken from the engine in parts of that many (all now:
+ * one consistent snapshot) and encoded one after the other, so the memory is one part's table
+ * plus the encoded rows, which max_message caps (TLC_ELIMIT past it), never a table of every
+ * area. Returns 0 and *out (refs 1) or a negative error. */
+static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
+                             msg_t **out) {
+  tlc_ps_target_info_t info;
+  tlc_snap_opts_t so;
+  tlc_table_t *t = &ps->scratch, hdr;
+  tlc_pb_snap_sel_t sel;
+  tlc_pb_arena_t a;
+  Tlcap__Snapshot s;
+  uint8_t *rows = NULL, *p;
+  size_t nrows_b = 0, caprows = 0, snap_hdr, snap_len, stats_len, msg_len, n, k;
+  uint64_t lo = 0, hi = 0;
+  const tlc_mapping_t *m;
+  msg_t *msg;
+  int r = 0;
+  *out = NULL;
+  memset(&info, 0, sizeof(info));
+  if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
+    return r;
+  snap_opts(spec, 0, &so);
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = spec->windows;
+  sel.quantiles = spec->quantiles;
+  tlc_table_init(&hdr);
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  while (hi < ((uint64_t)1 << 32)) {
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, 0, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+      goto done;
+    if (lo == 0 && (r = hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
+      goto done;
+    for (k = 0; k < t->nrows; k++) {
+      Tlcap__Row pr;
+      size_t packed, len;
+      if (a.used > 32 * 1024)
+        tlc_pb_arena_reset(&a);
+      if ((r = tlc_pb_row_build(&a, &pr, &t->rows[k], spec->windows ? t->nwindows : 0, &sel)) < 0)
+        goto done;
+      len = tlc_pb_row_field_size(&pr, &packed);
+      if (nrows_b + len > ps->o.max_message) {
+        r = TLC_ELIMIT;
+        goto done;
+      }
+      if (nrows_b + len > caprows) {
+        uint8_t *nb = tlc_grow(rows, &caprows, nrows_b + len, 1, 1u << 16);
+        if (nb == NULL) {
+          r = TLC_ENOMEM;
+          goto done;
+        }
+        rows = nb;
+      }
+      nrows_b += tlc_pb_row_field_pack(&pr, packed, rows + nrows_b);
+    }
+    lo = hi;
+  }
+  tlc_pb_arena_reset(&a);
+  m = ps->p.mapping != NULL && spec->names ? ps->p.mapping(ps->p.ud, idx) : NULL;
+  if ((r = tlc_pb_snapshot_build(&a, &s, &hdr, info.name != NULL ? info.name : "", &sel, m)) < 0)
+    goto done;
+  s.n_rows = 0; /* the header only: the rows are the bytes encoded above */
+  s.instance_id = ps->instance_id;
+  s.full = 1;
+  s.connected = info.connected != 0;
+  s.unix_ms = unix_ms();
+  /* ServerMessage{request_id, stats: Stats{snapshot: header + rows}}, framed */
+  snap_hdr = tlcap__snapshot__get_packed_size(&s);
+  snap_len = snap_hdr + nrows_b;
+  stats_len = 1 + varint_len(snap_len) + snap_len;
+  msg_len = (req ? 1 + varint_len(req) : 0) + 2 + varint_len(stats_len) + stats_len;
+  n = varint_len(msg_len) + msg_len;
+  if (n > ps->o.max_message) {
+    r = TLC_ELIMIT;
+    goto done;
+  }
+  if ((msg = tlc_malloc(sizeof(*msg) + n)) == NULL) {
+    r = TLC_ENOMEM;
+    goto done;
+  }
+  memset(msg, 0, sizeof(*msg));
+  msg->refs = 1;
+  msg->kind = PSM_CONTROL;
+  p = msg->data;
+  p += put_varint(p, msg_len);
+  if (req) {
+    *p++ = 0x08; /* field 1 (request_id), varint */
+    p += put_varint(p, req);
+  }
+  *p++ = 0x8A; /* field 17 (stats), length-delimited: two-byte tag */
+  *p++ = 0x01;
+  p += put_varint(p, stats_len);
+  *p++ = 0x0A; /* Stats field 1 (snapshot), length-delimited */
+  p += put_varint(p, snap_len);
+  p += tlcap__snapshot__pack(&s, p);
+  if (nrows_b > 0)
+    memcpy(p, rows, nrows_b);
+  p += nrows_b;
+  msg->len = (size_t)(p - msg->data);
+  ps->st.snapshots_built++;
+  *out = msg;
+done:
+  tlc_pb_arena_fini(&a);
+  tlc_table_fini(&hdr);
+  tlc_free(rows);
+  return r;
+}
+
+#define GS_MIN_ROWS 64
+#define GS_MAX_ROWS 65536
+#define GS_ROW_MIN  16 /* bytes: no encoded row is smaller (handle, context, kind, tags) */
+
+/* Queues the next part of the subscriber's GetStats in parts (s->gs), and ends it after the
+ * last. Runs when the previous part has been written (sub_kick_once). */
+static void gs_next(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  stats_part_t pt;
+  size_t idx;
+  msg_t *m = NULL;
+  int r;
+  char why[200];
+  memset(&pt, 0, sizeof(pt));
+  s->gs.active = 0; /* set again below while parts remain */
+  if (ps->p.find(ps->p.ud, s->gs.target, &idx) < 0) {
+    snprintf(why, sizeof(why), "no such target any more: %.128s", s->gs.target);
+    send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
+    return;
+  }
+  pt.lo = s->gs.lo;
+  pt.no = s->gs.no;
+  pt.base = s->gs.seq;
+  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, 0, &pt.hi)) == 0) {
+    pt.more = pt.hi < ((uint64_t)1 << 32);
+    r = stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
+  }
+  if (r < 0) {
+    send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_FAILED,
+               r == TLC_ELIMIT ? "a part of the statistics is larger than the daemon's message cap"
+                               : tlc_strerror(r),
+               0, r);
+    return;
+  }
+  s->gs.lo = pt.hi;
+  s->gs.no++;
+  s->gs.seq = pt.seq;
+  s->gs.active = pt.more != 0;
+  sub_ctl(s, m);
+  msg_unref(m);
+}
+
 static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g) {
   tlc_pubsub_t *ps = s->ps;
+  tlc_ps_target_info_t info;
   spec_t spec;
   size_t idx;
   msg_t *m = NULL;
@@ -2543,10 +2823,46 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
   spec.quantiles = g->quantiles ? 1 : 0;
   spec.neutral = g->neutral ? 1 : 0;
   spec.names = g->names ? 1 : 0;
-  r = stats_build(ps, &spec, idx, req, &m);
+  if (g->max_rows > 0 && ps->p.split != NULL && ps->p.snapshot_part != NULL) {
+    /* in parts: one part at a time, each built when the socket has taken the previous one */
+    if (s->gs.active) {
+      send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                 "a GetStats in parts is already being answered on this connection", 0, TLC_EINVAL);
+      return;
+    }
+    tlc_free(s->gs.target);
+    memset(&s->gs, 0, sizeof(s->gs));
+    if ((s->gs.target = tlc_strndup(g->target, strlen(g->target))) == NULL) {
+      send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+      return;
+    }
+    s->gs.req = req;
+    s->gs.spec = spec;
+    s->gs.max_rows = g->max_rows < GS_MIN_ROWS   ? GS_MIN_ROWS
+                     : g->max_rows > GS_MAX_ROWS ? GS_MAX_ROWS
+                                                 : g->max_rows;
+    gs_next(s);
+    return;
+  }
+  /* whole: refused before anything is built when it cannot fit in one message */
+  memset(&info, 0, sizeof(info));
+  if (ps->p.info(ps->p.ud, idx, &info) == 0 && info.areas > ps->o.max_message / GS_ROW_MIN) {
+    char why[240];
+    snprintf(why, sizeof(why),
+             "statistics of %llu areas are larger than the daemon's message cap (%zu bytes): "
+             "ask for them in parts (GetStats.max_rows)",
+             (unsigned long long)info.areas, ps->o.max_message);
+    send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, TLC_ELIMIT);
+    return;
+  }
+  if (info.areas > MIRROR_PART_ROWS && ps->p.split != NULL && ps->p.snapshot_part != NULL)
+    r = stats_build_parts(ps, &spec, idx, req, &m); /* memory: one part and the message */
+  else
+    r = stats_build(ps, &spec, idx, req, NULL, &m);
   if (r < 0) {
     send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
-               r == TLC_ELIMIT ? "statistics larger than the daemon's message cap"
+               r == TLC_ELIMIT ? "statistics larger than the daemon's message cap: ask for them "
+                                 "in parts (GetStats.max_rows)"
                                : tlc_strerror(r),
                0, r);
     return;
@@ -3357,6 +3673,8 @@ static void handle_closed(tlc_pubsub_t *ps) {
   }
   tlc_free(ps->token);
   tlc_free(ps->batch_seq);
+  tlc_free(ps->batch_ev);
+  tlc_free(ps->evsubs);
   tlc_free(ps);
   if (cb != NULL)
     cb(ud);
@@ -3487,7 +3805,74 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   msg_unref(m);
 }
 
-/* Queues a shared batch for one subscriber: dropped (and counted) when its ring is full. */
+/* Whether any of s's event subscriptions wants `target`'s batches. */
+static int sub_wants_events(const tlc__ps_sub_t *s, const char *target) {
+  size_t j;
+  for (j = 0; j < s->nsubs; j++)
+    if (s->subs[j]->events && subn_wants_target(s->subs[j], target))
+      return 1;
+  return 0;
+}
+
+/* Remembers the per-target batch counters as they are now (the start of s's stall). Without
+ * memory for new targets' entries those count from 0 at settlement (over-counting drops of
+ * targets created meanwhile, never under-counting). */
+static void ev_mark(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i;
+  if (s->nstall < ps->nbatch_seq) {
+    uint64_t *b = tlc_realloc(s->stall_b, ps->nbatch_seq * sizeof(*b));
+    uint64_t *e = b != NULL ? tlc_realloc(s->stall_e, ps->nbatch_seq * sizeof(*e)) : NULL;
+    if (b != NULL)
+      s->stall_b = b;
+    if (e != NULL) {
+      s->stall_e = e;
+      s->nstall = ps->nbatch_seq;
+    }
+  }
+  for (i = 0; i < s->nstall && i < ps->nbatch_seq; i++) {
+    s->stall_b[i] = ps->batch_seq[i];
+    s->stall_e[i] = ps->batch_ev[i];
+  }
+}
+
+/* Counts, for a stalled subscriber, the batches and events produced since it stalled (or since
+ * its last settlement) for the targets it wants as dropped, and restarts the count from now.
+ * O(targets); runs when it drains and when its subscriptions change, never per batch. */
+static void ev_settle(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i;
+  for (i = 0; i < ps->nbatch_seq; i++) {
+    uint64_t b0 = i < s->nstall ? s->stall_b[i] : 0, e0 = i < s->nstall ? s->stall_e[i] : 0;
+    uint64_t db = ps->batch_seq[i] - b0, de = ps->batch_ev[i] - e0;
+    tlc_ps_target_info_t info;
+    if (db == 0)
+      continue;
+    memset(&info, 0, sizeof(info));
+    if (ps->p.info(ps->p.ud, i, &info) != 0 || info.name == NULL || !sub_wants_events(s, info.name))
+      continue;
+    s->drop_batches += db;
+    s->drop_events += de;
+    s->drop_total_batches += db;
+    s->drop_total_events += de;
+    ps->st.batches_dropped += db;
+    ps->st.events_dropped += de;
+  }
+  ev_mark(s);
+}
+
+/* The subscriber's ring has room again (its writer took batches): back into the fan-out. */
+static void ev_unstall(tlc__ps_sub_t *s) {
+  if (!s->ev_stalled)
+    return;
+  ev_settle(s);
+  s->ev_stalled = 0;
+  s->ps->evsubs_dirty = 1;
+}
+
+/* Queues a shared batch for one subscriber. When its ring is full the batch is dropped and
+ * counted, and the subscriber stalls: it leaves the fan-out list, so until it drains it costs
+ * the ingest path nothing (its later drops are settled from the per-target counters). */
 static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
   tlc_pubsub_t *ps = s->ps;
   if (s->ring_n >= ps->o.max_batches) {
@@ -3497,6 +3882,9 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     s->drop_total_events += m->nevents;
     ps->st.batches_dropped++;
     ps->st.events_dropped += m->nevents;
+    s->ev_stalled = 1;
+    ev_mark(s); /* from the counters at this batch (counted above) */
+    ps->evsubs_dirty = 1;
     return;
   }
   s->ring[(s->ring_head + s->ring_n) % ps->o.max_batches] = msg_ref(m);
@@ -3506,37 +3894,70 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     sub_kick(s);
 }
 
-static uint64_t next_batch_seq(tlc_pubsub_t *ps, const char *target) {
-  size_t idx;
-  if (ps->p.find(ps->p.ud, target, &idx) < 0 || idx > (1u << 24))
-    return 0;
-  if (idx >= ps->nbatch_seq) {
-    uint64_t *v = tlc_realloc(ps->batch_seq, (idx + 1) * sizeof(*v));
+/* Index of `target` in the provider, growing the per-target batch counters to hold it. 0 or
+ * negative (unknown target, no memory). */
+static int batch_index(tlc_pubsub_t *ps, const char *target, size_t *idx) {
+  if (ps->p.find(ps->p.ud, target, idx) < 0 || *idx > (1u << 24))
+    return TLC_ERANGE;
+  if (*idx >= ps->nbatch_seq) {
+    size_t n = *idx + 1;
+    uint64_t *v = tlc_realloc(ps->batch_seq, n * sizeof(*v));
+    uint64_t *w;
     if (v == NULL)
-      return 0;
-    memset(v + ps->nbatch_seq, 0, (idx + 1 - ps->nbatch_seq) * sizeof(*v));
+      return TLC_ENOMEM;
     ps->batch_seq = v;
-    ps->nbatch_seq = idx + 1;
+    if ((w = tlc_realloc(ps->batch_ev, n * sizeof(*w))) == NULL)
+      return TLC_ENOMEM; /* batch_seq grown, nbatch_seq not yet: consistent */
+    ps->batch_ev = w;
+    memset(v + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*v));
+    memset(w + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*w));
+    ps->nbatch_seq = n;
   }
-  return ++ps->batch_seq[idx];
+  return 0;
+}
+
+/* Rebuilds the fan-out list: subscribers that take event batches now. */
+static void evsubs_rebuild(tlc_pubsub_t *ps) {
+  tlc__ps_sub_t *s;
+  size_t n = 0;
+  for (s = ps->subs; s != NULL; s = s->next) {
+    size_t j;
+    if (s->closing || !s->authed || s->ev_stalled)
+      continue;
+    for (j = 0; j < s->nsubs && !s->subs[j]->events; j++)
+      ;
+    if (j == s->nsubs)
+      continue;
+    if (n == ps->capevsubs) {
+      tlc__ps_sub_t **v = tlc_grow(ps->evsubs, &ps->capevsubs, n + 1, sizeof(*v), 16);
+      if (v == NULL)
+        return; /* stays dirty: tried again on the next batch */
+      ps->evsubs = v;
+    }
+    ps->evsubs[n++] = s;
+  }
+  ps->nevsubs = n;
+  ps->evsubs_dirty = 0;
 }
 
 void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *ev, size_t n) {
-  size_t off;
+  size_t off, idx;
   if (ps->closing || ps->n_event_subns == 0 || n == 0 || target == NULL)
     return;
+  if (batch_index(ps, target, &idx) < 0)
+    return;
+  if (ps->evsubs_dirty)
+    evsubs_rebuild(ps);
   for (off = 0; off < n; off += ps->o.max_batch_events) {
-    size_t k = n - off < ps->o.max_batch_events ? n - off : ps->o.max_batch_events, i;
-    tlc__ps_sub_t *s;
+    size_t k = n - off < ps->o.max_batch_events ? n - off : ps->o.max_batch_events, i, si;
     msg_t *m = NULL;
-    for (s = ps->subs; s != NULL; s = s->next) {
-      size_t j;
-      if (s->closing)
-        continue;
-      for (j = 0; j < s->nsubs; j++)
-        if (s->subs[j]->events && subn_wants_target(s->subs[j], target))
-          break;
-      if (j == s->nsubs)
+    uint64_t seq = ++ps->batch_seq[idx];
+    ps->batch_ev[idx] += k;
+    /* stalled subscribers are not in evsubs: they cost nothing here (ev_settle counts their
+     * drops from batch_seq / batch_ev when they drain) */
+    for (si = 0; si < ps->nevsubs; si++) {
+      tlc__ps_sub_t *s = ps->evsubs[si];
+      if (s->closing || s->ev_stalled || !sub_wants_events(s, target))
         continue;
       if (m == NULL) {
         /* Encoded once for every subscriber that wants it. */
@@ -3554,7 +3975,7 @@ void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *
         sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_EVENTS;
         sm.events = &b;
         b.target = (char *)target;
-        b.seq = next_batch_seq(ps, target);
+        b.seq = seq;
         for (i = 0; i < k; i++) {
           const tlc_event_t *x = &ev[off + i];
           tlcap__event__init(&e[i]);

@@ -3,7 +3,8 @@
  * detached subscriber (no socket). Authentication is bypassed (the subscriber starts
  * authenticated) when the first input byte is even, so both the pre-auth and the full request
  * surface are reached. Every feed is ticked after the input, so subscriptions also encode
- * snapshots. No crash, no UB, no leak; decode memory is bounded by the frame cap. */
+ * snapshots, and a GetStats in parts (max_rows) is answered part by part. No crash, no UB, no
+ * leak; decode memory is bounded by the frame cap. */
 #include "pubsub-int.h"
 #include "pubsub.h"
 #include "tlc_alloc.h"
@@ -71,6 +72,29 @@ static int f_snapshot(void *ud, size_t i, tlc_table_t *t, const tlc_snap_opts_t 
       return TLC_ENOMEM;
     *r = f->t[i].rows[k];
   }
+  return 0;
+}
+
+/* statistics in parts: one row per part (the rows' handles are 0, 1, 2) */
+static int f_split(void *ud, size_t i, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
+  (void)ud;
+  (void)i;
+  (void)n;
+  (void)since;
+  *hi = lo >= 2 ? (uint64_t)1 << 32 : lo + 1;
+  return 0;
+}
+
+static int f_snapshot_part(void *ud, size_t i, tlc_table_t *t, const tlc_snap_opts_t *so,
+                           uint64_t lo, uint64_t hi) {
+  size_t k, j = 0;
+  int r = f_snapshot(ud, i, t, so);
+  if (r < 0)
+    return r;
+  for (k = 0; k < t->nrows; k++)
+    if (t->rows[k].handle >= lo && t->rows[k].handle < hi)
+      t->rows[j++] = t->rows[k];
+  t->nrows = j;
   return 0;
 }
 
@@ -166,6 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.rotate = f_rotate;
   p.load_mapping = f_load;
   p.segments = f_segments;
+  p.split = f_split;
+  p.snapshot_part = f_snapshot_part;
   p.ud = &f;
   tlc_pubsub_opts_default(&o);
   o.max_request = 1u << 16;

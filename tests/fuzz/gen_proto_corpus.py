@@ -57,12 +57,17 @@ reqs = [
     cm(12, subscribe=pb.Subscribe(subscription_id=3, interval_ms=50,
                                   columns=[6, 16, 17, 18, 20, 48, 128, 129, 138, 5, 99999, 6],
                                   neutral_only=True, areas=["0000000*"])),
+    # statistics in parts (one row per part in the fuzz provider), twice: the second is refused
+    # while the first is being answered
+    cm(13, get_stats=pb.GetStats(target="lab1", windows=True, names=True, max_rows=1)),
+    cm(14, get_stats=pb.GetStats(target="evl@127.0.0.1", max_rows=100000)),
 ]
 unknown = b"\x05\x08\x07\x98\x06\x01"  # request_id 7 and unknown field 99
 w("request", "all_authed", b"\0" + b"".join(fr(r) for r in reqs) + unknown)
 w("request", "hello_then_all", b"\1" + fr(hello) + b"".join(fr(r) for r in reqs))
 w("request", "unknown_first", b"\0" + unknown + fr(reqs[3]) + fr(reqs[9]))
 w("request", "no_hello", b"\1" + fr(reqs[3]))
+w("request", "parts_twice", b"\0" + fr(reqs[13]) + fr(reqs[13]) + fr(reqs[14]))
 w("request", "token_hello", b"\1" + fr(hello_tok) + fr(reqs[4]))
 for i, r in enumerate(reqs):
     w("request", "single_%d" % i, b"\0" + fr(r))

@@ -1083,6 +1083,96 @@ static void test_slow_consumers(void **state) {
   h_stop(&h);
 }
 
+/* Issue 16 defect 7: event subscribers that never read cost ingest nothing once their batch
+ * queues are full - no batch is even encoded for them (batches_built stays put) - and when one
+ * reads again, what it received plus what it was told it lost is every batch produced. */
+static void test_stalled_event_subscribers(void **state) {
+  harness_t h;
+  tlc_pubsub_opts_t o;
+  tlc_pubsub_stats_t st;
+  rc_t c[8];
+  tlc_event_t *ev;
+  size_t i;
+  uint64_t built0, got = 0, dropped = 0, dropped_events = 0;
+  int round, total = 0;
+  (void)state;
+  tlc_pubsub_opts_default(&o);
+  o.max_batches = 4;
+  o.max_batch_events = 256;
+  o.sndbuf = 4096;
+  h_start(&h, &o, 2);
+  ev = tlc_calloc(256, sizeof(*ev));
+  assert_non_null(ev);
+  for (i = 0; i < 256; i++) {
+    ev[i].time_ns = (int64_t)i;
+    ev[i].handle = 0x10000000u + (uint32_t)(i % 5);
+    ev[i].type = TLC_EV_ENTRY;
+    ev[i].data = 0xABCDEF0123ull * i;
+  }
+  for (i = 0; i < 8; i++) {
+    rc_open(&c[i], h.port, 4096);
+    rc_hello(&c[i], &h, NULL);
+    rc_subscribe(&c[i], 1, "lab2", 3600000, 1, 0);
+    msg_free(rc_expect(&c[i], &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  }
+  /* fill: until no batch is built any more (every subscriber's socket and queue full) */
+  built0 = UINT64_MAX;
+  for (round = 0; round < 5000; round++) {
+    tlc_pubsub_events(h.ps, "lab2", ev, 256);
+    total++;
+    uv_run(&h.loop, UV_RUN_NOWAIT);
+    tlc_pubsub_get_stats(h.ps, &st);
+    if (st.batches_built == built0)
+      break;
+    built0 = st.batches_built;
+  }
+  assert_true(round < 5000);
+  /* stalled: 2000 more batches, none encoded */
+  for (round = 0; round < 2000; round++) {
+    tlc_pubsub_events(h.ps, "lab2", ev, 256);
+    total++;
+    if (round % 100 == 0)
+      uv_run(&h.loop, UV_RUN_NOWAIT);
+  }
+  tlc_pubsub_get_stats(h.ps, &st);
+  assert_int_equal(st.batches_built, built0);
+  assert_int_equal(st.subscribers, 8); /* stalled, not closed: batches are droppable */
+  /* one reads again: it resumes, and received + dropped == produced, in order */
+  {
+    uint64_t last_seq = 0;
+    int tail;
+    for (tail = 0; tail < 2; tail++) {
+      for (;;) {
+        Tlcap__ServerMessage *m = rc_recv_t(&c[0], &h, 300);
+        if (m == NULL)
+          break;
+        if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_EVENTS) {
+          assert_true(m->events->seq > last_seq);
+          last_seq = m->events->seq;
+          assert_int_equal(m->events->n_events, 256);
+          assert_int_equal(m->events->events[7]->data, 0xABCDEF0123ull * 7);
+          got++;
+        } else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_DROPPED) {
+          dropped += m->dropped->batches;
+          dropped_events += m->dropped->events;
+        }
+        msg_free(m);
+      }
+      if (tail == 0) { /* after draining it takes batches again */
+        tlc_pubsub_events(h.ps, "lab2", ev, 256);
+        total++;
+      }
+    }
+  }
+  assert_true(dropped >= 2000);
+  assert_int_equal(dropped_events, dropped * 256);
+  assert_int_equal(got + dropped, (uint64_t)total);
+  tlc_free(ev);
+  for (i = 0; i < 8; i++)
+    rc_close(&c[i]);
+  h_stop(&h);
+}
+
 /* Snapshots of a subscriber that does not read coalesce; when it reads again it gets a
  * complete, gap-free view. Soft limit: closed only after the soft time. */
 static void test_coalesce_and_soft(void **state) {
@@ -1681,6 +1771,7 @@ int main(void) {
     cmocka_unit_test(test_tls_on_loop),
     cmocka_unit_test(test_small_targets_first),
     cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_stalled_event_subscribers),
   };
   signal(SIGPIPE, SIG_IGN);
   uv_replace_allocator(tlc_malloc, tlc_realloc, tlc_calloc, tlc_free);

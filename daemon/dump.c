@@ -1,0 +1,361 @@
+/* dump.c - the stats dump, written off the loop in parts (see dump.h).
+ *
+ * A dump is a chain of jobs, one in flight at a time: the loop fills d->job (text to write, and
+ * optionally one part of a target's statistics with the mapping entries it names), queues it on
+ * libuv's pool (uv_queue_work), and when the pool thread has written it (after_cb, on the loop)
+ * frees it and fills the next. The pool thread touches only d->job, d->f, d->tmp and d->js, which
+ * the loop leaves alone while a job is in flight (the job owns copies of what it writes: text,
+ * the target's name, the part's table and mapping entries); the targets and their engines are
+ * read only on the loop. The first job opens FILE.tmp, the last closes it and renames it to FILE (a
+ * failed write removes the .tmp and is logged).
+ *
+ * Cost on the loop: per part, tlc_engine_handle_split and tlc_engine_snapshot_part (O(rows) scans
+ * of the target, plus the part's rows), and a copy of the mapping entries of the part's areas.
+ * Memory: one part's table and mapping entries, and the file buffer.
+ *
+ * Does not: lock the targets (nothing is shared with the pool thread but the job), or hold a
+ * target across jobs (it is found again by name: one that disappeared meanwhile ends its entry).
+ */
+#include "dump.h"
+
+#include "log.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+static void job_clear(tlc_dump_t *d) {
+  tlc_free(d->job.text);
+  tlc_free(d->job.name);
+  d->job.name = NULL;
+  tlc_table_fini(&d->job.tab);
+  tlc_mapping_fini(&d->job.map);
+  d->job.text = NULL;
+  d->job.textlen = 0;
+  d->job.has_table = d->job.begin = d->job.end = d->job.finish = d->job.has_map = 0;
+  d->job.post = NULL;
+  tlc_table_init(&d->job.tab);
+  tlc_mapping_init(&d->job.map);
+}
+
+void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
+                   char *(*head_cb)(void *ud), void *ud) {
+  memset(d, 0, sizeof(*d));
+  d->loop = loop;
+  d->reg = reg;
+  d->head_cb = head_cb;
+  d->head_ud = ud;
+  snprintf(d->path, sizeof(d->path), "%s", path != NULL ? path : "");
+  tlc_table_init(&d->job.tab);
+  tlc_mapping_init(&d->job.map);
+}
+
+void tlc_dump_set_path(tlc_dump_t *d, const char *path) {
+  snprintf(d->path, sizeof(d->path), "%s", path != NULL ? path : "");
+}
+
+int tlc_dump_busy(const tlc_dump_t *d) {
+  return d->busy;
+}
+
+void tlc_dump_fini(tlc_dump_t *d) {
+  job_clear(d);
+  tlc_table_fini(&d->job.tab);
+  tlc_mapping_fini(&d->job.map);
+  tlc_free(d->cur);
+  d->cur = NULL;
+}
+
+/* ---- the pool thread ---- */
+
+static int file_cb(void *ud, const void *buf, size_t len) {
+  return fwrite(buf, 1, len, (FILE *)ud) == len ? 0 : TLC_EIO;
+}
+
+static void work_cb(uv_work_t *req) {
+  tlc_dump_t *d = req->data;
+  tlc_out_t o;
+  int r = 0;
+  if (d->f == NULL && d->failed_errno == 0) {
+    snprintf(d->tmp, sizeof(d->tmp), "%s.tmp", d->path);
+    if ((d->f = fopen(d->tmp, "we")) == NULL) {
+      d->failed_errno = errno ? errno : EIO;
+      return;
+    }
+  }
+  if (d->f == NULL)
+    return;
+  if (d->failed_errno != 0) { /* the loop gave up (no memory): the file goes */
+    fclose(d->f);
+    d->f = NULL;
+    unlink(d->tmp);
+    return;
+  }
+  tlc_out_init(&o, 0, file_cb, d->f);
+  if (d->job.text != NULL)
+    tlc_out_write(&o, d->job.text, d->job.textlen);
+  if (d->job.has_table) {
+    const tlc_mapping_t *m = d->job.has_map ? &d->job.map : NULL;
+    if (d->job.begin)
+      tlc_json_begin(&d->js, &o, &d->job.tab, m, d->job.name, 0);
+    tlc_json_rows(&d->js, &o, &d->job.tab, m);
+  }
+  if (d->job.end)
+    tlc_json_end(&d->js, &o);
+  if (d->job.post != NULL)
+    tlc_out_puts(&o, d->job.post);
+  r = tlc_out_fini(&o);
+  if (r != 0)
+    d->failed_errno = EIO;
+  if (d->job.finish || d->failed_errno != 0) {
+    if (fclose(d->f) != 0 && d->failed_errno == 0)
+      d->failed_errno = errno ? errno : EIO;
+    d->f = NULL;
+    if (d->failed_errno == 0 && rename(d->tmp, d->path) != 0)
+      d->failed_errno = errno ? errno : EIO;
+    if (d->failed_errno != 0)
+      unlink(d->tmp);
+  }
+}
+
+/* ---- the loop ---- */
+
+static void after_cb(uv_work_t *req, int status);
+
+/* Copies the mapping entries the rows of `t` name (and every task context name) into `out`. */
+static int map_subset(tlc_mapping_t *out, const tlc_mapping_t *m, const tlc_table_t *t) {
+  const tlc_map_area_t *last = NULL;
+  size_t i;
+  for (i = 0; i < m->ncontexts; i++)
+    if (tlc_mapping_add_ctx(out, m->contexts[i].handle, m->contexts[i].name) < 0)
+      return TLC_ENOMEM;
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_map_area_t *a[2];
+    int k;
+    a[0] = tlc_mapping_find(m, t->rows[i].handle);
+    a[1] = tlc_mapping_row_entry(m, &t->rows[i]);
+    for (k = 0; k < 2; k++)
+      if (a[k] != NULL && a[k] != last && (k == 0 || a[1] != a[0])) {
+        if (tlc_mapping_add(out, a[k]) < 0)
+          return TLC_ENOMEM;
+        last = a[k];
+      }
+  }
+  tlc_mapping_finish(out);
+  return 0;
+}
+
+/* The text of target t's entry up to its statistics. */
+static char *target_head(const tlc_target_t *t, int first, size_t *len) {
+  tlc_out_t o;
+  tlc_counters_t c;
+  tlc_target_counters(t, &c);
+  tlc_out_init(&o, 1u << 20, NULL, NULL);
+  tlc_out_puts(&o, first ? "\n  {\"name\": " : ",\n  {\"name\": ");
+  tlc_json_string(&o, t->name);
+  tlc_out_printf(&o,
+                 ", \"format\": \"%s\", \"connected\": %d, \"peer\": ", tlc_format_name(t->format),
+                 t->connected);
+  tlc_json_string(&o, t->peer);
+  tlc_out_printf(
+      &o,
+      ", \"events\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"dropped_area_limit\": %" PRIu64
+      ", \"engine_gaps\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64
+      ", \"bytes_skipped\": %" PRIu64 ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
+      ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 ", \"connections\": %" PRIu64
+      ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64 ", \"decode_errors\": %" PRIu64
+      ", \"truncated_tails\": %" PRIu64 ", \"deadline_closes\": %" PRIu64
+      ", \"last_connect_unix_ms\": %" PRId64 ", \"last_disconnect_unix_ms\": %" PRId64
+      ", \"has_mapping\": %d, \"memory_bytes\": %" PRIu64 ", \"memory_refused\": %" PRIu64,
+      c.events, c.anomalies, c.dropped_area_limit, c.gaps, c.bytes, c.records, c.bytes_skipped,
+      c.resyncs, c.records_invalid, c.truncated, c.overflow_items, t->connections, t->reconnects,
+      t->gaps, t->decode_errors, t->truncated_tails, t->deadline_closes, t->last_connect_unix_ms,
+      t->last_disconnect_unix_ms, t->has_mapping, t->mem_bytes, t->mem_refused);
+  /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
+  tlc_out_puts(&o, ", \"gap_log\": [");
+  {
+    uint64_t n = t->ngaplog < TLC_TARGET_GAPLOG ? t->ngaplog : TLC_TARGET_GAPLOG;
+    for (uint64_t k = t->ngaplog - n; k < t->ngaplog; k++) {
+      const tlc_target_gap_t *g = &t->gaplog[k % TLC_TARGET_GAPLOG];
+      tlc_out_printf(&o, "%s[%" PRId64 ", %" PRId64 "]", k == t->ngaplog - n ? "" : ", ",
+                     g->disconnect_unix_ms, g->reconnect_unix_ms);
+    }
+  }
+  tlc_out_puts(&o, "]");
+  /* storage backpressure: times the source was held, and whether it is now */
+  tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
+  return tlc_out_take(&o, len);
+}
+
+/* Appends s to the job's text. 0 or TLC_ENOMEM. */
+static int job_text(tlc_dump_t *d, const char *s, size_t n) {
+  char *p = tlc_realloc(d->job.text, d->job.textlen + n + 1);
+  if (p == NULL)
+    return TLC_ENOMEM;
+  memcpy(p + d->job.textlen, s, n);
+  d->job.textlen += n;
+  p[d->job.textlen] = '\0';
+  d->job.text = p;
+  return 0;
+}
+
+/* Fills the next job: the next part of the current target, or the next target's entry and its
+ * first part, or the document's end. */
+static int job_next(tlc_dump_t *d) {
+  tlc_target_t *t;
+  uint64_t hi;
+  int r;
+  job_clear(d);
+  if (d->cur != NULL && (t = tlc_targets_find(d->reg, d->cur)) == NULL) {
+    /* gone since its last part: its entry ends with what was written */
+    d->job.end = 1;
+    d->job.post = "}";
+    tlc_free(d->cur);
+    d->cur = NULL;
+    d->lo = 0;
+    return 0;
+  }
+  if (d->cur == NULL) {
+    char *h;
+    size_t n;
+    if (d->ti >= d->reg->n) {
+      d->job.post = "\n]}\n";
+      d->job.finish = 1;
+      return 0;
+    }
+    t = d->reg->v[d->ti];
+    if ((d->cur = tlc_strndup(t->name, strlen(t->name))) == NULL)
+      return TLC_ENOMEM;
+    if ((h = target_head(t, d->ti == 0, &n)) == NULL)
+      return TLC_ENOMEM;
+    r = job_text(d, h, n);
+    tlc_free(h);
+    if (r < 0)
+      return r;
+    d->lo = 0;
+    d->job.begin = 1;
+    if ((d->job.name = tlc_strndup(t->name, strlen(t->name))) == NULL)
+      return TLC_ENOMEM;
+  }
+  r = tlc_engine_handle_split(t->engine, d->lo, TLC_DUMP_PART_ROWS, &hi);
+  if (r == 0) {
+    r = tlc_engine_snapshot_part(t->engine, &d->job.tab, NULL, d->lo, hi);
+    tlc_target_counters(t, &d->job.tab.counters);
+  }
+  if (r == 0) { /* its mapping, or the names its evlog items gave (tlc_target_names) */
+    const tlc_mapping_t *names = tlc_target_names(t);
+    if (names != NULL) {
+      r = map_subset(&d->job.map, names, &d->job.tab);
+      d->job.has_map = r == 0;
+    }
+  }
+  if (r < 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN,
+            "stats dump: target %s: statistics from handle %08" PRIX64 " left out: %s", t->name,
+            d->lo, tlc_strerror(r));
+    d->job.has_table = 0;
+    if (d->job.begin) { /* no statistics at all: the entry closes without them */
+      d->job.begin = 0;
+      d->job.post = "}";
+    } else {
+      d->job.end = 1;
+      d->job.post = "}";
+    }
+    tlc_free(d->cur);
+    d->cur = NULL;
+    d->ti++;
+    return 0;
+  }
+  if (d->job.begin && (r = job_text(d, ", \"stats\": ", 11)) < 0)
+    return r;
+  d->job.has_table = 1;
+  if (hi >= ((uint64_t)1 << 32)) { /* its last part */
+    d->job.end = 1;
+    d->job.post = "}";
+    tlc_free(d->cur);
+    d->cur = NULL;
+    d->ti++;
+  } else {
+    d->lo = hi;
+  }
+  return 0;
+}
+
+static void queue_job(tlc_dump_t *d) {
+  int r = uv_queue_work(d->loop, &d->req, work_cb, after_cb);
+  if (r != 0) {
+    /* cannot happen with a live loop; nothing was written by a thread meanwhile */
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->path, uv_strerror(r));
+    if (d->f != NULL) {
+      fclose(d->f);
+      d->f = NULL;
+      unlink(d->tmp);
+    }
+    job_clear(d);
+    d->busy = 0;
+  }
+}
+
+static void start(tlc_dump_t *d) {
+  char *head;
+  d->busy = 1;
+  d->again = 0;
+  d->failed_errno = 0;
+  d->ti = 0;
+  d->lo = 0;
+  tlc_free(d->cur);
+  d->cur = NULL;
+  d->req.data = d;
+  job_clear(d);
+  head = d->head_cb != NULL ? d->head_cb(d->head_ud) : NULL;
+  if (head != NULL) {
+    d->job.text = head;
+    d->job.textlen = strlen(head);
+  }
+  queue_job(d);
+}
+
+static void after_cb(uv_work_t *req, int status) {
+  tlc_dump_t *d = req->data;
+  int finished = d->job.finish;
+  (void)status;
+  if (d->failed_errno != 0 || status != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->path,
+            strerror(d->failed_errno ? d->failed_errno : EIO));
+    if (d->f != NULL) { /* a cancelled job: the thread never ran it */
+      fclose(d->f);
+      d->f = NULL;
+      unlink(d->tmp);
+    }
+    finished = 1;
+  }
+  if (finished) {
+    job_clear(d);
+    tlc_free(d->cur);
+    d->cur = NULL;
+    d->busy = 0;
+    d->done++;
+    if (d->again && d->path[0] != '\0')
+      start(d);
+    return;
+  }
+  if (job_next(d) < 0) {
+    d->failed_errno = ENOMEM; /* the next job closes and removes the file */
+    job_clear(d);
+    d->job.finish = 1;
+  }
+  queue_job(d);
+}
+
+void tlc_dump_request(tlc_dump_t *d) {
+  if (d->path[0] == '\0')
+    return;
+  if (d->busy) {
+    d->again = 1;
+    return;
+  }
+  start(d);
+}

@@ -1,0 +1,78 @@
+/* dump.h - the stats dump (--dump-stats-on-exit FILE, SIGUSR1), written off the event loop.
+ *
+ * The document (README "stats dump"): {"daemon": {...}, "targets": [{name, counters, ...,
+ * "stats": <the JSON export of its statistics>}, ...]}, written to FILE.tmp and renamed when
+ * complete. The loop takes each target's statistics in parts of at most TLC_DUMP_PART_ROWS
+ * rows (an engine snapshot of a handle range, tlc_engine_snapshot_part, with the mapping
+ * entries those rows name copied), and a libuv pool thread formats and writes each part while
+ * the loop goes on ingesting; the next part is taken when the previous one is written. So the
+ * loop pays one part's snapshot at a time (about a millisecond for 8,192 rows), never the
+ * formatting or the file I/O, and the memory is one part's, whatever the size of the targets.
+ * Parts of one target are taken at different times: each area's rows are consistent, the
+ * target header (counters, contexts) is the first part's.
+ *
+ * Loop thread, except what the pool thread does inside (documented in dump.c).
+ */
+#ifndef TLC_DUMP_H
+#define TLC_DUMP_H
+
+#include "json.h"
+#include "mapping.h"
+#include "out.h"
+#include "stats.h"
+#include "target.h"
+
+#include <stdio.h>
+#include <uv.h>
+
+#define TLC_DUMP_PART_ROWS 8192
+
+typedef struct tlc_dump {
+  uv_loop_t *loop;
+  tlc_targets_t *reg;
+  char path[4096];
+  char *(*head_cb)(void *ud); /* the "daemon" object's text, tlc_malloc'd (owned by the dump) */
+  void *head_ud;
+  uv_work_t req;
+  int busy, again, failed_errno;
+  uint64_t written, done; /* dumps completed */
+  /* progress (loop thread) */
+  size_t ti;   /* target being written */
+  uint64_t lo; /* its next part starts at this handle (0: its first part) */
+  char *cur;   /* its name (re-found by name for each part) */
+  /* the job (filled on the loop, read by the pool thread, freed on the loop) */
+  struct {
+    char *text; /* written first */
+    char *name; /* the target's name, for the statistics document (with begin) */
+    size_t textlen;
+    int has_table, begin, end, finish;
+    tlc_table_t tab;
+    tlc_mapping_t map;
+    int has_map;
+    const char *post; /* static text written last */
+  } job;
+  /* the pool thread's (one job at a time) */
+  FILE *f;
+  char tmp[4100];
+  tlc_json_part_t js;
+} tlc_dump_t;
+
+/* Initialises an idle dump writing to `path` ("" = off) for the targets of `reg`; `head_cb`
+ * formats the daemon object when a dump starts. */
+void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
+                   char *(*head_cb)(void *ud), void *ud);
+
+/* Starts a dump now, or, while one is being written, once more after it. No-op when the path is
+ * "". Never blocks: the file is written by a pool thread. */
+void tlc_dump_request(tlc_dump_t *d);
+
+/* Changes the path (SIGHUP); a dump being written finishes under its old name. */
+void tlc_dump_set_path(tlc_dump_t *d, const char *path);
+
+/* 1 while a dump is being written (the loop stays alive for it). */
+int tlc_dump_busy(const tlc_dump_t *d);
+
+/* Frees what an idle dump holds. Safe on zeroed memory. */
+void tlc_dump_fini(tlc_dump_t *d);
+
+#endif
