@@ -23,7 +23,13 @@ Must hold:
   - every record sent is counted in its target (records, bytes of the serial line), no decode
     errors, no skipped bytes, the store wrote every record and dropped none;
   - the daemon stays up, answers a final stats dump and a `tlcap stats` request, exits 0 on
-    SIGTERM (under ASan that also means LeakSanitizer found nothing).
+    SIGTERM (under ASan that also means LeakSanitizer found nothing);
+  - a hostile fifth TCP source floods distinct handles (1,000 new areas a second) against
+    --memory-limit 4M (issue 16): the budget fills within the warm-up, its new areas are then
+    refused and counted (dropped_area_limit > 0, even: an E and an X per refused area), the
+    memory in use never passes the limit and its growth headroom, the RSS checks above hold
+    with it, the other targets lose nothing, and `tlcap stats flood` still answers with every
+    area it kept.
 
 Usage: test_soak.py TLCAPD TLCAP"""
 import json
@@ -64,6 +70,8 @@ MAX_WATCHERS = 3
 # Smaller leaks are for the fd and thread checks (handles), LeakSanitizer at exit in the
 # ASan build (unreachable memory of any size) and the long T40 with its slope fit.
 RSS_SLACK_FRAC, RSS_SLACK_KIB = 0.05, 4 * 1024
+MEMORY_LIMIT = 4 << 20  # --memory-limit: the flood source fills it in a few seconds
+FLOOD_AREAS = 50        # new distinct handles per tick from the flood source (1,000/s)
 
 
 # ---- /proc sampling (tlcapd's own process) ----
@@ -108,10 +116,14 @@ def thread_count(pid):
 
 
 def state_usage(state):
-    """(files, bytes) under the state directory; files may vanish while walking (retention)."""
+    """(files, bytes) of the segments under the state directory (what retention budgets); files
+    may vanish while walking (retention). Statistics checkpoints (<target>/target.checkpoint,
+    one per target, rewritten in place every checkpoint_interval) are not segments."""
     n = b = 0
     for r, _, fs in os.walk(state):
         for f in fs:
+            if ".checkpoint" in f:
+                continue
             try:
                 b += os.path.getsize(os.path.join(r, f))
                 n += 1
@@ -145,6 +157,10 @@ def status_after(dm, pred, timeout, what):
 
 
 def hup(dm):
+    # read what is queued first: the notify socket holds few datagrams (net.unix.max_dgram_qlen)
+    # and the daemon drops what does not fit, so a RELOADING=1 sent while STATUS= lines from a
+    # long wait (stats dumps of the flooded target take seconds under ASan) fill it is lost
+    dm.notify.pump()
     n0 = len(dm.notify.msgs)
     dm.p.send_signal(signal.SIGHUP)
     i = dm.notify.wait_for("RELOADING=1", timeout=15, after=n0)
@@ -199,7 +215,7 @@ class TcpSource:
             if self.first:  # the first reconnect early (see run_load)
                 last_rc -= self.reconnect - 2.0
             while not self.stop_ev.is_set():
-                data, self.t = trees(self.base, self.t, TREES_TCP)
+                data = self.gen()
                 self.sock.sendall(data)
                 self.records += len(data) // 24
                 now = time.monotonic()
@@ -215,6 +231,10 @@ class TcpSource:
             if self.sock is not None:
                 self.sock.close()
                 self.sock = None
+
+    def gen(self):
+        data, self.t = trees(self.base, self.t, TREES_TCP)
+        return data
 
     def start(self, first=False):
         self.first = first and self.reconnect is not None
@@ -233,6 +253,25 @@ class TcpSource:
     def check(self):
         if self.error:
             raise T.Failure("load generator failed: " + self.error)
+
+
+class FloodSource(TcpSource):
+    """A hostile target: every tick FLOOD_AREAS function areas it never used before (handles
+    counting up from `base`), one call each."""
+
+    def __init__(self, port, name, base):
+        super().__init__(port, name, base)
+        self.next_handle = base
+
+    def gen(self):
+        out = []
+        for _ in range(FLOOD_AREAS):
+            h = self.next_handle & 0x0FFFFFFF
+            self.next_handle += 1
+            out.append(T.bin11(h, 3, 0, 0, self.t))
+            out.append(T.bin11(h, 0, 0, 0, self.t + 50))
+            self.t += 100
+        return b"".join(out)
 
 
 class SerialSource(TcpSource):
@@ -321,12 +360,12 @@ class Watchers:
 # ---- the soak ----
 
 def fmt_samples(samples):
-    head = "%7s %-6s %8s %8s %4s %4s %5s %4s %6s %9s %9s %4s" % (
+    head = "%7s %-6s %8s %8s %4s %4s %5s %4s %6s %9s %9s %4s %7s" % (
         "t", "phase", "rss_kib", "hwm_kib", "fds", "thr", "conns", "subs", "files", "disk_kib",
-        "records", "errs")
-    rows = ["%7.1f %-6s %8d %8d %4d %4d %5d %4s %6d %9d %9d %4d" % (
+        "records", "errs", "mem_kib")
+    rows = ["%7.1f %-6s %8d %8d %4d %4d %5d %4s %6d %9d %9d %4d %7d" % (
         s["t"], s["phase"], s["rss"], s["hwm"], s["fds"], s["threads"], s["conns"], s["subs"],
-        s["files"], s["disk"] // 1024, s["recs"], s["errs"]) for s in samples]
+        s["files"], s["disk"] // 1024, s["recs"], s["errs"], s["mem"] // 1024) for s in samples]
     return "\n".join([head] + rows)
 
 
@@ -341,7 +380,8 @@ def test_soak(d):
         print("SKIP part: serial source (no pty available: %s); TCP sources only" % e)
     args = ["--listen", "soak=bin11@127.0.0.1:%d" % port,
             "--rotate-bytes", str(ROTATE_BYTES), "--retain-bytes", str(RETAIN_BYTES),
-            "--status-interval", "200ms", "--backoff-min", "50ms", "--backoff-max", "300ms"]
+            "--status-interval", "200ms", "--backoff-min", "50ms", "--backoff-max", "300ms",
+            "--memory-limit", str(MEMORY_LIMIT)]
     if master is not None:
         args += ["--serial", "ser=bin11@%s:115200" % link]
     env = None
@@ -356,7 +396,8 @@ def test_soak(d):
     srcs = [TcpSource(port, "soak%d" % i, 0x100 * (i + 1), RECONNECT_EVERY if i == 0 else None)
             for i in range(4)]
     ser = SerialSource(master, "ser", 0x800) if master is not None else None
-    loaders = srcs + ([ser] if ser else [])
+    flood = FloodSource(port, "flood", 0x00A00000)
+    loaders = srcs + [flood] + ([ser] if ser else [])
     watchers = Watchers(d, sport, ser is not None)
     samples = []
     t_start = time.monotonic()
@@ -370,7 +411,8 @@ def test_soak(d):
              "hwm": ps["VmHWM"], "fds": fd_count(pid), "threads": thread_count(pid),
              "conns": st["daemon"]["connections"], "subs": last_status(dm).get("subscribers", "?"),
              "files": files, "disk": disk, "recs": sum(t["records"] for t in st["targets"]),
-             "errs": sum(t["decode_errors"] for t in st["targets"])}
+             "errs": sum(t["decode_errors"] for t in st["targets"]),
+             "mem": st["daemon"]["memory_used"]}
         samples.append(s)
         return s
 
@@ -519,7 +561,7 @@ def test_soak(d):
                 % (last_hwm, mid_hwm, slack, table))
         # retention: sealed segments within the budget; the open segment of each target on
         # top, and a few segments between their seal and the retention pass after it
-        n_targets = len(loaders)
+        n_targets = len(loaders)  # the flood source included
         disk_bound = RETAIN_BYTES + (2 * n_targets + 4) * (ROTATE_BYTES + 16 * 1024)
         bad = [s for s in loaded if s["disk"] > disk_bound]
         T.check(not bad, "state directory over the retention budget (%d bytes):\n%s"
@@ -548,7 +590,13 @@ def test_soak(d):
             T.eq((t["bytes_skipped"], t["records_invalid"], t["truncated"]), (0, 0, 0),
                  ld.name + " skipped, invalid, truncated")
             T.eq(t["truncated_tails"], 0, ld.name + " truncated tails")
-            T.eq(t["dropped_area_limit"], 0, ld.name + " dropped (area limit)")
+            if ld is flood:  # past the budget: refused and counted, an E and an X per area
+                T.check(t["dropped_area_limit"] > 0 and t["dropped_area_limit"] % 2 == 0,
+                        "flood: areas refused past the memory limit (%d dropped)"
+                        % t["dropped_area_limit"])
+                flood_kept = (ld.next_handle - ld.base) - t["dropped_area_limit"] // 2
+            else:
+                T.eq(t["dropped_area_limit"], 0, ld.name + " dropped (area limit)")
             if ld is not ser:
                 T.eq(t["connections"], ld.connects, ld.name + " connections")
         if ser:
@@ -565,6 +613,15 @@ def test_soak(d):
                               "--export", "json"], timeout=30)
         T.eq(rc, 0, "final tlcap stats: " + err)
         T.eq(json.loads(out)["counters"]["events"], srcs[1].records, "soak1 events (live)")
+        # the flooded target still answers GetStats (in parts) with every area it kept
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "flood",
+                              "--export", "json"], timeout=60)
+        T.eq(rc, 0, "tlcap stats flood: " + err)
+        T.eq(len(json.loads(out)["rows"]), flood_kept, "flood: areas kept (sent less refused)")
+        # the memory budget held at every sample (growth of existing areas may use 1/8 more)
+        bad = [s for s in samples if s["mem"] > MEMORY_LIMIT + MEMORY_LIMIT // 8 + (1 << 20)]
+        T.check(not bad, "memory in use above the limit:\n%s" % fmt_samples(samples))
+        T.check(st["daemon"]["memory_refused"] > 0, "refusals counted by the daemon")
         print(fmt_samples(samples))
     except BaseException:
         if samples:
