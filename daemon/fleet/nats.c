@@ -55,6 +55,7 @@
 #define DEF_BUFFER     (8u << 20)
 #define DEF_MAX_AGE_MS (7ull * 86400 * 1000)
 #define DEF_MAX_BYTES  (1ull << 30)
+#define PART_ROWS      1024 /* rows per statistics message at most (publish_target) */
 
 enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
 
@@ -107,6 +108,7 @@ struct tlc_fleet {
   size_t nts, capts;
   tlc_fleet_counters_t c;
   uint64_t tev_seq;
+  int warned_size;
   void (*close_cb)(void *ud);
   void *close_ud;
 };
@@ -471,35 +473,52 @@ static void js_reply(tlc_fleet_t *f, const char *reply, size_t len) {
 
 /* ---- publishing ---- */
 
-static void publish(tlc_fleet_t *f, const char *target, const char *kind,
-                    const Tlcap__ServerMessage *m) {
+/* Publishes one message; 0, or -1 when it was dropped (and counted). */
+static int publish(tlc_fleet_t *f, const char *target, const char *kind,
+                   const Tlcap__ServerMessage *m) {
   char tok[SUBJECT_MAX], subj[SUBJECT_MAX + 300];
   size_t len;
   uint8_t *buf;
+  int64_t maxp;
   if (f->nc == NULL || !f->c.connected || tlc_fleet_subject_token(target, tok, sizeof(tok)) == 0) {
     f->c.dropped++;
-    return;
+    return -1;
   }
   len = protobuf_c_message_get_packed_size(&m->base);
+  maxp = natsConnection_GetMaxPayload(f->nc);
+  if (maxp > 0 && (int64_t)len > maxp) {
+    f->c.dropped++;
+    f->c.dropped_bytes += len;
+    if (!f->warned_size) { /* once: a part of PART_ROWS rows (or a mapping) is that large */
+      f->warned_size = 1;
+      flog(f, TLC_LOG_WARN,
+           "nats %s: target %s: a %s message of %zu bytes is larger than the server's "
+           "max_payload (%lld): dropped (raise max_payload in nats-server's configuration)",
+           f->url, target, kind, len, (long long)maxp);
+    }
+    return -1;
+  }
   if ((uint64_t)natsConnection_Buffered(f->nc) + len > f->o.buffer_bytes) {
     f->c.dropped++;
     f->c.dropped_bytes += len;
-    return;
+    return -1;
   }
   buf = tlc_malloc(len > 0 ? len : 1);
   if (buf == NULL) {
     f->c.dropped++;
-    return;
+    return -1;
   }
   protobuf_c_message_pack(&m->base, buf);
   snprintf(subj, sizeof(subj), "%s.%s.%s", f->prefix, tok, kind);
   if (natsConnection_Publish(f->nc, subj, buf, (int)len) == NATS_OK) {
     f->c.published++;
-  } else {
-    f->c.dropped++;
-    f->c.dropped_bytes += len;
+    tlc_free(buf);
+    return 0;
   }
+  f->c.dropped++;
+  f->c.dropped_bytes += len;
   tlc_free(buf);
+  return -1;
 }
 
 static int ensure_ts(tlc_fleet_t *f, size_t n) {
@@ -518,53 +537,85 @@ static int ensure_ts(tlc_fleet_t *f, size_t n) {
   return 0;
 }
 
+/* Publishes target i's statistics: a delta since the last message, or a full snapshot. A table
+ * of more than PART_ROWS rows goes in parts (Snapshot.part, .more; docs/protocol.md "Statistics
+ * in parts"), all built in this loop turn so they share one seq: part 0 is full or the delta
+ * since the last message, each later one a delta based on the previous part's seq. So no message
+ * outgrows the server's max_payload and the loop never holds a copy of a huge target at once. */
 static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   tlc_ps_target_info_t info;
   tstate_t *ts = &f->ts[i];
   tlc_snap_opts_t so;
   tlc_table_t t;
   tlc_pb_snap_sel_t sel;
-  tlc_pb_arena_t a;
-  Tlcap__Snapshot s;
   Tlcap__ServerMessage m;
   const tlc_mapping_t *map = NULL;
-  int full;
+  int full, more, parts, ok = 1;
+  uint64_t lo = 0, hi = (uint64_t)1 << 32, base, prev_seq = 0;
+  uint32_t part = 0;
   memset(&info, 0, sizeof(info));
   if (f->pv->info(f->pv->ud, i, &info) < 0 || info.name == NULL)
     return;
   full = !ts->sent_once || now - ts->last_full_ms >= f->o.full_interval_ms;
+  base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));
-  so.since_seq = full ? 0 : ts->last_seq;
+  so.since_seq = base;
   so.windows = 1;
   so.neutral = 1;
   so.quantiles = 1;
-  tlc_table_init(&t);
-  if (f->pv->snapshot(f->pv->ud, i, &t, &so) < 0) {
-    tlc_table_fini(&t);
-    return;
-  }
-  if (!full && t.seq == ts->last_seq && t.counters.events == ts->last_events &&
-      t.counters.bytes == ts->last_bytes) {
-    tlc_table_fini(&t); /* nothing changed since the last message */
-    return;
-  }
-  if (full && f->pv->mapping != NULL)
-    map = f->pv->mapping(f->pv->ud, i);
   memset(&sel, 0, sizeof(sel));
   sel.windows = 1;
   sel.quantiles = 1;
-  tlc_pb_arena_init(&a, 0);
-  if (tlc_pb_snapshot_build(&a, &s, &t, info.name, &sel, map) == 0) {
-    s.instance_id = f->o.instance_id;
-    s.stream = 1;
-    s.base_seq = full ? 0 : ts->last_seq;
-    s.full = full;
-    s.connected = info.connected != 0;
-    s.unix_ms = (int64_t)now;
-    tlcap__server_message__init(&m);
-    m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
-    m.snapshot = &s;
-    publish(f, info.name, "stats", &m);
+  parts = f->pv->split != NULL && f->pv->snapshot_part != NULL;
+  if (full && f->pv->mapping != NULL)
+    map = f->pv->mapping(f->pv->ud, i);
+  tlc_table_init(&t);
+  do {
+    tlc_pb_arena_t a;
+    Tlcap__Snapshot s;
+    int r;
+    if (parts) {
+      r = f->pv->split(f->pv->ud, i, lo, PART_ROWS, base, &hi);
+      if (r == 0)
+        r = f->pv->snapshot_part(f->pv->ud, i, &t, &so, lo, hi);
+    } else {
+      r = f->pv->snapshot(f->pv->ud, i, &t, &so);
+    }
+    if (r < 0) {
+      ok = 0;
+      break;
+    }
+    more = parts && hi < ((uint64_t)1 << 32);
+    if (part == 0 && !more && !full && t.seq == ts->last_seq &&
+        t.counters.events == ts->last_events && t.counters.bytes == ts->last_bytes) {
+      tlc_table_fini(&t); /* nothing changed since the last message */
+      return;
+    }
+    tlc_pb_arena_init(&a, 0);
+    if (tlc_pb_snapshot_build(&a, &s, &t, info.name, &sel, part == 0 ? map : NULL) == 0) {
+      s.instance_id = f->o.instance_id;
+      s.stream = 1;
+      s.full = full && part == 0;
+      s.base_seq = part == 0 ? base : prev_seq;
+      s.part = part;
+      s.more = more != 0;
+      s.connected = info.connected != 0;
+      s.unix_ms = (int64_t)now;
+      tlcap__server_message__init(&m);
+      m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
+      m.snapshot = &s;
+      if (publish(f, info.name, "stats", &m) < 0)
+        ok = 0;
+    } else {
+      f->c.dropped++;
+      ok = 0;
+    }
+    tlc_pb_arena_fini(&a);
+    prev_seq = t.seq;
+    lo = hi;
+    part++;
+  } while (ok && more);
+  if (ok) {
     ts->last_seq = t.seq;
     ts->last_events = t.counters.events;
     ts->last_bytes = t.counters.bytes;
@@ -572,9 +623,8 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
       ts->last_full_ms = now;
     ts->sent_once = 1;
   } else {
-    f->c.dropped++;
+    ts->sent_once = 0; /* a part was lost: the next message is a full snapshot */
   }
-  tlc_pb_arena_fini(&a);
   tlc_table_fini(&t);
 }
 

@@ -1,9 +1,10 @@
 /* nats_consume - a test consumer for tlcapd's NATS publishing (tests/integ/test_fleet_nats.py).
  *
- *   nats_consume URL SUBJECT IDLE_MS [--js]
+ *   nats_consume URL SUBJECT IDLE_MS [--js [MAX_MS]]
  *
  * Prints every message on SUBJECT (wildcards allowed) as "subject<TAB>hex payload" lines until
- * no message came for IDLE_MS. With --js it reads through a JetStream consumer from the start
+ * no message came for IDLE_MS (or MAX_MS passed since it started, for a subject that never
+ * goes quiet). With --js it reads through a JetStream consumer from the start
  * of the stream that covers SUBJECT (so it sees what was published before it started);
  * without, it subscribes live. Exit 0, or 1 when it cannot connect or subscribe.
  * Uses libnats's own client: the test checks tlcapd against an independent implementation.
@@ -20,7 +21,8 @@ int main(int argc, char **argv) {
   jsCtx *js = NULL;
   natsStatus s;
   int js_mode = argc > 4 && strcmp(argv[4], "--js") == 0;
-  long idle;
+  long idle, max_ms = argc > 5 ? strtol(argv[5], NULL, 10) : 0;
+  int64_t start = nats_Now();
   if (argc < 4) {
     fprintf(stderr, "usage: nats_consume URL SUBJECT IDLE_MS [--js]\n");
     return 2;
@@ -56,6 +58,8 @@ int main(int argc, char **argv) {
     natsMsg *m = NULL;
     const unsigned char *d;
     int i, n;
+    if (max_ms > 0 && nats_Now() - start >= max_ms)
+      break;
     s = natsSubscription_NextMsg(&m, sub, idle);
     if (s != NATS_OK)
       break;

@@ -84,9 +84,10 @@ class NatsServer:
         self.logf.close()
 
 
-def consume(url, subject="tlcap.>", idle_ms=800, js=True):
-    """Every message on `subject` as (subject, ServerMessage)."""
-    args = [CONSUME, url, subject, str(idle_ms)] + (["--js"] if js else [])
+def consume(url, subject="tlcap.>", idle_ms=800, js=True, max_ms=0):
+    """Every message on `subject` as (subject, ServerMessage); max_ms bounds the read of a
+    subject that never goes quiet."""
+    args = [CONSUME, url, subject, str(idle_ms)] + (["--js", str(max_ms)] if js else [])
     r = subprocess.run(args, capture_output=True, timeout=60)
     T.check(r.returncode == 0, "nats_consume: %d %s" % (r.returncode, r.stderr.decode()))
     out = []
@@ -338,6 +339,50 @@ def test_sealed_segments(d):
         ns.kill()
 
 
+def test_large_target_in_parts(d):
+    """A target of 3,000 areas is published in parts of at most 1,024 rows (Snapshot.part and
+    .more): applied in order, part 0 full and the rest as deltas, they give every area."""
+    ns = NatsServer(d)
+    a = daemon(d, "a", ns.url(), "tlcap.parts", ["--nats-full-interval", "100"])
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream")
+        # one call on each of 3,000 handles, single core: 3,000 code rows
+        data = b"".join(D.calls(1, t0=1000 + 300 * h, handle=h) for h in range(3000))
+        send(a.ingest, data, b"TLCAP/1 target=big format=bin11\n")
+        a.wait_stats(lambda s: D.by_name(s, "big")["events"] == 6000, what="6000 events")
+
+        def whole():
+            msgs = consume(ns.url(), "tlcap.parts.big.stats", idle_ms=400, max_ms=3000)
+            snaps = [m.snapshot for _, m in msgs]
+            # the last complete series: a part 0 that is full, then parts until more is false
+            for k in range(len(snaps) - 1, -1, -1):
+                if snaps[k].part == 0 and snaps[k].full:
+                    series = [snaps[k]]
+                    for x in snaps[k + 1:]:
+                        if not series[-1].more:
+                            break
+                        series.append(x)
+                    if not series[-1].more and series[-1].counters.events == 6000:
+                        return series
+            return None
+        series = D.wait_until(whole, 20, "a whole series of parts", step=0.3)
+        T.check(len(series) >= 3, "3,000 rows in parts of <= 1,024: %d parts" % len(series))
+        T.eq([x.part for x in series], list(range(len(series))), "part numbers")
+        for prev, x in zip(series, series[1:]):
+            T.check(not x.full and x.base_seq == prev.seq, "later parts are deltas on the last")
+        table = {}
+        for x in series:
+            for r in x.rows:
+                table[(r.handle, r.context)] = r
+        T.eq(sorted(h for h, _ in table), list(range(3000)), "every area once")
+        T.check(all(r.count == 1 for r in table.values()), "one call each")
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
 def test_bad_url(d):
     rc, out, err = T.run([TLCAPD, "--nats", "http://x", "--check-config", "--no-store",
                           "--state-dir", d])
@@ -354,5 +399,5 @@ if __name__ == "__main__":
         pb = gen_pb2(tmp)
     except SystemExit:
         raise
-    T.main([test_bad_url, test_sealed_segments, test_two_daemons_late_consumer, test_broker_killed_and_back,
+    T.main([test_bad_url, test_sealed_segments, test_large_target_in_parts, test_two_daemons_late_consumer, test_broker_killed_and_back,
             test_broker_never_reads])
