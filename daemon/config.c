@@ -21,6 +21,7 @@
 
 #include <ini.h>
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -38,7 +39,13 @@ typedef struct pctx {
   /* string reader */
   const char *p;
   FILE *f;
+  uint64_t bytes; /* file reader: bytes read so far, capped at TLC_CFG_MAX_FILE */
+  int too_big;    /* file reader: stopped at the cap, or at a NUL byte (1: size, 2: NUL) */
 } pctx_t;
+
+/* A configuration file is a few KiB; past this it is not one (--config /dev/zero spun forever:
+ * issue 16). */
+#define TLC_CFG_MAX_FILE (1u << 20)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -180,6 +187,38 @@ int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_
   return 0;
 }
 
+int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen) {
+  char host[TLC_CFG_HOST];
+  uint16_t port;
+  unsigned char a[16];
+  int loop;
+  if (c->serve[0] == '\0')
+    return 0;
+  if (tlc_config_parse_hostport(c->serve, host, sizeof(host), &port) != 0) {
+    seterr(err, errlen, "serve: expected HOST:PORT, got \"%s\"", c->serve);
+    return TLC_EINVAL;
+  }
+  if (strcmp(host, "localhost") == 0)
+    loop = 1;
+  else if (inet_pton(AF_INET, host, a) == 1)
+    loop = a[0] == 127;
+  else if (inet_pton(AF_INET6, host, a) == 1) /* ::1, or ::ffff:127.x.y.z */
+    loop = (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) == 0) ||
+           (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 && a[12] == 127);
+  else {
+    seterr(err, errlen, "serve: %s is not a numeric address", host);
+    return TLC_EINVAL;
+  }
+  if (!loop && !have_token) {
+    seterr(err, errlen,
+           "serve: %s is not a loopback address: subscribers are served there only with a token "
+           "(use 127.0.0.1 or a Unix socket)",
+           host);
+    return TLC_EINVAL;
+  }
+  return 0;
+}
+
 static int parse_windows(const char *s, tlc_config_t *c) {
   char buf[256];
   uint32_t n = 0;
@@ -193,6 +232,8 @@ static int parse_windows(const char *s, tlc_config_t *c) {
       return TLC_EINVAL;
     c->window_ns[n++] = (int64_t)ms * 1000000;
   }
+  if (n == 0)
+    return TLC_EINVAL; /* "" or ",,,": no window at all (issue 16), not the engine's defaults */
   c->nwindows = n;
   return 0;
 }
@@ -266,6 +307,24 @@ static const dkey_t dkeys[] = {
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
 };
 
+/* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
+ * max_areas = 0 were taken without a word (issue 16). An evlog block of fewer than 64 bytes holds
+ * no item (12-byte header, 40-byte item, its name). */
+static uint64_t dkey_min(const dkey_t *k) {
+  static const struct {
+    const char *name;
+    uint64_t min;
+  } mins[] = { { "max_block", 64 },
+               { "max_areas", 1 },
+               { "max_contexts", 1 },
+               { "max_depth", 1 },
+               { "max_names", 1 } };
+  for (size_t i = 0; i < sizeof(mins) / sizeof(mins[0]); i++)
+    if (strcmp(mins[i].name, k->name) == 0)
+      return mins[i].min;
+  return 0;
+}
+
 static const dkey_t *find_dkey(const char *name) {
   for (size_t i = 0; i < sizeof(dkeys) / sizeof(dkeys[0]); i++)
     if (strcmp(dkeys[i].name, name) == 0)
@@ -305,9 +364,9 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
   case K_SIZE: {
     uint64_t x;
     int r = parse_size(v, k->max, &x);
-    if (r != 0) {
-      seterr(why, wl, "expected a number from 0 to %llu (suffix k, M, G allowed), got \"%s\"",
-             (unsigned long long)k->max, v);
+    if (r != 0 || x < dkey_min(k)) {
+      seterr(why, wl, "expected a number from %llu to %llu (suffix k, M, G allowed), got \"%s\"",
+             (unsigned long long)dkey_min(k), (unsigned long long)k->max, v);
       return TLC_EINVAL;
     }
     if (k->size == sizeof(uint32_t))
@@ -649,12 +708,27 @@ out:
   return 1;
 }
 
+/* fgets, counting bytes: stops (end of input for inih, x->too_big set) past TLC_CFG_MAX_FILE
+ * bytes or at a NUL byte, which no text configuration has and fgets would hide. */
 static char *file_reader(char *str, int num, void *stream) {
   pctx_t *x = stream;
-  char *r = fgets(str, num, x->f);
-  if (r != NULL)
-    x->line++;
-  return r;
+  int n = 0, ch = 0;
+  if (x->too_big)
+    return NULL;
+  while (n + 1 < num && (ch = getc(x->f)) != EOF) {
+    if (++x->bytes > TLC_CFG_MAX_FILE || ch == '\0') {
+      x->too_big = ch == '\0' ? 2 : 1;
+      return NULL;
+    }
+    str[n++] = (char)ch;
+    if (ch == '\n')
+      break;
+  }
+  if (n == 0)
+    return NULL;
+  str[n] = '\0';
+  x->line++;
+  return str;
 }
 
 static char *string_reader(char *str, int num, void *stream) {
@@ -701,6 +775,14 @@ int tlc_config_load_file(tlc_config_t *c, const char *path, char *err, size_t er
   }
   r = ini_parse_stream(file_reader, &x, cfg_ini_handler, &x);
   fclose(x.f);
+  if (x.too_big && !x.failed) {
+    if (x.too_big == 2)
+      seterr(err, errlen, "%s:%u: a NUL byte: not a text configuration file", path, x.line + 1);
+    else
+      seterr(err, errlen, "%s: larger than %u bytes: not a configuration file", path,
+             TLC_CFG_MAX_FILE);
+    return TLC_ELIMIT;
+  }
   if (r < 0) {
     seterr(err, errlen, "%s: cannot read", path);
     return TLC_EIO;

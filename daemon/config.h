@@ -158,6 +158,12 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
 /* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
 int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
+/* The checks start makes on the subscriber address, made without binding (for --check-config):
+ * `serve` empty, or a numeric loopback address ("localhost" counts as 127.0.0.1). Any other
+ * address is refused (TLC_EINVAL, message in err) as tlc_pubsub_listen_tcp refuses it when no
+ * token is configured (R16); `have_token` skips the loopback rule. */
+int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen);
+
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);
 

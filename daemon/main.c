@@ -384,6 +384,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (d->cli.check_only) {
+    /* what start would refuse, refused here too (issue 16); no token option exists yet */
+    if (tlc_config_check_serve(&d->cfg, 0, err, sizeof(err)) != 0) {
+      fprintf(stderr, "tlcapd: %s\n", err);
+      tlc_config_fini(&d->cfg);
+      return 2;
+    }
     printf("configuration OK: %zu sources\n", d->cfg.nsrc);
     tlc_config_fini(&d->cfg);
     return 0;

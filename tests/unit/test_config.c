@@ -435,6 +435,70 @@ static void test_parsers(void **state) {
   assert_true(tlc_target_name_check("abcdef", 5) < 0);
 }
 
+/* Issue 16 defect 9: values that meant nothing were taken, a config of /dev/zero spun forever,
+ * and --check-config took a subscriber address start refuses. */
+static void test_issue16_refusals(void **state) {
+  static const struct {
+    const char *ini;
+    const char *want;
+  } cases[] = {
+    { "[daemon]\nmax_block = 0\n", "f.ini:2: [daemon] max_block: expected a number from 64" },
+    { "[daemon]\nmax_areas = 0\n", "f.ini:2: [daemon] max_areas: expected a number from 1" },
+    { "[daemon]\nmax_contexts = 0\n", "f.ini:2: [daemon] max_contexts: expected a number" },
+    { "[daemon]\nwindows = ,,,\n", "f.ini:2: [daemon] windows: expected 1 to 4" },
+    { "[daemon]\nwindows =\n", "f.ini:2: [daemon] windows: expected 1 to 4" },
+  };
+  char path[] = "/tmp/tlc_cfgXXXXXX", err[256];
+  tlc_config_t c;
+  FILE *f;
+  int fd;
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    err[0] = '\0';
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(tlc_config_load_string(&c, cases[i].ini, "f.ini", err, sizeof(err)) < 0);
+    if (strstr(err, cases[i].want) == NULL)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, cases[i].want);
+    tlc_config_fini(&c);
+  }
+  /* an endless file of NULs, and a file past the 1 MiB cap: an error, not a hang */
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_file(&c, "/dev/zero", err, sizeof(err)), TLC_ELIMIT);
+  assert_non_null(strstr(err, "/dev/zero:1: a NUL byte"));
+  tlc_config_fini(&c);
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("[daemon]\n", f);
+  for (int i = 0; i < 70000; i++)
+    fputs("# comment line\n", f); /* 15 bytes each: 1.05 MB */
+  fclose(f);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_file(&c, path, err, sizeof(err)), TLC_ELIMIT);
+  assert_non_null(strstr(err, "larger than 1048576 bytes"));
+  tlc_config_fini(&c);
+  unlink(path);
+  /* --check-config: the subscriber address start would refuse */
+  assert_int_equal(tlc_config_init(&c), 0);
+  snprintf(c.serve, sizeof(c.serve), "0.0.0.0:7000");
+  assert_int_equal(tlc_config_check_serve(&c, 0, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "serve: 0.0.0.0 is not a loopback address"));
+  assert_int_equal(tlc_config_check_serve(&c, 1, err, sizeof(err)), 0);
+  snprintf(c.serve, sizeof(c.serve), "[::ffff:10.0.0.1]:7000");
+  assert_int_equal(tlc_config_check_serve(&c, 0, err, sizeof(err)), TLC_EINVAL);
+  snprintf(c.serve, sizeof(c.serve), "lab.example:7000");
+  assert_int_equal(tlc_config_check_serve(&c, 0, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "not a numeric address"));
+  static const char *const ok[] = { "127.0.0.1:7000",          "127.9.9.9:1",    "[::1]:7000",
+                                    "[::ffff:127.0.0.1]:7000", "localhost:7000", "" };
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    snprintf(c.serve, sizeof(c.serve), "%s", ok[i]);
+    if (tlc_config_check_serve(&c, 0, err, sizeof(err)) != 0)
+      fail_msg("%s refused: %s", ok[i], err);
+  }
+  tlc_config_fini(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_embedded_default),
@@ -447,6 +511,7 @@ int main(void) {
     cmocka_unit_test(test_parsers),
     cmocka_unit_test(test_storage_keys),
     cmocka_unit_test(test_storage_key_errors),
+    cmocka_unit_test(test_issue16_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
