@@ -420,6 +420,11 @@ size_t tlc_target_pending(const tlc_target_t *t) {
   }
 }
 
+uint64_t tlc_target_units(const tlc_target_t *t) {
+  const tlc_dec_counters_t *c = &t->dec.c;
+  return c->records + c->blocks + c->bytes_skipped + c->records_invalid;
+}
+
 void tlc_target_detach(tlc_target_t *t, const char *reason) {
   tlc_targets_t *r = t->reg;
   int64_t now;

@@ -349,6 +349,25 @@ static void read_share(tlc_conn_t *c, size_t n) {
   uv_check_start(&d->resume, yield_resume_cb);
 }
 
+/* After bytes were processed: when did the record (or block) the decoder is inside begin?
+ * A new one began in this read when none was pending before or one completed since; else the
+ * same record goes on and keeps its start. partial_timeout is measured from there, so a peer
+ * trickling one byte a second cannot hold a record open by never being silent (issue 16). */
+static void rec_track(tlc_conn_t *c) {
+  uint64_t units;
+  if (c->target == NULL || c->closing)
+    return;
+  if (tlc_target_pending(c->target) == 0) {
+    c->rec_since = 0;
+    return;
+  }
+  units = tlc_target_units(c->target);
+  if (c->rec_since == 0 || units != c->rec_units) {
+    c->rec_since = c->last_rx;
+    c->rec_units = units;
+  }
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tlc_conn_t *c = s->data;
   tlc_daemon_t *d = c->d;
@@ -356,8 +375,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   if (nread > 0) {
     c->last_rx = uv_now(d->loop);
-    if (conn_process(c, (const uint8_t *)buf->base, (size_t)nread) == 0)
+    if (conn_process(c, (const uint8_t *)buf->base, (size_t)nread) == 0) {
+      rec_track(c);
       read_share(c, (size_t)nread);
+    }
     return;
   }
   if (nread == 0)
@@ -398,6 +419,15 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
   else {
     snprintf(c->peer_ip, sizeof(c->peer_ip), "unknown");
     snprintf(c->peer, sizeof(c->peer), "unknown");
+    if (fixed == NULL) {
+      /* A peer that reset before the accept: its name would be "<listener>@unknown", one
+       * target for every such peer (issue 16). Nothing came from it: a reset, counted. */
+      c->d->st.closed_reset++;
+      TLC_LOGD(TLC_LOGC_TCP, "connection on %s: peer gone before accept", c->src_name);
+      c->closing = 1;
+      uv_close((uv_handle_t *)&c->h, conn_close_cb);
+      return;
+    }
   }
   if (!c->counted)
     conn_link(c->d, c);
@@ -424,15 +454,19 @@ void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
     next = c->next;
     if (c->closing)
       continue;
-    if (d->cfg.partial_timeout_ms > 0 && now - last >= d->cfg.partial_timeout_ms &&
-        ((!c->preamble_done && c->prelen > 0) ||
-         (c->target != NULL && tlc_target_pending(c->target) > 0))) {
+    /* inside an unfinished preamble since the connection began, or inside one record since it
+     * began (rec_track): time inside, not silence (issue 16) */
+    uint64_t inside = !c->preamble_done && c->prelen > 0 ? c->since
+                      : c->target != NULL && c->rec_since != 0 && tlc_target_pending(c->target) > 0
+                          ? c->rec_since
+                          : 0;
+    if (d->cfg.partial_timeout_ms > 0 && inside != 0 && now - inside >= d->cfg.partial_timeout_ms) {
       d->st.closed_deadline++;
       if (c->target != NULL)
         c->target->deadline_closes++;
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TCP,
-              "connection %s on %s (target %s): idle %" PRIu64 " ms inside a record; closing",
-              c->peer, c->src_name, c->target != NULL ? c->target->name : "-", now - last);
+              "connection %s on %s (target %s): %" PRIu64 " ms inside a record; closing", c->peer,
+              c->src_name, c->target != NULL ? c->target->name : "-", now - inside);
       tlc__conn_close(c, "partial-record deadline");
       continue;
     }

@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Regressions of issue 16's defects that need the real tlcapd (each failed on the code before
+its fix):
+
+- a peer that resets before the accept got a target named "<listener>@unknown";
+- partial_timeout measured silence: one byte every 300 ms kept a connection inside one record
+  for as long as the peer liked; a steady stream whose reads end inside records is not closed;
+- --config /dev/zero --check-config spun forever; --check-config took a non-loopback --serve
+  that start refuses.
+
+Usage: test_daemon_issue16.py TLCAPD"""
+import os
+import socket
+import struct
+import sys
+import time
+
+import daemonlib as D
+import tlctest as T
+
+TLCAPD = sys.argv[1]
+
+
+def test_reset_before_accept(d):
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "b10=bin10@127.0.0.1:%d" % port])
+    try:
+        # Stopped, the daemon cannot accept: the connections wait in the backlog, and their
+        # resets arrive before the accept.
+        dm.p.send_signal(19)  # SIGSTOP
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        dm.p.send_signal(18)  # SIGCONT
+        ok = D.connect(port)
+        ok.sendall(T.bin10(0, 3, 0, 100) + T.bin10(0, 0, 0, 200))
+        st = dm.wait_stats(lambda s: any(t["records"] == 2 for t in s["targets"]),
+                           what="the good connection's records")
+        names = [t["name"] for t in st["targets"]]
+        T.eq(names, ["b10@127.0.0.1"], "targets (no b10@unknown)")
+        T.check(st["daemon"]["closed_reset"] >= 5, "resets counted: %r" % st["daemon"])
+        ok.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+def test_partial_timeout_inside_record(d):
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
+                              "--partial-timeout", "1s"])
+    try:
+        # A steady stream whose every read ends inside a record (30-byte writes of 24-byte
+        # records) for 2.5 s: never inside one record for 1 s, so never closed.
+        rec = D.calls(40)
+        good = D.connect(port)
+        good.sendall(b"TLCAP/1 target=steady\n")
+        # A trickle: one byte of a record every 300 ms, never silent for 1 s.
+        slow = D.connect(port)
+        slow.sendall(b"TLCAP/1 target=trickle\n" + D.calls(1))
+        t0 = time.monotonic()
+        closed_at = None
+        pos = 0
+        slow.setblocking(False)
+        for i in range(9):  # 2.7 s
+            good.sendall(rec[pos:pos + 30])
+            pos += 30
+            if closed_at is None:
+                try:
+                    slow.send(b"\x00")
+                except OSError:
+                    closed_at = time.monotonic() - t0
+                try:
+                    if slow.recv(1) == b"":
+                        closed_at = time.monotonic() - t0
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed_at = time.monotonic() - t0
+            time.sleep(0.3)  # pacing the peer's writes, not synchronisation
+        slow.setblocking(True)
+        if closed_at is None:
+            D.wait_eof(slow, 5)
+            closed_at = time.monotonic() - t0
+        T.check(closed_at < 2.5, "the trickling peer is closed about 1 s into its record "
+                "(after %.2f s)" % closed_at)
+        st = dm.wait_stats(lambda s: s["daemon"]["closed_deadline"] >= 1, what="deadline")
+        T.eq(st["daemon"]["closed_deadline"], 1, "only the trickle closed by the deadline")
+        T.eq(D.by_name(st, "steady")["connected"], 1, "the steady stream is still connected")
+        T.eq(D.by_name(st, "steady")["records"], 270 // 24, "steady records")
+        good.close()
+        slow.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+def test_check_config(d):
+    rc, _, err = T.run([TLCAPD, "--config", "/dev/zero", "--check-config"], timeout=10)
+    T.eq(rc, 2, "/dev/zero as a config: exit status")
+    T.check("/dev/zero" in err and "NUL" in err, "message: %r" % err)
+    big = os.path.join(d, "big.ini")
+    with open(big, "w") as f:
+        f.write("[daemon]\n" + "#" * 79 + "\n" * 1)
+        f.write(("#" * 79 + "\n") * 14000)
+    rc, _, err = T.run([TLCAPD, "--config", big, "--check-config"], timeout=10)
+    T.eq(rc, 2, "a 1.1 MB config: exit status")
+    T.check("larger than" in err, "message: %r" % err)
+    rc, _, err = T.run([TLCAPD, "--serve", "0.0.0.0:0", "--check-config"], timeout=10)
+    T.eq(rc, 2, "--check-config with a non-loopback --serve: exit status (%s)" % err)
+    T.check("not a loopback address" in err, "message: %r" % err)
+    rc, out, err = T.run([TLCAPD, "--serve", "127.0.0.1:0", "--check-config"], timeout=10)
+    T.eq(rc, 0, "--check-config with a loopback --serve: %s" % err)
+    for opt, val in (("--max-block", "0"), ("--max-areas", "0"), ("--windows", ",,,")):
+        rc, _, err = T.run([TLCAPD, opt, val, "--check-config"], timeout=10)
+        T.eq(rc, 2, "%s %s refused (%s)" % (opt, val, err))
+
+
+T.main([test_reset_before_accept, test_partial_timeout_inside_record, test_check_config])
