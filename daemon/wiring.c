@@ -59,6 +59,7 @@ struct tlc_wiring {
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
+  size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
 #endif
 };
 
@@ -118,6 +119,7 @@ static int ps_kind(int kind) {
 typedef struct st_handle {
   tlc_store_target_t *t;
   uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
+  int held;                          /* disconnected, its segment left open (counted in w->held) */
 } st_handle_t;
 
 static void st_log(void *ud, int level, const char *msg) {
@@ -350,11 +352,24 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)
         tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
+      if (hd(t) != NULL && hd(t)->held) {
+        hd(t)->held = 0;
+        w->held--;
+      }
       break;
     /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
     case TLC_TEV_DISCONNECTED:
       if (hd(t) != NULL)
         tlc_store_stream_end(hd(t)->t); /* keep_skipped: the stream's unrecorded tail */
+      if (hd(t) != NULL && !hd(t)->held) {
+        /* fds: at most TLC_WIRING_HELD_SEGMENTS disconnected targets keep a segment open */
+        if (w->held >= TLC_WIRING_HELD_SEGMENTS) {
+          tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
+        } else {
+          hd(t)->held = 1;
+          w->held++;
+        }
+      }
       if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
         tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
         hd(t)->gaps = t->gaps;
@@ -374,6 +389,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     case TLC_TEV_FREED:
       if (hd(t) != NULL) {
+        if (hd(t)->held)
+          w->held--;
         tlc_store_target_close(hd(t)->t);
         tlc_free(t->store);
         t->store = NULL;

@@ -10,6 +10,7 @@ its fix):
 
 Usage: test_daemon_issue16.py TLCAPD"""
 import os
+import resource
 import socket
 import struct
 import sys
@@ -30,6 +31,7 @@ def test_reset_before_accept(d):
         dm.p.send_signal(19)  # SIGSTOP
         for _ in range(5):
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(T.bin10(0, 3, 0, 100))
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()
         dm.p.send_signal(18)  # SIGCONT
@@ -117,4 +119,49 @@ def test_check_config(d):
         T.eq(rc, 2, "%s %s refused (%s)" % (opt, val, err))
 
 
-T.main([test_reset_before_accept, test_partial_timeout_inside_record, test_check_config])
+def test_fd_reserve_counts_storage(d):
+    """Under RLIMIT_NOFILE 64 with storage on, every accepted connection's records reach a
+    segment: the cap on connections counts the segment fd each connected target needs."""
+    port = D.free_port()
+
+    def lim():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % port], preexec_fn=lim,
+                  store=True)
+    socks = []
+    try:
+        for i in range(40):
+            s = D.connect(port)
+            s.sendall(b"TLCAP/1 target=t%d\n" % i + D.calls(25))
+            socks.append(s)
+        st = dm.wait_stats(lambda s: s["daemon"]["connections"] +
+                           s["daemon"]["refused_limit"] == 40, what="all 40 settled")
+        T.check(st["daemon"]["refused_limit"] > 0, "some connections refused at the fd cap")
+        for s in socks:
+            s.close()
+        st = dm.wait_stats(lambda s: s["daemon"]["connections"] == 0, what="all closed")
+        accepted = sum(t["records"] for t in st["targets"])
+        T.eq(accepted, 50 * len(st["targets"]), "records of the accepted connections")
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+        log = dm.log()
+        T.check("cannot open a segment" not in log and "Too many open files" not in log and
+                "too many open files" not in log, "no fd exhaustion; log:\n" + log[-3000:])
+        stored = 0
+        for root, _, files in os.walk(dm.state):
+            for f in files:
+                if f.endswith(".BIN") or f.endswith(".BIN.part"):
+                    stored += os.path.getsize(os.path.join(root, f)) // 24
+        T.eq(stored, accepted, "records in segment files; files: %r" % [
+            f for _, _, fs in os.walk(dm.state) for f in fs][:20])
+    finally:
+        for s in socks:
+            s.close()
+        dm.kill()
+
+
+ONLY = sys.argv[2:]
+T.main([t for t in [test_fd_reserve_counts_storage, test_reset_before_accept,
+                    test_partial_timeout_inside_record, test_check_config]
+        if not ONLY or t.__name__ in ONLY])
