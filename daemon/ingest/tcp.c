@@ -178,6 +178,18 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
   tlc_daemon_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
   int n;
+  if (name != NULL && (tlc_config_find_source(&d->cfg, TLC_SRC_DIAL, name) != NULL ||
+                       tlc_config_find_source(&d->cfg, TLC_SRC_SERIAL, name) != NULL)) {
+    /* A configured dial or serial target's name belongs to its source: a preamble must not
+     * feed (or, while it is down, take over) its statistics and storage (issue 16). */
+    d->targets.refused_name++;
+    d->st.refused_target++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "connection %s on %s: preamble names target \"%s\", which belongs to a configured "
+            "source; closing",
+            c->peer, c->src_name, name);
+    return TLC_EINVAL;
+  }
   if (name != NULL)
     n = snprintf(base, sizeof(base), "%s", name);
   else

@@ -2396,6 +2396,54 @@ static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
   sub_send(s, &sm);
 }
 
+/* Whether a string field of message `d` in the encoded bytes p[0..n) (sub-messages included, at
+ * most 16 deep) holds a NUL byte. protobuf-c hands strings over NUL-terminated, so such a string
+ * would reach the handlers cut at the NUL: "t1\0x" acting on target t1 (issue 16). Only walks
+ * what unpack accepted; anything it cannot follow is left to unpack (returns 0). */
+static int pb_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                             int depth) {
+  size_t i = 0;
+  if (depth > 16)
+    return 0;
+  while (i < n) {
+    uint64_t key, len;
+    int k = tlc_frame_varint(p + i, n - i, &key);
+    const ProtobufCFieldDescriptor *f;
+    if (k <= 0)
+      return 0;
+    i += (size_t)k;
+    switch (key & 7) {
+    case 0:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0)
+        return 0;
+      i += (size_t)k;
+      break;
+    case 1:
+      i += 8;
+      break;
+    case 5:
+      i += 4;
+      break;
+    case 2:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0 || len > n - i - (size_t)k)
+        return 0;
+      i += (size_t)k;
+      f = key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+                                 : NULL;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)len) != NULL)
+        return 1;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+          pb_string_has_nul(f->descriptor, p + i, (size_t)len, depth + 1))
+        return 1;
+      i += (size_t)len;
+      break;
+    default:
+      return 0;
+    }
+  }
+  return 0;
+}
+
 /* Decodes and dispatches one request frame. */
 static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   tlc_pubsub_t *ps = s->ps;
@@ -2408,6 +2456,12 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   }
   ps->st.requests++;
   req = cm->request_id;
+  if (pb_string_has_nul(&tlcap__client_message__descriptor, frame, len, 0)) {
+    ps->st.bad_strings++;
+    send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+               "a string field holds a NUL byte (names and text never do)", 0, 0);
+    goto done;
+  }
   if (!s->authed && cm->msg_case != TLCAP__CLIENT_MESSAGE__MSG_HELLO) {
     sub_fail(s, TLCAP__ERROR_CODE__ERR_HELLO_REQUIRED, "the first request must be Hello",
              &ps->st.closed_auth);
