@@ -24,6 +24,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +187,136 @@ int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_
   host[hl] = '\0';
   *port = (uint16_t)p;
   return 0;
+}
+
+/* ---- listener allow / targets lists ---- */
+
+typedef struct cidr {
+  int v6;
+  unsigned char a[16];
+  unsigned bits;
+} cidr_t;
+
+/* Parses one entry "ADDR" or "ADDR/BITS". Returns 0 or TLC_EINVAL. */
+static int cidr_parse(const char *s, size_t n, cidr_t *c) {
+  char buf[64];
+  const char *slash;
+  unsigned long bits;
+  char *end;
+  if (n == 0 || n >= sizeof(buf))
+    return TLC_EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  slash = strchr(buf, '/');
+  if (slash != NULL)
+    buf[slash - buf] = '\0';
+  memset(c, 0, sizeof(*c));
+  if (inet_pton(AF_INET, buf, c->a) == 1)
+    c->v6 = 0;
+  else if (inet_pton(AF_INET6, buf, c->a) == 1)
+    c->v6 = 1;
+  else
+    return TLC_EINVAL;
+  c->bits = c->v6 ? 128 : 32;
+  if (slash != NULL) {
+    errno = 0;
+    bits = strtoul(slash + 1, &end, 10);
+    if (errno != 0 || end == slash + 1 || *end != '\0' || bits > c->bits)
+      return TLC_EINVAL;
+    c->bits = (unsigned)bits;
+  }
+  return 0;
+}
+
+static int prefix_eq(const unsigned char *a, const unsigned char *b, unsigned bits) {
+  unsigned full = bits / 8, rest = bits % 8;
+  if (memcmp(a, b, full) != 0)
+    return 0;
+  return rest == 0 || ((a[full] ^ b[full]) & (0xFF00u >> rest) & 0xFF) == 0;
+}
+
+/* Calls fn for each entry of a comma/space separated list; stops at a non-zero return. */
+static int list_each(const char *list, int (*fn)(const char *s, size_t n, void *ud), void *ud) {
+  const char *p = list;
+  while (*p != '\0') {
+    size_t n;
+    while (*p == ',' || *p == ' ' || *p == '\t')
+      p++;
+    n = strcspn(p, ", \t");
+    if (n > 0) {
+      int r = fn(p, n, ud);
+      if (r != 0)
+        return r;
+    }
+    p += n;
+  }
+  return 0;
+}
+
+typedef struct allow_ud {
+  char *err;
+  size_t errlen;
+  int v6;
+  const unsigned char *a;
+} allow_ud_t;
+
+static int allow_check_one(const char *s, size_t n, void *ud) {
+  allow_ud_t *u = ud;
+  cidr_t c;
+  if (cidr_parse(s, n, &c) != 0) {
+    seterr(u->err, u->errlen, "\"%.*s\" is not an address or ADDR/BITS block",
+           (int)(n < 64 ? n : 64), s);
+    return TLC_EINVAL;
+  }
+  return 0;
+}
+
+int tlc_config_allow_check(const char *list, char *err, size_t errlen) {
+  allow_ud_t u = { err, errlen, 0, NULL };
+  return list_each(list, allow_check_one, &u);
+}
+
+static int allow_match_one(const char *s, size_t n, void *ud) {
+  allow_ud_t *u = ud;
+  cidr_t c;
+  if (cidr_parse(s, n, &c) != 0 || c.v6 != u->v6)
+    return 0;
+  return prefix_eq(c.a, u->a, c.bits);
+}
+
+int tlc_config_allow_match(const char *list, const void *sa) {
+  const struct sockaddr *s = sa;
+  allow_ud_t u = { NULL, 0, 0, NULL };
+  if (list[0] == '\0')
+    return 1;
+  if (s->sa_family == AF_INET) {
+    u.a = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+  } else if (s->sa_family == AF_INET6) {
+    const unsigned char *a = (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (memcmp(a, mapped, 12) == 0) {
+      u.a = a + 12;
+    } else {
+      u.v6 = 1;
+      u.a = a;
+    }
+  } else {
+    return 0;
+  }
+  return list_each(list, allow_match_one, &u) > 0;
+}
+
+static int targets_match_one(const char *s, size_t n, void *ud) {
+  char pat[TLC_CFG_LIST];
+  memcpy(pat, s, n);
+  pat[n] = '\0';
+  return fnmatch(pat, (const char *)ud, 0) == 0;
+}
+
+int tlc_config_targets_match(const char *list, const char *name) {
+  if (list[0] == '\0')
+    return 1;
+  return list_each(list, targets_match_one, (void *)(uintptr_t)name) > 0;
 }
 
 int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen) {
@@ -531,6 +663,22 @@ static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, c
     s->format = tlc_format_parse(v);
     if (s->format == TLC_FMT_NONE) {
       seterr(why, wl, "expected bin10, bin11 or evlog, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (s->kind == TLC_SRC_LISTEN && strcmp(key, "allow") == 0) {
+    if (tlc_config_allow_check(v, why, wl) != 0)
+      return TLC_EINVAL;
+    if (copy_str(s->allow, sizeof(s->allow), v) != 0) {
+      seterr(why, wl, "list longer than %zu bytes", sizeof(s->allow) - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (s->kind == TLC_SRC_LISTEN && strcmp(key, "targets") == 0) {
+    if (copy_str(s->targets, sizeof(s->targets), v) != 0) {
+      seterr(why, wl, "list longer than %zu bytes", sizeof(s->targets) - 1);
       return TLC_EINVAL;
     }
     return 0;

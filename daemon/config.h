@@ -27,6 +27,7 @@
 #define TLC_CFG_MAX_TARGETS 256
 #define TLC_CFG_PATH        512
 #define TLC_CFG_HOST        256
+#define TLC_CFG_LIST        1024 /* a listener's allow / targets list */
 #define TLC_CFG_MAX_CLI     512
 
 /* Defaults of the embedded configuration (ports documented in docs/configuration.md). */
@@ -61,6 +62,8 @@ typedef struct tlc_cfg_source {
   uint8_t flow;                   /* enum tlc_flow */
   tlc_cfg_tset_t tset;            /* defaults for the targets this source creates */
   char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
+  char allow[TLC_CFG_LIST];       /* listen: peer addresses accepted, CIDR list ("" = any) */
+  char targets[TLC_CFG_LIST];     /* listen: target names allowed, fnmatch list ("" = any) */
 } tlc_cfg_source_t;
 
 /* One [target NAME] section: settings for the target with exactly this name. */
@@ -162,6 +165,17 @@ int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_
  * `serve` empty, or a numeric loopback address ("localhost" counts as 127.0.0.1). Any other
  * address is refused (TLC_EINVAL, message in err) as tlc_pubsub_listen_tcp refuses it when no
  * token is configured (R16); `have_token` skips the loopback rule. */
+/* A listener's `allow` list: addresses and CIDR blocks separated by commas or spaces
+ * ("127.0.0.1, 10.0.0.0/8, ::1, fd00::/8"; an IPv4 entry also matches the IPv4-mapped IPv6
+ * form). Returns 0 or TLC_EINVAL naming the bad entry in err. */
+int tlc_config_allow_check(const char *list, char *err, size_t errlen);
+/* Whether `sa` (struct sockaddr of AF_INET / AF_INET6) is in `list` (empty: every address).
+ * Any other family (a local socketpair) is allowed only by an empty list. */
+int tlc_config_allow_match(const char *list, const void *sa);
+/* A listener's `targets` list: fnmatch patterns separated by commas or spaces ("lab-*,
+ * board[0-9]"). Whether `name` matches one (empty list: every name). */
+int tlc_config_targets_match(const char *list, const char *name);
+
 int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen);
 
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */

@@ -56,6 +56,7 @@ typedef struct tlc_ingest_stats {
   uint64_t closed_reset;    /* ECONNRESET/EPIPE/other read errors */
   uint64_t dial_attempts, dial_failures;
   uint64_t serial_opens, serial_failures, serial_unplugs;
+  uint64_t refused_allow; /* reset at once: the peer's address is not in the listener's allow */
 } tlc_ingest_stats_t;
 
 struct tlc_conn {

@@ -177,6 +177,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
   tlc_daemon_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
+  const tlc_cfg_source_t *src;
   int n;
   if (name != NULL && (tlc_config_find_source(&d->cfg, TLC_SRC_DIAL, name) != NULL ||
                        tlc_config_find_source(&d->cfg, TLC_SRC_SERIAL, name) != NULL)) {
@@ -194,6 +195,16 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
     n = snprintf(base, sizeof(base), "%s", name);
   else
     n = snprintf(base, sizeof(base), "%s@%s", c->src_name, c->peer_ip);
+  src = tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, c->src_name);
+  if (n >= 0 && src != NULL && !tlc_config_targets_match(src->targets, base)) {
+    /* the listener's `targets` patterns: names this listener may feed (issue 16) */
+    d->targets.refused_name++;
+    d->st.refused_target++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "connection %s on %s: target \"%s\" not in the listener's targets (%s); closing",
+            c->peer, c->src_name, base, src->targets);
+    return TLC_EINVAL;
+  }
   if (n < 0 || (size_t)n > d->cfg.max_name) {
     d->targets.refused_name++;
     d->st.refused_target++;
@@ -638,6 +649,28 @@ static void on_connection(uv_stream_t *s, int status) {
     return;
   }
   d->st.accepted++;
+  if (l->cfg.allow[0] != '\0') {
+    /* the listener's `allow` list (issue 16): another peer is reset at once, before a byte of
+     * it is read or a target named after it */
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    memset(&ss, 0, sizeof(ss));
+    if (uv_tcp_getpeername(&c->h, (struct sockaddr *)&ss, &len) != 0 ||
+        !tlc_config_allow_match(l->cfg.allow, &ss)) {
+      struct linger lg = { 1, 0 };
+      uv_os_fd_t fd;
+      char ip[64] = "?", full[TLC_PEER_MAX] = "?";
+      addr_text((struct sockaddr *)&ss, ip, sizeof(ip), full, sizeof(full));
+      d->st.refused_allow++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "listener %s (%s): %s not in allow; refused", l->cfg.name,
+              l->bound, full);
+      if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+      c->closing = 1;
+      uv_close((uv_handle_t *)&c->h, conn_close_cb);
+      return;
+    }
+  }
   if (d->stopping || d->nconns >= d->max_conns) {
     struct linger lg = { 1, 0 };
     uv_os_fd_t fd;

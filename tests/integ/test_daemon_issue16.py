@@ -240,6 +240,39 @@ def test_names_not_squatted(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_listener_allow_and_targets(d):
+    p1, p2 = D.free_port(), D.free_port()
+    ini = os.path.join(d, "tlcapd.ini")
+    with open(ini, "w") as f:
+        f.write("[listen far]\nformat = bin11\naddress = 127.0.0.1:%d\nallow = 10.0.0.0/8\n\n"
+                "[listen lab]\nformat = bin11\naddress = 127.0.0.1:%d\n"
+                "allow = 192.168.0.0/16, 127.0.0.0/8\ntargets = lab-*, lab@*\n" % (p1, p2))
+    dm = D.Daemon(TLCAPD, d, ["--config", ini])
+    try:
+        s = D.connect(p1)  # 127.0.0.1 is not in 10.0.0.0/8: reset at once
+        s.sendall(b"TLCAP/1 target=lab-x\n" + D.calls(1))
+        D.wait_eof(s, 5)
+        s.close()
+        s = D.connect(p2)  # allowed address, name not in targets
+        s.sendall(b"TLCAP/1 target=other\n" + D.calls(1))
+        D.wait_eof(s, 5)
+        s.close()
+        ok = D.connect(p2)
+        ok.sendall(b"TLCAP/1 target=lab-1\n" + D.calls(2))
+        auto = D.connect(p2)  # automatic name lab@127.0.0.1 matches lab@*
+        auto.sendall(D.calls(3))
+        st = dm.wait_stats(lambda s: sum(t["records"] for t in s["targets"]) == 10,
+                           what="the allowed connections' records")
+        T.eq(sorted(t["name"] for t in st["targets"]), ["lab-1", "lab@127.0.0.1"], "targets")
+        T.eq(st["daemon"]["refused_allow"], 1, "refused_allow")
+        T.check(st["daemon"]["refused_target"] >= 1, "name refused: %r" % st["daemon"])
+        ok.close()
+        auto.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
 def test_fd_reserve_counts_storage(d):
     """Under RLIMIT_NOFILE 64 with storage on, every accepted connection's records reach a
     segment: the cap on connections counts the segment fd each connected target needs."""
@@ -254,8 +287,11 @@ def test_fd_reserve_counts_storage(d):
     try:
         for i in range(40):
             s = D.connect(port)
-            s.sendall(b"TLCAP/1 target=t%d\n" % i + D.calls(25))
             socks.append(s)
+            try:
+                s.sendall(b"TLCAP/1 target=t%d\n" % i + D.calls(25))
+            except OSError:
+                pass  # refused at the cap: reset at once
         # (a refused connect may be retried by D.connect: accepted can pass 40)
         st = dm.wait_stats(lambda s: s["daemon"]["accepted"] >= 40 and
                            s["daemon"]["connections"] + s["daemon"]["refused_limit"] ==
@@ -285,6 +321,7 @@ def test_fd_reserve_counts_storage(d):
 
 
 ONLY = sys.argv[2:]
-T.main([t for t in [test_names_not_squatted, test_fd_reserve_counts_storage, test_reset_before_accept,
+T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
+                    test_fd_reserve_counts_storage, test_reset_before_accept,
                     test_partial_timeout_inside_record, test_check_config]
         if not ONLY or t.__name__ in ONLY])

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 static int build(tlc_config_t *c, int argc, char **argv, char *err, size_t errlen) {
   tlc_cli_t cli;
   int r = tlc_cli_parse(&cli, argc, argv, err, errlen);
@@ -499,6 +502,52 @@ static void test_issue16_refusals(void **state) {
   tlc_config_fini(&c);
 }
 
+/* Issue 16: a listener's allow (CIDR) and targets (fnmatch) lists. */
+static void test_listener_allow_targets(void **state) {
+  struct sockaddr_in a4;
+  struct sockaddr_in6 a6;
+  tlc_config_t c;
+  char err[256];
+  (void)state;
+  memset(&a4, 0, sizeof(a4));
+  a4.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+  assert_true(tlc_config_allow_match("", &a4));
+  assert_true(tlc_config_allow_match("10.0.0.0/8", &a4));
+  assert_true(tlc_config_allow_match("127.0.0.1, 10.1.2.0/23", &a4));
+  assert_true(tlc_config_allow_match("10.1.2.3", &a4));
+  assert_false(tlc_config_allow_match("10.1.2.4", &a4));
+  assert_false(tlc_config_allow_match("10.1.0.0/23,::1", &a4));
+  assert_true(tlc_config_allow_match("0.0.0.0/0", &a4));
+  memset(&a6, 0, sizeof(a6));
+  a6.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr); /* v4-mapped: the IPv4 rules */
+  assert_true(tlc_config_allow_match("10.0.0.0/8", &a6));
+  inet_pton(AF_INET6, "fd00::17", &a6.sin6_addr);
+  assert_true(tlc_config_allow_match("fd00::/8", &a6));
+  assert_false(tlc_config_allow_match("fe80::/10 10.0.0.0/8", &a6));
+  assert_int_equal(tlc_config_allow_check("10.0.0.0/33", err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "\"10.0.0.0/33\" is not an address"));
+  assert_int_equal(tlc_config_allow_check("lab.example", err, sizeof(err)), TLC_EINVAL);
+  assert_true(tlc_config_targets_match("", "x"));
+  assert_true(tlc_config_targets_match("lab-*, board[0-9]", "board7"));
+  assert_false(tlc_config_targets_match("lab-*, board[0-9]", "board10"));
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c,
+                                          "[listen lab]\nformat = bin11\naddress = 127.0.0.1:0\n"
+                                          "allow = 127.0.0.0/8, ::1\ntargets = lab-*\n",
+                                          "f.ini", err, sizeof(err)),
+                   0);
+  assert_string_equal(c.src[0].allow, "127.0.0.0/8, ::1");
+  assert_string_equal(c.src[0].targets, "lab-*");
+  tlc_config_fini(&c);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_true(tlc_config_load_string(&c, "[listen lab]\nallow = 300.1.1.1\n", "f.ini", err,
+                                     sizeof(err)) < 0);
+  assert_non_null(strstr(err, "f.ini:2: [listen lab] allow:"));
+  tlc_config_fini(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_embedded_default),
@@ -512,6 +561,7 @@ int main(void) {
     cmocka_unit_test(test_storage_keys),
     cmocka_unit_test(test_storage_key_errors),
     cmocka_unit_test(test_issue16_refusals),
+    cmocka_unit_test(test_listener_allow_targets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
