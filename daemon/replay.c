@@ -305,7 +305,12 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
       s->bpos = 0;
       s->blen = got > 0 ? (size_t)got : 0;
       if (got < 0) {
-        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
+        char zw[200];
+        if (ends_with(rp->files[s->fi], ".zst") &&
+            tlc_segread_zst_check(rp->files[s->fi], zw, sizeof(zw)) < 0)
+          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], zw);
+        else
+          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
         s->io_err = 1;
         return TLC_EIO;
       }

@@ -213,12 +213,17 @@ typedef struct tlc_src {
   size_t in_len, in_pos, in_cap;
   int in_eof;
   int frame_done;
-  uint64_t pos; /* uncompressed bytes delivered so far */
+  uint64_t pos;          /* uncompressed bytes delivered so far */
+  uint64_t in_off;       /* zstd: compressed bytes the decompressor consumed */
+  const char *zst_error; /* zstd: ZSTD_getErrorName of the last TLC_EFRAME, or NULL */
 } tlc_src_t;
 
 /* Opens path (O_NOFOLLOW, regular files only). 0 or -errno / TLC_E*. */
 int tlc__src_open(tlc_src_t *s, const char *path, int zst);
-/* Reads up to n bytes; returns bytes (0 at end) or a negative error. */
+/* Reads up to n bytes; returns bytes (0 at end) or a negative error: for zstd, TLC_EFRAME for
+ * damaged compressed data (zst_error says how) and TLC_ETRUNC for a file that ends inside a
+ * frame (an empty file included), both at compressed byte in_off (issue 16: a cut .zst read as
+ * a shorter, valid segment). */
 int64_t tlc__src_read(tlc_src_t *s, void *buf, size_t n);
 /* Restarts from byte 0. */
 int tlc__src_rewind(tlc_src_t *s);
