@@ -265,7 +265,9 @@ typedef struct tlc_exset {
  * Writes no main export: with a rebuilt manifest, an export left by the interrupted seal is
  * removed (it may describe other bytes), and the caller has the export written (with the
  * target's settings when it knows them) and recorded in the manifest. Fills *m (caller's,
- * initialised). Returns 0, or a negative error (the caller quarantines). */
+ * initialised). Returns 0; 1 when the .part held no whole record (removed, with its manifest,
+ * export and torn tail: no empty segment; kept when a .skipped file belongs to it); or a negative
+ * error (the caller quarantines). */
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
                               tlc_format_t f, uint32_t interval, uint32_t max_block,
                               tlc_manifest_t *m, uint64_t *torn_bytes);

@@ -98,6 +98,32 @@ def test_partial_timeout_inside_record(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_no_empty_recovered_segment(d):
+    """A kill can leave a .part without one whole record (empty, or inside its first record):
+    recovery removes it instead of sealing a 0-record segment (a 13-byte .zst, no export)."""
+    port = D.free_port()
+    tdir = os.path.join(d, "state", "lab")
+    os.makedirs(tdir)
+    for name, data in (("20261126T100000Z-00000001.txt.BIN.part", b""),
+                       ("20261126T100001Z-00000002.txt.BIN.part", T.bin11(0, 3, 0, 0, 5)[:10]),
+                       ("20261126T100002Z-00000003.txt.BIN.part",
+                        T.bin11(0, 3, 0, 0, 5) + T.bin11(0, 0, 0, 0, 9)[:7])):
+        with open(os.path.join(tdir, name), "wb") as f:
+            f.write(data)
+    dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port, "--compress", "yes"],
+                  store=True)
+    rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+    left = sorted(os.listdir(tdir))
+    T.check(not any(f.startswith("20261126T100000Z") or f.startswith("20261126T100001Z")
+                    for f in left), "no segment without records: %r" % left)
+    kept = [f for f in left if f.startswith("20261126T100002Z")]
+    T.check(any(f.endswith(".manifest") for f in kept) and
+            any(f.endswith(".txt") for f in kept), "the 1-record segment kept, with its export: "
+            "%r" % left)
+    T.check("held no whole record" in dm.log(), "the removal is logged")
+
+
 def test_check_config(d):
     rc, _, err = T.run([TLCAPD, "--config", "/dev/zero", "--check-config"], timeout=10)
     T.eq(rc, 2, "/dev/zero as a config: exit status")
@@ -323,5 +349,6 @@ def test_fd_reserve_counts_storage(d):
 ONLY = sys.argv[2:]
 T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
                     test_fd_reserve_counts_storage, test_reset_before_accept,
-                    test_partial_timeout_inside_record, test_check_config]
+                    test_partial_timeout_inside_record, test_no_empty_recovered_segment,
+                    test_check_config]
         if not ONLY or t.__name__ in ONLY])
