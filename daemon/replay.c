@@ -15,8 +15,8 @@
  * and exported, the message names file, byte offset and reason, and the exit status is 1. A
  * truncated last record is reported the same way. Usage errors exit 2.
  *
- * aprof reports and BR profiler files are read whole and printed as JSON (--export json), so a
- * user can check what such a file holds.
+ * aprof reports and BR profiler files are read whole and printed as JSON (--export json, their
+ * default), so a user can check what such a file holds.
  */
 #include "replay.h"
 
@@ -64,6 +64,7 @@ typedef struct rp {
   const char *mapping_path;
   const char *output;
   int export_;
+  int export_given; /* --export was given (aprof and BR inputs default to json) */
   int has_ctx_area;
   uint32_t ctx_area;
   int has_from, has_to;
@@ -475,7 +476,7 @@ static int resolve_formats(rp_t *rp) {
 static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
   size_t i;
   int status = 0;
-  if (rp->export_ != EX_JSON) {
+  if (rp->export_ != EX_JSON && rp->export_given) {
     fprintf(stderr, "tlcapd replay: %s input can only be exported as json (--export json)\n",
             is_aprof ? "aprof" : "br");
     return 2;
@@ -716,6 +717,7 @@ int tlc_replay_main(int argc, char **argv) {
       rp.ctx_area = (uint32_t)h;
     } else if (strcmp(a, "--export") == 0) {
       size_t k;
+      rp.export_given = 1;
       rp.export_ = -1;
       for (k = 0; k < sizeof(export_names) / sizeof(export_names[0]); k++)
         if (strcmp(v, export_names[k]) == 0)
