@@ -567,7 +567,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
                 tlc_strerror(r));
         goto fail;
       }
-      tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s (port %d)", d->cfg.serve, bound);
     }
   }
 #endif

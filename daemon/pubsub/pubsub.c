@@ -2897,14 +2897,16 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     listener_drop(ps, l);
     return r;
   }
-  if (bound_port != NULL) {
-    int len = sizeof(ss);
-    *bound_port = 0;
+  {
+    int len = sizeof(ss), bound = port;
     if (uv_tcp_getsockname(&l->h.tcp, (struct sockaddr *)&ss, &len) == 0)
-      *bound_port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+      bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (bound_port != NULL)
+      *bound_port = bound;
+    /* the one line saying so (the daemon's wiring does not repeat it), with the bound port */
+    logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d", host, bound);
   }
-  logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d", host, port);
   return 0;
 }
 

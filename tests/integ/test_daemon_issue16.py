@@ -264,6 +264,9 @@ def test_names_not_squatted(d):
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
+    # the subscriber port is announced once, with the port bound
+    T.eq(dm.log().count("subscribers on"), 1, "'serving subscribers' lines")
+    T.check("serving subscribers on 127.0.0.1:%d" % sport in dm.log(), "the line names the port")
 
 
 def test_listener_allow_and_targets(d):
