@@ -58,7 +58,7 @@ static void usage_main(FILE *to) {
           "usage: tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]\n"
           "\n"
           "commands:\n"
-          "  targets                       list targets with status and counters\n"
+          "  targets [--json]              list targets with status and counters\n"
           "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
           "                                print a target's current statistics\n"
           "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
@@ -144,21 +144,66 @@ static void fmt_age(char *buf, size_t len, int64_t unix_ms_) {
     snprintf(buf, len, "%lldh ago", (long long)(d / 3600));
 }
 
+/* `tlcap targets --json`: one JSON array, an object per target (docs/json-schema.md). */
+static int targets_json(const Tlcap__TargetList *tl) {
+  tlc_out_t o;
+  size_t i;
+  tlc_out_init(&o, 0, write_fd_cb, stdout);
+  tlc_out_putc(&o, '[');
+  for (i = 0; i < tl->n_targets; i++) {
+    const Tlcap__TargetInfo *t = tl->targets[i];
+    tlc_counters_t k;
+    tlc_pb_counters_get(&k, t->counters);
+    tlc_out_puts(&o, i ? ",\n {\"name\": " : "\n {\"name\": ");
+    tlc_json_string(&o, t->name);
+    tlc_out_printf(&o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
+                   tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected");
+    if (t->peer[0])
+      tlc_json_string(&o, t->peer);
+    else
+      tlc_out_puts(&o, "null");
+    tlc_out_printf(&o,
+                   ", \"connections\": %llu, \"reconnects\": %llu, \"gaps\": %llu"
+                   ", \"decode_errors\": %llu, \"last_connect_unix_ms\": %lld"
+                   ", \"last_disconnect_unix_ms\": %lld, \"counters\": {\"events\": %llu"
+                   ", \"anomalies\": %llu, \"dropped_area_limit\": %llu, \"gaps\": %llu"
+                   ", \"bytes\": %llu, \"records\": %llu, \"bytes_skipped\": %llu"
+                   ", \"resyncs\": %llu, \"records_invalid\": %llu, \"truncated\": %llu"
+                   ", \"overflow_items\": %llu}}",
+                   (unsigned long long)t->connections, (unsigned long long)t->reconnects,
+                   (unsigned long long)t->gaps, (unsigned long long)t->decode_errors,
+                   (long long)t->last_connect_unix_ms, (long long)t->last_disconnect_unix_ms,
+                   (unsigned long long)k.events, (unsigned long long)k.anomalies,
+                   (unsigned long long)k.dropped_area_limit, (unsigned long long)k.gaps,
+                   (unsigned long long)k.bytes, (unsigned long long)k.records,
+                   (unsigned long long)k.bytes_skipped, (unsigned long long)k.resyncs,
+                   (unsigned long long)k.records_invalid, (unsigned long long)k.truncated,
+                   (unsigned long long)k.overflow_items);
+  }
+  tlc_out_puts(&o, tl->n_targets ? "\n]\n" : "]\n");
+  return tlc_out_fini(&o) == 0 ? 0 : EXIT_BAD;
+}
+
 static int cmd_targets(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
-  int status = 0;
+  int status = 0, json = 0;
   size_t i;
   if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] targets\n"
+    printf("usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
-           "resyncs, bytes skipped, decode errors and the last connect/disconnect.\n");
+           "resyncs, bytes skipped, decode errors and the last connect/disconnect.\n"
+           "--json: a JSON array, an object per target with every counter.\n");
     return 0;
   }
-  if (argc > 1) {
-    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[1]);
+  for (int a = 1; a < argc; a++) {
+    if (strcmp(argv[a], "--json") == 0) {
+      json = 1;
+      continue;
+    }
+    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[a]);
     return EXIT_USAGE;
   }
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
@@ -170,6 +215,10 @@ static int cmd_targets(int argc, char **argv) {
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_TARGETS) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
     status = EXIT_BAD;
+    goto done_msg;
+  }
+  if (json) {
+    status = targets_json(m->targets);
     goto done_msg;
   }
   printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %s\n", "TARGET", "FORMAT", "STATE",

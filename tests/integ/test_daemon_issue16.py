@@ -5,10 +5,16 @@ its fix):
 - a peer that resets before the accept got a target named "<listener>@unknown";
 - partial_timeout measured silence: one byte every 300 ms kept a connection inside one record
   for as long as the peer liked; a steady stream whose reads end inside records is not closed;
+- names: a preamble could take another address's automatic name, a configured dial target's
+  name, or one cut at a NUL; a protobuf "t1\\0x" acted on t1; listeners' allow / targets;
+- the fd reserve ignored each connected target's segment fd (RLIMIT_NOFILE 64);
+- a kill could leave a 0-record segment; "serving subscribers" was logged twice; `tlcap targets
+  --json` did not exist;
 - --config /dev/zero --check-config spun forever; --check-config took a non-loopback --serve
   that start refuses.
 
-Usage: test_daemon_issue16.py TLCAPD"""
+Usage: test_daemon_issue16.py TLCAPD TLCAP [TEST...]"""
+import json
 import os
 import resource
 import socket
@@ -19,7 +25,7 @@ import time
 import daemonlib as D
 import tlctest as T
 
-TLCAPD = sys.argv[1]
+TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 
 
 def test_reset_before_accept(d):
@@ -260,6 +266,15 @@ def test_names_not_squatted(d):
         sub.send(4, 14, pb_field(1, b"t1"))
         T.check(17 in sub.reply(4), "GetStats t1: Stats (the connection stays)")
         sub.s.close()
+        # tlcap targets --json: an array with each target's state and counters
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "targets", "--json"])
+        T.eq(rc, 0, "tlcap targets --json: %s" % err)
+        arr = {t["name"]: t for t in json.loads(out)}
+        T.eq(sorted(arr), ["probe", "t1"], "targets --json names")
+        T.eq((arr["t1"]["state"], arr["t1"]["format"], arr["t1"]["counters"]["records"],
+              arr["t1"]["counters"]["events"], arr["t1"]["counters"]["bytes"]),
+             ("connected", "bin11", 6, 6, 6 * 24), "t1 in targets --json (bytes after the preamble)")
+        T.eq(arr["probe"]["state"], "disconnected", "probe in targets --json")
         good.close()
     finally:
         rc, _ = dm.stop()
@@ -349,7 +364,7 @@ def test_fd_reserve_counts_storage(d):
         dm.kill()
 
 
-ONLY = sys.argv[2:]
+ONLY = sys.argv[3:]
 T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
                     test_fd_reserve_counts_storage, test_reset_before_accept,
                     test_partial_timeout_inside_record, test_no_empty_recovered_segment,
