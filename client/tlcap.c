@@ -62,7 +62,7 @@ static void usage_main(FILE *to) {
           "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
           "                                print a target's current statistics\n"
           "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
-          "                                / filter, t next target)\n"
+          "                                / filter, t next target, j/k PgUp/PgDn scroll)\n"
           "  watch TARGET                  snapshots and events as JSON lines\n"
           "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
@@ -765,6 +765,10 @@ typedef struct top_state {
   int editing;
   size_t cur; /* target index in view */
   const char *only;
+  size_t first; /* scrolling: the first area row shown */
+  size_t page;  /* area rows the last draw had room for (PgUp/PgDn step) */
+  int esc;      /* escape sequence state: 1 after ESC, 2 after ESC [, 3 after ESC [ 5/6 */
+  int esc_pg;   /* ESC [ 5 (page up) or 6 (page down) awaiting its '~' */
 } top_state_t;
 
 static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
@@ -825,8 +829,9 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
     if (ts->window > 0 && (uint32_t)(ts->window - 1) < r->nwin) {
       const tlc_wstat_t *wsx = &r->win[ts->window - 1];
       x->count = wsx->count;
-      x->net = wsx->k[TLC_NET].sum;
-      x->call = wsx->k[TLC_CALL].sum;
+      /* what does not apply prints "-", as in the cumulative view (it printed 0ns here) */
+      x->net = r->kind == TLC_ROW_DATA ? -1 : wsx->k[TLC_NET].sum;
+      x->call = r->kind == TLC_ROW_CODE ? wsx->k[TLC_CALL].sum : -1;
       x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
       x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
     } else {
@@ -840,7 +845,11 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   }
   if (n > 0)
     qsort(tr, n, sizeof(*tr), cmp_top);
-  for (i = 0; i < n && line < rows - 1; i++, line++) {
+  /* scrolling (j/k, arrows, PgUp/PgDn, g/G): the rows that fit below the header */
+  ts->page = rows - 1 > line ? (size_t)(rows - 1 - line) : 1;
+  if (ts->first + ts->page > n)
+    ts->first = n > ts->page ? n - ts->page : 0;
+  for (i = ts->first; i < n && line < rows - 1; i++, line++) {
     char ctx[32];
     tlc_ctx_name(&vt->t, tr[i].r->context, ctx, sizeof(ctx));
     if (tr[i].r->context == TLC_CTX_NONE)
@@ -856,8 +865,9 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   if (ts->editing)
     printf("\x1b[%d;1Hfilter: %s\x1b[K", rows, ts->filter);
   else
-    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target\x1b[0m\x1b[K",
-           rows);
+    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target  j/k PgUp/PgDn "
+           "scroll - areas %zu-%zu of %zu\x1b[0m\x1b[K",
+           rows, n > 0 ? ts->first + 1 : 0, i, n);
   (void)cols;
   fflush(stdout);
 }
@@ -876,7 +886,52 @@ static int top_key(top_state_t *ts, int ch) {
     }
     return 0;
   }
+  /* arrows and page keys arrive as ESC [ A / B / 5~ / 6~ */
+  if (ts->esc == 1) {
+    ts->esc = ch == '[' ? 2 : 0;
+    return 0;
+  }
+  if (ts->esc == 2) {
+    ts->esc = 0;
+    if (ch == 'A')
+      ch = 'k';
+    else if (ch == 'B')
+      ch = 'j';
+    else if (ch == '5' || ch == '6') {
+      ts->esc = 3;
+      ts->esc_pg = ch;
+      return 0;
+    } else
+      return 0;
+  } else if (ts->esc == 3) {
+    ts->esc = 0;
+    if (ch != '~')
+      return 0;
+    ch = ts->esc_pg == '5' ? 'b' : ' ';
+  }
   switch (ch) {
+  case 27:
+    ts->esc = 1;
+    break;
+  case 'j':
+    ts->first++;
+    break;
+  case 'k':
+    if (ts->first > 0)
+      ts->first--;
+    break;
+  case ' ':
+    ts->first += ts->page > 1 ? ts->page - 1 : 1;
+    break;
+  case 'b':
+    ts->first = ts->first > ts->page ? ts->first - (ts->page > 1 ? ts->page - 1 : 1) : 0;
+    break;
+  case 'g':
+    ts->first = 0;
+    break;
+  case 'G':
+    ts->first = (size_t)-1 / 2; /* clamped to the last page by the next draw */
+    break;
   case 'q':
   case 'Q':
   case 3:
@@ -939,12 +994,14 @@ static int cmd_top(int argc, char **argv) {
   long interval = 1000;
   int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0;
   if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
-           "A live view of a target's areas, sorted by net time, redrawn in place.\n"
-           "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
-           "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
-           "target. The header shows the target's counters, area-limit drops, this view's\n"
-           "dropped events and detected sequence gaps.\n");
+    printf(
+        "usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
+        "A live view of a target's areas, sorted by net time, redrawn in place.\n"
+        "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
+        "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
+        "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
+        "first/last rows. The header shows the target's counters, area-limit drops, this view's\n"
+        "dropped events and detected sequence gaps.\n");
     return 0;
   }
   memset(&ts, 0, sizeof(ts));
