@@ -437,6 +437,7 @@ static const dkey_t dkeys[] = {
   { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
+  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
@@ -964,6 +965,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->read_buffer = 64 * 1024;
   c->max_block = 4u << 20;
   c->partial_timeout_ms = 30000;
+  c->resync_idle_ms = 50;
   c->idle_timeout_ms = 0;
   c->backoff_min_ms = 200;
   c->backoff_max_ms = 30000;

@@ -84,7 +84,8 @@ typedef struct tlc_config {
   size_t max_name;             /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
   size_t read_buffer;          /* bytes per read from a socket or tty */
   uint32_t max_block;          /* evlog: largest block accepted, bytes */
-  uint64_t partial_timeout_ms; /* close a connection idle this long inside a record (0 off) */
+  uint64_t partial_timeout_ms; /* close a connection this long inside one record (0 off) */
+  uint64_t resync_idle_ms;     /* serial (resync): deliver held records after this silence */
   uint64_t idle_timeout_ms;    /* close a connection idle this long at all (0 off) */
   uint64_t backoff_min_ms, backoff_max_ms; /* dial and serial reconnect backoff */
   uint64_t status_interval_ms;             /* STATUS= updates */

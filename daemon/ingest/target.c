@@ -420,6 +420,14 @@ size_t tlc_target_pending(const tlc_target_t *t) {
   }
 }
 
+void tlc_target_idle(tlc_target_t *t) {
+  tlc_targets_t *r = t->reg;
+  int n, guard = 0;
+  while ((n = tlc_dec_idle(&t->dec, r->evbuf, TLC_TARGET_BATCH)) > 0 && guard++ < 64)
+    push_events(t, r->evbuf, (size_t)n);
+  report_changes(t);
+}
+
 uint64_t tlc_target_units(const tlc_target_t *t) {
   const tlc_dec_counters_t *c = &t->dec.c;
   return c->records + c->blocks + c->bytes_skipped + c->records_invalid;

@@ -191,6 +191,9 @@ size_t tlc_target_pending(const tlc_target_t *t);
  * completed, bytes skipped): with tlc_target_pending, tells a record that goes on from a new
  * one (partial_timeout measures time inside one record). Loop thread. */
 uint64_t tlc_target_units(const tlc_target_t *t);
+/* The source's line has been idle for resync_idle: delivers what the decoder held back only for
+ * confirmation (tlc_dec_idle), through the same pipeline as tlc_target_feed. Loop thread. */
+void tlc_target_idle(tlc_target_t *t);
 
 /* Ends the current stream: flushes the decoder (a truncated tail is counted and announced),
  * makes an engine gap, stamps the disconnect time, announces TLC_TEV_DISCONNECTED with

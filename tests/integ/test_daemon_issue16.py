@@ -130,6 +130,29 @@ def test_no_empty_recovered_segment(d):
     T.check("held no whole record" in dm.log(), "the removal is logged")
 
 
+def test_serial_burst_end_counted(d):
+    """Serial (resync mode): a clean stream from the port's opening loses nothing, and a
+    burst's last record is counted after a short silence (resync_idle, 50 ms), not when the
+    next burst comes (7,999 of 8,000 were counted)."""
+    link = os.path.join(d, "ttyLAB0")
+    m = D.make_pty(link)
+    dm = D.Daemon(TLCAPD, d, ["--serial", "lab=bin11@%s:115200" % link])
+    try:
+        dm.wait_stats(lambda s: D.by_name(s, "lab")["connected"] == 1, what="serial open")
+        D.pty_write_all(m, D.calls(4000))  # 8,000 records
+        st = dm.wait_stats(lambda s: D.by_name(s, "lab")["records"] == 8000,
+                           what="all 8,000 records, the last one without a successor")
+        t = D.by_name(st, "lab")
+        T.eq((t["bytes_skipped"], t["resyncs"], t["records_invalid"]), (0, 0, 0), "clean")
+        D.pty_write_all(m, D.calls(1, t0=10 ** 6) + T.bin11(0x20000000, 4, 0, 5, 10 ** 6 + 500))
+        dm.wait_stats(lambda s: D.by_name(s, "lab")["records"] == 8003,
+                      what="a short burst's 3 records")
+    finally:
+        rc, _ = dm.stop()
+        os.close(m)
+    T.eq(rc, 0, "exit status")
+
+
 def test_check_config(d):
     rc, _, err = T.run([TLCAPD, "--config", "/dev/zero", "--check-config"], timeout=10)
     T.eq(rc, 2, "/dev/zero as a config: exit status")
@@ -368,5 +391,5 @@ ONLY = sys.argv[3:]
 T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
                     test_fd_reserve_counts_storage, test_reset_before_accept,
                     test_partial_timeout_inside_record, test_no_empty_recovered_segment,
-                    test_check_config]
+                    test_serial_burst_end_counted, test_check_config]
         if not ONLY or t.__name__ in ONLY])
