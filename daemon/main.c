@@ -104,13 +104,13 @@ static void dump_stats(tlc_daemon_t *d) {
       ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
       ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
-      ", \"refused_allow\": %" PRIu64 "},\n \"targets\": [",
+      ", \"refused_allow\": %" PRIu64 ", \"targets_evicted\": %" PRIu64 "},\n \"targets\": [",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
       st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
-      tlc_sd_watchdog_withheld(), tlc_sd_dropped(), st->refused_allow);
+      tlc_sd_watchdog_withheld(), tlc_sd_dropped(), st->refused_allow, d->targets.evicted);
   for (size_t i = 0; i < d->targets.n; i++) {
     const tlc_target_t *t = d->targets.v[i];
     tlc_counters_t c;

@@ -29,6 +29,7 @@ typedef struct tlc_ps_target_info {
   tlc_counters_t counters;
   uint64_t connections, reconnects, gaps, decode_errors;
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+  uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
 } tlc_ps_target_info_t;
 
 typedef struct tlc_ps_provider {

@@ -189,6 +189,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   if (t == NULL)
     return TLC_ENOMEM;
   t->reg = r;
+  t->gen = ++r->gens;
   t->format = conf->format;
   t->src_kind = src_kind;
   t->has_context_area = conf->has_context_area;
@@ -253,6 +254,38 @@ fail_name:
   return err;
 }
 
+/* The target a full registry evicts: disconnected, created by a listener (dial and serial targets
+ * belong to their configured source), the one disconnected longest ago. SIZE_MAX: none. */
+static size_t evictable(const tlc_targets_t *r) {
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < r->n; i++) {
+    const tlc_target_t *t = r->v[i];
+    if (t->connected || t->source != NULL || t->src_kind != TLC_SRC_LISTEN)
+      continue;
+    if (best == SIZE_MAX || t->last_disconnect_unix_ms < r->v[best]->last_disconnect_unix_ms)
+      best = i;
+  }
+  return best;
+}
+
+/* Frees target v[i] to make room for `newcomer`; its statistics are logged (counters and the
+ * shape of its table) since nothing keeps them after this. Observers get TLC_TEV_FREED (storage
+ * seals its segment). */
+static void evict(tlc_targets_t *r, size_t i, const char *newcomer) {
+  tlc_target_t *t = r->v[i];
+  tlc_counters_t c;
+  tlc_target_counters(t, &c);
+  r->evicted++;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+          "target %s: evicted for %s (the target table is full, max_targets %zu; it was "
+          "disconnected the longest, since %" PRId64 " ms unix time): its statistics were "
+          "events %" PRIu64 ", records %" PRIu64 ", bytes %" PRIu64 ", gaps %" PRIu64
+          ", anomalies %" PRIu64 ", bytes_skipped %" PRIu64 ", connections %" PRIu64,
+          t->name, newcomer, r->max, t->last_disconnect_unix_ms, c.events, c.records, c.bytes,
+          t->gaps, c.anomalies, c.bytes_skipped, t->connections);
+  target_free(t);
+}
+
 int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,
                     tlc_target_t **out) {
   tlc_target_t *t = tlc_targets_find(r, name);
@@ -265,8 +298,24 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
     return TLC_EINVAL;
   }
   if (r->n >= r->max) {
-    r->refused_limit++;
-    return TLC_ELIMIT;
+    /* Full: the longest-disconnected target a listener created makes room (issue 16: 1,100
+     * throw-away names locked every new target out until a restart). */
+    size_t victim = evictable(r);
+    if (victim == SIZE_MAX) {
+      r->refused_limit++;
+      return TLC_ELIMIT;
+    }
+    err = target_new(r, name, src_kind, conf, &t);
+    if (err != 0)
+      return err;
+    evict(r, victim, name);
+    r->v[victim] = t;
+    *out = t;
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: created (%s%s%s)", t->name,
+            tlc_format_name(t->format), conf->resync ? ", resync" : "",
+            t->has_context_area ? ", context_area" : "");
+    tlc_target_notify(t, TLC_TEV_CREATED, NULL);
+    return 0;
   }
   if (r->v == NULL) {
     /* The registry array is made once at its cap: it never moves afterwards. */

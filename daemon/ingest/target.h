@@ -118,6 +118,7 @@ typedef struct tlc_target {
   void *source;            /* the attached connection (opaque), NULL while detached */
   void *store;             /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
+  uint64_t gen; /* unique per registry: tells a target from one that took its index later */
 } tlc_target_t;
 
 /* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);
@@ -138,7 +139,9 @@ typedef struct tlc_target_observer {
 struct tlc_targets {
   tlc_target_t **v;       /* creation order; index = position */
   size_t n, max;          /* max: cap on targets (tlc_targets_init) */
-  uint64_t refused_limit; /* tlc_targets_get refused: target cap reached */
+  uint64_t refused_limit; /* tlc_targets_get refused: target cap reached, none evictable */
+  uint64_t evicted;       /* targets evicted to make room (the longest disconnected) */
+  uint64_t gens;          /* last tlc_target_t.gen given */
   uint64_t refused_name;  /* tlc_targets_get refused: invalid or too long a name */
   uint64_t events;        /* events pushed to engines, all targets */
   uint64_t bytes;         /* bytes fed, all targets */

@@ -188,6 +188,7 @@ typedef struct feed_target {
   msg_t *full;     /* full snapshot at seq, built when a subscriber joins */
   msg_t *catchup;  /* delta catchup_base -> seq, built when a slow subscriber catches up */
   uint64_t catchup_base;
+  uint64_t gen; /* the provider's gen of the target this mirror is of */
 } feed_target_t;
 
 typedef struct feed {
@@ -1272,6 +1273,36 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   return r;
 }
 
+/* Another target took index idx (a full registry evicted the one there): its mirror and every
+ * subscription's slot start again, so the next message is the new target's full snapshot and no
+ * delta is built against the old target's state. */
+static void feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
+  feed_target_t *ft = &f->t[idx];
+  subn_t *sn;
+  ft->have = 0;
+  ft->n = 0;
+  ft->len = 0;
+  ft->seq = 0;
+  msg_unref(ft->full);
+  msg_unref(ft->catchup);
+  ft->full = ft->catchup = NULL;
+  ft->gen = gen;
+  for (sn = f->subs; sn != NULL; sn = sn->fnext) {
+    slot_t *sl;
+    if (idx >= sn->nslots)
+      continue;
+    sl = &sn->slots[idx];
+    if (sl->pending != NULL) {
+      queued_sub(sn->sub, sl->pending->len);
+      msg_unref(sl->pending);
+      sl->pending = NULL;
+    }
+    sl->sent_any = 0;
+    sl->sent_seq = 0;
+    sl->catchup = 0;
+  }
+}
+
 /* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
 static void feed_tick_target(feed_t *f, size_t idx) {
   tlc_pubsub_t *ps = f->ps;
@@ -1283,6 +1314,8 @@ static void feed_tick_target(feed_t *f, size_t idx) {
   if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
       !spec_target(f->spec, info.name))
     return;
+  if (idx < f->nt && f->t[idx].gen != info.gen)
+    feed_target_renew(f, idx, info.gen);
   r = mirror_tick(f, idx, &info, &m);
   if (r == 1)
     return;
@@ -1768,6 +1801,15 @@ static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
   sl->catchup = 0;
   if (f == NULL || idx >= f->nt || !f->t[idx].have)
     return NULL;
+  {
+    tlc_ps_target_info_t info;
+    memset(&info, 0, sizeof(info));
+    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].gen) {
+      /* another target took this index since the last tick: the next tick sends its full */
+      feed_target_renew(f, idx, info.gen);
+      return NULL;
+    }
+  }
   ft = &f->t[idx];
   if (!sl->sent_any) {
     cache = &ft->full;

@@ -153,6 +153,56 @@ def test_serial_burst_end_counted(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_full_table_evicts_longest_disconnected(d):
+    """Issue 16: with the target table full, throw-away names locked every new target out until
+    a restart. Now the longest-disconnected listener target makes room (logged with its
+    statistics); connected targets and configured dial targets are never evicted."""
+    port, probe, sport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port,
+                              "--dial", "probe=bin11@127.0.0.1:%d" % probe,
+                              "--max-targets", "4"], serve="127.0.0.1:%d" % sport)
+    try:
+        def feed(name, n):
+            s = D.connect(port)
+            s.sendall(b"TLCAP/1 target=%s\n" % name.encode() + D.calls(n))
+            dm.wait_stats(lambda st: any(t["name"] == name and t["records"] == 2 * n
+                                         for t in st["targets"]), what=name)
+            return s
+
+        for name, n in (("t1", 1), ("t2", 2)):  # connect, then disconnect: t1 first
+            s = feed(name, n)
+            s.close()
+            dm.wait_stats(lambda st: D.by_name(st, name)["connected"] == 0, what=name + " gone")
+        t3 = feed("t3", 3)  # stays connected; the table (probe, t1, t2, t3) is full
+        t4 = feed("t4", 4)  # evicts t1
+        st = dm.stats()
+        T.eq(sorted(t["name"] for t in st["targets"]), ["probe", "t2", "t3", "t4"],
+             "t1 (disconnected longest) evicted")
+        T.check("target t1: evicted for t4" in dm.log() and "events 2" in dm.log(),
+                "the eviction is logged with t1's statistics")
+        T.eq(st["daemon"]["targets_evicted"], 1, "targets_evicted")
+        t5 = feed("t5", 5)  # evicts t2 (the only disconnected listener target left)
+        T.eq(sorted(t["name"] for t in dm.stats()["targets"]), ["probe", "t3", "t4", "t5"],
+             "t2 evicted next")
+        # every target connected (probe is a dial target): a new name is refused, as before
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=t6\n" + D.calls(1))
+        D.wait_eof(s, 5)
+        st = dm.stats()
+        T.check(st["daemon"]["targets_refused_limit"] >= 1, "refused when none is evictable")
+        T.eq(sorted(t["name"] for t in st["targets"]), ["probe", "t3", "t4", "t5"], "unchanged")
+        # the newcomer's statistics are its own (not t1's or t2's)
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "t5",
+                              "--export", "json"])
+        T.eq(rc, 0, "tlcap stats t5: %s" % err)
+        T.eq(json.loads(out)["counters"]["events"], 10, "t5's events")
+        for s in (t3, t4, t5):
+            s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
 def test_check_config(d):
     rc, _, err = T.run([TLCAPD, "--config", "/dev/zero", "--check-config"], timeout=10)
     T.eq(rc, 2, "/dev/zero as a config: exit status")
@@ -389,6 +439,7 @@ def test_fd_reserve_counts_storage(d):
 
 ONLY = sys.argv[3:]
 T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
+                    test_full_table_evicts_longest_disconnected,
                     test_fd_reserve_counts_storage, test_reset_before_accept,
                     test_partial_timeout_inside_record, test_no_empty_recovered_segment,
                     test_serial_burst_end_counted, test_check_config]
