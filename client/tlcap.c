@@ -14,6 +14,8 @@
  */
 #include "tlcap_client.h"
 
+#include "fleet_cli.h"
+
 #include "brw.h"
 #include "convert.h"
 #include "json.h"
@@ -68,6 +70,8 @@ static void usage_main(FILE *to) {
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
           "  rotate TARGET                 close the target's segment and start a new one\n"
           "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target\n"
+          "  fleet --nats URL [--subject PREFIX] [--json]\n"
+          "                                every daemon and target publishing to a NATS server\n"
           "\n"
           "--connect defaults to $TLCAP_CONNECT or %s; a token for a daemon that requires\n"
           "one comes from --token-file or $TLCAP_TOKEN. `tlcap COMMAND --help` for details.\n"
@@ -237,6 +241,13 @@ static int cmd_targets(int argc, char **argv) {
   }
   if (m->targets->n_targets == 0)
     printf("(no targets yet)\n");
+  if (m->targets->nats != NULL) {
+    const Tlcap__NatsStatus *n = m->targets->nats;
+    printf("nats %s: %s, stream %s, published %llu, dropped %llu, reconnects %llu\n", n->url,
+           n->connected ? "connected" : "disconnected", n->stream_ready ? "ready" : "not ready",
+           (unsigned long long)n->published, (unsigned long long)n->dropped,
+           (unsigned long long)n->reconnects);
+  }
 done_msg:
   tlc_client_msg_free(m);
 done:
@@ -1383,6 +1394,8 @@ int main(int argc, char **argv) {
     r = cmd_rotate(argc, argv);
   else if (strcmp(argv[0], "mapping") == 0)
     r = cmd_mapping(argc, argv);
+  else if (strcmp(argv[0], "fleet") == 0)
+    r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {
     usage_main(stdout);
     r = 0;

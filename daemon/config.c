@@ -438,6 +438,16 @@ static const dkey_t dkeys[] = {
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
   { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
+  /* NATS publisher (daemon/fleet) */
+  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0 },
+  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0 }, /* --nats URL (SPEC 5) */
+  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0 },
+  { "nats_subject", K_STR, OFF(nats_subject), FSZ(nats_subject), 0 },
+  { "nats_interval", K_DUR, OFF(nats_interval_ms), 0, 3600000 },
+  { "nats_full_interval", K_DUR, OFF(nats_full_interval_ms), 0, 86400000 },
+  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30 },
+  { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50 },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
@@ -975,6 +985,11 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
+  c->nats_interval_ms = 1000;
+  c->nats_full_interval_ms = 60000;
+  c->nats_buffer = 8ull << 20;
+  c->nats_max_age_ms = 7ull * 86400 * 1000;
+  c->nats_max_bytes = 1ull << 30;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -1268,6 +1283,18 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
   }
   if (c->status_interval_ms < 100) {
     seterr(err, errlen, "[daemon] status_interval: must be at least 100ms");
+    return TLC_EINVAL;
+  }
+  if (c->nats_url[0] != '\0' && strncmp(c->nats_url, "nats://", 7) != 0 &&
+      strncmp(c->nats_url, "tls://", 6) != 0) {
+    seterr(err, errlen,
+           "[daemon] nats_url: expected nats://HOST[:PORT] or tls://HOST[:PORT], got \"%s\"",
+           c->nats_url);
+    return TLC_EINVAL;
+  }
+  if (c->nats_url[0] != '\0' && (c->nats_interval_ms < 50 || c->nats_buffer < 65536)) {
+    seterr(err, errlen,
+           "[daemon] nats_interval must be at least 50ms and nats_buffer at least 64K");
     return TLC_EINVAL;
   }
   if (*c->state_dir == '\0') {

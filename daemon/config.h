@@ -94,6 +94,15 @@ typedef struct tlc_config {
   size_t max_areas, max_contexts, max_depth, max_names; /* engine/evmap caps (0: defaults) */
   int histograms;
   char dump_stats[TLC_CFG_PATH]; /* --dump-stats-on-exit FILE ("" = off) */
+  /* NATS publisher (daemon/fleet, docs/fleet.md) */
+  char nats_url[TLC_CFG_PATH];    /* --nats URL ("" = off) */
+  char nats_creds[TLC_CFG_PATH];  /* credentials (.creds) or token file */
+  char nats_subject[256];         /* subject prefix ("" = tlcap.<hostname>) */
+  uint64_t nats_interval_ms;      /* statistics period (default 1000) */
+  uint64_t nats_full_interval_ms; /* full snapshot period (default 60 s) */
+  uint64_t nats_buffer;           /* unsent bytes cap (default 8 MiB) */
+  uint64_t nats_max_age_ms;       /* JetStream stream max age (default 7 days) */
+  uint64_t nats_max_bytes;        /* JetStream stream max bytes (default 1 GiB) */
   /* Storage (tlc_store_opts_t, docs/configuration.md "Storage"); 0 = off / no limit unless said */
   uint64_t rotate_bytes;        /* segment size limit (default 64M, >= 1) */
   uint64_t rotate_age_ms;       /* segment age limit */

@@ -18,6 +18,7 @@
  */
 #include "wiring.h"
 
+#include "fleet.h"
 #include "log.h"
 #include "sdnotify.h"
 #include "tlc_alloc.h"
@@ -47,7 +48,8 @@ struct tlc_wiring {
   char state_dir[TLC_CFG_PATH];
   int store_on;
   int closing;
-  int pending; /* services still closing */
+  int pending;        /* services still closing */
+  tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
 #ifdef TLC_HAVE_PUBSUB
   tlc_pubsub_t *ps;
 #endif
@@ -69,6 +71,34 @@ struct tlc_wiring {
 /* While crash recovery runs (before READY=1): EXTEND_TIMEOUT_USEC every second (T34), each
  * asking for this much more time. */
 #define RECOVERY_EXTEND_USEC 5000000
+
+/* ---- NATS (daemon/fleet) ---- */
+static void fleet_log(void *ud, int level, const char *msg) {
+  (void)ud;
+  tlc_log(level, TLC_LOGC_MAIN, "%s", msg);
+}
+
+static int fleet_status(void *ud, tlc_ps_nats_t *out) {
+  tlc_wiring_t *w = ud;
+  tlc_fleet_counters_t c;
+  if (w->fleet == NULL)
+    return TLC_EINVAL;
+  tlc_fleet_counters(w->fleet, &c);
+  out->url = w->d->cfg.nats_url;
+  out->connected = c.connected;
+  out->stream_ready = c.stream_ready;
+  out->published = c.published;
+  out->dropped = c.dropped;
+  out->reconnects = c.reconnects;
+  return 0;
+}
+
+static void maybe_free(tlc_wiring_t *w);
+static void fleet_closed(void *ud) {
+  tlc_wiring_t *w = ud;
+  w->pending--;
+  maybe_free(w);
+}
 
 static void maybe_free(tlc_wiring_t *w) {
   if (!w->closing || w->pending != 0)
@@ -138,6 +168,8 @@ static void st_event(void *ud, const tlc_store_event_t *ev) {
   /* w->ps is still NULL while recovery (possibly on another thread) reports quarantines. */
   if (w->ps != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL)
     tlc_pubsub_target_event(w->ps, ev->target, TLC_PS_EV_SEGMENT_ROTATED, ev->path);
+  if (w->fleet != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL && ev->path != NULL)
+    tlc_fleet_segment_sealed(w->fleet, ev->target, ev->path, ev->seq, ev->reason);
 #else
   (void)w;
   (void)ev;
@@ -401,6 +433,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
     }
   }
 #endif
+  if (w->fleet != NULL)
+    tlc_fleet_target_event(w->fleet, ct->name, kind, detail);
 #ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL && ps_kind(kind) != 0)
     tlc_pubsub_target_event(w->ps, ct->name, ps_kind(kind), detail);
@@ -521,6 +555,10 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   if (d->cfg.store)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "this build has no storage; nothing is written");
 #endif
+  if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the provider */
+    pv->ps.nats = fleet_status;
+    pv->ps.nats_ud = w;
+  }
 #ifdef TLC_HAVE_PUBSUB
   {
     tlc_pubsub_opts_t po;
@@ -570,6 +608,28 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     }
   }
 #endif
+  if (d->cfg.nats_url[0] != '\0') {
+    tlc_fleet_opts_t fo;
+    memset(&fo, 0, sizeof(fo));
+    fo.url = d->cfg.nats_url;
+    fo.creds = d->cfg.nats_creds;
+    fo.subject = d->cfg.nats_subject;
+    fo.interval_ms = d->cfg.nats_interval_ms;
+    fo.full_interval_ms = d->cfg.nats_full_interval_ms;
+    fo.buffer_bytes = d->cfg.nats_buffer;
+    fo.stream_max_age_ms = d->cfg.nats_max_age_ms;
+    fo.stream_max_bytes = d->cfg.nats_max_bytes;
+    fo.log = fleet_log;
+    fo.log_ud = w;
+#ifdef TLC_HAVE_PUBSUB
+    if (w->ps != NULL)
+      fo.instance_id = tlc_pubsub_instance_id(w->ps);
+#endif
+    r = tlc_fleet_new(&w->fleet, d->loop, &pv->ps, &fo);
+    if (r != 0)
+      goto fail;
+    w->pending++;
+  }
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.decoded_cb = obs_decoded;
@@ -651,6 +711,11 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   w->closing = 1;
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
+  if (w->fleet != NULL) {
+    tlc_fleet_t *f = w->fleet;
+    w->fleet = NULL;
+    tlc_fleet_close(f, fleet_closed, w);
+  }
 #ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_t *ps = w->ps;

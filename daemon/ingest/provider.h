@@ -32,6 +32,13 @@ typedef struct tlc_ps_target_info {
   uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
 } tlc_ps_target_info_t;
 
+/* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
+typedef struct tlc_ps_nats {
+  const char *url;
+  int connected, stream_ready;
+  uint64_t published, dropped, reconnects;
+} tlc_ps_nats_t;
+
 typedef struct tlc_ps_provider {
   /* Number of targets; indexes are 0..count-1. */
   size_t (*count)(void *ud);
@@ -50,6 +57,10 @@ typedef struct tlc_ps_provider {
   int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
                       size_t errlen);
   void *ud;
+  /* The NATS publisher's state for TargetList (NULL when tlcapd does not publish): 0 when it
+   * filled *out. Called with nats_ud. */
+  int (*nats)(void *nats_ud, struct tlc_ps_nats *out);
+  void *nats_ud;
 } tlc_ps_provider_t;
 
 struct tlc_targets;

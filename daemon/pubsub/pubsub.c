@@ -2349,6 +2349,19 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     k++;
   }
   tl.n_targets = k;
+  tlc_ps_nats_t nst;
+  Tlcap__NatsStatus ns;
+  memset(&nst, 0, sizeof(nst));
+  if (ps->p.nats != NULL && ps->p.nats(ps->p.nats_ud, &nst) == 0) {
+    tlcap__nats_status__init(&ns);
+    ns.url = (char *)(nst.url != NULL ? nst.url : "");
+    ns.connected = nst.connected != 0;
+    ns.published = nst.published;
+    ns.dropped = nst.dropped;
+    ns.reconnects = nst.reconnects;
+    ns.stream_ready = nst.stream_ready != 0;
+    tl.nats = &ns;
+  }
   sub_send(s, &sm);
   tlc_pb_arena_fini(&a);
 }

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""bench_fleet.py - ingest with NATS publishing on against the same daemon set-up without it,
+measured in the same run (issue: fleet; target >= 0.97x).
+
+    bench/bench_fleet.py BUILD_DIR [--runs N] [--mib M] [--passes P] [--targets T]
+                         [--intervals 1000,200]
+
+BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
+
+Design. A real `nats-server -js` on loopback. Three daemons, all `--no-store`, each with T
+(default 100) targets made first by short preamble streams of 200 areas each (so every target
+has statistics to publish), then one big stream (benchd_io, as bench_ingest: 1,000 areas on 4
+cores, M MiB x P passes) to one more target:
+  A: no --nats;  B: --nats with --nats-interval 1000;  C: --nats-interval 200
+(--nats-full-interval 10s for B and C: full snapshots of all T targets every 10 s besides the
+deltas.) Runs alternate A, B, C, A, B, C, ... (N rounds); each daemon run is checked (records
+counted == records sent, no decode errors). The figure is the median of the per-round ratios
+B/A and C/A of the sender's throughput (bytes / first write .. the daemon's close after the
+last byte was processed). The publisher's published/dropped counters are printed.
+"""
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchd as B  # noqa: E402
+import bench_ingest as I  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integ"))
+import tlctest as T  # noqa: E402
+
+
+def make_targets(port, n):
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        recs = []
+        t = 1000
+        for h in range(200):
+            recs.append(T.bin11(h, 3, 0, 0, t))
+            recs.append(T.bin11(h, 0, 0, 0, t + 40))
+            t += 100
+        s.sendall(b"TLCAP/1 target=idle%03d format=bin11\n" % i + b"".join(recs))
+        s.shutdown(socket.SHUT_WR)
+        while s.recv(4096):
+            pass
+        s.close()
+
+
+def nats_counters(build, serve):
+    out = subprocess.run([os.path.join(build, "client", "tlcap"), "--connect",
+                          "127.0.0.1:%d" % serve, "targets"], capture_output=True).stdout.decode()
+    m = re.search(r"^nats .*published (\d+), dropped (\d+)", out, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--mib", type=int, default=128)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--targets", type=int, default=100)
+    ap.add_argument("--intervals", default="1000,200")
+    a = ap.parse_args()
+    nats = shutil.which("nats-server") or "/usr/sbin/nats-server"
+    if not os.path.exists(nats):
+        print("bench_fleet: nats-server not installed; skipped")
+        return 0
+    io = os.path.join(a.build, "bench", "benchd_io")
+    d = B.tempdir("tlcbench-fleet.")
+    nport = B.free_port()
+    ns = subprocess.Popen([nats, "-js", "-a", "127.0.0.1", "-p", str(nport), "-sd",
+                           os.path.join(d, "js")], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    daemons = []
+    try:
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", nport)).close()
+                return True
+            except OSError:
+                return False
+        B.wait_until(up, 10, "nats-server")
+        confs = [("no nats", None)] + [("nats %s ms" % iv, iv)
+                                        for iv in a.intervals.split(",")]
+        for name, iv in confs:
+            port, serve = B.free_port(), B.free_port()
+            dd = os.path.join(d, "d%d" % len(daemons))
+            os.makedirs(dd)
+            args = ["--listen", "bench=bin11@127.0.0.1:%d" % port, "--no-store",
+                    "--serve", "127.0.0.1:%d" % serve, "--state-dir", os.path.join(dd, "state")]
+            if iv is not None:
+                args += ["--nats", "nats://127.0.0.1:%d" % nport, "--nats-subject",
+                         "tlcap.bench%d" % len(daemons), "--nats-interval", iv,
+                         "--nats-full-interval", "10s"]
+            dm = B.Daemon(a.build, dd, args)
+            make_targets(port, a.targets)
+            I.daemon_run(io, a, dm, port, 1)  # warm-up: the measured target and its rows
+            daemons.append((name, dm, port, serve, iv))
+        print(B.machine_line())
+        res = {name: [] for name, *_ in daemons}
+        for rnd in range(a.runs):
+            for name, dm, port, serve, iv in daemons:
+                r = I.daemon_run(io, a, dm, port, a.passes)
+                res[name].append(r)
+                extra = ""
+                if iv is not None:
+                    extra = "  nats published %d, dropped %d" % nats_counters(a.build, serve)
+                print("round %d %-12s %s%s" % (rnd, name, I.fmt(r), extra))
+                sys.stdout.flush()
+        base = res["no nats"]
+        for name, *_ in daemons[1:]:
+            ratios = [x["mbps"] / b["mbps"] for x, b in zip(res[name], base)]
+            mr = B.median(ratios)
+            print("%s vs no nats: ratios %s; median %.3fx (target >= 0.97x: %s)"
+                  % (name, " ".join("%.3f" % x for x in ratios), mr,
+                     "MET" if mr >= 0.97 else "NOT MET"))
+        for _, dm, *_ in daemons:
+            dm.stop()
+    finally:
+        for _, dm, *_ in daemons:
+            dm.kill()
+        ns.kill()
+        shutil.rmtree(d, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

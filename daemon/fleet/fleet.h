@@ -1,0 +1,83 @@
+/* fleet.h - publishes a daemon's statistics, target events and sealed segments to a NATS
+ * server with JetStream (SPEC section 11, docs/fleet.md), so a lab with many tlcapd hosts sees
+ * them in one place without a tlcap-specific relay.
+ *
+ * Subjects, with PREFIX = nats_subject (default "tlcap.<hostname>") and TARGET the target name
+ * made subject-safe (tlc_fleet_subject_token):
+ *   PREFIX.TARGET.stats     ServerMessage{snapshot}: full on connect and every full_interval,
+ *                           deltas (rows changed since the previous one) every interval
+ *   PREFIX.TARGET.events    ServerMessage{target_event}
+ *   PREFIX.TARGET.segments  ServerMessage{segment_sealed} with the segment's manifest
+ * Each message is one protobuf ServerMessage (proto/tlcap.proto) without the length prefix the
+ * subscriber stream uses (a NATS message is already delimited).
+ *
+ * The connection is libnats's, attached to tlcapd's libuv loop through the library's libuv
+ * adapter (socket I/O on the loop, never blocking). libnats's own threads (reconnection, the
+ * JetStream reply) hand what they learn back to the loop through a uv_async_t; nothing of
+ * tlcapd's is touched from them. Publishing never waits: a message that would take the
+ * client's buffered bytes past `buffer_bytes` is dropped and counted.
+ *
+ * All functions run on the loop thread.
+ */
+#ifndef TLC_FLEET_H
+#define TLC_FLEET_H
+
+#include "provider.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tlc_fleet tlc_fleet_t;
+
+typedef struct tlc_fleet_opts {
+  const char *url;            /* nats://HOST:PORT or tls://HOST:PORT (required) */
+  const char *creds;          /* "" or a .creds file (JWT + seed) or a file holding a token */
+  const char *subject;        /* "" = "tlcap.<hostname>" */
+  uint64_t interval_ms;       /* statistics period (0: 1000) */
+  uint64_t full_interval_ms;  /* full snapshot period (0: 60000) */
+  uint64_t buffer_bytes;      /* cap on bytes the client holds unsent (0: 8 MiB) */
+  uint64_t stream_max_age_ms; /* JetStream stream limits (0: 7 days, 1 GiB) */
+  uint64_t stream_max_bytes;
+  uint64_t instance_id; /* the daemon's instance id (Snapshot/TargetEvent.instance_id) */
+  /* Log sink (level as log.h); loop thread. */
+  void (*log)(void *ud, int level, const char *msg);
+  void *log_ud;
+} tlc_fleet_opts_t;
+
+typedef struct tlc_fleet_counters {
+  int connected;      /* 1 while attached to a server */
+  uint64_t published; /* messages handed to the client */
+  uint64_t dropped;   /* messages dropped (buffer full, not connected, encode failure) */
+  uint64_t dropped_bytes;
+  uint64_t reconnects; /* connections after the first */
+  int stream_ready;    /* the JetStream stream was created or updated */
+} tlc_fleet_counters_t;
+
+/* Starts publishing for the targets of `pv` (borrowed; must outlive the fleet). The first
+ * connection attempt starts on the loop; failures retry with backoff (1 s doubling to 30 s).
+ * Returns 0 or a negative error (bad URL or options: the message went to o->log). */
+int tlc_fleet_new(tlc_fleet_t **f, uv_loop_t *loop, const tlc_ps_provider_t *pv,
+                  const tlc_fleet_opts_t *o);
+
+/* A target event (enum tlc_target_ev of target.h) of target `name`, with `detail` (may be
+ * NULL); kinds the protocol has no TargetEventKind for are not published. */
+void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const char *detail);
+
+/* A sealed segment of target `name`: data file `path`; its manifest (`path` + ".idx" or as
+ * docs/storage.md names it) is read and published with it. */
+void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path, uint64_t seq,
+                              int reason);
+
+void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
+
+/* Stops: flushes what the client holds (without waiting for the broker), closes the
+ * connection and every handle, then calls cb(ud). The loop must keep running until then. */
+void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud);
+
+/* Writes `in` as one subject token into out[0, cap): bytes other than [A-Za-z0-9_@:#+=[\]-]
+ * (so '.', '*', '>', '%', spaces and non-ASCII) become %XX. Returns the length, or 0 when it
+ * does not fit. */
+size_t tlc_fleet_subject_token(const char *in, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,975 @@
+/* nats.c - the NATS JetStream publisher (see fleet.h and docs/fleet.md).
+ *
+ * Design. One libnats connection attached to the daemon's loop by libnats's libuv adapter
+ * (adapters/libuv.h): socket reads and writes happen in uv_poll callbacks on the loop thread,
+ * and natsConnection_Publish only appends to the client's buffer. Three things could still wait:
+ *   - the first connect (natsConnection_Connect reads INFO and answers PONG synchronously). A
+ *     non-blocking probe runs first on the loop (uv_tcp_connect, then the server's INFO line
+ *     within PROBE_MS); only a server that has just answered is connected to, with a short
+ *     connect timeout. A failed probe or connect retries with backoff (1 s doubling to 30 s).
+ *   - reconnection after the link drops: done the same way as the first connection, by this
+ *     file on the loop. libnats's reconnect thread is switched off: it holds the connection's
+ *     lock while it connects, so a publish from the loop could wait for it. Messages while no
+ *     connection exists are dropped and counted.
+ *   - the JetStream API (stream create/update) is request/reply: the request is published
+ *     with a reply inbox whose subscription callback runs on a libnats thread; it copies the
+ *     reply into the bridge (mutex) and wakes the loop through uv_async.
+ * Every libnats callback only touches the bridge (a small mutex-protected struct); the loop
+ * reads it in wake_cb. The bridge outlives the fleet when a callback may still come (the
+ * connection's closed callback confirms that none will).
+ *
+ * Bounded: the bytes the client holds unsent (natsConnection_Buffered) never exceed
+ * buffer_bytes (also the client's reconnect buffer): a message that would pass it is dropped
+ * and counted, as is anything published while no connection exists.
+ *
+ * Cost on the loop: per interval, one engine snapshot per target whose statistics changed
+ * (rows changed since the last one: a delta), a full one at connect and every full_interval.
+ *
+ * Does not: subscribe to anything but its own JetStream replies; retry dropped messages.
+ */
+#include "fleet.h"
+
+#include "convert.h"
+#include "log.h"
+#include "target.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <nats/adapters/libuv.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROBE_MS       2000
+#define CONNECT_MS     1000
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 30000
+#define MANIFEST_MAX   (256u * 1024u)
+#define JS_REPLY_MAX   4096
+#define SUBJECT_MAX    512
+#define DEF_BUFFER     (8u << 20)
+#define DEF_MAX_AGE_MS (7ull * 86400 * 1000)
+#define DEF_MAX_BYTES  (1ull << 30)
+
+enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
+
+/* What libnats threads may touch. */
+typedef struct bridge {
+  uv_mutex_t mu;
+  uv_async_t *wake; /* NULL once the fleet is gone */
+  unsigned flags;
+  char reply[JS_REPLY_MAX];
+  size_t reply_len;
+  int live;     /* connections whose closed callback has not run yet */
+  int expected; /* of those, closed by us (their closed callback is no news) */
+  int orphan;   /* the fleet is gone: the last closed callback frees the bridge */
+} bridge_t;
+
+typedef struct tstate {
+  uint64_t last_seq;
+  uint64_t last_events, last_bytes;
+  uint64_t last_full_ms;
+  int sent_once;
+  uint64_t gen; /* the provider's gen of the target this state is of */
+} tstate_t;
+
+enum { ST_IDLE, ST_PROBING, ST_CONNECTED, ST_BACKOFF, ST_CLOSING };
+
+struct tlc_fleet {
+  uv_loop_t *loop;
+  const tlc_ps_provider_t *pv;
+  tlc_fleet_opts_t o;
+  char url[512], creds[1024], prefix[256], root[256], stream[128];
+  char host[256];
+  int port;
+  int state;
+  uint64_t backoff_ms;
+  natsOptions *nopts;
+  natsConnection *nc;
+  natsSubscription *js_sub;
+  char js_inbox[128];
+  bridge_t *br;
+  uv_async_t wake;
+  uv_timer_t tick, retry;
+  uv_tcp_t probe;
+  uv_getaddrinfo_t gai;
+  uv_connect_t conn_req;
+  char probe_buf[512];
+  size_t probe_len;
+  int probe_open, probe_closing, gai_pending;
+  int ever_connected;
+  int handles; /* uv handles of ours still to close (tlc_fleet_close) */
+  tstate_t *ts;
+  size_t nts, capts;
+  tlc_fleet_counters_t c;
+  uint64_t tev_seq;
+  void (*close_cb)(void *ud);
+  void *close_ud;
+};
+
+static void flog(tlc_fleet_t *f, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void flog(tlc_fleet_t *f, int level, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  if (f->o.log == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  f->o.log(f->o.log_ud, level, buf);
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+size_t tlc_fleet_subject_token(const char *in, char *out, size_t cap) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = 0;
+  for (; *in != '\0'; in++) {
+    unsigned char ch = (unsigned char)*in;
+    int plain = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                strchr("_@:#+=[]-", ch) != NULL;
+    if (plain) {
+      if (n + 1 >= cap)
+        return 0;
+      out[n++] = (char)ch;
+    } else {
+      if (n + 3 >= cap)
+        return 0;
+      out[n++] = '%';
+      out[n++] = hex[ch >> 4];
+      out[n++] = hex[ch & 15];
+    }
+  }
+  if (n == 0 || n >= cap)
+    return 0;
+  out[n] = '\0';
+  return n;
+}
+
+/* ---- the bridge: libnats threads -> loop ---- */
+
+static void bridge_set(bridge_t *b, unsigned flag) {
+  uv_mutex_lock(&b->mu);
+  b->flags |= flag;
+  if (b->wake != NULL)
+    uv_async_send(b->wake);
+  uv_mutex_unlock(&b->mu);
+}
+
+static void nats_disconnected_cb(natsConnection *nc, void *closure) {
+  (void)nc;
+  bridge_set(closure, BR_DISCONNECTED);
+}
+
+static void nats_closed_cb(natsConnection *nc, void *closure) {
+  bridge_t *b = closure;
+  int free_it;
+  (void)nc;
+  uv_mutex_lock(&b->mu);
+  if (b->live > 0)
+    b->live--;
+  if (b->expected > 0) {
+    b->expected--;
+  } else {
+    b->flags |= BR_CLOSED;
+    if (b->wake != NULL)
+      uv_async_send(b->wake);
+  }
+  free_it = b->orphan && b->live == 0;
+  uv_mutex_unlock(&b->mu);
+  if (free_it) {
+    uv_mutex_destroy(&b->mu);
+    free(b);
+  }
+}
+
+static void nats_js_reply_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
+                             void *closure) {
+  bridge_t *b = closure;
+  const char *d = natsMsg_GetData(msg);
+  int len = natsMsg_GetDataLength(msg);
+  (void)nc;
+  (void)sub;
+  uv_mutex_lock(&b->mu);
+  if (len < 0)
+    len = 0;
+  if ((size_t)len >= sizeof(b->reply))
+    len = (int)sizeof(b->reply) - 1;
+  if (d != NULL)
+    memcpy(b->reply, d, (size_t)len);
+  b->reply[len] = '\0';
+  b->reply_len = (size_t)len;
+  b->flags |= BR_JS_REPLY;
+  if (b->wake != NULL)
+    uv_async_send(b->wake);
+  uv_mutex_unlock(&b->mu);
+  natsMsg_Destroy(msg);
+}
+
+/* ---- connection lifecycle (loop thread) ---- */
+
+static void start_probe(tlc_fleet_t *f);
+static void ensure_stream(tlc_fleet_t *f);
+
+static void retry_cb(uv_timer_t *t) {
+  tlc_fleet_t *f = t->data;
+  if (f->state == ST_BACKOFF)
+    start_probe(f);
+}
+
+static void backoff(tlc_fleet_t *f) {
+  if (f->state == ST_CLOSING)
+    return;
+  f->state = ST_BACKOFF;
+  if (f->backoff_ms == 0)
+    f->backoff_ms = BACKOFF_MIN_MS;
+  uv_timer_start(&f->retry, retry_cb, f->backoff_ms, 0);
+  f->backoff_ms *= 2;
+  if (f->backoff_ms > BACKOFF_MAX_MS)
+    f->backoff_ms = BACKOFF_MAX_MS;
+}
+
+static void drop_connection(tlc_fleet_t *f) {
+  if (f->js_sub != NULL) {
+    natsSubscription_Destroy(f->js_sub);
+    f->js_sub = NULL;
+  }
+  if (f->nc != NULL) {
+    if (!natsConnection_IsClosed(f->nc)) { /* its closed callback is still to come */
+      uv_mutex_lock(&f->br->mu);
+      f->br->expected++;
+      uv_mutex_unlock(&f->br->mu);
+    }
+    natsConnection_Close(f->nc);
+    natsConnection_Destroy(f->nc);
+    f->nc = NULL;
+  }
+  f->c.connected = 0;
+}
+
+static void mark_all_full(tlc_fleet_t *f) {
+  size_t i;
+  for (i = 0; i < f->nts; i++)
+    f->ts[i].sent_once = 0;
+}
+
+static void do_connect(tlc_fleet_t *f) {
+  natsStatus s;
+  natsConnection *nc = NULL;
+  s = natsConnection_Connect(&nc, f->nopts);
+  if (s != NATS_OK) {
+    flog(f, TLC_LOG_WARN, "nats %s: cannot connect: %s (retrying)", f->url, natsStatus_GetText(s));
+    if (nc != NULL)
+      natsConnection_Destroy(nc);
+    backoff(f);
+    return;
+  }
+  uv_mutex_lock(&f->br->mu);
+  f->br->live++;
+  uv_mutex_unlock(&f->br->mu);
+  f->nc = nc;
+  f->state = ST_CONNECTED;
+  if (f->ever_connected)
+    f->c.reconnects++;
+  f->ever_connected = 1;
+  f->backoff_ms = 0;
+  f->c.connected = 1;
+  mark_all_full(f);
+  flog(f, TLC_LOG_INFO, "nats %s: connected; publishing under %s.>", f->url, f->prefix);
+  snprintf(f->js_inbox, sizeof(f->js_inbox), "_INBOX.tlcapd.%llx.%llx",
+           (unsigned long long)f->o.instance_id, (unsigned long long)now_ms());
+  if (natsConnection_Subscribe(&f->js_sub, nc, f->js_inbox, nats_js_reply_cb, f->br) != NATS_OK) {
+    f->js_sub = NULL;
+    flog(f, TLC_LOG_WARN, "nats %s: cannot subscribe to JetStream replies", f->url);
+  } else {
+    ensure_stream(f);
+  }
+}
+
+static void probe_closed_cb(uv_handle_t *h) {
+  tlc_fleet_t *f = h->data;
+  int ok = f->probe_len > 5 && memcmp(f->probe_buf, "INFO ", 5) == 0;
+  f->probe_open = 0;
+  f->probe_closing = 0;
+  if (f->state == ST_CLOSING)
+    return; /* tlc_fleet_close's wait timer sees it */
+  uv_timer_stop(&f->retry);
+  if (ok)
+    do_connect(f);
+  else
+    backoff(f);
+}
+
+static void probe_end(tlc_fleet_t *f) {
+  if (f->probe_open && !f->probe_closing) {
+    f->probe_closing = 1;
+    uv_close((uv_handle_t *)&f->probe, probe_closed_cb);
+  }
+}
+
+static void probe_alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf) {
+  tlc_fleet_t *f = h->data;
+  (void)sz;
+  buf->base = f->probe_buf + f->probe_len;
+  buf->len = sizeof(f->probe_buf) - 1 - f->probe_len;
+}
+
+static void probe_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  tlc_fleet_t *f = s->data;
+  (void)buf;
+  if (n < 0) {
+    f->probe_len = 0; /* no INFO: failed */
+    probe_end(f);
+    return;
+  }
+  f->probe_len += (size_t)n;
+  f->probe_buf[f->probe_len] = '\0';
+  if (strstr(f->probe_buf, "\r\n") != NULL || f->probe_len >= sizeof(f->probe_buf) - 1)
+    probe_end(f);
+}
+
+static void probe_connect_cb(uv_connect_t *req, int status) {
+  tlc_fleet_t *f = req->data;
+  if (status < 0 || f->state != ST_PROBING) {
+    if (status < 0)
+      flog(f, TLC_LOG_DEBUG, "nats %s: probe: %s", f->url, uv_strerror(status));
+    f->probe_len = 0;
+    probe_end(f);
+    return;
+  }
+  if (uv_read_start((uv_stream_t *)&f->probe, probe_alloc_cb, probe_read_cb) < 0) {
+    f->probe_len = 0;
+    probe_end(f);
+  }
+}
+
+static void probe_timeout_cb(uv_timer_t *t) {
+  tlc_fleet_t *f = t->data;
+  if (f->state == ST_PROBING && f->probe_open) {
+    flog(f, TLC_LOG_DEBUG, "nats %s: no INFO within %d ms", f->url, PROBE_MS);
+    f->probe_len = 0;
+    probe_end(f);
+  }
+}
+
+static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  tlc_fleet_t *f = req->data;
+  int r;
+  f->gai_pending = 0;
+  if (f->state != ST_PROBING) {
+    uv_freeaddrinfo(res);
+    return;
+  }
+  if (status < 0 || res == NULL) {
+    flog(f, TLC_LOG_WARN, "nats %s: cannot resolve %s: %s (retrying)", f->url, f->host,
+         uv_strerror(status));
+    uv_freeaddrinfo(res);
+    backoff(f);
+    return;
+  }
+  r = uv_tcp_init(f->loop, &f->probe);
+  if (r == 0) {
+    f->probe.data = f;
+    f->probe_open = 1;
+    f->probe_len = 0;
+    f->conn_req.data = f;
+    r = uv_tcp_connect(&f->conn_req, &f->probe, res->ai_addr, probe_connect_cb);
+    if (r < 0)
+      probe_end(f);
+    else
+      uv_timer_start(&f->retry, probe_timeout_cb, PROBE_MS, 0);
+  } else {
+    backoff(f);
+  }
+  uv_freeaddrinfo(res);
+}
+
+static void start_probe(tlc_fleet_t *f) {
+  struct addrinfo hints;
+  char port[16];
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  snprintf(port, sizeof(port), "%d", f->port);
+  f->state = ST_PROBING;
+  f->gai.data = f;
+  if (uv_getaddrinfo(f->loop, &f->gai, gai_cb, f->host, port, &hints) < 0) {
+    backoff(f);
+    return;
+  }
+  f->gai_pending = 1;
+}
+
+/* ---- JetStream stream ---- */
+
+/* One stream per first subject token, shared by every daemon whose prefix starts with it (the
+ * default tlcap.<hostname> of every host: stream TLCAP_tlcap over tlcap.>), so that one
+ * consumer reads the whole fleet. */
+static void stream_name(const char *prefix, char *root, size_t rcap, char *out, size_t cap) {
+  size_t n = 0;
+  const char *p, *dot = strchr(prefix, '.');
+  size_t rl = dot != NULL ? (size_t)(dot - prefix) : strlen(prefix);
+  snprintf(root, rcap, "%.*s", (int)rl, prefix);
+  n = (size_t)snprintf(out, cap, "TLCAP_");
+  for (p = root; *p != '\0' && n + 1 < cap; p++) {
+    unsigned char ch = (unsigned char)*p;
+    int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_';
+    out[n++] = ok ? (char)ch : '_';
+  }
+  out[n] = '\0';
+}
+
+static void ensure_stream(tlc_fleet_t *f) {
+  char subj[256], body[1024];
+  int n;
+  if (f->nc == NULL || f->js_sub == NULL)
+    return;
+  snprintf(subj, sizeof(subj), "$JS.API.STREAM.CREATE.%s", f->stream);
+  n = snprintf(body, sizeof(body),
+               "{\"name\":\"%s\",\"subjects\":[\"%s.>\"],\"retention\":\"limits\","
+               "\"storage\":\"file\",\"discard\":\"old\",\"max_age\":%llu,\"max_bytes\":%llu}",
+               f->stream, f->root, (unsigned long long)f->o.stream_max_age_ms * 1000000ull,
+               (unsigned long long)f->o.stream_max_bytes);
+  if (natsConnection_PublishRequest(f->nc, subj, f->js_inbox, body, n) != NATS_OK)
+    flog(f, TLC_LOG_WARN, "nats %s: cannot send the JetStream stream request", f->url);
+}
+
+static void js_reply(tlc_fleet_t *f, const char *reply, size_t len) {
+  if (len == 0) {
+    /* an empty reply with a 503 status: no JetStream on that server */
+    flog(f, TLC_LOG_WARN,
+         "nats %s: the server has no JetStream (start nats-server with -js): messages are "
+         "published but not kept for consumers that start later",
+         f->url);
+    return;
+  }
+  if (strstr(reply, "\"error\"") == NULL) {
+    if (!f->c.stream_ready)
+      flog(f, TLC_LOG_INFO, "nats %s: JetStream stream %s covers %s.>", f->url, f->stream, f->root);
+    f->c.stream_ready = 1;
+    return;
+  }
+  if (strstr(reply, "10058") != NULL) {
+    /* another daemon made it with other limits: theirs stay (no update war) */
+    if (!f->c.stream_ready)
+      flog(f, TLC_LOG_INFO, "nats %s: JetStream stream %s exists with other limits; keeping them",
+           f->url, f->stream);
+    f->c.stream_ready = 1;
+    return;
+  }
+  flog(f, TLC_LOG_WARN, "nats %s: JetStream stream %s: %.300s", f->url, f->stream, reply);
+}
+
+/* ---- publishing ---- */
+
+static void publish(tlc_fleet_t *f, const char *target, const char *kind,
+                    const Tlcap__ServerMessage *m) {
+  char tok[SUBJECT_MAX], subj[SUBJECT_MAX + 300];
+  size_t len;
+  uint8_t *buf;
+  if (f->nc == NULL || !f->c.connected || tlc_fleet_subject_token(target, tok, sizeof(tok)) == 0) {
+    f->c.dropped++;
+    return;
+  }
+  len = protobuf_c_message_get_packed_size(&m->base);
+  if ((uint64_t)natsConnection_Buffered(f->nc) + len > f->o.buffer_bytes) {
+    f->c.dropped++;
+    f->c.dropped_bytes += len;
+    return;
+  }
+  buf = tlc_malloc(len > 0 ? len : 1);
+  if (buf == NULL) {
+    f->c.dropped++;
+    return;
+  }
+  protobuf_c_message_pack(&m->base, buf);
+  snprintf(subj, sizeof(subj), "%s.%s.%s", f->prefix, tok, kind);
+  if (natsConnection_Publish(f->nc, subj, buf, (int)len) == NATS_OK) {
+    f->c.published++;
+  } else {
+    f->c.dropped++;
+    f->c.dropped_bytes += len;
+  }
+  tlc_free(buf);
+}
+
+static int ensure_ts(tlc_fleet_t *f, size_t n) {
+  tstate_t *v;
+  size_t old = f->capts;
+  if (n <= f->nts)
+    return 0;
+  if (n > f->capts) {
+    v = tlc_grow(f->ts, &f->capts, n, sizeof(*v), 16);
+    if (v == NULL)
+      return TLC_ENOMEM;
+    f->ts = v;
+    memset(f->ts + old, 0, (f->capts - old) * sizeof(*v));
+  }
+  f->nts = n;
+  return 0;
+}
+
+static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
+  tlc_ps_target_info_t info;
+  tstate_t *ts = &f->ts[i];
+  tlc_snap_opts_t so;
+  tlc_table_t t;
+  tlc_pb_snap_sel_t sel;
+  tlc_pb_arena_t a;
+  Tlcap__Snapshot s;
+  Tlcap__ServerMessage m;
+  const tlc_mapping_t *map = NULL;
+  int full;
+  memset(&info, 0, sizeof(info));
+  if (f->pv->info(f->pv->ud, i, &info) < 0 || info.name == NULL)
+    return;
+  if (ts->gen != info.gen) {
+    /* another target took index i (a full registry evicted the one there): start it over with
+     * a full snapshot, never a delta since the evicted target's seq */
+    memset(ts, 0, sizeof(*ts));
+    ts->gen = info.gen;
+  }
+  full = !ts->sent_once || now - ts->last_full_ms >= f->o.full_interval_ms;
+  memset(&so, 0, sizeof(so));
+  so.since_seq = full ? 0 : ts->last_seq;
+  so.windows = 1;
+  so.neutral = 1;
+  so.quantiles = 1;
+  tlc_table_init(&t);
+  if (f->pv->snapshot(f->pv->ud, i, &t, &so) < 0) {
+    tlc_table_fini(&t);
+    return;
+  }
+  if (!full && t.seq == ts->last_seq && t.counters.events == ts->last_events &&
+      t.counters.bytes == ts->last_bytes) {
+    tlc_table_fini(&t); /* nothing changed since the last message */
+    return;
+  }
+  if (full && f->pv->mapping != NULL)
+    map = f->pv->mapping(f->pv->ud, i);
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = 1;
+  sel.quantiles = 1;
+  tlc_pb_arena_init(&a, 0);
+  if (tlc_pb_snapshot_build(&a, &s, &t, info.name, &sel, map) == 0) {
+    s.instance_id = f->o.instance_id;
+    s.stream = 1;
+    s.base_seq = full ? 0 : ts->last_seq;
+    s.full = full;
+    s.connected = info.connected != 0;
+    s.unix_ms = (int64_t)now;
+    tlcap__server_message__init(&m);
+    m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
+    m.snapshot = &s;
+    publish(f, info.name, "stats", &m);
+    ts->last_seq = t.seq;
+    ts->last_events = t.counters.events;
+    ts->last_bytes = t.counters.bytes;
+    if (full)
+      ts->last_full_ms = now;
+    ts->sent_once = 1;
+  } else {
+    f->c.dropped++;
+  }
+  tlc_pb_arena_fini(&a);
+  tlc_table_fini(&t);
+}
+
+static void tick_cb(uv_timer_t *t) {
+  tlc_fleet_t *f = t->data;
+  size_t i, n;
+  uint64_t now = now_ms();
+  if (f->state != ST_CONNECTED || !f->c.connected)
+    return;
+  n = f->pv->count(f->pv->ud);
+  if (ensure_ts(f, n) < 0)
+    return;
+  for (i = 0; i < n; i++)
+    publish_target(f, i, now);
+}
+
+static int te_kind(int kind) {
+  switch (kind) {
+  case TLC_TEV_CREATED:
+    return TLCAP__TARGET_EVENT_KIND__TE_ADDED;
+  case TLC_TEV_CONNECTED:
+    return TLCAP__TARGET_EVENT_KIND__TE_CONNECTED;
+  case TLC_TEV_DISCONNECTED:
+    return TLCAP__TARGET_EVENT_KIND__TE_DISCONNECTED;
+  case TLC_TEV_RESYNC:
+    return TLCAP__TARGET_EVENT_KIND__TE_RESYNC;
+  case TLC_TEV_DROPS:
+    return TLCAP__TARGET_EVENT_KIND__TE_DROPS;
+  case TLC_TEV_DECODE_ERROR:
+    return TLCAP__TARGET_EVENT_KIND__TE_DECODE_ERROR;
+  case TLC_TEV_MAPPING:
+    return TLCAP__TARGET_EVENT_KIND__TE_MAPPING_LOADED;
+  default:
+    return 0;
+  }
+}
+
+void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const char *detail) {
+  Tlcap__TargetEvent te;
+  Tlcap__ServerMessage m;
+  if (f == NULL || name == NULL || f->state == ST_CLOSING || (kind = te_kind(kind)) == 0)
+    return;
+  tlcap__target_event__init(&te);
+  te.target = (char *)name;
+  te.kind = (Tlcap__TargetEventKind)kind;
+  te.detail = (char *)(detail != NULL ? detail : "");
+  te.unix_ms = (int64_t)now_ms();
+  te.instance_id = f->o.instance_id;
+  te.seq = ++f->tev_seq;
+  tlcap__server_message__init(&m);
+  m.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT;
+  m.target_event = &te;
+  publish(f, name, "events", &m);
+}
+
+/* The manifest beside data file `path`: the same name up to the first '.' of its last
+ * component, then ".manifest" (docs/storage.md). Read whole (capped). */
+static uint8_t *read_manifest(const char *path, size_t *len) {
+  char mp[4096];
+  const char *base = strrchr(path, '/');
+  const char *dot;
+  FILE *fp;
+  uint8_t *buf;
+  size_t n;
+  base = base != NULL ? base + 1 : path;
+  dot = strchr(base, '.');
+  if (dot == NULL)
+    dot = base + strlen(base);
+  if ((size_t)(dot - path) + sizeof(".manifest") > sizeof(mp))
+    return NULL;
+  memcpy(mp, path, (size_t)(dot - path));
+  memcpy(mp + (dot - path), ".manifest", sizeof(".manifest"));
+  fp = fopen(mp, "rb");
+  if (fp == NULL)
+    return NULL;
+  buf = tlc_malloc(MANIFEST_MAX);
+  if (buf == NULL) {
+    fclose(fp);
+    return NULL;
+  }
+  n = fread(buf, 1, MANIFEST_MAX, fp);
+  fclose(fp);
+  *len = n;
+  return buf;
+}
+
+void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path, uint64_t seq,
+                              int reason) {
+  Tlcap__SegmentSealed ss;
+  Tlcap__ServerMessage m;
+  uint8_t *man;
+  size_t mlen = 0;
+  if (f == NULL || name == NULL || path == NULL || f->state == ST_CLOSING)
+    return;
+  if (!f->c.connected) {
+    f->c.dropped++;
+    return;
+  }
+  /* The manifest was renamed into place just before the seal was announced: it is small and
+   * in the page cache, so this read does not wait on the disk. */
+  man = read_manifest(path, &mlen);
+  tlcap__segment_sealed__init(&ss);
+  ss.target = (char *)name;
+  ss.path = (char *)path;
+  ss.seq = seq;
+  ss.reason = (uint32_t)reason;
+  ss.unix_ms = (int64_t)now_ms();
+  ss.instance_id = f->o.instance_id;
+  ss.manifest.data = man;
+  ss.manifest.len = man != NULL ? mlen : 0;
+  tlcap__server_message__init(&m);
+  m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SEGMENT_SEALED;
+  m.segment_sealed = &ss;
+  publish(f, name, "segments", &m);
+  tlc_free(man);
+}
+
+void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out) {
+  if (f == NULL) {
+    memset(out, 0, sizeof(*out));
+    return;
+  }
+  *out = f->c;
+}
+
+/* ---- wake-ups from libnats threads ---- */
+
+static void wake_cb(uv_async_t *h) {
+  tlc_fleet_t *f = h->data;
+  unsigned flags;
+  char reply[JS_REPLY_MAX];
+  size_t rlen = 0;
+  uv_mutex_lock(&f->br->mu);
+  flags = f->br->flags;
+  f->br->flags = 0;
+  if (flags & BR_JS_REPLY) {
+    rlen = f->br->reply_len;
+    memcpy(reply, f->br->reply, rlen + 1);
+  }
+  uv_mutex_unlock(&f->br->mu);
+  if (f->state == ST_CLOSING)
+    return;
+  if (flags & BR_DISCONNECTED)
+    f->c.connected = 0; /* the closed callback follows (no libnats reconnection) */
+  if (flags & BR_JS_REPLY)
+    js_reply(f, reply, rlen);
+  if ((flags & BR_CLOSED) && f->state == ST_CONNECTED) {
+    flog(f, TLC_LOG_WARN,
+         "nats %s: connection lost; connecting again (messages meanwhile are "
+         "dropped and counted)",
+         f->url);
+    drop_connection(f);
+    backoff(f);
+  }
+}
+
+/* ---- setup and teardown ---- */
+
+static int parse_url(tlc_fleet_t *f) {
+  const char *p = f->url, *colon;
+  size_t hl;
+  if (strncmp(p, "nats://", 7) == 0)
+    p += 7;
+  else if (strncmp(p, "tls://", 6) == 0)
+    p += 6;
+  else
+    return TLC_EINVAL;
+  if (strchr(p, '@') != NULL)
+    p = strrchr(p, '@') + 1; /* user:pass@ */
+  colon = strrchr(p, ':');
+  f->port = 4222;
+  if (*p == '[') { /* [v6]:port */
+    const char *e = strchr(p, ']');
+    if (e == NULL)
+      return TLC_EINVAL;
+    hl = (size_t)(e - p - 1);
+    if (hl == 0 || hl >= sizeof(f->host))
+      return TLC_EINVAL;
+    memcpy(f->host, p + 1, hl);
+    f->host[hl] = '\0';
+    colon = e[1] == ':' ? e + 1 : NULL;
+  } else {
+    hl = colon != NULL ? (size_t)(colon - p) : strlen(p);
+    if (hl == 0 || hl >= sizeof(f->host))
+      return TLC_EINVAL;
+    memcpy(f->host, p, hl);
+    f->host[hl] = '\0';
+  }
+  if (colon != NULL) {
+    char *end;
+    long v = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || (*end != '\0' && *end != '/') || v < 1 || v > 65535)
+      return TLC_EINVAL;
+    f->port = (int)v;
+  }
+  return 0;
+}
+
+static natsStatus set_creds(tlc_fleet_t *f) {
+  FILE *fp;
+  char tok[1024];
+  size_t n;
+  const char *ext = strrchr(f->creds, '.');
+  if (ext != NULL && strcmp(ext, ".creds") == 0)
+    return natsOptions_SetUserCredentialsFromFiles(f->nopts, f->creds, NULL);
+  fp = fopen(f->creds, "r");
+  if (fp == NULL)
+    return NATS_ERR;
+  n = fread(tok, 1, sizeof(tok) - 1, fp);
+  fclose(fp);
+  tok[n] = '\0';
+  while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' '))
+    tok[--n] = '\0';
+  if (n == 0)
+    return NATS_ERR;
+  return natsOptions_SetToken(f->nopts, tok);
+}
+
+int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *pv,
+                  const tlc_fleet_opts_t *o) {
+  tlc_fleet_t *f;
+  natsStatus s;
+  char host[256];
+  *out = NULL;
+  f = tlc_malloc(sizeof(*f));
+  if (f == NULL)
+    return TLC_ENOMEM;
+  memset(f, 0, sizeof(*f));
+  f->loop = loop;
+  f->pv = pv;
+  f->o = *o;
+  if (f->o.interval_ms == 0)
+    f->o.interval_ms = 1000;
+  if (f->o.full_interval_ms == 0)
+    f->o.full_interval_ms = 60000;
+  if (f->o.buffer_bytes == 0)
+    f->o.buffer_bytes = DEF_BUFFER;
+  if (f->o.stream_max_age_ms == 0)
+    f->o.stream_max_age_ms = DEF_MAX_AGE_MS;
+  if (f->o.stream_max_bytes == 0)
+    f->o.stream_max_bytes = DEF_MAX_BYTES;
+  snprintf(f->url, sizeof(f->url), "%s", o->url != NULL ? o->url : "");
+  snprintf(f->creds, sizeof(f->creds), "%s", o->creds != NULL ? o->creds : "");
+  if (parse_url(f) < 0) {
+    flog(f, TLC_LOG_ERR, "nats: bad URL \"%s\" (want nats://HOST[:PORT] or tls://HOST[:PORT])",
+         f->url);
+    tlc_free(f);
+    return TLC_EINVAL;
+  }
+  if (o->subject != NULL && o->subject[0] != '\0') {
+    snprintf(f->prefix, sizeof(f->prefix), "%s", o->subject);
+  } else {
+    char tok[200];
+    if (gethostname(host, sizeof(host)) != 0)
+      snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    if (tlc_fleet_subject_token(host, tok, sizeof(tok)) == 0)
+      snprintf(tok, sizeof(tok), "localhost");
+    snprintf(f->prefix, sizeof(f->prefix), "tlcap.%s", tok);
+  }
+  if (strpbrk(f->prefix, " \t*>") != NULL || f->prefix[0] == '.' ||
+      f->prefix[strlen(f->prefix) - 1] == '.' || strstr(f->prefix, "..") != NULL) {
+    flog(f, TLC_LOG_ERR,
+         "nats: bad subject prefix \"%s\" (tokens separated by '.', no '*', '>' "
+         "or spaces)",
+         f->prefix);
+    tlc_free(f);
+    return TLC_EINVAL;
+  }
+  stream_name(f->prefix, f->root, sizeof(f->root), f->stream, sizeof(f->stream));
+
+  f->br = calloc(1, sizeof(*f->br));
+  if (f->br == NULL || uv_mutex_init(&f->br->mu) != 0) {
+    free(f->br);
+    tlc_free(f);
+    return TLC_ENOMEM;
+  }
+  natsLibuv_Init();
+  natsLibuv_SetThreadLocalLoop(loop);
+  s = natsOptions_Create(&f->nopts);
+  if (s == NATS_OK)
+    s = natsOptions_SetURL(f->nopts, f->url);
+  if (s == NATS_OK)
+    s = natsOptions_SetName(f->nopts, "tlcapd");
+  if (s == NATS_OK)
+    s = natsOptions_SetTimeout(f->nopts, CONNECT_MS);
+  /* Reconnection is ours (probe, then connect, with backoff), not libnats's reconnect thread:
+   * that thread holds the connection's lock while it connects, and a publish from the loop
+   * would wait for it (up to the connect timeout). */
+  if (s == NATS_OK)
+    s = natsOptions_SetAllowReconnect(f->nopts, false);
+  if (s == NATS_OK)
+    s = natsOptions_SetNoEcho(f->nopts, true);
+  if (s == NATS_OK && strncmp(f->url, "tls://", 6) == 0)
+    s = natsOptions_SetSecure(f->nopts, true);
+  if (s == NATS_OK && f->creds[0] != '\0' && (s = set_creds(f)) != NATS_OK)
+    flog(f, TLC_LOG_ERR, "nats: cannot use credentials file %s", f->creds);
+  if (s == NATS_OK)
+    s = natsOptions_SetEventLoop(f->nopts, (void *)loop, natsLibuv_Attach, natsLibuv_Read,
+                                 natsLibuv_Write, natsLibuv_Detach);
+  if (s == NATS_OK)
+    s = natsOptions_SetDisconnectedCB(f->nopts, nats_disconnected_cb, f->br);
+  if (s == NATS_OK)
+    s = natsOptions_SetClosedCB(f->nopts, nats_closed_cb, f->br);
+  if (s != NATS_OK) {
+    flog(f, TLC_LOG_ERR, "nats %s: bad options: %s", f->url, natsStatus_GetText(s));
+    natsOptions_Destroy(f->nopts);
+    uv_mutex_destroy(&f->br->mu);
+    free(f->br);
+    tlc_free(f);
+    return TLC_EINVAL;
+  }
+  uv_async_init(loop, &f->wake, wake_cb);
+  f->wake.data = f;
+  f->br->wake = &f->wake;
+  uv_timer_init(loop, &f->tick);
+  f->tick.data = f;
+  uv_timer_init(loop, &f->retry);
+  f->retry.data = f;
+  uv_timer_start(&f->tick, tick_cb, f->o.interval_ms, f->o.interval_ms);
+  start_probe(f);
+  *out = f;
+  return 0;
+}
+
+static void handle_closed_cb(uv_handle_t *h) {
+  tlc_fleet_t *f = h->data;
+  void (*cb)(void *) = f->close_cb;
+  void *ud = f->close_ud;
+  if (--f->handles > 0)
+    return;
+  tlc_free(f->ts);
+  tlc_free(f);
+  if (cb != NULL)
+    cb(ud);
+}
+
+static void close_handles(tlc_fleet_t *f) {
+  f->handles = 3;
+  if (f->probe_open) {
+    f->handles++;
+    f->probe_open = 0;
+    uv_close((uv_handle_t *)&f->probe, handle_closed_cb);
+  }
+  uv_close((uv_handle_t *)&f->wake, handle_closed_cb);
+  uv_close((uv_handle_t *)&f->tick, handle_closed_cb);
+  uv_close((uv_handle_t *)&f->retry, handle_closed_cb);
+}
+
+static void gai_wait_cb(uv_timer_t *t);
+
+void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud) {
+  bridge_t *b = f->br;
+  int free_bridge;
+  f->close_cb = cb;
+  f->close_ud = ud;
+  f->state = ST_CLOSING;
+  uv_timer_stop(&f->tick);
+  uv_timer_stop(&f->retry);
+  drop_connection(f); /* natsConnection_Close hands what is buffered to the socket */
+  natsOptions_Destroy(f->nopts);
+  f->nopts = NULL;
+  /* The closed callback runs on a libnats thread, possibly after this returns: the bridge
+   * stays for it (it frees the bridge) unless it already ran or no connection existed. */
+  uv_mutex_lock(&b->mu);
+  b->wake = NULL;
+  free_bridge = b->live == 0;
+  b->orphan = !free_bridge;
+  uv_mutex_unlock(&b->mu);
+  if (free_bridge) {
+    uv_mutex_destroy(&b->mu);
+    free(b);
+  }
+  f->br = NULL;
+  /* A getaddrinfo request in flight cannot be cancelled for sure, nor a closing probe hurried:
+   * wait for them (their callbacks see ST_CLOSING). */
+  probe_end(f);
+  if (f->gai_pending || f->probe_closing) {
+    uv_timer_start(&f->retry, gai_wait_cb, 10, 10);
+    return;
+  }
+  close_handles(f);
+}
+
+static void gai_wait_cb(uv_timer_t *t) {
+  tlc_fleet_t *f = t->data;
+  if (f->gai_pending || f->probe_closing)
+    return;
+  uv_timer_stop(t);
+  close_handles(f);
+}

@@ -1,0 +1,76 @@
+/* nats_consume - a test consumer for tlcapd's NATS publishing (tests/integ/test_fleet_nats.py).
+ *
+ *   nats_consume URL SUBJECT IDLE_MS [--js]
+ *
+ * Prints every message on SUBJECT (wildcards allowed) as "subject<TAB>hex payload" lines until
+ * no message came for IDLE_MS. With --js it reads through a JetStream consumer from the start
+ * of the stream that covers SUBJECT (so it sees what was published before it started);
+ * without, it subscribes live. Exit 0, or 1 when it cannot connect or subscribe.
+ * Uses libnats's own client: the test checks tlcapd against an independent implementation.
+ */
+#include <nats/nats.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+  natsConnection *nc = NULL;
+  natsSubscription *sub = NULL;
+  jsCtx *js = NULL;
+  natsStatus s;
+  int js_mode = argc > 4 && strcmp(argv[4], "--js") == 0;
+  long idle;
+  if (argc < 4) {
+    fprintf(stderr, "usage: nats_consume URL SUBJECT IDLE_MS [--js]\n");
+    return 2;
+  }
+  idle = strtol(argv[3], NULL, 10);
+  s = natsConnection_ConnectTo(&nc, argv[1]);
+  if (s != NATS_OK) {
+    fprintf(stderr, "nats_consume: connect %s: %s\n", argv[1], natsStatus_GetText(s));
+    return 1;
+  }
+  if (js_mode) {
+    jsErrCode jerr = 0;
+    jsSubOptions so;
+    s = natsConnection_JetStream(&js, nc, NULL);
+    if (s == NATS_OK)
+      s = jsSubOptions_Init(&so);
+    if (s == NATS_OK) {
+      so.Config.DeliverPolicy = js_DeliverAll;
+      so.Config.AckPolicy = js_AckNone;
+      s = js_SubscribeSync(&sub, js, argv[2], NULL, &so, &jerr);
+    }
+  } else {
+    s = natsConnection_SubscribeSync(&sub, nc, argv[2]);
+  }
+  if (s != NATS_OK) {
+    fprintf(stderr, "nats_consume: subscribe %s: %s %s\n", argv[2], natsStatus_GetText(s),
+            nats_GetLastError(NULL) != NULL ? nats_GetLastError(NULL) : "");
+    return 1;
+  }
+  printf("ready\n");
+  fflush(stdout);
+  for (;;) {
+    natsMsg *m = NULL;
+    const unsigned char *d;
+    int i, n;
+    s = natsSubscription_NextMsg(&m, sub, idle);
+    if (s != NATS_OK)
+      break;
+    d = (const unsigned char *)natsMsg_GetData(m);
+    n = natsMsg_GetDataLength(m);
+    printf("%s\t", natsMsg_GetSubject(m));
+    for (i = 0; i < n; i++)
+      printf("%02x", d[i]);
+    printf("\n");
+    natsMsg_Destroy(m);
+  }
+  fflush(stdout);
+  natsSubscription_Destroy(sub);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  nats_Close();
+  return 0;
+}

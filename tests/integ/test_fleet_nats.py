@@ -1,0 +1,358 @@
+"""Fleet over NATS JetStream (SPEC 11), against Debian's real nats-server -js on loopback.
+
+Each test starts its own nats-server (JetStream, store in a temporary directory) and tlcapd
+daemons with --nats. Messages are read back by nats_consume (libnats's own client, a JetStream
+consumer from the start of the stream) and decoded with Google's protobuf runtime from
+proto/tlcap.proto, so the test checks tlcapd against independent implementations of both the
+broker protocol and the message format.
+
+  - two daemons publish: a consumer that starts after all data was sent (JetStream) finds each
+    target's statistics with the events counters that were sent, its CONNECTED event, and
+    `tlcap fleet --json` shows both hosts' targets with the same counters;
+  - the broker killed during ingest: ingest goes on (every event counted), messages meanwhile
+    are dropped and counted (`tlcap targets`); the broker restarted: publishing resumes;
+  - a broker that accepts and never reads: tlcapd's memory stays bounded and drops are counted;
+  - subject-safe names: a target name with '.' is published as %2E.
+
+usage: test_fleet_nats.py TLCAPD TLCAP NATS_CONSUME PROTO_DIR
+Exit 0 pass, 1 fail, 77 skip (nats-server, protoc or python3-protobuf missing).
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP, CONSUME, PROTO_DIR = sys.argv[1:5]
+NATS = shutil.which("nats-server") or ("/usr/sbin/nats-server"
+                                        if os.path.exists("/usr/sbin/nats-server") else None)
+pb = None
+
+
+def gen_pb2(tmp):
+    protoc = shutil.which("protoc")
+    if protoc is None:
+        print("SKIP: protoc not installed (apt-get install protobuf-compiler)")
+        sys.exit(T.SKIP)
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        print("SKIP: python3-protobuf not installed")
+        sys.exit(T.SKIP)
+    subprocess.check_call([protoc, "--python_out=" + tmp, "-I" + PROTO_DIR,
+                           os.path.join(PROTO_DIR, "tlcap.proto")])
+    sys.path.insert(0, tmp)
+    import tlcap_pb2
+    return tlcap_pb2
+
+
+class NatsServer:
+    def __init__(self, d, port=None):
+        self.port = port or D.free_port()
+        self.d = d
+        self.start()
+
+    def start(self):
+        self.logf = open(os.path.join(self.d, "nats.log"), "ab")
+        self.p = subprocess.Popen([NATS, "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                                   "-sd", os.path.join(self.d, "js")],
+                                  stdout=self.logf, stderr=self.logf)
+        # ready when it accepts a connection and sends its INFO line
+        def up():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    return s.recv(5) == b"INFO "
+            except OSError:
+                return False
+        D.wait_until(up, 10, "nats-server up")
+
+    def url(self):
+        return "nats://127.0.0.1:%d" % self.port
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        self.logf.close()
+
+
+def consume(url, subject="tlcap.>", idle_ms=800, js=True):
+    """Every message on `subject` as (subject, ServerMessage)."""
+    args = [CONSUME, url, subject, str(idle_ms)] + (["--js"] if js else [])
+    r = subprocess.run(args, capture_output=True, timeout=60)
+    T.check(r.returncode == 0, "nats_consume: %d %s" % (r.returncode, r.stderr.decode()))
+    out = []
+    for line in r.stdout.decode().splitlines()[1:]:
+        subj, hexdata = line.split("\t")
+        m = pb.ServerMessage()
+        m.ParseFromString(bytes.fromhex(hexdata))
+        out.append((subj, m))
+    return out
+
+
+def daemon(d, name, nats_url, prefix, extra=(), store=False, env=None):
+    port, serve = D.free_port(), D.free_port()
+    dd = os.path.join(d, name)
+    os.makedirs(dd)
+    dm = D.Daemon(TLCAPD, dd, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
+                               "--nats", nats_url, "--nats-subject", prefix,
+                               "--nats-interval", "100"] + list(extra),
+                  serve="127.0.0.1:%d" % serve, store=store, env=env)
+    dm.ingest, dm.serve = port, serve
+    return dm
+
+
+def send(port, data, preamble=None):
+    s = D.connect(port)
+    if preamble:
+        s.sendall(preamble)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    D.wait_eof(s)
+    s.close()
+
+
+def targets_out(dm):
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % dm.serve, "targets"])
+    T.check(rc == 0, "tlcap targets: %d %s" % (rc, err))
+    return out.decode()
+
+
+def nats_line(dm):
+    m = re.search(r"^nats (\S+): (\w+), stream ([\w ]+), published (\d+), dropped (\d+), "
+                  r"reconnects (\d+)$", targets_out(dm), re.M)
+    T.check(m is not None, "no nats line in tlcap targets")
+    return {"connected": m.group(2) == "connected", "stream": m.group(3),
+            "published": int(m.group(4)), "dropped": int(m.group(5)),
+            "reconnects": int(m.group(6))}
+
+
+def last_stats(msgs, subject):
+    """The statistics of the target at `subject` as the consumer would rebuild them: the last
+    full snapshot, and the counters of the last message (deltas carry counters whole)."""
+    snaps = [m.snapshot for s, m in msgs if s == subject and m.WhichOneof("msg") == "snapshot"]
+    T.check(snaps, "no statistics on %s (subjects: %s)" % (subject, sorted({s for s, _ in msgs})))
+    return snaps[-1]
+
+
+def test_two_daemons_late_consumer(d):
+    ns = NatsServer(d)
+    a = daemon(d, "a", ns.url(), "tlcap.hostA")
+    b = daemon(d, "b", ns.url(), "tlcap.hostB")
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready" and
+                     nats_line(b)["stream"] == "ready", 10, "JetStream streams")
+        send(a.ingest, D.calls(300), b"TLCAP/1 target=board1 format=bin11\n")
+        send(b.ingest, D.calls(40, handle=7), b"TLCAP/1 target=app.v2 format=bin11\n")
+        a.wait_stats(lambda s: D.by_name(s, "board1")["events"] == 600, what="a: 600 events")
+        b.wait_stats(lambda s: D.by_name(s, "app.v2")["events"] == 80, what="b: 80 events")
+        # the daemons publish every 100 ms: wait until both published what they counted, then
+        # start the consumer, which reads the stream from its start
+        sa, sb = "tlcap.hostA.board1.stats", "tlcap.hostB.app%2Ev2.stats"
+
+        def published():
+            msgs = consume(ns.url(), idle_ms=500)
+            subj = {s for s, _ in msgs}
+            if sa not in subj or sb not in subj:
+                return None
+            if (last_stats(msgs, sa).counters.events != 600 or
+                    last_stats(msgs, sb).counters.events != 80):
+                return None
+            return msgs
+        msgs = D.wait_until(published, 20, "both daemons' statistics in JetStream", step=0.3)
+        A, B = last_stats(msgs, sa), last_stats(msgs, sb)
+        T.eq(A.target, "board1", "target name in the snapshot")
+        T.eq(B.target, "app.v2", "dotted name decoded back")
+        # the rows: 300 calls on handle 0, each X 50 ns after its E (D.calls: step 100, X at
+        # step // 2), 40 on handle 7
+        full_a = [m.snapshot for s, m in msgs
+                  if s == sa and m.WhichOneof("msg") == "snapshot" and m.snapshot.full]
+        T.check(full_a, "a full snapshot of board1")
+        rows = {r.handle: r for r in full_a[-1].rows}
+        T.check(0 in rows, "row of handle 0")
+        T.eq(rows[0].count, 300, "calls counted")
+        T.eq(rows[0].totals[pb.KIND_NET], 300 * 50, "net time")
+        kinds = [(s, m.target_event.kind) for s, m in msgs if m.WhichOneof("msg") == "target_event"]
+        T.check(("tlcap.hostA.board1.events", pb.TE_CONNECTED) in kinds, "CONNECTED event: %r" % kinds)
+        T.check(("tlcap.hostB.app%2Ev2.events", pb.TE_DISCONNECTED) in kinds, "DISCONNECTED event")
+        # tlcap fleet, from the broker alone
+        rc, out, err = T.run([TLCAP, "fleet", "--nats", ns.url(), "--json", "--exit-after", "2"])
+        T.check(rc == 0, "tlcap fleet: %d %s" % (rc, err))
+        import json
+        seen = {}
+        for line in out.decode().splitlines():
+            j = json.loads(line)
+            seen[(j["host"], j["target"])] = j
+        T.check(("hostA", "board1") in seen and ("hostB", "app.v2") in seen,
+                "fleet rows: %r" % list(seen))
+        T.eq(seen[("hostA", "board1")]["events"], 600, "fleet events of board1")
+        T.eq(seen[("hostB", "app.v2")]["events"], 80, "fleet events of app.v2")
+        T.eq(seen[("hostA", "board1")]["connected"], False, "fleet state")
+        rc, out, err = T.run([TLCAP, "fleet", "--nats", ns.url(), "--exit-after", "1.2"])
+        T.check(rc == 0 and "hostA" in out.decode() and "board1" in out.decode(),
+                "fleet table: %r" % out)
+        for dm in (a, b):
+            rc, _ = dm.stop()
+            T.eq(rc, 0, "exit status")
+    finally:
+        for dm in (a, b):
+            dm.kill()
+        ns.kill()
+
+
+def test_broker_killed_and_back(d):
+    ns = NatsServer(d)
+    a = daemon(d, "a", ns.url(), "tlcap.k")
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream")
+        send(a.ingest, D.calls(100), b"TLCAP/1 target=t1 format=bin11\n")
+        D.wait_until(lambda: nats_line(a)["published"] >= 3, 10, "publishing")
+        ns.kill()
+        D.wait_until(lambda: not nats_line(a)["connected"], 10, "disconnect noticed")
+        # ingest goes on while the broker is away; the target events of these connections
+        # cannot be published: dropped and counted
+        for i in range(3):
+            send(a.ingest, D.calls(100, t0=10**9 * (i + 1)), b"TLCAP/1 target=t1 format=bin11\n")
+        a.wait_stats(lambda s: D.by_name(s, "t1")["events"] == 800,
+                     what="every event counted while the broker is away")
+        T.check(nats_line(a)["dropped"] >= 6, "drops counted: %r" % nats_line(a))
+        ns.start()
+        D.wait_until(lambda: nats_line(a)["connected"], 20, "reconnected", step=0.2)
+        T.check(nats_line(a)["reconnects"] >= 1, "reconnect counted")
+
+        def resumed():
+            msgs = consume(ns.url(), "tlcap.k.t1.stats", idle_ms=400)
+            return msgs if msgs and msgs[-1][1].snapshot.counters.events == 800 else None
+        D.wait_until(resumed, 20, "statistics after the restart", step=0.3)
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
+def vm_rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_broker_never_reads(d):
+    """A server that completes the handshake and then never reads: tlcapd's unsent bytes stay
+    under nats_buffer (64 KiB here) and the rest is dropped and counted."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    port = ls.getsockname()[1]
+    conns, stop = [], threading.Event()
+
+    def serve():
+        ls.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            conns.append(c)
+            c.sendall(b'INFO {"server_id":"x","version":"2.9.0","proto":1,"max_payload":'
+                      b'67108864,"headers":true}\r\n')
+            buf = b""
+            c.settimeout(2)
+            try:
+                while b"PING\r\n" not in buf:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+                if b"PING\r\n" in buf:
+                    c.sendall(b"PONG\r\n")
+            except OSError:
+                pass
+            # and from now on never read from c
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    # under ASan, freed memory sits in its quarantine (256 MiB by default) and RSS would grow to
+    # that: a small quarantine lets RSS show what the daemon holds
+    env = None
+    if "ASAN_OPTIONS" in os.environ:
+        env = {"ASAN_OPTIONS": os.environ["ASAN_OPTIONS"] + ":quarantine_size_mb=4"}
+    a = daemon(d, "a", "nats://127.0.0.1:%d" % port, "tlcap.stuck",
+               ["--nats-buffer", "65536", "--nats-full-interval", "100"], env=env)
+    try:
+        D.wait_until(lambda: nats_line(a)["connected"], 15, "connected to the stuck broker")
+        # 3,000 areas: every full snapshot is a few hundred KB, every 100 ms
+        data = b"".join(D.calls(1, t0=1000 + 300 * h, handle=h) for h in range(3000))
+        send(a.ingest, data, b"TLCAP/1 target=big format=bin11\n")
+        D.wait_until(lambda: nats_line(a)["dropped"] >= 20, 30, "drops counted", step=0.2)
+        rss1 = vm_rss_kb(a.p.pid)
+        D.wait_until(lambda: nats_line(a)["dropped"] >= 100, 30, "more drops", step=0.2)
+        rss2 = vm_rss_kb(a.p.pid)
+        T.check(rss2 < rss1 + 8 * 1024, "RSS grew from %d to %d KiB" % (rss1, rss2))
+        a.wait_stats(lambda s: D.by_name(s, "big")["events"] == 6000,
+                     what="ingest unharmed")
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status with a stuck broker")
+    finally:
+        stop.set()
+        a.kill()
+        for c in conns:
+            c.close()
+        ls.close()
+
+
+def test_sealed_segments(d):
+    """Every sealed segment is announced on PREFIX.TARGET.segments with its manifest."""
+    ns = NatsServer(d)
+    a = daemon(d, "a", ns.url(), "tlcap.seg", store=True)
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream")
+        send(a.ingest, D.calls(50), b"TLCAP/1 target=s1 format=bin11\n")
+        a.wait_stats(lambda s: D.by_name(s, "s1")["events"] == 100, what="100 events")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % a.serve, "rotate", "s1"])
+        T.check(rc == 0, "tlcap rotate: %d %s" % (rc, err))
+
+        def sealed():
+            msgs = consume(ns.url(), "tlcap.seg.s1.segments", idle_ms=400)
+            return msgs or None
+        msgs = D.wait_until(sealed, 20, "a segment notice", step=0.3)
+        ss = msgs[0][1].segment_sealed
+        T.eq(ss.target, "s1", "notice target")
+        T.check(os.path.exists(ss.path) and ss.path.startswith(a.state), "path %r" % ss.path)
+        T.check(ss.manifest.startswith(b"tlcap-manifest 1"), "manifest: %r" % ss.manifest[:60])
+        T.check(b"records 100" in ss.manifest, "the manifest counts the 100 records: %r" %
+                ss.manifest)
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
+def test_bad_url(d):
+    rc, out, err = T.run([TLCAPD, "--nats", "http://x", "--check-config", "--no-store",
+                          "--state-dir", d])
+    T.eq(rc, 2, "a bad --nats URL is a usage error")
+    T.check("nats" in err, "message names the option: %r" % err)
+
+
+if __name__ == "__main__":
+    if NATS is None:
+        print("SKIP: nats-server not installed (apt-get install nats-server)")
+        sys.exit(T.SKIP)
+    tmp = tempfile.mkdtemp(prefix="tlc_nats_")
+    try:
+        pb = gen_pb2(tmp)
+    except SystemExit:
+        raise
+    T.main([test_bad_url, test_sealed_segments, test_two_daemons_late_consumer, test_broker_killed_and_back,
+            test_broker_never_reads])
