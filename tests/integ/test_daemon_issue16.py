@@ -346,7 +346,8 @@ def test_names_not_squatted(d):
         T.eq(sorted(arr), ["probe", "t1"], "targets --json names")
         T.eq((arr["t1"]["state"], arr["t1"]["format"], arr["t1"]["counters"]["records"],
               arr["t1"]["counters"]["events"], arr["t1"]["counters"]["bytes"]),
-             ("connected", "bin11", 6, 6, 6 * 24), "t1 in targets --json (bytes after the preamble)")
+             ("connected", "bin11", 6, 6, 6 * 24),
+             "t1 in targets --json (bytes after the preamble)")
         T.eq(arr["probe"]["state"], "disconnected", "probe in targets --json")
         good.close()
     finally:

@@ -184,6 +184,7 @@ def test_report_inputs_default_to_json(d):
         T.eq(rc, 2, "another export asked for explicitly: usage error")
 
 
-T.main([test_report_inputs_default_to_json, test_timeline_text1, test_statistics_text1, test_json, test_bin10_to_bin11,
+T.main([test_report_inputs_default_to_json,
+        test_timeline_text1, test_statistics_text1, test_json, test_bin10_to_bin11,
         test_native_roundtrip_byte_identical, test_truncated_last_record, test_invalid_record,
         test_usage_errors, test_evlog_roundtrip])
