@@ -1097,6 +1097,8 @@ static void usage(FILE *f) {
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
+        "              (serial: --resync-idle DUR, default 50ms: a burst's last record is\n"
+        "              delivered after this silence; 0 = wait for the next burst)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
         "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
