@@ -21,6 +21,7 @@
 
 #include <nats/nats.h>
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -207,23 +208,36 @@ int tlc_cli_fleet(int argc, char **argv) {
   natsStatus s;
   char subj[300];
   int64_t start, last_draw = 0;
-  for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+  static const struct option lo[] = {
+    { "nats", required_argument, NULL, 'N' }, { "subject", required_argument, NULL, 's' },
+    { "json", no_argument, NULL, 'j' },       { "exit-after", required_argument, NULL, 'x' },
+    { "help", no_argument, NULL, 'h' },       { NULL, 0, NULL, 0 }
+  };
+  optind = 0; /* GNU: a full re-initialisation of getopt_long */
+  opterr = 0;
+  while ((i = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    if (i == 'h') {
       usage(stdout);
       return 0;
-    } else if (strcmp(argv[i], "--nats") == 0 && i + 1 < argc) {
-      url = argv[++i];
-    } else if (strcmp(argv[i], "--subject") == 0 && i + 1 < argc) {
-      prefix = argv[++i];
-    } else if (strcmp(argv[i], "--json") == 0) {
+    } else if (i == 'N') {
+      url = optarg;
+    } else if (i == 's') {
+      prefix = optarg;
+    } else if (i == 'j') {
       json = 1;
-    } else if (strcmp(argv[i], "--exit-after") == 0 && i + 1 < argc) {
-      exit_after = atof(argv[++i]);
+    } else if (i == 'x') {
+      exit_after = atof(optarg);
     } else {
-      fprintf(stderr, "tlcap fleet: unexpected argument %s\n", argv[i]);
+      fprintf(stderr, "tlcap fleet: %s %s\n", i == ':' ? "missing value for" : "unknown option",
+              argv[optind - 1]);
       usage(stderr);
       return 2;
     }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "tlcap fleet: unexpected argument %s\n", argv[optind]);
+    usage(stderr);
+    return 2;
   }
   if (url == NULL) {
     fprintf(stderr, "tlcap fleet: --nats URL is required\n");

@@ -26,10 +26,12 @@
 #include "xml.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -58,6 +60,7 @@ static void on_signal(int sig) {
 static void usage_main(FILE *to) {
   fprintf(to,
           "usage: tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]\n"
+          "       tlcap --version\n"
           "\n"
           "commands:\n"
           "  targets [--json]              list targets with status and counters\n"
@@ -75,17 +78,38 @@ static void usage_main(FILE *to) {
           "\n"
           "--connect defaults to $TLCAP_CONNECT or %s; a token for a daemon that requires\n"
           "one comes from --token-file or $TLCAP_TOKEN. `tlcap COMMAND --help` for details.\n"
+          "tlcap --version prints the version.\n"
           "Exit status: 0 success, 1 bad input or daemon error, 2 usage.\n",
           TLC_CLIENT_DEFAULT_ADDR);
 }
 
-static int wants_help(int argc, char **argv) {
-  int i;
-  for (i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-      return 1;
-  return 0;
+/* Every command parses its arguments with getopt_long (argv[0] is the command's name):
+ * operands may come before or after options, `--` ends the options, and a usage error is
+ * reported here as "tlcap CMD: ...". Returns the option, -1 at the end, or '?' after a usage
+ * error (already printed). */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *lo) {
+  int c = getopt_long(argc, argv, shortopts, lo, NULL);
+  if (c == ':' || c == '?') {
+    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    if (c == ':')
+      fprintf(stderr, "tlcap %s: %s needs a value\n", argv[0], a);
+    else if (optopt > 0 && optopt < 256 && strncmp(a, "--", 2) != 0)
+      fprintf(stderr, "tlcap %s: unknown option -%c\n", argv[0], optopt);
+    else
+      fprintf(stderr, "tlcap %s: unknown option %s\n", argv[0], a);
+    return '?';
+  }
+  return c;
 }
+
+/* Resets getopt for a new command line (GNU: optind 0 is a full re-initialisation). */
+static void opt_reset(void) {
+  optind = 0;
+  opterr = 0;
+}
+
+static const struct option help_only[] = { { "help", no_argument, NULL, 'h' },
+                                           { NULL, 0, NULL, 0 } };
 
 static tlc_client_t *connect_or_die(const char *name, int *status) {
   tlc_client_opts_t o;
@@ -195,19 +219,26 @@ static int cmd_targets(int argc, char **argv) {
   tlc_client_t *c;
   int status = 0, json = 0;
   size_t i;
-  if (wants_help(argc, argv)) {
+  int o;
+  static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
+    if (o == 'j') {
+      json = 1;
+      continue;
+    }
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
            "resyncs, bytes skipped, decode errors and the last connect/disconnect.\n"
            "--json: a JSON array, an object per target with every counter.\n");
     return 0;
   }
-  for (int a = 1; a < argc; a++) {
-    if (strcmp(argv[a], "--json") == 0) {
-      json = 1;
-      continue;
-    }
-    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[a]);
+  if (optind < argc) {
+    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[optind]);
     return EXIT_USAGE;
   }
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
@@ -271,30 +302,34 @@ static int cmd_stats(int argc, char **argv) {
   char err[512];
   size_t k;
   tlc_out_t o;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
-           "                                  [--text1-format ENTRY=FORMAT]...\n"
-           "Prints the daemon's current statistics of TARGET with the exporters of\n"
-           "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
-           "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
-           "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
-           "use `tlcapd replay --export aprof` on the target's segments.\n");
-    return 0;
-  }
+  static const struct option lo[] = { { "export", required_argument, NULL, 'e' },
+                                      { "text1-format", required_argument, NULL, 't' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  int opt;
   t1 = tlc_malloc(sizeof(*t1));
   if (t1 == NULL)
     return EXIT_BAD;
   tlc_text1_opts_default(t1);
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--export") == 0 || strcmp(a, "--text1-format") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "tlcap stats: %s needs a value\n", a);
-        status = EXIT_USAGE;
-        goto done;
-      }
-      if (strcmp(a, "--export") == 0) {
-        export_ = argv[++i];
+  opt_reset();
+  while ((opt = next_opt(argc, argv, ":he:t:", lo)) != -1) {
+    if (opt == '?') {
+      status = EXIT_USAGE;
+      goto done;
+    }
+    if (opt == 'h') {
+      printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
+             "                                  [--text1-format ENTRY=FORMAT]...\n"
+             "Prints the daemon's current statistics of TARGET with the exporters of\n"
+             "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
+             "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
+             "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
+             "use `tlcapd replay --export aprof` on the target's segments.\n");
+      goto done;
+    }
+    {
+      if (opt == 'e') {
+        export_ = optarg;
         for (k = 0; k < sizeof(exports) / sizeof(exports[0]); k++)
           if (strcmp(export_, exports[k]) == 0)
             break;
@@ -304,19 +339,18 @@ static int cmd_stats(int argc, char **argv) {
           status = EXIT_USAGE;
           goto done;
         }
-      } else if (tlc_text1_set_format(t1, argv[++i], err, sizeof(err)) < 0) {
-        fprintf(stderr, "tlcap stats: --text1-format %s: %s\n", argv[i], err);
+      } else if (tlc_text1_set_format(t1, optarg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "tlcap stats: --text1-format %s: %s\n", optarg, err);
         status = EXIT_USAGE;
         goto done;
       }
-    } else if (a[0] == '-' && a[1] != 0) {
-      fprintf(stderr, "tlcap stats: unknown option %s\n", a);
-      status = EXIT_USAGE;
-      goto done;
-    } else if (target == NULL) {
-      target = a;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    if (target == NULL) {
+      target = argv[i];
     } else {
-      fprintf(stderr, "tlcap stats: unexpected argument %s\n", a);
+      fprintf(stderr, "tlcap stats: unexpected argument %s\n", argv[i]);
       status = EXIT_USAGE;
       goto done;
     }
@@ -402,16 +436,20 @@ static int cmd_rotate(int argc, char **argv) {
   Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
-  int status = 0;
-  if (wants_help(argc, argv)) {
+  int status = 0, o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
            "Closes TARGET's current segment file and starts a new one.\n");
     return 0;
   }
-  if (argc != 2 || argv[1][0] == '-') {
+  if (argc - optind != 1) {
     fprintf(stderr, "usage: tlcap rotate TARGET\n");
     return EXIT_USAGE;
   }
+  argv += optind - 1;
   if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_ROTATE;
@@ -451,17 +489,21 @@ static int cmd_mapping(int argc, char **argv) {
   tlc_client_t *c;
   char *data = NULL;
   size_t len = 0;
-  int status = 0, r;
-  if (wants_help(argc, argv)) {
+  int status = 0, r, o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+    if (o != 'h')
+      return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
            "Loads area names from FILE (a Text1 or XML export with a mapping section) for\n"
            "TARGET.\n");
     return 0;
   }
-  if (argc != 3) {
+  if (argc - optind != 2) {
     fprintf(stderr, "usage: tlcap mapping TARGET FILE\n");
     return EXIT_USAGE;
   }
+  argv += optind - 1;
   if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
     fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
     return EXIT_BAD;
@@ -582,24 +624,36 @@ static int cmd_watch(int argc, char **argv) {
   tlc_client_t *c;
   view_t w;
   long interval = 1000, count = -1, i;
-  int status = 0, events = 0, snapshots = 0;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
-           "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
-           "--export json` schema) each time they change, and target events as JSON lines\n"
-           "{\"type\":\"target_event\",...}; with --events also live event batches\n"
-           "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
-           "snapshots. Reconnects when the daemon restarts.\n");
-    return 0;
-  }
-  for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
-      interval = strtol(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
-      count = strtol(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--events") == 0)
+  int status = 0, events = 0, snapshots = 0, oc;
+  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "count", required_argument, NULL, 'n' },
+                                      { "events", no_argument, NULL, 'E' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((oc = next_opt(argc, argv, ":hi:n:", lo)) != -1) {
+    if (oc == 'i')
+      interval = strtol(optarg, NULL, 10);
+    else if (oc == 'n')
+      count = strtol(optarg, NULL, 10);
+    else if (oc == 'E')
       events = 1;
-    else if (argv[i][0] != '-' && target == NULL)
+    else if (oc == '?')
+      return EXIT_USAGE;
+    else if (oc != 'h')
+      continue;
+    else {
+      printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+             "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
+             "--export json` schema) each time they change, and target events as JSON lines\n"
+             "{\"type\":\"target_event\",...}; with --events also live event batches\n"
+             "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
+             "snapshots. Reconnects when the daemon restarts.\n");
+      return 0;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    if (target == NULL)
       target = argv[i];
     else {
       fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
@@ -1003,23 +1057,30 @@ static int cmd_top(int argc, char **argv) {
   view_t w;
   top_state_t ts;
   long interval = 1000;
-  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0;
-  if (wants_help(argc, argv)) {
-    printf(
-        "usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
-        "A live view of a target's areas, sorted by net time, redrawn in place.\n"
-        "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
-        "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
-        "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
-        "first/last rows. The header shows the target's counters, area-limit drops, this view's\n"
-        "dropped events and detected sequence gaps.\n");
+  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
+  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  memset(&ts, 0, sizeof(ts));
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":hi:", lo)) != -1) {
+    if (o == 'i') {
+      interval = strtol(optarg, NULL, 10);
+      continue;
+    }
+    if (o != 'h')
+      return EXIT_USAGE;
+    printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
+           "A live view of a target's areas, sorted by net time, redrawn in place.\n"
+           "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
+           "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
+           "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
+           "first/last rows. The header shows the target's counters, area-limit drops, this\n"
+           "view's dropped events and detected sequence gaps.\n");
     return 0;
   }
-  memset(&ts, 0, sizeof(ts));
-  for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc)
-      interval = strtol(argv[++i], NULL, 10);
-    else if (argv[i][0] != '-' && ts.only == NULL)
+  for (i = optind; i < argc; i++) {
+    if (ts.only == NULL)
       ts.only = argv[i];
     else {
       fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
@@ -1188,40 +1249,46 @@ static int cmd_send(int argc, char **argv) {
   char *data = NULL, err[512], pre[300];
   size_t len = 0;
   uint64_t sent = 0, events = 0;
-  int r;
-  if (wants_help(argc, argv)) {
-    printf("usage: tlcap send FILE --target NAME --format bin10|bin11|evlog\n"
-           "                  [--rate EVENTS/S] [--loop] [--to HOST:PORT]\n"
-           "A target simulator: connects to tlcapd's ingest port (default 127.0.0.1:7411),\n"
-           "sends the preamble `TLCAP/1 target=NAME format=F` and then FILE's bytes.\n"
-           "--rate limits bin10/bin11 records per second; --loop repeats the file until\n"
-           "interrupted. Without --loop it half-closes and waits for the daemon to close.\n");
-    return 0;
-  }
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if ((strcmp(a, "--target") == 0 || strcmp(a, "--format") == 0 || strcmp(a, "--rate") == 0 ||
-         strcmp(a, "--to") == 0) &&
-        i + 1 >= argc) {
-      fprintf(stderr, "tlcap send: %s needs a value\n", a);
-      return EXIT_USAGE;
-    }
-    if (strcmp(a, "--target") == 0)
-      target = argv[++i];
-    else if (strcmp(a, "--format") == 0)
-      format = argv[++i];
-    else if (strcmp(a, "--to") == 0)
-      to = argv[++i];
-    else if (strcmp(a, "--rate") == 0) {
+  int r, o;
+  static const struct option lo[] = { { "target", required_argument, NULL, 't' },
+                                      { "format", required_argument, NULL, 'f' },
+                                      { "rate", required_argument, NULL, 'r' },
+                                      { "to", required_argument, NULL, 'T' },
+                                      { "loop", no_argument, NULL, 'l' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":ht:f:", lo)) != -1) {
+    if (o == 't') {
+      target = optarg;
+    } else if (o == 'f') {
+      format = optarg;
+    } else if (o == 'T') {
+      to = optarg;
+    } else if (o == 'r') {
       char *end;
-      rate = strtod(argv[++i], &end);
+      rate = strtod(optarg, &end);
       if (*end != 0 || rate <= 0) {
         fprintf(stderr, "tlcap send: --rate wants a positive number of events per second\n");
         return EXIT_USAGE;
       }
-    } else if (strcmp(a, "--loop") == 0)
+    } else if (o == 'l') {
       loop = 1;
-    else if (a[0] != '-' && file == NULL)
+    } else if (o == '?') {
+      return EXIT_USAGE;
+    } else {
+      printf("usage: tlcap send FILE --target NAME --format bin10|bin11|evlog\n"
+             "                  [--rate EVENTS/S] [--loop] [--to HOST:PORT]\n"
+             "A target simulator: connects to tlcapd's ingest port (default 127.0.0.1:7411),\n"
+             "sends the preamble `TLCAP/1 target=NAME format=F` and then FILE's bytes.\n"
+             "--rate limits bin10/bin11 records per second; --loop repeats the file until\n"
+             "interrupted. Without --loop it half-closes and waits for the daemon to close.\n");
+      return 0;
+    }
+  }
+  for (i = optind; i < argc; i++) {
+    const char *a = argv[i];
+    if (file == NULL)
       file = a;
     else {
       fprintf(stderr, "tlcap send: unexpected argument %s\n", a);
@@ -1352,27 +1419,36 @@ int main(int argc, char **argv) {
     g_addr = env;
   if ((env = getenv("TLCAP_TOKEN")) != NULL && env[0] != 0)
     g_token = tlc_strndup(env, strlen(env));
-  while (i < argc && argv[i][0] == '-') {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage_main(stdout);
-      return 0;
+  {
+    static const struct option lo[] = { { "connect", required_argument, NULL, 'C' },
+                                        { "token-file", required_argument, NULL, 'k' },
+                                        { "help", no_argument, NULL, 'h' },
+                                        { "version", no_argument, NULL, 'V' },
+                                        { NULL, 0, NULL, 0 } };
+    int o;
+    opt_reset();
+    /* '+': the options before COMMAND are tlcap's; the command parses the rest. */
+    while ((o = getopt_long(argc, argv, "+:hV", lo, NULL)) != -1) {
+      if (o == 'h') {
+        usage_main(stdout);
+        return 0;
+      } else if (o == 'V') {
+        printf("tlcap %s\n", TLC_VERSION);
+        return 0;
+      } else if (o == 'C') {
+        g_addr = optarg;
+      } else if (o == 'k') {
+        tlc_free(g_token);
+        if (load_token(optarg) < 0)
+          return EXIT_BAD;
+      } else {
+        fprintf(stderr, "tlcap: %s %s\n", o == ':' ? "missing value for" : "unknown option",
+                argv[optind - 1]);
+        usage_main(stderr);
+        return EXIT_USAGE;
+      }
     }
-    if (strcmp(argv[i], "--connect") == 0 && i + 1 < argc) {
-      g_addr = argv[i + 1];
-      i += 2;
-    } else if (strncmp(argv[i], "--connect=", 10) == 0) {
-      g_addr = argv[i] + 10;
-      i++;
-    } else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
-      tlc_free(g_token);
-      if (load_token(argv[i + 1]) < 0)
-        return EXIT_BAD;
-      i += 2;
-    } else {
-      fprintf(stderr, "tlcap: unknown option %s\n", argv[i]);
-      usage_main(stderr);
-      return EXIT_USAGE;
-    }
+    i = optind;
   }
   if (i >= argc) {
     usage_main(stderr);

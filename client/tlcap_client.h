@@ -34,6 +34,7 @@
 #ifndef TLCAP_CLIENT_H
 #define TLCAP_CLIENT_H
 
+#include "tlc_err.h" /* the TLC_E* codes and tlc_strerror() */
 #include "tlcap.pb-c.h"
 
 #include <stddef.h>

@@ -6,7 +6,8 @@
  * error is kept (inih goes on parsing; later errors are usually consequences).
  *
  * The command line uses the same key table as [daemon] (`--max-connections 64` is
- * `max_connections = 64`), so every option exists in both places by construction.
+ * `max_connections = 64`), so every option exists in both places by construction: the
+ * getopt_long option array is built from that table (cli_build_options).
  *
  * Caps: at most TLC_CFG_MAX_SOURCES sources and TLC_CFG_MAX_TARGETS [target] sections; values
  * are bounded by their fields (fixed-size strings, checked numbers). No allocation beyond the
@@ -18,6 +19,7 @@
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <ini.h>
 
@@ -26,10 +28,12 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <netinet/in.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 typedef struct pctx {
   tlc_config_t *c;
@@ -574,7 +578,7 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
     if (tlc_log_check_debug(v) != 0 || copy_str(c->debug, sizeof(c->debug), v) != 0) {
       seterr(why, wl,
              "expected a list of main, config, tcp, dial, serial, target, notify, pubsub, "
-             "store, engine, all, none; got \"%s\"",
+             "store, engine, efl, all, none; got \"%s\"",
              v);
       return TLC_EINVAL;
     }
@@ -600,6 +604,8 @@ static const char *kind_name(int kind) {
     return "dial";
   case TLC_SRC_SERIAL:
     return "serial";
+  case TLC_SRC_EFL:
+    return "efl";
   default:
     return "?";
   }
@@ -613,6 +619,60 @@ static void source_defaults(tlc_cfg_source_t *s, int kind) {
   s->parity = TLC_PARITY_NONE;
   s->stop_bits = 1;
   s->flow = TLC_FLOW_NONE;
+  if (kind == TLC_SRC_EFL) {
+    /* efl: evlog targets; efl_debugd's debugger port; efl_debug's poll interval */
+    s->format = TLC_FMT_EVLOG;
+    tlc_config_parse_hostport(TLC_DEFAULT_EFL_DEBUGD, s->host, sizeof(s->host), &s->port);
+    s->has_address = 1;
+    s->poll_ms = TLC_DEFAULT_EFL_POLL_MS;
+  }
+}
+
+/* efl: "debugd" is efl_debugd's debugger (master) port, as a numeric "IP:PORT". */
+static int set_efl_debugd(tlc_cfg_source_t *s, const char *v, char *why, size_t wl) {
+  unsigned char a[16];
+  if (v[0] == '/' || strncmp(v, "unix:", 5) == 0) {
+    seterr(
+        why, wl,
+        "\"%s\" is a Unix socket: efl_debugd's Unix socket ($XDG_RUNTIME_DIR/.edebug/efl_debug/0) "
+        "is for applications only; debuggers such as efl_debug and tlcapd use its TCP port "
+        "(default %s; docs/efl.md)",
+        v, TLC_DEFAULT_EFL_DEBUGD);
+    return TLC_EINVAL;
+  }
+  if (tlc_config_parse_hostport(v, s->host, sizeof(s->host), &s->port) != 0 || s->port == 0 ||
+      (inet_pton(AF_INET, s->host, a) != 1 && inet_pton(AF_INET6, s->host, a) != 1)) {
+    seterr(why, wl, "expected an IP address and port such as %s, got \"%s\"",
+           TLC_DEFAULT_EFL_DEBUGD, v);
+    return TLC_EINVAL;
+  }
+  s->has_address = 1;
+  return 0;
+}
+
+static int set_efl_key(tlc_cfg_source_t *s, const char *key, const char *v, char *why, size_t wl) {
+  uint64_t x;
+  if (strcmp(key, "pattern") == 0) {
+    if (*v == '\0' || copy_str(s->pattern, sizeof(s->pattern), v) != 0) {
+      seterr(why, wl, "expected a pattern of 1 to %d bytes", TLC_CFG_PATTERN - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (strcmp(key, "poll_ms") == 0) {
+    if (parse_size(v, 60000, &x) != 0 || x < 10) {
+      seterr(why, wl, "expected 10 to 60000 milliseconds, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    s->poll_ms = (uint32_t)x;
+    return 0;
+  }
+  if (strcmp(key, "debugd") == 0)
+    return set_efl_debugd(s, v, why, wl);
+  seterr(why, wl,
+         "unknown option for an [efl] section (pattern, poll_ms, debugd, mapping, "
+         "context_area)");
+  return TLC_EINVAL;
 }
 
 /* The source (kind, name), created if absent. NULL when the cap is reached. */
@@ -670,6 +730,8 @@ static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, c
   int r = set_tset(&s->tset, key, v, why, wl);
   if (r <= 0)
     return r;
+  if (s->kind == TLC_SRC_EFL)
+    return set_efl_key(s, key, v, why, wl);
   if (strcmp(key, "format") == 0) {
     s->format = tlc_format_parse(v);
     if (s->format == TLC_FMT_NONE) {
@@ -805,8 +867,8 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
     int k = 0;
     if (sp == NULL || (size_t)(sp - section) >= sizeof(kind)) {
       seterr(why, sizeof(why),
-             "unknown section (expected [daemon], [listen NAME], [dial NAME], [serial NAME] or "
-             "[target NAME])");
+             "unknown section (expected [daemon], [listen NAME], [dial NAME], [serial NAME], "
+             "[efl NAME] or [target NAME])");
       r = TLC_EINVAL;
       goto out;
     }
@@ -821,6 +883,8 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
       k = TLC_SRC_DIAL;
     else if (strcmp(kind, "serial") == 0)
       k = TLC_SRC_SERIAL;
+    else if (strcmp(kind, "efl") == 0)
+      k = TLC_SRC_EFL;
     else if (strcmp(kind, "target") != 0) {
       seterr(why, sizeof(why), "unknown section kind \"%s\"", kind);
       r = TLC_EINVAL;
@@ -1084,12 +1148,52 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
   return 0;
 }
 
-static const char *const cli_takes_value[] = { "config", "listen",  "dial",
-                                               "serial", "mapping", "context-area" };
+/* ---- command line: getopt_long, its long options built from the [daemon] key table ---- */
+
+/* Options that are not [daemon] keys. */
+static const struct {
+  const char *name;
+  int has_arg;
+} cli_extra[] = { { "config", required_argument },  { "listen", required_argument },
+                  { "dial", required_argument },    { "serial", required_argument },
+                  { "mapping", required_argument }, { "context-area", required_argument },
+                  { "efl", required_argument },     { "no-store", no_argument },
+                  { "check-config", no_argument },  { "help", no_argument },
+                  { "version", no_argument } };
+
+#define CLI_NEXTRA (sizeof(cli_extra) / sizeof(cli_extra[0]))
+#define CLI_NDKEYS (sizeof(dkeys) / sizeof(dkeys[0]))
+#define CLI_VAL0   256 /* getopt_long's val for long option i: CLI_VAL0 + i */
+
+/* The long options: cli_extra, then every dkeys[] name with '-' for '_'. Built once from the
+ * tables, so a key added to dkeys[] is an option without further code. */
+static struct option cli_longopts[CLI_NEXTRA + CLI_NDKEYS + 1];
+static char cli_dashed[CLI_NDKEYS][64];
+
+static void cli_build_options(void) {
+  size_t n = 0;
+  if (cli_longopts[0].name != NULL)
+    return;
+  for (size_t i = 0; i < CLI_NEXTRA; i++, n++) {
+    cli_longopts[n].name = cli_extra[i].name;
+    cli_longopts[n].has_arg = cli_extra[i].has_arg;
+    cli_longopts[n].val = CLI_VAL0 + (int)n;
+  }
+  for (size_t i = 0; i < CLI_NDKEYS; i++, n++) {
+    size_t j;
+    for (j = 0; dkeys[i].name[j] != '\0' && j + 1 < sizeof(cli_dashed[i]); j++)
+      cli_dashed[i][j] = dkeys[i].name[j] == '_' ? '-' : dkeys[i].name[j];
+    cli_dashed[i][j] = '\0';
+    cli_longopts[n].name = cli_dashed[i];
+    cli_longopts[n].has_arg = required_argument;
+    cli_longopts[n].val = CLI_VAL0 + (int)n;
+  }
+}
 
 static void usage(FILE *f) {
   fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
         "              [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...\n"
+        "              [--efl NAME=PATTERN]... (EFL applications through efl_debugd)\n"
         "              [--serve HOST:PORT] [--no-store] [--log-level LEVEL] [--debug LIST]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
@@ -1100,83 +1204,95 @@ static void usage(FILE *f) {
         "              (serial: --resync-idle DUR, default 50ms: a burst's last record is\n"
         "              delivered after this silence; 0 = wait for the next burst)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
+        "       tlcapd --version\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
-        "'_' (see docs/configuration.md). Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
+        "'_' (see docs/configuration.md). Short options: -c FILE (--config), -q (--log-level\n"
+        "warn), -v (--log-level debug), -h (--help), -V (--version).\n"
+        "Exit status: 0 ok, 1 runtime failure, 2 usage.\n",
         f);
 }
 
+/* The name getopt_long stopped at (argv element without "=value"), for messages. */
+static void cli_bad_name(char **argv, int optind_, char *buf, size_t len) {
+  const char *a = optind_ > 0 ? argv[optind_ - 1] : "";
+  snprintf(buf, len, "%.*s", (int)strcspn(a, "="), a);
+}
+
 int tlc_cli_parse(tlc_cli_t *cli, int argc, char **argv, char *err, size_t errlen) {
+  int c, idx;
   memset(cli, 0, sizeof(*cli));
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = NULL;
-    char key[64];
-    const char *eq;
-    size_t kl;
-    int needs = 0;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+  cli_build_options();
+  optind = 0; /* GNU: a full re-initialisation (the parse may run more than once) */
+  opterr = 0;
+  /* '+': stop at the first non-option (there are none; it is reported below). */
+  while ((c = getopt_long(argc, argv, "+:c:hVqv", cli_longopts, &idx)) != -1) {
+    const char *name = NULL, *v = optarg;
+    char bad[64];
+    switch (c) {
+    case 'h':
+      usage(stdout);
+      return 1;
+    case 'V':
+      fputs("tlcapd " TLC_VERSION "\n", stdout);
+      return 1;
+    case 'c':
+      cli->config = optarg;
+      continue;
+    case 'q':
+    case 'v':
+      name = "log-level";
+      v = c == 'q' ? "warn" : "debug";
+      break;
+    case ':':
+      if (optopt >= CLI_VAL0)
+        seterr(err, errlen, "command line: --%s needs a value",
+               cli_longopts[optopt - CLI_VAL0].name);
+      else
+        seterr(err, errlen, "command line: -%c needs a value", optopt);
+      return TLC_EINVAL;
+    case '?':
+      cli_bad_name(argv, optind, bad, sizeof(bad));
+      if (optopt >= CLI_VAL0)
+        seterr(err, errlen, "command line: --%s takes no value",
+               cli_longopts[optopt - CLI_VAL0].name);
+      else if (optopt != 0)
+        seterr(err, errlen, "command line: unknown option \"-%c\"", optopt);
+      else
+        seterr(err, errlen, "command line: unknown option \"%s\"", bad);
+      return TLC_EINVAL;
+    default:
+      name = cli_longopts[c - CLI_VAL0].name;
+      break;
+    }
+    if (strcmp(name, "help") == 0) {
       usage(stdout);
       return 1;
     }
-    if (strcmp(a, "--version") == 0) {
-      fputs("tlcapd 0.1.0\n", stdout);
+    if (strcmp(name, "version") == 0) {
+      fputs("tlcapd " TLC_VERSION "\n", stdout);
       return 1;
     }
-    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-      seterr(err, errlen, "command line: unexpected argument \"%s\"", a);
-      return TLC_EINVAL;
-    }
-    a += 2;
-    eq = strchr(a, '=');
-    kl = eq != NULL ? (size_t)(eq - a) : strlen(a);
-    if (kl >= sizeof(key)) {
-      seterr(err, errlen, "command line: unknown option \"--%s\"", a);
-      return TLC_EINVAL;
-    }
-    memcpy(key, a, kl);
-    key[kl] = '\0';
-    if (strcmp(key, "no-store") == 0 || strcmp(key, "check-config") == 0) {
-      if (eq != NULL) {
-        seterr(err, errlen, "command line: --%s takes no value", key);
-        return TLC_EINVAL;
-      }
-      if (strcmp(key, "check-config") == 0)
-        cli->check_only = 1;
-    } else {
-      char dk[64];
-      for (size_t j = 0; j < sizeof(cli_takes_value) / sizeof(cli_takes_value[0]); j++)
-        if (strcmp(key, cli_takes_value[j]) == 0)
-          needs = 1;
-      for (size_t j = 0; j <= kl; j++)
-        dk[j] = key[j] == '-' ? '_' : key[j];
-      if (!needs && find_dkey(dk) == NULL) {
-        seterr(err, errlen, "command line: unknown option \"--%s\"", key);
-        return TLC_EINVAL;
-      }
-      if (eq != NULL) {
-        v = eq + 1;
-      } else {
-        if (i + 1 >= argc) {
-          seterr(err, errlen, "command line: --%s needs a value", key);
-          return TLC_EINVAL;
-        }
-        v = argv[++i];
-      }
-    }
-    if (strcmp(key, "config") == 0) {
+    if (strcmp(name, "config") == 0) {
       cli->config = v;
       continue;
     }
+    if (strcmp(name, "check-config") == 0)
+      cli->check_only = 1;
     if (cli->n == TLC_CFG_MAX_CLI) {
       seterr(err, errlen, "command line: more than %d options", TLC_CFG_MAX_CLI);
       return TLC_EINVAL;
     }
-    /* Keep the option name inside argv: point just past "--". */
-    cli->opt[cli->n] = argv[i - (v != NULL && eq == NULL ? 1 : 0)] + 2;
+    /* The name is the option table's (static); the value points into argv. */
+    cli->opt[cli->n] = name;
     cli->val[cli->n] = v;
     cli->n++;
-    if (strcmp(key, "listen") == 0 || strcmp(key, "dial") == 0 || strcmp(key, "serial") == 0)
+    if (strcmp(name, "listen") == 0 || strcmp(name, "dial") == 0 || strcmp(name, "serial") == 0 ||
+        strcmp(name, "efl") == 0)
       cli->nsources++;
+  }
+  if (optind < argc) {
+    seterr(err, errlen, "command line: unexpected argument \"%s\"", argv[optind]);
+    return TLC_EINVAL;
   }
   return 0;
 }
@@ -1220,6 +1336,34 @@ static int apply_target_opt(tlc_config_t *c, const char *key, const char *v, cha
   return 0;
 }
 
+/* --efl NAME=PATTERN: the [efl NAME] section's pattern (its other keys stay the file's). */
+static int apply_efl_opt(tlc_config_t *c, const char *v, char *err, size_t errlen) {
+  const char *eq = strchr(v, '=');
+  char name[TLC_TARGET_NAME_MAX + 1], why[256] = "";
+  tlc_cfg_source_t *s;
+  if (eq == NULL || eq == v || (size_t)(eq - v) >= sizeof(name) || eq[1] == '\0') {
+    seterr(err, errlen, "command line: --efl: expected NAME=PATTERN, got \"%s\"", v);
+    return TLC_EINVAL;
+  }
+  memcpy(name, v, (size_t)(eq - v));
+  name[eq - v] = '\0';
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+    seterr(err, errlen, "command line: --efl: invalid name \"%s\"", name);
+    return TLC_EINVAL;
+  }
+  s = get_source(c, TLC_SRC_EFL, name, "command line");
+  if (s == NULL) {
+    seterr(err, errlen, "command line: --efl: more than %d sources", TLC_CFG_MAX_SOURCES);
+    return TLC_ELIMIT;
+  }
+  if (set_efl_key(s, "pattern", eq + 1, why, sizeof(why)) != 0) {
+    seterr(err, errlen, "command line: --efl: %s", why);
+    return TLC_EINVAL;
+  }
+  snprintf(s->origin, sizeof(s->origin), "command line");
+  return 0;
+}
+
 int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen) {
   for (size_t i = 0; i < cli->n; i++) {
     char key[64], dk[64], why[256] = "";
@@ -1247,6 +1391,12 @@ int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_
       s.tset = d->tset; /* keep the file's mapping/context_area for this source */
       snprintf(s.origin, sizeof(s.origin), "command line");
       *d = s;
+      continue;
+    }
+    if (strcmp(key, "efl") == 0) {
+      int r = apply_efl_opt(c, v, err, errlen);
+      if (r != 0)
+        return r;
       continue;
     }
     if (strcmp(key, "mapping") == 0 || strcmp(key, "context-area") == 0) {
@@ -1330,6 +1480,8 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
       miss = "address";
     else if (s->kind == TLC_SRC_SERIAL && s->device[0] == '\0')
       miss = "device";
+    else if (s->kind == TLC_SRC_EFL && s->pattern[0] == '\0')
+      miss = "pattern";
     if (miss != NULL) {
       seterr(err, errlen, "%s: [%s %s]: missing option \"%s\"", s->origin, kind_name(s->kind),
              s->name, miss);

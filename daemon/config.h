@@ -29,12 +29,17 @@
 #define TLC_CFG_HOST        256
 #define TLC_CFG_LIST        1024 /* a listener's allow / targets list */
 #define TLC_CFG_MAX_CLI     512
+#define TLC_CFG_PATTERN     128
 
 /* Defaults of the embedded configuration (ports documented in docs/configuration.md). */
 #define TLC_DEFAULT_BIN11_ADDR "127.0.0.1:7411"
 #define TLC_DEFAULT_EVLOG_ADDR "127.0.0.1:7412"
 #define TLC_DEFAULT_SERVE_ADDR "127.0.0.1:7400"
 #define TLC_DEFAULT_STATE_DIR  "./tlcap-state"
+
+/* [efl NAME] defaults: efl_debugd's debugger port, efl_debug's poll interval (docs/efl.md). */
+#define TLC_DEFAULT_EFL_DEBUGD  "127.0.0.1:6666"
+#define TLC_DEFAULT_EFL_POLL_MS 200
 
 enum tlc_parity { TLC_PARITY_NONE = 0, TLC_PARITY_EVEN = 1, TLC_PARITY_ODD = 2 };
 enum tlc_flow { TLC_FLOW_NONE = 0, TLC_FLOW_RTSCTS = 1, TLC_FLOW_XONXOFF = 2 };
@@ -46,7 +51,8 @@ typedef struct tlc_cfg_tset {
   uint32_t context_area;
 } tlc_cfg_tset_t;
 
-/* One [listen NAME], [dial NAME] or [serial NAME] section, or --listen/--dial/--serial. */
+/* One [listen NAME], [dial NAME], [serial NAME] or [efl NAME] section, or --listen/--dial/
+ * --serial/--efl. An efl source keeps efl_debugd's address in host/port ("debugd"). */
 typedef struct tlc_cfg_source {
   int kind; /* enum tlc_src_kind */
   char name[TLC_TARGET_NAME_MAX + 1];
@@ -61,6 +67,8 @@ typedef struct tlc_cfg_source {
   uint8_t stop_bits;              /* 1 or 2 */
   uint8_t flow;                   /* enum tlc_flow */
   tlc_cfg_tset_t tset;            /* defaults for the targets this source creates */
+  char pattern[TLC_CFG_PATTERN];  /* efl: fnmatch pattern on application name or pid */
+  uint32_t poll_ms;               /* efl: evlog poll interval (default 200, as efl_debug) */
   char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
   char allow[TLC_CFG_LIST];       /* listen: peer addresses accepted, CIDR list ("" = any) */
   char targets[TLC_CFG_LIST];     /* listen: target names allowed, fnmatch list ("" = any) */

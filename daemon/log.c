@@ -12,6 +12,14 @@
  * addressed table (64 sites; sites beyond that are not limited). Cost per line: one
  * vsnprintf and one write.
  *
+ * Under systemd (JOURNAL_STREAM names our stderr) a line is one datagram of journald's native
+ * protocol ("KEY=value\n" fields: MESSAGE, PRIORITY, SYSLOG_IDENTIFIER, TLCAP_COMPONENT and,
+ * when the message names them, TARGET, PEER, SEGMENT, DEVICE; see tlc_log_fields), sent with
+ * MSG_DONTWAIT to /run/systemd/journal/socket. This is what libsystemd's sd_journal_send
+ * writes, but sd_journal_send blocks once journald's queue is full, and a stalled log reader
+ * must never stall capture (RELIABILITY T38): a datagram that cannot be sent at once goes
+ * down the stderr path instead ("<N>" prefix, bounded buffer, drops counted).
+ *
  * Not thread-safe: loop thread only.
  */
 #include "log.h"
@@ -22,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,13 +54,18 @@ static struct {
   int level;
   unsigned debug;
   int journal;
+  int jfd;                    /* datagram socket to journald, -1: none */
+  struct sockaddr_un jaddr;   /* journald's native socket */
+  uint64_t journal_fallbacks; /* datagrams that went to stderr instead */
   int nonblock;
   char buf[TLC_LOG_BUFFER];
   size_t len;
   uint64_t dropped, dropped_unreported;
   uint64_t suppressed;
   site_t sites[NSITES];
-} L = { TLC_LOG_INFO, 0, 0, 0, { 0 }, 0, 0, 0, 0, { { 0 } } };
+} L = { .level = TLC_LOG_INFO, .jfd = -1 };
+
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 static const struct {
   const char *name;
@@ -59,7 +74,8 @@ static const struct {
               { "tcp", TLC_LOGC_TCP },       { "dial", TLC_LOGC_DIAL },
               { "serial", TLC_LOGC_SERIAL }, { "target", TLC_LOGC_TARGET },
               { "notify", TLC_LOGC_NOTIFY }, { "pubsub", TLC_LOGC_PUBSUB },
-              { "store", TLC_LOGC_STORE },   { "engine", TLC_LOGC_ENGINE } };
+              { "store", TLC_LOGC_STORE },   { "engine", TLC_LOGC_ENGINE },
+              { "efl", TLC_LOGC_EFL } };
 
 static const char *const level_names[] = { "emerg", "alert",  "crit", "err",
                                            "warn",  "notice", "info", "debug" };
@@ -87,6 +103,12 @@ void tlc_log_init(void) {
     if (sscanf(js, "%llu:%llu", &dev, &ino) == 2 && (unsigned long long)st.st_dev == dev &&
         (unsigned long long)st.st_ino == ino)
       L.journal = 1;
+  }
+  if (L.journal && L.jfd < 0) {
+    L.jfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    memset(&L.jaddr, 0, sizeof(L.jaddr));
+    L.jaddr.sun_family = AF_UNIX;
+    memcpy(L.jaddr.sun_path, JOURNAL_SOCKET, sizeof(JOURNAL_SOCKET));
   }
   if (fstat(2, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
     int fl = fcntl(2, F_GETFL);
@@ -140,9 +162,181 @@ static void sink(const char *line, size_t n) {
   drain();
 }
 
+/* ---- structured fields for the journal ---- */
+
+static int is_name_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         strchr("._-@:#+=[]/", c) != NULL;
+}
+
+/* Copies the token at p (up to a space, or `stop`) into out, without one trailing ':'. */
+static void take(const char *p, char stop, char *out, size_t cap) {
+  size_t n = 0;
+  while (p[n] != '\0' && p[n] != ' ' && p[n] != stop && n + 1 < cap)
+    n++;
+  if (n > 0 && p[n - 1] == ':' && stop != ':')
+    n--;
+  memcpy(out, p, n);
+  out[n] = '\0';
+}
+
+/* The text after the first occurrence of `key`, or NULL. */
+static const char *after(const char *msg, const char *key) {
+  const char *p = strstr(msg, key);
+  return p != NULL ? p + strlen(key) : NULL;
+}
+
+static int starts(const char *msg, const char *key) {
+  return strncmp(msg, key, strlen(key)) == 0;
+}
+
+/* A segment file name: ends in .txt.BIN, .xml.BIN or .log, with .part, .zst, .torn or
+ * .skipped after it. */
+static int is_segment(const char *tok) {
+  static const char *const base[] = { ".txt.BIN", ".xml.BIN", ".log" };
+  static const char *const tail[] = { "", ".part", ".zst", ".torn", ".skipped" };
+  size_t n = strlen(tok);
+  for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+    for (size_t j = 0; j < sizeof(tail) / sizeof(tail[0]); j++) {
+      size_t bl = strlen(base[i]), tl = strlen(tail[j]);
+      if (n > bl + tl && memcmp(tok + n - tl, tail[j], tl) == 0 &&
+          memcmp(tok + n - tl - bl, base[i], bl) == 0)
+        return 1;
+    }
+  return 0;
+}
+
+void tlc_log_fields(const char *msg, unsigned comp, tlc_log_fields_t *f) {
+  const char *p;
+  memset(f, 0, sizeof(*f));
+  /* Sources and targets: "target NAME ...", "dial NAME ...", "serial NAME ..." (dial and
+   * serial names are target names), then "(PEER)" or "(DEVICE)" right after the name. */
+  if (starts(msg, "target ") || starts(msg, "dial ") || starts(msg, "serial ")) {
+    p = strchr(msg, ' ') + 1;
+    take(p, '\0', f->target, sizeof(f->target));
+    p += strcspn(p, " ");
+    if (p[0] == ' ' && p[1] == '(') {
+      if (starts(msg, "serial "))
+        take(p + 2, ')', f->device, sizeof(f->device));
+      else
+        take(p + 2, ')', f->peer, sizeof(f->peer));
+    }
+  } else if (starts(msg, "connection ")) {
+    /* "connection PEER on LISTENER (target NAME): ..." */
+    take(msg + strlen("connection "), '\0', f->peer, sizeof(f->peer));
+  } else if (starts(msg, "sub#")) {
+    /* pubsub: "sub#N PEER: ..." */
+    p = strchr(msg, ' ');
+    if (p != NULL)
+      take(p + 1, '\0', f->peer, sizeof(f->peer));
+  }
+  if (f->target[0] == '\0' && (p = after(msg, "target ")) != NULL)
+    take(p, ')', f->target, sizeof(f->target));
+  if (f->peer[0] == '\0' && (p = after(msg, "connected from ")) != NULL)
+    take(p, '\0', f->peer, sizeof(f->peer));
+  /* Storage: the first token that is a segment file; its directory is the target's. */
+  for (p = msg; *p != '\0';) {
+    char tok[sizeof(f->segment)];
+    size_t n;
+    while (*p == ' ' || *p == '(')
+      p++;
+    take(p, '\0', tok, sizeof(tok));
+    n = strlen(tok);
+    while (n > 0 && strchr(",;)", tok[n - 1]) != NULL)
+      tok[--n] = '\0';
+    if (is_segment(tok)) {
+      const char *slash = strrchr(tok, '/');
+      memcpy(f->segment, tok, n + 1);
+      if (f->target[0] == '\0' && slash != NULL) {
+        const char *d = slash;
+        while (d > tok && d[-1] != '/')
+          d--;
+        if (slash > d && (size_t)(slash - d) < sizeof(f->target)) {
+          memcpy(f->target, d, (size_t)(slash - d));
+          f->target[slash - d] = '\0';
+        }
+      }
+      break;
+    }
+    p += strcspn(p, " ");
+  }
+  /* Storage lines "NAME: ..." name their target first. */
+  if (f->target[0] == '\0' && comp == TLC_LOGC_STORE) {
+    size_t n = strcspn(msg, " ");
+    static const char *const words[] = { "retention:", "reconfigure:", "close:", "recovery:",
+                                         "storage:",   "disk",         "store:" };
+    int word = 0;
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+      word |= strlen(words[i]) == n && strncmp(msg, words[i], n) == 0;
+    if (!word && n > 1 && n < sizeof(f->target) && msg[n - 1] == ':')
+      take(msg, '\0', f->target, sizeof(f->target));
+  }
+  /* Only names made of name characters are fields (a stray word is not a target). */
+  for (p = f->target; *p != '\0'; p++)
+    if (!is_name_char(*p)) {
+      f->target[0] = '\0';
+      break;
+    }
+}
+
+void tlc_log_set_journal_socket(const char *path) {
+  size_t n = strlen(path);
+  if (n < sizeof(L.jaddr.sun_path))
+    memcpy(L.jaddr.sun_path, path, n + 1);
+}
+
+uint64_t tlc_log_journal_fallbacks(void) {
+  return L.journal_fallbacks;
+}
+
+static size_t field(char *buf, size_t cap, size_t n, const char *key, const char *v) {
+  int w;
+  if (v[0] == '\0' || n >= cap)
+    return n;
+  w = snprintf(buf + n, cap - n, "%s=%s\n", key, v);
+  if (w < 0 || (size_t)w >= cap - n)
+    return n; /* the field does not fit: left out, the datagram stays well-formed */
+  return n + (size_t)w;
+}
+
+/* One native-protocol datagram. Returns 0 when journald took it. */
+static int journal_send(int level, unsigned comp, const char *msg) {
+  char dg[LINE_MAX_ + 1024], lv[4];
+  tlc_log_fields_t f;
+  size_t n = 0;
+  int w;
+  if (L.jfd < 0)
+    return -1;
+  tlc_log_fields(msg, comp, &f);
+  w = snprintf(dg, sizeof(dg), "MESSAGE=%s: %s\n", comp_name(comp), msg);
+  if (w < 0 || (size_t)w >= sizeof(dg))
+    return -1;
+  n = (size_t)w;
+  snprintf(lv, sizeof(lv), "%d", level & 7);
+  n = field(dg, sizeof(dg), n, "PRIORITY", lv);
+  n = field(dg, sizeof(dg), n, "SYSLOG_IDENTIFIER", "tlcapd");
+  n = field(dg, sizeof(dg), n, "TLCAP_COMPONENT", comp_name(comp));
+  n = field(dg, sizeof(dg), n, "TARGET", f.target);
+  n = field(dg, sizeof(dg), n, "PEER", f.peer);
+  n = field(dg, sizeof(dg), n, "SEGMENT", f.segment);
+  n = field(dg, sizeof(dg), n, "DEVICE", f.device);
+  for (;;) {
+    ssize_t r = sendto(L.jfd, dg, n, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)&L.jaddr,
+                       sizeof(L.jaddr));
+    if (r >= 0)
+      return 0;
+    if (errno != EINTR)
+      break;
+  }
+  L.journal_fallbacks++;
+  return -1;
+}
+
 static void emit(int level, unsigned comp, const char *msg) {
   char line[LINE_MAX_ + 96];
   int n;
+  if (L.journal && journal_send(level, comp, msg) == 0)
+    return;
   if (L.journal) {
     n = snprintf(line, sizeof(line), "<%d>%s: %s\n", level, comp_name(comp), msg);
   } else {

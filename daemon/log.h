@@ -1,12 +1,14 @@
 /* log.h - the daemon's one log path: levels, per-component debug switches, rate limiting, and
  * a bounded, non-blocking sink.
  *
- * Lines go to stderr. Under systemd (JOURNAL_STREAM set) they carry a "<N>" syslog priority
- * prefix and no timestamp (journald adds its own); otherwise an ISO-8601 UTC timestamp and the
- * level name. If stderr is a pipe or socket it is made O_NONBLOCK and lines that cannot be
- * written at once wait in a bounded buffer (64 KiB); when that is full, lines are dropped and
- * counted (tlc_log_dropped) and a "log: N lines dropped" line follows when the sink drains.
- * So a stalled log reader never blocks the event loop (RELIABILITY T38).
+ * Lines go to stderr with an ISO-8601 UTC timestamp and the level name. Under systemd
+ * (JOURNAL_STREAM names our stderr) they go to the journal as native-protocol datagrams with
+ * structured fields (PRIORITY, TARGET, PEER, SEGMENT, DEVICE: tlc_log_fields), sent without
+ * blocking; a datagram journald cannot take at once goes to stderr instead, with a "<N>"
+ * syslog priority prefix and no timestamp. If stderr is a pipe or socket it is made O_NONBLOCK and
+ * lines that cannot be written at once wait in a bounded buffer (64 KiB); when that is full, lines
+ * are dropped and counted (tlc_log_dropped) and a "log: N lines dropped" line follows when the sink
+ * drains. So a stalled log reader never blocks the event loop (RELIABILITY T38).
  *
  * Rate limit: per call site (keyed by the format string, the level and the component, so that
  * the pubsub and storage modules' "%s" pass-through lines are limited per module and level),
@@ -45,7 +47,8 @@ enum tlc_log_comp {
   TLC_LOGC_PUBSUB = 1u << 7,
   TLC_LOGC_STORE = 1u << 8,
   TLC_LOGC_ENGINE = 1u << 9,
-  TLC_LOGC_ALL = 0x3FFu
+  TLC_LOGC_EFL = 1u << 10,
+  TLC_LOGC_ALL = 0x7FFu
 };
 
 #define TLC_LOG_BURST       10
@@ -82,6 +85,26 @@ void tlc_log(int level, unsigned comp, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* The journal fields a message names, by the callers' conventions (see the rule above: lines
+ * about a peer name it): "target NAME", "dial NAME", "serial NAME", "(target NAME)" and a
+ * storage line's leading "NAME:" give TARGET; "target NAME (PEER)", "dial NAME (HOST:PORT)",
+ * "connection PEER on ...", "connected from PEER", "sub#N PEER:" give PEER; "serial NAME
+ * (DEVICE)" gives DEVICE; the first segment file name (.txt.BIN, .xml.BIN, .log, with
+ * .part/.zst/.torn/.skipped) gives SEGMENT, and its directory the TARGET when nothing else
+ * did. Empty strings for fields the message does not name. */
+typedef struct tlc_log_fields {
+  char target[160];
+  char peer[80];
+  char segment[256];
+  char device[256];
+} tlc_log_fields_t;
+void tlc_log_fields(const char *msg, unsigned comp, tlc_log_fields_t *f);
+
+/* Tests: journald's socket path (default /run/systemd/journal/socket); datagrams that could
+ * not be sent and went to stderr. */
+void tlc_log_set_journal_socket(const char *path);
+uint64_t tlc_log_journal_fallbacks(void);
 
 /* Lines dropped because the sink was full; lines suppressed by the rate limit. */
 uint64_t tlc_log_dropped(void);

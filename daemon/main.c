@@ -104,13 +104,15 @@ static void dump_stats(tlc_daemon_t *d) {
       ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
       ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
-      ", \"refused_allow\": %" PRIu64 ", \"targets_evicted\": %" PRIu64 "},\n \"targets\": [",
+      ", \"refused_allow\": %" PRIu64 ", \"targets_evicted\": %" PRIu64 "},\n",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
       st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
       tlc_sd_watchdog_withheld(), tlc_sd_dropped(), st->refused_allow, d->targets.evicted);
+  tlc_efl_dump(d, &o);
+  tlc_out_puts(&o, " \"targets\": [");
   for (size_t i = 0; i < d->targets.n; i++) {
     const tlc_target_t *t = d->targets.v[i];
     tlc_counters_t c;
@@ -149,7 +151,7 @@ static void dump_stats(tlc_daemon_t *d) {
     tlc_table_init(&tab);
     if (tlc_target_snapshot(t, &tab, NULL) == 0) {
       tlc_out_puts(&o, ", \"stats\": ");
-      tlc_json_write(&o, &tab, t->has_mapping ? &t->mapping : NULL, t->name, 1);
+      tlc_json_write(&o, &tab, tlc_target_names(d->targets.v[i]), t->name, 1);
     }
     tlc_table_fini(&tab);
     tlc_out_puts(&o, "}");
@@ -188,6 +190,7 @@ static void send_status(app_t *a) {
   char msg[600];
   status_text(&a->d, a->last_status_text, sizeof(a->last_status_text));
   tlc_wiring_status(a->wiring, a->last_status_text, sizeof(a->last_status_text));
+  tlc_efl_status(&a->d, a->last_status_text, sizeof(a->last_status_text));
   snprintf(msg, sizeof(msg), "STATUS=%s", a->last_status_text);
   tlc_sd_notify(msg);
 }
@@ -263,6 +266,7 @@ static void shutdown_begin(app_t *a, const char *why) {
   tlc__conns_drain_close(d); /* finish what was received, close */
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
+  tlc_efl_sync(d); /* evlog off in the applications */
   dump_stats(d);
   tlc_wiring_close(a->wiring); /* seals segments, says goodbye to subscribers */
   a->wiring = NULL;
@@ -314,6 +318,7 @@ static void reload(app_t *a) {
   tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
   tlc_dial_sync(d);
   tlc_serial_sync(d);
+  tlc_efl_sync(d);
   tlc_wiring_reload(a->wiring);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
           tlc_listen_count(d), d->targets.n);
@@ -449,6 +454,7 @@ int main(int argc, char **argv) {
   }
   tlc_dial_sync(d);
   tlc_serial_sync(d);
+  tlc_efl_sync(d);
 
   if ((r = start_signal(a, &a->sig_hup, SIGHUP)) != 0 ||
       (r = start_signal(a, &a->sig_term, SIGTERM)) != 0 ||
@@ -487,6 +493,7 @@ stop:
   tlc__conns_drain_close(d);
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
+  tlc_efl_sync(d);
   tlc_wiring_close(a->wiring);
   a->wiring = NULL;
   uv_walk(&loop, close_walk_cb, NULL);

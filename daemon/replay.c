@@ -39,8 +39,10 @@
 #include "timeline.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,8 +110,25 @@ static void usage(FILE *to) {
               "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
               "--from/--to keep events whose time (ns) lies in [from, to].\n"
               "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
+              "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
+              "-h (--help), -V (--version).\n"
               "Exit status: 0 success, 1 bad input, 2 usage.\n");
 }
+
+/* Long options; short ones where conventional (-o, -f, -e, -m, -h, -V). */
+static const struct option replay_opts[] = { { "format", required_argument, NULL, 'f' },
+                                             { "mapping", required_argument, NULL, 'm' },
+                                             { "context-area", required_argument, NULL, 'a' },
+                                             { "export", required_argument, NULL, 'e' },
+                                             { "text1-format", required_argument, NULL, 't' },
+                                             { "output", required_argument, NULL, 'o' },
+                                             { "from", required_argument, NULL, 'F' },
+                                             { "to", required_argument, NULL, 'T' },
+                                             { "xml-timeline", required_argument, NULL, 'x' },
+                                             { "no-indent", no_argument, NULL, 'n' },
+                                             { "help", no_argument, NULL, 'h' },
+                                             { "version", no_argument, NULL, 'V' },
+                                             { NULL, 0, NULL, 0 } };
 
 static int parse_i64(const char *s, int64_t *v) {
   char *end;
@@ -657,7 +676,7 @@ static int export_native(rp_t *rp, rp_stream_t *s, tlc_out_t *o) {
 int tlc_replay_main(int argc, char **argv) {
   rp_t rp;
   rp_stream_t s;
-  int i, status = 0, r;
+  int i, c, status = 0, r;
   FILE *out = stdout;
   tlc_out_t o;
   char err[256];
@@ -672,29 +691,32 @@ int tlc_replay_main(int argc, char **argv) {
   if (rp.files == NULL)
     return 1;
 
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = strcmp(a, "--format") == 0 || strcmp(a, "--mapping") == 0 ||
-                strcmp(a, "--context-area") == 0 || strcmp(a, "--export") == 0 ||
-                strcmp(a, "--text1-format") == 0 || strcmp(a, "--output") == 0 ||
-                strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0 ||
-                strcmp(a, "--xml-timeline") == 0;
-    if (strcmp(a, "--no-indent") == 0) {
+  optind = 0; /* GNU: full re-initialisation */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":hVf:m:e:o:", replay_opts, NULL)) != -1) {
+    const char *v = optarg;
+    switch (c) {
+    case 'n':
       rp.xml.indent = 0;
-      continue;
-    }
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      break;
+    case 'h':
       usage(stdout);
       status = 0;
       goto done;
-    }
-    if (takes && v == NULL) {
-      fprintf(stderr, "tlcapd replay: %s needs a value\n", a);
+    case 'V':
+      fputs("tlcapd " TLC_VERSION "\n", stdout);
+      status = 0;
+      goto done;
+    case ':':
+      fprintf(stderr, "tlcapd replay: %s needs a value\n", argv[optind - 1]);
       status = 2;
       goto done;
-    }
-    if (strcmp(a, "--format") == 0) {
+    case '?':
+      fprintf(stderr, "tlcapd replay: unknown option %s\n", argv[optind - 1]);
+      usage(stderr);
+      status = 2;
+      goto done;
+    case 'f':
       if (strcmp(v, "auto") != 0 && strcmp(v, "aprof") != 0 && strcmp(v, "br") != 0 &&
           tlc_format_parse(v) == TLC_FMT_NONE) {
         fprintf(stderr, "tlcapd replay: unknown --format %s\n", v);
@@ -702,9 +724,11 @@ int tlc_replay_main(int argc, char **argv) {
         goto done;
       }
       rp.format_opt = v;
-    } else if (strcmp(a, "--mapping") == 0) {
+      break;
+    case 'm':
       rp.mapping_path = v;
-    } else if (strcmp(a, "--context-area") == 0) {
+      break;
+    case 'a': {
       char *end;
       unsigned long h;
       errno = 0;
@@ -716,7 +740,9 @@ int tlc_replay_main(int argc, char **argv) {
       }
       rp.has_ctx_area = 1;
       rp.ctx_area = (uint32_t)h;
-    } else if (strcmp(a, "--export") == 0) {
+      break;
+    }
+    case 'e': {
       size_t k;
       rp.export_given = 1;
       rp.export_ = -1;
@@ -728,15 +754,19 @@ int tlc_replay_main(int argc, char **argv) {
         status = 2;
         goto done;
       }
-    } else if (strcmp(a, "--text1-format") == 0) {
+      break;
+    }
+    case 't':
       if (tlc_text1_set_format(&rp.t1, v, err, sizeof(err)) < 0) {
         fprintf(stderr, "tlcapd replay: %s\n", err);
         status = 2;
         goto done;
       }
-    } else if (strcmp(a, "--output") == 0) {
+      break;
+    case 'o':
       rp.output = v;
-    } else if (strcmp(a, "--xml-timeline") == 0) {
+      break;
+    case 'x':
       if (strcmp(v, "inline") == 0) {
         rp.xml.timeline = TLC_XML_TL_INLINE;
       } else if (strcmp(v, "none") == 0) {
@@ -749,31 +779,33 @@ int tlc_replay_main(int argc, char **argv) {
         status = 2;
         goto done;
       }
-    } else if (strcmp(a, "--from") == 0 || strcmp(a, "--to") == 0) {
+      break;
+    case 'F':
+    case 'T': {
       int64_t t;
       if (parse_i64(v, &t) < 0) {
-        fprintf(stderr, "tlcapd replay: %s expects a time in ns, got %s\n", a, v);
+        fprintf(stderr, "tlcapd replay: --%s expects a time in ns, got %s\n",
+                c == 'F' ? "from" : "to", v);
         status = 2;
         goto done;
       }
-      if (a[2] == 'f') {
+      if (c == 'F') {
         rp.has_from = 1;
         rp.from = t;
       } else {
         rp.has_to = 1;
         rp.to = t;
       }
-    } else if (a[0] == '-' && a[1] != '\0') {
-      fprintf(stderr, "tlcapd replay: unknown option %s\n", a);
-      usage(stderr);
+      break;
+    }
+    default:
       status = 2;
       goto done;
-    } else {
-      rp.files[rp.nfiles++] = argv[i];
-      continue;
     }
-    i++;
   }
+  /* getopt_long moved the operands (FILE...) behind the options, in their order. */
+  for (i = optind; i < argc; i++)
+    rp.files[rp.nfiles++] = argv[i];
   if (rp.nfiles == 0) {
     usage(stderr);
     status = 2;

@@ -337,7 +337,9 @@ static int step_scan(rd_t *r) {
 
 /* Why a size is implausible, or NULL. */
 static const char *bad_size(uint32_t size, uint32_t max_block, char *why, size_t whylen) {
-  if (size > max_block)
+  if (size == 0xfffffffcu) /* efl_debug's "size - 4" of an empty answer (docs/efl.md) */
+    snprintf(why, whylen, "size 0xfffffffc: an empty efl_debug capture (no CPU/Freq/on handler)");
+  else if (size > max_block)
     snprintf(why, whylen, "size %lu exceeds limit %lu", (unsigned long)size,
              (unsigned long)max_block);
   else if (size % 8 != 0)

@@ -61,7 +61,7 @@ static int pv_snapshot(void *ud, size_t index, tlc_table_t *tab, const tlc_snap_
 
 static const tlc_mapping_t *pv_mapping(void *ud, size_t index) {
   tlc_target_t *t = at(ud, index);
-  return t != NULL && t->has_mapping ? &t->mapping : NULL;
+  return t != NULL ? tlc_target_names(t) : NULL; /* evlog targets: their items' names */
 }
 
 static int pv_rotate(void *ud, size_t index) {

@@ -40,6 +40,8 @@ typedef struct tlc_listener tlc_listener_t;
 typedef struct tlc_dialer tlc_dialer_t;
 typedef struct tlc_serial tlc_serial_t;
 typedef struct tlc_conn tlc_conn_t;
+typedef struct tlc_efl tlc_efl_t;
+struct tlc_out;
 
 /* Daemon-wide ingest counters (shown in STATUS and the stats dump). */
 typedef struct tlc_ingest_stats {
@@ -95,6 +97,7 @@ struct tlc_daemon {
   tlc_listener_t *listeners;
   tlc_dialer_t *dialers;
   tlc_serial_t *serials;
+  tlc_efl_t *efls; /* [efl NAME] sources (efl.c) */
   tlc_conn_t *conns;
   size_t nconns;
   size_t max_conns; /* effective cap (config or RLIMIT_NOFILE - reserve) */
@@ -178,6 +181,21 @@ void tlc__dial_conn_closed(tlc_dialer_t *dl, int had_data);
 int tlc_serial_sync(tlc_daemon_t *d);
 /* Shutdown: reads what the tty holds (non-blocking) and closes every port. */
 void tlc__serial_drain_close(tlc_daemon_t *d);
+
+/* ---- EFL applications through efl_debugd (efl.c, docs/efl.md) ---- */
+
+/* Reconciles running efl sources with d->cfg: new ones connect to efl_debugd (retried with
+ * backoff, never an error); removed or changed ones, and all of them when d->stopping, turn
+ * the evlog off in their applications, detach their targets and close. Returns 0. */
+int tlc_efl_sync(tlc_daemon_t *d);
+
+/* Appends " efl_apps=N efl_capturing=N efl_no_cpufreq=N" to the NUL-terminated STATUS text in
+ * buf (nothing without efl sources). */
+void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len);
+
+/* Writes ` "efl": [ {source, pattern, debugd, connected, counters, apps: [{target, name, pid,
+ * cid, state, replies, ...}]} ],\n` for the stats dump (main.c). */
+void tlc_efl_dump(const tlc_daemon_t *d, struct tlc_out *o);
 
 /* ---- helpers shared by the sources (tcp.c) ---- */
 

@@ -59,8 +59,33 @@ static void target_free(tlc_target_t *t) {
   tlc_engine_free(t->engine);
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
+  tlc_mapping_fini(&t->evnames);
   tlc_free(t->name);
   tlc_free(t);
+}
+
+const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
+  if (t->has_mapping)
+    return &t->mapping;
+#ifdef TLC_HAVE_EVMAP
+  if (t->evmap != NULL) {
+    size_t n = tlc_evmap_area_count(t->evmap);
+    if (n != t->evnames_n) { /* new names since the last call: export them again */
+      tlc_mapping_t m;
+      tlc_mapping_init(&m);
+      if (tlc_evmap_export(t->evmap, &m) != 0) {
+        tlc_mapping_fini(&m); /* out of memory or over the cap: the previous names stay */
+      } else {
+        tlc_mapping_finish(&m);
+        tlc_mapping_fini(&t->evnames);
+        t->evnames = m;
+        t->evnames_n = n;
+      }
+    }
+    return t->evnames_n > 0 ? &t->evnames : NULL;
+  }
+#endif
+  return NULL;
 }
 
 void tlc_targets_fini(tlc_targets_t *r) {
@@ -95,6 +120,19 @@ void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail) {
 
 int tlc_target_name_check(const char *name, size_t max) {
   return tlc_target_name_valid(name, max); /* one rule for names, wherever they come from */
+}
+
+int tlc_target_name_check_efl(const char *name, size_t max) {
+  const char *slash = strchr(name, '/');
+  char src[TLC_TARGET_NAME_MAX + 1];
+  size_t sl = slash != NULL ? (size_t)(slash - name) : 0;
+  if (slash == NULL || sl == 0 || sl > TLC_TARGET_NAME_MAX || strlen(name) > max)
+    return TLC_EINVAL;
+  memcpy(src, name, sl);
+  src[sl] = '\0';
+  if (tlc_target_name_valid(src, max) != 0 || tlc_target_name_valid(slash + 1, max) != 0)
+    return TLC_EINVAL; /* also refuses a second '/' */
+  return 0;
 }
 
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
@@ -293,7 +331,8 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
   *out = t;
   if (t != NULL)
     return t->format == conf->format ? 0 : TLC_EINVAL;
-  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+  if (src_kind == TLC_SRC_EFL ? tlc_target_name_check_efl(name, TLC_TARGET_NAME_MAX) != 0
+                              : tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
     r->refused_name++;
     return TLC_EINVAL;
   }

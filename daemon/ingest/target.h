@@ -62,7 +62,7 @@ enum tlc_target_ev {
 };
 
 /* Source kinds (what created the target). */
-enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3 };
+enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
 typedef struct tlc_target_gap {
@@ -96,6 +96,8 @@ typedef struct tlc_target {
   struct tlc_engine *engine;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
+  tlc_mapping_t evnames; /* evlog: the evmap's area names, as of the last tlc_target_names */
+  size_t evnames_n;      /* evmap areas evnames holds */
   uint8_t has_context_area;
   uint32_t context_area;
 
@@ -168,6 +170,11 @@ void tlc_targets_unobserve(tlc_targets_t *r, void *ud);
  * Returns 0 or TLC_EINVAL. (Names become storage directory names.) */
 int tlc_target_name_check(const char *name, size_t max);
 
+/* The names of an efl source's targets, "SOURCE/APP-PID": two valid names joined by one '/'
+ * (storage keeps them in a directory per source, docs/efl.md). Not for names from peers.
+ * Returns 0 or TLC_EINVAL. */
+int tlc_target_name_check_efl(const char *name, size_t max);
+
 /* The target called `name`, or NULL. O(n). */
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
 
@@ -214,6 +221,12 @@ int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_
  * TLC_TEV_MAPPING. On error the old mapping stays and err gets "line N: reason". Returns 0 or a
  * negative error. */
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
+
+/* The names to show with the target's statistics: its mapping when it has one, else (evlog)
+ * the area names its evlog items gave, exported from the evmap again whenever new areas
+ * appeared (as `tlcapd replay` names them), else NULL. The result is owned by the target and
+ * valid until the next call or tlc_target_load_mapping. Loop thread. */
+const tlc_mapping_t *tlc_target_names(tlc_target_t *t);
 
 /* Announces a target event to every observer (sources use it for their own kinds). */
 void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail);

@@ -71,6 +71,7 @@
 #include "frame.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_version.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -2799,7 +2800,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o) {
   o->request_timeout_ms = 30000;
   o->auth_fail_delay_ms = 250;
   o->unix_mode = 0660;
-  o->daemon_version = "tlcapd";
+  o->daemon_version = "tlcapd " TLC_VERSION;
 }
 
 int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_provider_t *p,

@@ -83,7 +83,7 @@ typedef struct tlc_pubsub_opts {
   int write_on_loop;           /* 1: write to subscribers from the loop thread with uv_write
                                   instead of the serving thread (default 0: the thread, started
                                   with the first connection) */
-  const char *daemon_version;  /* for Welcome (default "tlcapd") */
+  const char *daemon_version;  /* for Welcome (default "tlcapd VERSION", tlc_version.h) */
   /* Log hook (NULL: silent). Lines name the subscriber ("sub#N addr"). */
   void (*log)(void *ud, int level, const char *msg);
   void *log_ud;

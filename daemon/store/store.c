@@ -429,6 +429,43 @@ static int ensure_dir(const char *path) {
   return 0;
 }
 
+/* ensure_dir for path and, first, each of its directories after path[0..from) (a target
+ * "SOURCE/APP" of an efl source lives in a directory per source: docs/efl.md) */
+static int ensure_dirs(const char *path, size_t from) {
+  char p[1200];
+  size_t n = strlen(path);
+  if (n >= sizeof p)
+    return -ENAMETOOLONG;
+  memcpy(p, path, n + 1);
+  for (size_t i = from + 1; i < n; i++)
+    if (p[i] == '/') {
+      p[i] = '\0';
+      int rc = ensure_dir(p);
+      p[i] = '/';
+      if (rc < 0)
+        return rc;
+    }
+  return ensure_dir(p);
+}
+
+/* A target name as a directory: one name, or "SOURCE/APP" (efl sources) - two names. */
+static int target_name_ok(const char *name) {
+  static const char ok[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-";
+  size_t n = strlen(name), slash = 0;
+  if (n == 0 || n > TLC_TARGET_NAME_MAX_ || name[0] == '.')
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    if (name[i] == '/') {
+      if (++slash > 1 || i + 1 == n || name[i + 1] == '.')
+        return 0;
+    } else if (!strchr(ok, name[i])) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* highest sequence used in a target directory (names of ours only) */
 static uint64_t dir_max_seq(const char *dir) {
   uint64_t mx = 0;
@@ -911,7 +948,7 @@ static void w_skip(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
 }
 
 static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
-  int rc = ensure_dir(t->dir);
+  int rc = ensure_dirs(t->dir, strlen(s->state_dir));
   if (rc < 0)
     return rc;
   if (!t->seq_known) {
@@ -1718,13 +1755,9 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   *out = NULL;
   if (s->closing)
     return TLC_ELIMIT;
-  if (n == 0 || n > TLC_TARGET_NAME_MAX_ || name[0] == '.' ||
+  if (n == 0 || !target_name_ok(name) ||
       (format != TLC_FMT_BIN10 && format != TLC_FMT_BIN11 && format != TLC_FMT_EVLOG))
     return TLC_EINVAL;
-  for (size_t i = 0; i < n; i++)
-    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-",
-                name[i]))
-      return TLC_EINVAL;
   if (!s->thr_started)
     return TLC_EINVAL; /* tlc_store_recover first */
   for (tlc_store_target_t *o = s->targets; o; o = o->next)
@@ -2144,7 +2177,7 @@ static void quarantine(tlc_store_t *s, const char *target, const char *dir, cons
   snprintf(qdir, sizeof qdir, "%s/%s", s->state_dir, TLC_QUARANTINE_DIR);
   ensure_dir(qdir);
   snprintf(qdir, sizeof qdir, "%s/%s/%s", s->state_dir, TLC_QUARANTINE_DIR, target);
-  ensure_dir(qdir);
+  ensure_dirs(qdir, strlen(s->state_dir) + 1 + strlen(TLC_QUARANTINE_DIR));
   snprintf(from, sizeof from, "%s/%s", dir, name);
   snprintf(to, sizeof to, "%s/%s", qdir, name);
   struct stat st;
@@ -2535,6 +2568,38 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
       n++;
   }
   closedir(d);
+  /* An efl source's targets "SOURCE/APP" are directories inside the directory SOURCE (which
+   * holds nothing else of ours, or the segments of a target named SOURCE): recovered as
+   * targets "SOURCE/APP". Only one level: target names have at most one '/'. */
+  for (size_t i = 0, top = n; i < top && n < 100000; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", s->state_dir, names[i]);
+    DIR *sd = opendir(p);
+    if (!sd)
+      continue;
+    while ((de = readdir(sd)) != NULL && n < 100000) {
+      char sub[1200], full[2400];
+      struct stat st;
+      if (de->d_name[0] == '.')
+        continue;
+      snprintf(sub, sizeof sub, "%s/%s", names[i], de->d_name);
+      snprintf(full, sizeof full, "%s/%s", s->state_dir, sub);
+      if (!target_name_ok(sub) || lstat(full, &st) < 0 || !S_ISDIR(st.st_mode))
+        continue;
+      if (n == cap) {
+        size_t nc = cap * 2;
+        char **nn = tlc_realloc(names, nc * sizeof *nn);
+        if (!nn)
+          break;
+        names = nn;
+        cap = nc;
+      }
+      names[n] = tlc_strndup(sub, strlen(sub));
+      if (names[n])
+        n++;
+    }
+    closedir(sd);
+  }
   for (size_t i = 0; i < n; i++) {
     if (strlen(names[i]) <= TLC_TARGET_NAME_MAX_) {
       sum->targets++;

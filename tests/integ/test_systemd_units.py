@@ -24,8 +24,15 @@ with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "tlcapd.service"), "w") as f:
         f.write(svc)
     shutil.copy(os.path.join(UNITS, "tlcapd.socket"), d)
+    # verify runs `man` for each Documentation=man:...: the pages of dist/man, in a man tree
+    man = os.path.join(os.path.dirname(os.path.abspath(UNITS)), "dist", "man")
+    for page in os.listdir(man):
+        sec = os.path.join(d, "man", "man" + page.rsplit(".", 1)[1])
+        os.makedirs(sec, exist_ok=True)
+        shutil.copy(os.path.join(man, page), sec)
     p = subprocess.run([SA, "verify", "tlcapd.service", "tlcapd.socket"], cwd=d,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
+                       env=dict(os.environ, MANPATH=os.path.join(d, "man")))
     out = p.stdout.decode(errors="replace")
     if p.returncode != 0 or out.strip():
         print("FAIL systemd-analyze verify (status %d):\n%s" % (p.returncode, out))

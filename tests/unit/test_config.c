@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "log.h"
 #include "tlc_err.h"
 
 #include <stdio.h>
@@ -212,6 +213,43 @@ static void test_cli_errors(void **state) {
     assert_true(build(&c, 3, argv, err, sizeof(err)) < 0);
     if (strstr(err, bad[i][2]) == NULL || strncmp(err, "command line", 12) != 0)
       fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, bad[i][2]);
+  }
+}
+
+/* getopt_long (issue 21): short options, abbreviations, a [daemon] key given as --key=value
+ * and --key value, the messages of usage errors, and a second parse in the same process. */
+static void test_cli_getopt(void **state) {
+  static const char *const bad[][4] = {
+    { "--no-store=1", NULL, NULL, "--no-store takes no value" },
+    { "--listen", NULL, NULL, "--listen needs a value" },
+    { "-c", NULL, NULL, "-c needs a value" },
+    { "-x", NULL, NULL, "unknown option \"-x\"" },
+    { "--max", "3", NULL, "unknown option \"--max\"" }, /* ambiguous: max-connections, ... */
+    { "--serve", "127.0.0.1:1", "stray", "unexpected argument \"stray\"" },
+  };
+  tlc_config_t c;
+  tlc_cli_t cli;
+  char err[256] = "";
+  char *argv[] = { "tlcapd", "-q", "--max-conn=12", "--store-queue", "8M", "--no-store" };
+  char *argv2[] = { "tlcapd", "-v", "--retain-segments", "5" };
+  (void)state;
+  assert_int_equal(build(&c, 6, argv, err, sizeof(err)), 0);
+  assert_int_equal(c.log_level, TLC_LOG_WARN);
+  assert_int_equal(c.max_connections, 12);
+  assert_int_equal(c.store_queue, 8u << 20);
+  assert_int_equal(c.store, 0);
+  tlc_config_fini(&c);
+  assert_int_equal(build(&c, 4, argv2, err, sizeof(err)), 0);
+  assert_int_equal(c.log_level, TLC_LOG_DEBUG);
+  assert_int_equal(c.retain_segments, 5);
+  tlc_config_fini(&c);
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char *av[] = { "tlcapd", (char *)bad[i][0], (char *)bad[i][1], (char *)bad[i][2] };
+    int ac = bad[i][1] == NULL ? 2 : bad[i][2] == NULL ? 3 : 4;
+    err[0] = '\0';
+    assert_int_equal(tlc_cli_parse(&cli, ac, av, err, sizeof(err)), TLC_EINVAL);
+    if (strstr(err, bad[i][3]) == NULL || strncmp(err, "command line", 12) != 0)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, bad[i][3]);
   }
 }
 
@@ -556,6 +594,7 @@ int main(void) {
     cmocka_unit_test(test_validate_missing),
     cmocka_unit_test(test_cli),
     cmocka_unit_test(test_cli_errors),
+    cmocka_unit_test(test_cli_getopt),
     cmocka_unit_test(test_cli_overrides_file),
     cmocka_unit_test(test_parsers),
     cmocka_unit_test(test_storage_keys),

@@ -508,7 +508,8 @@ static const bad_t BAD[] = {
     0,
     0,
     0,
-    "evlog block at byte 0: size 4294967292 exceeds limit 67108864" },
+    "evlog block at byte 0: size 0xfffffffc: an empty efl_debug capture (no CPU/Freq/on "
+    "handler)" },
 };
 
 static size_t make_bad(const bad_t *t, uint8_t *b, size_t cap) {

@@ -1,0 +1,940 @@
+/* efl.c - EFL applications as live evlog targets, through the EFL debug daemon (efl_debugd).
+ *
+ * One tlc_efl_t per [efl NAME] / --efl NAME=PATTERN. It is a debugger ("master") client of
+ * efl_debugd on its TCP port (127.0.0.1:6666: efl_debugd treats TCP clients as debuggers and
+ * Unix-socket clients as applications, and relays only between the two kinds), and does what
+ * `efl_debug evlogon PID SECONDS` does, for every application whose name or pid matches the
+ * pattern, for as long as it runs (docs/efl.md has the protocol and the choices):
+ *
+ *   connect -> hello, register our opcode names -> ids -> register_observer
+ *   "added" (cid, pid, name), for each application, now and whenever one starts:
+ *       match -> target NAME/<app>-<pid> attached; "CPU/Freq/on" to it
+ *   every poll_ms: "EvLog/get" to each application (one outstanding per application)
+ *   reply: u32 overflow + items -> one efl_debug-style block (magic, size, overflow, items)
+ *       fed to the target, streamed straight from the socket (no 4 MiB buffer)
+ *   "deleted" (cid) -> the target detaches (a gap: "application exited")
+ *   efl_debugd gone -> every target detaches; reconnect with backoff
+ *   stop (SIGHUP without it, shutdown) -> "CPU/Freq/off" (or "EvLog/off") to each, targets
+ *       detach, the socket is shut down once those are written (bounded by a timer)
+ *
+ * The EFL 1.26.3 bug: eina registers its "CPU/Freq/on" handler before the debug session exists,
+ * so an application answers it only if it registers a handler itself. Without one its evlog
+ * stays off and every reply is empty (no overflow word; efl_debug then writes a block size
+ * 0xfffffffc). Replies are matched to requests by order (efl_debugd relays in order, the
+ * application's monitor thread answers in order), so an empty reply to a get sent after our
+ * "on" proves that the "on" had no effect: it is sent again while the application may still be
+ * registering its handlers (GRACE), then the application is reported (a warning naming pid and
+ * reason, state "no-cpufreq" in the stats dump and STATUS, and a disconnect/connect of its
+ * target with that reason and a peer text ending in "no-cpufreq") and its evlog is started with
+ * "EvLog/on", which eina registers correctly; the capture then goes on without CPU frequency
+ * events. If even that stays off, the state is "evlog-off" and "EvLog/on" is retried.
+ *
+ * Bounds: matched applications per source (MAX_APPS), control packets held whole (CTL_MAX),
+ * efl_debugd's own packet cap for streamed replies (decoder-checked), bytes queued to
+ * efl_debugd (WQ_MAX: polls are skipped and counted beyond it), one outstanding get per
+ * application (re-sent after GET_TIMEOUT). An evlog reply larger than max_block is skipped
+ * with a gap. Everything runs on the loop thread.
+ *
+ * Not done: a Unix-socket connection (efl_debugd would take us for an application), host
+ * names for `debugd` (an IP address; efl_debugd binds 127.0.0.1), and a last EvLog/get before
+ * the off at shutdown (storage closes right after the sources stop).
+ */
+#include "sources.h"
+
+#include "efldbg.h"
+#include "json.h"
+#include "log.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_APPS           256
+#define CTL_MAX            (64u * 1024u)
+#define WQ_MAX             (1u << 20)
+#define CONNECT_TIMEOUT_MS 5000
+#define CLOSE_TIMEOUT_MS   1000
+#define GRACE_MS           1000 /* + 2 poll intervals: the application registers its handlers */
+
+enum {
+  OP_OBSERVE,
+  OP_ADDED,
+  OP_DELETED,
+  OP_CPU_ON,
+  OP_CPU_OFF,
+  OP_EV_GET,
+  OP_EV_ON,
+  OP_EV_OFF,
+  OP_N
+};
+static const char *const op_names[OP_N] = { "Daemon/Client/register_observer",
+                                            "Daemon/Client/added",
+                                            "Daemon/Client/deleted",
+                                            "CPU/Freq/on",
+                                            "CPU/Freq/off",
+                                            "EvLog/get",
+                                            "EvLog/on",
+                                            "EvLog/off" };
+
+enum app_state { APP_WAITING, APP_CAPTURING, APP_NO_CPUFREQ, APP_EVLOG_OFF };
+static const char *const state_names[] = { "waiting", "capturing", "no-cpufreq", "evlog-off" };
+enum { ON_NONE, ON_CPUFREQ, ON_EVLOG };
+
+typedef struct efl_app {
+  struct efl_app *next;
+  int32_t cid, pid;
+  char name[TLC_EFLDBG_NAME_MAX + 1]; /* as efl_debugd gave it (may be cut) */
+  tlc_target_t *target;
+  int state;            /* enum app_state */
+  int nocpufreq;        /* reported: no CPU/Freq/on handler (evlog via EvLog/on) */
+  int evlog_seen;       /* a reply with the overflow word: its evlog ran */
+  int on_kind;          /* the last "on" sent */
+  int on_effect;        /* a non-empty reply came after it: exactly one "on" took effect */
+  uint64_t on_ms;       /* when the first "on" of this kind was sent */
+  int pending;          /* an EvLog/get is outstanding */
+  int pending_after_on; /* ... and was sent after the last "on" */
+  uint64_t pending_since;
+  int skip; /* the streamed reply is being skipped (too large, decode error) */
+  uint64_t replies, empty, blocks, bytes, timeouts, on_retries;
+} efl_app_t;
+
+struct tlc_efl {
+  tlc_daemon_t *d;
+  tlc_efl_t *next;
+  tlc_cfg_source_t cfg;
+  char addr[TLC_PEER_MAX];
+  struct sockaddr_storage sa;
+  uv_tcp_t *tcp; /* NULL while not connected; freed in its close callback */
+  uv_connect_t creq;
+  int connecting, registered;
+  uv_timer_t *timer; /* connect timeout, reconnect backoff, close timeout */
+  uv_timer_t *poll;
+  int handles; /* open handles: the struct is freed when stopping and none is left */
+  int stopping;
+  tlc_efldbg_rd_t rd;
+  uint64_t cookie;
+  int32_t op[OP_N];
+  efl_app_t *apps;
+  size_t napps;
+  efl_app_t *cur; /* the application the streamed packet comes from (NULL: ignore it) */
+  uint64_t backoff;
+  int last_err;
+  uint64_t connects, disconnects, apps_seen, apps_matched, apps_refused, no_cpufreq;
+  uint64_t protocol_errors, polls_skipped, ignored;
+};
+
+static void lost(tlc_efl_t *e, const char *why);
+static void schedule(tlc_efl_t *e);
+static void close_tcp(tlc_efl_t *e);
+
+static uint64_t grace_ms(const tlc_efl_t *e) {
+  return GRACE_MS + 2ull * e->cfg.poll_ms;
+}
+
+static uint64_t get_timeout_ms(const tlc_efl_t *e) {
+  uint64_t t = 4ull * e->cfg.poll_ms;
+  return t < 2000 ? 2000 : t;
+}
+
+static void maybe_free(tlc_efl_t *e) {
+  if (e->stopping && e->handles == 0) {
+    tlc_efldbg_rd_fini(&e->rd);
+    tlc_free(e);
+  }
+}
+
+static void handle_free_cb(uv_handle_t *h) {
+  tlc_efl_t *e = h->data;
+  tlc_free(h);
+  e->handles--;
+  maybe_free(e);
+}
+
+/* ---- writing ---- */
+
+typedef struct wreq {
+  uv_write_t w;
+  uint8_t buf[];
+} wreq_t;
+
+static void write_cb(uv_write_t *w, int status) {
+  (void)status; /* a failed write shows as a read error or EOF: lost() handles it */
+  tlc_free(w);
+}
+
+/* Queues one packet (header built here). Returns 0 or a negative error (nothing queued). */
+static int send_pkt(tlc_efl_t *e, int32_t cid, int32_t op, const void *payload, size_t plen) {
+  wreq_t *r;
+  uv_buf_t b;
+  int rc;
+  if (e->tcp == NULL || op < 0)
+    return TLC_EINVAL;
+  r = tlc_malloc(sizeof(*r) + TLC_EFLDBG_HDR + plen);
+  if (r == NULL)
+    return TLC_ENOMEM;
+  tlc_efldbg_put_hdr(r->buf, (uint32_t)(TLC_EFLDBG_HDR + plen), cid, op);
+  if (plen > 0)
+    memcpy(r->buf + TLC_EFLDBG_HDR, payload, plen);
+  b = uv_buf_init((char *)r->buf, (unsigned)(TLC_EFLDBG_HDR + plen));
+  rc = uv_write(&r->w, (uv_stream_t *)e->tcp, &b, 1, write_cb);
+  if (rc != 0)
+    tlc_free(r);
+  return rc;
+}
+
+static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
+  wreq_t *r;
+  uv_buf_t b;
+  int rc;
+  r = tlc_malloc(sizeof(*r) + len);
+  if (r == NULL)
+    return TLC_ENOMEM;
+  memcpy(r->buf, pkt, len);
+  b = uv_buf_init((char *)r->buf, (unsigned)len);
+  rc = uv_write(&r->w, (uv_stream_t *)e->tcp, &b, 1, write_cb);
+  if (rc != 0)
+    tlc_free(r);
+  return rc;
+}
+
+/* ---- applications ---- */
+
+static efl_app_t *app_find(const tlc_efl_t *e, int32_t cid) {
+  for (efl_app_t *a = e->apps; a != NULL; a = a->next)
+    if (a->cid == cid)
+      return a;
+  return NULL;
+}
+
+/* PATTERN against the application's name or its decimal pid (fnmatch, no flags). */
+static int app_matches(const tlc_efl_t *e, const tlc_efldbg_client_t *c) {
+  char pid[16];
+  snprintf(pid, sizeof(pid), "%" PRId32, c->pid);
+  return fnmatch(e->cfg.pattern, c->name, 0) == 0 || fnmatch(e->cfg.pattern, pid, 0) == 0;
+}
+
+/* "NAME/<app>-<pid>": the application name with every byte a target name may not hold
+ * replaced by '_' (a leading '.' too), cut so that the whole fits max_name. */
+static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *out, size_t cap) {
+  static const char ok[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-";
+  char app[TLC_EFLDBG_NAME_MAX + 1], tail[24];
+  size_t room, n = strlen(c->name), fixed;
+  int tl = snprintf(tail, sizeof(tail), "-%" PRId32, c->pid);
+  size_t max = e->d->cfg.max_name < cap - 1 ? e->d->cfg.max_name : cap - 1;
+  fixed = strlen(e->cfg.name) + 1 + (size_t)tl;
+  if (fixed + 1 > max)
+    return TLC_ERANGE;
+  room = max - fixed;
+  if (n == 0) {
+    snprintf(app, sizeof(app), "app");
+    n = 3;
+  } else {
+    for (size_t i = 0; i < n; i++)
+      app[i] = c->name[i] != '\0' && strchr(ok, c->name[i]) ? c->name[i] : '_';
+    if (app[0] == '.')
+      app[0] = '_';
+  }
+  if (n > room)
+    n = room;
+  app[n] = '\0';
+  snprintf(out, cap, "%s/%s%s", e->cfg.name, app, tail);
+  return 0;
+}
+
+/* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234", and " no-cpufreq" for
+ * an application hit by the CPU/Freq/on bug (so `tlcap targets` and subscribers see it). */
+static void peer_text(const tlc_efl_t *e, const efl_app_t *a, char *out, size_t cap) {
+  char tail[48];
+  snprintf(tail, sizeof(tail), " cid %" PRId32 " pid %" PRId32 "%s", a->cid, a->pid,
+           a->nocpufreq ? " no-cpufreq" : "");
+  snprintf(out, cap, "efl_debugd %.*s%s",
+           (int)(cap > strlen(tail) + 12 ? cap - strlen(tail) - 12 : 0), e->addr, tail);
+}
+
+static void set_state(efl_app_t *a, int st) {
+  a->state = st;
+}
+
+static int send_on(tlc_efl_t *e, efl_app_t *a, int kind, uint64_t now) {
+  int rc = send_pkt(e, a->cid, e->op[kind == ON_CPUFREQ ? OP_CPU_ON : OP_EV_ON], NULL, 0);
+  if (rc != 0)
+    return rc;
+  if (a->on_kind != kind)
+    a->on_ms = now;
+  a->on_kind = kind;
+  a->on_effect = 0;
+  a->pending_after_on = 0; /* a get already out was sent before this "on" */
+  return 0;
+}
+
+/* Turns the evlog off again: the "off" that matches the "on" that took effect. An "on" whose
+ * effect was never seen gets CPU/Freq/off only (idempotent in eina and in the work-around);
+ * EvLog/off is counted in eina, so it is sent only when its EvLog/on is known to have worked. */
+static void send_off(tlc_efl_t *e, efl_app_t *a) {
+  if (a->on_kind == ON_EVLOG && a->on_effect)
+    (void)send_pkt(e, a->cid, e->op[OP_EV_OFF], NULL, 0);
+  else if (a->on_kind != ON_NONE)
+    (void)send_pkt(e, a->cid, e->op[OP_CPU_OFF], NULL, 0);
+}
+
+static void app_free(tlc_efl_t *e, efl_app_t *a, const char *reason) {
+  if (e->cur == a)
+    e->cur = NULL;
+  if (a->target != NULL && a->target->source == a)
+    tlc_target_detach(a->target, reason);
+  tlc_free(a);
+  e->napps--;
+}
+
+/* The application's name without control characters, for log lines. */
+static void clean_name(const char *in, char *out, size_t cap) {
+  size_t i = 0;
+  for (; i + 1 < cap && in[i] != '\0'; i++)
+    out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+  out[i] = '\0';
+}
+
+static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
+  tlc_daemon_t *d = e->d;
+  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX], name[TLC_EFLDBG_NAME_MAX + 1];
+  tlc_target_conf_t conf;
+  tlc_target_t *t = NULL;
+  efl_app_t *a;
+  int rc;
+  e->apps_seen++;
+  clean_name(c->name, name, sizeof(name));
+  if (!app_matches(e, c)) {
+    TLC_LOGD(TLC_LOGC_EFL,
+             "efl %s: application %s pid %" PRId32 " (cid %" PRId32 ") does not "
+             "match \"%s\"",
+             e->cfg.name, name, c->pid, c->cid, e->cfg.pattern);
+    return;
+  }
+  if (app_find(e, c->cid) != NULL)
+    return; /* announced twice */
+  if (e->napps >= MAX_APPS) {
+    e->apps_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+            "efl %s: application %s pid %" PRId32 " not captured: %d applications already are",
+            e->cfg.name, name, c->pid, MAX_APPS);
+    return;
+  }
+  if (target_name(e, c, tname, sizeof(tname)) != 0) {
+    e->apps_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+            "efl %s: application pid %" PRId32 " not captured: the source name leaves no room "
+            "for \"/<app>-<pid>\" within max_name (%zu)",
+            e->cfg.name, c->pid, d->cfg.max_name);
+    return;
+  }
+  tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
+  rc = tlc_targets_get(&d->targets, tname, TLC_SRC_EFL, &conf, &t);
+  if (rc != 0 || t->connected) {
+    e->apps_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application pid %" PRId32 ": target %s: %s",
+            e->cfg.name, c->pid, tname,
+            rc == 0                         ? "already attached to another source"
+            : rc == TLC_EINVAL && t != NULL ? "a target of this name has another format"
+                                            : tlc_strerror(rc));
+    return;
+  }
+  a = tlc_calloc(1, sizeof(*a));
+  if (a == NULL) {
+    e->apps_refused++;
+    return;
+  }
+  a->cid = c->cid;
+  a->pid = c->pid;
+  memcpy(a->name, name, sizeof(a->name)); /* for log lines */
+  a->target = t;
+  a->next = e->apps;
+  e->apps = a;
+  e->napps++;
+  e->apps_matched++;
+  peer_text(e, a, peer, sizeof(peer));
+  tlc_target_attach(t, a, peer);
+  set_state(a, APP_WAITING);
+  rc = send_on(e, a, ON_CPUFREQ, now);
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
+          "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
+          e->cfg.name, name, c->pid, c->cid, tname, rc == 0 ? "" : " failed (will retry)");
+}
+
+static void app_deleted(tlc_efl_t *e, int32_t cid) {
+  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
+    if ((*pp)->cid == cid) {
+      efl_app_t *a = *pp;
+      *pp = a->next;
+      tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 " exited",
+              e->cfg.name, a->name, a->pid);
+      app_free(e, a, "application exited");
+      return;
+    }
+}
+
+/* An EvLog/get reply without the overflow word: the application's evlog is off. */
+static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) {
+  a->empty++;
+  if (!after_on)
+    return; /* answers a get sent before the last "on" */
+  if (a->evlog_seen && a->on_effect) {
+    /* It ran and is off now: someone else turned it off (efl_debug evlogon ends with
+     * CPU/Freq/off). Turn it on again the same way. */
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
+            "efl %s: application %s pid %" PRId32 ": evlog was turned off by another client; "
+            "turning it on again",
+            e->cfg.name, a->name, a->pid);
+    (void)send_on(e, a, a->on_kind, now);
+    a->on_retries++;
+    return;
+  }
+  if (a->on_kind == ON_CPUFREQ && now - a->on_ms < grace_ms(e)) {
+    (void)send_on(e, a, ON_CPUFREQ, now); /* its handler may not be registered yet */
+    a->on_retries++;
+    return;
+  }
+  if (a->on_kind == ON_CPUFREQ) {
+    char why[160], peer[TLC_PEER_MAX];
+    e->no_cpufreq++;
+    a->nocpufreq = 1;
+    set_state(a, APP_NO_CPUFREQ);
+    /* Told to subscribers too, as a target event: the stream is started again (nothing was
+     * captured so far: the evlog was off), under a peer text that says "no-cpufreq". */
+    snprintf(why, sizeof(why),
+             "pid %" PRId32 ": evlog off, no CPU/Freq/on handler (EFL 1.26.3 bug); restarting "
+             "it with EvLog/on",
+             a->pid);
+    if (a->target->source == a) {
+      tlc_target_detach(a->target, why);
+      peer_text(e, a, peer, sizeof(peer));
+      (void)tlc_target_attach(a->target, a, peer);
+    }
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+            "efl %s: application %s pid %" PRId32 ": its evlog stays off after CPU/Freq/on: "
+            "it does not answer CPU/Freq/on (EFL 1.26.3 registers that handler too early; "
+            "efl_debug would write an empty capture with block size 0xfffffffc); starting its "
+            "evlog with EvLog/on instead (no CPU frequency events)",
+            e->cfg.name, a->name, a->pid);
+    (void)send_on(e, a, ON_EVLOG, now);
+    return;
+  }
+  if (a->on_kind == ON_EVLOG) {
+    if (a->state != APP_EVLOG_OFF && now - a->on_ms >= grace_ms(e)) {
+      set_state(a, APP_EVLOG_OFF);
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+              "efl %s: application %s pid %" PRId32 ": its evlog stays off even after "
+              "EvLog/on; nothing is captured from it (retrying)",
+              e->cfg.name, a->name, a->pid);
+    }
+    (void)send_on(e, a, ON_EVLOG, now); /* the last one had no effect: not counted twice */
+    a->on_retries++;
+  }
+}
+
+static void reply_begin(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
+  efl_app_t *a = app_find(e, m->hdr.cid);
+  uint32_t payload = m->hdr.size - TLC_EFLDBG_HDR, items;
+  int after_on;
+  e->cur = NULL;
+  if (a == NULL || a->target == NULL) {
+    e->ignored++;
+    return;
+  }
+  after_on = a->pending ? a->pending_after_on : 0;
+  a->pending = 0;
+  a->replies++;
+  a->skip = 0;
+  if (payload < 4) {
+    reply_empty(e, a, after_on, now);
+    return;
+  }
+  a->evlog_seen = 1;
+  if (after_on && !a->on_effect) {
+    a->on_effect = 1;
+    set_state(a, a->nocpufreq ? APP_NO_CPUFREQ : APP_CAPTURING);
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": capturing%s",
+            e->cfg.name, a->name, a->pid, a->nocpufreq ? " (evlog via EvLog/on)" : "");
+  }
+  items = payload - 4;
+  if (items == 0)
+    return;
+  if (a->target->source != a) {
+    /* detached after a decode error: a new stream (a gap) from this block on */
+    char peer[TLC_PEER_MAX];
+    peer_text(e, a, peer, sizeof(peer));
+    if (tlc_target_attach(a->target, a, peer) != 0)
+      return;
+  }
+  if (items > e->d->cfg.max_block) {
+    char why[96];
+    snprintf(why, sizeof(why), "evlog block of %" PRIu32 " bytes over max_block, skipped", items);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
+            a->name, a->pid, why);
+    tlc_target_detach(a->target, why); /* a gap; attached again at its next block */
+    a->skip = 1;
+    e->cur = a;
+    return;
+  }
+  {
+    uint8_t hdr[12];
+    tlc_efldbg_evlog_header(hdr, items, m->data);
+    a->blocks++;
+    a->bytes += items;
+    e->cur = a;
+    if (tlc_target_feed(a->target, hdr, sizeof(hdr)) != 0) {
+      tlc_target_detach(a->target, "decode error");
+      a->skip = 1;
+    }
+  }
+}
+
+static void reply_data(tlc_efl_t *e, const tlc_efldbg_msg_t *m) {
+  efl_app_t *a = e->cur;
+  if (a == NULL || a->skip || a->target == NULL || a->target->source != a)
+    return;
+  if (tlc_target_feed(a->target, m->data, m->len) != 0) {
+    char why[200];
+    snprintf(why, sizeof(why), "decode error at offset %" PRIu64 ": %s", a->target->dec.err_offset,
+             a->target->dec.err_reason);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
+            a->name, a->pid, why);
+    tlc_target_detach(a->target, why);
+    a->skip = 1;
+  }
+}
+
+/* ---- the conversation ---- */
+
+static void poll_cb(uv_timer_t *t) {
+  tlc_efl_t *e = t->data;
+  uint64_t now = uv_now(t->loop);
+  if (!e->registered || e->tcp == NULL || e->stopping)
+    return;
+  if (uv_stream_get_write_queue_size((uv_stream_t *)e->tcp) > WQ_MAX) {
+    e->polls_skipped++; /* efl_debugd does not read: no more requests pile up */
+    return;
+  }
+  for (efl_app_t *a = e->apps; a != NULL; a = a->next) {
+    if (a->pending && now - a->pending_since < get_timeout_ms(e))
+      continue;
+    if (a->pending)
+      a->timeouts++; /* dropped (the application had no handler yet) or very late */
+    if (send_pkt(e, a->cid, e->op[OP_EV_GET], NULL, 0) != 0)
+      continue;
+    a->pending = 1;
+    a->pending_after_on = a->on_kind != ON_NONE;
+    a->pending_since = now;
+  }
+}
+
+static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
+  size_t off = 0;
+  int r;
+  if (m->hdr.opcode == TLC_EFLDBG_OP_REGISTER && !e->registered) {
+    uint64_t cookie;
+    int32_t ids[OP_N];
+    size_t n;
+    if (tlc_efldbg_register_reply(m->data, m->len, &cookie, ids, OP_N, &n) != 0 ||
+        cookie != e->cookie || n != OP_N) {
+      e->protocol_errors++;
+      lost(e, "malformed answer to the opcode registration");
+      return;
+    }
+    memcpy(e->op, ids, sizeof(ids));
+    e->rd.stream_op = e->op[OP_EV_GET];
+    e->registered = 1;
+    if (send_pkt(e, 0, e->op[OP_OBSERVE], NULL, 0) != 0) {
+      lost(e, "cannot send to efl_debugd");
+      return;
+    }
+    if (e->poll != NULL)
+      uv_timer_start(e->poll, poll_cb, e->cfg.poll_ms, e->cfg.poll_ms);
+    return;
+  }
+  if (!e->registered) {
+    e->ignored++;
+    return;
+  }
+  if (m->hdr.opcode == e->op[OP_ADDED]) {
+    tlc_efldbg_client_t c;
+    while ((r = tlc_efldbg_added_next(m->data, m->len, &off, &c)) > 0)
+      app_added(e, &c, now);
+    if (r < 0) {
+      e->protocol_errors++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+              "efl %s: efl_debugd %s: malformed \"added\" message (%zu bytes), rest ignored",
+              e->cfg.name, e->addr, m->len);
+    }
+    return;
+  }
+  if (m->hdr.opcode == e->op[OP_DELETED]) {
+    int32_t cid;
+    while ((r = tlc_efldbg_deleted_next(m->data, m->len, &off, &cid)) > 0)
+      app_deleted(e, cid);
+    if (r < 0)
+      e->protocol_errors++;
+    return;
+  }
+  e->ignored++;
+}
+
+static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
+  uint64_t now = uv_now(e->d->loop);
+  while (len > 0 || e->rd.phase == 4) {
+    tlc_efldbg_msg_t m;
+    size_t used;
+    int k = tlc_efldbg_rd_push(&e->rd, buf, len, &used, &m);
+    buf += used;
+    len -= used;
+    if (k < 0) {
+      char why[220];
+      e->protocol_errors++;
+      snprintf(why, sizeof(why), "protocol error at byte %" PRIu64 ": %s", e->rd.err_offset,
+               e->rd.err_reason);
+      lost(e, why);
+      return;
+    }
+    switch (k) {
+    case TLC_EFLDBG_CTL:
+      on_ctl(e, &m, now);
+      break;
+    case TLC_EFLDBG_BEGIN:
+      if (m.hdr.opcode == e->rd.stream_op && e->registered)
+        reply_begin(e, &m, now);
+      else
+        e->cur = NULL, e->ignored++;
+      break;
+    case TLC_EFLDBG_DATA:
+      reply_data(e, &m);
+      break;
+    case TLC_EFLDBG_END:
+      e->cur = NULL;
+      break;
+    default:
+      return; /* NEED */
+    }
+    if (e->tcp == NULL)
+      return; /* lost() ran */
+  }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  tlc_efl_t *e = h->data;
+  (void)suggested;
+  buf->base = (char *)e->d->rbuf; /* consumed before read_cb returns */
+  buf->len = e->d->rbuf_len;
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  tlc_efl_t *e = s->data;
+  if ((uv_tcp_t *)s != e->tcp)
+    return;
+  if (e->stopping) {
+    if (nread < 0)
+      close_tcp(e); /* efl_debugd closed first: the shutdown request is cancelled */
+    return;         /* the applications are gone from this source: nothing to read */
+  }
+  if (nread > 0) {
+    process(e, (const uint8_t *)buf->base, (size_t)nread);
+    return;
+  }
+  if (nread < 0) {
+    char why[96];
+    snprintf(why, sizeof(why), "%s",
+             nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
+    lost(e, why);
+  }
+}
+
+static void close_tcp(tlc_efl_t *e) {
+  if (e->tcp == NULL)
+    return;
+  uv_close((uv_handle_t *)e->tcp, handle_free_cb);
+  e->tcp = NULL;
+}
+
+/* The connection to efl_debugd ended (or could not be made): every application detaches. */
+static void lost(tlc_efl_t *e, const char *why) {
+  int was = e->registered;
+  while (e->apps != NULL) {
+    efl_app_t *a = e->apps;
+    e->apps = a->next;
+    app_free(e, a, "efl_debugd went away");
+  }
+  e->cur = NULL;
+  e->registered = 0;
+  e->connecting = 0;
+  if (e->poll != NULL)
+    uv_timer_stop(e->poll);
+  close_tcp(e);
+  if (was) {
+    e->disconnects++;
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; reconnecting", e->cfg.name,
+            e->addr, why);
+  }
+  schedule(e);
+}
+
+static void connect_cb(uv_connect_t *req, int status) {
+  tlc_efl_t *e = req->data;
+  uint8_t pkt[512];
+  int n;
+  if (status == UV_ECANCELED || e->stopping || (uv_tcp_t *)req->handle != e->tcp)
+    return;
+  e->connecting = 0;
+  uv_timer_stop(e->timer);
+  if (status < 0) {
+    if (status != e->last_err)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; retrying with backoff",
+              e->cfg.name, e->addr, uv_strerror(status));
+    else
+      TLC_LOGD(TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s", e->cfg.name, e->addr,
+               uv_strerror(status));
+    e->last_err = status;
+    lost(e, uv_strerror(status));
+    return;
+  }
+  e->last_err = 0;
+  e->backoff = 0;
+  e->connects++;
+  tlc_efldbg_rd_reset(&e->rd);
+  e->rd.stream_op = -1;
+  e->cookie = ((uint64_t)(uintptr_t)e << 16) ^ (uint64_t)rand() ^ e->connects;
+  n = tlc_efldbg_build_hello(pkt, sizeof(pkt), 1, (int32_t)getpid(), "tlcapd");
+  if (n < 0 || send_raw(e, pkt, (size_t)n) != 0) {
+    lost(e, "cannot send to efl_debugd");
+    return;
+  }
+  n = tlc_efldbg_build_register(pkt, sizeof(pkt), e->cookie, op_names, OP_N);
+  if (n < 0 || send_raw(e, pkt, (size_t)n) != 0 ||
+      uv_read_start((uv_stream_t *)e->tcp, alloc_cb, read_cb) != 0) {
+    lost(e, "cannot talk to efl_debugd");
+    return;
+  }
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: connected to efl_debugd %s (pattern \"%s\")",
+          e->cfg.name, e->addr, e->cfg.pattern);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+static void try_connect(tlc_efl_t *e) {
+  int rc;
+  if (e->stopping || e->tcp != NULL)
+    return;
+  e->tcp = tlc_malloc(sizeof(*e->tcp));
+  if (e->tcp == NULL) {
+    schedule(e);
+    return;
+  }
+  uv_tcp_init(e->d->loop, e->tcp);
+  e->tcp->data = e;
+  e->handles++;
+  e->creq.data = e;
+  rc = uv_tcp_connect(&e->creq, e->tcp, (const struct sockaddr *)&e->sa, connect_cb);
+  if (rc != 0) {
+    e->last_err = rc;
+    lost(e, uv_strerror(rc));
+    return;
+  }
+  e->connecting = 1;
+  uv_timer_start(e->timer, timer_cb, CONNECT_TIMEOUT_MS, 0);
+}
+
+static void timer_cb(uv_timer_t *t) {
+  tlc_efl_t *e = t->data;
+  if (e->stopping) {
+    close_tcp(e); /* the off requests had their chance */
+    return;
+  }
+  if (e->connecting) {
+    lost(e, "connect timeout");
+    return;
+  }
+  try_connect(e);
+}
+
+static void schedule(tlc_efl_t *e) {
+  if (e->stopping || e->d->stopping)
+    return;
+  uv_timer_start(e->timer, timer_cb, tlc__backoff_next(e->d, &e->backoff), 0);
+}
+
+/* ---- start, stop, reconcile ---- */
+
+static void shutdown_cb(uv_shutdown_t *req, int status) {
+  tlc_efl_t *e = req->data;
+  (void)status;
+  tlc_free(req);
+  close_tcp(e);
+  if (e->timer != NULL) {
+    uv_close((uv_handle_t *)e->timer, handle_free_cb);
+    e->timer = NULL;
+  }
+}
+
+static void efl_stop(tlc_efl_t *e, const char *reason) {
+  uv_shutdown_t *sd = NULL;
+  e->stopping = 1;
+  uv_timer_stop(e->poll);
+  uv_close((uv_handle_t *)e->poll, handle_free_cb);
+  e->poll = NULL;
+  while (e->apps != NULL) {
+    efl_app_t *a = e->apps;
+    e->apps = a->next;
+    if (e->registered && e->tcp != NULL)
+      send_off(e, a); /* queued before the shutdown below: written first */
+    app_free(e, a, reason);
+  }
+  if (e->tcp != NULL && e->registered)
+    sd = tlc_malloc(sizeof(*sd));
+  if (sd != NULL) {
+    sd->data = e;
+    if (uv_shutdown(sd, (uv_stream_t *)e->tcp, shutdown_cb) == 0) {
+      uv_timer_start(e->timer, timer_cb, CLOSE_TIMEOUT_MS, 0); /* a daemon that never reads */
+      return;
+    }
+    tlc_free(sd);
+  }
+  close_tcp(e);
+  uv_close((uv_handle_t *)e->timer, handle_free_cb);
+  e->timer = NULL;
+}
+
+static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out) {
+  tlc_efl_t *e = tlc_calloc(1, sizeof(*e));
+  int rc;
+  if (e == NULL)
+    return TLC_ENOMEM;
+  e->d = d;
+  e->cfg = *c;
+  if (uv_ip4_addr(c->host, c->port, (struct sockaddr_in *)&e->sa) != 0 &&
+      uv_ip6_addr(c->host, c->port, (struct sockaddr_in6 *)&e->sa) != 0) {
+    tlc_free(e);
+    return TLC_EINVAL; /* config.c checked it */
+  }
+  snprintf(e->addr, sizeof(e->addr), strchr(c->host, ':') ? "[%s]:%u" : "%s:%u", c->host,
+           (unsigned)c->port);
+  rc = tlc_efldbg_rd_init(&e->rd, 0, CTL_MAX, 4);
+  if (rc != 0) {
+    tlc_free(e);
+    return rc;
+  }
+  e->timer = tlc_malloc(sizeof(*e->timer));
+  e->poll = tlc_malloc(sizeof(*e->poll));
+  if (e->timer == NULL || e->poll == NULL) {
+    tlc_free(e->timer);
+    tlc_free(e->poll);
+    tlc_efldbg_rd_fini(&e->rd);
+    tlc_free(e);
+    return TLC_ENOMEM;
+  }
+  uv_timer_init(d->loop, e->timer);
+  uv_timer_init(d->loop, e->poll);
+  e->timer->data = e->poll->data = e;
+  e->handles = 2;
+  try_connect(e);
+  *out = e;
+  return 0;
+}
+
+static int same_efl(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
+  return strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
+         a->port == b->port && a->poll_ms == b->poll_ms;
+}
+
+int tlc_efl_sync(tlc_daemon_t *d) {
+  tlc_efl_t **pp = &d->efls;
+  while (*pp != NULL) {
+    tlc_efl_t *e = *pp;
+    const tlc_cfg_source_t *c =
+        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_EFL, e->cfg.name);
+    if (c != NULL && same_efl(c, &e->cfg)) {
+      e->cfg = *c;
+      pp = &e->next;
+      continue;
+    }
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: %s; evlog off in its applications", e->cfg.name,
+            d->stopping ? "daemon shutting down"
+            : c == NULL ? "removed"
+                        : "settings changed; starting again");
+    *pp = e->next;
+    efl_stop(e, d->stopping ? "daemon shutting down" : "efl source reconfigured");
+  }
+  if (d->stopping)
+    return 0;
+  for (size_t i = 0; i < d->cfg.nsrc; i++) {
+    const tlc_cfg_source_t *c = &d->cfg.src[i];
+    tlc_efl_t *e;
+    int rc;
+    if (c->kind != TLC_SRC_EFL)
+      continue;
+    for (e = d->efls; e != NULL; e = e->next)
+      if (strcmp(e->cfg.name, c->name) == 0)
+        break;
+    if (e != NULL)
+      continue;
+    rc = efl_start(d, c, &e);
+    if (rc != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_EFL, "efl %s: cannot start: %s", c->name, tlc_strerror(rc));
+      continue;
+    }
+    e->next = d->efls;
+    d->efls = e;
+  }
+  return 0;
+}
+
+void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
+  size_t apps = 0, capturing = 0, bug = 0, off = 0, used = strlen(buf);
+  if (d->efls == NULL || used >= len)
+    return;
+  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next)
+    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+      apps++;
+      capturing += a->state == APP_CAPTURING || a->state == APP_NO_CPUFREQ;
+      bug += a->nocpufreq;
+      off += a->state == APP_EVLOG_OFF;
+    }
+  snprintf(buf + used, len - used, " efl_apps=%zu efl_capturing=%zu efl_no_cpufreq=%zu%s", apps,
+           capturing, bug, off ? " efl_evlog_off=1" : "");
+}
+
+void tlc_efl_dump(const tlc_daemon_t *d, tlc_out_t *o) {
+  tlc_out_puts(o, " \"efl\": [");
+  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
+    tlc_out_puts(o, e == d->efls ? "\n  {\"source\": " : ",\n  {\"source\": ");
+    tlc_json_string(o, e->cfg.name);
+    tlc_out_puts(o, ", \"pattern\": ");
+    tlc_json_string(o, e->cfg.pattern);
+    tlc_out_printf(o,
+                   ", \"debugd\": \"%s\", \"connected\": %d, \"connects\": %" PRIu64
+                   ", \"disconnects\": %" PRIu64 ", \"apps_seen\": %" PRIu64
+                   ", \"apps_matched\": %" PRIu64 ", \"apps_refused\": %" PRIu64
+                   ", \"no_cpufreq\": %" PRIu64 ", \"protocol_errors\": %" PRIu64
+                   ", \"polls_skipped\": %" PRIu64 ", \"ignored\": %" PRIu64 ", \"apps\": [",
+                   e->addr, e->registered, e->connects, e->disconnects, e->apps_seen,
+                   e->apps_matched, e->apps_refused, e->no_cpufreq, e->protocol_errors,
+                   e->polls_skipped, e->ignored);
+    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+      tlc_out_puts(o, a == e->apps ? "{\"target\": " : ", {\"target\": ");
+      tlc_json_string(o, a->target != NULL ? a->target->name : "");
+      tlc_out_puts(o, ", \"name\": ");
+      tlc_json_string(o, a->name);
+      tlc_out_printf(o,
+                     ", \"pid\": %" PRId32 ", \"cid\": %" PRId32 ", \"state\": \"%s\""
+                     ", \"replies\": %" PRIu64 ", \"empty_replies\": %" PRIu64
+                     ", \"blocks\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"get_timeouts\": %" PRIu64
+                     ", \"on_retries\": %" PRIu64 "}",
+                     a->pid, a->cid, state_names[a->state], a->replies, a->empty, a->blocks,
+                     a->bytes, a->timeouts, a->on_retries);
+    }
+    tlc_out_puts(o, "]}");
+  }
+  tlc_out_puts(o, "],\n");
+}

@@ -1,0 +1,644 @@
+#!/usr/bin/env python3
+"""Live EFL applications through efl_debugd (issue 23, SPEC 12, docs/efl.md).
+
+    test_efl.py TLCAPD TLCAP EFL_APP|none
+
+Debian's real efl_debugd runs under a private XDG_RUNTIME_DIR; its debugger port is always
+127.0.0.1:6666, so the whole test re-runs itself in a private network namespace (`unshare -rn`)
+when it can (else ctest's RESOURCE_LOCK keeps the EFL tests apart). EFL_APP is the test
+application (tests/integ/efl_app.c): N threads x R repetitions of
+    +tlc_outer { +tlc_inner -tlc_inner } x 2  >tlc_stateK <tlc_stateK  !tlc_tick  -tlc_outer
+(K = the thread's index), so the expected statistics come from N and R, not from tlcapd. Skips (77) only when the EFL
+packages are missing (no efl_debugd, or EFL_APP could not be built: "none")."""
+import fcntl
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import daemonlib as D
+import tlctest as T
+
+TLCAPD, TLCAP, APP = sys.argv[1], sys.argv[2], sys.argv[3]
+THREADS, REPS = 3, 400
+
+
+# ---- environment ----
+
+def lo_up():
+    """Brings up lo in a fresh network namespace (SIOCGIFFLAGS / SIOCSIFFLAGS, IFF_UP)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifr = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifr))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))
+    finally:
+        s.close()
+
+
+def maybe_netns():
+    if os.environ.get("TLC_EFL_NETNS") == "1":
+        lo_up()
+        return
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "-rn", "true"], stderr=subprocess.DEVNULL).returncode == 0:
+        env = dict(os.environ, TLC_EFL_NETNS="1")
+        r = subprocess.run([unshare, "-rn", sys.executable] + sys.argv, env=env)
+        sys.exit(r.returncode)
+    print("note: no private network namespace (unshare -rn failed): using the host's port 6666")
+
+
+def port_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+class Efl:
+    """An efl_debugd of our own and the environment EFL applications need to reach it."""
+
+    def __init__(self, d):
+        self.d = d
+        self.run = os.path.join(d, "run")
+        os.makedirs(self.run, mode=0o700, exist_ok=True)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run, HOME=d,
+                        ECORE_NO_SYSTEM_MODULES="1", EINA_LOG_LEVEL="0",
+                        EINA_LOG_BACKTRACE="-1")
+        self.sock = os.path.join(self.run, ".edebug", "efl_debug", "0")
+        self.p = None
+        self.apps = []
+
+    def start_debugd(self):
+        # A SIGKILLed efl_debugd leaves its socket file behind, and a new one then serves only
+        # its TCP port (checked with Debian's 1.26.3): remove it, as a service manager would.
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+        T.check(not port_open(6666), "port 6666 is taken by another program")
+        self.errf = open(os.path.join(self.d, "efl_debugd.log"), "ab")
+        self.p = subprocess.Popen([shutil.which("efl_debugd")], env=self.env,
+                                  stdin=subprocess.DEVNULL, stdout=self.errf, stderr=self.errf)
+        D.wait_until(lambda: os.path.exists(self.sock) and port_open(6666), 10,
+                     "efl_debugd listening")
+
+    def stop_debugd(self, sig=signal.SIGTERM):
+        self.p.send_signal(sig)
+        self.p.wait(10)
+        self.errf.close()
+        D.wait_until(lambda: not port_open(6666), 10, "efl_debugd gone")
+
+    def app(self, *args):
+        a = App(self.env, os.path.join(self.d, "app%d.err" % len(self.apps)), args)
+        self.apps.append(a)
+        return a
+
+    def close(self):
+        for a in self.apps:
+            a.kill()
+        if self.p is not None and self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+
+
+class App:
+    """efl_app; its report lines ("ready PID", "done PID", "cpufreq on PID", ...) collected."""
+
+    def __init__(self, env, errpath, args):
+        self.errf = open(errpath, "wb")
+        self.p = subprocess.Popen([APP] + list(args), env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=self.errf)
+        self.pid = self.p.pid
+        self.lines = []
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+        self.wait_line("ready")
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line.decode(errors="replace").strip())
+
+    def wait_line(self, word, timeout=15):
+        want = "%s %d" % (word, self.pid)
+        D.wait_until(lambda: want in self.lines or self.p.poll() is not None, timeout,
+                     "efl_app %d: %r" % (self.pid, word))
+        T.check(want in self.lines, "efl_app %d exited (%s) before %r; lines %r"
+                % (self.pid, self.p.returncode, word, self.lines))
+
+    def run_workload(self):
+        self.p.send_signal(signal.SIGUSR1)
+        self.wait_line("done", 30)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait(10)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+        self.errf.close()
+
+
+def daemon(d, sport, poll_ms=50, pattern="efl_app", extra=""):
+    conf = os.path.join(d, "tlcapd.ini")
+    with open(conf, "w") as f:
+        f.write("[efl lab]\npattern = %s\npoll_ms = %d\n%s" % (pattern, poll_ms, extra))
+    return conf, D.Daemon(TLCAPD, d, ["--config", conf], store=True,
+                          serve="127.0.0.1:%d" % sport)
+
+
+def tname(app):
+    return "lab/efl_app-%d" % app.pid
+
+
+def efl_app_entry(st, pid):
+    for src in st.get("efl", []):
+        for a in src["apps"]:
+            if a["pid"] == pid:
+                return a
+    return None
+
+
+def wait_state(dm, app, states, timeout=15):
+    def get():
+        a = efl_app_entry(dm.stats(), app.pid)
+        return a if a is not None and a["state"] in states else None
+    try:
+        return D.wait_until(get, timeout, "efl_app %d in state %r" % (app.pid, states), 0.05)
+    except T.Failure as e:
+        raise T.Failure("%s; efl %r; log:\n%s" % (e, dm.stats().get("efl"), dm.log()[-2000:]))
+
+
+def counts(js):
+    """{area name: count} over the merged rows (Neutral for code areas, the only row else),
+    and {area name: [per-thread counts]} for code areas."""
+    total, per_thread = {}, {}
+    for r in js["rows"]:
+        n = r.get("name")
+        if not n or not n.startswith("tlc_"):
+            continue
+        ctx = r.get("context")
+        if ctx in (None, "Neutral"):
+            total[n] = total.get(n, 0) + r["count"]
+        else:
+            per_thread.setdefault(n, []).append(r["count"])
+    return total, per_thread
+
+
+def expected():
+    n = THREADS * REPS
+    want = {"tlc_outer": n, "tlc_inner": 2 * n, "tlc_tick": n}
+    for k in range(THREADS):
+        want["tlc_state%d" % k] = REPS
+    return want
+
+
+def settle(dm, app):
+    """After "done": two more evlog replies from the application, so the second was asked for
+    after its workload ended and everything it logged has been fed."""
+    r0 = efl_app_entry(dm.stats(), app.pid)["replies"]
+    dm.wait_stats(lambda s: efl_app_entry(s, app.pid)["replies"] >= r0 + 2,
+                  what="two more replies from %d" % app.pid)
+
+
+def check_workload(rep, what):
+    """The replayed statistics (which carry the evlog names) hold the workload's counts."""
+    total, per = counts(rep)
+    T.eq(total, expected(), what + " counts")
+    T.eq(sorted(per["tlc_outer"]), [REPS] * THREADS, what + " tlc_outer per thread")
+    T.eq(sorted(per["tlc_inner"]), [2 * REPS] * THREADS, what + " tlc_inner per thread")
+
+
+def rotate_replay(dm, sport, target):
+    """Seals the target's open segment (`tlcap rotate`); returns the sealed .log paths and the
+    replay (JSON) of the newest."""
+    tdir = os.path.join(dm.state, target)
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", target],
+                         timeout=30)
+    T.eq(rc, 0, "tlcap rotate %s: %s" % (target, err))
+    D.wait_until(lambda: glob.glob(os.path.join(tdir, "*.log")) and
+                 not glob.glob(os.path.join(tdir, "*.part")), 10, "segment sealed")
+    segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
+    rc, out, err = T.run([TLCAPD, "replay", segs[-1], "--format", "evlog", "--export", "json"])
+    T.eq(rc, 0, "replay %s: %s" % (segs[-1], err))
+    return segs, json.loads(out)
+
+
+def live_equals_replay(dm, sport, target):
+    """Seals the target's segment (`tlcap rotate`), replays the sealed .log segment and compares
+    it with the live statistics, row by row (idle application: no event in between). Returns
+    the replay."""
+    tdir = os.path.join(dm.state, target)
+    for attempt in range(3):
+        live = D.live_json(TLCAP, sport, target)
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", target],
+                             timeout=30)
+        T.eq(rc, 0, "tlcap rotate %s: %s" % (target, err))
+        D.wait_until(lambda: glob.glob(os.path.join(tdir, "*.log")) and
+                     not glob.glob(os.path.join(tdir, "*.part")), 10, "segment sealed")
+        segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
+        rc, out, err = T.run([TLCAPD, "replay"] + segs + ["--format", "evlog", "--export",
+                                                          "json"])
+        T.eq(rc, 0, "replay %r: %s" % (segs, err))
+        rep = json.loads(out)
+        if D.live_json(TLCAP, sport, target)["counters"]["events"] == live["counters"]["events"]:
+            T.eq(len(segs), 1 + attempt, "segments of %s" % target)
+            D.compare_stats(live, rep, target)
+            # live statistics carry the evlog names too, as the replay gives them
+            T.eq({D.row_key(r): r.get("name") for r in live["rows"]},
+                 {D.row_key(r): r.get("name") for r in rep["rows"]}, target + " area names")
+            return rep
+    raise T.Failure("%s kept receiving events while idle" % target)
+
+
+# ---- tests ----
+
+def test_two_apps_live_and_replay(d):
+    """One application running before tlcapd starts, one started after: both become targets
+    lab/efl_app-PID, capture; their workloads give exactly the known counts per area (and per
+    thread); the stored .log segments replay to the same statistics; an application that
+    exits is a disconnect (a gap)."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        a1 = e.app()
+        _, dm = daemon(d, sport)
+        a2 = e.app()
+        for a in (a1, a2):
+            wait_state(dm, a, ("capturing",))
+            a.wait_line("cpufreq on")
+        a1.run_workload()
+        a2.run_workload()
+        for a in (a1, a2):
+            settle(dm, a)
+            check_workload(live_equals_replay(dm, sport, tname(a)), tname(a))
+        st = dm.stats()
+        T.eq(len(st["efl"]), 1, "efl sources")
+        T.eq(st["efl"][0]["no_cpufreq"], 0, "no_cpufreq")
+        a1.stop()
+        dm.wait_stats(lambda s: not D.by_name(s, tname(a1))["connected"], what="a1 disconnected")
+        t1 = D.by_name(dm.stats(), tname(a1))
+        T.eq(t1["gaps"], 1, "gaps of the exited application")
+        T.check(D.by_name(dm.stats(), tname(a2))["connected"], "a2 still connected")
+        T.check("application efl_app pid %d exited" % a1.pid in dm.log(), "exit logged")
+        n = len(dm.notify.msgs)
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+        # shutdown turned the evlog off in the remaining application (its work-around says so)
+        a2.wait_line("cpufreq off", 10)
+        T.check(e.p.poll() is None, "efl_debugd still running")
+        del n
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
+def test_killed_and_debugd_restart(d):
+    """An application killed mid-run is a disconnect; efl_debugd going away disconnects the
+    others (their eina debug sessions end with it); tlcapd reconnects when it is back and picks
+    up applications that start then; nothing crashes."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport)
+        victim = e.app("--reps", "200000")
+        other = e.app()
+        for a in (victim, other):
+            wait_state(dm, a, ("capturing",))
+        victim.p.send_signal(signal.SIGUSR1)  # a long run, killed in the middle of it
+        dm.wait_stats(lambda s: D.by_name(s, tname(victim))["events"] > 1000,
+                      what="victim's events flowing")
+        victim.p.kill()
+        victim.p.wait(10)
+        dm.wait_stats(lambda s: not D.by_name(s, tname(victim))["connected"],
+                      what="killed application disconnected")
+        T.eq(D.by_name(dm.stats(), tname(victim))["gaps"], 1, "victim gaps")
+        e.stop_debugd(signal.SIGKILL)  # killed: its socket file stays behind
+        dm.wait_stats(lambda s: not D.by_name(s, tname(other))["connected"] and
+                      not s["efl"][0]["connected"], what="efl_debugd gone")
+        T.check("efl_debugd went away" in json.dumps(D.by_name(dm.stats(), tname(other))) or
+                "efl_debugd" in dm.log(), "reason logged")
+        e.start_debugd()
+        dm.wait_stats(lambda s: s["efl"][0]["connected"] and s["efl"][0]["connects"] == 2,
+                      timeout=40, what="reconnected to efl_debugd")
+        late = e.app()
+        wait_state(dm, late, ("capturing",))
+        late.run_workload()
+        settle(dm, late)
+        check_workload(live_equals_replay(dm, sport, tname(late)), tname(late))
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
+def test_app_without_workaround(d):
+    """An application that does not answer CPU/Freq/on (the EFL 1.26.3 bug): reported with its
+    pid and the reason (log line, state in the stats dump, STATUS), captured through EvLog/on
+    instead, its workload counted exactly; an application with the work-around beside it is
+    unaffected."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport)
+        bad = e.app("--no-workaround")
+        good = e.app()
+        wait_state(dm, bad, ("no-cpufreq",))
+        wait_state(dm, good, ("capturing",))
+        log = dm.log()
+        line = [ln for ln in log.splitlines() if "pid %d" % bad.pid in ln and " warn " in ln and
+                "does not answer CPU/Freq/on" in ln and "0xfffffffc" in ln]
+        T.eq(len(line), 1, "one warning naming pid and reason; log:\n" + log[-2000:])
+        T.eq(dm.stats()["efl"][0]["no_cpufreq"], 1, "no_cpufreq counter")
+        tb = D.by_name(dm.stats(), tname(bad))
+        T.check(tb["connected"] and tb["peer"].endswith("pid %d no-cpufreq" % bad.pid),
+                "the target's peer text says no-cpufreq: %r" % tb["peer"])
+        T.check("no-cpufreq" not in D.by_name(dm.stats(), tname(good))["peer"], "good peer")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "targets"])
+        T.check(rc == 0 and b"no-cpufreq" in out, "tlcap targets shows it: %r %r" % (out, err))
+        dm.notify.wait_for("efl_no_cpufreq=1", timeout=10)
+        bad.run_workload()
+        good.run_workload()
+        for a in (bad, good):
+            settle(dm, a)
+            check_workload(live_equals_replay(dm, sport, tname(a)), tname(a))
+        T.check(bad.p.poll() is None, "the application without the work-around still runs")
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
+def test_reload_removes_source(d):
+    """SIGHUP with the [efl] section removed turns the evlog off in the applications (the
+    work-around's CPU/Freq/off handler runs) and disconnects their targets; putting it back
+    captures again (same application, same target: a reconnect)."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        conf, dm = daemon(d, sport)
+        a = e.app()
+        wait_state(dm, a, ("capturing",))
+        a.wait_line("cpufreq on")
+        with open(conf, "w") as f:
+            f.write("[daemon]\n")
+        dm.p.send_signal(signal.SIGHUP)
+        a.wait_line("cpufreq off", 10)
+        dm.wait_stats(lambda s: not D.by_name(s, tname(a))["connected"] and not s["efl"],
+                      what="source removed")
+        with open(conf, "w") as f:
+            f.write("[efl lab]\npattern = %d\npoll_ms = 50\n" % a.pid)  # by pid this time
+        on_before = a.lines.count("cpufreq on %d" % a.pid)
+        dm.p.send_signal(signal.SIGHUP)
+        wait_state(dm, a, ("capturing",))
+        D.wait_until(lambda: a.lines.count("cpufreq on %d" % a.pid) > on_before, 10,
+                     "evlog on again")
+        a.run_workload()
+        settle(dm, a)
+        segs, rep = rotate_replay(dm, sport, tname(a))
+        T.check(len(segs) >= 1, "a sealed segment")
+        check_workload(rep, tname(a))
+        T.eq(D.by_name(dm.stats(), tname(a))["reconnects"], 1, "reconnects")
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
+def test_tlcapd_killed_recovers_segment(d):
+    """tlcapd SIGKILLed while capturing: on restart the .part segment of the efl target, in
+    its directory per source (STATE/lab/efl_app-PID/), is recovered and sealed, and replays to
+    the workload; the application is captured again under the same target."""
+    e = Efl(d)
+    e.start_debugd()
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport)
+        a = e.app()
+        wait_state(dm, a, ("capturing",))
+        a.run_workload()
+        settle(dm, a)
+        tdir = os.path.join(dm.state, tname(a))
+        fed = D.by_name(dm.stats(), tname(a))["bytes"]
+
+        def part_size():
+            ps = glob.glob(os.path.join(tdir, "*.part"))
+            return sum(os.path.getsize(p) for p in ps) if ps else 0
+        D.wait_until(lambda: part_size() == fed, 10, "the .part holds every byte fed (%d)" % fed)
+        dm.kill()
+        dm = None
+        _, dm = daemon(d, sport)
+        T.check(not glob.glob(os.path.join(tdir, "*.part")), "no .part left after recovery")
+        segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
+        T.eq(len(segs), 1, "recovered segments")
+        rc, out, err = T.run([TLCAPD, "replay", segs[0], "--format", "evlog", "--export", "json"])
+        T.eq(rc, 0, "replay: " + err)
+        check_workload(json.loads(out), "recovered " + tname(a))
+        wait_state(dm, a, ("capturing",))
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        e.close()
+
+
+class FakeDebugd:
+    """A hostile stand-in for efl_debugd on 127.0.0.1:6666 (docs/efl.md's framing), one
+    connection at a time: `plans[k]` drives the k-th connection - "cookie" answers the
+    registration with a wrong cookie; otherwise a list of answers to EvLog/get (bytes: a
+    payload; "badsize": a packet whose size field is 5)."""
+
+    def __init__(self, plans):
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 6666))
+        self.ls.listen(4)
+        self.plans = plans
+        self.gets = 0
+        self.ops_seen = []
+        self.error = None
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    @staticmethod
+    def _recv(c, n):
+        b = b""
+        while len(b) < n:
+            x = c.recv(n - len(b))
+            if not x:
+                raise EOFError
+            b += x
+        return b
+
+    def _packet(self, c):
+        size, cid, op = struct.unpack("<Iii", self._recv(c, 12))
+        return cid, op, self._recv(c, size - 12)
+
+    @staticmethod
+    def _send(c, cid, op, payload=b""):
+        c.sendall(struct.pack("<Iii", 12 + len(payload), cid, op) + payload)
+
+    def _serve(self):
+        try:
+            for plan in self.plans:
+                c, _ = self.ls.accept()
+                with c:
+                    self._conversation(c, plan)
+        except Exception as e:  # reported by the test through self.error
+            self.error = repr(e)
+
+    def _conversation(self, c, plan):
+        ids = {}
+        while True:
+            cid, op, p = self._packet(c)
+            if op == 0:  # register: u64 cookie, names
+                cookie, names = p[:8], p[8:].split(b"\0")[:-1]
+                for i, n in enumerate(names):
+                    ids[n.decode()] = 20 + i
+                if plan == "cookie":
+                    cookie = bytes(8)
+                self._send(c, 0, 0, cookie + b"".join(struct.pack("<i", 20 + i)
+                                                      for i in range(len(names))))
+                if plan == "cookie":
+                    c.settimeout(10)
+                    try:
+                        while c.recv(4096):
+                            pass  # tlcapd must hang up
+                    except OSError:
+                        pass
+                    return
+                continue
+            if op == 1:
+                continue
+            name = {v: k for k, v in ids.items()}.get(op, str(op))
+            self.ops_seen.append(name)
+            if name == "Daemon/Client/register_observer":
+                self._send(c, 0, ids["Daemon/Client/added"],
+                           struct.pack("<ii", 5, 777) + b"evil\napp\0")
+                self._send(c, 0, ids["Daemon/Client/added"],
+                           struct.pack("<ii", 6, 778) + b"." + b"y" * 300 + b"\0")
+            elif name == "EvLog/get" and cid != 5:
+                self._send(c, cid, op, struct.pack("<I", 0))  # on, nothing logged
+            elif name == "EvLog/get":
+                self.gets += 1
+                ans = plan.pop(0) if plan else struct.pack("<I", 0)
+                if ans == "badsize":
+                    c.sendall(struct.pack("<Iii", 5, 5, op))
+                    c.settimeout(10)
+                    try:
+                        while c.recv(4096):
+                            pass
+                    except OSError:
+                        pass
+                    return
+                self._send(c, 5, op, ans)
+
+    def close(self):
+        self.ls.close()
+
+
+def test_hostile_debugd(d):
+    """Everything from efl_debugd is checked: an evlog answer whose items are garbage (a decode
+    error: the target detaches and comes back at the next block), one over max_block (skipped
+    with a gap), a packet size below the header and a registration answer with a wrong cookie
+    (both drop the connection, counted as protocol errors, then tlcapd reconnects), an
+    application name with a control character, one too long for max_name. Only the valid
+    blocks are counted."""
+    def block(n, overflow=0):
+        return struct.pack("<I", overflow) + b"".join(T.evlog_item(1.0 + i * 1e-3, 0x7f01, "!tick")
+                                               for i in range(n))
+    garbage = struct.pack("<I", 0) + b"\xff" * 48
+    big = block(100)  # 4800 bytes of items > max_block 4096
+    fake = FakeDebugd([[block(10), garbage, block(10, overflow=3), big, block(10), "badsize"],
+                       "cookie",
+                       [block(10)]])
+    sport = D.free_port()
+    dm = None
+    try:
+        _, dm = daemon(d, sport, pattern="*", extra="[daemon]\nmax_block = 4096\n")
+        name = "lab/evil_app-777"
+        dm.wait_stats(lambda s: s["efl"] and s["efl"][0]["connects"] == 3 and
+                      s["efl"][0]["connected"] and any(t["name"] == name and t["events"] == 40
+                                                       for t in s["targets"]),
+                      timeout=30, what="three connections, 4 valid blocks counted")
+        st = dm.stats()
+        t = D.by_name(st, name)
+        T.eq(t["decode_errors"], 1, "decode errors")
+        T.eq(t["overflow_items"], 3, "the application's overflow count reaches the target")
+        T.eq(st["efl"][0]["protocol_errors"], 2, "protocol errors (bad size, wrong cookie)")
+        T.check(t["connected"], "attached again")
+        log = dm.log()
+        T.check("over max_block, skipped" in log, "oversized block logged")
+        T.check("packet size 5 is below the 12-byte header" in log, "bad size logged")
+        T.check("evil?app" in log and "evil\napp" not in log, "control character not logged")
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        # a name longer than the room left in max_name (64), starting with '.': cut, '_' first
+        long_name = "lab/_" + "y" * (64 - len("lab/_") - len("-778")) + "-778"
+        T.check(D.by_name(st, long_name)["connected"], "long-named application attached")
+        T.check("CPU/Freq/on" in fake.ops_seen, "evlog turned on")
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+        D.wait_until(lambda: "CPU/Freq/off" in fake.ops_seen, 10, "evlog turned off at exit")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+
+
+def test_config_errors(d):
+    """A Unix socket path for `debugd` is refused with the reason (efl_debugd relays only
+    between its TCP debuggers and its Unix-socket applications); a missing pattern too."""
+    for text, needle in (("[efl x]\npattern = *\ndebugd = /run/user/0/.edebug/efl_debug/0\n",
+                          "TCP port"),
+                         ("[efl x]\npoll_ms = 100\n", "missing option \"pattern\""),
+                         ("[efl x]\npattern = *\ndebugd = localhost:6666\n", "IP address")):
+        conf = os.path.join(d, "bad.ini")
+        with open(conf, "w") as f:
+            f.write(text)
+        rc, out, err = T.run([TLCAPD, "--config", conf, "--check-config"])
+        T.eq(rc, 2, "exit status for %r" % text)
+        T.check(needle in err, "message %r in %r" % (needle, err))
+    rc, out, err = T.run([TLCAPD, "--efl", "lab=efl_*", "--check-config"])
+    T.eq(rc, 0, "--efl NAME=PATTERN accepted: " + err)
+
+
+if __name__ == "__main__":
+    if APP == "none" or not shutil.which("efl_debugd"):
+        print("SKIP: the EFL packages are missing (libefl-all-dev to build efl_app, libeina-bin "
+              "for efl_debugd)")
+        sys.exit(T.SKIP)
+    maybe_netns()
+    T.main([test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
+            test_killed_and_debugd_restart, test_reload_removes_source,
+            test_tlcapd_killed_recovers_segment, test_hostile_debugd])
