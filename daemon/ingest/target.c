@@ -518,7 +518,9 @@ void tlc_target_idle(tlc_target_t *t) {
 
 uint64_t tlc_target_units(const tlc_target_t *t) {
   const tlc_dec_counters_t *c = &t->dec.c;
-  return c->records + c->blocks + c->bytes_skipped + c->records_invalid;
+  /* evlog: the unit is the block (items inside one may come out before it is whole) */
+  return (t->format == TLC_FMT_EVLOG ? c->blocks : c->records) + c->bytes_skipped +
+         c->records_invalid;
 }
 
 void tlc_target_detach(tlc_target_t *t, const char *reason) {

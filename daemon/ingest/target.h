@@ -197,8 +197,8 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len);
 /* Non-zero while the stream sits inside a record/block (bytes held or missing), for the
  * partial-record deadline. 0 when the stream sits on a record boundary. */
 size_t tlc_target_pending(const tlc_target_t *t);
-/* A count that changes whenever the decoder starts a new record or block (records and blocks
- * completed, bytes skipped): with tlc_target_pending, tells a record that goes on from a new
+/* A count that changes whenever the decoder starts a new record or block (bin1x records, evlog
+ * blocks begun, bytes skipped): with tlc_target_pending, tells a record that goes on from a new
  * one (partial_timeout measures time inside one record). Loop thread. */
 uint64_t tlc_target_units(const tlc_target_t *t);
 /* The source's line has been idle for resync_idle: delivers what the decoder held back only for

@@ -55,8 +55,9 @@ def test_reset_before_accept(d):
 
 
 def test_partial_timeout_inside_record(d):
-    port = D.free_port()
+    port, pev = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
+                              "--listen", "ev=evlog@127.0.0.1:%d" % pev,
                               "--partial-timeout", "1s"])
     try:
         # A steady stream whose every read ends inside a record (30-byte writes of 24-byte
@@ -67,6 +68,13 @@ def test_partial_timeout_inside_record(d):
         # A trickle: one byte of a record every 300 ms, never silent for 1 s.
         slow = D.connect(port)
         slow.sendall(b"TLCAP/1 target=trickle\n" + D.calls(1))
+        # evlog: one block whose items come one every 300 ms: inside one block for 1 s
+        items = [T.evlog_item(0.001 * k, 1, "+f" if k % 2 == 0 else "-f") for k in range(12)]
+        block = T.evlog_block(items)
+        ev = D.connect(pev)
+        ev.sendall(block[:12 + len(items[0])])
+        ev.setblocking(False)
+        ev_pos, ev_closed = 12 + len(items[0]), None
         t0 = time.monotonic()
         closed_at = None
         pos = 0
@@ -74,6 +82,12 @@ def test_partial_timeout_inside_record(d):
         for i in range(9):  # 2.7 s
             good.sendall(rec[pos:pos + 30])
             pos += 30
+            if ev_closed is None:
+                try:
+                    ev.send(block[ev_pos:ev_pos + len(items[1])])
+                    ev_pos += len(items[1])
+                except OSError:
+                    ev_closed = time.monotonic() - t0
             if closed_at is None:
                 try:
                     slow.send(b"\x00")
@@ -93,8 +107,11 @@ def test_partial_timeout_inside_record(d):
             closed_at = time.monotonic() - t0
         T.check(closed_at < 2.5, "the trickling peer is closed about 1 s into its record "
                 "(after %.2f s)" % closed_at)
-        st = dm.wait_stats(lambda s: s["daemon"]["closed_deadline"] >= 1, what="deadline")
-        T.eq(st["daemon"]["closed_deadline"], 1, "only the trickle closed by the deadline")
+        ev.setblocking(True)
+        D.wait_eof(ev, 5)
+        st = dm.wait_stats(lambda s: s["daemon"]["closed_deadline"] >= 2, what="deadline")
+        T.eq(st["daemon"]["closed_deadline"], 2,
+             "the two trickles (bin11 record, evlog block) closed by the deadline")
         T.eq(D.by_name(st, "steady")["connected"], 1, "the steady stream is still connected")
         T.eq(D.by_name(st, "steady")["records"], 270 // 24, "steady records")
         good.close()
