@@ -4,7 +4,8 @@ receiver measured in the same run; RSS over a long run with reconnects; the same
 
     bench/bench_ingest.py BUILD_DIR [--runs N] [--mib M] [--passes P] [--rss-seconds S]
                           [--rss-warmup S] [--store-runs N] [--store-passes P]
-                          [--parts nostore,rss,store]
+                          [--ratio-runs N] [--ratio-passes P] [--ab-base BUILD0]
+                          [--parts nostore,rss,store,ratio,abnostore]
 
 BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
 
@@ -31,6 +32,15 @@ byte (SPEC 1). Throughput = bytes / (first write .. close).
     second (records in the manifests x 24 / time to the close), and the drops are reported;
     records stored + dropped must equal records sent. Target >= 0.9x.
     (Defaults: 3 pairs, 2 passes = 512 MiB per run.)
+ 4. ratio: the same stream to a fresh tlcapd with storage and to a fresh `tlcapd --no-store`,
+    alternating (N pairs, default 5, R passes per connection, default 1), median of the
+    per-pair ratios of throughput to the close (with storage the close comes after the storage
+    barrier, so it covers the writes and the seals). Also the daemon's CPU time per event with
+    and without storage and their difference: the CPU time storage costs per stored event.
+    Every storage run must have stored every record sent (manifests; no drops). Target >= 0.85x.
+ 5. abnostore (with --ab-base BUILD0): `tlcapd --no-store` of BUILD0 and of BUILD_DIR, fresh
+    daemons, alternating (N pairs, --ratio-runs), same stream: median throughput and CPU time
+    per event of each, so that a change is seen not to slow ingest without storage.
 Every figure is printed with the CPU seconds of each process and the machine's other
 ("foreign") CPU use during the run, in cores (busy time from /proc/stat less ours, divided by
 the wall time from the sender's start to its end): the machine has 2 cores, shared by sender,
@@ -288,6 +298,79 @@ def part_store(io, a, build):
     summarize("store", plain, daemon, 0.9)
 
 
+def nostore_fresh_run(io, a, build, d):
+    """A fresh `tlcapd --no-store`; one connection of a.ratio_passes passes."""
+    port = B.free_port()
+    dm = B.Daemon(build, d, ["--listen", "bench=bin11@127.0.0.1:%d" % port, "--no-store",
+                             "--serve", "", "--state-dir", os.path.join(d, "state")])
+    try:
+        c0 = dm.cpu()
+        r = daemon_run(io, a, dm, port, a.ratio_passes)
+        r["cpu_recv"] = dm.cpu() - c0
+        dm.stop()
+    finally:
+        dm.kill()
+    return r
+
+
+def part_ratio(io, a, build):
+    d = B.tempdir("tlcbench-ratio.")
+    saved = a.store_passes
+    a.store_passes = a.ratio_passes
+    st, ns = [], []
+    try:
+        for i in range(a.ratio_runs):
+            r = store_run(io, a, build, d)
+            if r["dropped"]:
+                raise B.BenchError("ratio: storage dropped %d records" % r["dropped"])
+            st.append(r)
+            print("ratio run %d store  : %s; %.0f ns CPU per event"
+                  % (i, fmt(r), 1e9 * r["cpu_recv"] / r["records"]))
+            n = nostore_fresh_run(io, a, build, d)
+            ns.append(n)
+            print("ratio run %d nostore: %s; %.0f ns CPU per event"
+                  % (i, fmt(n), 1e9 * n["cpu_recv"] / n["records"]))
+            sys.stdout.flush()
+    finally:
+        a.store_passes = saved
+        shutil.rmtree(d, ignore_errors=True)
+    ratios = [s["mbps"] / n["mbps"] for s, n in zip(st, ns)]
+    cs = B.median([1e9 * s["cpu_recv"] / s["records"] for s in st])
+    cn = B.median([1e9 * n["cpu_recv"] / n["records"] for n in ns])
+    print("ratio: median with storage %.1f MB/s, --no-store %.1f MB/s; ratio per pair %s; "
+          "median ratio %.3fx (target >= 0.85x: %s)"
+          % (B.median([s["mbps"] for s in st]), B.median([n["mbps"] for n in ns]),
+             " ".join("%.3f" % x for x in ratios), B.median(ratios),
+             "MET" if B.median(ratios) >= 0.85 else "NOT MET"))
+    print("ratio: daemon CPU per event (medians): with storage %.0f ns, --no-store %.0f ns; "
+          "storage costs %.0f ns CPU per stored event" % (cs, cn, cs - cn))
+    sys.stdout.flush()
+
+
+def part_abnostore(io, a, build):
+    d = B.tempdir("tlcbench-ab.")
+    a.ratio_passes = a.ratio_passes or 1
+    res = {"base": [], "new": []}
+    try:
+        for i in range(a.ratio_runs):
+            for tag, b in (("base", a.ab_base), ("new", build)):
+                r = nostore_fresh_run(io, a, b, d)
+                res[tag].append(r)
+                print("abnostore run %d %-4s: %s; %.0f ns CPU per event"
+                      % (i, tag, fmt(r), 1e9 * r["cpu_recv"] / r["records"]))
+                sys.stdout.flush()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    for tag in ("base", "new"):
+        print("abnostore %-4s: median %.1f MB/s, %.1f ns CPU per event"
+              % (tag, B.median([r["mbps"] for r in res[tag]]),
+                 B.median([1e9 * r["cpu_recv"] / r["records"] for r in res[tag]])))
+    ratio = [n["mbps"] / b["mbps"] for b, n in zip(res["base"], res["new"])]
+    print("abnostore: new/base throughput per pair %s; median %.3fx"
+          % (" ".join("%.3f" % x for x in ratio), B.median(ratio)))
+    sys.stdout.flush()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -298,7 +381,10 @@ def main():
     ap.add_argument("--store-runs", type=int, default=3)
     ap.add_argument("--rss-seconds", type=float, default=60)
     ap.add_argument("--rss-warmup", type=float, default=10)
-    ap.add_argument("--parts", default="nostore,rss,store")
+    ap.add_argument("--ratio-runs", type=int, default=5)
+    ap.add_argument("--ratio-passes", type=int, default=1)
+    ap.add_argument("--ab-base", help="abnostore: the build to compare BUILD_DIR against")
+    ap.add_argument("--parts", default="nostore,rss,store,ratio")
     a = ap.parse_args()
     io = os.path.join(a.build, "bench", "benchd_io")
     for f in (io, os.path.join(a.build, "daemon", "tlcapd")):
@@ -316,6 +402,12 @@ def main():
         part_rss(io, a, a.build)
     if "store" in parts:
         part_store(io, a, a.build)
+    if "ratio" in parts:
+        part_ratio(io, a, a.build)
+    if "abnostore" in parts:
+        if not a.ab_base:
+            sys.exit("bench_ingest: abnostore needs --ab-base BUILD0")
+        part_abnostore(io, a, a.build)
 
 
 if __name__ == "__main__":

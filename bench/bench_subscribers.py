@@ -68,6 +68,7 @@ class Subs:
                 "--seconds", "600", "--profile", a.profile]
         if a.full_decode:
             argv.append("--full-decode")
+        argv += getattr(a, "subs_extra", [])  # bench_tls.py: --tls CAFILE --token TOKEN
         self.nsubs = nsubs
         nice = a.subs_nice
         self.p = B.subprocess.Popen(argv, stdout=B.subprocess.PIPE, stderr=B.subprocess.PIPE,

@@ -41,6 +41,8 @@
  * subscriber) that saw it, and a JSON summary line (snapshots, bytes, errors). Runs `seconds`
  * (default 15) after ready or until SIGTERM/SIGINT, bounded by a deadline for readiness
  * (20 s); every loop is bounded.
+ * --tls CAFILE [--token TOKEN]: the subscribers speak TLS (OpenSSL, the daemon's certificate
+ *    verified against CAFILE) and present TOKEN in Hello (bench_tls.py: TLS against plain TCP).
  */
 #define _GNU_SOURCE
 #include "tlcap.pb-c.h"
@@ -61,6 +63,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #define MARKER_HANDLE 0x20000001u
 #define MAX_SUBS      250
 #define MAX_MARKERS   100000
@@ -80,6 +85,7 @@ static void die(const char *what) {
 
 typedef struct sub {
   int fd;
+  SSL *ssl;     /* --tls */
   uint8_t *buf; /* frame assembly */
   size_t len, cap;
   int acked, ready;
@@ -92,7 +98,9 @@ static double *g_tsend;
 static uint64_t g_nmark;
 static char g_marker[128] = "marker";
 static int g_full;
-static int g_profile; /* 0 heavy, 1 top, 2 light, 3 cores, 4 default */
+static SSL_CTX *g_ctx;      /* --tls */
+static const char *g_token; /* --token */
+static int g_profile;       /* 0 heavy, 1 top, 2 light, 3 cores, 4 default */
 
 /* Column ids of the protocol's columnar rows (proto/tlcap.proto, Snapshot.columns). */
 #define COL_HANDLE       1u
@@ -188,6 +196,25 @@ static void send_all(int fd, const uint8_t *p, size_t n) {
       die("write");
     p += w;
     n -= (size_t)w;
+  }
+}
+
+static void send_msg_ssl(SSL *ssl, const Tlcap__ClientMessage *m) {
+  uint8_t buf[1024];
+  size_t n = tlcap__client_message__get_packed_size(m), h = 0;
+  if (n + 10 > sizeof(buf)) {
+    fprintf(stderr, "benchd_subs: request too large\n");
+    exit(1);
+  }
+  for (size_t v = n;; v >>= 7) {
+    buf[h++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if (v < 0x80)
+      break;
+  }
+  tlcap__client_message__pack(m, buf + h);
+  if (SSL_write(ssl, buf, (int)(h + n)) != (int)(h + n)) { /* blocking socket at set-up */
+    fprintf(stderr, "benchd_subs: TLS write failed\n");
+    exit(1);
   }
 }
 
@@ -469,11 +496,23 @@ static int sub_read(sub_t *s) {
       s->buf = nb;
       s->cap = nc;
     }
-    ssize_t r = read(s->fd, s->buf + s->len, s->cap - s->len);
-    if (r < 0 && (errno == EAGAIN || errno == EINTR))
-      return 0;
-    if (r <= 0)
-      return -1;
+    ssize_t r;
+    if (s->ssl != NULL) {
+      size_t want = s->cap - s->len;
+      int k = SSL_read(s->ssl, s->buf + s->len, want > (1u << 30) ? 1 << 30 : (int)want);
+      if (k <= 0) {
+        int e = SSL_get_error(s->ssl, k);
+        ERR_clear_error();
+        return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? 0 : -1;
+      }
+      r = k;
+    } else {
+      r = read(s->fd, s->buf + s->len, s->cap - s->len);
+      if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+      if (r <= 0)
+        return -1;
+    }
     double t = now_s();
     s->len += (size_t)r;
     size_t off = 0;
@@ -539,7 +578,14 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL)
       goto usage;
-    if (strcmp(argv[i], "--subs") == 0)
+    if (strcmp(argv[i], "--tls") == 0) {
+      g_ctx = SSL_CTX_new(TLS_client_method());
+      if (g_ctx == NULL || SSL_CTX_load_verify_locations(g_ctx, v, NULL) != 1)
+        die("TLS CA file");
+      SSL_CTX_set_verify(g_ctx, SSL_VERIFY_PEER, NULL);
+    } else if (strcmp(argv[i], "--token") == 0)
+      g_token = v;
+    else if (strcmp(argv[i], "--subs") == 0)
       nsubs = atol(v);
     else if (strcmp(argv[i], "--interval") == 0)
       interval = atol(v);
@@ -586,14 +632,28 @@ int main(int argc, char **argv) {
     s->buf = malloc(s->cap);
     if (s->buf == NULL)
       die("malloc");
+    if (g_ctx != NULL) {
+      s->ssl = SSL_new(g_ctx);
+      if (s->ssl == NULL || SSL_set_fd(s->ssl, s->fd) != 1 || SSL_connect(s->ssl) != 1) {
+        ERR_print_errors_fp(stderr);
+        die("TLS handshake");
+      }
+    }
     Tlcap__ClientMessage m = TLCAP__CLIENT_MESSAGE__INIT;
     Tlcap__Hello h = TLCAP__HELLO__INIT;
     h.protocol_version = 1;
     h.client_name = "benchd_subs";
+    if (g_token != NULL) {
+      h.token.data = (uint8_t *)g_token;
+      h.token.len = strlen(g_token);
+    }
     m.request_id = 1;
     m.msg_case = TLCAP__CLIENT_MESSAGE__MSG_HELLO;
     m.hello = &h;
-    send_msg(s->fd, &m);
+    if (s->ssl != NULL)
+      send_msg_ssl(s->ssl, &m);
+    else
+      send_msg(s->fd, &m);
     Tlcap__Subscribe sb = TLCAP__SUBSCRIBE__INIT;
     uint32_t cols[64];
     sb.subscription_id = 1;
@@ -607,7 +667,10 @@ int main(int argc, char **argv) {
     m2.request_id = 2;
     m2.msg_case = TLCAP__CLIENT_MESSAGE__MSG_SUBSCRIBE;
     m2.subscribe = &sb;
-    send_msg(s->fd, &m2);
+    if (s->ssl != NULL)
+      send_msg_ssl(s->ssl, &m2);
+    else
+      send_msg(s->fd, &m2);
     if (fcntl(s->fd, F_SETFL, O_NONBLOCK) < 0)
       die("fcntl");
   }
@@ -679,6 +742,7 @@ int main(int argc, char **argv) {
     msnaps += subs[i].marker_snaps;
     bytes += subs[i].bytes;
     errors += subs[i].errors;
+    SSL_free(subs[i].ssl);
     close(subs[i].fd);
     free(subs[i].buf);
   }
@@ -714,6 +778,7 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: benchd_subs SERVE_ADDR INGEST_ADDR [--subs N] [--interval MS] "
                   "[--seconds S] [--marker-ms MS] [--marker-target NAME] "
-                  "[--profile heavy|top|light|cores|default] [--full-decode]\n");
+                  "[--profile heavy|top|light|cores|default] [--full-decode] "
+                  "[--tls CAFILE [--token TOKEN]]\n");
   return 2;
 }

@@ -17,6 +17,8 @@
 #include "fleet_cli.h"
 
 #include "tlcap.pb-c.h"
+#include "json.h"
+#include "out.h"
 #include "tlc_alloc.h"
 
 #include <nats/nats.h>
@@ -106,18 +108,16 @@ static row_t *find_row(const char *host, const char *tgt) {
   return &rows[nrows++];
 }
 
+/* A JSON string through the one JSON writer (formats/json.c), as tlcap.c prints its own. */
 static void json_str(const char *s) {
-  putchar('"');
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
+  tlc_out_t o;
+  char *p;
+  tlc_out_init(&o, 0, NULL, NULL);
+  tlc_json_string(&o, s);
+  p = tlc_out_take(&o, NULL);
+  fputs(p != NULL ? p : "\"\"", stdout);
+  tlc_free(p);
+  tlc_out_fini(&o);
 }
 
 static void print_json(const row_t *r) {

@@ -1,6 +1,7 @@
 /* tlcap.c - the `tlcap` command line: targets, stats, top, watch, send, rotate, mapping.
  *
- *   tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]
+ *   tlcap [--connect HOST:PORT|tls://HOST:PORT|unix:PATH] [--ca FILE] [--token-file FILE]
+ *         COMMAND [ARGS]
  *
  * Every command but `send` talks to tlcapd's subscriber port through the client library
  * (tlcap_client.h; default 127.0.0.1:7400, or $TLCAP_CONNECT). `stats` rebuilds a tlc_table_t
@@ -8,6 +9,9 @@
  * live capture and a replay of its segments can be compared byte for byte. `top` is a live
  * terminal view drawn with plain ANSI escapes (works in tmux); `watch` prints JSON lines.
  * `send` is a target simulator: it connects to the daemon's ingest port and streams a file.
+ * `watch` and `top` outlive a daemon restart: the client library reconnects with backoff and
+ * subscribes again; `watch` prints a {"reconnected": {...}} line, `top` a status line. The
+ * one-shot commands fail at once when the daemon is not there.
  *
  * Exit status: 0 success, 1 bad input or a daemon error (including "not reachable", which names
  * the address), 2 usage. Not done here: anything the daemon does; this is a thin client.
@@ -49,7 +53,10 @@
 #define EXIT_USAGE 2
 
 static const char *g_addr = TLC_CLIENT_DEFAULT_ADDR;
+static const char *g_ca; /* --ca FILE: CAs for tls:// (NULL: the system's) */
 static char *g_token;
+static char g_link[256]; /* top: the link's state after a loss ("" while it never dropped) */
+static int g_view_reset; /* top: the daemon restarted; drop the old view */
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig) {
@@ -59,7 +66,8 @@ static void on_signal(int sig) {
 
 static void usage_main(FILE *to) {
   fprintf(to,
-          "usage: tlcap [--connect HOST:PORT|unix:PATH] [--token-file FILE] COMMAND [ARGS]\n"
+          "usage: tlcap [--connect HOST:PORT|tls://HOST:PORT|unix:PATH] [--ca FILE]\n"
+          "             [--token-file FILE] COMMAND [ARGS]\n"
           "       tlcap --version\n"
           "\n"
           "commands:\n"
@@ -77,7 +85,10 @@ static void usage_main(FILE *to) {
           "                                every daemon and target publishing to a NATS server\n"
           "\n"
           "--connect defaults to $TLCAP_CONNECT or %s; a token for a daemon that requires\n"
-          "one comes from --token-file or $TLCAP_TOKEN. `tlcap COMMAND --help` for details.\n"
+          "one comes from --token-file or $TLCAP_TOKEN. tls:// verifies the daemon's\n"
+          "certificate against --ca FILE or the system's CAs. watch and top reconnect when\n"
+          "the daemon restarts; the other commands fail at once. `tlcap COMMAND --help` for\n"
+          "details.\n"
           "tlcap --version prints the version.\n"
           "Exit status: 0 success, 1 bad input or daemon error, 2 usage.\n",
           TLC_CLIENT_DEFAULT_ADDR);
@@ -102,6 +113,10 @@ static int next_opt(int argc, char **argv, const char *shortopts, const struct o
   return c;
 }
 
+/* Connects (one-shot commands: no reconnection). */
+static tlc_client_t *connect_ev(const char *name, int *status,
+                                void (*cb)(void *, const tlc_client_event_t *));
+
 /* Resets getopt for a new command line (GNU: optind 0 is a full re-initialisation). */
 static void opt_reset(void) {
   optind = 0;
@@ -112,12 +127,21 @@ static const struct option help_only[] = { { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
 
 static tlc_client_t *connect_or_die(const char *name, int *status) {
+  return connect_ev(name, status, NULL);
+}
+
+/* Connects; with `cb`, the client reconnects by itself and tells cb (watch, top). */
+static tlc_client_t *connect_ev(const char *name, int *status,
+                                void (*cb)(void *, const tlc_client_event_t *)) {
   tlc_client_opts_t o;
   tlc_client_t *c = NULL;
   char err[512];
   memset(&o, 0, sizeof(o));
   o.name = name;
   o.token = g_token;
+  o.ca_file = g_ca;
+  o.reconnect = cb != NULL;
+  o.event_cb = cb;
   if (tlc_client_connect(g_addr, &o, &c, err, sizeof(err)) < 0) {
     fprintf(stderr, "tlcap: %s\n", err);
     *status = EXIT_BAD;
@@ -617,6 +641,35 @@ static void json_str(const char *s) {
   tlc_out_fini(&o);
 }
 
+/* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
+ * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
+static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
+  (void)ud;
+  switch (ev->kind) {
+  case TLC_CLIENT_EV_LOST:
+    fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", g_addr, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RETRY:
+    if (ev->attempts == 1 || ev->attempts % 10 == 0)
+      fprintf(stderr, "tlcap watch: %s (attempt %u; retrying in %llu ms)\n", ev->reason,
+              ev->attempts, (unsigned long long)ev->backoff_ms);
+    break;
+  case TLC_CLIENT_EV_RECONNECTED:
+    printf("{\"reconnected\":{\"address\":");
+    json_str(g_addr);
+    printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
+           "\"attempts\":%u,\"down_ms\":%llu}}\n",
+           ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
+           (unsigned long long)ev->instance_id, ev->attempts, (unsigned long long)ev->down_ms);
+    fflush(stdout);
+    fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", g_addr,
+            (unsigned long long)ev->down_ms, ev->restarted ? " (the daemon restarted)" : "");
+    break;
+  default:
+    break;
+  }
+}
+
 static int cmd_watch(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   char *targets[1];
@@ -664,7 +717,7 @@ static int cmd_watch(int argc, char **argv) {
     fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
     return EXIT_USAGE;
   }
-  if ((c = connect_or_die("tlcap watch", &status)) == NULL)
+  if ((c = connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   targets[0] = (char *)target;
@@ -687,17 +740,11 @@ static int cmd_watch(int argc, char **argv) {
     if (r == 0)
       continue;
     if (r < 0) {
-      char err[512];
-      unsigned tries = 0;
-      fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", tlc_client_addr(c),
-              r == TLC_EIO ? "closed by the daemon" : tlc_strerror(r));
-      while (!g_stop && tlc_client_reconnect(c, err, sizeof(err)) < 0) {
-        struct timespec ts = { tries < 5 ? 0 : 1, tries < 5 ? 200000000L : 0 };
-        if (tries++ == 0)
-          fprintf(stderr, "tlcap watch: %s\n", err);
-        nanosleep(&ts, NULL); /* reconnect backoff, not synchronisation */
-      }
-      continue;
+      /* the library reconnects by itself: what comes here cannot be cured by waiting */
+      fprintf(stderr, "tlcap watch: %s: %s\n", tlc_client_addr(c),
+              tlc_client_last_error(c)[0] ? tlc_client_last_error(c) : tlc_strerror(r));
+      status = EXIT_BAD;
+      break;
     }
     switch (m->msg_case) {
     case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
@@ -849,8 +896,11 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   }
   printf("\x1b[H");
   if (vt == NULL) {
-    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n\x1b[J", addr,
+    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n", addr,
            ts->only != NULL ? " of the target" : "");
+    if (g_link[0])
+      printf("link: %s\x1b[K\r\n", g_link);
+    printf("\x1b[J");
     fflush(stdout);
     return;
   }
@@ -870,9 +920,13 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
          (unsigned long long)vt->t.counters.anomalies,
          (unsigned long long)vt->t.counters.dropped_area_limit,
          (unsigned long long)w->dropped_events, (unsigned long long)vt->gaps_seen);
+  line = 3;
+  if (g_link[0]) {
+    printf("link: %s\x1b[K\r\n", g_link);
+    line++;
+  }
   printf("\x1b[7m%-40s %-12s %10s %10s %10s %10s %10s\x1b[0m\x1b[K\r\n", "AREA", "CONTEXT", "COUNT",
          "T.NET", "T.CALL", "NET.MAX", "NET.AVG");
-  line = 3;
   tr = vt->t.nrows > 0 ? tlc_malloc(vt->t.nrows * sizeof(*tr)) : NULL;
   for (i = 0; tr != NULL && i < vt->t.nrows; i++) {
     const tlc_stat_t *r = &vt->t.rows[i];
@@ -1049,6 +1103,34 @@ static size_t top_columns(uint32_t *c) {
   return n;
 }
 
+/* top: the link's state goes in a status line under the header (top_draw). */
+static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
+  time_t now = time(NULL);
+  struct tm tm;
+  char at[16];
+  (void)ud;
+  localtime_r(&now, &tm);
+  strftime(at, sizeof(at), "%H:%M:%S", &tm);
+  switch (ev->kind) {
+  case TLC_CLIENT_EV_LOST:
+    snprintf(g_link, sizeof(g_link), "DISCONNECTED at %s (%s): reconnecting", at, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RETRY:
+    snprintf(g_link, sizeof(g_link), "DISCONNECTED: reconnecting, attempt %u failed (%.120s)",
+             ev->attempts, ev->reason);
+    break;
+  case TLC_CLIENT_EV_RECONNECTED:
+    snprintf(g_link, sizeof(g_link), "reconnected at %s after %.1f s%s", at,
+             (double)ev->down_ms / 1000.0,
+             ev->restarted ? ": the daemon restarted, statistics start again" : "");
+    if (ev->restarted)
+      g_view_reset = 1;
+    break;
+  default:
+    break;
+  }
+}
+
 static int cmd_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   uint32_t top_cols[6 + 5 * TLC_MAX_WINDOWS];
@@ -1091,7 +1173,7 @@ static int cmd_top(int argc, char **argv) {
     fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
     return EXIT_USAGE;
   }
-  if ((c = connect_or_die("tlcap top", &status)) == NULL)
+  if ((c = connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   if (ts.only != NULL) {
@@ -1154,17 +1236,18 @@ static int cmd_top(int argc, char **argv) {
       int r = tlc_client_recv(c, 0, &m);
       if (r == 0)
         break;
+      if (g_view_reset) {
+        view_fini(&w); /* a restarted daemon: the old targets and rows are gone */
+        g_view_reset = 0;
+      }
       if (r < 0) {
-        char err[512];
-        if (tlc_client_reconnect(c, err, sizeof(err)) < 0) {
-          term_restore();
-          printf("\x1b[?25h\x1b[?1049l");
-          fprintf(stderr, "tlcap top: %s\n", err);
-          status = EXIT_BAD;
-          quit = 1;
-        } else {
-          view_fini(&w);
-        }
+        /* the library reconnects by itself: what comes here cannot be cured by waiting */
+        term_restore();
+        printf("\x1b[?25h\x1b[?1049l");
+        fprintf(stderr, "tlcap top: %s: %s\n", tlc_client_addr(c),
+                tlc_client_last_error(c)[0] ? tlc_client_last_error(c) : tlc_strerror(r));
+        status = EXIT_BAD;
+        quit = 1;
         break;
       }
       if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
@@ -1190,38 +1273,14 @@ static int cmd_top(int argc, char **argv) {
 
 /* ---- send -------------------------------------------------------------------------------- */
 
+/* A blocking socket to a target listener, through the client's one dialer. */
 static int dial_tcp(const char *addr, int *fd_out, char *err, size_t errlen) {
-  char host[256];
-  const char *colon = strrchr(addr, ':');
-  struct addrinfo hints, *res = NULL, *ai;
-  int fd = -1, r, e = ECONNREFUSED;
-  size_t hl;
-  if (colon == NULL || (hl = (size_t)(colon - addr)) == 0 || hl >= sizeof(host)) {
-    snprintf(err, errlen, "bad address %s (want HOST:PORT)", addr);
+  int fd;
+  if (tlc_client_dial(addr, -1, "listening for targets", &fd, err, errlen) < 0)
     return -1;
-  }
-  memcpy(host, addr[0] == '[' ? addr + 1 : addr, addr[0] == '[' ? hl - 2 : hl);
-  host[addr[0] == '[' ? hl - 2 : hl] = 0;
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_socktype = SOCK_STREAM;
-  if ((r = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
-    snprintf(err, errlen, "cannot resolve %s: %s", addr, gai_strerror(r));
-    return -1;
-  }
-  for (ai = res; ai != NULL; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-      continue;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-      break;
-    e = errno;
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    snprintf(err, errlen, "%s: %s", addr, strerror(errno));
     close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot connect to %s: %s (is tlcapd listening for targets there?)", addr,
-             strerror(e));
     return -1;
   }
   *fd_out = fd;
@@ -1420,11 +1479,11 @@ int main(int argc, char **argv) {
   if ((env = getenv("TLCAP_TOKEN")) != NULL && env[0] != 0)
     g_token = tlc_strndup(env, strlen(env));
   {
-    static const struct option lo[] = { { "connect", required_argument, NULL, 'C' },
-                                        { "token-file", required_argument, NULL, 'k' },
-                                        { "help", no_argument, NULL, 'h' },
-                                        { "version", no_argument, NULL, 'V' },
-                                        { NULL, 0, NULL, 0 } };
+    static const struct option lo[] = {
+      { "connect", required_argument, NULL, 'C' }, { "token-file", required_argument, NULL, 'k' },
+      { "ca", required_argument, NULL, 'A' },      { "help", no_argument, NULL, 'h' },
+      { "version", no_argument, NULL, 'V' },       { NULL, 0, NULL, 0 }
+    };
     int o;
     opt_reset();
     /* '+': the options before COMMAND are tlcap's; the command parses the rest. */
@@ -1437,6 +1496,8 @@ int main(int argc, char **argv) {
         return 0;
       } else if (o == 'C') {
         g_addr = optarg;
+      } else if (o == 'A') {
+        g_ca = optarg;
       } else if (o == 'k') {
         tlc_free(g_token);
         if (load_token(optarg) < 0)

@@ -21,6 +21,10 @@
 #include "tlc_err.h"
 #include "tlc_version.h"
 
+#include "auth.h"
+#include "tls.h"
+
+#include <arpa/inet.h>
 #include <ini.h>
 
 #include <arpa/inet.h>
@@ -323,38 +327,6 @@ int tlc_config_targets_match(const char *list, const char *name) {
   return list_each(list, targets_match_one, (void *)(uintptr_t)name) > 0;
 }
 
-int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen) {
-  char host[TLC_CFG_HOST];
-  uint16_t port;
-  unsigned char a[16];
-  int loop;
-  if (c->serve[0] == '\0')
-    return 0;
-  if (tlc_config_parse_hostport(c->serve, host, sizeof(host), &port) != 0) {
-    seterr(err, errlen, "serve: expected HOST:PORT, got \"%s\"", c->serve);
-    return TLC_EINVAL;
-  }
-  if (strcmp(host, "localhost") == 0)
-    loop = 1;
-  else if (inet_pton(AF_INET, host, a) == 1)
-    loop = a[0] == 127;
-  else if (inet_pton(AF_INET6, host, a) == 1) /* ::1, or ::ffff:127.x.y.z */
-    loop = (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) == 0) ||
-           (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0 && a[12] == 127);
-  else {
-    seterr(err, errlen, "serve: %s is not a numeric address", host);
-    return TLC_EINVAL;
-  }
-  if (!loop && !have_token) {
-    seterr(err, errlen,
-           "serve: %s is not a loopback address: subscribers are served there only with a token "
-           "(use 127.0.0.1 or a Unix socket)",
-           host);
-    return TLC_EINVAL;
-  }
-  return 0;
-}
-
 static int parse_windows(const char *s, tlc_config_t *c) {
   char buf[256];
   uint32_t n = 0;
@@ -387,7 +359,8 @@ enum ktype {
   K_ADDR,
   K_U64,
   K_SYNC,
-  K_MAINEXP
+  K_MAINEXP,
+  K_SERVE /* HOST:PORT, unix:PATH, or empty */
 };
 
 typedef struct dkey {
@@ -404,7 +377,7 @@ typedef struct dkey {
 static const dkey_t dkeys[] = {
   { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0 },
   { "store", K_BOOL, OFF(store), 0, 0 },
-  { "serve", K_ADDR, OFF(serve), FSZ(serve), 0 },
+  { "serve", K_SERVE, OFF(serve), FSZ(serve), 0 },
   { "log_level", K_LEVEL, OFF(log_level), 0, 0 },
   { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0 },
   { "max_connections", K_SIZE, OFF(max_connections), FSZ(max_connections), 1000000 },
@@ -442,6 +415,10 @@ static const dkey_t dkeys[] = {
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
   { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
+  /* remote access (SPEC 8; daemon/auth) */
+  { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0 },
+  { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0 },
+  { "tls_key", K_STR, OFF(tls_key), FSZ(tls_key), 0 },
   /* NATS publisher (daemon/fleet) */
   { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0 },
   { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0 }, /* --nats URL (SPEC 5) */
@@ -489,6 +466,21 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
       return TLC_EINVAL;
     }
     return 0;
+  case K_SERVE:
+    if (strncmp(v, "unix:", 5) == 0) {
+      /* sun_path holds 108 bytes with its NUL */
+      if (v[5] == '\0' || strlen(v + 5) > 107) {
+        seterr(why, wl, "expected unix:PATH with a path of 1 to 107 bytes, got \"%s\"", v);
+        return TLC_EINVAL;
+      }
+      if (copy_str(base + k->off, k->size, v) != 0) {
+        seterr(why, wl, "path too long");
+        return TLC_EINVAL;
+      }
+      return 0;
+    }
+    /* HOST:PORT: as K_ADDR */
+    __attribute__((fallthrough));
   case K_ADDR: {
     char host[TLC_CFG_HOST];
     uint16_t port;
@@ -1194,7 +1186,8 @@ static void usage(FILE *f) {
   fputs("usage: tlcapd [--config FILE] [--state-dir DIR] [--listen NAME=FORMAT@HOST:PORT]...\n"
         "              [--dial NAME=FORMAT@HOST:PORT]... [--serial NAME=FORMAT@DEVICE[:BAUD]]...\n"
         "              [--efl NAME=PATTERN]... (EFL applications through efl_debugd)\n"
-        "              [--serve HOST:PORT] [--no-store] [--log-level LEVEL] [--debug LIST]\n"
+        "              [--serve HOST:PORT|unix:PATH] [--no-store] [--log-level LEVEL] [--debug "
+        "LIST]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
         "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"
@@ -1203,6 +1196,7 @@ static void usage(FILE *f) {
         "              --main-export text1|xml, ...)\n"
         "              (serial: --resync-idle DUR, default 50ms: a burst's last record is\n"
         "              delivered after this silence; 0 = wait for the next burst)\n"
+        "              (remote access: --token-file FILE, --tls-cert FILE --tls-key FILE)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "       tlcapd --version\n"
         "Every [daemon] option of the configuration file is also a long option, with '-' for\n"
@@ -1416,6 +1410,54 @@ int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_
   return 0;
 }
 
+int tlc_config_is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (strcmp(host, "localhost") == 0)
+    return 1;
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  return 0; /* a name: it may resolve to anything */
+}
+
+/* SPEC 8: the token file is readable only by its owner and not empty; a port beyond loopback
+ * needs it; the TLS files come as a pair and load. Reads the files (start-up, SIGHUP, and
+ * --check-config report the same errors). */
+static int validate_remote(const tlc_config_t *c, char *err, size_t errlen) {
+  char why[600];
+  if (c->token_file[0] != '\0' && tlc_auth_check_file(c->token_file, why, sizeof(why)) != 0) {
+    seterr(err, errlen, "[daemon] token_file: %s", why);
+    return TLC_EINVAL;
+  }
+  if (c->serve[0] != '\0' && strncmp(c->serve, "unix:", 5) != 0 && c->token_file[0] == '\0') {
+    char host[TLC_CFG_HOST];
+    uint16_t port;
+    if (tlc_config_parse_hostport(c->serve, host, sizeof(host), &port) == 0 &&
+        !tlc_config_is_loopback(host)) {
+      seterr(err, errlen,
+             "[daemon] serve: %s is beyond loopback: it needs token_file (--token-file FILE), "
+             "and should have tls_cert/tls_key",
+             c->serve);
+      return TLC_EINVAL;
+    }
+  }
+  if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
+    seterr(err, errlen, "[daemon] tls_cert and tls_key: give both or neither");
+    return TLC_EINVAL;
+  }
+  if (c->tls_cert[0] != '\0') {
+    tlc_tls_t *t;
+    if (tlc_tls_new(c->tls_cert, c->tls_key, &t, why, sizeof(why)) != 0) {
+      seterr(err, errlen, "[daemon] tls_cert/tls_key: %s", why);
+      return TLC_EINVAL;
+    }
+    tlc_tls_free(t);
+  }
+  return 0;
+}
+
 int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
   if (c->max_name == 0 || c->max_name > TLC_TARGET_NAME_MAX) {
     seterr(err, errlen, "[daemon] max_name: must be 1 to %d", TLC_TARGET_NAME_MAX);
@@ -1502,7 +1544,7 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
       }
     }
   }
-  return 0;
+  return validate_remote(c, err, errlen);
 }
 
 int tlc_config_build(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen) {

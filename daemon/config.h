@@ -84,7 +84,7 @@ typedef struct tlc_config {
   /* [daemon] */
   char state_dir[TLC_CFG_PATH];
   int store;                    /* 1: storage on */
-  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" ("" = off) */
+  char serve[TLC_CFG_HOST + 8]; /* subscriber address "HOST:PORT" or "unix:PATH" ("" = off) */
   int log_level;
   char debug[128];        /* debug switches (log.h) */
   size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
@@ -128,6 +128,10 @@ typedef struct tlc_config {
   int quick_start;              /* recovery checks sizes and index only, not every byte */
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
+  /* Remote access (SPEC 8, daemon/auth): "" = off */
+  char token_file[TLC_CFG_PATH]; /* the shared secret's file */
+  char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */
+  char tls_key[TLC_CFG_PATH];    /* PEM private key */
 
   tlc_cfg_source_t *src;
   size_t nsrc;
@@ -179,10 +183,6 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
 /* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
 int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
-/* The checks start makes on the subscriber address, made without binding (for --check-config):
- * `serve` empty, or a numeric loopback address ("localhost" counts as 127.0.0.1). Any other
- * address is refused (TLC_EINVAL, message in err) as tlc_pubsub_listen_tcp refuses it when no
- * token is configured (R16); `have_token` skips the loopback rule. */
 /* A listener's `allow` list: addresses and CIDR blocks separated by commas or spaces
  * ("127.0.0.1, 10.0.0.0/8, ::1, fd00::/8"; an IPv4 entry also matches the IPv4-mapped IPv6
  * form). Returns 0 or TLC_EINVAL naming the bad entry in err. */
@@ -194,7 +194,9 @@ int tlc_config_allow_match(const char *list, const void *sa);
  * board[0-9]"). Whether `name` matches one (empty list: every name). */
 int tlc_config_targets_match(const char *list, const char *name);
 
-int tlc_config_check_serve(const tlc_config_t *c, int have_token, char *err, size_t errlen);
+/* 1 if `host` (numeric, or "localhost") is a loopback address; 0 for anything else, names
+ * included (they may resolve beyond loopback). SPEC 8: a port beyond loopback needs a token. */
+int tlc_config_is_loopback(const char *host);
 
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);

@@ -27,13 +27,7 @@
 
 #include <stdint.h>
 
-enum tlc_log_level {
-  TLC_LOG_ERR = 3,
-  TLC_LOG_WARN = 4,
-  TLC_LOG_NOTICE = 5,
-  TLC_LOG_INFO = 6,
-  TLC_LOG_DEBUG = 7
-};
+#include "tlc_log_level.h" /* TLC_LOG_ERR .. TLC_LOG_DEBUG: the levels every library uses */
 
 /* Components (bit flags) for debug switches and line prefixes. */
 enum tlc_log_comp {

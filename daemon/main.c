@@ -148,6 +148,8 @@ static void dump_stats(tlc_daemon_t *d) {
       }
     }
     tlc_out_puts(&o, "]");
+    /* storage backpressure: times the source was held, and whether it is now */
+    tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
     tlc_table_init(&tab);
     if (tlc_target_snapshot(t, &tab, NULL) == 0) {
       tlc_out_puts(&o, ", \"stats\": ");
@@ -376,12 +378,7 @@ int main(int argc, char **argv) {
   int r;
 
   if (argc >= 2 && strcmp(argv[1], "replay") == 0) {
-#ifdef TLC_NO_REPLAY
-    fputs("tlcapd: this build has no replay (configured with TLC_WITH_REPLAY=OFF)\n", stderr);
-    return 2;
-#else
     return tlc_replay_main(argc - 1, argv + 1);
-#endif
   }
 
   /* Before libuv allocates anything: every allocation goes through tlc_malloc. */
@@ -402,12 +399,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (d->cli.check_only) {
-    /* what start would refuse, refused here too (issue 16); no token option exists yet */
-    if (tlc_config_check_serve(&d->cfg, 0, err, sizeof(err)) != 0) {
-      fprintf(stderr, "tlcapd: %s\n", err);
-      tlc_config_fini(&d->cfg);
-      return 2;
-    }
     printf("configuration OK: %zu sources\n", d->cfg.nsrc);
     tlc_config_fini(&d->cfg);
     return 0;

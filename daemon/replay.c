@@ -20,6 +20,8 @@
  */
 #include "replay.h"
 
+#include "fileread.h"
+
 #include "engine.h"
 #include "segread.h"
 
@@ -153,46 +155,9 @@ static void add_counters(tlc_dec_counters_t *a, const tlc_dec_counters_t *b) {
   a->overflow_items += b->overflow_items;
 }
 
-/* Reads a whole (small) file into a tlc_malloc'd, NUL-terminated buffer. */
+/* Reads a whole (small) file: aprof/BR reports and mapping files, up to RP_MAX_FILE_TEXT. */
 static int read_all(const char *path, char **data, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *b = NULL;
-  size_t n = 0, cap = 0;
-  if (f == NULL)
-    return -errno;
-  for (;;) {
-    size_t got;
-    if (cap - n < 65536) {
-      char *nb;
-      if (cap >= RP_MAX_FILE_TEXT) {
-        tlc_free(b);
-        fclose(f);
-        return TLC_ELIMIT;
-      }
-      cap = cap ? cap * 2 : 65536 * 2;
-      nb = tlc_realloc(b, cap + 1);
-      if (nb == NULL) {
-        tlc_free(b);
-        fclose(f);
-        return TLC_ENOMEM;
-      }
-      b = nb;
-    }
-    got = fread(b + n, 1, cap - n, f);
-    n += got;
-    if (got == 0)
-      break;
-  }
-  if (ferror(f)) {
-    tlc_free(b);
-    fclose(f);
-    return TLC_EIO;
-  }
-  fclose(f);
-  b[n] = '\0';
-  *data = b;
-  *len = n;
-  return 0;
+  return tlc_file_read(path, RP_MAX_FILE_TEXT, data, len);
 }
 
 static int ends_with(const char *s, const char *suffix) {

@@ -18,8 +18,10 @@
  */
 #include "wiring.h"
 
+#include "auth.h"
 #include "fleet.h"
 #include "log.h"
+#include "tls.h"
 #include "sdnotify.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -27,12 +29,8 @@
 #include "iofault.h"
 #endif
 
-#ifdef TLC_HAVE_PUBSUB
 #include "pubsub.h"
-#endif
-#ifdef TLC_HAVE_STORE
 #include "store.h"
-#endif
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,10 +48,11 @@ struct tlc_wiring {
   int closing;
   int pending;        /* services still closing */
   tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
-#ifdef TLC_HAVE_PUBSUB
+  /* Remote access (SPEC 8): the token file and the TLS context, shared by the servers that
+   * borrow them (pubsub; the HTTP port), freed only after those have closed. */
+  tlc_auth_t *auth;
+  tlc_tls_t *tls;
   tlc_pubsub_t *ps;
-#endif
-#ifdef TLC_HAVE_STORE
   tlc_store_t *st;
   tlc_config_t applied; /* storage settings in force (the numeric [daemon] keys) */
   uv_mutex_t rec_mu;    /* serialises log lines of the recovery thread with the waiting loop */
@@ -62,7 +61,6 @@ struct tlc_wiring {
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
   size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
-#endif
 };
 
 /* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
@@ -103,16 +101,15 @@ static void fleet_closed(void *ud) {
 static void maybe_free(tlc_wiring_t *w) {
   if (!w->closing || w->pending != 0)
     return;
-#ifdef TLC_HAVE_STORE
+  tlc_auth_free(w->auth);
+  tlc_tls_free(w->tls);
   if (w->rec_mu_ok) {
     uv_cond_destroy(&w->rec_cv);
     uv_mutex_destroy(&w->rec_mu);
   }
-#endif
   tlc_free(w);
 }
 
-#ifdef TLC_HAVE_PUBSUB
 static void ps_log(void *ud, int level, const char *msg) {
   (void)ud;
   tlc_log(level, TLC_LOGC_PUBSUB, "%s", msg);
@@ -142,9 +139,7 @@ static int ps_kind(int kind) {
     return 0;
   }
 }
-#endif
 
-#ifdef TLC_HAVE_STORE
 /* t->store: the store's target handle plus the gap counters already reported for it. */
 typedef struct st_handle {
   tlc_store_target_t *t;
@@ -164,16 +159,11 @@ static void st_log(void *ud, int level, const char *msg) {
 
 static void st_event(void *ud, const tlc_store_event_t *ev) {
   tlc_wiring_t *w = ud;
-#ifdef TLC_HAVE_PUBSUB
   /* w->ps is still NULL while recovery (possibly on another thread) reports quarantines. */
   if (w->ps != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL)
     tlc_pubsub_target_event(w->ps, ev->target, TLC_PS_EV_SEGMENT_ROTATED, ev->path);
   if (w->fleet != NULL && ev->kind == TLC_SEV_SEALED && ev->target != NULL && ev->path != NULL)
     tlc_fleet_segment_sealed(w->fleet, ev->target, ev->path, ev->seq, ev->reason);
-#else
-  (void)w;
-  (void)ev;
-#endif
 }
 
 static void st_closed(void *ud) {
@@ -278,8 +268,18 @@ static long test_stall_ms;
 static int test_stalled;
 static tlc_io_t test_io;
 
+/* Test hook (backpressure): TLCAP_TEST_DISK_BPS=N makes every write(2) of the storage threads
+ * take len / N seconds, a disk that writes N bytes per second. */
+static long long test_disk_bps;
+
 static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
-  if (!test_stalled) {
+  if (test_disk_bps > 0) {
+    long long ns = (long long)len * 1000000000ll / test_disk_bps;
+    struct timespec ts = { (time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll) };
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+  if (!test_stalled && test_stall_ms > 0) {
     struct timespec ts = { test_stall_ms / 1000, (test_stall_ms % 1000) * 1000000 };
     test_stalled = 1;
     while (nanosleep(&ts, &ts) != 0)
@@ -289,8 +289,12 @@ static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
 }
 
 static void test_hooks(void) {
+  tlc_crashpoint_hook = tlc_crashpoint_env; /* TLCAP_CRASHPOINT (crashpoint.c) */
   const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
-  if (v == NULL || (test_stall_ms = strtol(v, NULL, 10)) <= 0)
+  const char *b = getenv("TLCAP_TEST_DISK_BPS");
+  test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;
+  test_disk_bps = b != NULL ? strtoll(b, NULL, 10) : 0;
+  if (test_stall_ms <= 0 && test_disk_bps <= 0)
     return;
   test_io = tlc_io_default;
   test_io.write = test_stall_write;
@@ -345,17 +349,20 @@ static int st_recover(tlc_wiring_t *w) {
   return w->rec_rc;
 }
 
+/* The store's backpressure for a target (tlc_store_target_set_flow): its source is held. */
+static void st_flow(void *ud, int paused) {
+  tlc_target_hold(ud, paused);
+}
+
 static st_handle_t *hd(const tlc_target_t *t) {
   return t->store;
 }
-#endif
 
 static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
   tlc_wiring_t *w = ud;
   /* The storage seam: the observer owns t->store (target.h), hence the cast. */
   tlc_target_t *t = (tlc_target_t *)(uintptr_t)ct;
   (void)t;
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     switch (kind) {
     case TLC_TEV_CREATED: {
@@ -368,6 +375,7 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
                 tlc_strerror(r));
       } else {
         h->t = s;
+        tlc_store_target_set_flow(s, st_flow, t); /* backpressure: a TCP source stops reading */
         h->gaps = t->gaps;
         h->skipped = t->dec.c.bytes_skipped;
         h->truncated = t->dec.c.truncated;
@@ -432,62 +440,34 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     }
   }
-#endif
   if (w->fleet != NULL)
     tlc_fleet_target_event(w->fleet, ct->name, kind, detail);
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL && ps_kind(kind) != 0)
     tlc_pubsub_target_event(w->ps, ct->name, ps_kind(kind), detail);
-#else
-  (void)w;
-  (void)kind;
-  (void)detail;
-#endif
 }
 
-static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
+static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                        const uint8_t *chunk, size_t clen, uint64_t coff) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_STORE
-  if (w->st != NULL && t->store != NULL)
-    (void)tlc_store_write(hd(t)->t, ev, n); /* never blocks; drops are counted by the store */
-#else
-  (void)t;
-  (void)ev;
-  (void)n;
-#endif
+  if (w->st != NULL && t->store != NULL) /* never blocks; drops are counted by the store */
+    (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
 }
 
 static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
                       uint64_t offset) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL && t->store != NULL)
     tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
-#else
-  (void)t;
-  (void)buf;
-  (void)len;
-  (void)offset;
-#endif
 }
 
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_wiring_t *w = ud;
-  (void)w;
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_events(w->ps, t->name, ev, n);
     /* Between two batches the engines are consistent: a subscription tick that fell due
      * while this read is being processed runs now, not after the loop turn's other reads. */
     tlc_pubsub_poll(w->ps);
   }
-#else
-  (void)t;
-  (void)ev;
-  (void)n;
-#endif
 }
 
 int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
@@ -502,7 +482,20 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   snprintf(w->serve, sizeof(w->serve), "%s", d->cfg.serve);
   snprintf(w->state_dir, sizeof(w->state_dir), "%s", d->cfg.state_dir);
   w->store_on = d->cfg.store;
-#ifdef TLC_HAVE_STORE
+  {
+    char why[600];
+    /* tlc_config_validate checked both files already; a failure now is a race (logged). */
+    if (d->cfg.token_file[0] != '\0' &&
+        (r = tlc_auth_new(d->cfg.token_file, NULL, &w->auth, why, sizeof(why))) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+      goto fail;
+    }
+    if (d->cfg.tls_cert[0] != '\0' &&
+        (r = tlc_tls_new(d->cfg.tls_cert, d->cfg.tls_key, &w->tls, why, sizeof(why))) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+      goto fail;
+    }
+  }
   if (d->cfg.store) {
     tlc_store_opts_t so;
     tlc_store_recovery_t sum;
@@ -551,15 +544,10 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
   }
-#else
-  if (d->cfg.store)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "this build has no storage; nothing is written");
-#endif
   if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the provider */
     pv->ps.nats = fleet_status;
     pv->ps.nats_ud = w;
   }
-#ifdef TLC_HAVE_PUBSUB
   {
     tlc_pubsub_opts_t po;
     tlc_sd_fd_t *fds;
@@ -567,6 +555,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     tlc_pubsub_opts_default(&po);
     po.log = ps_log;
     po.log_ud = w;
+    po.auth = w->auth;
+    po.tls = w->tls;
     r = tlc_pubsub_new(d->loop, &po, &pv->ps, &w->ps);
     if (r != 0) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscriber server: %s", tlc_strerror(r));
@@ -593,7 +583,15 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       }
       fds[i].taken = 1;
     }
-    if (d->cfg.serve[0] != '\0') {
+    if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
+      r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
+      if (r != 0) {
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
+                tlc_strerror(r));
+        goto fail;
+      }
+      tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s", d->cfg.serve);
+    } else if (d->cfg.serve[0] != '\0') {
       char host[TLC_CFG_HOST];
       uint16_t port;
       int bound = 0;
@@ -607,7 +605,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       }
     }
   }
-#endif
   if (d->cfg.nats_url[0] != '\0') {
     tlc_fleet_opts_t fo;
     memset(&fo, 0, sizeof(fo));
@@ -621,10 +618,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     fo.stream_max_bytes = d->cfg.nats_max_bytes;
     fo.log = fleet_log;
     fo.log_ud = w;
-#ifdef TLC_HAVE_PUBSUB
     if (w->ps != NULL)
       fo.instance_id = tlc_pubsub_instance_id(w->ps);
-#endif
     r = tlc_fleet_new(&w->fleet, d->loop, &pv->ps, &fo);
     if (r != 0)
       goto fail;
@@ -632,7 +627,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   }
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
-  o.decoded_cb = obs_decoded;
+  o.records_cb = obs_records;
   if (d->cfg.store && d->cfg.keep_skipped > 0)
     o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
   o.batch_cb = obs_batch;
@@ -660,10 +655,35 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (w == NULL)
     return;
   c = &w->d->cfg;
+  {
+    /* SPEC 8: the token file and the certificate are re-read (new connections get them); a
+     * file that became unusable keeps the running one (logged). Turning either on or off
+     * needs a restart: the ports' rules were checked at start. */
+    char why[600];
+    if (w->auth != NULL && strcmp(c->token_file, tlc_auth_path(w->auth)) == 0) {
+      if (tlc_auth_reload(w->auth, why, sizeof(why)) != 0)
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous token: %s", why);
+      else
+        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: token file %s re-read", c->token_file);
+    } else if (w->auth != NULL || c->token_file[0] != '\0') {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "reload: token_file set, changed or removed: takes effect after a restart");
+    }
+    if (w->tls != NULL && strcmp(c->tls_cert, tlc_tls_cert_path(w->tls)) == 0 &&
+        strcmp(c->tls_key, tlc_tls_key_path(w->tls)) == 0) {
+      if (tlc_tls_reload(w->tls, why, sizeof(why)) != 0)
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous certificate: %s", why);
+      else
+        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded",
+                c->tls_cert);
+    } else if (w->tls != NULL || c->tls_cert[0] != '\0') {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "reload: tls_cert/tls_key set, changed or removed: take effect after a restart");
+    }
+  }
   if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
             "reload: state_dir and store take effect only after a restart");
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     tlc_store_opts_t so;
     const tlc_config_t *a = &w->applied;
@@ -702,7 +722,14 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     /* SPEC 3: SIGHUP closes every open segment. */
     tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
   }
-#endif
+}
+
+tlc_auth_t *tlc_wiring_auth(const tlc_wiring_t *w) {
+  return w != NULL ? w->auth : NULL;
+}
+
+tlc_tls_t *tlc_wiring_tls(const tlc_wiring_t *w) {
+  return w != NULL ? w->tls : NULL;
 }
 
 void tlc_wiring_close(tlc_wiring_t *w) {
@@ -716,14 +743,11 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     w->fleet = NULL;
     tlc_fleet_close(f, fleet_closed, w);
   }
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_t *ps = w->ps;
     w->ps = NULL;
     tlc_pubsub_close(ps, ps_closed, w);
   }
-#endif
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL) {
     tlc_store_t *st = w->st;
     for (size_t i = 0; i < w->d->targets.n; i++) {
@@ -739,7 +763,6 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     w->st = NULL;
     tlc_store_close(st, st_closed, w);
   }
-#endif
   maybe_free(w);
 }
 
@@ -747,15 +770,22 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
   size_t n = strlen(buf);
   if (w == NULL || n >= len)
     return;
-#ifdef TLC_HAVE_PUBSUB
   if (w->ps != NULL) {
     tlc_pubsub_stats_t s;
     tlc_pubsub_get_stats(w->ps, &s);
     snprintf(buf + n, len - n, " subscribers=%zu", s.subscribers);
     n = strlen(buf);
+    if (w->auth != NULL && n < len) {
+      tlc_auth_stats_t as;
+      tlc_auth_get_stats(w->auth, &as);
+      snprintf(buf + n, len - n, " auth_failed=%llu", (unsigned long long)as.failed);
+      n = strlen(buf);
+    }
+    if (w->tls != NULL && n < len) {
+      snprintf(buf + n, len - n, " tls_failed=%llu", (unsigned long long)s.closed_tls);
+      n = strlen(buf);
+    }
   }
-#endif
-#ifdef TLC_HAVE_STORE
   if (w->st != NULL && n < len) {
     tlc_store_counters_t s;
     tlc_store_counters(w->st, &s);
@@ -765,5 +795,4 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
                                   s.dropped_io_error_records),
              s.disk_full ? " DEGRADED(disk full)" : "");
   }
-#endif
 }

@@ -1,11 +1,10 @@
 /* wiring.h - connects the target registry to the subscriber server (pubsub.h) and to storage
- * (store.h), each optional at build time (TLC_HAVE_PUBSUB, TLC_HAVE_STORE) and at run time
- * (`serve` empty, `store = no`).
+ * (store.h), each optional at run time (`serve` empty, `store = no`).
  *
  *   target events  -> tlc_pubsub_target_event (connected, disconnected, resync, drops, decode
  *                     error, added) and storage segment boundaries (rotate on reconnect,
  *                     gap records, open/close per target)
- *   decoded batch  -> tlc_store_write (records/items as received)
+ *   decoded batch  -> tlc_store_write_chunk (records/items as received, with their chunk)
  *   engine batch   -> tlc_pubsub_events (live event batches)
  *   store events   -> pubsub SEGMENT_ROTATED
  *   half-close     -> tlc_store_barrier (d->barrier), the connection closed in its callback
@@ -51,5 +50,13 @@ void tlc_wiring_close(tlc_wiring_t *w);
 
 /* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */
 void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
+
+/* The token file (auth.h) and TLS context (tls.h) of the running configuration, or NULL when
+ * not configured: borrowed by every server that needs them (subscribers, HTTP), valid until
+ * tlc_wiring_close's services have closed. Re-read by tlc_wiring_reload (SIGHUP). */
+struct tlc_auth;
+struct tlc_tls;
+struct tlc_auth *tlc_wiring_auth(const tlc_wiring_t *w);
+struct tlc_tls *tlc_wiring_tls(const tlc_wiring_t *w);
 
 #endif

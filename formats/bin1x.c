@@ -697,6 +697,13 @@ void tlc_bin1x_encode(tlc_format_t f, const tlc_event_t *ev, uint8_t out[TLC_BIN
   st64(out + 16, (uint64_t)ev->time_ns);
 }
 
+void tlc_bin1x_read_records(tlc_format_t f, const uint8_t *buf, size_t n, uint64_t base,
+                            tlc_event_t *ev) {
+  unsigned sh = type_shift(f);
+  for (size_t i = 0; i < n; i++)
+    decode(buf + i * REC, base + i * REC, sh, 0, &ev[i]);
+}
+
 size_t tlc_bin1x_plausible_run(tlc_format_t f, const uint8_t *buf, size_t len) {
   /* Stricter than the decoder: the bits a writer of that version leaves zero must be zero, so
    * that a bin10 event word (type in bits 24-27) fails as bin11 and a bin11 flags word (type

@@ -67,6 +67,12 @@ int tlc__bin1x_idle(struct tlc_dec *d, tlc_event_t *ev, size_t max);
  * composed from type (and core). Pure; any thread. */
 void tlc_bin1x_encode(tlc_format_t f, const tlc_event_t *ev, uint8_t out[TLC_BIN1X_RECORD]);
 
+/* Reads n whole records of format `f` from buf[0..n*24) into ev[0..n) without judging them
+ * (records a decoder accepted already, e.g. a stored segment's): the fields as tlc_dec_push
+ * gives them, offsets base, base + 24, ..., no flags. Pure; any thread. */
+void tlc_bin1x_read_records(tlc_format_t f, const uint8_t *buf, size_t n, uint64_t base,
+                            tlc_event_t *ev);
+
 /* How many consecutive plausible whole records start at buf[0..len) read as format `f`, for
  * format detection: type <= 4, area <= 5, time no more than 1 s before the previous record's,
  * and the word's bits a writer of that version leaves zero are zero (bin11: flags bits 12-31;

@@ -151,3 +151,17 @@ tlc_format_t tlc_dec_detect(const uint8_t *buf, size_t len, char *why, size_t wh
   snprintf(why, whylen, "bin10: %zu of %zu records plausible (bin11: %zu)", r10, whole, r11);
   return TLC_FMT_BIN10;
 }
+
+size_t tlc_dec_pending(const tlc_dec_t *d) {
+  switch (d->format) {
+  case TLC_FMT_BIN10:
+  case TLC_FMT_BIN11:
+    return d->u.bin.wlen;
+  case TLC_FMT_EVLOG:
+    if (d->u.ev.phase == 1)
+      return d->u.ev.block_left > 0 ? d->u.ev.block_left : 1;
+    return d->u.ev.carry_len - d->u.ev.carry_off;
+  default:
+    return 0;
+  }
+}

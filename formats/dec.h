@@ -101,6 +101,14 @@ int tlc_dec_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max);
  * strict-mode error. The first event after a reset carries TLC_EVF_GAP only if bytes were lost. */
 void tlc_dec_reset(tlc_dec_t *d);
 
+/* What the decoder holds back, for a caller's deadline ("is the stream inside a record?"):
+ * 0 when the stream sits on a record/block boundary with nothing held; else a non-zero count
+ * (bin1x: bytes of records not handed out yet - a partial record, or records held for
+ * confirmation in resync mode; evlog: inside a block, the bytes of it still to come, at least
+ * 1; between blocks, the bytes held of a partial header or item). Pure read; any thread that
+ * owns the decoder. */
+size_t tlc_dec_pending(const tlc_dec_t *d);
+
 /* Guesses the format of a stream from its first bytes: evlog by its block magic (either byte
  * order), bin11 or bin10 by record plausibility. Writes a one-line explanation into why
  * (e.g. "bin11: 170 of 170 records plausible"). Returns TLC_FMT_NONE if nothing fits. */

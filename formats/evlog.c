@@ -117,6 +117,20 @@ static void wrf64(uint8_t *p, double x, int be) {
   wr_n(p, u, 8, be);
 }
 
+static const char *bad_size(uint32_t size, uint32_t max_block, char *why, size_t whylen);
+
+int tlc_evlog_size_ok(uint32_t size, uint32_t max_block) {
+  char why[96];
+  return bad_size(size, max_block ? max_block : 64u << 20, why, sizeof why) == NULL;
+}
+
+int tlc_evlog_index_time(double tim, int64_t *ns) {
+  if (!isfinite(tim) || fabs(tim) >= 9.0e9)
+    return 0;
+  *ns = (int64_t)llround(tim * 1e9);
+  return 1;
+}
+
 int tlc_evlog_looks_like(const uint8_t *buf, size_t len) {
   return len >= 4 && (rd32(buf, 0) == TLC_EVLOG_MAGIC || rd32(buf, 1) == TLC_EVLOG_MAGIC);
 }

@@ -68,6 +68,15 @@ int tlc__evlog_push(struct tlc_dec *d, const uint8_t *in, size_t len, size_t *us
 int tlc__evlog_finish(struct tlc_dec *d, tlc_event_t *ev, size_t max);
 void tlc__evlog_reset(struct tlc_dec *d);
 
+/* The decoder's rule for a block header's size field: 1 when `size` is plausible (at most
+ * max_block, 0: 64 MiB; a multiple of 8; 0 or at least one item), else 0. Pure. */
+int tlc_evlog_size_ok(uint32_t size, uint32_t max_block);
+
+/* An item's time `tim` (seconds) as an index time in ns for storage manifests: 1 and *ns =
+ * round(tim * 1e9) when tim is finite and |tim| < 9e9 s (the items' times a segment's index
+ * and time range count), else 0 (the item counts, its time does not). Pure. */
+int tlc_evlog_index_time(double tim, int64_t *ns);
+
 /* 1 if buf starts with a block header whose magic reads in either byte order. */
 int tlc_evlog_looks_like(const uint8_t *buf, size_t len);
 

@@ -38,15 +38,10 @@ tlc_stat_t *tlc_table_add(tlc_table_t *t) {
   if (t->maxrows != 0 && t->nrows >= t->maxrows)
     return NULL;
   if (t->nrows == t->caprows) {
-    size_t ncap = t->caprows ? t->caprows * 2 : 64;
-    tlc_stat_t *nr;
-    if (ncap > SIZE_MAX / sizeof(*nr))
-      return NULL;
-    nr = tlc_realloc(t->rows, ncap * sizeof(*nr));
+    tlc_stat_t *nr = tlc_grow(t->rows, &t->caprows, t->nrows + 1, sizeof(*nr), 64);
     if (nr == NULL)
       return NULL;
     t->rows = nr;
-    t->caprows = ncap;
   }
   r = &t->rows[t->nrows++];
   memset(r, 0, sizeof(*r));
@@ -57,12 +52,10 @@ int tlc_table_add_ctx(tlc_table_t *t, const tlc_ctx_t *c) {
   if (t->ncontexts >= 0x7FFFFFF0u)
     return TLC_ELIMIT;
   if (t->ncontexts == t->capcontexts) {
-    size_t ncap = t->capcontexts ? t->capcontexts * 2 : 4;
-    tlc_ctx_t *nc = tlc_realloc(t->contexts, ncap * sizeof(*nc));
+    tlc_ctx_t *nc = tlc_grow(t->contexts, &t->capcontexts, t->ncontexts + 1, sizeof(*nc), 4);
     if (nc == NULL)
       return TLC_ENOMEM;
     t->contexts = nc;
-    t->capcontexts = ncap;
   }
   t->contexts[t->ncontexts] = *c;
   return (int)t->ncontexts++;

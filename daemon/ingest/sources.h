@@ -87,6 +87,7 @@ struct tlc_conn {
   size_t turn_bytes;      /* bytes read in that turn */
   tlc_conn_t *yield_next; /* d->yielded: reading stopped until the turn's check phase */
   int yielded;
+  int held; /* storage backpressure: not reading until its target is released */
 };
 
 struct tlc_daemon {

@@ -18,16 +18,12 @@
 
 #include "preamble.h"
 
+#include "fileread.h"
 #include "log.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
-#if defined(__has_include)
-#if __has_include("evmap.h")
 #include "evmap.h"
-#define TLC_HAVE_EVMAP 1
-#endif
-#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,10 +48,8 @@ int tlc_targets_init(tlc_targets_t *r, size_t max_targets) {
 
 static void target_free(tlc_target_t *t) {
   tlc_target_notify(t, TLC_TEV_FREED, NULL);
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL)
     tlc_evmap_free(t->evmap);
-#endif
   tlc_engine_free(t->engine);
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
@@ -67,7 +61,6 @@ static void target_free(tlc_target_t *t) {
 const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
   if (t->has_mapping)
     return &t->mapping;
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL) {
     size_t n = tlc_evmap_area_count(t->evmap);
     if (n != t->evnames_n) { /* new names since the last call: export them again */
@@ -84,7 +77,6 @@ const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
     }
     return t->evnames_n > 0 ? &t->evnames : NULL;
   }
-#endif
   return NULL;
 }
 
@@ -144,38 +136,16 @@ tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name) {
 
 /* Reads a whole mapping file (blocking; target creation is rare and the file small). */
 static int load_mapping_file(tlc_target_t *t, const char *path) {
-  FILE *f = fopen(path, "rb");
   char *buf = NULL;
-  long sz;
-  int r;
+  size_t len = 0;
   char err[200];
-  if (f == NULL) {
-    r = -errno;
+  int r = tlc_file_read(path, MAPPING_FILE_MAX, &buf, &len);
+  if (r != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: %s", t->name, path,
-            strerror(errno));
+            r == TLC_ELIMIT ? "larger than the 64 MiB limit" : tlc_strerror(r));
     return r;
   }
-  if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || (unsigned long)sz > MAPPING_FILE_MAX ||
-      fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: unreadable or larger than %u",
-            t->name, path, MAPPING_FILE_MAX);
-    return TLC_ELIMIT;
-  }
-  buf = tlc_malloc((size_t)sz + 1);
-  if (buf == NULL) {
-    fclose(f);
-    return TLC_ENOMEM;
-  }
-  if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-    fclose(f);
-    tlc_free(buf);
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s: read error", t->name, path);
-    return TLC_EIO;
-  }
-  fclose(f);
-  buf[sz] = '\0';
-  r = tlc_target_load_mapping(t, buf, (size_t)sz, err, sizeof(err));
+  r = tlc_target_load_mapping(t, buf, len, err, sizeof(err));
   tlc_free(buf);
   if (r != 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s:%s", t->name, path, err);
@@ -187,7 +157,6 @@ static int load_mapping_file(tlc_target_t *t, const char *path) {
 
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err,
                             size_t errlen) {
-#ifdef TLC_HAVE_MAPPING_PARSE
   tlc_mapping_t m;
   tlc_parse_err_t pe;
   int r;
@@ -207,13 +176,6 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   tlc_engine_set_mapping(t->engine, &t->mapping);
   tlc_target_notify(t, TLC_TEV_MAPPING, NULL);
   return 0;
-#else
-  (void)t;
-  (void)buf;
-  (void)len;
-  snprintf(err, errlen, " mapping files are not supported by this build");
-  return TLC_EINVAL;
-#endif
 }
 
 static int target_new(tlc_targets_t *r, const char *name, int src_kind,
@@ -263,7 +225,6 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   if (err != 0)
     goto fail_engine;
   if (conf->format == TLC_FMT_EVLOG) {
-#ifdef TLC_HAVE_EVMAP
     tlc_evmap_opts_t mo;
     memset(&mo, 0, sizeof(mo));
     mo.max_names = conf->max_names;
@@ -271,10 +232,6 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     err = tlc_evmap_new(&t->evmap, &mo);
     if (err != 0)
       goto fail_evmap;
-#else
-    err = TLC_EINVAL;
-    goto fail_evmap;
-#endif
   }
   if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0')
     (void)load_mapping_file(t, conf->mapping_path); /* logged; the target works without */
@@ -395,14 +352,17 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
   return 0;
 }
 
-static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n) {
+static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_t *chunk,
+                        size_t clen, uint64_t coff) {
   tlc_targets_t *r = t->reg;
   const tlc_event_t *out = ev;
   size_t nout = n;
-  for (size_t i = 0; i < r->nobs; i++)
+  for (size_t i = 0; i < r->nobs; i++) {
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
-#ifdef TLC_HAVE_EVMAP
+    if (r->obs[i].records_cb != NULL)
+      r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
+  }
   if (t->evmap != NULL) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -414,7 +374,6 @@ static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n) {
     out = r->mapbuf;
     nout = k;
   }
-#endif
   if (nout == 0)
     return;
   tlc_engine_push(t->engine, out, nout);
@@ -473,7 +432,7 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
           r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
     }
     if (n > 0)
-      push_events(t, r->evbuf, (size_t)n);
+      push_events(t, r->evbuf, (size_t)n, buf, used, pos);
     /* A strict decoder hands out the events before a bad record first and keeps the error
      * for its next call (dec.h: sticky); it counts now, not at a next call that may never
      * come (the stream may end right here). */
@@ -494,25 +453,14 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
 }
 
 size_t tlc_target_pending(const tlc_target_t *t) {
-  /* Read-only peek at the decoder state dec.h embeds: is the stream inside a record/block? */
-  switch (t->format) {
-  case TLC_FMT_BIN10:
-  case TLC_FMT_BIN11:
-    return t->dec.u.bin.wlen; /* strict: the partial record's bytes */
-  case TLC_FMT_EVLOG:
-    if (t->dec.u.ev.phase == 1)
-      return t->dec.u.ev.block_left > 0 ? t->dec.u.ev.block_left : 1;
-    return t->dec.u.ev.carry_len - t->dec.u.ev.carry_off;
-  default:
-    return 0;
-  }
+  return tlc_dec_pending(&t->dec); /* the decoder says what it holds back */
 }
 
 void tlc_target_idle(tlc_target_t *t) {
   tlc_targets_t *r = t->reg;
   int n, guard = 0;
   while ((n = tlc_dec_idle(&t->dec, r->evbuf, TLC_TARGET_BATCH)) > 0 && guard++ < 64)
-    push_events(t, r->evbuf, (size_t)n);
+    push_events(t, r->evbuf, (size_t)n, NULL, 0, 0); /* held records: no chunk, as at the end */
   report_changes(t);
 }
 
@@ -533,7 +481,7 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   for (int guard = 0; guard < 1 << 16; guard++) {
     int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
     if (n > 0) {
-      push_events(t, r->evbuf, (size_t)n);
+      push_events(t, r->evbuf, (size_t)n, NULL, 0, 0);
       continue;
     }
     if (n == TLC_ETRUNC) {
@@ -550,10 +498,8 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   tlc_dec_reset(&t->dec);
   report_changes(t);
   tlc_engine_gap(t->engine);
-#ifdef TLC_HAVE_EVMAP
   if (t->evmap != NULL)
     tlc_evmap_gap(t->evmap);
-#endif
   now = tlc_now_unix_ms();
   t->gaps++;
   t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].disconnect_unix_ms = now;
@@ -562,9 +508,23 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   t->last_disconnect_unix_ms = now;
   t->connected = 0;
   t->source = NULL;
+  t->hold_cb = NULL;
   tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s (%s): disconnected: %s", t->name, t->peer,
           reason != NULL ? reason : "closed");
   tlc_target_notify(t, TLC_TEV_DISCONNECTED, reason);
+}
+
+void tlc_target_hold(tlc_target_t *t, int on) {
+  on = on != 0;
+  if (t->held == on)
+    return;
+  t->held = on;
+  t->holds += (uint64_t)on;
+  if (t->source == NULL || t->hold_cb == NULL)
+    return; /* detached (the next connection starts held), or a source that cannot wait */
+  tlc_log(TLC_LOG_DEBUG, TLC_LOGC_TARGET, "target %s (%s): storage %s", t->name, t->peer,
+          on ? "queue share full: not reading" : "drained: reading again");
+  t->hold_cb(t->source, on);
 }
 
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {

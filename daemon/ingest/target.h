@@ -18,8 +18,9 @@
  * Storage seam: the storage module registers one observer. It receives
  *   - TLC_TEV_CREATED when a target is created (may set t->store),
  *   - TLC_TEV_CONNECTED / TLC_TEV_DISCONNECTED around every connection (segment boundaries),
- *   - decoded_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
- *     raw fields and evlog item bytes included) - what tlc_store_write takes,
+ *   - records_cb with each batch exactly as decoded (one event per bin1x record or evlog item,
+ *     raw fields and evlog item bytes included) and the received chunk it came from - what
+ *     tlc_store_write_chunk takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
  *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
  *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
@@ -118,7 +119,13 @@ typedef struct tlc_target {
   uint64_t attach_pos;     /* decoder stream offset when the current connection attached */
   char peer[TLC_PEER_MAX]; /* "ip:port", device path, or "" */
   void *source;            /* the attached connection (opaque), NULL while detached */
-  void *store;             /* storage seam: owned by the storage observer */
+  /* Backpressure: set by a source that can stop reading (TCP) when it attaches; called by
+   * tlc_target_hold with the source and 1 (stop reading) or 0 (read again). NULL: the source
+   * cannot wait (serial), holding does nothing. Cleared at detach. */
+  void (*hold_cb)(void *source, int on);
+  int held;       /* storage asked the target to hold its source (tlc_target_hold) */
+  uint64_t holds; /* times it was held */
+  void *store;    /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
   uint64_t gen; /* unique per registry: tells a target from one that took its index later */
 } tlc_target_t;
@@ -127,8 +134,11 @@ typedef struct tlc_target {
  * `decoded_cb` each batch as decoded (before the evlog mapping; evlog slices valid only during
  * the call); `batch_cb` the events of each batch given to the engine (evlog: after mapping),
  * valid only during the call; `bytes_cb` the bytes pushed to the decoder, in stream order, with
- * the stream offset of buf[0] (valid only during the call). Order per batch: bytes_cb for the
- * chunk, then decoded_cb, then batch_cb. */
+ * the stream offset of buf[0] (valid only during the call); `records_cb` the same batch as
+ * decoded_cb together with the chunk it was decoded from (chunk[0..clen) = stream bytes from
+ * offset coff; a record may have begun in an earlier chunk), so that storage copies records as
+ * received; chunk is NULL for what the decoder hands out at the end of a stream. Order per
+ * batch: bytes_cb for the chunk, then decoded_cb and records_cb, then batch_cb. */
 typedef struct tlc_target_observer {
   void (*cb)(void *ud, const tlc_target_t *t, int kind, const char *detail);
   void (*decoded_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n);
@@ -136,6 +146,8 @@ typedef struct tlc_target_observer {
   void (*bytes_cb)(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
                    uint64_t offset);
   void *ud;
+  void (*records_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
+                     const uint8_t *chunk, size_t clen, uint64_t coff);
 } tlc_target_observer_t;
 
 struct tlc_targets {
@@ -209,6 +221,11 @@ void tlc_target_idle(tlc_target_t *t);
  * makes an engine gap, stamps the disconnect time, announces TLC_TEV_DISCONNECTED with
  * `reason`, resets the decoder for the next connection. No-op when detached. */
 void tlc_target_detach(tlc_target_t *t, const char *reason);
+
+/* Backpressure from storage: on = 1 asks the attached source to stop reading (TCP: the
+ * kernel's window then pushes back to the sender), 0 to read again. Remembered across
+ * connections: a source attaching to a held target starts held (it checks t->held). */
+void tlc_target_hold(tlc_target_t *t, int on);
 
 /* Assembles the target's tlc_counters_t: engine counters plus decoder counters. */
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);

@@ -174,6 +174,36 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 /* Binds a connection to its target: preamble name or "<src>@<ip>", "#N" when taken. */
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Storage backpressure (target.h hold_cb): stops reading, so that the kernel's receive buffer
+ * fills and TCP's window holds the sender back; reading again once the writer drained. The
+ * deadlines do not run while held (tlc__conn_sweep): the silence is ours, not the peer's. */
+static void conn_hold(void *src, int on) {
+  tlc_conn_t *c = src;
+  tlc_daemon_t *d = c->d;
+  if (c->closing || c->held == on)
+    return;
+  c->held = on;
+  if (on) {
+    uv_read_stop((uv_stream_t *)&c->h);
+    return;
+  }
+  c->last_rx = uv_now(d->loop); /* the deadlines count from now */
+  if (!c->yielded && !d->stopping && uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
+    tlc__conn_close(c, "read restart failed");
+}
+
+/* After an attach: the connection takes part in backpressure, and starts held when its target
+ * is held already (a reconnect while storage is behind). */
+static void conn_hold_init(tlc_conn_t *c) {
+  c->target->hold_cb = conn_hold;
+  if (c->target->held) {
+    c->held = 1;
+    uv_read_stop((uv_stream_t *)&c->h);
+  }
+}
+
 static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
   tlc_daemon_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
@@ -244,7 +274,10 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
       return r;
     }
     c->target = t;
-    return tlc_target_attach(t, c, c->peer);
+    r = tlc_target_attach(t, c, c->peer);
+    if (r == 0)
+      conn_hold_init(c);
+    return r;
   }
   d->st.refused_target++;
   tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
@@ -340,7 +373,8 @@ static void yield_resume_cb(uv_check_t *h) {
     tlc_conn_t *next = c->yield_next;
     c->yield_next = NULL;
     c->yielded = 0;
-    if (!c->closing && !d->stopping && uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
+    if (!c->closing && !d->stopping && !c->held &&
+        uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
       tlc__conn_close(c, "read restart failed");
     c = next;
   }
@@ -461,6 +495,9 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
       tlc__conn_close(c, "target busy");
       return;
     }
+    conn_hold_init(c);
+    if (c->held)
+      return; /* reading starts when storage releases the target */
   }
   r = uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb);
   if (r != 0) {
@@ -475,7 +512,7 @@ void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
   for (c = d->conns; c != NULL; c = next) {
     uint64_t last = c->last_rx != 0 ? c->last_rx : c->since;
     next = c->next;
-    if (c->closing)
+    if (c->closing || c->held)
       continue;
     /* inside an unfinished preamble since the connection began, or inside one record since it
      * began (rec_track): time inside, not silence (issue 16) */

@@ -41,6 +41,15 @@
  * once its job is back (cancellation makes that prompt). Without the thread (write_on_loop, or
  * it could not start) uv_write does the same on the loop thread.
  *
+ * TLS. A TLS subscriber's session (tls.h: OpenSSL over memory BIOs) is shared by the loop
+ * thread, which feeds it what the socket received and reads the plaintext out (handshake,
+ * requests), and the serving thread, which encrypts a job's messages into the subscriber's
+ * ciphertext buffer (sized by the loop beforehand) and writes that: the session's mutex
+ * serialises the two, and the encryption, like the socket copies, stays off the ingest thread.
+ * Ciphertext the loop's reads produce (handshake, alerts) is taken by the next job ahead of
+ * its messages, so records leave in the order they were made. Without the serving thread the
+ * loop encrypts. An encrypted message is per subscriber (the shared encoding is not).
+ *
  * Queues and limits. Per subscriber: control messages (replies, target events, errors: never
  * dropped) in a list, event batches in a ring of opts.max_batches (full: dropped and counted,
  * then told in a Dropped message), snapshot slots as above. queued counts the bytes of every
@@ -101,10 +110,12 @@
         */
 #define MAX_LISTENERS 8
 #define READ_BUF      (64u * 1024u)
-#define MAX_REJECTING 64        /* connections being told "too many subscribers" at once */
-#define SNAP_CACHE    4         /* engine snapshots shared within one tick pass */
-#define TICK_EARLY_NS 1000000u  /* a feed due within 1 ms runs in the current pass */
-#define JOIN_FRESH_NS 10000000u /* a joiner gets the mirror as is if it is this fresh */
+#define MAX_REJECTING 64             /* connections being told "too many subscribers" at once */
+#define SNAP_CACHE    4              /* engine snapshots shared within one tick pass */
+#define TICK_EARLY_NS 1000000u       /* a feed due within 1 ms runs in the current pass */
+#define JOIN_FRESH_NS 10000000u      /* a joiner gets the mirror as is if it is this fresh */
+#define TLS_OUT_SLACK (256u * 1024u) /* TLS: ciphertext beyond one write's plaintext (records) */
+#define TLS_BUF_KEEP  (256u * 1024u) /* TLS: a larger ciphertext buffer is freed once written */
 
 enum msg_kind { PSM_CONTROL = 0, PSM_SNAP = 1, PSM_BATCH = 2 };
 
@@ -219,6 +230,14 @@ typedef struct wjob {
   int partial; /* iov[cur] is partly written (the stream is inside a message) */
   size_t nbufs, cur;
   struct iovec iov[WRITE_MAX_BUFS];
+  /* TLS: the writer encrypts iov[] (plaintext messages) into cbuf after the clen bytes already
+   * there, under the session's lock, once (encrypted), then writes cbuf. cbuf is sized by the
+   * loop thread beforehand (the writer never allocates). */
+  tlc_tls_conn_t *tls;
+  uv_mutex_t *tls_mu;
+  uint8_t *cbuf;
+  size_t clen, ccap;
+  int encrypted;
 } wjob_t;
 
 /* The serving thread: writes encoded messages to subscriber sockets, so that the socket
@@ -279,6 +298,15 @@ struct tlc__ps_sub {
   msg_t *inflight[WRITE_MAX_BUFS];
   size_t ninflight;
   uint64_t detached_bytes;
+  /* TLS (a TLS listener): the session, whether its handshake is done, the ciphertext produced
+   * and not yet handed to a write (tout), and that of the write in flight (tjob, read by the
+   * serving thread meanwhile, so never touched until the job is back). */
+  tlc_tls_conn_t *tls;
+  uv_mutex_t tls_mu; /* the session is used by the loop (reads) and the serving thread (writes) */
+  uint8_t tls_ready;
+  uint8_t *tout, *tjob;
+  size_t tout_len, tout_cap, tjob_len, tjob_cap;
+  char peer_ip[64]; /* the address without the port, for the token's per-peer rate limit */
   struct tlc__ps_sub *prev, *next;
 };
 
@@ -291,7 +319,8 @@ typedef struct listener {
   } h;
   tlc_pubsub_t *ps;
   uint8_t is_unix;
-  char *path; /* unix: unlinked on close */
+  uint8_t tls; /* speaks TLS (opts.tls, TCP) */
+  char *path;  /* unix: unlinked on close */
 } listener_t;
 
 struct tlc_pubsub {
@@ -331,6 +360,7 @@ struct tlc_pubsub {
   uv_timer_t house; /* periodic soft-limit check; also keeps close_cb on the loop */
   char rbuf[READ_BUF];
   int rbuf_busy;
+  uint8_t tbuf[16384]; /* decrypted bytes of one TLS record, on their way to sub_input */
 };
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -1526,7 +1556,32 @@ static void sub_unsubscribe_all(tlc__ps_sub_t *s) {
 
 /* Writes what the socket takes of job j. Returns 0 when all of it is written, UV_EAGAIN when
  * the socket is full, or the failure (UV_EPIPE, UV_ECONNRESET, ...). Writer thread. */
+/* TLS: encrypts the job's messages into its ciphertext buffer (once). Writer thread. */
+static int job_encrypt(wjob_t *j) {
+  size_t i;
+  int r = 0;
+  uv_mutex_lock(j->tls_mu);
+  for (i = 0; i < j->nbufs && r == 0; i++)
+    r = tlc_tls_conn_write(j->tls, j->iov[i].iov_base, j->iov[i].iov_len);
+  if (r == 0) /* with what the loop's reads produced meanwhile (alerts), in order */
+    j->clen += tlc_tls_conn_take(j->tls, j->cbuf + j->clen, j->ccap - j->clen);
+  uv_mutex_unlock(j->tls_mu);
+  j->encrypted = 1;
+  if (r < 0)
+    return UV_EPROTO;
+  j->iov[0].iov_base = j->cbuf;
+  j->iov[0].iov_len = j->clen;
+  j->nbufs = j->clen > 0 ? 1 : 0;
+  j->cur = 0;
+  return 0;
+}
+
 static int job_write(wjob_t *j) {
+  if (j->tls != NULL && !j->encrypted) {
+    int r = job_encrypt(j);
+    if (r < 0)
+      return r;
+  }
   while (j->cur < j->nbufs) {
     struct msghdr mh;
     ssize_t n;
@@ -1854,18 +1909,85 @@ static void sub_kick(tlc__ps_sub_t *s) {
     s->kicking = 1;
     sub_kick_once(s);
     s->kicking = 0;
-  } while (!s->writing && !s->closed && s->ctl_head != NULL && ++rounds < 64);
+  } while (!s->writing && !s->closed && s->ctl_head != NULL && (s->tls == NULL || s->tls_ready) &&
+           ++rounds < 64);
+}
+
+/* TLS: moves the session's waiting ciphertext to s->tout. Its size is bounded by what one
+ * write encrypts (WRITE_MAX_BYTES plus one message of at most max_message) and the handshake:
+ * above that something is wrong and the subscriber is closed (TLC_ELIMIT). */
+static int tls_collect(tlc__ps_sub_t *s) {
+  size_t n, cap;
+  uv_mutex_lock(&s->tls_mu);
+  n = tlc_tls_conn_pending(s->tls);
+  uv_mutex_unlock(&s->tls_mu);
+  if (n == 0)
+    return 0;
+  if (s->tout_len + n > s->tout_cap) {
+    uint8_t *nb;
+    cap = s->tout_cap > 0 ? s->tout_cap * 2 : 16384;
+    while (cap < s->tout_len + n)
+      cap *= 2;
+    if (cap > s->ps->o.max_message + 2 * WRITE_MAX_BYTES + TLS_OUT_SLACK) {
+      cap = s->tout_len + n;
+      if (cap > s->ps->o.max_message + 2 * WRITE_MAX_BYTES + TLS_OUT_SLACK)
+        return TLC_ELIMIT;
+    }
+    nb = tlc_realloc(s->tout, cap);
+    if (nb == NULL)
+      return TLC_ENOMEM;
+    s->tout = nb;
+    s->tout_cap = cap;
+  }
+  uv_mutex_lock(&s->tls_mu);
+  s->tout_len += tlc_tls_conn_take(s->tls, s->tout + s->tout_len, n);
+  uv_mutex_unlock(&s->tls_mu);
+  return 0;
+}
+
+/* TLS: encrypts the in-flight messages and makes the ciphertext waiting so far the next
+ * write's (tjob). Returns 0 or a negative error (the subscriber must then be closed). */
+static int tls_prepare(tlc__ps_sub_t *s, int encrypt) {
+  uint8_t *t;
+  size_t i, c;
+  int r;
+  r = 0;
+  uv_mutex_lock(&s->tls_mu); /* uncontended here (no job in flight); kept for the invariant */
+  for (i = 0; encrypt && i < s->ninflight && r == 0; i++)
+    r = tlc_tls_conn_write(s->tls, s->inflight[i]->data, s->inflight[i]->len);
+  uv_mutex_unlock(&s->tls_mu);
+  if (r < 0)
+    return TLC_EIO;
+  if ((r = tls_collect(s)) != 0)
+    return r;
+  t = s->tjob; /* empty: no write is in flight */
+  c = s->tjob_cap;
+  s->tjob = s->tout;
+  s->tjob_cap = s->tout_cap;
+  s->tjob_len = s->tout_len;
+  s->tout = t;
+  s->tout_cap = c;
+  s->tout_len = 0;
+  if (s->tout_cap > TLS_BUF_KEEP) { /* one large snapshot must not pin its size per subscriber */
+    tlc_free(s->tout);
+    s->tout = NULL;
+    s->tout_cap = 0;
+  }
+  return 0;
 }
 
 static void sub_kick_once(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   size_t bytes = 0, i, j, first_snap;
   uv_buf_t bufs[WRITE_MAX_BUFS];
-  int r, room = 1;
+  uv_os_fd_t fd = -1;
+  int r, room = 1, to_writer;
+  /* TLS before its handshake completes: only handshake bytes go out. */
+  int gather = s->tls == NULL || s->tls_ready;
   if (s->writing || s->closed)
     return;
   s->ninflight = 0;
-  while (room && s->ctl_head != NULL) {
+  while (gather && room && s->ctl_head != NULL) {
     ctl_node_t *n = s->ctl_head;
     s->ctl_head = n->next;
     if (s->ctl_head == NULL)
@@ -1873,7 +1995,7 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
     room = take(s, n->m, &bytes);
     tlc_free(n);
   }
-  if (!s->closing) {
+  if (gather && !s->closing) {
     if (room && (s->drop_batches > 0)) {
       Tlcap__ServerMessage sm;
       Tlcap__Dropped d;
@@ -1930,7 +2052,22 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       room = take(s, m, &bytes);
     }
   }
-  if (s->ninflight == 0) {
+  to_writer = ps->wr != NULL && !s->detached && uv_fileno(&s->h.handle, &fd) == 0;
+  /* TLS: with the serving thread, it encrypts (job_encrypt) after the ciphertext waiting now;
+   * without it, the loop thread does. */
+  if (s->tls != NULL && (r = tls_prepare(s, !to_writer)) < 0) {
+    for (i = 0; i < s->ninflight; i++) {
+      queued_sub(s, s->inflight[i]->len);
+      msg_unref(s->inflight[i]);
+    }
+    s->ninflight = 0;
+    logf_(ps, TLC_PS_LOG_WARN, "sub#%llu %s: TLS: cannot encrypt: %s", (unsigned long long)s->id,
+          s->peer, tlc_strerror(r));
+    ps->st.closed_peer++;
+    sub_close_soon(s);
+    return;
+  }
+  if (s->ninflight == 0 && (s->tls == NULL || s->tjob_len == 0)) {
     if (s->close_when_flushed)
       sub_close_soon(s);
     return;
@@ -1946,15 +2083,44 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
       sub_kick_once(s);
     return;
   }
-  if (ps->wr != NULL) {
+  if (to_writer) {
     wjob_t *job = &s->job;
-    uv_os_fd_t fd;
-    if (uv_fileno(&s->h.handle, &fd) == 0) {
+    {
+      size_t plain = 0;
       for (i = 0; i < s->ninflight; i++) {
         job->iov[i].iov_base = s->inflight[i]->data;
         job->iov[i].iov_len = s->inflight[i]->len;
+        plain += s->inflight[i]->len;
       }
       job->nbufs = s->ninflight;
+      job->tls = NULL;
+      if (s->tls != NULL) {
+        /* room for the ciphertext: records of 16 KiB with at most 64 bytes of framing, tag
+         * and padding each, and what the loop's reads may add meanwhile (alerts) */
+        size_t need = s->tjob_len + plain + (plain / 16384 + 1) * 64 + 4096;
+        if (need > s->tjob_cap) {
+          uint8_t *nb = tlc_realloc(s->tjob, need);
+          if (nb == NULL) {
+            for (i = 0; i < s->ninflight; i++) {
+              queued_sub(s, s->inflight[i]->len);
+              msg_unref(s->inflight[i]);
+            }
+            s->ninflight = 0;
+            s->tjob_len = 0;
+            ps->st.closed_peer++;
+            sub_close_soon(s);
+            return;
+          }
+          s->tjob = nb;
+          s->tjob_cap = need;
+        }
+        job->tls = s->tls;
+        job->tls_mu = &s->tls_mu;
+        job->cbuf = s->tjob;
+        job->clen = s->tjob_len;
+        job->ccap = s->tjob_cap;
+        job->encrypted = 0;
+      }
       job->cur = 0;
       job->partial = 0;
       job->fd = fd;
@@ -1968,13 +2134,19 @@ static void sub_kick_once(tlc__ps_sub_t *s) {
   for (i = 0; i < s->ninflight; i++)
     bufs[i] = uv_buf_init((char *)s->inflight[i]->data, (unsigned)s->inflight[i]->len);
   s->wreq.data = s;
-  r = uv_write(&s->wreq, &s->h.stream, bufs, (unsigned)s->ninflight, write_cb);
+  if (s->tls != NULL) {
+    bufs[0] = uv_buf_init((char *)s->tjob, (unsigned)s->tjob_len);
+    r = uv_write(&s->wreq, &s->h.stream, bufs, 1, write_cb);
+  } else {
+    r = uv_write(&s->wreq, &s->h.stream, bufs, (unsigned)s->ninflight, write_cb);
+  }
   if (r < 0) {
     for (i = 0; i < s->ninflight; i++) {
       queued_sub(s, s->inflight[i]->len);
       msg_unref(s->inflight[i]);
     }
     s->ninflight = 0;
+    s->tjob_len = 0;
     ps->st.closed_peer++;
     sub_close_soon(s);
     return;
@@ -1993,12 +2165,22 @@ static void write_done(tlc__ps_sub_t *s, int status) {
   s->writing = 0;
   s->in_writer = 0;
   if (s->close_deferred) {
-    /* sub_close_now waited for the writer to give the socket back */
+    /* sub_close_now waited for the writer to give the socket back; the note goes between two
+     * messages (TLS: after the records the job made and did not send, shutdown_note). */
     s->close_deferred = 0;
     if (s->shutdown_note && !s->job.partial)
       shutdown_note(s);
+    s->job.tls = NULL;
+    s->tjob_len = 0;
     uv_close(&s->h.handle, sub_closed_cb);
     return;
+  }
+  s->job.tls = NULL;
+  s->tjob_len = 0;
+  if (s->tjob_cap > TLS_BUF_KEEP) {
+    tlc_free(s->tjob);
+    s->tjob = NULL;
+    s->tjob_cap = 0;
   }
   if (s->queued <= s->ps->o.obuf_soft)
     s->soft_since = 0;
@@ -2025,6 +2207,12 @@ static void sub_free(tlc__ps_sub_t *s) {
   tlc_free(s->subs);
   tlc_free(s->ring);
   tlc_frame_dec_fini(&s->dec);
+  if (s->tls != NULL) {
+    tlc_tls_conn_free(s->tls);
+    uv_mutex_destroy(&s->tls_mu);
+  }
+  tlc_free(s->tout);
+  tlc_free(s->tjob);
   tlc_free(s);
   (void)ps;
 }
@@ -2165,8 +2353,14 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
     return;
   }
   if (!s->authed) {
-    if (ps->token_len > 0 &&
-        !tlc_pubsub_token_equal(h->token.data, h->token.len, ps->token, ps->token_len)) {
+    uint64_t delay = ps->o.auth_fail_delay_ms;
+    int ok = 1;
+    if (ps->o.auth != NULL)
+      ok = tlc_auth_check(ps->o.auth, s->detached ? NULL : s->peer_ip, h->token.data, h->token.len,
+                          now_ms(ps), &delay);
+    else if (ps->token_len > 0)
+      ok = tlc_pubsub_token_equal(h->token.data, h->token.len, ps->token, ps->token_len);
+    if (!ok) {
       /* Never log the token presented. The answer comes after auth_fail_delay_ms, and the
        * connection reads nothing meanwhile: with max_subscribers, that bounds guessing. */
       s->closing = 1;
@@ -2178,7 +2372,7 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
       }
       uv_read_stop(&s->h.stream);
       uv_timer_stop(&s->timer);
-      uv_timer_start(&s->timer, auth_failed_cb, ps->o.auth_fail_delay_ms, 0);
+      uv_timer_start(&s->timer, auth_failed_cb, delay, 0);
       return;
     }
     s->authed = 1;
@@ -2618,13 +2812,94 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = READ_BUF;
 }
 
+static void hello_timeout_cb(uv_timer_t *t);
+
+/* TLS: a handshake that failed (not TLS, no common version, garbage) or stalled. The peer is
+ * told nothing (not even the alert OpenSSL prepared: a plain-text client must not get bytes
+ * that look like an answer); the connection is closed. */
+static void tls_drop(tlc__ps_sub_t *s, const char *why) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->closing)
+    return;
+  ps->st.closed_tls++;
+  logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: TLS handshake: %s", (unsigned long long)s->id,
+        s->peer, why);
+  uv_read_stop(&s->h.stream);
+  sub_close_soon(s);
+}
+
+static void tls_timeout_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  char why[64];
+  snprintf(why, sizeof(why), "not complete after %llu ms",
+           (unsigned long long)s->ps->o.tls_handshake_ms);
+  tls_drop(s, why);
+}
+
+/* TLS: received ciphertext -> handshake, then decrypted bytes into sub_input; whatever the
+ * session has to send (handshake, alerts) goes out through sub_kick. */
+static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
+  tlc_pubsub_t *ps = s->ps;
+  char why[160];
+  int r;
+  uv_mutex_lock(&s->tls_mu); /* the serving thread may be encrypting for this session */
+  r = tlc_tls_conn_feed(s->tls, p, n);
+  uv_mutex_unlock(&s->tls_mu);
+  if (r < 0) {
+    tls_drop(s, "out of memory");
+    return;
+  }
+  if (!s->tls_ready) {
+    uv_mutex_lock(&s->tls_mu);
+    r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
+    uv_mutex_unlock(&s->tls_mu);
+    if (r < 0) {
+      tls_drop(s, why);
+      return;
+    }
+    if (r == 0) {
+      sub_kick(s);
+      return;
+    }
+    s->tls_ready = 1;
+    logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: %s", (unsigned long long)s->id, s->peer,
+          tlc_tls_conn_version(s->tls));
+    if (!s->closing) {
+      /* the handshake deadline is over; Hello's starts */
+      uv_timer_stop(&s->timer);
+      uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+    }
+  }
+  while (!s->closing) {
+    int k;
+    uv_mutex_lock(&s->tls_mu);
+    k = tlc_tls_conn_read(s->tls, ps->tbuf, sizeof(ps->tbuf));
+    uv_mutex_unlock(&s->tls_mu); /* not held in sub_input: its replies take it again */
+    if (k == 0)
+      break;
+    if (k < 0) {
+      ps->st.closed_peer++;
+      logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (TLS session ended)",
+            (unsigned long long)s->id, s->peer);
+      uv_read_stop(&s->h.stream);
+      sub_close_soon(s);
+      return;
+    }
+    sub_input(s, ps->tbuf, (size_t)k);
+  }
+  sub_kick(s);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   tlc__ps_sub_t *s = st->data;
   tlc_pubsub_t *ps = s->ps;
   if (buf->base == ps->rbuf)
     ps->rbuf_busy = 0;
   if (n > 0) {
-    sub_input(s, (const uint8_t *)buf->base, (size_t)n);
+    if (s->tls != NULL)
+      tls_input(s, (const uint8_t *)buf->base, (size_t)n);
+    else
+      sub_input(s, (const uint8_t *)buf->base, (size_t)n);
     return;
   }
   if (n < 0) {
@@ -2687,10 +2962,12 @@ static void peer_name(tlc__ps_sub_t *s) {
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0) {
       snprintf(s->peer, sizeof(s->peer), "unix pid=%d uid=%u gid=%u", (int)uc.pid, (unsigned)uc.uid,
                (unsigned)uc.gid);
+      snprintf(s->peer_ip, sizeof(s->peer_ip), "unix");
       return;
     }
 #endif
     snprintf(s->peer, sizeof(s->peer), "unix");
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "unix");
   } else {
     struct sockaddr_storage ss;
     int l = sizeof(ss);
@@ -2706,6 +2983,7 @@ static void peer_name(tlc__ps_sub_t *s) {
       }
     }
     snprintf(s->peer, sizeof(s->peer), "%s:%d", ip, port);
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", ip);
   }
 }
 
@@ -2723,6 +3001,16 @@ static void on_connection(uv_stream_t *server, int status) {
   writer_start(ps);
   reject = ps->nsubs - ps->nrejecting >= ps->o.max_subscribers;
   s = (reject && ps->nrejecting >= MAX_REJECTING) ? NULL : sub_alloc(ps);
+  if (s != NULL && l->tls && ps->o.tls != NULL) {
+    if ((s->tls = tlc_tls_conn_new(ps->o.tls)) != NULL && uv_mutex_init(&s->tls_mu) != 0) {
+      tlc_tls_conn_free(s->tls);
+      s->tls = NULL;
+    }
+    if (s->tls == NULL) {
+      sub_free(s);
+      s = NULL;
+    }
+  }
   if (s == NULL) {
     /* No room even to say why: accept and close at once, so the listener does not spin. */
     uv_handle_t *h = tlc_malloc(l->is_unix ? sizeof(uv_pipe_t) : sizeof(uv_tcp_t));
@@ -2770,10 +3058,21 @@ static void on_connection(uv_stream_t *server, int status) {
           (unsigned long long)s->id, s->peer, ps->o.max_subscribers);
     sub_fail(s, TLCAP__ERROR_CODE__ERR_TOO_MANY_SUBSCRIBERS, "too many subscribers",
              &ps->st.rejected_limit);
+    /* TLS: the error can only be told once the handshake is done (within the grace time); the
+     * handshake's input is read, nothing else (sub_input ignores a closing subscriber). */
+    if (s->tls != NULL && uv_read_start(&s->h.stream, alloc_cb, read_cb) < 0)
+      sub_close_soon(s);
     return;
   }
-  logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected", (unsigned long long)s->id, s->peer);
-  uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+  logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected%s", (unsigned long long)s->id, s->peer,
+        s->tls != NULL ? " (TLS)" : "");
+  if (s->tls != NULL)
+    uv_timer_start(&s->timer, tls_timeout_cb,
+                   ps->o.tls_handshake_ms < ps->o.hello_timeout_ms ? ps->o.tls_handshake_ms
+                                                                   : ps->o.hello_timeout_ms,
+                   0);
+  else
+    uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
   r = uv_read_start(&s->h.stream, alloc_cb, read_cb);
   if (r < 0)
     sub_close_soon(s);
@@ -2799,6 +3098,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o) {
   o->close_grace_ms = 2000;
   o->request_timeout_ms = 30000;
   o->auth_fail_delay_ms = 250;
+  o->tls_handshake_ms = 5000;
   o->unix_mode = 0660;
   o->daemon_version = "tlcapd " TLC_VERSION;
 }
@@ -2839,6 +3139,7 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
   DEF(close_grace_ms);
   DEF(request_timeout_ms);
   DEF(auth_fail_delay_ms);
+  DEF(tls_handshake_ms);
   DEF(unix_mode);
 #undef DEF
   if (ps->o.daemon_version == NULL)
@@ -2938,15 +3239,21 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     logf_(ps, TLC_PS_LOG_ERR, "%s is not a numeric address", host);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0) {
+  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
     logf_(ps, TLC_PS_LOG_ERR,
           "refusing to serve subscribers on non-loopback %s:%d without a token "
-          "(configure one, or use 127.0.0.1 or a Unix socket)",
+          "(set token_file, or use 127.0.0.1 or a Unix socket)",
           host, port);
     return TLC_EINVAL;
   }
+  if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+    logf_(ps, TLC_PS_LOG_WARN,
+          "subscribers on non-loopback %s:%d without TLS: the token and the statistics cross "
+          "the network in clear (set tls_cert and tls_key)",
+          host, port);
   if ((l = listener_new(ps, 0)) == NULL)
     return TLC_ENOMEM;
+  l->tls = ps->o.tls != NULL;
   if ((r = uv_tcp_bind(&l->h.tcp, (struct sockaddr *)&ss, 0)) < 0 ||
       (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     logf_(ps, TLC_PS_LOG_ERR, "listen on %s:%d: %s", host, port, uv_strerror(r));
@@ -2961,7 +3268,8 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     if (bound_port != NULL)
       *bound_port = bound;
     /* the one line saying so (the daemon's wiring does not repeat it), with the bound port */
-    logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d", host, bound);
+    logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d%s", host, bound,
+          l->tls ? " (TLS)" : "");
   }
   return 0;
 }
@@ -3034,13 +3342,16 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
       return uv_translate_sys_error(errno);
-    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0) {
+    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
       logf_(ps, TLC_PS_LOG_ERR, "refusing a non-loopback subscriber socket without a token");
       return TLC_EINVAL;
     }
+    if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+      logf_(ps, TLC_PS_LOG_WARN, "a non-loopback subscriber socket without TLS");
   }
   if ((l = listener_new(ps, is_unix)) == NULL)
     return TLC_ENOMEM;
+  l->tls = !is_unix && ps->o.tls != NULL;
   r = is_unix ? uv_pipe_open(&l->h.pipe, fd) : uv_tcp_open(&l->h.tcp, fd);
   if (r < 0 || (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     listener_drop(ps, l);
@@ -3092,6 +3403,30 @@ static void house_cb(uv_timer_t *t) {
 /* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
 static void shutdown_note(tlc__ps_sub_t *s) {
   msg_t *m;
+  if (s->tls != NULL) {
+    /* TLS: encrypted after whatever the session already produced, sent in one try. */
+    if (s->tls_ready && s->h.stream.write_queue_size == 0 &&
+        (m = error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping", 1,
+                          0)) != NULL) {
+      int w;
+      uv_mutex_lock(&s->tls_mu);
+      w = tlc_tls_conn_write(s->tls, m->data, m->len);
+      uv_mutex_unlock(&s->tls_mu);
+      if (w == 0 && tls_collect(s) == 0 && s->tout_len > 0) {
+        /* Records carry sequence numbers: those a cancelled job made and did not send go
+         * first (all of them or none: the job is not partly written here). */
+        uv_buf_t b[2];
+        unsigned nb = 0;
+        if (s->job.tls != NULL && s->job.encrypted && s->job.cur < s->job.nbufs)
+          b[nb++] = uv_buf_init((char *)s->job.cbuf, (unsigned)s->job.clen);
+        b[nb++] = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
+        (void)uv_try_write(&s->h.stream, b, nb);
+      }
+      s->tout_len = 0;
+      msg_unref(m);
+    }
+    return;
+  }
   /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
    * whose bytes all went out may still await its callback). */
   if (s->h.stream.write_queue_size == 0 &&

@@ -23,8 +23,11 @@
 #ifndef TLC_PUBSUB_H
 #define TLC_PUBSUB_H
 
+#include "auth.h"
 #include "provider.h"
+#include "tlc_log_level.h"
 #include "tlc_event.h"
+#include "tls.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,13 +47,14 @@ enum tlc_ps_ev {
   TLC_PS_EV_ADDED = 8
 };
 
-/* Log levels handed to opts.log (the same numbers as syslog and daemon/log.h). */
+/* Log levels handed to opts.log: the one set (formats/tlc_log_level.h); pubsub.c's names for
+ * them. */
 enum {
-  TLC_PS_LOG_ERR = 3,
-  TLC_PS_LOG_WARN = 4,
-  TLC_PS_LOG_NOTICE = 5,
-  TLC_PS_LOG_INFO = 6,
-  TLC_PS_LOG_DEBUG = 7
+  TLC_PS_LOG_ERR = TLC_LOG_ERR,
+  TLC_PS_LOG_WARN = TLC_LOG_WARN,
+  TLC_PS_LOG_NOTICE = TLC_LOG_NOTICE,
+  TLC_PS_LOG_INFO = TLC_LOG_INFO,
+  TLC_PS_LOG_DEBUG = TLC_LOG_DEBUG
 };
 
 typedef struct tlc_pubsub_opts {
@@ -78,6 +82,13 @@ typedef struct tlc_pubsub_opts {
   uint64_t auth_fail_delay_ms; /* a wrong token is answered (and closed) after this, reading
                                   nothing meanwhile: rate-limits guessing (default 250) */
   const char *token;           /* shared secret; NULL or "" = no authentication (copied) */
+  tlc_auth_t *auth;            /* token file (auth.h; borrowed, must outlive the server): when
+                                  set, it checks Hello's token instead of `token`, with its
+                                  per-peer failure delays; re-read by its owner on SIGHUP */
+  tlc_tls_t *tls;              /* TLS on every TCP listener (tls.h; borrowed, must outlive the
+                                  server); NULL: plain TCP. Unix sockets stay plain */
+  uint64_t tls_handshake_ms;   /* a TLS handshake must complete within this, else the
+                                  connection is closed without a word (default 5000) */
   unsigned unix_mode;          /* permissions of a Unix socket created here (default 0660) */
   uint64_t instance_id;        /* 0: random (R14) */
   int write_on_loop;           /* 1: write to subscribers from the loop thread with uv_write
@@ -100,6 +111,7 @@ typedef struct tlc_pubsub_stats {
   uint64_t closed_hard;         /* closed at the hard output cap */
   uint64_t closed_soft;         /* closed after the soft cap held too long */
   uint64_t closed_peer;         /* the peer went away (EOF, reset) */
+  uint64_t closed_tls;          /* TLS handshake failed (not TLS, bad version) or too slow */
   uint64_t requests;            /* requests dispatched */
   uint64_t bad_strings;         /* requests refused: a string field held a NUL byte */
   uint64_t unknown_requests;    /* requests of a type this server does not know */
@@ -126,8 +138,9 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
 
 /* Listens on TCP host:port ("127.0.0.1", "::1", "0.0.0.0", ...; numeric, or "localhost").
  * port 0 picks a free port, returned in *bound_port (may be NULL). Refuses (TLC_EINVAL, and a
- * log line saying why) a non-loopback address when no token is configured (R16). Returns 0 or
- * a negative error. May be called for several addresses. */
+ * log line saying why) a non-loopback address when no token is configured (R16), and warns
+ * about one without TLS. With opts.tls the port speaks TLS only. Returns 0 or a negative
+ * error. May be called for several addresses. */
 int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bound_port);
 
 /* Listens on a Unix socket at `path`, created with opts.unix_mode. A stale socket file (nobody

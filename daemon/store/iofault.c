@@ -6,8 +6,8 @@
  * Linux for regular files; the shim injects it), EINTR is retried as long as it comes (each
  * EINTR is a signal delivered, which is finite), a zero-byte write counts as EAGAIN.
  *
- * Crash points read TLCAP_CRASHPOINT once (first call) and count hits of the named point with
- * an atomic counter, so they work from the writer thread and libuv's workers alike.
+ * Crash points: only a hook pointer here (NULL in tlcapd); the test binaries install
+ * crashpoint.c's tlc_crashpoint_env.
  */
 #include "iofault.h"
 
@@ -138,34 +138,4 @@ int tlc_io_fsync_dir(const char *path) {
   return rc;
 }
 
-#ifdef TLCAP_TESTING
-static atomic_int cp_loaded;
-static char cp_name[64];
-static long cp_nth;
-static atomic_long cp_hits;
-
-void tlc_crashpoint(const char *name) {
-  if (atomic_load(&cp_loaded) == 0) {
-    const char *e = getenv("TLCAP_CRASHPOINT");
-    cp_name[0] = 0;
-    cp_nth = 1;
-    if (e && *e) {
-      const char *colon = strchr(e, ':');
-      size_t n = colon ? (size_t)(colon - e) : strlen(e);
-      if (n < sizeof cp_name) {
-        memcpy(cp_name, e, n);
-        cp_name[n] = 0;
-      }
-      if (colon)
-        cp_nth = strtol(colon + 1, NULL, 10);
-      if (cp_nth < 1)
-        cp_nth = 1;
-    }
-    atomic_store(&cp_loaded, 1);
-  }
-  if (cp_name[0] == 0 || strcmp(cp_name, name) != 0)
-    return;
-  if (atomic_fetch_add(&cp_hits, 1) + 1 == cp_nth)
-    raise(SIGKILL);
-}
-#endif
+void (*tlc_crashpoint_hook)(const char *name); /* NULL: crash points do nothing */

@@ -10,7 +10,8 @@
  *
  * Crash points (RELIABILITY T02): tlc_crashpoint("seal.before_trailer") raises SIGKILL when
  * the environment variable TLCAP_CRASHPOINT names that point (`name` or `name:n`, n = which
- * hit, 1-based, default 1). Compiled to nothing unless TLCAP_TESTING is defined.
+ * hit, 1-based, default 1), in the test binaries that install the hook (below); in tlcapd a
+ * crash point is a test of a NULL pointer.
  *
  * Thread-safe as far as the installed functions are.
  */
@@ -67,11 +68,15 @@ int64_t tlc_io_pread_all(int fd, void *buf, size_t len, int64_t off);
 /* Opens the directory `path` and fsyncs it (makes renames and creations durable). 0 or -errno. */
 int tlc_io_fsync_dir(const char *path);
 
-#ifdef TLCAP_TESTING
-/* Raises SIGKILL if TLCAP_CRASHPOINT names `name` and this is the hit it asks for. */
-void tlc_crashpoint(const char *name);
-#else
-#define tlc_crashpoint(name) ((void)0)
-#endif
+/* Crash points (test builds only). The store calls tlc_crashpoint(name) at each point; it does
+ * nothing unless a test binary installed tlc_crashpoint_hook, which only test binaries can:
+ * tlc_crashpoint_env (crashpoint.c: raises SIGKILL if TLCAP_CRASHPOINT names `name` and this is
+ * the hit it asks for) is compiled into tlcapd-test and store_driver, never into tlcapd. */
+extern void (*tlc_crashpoint_hook)(const char *name);
+static inline void tlc_crashpoint(const char *name) {
+  if (tlc_crashpoint_hook != NULL)
+    tlc_crashpoint_hook(name);
+}
+void tlc_crashpoint_env(const char *name);
 
 #endif

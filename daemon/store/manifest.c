@@ -17,6 +17,8 @@
  * Pure except tlc__manifest_load/store (I/O through the shim). Any thread.
  */
 #include "iofault.h"
+#include "bin1x.h"
+#include "evlog.h"
 #include "store-int.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
@@ -54,123 +56,6 @@ uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n) {
     h *= 0x100000001b3ull;
   }
   return h;
-}
-
-/* ---- scanner ---- */
-
-static uint32_t rd32(const uint8_t *p, int be) {
-  return be ? ((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3])
-            : ((uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0]);
-}
-static uint16_t rd16(const uint8_t *p, int be) {
-  return be ? (uint16_t)(p[0] << 8 | p[1]) : (uint16_t)(p[1] << 8 | p[0]);
-}
-static uint64_t rd64(const uint8_t *p, int be) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++)
-    v |= (uint64_t)p[be ? 7 - i : i] << (8 * i);
-  return v;
-}
-
-int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_block, tlc_rec_t *r,
-                  size_t *need) {
-  if (f == TLC_FMT_BIN10 || f == TLC_FMT_BIN11) {
-    if (len < 24) {
-      *need = 24;
-      return 0;
-    }
-    r->len = 24;
-    r->tmin = r->tmax = (int64_t)rd64(buf + 16, 0);
-    r->items = 1;
-    return 1;
-  }
-  if (f != TLC_FMT_EVLOG)
-    return -1;
-  if (max_block == 0)
-    max_block = TLC_MAX_BLOCK_DEFAULT;
-  if (len < 12) {
-    *need = 12;
-    return 0;
-  }
-  int hbe;
-  if (rd32(buf, 0) == 0x0ffee211u)
-    hbe = 0;
-  else if (rd32(buf, 1) == 0x0ffee211u)
-    hbe = 1;
-  else
-    return -1;
-  /* The size word may be in either order (efl_debug writes the magic in its host's order and
-   * the sizes in either). When both readings are plausible, the right one is where the chain
-   * of items (event_next) ends. */
-  uint32_t sa = rd32(buf + 4, hbe), sb = rd32(buf + 4, !hbe), size;
-  int va = sa <= max_block, vb = sb <= max_block && sb != sa;
-  if (!va && !vb)
-    return -1;
-  if (va != vb) {
-    size = va ? sa : sb;
-  } else {
-    size_t p = 12, ea = 12 + (size_t)sa, eb = 12 + (size_t)sb;
-    size = sa;
-    for (;;) {
-      if (p == ea || p == eb) {
-        size = p == ea ? sa : sb;
-        break;
-      }
-      if (p > ea && p > eb)
-        break;
-      if (p + 40 > len) {
-        *need = p + 40;
-        return 0;
-      }
-      int ibe;
-      if (rd16(buf + p + 32, 0) == 40)
-        ibe = 0;
-      else if (rd16(buf + p + 32, 1) == 40)
-        ibe = 1;
-      else
-        break;
-      uint16_t nx = rd16(buf + p + 36, ibe);
-      if (nx < 40)
-        break;
-      p += nx;
-    }
-  }
-  size_t total = 12 + (size_t)size;
-  if (len < total) {
-    *need = total;
-    return 0;
-  }
-  r->len = total;
-  r->tmin = INT64_MAX;
-  r->tmax = INT64_MIN;
-  r->items = 0;
-  size_t p = 12;
-  while (p + 40 <= total) {
-    const uint8_t *it = buf + p;
-    int ibe;
-    if (rd16(it + 32, 0) == 40)
-      ibe = 0;
-    else if (rd16(it + 32, 1) == 40)
-      ibe = 1;
-    else
-      break;
-    uint16_t next = rd16(it + 36, ibe);
-    uint64_t bits = rd64(it, ibe);
-    double tim;
-    memcpy(&tim, &bits, sizeof tim);
-    if (isfinite(tim) && fabs(tim) < 9.0e9) {
-      int64_t t = (int64_t)llround(tim * 1e9);
-      if (t < r->tmin)
-        r->tmin = t;
-      if (t > r->tmax)
-        r->tmax = t;
-    }
-    r->items++;
-    if (next < 40)
-      break;
-    p += next;
-  }
-  return 1;
 }
 
 /* ---- names ---- */
@@ -329,12 +214,10 @@ int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count)
     }
   }
   if (m->ngaps == m->capgaps) {
-    size_t nc = m->capgaps ? m->capgaps * 2 : 8;
-    tlc_gap_t *g = tlc_realloc(m->gaps, nc * sizeof *g);
+    tlc_gap_t *g = tlc_grow(m->gaps, &m->capgaps, m->ngaps + 1, sizeof *g, 8);
     if (!g)
       return TLC_ENOMEM;
     m->gaps = g;
-    m->capgaps = nc;
   }
   tlc_gap_t *g = &m->gaps[m->ngaps++];
   memset(g, 0, sizeof *g);
@@ -352,12 +235,10 @@ int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count)
 
 static int add_idx(tlc_manifest_t *m, const tlc_idx_t *e) {
   if (m->nidx == m->capidx) {
-    size_t nc = m->capidx ? m->capidx * 2 : 16;
-    tlc_idx_t *x = tlc_realloc(m->idx, nc * sizeof *x);
+    tlc_idx_t *x = tlc_grow(m->idx, &m->capidx, m->nidx + 1, sizeof *x, 16);
     if (!x)
       return TLC_ENOMEM;
     m->idx = x;
-    m->capidx = nc;
   }
   m->idx[m->nidx++] = *e;
   return 0;
@@ -402,6 +283,56 @@ int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
   m->bytes += r->len;
   m->records++;
   m->items += r->items;
+  return rc;
+}
+
+int tlc__mbuild_add_fixed(tlc_mbuild_t *b, const uint8_t *buf, size_t n, const int64_t *times) {
+  tlc_manifest_t *m = b->m;
+  int rc = 0;
+  size_t i = 0;
+  /* in runs that stay within one index interval: one index entry at most per run, and the
+   * run's smallest and largest time in a tight loop */
+  while (i < n) {
+    uint64_t into = m->records % b->interval;
+    size_t k = n - i;
+    if (k > b->interval - into)
+      k = (size_t)(b->interval - into);
+    const int64_t *t = times + i;
+    if (into == 0) {
+      tlc_idx_t e = { m->records, m->bytes, t[0], b->running_max, INT64_MAX };
+      int r = add_idx(m, &e); /* on failure the index is only sparser: reads stay correct */
+      if (r < 0 && m->nidx == 0)
+        rc = r;
+    }
+    int64_t mn = t[0], mx = t[0];
+    for (size_t j = 1; j < k; j++) {
+      mn = t[j] < mn ? t[j] : mn;
+      mx = t[j] > mx ? t[j] : mx;
+    }
+    if (m->nidx > 0 && mn < m->idx[m->nidx - 1].mina)
+      m->idx[m->nidx - 1].mina = mn;
+    if (m->records == 0 || m->items == 0) {
+      m->first_time = t[0];
+      m->min_time = mn;
+      m->max_time = mx;
+    }
+    if (mn < m->min_time)
+      m->min_time = mn;
+    if (mx > m->max_time)
+      m->max_time = mx;
+    m->last_time = t[k - 1];
+    if (mx > b->running_max)
+      b->running_max = mx;
+    m->bytes += (uint64_t)k * TLC_BIN1X_RECORD;
+    m->records += k;
+    m->items += k;
+    i += k;
+  }
+  /* both checksum kinds run over whole records the same in one call (24 is a multiple of the
+   * wide kind's 8-byte words) */
+  size_t len = n * TLC_BIN1X_RECORD;
+  m->fnv =
+      m->csum == TLC_CSUM_FNV1A64 ? tlc__fnv1a(m->fnv, buf, len) : tlc__fnv1a_w(m->fnv, buf, len);
   return rc;
 }
 

@@ -40,14 +40,12 @@ int tlc__catalog_add(tlc_catalog_t *c, const tlc_catent_t *e) {
   int rc = 0;
   uv_mutex_lock(&c->mu);
   if (c->n == c->cap) {
-    size_t nc = c->cap ? c->cap * 2 : 64;
-    tlc_catent_t *v = tlc_realloc(c->v, nc * sizeof *v);
+    tlc_catent_t *v = tlc_grow(c->v, &c->cap, c->n + 1, sizeof *v, 64);
     if (!v) {
       rc = TLC_ENOMEM;
       goto out;
     }
     c->v = v;
-    c->cap = nc;
   }
   c->v[c->n++] = *e;
 out:

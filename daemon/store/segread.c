@@ -191,7 +191,7 @@ int tlc__recrd_next(tlc_recrd_t *rd, const uint8_t **rec, tlc_rec_t *r, uint64_t
   size_t need = 24;
   for (unsigned guard = 0; guard < 8; guard++) {
     int rc =
-        tlc__rec_scan(rd->format, rd->buf + rd->pos, rd->len - rd->pos, rd->max_block, r, &need);
+        tlc_scan_record(rd->format, rd->buf + rd->pos, rd->len - rd->pos, rd->max_block, r, &need);
     *off = rd->offset;
     if (rc == 1) {
       *rec = rd->buf + rd->pos;
@@ -318,13 +318,13 @@ static int quick_check(tlc_segread_t *r, const char *path, char *why, size_t wl)
       if (n < 0)
         return (int)n;
       if (m->format != TLC_FMT_EVLOG) {
-        if (n < 24 || tlc__rec_scan(m->format, hdr, 24, 0, &rec, &need) != 1 ||
+        if (n < 24 || tlc_scan_record(m->format, hdr, 24, 0, &rec, &need) != 1 ||
             rec.tmin != m->idx[i].time) {
           snprintf(why, wl, "index entry %zu does not match the record at offset %llu", i,
                    (unsigned long long)m->idx[i].offset);
           return TLC_EFRAME;
         }
-      } else if (n < 12 || tlc__rec_scan(m->format, hdr, 12, 0, &rec, &need) < 0) {
+      } else if (n < 12 || tlc_scan_record(m->format, hdr, 12, 0, &rec, &need) < 0) {
         snprintf(why, wl, "index entry %zu: no block header at offset %llu", i,
                  (unsigned long long)m->idx[i].offset);
         return TLC_EFRAME;

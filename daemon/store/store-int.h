@@ -5,6 +5,7 @@
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
 
+#include "scan.h"
 #include "store.h"
 #include "tlc_event.h"
 
@@ -33,21 +34,9 @@ uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n);
 uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n);
 enum { TLC_CSUM_FNV1A64W = 0, TLC_CSUM_FNV1A64 = 1 }; /* tlc_manifest_t.csum; 0 = new default */
 
-/* ---- record scanner (bin1x records, evlog blocks) ---- */
+/* ---- record scanner (bin1x records, evlog blocks): formats/scan.h ---- */
 
-/* One record (bin1x) or block (evlog) found at the start of a buffer. */
-typedef struct tlc_rec {
-  size_t len;     /* bytes of the record/block */
-  int64_t tmin;   /* smallest event time in it (bin1x: the record's time) */
-  int64_t tmax;   /* largest */
-  uint32_t items; /* events in it (1 for bin1x) */
-} tlc_rec_t;
-
-/* Looks at buf[0..len): returns 1 and fills *r for a whole valid record/block, 0 when more
- * bytes are needed (*need set to the total length wanted, when known), or -1 when the bytes
- * cannot start a record (evlog: bad magic, implausible size > max_block, item out of bounds). */
-int tlc__rec_scan(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t max_block, tlc_rec_t *r,
-                  size_t *need);
+typedef tlc_scan_rec_t tlc_rec_t;
 
 /* ---- manifest ---- */
 
@@ -101,6 +90,9 @@ typedef struct tlc_mbuild {
 void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval);
 int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r);
 void tlc__mbuild_finish(tlc_mbuild_t *b); /* computes the index's suffix minima */
+/* Adds n whole bin1x records buf[0..n*24) whose times (as the decoder read them) are
+ * times[0..n): the same result as n calls of tlc__mbuild_add, without reading the records. */
+int tlc__mbuild_add_fixed(tlc_mbuild_t *b, const uint8_t *buf, size_t n, const int64_t *times);
 
 /* Text form (docs/storage.md). tlc__manifest_format returns a tlc_malloc'd NUL-terminated
  * buffer (length in *len) or NULL. tlc__manifest_parse returns 0 or TLC_ESYNTAX (with a reason
@@ -318,6 +310,14 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
  * the last whole record written (R6) and returns the error; *wrec and *wbytes always say how many
  * whole records/bytes are in the file from this call. */
 int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec, uint64_t *wbytes);
+/* The same for the n whole records/blocks buf[0..len) that recs describes (lengths, times, items
+ * as the decoder found them): the manifest is built from recs, the bytes are not scanned. */
+int tlc__seg_append_recs(tlc_seg_t *s, const uint8_t *buf, size_t len, const tlc_rec_t *recs,
+                         size_t n, uint64_t *wrec, uint64_t *wbytes);
+/* The same for n whole bin1x records buf[0..n*24) with their times (tlc__mbuild_add_fixed):
+ * the manifest is built from the times given, not from the bytes. */
+int tlc__seg_append_fixed(tlc_seg_t *s, const uint8_t *buf, size_t n, const int64_t *times,
+                          uint64_t *wrec, uint64_t *wbytes);
 /* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
 /* Appends to <dir>/<data>.skipped (created on first use), at most `room` bytes of buf[0..len);

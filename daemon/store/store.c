@@ -1,15 +1,23 @@
 /* store.c - the storage module's front (loop thread) and its writer thread.
  *
  * Design:
- *  - Loop side (tlc_store_write & co.): re-encodes decoded events into their native bytes
- *    (bin1x: tlc_bin1x_encode, 24 bytes each; evlog: a block re-assembled from the items' raw
- *    bytes and the header fields the decoder kept), and queues whole records/blocks as one
- *    command per call. The queue is capped in bytes (queue_bytes); over the cap the records
- *    are dropped and counted (dropped_buffer_full) and a `buffer_full` gap is queued (control
- *    commands are never dropped: they are small and bounded by the number of calls that make
- *    them). The loop never does file I/O after tlc_store_recover.
+ *  - Loop side (tlc_store_write_chunk & co.): takes the records as the decoder found them and
+ *    never re-derives what it knows. bin1x: each record's 24 bytes are copied as received from
+ *    the chunk they were decoded from (encoded from the event's fields only when a record began
+ *    in an earlier chunk: the same bytes), with its time, into a per-target gather buffer that
+ *    is queued as one command at the end of the loop turn (a uv_prepare), before any other
+ *    command (order kept), or when full; its queue room is taken as the records come, so
+ *    drops are decided per call as before. evlog: a block is re-assembled from its items' raw
+ *    bytes and the header fields the decoder kept (the evlog encoder), with a descriptor per
+ *    block (length, item count, smallest and largest index time) from the items it was built
+ *    of. The queue is capped in bytes (queue_bytes); over the cap the records are dropped and
+ *    counted (dropped_buffer_full) and a `buffer_full` gap is queued (control commands are
+ *    never dropped: they are small and bounded by the number of calls that make them). The
+ *    loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
- *    target's open segment (segment.c), rotates on size (at a record boundary) and age, syncs
+ *    target's open segment (segment.c) in one write per command and builds its manifest from the
+ *    commands' descriptors (no scan of the bytes but the checksum), rotates on size (at a record
+ *    boundary) and age, syncs
  *    per policy, runs retention, handles ENOSPC (pause + count + probe) and I/O errors
  *    (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention). To close
  *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
@@ -41,6 +49,7 @@
 #include "iofault.h"
 #include "segread.h"
 #include "store-int.h"
+#include "tlc_log_level.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -59,6 +68,7 @@
 #define TICK_NS         (250 * 1000000ll)
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
+#define GATHER_RECS     8192 /* bin1x records gathered per command (192 KiB) */
 
 enum {
   C_OPEN = 1,
@@ -119,6 +129,8 @@ typedef struct cmd {
   uint8_t *buf;
   size_t len;
   uint64_t nrec;
+  int64_t *times;  /* C_DATA, bin1x: each record's time as the decoder read it (nrec entries) */
+  tlc_rec_t *recs; /* C_DATA, evlog: each block's length, times and items (nrec entries) */
   char reason[TLC_GAP_REASON_MAX];
   uint64_t count;
   int rot;
@@ -169,7 +181,19 @@ struct tlc_store_target {
   struct tlc_store_target *next; /* loop: list of open targets */
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
+  tlc_rec_t ea;           /* the open block's items and times */
+  tlc_rec_t *ed;          /* blocks written and not queued yet: their descriptors */
+  size_t ned, ced;        /* used, allocated */
+  int ed_err;             /* a descriptor could not be kept: those blocks are dropped */
   uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* loop side, bin1x: records gathered (as received) and their times, queued as one command at
+   * the end of the loop turn (prepare callback), when GATHER_RECS are held, or before any
+   * other command of this target or of the store (so the order of commands is kept) */
+  uint8_t *gb;
+  int64_t *gt;
+  size_t gn;
+  int gq; /* on the store's list of targets with gathered records */
+  struct tlc_store_target *gnext;
   /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
   uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
   uint64_t sk_end;   /* stream offset after the last byte seen */
@@ -195,8 +219,15 @@ struct tlc_store_target {
   uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
   size_t skpend_len;
   struct tlc_store_target *wnext;
+  /* loop side: backpressure (tlc_store_target_set_flow) */
+  void (*flow_cb)(void *ud, int paused);
+  void *flow_ud;
+  int closed; /* tlc_store_target_close was called: no more flow calls */
   /* under s->mu */
   tlc_store_target_counters_t c;
+  size_t qb;      /* bytes of this target queued or gathered for the writer */
+  int paused;     /* flow: the target was asked to pause */
+  int resume_due; /* flow: the writer drained it below the low-water mark */
 };
 
 struct tlc_store {
@@ -207,6 +238,7 @@ struct tlc_store {
   uv_cond_t cv;
   cmd_t *qh, *qt;
   size_t qbytes, qcap;
+  size_t ntargets; /* open targets (under mu): each one's share of the queue is qcap / ntargets */
   res_t *rh, *rt;
   uv_async_t async;
   uv_thread_t thr;
@@ -232,6 +264,10 @@ struct tlc_store {
   uint64_t df_suppressed;
   /* loop only */
   tlc_store_target_t *targets;
+  tlc_store_target_t *gather; /* targets with gathered records (gq) */
+  uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
+  int nhandles;               /* handles not closed yet (async, prep) */
+  size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
   int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
   unsigned inflight; /* compressions */
@@ -318,6 +354,60 @@ static void wevent(tlc_store_t *s, int kind, const char *target, const char *pat
     uv_mutex_unlock(&(s)->mu);                                                                     \
   } while (0)
 
+/* ---- backpressure ---- */
+
+/* Backpressure: the high- and low-water marks of a target's share of the queue (under mu). */
+static size_t flow_share(const tlc_store_t *s) {
+  return s->qcap / (s->ntargets > 0 ? s->ntargets : 1);
+}
+static int flow_high(const tlc_store_t *s, const tlc_store_target_t *t) {
+  size_t sh = flow_share(s);
+  return t->qb >= sh - sh / 4;
+}
+static int flow_low(const tlc_store_t *s, const tlc_store_target_t *t) {
+  return t->qb <= flow_share(s) / 4;
+}
+
+/* loop: after queueing or gathering data of t: past the high-water mark, asks t to pause */
+static void flow_check(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  int pause = 0;
+  if (!t->flow_cb || t->closed)
+    return;
+  uv_mutex_lock(&s->mu);
+  if (!t->paused && flow_high(s, t)) {
+    t->paused = 1;
+    t->resume_due = 0;
+    s->c.flow_pauses++;
+    t->c.flow_pauses++;
+    pause = 1;
+  }
+  uv_mutex_unlock(&s->mu);
+  if (pause)
+    t->flow_cb(t->flow_ud, 1);
+}
+
+/* loop (async): resumes the paused targets the writer drained below the low-water mark */
+static void flow_resume(tlc_store_t *s) {
+  for (tlc_store_target_t *t = s->targets; t; t = t->next) {
+    int resume = 0;
+    uv_mutex_lock(&s->mu);
+    if (t->paused && t->resume_due) {
+      t->paused = 0;
+      t->resume_due = 0;
+      resume = 1;
+    }
+    uv_mutex_unlock(&s->mu);
+    if (resume && t->flow_cb && !t->closed)
+      t->flow_cb(t->flow_ud, 0);
+  }
+}
+
+void tlc_store_target_set_flow(tlc_store_target_t *t, void (*cb)(void *ud, int paused), void *ud) {
+  t->flow_cb = cb;
+  t->flow_ud = ud;
+}
+
 /* ---- shared names (tmap) ---- */
 
 static void tmap_unref(tlc_store_t *s, tmap_t *m) {
@@ -372,8 +462,8 @@ static void w_deleted(void *ud, const tlc_catent_t *e) {
   char p[1200];
   LOCKED(s, s->c.deletions++; s->c.deleted_bytes += e->bytes);
   snprintf(p, sizeof p, "%s/%s/%s", s->state_dir, e->target, e->data);
-  wlog(s, 6, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)", e->target, e->data,
-       e->seq, e->bytes);
+  wlog(s, TLC_LOG_INFO, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)", e->target,
+       e->data, e->seq, e->bytes);
   wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
 }
 
@@ -545,7 +635,7 @@ static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
     w_retention(s); /* may free space at once; the probe decides when to resume */
   }
   if (s->df_log_last == 0 || now - s->df_log_last >= DISKFULL_LOG_NS) {
-    wlog(s, 3,
+    wlog(s, TLC_LOG_ERR,
          "DISK FULL (%s) writing %s: capture paused, records are dropped and counted until "
          "space returns (%" PRIu64 " similar messages suppressed)",
          tlc_strerror(rc), t->name, s->df_suppressed);
@@ -650,11 +740,11 @@ static int pend_try(tlc_store_t *s, pend_t *p) {
           p->need_mf = 1;
           snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
         }
-        wlog(s, 6, "%s: main export of %s/%s written%s", p->target, dir, p->data,
+        wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir, p->data,
              p->map || p->tc.has_context_area ? " with the target's settings" : "");
       } else {
-        wlog(s, 4, "%s: main export of %s/%s: %s (written at the next start)", p->target, dir,
-             p->data, tlc_strerror(rc));
+        wlog(s, TLC_LOG_WARN, "%s: main export of %s/%s: %s (written at the next start)", p->target,
+             dir, p->data, tlc_strerror(rc));
       }
     }
   }
@@ -663,10 +753,10 @@ static int pend_try(tlc_store_t *s, pend_t *p) {
     if (!is_nospace(rc)) {
       p->need_mf = 0;
       if (rc == 0 && !late_ex)
-        wlog(s, 5, "%s: manifest %s written now that space is back", p->target, mpath);
+        wlog(s, TLC_LOG_NOTICE, "%s: manifest %s written now that space is back", p->target, mpath);
       else if (rc < 0)
-        wlog(s, 4, "%s: manifest %s: %s (rebuilt from the data at the next start)", p->target,
-             mpath, tlc_strerror(rc));
+        wlog(s, TLC_LOG_WARN, "%s: manifest %s: %s (rebuilt from the data at the next start)",
+             p->target, mpath, tlc_strerror(rc));
     }
   }
   if (pinned) {
@@ -693,7 +783,7 @@ static void pend_retry(tlc_store_t *s) {
  * start) */
 static void pend_keep(tlc_store_t *s, pend_t *p) {
   if (s->npend >= PEND_MAX) {
-    wlog(s, 4,
+    wlog(s, TLC_LOG_WARN,
          "%s: %s%s%s of %s not written (no space, %d segments waiting already): done at the "
          "next start",
          p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
@@ -730,17 +820,18 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
       seg->fd = -1;
     }
     LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: cannot seal %s.part: %s (left for recovery at next start)", seg->target, path,
-         tlc_strerror(rc));
+    wlog(s, TLC_LOG_ERR, "%s: cannot seal %s.part: %s (left for recovery at next start)",
+         seg->target, path, tlc_strerror(rc));
     wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
     return;
   }
   int ex_full = is_nospace(seg->ex_err), mf_full = is_nospace(seg->mf_err);
   if (seg->ex_err < 0 && !ex_full)
-    wlog(s, 4, "%s: main export of %s: %s (written at the next start)", seg->target, path,
-         tlc_strerror(seg->ex_err));
+    wlog(s, TLC_LOG_WARN, "%s: main export of %s: %s (written at the next start)", seg->target,
+         path, tlc_strerror(seg->ex_err));
   if (ex_full || mf_full) {
-    wlog(s, 4, "%s: sealed %s without its %s (%s): written once space returns", seg->target, path,
+    wlog(s, TLC_LOG_WARN, "%s: sealed %s without its %s (%s): written once space returns",
+         seg->target, path,
          ex_full && mf_full ? "main export and manifest"
          : ex_full          ? "main export"
                             : "manifest",
@@ -762,7 +853,8 @@ static void seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns
   }
   if (seg->seal_err < 0 && !is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
-    wlog(s, 3, "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+    wlog(s, TLC_LOG_ERR,
+         "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
          seg->target, path, tlc_strerror(seg->seal_err));
   }
   tlc__catalog_add(&s->cat, &ent);
@@ -850,10 +942,10 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
   while (*s->rx_tail)
     s->rx_tail = &(*s->rx_tail)->next;
   if (n > 0 && t)
-    wlog(s, 6, "%s: exporting %zu segment(s) recovered at start with the target's settings",
-         t->name, n);
+    wlog(s, TLC_LOG_INFO,
+         "%s: exporting %zu segment(s) recovered at start with the target's settings", t->name, n);
   else if (n > 0)
-    wlog(s, 5,
+    wlog(s, TLC_LOG_NOTICE,
          "exporting %zu segment(s) recovered at start without target settings (no target of "
          "that name was configured)",
          n);
@@ -873,8 +965,8 @@ static void sealer_main(void *arg) {
       while (s->pend) {
         pend_t *p = s->pend;
         s->pend = p->next;
-        wlog(s, 4, "%s: %s%s%s of %s not written (no space): done at the next start", p->target,
-             p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+        wlog(s, TLC_LOG_WARN, "%s: %s%s%s of %s not written (no space): done at the next start",
+             p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
              p->need_mf ? "manifest" : "", p->data);
         pend_free(s, p);
       }
@@ -987,20 +1079,6 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
   return 0;
 }
 
-static uint64_t count_records(tlc_format_t f, const uint8_t *buf, size_t len, uint32_t mb) {
-  uint64_t n = 0;
-  size_t pos = 0;
-  while (pos < len) {
-    tlc_rec_t r;
-    size_t need;
-    if (tlc__rec_scan(f, buf + pos, len - pos, mb, &r, &need) != 1)
-      return n + 1; /* cannot happen for our own chunks; count the rest as one */
-    pos += r.len;
-    n++;
-  }
-  return n;
-}
-
 static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
   if (t->seg.fd < 0 || s->o.sync_mode != TLC_SYNC_PERIODIC || t->seg.since_sync == 0)
     return;
@@ -1013,24 +1091,27 @@ static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
   if (rc < 0) {
     /* R5: never retried; the file is suspect: seal it and start a new one */
     LOCKED(s, s->c.io_errors++; s->c.fsync_errors++);
-    wlog(s, 3, "%s: fdatasync of %s/%s.part failed (%s): sealing it as suspect and rotating",
-         t->name, t->dir, t->seg.data, tlc_strerror(rc));
+    wlog(s, TLC_LOG_ERR,
+         "%s: fdatasync of %s/%s.part failed (%s): sealing it as suspect and rotating", t->name,
+         t->dir, t->seg.data, tlc_strerror(rc));
     w_seal(s, t, TLC_ROT_IO_ERROR);
     return;
   }
   LOCKED(s, t->c.durable_bytes = t->seg.durable);
 }
 
-/* appends buf[a..b) to the open segment; returns 0, or the error after counting drops */
-static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len) {
+/* appends the n whole blocks buf[0..len) described by recs to the open segment; returns 0, or
+ * the error after counting drops */
+static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
+                    const tlc_rec_t *recs, size_t n) {
   uint64_t wrec, wbytes;
-  int rc = tlc__seg_append(&t->seg, buf, len, &wrec, &wbytes);
+  int rc = tlc__seg_append_recs(&t->seg, buf, len, recs, n, &wrec, &wbytes);
   LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
          t->c.records_written += wrec; t->c.bytes_written += wbytes;
          t->c.segment_bytes = t->seg.m.bytes);
   if (rc == 0)
     return 0;
-  uint64_t lost = count_records(t->format, buf + wbytes, len - wbytes, s->o.max_block);
+  uint64_t lost = n - wrec;
   if (is_nospace(rc)) {
     w_count_drop(s, t, 1, lost, len - wbytes);
     t->pause_rec += lost;
@@ -1040,35 +1121,31 @@ static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, s
     tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
     LOCKED(s, s->c.io_errors++);
     t->seg.suspect = 1;
-    wlog(s, 3, "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
-         t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
+    wlog(s, TLC_LOG_ERR,
+         "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating", t->name,
+         t->dir, t->seg.data, tlc_strerror(rc), lost);
     w_seal(s, t, TLC_ROT_IO_ERROR);
   }
   return rc;
 }
 
+/* evlog blocks with the lengths, times and item counts the loop found (recs[0..nrec)): no
+ * scan; a size rotation cuts between blocks */
 static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
-                   uint64_t nrec) {
+                   uint64_t nrec, const tlc_rec_t *recs) {
   if (s->disk_full) {
     w_count_drop(s, t, 1, nrec, len);
     t->pause_rec += nrec;
     return;
   }
   uint64_t maxseg = s->o.max_segment_bytes;
-  size_t pos = 0, run = 0;
-  while (pos < len) {
-    tlc_rec_t r;
-    size_t need;
-    if (tlc__rec_scan(t->format, buf + pos, len - pos, s->o.max_block, &r, &need) != 1) {
-      w_count_drop(s, t, 2, count_records(t->format, buf + pos, len - pos, s->o.max_block),
-                   len - pos);
-      len = pos; /* our own chunks are whole; defensive */
-      break;
-    }
+  size_t pos = 0, run = 0, i = 0, i0 = 0;
+  while (i < nrec) {
+    const tlc_rec_t *r = &recs[i];
     if (t->seg.fd < 0) {
       int rc = w_open_seg(s, t);
       if (rc < 0) {
-        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        uint64_t lost = nrec - i;
         if (is_nospace(rc)) {
           w_count_drop(s, t, 1, lost, len - pos);
           t->pause_rec += lost;
@@ -1077,18 +1154,18 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
           w_count_drop(s, t, 2, lost, len - pos);
           w_add_gap(t, "io_error", lost);
           LOCKED(s, s->c.io_errors++);
-          wlog(s, 3, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped", t->name,
-               t->dir, tlc_strerror(rc), lost);
+          wlog(s, TLC_LOG_ERR, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped",
+               t->name, t->dir, tlc_strerror(rc), lost);
         }
         return;
       }
     }
     uint64_t cur = t->seg.m.bytes + (pos - run);
-    if (cur > 0 && cur + r.len > maxseg) {
-      int arc = pos > run ? w_append(s, t, buf + run, pos - run) : 0;
+    if (cur > 0 && cur + r->len > maxseg) {
+      int arc = pos > run ? w_append(s, t, buf + run, pos - run, recs + i0, i - i0) : 0;
       if (arc < 0) {
         /* w_append counted what it could not write; the rest of the chunk is lost too */
-        uint64_t lost = count_records(t->format, buf + pos, len - pos, s->o.max_block);
+        uint64_t lost = nrec - i;
         w_count_drop(s, t, is_nospace(arc) ? 1 : 2, lost, len - pos);
         if (is_nospace(arc))
           t->pause_rec += lost;
@@ -1097,13 +1174,84 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
         return;
       }
       run = pos;
+      i0 = i;
       w_seal(s, t, TLC_ROT_SIZE);
       continue; /* reopens at the top */
     }
-    pos += r.len;
+    pos += r->len;
+    i++;
   }
-  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run) < 0)
+  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run, recs + i0, i - i0) < 0)
     return;
+  w_sync_policy(s, t, mono(s));
+}
+
+/* bin1x records with their times (tlc_store_write_chunk): no scan; a size rotation cuts at a
+ * multiple of 24 bytes */
+static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t nrec,
+                         const int64_t *times) {
+  const size_t R = TLC_BIN1X_RECORD;
+  if (s->disk_full) {
+    w_count_drop(s, t, 1, nrec, nrec * R);
+    t->pause_rec += nrec;
+    return;
+  }
+  uint64_t maxseg = s->o.max_segment_bytes;
+  size_t pos = 0;
+  while (pos < nrec) {
+    if (t->seg.fd < 0) {
+      int rc = w_open_seg(s, t);
+      if (rc < 0) {
+        uint64_t lost = nrec - pos;
+        if (is_nospace(rc)) {
+          w_count_drop(s, t, 1, lost, lost * R);
+          t->pause_rec += lost;
+          w_disk_full(s, t, rc);
+        } else {
+          w_count_drop(s, t, 2, lost, lost * R);
+          w_add_gap(t, "io_error", lost);
+          LOCKED(s, s->c.io_errors++);
+          wlog(s, TLC_LOG_ERR, "%s: cannot open a segment in %s: %s; %" PRIu64 " records dropped",
+               t->name, t->dir, tlc_strerror(rc), lost);
+        }
+        return;
+      }
+    }
+    uint64_t cur = t->seg.m.bytes;
+    size_t k = nrec - pos;
+    if (cur + k * R > maxseg) {
+      uint64_t room = maxseg > cur ? (maxseg - cur) / R : 0;
+      k = room > 0 ? (size_t)room : cur == 0 ? 1 : 0;
+    }
+    if (k > 0) {
+      uint64_t wrec, wbytes;
+      int rc = tlc__seg_append_fixed(&t->seg, buf + pos * R, k, times + pos, &wrec, &wbytes);
+      LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
+             t->c.records_written += wrec; t->c.bytes_written += wbytes;
+             t->c.segment_bytes = t->seg.m.bytes);
+      if (rc < 0) {
+        uint64_t lost = nrec - pos - wrec; /* this write's rest and the chunk's */
+        if (is_nospace(rc)) {
+          w_count_drop(s, t, 1, lost, lost * R);
+          t->pause_rec += lost;
+          w_disk_full(s, t, rc);
+        } else {
+          w_count_drop(s, t, 2, lost, lost * R);
+          tlc__manifest_add_gap(&t->seg.m, "io_error", lost);
+          LOCKED(s, s->c.io_errors++);
+          t->seg.suspect = 1;
+          wlog(s, TLC_LOG_ERR,
+               "%s: write to %s/%s.part failed (%s): %" PRIu64 " records dropped; rotating",
+               t->name, t->dir, t->seg.data, tlc_strerror(rc), lost);
+          w_seal(s, t, TLC_ROT_IO_ERROR);
+        }
+        return;
+      }
+      pos += k;
+    }
+    if (pos < nrec)
+      w_seal(s, t, TLC_ROT_SIZE); /* reopens at the top */
+  }
   w_sync_policy(s, t, mono(s));
 }
 
@@ -1130,7 +1278,8 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     j->kind = J_RETRY;
     push_job(s, j);
   }
-  wlog(s, 5, "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
+  wlog(s, TLC_LOG_NOTICE, "disk space is back: capture resumed (%" PRIu64 " records were dropped)",
+       lost);
   wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
   s->df_log_last = 0;
 }
@@ -1182,7 +1331,10 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     s->wlist = t;
     break;
   case C_DATA:
-    w_data(s, t, c->buf, c->len, c->nrec);
+    if (c->times)
+      w_data_fixed(s, t, c->buf, (size_t)c->nrec, c->times);
+    else
+      w_data(s, t, c->buf, c->len, c->nrec, c->recs);
     break;
   case C_GAP:
     w_add_gap(t, c->reason, c->count);
@@ -1271,6 +1423,7 @@ static void writer_main(void *arg) {
   s->next_tick = 0;
   s->next_retention = mono(s) + s->o.retention_interval_ms * 1000000;
   for (;;) {
+    int flow_wake = 0;
     uv_mutex_lock(&s->mu);
     if (!s->qh)
       uv_cond_timedwait(&s->cv, &s->mu, (uint64_t)TICK_NS);
@@ -1280,9 +1433,18 @@ static void writer_main(void *arg) {
       if (!s->qh)
         s->qt = NULL;
       s->qbytes -= c->len;
+      if (c->t) {
+        c->t->qb -= c->len;
+        if (c->t->paused && !c->t->resume_due && flow_low(s, c->t)) {
+          c->t->resume_due = 1;
+          flow_wake = 1;
+        }
+      }
       s->c.queue_bytes = s->qbytes;
     }
     uv_mutex_unlock(&s->mu);
+    if (flow_wake)
+      uv_async_send(&s->async); /* the loop resumes the target (flow_resume) */
     if (c) {
       int stop = c->type == C_STOP;
       if (!stop) {
@@ -1292,6 +1454,8 @@ static void writer_main(void *arg) {
         stop_sealer(s);        /* seals and exports what it holds first */
       }
       tlc_free(c->buf);
+      tlc_free(c->times);
+      tlc_free(c->recs);
       tlc_free(c->conf);
       tmap_unref(s, c->map);
       tlc_free(c);
@@ -1316,9 +1480,33 @@ static void writer_main(void *arg) {
 
 /* ---- loop side: queue ---- */
 
+static void gather_flush(tlc_store_target_t *t);
+
+static void gather_flush_all(tlc_store_t *s) {
+  while (s->gather)
+    gather_flush(s->gather);
+}
+
+static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable);
+
+/* Queues a command after the records gathered before it: those of its target, or of every
+ * target for a store-wide command, so that the writer sees everything in call order. */
 static int enqueue(tlc_store_t *s, cmd_t *c, int droppable) {
+  if (c->t) {
+    if (c->t->gq)
+      gather_flush(c->t);
+  } else {
+    gather_flush_all(s);
+  }
+  return enqueue_raw(s, c, droppable);
+}
+
+/* droppable: 0 never dropped, 1 dropped when over the cap, Q_RESERVED its bytes are counted in
+ * qbytes already (gathered records, see tlc_store_write_chunk) */
+#define Q_RESERVED 2
+static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable) {
   uv_mutex_lock(&s->mu);
-  if (droppable && s->qbytes + c->len > s->qcap) {
+  if (droppable == 1 && s->qbytes + c->len > s->qcap) {
     uv_mutex_unlock(&s->mu);
     return TLC_ELIMIT;
   }
@@ -1328,7 +1516,11 @@ static int enqueue(tlc_store_t *s, cmd_t *c, int droppable) {
   else
     s->qh = c;
   s->qt = c;
-  s->qbytes += c->len;
+  if (droppable != Q_RESERVED) {
+    s->qbytes += c->len;
+    if (c->t)
+      c->t->qb += c->len;
+  }
   s->c.queue_bytes = s->qbytes;
   if (s->qbytes > s->c.queue_peak_bytes)
     s->c.queue_peak_bytes = s->qbytes;
@@ -1362,11 +1554,13 @@ static void count_buffer_full(tlc_store_target_t *t, uint64_t nrec, size_t len) 
   t->pend_drop_rec += nrec;
 }
 
-/* takes ownership of buf */
-static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec) {
+/* takes ownership of buf and times (bin1x: each record's time; NULL for evlog); `counted`: the
+ * records are in records_in already */
+static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec, tlc_rec_t *recs) {
   tlc_store_t *s = t->s;
   if (nrec == 0) {
     tlc_free(buf);
+    tlc_free(recs);
     return 0;
   }
   LOCKED(s, s->c.records_in += nrec; s->c.bytes_in += len; t->c.records_in += nrec;
@@ -1374,6 +1568,7 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   cmd_t *c = tlc_calloc(1, sizeof *c);
   if (!c) {
     tlc_free(buf);
+    tlc_free(recs);
     count_buffer_full(t, nrec, len);
     return TLC_ENOMEM;
   }
@@ -1382,6 +1577,7 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   c->buf = buf;
   c->len = len;
   c->nrec = nrec;
+  c->recs = recs;
   if (t->pend_drop_rec > 0) {
     /* the gap goes before these records; if the data is dropped too, it grows instead */
     uv_mutex_lock(&s->mu);
@@ -1392,10 +1588,53 @@ static int submit(tlc_store_target_t *t, uint8_t *buf, size_t len, uint64_t nrec
   }
   if (enqueue(s, c, 1) < 0) {
     tlc_free(buf);
+    tlc_free(recs);
     tlc_free(c);
     count_buffer_full(t, nrec, len);
   }
+  flow_check(t);
   return 0;
+}
+
+/* gives back queue room reserved for gathered records that will not be queued */
+static void unreserve(tlc_store_target_t *t, size_t len) {
+  LOCKED(t->s, t->s->qbytes -= len; t->qb -= len; t->s->c.queue_bytes = t->s->qbytes);
+}
+
+/* queues the target's gathered bin1x records (in records_in, their queue room reserved when
+ * they were gathered) as one command */
+static void gather_flush(tlc_store_target_t *t) {
+  tlc_store_t *s = t->s;
+  for (tlc_store_target_t **pp = &s->gather; *pp; pp = &(*pp)->gnext)
+    if (*pp == t) {
+      *pp = t->gnext;
+      break;
+    }
+  t->gq = 0;
+  size_t n = t->gn, len = n * TLC_BIN1X_RECORD;
+  cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
+  if (!c) {
+    if (n > 0) {
+      unreserve(t, len);
+      count_buffer_full(t, n, len);
+    }
+    t->gn = 0; /* the buffers are kept for the next records */
+    return;
+  }
+  c->type = C_DATA;
+  c->t = t;
+  c->buf = t->gb;
+  c->len = len;
+  c->nrec = n;
+  c->times = t->gt;
+  t->gb = NULL;
+  t->gt = NULL;
+  t->gn = 0;
+  enqueue_raw(s, c, Q_RESERVED);
+}
+
+static void on_prepare(uv_prepare_t *h) {
+  gather_flush_all(h->data);
 }
 
 /* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
@@ -1404,8 +1643,22 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   int rc = o->err;
   uint64_t nrec = t->enc.blocks - blocks_before;
   uint8_t *buf = (uint8_t *)tlc_out_take(o, &len);
+  tlc_rec_t *recs = t->ed;
+  int whole = t->ned == nrec && !t->ed_err; /* a descriptor for every block written */
+  t->ed = NULL;
+  t->ned = t->ced = 0;
+  t->ed_err = 0;
   tlc_out_fini(o);
+  if (buf && !whole) { /* no memory for the descriptors: the blocks are dropped and counted */
+    LOCKED(t->s, t->s->c.records_in += nrec; t->s->c.bytes_in += len; t->c.records_in += nrec;
+           t->c.bytes_in += len);
+    count_buffer_full(t, nrec, len);
+    tlc_free(buf);
+    tlc_free(recs);
+    return TLC_ENOMEM;
+  }
   if (!buf) {
+    tlc_free(recs);
     if (nrec > 0) {
       LOCKED(t->s, t->s->c.records_in += nrec; t->c.records_in += nrec);
       count_buffer_full(t, nrec, 0);
@@ -1414,9 +1667,39 @@ static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_befor
   }
   if (len == 0) {
     tlc_free(buf);
+    tlc_free(recs);
     return 0;
   }
-  return submit(t, buf, len, nrec);
+  return submit(t, buf, len, nrec, recs);
+}
+
+/* evlog: a block the encoder wrote (`len` bytes): the items and times collected for it become
+ * its descriptor for the writer (what the manifest needs), so that the writer never re-reads
+ * the block */
+static void ea_done(tlc_store_target_t *t, uint64_t len) {
+  if (t->ned == t->ced) {
+    tlc_rec_t *nr = tlc_grow(t->ed, &t->ced, t->ned + 1, sizeof *nr, 16);
+    if (!nr) {
+      t->ed_err = 1;
+      t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
+      return;
+    }
+    t->ed = nr;
+  }
+  t->ea.len = (size_t)len;
+  t->ed[t->ned++] = t->ea;
+  t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
+}
+
+static void ea_item(tlc_store_target_t *t, const tlc_evlog_ext_t *x) {
+  int64_t ns;
+  t->ea.items++;
+  if (tlc_evlog_index_time(x->tim, &ns)) {
+    if (ns < t->ea.tmin)
+      t->ea.tmin = ns;
+    if (ns > t->ea.tmax)
+      t->ea.tmax = ns;
+  }
 }
 
 /* ---- loop side: keep_skipped ----
@@ -1434,16 +1717,11 @@ static void sk_emit(tlc_store_target_t *t, uint64_t a, uint64_t b) {
   uint64_t hi = b < t->sk_kbase + t->sk_len ? b : t->sk_kbase + t->sk_len;
   size_t k = hi > lo ? (size_t)(hi - lo) : 0;
   if (k > 0 && t->sk_olen + k > t->sk_ocap) {
-    size_t nc = t->sk_ocap ? t->sk_ocap : 4096;
-    while (nc < t->sk_olen + k)
-      nc *= 2;
-    uint8_t *nb = tlc_realloc(t->sk_out, nc);
+    uint8_t *nb = tlc_grow(t->sk_out, &t->sk_ocap, t->sk_olen + k, 1, 4096);
     if (!nb)
       k = 0;
-    else {
+    else
       t->sk_out = nb;
-      t->sk_ocap = nc;
-    }
   }
   if (k > 0) {
     memcpy(t->sk_out + t->sk_olen, t->sk_buf + (lo - t->sk_kbase), k);
@@ -1584,42 +1862,133 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
+    uint64_t b0 = t->enc.blocks, l0 = o.total;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
+    if (t->enc.blocks != b0)
+      ea_done(t, o.total - l0); /* the open block was written: this item starts the next */
+    if (r == 0)
+      ea_item(t, ev[i].evlog);
     if (r < 0) {
       LOCKED(t->s, t->s->c.records_in++; t->c.records_in++);
       count_buffer_full(t, 1, 0); /* an item the encoder refused: counted, never silent */
       rc = r;
       continue;
     }
-    if (ev[i].flags & TLC_EVF_BLOCK_END)
+    if (ev[i].flags & TLC_EVF_BLOCK_END) {
+      b0 = t->enc.blocks;
+      l0 = o.total;
       tlc_evlog_enc_flush(&t->enc, &o);
+      if (t->enc.blocks != b0)
+        ea_done(t, o.total - l0);
+    }
   }
   int src = submit_out(t, &o, before);
   return rc < 0 ? rc : src;
 }
 
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+  return tlc_store_write_chunk(t, ev, n, NULL, 0, 0);
+}
+
+int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff) {
   if (!t || n == 0)
     return 0;
-  if (t->s->o.keep_skipped)
+  tlc_store_t *s = t->s;
+  if (s->o.keep_skipped)
     sk_events(t, ev, n); /* the skipped bytes go before these records */
   if (t->format == TLC_FMT_EVLOG)
     return write_evlog(t, ev, n);
-  uint8_t *buf = tlc_malloc(n * TLC_BIN1X_RECORD);
-  if (!buf) {
-    LOCKED(t->s, t->s->c.records_in += n; t->s->c.bytes_in += n * TLC_BIN1X_RECORD;
-           t->c.records_in += n; t->c.bytes_in += n * TLC_BIN1X_RECORD);
-    count_buffer_full(t, n, n * TLC_BIN1X_RECORD);
-    return TLC_ENOMEM;
-  }
   size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].flags & TLC_EVF_SYNTH)
-      continue;
-    tlc_bin1x_encode(t->format, &ev[i], buf + k * TLC_BIN1X_RECORD);
-    k++;
+  for (size_t i = 0; i < n; i++)
+    k += !(ev[i].flags & TLC_EVF_SYNTH);
+  if (k == 0)
+    return 0;
+  /* The queue room is taken now, so that the records are dropped (or not) as they come, as
+   * if each call were queued at once. */
+  size_t klen = k * TLC_BIN1X_RECORD;
+  int fits;
+  uv_mutex_lock(&s->mu);
+  s->c.records_in += k;
+  s->c.bytes_in += klen;
+  t->c.records_in += k;
+  t->c.bytes_in += klen;
+  fits = s->qbytes + klen <= s->qcap;
+  if (fits) {
+    s->qbytes += klen;
+    t->qb += klen;
+    s->c.queue_bytes = s->qbytes;
+    if (s->qbytes > s->c.queue_peak_bytes)
+      s->c.queue_peak_bytes = s->qbytes;
   }
-  return submit(t, buf, k * TLC_BIN1X_RECORD, k);
+  uv_mutex_unlock(&s->mu);
+  if (!fits) {
+    count_buffer_full(t, k, klen);
+    return 0;
+  }
+  if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
+    t->pend_drop_rec = 0; /* after the records gathered before the drop, before these */
+  const size_t R = TLC_BIN1X_RECORD;
+  for (size_t i = 0; i < n;) {
+    if (ev[i].flags & TLC_EVF_SYNTH) {
+      i++;
+      continue;
+    }
+    if (t->gn == s->gather_max)
+      gather_flush(t);
+    if (!t->gb) {
+      t->gb = tlc_malloc(s->gather_max * R);
+      t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
+      if (!t->gb || !t->gt) {
+        tlc_free(t->gb);
+        tlc_free(t->gt);
+        t->gb = NULL;
+        t->gt = NULL;
+        uint64_t left = 0;
+        for (; i < n; i++)
+          left += !(ev[i].flags & TLC_EVF_SYNTH);
+        unreserve(t, left * R);
+        count_buffer_full(t, left, left * R);
+        if (t->gn > 0 && !t->gq) {
+          t->gq = 1;
+          t->gnext = s->gather;
+          s->gather = t;
+        }
+        return TLC_ENOMEM;
+      }
+    }
+    /* The records' bytes as received: a run of records lying one after the other in the chunk
+     * is copied at once. A record that began in an earlier chunk (or with no chunk given) is
+     * encoded from its fields, which gives the same bytes (tlc_bin1x_encode keeps the
+     * received flags word). */
+    uint8_t *dst = t->gb + t->gn * R;
+    uint64_t o = ev[i].offset - coff;
+    if (chunk && ev[i].offset >= coff && o < clen && clen - o >= R) {
+      size_t room = s->gather_max - t->gn, j = i + 1;
+      size_t fit = (size_t)((clen - o) / R); /* whole records the chunk holds from o */
+      size_t lim = n - i < room ? n - i : room;
+      if (lim > fit)
+        lim = fit;
+      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) &&
+             ev[j].offset == ev[i].offset + (j - i) * R)
+        j++;
+      memcpy(dst, chunk + o, (j - i) * R);
+      for (size_t q = i; q < j; q++)
+        t->gt[t->gn++] = ev[q].time_ns;
+      i = j;
+    } else {
+      tlc_bin1x_encode(t->format, &ev[i], dst);
+      t->gt[t->gn++] = ev[i].time_ns;
+      i++;
+    }
+  }
+  if (t->gn > 0 && !t->gq) {
+    t->gq = 1;
+    t->gnext = s->gather;
+    s->gather = t;
+  }
+  flow_check(t);
+  return 0;
 }
 
 /* ---- loop side: exports of segments found at start ----
@@ -1699,6 +2068,8 @@ static int flush_block(tlc_store_target_t *t) {
   uint64_t before = t->enc.blocks;
   tlc_out_init(&o, 0, NULL, NULL);
   tlc_evlog_enc_flush(&t->enc, &o);
+  if (t->enc.blocks != before)
+    ea_done(t, o.total);
   return submit_out(t, &o, before);
 }
 
@@ -1740,7 +2111,7 @@ void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts) {
   if (!c || !o) {
     tlc_free(c);
     tlc_free(o);
-    log_direct(s, 3, "reconfigure: out of memory; old limits kept");
+    log_direct(s, TLC_LOG_ERR, "reconfigure: out of memory; old limits kept");
     return;
   }
   *o = *opts;
@@ -1770,6 +2141,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   memcpy(t->name, name, n + 1);
   t->format = format;
   tlc__seg_init(&t->seg);
+  t->ea = (tlc_rec_t){ 0, INT64_MAX, INT64_MIN, 0 };
   tlc_evlog_enc_opts_t eo = { s->o.max_block, 0, 0 };
   if (format == TLC_FMT_EVLOG && tlc_evlog_enc_init(&t->enc, &eo) < 0) {
     tlc_free(t);
@@ -1786,6 +2158,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   }
   t->next = s->targets;
   s->targets = t;
+  LOCKED(s, s->ntargets++);
   *out = t;
   return 0;
 }
@@ -1803,9 +2176,11 @@ void tlc_store_target_close(tlc_store_target_t *t) {
       *pp = t->next;
       break;
     }
+  t->closed = 1;
+  LOCKED(s, s->ntargets--);
   if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
-    log_direct(s, 3, "%s: out of memory closing the target; its segment is sealed at exit",
-               t->name);
+    log_direct(s, TLC_LOG_ERR,
+               "%s: out of memory closing the target; its segment is sealed at exit", t->name);
 }
 
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out) {
@@ -1955,8 +2330,8 @@ static void z_after(uv_work_t *req, int status) {
       }
     } else {
       LOCKED(s, s->c.compress_errors++);
-      log_direct(s, 4, "%s: cannot compress %s: %s (kept uncompressed)", j->target, j->path,
-                 tlc_strerror(j->rc));
+      log_direct(s, TLC_LOG_WARN, "%s: cannot compress %s: %s (kept uncompressed)", j->target,
+                 j->path, tlc_strerror(j->rc));
     }
   }
   tlc_free(j);
@@ -1987,6 +2362,9 @@ static void free_target(tlc_store_target_t *t) {
   tlc_free(t->skpend);
   tlc_free(t->sk_buf);
   tlc_free(t->sk_out);
+  tlc_free(t->gb);
+  tlc_free(t->gt);
+  tlc_free(t->ed);
   tlc__seg_fini(&t->seg);
   tlc_evlog_enc_fini(&t->enc);
   tlc_free(t);
@@ -1995,6 +2373,7 @@ static void free_target(tlc_store_target_t *t) {
 static void on_async(uv_async_t *a) {
   tlc_store_t *s = a->data;
   rx_flush(s);
+  flow_resume(s);
   uv_mutex_lock(&s->mu);
   res_t *r = s->rh;
   s->rh = s->rt = NULL;
@@ -2037,6 +2416,8 @@ static void on_async(uv_async_t *a) {
 
 static void on_async_closed(uv_handle_t *h) {
   tlc_store_t *s = h->data;
+  if (--s->nhandles > 0)
+    return; /* the last of the store's handles frees it */
   void (*cb)(void *) = s->close_cb;
   void *ud = s->close_ud;
   /* drop whatever is still queued (nothing after a clean stop) */
@@ -2044,6 +2425,8 @@ static void on_async_closed(uv_handle_t *h) {
     cmd_t *c = s->qh;
     s->qh = c->next;
     tlc_free(c->buf);
+    tlc_free(c->times);
+    tlc_free(c->recs);
     tlc_free(c->conf);
     tmap_unref(s, c->map);
     tlc_free(c);
@@ -2090,6 +2473,8 @@ static void maybe_finish_close(tlc_store_t *s) {
   }
   if (s->inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
     return;
+  s->nhandles = 2;
+  uv_close((uv_handle_t *)&s->prep, on_async_closed);
   uv_close((uv_handle_t *)&s->async, on_async_closed);
 }
 
@@ -2106,7 +2491,7 @@ void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
       enqueue(s, c, 0);
     } else {
       /* last resort: a static stop command is not possible to free; signal by flag */
-      log_direct(s, 3, "close: out of memory; waiting for the writer to drain");
+      log_direct(s, TLC_LOG_ERR, "close: out of memory; waiting for the writer to drain");
     }
   }
   maybe_finish_close(s);
@@ -2124,6 +2509,11 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   s->rx_tail = &s->rx;
   apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
+  s->gather_max = s->qcap / (4 * TLC_BIN1X_RECORD);
+  if (s->gather_max > GATHER_RECS)
+    s->gather_max = GATHER_RECS;
+  if (s->gather_max == 0)
+    s->gather_max = 1;
   size_t n = strlen(opts->state_dir);
   while (n > 1 && opts->state_dir[n - 1] == '/')
     n--;
@@ -2146,6 +2536,10 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
     goto fail_async;
   s->async.data = s;
+  uv_prepare_init(loop, &s->prep); /* cannot fail on Unix; after the last step that can */
+  s->prep.data = s;
+  uv_prepare_start(&s->prep, on_prepare);
+  uv_unref((uv_handle_t *)&s->prep); /* it never keeps the loop alive */
   *out = s;
   return 0;
 fail_async:
@@ -2185,13 +2579,13 @@ static void quarantine(tlc_store_t *s, const char *target, const char *dir, cons
     snprintf(to, sizeof to, "%s/%s.%d", qdir, name, i);
   int rc = tlc_io->rename(from, to);
   if (rc < 0) {
-    log_direct(s, 3, "%s: cannot quarantine %s (%s): %s; left in place", target, from, why,
-               tlc_strerror(rc));
+    log_direct(s, TLC_LOG_ERR, "%s: cannot quarantine %s (%s): %s; left in place", target, from,
+               why, tlc_strerror(rc));
     return;
   }
   sum->quarantined++;
   LOCKED(s, s->c.quarantined++);
-  log_direct(s, 4, "%s: quarantined %s -> %s: %s", target, from, to, why);
+  log_direct(s, TLC_LOG_WARN, "%s: quarantined %s -> %s: %s", target, from, to, why);
   if (s->o.event_cb) {
     tlc_store_event_t ev = { TLC_SEV_QUARANTINED, target, to, 0, 0 };
     s->o.event_cb(s->o.event_ud, &ev);
@@ -2273,7 +2667,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
   snprintf(dir, sizeof dir, "%s/%s", s->state_dir, target);
   DIR *d = opendir(dir);
   if (!d) {
-    log_direct(s, 3, "%s: cannot read %s: %s", target, dir, strerror(errno));
+    log_direct(s, TLC_LOG_ERR, "%s: cannot read %s: %s", target, dir, strerror(errno));
     return;
   }
   rent_t *v = NULL;
@@ -2288,12 +2682,10 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       continue; /* not ours: never touched */
     }
     if (n == cap) {
-      size_t nc = cap ? cap * 2 : 64;
-      rent_t *nv = tlc_realloc(v, nc * sizeof *nv);
+      rent_t *nv = tlc_grow(v, &cap, n + 1, sizeof *nv, 64);
       if (!nv)
         break;
       v = nv;
-      cap = nc;
     }
     tlc__path(v[n].name, sizeof v[n].name, "%s", de->d_name);
     v[n].sn = sn;
@@ -2398,7 +2790,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     sum->recovered++;
     sum->torn_bytes += torn;
     LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
-    log_direct(s, 5,
+    log_direct(s, TLC_LOG_NOTICE,
                "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64 " torn bytes moved aside",
                target, dir, v[i].name, m.records, torn);
     catalog_sealed(s, target, dir, sn, &m, 0);
@@ -2466,7 +2858,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
           snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
           tlc__manifest_store(mp, &m);
           sum->rebuilt_manifests++;
-          log_direct(s, 4, "%s: %s: %s", target, p, wbuf);
+          log_direct(s, TLC_LOG_WARN, "%s: %s: %s", target, p, wbuf);
           catalog_sealed(s, target, dir, sn, &m, zst);
           export_check(s, target, dir, sn, f, &m, sum);
           sum->segments++;
@@ -2524,7 +2916,7 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
     tlc_io->unlink(p);
     v[i].gone = 1;
     sum->completed_deletions++;
-    log_direct(s, 5, "%s: completed an interrupted deletion: removed %s", target, p);
+    log_direct(s, TLC_LOG_NOTICE, "%s: completed an interrupted deletion: removed %s", target, p);
   }
   tlc__manifest_fini(&m);
   tlc_free(v);
@@ -2556,12 +2948,10 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
       continue; /* files and symlinks at the top are not ours */
     }
     if (n == cap) {
-      size_t nc = cap ? cap * 2 : 16;
-      char **nn = tlc_realloc(names, nc * sizeof *nn);
+      char **nn = tlc_grow(names, &cap, n + 1, sizeof *nn, 16);
       if (!nn)
         break;
       names = nn;
-      cap = nc;
     }
     names[n] = tlc_strndup(nm, strlen(nm));
     if (names[n])
@@ -2625,12 +3015,12 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   update_stored(s);
   s->rx_any = s->nrx > 0;
   if (sum->exports_deferred > 0)
-    log_direct(s, 6,
+    log_direct(s, TLC_LOG_INFO,
                "%" PRIu64 " segment(s) found without their main export: written once a target of "
                "their name is configured (at shutdown without its settings)",
                sum->exports_deferred);
   if (sum->exports_unset > 0)
-    log_direct(s, 4,
+    log_direct(s, TLC_LOG_WARN,
                "%" PRIu64 " segment(s) found without their main export beyond the %" PRIu32
                " that wait for their target: exported now, without the target's settings",
                sum->exports_unset, s->o.max_deferred_exports);

@@ -14,8 +14,9 @@
  *     <state>/.quarantine/<target>/...               what startup could not trust
  *
  * Threads: every function here runs on the loop thread. File I/O happens on two threads owned
- * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: when the
- * queue is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
+ * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: a target
+ * whose share of the queue fills is asked to pause (tlc_store_target_set_flow); when the queue
+ * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
  * segments; the sealer seals the segments the writer hands it (fdatasync, main export, manifest,
  * rename, retention), at most `max_sealing` at a time, so that sealing never holds up appends.
  * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
@@ -140,8 +141,8 @@ typedef struct tlc_store_opts {
   void *clock_ud;
   tlc_store_export_fn export_cb; /* main export of bin1x segments (NULL: none written) */
   void *export_ud;
-  /* Log lines (loop thread; rate limiting of repeats is done by the store). level: syslog
-   * numbers as log.h (3 err .. 7 debug). NULL: stderr. */
+  /* Log lines (loop thread; rate limiting of repeats is done by the store). level: enum
+   * tlc_log_level (formats/tlc_log_level.h, syslog's numbers). NULL: stderr. */
   void (*log_cb)(void *ud, int level, const char *msg);
   void *log_ud;
   void (*event_cb)(void *ud, const tlc_store_event_t *ev); /* loop thread; may be NULL */
@@ -182,6 +183,7 @@ typedef struct tlc_store_counters {
    * queue_bytes > 0 and a heartbeat older than a few seconds, the writer is stalled: a watchdog
    * should stop pinging. */
   int64_t writer_heartbeat_ns;
+  uint64_t flow_pauses; /* times a target was asked to pause (tlc_store_target_set_flow) */
 } tlc_store_counters_t;
 
 typedef struct tlc_store_target_counters {
@@ -190,6 +192,7 @@ typedef struct tlc_store_target_counters {
   uint64_t segment_seq;                    /* sequence of the open segment (0: none open) */
   uint64_t segment_bytes;                  /* bytes in the open segment */
   uint64_t durable_bytes;                  /* of the open segment, confirmed by fdatasync */
+  uint64_t flow_pauses;                    /* times it was asked to pause */
 } tlc_store_target_counters_t;
 
 /* Summary of tlc_store_recover. */
@@ -233,13 +236,32 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum);
 int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
                           tlc_store_target_t **out);
 
-/* Queues decoded events for writing: bin1x events are re-encoded with tlc_bin1x_encode; evlog
- * items are re-assembled into blocks from their raw item bytes (a block is queued when
- * complete: TLC_EVF_BLOCK_END, its size reached, or the next block starts). Events flagged
- * TLC_EVF_SYNTH are skipped. Never blocks: if the writer queue is over its cap, the records are
- * dropped, counted and recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as
- * buffer_full too). */
+/* Queues decoded events for writing: bin1x records are gathered as received and queued as one
+ * command at the end of the loop turn (or before the next command of the target or of the
+ * store, or every 8,192 records), with the times the decoder read, so that the writer neither
+ * re-encodes nor re-scans them; evlog items are re-assembled into blocks from their raw item
+ * bytes (a block is queued when complete: TLC_EVF_BLOCK_END, its size reached, or the next
+ * block starts). Events flagged TLC_EVF_SYNTH are skipped. Records count in records_in at
+ * once. Never blocks: if the writer queue is over its cap, the records are dropped, counted and
+ * recorded as a `buffer_full` gap. Returns 0 or TLC_ENOMEM (counted as buffer_full too). */
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
+
+/* The same, with the chunk the events were decoded from (`chunk[0..clen)` = stream bytes from
+ * offset `coff`, valid during the call; target.h's records_cb): a bin1x record lying whole in
+ * the chunk is copied from it byte for byte; any other (begun in an earlier chunk) is encoded
+ * from its fields, which gives the same bytes. Loop thread. */
+int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff);
+
+/* Backpressure instead of loss for sources that can wait (TCP). A target's share of the writer
+ * queue is queue_bytes / (targets open); when its records queued (or gathered) reach 3/4 of its
+ * share, cb(ud, 1) asks the caller to stop reading the target's source; once the writer has
+ * drained them to 1/4 of the share, cb(ud, 0) lets it read again. Other targets go on. Records
+ * that still arrive while paused are stored as usual (and dropped, counted, only past the
+ * queue's cap). Without a callback (serial lines, which cannot wait) nothing pauses and a full
+ * queue drops and counts (buffer_full). cb runs on the loop thread (from tlc_store_write* or
+ * the store's async callback), never after tlc_store_target_close. */
+void tlc_store_target_set_flow(tlc_store_target_t *t, void (*cb)(void *ud, int paused), void *ud);
 
 /* Main export beside a bin1x segment (tlc_store_tconf_t.main_export). */
 enum tlc_store_main_export {

@@ -330,6 +330,7 @@ static int diskfull(const char *dir, const char *filler, int with_export) {
 }
 
 int main(int argc, char **argv) {
+  tlc_crashpoint_hook = tlc_crashpoint_env; /* TLCAP_CRASHPOINT */
   if (argc < 3)
     return 2;
   const char *dir = argv[1], *mode = argv[2];

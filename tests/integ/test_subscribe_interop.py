@@ -10,13 +10,20 @@ GetStats, a columnar subscription (Snapshot.columns and packed cells), an unknow
 targets, stats (json and text1), watch, send, rotate, usage and "daemon not reachable" exit
 codes.
 
-usage: test_subscribe_interop.py TLCAPD TLCAP PROTO_DIR
-Exit 0 pass, 1 fail, 77 skip (protoc or python3-protobuf missing).
+With --tls the same runs over TLS with a token (SPEC 8): a self-signed certificate made by
+`openssl req` for the test, the daemon started with --tls-cert/--tls-key/--token-file, every
+Python subscriber wrapped in ssl (verifying the chain and the name) and presenting the token,
+and the CLI given tls://, --ca and --token-file. The 200-connection churn then also churns TLS
+sessions (RST mid-handshake or mid-write included).
+
+usage: test_subscribe_interop.py TLCAPD TLCAP PROTO_DIR [--tls]
+Exit 0 pass, 1 fail, 77 skip (protoc, python3-protobuf or openssl missing).
 """
 import json
 import os
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -28,6 +35,33 @@ import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD, TLCAP, PROTO_DIR = sys.argv[1], sys.argv[2], sys.argv[3]
+TLS = "--tls" in sys.argv[4:]
+SSLCTX = None  # TLS: the client context trusting the test's certificate
+TOKEN = b""    # TLS: the token every Hello presents
+PFX = ""       # TLS: "tls://" before the CLI's address
+CONN = []      # TLS: the CLI's --ca and --token-file
+
+
+def tls_setup(tmp):
+    """A self-signed certificate for localhost and 127.0.0.1, and a 0600 token file."""
+    global SSLCTX, TOKEN, PFX, CONN
+    if shutil.which("openssl") is None:
+        print("SKIP: openssl not installed (apt-get install openssl)")
+        sys.exit(T.SKIP)
+    cert, key, tok = (os.path.join(tmp, n) for n in ("cert.pem", "key.pem", "token"))
+    subprocess.check_call(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                           "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+                           cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+                           "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    TOKEN = b"interop-" + os.urandom(8).hex().encode()
+    fd = os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, TOKEN + b"\n")
+    os.close(fd)
+    SSLCTX = ssl.create_default_context(cafile=cert)
+    PFX = "tls://"
+    CONN = ["--ca", cert, "--token-file", tok]
+    return ["--tls-cert", cert, "--tls-key", key, "--token-file", tok]
 
 
 def gen_pb2(tmp):
@@ -62,6 +96,8 @@ class Sub:
     def __init__(self, pb, port):
         self.pb = pb
         self.s = D.connect(port)
+        if SSLCTX is not None:
+            self.s = SSLCTX.wrap_socket(self.s, server_hostname="localhost")
         self.s.settimeout(10)
         self.buf = b""
 
@@ -119,6 +155,7 @@ def main():
     dm = None
     try:
         pb = gen_pb2(tmp)
+        extra = tls_setup(tmp) if TLS else []
         ping, serve = D.free_port(), D.free_port()
         notify = D.Notify(tmp)
         env = dict(os.environ)
@@ -127,14 +164,14 @@ def main():
         log = open(os.path.join(tmp, "tlcapd.log"), "wb")
         dm = subprocess.Popen([TLCAPD, "--listen", "ing=bin11@127.0.0.1:%d" % ping,
                                "--serve", "127.0.0.1:%d" % serve, "--no-store",
-                               "--state-dir", os.path.join(tmp, "state")],
+                               "--state-dir", os.path.join(tmp, "state")] + extra,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                               env=env)
         notify.wait_for("READY=1", timeout=15)
 
         # --- Hello / Welcome, ListTargets (empty) ---
         a = Sub(pb, serve)
-        a.send(request_id=1, hello=pb.Hello(protocol_version=1, client_name="py"))
+        a.send(request_id=1, hello=pb.Hello(token=TOKEN, protocol_version=1, client_name="py"))
         w = a.recv()
         T.check(w.WhichOneof("msg") == "welcome" and w.request_id == 1, "welcome: %r" % w)
         T.check(w.welcome.protocol_version == 1 and w.welcome.instance_id != 0, "welcome fields")
@@ -213,7 +250,7 @@ def main():
                 "row values: %r" % r)
         # --- columnar rows: only the columns asked for, after the 4 key columns ---
         cs = Sub(pb, serve)
-        cs.send(request_id=1, hello=pb.Hello(protocol_version=1, client_name="cols"))
+        cs.send(request_id=1, hello=pb.Hello(token=TOKEN, protocol_version=1, client_name="cols"))
         cs.expect("welcome")
         cs.send(request_id=2, subscribe=pb.Subscribe(
             subscription_id=1, targets=["py"], interval_ms=100, neutral_only=True,
@@ -232,30 +269,30 @@ def main():
         T.check(m.error.code == pb.ERR_NO_SUCH_TARGET and m.request_id == 6, "no such target")
 
         # --- the CLI against the same daemon ---
-        addr = "127.0.0.1:%d" % serve
-        rc, out, err = T.run([TLCAP, "--connect", addr, "targets"])
+        addr = PFX + "127.0.0.1:%d" % serve
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "targets"])
         T.check(rc == 0 and b"py" in out and b"connected" in out, "targets: %d %r %s" %
                 (rc, out, err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "py", "--export", "json"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "py", "--export", "json"])
         T.check(rc == 0, "stats json: %d %s" % (rc, err))
         doc = json.loads(out)
         T.check(doc["counters"]["events"] == 6, "stats json counters: %r" % doc["counters"])
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "py", "--text1-format",
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "py", "--text1-format",
                               "StatisticsEntry=%HANDLE%,%COUNT%,%T.NET%"])
         T.check(rc == 0 and b"00000000,3,1500" in out, "stats text1: %d %r %s" % (rc, out, err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "py", "--export", "br"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "py", "--export", "br"])
         T.check(rc == 0, "stats br: %d %s" % (rc, err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "py", "--export", "aprof"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "py", "--export", "aprof"])
         T.check(rc == 1 and "timeline" in err, "stats aprof: %d %s" % (rc, err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "nope"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "nope"])
         T.check(rc == 1 and "no such target" in err, "stats unknown target: %d %s" % (rc, err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "stats", "py", "--export", "pdf"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "py", "--export", "pdf"])
         T.check(rc == 2, "bad export must be a usage error: %d" % rc)
-        rc, out, err = T.run([TLCAP, "--connect", addr, "watch", "py", "--count", "1",
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "watch", "py", "--count", "1",
                               "--interval", "50"], timeout=30)
         T.check(rc == 0 and json.loads(out.splitlines()[0])["schema"] == "tlcap-stats/1",
                 "watch: %d %r %s" % (rc, out[:200], err))
-        rc, out, err = T.run([TLCAP, "--connect", addr, "rotate", "py"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "rotate", "py"])
         T.check(rc == 1 and "rotate" in err, "rotate without storage: %d %s" % (rc, err))
         for cmd in (["targets"], ["stats"], ["top"], ["watch"], ["send"], ["rotate"]):
             rc, out, err = T.run([TLCAP] + cmd + ["--help"])
@@ -263,7 +300,7 @@ def main():
         rc, out, err = T.run([TLCAP, "frobnicate"])
         T.check(rc == 2, "unknown command: %d" % rc)
         dead = "127.0.0.1:%d" % D.free_port()
-        rc, out, err = T.run([TLCAP, "--connect", dead, "targets"])
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", PFX + dead, "targets"])
         T.check(rc == 1 and dead in err and "cannot connect" in err,
                 "unreachable: %d %s" % (rc, err))
 
@@ -279,14 +316,14 @@ def main():
         T.check(rc == 0, "send: %d %s" % (rc, err))
 
         def sent_count():
-            rc2, out2, _ = T.run([TLCAP, "--connect", addr, "stats", "sent", "--export",
+            rc2, out2, _ = T.run([TLCAP] + CONN + ["--connect", addr, "stats", "sent", "--export",
                                   "json"])
             return rc2 == 0 and json.loads(out2)["counters"]["events"] == 100
         D.wait_until(sent_count, 15, "100 events of target 'sent'", step=0.1)
 
         # --- an oversized frame closes only that connection, with an error first ---
         b = Sub(pb, serve)
-        b.send(request_id=1, hello=pb.Hello(protocol_version=1))
+        b.send(request_id=1, hello=pb.Hello(token=TOKEN, protocol_version=1))
         b.expect("welcome")
         b.s.sendall(varint(1 << 40))
         m = b.expect("error")
@@ -297,7 +334,7 @@ def main():
         fds_before = len(os.listdir("/proc/%d/fd" % dm.pid))
         for i in range(200):
             c = Sub(pb, serve)
-            c.send(request_id=1, hello=pb.Hello(protocol_version=1))
+            c.send(request_id=1, hello=pb.Hello(token=TOKEN, protocol_version=1))
             c.send(request_id=2, subscribe=pb.Subscribe(subscription_id=1, interval_ms=50,
                                                         events=True, windows=True))
             if i % 2 == 0:

@@ -37,6 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 /* ---- fake provider ----------------------------------------------------------------------- */
 
 typedef struct fake_target {
@@ -309,10 +312,12 @@ static int64_t mono_ms(void) {
 /* A raw subscriber socket. */
 typedef struct rc {
   int fd;
+  SSL *ssl; /* TLS subscribers (rc_tls) */
   tlc_frame_dec_t dec;
   uint8_t buf[65536];
   size_t len, off;
   int eof;
+  uint64_t got; /* bytes received */
 } rc_t;
 
 static void rc_open(rc_t *c, int port, int rcvbuf) {
@@ -332,6 +337,7 @@ static void rc_open(rc_t *c, int port, int rcvbuf) {
 }
 
 static void rc_close(rc_t *c) {
+  SSL_free(c->ssl);
   close(c->fd);
   tlc_frame_dec_fini(&c->dec);
 }
@@ -346,7 +352,14 @@ static void rc_send(rc_t *c, Tlcap__ClientMessage *m) {
   assert_non_null(buf);
   tlc_pb_frame_pack(&m->base, payload, buf);
   while (off < n) { /* the socket is non-blocking: a large request may take several sends */
-    ssize_t w = send(c->fd, buf + off, n - off, MSG_NOSIGNAL);
+    ssize_t w;
+    if (c->ssl != NULL) {
+      int k = SSL_write(c->ssl, buf + off, (int)(n - off));
+      assert_true(k > 0); /* small requests: the socket takes them */
+      off += (size_t)k;
+      continue;
+    }
+    w = send(c->fd, buf + off, n - off, MSG_NOSIGNAL);
     if (w > 0)
       off += (size_t)w;
     else
@@ -372,10 +385,24 @@ static Tlcap__ServerMessage *rc_recv_t(rc_t *c, harness_t *h, int64_t ms) {
       }
     }
     c->off = c->len = 0;
-    {
+    if (c->ssl != NULL) {
+      int n = SSL_read(c->ssl, c->buf, (int)sizeof(c->buf));
+      if (n > 0) {
+        c->len = (size_t)n;
+        c->got += (uint64_t)n;
+        continue;
+      }
+      n = SSL_get_error(c->ssl, n);
+      ERR_clear_error();
+      if (n != SSL_ERROR_WANT_READ && n != SSL_ERROR_WANT_WRITE) {
+        c->eof = 1;
+        return NULL;
+      }
+    } else {
       ssize_t n = recv(c->fd, c->buf, sizeof(c->buf), 0);
       if (n > 0) {
         c->len = (size_t)n;
+        c->got += (uint64_t)n;
         continue;
       }
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
@@ -1458,6 +1485,123 @@ static void test_write_on_loop(void **state) {
   h_stop(&h);
 }
 
+/* TLS: a handshake driven between loop turns, verified against the test's certificate. */
+static void rc_tls(rc_t *c, harness_t *h, SSL_CTX *ctx) {
+  int64_t deadline = mono_ms() + 5000;
+  c->ssl = SSL_new(ctx);
+  assert_non_null(c->ssl);
+  assert_int_equal(SSL_set_fd(c->ssl, c->fd), 1);
+  SSL_set_connect_state(c->ssl);
+  for (;;) {
+    int r = SSL_connect(c->ssl), e;
+    struct pollfd pf;
+    if (r == 1)
+      return;
+    e = SSL_get_error(c->ssl, r);
+    assert_true(e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE);
+    assert_true(mono_ms() < deadline);
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    pf.fd = c->fd;
+    pf.events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+    pf.revents = 0;
+    poll(&pf, 1, 10);
+  }
+}
+
+/* The server's TLS: a Hello, a subscription, its full snapshot and a delta, through the
+ * serving thread and through uv_write (write_on_loop); plain text to the TLS port gets not a
+ * byte back and is counted; a handshake that stalls is closed at its deadline. */
+static void tls_case(int on_loop) {
+  char dir[] = "/tmp/tlc_ps_tls_XXXXXX", cmd[600], cert[200], key[200], err[600];
+  harness_t h;
+  tlc_pubsub_opts_t o;
+  tlc_pubsub_stats_t st;
+  tlc_tls_t *tls;
+  SSL_CTX *ctx;
+  rc_t c, p, q;
+  Tlcap__ServerMessage *m;
+  uint64_t seq;
+  assert_non_null(mkdtemp(dir));
+  snprintf(cert, sizeof(cert), "%s/c.pem", dir);
+  snprintf(key, sizeof(key), "%s/k.pem", dir);
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout %s "
+           "-out %s -days 1 -subj /CN=localhost >/dev/null 2>&1",
+           key, cert);
+  if (system(cmd) != 0) {
+    skip();
+  }
+  assert_int_equal(tlc_tls_new(cert, key, &tls, err, sizeof(err)), 0);
+  ctx = SSL_CTX_new(TLS_client_method());
+  assert_non_null(ctx);
+  assert_int_equal(SSL_CTX_load_verify_locations(ctx, cert, NULL), 1);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  tlc_pubsub_opts_default(&o);
+  o.write_on_loop = on_loop;
+  o.tls = tls;
+  o.tls_handshake_ms = 300;
+  h_start(&h, &o, 5);
+  rc_open(&c, h.port, 0);
+  rc_tls(&c, &h, ctx);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe(&c, 1, "lab1", 3600000, 0, 0);
+  msg_free(rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK));
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->n_rows, 5);
+  seq = m->snapshot->seq;
+  msg_free(m);
+  fake_bump(&h.fake, 0, 1);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  assert_int_equal(m->snapshot->base_seq, seq);
+  assert_int_equal(m->snapshot->n_rows, 1);
+  msg_free(m);
+  /* plain protobuf to the TLS port: closed, nothing sent back */
+  rc_open(&p, h.port, 0);
+  {
+    Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+    Tlcap__Hello hi = TLCAP__HELLO__INIT;
+    cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_HELLO;
+    cm.hello = &hi;
+    cm.request_id = 1;
+    hi.protocol_version = 1;
+    rc_send(&p, &cm);
+  }
+  assert_null(rc_recv(&p, &h));
+  assert_true(p.eof);
+  assert_int_equal(p.got, 0);
+  /* a peer that never says anything: closed at the handshake deadline, without a word */
+  rc_open(&q, h.port, 0);
+  assert_null(rc_recv(&q, &h));
+  assert_true(q.eof);
+  assert_int_equal(q.got, 0);
+  tlc_pubsub_get_stats(h.ps, &st);
+  assert_int_equal(st.closed_tls, 2);
+  /* the subscriber is unaffected */
+  fake_bump(&h.fake, 0, 1);
+  tlc__ps_tick_all(h.ps);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+  msg_free(m);
+  rc_close(&p);
+  rc_close(&q);
+  rc_close(&c);
+  h_stop(&h);
+  tlc_tls_free(tls);
+  SSL_CTX_free(ctx);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void test_tls_thread(void **state) {
+  (void)state;
+  tls_case(0);
+}
+
+static void test_tls_on_loop(void **state) {
+  (void)state;
+  tls_case(1);
+}
+
 /* Allocation failures anywhere in setup, requests, snapshots and teardown: no crash, no leak. */
 static uint8_t *frame_of(Tlcap__ClientMessage *m, size_t *n) {
   size_t payload;
@@ -1582,6 +1726,8 @@ int main(void) {
     cmocka_unit_test(test_catchup_rejoins_shared),
     cmocka_unit_test(test_feeds_share_snapshot),
     cmocka_unit_test(test_write_on_loop),
+    cmocka_unit_test(test_tls_thread),
+    cmocka_unit_test(test_tls_on_loop),
     cmocka_unit_test(test_small_targets_first),
     cmocka_unit_test(test_alloc_failures),
   };

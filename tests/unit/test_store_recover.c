@@ -47,7 +47,7 @@ static size_t boundaries(tlc_format_t f, const buf_t *b, size_t *off, size_t max
   while (pos < b->len && n < max) {
     tlc_rec_t r;
     size_t need;
-    assert_int_equal(tlc__rec_scan(f, b->p + pos, b->len - pos, 0, &r, &need), 1);
+    assert_int_equal(tlc_scan_record(f, b->p + pos, b->len - pos, 0, &r, &need), 1);
     off[n++] = pos;
     pos += r.len;
   }

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""bench_tls.py - 100 subscribers at 10 Hz over TLS (with a token) against the same over plain
+TCP while tlcapd ingests at full speed: the ingest ratio (TLS / plain, same run) and the
+latency from a marker event's arrival to its appearance in the subscribers' snapshots.
+
+    bench/bench_tls.py BUILD_DIR [--pairs N] [--seconds S] [--subs N] [--interval MS]
+                       [--profile heavy|top|light|cores|default] [--subs-nice N]
+
+Design. Two tlcapd (--no-store) run side by side for the whole run: P serves subscribers on
+plain TCP, T on TLS (a self-signed certificate made with `openssl req`, --token-file); each has
+its own ingest port and bulk target (warmed up first). Then N pairs, the order alternating: a
+run on P and a run on T, each exactly bench_subscribers.py's "with subscribers" run (benchd_io
+sends the bulk stream at full speed for S seconds while benchd_subs keeps the subscribers
+reading, the TLS ones through OpenSSL with the token). Only one daemon is loaded at a time; the
+idle one costs nothing. Ratio = T's ingest MB/s / P's. Target >= 0.9x. Latency as in
+bench_subscribers.py (markers every 37 ms on a separate connection; p99 over all pairs; a
+marker a subscriber never saw counts as infinitely late).
+
+What TLS adds on the daemon: the loop thread encrypts every message once per subscriber (the
+shared encoded message is not shareable once encrypted), the serving thread writes the
+ciphertext; each subscriber pays its own decryption.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchd as B  # noqa: E402
+import bench_subscribers as S  # noqa: E402
+
+
+def loop_cpu_s(pid):
+    """CPU seconds of tlcapd's loop thread (its main thread: ingest, engines, pubsub's loop
+    work); the rest of the process is the serving thread (socket writes, TLS encryption) and
+    libuv's."""
+    return _task_cpu(pid, pid)
+
+
+def _task_cpu(pid, tid):
+    try:
+        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+            fl = f.read().rsplit(")", 1)[1].split()
+        return (int(fl[11]) + int(fl[12])) / B.TCK
+    except OSError:
+        return 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--subs", type=int, default=100)
+    ap.add_argument("--interval", type=int, default=100)
+    ap.add_argument("--profile", choices=("heavy", "top", "light", "cores", "default"),
+                    default="top")
+    ap.add_argument("--subs-nice", type=int, default=0, metavar="N",
+                    help="run the subscriber process at nice N (their TLS decryption would run "
+                    "on the dashboards' machines, not the daemon's)")
+    a = ap.parse_args()
+    a.full_decode, a.dump_markers = False, None
+    io = os.path.join(a.build, "bench", "benchd_io")
+    for f in (io, os.path.join(a.build, "bench", "benchd_subs"),
+              os.path.join(a.build, "daemon", "tlcapd")):
+        if not os.access(f, os.X_OK):
+            sys.exit("bench_tls: %s not built" % f)
+    if shutil.which("openssl") is None:
+        sys.exit("bench_tls: openssl not installed")
+    print("machine: %s; sender, subscribers and tlcapd share these cores" % B.machine_line())
+    print("%d subscribers, interval %d ms, profile %s; ingest: 64 MiB passes of bin11 (1,000 "
+          "areas, 4 cores) for %.0f s per run; %d pairs (plain TCP, TLS)"
+          % (a.subs, a.interval, a.profile, a.seconds, a.pairs))
+    sys.stdout.flush()
+    d = B.tempdir("tlcbench-tls.")
+    cert, key, tok = (os.path.join(d, n) for n in ("cert.pem", "key.pem", "token"))
+    subprocess.check_call(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                           "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+                           cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+                           "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    token = "bench-" + os.urandom(8).hex()
+    fd = os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (token + "\n").encode())
+    os.close(fd)
+    daemons = {}
+    res = {"plain": [], "tls": []}
+    try:
+        for kind, extra in (("plain", []), ("tls", ["--tls-cert", cert, "--tls-key", key,
+                                                     "--token-file", tok])):
+            dd = os.path.join(d, kind)
+            os.mkdir(dd)
+            iport, sport = B.free_port(), B.free_port()
+            dm = B.Daemon(a.build, dd, ["--listen", "bench=bin11@127.0.0.1:%d" % iport,
+                                        "--no-store", "--serve", "127.0.0.1:%d" % sport,
+                                        "--state-dir", os.path.join(dd, "state")] + extra)
+            daemons[kind] = (dm, iport, sport)
+            B.run_child([io, "send", "127.0.0.1:%d" % iport, "--mib", "64"], 300)  # warm-up
+        for i in range(a.pairs):
+            order = ("plain", "tls") if i % 2 == 0 else ("tls", "plain")
+            for kind in order:
+                dm, iport, sport = daemons[kind]
+                a.subs_extra = ["--tls", cert, "--token", token] if kind == "tls" else []
+                l0 = loop_cpu_s(dm.pid)
+                r = S.run(a, io, dm, sport, iport, a.subs)
+                r["loop_cpu"] = loop_cpu_s(dm.pid) - l0
+                res[kind].append(r)
+                sm = r["summ"]
+                print("pair %d %-5s: %8.1f MB/s (%.1f s); tlcapd cpu %.2f s (loop thread %.2f s: "
+                      "%.2f s per GB ingested; other threads %.2f s), sender %.2f s, "
+                      "subscribers + other load %.2f cores; latency %s; %.1f MB/s to "
+                      "subscribers" % (i, kind, r["mbps"], r["seconds"], r["cpu_d"], r["loop_cpu"],
+                                       r["loop_cpu"] / (r["bytes"] / 1e9),
+                                       r["cpu_d"] - r["loop_cpu"], r["cpu_send"],
+                                       r["foreign_and_subs"], S.lat_line(r["lat"]),
+                                       sm["bytes"] / 1e6 / sm["seconds"]))
+                sys.stdout.flush()
+            print("pair %d ratio TLS/plain %.3f" % (i, res["tls"][-1]["mbps"] /
+                                                    res["plain"][-1]["mbps"]))
+        for kind, (dm, _, _) in daemons.items():
+            t = dm.target(S.BULK)
+            if t["decode_errors"] or t["anomalies"]:
+                raise B.BenchError("%s: bulk target: decode errors or anomalies" % kind)
+            dm.stop()
+    finally:
+        for dm, _, _ in daemons.values():
+            dm.kill()
+        shutil.rmtree(d, ignore_errors=True)
+    ratios = [t["mbps"] / p["mbps"] for p, t in zip(res["plain"], res["tls"])]
+    mr = B.median(ratios)
+    print("throughput: median plain %.1f MB/s, TLS %.1f MB/s; ratios %s; median %.3fx "
+          "(target >= 0.9x: %s)" % (B.median([r["mbps"] for r in res["plain"]]),
+                                    B.median([r["mbps"] for r in res["tls"]]),
+                                    " ".join("%.3f" % x for x in ratios), mr,
+                                    "MET" if mr >= 0.9 else "NOT MET"))
+    for kind in ("plain", "tls"):
+        lat = [x for r in res[kind] for x in r["lat"]]
+        print("latency under ingest, %-5s all pairs: %s" % (kind, S.lat_line(lat)))
+    for kind in ("plain", "tls"):
+        print("loop thread CPU per GB ingested, %-5s: %s s; other threads per run: %s s"
+              % (kind, " ".join("%.2f" % (r["loop_cpu"] / (r["bytes"] / 1e9)) for r in res[kind]),
+                 " ".join("%.2f" % (r["cpu_d"] - r["loop_cpu"]) for r in res[kind])))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except B.BenchError as e:
+        sys.exit("bench_tls: %s" % e)

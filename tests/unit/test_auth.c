@@ -1,0 +1,189 @@
+/* test_auth.c - the token file rules, the check and its per-peer delays (daemon/auth/auth.h),
+ * and the TLS module's memory-BIO sessions fed garbage (daemon/auth/tls.h).
+ *
+ * Files live in a fresh temporary directory; the expected delays are derived from the rule in
+ * auth.h (first delay, doubled per failure within the window, capped), not from the code. */
+#include "auth.h"
+#include "tls.h"
+
+#include "tlc_err.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[256];
+
+static const char *put(const char *name, const char *content, mode_t mode) {
+  static char path[512];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/%s", g_dir, name);
+  unlink(path);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(content, f);
+  fclose(f);
+  assert_int_equal(chmod(path, mode), 0);
+  return path;
+}
+
+static void test_file_rules(void **state) {
+  char err[600];
+  (void)state;
+  assert_int_equal(tlc_auth_check_file(put("ok", "secret\n", 0600), err, sizeof(err)), 0);
+  assert_int_equal(tlc_auth_check_file(put("ok2", "secret", 0400), err, sizeof(err)), 0);
+  assert_int_equal(tlc_auth_check_file(put("g", "secret\n", 0640), err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "readable by group or others"));
+  assert_int_equal(tlc_auth_check_file(put("o", "secret\n", 0604), err, sizeof(err)), TLC_EINVAL);
+  assert_int_equal(tlc_auth_check_file(put("e", "", 0600), err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "empty"));
+  assert_int_equal(tlc_auth_check_file(put("nl", "\nsecret\n", 0600), err, sizeof(err)),
+                   TLC_EINVAL);
+  assert_true(tlc_auth_check_file("/nonexistent/tok", err, sizeof(err)) < 0);
+  assert_non_null(strstr(err, "/nonexistent/tok"));
+  assert_int_equal(tlc_auth_check_file(g_dir, err, sizeof(err)), TLC_EINVAL); /* a directory */
+  {
+    char big[TLC_AUTH_MAX_TOKEN + 10];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    assert_int_equal(tlc_auth_check_file(put("big", big, 0600), err, sizeof(err)), TLC_EINVAL);
+  }
+}
+
+static void test_check(void **state) {
+  char err[600];
+  tlc_auth_t *a;
+  uint64_t delay = 99;
+  tlc_auth_stats_t st;
+  (void)state;
+  assert_int_equal(
+      tlc_auth_new(put("t", "s3cret\r\nsecond line ignored\n", 0600), NULL, &a, err, sizeof(err)),
+      0);
+  assert_int_equal(tlc_auth_check(a, "192.0.2.1", "s3cret", 6, 1000, &delay), 1);
+  assert_int_equal(delay, 0);
+  /* shorter, longer, different, empty, with the newline */
+  assert_int_equal(tlc_auth_check(a, NULL, "s3cre", 5, 1000, NULL), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "s3cret!", 7, 1000, NULL), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "S3cret", 6, 1000, NULL), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "", 0, 1000, NULL), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "s3cret\r", 7, 1000, NULL), 0);
+  tlc_auth_get_stats(a, &st);
+  assert_int_equal(st.ok, 1);
+  assert_int_equal(st.failed, 5);
+  /* reload: the new token applies, the old one no longer does */
+  put("t", "rotated\n", 0600);
+  assert_int_equal(tlc_auth_reload(a, err, sizeof(err)), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "s3cret", 6, 1000, NULL), 0);
+  assert_int_equal(tlc_auth_check(a, NULL, "rotated", 7, 1000, NULL), 1);
+  /* a reload that fails keeps the running token */
+  put("t", "rotated-again\n", 0644);
+  assert_int_equal(tlc_auth_reload(a, err, sizeof(err)), TLC_EINVAL);
+  assert_int_equal(tlc_auth_check(a, NULL, "rotated", 7, 1000, NULL), 1);
+  tlc_auth_free(a);
+}
+
+static void test_delays(void **state) {
+  char err[600];
+  tlc_auth_t *a;
+  tlc_auth_opts_t o = {
+    .fail_delay_ms = 100, .fail_delay_max_ms = 700, .fail_window_ms = 5000, .max_peers = 2
+  };
+  uint64_t d, want = 100;
+  int i;
+  (void)state;
+  assert_int_equal(tlc_auth_new(put("t2", "tok\n", 0600), &o, &a, err, sizeof(err)), 0);
+  /* one address: 100, 200, 400, then capped at 700 */
+  for (i = 0; i < 6; i++) {
+    assert_int_equal(tlc_auth_check(a, "10.0.0.1", "x", 1, 1000 + (uint64_t)i, &d), 0);
+    assert_int_equal(d, want < 700 ? want : 700);
+    want *= 2;
+  }
+  /* another address starts at the first delay */
+  assert_int_equal(tlc_auth_check(a, "10.0.0.2", "x", 1, 2000, &d), 0);
+  assert_int_equal(d, 100);
+  /* past the window, the first address is forgotten */
+  assert_int_equal(tlc_auth_check(a, "10.0.0.1", "x", 1, 1005 + 5001, &d), 0);
+  assert_int_equal(d, 100);
+  /* a full table (2 peers) forgets the stalest: 10.0.0.2 (last failure 2000) */
+  assert_int_equal(tlc_auth_check(a, "10.0.0.3", "x", 1, 6100, &d), 0);
+  assert_int_equal(tlc_auth_check(a, "10.0.0.2", "x", 1, 6200, &d), 0);
+  assert_int_equal(d, 100);
+  /* a success does not need a delay and does not touch the table */
+  assert_int_equal(tlc_auth_check(a, "10.0.0.3", "tok", 3, 6300, &d), 1);
+  assert_int_equal(d, 0);
+  tlc_auth_free(a);
+}
+
+/* A server session fed garbage fails its handshake; fed nothing, it waits. */
+static void test_tls_garbage(void **state) {
+  char err[600], why[600];
+  tlc_tls_t *t;
+  tlc_tls_conn_t *c;
+  uint8_t junk[4096];
+  char cmd[1400];
+  size_t i;
+  (void)state;
+  snprintf(cmd, sizeof(cmd),
+           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "
+           "%s/k.pem -out %s/c.pem -days 1 -subj /CN=t >/dev/null 2>&1",
+           g_dir, g_dir);
+  if (system(cmd) != 0) {
+    skip(); /* no openssl command: the integration tests say so too */
+  }
+  snprintf(cmd, sizeof(cmd), "%s/c.pem", g_dir);
+  snprintf(why, sizeof(why), "%s/k.pem", g_dir);
+  assert_int_equal(tlc_tls_new(cmd, why, &t, err, sizeof(err)), 0);
+  {
+    tlc_tls_t *t2 = NULL;
+    /* the certificate given as the key: refused, and the message names the key */
+    assert_true(tlc_tls_new(cmd, cmd, &t2, err, sizeof(err)) < 0);
+    assert_null(t2);
+    assert_non_null(strstr(err, "key"));
+  }
+  assert_int_equal(tlc_tls_reload(t, err, sizeof(err)), 0);
+  c = tlc_tls_conn_new(t);
+  assert_non_null(c);
+  assert_int_equal(tlc_tls_conn_handshake(c, why, sizeof(why)), 0); /* nothing yet */
+  srand(18);
+  for (i = 0; i < sizeof(junk); i++)
+    junk[i] = (uint8_t)rand();
+  assert_int_equal(tlc_tls_conn_feed(c, junk, sizeof(junk)), 0);
+  assert_true(tlc_tls_conn_handshake(c, why, sizeof(why)) < 0);
+  tlc_tls_conn_free(c);
+  /* plain protobuf (a Hello frame) to a TLS session */
+  c = tlc_tls_conn_new(t);
+  assert_int_equal(tlc_tls_conn_feed(c, "\x06\x08\x01\x52\x02\x08\x01", 7), 0);
+  assert_true(tlc_tls_conn_handshake(c, why, sizeof(why)) < 0);
+  tlc_tls_conn_free(c);
+  tlc_tls_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_file_rules),
+    cmocka_unit_test(test_check),
+    cmocka_unit_test(test_delays),
+    cmocka_unit_test(test_tls_garbage),
+  };
+  int r;
+  snprintf(g_dir, sizeof(g_dir), "/tmp/tlc_auth_XXXXXX");
+  if (mkdtemp(g_dir) == NULL)
+    return 1;
+  r = cmocka_run_group_tests(tests, NULL, NULL);
+  {
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+      r = r ? r : 1;
+  }
+  return r;
+}
