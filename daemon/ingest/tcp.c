@@ -190,6 +190,8 @@ static void conn_hold(void *src, int on) {
     return;
   }
   c->last_rx = uv_now(d->loop); /* the deadlines count from now */
+  if (c->rec_since != 0)
+    c->rec_since = c->last_rx; /* the time held inside a record was ours, not the peer's */
   if (!c->yielded && !d->stopping && uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
     tlc__conn_close(c, "read restart failed");
 }
