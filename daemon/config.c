@@ -415,6 +415,10 @@ static const dkey_t dkeys[] = {
   { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
   { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
+  /* HTTP (daemon/http, docs/http.md) */
+  { "http", K_ADDR, OFF(http), FSZ(http), 0 },
+  { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
+  { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000 },
   /* remote access (SPEC 8; daemon/auth) */
   { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0 },
   { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0 },
@@ -1041,6 +1045,9 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
+  snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
+  c->metrics_areas = 20;
+  c->http_max_connections = 64;
   c->nats_interval_ms = 1000;
   c->nats_full_interval_ms = 60000;
   c->nats_buffer = 8ull << 20;
@@ -1188,6 +1195,7 @@ static void usage(FILE *f) {
         "              [--efl NAME=PATTERN]... (EFL applications through efl_debugd)\n"
         "              [--serve HOST:PORT|unix:PATH] [--no-store] [--log-level LEVEL] [--debug "
         "LIST]\n"
+        "              [--http HOST:PORT] [--metrics-areas N]\n"
         "              [--max-connections N] [--max-targets N] [--partial-timeout DUR]\n"
         "              [--dump-stats-on-exit FILE] [--mapping TARGET=FILE]\n"
         "              [--context-area TARGET=HANDLE] [--check-config] [--OPTION VALUE]...\n"

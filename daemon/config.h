@@ -35,6 +35,7 @@
 #define TLC_DEFAULT_BIN11_ADDR "127.0.0.1:7411"
 #define TLC_DEFAULT_EVLOG_ADDR "127.0.0.1:7412"
 #define TLC_DEFAULT_SERVE_ADDR "127.0.0.1:7400"
+#define TLC_DEFAULT_HTTP_ADDR  "127.0.0.1:7480" /* SPEC 9 */
 #define TLC_DEFAULT_STATE_DIR  "./tlcap-state"
 
 /* [efl NAME] defaults: efl_debugd's debugger port, efl_debug's poll interval (docs/efl.md). */
@@ -128,6 +129,10 @@ typedef struct tlc_config {
   int quick_start;              /* recovery checks sizes and index only, not every byte */
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
+  /* HTTP: dashboard, /metrics, JSON API (daemon/http, docs/http.md) */
+  char http[TLC_CFG_HOST + 8]; /* "HOST:PORT" ("" = off; default TLC_DEFAULT_HTTP_ADDR) */
+  uint32_t metrics_areas;      /* area series per target on /metrics (default 20) */
+  size_t http_max_connections; /* HTTP + WebSocket connections at once (default 64) */
   /* Remote access (SPEC 8, daemon/auth): "" = off */
   char token_file[TLC_CFG_PATH]; /* the shared secret's file */
   char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */

@@ -462,6 +462,12 @@ int main(int argc, char **argv) {
   uv_timer_init(&loop, &a->tick);
   a->tick.data = a;
   uv_timer_start(&a->tick, tick_cb, TICK_MS, TICK_MS);
+  r = tlc_wiring_start_http(a->wiring); /* last: see wiring.h */
+  if (r != 0) {
+    fail_status("HTTP port failed (see log)", r);
+    a->exit_code = 1;
+    goto stop;
+  }
   r = tlc_sd_watchdog_start(&loop);
   if (r < 0)
     tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN, "watchdog: %s", uv_strerror(r));

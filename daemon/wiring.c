@@ -31,6 +31,11 @@
 
 #include "pubsub.h"
 #include "store.h"
+#ifdef TLC_HAVE_HTTP
+#include "http.h"
+#include "tlc_version.h"
+#include <sys/statvfs.h>
+#endif
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -61,6 +66,10 @@ struct tlc_wiring {
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
   size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
+#ifdef TLC_HAVE_HTTP
+  tlc_http_t *http;
+  char http_addr[sizeof(((tlc_config_t *)0)->http)];
+#endif
 };
 
 /* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
@@ -470,6 +479,162 @@ static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, si
   }
 }
 
+#ifdef TLC_HAVE_HTTP
+/* ---- HTTP port (daemon/http): what it reads of the daemon ---- */
+
+static void http_log(void *ud, int level, const char *msg) {
+  (void)ud;
+  tlc_log(level, TLC_LOGC_MAIN, "%s", msg);
+}
+
+static void http_closed(void *ud) {
+  tlc_wiring_t *w = ud;
+  w->pending--;
+  maybe_free(w);
+}
+
+static void http_daemon_info(void *ud, tlc_http_daemon_info_t *out) {
+  tlc_wiring_t *w = ud;
+  struct statvfs sv;
+  memset(out, 0, sizeof(*out));
+  if (w->ps != NULL) {
+    tlc_pubsub_stats_t s;
+    tlc_pubsub_get_stats(w->ps, &s);
+    out->subscribers = s.subscribers;
+  }
+  if (w->st != NULL) {
+    tlc_store_counters_t c;
+    tlc_store_counters(w->st, &c);
+    out->has_store = 1;
+    out->store_queue_bytes = c.queue_bytes;
+    out->store_bytes_written = c.bytes_written;
+    out->store_dropped =
+        c.dropped_buffer_full_records + c.dropped_disk_full_records + c.dropped_io_error_records;
+    out->stored_bytes = c.stored_bytes;
+    out->stored_segments = c.stored_segments;
+    out->disk_full = c.disk_full;
+  }
+  /* one statvfs(2) per scrape or live message: microseconds, on the loop */
+  if (w->store_on && statvfs(w->state_dir, &sv) == 0) {
+    out->has_disk_free = 1;
+    out->disk_free_bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+  }
+}
+
+static void http_target_store(void *ud, size_t index, tlc_http_store_info_t *out) {
+  tlc_wiring_t *w = ud;
+  memset(out, 0, sizeof(*out));
+  if (index < w->d->targets.n && w->d->targets.v[index]->store != NULL) {
+    tlc_store_target_counters_t c;
+    tlc_store_target_counters(hd(w->d->targets.v[index])->t, &c);
+    out->has = 1;
+    out->bytes_written = c.bytes_written;
+    out->records_written = c.records_written;
+    out->dropped_records = c.dropped_records;
+    out->segment_seq = c.segment_seq;
+    out->segment_bytes = c.segment_bytes;
+  }
+}
+
+static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
+                         const int64_t *le, size_t nle, uint64_t *cum) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_hist_cum(w->d->targets.v[index]->engine, handle, context, kind, le, nle, cum);
+}
+
+static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
+                         size_t *cap) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_code_net(w->d->targets.v[index]->engine, out, n, cap);
+}
+
+static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_context(w->d->targets.v[index]->engine, context, c);
+}
+
+/* Starts the HTTP port on d->cfg.http ("" = off). SPEC 8: beyond loopback only with a token
+ * file (a warning without TLS); the token and the TLS files are the subscriber port's. The
+ * default address
+ * already in use (another tlcapd on this host) is a warning, not a failure; an address the
+ * configuration names is a start-up failure, as the subscriber port's is. */
+static int http_start(tlc_wiring_t *w) {
+  const tlc_config_t *c = &w->d->cfg;
+  tlc_http_opts_t ho;
+  tlc_http_src_t src;
+  char host[TLC_CFG_HOST];
+  uint16_t port;
+  int r;
+  snprintf(w->http_addr, sizeof(w->http_addr), "%s", c->http);
+  if (c->http[0] == '\0')
+    return 0;
+  if (tlc_config_parse_hostport(c->http, host, sizeof(host), &port) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "http: bad address \"%s\"", c->http);
+    return TLC_EINVAL;
+  }
+  if (!tlc_http_host_is_loopback(host)) {
+    if (w->auth == NULL) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
+              "http: refusing to serve %s: beyond loopback the HTTP port needs token_file "
+              "(--token-file FILE; SPEC 8), and should have tls_cert/tls_key; or bind "
+              "127.0.0.1 and reach it through an SSH tunnel, or set http = \"\"",
+              c->http);
+      return TLC_EINVAL;
+    }
+    if (w->tls == NULL)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
+              "http: %s is beyond loopback without TLS: the token crosses the network in "
+              "clear (set tls_cert/tls_key)",
+              c->http);
+  }
+  tlc_http_opts_default(&ho);
+  ho.host = host;
+  ho.port = port;
+  ho.max_connections = c->http_max_connections;
+  ho.metrics_areas = c->metrics_areas;
+  ho.start_unix_ms = tlc_now_unix_ms();
+#ifdef TLC_VERSION
+  ho.version = TLC_VERSION;
+#endif
+  ho.auth = w->auth; /* SPEC 8: the same token as the subscriber port */
+  ho.tls_cert = w->tls != NULL ? c->tls_cert : NULL;
+  ho.tls_key = w->tls != NULL ? c->tls_key : NULL;
+  ho.log = http_log;
+  ho.log_ud = w;
+  memset(&src, 0, sizeof(src));
+  src.pv = &w->pv->ps;
+  src.daemon_info = http_daemon_info;
+  src.target_store = http_target_store;
+  src.hist_cum = http_hist_cum;
+  src.code_net = http_code_net;
+  src.context = http_context;
+  src.ud = w;
+  r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
+  if (r != 0) {
+    if (strcmp(c->http, TLC_DEFAULT_HTTP_ADDR) == 0 && r == UV_EADDRINUSE) {
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
+              "http: the default address %s is in use (another tlcapd?): dashboard and "
+              "/metrics off; set http = HOST:PORT or \"\"",
+              c->http);
+      return 0;
+    }
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "http: cannot serve on %s: %s", c->http,
+            r < 0 && r > -4096 ? uv_strerror(r) : tlc_strerror(r));
+    return r;
+  }
+  w->pending++;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "http: dashboard, /metrics and /api/v1 on %s (port %d)",
+          c->http, tlc_http_port(w->http));
+  return 0;
+}
+#endif
+
 int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));
   tlc_target_observer_t o;
@@ -642,9 +807,26 @@ fail:
   return r != 0 ? r : TLC_EINVAL;
 }
 
+int tlc_wiring_start_http(tlc_wiring_t *w) {
+#ifdef TLC_HAVE_HTTP
+  return w != NULL ? http_start(w) : 0;
+#else
+  (void)w;
+  return 0;
+#endif
+}
+
 int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
                             size_t whylen) {
-  if (w == NULL || strcmp(nc->serve, w->serve) == 0)
+  if (w == NULL)
+    return 0;
+#ifdef TLC_HAVE_HTTP
+  if (strcmp(nc->http, w->http_addr) != 0) {
+    snprintf(why, whylen, "http: address \"%s\" -> \"%s\"", w->http_addr, nc->http);
+    return TLC_EINVAL;
+  }
+#endif
+  if (strcmp(nc->serve, w->serve) == 0)
     return 0;
   snprintf(why, whylen, "serve: address \"%s\" -> \"%s\"", w->serve, nc->serve);
   return TLC_EINVAL;
@@ -655,6 +837,10 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (w == NULL)
     return;
   c = &w->d->cfg;
+#ifdef TLC_HAVE_HTTP
+  if (w->http != NULL)
+    tlc_http_set_metrics_areas(w->http, c->metrics_areas);
+#endif
   {
     /* SPEC 8: the token file and the certificate are re-read (new connections get them); a
      * file that became unusable keeps the running one (logged). Turning either on or off
@@ -738,6 +924,13 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   w->closing = 1;
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
+#ifdef TLC_HAVE_HTTP
+  if (w->http != NULL) { /* first: it reads pubsub and storage */
+    tlc_http_t *h = w->http;
+    w->http = NULL;
+    tlc_http_close(h, http_closed, w);
+  }
+#endif
   if (w->fleet != NULL) {
     tlc_fleet_t *f = w->fleet;
     w->fleet = NULL;

@@ -48,6 +48,12 @@ void tlc_wiring_reload(tlc_wiring_t *w);
  * the wiring once both have finished (asynchronously, on the loop). NULL is fine. */
 void tlc_wiring_close(tlc_wiring_t *w);
 
+/* Starts the HTTP port (daemon/http; d->cfg.http, "" = off) once everything else has started,
+ * just before READY=1: libwebsockets closes its handles itself, so it must not be running when
+ * a start-up failure closes every handle of the loop. Returns 0 or a negative error (logged;
+ * start-up must fail). A build without the HTTP port: 0. */
+int tlc_wiring_start_http(tlc_wiring_t *w);
+
 /* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */
 void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
 

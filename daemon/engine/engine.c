@@ -1244,6 +1244,56 @@ void tlc_engine_sync(tlc_engine_t *e) {
     hlog_flush(e);
 }
 
+int64_t tlc_engine_hist_edge(int64_t x) {
+  uint64_t lo, hi;
+  uint32_t b;
+  if (x < 256)
+    return x < 0 ? 0 : x;
+  b = tlc__hist_idx(x);
+  tlc__hist_bounds(b, &lo, &hi);
+  /* the bucket's last value, or the one before its first (the previous bucket's last) */
+  return (int64_t)(hi - (uint64_t)x <= (uint64_t)x - (lo - 1) ? hi : lo - 1);
+}
+
+#define HIST_MAX_EDGES 64
+
+int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, found = 0;
+  if (e->hlog == NULL || k >= NK || nle > HIST_MAX_EDGES)
+    return TLC_EINVAL;
+  for (i = 0; i < nle; i++) {
+    if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
+      return TLC_EINVAL;
+    eb[i] = tlc__hist_idx(le[i]);
+    /* a bucket's last value: the next value is in the next bucket (no guessed count) */
+    if (le[i] == INT64_MAX || tlc__hist_idx(le[i] + 1) == eb[i])
+      return TLC_EINVAL;
+  }
+  if (!e->ctxmode && k == TLC_GROSS)
+    k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */
+  if (e->hcur != e->hlog)
+    hlog_flush(e);
+  memset(slot, 0, sizeof(slot));
+  for (i = 0; i < e->ntctx; i++) {
+    uint32_t ri;
+    if (context != TLC_CTX_NEUTRAL && context != i)
+      continue;
+    ri = hfind(e, hkey(HK_CODE, handle), e->tctx[i]);
+    if (ri == NONE32)
+      continue;
+    found++;
+    tlc__hist_cum(&e->rows[ri].k[k].h, eb, nle, slot);
+  }
+  if (found == 0)
+    return TLC_ERANGE;
+  for (i = 0; i < nle; i++)
+    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+  return 0;
+}
+
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
 }
@@ -1548,6 +1598,91 @@ static int sort_rows(tlc_table_t *t) {
   }
   tlc_free(k);
   tlc_free(done);
+  return 0;
+}
+
+int tlc_engine_context(const tlc_engine_t *e, uint32_t index, tlc_ctx_t *c) {
+  const ectx_t *x;
+  if (index >= e->ntctx)
+    return TLC_ERANGE;
+  x = &e->ctx[e->tctx[index]];
+  memset(c, 0, sizeof(*c));
+  c->kind = x->kind;
+  c->core = x->core;
+  c->key = x->key;
+  return 0;
+}
+
+int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
+  size_t i, j, m = 0, nr = e->nrows;
+  int neut = e->ntctx > 1;
+  tlc_engine_code_net_t *o;
+  void *p;
+  *n = 0;
+  if ((p = tlc_grow(e->smap, &e->capsmap, nr ? nr : 1, sizeof(uint32_t), 64)) == NULL)
+    return TLC_ENOMEM;
+  e->smap = p;
+  if (neut && groups(e) < 0)
+    return TLC_ENOMEM;
+  if ((o = tlc_grow(*out, cap, nr ? nr : 1, sizeof(*o), 64)) == NULL)
+    return TLC_ENOMEM;
+  *out = o;
+  /* engine row -> entry: per row with one context, per area (its Neutral) with several */
+  for (i = 0; i < nr; i++)
+    e->smap[i] = NONE32;
+  if (neut) {
+    for (i = 0; i < e->ngrp; i = j) {
+      memset(&o[m], 0, sizeof(o[m]));
+      o[m].handle = e->grp[i].handle;
+      o[m].context = TLC_CTX_NEUTRAL;
+      for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
+        e->smap[e->grp[j].row] = (uint32_t)m;
+      m++;
+    }
+  } else {
+    for (i = 0; i < nr; i++) {
+      const erow_t *r = &e->rows[i];
+      if (r->kind != TLC_ROW_CODE || r->ctx == NONE32)
+        continue;
+      memset(&o[m], 0, sizeof(o[m]));
+      o[m].handle = r->handle;
+      o[m].context = e->ctx[r->ctx].tindex;
+      e->smap[i] = (uint32_t)m++;
+    }
+  }
+  for (i = 0; i < nr; i++) {
+    const erow_t *r = &e->rows[i];
+    tlc_engine_code_net_t *x;
+    edist_t d;
+    if (e->smap[i] == NONE32)
+      continue;
+    x = &o[e->smap[i]];
+    d = r->k[TLC_NET].d;
+    if (r->w != NULL) { /* cumulative = earlier intervals + the current one (as fill_row) */
+      d = r->w->f[TLC_NET];
+      edist_merge(&d, &r->k[TLC_NET].d);
+    }
+    x->count += r->count;
+    x->net_total = tadd(x->net_total, r->total[TLC_NET]);
+    x->n += d.n;
+    if (d.n > 0)
+      x->sum = tadd(x->sum, d.sum);
+  }
+  /* open activations' running time up to T (as the snapshot counts them) */
+  for (i = 0; i < e->nctx; i++) {
+    const ectx_t *c = &e->ctx[i];
+    int64_t in_t = ctx_in(e->ctxmode, c, e->last);
+    for (j = 0; j < c->depth; j++) {
+      const act_t *a = &c->stack[j];
+      int64_t net = a->net;
+      if (e->smap[a->row] == NONE32)
+        continue;
+      if (a->running)
+        net = tadd(net, nonneg(tsub(in_t, a->run_start)));
+      o[e->smap[a->row]].net_total = tadd(o[e->smap[a->row]].net_total, net);
+    }
+  }
+  *n = m;
   return 0;
 }
 

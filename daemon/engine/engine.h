@@ -179,6 +179,40 @@ const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e);
 /* Latest event time seen (0 before any event). */
 int64_t tlc_engine_last_time(const tlc_engine_t *e);
 
+/* The figures /metrics exports of every code area, without a snapshot (no table rows to fill,
+ * so a scrape of many targets stays cheap): COUNT, the NET total (open activations' running
+ * time up to the last event included, as in a snapshot) and the NET samples' number and sum.
+ * One entry per (area, context) when the engine has one context, else one per area with
+ * context TLC_CTX_NEUTRAL (summed over its contexts, as the Neutral row). Entries in no
+ * particular order, into *out (grown as needed, capacity *cap; the caller frees it with
+ * tlc_free); *n of them. Returns 0 or TLC_ENOMEM. Cost O(rows + contexts * depth). */
+typedef struct tlc_engine_code_net {
+  uint32_t handle;
+  uint32_t context; /* table context index, or TLC_CTX_NEUTRAL */
+  uint64_t count;   /* E events */
+  int64_t net_total;
+  uint64_t n;  /* NET samples (closed activations, E to X) */
+  int64_t sum; /* their sum */
+} tlc_engine_code_net_t;
+int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
+/* Context `index` (a table context index, as in a snapshot) into *c. 0 or TLC_ERANGE. */
+int tlc_engine_context(const tlc_engine_t *e, uint32_t index, tlc_ctx_t *c);
+
+/* Exact bucket counts for exporters (the Prometheus histogram of daemon/http): the largest value
+ * (ns) of the engine's histogram bucket whose bounds are nearest to x: x itself below 256, else
+ * within 1 % of x. Such values are the edges a tlc_engine_hist_cum caller may ask for. Pure. */
+int64_t tlc_engine_hist_edge(int64_t x);
+
+/* Cumulative sample counts of sample kind `k` (enum tlc_kind) of the code row (handle,
+ * context): context is a table context index (as in a snapshot) or TLC_CTX_NEUTRAL (the union
+ * of the area's contexts, as the Neutral row's quantiles). cum[i] = the number of the row's
+ * histogram samples <= le[i]; le[0..nle) strictly ascending values of tlc_engine_hist_edge, so
+ * that every count is exact. Counts queued samples first (as tlc_engine_sync). Returns 0,
+ * TLC_EINVAL (histograms off, k out of range, le not ascending edges) or TLC_ERANGE (no such
+ * row). Cost O(the row's histogram spans + nle). */
+int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum);
+
 /* Memory accounting for benches and limits: bytes the engine holds right now (its own
  * allocations, capacity included), and the number of rows-owning areas and contexts. */
 typedef struct tlc_engine_mem {

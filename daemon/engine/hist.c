@@ -233,6 +233,44 @@ size_t tlc__hist_bytes(const tlc_hist_t *h) {
   return h->b != NULL ? span_size(h->nb, h->in2) : 0;
 }
 
+void tlc__hist_cum(const tlc_hist_t *h, const uint32_t *eb, size_t n, uint64_t *slot) {
+  size_t i = 0;
+  if (h->b == NULL) {
+    for (unsigned j = 0; j < h->nin; j++) {
+      uint32_t b = inline_at(h, j);
+      for (i = 0; i < n && b > eb[i]; i++)
+        ;
+      slot[i]++;
+    }
+    return;
+  }
+  if (h->in2 == 0) {
+    /* no carries: the counts between two edges are a run of 16-bit counts, summed in a loop
+     * the compiler vectorises */
+    const uint16_t *c = h->b;
+    uint32_t k = 0, nb = h->nb;
+    for (i = 0; i <= n && k < nb; i++) {
+      uint32_t end = i < n ? (eb[i] + 1u > h->lo ? eb[i] + 1u - h->lo : 0u) : nb;
+      uint64_t sum = 0;
+      if (end > nb)
+        end = nb;
+      for (; k < end; k++)
+        sum += c[k];
+      slot[i] += sum;
+    }
+    return;
+  }
+  for (uint32_t k = 0; k < h->nb; k++) {
+    uint32_t b = (uint32_t)h->lo + k;
+    uint64_t c = tlc__hist_count(h, k);
+    if (c == 0)
+      continue;
+    while (i < n && b > eb[i]) /* buckets ascend: the edge cursor only moves forward */
+      i++;
+    slot[i] += c;
+  }
+}
+
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den) {
   uint64_t k = (n / den) * num + ((n % den) * num + den - 1) / den;
   return k == 0 ? 1 : k;

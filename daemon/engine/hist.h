@@ -106,6 +106,11 @@ void tlc__hist_fini(tlc_hist_t *h);
 /* Bytes held by h's buckets (the header not included). */
 size_t tlc__hist_bytes(const tlc_hist_t *h);
 
+/* Bucket counts by edge: eb[0..n) ascending bucket indexes; each bucket b of h adds its count
+ * to slot[i] for the first i with b <= eb[i] (slot[n] when b is above every eb). The caller's
+ * prefix sum of slot[] is then the number of samples <= the largest value of bucket eb[i]. */
+void tlc__hist_cum(const tlc_hist_t *h, const uint32_t *eb, size_t n, uint64_t *slot);
+
 /* Nearest rank k = ceil(num/den * n), at least 1 (n > 0), without overflow. */
 uint64_t tlc__hist_rank(uint64_t n, uint64_t num, uint64_t den);
 

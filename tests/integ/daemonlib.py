@@ -73,10 +73,11 @@ class Daemon:
     """Runs tlcapd with a notify harness and a stats dump; waits for READY=1."""
 
     def __init__(self, binary, d, args, env=None, preexec_fn=None, stderr_path=None,
-                 wait_ready=True, stderr_pipe=False, store=False, serve=None):
+                 wait_ready=True, stderr_pipe=False, store=False, serve=None, http=""):
         """store=True keeps storage on (state under d/state); serve="HOST:PORT" runs the
         subscriber server there. By default both are off (--no-store, --serve ""). serve=False
-        gives no --serve at all: the configuration file decides."""
+        gives no --serve at all: the configuration file decides. http="HOST:PORT" serves the
+        HTTP port there (default "": off; False: the configuration decides)."""
         self.d = d
         self.state = os.path.join(d, "state")
         self.dump = os.path.join(d, "stats.json")
@@ -97,6 +98,8 @@ class Daemon:
                                         "--state-dir", self.state]
         if serve is not False:
             full += ["--serve", serve or ""]
+        if http is not False:  # HTTP port (docs/http.md): off unless a test asks for it
+            full += ["--http", http]
         if not store:
             full.append("--no-store")
         self.p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

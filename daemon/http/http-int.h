@@ -1,0 +1,152 @@
+/* http-int.h - what the files of daemon/http share (private to the library).
+ *
+ * The request side is split so that everything that looks at request bytes is plain C over a
+ * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors), metrics.c
+ * (/metrics), api.c (/api/v1), live.c (the dashboard's WebSocket messages both ways). server.c
+ * is the libwebsockets glue; tests/fuzz/fuzz_http.c drives the same functions directly.
+ */
+#ifndef TLC_HTTP_INT_H
+#define TLC_HTTP_INT_H
+
+#include "http.h"
+#include "out.h"
+#include "stats.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the request handlers read (no libwebsockets state). */
+typedef struct tlc__http_view {
+  tlc_http_src_t src;
+  uint32_t metrics_areas;
+  int64_t start_unix_ms;
+  const char *version;
+  size_t max_response;
+  size_t websockets; /* live WebSockets open (for /metrics) */
+  size_t connections;
+  const tlc_http_stats_t *st; /* the server's counters (NULL: none, as in the fuzzer) */
+  size_t metrics_hint;        /* size of the last /metrics body (its buffer is sized once) */
+} tlc__http_view_t;
+
+typedef struct tlc__http_req {
+  const char *method; /* "GET", "POST", ... */
+  const char *path;   /* as received, percent-encoded, without the query */
+  const char *query;  /* after '?', or "" */
+  const char *accept; /* Accept header or "" */
+} tlc__http_req_t;
+
+typedef struct tlc__http_resp {
+  int status;
+  const char *ctype;
+  const char *allow;       /* 405: the Allow header's value, else NULL */
+  const void *static_body; /* an embedded asset (no copy), or NULL: the body is `body` */
+  size_t static_len;
+  tlc_out_t body; /* memory mode, capped at view->max_response */
+  int cache;      /* 1: assets may be cached (Cache-Control: max-age) */
+} tlc__http_resp_t;
+
+/* Initialises rs (empty body capped at max_response). tlc__http_resp_fini frees it. */
+void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response);
+void tlc__http_resp_fini(tlc__http_resp_t *rs);
+
+/* Answers one request into rs: status, content type, body. Never fails: errors are JSON
+ * documents {"error": {"status": N, "message": "..."}} with their status; a body over the cap
+ * becomes a 503 error. */
+void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_resp_t *rs);
+
+/* Error document with status into rs (body replaced). */
+void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Decodes percent-escapes of s[0..n) into out (cap outlen, NUL-terminated). Returns the
+ * length, or -1 for a bad escape, a NUL byte or an output too long. */
+long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
+
+/* /metrics into o; `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the
+ * output's error (TLC_ELIMIT: over the cap). */
+int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
+/* The histogram edges (ns) of tlcap_area_net_duration_seconds, and their number. */
+const int64_t *tlc__http_metrics_edges(size_t *n);
+
+/* /api/v1/targets into o. */
+int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o);
+
+/* ---- live WebSocket (live.c) ---- */
+
+#define TLC_HTTP_LIVE_MSG_MAX 1024 /* bytes of a message from the page */
+
+/* Per-socket live state. */
+typedef struct tlc__http_live {
+  char target[128 + 1];           /* areas of this target ("" none); target.h TLC_TARGET_NAME_MAX */
+  uint64_t since_seq;             /* last sent areas seq (0: next is full) */
+  unsigned ticks;                 /* messages sent since the last full areas message */
+  char rx[TLC_HTTP_LIVE_MSG_MAX]; /* a message being received in fragments */
+  size_t rxlen;
+} tlc__http_live_t;
+
+/* A message from the page: "target NAME" (areas of NAME from now on, a full table first) or
+ * "overview" (no areas). Returns 0, or TLC_EINVAL for anything else (the socket is closed). */
+int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len);
+
+/* The next live message into o (one JSON document: the overview, and the areas of l->target
+ * that changed since l->since_seq, or all of them every 10th message or after a command),
+ * at most max_bytes (areas beyond it are left out, "cut": true). Updates l. Returns 0 or
+ * the output's error. */
+int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes,
+                           int64_t now_unix_ms, tlc_out_t *o);
+
+/* Shared pieces of the live messages, so that D dashboards cost one snapshot per tick, not D:
+ * the overview once per tick, and per watched target its rows changed since the previous tick
+ * (for the sockets that have that tick's state) and its full table (for the others: new
+ * sockets, slow ones that skipped a tick, and everyone every 10th tick), each built at most
+ * once per tick, when a socket first needs it. */
+typedef struct tlc__http_frag {
+  char *s; /* NULL: not built this tick */
+  size_t n;
+  uint64_t seq; /* engine seq the fragment is up to (0: nothing to resume from) */
+} tlc__http_frag_t;
+
+typedef struct tlc__http_tcache {
+  char target[128 + 1];
+  uint64_t tick;      /* the tick its fragments belong to */
+  uint64_t base;      /* seq the delta starts from: what sockets in step have */
+  uint64_t next_base; /* seq of the last fragment built this tick: the next tick's base */
+  tlc__http_frag_t delta, full;
+} tlc__http_tcache_t;
+
+typedef struct tlc__http_live_cache {
+  uint64_t tick;
+  int64_t now_unix_ms;
+  tlc__http_frag_t ov; /* the overview (seq unused) */
+  tlc__http_tcache_t *t;
+  size_t nt, capt;
+} tlc__http_live_cache_t;
+
+/* A new period: fragments of the previous tick are dropped, targets no socket asked for in
+ * the last two ticks forgotten. */
+void tlc__http_live_cache_tick(tlc__http_live_cache_t *c, int64_t now_unix_ms);
+void tlc__http_live_cache_fini(tlc__http_live_cache_t *c);
+
+/* The socket's next message into o, from the cache (pieces built when missing): the same
+ * document as tlc__http_live_message. Updates l. Returns 0 or an error (o's or TLC_ENOMEM). */
+int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
+                          size_t max_bytes, tlc_out_t *o);
+
+/* ---- embedded files (assets.c, generated at build time from daemon/http/www and Debian's
+ * libjs-dygraphs) ---- */
+typedef struct tlc__http_asset {
+  const char *path; /* "/index.html" */
+  const char *ctype;
+  const unsigned char *data;
+  size_t len;
+} tlc__http_asset_t;
+extern const tlc__http_asset_t tlc__http_assets[];
+extern const size_t tlc__http_nassets;
+
+/* Shared JSON/number helpers. */
+void tlc__http_out_seconds(tlc_out_t *o, int64_t ns); /* exact decimal seconds */
+
+#endif

@@ -1,0 +1,129 @@
+/* http.h - tlcapd's HTTP port: the live dashboard (/), Prometheus metrics (/metrics) and the
+ * JSON API (/api/v1/...), SPEC section 9; docs/http.md describes every path.
+ *
+ * The server is libwebsockets on the daemon's own libuv loop (a foreign loop: no thread of its
+ * own). It reads the daemon through a tlc_http_src_t given at creation: the targets through
+ * the same provider pubsub uses (provider.h), daemon-wide and per-target storage figures, and
+ * the NET histograms of the targets' engines. It never writes to them.
+ *
+ * Limits (tlc_http_opts_t): connections at once, request header bytes, response bytes (one
+ * response and all in flight together), WebSocket message bytes received; every live
+ * WebSocket has one pending message at most, built when the socket can take it, so a slow
+ * reader coalesces to the latest state instead of queueing (as a subscriber's snapshot slot).
+ *
+ * Threads: every function runs on the loop thread.
+ */
+#ifndef TLC_HTTP_H
+#define TLC_HTTP_H
+
+#include "auth.h"
+#include "provider.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tlc_http tlc_http_t;
+
+/* Daemon-wide figures for /metrics and the dashboard (has_store 0: storage off). */
+typedef struct tlc_http_daemon_info {
+  size_t subscribers; /* protobuf subscribers connected */
+  int has_store;
+  uint64_t store_queue_bytes;   /* bytes waiting for the storage writer */
+  uint64_t store_bytes_written; /* bytes written to segments, all targets */
+  uint64_t store_dropped;       /* records dropped by storage (queue full, disk full, I/O) */
+  uint64_t stored_bytes;        /* sealed segments on disk */
+  uint64_t stored_segments;     /* sealed segments on disk */
+  int disk_full;                /* writing paused (ENOSPC) */
+  int has_disk_free;            /* disk_free_bytes valid */
+  uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
+} tlc_http_daemon_info_t;
+
+/* One target's storage figures (has 0: not stored). */
+typedef struct tlc_http_store_info {
+  int has;
+  uint64_t bytes_written, records_written, dropped_records;
+  uint64_t segment_seq;   /* sequence of the open segment (0: none open) */
+  uint64_t segment_bytes; /* bytes in the open segment */
+} tlc_http_store_info_t;
+
+/* What the server reads; every callback runs on the loop thread and returns promptly. */
+typedef struct tlc_http_src {
+  const tlc_ps_provider_t *pv; /* targets: borrowed, must outlive the server */
+  void (*daemon_info)(void *ud, tlc_http_daemon_info_t *out);
+  void (*target_store)(void *ud, size_t index, tlc_http_store_info_t *out);
+  /* tlc_engine_hist_cum of target `index` (NET samples for the histogram). */
+  int (*hist_cum)(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
+                  const int64_t *le, size_t nle, uint64_t *cum);
+  /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
+  int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
+  int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
+  void *ud;
+} tlc_http_src_t;
+
+typedef struct tlc_http_opts {
+  const char *host;       /* address to bind (copied) */
+  uint16_t port;          /* 0: any free port (tlc_http_port tells which) */
+  size_t max_connections; /* HTTP and WebSocket connections at once (default 64) */
+  size_t max_header;      /* bytes of a request's headers (default 4096) */
+  size_t max_response;    /* bytes of one response (default 64 MiB; more: 503) */
+  size_t max_inflight;    /* bytes of all responses being sent (default 256 MiB; more: 503) */
+  size_t max_ws_message;  /* bytes of one live WebSocket message (default 4 MiB: rows cut) */
+  uint32_t metrics_areas; /* area series per target on /metrics (SPEC 9; default 20; 0: none) */
+  uint32_t live_ms;       /* live WebSocket update period (default 1000; 100..10000) */
+  int64_t start_unix_ms;  /* daemon start, for tlcap_uptime_seconds */
+  const char *version;    /* for tlcap_build_info */
+  /* SPEC 8: with a token (borrowed, outlives the server), /metrics and /api/ answer only a
+   * request with "Authorization: Bearer TOKEN" (else 401, after the token module's delay for
+   * a peer that keeps failing), and a live WebSocket is sent nothing before its first message
+   * "token TOKEN" (a wrong one closes it, 1008). The page's files need no token. */
+  tlc_auth_t *auth;
+  const char *tls_cert, *tls_key; /* PEM files: the port speaks TLS (read at creation only;
+                                     NULL or "": plain HTTP) */
+  void (*log)(void *ud, int level, const char *msg); /* syslog levels as log.h; may be NULL */
+  void *log_ud;
+} tlc_http_opts_t;
+
+/* Counters of the server (tlc_http_get_stats). */
+typedef struct tlc_http_stats {
+  uint64_t requests;     /* HTTP requests answered */
+  uint64_t errors;       /* answered with a 4xx/5xx status */
+  uint64_t refused;      /* connections refused: max_connections reached */
+  uint64_t busy;         /* 503: response over max_response or max_inflight */
+  uint64_t ws_messages;  /* live messages sent */
+  uint64_t ws_coalesced; /* live updates merged into a later one (slow reader) */
+  uint64_t ws_bad;       /* live connections closed for a bad message */
+  uint64_t auth_failed;  /* requests and live sockets refused for a missing or wrong token */
+  size_t connections;    /* open now */
+  size_t websockets;     /* live WebSockets open now */
+  size_t inflight_bytes; /* response bytes not yet sent */
+} tlc_http_stats_t;
+
+/* Fills the defaults (no address). */
+void tlc_http_opts_default(tlc_http_opts_t *o);
+
+/* Creates the server on `loop` and starts listening on o->host:o->port. `src` is copied (its
+ * pv must outlive the server). Returns 0 and *out, TLC_EINVAL (bad options), TLC_ENOMEM, or
+ * a negative error from binding (UV_EADDRINUSE, ...); nothing is left behind on failure
+ * except handles closing on the loop (the loop must run on). */
+int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t *src,
+                 tlc_http_t **out);
+
+/* SIGHUP: area series per target on /metrics from the next scrape. */
+void tlc_http_set_metrics_areas(tlc_http_t *h, uint32_t n);
+
+/* The bound port. */
+int tlc_http_port(const tlc_http_t *h);
+
+/* Counters (a copy). */
+void tlc_http_get_stats(const tlc_http_t *h, tlc_http_stats_t *out);
+
+/* Closes every connection and the listener, then frees the server and calls cb(ud) (may be
+ * NULL) from the loop, once libwebsockets has closed its handles. The loop must run until
+ * then. NULL h: nothing. */
+void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud);
+
+/* 1 when `host` is a loopback address (127.0.0.0/8, ::1, localhost). */
+int tlc_http_host_is_loopback(const char *host);
+
+#endif

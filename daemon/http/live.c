@@ -1,0 +1,357 @@
+/* live.c - the dashboard's WebSocket (/api/v1/live): what the page says, what it is sent.
+ *
+ * The page sends short text commands: "overview" (targets only) or "target NAME" (also that
+ * target's areas). The server sends one JSON document per period (live_ms, default 1 s) when
+ * the socket can take it:
+ *   {"type": "live", "t": UNIX_MS, "daemon": {...}, "targets": [...], "areas": null | {...}}
+ * "targets" is the whole overview each time (a few numbers per target: the page derives rates
+ * from successive values). "areas" holds the rows of the chosen target that changed since the
+ * previous message ("full": false), or all of them ("full": true) after a command and every
+ * 10th message (rows whose rolling windows only slid are refreshed then). A message that
+ * would pass max_bytes leaves the remaining rows out ("cut": true; the next one is full again).
+ * docs/http.md lists every field.
+ *
+ * Coalescing: a message is built only when the socket is writable (server.c), from the state
+ * at that moment, so a slow page gets fewer, newer messages and nothing queues.
+ */
+#include "http-int.h"
+
+#include "dec.h"
+#include "json.h"
+#include "mapping.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define FULL_EVERY 10
+
+int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len) {
+  static const char tcmd[] = "target ";
+  size_t i;
+  while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+    len--;
+  if (len > 6 && memcmp(msg, "token ", 6) == 0)
+    return 0; /* the socket's token (server.c checks the first one; later ones change nothing) */
+  if (len == 8 && memcmp(msg, "overview", 8) == 0) {
+    l->target[0] = '\0';
+    l->since_seq = 0;
+    return 0;
+  }
+  if (len > sizeof(tcmd) - 1 && memcmp(msg, tcmd, sizeof(tcmd) - 1) == 0) {
+    const char *name = msg + sizeof(tcmd) - 1;
+    size_t nl = len - (sizeof(tcmd) - 1);
+    if (nl >= sizeof(l->target))
+      return TLC_EINVAL;
+    for (i = 0; i < nl; i++)
+      if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e)
+        return TLC_EINVAL; /* target names are printable ASCII without blanks */
+    memcpy(l->target, name, nl);
+    l->target[nl] = '\0';
+    l->since_seq = 0;
+    l->ticks = 0;
+    return 0;
+  }
+  return TLC_EINVAL;
+}
+
+static void opt_i64(tlc_out_t *o, const char *key, int has, int64_t v) {
+  tlc_out_printf(o, ", \"%s\": ", key);
+  if (has)
+    tlc_out_i64(o, v);
+  else
+    tlc_out_puts(o, "null");
+}
+
+static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_http_daemon_info_t di;
+  size_t n = pv->count(pv->ud);
+  memset(&di, 0, sizeof(di));
+  if (v->src.daemon_info != NULL)
+    v->src.daemon_info(v->src.ud, &di);
+  tlc_out_printf(o,
+                 "{\"type\": \"live\", \"t\": %" PRId64 ", \"daemon\": {\"version\": \"%s\""
+                 ", \"start_unix_ms\": %" PRId64 ", \"subscribers\": %zu, \"websockets\": %zu",
+                 now, v->version != NULL ? v->version : "", v->start_unix_ms, di.subscribers,
+                 v->websockets);
+  if (di.has_store)
+    tlc_out_printf(o,
+                   ", \"store\": {\"queue_bytes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
+                   ", \"dropped\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
+                   ", \"stored_segments\": %" PRIu64 ", \"disk_full\": %d}",
+                   di.store_queue_bytes, di.store_bytes_written, di.store_dropped, di.stored_bytes,
+                   di.stored_segments, di.disk_full ? 1 : 0);
+  else
+    tlc_out_puts(o, ", \"store\": null");
+  opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);
+  tlc_out_puts(o, "}, \"targets\": [");
+  for (size_t i = 0; i < n; i++) {
+    tlc_ps_target_info_t ti;
+    tlc_http_store_info_t st;
+    const tlc_counters_t *c = &ti.counters;
+    if (pv->info(pv->ud, i, &ti) != 0)
+      continue;
+    memset(&st, 0, sizeof(st));
+    if (v->src.target_store != NULL)
+      v->src.target_store(v->src.ud, i, &st);
+    tlc_out_puts(o, i ? ", {\"name\": " : "{\"name\": ");
+    tlc_json_string(o, ti.name);
+    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
+                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
+    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    tlc_out_printf(o,
+                   ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
+                   ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64
+                   ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64,
+                   c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
+                   c->dropped_area_limit, c->anomalies, ti.reconnects);
+    if (st.has)
+      tlc_out_printf(o,
+                     ", \"storage\": {\"bytes\": %" PRIu64 ", \"records\": %" PRIu64
+                     ", \"dropped\": %" PRIu64 ", \"segment\": %" PRIu64
+                     ", \"segment_bytes\": %" PRIu64 "}}",
+                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
+                     st.segment_bytes);
+    else
+      tlc_out_puts(o, ", \"storage\": null}");
+  }
+  tlc_out_puts(o, "]");
+}
+
+static const char *const kind_name[3] = { "code", "data", "state" };
+
+/* A row as an array, in the order of COLS (the names are sent once per message). */
+#define COLS                                                                                       \
+  "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
+  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\"]"
+
+static void opt_v(tlc_out_t *o, int has, int64_t v) {
+  tlc_out_putc(o, ',');
+  if (has)
+    tlc_out_i64(o, v);
+  else
+    tlc_out_puts(o, "null");
+}
+
+static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *s) {
+  const tlc_map_area_t *ma = tlc_mapping_row_entry(m, s);
+  char cb[64];
+  const char *ctx =
+      s->kind == TLC_ROW_CODE ? tlc_mapping_ctx_display(m, t, s->context, cb, sizeof(cb)) : "";
+  unsigned k, w;
+  int netok = tlc_stat_kind_applies(s, TLC_NET) && s->dist[TLC_NET].n > 0;
+  tlc_out_puts(o, "[\"");
+  tlc_out_hex(o, s->handle, 8);
+  tlc_out_puts(o, "\",");
+  tlc_json_string(o, ma != NULL ? ma->name : "");
+  tlc_out_putc(o, ',');
+  tlc_json_string(o, ctx);
+  tlc_out_printf(o, ",\"%s\",", kind_name[s->kind < 3 ? s->kind : 0]);
+  tlc_out_u64(o, s->state);
+  tlc_out_putc(o, ',');
+  tlc_out_u64(o, s->count);
+  for (k = TLC_NET; k <= TLC_CALL; k++) {
+    int applies = tlc_stat_kind_applies(s, k);
+    opt_v(o, applies, s->total[k]);
+    opt_v(o, applies && s->dist[k].n > 0, applies ? tlc_dist_avg(&s->dist[k]) : 0);
+  }
+  opt_v(o, netok, s->dist[TLC_NET].max);
+  opt_v(o, netok && s->dist[TLC_NET].has_q, s->dist[TLC_NET].q[2]);
+  tlc_out_puts(o, ",[");
+  for (w = 0; w < s->nwin; w++) {
+    if (w)
+      tlc_out_putc(o, ',');
+    tlc_out_putc(o, '[');
+    tlc_out_u64(o, s->win[w].count);
+    tlc_out_putc(o, ',');
+    tlc_out_i64(o, s->kind != TLC_ROW_DATA ? s->win[w].k[TLC_NET].sum : 0);
+    tlc_out_putc(o, ']');
+  }
+  tlc_out_puts(o, "]]");
+}
+
+/* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq
+ * a socket that gets it is up to (0 when cut or missing: its next one must be full). */
+static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t since,
+                           size_t max_bytes, tlc_out_t *o) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_snap_opts_t so;
+  tlc_table_t t, t2;
+  size_t idx, r, nw;
+  uint64_t seq;
+  int full = since == 0, cut = 0;
+  uint64_t start = o->total;
+  tlc_out_puts(o, "{\"target\": ");
+  tlc_json_string(o, target);
+  if (pv->find(pv->ud, target, &idx) != 0) {
+    tlc_out_puts(o, ", \"missing\": true}");
+    return 0;
+  }
+  memset(&so, 0, sizeof(so));
+  so.since_seq = since;
+  so.windows = 1;
+  so.neutral = 1;
+  so.quantiles = 1;
+  /* quantiles only where the page shows one (p99 of NET): the NET snapshot with quantiles
+   * and windows, then GROSS and CALL (averages) without; both in the same loop callback, so
+   * they hold the same rows in the same order (half the cost of quantiles for all three) */
+  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET);
+  tlc_table_init(&t);
+  tlc_table_init(&t2);
+  if (pv->snapshot(pv->ud, idx, &t, &so) != 0) {
+    tlc_table_fini(&t);
+    tlc_out_puts(o, ", \"missing\": true}");
+    return 0;
+  }
+  so.windows = 0;
+  so.quantiles = 0;
+  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_GROSS) | (1u << TLC_CALL);
+  if (pv->snapshot(pv->ud, idx, &t2, &so) == 0 && t2.nrows == t.nrows)
+    for (r = 0; r < t.nrows; r++)
+      if (t2.rows[r].handle == t.rows[r].handle && t2.rows[r].context == t.rows[r].context &&
+          t2.rows[r].state == t.rows[r].state) {
+        t.rows[r].dist[TLC_GROSS] = t2.rows[r].dist[TLC_GROSS];
+        t.rows[r].dist[TLC_CALL] = t2.rows[r].dist[TLC_CALL];
+      }
+  tlc_table_fini(&t2);
+  {
+    const tlc_mapping_t *m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
+    tlc_out_printf(o, ", \"full\": %s, \"last_time\": %" PRId64 ", \"windows_ns\": [",
+                   full ? "true" : "false", t.last_time);
+    for (nw = 0; nw < t.nwindows; nw++)
+      tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t.window_ns[nw]);
+    tlc_out_puts(o, "], \"cols\": " COLS ", \"rows\": [");
+    for (r = 0; r < t.nrows; r++) {
+      if (o->total - start > max_bytes) {
+        cut = 1;
+        break;
+      }
+      if (r)
+        tlc_out_puts(o, ", ");
+      row(o, &t, m, &t.rows[r]);
+    }
+  }
+  tlc_out_printf(o, "], \"cut\": %s}", cut ? "true" : "false");
+  seq = cut ? 0 : t.seq;
+  tlc_table_fini(&t);
+  return seq;
+}
+
+int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes,
+                           int64_t now_unix_ms, tlc_out_t *o) {
+  overview(v, o, now_unix_ms);
+  if (l->target[0] != '\0') {
+    int full = l->since_seq == 0 || l->ticks >= FULL_EVERY;
+    tlc_out_puts(o, ", \"areas\": ");
+    l->since_seq = areas_frag(v, l->target, full ? 0 : l->since_seq, max_bytes, o);
+    l->ticks = full ? 1 : l->ticks + 1;
+  } else {
+    tlc_out_puts(o, ", \"areas\": null");
+  }
+  tlc_out_puts(o, "}");
+  return o->err;
+}
+
+/* ---- the shared pieces (one snapshot per watched target per tick) ---- */
+
+static void frag_free(tlc__http_frag_t *f) {
+  tlc_free(f->s);
+  memset(f, 0, sizeof(*f));
+}
+
+void tlc__http_live_cache_tick(tlc__http_live_cache_t *c, int64_t now_unix_ms) {
+  size_t i, k = 0;
+  c->tick++;
+  c->now_unix_ms = now_unix_ms;
+  frag_free(&c->ov);
+  for (i = 0; i < c->nt; i++) {
+    tlc__http_tcache_t *t = &c->t[i];
+    frag_free(&t->delta);
+    frag_free(&t->full);
+    if (t->tick + 2 < c->tick)
+      continue; /* nobody asked for it lately */
+    c->t[k++] = *t;
+  }
+  c->nt = k;
+}
+
+void tlc__http_live_cache_fini(tlc__http_live_cache_t *c) {
+  frag_free(&c->ov);
+  for (size_t i = 0; i < c->nt; i++) {
+    frag_free(&c->t[i].delta);
+    frag_free(&c->t[i].full);
+  }
+  tlc_free(c->t);
+  memset(c, 0, sizeof(*c));
+}
+
+/* Builds the areas fragment of target (rows changed since `since`) into f. 0 or an error. */
+static int frag_build(tlc__http_frag_t *f, size_t cap, tlc__http_view_t *v, const char *target,
+                      uint64_t since, size_t max_bytes) {
+  tlc_out_t o;
+  tlc_out_init(&o, cap, NULL, NULL);
+  f->seq = areas_frag(v, target, since, max_bytes, &o);
+  f->s = tlc_out_take(&o, &f->n);
+  tlc_out_fini(&o);
+  return f->s != NULL ? 0 : TLC_ENOMEM;
+}
+
+static tlc__http_tcache_t *tcache(tlc__http_live_cache_t *c, const char *target) {
+  tlc__http_tcache_t *t;
+  for (size_t i = 0; i < c->nt; i++)
+    if (strcmp(c->t[i].target, target) == 0)
+      return &c->t[i];
+  if ((t = tlc_grow(c->t, &c->capt, c->nt + 1, sizeof(*t), 4)) == NULL)
+    return NULL;
+  c->t = t;
+  t = &c->t[c->nt++];
+  memset(t, 0, sizeof(*t));
+  snprintf(t->target, sizeof(t->target), "%s", target);
+  t->tick = c->tick;
+  return t;
+}
+
+int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
+                          size_t max_bytes, tlc_out_t *o) {
+  size_t cap = max_bytes + (1u << 20);
+  if (c->ov.s == NULL) {
+    tlc_out_t oo;
+    tlc_out_init(&oo, cap, NULL, NULL);
+    overview(v, &oo, c->now_unix_ms);
+    c->ov.s = tlc_out_take(&oo, &c->ov.n);
+    tlc_out_fini(&oo);
+    if (c->ov.s == NULL)
+      return TLC_ENOMEM;
+  }
+  tlc_out_write(o, c->ov.s, c->ov.n);
+  if (l->target[0] == '\0') {
+    tlc_out_puts(o, ", \"areas\": null}");
+    return o->err;
+  } else {
+    tlc__http_tcache_t *t = tcache(c, l->target);
+    tlc__http_frag_t *f;
+    int full;
+    if (t == NULL)
+      return TLC_ENOMEM;
+    if (t->tick != c->tick) { /* its first use this tick */
+      t->tick = c->tick;
+      t->base = t->next_base;
+    }
+    /* in step with the previous tick: the delta; else, and every 10th tick, the full table */
+    full =
+        l->since_seq == 0 || l->since_seq != t->base || t->base == 0 || c->tick % FULL_EVERY == 0;
+    f = full ? &t->full : &t->delta;
+    if (f->s == NULL) {
+      if (frag_build(f, cap, v, l->target, full ? 0 : t->base, max_bytes) != 0)
+        return TLC_ENOMEM;
+      t->next_base = f->seq;
+    }
+    tlc_out_puts(o, ", \"areas\": ");
+    tlc_out_write(o, f->s, f->n);
+    tlc_out_putc(o, '}');
+    l->since_seq = f->seq;
+  }
+  return o->err;
+}

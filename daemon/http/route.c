@@ -1,0 +1,270 @@
+/* route.c - one HTTP request to one response: paths, methods, the JSON API, errors.
+ *
+ * Paths (docs/http.md):
+ *   /, /index.html, /app.js, /style.css, /vendor/dygraph.min.js, /vendor/dygraph.min.css
+ *                                   embedded files (assets.c)
+ *   /metrics                        metrics.c (OpenMetrics when Accept names it)
+ *   /api/v1/targets                 JSON array of targets
+ *   /api/v1/targets/NAME/stats      the `tlcap stats --export json` document of NAME
+ *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
+ * Only GET (and HEAD, answered by the server as GET without a body) is served; anything else is
+ * 405 with Allow. Every error is a JSON document {"error": {"status": N, "message": "..."}}.
+ *
+ * Pure: reads the daemon only through the view's tlc_http_src_t; no I/O, no libwebsockets
+ * (tests/fuzz/fuzz_http.c calls it directly). Every body goes into one capped tlc_out_t.
+ */
+#include "http-int.h"
+
+#include "dec.h"
+#include "json.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CT_JSON "application/json; charset=utf-8"
+#define CT_PROM "text/plain; version=0.0.4; charset=utf-8"
+#define CT_OM   "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response) {
+  memset(rs, 0, sizeof(*rs));
+  rs->status = 200;
+  tlc_out_init(&rs->body, max_response, NULL, NULL);
+}
+
+void tlc__http_resp_fini(tlc__http_resp_t *rs) {
+  tlc_out_fini(&rs->body);
+}
+
+static void body_reset(tlc__http_resp_t *rs) {
+  /* an error document always fits: its message is at most 300 bytes, 6 each once escaped
+   * (\ufffd for a byte that is not UTF-8) */
+  size_t max = rs->body.max < 4096 ? 4096 : rs->body.max;
+  tlc_out_fini(&rs->body);
+  tlc_out_init(&rs->body, max, NULL, NULL);
+  rs->static_body = NULL;
+  rs->static_len = 0;
+}
+
+void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...) {
+  char msg[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  body_reset(rs);
+  rs->status = status;
+  rs->ctype = CT_JSON;
+  rs->cache = 0;
+  tlc_out_printf(&rs->body, "{\"error\": {\"status\": %d, \"message\": ", status);
+  tlc_json_string(&rs->body, msg);
+  tlc_out_puts(&rs->body, "}}\n");
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen) {
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    int c = (unsigned char)s[i];
+    if (c == '%') {
+      int a, b;
+      if (i + 2 >= n || (a = hexval(s[i + 1])) < 0 || (b = hexval(s[i + 2])) < 0)
+        return -1;
+      c = a * 16 + b;
+      i += 2;
+    }
+    if (c == 0 || k + 1 >= outlen)
+      return -1;
+    out[k++] = (char)c;
+  }
+  out[k] = '\0';
+  return (long)k;
+}
+
+/* The target called `name`, or an error into rs (0 / -1). */
+static int find_target(tlc__http_view_t *v, const char *name, size_t *idx, tlc__http_resp_t *rs) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  if (pv->find(pv->ud, name, idx) != 0) {
+    tlc__http_error(rs, 404, "no target called \"%s\"", name);
+    return -1;
+  }
+  return 0;
+}
+
+static void counters_json(tlc_out_t *o, const tlc_counters_t *c) {
+  tlc_out_printf(o,
+                 "{\"events\": %" PRIu64 ", \"anomalies\": %" PRIu64
+                 ", \"dropped_area_limit\": %" PRIu64 ", \"engine_gaps\": %" PRIu64
+                 ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64 ", \"bytes_skipped\": %" PRIu64
+                 ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
+                 ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 "}",
+                 c->events, c->anomalies, c->dropped_area_limit, c->gaps, c->bytes, c->records,
+                 c->bytes_skipped, c->resyncs, c->records_invalid, c->truncated, c->overflow_items);
+}
+
+int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  size_t n = pv->count(pv->ud);
+  tlc_out_puts(o, "[");
+  for (size_t i = 0; i < n; i++) {
+    tlc_ps_target_info_t ti;
+    tlc_http_store_info_t st;
+    if (pv->info(pv->ud, i, &ti) != 0)
+      continue;
+    memset(&st, 0, sizeof(st));
+    if (v->src.target_store != NULL)
+      v->src.target_store(v->src.ud, i, &st);
+    tlc_out_puts(o, i ? ",\n {\"name\": " : "\n {\"name\": ");
+    tlc_json_string(o, ti.name);
+    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
+                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
+    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    tlc_out_printf(o,
+                   ", \"connections\": %" PRIu64 ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64
+                   ", \"decode_errors\": %" PRIu64 ", \"last_connect_unix_ms\": %" PRId64
+                   ", \"last_disconnect_unix_ms\": %" PRId64 ", \"counters\": ",
+                   ti.connections, ti.reconnects, ti.gaps, ti.decode_errors,
+                   ti.last_connect_unix_ms, ti.last_disconnect_unix_ms);
+    counters_json(o, &ti.counters);
+    if (st.has)
+      tlc_out_printf(o,
+                     ", \"storage\": {\"bytes_written\": %" PRIu64 ", \"records_written\": %" PRIu64
+                     ", \"dropped_records\": %" PRIu64 ", \"segment_seq\": %" PRIu64
+                     ", \"segment_bytes\": %" PRIu64 "}",
+                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
+                     st.segment_bytes);
+    else
+      tlc_out_puts(o, ", \"storage\": null");
+    tlc_out_puts(o, "}");
+  }
+  tlc_out_puts(o, n ? "\n]\n" : "]\n");
+  return o->err;
+}
+
+static void api_stats(tlc__http_view_t *v, const char *name, tlc__http_resp_t *rs) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_table_t t;
+  size_t idx;
+  int rc;
+  if (find_target(v, name, &idx, rs) != 0)
+    return;
+  tlc_table_init(&t);
+  /* as `tlcap stats` asks (GetStats: windows, quantiles, Neutral, names) */
+  rc = pv->snapshot(pv->ud, idx, &t, NULL);
+  if (rc == 0) {
+    const tlc_mapping_t *m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
+    rs->ctype = CT_JSON;
+    rc = tlc_json_write(&rs->body, &t, m, name, 0);
+  }
+  tlc_table_fini(&t);
+  if (rc != 0)
+    tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "statistics of \"%s\": %s", name,
+                    rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
+}
+
+/* Accept names OpenMetrics (any version; the server writes 1.0.0). */
+static int wants_openmetrics(const char *accept) {
+  return accept != NULL && strstr(accept, "application/openmetrics-text") != NULL;
+}
+
+static const tlc__http_asset_t *asset(const char *path) {
+  if (strcmp(path, "/") == 0)
+    path = "/index.html";
+  for (size_t i = 0; i < tlc__http_nassets; i++)
+    if (strcmp(tlc__http_assets[i].path, path) == 0)
+      return &tlc__http_assets[i];
+  return NULL;
+}
+
+void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_resp_t *rs) {
+  static const char pfx[] = "/api/v1/targets/";
+  char path[512];
+  const tlc__http_asset_t *a;
+  long n;
+  rs->status = 200;
+  if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0) {
+    tlc__http_error(rs, 405, "method %.16s not allowed (only GET and HEAD)", rq->method);
+    rs->allow = "GET, HEAD";
+    return;
+  }
+  /* Paths are compared decoded: a name may hold any byte a target name allows. */
+  n = tlc__http_unescape(rq->path, strlen(rq->path), path, sizeof(path));
+  if (n < 0) {
+    tlc__http_error(rs, 400, "bad path (an escape, a NUL byte, or longer than %zu bytes)",
+                    sizeof(path) - 1);
+    return;
+  }
+  if (path[0] != '/') {
+    tlc__http_error(rs, 400, "the path must start with /");
+    return;
+  }
+  if ((a = asset(path)) != NULL) {
+    rs->ctype = a->ctype;
+    rs->static_body = a->data;
+    rs->static_len = a->len;
+    rs->cache = 1;
+    return;
+  }
+  if (strcmp(path, "/metrics") == 0) {
+    int om = wants_openmetrics(rq->accept);
+    int rc;
+    /* a scrape is about as large as the previous one: one allocation instead of doublings */
+    size_t hint = v->metrics_hint + v->metrics_hint / 8;
+    if (hint > 0 && hint <= rs->body.max && rs->body.buf == NULL &&
+        (rs->body.buf = tlc_malloc(hint)) != NULL)
+      rs->body.cap = hint;
+    rc = tlc__http_metrics(v, om, &rs->body);
+    v->metrics_hint = rs->body.len;
+    if (rc != 0)
+      tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "metrics: %s",
+                      rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
+    else
+      rs->ctype = om ? CT_OM : CT_PROM;
+    return;
+  }
+  if (strcmp(path, "/api/v1/targets") == 0 || strcmp(path, "/api/v1/targets/") == 0) {
+    int rc = tlc__http_api_targets(v, &rs->body);
+    if (rc != 0)
+      tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "targets: %s", tlc_strerror(rc));
+    else
+      rs->ctype = CT_JSON;
+    return;
+  }
+  if (strncmp(path, pfx, sizeof(pfx) - 1) == 0) {
+    char *name = path + sizeof(pfx) - 1;
+    size_t nl = strlen(name);
+    if (nl > 6 && strcmp(name + nl - 6, "/stats") == 0) {
+      name[nl - 6] = '\0';
+      if (name[0] == '\0' || strchr(name, '/') != NULL) {
+        tlc__http_error(rs, 404, "no such path: %s", rq->path);
+        return;
+      }
+      if (rq->query[0] != '\0') {
+        /* SPEC 10's since/until ranges are computed from stored segments: not served by
+         * this build's HTTP port (tlcap stats --since/--until, tlcapd replay). */
+        tlc__http_error(rs, 400, "query parameters are not supported here (got \"%.100s\")",
+                        rq->query);
+        return;
+      }
+      api_stats(v, name, rs);
+      return;
+    }
+  }
+  if (strcmp(path, "/api/v1/live") == 0) {
+    tlc__http_error(rs, 400, "/api/v1/live is a WebSocket: send Upgrade: websocket");
+    return;
+  }
+  tlc__http_error(rs, 404, "no such path: %.200s", path);
+}

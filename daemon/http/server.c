@@ -1,0 +1,805 @@
+/* server.c - the HTTP port on libwebsockets, attached to tlcapd's libuv loop (see http.h).
+ *
+ * libwebsockets 4.1 (Debian 12) runs on the daemon's loop as a foreign loop
+ * (LWS_SERVER_OPTION_LIBUV + foreign_loops; its libuv event library is the plugin
+ * libwebsockets-evlib_uv.so of Debian's libwebsockets-evlib-uv, loaded by lws_create_context).
+ * No thread of its own: every callback below runs on the loop thread, between ingest reads.
+ *
+ * Requests: one protocol handles both HTTP and the live WebSocket, so a page that names no
+ * subprotocol and one that names "tlcap-live" land in the same place. LWS_CALLBACK_HTTP
+ * answers through route.c into a bounded memory body (or an embedded file, without a copy),
+ * sent in 256 KiB chunks as the socket takes them; lws_http_transaction_completed keeps the
+ * connection for the next request.
+ *
+ * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
+ * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
+ * past max_connections; lws's own fd table has some room beyond it (fd_limit_per_thread), so
+ * that a flood is accepted and closed at once rather than left in the kernel's backlog. Request
+ * headers are capped by max_http_header_data (an oversized request is refused by lws), the time to
+ * send them by lws's header timeouts (slowloris). A response over max_response, or one that would
+ * take the bytes being sent past max_inflight, is a 503. A live socket has at most one message
+ * outstanding: the tick marks it due and the message is built when lws says the socket is writable
+ * (a due mark that finds the previous one still pending is counted as coalesced).
+ *
+ * Shutdown: lws_context_destroy on a foreign loop closes lws's handles asynchronously; an idle
+ * handle of ours watches them close, calls lws_context_destroy again to finish the context
+ * (lws 4.1 needs that second call on a foreign loop) and, once lws reports it gone
+ * (info.pcontext set to NULL), closes itself and runs the close callback. The loop keeps
+ * running meanwhile; nothing of lws is left on it.
+ */
+#include "http-int.h"
+
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <libwebsockets.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+/* Body bytes per write: large, so that a big scrape takes few loop turns (lws keeps what the
+ * kernel does not take, and calls back only once that is sent). */
+#define CHUNK (256 * 1024)
+static unsigned char chunk_buf[LWS_PRE + CHUNK]; /* loop thread only */
+
+/* Security headers of every response: nothing but our own files and the live WebSocket;
+ * inline styles only (dygraphs positions its legend and labels with them); never framed. */
+static const struct {
+  const char *name, *value;
+} sec_headers[] = {
+  { "content-security-policy:",
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'" },
+  { "x-content-type-options:", "nosniff" },
+  { "x-frame-options:", "deny" },
+  { "referrer-policy:", "no-referrer" },
+};
+
+typedef struct pss pss_t;
+
+struct tlc_http {
+  uv_loop_t *loop;
+  struct lws_context *ctx; /* NULL once lws has finished destroying it (pcontext) */
+  struct lws_vhost *vh;
+  tlc_http_opts_t o;
+  char host[64];
+  tlc__http_view_t view;
+  tlc_http_stats_t st;
+  int port;
+  uv_timer_t tick;
+  uv_idle_t wait;
+  int tick_init, wait_init;
+  pss_t *ws;                   /* live WebSockets */
+  tlc__http_live_cache_t live; /* their messages' shared pieces */
+  int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
+  int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
+  int closing;
+  void (*close_cb)(void *);
+  void *close_ud;
+};
+
+struct pss {
+  tlc_http_t *h;
+  int bound; /* counted in st.connections */
+  int is_ws;
+  /* HTTP response being sent */
+  char *body; /* owned (memory body) */
+  const unsigned char *sbody;
+  size_t len, off;
+  size_t inflight; /* counted in st.inflight_bytes */
+  int close_after;
+  int deny;   /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
+  int authed; /* live: its token was accepted (or none is needed) */
+  /* live */
+  pss_t *prev, *next;
+  struct lws *wsi;
+  int due;
+  tlc__http_live_t live;
+};
+
+/* lws logs are process-wide: one server's log hook at a time (the daemon has one). */
+static tlc_http_t *log_owner;
+
+static void say(tlc_http_t *h, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void say(tlc_http_t *h, int level, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  if (h->o.log == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  h->o.log(h->o.log_ud, level, msg);
+}
+
+static void lws_log_cb(int level, const char *line) {
+  char buf[300];
+  size_t n;
+  if (log_owner == NULL)
+    return;
+  snprintf(buf, sizeof(buf), "libwebsockets: %s", line);
+  n = strlen(buf);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    buf[--n] = '\0';
+  say(log_owner, level == LLL_ERR ? 4 /* warning: a peer's doing, not ours */ : 6, "%s", buf);
+}
+
+static int64_t now_unix_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void tlc_http_opts_default(tlc_http_opts_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->max_connections = 64;
+  o->max_header = 4096;
+  o->max_response = 64u << 20;
+  o->max_inflight = 256u << 20;
+  o->max_ws_message = 4u << 20;
+  o->metrics_areas = 20;
+  o->live_ms = 1000;
+}
+
+int tlc_http_host_is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (strcmp(host, "localhost") == 0)
+    return 1;
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return 0;
+}
+
+/* ---- HTTP ---- */
+
+static void body_free(pss_t *p) {
+  tlc_http_t *h = p->h;
+  tlc_free(p->body);
+  p->body = NULL;
+  p->sbody = NULL;
+  p->len = p->off = 0;
+  if (h != NULL) {
+    h->st.inflight_bytes -= p->inflight;
+    h->view.max_response = h->o.max_response;
+  }
+  p->inflight = 0;
+}
+
+static const char *method_of(struct lws *wsi) {
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0)
+    return "GET";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0)
+    return "HEAD";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0)
+    return "POST";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) > 0)
+    return "PUT";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0)
+    return "DELETE";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_PATCH_URI) > 0)
+    return "PATCH";
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_OPTIONS_URI) > 0)
+    return "OPTIONS";
+  return "OTHER";
+}
+
+static int sec(struct lws *wsi, unsigned char **hp, unsigned char *end) {
+  for (size_t i = 0; i < sizeof(sec_headers) / sizeof(sec_headers[0]); i++)
+    if (lws_add_http_header_by_name(wsi, (const unsigned char *)sec_headers[i].name,
+                                    (const unsigned char *)sec_headers[i].value,
+                                    (int)strlen(sec_headers[i].value), hp, end))
+      return 1;
+  return 0;
+}
+
+/* The token rule for a request (path as lws gives it): the page's files need none. Returns 1
+ * when the request may be answered, else 0 with *delay_ms the time to wait before the 401. */
+static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *delay_ms) {
+  char hdr[TLC_AUTH_MAX_TOKEN + 32], ip[64];
+  int n;
+  const char *tok = "";
+  size_t tl = 0;
+  *delay_ms = 0;
+  if (h->o.auth == NULL || (strncmp(path, "/metrics", 8) != 0 && strncmp(path, "/api/", 5) != 0))
+    return 1;
+  n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) > 0
+          ? lws_hdr_copy(wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION)
+          : -1;
+  if (n > 7 && strncasecmp(hdr, "Bearer ", 7) == 0) {
+    tok = hdr + 7;
+    tl = (size_t)n - 7;
+  }
+  if (tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), tok, tl, uv_now(h->loop),
+                     delay_ms))
+    return 1;
+  h->st.auth_failed++;
+  return 0;
+}
+
+/* Sends the headers and arranges the body. Returns 0, or -1 to close. */
+static int respond(struct lws *wsi, pss_t *p, const char *path) {
+  tlc_http_t *h = p->h;
+  tlc__http_req_t rq;
+  tlc__http_resp_t rs;
+  char query[1024] = "", accept[512] = "";
+  unsigned char hdr[LWS_PRE + 2048], *start = hdr + LWS_PRE, *hp = start,
+                                     *end = hdr + sizeof(hdr) - 1;
+  int head;
+  size_t len;
+  body_free(p);
+  rq.method = method_of(wsi);
+  head = strcmp(rq.method, "HEAD") == 0;
+  rq.path = path;
+  /* lws gives the query in '&'-separated fragments; over 1 KiB it is refused as a whole */
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 &&
+      lws_hdr_copy(wsi, query, sizeof(query), WSI_TOKEN_HTTP_URI_ARGS) < 0)
+    snprintf(query, sizeof(query), "(too long)");
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_ACCEPT) > 0 &&
+      lws_hdr_copy(wsi, accept, sizeof(accept), WSI_TOKEN_HTTP_ACCEPT) < 0)
+    accept[0] = '\0';
+  rq.query = query;
+  rq.accept = accept;
+  /* what this response may hold: the per-response cap, within what is left of the budget */
+  h->view.max_response = h->o.max_response;
+  if (h->o.max_inflight - h->st.inflight_bytes < h->view.max_response)
+    h->view.max_response = h->o.max_inflight - h->st.inflight_bytes;
+  tlc__http_resp_init(&rs, h->view.max_response > 0 ? h->view.max_response : 1);
+  {
+    uint64_t delay = 0;
+    if (!token_ok(wsi, h, path, &delay)) {
+      /* SPEC 8: an error and nothing else (no target names, no counters) */
+      tlc__http_error(&rs, 401, "a token is needed: Authorization: Bearer TOKEN");
+      if (delay > 0 && !p->deny) {
+        /* the token module's delay for a peer that keeps failing: answered later */
+        tlc__http_resp_fini(&rs);
+        p->deny = 1;
+        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
+        return 0;
+      }
+    } else {
+      tlc__http_route(&h->view, &rq, &rs);
+    }
+  }
+  p->deny = 0;
+  if (rs.status == 503)
+    h->st.busy++;
+  h->st.requests++;
+  if (rs.status >= 400)
+    h->st.errors++;
+  if (rs.static_body != NULL) {
+    p->sbody = rs.static_body;
+    len = rs.static_len;
+  } else {
+    p->body = tlc_out_take(&rs.body, &len);
+    if (p->body == NULL) /* nothing written (cannot happen: errors have a body) */
+      len = 0;
+  }
+  tlc__http_resp_fini(&rs);
+  p->len = len;
+  p->inflight = p->body != NULL ? len : 0;
+  h->st.inflight_bytes += p->inflight;
+  p->close_after = strcmp(rq.method, "GET") != 0 && !head; /* a body we did not read */
+  if (lws_add_http_common_headers(wsi, (unsigned)rs.status, rs.ctype, (lws_filepos_t)len, &hp,
+                                  end) ||
+      (rs.status == 401 && lws_add_http_header_by_name(
+                               wsi, (const unsigned char *)"www-authenticate:",
+                               (const unsigned char *)"Bearer realm=\"tlcapd\"", 21, &hp, end)) ||
+      (rs.allow != NULL && lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
+                                                       (const unsigned char *)rs.allow,
+                                                       (int)strlen(rs.allow), &hp, end)) ||
+      lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+                                  (const unsigned char *)(rs.cache ? "max-age=300" : "no-store"),
+                                  rs.cache ? 11 : 8, &hp, end) ||
+      sec(wsi, &hp, end) || lws_finalize_write_http_header(wsi, start, &hp, end))
+    return -1;
+  if (head || len == 0) {
+    body_free(p);
+    if (p->close_after)
+      return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+  }
+  lws_callback_on_writable(wsi);
+  return 0;
+}
+
+static int send_chunk(struct lws *wsi, pss_t *p) {
+  unsigned char *buf = chunk_buf;
+  size_t n = p->len - p->off < CHUNK ? p->len - p->off : CHUNK;
+  int last = p->off + n >= p->len;
+  const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
+  if (p->len == 0)
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+  memcpy(buf + LWS_PRE, src + p->off, n);
+  if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
+    return -1;
+  p->off += n;
+  if (!last) {
+    lws_callback_on_writable(wsi);
+    return 0;
+  }
+  body_free(p);
+  if (p->close_after)
+    return -1;
+  return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* ---- live WebSocket ---- */
+
+static void ws_unlink(pss_t *p) {
+  tlc_http_t *h = p->h;
+  if (!p->is_ws)
+    return;
+  if (p->prev != NULL)
+    p->prev->next = p->next;
+  else if (h->ws == p)
+    h->ws = p->next;
+  if (p->next != NULL)
+    p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+  p->is_ws = 0;
+  h->st.websockets--;
+  h->view.websockets = h->st.websockets;
+}
+
+static int ws_send(struct lws *wsi, pss_t *p) {
+  tlc_http_t *h = p->h;
+  static const unsigned char pre[LWS_PRE];
+  tlc_out_t o;
+  char *buf;
+  size_t len;
+  int n;
+  if (!p->due || p->deny)
+    return 0;
+  p->due = 0;
+  if (!p->authed) {
+    /* a token is needed: say so, once; nothing else until it comes */
+    static const char need[] = "{\"type\": \"auth\", \"message\": \"send: token TOKEN\"}";
+    unsigned char m[LWS_PRE + sizeof(need)];
+    memcpy(m + LWS_PRE, need, sizeof(need) - 1);
+    return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
+  }
+  tlc_out_init(&o, h->o.max_ws_message + (1u << 20), NULL, NULL);
+  tlc_out_write(&o, pre, LWS_PRE);
+  if (h->live.tick == 0)
+    tlc__http_live_cache_tick(&h->live, now_unix_ms());
+  tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &o);
+  buf = tlc_out_take(&o, &len);
+  tlc_out_fini(&o);
+  if (buf == NULL) {
+    say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
+        h->o.max_ws_message + (1u << 20));
+    return 0; /* the next tick tries again */
+  }
+  /* lws keeps what the kernel does not take and calls back only once it is sent */
+  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len - LWS_PRE, LWS_WRITE_TEXT);
+  tlc_free(buf);
+  if (n < 0)
+    return -1;
+  h->st.ws_messages++;
+  return 0;
+}
+
+static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
+  tlc_http_t *h = p->h;
+  tlc__http_live_t *l = &p->live;
+  if (lws_frame_is_binary(wsi)) {
+    h->st.ws_bad++;
+    lws_close_reason(wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, (unsigned char *)"text only", 9);
+    return -1;
+  }
+  /* what is announced counts: a frame of 2^63 bytes is refused at its first bytes */
+  if (len > sizeof(l->rx) - l->rxlen ||
+      lws_remaining_packet_payload(wsi) > sizeof(l->rx) - l->rxlen - len) {
+    h->st.ws_bad++;
+    lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)"too large", 9);
+    return -1;
+  }
+  memcpy(l->rx + l->rxlen, in, len);
+  l->rxlen += len;
+  if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
+    return 0;
+  if (!p->authed && !(l->rxlen > 6 && memcmp(l->rx, "token ", 6) == 0)) {
+    l->rxlen = 0; /* before its token a socket is sent nothing, and its commands are dropped */
+    return 0;
+  }
+  if (!p->authed) {
+    /* SPEC 8: a live socket's "token TOKEN"; nothing was sent to it before but the request */
+    char ip[64];
+    uint64_t delay = 0;
+    int ok = tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), l->rx + 6,
+                            l->rxlen - 6, uv_now(h->loop), &delay);
+    l->rxlen = 0;
+    if (!ok) {
+      h->st.auth_failed++;
+      lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"bad token", 9);
+      if (delay > 0) {
+        p->deny = 1;
+        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
+        lws_rx_flow_control(wsi, 0); /* nothing more from it meanwhile */
+        return 0;
+      }
+      return -1;
+    }
+    p->authed = 1;
+    p->due = 1;
+    lws_callback_on_writable(wsi);
+    return 0;
+  }
+  if (tlc__http_live_command(l, l->rx, l->rxlen) != 0) {
+    h->st.ws_bad++;
+    lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                     (unsigned char *)"expected \"overview\" or \"target NAME\"", 36);
+    return -1;
+  }
+  l->rxlen = 0;
+  p->due = 1;
+  lws_callback_on_writable(wsi);
+  return 0;
+}
+
+static void tick_cb(uv_timer_t *t) {
+  tlc_http_t *h = t->data;
+  if (h->ws != NULL)
+    tlc__http_live_cache_tick(&h->live, now_unix_ms());
+  for (pss_t *p = h->ws; p != NULL; p = p->next) {
+    if (!p->authed)
+      continue;
+    if (p->due)
+      h->st.ws_coalesced++; /* the previous update is still waiting for the socket */
+    p->due = 1;
+    lws_callback_on_writable(p->wsi);
+  }
+}
+
+/* ---- the protocol callback ---- */
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len) {
+  struct lws_context *cx = lws_get_context(wsi);
+  tlc_http_t *h = cx != NULL ? lws_context_user(cx) : NULL;
+  pss_t *p = user;
+  if (h == NULL)
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+  switch (reason) {
+  case LWS_CALLBACK_WSI_CREATE: /* every connection from its accept, headers or not */
+    h->nwsi++;
+    h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
+    h->view.connections = h->st.connections;
+    return 0;
+  case LWS_CALLBACK_WSI_DESTROY:
+    h->nwsi--;
+    h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
+    h->view.connections = h->st.connections;
+    return 0;
+  case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+    if (h->closing || h->st.connections >= h->o.max_connections) {
+      h->st.refused++;
+      return 1; /* lws closes the socket */
+    }
+    return 0;
+  case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
+    if (p != NULL && !p->bound) {
+      memset(p, 0, sizeof(*p));
+      p->h = h;
+      p->bound = 1;
+    }
+    return 0;
+  case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+  case LWS_CALLBACK_CLOSED_HTTP:
+    if (p != NULL && p->bound) {
+      body_free(p);
+      ws_unlink(p);
+      p->bound = 0;
+    }
+    return 0;
+  case LWS_CALLBACK_HTTP:
+    if (p == NULL)
+      return -1;
+    if (!p->bound) { /* bind is always first; be safe if a version differs */
+      memset(p, 0, sizeof(*p));
+      p->h = h;
+    }
+    return respond(wsi, p, in != NULL ? (const char *)in : "/");
+  case LWS_CALLBACK_HTTP_WRITEABLE:
+    if (p == NULL || p->h == NULL)
+      return -1;
+    if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
+      char uri[256];
+      if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) < 0)
+        snprintf(uri, sizeof(uri), "/api/");
+      return respond(wsi, p, uri);
+    }
+    return send_chunk(wsi, p);
+  case LWS_CALLBACK_TIMER:
+    if (p != NULL && p->deny) {
+      if (p->is_ws)
+        return -1; /* a live socket with a wrong token: closed after the delay */
+      lws_callback_on_writable(wsi);
+    }
+    return 0;
+  case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
+    char uri[64];
+    if (in == NULL || strcmp((const char *)in, "websocket") != 0)
+      return 1;
+    if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) < 0 ||
+        strcmp(uri, "/api/v1/live") != 0) {
+      h->st.ws_bad++;
+      return 1; /* only /api/v1/live is a WebSocket */
+    }
+    return 0;
+  }
+  case LWS_CALLBACK_ESTABLISHED:
+    if (p == NULL)
+      return -1;
+    if (!p->bound) {
+      memset(p, 0, sizeof(*p));
+      p->h = h;
+    }
+    if (!p->is_ws) {
+      p->is_ws = 1;
+      p->wsi = wsi;
+      p->next = h->ws;
+      if (h->ws != NULL)
+        h->ws->prev = p;
+      h->ws = p;
+      h->st.websockets++;
+      h->view.websockets = h->st.websockets;
+    }
+    p->authed = h->o.auth == NULL;
+    p->due = 1; /* the first message at once (or "a token is needed") */
+    lws_callback_on_writable(wsi);
+    return 0;
+  case LWS_CALLBACK_RECEIVE:
+    if (p == NULL || !p->is_ws)
+      return -1;
+    return ws_receive(wsi, p, in, len);
+  case LWS_CALLBACK_SERVER_WRITEABLE:
+    if (p == NULL || !p->is_ws)
+      return 0;
+    return ws_send(wsi, p);
+  case LWS_CALLBACK_CLOSED:
+    if (p != NULL && p->h != NULL)
+      ws_unlink(p);
+    return 0;
+  default:
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+  }
+}
+
+/* rx: a page's command at most (larger messages arrive in fragments, refused past the cap);
+ * tx: lws cuts every send to tx_packet_size (0 would mean rx_buffer_size: 1 KiB sends, 7,000
+ * system calls for a 7 MB scrape) */
+static const struct lws_protocols protocols[] = {
+  { "tlcap-live", callback, sizeof(pss_t), TLC_HTTP_LIVE_MSG_MAX, 0, NULL, CHUNK },
+  { NULL, NULL, 0, 0, 0, NULL, 0 },
+};
+
+/* ---- life cycle ---- */
+
+/* Binds a socket of our own to host:port and closes it: 0, or the bind's error as UV_E*. */
+static int probe_bind(const char *host, uint16_t port) {
+  struct sockaddr_storage ss;
+  int fd, one = 1, r = 0;
+  socklen_t sl;
+  memset(&ss, 0, sizeof(ss));
+  if (port == 0)
+    return 0; /* any free port: nothing to collide with */
+  if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+    ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+    ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+    sl = sizeof(struct sockaddr_in);
+  } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+    ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+    ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+    sl = sizeof(struct sockaddr_in6);
+  } else {
+    return UV_EINVAL; /* a numeric address is needed (or localhost) */
+  }
+  fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&ss, sl) != 0)
+    r = -errno;
+  close(fd);
+  return r;
+}
+
+static void free_http(tlc_http_t *h) {
+  void (*cb)(void *) = h->close_cb;
+  void *ud = h->close_ud;
+  if (log_owner == h) {
+    lws_set_log_level(0, NULL);
+    log_owner = NULL;
+  }
+  tlc__http_live_cache_fini(&h->live);
+  tlc_free(h);
+  if (cb != NULL)
+    cb(ud);
+}
+
+static void handle_closed(uv_handle_t *hd) {
+  tlc_http_t *h = hd->data;
+  if (hd == (uv_handle_t *)&h->tick)
+    h->tick_init = 0;
+  else
+    h->wait_init = 0;
+  if (!h->tick_init && !h->wait_init && h->ctx == NULL)
+    free_http(h);
+}
+
+typedef struct ctx_find {
+  const void *ctx;
+  int found;
+} ctx_find_t;
+
+static void find_cb(uv_handle_t *hd, void *arg) {
+  ctx_find_t *f = arg;
+  if (hd->data == f->ctx)
+    f->found = 1;
+}
+
+/* Runs each loop turn while lws destroys its context. With a foreign loop, lws 4.1 closes
+ * every connection's handle, then its own static handles (a timer and an idle handle whose
+ * data is the context), and stops there: the context itself is finished by a second
+ * lws_context_destroy once those are closed, which then sets h->ctx (pcontext) to NULL. */
+static void wait_cb(uv_idle_t *w) {
+  tlc_http_t *h = w->data;
+  if (h->ctx != NULL) {
+    ctx_find_t f = { h->ctx, 0 };
+    uv_walk(h->loop, find_cb, &f);
+    if (f.found)
+      return; /* lws's handles are still closing */
+    lws_context_destroy(h->ctx);
+    if (h->ctx != NULL)
+      return;
+  }
+  uv_idle_stop(w);
+  uv_close((uv_handle_t *)w, handle_closed);
+}
+
+/* Starts the asynchronous teardown; the struct is freed (and close_cb called) at its end. */
+static void teardown(tlc_http_t *h) {
+  h->closing = 1;
+  if (h->tick_init && !uv_is_closing((uv_handle_t *)&h->tick))
+    uv_close((uv_handle_t *)&h->tick, handle_closed);
+  if (h->ctx != NULL)
+    lws_context_destroy(h->ctx);
+  if (h->ctx == NULL && !h->tick_init && !h->wait_init) {
+    free_http(h);
+    return;
+  }
+  if (!h->wait_init) {
+    uv_idle_init(h->loop, &h->wait);
+    h->wait.data = h;
+    h->wait_init = 1;
+    uv_idle_start(&h->wait, wait_cb);
+  }
+}
+
+int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t *src,
+                 tlc_http_t **out) {
+  struct lws_context_creation_info info;
+  void *foreign[1];
+  tlc_http_t *h;
+  int err;
+  *out = NULL;
+  if (o->host == NULL || src == NULL || src->pv == NULL || o->max_connections == 0 ||
+      o->max_connections > 10000 || o->live_ms < 100 || o->live_ms > 10000 ||
+      strlen(o->host) >= sizeof(h->host) || o->max_header < 512 || o->max_header > 65535)
+    return TLC_EINVAL;
+  h = tlc_calloc(1, sizeof(*h));
+  if (h == NULL)
+    return TLC_ENOMEM;
+  h->loop = loop;
+  h->o = *o;
+  snprintf(h->host, sizeof(h->host), "%s",
+           strcmp(o->host, "localhost") == 0 ? "127.0.0.1" : o->host);
+  h->o.host = h->host;
+  h->view.src = *src;
+  h->view.metrics_areas = o->metrics_areas;
+  h->view.start_unix_ms = o->start_unix_ms;
+  h->view.version = o->version;
+  h->view.max_response = o->max_response;
+  h->view.st = &h->st;
+  if (log_owner == NULL) {
+    log_owner = h;
+    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);
+  }
+
+  memset(&info, 0, sizeof(info));
+  foreign[0] = loop;
+  info.foreign_loops = foreign;
+  info.pcontext = &h->ctx;
+  /* (lws's HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE is not used: its policy forbids the
+   * inline styles dygraphs sets; respond() sends our own, SEC_HEADERS) */
+  info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
+  if (strchr(h->host, ':') == NULL)
+    info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+  if (o->tls_cert != NULL && o->tls_cert[0] != '\0') {
+    /* TLS through lws's OpenSSL, from the same PEM files as the subscriber port */
+    info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.ssl_cert_filepath = o->tls_cert;
+    info.ssl_private_key_filepath = o->tls_key;
+  }
+  info.iface = h->host;
+  info.port = o->port;
+  info.protocols = protocols;
+  info.user = h;
+  info.server_string = "tlcapd";
+  info.max_http_header_data = (unsigned short)o->max_header;
+  info.max_http_header_pool =
+      (unsigned short)(o->max_connections < 65535 ? o->max_connections : 65535);
+  /* room past max_connections, so that a flood is accepted and refused at once
+   * (FILTER_NETWORK_CONNECTION) instead of waiting in the kernel's backlog */
+  info.fd_limit_per_thread = (unsigned)o->max_connections + 40;
+  info.timeout_secs = 10;        /* network round trips (lws default 5..20) */
+  info.timeout_secs_ah_idle = 5; /* a connection holding a header buffer without using it */
+  info.keepalive_timeout = 5;
+  info.count_threads = 1;
+
+  /* The address is tried with a socket of ours first, so that a port in use or an address
+   * not on this host is a clear error before libwebsockets starts. */
+  if ((err = probe_bind(h->host, o->port)) != 0) {
+    free_http(h);
+    return err;
+  }
+  h->ctx = lws_create_context(&info);
+  if (h->ctx == NULL) {
+    /* lws logged why. It may still be destroying the half-made context on the loop and
+     * writes h->ctx (pcontext) when done, so h is left allocated (a start-up failure: the
+     * daemon exits). */
+    return TLC_EINVAL;
+  }
+  h->nwsi_base = h->nwsi; /* lws's own: the listener, its event pipe */
+  h->st.connections = 0;
+  h->vh = lws_get_vhost_by_name(h->ctx, "default");
+  h->port = h->vh != NULL ? lws_get_vhost_listen_port(h->vh) : -1;
+  if (h->port <= 0) {
+    teardown(h);
+    return UV_EADDRINUSE;
+  }
+  uv_timer_init(loop, &h->tick);
+  h->tick.data = h;
+  h->tick_init = 1;
+  uv_timer_start(&h->tick, tick_cb, o->live_ms, o->live_ms);
+  *out = h;
+  return 0;
+}
+
+void tlc_http_set_metrics_areas(tlc_http_t *h, uint32_t n) {
+  h->o.metrics_areas = n;
+  h->view.metrics_areas = n;
+}
+
+int tlc_http_port(const tlc_http_t *h) {
+  return h->port;
+}
+
+void tlc_http_get_stats(const tlc_http_t *h, tlc_http_stats_t *out) {
+  *out = h->st;
+}
+
+void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud) {
+  if (h == NULL || h->closing)
+    return;
+  h->close_cb = cb;
+  h->close_ud = ud;
+  teardown(h);
+}

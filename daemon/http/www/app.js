@@ -1,0 +1,354 @@
+// tlcap dashboard. One WebSocket (/api/v1/live) brings the overview of every target and, on
+// a target's page, its areas (the changed rows, a full table now and then); see docs/http.md.
+// Rates (events/s, net time per second, calls per second) are differences of successive
+// cumulative values. After a daemon restart the page reconnects with backoff and says so.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const HISTORY = 300; // chart points kept (one per live message)
+const SPARK = 60; // sparkline points
+
+const S = {
+  ws: null,
+  backoff: 500,
+  page: null, // null: overview; else the target's name
+  startMs: null, // daemon start seen on this connection's first message
+  restarts: 0,
+  updates: 0,
+  prevTargets: new Map(), // name -> {t, events}
+  spark: new Map(), // name -> [events/s]
+  rows: new Map(), // area id -> row
+  prevRows: new Map(), // area id -> {t, net, count}
+  chosen: new Set(), // area ids charted
+  series: [], // [[Date, v1, v2, ...]] for the chosen ids (in chosenOrder)
+  chosenOrder: [],
+  sortKey: "net",
+  sortDir: -1,
+  chart: null,
+};
+
+function fmtInt(v) {
+  return v === null || v === undefined ? "" : Number(v).toLocaleString("en-US");
+}
+function fmtBytes(v) {
+  if (v === null || v === undefined) return "";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return (i ? v.toFixed(1) : v) + " " + u[i];
+}
+function fmtNs(v) {
+  if (v === null || v === undefined) return "";
+  if (v < 1e3) return v + " ns";
+  if (v < 1e6) return (v / 1e3).toFixed(2) + " µs";
+  if (v < 1e9) return (v / 1e6).toFixed(2) + " ms";
+  return (v / 1e9).toFixed(3) + " s";
+}
+function td(text, cls, key) {
+  const c = document.createElement("td");
+  c.textContent = text;
+  if (cls) c.className = cls;
+  if (key) c.dataset.k = key;
+  return c;
+}
+function setStatus(state, text) {
+  const s = $("status");
+  s.dataset.state = state;
+  s.dataset.restarts = String(S.restarts);
+  s.textContent = text;
+}
+
+// ---- connection ----
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(proto + "//" + location.host + "/api/v1/live", "tlcap-live");
+  S.ws = ws;
+  S.startMs = null;
+  let sentToken = false;
+  ws.onopen = () => {
+    S.backoff = 500;
+    const t = sessionStorage.getItem("tlcap-token"); // asked once, kept for the tab
+    if (t) { ws.send("token " + t); sentToken = true; }
+    subscribe();
+  };
+  ws.onmessage = (ev) => {
+    let m;
+    try { m = JSON.parse(ev.data); } catch (e) { return; }
+    if (m.type === "auth") { // tlcapd has a token file (SPEC 8): ask for it once
+      if (sentToken) return; // ours is on its way; a wrong one closes the socket
+      const t = window.prompt("tlcapd asks for its access token:");
+      if (!t) { setStatus("reconnecting", "a token is needed to see this tlcapd"); return; }
+      sessionStorage.setItem("tlcap-token", t);
+      ws.send("token " + t);
+      sentToken = true;
+      subscribe();
+      return;
+    }
+    onLive(m);
+  };
+  ws.onclose = (ev) => {
+    if (ev.code === 1008 && ev.reason === "bad token") sessionStorage.removeItem("tlcap-token");
+    S.ws = null;
+    const wait = S.backoff;
+    S.backoff = Math.min(S.backoff * 2, 5000);
+    setStatus("reconnecting", "disconnected from tlcapd: reconnecting in " +
+              (wait / 1000).toFixed(1) + " s");
+    setTimeout(connect, wait);
+  };
+  ws.onerror = () => {}; // onclose follows and reconnects
+}
+
+function subscribe() {
+  if (S.ws && S.ws.readyState === WebSocket.OPEN)
+    S.ws.send(S.page === null ? "overview" : "target " + S.page);
+}
+
+let knownStart = null;
+
+function onLive(m) {
+  S.updates++;
+  document.body.dataset.updates = String(S.updates);
+  const d = m.daemon;
+  if (knownStart !== null && d.start_unix_ms !== knownStart) {
+    S.restarts++;
+    // statistics restarted with the daemon: the rates start over
+    S.prevTargets.clear();
+    S.prevRows.clear();
+  }
+  const restarted = S.restarts > 0;
+  knownStart = d.start_unix_ms;
+  setStatus(restarted ? "restarted" : "live",
+            restarted ? "live (reconnected: tlcapd restarted at " +
+                        new Date(d.start_unix_ms).toLocaleTimeString() + ")" : "live");
+  let txt = "tlcapd " + d.version + " · subscribers " + d.subscribers + " · dashboards " +
+            d.websockets;
+  if (d.store) txt += " · store queue " + fmtBytes(d.store.queue_bytes) + " · stored " +
+                      fmtBytes(d.store.stored_bytes) + " in " + d.store.stored_segments +
+                      " segments" + (d.store.disk_full ? " · DISK FULL" : "");
+  if (d.disk_free !== null) txt += " · disk free " + fmtBytes(d.disk_free);
+  $("daemon").textContent = txt;
+  renderTargets(m.t, m.targets);
+  if (m.areas && S.page !== null && m.areas.target === S.page) renderAreas(m.t, m.areas);
+}
+
+// ---- overview ----
+
+function sparkSvg(vals) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 " + SPARK + " 20");
+  svg.setAttribute("preserveAspectRatio", "none");
+  const max = Math.max(1, ...vals);
+  const pts = vals.map((v, i) => (SPARK - vals.length + i) + "," + (19 - 18 * v / max).toFixed(1));
+  const pl = document.createElementNS(ns, "polyline");
+  pl.setAttribute("points", pts.join(" "));
+  svg.appendChild(pl);
+  return svg;
+}
+
+function renderTargets(t, targets) {
+  const tb = $("targets").tBodies[0];
+  const frag = document.createDocumentFragment();
+  for (const x of targets) {
+    const prev = S.prevTargets.get(x.name);
+    let rate = 0;
+    if (prev && t > prev.t) rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
+    S.prevTargets.set(x.name, { t: t, events: x.events });
+    const sp = S.spark.get(x.name) || [];
+    if (prev) sp.push(rate);
+    while (sp.length > SPARK) sp.shift();
+    S.spark.set(x.name, sp);
+
+    const tr = document.createElement("tr");
+    tr.dataset.target = x.name;
+    if (x.state !== "connected") tr.className = "disconnected";
+    const a = document.createElement("a");
+    a.href = "#/target/" + encodeURIComponent(x.name);
+    a.textContent = x.name;
+    const name = td("", null, "name");
+    name.appendChild(a);
+    tr.appendChild(name);
+    tr.appendChild(td(x.state + (x.peer ? " (" + x.peer + ")" : ""), "state-" + x.state, "state"));
+    const rc = td("", "n", "rate");
+    rc.appendChild(sparkSvg(sp));
+    rc.appendChild(document.createTextNode(" " + fmtInt(Math.round(rate))));
+    tr.appendChild(rc);
+    tr.appendChild(td(fmtInt(x.events), "n", "events"));
+    tr.appendChild(td(fmtBytes(x.bytes), "n", "bytes"));
+    tr.appendChild(td(fmtInt(x.gaps), "n", "gaps"));
+    tr.appendChild(td(fmtInt(x.resyncs), x.resyncs ? "n bad" : "n", "resyncs"));
+    tr.appendChild(td(fmtInt(x.skipped), x.skipped ? "n bad" : "n", "skipped"));
+    tr.appendChild(td(fmtInt(x.drops), x.drops ? "n bad" : "n", "drops"));
+    tr.appendChild(td(fmtInt(x.anomalies), "n", "anomalies"));
+    const st = x.storage;
+    tr.appendChild(td(st ? fmtBytes(st.bytes) : "off", "n", "stored"));
+    tr.appendChild(td(st ? String(st.segment) : "", "n", "segment"));
+    tr.appendChild(td(st ? fmtInt(st.dropped) : "", st && st.dropped ? "n bad" : "n",
+                      "store-drops"));
+    frag.appendChild(tr);
+  }
+  tb.replaceChildren(frag);
+  $("no-targets").hidden = targets.length > 0;
+  if (S.page !== null) {
+    const me = targets.find((x) => x.name === S.page);
+    $("tstate").textContent = me ? "(" + me.state + ", " + fmtInt(me.events) + " events)"
+                                 : "(unknown target)";
+  }
+}
+
+// ---- a target's areas ----
+
+function rowId(r) {
+  return r.handle + "/" + r.context + "/" + r.state;
+}
+function areaName(r) {
+  return r.name || r.handle;
+}
+
+function renderAreas(t, a) {
+  if (a.missing) {
+    S.rows.clear();
+  } else {
+    if (a.full) S.rows.clear();
+    // rows come as arrays in the order of a.cols (the names are sent once per message)
+    for (const arr of a.rows) {
+      const r = {};
+      a.cols.forEach((c, i) => { r[c] = arr[i]; });
+      S.rows.set(rowId(r), r);
+    }
+  }
+  // chart: a point per message, for every charted area (rates from cumulative values)
+  const point = [new Date(t)];
+  for (const id of S.chosenOrder) {
+    const r = S.rows.get(id);
+    const prev = S.prevRows.get(id);
+    let v = null;
+    if (r && prev && t > prev.t) {
+      v = $("metric").value === "calls"
+        ? (r.count - prev.count) * 1000 / (t - prev.t)
+        : ((r.net || 0) - (prev.net || 0)) / 1e6 * 1000 / (t - prev.t);
+      if (v < 0) v = null;
+    }
+    point.push(v);
+  }
+  for (const [id, r] of S.rows) S.prevRows.set(id, { t: t, net: r.net, count: r.count });
+  if (S.chosenOrder.length > 0) {
+    S.series.push(point);
+    while (S.series.length > HISTORY) S.series.shift();
+    drawChart();
+  }
+  const wn = (a.windows_ns || []).map((w) => (w / 1e9) + " s").join(", ");
+  $("wcols").textContent = "windows " + wn + " (count / net)";
+  drawTable();
+}
+
+function drawTable() {
+  const q = $("filter").value.trim().toLowerCase();
+  const rows = [];
+  for (const [id, r] of S.rows) {
+    if (q && !(areaName(r) + " " + r.handle + " " + r.context).toLowerCase().includes(q))
+      continue;
+    rows.push([id, r]);
+  }
+  const k = S.sortKey, dir = S.sortDir;
+  rows.sort((x, y) => {
+    let a = k === "name" ? areaName(x[1]) : x[1][k];
+    let b = k === "name" ? areaName(y[1]) : y[1][k];
+    if (a === null || a === undefined) a = k === "name" || k === "context" ? "" : -1;
+    if (b === null || b === undefined) b = k === "name" || k === "context" ? "" : -1;
+    return (a < b ? -1 : a > b ? 1 : 0) * dir;
+  });
+  const frag = document.createDocumentFragment();
+  for (const [id, r] of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.id = id;
+    tr.dataset.name = areaName(r);
+    const cb = document.createElement("input");
+    cb.type = "checkbox";
+    cb.checked = S.chosen.has(id);
+    cb.addEventListener("change", () => choose(id, cb.checked));
+    const c0 = td("");
+    c0.appendChild(cb);
+    tr.appendChild(c0);
+    tr.appendChild(td(areaName(r) + (r.kind === "state" ? " = " + r.state : ""), null, "name"));
+    tr.appendChild(td(r.context, null, "context"));
+    tr.appendChild(td(fmtInt(r.count), "n", "count"));
+    for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
+                       "p99_net"])
+      tr.appendChild(td(fmtNs(r[key]), "n", key));
+    tr.appendChild(td(r.w.map((w) => fmtInt(w[0]) + " / " + fmtNs(w[1])).join(" · "), "n", "w"));
+    frag.appendChild(tr);
+  }
+  $("areas").tBodies[0].replaceChildren(frag);
+  $("rowcount").textContent = rows.length + " of " + S.rows.size + " rows";
+}
+
+function choose(id, on) {
+  if (on) S.chosen.add(id); else S.chosen.delete(id);
+  S.chosenOrder = [...S.chosen];
+  S.series = []; // the columns changed: start the chart afresh
+  drawChart();
+}
+
+function drawChart() {
+  const labels = ["time"].concat(S.chosenOrder.map((id) => {
+    const r = S.rows.get(id);
+    return r ? areaName(r) + " (" + r.context + ")" : id;
+  }));
+  $("chart-hint").hidden = S.chosenOrder.length > 0;
+  if (S.chosenOrder.length === 0 || S.series.length === 0) {
+    if (S.chart) { S.chart.destroy(); S.chart = null; }
+    return;
+  }
+  const opts = {
+    labels: labels,
+    ylabel: $("metric").value === "calls" ? "calls / s" : "net ms / s",
+    legend: "always",
+    connectSeparatedPoints: false,
+  };
+  if (S.chart && S.chart.getLabels().length === labels.length) {
+    S.chart.updateOptions(Object.assign({ file: S.series }, opts));
+  } else {
+    if (S.chart) S.chart.destroy();
+    S.chart = new Dygraph($("chart"), S.series, opts);
+  }
+}
+
+// ---- pages ----
+
+function route() {
+  const m = location.hash.match(/^#\/target\/(.+)$/);
+  const page = m ? decodeURIComponent(m[1]) : null;
+  if (page !== S.page) {
+    S.page = page;
+    S.rows.clear();
+    S.prevRows.clear();
+    S.chosen.clear();
+    S.chosenOrder = [];
+    S.series = [];
+    drawChart();
+  }
+  $("overview").hidden = page !== null;
+  $("target").hidden = page === null;
+  $("tname").textContent = page || "";
+  drawTable();
+  subscribe();
+}
+
+for (const th of document.querySelectorAll("th[data-sort]")) {
+  th.addEventListener("click", () => {
+    const k = th.dataset.sort;
+    S.sortDir = S.sortKey === k ? -S.sortDir : (k === "name" || k === "context" ? 1 : -1);
+    S.sortKey = k;
+    for (const o of document.querySelectorAll("th[data-sort]")) o.classList.remove("asc", "desc");
+    th.classList.add(S.sortDir > 0 ? "asc" : "desc");
+    drawTable();
+  });
+}
+$("filter").addEventListener("input", drawTable);
+$("metric").addEventListener("change", () => { S.series = []; drawChart(); });
+window.addEventListener("hashchange", route);
+route();
+connect();

@@ -1,0 +1,263 @@
+/* fuzz_http.c - libFuzzer harness for the HTTP port's request handling (daemon/http): the
+ * router (method, path with percent-escapes, query, Accept), /metrics in both formats, the
+ * JSON API, and the live WebSocket's commands and messages, over two real statistics engines
+ * (several cores, so Neutral rows and the histogram union are reached) and a mapping whose
+ * names need escaping (quotes, backslashes, a newline, invalid UTF-8).
+ *
+ * Input: byte 0 = metrics_areas, byte 1 = response cap selector (small caps reach the 503
+ * path), then lines: METHOD, PATH, QUERY, ACCEPT, and every further line a live command
+ * followed by one live message. Checks: a status the router documents, a non-empty body,
+ * error bodies that are JSON error documents; no crash, no UB, no leak. */
+#include "engine.h"
+#include "http-int.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define NT 2
+static const char *const names[NT] = { "lab1", "evl@127.0.0.1" };
+static tlc_engine_t *eng[NT];
+static tlc_mapping_t map;
+static int ready;
+
+static size_t f_count(void *ud) {
+  (void)ud;
+  return NT;
+}
+
+static int f_info(void *ud, size_t i, tlc_ps_target_info_t *out) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  memset(out, 0, sizeof(*out));
+  out->name = names[i];
+  out->format = i == 0 ? TLC_FMT_BIN11 : TLC_FMT_EVLOG;
+  out->connected = (int)i;
+  out->peer = i ? "127.0.0.1:5555" : "";
+  out->counters = *tlc_engine_counters(eng[i]);
+  return 0;
+}
+
+static int f_find(void *ud, const char *name, size_t *index) {
+  (void)ud;
+  for (size_t i = 0; i < NT; i++)
+    if (strcmp(names[i], name) == 0) {
+      *index = i;
+      return 0;
+    }
+  return TLC_ERANGE;
+}
+
+static int f_snapshot(void *ud, size_t i, tlc_table_t *t, const tlc_snap_opts_t *so) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_snapshot(eng[i], t, so);
+}
+
+static const tlc_mapping_t *f_mapping(void *ud, size_t i) {
+  (void)ud;
+  return i == 0 ? &map : NULL;
+}
+
+static void f_daemon(void *ud, tlc_http_daemon_info_t *out) {
+  (void)ud;
+  memset(out, 0, sizeof(*out));
+  out->subscribers = 3;
+  out->has_store = 1;
+  out->store_queue_bytes = 12345;
+  out->has_disk_free = 1;
+  out->disk_free_bytes = 1ull << 40;
+}
+
+static void f_store(void *ud, size_t i, tlc_http_store_info_t *out) {
+  (void)ud;
+  memset(out, 0, sizeof(*out));
+  out->has = i == 0;
+  out->bytes_written = 4096;
+  out->segment_seq = 2;
+}
+
+static int f_hist(void *ud, size_t i, uint32_t handle, uint32_t context, unsigned kind,
+                  const int64_t *le, size_t nle, uint64_t *cum) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_hist_cum(eng[i], handle, context, kind, le, nle, cum);
+}
+
+static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_code_net(eng[i], out, n, cap);
+}
+
+static int f_context(void *ud, size_t i, uint32_t context, tlc_ctx_t *c) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_context(eng[i], context, c);
+}
+
+static tlc_ps_provider_t pv = {
+  .count = f_count, .info = f_info, .find = f_find, .snapshot = f_snapshot, .mapping = f_mapping
+};
+
+static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
+               int64_t t) {
+  memset(e, 0, sizeof(*e));
+  e->handle = h;
+  e->type = (uint8_t)type;
+  e->core = (uint8_t)core;
+  e->thread = thread;
+  e->time_ns = t;
+}
+
+static void setup(void) {
+  tlc_event_t e[64];
+  size_t n = 0;
+  int64_t t = 1000;
+  tlc_map_area_t a;
+  tlc_engine_new(&eng[0], TLC_FMT_BIN11, NULL);
+  tlc_engine_new(&eng[1], TLC_FMT_EVLOG, NULL);
+  for (unsigned k = 0; k < 12; k++) { /* calls on 3 cores, 3 functions, one left open */
+    ev(&e[n++], k % 3, 3, k % 3, 0, t);
+    t += 100 + 997 * k;
+    ev(&e[n++], k % 3, 1, k % 3, 0, t);
+    t += 50;
+    ev(&e[n++], k % 3, 2, k % 3, 0, t);
+    t += 1000 * k;
+    if (k != 11)
+      ev(&e[n++], k % 3, 0, k % 3, 0, t);
+    t += 10;
+  }
+  ev(&e[n++], 0x20000000, 4, 0, 0, t); /* a data write */
+  tlc_engine_push(eng[0], e, n);
+  n = 0;
+  for (unsigned k = 0; k < 8; k++) {
+    ev(&e[n++], 0x00000000, 3, 0xFF, 0x7f00 + k % 2, t);
+    t += 300;
+    ev(&e[n++], 0x00000000, 0, 0xFF, 0x7f00 + k % 2, t);
+  }
+  tlc_engine_push(eng[1], e, n);
+  tlc_mapping_init(&map);
+  memset(&a, 0, sizeof(a));
+  a.parent = a.state_handle = TLC_NO_HANDLE;
+  a.handle = 0;
+  a.name = "main \"quoted\" \\ back\nslash";
+  tlc_mapping_add(&map, &a);
+  a.handle = 1;
+  a.name = "bad\xff\xfeutf8";
+  tlc_mapping_add(&map, &a);
+  tlc_mapping_add_ctx(&map, 1, "task \"one\"");
+  tlc_mapping_finish(&map);
+  ready = 1;
+}
+
+/* The next line of data[*off..size) into buf (NUL-terminated, truncated); returns 0 at the
+ * end of the input. */
+static int line(const uint8_t *data, size_t size, size_t *off, char *buf, size_t cap) {
+  size_t k = 0;
+  if (*off >= size)
+    return 0;
+  while (*off < size && data[*off] != '\n') {
+    if (k + 1 < cap)
+      buf[k++] = (char)data[*off];
+    (*off)++;
+  }
+  if (*off < size)
+    (*off)++;
+  buf[k] = '\0';
+  return 1;
+}
+
+static void check_resp(const tlc__http_resp_t *rs, size_t len, const char *body) {
+  switch (rs->status) {
+  case 200:
+  case 400:
+  case 404:
+  case 405:
+  case 500:
+  case 503:
+    break;
+  default:
+    abort();
+  }
+  if (rs->static_body == NULL && (len == 0 || body == NULL))
+    abort(); /* every answer has a body */
+  if (rs->status >= 400 && strncmp(body, "{\"error\": {\"status\": ", 21) != 0)
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const size_t caps[4] = { 64, 2048, 1u << 16, 1u << 24 };
+  char method[32], path[700], query[300], accept[300], cmd[2000];
+  tlc__http_view_t v;
+  tlc__http_req_t rq;
+  tlc__http_resp_t rs;
+  tlc__http_live_t live, live2;
+  tlc__http_live_cache_t cache;
+  size_t off = 2, len = 0;
+  char *body;
+  if (!ready)
+    setup();
+  if (size < 2)
+    return 0;
+  memset(&v, 0, sizeof(v));
+  v.src.pv = &pv;
+  v.src.daemon_info = f_daemon;
+  v.src.target_store = f_store;
+  v.src.hist_cum = f_hist;
+  v.src.code_net = f_code_net;
+  v.src.context = f_context;
+  v.metrics_areas = data[0];
+  v.max_response = caps[data[1] & 3];
+  v.version = "fuzz";
+  method[0] = path[0] = query[0] = accept[0] = '\0';
+  line(data, size, &off, method, sizeof(method));
+  line(data, size, &off, path, sizeof(path));
+  line(data, size, &off, query, sizeof(query));
+  line(data, size, &off, accept, sizeof(accept));
+  rq.method = method;
+  rq.path = path;
+  rq.query = query;
+  rq.accept = accept;
+  tlc__http_resp_init(&rs, v.max_response);
+  tlc__http_route(&v, &rq, &rs);
+  body = rs.static_body != NULL ? NULL : tlc_out_take(&rs.body, &len);
+  if (rs.static_body == NULL && body == NULL)
+    abort();
+  check_resp(&rs, len, body);
+  tlc_free(body);
+  tlc__http_resp_fini(&rs);
+  {
+    char u[64];
+    (void)tlc__http_unescape(path, strlen(path), u, sizeof(u));
+  }
+  memset(&live, 0, sizeof(live));
+  memset(&live2, 0, sizeof(live2));
+  memset(&cache, 0, sizeof(cache));
+  while (line(data, size, &off, cmd, sizeof(cmd))) {
+    tlc_out_t o;
+    (void)tlc__http_live_command(&live, cmd, strlen(cmd));
+    tlc_out_init(&o, 1u << 22, NULL, NULL);
+    (void)tlc__http_live_message(&v, &live, v.max_response, 1, &o);
+    tlc_out_fini(&o);
+    /* the shared path: two sockets, one in step, one changing its mind */
+    if (cmd[0] & 1)
+      tlc__http_live_cache_tick(&cache, 2);
+    (void)tlc__http_live_command(&live2, cmd, strlen(cmd));
+    tlc_out_init(&o, 1u << 22, NULL, NULL);
+    (void)tlc__http_live_shared(&v, &cache, &live2, v.max_response, &o);
+    tlc_out_fini(&o);
+  }
+  tlc__http_live_cache_fini(&cache);
+  return 0;
+}

@@ -1,0 +1,439 @@
+"""tlcapd's HTTP port (SPEC 9, docs/http.md): /metrics against a model of the sent events,
+`promtool check metrics`, a real Prometheus server scraping tlcapd and answering PromQL, the
+JSON API against `tlcap stats`, errors as JSON, and the address rules.
+
+The model: a bin11 stream of non-nested calls on several cores (so the Neutral context is
+what /metrics exports), some suspended once inside (S ... R), with NET samples drawn around
+the histogram's edges; the expected calls, net seconds and bucket counts are computed here from
+the records sent, never read from the daemon."""
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
+
+NICE = [100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+        1000000, 2500000, 5000000, 10000000]
+
+
+def get(port, path, headers=None, method="GET", data=None):
+    """(status, headers, body bytes) of one request."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), headers=headers or {},
+                                 method=method, data=data)
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def gen_model(seed, funcs=5, cores=3, calls=4000):
+    """Records (sorted by time) and the model: per function handle the calls (E count), the
+    NET samples of closed activations, and the net total with one activation left open."""
+    rnd = random.Random(seed)
+    recs = []  # (time, seq, bytes)
+    model = {h: {"calls": 0, "samples": [], "open": 0} for h in range(funcs)}
+    # a function's weight decides its share of calls: net totals then differ clearly
+    weights = [2 ** k for k in range(funcs)]
+    seq = 0
+    core_t = [1000 * (c + 1) for c in range(cores)]
+    for _ in range(calls):
+        c = rnd.randrange(cores)
+        h = rnd.choices(range(funcs), weights)[0]
+        base = rnd.choice(NICE)
+        net = max(1, base + rnd.randint(-base // 50 - 2, base // 50 + 2))
+        t = core_t[c]
+        ev = [(t, 3)]
+        if rnd.random() < 0.3:  # suspended once for a while: not net time
+            a = rnd.randint(0, net)
+            pause = rnd.randint(1, 5000)
+            ev += [(t + a, 1), (t + a + pause, 2)]
+            end = t + net + pause
+        else:
+            end = t + net
+        ev.append((end, 0))
+        for tt, ty in ev:
+            recs.append((tt, seq, T.bin11(h, ty, c, 0, tt)))
+            seq += 1
+        model[h]["calls"] += 1
+        model[h]["samples"].append(net)
+        core_t[c] = end + rnd.randint(10, 3000)
+    # one activation left open on core 0 (function 0), then time moves on on core 1
+    t_open = max(core_t) + 100
+    recs.append((t_open, seq, T.bin11(0, 3, 0, 0, t_open)))
+    seq += 1
+    model[0]["calls"] += 1
+    t_last = t_open + 777777
+    recs.append((t_last, seq, T.bin11(1, 3, 1, 0, t_last)))
+    seq += 1
+    model[1]["calls"] += 1
+    model[0]["open"] = t_last - t_open  # running since its E, up to the last event
+    recs.sort()
+    return b"".join(r[2] for r in recs), model, len(recs)
+
+
+def parse_metrics(text):
+    """{(name, frozenset(labels)): value} and the TYPE lines, from the text format."""
+    out, types = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ", 3)
+            types[name] = typ
+            continue
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, rest = line.split("{", 1)
+            labels, value = rest.rsplit("} ", 1)
+            lab = []
+            for part in split_labels(labels):
+                k, v = part.split("=", 1)
+                lab.append((k, json.loads(v)))
+        else:
+            name, value = line.split(" ", 1)
+            lab = []
+        out[(name, frozenset(lab))] = float(value)
+    return out, types
+
+
+def split_labels(s):
+    parts, cur, q, esc = [], "", False, False
+    for ch in s:
+        if esc:
+            cur += ch
+            esc = False
+        elif ch == "\\":
+            cur += ch
+            esc = True
+        elif ch == '"':
+            cur += ch
+            q = not q
+        elif ch == "," and not q:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def start(d, extra=(), store=False):
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port] + list(extra),
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport, store=store)
+    return dm, port, hport, sport
+
+
+def send_and_wait(dm, port, name, data, nrec):
+    s = D.connect(port)
+    s.sendall(b"TLCAP/1 target=%s format=bin11\n" % name.encode())
+    s.sendall(data)
+    dm.wait_stats(lambda st: any(t["name"] == name and t["records"] == nrec
+                                 for t in st["targets"]), what=name + " records processed")
+    return s
+
+
+def test_metrics_against_model(d):
+    """Counts, net seconds (open activation included), histogram buckets (exact, at the
+    engine's edges), _count = NET samples, the metrics_areas cap and the rest counted."""
+    data, model, nrec = gen_model(7)
+    dm, port, hport, _ = start(d, ["--metrics-areas", "3"])
+    try:
+        s = send_and_wait(dm, port, "m", data, nrec)
+        st, hdr, body = get(hport, "/metrics")
+        T.eq(st, 200, "status")
+        T.check(hdr["content-type"].startswith("text/plain; version=0.0.4"), "content type %r"
+                % hdr["content-type"])
+        text = body.decode()
+        m, types = parse_metrics(text)
+        T.eq(types.get("tlcap_area_net_duration_seconds"), "histogram", "histogram type")
+        T.eq(types.get("tlcap_target_events_total"), "counter", "counter type")
+        T.eq(m[("tlcap_target_events_total", frozenset([("target", "m")]))], float(nrec),
+             "events")
+        T.eq(m[("tlcap_target_bytes_total", frozenset([("target", "m")]))],
+             float(len(data)), "bytes (after the preamble)")
+        T.eq(m[("tlcap_target_connected", frozenset([("target", "m")]))], 1.0, "connected")
+        # the 3 functions with the largest net time, as the model has them (Neutral: 3 cores)
+        nets = {h: sum(v["samples"]) + v["open"] for h, v in model.items()}
+        top = sorted(nets, key=lambda h: -nets[h])[:3]
+        T.eq(m[("tlcap_target_areas_not_exported", frozenset([("target", "m")]))],
+             float(len(model) - 3), "areas not exported")
+        exported = {dict(k[1])["handle"] for k in m if k[0] == "tlcap_area_calls_total"}
+        T.eq(exported, {"%08X" % h for h in top}, "exported areas = largest net time")
+        for h in top:
+            lab = frozenset([("target", "m"), ("area", "%08X" % h), ("context", "Neutral"),
+                             ("handle", "%08X" % h)])
+            T.eq(m[("tlcap_area_calls_total", lab)], float(model[h]["calls"]), "calls %X" % h)
+            net_ns = round(m[("tlcap_area_net_seconds_total", lab)] * 1e9)
+            T.eq(net_ns, nets[h], "net seconds %X (open activation included)" % h)
+            samples = model[h]["samples"]
+            T.eq(m[("tlcap_area_net_duration_seconds_count", lab)], float(len(samples)),
+                 "_count = NET samples %X" % h)
+            T.eq(round(m[("tlcap_area_net_duration_seconds_sum", lab)] * 1e9), sum(samples),
+                 "_sum %X" % h)
+            buckets = sorted((float(dict(k[1])["le"]), v) for k, v in m.items()
+                             if k[0] == "tlcap_area_net_duration_seconds_bucket" and
+                             (k[1] - {k2 for k2 in k[1] if k2[0] == "le"}) == lab)
+            T.check(len(buckets) >= 20, "buckets: %d" % len(buckets))
+            for le, v in buckets:
+                want = len(samples) if le == float("inf") else \
+                    sum(1 for x in samples if x <= round(le * 1e9))
+                T.eq(v, float(want), "bucket le=%s of %X" % (le, h))
+        # promtool on the very same text
+        if shutil.which("promtool"):
+            p = subprocess.run(["promtool", "check", "metrics"], input=body,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            T.eq((p.returncode, p.stdout.decode()), (0, ""), "promtool check metrics")
+        # OpenMetrics on request: same samples, # EOF at the end
+        st, hdr, body = get(hport, "/metrics", {"Accept": "application/openmetrics-text; "
+                                                "version=1.0.0; charset=utf-8"})
+        T.eq(st, 200, "status (OpenMetrics)")
+        T.check(hdr["content-type"].startswith("application/openmetrics-text; version=1.0.0"),
+                "OpenMetrics content type %r" % hdr["content-type"])
+        om = body.decode()
+        T.check(om.endswith("# EOF\n"), "OpenMetrics ends with # EOF")
+        T.check("# TYPE tlcap_target_events counter\n" in om, "OM counter family without _total")
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+def test_prometheus_scrape(d):
+    """A real Prometheus server on loopback scrapes tlcapd and answers PromQL with the
+    numbers sent."""
+    prom = shutil.which("prometheus")
+    if prom is None:
+        print("SKIP: prometheus not installed (apt-get install prometheus)")
+        sys.exit(T.SKIP)
+    data, model, nrec = gen_model(11, calls=500)
+    dm, port, hport, _ = start(d)
+    pport = D.free_port()
+    conf = os.path.join(d, "prometheus.yml")
+    with open(conf, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n  - job_name: tlcapd\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:%d']\n" % hport)
+    pl = open(os.path.join(d, "prometheus.log"), "wb")
+    p = subprocess.Popen([prom, "--config.file=" + conf, "--storage.tsdb.path=" +
+                          os.path.join(d, "tsdb"), "--web.listen-address=127.0.0.1:%d" % pport],
+                         stdout=pl, stderr=subprocess.STDOUT)
+    try:
+        s = send_and_wait(dm, port, "p", data, nrec)
+        want_samples = sum(len(v["samples"]) for v in model.values())
+
+        def query(q):
+            try:
+                st, _, body = get(pport, "/api/v1/query?query=" + urllib.parse.quote(q))
+            except urllib.error.URLError:
+                return None  # not listening yet
+            if st != 200:
+                return None
+            r = json.loads(body)["data"]["result"]
+            return float(r[0]["value"][1]) if r else None
+        try:
+            D.wait_until(lambda: query('tlcap_target_events_total{target="p"}') == nrec, 40,
+                         "Prometheus to scrape the events count", step=0.25)
+            D.wait_until(lambda: query('sum(tlcap_area_net_duration_seconds_count'
+                                       '{target="p"})') == want_samples, 20,
+                         "PromQL sum of NET samples", step=0.25)
+            calls0 = query('tlcap_area_calls_total{target="p",handle="00000000"}')
+            T.eq(calls0, float(model[0]["calls"]), "PromQL calls of function 0")
+        except T.Failure:
+            pl.flush()
+            with open(os.path.join(d, "prometheus.log"), "rb") as f:
+                raise T.Failure("Prometheus: " + f.read().decode(errors="replace")[-2000:])
+        s.close()
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        pl.close()
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+def test_api(d):
+    """/api/v1/targets lists the targets with their counters; /api/v1/targets/NAME/stats is
+    the document `tlcap stats NAME --export json` prints; errors are JSON with a status."""
+    data, model, nrec = gen_model(3, calls=300)
+    dm, port, hport, sport = start(d, store=True)
+    try:
+        s = send_and_wait(dm, port, "api", data, nrec)
+        st, hdr, body = get(hport, "/api/v1/targets")
+        T.eq(st, 200, "targets status")
+        T.check(hdr["content-type"].startswith("application/json"), "JSON content type")
+        arr = json.loads(body)
+        T.eq([t["name"] for t in arr], ["api"], "target names")
+        t = arr[0]
+        T.eq((t["format"], t["state"], t["counters"]["events"], t["counters"]["records"]),
+             ("bin11", "connected", nrec, nrec), "target fields")
+        T.check(t["storage"] is not None, "storage figures present with storage on")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "api",
+                              "--export", "json"], timeout=30)
+        T.eq(rc, 0, "tlcap stats: " + err)
+        st, hdr, body = get(hport, "/api/v1/targets/api/stats")
+        T.eq(st, 200, "stats status")
+        T.eq(json.loads(body), json.loads(out), "/stats = tlcap stats --export json")
+        for path, method, code in (("/api/v1/targets/nosuch/stats", "GET", 404),
+                                   ("/nowhere", "GET", 404),
+                                   ("/api/v1/targets/api/stats?since=-2h", "GET", 400),
+                                   ("/api/v1/live", "GET", 400),
+                                   ("/metrics", "POST", 405)):
+            st, hdr, body = get(hport, path, method=method,
+                                data=b"x" if method == "POST" else None)
+            T.eq(st, code, "%s %s" % (method, path))
+            e = json.loads(body)
+            T.eq(e["error"]["status"], code, "error document's status for " + path)
+            T.check(e["error"]["message"], "error message for " + path)
+            if code == 405:
+                T.eq(hdr.get("allow"), "GET, HEAD", "Allow header")
+        st, hdr, body = get(hport, "/")
+        T.eq((st, hdr["content-type"]), (200, "text/html; charset=utf-8"), "dashboard page")
+        st, hdr, body = get(hport, "/vendor/dygraph.min.js")
+        with open("/usr/share/javascript/dygraphs/dygraph.min.js", "rb") as f:
+            T.eq(body, f.read(), "dygraphs served as Debian ships it")
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+def test_addresses(d):
+    """A non-loopback HTTP address is refused (no token check yet: SPEC 8) with a message;
+    an explicit address in use fails start-up; the default one in use is only a warning."""
+    p = subprocess.run([TLCAPD, "--no-store", "--serve", "", "--state-dir",
+                        os.path.join(d, "s"), "--http", "0.0.0.0:%d" % D.free_port()],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    T.eq(p.returncode, 1, "non-loopback refused: exit 1")
+    T.check(b"loopback" in p.stderr and b"refusing" in p.stderr,
+            "message names the rule: %r" % p.stderr[-300:])
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    bport = busy.getsockname()[1]
+    p = subprocess.run([TLCAPD, "--no-store", "--serve", "", "--state-dir",
+                        os.path.join(d, "s"), "--http", "127.0.0.1:%d" % bport],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    T.eq(p.returncode, 1, "explicit address in use: exit 1")
+    T.check(b"cannot serve" in p.stderr, "message: %r" % p.stderr[-300:])
+    busy.close()
+    # the default address: occupied by us (or by someone else already), a warning only
+    try:
+        hold = socket.socket()
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", 7480))
+        hold.listen(1)
+    except OSError:
+        hold = None  # in use already: the same situation
+    dm = D.Daemon(TLCAPD, d, [], http=False)
+    try:
+        D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
+                     "/api/v1 on 127.0.0.1:7480" in dm.log(), 10, "http start-up line")
+    finally:
+        rc, _ = dm.stop()
+        if hold:
+            hold.close()
+    T.eq(rc, 0, "exit status with the default address busy")
+
+
+def test_token_and_tls(d):
+    """SPEC 8 on the HTTP port: with --token-file, /metrics and /api/ answer only a Bearer
+    token (else 401 JSON and nothing else), the page's files need none, a live WebSocket is
+    sent nothing but a request for the token until its "token TOKEN" (a wrong one closes it);
+    a non-loopback address is served with a token; with --tls-cert/--tls-key the port speaks
+    TLS."""
+    import ssl
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cdp
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write("s3cret-token\n")
+    os.chmod(tok, 0o600)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
+                  http="0.0.0.0:%d" % hport)
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=secretname format=bin11\n" + D.calls(10))
+        dm.wait_stats(lambda st: any(t["events"] == 20 for t in st["targets"]), what="events")
+        for path in ("/metrics", "/api/v1/targets", "/api/v1/targets/secretname/stats"):
+            st, hdr, body = get(hport, path)
+            T.eq(st, 401, "no token: " + path)
+            T.eq(json.loads(body)["error"]["status"], 401, "401 document")
+            T.check(b"secretname" not in body, "nothing else: no target names")
+            T.check(hdr.get("www-authenticate", "").startswith("Bearer"), "WWW-Authenticate")
+            st, _, body = get(hport, path, {"Authorization": "Bearer wrong"})
+            T.eq(st, 401, "wrong token: " + path)
+            st, _, body = get(hport, path, {"Authorization": "Bearer s3cret-token"})
+            T.eq(st, 200, "right token: " + path)
+        T.eq(get(hport, "/")[0], 200, "the page needs no token")
+        w = cdp.ws_connect("127.0.0.1", hport, "/api/v1/live")
+        op, msg = cdp.recv_message(w)
+        T.eq(json.loads(msg)["type"], "auth", "a live socket is asked for the token first")
+        w.sendall(cdp.frame(b"token nope"))
+        w.settimeout(10)
+        op, msg = cdp.recv_message(w)
+        T.eq(op, 8, "a wrong token closes the live socket")
+        w.close()
+        w = cdp.ws_connect("127.0.0.1", hport, "/api/v1/live")
+        w.sendall(cdp.frame(b"token s3cret-token") + cdp.frame(b"target secretname"))
+        for _ in range(5):
+            op, msg = cdp.recv_message(w)
+            if b'"type": "live"' in msg and b'"rows"' in msg:
+                break
+        T.check(b'"secretname"' in msg and b'"rows"' in msg, "with the token: live areas")
+        w.close()
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status (token)")
+    if shutil.which("openssl") is None:
+        print("SKIP (TLS part): openssl not installed")
+        return
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    os.chmod(key, 0o600)
+    hport = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--token-file", tok, "--tls-cert", cert, "--tls-key", key],
+                  http="127.0.0.1:%d" % hport)
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        req = urllib.request.Request("https://127.0.0.1:%d/metrics" % hport,
+                                     headers={"Authorization": "Bearer s3cret-token"})
+        with urllib.request.urlopen(req, timeout=20, context=ctx) as r:
+            T.eq(r.status, 200, "/metrics over TLS")
+            T.check(b"tlcap_build_info" in r.read(), "metrics over TLS")
+        try:
+            get(hport, "/metrics")  # plain HTTP to a TLS port
+            T.check(False, "plain HTTP refused on the TLS port")
+        except (OSError, http.client.HTTPException):
+            pass
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status (TLS)")
+
+
+T.main([test_metrics_against_model, test_api, test_addresses, test_token_and_tls,
+        test_prometheus_scrape])

@@ -1,0 +1,172 @@
+"""The dashboard in headless Chromium, driven over the DevTools protocol (SPEC 9): the page
+loads with no console error, lists the targets, shows an area's count equal to `tlcap stats`,
+updates as events arrive, charts a chosen area with dygraphs, and after a daemon restart
+reconnects and says so. A screenshot is kept in the build directory (http_dashboard.png).
+
+usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_PATH"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cdp  # noqa: E402
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP, SHOT = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def stats_count(sport, target, handle, context):
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", target,
+                          "--export", "json"], timeout=30)
+    T.eq(rc, 0, "tlcap stats: " + err)
+    doc = json.loads(out)
+    for r in doc["rows"]:
+        if r["handle"] == handle and r.get("context") == context:
+            return r["count"]
+    raise T.Failure("no row %s/%s in tlcap stats: %r" % (handle, context, doc["rows"][:3]))
+
+
+def wait_js(b, expr, what, timeout=15.0):
+    def ok():
+        b.pump()
+        return b.eval(expr)
+    return D.wait_until(ok, timeout, what, step=0.1)
+
+
+def cell(b, sel, key):
+    return b.eval("(() => { const r = document.querySelector(%s); if (!r) return null;"
+                  " const c = r.querySelector('td[data-k=\"%s\"]'); return c ? c.textContent"
+                  " : null; })()" % (json.dumps(sel), key))
+
+
+def num(text):
+    return int(text.replace(",", "")) if text not in (None, "") else None
+
+
+def test_dashboard(d):
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "in=bin11@127.0.0.1:%d" % port]
+    dm = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
+    dm2 = None
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        s.sendall(D.calls(120, t0=1000, step=1000, handle=0x00000007, core=0))
+        dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 240, what="first batch")
+
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('tr[data-target=\"board\"]') !== null",
+                "the overview lists the target")
+        T.eq(num(cell(b, 'tr[data-target="board"]', "events")), 240, "events in the overview")
+        T.check(cell(b, 'tr[data-target="board"]', "state").startswith("connected"),
+                "state connected")
+
+        # the target's page: the area's count equals tlcap stats
+        b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/board" % hport)
+        row = 'tr[data-id="00000007/core0/0"]'
+        wait_js(b, "document.querySelector(%s) !== null" % json.dumps(row), "area row")
+        want = stats_count(sport, "board", "00000007", "core0")
+        T.eq(want, 120, "tlcap stats count")
+        T.eq(num(cell(b, row, "count")), want, "area count on the page = tlcap stats")
+
+        # live: more events arrive, the page follows without a reload
+        n0 = b.eval("Number(document.body.dataset.updates)")
+        s.sendall(D.calls(80, t0=10 ** 7, step=1000, handle=0x00000007, core=0))
+        wait_js(b, "(() => { const c = document.querySelector(%s + ' td[data-k=\"count\"]');"
+                " return c && c.textContent.replace(/,/g, '') === '200'; })()" % json.dumps(row),
+                "count updated live to 200")
+        T.eq(stats_count(sport, "board", "00000007", "core0"), 200, "tlcap stats after")
+        T.check(b.eval("Number(document.body.dataset.updates)") > n0, "live messages arrived")
+
+        # sort, filter, chart
+        b.eval("document.querySelector('th[data-sort=\"count\"]').click()")
+        b.eval("(() => { const f = document.getElementById('filter'); f.value = 'zzz';"
+               " f.dispatchEvent(new Event('input')); })()")
+        T.eq(b.eval("document.querySelectorAll('#areas tbody tr').length"), 0, "filter hides")
+        b.eval("(() => { const f = document.getElementById('filter'); f.value = '0000';"
+               " f.dispatchEvent(new Event('input')); })()")
+        b.eval("document.querySelector(%s + ' input[type=checkbox]').click()" % json.dumps(row))
+        for k in range(3):  # keep the chart busy for a few updates
+            s.sendall(D.calls(50, t0=10 ** 8 * (k + 1), step=1000, handle=0x00000007, core=0))
+            n = b.eval("Number(document.body.dataset.updates)")
+            wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "next update")
+        wait_js(b, "document.querySelector('#chart canvas') !== null", "dygraphs chart drawn")
+        b.screenshot(SHOT)
+        b.pump()
+        T.eq(b.errors, [], "no console errors before the restart")
+
+        # daemon restart: the page says it lost the daemon, reconnects, and says so
+        s.close()
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "first daemon's exit status")
+        wait_js(b, "document.getElementById('status').dataset.state === 'reconnecting'",
+                "page says reconnecting")
+        dm2 = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport,
+                       serve="127.0.0.1:%d" % sport)
+        wait_js(b, "document.getElementById('status').dataset.state === 'restarted' &&"
+                " document.getElementById('status').dataset.restarts === '1'",
+                "page reconnected and says the daemon restarted", timeout=20)
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        s.sendall(D.calls(5, t0=1000, step=1000, handle=0x00000007, core=0))
+        wait_js(b, "(() => { const c = document.querySelector(%s + ' td[data-k=\"count\"]');"
+                " return c && c.textContent === '5'; })()" % json.dumps(row),
+                "the new daemon's count shown")
+        b.pump()
+        # while the daemon was away Chromium logs the refused WebSocket connections (network
+        # errors, expected); anything else is a page error
+        others = [e for e in b.errors if e[0] != "network"]
+        T.eq(others, [], "no page errors across the restart")
+        s.close()
+    finally:
+        b.close()
+        for x in (dm, dm2):
+            if x is not None and x.p.poll() is None:
+                x.stop()
+
+
+def test_dashboard_token(d):
+    """With a token file the page asks for the token once (window.prompt), keeps it in the
+    tab's session storage (a reload does not ask again) and then shows the targets."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    tok = os.path.join(d, "token")
+    with open(tok, "w") as f:
+        f.write("page-token\n")
+    os.chmod(tok, 0o600)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
+                  http="127.0.0.1:%d" % hport)
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=guarded format=bin11\n" + D.calls(5))
+        dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
+        b.prompt_answer = "page-token"
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+                "targets shown once the token was given")
+        T.eq(len(b.prompts), 1, "asked once")
+        T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
+             "kept in the tab's session storage")
+        b.call("Page.reload")
+        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+                "targets shown after a reload")
+        T.eq(len(b.prompts), 1, "not asked again after a reload")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+        s.close()
+    finally:
+        b.close()
+        dm.stop()
+
+
+T.main([test_dashboard, test_dashboard_token])
