@@ -79,7 +79,10 @@ static void usage_main(FILE *to) {
           "  watch TARGET                  snapshots and events as JSON lines\n"
           "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
-          "  rotate TARGET                 close the target's segment and start a new one\n"
+          "  rotate TARGET                 close the target's segment, wait for its seal and\n"
+          "                                print its path\n"
+          "  segments TARGET [--json]      the target's stored segments: wall-clock and target-\n"
+          "                                time spans, records, bytes, state, path\n"
           "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target\n"
           "  fleet --nats URL [--subject PREFIX] [--json]\n"
           "                                every daemon and target publishing to a NATS server\n"
@@ -455,18 +458,42 @@ done:
 
 /* ---- rotate / mapping -------------------------------------------------------------------- */
 
+/* The target's stored segments, or NULL (no storage, or a daemon without ListSegments). */
+static Tlcap__ServerMessage *list_segments(tlc_client_t *c, const char *target) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
+  Tlcap__ServerMessage *m = NULL;
+  char err[512];
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS;
+  cm.list_segments = &ls;
+  ls.target = (char *)(uintptr_t)target;
+  if (tlc_client_request(c, &cm, &m, err, sizeof(err)) < 0)
+    return NULL;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_SEGMENTS) {
+    tlc_client_msg_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+#define ROTATE_MAX_OPEN 16
+#define ROTATE_WAIT_MS  60000
+
 static int cmd_rotate(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
-  Tlcap__ServerMessage *m;
+  Tlcap__ServerMessage *m, *before;
   tlc_client_t *c;
   int status = 0, o;
+  uint64_t open[ROTATE_MAX_OPEN];
+  size_t nopen = 0;
   opt_reset();
   while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
     if (o != 'h')
       return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
-           "Closes TARGET's current segment file and starts a new one.\n");
+           "Closes TARGET's current segment file and starts a new one; waits until the closed\n"
+           "segment is sealed and prints its path (nothing when no segment was open).\n");
     return 0;
   }
   if (argc - optind != 1) {
@@ -476,13 +503,180 @@ static int cmd_rotate(int argc, char **argv) {
   argv += optind - 1;
   if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
     return status;
+  /* the open segment(s) now: what the rotation closes */
+  if ((before = list_segments(c, argv[1])) != NULL) {
+    for (size_t i = 0; i < before->segments->n_segments && nopen < ROTATE_MAX_OPEN; i++)
+      if (before->segments->segments[i]->state == TLCAP__SEGMENT_INFO__STATE__OPEN)
+        open[nopen++] = before->segments->segments[i]->seq;
+    tlc_client_msg_free(before);
+  }
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_ROTATE;
   cm.rotate = &rt;
   rt.target = argv[1];
-  if ((m = request(c, &cm, &status)) != NULL) {
-    printf("rotated %s\n", argv[1]);
-    tlc_client_msg_free(m);
+  if ((m = request(c, &cm, &status)) == NULL)
+    goto done;
+  tlc_client_msg_free(m);
+  if (nopen == 0) {
+    printf("rotated %s (no open segment)\n", argv[1]);
+    goto done;
   }
+  /* wait for the seal: the closed segments' data files lose their .part */
+  for (int waited = 0;; waited += 50) {
+    Tlcap__ServerMessage *after = list_segments(c, argv[1]);
+    size_t done_n = 0;
+    if (after == NULL) {
+      fprintf(stderr, "tlcap: %s: segments of %s no longer listed\n", tlc_client_addr(c), argv[1]);
+      status = EXIT_BAD;
+      goto done;
+    }
+    for (size_t k = 0; k < nopen; k++) {
+      int found = 0, sealed = 0;
+      for (size_t i = 0; i < after->segments->n_segments; i++) {
+        const Tlcap__SegmentInfo *x = after->segments->segments[i];
+        if (x->seq == open[k]) {
+          found = 1;
+          sealed = x->state != TLCAP__SEGMENT_INFO__STATE__OPEN;
+        }
+      }
+      done_n += !found || sealed; /* gone: deleted by retention meanwhile */
+    }
+    if (done_n == nopen) {
+      for (size_t k = 0; k < nopen; k++)
+        for (size_t i = 0; i < after->segments->n_segments; i++)
+          if (after->segments->segments[i]->seq == open[k])
+            printf("%s\n", after->segments->segments[i]->path);
+      tlc_client_msg_free(after);
+      break;
+    }
+    tlc_client_msg_free(after);
+    if (waited >= ROTATE_WAIT_MS) {
+      fprintf(stderr, "tlcap: %s: %s: the closed segment was not sealed within %d s\n",
+              tlc_client_addr(c), argv[1], ROTATE_WAIT_MS / 1000);
+      status = EXIT_BAD;
+      goto done;
+    }
+    {
+      struct timespec ts = { 0, 50 * 1000000L };
+      nanosleep(&ts, NULL);
+    }
+  }
+done:
+  tlc_client_free(c);
+  return status;
+}
+
+/* ---- segments ---------------------------------------------------------------------------- */
+
+static const char *const seg_states[] = { "?", "open", "sealed", "compressed" };
+static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
+                                           "command", "shutdown", "io_error", "recovered", "idle" };
+
+static void fmt_utc(char *buf, size_t len, int64_t ns) {
+  time_t sec = (time_t)(ns / 1000000000);
+  struct tm tm;
+  if (ns <= 0 || gmtime_r(&sec, &tm) == NULL) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void json_str(const char *s); /* below (cmd_watch) */
+
+static int cmd_segments(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  const char *target = NULL;
+  int status = 0, json = 0, o;
+  static const struct option lo[] = { { "help", no_argument, NULL, 'h' },
+                                      { "json", no_argument, NULL, 'j' },
+                                      { NULL, 0, NULL, 0 } };
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
+    if (o == 'j') {
+      json = 1;
+      continue;
+    }
+    if (o != 'h')
+      return EXIT_USAGE;
+    printf("usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
+           "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
+           "compressed), wall-clock span (UTC: first record's arrival, seal), target-time span\n"
+           "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
+           "host. --json: one JSON array of objects with the same fields.\n");
+    return 0;
+  }
+  if (argc - optind != 1) {
+    fprintf(stderr, "usage: tlcap segments TARGET [--json]\n");
+    return EXIT_USAGE;
+  }
+  target = argv[optind];
+  if ((c = connect_or_die("tlcap segments", &status)) == NULL)
+    return status;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS;
+  cm.list_segments = &ls;
+  ls.target = (char *)(uintptr_t)target;
+  if ((m = request(c, &cm, &status)) == NULL)
+    goto done;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_SEGMENTS) {
+    fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done_msg;
+  }
+  if (json)
+    putchar('[');
+  else
+    printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
+           "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
+  for (size_t i = 0; i < m->segments->n_segments; i++) {
+    const Tlcap__SegmentInfo *x = m->segments->segments[i];
+    const char *st = x->state < 4 ? seg_states[x->state] : "?";
+    const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    char op[32], cl[32];
+    fmt_utc(op, sizeof(op), x->opened_unix_ns);
+    fmt_utc(cl, sizeof(cl), x->closed_unix_ns);
+    if (json) {
+      printf("%s\n{\"seq\": %llu, \"state\": \"%s\", \"opened\": \"%s\", \"closed\": \"%s\", "
+             "\"opened_unix_ns\": %lld, \"closed_unix_ns\": %lld, ",
+             i ? "," : "", (unsigned long long)x->seq, st, op, cl, (long long)x->opened_unix_ns,
+             (long long)x->closed_unix_ns);
+      if (x->records > 0)
+        printf("\"first_time\": %lld, \"last_time\": %lld, \"min_time\": %lld, "
+               "\"max_time\": %lld, ",
+               (long long)x->first_time, (long long)x->last_time, (long long)x->min_time,
+               (long long)x->max_time);
+      printf("\"records\": %llu, \"items\": %llu, \"bytes\": %llu, \"gaps\": %llu, "
+             "\"reason\": \"%s\", \"recovered\": %s, \"path\": ",
+             (unsigned long long)x->records, (unsigned long long)x->items,
+             (unsigned long long)x->bytes, (unsigned long long)x->gaps,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "" : rs,
+             x->recovered ? "true" : "false");
+      json_str(x->path);
+      putchar('}');
+      continue;
+    }
+    if (x->records > 0)
+      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
+             (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs, x->path);
+    else
+      printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
+             (unsigned long long)x->bytes, x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs,
+             x->path);
+  }
+  if (json)
+    printf("%s]\n", m->segments->n_segments ? "\n" : "");
+  else if (m->segments->n_segments == 0)
+    printf("(no segments)\n");
+  if (m->segments->truncated)
+    fprintf(stderr, "tlcap: more segments than one reply holds: the oldest are not listed\n");
+done_msg:
+  tlc_client_msg_free(m);
+done:
   tlc_client_free(c);
   return status;
 }
@@ -1531,6 +1725,8 @@ int main(int argc, char **argv) {
     r = cmd_rotate(argc, argv);
   else if (strcmp(argv[0], "mapping") == 0)
     r = cmd_mapping(argc, argv);
+  else if (strcmp(argv[0], "segments") == 0)
+    r = cmd_segments(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {

@@ -360,6 +360,7 @@ enum ktype {
   K_U64,
   K_SYNC,
   K_MAINEXP,
+  K_SECS, /* a duration whose bare number is seconds (SPEC's `SECONDS` options) */
   K_SERVE /* HOST:PORT, unix:PATH, or empty */
 };
 
@@ -433,6 +434,10 @@ static const dkey_t dkeys[] = {
   { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30 },
   { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS },
   { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50 },
+  /* continuity (daemon/continuity/) */
+  { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "checkpoint_fork_bytes", K_U64, OFF(checkpoint_fork_bytes), 0, 1ull << 62 },
+  { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
@@ -532,6 +537,24 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
     uint64_t ms;
     if (tlc_config_parse_duration_ms(v, &ms) != 0 || (k->max != 0 && ms > k->max)) {
       seterr(why, wl, "expected a duration (e.g. 500ms, 2s, 1m), got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    *(uint64_t *)(void *)(base + k->off) = ms;
+    return 0;
+  }
+  case K_SECS: {
+    uint64_t ms;
+    char *end;
+    double sec;
+    errno = 0;
+    sec = strtod(v, &end);
+    if (*v != '\0' && *v != '-' && end != v && *end == '\0' && errno == 0 && sec >= 0 &&
+        sec <= 1e12)
+      ms = (uint64_t)(sec * 1e3 + 0.5);
+    else if (tlc_config_parse_duration_ms(v, &ms) != 0)
+      ms = UINT64_MAX;
+    if (ms == UINT64_MAX || (k->max != 0 && ms > k->max)) {
+      seterr(why, wl, "expected seconds or a duration (e.g. 60, 500ms, 1m), got \"%s\"", v);
       return TLC_EINVAL;
     }
     *(uint64_t *)(void *)(base + k->off) = ms;
@@ -1053,6 +1076,9 @@ int tlc_config_init(tlc_config_t *c) {
   c->nats_buffer = 8ull << 20;
   c->nats_max_age_ms = 7ull * 86400 * 1000;
   c->nats_max_bytes = 1ull << 30;
+  c->checkpoint_interval_ms = 60000;
+  c->checkpoint_fork_bytes = 8ull << 20;
+  c->idle_seal_ms = 60000;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {
@@ -1204,6 +1230,7 @@ static void usage(FILE *f) {
         "              --main-export text1|xml, ...)\n"
         "              (serial: --resync-idle DUR, default 50ms: a burst's last record is\n"
         "              delivered after this silence; 0 = wait for the next burst)\n"
+        "              (continuity: --checkpoint-interval SECONDS, --idle-seal SECONDS)\n"
         "              (remote access: --token-file FILE, --tls-cert FILE --tls-key FILE)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"
         "       tlcapd --version\n"

@@ -129,6 +129,9 @@ typedef struct tlc_config {
   int quick_start;              /* recovery checks sizes and index only, not every byte */
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
+  uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
+  uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
+  uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
   /* HTTP: dashboard, /metrics, JSON API (daemon/http, docs/http.md) */
   char http[TLC_CFG_HOST + 8]; /* "HOST:PORT" ("" = off; default TLC_DEFAULT_HTTP_ADDR) */
   uint32_t metrics_areas;      /* area series per target on /metrics (default 20) */

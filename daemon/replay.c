@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define RP_CHUNK         (1u << 20)
 #define RP_BATCH         256
@@ -78,6 +79,13 @@ typedef struct rp {
   tlc_mapping_t mapping;
   int has_mapping;
   int bad_input;
+  /* --state-dir DIR --target NAME: the target's stored segments (history, SPEC 10) */
+  const char *state_dir, *target;
+  int since_kind, until_kind; /* 0 none, 1 target time (ns:N), 2 wall clock */
+  int64_t since, until;
+  uint8_t *gap_before; /* per file: a disconnect lies between it and the file before */
+  char **owned;        /* the segment paths (files[] points at them) */
+  size_t nowned;
 } rp_t;
 
 /* Decodes the files one after the other and yields mapped events (the timeline). */
@@ -98,6 +106,7 @@ typedef struct rp_stream {
   tlc_event_t out[2 * RP_BATCH];
   tlc_dec_counters_t total;
   int io_err;
+  int pending_gap, any_out; /* history: a disconnect before the next event in the range */
 } rp_stream_t;
 
 static void usage(FILE *to) {
@@ -106,11 +115,16 @@ static void usage(FILE *to) {
               "                     [--export text1|xml|aprof|br|json|bin11|bin10|evlog]\n"
               "                     [--text1-format ENTRY=FORMAT]... [--output PATH]\n"
               "                     [--from NS] [--to NS]\n"
+              "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
+              "[options]\n"
               "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
               "Decodes capture files and writes their statistics and timeline (--export\n"
               "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
               "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
               "--from/--to keep events whose time (ns) lies in [from, to].\n"
+              "--state-dir/--target replay a target's stored segments; T is ns:N (target time:\n"
+              "events with since <= t < until), RFC 3339 UTC or -2h (wall clock: the segments\n"
+              "that arrived in the range).\n"
               "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
               "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
               "-h (--help), -V (--version).\n"
@@ -130,6 +144,10 @@ static const struct option replay_opts[] = { { "format", required_argument, NULL
                                              { "no-indent", no_argument, NULL, 'n' },
                                              { "help", no_argument, NULL, 'h' },
                                              { "version", no_argument, NULL, 'V' },
+                                             { "state-dir", required_argument, NULL, 'S' },
+                                             { "target", required_argument, NULL, 'G' },
+                                             { "since", required_argument, NULL, 's' },
+                                             { "until", required_argument, NULL, 'u' },
                                              { NULL, 0, NULL, 0 } };
 
 static int parse_i64(const char *s, int64_t *v) {
@@ -140,6 +158,141 @@ static int parse_i64(const char *s, int64_t *v) {
   if (errno != 0 || end == s || *end != '\0')
     return -1;
   *v = x;
+  return 0;
+}
+
+/* T of --since/--until (SPEC 10): `ns:N` target time (kind 1); RFC 3339 UTC
+ * `2026-11-26T10:00:00[.fff]Z` or a time relative to now `-2h` (s, m, h, d; kind 2, wall-clock
+ * ns). 0 or -1. */
+static int parse_when(const char *s, int *kind, int64_t *v) {
+  if (strncmp(s, "ns:", 3) == 0) {
+    *kind = 1;
+    return parse_i64(s + 3, v);
+  }
+  *kind = 2;
+  if (s[0] == '-') {
+    char *end;
+    double x;
+    struct timespec ts;
+    errno = 0;
+    x = strtod(s + 1, &end);
+    if (errno != 0 || end == s + 1 || x < 0 || x > 1e9)
+      return -1;
+    if (strcmp(end, "s") == 0 || *end == '\0')
+      ;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+      x *= 60;
+    else if (strcmp(end, "h") == 0)
+      x *= 3600;
+    else if (strcmp(end, "d") == 0)
+      x *= 86400;
+    else if (strcmp(end, "ms") == 0)
+      x /= 1e3;
+    else
+      return -1;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *v = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec - (int64_t)(x * 1e9);
+    return 0;
+  }
+  {
+    struct tm tm;
+    int n = 0;
+    long long frac = 0;
+    int fd = 0;
+    const char *p;
+    memset(&tm, 0, sizeof(tm));
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+        n != 19)
+      return -1;
+    p = s + n;
+    if (*p == '.') {
+      for (p++; *p >= '0' && *p <= '9'; p++, fd++)
+        if (fd < 9)
+          frac = frac * 10 + (*p - '0');
+      if (fd == 0)
+        return -1;
+      for (int k = fd; k < 9; k++)
+        frac *= 10;
+    }
+    if (strcmp(p, "Z") != 0 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+        tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+      return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    *v = (int64_t)timegm(&tm) * 1000000000ll + frac;
+    return 0;
+  }
+}
+
+/* --state-dir/--target: the target's segments in sequence order as the files; with a
+ * wall-clock range only those whose arrival span [opened, sealed] meets it (the segment index's
+ * resolution); the disconnects their manifests record at their boundaries as gaps. 0, or the
+ * exit status. */
+static int history_files(rp_t *rp) {
+  tlc_segent_t *v = NULL;
+  size_t n = 0, i;
+  int r = tlc_segread_list(rp->state_dir, rp->target, (size_t)1 << 22, &v, &n);
+  int prev_end_gap = 0, first = 1;
+  struct timespec ts;
+  int64_t now;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  now = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+  if (r != 0) {
+    fprintf(stderr, "tlcapd replay: %s/%s: %s\n", rp->state_dir, rp->target,
+            r == -ENOENT ? "no segments of that target" : tlc_strerror(r));
+    return 1;
+  }
+  tlc_free(rp->files); /* sized for the operands (none): one per segment */
+  rp->files = tlc_calloc(n + 1, sizeof(char *));
+  rp->owned = tlc_calloc(n + 1, sizeof(char *));
+  rp->gap_before = tlc_calloc(n + 1, 1);
+  if (rp->files == NULL || rp->owned == NULL || rp->gap_before == NULL) {
+    tlc_free(v);
+    return 1;
+  }
+  for (i = 0; i < n; i++) {
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    char err[200];
+    int start_gap = 0, end_gap = 0;
+    int64_t opened, closed;
+    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
+      fprintf(stderr, "tlcapd replay: %s: %s (skipped)\n", v[i].path, err);
+      continue;
+    }
+    tlc_segread_info(sr, &info);
+    for (size_t g = 0; g < info.ngaps; g++) {
+      const char *reason;
+      uint64_t cnt, off;
+      if (tlc_segread_gap(sr, g, &reason, &cnt, &off) == 0 && strcmp(reason, "disconnect") == 0) {
+        if (off == 0 && info.bytes > 0)
+          start_gap = 1;
+        if (off >= info.bytes)
+          end_gap = 1;
+      }
+    }
+    tlc_segread_close(sr);
+    opened = info.opened_wall_ns;
+    closed = info.closed_wall_ns != 0 && v[i].state != TLC_SEGST_OPEN ? info.closed_wall_ns : now;
+    if ((rp->since_kind == 2 && closed < rp->since) ||
+        (rp->until_kind == 2 && opened != 0 && opened >= rp->until)) {
+      prev_end_gap = end_gap;
+      continue;
+    }
+    if (first && rp->format_opt != NULL && strcmp(rp->format_opt, "auto") == 0)
+      rp->format_opt = tlc_format_name(info.format);
+    rp->owned[rp->nowned] = tlc_strndup(v[i].path, strlen(v[i].path));
+    if (rp->owned[rp->nowned] == NULL) {
+      tlc_free(v);
+      return 1;
+    }
+    rp->gap_before[rp->nfiles] = (uint8_t)(!first && (prev_end_gap || start_gap));
+    rp->files[rp->nfiles++] = rp->owned[rp->nowned++];
+    prev_end_gap = end_gap;
+    first = 0;
+  }
+  tlc_free(v);
   return 0;
 }
 
@@ -221,6 +374,13 @@ static int stream_open_file(rp_stream_t *s) {
   s->dec_live = 1;
   s->eof = 0;
   s->blen = s->bpos = 0;
+  if (rp->gap_before != NULL && rp->gap_before[s->fi]) {
+    /* the live target made a gap here (a disconnect: it always ends a segment); the evlog
+     * mapping forgets its stacks now, the engine at the next event in the range */
+    if (s->evmap != NULL)
+      tlc_evmap_gap(s->evmap);
+    s->pending_gap = 1;
+  }
   return 0;
 }
 
@@ -267,7 +427,14 @@ static int map_batch(rp_stream_t *s, int n) {
         continue;
       if (rp->has_to && src[j].time_ns > rp->to)
         continue;
-      s->out[k++] = src[j];
+      s->out[k] = src[j];
+      if (s->pending_gap) { /* a gap only between events of the range */
+        if (s->any_out)
+          s->out[k].flags |= TLC_EVF_GAP;
+        s->pending_gap = 0;
+      }
+      s->any_out = 1;
+      k++;
     }
   }
   return k;
@@ -355,6 +522,7 @@ static int stream_rewind(void *ud) {
   s->fi = 0;
   s->stopped = 0;
   s->io_err = 0;
+  s->pending_gap = s->any_out = 0;
   memset(&s->total, 0, sizeof(s->total));
   if (s->evmap != NULL) {
     tlc_evmap_free(s->evmap);
@@ -659,6 +827,8 @@ int tlc_replay_main(int argc, char **argv) {
   optind = 0; /* GNU: full re-initialisation */
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:m:e:o:", replay_opts, NULL)) != -1) {
+    int64_t tv;
+    int kind;
     const char *v = optarg;
     switch (c) {
     case 'n':
@@ -745,6 +915,30 @@ int tlc_replay_main(int argc, char **argv) {
         goto done;
       }
       break;
+    case 'S':
+      rp.state_dir = v;
+      break;
+    case 'G':
+      rp.target = v;
+      break;
+    case 's':
+    case 'u':
+      if (parse_when(v, &kind, &tv) < 0) {
+        fprintf(stderr,
+                "tlcapd replay: --%s expects ns:N (target time), an RFC 3339 UTC time "
+                "(2026-11-26T10:00:00Z) or a time relative to now (-2h), got %s\n",
+                c == 's' ? "since" : "until", v);
+        status = 2;
+        goto done;
+      }
+      if (c == 's') {
+        rp.since_kind = kind;
+        rp.since = tv;
+      } else {
+        rp.until_kind = kind;
+        rp.until = tv;
+      }
+      break;
     case 'F':
     case 'T': {
       int64_t t;
@@ -771,6 +965,51 @@ int tlc_replay_main(int argc, char **argv) {
   /* getopt_long moved the operands (FILE...) behind the options, in their order. */
   for (i = optind; i < argc; i++)
     rp.files[rp.nfiles++] = argv[i];
+  if (rp.since_kind != 0 && rp.until_kind != 0) {
+    if (rp.since_kind != rp.until_kind) {
+      fprintf(stderr, "tlcapd replay: --since and --until must both be target times (ns:N) or "
+                      "both wall-clock times\n");
+      status = 2;
+      goto done;
+    }
+    if (rp.since > rp.until) {
+      fprintf(stderr, "tlcapd replay: --since is after --until\n");
+      status = 2;
+      goto done;
+    }
+  }
+  if ((rp.since_kind != 0 || rp.until_kind != 0) && rp.state_dir == NULL) {
+    fprintf(stderr, "tlcapd replay: --since/--until need --state-dir and --target\n");
+    status = 2;
+    goto done;
+  }
+  if (rp.state_dir != NULL || rp.target != NULL) {
+    if (rp.state_dir == NULL || rp.target == NULL || rp.nfiles > 0) {
+      fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
+      status = 2;
+      goto done;
+    }
+    /* target time: records with since <= t < until; wall clock: whole segments */
+    if (rp.since_kind == 1) {
+      rp.has_from = 1;
+      rp.from = rp.since;
+    }
+    if (rp.until_kind == 1) {
+      rp.has_to = 1;
+      rp.to = rp.until == INT64_MIN ? INT64_MIN : rp.until - 1;
+      if (rp.has_from && rp.to < rp.from) { /* an empty range: nothing is in it */
+        rp.from = INT64_MAX;
+        rp.to = INT64_MIN;
+      }
+    }
+    if ((status = history_files(&rp)) != 0)
+      goto done;
+    if (rp.nfiles == 0) {
+      fprintf(stderr, "tlcapd replay: %s/%s: no segment in the range\n", rp.state_dir, rp.target);
+      status = 1;
+      goto done;
+    }
+  }
   if (rp.nfiles == 0) {
     usage(stderr);
     status = 2;
@@ -904,6 +1143,10 @@ done:
   if (out != stdout && out != NULL && fclose(out) != 0 && status == 0)
     status = 1;
   tlc_mapping_fini(&rp.mapping);
+  for (size_t k = 0; k < rp.nowned; k++)
+    tlc_free(rp.owned[k]);
+  tlc_free(rp.owned);
+  tlc_free(rp.gap_before);
   tlc_free(rp.files);
   return status;
 }

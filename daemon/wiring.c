@@ -30,6 +30,7 @@
 #endif
 
 #include "pubsub.h"
+#include "segread.h"
 #include "store.h"
 #ifdef TLC_HAVE_HTTP
 #include "http.h"
@@ -37,6 +38,9 @@
 #include <sys/statvfs.h>
 #endif
 
+#include "continuity.h"
+
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,14 +57,18 @@ struct tlc_wiring {
   int closing;
   int pending;        /* services still closing */
   tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
+  tlc_cont_t *cont;   /* statistics checkpoints and restore (continuity.h) */
   /* Remote access (SPEC 8): the token file and the TLS context, shared by the servers that
    * borrow them (pubsub; the HTTP port), freed only after those have closed. */
   tlc_auth_t *auth;
   tlc_tls_t *tls;
   tlc_pubsub_t *ps;
   tlc_store_t *st;
-  tlc_config_t applied; /* storage settings in force (the numeric [daemon] keys) */
-  uv_mutex_t rec_mu;    /* serialises log lines of the recovery thread with the waiting loop */
+  uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
+  int idle_on;           /* the timer was initialised (closed with the wiring) */
+  uint64_t idle_seal_ms; /* 0: off */
+  tlc_config_t applied;  /* storage settings in force (the numeric [daemon] keys) */
+  uv_mutex_t rec_mu;     /* serialises log lines of the recovery thread with the waiting loop */
   uv_cond_t rec_cv;
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
@@ -154,6 +162,7 @@ typedef struct st_handle {
   tlc_store_target_t *t;
   uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
   int held;                          /* disconnected, its segment left open (counted in w->held) */
+  int idle_sealed;                   /* idle_seal done since the last disconnect */
 } st_handle_t;
 
 static void st_log(void *ud, int level, const char *msg) {
@@ -179,6 +188,28 @@ static void st_closed(void *ud) {
   tlc_wiring_t *w = ud;
   w->pending--;
   maybe_free(w);
+}
+
+/* SPEC 10: a target that stays disconnected seals its open segment after idle_seal, so that
+ * its last segment does not stay a .part until it comes back. */
+static void idle_tick(uv_timer_t *h) {
+  tlc_wiring_t *w = h->data;
+  int64_t now = tlc_now_unix_ms();
+  if (w->st == NULL)
+    return;
+  for (size_t i = 0; i < w->d->targets.n; i++) {
+    tlc_target_t *t = w->d->targets.v[i];
+    st_handle_t *sh = t->store;
+    if (sh == NULL || t->connected || sh->idle_sealed || t->last_disconnect_unix_ms == 0 ||
+        now - t->last_disconnect_unix_ms < (int64_t)w->idle_seal_ms)
+      continue;
+    sh->idle_sealed = 1; /* a no-op when nothing was written since (no segment open) */
+    tlc_store_rotate(sh->t, TLC_ROT_IDLE);
+  }
+}
+
+static void idle_closed(uv_handle_t *h) {
+  st_closed(h->data);
 }
 
 /* The target's names and context area for its segments' main exports (SPEC 3: the export
@@ -367,6 +398,122 @@ static st_handle_t *hd(const tlc_target_t *t) {
   return t->store;
 }
 
+/* Continuity's storage position: a mark in the target's store queue. */
+typedef struct st_mark_req {
+  tlc_cont_done_fn done;
+  void *ud;
+} st_mark_req_t;
+
+static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
+  st_mark_req_t *m = ud;
+  tlc_ckpt_pos_t cp = { p->valid, p->seq, p->bytes, p->disconnects };
+  m->done(m->ud, &cp);
+  tlc_free(m);
+}
+
+static int st_mid_block(void *ud, tlc_target_t *t) {
+  (void)ud;
+  return hd(t) != NULL && tlc_store_target_mid_block(hd(t)->t);
+}
+
+static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
+  st_mark_req_t *m;
+  int r;
+  (void)ud;
+  if (hd(t) == NULL)
+    return TLC_EINVAL;
+  m = tlc_malloc(sizeof(*m));
+  if (m == NULL)
+    return TLC_ENOMEM;
+  m->done = done;
+  m->ud = done_ud;
+  r = tlc_store_mark(hd(t)->t, st_mark_done, m);
+  if (r != 0)
+    tlc_free(m);
+  return r;
+}
+
+/* ListSegments: the target's segments on disk with their manifests' spans. */
+static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
+                       int *truncated) {
+  tlc_wiring_t *w = ud;
+  tlc_segent_t *v = NULL;
+  tlc_ps_segment_t *o;
+  size_t nv = 0, k = 0;
+  int r;
+  *out = NULL;
+  *n = 0;
+  *truncated = 0;
+  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0)
+    return TLC_EINVAL;
+  r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
+  if (r == -ENOENT)
+    return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
+  if (r != 0)
+    return r;
+  if (nv > max) { /* the oldest left out */
+    memmove(v, v + 1, (nv - 1) * sizeof(*v));
+    nv--;
+    *truncated = 1;
+  }
+  o = nv > 0 ? tlc_calloc(nv, sizeof(*o)) : NULL;
+  if (nv > 0 && o == NULL) {
+    tlc_free(v);
+    return TLC_ENOMEM;
+  }
+  for (size_t i = 0; i < nv; i++) {
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    char err[200];
+    tlc_ps_segment_t *x = &o[k];
+    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0)
+      continue; /* gone meanwhile (retention), or unreadable: not listed */
+    tlc_segread_info(sr, &info);
+    tlc_segread_close(sr);
+    x->seq = v[i].seq;
+    x->state = v[i].state;
+    snprintf(x->path, sizeof(x->path), "%s", v[i].path);
+    x->bytes = info.bytes;
+    x->records = info.records;
+    x->items = info.items;
+    x->gaps = info.ngaps;
+    x->first_time = info.first_time;
+    x->last_time = info.last_time;
+    x->min_time = info.min_time;
+    x->max_time = info.max_time;
+    x->opened_wall_ns = info.opened_wall_ns;
+    if (x->opened_wall_ns == 0) { /* an open segment: its name's <UTC start> (seconds) */
+      const char *b = strrchr(v[i].path, '/');
+      struct tm tm;
+      memset(&tm, 0, sizeof(tm));
+      if (b != NULL && sscanf(b + 1, "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                              &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        x->opened_wall_ns = (int64_t)timegm(&tm) * 1000000000ll;
+      }
+    }
+    x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
+    x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
+    x->recovered = info.recovered;
+    k++;
+  }
+  tlc_free(v);
+  if (k == 0) {
+    tlc_free(o);
+    o = NULL;
+  }
+  *out = o;
+  *n = k;
+  return 0;
+}
+
+static void cont_closed(void *ud) {
+  tlc_wiring_t *w = ud;
+  w->pending--;
+  maybe_free(w);
+}
+
 static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
   tlc_wiring_t *w = ud;
   /* The storage seam: the observer owns t->store (target.h), hence the cast. */
@@ -398,6 +545,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         st_settings(w, t, 1);
       break;
     case TLC_TEV_CONNECTED:
+      if (hd(t) != NULL)
+        hd(t)->idle_sealed = 0;
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)
         tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
@@ -705,9 +854,20 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
               (unsigned long long)sum.quarantined);
     pv->rotate = st_rotate;
     pv->rotate_ud = w;
+    pv->ps.segments = st_segments;
+    pv->ps.segments_ud = w;
     d->barrier = st_barrier;
     d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
+    w->idle_seal_ms = d->cfg.idle_seal_ms;
+    if (w->idle_seal_ms > 0 && uv_timer_init(d->loop, &w->idle) == 0) {
+      uint64_t tick = w->idle_seal_ms / 4;
+      tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+      w->idle.data = w;
+      w->idle_on = 1;
+      w->pending++;
+      uv_timer_start(&w->idle, idle_tick, tick, tick);
+    }
   }
   if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the provider */
     pv->ps.nats = fleet_status;
@@ -790,6 +950,27 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       goto fail;
     w->pending++;
   }
+  {
+    /* Continuity's observer goes first: a target is restored before storage opens it. */
+    tlc_cont_opts_t co;
+    memset(&co, 0, sizeof(co));
+    co.state_dir = d->cfg.state_dir;
+    co.interval_ms = d->cfg.checkpoint_interval_ms;
+    /* 0 in the configuration: always a child (the option's floor); the module's 0 = default */
+    co.fork_bytes = d->cfg.checkpoint_fork_bytes > 0 ? (size_t)d->cfg.checkpoint_fork_bytes : 1;
+    if (w->st != NULL) {
+      co.mark = st_mark;
+      co.mid_block = st_mid_block;
+      co.mark_ud = w;
+      co.replay = 1;
+    }
+    r = tlc_cont_new(d->loop, &d->targets, &co, &w->cont);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "checkpoints: %s", tlc_strerror(r));
+      goto fail;
+    }
+    w->pending++;
+  }
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.records_cb = obs_records;
@@ -800,6 +981,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   r = tlc_targets_observe(&d->targets, &o);
   if (r != 0)
     goto fail;
+  tlc_cont_restore_all(w->cont); /* every checkpointed target, before anything connects */
   *out = w;
   return 0;
 fail:
@@ -922,6 +1104,13 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   if (w == NULL || w->closing)
     return;
   w->closing = 1;
+  /* the last checkpoints, while storage still takes marks (they precede the targets' close) */
+  if (w->cont != NULL) {
+    tlc_cont_t *c = w->cont;
+    w->cont = NULL;
+    tlc_cont_checkpoint_all(c);
+    tlc_cont_close(c, cont_closed, w);
+  }
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
 #ifdef TLC_HAVE_HTTP
@@ -951,7 +1140,12 @@ void tlc_wiring_close(tlc_wiring_t *w) {
         t->store = NULL;
       }
     }
+    if (w->idle_on) {
+      w->idle_on = 0;
+      uv_close((uv_handle_t *)&w->idle, idle_closed);
+    }
     w->pv->rotate = NULL;
+    w->pv->ps.segments = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */
     w->st = NULL;
     tlc_store_close(st, st_closed, w);

@@ -444,3 +444,89 @@ int tlc_evmap_export(const tlc_evmap_t *m, tlc_mapping_t *out) {
   }
   return 0;
 }
+
+/* ---- checkpoints ---- */
+
+#define EVM_MAGIC 0x314D5645u /* "EVM1" */
+
+int tlc_evmap_save(const tlc_evmap_t *m, tlc_ckw_t *w) {
+  size_t i;
+  tlc_ckw_u32(w, EVM_MAGIC);
+  tlc_ckw_bytes(w, &m->c, sizeof(m->c));
+  tlc_ckw_u64(w, m->nareas);
+  for (i = 0; i < m->nareas; i++) {
+    const area_t *a = &m->areas[i];
+    tlc_ckw_u32(w, a->handle);
+    tlc_ckw_u32(w, a->len);
+    tlc_ckw_bytes(w, m->names + a->off, a->len);
+  }
+  tlc_ckw_u64(w, m->nthreads);
+  for (i = 0; i < m->nthreads; i++) {
+    const thr_t *t = &m->threads[i];
+    tlc_ckw_u64(w, t->id);
+    tlc_ckw_u32(w, t->depth);
+    tlc_ckw_bytes(w, t->stack, (size_t)t->depth * sizeof(uint32_t));
+  }
+  tlc_ckw_u32(w, EVM_MAGIC);
+  return w->err;
+}
+
+int tlc_evmap_load(tlc_evmap_t *m, tlc_ckr_t *r) {
+  tlc_evmap_counters_t c;
+  uint64_t n, i;
+  if (m->nareas != 0 || m->nthreads != 0)
+    return TLC_EINVAL;
+  if (tlc_ckr_u32(r) != EVM_MAGIC)
+    return TLC_EFRAME;
+  tlc_ckr_bytes(r, &c, sizeof(c));
+  n = tlc_ckr_u64(r);
+  if (!tlc_ckr_room(r, n, 8))
+    return TLC_EFRAME;
+  for (i = 0; i < n; i++) {
+    uint32_t handle = tlc_ckr_u32(r), len = tlc_ckr_u32(r), h;
+    const uint8_t *name;
+    int rc;
+    if (r->err != 0 || (handle >> 28) >= NTYPES || len == 0)
+      return TLC_EFRAME;
+    name = tlc_ckr_take(r, len);
+    if (name == NULL || memchr(name, 0, len) != NULL)
+      return TLC_EFRAME;
+    /* areas come back in their order of appearance, so each gets its handle again */
+    rc = area_handle(m, handle >> 28, (const char *)name, len, &h);
+    if (rc == TLC_ENOMEM)
+      return rc;
+    if (rc != 0 || h != handle)
+      return TLC_EFRAME;
+  }
+  n = tlc_ckr_u64(r);
+  if (!tlc_ckr_room(r, n, 12))
+    return TLC_EFRAME;
+  for (i = 0; i < n; i++) {
+    uint64_t id = tlc_ckr_u64(r);
+    uint32_t depth = tlc_ckr_u32(r), j;
+    thr_t *t;
+    int rc;
+    if (r->err != 0 || depth > m->opts.max_depth || !tlc_ckr_room(r, depth, 4))
+      return TLC_EFRAME;
+    if ((rc = thread_get(m, id, &t)) != 0)
+      return rc;
+    if (t == NULL || t->depth != 0 || t->cap != 0)
+      return TLC_EFRAME; /* past max_threads, or a thread twice */
+    if (depth > 0) {
+      t->stack = tlc_malloc((size_t)depth * sizeof(uint32_t));
+      if (t->stack == NULL)
+        return TLC_ENOMEM;
+      t->cap = depth;
+      tlc_ckr_bytes(r, t->stack, (size_t)depth * sizeof(uint32_t));
+      for (j = 0; j < depth; j++)
+        if ((t->stack[j] >> 28) != TLC_AREA_FUNCTION ||
+            (t->stack[j] & 0x0FFFFFFFu) >= m->bytype[TLC_AREA_FUNCTION].n)
+          return TLC_EFRAME;
+      t->depth = depth;
+    }
+  }
+  if (tlc_ckr_u32(r) != EVM_MAGIC || r->err != 0)
+    return TLC_EFRAME;
+  m->c = c;
+  return 0;
+}

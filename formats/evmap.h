@@ -26,6 +26,7 @@
 #ifndef TLC_EVMAP_H
 #define TLC_EVMAP_H
 
+#include "ckbuf.h"
 #include "mapping.h"
 #include "tlc_event.h"
 
@@ -84,5 +85,13 @@ uint32_t tlc_evmap_area_handle(const tlc_evmap_t *m, size_t i);
  * entry with value 1, its only state; no parents) with tlc_mapping_add. The caller calls
  * tlc_mapping_finish afterwards. Returns 0 or tlc_mapping_add's error. */
 int tlc_evmap_export(const tlc_evmap_t *m, tlc_mapping_t *out);
+
+/* Checkpoints: appends m's whole state (names in order of appearance with their handles,
+ * every thread's stack, counters) to w; returns 0 or w's error. tlc_evmap_load reads it back
+ * into a fresh m (made with the caps the saved one had, or larger), checking every length,
+ * handle and stack entry; 0, TLC_EINVAL (m not fresh), TLC_EFRAME (damaged, or past m's caps)
+ * or TLC_ENOMEM. After an error m holds part of the state: free it. */
+int tlc_evmap_save(const tlc_evmap_t *m, tlc_ckw_t *w);
+int tlc_evmap_load(tlc_evmap_t *m, tlc_ckr_t *r);
 
 #endif

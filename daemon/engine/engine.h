@@ -224,4 +224,21 @@ typedef struct tlc_engine_mem {
 } tlc_engine_mem_t;
 void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m);
 
+/* Checkpoints (engine/checkpoint.c; formats/ckbuf.h buffers). */
+struct tlc_ckw;
+struct tlc_ckr;
+/* Appends the engine's whole state to w (the queued histogram samples are counted first, which
+ * changes no statistic). O(rows + histogram spans + window buckets), about one memcpy per row;
+ * no allocation but w's. Returns 0 or w's error (TLC_ENOMEM, TLC_ELIMIT). */
+int tlc_engine_save(tlc_engine_t *e, struct tlc_ckw *w);
+/* Reads a state written by tlc_engine_save into `e`, a fresh engine (no event pushed) made
+ * with the same format and options (the mapping aside: links are resolved again with e's).
+ * Every count and index is checked. Returns 0; TLC_EINVAL (e not fresh, or the checkpoint's
+ * format/options differ from e's: incompatible), TLC_EVERSION (another build's layout or byte
+ * order), TLC_EFRAME (damaged), TLC_ENOMEM. After an error e is as fresh as before. */
+int tlc_engine_load(tlc_engine_t *e, struct tlc_ckr *r);
+/* Back to the state of a new engine with the same options (every row, context and counter
+ * gone; memory released). */
+void tlc_engine_clear(tlc_engine_t *e);
+
 #endif

@@ -421,3 +421,62 @@ int tlc__hist_quantiles(const tlc_hist_t *const *hs, size_t nh, uint64_t n, int6
     q[qi++] = max;
   return 1;
 }
+
+/* ---- checkpoints (checkpoint.c) ---- */
+
+void tlc__hist_save(const tlc_hist_t *h, tlc_ckw_t *w) {
+  tlc_ckw_u8(w, h->b != NULL);
+  tlc_ckw_u16(w, h->lo);
+  tlc_ckw_u16(w, h->nb);
+  tlc_ckw_u8(w, h->nin);
+  tlc_ckw_u16(w, h->in2);
+  if (h->b == NULL)
+    return;
+  tlc_ckw_bytes(w, h->b, (size_t)h->nb * sizeof(uint16_t));
+  tlc_ckw_bytes(w, carries(h), (size_t)h->in2 * sizeof(uint64_t));
+  tlc_ckw_bytes(w, carry_buckets(h), (size_t)h->in2 * sizeof(uint16_t));
+}
+
+int tlc__hist_load(tlc_hist_t *h, tlc_ckr_t *r) {
+  uint8_t has = tlc_ckr_u8(r);
+  uint16_t lo = tlc_ckr_u16(r), nb = tlc_ckr_u16(r), in2;
+  uint8_t nin = tlc_ckr_u8(r);
+  const uint16_t *cb;
+  size_t i;
+  in2 = tlc_ckr_u16(r);
+  memset(h, 0, sizeof(*h));
+  if (r->err != 0 || has > 1)
+    return TLC_EFRAME;
+  if (!has) {
+    /* inline samples: bucket indexes in lo, nb, in2 (the first nin of them) */
+    if (nin > TLC_HIST_INLINE || (nin > 0 && lo >= TLC_HIST_NB) || (nin > 1 && nb >= TLC_HIST_NB) ||
+        (nin > 2 && in2 >= TLC_HIST_NB))
+      return TLC_EFRAME;
+    h->lo = lo;
+    h->nb = nb;
+    h->in2 = in2;
+    h->nin = nin;
+    return 0;
+  }
+  if (nin != 0 || nb == 0 || (uint32_t)lo + nb > TLC_HIST_NB || in2 > nb ||
+      !tlc_ckr_room(r, (uint64_t)nb * 2 + (uint64_t)in2 * 10, 1))
+    return TLC_EFRAME;
+  h->b = tlc_calloc(1, span_size(nb, in2));
+  if (h->b == NULL)
+    return TLC_ENOMEM;
+  h->lo = lo;
+  h->nb = nb;
+  h->in2 = in2;
+  tlc_ckr_bytes(r, h->b, (size_t)nb * sizeof(uint16_t));
+  tlc_ckr_bytes(r, carries(h), (size_t)in2 * sizeof(uint64_t));
+  tlc_ckr_bytes(r, carry_buckets(h), (size_t)in2 * sizeof(uint16_t));
+  cb = carry_buckets(h);
+  for (i = 0; i < in2; i++)
+    if (cb[i] < lo || cb[i] >= (uint32_t)lo + nb || (i > 0 && cb[i] <= cb[i - 1]))
+      r->err = TLC_EFRAME;
+  if (r->err != 0) {
+    tlc__hist_fini(h);
+    return TLC_EFRAME;
+  }
+  return 0;
+}

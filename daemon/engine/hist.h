@@ -32,6 +32,8 @@
 #ifndef TLC_HIST_H
 #define TLC_HIST_H
 
+#include "ckbuf.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +104,12 @@ static inline int tlc__hist_add(tlc_hist_t *h, int64_t v) {
 
 /* Frees the buckets; h is empty afterwards. */
 void tlc__hist_fini(tlc_hist_t *h);
+
+/* Checkpoints: writes h (span, carries or inline samples) to w; reads one back into h (any
+ * previous content is not freed: pass an empty one), every index checked (span inside
+ * TLC_HIST_NB, carries ascending inside the span). 0, TLC_EFRAME (h left empty) or TLC_ENOMEM. */
+void tlc__hist_save(const tlc_hist_t *h, tlc_ckw_t *w);
+int tlc__hist_load(tlc_hist_t *h, tlc_ckr_t *r);
 
 /* Bytes held by h's buckets (the header not included). */
 size_t tlc__hist_bytes(const tlc_hist_t *h);

@@ -39,6 +39,17 @@ typedef struct tlc_ps_nats {
   uint64_t published, dropped, reconnects;
 } tlc_ps_nats_t;
 
+/* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */
+typedef struct tlc_ps_segment {
+  uint64_t seq;
+  int state; /* 1 open, 2 sealed, 3 compressed */
+  char path[1200];
+  uint64_t bytes, records, items, gaps;
+  int64_t first_time, last_time, min_time, max_time;
+  int64_t opened_wall_ns, closed_wall_ns;
+  int reason, recovered;
+} tlc_ps_segment_t;
+
 typedef struct tlc_ps_provider {
   /* Number of targets; indexes are 0..count-1. */
   size_t (*count)(void *ud);
@@ -61,6 +72,13 @@ typedef struct tlc_ps_provider {
    * filled *out. Called with nats_ud. */
   int (*nats)(void *nats_ud, struct tlc_ps_nats *out);
   void *nats_ud;
+  /* The stored segments of the target called `name` (live or not), at most `max`, the newest
+   * kept: 0 with *out (tlc_free'd by the caller; NULL when none) and *n, *truncated set; or a
+   * negative error. NULL hook: no storage. Loop thread (reads the state directory: a manifest
+   * per segment). Called with segments_ud. */
+  int (*segments)(void *segments_ud, const char *name, size_t max, tlc_ps_segment_t **out,
+                  size_t *n, int *truncated);
+  void *segments_ud;
 } tlc_ps_provider_t;
 
 struct tlc_targets;

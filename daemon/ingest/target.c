@@ -53,6 +53,7 @@ static void target_free(tlc_target_t *t) {
   tlc_engine_free(t->engine);
   tlc_dec_fini(&t->dec);
   tlc_mapping_fini(&t->mapping);
+  tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_mapping_fini(&t->evnames);
   tlc_free(t->name);
   tlc_free(t);
@@ -105,7 +106,7 @@ void tlc_targets_unobserve(tlc_targets_t *r, void *ud) {
 
 void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail) {
   const tlc_targets_t *r = t->reg;
-  for (size_t i = 0; i < r->nobs; i++)
+  for (size_t i = 0; i < r->nobs && (!t->quiet || kind == TLC_TEV_FREED); i++)
     if (r->obs[i].cb != NULL)
       r->obs[i].cb(r->obs[i].ud, t, kind, detail);
 }
@@ -194,6 +195,14 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   t->src_kind = src_kind;
   t->has_context_area = conf->has_context_area;
   t->context_area = conf->context_area;
+  t->conf = *conf;
+  t->conf.mapping_path = NULL;
+  if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0' &&
+      (t->conf.mapping_path = tlc_strndup(conf->mapping_path, strlen(conf->mapping_path))) ==
+          NULL) {
+    tlc_free(t);
+    return TLC_ENOMEM;
+  }
   tlc_mapping_init(&t->mapping);
   t->name = tlc_strndup(name, strlen(name));
   if (t->name == NULL) {
@@ -245,6 +254,7 @@ fail_engine:
 fail_dec:
   tlc_free(t->name);
 fail_name:
+  tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_free(t);
   return err;
 }
@@ -357,7 +367,7 @@ static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_
   tlc_targets_t *r = t->reg;
   const tlc_event_t *out = ev;
   size_t nout = n;
-  for (size_t i = 0; i < r->nobs; i++) {
+  for (size_t i = 0; i < r->nobs && !t->quiet; i++) {
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
     if (r->obs[i].records_cb != NULL)
@@ -378,7 +388,7 @@ static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_
     return;
   tlc_engine_push(t->engine, out, nout);
   r->events += nout;
-  for (size_t i = 0; i < r->nobs; i++)
+  for (size_t i = 0; i < r->nobs && !t->quiet; i++)
     if (r->obs[i].batch_cb != NULL)
       r->obs[i].batch_cb(r->obs[i].ud, t, out, nout);
 }
@@ -427,7 +437,7 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
     uint64_t pos = t->dec.pos;
     int n = tlc_dec_push(&t->dec, buf, len, &used, r->evbuf, TLC_TARGET_BATCH);
     if (used > 0) {
-      for (size_t i = 0; i < r->nobs; i++)
+      for (size_t i = 0; i < r->nobs && !t->quiet; i++)
         if (r->obs[i].bytes_cb != NULL)
           r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
     }

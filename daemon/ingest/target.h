@@ -128,6 +128,8 @@ typedef struct tlc_target {
   void *store;    /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
   uint64_t gen; /* unique per registry: tells a target from one that took its index later */
+  tlc_target_conf_t conf; /* as created (mapping_path owned): what a checkpoint records */
+  int quiet;              /* replaying stored bytes (continuity): observers are not called */
 } tlc_target_t;
 
 /* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);

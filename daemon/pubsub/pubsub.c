@@ -2634,6 +2634,79 @@ static void on_load_mapping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__LoadMap
   tlc_pubsub_target_event(ps, r->target, TLC_PS_EV_MAPPING_LOADED, NULL);
 }
 
+/* ListSegments: the target's stored segments (storage's hook reads the state directory). */
+#define MAX_LIST_SEGMENTS 5000
+static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSegments *r) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc_ps_segment_t *v = NULL;
+  size_t n = 0, i;
+  int trunc = 0, e;
+  char why[200];
+  Tlcap__ServerMessage sm;
+  Tlcap__SegmentList sl;
+  Tlcap__SegmentInfo *si = NULL, **sp = NULL;
+  if (ps->p.segments == NULL) {
+    send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "no storage (tlcapd runs with --no-store)", 0,
+               TLC_EINVAL);
+    return;
+  }
+  e = ps->p.segments(ps->p.segments_ud, r->target != NULL ? r->target : "", MAX_LIST_SEGMENTS, &v,
+                     &n, &trunc);
+  if (e < 0) {
+    snprintf(why, sizeof(why), "segments of %.128s: %s", r->target != NULL ? r->target : "",
+             tlc_strerror(e));
+    send_error(s, req,
+               e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET
+                               : TLCAP__ERROR_CODE__ERR_FAILED,
+               why, 0, e);
+    return;
+  }
+  if (n > 0) {
+    si = tlc_calloc(n, sizeof(*si));
+    sp = tlc_calloc(n, sizeof(*sp));
+    if (si == NULL || sp == NULL) {
+      tlc_free(si);
+      tlc_free(sp);
+      tlc_free(v);
+      send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+      return;
+    }
+  }
+  tlcap__server_message__init(&sm);
+  tlcap__segment_list__init(&sl);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SEGMENTS;
+  sm.segments = &sl;
+  sl.target = r->target;
+  sl.truncated = trunc != 0;
+  sl.n_segments = n;
+  sl.segments = sp;
+  for (i = 0; i < n; i++) {
+    Tlcap__SegmentInfo *x = &si[i];
+    tlcap__segment_info__init(x);
+    x->seq = v[i].seq;
+    x->state = (Tlcap__SegmentInfo__State)v[i].state;
+    x->path = v[i].path;
+    x->bytes = v[i].bytes;
+    x->records = v[i].records;
+    x->items = v[i].items;
+    x->first_time = v[i].first_time;
+    x->last_time = v[i].last_time;
+    x->min_time = v[i].min_time;
+    x->max_time = v[i].max_time;
+    x->opened_unix_ns = v[i].opened_wall_ns;
+    x->closed_unix_ns = v[i].closed_wall_ns;
+    x->reason = (uint32_t)v[i].reason;
+    x->recovered = v[i].recovered != 0;
+    x->gaps = v[i].gaps;
+    sp[i] = x;
+  }
+  sub_send(s, &sm);
+  tlc_free(si);
+  tlc_free(sp);
+  tlc_free(v);
+}
+
 static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
   Tlcap__ServerMessage sm;
   Tlcap__Pong pg;
@@ -2741,6 +2814,9 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
     break;
   case TLCAP__CLIENT_MESSAGE__MSG_PING:
     on_ping(s, req, cm->ping);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS:
+    on_list_segments(s, req, cm->list_segments);
     break;
   default:
     /* A newer client's request type: say so and carry on (docs/protocol.md). */

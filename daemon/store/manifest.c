@@ -351,16 +351,16 @@ void tlc__mbuild_finish(tlc_mbuild_t *b) {
 /* ---- text codec ---- */
 
 static const char *reason_names[] = { "none",    "size",     "age",      "reconnect", "sighup",
-                                      "command", "shutdown", "io_error", "recovered" };
+                                      "command", "shutdown", "io_error", "recovered", "idle" };
 
 const char *tlc_store_reason_name(int reason) {
-  if (reason < 0 || reason > TLC_ROT_RECOVERED)
+  if (reason < 0 || reason > TLC_ROT_IDLE)
     return "none";
   return reason_names[reason];
 }
 
 static int reason_parse(const char *s) {
-  for (int i = 0; i <= TLC_ROT_RECOVERED; i++)
+  for (int i = 0; i <= TLC_ROT_IDLE; i++)
     if (strcmp(s, reason_names[i]) == 0)
       return i;
   return -1;

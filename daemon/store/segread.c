@@ -27,9 +27,11 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -505,6 +507,9 @@ void tlc_segread_info(const tlc_segread_t *r, tlc_seginfo_t *o) {
   o->suspect = r->m.suspect;
   o->recovered = r->m.recovered;
   snprintf(o->why, sizeof o->why, "%s", r->why);
+  o->opened_wall_ns = r->m.opened_wall_ns;
+  o->closed_wall_ns = r->m.closed_wall_ns;
+  o->reason = r->m.reason;
 }
 
 int tlc_segread_gap(const tlc_segread_t *r, size_t i, const char **reason, uint64_t *count,
@@ -683,4 +688,86 @@ void tlc_segread_close(tlc_segread_t *r) {
   tlc__recrd_close(&r->rd);
   tlc__manifest_fini(&r->m);
   tlc_free(r);
+}
+
+/* ---- listing ---- */
+
+static int cmp_segent(const void *a, const void *b) {
+  const tlc_segent_t *x = a, *y = b;
+  if (x->seq != y->seq)
+    return x->seq < y->seq ? -1 : 1;
+  return x->state < y->state ? -1 : x->state > y->state; /* OPEN, SEALED before COMPRESSED */
+}
+
+int tlc_segread_list(const char *state_dir, const char *target, size_t max, tlc_segent_t **out,
+                     size_t *n) {
+  char dir[1100];
+  DIR *d;
+  struct dirent *de;
+  tlc_segent_t *v = NULL;
+  size_t nv = 0, cap = 0, i, j;
+  *out = NULL;
+  *n = 0;
+  if (snprintf(dir, sizeof dir, "%s/%s", state_dir, target) >= (int)sizeof dir)
+    return TLC_ERANGE;
+  d = opendir(dir);
+  if (d == NULL)
+    return -errno;
+  while ((de = readdir(d)) != NULL) {
+    tlc_segname_t sn;
+    int k = tlc__segname_parse(de->d_name, &sn), st;
+    if (k == TLC_SK_DATA)
+      st = TLC_SEGST_SEALED;
+    else if (k == TLC_SK_PART)
+      st = TLC_SEGST_OPEN;
+    else if (k == TLC_SK_ZST)
+      st = TLC_SEGST_COMPRESSED;
+    else
+      continue;
+    if (nv == cap) {
+      size_t nc = cap ? cap * 2 : 64;
+      tlc_segent_t *nvp;
+      if (nc > max + 1)
+        nc = max + 1;
+      if (nc <= cap) { /* over max: keep the highest sequences */
+        qsort(v, nv, sizeof *v, cmp_segent);
+        memmove(v, v + 1, (nv - 1) * sizeof *v);
+        nv--;
+      } else {
+        nvp = tlc_realloc(v, nc * sizeof *v);
+        if (nvp == NULL) {
+          tlc_free(v);
+          closedir(d);
+          return TLC_ENOMEM;
+        }
+        v = nvp;
+        cap = nc;
+      }
+    }
+    v[nv].seq = sn.seq;
+    v[nv].state = st;
+    if (strlen(dir) + strlen(de->d_name) + 2 > sizeof v[nv].path)
+      continue;
+    memcpy(v[nv].path, dir, strlen(dir));
+    v[nv].path[strlen(dir)] = '/';
+    memcpy(v[nv].path + strlen(dir) + 1, de->d_name, strlen(de->d_name) + 1);
+    nv++;
+  }
+  closedir(d);
+  qsort(v, nv, sizeof *v, cmp_segent);
+  for (i = 0, j = 0; i < nv; i++) /* one entry per sequence: the first (plain before .zst) */
+    if (j == 0 || v[j - 1].seq != v[i].seq)
+      v[j++] = v[i];
+  nv = j;
+  if (nv > max) {
+    memmove(v, v + (nv - max), max * sizeof *v);
+    nv = max;
+  }
+  if (nv == 0) {
+    tlc_free(v);
+    v = NULL;
+  }
+  *out = v;
+  *n = nv;
+  return 0;
 }

@@ -42,6 +42,8 @@ typedef struct tlc_seginfo {
   int suspect;    /* the manifest marks the segment suspect (fsync/write error) */
   int recovered;  /* sealed by crash recovery */
   char why[160];  /* why the manifest was rebuilt, "" otherwise */
+  int64_t opened_wall_ns, closed_wall_ns; /* wall clock (0: unknown or still open) */
+  int reason;                             /* enum tlc_store_reason (0 while open) */
 } tlc_seginfo_t;
 
 /* Opens the segment whose data file is `path`. `format` is used when no manifest says it
@@ -83,5 +85,25 @@ void tlc_segread_close(tlc_segread_t *r);
  * TLC_ETRUNC (cut inside a frame) / TLC_EFRAME (damaged) / a negative I/O error, with `why`
  * naming the compressed byte offset and the reason. Blocking; any thread. */
 int tlc_segread_zst_check(const char *path, char *why, size_t wl);
+
+/* A target's segments on disk (tlc_segread_list), in sequence order. */
+enum tlc_seg_state {
+  TLC_SEGST_OPEN = 1,      /* <data>.part: being written (or left by a crash, until recovery) */
+  TLC_SEGST_SEALED = 2,    /* <data> */
+  TLC_SEGST_COMPRESSED = 3 /* <data>.zst */
+};
+typedef struct tlc_segent {
+  uint64_t seq;
+  int state;       /* enum tlc_seg_state */
+  char path[1200]; /* the data file to tlc_segread_open */
+} tlc_segent_t;
+
+/* Lists the segments of `target` under `state_dir` (<state_dir>/<target>/), sorted by sequence
+ * (a segment found both plain and .zst is listed once, plain). At most `max` entries (the
+ * lowest sequences beyond it are dropped: *n says how many were kept). Returns 0 with *out
+ * (tlc_free it; NULL when *n is 0), -errno when the directory cannot be read (-ENOENT: no
+ * segments ever), TLC_ENOMEM. Any thread. */
+int tlc_segread_list(const char *state_dir, const char *target, size_t max, tlc_segent_t **out,
+                     size_t *n);
 
 #endif

@@ -83,10 +83,11 @@ enum {
   C_SETMAP,
   C_SETCONF,
   C_SKIP,
-  C_RECEXPORT
+  C_RECEXPORT,
+  C_MARK
 };
 enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT };
-enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED };
+enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED, R_MARK };
 
 /* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
  * writer (the target's current names) and the seal jobs closed under it. refs under the store's
@@ -139,6 +140,7 @@ typedef struct cmd {
   tlc_store_tconf_t tc; /* C_SETCONF */
   void (*cb)(void *);
   void *ud;
+  tlc_store_mark_fn mcb; /* C_MARK */
 } cmd_t;
 
 typedef struct res {
@@ -150,6 +152,8 @@ typedef struct res {
   tlc_store_target_t *t;
   void (*cb)(void *);
   void *ud;
+  tlc_store_mark_fn mcb; /* R_MARK, with pos */
+  tlc_store_pos_t pos;
   char target[TLC_TARGET_NAME_MAX_ + 1];
   char path[1200];
   char msg[512];
@@ -1323,6 +1327,49 @@ static void apply_defaults(tlc_store_opts_t *o) {
     o->max_deferred_exports = 1024;
 }
 
+/* The storage position of everything queued before a mark: in the open segment, or (none open)
+ * at the start of the next one, whose sequence is fixed now. Disconnect gaps recorded there so
+ * far are counted, so that a replay from the position skips exactly them. */
+static uint64_t disc_count(const tlc_gap_t *g, size_t n) {
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(g[i].reason, "disconnect") == 0)
+      k += g[i].count;
+  return k;
+}
+
+static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
+  res_t *r = tlc_calloc(1, sizeof *r);
+  if (!r)
+    return; /* the caller's mark is lost: it counts a checkpoint without a position */
+  r->type = R_MARK;
+  r->mcb = c->mcb;
+  r->ud = c->ud;
+  if (t->seg.fd >= 0) {
+    r->pos.seq = t->seg.seq;
+    r->pos.bytes = t->seg.m.bytes;
+    r->pos.disconnects = disc_count(t->seg.m.gaps, t->seg.m.ngaps);
+  } else {
+    if (!t->seq_known) {
+      uint64_t mx = dir_max_seq(t->dir);
+      uv_mutex_lock(&s->cat.mu);
+      for (size_t i = 0; i < s->cat.n; i++)
+        if (strcmp(s->cat.v[i].target, t->name) == 0 && s->cat.v[i].seq > mx)
+          mx = s->cat.v[i].seq;
+      uv_mutex_unlock(&s->cat.mu);
+      t->next_seq = mx + 1;
+      t->seq_known = 1;
+    }
+    r->pos.seq = t->next_seq;
+    r->pos.bytes = 0;
+    for (size_t i = 0; i < t->npg; i++)
+      if (strcmp(t->pg[i].reason, "disconnect") == 0)
+        r->pos.disconnects += t->pg[i].count;
+  }
+  r->pos.valid = 1;
+  push_res(s, r);
+}
+
 static void w_cmd(tlc_store_t *s, cmd_t *c) {
   tlc_store_target_t *t = c->t;
   switch (c->type) {
@@ -1374,6 +1421,9 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_RECEXPORT:
     if (s->rx)
       w_release_rx(s, t);
+    break;
+  case C_MARK:
+    w_mark(s, t, c);
     break;
   case C_BARRIER: {
     res_t *r = tlc_calloc(1, sizeof *r);
@@ -2101,6 +2151,26 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
   return enqueue(s, c, 0);
 }
 
+int tlc_store_target_mid_block(const tlc_store_target_t *t) {
+  return t != NULL && t->format == TLC_FMT_EVLOG && t->enc.open;
+}
+
+int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
+  cmd_t *c;
+  /* evlog: the items of a block still open are counted by the engine already; the block is
+   * cut here (as a rotation cuts it) so that they are before the mark */
+  if (flush_block(t) < 0)
+    return TLC_ENOMEM;
+  c = tlc_calloc(1, sizeof *c);
+  if (!c)
+    return TLC_ENOMEM;
+  c->type = C_MARK;
+  c->t = t;
+  c->mcb = cb;
+  c->ud = ud;
+  return enqueue(t->s, c, 0);
+}
+
 void tlc_store_retention_now(tlc_store_t *s) {
   ctl(s, C_RETENTION, NULL, NULL, 0, 0);
 }
@@ -2401,6 +2471,9 @@ static void on_async(uv_async_t *a) {
       break;
     case R_BARRIER:
       r->cb(r->ud);
+      break;
+    case R_MARK:
+      r->mcb(r->ud, &r->pos);
       break;
     case R_STOPPED:
       break;

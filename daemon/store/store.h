@@ -55,8 +55,9 @@ enum tlc_store_reason {
   TLC_ROT_SIGHUP = 4,
   TLC_ROT_COMMAND = 5,
   TLC_ROT_SHUTDOWN = 6,
-  TLC_ROT_IO_ERROR = 7, /* forced by a failed write or fsync (R5) */
-  TLC_ROT_RECOVERED = 8 /* sealed by crash recovery */
+  TLC_ROT_IO_ERROR = 7,  /* forced by a failed write or fsync (R5) */
+  TLC_ROT_RECOVERED = 8, /* sealed by crash recovery */
+  TLC_ROT_IDLE = 9       /* the target stayed disconnected for idle_seal (docs/continuity.md) */
 };
 
 /* What the main-export hook gets for a bin1x segment (sealer thread, or the recovering one). */
@@ -326,6 +327,30 @@ void tlc_store_target_close(tlc_store_target_t *t);
  * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
+/* A storage position (tlc_store_mark): every record queued before the mark is in the target's
+ * segments of sequence < seq or in the first `bytes` bytes of segment `seq` (which may not
+ * exist yet when bytes is 0); `disconnects` counts the disconnect gaps segment `seq` records
+ * before that point. A replay from the position reads the rest of segment seq and every later
+ * one. */
+typedef struct tlc_store_pos {
+  int valid;
+  uint64_t seq, bytes, disconnects;
+} tlc_store_pos_t;
+typedef void (*tlc_store_mark_fn)(void *ud, const tlc_store_pos_t *pos);
+
+/* Calls cb(ud, pos) on the loop once the writer has reached this point of the target's queue:
+ * pos is where everything queued before it lies (records dropped before it, buffer_full or
+ * disk_full, are not in the segments). An evlog block still being collected is cut here, as a
+ * rotation cuts it (its first part written now, the rest as the next block): its items given
+ * so far are before the mark. A control command,
+ * never dropped. For checkpoints (the statistics then cover exactly the records before pos).
+ * Returns 0 or TLC_ENOMEM (cb is then never called). */
+int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud);
+
+/* 1 while an evlog block of the target is being collected (a mark now would cut it), else 0.
+ * Loop thread. */
+int tlc_store_target_mid_block(const tlc_store_target_t *t);
+
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out);
 void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out);
@@ -350,7 +375,8 @@ void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
  * recovering thread). Returns 0 or a negative error. */
 int tlc_store_main_export(void *ud, const tlc_store_export_t *x);
 
-/* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered". */
+/* "size", "age", "reconnect", "sighup", "command", "shutdown", "io_error", "recovered",
+ * "idle". */
 const char *tlc_store_reason_name(int reason);
 
 #endif

@@ -83,6 +83,31 @@ static int f_rotate(void *ud, size_t i) {
   return i == 0 ? 0 : TLC_EINVAL;
 }
 
+static int f_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
+                      int *truncated) {
+  tlc_ps_segment_t *v;
+  (void)ud;
+  *out = NULL;
+  *n = 0;
+  *truncated = 0;
+  if (strcmp(name, "lab1") != 0)
+    return TLC_EINVAL;
+  v = tlc_calloc(2, sizeof(*v));
+  if (v == NULL)
+    return TLC_ENOMEM;
+  for (size_t i = 0; i < 2 && i < max; i++) {
+    v[i].seq = i + 1;
+    v[i].state = i == 0 ? 2 : 1;
+    snprintf(v[i].path, sizeof(v[i].path), "/state/lab1/20261126T100000Z-%08zu.txt.BIN%s", i + 1,
+             i == 0 ? "" : ".part");
+    v[i].records = 10;
+    v[i].bytes = 240;
+  }
+  *out = v;
+  *n = 2;
+  return 0;
+}
+
 static int f_load(void *ud, size_t i, const char *buf, size_t len, char *err, size_t errlen) {
   (void)ud;
   (void)i;
@@ -140,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.mapping = f_mapping;
   p.rotate = f_rotate;
   p.load_mapping = f_load;
+  p.segments = f_segments;
   p.ud = &f;
   tlc_pubsub_opts_default(&o);
   o.max_request = 1u << 16;

@@ -280,7 +280,9 @@ def test_socket_activation(d):
     p = subprocess.Popen([sa, "-l", "127.0.0.1:%d" % port, "--fdname=ingest-bin11",
                           "-E", "NOTIFY_SOCKET=" + notify.path, TLCAPD, "--listen",
                           "other=bin11@127.0.0.1:%d" % D.free_port(), "--no-store", "--serve", "",
-                          "--dump-stats-on-exit", dump],
+                          "--dump-stats-on-exit", dump,
+                          # its own state directory: statistics survive restarts (checkpoints)
+                          "--state-dir", os.path.join(d, "state")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         # systemd-socket-activate starts the program at the first connection.
@@ -308,7 +310,8 @@ def test_socket_activation(d):
     notify = D.Notify(os.path.join(d))  # fresh socket file name below
     port = D.free_port()
     p = subprocess.Popen([sa, "-d", "-l", "127.0.0.1:%d" % port, "--fdname=bin11", "-E",
-                          "NOTIFY_SOCKET=" + notify.path, TLCAPD, "--no-store", "--serve", ""],
+                          "NOTIFY_SOCKET=" + notify.path, TLCAPD, "--no-store", "--serve", "",
+                          "--state-dir", os.path.join(d, "state")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         # systemd-socket-activate -d waits for a datagram before starting the program.

@@ -107,6 +107,9 @@ def test_dashboard(d):
         T.eq(rc, 0, "first daemon's exit status")
         wait_js(b, "document.getElementById('status').dataset.state === 'reconnecting'",
                 "page says reconnecting")
+        # statistics survive restarts (docs/continuity.md): without its checkpoint the target
+        # starts afresh, so the page must show the new daemon's count
+        os.unlink(os.path.join(dm.state, "board", "target.checkpoint"))
         dm2 = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport,
                        serve="127.0.0.1:%d" % sport)
         wait_js(b, "document.getElementById('status').dataset.state === 'restarted' &&"

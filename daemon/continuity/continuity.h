@@ -1,0 +1,88 @@
+/* continuity.h - statistics that survive restarts (SPEC section 10): checkpoints and restore.
+ *
+ * Every checkpoint_interval, and at shutdown, each target whose state changed since its last
+ * checkpoint is encoded (ckfile.h) into one buffer, the storage position its statistics cover
+ * is asked of the store (opts.mark: a command in the store's queue, so the position is exactly
+ * "every record before this point"), and the file is written: <state>/<target>/
+ * target.checkpoint.tmp, fsync, rename to target.checkpoint, fsync of the directory. A small
+ * target is encoded on the loop thread and written on libuv's threadpool (uv_queue_work); a
+ * large one (opts.fork_bytes) by a forked child process, which sees the state as it was at
+ * fork() (copy-on-write), gets the position through a pipe, writes the file and reports back
+ * through another pipe (uv_poll): the loop stalls only for fork(). At most one checkpoint per
+ * target is in flight, and at most two children.
+ *
+ * When a target is created (at start for every checkpoint found, tlc_cont_restore_all, or
+ * later by its source) its checkpoint is read and restored, and its stored records after the
+ * position are replayed through the target's own pipeline (decoder, evlog mapping, engine)
+ * with its observers silent, disconnect gaps where the manifests record them; then one gap
+ * (the restart) when the stream was open. A damaged, truncated or foreign checkpoint, or one
+ * of other statistics settings, is moved to <state>/.quarantine/<target>/ with one log line
+ * and the target is rebuilt from all its segments; a target with segments and no checkpoint
+ * likewise. Nothing here can fail a start.
+ *
+ * Loop thread only (the writes run in the threadpool on buffers they own).
+ */
+#ifndef TLC_CONTINUITY_H
+#define TLC_CONTINUITY_H
+
+#include "ckfile.h"
+#include "target.h"
+
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tlc_cont tlc_cont_t;
+
+/* The storage position of everything the target queued to storage so far: calls
+ * done(done_ud, pos) on the loop later (pos->valid 0: unknown). Returns 0, or an error (done
+ * is then never called: the checkpoint is written without a position). */
+typedef void (*tlc_cont_done_fn)(void *done_ud, const tlc_ckpt_pos_t *pos);
+typedef int (*tlc_cont_mark_fn)(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud);
+
+typedef struct tlc_cont_opts {
+  const char *state_dir; /* copied */
+  uint64_t interval_ms;  /* periodic checkpoints (0: only at shutdown) */
+  int replay;            /* 1: the state directory holds the targets' segments (storage on) */
+  tlc_cont_mark_fn mark; /* NULL: no storage (checkpoints carry no position) */
+  void *mark_ud;
+  /* 1 while storage is collecting an evlog block of t (a mark would cut it in two): the
+   * checkpoint waits for the block's end (up to 2 s, then cuts it). Called with mark_ud. */
+  int (*mid_block)(void *ud, tlc_target_t *t);
+  size_t max_file_bytes; /* largest checkpoint read or written (0: 4 GiB) */
+  size_t fork_bytes;     /* a target whose engine holds at least this much is encoded by a
+                            forked child (copy-on-write: the loop stalls only for fork()), a
+                            smaller one on the loop (0: 8 MiB; 1: always fork; SIZE_MAX: never).
+                            At shutdown always on the loop. */
+} tlc_cont_opts_t;
+
+/* Creates the module and registers its target observer on `targets` (register it before the
+ * storage observer, so a restored target's counters are in place when storage opens it).
+ * Starts the periodic timer. Returns 0 or a negative error. */
+int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t *o,
+                 tlc_cont_t **out);
+
+/* Sets the storage position hook once storage is up (NULL: none). */
+void tlc_cont_set_mark(tlc_cont_t *c, tlc_cont_mark_fn mark, void *ud, int replay);
+
+/* Creates every target that has a checkpoint under the state directory (with the settings
+ * its checkpoint names), which restores it. At start, after storage recovery. */
+void tlc_cont_restore_all(tlc_cont_t *c);
+
+/* Checkpoints every changed target now (shutdown: after the sources detached, before storage
+ * closes its targets). */
+void tlc_cont_checkpoint_all(tlc_cont_t *c);
+
+/* Stops the timer, unregisters the observer, waits for the writes in flight, frees the module
+ * and calls cb(ud) (may be NULL) on the loop. */
+void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud);
+
+/* Counters for tests and STATUS. */
+typedef struct tlc_cont_stats {
+  uint64_t written, write_errors, skipped_busy;
+  uint64_t restored, rebuilt, quarantined, replayed_bytes;
+  uint64_t last_encode_ns, max_encode_ns; /* loop time spent encoding one checkpoint */
+  uint64_t last_write_ns;                 /* threadpool time of the last file write */
+} tlc_cont_stats_t;
+void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s);
+
+#endif

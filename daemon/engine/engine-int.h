@@ -1,0 +1,215 @@
+/* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine) and
+ * checkpoint.c (its serialisation). Not a contract: only these two files include it; every
+ * field's meaning and invariant is described here and in engine.c's design note.
+ */
+#ifndef TLC_ENGINE_INT_H
+#define TLC_ENGINE_INT_H
+
+#include "engine.h"
+#include "hist.h"
+
+#include <stdint.h>
+
+#define NK     TLC_NKINDS
+#define NSTEPS 10
+#define NONE32 0xFFFFFFFFu
+#define DROP32 0xFFFFFFFEu /* a core whose current context could not be created (cap) */
+
+/* Histogram samples are queued in a per-engine log and counted HLOG at a time (hlog_flush), with
+ * the count of the entry HLOG_AHEAD places ahead prefetched: consecutive samples hit random
+ * rows, and their counts are cache misses that the prefetches overlap. */
+#define HLOG       4096
+#define HLOG_AHEAD 32
+
+enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
+
+/* A stream's mode, fixed per engine: M_CORE bin1x without context_area (contexts are cores,
+ * always switched in), M_TASK bin1x with context_area, M_THREAD evlog (contexts are threads). The
+ * push loop is inlined once with M_CORE as a constant (tlc_engine_push). */
+enum { M_CORE = 0, M_TASK = 1, M_THREAD = 2 };
+#if defined(__GNUC__)
+#define TLC_HOT         inline __attribute__((always_inline))
+#define TLC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TLC_HOT         inline
+#define TLC_UNLIKELY(x) (x)
+#endif
+
+/* Code rows are found through a direct-mapped cache of row indexes (RCACHE slots, hashed from
+ * handle and context) before the hash table: a hit costs one load in a 32 KB array and the check
+ * of the row's handle and context, which the event reads next anyway. */
+#define RCACHE_BITS 13
+#define RCACHE      (1u << RCACHE_BITS)
+
+/* A queued histogram sample: the histogram of kind hist % NK of row hist / NK, bucket; count:
+ * its 16-bit count in the span when sample() found the bucket inside it, else NULL. */
+typedef struct hlent {
+  uint16_t *count;
+  uint32_t hist;
+  uint32_t bucket;
+} hlent_t;
+
+typedef struct edist {
+  uint64_t n;
+  int64_t sum, min, max;
+  uint64_t sqhi, sqlo;
+} edist_t;
+
+typedef struct wkd {
+  uint64_t n;
+  int64_t sum, min, max;
+} wkd_t;
+
+typedef struct wbucket {
+  int64_t step; /* floor(t / step of its window) of what it holds */
+  uint64_t cw;  /* E/entry/write count in the step << 8 | its window (count < 2^56: a step
+                   holds fewer events than that) */
+  wkd_t k[NK];
+} wbucket_t;
+
+#define WB_WIN(b)   ((unsigned)((b)->cw & 0xFFu))
+#define WB_COUNT(b) ((b)->cw >> 8)
+
+/* A row's windows. The row's own dists d[] hold only the samples of its current interval
+ * [lo, hi), which lies inside one step of every window (and, with count - fcount, its E/entry/
+ * write count there): one accumulator per sample serves both the cumulative statistics and the
+ * windows (the row keeps the interval's bounds, wlo and whi, so that the per-event check touches
+ * only the row). When an event falls outside the interval, d[] is folded into f[] (the cumulative
+ * statistics of every earlier interval) and into each window's bucket of that step.
+ * The buckets are sparse: one per (window, step) in which the row had events, b[0, nb), grown
+ * by one per window at a time (a fold is rare: at most once per row and step of the shortest
+ * window, so the realloc is cheap and no bucket is wasted); a bucket whose step has left its window
+ * (step <= floor(T / step) - NSTEPS) is reused. A window has at most NSTEPS steps inside it, so nb
+ * stays
+ * <= nwindows * NSTEPS; a row hit in every step costs what a ring would, and a row hit once a
+ * minute (a million areas called now and then) costs one bucket per window instead of
+ * nwindows * NSTEPS. */
+typedef struct wrow {
+  uint64_t fcount; /* the row's count at the last fold */
+  edist_t f[NK];
+  uint32_t nb, capb;
+  wbucket_t b[]; /* capb of them, nb in use */
+} wrow_t;
+
+typedef struct act {
+  uint32_t row;
+  uint32_t handle;   /* the row's handle: S, R and X naming the innermost activation are matched
+                        without touching the row */
+  uint8_t full;      /* opened by E (samples at X), else partial */
+  uint8_t running;   /* running (R/E seen after the last S) */
+  int64_t start;     /* time of its first event */
+  int64_t in_start;  /* IN(start) */
+  int64_t run_start; /* IN(t) at the start of the current running period */
+  int64_t net;       /* NET of closed running periods */
+} act_t;
+
+typedef struct ectx {
+  uint8_t kind; /* enum tlc_ctx_kind */
+  uint8_t core;
+  uint64_t key;
+  uint32_t tindex;   /* table index, NONE32 until its first code row */
+  uint32_t in_count; /* cores on which it is current (context_area mode) */
+  int64_t in_since, in_acc;
+  act_t *stack;
+  uint32_t depth, cap;
+  uint64_t pad_; /* to 64 bytes (LP64): every event indexes the contexts with a shift */
+} ectx_t;
+_Static_assert(sizeof(void *) != 8 || sizeof(ectx_t) == 64, "a context is 64 bytes");
+
+/* A sample kind of a row: its dist and its histogram's header, one 64-byte cache line (rows are
+ * 64-byte aligned), so that a sample touches one line for both. */
+typedef struct ekind {
+  edist_t d;
+  tlc_hist_t h; /* empty (and never used) when histograms are off */
+} ekind_t;
+_Static_assert(sizeof(ekind_t) == 64, "a sample kind of a row is one cache line");
+
+/* Field order: what every code event touches first (the first cache line: handle .. whi), then
+ * one line per sample kind, then the totals and what only data/state rows, snapshots and folds
+ * use. Rows are 64-byte aligned (rows_grow) and their size is a multiple of 64 bytes. */
+typedef struct erow {
+  uint32_t handle;
+  uint32_t ctx; /* internal context index (code rows), NONE32 otherwise */
+  uint8_t kind; /* enum tlc_row_kind */
+  uint8_t has_value;
+  uint8_t has_last;   /* `last` valid for the next PERIOD sample */
+  uint8_t out_active; /* outside since out_start */
+  uint32_t open;      /* open activations */
+  uint64_t count, seq;
+  int64_t last, out_start;
+  int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
+  _Alignas(64) ekind_t k[NK];
+  int64_t total[NK];
+  uint64_t state, anomalies, value, vmin, vmax;
+  uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
+  uint32_t link_gen; /* mapping generation `link` was resolved in */
+  wrow_t *w;         /* windows, or NULL before the row's first window sample */
+} erow_t;
+_Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
+
+typedef struct sarea {
+  uint32_t handle;
+  uint8_t valid; /* in a state */
+  uint32_t row;  /* row of the current state */
+  uint64_t cur;
+  int64_t since;
+} sarea_t;
+
+typedef struct hent {
+  uint64_t a, b; /* a == 0: empty */
+  uint32_t v;
+  uint32_t pad_;
+} hent_t;
+
+/* A code row in the snapshot's grouping by area (then context index). */
+typedef struct grp {
+  uint32_t handle, tindex, row;
+} grp_t;
+
+struct tlc_engine {
+  tlc_format_t fmt;
+  tlc_engine_opts_t o;
+  uint8_t ctxmode;
+  uint32_t map_gen;
+  int64_t step[TLC_MAX_WINDOWS];
+  int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
+  hent_t *ht;
+  size_t hcap, hn;
+  erow_t *rows; /* 64-byte aligned inside rows_raw (rows_grow) */
+  void *rows_raw;
+  size_t nrows, caprows;
+  sarea_t *sa;
+  size_t nsa, capsa;
+  ectx_t *ctx;
+  size_t nctx, capctx;
+  uint32_t *tctx; /* table index -> internal context */
+  size_t ntctx, captctx;
+  uint32_t cur[256];       /* context_area mode: current context per core (NONE32: core unseen) */
+  uint32_t corectx[256];   /* no context_area: context of each core, NONE32 until created */
+  uint32_t rcache[RCACHE]; /* code row of (handle, context) at rcache_slot, or any value */
+  tlc_counters_t c;
+  uint64_t seq, tseq; /* tseq: seq when T last grew */
+  int have_time;
+  int64_t first, last;
+  size_t hist_bytes, win_bytes;
+  hlent_t *hlog;        /* queued histogram samples (hlog_flush): hlog[0, hcur - hlog) */
+  hlent_t *hcur, *hend; /* the next entry; hlog + HLOG (full) */
+  /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
+   * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
+   * rows changed, and the engine row -> table row map */
+  grp_t *grp;
+  size_t ngrp, capgrp, grp_nrows;
+  uint64_t ctxgen, grp_gen; /* ctxgen: incremented whenever a row gets its context */
+  uint32_t *smap;
+  uint8_t *schg;
+  size_t capsmap, capschg;
+};
+
+/* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
+static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 32);
+}
+
+#endif
