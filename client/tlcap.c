@@ -71,11 +71,11 @@ static void usage_main(FILE *to) {
           "       tlcap --version\n"
           "\n"
           "commands:\n"
-          "  targets                       list targets with status and counters\n"
+          "  targets [--json]              list targets with status and counters\n"
           "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
           "                                print a target's current statistics\n"
           "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
-          "                                / filter, t next target)\n"
+          "                                / filter, t next target, j/k PgUp/PgDn scroll)\n"
           "  watch TARGET                  snapshots and events as JSON lines\n"
           "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
@@ -215,23 +215,71 @@ static void fmt_bytes(char *buf, size_t len, uint64_t v) {
   snprintf(buf, len, u ? "%.1f%c" : "%.0f%c", x, units[u]);
 }
 
+/* `tlcap targets --json`: one JSON array, an object per target (docs/json-schema.md). */
+static int targets_json(const Tlcap__TargetList *tl) {
+  tlc_out_t o;
+  size_t i;
+  tlc_out_init(&o, 0, write_fd_cb, stdout);
+  tlc_out_putc(&o, '[');
+  for (i = 0; i < tl->n_targets; i++) {
+    const Tlcap__TargetInfo *t = tl->targets[i];
+    tlc_counters_t k;
+    tlc_pb_counters_get(&k, t->counters);
+    tlc_out_puts(&o, i ? ",\n {\"name\": " : "\n {\"name\": ");
+    tlc_json_string(&o, t->name);
+    tlc_out_printf(&o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
+                   tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected");
+    if (t->peer[0])
+      tlc_json_string(&o, t->peer);
+    else
+      tlc_out_puts(&o, "null");
+    tlc_out_printf(&o,
+                   ", \"connections\": %llu, \"reconnects\": %llu, \"gaps\": %llu"
+                   ", \"decode_errors\": %llu, \"last_connect_unix_ms\": %lld"
+                   ", \"last_disconnect_unix_ms\": %lld, \"counters\": {\"events\": %llu"
+                   ", \"anomalies\": %llu, \"dropped_area_limit\": %llu, \"gaps\": %llu"
+                   ", \"bytes\": %llu, \"records\": %llu, \"bytes_skipped\": %llu"
+                   ", \"resyncs\": %llu, \"records_invalid\": %llu, \"truncated\": %llu"
+                   ", \"overflow_items\": %llu}}",
+                   (unsigned long long)t->connections, (unsigned long long)t->reconnects,
+                   (unsigned long long)t->gaps, (unsigned long long)t->decode_errors,
+                   (long long)t->last_connect_unix_ms, (long long)t->last_disconnect_unix_ms,
+                   (unsigned long long)k.events, (unsigned long long)k.anomalies,
+                   (unsigned long long)k.dropped_area_limit, (unsigned long long)k.gaps,
+                   (unsigned long long)k.bytes, (unsigned long long)k.records,
+                   (unsigned long long)k.bytes_skipped, (unsigned long long)k.resyncs,
+                   (unsigned long long)k.records_invalid, (unsigned long long)k.truncated,
+                   (unsigned long long)k.overflow_items);
+  }
+  tlc_out_puts(&o, tl->n_targets ? "\n]\n" : "]\n");
+  return tlc_out_fini(&o) == 0 ? 0 : EXIT_BAD;
+}
+
 static int cmd_targets(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
-  int status = 0;
+  int status = 0, json = 0;
   size_t i;
   int o;
+  static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
   opt_reset();
-  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
+    if (o == 'j') {
+      json = 1;
+      continue;
+    }
     if (o != 'h')
       return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] targets\n"
+    printf("usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
            "resyncs, bytes skipped, decode errors, events dropped for the area limit or the\n"
            "memory budget, memory held and the last connect/disconnect; then the daemon's\n"
-           "memory budget (used, limit, refusals).\n");
+           "memory budget (used, limit, refusals).\n"
+           "--json: a JSON array, an object per target with every counter.\n");
     return 0;
   }
   if (optind < argc) {
@@ -247,6 +295,10 @@ static int cmd_targets(int argc, char **argv) {
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_TARGETS) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
     status = EXIT_BAD;
+    goto done_msg;
+  }
+  if (json) {
+    status = targets_json(m->targets);
     goto done_msg;
   }
   printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %10s %8s %s\n", "TARGET", "FORMAT",
@@ -1078,6 +1130,10 @@ typedef struct top_state {
   int editing;
   size_t cur; /* target index in view */
   const char *only;
+  size_t first; /* scrolling: the first area row shown */
+  size_t page;  /* area rows the last draw had room for (PgUp/PgDn step) */
+  int esc;      /* escape sequence state: 1 after ESC, 2 after ESC [, 3 after ESC [ 5/6 */
+  int esc_pg;   /* ESC [ 5 (page up) or 6 (page down) awaiting its '~' */
 } top_state_t;
 
 static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
@@ -1145,8 +1201,9 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
     if (ts->window > 0 && (uint32_t)(ts->window - 1) < r->nwin) {
       const tlc_wstat_t *wsx = &r->win[ts->window - 1];
       x->count = wsx->count;
-      x->net = wsx->k[TLC_NET].sum;
-      x->call = wsx->k[TLC_CALL].sum;
+      /* what does not apply prints "-", as in the cumulative view (it printed 0ns here) */
+      x->net = r->kind == TLC_ROW_DATA ? -1 : wsx->k[TLC_NET].sum;
+      x->call = r->kind == TLC_ROW_CODE ? wsx->k[TLC_CALL].sum : -1;
       x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
       x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
     } else {
@@ -1160,7 +1217,11 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   }
   if (n > 0)
     qsort(tr, n, sizeof(*tr), cmp_top);
-  for (i = 0; i < n && line < rows - 1; i++, line++) {
+  /* scrolling (j/k, arrows, PgUp/PgDn, g/G): the rows that fit below the header */
+  ts->page = rows - 1 > line ? (size_t)(rows - 1 - line) : 1;
+  if (ts->first + ts->page > n)
+    ts->first = n > ts->page ? n - ts->page : 0;
+  for (i = ts->first; i < n && line < rows - 1; i++, line++) {
     char ctx[32];
     tlc_ctx_name(&vt->t, tr[i].r->context, ctx, sizeof(ctx));
     if (tr[i].r->context == TLC_CTX_NONE)
@@ -1176,8 +1237,9 @@ static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
   if (ts->editing)
     printf("\x1b[%d;1Hfilter: %s\x1b[K", rows, ts->filter);
   else
-    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target\x1b[0m\x1b[K",
-           rows);
+    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target  j/k PgUp/PgDn "
+           "scroll - areas %zu-%zu of %zu\x1b[0m\x1b[K",
+           rows, n > 0 ? ts->first + 1 : 0, i, n);
   (void)cols;
   fflush(stdout);
 }
@@ -1196,7 +1258,52 @@ static int top_key(top_state_t *ts, int ch) {
     }
     return 0;
   }
+  /* arrows and page keys arrive as ESC [ A / B / 5~ / 6~ */
+  if (ts->esc == 1) {
+    ts->esc = ch == '[' ? 2 : 0;
+    return 0;
+  }
+  if (ts->esc == 2) {
+    ts->esc = 0;
+    if (ch == 'A')
+      ch = 'k';
+    else if (ch == 'B')
+      ch = 'j';
+    else if (ch == '5' || ch == '6') {
+      ts->esc = 3;
+      ts->esc_pg = ch;
+      return 0;
+    } else
+      return 0;
+  } else if (ts->esc == 3) {
+    ts->esc = 0;
+    if (ch != '~')
+      return 0;
+    ch = ts->esc_pg == '5' ? 'b' : ' ';
+  }
   switch (ch) {
+  case 27:
+    ts->esc = 1;
+    break;
+  case 'j':
+    ts->first++;
+    break;
+  case 'k':
+    if (ts->first > 0)
+      ts->first--;
+    break;
+  case ' ':
+    ts->first += ts->page > 1 ? ts->page - 1 : 1;
+    break;
+  case 'b':
+    ts->first = ts->first > ts->page ? ts->first - (ts->page > 1 ? ts->page - 1 : 1) : 0;
+    break;
+  case 'g':
+    ts->first = 0;
+    break;
+  case 'G':
+    ts->first = (size_t)-1 / 2; /* clamped to the last page by the next draw */
+    break;
   case 'q':
   case 'Q':
   case 3:
@@ -1302,8 +1409,9 @@ static int cmd_top(int argc, char **argv) {
            "A live view of a target's areas, sorted by net time, redrawn in place.\n"
            "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
            "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
-           "target. The header shows the target's counters, area-limit drops, this view's\n"
-           "dropped events and detected sequence gaps.\n");
+           "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
+           "first/last rows. The header shows the target's counters, area-limit drops, this\n"
+           "view's dropped events and detected sequence gaps.\n");
     return 0;
   }
   for (i = optind; i < argc; i++) {

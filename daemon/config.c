@@ -32,6 +32,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
+#include <netinet/in.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,7 +51,13 @@ typedef struct pctx {
   /* string reader */
   const char *p;
   FILE *f;
+  uint64_t bytes; /* file reader: bytes read so far, capped at TLC_CFG_MAX_FILE */
+  int too_big;    /* file reader: stopped at the cap, or at a NUL byte (1: size, 2: NUL) */
 } pctx_t;
+
+/* A configuration file is a few KiB; past this it is not one (--config /dev/zero spun forever:
+ * issue 16). */
+#define TLC_CFG_MAX_FILE (1u << 20)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -191,6 +199,136 @@ int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_
   return 0;
 }
 
+/* ---- listener allow / targets lists ---- */
+
+typedef struct cidr {
+  int v6;
+  unsigned char a[16];
+  unsigned bits;
+} cidr_t;
+
+/* Parses one entry "ADDR" or "ADDR/BITS". Returns 0 or TLC_EINVAL. */
+static int cidr_parse(const char *s, size_t n, cidr_t *c) {
+  char buf[64];
+  const char *slash;
+  unsigned long bits;
+  char *end;
+  if (n == 0 || n >= sizeof(buf))
+    return TLC_EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  slash = strchr(buf, '/');
+  if (slash != NULL)
+    buf[slash - buf] = '\0';
+  memset(c, 0, sizeof(*c));
+  if (inet_pton(AF_INET, buf, c->a) == 1)
+    c->v6 = 0;
+  else if (inet_pton(AF_INET6, buf, c->a) == 1)
+    c->v6 = 1;
+  else
+    return TLC_EINVAL;
+  c->bits = c->v6 ? 128 : 32;
+  if (slash != NULL) {
+    errno = 0;
+    bits = strtoul(slash + 1, &end, 10);
+    if (errno != 0 || end == slash + 1 || *end != '\0' || bits > c->bits)
+      return TLC_EINVAL;
+    c->bits = (unsigned)bits;
+  }
+  return 0;
+}
+
+static int prefix_eq(const unsigned char *a, const unsigned char *b, unsigned bits) {
+  unsigned full = bits / 8, rest = bits % 8;
+  if (memcmp(a, b, full) != 0)
+    return 0;
+  return rest == 0 || ((a[full] ^ b[full]) & (0xFF00u >> rest) & 0xFF) == 0;
+}
+
+/* Calls fn for each entry of a comma/space separated list; stops at a non-zero return. */
+static int list_each(const char *list, int (*fn)(const char *s, size_t n, void *ud), void *ud) {
+  const char *p = list;
+  while (*p != '\0') {
+    size_t n;
+    while (*p == ',' || *p == ' ' || *p == '\t')
+      p++;
+    n = strcspn(p, ", \t");
+    if (n > 0) {
+      int r = fn(p, n, ud);
+      if (r != 0)
+        return r;
+    }
+    p += n;
+  }
+  return 0;
+}
+
+typedef struct allow_ud {
+  char *err;
+  size_t errlen;
+  int v6;
+  const unsigned char *a;
+} allow_ud_t;
+
+static int allow_check_one(const char *s, size_t n, void *ud) {
+  allow_ud_t *u = ud;
+  cidr_t c;
+  if (cidr_parse(s, n, &c) != 0) {
+    seterr(u->err, u->errlen, "\"%.*s\" is not an address or ADDR/BITS block",
+           (int)(n < 64 ? n : 64), s);
+    return TLC_EINVAL;
+  }
+  return 0;
+}
+
+int tlc_config_allow_check(const char *list, char *err, size_t errlen) {
+  allow_ud_t u = { err, errlen, 0, NULL };
+  return list_each(list, allow_check_one, &u);
+}
+
+static int allow_match_one(const char *s, size_t n, void *ud) {
+  allow_ud_t *u = ud;
+  cidr_t c;
+  if (cidr_parse(s, n, &c) != 0 || c.v6 != u->v6)
+    return 0;
+  return prefix_eq(c.a, u->a, c.bits);
+}
+
+int tlc_config_allow_match(const char *list, const void *sa) {
+  const struct sockaddr *s = sa;
+  allow_ud_t u = { NULL, 0, 0, NULL };
+  if (list[0] == '\0')
+    return 1;
+  if (s->sa_family == AF_INET) {
+    u.a = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+  } else if (s->sa_family == AF_INET6) {
+    const unsigned char *a = (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+    static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (memcmp(a, mapped, 12) == 0) {
+      u.a = a + 12;
+    } else {
+      u.v6 = 1;
+      u.a = a;
+    }
+  } else {
+    return 0;
+  }
+  return list_each(list, allow_match_one, &u) > 0;
+}
+
+static int targets_match_one(const char *s, size_t n, void *ud) {
+  char pat[TLC_CFG_LIST];
+  memcpy(pat, s, n);
+  pat[n] = '\0';
+  return fnmatch(pat, (const char *)ud, 0) == 0;
+}
+
+int tlc_config_targets_match(const char *list, const char *name) {
+  if (list[0] == '\0')
+    return 1;
+  return list_each(list, targets_match_one, (void *)(uintptr_t)name) > 0;
+}
+
 static int parse_windows(const char *s, tlc_config_t *c) {
   char buf[256];
   uint32_t n = 0;
@@ -204,6 +342,8 @@ static int parse_windows(const char *s, tlc_config_t *c) {
       return TLC_EINVAL;
     c->window_ns[n++] = (int64_t)ms * 1000000;
   }
+  if (n == 0)
+    return TLC_EINVAL; /* "" or ",,,": no window at all (issue 16), not the engine's defaults */
   c->nwindows = n;
   return 0;
 }
@@ -279,6 +419,7 @@ static const dkey_t dkeys[] = {
   { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
   { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50 },
   { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40 },
+  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
   /* HTTP (daemon/http, docs/http.md) */
   { "http", K_ADDR, OFF(http), FSZ(http), 0 },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
@@ -302,6 +443,24 @@ static const dkey_t dkeys[] = {
   { "checkpoint_fork_bytes", K_U64, OFF(checkpoint_fork_bytes), 0, 1ull << 62 },
   { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
 };
+
+/* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
+ * max_areas = 0 were taken without a word (issue 16). An evlog block of fewer than 64 bytes holds
+ * no item (12-byte header, 40-byte item, its name). */
+static uint64_t dkey_min(const dkey_t *k) {
+  static const struct {
+    const char *name;
+    uint64_t min;
+  } mins[] = { { "max_block", 64 },
+               { "max_areas", 1 },
+               { "max_contexts", 1 },
+               { "max_depth", 1 },
+               { "max_names", 1 } };
+  for (size_t i = 0; i < sizeof(mins) / sizeof(mins[0]); i++)
+    if (strcmp(mins[i].name, k->name) == 0)
+      return mins[i].min;
+  return 0;
+}
 
 static const dkey_t *find_dkey(const char *name) {
   for (size_t i = 0; i < sizeof(dkeys) / sizeof(dkeys[0]); i++)
@@ -357,9 +516,9 @@ static int set_dkey(tlc_config_t *c, const dkey_t *k, const char *v, char *why, 
   case K_SIZE: {
     uint64_t x;
     int r = parse_size(v, k->max, &x);
-    if (r != 0) {
-      seterr(why, wl, "expected a number from 0 to %llu (suffix k, M, G allowed), got \"%s\"",
-             (unsigned long long)k->max, v);
+    if (r != 0 || x < dkey_min(k)) {
+      seterr(why, wl, "expected a number from %llu to %llu (suffix k, M, G allowed), got \"%s\"",
+             (unsigned long long)dkey_min(k), (unsigned long long)k->max, v);
       return TLC_EINVAL;
     }
     if (k->size == sizeof(uint32_t))
@@ -604,6 +763,22 @@ static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, c
     }
     return 0;
   }
+  if (s->kind == TLC_SRC_LISTEN && strcmp(key, "allow") == 0) {
+    if (tlc_config_allow_check(v, why, wl) != 0)
+      return TLC_EINVAL;
+    if (copy_str(s->allow, sizeof(s->allow), v) != 0) {
+      seterr(why, wl, "list longer than %zu bytes", sizeof(s->allow) - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (s->kind == TLC_SRC_LISTEN && strcmp(key, "targets") == 0) {
+    if (copy_str(s->targets, sizeof(s->targets), v) != 0) {
+      seterr(why, wl, "list longer than %zu bytes", sizeof(s->targets) - 1);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
   if (s->kind != TLC_SRC_SERIAL && strcmp(key, "address") == 0) {
     if (tlc_config_parse_hostport(v, s->host, sizeof(s->host), &s->port) != 0) {
       seterr(why, wl, "expected HOST:PORT or [IPV6]:PORT, got \"%s\"", v);
@@ -779,12 +954,27 @@ out:
   return 1;
 }
 
+/* fgets, counting bytes: stops (end of input for inih, x->too_big set) past TLC_CFG_MAX_FILE
+ * bytes or at a NUL byte, which no text configuration has and fgets would hide. */
 static char *file_reader(char *str, int num, void *stream) {
   pctx_t *x = stream;
-  char *r = fgets(str, num, x->f);
-  if (r != NULL)
-    x->line++;
-  return r;
+  int n = 0, ch = 0;
+  if (x->too_big)
+    return NULL;
+  while (n + 1 < num && (ch = getc(x->f)) != EOF) {
+    if (++x->bytes > TLC_CFG_MAX_FILE || ch == '\0') {
+      x->too_big = ch == '\0' ? 2 : 1;
+      return NULL;
+    }
+    str[n++] = (char)ch;
+    if (ch == '\n')
+      break;
+  }
+  if (n == 0)
+    return NULL;
+  str[n] = '\0';
+  x->line++;
+  return str;
 }
 
 static char *string_reader(char *str, int num, void *stream) {
@@ -831,6 +1021,14 @@ int tlc_config_load_file(tlc_config_t *c, const char *path, char *err, size_t er
   }
   r = ini_parse_stream(file_reader, &x, cfg_ini_handler, &x);
   fclose(x.f);
+  if (x.too_big && !x.failed) {
+    if (x.too_big == 2)
+      seterr(err, errlen, "%s:%u: a NUL byte: not a text configuration file", path, x.line + 1);
+    else
+      seterr(err, errlen, "%s: larger than %u bytes: not a configuration file", path,
+             TLC_CFG_MAX_FILE);
+    return TLC_ELIMIT;
+  }
   if (r < 0) {
     seterr(err, errlen, "%s: cannot read", path);
     return TLC_EIO;
@@ -864,6 +1062,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->read_buffer = 64 * 1024;
   c->max_block = 4u << 20;
   c->partial_timeout_ms = 30000;
+  c->resync_idle_ms = 50;
   c->idle_timeout_ms = 0;
   c->backoff_min_ms = 200;
   c->backoff_max_ms = 30000;
@@ -1036,6 +1235,8 @@ static void usage(FILE *f) {
         "              (storage: --rotate-bytes SIZE, --rotate-age DUR, --retain-bytes SIZE,\n"
         "              --retain-segments N, --sync on_close|never|periodic, --compress yes,\n"
         "              --main-export text1|xml, ...)\n"
+        "              (serial: --resync-idle DUR, default 50ms: a burst's last record is\n"
+        "              delivered after this silence; 0 = wait for the next burst)\n"
         "              (continuity: --checkpoint-interval SECONDS, --idle-seal SECONDS)\n"
         "              (remote access: --token-file FILE, --tls-cert FILE --tls-key FILE)\n"
         "       tlcapd replay FILE... [options]   (tlcapd replay --help)\n"

@@ -27,6 +27,7 @@
 #define TLC_CFG_MAX_TARGETS 256
 #define TLC_CFG_PATH        512
 #define TLC_CFG_HOST        256
+#define TLC_CFG_LIST        1024 /* a listener's allow / targets list */
 #define TLC_CFG_MAX_CLI     512
 #define TLC_CFG_PATTERN     128
 
@@ -70,6 +71,8 @@ typedef struct tlc_cfg_source {
   char pattern[TLC_CFG_PATTERN];  /* efl: fnmatch pattern on application name or pid */
   uint32_t poll_ms;               /* efl: evlog poll interval (default 200, as efl_debug) */
   char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
+  char allow[TLC_CFG_LIST];       /* listen: peer addresses accepted, CIDR list ("" = any) */
+  char targets[TLC_CFG_LIST];     /* listen: target names allowed, fnmatch list ("" = any) */
 } tlc_cfg_source_t;
 
 /* One [target NAME] section: settings for the target with exactly this name. */
@@ -90,7 +93,8 @@ typedef struct tlc_config {
   size_t max_name;             /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
   size_t read_buffer;          /* bytes per read from a socket or tty */
   uint32_t max_block;          /* evlog: largest block accepted, bytes */
-  uint64_t partial_timeout_ms; /* close a connection idle this long inside a record (0 off) */
+  uint64_t partial_timeout_ms; /* close a connection this long inside one record (0 off) */
+  uint64_t resync_idle_ms;     /* serial (resync): deliver held records after this silence */
   uint64_t idle_timeout_ms;    /* close a connection idle this long at all (0 off) */
   uint64_t backoff_min_ms, backoff_max_ms; /* dial and serial reconnect backoff */
   uint64_t status_interval_ms;             /* STATUS= updates */
@@ -190,6 +194,17 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
 
 /* Parses "HOST:PORT" / "[V6]:PORT". Returns 0 or TLC_EINVAL. */
 int tlc_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/* A listener's `allow` list: addresses and CIDR blocks separated by commas or spaces
+ * ("127.0.0.1, 10.0.0.0/8, ::1, fd00::/8"; an IPv4 entry also matches the IPv4-mapped IPv6
+ * form). Returns 0 or TLC_EINVAL naming the bad entry in err. */
+int tlc_config_allow_check(const char *list, char *err, size_t errlen);
+/* Whether `sa` (struct sockaddr of AF_INET / AF_INET6) is in `list` (empty: every address).
+ * Any other family (a local socketpair) is allowed only by an empty list. */
+int tlc_config_allow_match(const char *list, const void *sa);
+/* A listener's `targets` list: fnmatch patterns separated by commas or spaces ("lab-*,
+ * board[0-9]"). Whether `name` matches one (empty list: every name). */
+int tlc_config_targets_match(const char *list, const char *name);
 
 /* 1 if `host` (numeric, or "localhost") is a loopback address; 0 for anything else, names
  * included (they may resolve beyond loopback). SPEC 8: a port beyond loopback needs a token. */

@@ -52,8 +52,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TICK_MS    250
-#define FD_RESERVE 32 /* fds kept for files, subscribers, the resolver, logging */
+#define TICK_MS          250
+#define FD_RESERVE       32 /* fds kept for files, subscribers, the resolver, logging */
+#define STORE_FD_RESERVE 8  /* storage: a sealer's export and manifest, recovery, directories */
 
 typedef struct app {
   tlc_daemon_t d;
@@ -95,14 +96,15 @@ static char *dump_head(void *ud) {
       ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
       ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
       ", \"memory_limit\": %" PRIu64 ", \"memory_used\": %" PRIu64 ", \"memory_peak\": %" PRIu64
-      ", \"memory_refused\": %" PRIu64 "},\n",
+      ", \"memory_refused\": %" PRIu64 ", \"refused_allow\": %" PRIu64
+      ", \"targets_evicted\": %" PRIu64 "},\n",
       st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
       st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
       st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
       st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
       d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
       tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
-      d->targets.budget.peak, d->targets.budget.refused);
+      d->targets.budget.peak, d->targets.budget.refused, st->refused_allow, d->targets.evicted);
   tlc_efl_dump(d, &o);
   tlc_out_puts(&o, " \"targets\": [");
   return tlc_out_take(&o, NULL);
@@ -157,17 +159,28 @@ static void compute_max_conns(tlc_daemon_t *d) {
     lim = (size_t)rl.rlim_cur;
   else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
     lim = 1u << 20;
-  /* Each listener holds two fds (socket + spare), each serial port one. */
-  cap = lim > FD_RESERVE + 2 * d->cfg.nsrc + 8 ? lim - FD_RESERVE - 2 * d->cfg.nsrc : 8;
-  if (cap > lim / 2 + lim / 4 && lim > 4 * FD_RESERVE)
-    cap = lim - lim / 8; /* large limits: keep 1/8 in reserve */
+  /* Every fd a connection will need, counted before it is accepted (issue 16: connections were
+   * capped by sockets alone, and each connected target's segment then failed with EMFILE): its
+   * socket, and with storage its target's segment and .skipped file. The reserve: FD_RESERVE,
+   * with storage the writer's and sealer's files and the segments of the disconnected targets
+   * that keep theirs (TLC_WIRING_HELD_SEGMENTS); each listener two fds (socket + spare), each
+   * dial or serial source one connection. */
+  size_t per = 1 + (d->cfg.store ? 1 + (d->cfg.keep_skipped > 0) : 0);
+  size_t fixed = FD_RESERVE + (d->cfg.store ? STORE_FD_RESERVE : 0) +
+                 (d->cfg.store ? TLC_WIRING_HELD_SEGMENTS * (per - 1) : 0);
+  for (size_t i = 0; i < d->cfg.nsrc; i++)
+    fixed += d->cfg.src[i].kind == TLC_SRC_LISTEN ? 2 : per;
+  if (lim > 4 * FD_RESERVE && lim / 8 > fixed)
+    fixed = lim / 8; /* large limits: keep 1/8 in reserve */
+  cap = lim > fixed + 8 * per ? (lim - fixed) / per : 8;
   if (d->cfg.max_connections == 0) {
     d->max_conns = cap;
   } else if (d->cfg.max_connections > cap) {
     d->max_conns = cap;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
-            "max_connections %zu lowered to %zu (RLIMIT_NOFILE %zu less a reserve)",
-            d->cfg.max_connections, cap, lim);
+            "max_connections %zu lowered to %zu (RLIMIT_NOFILE %zu less a reserve, %zu fds a "
+            "connection)",
+            d->cfg.max_connections, cap, lim, per);
   } else {
     d->max_conns = d->cfg.max_connections;
   }

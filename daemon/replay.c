@@ -15,8 +15,8 @@
  * and exported, the message names file, byte offset and reason, and the exit status is 1. A
  * truncated last record is reported the same way. Usage errors exit 2.
  *
- * aprof reports and BR profiler files are read whole and printed as JSON (--export json), so a
- * user can check what such a file holds.
+ * aprof reports and BR profiler files are read whole and printed as JSON (--export json, their
+ * default), so a user can check what such a file holds.
  */
 #include "replay.h"
 
@@ -69,6 +69,7 @@ typedef struct rp {
   const char *mapping_path;
   const char *output;
   int export_;
+  int export_given; /* --export was given (aprof and BR inputs default to json) */
   int has_ctx_area;
   uint32_t ctx_area;
   int has_from, has_to;
@@ -117,7 +118,8 @@ static void usage(FILE *to) {
               "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
               "[options]\n"
               "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
-              "Decodes capture files and writes their statistics and timeline.\n"
+              "Decodes capture files and writes their statistics and timeline (--export\n"
+              "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
               "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
               "--from/--to keep events whose time (ns) lies in [from, to].\n"
               "--state-dir/--target replay a target's stored segments; T is ns:N (target time:\n"
@@ -456,7 +458,12 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
       s->bpos = 0;
       s->blen = got > 0 ? (size_t)got : 0;
       if (got < 0) {
-        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
+        char zw[200];
+        if (ends_with(rp->files[s->fi], ".zst") &&
+            tlc_segread_zst_check(rp->files[s->fi], zw, sizeof(zw)) < 0)
+          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], zw);
+        else
+          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
         s->io_err = 1;
         return TLC_EIO;
       }
@@ -622,7 +629,7 @@ static int resolve_formats(rp_t *rp) {
 static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
   size_t i;
   int status = 0;
-  if (rp->export_ != EX_JSON) {
+  if (rp->export_ != EX_JSON && rp->export_given) {
     fprintf(stderr, "tlcapd replay: %s input can only be exported as json (--export json)\n",
             is_aprof ? "aprof" : "br");
     return 2;
@@ -872,6 +879,7 @@ int tlc_replay_main(int argc, char **argv) {
     }
     case 'e': {
       size_t k;
+      rp.export_given = 1;
       rp.export_ = -1;
       for (k = 0; k < sizeof(export_names) / sizeof(export_names[0]); k++)
         if (strcmp(v, export_names[k]) == 0)

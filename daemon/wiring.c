@@ -73,6 +73,7 @@ struct tlc_wiring {
   int rec_done, rec_rc, rec_mu_ok;
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
+  size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
 #ifdef TLC_HAVE_HTTP
   tlc_http_t *http;
   char http_addr[sizeof(((tlc_config_t *)0)->http)];
@@ -160,6 +161,7 @@ static int ps_kind(int kind) {
 typedef struct st_handle {
   tlc_store_target_t *t;
   uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
+  int held;                          /* disconnected, its segment left open (counted in w->held) */
   int idle_sealed;                   /* idle_seal done since the last disconnect */
 } st_handle_t;
 
@@ -548,11 +550,24 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
       if (hd(t) != NULL && t->connections > 1)
         tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
+      if (hd(t) != NULL && hd(t)->held) {
+        hd(t)->held = 0;
+        w->held--;
+      }
       break;
     /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
     case TLC_TEV_DISCONNECTED:
       if (hd(t) != NULL)
         tlc_store_stream_end(hd(t)->t); /* keep_skipped: the stream's unrecorded tail */
+      if (hd(t) != NULL && !hd(t)->held) {
+        /* fds: at most TLC_WIRING_HELD_SEGMENTS disconnected targets keep a segment open */
+        if (w->held >= TLC_WIRING_HELD_SEGMENTS) {
+          tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
+        } else {
+          hd(t)->held = 1;
+          w->held++;
+        }
+      }
       if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
         tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
         hd(t)->gaps = t->gaps;
@@ -572,6 +587,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       break;
     case TLC_TEV_FREED:
       if (hd(t) != NULL) {
+        if (hd(t)->held)
+          w->held--;
         tlc_store_target_close(hd(t)->t);
         tlc_free(t->store);
         t->store = NULL;
@@ -911,7 +928,6 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
                 tlc_strerror(r));
         goto fail;
       }
-      tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s (port %d)", d->cfg.serve, bound);
     }
   }
   if (d->cfg.nats_url[0] != '\0') {

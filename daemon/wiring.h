@@ -19,6 +19,12 @@
 
 typedef struct tlc_wiring tlc_wiring_t;
 
+/* Disconnected targets that keep their open segment (and its fds) until they reconnect; past
+ * this many, a target's segment is sealed when it disconnects (its reconnect would seal it
+ * anyway: the same segments, sealed earlier). main.c keeps their fds in its reserve (issue 16:
+ * the fd reserve counts every fd a connection will need). */
+#define TLC_WIRING_HELD_SEGMENTS 8
+
 /* Starts storage (options from the [daemon] storage keys; crash recovery of the state
  * directory, blocking this call, on a helper thread while EXTEND_TIMEOUT_USEC is sent every
  * second; before READY=1), sets d->barrier (half-close answers) and the watchdog health check, and

@@ -342,7 +342,7 @@ static void on_event(aw_t *w, const tlc_table_t *t, const tlc_event_t *ev) {
       frame_t *f = &c->stack[i - 1];
       if (ev->type == TLC_EV_SUSPEND && f->running) {
         if (ev->time_ns > f->since)
-          f->self += (uint64_t)(ev->time_ns - f->since);
+          f->self = sat_add(f->self, (uint64_t)ev->time_ns - (uint64_t)f->since);
         f->running = 0;
       } else if (ev->type == TLC_EV_RESUME && !f->running) {
         f->running = 1;
@@ -359,10 +359,10 @@ static void on_event(aw_t *w, const tlc_table_t *t, const tlc_event_t *ev) {
       frame_t *f = &c->stack[c->depth - 1];
       uint64_t self_ns = f->self;
       if (f->running && ev->time_ns > f->since)
-        self_ns += (uint64_t)(ev->time_ns - f->since);
+        self_ns = sat_add(self_ns, (uint64_t)ev->time_ns - (uint64_t)f->since);
       if (!f->partial) {
-        uint64_t cum = cost(w, ev->time_ns - f->start);
-        uint64_t self = cost(w, (int64_t)self_ns);
+        uint64_t cum = cost(w, tlc_time_sub(ev->time_ns, f->start));
+        uint64_t self = cost(w, self_ns > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)self_ns);
         int real = c->open[f->routine] == 1;
         point_add(&w->routines[f->routine].p, cum, self, real);
         if (f->node >= 0)
@@ -472,7 +472,7 @@ int tlc_aprof_write(tlc_out_t *o, const tlc_aprofw_opts_t *opts_in, const tlc_ta
     }
     tlc_out_puts(o, opts.ns ? "m time-nsec\n" : "m time-usec\n");
     tlc_out_puts(o, "k ");
-    tlc_out_u64(o, t != NULL && t->counters.events ? cost(&w, t->last_time - t->first_time) : 0);
+    tlc_out_u64(o, t != NULL ? cost(&w, tlc_table_total_time(t)) : 0);
     tlc_out_putc(o, '\n');
     for (i = 0; i < w.nroutines; i++) {
       const routine_t *rt = &w.routines[i];

@@ -64,6 +64,12 @@
  * case (input that keeps triggering the window rule right after each pick) is bounded by
  * about WINDOW/24 * 2 * (confirm+1) record checks per input byte.
  *
+ * Idle line (tlc_dec_idle): in sync, the records held only for their successor are delivered
+ * when plausible and near L, as at the end of a stream; the caller calls it after a short
+ * silence (serial: resync_idle, 50 ms), so a burst's last record does not wait for the next
+ * burst. A record a late successor would have contradicted is then already delivered: the
+ * price of not waiting forever.
+ *
  * Does not: reject bits outside the type and core fields (they are kept in `raw`; resync only
  * prefers candidates without them), interpret handles, or reorder events. In resync mode a
  * stream needs two records to be synchronised (a lone record is skipped), and the first
@@ -634,6 +640,34 @@ int tlc__bin1x_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
   start_stream(d);
   st->gap = 0;
   return 0;
+}
+
+/* Idle line (tlc_dec_idle): in sync, a held record needs only its successor to be delivered
+ * (judge); with no successor coming for a while, it is delivered if it is plausible and near L,
+ * as at the end of a stream. Stops at the first one that is not (the next push judges it). */
+int tlc__bin1x_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
+  tlc_bin1x_state_t *st = &d->u.bin;
+  unsigned sh = type_shift(d->format);
+  size_t n = 0;
+  view_t v;
+  if (st->lost || !st->have_last)
+    return 0;
+  v.b = st->win;
+  v.off = st->wbase;
+  v.end = st->wbase + st->wlen;
+  v.final = 0;
+  while (n < max && st->cur >= v.off && AVAIL(&v, st->cur)) {
+    const uint8_t *r = AT(&v, st->cur);
+    if (AVAIL(&v, st->cur + REC) || !plausible(r, sh) ||
+        !near_last(st, rec_time(r), d->opts.time_tolerance_ns))
+      break; /* a successor is there (push judges with it), or not a record to take alone */
+    emit(d, &v, st->cur, &ev[n++]);
+  }
+  if (n > 0) {
+    compact(st, keep_from(d));
+    d->c.records += n;
+  }
+  return (int)n;
 }
 
 void tlc__bin1x_reset(tlc_dec_t *d) {

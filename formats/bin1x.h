@@ -59,6 +59,7 @@ int tlc__bin1x_push(struct tlc_dec *d, const uint8_t *in, size_t len, size_t *us
                     size_t max);
 int tlc__bin1x_finish(struct tlc_dec *d, tlc_event_t *ev, size_t max);
 void tlc__bin1x_reset(struct tlc_dec *d);
+int tlc__bin1x_idle(struct tlc_dec *d, tlc_event_t *ev, size_t max);
 
 /* Encodes one event as a 24-byte record of format `f` (TLC_FMT_BIN10 or TLC_FMT_BIN11) into
  * out. The type/flags word is ev->raw when it agrees with ev->type (and, for bin11, ev->core),

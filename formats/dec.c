@@ -73,6 +73,14 @@ int tlc_dec_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
   }
 }
 
+int tlc_dec_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
+  if (d->err || !d->opts.resync)
+    return 0;
+  if (d->format == TLC_FMT_BIN10 || d->format == TLC_FMT_BIN11)
+    return tlc__bin1x_idle(d, ev, max);
+  return 0;
+}
+
 void tlc_dec_reset(tlc_dec_t *d) {
   d->err = 0;
   d->err_offset = 0;

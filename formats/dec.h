@@ -89,6 +89,14 @@ int tlc_dec_push(tlc_dec_t *d, const uint8_t *in, size_t len, size_t *used, tlc_
  * counters kept. */
 int tlc_dec_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max);
 
+/* The line has been idle (no byte for a short time, the caller's clock: the decoder has none).
+ * In bin1x resync mode, delivers the whole records held back only for confirmation by the
+ * records after them, as long as each is plausible and near the last one delivered in the
+ * locked alignment (in sync), so that the last records of a burst are counted without waiting
+ * for the next burst (SPEC 1). A partial record, and records of a stream not yet in sync, stay
+ * held. Returns the number of events (0 for other formats and modes), never an error. */
+int tlc_dec_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max);
+
 /* Forgets partial input and sync state (a reconnect); keeps counters and options; clears a
  * strict-mode error. The first event after a reset carries TLC_EVF_GAP only if bytes were lost. */
 void tlc_dec_reset(tlc_dec_t *d);

@@ -260,7 +260,7 @@ int tlc_json_begin(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, cons
                                       : NULL);
   kv_opt(&w, "first_time", c->events > 0, t->first_time);
   kv_opt(&w, "last_time", c->events > 0, t->last_time);
-  kv_i64(&w, "total_time", c->events > 0 ? t->last_time - t->first_time : 0);
+  kv_i64(&w, "total_time", tlc_table_total_time(t));
   if (t->has_context_area)
     kv_hex8(&w, "context_area", t->context_area);
   else

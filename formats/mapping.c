@@ -947,8 +947,11 @@ int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_p
     t->line++;
   }
   if (r == 0 && !t->found) {
-    t->line = 0;
-    r = t1_err(t, 0, TLC_ESYNTAX, "no HANDLE(...) or CONTEXTS section");
+    /* where the section was missed: the file's last line (it was reported as line 0) */
+    if (t->line > 1)
+      t->line--;
+    r = t1_err(t, len, TLC_ESYNTAX,
+               "no HANDLE(...) or CONTEXTS section before the end of the file");
   }
   tlc_free(t->scratch);
   tlc_free(t->nslot);
@@ -1181,7 +1184,11 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
     r = x->rc;
   if (r == 0 && !x->found) {
     r = TLC_ESYNTAX;
-    seterr(err, 0, 0, "no <Mapping> or <Contexts> element");
+    /* reported at the document's last line, not line 0 (issue 16) */
+    uint64_t lines = 1;
+    for (size_t i = 0; i + 1 < len; i++)
+      lines += buf[i] == '\n';
+    seterr(err, lines, len, "no <Mapping> or <Contexts> element before the end of the document");
   }
   XML_ParserFree(x->p);
   tlc_free(x);

@@ -2,6 +2,9 @@
  *
  *   T L C A P / 1 ' ' key=value ( ' ' key=value )* [\r] \n
  *
+ * Names: the characters of tlc_target_name_valid, and neither '@' (automatic names are
+ * "<listener>@<peer IP>": a preamble cannot take another address's name) nor a NUL byte.
+ *
  * Invariants: never reads past len or past TLC_PREAMBLE_MAX bytes; copies the name only after
  * checking its length; a line that is not finished within TLC_PREAMBLE_MAX bytes (or by the end
  * of the stream) is bad, so a peer cannot make the daemon buffer more than that.
@@ -70,6 +73,16 @@ int tlc_preamble_parse(const char *buf, size_t len, int at_eof, size_t max_name,
     if (eq - i == 6 && memcmp(buf + i, "target", 6) == 0 && eq < w) {
       if (vlen == 0 || vlen > max_name) {
         snprintf(why, whylen, "target name of %zu bytes (1..%zu)", vlen, max_name);
+        return TLC_PRE_BAD;
+      }
+      /* A NUL would cut the name ("abc\0../../x" read as "abc"); '@' belongs to the automatic
+       * names "<listener>@<peer IP>", which a preamble must not take (issue 16). Control
+       * characters fail tlc_target_name_valid. */
+      if (memchr(buf + eq + 1, '\0', vlen) != NULL || memchr(buf + eq + 1, '@', vlen) != NULL) {
+        snprintf(why, whylen,
+                 "target name with %s (a preamble name has no '@', NUL or control "
+                 "character)",
+                 memchr(buf + eq + 1, '@', vlen) != NULL ? "'@'" : "a NUL byte");
         return TLC_PRE_BAD;
       }
       memcpy(out->name, buf + eq + 1, vlen);

@@ -113,8 +113,20 @@ const tlc_stat_t *tlc_table_find(const tlc_table_t *t, uint32_t handle, uint32_t
   return NULL;
 }
 
+int64_t tlc_time_sub(int64_t b, int64_t a) {
+  if (a < 0 ? b > INT64_MAX + a : b < INT64_MIN + a)
+    return a < 0 ? INT64_MAX : INT64_MIN;
+  return b - a;
+}
+
+int64_t tlc_table_total_time(const tlc_table_t *t) {
+  return t->counters.events ? tlc_time_sub(t->last_time, t->first_time) : 0;
+}
+
 int64_t tlc_dist_avg(const tlc_dist_t *d) {
   if (d->n == 0)
+    return 0;
+  if (d->n > (uint64_t)INT64_MAX) /* |sum| <= INT64_MAX < n (only a hostile table has this) */
     return 0;
   return d->sum / (int64_t)d->n;
 }

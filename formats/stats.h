@@ -144,6 +144,13 @@ void tlc_table_sort(tlc_table_t *t);
 const tlc_stat_t *tlc_table_find(const tlc_table_t *t, uint32_t handle, uint32_t context,
                                  uint64_t state);
 
+/* b - a for event times, saturated at INT64_MAX / INT64_MIN instead of overflowing (the engine's
+ * rule: a target may send any int64 time, INT64_MIN and INT64_MAX included). */
+int64_t tlc_time_sub(int64_t b, int64_t a);
+/* TOTAL_TIME of a table: last_time - first_time saturated (tlc_time_sub), 0 without events. Every
+ * exporter's total time comes from here. */
+int64_t tlc_table_total_time(const tlc_table_t *t);
+
 /* Dist helpers. AVG = sum / n truncated toward zero (SPEC); stddev is the population sigma from
  * the exact sum of squares (0 when n == 0). */
 int64_t tlc_dist_avg(const tlc_dist_t *d);

@@ -433,7 +433,7 @@ static void write_info(tlc_out_t *o, const tlc_text1_opts_t *opts, const tlc_tab
   row_ctx_t c;
   memset(&c, 0, sizeof(c));
   c.fmt = &opts->fmt[TLC_T1_INFO];
-  c.total_time = t->counters.events ? t->last_time - t->first_time : 0;
+  c.total_time = tlc_table_total_time(t);
   header(o, "INFO", NULL, c.fmt);
   write_entry(o, &c);
   tlc_out_putc(o, '\n');

@@ -232,7 +232,7 @@ static void row_body(xw_t *w, const tlc_table_t *t, const tlc_stat_t *r, const c
 static void write_info(xw_t *w, const tlc_xml_opts_t *opts, const tlc_table_t *t) {
   const tlc_counters_t *c = &t->counters;
   open_tag(w, "Info");
-  a_i64(w, "totalTime", c->events ? t->last_time - t->first_time : 0);
+  a_i64(w, "totalTime", tlc_table_total_time(t));
   if (c->events) {
     a_i64(w, "firstTime", t->first_time);
     a_i64(w, "lastTime", t->last_time);

@@ -1422,7 +1422,10 @@ static int groups(tlc_engine_t *e) {
 }
 
 /* Adds a Neutral row for every area of which a context's row changed (e->schg), merged from
- * the table rows of its contexts (e->smap: engine row -> table row, all of them filled). */
+ * the table rows of its contexts (e->smap: engine row -> table row, all of them filled). Every
+ * sample kind is the union of the contexts' own samples: NET, GROSS, CALL and also PERIOD and
+ * OUTSIDE (each context's periods and stretches put together, never recomputed from a merged
+ * timeline: SPEC 2, docs/decisions.md). */
 static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so,
                        unsigned km, uint8_t **keep, size_t *capkeep) {
   const grp_t *g = e->grp;
@@ -1461,12 +1464,12 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
         s->seq = x->seq;
       for (k = 0; k < NK; k++)
         s->total[k] = tadd(s->total[k], x->total[k]);
-      for (k = TLC_NET; k <= TLC_CALL; k++)
+      for (k = 0; k < NK; k++)
         if (km & (1u << k))
           tlc_dist_merge(&s->dist[k], &x->dist[k]);
       for (w = 0; w < s->nwin; w++) {
         s->win[w].count += x->win[w].count;
-        for (k = TLC_NET; k <= TLC_CALL; k++) {
+        for (k = 0; k < NK; k++) {
           if (!(km & (1u << k)))
             continue;
           const wkd_t b = { x->win[w].k[k].n, x->win[w].k[k].sum, x->win[w].k[k].min,
@@ -1477,7 +1480,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
     }
     s->total[TLC_PERIOD] = 0;
     if (so->quantiles && e->hlog != NULL) {
-      for (k = TLC_NET; k <= TLC_CALL; k++) {
+      for (k = 0; k < NK; k++) {
         if (!(km & (1u << k)))
           continue;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;

@@ -8,10 +8,10 @@
  *  - code areas (handle types 0 and 1): one TLC_ROW_CODE row per (area, context) from the area's
  *    first event in that context; with more than one context, one more row per code area with
  *    context TLC_CTX_NEUTRAL: COUNT, anomalies and totals (OUTSIDE included) summed over its
- *    contexts; NET/GROSS/CALL dists the union of its contexts' samples (quantiles from the merged
- *    histograms); PERIOD and OUTSIDE dists EMPTY (n == 0), since SPEC says they are not
- *    recomputed across contexts; windows likewise (counts summed, NET/GROSS/CALL merged,
- *    PERIOD/OUTSIDE empty); seq the largest of its contexts' rows;
+ *    contexts; every dist (NET, GROSS, CALL, PERIOD, OUTSIDE) the union of its contexts' own
+ *    samples (quantiles from the merged histograms; PERIOD and OUTSIDE never recomputed from a
+ *    merged timeline: SPEC 2); windows likewise (counts summed, every kind merged); seq the
+ *    largest of its contexts' rows;
  *  - data areas (types 2 and 4): one TLC_ROW_DATA row per area, context TLC_CTX_NONE;
  *  - state areas (types 3 and 5): one TLC_ROW_STATE row per (area, state value), TLC_CTX_NONE.
  *    A state area's value-less events (X with no current state) leave no row.

@@ -76,6 +76,7 @@ typedef struct tstate {
   uint64_t last_events, last_bytes;
   uint64_t last_full_ms;
   int sent_once;
+  uint64_t gen; /* the provider's gen of the target this state is of */
 } tstate_t;
 
 enum { ST_IDLE, ST_PROBING, ST_CONNECTED, ST_BACKOFF, ST_CLOSING };
@@ -556,6 +557,12 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   memset(&info, 0, sizeof(info));
   if (f->pv->info(f->pv->ud, i, &info) < 0 || info.name == NULL)
     return;
+  if (ts->gen != info.gen) {
+    /* another target took index i (a full registry evicted the one there): start it over with
+     * a full snapshot, never a delta since the evicted target's seq */
+    memset(ts, 0, sizeof(*ts));
+    ts->gen = info.gen;
+  }
   full = !ts->sent_once || now - ts->last_full_ms >= f->o.full_interval_ms;
   base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));

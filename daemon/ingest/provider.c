@@ -1,7 +1,8 @@
 /* provider.c - the pubsub provider (provider.h) over the target registry.
  *
- * Thin adapters: indexes are registry positions (stable: the registry only grows), names are
- * the targets' own strings. No allocation, no I/O; everything runs on the loop thread.
+ * Thin adapters: indexes are registry positions (stable: the registry only grows, except that a
+ * full registry puts a new target in an evicted one's place, with a new `gen`), names are the
+ * targets' own strings. No allocation, no I/O; everything runs on the loop thread.
  */
 #include "provider.h"
 
@@ -43,6 +44,7 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
     tlc_engine_mem(t->engine, &m);
     out->areas = m.areas;
   }
+  out->gen = t->gen;
   return 0;
 }
 

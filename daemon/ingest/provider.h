@@ -31,6 +31,7 @@ typedef struct tlc_ps_target_info {
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
   uint64_t areas;                        /* rows-owning areas of its statistics */
+  uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
 } tlc_ps_target_info_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */

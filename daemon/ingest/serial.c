@@ -44,6 +44,8 @@ struct tlc_serial {
   int fd;
   uv_poll_t *poll;
   uv_timer_t *timer;
+  uv_timer_t *idle; /* resync_idle after the last byte read: tlc_target_idle */
+  int idle_closed;
   uint64_t backoff;
   uint64_t failures;
   int last_errno; /* of the last failed open, to log a change once */
@@ -56,8 +58,16 @@ static void free_poll_cb(uv_handle_t *h) {
   tlc_serial_t *s = h->data;
   tlc_free(h);
   s->polls_open--;
-  if (s->stopping && s->timer_closed && s->polls_open == 0)
+  if (s->stopping && s->timer_closed && s->idle_closed && s->polls_open == 0)
     tlc_free(s);
+}
+
+/* The line was silent for resync_idle: the records held only for confirmation by later ones
+ * are delivered now (SPEC 1: a burst's last records do not wait for the next burst). */
+static void idle_cb(uv_timer_t *t) {
+  tlc_serial_t *s = t->data;
+  if (s->target != NULL && s->target->source == s)
+    tlc_target_idle(s->target);
 }
 
 static speed_t baud_const(uint32_t b) {
@@ -184,6 +194,8 @@ static int read_some(tlc_serial_t *s, int max_reads, size_t cap) {
       total += (size_t)r;
       s->backoff = 0;
       (void)tlc_target_feed(s->target, d->rbuf, (size_t)r); /* resync mode: never fails */
+      if (d->cfg.resync_idle_ms > 0 && s->idle != NULL)
+        uv_timer_start(s->idle, idle_cb, d->cfg.resync_idle_ms, 0); /* restarted by each read */
       continue;
     }
     if (r == 0) {
@@ -304,16 +316,22 @@ fail:
 
 static void timer_close_cb(uv_handle_t *h) {
   tlc_serial_t *s = h->data;
+  if (h == (uv_handle_t *)s->idle)
+    s->idle_closed = 1;
+  else
+    s->timer_closed = 1;
   tlc_free(h);
-  s->timer_closed = 1;
-  if (s->polls_open == 0)
+  if (s->timer_closed && s->idle_closed && s->polls_open == 0)
     tlc_free(s);
 }
 
 static void serial_stop(tlc_serial_t *s, const char *reason) {
   s->stopping = 1;
+  if (s->idle != NULL)
+    uv_timer_stop(s->idle); /* nothing held is delivered after the detach below */
   port_close(s, reason);
   uv_close((uv_handle_t *)s->timer, timer_close_cb);
+  uv_close((uv_handle_t *)s->idle, timer_close_cb);
 }
 
 static int serial_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_serial_t **out) {
@@ -335,12 +353,17 @@ static int serial_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_serial_t
     return r;
   }
   s->timer = tlc_malloc(sizeof(*s->timer));
-  if (s->timer == NULL) {
+  s->idle = tlc_malloc(sizeof(*s->idle));
+  if (s->timer == NULL || s->idle == NULL) {
+    tlc_free(s->timer);
+    tlc_free(s->idle);
     tlc_free(s);
     return TLC_ENOMEM;
   }
   uv_timer_init(d->loop, s->timer);
   s->timer->data = s;
+  uv_timer_init(d->loop, s->idle);
+  s->idle->data = s;
   try_open(s);
   *out = s;
   return 0;

@@ -58,6 +58,7 @@ typedef struct tlc_ingest_stats {
   uint64_t closed_reset;    /* ECONNRESET/EPIPE/other read errors */
   uint64_t dial_attempts, dial_failures;
   uint64_t serial_opens, serial_failures, serial_unplugs;
+  uint64_t refused_allow; /* reset at once: the peer's address is not in the listener's allow */
 } tlc_ingest_stats_t;
 
 struct tlc_conn {
@@ -74,9 +75,11 @@ struct tlc_conn {
   int preamble_done;
   char pre[TLC_PREAMBLE_MAX];
   size_t prelen;
-  uint64_t last_rx; /* uv_now of the last byte received */
-  uint64_t since;   /* uv_now at accept/connect */
-  int counted;      /* counted in d->nconns */
+  uint64_t last_rx;   /* uv_now of the last byte received */
+  uint64_t since;     /* uv_now at accept/connect */
+  uint64_t rec_since; /* uv_now when the record/block the decoder is inside began (0: none) */
+  uint64_t rec_units; /* tlc_target_units then */
+  int counted;        /* counted in d->nconns */
   int closing;
   int barrier_wait;       /* half-closed: waiting for storage to write every byte (d->barrier) */
   int handle_closed;      /* the handle's close callback ran while barrier_wait was set */

@@ -275,6 +275,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   if (t == NULL)
     return TLC_ENOMEM;
   t->reg = r;
+  t->gen = ++r->gens;
   t->format = conf->format;
   t->src_kind = src_kind;
   t->has_context_area = conf->has_context_area;
@@ -346,6 +347,38 @@ fail_name:
   return err;
 }
 
+/* The target a full registry evicts: disconnected, created by a listener (dial and serial targets
+ * belong to their configured source), the one disconnected longest ago. SIZE_MAX: none. */
+static size_t evictable(const tlc_targets_t *r) {
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < r->n; i++) {
+    const tlc_target_t *t = r->v[i];
+    if (t->connected || t->source != NULL || t->src_kind != TLC_SRC_LISTEN)
+      continue;
+    if (best == SIZE_MAX || t->last_disconnect_unix_ms < r->v[best]->last_disconnect_unix_ms)
+      best = i;
+  }
+  return best;
+}
+
+/* Frees target v[i] to make room for `newcomer`; its statistics are logged (counters and the
+ * shape of its table) since nothing keeps them after this. Observers get TLC_TEV_FREED (storage
+ * seals its segment). */
+static void evict(tlc_targets_t *r, size_t i, const char *newcomer) {
+  tlc_target_t *t = r->v[i];
+  tlc_counters_t c;
+  tlc_target_counters(t, &c);
+  r->evicted++;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+          "target %s: evicted for %s (the target table is full, max_targets %zu; it was "
+          "disconnected the longest, since %" PRId64 " ms unix time): its statistics were "
+          "events %" PRIu64 ", records %" PRIu64 ", bytes %" PRIu64 ", gaps %" PRIu64
+          ", anomalies %" PRIu64 ", bytes_skipped %" PRIu64 ", connections %" PRIu64,
+          t->name, newcomer, r->max, t->last_disconnect_unix_ms, c.events, c.records, c.bytes,
+          t->gaps, c.anomalies, c.bytes_skipped, t->connections);
+  target_free(t);
+}
+
 int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,
                     tlc_target_t **out) {
   tlc_target_t *t = tlc_targets_find(r, name);
@@ -359,8 +392,24 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
     return TLC_EINVAL;
   }
   if (r->n >= r->max) {
-    r->refused_limit++;
-    return TLC_ELIMIT;
+    /* Full: the longest-disconnected target a listener created makes room (issue 16: 1,100
+     * throw-away names locked every new target out until a restart). */
+    size_t victim = evictable(r);
+    if (victim == SIZE_MAX) {
+      r->refused_limit++;
+      return TLC_ELIMIT;
+    }
+    err = target_new(r, name, src_kind, conf, &t);
+    if (err != 0)
+      return err;
+    evict(r, victim, name);
+    r->v[victim] = t;
+    *out = t;
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: created (%s%s%s)", t->name,
+            tlc_format_name(t->format), conf->resync ? ", resync" : "",
+            t->has_context_area ? ", context_area" : "");
+    tlc_target_notify(t, TLC_TEV_CREATED, NULL);
+    return 0;
   }
   if (r->v == NULL) {
     /* The registry array is made once at its cap: it never moves afterwards. */
@@ -503,6 +552,21 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
 
 size_t tlc_target_pending(const tlc_target_t *t) {
   return tlc_dec_pending(&t->dec); /* the decoder says what it holds back */
+}
+
+void tlc_target_idle(tlc_target_t *t) {
+  tlc_targets_t *r = t->reg;
+  int n, guard = 0;
+  while ((n = tlc_dec_idle(&t->dec, r->evbuf, TLC_TARGET_BATCH)) > 0 && guard++ < 64)
+    push_events(t, r->evbuf, (size_t)n, NULL, 0, 0); /* held records: no chunk, as at the end */
+  report_changes(t);
+}
+
+uint64_t tlc_target_units(const tlc_target_t *t) {
+  const tlc_dec_counters_t *c = &t->dec.c;
+  /* evlog: the unit is the block (items inside one may come out before it is whole) */
+  return (t->format == TLC_FMT_EVLOG ? c->blocks : c->records) + c->bytes_skipped +
+         c->records_invalid;
 }
 
 void tlc_target_detach(tlc_target_t *t, const char *reason) {

@@ -128,6 +128,7 @@ typedef struct tlc_target {
   uint64_t holds; /* times it was held */
   void *store;    /* storage seam: owned by the storage observer */
   tlc_targets_t *reg;
+  uint64_t gen; /* unique per registry: tells a target from one that took its index later */
   tlc_target_conf_t conf; /* as created (mapping_path owned): what a checkpoint records */
   int quiet;              /* replaying stored bytes (continuity): observers are not called */
 
@@ -162,7 +163,9 @@ typedef struct tlc_target_observer {
 struct tlc_targets {
   tlc_target_t **v;       /* creation order; index = position */
   size_t n, max;          /* max: cap on targets (tlc_targets_init) */
-  uint64_t refused_limit; /* tlc_targets_get refused: target cap reached */
+  uint64_t refused_limit; /* tlc_targets_get refused: target cap reached, none evictable */
+  uint64_t evicted;       /* targets evicted to make room (the longest disconnected) */
+  uint64_t gens;          /* last tlc_target_t.gen given */
   uint64_t refused_name;  /* tlc_targets_get refused: invalid or too long a name */
   uint64_t events;        /* events pushed to engines, all targets */
   uint64_t bytes;         /* bytes fed, all targets */
@@ -221,6 +224,13 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len);
 /* Non-zero while the stream sits inside a record/block (bytes held or missing), for the
  * partial-record deadline. 0 when the stream sits on a record boundary. */
 size_t tlc_target_pending(const tlc_target_t *t);
+/* A count that changes whenever the decoder starts a new record or block (bin1x records, evlog
+ * blocks begun, bytes skipped): with tlc_target_pending, tells a record that goes on from a new
+ * one (partial_timeout measures time inside one record). Loop thread. */
+uint64_t tlc_target_units(const tlc_target_t *t);
+/* The source's line has been idle for resync_idle: delivers what the decoder held back only for
+ * confirmation (tlc_dec_idle), through the same pipeline as tlc_target_feed. Loop thread. */
+void tlc_target_idle(tlc_target_t *t);
 
 /* Ends the current stream: flushes the decoder (a truncated tail is counted and announced),
  * makes an engine gap, stamps the disconnect time, announces TLC_TEV_DISCONNECTED with

@@ -190,6 +190,8 @@ static void conn_hold(void *src, int on) {
     return;
   }
   c->last_rx = uv_now(d->loop); /* the deadlines count from now */
+  if (c->rec_since != 0)
+    c->rec_since = c->last_rx; /* the time held inside a record was ours, not the peer's */
   if (!c->yielded && !d->stopping && uv_read_start((uv_stream_t *)&c->h, alloc_cb, read_cb) != 0)
     tlc__conn_close(c, "read restart failed");
 }
@@ -207,11 +209,34 @@ static void conn_hold_init(tlc_conn_t *c) {
 static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
   tlc_daemon_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
+  const tlc_cfg_source_t *src;
   int n;
+  if (name != NULL && (tlc_config_find_source(&d->cfg, TLC_SRC_DIAL, name) != NULL ||
+                       tlc_config_find_source(&d->cfg, TLC_SRC_SERIAL, name) != NULL)) {
+    /* A configured dial or serial target's name belongs to its source: a preamble must not
+     * feed (or, while it is down, take over) its statistics and storage (issue 16). */
+    d->targets.refused_name++;
+    d->st.refused_target++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "connection %s on %s: preamble names target \"%s\", which belongs to a configured "
+            "source; closing",
+            c->peer, c->src_name, name);
+    return TLC_EINVAL;
+  }
   if (name != NULL)
     n = snprintf(base, sizeof(base), "%s", name);
   else
     n = snprintf(base, sizeof(base), "%s@%s", c->src_name, c->peer_ip);
+  src = tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, c->src_name);
+  if (n >= 0 && src != NULL && !tlc_config_targets_match(src->targets, base)) {
+    /* the listener's `targets` patterns: names this listener may feed (issue 16) */
+    d->targets.refused_name++;
+    d->st.refused_target++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
+            "connection %s on %s: target \"%s\" not in the listener's targets (%s); closing",
+            c->peer, c->src_name, base, src->targets);
+    return TLC_EINVAL;
+  }
   if (n < 0 || (size_t)n > d->cfg.max_name) {
     d->targets.refused_name++;
     d->st.refused_target++;
@@ -383,6 +408,25 @@ static void read_share(tlc_conn_t *c, size_t n) {
   uv_check_start(&d->resume, yield_resume_cb);
 }
 
+/* After bytes were processed: when did the record (or block) the decoder is inside begin?
+ * A new one began in this read when none was pending before or one completed since; else the
+ * same record goes on and keeps its start. partial_timeout is measured from there, so a peer
+ * trickling one byte a second cannot hold a record open by never being silent (issue 16). */
+static void rec_track(tlc_conn_t *c) {
+  uint64_t units;
+  if (c->target == NULL || c->closing)
+    return;
+  if (tlc_target_pending(c->target) == 0) {
+    c->rec_since = 0;
+    return;
+  }
+  units = tlc_target_units(c->target);
+  if (c->rec_since == 0 || units != c->rec_units) {
+    c->rec_since = c->last_rx;
+    c->rec_units = units;
+  }
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tlc_conn_t *c = s->data;
   tlc_daemon_t *d = c->d;
@@ -390,8 +434,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   if (nread > 0) {
     c->last_rx = uv_now(d->loop);
-    if (conn_process(c, (const uint8_t *)buf->base, (size_t)nread) == 0)
+    if (conn_process(c, (const uint8_t *)buf->base, (size_t)nread) == 0) {
+      rec_track(c);
       read_share(c, (size_t)nread);
+    }
     return;
   }
   if (nread == 0)
@@ -432,6 +478,15 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
   else {
     snprintf(c->peer_ip, sizeof(c->peer_ip), "unknown");
     snprintf(c->peer, sizeof(c->peer), "unknown");
+    if (fixed == NULL) {
+      /* A peer that reset before the accept: its name would be "<listener>@unknown", one
+       * target for every such peer (issue 16). Nothing came from it: a reset, counted. */
+      c->d->st.closed_reset++;
+      TLC_LOGD(TLC_LOGC_TCP, "connection on %s: peer gone before accept", c->src_name);
+      c->closing = 1;
+      uv_close((uv_handle_t *)&c->h, conn_close_cb);
+      return;
+    }
   }
   if (!c->counted)
     conn_link(c->d, c);
@@ -461,15 +516,19 @@ void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
     next = c->next;
     if (c->closing || c->held)
       continue;
-    if (d->cfg.partial_timeout_ms > 0 && now - last >= d->cfg.partial_timeout_ms &&
-        ((!c->preamble_done && c->prelen > 0) ||
-         (c->target != NULL && tlc_target_pending(c->target) > 0))) {
+    /* inside an unfinished preamble since the connection began, or inside one record since it
+     * began (rec_track): time inside, not silence (issue 16) */
+    uint64_t inside = !c->preamble_done && c->prelen > 0 ? c->since
+                      : c->target != NULL && c->rec_since != 0 && tlc_target_pending(c->target) > 0
+                          ? c->rec_since
+                          : 0;
+    if (d->cfg.partial_timeout_ms > 0 && inside != 0 && now - inside >= d->cfg.partial_timeout_ms) {
       d->st.closed_deadline++;
       if (c->target != NULL)
         c->target->deadline_closes++;
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TCP,
-              "connection %s on %s (target %s): idle %" PRIu64 " ms inside a record; closing",
-              c->peer, c->src_name, c->target != NULL ? c->target->name : "-", now - last);
+              "connection %s on %s (target %s): %" PRIu64 " ms inside a record; closing", c->peer,
+              c->src_name, c->target != NULL ? c->target->name : "-", now - inside);
       tlc__conn_close(c, "partial-record deadline");
       continue;
     }
@@ -629,6 +688,28 @@ static void on_connection(uv_stream_t *s, int status) {
     return;
   }
   d->st.accepted++;
+  if (l->cfg.allow[0] != '\0') {
+    /* the listener's `allow` list (issue 16): another peer is reset at once, before a byte of
+     * it is read or a target named after it */
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    memset(&ss, 0, sizeof(ss));
+    if (uv_tcp_getpeername(&c->h, (struct sockaddr *)&ss, &len) != 0 ||
+        !tlc_config_allow_match(l->cfg.allow, &ss)) {
+      struct linger lg = { 1, 0 };
+      uv_os_fd_t fd;
+      char ip[64] = "?", full[TLC_PEER_MAX] = "?";
+      addr_text((struct sockaddr *)&ss, ip, sizeof(ip), full, sizeof(full));
+      d->st.refused_allow++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "listener %s (%s): %s not in allow; refused", l->cfg.name,
+              l->bound, full);
+      if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+      c->closing = 1;
+      uv_close((uv_handle_t *)&c->h, conn_close_cb);
+      return;
+    }
+  }
   if (d->stopping || d->nconns >= d->max_conns) {
     struct linger lg = { 1, 0 };
     uv_os_fd_t fd;

@@ -213,6 +213,7 @@ typedef struct feed_target {
   msg_t *full;     /* full snapshot at seq, built when a subscriber joins */
   msg_t *catchup;  /* delta catchup_base -> seq, built when a slow subscriber catches up */
   uint64_t catchup_base;
+  uint64_t gen; /* the provider's gen of the target this mirror is of */
 } feed_target_t;
 
 typedef struct feed {
@@ -1395,6 +1396,36 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   return r;
 }
 
+/* Another target took index idx (a full registry evicted the one there): its mirror and every
+ * subscription's slot start again, so the next message is the new target's full snapshot and no
+ * delta is built against the old target's state. */
+static void feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
+  feed_target_t *ft = &f->t[idx];
+  subn_t *sn;
+  ft->have = 0;
+  ft->n = 0;
+  ft->len = 0;
+  ft->seq = 0;
+  msg_unref(ft->full);
+  msg_unref(ft->catchup);
+  ft->full = ft->catchup = NULL;
+  ft->gen = gen;
+  for (sn = f->subs; sn != NULL; sn = sn->fnext) {
+    slot_t *sl;
+    if (idx >= sn->nslots)
+      continue;
+    sl = &sn->slots[idx];
+    if (sl->pending != NULL) {
+      queued_sub(sn->sub, sl->pending->len);
+      msg_unref(sl->pending);
+      sl->pending = NULL;
+    }
+    sl->sent_any = 0;
+    sl->sent_seq = 0;
+    sl->catchup = 0;
+  }
+}
+
 /* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
 static void feed_tick_target(feed_t *f, size_t idx) {
   tlc_pubsub_t *ps = f->ps;
@@ -1406,6 +1437,8 @@ static void feed_tick_target(feed_t *f, size_t idx) {
   if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
       !spec_target(f->spec, info.name))
     return;
+  if (idx < f->nt && f->t[idx].gen != info.gen)
+    feed_target_renew(f, idx, info.gen);
   r = mirror_tick(f, idx, &info, &m);
   if (r == 1)
     return;
@@ -1918,6 +1951,15 @@ static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
   sl->catchup = 0;
   if (f == NULL || idx >= f->nt || !f->t[idx].have)
     return NULL;
+  {
+    tlc_ps_target_info_t info;
+    memset(&info, 0, sizeof(info));
+    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].gen) {
+      /* another target took this index since the last tick: the next tick sends its full */
+      feed_target_renew(f, idx, info.gen);
+      return NULL;
+    }
+  }
   ft = &f->t[idx];
   if (!sl->sent_any) {
     cache = &ft->full;
@@ -2993,6 +3035,54 @@ static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
   sub_send(s, &sm);
 }
 
+/* Whether a string field of message `d` in the encoded bytes p[0..n) (sub-messages included, at
+ * most 16 deep) holds a NUL byte. protobuf-c hands strings over NUL-terminated, so such a string
+ * would reach the handlers cut at the NUL: "t1\0x" acting on target t1 (issue 16). Only walks
+ * what unpack accepted; anything it cannot follow is left to unpack (returns 0). */
+static int pb_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                             int depth) {
+  size_t i = 0;
+  if (depth > 16)
+    return 0;
+  while (i < n) {
+    uint64_t key, len;
+    int k = tlc_frame_varint(p + i, n - i, &key);
+    const ProtobufCFieldDescriptor *f;
+    if (k <= 0)
+      return 0;
+    i += (size_t)k;
+    switch (key & 7) {
+    case 0:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0)
+        return 0;
+      i += (size_t)k;
+      break;
+    case 1:
+      i += 8;
+      break;
+    case 5:
+      i += 4;
+      break;
+    case 2:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0 || len > n - i - (size_t)k)
+        return 0;
+      i += (size_t)k;
+      f = key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+                                 : NULL;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)len) != NULL)
+        return 1;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+          pb_string_has_nul(f->descriptor, p + i, (size_t)len, depth + 1))
+        return 1;
+      i += (size_t)len;
+      break;
+    default:
+      return 0;
+    }
+  }
+  return 0;
+}
+
 /* Decodes and dispatches one request frame. */
 static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   tlc_pubsub_t *ps = s->ps;
@@ -3005,6 +3095,12 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   }
   ps->st.requests++;
   req = cm->request_id;
+  if (pb_string_has_nul(&tlcap__client_message__descriptor, frame, len, 0)) {
+    ps->st.bad_strings++;
+    send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+               "a string field holds a NUL byte (names and text never do)", 0, 0);
+    goto done;
+  }
   if (!s->authed && cm->msg_case != TLCAP__CLIENT_MESSAGE__MSG_HELLO) {
     sub_fail(s, TLCAP__ERROR_CODE__ERR_HELLO_REQUIRED, "the first request must be Hello",
              &ps->st.closed_auth);
@@ -3556,14 +3652,17 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     listener_drop(ps, l);
     return r;
   }
-  if (bound_port != NULL) {
-    int len = sizeof(ss);
-    *bound_port = 0;
+  {
+    int len = sizeof(ss), bound = port;
     if (uv_tcp_getsockname(&l->h.tcp, (struct sockaddr *)&ss, &len) == 0)
-      *bound_port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+      bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (bound_port != NULL)
+      *bound_port = bound;
+    /* the one line saying so (the daemon's wiring does not repeat it), with the bound port */
+    logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d%s", host, bound,
+          l->tls ? " (TLS)" : "");
   }
-  logf_(ps, TLC_PS_LOG_INFO, "serving subscribers on %s:%d%s", host, port, l->tls ? " (TLS)" : "");
   return 0;
 }
 

@@ -113,6 +113,7 @@ typedef struct tlc_pubsub_stats {
   uint64_t closed_peer;         /* the peer went away (EOF, reset) */
   uint64_t closed_tls;          /* TLS handshake failed (not TLS, bad version) or too slow */
   uint64_t requests;            /* requests dispatched */
+  uint64_t bad_strings;         /* requests refused: a string field held a NUL byte */
   uint64_t unknown_requests;    /* requests of a type this server does not know */
   uint64_t snapshots_built;     /* snapshot messages encoded (shared ones count once) */
   uint64_t snapshots_sent;      /* snapshot messages written to subscribers */

@@ -568,6 +568,22 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       return rc;
     }
   }
+  if (m->records == 0) {
+    /* Not one whole record (a kill right after the segment opened, or inside its first
+     * record): nothing to keep, so no segment (issue 16: a 13-byte .zst without an export).
+     * Unless resync-skipped bytes were kept aside for it (keep_skipped): then it stays. */
+    char sk[2100];
+    struct stat st;
+    if (tlc__path(sk, sizeof sk, "%s/%s.skipped", dir, data) == 0 && lstat(sk, &st) != 0) {
+      tlc__manifest_fini(&old);
+      tlc_io->unlink(part);
+      tlc_io->unlink(mpath);
+      tlc_io->unlink(xpath);
+      tlc_io->unlink(torn);
+      tlc_io_fsync_dir(dir);
+      return 1;
+    }
+  }
   if (have_old && old.bytes == m->bytes && old.fnv == m->fnv && old.records == m->records &&
       old.format == f) {
     /* keep the sealed manifest (it has the gaps); nothing to rewrite */

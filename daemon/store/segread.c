@@ -67,6 +67,8 @@ int tlc__src_open(tlc_src_t *s, const char *path, int zst) {
 
 int tlc__src_rewind(tlc_src_t *s) {
   s->pos = 0;
+  s->in_off = 0;
+  s->zst_error = NULL;
   s->in_len = s->in_pos = 0;
   s->in_eof = 0;
   s->frame_done = 0;
@@ -84,28 +86,38 @@ int64_t tlc__src_read(tlc_src_t *s, void *buf, size_t n) {
   }
   ZSTD_outBuffer out = { buf, n, 0 };
   while (out.pos < out.size) {
-    if (s->in_pos == s->in_len) {
-      if (s->in_eof)
-        break;
+    size_t before_out = out.pos, before_in;
+    if (s->in_pos == s->in_len && !s->in_eof) {
       int64_t r = tlc_io->read(s->fd, s->in, s->in_cap);
       while (r == -EINTR)
         r = tlc_io->read(s->fd, s->in, s->in_cap);
       if (r < 0)
         return r;
-      if (r == 0) {
-        s->in_eof = 1;
-        break;
-      }
       s->in_len = (size_t)r;
       s->in_pos = 0;
+      if (r == 0)
+        s->in_eof = 1;
     }
+    /* also called with no input left: the decoder may still hold output to flush */
     ZSTD_inBuffer in = { s->in, s->in_len, s->in_pos };
+    before_in = s->in_pos;
     size_t rc = ZSTD_decompressStream(s->dctx, &out, &in);
     s->in_pos = in.pos;
-    if (ZSTD_isError(rc))
+    s->in_off += in.pos - before_in;
+    if (ZSTD_isError(rc)) {
+      s->zst_error = ZSTD_getErrorName(rc);
       return TLC_EFRAME;
+    }
     if (rc == 0)
-      s->frame_done = 1;
+      s->frame_done = 1; /* a whole frame: the end of the file may come now */
+    else if (in.pos > before_in || out.pos > before_out)
+      s->frame_done = 0; /* inside a frame (an empty call after a frame's end changes nothing) */
+    if (s->in_eof && s->in_pos == s->in_len && out.pos == before_out) {
+      /* nothing more will come: the end of the file must be the end of a frame */
+      if (!s->frame_done && out.pos == 0)
+        return TLC_ETRUNC;
+      break;
+    }
   }
   s->pos += out.pos;
   return (int64_t)out.pos;
@@ -253,6 +265,8 @@ struct tlc_segread {
   int64_t from, to;
   size_t next_idx; /* next index entry ahead of the position */
   int done;
+  int end_checked;     /* .zst: the end of the compressed data was checked */
+  int end_rc;          /* .zst: 0, or the error found there */
   const uint8_t *pend; /* tlc_segread_read: a record that did not fit the caller's buffer */
   size_t pend_len;
   uint64_t pend_off;
@@ -333,6 +347,26 @@ static int quick_check(tlc_segread_t *r, const char *path, char *why, size_t wl)
   }
   (void)path;
   return 0;
+}
+
+int tlc_segread_zst_check(const char *path, char *why, size_t wl) {
+  tlc_src_t s;
+  uint8_t tmp[65536];
+  int64_t n;
+  int rc = tlc__src_open(&s, path, 1);
+  if (rc < 0)
+    return rc;
+  while ((n = tlc__src_read(&s, tmp, sizeof tmp)) > 0)
+    ;
+  if (n < 0)
+    snprintf(why, wl, "byte %llu of the compressed file: %s (%llu bytes decompressed before it)",
+             (unsigned long long)s.in_off,
+             n == TLC_ETRUNC       ? "zstd frame cut short (file truncated)"
+             : s.zst_error != NULL ? s.zst_error
+                                   : tlc_strerror((int)n),
+             (unsigned long long)s.pos);
+  tlc__src_close(&s);
+  return n < 0 ? (int)n : 0;
 }
 
 int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_segread_t **out,
@@ -437,7 +471,14 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
   *out = r;
   return 0;
 fail:
-  if (err && errlen && rc != TLC_EFRAME)
+  if (err && errlen && r->zst && (rc == TLC_ETRUNC || rc == TLC_EFRAME)) {
+    /* damaged compressed data: say where, whatever else failed on it */
+    char zw[200];
+    if (tlc_segread_zst_check(path, zw, sizeof zw) < 0)
+      snprintf(err, errlen, "%s: %s", path, zw);
+    else if (rc != TLC_EFRAME)
+      snprintf(err, errlen, "%s: %s", path, tlc_strerror(rc));
+  } else if (err && errlen && rc != TLC_EFRAME)
     snprintf(err, errlen, "%s: %s", path, tlc_strerror(rc));
   if (r->rd.buf)
     tlc__recrd_close(&r->rd);
@@ -490,6 +531,8 @@ int tlc_segread_range(tlc_segread_t *r, int64_t from, int64_t to) {
   r->pend = NULL;
   r->done = from > to;
   r->next_idx = 0;
+  r->end_checked = 0;
+  r->end_rc = 0;
   /* largest entry with maxb < from */
   size_t best = SIZE_MAX;
   size_t lo = 0, hi = r->m.nidx;
@@ -533,8 +576,20 @@ int tlc_segread_next(tlc_segread_t *r, const uint8_t **rec, size_t *len, uint64_
       }
       r->next_idx++;
     }
-    if (!r->rebuilt && r->rd.offset >= r->m.bytes)
-      return 0; /* a .part may hold a torn tail after the manifest's bytes */
+    if (!r->rebuilt && r->rd.offset >= r->m.bytes) {
+      /* a .part may hold a torn tail after the manifest's bytes; a .zst must end here, its
+       * frame whole (a cut inside the frame's checksum is damage too: issue 16) */
+      if (r->zst && !r->end_checked) {
+        uint8_t b;
+        int64_t tail = r->rd.len > r->rd.pos ? 1 : tlc__src_read(&r->rd.src, &b, 1);
+        r->end_checked = 1;
+        /* kept: tlc_segread_read returns the bytes before it first, the error on its next call */
+        r->end_rc = tail < 0 ? (int)tail : tail > 0 ? TLC_EFRAME : 0;
+      }
+      if (r->zst && r->end_rc < 0)
+        return r->end_rc;
+      return 0;
+    }
     int rc = tlc__recrd_next(&r->rd, &p, &x, &o);
     if (rc == 0)
       return 0;

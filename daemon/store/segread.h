@@ -81,6 +81,11 @@ int tlc_segread_timeline(tlc_segread_t *r, tlc_timeline_t *tl);
 
 void tlc_segread_close(tlc_segread_t *r);
 
+/* Reads a .zst segment's compressed data to its end. Returns 0 when it is whole, or
+ * TLC_ETRUNC (cut inside a frame) / TLC_EFRAME (damaged) / a negative I/O error, with `why`
+ * naming the compressed byte offset and the reason. Blocking; any thread. */
+int tlc_segread_zst_check(const char *path, char *why, size_t wl);
+
 /* A target's segments on disk (tlc_segread_list), in sequence order. */
 enum tlc_seg_state {
   TLC_SEGST_OPEN = 1,      /* <data>.part: being written (or left by a crash, until recovery) */

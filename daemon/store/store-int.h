@@ -205,12 +205,17 @@ typedef struct tlc_src {
   size_t in_len, in_pos, in_cap;
   int in_eof;
   int frame_done;
-  uint64_t pos; /* uncompressed bytes delivered so far */
+  uint64_t pos;          /* uncompressed bytes delivered so far */
+  uint64_t in_off;       /* zstd: compressed bytes the decompressor consumed */
+  const char *zst_error; /* zstd: ZSTD_getErrorName of the last TLC_EFRAME, or NULL */
 } tlc_src_t;
 
 /* Opens path (O_NOFOLLOW, regular files only). 0 or -errno / TLC_E*. */
 int tlc__src_open(tlc_src_t *s, const char *path, int zst);
-/* Reads up to n bytes; returns bytes (0 at end) or a negative error. */
+/* Reads up to n bytes; returns bytes (0 at end) or a negative error: for zstd, TLC_EFRAME for
+ * damaged compressed data (zst_error says how) and TLC_ETRUNC for a file that ends inside a
+ * frame (an empty file included), both at compressed byte in_off (issue 16: a cut .zst read as
+ * a shorter, valid segment). */
 int64_t tlc__src_read(tlc_src_t *s, void *buf, size_t n);
 /* Restarts from byte 0. */
 int tlc__src_rewind(tlc_src_t *s);
@@ -252,7 +257,9 @@ typedef struct tlc_exset {
  * Writes no main export: with a rebuilt manifest, an export left by the interrupted seal is
  * removed (it may describe other bytes), and the caller has the export written (with the
  * target's settings when it knows them) and recorded in the manifest. Fills *m (caller's,
- * initialised). Returns 0, or a negative error (the caller quarantines). */
+ * initialised). Returns 0; 1 when the .part held no whole record (removed, with its manifest,
+ * export and torn tail: no empty segment; kept when a .skipped file belongs to it); or a negative
+ * error (the caller quarantines). */
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
                               tlc_format_t f, uint32_t interval, uint32_t max_block,
                               tlc_manifest_t *m, uint64_t *torn_bytes);

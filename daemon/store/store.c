@@ -2847,6 +2847,19 @@ static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t
       continue;
     }
     v[i].gone = 1;
+    if (rc == 1) {
+      /* no whole record: removed with its manifest, export and torn tail */
+      log_direct(s, 5, "%s: %s/%s held no whole record (%" PRIu64 " bytes): removed", target, dir,
+                 v[i].name, torn);
+      rent_t *x;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
+        x->gone = 1;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
+        x->gone = 1;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
+        x->gone = 1;
+      continue;
+    }
     sum->recovered++;
     sum->torn_bytes += torn;
     LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);

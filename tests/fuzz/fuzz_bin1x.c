@@ -9,7 +9,8 @@
  *    it again with nothing taken and no event;
  *  - events lie inside the stream, in increasing offset order, with type <= 4, area <= 5;
  *  - resync mode: 24 * records + bytes_skipped + truncated == bytes fed;
- *  - re-encoding each event gives back the stream bytes at its offset.
+ *  - re-encoding each event gives back the stream bytes at its offset;
+ *  - with tlc_dec_idle after every chunk (an idle line): the same accounting, order and bytes.
  */
 #include "dec.h"
 #include "tlc_err.h"
@@ -30,7 +31,7 @@ typedef struct run_out {
   tlc_dec_counters_t c;
 } run_out_t;
 
-static run_out_t one, many;
+static run_out_t one, many, idle;
 
 #define CHECK(x)                                                                                   \
   do {                                                                                             \
@@ -45,7 +46,7 @@ static void keep(run_out_t *o, const tlc_event_t *ev, size_t n) {
 }
 
 static void run(tlc_format_t f, const tlc_dec_opts_t *opts, const uint8_t *in, size_t len,
-                uint8_t chunk_seed, size_t batch, run_out_t *o) {
+                uint8_t chunk_seed, size_t batch, int idle_calls, run_out_t *o) {
   tlc_dec_t d;
   tlc_event_t ev[64];
   uint64_t fed = 0;
@@ -80,6 +81,11 @@ static void run(tlc_format_t f, const tlc_dec_opts_t *opts, const uint8_t *in, s
     keep(o, ev, (size_t)rc);
     off += used;
     fed += used;
+    if (idle_calls) { /* the line went idle after this chunk (tlc_dec_idle) */
+      rc = tlc_dec_idle(&d, ev, batch);
+      CHECK(rc >= 0 && (size_t)rc <= batch && (opts->resync || rc == 0));
+      keep(o, ev, (size_t)rc);
+    }
   }
   if (o->err == 0) {
     int truncs = 0;
@@ -128,8 +134,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (len / 24 > MAXEV)
     len = MAXEV * 24;
 
-  run(f, &opts, in, len, 0, 64, &one);
-  run(f, &opts, in, len, (uint8_t)(data[1] | 1), batch, &many);
+  run(f, &opts, in, len, 0, 64, 0, &one);
+  run(f, &opts, in, len, (uint8_t)(data[1] | 1), batch, 0, &many);
+  /* the same chunks with an idle line after each: records may come earlier (and a record a
+   * late successor would have contradicted is taken), but every byte is still accounted for
+   * once, events keep stream order and re-encode to their bytes */
+  run(f, &opts, in, len, (uint8_t)(data[1] | 1), batch, 1, &idle);
+  if (!idle.err && opts.resync)
+    CHECK(24 * idle.c.records + idle.c.bytes_skipped + idle.c.truncated == len);
+  for (i = 0; i < idle.n; i++) {
+    uint8_t rec[24];
+    CHECK(idle.ev[i].offset + 24 <= len);
+    CHECK(i == 0 || idle.ev[i].offset >= idle.ev[i - 1].offset + 24);
+    tlc_bin1x_encode(f, &idle.ev[i], rec);
+    CHECK(memcmp(rec, in + idle.ev[i].offset, 24) == 0);
+  }
+  CHECK(idle.n == idle.c.records || idle.n == MAXEV);
 
   CHECK(one.n == many.n && one.err == many.err);
   if (one.err)

@@ -165,6 +165,26 @@ def test_evlog_roundtrip(d):
     T.check("sub,1,500000000,500000000,thread7\n" in text, "sub statistics:\n" + text)
 
 
-T.main([test_timeline_text1, test_statistics_text1, test_json, test_bin10_to_bin11,
+def test_report_inputs_default_to_json(d):
+    """Issue 16: `tlcapd replay FILE.br` (and .aprof) asked for --export json; it is their
+    default (and the only export they have)."""
+    # a function and one of its line areas (BR exports line areas)
+    p = write(d, "a.bin", stream() + T.bin11(0x10000000, 3, 0, 0, 400) +
+              T.bin11(0x10000000, 0, 0, 0, 450))
+    for kind in ("br", "aprof"):
+        rep = os.path.join(d, "a." + kind)
+        rc, _, err = T.run([TLCAPD, "replay", p, "--export", kind, "--output", rep])
+        T.eq(rc, 0, "export %s (stderr: %s)" % (kind, err))
+        rc, out, err = T.run([TLCAPD, "replay", rep])
+        T.eq(rc, 0, "replay %s without --export (stderr: %s)" % (rep, err))
+        json.loads(out)
+        rc, out2, err = T.run([TLCAPD, "replay", rep, "--export", "json"])
+        T.eq(out2, out, "the default is --export json")
+        rc, _, err = T.run([TLCAPD, "replay", rep, "--export", "text1"])
+        T.eq(rc, 2, "another export asked for explicitly: usage error")
+
+
+T.main([test_report_inputs_default_to_json,
+        test_timeline_text1, test_statistics_text1, test_json, test_bin10_to_bin11,
         test_native_roundtrip_byte_identical, test_truncated_last_record, test_invalid_record,
         test_usage_errors, test_evlog_roundtrip])

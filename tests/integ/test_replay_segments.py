@@ -73,5 +73,46 @@ def test_compressed_segments(d):
     T.eq(out, records(1234, 1301), "time range over .zst segments")
 
 
+def test_damaged_zst_never_replays_silently(d):
+    """Issue 16: a .zst cut at some lengths replayed as 0 events with exit 0, with or without
+    its manifest, and a corrupt one's error named no offset. Every cut (each of the first 64
+    lengths, then every 37th) and a flipped byte: exit 1 and a message with the byte offset."""
+    if shutil.which("zstd") is None:
+        print("SKIP part: zstd not installed")
+        return
+    seg = segments(d)[0]
+    subprocess.run(["zstd", "-q", "--rm", seg], check=True)
+    z = seg + ".zst"
+    with open(z, "rb") as f:
+        whole = f.read()
+    manifest = glob.glob(os.path.join(os.path.dirname(seg), "*.manifest"))
+    T.check(manifest, "the segment has a manifest")
+    cuts = sorted(set(list(range(0, min(64, len(whole)))) +
+                      list(range(64, len(whole), 37)) + [len(whole) - 1]))
+    for with_manifest in (True, False):
+        if not with_manifest:
+            for m in glob.glob(os.path.join(os.path.dirname(seg), "*.manifest")):
+                os.unlink(m)
+        for n in cuts:
+            with open(z, "wb") as f:
+                f.write(whole[:n])
+            rc, out, err = T.run([TLCAPD, "replay", z, "--export", "bin11"])
+            T.eq(rc, 1, "cut at %d of %d (manifest %s): exit status (stderr %r)"
+                 % (n, len(whole), with_manifest, err))
+            T.check("byte " in err and z in err,
+                    "cut at %d: the message names the file and a byte offset: %r" % (n, err))
+        bad = bytearray(whole)
+        bad[len(bad) // 2] ^= 0x5A
+        with open(z, "wb") as f:
+            f.write(bytes(bad))
+        rc, out, err = T.run([TLCAPD, "replay", z, "--export", "bin11"])
+        T.eq(rc, 1, "a flipped byte (manifest %s): exit status (stderr %r)" % (with_manifest, err))
+        T.check("byte " in err, "a flipped byte: the message names a byte offset: %r" % err)
+        with open(z, "wb") as f:
+            f.write(whole)
+        rc, out, err = T.run([TLCAPD, "replay", z, "--export", "bin11"])
+        T.eq(rc, 0, "the whole file still replays (manifest %s): %s" % (with_manifest, err))
+
+
 T.main([test_full_replay_is_the_capture, test_time_range_through_the_index,
-        test_compressed_segments])
+        test_compressed_segments, test_damaged_zst_never_replays_silently])

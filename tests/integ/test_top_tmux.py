@@ -1,7 +1,9 @@
 """`tlcap top` in a real terminal: tmux (private server socket in a temp dir) runs it against
 a real tlcapd with one bin11 target; the test reads the screen with capture-pane and drives it
 with send-keys: the header shows the target and its counters, areas are listed by net time, `s`
-changes the sort key, `w` the window, `/` filters by name, `q` quits and restores the terminal.
+changes the sort key, `w` the window, `/` filters by name, j/k, the arrows, PgUp/PgDn and g/G
+scroll a list longer than the screen, what does not apply prints "-" in every view, `q` quits
+and restores the terminal.
 Every wait polls the pane with a deadline.
 
 usage: test_top_tmux.py TLCAPD TLCAP     Exit 0 pass, 1 fail, 77 skip (no tmux).
@@ -96,6 +98,38 @@ def main():
         tm("send-keys", "-t", "top", "/", "00000001", "Enter")
         s = wait_screen(lambda s: "filter 00000001" in s and "00000000 " not in s,
                         "filter applies")
+        # issue 16: a data area's window view shows "-" for T.NET and T.CALL, as the
+        # cumulative view does (it showed 0ns); then more areas than fit: the view scrolls
+        more = b""
+        for k in range(41):  # functions 0x100.. : 41 more code areas, 1 activation each
+            more += T.bin11(0x100 + k, 3, 0, 0, t) + T.bin11(0x100 + k, 0, 0, 0, t + 10)
+            t += 100
+        more += T.bin11(0x20000000, 4, 0, 7, t) + T.bin11(0x20000000, 4, 0, 9, t + 50)
+        tgt.sendall(more)
+        tm("send-keys", "-t", "top", "/", "20000000", "Enter")
+        s = wait_screen(lambda s: "filter 20000000" in s and "20000000 " in s, "the data area")
+        row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
+        T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the window view:\n" + s)
+        tm("send-keys", "-t", "top", "w", "w", "w", "w")  # back to cumulative
+        s = wait_screen(lambda s: "cumulative" in s and "20000000 " in s, "cumulative view")
+        row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
+        T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the cumulative view:\n" + s)
+        tm("send-keys", "-t", "top", "/", "Enter")  # no filter: 44 areas, 26 rows fit
+        wait_screen(lambda s: "areas 1-26 of 44" in s, "first page")
+        tm("send-keys", "-t", "top", "j")
+        wait_screen(lambda s: "areas 2-27 of 44" in s, "j scrolls a row")
+        tm("send-keys", "-t", "top", "Down")
+        wait_screen(lambda s: "areas 3-28 of 44" in s, "the down arrow scrolls a row")
+        tm("send-keys", "-t", "top", "Up")
+        wait_screen(lambda s: "areas 2-27 of 44" in s, "the up arrow")
+        tm("send-keys", "-t", "top", "NPage")
+        wait_screen(lambda s: "areas 19-44 of 44" in s, "PgDn: down a page, to the last rows")
+        tm("send-keys", "-t", "top", "PPage")
+        wait_screen(lambda s: "areas 1-26 of 44" in s, "PgUp: back a page")
+        tm("send-keys", "-t", "top", "G")
+        s = wait_screen(lambda s: "areas 19-44 of 44" in s, "G: the last rows")
+        tm("send-keys", "-t", "top", "g")
+        wait_screen(lambda s: "areas 1-26 of 44" in s, "g: the first rows")
         tm("send-keys", "-t", "top", "q")
         s = wait_screen(lambda s: "EXITED 0" in s, "q quits with status 0")
         T.check("target board" not in s, "alternate screen not restored:\n" + s)

@@ -603,15 +603,15 @@ static size_t gather(const rs_t *s, const size_t *rows, size_t nr, unsigned k, i
   return n;
 }
 
-static void fill_stat(const rs_t *s, tlc_stat_t *st, const size_t *rows, size_t nr, int neutral,
-                      int windows) {
+/* The distributions (and windows) of a row over the samples of rows[0..nr): one context's row,
+ * or for Neutral the union of every context's own samples, for every kind, PERIOD and OUTSIDE
+ * included (SPEC 2). */
+static void fill_stat(const rs_t *s, tlc_stat_t *st, const size_t *rows, size_t nr, int windows) {
   unsigned k, w;
   size_t i, j;
   for (k = 0; k < TLC_NKINDS; k++) {
     int64_t *v;
     size_t n;
-    if (neutral && (k == TLC_PERIOD || k == TLC_OUTSIDE))
-      continue;
     n = gather(s, rows, nr, k, &v, 0, 1);
     make_dist(&st->dist[k], v, n);
     tlc_free(v);
@@ -631,8 +631,6 @@ static void fill_stat(const rs_t *s, tlc_stat_t *st, const size_t *rows, size_t 
       int64_t *v;
       size_t n;
       tlc_wdist_t *wd = &st->win[w].k[k];
-      if (neutral && (k == TLC_PERIOD || k == TLC_OUTSIDE))
-        continue;
       n = gather(s, rows, nr, k, &v, 1, step);
       for (i = 0; i < n; i++) {
         if (wd->n == 0 || v[i] < wd->min)
@@ -783,7 +781,7 @@ int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neu
     st->value_min = r->vmin;
     st->value_max = r->vmax;
     row_totals(&s, i, st->total);
-    fill_stat(&s, st, &i, 1, 0, windows);
+    fill_stat(&s, st, &i, 1, windows);
   }
   if (neutral && s.ntable > 1) {
     /* one Neutral row per code handle: every context's row of that handle */
@@ -823,7 +821,7 @@ int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neu
           if (k != TLC_PERIOD)
             st->total[k] += tot[k];
       }
-      fill_stat(&s, st, grp, ng, 1, windows);
+      fill_stat(&s, st, grp, ng, windows);
     }
     tlc_free(grp);
   }

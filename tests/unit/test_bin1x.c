@@ -558,6 +558,53 @@ static void test_resync_clean(void **state) {
   }
 }
 
+/* Idle line (issue 16): in sync, the record held only for its successor is delivered by
+ * tlc_dec_idle; a partial record and a stream not yet in sync stay held; nothing is lost or
+ * delivered twice when the stream goes on. */
+static void test_resync_idle(void **state) {
+  rng_t g;
+  tlc_event_t want[40], ev[64];
+  tlc_dec_t d;
+  uint8_t *buf;
+  size_t used, got = 0;
+  int n;
+  (void)state;
+  rng_seed(&g, 9);
+  buf = gen_stream(TLC_FMT_BIN11, &g, 40, want);
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, &resync_opts), 0);
+  /* one record only: not in sync yet, nothing to take alone */
+  n = tlc_dec_push(&d, buf, 24, &used, ev, 64);
+  assert_int_equal(n, 0);
+  assert_int_equal(tlc_dec_idle(&d, ev, 64), 0);
+  /* 20 records and 10 bytes of the 21st: 19 delivered, the 20th waits for its successor */
+  n = tlc_dec_push(&d, buf + 24, 20 * 24 - 24 + 10, &used, ev, 64);
+  assert_true(n >= 0);
+  got += (size_t)n;
+  assert_int_equal(got, 19);
+  n = tlc_dec_idle(&d, ev, 64);
+  assert_int_equal(n, 1); /* the 20th: plausible, near the last one, in the locked alignment */
+  assert_true(same_record(&ev[0], &want[19]));
+  assert_int_equal(ev[0].offset, 19 * 24);
+  got += (size_t)n;
+  assert_int_equal(tlc_dec_idle(&d, ev, 64), 0); /* the partial 21st stays */
+  /* the rest of the stream: each record once */
+  n = tlc_dec_push(&d, buf + 20 * 24 + 10, 20 * 24 - 10, &used, ev, 64);
+  assert_true(n >= 0);
+  assert_true(same_record(&ev[0], &want[20]));
+  got += (size_t)n;
+  n = tlc_dec_finish(&d, ev, 64);
+  got += (size_t)(n > 0 ? n : 0);
+  assert_int_equal(got, 40);
+  assert_int_equal(d.c.records, 40);
+  assert_int_equal(d.c.bytes_skipped, 0);
+  /* strict mode: nothing is held, idle is a no-op */
+  tlc_dec_fini(&d);
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, NULL), 0);
+  assert_int_equal(tlc_dec_idle(&d, ev, 64), 0);
+  tlc_dec_fini(&d);
+  free(buf);
+}
+
 /* A record whose time is wild (far future, or within the forward step but contradicted by its
  * successor, or far past) is dropped alone; the records after it are delivered. */
 static void test_resync_wild_time(void **state) {
@@ -963,6 +1010,7 @@ int main(void) {
     cmocka_unit_test(test_encode_compose),
     cmocka_unit_test(test_encode_decode_roundtrip),
     cmocka_unit_test(test_resync_clean),
+    cmocka_unit_test(test_resync_idle),
     cmocka_unit_test(test_resync_wild_time),
     cmocka_unit_test(test_resync_reboot),
     cmocka_unit_test(test_resync_pause_and_jitter),

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 static int build(tlc_config_t *c, int argc, char **argv, char *err, size_t errlen) {
   tlc_cli_t cli;
   int r = tlc_cli_parse(&cli, argc, argv, err, errlen);
@@ -473,6 +476,113 @@ static void test_parsers(void **state) {
   assert_true(tlc_target_name_check("abcdef", 5) < 0);
 }
 
+/* Issue 16 defect 9: values that meant nothing were taken, a config of /dev/zero spun forever,
+ * and --check-config took a subscriber address start refuses. */
+static void test_issue16_refusals(void **state) {
+  static const struct {
+    const char *ini;
+    const char *want;
+  } cases[] = {
+    { "[daemon]\nmax_block = 0\n", "f.ini:2: [daemon] max_block: expected a number from 64" },
+    { "[daemon]\nmax_areas = 0\n", "f.ini:2: [daemon] max_areas: expected a number from 1" },
+    { "[daemon]\nmax_contexts = 0\n", "f.ini:2: [daemon] max_contexts: expected a number" },
+    { "[daemon]\nwindows = ,,,\n", "f.ini:2: [daemon] windows: expected 1 to 4" },
+    { "[daemon]\nwindows =\n", "f.ini:2: [daemon] windows: expected 1 to 4" },
+  };
+  char path[] = "/tmp/tlc_cfgXXXXXX", err[256];
+  tlc_config_t c;
+  FILE *f;
+  int fd;
+  (void)state;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    err[0] = '\0';
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(tlc_config_load_string(&c, cases[i].ini, "f.ini", err, sizeof(err)) < 0);
+    if (strstr(err, cases[i].want) == NULL)
+      fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, cases[i].want);
+    tlc_config_fini(&c);
+  }
+  /* an endless file of NULs, and a file past the 1 MiB cap: an error, not a hang */
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_file(&c, "/dev/zero", err, sizeof(err)), TLC_ELIMIT);
+  assert_non_null(strstr(err, "/dev/zero:1: a NUL byte"));
+  tlc_config_fini(&c);
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("[daemon]\n", f);
+  for (int i = 0; i < 70000; i++)
+    fputs("# comment line\n", f); /* 15 bytes each: 1.05 MB */
+  fclose(f);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_file(&c, path, err, sizeof(err)), TLC_ELIMIT);
+  assert_non_null(strstr(err, "larger than 1048576 bytes"));
+  tlc_config_fini(&c);
+  unlink(path);
+  /* --check-config refuses a subscriber address start refuses (issue 16): one check, in
+   * tlc_config_validate, made by both */
+  assert_int_equal(tlc_config_init(&c), 0);
+  snprintf(c.serve, sizeof(c.serve), "0.0.0.0:7000");
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "serve: 0.0.0.0:7000 is beyond loopback"));
+  snprintf(c.serve, sizeof(c.serve), "[::ffff:10.0.0.1]:7000");
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  static const char *const ok[] = { "127.0.0.1:7000",          "127.9.9.9:1",    "[::1]:7000",
+                                    "[::ffff:127.0.0.1]:7000", "localhost:7000", "" };
+  for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+    snprintf(c.serve, sizeof(c.serve), "%s", ok[i]);
+    if (tlc_config_validate(&c, err, sizeof(err)) != 0)
+      fail_msg("%s refused: %s", ok[i], err);
+  }
+  tlc_config_fini(&c);
+}
+
+/* Issue 16: a listener's allow (CIDR) and targets (fnmatch) lists. */
+static void test_listener_allow_targets(void **state) {
+  struct sockaddr_in a4;
+  struct sockaddr_in6 a6;
+  tlc_config_t c;
+  char err[256];
+  (void)state;
+  memset(&a4, 0, sizeof(a4));
+  a4.sin_family = AF_INET;
+  inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+  assert_true(tlc_config_allow_match("", &a4));
+  assert_true(tlc_config_allow_match("10.0.0.0/8", &a4));
+  assert_true(tlc_config_allow_match("127.0.0.1, 10.1.2.0/23", &a4));
+  assert_true(tlc_config_allow_match("10.1.2.3", &a4));
+  assert_false(tlc_config_allow_match("10.1.2.4", &a4));
+  assert_false(tlc_config_allow_match("10.1.0.0/23,::1", &a4));
+  assert_true(tlc_config_allow_match("0.0.0.0/0", &a4));
+  memset(&a6, 0, sizeof(a6));
+  a6.sin6_family = AF_INET6;
+  inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr); /* v4-mapped: the IPv4 rules */
+  assert_true(tlc_config_allow_match("10.0.0.0/8", &a6));
+  inet_pton(AF_INET6, "fd00::17", &a6.sin6_addr);
+  assert_true(tlc_config_allow_match("fd00::/8", &a6));
+  assert_false(tlc_config_allow_match("fe80::/10 10.0.0.0/8", &a6));
+  assert_int_equal(tlc_config_allow_check("10.0.0.0/33", err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "\"10.0.0.0/33\" is not an address"));
+  assert_int_equal(tlc_config_allow_check("lab.example", err, sizeof(err)), TLC_EINVAL);
+  assert_true(tlc_config_targets_match("", "x"));
+  assert_true(tlc_config_targets_match("lab-*, board[0-9]", "board7"));
+  assert_false(tlc_config_targets_match("lab-*, board[0-9]", "board10"));
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c,
+                                          "[listen lab]\nformat = bin11\naddress = 127.0.0.1:0\n"
+                                          "allow = 127.0.0.0/8, ::1\ntargets = lab-*\n",
+                                          "f.ini", err, sizeof(err)),
+                   0);
+  assert_string_equal(c.src[0].allow, "127.0.0.0/8, ::1");
+  assert_string_equal(c.src[0].targets, "lab-*");
+  tlc_config_fini(&c);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_true(tlc_config_load_string(&c, "[listen lab]\nallow = 300.1.1.1\n", "f.ini", err,
+                                     sizeof(err)) < 0);
+  assert_non_null(strstr(err, "f.ini:2: [listen lab] allow:"));
+  tlc_config_fini(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_embedded_default),
@@ -486,6 +596,8 @@ int main(void) {
     cmocka_unit_test(test_parsers),
     cmocka_unit_test(test_storage_keys),
     cmocka_unit_test(test_storage_key_errors),
+    cmocka_unit_test(test_issue16_refusals),
+    cmocka_unit_test(test_listener_allow_targets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

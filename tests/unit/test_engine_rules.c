@@ -504,7 +504,9 @@ static void test_mapping_links_state(void **state) {
  * core0 f: COUNT 2, NET {10, 5}, PERIOD {30}, OUTSIDE 10..30 = sample 20, then 35..35: total 20.
  * core1 f: COUNT 1, NET {20}, OUTSIDE 25..T=35: total 10, no sample.
  * Neutral f: COUNT 3, NET total 35, NET samples union {10, 5, 20}: min 5 max 20 AVG 11;
- * OUTSIDE total = 20 + 10 = 30; PERIOD and OUTSIDE dists empty (not recomputed). */
+ * OUTSIDE total = 20 + 10 = 30; PERIOD and OUTSIDE samples: the union of each context's own
+ * (SPEC 2, issue 16; they printed nothing before): PERIOD {30}, OUTSIDE {20}, never a period
+ * or stretch of a merged timeline (which would give PERIOD {5, 25} and no OUTSIDE stretch). */
 static void test_cores_and_neutral(void **state) {
   tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);
   tlc_table_t t;
@@ -535,8 +537,11 @@ static void test_cores_and_neutral(void **state) {
   dist_is(&r->dist[TLC_NET], 3, 35, 5, 20);
   assert_int_equal(tlc_dist_avg(&r->dist[TLC_NET]), 11);
   assert_int_equal(r->total[TLC_OUTSIDE], 30);
-  assert_int_equal(r->dist[TLC_PERIOD].n, 0);
-  assert_int_equal(r->dist[TLC_OUTSIDE].n, 0);
+  dist_is(&r->dist[TLC_PERIOD], 1, 30, 30, 30);
+  dist_is(&r->dist[TLC_OUTSIDE], 1, 20, 20, 20);
+  assert_true(r->dist[TLC_PERIOD].has_q && r->dist[TLC_OUTSIDE].has_q);
+  assert_int_equal(r->dist[TLC_PERIOD].q[0], 30);
+  assert_int_equal(r->dist[TLC_OUTSIDE].q[3], 20);
   /* median of {5, 10, 20} = 2nd = 10 */
   assert_int_equal(r->dist[TLC_NET].q[0], 10);
   tlc_table_fini(&t);

@@ -122,11 +122,42 @@ static void test_table(void **state) {
   tlc_table_fini(&t);
 }
 
+/* Issue 16: times INT64_MIN .. INT64_MAX overflowed `last - first` (UB; -1 in Release). The
+ * total time saturates as the engine's durations do: INT64_MAX, and INT64_MIN backwards. */
+static void test_total_time_extremes(void **state) {
+  tlc_table_t t;
+  tlc_out_t o;
+  char *s;
+  (void)state;
+  tlc_table_init(&t);
+  t.format = TLC_FMT_BIN11;
+  t.counters.events = 2;
+  t.first_time = INT64_MIN;
+  t.last_time = INT64_MAX;
+  assert_int_equal(tlc_table_total_time(&t), INT64_MAX);
+  tlc_out_init(&o, 0, NULL, NULL);
+  assert_int_equal(tlc_json_write(&o, &t, NULL, "x", 1), 0);
+  s = tlc_out_take(&o, NULL);
+  assert_non_null(strstr(s, "\"total_time\":9223372036854775807,"));
+  tlc_free(s);
+  tlc_out_fini(&o);
+  t.first_time = INT64_MAX;
+  t.last_time = INT64_MIN;
+  assert_int_equal(tlc_table_total_time(&t), INT64_MIN);
+  t.first_time = -5;
+  t.last_time = 7;
+  assert_int_equal(tlc_table_total_time(&t), 12);
+  t.counters.events = 0;
+  assert_int_equal(tlc_table_total_time(&t), 0);
+  tlc_table_fini(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_u128),
     cmocka_unit_test(test_strings),
     cmocka_unit_test(test_table),
+    cmocka_unit_test(test_total_time_extremes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -457,8 +457,10 @@ static void test_text1_errors(void **state) {
   expect_err("* HANDLE(Data)\n", TLC_ESYNTAX, 1, "no entry format");
   expect_err("* HANDLE Data %HANDLE%\n", TLC_ESYNTAX, 1, "(class)");
   expect_err("* HANDLE(Data) %NAME%%HANDLE%\n", TLC_ESYNTAX, 1, "followed by a separator");
-  expect_err("* INFO %TOTAL_TIME%\n5\n", TLC_ESYNTAX, 0, "no HANDLE");
-  expect_err("", TLC_ESYNTAX, 0, "no HANDLE");
+  /* a missing section is reported at the last line, not line 0 (issue 16) */
+  expect_err("* INFO %TOTAL_TIME%\n5\n", TLC_ESYNTAX, 2, "no HANDLE");
+  expect_err("* INFO %TOTAL_TIME%\n5\n7", TLC_ESYNTAX, 3, "no HANDLE");
+  expect_err("", TLC_ESYNTAX, 1, "no HANDLE");
   expect_err("* CONTEXTS %NAME%,%HANDLE%\nx,0x1,junk\n", TLC_ESYNTAX, 2, "not a hex number");
   expect_err("* CONTEXTS %NAME%,%HANDLE%\nx,\n", TLC_ESYNTAX, 2, "empty %HANDLE%");
   expect_err("* HANDLE(Data) [%HANDLE%]\n00000001]\n", TLC_ESYNTAX, 2, "expected \"[\"");
@@ -576,7 +578,8 @@ static void test_xml_errors(void **state) {
   expect_err("<ProfilerExport><Mapping><Contexts><Context name=\"x\"/></Contexts></Mapping>"
              "</ProfilerExport>",
              TLC_ESYNTAX, 1, "without a handle");
-  expect_err("<ProfilerExport><Timeline/></ProfilerExport>", TLC_ESYNTAX, 0, "no <Mapping>");
+  expect_err("<ProfilerExport><Timeline/></ProfilerExport>", TLC_ESYNTAX, 1, "no <Mapping>");
+  expect_err("<ProfilerExport>\n<Timeline/>\n</ProfilerExport>\n", TLC_ESYNTAX, 3, "no <Mapping>");
   /* billion laughs: refused before any entity is declared */
   expect_err("<?xml version=\"1.0\"?>\n"
              "<!DOCTYPE lolz [\n"

@@ -23,9 +23,9 @@ static void test_valid(void **state) {
   assert_string_equal(p.name, "lab1");
   assert_int_equal(p.format, TLC_FMT_EVLOG);
   /* CRLF, extra spaces, unknown keys, order, format only */
-  assert_int_equal(parse("TLCAP/1  format=bin10   x=y target=a.b@c:1#2[0]\r\n", 0, &p, why),
+  assert_int_equal(parse("TLCAP/1  format=bin10   x=y target=a.b:1#2[0]\r\n", 0, &p, why),
                    TLC_PRE_OK);
-  assert_string_equal(p.name, "a.b@c:1#2[0]");
+  assert_string_equal(p.name, "a.b:1#2[0]");
   assert_int_equal(p.format, TLC_FMT_BIN10);
   assert_int_equal(parse("TLCAP/1 format=bin11\n", 0, &p, why), TLC_PRE_OK);
   assert_false(p.has_name);
@@ -65,6 +65,16 @@ static void test_bad(void **state) {
   assert_int_equal(parse("TLCAP/1 target=a/b\n", 0, &p, why), TLC_PRE_BAD);
   assert_non_null(strstr(why, "invalid target name"));
   assert_int_equal(parse("TLCAP/1 target=.hidden\n", 0, &p, why), TLC_PRE_BAD);
+  /* issue 16: another address's automatic name, a name cut at a NUL, control characters */
+  assert_int_equal(parse("TLCAP/1 target=lab@10.9.9.9\n", 0, &p, why), TLC_PRE_BAD);
+  assert_non_null(strstr(why, "'@'"));
+  {
+    static const char nul[] = "TLCAP/1 target=abc\0../../x format=bin11\n";
+    assert_int_equal(tlc_preamble_parse(nul, sizeof(nul) - 1, 0, 64, &p, why, 128), TLC_PRE_BAD);
+    assert_non_null(strstr(why, "NUL"));
+  }
+  assert_int_equal(parse("TLCAP/1 target=a\x01b\n", 0, &p, why), TLC_PRE_BAD);
+  assert_int_equal(parse("TLCAP/1 target=a\x7f\n", 0, &p, why), TLC_PRE_BAD);
   /* 65 bytes with a cap of 64 */
   assert_int_equal(
       parse("TLCAP/1 target=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", 0,

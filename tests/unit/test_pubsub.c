@@ -48,6 +48,7 @@ typedef struct fake_target {
   tlc_table_t t;
   int rotated;
   uint64_t seq; /* this target's change sequence (as the engine's, per target) */
+  uint64_t gen; /* provider gen: changes when another target takes this index */
 } fake_target_t;
 
 typedef struct fake {
@@ -73,6 +74,7 @@ static int f_info(void *ud, size_t i, tlc_ps_target_info_t *out) {
   out->connected = f->tg[i].connected;
   out->peer = "127.0.0.1:1";
   out->counters = f->tg[i].t.counters;
+  out->gen = f->tg[i].gen;
   return 0;
 }
 
@@ -758,6 +760,52 @@ static void test_subscribe_deltas(void **state) {
 }
 
 /* Subscribers with the same spec share one feed: one snapshot build per tick. */
+/* Issue 16: a full target table evicts a disconnected target and puts the new one at its index
+ * (provider gen changes). Subscribers get the newcomer's full snapshot, never a delta built on
+ * the evicted target's state (its engine seq restarts: a delta since the old seq is empty). */
+static void test_index_taken_over(void **state) {
+  harness_t h;
+  rc_t c;
+  Tlcap__ServerMessage *m;
+  int seen1 = 0, seen2 = 0, i;
+  (void)state;
+  h_start(&h, NULL, 4);
+  rc_open(&c, h.port, 0);
+  rc_hello(&c, &h, NULL);
+  rc_subscribe(&c, 1, "lab*", 50, 0, 0);
+  m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_ACK);
+  msg_free(m);
+  while (!seen1 || !seen2) {
+    m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+    seen1 |= strcmp(m->snapshot->target, "lab1") == 0;
+    seen2 |= strcmp(m->snapshot->target, "lab2") == 0;
+    msg_free(m);
+  }
+  /* lab2 (index 1, 3 rows) evicted; lab9 takes index 1 with 2 rows, its seq from 1 again */
+  tlc_table_fini(&h.fake.tg[1].t);
+  h.fake.n = 1;
+  fake_add(&h.fake, "lab9", 2);
+  h.fake.tg[1].t.rows[0].seq = 1;
+  h.fake.tg[1].t.rows[1].seq = 2;
+  h.fake.tg[1].seq = 2;
+  h.fake.tg[1].gen = 1;
+  for (i = 0; i < 200; i++) {
+    m = rc_expect(&c, &h, TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT);
+    if (strcmp(m->snapshot->target, "lab9") == 0)
+      break;
+    msg_free(m);
+    m = NULL;
+  }
+  assert_non_null(m);
+  assert_true(m->snapshot->full);
+  assert_int_equal(m->snapshot->base_seq, 0);
+  assert_int_equal(m->snapshot->n_rows, 2);
+  assert_int_equal(m->snapshot->seq, 2);
+  msg_free(m);
+  rc_close(&c);
+  h_stop(&h);
+}
+
 static void test_shared_feed(void **state) {
   harness_t h;
   rc_t c[3];
@@ -1755,6 +1803,7 @@ int main(void) {
     cmocka_unit_test(test_token_compare),
     cmocka_unit_test(test_requests),
     cmocka_unit_test(test_subscribe_deltas),
+    cmocka_unit_test(test_index_taken_over),
     cmocka_unit_test(test_shared_feed),
     cmocka_unit_test(test_bad_frames),
     cmocka_unit_test(test_auth),

@@ -112,16 +112,20 @@ static void test_pipeline_and_provider(void **state) {
   assert_int_equal(tlc_targets_get(&reg, "a@127.0.0.1", TLC_SRC_LISTEN, &conf, &t2), TLC_EINVAL);
   assert_ptr_equal(t2, t);
   assert_int_equal(tlc_targets_get(&reg, "../x", TLC_SRC_LISTEN, &conf, &t2), TLC_EINVAL);
-  assert_int_equal(tlc_targets_get(&reg, "b", TLC_SRC_LISTEN, &conf, &t2), 0);
+  /* the cap with nothing evictable (a connected, b a dial target): refused */
+  assert_int_equal(tlc_targets_get(&reg, "b", TLC_SRC_DIAL, &conf, &t2), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "127.0.0.1:3"), 0);
   assert_int_equal(tlc_targets_get(&reg, "c", TLC_SRC_LISTEN, &conf, &t2), TLC_ELIMIT);
+  tlc_target_detach(t, "test");
   assert_int_equal(reg.refused_limit, 1);
   assert_int_equal(reg.refused_name, 1);
+  assert_int_equal(reg.evicted, 0);
   /* events in order: created, connected, disconnected, connected, decode error, disconnected,
-   * created (b) */
+   * created (b), connected, disconnected */
   {
     static const int want[] = { TLC_TEV_CREATED,   TLC_TEV_CONNECTED,    TLC_TEV_DISCONNECTED,
                                 TLC_TEV_CONNECTED, TLC_TEV_DECODE_ERROR, TLC_TEV_DISCONNECTED,
-                                TLC_TEV_CREATED };
+                                TLC_TEV_CREATED,   TLC_TEV_CONNECTED,    TLC_TEV_DISCONNECTED };
     assert_int_equal(r.nkinds, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < r.nkinds; i++)
       assert_int_equal(r.kinds[i], want[i]);
@@ -137,9 +141,9 @@ static void test_pipeline_and_provider(void **state) {
   assert_int_equal(info.counters.records, 100);
   assert_int_equal(info.counters.events, 100);
   assert_int_equal(info.counters.bytes, len + TLC_BIN1X_RECORD);
-  assert_int_equal(info.connections, 2);
-  assert_int_equal(info.reconnects, 1);
-  assert_int_equal(info.gaps, 2);
+  assert_int_equal(info.connections, 3);
+  assert_int_equal(info.reconnects, 2);
+  assert_int_equal(info.gaps, 3);
   assert_int_equal(info.decode_errors, 1);
   assert_int_equal(pv.ps.info(pv.ps.ud, 2, &info), TLC_ERANGE);
   assert_null(pv.ps.mapping(pv.ps.ud, 0));
@@ -147,7 +151,7 @@ static void test_pipeline_and_provider(void **state) {
   tlc_table_init(&tab);
   assert_int_equal(pv.ps.snapshot(pv.ps.ud, 0, &tab, NULL), 0);
   assert_int_equal(tab.counters.records, 100);
-  assert_int_equal(tab.counters.gaps, 2);
+  assert_int_equal(tab.counters.gaps, 3);
   assert_true(tab.nrows >= 1);
   assert_int_equal(tab.rows[0].count, 50);
   tlc_table_fini(&tab);
@@ -162,6 +166,51 @@ static void test_pipeline_and_provider(void **state) {
   }
   tlc_targets_fini(&reg);
   assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_FREED);
+}
+
+/* Issue 16: a full registry evicts the listener target disconnected the longest (observers get
+ * TLC_TEV_FREED for it), and the newcomer takes its index with a new gen. */
+static void test_full_registry_evicts(void **state) {
+  tlc_targets_t reg;
+  tlc_target_t *a = NULL, *b = NULL, *c = NULL;
+  tlc_target_conf_t conf;
+  tlc_target_observer_t o;
+  rec_t r;
+  int src = 1;
+  uint64_t gen_a;
+  (void)state;
+  memset(&r, 0, sizeof(r));
+  assert_int_equal(tlc_targets_init(&reg, 2), 0);
+  memset(&o, 0, sizeof(o));
+  o.cb = on_ev;
+  o.ud = &r;
+  assert_int_equal(tlc_targets_observe(&reg, &o), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_BIN11;
+  assert_int_equal(tlc_targets_get(&reg, "a", TLC_SRC_LISTEN, &conf, &a), 0);
+  assert_int_equal(tlc_targets_get(&reg, "b", TLC_SRC_LISTEN, &conf, &b), 0);
+  assert_int_equal(tlc_target_attach(a, &src, "p"), 0);
+  assert_int_equal(tlc_target_attach(b, &src, "p"), 0);
+  tlc_target_detach(a, "test");
+  gen_a = a->gen;
+  r.nkinds = 0;
+  assert_int_equal(tlc_targets_get(&reg, "c", TLC_SRC_LISTEN, &conf, &c), 0);
+  assert_int_equal(reg.n, 2);
+  assert_ptr_equal(reg.v[0], c); /* a's index */
+  assert_string_equal(reg.v[0]->name, "c");
+  assert_true(c->gen != gen_a && c->gen > b->gen);
+  assert_int_equal(reg.evicted, 1);
+  assert_int_equal(reg.refused_limit, 0);
+  assert_int_equal(r.kinds[0], TLC_TEV_FREED); /* a, then c created */
+  assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_CREATED);
+  assert_null(tlc_targets_find(&reg, "a"));
+  /* every listener target connected: nothing to evict, refused */
+  assert_int_equal(tlc_target_attach(c, &src, "p"), 0);
+  assert_int_equal(tlc_targets_get(&reg, "d", TLC_SRC_LISTEN, &conf, &a), TLC_ELIMIT);
+  assert_int_equal(reg.refused_limit, 1);
+  tlc_target_detach(b, "test");
+  tlc_target_detach(c, "test");
+  tlc_targets_fini(&reg);
 }
 
 /* Regression (found by fuzz_ingest): the strict decoder hands out the good records before a
@@ -205,6 +254,7 @@ static void test_decode_error_in_last_chunk(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pipeline_and_provider),
+    cmocka_unit_test(test_full_registry_evicts),
     cmocka_unit_test(test_decode_error_in_last_chunk),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
