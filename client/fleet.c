@@ -108,23 +108,11 @@ static row_t *find_row(const char *host, const char *tgt) {
   return &rows[nrows++];
 }
 
-/* A JSON string through the one JSON writer (formats/json.c), as tlcap.c prints its own. */
-static void json_str(const char *s) {
-  tlc_out_t o;
-  char *p;
-  tlc_out_init(&o, 0, NULL, NULL);
-  tlc_json_string(&o, s);
-  p = tlc_out_take(&o, NULL);
-  fputs(p != NULL ? p : "\"\"", stdout);
-  tlc_free(p);
-  tlc_out_fini(&o);
-}
-
 static void print_json(const row_t *r) {
   printf("{\"host\":");
-  json_str(r->host);
+  tlc_cli_json_str(r->host);
   printf(",\"target\":");
-  json_str(r->target);
+  tlc_cli_json_str(r->target);
   printf(",\"connected\":%s,\"events\":%llu,\"events_per_s\":%.1f,\"gaps\":%llu,"
          "\"last_seen_unix_ms\":%lld}\n",
          r->connected ? "true" : "false", (unsigned long long)r->events, r->rate,

@@ -5,4 +5,7 @@
 
 int tlc_cli_fleet(int argc, char **argv);
 
+/* Prints s to stdout as a JSON string through formats/json.c (client/tlcap.c). */
+void tlc_cli_json_str(const char *s);
+
 #endif

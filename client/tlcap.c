@@ -640,8 +640,6 @@ static void fmt_utc(char *buf, size_t len, int64_t ns) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void json_str(const char *s); /* below (cmd_watch) */
-
 static int cmd_segments(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
@@ -712,7 +710,7 @@ static int cmd_segments(int argc, char **argv) {
              (unsigned long long)x->bytes, (unsigned long long)x->gaps,
              x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "" : rs,
              x->recovered ? "true" : "false");
-      json_str(x->path);
+      tlc_cli_json_str(x->path);
       putchar('}');
       continue;
     }
@@ -883,7 +881,7 @@ static view_target_t *view_apply(view_t *w, const Tlcap__Snapshot *s) {
   return vt;
 }
 
-static void json_str(const char *s) {
+void tlc_cli_json_str(const char *s) {
   tlc_out_t o;
   char *p;
   tlc_out_init(&o, 0, NULL, NULL);
@@ -909,7 +907,7 @@ static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
     break;
   case TLC_CLIENT_EV_RECONNECTED:
     printf("{\"reconnected\":{\"address\":");
-    json_str(g_addr);
+    tlc_cli_json_str(g_addr);
     printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
            "\"attempts\":%u,\"down_ms\":%llu}}\n",
            ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
@@ -1013,16 +1011,16 @@ static int cmd_watch(int argc, char **argv) {
     }
     case TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT:
       printf("{\"type\":\"target_event\",\"target\":");
-      json_str(m->target_event->target);
+      tlc_cli_json_str(m->target_event->target);
       printf(",\"kind\":\"%s\",\"detail\":", tlc_pb_event_kind_name(m->target_event->kind));
-      json_str(m->target_event->detail);
+      tlc_cli_json_str(m->target_event->detail);
       printf(",\"unix_ms\":%lld,\"seq\":%llu}\n", (long long)m->target_event->unix_ms,
              (unsigned long long)m->target_event->seq);
       break;
     case TLCAP__SERVER_MESSAGE__MSG_EVENTS: {
       size_t k;
       printf("{\"type\":\"events\",\"target\":");
-      json_str(m->events->target);
+      tlc_cli_json_str(m->events->target);
       printf(",\"seq\":%llu,\"events\":[", (unsigned long long)m->events->seq);
       for (k = 0; k < m->events->n_events; k++) {
         const Tlcap__Event *e = m->events->events[k];

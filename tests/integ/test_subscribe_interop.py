@@ -65,20 +65,7 @@ def tls_setup(tmp):
 
 
 def gen_pb2(tmp):
-    protoc = shutil.which("protoc")
-    if protoc is None:
-        print("SKIP: protoc not installed (apt-get install protobuf-compiler)")
-        sys.exit(T.SKIP)
-    try:
-        import google.protobuf  # noqa: F401
-    except ImportError:
-        print("SKIP: python3-protobuf not installed")
-        sys.exit(T.SKIP)
-    subprocess.check_call([protoc, "--python_out=" + tmp, "-I" + PROTO_DIR,
-                           os.path.join(PROTO_DIR, "tlcap.proto")])
-    sys.path.insert(0, tmp)
-    import tlcap_pb2
-    return tlcap_pb2
+    return T.gen_pb2(tmp, PROTO_DIR)
 
 
 def varint(n):

@@ -11,6 +11,27 @@ import tempfile
 SKIP = 77  # CTest SKIP_RETURN_CODE
 
 
+def gen_pb2(tmp, proto_dir):
+    """The Python classes of proto/tlcap.proto, generated with protoc into `tmp` (Google's own
+    runtime reads the daemon's messages); exits SKIP when protoc or python3-protobuf is
+    missing."""
+    import shutil
+    protoc = shutil.which("protoc")
+    if protoc is None:
+        print("SKIP: protoc not installed (apt-get install protobuf-compiler)")
+        sys.exit(SKIP)
+    try:
+        import google.protobuf  # noqa: F401
+    except ImportError:
+        print("SKIP: python3-protobuf not installed")
+        sys.exit(SKIP)
+    subprocess.check_call([protoc, "--python_out=" + tmp, "-I" + proto_dir,
+                           os.path.join(proto_dir, "tlcap.proto")])
+    sys.path.insert(0, tmp)
+    import tlcap_pb2
+    return tlcap_pb2
+
+
 def bin11(handle, etype, core, data, time_ns, extra_flag_bits=0):
     """One winIDEA v1.1 record: u32 handle, u32 flags (core<<4 | type), u64 data, i64 time."""
     flags = ((core & 0xFF) << 4) | (etype & 0xF) | extra_flag_bits
