@@ -325,6 +325,22 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
            "Free bytes of the state directory's file system.");
     tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di.disk_free_bytes);
   }
+  if (pv->nats != NULL) { /* the NATS publisher (--nats, docs/fleet.md) */
+    tlc_ps_nats_t ns;
+    memset(&ns, 0, sizeof(ns));
+    if (pv->nats(pv->nats_ud, &ns) == 0) {
+      family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
+      tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
+      family(o, om, "tlcap_nats_published_total", "counter", "Messages handed to the NATS client.");
+      tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
+      family(o, om, "tlcap_nats_dropped_total", "counter",
+             "Messages not published: client buffer full, no connection, or over max_payload.");
+      tlc_out_printf(o, "tlcap_nats_dropped_total %" PRIu64 "\n", ns.dropped);
+      family(o, om, "tlcap_nats_reconnects_total", "counter",
+             "Connections to the NATS server after the first.");
+      tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
+    }
+  }
 
   if (n > 0) {
     family(o, om, "tlcap_target_connected", "gauge", "1 while the target is connected.");

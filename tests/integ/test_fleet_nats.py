@@ -86,14 +86,15 @@ def consume(url, subject="tlcap.>", idle_ms=800, js=True, max_ms=0):
     return out
 
 
-def daemon(d, name, nats_url, prefix, extra=(), store=False, env=None):
+def daemon(d, name, nats_url, prefix, extra=(), store=False, env=None, http=None):
     port, serve = D.free_port(), D.free_port()
     dd = os.path.join(d, name)
     os.makedirs(dd)
     dm = D.Daemon(TLCAPD, dd, ["--listen", "ing=bin11@127.0.0.1:%d" % port,
                                "--nats", nats_url, "--nats-subject", prefix,
                                "--nats-interval", "100"] + list(extra),
-                  serve="127.0.0.1:%d" % serve, store=store, env=env)
+                  serve="127.0.0.1:%d" % serve, store=store, env=env,
+                  **({"http": http} if http else {}))
     dm.ingest, dm.serve = port, serve
     return dm
 
@@ -198,7 +199,8 @@ def test_two_daemons_late_consumer(d):
 
 def test_broker_killed_and_back(d):
     ns = NatsServer(d)
-    a = daemon(d, "a", ns.url(), "tlcap.k")
+    hport = D.free_port()
+    a = daemon(d, "a", ns.url(), "tlcap.k", http="127.0.0.1:%d" % hport)
     try:
         D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream")
         send(a.ingest, D.calls(100), b"TLCAP/1 target=t1 format=bin11\n")
@@ -212,6 +214,14 @@ def test_broker_killed_and_back(d):
         a.wait_stats(lambda s: D.by_name(s, "t1")["events"] == 800,
                      what="every event counted while the broker is away")
         T.check(nats_line(a)["dropped"] >= 6, "drops counted: %r" % nats_line(a))
+        # ... and shown in /metrics
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=5) as r:
+            met = r.read().decode()
+        mm = re.search(r"^tlcap_nats_dropped_total (\d+)$", met, re.M)
+        T.check(mm is not None and int(mm.group(1)) >= 6, "tlcap_nats_dropped_total in /metrics")
+        T.check(re.search(r"^tlcap_nats_connected 0$", met, re.M) is not None,
+                "tlcap_nats_connected 0 while the broker is away")
         ns.start()
         D.wait_until(lambda: nats_line(a)["connected"], 20, "reconnected", step=0.2)
         T.check(nats_line(a)["reconnects"] >= 1, "reconnect counted")
