@@ -38,7 +38,13 @@ def get(port, path, headers=None, method="GET", data=None):
         with urllib.request.urlopen(req, timeout=20) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+        try:
+            body = e.read()
+        except (OSError, http.client.HTTPException):
+            # a 405 to a request with a body: the server closes without reading that body,
+            # and the close can be a reset that cuts the error document (docs/http.md)
+            body = None
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, body
 
 
 def gen_model(seed, funcs=5, cores=3, calls=4000):
@@ -300,6 +306,10 @@ def test_api(d):
             st, hdr, body = get(hport, path, method=method,
                                 data=b"x" if method == "POST" else None)
             T.eq(st, code, "%s %s" % (method, path))
+            if code == 405:
+                T.eq(hdr.get("allow"), "GET, HEAD", "Allow header")
+                if body is None:
+                    continue  # the reset cut the document (see get)
             e = json.loads(body)
             T.eq(e["error"]["status"], code, "error document's status for " + path)
             T.check(e["error"]["message"], "error message for " + path)
