@@ -1043,11 +1043,12 @@ static void w_skip(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
          s->c.skipped_unkept_bytes += unkept);
 }
 
-static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
-  int rc = ensure_dirs(t->dir, strlen(s->state_dir));
-  if (rc < 0)
-    return rc;
-  if (!t->seq_known) {
+/* The target's next segment sequence, learnt once: one past the highest of its directory and
+ * of the catalogue (writer thread). */
+static void learn_next_seq(tlc_store_t *s, tlc_store_target_t *t) {
+  if (t->seq_known)
+    return;
+  {
     uint64_t mx = dir_max_seq(t->dir);
     uv_mutex_lock(&s->cat.mu);
     for (size_t i = 0; i < s->cat.n; i++)
@@ -1057,6 +1058,13 @@ static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
     t->next_seq = mx + 1;
     t->seq_known = 1;
   }
+}
+
+static int w_open_seg(tlc_store_t *s, tlc_store_target_t *t) {
+  int rc = ensure_dirs(t->dir, strlen(s->state_dir));
+  if (rc < 0)
+    return rc;
+  learn_next_seq(s, t);
   for (int tries = 0; tries < 100; tries++) {
     rc = tlc__seg_open(&t->seg, t->dir, t->name, t->format, t->tc.main_export == TLC_MAIN_XML,
                        t->next_seq++, wall(s), mono(s), s->o.index_interval);
@@ -1350,16 +1358,7 @@ static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
     r->pos.bytes = t->seg.m.bytes;
     r->pos.disconnects = disc_count(t->seg.m.gaps, t->seg.m.ngaps);
   } else {
-    if (!t->seq_known) {
-      uint64_t mx = dir_max_seq(t->dir);
-      uv_mutex_lock(&s->cat.mu);
-      for (size_t i = 0; i < s->cat.n; i++)
-        if (strcmp(s->cat.v[i].target, t->name) == 0 && s->cat.v[i].seq > mx)
-          mx = s->cat.v[i].seq;
-      uv_mutex_unlock(&s->cat.mu);
-      t->next_seq = mx + 1;
-      t->seq_known = 1;
-    }
+    learn_next_seq(s, t);
     r->pos.seq = t->next_seq;
     r->pos.bytes = 0;
     for (size_t i = 0; i < t->npg; i++)
