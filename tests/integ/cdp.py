@@ -199,8 +199,6 @@ class Browser:
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    import tlctest
+
+    return tlctest.free_port()

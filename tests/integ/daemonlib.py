@@ -14,13 +14,7 @@ import time
 import tlctest as T
 
 
-def free_port():
-    """A loopback TCP port that was free a moment ago (bound to port 0, then released)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+free_port = T.free_port
 
 
 def wait_until(fn, timeout=10.0, what="condition", step=0.02):

@@ -21,12 +21,7 @@ import tempfile
 import time
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from tlctest import free_port
 
 
 def start(tlcapd, state, port, log):

@@ -3,12 +3,33 @@
 Byte builders for the three live formats written from the format documents (not from the C
 code), and small process helpers. Every wait is bounded."""
 import os
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
 
 SKIP = 77  # CTest SKIP_RETURN_CODE
+
+
+_handed_out = set()
+
+
+def free_port():
+    """A loopback TCP port that was free a moment ago (bound to port 0, then released).
+
+    The kernel may give the same port to two binds in a row once the first is closed, so a
+    port handed out earlier in this test process is never handed out again: two free_port()
+    calls for one daemon (its listener and its subscriber port) always differ."""
+    for _ in range(1000):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p not in _handed_out:
+            _handed_out.add(p)
+            return p
+    raise RuntimeError("no fresh loopback port after 1000 tries")
 
 
 def gen_pb2(tmp, proto_dir):
