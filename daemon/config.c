@@ -440,7 +440,7 @@ static const dkey_t dkeys[] = {
   { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50 },
   /* continuity (daemon/continuity/) */
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "checkpoint_fork_bytes", K_U64, OFF(checkpoint_fork_bytes), 0, 1ull << 62 },
+  { "checkpoint_slice_us", K_U64, OFF(checkpoint_slice_us), 1, 1000000 },
   { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
 };
 
@@ -1083,7 +1083,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->nats_max_age_ms = 7ull * 86400 * 1000;
   c->nats_max_bytes = 1ull << 30;
   c->checkpoint_interval_ms = 60000;
-  c->checkpoint_fork_bytes = 8ull << 20;
+  c->checkpoint_slice_us = 1000;
   c->idle_seal_ms = 60000;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));

@@ -130,7 +130,7 @@ typedef struct tlc_config {
   int main_export;       /* beside bin1x segments: 0 text1 (<base>.txt), 1 xml (<base>.xml) */
   uint64_t keep_skipped; /* bytes a resync skipped, kept per segment in <data>.skipped (0: off) */
   uint64_t checkpoint_interval_ms; /* statistics checkpoints (default 60 s; 0: only at shutdown) */
-  uint64_t checkpoint_fork_bytes;  /* engines this large are checkpointed by a child (default 8M) */
+  uint64_t checkpoint_slice_us;    /* longest loop slice encoding a checkpoint (default 1000) */
   uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
   /* Memory budget (docs/configuration.md "Memory"): every target's areas, histograms, windows
    * and mappings together; past it new areas are refused (dropped_area_limit) */

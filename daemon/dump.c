@@ -187,6 +187,12 @@ static char *target_head(const tlc_target_t *t, int first, size_t *len) {
   tlc_out_puts(&o, "]");
   /* storage backpressure: times the source was held, and whether it is now */
   tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
+  /* checkpoints taken in slices: times the input was held for one, held ones given up, bytes
+   * of a source that cannot wait kept meanwhile (target.h tlc_target_freeze) */
+  tlc_out_printf(&o,
+                 ", \"checkpoint_freezes\": %" PRIu64 ", \"checkpoint_freeze_aborts\": %" PRIu64
+                 ", \"checkpoint_kept_bytes\": %" PRIu64,
+                 t->freezes, t->freeze_aborts, t->freeze_bytes);
   return tlc_out_take(&o, len);
 }
 

@@ -106,6 +106,7 @@ static char *dump_head(void *ud) {
       tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
       d->targets.budget.peak, d->targets.budget.refused, st->refused_allow, d->targets.evicted);
   tlc_efl_dump(d, &o);
+  tlc_wiring_dump(A.wiring, &o);
   tlc_out_puts(&o, " \"targets\": [");
   return tlc_out_take(&o, NULL);
 }

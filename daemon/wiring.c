@@ -39,6 +39,7 @@
 #endif
 
 #include "continuity.h"
+#include "out.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -956,8 +957,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     memset(&co, 0, sizeof(co));
     co.state_dir = d->cfg.state_dir;
     co.interval_ms = d->cfg.checkpoint_interval_ms;
-    /* 0 in the configuration: always a child (the option's floor); the module's 0 = default */
-    co.fork_bytes = d->cfg.checkpoint_fork_bytes > 0 ? (size_t)d->cfg.checkpoint_fork_bytes : 1;
+    co.slice_ns = d->cfg.checkpoint_slice_us * 1000;
     if (w->st != NULL) {
       co.mark = st_mark;
       co.mid_block = st_mid_block;
@@ -1182,4 +1182,21 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
                                   s.dropped_io_error_records),
              s.disk_full ? " DEGRADED(disk full)" : "");
   }
+}
+
+void tlc_wiring_dump(const tlc_wiring_t *w, tlc_out_t *o) {
+  tlc_cont_stats_t s;
+  if (w == NULL || w->cont == NULL)
+    return;
+  tlc_cont_get_stats(w->cont, &s);
+  tlc_out_printf(o,
+                 " \"checkpoints\": {\"written\": %" PRIu64 ", \"write_errors\": %" PRIu64
+                 ", \"aborted\": %" PRIu64 ", \"restored\": %" PRIu64 ", \"rebuilt\": %" PRIu64
+                 ", \"quarantined\": %" PRIu64 ", \"slices\": %" PRIu64
+                 ", \"max_slice_us\": %" PRIu64 ", \"max_slice_cpu_us\": %" PRIu64
+                 ", \"max_encode_ms\": %" PRIu64 ", \"max_frozen_ms\": %" PRIu64
+                 ", \"last_write_ms\": %" PRIu64 "},\n",
+                 s.written, s.write_errors, s.aborted, s.restored, s.rebuilt, s.quarantined,
+                 s.slices, s.max_slice_ns / 1000, s.max_slice_cpu_ns / 1000,
+                 s.max_encode_ns / 1000000, s.max_frozen_ns / 1000000, s.last_write_ns / 1000000);
 }

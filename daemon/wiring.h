@@ -57,6 +57,12 @@ int tlc_wiring_start_http(tlc_wiring_t *w);
 /* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */
 void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
 
+/* The stats dump's "checkpoints" object (continuity.h counters: checkpoints written, the
+ * loop's longest encoding slice, the longest a target's input was held), with its trailing
+ * ",\n". Nothing when checkpoints are off. Loop thread. */
+struct tlc_out;
+void tlc_wiring_dump(const tlc_wiring_t *w, struct tlc_out *o);
+
 /* The token file (auth.h) and TLS context (tls.h) of the running configuration, or NULL when
  * not configured: borrowed by every server that needs them (subscribers, HTTP), valid until
  * tlc_wiring_close's services have closed. Re-read by tlc_wiring_reload (SIGHUP). */

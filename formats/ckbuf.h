@@ -66,6 +66,22 @@ static inline uint8_t *tlc_ckw_room(tlc_ckw_t *w, size_t n) {
   return w->p + w->len - n;
 }
 
+/* Grows the buffer to hold at least n bytes in all (an estimate made before a large encoding:
+ * appends then never copy what is there). A failure is not sticky: growth is tried again by
+ * the appends. */
+static inline void tlc_ckw_reserve(tlc_ckw_t *w, size_t n) {
+  uint8_t *np;
+  if (w->err != 0 || n <= w->cap)
+    return;
+  if (n > w->max)
+    n = w->max;
+  np = tlc_realloc(w->p, n);
+  if (np != NULL) {
+    w->p = np;
+    w->cap = n;
+  }
+}
+
 static inline void tlc_ckw_bytes(tlc_ckw_t *w, const void *d, size_t n) {
   uint8_t *p = tlc_ckw_room(w, n);
   if (p != NULL && n > 0)

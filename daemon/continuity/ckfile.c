@@ -41,7 +41,7 @@ static void put_conf(tlc_ckw_t *w, const tlc_target_conf_t *c) {
   tlc_ckw_u8(w, c->histograms);
 }
 
-int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w) {
+int tlc_ckpt_encode_begin(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w) {
   unsigned i;
   tlc_ckw_room(w, TLC_CKPT_HEADER); /* filled by tlc_ckpt_finish */
   tlc_ckw_u32(w, TGT_MAGIC);
@@ -67,10 +67,23 @@ int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w) {
   }
   tlc_ckw_bytes(w, &t->dec.c, sizeof(t->dec.c));
   if (w->err == 0)
-    tlc_engine_save(t->engine, w);
-  if (w->err == 0 && t->evmap != NULL)
-    tlc_evmap_save(t->evmap, w);
+    tlc_engine_save_begin(t->engine, sv, w);
   return w->err;
+}
+
+int tlc_ckpt_encode_step(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w, size_t units) {
+  int rc = tlc_engine_save_step(t->engine, sv, w, units);
+  if (rc == 1 && t->evmap != NULL && tlc_evmap_save(t->evmap, w) != 0)
+    rc = w->err;
+  return rc;
+}
+
+int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w) {
+  tlc_engine_saver_t sv;
+  int rc = tlc_ckpt_encode_begin(t, &sv, w);
+  while (rc == 0)
+    rc = tlc_ckpt_encode_step(t, &sv, w, SIZE_MAX);
+  return rc < 0 ? rc : 0;
 }
 
 int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns) {

@@ -26,6 +26,7 @@
 #define TLC_CKFILE_H
 
 #include "ckbuf.h"
+#include "engine.h"
 #include "target.h"
 
 #include <stddef.h>
@@ -56,6 +57,15 @@ typedef struct tlc_ckpt_info {
  * (name, settings, counters, engine, evlog mapping). The engine's queued histogram samples are
  * counted (no statistic changes). Loop thread (the target's). Returns 0 or w's error. */
 int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w);
+
+/* The same in parts (continuity.c: the loop thread never stalls on a large target): begin
+ * writes the header's room, the target section and the engine's head; each step appends up to
+ * `units` engine rows (tlc_engine_save_step), and the last one the evlog mapping. The target
+ * must not change between begin and the last step (its input is held: target.h
+ * tlc_target_freeze). begin returns 0 or w's error; step 0 (more), 1 (done) or w's error.
+ * Loop thread (the target's). The bytes are those of tlc_ckpt_encode. */
+int tlc_ckpt_encode_begin(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w);
+int tlc_ckpt_encode_step(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w, size_t units);
 
 /* Completes a checkpoint encoded by tlc_ckpt_encode: writes the header (position, wall clock)
  * and appends the checksum. Any thread (the buffer is the caller's). 0 or w's error. */

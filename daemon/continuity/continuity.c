@@ -21,7 +21,6 @@
  *
  * Does not: checkpoint mappings loaded at run time (`tlcap mapping`), or history queries.
  */
-#define _GNU_SOURCE /* pipe2, syscall */
 #include "continuity.h"
 
 #include "ckbuf.h"
@@ -36,12 +35,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,7 +45,6 @@
 #define QNAMES_MAX       4096
 #define MIDBLOCK_WAIT_MS 20
 #define MIDBLOCK_WAITS   100 /* 2 s, then the block is cut (docs/continuity.md) */
-#define CHILDREN_MAX     2 /* checkpoint processes at a time; a third large target waits a round */
 
 typedef struct slot {
   int busy;
@@ -61,14 +56,15 @@ typedef struct slot {
 
 typedef struct job {
   uv_work_t req;
-  uv_poll_t poll; /* forked: the child's status pipe */
-  pid_t pid;      /* forked: the child encoding and writing (0: encoded here) */
-  int to_fd;      /* forked: the position goes to the child here */
-  int from_fd;    /* forked: its status comes back here */
+  struct job *next; /* in tlc_cont.slicing while its target is frozen */
   tlc_cont_t *c;
   size_t idx;
+  tlc_target_t *t; /* frozen for it (in the slicing list), else NULL */
+  tlc_engine_saver_t sv;
   tlc_ckw_t w;
   tlc_ckpt_pos_t pos;
+  int encoded, have_pos, queued, written_back, aborted;
+  uint64_t slices, encode_ns, frozen_at, frozen_ns;
   int64_t wall_ns;
   char dir[1100];
   int rc;
@@ -84,11 +80,12 @@ struct tlc_cont {
   uv_timer_t timer;
   uv_timer_t soon; /* a checkpoint right after a restore */
   uv_work_t warm;  /* starts libuv's threadpool at start (see tlc_cont_new) */
+  uv_idle_t idle;  /* encodes the frozen targets' states a slice per loop turn */
+  job_t *slicing;  /* jobs whose target is frozen (encoding, or its input given back) */
   slot_t *slots;   /* one per registry index (the registry never reorders) */
   size_t nslots;
   unsigned inflight;
-  unsigned children; /* checkpoint processes running (at most CHILDREN_MAX) */
-  char **qnames;     /* targets whose checkpoint was set aside at start: rebuilt when created */
+  char **qnames; /* targets whose checkpoint was set aside at start: rebuilt when created */
   size_t nq;
   int closing, timers_closed;
   void (*close_cb)(void *);
@@ -206,8 +203,9 @@ static void write_work(uv_work_t *req) {
 }
 
 static void maybe_finish(tlc_cont_t *c);
-static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork);
+static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
 static void on_soon(uv_timer_t *h);
+static void unlist(job_t *j);
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -218,16 +216,16 @@ static void job_done(job_t *j, size_t len) {
   } else {
     c->st.written++;
     c->st.last_write_ns = j->write_ns;
-    TLC_LOGD(TLC_LOGC_TARGET, "target %s: checkpoint written (%zu bytes, %.1f ms%s)", name, len,
-             (double)j->write_ns / 1e6, j->pid > 0 ? ", by a child process" : "");
+    TLC_LOGD(TLC_LOGC_TARGET,
+             "target %s: checkpoint written (%zu bytes, %.1f ms; %" PRIu64
+             " loop slices, target held %.1f ms)",
+             name, len, (double)j->write_ns / 1e6, j->slices, (double)j->frozen_ns / 1e6);
   }
   if (j->idx < c->nslots) {
     c->slots[j->idx].busy = 0;
     if (j->rc != 0)
       c->slots[j->idx].written = 0; /* tried again at the next interval */
   }
-  if (j->pid > 0)
-    c->children--;
   {
     size_t idx = j->idx;
     tlc_ckw_fini(&j->w);
@@ -249,170 +247,212 @@ static void write_after(uv_work_t *req, int status) {
     j->rc = status;
     snprintf(j->why, sizeof j->why, "%s", uv_strerror(status));
   }
-  job_done(j, j->w.len);
+  j->written_back = 1;
+  if (j->t == NULL) /* the target's input flows again: nothing else refers to the job */
+    job_done(j, j->w.len);
 }
 
-/* ---- encoding in a child process (copy-on-write: the loop stalls only for fork) ---- */
-
-typedef struct child_status {
+/* Both the state (encoded) and the position (asked of storage) are in: to the threadpool. */
+static void maybe_write(job_t *j) {
   int rc;
-  uint64_t len, write_ns;
-  char why[2600];
-} child_status_t;
-
-static void close_fds_but(int a, int b) {
-  int lo = a < b ? a : b, hi = a < b ? b : a;
-#if defined(SYS_close_range)
-  if (syscall(SYS_close_range, 3u, (unsigned)lo - 1u, 0u) == 0 &&
-      (hi - lo < 2 || syscall(SYS_close_range, (unsigned)lo + 1u, (unsigned)hi - 1u, 0u) == 0) &&
-      syscall(SYS_close_range, (unsigned)hi + 1u, ~0u, 0u) == 0)
+  if (!j->encoded || !j->have_pos || j->queued)
     return;
-#endif
-  for (long fd = 3, mx = sysconf(_SC_OPEN_MAX) > 0 ? sysconf(_SC_OPEN_MAX) : 1024;
-       fd < mx && fd < 1048576; fd++)
-    if (fd != a && fd != b)
-      close((int)fd);
-}
-
-/* The child: the state as it was at fork(), encoded; the position from the parent; the file
- * written; the status back. Only memory code and file system calls: no log, no loop. */
-static void child_main(job_t *j, tlc_target_t *t) {
-  child_status_t st;
-  struct pollfd pf;
-  size_t got = 0;
-  close_fds_but(j->to_fd, j->from_fd);
-  memset(&st, 0, sizeof st);
-  tlc_ckw_init(&j->w, j->c->o.max_file_bytes);
-  st.rc = tlc_ckpt_encode(t, &j->w);
-  if (st.rc != 0) {
-    snprintf(st.why, sizeof st.why, "encoding: %s", tlc_strerror(st.rc));
-    goto out;
-  }
-  pf.fd = j->to_fd;
-  pf.events = POLLIN;
-  while (got < sizeof j->pos) {
-    ssize_t n;
-    if (poll(&pf, 1, 120000) <= 0) {
-      st.rc = TLC_EIO;
-      snprintf(st.why, sizeof st.why, "no storage position from the daemon");
-      goto out;
-    }
-    n = read(j->to_fd, (char *)&j->pos + got, sizeof j->pos - got);
-    if (n <= 0) {
-      st.rc = TLC_EIO;
-      snprintf(st.why, sizeof st.why, "no storage position from the daemon");
-      goto out;
-    }
-    got += (size_t)n;
-  }
-  j->req.data = j;
-  write_work(&j->req);
-  st.rc = j->rc;
-  st.len = j->w.len;
-  st.write_ns = j->write_ns;
-  memcpy(st.why, j->why, sizeof st.why);
-out:
-  (void)!write(j->from_fd, &st, sizeof st);
-  _exit(0);
-}
-
-static void child_closed(uv_handle_t *h) {
-  job_t *j = h->data;
-  close(j->from_fd);
-  job_done(j, j->w.len);
-}
-
-static void on_child(uv_poll_t *p, int status, int events) {
-  job_t *j = p->data;
-  child_status_t st;
-  ssize_t n;
-  int ws;
-  (void)status;
-  (void)events;
-  n = read(j->from_fd, &st, sizeof st);
-  if (n < 0 && errno == EAGAIN)
-    return;
-  if (n == (ssize_t)sizeof st) {
-    j->rc = st.rc;
-    j->write_ns = st.write_ns;
-    j->w.len = (size_t)st.len; /* reported size only: the buffer was the child's */
-    memcpy(j->why, st.why, sizeof j->why);
-    j->why[sizeof j->why - 1] = '\0';
-  } else {
-    j->rc = TLC_EIO;
-    snprintf(j->why, sizeof j->why, "the checkpoint process ended without a status");
-  }
-  while (waitpid(j->pid, &ws, 0) < 0 && errno == EINTR)
-    ;
-  if (j->to_fd >= 0) {
-    close(j->to_fd);
-    j->to_fd = -1;
-  }
-  uv_poll_stop(p);
-  uv_close((uv_handle_t *)p, child_closed);
-}
-
-/* Forks the child for target t's checkpoint j. 0, or an error (nothing started). */
-static int fork_job(tlc_cont_t *c, job_t *j, tlc_target_t *t) {
-  int to[2], from[2];
-  pid_t pid;
-  if (pipe2(to, O_CLOEXEC) != 0)
-    return -errno;
-  if (pipe2(from, O_CLOEXEC) != 0) {
-    int e = -errno;
-    close(to[0]);
-    close(to[1]);
-    return e;
-  }
-  j->to_fd = to[0];
-  j->from_fd = from[1];
-  pid = fork();
-  if (pid == 0)
-    child_main(j, t); /* never returns */
-  close(to[0]);
-  close(from[1]);
-  if (pid < 0) {
-    int e = -errno;
-    close(to[1]);
-    close(from[0]);
-    return e;
-  }
-  j->pid = pid;
-  j->to_fd = to[1];
-  j->from_fd = from[0];
-  (void)fcntl(j->from_fd, F_SETFL, fcntl(j->from_fd, F_GETFL) | O_NONBLOCK);
-  j->poll.data = j;
-  if (uv_poll_init(c->loop, &j->poll, j->from_fd) != 0 ||
-      uv_poll_start(&j->poll, UV_READABLE | UV_DISCONNECT, on_child) != 0) {
-    /* cannot watch it: wait for it here (rare; the child exits once it has no position) */
-    int ws;
-    close(j->to_fd);
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-      ;
-    close(j->from_fd);
-    j->pid = 0;
-    return TLC_EIO;
-  }
-  return 0;
-}
-
-static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
-  job_t *j = ud;
-  int rc;
-  if (pos != NULL)
-    j->pos = *pos;
-  if (j->pid > 0) { /* the child waits for it (a pipe's buffer holds it: never blocks) */
-    (void)!write(j->to_fd, &j->pos, sizeof j->pos);
-    close(j->to_fd);
-    j->to_fd = -1;
-    return;
-  }
+  j->queued = 1;
   j->req.data = j;
   rc = uv_queue_work(j->c->loop, &j->req, write_work, write_after);
   if (rc != 0) {
     j->rc = rc;
     snprintf(j->why, sizeof j->why, "threadpool: %s", uv_strerror(rc));
     write_after(&j->req, 0);
+  }
+}
+
+/* A job given up before its state was encoded (abort_cb): freed once nothing refers to it
+ * (the position may still be on its way). */
+static void job_drop(job_t *j) {
+  tlc_cont_t *c = j->c;
+  if (!j->have_pos)
+    return; /* on_pos frees it */
+  tlc_ckw_fini(&j->w);
+  tlc_free(j);
+  c->inflight--;
+  maybe_finish(c);
+}
+
+static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
+  job_t *j = ud;
+  if (pos != NULL)
+    j->pos = *pos;
+  j->have_pos = 1;
+  if (j->aborted)
+    job_drop(j);
+  else
+    maybe_write(j);
+}
+
+/* ---- encoding in slices (the loop never stalls on a large target) ----
+ *
+ * The first slice runs where the checkpoint is taken; a state that is not encoded within
+ * opts.slice_ns is frozen (tlc_target_freeze: its source stops reading, or its bytes are kept
+ * in order) and encoded on by the idle handle, a slice per loop turn, so every other handle
+ * (other targets' reads, subscribers, storage) runs between two slices; then its input is
+ * given back in slices of THAW_BYTES. The state is frozen from the moment its position was
+ * asked of storage until it was encoded, so the file covers exactly that position. */
+
+#define THAW_BYTES  (256u << 10) /* kept bytes fed per loop turn after the encoding */
+#define SLICE_UNITS 16           /* rows encoded between two looks at the clock */
+
+static uint64_t cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Encodes target t's state for one slice (budget ns; UINT64_MAX: to the end). 1 done, 0 more,
+ * or an error (w's). */
+static int slice(job_t *j, tlc_target_t *t, uint64_t budget) {
+  tlc_cont_t *c = j->c;
+  uint64_t t0 = mono_ns(), c0 = cpu_ns(), dt, dc;
+  int rc;
+  do
+    rc = tlc_ckpt_encode_step(t, &j->sv, &j->w, SLICE_UNITS);
+  while (rc == 0 && mono_ns() - t0 < budget);
+  dt = mono_ns() - t0;
+  dc = cpu_ns() - c0;
+  j->slices++;
+  j->encode_ns += dt;
+  c->st.slices++;
+  if (budget != UINT64_MAX) { /* a stall of the loop: shutdown's whole encodings aside */
+    if (dt > c->st.max_slice_ns)
+      c->st.max_slice_ns = dt;
+    if (dc > c->st.max_slice_cpu_ns)
+      c->st.max_slice_cpu_ns = dc;
+  }
+  return rc;
+}
+
+static void job_fail_encode(job_t *j, tlc_target_t *t, int rc) {
+  tlc_cont_t *c = j->c;
+  tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not taken: %s", t->name,
+          tlc_strerror(rc));
+  c->st.write_errors++;
+  if (j->idx < c->nslots) {
+    c->slots[j->idx].busy = 0;
+    c->slots[j->idx].written = 0;
+  }
+  j->aborted = 1;
+  job_drop(j);
+}
+
+/* The state is encoded: its position and the file are the threadpool's; the input flows
+ * again (in slices: unlist when it is all given back). */
+static void encoded(job_t *j) {
+  tlc_cont_t *c = j->c;
+  j->encoded = 1;
+  c->st.last_encode_ns = j->encode_ns;
+  if (j->encode_ns > c->st.max_encode_ns)
+    c->st.max_encode_ns = j->encode_ns;
+  maybe_write(j);
+}
+
+static void on_idle(uv_idle_t *h) {
+  tlc_cont_t *c = h->data;
+  job_t *j = c->slicing;
+  tlc_target_t *t;
+  int rc;
+  if (j == NULL) {
+    uv_idle_stop(h);
+    return;
+  }
+  /* round robin: this job goes to the end of the list */
+  if (j->next != NULL) {
+    job_t *last = j->next;
+    while (last->next != NULL)
+      last = last->next;
+    c->slicing = j->next;
+    j->next = NULL;
+    last->next = j;
+  }
+  t = j->t;
+  if (!j->encoded) {
+    rc = slice(j, t, c->o.slice_ns);
+    if (rc < 0) {
+      unlist(j);
+      (void)tlc_target_thaw(t, SIZE_MAX); /* the kept bytes, then reading again */
+      job_fail_encode(j, t, rc);
+      return;
+    }
+    if (rc == 1)
+      encoded(j);
+    return;
+  }
+  if (tlc_target_thaw(t, THAW_BYTES)) {
+    j->frozen_ns = mono_ns() - j->frozen_at;
+    if (j->frozen_ns > c->st.max_frozen_ns)
+      c->st.max_frozen_ns = j->frozen_ns;
+    unlist(j);
+    if (j->written_back)
+      job_done(j, j->w.len);
+  }
+}
+
+static void unlist(job_t *j) {
+  tlc_cont_t *c = j->c;
+  job_t **pp = &c->slicing;
+  while (*pp != NULL && *pp != j)
+    pp = &(*pp)->next;
+  if (*pp == j)
+    *pp = j->next;
+  j->next = NULL;
+  j->t = NULL;
+  if (c->slicing == NULL)
+    uv_idle_stop(&c->idle);
+}
+
+/* target.h abort_cb: the target's freeze ends early (a detach, the kept bytes at their cap,
+ * the target freed). Called from inside the target: only forgets. */
+static void on_abort(void *ud, tlc_target_t *t) {
+  job_t *j = ud;
+  tlc_cont_t *c = j->c;
+  (void)t;
+  unlist(j);
+  if (j->encoded) { /* only its input was still being given back: the checkpoint stands */
+    if (j->written_back)
+      job_done(j, j->w.len);
+    return;
+  }
+  c->st.aborted++;
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET,
+          "target %s: checkpoint given up (its stream ended or its held input reached %zu "
+          "bytes); again at the next interval",
+          t->name, (size_t)TLC_TARGET_FREEZE_MAX);
+  if (j->idx < c->nslots) {
+    c->slots[j->idx].busy = 0;
+    c->slots[j->idx].written = 0;
+  }
+  j->aborted = 1;
+  job_drop(j);
+}
+
+/* Finishes every sliced job now (shutdown): the encodings to their end, the input given back. */
+static void finish_slicing(tlc_cont_t *c) {
+  while (c->slicing != NULL) {
+    job_t *j = c->slicing;
+    tlc_target_t *t = j->t;
+    if (!j->encoded) {
+      int rc = slice(j, t, UINT64_MAX);
+      if (rc < 0) {
+        unlist(j);
+        (void)tlc_target_thaw(t, SIZE_MAX);
+        job_fail_encode(j, t, rc);
+        continue;
+      }
+      encoded(j);
+    }
+    unlist(j);
+    (void)tlc_target_thaw(t, SIZE_MAX);
+    if (j->written_back)
+      job_done(j, j->w.len);
   }
 }
 
@@ -423,12 +463,14 @@ static void fingerprint(const tlc_target_t *t, uint64_t fp[4]) {
   fp[3] = t->gaps;
 }
 
-/* Checkpoints target i when its state moved since the last one and none is in flight. */
-static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
+/* Checkpoints target i when its state moved since the last one and none is in flight.
+ * may_slice 0 (shutdown): encoded here in one go. */
+static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
   tlc_target_t *t = c->targets->v[i];
   slot_t *s;
   job_t *j;
-  uint64_t fp[4], t0;
+  uint64_t fp[4];
+  int rc;
   if (i >= c->nslots)
     return;
   s = &c->slots[i];
@@ -437,11 +479,11 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
     return;
   if (s->busy) {
     c->st.skipped_busy++;
-    if (!may_fork)
+    if (!may_slice)
       s->again = 1; /* shutdown: taken when the one in flight is done */
     return;
   }
-  if (may_fork && c->o.mid_block != NULL && c->o.mid_block(c->o.mark_ud, t) &&
+  if (may_slice && c->o.mid_block != NULL && c->o.mid_block(c->o.mark_ud, t) &&
       s->waits < MIDBLOCK_WAITS) {
     /* between two blocks the position cuts nothing: try again shortly */
     s->waits++;
@@ -459,61 +501,57 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
     tlc_free(j);
     return;
   }
-  j->to_fd = j->from_fd = -1;
-  if (may_fork && !c->closing && c->o.fork_bytes != SIZE_MAX) {
+  tlc_ckw_init(&j->w, c->o.max_file_bytes);
+  {
+    /* the buffer at about its final size at once: growing it by doubling would copy it */
     tlc_engine_mem_t m;
     tlc_engine_mem(t->engine, &m);
-    if (m.bytes >= c->o.fork_bytes && c->children < CHILDREN_MAX) {
-      int rc;
-      t0 = mono_ns();
-      rc = fork_job(c, j, t);
-      if (rc == 0) {
-        c->children++;
-        c->st.last_encode_ns = mono_ns() - t0;
-        if (c->st.last_encode_ns > c->st.max_encode_ns)
-          c->st.max_encode_ns = c->st.last_encode_ns;
-        s->busy = 1;
-        s->written = 1;
-        memcpy(s->fp, fp, sizeof fp);
-        c->inflight++;
-        if (c->o.mark == NULL || c->o.mark(c->o.mark_ud, t, on_pos, j) != 0)
-          on_pos(j, NULL);
-        return;
-      }
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
-              "target %s: checkpoint process not started (%s): encoding on the loop", t->name,
-              tlc_strerror(rc));
-    }
+    tlc_ckw_reserve(&j->w, m.bytes + m.bytes / 8 + 65536);
   }
-  tlc_ckw_init(&j->w, c->o.max_file_bytes);
-  t0 = mono_ns();
-  if (tlc_ckpt_encode(t, &j->w) != 0) {
+  rc = tlc_ckpt_encode_begin(t, &j->sv, &j->w);
+  if (rc == 0)
+    rc = slice(j, t, may_slice && !c->closing ? c->o.slice_ns : UINT64_MAX);
+  if (rc < 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not taken: %s", t->name,
-            tlc_strerror(j->w.err));
+            tlc_strerror(rc));
     c->st.write_errors++;
     tlc_ckw_fini(&j->w);
     tlc_free(j);
     return;
   }
-  c->st.last_encode_ns = mono_ns() - t0;
-  if (c->st.last_encode_ns > c->st.max_encode_ns)
-    c->st.max_encode_ns = c->st.last_encode_ns;
   s->busy = 1;
   s->written = 1;
   memcpy(s->fp, fp, sizeof fp);
   c->inflight++;
+  if (rc == 0) {
+    /* more than a slice: the state stays as it is (input held) until encoded */
+    if (tlc_target_freeze(t, on_abort, j) != 0) { /* cannot be: one job per target */
+      (void)slice(j, t, UINT64_MAX);
+    } else {
+      j->t = t;
+      j->frozen_at = mono_ns();
+      j->next = c->slicing;
+      c->slicing = j;
+      uv_idle_start(&c->idle, on_idle);
+    }
+  }
+  /* the position: everything queued to storage so far, which is what the state holds */
   if (c->o.mark == NULL || c->o.mark(c->o.mark_ud, t, on_pos, j) != 0)
     on_pos(j, NULL);
+  if (j->t == NULL && !j->encoded)
+    encoded(j); /* in one slice (j is not freed before the write) */
 }
 
-static void round_all(tlc_cont_t *c, int may_fork) {
+static void round_all(tlc_cont_t *c, int may_slice) {
   for (size_t i = 0; i < c->targets->n; i++)
-    checkpoint_one(c, i, may_fork);
+    checkpoint_one(c, i, may_slice);
 }
 
 void tlc_cont_checkpoint_all(tlc_cont_t *c) {
-  if (c != NULL)
-    round_all(c, 0); /* shutdown: encoded on the loop, no process left behind */
+  if (c == NULL)
+    return;
+  finish_slicing(c);
+  round_all(c, 0); /* shutdown: encoded on the loop in one go */
 }
 
 static void on_timer(uv_timer_t *h) {
@@ -908,8 +946,8 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   c->o = *o;
   if (c->o.max_file_bytes == 0)
     c->o.max_file_bytes = (size_t)4 << 30;
-  if (c->o.fork_bytes == 0)
-    c->o.fork_bytes = (size_t)8 << 20;
+  if (c->o.slice_ns == 0)
+    c->o.slice_ns = 1000000;
   snprintf(c->state_dir, sizeof c->state_dir, "%s", o->state_dir != NULL ? o->state_dir : ".");
   c->o.state_dir = c->state_dir;
   c->nslots = targets->max;
@@ -930,6 +968,8 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   c->timer.data = c;
   uv_timer_init(loop, &c->soon);
   c->soon.data = c;
+  uv_idle_init(loop, &c->idle);
+  c->idle.data = c;
   if (c->o.interval_ms > 0)
     uv_timer_start(&c->timer, on_timer, c->o.interval_ms, c->o.interval_ms);
   /* Checkpoint files are written in libuv's threadpool, whose threads start with its first
@@ -952,7 +992,7 @@ void tlc_cont_set_mark(tlc_cont_t *c, tlc_cont_mark_fn mark, void *ud, int repla
 }
 
 static void maybe_finish(tlc_cont_t *c) {
-  if (!c->closing || c->inflight > 0 || c->timers_closed < 2)
+  if (!c->closing || c->inflight > 0 || c->timers_closed < 3)
     return;
   void (*cb)(void *) = c->close_cb;
   void *ud = c->close_ud;
@@ -982,10 +1022,12 @@ void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud) {
   c->closing = 1;
   c->close_cb = cb;
   c->close_ud = ud;
-  c->o.mark = NULL; /* storage is going away: positions already asked for still come */
+  finish_slicing(c); /* no target stays frozen */
+  c->o.mark = NULL;  /* storage is going away: positions already asked for still come */
   tlc_targets_unobserve(c->targets, c);
   uv_close((uv_handle_t *)&c->timer, timer_closed);
   uv_close((uv_handle_t *)&c->soon, timer_closed);
+  uv_close((uv_handle_t *)&c->idle, timer_closed);
 }
 
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s) {

@@ -49,10 +49,9 @@ typedef struct tlc_cont_opts {
    * checkpoint waits for the block's end (up to 2 s, then cuts it). Called with mark_ud. */
   int (*mid_block)(void *ud, tlc_target_t *t);
   size_t max_file_bytes; /* largest checkpoint read or written (0: 4 GiB) */
-  size_t fork_bytes;     /* a target whose engine holds at least this much is encoded by a
-                            forked child (copy-on-write: the loop stalls only for fork()), a
-                            smaller one on the loop (0: 8 MiB; 1: always fork; SIZE_MAX: never).
-                            At shutdown always on the loop. */
+  uint64_t slice_ns;     /* the longest the loop spends encoding a checkpoint at a time
+                            (0: 1 ms); a state not encoded within it is frozen and encoded
+                            a slice per loop turn. At shutdown in one go. */
 } tlc_cont_opts_t;
 
 /* Creates the module and registers its target observer on `targets` (register it before the
@@ -80,8 +79,12 @@ void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud);
 typedef struct tlc_cont_stats {
   uint64_t written, write_errors, skipped_busy;
   uint64_t restored, rebuilt, quarantined, replayed_bytes;
-  uint64_t last_encode_ns, max_encode_ns; /* loop time spent encoding one checkpoint */
-  uint64_t last_write_ns;                 /* threadpool time of the last file write */
+  uint64_t last_encode_ns, max_encode_ns;  /* loop time spent encoding one checkpoint, in all */
+  uint64_t last_write_ns;                  /* threadpool time of the last file write */
+  uint64_t slices;                         /* encoding slices run on the loop */
+  uint64_t max_slice_ns, max_slice_cpu_ns; /* the longest one: wall clock, thread CPU time */
+  uint64_t max_frozen_ns; /* the longest a target's input was held for its checkpoint */
+  uint64_t aborted;       /* checkpoints given up (stream ended, held input at its cap) */
 } tlc_cont_stats_t;
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s);
 

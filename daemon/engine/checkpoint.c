@@ -31,6 +31,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <assert.h>
 #include <string.h>
 
 #define SEC_MAGIC 0x31474E45u /* "ENG1" */
@@ -75,15 +76,10 @@ static int bucket_live(const wbucket_t *b, const int64_t *lim) {
   return b->step > lim[WB_WIN(b)];
 }
 
-int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
+/* The first part of a save: everything before the rows (options, counters, contexts with
+ * their stacks, the table-index map, the state areas) and the row count. */
+static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
   size_t i;
-  unsigned k;
-  int64_t lim[TLC_MAX_WINDOWS];
-  for (k = 0; k < e->o.nwindows; k++) {
-    int64_t st = fdiv(e->last, e->step[k]);
-    lim[k] = st < INT64_MIN + NSTEPS ? INT64_MIN : st - NSTEPS;
-  }
-  tlc_engine_sync(e); /* the queued histogram samples are counted: none is left in the log */
   tlc_ckw_u32(w, SEC_MAGIC);
   save_layout(w);
   save_opts(e, w);
@@ -113,34 +109,87 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
   tlc_ckw_u64(w, e->nsa);
   tlc_ckw_bytes(w, e->sa, e->nsa * sizeof(sarea_t));
   tlc_ckw_u64(w, e->nrows);
-  for (i = 0; i < e->nrows && w->err == 0; i++) {
-    const erow_t *r = &e->rows[i];
-    tlc_ckw_bytes(w, r, sizeof(*r));
-    if (e->o.histograms)
-      for (k = 0; k < NK; k++)
-        tlc__hist_save(&r->k[k].h, w);
-    tlc_ckw_u8(w, r->w != NULL);
-    if (r->w != NULL) {
-      uint32_t j, live = 0;
-      for (j = 0; j < r->w->nb; j++)
-        live += (uint32_t)bucket_live(&r->w->b[j], lim);
-      tlc_ckw_u64(w, r->w->fcount);
-      tlc_ckw_bytes(w, r->w->f, sizeof(r->w->f));
-      tlc_ckw_u32(w, live);
-      for (j = 0; j < r->w->nb; j++)
-        if (bucket_live(&r->w->b[j], lim))
-          tlc_ckw_bytes(w, &r->w->b[j], sizeof(wbucket_t));
+}
+
+static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim, tlc_ckw_t *w) {
+  unsigned k;
+  tlc_ckw_bytes(w, r, sizeof(*r));
+  if (e->o.histograms)
+    for (k = 0; k < NK; k++)
+      tlc__hist_save(&r->k[k].h, w);
+  tlc_ckw_u8(w, r->w != NULL);
+  if (r->w != NULL) {
+    uint32_t j, live = 0;
+    for (j = 0; j < r->w->nb; j++)
+      live += (uint32_t)bucket_live(&r->w->b[j], lim);
+    tlc_ckw_u64(w, r->w->fcount);
+    tlc_ckw_bytes(w, r->w->f, sizeof(r->w->f));
+    tlc_ckw_u32(w, live);
+    for (j = 0; j < r->w->nb; j++)
+      if (bucket_live(&r->w->b[j], lim))
+        tlc_ckw_bytes(w, &r->w->b[j], sizeof(wbucket_t));
+  }
+}
+
+enum { SV_ROWS = 1, SV_HASH = 2, SV_DONE = 3 };
+
+int tlc_engine_save_begin(tlc_engine_t *e, tlc_engine_saver_t *sv, tlc_ckw_t *w) {
+  unsigned k;
+  memset(sv, 0, sizeof(*sv));
+  tlc_engine_sync(e); /* the queued histogram samples are counted: none is left in the log */
+  for (k = 0; k < e->o.nwindows; k++) {
+    int64_t st = fdiv(e->last, e->step[k]);
+    sv->lim[k] = st < INT64_MIN + NSTEPS ? INT64_MIN : st - NSTEPS;
+  }
+  sv->seq = e->seq;
+  sv->phase = SV_ROWS;
+  save_head(e, w);
+  return w->err;
+}
+
+int tlc_engine_save_step(tlc_engine_t *e, tlc_engine_saver_t *sv, tlc_ckw_t *w, size_t units) {
+  /* the state must not have moved since save_begin: the caller holds the target's input */
+  assert(e->seq == sv->seq && e->hcur == e->hlog);
+  while (units > 0 && w->err == 0 && sv->phase != SV_DONE) {
+    if (sv->phase == SV_ROWS) {
+      size_t end = units < e->nrows - sv->i ? sv->i + units : e->nrows;
+      units -= end - sv->i;
+      for (; sv->i < end && w->err == 0; sv->i++)
+        save_row(e, &e->rows[sv->i], sv->lim, w);
+      if (sv->i == e->nrows) {
+        tlc_ckw_u64(w, e->hn);
+        sv->phase = SV_HASH;
+        sv->i = 0;
+      }
+    } else {
+      /* a hash slot costs far less than a row: 16 of them per unit */
+      size_t left = e->hcap - sv->i;
+      size_t n = units >= (left + 15) / 16 ? left : units * 16;
+      size_t end = sv->i + n;
+      units -= (n + 15) / 16;
+      for (; sv->i < end; sv->i++)
+        if (e->ht[sv->i].a != 0) {
+          tlc_ckw_u64(w, e->ht[sv->i].a);
+          tlc_ckw_u64(w, e->ht[sv->i].b);
+          tlc_ckw_u32(w, e->ht[sv->i].v);
+        }
+      if (sv->i == e->hcap) {
+        tlc_ckw_u32(w, END_MAGIC);
+        sv->phase = SV_DONE;
+      }
     }
   }
-  tlc_ckw_u64(w, e->hn);
-  for (i = 0; i < e->hcap; i++)
-    if (e->ht[i].a != 0) {
-      tlc_ckw_u64(w, e->ht[i].a);
-      tlc_ckw_u64(w, e->ht[i].b);
-      tlc_ckw_u32(w, e->ht[i].v);
-    }
-  tlc_ckw_u32(w, END_MAGIC);
-  return w->err;
+  if (w->err != 0)
+    return w->err;
+  return sv->phase == SV_DONE;
+}
+
+int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
+  tlc_engine_saver_t sv;
+  int rc = tlc_engine_save_begin(e, &sv, w);
+  while (rc == 0)
+    rc = tlc_engine_save_step(e, &sv, w, SIZE_MAX);
+  return rc < 0 ? rc : 0;
 }
 
 /* ---- load ---- */

@@ -268,6 +268,22 @@ struct tlc_ckr;
  * changes no statistic). O(rows + histogram spans + window buckets), about one memcpy per row;
  * no allocation but w's. Returns 0 or w's error (TLC_ENOMEM, TLC_ELIMIT). */
 int tlc_engine_save(tlc_engine_t *e, struct tlc_ckw *w);
+/* The same in parts, for a caller that must not stall (continuity: the loop thread): begin
+ * writes the state's head (options, counters, contexts, stacks, state areas) and counts the
+ * queued histogram samples; each step appends up to `units` rows (a row is about a memcpy of
+ * its 512 bytes plus its histograms and live window buckets; 16 hash-table slots count as one
+ * unit). The engine must not change between begin and the last step (no push, gap, clear:
+ * asserted on its change sequence); reading it (snapshots) is fine. The bytes are exactly
+ * those of tlc_engine_save. begin returns 0 or w's error; step 0 (more to do), 1 (done) or
+ * w's error. The saver is plain data (no cleanup); loop thread of the engine. */
+typedef struct tlc_engine_saver {
+  int phase;
+  size_t i;
+  uint64_t seq;
+  int64_t lim[TLC_MAX_WINDOWS];
+} tlc_engine_saver_t;
+int tlc_engine_save_begin(tlc_engine_t *e, tlc_engine_saver_t *sv, struct tlc_ckw *w);
+int tlc_engine_save_step(tlc_engine_t *e, tlc_engine_saver_t *sv, struct tlc_ckw *w, size_t units);
 /* Reads a state written by tlc_engine_save into `e`, a fresh engine (no event pushed) made
  * with the same format and options (the mapping aside: links are resolved again with e's).
  * Every count and index is checked. Returns 0; TLC_EINVAL (e not fresh, or the checkpoint's

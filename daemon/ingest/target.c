@@ -99,8 +99,15 @@ static uint64_t mapping_bytes(const tlc_mapping_t *m) {
   return n;
 }
 
+static void freeze_abort(tlc_target_t *t);
+
 static void target_free(tlc_target_t *t) {
+  if (t->frozen) { /* the checkpoint forgets it; what was kept reaches the engine (and storage) */
+    freeze_abort(t);
+    (void)tlc_target_thaw(t, SIZE_MAX);
+  }
   tlc_target_notify(t, TLC_TEV_FREED, NULL);
+  tlc_free(t->fz_buf);
   if (t->evmap != NULL)
     tlc_evmap_free(t->evmap);
   tlc_engine_free(t->engine); /* releases its charges */
@@ -516,7 +523,51 @@ static void decode_error(tlc_target_t *t) {
   tlc_target_notify(t, TLC_TEV_DECODE_ERROR, detail);
 }
 
+/* Keeps buf[0..len) of a frozen target in fz_buf. 0, or TLC_ELIMIT/TLC_ENOMEM (not kept). */
+static int freeze_keep(tlc_target_t *t, const uint8_t *buf, size_t len) {
+  size_t have = t->fz_len - t->fz_head;
+  if (len > TLC_TARGET_FREEZE_MAX - have)
+    return TLC_ELIMIT;
+  if (t->fz_head > 0 && t->fz_len + len > t->fz_cap) { /* drained from the front: compact */
+    memmove(t->fz_buf, t->fz_buf + t->fz_head, have);
+    if (t->fz_idle_at != SIZE_MAX)
+      t->fz_idle_at -= t->fz_head;
+    t->fz_head = 0;
+    t->fz_len = have;
+  }
+  if (t->fz_len + len > t->fz_cap) {
+    size_t nc = t->fz_cap != 0 ? t->fz_cap : 65536;
+    uint8_t *np;
+    while (nc < t->fz_len + len)
+      nc *= 2;
+    if (nc > TLC_TARGET_FREEZE_MAX)
+      nc = TLC_TARGET_FREEZE_MAX;
+    np = tlc_realloc(t->fz_buf, nc);
+    if (np == NULL)
+      return TLC_ENOMEM;
+    t->fz_buf = np;
+    t->fz_cap = nc;
+  }
+  memcpy(t->fz_buf + t->fz_len, buf, len);
+  t->fz_len += len;
+  t->freeze_bytes += len;
+  return 0;
+}
+
+static int feed_now(tlc_target_t *t, const uint8_t *buf, size_t len);
+
 int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
+  if (t->frozen) {
+    if (freeze_keep(t, buf, len) == 0)
+      return 0;
+    /* the source outran the cap: the checkpoint gives way, nothing is dropped */
+    freeze_abort(t);
+    (void)tlc_target_thaw(t, SIZE_MAX);
+  }
+  return feed_now(t, buf, len);
+}
+
+static int feed_now(tlc_target_t *t, const uint8_t *buf, size_t len) {
   tlc_targets_t *r = t->reg;
   int ret = 0;
   r->bytes += len;
@@ -554,7 +605,19 @@ size_t tlc_target_pending(const tlc_target_t *t) {
   return tlc_dec_pending(&t->dec); /* the decoder says what it holds back */
 }
 
+static void idle_now(tlc_target_t *t);
+
 void tlc_target_idle(tlc_target_t *t) {
+  if (t->frozen) {
+    /* delivered at its place among the kept bytes (a later one supersedes it: the bytes in
+     * between confirm what the decoder held) */
+    t->fz_idle_at = t->fz_len;
+    return;
+  }
+  idle_now(t);
+}
+
+static void idle_now(tlc_target_t *t) {
   tlc_targets_t *r = t->reg;
   int n, guard = 0;
   while ((n = tlc_dec_idle(&t->dec, r->evbuf, TLC_TARGET_BATCH)) > 0 && guard++ < 64)
@@ -575,6 +638,10 @@ void tlc_target_detach(tlc_target_t *t, const char *reason) {
   int reported;
   if (!t->connected)
     return;
+  if (t->frozen) { /* the stream ends: what was kept is fed before the end */
+    freeze_abort(t);
+    (void)tlc_target_thaw(t, SIZE_MAX);
+  }
   reported = t->dec.err != 0; /* a strict error tlc_target_feed already counted */
   for (int guard = 0; guard < 1 << 16; guard++) {
     int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
@@ -618,8 +685,9 @@ void tlc_target_hold(tlc_target_t *t, int on) {
     return;
   t->held = on;
   t->holds += (uint64_t)on;
-  if (t->source == NULL || t->hold_cb == NULL)
-    return; /* detached (the next connection starts held), or a source that cannot wait */
+  if (t->source == NULL || t->hold_cb == NULL || t->frozen)
+    return; /* detached (the next connection starts held), a source that cannot wait, or
+               frozen (the source is held already; the thaw applies storage's hold) */
   tlc_log(TLC_LOG_DEBUG, TLC_LOGC_TARGET, "target %s (%s): storage %s", t->name, t->peer,
           on ? "queue share full: not reading" : "drained: reading again");
   t->hold_cb(t->source, on);
@@ -640,4 +708,69 @@ int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_
   int r = tlc_engine_snapshot(t->engine, tab, so);
   tlc_target_counters(t, &tab->counters);
   return r;
+}
+
+/* ---- checkpoint freeze ---- */
+
+int tlc_target_holding(const tlc_target_t *t) {
+  return t->held || t->frozen;
+}
+
+int tlc_target_freeze(tlc_target_t *t, void (*abort_cb)(void *ud, tlc_target_t *t), void *ud) {
+  if (t->frozen)
+    return TLC_EINVAL;
+  t->frozen = 1;
+  t->fz_head = t->fz_len = 0;
+  t->fz_idle_at = SIZE_MAX;
+  t->fz_abort_cb = abort_cb;
+  t->fz_ud = ud;
+  t->freezes++;
+  if (!t->held && t->source != NULL && t->hold_cb != NULL)
+    t->hold_cb(t->source, 1);
+  return 0;
+}
+
+static void freeze_abort(tlc_target_t *t) {
+  void (*cb)(void *, tlc_target_t *) = t->fz_abort_cb;
+  t->fz_abort_cb = NULL;
+  t->freeze_aborts++;
+  if (cb != NULL)
+    cb(t->fz_ud, t);
+}
+
+int tlc_target_thaw(tlc_target_t *t, size_t max_bytes) {
+  if (!t->frozen)
+    return 1;
+  while (t->fz_head < t->fz_len || t->fz_idle_at != SIZE_MAX) {
+    size_t end =
+        t->fz_idle_at != SIZE_MAX && t->fz_idle_at >= t->fz_head ? t->fz_idle_at : t->fz_len;
+    size_t n = end - t->fz_head;
+    if (n > max_bytes)
+      n = max_bytes;
+    if (n > 0) {
+      /* still frozen meanwhile: bytes arriving now are kept behind these. A strict decode
+       * error stays sticky in the decoder: the source's next feed returns it (and closes). */
+      size_t at = t->fz_head;
+      t->fz_head += n;
+      max_bytes -= n;
+      (void)feed_now(t, t->fz_buf + at, n);
+    }
+    if (t->fz_head == t->fz_idle_at) {
+      t->fz_idle_at = SIZE_MAX;
+      idle_now(t);
+    }
+    if (max_bytes == 0 && (t->fz_head < t->fz_len || t->fz_idle_at != SIZE_MAX))
+      return 0;
+  }
+  t->frozen = 0;
+  t->fz_abort_cb = NULL;
+  t->fz_head = t->fz_len = 0;
+  if (t->fz_cap > 65536) { /* a large buffer is not kept between checkpoints */
+    tlc_free(t->fz_buf);
+    t->fz_buf = NULL;
+    t->fz_cap = 0;
+  }
+  if (!t->held && t->source != NULL && t->hold_cb != NULL)
+    t->hold_cb(t->source, 0);
+  return 1;
 }

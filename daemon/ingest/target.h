@@ -132,6 +132,19 @@ typedef struct tlc_target {
   tlc_target_conf_t conf; /* as created (mapping_path owned): what a checkpoint records */
   int quiet;              /* replaying stored bytes (continuity): observers are not called */
 
+  /* Checkpoint freeze (tlc_target_freeze): while frozen nothing reaches the decoder; the
+   * source is held (hold_cb), and bytes of a source that cannot wait are kept in order in
+   * fz_buf[fz_head, fz_len) (at most TLC_TARGET_FREEZE_MAX). */
+  int frozen;
+  uint8_t *fz_buf;
+  size_t fz_head, fz_len, fz_cap;
+  size_t fz_idle_at; /* SIZE_MAX, or a tlc_target_idle came when fz_len was this */
+  void (*fz_abort_cb)(void *ud, struct tlc_target *t);
+  void *fz_ud;
+  uint64_t freezes;       /* times frozen */
+  uint64_t freeze_aborts; /* freezes ended early (detach, hold buffer full, freed) */
+  uint64_t freeze_bytes;  /* bytes kept in fz_buf, in all */
+
   /* memory budget (budget.h): what this target holds of it, and its refusals */
   uint64_t mem_bytes;     /* engine + mapping bytes charged to the registry's budget */
   uint64_t mapping_bytes; /* of which the mapping's */
@@ -241,6 +254,24 @@ void tlc_target_detach(tlc_target_t *t, const char *reason);
  * kernel's window then pushes back to the sender), 0 to read again. Remembered across
  * connections: a source attaching to a held target starts held (it checks t->held). */
 void tlc_target_hold(tlc_target_t *t, int on);
+
+/* Checkpoint freeze (continuity.c): holds the target's input so that its state stays exactly
+ * at one stream position while a checkpoint is taken in parts across loop turns (other targets
+ * go on). A source that can wait (TCP: hold_cb) stops reading, and the kernel's window pushes
+ * back; the bytes of any other (serial, efl) are kept in order, up to TLC_TARGET_FREEZE_MAX;
+ * a resync idle is kept with its place. Nothing is lost: when the freeze must end early (the
+ * kept bytes would pass the cap, a detach, the target freed) abort_cb(ud, t) is called first
+ * (it must only forget the checkpoint: no call back into the target), then what was kept is
+ * fed at once. Returns 0, or TLC_EINVAL when already frozen. Loop thread. */
+#define TLC_TARGET_FREEZE_MAX ((size_t)4 << 20)
+int tlc_target_freeze(tlc_target_t *t, void (*abort_cb)(void *ud, tlc_target_t *t), void *ud);
+/* Ends the freeze in parts: feeds at most max_bytes of what was kept (and a kept idle at its
+ * place), and once nothing is left unfreezes the target and lets its source read again.
+ * Returns 1 when the target is no longer frozen, 0 when more is left (call again later: bytes
+ * arriving meanwhile are kept behind). abort_cb is not called. Loop thread. */
+int tlc_target_thaw(tlc_target_t *t, size_t max_bytes);
+/* 1 while the source should not read: storage's hold or a checkpoint freeze. */
+int tlc_target_holding(const tlc_target_t *t);
 
 /* Assembles the target's tlc_counters_t: engine counters plus decoder counters. */
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);

@@ -200,7 +200,7 @@ static void conn_hold(void *src, int on) {
  * is held already (a reconnect while storage is behind). */
 static void conn_hold_init(tlc_conn_t *c) {
   c->target->hold_cb = conn_hold;
-  if (c->target->held) {
+  if (tlc_target_holding(c->target)) {
     c->held = 1;
     uv_read_stop((uv_stream_t *)&c->h);
   }

@@ -160,12 +160,13 @@ def compare(live, model, what):
                                                              m[dk].get(f)))
 
 
-def start(d, port, interval="0.3", fork=False):
-    """fork: every checkpoint by a child process (--checkpoint-fork-bytes 0), else the
-    default (these small targets are encoded on the loop)."""
+def start(d, port, interval="0.3", sliced=False):
+    """sliced: every checkpoint encoded in slices of 16 rows across loop turns, the target's
+    input held meanwhile (--checkpoint-slice-us 1), else the default (these small targets are
+    encoded in one slice)."""
     return D.Daemon(TLCAPD, d, ["--listen", "l=%s@127.0.0.1:%d" % (FMT[0], port),
                                 "--checkpoint-interval", interval, "--rotate-bytes", "60000"]
-                    + (["--checkpoint-fork-bytes", "0"] if fork else []), store=True)
+                    + (["--checkpoint-slice-us", "1"] if sliced else []), store=True)
 
 
 def stats_of(dm):
@@ -243,7 +244,7 @@ def test_sigkill_random(d, iterations=12, seconds=30):
     while it < iterations and time.monotonic() < t_end:
         it += 1
         runs.append(max([seq_of(p) for p in segments(state)] or [0]))
-        dm = start(d, port, interval=r.choice(("0.2", "0.3", "0.5")), fork=r.random() < 0.5)
+        dm = start(d, port, interval=r.choice(("0.2", "0.3", "0.5")), sliced=r.random() < 0.5)
         if it > 1:
             for line in dm.log().splitlines():
                 if "stored records replayed" in line:
