@@ -10,9 +10,15 @@
  *   write    tlc_ckpt_finish (checksum) + tmp file, write, fsync, rename, fsync(dir), as the
  *            threadpool job does - baseline: the same bytes written and fsynced plainly
  *   restore  read back and tlc_ckpt_restore into a fresh target
- *   fork     the path tlcapd takes for a target above checkpoint_fork_bytes: the parent's
- *            fork() (the loop's whole stall), and the child's encode + write until it exits
+ *   sliced   what tlcapd does: tlc_ckpt_encode_begin, then tlc_ckpt_encode_step 16 rows at a
+ *            time until SLICE_US (default 1000) have passed, as one loop turn does; the
+ *            longest slice (wall clock and the thread's CPU time) is the loop's longest
+ *            stall, the sum the encoding's loop time, the count the turns it spans
+ *   fork     the path tlcapd took before (removed): the parent's fork() (the loop's whole
+ *            stall), and the child's encode + write until it exits
  * Wall-clock times (the host is shared: compare the figures of one run).
+ *
+ *   bench_checkpoint [AREAS] [CALLS_PER_AREA] [DIR] [SLICE_US]
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckfile.h"
@@ -31,6 +37,12 @@
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -81,6 +93,8 @@ int main(int argc, char **argv) {
   size_t areas = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000;
   unsigned calls = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 8;
   const char *dir = argc > 3 ? argv[3] : "/tmp";
+  double slice_s = (argc > 4 ? strtod(argv[4], NULL) : 1000.0) * 1e-6;
+  double sl_max[5], sl_cpu[5], sl_sum[5], sl_n[5];
   tlc_targets_t reg;
   tlc_target_conf_t conf;
   tlc_target_t *t, *t2;
@@ -129,11 +143,58 @@ int main(int argc, char **argv) {
     tlc_ckpt_pos_t pos = { 1, 7, 1000, 0 };
     uint8_t *copy;
     double t0;
-    tlc_ckw_init(&w, (size_t)4 << 30);
-    t0 = now();
-    if (tlc_ckpt_encode(t, &w) != 0)
-      return 1;
-    enc[r] = now() - t0;
+    /* sliced, as tlcapd's loop does it (buffer reserved at the engine's size, as tlcapd) */
+    {
+      tlc_engine_saver_t sv;
+      tlc_engine_mem_t m;
+      int rc;
+      size_t slen;
+      uint64_t shash;
+      tlc_engine_mem(t->engine, &m);
+      tlc_ckw_init(&w, (size_t)4 << 30);
+      sl_max[r] = sl_cpu[r] = sl_sum[r] = sl_n[r] = 0;
+      t0 = now();
+      double c0 = cpu();
+      tlc_ckw_reserve(&w, m.bytes + m.bytes / 8 + 65536);
+      rc = tlc_ckpt_encode_begin(t, &sv, &w);
+      for (;;) {
+        double s0 = now(), sc0 = cpu(), dt, dc;
+        if (rc == 0 && sl_n[r] > 0)
+          do
+            rc = tlc_ckpt_encode_step(t, &sv, &w, 16);
+          while (rc == 0 && now() - s0 < slice_s);
+        else if (rc == 0) /* the first slice follows begin, as in tlcapd */
+          do
+            rc = tlc_ckpt_encode_step(t, &sv, &w, 16);
+          while (rc == 0 && now() - t0 < slice_s);
+        dt = now() - (sl_n[r] > 0 ? s0 : t0);
+        dc = cpu() - (sl_n[r] > 0 ? sc0 : c0);
+        sl_n[r]++;
+        sl_sum[r] += dt;
+        if (dt > sl_max[r])
+          sl_max[r] = dt;
+        if (dc > sl_cpu[r])
+          sl_cpu[r] = dc;
+        if (rc != 0)
+          break;
+      }
+      if (rc < 0)
+        return 1;
+      slen = w.len;
+      shash =
+          tlc_ck_fnv(w.p + TLC_CKPT_HEADER, w.len - TLC_CKPT_HEADER); /* the header is finish()'s */
+      tlc_ckw_fini(&w);
+      tlc_ckw_init(&w, (size_t)4 << 30);
+      t0 = now();
+      if (tlc_ckpt_encode(t, &w) != 0)
+        return 1;
+      enc[r] = now() - t0;
+      if (w.len != slen || slen == 0 ||
+          tlc_ck_fnv(w.p + TLC_CKPT_HEADER, w.len - TLC_CKPT_HEADER) != shash) {
+        fprintf(stderr, "sliced encoding: %zu bytes, whole: %zu\n", slen, w.len);
+        return 1;
+      }
+    }
     len = w.len;
     copy = malloc(w.len);
     t0 = now();
@@ -193,8 +254,12 @@ int main(int argc, char **argv) {
   printf("fork (the loop's stall for a large target): %.2f ms; the child's encode + write: "
          "%.2f ms\n",
          median(fk, 5) * 1e3, median(fkall, 5) * 1e3);
-  printf("encode (loop stall): %.2f ms   [memcpy of the same bytes: %.2f ms]\n",
-         median(enc, 5) * 1e3, median(cpy, 5) * 1e3);
+  printf("sliced (%.0f us): longest slice %.3f ms (thread CPU %.3f ms), %.0f slices, %.2f ms "
+         "in all\n",
+         slice_s * 1e6, median(sl_max, 5) * 1e3, median(sl_cpu, 5) * 1e3, median(sl_n, 5),
+         median(sl_sum, 5) * 1e3);
+  printf("encode in one go: %.2f ms   [memcpy of the same bytes: %.2f ms]\n", median(enc, 5) * 1e3,
+         median(cpy, 5) * 1e3);
   printf("write (threadpool):  %.2f ms   [plain write + fsync: %.2f ms]\n", median(wr, 5) * 1e3,
          median(pw, 5) * 1e3);
   printf("restore (read + load): %.2f ms\n", median(rs, 5) * 1e3);

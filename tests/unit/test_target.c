@@ -251,11 +251,144 @@ static void test_decode_error_in_last_chunk(void **state) {
   tlc_targets_fini(&reg);
 }
 
+/* ---- checkpoint freeze (tlc_target_freeze / tlc_target_thaw) ---- */
+
+typedef struct fsrc {
+  int holds[16]; /* hold_cb calls: 1 stop, 0 read again */
+  size_t n;
+} fsrc_t;
+
+static void f_hold(void *source, int on) {
+  fsrc_t *s = source;
+  if (s->n < 16)
+    s->holds[s->n++] = on;
+}
+
+static int f_aborts;
+static void f_abort(void *ud, tlc_target_t *t) {
+  (void)ud;
+  (void)t;
+  f_aborts++;
+}
+
+/* A frozen target's state does not move; what a source fed meanwhile comes out in order at the
+ * thaw, in parts; the source is held and let go; storage's hold outlasts the freeze. */
+static void test_freeze_keeps_and_thaws_in_order(void **state) {
+  tlc_targets_t reg;
+  tlc_target_t *t = NULL;
+  tlc_target_conf_t conf;
+  tlc_target_observer_t o;
+  rec_t r;
+  static uint8_t buf[1000 * TLC_BIN1X_RECORD];
+  size_t len = calls(buf, 1000, 1000), off, parts = 0;
+  fsrc_t src;
+  uint64_t ev0;
+  (void)state;
+  memset(&r, 0, sizeof(r));
+  memset(&src, 0, sizeof(src));
+  assert_int_equal(tlc_targets_init(&reg, 2), 0);
+  memset(&o, 0, sizeof(o));
+  o.decoded_cb = on_dec;
+  o.bytes_cb = on_bytes; /* asserts contiguous stream offsets */
+  o.ud = &r;
+  assert_int_equal(tlc_targets_observe(&reg, &o), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_BIN11;
+  assert_int_equal(tlc_targets_get(&reg, "f", TLC_SRC_LISTEN, &conf, &t), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "p"), 0);
+  t->hold_cb = f_hold;
+  assert_int_equal(tlc_target_feed(t, buf, 101), 0); /* a partial record pending */
+  ev0 = tlc_engine_counters(t->engine)->events;
+  f_aborts = 0;
+  assert_int_equal(tlc_target_freeze(t, f_abort, NULL), 0);
+  assert_int_equal(tlc_target_freeze(t, f_abort, NULL), TLC_EINVAL);
+  assert_int_equal(src.n, 1);
+  assert_int_equal(src.holds[0], 1);
+  assert_int_equal(tlc_target_holding(t), 1);
+  for (off = 101; off < len; off += 333) /* odd chunks */
+    assert_int_equal(tlc_target_feed(t, buf + off, len - off < 333 ? len - off : 333), 0);
+  tlc_target_idle(t); /* kept at its place */
+  assert_int_equal(tlc_engine_counters(t->engine)->events, ev0);
+  assert_int_equal(r.bytes, 101);
+  assert_int_equal(t->freeze_bytes, len - 101);
+  tlc_target_hold(t, 1); /* storage holds meanwhile: the source is held already */
+  assert_int_equal(src.n, 1);
+  while (!tlc_target_thaw(t, 1000))
+    parts++;
+  assert_true(parts >= (len - 101) / 1000 - 1);
+  assert_int_equal(t->frozen, 0);
+  assert_int_equal(r.bytes, len);
+  assert_int_equal(r.decoded, 1000);
+  assert_int_equal(tlc_engine_counters(t->engine)->events, 1000);
+  assert_int_equal(src.n, 1); /* still held by storage: not let go */
+  tlc_target_hold(t, 0);
+  assert_int_equal(src.n, 2);
+  assert_int_equal(src.holds[1], 0);
+  assert_int_equal(f_aborts, 0);
+  assert_int_equal(t->freeze_aborts, 0);
+  tlc_target_detach(t, "test");
+  tlc_targets_fini(&reg);
+}
+
+/* The freeze ends early without dropping a byte: kept bytes at their cap, and a detach (the
+ * kept bytes come before the stream's end and its gap). */
+static void test_freeze_aborts_lose_nothing(void **state) {
+  tlc_targets_t reg;
+  tlc_target_t *t = NULL;
+  tlc_target_conf_t conf;
+  rec_t r;
+  tlc_target_observer_t o;
+  static uint8_t buf[4096 * TLC_BIN1X_RECORD];
+  size_t len, fed = 0, n = 0;
+  int src = 1;
+  (void)state;
+  memset(&r, 0, sizeof(r));
+  assert_int_equal(tlc_targets_init(&reg, 2), 0);
+  memset(&o, 0, sizeof(o));
+  o.cb = on_ev;
+  o.decoded_cb = on_dec;
+  o.ud = &r;
+  assert_int_equal(tlc_targets_observe(&reg, &o), 0);
+  memset(&conf, 0, sizeof(conf));
+  conf.format = TLC_FMT_BIN11;
+  conf.resync = 1; /* as a serial source */
+  assert_int_equal(tlc_targets_get(&reg, "s", TLC_SRC_SERIAL, &conf, &t), 0);
+  assert_int_equal(tlc_target_attach(t, &src, "/dev/x"), 0);
+  f_aborts = 0;
+  assert_int_equal(tlc_target_freeze(t, f_abort, NULL), 0);
+  /* past the cap: the freeze gives way (once), every byte reaches the engine */
+  while (fed <= TLC_TARGET_FREEZE_MAX) {
+    len = calls(buf, 4096, 1000 + (int64_t)n * 40960);
+    assert_int_equal(tlc_target_feed(t, buf, len), 0);
+    fed += len;
+    n += 4096;
+  }
+  assert_int_equal(f_aborts, 1);
+  assert_int_equal(t->freeze_aborts, 1);
+  assert_int_equal(t->frozen, 0);
+  /* a detach while frozen: kept bytes first, then the end of the stream */
+  assert_int_equal(tlc_target_freeze(t, f_abort, NULL), 0);
+  len = calls(buf, 4096, 1000 + (int64_t)n * 40960);
+  assert_int_equal(tlc_target_feed(t, buf, len), 0);
+  n += 4096;
+  tlc_target_detach(t, "unplugged");
+  assert_int_equal(f_aborts, 2);
+  assert_int_equal(t->frozen, 0);
+  assert_int_equal(r.decoded, n);
+  assert_int_equal(t->gaps, 1);
+  /* freed while frozen: the abort is called before */
+  assert_int_equal(tlc_target_freeze(t, f_abort, NULL), 0);
+  tlc_targets_fini(&reg);
+  assert_int_equal(f_aborts, 3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pipeline_and_provider),
     cmocka_unit_test(test_full_registry_evicts),
     cmocka_unit_test(test_decode_error_in_last_chunk),
+    cmocka_unit_test(test_freeze_keeps_and_thaws_in_order),
+    cmocka_unit_test(test_freeze_aborts_lose_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
