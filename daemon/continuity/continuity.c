@@ -52,6 +52,7 @@ typedef struct slot {
   int again;      /* shutdown: checkpoint once the one in flight is done */
   unsigned waits; /* rounds waited for the end of an evlog block (mid_block) */
   uint64_t fp[4]; /* what the last one covered: engine seq, bytes, connections, gaps */
+  uint64_t thawed_at, frozen_ns; /* the end and length of its last freeze (mono ns) */
 } slot_t;
 
 typedef struct job {
@@ -206,6 +207,7 @@ static void maybe_finish(tlc_cont_t *c);
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
 static void on_soon(uv_timer_t *h);
 static void unlist(job_t *j);
+static void thawed(job_t *j);
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -387,12 +389,24 @@ static void on_idle(uv_idle_t *h) {
     return;
   }
   if (tlc_target_thaw(t, THAW_BYTES)) {
-    j->frozen_ns = mono_ns() - j->frozen_at;
-    if (j->frozen_ns > c->st.max_frozen_ns)
-      c->st.max_frozen_ns = j->frozen_ns;
+    thawed(j);
     unlist(j);
     if (j->written_back)
       job_done(j, j->w.len);
+  }
+}
+
+/* The target's input flows again: how long it was held (a target is not frozen again before
+ * as long has passed: its input flows at least half of the time). */
+static void thawed(job_t *j) {
+  tlc_cont_t *c = j->c;
+  uint64_t now = mono_ns();
+  j->frozen_ns = now - j->frozen_at;
+  if (j->frozen_ns > c->st.max_frozen_ns)
+    c->st.max_frozen_ns = j->frozen_ns;
+  if (j->idx < c->nslots) {
+    c->slots[j->idx].thawed_at = now;
+    c->slots[j->idx].frozen_ns = j->frozen_ns;
   }
 }
 
@@ -415,6 +429,7 @@ static void on_abort(void *ud, tlc_target_t *t) {
   job_t *j = ud;
   tlc_cont_t *c = j->c;
   (void)t;
+  thawed(j);
   unlist(j);
   if (j->encoded) { /* only its input was still being given back: the checkpoint stands */
     if (j->written_back)
@@ -481,6 +496,10 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
     c->st.skipped_busy++;
     if (!may_slice)
       s->again = 1; /* shutdown: taken when the one in flight is done */
+    return;
+  }
+  if (may_slice && s->frozen_ns > 0 && mono_ns() - s->thawed_at < s->frozen_ns) {
+    c->st.skipped_busy++; /* its input was held as long just now: the next round */
     return;
   }
   if (may_slice && c->o.mid_block != NULL && c->o.mid_block(c->o.mark_ud, t) &&
