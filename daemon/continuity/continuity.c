@@ -1,11 +1,19 @@
 /* continuity.c - checkpoints and restore of every target's statistics (see continuity.h).
  *
- * A checkpoint: tlc_ckpt_encode on the loop (the target's whole state into one buffer; about
- * one memcpy per area: bench/bench_checkpoint measures the loop's stall), then the storage
- * position (opts.mark; without storage none), then a threadpool job that finishes the header,
- * checksums and writes the file (tmp, fsync, rename, fsync dir). Per target at most one in
- * flight (slot_t.busy); a target whose engine sequence, bytes and connection counters did not
- * move since its last checkpoint is skipped.
+ * A checkpoint: tlc_ckpt_encode_begin and a first slice of tlc_ckpt_encode_step on the loop
+ * (the target's whole state into one buffer, reserved at about its size; about one memcpy per
+ * area), the storage position asked at that same moment (opts.mark; without storage none);
+ * a state not encoded within opts.slice_ns is frozen (tlc_target_freeze) and encoded on by an
+ * idle handle, a slice per loop turn, then its input given back (tlc_target_thaw, 256 KiB per
+ * turn); then a threadpool job finishes the header, checksums and writes the file (tmp, fsync,
+ * rename, fsync dir). Invariant: from the position asked to the end of the encoding nothing
+ * reaches the target's engine, so the file covers exactly that position (the engine asserts
+ * it on its change sequence). A freeze that must end early (the target's callback on_abort)
+ * gives the checkpoint up, never a byte. Per target at most one in flight (slot_t.busy), and
+ * not frozen again before as long as its last freeze lasted; a target whose engine sequence,
+ * bytes and connection counters did not move since its last checkpoint is skipped. Cost on
+ * the loop: the encoding's memcpy (bench/bench_checkpoint: ~1.1x memcpy of the file), at most
+ * one slice of it at a time.
  *
  * A restore (the TLC_TEV_CREATED observer, before storage's observer sees the target): read
  * the file (bounded by max_file_bytes), tlc_ckpt_restore, then replay the stored records after
@@ -66,6 +74,7 @@ typedef struct job {
   tlc_ckpt_pos_t pos;
   int encoded, have_pos, queued, written_back, aborted;
   uint64_t slices, encode_ns, frozen_at, frozen_ns;
+  uint64_t max_slice_ns, max_slice_cpu_ns; /* its longest slice: wall clock, thread CPU */
   int64_t wall_ns;
   char dir[1100];
   int rc;
@@ -220,8 +229,9 @@ static void job_done(job_t *j, size_t len) {
     c->st.last_write_ns = j->write_ns;
     TLC_LOGD(TLC_LOGC_TARGET,
              "target %s: checkpoint written (%zu bytes, %.1f ms; %" PRIu64
-             " loop slices, target held %.1f ms)",
-             name, len, (double)j->write_ns / 1e6, j->slices, (double)j->frozen_ns / 1e6);
+             " loop slices, longest %.3f ms (CPU %.3f ms), target held %.1f ms)",
+             name, len, (double)j->write_ns / 1e6, j->slices, (double)j->max_slice_ns / 1e6,
+             (double)j->max_slice_cpu_ns / 1e6, (double)j->frozen_ns / 1e6);
   }
   if (j->idx < c->nslots) {
     c->slots[j->idx].busy = 0;
@@ -324,6 +334,10 @@ static int slice(job_t *j, tlc_target_t *t, uint64_t budget) {
   j->slices++;
   j->encode_ns += dt;
   c->st.slices++;
+  if (dt > j->max_slice_ns)
+    j->max_slice_ns = dt;
+  if (dc > j->max_slice_cpu_ns)
+    j->max_slice_cpu_ns = dc;
   if (budget != UINT64_MAX) { /* a stall of the loop: shutdown's whole encodings aside */
     if (dt > c->st.max_slice_ns)
       c->st.max_slice_ns = dt;

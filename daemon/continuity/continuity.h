@@ -4,12 +4,12 @@
  * checkpoint is encoded (ckfile.h) into one buffer, the storage position its statistics cover
  * is asked of the store (opts.mark: a command in the store's queue, so the position is exactly
  * "every record before this point"), and the file is written: <state>/<target>/
- * target.checkpoint.tmp, fsync, rename to target.checkpoint, fsync of the directory. A small
- * target is encoded on the loop thread and written on libuv's threadpool (uv_queue_work); a
- * large one (opts.fork_bytes) by a forked child process, which sees the state as it was at
- * fork() (copy-on-write), gets the position through a pipe, writes the file and reports back
- * through another pipe (uv_poll): the loop stalls only for fork(). At most one checkpoint per
- * target is in flight, and at most two children.
+ * target.checkpoint.tmp, fsync, rename to target.checkpoint, fsync of the directory. The
+ * state is encoded on the loop thread in slices of at most opts.slice_ns: one that takes
+ * longer is frozen (tlc_target_freeze: its input held, so it stays at the position asked)
+ * and encoded a slice per loop turn (uv_idle), the other targets going on in between; the file
+ * is written on libuv's threadpool (uv_queue_work). At most one checkpoint per target is in
+ * flight.
  *
  * When a target is created (at start for every checkpoint found, tlc_cont_restore_all, or
  * later by its source) its checkpoint is read and restored, and its stored records after the
