@@ -20,7 +20,7 @@
  *
  *   bench_checkpoint [AREAS] [CALLS_PER_AREA] [DIR] [SLICE_US]
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "ckfile.h"
 #include "engine.h"
 #include "target.h"
@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,13 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* involuntary context switches of this thread so far (the host took the CPU away) */
+static long preempted(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_nivcsw;
 }
 
 static double cpu(void) {
@@ -94,7 +102,7 @@ int main(int argc, char **argv) {
   unsigned calls = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 8;
   const char *dir = argc > 3 ? argv[3] : "/tmp";
   double slice_s = (argc > 4 ? strtod(argv[4], NULL) : 1000.0) * 1e-6;
-  double sl_max[5], sl_cpu[5], sl_sum[5], sl_n[5];
+  double sl_max[5], sl_cpu[5], sl_sum[5], sl_n[5], sl_pre[5], sl_over[5];
   tlc_targets_t reg;
   tlc_target_conf_t conf;
   tlc_target_t *t, *t2;
@@ -152,13 +160,14 @@ int main(int argc, char **argv) {
       uint64_t shash;
       tlc_engine_mem(t->engine, &m);
       tlc_ckw_init(&w, (size_t)4 << 30);
-      sl_max[r] = sl_cpu[r] = sl_sum[r] = sl_n[r] = 0;
+      sl_max[r] = sl_cpu[r] = sl_sum[r] = sl_n[r] = sl_pre[r] = sl_over[r] = 0;
       t0 = now();
       double c0 = cpu();
       tlc_ckw_reserve(&w, m.bytes + m.bytes / 8 + 65536);
       rc = tlc_ckpt_encode_begin(t, &sv, &w);
       for (;;) {
         double s0 = now(), sc0 = cpu(), dt, dc;
+        long p0 = preempted();
         if (rc == 0 && sl_n[r] > 0)
           do
             rc = tlc_ckpt_encode_step(t, &sv, &w, 16);
@@ -171,8 +180,12 @@ int main(int argc, char **argv) {
         dc = cpu() - (sl_n[r] > 0 ? sc0 : c0);
         sl_n[r]++;
         sl_sum[r] += dt;
-        if (dt > sl_max[r])
+        if (dt > sl_max[r]) {
           sl_max[r] = dt;
+          sl_pre[r] = (double)(preempted() - p0);
+        }
+        if (dt > 2 * slice_s && preempted() == p0)
+          sl_over[r]++; /* over twice the budget without the host taking the CPU away */
         if (dc > sl_cpu[r])
           sl_cpu[r] = dc;
         if (rc != 0)
@@ -254,10 +267,11 @@ int main(int argc, char **argv) {
   printf("fork (the loop's stall for a large target): %.2f ms; the child's encode + write: "
          "%.2f ms\n",
          median(fk, 5) * 1e3, median(fkall, 5) * 1e3);
-  printf("sliced (%.0f us): longest slice %.3f ms (thread CPU %.3f ms), %.0f slices, %.2f ms "
-         "in all\n",
-         slice_s * 1e6, median(sl_max, 5) * 1e3, median(sl_cpu, 5) * 1e3, median(sl_n, 5),
-         median(sl_sum, 5) * 1e3);
+  printf("sliced (%.0f us): longest slice %.3f ms (preempted %.0f times in it; the longest "
+         "in thread CPU %.3f ms), %.0f slices, %.2f ms in all; slices over twice the budget "
+         "without preemption: %.0f\n",
+         slice_s * 1e6, median(sl_max, 5) * 1e3, median(sl_pre, 5), median(sl_cpu, 5) * 1e3,
+         median(sl_n, 5), median(sl_sum, 5) * 1e3, median(sl_over, 5));
   printf("encode in one go: %.2f ms   [memcpy of the same bytes: %.2f ms]\n", median(enc, 5) * 1e3,
          median(cpy, 5) * 1e3);
   printf("write (threadpool):  %.2f ms   [plain write + fsync: %.2f ms]\n", median(wr, 5) * 1e3,

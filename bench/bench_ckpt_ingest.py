@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench_ckpt_ingest.py - does a large target's checkpoint hold up another target's ingest?
 
-   bench_ckpt_ingest.py BUILD_DIR [AREAS] [ROUNDS] [SECONDS]   (defaults 100000, 3, 8)
+   bench_ckpt_ingest.py BUILD_DIR [AREAS] [ROUNDS] [SECONDS] [OTHER_TLCAPD]
+                                                   (defaults 100000, 3, 8)
 
 A tlcapd (no storage: the checkpoint files are the only writes) with two listeners: `big`
 gets AREAS function areas (E/X pairs) and then a trickle over them, so that its state moves
@@ -10,7 +11,9 @@ and is checkpointed every second (A: --checkpoint-interval 1; B, the baseline:
 one Python sender pushes them for SECONDS: its rate (MB/s, bytes the daemon's socket accepted)
 is the other target's ingest. A and B alternate, ROUNDS each, medians. For A the daemon's
 debug log gives every checkpoint of `big`: its loop slices, the longest slice (wall clock and
-the loop thread's CPU time) and how long big's input was held. Run with `nice -n -5`."""
+the loop thread's CPU time) and how long big's input was held. OTHER_TLCAPD (e.g. a build of
+an earlier commit, whose large checkpoints were taken by a forked child) runs A as a third
+alternating mode. Run with `nice -n -5`."""
 import os
 import re
 import statistics
@@ -29,6 +32,7 @@ AREAS = int(sys.argv[2]) if len(sys.argv) > 2 else 100000
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 SECS = float(sys.argv[4]) if len(sys.argv) > 4 else 8.0
 tlcapd = os.path.join(build, "daemon", "tlcapd")
+OTHER = sys.argv[5] if len(sys.argv) > 5 else None
 
 
 def pairs(lo, hi, t):
@@ -40,10 +44,10 @@ def pairs(lo, hi, t):
     return b"".join(out), t
 
 
-def run(interval):
+def run(interval, binary=tlcapd):
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", build)) as d:
         pb, ps = D.free_port(), D.free_port()
-        dm = D.Daemon(tlcapd, d, ["--listen", "big=bin11@127.0.0.1:%d" % pb,
+        dm = D.Daemon(binary, d, ["--listen", "big=bin11@127.0.0.1:%d" % pb,
                                   "--listen", "small=bin11@127.0.0.1:%d" % ps,
                                   "--checkpoint-interval", interval,
                                   "--log-level", "debug", "--debug", "target"])
@@ -86,12 +90,14 @@ def run(interval):
 
 pat = re.compile(r"\((\d+) bytes, ([\d.]+) ms; (\d+) loop slices, longest ([\d.]+) ms "
                  r"\(CPU ([\d.]+) ms\), target held ([\d.]+) ms\)")
-ra, rb, sl, cpu, held, nsl, size, wr = [], [], [], [], [], [], [], []
+rates = {"sliced": [], "other": [], "none": []}
+sl, cpu, held, nsl, size, wr = [], [], [], [], [], []
+modes = [("sliced", "1", tlcapd), ("none", "0", tlcapd)] + ([("other", "1", OTHER)] if OTHER else [])
 for r in range(ROUNDS):
-    for interval in ("1", "0"):
-        rate, ck = run(interval)
-        (ra if interval == "1" else rb).append(rate)
-        if interval == "1":
+    for mode, interval, binary in modes:
+        rate, ck = run(interval, binary)
+        rates[mode].append(rate)
+        if mode == "sliced":
             for ln in ck:
                 m = pat.search(ln)
                 if m:
@@ -101,11 +107,12 @@ for r in range(ROUNDS):
                     sl.append(float(m.group(4)))
                     cpu.append(float(m.group(5)))
                     held.append(float(m.group(6)))
-        print("round %d interval %s: small target %.1f MB/s, %d checkpoints of big"
-              % (r, interval, rate, len(ck)), flush=True)
-print("small target ingest: with big's checkpoints %.1f MB/s, without %.1f MB/s: ratio %.3f"
-      % (statistics.median(ra), statistics.median(rb),
-         statistics.median(ra) / statistics.median(rb)))
+        print("round %d %s: small target %.1f MB/s, %d checkpoints of big"
+              % (r, mode, rate, len(ck)), flush=True)
+base = statistics.median(rates["none"])
+for mode, _, _ in modes:
+    print("small target ingest, %s: median %.1f MB/s, ratio to no checkpoints %.3f"
+          % (mode, statistics.median(rates[mode]), statistics.median(rates[mode]) / base))
 if sl:
     print("big's checkpoints: %d, %.1f MB each; slices per checkpoint median %d; longest slice: "
           "wall max %.2f ms (median of the per-checkpoint maxima %.2f), loop CPU max %.3f ms "
