@@ -140,11 +140,11 @@ int main(int argc, char **argv) {
   free(chunk);
   {
     tlc_engine_mem_t m;
-    tlc_engine_mem(t->engine, &m);
+    tlc_engine_mem(t->pipe.engine, &m);
     printf("target: %zu areas, %zu contexts, %.1f MB engine (%.1f MB histograms, %.1f MB "
            "windows), %llu events\n",
            m.areas, m.contexts, m.bytes / 1e6, m.hist_bytes / 1e6, m.window_bytes / 1e6,
-           (unsigned long long)tlc_engine_counters(t->engine)->events);
+           (unsigned long long)tlc_engine_counters(t->pipe.engine)->events);
   }
   for (int r = 0; r < 5; r++) {
     tlc_ckw_t w;
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
       int rc;
       size_t slen;
       uint64_t shash;
-      tlc_engine_mem(t->engine, &m);
+      tlc_engine_mem(t->pipe.engine, &m);
       tlc_ckw_init(&w, (size_t)4 << 30);
       sl_max[r] = sl_cpu[r] = sl_sum[r] = sl_n[r] = sl_pre[r] = sl_over[r] = 0;
       t0 = now();
@@ -237,7 +237,8 @@ int main(int argc, char **argv) {
         return 1;
       }
       rs[r] = now() - t0;
-      if (tlc_engine_counters(t2->engine)->events != tlc_engine_counters(t->engine)->events)
+      if (tlc_engine_counters(t2->pipe.engine)->events !=
+          tlc_engine_counters(t->pipe.engine)->events)
         return 1;
       tlc_targets_fini(&reg2);
       free(buf);

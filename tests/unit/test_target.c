@@ -298,7 +298,7 @@ static void test_freeze_keeps_and_thaws_in_order(void **state) {
   assert_int_equal(tlc_target_attach(t, &src, "p"), 0);
   t->hold_cb = f_hold;
   assert_int_equal(tlc_target_feed(t, buf, 101), 0); /* a partial record pending */
-  ev0 = tlc_engine_counters(t->engine)->events;
+  ev0 = tlc_engine_counters(t->pipe.engine)->events;
   f_aborts = 0;
   assert_int_equal(tlc_target_freeze(t, f_abort, NULL), 0);
   assert_int_equal(tlc_target_freeze(t, f_abort, NULL), TLC_EINVAL);
@@ -308,7 +308,7 @@ static void test_freeze_keeps_and_thaws_in_order(void **state) {
   for (off = 101; off < len; off += 333) /* odd chunks */
     assert_int_equal(tlc_target_feed(t, buf + off, len - off < 333 ? len - off : 333), 0);
   tlc_target_idle(t); /* kept at its place */
-  assert_int_equal(tlc_engine_counters(t->engine)->events, ev0);
+  assert_int_equal(tlc_engine_counters(t->pipe.engine)->events, ev0);
   assert_int_equal(r.bytes, 101);
   assert_int_equal(t->freeze_bytes, len - 101);
   tlc_target_hold(t, 1); /* storage holds meanwhile: the source is held already */
@@ -319,7 +319,7 @@ static void test_freeze_keeps_and_thaws_in_order(void **state) {
   assert_int_equal(t->frozen, 0);
   assert_int_equal(r.bytes, len);
   assert_int_equal(r.decoded, 1000);
-  assert_int_equal(tlc_engine_counters(t->engine)->events, 1000);
+  assert_int_equal(tlc_engine_counters(t->pipe.engine)->events, 1000);
   assert_int_equal(src.n, 1); /* still held by storage: not let go */
   tlc_target_hold(t, 0);
   assert_int_equal(src.n, 2);
