@@ -73,6 +73,9 @@ typedef struct job {
   tlc_ckw_t w;
   tlc_ckpt_pos_t pos;
   int encoded, have_pos, queued, written_back, aborted;
+  uint64_t gen;     /* the target's (tlc_target_t.gen): still the same after the preparation */
+  size_t est, wlen; /* the buffer's size estimate; the file's length (the buffer is freed by
+                       the threadpool job that wrote it) */
   uint64_t slices, encode_ns, frozen_at, frozen_ns;
   uint64_t max_slice_ns, max_slice_cpu_ns; /* its longest slice: wall clock, thread CPU */
   int64_t wall_ns;
@@ -212,11 +215,32 @@ static void write_work(uv_work_t *req) {
   j->write_ns = mono_ns() - t0;
 }
 
+/* Threadpool: writes the file, then frees the buffer here (unmapping a large one takes
+ * milliseconds, which the loop must not spend). */
+static void write_and_free(uv_work_t *req) {
+  job_t *j = req->data;
+  write_work(req);
+  j->wlen = j->w.len;
+  tlc_ckw_fini(&j->w);
+}
+
 static void maybe_finish(tlc_cont_t *c);
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
 static void on_soon(uv_timer_t *h);
 static void unlist(job_t *j);
 static void thawed(job_t *j);
+static void start_encoding(job_t *j, tlc_target_t *t, int may_slice);
+static void prep_after(uv_work_t *req, int status);
+
+#define PREP_BYTES ((size_t)4 << 20) /* a buffer this large is prepared in the threadpool */
+
+/* Threadpool: the buffer allocated and every page touched (the kernel maps them here). */
+static void prep_work(uv_work_t *req) {
+  job_t *j = req->data;
+  tlc_ckw_reserve(&j->w, j->est);
+  for (size_t o = 0; o < j->w.cap; o += 4096)
+    ((volatile uint8_t *)j->w.p)[o] = 0;
+}
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -261,7 +285,7 @@ static void write_after(uv_work_t *req, int status) {
   }
   j->written_back = 1;
   if (j->t == NULL) /* the target's input flows again: nothing else refers to the job */
-    job_done(j, j->w.len);
+    job_done(j, j->wlen);
 }
 
 /* Both the state (encoded) and the position (asked of storage) are in: to the threadpool. */
@@ -271,7 +295,7 @@ static void maybe_write(job_t *j) {
     return;
   j->queued = 1;
   j->req.data = j;
-  rc = uv_queue_work(j->c->loop, &j->req, write_work, write_after);
+  rc = uv_queue_work(j->c->loop, &j->req, write_and_free, write_after);
   if (rc != 0) {
     j->rc = rc;
     snprintf(j->why, sizeof j->why, "threadpool: %s", uv_strerror(rc));
@@ -406,7 +430,7 @@ static void on_idle(uv_idle_t *h) {
     thawed(j);
     unlist(j);
     if (j->written_back)
-      job_done(j, j->w.len);
+      job_done(j, j->wlen);
   }
 }
 
@@ -447,7 +471,7 @@ static void on_abort(void *ud, tlc_target_t *t) {
   unlist(j);
   if (j->encoded) { /* only its input was still being given back: the checkpoint stands */
     if (j->written_back)
-      job_done(j, j->w.len);
+      job_done(j, j->wlen);
     return;
   }
   c->st.aborted++;
@@ -481,7 +505,7 @@ static void finish_slicing(tlc_cont_t *c) {
     unlist(j);
     (void)tlc_target_thaw(t, SIZE_MAX);
     if (j->written_back)
-      job_done(j, j->w.len);
+      job_done(j, j->wlen);
   }
 }
 
@@ -499,7 +523,6 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
   slot_t *s;
   job_t *j;
   uint64_t fp[4];
-  int rc;
   if (i >= c->nslots)
     return;
   s = &c->slots[i];
@@ -529,7 +552,7 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
     return;
   j->c = c;
   j->idx = i;
-  j->wall_ns = wall_ns();
+  j->gen = t->gen;
   if (target_dir(c, t->name, j->dir, sizeof j->dir) != 0) {
     tlc_free(j);
     return;
@@ -539,8 +562,47 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
     /* the buffer at about its final size at once: growing it by doubling would copy it */
     tlc_engine_mem_t m;
     tlc_engine_mem(t->pipe.engine, &m);
-    tlc_ckw_reserve(&j->w, m.bytes + m.bytes / 8 + 65536);
+    j->est = m.bytes + m.bytes / 8 + 65536;
   }
+  s->busy = 1;
+  c->inflight++;
+  if (may_slice && !c->closing && j->est >= PREP_BYTES) {
+    /* a large one: its buffer is allocated and its pages touched in the threadpool first,
+     * so that the loop's slices take no page fault (each a kernel call under the process's
+     * memory lock, which other threads' mmap/munmap hold at times) */
+    j->req.data = j;
+    if (uv_queue_work(c->loop, &j->req, prep_work, prep_after) == 0)
+      return;
+  }
+  tlc_ckw_reserve(&j->w, j->est);
+  start_encoding(j, t, may_slice);
+}
+
+/* The buffer is ready: the target may have gone meanwhile (evicted: another at its index). */
+static void prep_after(uv_work_t *req, int status) {
+  job_t *j = req->data;
+  tlc_cont_t *c = j->c;
+  (void)status;
+  if (j->idx >= c->targets->n || c->targets->v[j->idx]->gen != j->gen) {
+    if (j->idx < c->nslots)
+      c->slots[j->idx].busy = 0;
+    tlc_ckw_fini(&j->w);
+    tlc_free(j);
+    c->inflight--;
+    maybe_finish(c);
+    return;
+  }
+  start_encoding(j, c->targets->v[j->idx], !c->closing);
+}
+
+/* Encodes job j's target: begin and a first slice here, the position asked at this same
+ * moment; more than a slice: frozen and sliced on by on_idle. */
+static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
+  tlc_cont_t *c = j->c;
+  slot_t *s = &c->slots[j->idx];
+  int rc;
+  j->wall_ns = wall_ns();
+  fingerprint(t, s->fp);
   rc = tlc_ckpt_encode_begin(t, &j->sv, &j->w);
   if (rc == 0)
     rc = slice(j, t, may_slice && !c->closing ? c->o.slice_ns : UINT64_MAX);
@@ -548,14 +610,15 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not taken: %s", t->name,
             tlc_strerror(rc));
     c->st.write_errors++;
+    s->busy = 0;
+    s->written = 0;
     tlc_ckw_fini(&j->w);
     tlc_free(j);
+    c->inflight--;
+    maybe_finish(c);
     return;
   }
-  s->busy = 1;
   s->written = 1;
-  memcpy(s->fp, fp, sizeof fp);
-  c->inflight++;
   if (rc == 0) {
     /* more than a slice: the state stays as it is (input held) until encoded */
     if (tlc_target_freeze(t, on_abort, j) != 0) { /* cannot be: one job per target */

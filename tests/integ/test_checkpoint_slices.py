@@ -175,8 +175,8 @@ def test_no_holdup(d):
                        sb[1] * 1e3, ss[1] * 1e3))
     T.check(big["checkpoint_freezes"] >= 3,
             "the large target's checkpoints held its input (%d)" % big["checkpoint_freezes"])
-    T.check(ck["slices"] >= 10 * ck["written"] // 2,
-            "checkpoints spanning many loop turns (%d slices, %d written)"
+    T.check(ck["slices"] >= ck["written"] + 2 * big["checkpoint_freezes"],
+            "checkpoints spanning several loop turns (%d slices, %d written)"
             % (ck["slices"], ck["written"]))
     T.check(ck["max_slice_cpu_us"] < BOUND_US,
             "the loop's longest checkpoint slice %d us of CPU (bound %d us)"
