@@ -5,7 +5,11 @@
  *    (pubsub's provider relies on it), so the registry only grows, up to its cap;
  *  - at most one source is attached to a target at a time (t->source);
  *  - every detach makes exactly one engine gap, and leaves the decoder reset for the next
- *    stream with its counters kept.
+ *    stream with its counters kept;
+ *  - while a checkpoint freezes a target (tlc_target_freeze) nothing reaches its pipeline:
+ *    fed bytes (and a resync idle) are kept in order, at most TLC_TARGET_FREEZE_MAX, and the
+ *    thaw feeds them before anything newer; a freeze that cannot go on (cap, detach, free)
+ *    tells the checkpoint first and then feeds what it kept, so no byte is ever dropped.
  *
  * Cost: per received chunk, one tlc_dec_push per TLC_TARGET_BATCH events and one engine push
  * per batch; events live in the registry's shared arrays (the loop thread owns them), never
