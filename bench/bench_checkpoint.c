@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
     t0 = now();
     tlc_ckpt_finish(&w, &pos, 0);
     wr[r] = (now() - t0) + write_file(dir, w.p, w.len, 1);
-    pw[r] = write_file(dir, copy, w.len, 0);
+    pw[r] = write_file(dir, copy, len, 0); /* the bytes copied (before the checksum) */
     /* restore: read the file back, restore into a fresh target */
     {
       char path[512];

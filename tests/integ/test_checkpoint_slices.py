@@ -31,7 +31,9 @@ TLCAPD, ORACLE = sys.argv[1], sys.argv[2]
 # 20,000 areas: ~50 MB of checkpoint, hundreds of slices (the stats dumps of a 100,000-area
 # target take the test past its budget; TLC_SLICES_AREAS=100000 runs the issue's size)
 AREAS = int(os.environ.get("TLC_SLICES_AREAS", "20000"))
-BOUND_US = 5000
+# the issue's bound; a sanitizer build (TLC_SANITIZED, set by CMake) checks 4x as much (its
+# instrumentation and allocator change what a slice costs; one ASan run had a 5.4 ms slice)
+BOUND_US = 20000 if os.environ.get("TLC_SANITIZED") else 5000
 BIG, SMALL = "big@127.0.0.1", "small@127.0.0.1"
 
 
@@ -65,12 +67,14 @@ class Stream:
         return b"".join(out)
 
 
-def sender(port, make, stop, sent):
-    """Sends make() batches until stop is set; sent[0] = bytes sent, sent[1] = the longest
-    sendall (TCP pushback while the daemon held the target's input)."""
+def sender(port, make, stop, sent, first=b""):
+    """Sends `first`, then make() batches until stop is set; sent[0] = bytes sent, sent[1] =
+    the longest sendall (TCP pushback while the daemon held the target's input)."""
     s = D.connect(port)
     s.settimeout(None)  # blocks while the daemon holds the input (a checkpoint being taken)
     try:
+        s.sendall(first)
+        sent[0] += len(first)
         while not stop.is_set():
             b = make()
             t0 = time.monotonic()
@@ -205,11 +209,12 @@ def test_restore_exact_after_sliced(d):
     dm = start(d, pbig, psmall, ["--checkpoint-slice-us", "200", "--log-level", "debug",
                                  "--debug", "target"])
     st = Stream()
-    note('load_big(dm, pbig, st)')
-    load_big(dm, pbig, st)
+    # one connection from the load on (a disconnect between two segments that are both still
+    # open at a SIGKILL is not in their recovered manifests: the model could not place it)
+    load = b"".join(st.pairs(lo, min(AREAS, lo + 20000)) for lo in range(0, AREAS, 20000))
     stop = threading.Event()
     sb = [0, 0.0, False]
-    th = threading.Thread(target=sender, args=(pbig, big_batches(st), stop, sb))
+    th = threading.Thread(target=sender, args=(pbig, big_batches(st), stop, sb, load))
     th.start()
     try:
         note('wait_checkpoints(dm.state, BIG, 3, 90)')
