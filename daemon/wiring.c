@@ -105,6 +105,7 @@ static int fleet_status(void *ud, tlc_ps_nats_t *out) {
   out->published = c.published;
   out->dropped = c.dropped;
   out->reconnects = c.reconnects;
+  out->publish_cpu_ns = c.publish_cpu_ns;
   return 0;
 }
 
