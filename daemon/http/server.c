@@ -248,11 +248,23 @@ static long long content_length(struct lws *wsi) {
   return v;
 }
 
+/* 1 when the client waits for "100 Continue" before it sends its body (Expect: 100-continue;
+ * lws does not send one): it is answered at once instead, and then sends no body. */
+static int expects_continue(struct lws *wsi) {
+  char b[32];
+  return lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_EXPECT) > 0 &&
+         lws_hdr_copy(wsi, b, sizeof(b), WSI_TOKEN_HTTP_EXPECT) > 0 &&
+         strcasecmp(b, "100-continue") == 0;
+}
+
 /* 1 when bytes of a request body may be left unread after the answer, so that the connection
  * must close: a Content-Length over BODY_MAX or not a number, or a POST, PUT or PATCH without
- * one (lws then expects a body of unknown length; a chunked body is not decoded). */
+ * one (lws then expects a body of unknown length; a chunked body is not decoded), or a body
+ * the client holds back for a "100 Continue" (the answer tells it not to send it). */
 static int body_unread(struct lws *wsi, const char *method) {
   long long cl = content_length(wsi);
+  if (expects_continue(wsi))
+    return 1;
   if (cl == -1)
     return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
            strcmp(method, "PATCH") == 0;
@@ -637,7 +649,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     {
       long long cl = content_length(wsi);
-      if (cl > 0 && cl <= BODY_MAX) {
+      if (cl > 0 && cl <= BODY_MAX && !expects_continue(wsi)) {
         /* answered once the body is in (HTTP_BODY_COMPLETION), within lws's round-trip time */
         p->await_body = 1;
         lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, ROUND_TRIP_S);

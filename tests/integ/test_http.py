@@ -507,6 +507,12 @@ def test_405(d):
             s, r = raw_request(hport, req + b"\r\n")
             check_405(r, "POST without Content-Length")
             eof_not_reset(s, "POST without Content-Length")
+            # Expect: 100-continue (curl with a larger body): answered at once, the body is
+            # not sent, the connection closed
+            s, r = raw_request(hport, req + b"Content-Length: 5000\r\n"
+                               b"Expect: 100-continue\r\n\r\n")
+            check_405(r, "POST with Expect: 100-continue")
+            eof_not_reset(s, "POST with Expect: 100-continue")
             # DELETE with a body, headers and body in one segment
             s, r = raw_request(hport, b"DELETE /metrics HTTP/1.1\r\nHost: t\r\n"
                                b"Content-Length: 11\r\nConnection: close\r\n\r\nhello world")
