@@ -225,14 +225,53 @@ static void write_and_free(uv_work_t *req) {
 }
 
 static void maybe_finish(tlc_cont_t *c);
+
+#define PREP_BYTES ((size_t)4 << 20) /* a buffer this large is prepared and freed off the loop */
+
+/* A large buffer freed in the threadpool (a job given up, or a target gone meanwhile). */
+typedef struct bigfree {
+  uv_work_t req;
+  tlc_cont_t *c;
+  tlc_ckw_t w;
+} bigfree_t;
+
+static void bigfree_work(uv_work_t *req) {
+  bigfree_t *b = req->data;
+  tlc_ckw_fini(&b->w);
+}
+
+static void bigfree_after(uv_work_t *req, int status) {
+  bigfree_t *b = req->data;
+  tlc_cont_t *c = b->c;
+  (void)status;
+  tlc_free(b);
+  c->inflight--;
+  maybe_finish(c);
+}
+
+/* Releases w (empty afterwards): a large one in the threadpool, a small one here. */
+static void buffer_release(tlc_cont_t *c, tlc_ckw_t *w) {
+  bigfree_t *b;
+  if (w->cap >= PREP_BYTES && (b = tlc_malloc(sizeof *b)) != NULL) {
+    b->c = c;
+    b->w = *w;
+    b->req.data = b;
+    if (uv_queue_work(c->loop, &b->req, bigfree_work, bigfree_after) == 0) {
+      c->inflight++;
+      tlc_ckw_init(w, w->max);
+      return;
+    }
+    tlc_free(b);
+  }
+  tlc_ckw_fini(w);
+}
+
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
 static void on_soon(uv_timer_t *h);
 static void unlist(job_t *j);
 static void thawed(job_t *j);
 static void start_encoding(job_t *j, tlc_target_t *t, int may_slice);
 static void prep_after(uv_work_t *req, int status);
-
-#define PREP_BYTES ((size_t)4 << 20) /* a buffer this large is prepared in the threadpool */
 
 /* Threadpool: the buffer allocated and every page touched (the kernel maps them here). */
 static void prep_work(uv_work_t *req) {
@@ -264,7 +303,7 @@ static void job_done(job_t *j, size_t len) {
   }
   {
     size_t idx = j->idx;
-    tlc_ckw_fini(&j->w);
+    buffer_release(c, &j->w);
     tlc_free(j);
     if (idx < c->nslots && c->slots[idx].again && idx < c->targets->n) {
       /* the shutdown's checkpoint waited for this one: now (no position if storage is gone:
@@ -309,7 +348,7 @@ static void job_drop(job_t *j) {
   tlc_cont_t *c = j->c;
   if (!j->have_pos)
     return; /* on_pos frees it */
-  tlc_ckw_fini(&j->w);
+  buffer_release(c, &j->w);
   tlc_free(j);
   c->inflight--;
   maybe_finish(c);
@@ -586,7 +625,7 @@ static void prep_after(uv_work_t *req, int status) {
   if (j->idx >= c->targets->n || c->targets->v[j->idx]->gen != j->gen) {
     if (j->idx < c->nslots)
       c->slots[j->idx].busy = 0;
-    tlc_ckw_fini(&j->w);
+    buffer_release(c, &j->w);
     tlc_free(j);
     c->inflight--;
     maybe_finish(c);
@@ -612,7 +651,7 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
     c->st.write_errors++;
     s->busy = 0;
     s->written = 0;
-    tlc_ckw_fini(&j->w);
+    buffer_release(c, &j->w);
     tlc_free(j);
     c->inflight--;
     maybe_finish(c);
