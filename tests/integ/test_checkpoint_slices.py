@@ -9,6 +9,8 @@ stream without pause:
     under the issue's bound of 5 ms, and the checkpoints did span many loop turns (slices) with
     the large target's input held (checkpoint_freezes) while the small one's went on: the small
     target's statistics count every event it was sent, exactly;
+  - a serial target (a source that cannot wait) has its bytes kept while frozen and fed in
+    order at the thaw: every record counted, none skipped;
   - after a SIGKILL during that streaming (checkpoints taken in slices of 0.2 ms,
     --checkpoint-slice-us 200, so that each spans many loop turns while the large target's
     input keeps arriving), the restarted daemon's statistics of the large target equal the brute-force oracle
@@ -262,5 +264,49 @@ def test_restore_exact_after_sliced(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_serial_kept_in_order(d):
+    """A serial source cannot wait: while its target is frozen its bytes are kept (in order,
+    bounded) and fed at the thaw; every record written reaches the statistics."""
+    areas = 5000
+    link = os.path.join(d, "ttyCK0")
+    m = D.make_pty(link)
+    dm = D.Daemon(TLCAPD, d, ["--serial", "ser=bin11@%s" % link, "--checkpoint-interval", "0.2",
+                              "--checkpoint-slice-us", "1"])
+    try:
+        dm.wait_stats(lambda s: D.by_name(s, "ser")["connected"] == 1, what="serial open")
+        st = Stream()
+        stop = threading.Event()
+        sent = [0]
+
+        def writer():  # without pause: checkpoints (every 0.2 s) freeze the target meanwhile
+            while not stop.is_set():
+                b = st.pairs(0, areas)
+                D.pty_write_all(m, b)
+                sent[0] += len(b)
+        th = threading.Thread(target=writer)
+        th.start()
+        try:
+            t = D.by_name(dm.wait_stats(
+                lambda s: D.by_name(s, "ser")["checkpoint_kept_bytes"] > 0, timeout=30,
+                what="bytes kept while frozen"), "ser")
+        finally:
+            stop.set()
+            th.join(30)
+        T.check(t["checkpoint_freezes"] >= 1, "frozen")
+        sent = sent[0]
+        want = sent // 24
+        t = D.by_name(dm.wait_stats(lambda s: D.by_name(s, "ser")["records"] >= want,
+                                    timeout=30, what="every record"), "ser")
+        print("  serial: %d records, %d freezes, %d bytes kept, %d aborts"
+              % (t["records"], t["checkpoint_freezes"], t["checkpoint_kept_bytes"],
+                 t["checkpoint_freeze_aborts"]))
+        T.eq((t["records"], t["bytes_skipped"], t["resyncs"]), (want, 0, 0), "nothing lost")
+        T.eq(t["stats"]["counters"]["events"], want, "events")
+    finally:
+        os.close(m)
+        rc, _ = dm.stop(timeout=60)
+    T.eq(rc, 0, "exit status")
+
+
 if __name__ == "__main__":
-    T.main([test_no_holdup, test_restore_exact_after_sliced])
+    T.main([test_no_holdup, test_restore_exact_after_sliced, test_serial_kept_in_order])
