@@ -1062,19 +1062,22 @@ static void clean_records(buf_t *b, size_t n, uint64_t seed, int64_t *t) {
   }
 }
 
+static void skipped_to_store(void *ud, uint64_t off, const uint8_t *buf, size_t len) {
+  tlc_store_skipped(ud, off, buf, len);
+}
+
 /* decodes `in` in resync mode as a serial target would, 100 bytes at a time, giving the store
- * every byte (tlc_store_bytes) and every event, then ends the stream; returns bytes_skipped */
+ * the bytes the decoder tells in no record (tlc_store_skipped) and every event, then ends the
+ * stream; returns bytes_skipped */
 static uint64_t feed_resync(tlc_store_target_t *t, tlc_format_t f, const buf_t *in) {
   tlc_dec_t d;
-  tlc_dec_opts_t dopt = { 1, 0, 0, 0 };
+  tlc_dec_opts_t dopt = { 1, 0, 0, 0, skipped_to_store, t };
   tlc_event_t ev[256];
   assert_int_equal(tlc_dec_init(&d, f, &dopt), 0);
   for (size_t off = 0; off < in->len;) {
     size_t k = in->len - off < 100 ? in->len - off : 100, used = 0;
-    uint64_t pos = d.pos;
     int n = tlc_dec_push(&d, in->p + off, k, &used, ev, 256);
     assert_true(n >= 0);
-    tlc_store_bytes(t, in->p + off, used, pos);
     if (n > 0)
       assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
     off += used;
