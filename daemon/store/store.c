@@ -7,13 +7,15 @@
  *    in an earlier chunk: the same bytes), with its time, into a per-target gather buffer that
  *    is queued as one command at the end of the loop turn (a uv_prepare), before any other
  *    command (order kept), or when full; its queue room is taken as the records come, so
- *    drops are decided per call as before. evlog: a block is re-assembled from its items' raw
- *    bytes and the header fields the decoder kept (the evlog encoder), with a descriptor per
- *    block (length, item count, smallest and largest index time) from the items it was built
- *    of. The queue is capped in bytes (queue_bytes); over the cap the records are dropped and
- *    counted (dropped_buffer_full) and a `buffer_full` gap is queued (control commands are
- *    never dropped: they are small and bounded by the number of calls that make them). The
- *    loop never does file I/O after tlc_store_recover.
+ *    drops are decided per call as before. evlog: a block that lies whole in the chunk its
+ *    items were decoded from, items end to end, is copied as received (whole_block); one that
+ *    began in an earlier chunk, or whose items do not cover it (refused items, a cut), is
+ *    re-assembled from its items' raw bytes and the header fields the decoder kept (the evlog
+ *    encoder: the same bytes for a whole block); either way with a descriptor per block
+ *    (length, item count, smallest and largest index time) from its items. The queue is capped in
+ * bytes (queue_bytes); over the cap the records are dropped and counted (dropped_buffer_full) and a
+ * `buffer_full` gap is queued (control commands are never dropped: they are small and bounded by
+ * the number of calls that make them). The loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
  *    target's open segment (segment.c) in one write per command and builds its manifest from the
  *    commands' descriptors (no scan of the bytes but the checksum), rotates on size (at a record
@@ -386,10 +388,9 @@ static void on_prepare(uv_prepare_t *h) {
 }
 
 /* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
-static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_before) {
+static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t nrec) {
   size_t len = 0;
   int rc = o->err;
-  uint64_t nrec = t->enc.blocks - blocks_before;
   uint8_t *buf = (uint8_t *)tlc_out_take(o, &len);
   tlc_rec_t *recs = t->ed;
   int whole = t->ned == nrec && !t->ed_err; /* a descriptor for every block written */
@@ -518,14 +519,52 @@ void tlc_store_stream_end(tlc_store_target_t *t) {
   sk_flush(t);
 }
 
-static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+/* evlog: when ev[i] is the first item of a block that lies whole in the chunk and whose items
+ * are ev[i..j] (each where the previous one ends, the last one marked BLOCK_END and ending the
+ * block), returns j + 1: the block is stored as received. Else 0 (the encoder re-assembles it
+ * from the items: a block that began in an earlier chunk, items the decoder refused, a cut). */
+static size_t whole_block(const tlc_store_target_t *t, const tlc_event_t *ev, size_t i, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff) {
+  const tlc_evlog_ext_t *x = ev[i].evlog;
+  uint64_t bo = x->block_offset, next = bo + TLC_EVLOG_HEADER, end = next + x->block_size;
+  if (!chunk || bo < coff || end > coff + clen || x->block_size > t->enc.opts.max_block)
+    return 0;
+  for (size_t j = i; j < n; j++) {
+    const tlc_evlog_ext_t *y = ev[j].evlog;
+    if (!y || (ev[j].flags & TLC_EVF_SYNTH) || y->block_offset != bo || ev[j].offset != next)
+      return 0;
+    next += y->item_len;
+    if (ev[j].flags & TLC_EVF_BLOCK_END)
+      return next == end ? j + 1 : 0;
+  }
+  return 0;
+}
+
+static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n, const uint8_t *chunk,
+                       size_t clen, uint64_t coff) {
   tlc_out_t o;
-  uint64_t before = t->enc.blocks;
+  uint64_t before = t->enc.blocks, raw = 0;
   int rc = 0;
   tlc_out_init(&o, 0, NULL, NULL);
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
+    size_t j = whole_block(t, ev, i, n, chunk, clen, coff);
+    if (j > 0) { /* the block's bytes as received, after what the encoder holds */
+      const tlc_evlog_ext_t *x = ev[i].evlog;
+      size_t blen = TLC_EVLOG_HEADER + (size_t)x->block_size;
+      uint64_t b0 = t->enc.blocks, l0 = o.total;
+      tlc_evlog_enc_flush(&t->enc, &o);
+      if (t->enc.blocks != b0)
+        ea_done(t, o.total - l0);
+      for (size_t k = i; k < j; k++)
+        ea_item(t, ev[k].evlog);
+      tlc_out_write(&o, chunk + (x->block_offset - coff), blen);
+      ea_done(t, blen);
+      raw++;
+      i = j - 1;
+      continue;
+    }
     uint64_t b0 = t->enc.blocks, l0 = o.total;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
     if (t->enc.blocks != b0)
@@ -546,7 +585,7 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
         ea_done(t, o.total - l0);
     }
   }
-  int src = submit_out(t, &o, before);
+  int src = submit_out(t, &o, t->enc.blocks - before + raw);
   return rc < 0 ? rc : src;
 }
 
@@ -562,7 +601,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   if (s->o.keep_skipped)
     sk_flush(t); /* the skipped bytes the decoder told go before these records */
   if (t->format == TLC_FMT_EVLOG)
-    return write_evlog(t, ev, n);
+    return write_evlog(t, ev, n, chunk, clen, coff);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     k += !(ev[i].flags & TLC_EVF_SYNTH);
@@ -734,7 +773,7 @@ static int flush_block(tlc_store_target_t *t) {
   tlc_evlog_enc_flush(&t->enc, &o);
   if (t->enc.blocks != before)
     ea_done(t, o.total);
-  return submit_out(t, &o, before);
+  return submit_out(t, &o, t->enc.blocks - before);
 }
 
 int tlc_store_rotate(tlc_store_target_t *t, int reason) {
