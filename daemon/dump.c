@@ -42,7 +42,7 @@ static void job_clear(tlc_dump_t *d) {
 }
 
 void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
-                   void (*head_cb)(void *ud, tlc_jw_t *w), void *ud) {
+                   void (*head_cb)(void *ud, tlc_json_w_t *w), void *ud) {
   memset(d, 0, sizeof(*d));
   d->loop = loop;
   d->reg = reg;
@@ -107,10 +107,10 @@ static void work_cb(uv_work_t *req) {
     tlc_json_end_member(&d->js, &o);
   d->js.o = &o;
   if (d->job.close_target)
-    tlc_jw_close(&d->js, '}');
+    tlc_json_w_close(&d->js, '}');
   if (d->job.finish) { /* the target list and the document */
-    tlc_jw_close(&d->js, ']');
-    tlc_jw_close(&d->js, '}');
+    tlc_json_w_close(&d->js, ']');
+    tlc_json_w_close(&d->js, '}');
     tlc_out_putc(&o, '\n');
   }
   d->js.o = NULL;
@@ -156,55 +156,55 @@ static int map_subset(tlc_mapping_t *out, const tlc_mapping_t *m, const tlc_tabl
 }
 
 /* The text of target t's entry up to its statistics, written with the document's writer. */
-static char *target_head(const tlc_target_t *t, tlc_jw_t *w, size_t *len) {
+static char *target_head(const tlc_target_t *t, tlc_json_w_t *w, size_t *len) {
   tlc_out_t o;
   tlc_counters_t c;
   tlc_target_counters(t, &c);
   tlc_out_init(&o, 1u << 20, NULL, NULL);
   w->o = &o;
-  tlc_jw_open(w, NULL, '{');
-  tlc_jw_str(w, "name", t->name);
-  tlc_jw_str(w, "format", tlc_format_name(t->format));
-  tlc_jw_i64(w, "connected", t->connected);
-  tlc_jw_str(w, "peer", t->peer);
-  tlc_jw_u64(w, "events", c.events);
-  tlc_jw_u64(w, "anomalies", c.anomalies);
-  tlc_jw_u64(w, "dropped_area_limit", c.dropped_area_limit);
-  tlc_jw_u64(w, "engine_gaps", c.gaps);
-  tlc_jw_u64(w, "bytes", c.bytes);
-  tlc_jw_u64(w, "records", c.records);
-  tlc_jw_u64(w, "bytes_skipped", c.bytes_skipped);
-  tlc_jw_u64(w, "resyncs", c.resyncs);
-  tlc_jw_u64(w, "records_invalid", c.records_invalid);
-  tlc_jw_u64(w, "truncated", c.truncated);
-  tlc_jw_u64(w, "overflow_items", c.overflow_items);
-  tlc_jw_u64(w, "connections", t->connections);
-  tlc_jw_u64(w, "reconnects", t->reconnects);
-  tlc_jw_u64(w, "gaps", t->gaps);
-  tlc_jw_u64(w, "decode_errors", t->decode_errors);
-  tlc_jw_u64(w, "truncated_tails", t->truncated_tails);
-  tlc_jw_u64(w, "deadline_closes", t->deadline_closes);
-  tlc_jw_i64(w, "last_connect_unix_ms", t->last_connect_unix_ms);
-  tlc_jw_i64(w, "last_disconnect_unix_ms", t->last_disconnect_unix_ms);
-  tlc_jw_i64(w, "has_mapping", t->has_mapping);
-  tlc_jw_u64(w, "memory_bytes", t->mem_bytes);
-  tlc_jw_u64(w, "memory_refused", t->mem_refused);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "name", t->name);
+  tlc_json_w_str(w, "format", tlc_format_name(t->format));
+  tlc_json_w_i64(w, "connected", t->connected);
+  tlc_json_w_str(w, "peer", t->peer);
+  tlc_json_w_u64(w, "events", c.events);
+  tlc_json_w_u64(w, "anomalies", c.anomalies);
+  tlc_json_w_u64(w, "dropped_area_limit", c.dropped_area_limit);
+  tlc_json_w_u64(w, "engine_gaps", c.gaps);
+  tlc_json_w_u64(w, "bytes", c.bytes);
+  tlc_json_w_u64(w, "records", c.records);
+  tlc_json_w_u64(w, "bytes_skipped", c.bytes_skipped);
+  tlc_json_w_u64(w, "resyncs", c.resyncs);
+  tlc_json_w_u64(w, "records_invalid", c.records_invalid);
+  tlc_json_w_u64(w, "truncated", c.truncated);
+  tlc_json_w_u64(w, "overflow_items", c.overflow_items);
+  tlc_json_w_u64(w, "connections", t->connections);
+  tlc_json_w_u64(w, "reconnects", t->reconnects);
+  tlc_json_w_u64(w, "gaps", t->gaps);
+  tlc_json_w_u64(w, "decode_errors", t->decode_errors);
+  tlc_json_w_u64(w, "truncated_tails", t->truncated_tails);
+  tlc_json_w_u64(w, "deadline_closes", t->deadline_closes);
+  tlc_json_w_i64(w, "last_connect_unix_ms", t->last_connect_unix_ms);
+  tlc_json_w_i64(w, "last_disconnect_unix_ms", t->last_disconnect_unix_ms);
+  tlc_json_w_i64(w, "has_mapping", t->has_mapping);
+  tlc_json_w_u64(w, "memory_bytes", t->mem_bytes);
+  tlc_json_w_u64(w, "memory_refused", t->mem_refused);
   /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
-  tlc_jw_open(w, "gap_log", '[');
+  tlc_json_w_open(w, "gap_log", '[');
   {
     uint64_t n = t->ngaplog < TLC_TARGET_GAPLOG ? t->ngaplog : TLC_TARGET_GAPLOG;
     for (uint64_t k = t->ngaplog - n; k < t->ngaplog; k++) {
       const tlc_target_gap_t *g = &t->gaplog[k % TLC_TARGET_GAPLOG];
-      tlc_jw_open(w, NULL, '[');
-      tlc_jw_i64(w, NULL, g->disconnect_unix_ms);
-      tlc_jw_i64(w, NULL, g->reconnect_unix_ms);
-      tlc_jw_close(w, ']');
+      tlc_json_w_open(w, NULL, '[');
+      tlc_json_w_i64(w, NULL, g->disconnect_unix_ms);
+      tlc_json_w_i64(w, NULL, g->reconnect_unix_ms);
+      tlc_json_w_close(w, ']');
     }
   }
-  tlc_jw_close(w, ']');
+  tlc_json_w_close(w, ']');
   /* storage backpressure: times the source was held, and whether it is now */
-  tlc_jw_u64(w, "store_holds", t->holds);
-  tlc_jw_i64(w, "store_held", t->held);
+  tlc_json_w_u64(w, "store_holds", t->holds);
+  tlc_json_w_i64(w, "store_held", t->held);
   w->o = NULL;
   return tlc_out_take(&o, len);
 }
@@ -326,11 +326,11 @@ static void start(tlc_dump_t *d) {
   job_clear(d);
   /* the document's start: its first members, and the target list opened */
   tlc_out_init(&o, 1u << 20, NULL, NULL);
-  tlc_jw_init(&d->js, &o, 0);
-  tlc_jw_open(&d->js, NULL, '{');
+  tlc_json_w_init(&d->js, &o, 0);
+  tlc_json_w_open(&d->js, NULL, '{');
   if (d->head_cb != NULL)
     d->head_cb(d->head_ud, &d->js);
-  tlc_jw_open(&d->js, "targets", '[');
+  tlc_json_w_open(&d->js, "targets", '[');
   d->js.o = NULL;
   d->job.text = tlc_out_take(&o, &d->job.textlen);
   if (d->job.text == NULL)

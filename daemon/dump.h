@@ -32,7 +32,7 @@ typedef struct tlc_dump {
   tlc_targets_t *reg;
   char path[4096];
   /* writes the document's first members (the "daemon" object) with the dump's writer */
-  void (*head_cb)(void *ud, tlc_jw_t *w);
+  void (*head_cb)(void *ud, tlc_json_w_t *w);
   void *head_ud;
   uv_work_t req;
   int busy, again, failed_errno;
@@ -58,13 +58,13 @@ typedef struct tlc_dump {
   /* the document's writer (formats/json.h), carried from job to job: the loop writes a target's
    * head with it (job_next), the pool thread the statistics and the closes (never both at once:
    * the loop fills the next job once the previous one is back) */
-  tlc_jw_t js;
+  tlc_json_w_t js;
 } tlc_dump_t;
 
 /* Initialises an idle dump writing to `path` ("" = off) for the targets of `reg`; `head_cb`
  * formats the daemon object when a dump starts. */
 void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
-                   void (*head_cb)(void *ud, tlc_jw_t *w), void *ud);
+                   void (*head_cb)(void *ud, tlc_json_w_t *w), void *ud);
 
 /* Starts a dump now, or, while one is being written, once more after it. No-op when the path is
  * "". Never blocks: the file is written by a pool thread. */

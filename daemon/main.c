@@ -77,43 +77,43 @@ static app_t A;
 
 /* The stats dump's "daemon" object (written with the dump's JSON writer on the loop; the rest of
  * the document is written off it, dump.c). */
-static void dump_head(void *ud, tlc_jw_t *w) {
+static void dump_head(void *ud, tlc_json_w_t *w) {
   tlc_daemon_t *d = ud;
   const tlc_ingest_stats_t *st = &d->st;
-  tlc_jw_open(w, "daemon", '{');
-  tlc_jw_u64(w, "accepted", st->accepted);
-  tlc_jw_u64(w, "refused_limit", st->refused_limit);
-  tlc_jw_u64(w, "refused_target", st->refused_target);
-  tlc_jw_u64(w, "accept_errors", st->accept_errors);
-  tlc_jw_u64(w, "accept_pauses", st->accept_pauses);
-  tlc_jw_u64(w, "preamble_errors", st->preamble_errors);
-  tlc_jw_u64(w, "closed_decode", st->closed_decode);
-  tlc_jw_u64(w, "closed_deadline", st->closed_deadline);
-  tlc_jw_u64(w, "closed_idle", st->closed_idle);
-  tlc_jw_u64(w, "closed_eof", st->closed_eof);
-  tlc_jw_u64(w, "closed_reset", st->closed_reset);
-  tlc_jw_u64(w, "dial_attempts", st->dial_attempts);
-  tlc_jw_u64(w, "dial_failures", st->dial_failures);
-  tlc_jw_u64(w, "serial_opens", st->serial_opens);
-  tlc_jw_u64(w, "serial_failures", st->serial_failures);
-  tlc_jw_u64(w, "serial_unplugs", st->serial_unplugs);
-  tlc_jw_u64(w, "connections", d->nconns);
-  tlc_jw_u64(w, "max_connections", d->max_conns);
-  tlc_jw_u64(w, "listeners", tlc_listen_count(d));
-  tlc_jw_u64(w, "targets_refused_limit", d->targets.refused_limit);
-  tlc_jw_u64(w, "targets_refused_name", d->targets.refused_name);
-  tlc_jw_u64(w, "log_dropped", tlc_log_dropped());
-  tlc_jw_u64(w, "log_suppressed", tlc_log_suppressed());
-  tlc_jw_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
-  tlc_jw_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
-  tlc_jw_u64(w, "notify_dropped", tlc_sd_dropped());
-  tlc_jw_u64(w, "memory_limit", d->targets.budget.limit);
-  tlc_jw_u64(w, "memory_used", d->targets.budget.used);
-  tlc_jw_u64(w, "memory_peak", d->targets.budget.peak);
-  tlc_jw_u64(w, "memory_refused", d->targets.budget.refused);
-  tlc_jw_u64(w, "refused_allow", st->refused_allow);
-  tlc_jw_u64(w, "targets_evicted", d->targets.evicted);
-  tlc_jw_close(w, '}');
+  tlc_json_w_open(w, "daemon", '{');
+  tlc_json_w_u64(w, "accepted", st->accepted);
+  tlc_json_w_u64(w, "refused_limit", st->refused_limit);
+  tlc_json_w_u64(w, "refused_target", st->refused_target);
+  tlc_json_w_u64(w, "accept_errors", st->accept_errors);
+  tlc_json_w_u64(w, "accept_pauses", st->accept_pauses);
+  tlc_json_w_u64(w, "preamble_errors", st->preamble_errors);
+  tlc_json_w_u64(w, "closed_decode", st->closed_decode);
+  tlc_json_w_u64(w, "closed_deadline", st->closed_deadline);
+  tlc_json_w_u64(w, "closed_idle", st->closed_idle);
+  tlc_json_w_u64(w, "closed_eof", st->closed_eof);
+  tlc_json_w_u64(w, "closed_reset", st->closed_reset);
+  tlc_json_w_u64(w, "dial_attempts", st->dial_attempts);
+  tlc_json_w_u64(w, "dial_failures", st->dial_failures);
+  tlc_json_w_u64(w, "serial_opens", st->serial_opens);
+  tlc_json_w_u64(w, "serial_failures", st->serial_failures);
+  tlc_json_w_u64(w, "serial_unplugs", st->serial_unplugs);
+  tlc_json_w_u64(w, "connections", d->nconns);
+  tlc_json_w_u64(w, "max_connections", d->max_conns);
+  tlc_json_w_u64(w, "listeners", tlc_listen_count(d));
+  tlc_json_w_u64(w, "targets_refused_limit", d->targets.refused_limit);
+  tlc_json_w_u64(w, "targets_refused_name", d->targets.refused_name);
+  tlc_json_w_u64(w, "log_dropped", tlc_log_dropped());
+  tlc_json_w_u64(w, "log_suppressed", tlc_log_suppressed());
+  tlc_json_w_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
+  tlc_json_w_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
+  tlc_json_w_u64(w, "notify_dropped", tlc_sd_dropped());
+  tlc_json_w_u64(w, "memory_limit", d->targets.budget.limit);
+  tlc_json_w_u64(w, "memory_used", d->targets.budget.used);
+  tlc_json_w_u64(w, "memory_peak", d->targets.budget.peak);
+  tlc_json_w_u64(w, "memory_refused", d->targets.budget.refused);
+  tlc_json_w_u64(w, "refused_allow", st->refused_allow);
+  tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
+  tlc_json_w_close(w, '}');
   tlc_efl_dump(d, w);
 }
 

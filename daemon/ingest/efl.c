@@ -905,41 +905,41 @@ void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
            capturing, bug, off ? " efl_evlog_off=1" : "");
 }
 
-void tlc_efl_dump(const tlc_daemon_t *d, tlc_jw_t *w) {
-  tlc_jw_open(w, "efl", '[');
+void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+  tlc_json_w_open(w, "efl", '[');
   for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
-    tlc_jw_open(w, NULL, '{');
-    tlc_jw_str(w, "source", e->cfg.name);
-    tlc_jw_str(w, "pattern", e->cfg.pattern);
-    tlc_jw_str(w, "debugd", e->addr);
-    tlc_jw_i64(w, "connected", e->registered);
-    tlc_jw_u64(w, "connects", e->connects);
-    tlc_jw_u64(w, "disconnects", e->disconnects);
-    tlc_jw_u64(w, "apps_seen", e->apps_seen);
-    tlc_jw_u64(w, "apps_matched", e->apps_matched);
-    tlc_jw_u64(w, "apps_refused", e->apps_refused);
-    tlc_jw_u64(w, "no_cpufreq", e->no_cpufreq);
-    tlc_jw_u64(w, "protocol_errors", e->protocol_errors);
-    tlc_jw_u64(w, "polls_skipped", e->polls_skipped);
-    tlc_jw_u64(w, "ignored", e->ignored);
-    tlc_jw_open(w, "apps", '[');
+    tlc_json_w_open(w, NULL, '{');
+    tlc_json_w_str(w, "source", e->cfg.name);
+    tlc_json_w_str(w, "pattern", e->cfg.pattern);
+    tlc_json_w_str(w, "debugd", e->addr);
+    tlc_json_w_i64(w, "connected", e->registered);
+    tlc_json_w_u64(w, "connects", e->connects);
+    tlc_json_w_u64(w, "disconnects", e->disconnects);
+    tlc_json_w_u64(w, "apps_seen", e->apps_seen);
+    tlc_json_w_u64(w, "apps_matched", e->apps_matched);
+    tlc_json_w_u64(w, "apps_refused", e->apps_refused);
+    tlc_json_w_u64(w, "no_cpufreq", e->no_cpufreq);
+    tlc_json_w_u64(w, "protocol_errors", e->protocol_errors);
+    tlc_json_w_u64(w, "polls_skipped", e->polls_skipped);
+    tlc_json_w_u64(w, "ignored", e->ignored);
+    tlc_json_w_open(w, "apps", '[');
     for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
-      tlc_jw_open(w, NULL, '{');
-      tlc_jw_str(w, "target", a->target != NULL ? a->target->name : "");
-      tlc_jw_str(w, "name", a->name);
-      tlc_jw_i64(w, "pid", a->pid);
-      tlc_jw_i64(w, "cid", a->cid);
-      tlc_jw_str(w, "state", state_names[a->state]);
-      tlc_jw_u64(w, "replies", a->replies);
-      tlc_jw_u64(w, "empty_replies", a->empty);
-      tlc_jw_u64(w, "blocks", a->blocks);
-      tlc_jw_u64(w, "bytes", a->bytes);
-      tlc_jw_u64(w, "get_timeouts", a->timeouts);
-      tlc_jw_u64(w, "on_retries", a->on_retries);
-      tlc_jw_close(w, '}');
+      tlc_json_w_open(w, NULL, '{');
+      tlc_json_w_str(w, "target", a->target != NULL ? a->target->name : "");
+      tlc_json_w_str(w, "name", a->name);
+      tlc_json_w_i64(w, "pid", a->pid);
+      tlc_json_w_i64(w, "cid", a->cid);
+      tlc_json_w_str(w, "state", state_names[a->state]);
+      tlc_json_w_u64(w, "replies", a->replies);
+      tlc_json_w_u64(w, "empty_replies", a->empty);
+      tlc_json_w_u64(w, "blocks", a->blocks);
+      tlc_json_w_u64(w, "bytes", a->bytes);
+      tlc_json_w_u64(w, "get_timeouts", a->timeouts);
+      tlc_json_w_u64(w, "on_retries", a->on_retries);
+      tlc_json_w_close(w, '}');
     }
-    tlc_jw_close(w, ']');
-    tlc_jw_close(w, '}');
+    tlc_json_w_close(w, ']');
+    tlc_json_w_close(w, '}');
   }
-  tlc_jw_close(w, ']');
+  tlc_json_w_close(w, ']');
 }
