@@ -39,7 +39,7 @@
 #endif
 
 #include "continuity.h"
-#include "out.h"
+#include "json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -613,11 +613,11 @@ static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
     (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
 }
 
-static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
-                      uint64_t offset) {
+static void obs_skipped(void *ud, const tlc_target_t *t, uint64_t offset, const uint8_t *buf,
+                        size_t len) {
   tlc_wiring_t *w = ud;
   if (w->st != NULL && t->store != NULL)
-    tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
+    tlc_store_skipped(hd(t)->t, offset, buf, len); /* no-op unless keep_skipped */
 }
 
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
@@ -976,8 +976,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.records_cb = obs_records;
-  if (d->cfg.store && d->cfg.keep_skipped > 0)
-    o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
+  o.skipped_cb = obs_skipped;
   o.batch_cb = obs_batch;
   o.ud = w;
   r = tlc_targets_observe(&d->targets, &o);
@@ -1196,19 +1195,23 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
   }
 }
 
-void tlc_wiring_dump(const tlc_wiring_t *w, tlc_out_t *o) {
+void tlc_wiring_dump(const tlc_wiring_t *w, tlc_json_w_t *j) {
   tlc_cont_stats_t s;
   if (w == NULL || w->cont == NULL)
     return;
   tlc_cont_get_stats(w->cont, &s);
-  tlc_out_printf(o,
-                 " \"checkpoints\": {\"written\": %" PRIu64 ", \"write_errors\": %" PRIu64
-                 ", \"aborted\": %" PRIu64 ", \"restored\": %" PRIu64 ", \"rebuilt\": %" PRIu64
-                 ", \"quarantined\": %" PRIu64 ", \"slices\": %" PRIu64
-                 ", \"max_slice_us\": %" PRIu64 ", \"max_slice_cpu_us\": %" PRIu64
-                 ", \"max_encode_ms\": %" PRIu64 ", \"max_frozen_ms\": %" PRIu64
-                 ", \"last_write_ms\": %" PRIu64 "},\n",
-                 s.written, s.write_errors, s.aborted, s.restored, s.rebuilt, s.quarantined,
-                 s.slices, s.max_slice_ns / 1000, s.max_slice_cpu_ns / 1000,
-                 s.max_encode_ns / 1000000, s.max_frozen_ns / 1000000, s.last_write_ns / 1000000);
+  tlc_json_w_open(j, "checkpoints", '{');
+  tlc_json_w_u64(j, "written", s.written);
+  tlc_json_w_u64(j, "write_errors", s.write_errors);
+  tlc_json_w_u64(j, "aborted", s.aborted);
+  tlc_json_w_u64(j, "restored", s.restored);
+  tlc_json_w_u64(j, "rebuilt", s.rebuilt);
+  tlc_json_w_u64(j, "quarantined", s.quarantined);
+  tlc_json_w_u64(j, "slices", s.slices);
+  tlc_json_w_u64(j, "max_slice_us", s.max_slice_ns / 1000);
+  tlc_json_w_u64(j, "max_slice_cpu_us", s.max_slice_cpu_ns / 1000);
+  tlc_json_w_u64(j, "max_encode_ms", s.max_encode_ns / 1000000);
+  tlc_json_w_u64(j, "max_frozen_ms", s.max_frozen_ns / 1000000);
+  tlc_json_w_u64(j, "last_write_ms", s.last_write_ns / 1000000);
+  tlc_json_w_close(j, '}');
 }

@@ -58,10 +58,10 @@ int tlc_wiring_start_http(tlc_wiring_t *w);
 void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len);
 
 /* The stats dump's "checkpoints" object (continuity.h counters: checkpoints written, the
- * loop's longest encoding slice, the longest a target's input was held), with its trailing
- * ",\n". Nothing when checkpoints are off. Loop thread. */
-struct tlc_out;
-void tlc_wiring_dump(const tlc_wiring_t *w, struct tlc_out *o);
+ * loop's longest encoding slice, the longest a target's input was held), written with the
+ * dump's JSON writer. Nothing when checkpoints are off. Loop thread. */
+struct tlc_json_w;
+void tlc_wiring_dump(const tlc_wiring_t *w, struct tlc_json_w *j);
 
 /* The token file (auth.h) and TLS context (tls.h) of the running configuration, or NULL when
  * not configured: borrowed by every server that needs them (subscribers, HTTP), valid until
