@@ -31,6 +31,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 #include "tlc_version.h"
+#include "when.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -73,7 +74,8 @@ static void usage_main(FILE *to) {
           "commands:\n"
           "  targets [--json]              list targets with status and counters\n"
           "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
-          "                                print a target's current statistics\n"
+          "       [--since T] [--until T]  print a target's current statistics, or those of a\n"
+          "                                past range (T: ns:N, 2026-11-26T10:00:00Z, -2h)\n"
           "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
           "                                / filter, t next target, j/k PgUp/PgDn scroll)\n"
           "  watch TARGET                  snapshots and events as JSON lines\n"
@@ -161,6 +163,73 @@ static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, 
     fprintf(stderr, "tlcap: %s\n", err);
     *status = EXIT_BAD;
     return NULL;
+  }
+  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
+    fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+            tlc_client_error_text(m->error, err, sizeof(err)));
+    tlc_client_msg_free(m);
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  return m;
+}
+
+/* The operands left after the options: between min and max of them, else `usage_line` on
+ * stderr. Returns their count, or -1 after a usage error. */
+static int operands(int argc, int min, int max, const char *usage_line) {
+  int n = argc - optind;
+  if (n < min || n > max) {
+    fprintf(stderr, "usage: %s\n", usage_line);
+    return -1;
+  }
+  return n;
+}
+
+/* A history range for the protocol (SPEC 10): T as when.h spells it, relative times against
+ * this host's clock. 0, or -1 after a usage error naming the command. */
+static int range_get(const char *cmd, const char *since, const char *until, Tlcap__TimeRange *tr) {
+  tlc_when_range_t r;
+  char err[300];
+  if (tlc_when_range(since, until, tlc_when_now(), &r, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcap %s: --%s\n", cmd, err);
+    return -1;
+  }
+  tr->clock =
+      r.kind == TLC_WHEN_WALL ? TLCAP__TIME_RANGE__CLOCK__WALL : TLCAP__TIME_RANGE__CLOCK__TARGET;
+  tr->has_since = r.has_since;
+  tr->since = r.since;
+  tr->has_until = r.has_until;
+  tr->until = r.until;
+  return 0;
+}
+
+/* Sends a request and waits up to timeout_ms for its reply (unsolicited messages are
+ * skipped): for requests that take long (range statistics). As request() otherwise. */
+static Tlcap__ServerMessage *request_wait(tlc_client_t *c, Tlcap__ClientMessage *cm, int timeout_ms,
+                                          int *status) {
+  Tlcap__ServerMessage *m = NULL;
+  char err[512];
+  int id = tlc_client_send(c, cm), r;
+  if (id < 0) {
+    fprintf(stderr, "tlcap: %s: send: %s\n", tlc_client_addr(c), tlc_strerror(id));
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  for (;;) {
+    r = tlc_client_recv(c, timeout_ms, &m);
+    if (r <= 0) {
+      if (r == 0)
+        fprintf(stderr, "tlcap: %s: no reply within %d s\n", tlc_client_addr(c), timeout_ms / 1000);
+      else
+        fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+                r == TLC_EIO ? "the daemon closed the connection" : tlc_strerror(r));
+      *status = EXIT_BAD;
+      return NULL;
+    }
+    if (m->request_id == (uint32_t)id ||
+        (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error->fatal))
+      break;
+    tlc_client_msg_free(m);
   }
   if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
     fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
@@ -343,26 +412,29 @@ done:
 
 /* ---- stats ------------------------------------------------------------------------------- */
 
-#define STATS_PART_ROWS 8192 /* rows per part of a GetStats reply */
+#define STATS_PART_ROWS  8192    /* rows per part of a GetStats reply */
+#define STATS_RANGE_WAIT 3600000 /* ms a range query may take (the daemon reads segments) */
 
 static int cmd_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__GetStats gs = TLCAP__GET_STATS__INIT;
+  Tlcap__TimeRange tr = TLCAP__TIME_RANGE__INIT;
   Tlcap__ServerMessage *m = NULL;
   tlc_text1_opts_t *t1 = NULL;
-  const char *target = NULL, *export_ = "text1";
+  const char *target = NULL, *export_ = "text1", *since = NULL, *until = NULL;
   tlc_client_t *c = NULL;
   tlc_table_t t;
   tlc_mapping_t map;
-  int status = 0, i, r, have_map = 0;
+  int status = 0, r, have_map = 0;
   char err[512];
   size_t k;
   tlc_out_t o;
-  static const struct option lo[] = { { "export", required_argument, NULL, 'e' },
-                                      { "text1-format", required_argument, NULL, 't' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
+  static const struct option lo[] = {
+    { "export", required_argument, NULL, 'e' }, { "text1-format", required_argument, NULL, 't' },
+    { "since", required_argument, NULL, 's' },  { "until", required_argument, NULL, 'u' },
+    { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+  };
   int opt;
   t1 = tlc_malloc(sizeof(*t1));
   if (t1 == NULL)
@@ -377,15 +449,23 @@ static int cmd_stats(int argc, char **argv) {
     if (opt == 'h') {
       printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
              "                                  [--text1-format ENTRY=FORMAT]...\n"
+             "                                  [--since T] [--until T]\n"
              "Prints the daemon's current statistics of TARGET with the exporters of\n"
              "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
              "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
              "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
-             "use `tlcapd replay --export aprof` on the target's segments.\n");
+             "use `tlcapd replay --export aprof` on the target's segments.\n"
+             "--since/--until: the statistics of a past range instead, computed by the daemon\n"
+             "from TARGET's stored segments (as `tlcapd replay --state-dir --target`). T is\n"
+             "ns:N (target time: events with since <= t < until), an RFC 3339 UTC time\n"
+             "(2026-11-26T10:00:00Z) or a time relative to now (-2h; s, m, h, d, ms): the\n"
+             "segments that arrived in the range.\n");
       goto done;
     }
     {
-      if (opt == 'e') {
+      if (opt == 's' || opt == 'u') {
+        *(opt == 's' ? &since : &until) = optarg;
+      } else if (opt == 'e') {
         export_ = optarg;
         for (k = 0; k < sizeof(exports) / sizeof(exports[0]); k++)
           if (strcmp(export_, exports[k]) == 0)
@@ -403,18 +483,14 @@ static int cmd_stats(int argc, char **argv) {
       }
     }
   }
-  for (i = optind; i < argc; i++) {
-    if (target == NULL) {
-      target = argv[i];
-    } else {
-      fprintf(stderr, "tlcap stats: unexpected argument %s\n", argv[i]);
-      status = EXIT_USAGE;
-      goto done;
-    }
+  if (operands(argc, 1, 1,
+               "tlcap stats TARGET [--export text1|xml|aprof|br|json] "
+               "[--text1-format ENTRY=FORMAT]... [--since T] [--until T]") < 0) {
+    status = EXIT_USAGE;
+    goto done;
   }
-  if (target == NULL) {
-    fprintf(stderr, "usage: tlcap stats TARGET [--export text1|xml|aprof|br|json] "
-                    "[--text1-format ENTRY=FORMAT]...\n");
+  target = argv[optind];
+  if ((since != NULL || until != NULL) && range_get("stats", since, until, &tr) < 0) {
     status = EXIT_USAGE;
     goto done;
   }
@@ -435,11 +511,22 @@ static int cmd_stats(int argc, char **argv) {
   gs.quantiles = 1;
   gs.neutral = 1;
   gs.names = 1;
-  gs.max_rows = STATS_PART_ROWS; /* in parts; a daemon without them answers in one message */
-  if ((m = request(c, &cm, &status)) == NULL)
+  gs.max_rows = STATS_PART_ROWS;      /* in parts; a daemon without them answers in one message */
+  if (since != NULL || until != NULL) /* a past range: one message, when the daemon has it */
+    gs.range = &tr;
+  m = gs.range != NULL ? request_wait(c, &cm, STATS_RANGE_WAIT, &status) : request(c, &cm, &status);
+  if (m == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done;
+  }
+  if (gs.range != NULL && m->stats->snapshot->range == NULL) {
+    fprintf(stderr,
+            "tlcap: %s: this daemon does not compute range statistics (GetStats.range); "
+            "use tlcapd replay --state-dir DIR --target %s on its host\n",
+            tlc_client_addr(c), target);
     status = EXIT_BAD;
     goto done;
   }

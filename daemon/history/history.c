@@ -1,0 +1,529 @@
+/* history.c - capture files to mapped events, and a target's past range to statistics.
+ *
+ * The stream is the pipeline `tlcapd replay` has always used, moved here so that the daemon's
+ * range queries (GetStats with a range, `tlcap stats --since`, HTTP ?since=, Subscribe with
+ * history) compute exactly what `tlcapd replay --state-dir --target --since --until` does:
+ * files decoded strictly one after the other (a fresh decoder per file, the statistics carry
+ * on), segments read through their index when a range is asked for (no scan of what precedes
+ * it), one evlog mapping for the whole capture, a disconnect recorded at a segment boundary
+ * made a gap only between events of the range.
+ *
+ * Cost: one read buffer (1 MiB) per stream, the engine of the range (capped by the target's
+ * max_areas), the list of segments (at most 4 Mi entries). A range query reads only the
+ * segments that can hold the range: all manifests (small), then from the first index entry
+ * at or before `since` to the first record after `until` of each segment.
+ *
+ * Does not: read the live target's state (the range is what is on disk: records still queued
+ * for the writer are not in it), or see resyncs (skipped bytes are not stored; docs/continuity.md
+ * "Limits").
+ */
+#include "history.h"
+
+#include "fileread.h"
+#include "segread.h"
+
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HS_CHUNK    (1u << 20)
+#define HS_MAX_SEGS ((size_t)1 << 22)
+#define HS_MAX_MAP  (256u << 20) /* a mapping file is read whole, up to this */
+
+static void say(tlc_hist_stream_t *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void say(tlc_hist_stream_t *s, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  if (s->msg == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  s->msg(s->msg_ud, line);
+}
+
+static void add_counters(tlc_dec_counters_t *a, const tlc_dec_counters_t *b) {
+  a->bytes += b->bytes;
+  a->records += b->records;
+  a->bytes_skipped += b->bytes_skipped;
+  a->resyncs += b->resyncs;
+  a->records_invalid += b->records_invalid;
+  a->truncated += b->truncated;
+  a->blocks += b->blocks;
+  a->overflow_blocks += b->overflow_blocks;
+  a->overflow_items += b->overflow_items;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Segments are read through tlc_segread: compressed ones always, others when a time range is
+ * asked for (its index then skips what precedes the range without a scan). */
+static int use_segread(const tlc_hist_stream_t *s, const char *path) {
+  if (ends_with(path, ".zst"))
+    return 1;
+  return (s->has_from || s->has_to) &&
+         (ends_with(path, ".BIN") || ends_with(path, ".log") || ends_with(path, ".part"));
+}
+
+static int stream_is_open(const tlc_hist_stream_t *s) {
+  return s->f != NULL || s->seg != NULL;
+}
+
+static void stream_close_file(tlc_hist_stream_t *s);
+
+static int stream_open_segment(tlc_hist_stream_t *s, const char *path) {
+  char err[200] = "";
+  int r = tlc_segread_open(path, s->fmt, 0, &s->seg, err, sizeof(err));
+  if (r == 0 && (s->has_from || s->has_to))
+    r = tlc_segread_range(s->seg, s->has_from ? s->from : INT64_MIN, s->has_to ? s->to : INT64_MAX);
+  if (r < 0) {
+    say(s, "%s: %s", path, err[0] ? err : tlc_strerror(r));
+    if (s->seg != NULL)
+      tlc_segread_close(s->seg);
+    s->seg = NULL;
+    s->io_err = 1;
+    return -1;
+  }
+  return 0;
+}
+
+static int stream_open_file(tlc_hist_stream_t *s) {
+  const char *path = s->files[s->fi];
+  int r;
+  s->seg = NULL;
+  if (use_segread(s, path)) {
+    if (stream_open_segment(s, path) < 0)
+      return -1;
+  } else if ((s->f = fopen(path, "rb")) == NULL) {
+    say(s, "%s: %s", path, strerror(errno));
+    s->io_err = 1;
+    return -1;
+  }
+  r = tlc_dec_init(&s->dec, s->fmt, NULL);
+  if (r < 0) {
+    say(s, "%s: %s", path, tlc_strerror(r));
+    stream_close_file(s);
+    s->io_err = 1;
+    return -1;
+  }
+  s->dec_live = 1;
+  s->eof = 0;
+  s->blen = s->bpos = 0;
+  if (s->gap_before != NULL && s->gap_before[s->fi]) {
+    /* the live target made a gap here (a disconnect: it always ends a segment); the evlog
+     * mapping forgets its stacks now, the engine at the next event in the range */
+    if (s->evmap != NULL)
+      tlc_evmap_gap(s->evmap);
+    s->pending_gap = 1;
+  }
+  return 0;
+}
+
+static void stream_close_file(tlc_hist_stream_t *s) {
+  if (s->dec_live) {
+    add_counters(&s->total, &s->dec.c);
+    tlc_dec_fini(&s->dec);
+    s->dec_live = 0;
+  }
+  if (s->seg != NULL) {
+    tlc_segread_close(s->seg);
+    s->seg = NULL;
+  }
+  if (s->f != NULL)
+    fclose(s->f);
+  s->f = NULL;
+  s->fi++;
+}
+
+static void report(tlc_hist_stream_t *s, const char *what) {
+  if (!s->report)
+    return;
+  say(s, "%s: byte %" PRIu64 ": %s", s->files[s->fi], s->dec.err_offset,
+      s->dec.err_reason[0] ? s->dec.err_reason : what);
+  s->bad_input = 1;
+}
+
+/* Maps a batch of decoded events into s->out (evlog mapping, time filter). */
+static int map_batch(tlc_hist_stream_t *s, int n) {
+  int i, k = 0;
+  for (i = 0; i < n; i++) {
+    tlc_event_t tmp[2];
+    const tlc_event_t *src = &s->raw[i];
+    int m = 1, j;
+    if (s->evmap != NULL) {
+      m = tlc_evmap_map(s->evmap, &s->raw[i], tmp);
+      if (m < 0)
+        return m;
+      src = tmp;
+    }
+    for (j = 0; j < m; j++) {
+      if (s->has_from && src[j].time_ns < s->from)
+        continue;
+      if (s->has_to && src[j].time_ns > s->to)
+        continue;
+      s->out[k] = src[j];
+      if (s->pending_gap) { /* a gap only between events of the range */
+        if (s->any_out)
+          s->out[k].flags |= TLC_EVF_GAP;
+        s->pending_gap = 0;
+      }
+      s->any_out = 1;
+      k++;
+    }
+  }
+  return k;
+}
+
+int tlc_hist_stream_next(void *ud, const tlc_event_t **evs) {
+  tlc_hist_stream_t *s = ud;
+  *evs = s->out;
+  for (;;) {
+    int n;
+    if (s->cancel != NULL && atomic_load_explicit(s->cancel, memory_order_relaxed))
+      return -ECANCELED;
+    if (!stream_is_open(s)) {
+      if (s->fi >= s->nfiles || s->stopped || s->io_err)
+        return 0;
+      if (stream_open_file(s) < 0)
+        return TLC_EIO;
+    }
+    if (s->bpos == s->blen && !s->eof && s->seg != NULL) {
+      int64_t got = tlc_segread_read(s->seg, s->buf, HS_CHUNK);
+      s->bpos = 0;
+      s->blen = got > 0 ? (size_t)got : 0;
+      if (got < 0) {
+        char zw[200];
+        const char *path = s->files[s->fi];
+        if (ends_with(path, ".zst") && tlc_segread_zst_check(path, zw, sizeof(zw)) < 0)
+          say(s, "%s: %s", path, zw);
+        else
+          say(s, "%s: %s", path, tlc_strerror((int)got));
+        s->io_err = 1;
+        return TLC_EIO;
+      }
+      if (got == 0)
+        s->eof = 1;
+    } else if (s->bpos == s->blen && !s->eof) {
+      s->blen = fread(s->buf, 1, HS_CHUNK, s->f);
+      s->bpos = 0;
+      if (s->blen == 0) {
+        if (ferror(s->f)) {
+          say(s, "%s: read error", s->files[s->fi]);
+          s->io_err = 1;
+          return TLC_EIO;
+        }
+        s->eof = 1;
+      }
+    }
+    if (s->bpos < s->blen) {
+      size_t used = 0;
+      n = tlc_dec_push(&s->dec, s->buf + s->bpos, s->blen - s->bpos, &used, s->raw, TLC_HIST_BATCH);
+      s->bpos += used;
+      if (n < 0) {
+        report(s, tlc_strerror(n));
+        s->stopped = 1;
+        stream_close_file(s);
+        return 0;
+      }
+    } else {
+      n = tlc_dec_finish(&s->dec, s->raw, TLC_HIST_BATCH);
+      if (n == 0 || n < 0) {
+        if (n == TLC_ETRUNC)
+          report(s, "truncated record");
+        else if (n < 0)
+          report(s, tlc_strerror(n));
+        stream_close_file(s);
+        continue;
+      }
+    }
+    if (n > 0) {
+      int k = map_batch(s, n);
+      if (k < 0)
+        return k;
+      if (k > 0)
+        return k;
+    }
+  }
+}
+
+int tlc_hist_stream_rewind(void *ud) {
+  tlc_hist_stream_t *s = ud;
+  int r;
+  while (stream_is_open(s))
+    stream_close_file(s);
+  s->fi = 0;
+  s->stopped = 0;
+  s->io_err = 0;
+  s->pending_gap = s->any_out = 0;
+  memset(&s->total, 0, sizeof(s->total));
+  if (s->evmap != NULL) {
+    tlc_evmap_free(s->evmap);
+    s->evmap = NULL;
+  }
+  if (s->fmt == TLC_FMT_EVLOG) {
+    r = tlc_evmap_new(&s->evmap, s->evopts);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+int tlc_hist_stream_init(tlc_hist_stream_t *s) {
+  s->fi = 0;
+  s->f = NULL;
+  s->seg = NULL;
+  s->dec_live = 0;
+  s->evmap = NULL;
+  s->buf = tlc_malloc(HS_CHUNK);
+  if (s->buf == NULL)
+    return TLC_ENOMEM;
+  return tlc_hist_stream_rewind(s);
+}
+
+void tlc_hist_stream_fini(tlc_hist_stream_t *s) {
+  while (stream_is_open(s))
+    stream_close_file(s);
+  if (s->evmap != NULL)
+    tlc_evmap_free(s->evmap);
+  s->evmap = NULL;
+  tlc_free(s->buf);
+  s->buf = NULL;
+}
+
+tlc_timeline_t tlc_hist_stream_timeline(tlc_hist_stream_t *s) {
+  tlc_timeline_t tl = { tlc_hist_stream_next, tlc_hist_stream_rewind, s };
+  return tl;
+}
+
+/* ---- choosing a target's segments for a range ---- */
+
+void tlc_hist_files_fini(tlc_hist_files_t *f) {
+  for (size_t i = 0; i < f->n; i++)
+    tlc_free(f->files[i]);
+  tlc_free(f->files);
+  tlc_free(f->gap_before);
+  memset(f, 0, sizeof(*f));
+}
+
+int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_range_t *range,
+                    int64_t now_ns, tlc_hist_files_t *f, tlc_hist_msg_cb skipped, void *ud,
+                    char *err, size_t errlen) {
+  tlc_segent_t *v = NULL;
+  size_t n = 0, i;
+  int r = tlc_segread_list(state_dir, target, HS_MAX_SEGS, &v, &n);
+  int prev_end_gap = 0, first = 1;
+  int wall = range->kind == TLC_WHEN_WALL;
+  memset(f, 0, sizeof(*f));
+  if (r != 0) {
+    snprintf(err, errlen, "%s/%s: %s", state_dir, target,
+             r == -ENOENT ? "no segments of that target" : tlc_strerror(r));
+    return r;
+  }
+  f->listed = n;
+  if (range->kind == TLC_WHEN_TARGET) {
+    /* target time: records with since <= t < until */
+    if (range->has_since) {
+      f->has_from = 1;
+      f->from = range->since;
+    }
+    if (range->has_until) {
+      f->has_to = 1;
+      f->to = range->until == INT64_MIN ? INT64_MIN : range->until - 1;
+      if (f->has_from && f->to < f->from) { /* an empty range: nothing is in it */
+        f->from = INT64_MAX;
+        f->to = INT64_MIN;
+      }
+    }
+  }
+  f->files = tlc_calloc(n + 1, sizeof(char *));
+  f->gap_before = tlc_calloc(n + 1, 1);
+  if (f->files == NULL || f->gap_before == NULL) {
+    tlc_free(v);
+    tlc_hist_files_fini(f);
+    snprintf(err, errlen, "%s", tlc_strerror(TLC_ENOMEM));
+    return TLC_ENOMEM;
+  }
+  for (i = 0; i < n; i++) {
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    char why[200];
+    int start_gap = 0, end_gap = 0;
+    int64_t opened, closed;
+    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, why, sizeof(why)) != 0) {
+      if (skipped != NULL) {
+        char line[1500];
+        snprintf(line, sizeof(line), "%s: %s (skipped)", v[i].path, why);
+        skipped(ud, line);
+      }
+      continue;
+    }
+    tlc_segread_info(sr, &info);
+    for (size_t g = 0; g < info.ngaps; g++) {
+      const char *reason;
+      uint64_t cnt, off;
+      if (tlc_segread_gap(sr, g, &reason, &cnt, &off) == 0 && strcmp(reason, "disconnect") == 0) {
+        if (off == 0 && info.bytes > 0)
+          start_gap = 1;
+        if (off >= info.bytes)
+          end_gap = 1;
+      }
+    }
+    tlc_segread_close(sr);
+    opened = info.opened_wall_ns;
+    closed =
+        info.closed_wall_ns != 0 && v[i].state != TLC_SEGST_OPEN ? info.closed_wall_ns : now_ns;
+    if (wall && ((range->has_since && closed < range->since) ||
+                 (range->has_until && opened != 0 && opened >= range->until))) {
+      prev_end_gap = end_gap;
+      continue;
+    }
+    if (first)
+      f->fmt = info.format;
+    f->files[f->n] = tlc_strndup(v[i].path, strlen(v[i].path));
+    if (f->files[f->n] == NULL) {
+      tlc_free(v);
+      tlc_hist_files_fini(f);
+      snprintf(err, errlen, "%s", tlc_strerror(TLC_ENOMEM));
+      return TLC_ENOMEM;
+    }
+    f->gap_before[f->n] = (uint8_t)(!first && (prev_end_gap || start_gap));
+    f->n++;
+    prev_end_gap = end_gap;
+    first = 0;
+  }
+  tlc_free(v);
+  return 0;
+}
+
+/* ---- range statistics ---- */
+
+void tlc_hist_result_init(tlc_hist_result_t *r) {
+  memset(r, 0, sizeof(*r));
+  tlc_table_init(&r->t);
+  tlc_mapping_init(&r->names);
+}
+
+void tlc_hist_result_fini(tlc_hist_result_t *r) {
+  tlc_table_fini(&r->t);
+  tlc_mapping_fini(&r->names);
+  r->has_names = 0;
+}
+
+/* The first message of the stream (decode or read error) is kept as the result's err. */
+static void keep_first(void *ud, const char *msg) {
+  tlc_hist_result_t *r = ud;
+  if (r->err[0] == '\0')
+    snprintf(r->err, sizeof(r->err), "%s", msg);
+}
+
+static int load_mapping(const char *path, tlc_mapping_t *m, char *err, size_t errlen) {
+  char *data = NULL;
+  size_t len = 0;
+  tlc_parse_err_t pe;
+  int r = tlc_file_read(path, HS_MAX_MAP, &data, &len);
+  if (r < 0) {
+    snprintf(err, errlen, "%s: %s", path, tlc_strerror(r));
+    return r;
+  }
+  memset(&pe, 0, sizeof(pe));
+  r = tlc_mapping_parse(m, data, len, &pe);
+  tlc_free(data);
+  if (r < 0) {
+    snprintf(err, errlen, "%s: line %" PRIu64 ": %s", path, pe.line,
+             pe.reason[0] ? pe.reason : tlc_strerror(r));
+    return r;
+  }
+  tlc_mapping_finish(m);
+  return 0;
+}
+
+int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
+  tlc_hist_files_t f;
+  tlc_hist_stream_t s;
+  tlc_engine_t *e = NULL;
+  tlc_engine_opts_t eo = q->eo;
+  const tlc_event_t *evs;
+  int n, rc;
+  char why[300] = "";
+  memset(&s, 0, sizeof(s));
+  rc = tlc_hist_select(q->state_dir, q->target, &q->range, q->now_ns, &f, keep_first, r, why,
+                       sizeof(why));
+  if (rc != 0) {
+    snprintf(r->err, sizeof(r->err), "%s", why);
+    return r->status = rc;
+  }
+  if (f.n == 0) {
+    snprintf(r->err, sizeof(r->err), "%s/%s: no segment in the range", q->state_dir, q->target);
+    rc = TLC_ERANGE;
+    goto done;
+  }
+  r->fmt = f.fmt;
+  r->segments = f.n;
+  if (q->mapping_path != NULL && q->mapping_path[0] != '\0') {
+    if (load_mapping(q->mapping_path, &r->names, why, sizeof(why)) == 0)
+      r->has_names = 1;
+    else if (r->err[0] == '\0') /* the target works without it: so does its history */
+      snprintf(r->err, sizeof(r->err), "%s", why);
+  }
+  s.files = f.files;
+  s.nfiles = f.n;
+  s.gap_before = f.gap_before;
+  s.fmt = f.fmt;
+  s.evopts = &q->evopts;
+  s.has_from = f.has_from;
+  s.has_to = f.has_to;
+  s.from = f.from;
+  s.to = f.to;
+  s.msg = keep_first;
+  s.msg_ud = r;
+  s.report = 1;
+  s.cancel = q->cancel;
+  if ((rc = tlc_hist_stream_init(&s)) < 0)
+    goto done;
+  eo.mapping = r->has_names ? &r->names : NULL;
+  memset(&eo.acct, 0, sizeof(eo.acct)); /* not charged to the daemon's budget: max_areas caps it */
+  if ((rc = tlc_engine_new(&e, f.fmt, &eo)) < 0)
+    goto done;
+  while ((n = tlc_hist_stream_next(&s, &evs)) > 0)
+    tlc_engine_push(e, evs, (size_t)n);
+  if (n < 0) {
+    rc = n;
+    if (rc != -ECANCELED && r->err[0] == '\0')
+      snprintf(r->err, sizeof(r->err), "%s", tlc_strerror(rc));
+    goto done;
+  }
+  if ((rc = tlc_engine_snapshot(e, &r->t, &q->so)) < 0)
+    goto done;
+  r->t.counters.bytes = s.total.bytes;
+  r->t.counters.records = s.total.records;
+  r->t.counters.bytes_skipped = s.total.bytes_skipped;
+  r->t.counters.resyncs = s.total.resyncs;
+  r->t.counters.records_invalid = s.total.records_invalid;
+  r->t.counters.truncated = s.total.truncated;
+  r->t.counters.overflow_items = s.total.overflow_items;
+  /* evlog names come from the mapping step when no mapping file was given */
+  if (!r->has_names && s.evmap != NULL && tlc_evmap_export(s.evmap, &r->names) == 0) {
+    tlc_mapping_finish(&r->names);
+    r->has_names = 1;
+  }
+done:
+  if (rc < 0 && rc != TLC_ERANGE && r->err[0] == '\0')
+    snprintf(r->err, sizeof(r->err), "%s", rc == -ECANCELED ? "cancelled" : tlc_strerror(rc));
+  if (e != NULL)
+    tlc_engine_free(e);
+  tlc_hist_stream_fini(&s);
+  tlc_hist_files_fini(&f);
+  return r->status = rc;
+}
