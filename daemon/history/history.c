@@ -409,18 +409,6 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
 
 /* ---- range statistics ---- */
 
-void tlc_hist_result_init(tlc_hist_result_t *r) {
-  memset(r, 0, sizeof(*r));
-  tlc_table_init(&r->t);
-  tlc_mapping_init(&r->names);
-}
-
-void tlc_hist_result_fini(tlc_hist_result_t *r) {
-  tlc_table_fini(&r->t);
-  tlc_mapping_fini(&r->names);
-  r->has_names = 0;
-}
-
 /* The first message of the stream (decode or read error) is kept as the result's err. */
 static void keep_first(void *ud, const char *msg) {
   tlc_hist_result_t *r = ud;

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define TLC_HIST_BATCH 256
 
@@ -129,8 +130,18 @@ typedef struct tlc_hist_result {
   char err[300];   /* why, when status != 0; a warning (a skipped file) otherwise, or "" */
 } tlc_hist_result_t;
 
-void tlc_hist_result_init(tlc_hist_result_t *r);
-void tlc_hist_result_fini(tlc_hist_result_t *r);
+/* Inline: the servers that only read a result (pubsub, HTTP) need no link to this library. */
+static inline void tlc_hist_result_init(tlc_hist_result_t *r) {
+  memset(r, 0, sizeof(*r));
+  tlc_table_init(&r->t);
+  tlc_mapping_init(&r->names);
+}
+
+static inline void tlc_hist_result_fini(tlc_hist_result_t *r) {
+  tlc_table_fini(&r->t);
+  tlc_mapping_fini(&r->names);
+  r->has_names = 0;
+}
 
 /* Computes the statistics of q's range into r (tlc_hist_result_init'ed). Returns 0, or
  * -ENOENT (no segments of that target), TLC_ERANGE (a wall-clock range no segment meets),

@@ -300,21 +300,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   err = tlc_dec_init(&t->dec, conf->format, &dopts);
   if (err != 0)
     goto fail_dec;
-  tlc_engine_opts_default(&eo);
-  eo.has_context_area = conf->has_context_area;
-  eo.context_area = conf->context_area;
-  if (conf->nwindows > 0) {
-    eo.nwindows = conf->nwindows;
-    memcpy(eo.window_ns, conf->window_ns, sizeof(eo.window_ns));
-  }
-  if (conf->max_areas)
-    eo.max_areas = conf->max_areas;
-  if (conf->max_contexts)
-    eo.max_contexts = conf->max_contexts;
-  if (conf->max_depth)
-    eo.max_depth = conf->max_depth;
-  eo.histograms = conf->histograms;
-  eo.mapping = NULL;
+  tlc_target_engine_opts(conf, &eo);
   eo.acct.charge_cb = mem_charge_cb;
   eo.acct.release_cb = mem_release_cb;
   eo.acct.ud = t;
@@ -323,9 +309,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     goto fail_engine;
   if (conf->format == TLC_FMT_EVLOG) {
     tlc_evmap_opts_t mo;
-    memset(&mo, 0, sizeof(mo));
-    mo.max_names = conf->max_names;
-    mo.max_depth = conf->max_depth;
+    tlc_target_evmap_opts(conf, &mo);
     err = tlc_evmap_new(&t->evmap, &mo);
     if (err != 0)
       goto fail_evmap;
@@ -377,6 +361,30 @@ static void evict(tlc_targets_t *r, size_t i, const char *newcomer) {
           t->name, newcomer, r->max, t->last_disconnect_unix_ms, c.events, c.records, c.bytes,
           t->gaps, c.anomalies, c.bytes_skipped, t->connections);
   target_free(t);
+}
+
+void tlc_target_engine_opts(const tlc_target_conf_t *conf, tlc_engine_opts_t *eo) {
+  tlc_engine_opts_default(eo);
+  eo->has_context_area = conf->has_context_area;
+  eo->context_area = conf->context_area;
+  if (conf->nwindows > 0) {
+    eo->nwindows = conf->nwindows;
+    memcpy(eo->window_ns, conf->window_ns, sizeof(eo->window_ns));
+  }
+  if (conf->max_areas)
+    eo->max_areas = conf->max_areas;
+  if (conf->max_contexts)
+    eo->max_contexts = conf->max_contexts;
+  if (conf->max_depth)
+    eo->max_depth = conf->max_depth;
+  eo->histograms = conf->histograms;
+  eo->mapping = NULL;
+}
+
+void tlc_target_evmap_opts(const tlc_target_conf_t *conf, tlc_evmap_opts_t *mo) {
+  memset(mo, 0, sizeof(*mo));
+  mo->max_names = conf->max_names;
+  mo->max_depth = conf->max_depth;
 }
 
 int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,

@@ -34,6 +34,7 @@
 #include "budget.h"
 #include "dec.h"
 #include "engine.h"
+#include "evmap.h"
 #include "mapping.h"
 #include "stats.h"
 #include "tlc_event.h"
@@ -204,6 +205,11 @@ int tlc_target_name_check_efl(const char *name, size_t max);
 
 /* The target called `name`, or NULL. O(n). */
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
+
+/* The engine and evlog mapping options a target created with `conf` has (no memory accounting,
+ * no mapping): what its history is computed with (daemon/history). Any thread. */
+void tlc_target_engine_opts(const tlc_target_conf_t *conf, tlc_engine_opts_t *eo);
+void tlc_target_evmap_opts(const tlc_target_conf_t *conf, tlc_evmap_opts_t *mo);
 
 /* Finds `name` or creates it from `conf`. Returns 0 and *out; TLC_EINVAL (bad name, or an
  * existing target of another format: *out is set to it), TLC_ELIMIT (target cap), TLC_ENOMEM.
