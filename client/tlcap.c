@@ -351,10 +351,8 @@ static int cmd_targets(int argc, char **argv) {
            "--json: a JSON array, an object per target with every counter.\n");
     return 0;
   }
-  if (optind < argc) {
-    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[optind]);
+  if (operands(argc, 0, 0, "tlcap targets [--json]") < 0)
     return EXIT_USAGE;
-  }
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS;
@@ -642,10 +640,8 @@ static int cmd_rotate(int argc, char **argv) {
            "segment is sealed and prints its path (nothing when no segment was open).\n");
     return 0;
   }
-  if (argc - optind != 1) {
-    fprintf(stderr, "usage: tlcap rotate TARGET\n");
+  if (operands(argc, 1, 1, "tlcap rotate TARGET") < 0)
     return EXIT_USAGE;
-  }
   argv += optind - 1;
   if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
     return status;
@@ -752,10 +748,8 @@ static int cmd_segments(int argc, char **argv) {
            "host. --json: one JSON array of objects with the same fields.\n");
     return 0;
   }
-  if (argc - optind != 1) {
-    fprintf(stderr, "usage: tlcap segments TARGET [--json]\n");
+  if (operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
     return EXIT_USAGE;
-  }
   target = argv[optind];
   if ((c = connect_or_die("tlcap segments", &status)) == NULL)
     return status;
@@ -861,10 +855,8 @@ static int cmd_mapping(int argc, char **argv) {
            "TARGET.\n");
     return 0;
   }
-  if (argc - optind != 2) {
-    fprintf(stderr, "usage: tlcap mapping TARGET FILE\n");
+  if (operands(argc, 2, 2, "tlcap mapping TARGET FILE") < 0)
     return EXIT_USAGE;
-  }
   argv += optind - 1;
   if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
     fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
@@ -1008,19 +1000,61 @@ static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
   }
 }
 
+/* A history snapshot of a mid-stream join as one JSON line (its own table: the live view
+ * starts with the live full snapshot that follows). */
+static void watch_history(const Tlcap__Snapshot *s) {
+  tlc_table_t t;
+  tlc_mapping_t map;
+  int have_map = 0;
+  tlc_out_t o;
+  char *doc;
+  size_t len;
+  tlc_table_init(&t);
+  tlc_mapping_init(&map);
+  if (tlc_pb_snapshot_apply(&t, s) == 0) {
+    if (s->mapping != NULL && (s->mapping->n_areas > 0 || s->mapping->n_contexts > 0))
+      have_map = tlc_pb_mapping_get(&map, s->mapping) == 0;
+    printf("{\"type\":\"history\",\"target\":");
+    tlc_cli_json_str(s->target);
+    printf(",\"clock\":\"%s\"",
+           s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
+    if (s->range->has_since)
+      printf(",\"since\":%lld", (long long)s->range->since);
+    if (s->range->has_until)
+      printf(",\"until\":%lld", (long long)s->range->until);
+    printf(",\"segments\":%u,\"stats\":", s->segments);
+    tlc_out_init(&o, 0, NULL, NULL); /* in memory: the document ends with a newline */
+    if (tlc_json_write(&o, &t, have_map ? &map : NULL, s->target, 1) == 0 &&
+        (doc = tlc_out_take(&o, &len)) != NULL) {
+      while (len > 0 && doc[len - 1] == '\n')
+        len--;
+      fwrite(doc, 1, len, stdout);
+      tlc_free(doc);
+    } else {
+      printf("null");
+    }
+    tlc_out_fini(&o);
+    printf("}\n");
+  }
+  fflush(stdout);
+  tlc_mapping_fini(&map);
+  tlc_table_fini(&t);
+}
+
 static int cmd_watch(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  Tlcap__TimeRange hist = TLCAP__TIME_RANGE__INIT;
   char *targets[1];
-  const char *target = NULL;
+  const char *target = NULL, *since = NULL;
   tlc_client_t *c;
   view_t w;
-  long interval = 1000, count = -1, i;
+  long interval = 1000, count = -1;
   int status = 0, events = 0, snapshots = 0, oc;
-  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
-                                      { "count", required_argument, NULL, 'n' },
-                                      { "events", no_argument, NULL, 'E' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
+  static const struct option lo[] = {
+    { "interval", required_argument, NULL, 'i' }, { "count", required_argument, NULL, 'n' },
+    { "events", no_argument, NULL, 'E' },         { "since", required_argument, NULL, 's' },
+    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
+  };
   opt_reset();
   while ((oc = next_opt(argc, argv, ":hi:n:", lo)) != -1) {
     if (oc == 'i')
@@ -1029,32 +1063,37 @@ static int cmd_watch(int argc, char **argv) {
       count = strtol(optarg, NULL, 10);
     else if (oc == 'E')
       events = 1;
+    else if (oc == 's')
+      since = optarg;
     else if (oc == '?')
       return EXIT_USAGE;
     else if (oc != 'h')
       continue;
     else {
       printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+             "                                  [--since T]\n"
              "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
              "--export json` schema) each time they change, and target events as JSON lines\n"
              "{\"type\":\"target_event\",...}; with --events also live event batches\n"
              "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
-             "snapshots. Reconnects when the daemon restarts.\n");
+             "snapshots. Reconnects when the daemon restarts.\n"
+             "--since T joins mid-stream: first, per target, the statistics of its stored\n"
+             "records since T (as `tlcap stats --since T`) as one line {\"type\":\"history\",\n"
+             "\"target\":...,\"since\":...,\"until\":...,\"stats\":{...}}, then the live ones.\n"
+             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n");
       return 0;
     }
   }
-  for (i = optind; i < argc; i++) {
-    if (target == NULL)
-      target = argv[i];
-    else {
-      fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
-      return EXIT_USAGE;
-    }
-  }
-  if (target == NULL || interval <= 0) {
-    fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
+  if (operands(argc, 1, 1,
+               "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") < 0 ||
+      interval <= 0) {
+    if (interval <= 0)
+      fprintf(stderr, "tlcap watch: --interval must be a positive number of ms\n");
     return EXIT_USAGE;
   }
+  target = argv[optind];
+  if (since != NULL && range_get("watch", since, NULL, &hist) < 0)
+    return EXIT_USAGE;
   if ((c = connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
@@ -1067,6 +1106,8 @@ static int cmd_watch(int argc, char **argv) {
   sub.neutral = 1;
   sub.names = 1;
   sub.events = events;
+  if (since != NULL)
+    sub.history = &hist; /* join mid-stream: the range since T first (Snapshot.range) */
   if (tlc_client_subscribe(c, &sub) < 0) {
     fprintf(stderr, "tlcap: %s: subscribe failed\n", tlc_client_addr(c));
     status = EXIT_BAD;
@@ -1086,7 +1127,13 @@ static int cmd_watch(int argc, char **argv) {
     }
     switch (m->msg_case) {
     case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
-      view_target_t *vt = view_apply(&w, m->snapshot);
+      view_target_t *vt;
+      if (m->snapshot->range != NULL) { /* history (Subscribe.history): not the live view's */
+        watch_history(m->snapshot);
+        snapshots++;
+        break;
+      }
+      vt = view_apply(&w, m->snapshot);
       if (vt != NULL) {
         tlc_out_t o;
         tlc_out_init(&o, 0, write_fd_cb, stdout);
@@ -1477,7 +1524,7 @@ static int cmd_top(int argc, char **argv) {
   view_t w;
   top_state_t ts;
   long interval = 1000;
-  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
+  int status = 0, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
   static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
                                       { "help", no_argument, NULL, 'h' },
                                       { NULL, 0, NULL, 0 } };
@@ -1499,18 +1546,14 @@ static int cmd_top(int argc, char **argv) {
            "view's dropped events and detected sequence gaps.\n");
     return 0;
   }
-  for (i = optind; i < argc; i++) {
-    if (ts.only == NULL)
-      ts.only = argv[i];
-    else {
-      fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
-      return EXIT_USAGE;
-    }
-  }
+  if (operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS]") < 0)
+    return EXIT_USAGE;
   if (interval <= 0) {
-    fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
+    fprintf(stderr, "tlcap top: --interval must be a positive number of ms\n");
     return EXIT_USAGE;
   }
+  if (optind < argc)
+    ts.only = argv[optind];
   if ((c = connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
