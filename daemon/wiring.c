@@ -525,17 +525,8 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
     x->min_time = info.min_time;
     x->max_time = info.max_time;
     x->opened_wall_ns = info.opened_wall_ns;
-    if (x->opened_wall_ns == 0) { /* an open segment: its name's <UTC start> (seconds) */
-      const char *b = strrchr(v[i].path, '/');
-      struct tm tm;
-      memset(&tm, 0, sizeof(tm));
-      if (b != NULL && sscanf(b + 1, "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                              &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        x->opened_wall_ns = (int64_t)timegm(&tm) * 1000000000ll;
-      }
-    }
+    if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
+      x->opened_wall_ns = tlc_hist_name_time(v[i].path);
     x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
     x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
     x->recovered = info.recovered;

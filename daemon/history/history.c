@@ -17,6 +17,7 @@
  * for the writer are not in it), or see resyncs (skipped bytes are not stored; docs/continuity.md
  * "Limits").
  */
+#define _GNU_SOURCE /* timegm */
 #include "history.h"
 
 #include "fileread.h"
@@ -30,6 +31,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define HS_CHUNK    (1u << 20)
 #define HS_MAX_SEGS ((size_t)1 << 22)
@@ -309,6 +311,18 @@ tlc_timeline_t tlc_hist_stream_timeline(tlc_hist_stream_t *s) {
 
 /* ---- choosing a target's segments for a range ---- */
 
+int64_t tlc_hist_name_time(const char *path) {
+  const char *b = strrchr(path, '/');
+  struct tm tm;
+  memset(&tm, 0, sizeof(tm));
+  if (sscanf(b != NULL ? b + 1 : path, "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+             &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+    return 0;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return (int64_t)timegm(&tm) * 1000000000ll;
+}
+
 void tlc_hist_files_fini(tlc_hist_files_t *f) {
   for (size_t i = 0; i < f->n; i++)
     tlc_free(f->files[i]);
@@ -381,7 +395,7 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
       }
     }
     tlc_segread_close(sr);
-    opened = info.opened_wall_ns;
+    opened = info.opened_wall_ns != 0 ? info.opened_wall_ns : tlc_hist_name_time(v[i].path);
     closed =
         info.closed_wall_ns != 0 && v[i].state != TLC_SEGST_OPEN ? info.closed_wall_ns : now_ns;
     if (wall && ((range->has_since && closed < range->since) ||

@@ -108,6 +108,11 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
                     char *err, size_t errlen);
 void tlc_hist_files_fini(tlc_hist_files_t *f);
 
+/* The wall clock (Unix ns, whole seconds) a segment's file name gives (<UTC start>-<seq>...):
+ * an open segment's arrival time, whose manifest is written when it is sealed. 0 when the
+ * name has none. */
+int64_t tlc_hist_name_time(const char *path);
+
 /* A range query: the target's settings as the live target has them. */
 typedef struct tlc_hist_query {
   const char *state_dir, *target;
