@@ -375,6 +375,18 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
     char why[200];
     int start_gap = 0, end_gap = 0;
     int64_t opened, closed;
+    if (v[i].state == TLC_SEGST_OPEN && !first) {
+      /* the open segment has no manifest yet (no gaps in it; opened: its name): opening it
+       * here would scan its data once more than reading it does */
+      opened = tlc_hist_name_time(v[i].path);
+      if (wall && range->has_until && opened != 0 && opened >= range->until)
+        continue;
+      if ((f->files[f->n] = tlc_strndup(v[i].path, strlen(v[i].path))) == NULL)
+        goto nomem;
+      f->gap_before[f->n++] = (uint8_t)prev_end_gap;
+      prev_end_gap = 0;
+      continue;
+    }
     if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, why, sizeof(why)) != 0) {
       if (skipped != NULL) {
         char line[1500];
@@ -406,12 +418,8 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
     if (first)
       f->fmt = info.format;
     f->files[f->n] = tlc_strndup(v[i].path, strlen(v[i].path));
-    if (f->files[f->n] == NULL) {
-      tlc_free(v);
-      tlc_hist_files_fini(f);
-      snprintf(err, errlen, "%s", tlc_strerror(TLC_ENOMEM));
-      return TLC_ENOMEM;
-    }
+    if (f->files[f->n] == NULL)
+      goto nomem;
     f->gap_before[f->n] = (uint8_t)(!first && (prev_end_gap || start_gap));
     f->n++;
     prev_end_gap = end_gap;
@@ -419,6 +427,11 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
   }
   tlc_free(v);
   return 0;
+nomem:
+  tlc_free(v);
+  tlc_hist_files_fini(f);
+  snprintf(err, errlen, "%s", tlc_strerror(TLC_ENOMEM));
+  return TLC_ENOMEM;
 }
 
 /* ---- range statistics ---- */
