@@ -14,7 +14,10 @@ goes on meanwhile.
    - `--since -1h` (wall clock: every segment, all G GiB), cold (the segment files' pages
      dropped from the page cache with posix_fadvise DONTNEED first) and warm;
    - a target-time range of a tenth of the data (`ns:A`..`ns:B`): the index skips the rest.
-   Baselines in the same run, alternating: the same ingest and Pings without a query.
+   Baselines in the same run, alternating: the same ingest and Pings without a query, and
+   `tlcapd replay --state-dir` of the same range right after each query, with the same ingest
+   and Pings beside it (the same pipeline offline, in one process: the query's cost without
+   the daemon).
 3. Deletes the state directory (unless --keep).
 
 Prints one JSON line per measurement and a summary. The numbers go to bench/RESULTS.md
@@ -123,7 +126,7 @@ def ingest(port, seconds):
     return tot[0].get("mbps") if tot else None
 
 
-def run_one(kind, sport, lport, query, pb, seconds):
+def run_one(kind, sport, lport, query, pb, seconds, state=None):
     """One measurement: Pings + live ingest, with the query (`query` args) or without."""
     pg = Pinger(pb, sport)
     pg.start()
@@ -132,12 +135,16 @@ def run_one(kind, sport, lport, query, pb, seconds):
     t0 = time.monotonic()
     th.start()
     if query is not None:
-        p = subprocess.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "big",
-                            "--export", "json"] + query, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, timeout=3600)
+        if kind.startswith("replay"):  # the baseline: the same range offline, one process
+            cmd = [TLCAPD, "replay", "--state-dir", state, "--target", "big", "--export",
+                   "json"] + query
+        else:
+            cmd = [TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "big", "--export",
+                   "json"] + query
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=3600)
         res["query_s"] = time.monotonic() - t0
         if p.returncode != 0:
-            raise RuntimeError("tlcap stats: " + p.stderr.decode())
+            raise RuntimeError("%s: %s" % (cmd[:2], p.stderr.decode()))
         doc = json.loads(p.stdout)
         res["events"] = doc["counters"]["events"]
         res["bytes"] = doc["counters"]["bytes"]
@@ -205,20 +212,26 @@ def main():
             drop_cache(seg_dir)
             probe = run_one("probe-cold", sport, port, ["--since", "-1h"], pb, 5)
             secs = max(5.0, probe["query_s"])
+        tenth = ["--since", "ns:%d" % a0, "--until", "ns:%d" % a1]
         for kind, q in (("baseline", None), ("hour-cold", ["--since", "-1h"]),
+                        ("replay-hour-cold", ["--since", "-1h"]),
                         ("baseline", None), ("hour-warm", ["--since", "-1h"]),
-                        ("baseline", None), ("tenth-cold", ["--since", "ns:%d" % a0, "--until",
-                                                            "ns:%d" % a1])):
+                        ("replay-hour-warm", ["--since", "-1h"]),
+                        ("baseline", None), ("tenth-cold", tenth), ("replay-tenth-cold", tenth)):
             if kind.endswith("cold"):
                 drop_cache(seg_dir)
-            results.append(run_one(kind, sport, port, q, pb, secs))
+            results.append(run_one(kind, sport, port, q, pb, secs, dm.state))
         base = [r["ingest_mbps"] for r in results if r["run"] == "baseline" and r["ingest_mbps"]]
         summ = {"summary": True, "gib": a.gib, "segments": len(data), "ingest_seconds": secs,
                 "baseline_ingest_mbps_median": statistics.median(base) if base else None}
+        by = {r["run"]: r for r in results}
         for r in results:
             if r["run"] != "baseline" and base and r["ingest_mbps"]:
                 summ[r["run"] + "_ingest_ratio"] = round(r["ingest_mbps"] /
                                                          statistics.median(base), 3)
+            if ("replay-" + r["run"]) in by:
+                summ[r["run"] + "_vs_replay"] = round(r["query_s"] /
+                                                      by["replay-" + r["run"]]["query_s"], 3)
         print(json.dumps(summ), flush=True)
     finally:
         if dm is not None:
