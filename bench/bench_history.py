@@ -180,7 +180,8 @@ def main():
     try:
         port, sport = D.free_port(), D.free_port()
         dm = D.Daemon(TLCAPD, tmp, ["--listen", "l=bin11@127.0.0.1:%d" % port,
-                                    "--rotate-bytes", "256M", "--checkpoint-interval", "3600"],
+                                    "--rotate-bytes", "256M", "--checkpoint-interval", "3600",
+                                    "--idle-seal", "1"],
                       store=True, serve="127.0.0.1:%d" % sport)
         mib = int(a.gib * 1024)
         t0 = time.monotonic()
@@ -192,6 +193,9 @@ def main():
             raise RuntimeError("benchd_io: " + p.stderr.decode())
         gen_s = time.monotonic() - t0
         seg_dir = os.path.join(dm.state, "big")
+        # the last segment sealed (idle_seal 1 s: its seal and main export are not measured)
+        D.wait_until(lambda: not any(f.endswith(".part") for f in os.listdir(seg_dir)), 300,
+                     "the last segment sealed")
         data = [f for f in os.listdir(seg_dir) if ".BIN" in f]
         size = sum(os.path.getsize(os.path.join(seg_dir, f)) for f in data)
         print(json.dumps({"generated_bytes": size, "segments": len(data),

@@ -27,6 +27,7 @@
 #include "tlc_err.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -101,8 +102,32 @@ static int stream_open_segment(tlc_hist_stream_t *s, const char *path) {
   return 0;
 }
 
+/* The segment `path` named when it was listed may have moved on since: an open `.part`
+ * sealed (renamed without `.part`), a sealed one compressed (`.zst` added; the plain file goes
+ * once the compressed one is whole). Its current name into buf, or path itself. */
+static const char *moved_on(const char *path, char *buf, size_t len) {
+  size_t n = strlen(path);
+  struct stat st;
+  if (stat(path, &st) == 0 || errno != ENOENT || n + 5 > len)
+    return path;
+  memcpy(buf, path, n + 1);
+  if (ends_with(path, ".part")) {
+    buf[n - 5] = '\0'; /* sealed */
+    if (stat(buf, &st) == 0)
+      return buf;
+    n -= 5;
+  }
+  if (!ends_with(buf, ".zst")) {
+    memcpy(buf + n, ".zst", 5); /* compressed */
+    if (stat(buf, &st) == 0)
+      return buf;
+  }
+  return path;
+}
+
 static int stream_open_file(tlc_hist_stream_t *s) {
-  const char *path = s->files[s->fi];
+  char moved[4096];
+  const char *path = moved_on(s->files[s->fi], moved, sizeof(moved));
   int r;
   s->seg = NULL;
   if (use_segread(s, path)) {
