@@ -176,17 +176,25 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* The files as one capture (history.h): the pipeline the daemon's range queries share. */
-static int stream_init(tlc_hist_stream_t *s, rp_t *rp) {
+/* The files as one capture (history.h: the stream the daemon's range queries use too);
+ * with_engine: an engine (rp's context area and mapping) is fed as the events are read, until
+ * tlc_pipeline_take_engine. */
+static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   memset(s, 0, sizeof(*s));
   s->files = rp->files;
   s->nfiles = rp->nfiles;
   s->gap_before = rp->hf.n > 0 ? rp->hf.gap_before : NULL;
-  s->fmt = rp->fmt;
-  s->has_from = rp->has_from;
-  s->has_to = rp->has_to;
-  s->from = rp->from;
-  s->to = rp->to;
+  s->conf.format = rp->fmt;
+  s->conf.has_from = rp->has_from;
+  s->conf.has_to = rp->has_to;
+  s->conf.from = rp->from;
+  s->conf.to = rp->to;
+  s->conf.stop_on_map_error = 1;
+  s->conf.with_engine = with_engine;
+  tlc_engine_opts_default(&s->conf.engine);
+  s->conf.engine.has_context_area = (uint8_t)rp->has_ctx_area;
+  s->conf.engine.context_area = rp->ctx_area;
+  s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
   s->msg = say_cb;
   s->report = 1;
   return tlc_hist_stream_init(s);
@@ -650,7 +658,9 @@ int tlc_replay_main(int argc, char **argv) {
   if (rp.mapping_path != NULL && (status = load_mapping(&rp)) != 0)
     goto done;
 
-  r = stream_init(&s, &rp);
+  /* an engine for the statistics exports (the native ones only re-encode the events) */
+  r = stream_init(&s, &rp,
+                  !(rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG));
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
     status = 1;
@@ -661,27 +671,23 @@ int tlc_replay_main(int argc, char **argv) {
     status = export_native(&rp, &s, &o);
   } else {
     tlc_engine_t *e = NULL;
-    tlc_engine_opts_t eo;
     tlc_snap_opts_t so;
     tlc_table_t t;
+    tlc_dec_counters_t total;
     const tlc_event_t *evs;
-    int n;
     tlc_timeline_t tl = tlc_hist_stream_timeline(&s);
-    tlc_engine_opts_default(&eo);
-    eo.has_context_area = (uint8_t)rp.has_ctx_area;
-    eo.context_area = rp.ctx_area;
-    eo.mapping = rp.has_mapping ? &rp.mapping : NULL;
     tlc_table_init(&t);
-    r = tlc_engine_new(&e, rp.fmt, &eo);
-    if (r < 0) {
-      fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
+    /* Pass 1: the stream's pipeline feeds its engine. A read or decode error has been told on
+     * stderr and ends the capture there: what came before it is still exported, and the exit
+     * status is 1 (checked after the export). */
+    while (tlc_hist_stream_next(&s, &evs) > 0)
+      ;
+    e = tlc_pipeline_take_engine(&s.pipe); /* pass 2 (the export's timeline) reads without it */
+    if (e == NULL) {
+      fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(TLC_ENOMEM));
       status = 1;
       goto engine_done;
     }
-    /* A read or decode error has been told on stderr and ends the capture there: what came
-     * before it is still exported, and the exit status is 1 (checked after the export). */
-    while ((n = tlc_hist_stream_next(&s, &evs)) > 0)
-      tlc_engine_push(e, evs, (size_t)n);
     memset(&so, 0, sizeof(so));
     so.windows = 1;
     so.neutral = 1;
@@ -692,16 +698,17 @@ int tlc_replay_main(int argc, char **argv) {
       status = 1;
       goto engine_done;
     }
-    t.counters.bytes = s.total.bytes;
-    t.counters.records = s.total.records;
-    t.counters.bytes_skipped = s.total.bytes_skipped;
-    t.counters.resyncs = s.total.resyncs;
-    t.counters.records_invalid = s.total.records_invalid;
-    t.counters.truncated = s.total.truncated;
-    t.counters.overflow_items = s.total.overflow_items;
+    tlc_hist_stream_counters(&s, &total);
+    t.counters.bytes = total.bytes;
+    t.counters.records = total.records;
+    t.counters.bytes_skipped = total.bytes_skipped;
+    t.counters.resyncs = total.resyncs;
+    t.counters.records_invalid = total.records_invalid;
+    t.counters.truncated = total.truncated;
+    t.counters.overflow_items = total.overflow_items;
     /* evlog names come from the mapping step when no mapping file was given */
-    if (!rp.has_mapping && s.evmap != NULL) {
-      if (tlc_evmap_export(s.evmap, &rp.mapping) == 0) {
+    if (!rp.has_mapping && s.pipe.evmap != NULL) {
+      if (tlc_evmap_export(s.pipe.evmap, &rp.mapping) == 0) {
         tlc_mapping_finish(&rp.mapping);
         rp.has_mapping = 1;
       }

@@ -54,18 +54,6 @@ static void say(tlc_hist_stream_t *s, const char *fmt, ...) {
   s->msg(s->msg_ud, line);
 }
 
-static void add_counters(tlc_dec_counters_t *a, const tlc_dec_counters_t *b) {
-  a->bytes += b->bytes;
-  a->records += b->records;
-  a->bytes_skipped += b->bytes_skipped;
-  a->resyncs += b->resyncs;
-  a->records_invalid += b->records_invalid;
-  a->truncated += b->truncated;
-  a->blocks += b->blocks;
-  a->overflow_blocks += b->overflow_blocks;
-  a->overflow_items += b->overflow_items;
-}
-
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
   return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -76,7 +64,7 @@ static int ends_with(const char *s, const char *suffix) {
 static int use_segread(const tlc_hist_stream_t *s, const char *path) {
   if (ends_with(path, ".zst"))
     return 1;
-  return (s->has_from || s->has_to) &&
+  return (s->conf.has_from || s->conf.has_to) &&
          (ends_with(path, ".BIN") || ends_with(path, ".log") || ends_with(path, ".part"));
 }
 
@@ -88,9 +76,10 @@ static void stream_close_file(tlc_hist_stream_t *s);
 
 static int stream_open_segment(tlc_hist_stream_t *s, const char *path) {
   char err[200] = "";
-  int r = tlc_segread_open(path, s->fmt, 0, &s->seg, err, sizeof(err));
-  if (r == 0 && (s->has_from || s->has_to))
-    r = tlc_segread_range(s->seg, s->has_from ? s->from : INT64_MIN, s->has_to ? s->to : INT64_MAX);
+  int r = tlc_segread_open(path, s->conf.format, 0, &s->seg, err, sizeof(err));
+  if (r == 0 && (s->conf.has_from || s->conf.has_to))
+    r = tlc_segread_range(s->seg, s->conf.has_from ? s->conf.from : INT64_MIN,
+                          s->conf.has_to ? s->conf.to : INT64_MAX);
   if (r < 0) {
     say(s, "%s: %s", path, err[0] ? err : tlc_strerror(r));
     if (s->seg != NULL)
@@ -138,32 +127,24 @@ static int stream_open_file(tlc_hist_stream_t *s) {
     s->io_err = 1;
     return -1;
   }
-  r = tlc_dec_init(&s->dec, s->fmt, NULL);
+  r = tlc_pipeline_restart(&s->pipe);
   if (r < 0) {
     say(s, "%s: %s", path, tlc_strerror(r));
     stream_close_file(s);
     s->io_err = 1;
     return -1;
   }
-  s->dec_live = 1;
   s->eof = 0;
   s->blen = s->bpos = 0;
   if (s->gap_before != NULL && s->gap_before[s->fi]) {
     /* the live target made a gap here (a disconnect: it always ends a segment); the evlog
      * mapping forgets its stacks now, the engine at the next event in the range */
-    if (s->evmap != NULL)
-      tlc_evmap_gap(s->evmap);
-    s->pending_gap = 1;
+    tlc_pipeline_gap_mark(&s->pipe);
   }
   return 0;
 }
 
 static void stream_close_file(tlc_hist_stream_t *s) {
-  if (s->dec_live) {
-    add_counters(&s->total, &s->dec.c);
-    tlc_dec_fini(&s->dec);
-    s->dec_live = 0;
-  }
   if (s->seg != NULL) {
     tlc_segread_close(s->seg);
     s->seg = NULL;
@@ -177,47 +158,16 @@ static void stream_close_file(tlc_hist_stream_t *s) {
 static void report(tlc_hist_stream_t *s, const char *what) {
   if (!s->report)
     return;
-  say(s, "%s: byte %" PRIu64 ": %s", s->files[s->fi], s->dec.err_offset,
-      s->dec.err_reason[0] ? s->dec.err_reason : what);
+  say(s, "%s: byte %" PRIu64 ": %s", s->files[s->fi], s->pipe.dec.err_offset,
+      s->pipe.dec.err_reason[0] ? s->pipe.dec.err_reason : what);
   s->bad_input = 1;
-}
-
-/* Maps a batch of decoded events into s->out (evlog mapping, time filter). */
-static int map_batch(tlc_hist_stream_t *s, int n) {
-  int i, k = 0;
-  for (i = 0; i < n; i++) {
-    tlc_event_t tmp[2];
-    const tlc_event_t *src = &s->raw[i];
-    int m = 1, j;
-    if (s->evmap != NULL) {
-      m = tlc_evmap_map(s->evmap, &s->raw[i], tmp);
-      if (m < 0)
-        return m;
-      src = tmp;
-    }
-    for (j = 0; j < m; j++) {
-      if (s->has_from && src[j].time_ns < s->from)
-        continue;
-      if (s->has_to && src[j].time_ns > s->to)
-        continue;
-      s->out[k] = src[j];
-      if (s->pending_gap) { /* a gap only between events of the range */
-        if (s->any_out)
-          s->out[k].flags |= TLC_EVF_GAP;
-        s->pending_gap = 0;
-      }
-      s->any_out = 1;
-      k++;
-    }
-  }
-  return k;
 }
 
 int tlc_hist_stream_next(void *ud, const tlc_event_t **evs) {
   tlc_hist_stream_t *s = ud;
   *evs = s->out;
   for (;;) {
-    int n;
+    int n, k = 0;
     if (s->cancel != NULL && atomic_load_explicit(s->cancel, memory_order_relaxed))
       return -ECANCELED;
     if (!stream_is_open(s)) {
@@ -256,7 +206,7 @@ int tlc_hist_stream_next(void *ud, const tlc_event_t **evs) {
     }
     if (s->bpos < s->blen) {
       size_t used = 0;
-      n = tlc_dec_push(&s->dec, s->buf + s->bpos, s->blen - s->bpos, &used, s->raw, TLC_HIST_BATCH);
+      n = tlc_pipeline_push(&s->pipe, s->buf + s->bpos, s->blen - s->bpos, &used, evs, &k);
       s->bpos += used;
       if (n < 0) {
         report(s, tlc_strerror(n));
@@ -265,7 +215,7 @@ int tlc_hist_stream_next(void *ud, const tlc_event_t **evs) {
         return 0;
       }
     } else {
-      n = tlc_dec_finish(&s->dec, s->raw, TLC_HIST_BATCH);
+      n = tlc_pipeline_finish(&s->pipe, evs, &k);
       if (n == 0 || n < 0) {
         if (n == TLC_ETRUNC)
           report(s, "truncated record");
@@ -275,58 +225,56 @@ int tlc_hist_stream_next(void *ud, const tlc_event_t **evs) {
         continue;
       }
     }
-    if (n > 0) {
-      int k = map_batch(s, n);
-      if (k < 0)
-        return k;
-      if (k > 0)
-        return k;
-    }
+    if (n > 0 && k != 0)
+      return k; /* the events that came out of the mapping and the range, or its error */
   }
 }
 
 int tlc_hist_stream_rewind(void *ud) {
   tlc_hist_stream_t *s = ud;
-  int r;
   while (stream_is_open(s))
     stream_close_file(s);
   s->fi = 0;
   s->stopped = 0;
   s->io_err = 0;
-  s->pending_gap = s->any_out = 0;
-  memset(&s->total, 0, sizeof(s->total));
-  if (s->evmap != NULL) {
-    tlc_evmap_free(s->evmap);
-    s->evmap = NULL;
-  }
-  if (s->fmt == TLC_FMT_EVLOG) {
-    r = tlc_evmap_new(&s->evmap, s->evopts);
-    if (r < 0)
-      return r;
-  }
-  return 0;
+  return tlc_pipeline_rewind(&s->pipe);
 }
 
 int tlc_hist_stream_init(tlc_hist_stream_t *s) {
+  tlc_pipeline_io_t io;
+  int r;
   s->fi = 0;
   s->f = NULL;
   s->seg = NULL;
-  s->dec_live = 0;
-  s->evmap = NULL;
+  s->pipe_live = 0;
   s->buf = tlc_malloc(HS_CHUNK);
   if (s->buf == NULL)
     return TLC_ENOMEM;
+  memset(&io, 0, sizeof(io));
+  io.raw = s->raw;
+  io.out = s->out;
+  io.batch = TLC_HIST_BATCH;
+  if ((r = tlc_pipeline_init(&s->pipe, &s->conf, &io)) < 0)
+    return r;
+  s->pipe_live = 1;
   return tlc_hist_stream_rewind(s);
 }
 
 void tlc_hist_stream_fini(tlc_hist_stream_t *s) {
   while (stream_is_open(s))
     stream_close_file(s);
-  if (s->evmap != NULL)
-    tlc_evmap_free(s->evmap);
-  s->evmap = NULL;
+  if (s->pipe_live)
+    tlc_pipeline_fini(&s->pipe);
+  s->pipe_live = 0;
   tlc_free(s->buf);
   s->buf = NULL;
+}
+
+void tlc_hist_stream_counters(const tlc_hist_stream_t *s, tlc_dec_counters_t *out) {
+  if (s->pipe_live)
+    tlc_pipeline_dec_counters(&s->pipe, out);
+  else
+    memset(out, 0, sizeof(*out));
 }
 
 tlc_timeline_t tlc_hist_stream_timeline(tlc_hist_stream_t *s) {
@@ -493,7 +441,7 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   tlc_hist_files_t f;
   tlc_hist_stream_t s;
   tlc_engine_t *e = NULL;
-  tlc_engine_opts_t eo = q->eo;
+  tlc_dec_counters_t total;
   const tlc_event_t *evs;
   int n, rc;
   char why[300] = "";
@@ -520,41 +468,49 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   s.files = f.files;
   s.nfiles = f.n;
   s.gap_before = f.gap_before;
-  s.fmt = f.fmt;
-  s.evopts = &q->evopts;
-  s.has_from = f.has_from;
-  s.has_to = f.has_to;
-  s.from = f.from;
-  s.to = f.to;
+  s.conf.format = f.fmt;
+  s.conf.evmap = q->evopts;
+  s.conf.has_from = f.has_from;
+  s.conf.has_to = f.has_to;
+  s.conf.from = f.from;
+  s.conf.to = f.to;
+  s.conf.stop_on_map_error = 1; /* as tlcapd replay */
+  s.conf.with_engine = 1;
+  s.conf.engine = q->eo;
+  s.conf.engine.mapping = r->has_names ? &r->names : NULL;
+  /* not charged to the daemon's memory budget: the target's max_areas caps it */
+  memset(&s.conf.engine.acct, 0, sizeof(s.conf.engine.acct));
   s.msg = keep_first;
   s.msg_ud = r;
   s.report = 1;
   s.cancel = q->cancel;
   if ((rc = tlc_hist_stream_init(&s)) < 0)
     goto done;
-  eo.mapping = r->has_names ? &r->names : NULL;
-  memset(&eo.acct, 0, sizeof(eo.acct)); /* not charged to the daemon's budget: max_areas caps it */
-  if ((rc = tlc_engine_new(&e, f.fmt, &eo)) < 0)
-    goto done;
-  while ((n = tlc_hist_stream_next(&s, &evs)) > 0)
-    tlc_engine_push(e, evs, (size_t)n);
+  while ((n = tlc_hist_stream_next(&s, &evs)) > 0) /* the pipeline feeds its engine */
+    ;
+  e = tlc_pipeline_take_engine(&s.pipe);
   if (n < 0) {
     rc = n;
     if (rc != -ECANCELED && r->err[0] == '\0')
       snprintf(r->err, sizeof(r->err), "%s", tlc_strerror(rc));
     goto done;
   }
+  if (e == NULL) {
+    rc = TLC_ENOMEM;
+    goto done;
+  }
   if ((rc = tlc_engine_snapshot(e, &r->t, &q->so)) < 0)
     goto done;
-  r->t.counters.bytes = s.total.bytes;
-  r->t.counters.records = s.total.records;
-  r->t.counters.bytes_skipped = s.total.bytes_skipped;
-  r->t.counters.resyncs = s.total.resyncs;
-  r->t.counters.records_invalid = s.total.records_invalid;
-  r->t.counters.truncated = s.total.truncated;
-  r->t.counters.overflow_items = s.total.overflow_items;
+  tlc_hist_stream_counters(&s, &total);
+  r->t.counters.bytes = total.bytes;
+  r->t.counters.records = total.records;
+  r->t.counters.bytes_skipped = total.bytes_skipped;
+  r->t.counters.resyncs = total.resyncs;
+  r->t.counters.records_invalid = total.records_invalid;
+  r->t.counters.truncated = total.truncated;
+  r->t.counters.overflow_items = total.overflow_items;
   /* evlog names come from the mapping step when no mapping file was given */
-  if (!r->has_names && s.evmap != NULL && tlc_evmap_export(s.evmap, &r->names) == 0) {
+  if (!r->has_names && s.pipe.evmap != NULL && tlc_evmap_export(s.pipe.evmap, &r->names) == 0) {
     tlc_mapping_finish(&r->names);
     r->has_names = 1;
   }

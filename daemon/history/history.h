@@ -2,12 +2,14 @@
  *
  * Two layers, both without an event loop:
  *
- * - tlc_hist_stream_t: capture files in, mapped events out, in stream order. The one pipeline
- *   of `tlcapd replay` (FILE... operands and --state-dir) and of the daemon's range queries:
- *   each file decoded afresh (tlc_dec), segments read through their index (tlc_segread) when a
- *   time range is asked for, evlog items through one evlog mapping (tlc_evmap) for the whole
- *   capture, the disconnects the manifests record turned into gaps between events of the range.
- *   It is also a tlc_timeline_t (next/rewind) for exporters that make a second pass.
+ * - tlc_hist_stream_t: capture files in, mapped events out, in stream order, through one
+ *   tlc_pipeline_t (daemon/engine/pipeline.h: the object a live target runs too): the files of
+ *   `tlcapd replay` (FILE... operands and --state-dir) and of the daemon's range queries, each
+ *   decoded afresh, segments read through their index (tlc_segread) when a time range is asked
+ *   for, evlog items through one evlog mapping for the whole capture, the disconnects the
+ *   manifests record turned into gaps between events of the range, the engine (when asked for)
+ *   fed as the events come out. It is also a tlc_timeline_t (next/rewind) for exporters that
+ *   make a second pass.
  * - tlc_hist_select + tlc_hist_compute: a target's segments under a state directory chosen for
  *   a range (tlc_when_range_t: target time or wall clock), and their statistics in a table.
  *
@@ -21,6 +23,7 @@
 #include "dec.h"
 #include "engine.h"
 #include "evmap.h"
+#include "pipeline.h"
 #include "mapping.h"
 #include "stats.h"
 #include "timeline.h"
@@ -46,11 +49,10 @@ typedef struct tlc_hist_stream {
   size_t nfiles;
   const uint8_t *gap_before; /* per file: a disconnect lies between it and the one before (or
                                 NULL) */
-  tlc_format_t fmt;
-  const tlc_evmap_opts_t *evopts; /* the evlog mapping's caps (NULL: defaults) */
-  int has_from, has_to;           /* events with from <= time <= to */
-  int64_t from, to;
-  tlc_hist_msg_cb msg; /* NULL: silent */
+  tlc_pipeline_conf_t conf;  /* the pipeline (pipeline.h): format, evlog mapping caps, engine
+                                (with_engine: fed as events come out, until taken), the range
+                                [from, to] */
+  tlc_hist_msg_cb msg;       /* NULL: silent */
   void *msg_ud;
   int report;               /* tell decode errors (the first pass) */
   const atomic_int *cancel; /* may be NULL; when it becomes non-zero next() ends (-ECANCELED) */
@@ -62,18 +64,15 @@ typedef struct tlc_hist_stream {
   int stopped; /* a strict-mode error ended the capture */
   uint8_t *buf;
   size_t blen, bpos;
-  tlc_dec_t dec;
-  int dec_live;
-  tlc_evmap_t *evmap;
+  tlc_pipeline_t pipe; /* decoder (a fresh one per file) -> evlog mapping -> range -> engine */
+  int pipe_live;
   tlc_event_t raw[TLC_HIST_BATCH];
   tlc_event_t out[2 * TLC_HIST_BATCH];
-  tlc_dec_counters_t total; /* every file's decoder counters, summed */
-  int io_err;               /* a file could not be read (told through msg) */
-  int bad_input;            /* a decode error was told (the capture ended there) */
-  int pending_gap, any_out; /* a disconnect before the next event in the range */
+  int io_err;    /* a file could not be read (told through msg) */
+  int bad_input; /* a decode error was told (the capture ended there) */
 } tlc_hist_stream_t;
 
-/* Allocates the read buffer and the evlog mapping (evlog). 0 or TLC_ENOMEM. */
+/* Makes the pipeline and the read buffer. 0, TLC_ENOMEM or the pipeline's error. */
 int tlc_hist_stream_init(tlc_hist_stream_t *s);
 /* Frees what init and next allocated; safe on a zeroed stream. */
 void tlc_hist_stream_fini(tlc_hist_stream_t *s);
@@ -81,10 +80,13 @@ void tlc_hist_stream_fini(tlc_hist_stream_t *s);
  * (also after a decode error, told through msg), or a negative error (TLC_EIO: a read error,
  * -ECANCELED). tlc_timeline_t.next. */
 int tlc_hist_stream_next(void *s, const tlc_event_t **evs);
-/* Starts again from the first file with a fresh evlog mapping. tlc_timeline_t.rewind. */
+/* Starts again from the first file with a fresh evlog mapping (the engine, if still there, is
+ * kept). tlc_timeline_t.rewind. */
 int tlc_hist_stream_rewind(void *s);
 /* The stream as a timeline. */
 tlc_timeline_t tlc_hist_stream_timeline(tlc_hist_stream_t *s);
+/* The decoders' counters of every file so far. */
+void tlc_hist_stream_counters(const tlc_hist_stream_t *s, tlc_dec_counters_t *out);
 
 /* The segments of a target chosen for a range. */
 typedef struct tlc_hist_files {
