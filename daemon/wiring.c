@@ -701,6 +701,15 @@ static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, si
   return tlc_engine_code_net(w->d->targets.v[index]->engine, out, n, cap);
 }
 
+static int http_stamp(void *ud, size_t index, uint64_t *epoch, uint64_t *seq) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  *epoch = tlc_engine_epoch(w->d->targets.v[index]->engine);
+  *seq = tlc_engine_seq(w->d->targets.v[index]->engine);
+  return 0;
+}
+
 static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
@@ -763,6 +772,7 @@ static int http_start(tlc_wiring_t *w) {
   src.hist_cum = http_hist_cum;
   src.code_net = http_code_net;
   src.context = http_context;
+  src.stamp = http_stamp;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
   if (r != 0) {

@@ -39,6 +39,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1084,6 +1085,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
                   sizeof(*e) + e->hcap * sizeof(*e->ht) +
                       (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
                   TLC_ACCT_FORCE);
+  tlc__engine_new_epoch(e);
   *ep = e;
   return 0;
 }
@@ -1117,6 +1119,7 @@ void tlc_engine_free(tlc_engine_t *e) {
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   e->o.mapping = m;
   e->map_gen++;
+  tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
 }
@@ -1178,6 +1181,16 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
 
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
+}
+
+static _Atomic uint64_t epochs; /* engines live on several threads (replay, sealer) */
+
+void tlc__engine_new_epoch(tlc_engine_t *e) {
+  e->epoch = atomic_fetch_add_explicit(&epochs, 1, memory_order_relaxed) + 1;
+}
+
+uint64_t tlc_engine_epoch(const tlc_engine_t *e) {
+  return e->epoch;
 }
 
 const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e) {

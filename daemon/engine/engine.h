@@ -208,6 +208,11 @@ void tlc_engine_sync(tlc_engine_t *e);
 /* The change sequence: incremented by every event that changes a row and by every gap. A row's
  * `seq` is the sequence value of its last change. */
 uint64_t tlc_engine_seq(const tlc_engine_t *e);
+/* A number no other engine state of this process has had: taken anew at tlc_engine_new,
+ * tlc_engine_clear, tlc_engine_load and tlc_engine_set_mapping. (epoch, seq) names one state
+ * of the statistics and of the names they are exported under, so an exporter may keep what it
+ * rendered from that state until either changes (daemon/http's /metrics). Any thread. */
+uint64_t tlc_engine_epoch(const tlc_engine_t *e);
 
 /* The engine's counters (events, anomalies, dropped_area_limit, gaps; decoder fields 0).
  * Valid until the next call that changes the engine. */

@@ -24,8 +24,9 @@ typedef struct tlc__http_view {
   size_t max_response;
   size_t websockets; /* live WebSockets open (for /metrics) */
   size_t connections;
-  const tlc_http_stats_t *st; /* the server's counters (NULL: none, as in the fuzzer) */
-  size_t metrics_hint;        /* size of the last /metrics body (its buffer is sized once) */
+  const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
+  size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
+  struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
 } tlc__http_view_t;
 
 typedef struct tlc__http_req {
@@ -68,6 +69,9 @@ long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
 /* /metrics into o; `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the
  * output's error (TLC_ELIMIT: over the cap). */
 int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
+/* Frees what /metrics keeps between scrapes (the view's mcache; a source without `stamp`
+ * keeps nothing). Safe when there is none. */
+void tlc__http_metrics_cache_free(tlc__http_view_t *v);
 /* The histogram edges (ns) of tlcap_area_net_duration_seconds, and their number. */
 const int64_t *tlc__http_metrics_edges(size_t *n);
 

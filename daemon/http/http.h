@@ -58,6 +58,10 @@ typedef struct tlc_http_src {
   /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
   int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
   int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
+  /* The state of target `index`'s statistics and names: tlc_engine_epoch and tlc_engine_seq
+   * of its engine (0; or not 0: unknown). /metrics keeps a target's rendered area series while
+   * they stay the same. May be NULL (nothing kept). */
+  int (*stamp)(void *ud, size_t index, uint64_t *epoch, uint64_t *seq);
   void *ud;
 } tlc_http_src_t;
 

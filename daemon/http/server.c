@@ -325,7 +325,11 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
   const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
   if (p->len == 0)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
-  memcpy(buf + LWS_PRE, src + p->off, n);
+  if (p->body != NULL && p->off >= LWS_PRE)
+    buf = (unsigned char *)p->body + p->off - LWS_PRE; /* in place: lws may use the LWS_PRE
+                                                          bytes before, which are sent */
+  else
+    memcpy(buf + LWS_PRE, src + p->off, n);
   if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
     return -1;
   p->off += n;
@@ -629,6 +633,7 @@ static void free_http(tlc_http_t *h) {
     log_owner = NULL;
   }
   tlc__http_live_cache_fini(&h->live);
+  tlc__http_metrics_cache_free(&h->view);
   tlc_free(h);
   if (cb != NULL)
     cb(ud);
