@@ -1360,6 +1360,13 @@ static unsigned snap_kinds(const tlc_engine_t *e, const tlc_snap_opts_t *so) {
   return km;
 }
 
+/* Quantiles of kind k asked for (tlc_snap_opts_t.quantiles: 1, or a mask of kinds). */
+static inline int want_q(const tlc_snap_opts_t *so, unsigned k) {
+  if (so->quantiles & TLC_SNAP_QKINDS)
+    return (so->quantiles & (1u << k)) != 0;
+  return so->quantiles != 0;
+}
+
 static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
                      const tlc_snap_opts_t *so, unsigned km) {
   unsigned k;
@@ -1384,7 +1391,7 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
       edist_merge(&d, &r->k[k].d);
     }
     to_dist(&s->dist[k], &d);
-    if (so->quantiles && e->hlog != NULL) {
+    if (want_q(so, k) && e->hlog != NULL) {
       const tlc_hist_t *hp = &r->k[k].h;
       s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(&hp, 1, d.n, d.min, d.max, s->dist[k].q);
     }
@@ -1494,7 +1501,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
     s->total[TLC_PERIOD] = 0;
     if (so->quantiles && e->hlog != NULL) {
       for (k = 0; k < NK; k++) {
-        if (!(km & (1u << k)))
+        if (!(km & (1u << k)) || !want_q(so, k))
           continue;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
         for (nh = 0, m = i; m < j; m++)

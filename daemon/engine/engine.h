@@ -165,7 +165,10 @@ typedef struct tlc_snap_opts {
                            Rows whose windows only slid with T are not included. */
   uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows) */
   uint8_t neutral;      /* 1: add Neutral rows when there is more than one context */
-  uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept) */
+  uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept);
+                           TLC_SNAP_QKINDS | bit k (enum tlc_kind): of those kinds only (the
+                           dashboard's p99 of NET beside GROSS and CALL averages, in one
+                           snapshot) */
   uint8_t neutral_only; /* 1: with more than one context, code areas come as Neutral rows only
                            (no per-context rows; implies neutral) */
   uint8_t kinds;        /* bit k (enum tlc_kind): fill dist[k], its quantiles and the windows'
@@ -174,6 +177,7 @@ typedef struct tlc_snap_opts {
                            always filled. */
 } tlc_snap_opts_t;
 #define TLC_SNAP_KINDS_SET 0x80u /* marks a kinds mask that may be empty */
+#define TLC_SNAP_QKINDS    0x80u /* marks a quantiles value that is a mask of kinds */
 
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
  * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,

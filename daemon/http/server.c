@@ -363,8 +363,6 @@ static void ws_unlink(pss_t *p) {
 
 static int ws_send(struct lws *wsi, pss_t *p) {
   tlc_http_t *h = p->h;
-  static const unsigned char pre[LWS_PRE];
-  tlc_out_t o;
   char *buf;
   size_t len;
   int n;
@@ -378,21 +376,16 @@ static int ws_send(struct lws *wsi, pss_t *p) {
     memcpy(m + LWS_PRE, need, sizeof(need) - 1);
     return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
   }
-  tlc_out_init(&o, h->o.max_ws_message + (1u << 20), NULL, NULL);
-  tlc_out_write(&o, pre, LWS_PRE);
   if (h->live.tick == 0)
     tlc__http_live_cache_tick(&h->live, now_unix_ms());
-  tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &o);
-  buf = tlc_out_take(&o, &len);
-  tlc_out_fini(&o);
-  if (buf == NULL) {
+  if (tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &buf, &len) != 0) {
     say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
         h->o.max_ws_message + (1u << 20));
     return 0; /* the next tick tries again */
   }
-  /* lws keeps what the kernel does not take and calls back only once it is sent */
-  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len - LWS_PRE, LWS_WRITE_TEXT);
-  tlc_free(buf);
+  /* the same bytes for every socket of this tick; lws writes the frame header into the
+   * LWS_PRE bytes before them and keeps what the kernel does not take (a copy) */
+  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len, LWS_WRITE_TEXT);
   if (n < 0)
     return -1;
   h->st.ws_messages++;
@@ -723,6 +716,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.version = o->version;
   h->view.max_response = o->max_response;
   h->view.st = &h->st;
+  h->live.pre = LWS_PRE; /* the live messages leave room for the frame header */
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);

@@ -260,6 +260,48 @@ def test_metrics_kept_lines(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_live_rows(d):
+    """The live WebSocket's rows of a target hold what `tlcap stats --export json` says:
+    count, net/gross/call totals and averages, max and p99 of net, for every per-context and
+    Neutral row (one snapshot gives them all: p99 of NET only)."""
+    import cdp
+    data, model, nrec = gen_model(11, calls=1500)
+    dm, port, hport, sport = start(d)
+    try:
+        s = send_and_wait(dm, port, "live", data, nrec)
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "live",
+                              "--export", "json"], timeout=30)
+        T.eq(rc, 0, "tlcap stats: %r" % err)
+        want = {(r["handle"], r.get("context")): r for r in json.loads(out)["rows"]}
+        ws = cdp.ws_connect("127.0.0.1", hport, "/api/v1/live", "tlcap-live")
+        ws.sendall(cdp.frame(b"target live"))
+        while True:
+            op, m = cdp.recv_message(ws)
+            T.eq(op, 1, "a text message")
+            doc = json.loads(m)
+            if doc["areas"] is not None and doc["areas"].get("full"):
+                break
+        a = doc["areas"]
+        T.eq(a["cut"], False, "not cut")
+        rows = [dict(zip(a["cols"], r)) for r in a["rows"]]
+        T.eq(len(rows), len(want), "as many rows as tlcap stats")
+        for r in rows:
+            w = want[(r["handle"], r["context"])]
+            got = tuple(r[k] for k in ("count", "net", "avg_net", "gross", "avg_gross", "call",
+                                       "avg_call", "max_net", "p99_net"))
+            exp = (w["count"], w["net"]["total"], w["net"]["avg"], w["gross"]["total"],
+                   w["gross"]["avg"], w["call"]["total"], w["call"]["avg"], w["net"]["max"],
+                   w["net"]["p99"])
+            T.eq(got, exp, "row %s/%s" % (r["handle"], r["context"]))
+        T.check(any(r["context"] == "Neutral" for r in rows), "Neutral rows (3 cores)")
+        T.check(any(r["gross"] != r["net"] for r in rows), "gross differs from net somewhere")
+        ws.close()
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
 def test_prometheus_scrape(d):
     """A real Prometheus server on loopback scrapes tlcapd and answers PromQL with the
     numbers sent."""
@@ -485,5 +527,5 @@ def test_token_and_tls(d):
     T.eq(rc, 0, "exit status (TLS)")
 
 
-T.main([test_metrics_against_model, test_metrics_kept_lines, test_api, test_addresses, test_token_and_tls,
+T.main([test_metrics_against_model, test_metrics_kept_lines, test_live_rows, test_api, test_addresses, test_token_and_tls,
         test_prometheus_scrape])
