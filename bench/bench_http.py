@@ -62,6 +62,18 @@ def fill_targets(port, n, areas, keep=None):
     return areas * 16
 
 
+def ws_cpu_s(hport):
+    """tlcap_http_ws_cpu_seconds_total of the daemon."""
+    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=30)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read()
+    c.close()
+    for ln in body.split(b"\n"):
+        if ln.startswith(b"tlcap_http_ws_cpu_seconds_total "):
+            return float(ln.split()[1])
+    raise B.BenchError("no tlcap_http_ws_cpu_seconds_total in /metrics")
+
+
 def loop_cpu_s(pid):
     """CPU time of the daemon's loop thread (its main thread)."""
     with open("/proc/%d/task/%d/stat" % (pid, pid)) as f:
@@ -173,13 +185,17 @@ class Dashboard(threading.Thread):
             return
 
 
-def ingest_run(io, a, port, dm):
-    """(MB/s, daemon CPU seconds per GiB ingested) of one run."""
-    c0 = dm.cpu()
+def ingest_run(io, a, port, dm, loop=None):
+    """(MB/s, daemon CPU seconds per GiB ingested) of one run; with a list `loop`, the loop
+    thread's CPU seconds per GiB is appended to it."""
+    c0, l0 = dm.cpu(), loop_cpu_s(dm.pid)
     out, _ = B.run_child([io, "send", "127.0.0.1:%d" % port, "--mib", str(a.mib), "--passes",
                           str(a.passes)], 900)
     r = B.json_lines(out)[0]
-    return r["mbps"], (dm.cpu() - c0) / (r["bytes"] / 2 ** 30)
+    gib = r["bytes"] / 2 ** 30
+    if loop is not None:
+        loop.append((loop_cpu_s(dm.pid) - l0) / gib)
+    return r["mbps"], (dm.cpu() - c0) / gib
 
 
 def part_dashboards(a, build):
@@ -191,9 +207,9 @@ def part_dashboards(a, build):
                              "--state-dir", os.path.join(d, "state")])
     try:
         ingest_run(io, a, port, dm)  # warm-up: the target and its 4,000 rows exist from here on
-        without, with_, msgs, cwo, cw = [], [], [], [], []
+        without, with_, msgs, cwo, cw, lwo, lw, live = [], [], [], [], [], [], [], []
         for _ in range(a.pairs):
-            mbps, cpu = ingest_run(io, a, port, dm)
+            mbps, cpu = ingest_run(io, a, port, dm, lwo)
             without.append(mbps)
             cwo.append(cpu)
             dash = [Dashboard(hport) for _ in range(a.dashboards)]
@@ -201,7 +217,10 @@ def part_dashboards(a, build):
                 x.start()
             time.sleep(1.5)  # every dashboard has had its first (full) message
             m0 = sum(x.msgs for x in dash)
-            mbps, cpu = ingest_run(io, a, port, dm)
+            w0, l0, t0 = ws_cpu_s(hport), loop_cpu_s(dm.pid), time.monotonic()
+            mbps, cpu = ingest_run(io, a, port, dm, lw)
+            w1, l1, t1 = ws_cpu_s(hport), loop_cpu_s(dm.pid), time.monotonic()
+            live.append((w1 - w0, l1 - l0, t1 - t0))
             with_.append(mbps)
             cw.append(cpu)
             msgs.append(sum(x.msgs for x in dash) - m0)
@@ -223,6 +242,25 @@ def part_dashboards(a, build):
               "pair %s, median %.3f (1.0 = dashboards cost the loop nothing per byte)"
               % (" ".join("%.2f" % x for x in cwo), " ".join("%.2f" % x for x in cw),
                  " ".join("%.3f" % x for x in cr), B.median(cr)))
+        ticks = [m / a.dashboards for m in msgs]
+        print("dashboards: loop CPU building and writing live messages (tlcap_http_ws_cpu_"
+              "seconds_total) per run %s s, of the loop's %s s (%s); per tick of %d messages "
+              "%s ms; median %.1f ms per tick = %.2f %% of a loop that ingest keeps busy (one "
+              "tick per second): target < 3 %%: %s"
+              % (" ".join("%.3f" % x[0] for x in live), " ".join("%.2f" % x[1] for x in live),
+                 " ".join("%.1f %%" % (100 * x[0] / x[1]) for x in live), a.dashboards,
+                 " ".join("%.1f" % (1e3 * x[0] / t) for x, t in zip(live, ticks)),
+                 B.median([1e3 * x[0] / t for x, t in zip(live, ticks)]),
+                 B.median([100 * x[0] / t for x, t in zip(live, ticks)]),
+                 "MET" if B.median([x[0] / t for x, t in zip(live, ticks)]) < 0.03 else
+                 "NOT MET"))
+        lr = [w / o for o, w in zip(lwo, lw)]
+        print("dashboards: loop thread CPU s per GiB without %s, with %s; with/without per "
+              "pair %s, median %.3f (when ingest is bound by the loop, throughput changes by "
+              "about 1 - 1/ratio: target < 3 %%: %s)"
+              % (" ".join("%.2f" % x for x in lwo), " ".join("%.2f" % x for x in lw),
+                 " ".join("%.3f" % x for x in lr), B.median(lr),
+                 "MET" if B.median(lr) < 1 / 0.97 else "NOT MET"))
         dm.stop()
     finally:
         dm.kill()

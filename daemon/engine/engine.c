@@ -1360,6 +1360,11 @@ static unsigned snap_kinds(const tlc_engine_t *e, const tlc_snap_opts_t *so) {
   return km;
 }
 
+/* The kinds whose windows are asked for (tlc_snap_opts_t.windows: 1, or a mask of kinds). */
+static inline unsigned win_kinds(const tlc_snap_opts_t *so) {
+  return (so->windows & TLC_SNAP_WKINDS) ? so->windows & ((1u << NK) - 1) : (1u << NK) - 1;
+}
+
 /* Quantiles of kind k asked for (tlc_snap_opts_t.quantiles: 1, or a mask of kinds). */
 static inline int want_q(const tlc_snap_opts_t *so, unsigned k) {
   if (so->quantiles & TLC_SNAP_QKINDS)
@@ -1399,7 +1404,7 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   if (r->out_active)
     s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
   if (so->windows)
-    fill_windows(e, r, s, km);
+    fill_windows(e, r, s, km & win_kinds(so));
   if (!e->ctxmode && r->kind == TLC_ROW_CODE) {
     /* GROSS == CALL without context_area: only CALL's total and samples are kept */
     s->total[TLC_GROSS] = s->total[TLC_CALL];
@@ -1490,7 +1495,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       for (w = 0; w < s->nwin; w++) {
         s->win[w].count += x->win[w].count;
         for (k = 0; k < NK; k++) {
-          if (!(km & (1u << k)))
+          if (!(km & win_kinds(so) & (1u << k)))
             continue;
           const wkd_t b = { x->win[w].k[k].n, x->win[w].k[k].sum, x->win[w].k[k].min,
                             x->win[w].k[k].max };

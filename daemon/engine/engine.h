@@ -163,7 +163,8 @@ typedef struct tlc_snap_opts {
                            changed them, or T grew while they had an open part (activation, stay,
                            outside stretch); Neutral rows when any of their contexts' rows is.
                            Rows whose windows only slid with T are not included. */
-  uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows) */
+  uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows); TLC_SNAP_WKINDS | bit k:
+                           the windows' k[k] of those kinds only (counts always) */
   uint8_t neutral;      /* 1: add Neutral rows when there is more than one context */
   uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept);
                            TLC_SNAP_QKINDS | bit k (enum tlc_kind): of those kinds only (the
@@ -178,6 +179,7 @@ typedef struct tlc_snap_opts {
 } tlc_snap_opts_t;
 #define TLC_SNAP_KINDS_SET 0x80u /* marks a kinds mask that may be empty */
 #define TLC_SNAP_QKINDS    0x80u /* marks a quantiles value that is a mask of kinds */
+#define TLC_SNAP_WKINDS    0x80u /* marks a windows value that is a mask of kinds */
 
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
  * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,

@@ -95,6 +95,7 @@ typedef struct tlc_http_stats {
   uint64_t refused;      /* connections refused: max_connections reached */
   uint64_t busy;         /* 503: response over max_response or max_inflight */
   uint64_t ws_messages;  /* live messages sent */
+  uint64_t ws_cpu_ns;    /* loop thread CPU time building and writing live messages */
   uint64_t ws_coalesced; /* live updates merged into a later one (slow reader) */
   uint64_t ws_bad;       /* live connections closed for a bad message */
   uint64_t auth_failed;  /* requests and live sockets refused for a missing or wrong token */

@@ -120,7 +120,7 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
   tlc_out_puts(o, "]");
 }
 
-static const char *const kind_name[3] = { "code", "data", "state" };
+static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\"," };
 
 /* A row as an array, in the order of COLS (the names are sent once per message). */
 #define COLS                                                                                       \
@@ -148,7 +148,7 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
   tlc_json_string(o, ma != NULL ? ma->name : "");
   tlc_out_putc(o, ',');
   tlc_json_string(o, ctx);
-  tlc_out_printf(o, ",\"%s\",", kind_name[s->kind < 3 ? s->kind : 0]);
+  tlc_out_puts(o, kind_json[s->kind < 3 ? s->kind : 0]);
   tlc_out_u64(o, s->state);
   tlc_out_putc(o, ',');
   tlc_out_u64(o, s->count);
@@ -191,7 +191,7 @@ static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t sin
   }
   memset(&so, 0, sizeof(so));
   so.since_seq = since;
-  so.windows = 1;
+  so.windows = TLC_SNAP_WKINDS | (1u << TLC_NET); /* the page shows count and net time */
   so.neutral = 1;
   /* one snapshot; quantiles only where the page shows one (p99 of NET: a histogram walk per
    * row), GROSS and CALL for their averages */

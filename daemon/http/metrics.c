@@ -566,6 +566,11 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     family(o, om, "tlcap_http_auth_failed_total", "counter",
            "Requests and live sockets refused for a missing or wrong token.");
     tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", v->st->auth_failed);
+    family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
+           "Loop thread CPU time spent building and writing live dashboard messages.");
+    tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
+    tlc__http_out_seconds(o, (int64_t)(v->st->ws_cpu_ns & INT64_MAX));
+    tlc_out_putc(o, '\n');
     family(o, om, "tlcap_http_ws_bad_total", "counter",
            "Live WebSockets closed for a bad message or frame.");
     tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);

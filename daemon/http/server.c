@@ -41,6 +41,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -361,8 +362,17 @@ static void ws_unlink(pss_t *p) {
   h->view.websockets = h->st.websockets;
 }
 
+/* CPU time of the calling thread (the loop's): what the live messages cost it. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int ws_send(struct lws *wsi, pss_t *p) {
   tlc_http_t *h = p->h;
+  uint64_t cpu0;
   char *buf;
   size_t len;
   int n;
@@ -376,16 +386,19 @@ static int ws_send(struct lws *wsi, pss_t *p) {
     memcpy(m + LWS_PRE, need, sizeof(need) - 1);
     return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
   }
+  cpu0 = thread_cpu_ns();
   if (h->live.tick == 0)
     tlc__http_live_cache_tick(&h->live, now_unix_ms());
   if (tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &buf, &len) != 0) {
     say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
         h->o.max_ws_message + (1u << 20));
+    h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
     return 0; /* the next tick tries again */
   }
   /* the same bytes for every socket of this tick; lws writes the frame header into the
    * LWS_PRE bytes before them and keeps what the kernel does not take (a copy) */
   n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len, LWS_WRITE_TEXT);
+  h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
   if (n < 0)
     return -1;
   h->st.ws_messages++;
