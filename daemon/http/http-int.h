@@ -1,9 +1,10 @@
 /* http-int.h - what the files of daemon/http share (private to the library).
  *
  * The request side is split so that everything that looks at request bytes is plain C over a
- * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors), metrics.c
- * (/metrics), api.c (/api/v1), live.c (the dashboard's WebSocket messages both ways). server.c
- * is the libwebsockets glue; tests/fuzz/fuzz_http.c drives the same functions directly.
+ * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors, /api/v1),
+ * metrics.c (/metrics), live.c (the dashboard's WebSocket messages both ways), targets.c (a
+ * target as both JSON documents show it). server.c is the libwebsockets glue;
+ * tests/fuzz/fuzz_http.c drives the same functions directly.
  */
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
@@ -74,6 +75,18 @@ int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
 void tlc__http_metrics_cache_free(tlc__http_view_t *v);
 /* The histogram edges (ns) of tlcap_area_net_duration_seconds, and their number. */
 const int64_t *tlc__http_metrics_edges(size_t *n);
+
+/* ---- a target in the JSON documents (targets.c) ---- */
+
+/* Target i's info and storage figures (st->has 0: not stored). 0 or the provider's error. */
+int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *ti,
+                          tlc_http_store_info_t *st);
+/* Opens a target's object: {"name": .., "format": .., "state": .., "peer": .. (no closing). */
+void tlc__http_target_head(tlc_out_t *o, const tlc_ps_target_info_t *ti);
+/* , "KEY": null, or , "KEY": {names[0]: bytes written, [1]: records written, [2]: records
+ * dropped, [3]: the open segment's sequence, [4]: its bytes}. */
+void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,
+                              const char *const names[5]);
 
 /* /api/v1/targets into o. */
 int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o);

@@ -87,35 +87,25 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
     tlc_out_puts(o, ", \"store\": null");
   opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);
   tlc_out_puts(o, "}, \"targets\": [");
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, shown = 0; i < n; i++) {
+    static const char *const storage[5] = { "bytes", "records", "dropped", "segment",
+                                            "segment_bytes" };
     tlc_ps_target_info_t ti;
     tlc_http_store_info_t st;
     const tlc_counters_t *c = &ti.counters;
-    if (pv->info(pv->ud, i, &ti) != 0)
+    if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
-    memset(&st, 0, sizeof(st));
-    if (v->src.target_store != NULL)
-      v->src.target_store(v->src.ud, i, &st);
-    tlc_out_puts(o, i ? ", {\"name\": " : "{\"name\": ");
-    tlc_json_string(o, ti.name);
-    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
-                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
-    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    if (shown++ > 0)
+      tlc_out_puts(o, ", ");
+    tlc__http_target_head(o, &ti);
     tlc_out_printf(o,
                    ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64
                    ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64,
                    c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
                    c->dropped_area_limit, c->anomalies, ti.reconnects);
-    if (st.has)
-      tlc_out_printf(o,
-                     ", \"storage\": {\"bytes\": %" PRIu64 ", \"records\": %" PRIu64
-                     ", \"dropped\": %" PRIu64 ", \"segment\": %" PRIu64
-                     ", \"segment_bytes\": %" PRIu64 "}}",
-                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
-                     st.segment_bytes);
-    else
-      tlc_out_puts(o, ", \"storage\": null}");
+    tlc__http_target_storage(o, "storage", &st, storage);
+    tlc_out_putc(o, '}');
   }
   tlc_out_puts(o, "]");
 }

@@ -457,18 +457,15 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
  * the one they were rendered from). */
 static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
                        size_t *budget) {
-  const tlc_ps_provider_t *pv = v->src.pv;
   mcent_t *c = &v->mcache->e[i];
   uint64_t epoch = 0, seq = 0;
   int known, rc;
-  if ((rc = pv->info(pv->ud, i, &m->info)) != 0)
+  if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
   if (m->name == NULL)
     return TLC_ENOMEM;
   strcpy(m->name, m->info.name);
-  if (v->src.target_store != NULL)
-    v->src.target_store(v->src.ud, i, &m->st);
   if (v->metrics_areas == 0 || v->src.code_net == NULL) {
     ent_fini(c);
     return 0;
