@@ -118,11 +118,11 @@ int main(int argc, char **argv) {
   free(chunk);
   {
     tlc_engine_mem_t m;
-    tlc_engine_mem(t->engine, &m);
+    tlc_engine_mem(t->pipe.engine, &m);
     printf("target: %zu areas, %zu contexts, %.1f MB engine (%.1f MB histograms, %.1f MB "
            "windows), %llu events\n",
            m.areas, m.contexts, m.bytes / 1e6, m.hist_bytes / 1e6, m.window_bytes / 1e6,
-           (unsigned long long)tlc_engine_counters(t->engine)->events);
+           (unsigned long long)tlc_engine_counters(t->pipe.engine)->events);
   }
   for (int r = 0; r < 5; r++) {
     tlc_ckw_t w;
@@ -163,7 +163,8 @@ int main(int argc, char **argv) {
         return 1;
       }
       rs[r] = now() - t0;
-      if (tlc_engine_counters(t2->engine)->events != tlc_engine_counters(t->engine)->events)
+      if (tlc_engine_counters(t2->pipe.engine)->events !=
+          tlc_engine_counters(t->pipe.engine)->events)
         return 1;
       tlc_targets_fini(&reg2);
       free(buf);

@@ -16,7 +16,11 @@ cores, M MiB x P passes) to one more target:
 deltas.) Runs alternate A, B, C, A, B, C, ... (N rounds); each daemon run is checked (records
 counted == records sent, no decode errors). The figure is the median of the per-round ratios
 B/A and C/A of the sender's throughput (bytes / first write .. the daemon's close after the
-last byte was processed). The publisher's published/dropped counters are printed.
+last byte was processed), and the median of the per-round ratios of the daemon's CPU time per
+byte (A/B: 1.0 = publishing costs the daemon nothing), which foreign load on a shared machine
+moves far less than wall-clock throughput. Runs must be long enough for many publishing ticks
+to fall inside them (--mib 256 --passes 4 is about 2 s, 10 ticks at 200 ms). The publisher's
+published/dropped counters are printed.
 """
 import argparse
 import os
@@ -121,6 +125,12 @@ def main():
             print("%s vs no nats: ratios %s; median %.3fx (target >= 0.97x: %s)"
                   % (name, " ".join("%.3f" % x for x in ratios), mr,
                      "MET" if mr >= 0.97 else "NOT MET"))
+            # the daemon's CPU per byte, without / with NATS: 1.0 = publishing costs nothing;
+            # foreign load on a shared VM moves wall-clock throughput far more than this
+            cpu = [(b["cpu_recv"] / b["bytes"]) / (x["cpu_recv"] / x["bytes"])
+                   for x, b in zip(res[name], base)]
+            print("%s vs no nats: daemon CPU per byte, no nats / nats: %s; median %.3fx"
+                  % (name, " ".join("%.3f" % x for x in cpu), B.median(cpu)))
         for _, dm, *_ in daemons:
             dm.stop()
     finally:

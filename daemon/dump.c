@@ -240,9 +240,9 @@ static int job_next(tlc_dump_t *d) {
     if ((d->job.name = tlc_strndup(t->name, strlen(t->name))) == NULL)
       return TLC_ENOMEM;
   }
-  r = tlc_engine_handle_split(t->engine, d->lo, TLC_DUMP_PART_ROWS, &hi);
+  r = tlc_engine_handle_split(t->pipe.engine, d->lo, TLC_DUMP_PART_ROWS, &hi);
   if (r == 0) {
-    r = tlc_engine_snapshot_part(t->engine, &d->job.tab, NULL, d->lo, hi);
+    r = tlc_engine_snapshot_part(t->pipe.engine, &d->job.tab, NULL, d->lo, hi);
     tlc_target_counters(t, &d->job.tab.counters);
   }
   if (r == 0) { /* its mapping, or the names its evlog items gave (tlc_target_names) */

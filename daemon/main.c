@@ -118,8 +118,8 @@ static void status_text(const tlc_daemon_t *d, char *buf, size_t len) {
   for (size_t i = 0; i < d->targets.n; i++) {
     const tlc_target_t *t = d->targets.v[i];
     connected += t->connected ? 1 : 0;
-    skipped += t->dec.c.bytes_skipped;
-    events += tlc_engine_counters(t->engine)->events;
+    skipped += t->pipe.dec.c.bytes_skipped;
+    events += tlc_engine_counters(t->pipe.engine)->events;
   }
   snprintf(buf, len,
            "targets=%zu connected=%zu conns=%zu listeners=%zu events=%" PRIu64 " bytes=%" PRIu64

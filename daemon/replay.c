@@ -32,6 +32,7 @@
 #include "dec.h"
 #include "evlog.h"
 #include "evmap.h"
+#include "pipeline.h"
 #include "json.h"
 #include "mapping.h"
 #include "out.h"
@@ -99,14 +100,12 @@ typedef struct rp_stream {
   int stopped; /* a strict-mode error ended the capture */
   uint8_t *buf;
   size_t blen, bpos;
-  tlc_dec_t dec;
-  int dec_live;
-  tlc_evmap_t *evmap;
+  /* decoder (a fresh one per file) -> evlog mapping -> range -> engine (pass 1 only) */
+  tlc_pipeline_t pipe;
+  int pipe_live;
   tlc_event_t raw[RP_BATCH];
   tlc_event_t out[2 * RP_BATCH];
-  tlc_dec_counters_t total;
   int io_err;
-  int pending_gap, any_out; /* history: a disconnect before the next event in the range */
 } rp_stream_t;
 
 static void usage(FILE *to) {
@@ -296,18 +295,6 @@ static int history_files(rp_t *rp) {
   return 0;
 }
 
-static void add_counters(tlc_dec_counters_t *a, const tlc_dec_counters_t *b) {
-  a->bytes += b->bytes;
-  a->records += b->records;
-  a->bytes_skipped += b->bytes_skipped;
-  a->resyncs += b->resyncs;
-  a->records_invalid += b->records_invalid;
-  a->truncated += b->truncated;
-  a->blocks += b->blocks;
-  a->overflow_blocks += b->overflow_blocks;
-  a->overflow_items += b->overflow_items;
-}
-
 /* Reads a whole (small) file: aprof/BR reports and mapping files, up to RP_MAX_FILE_TEXT. */
 static int read_all(const char *path, char **data, size_t *len) {
   return tlc_file_read(path, RP_MAX_FILE_TEXT, data, len);
@@ -364,32 +351,24 @@ static int stream_open_file(rp_stream_t *s) {
     s->io_err = 1;
     return -1;
   }
-  r = tlc_dec_init(&s->dec, rp->fmt, NULL);
+  r = tlc_pipeline_restart(&s->pipe);
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s: %s\n", path, tlc_strerror(r));
     stream_close_file(s);
     s->io_err = 1;
     return -1;
   }
-  s->dec_live = 1;
   s->eof = 0;
   s->blen = s->bpos = 0;
   if (rp->gap_before != NULL && rp->gap_before[s->fi]) {
     /* the live target made a gap here (a disconnect: it always ends a segment); the evlog
      * mapping forgets its stacks now, the engine at the next event in the range */
-    if (s->evmap != NULL)
-      tlc_evmap_gap(s->evmap);
-    s->pending_gap = 1;
+    tlc_pipeline_gap_mark(&s->pipe);
   }
   return 0;
 }
 
 static void stream_close_file(rp_stream_t *s) {
-  if (s->dec_live) {
-    add_counters(&s->total, &s->dec.c);
-    tlc_dec_fini(&s->dec);
-    s->dec_live = 0;
-  }
   if (s->seg != NULL) {
     tlc_segread_close(s->seg);
     s->seg = NULL;
@@ -404,40 +383,8 @@ static void report(rp_stream_t *s, const char *what) {
   if (!s->report)
     return;
   fprintf(stderr, "tlcapd replay: %s: byte %" PRIu64 ": %s\n", s->rp->files[s->fi],
-          s->dec.err_offset, s->dec.err_reason[0] ? s->dec.err_reason : what);
+          s->pipe.dec.err_offset, s->pipe.dec.err_reason[0] ? s->pipe.dec.err_reason : what);
   s->rp->bad_input = 1;
-}
-
-/* Maps a batch of decoded events into s->out (evlog mapping, time filter). */
-static int map_batch(rp_stream_t *s, int n) {
-  rp_t *rp = s->rp;
-  int i, k = 0;
-  for (i = 0; i < n; i++) {
-    tlc_event_t tmp[2];
-    const tlc_event_t *src = &s->raw[i];
-    int m = 1, j;
-    if (s->evmap != NULL) {
-      m = tlc_evmap_map(s->evmap, &s->raw[i], tmp);
-      if (m < 0)
-        return m;
-      src = tmp;
-    }
-    for (j = 0; j < m; j++) {
-      if (rp->has_from && src[j].time_ns < rp->from)
-        continue;
-      if (rp->has_to && src[j].time_ns > rp->to)
-        continue;
-      s->out[k] = src[j];
-      if (s->pending_gap) { /* a gap only between events of the range */
-        if (s->any_out)
-          s->out[k].flags |= TLC_EVF_GAP;
-        s->pending_gap = 0;
-      }
-      s->any_out = 1;
-      k++;
-    }
-  }
-  return k;
 }
 
 /* tlc_timeline_t.next */
@@ -446,7 +393,7 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
   rp_t *rp = s->rp;
   *evs = s->out;
   for (;;) {
-    int n;
+    int n, k = 0;
     if (!stream_is_open(s)) {
       if (s->fi >= rp->nfiles || s->stopped || s->io_err)
         return 0;
@@ -483,7 +430,7 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
     }
     if (s->bpos < s->blen) {
       size_t used = 0;
-      n = tlc_dec_push(&s->dec, s->buf + s->bpos, s->blen - s->bpos, &used, s->raw, RP_BATCH);
+      n = tlc_pipeline_push(&s->pipe, s->buf + s->bpos, s->blen - s->bpos, &used, evs, &k);
       s->bpos += used;
       if (n < 0) {
         report(s, tlc_strerror(n));
@@ -492,7 +439,7 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
         return 0;
       }
     } else {
-      n = tlc_dec_finish(&s->dec, s->raw, RP_BATCH);
+      n = tlc_pipeline_finish(&s->pipe, evs, &k);
       if (n == 0 || n < 0) {
         if (n == TLC_ETRUNC)
           report(s, "truncated record");
@@ -502,13 +449,8 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
         continue;
       }
     }
-    if (n > 0) {
-      int k = map_batch(s, n);
-      if (k < 0)
-        return k;
-      if (k > 0)
-        return k;
-    }
+    if (n > 0 && k != 0)
+      return k; /* the events that came out of the mapping and the range, or its error */
   }
 }
 
@@ -516,41 +458,55 @@ static int stream_next(void *ud, const tlc_event_t **evs) {
  * handles come out the same. */
 static int stream_rewind(void *ud) {
   rp_stream_t *s = ud;
-  int r;
   while (stream_is_open(s))
     stream_close_file(s);
   s->fi = 0;
   s->stopped = 0;
   s->io_err = 0;
-  s->pending_gap = s->any_out = 0;
-  memset(&s->total, 0, sizeof(s->total));
-  if (s->evmap != NULL) {
-    tlc_evmap_free(s->evmap);
-    s->evmap = NULL;
-  }
-  if (s->rp->fmt == TLC_FMT_EVLOG) {
-    r = tlc_evmap_new(&s->evmap, NULL);
-    if (r < 0)
-      return r;
-  }
-  return 0;
+  return tlc_pipeline_rewind(&s->pipe);
 }
 
-static int stream_init(rp_stream_t *s, rp_t *rp, int report_errors) {
+/* The stream of mapped events of rp's files; with_engine: an engine (rp's context area and
+ * mapping) is fed as they are read, until tlc_pipeline_take_engine. */
+static int stream_init(rp_stream_t *s, rp_t *rp, int report_errors, int with_engine) {
+  tlc_pipeline_conf_t pc;
+  tlc_pipeline_io_t io;
+  int r;
   memset(s, 0, sizeof(*s));
   s->rp = rp;
   s->report = report_errors;
   s->buf = tlc_malloc(RP_CHUNK);
   if (s->buf == NULL)
     return TLC_ENOMEM;
+  memset(&pc, 0, sizeof(pc));
+  pc.format = rp->fmt;
+  pc.has_from = rp->has_from;
+  pc.from = rp->from;
+  pc.has_to = rp->has_to;
+  pc.to = rp->to;
+  pc.stop_on_map_error = 1;
+  pc.with_engine = with_engine;
+  tlc_engine_opts_default(&pc.engine);
+  pc.engine.has_context_area = (uint8_t)rp->has_ctx_area;
+  pc.engine.context_area = rp->ctx_area;
+  pc.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
+  memset(&io, 0, sizeof(io));
+  io.raw = s->raw;
+  io.out = s->out;
+  io.batch = RP_BATCH;
+  r = tlc_pipeline_init(&s->pipe, &pc, &io);
+  if (r < 0)
+    return r;
+  s->pipe_live = 1;
   return stream_rewind(s);
 }
 
 static void stream_fini(rp_stream_t *s) {
   while (stream_is_open(s))
     stream_close_file(s);
-  if (s->evmap != NULL)
-    tlc_evmap_free(s->evmap);
+  if (s->pipe_live)
+    tlc_pipeline_fini(&s->pipe);
+  s->pipe_live = 0;
   tlc_free(s->buf);
   s->buf = NULL;
 }
@@ -1043,7 +999,9 @@ int tlc_replay_main(int argc, char **argv) {
   if (rp.mapping_path != NULL && (status = load_mapping(&rp)) != 0)
     goto done;
 
-  r = stream_init(&s, &rp, 1);
+  /* an engine for the statistics exports (the native ones only re-encode the events) */
+  r = stream_init(&s, &rp, 1,
+                  !(rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG));
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
     status = 1;
@@ -1054,27 +1012,18 @@ int tlc_replay_main(int argc, char **argv) {
     status = export_native(&rp, &s, &o);
   } else {
     tlc_engine_t *e = NULL;
-    tlc_engine_opts_t eo;
     tlc_snap_opts_t so;
     tlc_table_t t;
+    tlc_dec_counters_t total;
     const tlc_event_t *evs;
-    int n;
     tlc_timeline_t tl = { stream_next, stream_rewind, &s };
-    tlc_engine_opts_default(&eo);
-    eo.has_context_area = (uint8_t)rp.has_ctx_area;
-    eo.context_area = rp.ctx_area;
-    eo.mapping = rp.has_mapping ? &rp.mapping : NULL;
     tlc_table_init(&t);
-    r = tlc_engine_new(&e, rp.fmt, &eo);
-    if (r < 0) {
-      fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
-      status = 1;
-      goto engine_done;
-    }
-    /* A read or decode error has been told on stderr and ends the capture there: what came
-     * before it is still exported, and the exit status is 1 (checked after the export). */
-    while ((n = stream_next(&s, &evs)) > 0)
-      tlc_engine_push(e, evs, (size_t)n);
+    /* Pass 1: the stream's pipeline feeds its engine. A read or decode error has been told on
+     * stderr and ends the capture there: what came before it is still exported, and the exit
+     * status is 1 (checked after the export). */
+    while (stream_next(&s, &evs) > 0)
+      ;
+    e = tlc_pipeline_take_engine(&s.pipe); /* pass 2 (the export's timeline) reads without it */
     memset(&so, 0, sizeof(so));
     so.windows = 1;
     so.neutral = 1;
@@ -1085,16 +1034,17 @@ int tlc_replay_main(int argc, char **argv) {
       status = 1;
       goto engine_done;
     }
-    t.counters.bytes = s.total.bytes;
-    t.counters.records = s.total.records;
-    t.counters.bytes_skipped = s.total.bytes_skipped;
-    t.counters.resyncs = s.total.resyncs;
-    t.counters.records_invalid = s.total.records_invalid;
-    t.counters.truncated = s.total.truncated;
-    t.counters.overflow_items = s.total.overflow_items;
+    tlc_pipeline_dec_counters(&s.pipe, &total);
+    t.counters.bytes = total.bytes;
+    t.counters.records = total.records;
+    t.counters.bytes_skipped = total.bytes_skipped;
+    t.counters.resyncs = total.resyncs;
+    t.counters.records_invalid = total.records_invalid;
+    t.counters.truncated = total.truncated;
+    t.counters.overflow_items = total.overflow_items;
     /* evlog names come from the mapping step when no mapping file was given */
-    if (!rp.has_mapping && s.evmap != NULL) {
-      if (tlc_evmap_export(s.evmap, &rp.mapping) == 0) {
+    if (!rp.has_mapping && s.pipe.evmap != NULL) {
+      if (tlc_evmap_export(s.pipe.evmap, &rp.mapping) == 0) {
         tlc_mapping_finish(&rp.mapping);
         rp.has_mapping = 1;
       }

@@ -533,8 +533,8 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
         h->t = s;
         tlc_store_target_set_flow(s, st_flow, t); /* backpressure: a TCP source stops reading */
         h->gaps = t->gaps;
-        h->skipped = t->dec.c.bytes_skipped;
-        h->truncated = t->dec.c.truncated;
+        h->skipped = t->pipe.dec.c.bytes_skipped;
+        h->truncated = t->pipe.dec.c.truncated;
         t->store = h;
         st_settings(w, t, t->has_mapping);
       }
@@ -574,15 +574,15 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       }
       break;
     case TLC_TEV_RESYNC:
-      if (hd(t) != NULL && t->dec.c.bytes_skipped > hd(t)->skipped) {
-        tlc_store_gap(hd(t)->t, "resync", t->dec.c.bytes_skipped - hd(t)->skipped);
-        hd(t)->skipped = t->dec.c.bytes_skipped;
+      if (hd(t) != NULL && t->pipe.dec.c.bytes_skipped > hd(t)->skipped) {
+        tlc_store_gap(hd(t)->t, "resync", t->pipe.dec.c.bytes_skipped - hd(t)->skipped);
+        hd(t)->skipped = t->pipe.dec.c.bytes_skipped;
       }
       break;
     case TLC_TEV_TRUNCATED:
-      if (hd(t) != NULL && t->dec.c.truncated > hd(t)->truncated) {
-        tlc_store_gap(hd(t)->t, "truncated", t->dec.c.truncated - hd(t)->truncated);
-        hd(t)->truncated = t->dec.c.truncated;
+      if (hd(t) != NULL && t->pipe.dec.c.truncated > hd(t)->truncated) {
+        tlc_store_gap(hd(t)->t, "truncated", t->pipe.dec.c.truncated - hd(t)->truncated);
+        hd(t)->truncated = t->pipe.dec.c.truncated;
       }
       break;
     case TLC_TEV_FREED:
@@ -690,7 +690,8 @@ static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t conte
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
-  return tlc_engine_hist_cum(w->d->targets.v[index]->engine, handle, context, kind, le, nle, cum);
+  return tlc_engine_hist_cum(w->d->targets.v[index]->pipe.engine, handle, context, kind, le, nle,
+                             cum);
 }
 
 static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
@@ -698,7 +699,7 @@ static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, si
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
-  return tlc_engine_code_net(w->d->targets.v[index]->engine, out, n, cap);
+  return tlc_engine_code_net(w->d->targets.v[index]->pipe.engine, out, n, cap);
 }
 
 static int http_stamp(void *ud, size_t index, uint64_t *epoch, uint64_t *seq) {
@@ -714,7 +715,7 @@ static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) 
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
-  return tlc_engine_context(w->d->targets.v[index]->engine, context, c);
+  return tlc_engine_context(w->d->targets.v[index]->pipe.engine, context, c);
 }
 
 /* Starts the HTTP port on d->cfg.http ("" = off). SPEC 8: beyond loopback only with a token

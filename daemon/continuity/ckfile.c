@@ -65,11 +65,11 @@ int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w) {
     tlc_ckw_i64(w, t->gaplog[i].disconnect_unix_ms);
     tlc_ckw_i64(w, t->gaplog[i].reconnect_unix_ms);
   }
-  tlc_ckw_bytes(w, &t->dec.c, sizeof(t->dec.c));
+  tlc_ckw_bytes(w, &t->pipe.dec.c, sizeof(t->pipe.dec.c));
   if (w->err == 0)
-    tlc_engine_save(t->engine, w);
-  if (w->err == 0 && t->evmap != NULL)
-    tlc_evmap_save(t->evmap, w);
+    tlc_engine_save(t->pipe.engine, w);
+  if (w->err == 0 && t->pipe.evmap != NULL)
+    tlc_evmap_save(t->pipe.evmap, w);
   return w->err;
 }
 
@@ -253,7 +253,7 @@ int tlc_ckpt_restore(tlc_target_t *t, const uint8_t *buf, size_t len, char *why,
     rc = TLC_EFRAME;
     goto out;
   }
-  rc = tlc_engine_load(t->engine, &r);
+  rc = tlc_engine_load(t->pipe.engine, &r);
   if (rc != 0) {
     why_set(why, wl,
             rc == TLC_EINVAL     ? "statistics settings differ from the target's (windows, "
@@ -264,7 +264,7 @@ int tlc_ckpt_restore(tlc_target_t *t, const uint8_t *buf, size_t len, char *why,
             TLC_CKPT_HEADER + r.off);
     goto out;
   }
-  if (t->evmap != NULL) {
+  if (t->pipe.evmap != NULL) {
     tlc_evmap_opts_t mo;
     memset(&mo, 0, sizeof(mo));
     mo.max_names = t->conf.max_names;
@@ -283,8 +283,8 @@ int tlc_ckpt_restore(tlc_target_t *t, const uint8_t *buf, size_t len, char *why,
     goto undo;
   }
   if (nm != NULL) {
-    tlc_evmap_free(t->evmap);
-    t->evmap = nm;
+    tlc_evmap_free(t->pipe.evmap);
+    t->pipe.evmap = nm;
     nm = NULL;
   }
   t->connections = cnt[0];
@@ -299,12 +299,12 @@ int tlc_ckpt_restore(tlc_target_t *t, const uint8_t *buf, size_t len, char *why,
   t->last_disconnect_unix_ms = ld;
   t->ngaplog = ngaplog;
   memcpy(t->gaplog, gl, sizeof(gl));
-  t->dec.c = dc;
+  t->pipe.dec.c = dc;
   rc = 0;
   goto out;
 undo:
   tlc_evmap_free(nm);
-  tlc_engine_clear(t->engine);
+  tlc_engine_clear(t->pipe.engine);
 out:
   tlc_free(in);
   return rc;

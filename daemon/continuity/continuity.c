@@ -417,8 +417,8 @@ static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
 }
 
 static void fingerprint(const tlc_target_t *t, uint64_t fp[4]) {
-  fp[0] = tlc_engine_seq(t->engine);
-  fp[1] = t->dec.c.bytes;
+  fp[0] = tlc_engine_seq(t->pipe.engine);
+  fp[1] = t->pipe.dec.c.bytes;
   fp[2] = t->connections;
   fp[3] = t->gaps;
 }
@@ -462,7 +462,7 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_fork) {
   j->to_fd = j->from_fd = -1;
   if (may_fork && !c->closing && c->o.fork_bytes != SIZE_MAX) {
     tlc_engine_mem_t m;
-    tlc_engine_mem(t->engine, &m);
+    tlc_engine_mem(t->pipe.engine, &m);
     if (m.bytes >= c->o.fork_bytes && c->children < CHILDREN_MAX) {
       int rc;
       t0 = mono_ns();
@@ -593,10 +593,10 @@ static void quarantine(tlc_cont_t *c, const char *name, const char *path, const 
 /* One gap as the live target makes it at a disconnect: engine and evlog mapping forget what
  * is open; a disconnect is counted as one (the restart is not a disconnect). */
 static void replay_gap(tlc_target_t *t, int disconnect) {
-  tlc_dec_reset(&t->dec);
-  tlc_engine_gap(t->engine);
-  if (t->evmap != NULL)
-    tlc_evmap_gap(t->evmap);
+  tlc_dec_reset(&t->pipe.dec);
+  tlc_engine_gap(t->pipe.engine);
+  if (t->pipe.evmap != NULL)
+    tlc_evmap_gap(t->pipe.evmap);
   if (disconnect)
     t->gaps++;
 }
@@ -744,7 +744,7 @@ static uint64_t replay_after(tlc_cont_t *c, tlc_target_t *t, const tlc_ckpt_pos_
               v[i].path, tlc_strerror(rc));
     tlc_segread_close(r);
   }
-  tlc_dec_reset(&t->dec);
+  tlc_dec_reset(&t->pipe.dec);
   t->quiet = 0;
   tlc_free(b.p);
   tlc_free(v);
@@ -828,7 +828,7 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
           " events in all",
           t->name, have ? "statistics restored from its checkpoint" : "statistics rebuilt",
           have && !pos.valid ? " (no storage position)" : "", recs, (double)(mono_ns() - t0) / 1e6,
-          tlc_engine_counters(t->engine)->events);
+          tlc_engine_counters(t->pipe.engine)->events);
   if (have && pos.valid)
     TLC_LOGD(TLC_LOGC_TARGET,
              "target %s: checkpoint position: segment %" PRIu64 " byte %" PRIu64 ", %" PRIu64

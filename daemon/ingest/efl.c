@@ -500,8 +500,8 @@ static void reply_data(tlc_efl_t *e, const tlc_efldbg_msg_t *m) {
     return;
   if (tlc_target_feed(a->target, m->data, m->len) != 0) {
     char why[200];
-    snprintf(why, sizeof(why), "decode error at offset %" PRIu64 ": %s", a->target->dec.err_offset,
-             a->target->dec.err_reason);
+    snprintf(why, sizeof(why), "decode error at offset %" PRIu64 ": %s",
+             a->target->pipe.dec.err_offset, a->target->pipe.dec.err_reason);
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
             a->name, a->pid, why);
     tlc_target_detach(a->target, why);

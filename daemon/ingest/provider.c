@@ -41,7 +41,7 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
   out->memory_refused = t->mem_refused;
   {
     tlc_engine_mem_t m;
-    tlc_engine_mem(t->engine, &m);
+    tlc_engine_mem(t->pipe.engine, &m);
     out->areas = m.areas;
   }
   out->gen = t->gen;
@@ -52,7 +52,7 @@ static int pv_split(void *ud, size_t index, uint64_t lo, size_t n, uint64_t sinc
   tlc_target_t *t = at(ud, index);
   if (t == NULL)
     return TLC_ERANGE;
-  return tlc_engine_handle_split_since(t->engine, lo, n, since, hi);
+  return tlc_engine_handle_split_since(t->pipe.engine, lo, n, since, hi);
 }
 
 static int pv_snapshot_part(void *ud, size_t index, tlc_table_t *tab, const tlc_snap_opts_t *so,
@@ -61,7 +61,7 @@ static int pv_snapshot_part(void *ud, size_t index, tlc_table_t *tab, const tlc_
   int r;
   if (t == NULL)
     return TLC_ERANGE;
-  r = tlc_engine_snapshot_part(t->engine, tab, so, lo, hi);
+  r = tlc_engine_snapshot_part(t->pipe.engine, tab, so, lo, hi);
   tlc_target_counters(t, &tab->counters);
   return r;
 }

@@ -101,10 +101,7 @@ static uint64_t mapping_bytes(const tlc_mapping_t *m) {
 
 static void target_free(tlc_target_t *t) {
   tlc_target_notify(t, TLC_TEV_FREED, NULL);
-  if (t->evmap != NULL)
-    tlc_evmap_free(t->evmap);
-  tlc_engine_free(t->engine); /* releases its charges */
-  tlc_dec_fini(&t->dec);
+  tlc_pipeline_fini(&t->pipe); /* the engine releases its charges */
   tlc_mapping_fini(&t->mapping);
   tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_mapping_fini(&t->evnames);
@@ -116,12 +113,12 @@ static void target_free(tlc_target_t *t) {
 const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
   if (t->has_mapping)
     return &t->mapping;
-  if (t->evmap != NULL) {
-    size_t n = tlc_evmap_area_count(t->evmap);
+  if (t->pipe.evmap != NULL) {
+    size_t n = tlc_evmap_area_count(t->pipe.evmap);
     if (n != t->evnames_n) { /* new names since the last call: export them again */
       tlc_mapping_t m;
       tlc_mapping_init(&m);
-      if (tlc_evmap_export(t->evmap, &m) != 0) {
+      if (tlc_evmap_export(t->pipe.evmap, &m) != 0) {
         tlc_mapping_fini(&m); /* out of memory or over the cap: the previous names stay */
       } else {
         tlc_mapping_finish(&m);
@@ -259,16 +256,22 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   tlc_mapping_fini(&t->mapping);
   t->mapping = m;
   t->has_mapping = 1;
-  tlc_engine_set_mapping(t->engine, &t->mapping);
+  tlc_engine_set_mapping(t->pipe.engine, &t->mapping);
   tlc_target_notify(t, TLC_TEV_MAPPING, NULL);
   return 0;
 }
 
+static void on_bytes(void *ud, const uint8_t *buf, size_t len, uint64_t offset);
+static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
+                       uint64_t coff);
+static void on_mapped(void *ud, const tlc_event_t *ev, size_t n);
+
 static int target_new(tlc_targets_t *r, const char *name, int src_kind,
                       const tlc_target_conf_t *conf, tlc_target_t **out) {
   tlc_target_t *t;
-  tlc_engine_opts_t eo;
-  tlc_dec_opts_t dopts;
+  tlc_pipeline_conf_t pc;
+  tlc_pipeline_io_t io;
+  tlc_engine_opts_t *eo = &pc.engine;
   int err;
 
   t = tlc_calloc(1, sizeof(*t));
@@ -294,52 +297,48 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     err = TLC_ENOMEM;
     goto fail_name;
   }
-  memset(&dopts, 0, sizeof(dopts));
-  dopts.resync = conf->resync;
-  dopts.max_block = conf->max_block;
-  err = tlc_dec_init(&t->dec, conf->format, &dopts);
-  if (err != 0)
-    goto fail_dec;
-  tlc_engine_opts_default(&eo);
-  eo.has_context_area = conf->has_context_area;
-  eo.context_area = conf->context_area;
+  memset(&pc, 0, sizeof(pc));
+  pc.format = conf->format;
+  pc.dec.resync = conf->resync;
+  pc.dec.max_block = conf->max_block;
+  pc.evmap.max_names = conf->max_names;
+  pc.evmap.max_depth = conf->max_depth;
+  pc.with_engine = 1;
+  tlc_engine_opts_default(eo);
+  eo->has_context_area = conf->has_context_area;
+  eo->context_area = conf->context_area;
   if (conf->nwindows > 0) {
-    eo.nwindows = conf->nwindows;
-    memcpy(eo.window_ns, conf->window_ns, sizeof(eo.window_ns));
+    eo->nwindows = conf->nwindows;
+    memcpy(eo->window_ns, conf->window_ns, sizeof(eo->window_ns));
   }
   if (conf->max_areas)
-    eo.max_areas = conf->max_areas;
+    eo->max_areas = conf->max_areas;
   if (conf->max_contexts)
-    eo.max_contexts = conf->max_contexts;
+    eo->max_contexts = conf->max_contexts;
   if (conf->max_depth)
-    eo.max_depth = conf->max_depth;
-  eo.histograms = conf->histograms;
-  eo.mapping = NULL;
-  eo.acct.charge_cb = mem_charge_cb;
-  eo.acct.release_cb = mem_release_cb;
-  eo.acct.ud = t;
-  err = tlc_engine_new(&t->engine, conf->format, &eo);
+    eo->max_depth = conf->max_depth;
+  eo->histograms = conf->histograms;
+  eo->mapping = NULL;
+  eo->acct.charge_cb = mem_charge_cb;
+  eo->acct.release_cb = mem_release_cb;
+  eo->acct.ud = t;
+  memset(&io, 0, sizeof(io));
+  io.raw = r->evbuf; /* shared by every target: the loop thread runs one pipeline at a time */
+  io.out = r->mapbuf;
+  io.batch = TLC_TARGET_BATCH;
+  io.bytes_cb = on_bytes;
+  io.decoded_cb = on_decoded;
+  io.mapped_cb = on_mapped;
+  io.ud = t;
+  err = tlc_pipeline_init(&t->pipe, &pc, &io);
   if (err != 0)
-    goto fail_engine;
-  if (conf->format == TLC_FMT_EVLOG) {
-    tlc_evmap_opts_t mo;
-    memset(&mo, 0, sizeof(mo));
-    mo.max_names = conf->max_names;
-    mo.max_depth = conf->max_depth;
-    err = tlc_evmap_new(&t->evmap, &mo);
-    if (err != 0)
-      goto fail_evmap;
-  }
+    goto fail_pipe;
   if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0')
     (void)load_mapping_file(t, conf->mapping_path); /* logged; the target works without */
   *out = t;
   return 0;
 
-fail_evmap:
-  tlc_engine_free(t->engine);
-fail_engine:
-  tlc_dec_fini(&t->dec);
-fail_dec:
+fail_pipe:
   tlc_free(t->name);
 fail_name:
   tlc_free((char *)(uintptr_t)t->conf.mapping_path);
@@ -440,7 +439,7 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
   }
   t->connections++;
   t->connected = 1;
-  t->attach_pos = t->dec.pos;
+  t->attach_pos = t->pipe.dec.pos;
   t->source = source;
   t->last_connect_unix_ms = now;
   snprintf(t->peer, sizeof(t->peer), "%s", peer != NULL ? peer : "");
@@ -450,44 +449,43 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer) {
   return 0;
 }
 
-static void push_events(tlc_target_t *t, tlc_event_t *ev, size_t n, const uint8_t *chunk,
-                        size_t clen, uint64_t coff) {
+/* The pipeline's observers: the registry's observers, in the order target.h gives. */
+static void on_bytes(void *ud, const uint8_t *buf, size_t len, uint64_t offset) {
+  tlc_target_t *t = ud;
   tlc_targets_t *r = t->reg;
-  const tlc_event_t *out = ev;
-  size_t nout = n;
+  for (size_t i = 0; i < r->nobs && !t->quiet; i++)
+    if (r->obs[i].bytes_cb != NULL)
+      r->obs[i].bytes_cb(r->obs[i].ud, t, buf, len, offset);
+}
+
+static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
+                       uint64_t coff) {
+  tlc_target_t *t = ud;
+  tlc_targets_t *r = t->reg;
   for (size_t i = 0; i < r->nobs && !t->quiet; i++) {
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
     if (r->obs[i].records_cb != NULL)
       r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
   }
-  if (t->evmap != NULL) {
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-      /* evmap forgets its stacks itself at an input event carrying TLC_EVF_GAP. */
-      int m = tlc_evmap_map(t->evmap, &ev[i], &r->mapbuf[k]);
-      if (m > 0)
-        k += (size_t)m;
-    }
-    out = r->mapbuf;
-    nout = k;
-  }
-  if (nout == 0)
-    return;
-  tlc_engine_push(t->engine, out, nout);
-  r->events += nout;
+}
+
+static void on_mapped(void *ud, const tlc_event_t *ev, size_t n) {
+  tlc_target_t *t = ud;
+  tlc_targets_t *r = t->reg;
+  r->events += n;
   for (size_t i = 0; i < r->nobs && !t->quiet; i++)
     if (r->obs[i].batch_cb != NULL)
-      r->obs[i].batch_cb(r->obs[i].ud, t, out, nout);
+      r->obs[i].batch_cb(r->obs[i].ud, t, ev, n);
 }
 
 static void report_changes(tlc_target_t *t) {
-  const tlc_counters_t *ec = tlc_engine_counters(t->engine);
+  const tlc_counters_t *ec = tlc_engine_counters(t->pipe.engine);
   char detail[96];
-  if (t->dec.c.resyncs != t->resyncs_reported) {
+  if (t->pipe.dec.c.resyncs != t->resyncs_reported) {
     snprintf(detail, sizeof(detail), "%" PRIu64 " resyncs, %" PRIu64 " bytes skipped in all",
-             t->dec.c.resyncs - t->resyncs_reported, t->dec.c.bytes_skipped);
-    t->resyncs_reported = t->dec.c.resyncs;
+             t->pipe.dec.c.resyncs - t->resyncs_reported, t->pipe.dec.c.bytes_skipped);
+    t->resyncs_reported = t->pipe.dec.c.resyncs;
     tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET, "target %s (%s): resync: %s", t->name, t->peer,
             detail);
     tlc_target_notify(t, TLC_TEV_RESYNC, detail);
@@ -506,13 +504,13 @@ static void decode_error(tlc_target_t *t) {
   char detail[220];
   /* Offsets count from the start of this connection's stream (after any preamble); the
    * decoder's own offsets run on across connections and appear in its reason text. */
-  uint64_t off = t->dec.err_offset - t->attach_pos;
+  uint64_t off = t->pipe.dec.err_offset - t->attach_pos;
   t->decode_errors++;
   t->reg->decode_errors++;
-  snprintf(detail, sizeof(detail), "offset %" PRIu64 ": %s", off, t->dec.err_reason);
+  snprintf(detail, sizeof(detail), "offset %" PRIu64 ": %s", off, t->pipe.dec.err_reason);
   tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
           "target %s (%s): decode error at byte offset %" PRIu64 ": %s", t->name, t->peer, off,
-          t->dec.err_reason);
+          t->pipe.dec.err_reason);
   tlc_target_notify(t, TLC_TEV_DECODE_ERROR, detail);
 }
 
@@ -522,20 +520,13 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
   r->bytes += len;
   while (len > 0) {
     size_t used = 0;
-    uint64_t pos = t->dec.pos;
-    int n = tlc_dec_push(&t->dec, buf, len, &used, r->evbuf, TLC_TARGET_BATCH);
-    if (used > 0) {
-      for (size_t i = 0; i < r->nobs && !t->quiet; i++)
-        if (r->obs[i].bytes_cb != NULL)
-          r->obs[i].bytes_cb(r->obs[i].ud, t, buf, used, pos);
-    }
-    if (n > 0)
-      push_events(t, r->evbuf, (size_t)n, buf, used, pos);
+    /* bytes_cb, decoded_cb and records_cb, mapping, engine, batch_cb (on_* above) */
+    int n = tlc_pipeline_push(&t->pipe, buf, len, &used, NULL, NULL);
     /* A strict decoder hands out the events before a bad record first and keeps the error
      * for its next call (dec.h: sticky); it counts now, not at a next call that may never
      * come (the stream may end right here). */
-    if (n >= 0 && t->dec.err != 0)
-      n = t->dec.err;
+    if (n >= 0 && t->pipe.dec.err != 0)
+      n = t->pipe.dec.err;
     if (n < 0) {
       decode_error(t);
       ret = n;
@@ -551,53 +542,49 @@ int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len) {
 }
 
 size_t tlc_target_pending(const tlc_target_t *t) {
-  return tlc_dec_pending(&t->dec); /* the decoder says what it holds back */
+  return tlc_dec_pending(&t->pipe.dec); /* the decoder says what it holds back */
 }
 
 void tlc_target_idle(tlc_target_t *t) {
-  tlc_targets_t *r = t->reg;
-  int n, guard = 0;
-  while ((n = tlc_dec_idle(&t->dec, r->evbuf, TLC_TARGET_BATCH)) > 0 && guard++ < 64)
-    push_events(t, r->evbuf, (size_t)n, NULL, 0, 0); /* held records: no chunk, as at the end */
+  int guard = 0;
+  /* held records go through the pipeline (no chunk, as at the end); at most 64 batches, and
+   * what is left stays in the decoder */
+  while (guard++ < 64 && tlc_pipeline_idle(&t->pipe, NULL, NULL) > 0)
+    ;
   report_changes(t);
 }
 
 uint64_t tlc_target_units(const tlc_target_t *t) {
-  const tlc_dec_counters_t *c = &t->dec.c;
+  const tlc_dec_counters_t *c = &t->pipe.dec.c;
   /* evlog: the unit is the block (items inside one may come out before it is whole) */
   return (t->format == TLC_FMT_EVLOG ? c->blocks : c->records) + c->bytes_skipped +
          c->records_invalid;
 }
 
 void tlc_target_detach(tlc_target_t *t, const char *reason) {
-  tlc_targets_t *r = t->reg;
   int64_t now;
   int reported;
   if (!t->connected)
     return;
-  reported = t->dec.err != 0; /* a strict error tlc_target_feed already counted */
+  reported = t->pipe.dec.err != 0; /* a strict error tlc_target_feed already counted */
   for (int guard = 0; guard < 1 << 16; guard++) {
-    int n = tlc_dec_finish(&t->dec, r->evbuf, TLC_TARGET_BATCH);
-    if (n > 0) {
-      push_events(t, r->evbuf, (size_t)n, NULL, 0, 0);
+    int n = tlc_pipeline_finish(&t->pipe, NULL, NULL);
+    if (n > 0)
       continue;
-    }
     if (n == TLC_ETRUNC) {
       t->truncated_tails++;
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
               "target %s (%s): stream ended inside a record at byte offset %" PRIu64 ": %s",
-              t->name, t->peer, t->dec.err_offset - t->attach_pos, t->dec.err_reason);
-      tlc_target_notify(t, TLC_TEV_TRUNCATED, t->dec.err_reason);
+              t->name, t->peer, t->pipe.dec.err_offset - t->attach_pos, t->pipe.dec.err_reason);
+      tlc_target_notify(t, TLC_TEV_TRUNCATED, t->pipe.dec.err_reason);
     } else if (n < 0 && !reported) {
       decode_error(t); /* found among records the decoder held until the end */
     }
     break;
   }
-  tlc_dec_reset(&t->dec);
+  tlc_pipeline_reset(&t->pipe);
   report_changes(t);
-  tlc_engine_gap(t->engine);
-  if (t->evmap != NULL)
-    tlc_evmap_gap(t->evmap);
+  tlc_pipeline_gap(&t->pipe);
   now = tlc_now_unix_ms();
   t->gaps++;
   t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].disconnect_unix_ms = now;
@@ -626,18 +613,18 @@ void tlc_target_hold(tlc_target_t *t, int on) {
 }
 
 void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {
-  *out = *tlc_engine_counters(t->engine);
-  out->bytes = t->dec.c.bytes;
-  out->records = t->dec.c.records;
-  out->bytes_skipped = t->dec.c.bytes_skipped;
-  out->resyncs = t->dec.c.resyncs;
-  out->records_invalid = t->dec.c.records_invalid;
-  out->truncated = t->dec.c.truncated;
-  out->overflow_items = t->dec.c.overflow_items;
+  *out = *tlc_engine_counters(t->pipe.engine);
+  out->bytes = t->pipe.dec.c.bytes;
+  out->records = t->pipe.dec.c.records;
+  out->bytes_skipped = t->pipe.dec.c.bytes_skipped;
+  out->resyncs = t->pipe.dec.c.resyncs;
+  out->records_invalid = t->pipe.dec.c.records_invalid;
+  out->truncated = t->pipe.dec.c.truncated;
+  out->overflow_items = t->pipe.dec.c.overflow_items;
 }
 
 int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so) {
-  int r = tlc_engine_snapshot(t->engine, tab, so);
+  int r = tlc_engine_snapshot(t->pipe.engine, tab, so);
   tlc_target_counters(t, &tab->counters);
   return r;
 }

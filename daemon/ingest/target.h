@@ -7,7 +7,7 @@
  * SPEC section 2). Sources (tcp.c, dial.c, serial.c) attach a connection to a
  * target, feed it bytes and detach it.
  *
- * Pipeline, on the loop thread, no copy per event:
+ * Pipeline (pipeline.h), on the loop thread, no copy per event:
  *
  *     bytes -> tlc_dec_push -> [evlog: tlc_evmap_map] -> tlc_engine_push -> batch observers
  *
@@ -35,6 +35,7 @@
 #include "dec.h"
 #include "engine.h"
 #include "mapping.h"
+#include "pipeline.h"
 #include "stats.h"
 #include "tlc_event.h"
 
@@ -93,9 +94,9 @@ typedef struct tlc_target {
   char *name; /* owned; unique in the registry */
   tlc_format_t format;
   int src_kind; /* enum tlc_src_kind of the source that created it */
-  tlc_dec_t dec;
-  struct tlc_evmap *evmap; /* evlog only, else NULL */
-  struct tlc_engine *engine;
+  /* decoder -> evlog mapping -> engine (pipeline.h): pipe.dec, pipe.evmap (evlog only, else
+   * NULL), pipe.engine; its batch buffers are the registry's */
+  tlc_pipeline_t pipe;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
   tlc_mapping_t evnames; /* evlog: the evmap's area names, as of the last tlc_target_names */
@@ -217,8 +218,8 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
 int tlc_target_attach(tlc_target_t *t, void *source, const char *peer);
 
 /* Feeds received bytes through the pipeline. Returns 0, or (strict mode) the decoder's
- * negative error; then t->dec.err_offset / t->dec.err_reason say where and why, the error is
- * counted and announced (TLC_TEV_DECODE_ERROR), and the caller must close the connection. */
+ * negative error; then t->pipe.dec.err_offset / t->pipe.dec.err_reason say where and why, the error
+ * is counted and announced (TLC_TEV_DECODE_ERROR), and the caller must close the connection. */
 int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len);
 
 /* Non-zero while the stream sits inside a record/block (bytes held or missing), for the

@@ -27,11 +27,14 @@
  */
 #include "bin1x.h"
 #include "engine.h"
+#include "pipeline.h"
 #include "store.h"
 #include "text1.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 #include "xml.h"
+
+#include <string.h>
 
 static int discard_cb(void *ud, const void *buf, size_t len) {
   (void)ud;
@@ -55,32 +58,37 @@ static int write_xml(const tlc_store_export_t *x, const tlc_table_t *tab) {
 
 int tlc_store_main_export(void *ud, const tlc_store_export_t *x) {
   (void)ud;
-  tlc_engine_t *e;
-  tlc_engine_opts_t eo;
-  tlc_engine_opts_default(&eo);
-  eo.histograms = 0; /* no quantiles and no windows are printed: do not compute them */
-  eo.nwindows = 0;
-  eo.has_context_area = x->has_context_area;
-  eo.context_area = x->context_area;
-  eo.mapping = x->mapping;
-  int rc = tlc_engine_new(&e, x->format, &eo);
+  tlc_pipeline_t p;
+  tlc_pipeline_conf_t pc;
+  memset(&pc, 0, sizeof pc);
+  pc.format = x->format;
+  pc.with_engine = 1;
+  tlc_engine_opts_default(&pc.engine);
+  pc.engine.histograms = 0; /* no quantiles and no windows are printed: do not compute them */
+  pc.engine.nwindows = 0;
+  pc.engine.has_context_area = x->has_context_area;
+  pc.engine.context_area = x->context_area;
+  pc.engine.mapping = x->mapping;
+  /* the timeline's events are decoded already (bin1x: no mapping, no range): the pipeline's
+   * engine takes them as they are */
+  int rc = tlc_pipeline_init(&p, &pc, NULL);
   if (rc < 0)
     return rc;
   const tlc_event_t *evs;
   int n;
   uint64_t records = 0;
   while ((n = x->timeline->next(x->timeline->ud, &evs)) > 0) {
-    tlc_engine_push(e, evs, (size_t)n);
+    tlc_pipeline_events(&p, evs, (size_t)n, NULL);
     records += (uint64_t)n; /* bin1x: one event per record */
   }
   if (n < 0) {
-    tlc_engine_free(e);
+    tlc_pipeline_fini(&p);
     return n;
   }
   tlc_table_t tab;
   tlc_table_init(&tab);
   tlc_snap_opts_t so = { 0, 0, 1, 0, 0, 0 }; /* all rows, Neutral; no windows, no quantiles */
-  rc = tlc_engine_snapshot(e, &tab, &so);
+  rc = tlc_engine_snapshot(p.engine, &tab, &so);
   tab.counters.records = records;
   tab.counters.bytes = records * TLC_BIN1X_RECORD;
   if (rc == 0 && x->xml) {
@@ -97,6 +105,6 @@ int tlc_store_main_export(void *ud, const tlc_store_export_t *x) {
     }
   }
   tlc_table_fini(&tab);
-  tlc_engine_free(e);
+  tlc_pipeline_fini(&p);
   return rc;
 }

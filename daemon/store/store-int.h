@@ -1,10 +1,12 @@
-/* store-int.h - shared internals of the storage module (store.c, segment.c, manifest.c,
- * retention.c, segread.c). Not a contract: nothing outside daemon/store*, segment, manifest,
- * retention and segread includes it (tests do, to reach the scanners and the manifest codec).
+/* store-int.h - shared internals of the storage module (store.c, writer.c, sealer.c, zstd.c,
+ * recovery.c, segment.c, manifest.c, retention.c, segread.c). Not a contract: nothing outside
+ * daemon/store*, segment, manifest, retention and segread includes it (tests do, to reach the
+ * scanners and the manifest codec).
  */
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
 
+#include "evlog.h"
 #include "scan.h"
 #include "store.h"
 #include "tlc_event.h"
@@ -340,5 +342,281 @@ int tlc__path(char *out, size_t len, const char *fmt, ...)
 
 int64_t tlc__wall_ns(void);
 int64_t tlc__mono_ns(void);
+
+/* ---- the store's own state: its queues, targets and threads (see the design note in store.c) ----
+ */
+
+#define TICK_NS         (250 * 1000000ll)
+#define PGAP_MAX        16
+#define DISKFULL_LOG_NS (10ll * 1000000000ll)
+#define GATHER_RECS     8192 /* bin1x records gathered per command (192 KiB) */
+
+enum {
+  C_OPEN = 1,
+  C_DATA,
+  C_GAP,
+  C_ROTATE,
+  C_CLOSE,
+  C_RETENTION,
+  C_RECONF,
+  C_BARRIER,
+  C_STOP,
+  C_SETMAP,
+  C_SETCONF,
+  C_SKIP,
+  C_RECEXPORT,
+  C_MARK
+};
+enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT };
+enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED, R_MARK };
+
+/* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
+ * writer (the target's current names) and the seal jobs closed under it. refs under the store's
+ * mutex; the last reference frees it (whichever thread that is). */
+typedef struct tmap {
+  uint32_t refs;
+  tlc_mapping_t m;
+} tmap_t;
+
+/* A sealed bin1x segment whose main export and/or manifest is still to be written. Two kinds:
+ *  - left out by its seal for lack of space (bytes or inodes): the sealer keeps it (s->pend, at
+ *    most PEND_MAX) and writes it when space returns: before its next job, when writing resumes
+ *    (J_RETRY), at its last try at shutdown;
+ *  - recovered at start, or found sealed without its export: the writer keeps it (s->rx, at
+ *    most max_deferred_exports) until a target of that name is configured, then hands it to
+ *    the sealer (J_EXPORT) with that target's settings; at shutdown, without settings.
+ * What is still missing after the last try is done at the next start (a manifest rebuilt from
+ * the data, a missing export written). Owned by one thread at a time; need_ex entries are
+ * counted in exports_pending. */
+typedef struct pend {
+  struct pend *next;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char base[TLC_SEG_BASE_MAX];
+  char data[TLC_SEG_NAME_MAX]; /* data file name (without .zst) */
+  tlc_format_t format;
+  int xml, recovered;
+  uint64_t seq;
+  int need_ex;          /* the main export is to write, with map and tc */
+  int need_mf;          /* m is to write as the manifest */
+  tlc_manifest_t m;     /* need_mf: the manifest (its gaps say what was dropped) */
+  tmap_t *map;          /* need_ex: a reference to the target's names (NULL: none) */
+  tlc_store_tconf_t tc; /* need_ex: its context area */
+} pend_t;
+#define PEND_MAX 256 /* segments waiting for space */
+
+typedef struct cmd {
+  struct cmd *next;
+  int type;
+  tlc_store_target_t *t;
+  uint8_t *buf;
+  size_t len;
+  uint64_t nrec;
+  int64_t *times;  /* C_DATA, bin1x: each record's time as the decoder read it (nrec entries) */
+  tlc_rec_t *recs; /* C_DATA, evlog: each block's length, times and items (nrec entries) */
+  char reason[TLC_GAP_REASON_MAX];
+  uint64_t count;
+  int rot;
+  tlc_store_opts_t *conf;
+  tmap_t *map;          /* C_SETMAP: a reference, handed to the writer (NULL: no names) */
+  tlc_store_tconf_t tc; /* C_SETCONF */
+  void (*cb)(void *);
+  void *ud;
+  tlc_store_mark_fn mcb; /* C_MARK */
+} cmd_t;
+
+typedef struct res {
+  struct res *next;
+  int type;
+  int level;
+  int kind, reason;
+  uint64_t seq;
+  tlc_store_target_t *t;
+  void (*cb)(void *);
+  void *ud;
+  tlc_store_mark_fn mcb; /* R_MARK, with pos */
+  tlc_store_pos_t pos;
+  char target[TLC_TARGET_NAME_MAX_ + 1];
+  char path[1200];
+  char msg[512];
+} res_t;
+
+/* A job for the sealer: a segment to seal (moved out of its target), or a barrier result to
+ * deliver once every seal before it is done. Owns everything it holds. */
+typedef struct sjob {
+  struct sjob *next;
+  int kind;
+  tlc_seg_t seg;        /* J_SEAL: the closed segment, its fd still open */
+  int reason;           /* J_SEAL: enum tlc_store_reason */
+  int64_t wall_ns;      /* J_SEAL: when it was closed (manifest closed_wall_ns) */
+  tmap_t *map;          /* J_SEAL: a reference to the target's names then (may be NULL) */
+  tlc_store_tconf_t tc; /* J_SEAL: the target's export settings then */
+  res_t *res;           /* J_BARRIER: the R_BARRIER result to push */
+  pend_t *p;            /* J_EXPORT: a recovered segment's export, with its settings */
+} sjob_t;
+
+typedef struct pgap {
+  char reason[TLC_GAP_REASON_MAX];
+  uint64_t count;
+} pgap_t;
+
+struct tlc_store_target {
+  tlc_store_t *s;
+  char name[TLC_TARGET_NAME_MAX_ + 1];
+  tlc_format_t format;
+  struct tlc_store_target *next; /* loop: list of open targets */
+  /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
+  tlc_evlog_enc_t enc;
+  tlc_rec_t ea;           /* the open block's items and times */
+  tlc_rec_t *ed;          /* blocks written and not queued yet: their descriptors */
+  size_t ned, ced;        /* used, allocated */
+  int ed_err;             /* a descriptor could not be kept: those blocks are dropped */
+  uint64_t pend_drop_rec; /* buffer_full drops not yet queued as a gap */
+  /* loop side, bin1x: records gathered (as received) and their times, queued as one command at
+   * the end of the loop turn (prepare callback), when GATHER_RECS are held, or before any
+   * other command of this target or of the store (so the order of commands is kept) */
+  uint8_t *gb;
+  int64_t *gt;
+  size_t gn;
+  int gq; /* on the store's list of targets with gathered records */
+  struct tlc_store_target *gnext;
+  /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
+  uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
+  uint64_t sk_end;   /* stream offset after the last byte seen */
+  uint64_t sk_kbase; /* stream offset of sk_buf[0]; valid bytes sk_buf[sk_head..sk_len) */
+  uint8_t *sk_buf;   /* grows up to keep_skipped */
+  size_t sk_head, sk_len, sk_cap;
+  uint64_t sk_blk; /* evlog: 1 + offset of the last block covered (0: none) */
+  int sk_started;
+  uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP) */
+  size_t sk_olen, sk_ocap;
+  uint64_t sk_unkept; /* skipped bytes that could not be kept, to queue */
+  int rx_state;       /* loop: 1 configured, C_RECEXPORT to queue (rx_mark); 2 queued */
+  /* writer side */
+  tlc_seg_t seg;
+  char dir[1024];
+  uint64_t next_seq;
+  int seq_known;
+  uint64_t pause_rec;  /* records dropped during the current disk-full pause */
+  pgap_t pg[PGAP_MAX]; /* gaps waiting for the next segment */
+  size_t npg;
+  tmap_t *wmap;         /* names for the exports (a reference; NULL: none) */
+  tlc_store_tconf_t tc; /* export settings */
+  uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
+  size_t skpend_len;
+  struct tlc_store_target *wnext;
+  /* loop side: backpressure (tlc_store_target_set_flow) */
+  void (*flow_cb)(void *ud, int paused);
+  void *flow_ud;
+  int closed; /* tlc_store_target_close was called: no more flow calls */
+  /* under s->mu */
+  tlc_store_target_counters_t c;
+  size_t qb;      /* bytes of this target queued or gathered for the writer */
+  int paused;     /* flow: the target was asked to pause */
+  int resume_due; /* flow: the writer drained it below the low-water mark */
+};
+
+struct tlc_store {
+  uv_loop_t *loop;
+  tlc_store_opts_t o;
+  char *state_dir;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  cmd_t *qh, *qt;
+  size_t qbytes, qcap;
+  size_t ntargets; /* open targets (under mu): each one's share of the queue is qcap / ntargets */
+  res_t *rh, *rt;
+  uv_async_t async;
+  uv_thread_t thr;
+  int thr_started, thr_exited, joined;
+  tlc_store_counters_t c; /* under mu */
+  tlc_catalog_t cat;
+  /* sealer (queue, count and stop flag under mu); it signals cv when a job is done */
+  uv_thread_t sthr;
+  uv_cond_t scv; /* the sealer waits here for jobs */
+  sjob_t *sh, *st;
+  uint32_t sealing; /* J_SEAL jobs queued or running */
+  int sstop, sthr_started;
+  pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
+  size_t npend;
+  /* writer only (filled by recovery before the writer starts): exports waiting for their
+   * target's settings */
+  pend_t *rx, **rx_tail;
+  size_t nrx;
+  /* writer only */
+  tlc_store_target_t *wlist;
+  int disk_full;
+  int64_t next_probe, next_retention, next_tick, df_log_last;
+  uint64_t df_suppressed;
+  /* loop only */
+  tlc_store_target_t *targets;
+  tlc_store_target_t *gather; /* targets with gathered records (gq) */
+  uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
+  int nhandles;               /* handles not closed yet (async, prep) */
+  size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
+  int rx_any;        /* recovery deferred some exports (set before the writer starts) */
+  int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
+  unsigned inflight; /* compressions */
+  int closing;
+  void (*close_cb)(void *);
+  void *close_ud;
+};
+
+#define LOCKED(s, stmt)                                                                            \
+  do {                                                                                             \
+    uv_mutex_lock(&(s)->mu);                                                                       \
+    stmt;                                                                                          \
+    uv_mutex_unlock(&(s)->mu);                                                                     \
+  } while (0)
+
+/* store.c */
+int64_t tlc__store_wall(tlc_store_t *s);
+int64_t tlc__store_mono(tlc_store_t *s);
+void tlc__store_log_direct(tlc_store_t *s, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void tlc__store_push_res(tlc_store_t *s, res_t *r);
+void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
+                       uint64_t seq);
+int tlc__store_flow_low(const tlc_store_t *s, const tlc_store_target_t *t);
+void tlc__store_flow_resume(tlc_store_t *s);
+void tlc__store_tmap_unref(tlc_store_t *s, tmap_t *m);
+tmap_t *tlc__store_tmap_ref(tlc_store_t *s, tmap_t *m);
+void tlc__store_maybe_finish_close(tlc_store_t *s);
+
+/* writer.c */
+int tlc__store_is_nospace(int rc);
+void tlc__store_w_deleted(void *ud, const tlc_catent_t *e);
+void tlc__store_fill_retention(tlc_store_t *s, tlc_retention_t *r);
+void tlc__store_update_stored(tlc_store_t *s);
+void tlc__store_retention_pass(tlc_store_t *s);
+int tlc__store_ensure_dir(const char *path);
+int tlc__store_ensure_dirs(const char *path, size_t from);
+int tlc__store_target_name_ok(const char *name);
+void tlc__store_apply_defaults(tlc_store_opts_t *o);
+void tlc__store_writer_main(void *arg);
+
+/* sealer.c */
+tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t seq);
+pend_t *tlc__store_pend_new(const char *target, const char *base, const char *data, tlc_format_t f,
+                            int xml, uint64_t seq, int recovered);
+void tlc__store_pend_want_export(tlc_store_t *s, pend_t *p);
+void tlc__store_pend_free(tlc_store_t *s, pend_t *p);
+int tlc__store_pend_try(tlc_store_t *s, pend_t *p);
+void tlc__store_pend_keep(tlc_store_t *s, pend_t *p);
+void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
+                         const tlc_store_tconf_t *tc);
+void tlc__store_push_job(tlc_store_t *s, sjob_t *j);
+void tlc__store_sealer_main(void *arg);
+void tlc__store_stop_sealer(tlc_store_t *s);
+
+/* zstd.c */
+void tlc__store_start_compress(tlc_store_t *s, const res_t *r);
 
 #endif

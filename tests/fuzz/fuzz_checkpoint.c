@@ -50,7 +50,7 @@ static void one(const uint8_t *data, size_t size) {
   tlc_targets_init(&reg, 4);
   if (tlc_targets_get(&reg, info.name, info.src_kind, &info.conf, &t) == 0 && t != NULL) {
     if (tlc_ckpt_restore(t, data, size, why, sizeof why) != 0 &&
-        tlc_engine_counters(t->engine)->events != 0)
+        tlc_engine_counters(t->pipe.engine)->events != 0)
       abort(); /* a refused restore must leave the target empty */
     exercise(t);
   }

@@ -136,7 +136,7 @@ static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_
   (void)ud;
   (void)buf;
   CHECK(t->connected && len > 0);
-  CHECK(offset + len == t->dec.pos); /* the decoder took exactly these, in stream order */
+  CHECK(offset + len == t->pipe.dec.pos); /* the decoder took exactly these, in stream order */
   k->bytes += len;
   S.bytes += len;
 }
@@ -146,7 +146,7 @@ static void obs_decoded(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
   (void)ud;
   CHECK(n > 0 && n <= TLC_TARGET_BATCH);
   for (size_t i = 0; i < n; i++) {
-    CHECK(ev[i].offset < t->dec.pos);
+    CHECK(ev[i].offset < t->pipe.dec.pos);
     CHECK(i == 0 || ev[i].offset > ev[i - 1].offset);
     if (t->format != TLC_FMT_EVLOG)
       CHECK(ev[i].type <= TLC_EV_WRITE && (ev[i].handle >> 28) <= TLC_AREA_AUXSTATE);
@@ -211,10 +211,10 @@ static void write_some(feed_t *f, int chunked) {
 
 static void check_stats(const tlc_target_t *t) {
   tlc_table_t tab;
-  const tlc_counters_t *ec = tlc_engine_counters(t->engine);
+  const tlc_counters_t *ec = tlc_engine_counters(t->pipe.engine);
   tlc_table_init(&tab);
   CHECK(tlc_target_snapshot(t, &tab, NULL) == 0);
-  CHECK(tab.counters.events == ec->events && tab.counters.bytes == t->dec.c.bytes);
+  CHECK(tab.counters.events == ec->events && tab.counters.bytes == t->pipe.dec.c.bytes);
   for (size_t i = 0; i < tab.nrows; i++) {
     const tlc_stat_t *r = &tab.rows[i];
     CHECK(r->context < tab.ncontexts || r->context == TLC_CTX_NEUTRAL ||
@@ -371,13 +371,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       track_t *k = track(t);
       CHECK(!t->connected && t->source == NULL);
       CHECK(k->connected == k->disconnected && k->connected == t->connections);
-      CHECK(t->gaps == t->connections && tlc_engine_counters(t->engine)->gaps >= t->gaps);
-      CHECK(k->bytes == t->dec.c.bytes && k->decoded == t->dec.c.records);
-      CHECK(tlc_engine_counters(t->engine)->events <= k->events);
+      CHECK(t->gaps == t->connections && tlc_engine_counters(t->pipe.engine)->gaps >= t->gaps);
+      CHECK(k->bytes == t->pipe.dec.c.bytes && k->decoded == t->pipe.dec.c.records);
+      CHECK(tlc_engine_counters(t->pipe.engine)->events <= k->events);
       if (t->format != TLC_FMT_EVLOG && t->decode_errors == 0)
-        CHECK(24 * t->dec.c.records + t->dec.c.truncated == t->dec.c.bytes);
+        CHECK(24 * t->pipe.dec.c.records + t->pipe.dec.c.truncated == t->pipe.dec.c.bytes);
       check_stats(t);
-      taken += t->dec.c.bytes;
+      taken += t->pipe.dec.c.bytes;
     }
     for (size_t i = 0; i < nfeed; i++) {
       if (feed[i].off != feed[i].len)

@@ -1,0 +1,1031 @@
+/* request.c - subscription specs and the requests of subscribers (Hello and the token, Subscribe,
+ * GetStats, ...) (see the design note in pubsub.c).
+ */
+#define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
+#include "pubsub-int.h"
+
+#include "convert.h"
+#include "frame.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+#include "tlc_version.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- specs ------------------------------------------------------------------------------- */
+
+void tlc__ps_spec_free(spec_t *s) {
+  size_t i;
+  if (s == NULL)
+    return;
+  for (i = 0; i < s->ntargets; i++)
+    tlc_free(s->targets[i]);
+  for (i = 0; i < s->nareas; i++)
+    tlc_free(s->areas[i]);
+  tlc_free(s->targets);
+  tlc_free(s->areas);
+  tlc_free(s->handles);
+  tlc_free(s->columns);
+  tlc_free(s->key);
+  tlc_free(s);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int copy_patterns(char ***dst, size_t *n, char **src, size_t nsrc) {
+  size_t i;
+  *n = 0;
+  *dst = NULL;
+  if (nsrc == 0)
+    return 0;
+  *dst = tlc_calloc(nsrc, sizeof(char *));
+  if (*dst == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < nsrc; i++) {
+    (*dst)[i] = tlc_strndup(src[i], strlen(src[i]));
+    if ((*dst)[i] == NULL)
+      return TLC_ENOMEM;
+    (*n)++;
+  }
+  return 0;
+}
+
+/* Validates and copies a Subscribe's spec. Returns 0, TLC_EINVAL (with why) or TLC_ENOMEM. */
+static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, const char **why) {
+  spec_t *s;
+  size_t i, keylen;
+  char *k;
+  *out = NULL;
+  if (r->n_targets > MAX_PATTERNS || r->n_areas > MAX_PATTERNS) {
+    *why = "too many patterns (max 64 per list)";
+    return TLC_EINVAL;
+  }
+  if (r->n_handles > MAX_HANDLES) {
+    *why = "too many handles (max 4096)";
+    return TLC_EINVAL;
+  }
+  if (r->n_columns > MAX_COLUMNS_REQ) {
+    *why = "too many columns (max 1024)";
+    return TLC_EINVAL;
+  }
+  /* "\x1fH%08X" per handle, "\x1fC%u" per column (< TLC_COL_MAX_COLUMNS of them); the header
+   * takes < 64 */
+  keylen = 64 + r->n_handles * 10 + TLC_COL_MAX_COLUMNS * 8;
+  for (i = 0; i < r->n_targets; i++) {
+    size_t l = strlen(r->targets[i]);
+    if (l > MAX_PATTERN_LEN) {
+      *why = "pattern longer than 256 bytes";
+      return TLC_EINVAL;
+    }
+    keylen += l + 24; /* "\x1fT<len>:" + pattern */
+  }
+  for (i = 0; i < r->n_areas; i++) {
+    size_t l = strlen(r->areas[i]);
+    if (l > MAX_PATTERN_LEN) {
+      *why = "pattern longer than 256 bytes";
+      return TLC_EINVAL;
+    }
+    keylen += l + 24; /* "\x1fA<len>:" + pattern */
+  }
+  s = tlc_calloc(1, sizeof(*s));
+  if (s == NULL)
+    return TLC_ENOMEM;
+  s->interval_ms = r->interval_ms;
+  if (s->interval_ms < ps->o.min_interval_ms)
+    s->interval_ms = ps->o.min_interval_ms;
+  if (s->interval_ms > ps->o.max_interval_ms)
+    s->interval_ms = ps->o.max_interval_ms;
+  s->windows = r->windows ? 1 : 0;
+  s->quantiles = r->quantiles ? 1 : 0;
+  s->neutral = r->neutral || r->neutral_only ? 1 : 0;
+  s->neutral_only = r->neutral_only ? 1 : 0;
+  s->names = r->names ? 1 : 0;
+  if (r->n_columns > 0) {
+    uint32_t cols[TLC_COL_MAX_COLUMNS];
+    int w, q;
+    s->ncolumns = tlc_cols_normalise(r->columns, r->n_columns, cols, &w, &q);
+    s->windows = (uint8_t)w;
+    s->quantiles = (uint8_t)q;
+    s->kinds = (uint8_t)(TLC_SNAP_KINDS_SET | tlc_cols_kinds(cols, s->ncolumns));
+    s->columns = tlc_malloc(s->ncolumns * sizeof(uint32_t));
+    if (s->columns == NULL)
+      goto fail_nomem;
+    memcpy(s->columns, cols, s->ncolumns * sizeof(uint32_t));
+  }
+  if (copy_patterns(&s->targets, &s->ntargets, r->targets, r->n_targets) < 0 ||
+      copy_patterns(&s->areas, &s->nareas, r->areas, r->n_areas) < 0)
+    goto fail_nomem;
+  if (r->n_handles > 0) {
+    s->handles = tlc_malloc(r->n_handles * sizeof(uint32_t));
+    if (s->handles == NULL)
+      goto fail_nomem;
+    memcpy(s->handles, r->handles, r->n_handles * sizeof(uint32_t));
+    qsort(s->handles, r->n_handles, sizeof(uint32_t), cmp_u32);
+    s->nhandles = r->n_handles;
+  }
+  s->key = k = tlc_malloc(keylen);
+  if (k == NULL)
+    goto fail_nomem;
+  k += sprintf(k, "%u/%u%u%u%u%u", s->interval_ms, s->windows, s->quantiles, s->neutral, s->names,
+               s->neutral_only);
+  for (i = 0; i < s->ncolumns; i++)
+    k += sprintf(k,
+                 "\x1f"
+                 "C%u",
+                 s->columns[i]);
+  /* Length-prefixed, so that no pattern's content can make two different specs collide. */
+  for (i = 0; i < s->ntargets; i++)
+    k += sprintf(k, "\x1fT%zu:%s", strlen(s->targets[i]), s->targets[i]);
+  for (i = 0; i < s->nareas; i++)
+    k += sprintf(k,
+                 "\x1f"
+                 "A%zu:%s",
+                 strlen(s->areas[i]), s->areas[i]);
+  for (i = 0; i < s->nhandles; i++)
+    k += sprintf(k, "\x1fH%08X", s->handles[i]);
+  *out = s;
+  return 0;
+fail_nomem:
+  tlc__ps_spec_free(s);
+  return TLC_ENOMEM;
+}
+
+int tlc__ps_spec_target(const spec_t *s, const char *name) {
+  size_t i;
+  if (s->ntargets == 0)
+    return 1;
+  for (i = 0; i < s->ntargets; i++)
+    if (fnmatch(s->targets[i], name, 0) == 0)
+      return 1;
+  return 0;
+}
+
+int tlc__ps_keep_row(void *ud, const tlc_stat_t *r) {
+  keep_ctx_t *k = ud;
+  const spec_t *s = k->spec;
+  char hex[9];
+  size_t i;
+  if (s->nareas == 0 && s->nhandles == 0)
+    return 1;
+  if (s->nhandles > 0 && bsearch(&r->handle, s->handles, s->nhandles, 4, cmp_u32) != NULL)
+    return 1;
+  if (k->nnamed > 0 && bsearch(&r->handle, k->named, k->nnamed, 4, cmp_u32) != NULL)
+    return 1;
+  if (s->nareas > 0) {
+    snprintf(hex, sizeof(hex), "%08X", r->handle);
+    for (i = 0; i < s->nareas; i++)
+      if (fnmatch(s->areas[i], hex, 0) == 0)
+        return 1;
+  }
+  return 0;
+}
+
+int tlc__ps_keep_init(keep_ctx_t *k, const spec_t *s, const tlc_mapping_t *m) {
+  size_t i, j;
+  k->spec = s;
+  k->named = NULL;
+  k->nnamed = 0;
+  if (s->nareas == 0 || m == NULL || m->nareas == 0)
+    return 0;
+  k->named = tlc_malloc(m->nareas * sizeof(uint32_t));
+  if (k->named == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < m->nareas; i++) {
+    const char *nm = m->areas[i].name != NULL ? m->areas[i].name : "";
+    for (j = 0; j < s->nareas; j++)
+      if (fnmatch(s->areas[j], nm, 0) == 0) {
+        k->named[k->nnamed++] = m->areas[i].handle;
+        break;
+      }
+  }
+  qsort(k->named, k->nnamed, sizeof(uint32_t), cmp_u32);
+  return 0;
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static void reply_ack(tlc__ps_sub_t *s, uint32_t req, uint32_t subid) {
+  Tlcap__ServerMessage sm;
+  Tlcap__Ack a;
+  tlcap__server_message__init(&sm);
+  tlcap__ack__init(&a);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ACK;
+  sm.ack = &a;
+  a.subscription_id = subid;
+  tlc__ps_sub_send(s, &sm);
+}
+
+static void auth_failed_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  s->closing = 0; /* was set only to stop input; now fail for real */
+  tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_AUTH_FAILED, "authentication failed",
+                   &s->ps->st.closed_auth);
+}
+
+static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
+  tlc_pubsub_t *ps = s->ps;
+  uint32_t cmax = h->protocol_version != 0 ? h->protocol_version : 1;
+  uint32_t cmin = h->min_protocol_version != 0 ? h->min_protocol_version : cmax;
+  Tlcap__ServerMessage sm;
+  Tlcap__Welcome w;
+  if (cmin > cmax)
+    cmin = cmax;
+  if (cmax < TLC_PROTO_MIN_VERSION || cmin > TLC_PROTO_VERSION) {
+    char why[128];
+    snprintf(why, sizeof(why), "no common protocol version (client %u..%u, daemon %u..%u)", cmin,
+             cmax, TLC_PROTO_MIN_VERSION, TLC_PROTO_VERSION);
+    tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_VERSION, why, &ps->st.closed_frame);
+    return;
+  }
+  if (!s->authed) {
+    uint64_t delay = ps->o.auth_fail_delay_ms;
+    int ok = 1;
+    if (ps->o.auth != NULL)
+      ok = tlc_auth_check(ps->o.auth, s->detached ? NULL : s->peer_ip, h->token.data, h->token.len,
+                          tlc__ps_now_ms(ps), &delay);
+    else if (ps->token_len > 0)
+      ok = tlc_pubsub_token_equal(h->token.data, h->token.len, ps->token, ps->token_len);
+    if (!ok) {
+      /* Never log the token presented. The answer comes after auth_fail_delay_ms, and the
+       * connection reads nothing meanwhile: with max_subscribers, that bounds guessing. */
+      s->closing = 1;
+      if (s->detached) {
+        s->closing = 0;
+        tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_AUTH_FAILED, "authentication failed",
+                         &ps->st.closed_auth);
+        return;
+      }
+      uv_read_stop(&s->h.stream);
+      uv_timer_stop(&s->timer);
+      uv_timer_start(&s->timer, auth_failed_cb, delay, 0);
+      return;
+    }
+    s->authed = 1;
+    tlc_frame_dec_set_max(&s->dec, ps->o.max_request);
+    if (!s->detached)
+      uv_timer_stop(&s->timer);
+    tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: hello from \"%.64s\"",
+                  (unsigned long long)s->id, s->peer, h->client_name != NULL ? h->client_name : "");
+  }
+  s->version = cmax < TLC_PROTO_VERSION ? cmax : TLC_PROTO_VERSION;
+  tlcap__server_message__init(&sm);
+  tlcap__welcome__init(&w);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_WELCOME;
+  sm.welcome = &w;
+  w.protocol_version = s->version;
+  w.min_protocol_version = TLC_PROTO_MIN_VERSION;
+  w.daemon_version = (char *)ps->o.daemon_version;
+  w.instance_id = ps->instance_id;
+  w.max_request_bytes = ps->o.max_request;
+  w.max_message_bytes = ps->o.max_message;
+  w.max_subscriptions = (uint32_t)ps->o.max_subscriptions;
+  w.min_interval_ms = ps->o.min_interval_ms;
+  tlc__ps_sub_send(s, &sm);
+}
+
+static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r) {
+  tlc_pubsub_t *ps = s->ps;
+  feed_t *tick = NULL;
+  spec_t *spec = NULL, *fspec = NULL;
+  subn_t *sn;
+  const char *why = "invalid subscription";
+  size_t i, n;
+  int e;
+  for (i = 0; i < s->nsubs; i++)
+    if (s->subs[i]->id == r->subscription_id) {
+      tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                         "subscription_id already in use on this connection", 0, TLC_EINVAL);
+      return;
+    }
+  if (s->nsubs >= ps->o.max_subscriptions) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_TOO_MANY_SUBSCRIPTIONS,
+                       "too many subscriptions on this connection", 0, TLC_ELIMIT);
+    return;
+  }
+  if ((e = spec_new(ps, r, &spec, &why)) < 0 ||
+      (!r->no_snapshots && (e = spec_new(ps, r, &fspec, &why)) < 0)) {
+    tlc__ps_spec_free(spec);
+    tlc__ps_send_error(s, req,
+                       e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_BAD_REQUEST
+                                       : TLCAP__ERROR_CODE__ERR_FAILED,
+                       e == TLC_EINVAL ? why : "out of memory", 0, e);
+    return;
+  }
+  sn = tlc_calloc(1, sizeof(*sn));
+  if (sn == NULL) {
+    tlc__ps_spec_free(spec);
+    tlc__ps_spec_free(fspec);
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+    return;
+  }
+  sn->id = r->subscription_id;
+  sn->sub = s;
+  sn->spec = spec;
+  n = ps->p.count(ps->p.ud);
+  if (tlc__ps_subn_slots(sn, n) < 0) {
+    tlc__ps_spec_free(fspec);
+    fspec = NULL;
+    sn->feed = NULL;
+  }
+  if (sn->nslots < n || (fspec != NULL && tlc__ps_feed_get(ps, fspec, &sn->feed) < 0)) {
+    tlc_free(sn->slots);
+    tlc__ps_spec_free(spec);
+    tlc_free(sn);
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+    return;
+  }
+  if (sn->feed != NULL) {
+    feed_t *f = sn->feed;
+    sn->fnext = f->subs;
+    if (f->subs != NULL)
+      f->subs->fprev = sn;
+    f->subs = sn;
+    f->nsubs++;
+    /* First a full snapshot of every matching target, as soon as the socket takes it: from
+     * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,
+     * after a tick run now unless the last one is fresh (JOIN_FRESH_NS). */
+    if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
+      tick = f;
+    for (i = 0; i < n && f->tickno > 0; i++) {
+      tlc_ps_target_info_t info;
+      memset(&info, 0, sizeof(info));
+      if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
+          tlc__ps_spec_target(sn->spec, info.name))
+        sn->slots[i].catchup = 1;
+    }
+  }
+  if (r->events) {
+    if (s->ev_stalled)
+      tlc__ps_ev_settle(s); /* drops so far by the subscriptions it had */
+    sn->events = 1;
+    ps->n_event_subns++;
+    ps->evsubs_dirty = 1;
+  }
+  s->subs[s->nsubs++] = sn;
+  reply_ack(s, req, sn->id);
+  /* After the Ack: the snapshot follows it. (A subscriber closing now - it could not even be
+   * sent the Ack - may have taken the feed with it.) */
+  if (tick != NULL && !s->closing && !ps->ticking) {
+    ps->ticking = 1;
+    tlc__ps_feed_tick(tick);
+    tlc__ps_pass_end(ps); /* may free the feed if the subscriber closed meanwhile */
+  }
+}
+
+static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscribe *r) {
+  size_t i;
+  for (i = 0; i < s->nsubs; i++)
+    if (s->subs[i]->id == r->subscription_id) {
+      subn_t *sn = s->subs[i];
+      if (sn->events && s->ev_stalled)
+        tlc__ps_ev_settle(s); /* drops so far by the subscriptions it had */
+      s->subs[i] = s->subs[--s->nsubs];
+      tlc__ps_subn_free(s, sn);
+      reply_ack(s, req, r->subscription_id);
+      return;
+    }
+  tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST, "no such subscription", 0,
+                     TLC_EINVAL);
+}
+
+static void on_list(tlc__ps_sub_t *s, uint32_t req) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i, n = ps->p.count(ps->p.ud), k = 0;
+  tlc_pb_arena_t a;
+  Tlcap__ServerMessage sm;
+  Tlcap__TargetList tl;
+  Tlcap__TargetInfo *ti;
+  Tlcap__Counters *c;
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  tlcap__server_message__init(&sm);
+  tlcap__target_list__init(&tl);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGETS;
+  sm.targets = &tl;
+  tl.instance_id = ps->instance_id;
+  if (ps->p.memory != NULL)
+    ps->p.memory(ps->p.ud, &tl.memory_limit, &tl.memory_used, &tl.memory_refused);
+  ti = tlc_pb_arena_alloc(&a, sizeof(*ti) * (n + 1));
+  c = tlc_pb_arena_alloc(&a, sizeof(*c) * (n + 1));
+  tl.targets = tlc_pb_arena_alloc(&a, sizeof(*tl.targets) * (n + 1));
+  if (ti == NULL || c == NULL || tl.targets == NULL) {
+    tlc_pb_arena_fini(&a);
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    tlc_ps_target_info_t in;
+    memset(&in, 0, sizeof(in));
+    if (ps->p.info(ps->p.ud, i, &in) < 0)
+      continue;
+    tlcap__target_info__init(&ti[k]);
+    ti[k].name = tlc_pb_arena_strdup(&a, in.name != NULL ? in.name : "");
+    ti[k].peer = tlc_pb_arena_strdup(&a, in.peer != NULL ? in.peer : "");
+    if (ti[k].name == NULL || ti[k].peer == NULL)
+      break;
+    ti[k].format = (Tlcap__Format)in.format;
+    ti[k].connected = in.connected != 0;
+    tlc_pb_counters_set(&c[k], &in.counters);
+    ti[k].counters = &c[k];
+    ti[k].connections = in.connections;
+    ti[k].reconnects = in.reconnects;
+    ti[k].gaps = in.gaps;
+    ti[k].decode_errors = in.decode_errors;
+    ti[k].last_connect_unix_ms = in.last_connect_unix_ms;
+    ti[k].last_disconnect_unix_ms = in.last_disconnect_unix_ms;
+    ti[k].memory_bytes = in.memory_bytes;
+    ti[k].memory_refused = in.memory_refused;
+    tl.targets[k] = &ti[k];
+    k++;
+  }
+  tl.n_targets = k;
+  tlc_ps_nats_t nst;
+  Tlcap__NatsStatus ns;
+  memset(&nst, 0, sizeof(nst));
+  if (ps->p.nats != NULL && ps->p.nats(ps->p.nats_ud, &nst) == 0) {
+    tlcap__nats_status__init(&ns);
+    ns.url = (char *)(nst.url != NULL ? nst.url : "");
+    ns.connected = nst.connected != 0;
+    ns.published = nst.published;
+    ns.dropped = nst.dropped;
+    ns.reconnects = nst.reconnects;
+    ns.stream_ready = nst.stream_ready != 0;
+    tl.nats = &ns;
+  }
+  tlc__ps_sub_send(s, &sm);
+  tlc_pb_arena_fini(&a);
+}
+
+static int find_target(tlc__ps_sub_t *s, uint32_t req, const char *name, size_t *idx) {
+  tlc_pubsub_t *ps = s->ps;
+  char why[200];
+  if (name == NULL || ps->p.find(ps->p.ud, name, idx) < 0) {
+    snprintf(why, sizeof(why), "no such target: %.128s", name != NULL ? name : "");
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
+    return -1;
+  }
+  return 0;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+  size_t n = 0;
+  do {
+    p[n++] = (uint8_t)((v & 0x7Fu) | (v > 0x7Fu ? 0x80u : 0));
+    v >>= 7;
+  } while (v != 0);
+  return n;
+}
+
+static size_t varint_len(uint64_t v) {
+  uint8_t b[10];
+  return put_varint(b, v);
+}
+
+/* GetStats answered in one message (older clients) for a target with more than
+ * MIRROR_PART_ROWS areas: its rows are taken from the engine in parts of that many (all now:
+ * one consistent snapshot) and encoded one after the other, so the memory is one part's table
+ * plus the encoded rows, which max_message caps (TLC_ELIMIT past it), never a table of every
+ * area. Returns 0 and *out (refs 1) or a negative error. */
+static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
+                             msg_t **out) {
+  tlc_ps_target_info_t info;
+  tlc_snap_opts_t so;
+  tlc_table_t *t = &ps->scratch, hdr;
+  tlc_pb_snap_sel_t sel;
+  tlc_pb_arena_t a;
+  Tlcap__Snapshot s;
+  uint8_t *rows = NULL, *p;
+  size_t nrows_b = 0, caprows = 0, snap_hdr, snap_len, stats_len, msg_len, n, k;
+  uint64_t lo = 0, hi = 0;
+  const tlc_mapping_t *m;
+  msg_t *msg;
+  int r = 0;
+  *out = NULL;
+  memset(&info, 0, sizeof(info));
+  if ((r = ps->p.info(ps->p.ud, idx, &info)) < 0)
+    return r;
+  tlc__ps_snap_opts(spec, 0, &so);
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = spec->windows;
+  sel.quantiles = spec->quantiles;
+  tlc_table_init(&hdr);
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  while (hi < ((uint64_t)1 << 32)) {
+    tlc_table_clear(t);
+    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, 0, &hi)) < 0 ||
+        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+      goto done;
+    if (lo == 0 && (r = tlc__ps_hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
+      goto done;
+    for (k = 0; k < t->nrows; k++) {
+      Tlcap__Row pr;
+      size_t packed, len;
+      if (a.used > 32 * 1024)
+        tlc_pb_arena_reset(&a);
+      if ((r = tlc_pb_row_build(&a, &pr, &t->rows[k], spec->windows ? t->nwindows : 0, &sel)) < 0)
+        goto done;
+      len = tlc_pb_row_field_size(&pr, &packed);
+      if (nrows_b + len > ps->o.max_message) {
+        r = TLC_ELIMIT;
+        goto done;
+      }
+      if (nrows_b + len > caprows) {
+        uint8_t *nb = tlc_grow(rows, &caprows, nrows_b + len, 1, 1u << 16);
+        if (nb == NULL) {
+          r = TLC_ENOMEM;
+          goto done;
+        }
+        rows = nb;
+      }
+      nrows_b += tlc_pb_row_field_pack(&pr, packed, rows + nrows_b);
+    }
+    lo = hi;
+  }
+  tlc_pb_arena_reset(&a);
+  m = ps->p.mapping != NULL && spec->names ? ps->p.mapping(ps->p.ud, idx) : NULL;
+  if ((r = tlc_pb_snapshot_build(&a, &s, &hdr, info.name != NULL ? info.name : "", &sel, m)) < 0)
+    goto done;
+  s.n_rows = 0; /* the header only: the rows are the bytes encoded above */
+  s.instance_id = ps->instance_id;
+  s.full = 1;
+  s.connected = info.connected != 0;
+  s.unix_ms = tlc__ps_unix_ms();
+  /* ServerMessage{request_id, stats: Stats{snapshot: header + rows}}, framed */
+  snap_hdr = tlcap__snapshot__get_packed_size(&s);
+  snap_len = snap_hdr + nrows_b;
+  stats_len = 1 + varint_len(snap_len) + snap_len;
+  msg_len = (req ? 1 + varint_len(req) : 0) + 2 + varint_len(stats_len) + stats_len;
+  n = varint_len(msg_len) + msg_len;
+  if (n > ps->o.max_message) {
+    r = TLC_ELIMIT;
+    goto done;
+  }
+  if ((msg = tlc_malloc(sizeof(*msg) + n)) == NULL) {
+    r = TLC_ENOMEM;
+    goto done;
+  }
+  memset(msg, 0, sizeof(*msg));
+  msg->refs = 1;
+  msg->kind = PSM_CONTROL;
+  p = msg->data;
+  p += put_varint(p, msg_len);
+  if (req) {
+    *p++ = 0x08; /* field 1 (request_id), varint */
+    p += put_varint(p, req);
+  }
+  *p++ = 0x8A; /* field 17 (stats), length-delimited: two-byte tag */
+  *p++ = 0x01;
+  p += put_varint(p, stats_len);
+  *p++ = 0x0A; /* Stats field 1 (snapshot), length-delimited */
+  p += put_varint(p, snap_len);
+  p += tlcap__snapshot__pack(&s, p);
+  if (nrows_b > 0)
+    memcpy(p, rows, nrows_b);
+  p += nrows_b;
+  msg->len = (size_t)(p - msg->data);
+  ps->st.snapshots_built++;
+  *out = msg;
+done:
+  tlc_pb_arena_fini(&a);
+  tlc_table_fini(&hdr);
+  tlc_free(rows);
+  return r;
+}
+
+#define GS_MIN_ROWS 64
+#define GS_MAX_ROWS 65536
+#define GS_ROW_MIN  16 /* bytes: no encoded row is smaller (handle, context, kind, tags) */
+
+/* Queues the next part of the subscriber's GetStats in parts (s->gs), and ends it after the
+ * last. Runs when the previous part has been written (tlc__ps_sub_kick_once). */
+void tlc__ps_gs_next(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  stats_part_t pt;
+  size_t idx;
+  msg_t *m = NULL;
+  int r;
+  char why[200];
+  memset(&pt, 0, sizeof(pt));
+  s->gs.active = 0; /* set again below while parts remain */
+  if (ps->p.find(ps->p.ud, s->gs.target, &idx) < 0) {
+    snprintf(why, sizeof(why), "no such target any more: %.128s", s->gs.target);
+    tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
+    return;
+  }
+  pt.lo = s->gs.lo;
+  pt.no = s->gs.no;
+  pt.base = s->gs.seq;
+  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, 0, &pt.hi)) == 0) {
+    pt.more = pt.hi < ((uint64_t)1 << 32);
+    r = tlc__ps_stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
+  }
+  if (r < 0) {
+    tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       r == TLC_ELIMIT
+                           ? "a part of the statistics is larger than the daemon's message cap"
+                           : tlc_strerror(r),
+                       0, r);
+    return;
+  }
+  s->gs.lo = pt.hi;
+  s->gs.no++;
+  s->gs.seq = pt.seq;
+  s->gs.active = pt.more != 0;
+  tlc__ps_sub_ctl(s, m);
+  tlc__ps_msg_unref(m);
+}
+
+static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc_ps_target_info_t info;
+  spec_t spec;
+  size_t idx;
+  msg_t *m = NULL;
+  int r;
+  if (find_target(s, req, g->target, &idx) < 0)
+    return;
+  memset(&spec, 0, sizeof(spec));
+  spec.windows = g->windows ? 1 : 0;
+  spec.quantiles = g->quantiles ? 1 : 0;
+  spec.neutral = g->neutral ? 1 : 0;
+  spec.names = g->names ? 1 : 0;
+  if (g->max_rows > 0 && ps->p.split != NULL && ps->p.snapshot_part != NULL) {
+    /* in parts: one part at a time, each built when the socket has taken the previous one */
+    if (s->gs.active) {
+      tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                         "a GetStats in parts is already being answered on this connection", 0,
+                         TLC_EINVAL);
+      return;
+    }
+    tlc_free(s->gs.target);
+    memset(&s->gs, 0, sizeof(s->gs));
+    if ((s->gs.target = tlc_strndup(g->target, strlen(g->target))) == NULL) {
+      tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+      return;
+    }
+    s->gs.req = req;
+    s->gs.spec = spec;
+    s->gs.max_rows = g->max_rows < GS_MIN_ROWS   ? GS_MIN_ROWS
+                     : g->max_rows > GS_MAX_ROWS ? GS_MAX_ROWS
+                                                 : g->max_rows;
+    tlc__ps_gs_next(s);
+    return;
+  }
+  /* whole: refused before anything is built when it cannot fit in one message */
+  memset(&info, 0, sizeof(info));
+  if (ps->p.info(ps->p.ud, idx, &info) == 0 && info.areas > ps->o.max_message / GS_ROW_MIN) {
+    char why[240];
+    snprintf(why, sizeof(why),
+             "statistics of %llu areas are larger than the daemon's message cap (%zu bytes): "
+             "ask for them in parts (GetStats.max_rows)",
+             (unsigned long long)info.areas, ps->o.max_message);
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, TLC_ELIMIT);
+    return;
+  }
+  if (info.areas > MIRROR_PART_ROWS && ps->p.split != NULL && ps->p.snapshot_part != NULL)
+    r = stats_build_parts(ps, &spec, idx, req, &m); /* memory: one part and the message */
+  else
+    r = tlc__ps_stats_build(ps, &spec, idx, req, NULL, &m);
+  if (r < 0) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       r == TLC_ELIMIT
+                           ? "statistics larger than the daemon's message cap: ask for them "
+                             "in parts (GetStats.max_rows)"
+                           : tlc_strerror(r),
+                       0, r);
+    return;
+  }
+  tlc__ps_sub_ctl(s, m);
+  tlc__ps_msg_unref(m);
+}
+
+static void on_rotate(tlc__ps_sub_t *s, uint32_t req, const Tlcap__RotateTarget *r) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t idx;
+  int e;
+  if (find_target(s, req, r->target, &idx) < 0)
+    return;
+  e = ps->p.rotate != NULL ? ps->p.rotate(ps->p.ud, idx) : TLC_EINVAL;
+  if (e < 0) {
+    char why[200];
+    snprintf(why, sizeof(why), "rotate %.128s: %s", r->target, tlc_strerror(e));
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, e);
+    return;
+  }
+  reply_ack(s, req, 0);
+}
+
+static void on_load_mapping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__LoadMapping *r) {
+  tlc_pubsub_t *ps = s->ps;
+  char err[256], why[400];
+  size_t idx;
+  int e;
+  if (find_target(s, req, r->target, &idx) < 0)
+    return;
+  err[0] = 0;
+  e = ps->p.load_mapping != NULL ? ps->p.load_mapping(ps->p.ud, idx, (const char *)r->mapping.data,
+                                                      r->mapping.len, err, sizeof(err))
+                                 : TLC_EINVAL;
+  if (e < 0) {
+    snprintf(why, sizeof(why), "mapping for %.128s: %s", r->target,
+             err[0] != 0 ? err : tlc_strerror(e));
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, e);
+    return;
+  }
+  reply_ack(s, req, 0);
+  tlc_pubsub_target_event(ps, r->target, TLC_PS_EV_MAPPING_LOADED, NULL);
+}
+
+/* ListSegments: the target's stored segments (storage's hook reads the state directory). */
+#define MAX_LIST_SEGMENTS 5000
+static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSegments *r) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc_ps_segment_t *v = NULL;
+  size_t n = 0, i;
+  int trunc = 0, e;
+  char why[200];
+  Tlcap__ServerMessage sm;
+  Tlcap__SegmentList sl;
+  Tlcap__SegmentInfo *si = NULL, **sp = NULL;
+  if (ps->p.segments == NULL) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "no storage (tlcapd runs with --no-store)", 0, TLC_EINVAL);
+    return;
+  }
+  e = ps->p.segments(ps->p.segments_ud, r->target != NULL ? r->target : "", MAX_LIST_SEGMENTS, &v,
+                     &n, &trunc);
+  if (e < 0) {
+    snprintf(why, sizeof(why), "segments of %.128s: %s", r->target != NULL ? r->target : "",
+             tlc_strerror(e));
+    tlc__ps_send_error(s, req,
+                       e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET
+                                       : TLCAP__ERROR_CODE__ERR_FAILED,
+                       why, 0, e);
+    return;
+  }
+  if (n > 0) {
+    si = tlc_calloc(n, sizeof(*si));
+    sp = tlc_calloc(n, sizeof(*sp));
+    if (si == NULL || sp == NULL) {
+      tlc_free(si);
+      tlc_free(sp);
+      tlc_free(v);
+      tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+      return;
+    }
+  }
+  tlcap__server_message__init(&sm);
+  tlcap__segment_list__init(&sl);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SEGMENTS;
+  sm.segments = &sl;
+  sl.target = r->target;
+  sl.truncated = trunc != 0;
+  sl.n_segments = n;
+  sl.segments = sp;
+  for (i = 0; i < n; i++) {
+    Tlcap__SegmentInfo *x = &si[i];
+    tlcap__segment_info__init(x);
+    x->seq = v[i].seq;
+    x->state = (Tlcap__SegmentInfo__State)v[i].state;
+    x->path = v[i].path;
+    x->bytes = v[i].bytes;
+    x->records = v[i].records;
+    x->items = v[i].items;
+    x->first_time = v[i].first_time;
+    x->last_time = v[i].last_time;
+    x->min_time = v[i].min_time;
+    x->max_time = v[i].max_time;
+    x->opened_unix_ns = v[i].opened_wall_ns;
+    x->closed_unix_ns = v[i].closed_wall_ns;
+    x->reason = (uint32_t)v[i].reason;
+    x->recovered = v[i].recovered != 0;
+    x->gaps = v[i].gaps;
+    sp[i] = x;
+  }
+  tlc__ps_sub_send(s, &sm);
+  tlc_free(si);
+  tlc_free(sp);
+  tlc_free(v);
+}
+
+static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
+  Tlcap__ServerMessage sm;
+  Tlcap__Pong pg;
+  tlcap__server_message__init(&sm);
+  tlcap__pong__init(&pg);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_PONG;
+  sm.pong = &pg;
+  pg.cookie = p->cookie;
+  tlc__ps_sub_send(s, &sm);
+}
+
+/* Whether a string field of message `d` in the encoded bytes p[0..n) (sub-messages included, at
+ * most 16 deep) holds a NUL byte. protobuf-c hands strings over NUL-terminated, so such a string
+ * would reach the handlers cut at the NUL: "t1\0x" acting on target t1 (issue 16). Only walks
+ * what unpack accepted; anything it cannot follow is left to unpack (returns 0). */
+static int pb_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
+                             int depth) {
+  size_t i = 0;
+  if (depth > 16)
+    return 0;
+  while (i < n) {
+    uint64_t key, len;
+    int k = tlc_frame_varint(p + i, n - i, &key);
+    const ProtobufCFieldDescriptor *f;
+    if (k <= 0)
+      return 0;
+    i += (size_t)k;
+    switch (key & 7) {
+    case 0:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0)
+        return 0;
+      i += (size_t)k;
+      break;
+    case 1:
+      i += 8;
+      break;
+    case 5:
+      i += 4;
+      break;
+    case 2:
+      if ((k = tlc_frame_varint(p + i, n - i, &len)) <= 0 || len > n - i - (size_t)k)
+        return 0;
+      i += (size_t)k;
+      f = key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+                                 : NULL;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)len) != NULL)
+        return 1;
+      if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+          pb_string_has_nul(f->descriptor, p + i, (size_t)len, depth + 1))
+        return 1;
+      i += (size_t)len;
+      break;
+    default:
+      return 0;
+    }
+  }
+  return 0;
+}
+
+/* Decodes and dispatches one request frame. */
+static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
+  tlc_pubsub_t *ps = s->ps;
+  Tlcap__ClientMessage *cm = tlcap__client_message__unpack(&tlc_pb_allocator, len, frame);
+  uint32_t req;
+  if (cm == NULL) {
+    tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_BAD_FRAME, "malformed request (not a ClientMessage)",
+                     &ps->st.closed_frame);
+    return;
+  }
+  ps->st.requests++;
+  req = cm->request_id;
+  if (pb_string_has_nul(&tlcap__client_message__descriptor, frame, len, 0)) {
+    ps->st.bad_strings++;
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                       "a string field holds a NUL byte (names and text never do)", 0, 0);
+    goto done;
+  }
+  if (!s->authed && cm->msg_case != TLCAP__CLIENT_MESSAGE__MSG_HELLO) {
+    tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_HELLO_REQUIRED, "the first request must be Hello",
+                     &ps->st.closed_auth);
+    goto done;
+  }
+  switch (cm->msg_case) {
+  case TLCAP__CLIENT_MESSAGE__MSG_HELLO:
+    on_hello(s, req, cm->hello);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_SUBSCRIBE:
+    on_subscribe(s, req, cm->subscribe);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_UNSUBSCRIBE:
+    on_unsubscribe(s, req, cm->unsubscribe);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS:
+    on_list(s, req);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_GET_STATS:
+    on_get_stats(s, req, cm->get_stats);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_ROTATE:
+    on_rotate(s, req, cm->rotate);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_LOAD_MAPPING:
+    on_load_mapping(s, req, cm->load_mapping);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_PING:
+    on_ping(s, req, cm->ping);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS:
+    on_list_segments(s, req, cm->list_segments);
+    break;
+  default:
+    /* A newer client's request type: say so and carry on (docs/protocol.md). */
+    ps->st.unknown_requests++;
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_UNKNOWN_REQUEST,
+                       "unknown request type (newer client?)", 0, 0);
+    break;
+  }
+done:
+  tlcap__client_message__free_unpacked(cm, &tlc_pb_allocator);
+}
+
+static void request_timeout_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  char why[96];
+  snprintf(why, sizeof(why), "request incomplete after %llu ms",
+           (unsigned long long)s->ps->o.request_timeout_ms);
+  tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TIMEOUT, why, &s->ps->st.closed_timeout);
+}
+
+/* Feeds received bytes through the frame decoder into dispatch. */
+void tlc__ps_sub_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
+  tlc_pubsub_t *ps = s->ps;
+  while (n > 0 && !s->closing) {
+    const uint8_t *frame;
+    size_t used, flen;
+    int r = tlc_frame_dec_feed(&s->dec, p, n, &used, &frame, &flen);
+    if (r == TLC_ELIMIT) {
+      char why[128];
+      snprintf(why, sizeof(why), "frame above the %s limit of %zu bytes",
+               s->authed ? "request" : "pre-authentication", s->dec.max);
+      tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TOO_LARGE, why, &ps->st.closed_oversize);
+      return;
+    }
+    if (r < 0) {
+      tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_BAD_FRAME,
+                       r == TLC_ENOMEM ? "out of memory for the frame" : "malformed frame header",
+                       &ps->st.closed_frame);
+      return;
+    }
+    p += used;
+    n -= used;
+    if (r == 1)
+      dispatch(s, frame, flen);
+  }
+  /* After Hello the timer is free: it bounds how long a started request may stay incomplete
+   * (a length prefix followed by silence). Before Hello the Hello deadline covers it. */
+  if (s->authed && !s->closing && !s->detached) {
+    int partial = s->dec.nhdr > 0 || s->dec.in_payload;
+    if (partial && !uv_is_active((uv_handle_t *)&s->timer))
+      uv_timer_start(&s->timer, request_timeout_cb, ps->o.request_timeout_ms, 0);
+    else if (!partial)
+      uv_timer_stop(&s->timer);
+  }
+}
+
+/* ---- detached subscribers (fuzzing) ------------------------------------------------------ */
+
+tlc__ps_sub_t *tlc__ps_detached_new(tlc_pubsub_t *ps, int authed) {
+  tlc__ps_sub_t *s = tlc__ps_sub_alloc(ps);
+  if (s == NULL)
+    return NULL;
+  s->detached = 1;
+  snprintf(s->peer, sizeof(s->peer), "detached");
+  if (authed) {
+    s->authed = 1;
+    tlc_frame_dec_set_max(&s->dec, ps->o.max_request);
+  }
+  tlc__ps_sub_link(ps, s);
+  return s;
+}
+
+int tlc__ps_detached_feed(tlc__ps_sub_t *s, const uint8_t *data, size_t len) {
+  if (!s->closing)
+    tlc__ps_sub_input(s, data, len);
+  return s->closing ? 1 : 0;
+}
+
+uint64_t tlc__ps_detached_bytes(const tlc__ps_sub_t *s) {
+  return s->detached_bytes;
+}
+
+void tlc__ps_detached_free(tlc__ps_sub_t *s) {
+  if (!s->closed) {
+    s->closed = 1;
+    tlc__ps_sub_unlink(s);
+  }
+  tlc__ps_sub_free(s);
+}

@@ -1,0 +1,528 @@
+/* recovery.c - recovery of the state directory at start (calling thread, before the writer starts)
+ * (see the design note in store.c).
+ */
+#include "store.h"
+
+#include "bin1x.h"
+#include "dec.h"
+#include "evlog.h"
+#include "iofault.h"
+#include "segread.h"
+#include "store-int.h"
+#include "tlc_log_level.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+/* ---- recovery (calling thread, before the writer starts) ---- */
+
+typedef struct rent {
+  char name[TLC_SEG_NAME_MAX];
+  tlc_segname_t sn;
+  int gone;
+} rent_t;
+
+static void quarantine(tlc_store_t *s, const char *target, const char *dir, const char *name,
+                       const char *why, tlc_store_recovery_t *sum) {
+  char qdir[1200], from[1200], to[1400];
+  snprintf(qdir, sizeof qdir, "%s/%s", s->state_dir, TLC_QUARANTINE_DIR);
+  tlc__store_ensure_dir(qdir);
+  snprintf(qdir, sizeof qdir, "%s/%s/%s", s->state_dir, TLC_QUARANTINE_DIR, target);
+  tlc__store_ensure_dirs(qdir, strlen(s->state_dir) + 1 + strlen(TLC_QUARANTINE_DIR));
+  snprintf(from, sizeof from, "%s/%s", dir, name);
+  snprintf(to, sizeof to, "%s/%s", qdir, name);
+  struct stat st;
+  for (int i = 1; i < 1000 && lstat(to, &st) == 0; i++)
+    snprintf(to, sizeof to, "%s/%s.%d", qdir, name, i);
+  int rc = tlc_io->rename(from, to);
+  if (rc < 0) {
+    tlc__store_log_direct(s, TLC_LOG_ERR, "%s: cannot quarantine %s (%s): %s; left in place",
+                          target, from, why, tlc_strerror(rc));
+    return;
+  }
+  sum->quarantined++;
+  LOCKED(s, s->c.quarantined++);
+  tlc__store_log_direct(s, TLC_LOG_WARN, "%s: quarantined %s -> %s: %s", target, from, to, why);
+  if (s->o.event_cb) {
+    tlc_store_event_t ev = { TLC_SEV_QUARANTINED, target, to, 0, 0 };
+    s->o.event_cb(s->o.event_ud, &ev);
+  }
+}
+
+static rent_t *find_ent(rent_t *v, size_t n, const char *base, int kind) {
+  for (size_t i = 0; i < n; i++)
+    if (!v[i].gone && v[i].sn.kind == kind && strcmp(v[i].sn.base, base) == 0)
+      return &v[i];
+  return NULL;
+}
+
+static void catalog_sealed(tlc_store_t *s, const char *target, const char *dir,
+                           const tlc_segname_t *sn, const tlc_manifest_t *m, int compressed) {
+  tlc_catent_t e;
+  memset(&e, 0, sizeof e);
+  snprintf(e.target, sizeof e.target, "%s", target);
+  snprintf(e.base, sizeof e.base, "%s", sn->base);
+  tlc__segname_data(e.data, sizeof e.data, sn->base, sn->evlog ? TLC_FMT_EVLOG : TLC_FMT_BIN11,
+                    sn->xml);
+  e.seq = sn->seq;
+  e.opened_wall_ns = m->opened_wall_ns;
+  e.closed_wall_ns = m->closed_wall_ns;
+  e.compressed = compressed;
+  e.bytes = tlc__segment_disk_bytes(dir, e.base, e.data);
+  tlc__catalog_add(&s->cat, &e);
+}
+
+/* recovery: a sealed bin1x segment without its main export. Kept for the writer until a target
+ * of its name is configured (at most max_deferred_exports), or written now without settings. */
+static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, tlc_format_t f,
+                   int recovered, tlc_store_recovery_t *sum) {
+  char data[TLC_SEG_NAME_MAX];
+  tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
+  pend_t *p = tlc__store_pend_new(target, sn->base, data, f, sn->xml, sn->seq, recovered);
+  if (!p)
+    return; /* the next start tries again */
+  tlc__store_pend_want_export(s, p);
+  if (s->nrx < s->o.max_deferred_exports) {
+    *s->rx_tail = p;
+    s->rx_tail = &p->next;
+    s->nrx++;
+    sum->exports_deferred++;
+    return;
+  }
+  sum->exports_unset++;
+  if (tlc__store_pend_try(s, p))
+    tlc__store_pend_free(s, p);
+  else
+    tlc__store_pend_keep(s,
+                         p); /* the file system is full: the sealer writes it when space returns */
+}
+
+/* recovery: the main export a sealed bin1x segment with records needs (export_cb set): when it
+ * is missing, rx_add; when it is there but the manifest `m` (the segment's, valid) does not name
+ * it (a crash after the export was written late, before the manifest), the manifest names it */
+static void export_check(tlc_store_t *s, const char *target, const char *dir,
+                         const tlc_segname_t *sn, tlc_format_t f, tlc_manifest_t *m,
+                         tlc_store_recovery_t *sum) {
+  char xname[TLC_SEG_NAME_MAX], p[1300];
+  struct stat st;
+  if (!s->o.export_cb || f == TLC_FMT_EVLOG || m->records == 0)
+    return;
+  snprintf(xname, sizeof xname, "%s%s", sn->base, sn->xml ? ".xml" : ".txt");
+  snprintf(p, sizeof p, "%s/%s", dir, xname);
+  if (lstat(p, &st) != 0) {
+    rx_add(s, target, sn, f, m->recovered, sum);
+    return;
+  }
+  if (strcmp(m->exportf, xname) != 0) {
+    snprintf(m->exportf, sizeof m->exportf, "%s", xname);
+    snprintf(p, sizeof p, "%s/%s.manifest", dir, sn->base);
+    tlc__manifest_store(p, m);
+  }
+}
+
+static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t *sum) {
+  char dir[1100], p[1300], why[300];
+  snprintf(dir, sizeof dir, "%s/%s", s->state_dir, target);
+  DIR *d = opendir(dir);
+  if (!d) {
+    tlc__store_log_direct(s, TLC_LOG_ERR, "%s: cannot read %s: %s", target, dir, strerror(errno));
+    return;
+  }
+  rent_t *v = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && n < 1000000) {
+    tlc_segname_t sn;
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (tlc__segname_parse(de->d_name, &sn) == TLC_SK_NONE) {
+      sum->foreign++;
+      continue; /* not ours: never touched */
+    }
+    if (n == cap) {
+      rent_t *nv = tlc_grow(v, &cap, n + 1, sizeof *nv, 64);
+      if (!nv)
+        break;
+      v = nv;
+    }
+    tlc__path(v[n].name, sizeof v[n].name, "%s", de->d_name);
+    v[n].sn = sn;
+    v[n].gone = 0;
+    n++;
+  }
+  closedir(d);
+  uid_t me = geteuid();
+  /* A: not a regular file of ours -> quarantine; leftovers of interrupted writes -> remove */
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    if (lstat(p, &st) < 0) {
+      v[i].gone = 1;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != me) {
+      quarantine(s, target, dir, v[i].name,
+                 S_ISLNK(st.st_mode)    ? "a symlink with a capture name"
+                 : S_ISDIR(st.st_mode)  ? "a directory with a capture name"
+                 : !S_ISREG(st.st_mode) ? "not a regular file"
+                                        : "owned by another user",
+                 sum);
+      v[i].gone = 1;
+    } else if (v[i].sn.kind == TLC_SK_TMP || v[i].sn.kind == TLC_SK_ZSTPART) {
+      tlc_io->unlink(p);
+      v[i].gone = 1;
+    }
+  }
+  tlc_manifest_t m;
+  tlc__manifest_init(&m);
+  /* The target's bin1x flavour (bin10 or bin11 cannot be told apart from the bytes with
+   * certainty): taken from its newest valid manifest, for files that have none. */
+  tlc_format_t dir_fmt = TLC_FMT_NONE;
+  {
+    uint64_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (v[i].gone || v[i].sn.kind != TLC_SK_MANIFEST || (dir_fmt && v[i].sn.seq < best))
+        continue;
+      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+      if (tlc__manifest_load(p, &m, NULL, 0) == 0 && m.format != TLC_FMT_EVLOG) {
+        dir_fmt = m.format;
+        best = v[i].sn.seq;
+      }
+    }
+  }
+  /* B: .part files */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || v[i].sn.kind != TLC_SK_PART)
+      continue;
+    tlc_segname_t *sn = &v[i].sn;
+    if (find_ent(v, n, sn->base, TLC_SK_DATA) || find_ent(v, n, sn->base, TLC_SK_ZST)) {
+      quarantine(s, target, dir, v[i].name, "a .part beside a sealed file of the same name", sum);
+      v[i].gone = 1;
+      continue;
+    }
+    tlc_format_t f = TLC_FMT_EVLOG;
+    if (!sn->evlog) {
+      tlc_manifest_t mm;
+      tlc__manifest_init(&mm);
+      snprintf(p, sizeof p, "%s/%s.manifest", dir, sn->base);
+      if (tlc__manifest_load(p, &mm, NULL, 0) == 0 && mm.format != TLC_FMT_EVLOG)
+        f = mm.format;
+      else if (dir_fmt != TLC_FMT_NONE)
+        f = dir_fmt;
+      else {
+        tlc_segread_t *r;
+        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+        f = TLC_FMT_BIN11;
+        if (tlc_segread_open(p, TLC_FMT_NONE, 0, &r, why, sizeof why) == 0) {
+          tlc_seginfo_t inf;
+          tlc_segread_info(r, &inf);
+          f = inf.format;
+          tlc_segread_close(r);
+        }
+      }
+      tlc__manifest_fini(&mm);
+    }
+    uint64_t torn = 0;
+    int rc = tlc__segment_recover_part(dir, target, sn, f, s->o.index_interval, s->o.max_block, &m,
+                                       &torn);
+    if (rc < 0) {
+      snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
+      quarantine(s, target, dir, v[i].name, why, sum);
+      v[i].gone = 1;
+      continue;
+    }
+    v[i].gone = 1;
+    if (rc == 1) {
+      /* no whole record: removed with its manifest, export and torn tail */
+      tlc__store_log_direct(s, 5, "%s: %s/%s held no whole record (%" PRIu64 " bytes): removed",
+                            target, dir, v[i].name, torn);
+      rent_t *x;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
+        x->gone = 1;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
+        x->gone = 1;
+      if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
+        x->gone = 1;
+      continue;
+    }
+    sum->recovered++;
+    sum->torn_bytes += torn;
+    LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
+    tlc__store_log_direct(s, TLC_LOG_NOTICE,
+                          "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64
+                          " torn bytes moved aside",
+                          target, dir, v[i].name, m.records, torn);
+    catalog_sealed(s, target, dir, sn, &m, 0);
+    export_check(s, target, dir, sn, f, &m, sum);
+    sum->segments++;
+    /* its manifest/export entries are accounted for */
+    rent_t *x;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
+  }
+  /* C: sealed data */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_DATA && v[i].sn.kind != TLC_SK_ZST))
+      continue;
+    tlc_segname_t *sn = &v[i].sn;
+    int zst = sn->kind == TLC_SK_ZST;
+    if (zst && find_ent(v, n, sn->base, TLC_SK_DATA)) {
+      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+      tlc_io->unlink(p); /* compression interrupted after its rename: plain is authoritative */
+      v[i].gone = 1;
+      continue;
+    }
+    rent_t *mf = find_ent(v, n, sn->base, TLC_SK_MANIFEST);
+    rent_t *ex = find_ent(v, n, sn->base, TLC_SK_EXPORT);
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    tlc_segread_t *r;
+    why[0] = 0;
+    int rc = tlc_segread_open(p, sn->evlog ? TLC_FMT_EVLOG : dir_fmt,
+                              s->o.quick_start ? 0 : TLC_SEGREAD_VERIFY, &r, why, sizeof why);
+    if (rc == 0) {
+      tlc_seginfo_t inf;
+      tlc_segread_info(r, &inf);
+      tlc_segread_close(r);
+      if (inf.records == 0 && inf.rebuilt) {
+        rc = TLC_EFRAME;
+        tlc__path(why, sizeof why, "%s: empty data file without a manifest", p);
+      } else if (inf.rebuilt) {
+        /* rebuild the manifest from the data; keep the bad one aside */
+        char wbuf[200];
+        tlc__path(wbuf, sizeof wbuf, "manifest unusable (%s): rebuilt from the data", inf.why);
+        if (mf) {
+          quarantine(s, target, dir, mf->name, wbuf, sum);
+          mf->gone = 1;
+        }
+        uint64_t whole, flen;
+        tlc_format_t f = inf.format;
+        rc = tlc__manifest_build_file(p, zst, f, s->o.index_interval, s->o.max_block, &m, &whole,
+                                      &flen);
+        if (rc == 0) {
+          m.rebuilt = 1;
+          m.seq = sn->seq;
+          m.reason = TLC_ROT_RECOVERED;
+          m.closed_wall_ns = tlc__store_wall(s);
+          snprintf(m.target, sizeof m.target, "%s", target);
+          tlc__segname_data(m.data, sizeof m.data, sn->base, f, sn->xml);
+          if (ex)
+            snprintf(m.exportf, sizeof m.exportf, "%s", ex->name);
+          char mp[1300];
+          snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
+          tlc__manifest_store(mp, &m);
+          sum->rebuilt_manifests++;
+          tlc__store_log_direct(s, TLC_LOG_WARN, "%s: %s: %s", target, p, wbuf);
+          catalog_sealed(s, target, dir, sn, &m, zst);
+          export_check(s, target, dir, sn, f, &m, sum);
+          sum->segments++;
+        }
+      } else {
+        tlc_manifest_t mm;
+        tlc__manifest_init(&mm);
+        char mp[1300];
+        snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
+        tlc__manifest_load(mp, &mm, NULL, 0);
+        catalog_sealed(s, target, dir, sn, &mm, zst);
+        export_check(s, target, dir, sn, mm.format, &mm, sum);
+        tlc__manifest_fini(&mm);
+        sum->segments++;
+      }
+    }
+    if (rc < 0) {
+      quarantine(s, target, dir, v[i].name, why[0] ? why : tlc_strerror(rc), sum);
+      if (mf && !mf->gone) {
+        quarantine(s, target, dir, mf->name, "manifest of a quarantined segment", sum);
+        mf->gone = 1;
+      }
+      if (ex) {
+        quarantine(s, target, dir, ex->name, "export of a quarantined segment", sum);
+        ex->gone = 1;
+      }
+      rent_t *sk = find_ent(v, n, sn->base, TLC_SK_SKIPPED);
+      if (sk) {
+        quarantine(s, target, dir, sk->name, "skipped bytes of a quarantined segment", sum);
+        sk->gone = 1;
+      }
+    }
+    v[i].gone = 1;
+    if (mf)
+      mf->gone = 1;
+    if (ex)
+      ex->gone = 1;
+    rent_t *x = find_ent(v, n, sn->base, TLC_SK_TORN);
+    if (x)
+      x->gone = 1;
+    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
+      x->gone = 1;
+  }
+  /* D: manifests, exports and skipped bytes without data: an interrupted deletion, completed */
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT &&
+                      v[i].sn.kind != TLC_SK_SKIPPED))
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    if (v[i].sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &m, why, sizeof why) < 0) {
+      quarantine(s, target, dir, v[i].name, "manifest without data, and not valid", sum);
+      v[i].gone = 1;
+      continue;
+    }
+    tlc_io->unlink(p);
+    v[i].gone = 1;
+    sum->completed_deletions++;
+    tlc__store_log_direct(s, TLC_LOG_NOTICE, "%s: completed an interrupted deletion: removed %s",
+                          target, p);
+  }
+  tlc__manifest_fini(&m);
+  tlc_free(v);
+  tlc_io_fsync_dir(dir);
+}
+
+int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
+  tlc_store_recovery_t local;
+  if (!sum)
+    sum = &local;
+  memset(sum, 0, sizeof *sum);
+  if (s->thr_started)
+    return TLC_EINVAL;
+  DIR *d = opendir(s->state_dir);
+  if (!d)
+    return -errno;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && n < 100000) {
+    const char *nm = de->d_name;
+    if (nm[0] == '.')
+      continue; /* ., .., .quarantine and hidden files */
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", s->state_dir, nm);
+    if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+      sum->foreign++;
+      continue; /* files and symlinks at the top are not ours */
+    }
+    if (n == cap) {
+      char **nn = tlc_grow(names, &cap, n + 1, sizeof *nn, 16);
+      if (!nn)
+        break;
+      names = nn;
+    }
+    names[n] = tlc_strndup(nm, strlen(nm));
+    if (names[n])
+      n++;
+  }
+  closedir(d);
+  /* An efl source's targets "SOURCE/APP" are directories inside the directory SOURCE (which
+   * holds nothing else of ours, or the segments of a target named SOURCE): recovered as
+   * targets "SOURCE/APP". Only one level: target names have at most one '/'. */
+  for (size_t i = 0, top = n; i < top && n < 100000; i++) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", s->state_dir, names[i]);
+    DIR *sd = opendir(p);
+    if (!sd)
+      continue;
+    while ((de = readdir(sd)) != NULL && n < 100000) {
+      char sub[1200], full[2400];
+      struct stat st;
+      if (de->d_name[0] == '.')
+        continue;
+      snprintf(sub, sizeof sub, "%s/%s", names[i], de->d_name);
+      snprintf(full, sizeof full, "%s/%s", s->state_dir, sub);
+      if (!tlc__store_target_name_ok(sub) || lstat(full, &st) < 0 || !S_ISDIR(st.st_mode))
+        continue;
+      if (n == cap) {
+        size_t nc = cap * 2;
+        char **nn = tlc_realloc(names, nc * sizeof *nn);
+        if (!nn)
+          break;
+        names = nn;
+        cap = nc;
+      }
+      names[n] = tlc_strndup(sub, strlen(sub));
+      if (names[n])
+        n++;
+    }
+    closedir(sd);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (strlen(names[i]) <= TLC_TARGET_NAME_MAX_) {
+      sum->targets++;
+      recover_dir(s, names[i], sum);
+    }
+    tlc_free(names[i]);
+  }
+  tlc_free(names);
+  /* first retention pass, here, before anything is written */
+  tlc_retention_t r;
+  tlc__store_fill_retention(s, &r);
+  r.deleted = NULL;
+  uint64_t before_del = 0;
+  (void)before_del;
+  uv_mutex_lock(&s->cat.mu);
+  size_t before = s->cat.n;
+  uv_mutex_unlock(&s->cat.mu);
+  r.deleted =
+      tlc__store_w_deleted; /* logs go through the result queue; delivered once the loop runs */
+  tlc__retention_run(&s->cat, &r);
+  uv_mutex_lock(&s->cat.mu);
+  sum->deleted = before - s->cat.n;
+  uv_mutex_unlock(&s->cat.mu);
+  tlc__store_update_stored(s);
+  s->rx_any = s->nrx > 0;
+  if (sum->exports_deferred > 0)
+    tlc__store_log_direct(s, TLC_LOG_INFO,
+                          "%" PRIu64
+                          " segment(s) found without their main export: written once a target of "
+                          "their name is configured (at shutdown without its settings)",
+                          sum->exports_deferred);
+  if (sum->exports_unset > 0)
+    tlc__store_log_direct(
+        s, TLC_LOG_WARN,
+        "%" PRIu64 " segment(s) found without their main export beyond the %" PRIu32
+        " that wait for their target: exported now, without the target's settings",
+        sum->exports_unset, s->o.max_deferred_exports);
+  /* segments sealed but not compressed before a restart: compress them now (threadpool) */
+  if (s->o.compress) {
+    uv_mutex_lock(&s->cat.mu);
+    for (size_t i = 0; i < s->cat.n; i++) {
+      const tlc_catent_t *e = &s->cat.v[i];
+      res_t *rr = e->compressed ? NULL : tlc_calloc(1, sizeof *rr);
+      if (!rr)
+        continue;
+      rr->type = R_COMPRESS;
+      rr->seq = e->seq;
+      snprintf(rr->target, sizeof rr->target, "%s", e->target);
+      tlc__path(rr->path, sizeof rr->path, "%s/%s/%s", s->state_dir, e->target, e->data);
+      tlc__store_push_res(s, rr);
+    }
+    uv_mutex_unlock(&s->cat.mu);
+  }
+  int rc = uv_thread_create(&s->sthr, tlc__store_sealer_main, s);
+  if (rc < 0)
+    return rc;
+  s->sthr_started = 1;
+  rc = uv_thread_create(&s->thr, tlc__store_writer_main, s);
+  if (rc < 0) {
+    tlc__store_stop_sealer(s);
+    return rc;
+  }
+  s->thr_started = 1;
+  return 0;
+}

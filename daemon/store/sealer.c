@@ -1,0 +1,328 @@
+/* sealer.c - the storage module's sealer thread: seals segments in order, and exports or manifests
+ * left for later (see the design note in store.c).
+ */
+#include "store.h"
+
+#include "bin1x.h"
+#include "dec.h"
+#include "evlog.h"
+#include "iofault.h"
+#include "segread.h"
+#include "store-int.h"
+#include "tlc_log_level.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t seq) {
+  for (size_t i = 0; i < c->n; i++)
+    if (c->v[i].seq == seq && strcmp(c->v[i].target, target) == 0)
+      return &c->v[i];
+  return NULL;
+}
+
+/* Pins (on = 1) a catalogued segment against retention while its files are written late, or
+ * unpins it and refreshes its size on disk. Returns 1 when it is in the catalog. */
+static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on) {
+  char dir[1200];
+  uv_mutex_lock(&s->cat.mu);
+  tlc_catent_t *e = tlc__store_cat_find(&s->cat, target, seq);
+  if (e) {
+    e->pinned = on;
+    if (!on) {
+      snprintf(dir, sizeof dir, "%s/%s", s->state_dir, e->target);
+      e->bytes = tlc__segment_disk_bytes(dir, e->base, e->data);
+    }
+  }
+  uv_mutex_unlock(&s->cat.mu);
+  return e != NULL;
+}
+
+pend_t *tlc__store_pend_new(const char *target, const char *base, const char *data, tlc_format_t f,
+                            int xml, uint64_t seq, int recovered) {
+  pend_t *p = tlc_calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  snprintf(p->target, sizeof p->target, "%s", target);
+  snprintf(p->base, sizeof p->base, "%s", base);
+  snprintf(p->data, sizeof p->data, "%s", data);
+  p->format = f;
+  p->xml = xml;
+  p->seq = seq;
+  p->recovered = recovered;
+  tlc__manifest_init(&p->m);
+  return p;
+}
+
+/* marks that p's export is to write (counted in exports_pending until done or dropped) */
+void tlc__store_pend_want_export(tlc_store_t *s, pend_t *p) {
+  if (!p->need_ex)
+    LOCKED(s, s->c.exports_pending++);
+  p->need_ex = 1;
+}
+
+void tlc__store_pend_free(tlc_store_t *s, pend_t *p) {
+  if (p->need_ex)
+    LOCKED(s, s->c.exports_pending--);
+  tlc__store_tmap_unref(s, p->map);
+  tlc__manifest_fini(&p->m);
+  tlc_free(p);
+}
+
+/* Writes what p still needs: the main export (then named in the manifest), the manifest.
+ * Sealer thread (or the recovering thread before it starts). Returns 1 when nothing is left to
+ * do (written; failed for another reason than space, logged and left to the next start; or the
+ * segment is gone), 0 while the file system is full. */
+int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
+  char dir[1200], dpath[1400], zpath[1500], mpath[1400];
+  struct stat st;
+  int rc;
+  snprintf(dir, sizeof dir, "%s/%s", s->state_dir, p->target);
+  snprintf(dpath, sizeof dpath, "%s/%s", dir, p->data);
+  snprintf(zpath, sizeof zpath, "%s.zst", dpath);
+  snprintf(mpath, sizeof mpath, "%s/%s.manifest", dir, p->base);
+  int pinned = cat_pin(s, p->target, p->seq, 1);
+  int plain = lstat(dpath, &st) == 0;
+  if (!plain && lstat(zpath, &st) != 0) {
+    if (pinned) /* deleted by retention meanwhile: nothing to write */
+      cat_pin(s, p->target, p->seq, 0);
+    return 1;
+  }
+  int late_ex = 0; /* the manifest is rewritten to name an export written now */
+  if (p->need_ex) {
+    tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area };
+    rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq,
+                                   plain ? dpath : zpath, p->recovered, &ex, s->o.export_cb,
+                                   s->o.export_ud);
+    if (rc == -ENOENT && plain) /* compressed meanwhile: the .zst is complete before the unlink */
+      rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq, zpath,
+                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud);
+    if (!tlc__store_is_nospace(rc)) {
+      p->need_ex = 0;
+      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0);
+      if (rc == 0) {
+        /* named in the manifest: the kept one, or the one on disk (without a valid one, the
+         * next start rebuilds it from the data, naming the export) */
+        late_ex = !p->need_mf;
+        if (p->need_mf || tlc__manifest_load(mpath, &p->m, NULL, 0) == 0) {
+          p->need_mf = 1;
+          snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
+        }
+        tlc__store_wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir,
+                        p->data,
+                        p->map || p->tc.has_context_area ? " with the target's settings" : "");
+      } else {
+        tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s/%s: %s (written at the next start)",
+                        p->target, dir, p->data, tlc_strerror(rc));
+      }
+    }
+  }
+  if (p->need_mf) {
+    rc = tlc__manifest_store(mpath, &p->m);
+    if (!tlc__store_is_nospace(rc)) {
+      p->need_mf = 0;
+      if (rc == 0 && !late_ex)
+        tlc__store_wlog(s, TLC_LOG_NOTICE, "%s: manifest %s written now that space is back",
+                        p->target, mpath);
+      else if (rc < 0)
+        tlc__store_wlog(s, TLC_LOG_WARN,
+                        "%s: manifest %s: %s (rebuilt from the data at the next start)", p->target,
+                        mpath, tlc_strerror(rc));
+    }
+  }
+  if (pinned) {
+    cat_pin(s, p->target, p->seq, 0);
+    tlc__store_update_stored(s);
+  }
+  return !p->need_ex && !p->need_mf;
+}
+
+/* sealer: writes what the kept entries need, oldest first, until the file system is still
+ * full */
+static void pend_retry(tlc_store_t *s) {
+  while (s->pend) {
+    pend_t *p = s->pend;
+    if (!tlc__store_pend_try(s, p))
+      return; /* still full: later */
+    s->pend = p->next;
+    s->npend--;
+    tlc__store_pend_free(s, p);
+  }
+}
+
+/* sealer: keeps p to write when space returns (at most PEND_MAX; the rest waits for the next
+ * start) */
+void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
+  if (s->npend >= PEND_MAX) {
+    tlc__store_wlog(
+        s, TLC_LOG_WARN,
+        "%s: %s%s%s of %s not written (no space, %d segments waiting already): done at the "
+        "next start",
+        p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+        p->need_mf ? "manifest" : "", p->data, PEND_MAX);
+    tlc__store_pend_free(s, p);
+    return;
+  }
+  /* appended: retried in the order they were kept */
+  pend_t **pp = &s->pend;
+  while (*pp)
+    pp = &(*pp)->next;
+  p->next = NULL;
+  *pp = p;
+  s->npend++;
+}
+
+/* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
+ * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
+ * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
+void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
+                         const tlc_store_tconf_t *tc) {
+  tlc_catent_t ent;
+  char path[1200];
+  tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
+  pend_t *seal_keep = NULL;
+  int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
+  snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
+  if (rc == 1)
+    return; /* no record in it: removed */
+  if (rc < 0) {
+    /* could not rename: the .part stays and is recovered on the next start */
+    if (seg->fd >= 0) {
+      tlc_io->close(seg->fd);
+      seg->fd = -1;
+    }
+    LOCKED(s, s->c.io_errors++);
+    tlc__store_wlog(s, TLC_LOG_ERR, "%s: cannot seal %s.part: %s (left for recovery at next start)",
+                    seg->target, path, tlc_strerror(rc));
+    tlc__store_wevent(s, TLC_SEV_IO_ERROR, seg->target, path, 0, seg->seq);
+    return;
+  }
+  int ex_full = tlc__store_is_nospace(seg->ex_err), mf_full = tlc__store_is_nospace(seg->mf_err);
+  if (seg->ex_err < 0 && !ex_full)
+    tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s: %s (written at the next start)",
+                    seg->target, path, tlc_strerror(seg->ex_err));
+  if (ex_full || mf_full) {
+    tlc__store_wlog(s, TLC_LOG_WARN,
+                    "%s: sealed %s without its %s (%s): written once space returns", seg->target,
+                    path,
+                    ex_full && mf_full ? "main export and manifest"
+                    : ex_full          ? "main export"
+                                       : "manifest",
+                    tlc_strerror(ex_full ? seg->ex_err : seg->mf_err));
+    pend_t *p =
+        tlc__store_pend_new(seg->target, seg->base, seg->data, seg->format, seg->xml, seg->seq, 0);
+    if (p) {
+      if (mf_full) { /* its gaps count what was lost: keep it */
+        p->need_mf = 1;
+        p->m = seg->m; /* moved: seg gets a fresh one */
+        tlc__manifest_init(&seg->m);
+      }
+      if (ex_full) {
+        tlc__store_pend_want_export(s, p);
+        p->map = tlc__store_tmap_ref(s, map);
+        p->tc = *tc;
+      }
+    }
+    seal_keep = p;
+  }
+  if (seg->seal_err < 0 && !tlc__store_is_nospace(seg->seal_err)) {
+    LOCKED(s, s->c.io_errors++);
+    tlc__store_wlog(s, TLC_LOG_ERR,
+                    "%s: sealed %s with an error (%s): marked suspect or manifest left to rebuild",
+                    seg->target, path, tlc_strerror(seg->seal_err));
+  }
+  tlc__catalog_add(&s->cat, &ent);
+  LOCKED(s, s->c.segments_sealed++);
+  tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  if (seal_keep)
+    tlc__store_pend_keep(s, seal_keep);
+  tlc__store_retention_pass(s);
+}
+
+void tlc__store_push_job(tlc_store_t *s, sjob_t *j) {
+  uv_mutex_lock(&s->mu);
+  j->next = NULL;
+  if (s->st)
+    s->st->next = j;
+  else
+    s->sh = j;
+  s->st = j;
+  if (j->kind == J_SEAL) {
+    s->sealing++;
+    s->c.seal_queue = s->sealing;
+  }
+  uv_cond_signal(&s->scv);
+  uv_mutex_unlock(&s->mu);
+}
+
+void tlc__store_sealer_main(void *arg) {
+  tlc_store_t *s = arg;
+  uv_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->sh && !s->sstop)
+      uv_cond_wait(&s->scv, &s->mu);
+    sjob_t *j = s->sh;
+    if (!j) {
+      uv_mutex_unlock(&s->mu);
+      if (s->pend)
+        pend_retry(s); /* a last try */
+      while (s->pend) {
+        pend_t *p = s->pend;
+        s->pend = p->next;
+        tlc__store_wlog(
+            s, TLC_LOG_WARN, "%s: %s%s%s of %s not written (no space): done at the next start",
+            p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+            p->need_mf ? "manifest" : "", p->data);
+        tlc__store_pend_free(s, p);
+      }
+      s->npend = 0;
+      uv_mutex_lock(&s->mu);
+      break; /* stopped and drained */
+    }
+    s->sh = j->next;
+    if (!s->sh)
+      s->st = NULL;
+    uv_mutex_unlock(&s->mu);
+    if (s->pend)
+      pend_retry(s);
+    if (j->kind == J_SEAL) {
+      tlc__store_seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
+      tlc__seg_fini(&j->seg);
+      tlc__store_tmap_unref(s, j->map);
+    } else if (j->kind == J_BARRIER) {
+      tlc__store_push_res(s, j->res);
+    } else if (j->kind == J_EXPORT) {
+      if (tlc__store_pend_try(s, j->p))
+        tlc__store_pend_free(s, j->p);
+      else
+        tlc__store_pend_keep(s, j->p); /* the file system is full: when space returns */
+    }
+    uv_mutex_lock(&s->mu);
+    if (j->kind == J_SEAL) {
+      s->sealing--;
+      s->c.seal_queue = s->sealing;
+    }
+    uv_cond_signal(&s->cv); /* room for the writer */
+    tlc_free(j);
+  }
+  uv_mutex_unlock(&s->mu);
+}
+
+void tlc__store_stop_sealer(tlc_store_t *s) {
+  if (!s->sthr_started)
+    return;
+  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
+  uv_thread_join(&s->sthr);
+  s->sthr_started = 0;
+}
