@@ -706,8 +706,8 @@ static int http_stamp(void *ud, size_t index, uint64_t *epoch, uint64_t *seq) {
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
-  *epoch = tlc_engine_epoch(w->d->targets.v[index]->engine);
-  *seq = tlc_engine_seq(w->d->targets.v[index]->engine);
+  *epoch = tlc_engine_epoch(w->d->targets.v[index]->pipe.engine);
+  *seq = tlc_engine_seq(w->d->targets.v[index]->pipe.engine);
   return 0;
 }
 
