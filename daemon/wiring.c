@@ -711,6 +711,13 @@ static int http_stamp(void *ud, size_t index, uint64_t *epoch, uint64_t *seq) {
   return 0;
 }
 
+static size_t http_target_subscribers(void *ud, size_t index) {
+  tlc_wiring_t *w = ud;
+  if (w->ps == NULL || index >= w->d->targets.n)
+    return 0;
+  return tlc_pubsub_target_subscribers(w->ps, w->d->targets.v[index]->name);
+}
+
 static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
@@ -774,6 +781,7 @@ static int http_start(tlc_wiring_t *w) {
   src.code_net = http_code_net;
   src.context = http_context;
   src.stamp = http_stamp;
+  src.target_subscribers = http_target_subscribers;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
   if (r != 0) {

@@ -81,8 +81,10 @@ const int64_t *tlc__http_metrics_edges(size_t *n);
 /* Target i's info and storage figures (st->has 0: not stored). 0 or the provider's error. */
 int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *ti,
                           tlc_http_store_info_t *st);
-/* Opens a target's object: {"name": .., "format": .., "state": .., "peer": .. (no closing). */
-void tlc__http_target_head(tlc_out_t *o, const tlc_ps_target_info_t *ti);
+/* Opens target i's object: {"name": .., "format": .., "state": .., "peer": .., "subscribers":
+ * N (protobuf subscribers whose subscriptions include it); no closing brace. */
+void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
+                           const tlc_ps_target_info_t *ti);
 /* , "KEY": null, or , "KEY": {names[0]: bytes written, [1]: records written, [2]: records
  * dropped, [3]: the open segment's sequence, [4]: its bytes}. */
 void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,

@@ -62,6 +62,9 @@ typedef struct tlc_http_src {
    * of its engine (0; or not 0: unknown). /metrics keeps a target's rendered area series while
    * they stay the same. May be NULL (nothing kept). */
   int (*stamp)(void *ud, size_t index, uint64_t *epoch, uint64_t *seq);
+  /* Protobuf subscribers with a subscription that includes target `index` (the dashboard's
+   * overview and /api/v1/targets). May be NULL (0). */
+  size_t (*target_subscribers)(void *ud, size_t index);
   void *ud;
 } tlc_http_src_t;
 

@@ -97,7 +97,7 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
       continue;
     if (shown++ > 0)
       tlc_out_puts(o, ", ");
-    tlc__http_target_head(o, &ti);
+    tlc__http_target_head(v, i, o, &ti);
     tlc_out_printf(o,
                    ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64

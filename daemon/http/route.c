@@ -126,7 +126,7 @@ int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
     if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
     tlc_out_puts(o, shown++ > 0 ? ",\n " : "\n ");
-    tlc__http_target_head(o, &ti);
+    tlc__http_target_head(v, i, o, &ti);
     tlc_out_printf(o,
                    ", \"connections\": %" PRIu64 ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"decode_errors\": %" PRIu64 ", \"last_connect_unix_ms\": %" PRId64

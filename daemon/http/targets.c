@@ -2,9 +2,9 @@
  * both: /api/v1/targets (route.c) and the live overview of the dashboard (live.c).
  *
  * Both read a target the same way (the provider's info and the storage figures) and open its
- * object with the same fields (name, format, state, peer); their storage objects hold the same
- * five figures under the names each document has always had (docs/http.md). Pure: reads the
- * daemon only through the view's tlc_http_src_t, on the loop thread.
+ * object with the same fields (name, format, state, peer, subscribers); their storage objects hold
+ * the same five figures under the names each document has always had (docs/http.md). Pure: reads
+ * the daemon only through the view's tlc_http_src_t, on the loop thread.
  */
 #include "http-int.h"
 
@@ -26,7 +26,8 @@ int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *t
   return 0;
 }
 
-void tlc__http_target_head(tlc_out_t *o, const tlc_ps_target_info_t *ti) {
+void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
+                           const tlc_ps_target_info_t *ti) {
   tlc_out_puts(o, "{\"name\": ");
   tlc_json_string(o, ti->name);
   tlc_out_puts(o, ", \"format\": \"");
@@ -34,6 +35,8 @@ void tlc__http_target_head(tlc_out_t *o, const tlc_ps_target_info_t *ti) {
   tlc_out_puts(o, ti->connected ? "\", \"state\": \"connected\", \"peer\": "
                                 : "\", \"state\": \"disconnected\", \"peer\": ");
   tlc_json_string(o, ti->peer != NULL ? ti->peer : "");
+  tlc_out_puts(o, ", \"subscribers\": ");
+  tlc_out_u64(o, v->src.target_subscribers != NULL ? v->src.target_subscribers(v->src.ud, i) : 0);
 }
 
 void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,

@@ -371,8 +371,8 @@ def test_api(d):
         arr = json.loads(body)
         T.eq([t["name"] for t in arr], ["api"], "target names")
         t = arr[0]
-        T.eq((t["format"], t["state"], t["counters"]["events"], t["counters"]["records"]),
-             ("bin11", "connected", nrec, nrec), "target fields")
+        T.eq((t["format"], t["state"], t["counters"]["events"], t["counters"]["records"],
+              t["subscribers"]), ("bin11", "connected", nrec, nrec, 0), "target fields")
         T.check(t["storage"] is not None, "storage figures present with storage on")
         rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", "api",
                               "--export", "json"], timeout=30)
