@@ -702,12 +702,15 @@ static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, si
   return tlc_engine_code_net(w->d->targets.v[index]->pipe.engine, out, n, cap);
 }
 
-static int http_stamp(void *ud, size_t index, uint64_t *epoch, uint64_t *seq) {
+static int http_stamp(void *ud, size_t index, uint64_t st[3]) {
   tlc_wiring_t *w = ud;
+  const tlc_mapping_t *names;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
-  *epoch = tlc_engine_epoch(w->d->targets.v[index]->pipe.engine);
-  *seq = tlc_engine_seq(w->d->targets.v[index]->pipe.engine);
+  names = tlc_target_names(w->d->targets.v[index]);
+  st[0] = tlc_engine_epoch(w->d->targets.v[index]->pipe.engine);
+  st[1] = tlc_engine_seq(w->d->targets.v[index]->pipe.engine);
+  st[2] = names != NULL ? names->nareas : 0;
   return 0;
 }
 

@@ -58,10 +58,11 @@ typedef struct tlc_http_src {
   /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
   int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
   int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
-  /* The state of target `index`'s statistics and names: tlc_engine_epoch and tlc_engine_seq
-   * of its engine (0; or not 0: unknown). /metrics keeps a target's rendered area series while
-   * they stay the same. May be NULL (nothing kept). */
-  int (*stamp)(void *ud, size_t index, uint64_t *epoch, uint64_t *seq);
+  /* The state of target `index`'s statistics and names in three numbers: tlc_engine_epoch and
+   * tlc_engine_seq of its engine, and the number of names it has (an evlog target's names
+   * grow as items arrive). 0, or not 0: unknown. /metrics keeps a target's rendered area
+   * series while they stay the same. May be NULL (nothing kept). */
+  int (*stamp)(void *ud, size_t index, uint64_t st[3]);
   /* Protobuf subscribers with a subscription that includes target `index` (the dashboard's
    * overview and /api/v1/targets). May be NULL (0). */
   size_t (*target_subscribers)(void *ud, size_t index);

@@ -9,14 +9,17 @@
  *
  * The histogram tlcap_area_net_duration_seconds counts the NET samples (closed activations)
  * per bucket of the engine's own histogram (tlc_engine_hist_cum), at edges that are bucket
- * boundaries near 1-2.5-5 steps from 100 ns to 10 s, so each count is exact and adds up across
- * daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
+ * boundaries near 1-3 steps from 100 ns to 10 s (17 edges), so each count is exact and adds up
+ * across daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
  * Counters include open activations' time so far (the _total series), the histogram only
  * closed ones.
  *
  * Cost: per target one info call and, with area series, one pass over its engine's rows
- * (O(rows + open activations)) plus one histogram walk per exported area; everything is
- * written into one bounded tlc_out_t, sized from the previous scrape.
+ * (O(rows + open activations)), the top metrics_areas by a heap, and one histogram walk per
+ * exported area, the lines written straight into the target's runs. A target's runs are kept
+ * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
+ * the format are unchanged: then it costs copies only. What is kept is bounded by the
+ * response's cap (the runs count against it); a source without a stamp keeps nothing.
  */
 #include "http-int.h"
 
@@ -194,12 +197,13 @@ typedef struct blk {
 
 /* One target's area series, rendered: the lines of the three area families (calls, net
  * seconds, the histogram) one after the other in b, kept from scrape to scrape while the
- * target's engine is in the same state (epoch, seq) and metrics_areas and the format are the
- * same: a target whose statistics did not change costs a scrape three copies. */
+ * target's engine is in the same state (epoch, seq), its names as many, and metrics_areas
+ * and the format are the same: a target whose statistics did not change costs a scrape three
+ * copies. */
 typedef struct tlc__http_mcent {
   char *name;
-  int valid; /* b holds the lines of (epoch, seq, areas, om) */
-  uint64_t epoch, seq;
+  int valid;      /* b holds the lines of (stamp, areas, om) */
+  uint64_t st[3]; /* the source's stamp: engine epoch and seq, names */
   uint32_t areas;
   int om;
   uint64_t not_exported;
@@ -458,7 +462,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
 static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
                        size_t *budget) {
   mcent_t *c = &v->mcache->e[i];
-  uint64_t epoch = 0, seq = 0;
+  uint64_t st[3] = { 0, 0, 0 };
   int known, rc;
   if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
@@ -471,8 +475,8 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
     return 0;
   }
   m->c = c;
-  known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, &epoch, &seq) == 0;
-  if (known && c->valid && c->epoch == epoch && c->seq == seq && c->areas == v->metrics_areas &&
+  known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
+  if (known && c->valid && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
       c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0 && c->b.len <= *budget) {
     *budget -= c->b.len;
     return 0;
@@ -487,8 +491,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   if ((rc = render(v, i, m->name, c, s, budget)) != 0)
     return rc;
   c->valid = known;
-  c->epoch = epoch;
-  c->seq = seq;
+  memcpy(c->st, st, sizeof(st));
   c->areas = v->metrics_areas;
   c->om = om;
   return 0;

@@ -100,12 +100,13 @@ static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n
 }
 
 /* The engines' state: the same for every scrape, so a second scrape reuses the first's lines. */
-static int f_stamp(void *ud, size_t i, uint64_t *epoch, uint64_t *seq) {
+static int f_stamp(void *ud, size_t i, uint64_t st[3]) {
   (void)ud;
   if (i >= NT)
     return TLC_ERANGE;
-  *epoch = 1;
-  *seq = i;
+  st[0] = 1;
+  st[1] = i;
+  st[2] = 0;
   return 0;
 }
 
