@@ -293,7 +293,10 @@ def test_live_rows(d):
                    w["gross"]["avg"], w["call"]["total"], w["call"]["avg"], w["net"]["max"],
                    w["net"]["p99"])
             T.eq(got, exp, "row %s/%s" % (r["handle"], r["context"]))
+            T.eq(r["w"], [[x["count"], x["net"]["sum"]] for x in w.get("windows", [])],
+                 "windows (count, net) of %s/%s" % (r["handle"], r["context"]))
         T.check(any(r["context"] == "Neutral" for r in rows), "Neutral rows (3 cores)")
+        T.check(any(r["w"] for r in rows), "rolling windows in the rows")
         T.check(any(r["gross"] != r["net"] for r in rows), "gross differs from net somewhere")
         ws.close()
         s.close()
