@@ -695,6 +695,14 @@ static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t conte
                              cum);
 }
 
+static int http_code_hist(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
+                          size_t nle, uint64_t *cum) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_code_hist(w->d->targets.v[index]->pipe.engine, x, TLC_NET, le, nle, cum);
+}
+
 static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
                          size_t *cap) {
   tlc_wiring_t *w = ud;
@@ -785,6 +793,7 @@ static int http_start(tlc_wiring_t *w) {
   src.code_net = http_code_net;
   src.context = http_context;
   src.stamp = http_stamp;
+  src.code_hist = http_code_hist;
   src.target_subscribers = http_target_subscribers;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);

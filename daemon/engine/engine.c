@@ -1142,12 +1142,10 @@ int64_t tlc_engine_hist_edge(int64_t x) {
 
 #define HIST_MAX_EDGES 64
 
-int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
-                        const int64_t *le, size_t nle, uint64_t *cum) {
-  uint32_t eb[HIST_MAX_EDGES];
-  uint64_t slot[HIST_MAX_EDGES + 1];
-  size_t i, found = 0;
-  if (e->hlog == NULL || k >= NK || nle > HIST_MAX_EDGES)
+/* The bucket of each edge into eb; 0, or TLC_EINVAL when le is not ascending edges. */
+static int edge_buckets(const int64_t *le, size_t nle, uint32_t *eb) {
+  size_t i;
+  if (nle > HIST_MAX_EDGES)
     return TLC_EINVAL;
   for (i = 0; i < nle; i++) {
     if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
@@ -1157,6 +1155,16 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
     if (le[i] == INT64_MAX || tlc__hist_idx(le[i] + 1) == eb[i])
       return TLC_EINVAL;
   }
+  return 0;
+}
+
+int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, found = 0;
+  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
+    return TLC_EINVAL;
   if (!e->ctxmode && k == TLC_GROSS)
     k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */
   if (e->hcur != e->hlog)
@@ -1174,6 +1182,36 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
   }
   if (found == 0)
     return TLC_ERANGE;
+  for (i = 0; i < nle; i++)
+    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+  return 0;
+}
+
+int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
+                         const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, j = x->ref;
+  int neut = x->context == TLC_CTX_NEUTRAL;
+  /* ref names rows of the last tlc_engine_code_net: used only while they are still x's */
+  if (neut ? e->ntctx < 2 || e->grp == NULL || e->grp_nrows != e->nrows ||
+                 e->grp_gen != e->ctxgen || j >= e->ngrp || e->grp[j].handle != x->handle ||
+                 (j > 0 && e->grp[j - 1].handle == x->handle)
+           : j >= e->nrows || e->rows[j].kind != TLC_ROW_CODE || e->rows[j].handle != x->handle ||
+                 e->rows[j].ctx == NONE32 || e->ctx[e->rows[j].ctx].tindex != x->context)
+    return tlc_engine_hist_cum(e, x->handle, x->context, k, le, nle, cum);
+  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
+    return TLC_EINVAL;
+  if (!e->ctxmode && k == TLC_GROSS)
+    k = TLC_CALL;
+  if (e->hcur != e->hlog)
+    hlog_flush(e);
+  memset(slot, 0, sizeof(slot));
+  if (!neut)
+    tlc__hist_cum(&e->rows[j].k[k].h, eb, nle, slot);
+  else
+    for (; j < e->ngrp && e->grp[j].handle == x->handle; j++)
+      tlc__hist_cum(&e->rows[e->grp[j].row].k[k].h, eb, nle, slot);
   for (i = 0; i < nle; i++)
     cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
   return 0;
@@ -1625,6 +1663,7 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
       memset(&o[m], 0, sizeof(o[m]));
       o[m].handle = e->grp[i].handle;
       o[m].context = TLC_CTX_NEUTRAL;
+      o[m].ref = (uint32_t)i;
       for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
         e->smap[e->grp[j].row] = (uint32_t)m;
       m++;
@@ -1637,6 +1676,7 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
       memset(&o[m], 0, sizeof(o[m]));
       o[m].handle = r->handle;
       o[m].context = e->ctx[r->ctx].tindex;
+      o[m].ref = (uint32_t)i;
       e->smap[i] = (uint32_t)m++;
     }
   }

@@ -56,6 +56,10 @@ typedef struct tlc_http_src {
   /* tlc_engine_hist_cum of target `index` (NET samples for the histogram). */
   int (*hist_cum)(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
                   const int64_t *le, size_t nle, uint64_t *cum);
+  /* tlc_engine_code_hist of target `index`: hist_cum of an entry code_net gave in the same
+   * scrape (no lookup by handle). May be NULL (hist_cum is used). */
+  int (*code_hist)(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
+                   size_t nle, uint64_t *cum);
   /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
   int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
   int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);

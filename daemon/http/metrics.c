@@ -369,9 +369,12 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   for (r = 0; r < na; r++) {
     const tlc_engine_code_net_t *x = &s->cn[r];
     s->labo[r] = s->lab.len;
-    s->have[r] =
-        v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET, le,
-                                                   ne, &s->cum[r * NEDGES]) == 0;
+    if (v->src.code_hist != NULL)
+      s->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &s->cum[r * NEDGES]) == 0;
+    else
+      s->have[r] =
+          v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
+                                                     le, ne, &s->cum[r * NEDGES]) == 0;
     area_labels(v, i, &s->lab, name, map, x);
   }
   s->labo[na] = s->lab.len;

@@ -233,12 +233,16 @@ def test_metrics_kept_lines(d):
             m = scrape()
             T.eq(m[("tlcap_area_calls_total", lab)], 10.0, "calls, " + what)
             T.eq(m[("tlcap_area_net_duration_seconds_count", lab)], 10.0, "NET samples, " + what)
+            T.eq(m[("tlcap_area_net_duration_seconds_bucket", lab | {("le", "0.0000001")})],
+                 10.0, "NET samples of 50 ns <= 100 ns, " + what)
         s.sendall(D.calls(5, t0=10 ** 6, handle=1))
         dm.wait_stats(lambda st: any(t["name"] == "k" and t["records"] == 30
                                      for t in st["targets"]), what="5 more calls")
         m = scrape()
         T.eq(m[("tlcap_area_calls_total", lab)], 15.0, "calls after 5 more")
         T.eq(m[("tlcap_area_net_duration_seconds_count", lab)], 15.0, "NET samples after 5 more")
+        T.eq(m[("tlcap_area_net_duration_seconds_bucket", lab | {("le", "0.0000001")})], 15.0,
+             "bucket after 5 more")
         mp = os.path.join(d, "map.txt")
         with open(mp, "w") as f:
             f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00000001,worker,\n")
