@@ -105,6 +105,7 @@ static int fleet_status(void *ud, tlc_ps_nats_t *out) {
   out->published = c.published;
   out->dropped = c.dropped;
   out->reconnects = c.reconnects;
+  out->publish_cpu_ns = c.publish_cpu_ns;
   return 0;
 }
 
@@ -1040,11 +1041,21 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     }
     if (w->tls != NULL && strcmp(c->tls_cert, tlc_tls_cert_path(w->tls)) == 0 &&
         strcmp(c->tls_key, tlc_tls_key_path(w->tls)) == 0) {
-      if (tlc_tls_reload(w->tls, why, sizeof(why)) != 0)
+      int both = 0;
+      if (tlc_tls_reload(w->tls, why, sizeof(why)) != 0) {
         tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous certificate: %s", why);
-      else
-        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded",
-                c->tls_cert);
+      } else {
+#ifdef TLC_HAVE_HTTP
+        /* the HTTP port takes the pair just loaded and checked (a bad one never reaches it) */
+        if (w->http != NULL && tlc_http_reload_tls(w->http, w->tls, why, sizeof(why)) != 0)
+          tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
+                  "reload: the HTTP port keeps the previous certificate: %s", why);
+        else
+          both = w->http != NULL;
+#endif
+        tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded%s",
+                c->tls_cert, both ? " (the HTTP port's too)" : "");
+      }
     } else if (w->tls != NULL || c->tls_cert[0] != '\0') {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
               "reload: tls_cert/tls_key set, changed or removed: take effect after a restart");

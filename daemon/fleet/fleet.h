@@ -50,8 +50,10 @@ typedef struct tlc_fleet_counters {
   uint64_t published; /* messages handed to the client */
   uint64_t dropped;   /* messages dropped (buffer full, not connected, encode failure) */
   uint64_t dropped_bytes;
-  uint64_t reconnects; /* connections after the first */
-  int stream_ready;    /* the JetStream stream was created or updated */
+  uint64_t reconnects;     /* connections after the first */
+  int stream_ready;        /* the JetStream stream was created or updated */
+  uint64_t publish_cpu_ns; /* loop thread CPU time in the statistics ticks (snapshots, encoding,
+                              handing to the client): what publishing costs ingest */
 } tlc_fleet_counters_t;
 
 /* Starts publishing for the targets of `pv` (borrowed; must outlive the fleet). The first

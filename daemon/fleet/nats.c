@@ -133,6 +133,12 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 size_t tlc_fleet_subject_token(const char *in, char *out, size_t cap) {
   static const char hex[] = "0123456789ABCDEF";
   size_t n = 0;
@@ -567,12 +573,14 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));
   so.since_seq = base;
-  so.windows = 1;
+  /* windows and quantiles only in full snapshots: for every changed row at every tick they
+   * cost a busy target a large share of the loop (docs/fleet.md, bench/RESULTS.md "Fleet") */
+  so.windows = full;
   so.neutral = 1;
-  so.quantiles = 1;
+  so.quantiles = full;
   memset(&sel, 0, sizeof(sel));
-  sel.windows = 1;
-  sel.quantiles = 1;
+  sel.windows = full;
+  sel.quantiles = full;
   parts = f->pv->split != NULL && f->pv->snapshot_part != NULL;
   if (full && f->pv->mapping != NULL)
     map = f->pv->mapping(f->pv->ud, i);
@@ -641,11 +649,13 @@ static void tick_cb(uv_timer_t *t) {
   uint64_t now = now_ms();
   if (f->state != ST_CONNECTED || !f->c.connected)
     return;
+  uint64_t c0 = thread_cpu_ns();
   n = f->pv->count(f->pv->ud);
   if (ensure_ts(f, n) < 0)
     return;
   for (i = 0; i < n; i++)
     publish_target(f, i, now);
+  f->c.publish_cpu_ns += thread_cpu_ns() - c0;
 }
 
 static int te_kind(int kind) {

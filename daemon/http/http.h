@@ -18,6 +18,7 @@
 
 #include "auth.h"
 #include "provider.h"
+#include "tls.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -78,8 +79,8 @@ typedef struct tlc_http_opts {
    * a peer that keeps failing), and a live WebSocket is sent nothing before its first message
    * "token TOKEN" (a wrong one closes it, 1008). The page's files need no token. */
   tlc_auth_t *auth;
-  const char *tls_cert, *tls_key; /* PEM files: the port speaks TLS (read at creation only;
-                                     NULL or "": plain HTTP) */
+  const char *tls_cert, *tls_key; /* PEM files: the port speaks TLS (read at creation; a new
+                                     pair by tlc_http_reload_tls; NULL or "": plain HTTP) */
   void (*log)(void *ud, int level, const char *msg); /* syslog levels as log.h; may be NULL */
   void *log_ud;
 } tlc_http_opts_t;
@@ -111,6 +112,12 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
 
 /* SIGHUP: area series per target on /metrics from the next scrape. */
 void tlc_http_set_metrics_areas(tlc_http_t *h, uint32_t n);
+
+/* SIGHUP: new TLS connections get the certificate chain and key of tls's current context (one
+ * tlc_tls_reload loaded and checked: a bad pair never gets here); connections already open keep
+ * theirs. Returns 0, or TLC_EINVAL with err saying why (the port does not speak TLS; the previous
+ * certificate stays). */
+int tlc_http_reload_tls(tlc_http_t *h, tlc_tls_t *tls, char *err, size_t errlen);
 
 /* The bound port. */
 int tlc_http_port(const tlc_http_t *h);

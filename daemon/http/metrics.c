@@ -339,6 +339,10 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
       family(o, om, "tlcap_nats_reconnects_total", "counter",
              "Connections to the NATS server after the first.");
       tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
+      family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
+             "CPU time of the loop thread spent publishing statistics to NATS.");
+      tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
+                     (double)ns.publish_cpu_ns / 1e9);
     }
   }
 

@@ -9,7 +9,13 @@
  * subprotocol and one that names "tlcap-live" land in the same place. LWS_CALLBACK_HTTP
  * answers through route.c into a bounded memory body (or an embedded file, without a copy),
  * sent in 256 KiB chunks as the socket takes them; lws_http_transaction_completed keeps the
- * connection for the next request.
+ * connection for the next request. No path takes a request body: one of up to BODY_MAX bytes
+ * (by Content-Length) is read and dropped before the answer (HTTP_BODY_COMPLETION), so the
+ * connection goes on; a larger one, or one of unknown length, is answered at once and the
+ * connection closed after the answer.
+ *
+ * TLS: lws loads the certificate files at start; SIGHUP's reload reaches new handshakes
+ * through OpenSSL's certificate callback on lws's SSL_CTX (tlc_http_reload_tls, below).
  *
  * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
  * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
@@ -33,12 +39,15 @@
 #include "tlc_err.h"
 
 #include <libwebsockets.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +58,13 @@
  * kernel does not take, and calls back only once that is sent). */
 #define CHUNK (256 * 1024)
 static unsigned char chunk_buf[LWS_PRE + CHUNK]; /* loop thread only */
+static char uri_buf[65536];                      /* a request's path (loop thread only) */
+
+/* A request body (no path takes one: it gets its error) is read and dropped before the answer
+ * up to this size, so that the connection can go on (or close with nothing unread: a close
+ * with unread bytes is a reset, which can cut the answer on the client's side). */
+#define BODY_MAX     (1024 * 1024)
+#define ROUND_TRIP_S 10 /* lws's timeout of a network round trip (and of a body's next bytes) */
 
 /* Security headers of every response: nothing but our own files and the live WebSocket;
  * inline styles only (dygraphs positions its legend and labels with them); never framed. */
@@ -85,6 +101,11 @@ struct tlc_http {
   int closing;
   void (*close_cb)(void *);
   void *close_ud;
+  /* TLS reload (tlc_http_reload_tls): lws's vhost SSL_CTX gets our certificate callback at its
+   * creation (tls_hooked); tls_cur, once set, holds the certificate, chain and key that every
+   * new handshake is given instead of those lws loaded at start (a reference we own). */
+  int tls_on, tls_hooked;
+  SSL_CTX *tls_cur;
 };
 
 struct pss {
@@ -97,8 +118,9 @@ struct pss {
   size_t len, off;
   size_t inflight; /* counted in st.inflight_bytes */
   int close_after;
-  int deny;   /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
-  int authed; /* live: its token was accepted (or none is needed) */
+  int await_body; /* the answer waits for the request body (read and dropped) */
+  int deny;       /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
+  int authed;     /* live: its token was accepted (or none is needed) */
   /* live */
   pss_t *prev, *next;
   struct lws *wsi;
@@ -199,6 +221,56 @@ static const char *method_of(struct lws *wsi) {
   return "OTHER";
 }
 
+/* The request's path (its method's URI header) into buf, or NULL. */
+static const char *uri_of(struct lws *wsi, char *buf, size_t len) {
+  static const enum lws_token_indexes tok[] = {
+    WSI_TOKEN_GET_URI,    WSI_TOKEN_HEAD_URI,  WSI_TOKEN_POST_URI,    WSI_TOKEN_PUT_URI,
+    WSI_TOKEN_DELETE_URI, WSI_TOKEN_PATCH_URI, WSI_TOKEN_OPTIONS_URI,
+  };
+  for (size_t i = 0; i < sizeof(tok) / sizeof(tok[0]); i++)
+    if (lws_hdr_total_length(wsi, tok[i]) > 0)
+      return lws_hdr_copy(wsi, buf, (int)len, tok[i]) >= 0 ? buf : NULL;
+  return NULL;
+}
+
+/* The request's Content-Length: its value, -1 without one, -2 when it is not a number. */
+static long long content_length(struct lws *wsi) {
+  char b[32], *end;
+  long long v;
+  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
+    return -1;
+  if (lws_hdr_copy(wsi, b, sizeof(b), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
+    return -2;
+  errno = 0;
+  v = strtoll(b, &end, 10);
+  if (end == b || *end != '\0' || v < 0 || errno != 0)
+    return -2;
+  return v;
+}
+
+/* 1 when the client waits for "100 Continue" before it sends its body (Expect: 100-continue;
+ * lws does not send one): it is answered at once instead, and then sends no body. */
+static int expects_continue(struct lws *wsi) {
+  char b[32];
+  return lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_EXPECT) > 0 &&
+         lws_hdr_copy(wsi, b, sizeof(b), WSI_TOKEN_HTTP_EXPECT) > 0 &&
+         strcasecmp(b, "100-continue") == 0;
+}
+
+/* 1 when bytes of a request body may be left unread after the answer, so that the connection
+ * must close: a Content-Length over BODY_MAX or not a number, or a POST, PUT or PATCH without
+ * one (lws then expects a body of unknown length; a chunked body is not decoded), or a body
+ * the client holds back for a "100 Continue" (the answer tells it not to send it). */
+static int body_unread(struct lws *wsi, const char *method) {
+  long long cl = content_length(wsi);
+  if (expects_continue(wsi))
+    return 1;
+  if (cl == -1)
+    return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+           strcmp(method, "PATCH") == 0;
+  return cl == -2 || cl > BODY_MAX;
+}
+
 static int sec(struct lws *wsi, unsigned char **hp, unsigned char *end) {
   for (size_t i = 0; i < sizeof(sec_headers) / sizeof(sec_headers[0]); i++)
     if (lws_add_http_header_by_name(wsi, (const unsigned char *)sec_headers[i].name,
@@ -294,7 +366,9 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   p->len = len;
   p->inflight = p->body != NULL ? len : 0;
   h->st.inflight_bytes += p->inflight;
-  p->close_after = strcmp(rq.method, "GET") != 0 && !head; /* a body we did not read */
+  /* A body over BODY_MAX or of unknown length is not read: the connection closes after the
+   * answer (the close can then be a reset; a body read and dropped leaves nothing behind). */
+  p->close_after = body_unread(wsi, rq.method);
   if (lws_add_http_common_headers(wsi, (unsigned)rs.status, rs.ctype, (lws_filepos_t)len, &hp,
                                   end) ||
       (rs.status == 401 && lws_add_http_header_by_name(
@@ -467,6 +541,57 @@ static void tick_cb(uv_timer_t *t) {
   }
 }
 
+/* ---- TLS certificate reload ----
+ *
+ * lws loads the certificate into its vhost's SSL_CTX once, at start. A reload does not change
+ * that SSL_CTX (an OpenSSL context keeps a certificate per key type: loading an EC certificate
+ * over an RSA one would leave the RSA one served to some clients); instead OpenSSL's
+ * certificate callback, set on lws's SSL_CTX when lws creates it
+ * (LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS), runs before every new handshake picks
+ * its certificate, clears what the session copied from lws's context and gives it the current
+ * chain and key (tls_cur, a context the caller loaded and checked: tlc_tls_reload). A session
+ * keeps its certificate once made; connections already open are not touched. */
+
+static int cert_cb(SSL *ssl, void *arg) {
+  tlc_http_t *h = arg;
+  SSL_CTX *c = h->tls_cur;
+  STACK_OF(X509) *chain = NULL;
+  if (c == NULL)
+    return 1; /* no reload yet: lws's own */
+  if (SSL_CTX_get0_chain_certs(c, &chain) != 1)
+    chain = NULL;
+  SSL_certs_clear(ssl);
+  if (SSL_use_cert_and_key(ssl, SSL_CTX_get0_certificate(c), SSL_CTX_get0_privatekey(c), chain,
+                           1) != 1) {
+    ERR_clear_error();
+    return 0; /* this handshake fails (cannot happen: the pair was checked at load) */
+  }
+  return 1;
+}
+
+int tlc_http_reload_tls(tlc_http_t *h, tlc_tls_t *tls, char *err, size_t errlen) {
+  SSL_CTX *n;
+  if (!h->tls_on) {
+    snprintf(err, errlen, "the HTTP port does not speak TLS");
+    return TLC_EINVAL;
+  }
+  if (!h->tls_hooked) {
+    snprintf(err, errlen,
+             "libwebsockets gave no TLS context to hook: restart for the new "
+             "certificate");
+    return TLC_EINVAL;
+  }
+  n = tlc_tls_ctx(tls);
+  if (n == NULL || SSL_CTX_get0_certificate(n) == NULL || SSL_CTX_get0_privatekey(n) == NULL) {
+    SSL_CTX_free(n);
+    snprintf(err, errlen, "no certificate and key loaded");
+    return TLC_EINVAL;
+  }
+  SSL_CTX_free(h->tls_cur);
+  h->tls_cur = n;
+  return 0;
+}
+
 /* ---- the protocol callback ---- */
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -486,6 +611,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     h->nwsi--;
     h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
     h->view.connections = h->st.connections;
+    return 0;
+  case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+    /* lws's vhost SSL_CTX, just made: our certificate callback (TLS reload, above) */
+    if (user != NULL) {
+      SSL_CTX_set_cert_cb((SSL_CTX *)user, cert_cb, h);
+      h->tls_hooked = 1;
+    }
     return 0;
   case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
     if (h->closing || h->st.connections >= h->o.max_connections) {
@@ -515,15 +647,32 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       memset(p, 0, sizeof(*p));
       p->h = h;
     }
+    {
+      long long cl = content_length(wsi);
+      if (cl > 0 && cl <= BODY_MAX && !expects_continue(wsi)) {
+        /* answered once the body is in (HTTP_BODY_COMPLETION), within lws's round-trip time */
+        p->await_body = 1;
+        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, ROUND_TRIP_S);
+        return 0;
+      }
+    }
     return respond(wsi, p, in != NULL ? (const char *)in : "/");
+  case LWS_CALLBACK_HTTP_BODY: /* no path takes a body: dropped */
+    return 0;
+  case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+    const char *uri;
+    if (p == NULL || !p->await_body)
+      return 0; /* answered already (a POST with Content-Length: 0) */
+    p->await_body = 0;
+    uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
+    return respond(wsi, p, uri != NULL ? uri : "/");
+  }
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if (p == NULL || p->h == NULL)
       return -1;
     if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
-      char uri[256];
-      if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) < 0)
-        snprintf(uri, sizeof(uri), "/api/");
-      return respond(wsi, p, uri);
+      const char *uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
+      return respond(wsi, p, uri != NULL ? uri : "/api/");
     }
     return send_chunk(wsi, p);
   case LWS_CALLBACK_TIMER:
@@ -629,6 +778,7 @@ static void free_http(tlc_http_t *h) {
     log_owner = NULL;
   }
   tlc__http_live_cache_fini(&h->live);
+  SSL_CTX_free(h->tls_cur);
   tlc_free(h);
   if (cb != NULL)
     cb(ud);
@@ -735,6 +885,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   if (o->tls_cert != NULL && o->tls_cert[0] != '\0') {
     /* TLS through lws's OpenSSL, from the same PEM files as the subscriber port */
     info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    h->tls_on = 1;
     info.ssl_cert_filepath = o->tls_cert;
     info.ssl_private_key_filepath = o->tls_key;
   }
@@ -749,8 +900,8 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   /* room past max_connections, so that a flood is accepted and refused at once
    * (FILTER_NETWORK_CONNECTION) instead of waiting in the kernel's backlog */
   info.fd_limit_per_thread = (unsigned)o->max_connections + 40;
-  info.timeout_secs = 10;        /* network round trips (lws default 5..20) */
-  info.timeout_secs_ah_idle = 5; /* a connection holding a header buffer without using it */
+  info.timeout_secs = ROUND_TRIP_S; /* network round trips (lws default 5..20) */
+  info.timeout_secs_ah_idle = 5;    /* a connection holding a header buffer without using it */
   info.keepalive_timeout = 5;
   info.count_threads = 1;
 

@@ -39,6 +39,7 @@ typedef struct tlc_ps_nats {
   const char *url;
   int connected, stream_ready;
   uint64_t published, dropped, reconnects;
+  uint64_t publish_cpu_ns; /* the loop thread's CPU time spent building and handing over stats */
 } tlc_ps_nats_t;
 
 /* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */

@@ -139,7 +139,13 @@ def test_two_daemons_late_consumer(d):
     try:
         D.wait_until(lambda: nats_line(a)["stream"] == "ready" and
                      nats_line(b)["stream"] == "ready", 10, "JetStream streams")
-        send(a.ingest, D.calls(300), b"TLCAP/1 target=board1 format=bin11\n")
+        # board1 in two connections: the second half after the first was published, so that
+        # a delta (not only full snapshots) carries board1's row
+        send(a.ingest, D.calls(150), b"TLCAP/1 target=board1 format=bin11\n")
+        D.wait_until(lambda: any(m.snapshot.counters.events == 300 for _, m in consume(
+            ns.url(), "tlcap.hostA.board1.stats", idle_ms=300)), 20, "board1's first half",
+            step=0.2)
+        send(a.ingest, D.calls(150, t0=1000 + 150 * 100), b"TLCAP/1 target=board1 format=bin11\n")
         send(b.ingest, D.calls(40, handle=7), b"TLCAP/1 target=app.v2 format=bin11\n")
         a.wait_stats(lambda s: D.by_name(s, "board1")["events"] == 600, what="a: 600 events")
         b.wait_stats(lambda s: D.by_name(s, "app.v2")["events"] == 80, what="b: 80 events")
@@ -165,10 +171,29 @@ def test_two_daemons_late_consumer(d):
         full_a = [m.snapshot for s, m in msgs
                   if s == sa and m.WhichOneof("msg") == "snapshot" and m.snapshot.full]
         T.check(full_a, "a full snapshot of board1")
+        # a consumer's table: a full snapshot replaces it, a delta the rows it carries
+        table = {}
+        for s, m in msgs:
+            if s == sa and m.WhichOneof("msg") == "snapshot":
+                if m.snapshot.full:
+                    table = {}
+                table.update({r.handle: r for r in m.snapshot.rows})
+        T.check(0 in table, "row of handle 0")
+        T.eq(table[0].count, 300, "calls counted")
+        T.eq(table[0].totals[pb.KIND_NET], 300 * 50, "net time")
         rows = {r.handle: r for r in full_a[-1].rows}
-        T.check(0 in rows, "row of handle 0")
-        T.eq(rows[0].count, 300, "calls counted")
-        T.eq(rows[0].totals[pb.KIND_NET], 300 * 50, "net time")
+        T.check(0 in rows, "row of handle 0 in the last full snapshot")
+        # a full snapshot carries the rolling windows and the quantiles (every net time is
+        # 50 ns: an exact bucket, so p50 .. p99.9 are 50); deltas carry neither (docs/fleet.md)
+        T.check(len(rows[0].windows) > 0, "windows in the full snapshot")
+        T.eq(list(rows[0].dists[pb.KIND_NET].quantiles), [50, 50, 50, 50], "quantiles")
+        deltas = [m.snapshot for s, m in msgs if s == sa and m.WhichOneof("msg") == "snapshot"
+                  and not m.snapshot.full]
+        T.check(any(len(x.rows) > 0 for x in deltas), "a delta with board1's row")
+        for sn in deltas:
+            for r in sn.rows:
+                T.check(len(r.windows) == 0 and all(len(x.quantiles) == 0 for x in r.dists),
+                        "a delta row without windows and quantiles: %r" % r)
         kinds = [(s, m.target_event.kind) for s, m in msgs if m.WhichOneof("msg") == "target_event"]
         T.check(("tlcap.hostA.board1.events", pb.TE_CONNECTED) in kinds, "CONNECTED event: %r" % kinds)
         T.check(("tlcap.hostB.app%2Ev2.events", pb.TE_DISCONNECTED) in kinds, "DISCONNECTED event")
@@ -230,6 +255,11 @@ def test_broker_killed_and_back(d):
             msgs = consume(ns.url(), "tlcap.k.t1.stats", idle_ms=400)
             return msgs if msgs and msgs[-1][1].snapshot.counters.events == 800 else None
         D.wait_until(resumed, 20, "statistics after the restart", step=0.3)
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=5) as r:
+            met = r.read().decode()
+        mm = re.search(r"^tlcap_nats_publish_cpu_seconds_total ([0-9.]+)$", met, re.M)
+        T.check(mm is not None and float(mm.group(1)) > 0,
+                "tlcap_nats_publish_cpu_seconds_total: %r" % (mm and mm.group(0)))
         rc, _ = a.stop()
         T.eq(rc, 0, "exit status")
     finally:
