@@ -36,13 +36,13 @@ static void job_clear(tlc_dump_t *d) {
   d->job.text = NULL;
   d->job.textlen = 0;
   d->job.has_table = d->job.begin = d->job.end = d->job.finish = d->job.has_map = 0;
-  d->job.post = NULL;
+  d->job.close_target = 0;
   tlc_table_init(&d->job.tab);
   tlc_mapping_init(&d->job.map);
 }
 
 void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
-                   char *(*head_cb)(void *ud), void *ud) {
+                   void (*head_cb)(void *ud, tlc_json_w_t *w), void *ud) {
   memset(d, 0, sizeof(*d));
   d->loop = loop;
   d->reg = reg;
@@ -100,13 +100,20 @@ static void work_cb(uv_work_t *req) {
   if (d->job.has_table) {
     const tlc_mapping_t *m = d->job.has_map ? &d->job.map : NULL;
     if (d->job.begin)
-      tlc_json_begin(&d->js, &o, &d->job.tab, m, d->job.name, 0);
+      tlc_json_begin_member(&d->js, &o, "stats", &d->job.tab, m, d->job.name);
     tlc_json_rows(&d->js, &o, &d->job.tab, m);
   }
   if (d->job.end)
-    tlc_json_end(&d->js, &o);
-  if (d->job.post != NULL)
-    tlc_out_puts(&o, d->job.post);
+    tlc_json_end_member(&d->js, &o);
+  d->js.o = &o;
+  if (d->job.close_target)
+    tlc_json_w_close(&d->js, '}');
+  if (d->job.finish) { /* the target list and the document */
+    tlc_json_w_close(&d->js, ']');
+    tlc_json_w_close(&d->js, '}');
+    tlc_out_putc(&o, '\n');
+  }
+  d->js.o = NULL;
   r = tlc_out_fini(&o);
   if (r != 0)
     d->failed_errno = EIO;
@@ -148,45 +155,57 @@ static int map_subset(tlc_mapping_t *out, const tlc_mapping_t *m, const tlc_tabl
   return 0;
 }
 
-/* The text of target t's entry up to its statistics. */
-static char *target_head(const tlc_target_t *t, int first, size_t *len) {
+/* The text of target t's entry up to its statistics, written with the document's writer. */
+static char *target_head(const tlc_target_t *t, tlc_json_w_t *w, size_t *len) {
   tlc_out_t o;
   tlc_counters_t c;
   tlc_target_counters(t, &c);
   tlc_out_init(&o, 1u << 20, NULL, NULL);
-  tlc_out_puts(&o, first ? "\n  {\"name\": " : ",\n  {\"name\": ");
-  tlc_json_string(&o, t->name);
-  tlc_out_printf(&o,
-                 ", \"format\": \"%s\", \"connected\": %d, \"peer\": ", tlc_format_name(t->format),
-                 t->connected);
-  tlc_json_string(&o, t->peer);
-  tlc_out_printf(
-      &o,
-      ", \"events\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"dropped_area_limit\": %" PRIu64
-      ", \"engine_gaps\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64
-      ", \"bytes_skipped\": %" PRIu64 ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
-      ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 ", \"connections\": %" PRIu64
-      ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64 ", \"decode_errors\": %" PRIu64
-      ", \"truncated_tails\": %" PRIu64 ", \"deadline_closes\": %" PRIu64
-      ", \"last_connect_unix_ms\": %" PRId64 ", \"last_disconnect_unix_ms\": %" PRId64
-      ", \"has_mapping\": %d, \"memory_bytes\": %" PRIu64 ", \"memory_refused\": %" PRIu64,
-      c.events, c.anomalies, c.dropped_area_limit, c.gaps, c.bytes, c.records, c.bytes_skipped,
-      c.resyncs, c.records_invalid, c.truncated, c.overflow_items, t->connections, t->reconnects,
-      t->gaps, t->decode_errors, t->truncated_tails, t->deadline_closes, t->last_connect_unix_ms,
-      t->last_disconnect_unix_ms, t->has_mapping, t->mem_bytes, t->mem_refused);
+  w->o = &o;
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "name", t->name);
+  tlc_json_w_str(w, "format", tlc_format_name(t->format));
+  tlc_json_w_i64(w, "connected", t->connected);
+  tlc_json_w_str(w, "peer", t->peer);
+  tlc_json_w_u64(w, "events", c.events);
+  tlc_json_w_u64(w, "anomalies", c.anomalies);
+  tlc_json_w_u64(w, "dropped_area_limit", c.dropped_area_limit);
+  tlc_json_w_u64(w, "engine_gaps", c.gaps);
+  tlc_json_w_u64(w, "bytes", c.bytes);
+  tlc_json_w_u64(w, "records", c.records);
+  tlc_json_w_u64(w, "bytes_skipped", c.bytes_skipped);
+  tlc_json_w_u64(w, "resyncs", c.resyncs);
+  tlc_json_w_u64(w, "records_invalid", c.records_invalid);
+  tlc_json_w_u64(w, "truncated", c.truncated);
+  tlc_json_w_u64(w, "overflow_items", c.overflow_items);
+  tlc_json_w_u64(w, "connections", t->connections);
+  tlc_json_w_u64(w, "reconnects", t->reconnects);
+  tlc_json_w_u64(w, "gaps", t->gaps);
+  tlc_json_w_u64(w, "decode_errors", t->decode_errors);
+  tlc_json_w_u64(w, "truncated_tails", t->truncated_tails);
+  tlc_json_w_u64(w, "deadline_closes", t->deadline_closes);
+  tlc_json_w_i64(w, "last_connect_unix_ms", t->last_connect_unix_ms);
+  tlc_json_w_i64(w, "last_disconnect_unix_ms", t->last_disconnect_unix_ms);
+  tlc_json_w_i64(w, "has_mapping", t->has_mapping);
+  tlc_json_w_u64(w, "memory_bytes", t->mem_bytes);
+  tlc_json_w_u64(w, "memory_refused", t->mem_refused);
   /* The most recent gaps, oldest first: [disconnect, reconnect (0 while still open)]. */
-  tlc_out_puts(&o, ", \"gap_log\": [");
+  tlc_json_w_open(w, "gap_log", '[');
   {
     uint64_t n = t->ngaplog < TLC_TARGET_GAPLOG ? t->ngaplog : TLC_TARGET_GAPLOG;
     for (uint64_t k = t->ngaplog - n; k < t->ngaplog; k++) {
       const tlc_target_gap_t *g = &t->gaplog[k % TLC_TARGET_GAPLOG];
-      tlc_out_printf(&o, "%s[%" PRId64 ", %" PRId64 "]", k == t->ngaplog - n ? "" : ", ",
-                     g->disconnect_unix_ms, g->reconnect_unix_ms);
+      tlc_json_w_open(w, NULL, '[');
+      tlc_json_w_i64(w, NULL, g->disconnect_unix_ms);
+      tlc_json_w_i64(w, NULL, g->reconnect_unix_ms);
+      tlc_json_w_close(w, ']');
     }
   }
-  tlc_out_puts(&o, "]");
+  tlc_json_w_close(w, ']');
   /* storage backpressure: times the source was held, and whether it is now */
-  tlc_out_printf(&o, ", \"store_holds\": %" PRIu64 ", \"store_held\": %d", t->holds, t->held);
+  tlc_json_w_u64(w, "store_holds", t->holds);
+  tlc_json_w_i64(w, "store_held", t->held);
+  w->o = NULL;
   return tlc_out_take(&o, len);
 }
 
@@ -212,7 +231,7 @@ static int job_next(tlc_dump_t *d) {
   if (d->cur != NULL && (t = tlc_targets_find(d->reg, d->cur)) == NULL) {
     /* gone since its last part: its entry ends with what was written */
     d->job.end = 1;
-    d->job.post = "}";
+    d->job.close_target = 1;
     tlc_free(d->cur);
     d->cur = NULL;
     d->lo = 0;
@@ -222,14 +241,13 @@ static int job_next(tlc_dump_t *d) {
     char *h;
     size_t n;
     if (d->ti >= d->reg->n) {
-      d->job.post = "\n]}\n";
       d->job.finish = 1;
       return 0;
     }
     t = d->reg->v[d->ti];
     if ((d->cur = tlc_strndup(t->name, strlen(t->name))) == NULL)
       return TLC_ENOMEM;
-    if ((h = target_head(t, d->ti == 0, &n)) == NULL)
+    if ((h = target_head(t, &d->js, &n)) == NULL)
       return TLC_ENOMEM;
     r = job_text(d, h, n);
     tlc_free(h);
@@ -257,24 +275,20 @@ static int job_next(tlc_dump_t *d) {
             "stats dump: target %s: statistics from handle %08" PRIX64 " left out: %s", t->name,
             d->lo, tlc_strerror(r));
     d->job.has_table = 0;
-    if (d->job.begin) { /* no statistics at all: the entry closes without them */
+    if (d->job.begin) /* no statistics at all: the entry closes without them */
       d->job.begin = 0;
-      d->job.post = "}";
-    } else {
+    else
       d->job.end = 1;
-      d->job.post = "}";
-    }
+    d->job.close_target = 1;
     tlc_free(d->cur);
     d->cur = NULL;
     d->ti++;
     return 0;
   }
-  if (d->job.begin && (r = job_text(d, ", \"stats\": ", 11)) < 0)
-    return r;
   d->job.has_table = 1;
   if (hi >= ((uint64_t)1 << 32)) { /* its last part */
     d->job.end = 1;
-    d->job.post = "}";
+    d->job.close_target = 1;
     tlc_free(d->cur);
     d->cur = NULL;
     d->ti++;
@@ -300,7 +314,7 @@ static void queue_job(tlc_dump_t *d) {
 }
 
 static void start(tlc_dump_t *d) {
-  char *head;
+  tlc_out_t o;
   d->busy = 1;
   d->again = 0;
   d->failed_errno = 0;
@@ -310,11 +324,17 @@ static void start(tlc_dump_t *d) {
   d->cur = NULL;
   d->req.data = d;
   job_clear(d);
-  head = d->head_cb != NULL ? d->head_cb(d->head_ud) : NULL;
-  if (head != NULL) {
-    d->job.text = head;
-    d->job.textlen = strlen(head);
-  }
+  /* the document's start: its first members, and the target list opened */
+  tlc_out_init(&o, 1u << 20, NULL, NULL);
+  tlc_json_w_init(&d->js, &o, 0);
+  tlc_json_w_open(&d->js, NULL, '{');
+  if (d->head_cb != NULL)
+    d->head_cb(d->head_ud, &d->js);
+  tlc_json_w_open(&d->js, "targets", '[');
+  d->js.o = NULL;
+  d->job.text = tlc_out_take(&o, &d->job.textlen);
+  if (d->job.text == NULL)
+    d->failed_errno = ENOMEM; /* the first job removes the file */
   queue_job(d);
 }
 

@@ -31,7 +31,8 @@ typedef struct tlc_dump {
   uv_loop_t *loop;
   tlc_targets_t *reg;
   char path[4096];
-  char *(*head_cb)(void *ud); /* the "daemon" object's text, tlc_malloc'd (owned by the dump) */
+  /* writes the document's first members (the "daemon" object) with the dump's writer */
+  void (*head_cb)(void *ud, tlc_json_w_t *w);
   void *head_ud;
   uv_work_t req;
   int busy, again, failed_errno;
@@ -46,21 +47,24 @@ typedef struct tlc_dump {
     char *name; /* the target's name, for the statistics document (with begin) */
     size_t textlen;
     int has_table, begin, end, finish;
+    int close_target; /* the target's entry ends with this job */
     tlc_table_t tab;
     tlc_mapping_t map;
     int has_map;
-    const char *post; /* static text written last */
   } job;
   /* the pool thread's (one job at a time) */
   FILE *f;
   char tmp[4100];
-  tlc_json_part_t js;
+  /* the document's writer (formats/json.h), carried from job to job: the loop writes a target's
+   * head with it (job_next), the pool thread the statistics and the closes (never both at once:
+   * the loop fills the next job once the previous one is back) */
+  tlc_json_w_t js;
 } tlc_dump_t;
 
 /* Initialises an idle dump writing to `path` ("" = off) for the targets of `reg`; `head_cb`
  * formats the daemon object when a dump starts. */
 void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
-                   char *(*head_cb)(void *ud), void *ud);
+                   void (*head_cb)(void *ud, tlc_json_w_t *w), void *ud);
 
 /* Starts a dump now, or, while one is being written, once more after it. No-op when the path is
  * "". Never blocks: the file is written by a pool thread. */

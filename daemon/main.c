@@ -75,39 +75,46 @@ static app_t A;
 
 /* ---- stats dump ---- */
 
-/* The stats dump's "daemon" object and the start of its target list (formatted on the loop; the
- * rest of the document is written off it, dump.c). */
-static char *dump_head(void *ud) {
+/* The stats dump's "daemon" object (written with the dump's JSON writer on the loop; the rest of
+ * the document is written off it, dump.c). */
+static void dump_head(void *ud, tlc_json_w_t *w) {
   tlc_daemon_t *d = ud;
-  tlc_out_t o;
   const tlc_ingest_stats_t *st = &d->st;
-  tlc_out_init(&o, 1u << 20, NULL, NULL);
-  tlc_out_printf(
-      &o,
-      "{\"daemon\": {\"accepted\": %" PRIu64 ", \"refused_limit\": %" PRIu64
-      ", \"refused_target\": %" PRIu64 ", \"accept_errors\": %" PRIu64
-      ", \"accept_pauses\": %" PRIu64 ", \"preamble_errors\": %" PRIu64
-      ", \"closed_decode\": %" PRIu64 ", \"closed_deadline\": %" PRIu64
-      ", \"closed_idle\": %" PRIu64 ", \"closed_eof\": %" PRIu64 ", \"closed_reset\": %" PRIu64
-      ", \"dial_attempts\": %" PRIu64 ", \"dial_failures\": %" PRIu64 ", \"serial_opens\": %" PRIu64
-      ", \"serial_failures\": %" PRIu64 ", \"serial_unplugs\": %" PRIu64
-      ", \"connections\": %zu, \"max_connections\": %zu, \"listeners\": %zu"
-      ", \"targets_refused_limit\": %" PRIu64 ", \"targets_refused_name\": %" PRIu64
-      ", \"log_dropped\": %" PRIu64 ", \"log_suppressed\": %" PRIu64 ", \"watchdog_sent\": %" PRIu64
-      ", \"watchdog_withheld\": %" PRIu64 ", \"notify_dropped\": %" PRIu64
-      ", \"memory_limit\": %" PRIu64 ", \"memory_used\": %" PRIu64 ", \"memory_peak\": %" PRIu64
-      ", \"memory_refused\": %" PRIu64 ", \"refused_allow\": %" PRIu64
-      ", \"targets_evicted\": %" PRIu64 "},\n",
-      st->accepted, st->refused_limit, st->refused_target, st->accept_errors, st->accept_pauses,
-      st->preamble_errors, st->closed_decode, st->closed_deadline, st->closed_idle, st->closed_eof,
-      st->closed_reset, st->dial_attempts, st->dial_failures, st->serial_opens, st->serial_failures,
-      st->serial_unplugs, d->nconns, d->max_conns, tlc_listen_count(d), d->targets.refused_limit,
-      d->targets.refused_name, tlc_log_dropped(), tlc_log_suppressed(), tlc_sd_watchdog_sent(),
-      tlc_sd_watchdog_withheld(), tlc_sd_dropped(), d->targets.budget.limit, d->targets.budget.used,
-      d->targets.budget.peak, d->targets.budget.refused, st->refused_allow, d->targets.evicted);
-  tlc_efl_dump(d, &o);
-  tlc_out_puts(&o, " \"targets\": [");
-  return tlc_out_take(&o, NULL);
+  tlc_json_w_open(w, "daemon", '{');
+  tlc_json_w_u64(w, "accepted", st->accepted);
+  tlc_json_w_u64(w, "refused_limit", st->refused_limit);
+  tlc_json_w_u64(w, "refused_target", st->refused_target);
+  tlc_json_w_u64(w, "accept_errors", st->accept_errors);
+  tlc_json_w_u64(w, "accept_pauses", st->accept_pauses);
+  tlc_json_w_u64(w, "preamble_errors", st->preamble_errors);
+  tlc_json_w_u64(w, "closed_decode", st->closed_decode);
+  tlc_json_w_u64(w, "closed_deadline", st->closed_deadline);
+  tlc_json_w_u64(w, "closed_idle", st->closed_idle);
+  tlc_json_w_u64(w, "closed_eof", st->closed_eof);
+  tlc_json_w_u64(w, "closed_reset", st->closed_reset);
+  tlc_json_w_u64(w, "dial_attempts", st->dial_attempts);
+  tlc_json_w_u64(w, "dial_failures", st->dial_failures);
+  tlc_json_w_u64(w, "serial_opens", st->serial_opens);
+  tlc_json_w_u64(w, "serial_failures", st->serial_failures);
+  tlc_json_w_u64(w, "serial_unplugs", st->serial_unplugs);
+  tlc_json_w_u64(w, "connections", d->nconns);
+  tlc_json_w_u64(w, "max_connections", d->max_conns);
+  tlc_json_w_u64(w, "listeners", tlc_listen_count(d));
+  tlc_json_w_u64(w, "targets_refused_limit", d->targets.refused_limit);
+  tlc_json_w_u64(w, "targets_refused_name", d->targets.refused_name);
+  tlc_json_w_u64(w, "log_dropped", tlc_log_dropped());
+  tlc_json_w_u64(w, "log_suppressed", tlc_log_suppressed());
+  tlc_json_w_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
+  tlc_json_w_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
+  tlc_json_w_u64(w, "notify_dropped", tlc_sd_dropped());
+  tlc_json_w_u64(w, "memory_limit", d->targets.budget.limit);
+  tlc_json_w_u64(w, "memory_used", d->targets.budget.used);
+  tlc_json_w_u64(w, "memory_peak", d->targets.budget.peak);
+  tlc_json_w_u64(w, "memory_refused", d->targets.budget.refused);
+  tlc_json_w_u64(w, "refused_allow", st->refused_allow);
+  tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
+  tlc_json_w_close(w, '}');
+  tlc_efl_dump(d, w);
 }
 
 /* ---- status ---- */

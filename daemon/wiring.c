@@ -612,11 +612,11 @@ static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, 
     (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
 }
 
-static void obs_bytes(void *ud, const tlc_target_t *t, const uint8_t *buf, size_t len,
-                      uint64_t offset) {
+static void obs_skipped(void *ud, const tlc_target_t *t, uint64_t offset, const uint8_t *buf,
+                        size_t len) {
   tlc_wiring_t *w = ud;
   if (w->st != NULL && t->store != NULL)
-    tlc_store_bytes(hd(t)->t, buf, len, offset); /* no-op unless keep_skipped */
+    tlc_store_skipped(hd(t)->t, offset, buf, len); /* no-op unless keep_skipped */
 }
 
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
@@ -976,8 +976,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
   o.records_cb = obs_records;
-  if (d->cfg.store && d->cfg.keep_skipped > 0)
-    o.bytes_cb = obs_bytes; /* only then: a call per received chunk */
+  o.skipped_cb = obs_skipped;
   o.batch_cb = obs_batch;
   o.ud = w;
   r = tlc_targets_observe(&d->targets, &o);

@@ -318,9 +318,18 @@ static void emit(tlc_dec_t *d, const view_t *v, uint64_t p, tlc_event_t *e) {
   st->cur = p + REC;
 }
 
-static void skip_bytes(tlc_dec_t *d, uint64_t k) {
+/* Bytes in no record, told to the caller (tlc_dec_opts_t.skipped_cb). */
+static void tell_skipped(tlc_dec_t *d, uint64_t from, const uint8_t *p, size_t k) {
+  if (k > 0 && d->opts.skipped_cb != NULL)
+    d->opts.skipped_cb(d->opts.skipped_ud, from, p, k);
+}
+
+/* Skips the k bytes of the view from `from` on (they are in it: keep_from holds them). */
+static void skip_bytes(tlc_dec_t *d, const view_t *v, uint64_t from, uint64_t k) {
   if (k == 0)
     return;
+  INVARIANT(from >= v->off && from + k <= v->end);
+  tell_skipped(d, from, AT(v, from), (size_t)k);
   d->c.bytes_skipped += k;
   d->u.bin.gap = 1;
   d->u.bin.skipped = 1;
@@ -329,7 +338,7 @@ static void skip_bytes(tlc_dec_t *d, uint64_t k) {
 /* Takes the candidate at q after a loss of sync. */
 static void regain(tlc_dec_t *d, const view_t *v, uint64_t q, tlc_event_t *e) {
   tlc_bin1x_state_t *st = &d->u.bin;
-  skip_bytes(d, q - st->lost_from);
+  skip_bytes(d, v, st->lost_from, q - st->lost_from);
   if (st->skipped) {
     d->c.resyncs++;
     d->c.records_invalid += st->pending_invalid;
@@ -459,7 +468,7 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
       continue;
     }
     if (wend && st->any.first == NONE) {
-      skip_bytes(d, q - st->lost_from);
+      skip_bytes(d, v, st->lost_from, q - st->lost_from);
       st->lost_from = q;
       wend = 0;
     }
@@ -470,7 +479,7 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
         regain(d, v, st->clean.first != NONE ? st->clean.best : st->any.best, &ev[(*n)++]);
         continue;
       }
-      skip_bytes(d, v->end - st->lost_from);
+      skip_bytes(d, v, st->lost_from, v->end - st->lost_from);
       st->lost_from = st->scan = v->end;
       return DONE;
     }
@@ -629,6 +638,7 @@ int tlc__bin1x_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
   if (n > 0)
     return (int)n;
   if (st->wlen > 0) {
+    tell_skipped(d, st->wbase, st->win, st->wlen);
     d->c.truncated += st->wlen;
     d->err_offset = st->wbase;
     snprintf(d->err_reason, sizeof(d->err_reason), "truncated record at byte %llu: %zu of %d bytes",
@@ -673,6 +683,7 @@ int tlc__bin1x_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
 void tlc__bin1x_reset(tlc_dec_t *d) {
   tlc_bin1x_state_t *st = &d->u.bin;
   if (st->wlen > 0) {
+    tell_skipped(d, st->wbase, st->win, st->wlen);
     d->c.bytes_skipped += st->wlen;
     st->gap = 1;
   }

@@ -39,6 +39,13 @@ typedef struct tlc_dec_opts {
   int64_t time_tolerance_ns; /* bin1x resync: allowed backwards step (default 1 s when 0) */
   unsigned confirm;          /* bin1x resync: records confirming a boundary (default 3; 1..16) */
   uint32_t max_block;        /* evlog: largest block size accepted (default 64 MiB when 0) */
+  /* The bytes that go into no record or block: skipped by a resync (bytes_skipped), dropped by
+   * tlc_dec_reset, cut off at the end of a stream (truncated). Called as the decoder decides,
+   * in stream order, with their stream offset (buf valid during the call only), before the
+   * events decoded after them are handed out; a run may come in several calls. NULL: not
+   * reported. (Storage keeps them for keep_skipped without re-deriving them.) */
+  void (*skipped_cb)(void *ud, uint64_t offset, const uint8_t *buf, size_t len);
+  void *skipped_ud;
 } tlc_dec_opts_t;
 
 typedef struct tlc_dec_counters {

@@ -242,6 +242,22 @@ static void consume(rd_t *r, size_t k) {
   st->at += k;
 }
 
+/* Bytes in no block, told to the caller (tlc_dec_opts_t.skipped_cb). */
+static void tell_skipped(tlc_dec_t *d, uint64_t from, const uint8_t *p, size_t k) {
+  if (k > 0 && d->opts.skipped_cb != NULL)
+    d->opts.skipped_cb(d->opts.skipped_ud, from, p, k);
+}
+
+/* Skips the next k unconsumed bytes (scanning for a magic), telling the caller. */
+static void skip(rd_t *r, size_t k) {
+  size_t h = held(r);
+  size_t kh = k < h ? k : h;
+  tell_skipped(r->d, r->st->at, r->st->carry + r->st->carry_off, kh);
+  tell_skipped(r->d, r->st->at + kh, r->in + r->ipos, k - kh);
+  r->d->c.bytes_skipped += k;
+  consume(r, k);
+}
+
 static int is_magic(uint8_t a, uint8_t b, uint8_t c, uint8_t e) {
   return (a == 0x11 && b == 0xe2 && c == 0xfe && e == 0x0f) ||
          (a == 0x0f && b == 0xfe && c == 0xe2 && e == 0x11);
@@ -325,8 +341,7 @@ static int step_scan(rd_t *r) {
       }
       if (is_magic(peek(r, 0), peek(r, 1), peek(r, 2), peek(r, 3)))
         return 1;
-      consume(r, 1);
-      r->d->c.bytes_skipped++;
+      skip(r, 1);
       continue;
     }
     end = r->len;
@@ -337,8 +352,7 @@ static int step_scan(rd_t *r) {
     }
     if (i + 4 > end)
       i = end >= 3 && end - 3 > r->ipos ? end - 3 : r->ipos;
-    r->d->c.bytes_skipped += i - r->ipos;
-    consume(r, i - r->ipos);
+    skip(r, i - r->ipos);
     if (r->len - r->ipos >= 4)
       return 1;
     /* Fewer than 4 bytes left: they might begin a magic. */
@@ -442,10 +456,8 @@ reject:
     return rc;
   /* Resync: skip the magic's first byte and look for the next one (unless a magic begins in the
    * item before, see straddle). */
-  if (pre == 0 && st->phase == PH_SCAN) {
-    consume(r, 1);
-    d->c.bytes_skipped++;
-  }
+  if (pre == 0 && st->phase == PH_SCAN)
+    skip(r, 1);
   return 1;
 }
 
@@ -642,6 +654,7 @@ int tlc__evlog_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
     return n;
   h = st->carry_len - st->carry_off;
   if (st->phase == PH_SCAN) {
+    tell_skipped(d, st->at, st->carry + st->carry_off, h);
     d->c.bytes_skipped += h;
     forget(st, d->pos);
     return 0;
@@ -655,6 +668,7 @@ int tlc__evlog_finish(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
     snprintf(d->err_reason, sizeof(d->err_reason),
              "truncated evlog block at byte %llu: %zu of %d header bytes",
              (unsigned long long)st->at, h, TLC_EVLOG_HEADER);
+    tell_skipped(d, st->at, st->carry + st->carry_off, h);
     d->c.truncated += h;
   } else {
     uint64_t present = st->at - st->block_offset + h;

@@ -78,12 +78,14 @@ void tlc_json_string(tlc_out_t *o, const char *str) {
   tlc_out_putc(o, '"');
 }
 
-typedef struct jw {
-  tlc_out_t *o;
-  int compact;
-  int depth;
-  int first; /* no comma needed before the next member */
-} jw_t;
+typedef tlc_json_w_t jw_t;
+
+void tlc_json_w_init(tlc_json_w_t *w, tlc_out_t *o, int compact) {
+  w->o = o;
+  w->compact = compact;
+  w->depth = 0;
+  w->first = 1;
+}
 
 static void nl(jw_t *w) {
   int i;
@@ -94,7 +96,7 @@ static void nl(jw_t *w) {
     tlc_out_puts(w->o, "  ");
 }
 
-static void key(jw_t *w, const char *k) {
+void tlc_json_w_key(jw_t *w, const char *k) {
   if (!w->first)
     tlc_out_putc(w->o, ',');
   w->first = 0;
@@ -106,14 +108,14 @@ static void key(jw_t *w, const char *k) {
   }
 }
 
-static void open_(jw_t *w, const char *k, char c) {
-  key(w, k);
+void tlc_json_w_open(jw_t *w, const char *k, char c) {
+  tlc_json_w_key(w, k);
   tlc_out_putc(w->o, c);
   w->depth++;
   w->first = 1;
 }
 
-static void close_(jw_t *w, char c) {
+void tlc_json_w_close(jw_t *w, char c) {
   int empty = w->first;
   w->depth--;
   if (!empty)
@@ -122,18 +124,18 @@ static void close_(jw_t *w, char c) {
   w->first = 0;
 }
 
-static void kv_i64(jw_t *w, const char *k, int64_t v) {
-  key(w, k);
+void tlc_json_w_i64(jw_t *w, const char *k, int64_t v) {
+  tlc_json_w_key(w, k);
   tlc_out_i64(w->o, v);
 }
 
-static void kv_u64(jw_t *w, const char *k, uint64_t v) {
-  key(w, k);
+void tlc_json_w_u64(jw_t *w, const char *k, uint64_t v) {
+  tlc_json_w_key(w, k);
   tlc_out_u64(w->o, v);
 }
 
-static void kv_str(jw_t *w, const char *k, const char *v) {
-  key(w, k);
+void tlc_json_w_str(jw_t *w, const char *k, const char *v) {
+  tlc_json_w_key(w, k);
   if (v == NULL)
     tlc_out_puts(w->o, "null");
   else
@@ -141,14 +143,14 @@ static void kv_str(jw_t *w, const char *k, const char *v) {
 }
 
 static void kv_hex8(jw_t *w, const char *k, uint32_t v) {
-  key(w, k);
+  tlc_json_w_key(w, k);
   tlc_out_putc(w->o, '"');
   tlc_out_hex(w->o, v, 8);
   tlc_out_putc(w->o, '"');
 }
 
 static void kv_opt(jw_t *w, const char *k, int has, int64_t v) {
-  key(w, k);
+  tlc_json_w_key(w, k);
   if (has)
     tlc_out_i64(w->o, v);
   else
@@ -159,24 +161,24 @@ static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int
   char buf[64];
   int i;
   static const char *const qk[TLC_NQUANT] = { "p50", "p90", "p99", "p999" };
-  open_(w, k, '{');
+  tlc_json_w_open(w, k, '{');
   if (has_total)
-    kv_i64(w, "total", total);
-  kv_u64(w, "n", d->n);
-  kv_i64(w, "sum", d->sum);
+    tlc_json_w_i64(w, "total", total);
+  tlc_json_w_u64(w, "n", d->n);
+  tlc_json_w_i64(w, "sum", d->sum);
   kv_opt(w, "min", d->n > 0, d->min);
   kv_opt(w, "max", d->n > 0, d->max);
   kv_opt(w, "avg", d->n > 0, tlc_dist_avg(d));
-  key(w, "sumsq");
+  tlc_json_w_key(w, "sumsq");
   tlc_out_putc(w->o, '"');
   tlc_out_u128(w->o, d->sumsq_hi, d->sumsq_lo);
   tlc_out_putc(w->o, '"');
-  key(w, "stddev");
+  tlc_json_w_key(w, "stddev");
   snprintf(buf, sizeof(buf), "%.3f", tlc_dist_stddev(d));
   tlc_out_puts(w->o, buf);
   for (i = 0; i < TLC_NQUANT; i++)
     kv_opt(w, qk[i], d->n > 0 && d->has_q, d->q[i]);
-  close_(w, '}');
+  tlc_json_w_close(w, '}');
 }
 
 static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *r) {
@@ -186,30 +188,30 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
   ma = tlc_mapping_row_entry(m, r);
   if (ma == NULL && m != NULL && r->kind == TLC_ROW_STATE)
     ma = tlc_mapping_find(m, r->handle);
-  open_(w, NULL, '{');
+  tlc_json_w_open(w, NULL, '{');
   kv_hex8(w, "handle", r->handle);
-  kv_str(w, "area", area < 6 ? area_name[area] : "unknown");
-  kv_str(w, "name", ma ? ma->name : NULL);
+  tlc_json_w_str(w, "area", area < 6 ? area_name[area] : "unknown");
+  tlc_json_w_str(w, "name", ma ? ma->name : NULL);
   if (r->kind == TLC_ROW_CODE) {
-    kv_str(w, "context", tlc_mapping_ctx_display(m, t, r->context, buf, sizeof(buf)));
+    tlc_json_w_str(w, "context", tlc_mapping_ctx_display(m, t, r->context, buf, sizeof(buf)));
   }
   if (r->kind == TLC_ROW_STATE)
-    kv_u64(w, "state", r->state);
-  kv_u64(w, "count", r->count);
-  kv_u64(w, "anomalies", r->anomalies);
+    tlc_json_w_u64(w, "state", r->state);
+  tlc_json_w_u64(w, "count", r->count);
+  tlc_json_w_u64(w, "anomalies", r->anomalies);
   if (r->kind == TLC_ROW_DATA) {
     /* data values are unsigned 64-bit: written as unsigned, null before the first write */
-    key(w, "value");
+    tlc_json_w_key(w, "value");
     if (r->has_value)
       tlc_out_u64(w->o, r->value);
     else
       tlc_out_puts(w->o, "null");
-    key(w, "value_min");
+    tlc_json_w_key(w, "value_min");
     if (r->has_value)
       tlc_out_u64(w->o, r->value_min);
     else
       tlc_out_puts(w->o, "null");
-    key(w, "value_max");
+    tlc_json_w_key(w, "value_max");
     if (r->has_value)
       tlc_out_u64(w->o, r->value_max);
     else
@@ -219,104 +221,120 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
     if (tlc_stat_kind_applies(r, k))
       dist(w, kind_key[k], &r->dist[k], k != TLC_PERIOD, r->total[k]);
   if (r->nwin > 0) {
-    open_(w, "windows", '[');
+    tlc_json_w_open(w, "windows", '[');
     for (i = 0; i < r->nwin && i < TLC_MAX_WINDOWS; i++) {
       const tlc_wstat_t *ws = &r->win[i];
-      open_(w, NULL, '{');
-      kv_i64(w, "window_ns", i < t->nwindows ? t->window_ns[i] : 0);
-      kv_u64(w, "count", ws->count);
+      tlc_json_w_open(w, NULL, '{');
+      tlc_json_w_i64(w, "window_ns", i < t->nwindows ? t->window_ns[i] : 0);
+      tlc_json_w_u64(w, "count", ws->count);
       for (k = 0; k < TLC_NKINDS; k++) {
         if (!tlc_stat_kind_applies(r, k))
           continue;
-        open_(w, kind_key[k], '{');
-        kv_u64(w, "n", ws->k[k].n);
-        kv_i64(w, "sum", ws->k[k].sum);
+        tlc_json_w_open(w, kind_key[k], '{');
+        tlc_json_w_u64(w, "n", ws->k[k].n);
+        tlc_json_w_i64(w, "sum", ws->k[k].sum);
         kv_opt(w, "min", ws->k[k].n > 0, ws->k[k].min);
         kv_opt(w, "max", ws->k[k].n > 0, ws->k[k].max);
         kv_opt(w, "avg", ws->k[k].n > 0, ws->k[k].n ? ws->k[k].sum / (int64_t)ws->k[k].n : 0);
-        close_(w, '}');
+        tlc_json_w_close(w, '}');
       }
-      close_(w, '}');
+      tlc_json_w_close(w, '}');
     }
-    close_(w, ']');
+    tlc_json_w_close(w, ']');
   }
-  close_(w, '}');
+  tlc_json_w_close(w, '}');
 }
 
-int tlc_json_begin(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m,
-                   const char *target, int compact) {
-  jw_t w = { o, compact, 0, 1 };
+/* The document up to its rows, as member `k` (NULL: an element, or the document itself). */
+static void begin(jw_t *wp, const char *k, const tlc_table_t *t, const tlc_mapping_t *m,
+                  const char *target) {
+  jw_t w = *wp;
   const tlc_counters_t *c = &t->counters;
   size_t i;
   char buf[64];
   static const char *const ctx_kind[3] = { "core", "task", "thread" };
-  open_(&w, NULL, '{');
-  kv_str(&w, "schema", "tlcap-stats/1");
-  kv_str(&w, "target", target);
-  kv_str(&w, "format",
-         t->format == TLC_FMT_BIN10   ? "bin10"
-         : t->format == TLC_FMT_BIN11 ? "bin11"
-         : t->format == TLC_FMT_EVLOG ? "evlog"
-                                      : NULL);
+  tlc_json_w_open(&w, k, '{');
+  tlc_json_w_str(&w, "schema", "tlcap-stats/1");
+  tlc_json_w_str(&w, "target", target);
+  tlc_json_w_str(&w, "format",
+                 t->format == TLC_FMT_BIN10   ? "bin10"
+                 : t->format == TLC_FMT_BIN11 ? "bin11"
+                 : t->format == TLC_FMT_EVLOG ? "evlog"
+                                              : NULL);
   kv_opt(&w, "first_time", c->events > 0, t->first_time);
   kv_opt(&w, "last_time", c->events > 0, t->last_time);
-  kv_i64(&w, "total_time", tlc_table_total_time(t));
+  tlc_json_w_i64(&w, "total_time", tlc_table_total_time(t));
   if (t->has_context_area)
     kv_hex8(&w, "context_area", t->context_area);
   else
-    kv_str(&w, "context_area", NULL);
-  open_(&w, "windows_ns", '[');
+    tlc_json_w_str(&w, "context_area", NULL);
+  tlc_json_w_open(&w, "windows_ns", '[');
   for (i = 0; i < t->nwindows && i < TLC_MAX_WINDOWS; i++)
-    kv_i64(&w, NULL, t->window_ns[i]);
-  close_(&w, ']');
-  kv_u64(&w, "seq", t->seq);
-  open_(&w, "counters", '{');
-  kv_u64(&w, "events", c->events);
-  kv_u64(&w, "anomalies", c->anomalies);
-  kv_u64(&w, "dropped_area_limit", c->dropped_area_limit);
-  kv_u64(&w, "gaps", c->gaps);
-  kv_u64(&w, "bytes", c->bytes);
-  kv_u64(&w, "records", c->records);
-  kv_u64(&w, "bytes_skipped", c->bytes_skipped);
-  kv_u64(&w, "resyncs", c->resyncs);
-  kv_u64(&w, "records_invalid", c->records_invalid);
-  kv_u64(&w, "truncated", c->truncated);
-  kv_u64(&w, "overflow_items", c->overflow_items);
-  close_(&w, '}');
-  open_(&w, "contexts", '[');
+    tlc_json_w_i64(&w, NULL, t->window_ns[i]);
+  tlc_json_w_close(&w, ']');
+  tlc_json_w_u64(&w, "seq", t->seq);
+  tlc_json_w_open(&w, "counters", '{');
+  tlc_json_w_u64(&w, "events", c->events);
+  tlc_json_w_u64(&w, "anomalies", c->anomalies);
+  tlc_json_w_u64(&w, "dropped_area_limit", c->dropped_area_limit);
+  tlc_json_w_u64(&w, "gaps", c->gaps);
+  tlc_json_w_u64(&w, "bytes", c->bytes);
+  tlc_json_w_u64(&w, "records", c->records);
+  tlc_json_w_u64(&w, "bytes_skipped", c->bytes_skipped);
+  tlc_json_w_u64(&w, "resyncs", c->resyncs);
+  tlc_json_w_u64(&w, "records_invalid", c->records_invalid);
+  tlc_json_w_u64(&w, "truncated", c->truncated);
+  tlc_json_w_u64(&w, "overflow_items", c->overflow_items);
+  tlc_json_w_close(&w, '}');
+  tlc_json_w_open(&w, "contexts", '[');
   for (i = 0; i < t->ncontexts; i++) {
     const tlc_ctx_t *x = &t->contexts[i];
-    open_(&w, NULL, '{');
-    kv_u64(&w, "index", i);
-    kv_str(&w, "name", tlc_mapping_ctx_display(m, t, (uint32_t)i, buf, sizeof(buf)));
-    kv_str(&w, "kind", x->kind < 3 ? ctx_kind[x->kind] : "unknown");
+    tlc_json_w_open(&w, NULL, '{');
+    tlc_json_w_u64(&w, "index", i);
+    tlc_json_w_str(&w, "name", tlc_mapping_ctx_display(m, t, (uint32_t)i, buf, sizeof(buf)));
+    tlc_json_w_str(&w, "kind", x->kind < 3 ? ctx_kind[x->kind] : "unknown");
     if (x->kind == TLC_CTXK_CORE)
       kv_opt(&w, "core", x->core != TLC_CORE_UNKNOWN, x->core);
     else
-      kv_u64(&w, "key", x->key);
-    close_(&w, '}');
+      tlc_json_w_u64(&w, "key", x->key);
+    tlc_json_w_close(&w, '}');
   }
-  close_(&w, ']');
-  open_(&w, "rows", '[');
-  st->compact = w.compact;
-  st->depth = w.depth;
-  st->first = w.first;
+  tlc_json_w_close(&w, ']');
+  tlc_json_w_open(&w, "rows", '[');
+  *wp = w;
+}
+
+int tlc_json_begin(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m,
+                   const char *target, int compact) {
+  tlc_json_w_init(st, o, compact);
+  begin(st, NULL, t, m, target);
+  return o->err;
+}
+
+int tlc_json_begin_member(tlc_json_w_t *w, tlc_out_t *o, const char *key, const tlc_table_t *t,
+                          const tlc_mapping_t *m, const char *target) {
+  w->o = o;
+  begin(w, key, t, m, target);
   return o->err;
 }
 
 int tlc_json_rows(tlc_json_part_t *st, tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m) {
-  jw_t w = { o, st->compact, st->depth, st->first };
   size_t i;
+  st->o = o;
   for (i = 0; i < t->nrows; i++)
-    row(&w, t, m, &t->rows[i]);
-  st->first = w.first;
+    row(st, t, m, &t->rows[i]);
+  return o->err;
+}
+
+int tlc_json_end_member(tlc_json_w_t *w, tlc_out_t *o) {
+  w->o = o;
+  tlc_json_w_close(w, ']');
+  tlc_json_w_close(w, '}');
   return o->err;
 }
 
 int tlc_json_end(tlc_json_part_t *st, tlc_out_t *o) {
-  jw_t w = { o, st->compact, st->depth, st->first };
-  close_(&w, ']');
-  close_(&w, '}');
+  tlc_json_end_member(st, o);
   tlc_out_putc(o, '\n');
   return o->err;
 }

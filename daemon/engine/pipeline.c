@@ -76,6 +76,22 @@ static int map(tlc_pipeline_t *p, const tlc_event_t *ev, size_t n, const tlc_eve
   }
   if (p->io.out == NULL)
     return TLC_EINVAL;
+  if (n > p->io.batch)
+    return TLC_ERANGE; /* `out` holds two events per item of one batch */
+  if (!c->has_from && !c->has_to && !p->pending_gap) {
+    /* mapping only: straight into `out` (room for two per item) */
+    for (size_t i = 0; i < n; i++) {
+      int m = tlc_evmap_map(p->evmap, &ev[i], &p->io.out[k]);
+      if (m < 0 && c->stop_on_map_error)
+        return m;
+      if (m > 0)
+        k += (size_t)m;
+    }
+    if (k > 0)
+      p->any_out = 1;
+    *out = p->io.out;
+    return (int)k;
+  }
   for (size_t i = 0; i < n; i++) {
     tlc_event_t tmp[2];
     const tlc_event_t *src = &ev[i];

@@ -92,7 +92,8 @@ int tlc_pipeline_finish(tlc_pipeline_t *p, const tlc_event_t **out, int *nout);
  * run through. Returns as tlc_pipeline_push. */
 int tlc_pipeline_idle(tlc_pipeline_t *p, const tlc_event_t **out, int *nout);
 /* Runs decoded events ev[0..n) through mapping, range, engine and mapped_cb (no decoder, no
- * decoded_cb). Returns the number that came out (*out points at them) or the mapping's error. */
+ * decoded_cb). Returns the number that came out (*out points at them) or the mapping's error;
+ * TLC_ERANGE for more than `batch` events when it maps or filters. */
 int tlc_pipeline_events(tlc_pipeline_t *p, const tlc_event_t *ev, size_t n,
                         const tlc_event_t **out);
 

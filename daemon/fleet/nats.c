@@ -573,10 +573,11 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));
   so.since_seq = base;
-  /* windows and quantiles only in full snapshots: for every changed row at every tick they
-   * cost a busy target a large share of the loop (docs/fleet.md, bench/RESULTS.md "Fleet") */
+  /* windows, quantiles and Neutral rows only in full snapshots: for every changed row at every
+   * tick they cost a busy target a large share of the loop (docs/fleet.md, bench/RESULTS.md
+   * "Fleet"); a consumer adds a Neutral row up from its area's context rows */
   so.windows = full;
-  so.neutral = 1;
+  so.neutral = full;
   so.quantiles = full;
   memset(&sel, 0, sizeof(sel));
   sel.windows = full;

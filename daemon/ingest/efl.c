@@ -905,36 +905,41 @@ void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
            capturing, bug, off ? " efl_evlog_off=1" : "");
 }
 
-void tlc_efl_dump(const tlc_daemon_t *d, tlc_out_t *o) {
-  tlc_out_puts(o, " \"efl\": [");
+void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+  tlc_json_w_open(w, "efl", '[');
   for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
-    tlc_out_puts(o, e == d->efls ? "\n  {\"source\": " : ",\n  {\"source\": ");
-    tlc_json_string(o, e->cfg.name);
-    tlc_out_puts(o, ", \"pattern\": ");
-    tlc_json_string(o, e->cfg.pattern);
-    tlc_out_printf(o,
-                   ", \"debugd\": \"%s\", \"connected\": %d, \"connects\": %" PRIu64
-                   ", \"disconnects\": %" PRIu64 ", \"apps_seen\": %" PRIu64
-                   ", \"apps_matched\": %" PRIu64 ", \"apps_refused\": %" PRIu64
-                   ", \"no_cpufreq\": %" PRIu64 ", \"protocol_errors\": %" PRIu64
-                   ", \"polls_skipped\": %" PRIu64 ", \"ignored\": %" PRIu64 ", \"apps\": [",
-                   e->addr, e->registered, e->connects, e->disconnects, e->apps_seen,
-                   e->apps_matched, e->apps_refused, e->no_cpufreq, e->protocol_errors,
-                   e->polls_skipped, e->ignored);
+    tlc_json_w_open(w, NULL, '{');
+    tlc_json_w_str(w, "source", e->cfg.name);
+    tlc_json_w_str(w, "pattern", e->cfg.pattern);
+    tlc_json_w_str(w, "debugd", e->addr);
+    tlc_json_w_i64(w, "connected", e->registered);
+    tlc_json_w_u64(w, "connects", e->connects);
+    tlc_json_w_u64(w, "disconnects", e->disconnects);
+    tlc_json_w_u64(w, "apps_seen", e->apps_seen);
+    tlc_json_w_u64(w, "apps_matched", e->apps_matched);
+    tlc_json_w_u64(w, "apps_refused", e->apps_refused);
+    tlc_json_w_u64(w, "no_cpufreq", e->no_cpufreq);
+    tlc_json_w_u64(w, "protocol_errors", e->protocol_errors);
+    tlc_json_w_u64(w, "polls_skipped", e->polls_skipped);
+    tlc_json_w_u64(w, "ignored", e->ignored);
+    tlc_json_w_open(w, "apps", '[');
     for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
-      tlc_out_puts(o, a == e->apps ? "{\"target\": " : ", {\"target\": ");
-      tlc_json_string(o, a->target != NULL ? a->target->name : "");
-      tlc_out_puts(o, ", \"name\": ");
-      tlc_json_string(o, a->name);
-      tlc_out_printf(o,
-                     ", \"pid\": %" PRId32 ", \"cid\": %" PRId32 ", \"state\": \"%s\""
-                     ", \"replies\": %" PRIu64 ", \"empty_replies\": %" PRIu64
-                     ", \"blocks\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"get_timeouts\": %" PRIu64
-                     ", \"on_retries\": %" PRIu64 "}",
-                     a->pid, a->cid, state_names[a->state], a->replies, a->empty, a->blocks,
-                     a->bytes, a->timeouts, a->on_retries);
+      tlc_json_w_open(w, NULL, '{');
+      tlc_json_w_str(w, "target", a->target != NULL ? a->target->name : "");
+      tlc_json_w_str(w, "name", a->name);
+      tlc_json_w_i64(w, "pid", a->pid);
+      tlc_json_w_i64(w, "cid", a->cid);
+      tlc_json_w_str(w, "state", state_names[a->state]);
+      tlc_json_w_u64(w, "replies", a->replies);
+      tlc_json_w_u64(w, "empty_replies", a->empty);
+      tlc_json_w_u64(w, "blocks", a->blocks);
+      tlc_json_w_u64(w, "bytes", a->bytes);
+      tlc_json_w_u64(w, "get_timeouts", a->timeouts);
+      tlc_json_w_u64(w, "on_retries", a->on_retries);
+      tlc_json_w_close(w, '}');
     }
-    tlc_out_puts(o, "]}");
+    tlc_json_w_close(w, ']');
+    tlc_json_w_close(w, '}');
   }
-  tlc_out_puts(o, "],\n");
+  tlc_json_w_close(w, ']');
 }

@@ -42,6 +42,7 @@ typedef struct tlc_serial tlc_serial_t;
 typedef struct tlc_conn tlc_conn_t;
 typedef struct tlc_efl tlc_efl_t;
 struct tlc_out;
+struct tlc_json_w;
 
 /* Daemon-wide ingest counters (shown in STATUS and the stats dump). */
 typedef struct tlc_ingest_stats {
@@ -194,9 +195,9 @@ int tlc_efl_sync(tlc_daemon_t *d);
  * buf (nothing without efl sources). */
 void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len);
 
-/* Writes ` "efl": [ {source, pattern, debugd, connected, counters, apps: [{target, name, pid,
- * cid, state, replies, ...}]} ],\n` for the stats dump (main.c). */
-void tlc_efl_dump(const tlc_daemon_t *d, struct tlc_out *o);
+/* Writes the member "efl": [ {source, pattern, debugd, connected, counters, apps: [{target, name,
+ * pid, cid, state, replies, ...}]} ] with the stats dump's JSON writer (main.c). */
+void tlc_efl_dump(const tlc_daemon_t *d, struct tlc_json_w *w);
 
 /* ---- helpers shared by the sources (tcp.c) ---- */
 

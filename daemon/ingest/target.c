@@ -265,6 +265,7 @@ static void on_bytes(void *ud, const uint8_t *buf, size_t len, uint64_t offset);
 static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
                        uint64_t coff);
 static void on_mapped(void *ud, const tlc_event_t *ev, size_t n);
+static void on_skipped(void *ud, uint64_t offset, const uint8_t *buf, size_t len);
 
 static int target_new(tlc_targets_t *r, const char *name, int src_kind,
                       const tlc_target_conf_t *conf, tlc_target_t **out) {
@@ -301,6 +302,8 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   pc.format = conf->format;
   pc.dec.resync = conf->resync;
   pc.dec.max_block = conf->max_block;
+  pc.dec.skipped_cb = on_skipped;
+  pc.dec.skipped_ud = t;
   pc.evmap.max_names = conf->max_names;
   pc.evmap.max_depth = conf->max_depth;
   pc.with_engine = 1;
@@ -468,6 +471,14 @@ static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t 
     if (r->obs[i].records_cb != NULL)
       r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
   }
+}
+
+static void on_skipped(void *ud, uint64_t offset, const uint8_t *buf, size_t len) {
+  tlc_target_t *t = ud;
+  tlc_targets_t *r = t->reg;
+  for (size_t i = 0; i < r->nobs && !t->quiet; i++)
+    if (r->obs[i].skipped_cb != NULL)
+      r->obs[i].skipped_cb(r->obs[i].ud, t, offset, buf, len);
 }
 
 static void on_mapped(void *ud, const tlc_event_t *ev, size_t n) {

@@ -22,7 +22,7 @@
  *     raw fields and evlog item bytes included) and the received chunk it came from - what
  *     tlc_store_write_chunk takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
- *   - bytes_cb with every byte pushed to the decoder, in stream order (after the preamble),
+ *   - skipped_cb with the bytes the decoder put in no record (keep_skipped),
  *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
  *   - TLC_TEV_FREED just before the target is freed (must release t->store).
  *
@@ -159,6 +159,11 @@ typedef struct tlc_target_observer {
   void *ud;
   void (*records_cb)(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
                      const uint8_t *chunk, size_t clen, uint64_t coff);
+  /* bytes of the stream in no record or block, as the decoder tells them (dec.h skipped_cb:
+   * resync noise, bytes a reset dropped, a cut-off tail), stream offset `offset`, before the
+   * events decoded after them; buf valid only during the call */
+  void (*skipped_cb)(void *ud, const tlc_target_t *t, uint64_t offset, const uint8_t *buf,
+                     size_t len);
 } tlc_target_observer_t;
 
 struct tlc_targets {

@@ -479,15 +479,8 @@ struct tlc_store_target {
   size_t gn;
   int gq; /* on the store's list of targets with gathered records */
   struct tlc_store_target *gnext;
-  /* loop side, keep_skipped: the stream bytes past the last record/block (sk_*, see sk_cover) */
-  uint64_t sk_base;  /* stream offset: every byte before it is in a record or was handled */
-  uint64_t sk_end;   /* stream offset after the last byte seen */
-  uint64_t sk_kbase; /* stream offset of sk_buf[0]; valid bytes sk_buf[sk_head..sk_len) */
-  uint8_t *sk_buf;   /* grows up to keep_skipped */
-  size_t sk_head, sk_len, sk_cap;
-  uint64_t sk_blk; /* evlog: 1 + offset of the last block covered (0: none) */
-  int sk_started;
-  uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP) */
+  /* loop side, keep_skipped: the bytes the decoder told in no record (tlc_store_skipped) */
+  uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP); at most keep_skipped */
   size_t sk_olen, sk_ocap;
   uint64_t sk_unkept; /* skipped bytes that could not be kept, to queue */
   int rx_state;       /* loop: 1 configured, C_RECEXPORT to queue (rx_mark); 2 queued */

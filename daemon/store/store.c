@@ -7,13 +7,15 @@
  *    in an earlier chunk: the same bytes), with its time, into a per-target gather buffer that
  *    is queued as one command at the end of the loop turn (a uv_prepare), before any other
  *    command (order kept), or when full; its queue room is taken as the records come, so
- *    drops are decided per call as before. evlog: a block is re-assembled from its items' raw
- *    bytes and the header fields the decoder kept (the evlog encoder), with a descriptor per
- *    block (length, item count, smallest and largest index time) from the items it was built
- *    of. The queue is capped in bytes (queue_bytes); over the cap the records are dropped and
- *    counted (dropped_buffer_full) and a `buffer_full` gap is queued (control commands are
- *    never dropped: they are small and bounded by the number of calls that make them). The
- *    loop never does file I/O after tlc_store_recover.
+ *    drops are decided per call as before. evlog: a block that lies whole in the chunk its
+ *    items were decoded from, items end to end, is copied as received (whole_block); one that
+ *    began in an earlier chunk, or whose items do not cover it (refused items, a cut), is
+ *    re-assembled from its items' raw bytes and the header fields the decoder kept (the evlog
+ *    encoder: the same bytes for a whole block); either way with a descriptor per block
+ *    (length, item count, smallest and largest index time) from its items. The queue is capped in
+ * bytes (queue_bytes); over the cap the records are dropped and counted (dropped_buffer_full) and a
+ * `buffer_full` gap is queued (control commands are never dropped: they are small and bounded by
+ * the number of calls that make them). The loop never does file I/O after tlc_store_recover.
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
  *    target's open segment (segment.c) in one write per command and builds its manifest from the
  *    commands' descriptors (no scan of the bytes but the checksum), rotates on size (at a record
@@ -386,10 +388,9 @@ static void on_prepare(uv_prepare_t *h) {
 }
 
 /* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
-static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t blocks_before) {
+static int submit_out(tlc_store_target_t *t, tlc_out_t *o, uint64_t nrec) {
   size_t len = 0;
   int rc = o->err;
-  uint64_t nrec = t->enc.blocks - blocks_before;
   uint8_t *buf = (uint8_t *)tlc_out_take(o, &len);
   tlc_rec_t *recs = t->ed;
   int whole = t->ned == nrec && !t->ed_err; /* a descriptor for every block written */
@@ -452,46 +453,12 @@ static void ea_item(tlc_store_target_t *t, const tlc_evlog_ext_t *x) {
 
 /* ---- loop side: keep_skipped ----
  *
- * The stream bytes after the last record/block that tlc_store_write saw are held (from
- * tlc_store_bytes, at most keep_skipped of them, plus for bin1x the resync decoder's look-ahead,
- * the ones right after that record: a skipped run starts there) until the next record shows
- * where they end: the bytes between are not in
- * any segment, so they are queued for the .skipped file (C_SKIP); what was not held is counted.
- * Cost per record: a comparison; per received byte: one copy while it is past the last record.
+ * The decoder tells the bytes that go into no record or block (tlc_dec_opts_t.skipped_cb,
+ * through the target's observers: resync noise, a cut-off tail) as it decides them; they are
+ * gathered here (at most keep_skipped between two flushes, the rest counted) and queued for the
+ * .skipped file (C_SKIP) before the records that follow them, or at the end of the stream.
+ * Cost: a copy of each skipped byte kept; nothing per record.
  */
-
-static void sk_emit(tlc_store_target_t *t, uint64_t a, uint64_t b) {
-  uint64_t lo = a > t->sk_kbase + t->sk_head ? a : t->sk_kbase + t->sk_head;
-  uint64_t hi = b < t->sk_kbase + t->sk_len ? b : t->sk_kbase + t->sk_len;
-  size_t k = hi > lo ? (size_t)(hi - lo) : 0;
-  if (k > 0 && t->sk_olen + k > t->sk_ocap) {
-    uint8_t *nb = tlc_grow(t->sk_out, &t->sk_ocap, t->sk_olen + k, 1, 4096);
-    if (!nb)
-      k = 0;
-    else
-      t->sk_out = nb;
-  }
-  if (k > 0) {
-    memcpy(t->sk_out + t->sk_olen, t->sk_buf + (lo - t->sk_kbase), k);
-    t->sk_olen += k;
-  }
-  t->sk_unkept += (b - a) - k;
-}
-
-/* a record/block occupies stream bytes [rs, re): what lies between the last one and it was
- * skipped */
-static void sk_cover(tlc_store_target_t *t, uint64_t rs, uint64_t re) {
-  if (rs > t->sk_base)
-    sk_emit(t, t->sk_base, rs);
-  if (re > t->sk_base)
-    t->sk_base = re;
-  if (t->sk_kbase + t->sk_head < t->sk_base) {
-    uint64_t d = t->sk_base - t->sk_kbase;
-    t->sk_head = d < t->sk_len ? (size_t)d : t->sk_len;
-    if (t->sk_head == t->sk_len)
-      t->sk_head = t->sk_len = 0; /* nothing held; sk_kbase is set by the next bytes */
-  }
-}
 
 static void sk_flush(tlc_store_target_t *t) {
   tlc_store_t *s = t->s;
@@ -526,90 +493,78 @@ static void sk_flush(tlc_store_target_t *t) {
   }
 }
 
-void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t off) {
+void tlc_store_skipped(tlc_store_target_t *t, uint64_t offset, const uint8_t *buf, size_t len) {
+  (void)offset; /* in stream order: the file is their concatenation */
   if (!t || len == 0 || t->s->o.keep_skipped == 0)
     return;
-  if (!t->sk_started) {
-    t->sk_started = 1;
-    t->sk_base = off;
+  uint64_t keep = t->s->o.keep_skipped;
+  size_t k = t->sk_olen >= keep ? 0 : (size_t)(keep - t->sk_olen < len ? keep - t->sk_olen : len);
+  if (k > 0 && t->sk_olen + k > t->sk_ocap) {
+    uint8_t *nb = tlc_grow(t->sk_out, &t->sk_ocap, t->sk_olen + k, 1, 4096);
+    if (!nb)
+      k = 0;
+    else
+      t->sk_out = nb;
   }
-  if (off + len <= t->sk_base) {
-    t->sk_end = off + len; /* inside a block already covered (evlog delivers items early) */
-    return;
+  if (k > 0) {
+    memcpy(t->sk_out + t->sk_olen, buf, k);
+    t->sk_olen += k;
   }
-  if (off < t->sk_base) {
-    buf += t->sk_base - off;
-    len -= (size_t)(t->sk_base - off);
-    off = t->sk_base;
-  }
-  if (t->sk_len == 0)
-    t->sk_kbase = off;
-  if (t->sk_kbase + t->sk_len == off) { /* contiguous with what is held: hold more */
-    /* bin1x: the records the resync decoder holds back for confirmation (at most
-     * TLC_BIN1X_HOLD bytes) come before a skipped run; an evlog run starts right after the
-     * last block delivered */
-    uint64_t keep =
-        t->s->o.keep_skipped + (t->format == TLC_FMT_EVLOG ? 0 : (uint64_t)TLC_BIN1X_HOLD);
-    if (t->sk_len + len > t->sk_cap && t->sk_head > 0) {
-      memmove(t->sk_buf, t->sk_buf + t->sk_head, t->sk_len - t->sk_head);
-      t->sk_kbase += t->sk_head;
-      t->sk_len -= t->sk_head;
-      t->sk_head = 0;
-    }
-    if (t->sk_len + len > t->sk_cap && t->sk_cap < keep) {
-      size_t nc = t->sk_cap ? t->sk_cap : 4096;
-      while (nc < t->sk_len + len && nc < keep)
-        nc *= 2;
-      if (nc > keep)
-        nc = (size_t)keep;
-      uint8_t *nb = tlc_realloc(t->sk_buf, nc);
-      if (nb) {
-        t->sk_buf = nb;
-        t->sk_cap = nc;
-      }
-    }
-    size_t k = t->sk_cap - t->sk_len < len ? t->sk_cap - t->sk_len : len;
-    if (k > 0)
-      memcpy(t->sk_buf + t->sk_len, buf, k);
-    t->sk_len += k;
-  }
-  t->sk_end = off + len;
+  t->sk_unkept += len - k;
 }
 
 void tlc_store_stream_end(tlc_store_target_t *t) {
-  if (!t || t->s->o.keep_skipped == 0 || !t->sk_started)
+  if (!t || t->s->o.keep_skipped == 0)
     return;
-  sk_cover(t, t->sk_end, t->sk_end);
   sk_flush(t);
 }
 
-/* the record/block spans of decoded events (bin1x: 24 bytes at the event's offset; evlog: the
- * item's whole block, once) */
-static void sk_events(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
-  if (!t->sk_started)
-    return;
-  for (size_t i = 0; i < n; i++) {
-    if (ev[i].flags & TLC_EVF_SYNTH)
-      continue;
-    if (t->format != TLC_FMT_EVLOG) {
-      sk_cover(t, ev[i].offset, ev[i].offset + TLC_BIN1X_RECORD);
-    } else if (ev[i].evlog && ev[i].evlog->block_offset + 1 != t->sk_blk) {
-      const tlc_evlog_ext_t *x = ev[i].evlog;
-      t->sk_blk = x->block_offset + 1;
-      sk_cover(t, x->block_offset, x->block_offset + 12 + (uint64_t)x->block_size);
-    }
+/* evlog: when ev[i] is the first item of a block that lies whole in the chunk and whose items
+ * are ev[i..j] (each where the previous one ends, the last one marked BLOCK_END and ending the
+ * block), returns j + 1: the block is stored as received. Else 0 (the encoder re-assembles it
+ * from the items: a block that began in an earlier chunk, items the decoder refused, a cut). */
+static size_t whole_block(const tlc_store_target_t *t, const tlc_event_t *ev, size_t i, size_t n,
+                          const uint8_t *chunk, size_t clen, uint64_t coff) {
+  const tlc_evlog_ext_t *x = ev[i].evlog;
+  uint64_t bo = x->block_offset, next = bo + TLC_EVLOG_HEADER, end = next + x->block_size;
+  if (!chunk || bo < coff || end > coff + clen || x->block_size > t->enc.opts.max_block)
+    return 0;
+  for (size_t j = i; j < n; j++) {
+    const tlc_evlog_ext_t *y = ev[j].evlog;
+    if (!y || (ev[j].flags & TLC_EVF_SYNTH) || y->block_offset != bo || ev[j].offset != next)
+      return 0;
+    next += y->item_len;
+    if (ev[j].flags & TLC_EVF_BLOCK_END)
+      return next == end ? j + 1 : 0;
   }
-  sk_flush(t);
+  return 0;
 }
 
-static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
+static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n, const uint8_t *chunk,
+                       size_t clen, uint64_t coff) {
   tlc_out_t o;
-  uint64_t before = t->enc.blocks;
+  uint64_t before = t->enc.blocks, raw = 0;
   int rc = 0;
   tlc_out_init(&o, 0, NULL, NULL);
   for (size_t i = 0; i < n; i++) {
     if (!ev[i].evlog || (ev[i].flags & TLC_EVF_SYNTH))
       continue;
+    size_t j = whole_block(t, ev, i, n, chunk, clen, coff);
+    if (j > 0) { /* the block's bytes as received, after what the encoder holds */
+      const tlc_evlog_ext_t *x = ev[i].evlog;
+      size_t blen = TLC_EVLOG_HEADER + (size_t)x->block_size;
+      uint64_t b0 = t->enc.blocks, l0 = o.total;
+      tlc_evlog_enc_flush(&t->enc, &o);
+      if (t->enc.blocks != b0)
+        ea_done(t, o.total - l0);
+      for (size_t k = i; k < j; k++)
+        ea_item(t, ev[k].evlog);
+      tlc_out_write(&o, chunk + (x->block_offset - coff), blen);
+      ea_done(t, blen);
+      raw++;
+      i = j - 1;
+      continue;
+    }
     uint64_t b0 = t->enc.blocks, l0 = o.total;
     int r = tlc_evlog_enc_add(&t->enc, &ev[i], &o);
     if (t->enc.blocks != b0)
@@ -630,7 +585,7 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
         ea_done(t, o.total - l0);
     }
   }
-  int src = submit_out(t, &o, before);
+  int src = submit_out(t, &o, t->enc.blocks - before + raw);
   return rc < 0 ? rc : src;
 }
 
@@ -644,9 +599,9 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     return 0;
   tlc_store_t *s = t->s;
   if (s->o.keep_skipped)
-    sk_events(t, ev, n); /* the skipped bytes go before these records */
+    sk_flush(t); /* the skipped bytes the decoder told go before these records */
   if (t->format == TLC_FMT_EVLOG)
-    return write_evlog(t, ev, n);
+    return write_evlog(t, ev, n, chunk, clen, coff);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     k += !(ev[i].flags & TLC_EVF_SYNTH);
@@ -818,7 +773,7 @@ static int flush_block(tlc_store_target_t *t) {
   tlc_evlog_enc_flush(&t->enc, &o);
   if (t->enc.blocks != before)
     ea_done(t, o.total);
-  return submit_out(t, &o, before);
+  return submit_out(t, &o, t->enc.blocks - before);
 }
 
 int tlc_store_rotate(tlc_store_target_t *t, int reason) {
@@ -969,7 +924,6 @@ void tlc_store_opts_default(tlc_store_opts_t *o) {
 static void free_target(tlc_store_target_t *t) {
   tlc__store_tmap_unref(t->s, t->wmap); /* the writer is done with the target */
   tlc_free(t->skpend);
-  tlc_free(t->sk_buf);
   tlc_free(t->sk_out);
   tlc_free(t->gb);
   tlc_free(t->gt);

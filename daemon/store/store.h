@@ -131,7 +131,7 @@ typedef struct tlc_store_opts {
   uint64_t keep_skipped; /* 0: off. Else received bytes that are not in the segment (skipped by a
                             resync, a stream's cut-off tail) are kept in <data>.skipped, at most
                             this many per segment (and per target waiting in memory); the rest
-                            is counted (gap skipped_unkept). Needs tlc_store_bytes. */
+                            is counted (gap skipped_unkept). Needs tlc_store_skipped. */
   int quick_start;       /* tlc_store_recover: 1 = check sizes and index only, not every byte */
   uint32_t max_deferred_exports; /* tlc_store_recover: main exports of segments found without
                                     one that wait for their target's settings (0: 1024); the
@@ -294,14 +294,15 @@ int tlc_store_target_configure(tlc_store_target_t *t, const tlc_store_tconf_t *c
  * TLC_ENOMEM (the previous names stay). */
 int tlc_store_target_set_mapping(tlc_store_target_t *t, const tlc_mapping_t *mapping);
 
-/* keep_skipped: every byte of the target's stream as it is pushed to its decoder, in stream order
- * (`offset` = the decoder's stream offset of buf[0]; target.h's bytes_cb), so that the bytes
- * that no record/block written by tlc_store_write covers can be kept aside. Copies at most
- * keep_skipped bytes past the last record; no-op when keep_skipped is 0. Loop thread. */
-void tlc_store_bytes(tlc_store_target_t *t, const uint8_t *buf, size_t len, uint64_t offset);
+/* keep_skipped: bytes of the target's stream that go into no record or block, as the decoder
+ * tells them (dec.h's skipped_cb, target.h's skipped_cb: resync noise, a stream's cut-off tail),
+ * in stream order (`offset`: the stream offset of buf[0]). Kept for the .skipped file of the
+ * segment the next records go to (at most keep_skipped waiting; the rest is counted); no-op
+ * when keep_skipped is 0. Loop thread. */
+void tlc_store_skipped(tlc_store_target_t *t, uint64_t offset, const uint8_t *buf, size_t len);
 
-/* keep_skipped: the stream ended (disconnect): the bytes after its last record are not in any
- * segment (a truncated tail, trailing noise) and go to the .skipped file too. */
+/* keep_skipped: the stream ended (disconnect): the skipped bytes told since the last records
+ * (a truncated tail, trailing noise) are queued for the .skipped file too. */
 void tlc_store_stream_end(tlc_store_target_t *t);
 
 /* Records a gap in the open (or next) segment's manifest: `reason` (short word: "reconnect",

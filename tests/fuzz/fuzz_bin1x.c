@@ -10,7 +10,9 @@
  *  - events lie inside the stream, in increasing offset order, with type <= 4, area <= 5;
  *  - resync mode: 24 * records + bytes_skipped + truncated == bytes fed;
  *  - re-encoding each event gives back the stream bytes at its offset;
- *  - with tlc_dec_idle after every chunk (an idle line): the same accounting, order and bytes.
+ *  - with tlc_dec_idle after every chunk (an idle line): the same accounting, order and bytes;
+ *  - the bytes told through skipped_cb are the stream's bytes at the offsets told, in increasing
+ *    order without overlap, and (resync, no error) as many as bytes_skipped + truncated.
  */
 #include "dec.h"
 #include "tlc_err.h"
@@ -33,6 +35,21 @@ typedef struct run_out {
 
 static run_out_t one, many, idle;
 
+/* skipped_cb's bytes: checked against the stream as they are told */
+static struct {
+  const uint8_t *in;
+  size_t len;
+  uint64_t told, next;
+} sk;
+
+static void on_skipped(void *ud, uint64_t off, const uint8_t *buf, size_t n) {
+  (void)ud;
+  if (!(n > 0 && off >= sk.next && off + n <= sk.len && memcmp(buf, sk.in + off, n) == 0))
+    abort();
+  sk.next = off + n;
+  sk.told += n;
+}
+
 #define CHECK(x)                                                                                   \
   do {                                                                                             \
     if (!(x))                                                                                      \
@@ -45,8 +62,9 @@ static void keep(run_out_t *o, const tlc_event_t *ev, size_t n) {
     o->ev[o->n++] = ev[i];
 }
 
-static void run(tlc_format_t f, const tlc_dec_opts_t *opts, const uint8_t *in, size_t len,
+static void run(tlc_format_t f, const tlc_dec_opts_t *opts0, const uint8_t *in, size_t len,
                 uint8_t chunk_seed, size_t batch, int idle_calls, run_out_t *o) {
+  tlc_dec_opts_t dopts = *opts0, *opts = &dopts;
   tlc_dec_t d;
   tlc_event_t ev[64];
   uint64_t fed = 0;
@@ -55,6 +73,10 @@ static void run(tlc_format_t f, const tlc_dec_opts_t *opts, const uint8_t *in, s
   int rc;
   o->n = 0;
   o->err = 0;
+  dopts.skipped_cb = on_skipped;
+  sk.in = in;
+  sk.len = len;
+  sk.told = sk.next = 0;
   CHECK(tlc_dec_init(&d, f, opts) == 0);
   while (off < len) {
     size_t chunk = len - off, used;
@@ -107,6 +129,8 @@ static void run(tlc_format_t f, const tlc_dec_opts_t *opts, const uint8_t *in, s
     }
     if (opts->resync)
       CHECK(24 * d.c.records + d.c.bytes_skipped + d.c.truncated == len);
+    if (opts->resync && o->err == 0)
+      CHECK(sk.told == d.c.bytes_skipped + d.c.truncated);
   }
   o->c = d.c;
   tlc_dec_reset(&d);

@@ -77,7 +77,24 @@ static uint64_t xs(uint64_t *s) {
   return *s;
 }
 
-/* Decodes buf; seed 0: one push. With enc, every event is also re-encoded into o. */
+/* skipped_cb's bytes: checked against the stream as they are told */
+static struct {
+  const uint8_t *in;
+  size_t len;
+  uint64_t told, next;
+} sk;
+
+static void on_skipped(void *ud, uint64_t off, const uint8_t *buf, size_t n) {
+  (void)ud;
+  if (!(n > 0 && off >= sk.next && off + n <= sk.len && memcmp(buf, sk.in + off, n) == 0))
+    abort();
+  sk.next = off + n;
+  sk.told += n;
+}
+
+/* Decodes buf; seed 0: one push. With enc, every event is also re-encoded into o. The bytes
+ * told through skipped_cb are the stream's at their offsets, in order, and as many as
+ * bytes_skipped plus (at most) the truncated ones. */
 static void decode(const uint8_t *buf, size_t len, int resync, uint64_t seed, sum_t *s,
                    tlc_evlog_enc_t *enc, tlc_out_t *o) {
   tlc_dec_t d;
@@ -89,6 +106,10 @@ static void decode(const uint8_t *buf, size_t len, int resync, uint64_t seed, su
   memset(&opts, 0, sizeof(opts));
   opts.resync = resync;
   opts.max_block = 1u << 20;
+  opts.skipped_cb = on_skipped;
+  sk.in = buf;
+  sk.len = len;
+  sk.told = sk.next = 0;
   if (tlc_dec_init(&d, TLC_FMT_EVLOG, &opts) != 0)
     abort();
   s->h = s->ih = 0xcbf29ce484222325ull;
@@ -137,6 +158,9 @@ static void decode(const uint8_t *buf, size_t len, int resync, uint64_t seed, su
   s->err_offset = d.err_offset;
   memcpy(s->reason, d.err_reason, sizeof(s->reason));
   s->c = d.c;
+  if (s->err == 0 &&
+      !(sk.told >= d.c.bytes_skipped && sk.told <= d.c.bytes_skipped + d.c.truncated))
+    abort();
   tlc_dec_fini(&d);
 }
 

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* the strict decoder over the same bytes */
   tlc_dec_t d;
-  tlc_dec_opts_t o = { 0, 0, 0, max_block };
+  tlc_dec_opts_t o = { .max_block = max_block };
   if (tlc_dec_init(&d, f, &o) != 0)
     return 0;
   static tlc_event_t ev[256];

@@ -344,7 +344,7 @@ def test_addresses(d):
         hold.listen(1)
     except OSError:
         hold = None  # in use already: the same situation
-    dm = D.Daemon(TLCAPD, d, [], http=False)
+    dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()], http=False)
     try:
         D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
                      "/api/v1 on 127.0.0.1:7480" in dm.log(), 10, "http start-up line")
@@ -416,7 +416,8 @@ def test_token_and_tls(d):
                    stderr=subprocess.DEVNULL, timeout=60)
     os.chmod(key, 0o600)
     hport = D.free_port()
-    dm = D.Daemon(TLCAPD, d, ["--token-file", tok, "--tls-cert", cert, "--tls-key", key],
+    dm = D.Daemon(TLCAPD, d, ["--token-file", tok, "--tls-cert", cert, "--tls-key", key,
+                              "--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()],
                   http="127.0.0.1:%d" % hport)
     try:
         ctx = ssl.create_default_context(cafile=cert)
@@ -593,7 +594,8 @@ def test_tls_reload(d):
     shutil.copy(c1, cert)
     shutil.copy(k1, key)
     hport, sport = D.free_port(), D.free_port()
-    dm = D.Daemon(TLCAPD, d, ["--tls-cert", cert, "--tls-key", key],
+    dm = D.Daemon(TLCAPD, d, ["--tls-cert", cert, "--tls-key", key,
+                              "--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()],
                   http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
     try:
         ok, subj = s_client(hport, c1)

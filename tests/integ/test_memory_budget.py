@@ -399,24 +399,33 @@ def test_dump_off_loop(d):
         send_all(port, data)
         wait_events(dm, 2 * n)
         sub = Sub(sport)
-        os.unlink(dm.dump)
-        t0 = time.monotonic()
-        dm.p.send_signal(signal.SIGUSR1)
-        worst, pings, cookie = 0.0, 0, 1
-        while not os.path.exists(dm.dump) and time.monotonic() - t0 < 60:
+        cookie = 1
+
+        def ping():
+            nonlocal cookie
             p0 = time.monotonic()
             cookie += 1
             sub.s.sendall(request(100 + cookie, 17, fld(1, 0, varint(cookie))))
             m = sub.recv()
             T.check(19 in m, "Pong (got fields %r)" % sorted(m))
-            worst = max(worst, time.monotonic() - p0)
+            return time.monotonic() - p0
+        # the same pings without a dump first: what this machine's load makes of a round trip
+        base = max(ping() for _ in range(20))
+        os.unlink(dm.dump)
+        t0 = time.monotonic()
+        dm.p.send_signal(signal.SIGUSR1)
+        worst, pings = 0.0, 0
+        while not os.path.exists(dm.dump) and time.monotonic() - t0 < 60:
+            worst = max(worst, ping())
             pings += 1
             time.sleep(0.01)
         took = time.monotonic() - t0
         T.check(os.path.exists(dm.dump), "dump written")
         T.check(pings >= 3, "pings answered during the dump: %d in %.2fs" % (pings, took))
-        T.check(worst < 0.25 * SCALE, "worst Ping round trip during the dump %.3fs (dump took "
-                "%.2fs)" % (worst, took))
+        # a dump on the loop would hold one Ping for about the whole dump; off the loop the
+        # worst round trip stays near the machine's own (under foreign load that is more)
+        T.check(worst < max(0.25 * SCALE, 4 * base), "worst Ping round trip during the dump "
+                "%.3fs (dump took %.2fs; without a dump %.3fs)" % (worst, took, base))
         st = D.by_name(dm.stats(timeout=120), TARGET)
         T.eq(len(st["stats"]["rows"]), n, "areas in the dump")
         sub.close()

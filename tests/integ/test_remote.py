@@ -176,7 +176,9 @@ def test_refused_at_start(d):
                              timeout=20)
         T.check(rc == 2 and want in err, "%r: exit %d, stderr %s" % (args, rc, err))
     # beyond loopback with a token and no TLS: starts, with a warning
-    dm = D.Daemon(TLCAPD, d, ["--token-file", good], serve="0.0.0.0:%d" % port)
+    # (a listener of its own: without one the embedded default's fixed ports 7411/7412 are used)
+    dm = D.Daemon(TLCAPD, d, ["--token-file", good, "--listen",
+                              "ing=bin11@127.0.0.1:%d" % D.free_port()], serve="0.0.0.0:%d" % port)
     rc, _ = dm.stop()
     T.check(rc == 0 and "without TLS" in dm.log(), "non-loopback warning: %d\n%s" % (rc, dm.log()))
 

@@ -247,6 +247,71 @@ static void test_write_chunk_as_received(void **state) {
   free(gen);
 }
 
+/* evlog blocks copied as received (tlc_store_write_chunk): a stream pushed through a strict
+ * decoder in chunks of odd sizes and batches of few events, each batch handed to the store with
+ * its chunk, so that some blocks lie whole in their chunk (copied as received) and others begin
+ * in an earlier chunk or come in several batches (re-assembled from their items), interleaved:
+ * the segments hold exactly the bytes sent, in order, and their manifests match a scan */
+static void test_write_chunk_evlog_as_received(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 16384;
+  o.index_interval = 4;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "rawev", TLC_FMT_EVLOG, &t), 0);
+  evgen_t g;
+  evgen_init(&g, EVGEN_STALE_PAD);
+  evgen_random(&g, 31, 4000, 13);
+  tlc_dec_t d;
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_EVLOG, NULL), 0);
+  size_t off = 0, k = 0;
+  static const size_t sizes[] = { 1, 700, 13, 4096, 65536, 37, 12000, 2 };
+  static const size_t batch[] = { 256, 5, 256, 1, 256, 17, 256, 3 };
+  while (off < g.len) {
+    size_t c = sizes[k % 8], max = batch[k % 8];
+    k++;
+    if (c > g.len - off)
+      c = g.len - off;
+    size_t pos = 0;
+    while (pos < c) {
+      size_t used = 0;
+      uint64_t at = d.pos;
+      int m = tlc_dec_push(&d, g.buf + off + pos, c - pos, &used, ev, max);
+      assert_true(m >= 0);
+      if (m > 0)
+        assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, g.buf + off + pos, used, at), 0);
+      pos += used;
+    }
+    off += c;
+  }
+  int m;
+  while ((m = tlc_dec_finish(&d, ev, 256)) > 0)
+    assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, NULL, 0, 0), 0);
+  assert_int_equal(m, 0);
+  tlc_dec_fini(&d);
+  barrier(s, &loop);
+  tlc_store_target_counters_t tc;
+  tlc_store_target_counters(t, &tc);
+  assert_int_equal(tc.records_in, g.blocks);
+  assert_int_equal(tc.bytes_in, g.len);
+  close_store(s, &loop);
+  char dir[1200];
+  tdir(dir, sizeof dir, "rawev");
+  buf_t got = { 0 };
+  size_t nseg;
+  read_all(dir, &got, &nseg);
+  assert_true(nseg > 3);
+  assert_int_equal(got.len, g.len);
+  assert_memory_equal(got.p, g.buf, g.len);
+  manifests_match_scan(dir, TLC_FMT_EVLOG, 4);
+  buf_free(&got);
+  evgen_free(&g);
+}
+
 /* a range read through the index == a full read filtered by time */
 static void filter_full(tlc_format_t f, const buf_t *all, int64_t from, int64_t to, buf_t *out) {
   size_t pos = 0;
@@ -1062,19 +1127,22 @@ static void clean_records(buf_t *b, size_t n, uint64_t seed, int64_t *t) {
   }
 }
 
+static void skipped_to_store(void *ud, uint64_t off, const uint8_t *buf, size_t len) {
+  tlc_store_skipped(ud, off, buf, len);
+}
+
 /* decodes `in` in resync mode as a serial target would, 100 bytes at a time, giving the store
- * every byte (tlc_store_bytes) and every event, then ends the stream; returns bytes_skipped */
+ * the bytes the decoder tells in no record (tlc_store_skipped) and every event, then ends the
+ * stream; returns bytes_skipped */
 static uint64_t feed_resync(tlc_store_target_t *t, tlc_format_t f, const buf_t *in) {
   tlc_dec_t d;
-  tlc_dec_opts_t dopt = { 1, 0, 0, 0 };
+  tlc_dec_opts_t dopt = { 1, 0, 0, 0, skipped_to_store, t };
   tlc_event_t ev[256];
   assert_int_equal(tlc_dec_init(&d, f, &dopt), 0);
   for (size_t off = 0; off < in->len;) {
     size_t k = in->len - off < 100 ? in->len - off : 100, used = 0;
-    uint64_t pos = d.pos;
     int n = tlc_dec_push(&d, in->p + off, k, &used, ev, 256);
     assert_true(n >= 0);
-    tlc_store_bytes(t, in->p + off, used, pos);
     if (n > 0)
       assert_int_equal(tlc_store_write(t, ev, (size_t)n), 0);
     off += used;
@@ -1630,6 +1698,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_roundtrip_bin10, setup, teardown),
     cmocka_unit_test_setup_teardown(test_roundtrip_evlog, setup, teardown),
     cmocka_unit_test_setup_teardown(test_write_chunk_as_received, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_write_chunk_evlog_as_received, setup, teardown),
     cmocka_unit_test_setup_teardown(test_range_read, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd_after_restart, setup, teardown),
