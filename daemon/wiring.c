@@ -695,12 +695,39 @@ static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t conte
                              cum);
 }
 
+static int http_code_hist(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
+                          size_t nle, uint64_t *cum) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_code_hist(w->d->targets.v[index]->pipe.engine, x, TLC_NET, le, nle, cum);
+}
+
 static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
                          size_t *cap) {
   tlc_wiring_t *w = ud;
   if (index >= w->d->targets.n)
     return TLC_ERANGE;
   return tlc_engine_code_net(w->d->targets.v[index]->pipe.engine, out, n, cap);
+}
+
+static int http_stamp(void *ud, size_t index, uint64_t st[3]) {
+  tlc_wiring_t *w = ud;
+  const tlc_mapping_t *names;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  names = tlc_target_names(w->d->targets.v[index]);
+  st[0] = tlc_engine_epoch(w->d->targets.v[index]->pipe.engine);
+  st[1] = tlc_engine_seq(w->d->targets.v[index]->pipe.engine);
+  st[2] = names != NULL ? names->nareas : 0;
+  return 0;
+}
+
+static size_t http_target_subscribers(void *ud, size_t index) {
+  tlc_wiring_t *w = ud;
+  if (w->ps == NULL || index >= w->d->targets.n)
+    return 0;
+  return tlc_pubsub_target_subscribers(w->ps, w->d->targets.v[index]->name);
 }
 
 static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
@@ -765,6 +792,9 @@ static int http_start(tlc_wiring_t *w) {
   src.hist_cum = http_hist_cum;
   src.code_net = http_code_net;
   src.context = http_context;
+  src.stamp = http_stamp;
+  src.code_hist = http_code_hist;
+  src.target_subscribers = http_target_subscribers;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
   if (r != 0) {

@@ -115,22 +115,18 @@ static void counters_json(tlc_out_t *o, const tlc_counters_t *c) {
 }
 
 int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
+  static const char *const storage[5] = { "bytes_written", "records_written", "dropped_records",
+                                          "segment_seq", "segment_bytes" };
   const tlc_ps_provider_t *pv = v->src.pv;
-  size_t n = pv->count(pv->ud);
+  size_t n = pv->count(pv->ud), shown = 0;
   tlc_out_puts(o, "[");
   for (size_t i = 0; i < n; i++) {
     tlc_ps_target_info_t ti;
     tlc_http_store_info_t st;
-    if (pv->info(pv->ud, i, &ti) != 0)
+    if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
-    memset(&st, 0, sizeof(st));
-    if (v->src.target_store != NULL)
-      v->src.target_store(v->src.ud, i, &st);
-    tlc_out_puts(o, i ? ",\n {\"name\": " : "\n {\"name\": ");
-    tlc_json_string(o, ti.name);
-    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
-                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
-    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    tlc_out_puts(o, shown++ > 0 ? ",\n " : "\n ");
+    tlc__http_target_head(v, i, o, &ti);
     tlc_out_printf(o,
                    ", \"connections\": %" PRIu64 ", \"reconnects\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"decode_errors\": %" PRIu64 ", \"last_connect_unix_ms\": %" PRId64
@@ -138,18 +134,10 @@ int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
                    ti.connections, ti.reconnects, ti.gaps, ti.decode_errors,
                    ti.last_connect_unix_ms, ti.last_disconnect_unix_ms);
     counters_json(o, &ti.counters);
-    if (st.has)
-      tlc_out_printf(o,
-                     ", \"storage\": {\"bytes_written\": %" PRIu64 ", \"records_written\": %" PRIu64
-                     ", \"dropped_records\": %" PRIu64 ", \"segment_seq\": %" PRIu64
-                     ", \"segment_bytes\": %" PRIu64 "}",
-                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
-                     st.segment_bytes);
-    else
-      tlc_out_puts(o, ", \"storage\": null");
+    tlc__http_target_storage(o, "storage", &st, storage);
     tlc_out_puts(o, "}");
   }
-  tlc_out_puts(o, n ? "\n]\n" : "]\n");
+  tlc_out_puts(o, shown ? "\n]\n" : "]\n");
   return o->err;
 }
 

@@ -696,6 +696,18 @@ void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out) {
   *out = ps->st;
 }
 
+size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target) {
+  size_t n = 0, i;
+  for (const tlc__ps_sub_t *s = ps->subs; s != NULL; s = s->next) {
+    if (s->closing || !s->authed)
+      continue;
+    for (i = 0; i < s->nsubs && !tlc__ps_spec_target(s->subs[i]->spec, target); i++)
+      ;
+    n += i < s->nsubs;
+  }
+  return n;
+}
+
 static int is_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET)
     return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
