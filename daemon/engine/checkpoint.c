@@ -491,6 +491,7 @@ static void wipe(tlc_engine_t *e) {
   e->first = e->last = 0;
   e->hist_bytes = e->win_bytes = 0;
   e->hcur = e->hlog; /* queued samples name rows that are gone */
+  tlc__engine_new_epoch(e);
 }
 
 void tlc_engine_clear(tlc_engine_t *e) {
@@ -511,6 +512,7 @@ int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
   rc = load_body(e, r);
   if (rc != 0)
     wipe(e);
+  tlc__engine_new_epoch(e);
   tlc__engine_acct_sync(e); /* the restored rows count in the memory budget like grown ones */
   return rc;
 }

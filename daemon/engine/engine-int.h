@@ -171,6 +171,7 @@ struct tlc_engine {
   tlc_engine_opts_t o;
   uint8_t ctxmode;
   uint32_t map_gen;
+  uint64_t epoch; /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
   int64_t step[TLC_MAX_WINDOWS];
   int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
   hent_t *ht;
@@ -217,5 +218,7 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
  * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
  * allocate and free outside the engine's own growth paths. */
 void tlc__engine_acct_sync(tlc_engine_t *e);
+/* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
+void tlc__engine_new_epoch(tlc_engine_t *e);
 
 #endif

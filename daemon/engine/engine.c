@@ -39,6 +39,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1084,6 +1085,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
                   sizeof(*e) + e->hcap * sizeof(*e->ht) +
                       (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
                   TLC_ACCT_FORCE);
+  tlc__engine_new_epoch(e);
   *ep = e;
   return 0;
 }
@@ -1117,6 +1119,7 @@ void tlc_engine_free(tlc_engine_t *e) {
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   e->o.mapping = m;
   e->map_gen++;
+  tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
 }
@@ -1139,12 +1142,10 @@ int64_t tlc_engine_hist_edge(int64_t x) {
 
 #define HIST_MAX_EDGES 64
 
-int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
-                        const int64_t *le, size_t nle, uint64_t *cum) {
-  uint32_t eb[HIST_MAX_EDGES];
-  uint64_t slot[HIST_MAX_EDGES + 1];
-  size_t i, found = 0;
-  if (e->hlog == NULL || k >= NK || nle > HIST_MAX_EDGES)
+/* The bucket of each edge into eb; 0, or TLC_EINVAL when le is not ascending edges. */
+static int edge_buckets(const int64_t *le, size_t nle, uint32_t *eb) {
+  size_t i;
+  if (nle > HIST_MAX_EDGES)
     return TLC_EINVAL;
   for (i = 0; i < nle; i++) {
     if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
@@ -1154,6 +1155,16 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
     if (le[i] == INT64_MAX || tlc__hist_idx(le[i] + 1) == eb[i])
       return TLC_EINVAL;
   }
+  return 0;
+}
+
+int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, found = 0;
+  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
+    return TLC_EINVAL;
   if (!e->ctxmode && k == TLC_GROSS)
     k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */
   if (e->hcur != e->hlog)
@@ -1176,8 +1187,48 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
   return 0;
 }
 
+int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
+                         const int64_t *le, size_t nle, uint64_t *cum) {
+  uint32_t eb[HIST_MAX_EDGES];
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, j = x->ref;
+  int neut = x->context == TLC_CTX_NEUTRAL;
+  /* ref names rows of the last tlc_engine_code_net: used only while they are still x's */
+  if (neut ? e->ntctx < 2 || e->grp == NULL || e->grp_nrows != e->nrows ||
+                 e->grp_gen != e->ctxgen || j >= e->ngrp || e->grp[j].handle != x->handle ||
+                 (j > 0 && e->grp[j - 1].handle == x->handle)
+           : j >= e->nrows || e->rows[j].kind != TLC_ROW_CODE || e->rows[j].handle != x->handle ||
+                 e->rows[j].ctx == NONE32 || e->ctx[e->rows[j].ctx].tindex != x->context)
+    return tlc_engine_hist_cum(e, x->handle, x->context, k, le, nle, cum);
+  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
+    return TLC_EINVAL;
+  if (!e->ctxmode && k == TLC_GROSS)
+    k = TLC_CALL;
+  if (e->hcur != e->hlog)
+    hlog_flush(e);
+  memset(slot, 0, sizeof(slot));
+  if (!neut)
+    tlc__hist_cum(&e->rows[j].k[k].h, eb, nle, slot);
+  else
+    for (; j < e->ngrp && e->grp[j].handle == x->handle; j++)
+      tlc__hist_cum(&e->rows[e->grp[j].row].k[k].h, eb, nle, slot);
+  for (i = 0; i < nle; i++)
+    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+  return 0;
+}
+
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
+}
+
+static _Atomic uint64_t epochs; /* engines live on several threads (replay, sealer) */
+
+void tlc__engine_new_epoch(tlc_engine_t *e) {
+  e->epoch = atomic_fetch_add_explicit(&epochs, 1, memory_order_relaxed) + 1;
+}
+
+uint64_t tlc_engine_epoch(const tlc_engine_t *e) {
+  return e->epoch;
 }
 
 const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e) {
@@ -1347,6 +1398,18 @@ static unsigned snap_kinds(const tlc_engine_t *e, const tlc_snap_opts_t *so) {
   return km;
 }
 
+/* The kinds whose windows are asked for (tlc_snap_opts_t.windows: 1, or a mask of kinds). */
+static inline unsigned win_kinds(const tlc_snap_opts_t *so) {
+  return (so->windows & TLC_SNAP_WKINDS) ? so->windows & ((1u << NK) - 1) : (1u << NK) - 1;
+}
+
+/* Quantiles of kind k asked for (tlc_snap_opts_t.quantiles: 1, or a mask of kinds). */
+static inline int want_q(const tlc_snap_opts_t *so, unsigned k) {
+  if (so->quantiles & TLC_SNAP_QKINDS)
+    return (so->quantiles & (1u << k)) != 0;
+  return so->quantiles != 0;
+}
+
 static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
                      const tlc_snap_opts_t *so, unsigned km) {
   unsigned k;
@@ -1371,7 +1434,7 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
       edist_merge(&d, &r->k[k].d);
     }
     to_dist(&s->dist[k], &d);
-    if (so->quantiles && e->hlog != NULL) {
+    if (want_q(so, k) && e->hlog != NULL) {
       const tlc_hist_t *hp = &r->k[k].h;
       s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(&hp, 1, d.n, d.min, d.max, s->dist[k].q);
     }
@@ -1379,7 +1442,7 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
   if (r->out_active)
     s->total[TLC_OUTSIDE] = tadd(s->total[TLC_OUTSIDE], nonneg(tsub(e->last, r->out_start)));
   if (so->windows)
-    fill_windows(e, r, s, km);
+    fill_windows(e, r, s, km & win_kinds(so));
   if (!e->ctxmode && r->kind == TLC_ROW_CODE) {
     /* GROSS == CALL without context_area: only CALL's total and samples are kept */
     s->total[TLC_GROSS] = s->total[TLC_CALL];
@@ -1470,7 +1533,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
       for (w = 0; w < s->nwin; w++) {
         s->win[w].count += x->win[w].count;
         for (k = 0; k < NK; k++) {
-          if (!(km & (1u << k)))
+          if (!(km & win_kinds(so) & (1u << k)))
             continue;
           const wkd_t b = { x->win[w].k[k].n, x->win[w].k[k].sum, x->win[w].k[k].min,
                             x->win[w].k[k].max };
@@ -1481,7 +1544,7 @@ static int add_neutral(const tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opt
     s->total[TLC_PERIOD] = 0;
     if (so->quantiles && e->hlog != NULL) {
       for (k = 0; k < NK; k++) {
-        if (!(km & (1u << k)))
+        if (!(km & (1u << k)) || !want_q(so, k))
           continue;
         unsigned hk = !e->ctxmode && k == TLC_GROSS ? TLC_CALL : k;
         for (nh = 0, m = i; m < j; m++)
@@ -1600,6 +1663,7 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
       memset(&o[m], 0, sizeof(o[m]));
       o[m].handle = e->grp[i].handle;
       o[m].context = TLC_CTX_NEUTRAL;
+      o[m].ref = (uint32_t)i;
       for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
         e->smap[e->grp[j].row] = (uint32_t)m;
       m++;
@@ -1612,6 +1676,7 @@ int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n,
       memset(&o[m], 0, sizeof(o[m]));
       o[m].handle = r->handle;
       o[m].context = e->ctx[r->ctx].tindex;
+      o[m].ref = (uint32_t)i;
       e->smap[i] = (uint32_t)m++;
     }
   }

@@ -163,9 +163,13 @@ typedef struct tlc_snap_opts {
                            changed them, or T grew while they had an open part (activation, stay,
                            outside stretch); Neutral rows when any of their contexts' rows is.
                            Rows whose windows only slid with T are not included. */
-  uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows) */
+  uint8_t windows;      /* 1: fill row.win[] (row.nwin = nwindows); TLC_SNAP_WKINDS | bit k:
+                           the windows' k[k] of those kinds only (counts always) */
   uint8_t neutral;      /* 1: add Neutral rows when there is more than one context */
-  uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept) */
+  uint8_t quantiles;    /* 1: fill dist.q[] and has_q from the histograms (when kept);
+                           TLC_SNAP_QKINDS | bit k (enum tlc_kind): of those kinds only (the
+                           dashboard's p99 of NET beside GROSS and CALL averages, in one
+                           snapshot) */
   uint8_t neutral_only; /* 1: with more than one context, code areas come as Neutral rows only
                            (no per-context rows; implies neutral) */
   uint8_t kinds;        /* bit k (enum tlc_kind): fill dist[k], its quantiles and the windows'
@@ -174,6 +178,8 @@ typedef struct tlc_snap_opts {
                            always filled. */
 } tlc_snap_opts_t;
 #define TLC_SNAP_KINDS_SET 0x80u /* marks a kinds mask that may be empty */
+#define TLC_SNAP_QKINDS    0x80u /* marks a quantiles value that is a mask of kinds */
+#define TLC_SNAP_WKINDS    0x80u /* marks a windows value that is a mask of kinds */
 
 /* Clears `t` (tlc_table_init'ed by the caller; its allocations are reused) and fills it: every
  * context in order of first use, the rows sorted with tlc_table_sort, format, first/last time,
@@ -208,6 +214,11 @@ void tlc_engine_sync(tlc_engine_t *e);
 /* The change sequence: incremented by every event that changes a row and by every gap. A row's
  * `seq` is the sequence value of its last change. */
 uint64_t tlc_engine_seq(const tlc_engine_t *e);
+/* A number no other engine state of this process has had: taken anew at tlc_engine_new,
+ * tlc_engine_clear, tlc_engine_load and tlc_engine_set_mapping. (epoch, seq) names one state
+ * of the statistics and of the names they are exported under, so an exporter may keep what it
+ * rendered from that state until either changes (daemon/http's /metrics). Any thread. */
+uint64_t tlc_engine_epoch(const tlc_engine_t *e);
 
 /* The engine's counters (events, anomalies, dropped_area_limit, gaps; decoder fields 0).
  * Valid until the next call that changes the engine. */
@@ -228,8 +239,9 @@ typedef struct tlc_engine_code_net {
   uint32_t context; /* table context index, or TLC_CTX_NEUTRAL */
   uint64_t count;   /* E events */
   int64_t net_total;
-  uint64_t n;  /* NET samples (closed activations, E to X) */
-  int64_t sum; /* their sum */
+  uint64_t n;   /* NET samples (closed activations, E to X) */
+  int64_t sum;  /* their sum */
+  uint32_t ref; /* where the engine finds its rows (tlc_engine_code_hist) */
 } tlc_engine_code_net_t;
 int tlc_engine_code_net(tlc_engine_t *e, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
 /* Context `index` (a table context index, as in a snapshot) into *c. 0 or TLC_ERANGE. */
@@ -249,6 +261,13 @@ int64_t tlc_engine_hist_edge(int64_t x);
  * row). Cost O(the row's histogram spans + nle). */
 int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
                         const int64_t *le, size_t nle, uint64_t *cum);
+
+/* tlc_engine_hist_cum of the row(s) of x, an entry of tlc_engine_code_net, found through x->ref
+ * without a lookup by handle (a /metrics scrape asks for thousands: the lookups' cache misses
+ * were a tenth of its time). When rows were added since that call, x->ref is not used: the
+ * same as tlc_engine_hist_cum(e, x->handle, x->context, ...). Same returns. */
+int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
+                         const int64_t *le, size_t nle, uint64_t *cum);
 
 /* Memory accounting for benches and limits: bytes the engine holds right now (its own
  * allocations, capacity included), and the number of rows-owning areas and contexts. */

@@ -1,9 +1,10 @@
 /* http-int.h - what the files of daemon/http share (private to the library).
  *
  * The request side is split so that everything that looks at request bytes is plain C over a
- * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors), metrics.c
- * (/metrics), api.c (/api/v1), live.c (the dashboard's WebSocket messages both ways). server.c
- * is the libwebsockets glue; tests/fuzz/fuzz_http.c drives the same functions directly.
+ * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors, /api/v1),
+ * metrics.c (/metrics), live.c (the dashboard's WebSocket messages both ways), targets.c (a
+ * target as both JSON documents show it). server.c is the libwebsockets glue;
+ * tests/fuzz/fuzz_http.c drives the same functions directly.
  */
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
@@ -24,8 +25,9 @@ typedef struct tlc__http_view {
   size_t max_response;
   size_t websockets; /* live WebSockets open (for /metrics) */
   size_t connections;
-  const tlc_http_stats_t *st; /* the server's counters (NULL: none, as in the fuzzer) */
-  size_t metrics_hint;        /* size of the last /metrics body (its buffer is sized once) */
+  const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
+  size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
+  struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
 } tlc__http_view_t;
 
 typedef struct tlc__http_req {
@@ -35,6 +37,8 @@ typedef struct tlc__http_req {
   const char *accept; /* Accept header or "" */
 } tlc__http_req_t;
 
+typedef struct tlc__http_pending tlc__http_pending_t; /* route.c */
+
 typedef struct tlc__http_resp {
   int status;
   const char *ctype;
@@ -43,6 +47,10 @@ typedef struct tlc__http_resp {
   size_t static_len;
   tlc_out_t body; /* memory mode, capped at view->max_response */
   int cache;      /* 1: assets may be cached (Cache-Control: max-age) */
+  /* Set by the route (status 0, no body) for a response computed off the loop: range
+   * statistics (?since=&until=). The server owns it: it waits (tlc__http_pending_wait), then
+   * answers with tlc__http_pending_answer, and frees it (also when the peer goes away). */
+  tlc__http_pending_t *pending;
 } tlc__http_resp_t;
 
 /* Initialises rs (empty body capped at max_response). tlc__http_resp_fini frees it. */
@@ -53,6 +61,16 @@ void tlc__http_resp_fini(tlc__http_resp_t *rs);
  * documents {"error": {"status": N, "message": "..."}} with their status; a body over the cap
  * becomes a 503 error. */
 void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_resp_t *rs);
+
+/* A pending response (range statistics): wake(ud) runs on the loop once it can be answered
+ * (at once when it already can). */
+void tlc__http_pending_wait(tlc__http_pending_t *p, void (*wake)(void *ud), void *ud);
+/* 1 once the answer is there. */
+int tlc__http_pending_ready(const tlc__http_pending_t *p);
+/* The answer into rs: the `--export json` document of the range, or an error document. */
+void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__http_resp_t *rs);
+/* Frees p; a query still running is cancelled (wake is not called). NULL: nothing. */
+void tlc__http_pending_free(tlc__http_pending_t *p);
 
 /* Error document with status into rs (body replaced). */
 void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)
@@ -68,8 +86,25 @@ long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
 /* /metrics into o; `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the
  * output's error (TLC_ELIMIT: over the cap). */
 int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
+/* Frees what /metrics keeps between scrapes (the view's mcache; a source without `stamp`
+ * keeps nothing). Safe when there is none. */
+void tlc__http_metrics_cache_free(tlc__http_view_t *v);
 /* The histogram edges (ns) of tlcap_area_net_duration_seconds, and their number. */
 const int64_t *tlc__http_metrics_edges(size_t *n);
+
+/* ---- a target in the JSON documents (targets.c) ---- */
+
+/* Target i's info and storage figures (st->has 0: not stored). 0 or the provider's error. */
+int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *ti,
+                          tlc_http_store_info_t *st);
+/* Opens target i's object: {"name": .., "format": .., "state": .., "peer": .., "subscribers":
+ * N (protobuf subscribers whose subscriptions include it); no closing brace. */
+void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
+                           const tlc_ps_target_info_t *ti);
+/* , "KEY": null, or , "KEY": {names[0]: bytes written, [1]: records written, [2]: records
+ * dropped, [3]: the open segment's sequence, [4]: its bytes}. */
+void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,
+                              const char *const names[5]);
 
 /* /api/v1/targets into o. */
 int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o);
@@ -98,42 +133,53 @@ int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len);
 int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_bytes,
                            int64_t now_unix_ms, tlc_out_t *o);
 
-/* Shared pieces of the live messages, so that D dashboards cost one snapshot per tick, not D:
- * the overview once per tick, and per watched target its rows changed since the previous tick
- * (for the sockets that have that tick's state) and its full table (for the others: new
- * sockets, slow ones that skipped a tick, and everyone every 10th tick), each built at most
- * once per tick, when a socket first needs it. */
-typedef struct tlc__http_frag {
-  char *s; /* NULL: not built this tick */
-  size_t n;
-  uint64_t seq; /* engine seq the fragment is up to (0: nothing to resume from) */
-} tlc__http_frag_t;
+/* Shared live messages, so that D dashboards cost one snapshot and one message per tick, not
+ * D: per tick the overview once, the overview-only message once, and per watched target a
+ * message with its rows changed since the previous tick (for the sockets that have that
+ * tick's state) and one with its full table (for the others: new sockets, slow ones that
+ * skipped a tick, and everyone every 10th tick), each built at most once per tick, when a
+ * socket first needs it, and written to every socket that needs it from the same bytes.
+ * Buffers are kept from tick to tick (no allocation per message once warm). */
+typedef struct tlc__http_msg {
+  char *s;  /* `pre` bytes of headroom (the WebSocket header goes there), then the message */
+  size_t n; /* the message's length (after the headroom) */
+  size_t cap;
+  int built;    /* built this tick */
+  uint64_t seq; /* engine seq the areas in it are up to (0: nothing to resume from) */
+} tlc__http_msg_t;
 
 typedef struct tlc__http_tcache {
   char target[128 + 1];
-  uint64_t tick;      /* the tick its fragments belong to */
+  uint64_t tick;      /* the last tick a socket asked for it */
   uint64_t base;      /* seq the delta starts from: what sockets in step have */
-  uint64_t next_base; /* seq of the last fragment built this tick: the next tick's base */
-  tlc__http_frag_t delta, full;
+  uint64_t next_base; /* seq of the last message built this tick: the next tick's base */
+  tlc__http_msg_t delta, full;
 } tlc__http_tcache_t;
 
 typedef struct tlc__http_live_cache {
+  size_t pre; /* headroom before every message (server.c: LWS_PRE; 0 elsewhere) */
   uint64_t tick;
   int64_t now_unix_ms;
-  tlc__http_frag_t ov; /* the overview (seq unused) */
+  tlc__http_msg_t ov;     /* the overview's text (no headroom; seq unused) */
+  tlc__http_msg_t ovonly; /* the message of the sockets that watch no target */
   tlc__http_tcache_t *t;
   size_t nt, capt;
+  tlc_table_t tab; /* the snapshot, its rows reused from message to message */
+  int tab_init;
 } tlc__http_live_cache_t;
 
-/* A new period: fragments of the previous tick are dropped, targets no socket asked for in
- * the last two ticks forgotten. */
+/* A new period: the previous tick's messages are stale, targets no socket asked for in the
+ * last two ticks forgotten (their buffers freed). */
 void tlc__http_live_cache_tick(tlc__http_live_cache_t *c, int64_t now_unix_ms);
 void tlc__http_live_cache_fini(tlc__http_live_cache_t *c);
 
-/* The socket's next message into o, from the cache (pieces built when missing): the same
- * document as tlc__http_live_message. Updates l. Returns 0 or an error (o's or TLC_ENOMEM). */
+/* The socket's next message, from the cache (built when missing): the same document as
+ * tlc__http_live_message. *msg points at the buffer (c->pre bytes of headroom the caller may
+ * write into, then *len bytes of message); it belongs to the cache and stays valid until the
+ * next tlc__http_live_cache_tick or _fini. Updates l. Returns 0 or an error (TLC_ELIMIT,
+ * TLC_ENOMEM). */
 int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
-                          size_t max_bytes, tlc_out_t *o);
+                          size_t max_bytes, char **msg, size_t *len);
 
 /* ---- embedded files (assets.c, generated at build time from daemon/http/www and Debian's
  * libjs-dygraphs) ---- */

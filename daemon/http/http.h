@@ -56,9 +56,21 @@ typedef struct tlc_http_src {
   /* tlc_engine_hist_cum of target `index` (NET samples for the histogram). */
   int (*hist_cum)(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
                   const int64_t *le, size_t nle, uint64_t *cum);
+  /* tlc_engine_code_hist of target `index`: hist_cum of an entry code_net gave in the same
+   * scrape (no lookup by handle). May be NULL (hist_cum is used). */
+  int (*code_hist)(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
+                   size_t nle, uint64_t *cum);
   /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
   int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
   int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
+  /* The state of target `index`'s statistics and names in three numbers: tlc_engine_epoch and
+   * tlc_engine_seq of its engine, and the number of names it has (an evlog target's names
+   * grow as items arrive). 0, or not 0: unknown. /metrics keeps a target's rendered area
+   * series while they stay the same. May be NULL (nothing kept). */
+  int (*stamp)(void *ud, size_t index, uint64_t st[3]);
+  /* Protobuf subscribers with a subscription that includes target `index` (the dashboard's
+   * overview and /api/v1/targets). May be NULL (0). */
+  size_t (*target_subscribers)(void *ud, size_t index);
   void *ud;
 } tlc_http_src_t;
 
@@ -92,6 +104,7 @@ typedef struct tlc_http_stats {
   uint64_t refused;      /* connections refused: max_connections reached */
   uint64_t busy;         /* 503: response over max_response or max_inflight */
   uint64_t ws_messages;  /* live messages sent */
+  uint64_t ws_cpu_ns;    /* loop thread CPU time building and writing live messages */
   uint64_t ws_coalesced; /* live updates merged into a later one (slow reader) */
   uint64_t ws_bad;       /* live connections closed for a bad message */
   uint64_t auth_failed;  /* requests and live sockets refused for a missing or wrong token */

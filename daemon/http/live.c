@@ -87,40 +87,30 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
     tlc_out_puts(o, ", \"store\": null");
   opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);
   tlc_out_puts(o, "}, \"targets\": [");
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, shown = 0; i < n; i++) {
+    static const char *const storage[5] = { "bytes", "records", "dropped", "segment",
+                                            "segment_bytes" };
     tlc_ps_target_info_t ti;
     tlc_http_store_info_t st;
     const tlc_counters_t *c = &ti.counters;
-    if (pv->info(pv->ud, i, &ti) != 0)
+    if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
-    memset(&st, 0, sizeof(st));
-    if (v->src.target_store != NULL)
-      v->src.target_store(v->src.ud, i, &st);
-    tlc_out_puts(o, i ? ", {\"name\": " : "{\"name\": ");
-    tlc_json_string(o, ti.name);
-    tlc_out_printf(o, ", \"format\": \"%s\", \"state\": \"%s\", \"peer\": ",
-                   tlc_format_name(ti.format), ti.connected ? "connected" : "disconnected");
-    tlc_json_string(o, ti.peer != NULL ? ti.peer : "");
+    if (shown++ > 0)
+      tlc_out_puts(o, ", ");
+    tlc__http_target_head(v, i, o, &ti);
     tlc_out_printf(o,
                    ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64
                    ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64,
                    c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
                    c->dropped_area_limit, c->anomalies, ti.reconnects);
-    if (st.has)
-      tlc_out_printf(o,
-                     ", \"storage\": {\"bytes\": %" PRIu64 ", \"records\": %" PRIu64
-                     ", \"dropped\": %" PRIu64 ", \"segment\": %" PRIu64
-                     ", \"segment_bytes\": %" PRIu64 "}}",
-                     st.bytes_written, st.records_written, st.dropped_records, st.segment_seq,
-                     st.segment_bytes);
-    else
-      tlc_out_puts(o, ", \"storage\": null}");
+    tlc__http_target_storage(o, "storage", &st, storage);
+    tlc_out_putc(o, '}');
   }
   tlc_out_puts(o, "]");
 }
 
-static const char *const kind_name[3] = { "code", "data", "state" };
+static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\"," };
 
 /* A row as an array, in the order of COLS (the names are sent once per message). */
 #define COLS                                                                                       \
@@ -148,7 +138,7 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
   tlc_json_string(o, ma != NULL ? ma->name : "");
   tlc_out_putc(o, ',');
   tlc_json_string(o, ctx);
-  tlc_out_printf(o, ",\"%s\",", kind_name[s->kind < 3 ? s->kind : 0]);
+  tlc_out_puts(o, kind_json[s->kind < 3 ? s->kind : 0]);
   tlc_out_u64(o, s->state);
   tlc_out_putc(o, ',');
   tlc_out_u64(o, s->count);
@@ -175,10 +165,10 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
 /* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq
  * a socket that gets it is up to (0 when cut or missing: its next one must be full). */
 static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t since,
-                           size_t max_bytes, tlc_out_t *o) {
+                           size_t max_bytes, tlc_table_t *tab, tlc_out_t *o) {
   const tlc_ps_provider_t *pv = v->src.pv;
   tlc_snap_opts_t so;
-  tlc_table_t t, t2;
+  tlc_table_t tl, *tp = tab != NULL ? tab : &tl;
   size_t idx, r, nw;
   uint64_t seq;
   int full = since == 0, cut = 0;
@@ -191,51 +181,42 @@ static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t sin
   }
   memset(&so, 0, sizeof(so));
   so.since_seq = since;
-  so.windows = 1;
+  so.windows = TLC_SNAP_WKINDS | (1u << TLC_NET); /* the page shows count and net time */
   so.neutral = 1;
-  so.quantiles = 1;
-  /* quantiles only where the page shows one (p99 of NET): the NET snapshot with quantiles
-   * and windows, then GROSS and CALL (averages) without; both in the same loop callback, so
-   * they hold the same rows in the same order (half the cost of quantiles for all three) */
-  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET);
-  tlc_table_init(&t);
-  tlc_table_init(&t2);
-  if (pv->snapshot(pv->ud, idx, &t, &so) != 0) {
-    tlc_table_fini(&t);
+  /* one snapshot; quantiles only where the page shows one (p99 of NET: a histogram walk per
+   * row), GROSS and CALL for their averages */
+  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_NET) | (1u << TLC_GROSS) | (1u << TLC_CALL);
+  so.quantiles = TLC_SNAP_QKINDS | (1u << TLC_NET);
+  if (tab == NULL)
+    tlc_table_init(&tl);
+  if (pv->snapshot(pv->ud, idx, tp, &so) != 0) {
+    if (tab == NULL)
+      tlc_table_fini(&tl);
     tlc_out_puts(o, ", \"missing\": true}");
     return 0;
   }
-  so.windows = 0;
-  so.quantiles = 0;
-  so.kinds = TLC_SNAP_KINDS_SET | (1u << TLC_GROSS) | (1u << TLC_CALL);
-  if (pv->snapshot(pv->ud, idx, &t2, &so) == 0 && t2.nrows == t.nrows)
-    for (r = 0; r < t.nrows; r++)
-      if (t2.rows[r].handle == t.rows[r].handle && t2.rows[r].context == t.rows[r].context &&
-          t2.rows[r].state == t.rows[r].state) {
-        t.rows[r].dist[TLC_GROSS] = t2.rows[r].dist[TLC_GROSS];
-        t.rows[r].dist[TLC_CALL] = t2.rows[r].dist[TLC_CALL];
-      }
-  tlc_table_fini(&t2);
   {
+    const tlc_table_t *t = tp;
     const tlc_mapping_t *m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
     tlc_out_printf(o, ", \"full\": %s, \"last_time\": %" PRId64 ", \"windows_ns\": [",
-                   full ? "true" : "false", t.last_time);
-    for (nw = 0; nw < t.nwindows; nw++)
-      tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t.window_ns[nw]);
+                   full ? "true" : "false", t->last_time);
+    for (nw = 0; nw < t->nwindows; nw++)
+      tlc_out_printf(o, "%s%" PRId64, nw ? ", " : "", t->window_ns[nw]);
     tlc_out_puts(o, "], \"cols\": " COLS ", \"rows\": [");
-    for (r = 0; r < t.nrows; r++) {
+    for (r = 0; r < t->nrows; r++) {
       if (o->total - start > max_bytes) {
         cut = 1;
         break;
       }
       if (r)
         tlc_out_puts(o, ", ");
-      row(o, &t, m, &t.rows[r]);
+      row(o, t, m, &t->rows[r]);
     }
   }
   tlc_out_printf(o, "], \"cut\": %s}", cut ? "true" : "false");
-  seq = cut ? 0 : t.seq;
-  tlc_table_fini(&t);
+  seq = cut ? 0 : tp->seq;
+  if (tab == NULL)
+    tlc_table_fini(&tl);
   return seq;
 }
 
@@ -245,7 +226,7 @@ int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_
   if (l->target[0] != '\0') {
     int full = l->since_seq == 0 || l->ticks >= FULL_EVERY;
     tlc_out_puts(o, ", \"areas\": ");
-    l->since_seq = areas_frag(v, l->target, full ? 0 : l->since_seq, max_bytes, o);
+    l->since_seq = areas_frag(v, l->target, full ? 0 : l->since_seq, max_bytes, NULL, o);
     l->ticks = full ? 1 : l->ticks + 1;
   } else {
     tlc_out_puts(o, ", \"areas\": null");
@@ -254,48 +235,73 @@ int tlc__http_live_message(tlc__http_view_t *v, tlc__http_live_t *l, size_t max_
   return o->err;
 }
 
-/* ---- the shared pieces (one snapshot per watched target per tick) ---- */
+/* ---- the shared messages (one snapshot and one message per watched target per tick) ---- */
 
-static void frag_free(tlc__http_frag_t *f) {
-  tlc_free(f->s);
-  memset(f, 0, sizeof(*f));
+static void msg_free(tlc__http_msg_t *m) {
+  tlc_free(m->s);
+  memset(m, 0, sizeof(*m));
+}
+
+/* An output into m's buffer, kept from the previous tick (emptied), capped at cap. */
+static void msg_open(tlc__http_msg_t *m, tlc_out_t *o, size_t cap) {
+  tlc_out_init(o, cap, NULL, NULL);
+  o->buf = m->s;
+  o->cap = m->cap;
+  m->s = NULL;
+  m->cap = m->n = 0;
+  m->built = 0;
+}
+
+/* Takes the output back into m (built when it has no error). 0 or the output's error. */
+static int msg_close(tlc__http_msg_t *m, tlc_out_t *o, size_t pre) {
+  int err = o->err;
+  m->s = o->buf;
+  m->cap = o->cap;
+  m->n = err == 0 && o->len >= pre ? o->len - pre : 0;
+  m->built = err == 0;
+  o->buf = NULL; /* m owns it */
+  o->len = o->cap = 0;
+  tlc_out_fini(o);
+  return err;
 }
 
 void tlc__http_live_cache_tick(tlc__http_live_cache_t *c, int64_t now_unix_ms) {
   size_t i, k = 0;
   c->tick++;
   c->now_unix_ms = now_unix_ms;
-  frag_free(&c->ov);
+  c->ov.built = 0;
+  c->ovonly.built = 0;
   for (i = 0; i < c->nt; i++) {
     tlc__http_tcache_t *t = &c->t[i];
-    frag_free(&t->delta);
-    frag_free(&t->full);
-    if (t->tick + 2 < c->tick)
-      continue; /* nobody asked for it lately */
+    t->delta.built = 0;
+    t->full.built = 0;
+    if (t->tick + 2 < c->tick) { /* nobody asked for it lately */
+      msg_free(&t->delta);
+      msg_free(&t->full);
+      continue;
+    }
     c->t[k++] = *t;
   }
   c->nt = k;
+  if (c->nt == 0 && c->tab_init) { /* no target watched: the snapshot's rows go */
+    tlc_table_fini(&c->tab);
+    c->tab_init = 0;
+  }
 }
 
 void tlc__http_live_cache_fini(tlc__http_live_cache_t *c) {
-  frag_free(&c->ov);
+  size_t pre = c->pre;
+  msg_free(&c->ov);
+  msg_free(&c->ovonly);
   for (size_t i = 0; i < c->nt; i++) {
-    frag_free(&c->t[i].delta);
-    frag_free(&c->t[i].full);
+    msg_free(&c->t[i].delta);
+    msg_free(&c->t[i].full);
   }
   tlc_free(c->t);
+  if (c->tab_init)
+    tlc_table_fini(&c->tab);
   memset(c, 0, sizeof(*c));
-}
-
-/* Builds the areas fragment of target (rows changed since `since`) into f. 0 or an error. */
-static int frag_build(tlc__http_frag_t *f, size_t cap, tlc__http_view_t *v, const char *target,
-                      uint64_t since, size_t max_bytes) {
-  tlc_out_t o;
-  tlc_out_init(&o, cap, NULL, NULL);
-  f->seq = areas_frag(v, target, since, max_bytes, &o);
-  f->s = tlc_out_take(&o, &f->n);
-  tlc_out_fini(&o);
-  return f->s != NULL ? 0 : TLC_ENOMEM;
+  c->pre = pre;
 }
 
 static tlc__http_tcache_t *tcache(tlc__http_live_cache_t *c, const char *target) {
@@ -313,25 +319,51 @@ static tlc__http_tcache_t *tcache(tlc__http_live_cache_t *c, const char *target)
   return t;
 }
 
-int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
-                          size_t max_bytes, tlc_out_t *o) {
-  size_t cap = max_bytes + (1u << 20);
-  if (c->ov.s == NULL) {
-    tlc_out_t oo;
-    tlc_out_init(&oo, cap, NULL, NULL);
-    overview(v, &oo, c->now_unix_ms);
-    c->ov.s = tlc_out_take(&oo, &c->ov.n);
-    tlc_out_fini(&oo);
-    if (c->ov.s == NULL)
-      return TLC_ENOMEM;
+/* Headroom, the overview, then (target NULL) "areas": null, or the areas of target changed
+ * since `since` into m. 0 or an error. */
+static int msg_build(tlc__http_live_cache_t *c, tlc__http_msg_t *m, tlc__http_view_t *v,
+                     const char *target, uint64_t since, size_t max_bytes) {
+  tlc_out_t o;
+  msg_open(m, &o, c->pre + c->ov.n + max_bytes + (1u << 20));
+  if (c->pre > 0) {
+    static const char zero[64];
+    tlc_out_write(&o, zero, c->pre < sizeof(zero) ? c->pre : sizeof(zero));
+    for (size_t k = sizeof(zero); k < c->pre; k++)
+      tlc_out_putc(&o, 0);
   }
-  tlc_out_write(o, c->ov.s, c->ov.n);
+  tlc_out_write(&o, c->ov.s, c->ov.n);
+  if (target == NULL) {
+    tlc_out_puts(&o, ", \"areas\": null}");
+    m->seq = 0;
+  } else {
+    tlc_out_puts(&o, ", \"areas\": ");
+    if (!c->tab_init) {
+      tlc_table_init(&c->tab);
+      c->tab_init = 1;
+    }
+    m->seq = areas_frag(v, target, since, max_bytes, &c->tab, &o);
+    tlc_out_putc(&o, '}');
+  }
+  return msg_close(m, &o, c->pre);
+}
+
+int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__http_live_t *l,
+                          size_t max_bytes, char **msg, size_t *len) {
+  tlc__http_msg_t *m;
+  int rc;
+  if (!c->ov.built) {
+    tlc_out_t oo;
+    msg_open(&c->ov, &oo, 1u << 26); /* the overview: a few hundred bytes per target */
+    overview(v, &oo, c->now_unix_ms);
+    if ((rc = msg_close(&c->ov, &oo, 0)) != 0)
+      return rc;
+  }
   if (l->target[0] == '\0') {
-    tlc_out_puts(o, ", \"areas\": null}");
-    return o->err;
+    m = &c->ovonly;
+    if (!m->built && (rc = msg_build(c, m, v, NULL, 0, max_bytes)) != 0)
+      return rc;
   } else {
     tlc__http_tcache_t *t = tcache(c, l->target);
-    tlc__http_frag_t *f;
     int full;
     if (t == NULL)
       return TLC_ENOMEM;
@@ -342,16 +374,15 @@ int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__h
     /* in step with the previous tick: the delta; else, and every 10th tick, the full table */
     full =
         l->since_seq == 0 || l->since_seq != t->base || t->base == 0 || c->tick % FULL_EVERY == 0;
-    f = full ? &t->full : &t->delta;
-    if (f->s == NULL) {
-      if (frag_build(f, cap, v, l->target, full ? 0 : t->base, max_bytes) != 0)
-        return TLC_ENOMEM;
-      t->next_base = f->seq;
+    m = full ? &t->full : &t->delta;
+    if (!m->built) {
+      if ((rc = msg_build(c, m, v, l->target, full ? 0 : t->base, max_bytes)) != 0)
+        return rc;
+      t->next_base = m->seq;
     }
-    tlc_out_puts(o, ", \"areas\": ");
-    tlc_out_write(o, f->s, f->n);
-    tlc_out_putc(o, '}');
-    l->since_seq = f->seq;
+    l->since_seq = m->seq;
   }
-  return o->err;
+  *msg = m->s;
+  *len = m->n;
+  return 0;
 }

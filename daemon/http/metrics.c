@@ -9,14 +9,17 @@
  *
  * The histogram tlcap_area_net_duration_seconds counts the NET samples (closed activations)
  * per bucket of the engine's own histogram (tlc_engine_hist_cum), at edges that are bucket
- * boundaries near 1-2.5-5 steps from 100 ns to 10 s, so each count is exact and adds up across
- * daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
+ * boundaries near 1-3 steps from 100 ns to 10 s (17 edges), so each count is exact and adds up
+ * across daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
  * Counters include open activations' time so far (the _total series), the histogram only
  * closed ones.
  *
  * Cost: per target one info call and, with area series, one pass over its engine's rows
- * (O(rows + open activations)) plus one histogram walk per exported area; everything is
- * written into one bounded tlc_out_t, sized from the previous scrape.
+ * (O(rows + open activations)), the top metrics_areas by a heap, and one histogram walk per
+ * exported area, the lines written straight into the target's runs. A target's runs are kept
+ * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
+ * the format are unchanged: then it costs copies only. What is kept is bounded by the
+ * response's cap (the runs count against it); a source without a stamp keeps nothing.
  */
 #include "http-int.h"
 
@@ -31,12 +34,12 @@
 #include <string.h>
 #include <time.h>
 
-/* 1-2.5-5 steps, ns, before rounding to the engine's bucket edges. */
-static const int64_t nice_ns[] = { 100,       250,        500,        1000,       2500,
-                                   5000,      10000,      25000,      50000,      100000,
-                                   250000,    500000,     1000000,    2500000,    5000000,
-                                   10000000,  25000000,   50000000,   100000000,  250000000,
-                                   500000000, 1000000000, 2500000000, 5000000000, 10000000000 };
+/* 1-3 steps (half decades), ns, before rounding to the engine's bucket edges: 17 edges from
+ * 100 ns to 10 s. Bucket lines are most of a scrape's bytes (17 + 4 lines per area series). */
+static const int64_t nice_ns[] = { 100,        300,        1000,      3000,      10000,
+                                   30000,      100000,     300000,    1000000,   3000000,
+                                   10000000,   30000000,   100000000, 300000000, 1000000000,
+                                   3000000000, 10000000000 };
 #define NEDGES (sizeof(nice_ns) / sizeof(nice_ns[0]))
 static int64_t edges[NEDGES];
 static int edges_done;
@@ -51,27 +54,44 @@ const int64_t *tlc__http_metrics_edges(size_t *n) {
   return edges;
 }
 
-void tlc__http_out_seconds(tlc_out_t *o, int64_t ns) {
-  char frac[16];
+/* Decimal digits of v at p; returns the end. */
+static char *p_u64(char *p, uint64_t v) {
+  char t[20];
+  size_t k = 0;
+  do {
+    t[k++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (k > 0)
+    *p++ = t[--k];
+  return p;
+}
+
+/* Exact decimal seconds of ns at p (at most 31 bytes); returns the end. */
+static char *p_seconds(char *p, int64_t ns) {
+  uint64_t u, f;
   int k;
-  uint64_t u;
   if (ns < 0) {
-    tlc_out_putc(o, '-');
+    *p++ = '-';
     u = (uint64_t)(-(ns + 1)) + 1u;
   } else {
     u = (uint64_t)ns;
   }
-  tlc_out_u64(o, u / 1000000000u);
-  u %= 1000000000u;
-  if (u == 0)
-    return;
-  for (k = 8; k >= 0; k--, u /= 10)
-    frac[k] = (char)('0' + u % 10);
-  for (k = 8; k > 0 && frac[k] == '0'; k--)
-    ;
-  frac[k + 1] = '\0';
-  tlc_out_putc(o, '.');
-  tlc_out_puts(o, frac);
+  p = p_u64(p, u / 1000000000u);
+  f = u % 1000000000u;
+  if (f == 0)
+    return p;
+  for (k = 9; f % 10 == 0; k--) /* trailing zeros dropped */
+    f /= 10;
+  *p++ = '.';
+  for (int j = k - 1; j >= 0; j--, f /= 10)
+    p[j] = (char)('0' + f % 10);
+  return p + k;
+}
+
+void tlc__http_out_seconds(tlc_out_t *o, int64_t ns) {
+  char b[32];
+  tlc_out_write(o, b, (size_t)(p_seconds(b, ns) - b));
 }
 
 /* A label value: backslash, double quote and line feed escaped (both formats). */
@@ -103,24 +123,12 @@ static void label(tlc_out_t *o, const char *name, const char *v, int first) {
   tlc_out_putc(o, '"');
 }
 
-/* An exported area: what its lines need, read while its target's snapshot is at hand. */
-typedef struct marea {
-  uint64_t count, n;      /* calls; NET samples */
-  int64_t net_total, sum; /* net time (open activations included); NET samples' sum */
-  int have_hist;          /* cum[] filled */
-  uint64_t cum[NEDGES];   /* NET samples <= edge */
-  char *lab;              /* its labels, escaped once: target="..",...,handle=".." */
-  size_t labn;
-} marea_t;
-
 /* Per target: what was read before writing. */
 typedef struct mt {
   tlc_ps_target_info_t info;
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
   tlc_http_store_info_t st;
-  marea_t *a; /* the exported areas, by net time */
-  size_t na;
-  uint64_t not_exported;
+  struct tlc__http_mcent *c; /* its area series (NULL: none asked for) */
 } mt_t;
 
 /* Family header. OpenMetrics: a counter's family name has no _total. */
@@ -145,15 +153,6 @@ static void tsample(tlc_out_t *o, const char *name, const char *target, uint64_t
   tlc_out_puts(o, "} ");
   tlc_out_u64(o, v);
   tlc_out_putc(o, '\n');
-}
-
-static int cmp_net(const void *a, const void *b) {
-  const tlc_engine_code_net_t *x = a, *y = b;
-  if (x->net_total != y->net_total)
-    return x->net_total > y->net_total ? -1 : 1;
-  if (x->handle != y->handle)
-    return x->handle < y->handle ? -1 : 1;
-  return x->context < y->context ? -1 : x->context > y->context;
 }
 
 /* The labels of an area series (without the braces): the mapped name or the handle, the
@@ -190,76 +189,342 @@ static void area_labels(tlc__http_view_t *v, size_t i, tlc_out_t *o, const char 
   label(o, "handle", hex, 0);
 }
 
-/* Reads target i: info, storage, and the areas to export (with their labels and histogram
- * counts), from the engine's code-area figures (no snapshot); `cn` is scratch reused from
- * target to target. */
-static int read_target(tlc__http_view_t *v, size_t i, mt_t *m, tlc_engine_code_net_t **cn,
-                       size_t *capcn) {
+/* A growing byte run capped by the scrape's budget. */
+typedef struct blk {
+  char *b;
+  size_t len, cap;
+} blk_t;
+
+/* One target's area series, rendered: the lines of the three area families (calls, net
+ * seconds, the histogram) one after the other in b, kept from scrape to scrape while the
+ * target's engine is in the same state (epoch, seq), its names as many, and metrics_areas
+ * and the format are the same: a target whose statistics did not change costs a scrape three
+ * copies. */
+typedef struct tlc__http_mcent {
+  char *name;
+  int valid;      /* b holds the lines of (stamp, areas, om) */
+  uint64_t st[3]; /* the source's stamp: engine epoch and seq, names */
+  uint32_t areas;
+  int om;
+  uint64_t not_exported;
+  blk_t b;
+  size_t end[2]; /* ends of the calls and net-seconds runs; the histogram run ends at b.len */
+} mcent_t;
+
+struct tlc__http_mcache {
+  mcent_t *e; /* per target index of the last scrape */
+  size_t n;
+};
+
+static void ent_fini(mcent_t *c) {
+  tlc_free(c->name);
+  tlc_free(c->b.b);
+  memset(c, 0, sizeof(*c));
+}
+
+void tlc__http_metrics_cache_free(tlc__http_view_t *v) {
+  struct tlc__http_mcache *mc = v->mcache;
+  if (mc == NULL)
+    return;
+  for (size_t i = 0; i < mc->n; i++)
+    ent_fini(&mc->e[i]);
+  tlc_free(mc->e);
+  tlc_free(mc);
+  v->mcache = NULL;
+}
+
+/* n entries (new ones empty, those past n freed). 0 or TLC_ENOMEM. */
+static int cache_size(tlc__http_view_t *v, size_t n) {
+  struct tlc__http_mcache *mc = v->mcache;
+  mcent_t *e;
+  if (mc == NULL) {
+    if ((mc = tlc_calloc(1, sizeof(*mc))) == NULL)
+      return TLC_ENOMEM;
+    v->mcache = mc;
+  }
+  if (n == mc->n)
+    return 0;
+  for (size_t i = n; i < mc->n; i++)
+    ent_fini(&mc->e[i]);
+  if (n > 0 && (e = tlc_realloc(mc->e, n * sizeof(*e))) == NULL) {
+    if (n < mc->n)
+      mc->n = n; /* the tail is freed already; the array stays as large as it was */
+    return TLC_ENOMEM;
+  }
+  if (n == 0) {
+    tlc_free(mc->e);
+    e = NULL;
+  }
+  if (n > mc->n)
+    memset(e + mc->n, 0, (n - mc->n) * sizeof(*e));
+  mc->e = e;
+  mc->n = n;
+  return 0;
+}
+
+/* Room for `need` more bytes in b, all runs of this scrape within *budget. */
+static char *blk_room(blk_t *b, size_t need, size_t *budget) {
+  if (need > *budget)
+    return NULL;
+  if (b->len + need > b->cap) {
+    size_t nc = b->cap ? b->cap : 4096;
+    char *p;
+    while (nc < b->len + need)
+      nc *= 2;
+    if ((p = tlc_realloc(b->b, nc)) == NULL)
+      return NULL;
+    b->b = p;
+    b->cap = nc;
+  }
+  return b->b + b->len;
+}
+
+static int cmp_net(const void *a, const void *b) {
+  const tlc_engine_code_net_t *x = a, *y = b;
+  if (x->net_total != y->net_total)
+    return x->net_total > y->net_total ? -1 : 1;
+  if (x->handle != y->handle)
+    return x->handle < y->handle ? -1 : 1;
+  return x->context < y->context ? -1 : x->context > y->context;
+}
+
+static void sift(tlc_engine_code_net_t *a, size_t k, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, w = i;
+    tlc_engine_code_net_t t;
+    if (l < k && cmp_net(&a[l], &a[w]) > 0)
+      w = l;
+    if (l + 1 < k && cmp_net(&a[l + 1], &a[w]) > 0)
+      w = l + 1;
+    if (w == i)
+      return;
+    t = a[i];
+    a[i] = a[w];
+    a[w] = t;
+    i = w;
+  }
+}
+
+/* Moves the k first of a[0..n) in cmp_net order (the largest net times) to a[0..k), sorted:
+ * a heap of the k kept, its root the last of them, O(n log k) (a target may have 100,000
+ * areas and export 20). */
+static void top_k(tlc_engine_code_net_t *a, size_t n, size_t k) {
+  size_t i;
+  if (k == 0)
+    return;
+  for (i = k / 2; i-- > 0;)
+    sift(a, k, i);
+  for (i = k; i < n; i++)
+    if (cmp_net(&a[i], &a[0]) < 0) {
+      tlc_engine_code_net_t t = a[0];
+      a[0] = a[i];
+      a[i] = t;
+      sift(a, k, 0);
+    }
+  qsort(a, k, sizeof(*a), cmp_net);
+}
+
+/* Scratch of one scrape, reused from target to target. */
+typedef struct scratch {
+  tlc_engine_code_net_t *cn;
+  size_t capcn;
+  uint64_t *cum; /* NEDGES per exported area */
+  size_t capcum;
+  int *have; /* per exported area: cum filled */
+  size_t caphave;
+  size_t *labo; /* per exported area: its labels' offset in lab, then their end */
+  size_t caplabo;
+  tlc_out_t lab;        /* the exported areas' labels, escaped once */
+  char les[NEDGES][32]; /* ,le="EDGE"} */
+  size_t lel[NEDGES];
+} scratch_t;
+
+/* Renders the area series of target i (name `name`) into c. 0, TLC_ENOMEM, TLC_ELIMIT (past
+ * *budget, which is reduced by what c holds), or the source's error. */
+static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
+                  size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
-  const tlc_mapping_t *map;
-  size_t nk = 0, r, ne;
+  const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
+  size_t nk = 0, na, r, k, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
   int rc;
-  if ((rc = pv->info(pv->ud, i, &m->info)) != 0)
+  void *p;
+  c->b.len = 0;
+  c->not_exported = 0;
+  if ((rc = v->src.code_net(v->src.ud, i, &s->cn, &nk, &s->capcn)) != 0)
+    return rc;
+  na = nk < v->metrics_areas ? nk : v->metrics_areas;
+  top_k(s->cn, nk, na);
+  c->not_exported = nk - na;
+  if ((p = tlc_grow(s->cum, &s->capcum, (na + 1) * NEDGES, sizeof(*s->cum), 64)) == NULL)
+    return TLC_ENOMEM;
+  s->cum = p;
+  if ((p = tlc_grow(s->have, &s->caphave, na + 1, sizeof(*s->have), 16)) == NULL)
+    return TLC_ENOMEM;
+  s->have = p;
+  if ((p = tlc_grow(s->labo, &s->caplabo, na + 1, sizeof(*s->labo), 16)) == NULL)
+    return TLC_ENOMEM;
+  s->labo = p;
+  s->lab.len = s->lab.total = 0;
+  for (r = 0; r < na; r++) {
+    const tlc_engine_code_net_t *x = &s->cn[r];
+    s->labo[r] = s->lab.len;
+    if (v->src.code_hist != NULL)
+      s->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &s->cum[r * NEDGES]) == 0;
+    else
+      s->have[r] =
+          v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
+                                                     le, ne, &s->cum[r * NEDGES]) == 0;
+    area_labels(v, i, &s->lab, name, map, x);
+  }
+  s->labo[na] = s->lab.len;
+  if (s->lab.err != 0)
+    return s->lab.err; /* labels past the cap (a giant name): the scrape fails */
+
+    /* each line: a family name (< 48), the labels, an le (< 32), a number (< 32), a newline */
+#define ROOM(lines)                                                                                \
+  do {                                                                                             \
+    size_t need_ = (lines) * (labn + 112);                                                         \
+    if ((q = blk_room(&c->b, need_, budget)) == NULL)                                              \
+      return need_ > *budget ? TLC_ELIMIT : TLC_ENOMEM;                                            \
+  } while (0)
+#define LIT(str) (memcpy(q, str, sizeof(str) - 1), q += sizeof(str) - 1)
+#define LAB()    (memcpy(q, lab, labn), q += labn)
+#define DONE()                                                                                     \
+  do {                                                                                             \
+    *budget -= (size_t)(q - (c->b.b + c->b.len));                                                  \
+    c->b.len = (size_t)(q - c->b.b);                                                               \
+  } while (0)
+  for (r = 0; r < na; r++) {
+    const char *lab = s->lab.buf + s->labo[r];
+    size_t labn = s->labo[r + 1] - s->labo[r];
+    char *q;
+    ROOM(1);
+    LIT("tlcap_area_calls_total{");
+    LAB();
+    LIT("} ");
+    q = p_u64(q, s->cn[r].count);
+    *q++ = '\n';
+    DONE();
+  }
+  c->end[0] = c->b.len;
+  for (r = 0; r < na; r++) {
+    const char *lab = s->lab.buf + s->labo[r];
+    size_t labn = s->labo[r + 1] - s->labo[r];
+    char *q;
+    ROOM(1);
+    LIT("tlcap_area_net_seconds_total{");
+    LAB();
+    LIT("} ");
+    q = p_seconds(q, s->cn[r].net_total);
+    *q++ = '\n';
+    DONE();
+  }
+  c->end[1] = c->b.len;
+  for (r = 0; r < na; r++) {
+    const char *lab = s->lab.buf + s->labo[r];
+    size_t labn = s->labo[r + 1] - s->labo[r];
+    const uint64_t *cum = &s->cum[r * NEDGES];
+    uint64_t nn = s->cn[r].n;
+    char *q;
+    ROOM(ne + 3);
+    for (k = 0; s->have[r] && k < ne; k++) {
+      LIT("tlcap_area_net_duration_seconds_bucket{");
+      LAB();
+      memcpy(q, s->les[k], s->lel[k]);
+      q += s->lel[k];
+      q = p_u64(q, cum[k] <= nn ? cum[k] : nn);
+      *q++ = '\n';
+    }
+    LIT("tlcap_area_net_duration_seconds_bucket{");
+    LAB();
+    LIT(",le=\"+Inf\"} ");
+    q = p_u64(q, nn);
+    *q++ = '\n';
+    LIT("tlcap_area_net_duration_seconds_sum{");
+    LAB();
+    LIT("} ");
+    q = p_seconds(q, s->cn[r].sum);
+    *q++ = '\n';
+    LIT("tlcap_area_net_duration_seconds_count{");
+    LAB();
+    LIT("} ");
+    q = p_u64(q, nn);
+    *q++ = '\n';
+    DONE();
+  }
+#undef ROOM
+#undef LIT
+#undef LAB
+#undef DONE
+  return 0;
+}
+
+/* Target i: info, storage, and its area series (from the cache when its engine's state is
+ * the one they were rendered from). */
+static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
+                       size_t *budget) {
+  mcent_t *c = &v->mcache->e[i];
+  uint64_t st[3] = { 0, 0, 0 };
+  int known, rc;
+  if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
   if (m->name == NULL)
     return TLC_ENOMEM;
   strcpy(m->name, m->info.name);
-  if (v->src.target_store != NULL)
-    v->src.target_store(v->src.ud, i, &m->st);
-  if (v->metrics_areas == 0 || v->src.code_net == NULL)
+  if (v->metrics_areas == 0 || v->src.code_net == NULL) {
+    ent_fini(c);
     return 0;
-  map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  if ((rc = v->src.code_net(v->src.ud, i, cn, &nk, capcn)) != 0)
-    return rc;
-  qsort(*cn, nk, sizeof(**cn), cmp_net);
-  m->na = nk < v->metrics_areas ? nk : v->metrics_areas;
-  m->not_exported = nk - m->na;
-  if (m->na == 0)
-    return 0;
-  if ((m->a = tlc_calloc(m->na, sizeof(*m->a))) == NULL)
-    return TLC_ENOMEM;
-  for (r = 0; r < m->na; r++) {
-    const tlc_engine_code_net_t *s = &(*cn)[r];
-    marea_t *x = &m->a[r];
-    tlc_out_t lo;
-    x->count = s->count;
-    x->n = s->n;
-    x->net_total = s->net_total;
-    x->sum = s->sum;
-    x->have_hist = v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, s->handle, s->context,
-                                                              TLC_NET, le, ne, x->cum) == 0;
-    tlc_out_init(&lo, 4096, NULL, NULL);
-    area_labels(v, i, &lo, m->name, map, s);
-    if ((x->lab = tlc_out_take(&lo, &x->labn)) == NULL)
-      return TLC_ENOMEM; /* labels past 4 KiB (a giant name): the scrape fails, 500 */
   }
+  m->c = c;
+  known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
+  if (known && c->valid && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
+      c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0 && c->b.len <= *budget) {
+    *budget -= c->b.len;
+    return 0;
+  }
+  c->valid = 0;
+  if (c->name == NULL || strcmp(c->name, m->name) != 0) {
+    tlc_free(c->name);
+    if ((c->name = tlc_malloc(strlen(m->name) + 1)) == NULL)
+      return TLC_ENOMEM;
+    strcpy(c->name, m->name);
+  }
+  if ((rc = render(v, i, m->name, c, s, budget)) != 0)
+    return rc;
+  c->valid = known;
+  memcpy(c->st, st, sizeof(st));
+  c->areas = v->metrics_areas;
+  c->om = om;
   return 0;
 }
-
-/* One area line's start: NAME{ labels TAIL (name and tail string literals). */
-#define AREA_LINE(name, tail)                                                                      \
-  do {                                                                                             \
-    tlc_out_write(o, name, sizeof(name) - 1);                                                      \
-    tlc_out_write(o, m[i].a[j].lab, m[i].a[j].labn);                                               \
-    tlc_out_write(o, tail, sizeof(tail) - 1);                                                      \
-  } while (0)
 
 int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   const tlc_ps_provider_t *pv = v->src.pv;
   size_t n = pv->count(pv->ud), i, j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
+  size_t budget = o->max > o->len ? o->max - o->len : 0;
   tlc_http_daemon_info_t di;
   mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
-  tlc_engine_code_net_t *cn = NULL;
-  size_t capcn = 0;
+  scratch_t *s = tlc_calloc(1, sizeof(*s));
   int rc = 0;
-  if (m == NULL)
-    return TLC_ENOMEM;
+  if (m == NULL || s == NULL || cache_size(v, n) != 0) {
+    rc = TLC_ENOMEM;
+    goto out;
+  }
+  tlc_out_init(&s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
+  for (j = 0; j < ne; j++) {
+    char *q = s->les[j];
+    memcpy(q, ",le=\"", 5);
+    q = p_seconds(q + 5, le[j]);
+    if (om && le[j] % 1000000000 == 0)
+      q = (memcpy(q, ".0", 2), q + 2);
+    memcpy(q, "\"} ", 3);
+    s->lel[j] = (size_t)(q + 3 - s->les[j]);
+  }
   for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, i, &m[i], &cn, &capcn);
-  tlc_free(cn);
+    rc = read_target(v, om, i, &m[i], s, &budget);
   if (rc != 0)
     goto out;
   memset(&di, 0, sizeof(di));
@@ -304,6 +569,11 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     family(o, om, "tlcap_http_auth_failed_total", "counter",
            "Requests and live sockets refused for a missing or wrong token.");
     tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", v->st->auth_failed);
+    family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
+           "Loop thread CPU time spent building and writing live dashboard messages.");
+    tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
+    tlc__http_out_seconds(o, (int64_t)(v->st->ws_cpu_ns & INT64_MAX));
+    tlc_out_putc(o, '\n');
     family(o, om, "tlcap_http_ws_bad_total", "counter",
            "Live WebSockets closed for a bad message or frame.");
     tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);
@@ -381,82 +651,45 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     family(o, om, "tlcap_target_areas_not_exported", "gauge",
            "Code areas without area series (beyond metrics_areas, by net time).");
     for (i = 0; i < n; i++)
-      tsample(o, "tlcap_target_areas_not_exported", m[i].name, m[i].not_exported);
+      tsample(o, "tlcap_target_areas_not_exported", m[i].name,
+              m[i].c != NULL ? m[i].c->not_exported : 0);
   }
 
-  for (i = 0; i < n && m[i].na == 0; i++)
+  for (i = 0; i < n && (m[i].c == NULL || m[i].c->b.len == 0); i++)
     ;
   if (i < n) {
-    /* ~30 lines per area: each line is copies of strings made once (labels, edges) */
-    char les[NEDGES][32];
-    size_t lel[NEDGES];
-    for (j = 0; j < ne; j++) {
-      tlc_out_t lo;
-      char *b;
-      tlc_out_init(&lo, sizeof(les[0]) - 1, NULL, NULL);
-      tlc_out_puts(&lo, ",le=\"");
-      tlc__http_out_seconds(&lo, le[j]);
-      if (om && le[j] % 1000000000 == 0)
-        tlc_out_puts(&lo, ".0");
-      tlc_out_puts(&lo, "\"} ");
-      b = tlc_out_take(&lo, &lel[j]);
-      if (b == NULL) {
-        rc = TLC_ENOMEM;
-        goto out;
-      }
-      memcpy(les[j], b, lel[j] + 1);
-      tlc_free(b);
-    }
+    /* each target's runs, copied as rendered (or kept) */
     family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].na; j++) {
-        AREA_LINE("tlcap_area_calls_total{", "} ");
-        tlc_out_u64(o, m[i].a[j].count);
-        tlc_out_putc(o, '\n');
-      }
+      if (m[i].c != NULL)
+        tlc_out_write(o, m[i].c->b.b, m[i].c->end[0]);
     family(o, om, "tlcap_area_net_seconds_total", "counter",
            "Net (running) time of the area, open activations included.");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].na; j++) {
-        AREA_LINE("tlcap_area_net_seconds_total{", "} ");
-        tlc__http_out_seconds(o, m[i].a[j].net_total);
-        tlc_out_putc(o, '\n');
-      }
+      if (m[i].c != NULL)
+        tlc_out_write(o, m[i].c->b.b + m[i].c->end[0], m[i].c->end[1] - m[i].c->end[0]);
     family(o, om, "tlcap_area_net_duration_seconds", "histogram",
            "Net time of closed activations (engine histogram edges: exact counts).");
     for (i = 0; i < n; i++)
-      for (j = 0; j < m[i].na; j++) {
-        const marea_t *x = &m[i].a[j];
-        uint64_t nn = x->n;
-        size_t k;
-        for (k = 0; x->have_hist && k < ne; k++) {
-          tlc_out_write(o, "tlcap_area_net_duration_seconds_bucket{", 39);
-          tlc_out_write(o, x->lab, x->labn);
-          tlc_out_write(o, les[k], lel[k]);
-          tlc_out_u64(o, x->cum[k] <= nn ? x->cum[k] : nn);
-          tlc_out_putc(o, '\n');
-        }
-        AREA_LINE("tlcap_area_net_duration_seconds_bucket{", ",le=\"+Inf\"} ");
-        tlc_out_u64(o, nn);
-        tlc_out_putc(o, '\n');
-        AREA_LINE("tlcap_area_net_duration_seconds_sum{", "} ");
-        tlc__http_out_seconds(o, x->sum);
-        tlc_out_putc(o, '\n');
-        AREA_LINE("tlcap_area_net_duration_seconds_count{", "} ");
-        tlc_out_u64(o, nn);
-        tlc_out_putc(o, '\n');
-      }
+      if (m[i].c != NULL)
+        tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
   }
   if (om)
     tlc_out_puts(o, "# EOF\n");
   rc = o->err;
 out:
-  for (i = 0; i < n; i++) {
-    for (j = 0; m[i].a != NULL && j < m[i].na; j++)
-      tlc_free(m[i].a[j].lab);
-    tlc_free(m[i].a);
+  for (i = 0; m != NULL && i < n; i++)
     tlc_free(m[i].name);
-  }
   tlc_free(m);
+  if (s != NULL) {
+    tlc_free(s->cn);
+    tlc_free(s->cum);
+    tlc_free(s->have);
+    tlc_free(s->labo);
+    tlc_out_fini(&s->lab);
+    tlc_free(s);
+  }
+  if (v->src.stamp == NULL || rc != 0)
+    tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
   return rc;
 }

@@ -118,9 +118,10 @@ struct pss {
   size_t len, off;
   size_t inflight; /* counted in st.inflight_bytes */
   int close_after;
-  int await_body; /* the answer waits for the request body (read and dropped) */
-  int deny;       /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
-  int authed;     /* live: its token was accepted (or none is needed) */
+  int await_body;               /* the answer waits for the request body (read and dropped) */
+  int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
+  int authed;                   /* live: its token was accepted (or none is needed) */
+  tlc__http_pending_t *pending; /* range statistics being computed off the loop (route.c) */
   /* live */
   pss_t *prev, *next;
   struct lws *wsi;
@@ -304,6 +305,10 @@ static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *
   return 0;
 }
 
+static void pending_wake(void *ud) {
+  lws_callback_on_writable((struct lws *)ud);
+}
+
 /* Sends the headers and arranges the body. Returns 0, or -1 to close. */
 static int respond(struct lws *wsi, pss_t *p, const char *path) {
   tlc_http_t *h = p->h;
@@ -344,8 +349,19 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
         lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
         return 0;
       }
+    } else if (p->pending != NULL) { /* range statistics computed: answered now */
+      tlc__http_pending_answer(&h->view, p->pending, &rs);
+      tlc__http_pending_free(p->pending);
+      p->pending = NULL;
     } else {
       tlc__http_route(&h->view, &rq, &rs);
+      if (rs.pending != NULL) { /* computed off the loop: answered when done (pending_wake) */
+        p->pending = rs.pending;
+        tlc__http_resp_fini(&rs);
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        tlc__http_pending_wait(p->pending, pending_wake, wsi);
+        return 0;
+      }
     }
   }
   p->deny = 0;
@@ -399,7 +415,11 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
   const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
   if (p->len == 0)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
-  memcpy(buf + LWS_PRE, src + p->off, n);
+  if (p->body != NULL && p->off >= LWS_PRE)
+    buf = (unsigned char *)p->body + p->off - LWS_PRE; /* in place: lws may use the LWS_PRE
+                                                          bytes before, which are sent */
+  else
+    memcpy(buf + LWS_PRE, src + p->off, n);
   if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
     return -1;
   p->off += n;
@@ -431,10 +451,17 @@ static void ws_unlink(pss_t *p) {
   h->view.websockets = h->st.websockets;
 }
 
+/* CPU time of the calling thread (the loop's): what the live messages cost it. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int ws_send(struct lws *wsi, pss_t *p) {
   tlc_http_t *h = p->h;
-  static const unsigned char pre[LWS_PRE];
-  tlc_out_t o;
+  uint64_t cpu0;
   char *buf;
   size_t len;
   int n;
@@ -448,21 +475,19 @@ static int ws_send(struct lws *wsi, pss_t *p) {
     memcpy(m + LWS_PRE, need, sizeof(need) - 1);
     return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
   }
-  tlc_out_init(&o, h->o.max_ws_message + (1u << 20), NULL, NULL);
-  tlc_out_write(&o, pre, LWS_PRE);
+  cpu0 = thread_cpu_ns();
   if (h->live.tick == 0)
     tlc__http_live_cache_tick(&h->live, now_unix_ms());
-  tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &o);
-  buf = tlc_out_take(&o, &len);
-  tlc_out_fini(&o);
-  if (buf == NULL) {
+  if (tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &buf, &len) != 0) {
     say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
         h->o.max_ws_message + (1u << 20));
+    h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
     return 0; /* the next tick tries again */
   }
-  /* lws keeps what the kernel does not take and calls back only once it is sent */
-  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len - LWS_PRE, LWS_WRITE_TEXT);
-  tlc_free(buf);
+  /* the same bytes for every socket of this tick; lws writes the frame header into the
+   * LWS_PRE bytes before them and keeps what the kernel does not take (a copy) */
+  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len, LWS_WRITE_TEXT);
+  h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
   if (n < 0)
     return -1;
   h->st.ws_messages++;
@@ -634,6 +659,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return 0;
   case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
   case LWS_CALLBACK_CLOSED_HTTP:
+    if (p != NULL && p->pending != NULL) { /* the peer left: its range query is cancelled */
+      tlc__http_pending_free(p->pending);
+      p->pending = NULL;
+    }
     if (p != NULL && p->bound) {
       body_free(p);
       ws_unlink(p);
@@ -670,6 +699,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if (p == NULL || p->h == NULL)
       return -1;
+    if (p->pending != NULL) { /* range statistics: answered once computed */
+      const char *uri;
+      if (!tlc__http_pending_ready(p->pending))
+        return 0;
+      uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
+      return respond(wsi, p, uri != NULL ? uri : "/api/");
+    }
     if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
       const char *uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
       return respond(wsi, p, uri != NULL ? uri : "/api/");
@@ -778,6 +814,7 @@ static void free_http(tlc_http_t *h) {
     log_owner = NULL;
   }
   tlc__http_live_cache_fini(&h->live);
+  tlc__http_metrics_cache_free(&h->view);
   SSL_CTX_free(h->tls_cur);
   tlc_free(h);
   if (cb != NULL)
@@ -868,6 +905,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.version = o->version;
   h->view.max_response = o->max_response;
   h->view.st = &h->st;
+  h->live.pre = LWS_PRE; /* the live messages leave room for the frame header */
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);

@@ -177,6 +177,11 @@ void tlc_pubsub_poll(tlc_pubsub_t *ps);
 /* Copies the counters. */
 void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out);
 
+/* Subscribers (authenticated, not closing) with a subscription whose targets include `target`
+ * (statistics or events; a one-off GetStats is no subscription). Loop thread; cost
+ * O(subscribers x their subscriptions' target patterns). */
+size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target);
+
 /* The instance id sent in Welcome and every snapshot. */
 uint64_t tlc_pubsub_instance_id(const tlc_pubsub_t *ps);
 

@@ -9,10 +9,12 @@
  * followed by one live message. Checks: a status the router documents, a non-empty body,
  * error bodies that are JSON error documents; no crash, no UB, no leak. */
 #include "engine.h"
+#include "history.h"
 #include "http-int.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,11 +94,30 @@ static int f_hist(void *ud, size_t i, uint32_t handle, uint32_t context, unsigne
   return tlc_engine_hist_cum(eng[i], handle, context, kind, le, nle, cum);
 }
 
+static int f_code_hist(void *ud, size_t i, const tlc_engine_code_net_t *x, const int64_t *le,
+                       size_t nle, uint64_t *cum) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_code_hist(eng[i], x, TLC_NET, le, nle, cum);
+}
+
 static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
   (void)ud;
   if (i >= NT)
     return TLC_ERANGE;
   return tlc_engine_code_net(eng[i], out, n, cap);
+}
+
+/* The engines' state: the same for every scrape, so a second scrape reuses the first's lines. */
+static int f_stamp(void *ud, size_t i, uint64_t st[3]) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  st[0] = 1;
+  st[1] = i;
+  st[2] = 0;
+  return 0;
 }
 
 static int f_context(void *ud, size_t i, uint32_t context, tlc_ctx_t *c) {
@@ -106,9 +127,45 @@ static int f_context(void *ud, size_t i, uint32_t context, tlc_ctx_t *c) {
   return tlc_engine_context(eng[i], context, c);
 }
 
-static tlc_ps_provider_t pv = {
-  .count = f_count, .info = f_info, .find = f_find, .snapshot = f_snapshot, .mapping = f_mapping
-};
+/* The history hook (?since=&until=): remembers the query; the harness completes it after the
+ * route (the daemon's threadpool in real life), from target 0's engine or with an error. */
+static struct {
+  int active;
+  void (*done)(void *ud, tlc_hist_result_t *r);
+  void *ud;
+  tlc_snap_opts_t so;
+  int busy; /* the next query is refused as the daemon's full queue refuses it */
+} hq;
+
+static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
+                     const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
+                     void *done_ud, void **job) {
+  (void)ud;
+  (void)name;
+  (void)range;
+  if (hq.busy)
+    return TLC_ELIMIT;
+  hq.active = 1;
+  hq.done = done;
+  hq.ud = done_ud;
+  hq.so = *so;
+  *job = &hq;
+  return 0;
+}
+
+static void f_history_cancel(void *ud, void *job) {
+  (void)ud;
+  (void)job;
+  hq.active = 0;
+}
+
+static tlc_ps_provider_t pv = { .count = f_count,
+                                .info = f_info,
+                                .find = f_find,
+                                .snapshot = f_snapshot,
+                                .mapping = f_mapping,
+                                .history = f_history,
+                                .history_cancel = f_history_cancel };
 
 static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
                int64_t t) {
@@ -185,6 +242,7 @@ static void check_resp(const tlc__http_resp_t *rs, size_t len, const char *body)
   case 404:
   case 405:
   case 500:
+  case 501:
   case 503:
     break;
   default:
@@ -217,6 +275,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   v.src.hist_cum = f_hist;
   v.src.code_net = f_code_net;
   v.src.context = f_context;
+  v.src.stamp = (data[1] & 4) ? f_stamp : NULL;
+  v.src.code_hist = (data[1] & 16) ? f_code_hist : NULL;
   v.metrics_areas = data[0];
   v.max_response = caps[data[1] & 3];
   v.version = "fuzz";
@@ -230,13 +290,61 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rq.query = query;
   rq.accept = accept;
   tlc__http_resp_init(&rs, v.max_response);
+  hq.busy = (data[0] & 0x80) != 0;
+  hq.active = 0;
   tlc__http_route(&v, &rq, &rs);
+  if (rs.pending != NULL) { /* a range query: completed here, answered, freed */
+    tlc__http_pending_t *pd = rs.pending;
+    if (rs.status != 0 || tlc__http_pending_ready(pd) || !hq.active)
+      abort();
+    if (data[1] & 4) { /* the peer left before the answer: cancelled */
+      tlc__http_pending_free(pd);
+      if (hq.active)
+        abort();
+    } else {
+      tlc_hist_result_t r;
+      tlc_hist_result_init(&r);
+      if (data[1] & 8) {
+        r.status = (data[1] & 16) ? TLC_ERANGE : -ENOENT;
+        snprintf(r.err, sizeof(r.err), "no segment in the range");
+      } else if (tlc_engine_snapshot(eng[0], &r.t, &hq.so) < 0) {
+        r.status = TLC_ENOMEM;
+      }
+      hq.active = 0;
+      hq.done(hq.ud, &r);
+      tlc_hist_result_fini(&r);
+      if (!tlc__http_pending_ready(pd))
+        abort();
+      tlc__http_resp_fini(&rs);
+      tlc__http_resp_init(&rs, v.max_response);
+      tlc__http_pending_answer(&v, pd, &rs);
+      tlc__http_pending_free(pd);
+    }
+    if (rs.status == 0) {
+      tlc__http_resp_fini(&rs);
+      return 0;
+    }
+  }
   body = rs.static_body != NULL ? NULL : tlc_out_take(&rs.body, &len);
   if (rs.static_body == NULL && body == NULL)
     abort();
   check_resp(&rs, len, body);
   tlc_free(body);
   tlc__http_resp_fini(&rs);
+  if (v.src.stamp != NULL && strcmp(path, "/metrics") == 0) {
+    /* again, from what the first scrape kept: the same bytes */
+    char *body2;
+    size_t len2 = 0;
+    tlc__http_resp_init(&rs, v.max_response);
+    tlc__http_route(&v, &rq, &rs);
+    body2 = tlc_out_take(&rs.body, &len2);
+    if (body2 == NULL)
+      abort();
+    check_resp(&rs, len2, body2);
+    tlc_free(body2);
+    tlc__http_resp_fini(&rs);
+  }
+  tlc__http_metrics_cache_free(&v);
   {
     char u[64];
     (void)tlc__http_unescape(path, strlen(path), u, sizeof(u));
@@ -244,6 +352,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(&live, 0, sizeof(live));
   memset(&live2, 0, sizeof(live2));
   memset(&cache, 0, sizeof(cache));
+  cache.pre = (data[1] & 8) ? 16 : 0; /* the server's LWS_PRE headroom, or none */
   while (line(data, size, &off, cmd, sizeof(cmd))) {
     tlc_out_t o;
     (void)tlc__http_live_command(&live, cmd, strlen(cmd));
@@ -254,9 +363,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (cmd[0] & 1)
       tlc__http_live_cache_tick(&cache, 2);
     (void)tlc__http_live_command(&live2, cmd, strlen(cmd));
-    tlc_out_init(&o, 1u << 22, NULL, NULL);
-    (void)tlc__http_live_shared(&v, &cache, &live2, v.max_response, &o);
-    tlc_out_fini(&o);
+    {
+      char *msg = NULL;
+      size_t mlen = 0;
+      if (tlc__http_live_shared(&v, &cache, &live2, v.max_response, &msg, &mlen) == 0 &&
+          (msg == NULL || msg[cache.pre] != '{' || msg[cache.pre + mlen - 1] != '}'))
+        abort(); /* one JSON object after the headroom */
+    }
   }
   tlc__http_live_cache_fini(&cache);
   return 0;

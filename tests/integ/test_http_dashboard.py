@@ -6,6 +6,7 @@ reconnects and says so. A screenshot is kept in the build directory (http_dashbo
 usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_PATH"""
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,6 +67,26 @@ def test_dashboard(d):
         T.eq(num(cell(b, 'tr[data-target="board"]', "events")), 240, "events in the overview")
         T.check(cell(b, 'tr[data-target="board"]', "state").startswith("connected"),
                 "state connected")
+
+        # subscribers per target: a `tlcap watch board` counts for board, not for another
+        o = D.connect(port)
+        o.sendall(b"TLCAP/1 target=other format=bin11\n" + D.calls(3, handle=1))
+        dm.wait_stats(lambda st: D.by_name(st, "other")["events"] == 6, what="other target")
+        w = subprocess.Popen([TLCAP, "--connect", "127.0.0.1:%d" % sport, "watch", "board"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_js(b, "(() => { const c = (t) => { const r = document.querySelector("
+                    "'tr[data-target=\"' + t + '\"] td[data-k=\"subscribers\"]');"
+                    " return r ? r.textContent : null; };"
+                    " return c('board') === '1' && c('other') === '0'; })()",
+                    "board has 1 subscriber, other 0")
+        finally:
+            w.terminate()
+            w.wait(10)
+        wait_js(b, "(() => { const r = document.querySelector('tr[data-target=\"board\"]"
+                " td[data-k=\"subscribers\"]'); return r && r.textContent === '0'; })()",
+                "board's subscriber gone")
+        o.close()
 
         # the target's page: the area's count equals tlcap stats
         b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/board" % hport)

@@ -150,6 +150,13 @@ static void test_exact_counts(void **state) {
       /* area 0 opened on core 0 at the latest time so far, running until the last event
        * 5,000 ns later; area 1 opened at that last event (0 so far) */
       assert_int_equal(cn[i].net_total, sum + (a == 0 ? 5000 : 0));
+      /* the same counts through the entry's ref as by handle */
+      {
+        uint64_t c1[NSTEPS], c2[NSTEPS];
+        assert_int_equal(tlc_engine_hist_cum(e, a, TLC_CTX_NEUTRAL, TLC_NET, le, NSTEPS, c1), 0);
+        assert_int_equal(tlc_engine_code_hist(e, &cn[i], TLC_NET, le, NSTEPS, c2), 0);
+        assert_memory_equal(c1, c2, sizeof(c1));
+      }
     }
     tlc_free(cn);
   }

@@ -187,6 +187,7 @@ function renderTargets(t, targets) {
     tr.appendChild(td(st ? String(st.segment) : "", "n", "segment"));
     tr.appendChild(td(st ? fmtInt(st.dropped) : "", st && st.dropped ? "n bad" : "n",
                       "store-drops"));
+    tr.appendChild(td(fmtInt(x.subscribers), "n", "subscribers"));
     frag.appendChild(tr);
   }
   tb.replaceChildren(frag);
