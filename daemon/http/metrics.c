@@ -19,7 +19,12 @@
  * exported area, the lines written straight into the target's runs. A target's runs are kept
  * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
  * the format are unchanged: then it costs copies only. What is kept is bounded by the
- * response's cap (the runs count against it); a source without a stamp keeps nothing.
+ * response's cap (the runs and labels count against it); a source without a stamp keeps
+ * nothing. When a target is rendered again in the same engine epoch, an exported area whose
+ * NET sample count and sum are those of the previous render takes that render's bucket counts
+ * (samples are only added within an epoch: the histogram is the same) instead of a walk. A
+ * target changed at two scrapes in a row is likely to change again: its histogram lines are
+ * written straight into the body (through a staging buffer one area large), not kept.
  */
 #include "http-int.h"
 
