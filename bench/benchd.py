@@ -58,6 +58,16 @@ def proc_cpu_s(pid):
         return 0.0
 
 
+def loop_cpu_s(pid):
+    """utime + stime of a live process's main thread (tlcapd's loop thread) alone."""
+    try:
+        with open("/proc/%d/task/%d/stat" % (pid, pid)) as f:
+            fl = f.read().rsplit(")", 1)[1].split()
+        return (int(fl[11]) + int(fl[12])) / TCK
+    except OSError:
+        return 0.0
+
+
 def vm_rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:

@@ -31,6 +31,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 #include "tlc_version.h"
+#include "when.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -73,7 +74,8 @@ static void usage_main(FILE *to) {
           "commands:\n"
           "  targets [--json]              list targets with status and counters\n"
           "  stats TARGET [--export text1|xml|aprof|br|json] [--text1-format ENTRY=FORMAT]...\n"
-          "                                print a target's current statistics\n"
+          "       [--since T] [--until T]  print a target's current statistics, or those of a\n"
+          "                                past range (T: ns:N, 2026-11-26T10:00:00Z, -2h)\n"
           "  top [TARGET]                  live view of areas (q quit, s sort, w window,\n"
           "                                / filter, t next target, j/k PgUp/PgDn scroll)\n"
           "  watch TARGET                  snapshots and events as JSON lines\n"
@@ -161,6 +163,73 @@ static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, 
     fprintf(stderr, "tlcap: %s\n", err);
     *status = EXIT_BAD;
     return NULL;
+  }
+  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
+    fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+            tlc_client_error_text(m->error, err, sizeof(err)));
+    tlc_client_msg_free(m);
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  return m;
+}
+
+/* The operands left after the options: between min and max of them, else `usage_line` on
+ * stderr. Returns their count, or -1 after a usage error. */
+static int operands(int argc, int min, int max, const char *usage_line) {
+  int n = argc - optind;
+  if (n < min || n > max) {
+    fprintf(stderr, "usage: %s\n", usage_line);
+    return -1;
+  }
+  return n;
+}
+
+/* A history range for the protocol (SPEC 10): T as when.h spells it, relative times against
+ * this host's clock. 0, or -1 after a usage error naming the command. */
+static int range_get(const char *cmd, const char *since, const char *until, Tlcap__TimeRange *tr) {
+  tlc_when_range_t r;
+  char err[300];
+  if (tlc_when_range(since, until, tlc_when_now(), &r, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcap %s: --%s\n", cmd, err);
+    return -1;
+  }
+  tr->clock =
+      r.kind == TLC_WHEN_WALL ? TLCAP__TIME_RANGE__CLOCK__WALL : TLCAP__TIME_RANGE__CLOCK__TARGET;
+  tr->has_since = r.has_since;
+  tr->since = r.since;
+  tr->has_until = r.has_until;
+  tr->until = r.until;
+  return 0;
+}
+
+/* Sends a request and waits up to timeout_ms for its reply (unsolicited messages are
+ * skipped): for requests that take long (range statistics). As request() otherwise. */
+static Tlcap__ServerMessage *request_wait(tlc_client_t *c, Tlcap__ClientMessage *cm, int timeout_ms,
+                                          int *status) {
+  Tlcap__ServerMessage *m = NULL;
+  char err[512];
+  int id = tlc_client_send(c, cm), r;
+  if (id < 0) {
+    fprintf(stderr, "tlcap: %s: send: %s\n", tlc_client_addr(c), tlc_strerror(id));
+    *status = EXIT_BAD;
+    return NULL;
+  }
+  for (;;) {
+    r = tlc_client_recv(c, timeout_ms, &m);
+    if (r <= 0) {
+      if (r == 0)
+        fprintf(stderr, "tlcap: %s: no reply within %d s\n", tlc_client_addr(c), timeout_ms / 1000);
+      else
+        fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+                r == TLC_EIO ? "the daemon closed the connection" : tlc_strerror(r));
+      *status = EXIT_BAD;
+      return NULL;
+    }
+    if (m->request_id == (uint32_t)id ||
+        (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error->fatal))
+      break;
+    tlc_client_msg_free(m);
   }
   if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
     fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
@@ -282,10 +351,8 @@ static int cmd_targets(int argc, char **argv) {
            "--json: a JSON array, an object per target with every counter.\n");
     return 0;
   }
-  if (optind < argc) {
-    fprintf(stderr, "tlcap targets: unexpected argument %s\n", argv[optind]);
+  if (operands(argc, 0, 0, "tlcap targets [--json]") < 0)
     return EXIT_USAGE;
-  }
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS;
@@ -343,26 +410,29 @@ done:
 
 /* ---- stats ------------------------------------------------------------------------------- */
 
-#define STATS_PART_ROWS 8192 /* rows per part of a GetStats reply */
+#define STATS_PART_ROWS  8192    /* rows per part of a GetStats reply */
+#define STATS_RANGE_WAIT 3600000 /* ms a range query may take (the daemon reads segments) */
 
 static int cmd_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__GetStats gs = TLCAP__GET_STATS__INIT;
+  Tlcap__TimeRange tr = TLCAP__TIME_RANGE__INIT;
   Tlcap__ServerMessage *m = NULL;
   tlc_text1_opts_t *t1 = NULL;
-  const char *target = NULL, *export_ = "text1";
+  const char *target = NULL, *export_ = "text1", *since = NULL, *until = NULL;
   tlc_client_t *c = NULL;
   tlc_table_t t;
   tlc_mapping_t map;
-  int status = 0, i, r, have_map = 0;
+  int status = 0, r, have_map = 0;
   char err[512];
   size_t k;
   tlc_out_t o;
-  static const struct option lo[] = { { "export", required_argument, NULL, 'e' },
-                                      { "text1-format", required_argument, NULL, 't' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
+  static const struct option lo[] = {
+    { "export", required_argument, NULL, 'e' }, { "text1-format", required_argument, NULL, 't' },
+    { "since", required_argument, NULL, 's' },  { "until", required_argument, NULL, 'u' },
+    { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
+  };
   int opt;
   t1 = tlc_malloc(sizeof(*t1));
   if (t1 == NULL)
@@ -377,15 +447,23 @@ static int cmd_stats(int argc, char **argv) {
     if (opt == 'h') {
       printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
              "                                  [--text1-format ENTRY=FORMAT]...\n"
+             "                                  [--since T] [--until T]\n"
              "Prints the daemon's current statistics of TARGET with the exporters of\n"
              "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
              "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
              "line areas. aprof needs the event timeline, which a live snapshot does not carry:\n"
-             "use `tlcapd replay --export aprof` on the target's segments.\n");
+             "use `tlcapd replay --export aprof` on the target's segments.\n"
+             "--since/--until: the statistics of a past range instead, computed by the daemon\n"
+             "from TARGET's stored segments (as `tlcapd replay --state-dir --target`). T is\n"
+             "ns:N (target time: events with since <= t < until), an RFC 3339 UTC time\n"
+             "(2026-11-26T10:00:00Z) or a time relative to now (-2h; s, m, h, d, ms): the\n"
+             "segments that arrived in the range.\n");
       goto done;
     }
     {
-      if (opt == 'e') {
+      if (opt == 's' || opt == 'u') {
+        *(opt == 's' ? &since : &until) = optarg;
+      } else if (opt == 'e') {
         export_ = optarg;
         for (k = 0; k < sizeof(exports) / sizeof(exports[0]); k++)
           if (strcmp(export_, exports[k]) == 0)
@@ -403,18 +481,14 @@ static int cmd_stats(int argc, char **argv) {
       }
     }
   }
-  for (i = optind; i < argc; i++) {
-    if (target == NULL) {
-      target = argv[i];
-    } else {
-      fprintf(stderr, "tlcap stats: unexpected argument %s\n", argv[i]);
-      status = EXIT_USAGE;
-      goto done;
-    }
+  if (operands(argc, 1, 1,
+               "tlcap stats TARGET [--export text1|xml|aprof|br|json] "
+               "[--text1-format ENTRY=FORMAT]... [--since T] [--until T]") < 0) {
+    status = EXIT_USAGE;
+    goto done;
   }
-  if (target == NULL) {
-    fprintf(stderr, "usage: tlcap stats TARGET [--export text1|xml|aprof|br|json] "
-                    "[--text1-format ENTRY=FORMAT]...\n");
+  target = argv[optind];
+  if ((since != NULL || until != NULL) && range_get("stats", since, until, &tr) < 0) {
     status = EXIT_USAGE;
     goto done;
   }
@@ -435,11 +509,22 @@ static int cmd_stats(int argc, char **argv) {
   gs.quantiles = 1;
   gs.neutral = 1;
   gs.names = 1;
-  gs.max_rows = STATS_PART_ROWS; /* in parts; a daemon without them answers in one message */
-  if ((m = request(c, &cm, &status)) == NULL)
+  gs.max_rows = STATS_PART_ROWS;      /* in parts; a daemon without them answers in one message */
+  if (since != NULL || until != NULL) /* a past range: one message, when the daemon has it */
+    gs.range = &tr;
+  m = gs.range != NULL ? request_wait(c, &cm, STATS_RANGE_WAIT, &status) : request(c, &cm, &status);
+  if (m == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done;
+  }
+  if (gs.range != NULL && m->stats->snapshot->range == NULL) {
+    fprintf(stderr,
+            "tlcap: %s: this daemon does not compute range statistics (GetStats.range); "
+            "use tlcapd replay --state-dir DIR --target %s on its host\n",
+            tlc_client_addr(c), target);
     status = EXIT_BAD;
     goto done;
   }
@@ -555,10 +640,8 @@ static int cmd_rotate(int argc, char **argv) {
            "segment is sealed and prints its path (nothing when no segment was open).\n");
     return 0;
   }
-  if (argc - optind != 1) {
-    fprintf(stderr, "usage: tlcap rotate TARGET\n");
+  if (operands(argc, 1, 1, "tlcap rotate TARGET") < 0)
     return EXIT_USAGE;
-  }
   argv += optind - 1;
   if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
     return status;
@@ -665,10 +748,8 @@ static int cmd_segments(int argc, char **argv) {
            "host. --json: one JSON array of objects with the same fields.\n");
     return 0;
   }
-  if (argc - optind != 1) {
-    fprintf(stderr, "usage: tlcap segments TARGET [--json]\n");
+  if (operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
     return EXIT_USAGE;
-  }
   target = argv[optind];
   if ((c = connect_or_die("tlcap segments", &status)) == NULL)
     return status;
@@ -774,10 +855,8 @@ static int cmd_mapping(int argc, char **argv) {
            "TARGET.\n");
     return 0;
   }
-  if (argc - optind != 2) {
-    fprintf(stderr, "usage: tlcap mapping TARGET FILE\n");
+  if (operands(argc, 2, 2, "tlcap mapping TARGET FILE") < 0)
     return EXIT_USAGE;
-  }
   argv += optind - 1;
   if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
     fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
@@ -921,19 +1000,61 @@ static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
   }
 }
 
+/* A history snapshot of a mid-stream join as one JSON line (its own table: the live view
+ * starts with the live full snapshot that follows). */
+static void watch_history(const Tlcap__Snapshot *s) {
+  tlc_table_t t;
+  tlc_mapping_t map;
+  int have_map = 0;
+  tlc_out_t o;
+  char *doc;
+  size_t len;
+  tlc_table_init(&t);
+  tlc_mapping_init(&map);
+  if (tlc_pb_snapshot_apply(&t, s) == 0) {
+    if (s->mapping != NULL && (s->mapping->n_areas > 0 || s->mapping->n_contexts > 0))
+      have_map = tlc_pb_mapping_get(&map, s->mapping) == 0;
+    printf("{\"type\":\"history\",\"target\":");
+    tlc_cli_json_str(s->target);
+    printf(",\"clock\":\"%s\"",
+           s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
+    if (s->range->has_since)
+      printf(",\"since\":%lld", (long long)s->range->since);
+    if (s->range->has_until)
+      printf(",\"until\":%lld", (long long)s->range->until);
+    printf(",\"segments\":%u,\"stats\":", s->segments);
+    tlc_out_init(&o, 0, NULL, NULL); /* in memory: the document ends with a newline */
+    if (tlc_json_write(&o, &t, have_map ? &map : NULL, s->target, 1) == 0 &&
+        (doc = tlc_out_take(&o, &len)) != NULL) {
+      while (len > 0 && doc[len - 1] == '\n')
+        len--;
+      fwrite(doc, 1, len, stdout);
+      tlc_free(doc);
+    } else {
+      printf("null");
+    }
+    tlc_out_fini(&o);
+    printf("}\n");
+  }
+  fflush(stdout);
+  tlc_mapping_fini(&map);
+  tlc_table_fini(&t);
+}
+
 static int cmd_watch(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  Tlcap__TimeRange hist = TLCAP__TIME_RANGE__INIT;
   char *targets[1];
-  const char *target = NULL;
+  const char *target = NULL, *since = NULL;
   tlc_client_t *c;
   view_t w;
-  long interval = 1000, count = -1, i;
+  long interval = 1000, count = -1;
   int status = 0, events = 0, snapshots = 0, oc;
-  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
-                                      { "count", required_argument, NULL, 'n' },
-                                      { "events", no_argument, NULL, 'E' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
+  static const struct option lo[] = {
+    { "interval", required_argument, NULL, 'i' }, { "count", required_argument, NULL, 'n' },
+    { "events", no_argument, NULL, 'E' },         { "since", required_argument, NULL, 's' },
+    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
+  };
   opt_reset();
   while ((oc = next_opt(argc, argv, ":hi:n:", lo)) != -1) {
     if (oc == 'i')
@@ -942,32 +1063,37 @@ static int cmd_watch(int argc, char **argv) {
       count = strtol(optarg, NULL, 10);
     else if (oc == 'E')
       events = 1;
+    else if (oc == 's')
+      since = optarg;
     else if (oc == '?')
       return EXIT_USAGE;
     else if (oc != 'h')
       continue;
     else {
       printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+             "                                  [--since T]\n"
              "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
              "--export json` schema) each time they change, and target events as JSON lines\n"
              "{\"type\":\"target_event\",...}; with --events also live event batches\n"
              "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
-             "snapshots. Reconnects when the daemon restarts.\n");
+             "snapshots. Reconnects when the daemon restarts.\n"
+             "--since T joins mid-stream: first, per target, the statistics of its stored\n"
+             "records since T (as `tlcap stats --since T`) as one line {\"type\":\"history\",\n"
+             "\"target\":...,\"since\":...,\"until\":...,\"stats\":{...}}, then the live ones.\n"
+             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n");
       return 0;
     }
   }
-  for (i = optind; i < argc; i++) {
-    if (target == NULL)
-      target = argv[i];
-    else {
-      fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
-      return EXIT_USAGE;
-    }
-  }
-  if (target == NULL || interval <= 0) {
-    fprintf(stderr, "usage: tlcap watch TARGET [--interval MS] [--events] [--count N]\n");
+  if (operands(argc, 1, 1,
+               "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") < 0 ||
+      interval <= 0) {
+    if (interval <= 0)
+      fprintf(stderr, "tlcap watch: --interval must be a positive number of ms\n");
     return EXIT_USAGE;
   }
+  target = argv[optind];
+  if (since != NULL && range_get("watch", since, NULL, &hist) < 0)
+    return EXIT_USAGE;
   if ((c = connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
@@ -980,6 +1106,8 @@ static int cmd_watch(int argc, char **argv) {
   sub.neutral = 1;
   sub.names = 1;
   sub.events = events;
+  if (since != NULL)
+    sub.history = &hist; /* join mid-stream: the range since T first (Snapshot.range) */
   if (tlc_client_subscribe(c, &sub) < 0) {
     fprintf(stderr, "tlcap: %s: subscribe failed\n", tlc_client_addr(c));
     status = EXIT_BAD;
@@ -999,7 +1127,13 @@ static int cmd_watch(int argc, char **argv) {
     }
     switch (m->msg_case) {
     case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
-      view_target_t *vt = view_apply(&w, m->snapshot);
+      view_target_t *vt;
+      if (m->snapshot->range != NULL) { /* history (Subscribe.history): not the live view's */
+        watch_history(m->snapshot);
+        snapshots++;
+        break;
+      }
+      vt = view_apply(&w, m->snapshot);
       if (vt != NULL) {
         tlc_out_t o;
         tlc_out_init(&o, 0, write_fd_cb, stdout);
@@ -1390,7 +1524,7 @@ static int cmd_top(int argc, char **argv) {
   view_t w;
   top_state_t ts;
   long interval = 1000;
-  int status = 0, i, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
+  int status = 0, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
   static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
                                       { "help", no_argument, NULL, 'h' },
                                       { NULL, 0, NULL, 0 } };
@@ -1412,18 +1546,14 @@ static int cmd_top(int argc, char **argv) {
            "view's dropped events and detected sequence gaps.\n");
     return 0;
   }
-  for (i = optind; i < argc; i++) {
-    if (ts.only == NULL)
-      ts.only = argv[i];
-    else {
-      fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
-      return EXIT_USAGE;
-    }
-  }
+  if (operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS]") < 0)
+    return EXIT_USAGE;
   if (interval <= 0) {
-    fprintf(stderr, "usage: tlcap top [TARGET] [--interval MS]\n");
+    fprintf(stderr, "tlcap top: --interval must be a positive number of ms\n");
     return EXIT_USAGE;
   }
+  if (optind < argc)
+    ts.only = argv[optind];
   if ((c = connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));

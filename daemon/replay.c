@@ -23,6 +23,7 @@
 #include "fileread.h"
 
 #include "engine.h"
+#include "history.h"
 #include "segread.h"
 
 #include "aprof.h"
@@ -32,12 +33,12 @@
 #include "dec.h"
 #include "evlog.h"
 #include "evmap.h"
-#include "pipeline.h"
 #include "json.h"
 #include "mapping.h"
 #include "out.h"
 #include "stats.h"
 #include "text1.h"
+#include "when.h"
 #include "xml.h"
 #include "timeline.h"
 #include "tlc_alloc.h"
@@ -79,34 +80,11 @@ typedef struct rp {
   tlc_xml_opts_t xml;
   tlc_mapping_t mapping;
   int has_mapping;
-  int bad_input;
   /* --state-dir DIR --target NAME: the target's stored segments (history, SPEC 10) */
   const char *state_dir, *target;
-  int since_kind, until_kind; /* 0 none, 1 target time (ns:N), 2 wall clock */
-  int64_t since, until;
-  uint8_t *gap_before; /* per file: a disconnect lies between it and the file before */
-  char **owned;        /* the segment paths (files[] points at them) */
-  size_t nowned;
+  const char *since_s, *until_s; /* --since/--until as given (when.h) */
+  tlc_hist_files_t hf;           /* the chosen segments (files[] points at them) */
 } rp_t;
-
-/* Decodes the files one after the other and yields mapped events (the timeline). */
-typedef struct rp_stream {
-  rp_t *rp;
-  int report; /* print decode errors (pass 1, or the only pass) */
-  size_t fi;
-  FILE *f;
-  tlc_segread_t *seg; /* set when the file is read through its segment index (or is .zst) */
-  int eof;
-  int stopped; /* a strict-mode error ended the capture */
-  uint8_t *buf;
-  size_t blen, bpos;
-  /* decoder (a fresh one per file) -> evlog mapping -> range -> engine (pass 1 only) */
-  tlc_pipeline_t pipe;
-  int pipe_live;
-  tlc_event_t raw[RP_BATCH];
-  tlc_event_t out[2 * RP_BATCH];
-  int io_err;
-} rp_stream_t;
 
 static void usage(FILE *to) {
   fprintf(to, "usage: tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto]\n"
@@ -160,138 +138,31 @@ static int parse_i64(const char *s, int64_t *v) {
   return 0;
 }
 
-/* T of --since/--until (SPEC 10): `ns:N` target time (kind 1); RFC 3339 UTC
- * `2026-11-26T10:00:00[.fff]Z` or a time relative to now `-2h` (s, m, h, d; kind 2, wall-clock
- * ns). 0 or -1. */
-static int parse_when(const char *s, int *kind, int64_t *v) {
-  if (strncmp(s, "ns:", 3) == 0) {
-    *kind = 1;
-    return parse_i64(s + 3, v);
-  }
-  *kind = 2;
-  if (s[0] == '-') {
-    char *end;
-    double x;
-    struct timespec ts;
-    errno = 0;
-    x = strtod(s + 1, &end);
-    if (errno != 0 || end == s + 1 || x < 0 || x > 1e9)
-      return -1;
-    if (strcmp(end, "s") == 0 || *end == '\0')
-      ;
-    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-      x *= 60;
-    else if (strcmp(end, "h") == 0)
-      x *= 3600;
-    else if (strcmp(end, "d") == 0)
-      x *= 86400;
-    else if (strcmp(end, "ms") == 0)
-      x /= 1e3;
-    else
-      return -1;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    *v = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec - (int64_t)(x * 1e9);
-    return 0;
-  }
-  {
-    struct tm tm;
-    int n = 0;
-    long long frac = 0;
-    int fd = 0;
-    const char *p;
-    memset(&tm, 0, sizeof(tm));
-    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-               &tm.tm_min, &tm.tm_sec, &n) != 6 ||
-        n != 19)
-      return -1;
-    p = s + n;
-    if (*p == '.') {
-      for (p++; *p >= '0' && *p <= '9'; p++, fd++)
-        if (fd < 9)
-          frac = frac * 10 + (*p - '0');
-      if (fd == 0)
-        return -1;
-      for (int k = fd; k < 9; k++)
-        frac *= 10;
-    }
-    if (strcmp(p, "Z") != 0 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
-        tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
-      return -1;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *v = (int64_t)timegm(&tm) * 1000000000ll + frac;
-    return 0;
-  }
+/* Messages of the stream (decode and read errors) and of segment selection. */
+static void say_cb(void *ud, const char *msg) {
+  (void)ud;
+  fprintf(stderr, "tlcapd replay: %s\n", msg);
 }
 
-/* --state-dir/--target: the target's segments in sequence order as the files; with a
- * wall-clock range only those whose arrival span [opened, sealed] meets it (the segment index's
- * resolution); the disconnects their manifests record at their boundaries as gaps. 0, or the
- * exit status. */
-static int history_files(rp_t *rp) {
-  tlc_segent_t *v = NULL;
-  size_t n = 0, i;
-  int r = tlc_segread_list(rp->state_dir, rp->target, (size_t)1 << 22, &v, &n);
-  int prev_end_gap = 0, first = 1;
-  struct timespec ts;
-  int64_t now;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  now = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+/* --state-dir/--target: the target's segments chosen for the range (history.h), as the files.
+ * 0, or the exit status. */
+static int history_files(rp_t *rp, const tlc_when_range_t *range) {
+  char err[400];
+  int r = tlc_hist_select(rp->state_dir, rp->target, range, tlc_when_now(), &rp->hf, say_cb, NULL,
+                          err, sizeof(err));
   if (r != 0) {
-    fprintf(stderr, "tlcapd replay: %s/%s: %s\n", rp->state_dir, rp->target,
-            r == -ENOENT ? "no segments of that target" : tlc_strerror(r));
+    fprintf(stderr, "tlcapd replay: %s\n", err);
     return 1;
   }
-  tlc_free(rp->files); /* sized for the operands (none): one per segment */
-  rp->files = tlc_calloc(n + 1, sizeof(char *));
-  rp->owned = tlc_calloc(n + 1, sizeof(char *));
-  rp->gap_before = tlc_calloc(n + 1, 1);
-  if (rp->files == NULL || rp->owned == NULL || rp->gap_before == NULL) {
-    tlc_free(v);
-    return 1;
-  }
-  for (i = 0; i < n; i++) {
-    tlc_segread_t *sr;
-    tlc_seginfo_t info;
-    char err[200];
-    int start_gap = 0, end_gap = 0;
-    int64_t opened, closed;
-    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
-      fprintf(stderr, "tlcapd replay: %s: %s (skipped)\n", v[i].path, err);
-      continue;
-    }
-    tlc_segread_info(sr, &info);
-    for (size_t g = 0; g < info.ngaps; g++) {
-      const char *reason;
-      uint64_t cnt, off;
-      if (tlc_segread_gap(sr, g, &reason, &cnt, &off) == 0 && strcmp(reason, "disconnect") == 0) {
-        if (off == 0 && info.bytes > 0)
-          start_gap = 1;
-        if (off >= info.bytes)
-          end_gap = 1;
-      }
-    }
-    tlc_segread_close(sr);
-    opened = info.opened_wall_ns;
-    closed = info.closed_wall_ns != 0 && v[i].state != TLC_SEGST_OPEN ? info.closed_wall_ns : now;
-    if ((rp->since_kind == 2 && closed < rp->since) ||
-        (rp->until_kind == 2 && opened != 0 && opened >= rp->until)) {
-      prev_end_gap = end_gap;
-      continue;
-    }
-    if (first && rp->format_opt != NULL && strcmp(rp->format_opt, "auto") == 0)
-      rp->format_opt = tlc_format_name(info.format);
-    rp->owned[rp->nowned] = tlc_strndup(v[i].path, strlen(v[i].path));
-    if (rp->owned[rp->nowned] == NULL) {
-      tlc_free(v);
-      return 1;
-    }
-    rp->gap_before[rp->nfiles] = (uint8_t)(!first && (prev_end_gap || start_gap));
-    rp->files[rp->nfiles++] = rp->owned[rp->nowned++];
-    prev_end_gap = end_gap;
-    first = 0;
-  }
-  tlc_free(v);
+  tlc_free(rp->files); /* sized for the operands (none): the segments instead */
+  rp->files = rp->hf.files;
+  rp->nfiles = rp->hf.n;
+  rp->has_from = rp->hf.has_from;
+  rp->from = rp->hf.from;
+  rp->has_to = rp->hf.has_to;
+  rp->to = rp->hf.to;
+  if (rp->hf.n > 0 && rp->format_opt != NULL && strcmp(rp->format_opt, "auto") == 0)
+    rp->format_opt = tlc_format_name(rp->hf.fmt);
   return 0;
 }
 
@@ -305,210 +176,28 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Segments are read through tlc_segread: compressed ones always, others when a time range is
- * asked for (its index then skips what precedes the range without a scan). */
-static int use_segread(const rp_t *rp, const char *path) {
-  if (ends_with(path, ".zst"))
-    return 1;
-  return (rp->has_from || rp->has_to) &&
-         (ends_with(path, ".BIN") || ends_with(path, ".log") || ends_with(path, ".part"));
-}
-
-static int stream_is_open(const rp_stream_t *s) {
-  return s->f != NULL || s->seg != NULL;
-}
-
-static void stream_close_file(rp_stream_t *s);
-
-static int stream_open_segment(rp_stream_t *s, const char *path) {
-  rp_t *rp = s->rp;
-  char err[200] = "";
-  int r = tlc_segread_open(path, rp->fmt, 0, &s->seg, err, sizeof(err));
-  if (r == 0 && (rp->has_from || rp->has_to))
-    r = tlc_segread_range(s->seg, rp->has_from ? rp->from : INT64_MIN,
-                          rp->has_to ? rp->to : INT64_MAX);
-  if (r < 0) {
-    fprintf(stderr, "tlcapd replay: %s: %s\n", path, err[0] ? err : tlc_strerror(r));
-    if (s->seg != NULL)
-      tlc_segread_close(s->seg);
-    s->seg = NULL;
-    s->io_err = 1;
-    return -1;
-  }
-  return 0;
-}
-
-static int stream_open_file(rp_stream_t *s) {
-  rp_t *rp = s->rp;
-  const char *path = rp->files[s->fi];
-  int r;
-  s->seg = NULL;
-  if (use_segread(rp, path)) {
-    if (stream_open_segment(s, path) < 0)
-      return -1;
-  } else if ((s->f = fopen(path, "rb")) == NULL) {
-    fprintf(stderr, "tlcapd replay: %s: %s\n", path, strerror(errno));
-    s->io_err = 1;
-    return -1;
-  }
-  r = tlc_pipeline_restart(&s->pipe);
-  if (r < 0) {
-    fprintf(stderr, "tlcapd replay: %s: %s\n", path, tlc_strerror(r));
-    stream_close_file(s);
-    s->io_err = 1;
-    return -1;
-  }
-  s->eof = 0;
-  s->blen = s->bpos = 0;
-  if (rp->gap_before != NULL && rp->gap_before[s->fi]) {
-    /* the live target made a gap here (a disconnect: it always ends a segment); the evlog
-     * mapping forgets its stacks now, the engine at the next event in the range */
-    tlc_pipeline_gap_mark(&s->pipe);
-  }
-  return 0;
-}
-
-static void stream_close_file(rp_stream_t *s) {
-  if (s->seg != NULL) {
-    tlc_segread_close(s->seg);
-    s->seg = NULL;
-  }
-  if (s->f != NULL)
-    fclose(s->f);
-  s->f = NULL;
-  s->fi++;
-}
-
-static void report(rp_stream_t *s, const char *what) {
-  if (!s->report)
-    return;
-  fprintf(stderr, "tlcapd replay: %s: byte %" PRIu64 ": %s\n", s->rp->files[s->fi],
-          s->pipe.dec.err_offset, s->pipe.dec.err_reason[0] ? s->pipe.dec.err_reason : what);
-  s->rp->bad_input = 1;
-}
-
-/* tlc_timeline_t.next */
-static int stream_next(void *ud, const tlc_event_t **evs) {
-  rp_stream_t *s = ud;
-  rp_t *rp = s->rp;
-  *evs = s->out;
-  for (;;) {
-    int n, k = 0;
-    if (!stream_is_open(s)) {
-      if (s->fi >= rp->nfiles || s->stopped || s->io_err)
-        return 0;
-      if (stream_open_file(s) < 0)
-        return TLC_EIO;
-    }
-    if (s->bpos == s->blen && !s->eof && s->seg != NULL) {
-      int64_t got = tlc_segread_read(s->seg, s->buf, RP_CHUNK);
-      s->bpos = 0;
-      s->blen = got > 0 ? (size_t)got : 0;
-      if (got < 0) {
-        char zw[200];
-        if (ends_with(rp->files[s->fi], ".zst") &&
-            tlc_segread_zst_check(rp->files[s->fi], zw, sizeof(zw)) < 0)
-          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], zw);
-        else
-          fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[s->fi], tlc_strerror((int)got));
-        s->io_err = 1;
-        return TLC_EIO;
-      }
-      if (got == 0)
-        s->eof = 1;
-    } else if (s->bpos == s->blen && !s->eof) {
-      s->blen = fread(s->buf, 1, RP_CHUNK, s->f);
-      s->bpos = 0;
-      if (s->blen == 0) {
-        if (ferror(s->f)) {
-          fprintf(stderr, "tlcapd replay: %s: read error\n", rp->files[s->fi]);
-          s->io_err = 1;
-          return TLC_EIO;
-        }
-        s->eof = 1;
-      }
-    }
-    if (s->bpos < s->blen) {
-      size_t used = 0;
-      n = tlc_pipeline_push(&s->pipe, s->buf + s->bpos, s->blen - s->bpos, &used, evs, &k);
-      s->bpos += used;
-      if (n < 0) {
-        report(s, tlc_strerror(n));
-        s->stopped = 1;
-        stream_close_file(s);
-        return 0;
-      }
-    } else {
-      n = tlc_pipeline_finish(&s->pipe, evs, &k);
-      if (n == 0 || n < 0) {
-        if (n == TLC_ETRUNC)
-          report(s, "truncated record");
-        else if (n < 0)
-          report(s, tlc_strerror(n));
-        stream_close_file(s);
-        continue;
-      }
-    }
-    if (n > 0 && k != 0)
-      return k; /* the events that came out of the mapping and the range, or its error */
-  }
-}
-
-/* tlc_timeline_t.rewind: start again from the first file, with a fresh evlog mapping so that
- * handles come out the same. */
-static int stream_rewind(void *ud) {
-  rp_stream_t *s = ud;
-  while (stream_is_open(s))
-    stream_close_file(s);
-  s->fi = 0;
-  s->stopped = 0;
-  s->io_err = 0;
-  return tlc_pipeline_rewind(&s->pipe);
-}
-
-/* The stream of mapped events of rp's files; with_engine: an engine (rp's context area and
- * mapping) is fed as they are read, until tlc_pipeline_take_engine. */
-static int stream_init(rp_stream_t *s, rp_t *rp, int report_errors, int with_engine) {
-  tlc_pipeline_conf_t pc;
-  tlc_pipeline_io_t io;
-  int r;
+/* The files as one capture (history.h: the stream the daemon's range queries use too);
+ * with_engine: an engine (rp's context area and mapping) is fed as the events are read, until
+ * tlc_pipeline_take_engine. */
+static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   memset(s, 0, sizeof(*s));
-  s->rp = rp;
-  s->report = report_errors;
-  s->buf = tlc_malloc(RP_CHUNK);
-  if (s->buf == NULL)
-    return TLC_ENOMEM;
-  memset(&pc, 0, sizeof(pc));
-  pc.format = rp->fmt;
-  pc.has_from = rp->has_from;
-  pc.from = rp->from;
-  pc.has_to = rp->has_to;
-  pc.to = rp->to;
-  pc.stop_on_map_error = 1;
-  pc.with_engine = with_engine;
-  tlc_engine_opts_default(&pc.engine);
-  pc.engine.has_context_area = (uint8_t)rp->has_ctx_area;
-  pc.engine.context_area = rp->ctx_area;
-  pc.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
-  memset(&io, 0, sizeof(io));
-  io.raw = s->raw;
-  io.out = s->out;
-  io.batch = RP_BATCH;
-  r = tlc_pipeline_init(&s->pipe, &pc, &io);
-  if (r < 0)
-    return r;
-  s->pipe_live = 1;
-  return stream_rewind(s);
-}
-
-static void stream_fini(rp_stream_t *s) {
-  while (stream_is_open(s))
-    stream_close_file(s);
-  if (s->pipe_live)
-    tlc_pipeline_fini(&s->pipe);
-  s->pipe_live = 0;
-  tlc_free(s->buf);
-  s->buf = NULL;
+  s->files = rp->files;
+  s->nfiles = rp->nfiles;
+  s->gap_before = rp->hf.n > 0 ? rp->hf.gap_before : NULL;
+  s->conf.format = rp->fmt;
+  s->conf.has_from = rp->has_from;
+  s->conf.has_to = rp->has_to;
+  s->conf.from = rp->from;
+  s->conf.to = rp->to;
+  s->conf.stop_on_map_error = 1;
+  s->conf.with_engine = with_engine;
+  tlc_engine_opts_default(&s->conf.engine);
+  s->conf.engine.has_context_area = (uint8_t)rp->has_ctx_area;
+  s->conf.engine.context_area = rp->ctx_area;
+  s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
+  s->msg = say_cb;
+  s->report = 1;
+  return tlc_hist_stream_init(s);
 }
 
 static int write_file_cb(void *ud, const void *buf, size_t len) {
@@ -710,7 +399,7 @@ static int export_xml(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_timeline
 }
 
 /* Native exports: re-encode the timeline. */
-static int export_native(rp_t *rp, rp_stream_t *s, tlc_out_t *o) {
+static int export_native(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
   tlc_format_t to = rp->export_ == EX_BIN11   ? TLC_FMT_BIN11
                     : rp->export_ == EX_BIN10 ? TLC_FMT_BIN10
                                               : TLC_FMT_EVLOG;
@@ -729,7 +418,7 @@ static int export_native(rp_t *rp, rp_stream_t *s, tlc_out_t *o) {
     if (r < 0)
       return 1;
   }
-  while ((n = stream_next(s, &evs)) > 0) {
+  while ((n = tlc_hist_stream_next(s, &evs)) > 0) {
     for (i = 0; i < n; i++) {
       const tlc_event_t *ev = &evs[i];
       if (to == TLC_FMT_EVLOG) {
@@ -764,7 +453,7 @@ static int export_native(rp_t *rp, rp_stream_t *s, tlc_out_t *o) {
 
 int tlc_replay_main(int argc, char **argv) {
   rp_t rp;
-  rp_stream_t s;
+  tlc_hist_stream_t s;
   int i, c, status = 0, r;
   FILE *out = stdout;
   tlc_out_t o;
@@ -783,8 +472,6 @@ int tlc_replay_main(int argc, char **argv) {
   optind = 0; /* GNU: full re-initialisation */
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":hVf:m:e:o:", replay_opts, NULL)) != -1) {
-    int64_t tv;
-    int kind;
     const char *v = optarg;
     switch (c) {
     case 'n':
@@ -878,22 +565,10 @@ int tlc_replay_main(int argc, char **argv) {
       rp.target = v;
       break;
     case 's':
+      rp.since_s = v;
+      break;
     case 'u':
-      if (parse_when(v, &kind, &tv) < 0) {
-        fprintf(stderr,
-                "tlcapd replay: --%s expects ns:N (target time), an RFC 3339 UTC time "
-                "(2026-11-26T10:00:00Z) or a time relative to now (-2h), got %s\n",
-                c == 's' ? "since" : "until", v);
-        status = 2;
-        goto done;
-      }
-      if (c == 's') {
-        rp.since_kind = kind;
-        rp.since = tv;
-      } else {
-        rp.until_kind = kind;
-        rp.until = tv;
-      }
+      rp.until_s = v;
       break;
     case 'F':
     case 'T': {
@@ -921,44 +596,28 @@ int tlc_replay_main(int argc, char **argv) {
   /* getopt_long moved the operands (FILE...) behind the options, in their order. */
   for (i = optind; i < argc; i++)
     rp.files[rp.nfiles++] = argv[i];
-  if (rp.since_kind != 0 && rp.until_kind != 0) {
-    if (rp.since_kind != rp.until_kind) {
-      fprintf(stderr, "tlcapd replay: --since and --until must both be target times (ns:N) or "
-                      "both wall-clock times\n");
+  if (rp.since_s != NULL || rp.until_s != NULL) {
+    tlc_when_range_t range;
+    if (tlc_when_range(rp.since_s, rp.until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
+      fprintf(stderr, "tlcapd replay: --%s\n", err);
       status = 2;
       goto done;
     }
-    if (rp.since > rp.until) {
-      fprintf(stderr, "tlcapd replay: --since is after --until\n");
+    if (rp.state_dir == NULL) {
+      fprintf(stderr, "tlcapd replay: --since/--until need --state-dir and --target\n");
       status = 2;
       goto done;
     }
-  }
-  if ((rp.since_kind != 0 || rp.until_kind != 0) && rp.state_dir == NULL) {
-    fprintf(stderr, "tlcapd replay: --since/--until need --state-dir and --target\n");
-    status = 2;
-    goto done;
   }
   if (rp.state_dir != NULL || rp.target != NULL) {
+    tlc_when_range_t range;
     if (rp.state_dir == NULL || rp.target == NULL || rp.nfiles > 0) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       status = 2;
       goto done;
     }
-    /* target time: records with since <= t < until; wall clock: whole segments */
-    if (rp.since_kind == 1) {
-      rp.has_from = 1;
-      rp.from = rp.since;
-    }
-    if (rp.until_kind == 1) {
-      rp.has_to = 1;
-      rp.to = rp.until == INT64_MIN ? INT64_MIN : rp.until - 1;
-      if (rp.has_from && rp.to < rp.from) { /* an empty range: nothing is in it */
-        rp.from = INT64_MAX;
-        rp.to = INT64_MIN;
-      }
-    }
-    if ((status = history_files(&rp)) != 0)
+    (void)tlc_when_range(rp.since_s, rp.until_s, tlc_when_now(), &range, err, sizeof(err));
+    if ((status = history_files(&rp, &range)) != 0)
       goto done;
     if (rp.nfiles == 0) {
       fprintf(stderr, "tlcapd replay: %s/%s: no segment in the range\n", rp.state_dir, rp.target);
@@ -1000,7 +659,7 @@ int tlc_replay_main(int argc, char **argv) {
     goto done;
 
   /* an engine for the statistics exports (the native ones only re-encode the events) */
-  r = stream_init(&s, &rp, 1,
+  r = stream_init(&s, &rp,
                   !(rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG));
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
@@ -1016,14 +675,19 @@ int tlc_replay_main(int argc, char **argv) {
     tlc_table_t t;
     tlc_dec_counters_t total;
     const tlc_event_t *evs;
-    tlc_timeline_t tl = { stream_next, stream_rewind, &s };
+    tlc_timeline_t tl = tlc_hist_stream_timeline(&s);
     tlc_table_init(&t);
     /* Pass 1: the stream's pipeline feeds its engine. A read or decode error has been told on
      * stderr and ends the capture there: what came before it is still exported, and the exit
      * status is 1 (checked after the export). */
-    while (stream_next(&s, &evs) > 0)
+    while (tlc_hist_stream_next(&s, &evs) > 0)
       ;
     e = tlc_pipeline_take_engine(&s.pipe); /* pass 2 (the export's timeline) reads without it */
+    if (e == NULL) {
+      fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(TLC_ENOMEM));
+      status = 1;
+      goto engine_done;
+    }
     memset(&so, 0, sizeof(so));
     so.windows = 1;
     so.neutral = 1;
@@ -1034,7 +698,7 @@ int tlc_replay_main(int argc, char **argv) {
       status = 1;
       goto engine_done;
     }
-    tlc_pipeline_dec_counters(&s.pipe, &total);
+    tlc_hist_stream_counters(&s, &total);
     t.counters.bytes = total.bytes;
     t.counters.records = total.records;
     t.counters.bytes_skipped = total.bytes_skipped;
@@ -1085,18 +749,16 @@ int tlc_replay_main(int argc, char **argv) {
     fprintf(stderr, "tlcapd replay: %s: write error\n", rp.output ? rp.output : "stdout");
     status = 1;
   }
-  stream_fini(&s);
-  if (status == 0 && (rp.bad_input || s.io_err))
+  tlc_hist_stream_fini(&s);
+  if (status == 0 && (s.bad_input || s.io_err))
     status = 1;
 
 done:
   if (out != stdout && out != NULL && fclose(out) != 0 && status == 0)
     status = 1;
   tlc_mapping_fini(&rp.mapping);
-  for (size_t k = 0; k < rp.nowned; k++)
-    tlc_free(rp.owned[k]);
-  tlc_free(rp.owned);
-  tlc_free(rp.gap_before);
-  tlc_free(rp.files);
+  if (rp.hf.files != rp.files)
+    tlc_free(rp.files);
+  tlc_hist_files_fini(&rp.hf);
   return status;
 }

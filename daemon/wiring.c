@@ -39,6 +39,7 @@
 #endif
 
 #include "continuity.h"
+#include "histq.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -58,6 +59,7 @@ struct tlc_wiring {
   int pending;        /* services still closing */
   tlc_fleet_t *fleet; /* NATS publisher (--nats), or NULL */
   tlc_cont_t *cont;   /* statistics checkpoints and restore (continuity.h) */
+  tlc_histq_t *hq;    /* range queries off the loop (histq.h), with storage */
   /* Remote access (SPEC 8): the token file and the TLS context, shared by the servers that
    * borrow them (pubsub; the HTTP port), freed only after those have closed. */
   tlc_auth_t *auth;
@@ -434,6 +436,49 @@ static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_
   return r;
 }
 
+/* Range queries running at once, daemon-wide (GetStats.range, Subscribe.history, HTTP
+ * ?since=): each holds an engine for its range and a threadpool thread while it runs. */
+#define WIRING_HIST_JOBS 2
+
+/* provider.history: the target's stored records in a range, on the threadpool (histq.h),
+ * with the settings a live target has (a target that is not live: the engine's defaults). */
+static int st_history(void *ud, const char *name, const tlc_when_range_t *range,
+                      const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
+                      void *done_ud, void **job) {
+  tlc_wiring_t *w = ud;
+  tlc_hist_query_t q;
+  const tlc_target_t *t;
+  tlc_histq_job_t *j = NULL;
+  int r;
+  *job = NULL;
+  if (w->hq == NULL || tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0)
+    return TLC_EINVAL;
+  memset(&q, 0, sizeof(q));
+  q.state_dir = w->state_dir;
+  q.target = name;
+  q.range = *range;
+  q.now_ns = tlc_when_now();
+  q.so = *so;
+  if ((t = tlc_targets_find(&w->d->targets, name)) != NULL) {
+    tlc_pipeline_conf_t pc;
+    tlc_target_pipeline_conf(&t->conf, &pc);
+    q.eo = pc.engine;
+    q.evopts = pc.evmap;
+    q.mapping_path = t->conf.mapping_path;
+  } else {
+    tlc_engine_opts_default(&q.eo);
+  }
+  r = tlc_histq_submit(w->hq, &q, done, done_ud, &j);
+  if (r == 0)
+    *job = j;
+  return r;
+}
+
+static void st_history_cancel(void *ud, void *job) {
+  (void)ud;
+  tlc_histq_cancel(job);
+}
+
 /* ListSegments: the target's segments on disk with their manifests' spans. */
 static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
                        int *truncated) {
@@ -483,17 +528,8 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
     x->min_time = info.min_time;
     x->max_time = info.max_time;
     x->opened_wall_ns = info.opened_wall_ns;
-    if (x->opened_wall_ns == 0) { /* an open segment: its name's <UTC start> (seconds) */
-      const char *b = strrchr(v[i].path, '/');
-      struct tm tm;
-      memset(&tm, 0, sizeof(tm));
-      if (b != NULL && sscanf(b + 1, "%4d%2d%2dT%2d%2d%2dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                              &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6) {
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        x->opened_wall_ns = (int64_t)timegm(&tm) * 1000000000ll;
-      }
-    }
+    if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
+      x->opened_wall_ns = tlc_hist_name_time(v[i].path);
     x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
     x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
     x->recovered = info.recovered;
@@ -888,6 +924,11 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     pv->rotate_ud = w;
     pv->ps.segments = st_segments;
     pv->ps.segments_ud = w;
+    if (tlc_histq_new(d->loop, WIRING_HIST_JOBS, &w->hq) == 0) {
+      pv->ps.history = st_history;
+      pv->ps.history_cancel = st_history_cancel;
+      pv->ps.history_ud = w;
+    }
     d->barrier = st_barrier;
     d->barrier_ud = w;
     tlc_sd_health_add(st_health, w);
@@ -1187,6 +1228,9 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     }
     w->pv->rotate = NULL;
     w->pv->ps.segments = NULL;
+    w->pv->ps.history = NULL;
+    tlc_histq_close(w->hq); /* freed when its running queries (cancelled) have returned */
+    w->hq = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */
     w->st = NULL;
     tlc_store_close(st, st_closed, w);

@@ -37,6 +37,8 @@ typedef struct tlc__http_req {
   const char *accept; /* Accept header or "" */
 } tlc__http_req_t;
 
+typedef struct tlc__http_pending tlc__http_pending_t; /* route.c */
+
 typedef struct tlc__http_resp {
   int status;
   const char *ctype;
@@ -45,6 +47,10 @@ typedef struct tlc__http_resp {
   size_t static_len;
   tlc_out_t body; /* memory mode, capped at view->max_response */
   int cache;      /* 1: assets may be cached (Cache-Control: max-age) */
+  /* Set by the route (status 0, no body) for a response computed off the loop: range
+   * statistics (?since=&until=). The server owns it: it waits (tlc__http_pending_wait), then
+   * answers with tlc__http_pending_answer, and frees it (also when the peer goes away). */
+  tlc__http_pending_t *pending;
 } tlc__http_resp_t;
 
 /* Initialises rs (empty body capped at max_response). tlc__http_resp_fini frees it. */
@@ -55,6 +61,16 @@ void tlc__http_resp_fini(tlc__http_resp_t *rs);
  * documents {"error": {"status": N, "message": "..."}} with their status; a body over the cap
  * becomes a 503 error. */
 void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_resp_t *rs);
+
+/* A pending response (range statistics): wake(ud) runs on the loop once it can be answered
+ * (at once when it already can). */
+void tlc__http_pending_wait(tlc__http_pending_t *p, void (*wake)(void *ud), void *ud);
+/* 1 once the answer is there. */
+int tlc__http_pending_ready(const tlc__http_pending_t *p);
+/* The answer into rs: the `--export json` document of the range, or an error document. */
+void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__http_resp_t *rs);
+/* Frees p; a query still running is cancelled (wake is not called). NULL: nothing. */
+void tlc__http_pending_free(tlc__http_pending_t *p);
 
 /* Error document with status into rs (body replaced). */
 void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)

@@ -6,6 +6,10 @@
  *   /metrics                        metrics.c (OpenMetrics when Accept names it)
  *   /api/v1/targets                 JSON array of targets
  *   /api/v1/targets/NAME/stats      the `tlcap stats --export json` document of NAME
+ *   /api/v1/targets/NAME/stats?since=T&until=T
+ *                                   the same of a past range (SPEC 10), computed off the loop
+ *                                   by the provider's history hook: the response is pending
+ *                                   (tlc__http_pending_t) until the query is done
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * Only GET (and HEAD, answered by the server as GET without a body) is served; anything else is
  * 405 with Allow. Every error is a JSON document {"error": {"status": N, "message": "..."}}.
@@ -16,18 +20,21 @@
 #include "http-int.h"
 
 #include "dec.h"
+#include "history.h"
 #include "json.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define CT_JSON "application/json; charset=utf-8"
-#define CT_PROM "text/plain; version=0.0.4; charset=utf-8"
-#define CT_OM   "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define TLC_HTTP_NAME_MAX 128 /* target.h TLC_TARGET_NAME_MAX */
+#define CT_JSON           "application/json; charset=utf-8"
+#define CT_PROM           "text/plain; version=0.0.4; charset=utf-8"
+#define CT_OM             "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response) {
   memset(rs, 0, sizeof(*rs));
@@ -162,6 +169,169 @@ static void api_stats(tlc__http_view_t *v, const char *name, tlc__http_resp_t *r
                     rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
 }
 
+/* ---- range statistics (?since=&until=) ---- */
+
+struct tlc__http_pending {
+  const tlc_ps_provider_t *pv;
+  void *job; /* the running query, NULL once done */
+  int done;
+  tlc_hist_result_t res; /* moved here from the query */
+  char name[TLC_HTTP_NAME_MAX + 1];
+  void (*wake)(void *ud);
+  void *wake_ud;
+};
+
+static void pending_done(void *ud, tlc_hist_result_t *r) {
+  tlc__http_pending_t *p = ud;
+  p->job = NULL;
+  p->done = 1;
+  tlc_hist_result_fini(&p->res);
+  p->res = *r; /* the table and names move; r is left empty for its owner to free */
+  tlc_hist_result_init(r);
+  if (p->wake != NULL)
+    p->wake(p->wake_ud);
+}
+
+void tlc__http_pending_wait(tlc__http_pending_t *p, void (*wake)(void *ud), void *ud) {
+  p->wake = wake;
+  p->wake_ud = ud;
+  if (p->done && wake != NULL)
+    wake(ud);
+}
+
+int tlc__http_pending_ready(const tlc__http_pending_t *p) {
+  return p->done;
+}
+
+void tlc__http_pending_free(tlc__http_pending_t *p) {
+  if (p == NULL)
+    return;
+  if (p->job != NULL && p->pv->history_cancel != NULL)
+    p->pv->history_cancel(p->pv->history_ud, p->job);
+  tlc_hist_result_fini(&p->res);
+  tlc_free(p);
+}
+
+void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__http_resp_t *rs) {
+  tlc_hist_result_t *r = &p->res;
+  int rc;
+  (void)v;
+  rs->status = 200;
+  if (r->status != 0) {
+    int st = r->status == -ENOENT || r->status == TLC_ERANGE ? 404
+             : r->status == -ECANCELED                       ? 503
+                                                             : 500;
+    tlc__http_error(rs, st, "statistics of \"%s\" in the range: %s", p->name,
+                    r->err[0] ? r->err : tlc_strerror(r->status));
+    return;
+  }
+  rs->ctype = CT_JSON;
+  rc = tlc_json_write(&rs->body, &r->t, r->has_names ? &r->names : NULL, p->name, 0);
+  if (rc != 0)
+    tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "statistics of \"%s\": %s", p->name,
+                    rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
+}
+
+/* The length of the query's next parameter: up to '&' or ',' (the server gets the query from
+ * libwebsockets with its fragments joined by ','; neither occurs in a value of SPEC 10's T). */
+static size_t param_len(const char *q) {
+  return strcspn(q, "&,");
+}
+
+/* One query parameter: `key` in q ("a=1&b=2"), percent-decoded into out. 1 found, 0 not, -1
+ * bad (an escape, too long). */
+static int query_param(const char *q, const char *key, char *out, size_t outlen) {
+  size_t kl = strlen(key);
+  while (*q != '\0') {
+    size_t n = param_len(q);
+    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=')
+      return tlc__http_unescape(q + kl + 1, n - kl - 1, out, outlen) < 0 ? -1 : 1;
+    q += n;
+    if (*q != '\0')
+      q++;
+  }
+  return 0;
+}
+
+/* Parameters other than since and until: the first one's name into bad. 1 if any. */
+static int query_unknown(const char *q, char *bad, size_t badlen) {
+  while (*q != '\0') {
+    size_t n = param_len(q);
+    const char *eq = memchr(q, '=', n);
+    size_t kl = eq != NULL ? (size_t)(eq - q) : n;
+    if (!(kl == 5 && strncmp(q, "since", 5) == 0) && !(kl == 5 && strncmp(q, "until", 5) == 0) &&
+        n > 0) {
+      snprintf(bad, badlen, "%.*s", (int)(kl < 64 ? kl : 64), q);
+      return 1;
+    }
+    q += n;
+    if (*q != '\0')
+      q++;
+  }
+  return 0;
+}
+
+static void api_stats_range(tlc__http_view_t *v, const char *name, const char *query,
+                            tlc__http_resp_t *rs) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  char since[128], until[128], err[300], bad[80];
+  int hs, hu, rc;
+  tlc_when_range_t range;
+  tlc_snap_opts_t so;
+  tlc__http_pending_t *p;
+  if (query_unknown(query, bad, sizeof(bad))) {
+    tlc__http_error(rs, 400, "unknown query parameter \"%s\" (since and until are known)", bad);
+    return;
+  }
+  hs = query_param(query, "since", since, sizeof(since));
+  hu = query_param(query, "until", until, sizeof(until));
+  if (hs < 0 || hu < 0) {
+    tlc__http_error(rs, 400, "bad %s (an escape, a NUL byte or too long)",
+                    hs < 0 ? "since" : "until");
+    return;
+  }
+  if (tlc_when_range(hs ? since : NULL, hu ? until : NULL, tlc_when_now(), &range, err,
+                     sizeof(err)) < 0) {
+    tlc__http_error(rs, 400, "%s", err);
+    return;
+  }
+  if (pv->history == NULL) {
+    tlc__http_error(rs, 501,
+                    "range statistics are computed from stored segments: this daemon "
+                    "does not store (--no-store)");
+    return;
+  }
+  if (strlen(name) > TLC_HTTP_NAME_MAX) {
+    tlc__http_error(rs, 404, "no target called \"%s\"", name);
+    return;
+  }
+  if ((p = tlc_calloc(1, sizeof(*p))) == NULL) {
+    tlc__http_error(rs, 503, "out of memory");
+    return;
+  }
+  p->pv = pv;
+  tlc_hist_result_init(&p->res);
+  snprintf(p->name, sizeof(p->name), "%s", name);
+  memset(&so, 0, sizeof(so));
+  so.windows = 1; /* as `tlcapd replay` and `tlcap stats --since` */
+  so.neutral = 1;
+  so.quantiles = 1;
+  rc = pv->history(pv->history_ud, name, &range, &so, pending_done, p, &p->job);
+  if (rc != 0) {
+    tlc__http_pending_free(p);
+    if (rc == TLC_ELIMIT)
+      tlc__http_error(rs, 503,
+                      "busy: as many range queries as the daemon runs at once are "
+                      "running; try again later");
+    else
+      tlc__http_error(rs, rc == TLC_EINVAL ? 404 : 500, "statistics of \"%s\" in the range: %s",
+                      name, rc == TLC_EINVAL ? "no such target" : tlc_strerror(rc));
+    return;
+  }
+  rs->status = 0;
+  rs->pending = p;
+}
+
 /* Accept names OpenMetrics (any version; the server writes 1.0.0). */
 static int wants_openmetrics(const char *accept) {
   return accept != NULL && strstr(accept, "application/openmetrics-text") != NULL;
@@ -239,11 +409,8 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
         tlc__http_error(rs, 404, "no such path: %s", rq->path);
         return;
       }
-      if (rq->query[0] != '\0') {
-        /* SPEC 10's since/until ranges are computed from stored segments: not served by
-         * this build's HTTP port (tlcap stats --since/--until, tlcapd replay). */
-        tlc__http_error(rs, 400, "query parameters are not supported here (got \"%.100s\")",
-                        rq->query);
+      if (rq->query[0] != '\0') { /* SPEC 10: a past range */
+        api_stats_range(v, name, rq->query, rs);
         return;
       }
       api_stats(v, name, rs);

@@ -118,9 +118,10 @@ struct pss {
   size_t len, off;
   size_t inflight; /* counted in st.inflight_bytes */
   int close_after;
-  int await_body; /* the answer waits for the request body (read and dropped) */
-  int deny;       /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
-  int authed;     /* live: its token was accepted (or none is needed) */
+  int await_body;               /* the answer waits for the request body (read and dropped) */
+  int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
+  int authed;                   /* live: its token was accepted (or none is needed) */
+  tlc__http_pending_t *pending; /* range statistics being computed off the loop (route.c) */
   /* live */
   pss_t *prev, *next;
   struct lws *wsi;
@@ -304,6 +305,10 @@ static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *
   return 0;
 }
 
+static void pending_wake(void *ud) {
+  lws_callback_on_writable((struct lws *)ud);
+}
+
 /* Sends the headers and arranges the body. Returns 0, or -1 to close. */
 static int respond(struct lws *wsi, pss_t *p, const char *path) {
   tlc_http_t *h = p->h;
@@ -344,8 +349,19 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
         lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
         return 0;
       }
+    } else if (p->pending != NULL) { /* range statistics computed: answered now */
+      tlc__http_pending_answer(&h->view, p->pending, &rs);
+      tlc__http_pending_free(p->pending);
+      p->pending = NULL;
     } else {
       tlc__http_route(&h->view, &rq, &rs);
+      if (rs.pending != NULL) { /* computed off the loop: answered when done (pending_wake) */
+        p->pending = rs.pending;
+        tlc__http_resp_fini(&rs);
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        tlc__http_pending_wait(p->pending, pending_wake, wsi);
+        return 0;
+      }
     }
   }
   p->deny = 0;
@@ -643,6 +659,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return 0;
   case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
   case LWS_CALLBACK_CLOSED_HTTP:
+    if (p != NULL && p->pending != NULL) { /* the peer left: its range query is cancelled */
+      tlc__http_pending_free(p->pending);
+      p->pending = NULL;
+    }
     if (p != NULL && p->bound) {
       body_free(p);
       ws_unlink(p);
@@ -679,6 +699,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if (p == NULL || p->h == NULL)
       return -1;
+    if (p->pending != NULL) { /* range statistics: answered once computed */
+      const char *uri;
+      if (!tlc__http_pending_ready(p->pending))
+        return 0;
+      uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
+      return respond(wsi, p, uri != NULL ? uri : "/api/");
+    }
     if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
       const char *uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
       return respond(wsi, p, uri != NULL ? uri : "/api/");

@@ -17,6 +17,7 @@
 #include "mapping.h"
 #include "stats.h"
 #include "tlc_event.h"
+#include "when.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,8 @@ typedef struct tlc_ps_segment {
   int64_t opened_wall_ns, closed_wall_ns;
   int reason, recovered;
 } tlc_ps_segment_t;
+
+struct tlc_hist_result; /* history.h */
 
 typedef struct tlc_ps_provider {
   /* Number of targets; indexes are 0..count-1. */
@@ -91,6 +94,20 @@ typedef struct tlc_ps_provider {
   int (*segments)(void *segments_ud, const char *name, size_t max, tlc_ps_segment_t **out,
                   size_t *n, int *truncated);
   void *segments_ud;
+  /* History (SPEC 10; daemon/history/histq.h): starts computing, off the loop, the statistics
+   * of the stored records of the target called `name` (live or not) in `range`, with the
+   * snapshot options `so` and the target's settings; done(done_ud, r) runs later on the loop
+   * with the result (r->status 0 or the error, r->err why; the callee may take r->t and
+   * r->names by swapping). Returns 0 with *job (for history_cancel), TLC_ELIMIT when as many
+   * range queries as the daemon runs at once are running, TLC_EINVAL (a bad name), or another
+   * negative error: done is then never called. NULL hook: no storage. Loop thread. Called with
+   * history_ud. */
+  int (*history)(void *history_ud, const char *name, const tlc_when_range_t *range,
+                 const tlc_snap_opts_t *so, void (*done)(void *ud, struct tlc_hist_result *r),
+                 void *done_ud, void **job);
+  /* The requester of `job` is gone: its done will not be called. */
+  void (*history_cancel)(void *history_ud, void *job);
+  void *history_ud;
 } tlc_ps_provider_t;
 
 struct tlc_targets;

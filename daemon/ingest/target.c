@@ -298,30 +298,9 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     err = TLC_ENOMEM;
     goto fail_name;
   }
-  memset(&pc, 0, sizeof(pc));
-  pc.format = conf->format;
-  pc.dec.resync = conf->resync;
-  pc.dec.max_block = conf->max_block;
-  pc.dec.skipped_cb = on_skipped;
+  tlc_target_pipeline_conf(conf, &pc);
+  pc.dec.skipped_cb = on_skipped; /* the live target's only: storage's keep_skipped */
   pc.dec.skipped_ud = t;
-  pc.evmap.max_names = conf->max_names;
-  pc.evmap.max_depth = conf->max_depth;
-  pc.with_engine = 1;
-  tlc_engine_opts_default(eo);
-  eo->has_context_area = conf->has_context_area;
-  eo->context_area = conf->context_area;
-  if (conf->nwindows > 0) {
-    eo->nwindows = conf->nwindows;
-    memcpy(eo->window_ns, conf->window_ns, sizeof(eo->window_ns));
-  }
-  if (conf->max_areas)
-    eo->max_areas = conf->max_areas;
-  if (conf->max_contexts)
-    eo->max_contexts = conf->max_contexts;
-  if (conf->max_depth)
-    eo->max_depth = conf->max_depth;
-  eo->histograms = conf->histograms;
-  eo->mapping = NULL;
   eo->acct.charge_cb = mem_charge_cb;
   eo->acct.release_cb = mem_release_cb;
   eo->acct.ud = t;
@@ -379,6 +358,32 @@ static void evict(tlc_targets_t *r, size_t i, const char *newcomer) {
           t->name, newcomer, r->max, t->last_disconnect_unix_ms, c.events, c.records, c.bytes,
           t->gaps, c.anomalies, c.bytes_skipped, t->connections);
   target_free(t);
+}
+
+void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t *pc) {
+  tlc_engine_opts_t *eo = &pc->engine;
+  memset(pc, 0, sizeof(*pc));
+  pc->format = conf->format;
+  pc->dec.resync = conf->resync;
+  pc->dec.max_block = conf->max_block;
+  pc->evmap.max_names = conf->max_names;
+  pc->evmap.max_depth = conf->max_depth;
+  pc->with_engine = 1;
+  tlc_engine_opts_default(eo);
+  eo->has_context_area = conf->has_context_area;
+  eo->context_area = conf->context_area;
+  if (conf->nwindows > 0) {
+    eo->nwindows = conf->nwindows;
+    memcpy(eo->window_ns, conf->window_ns, sizeof(eo->window_ns));
+  }
+  if (conf->max_areas)
+    eo->max_areas = conf->max_areas;
+  if (conf->max_contexts)
+    eo->max_contexts = conf->max_contexts;
+  if (conf->max_depth)
+    eo->max_depth = conf->max_depth;
+  eo->histograms = conf->histograms;
+  eo->mapping = NULL;
 }
 
 int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_target_conf_t *conf,

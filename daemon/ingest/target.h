@@ -34,6 +34,7 @@
 #include "budget.h"
 #include "dec.h"
 #include "engine.h"
+#include "evmap.h"
 #include "mapping.h"
 #include "pipeline.h"
 #include "stats.h"
@@ -210,6 +211,11 @@ int tlc_target_name_check_efl(const char *name, size_t max);
 
 /* The target called `name`, or NULL. O(n). */
 tlc_target_t *tlc_targets_find(const tlc_targets_t *r, const char *name);
+
+/* The pipeline a target created with `conf` runs (decoder, evlog mapping and engine options,
+ * with an engine; no memory accounting, no mapping, no range): what its history is computed
+ * with too (daemon/history). Any thread. */
+void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t *pc);
 
 /* Finds `name` or creates it from `conf`. Returns 0 and *out; TLC_EINVAL (bad name, or an
  * existing target of another format: *out is set to it), TLC_ELIMIT (target cap), TLC_ENOMEM.

@@ -814,6 +814,8 @@ void tlc__ps_tick_all(tlc_pubsub_t *ps) {
 void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
   size_t j;
   tlc_pubsub_t *ps = s->ps;
+  if (s->hq.sn == sn)
+    s->hq.sn = NULL; /* its history still comes; nothing is attached after it */
   for (j = 0; j < sn->nslots; j++)
     if (sn->slots[j].pending != NULL) {
       tlc__ps_queued_sub(s, sn->slots[j].pending->len);

@@ -1,6 +1,7 @@
 /* pubsub-int.h - pubsub internals shared by its files (pubsub.c, feed.c, request.c, queue.c,
- * writer.c) and with its tests and fuzzers only ("private to pubsub", as libuv's uv-common.h is
- * to libuv). Not a contract for the rest of the daemon. The design is described in pubsub.c.
+ * writer.c, range.c) and with its tests and fuzzers only ("private to pubsub", as libuv's
+ * uv-common.h is to libuv). Not a contract for the rest of the daemon. The design is described in
+ * pubsub.c.
  */
 #ifndef TLC_PUBSUB_INT_H
 #define TLC_PUBSUB_INT_H
@@ -9,6 +10,7 @@
 
 #include "convert.h"
 #include "frame.h"
+#include "when.h"
 
 #include <poll.h>
 #include <stddef.h>
@@ -225,6 +227,20 @@ struct tlc__ps_sub {
     spec_t spec; /* options only */
     char *target;
   } gs;
+  /* range statistics (GetStats.range, Subscribe.history; range.c, docs/protocol.md "History"):
+   * one query at a time per connection, computed off the loop by the provider's history hook */
+  struct {
+    void *job;    /* the running query, NULL when none */
+    uint32_t req; /* the request it answers */
+    uint8_t windows, quantiles, neutral, names, neutral_only;
+    tlc_when_range_t range;
+    char **names_left; /* Subscribe.history: the targets to compute, in order */
+    size_t nleft, next;
+    struct subn *sn;  /* ... the subscription whose live snapshots wait for them (NULL: it
+                         was unsubscribed meanwhile) */
+    spec_t *fspec;    /* ... its feed's spec, attached when the history is sent */
+    char target[129]; /* the target of the running query */
+  } hq;
   /* writing */
   uv_write_t wreq;
   wjob_t job;
@@ -362,6 +378,16 @@ void tlc__ps_feed_tick(feed_t *f);
 void tlc__ps_pass_end(tlc_pubsub_t *ps);
 void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn);
 void tlc__ps_sub_unsubscribe_all(tlc__ps_sub_t *s);
+/* request.c: links a subscription to its feed and marks the targets whose full snapshot it
+ * needs; returns the feed to tick now for it, or NULL. */
+feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn);
+
+/* range.c: range statistics (GetStats.range, Subscribe.history) off the loop */
+void tlc__ps_hist_stop(tlc__ps_sub_t *s);
+void tlc__ps_hist_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g);
+int tlc__ps_hist_subscribe_check(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r);
+void tlc__ps_hist_subscribe_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r,
+                                  subn_t *sn, spec_t *fspec);
 
 /* request.c */
 void tlc__ps_spec_free(spec_t *s);

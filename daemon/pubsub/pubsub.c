@@ -88,7 +88,9 @@
  * closing a subscriber; request.c: subscription specs and the requests (Hello and the token,
  * Subscribe, GetStats in parts, ...); feed.c: engine snapshots, feeds, mirrors and ticks;
  * queue.c: a subscriber's queues, the writes handed to the socket or the serving thread, the
- * event fan-out; writer.c: the serving thread. What they share is in pubsub-int.h.
+ * event fan-out; writer.c: the serving thread; range.c: range statistics (GetStats.range,
+ * Subscribe.history) computed off the loop by the provider's history hook. What they share is
+ * in pubsub-int.h.
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub.h"
@@ -193,6 +195,7 @@ int tlc_pubsub_token_equal(const uint8_t *given, size_t given_len, const uint8_t
 void tlc__ps_sub_free(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   tlc__ps_sub_drop_queued(s);
+  tlc__ps_hist_stop(s);
   tlc__ps_sub_unsubscribe_all(s);
   tlc_free(s->subs);
   tlc_free(s->ring);
@@ -243,6 +246,7 @@ void tlc__ps_sub_close_now(tlc__ps_sub_t *s) {
   tlc__ps_sub_unlink(s);
   /* Subscriptions go now, so feeds and event fan-out never see a closed subscriber. */
   tlc__ps_sub_drop_queued(s);
+  tlc__ps_hist_stop(s);
   tlc__ps_sub_unsubscribe_all(s);
   if (s->detached)
     return;

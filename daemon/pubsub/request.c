@@ -307,7 +307,7 @@ static void on_hello(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Hello *h) {
 static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r) {
   tlc_pubsub_t *ps = s->ps;
   feed_t *tick = NULL;
-  spec_t *spec = NULL, *fspec = NULL;
+  spec_t *spec = NULL, *fspec = NULL, *hist_fspec = NULL;
   subn_t *sn;
   const char *why = "invalid subscription";
   size_t i, n;
@@ -348,13 +348,52 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
     fspec = NULL;
     sn->feed = NULL;
   }
+  if (r->history != NULL && fspec != NULL) { /* join mid-stream: the history first */
+    if (tlc__ps_hist_subscribe_check(s, req, r) < 0) {
+      tlc_free(sn->slots);
+      tlc__ps_spec_free(spec);
+      tlc__ps_spec_free(fspec);
+      tlc_free(sn);
+      return;
+    }
+    hist_fspec = fspec;
+    fspec = NULL;
+  }
   if (sn->nslots < n || (fspec != NULL && tlc__ps_feed_get(ps, fspec, &sn->feed) < 0)) {
     tlc_free(sn->slots);
     tlc__ps_spec_free(spec);
+    tlc__ps_spec_free(hist_fspec);
     tlc_free(sn);
     tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
     return;
   }
+  tick = tlc__ps_subn_attach(s, sn);
+  if (r->events) {
+    if (s->ev_stalled)
+      tlc__ps_ev_settle(s); /* drops so far by the subscriptions it had */
+    sn->events = 1;
+    ps->n_event_subns++;
+    ps->evsubs_dirty = 1;
+  }
+  s->subs[s->nsubs++] = sn;
+  reply_ack(s, req, sn->id);
+  if (hist_fspec != NULL) { /* the live snapshots follow the history (range.c) */
+    tlc__ps_hist_subscribe_start(s, req, r, sn, hist_fspec);
+    return;
+  }
+  /* After the Ack: the snapshot follows it. (A subscriber closing now - it could not even be
+   * sent the Ack - may have taken the feed with it.) */
+  if (tick != NULL && !s->closing && !ps->ticking) {
+    ps->ticking = 1;
+    tlc__ps_feed_tick(tick);
+    tlc__ps_pass_end(ps); /* may free the feed if the subscriber closed meanwhile */
+  }
+}
+
+feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
+  tlc_pubsub_t *ps = s->ps;
+  feed_t *tick = NULL;
+  size_t i, n = sn->nslots;
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
     sn->fnext = f->subs;
@@ -375,22 +414,7 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
         sn->slots[i].catchup = 1;
     }
   }
-  if (r->events) {
-    if (s->ev_stalled)
-      tlc__ps_ev_settle(s); /* drops so far by the subscriptions it had */
-    sn->events = 1;
-    ps->n_event_subns++;
-    ps->evsubs_dirty = 1;
-  }
-  s->subs[s->nsubs++] = sn;
-  reply_ack(s, req, sn->id);
-  /* After the Ack: the snapshot follows it. (A subscriber closing now - it could not even be
-   * sent the Ack - may have taken the feed with it.) */
-  if (tick != NULL && !s->closing && !ps->ticking) {
-    ps->ticking = 1;
-    tlc__ps_feed_tick(tick);
-    tlc__ps_pass_end(ps); /* may free the feed if the subscriber closed meanwhile */
-  }
+  return tick;
 }
 
 static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscribe *r) {
@@ -663,6 +687,10 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
   size_t idx;
   msg_t *m = NULL;
   int r;
+  if (g->range != NULL) { /* a past range: off the loop (range.c, docs/protocol.md "History") */
+    tlc__ps_hist_get_stats(s, req, g);
+    return;
+  }
   if (find_target(s, req, g->target, &idx) < 0)
     return;
   memset(&spec, 0, sizeof(spec));

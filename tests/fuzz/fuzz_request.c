@@ -3,13 +3,19 @@
  * detached subscriber (no socket). Authentication is bypassed (the subscriber starts
  * authenticated) when the first input byte is even, so both the pre-auth and the full request
  * surface are reached. Every feed is ticked after the input, so subscriptions also encode
- * snapshots, and a GetStats in parts (max_rows) is answered part by part. No crash, no UB, no
- * leak; decode memory is bounded by the frame cap. */
+ * snapshots, and a GetStats in parts (max_rows) is answered part by part. Range queries
+ * (GetStats.range, Subscribe.history) go to a fake history hook, one at a time (another gets
+ * TLC_ELIMIT, as the daemon's queue does when busy), completed after the input from the fake
+ * target's table (or "no segments" for another name), which runs the reply and a
+ * subscription's attach to its feed. No crash, no UB, no leak; decode memory is bounded by
+ * the frame cap. */
+#include "history.h"
 #include "pubsub-int.h"
 #include "pubsub.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +148,56 @@ static int f_load(void *ud, size_t i, const char *buf, size_t len, char *err, si
   return 0;
 }
 
+/* The fake history queue: one query at a time. */
+static struct {
+  int active;
+  void (*done)(void *ud, tlc_hist_result_t *r);
+  void *ud;
+  char name[64];
+  tlc_snap_opts_t so;
+} g_hist;
+
+static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
+                     const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
+                     void *done_ud, void **job) {
+  (void)ud;
+  (void)range;
+  if (g_hist.active)
+    return TLC_ELIMIT;
+  g_hist.active = 1;
+  g_hist.done = done;
+  g_hist.ud = done_ud;
+  g_hist.so = *so;
+  snprintf(g_hist.name, sizeof(g_hist.name), "%s", name);
+  *job = &g_hist;
+  return 0;
+}
+
+static void f_history_cancel(void *ud, void *job) {
+  (void)ud;
+  (void)job;
+  g_hist.active = 0;
+}
+
+/* Completes the queries the input started (each done may start the next: bounded). */
+static void hist_run(ft_t *f) {
+  for (int i = 0; i < 40 && g_hist.active; i++) {
+    tlc_hist_result_t r;
+    tlc_hist_result_init(&r);
+    g_hist.active = 0;
+    if (strcmp(g_hist.name, names[0]) == 0) {
+      if (f_snapshot(f, 0, &r.t, &g_hist.so) < 0)
+        r.status = TLC_ENOMEM;
+      r.segments = 2;
+    } else {
+      r.status = -ENOENT;
+      snprintf(r.err, sizeof(r.err), "no segments of that target");
+    }
+    g_hist.done(g_hist.ud, &r);
+    tlc_hist_result_fini(&r);
+  }
+}
+
 static void closed(void *ud) {
   *(int *)ud = 1;
 }
@@ -192,7 +248,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.segments = f_segments;
   p.split = f_split;
   p.snapshot_part = f_snapshot_part;
+  p.history = f_history;
+  p.history_cancel = f_history_cancel;
   p.ud = &f;
+  memset(&g_hist, 0, sizeof(g_hist));
   tlc_pubsub_opts_default(&o);
   o.max_request = 1u << 16;
   o.max_subscriptions = 8;
@@ -201,6 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s = tlc__ps_detached_new(ps, (data[0] & 1) == 0);
     if (s != NULL) {
       tlc__ps_detached_feed(s, data + 1, size - 1);
+      hist_run(&f);
       f.t[0].rows[1].seq = ++f.t[0].seq;
       tlc__ps_tick_all(ps);
       tlc_pubsub_target_event(ps, "lab1", TLC_PS_EV_CONNECTED, "127.0.0.1:9");

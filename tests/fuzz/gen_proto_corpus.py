@@ -61,13 +61,31 @@ reqs = [
     # while the first is being answered
     cm(13, get_stats=pb.GetStats(target="lab1", windows=True, names=True, max_rows=1)),
     cm(14, get_stats=pb.GetStats(target="evl@127.0.0.1", max_rows=100000)),
+    # history (SPEC 10): ranges on both clocks, open ends, since > until, an unknown target;
+    # a Subscribe joining mid-stream (its live snapshots follow the history)
+    cm(15, get_stats=pb.GetStats(target="lab1", names=True, windows=True, range=pb.TimeRange(
+        clock=pb.TimeRange.TARGET, has_since=True, since=1000, has_until=True, until=5000))),
+    cm(16, get_stats=pb.GetStats(target="lab1", range=pb.TimeRange(
+        clock=pb.TimeRange.WALL, has_since=True, since=-7200 * 10**9))),
+    cm(17, get_stats=pb.GetStats(target="lab1", range=pb.TimeRange(
+        has_since=True, since=9, has_until=True, until=1))),
+    cm(18, get_stats=pb.GetStats(target="nope", range=pb.TimeRange(has_until=True, until=5))),
+    cm(19, subscribe=pb.Subscribe(subscription_id=4, interval_ms=50, names=True, neutral=True,
+                                  history=pb.TimeRange(has_since=True, since=100))),
+    cm(20, subscribe=pb.Subscribe(subscription_id=5, targets=["lab1"], interval_ms=50,
+                                  columns=[6, 16], history=pb.TimeRange(
+                                      clock=pb.TimeRange.WALL, has_since=True, since=1))),
 ]
 unknown = b"\x05\x08\x07\x98\x06\x01"  # request_id 7 and unknown field 99
 w("request", "all_authed", b"\0" + b"".join(fr(r) for r in reqs) + unknown)
 w("request", "hello_then_all", b"\1" + fr(hello) + b"".join(fr(r) for r in reqs))
 w("request", "unknown_first", b"\0" + unknown + fr(reqs[3]) + fr(reqs[9]))
 w("request", "no_hello", b"\1" + fr(reqs[3]))
-w("request", "parts_twice", b"\0" + fr(reqs[13]) + fr(reqs[13]) + fr(reqs[14]))
+w("request", "parts_twice", b"\0" + fr(reqs[11]) + fr(reqs[11]) + fr(reqs[12]))
+w("request", "history_busy", b"\0" + fr(reqs[13]) + fr(reqs[14]) + fr(reqs[17]) + fr(reqs[4]))
+w("request", "history_join", b"\0" + fr(reqs[17]) + fr(reqs[0]) + fr(reqs[18]))
+w("request", "history_unsubscribed", b"\0" + fr(reqs[18]) + fr(cm(21, unsubscribe=pb.Unsubscribe(
+    subscription_id=5))))
 w("request", "token_hello", b"\1" + fr(hello_tok) + fr(reqs[4]))
 for i, r in enumerate(reqs):
     w("request", "single_%d" % i, b"\0" + fr(r))

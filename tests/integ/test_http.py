@@ -383,7 +383,7 @@ def test_api(d):
         T.eq(json.loads(body), json.loads(out), "/stats = tlcap stats --export json")
         for path, method, code in (("/api/v1/targets/nosuch/stats", "GET", 404),
                                    ("/nowhere", "GET", 404),
-                                   ("/api/v1/targets/api/stats?since=-2h", "GET", 400),
+                                   ("/api/v1/targets/api/stats?since=yesterday", "GET", 400),
                                    ("/api/v1/live", "GET", 400),
                                    ("/metrics", "POST", 405)):
             st, hdr, body = get(hport, path, method=method,

@@ -1,0 +1,158 @@
+/* histq.c - range queries on libuv's threadpool (histq.h).
+ *
+ * Each job owns a copy of its query (strings included) and a cancel flag the pool thread
+ * polls between batches of events (tlc_hist_stream_t.cancel). Jobs are in a list so that
+ * closing the queue can cancel them all; the queue is freed when the last job's after_work has
+ * run. Invariant: `running` counts jobs between submit and after_work, and never exceeds
+ * max_jobs.
+ */
+#include "histq.h"
+
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <string.h>
+
+struct tlc_histq_job {
+  uv_work_t req;
+  tlc_histq_t *hq;
+  tlc_histq_job_t *prev, *next;
+  tlc_hist_query_t q;
+  char *state_dir, *target, *mapping_path; /* the query's strings, owned */
+  atomic_int cancel;
+  tlc_histq_cb cb; /* NULL once cancelled */
+  void *ud;
+  tlc_hist_result_t res;
+};
+
+struct tlc_histq {
+  uv_loop_t *loop;
+  size_t max_jobs;
+  tlc_histq_job_t *jobs;
+  int closing;
+  tlc_histq_stats_t st;
+};
+
+int tlc_histq_new(uv_loop_t *loop, size_t max_jobs, tlc_histq_t **out) {
+  tlc_histq_t *hq = tlc_calloc(1, sizeof(*hq));
+  *out = NULL;
+  if (hq == NULL)
+    return TLC_ENOMEM;
+  hq->loop = loop;
+  hq->max_jobs = max_jobs > 0 ? max_jobs : 1;
+  *out = hq;
+  return 0;
+}
+
+static char *dup_or_null(const char *s) {
+  return s != NULL ? tlc_strndup(s, strlen(s)) : NULL;
+}
+
+static void job_free(tlc_histq_job_t *j) {
+  tlc_hist_result_fini(&j->res);
+  tlc_free(j->state_dir);
+  tlc_free(j->target);
+  tlc_free(j->mapping_path);
+  tlc_free(j);
+}
+
+static void work_cb(uv_work_t *req) {
+  tlc_histq_job_t *j = req->data;
+  (void)tlc_hist_compute(&j->q, &j->res);
+}
+
+static void after_cb(uv_work_t *req, int status) {
+  tlc_histq_job_t *j = req->data;
+  tlc_histq_t *hq = j->hq;
+  if (j->prev != NULL)
+    j->prev->next = j->next;
+  else
+    hq->jobs = j->next;
+  if (j->next != NULL)
+    j->next->prev = j->prev;
+  hq->st.running--;
+  hq->st.done++;
+  if (status == UV_ECANCELED && j->res.status == 0) { /* never started */
+    j->res.status = -ECANCELED;
+    snprintf(j->res.err, sizeof(j->res.err), "cancelled");
+  }
+  if (j->cb != NULL)
+    j->cb(j->ud, &j->res);
+  job_free(j);
+  if (hq->closing && hq->jobs == NULL)
+    tlc_free(hq);
+}
+
+int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, tlc_histq_cb cb, void *ud,
+                     tlc_histq_job_t **job) {
+  tlc_histq_job_t *j;
+  int r;
+  if (job != NULL)
+    *job = NULL;
+  if (hq->closing)
+    return TLC_EINVAL;
+  if (hq->st.running >= hq->max_jobs) {
+    hq->st.refused_busy++;
+    return TLC_ELIMIT;
+  }
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL)
+    return TLC_ENOMEM;
+  j->q = *q;
+  j->state_dir = dup_or_null(q->state_dir);
+  j->target = dup_or_null(q->target);
+  j->mapping_path = dup_or_null(q->mapping_path);
+  if (j->state_dir == NULL || j->target == NULL ||
+      (q->mapping_path != NULL && j->mapping_path == NULL)) {
+    job_free(j);
+    return TLC_ENOMEM;
+  }
+  j->q.state_dir = j->state_dir;
+  j->q.target = j->target;
+  j->q.mapping_path = j->mapping_path;
+  j->q.eo.mapping = NULL;
+  atomic_init(&j->cancel, 0);
+  j->q.cancel = &j->cancel;
+  tlc_hist_result_init(&j->res);
+  j->hq = hq;
+  j->cb = cb;
+  j->ud = ud;
+  j->req.data = j;
+  r = uv_queue_work(hq->loop, &j->req, work_cb, after_cb);
+  if (r != 0) {
+    job_free(j);
+    return r;
+  }
+  j->next = hq->jobs;
+  if (hq->jobs != NULL)
+    hq->jobs->prev = j;
+  hq->jobs = j;
+  hq->st.running++;
+  hq->st.started++;
+  if (job != NULL)
+    *job = j;
+  return 0;
+}
+
+void tlc_histq_cancel(tlc_histq_job_t *j) {
+  if (j == NULL || j->cb == NULL)
+    return;
+  j->cb = NULL;
+  j->hq->st.cancelled++;
+  atomic_store(&j->cancel, 1);
+  (void)uv_cancel((uv_req_t *)&j->req); /* not started yet: after_cb gets UV_ECANCELED */
+}
+
+void tlc_histq_get_stats(const tlc_histq_t *hq, tlc_histq_stats_t *out) {
+  *out = hq->st;
+}
+
+void tlc_histq_close(tlc_histq_t *hq) {
+  if (hq == NULL)
+    return;
+  hq->closing = 1;
+  for (tlc_histq_job_t *j = hq->jobs; j != NULL; j = j->next)
+    tlc_histq_cancel(j);
+  if (hq->jobs == NULL)
+    tlc_free(hq);
+}

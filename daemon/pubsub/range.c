@@ -1,0 +1,289 @@
+/* range.c - range statistics (GetStats.range, Subscribe.history; see the design note in
+ * pubsub.c and docs/protocol.md "History").
+ *
+ * The statistics of a target's stored records in a range are computed off the loop by the
+ * provider's history hook (daemon/history/histq.h: libuv's threadpool, a few at once
+ * daemon-wide). Per connection one query runs at a time (s->hq); another request meanwhile gets
+ * ERR_BUSY, as does one that finds the daemon's queries all busy. The result comes back on the
+ * loop (hist_done) and is sent as one control message (never dropped): a Stats reply, or for a
+ * Subscribe.history a Snapshot with `range` set, target after target; then the subscription
+ * is attached to its feed, so its live snapshots (full, then deltas) come after the history.
+ * A subscriber that closes cancels its query (tlc__ps_hist_stop).
+ */
+#include "pubsub-int.h"
+
+#include "history.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HIST_MAX_TARGETS 16 /* targets a Subscribe.history computes (its matching ones) */
+
+static void hist_done(void *ud, tlc_hist_result_t *r);
+
+static void hist_range_get(const Tlcap__TimeRange *tr, tlc_when_range_t *r) {
+  memset(r, 0, sizeof(*r));
+  r->kind = tr->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? TLC_WHEN_WALL : TLC_WHEN_TARGET;
+  r->has_since = tr->has_since;
+  r->since = tr->since;
+  r->has_until = tr->has_until;
+  r->until = tr->until;
+}
+
+static void hist_range_set(const tlc_when_range_t *r, Tlcap__TimeRange *tr) {
+  tlcap__time_range__init(tr);
+  tr->clock =
+      r->kind == TLC_WHEN_WALL ? TLCAP__TIME_RANGE__CLOCK__WALL : TLCAP__TIME_RANGE__CLOCK__TARGET;
+  tr->has_since = r->has_since != 0;
+  tr->since = r->since;
+  tr->has_until = r->has_until != 0;
+  tr->until = r->until;
+}
+
+static void hist_names_free(tlc__ps_sub_t *s) {
+  for (size_t i = 0; i < s->hq.nleft; i++)
+    tlc_free(s->hq.names_left[i]);
+  tlc_free(s->hq.names_left);
+  s->hq.names_left = NULL;
+  s->hq.nleft = s->hq.next = 0;
+}
+
+/* The subscriber goes away: its query is cancelled, what waited for it dropped. */
+void tlc__ps_hist_stop(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->hq.job != NULL && ps->p.history_cancel != NULL)
+    ps->p.history_cancel(ps->p.history_ud, s->hq.job);
+  s->hq.job = NULL;
+  hist_names_free(s);
+  tlc__ps_spec_free(s->hq.fspec);
+  s->hq.fspec = NULL;
+  s->hq.sn = NULL;
+}
+
+/* Starts the query of s->hq.target; 0, or the hook's error (nothing started). */
+static int hist_start(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc_snap_opts_t so;
+  memset(&so, 0, sizeof(so));
+  so.windows = s->hq.windows;
+  so.quantiles = s->hq.quantiles;
+  so.neutral = s->hq.neutral;
+  so.neutral_only = s->hq.neutral_only;
+  return ps->p.history(ps->p.history_ud, s->hq.target, &s->hq.range, &so, hist_done, s, &s->hq.job);
+}
+
+/* Error for a query that could not start or failed. */
+static void hist_error(tlc__ps_sub_t *s, uint32_t req, const char *target, int e,
+                       const char *detail) {
+  char why[400];
+  int code = e == TLC_ELIMIT   ? TLCAP__ERROR_CODE__ERR_BUSY
+             : e == -ENOENT    ? TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET
+             : e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_BAD_REQUEST
+                               : TLCAP__ERROR_CODE__ERR_FAILED;
+  if (e == TLC_ELIMIT)
+    snprintf(why, sizeof(why),
+             "range statistics of %.128s: the daemon is computing as many "
+             "ranges as it runs at once: try again later",
+             target);
+  else
+    snprintf(why, sizeof(why), "range statistics of %.128s: %s", target,
+             detail != NULL && detail[0] ? detail : tlc_strerror(e));
+  tlc__ps_send_error(s, req, code, why, 0, e);
+}
+
+/* Is a range query possible on this connection now? Else the error is sent (-1). */
+static int hist_can_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__TimeRange *tr) {
+  tlc_pubsub_t *ps = s->ps;
+  if (ps->p.history == NULL) {
+    tlc__ps_send_error(
+        s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+        "range statistics are computed from stored segments: this daemon does not store", 0,
+        TLC_EINVAL);
+    return -1;
+  }
+  if (s->hq.job != NULL || s->hq.nleft > 0) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BUSY,
+                       "a range query is already running on this connection: one at a time", 0,
+                       TLC_ELIMIT);
+    return -1;
+  }
+  if (tr->has_since && tr->has_until && tr->since > tr->until) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                       "the range's since is after until", 0, TLC_EINVAL);
+    return -1;
+  }
+  return 0;
+}
+
+void tlc__ps_hist_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g) {
+  int e;
+  if (hist_can_start(s, req, g->range) < 0)
+    return;
+  if (g->target == NULL || g->target[0] == '\0' || strlen(g->target) >= sizeof(s->hq.target)) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, "no such target", 0,
+                       TLC_EINVAL);
+    return;
+  }
+  s->hq.req = req;
+  s->hq.windows = g->windows ? 1 : 0;
+  s->hq.quantiles = g->quantiles ? 1 : 0;
+  s->hq.neutral = g->neutral ? 1 : 0;
+  s->hq.names = g->names ? 1 : 0;
+  s->hq.neutral_only = 0;
+  hist_range_get(g->range, &s->hq.range);
+  snprintf(s->hq.target, sizeof(s->hq.target), "%s", g->target);
+  if ((e = hist_start(s)) < 0)
+    hist_error(s, req, g->target, e, NULL);
+}
+
+/* Subscribe.history: possible now? (-1: the error is sent.) */
+int tlc__ps_hist_subscribe_check(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r) {
+  if (hist_can_start(s, req, r->history) < 0)
+    return -1;
+  return 0;
+}
+
+/* Attaches the waiting subscription to its feed: its live snapshots start. */
+static void hist_attach(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  subn_t *sn = s->hq.sn;
+  spec_t *fspec = s->hq.fspec;
+  feed_t *tick;
+  s->hq.sn = NULL;
+  s->hq.fspec = NULL;
+  if (sn == NULL || s->closing) {
+    tlc__ps_spec_free(fspec);
+    return;
+  }
+  if (tlc__ps_feed_get(ps, fspec, &sn->feed) < 0) {
+    tlc__ps_send_error(s, 0, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory: no live snapshots", 0,
+                       TLC_ENOMEM);
+    return;
+  }
+  tick = tlc__ps_subn_attach(s, sn);
+  if (tick != NULL && !ps->ticking) {
+    ps->ticking = 1;
+    tlc__ps_feed_tick(tick);
+    tlc__ps_pass_end(ps);
+  }
+}
+
+/* The next target of a Subscribe.history, or, none left, the live part. */
+static void hist_subscribe_next(tlc__ps_sub_t *s) {
+  while (s->hq.next < s->hq.nleft && !s->closing) {
+    char *name = s->hq.names_left[s->hq.next++];
+    int e;
+    snprintf(s->hq.target, sizeof(s->hq.target), "%s", name);
+    if ((e = hist_start(s)) == 0)
+      return;
+    hist_error(s, s->hq.req, name, e, NULL);
+  }
+  hist_names_free(s);
+  hist_attach(s);
+}
+
+void tlc__ps_hist_subscribe_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe *r,
+                                  subn_t *sn, spec_t *fspec) {
+  tlc_pubsub_t *ps = s->ps;
+  size_t i, n = ps->p.count(ps->p.ud), k = 0;
+  s->hq.req = req;
+  s->hq.sn = sn;
+  s->hq.fspec = fspec;
+  s->hq.windows = r->windows ? 1 : 0;
+  s->hq.quantiles = r->quantiles ? 1 : 0;
+  s->hq.neutral = r->neutral || r->neutral_only ? 1 : 0;
+  s->hq.neutral_only = r->neutral_only ? 1 : 0;
+  s->hq.names = r->names ? 1 : 0;
+  hist_range_get(r->history, &s->hq.range);
+  s->hq.range.has_until = 0; /* up to now */
+  s->hq.names_left = tlc_calloc(HIST_MAX_TARGETS, sizeof(char *));
+  for (i = 0; i < n && s->hq.names_left != NULL && k < HIST_MAX_TARGETS; i++) {
+    tlc_ps_target_info_t info;
+    memset(&info, 0, sizeof(info));
+    if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
+        tlc__ps_spec_target(sn->spec, info.name) &&
+        (s->hq.names_left[k] = tlc_strndup(info.name, strlen(info.name))) != NULL)
+      k++;
+  }
+  s->hq.nleft = k;
+  if (k == HIST_MAX_TARGETS && i < n)
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "history for the first 16 matching targets only: name fewer", 0, TLC_ELIMIT);
+  hist_subscribe_next(s);
+}
+
+/* hist_done: the snapshot of a result, as a Stats reply (GetStats) or a Snapshot (Subscribe).
+ * NULL with *err on failure. */
+static msg_t *hist_msg(tlc__ps_sub_t *s, tlc_hist_result_t *r, int *err) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc_pb_arena_t a;
+  tlc_pb_snap_sel_t sel;
+  Tlcap__Snapshot snap;
+  Tlcap__ServerMessage sm;
+  Tlcap__Stats stats;
+  Tlcap__TimeRange tr;
+  tlc_when_range_t range = s->hq.range;
+  msg_t *m = NULL;
+  int too_big = 0, sub = s->hq.nleft > 0;
+  memset(&sel, 0, sizeof(sel));
+  sel.windows = s->hq.windows;
+  sel.quantiles = s->hq.quantiles;
+  tlc_pb_arena_init(&a, ps->o.max_message * 4);
+  *err = tlc_pb_snapshot_build(&a, &snap, &r->t, s->hq.target, &sel,
+                               s->hq.names && r->has_names ? &r->names : NULL);
+  if (*err < 0)
+    goto done;
+  if (sub) { /* Subscribe.history: up to now */
+    range.has_until = 1;
+    range.until =
+        range.kind == TLC_WHEN_WALL ? (int64_t)tlc__ps_unix_ms() * 1000000 : r->t.last_time + 1;
+  }
+  hist_range_set(&range, &tr);
+  snap.range = &tr;
+  snap.segments = (uint32_t)r->segments;
+  snap.instance_id = ps->instance_id;
+  snap.full = 1;
+  snap.unix_ms = tlc__ps_unix_ms();
+  tlcap__server_message__init(&sm);
+  if (sub) {
+    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
+    sm.snapshot = &snap;
+  } else {
+    tlcap__stats__init(&stats);
+    stats.snapshot = &snap;
+    sm.request_id = s->hq.req;
+    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_STATS;
+    sm.stats = &stats;
+  }
+  m = tlc__ps_msg_encode(ps, &sm, PSM_CONTROL, &too_big);
+  if (m == NULL)
+    *err = too_big ? TLC_ELIMIT : TLC_ENOMEM;
+  else
+    ps->st.snapshots_built++;
+done:
+  tlc_pb_arena_fini(&a);
+  return m;
+}
+
+static void hist_done(void *ud, tlc_hist_result_t *r) {
+  tlc__ps_sub_t *s = ud;
+  msg_t *m;
+  int e = r->status;
+  s->hq.job = NULL;
+  if (s->closing) {
+    tlc__ps_hist_stop(s);
+    return;
+  }
+  if (e == 0 && (m = hist_msg(s, r, &e)) != NULL) {
+    tlc__ps_sub_ctl(s, m);
+    tlc__ps_msg_unref(m);
+  } else {
+    hist_error(s, s->hq.req, s->hq.target, e,
+               e == TLC_ELIMIT ? "larger than the daemon's message cap" : r->err);
+  }
+  if (s->hq.nleft > 0)
+    hist_subscribe_next(s);
+}
