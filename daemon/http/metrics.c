@@ -19,7 +19,12 @@
  * exported area, the lines written straight into the target's runs. A target's runs are kept
  * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
  * the format are unchanged: then it costs copies only. What is kept is bounded by the
- * response's cap (the runs count against it); a source without a stamp keeps nothing.
+ * response's cap (the runs and labels count against it); a source without a stamp keeps
+ * nothing. When a target is rendered again in the same engine epoch, an exported area whose
+ * NET sample count and sum are those of the previous render takes that render's bucket counts
+ * (samples are only added within an epoch: the histogram is the same) instead of a walk. A
+ * target changed at two scrapes in a row is likely to change again: its histogram lines are
+ * written straight into the body (through a staging buffer one area large), not kept.
  */
 #include "http-int.h"
 
@@ -203,12 +208,26 @@ typedef struct blk {
 typedef struct tlc__http_mcent {
   char *name;
   int valid;      /* b holds the lines of (stamp, areas, om) */
+  int has_st;     /* st, areas, om: those of the last render (kept or not) */
+  int churn;      /* the last render was for a changed stamp */
+  int direct;     /* this scrape: the histogram run goes straight into the body, not into b */
   uint64_t st[3]; /* the source's stamp: engine epoch and seq, names */
   uint32_t areas;
   int om;
   uint64_t not_exported;
   blk_t b;
   size_t end[2]; /* ends of the calls and net-seconds runs; the histogram run ends at b.len */
+  /* what the histogram run is written from (the last render): */
+  size_t na;                 /* exported areas */
+  tlc_engine_code_net_t *cn; /* their figures */
+  size_t capcn;
+  uint64_t *cum; /* NEDGES per exported area */
+  size_t capcum;
+  int *have; /* per exported area: cum filled */
+  size_t caphave;
+  size_t *labo; /* per exported area: its labels' offset in lab, then their end */
+  size_t caplabo;
+  blk_t lab; /* the exported areas' labels, escaped once */
 } mcent_t;
 
 struct tlc__http_mcache {
@@ -219,6 +238,11 @@ struct tlc__http_mcache {
 static void ent_fini(mcent_t *c) {
   tlc_free(c->name);
   tlc_free(c->b.b);
+  tlc_free(c->cn);
+  tlc_free(c->cum);
+  tlc_free(c->have);
+  tlc_free(c->labo);
+  tlc_free(c->lab.b);
   memset(c, 0, sizeof(*c));
 }
 
@@ -328,137 +352,203 @@ static void top_k(tlc_engine_code_net_t *a, size_t n, size_t k) {
 typedef struct scratch {
   tlc_engine_code_net_t *cn;
   size_t capcn;
-  uint64_t *cum; /* NEDGES per exported area */
-  size_t capcum;
-  int *have; /* per exported area: cum filled */
-  size_t caphave;
-  size_t *labo; /* per exported area: its labels' offset in lab, then their end */
-  size_t caplabo;
+  tlc_engine_code_net_t *pcn; /* the target's previous exported areas (their figures, */
+  size_t cappcn;
+  uint64_t *pcum; /* bucket counts, and whether those were found) */
+  size_t cappcum;
+  int *phave;
+  size_t capphave;
   tlc_out_t lab;        /* the exported areas' labels, escaped once */
+  blk_t stage;          /* one area's histogram lines on their way into the body */
   char les[NEDGES][32]; /* ,le="EDGE"} */
   size_t lel[NEDGES];
 } scratch_t;
 
-/* Renders the area series of target i (name `name`) into c. 0, TLC_ENOMEM, TLC_ELIMIT (past
- * *budget, which is reduced by what c holds), or the source's error. */
+/* Each line: a family name (< 48), the labels, an le (< 32), a number (< 32), a newline. */
+#define ROOM(blk, lines)                                                                           \
+  do {                                                                                             \
+    size_t need_ = (lines) * (labn + 112);                                                         \
+    if ((q = blk_room((blk), need_, budget)) == NULL)                                              \
+      return need_ > *budget ? TLC_ELIMIT : TLC_ENOMEM;                                            \
+  } while (0)
+#define LIT(str) (memcpy(q, str, sizeof(str) - 1), q += sizeof(str) - 1)
+#define LAB()    (memcpy(q, lab, labn), q += labn)
+#define DONE(blk)                                                                                  \
+  do {                                                                                             \
+    *budget -= (size_t)(q - ((blk)->b + (blk)->len));                                              \
+    (blk)->len = (size_t)(q - (blk)->b);                                                           \
+  } while (0)
+
+/* The histogram lines of c's exported area r, appended to b. 0, TLC_ENOMEM or TLC_ELIMIT. */
+static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, size_t *budget) {
+  const char *lab = c->lab.b + c->labo[r];
+  size_t labn = c->labo[r + 1] - c->labo[r], k;
+  const uint64_t *cum = &c->cum[r * NEDGES];
+  uint64_t nn = c->cn[r].n;
+  char *q;
+  ROOM(b, NEDGES + 3);
+  for (k = 0; c->have[r] && k < NEDGES; k++) {
+    LIT("tlcap_area_net_duration_seconds_bucket{");
+    LAB();
+    memcpy(q, s->les[k], s->lel[k]);
+    q += s->lel[k];
+    q = p_u64(q, cum[k] <= nn ? cum[k] : nn);
+    *q++ = '\n';
+  }
+  LIT("tlcap_area_net_duration_seconds_bucket{");
+  LAB();
+  LIT(",le=\"+Inf\"} ");
+  q = p_u64(q, nn);
+  *q++ = '\n';
+  LIT("tlcap_area_net_duration_seconds_sum{");
+  LAB();
+  LIT("} ");
+  q = p_seconds(q, c->cn[r].sum);
+  *q++ = '\n';
+  LIT("tlcap_area_net_duration_seconds_count{");
+  LAB();
+  LIT("} ");
+  q = p_u64(q, nn);
+  *q++ = '\n';
+  DONE(b);
+  return 0;
+}
+
+/* c's histogram run written straight into o, area by area through s's stage (which stays in
+ * the cache: one copy of hot bytes instead of a copy of a run rendered long before). */
+static int hist_direct(const mcent_t *c, scratch_t *s, tlc_out_t *o) {
+  for (size_t r = 0; r < c->na; r++) {
+    size_t budget = o->max > o->len ? o->max - o->len : 0;
+    int rc;
+    s->stage.len = 0;
+    if ((rc = hist_lines(c, r, s, &s->stage, &budget)) != 0) {
+      if (o->err == 0)
+        o->err = rc;
+      return rc;
+    }
+    tlc_out_write(o, s->stage.b, s->stage.len);
+  }
+  return o->err;
+}
+
+/* Renders the area series of target i (name `name`) into c: the calls and net-seconds runs
+ * into c->b, the histogram run too unless c->direct (then hist_direct writes it into the body
+ * later, from what c keeps of this render). 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
+ * reduced by what c holds), or the source's error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
-                  size_t *budget) {
+                  int same_epoch, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  size_t nk = 0, na, r, k, ne;
+  size_t nk = 0, na, r, ne, pna = same_epoch ? c->na : 0;
   const int64_t *le = tlc__http_metrics_edges(&ne);
   int rc;
   void *p;
+  if (pna > 0) {
+    /* the previous render's figures: an area whose NET samples are as many (same engine
+     * epoch: samples are only added) has the same histogram, its counts need no walk */
+    if ((p = tlc_grow(s->pcn, &s->cappcn, pna, sizeof(*s->pcn), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->pcn = p;
+    if ((p = tlc_grow(s->pcum, &s->cappcum, pna * NEDGES, sizeof(*s->pcum), 64)) == NULL)
+      return TLC_ENOMEM;
+    s->pcum = p;
+    if ((p = tlc_grow(s->phave, &s->capphave, pna, sizeof(*s->phave), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->phave = p;
+    memcpy(s->pcn, c->cn, pna * sizeof(*s->pcn));
+    memcpy(s->pcum, c->cum, pna * NEDGES * sizeof(*s->pcum));
+    memcpy(s->phave, c->have, pna * sizeof(*s->phave));
+  }
   c->b.len = 0;
+  c->lab.len = 0;
+  c->na = 0;
   c->not_exported = 0;
   if ((rc = v->src.code_net(v->src.ud, i, &s->cn, &nk, &s->capcn)) != 0)
     return rc;
   na = nk < v->metrics_areas ? nk : v->metrics_areas;
   top_k(s->cn, nk, na);
   c->not_exported = nk - na;
-  if ((p = tlc_grow(s->cum, &s->capcum, (na + 1) * NEDGES, sizeof(*s->cum), 64)) == NULL)
+  if ((p = tlc_grow(c->cn, &c->capcn, na + 1, sizeof(*c->cn), 16)) == NULL)
     return TLC_ENOMEM;
-  s->cum = p;
-  if ((p = tlc_grow(s->have, &s->caphave, na + 1, sizeof(*s->have), 16)) == NULL)
+  c->cn = p;
+  if ((p = tlc_grow(c->cum, &c->capcum, (na + 1) * NEDGES, sizeof(*c->cum), 64)) == NULL)
     return TLC_ENOMEM;
-  s->have = p;
-  if ((p = tlc_grow(s->labo, &s->caplabo, na + 1, sizeof(*s->labo), 16)) == NULL)
+  c->cum = p;
+  if ((p = tlc_grow(c->have, &c->caphave, na + 1, sizeof(*c->have), 16)) == NULL)
     return TLC_ENOMEM;
-  s->labo = p;
+  c->have = p;
+  if ((p = tlc_grow(c->labo, &c->caplabo, na + 1, sizeof(*c->labo), 16)) == NULL)
+    return TLC_ENOMEM;
+  c->labo = p;
+  memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
   for (r = 0; r < na; r++) {
-    const tlc_engine_code_net_t *x = &s->cn[r];
-    s->labo[r] = s->lab.len;
-    if (v->src.code_hist != NULL)
-      s->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &s->cum[r * NEDGES]) == 0;
+    const tlc_engine_code_net_t *x = &c->cn[r];
+    size_t q = r;
+    c->labo[r] = s->lab.len;
+    if (q >= pna || s->pcn[q].handle != x->handle || s->pcn[q].context != x->context)
+      for (q = 0; q < pna; q++) /* not at the same place: anywhere */
+        if (s->pcn[q].handle == x->handle && s->pcn[q].context == x->context)
+          break;
+    if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
+      memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
+      c->have[r] = 1;
+    } else if (v->src.code_hist != NULL)
+      c->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
     else
-      s->have[r] =
+      c->have[r] =
           v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
-                                                     le, ne, &s->cum[r * NEDGES]) == 0;
+                                                     le, ne, &c->cum[r * NEDGES]) == 0;
     area_labels(v, i, &s->lab, name, map, x);
   }
-  s->labo[na] = s->lab.len;
+  c->labo[na] = s->lab.len;
   if (s->lab.err != 0)
     return s->lab.err; /* labels past the cap (a giant name): the scrape fails */
-
-    /* each line: a family name (< 48), the labels, an le (< 32), a number (< 32), a newline */
-#define ROOM(lines)                                                                                \
-  do {                                                                                             \
-    size_t need_ = (lines) * (labn + 112);                                                         \
-    if ((q = blk_room(&c->b, need_, budget)) == NULL)                                              \
-      return need_ > *budget ? TLC_ELIMIT : TLC_ENOMEM;                                            \
-  } while (0)
-#define LIT(str) (memcpy(q, str, sizeof(str) - 1), q += sizeof(str) - 1)
-#define LAB()    (memcpy(q, lab, labn), q += labn)
-#define DONE()                                                                                     \
-  do {                                                                                             \
-    *budget -= (size_t)(q - (c->b.b + c->b.len));                                                  \
-    c->b.len = (size_t)(q - c->b.b);                                                               \
-  } while (0)
-  for (r = 0; r < na; r++) {
-    const char *lab = s->lab.buf + s->labo[r];
-    size_t labn = s->labo[r + 1] - s->labo[r];
+  {
+    size_t labn = s->lab.len; /* the labels, kept with c: counted against the budget */
     char *q;
-    ROOM(1);
+    if (labn > *budget || (q = blk_room(&c->lab, labn, budget)) == NULL)
+      return labn > *budget ? TLC_ELIMIT : TLC_ENOMEM;
+    memcpy(q, s->lab.buf, labn);
+    q += labn;
+    DONE(&c->lab);
+  }
+  c->na = na;
+  for (r = 0; r < na; r++) {
+    const char *lab = c->lab.b + c->labo[r];
+    size_t labn = c->labo[r + 1] - c->labo[r];
+    char *q;
+    ROOM(&c->b, 1);
     LIT("tlcap_area_calls_total{");
     LAB();
     LIT("} ");
-    q = p_u64(q, s->cn[r].count);
+    q = p_u64(q, c->cn[r].count);
     *q++ = '\n';
-    DONE();
+    DONE(&c->b);
   }
   c->end[0] = c->b.len;
   for (r = 0; r < na; r++) {
-    const char *lab = s->lab.buf + s->labo[r];
-    size_t labn = s->labo[r + 1] - s->labo[r];
+    const char *lab = c->lab.b + c->labo[r];
+    size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(1);
+    ROOM(&c->b, 1);
     LIT("tlcap_area_net_seconds_total{");
     LAB();
     LIT("} ");
-    q = p_seconds(q, s->cn[r].net_total);
+    q = p_seconds(q, c->cn[r].net_total);
     *q++ = '\n';
-    DONE();
+    DONE(&c->b);
   }
   c->end[1] = c->b.len;
-  for (r = 0; r < na; r++) {
-    const char *lab = s->lab.buf + s->labo[r];
-    size_t labn = s->labo[r + 1] - s->labo[r];
-    const uint64_t *cum = &s->cum[r * NEDGES];
-    uint64_t nn = s->cn[r].n;
-    char *q;
-    ROOM(ne + 3);
-    for (k = 0; s->have[r] && k < ne; k++) {
-      LIT("tlcap_area_net_duration_seconds_bucket{");
-      LAB();
-      memcpy(q, s->les[k], s->lel[k]);
-      q += s->lel[k];
-      q = p_u64(q, cum[k] <= nn ? cum[k] : nn);
-      *q++ = '\n';
-    }
-    LIT("tlcap_area_net_duration_seconds_bucket{");
-    LAB();
-    LIT(",le=\"+Inf\"} ");
-    q = p_u64(q, nn);
-    *q++ = '\n';
-    LIT("tlcap_area_net_duration_seconds_sum{");
-    LAB();
-    LIT("} ");
-    q = p_seconds(q, s->cn[r].sum);
-    *q++ = '\n';
-    LIT("tlcap_area_net_duration_seconds_count{");
-    LAB();
-    LIT("} ");
-    q = p_u64(q, nn);
-    *q++ = '\n';
-    DONE();
-  }
+  for (r = 0; !c->direct && r < na; r++)
+    if ((rc = hist_lines(c, r, s, &c->b, budget)) != 0)
+      return rc;
+  return 0;
+}
 #undef ROOM
 #undef LIT
 #undef LAB
 #undef DONE
-  return 0;
-}
 
 /* Target i: info, storage, and its area series (from the cache when its engine's state is
  * the one they were rendered from). */
@@ -466,7 +556,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
                        size_t *budget) {
   mcent_t *c = &v->mcache->e[i];
   uint64_t st[3] = { 0, 0, 0 };
-  int known, rc;
+  int known, same, same_epoch, rc;
   if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
@@ -479,21 +569,30 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   }
   m->c = c;
   known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
-  if (known && c->valid && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
-      c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0 && c->b.len <= *budget) {
-    *budget -= c->b.len;
+  same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
+         c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
+  c->direct = 0;
+  if (same && c->valid && c->b.len + c->lab.len <= *budget) {
+    *budget -= c->b.len + c->lab.len;
     return 0;
   }
+  /* changed at the previous scrape and again now: likely to change before the next one, so
+   * its histogram lines (most of its bytes) go straight into the body and are not kept */
+  c->direct = known && !same && c->churn;
+  c->churn = known && !same;
   c->valid = 0;
+  same_epoch = known && c->has_st && c->st[0] == st[0];
+  c->has_st = 0;
   if (c->name == NULL || strcmp(c->name, m->name) != 0) {
     tlc_free(c->name);
     if ((c->name = tlc_malloc(strlen(m->name) + 1)) == NULL)
       return TLC_ENOMEM;
     strcpy(c->name, m->name);
   }
-  if ((rc = render(v, i, m->name, c, s, budget)) != 0)
+  if ((rc = render(v, i, m->name, c, s, same_epoch, budget)) != 0)
     return rc;
-  c->valid = known;
+  c->valid = known && !c->direct;
+  c->has_st = known;
   memcpy(c->st, st, sizeof(st));
   c->areas = v->metrics_areas;
   c->om = om;
@@ -670,8 +769,10 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
         tlc_out_write(o, m[i].c->b.b + m[i].c->end[0], m[i].c->end[1] - m[i].c->end[0]);
     family(o, om, "tlcap_area_net_duration_seconds", "histogram",
            "Net time of closed activations (engine histogram edges: exact counts).");
-    for (i = 0; i < n; i++)
-      if (m[i].c != NULL)
+    for (i = 0; i < n && o->err == 0; i++)
+      if (m[i].c != NULL && m[i].c->direct)
+        hist_direct(m[i].c, s, o);
+      else if (m[i].c != NULL)
         tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
   }
   if (om)
@@ -683,9 +784,10 @@ out:
   tlc_free(m);
   if (s != NULL) {
     tlc_free(s->cn);
-    tlc_free(s->cum);
-    tlc_free(s->have);
-    tlc_free(s->labo);
+    tlc_free(s->stage.b);
+    tlc_free(s->pcn);
+    tlc_free(s->pcum);
+    tlc_free(s->phave);
     tlc_out_fini(&s->lab);
     tlc_free(s);
   }

@@ -243,6 +243,19 @@ def test_metrics_kept_lines(d):
         T.eq(m[("tlcap_area_net_duration_seconds_count", lab)], 15.0, "NET samples after 5 more")
         T.eq(m[("tlcap_area_net_duration_seconds_bucket", lab | {("le", "0.0000001")})], 15.0,
              "bucket after 5 more")
+        # another area changes, this one not: its counts (reused, no histogram walk) stay right
+        lab2 = lab - {("area", "00000001"), ("handle", "00000001")} | {
+            ("area", "00000002"), ("handle", "00000002")}
+        for k in (1, 2):
+            s.sendall(D.calls(4, t0=k * 2 * 10 ** 6, handle=2))
+            dm.wait_stats(lambda st: any(t["name"] == "k" and t["records"] == 30 + 8 * k
+                                         for t in st["targets"]), what="calls of handle 2")
+            m = scrape()
+            for what, lb, n in (("unchanged area", lab, 15.0), ("changed area", lab2, 4.0 * k)):
+                T.eq(m[("tlcap_area_calls_total", lb)], n, "calls, " + what)
+                T.eq(m[("tlcap_area_net_duration_seconds_count", lb)], n, "NET samples, " + what)
+                T.eq(m[("tlcap_area_net_duration_seconds_bucket", lb | {("le", "0.0000001")})],
+                     n, "bucket, " + what)
         mp = os.path.join(d, "map.txt")
         with open(mp, "w") as f:
             f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00000001,worker,\n")
