@@ -22,9 +22,7 @@
  * response's cap (the runs and labels count against it); a source without a stamp keeps
  * nothing. When a target is rendered again in the same engine epoch, an exported area whose
  * NET sample count and sum are those of the previous render takes that render's bucket counts
- * (samples are only added within an epoch: the histogram is the same) instead of a walk. A
- * target changed at two scrapes in a row is likely to change again: its histogram lines are
- * written straight into the body (through a staging buffer one area large), not kept.
+ * (samples are only added within an epoch: the histogram is the same) instead of a walk.
  */
 #include "http-int.h"
 
@@ -209,8 +207,6 @@ typedef struct tlc__http_mcent {
   char *name;
   int valid;      /* b holds the lines of (stamp, areas, om) */
   int has_st;     /* st, areas, om: those of the last render (kept or not) */
-  int churn;      /* the last render was for a changed stamp */
-  int direct;     /* this scrape: the histogram run goes straight into the body, not into b */
   uint64_t st[3]; /* the source's stamp: engine epoch and seq, names */
   uint32_t areas;
   int om;
@@ -359,7 +355,6 @@ typedef struct scratch {
   int *phave;
   size_t capphave;
   tlc_out_t lab;        /* the exported areas' labels, escaped once */
-  blk_t stage;          /* one area's histogram lines on their way into the body */
   char les[NEDGES][32]; /* ,le="EDGE"} */
   size_t lel[NEDGES];
 } scratch_t;
@@ -414,26 +409,8 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
   return 0;
 }
 
-/* c's histogram run written straight into o, area by area through s's stage (which stays in
- * the cache: one copy of hot bytes instead of a copy of a run rendered long before). */
-static int hist_direct(const mcent_t *c, scratch_t *s, tlc_out_t *o) {
-  for (size_t r = 0; r < c->na; r++) {
-    size_t budget = o->max > o->len ? o->max - o->len : 0;
-    int rc;
-    s->stage.len = 0;
-    if ((rc = hist_lines(c, r, s, &s->stage, &budget)) != 0) {
-      if (o->err == 0)
-        o->err = rc;
-      return rc;
-    }
-    tlc_out_write(o, s->stage.b, s->stage.len);
-  }
-  return o->err;
-}
-
 /* Renders the area series of target i (name `name`) into c: the calls and net-seconds runs
- * into c->b, the histogram run too unless c->direct (then hist_direct writes it into the body
- * later, from what c keeps of this render). 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
+ * into c->b, then the histogram run. 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
  * reduced by what c holds), or the source's error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
                   int same_epoch, size_t *budget) {
@@ -540,7 +517,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     DONE(&c->b);
   }
   c->end[1] = c->b.len;
-  for (r = 0; !c->direct && r < na; r++)
+  for (r = 0; r < na; r++)
     if ((rc = hist_lines(c, r, s, &c->b, budget)) != 0)
       return rc;
   return 0;
@@ -571,15 +548,10 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
-  c->direct = 0;
   if (same && c->valid && c->b.len + c->lab.len <= *budget) {
     *budget -= c->b.len + c->lab.len;
     return 0;
   }
-  /* changed at the previous scrape and again now: likely to change before the next one, so
-   * its histogram lines (most of its bytes) go straight into the body and are not kept */
-  c->direct = known && !same && c->churn;
-  c->churn = known && !same;
   c->valid = 0;
   same_epoch = known && c->has_st && c->st[0] == st[0];
   c->has_st = 0;
@@ -591,7 +563,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   }
   if ((rc = render(v, i, m->name, c, s, same_epoch, budget)) != 0)
     return rc;
-  c->valid = known && !c->direct;
+  c->valid = known;
   c->has_st = known;
   memcpy(c->st, st, sizeof(st));
   c->areas = v->metrics_areas;
@@ -770,9 +742,7 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     family(o, om, "tlcap_area_net_duration_seconds", "histogram",
            "Net time of closed activations (engine histogram edges: exact counts).");
     for (i = 0; i < n && o->err == 0; i++)
-      if (m[i].c != NULL && m[i].c->direct)
-        hist_direct(m[i].c, s, o);
-      else if (m[i].c != NULL)
+      if (m[i].c != NULL)
         tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
   }
   if (om)
@@ -784,7 +754,6 @@ out:
   tlc_free(m);
   if (s != NULL) {
     tlc_free(s->cn);
-    tlc_free(s->stage.b);
     tlc_free(s->pcn);
     tlc_free(s->pcum);
     tlc_free(s->phave);
