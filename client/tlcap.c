@@ -185,6 +185,27 @@ static int operands(int argc, int min, int max, const char *usage_line) {
   return n;
 }
 
+/* The options of a command that has only --json and --help: sets *json; returns -1 to go on,
+ * 0 after printing `usage` for --help, EXIT_USAGE for anything else. */
+static int json_help(int argc, char **argv, int *json, const char *usage) {
+  static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
+  int o;
+  opt_reset();
+  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
+    if (o == 'j') {
+      *json = 1;
+      continue;
+    }
+    if (o != 'h')
+      return EXIT_USAGE;
+    fputs(usage, stdout);
+    return 0;
+  }
+  return -1;
+}
+
 /* A history range for the protocol (SPEC 10): T as when.h spells it, relative times against
  * this host's clock. 0, or -1 after a usage error naming the command. */
 static int range_get(const char *cmd, const char *since, const char *until, Tlcap__TimeRange *tr) {
@@ -332,25 +353,15 @@ static int cmd_targets(int argc, char **argv) {
   int status = 0, json = 0;
   size_t i;
   int o;
-  static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
-    if (o == 'j') {
-      json = 1;
-      continue;
-    }
-    if (o != 'h')
-      return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] targets [--json]\n"
+  if ((o = json_help(
+           argc, argv, &json,
+           "usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
            "resyncs, bytes skipped, decode errors, events dropped for the area limit or the\n"
            "memory budget, memory held and the last connect/disconnect; then the daemon's\n"
            "memory budget (used, limit, refusals).\n"
-           "--json: a JSON array, an object per target with every counter.\n");
-    return 0;
-  }
+           "--json: a JSON array, an object per target with every counter.\n")) >= 0)
+    return o;
   if (operands(argc, 0, 0, "tlcap targets [--json]") < 0)
     return EXIT_USAGE;
   if ((c = connect_or_die("tlcap targets", &status)) == NULL)
@@ -730,24 +741,14 @@ static int cmd_segments(int argc, char **argv) {
   tlc_client_t *c;
   const char *target = NULL;
   int status = 0, json = 0, o;
-  static const struct option lo[] = { { "help", no_argument, NULL, 'h' },
-                                      { "json", no_argument, NULL, 'j' },
-                                      { NULL, 0, NULL, 0 } };
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
-    if (o == 'j') {
-      json = 1;
-      continue;
-    }
-    if (o != 'h')
-      return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
+  if ((o = json_help(
+           argc, argv, &json,
+           "usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
            "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
            "compressed), wall-clock span (UTC: first record's arrival, seal), target-time span\n"
            "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
-           "host. --json: one JSON array of objects with the same fields.\n");
-    return 0;
-  }
+           "host. --json: one JSON array of objects with the same fields.\n")) >= 0)
+    return o;
   if (operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
     return EXIT_USAGE;
   target = argv[optind];
