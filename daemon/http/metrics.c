@@ -286,7 +286,7 @@ static int cache_size(tlc__http_view_t *v, size_t n) {
 static char *blk_room(blk_t *b, size_t need, size_t *budget) {
   if (need > *budget)
     return NULL;
-  if (b->len + need > b->cap) {
+  if (b->b == NULL || b->len + need > b->cap) { /* never NULL: a target without areas yet */
     size_t nc = b->cap ? b->cap : 4096;
     char *p;
     while (nc < b->len + need)

@@ -154,6 +154,17 @@ def test_metrics_against_model(d):
     data, model, nrec = gen_model(7)
     dm, port, hport, _ = start(d, ["--metrics-areas", "3"])
     try:
+        # a target that has sent its preamble and no event yet (no areas): scraped like any
+        e = D.connect(port)
+        e.sendall(b"TLCAP/1 target=empty format=bin11\n")
+        dm.target("empty")
+        st, _, body = get(hport, "/metrics")
+        T.eq(st, 200, "status with a target without areas: %r" % body[:200])
+        m, _ = parse_metrics(body.decode())
+        T.eq(m[("tlcap_target_connected", frozenset([("target", "empty")]))], 1.0,
+             "the target without areas is connected")
+        T.eq(m[("tlcap_target_events_total", frozenset([("target", "empty")]))], 0.0,
+             "the target without areas has no event")
         s = send_and_wait(dm, port, "m", data, nrec)
         st, hdr, body = get(hport, "/metrics")
         T.eq(st, 200, "status")
@@ -209,6 +220,7 @@ def test_metrics_against_model(d):
         T.check(om.endswith("# EOF\n"), "OpenMetrics ends with # EOF")
         T.check("# TYPE tlcap_target_events counter\n" in om, "OM counter family without _total")
         s.close()
+        e.close()
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
