@@ -480,12 +480,17 @@ static void st_history_cancel(void *ud, void *job) {
   tlc_histq_cancel(job);
 }
 
-/* ListSegments: the target's segments on disk with their manifests' spans. */
+/* ListSegments: the target's segments on disk with their manifests' spans, each opened for
+ * its figures. A segment the sealer renames (`.part` -> sealed -> `.zst`) between the
+ * directory read and the open is found by listing once more (`tlcap rotate` waits for that
+ * very rename); only one gone for good (retention) or unreadable is left out. */
+#define ST_SEGMENTS_TRIES 4
+
 static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
                        int *truncated) {
   tlc_wiring_t *w = ud;
   tlc_segent_t *v = NULL;
-  tlc_ps_segment_t *o;
+  tlc_ps_segment_t *o = NULL;
   size_t nv = 0, k = 0;
   int r;
   *out = NULL;
@@ -493,50 +498,62 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
   *truncated = 0;
   if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0)
     return TLC_EINVAL;
-  r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
-  if (r == -ENOENT)
-    return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
-  if (r != 0)
-    return r;
-  if (nv > max) { /* the oldest left out */
-    memmove(v, v + 1, (nv - 1) * sizeof(*v));
-    nv--;
-    *truncated = 1;
-  }
-  o = nv > 0 ? tlc_calloc(nv, sizeof(*o)) : NULL;
-  if (nv > 0 && o == NULL) {
+  for (int attempt = 1;; attempt++) {
+    int moved = 0;
+    r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
+    if (r == -ENOENT)
+      return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
+    if (r != 0)
+      return r;
+    *truncated = 0;
+    if (nv > max) { /* the oldest left out */
+      memmove(v, v + 1, (nv - 1) * sizeof(*v));
+      nv--;
+      *truncated = 1;
+    }
+    o = nv > 0 ? tlc_calloc(nv, sizeof(*o)) : NULL;
+    if (nv > 0 && o == NULL) {
+      tlc_free(v);
+      return TLC_ENOMEM;
+    }
+    k = 0;
+    for (size_t i = 0; i < nv; i++) {
+      tlc_segread_t *sr;
+      tlc_seginfo_t info;
+      char err[200];
+      tlc_ps_segment_t *x = &o[k];
+      if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
+        moved = 1; /* renamed by the sealer, deleted by retention, or unreadable */
+        continue;
+      }
+      tlc_segread_info(sr, &info);
+      tlc_segread_close(sr);
+      x->seq = v[i].seq;
+      x->state = v[i].state;
+      snprintf(x->path, sizeof(x->path), "%s", v[i].path);
+      x->bytes = info.bytes;
+      x->records = info.records;
+      x->items = info.items;
+      x->gaps = info.ngaps;
+      x->first_time = info.first_time;
+      x->last_time = info.last_time;
+      x->min_time = info.min_time;
+      x->max_time = info.max_time;
+      x->opened_wall_ns = info.opened_wall_ns;
+      if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
+        x->opened_wall_ns = tlc_hist_name_time(v[i].path);
+      x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
+      x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
+      x->recovered = info.recovered;
+      k++;
+    }
     tlc_free(v);
-    return TLC_ENOMEM;
+    v = NULL;
+    if (!moved || attempt == ST_SEGMENTS_TRIES)
+      break;
+    tlc_free(o);
+    o = NULL;
   }
-  for (size_t i = 0; i < nv; i++) {
-    tlc_segread_t *sr;
-    tlc_seginfo_t info;
-    char err[200];
-    tlc_ps_segment_t *x = &o[k];
-    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0)
-      continue; /* gone meanwhile (retention), or unreadable: not listed */
-    tlc_segread_info(sr, &info);
-    tlc_segread_close(sr);
-    x->seq = v[i].seq;
-    x->state = v[i].state;
-    snprintf(x->path, sizeof(x->path), "%s", v[i].path);
-    x->bytes = info.bytes;
-    x->records = info.records;
-    x->items = info.items;
-    x->gaps = info.ngaps;
-    x->first_time = info.first_time;
-    x->last_time = info.last_time;
-    x->min_time = info.min_time;
-    x->max_time = info.max_time;
-    x->opened_wall_ns = info.opened_wall_ns;
-    if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
-      x->opened_wall_ns = tlc_hist_name_time(v[i].path);
-    x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
-    x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
-    x->recovered = info.recovered;
-    k++;
-  }
-  tlc_free(v);
   if (k == 0) {
     tlc_free(o);
     o = NULL;
