@@ -486,7 +486,8 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     char *q;
     if (labn > *budget || (q = blk_room(&c->lab, labn, budget)) == NULL)
       return labn > *budget ? TLC_ELIMIT : TLC_ENOMEM;
-    memcpy(q, s->lab.buf, labn);
+    if (labn > 0) /* no area yet: no label buffer either */
+      memcpy(q, s->lab.buf, labn);
     q += labn;
     DONE(&c->lab);
   }
@@ -732,17 +733,17 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     /* each target's runs, copied as rendered (or kept) */
     family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
     for (i = 0; i < n; i++)
-      if (m[i].c != NULL)
+      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
         tlc_out_write(o, m[i].c->b.b, m[i].c->end[0]);
     family(o, om, "tlcap_area_net_seconds_total", "counter",
            "Net (running) time of the area, open activations included.");
     for (i = 0; i < n; i++)
-      if (m[i].c != NULL)
+      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
         tlc_out_write(o, m[i].c->b.b + m[i].c->end[0], m[i].c->end[1] - m[i].c->end[0]);
     family(o, om, "tlcap_area_net_duration_seconds", "histogram",
            "Net time of closed activations (engine histogram edges: exact counts).");
     for (i = 0; i < n && o->err == 0; i++)
-      if (m[i].c != NULL)
+      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
         tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
   }
   if (om)
