@@ -162,6 +162,8 @@ class Daemon:
             raise T.Failure("tlcapd did not exit within %.0fs after SIGTERM" % timeout)
         if self.errf:
             self.errf.close()
+        if rc != 0:  # a crash or a sanitizer's abort: what the daemon said, for the failure
+            print("tlcapd exited with status %s; log tail:\n%s" % (rc, self.log()[-3000:]))
         self.notify.pump()
         st = None
         if os.path.exists(self.dump):
