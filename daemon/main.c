@@ -31,6 +31,7 @@
  */
 #include "config.h"
 #include "dump.h"
+#include "fleet.h"
 #include "json.h"
 #include "log.h"
 #include "provider.h"
@@ -468,6 +469,7 @@ done:
     uv_run(&loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&loop);
   }
+  tlc_fleet_shutdown(); /* libnats's threads end before the process does */
   tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "exit %d", a->exit_code);
   tlc_log_flush(1);
   tlc_config_fini(&d->cfg);

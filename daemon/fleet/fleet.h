@@ -77,6 +77,11 @@ void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
  * connection and every handle, then calls cb(ud). The loop must keep running until then. */
 void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud);
 
+/* After every fleet is closed and the loop has ended: waits (up to 10 s) for libnats's own
+ * threads to finish, so that none runs while the process exits. A no-op when no fleet was
+ * ever started. */
+void tlc_fleet_shutdown(void);
+
 /* Writes `in` as one subject token into out[0, cap): bytes other than [A-Za-z0-9_@:#+=[\]-]
  * (so '.', '*', '>', '%', spaces and non-ASCII) become %XX. Returns the length, or 0 when it
  * does not fit. */

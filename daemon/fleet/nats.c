@@ -224,6 +224,36 @@ static void nats_js_reply_cb(natsConnection *nc, natsSubscription *sub, natsMsg 
   natsMsg_Destroy(msg);
 }
 
+/* ---- the libuv adapter, with poll changes in order and at once on the loop thread ----
+ *
+ * natsLibuv (nats/adapters/libuv.h) queues a poll change for the loop when it is asked from
+ * another thread, and also on the loop thread while anything is queued (to keep the order).
+ * libnats closes the socket right after asking to stop polling it (natsConnection_Close), so
+ * a queued stop came too late: the poll handle still had a change pending for the closed
+ * descriptor, and libuv abort()s when epoll_ctl fails on it. On the loop thread, the queue is
+ * applied first and then the change itself, so polling has stopped before the socket closes.
+ * (A libnats thread closing the connection, e.g. after a stale ping, still queues: libnats
+ * holds the connection's lock around these calls, so they never run concurrently.) */
+static void ev_drain(natsLibuvEvents *nle) {
+  if (nle != NULL && nle->head != NULL && uv_key_get(&uvLoopThreadKey) == nle->loop)
+    uvAsyncCb(nle->scheduler); /* what the scheduler's callback would do, in the same order */
+}
+
+static natsStatus ev_read(void *ud, bool add) {
+  ev_drain(ud);
+  return natsLibuv_Read(ud, add);
+}
+
+static natsStatus ev_write(void *ud, bool add) {
+  ev_drain(ud);
+  return natsLibuv_Write(ud, add);
+}
+
+static natsStatus ev_detach(void *ud) {
+  ev_drain(ud);
+  return natsLibuv_Detach(ud);
+}
+
 /* ---- connection lifecycle (loop thread) ---- */
 
 static void start_probe(tlc_fleet_t *f);
@@ -861,6 +891,14 @@ static natsStatus set_creds(tlc_fleet_t *f) {
   return natsOptions_SetToken(f->nopts, tok);
 }
 
+/* libnats is a process-wide library: whether this process opened it (tlc_fleet_shutdown) */
+static int lib_opened;
+
+void tlc_fleet_shutdown(void) {
+  if (lib_opened && nats_CloseAndWait(10000) == NATS_OK)
+    lib_opened = 0;
+}
+
 int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *pv,
                   const tlc_fleet_opts_t *o) {
   tlc_fleet_t *f;
@@ -922,6 +960,7 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
   }
   natsLibuv_Init();
   natsLibuv_SetThreadLocalLoop(loop);
+  lib_opened = 1;
   s = natsOptions_Create(&f->nopts);
   if (s == NATS_OK)
     s = natsOptions_SetURL(f->nopts, f->url);
@@ -941,8 +980,8 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
   if (s == NATS_OK && f->creds[0] != '\0' && (s = set_creds(f)) != NATS_OK)
     flog(f, TLC_LOG_ERR, "nats: cannot use credentials file %s", f->creds);
   if (s == NATS_OK)
-    s = natsOptions_SetEventLoop(f->nopts, (void *)loop, natsLibuv_Attach, natsLibuv_Read,
-                                 natsLibuv_Write, natsLibuv_Detach);
+    s = natsOptions_SetEventLoop(f->nopts, (void *)loop, natsLibuv_Attach, ev_read, ev_write,
+                                 ev_detach);
   if (s == NATS_OK)
     s = natsOptions_SetDisconnectedCB(f->nopts, nats_disconnected_cb, f->br);
   if (s == NATS_OK)

@@ -72,9 +72,13 @@ int main(int argc, char **argv) {
     natsMsg_Destroy(m);
   }
   fflush(stdout);
+  /* closed first, and the library's threads awaited: nats_Close() alone returned while a
+   * libnats thread still ran, which then crashed on a lock freed at exit */
+  natsConnection_Close(nc);
   natsSubscription_Destroy(sub);
   jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
-  nats_Close();
+  if (nats_CloseAndWait(10000) != NATS_OK)
+    fprintf(stderr, "nats_consume: libnats threads still running after 10 s\n");
   return 0;
 }
