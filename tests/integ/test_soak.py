@@ -17,8 +17,9 @@ Must hold:
     fds of the sealer thread go away, a leak never does); threads stay within 1 of Q1's count
     at every loaded sample; fds less connections less subscribers do not creep up from the
     middle third to the last (their minima are compared: transients only add);
-  - RSS: median over the last third <= median over the middle third + max(5 %, 4 MiB); VmHWM
-    at the end <= VmHWM after the middle third + the same;
+  - RSS: the median or the maximum over the last third <= the same over the middle third +
+    max(5 %, 4 MiB) (growth moves both); VmHWM at the end <= VmHWM after the middle third +
+    the same;
   - bytes on disk within the retention budget (+ open and sealing segments) after the warm-up,
     and retention did delete (every target's first segment is gone);
   - every record sent is counted in its target (records, bytes of the serial line), no decode
@@ -58,22 +59,24 @@ ROTATE_BYTES = 64 * 1024
 RETAIN_BYTES = 1024 * 1024
 CHURN_EVERY, HUP_EVERY, ROTATE_EVERY, RECONNECT_EVERY = 3.0, 10.0, 8.0, 12.0
 MAX_WATCHERS = 3
-# RSS bound: median over the last third <= median over the middle third + max(5 %, 4 MiB).
-# Once every target, area, window, histogram span, subscriber slot and retained segment exists
-# (all within the warm-up), the working set is flat; measured at the default 60 s on a 2-core
-# machine, the middle and last thirds differ by < 0.5 MiB in a Debug build (~6-7 MiB in all)
-# and by ~2 MiB in the ASan build with the quarantine capped below (~50 MiB in all). Single
-# samples move more: under ASan by up to +6 MiB for one second (the stats dump the sampler
-# asks for every second, with the flood target's thousands of areas, a sealing segment's
-# export, a subscriber's buffers, all freed into the quarantine; and VmRSS/VmHWM are the
-# kernel's batched per-thread counters, VmHWM was even seen to go down), hence medians over
-# ~20 samples, not single ones or maxima (a max compared one such second against another and
-# failed once at +5.5 MiB), and a floor of 4 MiB: a writer that falls 10 s behind on a slow
-# disk queues ~2 MiB, still under it. What it catches is growth with the load: >= ~0.2 MiB/s
-# at the default 60 s, e.g. 20 bytes per record, or 1 MiB per accepted connection in a 20 s
-# run (checked with an LD_PRELOAD shim). Smaller leaks are for the fd and thread checks
-# (handles), LeakSanitizer at exit in the ASan build (unreachable memory of any size) and the
-# long T40 with its slope fit.
+# RSS bound: growth from the middle third to the last is when both the median and the maximum
+# rise by more than max(5 %, 4 MiB). Once every target, area, window, histogram span,
+# subscriber slot and retained segment exists (all within the warm-up), the working set is
+# flat; measured at the default 60 s on a 2-core machine, the thirds differ by < 0.5 MiB in a
+# Debug build (~6-7 MiB in all) and by ~2 MiB under the sanitizers (~50-75 MiB in all). Single
+# samples move more, and either statistic alone has failed on a flat run:
+#  - ASan: up to +6 MiB for one second (the stats dump the sampler asks for every second, with
+#    the flood target's thousands of areas, freed into the quarantine): maxima compared two
+#    such seconds and failed at +5.5 MiB;
+#  - TSan: RSS toggles between two levels ~4 MiB apart for seconds at a time: medians
+#    compared a middle third mostly low with a last third mostly high and failed at +4.3 MiB,
+#    while the maxima differed by 0.6 MiB.
+# A leak moves the whole distribution, the median and the maximum alike. The 4 MiB floor
+# covers a writer 10 s behind on a slow disk (~2 MiB queued). What it catches is growth with
+# the load: >= ~0.2 MiB/s at the default 60 s, e.g. 20 bytes per record, or 1 MiB per
+# accepted connection in a 20 s run (checked with an LD_PRELOAD shim). Smaller leaks are for
+# the fd and thread checks (handles), LeakSanitizer at exit in the ASan build (unreachable
+# memory of any size) and the long T40 with its slope fit.
 RSS_SLACK_FRAC, RSS_SLACK_KIB = 0.05, 4 * 1024
 MEMORY_LIMIT = 4 << 20  # --memory-limit: the flood source fills it in a few seconds
 FLOOD_AREAS = 50        # new distinct handles per tick from the flood source (1,000/s)
@@ -558,12 +561,14 @@ def test_soak(d):
                 "fds less connections and subscribers grew from the middle third (min %d) to "
                 "the last (min %d):\n%s" % (min(map(rest, mid)), min(map(rest, last)), table))
         # RSS and VmHWM plateau (the bound is explained at RSS_SLACK_*)
-        mid_rss = statistics.median(s["rss"] for s in mid)
-        last_rss = statistics.median(s["rss"] for s in last)
-        slack = max(RSS_SLACK_FRAC * mid_rss, RSS_SLACK_KIB)
-        T.check(last_rss <= mid_rss + slack,
-                "RSS grew: median %d KiB over the last third > %d KiB over the middle third + "
-                "%d KiB:\n%s" % (last_rss, mid_rss, slack, table))
+        mid_med = statistics.median(s["rss"] for s in mid)
+        last_med = statistics.median(s["rss"] for s in last)
+        mid_max, last_max = max(s["rss"] for s in mid), max(s["rss"] for s in last)
+        slack = max(RSS_SLACK_FRAC * mid_max, RSS_SLACK_KIB)
+        T.check(last_med <= mid_med + slack or last_max <= mid_max + slack,
+                "RSS grew: over the last third median %d KiB and max %d KiB, over the middle "
+                "third %d and %d KiB (+ %d KiB each):\n%s"
+                % (last_med, last_max, mid_med, mid_max, slack, table))
         mid_hwm, last_hwm = mid[-1]["hwm"], last[-1]["hwm"]
         T.check(last_hwm <= mid_hwm + slack,
                 "VmHWM grew: %d KiB at the end > %d KiB after the middle third + %d KiB:\n%s"
