@@ -156,6 +156,19 @@ static tlc_client_t *connect_ev(const char *name, int *status,
 }
 
 /* Sends a request and returns its reply; prints the error and sets *status on failure. */
+
+/* m, or NULL with the server's error printed and *status set when m is an error reply. */
+static Tlcap__ServerMessage *unless_error(tlc_client_t *c, Tlcap__ServerMessage *m, int *status) {
+  char err[512];
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_ERROR)
+    return m;
+  fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
+          tlc_client_error_text(m->error, err, sizeof(err)));
+  tlc_client_msg_free(m);
+  *status = EXIT_BAD;
+  return NULL;
+}
+
 static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, int *status) {
   Tlcap__ServerMessage *m = NULL;
   char err[512];
@@ -164,14 +177,7 @@ static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, 
     *status = EXIT_BAD;
     return NULL;
   }
-  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
-    fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
-            tlc_client_error_text(m->error, err, sizeof(err)));
-    tlc_client_msg_free(m);
-    *status = EXIT_BAD;
-    return NULL;
-  }
-  return m;
+  return unless_error(c, m, status);
 }
 
 /* The operands left after the options: between min and max of them, else `usage_line` on
@@ -229,7 +235,6 @@ static int range_get(const char *cmd, const char *since, const char *until, Tlca
 static Tlcap__ServerMessage *request_wait(tlc_client_t *c, Tlcap__ClientMessage *cm, int timeout_ms,
                                           int *status) {
   Tlcap__ServerMessage *m = NULL;
-  char err[512];
   int id = tlc_client_send(c, cm), r;
   if (id < 0) {
     fprintf(stderr, "tlcap: %s: send: %s\n", tlc_client_addr(c), tlc_strerror(id));
@@ -252,14 +257,7 @@ static Tlcap__ServerMessage *request_wait(tlc_client_t *c, Tlcap__ClientMessage 
       break;
     tlc_client_msg_free(m);
   }
-  if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR) {
-    fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
-            tlc_client_error_text(m->error, err, sizeof(err)));
-    tlc_client_msg_free(m);
-    *status = EXIT_BAD;
-    return NULL;
-  }
-  return m;
+  return unless_error(c, m, status);
 }
 
 static int write_fd_cb(void *ud, const void *buf, size_t len) {
