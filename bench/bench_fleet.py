@@ -3,7 +3,7 @@
 measured in the same run (issue: fleet; target >= 0.97x).
 
     bench/bench_fleet.py BUILD_DIR [--runs N] [--mib M] [--passes P] [--targets T]
-                         [--intervals 1000,200]
+                         [--intervals 1000,200] [--baseline-build DIR]
 
 BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
 
@@ -17,7 +17,9 @@ counted == records sent, no decode errors). The figure is the median of the per-
 B/A and C/A of the sender's throughput (bytes / first write .. the daemon's close after the
 last byte was processed), and the median of the per-round ratios of the daemon's CPU time per
 byte (A/B: 1.0 = publishing costs the daemon nothing), which foreign load on a shared machine
-moves far less than wall-clock throughput. Runs must be long enough for many publishing ticks
+moves far less than wall-clock throughput. With --baseline-build DIR, every --nats daemon has
+a twin run from DIR's tlcapd (same arguments; "base" in its name), in the same rounds, so a
+change to publishing is measured against the code before it in one run (A/B). Runs must be long enough for many publishing ticks
 to fall inside them (--mib 256 --passes 4 is about 2 s, 10 ticks at 200 ms). The publisher's
 published/dropped counters are printed.
 """
@@ -81,6 +83,8 @@ def main():
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--targets", type=int, default=100)
     ap.add_argument("--intervals", default="1000,200")
+    ap.add_argument("--baseline-build", default=None,
+                    help="also run each --nats daemon from this build's tlcapd (A/B)")
     a = ap.parse_args()
     nats = shutil.which("nats-server") or "/usr/sbin/nats-server"
     if not os.path.exists(nats):
@@ -101,9 +105,12 @@ def main():
             except OSError:
                 return False
         B.wait_until(up, 10, "nats-server")
-        confs = [("no nats", None)] + [("nats %s ms" % iv, iv)
-                                        for iv in a.intervals.split(",")]
-        for name, iv in confs:
+        confs = [("no nats", None, a.build)]
+        for iv in a.intervals.split(","):
+            confs.append(("nats %s ms" % iv, iv, a.build))
+            if a.baseline_build:
+                confs.append(("base %s ms" % iv, iv, a.baseline_build))
+        for name, iv, build in confs:
             port, serve, http = B.free_port(), B.free_port(), B.free_port()
             dd = os.path.join(d, "d%d" % len(daemons))
             os.makedirs(dd)
@@ -114,7 +121,7 @@ def main():
                 args += ["--nats", "nats://127.0.0.1:%d" % nport, "--nats-subject",
                          "tlcap.bench%d" % len(daemons), "--nats-interval", iv,
                          ]
-            dm = B.Daemon(a.build, dd, args)
+            dm = B.Daemon(build, dd, args)
             make_targets(port, a.targets)
             I.daemon_run(io, a, dm, port, 1)  # warm-up: the measured target and its rows
             daemons.append((name, dm, port, serve, iv, http))

@@ -556,6 +556,90 @@ size_t tlc_pb_row_field_pack(const Tlcap__Row *pr, size_t packed, uint8_t *out) 
   return (size_t)(p - out);
 }
 
+/* ---- packed size bounds (tlc_pb_row_field_max) ---- */
+
+/* The longest packed value of a scalar field of type t (its key not included), as protobuf-c
+ * writes it: negative int32 and enum values take 10 bytes (sign-extended), lengths are uint32
+ * varints. 0: no bound (strings, bytes). */
+static size_t type_max(ProtobufCType t) {
+  switch (t) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_ENUM:
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_SINT64:
+  case PROTOBUF_C_TYPE_UINT64:
+    return 10;
+  case PROTOBUF_C_TYPE_SINT32:
+  case PROTOBUF_C_TYPE_UINT32:
+    return 5;
+  case PROTOBUF_C_TYPE_SFIXED32:
+  case PROTOBUF_C_TYPE_FIXED32:
+  case PROTOBUF_C_TYPE_FLOAT:
+    return 4;
+  case PROTOBUF_C_TYPE_SFIXED64:
+  case PROTOBUF_C_TYPE_FIXED64:
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return 8;
+  case PROTOBUF_C_TYPE_BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* The most elements tlc_pb_row_build puts in repeated field `f` of message `d`; SIZE_MAX for a
+ * field it does not know (tlcap.proto grew: no bound until this function learns it). */
+static size_t row_rep_max(const ProtobufCMessageDescriptor *d, const ProtobufCFieldDescriptor *f,
+                          unsigned nq, unsigned nw) {
+  if (d == &tlcap__row__descriptor && strcmp(f->name, "totals") == 0)
+    return TLC_NKINDS;
+  if (d == &tlcap__row__descriptor && strcmp(f->name, "dists") == 0)
+    return TLC_NKINDS;
+  if (d == &tlcap__row__descriptor && strcmp(f->name, "windows") == 0)
+    return nw;
+  if (d == &tlcap__dist__descriptor && strcmp(f->name, "quantiles") == 0)
+    return nq;
+  if (d == &tlcap__window_stat__descriptor && strcmp(f->name, "kinds") == 0)
+    return TLC_NKINDS;
+  return SIZE_MAX;
+}
+
+/* The longest packing of a message of descriptor `d` as tlc_pb_row_build fills it, from the
+ * descriptors alone: every field at its longest value, every repeated field at its most
+ * elements (with a key and a length whether protobuf-c packs it or not). SIZE_MAX: none. */
+static size_t msg_max(const ProtobufCMessageDescriptor *d, unsigned nq, unsigned nw, int depth) {
+  size_t sum = 0, i;
+  if (depth > 4)
+    return SIZE_MAX;
+  for (i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    size_t key = varint_size((uint64_t)f->id << 3), v, n;
+    if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+      v = msg_max(f->descriptor, nq, nw, depth + 1);
+      if (v == SIZE_MAX)
+        return SIZE_MAX;
+      v += 5; /* its length */
+    } else if ((v = type_max(f->type)) == 0) {
+      return SIZE_MAX;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+      if ((n = row_rep_max(d, f, nq, nw)) == SIZE_MAX)
+        return SIZE_MAX;
+      sum += key + 5 + n * (key + v);
+    } else {
+      sum += key + v;
+    }
+  }
+  return sum;
+}
+
+size_t tlc_pb_row_field_max(uint32_t nwin, const tlc_pb_snap_sel_t *sel) {
+  unsigned nq = sel->quantiles ? TLC_NQUANT : 0;
+  unsigned nw = sel->windows ? (nwin < TLC_MAX_WINDOWS ? nwin : TLC_MAX_WINDOWS) : 0;
+  size_t m = msg_max(&tlcap__row__descriptor, nq, nw, 0);
+  return m == SIZE_MAX ? 0 : varint_size(TAG_SNAP_ROWS) + 5 + m;
+}
+
 size_t tlc_pb_snapshot_frame_size(const Tlcap__Snapshot *hdr, size_t row_bytes, size_t *hdr_len) {
   size_t snap, payload;
   *hdr_len = protobuf_c_message_get_packed_size(&hdr->base);

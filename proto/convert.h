@@ -130,6 +130,12 @@ int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uin
                      const tlc_pb_snap_sel_t *sel);
 size_t tlc_pb_row_field_size(const Tlcap__Row *pr, size_t *packed);
 size_t tlc_pb_row_field_pack(const Tlcap__Row *pr, size_t packed, uint8_t *out);
+/* The most bytes a Row that tlc_pb_row_build makes with these arguments (sel->windows,
+ * ->quantiles; nwin the table's window count) takes as a Snapshot.rows field (key and length
+ * included), whatever its values: a bound computed from protobuf-c's descriptors, so that a
+ * snapshot can be packed by protobuf-c into a buffer of its bound without being sized first.
+ * 0 when tlcap.proto has a Row field the bound does not know. */
+size_t tlc_pb_row_field_max(uint32_t nwin, const tlc_pb_snap_sel_t *sel);
 int64_t tlc_pb_cells_qmask(const uint32_t *cols, size_t ncols);
 /* The sample kinds (bit k: enum tlc_kind k) whose distribution or window columns are among
  * cols[0, ncols): what a snapshot must fill for them (tlc_snap_opts_t.kinds). 0 when none. */

@@ -107,6 +107,9 @@ struct tlc_fleet {
   int handles; /* uv handles of ours still to close (tlc_fleet_close) */
   tstate_t *ts;
   size_t nts, capts;
+  tlc_table_t tab; /* the snapshot table of publish_target, kept across ticks */
+  uint8_t *pbuf;   /* the packing buffer of publish, kept; at most buffer_bytes */
+  size_t pcap;
   tlc_fleet_counters_t c;
   uint64_t tev_seq;
   int warned_size;
@@ -510,19 +513,43 @@ static void js_reply(tlc_fleet_t *f, const char *reply, size_t len) {
 
 /* ---- publishing ---- */
 
-/* Publishes one message; 0, or -1 when it was dropped (and counted). */
+/* The packing buffer at least n bytes long; NULL when out of memory. */
+static uint8_t *pack_buf(tlc_fleet_t *f, size_t n) {
+  if (n > f->pcap) {
+    uint8_t *b = tlc_malloc(n);
+    if (b == NULL)
+      return NULL;
+    tlc_free(f->pbuf);
+    f->pbuf = b;
+    f->pcap = n;
+  }
+  return f->pbuf;
+}
+
+/* Publishes one message; 0, or -1 when it was dropped (and counted). `bound` (0: none) is at
+ * least the message's packed size: protobuf-c then packs it once into a buffer of that size,
+ * without sizing it first (a statistics message's size walk costs as much as a third of its
+ * packing; tlc_pb_row_field_max). */
 static int publish(tlc_fleet_t *f, const char *target, const char *kind,
-                   const Tlcap__ServerMessage *m) {
+                   const Tlcap__ServerMessage *m, size_t bound) {
   char tok[SUBJECT_MAX], subj[SUBJECT_MAX + 300];
-  size_t len;
+  size_t len = 0;
   uint8_t *buf;
   int64_t maxp;
   if (f->nc == NULL || !f->c.connected || tlc_fleet_subject_token(target, tok, sizeof(tok)) == 0) {
     f->c.dropped++;
     return -1;
   }
-  len = protobuf_c_message_get_packed_size(&m->base);
+  if (bound == 0 || bound > f->o.buffer_bytes)
+    bound = 0, len = protobuf_c_message_get_packed_size(&m->base);
   maxp = natsConnection_GetMaxPayload(f->nc);
+  if (bound != 0) {
+    if ((buf = pack_buf(f, bound)) == NULL) {
+      f->c.dropped++;
+      return -1;
+    }
+    len = protobuf_c_message_pack(&m->base, buf);
+  }
   if (maxp > 0 && (int64_t)len > maxp) {
     f->c.dropped++;
     f->c.dropped_bytes += len;
@@ -540,22 +567,36 @@ static int publish(tlc_fleet_t *f, const char *target, const char *kind,
     f->c.dropped_bytes += len;
     return -1;
   }
-  buf = tlc_malloc(len > 0 ? len : 1);
-  if (buf == NULL) {
-    f->c.dropped++;
-    return -1;
+  if (bound == 0) {
+    if ((buf = pack_buf(f, len > 0 ? len : 1)) == NULL) {
+      f->c.dropped++;
+      return -1;
+    }
+    protobuf_c_message_pack(&m->base, buf);
   }
-  protobuf_c_message_pack(&m->base, buf);
   snprintf(subj, sizeof(subj), "%s.%s.%s", f->prefix, tok, kind);
+  /* natsConnection_Publish copies the bytes into the client's buffer */
   if (natsConnection_Publish(f->nc, subj, buf, (int)len) == NATS_OK) {
     f->c.published++;
-    tlc_free(buf);
     return 0;
   }
   f->c.dropped++;
   f->c.dropped_bytes += len;
-  tlc_free(buf);
   return -1;
+}
+
+/* A bound of the packed size of statistics message m (publish), whose rows were built by
+ * tlc_pb_snapshot_build with rowmax = tlc_pb_row_field_max (0: none): the exact size of the
+ * message without its rows, 5 for the longer length of the Snapshot, rowmax a row. */
+static size_t stats_bound(const Tlcap__ServerMessage *m, size_t rowmax) {
+  Tlcap__Snapshot *s = m->snapshot;
+  size_t nr = s->n_rows, h;
+  if (rowmax == 0 || nr > (SIZE_MAX / 2) / rowmax)
+    return 0;
+  s->n_rows = 0;
+  h = protobuf_c_message_get_packed_size(&m->base);
+  s->n_rows = nr;
+  return h + 5 + nr * rowmax;
 }
 
 static int ensure_ts(tlc_fleet_t *f, size_t n) {
@@ -574,6 +615,15 @@ static int ensure_ts(tlc_fleet_t *f, size_t n) {
   return 0;
 }
 
+/* The snapshot table is kept from target to target and tick to tick (no allocation and no fresh
+ * pages per snapshot), unless a part was unusually large (one area of many rows). */
+static void shrink_tab(tlc_fleet_t *f) {
+  if (f->tab.caprows > 4 * PART_ROWS) {
+    tlc_table_fini(&f->tab);
+    tlc_table_init(&f->tab);
+  }
+}
+
 /* Publishes target i's statistics: a delta since the last message, or a full snapshot. A table
  * of more than PART_ROWS rows goes in parts (Snapshot.part, .more; docs/protocol.md "Statistics
  * in parts"), all built in this loop turn so they share one seq: part 0 is full or the delta
@@ -583,10 +633,11 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   tlc_ps_target_info_t info;
   tstate_t *ts = &f->ts[i];
   tlc_snap_opts_t so;
-  tlc_table_t t;
+  tlc_table_t *t = &f->tab;
   tlc_pb_snap_sel_t sel;
   Tlcap__ServerMessage m;
   const tlc_mapping_t *map = NULL;
+  size_t rowmax;
   int full, more, parts, ok = 1;
   uint64_t lo = 0, hi = (uint64_t)1 << 32, base, prev_seq = 0;
   uint32_t part = 0;
@@ -615,7 +666,6 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   parts = f->pv->split != NULL && f->pv->snapshot_part != NULL;
   if (full && f->pv->mapping != NULL)
     map = f->pv->mapping(f->pv->ud, i);
-  tlc_table_init(&t);
   do {
     tlc_pb_arena_t a;
     Tlcap__Snapshot s;
@@ -623,22 +673,22 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
     if (parts) {
       r = f->pv->split(f->pv->ud, i, lo, PART_ROWS, base, &hi);
       if (r == 0)
-        r = f->pv->snapshot_part(f->pv->ud, i, &t, &so, lo, hi);
+        r = f->pv->snapshot_part(f->pv->ud, i, t, &so, lo, hi);
     } else {
-      r = f->pv->snapshot(f->pv->ud, i, &t, &so);
+      r = f->pv->snapshot(f->pv->ud, i, t, &so);
     }
     if (r < 0) {
       ok = 0;
       break;
     }
     more = parts && hi < ((uint64_t)1 << 32);
-    if (part == 0 && !more && !full && t.seq == ts->last_seq &&
-        t.counters.events == ts->last_events && t.counters.bytes == ts->last_bytes) {
-      tlc_table_fini(&t); /* nothing changed since the last message */
+    if (part == 0 && !more && !full && t->seq == ts->last_seq &&
+        t->counters.events == ts->last_events && t->counters.bytes == ts->last_bytes) {
+      shrink_tab(f); /* nothing changed since the last message */
       return;
     }
     tlc_pb_arena_init(&a, 0);
-    if (tlc_pb_snapshot_build(&a, &s, &t, info.name, &sel, part == 0 ? map : NULL) == 0) {
+    if (tlc_pb_snapshot_build(&a, &s, t, info.name, &sel, part == 0 ? map : NULL) == 0) {
       s.instance_id = f->o.instance_id;
       s.stream = 1;
       s.full = full && part == 0;
@@ -650,28 +700,29 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
       tlcap__server_message__init(&m);
       m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
       m.snapshot = &s;
-      if (publish(f, info.name, "stats", &m) < 0)
+      rowmax = tlc_pb_row_field_max(t->nwindows, &sel);
+      if (publish(f, info.name, "stats", &m, stats_bound(&m, rowmax)) < 0)
         ok = 0;
     } else {
       f->c.dropped++;
       ok = 0;
     }
     tlc_pb_arena_fini(&a);
-    prev_seq = t.seq;
+    prev_seq = t->seq;
     lo = hi;
     part++;
   } while (ok && more);
   if (ok) {
-    ts->last_seq = t.seq;
-    ts->last_events = t.counters.events;
-    ts->last_bytes = t.counters.bytes;
+    ts->last_seq = t->seq;
+    ts->last_events = t->counters.events;
+    ts->last_bytes = t->counters.bytes;
     if (full)
       ts->last_full_ms = now;
     ts->sent_once = 1;
   } else {
     ts->sent_once = 0; /* a part was lost: the next message is a full snapshot */
   }
-  tlc_table_fini(&t);
+  shrink_tab(f);
 }
 
 static void tick_cb(uv_timer_t *t) {
@@ -725,7 +776,7 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
   tlcap__server_message__init(&m);
   m.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT;
   m.target_event = &te;
-  publish(f, name, "events", &m);
+  publish(f, name, "events", &m, 0);
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last
@@ -786,7 +837,7 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
   tlcap__server_message__init(&m);
   m.msg_case = TLCAP__SERVER_MESSAGE__MSG_SEGMENT_SEALED;
   m.segment_sealed = &ss;
-  publish(f, name, "segments", &m);
+  publish(f, name, "segments", &m, 0);
   tlc_free(man);
 }
 
@@ -1014,6 +1065,8 @@ static void handle_closed_cb(uv_handle_t *h) {
   if (--f->handles > 0)
     return;
   tlc_free(f->ts);
+  tlc_table_fini(&f->tab);
+  tlc_free(f->pbuf);
   tlc_free(f);
   if (cb != NULL)
     cb(ud);

@@ -442,11 +442,89 @@ static void test_delta_apply_order(void **state) {
   tlc_table_fini(&t);
 }
 
+/* tlc_pb_row_field_max bounds the packed size of every Row tlc_pb_row_build makes: rows with
+ * every field at the longest values of its type (and random ones), every selection. */
+static void fill_all(tlc_stat_t *r, uint64_t v, uint32_t v32, uint32_t nwin) {
+  unsigned k, w, q;
+  memset(r, 0, sizeof(*r));
+  r->handle = r->context = v32;
+  r->state = r->count = r->anomalies = r->value = r->value_min = r->value_max = r->seq = v;
+  r->kind = 255;
+  r->has_value = 1;
+  r->nwin = nwin;
+  for (k = 0; k < TLC_NKINDS; k++) {
+    r->total[k] = (int64_t)v;
+    r->dist[k].n = v | 1;
+    r->dist[k].sum = r->dist[k].min = r->dist[k].max = (int64_t)v;
+    r->dist[k].sumsq_hi = r->dist[k].sumsq_lo = v;
+    r->dist[k].has_q = 1;
+    for (q = 0; q < TLC_NQUANT; q++)
+      r->dist[k].q[q] = (int64_t)v;
+    for (w = 0; w < TLC_MAX_WINDOWS; w++) {
+      r->win[w].count = v;
+      r->win[w].k[k].n = v | 1;
+      r->win[w].k[k].sum = r->win[w].k[k].min = r->win[w].k[k].max = (int64_t)v;
+    }
+  }
+}
+
+static void test_row_field_max(void **state) {
+  static const uint64_t vals[] = { (uint64_t)INT64_MIN, (uint64_t)INT64_MAX, UINT64_MAX, 0,
+                                   1u << 20 };
+  uint32_t nwins[] = { 0, 3, TLC_MAX_WINDOWS };
+  unsigned sw, sq, iw, iv, it;
+  size_t worst[4] = { 0 };
+  (void)state;
+  srand(7);
+  for (sw = 0; sw < 2; sw++)
+    for (sq = 0; sq < 2; sq++)
+      for (iw = 0; iw < 3; iw++) {
+        tlc_pb_snap_sel_t sel;
+        size_t max, packed, n;
+        memset(&sel, 0, sizeof(sel));
+        sel.windows = (int)sw;
+        sel.quantiles = (int)sq;
+        max = tlc_pb_row_field_max(nwins[iw], &sel);
+        assert_true(max > 0);
+        for (iv = 0; iv < 5 + 200; iv++) {
+          tlc_pb_arena_t a;
+          Tlcap__Row pr;
+          tlc_stat_t r;
+          if (iv < 5) {
+            fill_all(&r, vals[iv], iv == 3 ? 0 : UINT32_MAX, nwins[iw]);
+          } else { /* random values of random lengths */
+            uint64_t v = 0;
+            for (it = 0; it < 4; it++)
+              v = (v << 16) ^ (uint64_t)(rand() & 0xFFFF);
+            fill_all(&r, v >> (rand() % 64), (uint32_t)rand(), nwins[iw]);
+          }
+          tlc_pb_arena_init(&a, 0);
+          assert_int_equal(tlc_pb_row_build(&a, &pr, &r, sw ? nwins[iw] : 0, &sel), 0);
+          n = tlc_pb_row_field_size(&pr, &packed);
+          assert_true(n <= max);
+          if (n > worst[sw * 2 + sq])
+            worst[sw * 2 + sq] = n;
+          tlc_pb_arena_fini(&a);
+        }
+      }
+  /* and not far above the longest rows (it counts a key and a 5-byte length for every
+   * repeated field and message) */
+  for (sw = 0; sw < 2; sw++)
+    for (sq = 0; sq < 2; sq++) {
+      tlc_pb_snap_sel_t sel;
+      memset(&sel, 0, sizeof(sel));
+      sel.windows = (int)sw;
+      sel.quantiles = (int)sq;
+      assert_true(tlc_pb_row_field_max(TLC_MAX_WINDOWS, &sel) <= worst[sw * 2 + sq] * 5 / 4);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_normalise),         cmocka_unit_test(test_columns_roundtrip),
     cmocka_unit_test(test_columns_malformed), cmocka_unit_test(test_preencoded_frames),
     cmocka_unit_test(test_delta_apply_order), cmocka_unit_test(test_cols_kinds),
+    cmocka_unit_test(test_row_field_max),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
