@@ -205,7 +205,19 @@ struct tlc_engine {
   uint32_t *smap;
   uint8_t *schg;
   size_t capsmap, capschg;
+  /* every row in table order (handle, context index, state; tlc_table_sort), for snapshots
+   * without Neutral rows: filled in that order (no row sort) and a part's rows found by binary
+   * search (no scan of the others). Valid while ord_nrows == nrows, ord_gen == ctxgen and
+   * ord_epoch == epoch (rows are only appended; a row's key changes only when it gets its
+   * context; clear and load take a new epoch). */
+  uint32_t *ord;
+  size_t capord, ord_nrows;
+  uint64_t ord_gen, ord_epoch;
 };
+
+/* Tests only: 1 makes snapshots sort their rows and splits use their heap as before the row
+ * order index (e->ord), so that both ways can be compared (test_engine_budget). */
+extern int tlc__engine_snap_legacy;
 
 /* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
 static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {

@@ -1112,6 +1112,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->grp);
   tlc_free(e->smap);
   tlc_free(e->schg);
+  tlc_free(e->ord);
   acct_give(e, e->charged);
   tlc_free(e);
 }
@@ -1260,8 +1261,8 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
              e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
-             e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) +
-             e->capschg; /* the last three: snapshot scratch */
+             e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
+             e->capord * sizeof(uint32_t); /* the last four: snapshot scratch */
   m->areas = e->nrows;
   m->contexts = e->nctx;
 }
@@ -1302,6 +1303,26 @@ int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64
   return tlc_engine_handle_split_since(e, lo, n, 0, hi);
 }
 
+int tlc__engine_snap_legacy;
+
+static int ord_valid(const tlc_engine_t *e) {
+  return e->ord != NULL && e->ord_nrows == e->nrows && e->ord_gen == e->ctxgen &&
+         e->ord_epoch == e->epoch && !tlc__engine_snap_legacy;
+}
+
+/* The first position of e->ord whose row's handle is >= h. */
+static size_t ord_lower(const tlc_engine_t *e, uint64_t h) {
+  size_t a = 0, b = e->nrows;
+  while (a < b) {
+    size_t m = a + (b - a) / 2;
+    if (e->rows[e->ord[m]].handle < h)
+      a = m + 1;
+    else
+      b = m;
+  }
+  return a;
+}
+
 int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, uint64_t since,
                                   uint64_t *hi) {
   uint32_t *h;
@@ -1310,6 +1331,19 @@ int tlc_engine_handle_split_since(const tlc_engine_t *e, uint64_t lo, size_t n, 
   *hi = (uint64_t)1 << 32;
   if (n == 0 || lo >= ((uint64_t)1 << 32))
     return 0;
+  if (ord_valid(e)) { /* the rows in handle order: the n-th counted row from lo on */
+    for (i = ord_lower(e, lo); i < e->nrows; i++) {
+      const erow_t *r = &e->rows[e->ord[i]];
+      if (since != 0 && r->seq <= since && !((r->open > 0 || r->out_active) && tgrew) &&
+          r->kind != TLC_ROW_STATE)
+        continue;
+      if (++k == n) {
+        *hi = r->handle > lo ? r->handle : lo + 1;
+        return 0;
+      }
+    }
+    return 0;
+  }
   if ((h = tlc_malloc(n * sizeof(*h))) == NULL)
     return TLC_ENOMEM;
   /* the n smallest row handles >= lo (a row per area and context or state value) */
@@ -1580,6 +1614,47 @@ static int cmp_skey(const void *a, const void *b) {
   return 0;
 }
 
+/* The same order, ties (none in a snapshot) by engine row: what a stable sort of rows taken in
+ * engine order gives. */
+static int cmp_skey_idx(const void *a, const void *b) {
+  const skey_t *x = a, *y = b;
+  int c = cmp_skey(a, b);
+  if (c != 0)
+    return c;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Makes e->ord valid (engine.h: rows in table order), sorting the keys of every row when rows
+ * were added or got their context since it was made. 0 or TLC_ENOMEM. */
+static int build_ord(tlc_engine_t *e) {
+  size_t n = e->nrows, i;
+  skey_t *k;
+  void *p;
+  if (ord_valid(e))
+    return 0;
+  if ((p = egrow(e, e->ord, &e->capord, n ? n : 1, sizeof(uint32_t), 64, TLC_ACCT_FORCE)) == NULL)
+    return TLC_ENOMEM;
+  e->ord = p;
+  if ((k = tlc_malloc((n ? n : 1) * sizeof(*k))) == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < n; i++) {
+    const erow_t *r = &e->rows[i];
+    k[i].handle = r->handle;
+    /* as fill_row's context; a code row without its context yet is never in a snapshot */
+    k[i].rank = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : 0xFFFFFFFFu;
+    k[i].state = r->state;
+    k[i].idx = i;
+  }
+  qsort(k, n, sizeof(*k), cmp_skey_idx);
+  for (i = 0; i < n; i++)
+    e->ord[i] = (uint32_t)k[i].idx;
+  tlc_free(k);
+  e->ord_nrows = n;
+  e->ord_gen = e->ctxgen;
+  e->ord_epoch = e->epoch;
+  return 0;
+}
+
 /* Sorts t's rows as tlc_table_sort does, moving each (large) row at most once: the keys are
  * sorted, then the permutation is applied in place cycle by cycle. 0 or TLC_ENOMEM. */
 static int sort_rows(tlc_table_t *t) {
@@ -1721,7 +1796,7 @@ static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, 
   tlc_snap_opts_t dso = { 0, 1, 1, 1, 0, 0 };
   uint8_t *keep = NULL;
   size_t capkeep = 0, i, j, n = e->nrows;
-  int rc = 0, neut, only, tgrew;
+  int rc = 0, neut, only, tgrew, ordered = 0;
   unsigned km;
   void *p;
   if (so == NULL)
@@ -1766,45 +1841,75 @@ static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, 
     rc = TLC_ENOMEM;
     goto out;
   }
-  /* which rows changed (schg), and which are copied into the table (smap != NONE32): the
-   * changed ones, and every context's row of an area whose Neutral row is wanted */
-  for (i = 0; i < n; i++) {
-    const erow_t *r = &e->rows[i];
-    e->schg[i] =
-        !(r->kind == TLC_ROW_CODE && r->ctx == NONE32) &&
-        (so->since_seq == 0 || r->seq > so->since_seq || ((r->open > 0 || r->out_active) && tgrew));
-  }
-  for (i = 0; i < e->nsa; i++)
-    if (e->sa[i].valid && tgrew)
-      e->schg[e->sa[i].row] = 1;
-  if (part) /* a part of the table: the areas with a handle in [lo, hi) */
+  if (!neut && !tlc__engine_snap_legacy && build_ord(e) == 0) {
+    /* no Neutral rows: the changed rows of [lo, hi) copied in table order (e->ord), the
+     * others not looked at */
+    size_t a = part ? ord_lower(e, lo) : 0, b = part ? ord_lower(e, hi) : n, x;
+    ordered = 1;
+    memset(e->smap, 0xFF, n * sizeof(*e->smap)); /* NONE32 */
+    for (x = a; x < b; x++) {
+      const erow_t *r = &e->rows[e->ord[x]];
+      e->schg[e->ord[x]] = !(r->kind == TLC_ROW_CODE && r->ctx == NONE32) &&
+                           (so->since_seq == 0 || r->seq > so->since_seq ||
+                            ((r->open > 0 || r->out_active) && tgrew));
+    }
+    for (i = 0; i < e->nsa && tgrew; i++)
+      if (e->sa[i].valid &&
+          (!part || (e->rows[e->sa[i].row].handle >= lo && e->rows[e->sa[i].row].handle < hi)))
+        e->schg[e->sa[i].row] = 1;
+    for (x = a; x < b; x++) {
+      tlc_stat_t *s;
+      i = e->ord[x];
+      if (!e->schg[i])
+        continue;
+      e->smap[i] = (uint32_t)t->nrows;
+      if ((s = tlc_table_add(t)) == NULL) {
+        rc = TLC_ENOMEM;
+        goto out;
+      }
+      fill_row(e, &e->rows[i], s, so, km);
+    }
+  } else {
+    /* which rows changed (schg), and which are copied into the table (smap != NONE32): the
+     * changed ones, and every context's row of an area whose Neutral row is wanted */
+    for (i = 0; i < n; i++) {
+      const erow_t *r = &e->rows[i];
+      e->schg[i] = !(r->kind == TLC_ROW_CODE && r->ctx == NONE32) &&
+                   (so->since_seq == 0 || r->seq > so->since_seq ||
+                    ((r->open > 0 || r->out_active) && tgrew));
+    }
+    for (i = 0; i < e->nsa; i++)
+      if (e->sa[i].valid && tgrew)
+        e->schg[e->sa[i].row] = 1;
+    if (part) /* a part of the table: the areas with a handle in [lo, hi) */
+      for (i = 0; i < n; i++)
+        if (e->rows[i].handle < lo || e->rows[i].handle >= hi)
+          e->schg[i] = 0;
     for (i = 0; i < n; i++)
-      if (e->rows[i].handle < lo || e->rows[i].handle >= hi)
-        e->schg[i] = 0;
-  for (i = 0; i < n; i++)
-    e->smap[i] = e->schg[i] ? 0 : NONE32;
-  if (neut) {
-    for (i = 0; i < e->ngrp; i = j) {
-      uint8_t any = 0;
-      for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
-        any |= e->schg[e->grp[j].row];
-      for (; any && i < j; i++)
-        e->smap[e->grp[i].row] = 0;
+      e->smap[i] = e->schg[i] ? 0 : NONE32;
+    if (neut) {
+      for (i = 0; i < e->ngrp; i = j) {
+        uint8_t any = 0;
+        for (j = i; j < e->ngrp && e->grp[j].handle == e->grp[i].handle; j++)
+          any |= e->schg[e->grp[j].row];
+        for (; any && i < j; i++)
+          e->smap[e->grp[i].row] = 0;
+      }
     }
-  }
-  for (i = 0; i < n; i++) {
-    const erow_t *r = &e->rows[i];
-    tlc_stat_t *s;
-    if (e->smap[i] == NONE32)
-      continue;
-    e->smap[i] = (uint32_t)t->nrows;
-    if ((s = tlc_table_add(t)) == NULL) {
-      rc = TLC_ENOMEM;
-      goto out;
+    for (i = 0; i < n; i++) {
+      const erow_t *r = &e->rows[i];
+      tlc_stat_t *s;
+      if (e->smap[i] == NONE32)
+        continue;
+      e->smap[i] = (uint32_t)t->nrows;
+      if ((s = tlc_table_add(t)) == NULL) {
+        rc = TLC_ENOMEM;
+        goto out;
+      }
+      fill_row(e, r, s, so, km);
+      /* with neutral_only an area's per-context rows are only material for its Neutral row */
+      keep[t->nrows - 1] = e->schg[i] && !(only && r->kind == TLC_ROW_CODE);
     }
-    fill_row(e, r, s, so, km);
-    /* with neutral_only an area's per-context rows are only material for its Neutral row */
-    keep[t->nrows - 1] = e->schg[i] && !(only && r->kind == TLC_ROW_CODE);
   }
   /* open activations up to T */
   for (i = 0; i < e->nctx; i++) {
@@ -1833,6 +1938,8 @@ static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, 
       s->total[TLC_NET] = tadd(s->total[TLC_NET], nonneg(tsub(e->last, sa->since)));
     }
   }
+  if (ordered)
+    goto out; /* in table order already, every row kept */
   if (neut && (rc = add_neutral(e, t, so, km, &keep, &capkeep)) < 0)
     goto out;
   /* drop the rows copied only for a Neutral merge */
