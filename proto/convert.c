@@ -43,18 +43,27 @@ struct tlc_pb_chunk {
 
 void tlc_pb_arena_init(tlc_pb_arena_t *a, size_t max) {
   a->head = NULL;
+  a->spare = NULL;
   a->used = 0;
   a->max = max != 0 ? max : (size_t)1 << 30;
 }
 
 void tlc_pb_arena_fini(tlc_pb_arena_t *a) {
-  struct tlc_pb_chunk *c = a->head;
-  while (c != NULL) {
-    struct tlc_pb_chunk *n = c->next;
-    tlc_free(c);
-    c = n;
+  tlc_pb_arena_rewind(a);
+  while (a->spare != NULL) {
+    struct tlc_pb_chunk *n = a->spare->next;
+    tlc_free(a->spare);
+    a->spare = n;
   }
-  a->head = NULL;
+}
+
+void tlc_pb_arena_rewind(tlc_pb_arena_t *a) {
+  while (a->head != NULL) {
+    struct tlc_pb_chunk *n = a->head->next;
+    a->head->next = a->spare;
+    a->spare = a->head;
+    a->head = n;
+  }
   a->used = 0;
 }
 
@@ -68,10 +77,14 @@ void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size) {
     return NULL;
   if (c == NULL || c->cap - c->off < size) {
     size_t cap = size > CHUNK_MIN ? size : CHUNK_MIN;
-    c = tlc_malloc(CHUNK_HDR + cap);
-    if (c == NULL)
-      return NULL;
-    c->cap = cap;
+    if (a->spare != NULL && a->spare->cap >= size) { /* a kept chunk (tlc_pb_arena_rewind) */
+      c = a->spare;
+      a->spare = c->next;
+    } else {
+      if ((c = tlc_malloc(CHUNK_HDR + cap)) == NULL)
+        return NULL;
+      c->cap = cap;
+    }
     c->off = 0;
     c->next = a->head;
     a->head = c;

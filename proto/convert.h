@@ -30,13 +30,17 @@ extern ProtobufCAllocator tlc_pb_allocator;
 /* A bump allocator for building messages: chunks from tlc_malloc, freed together. */
 typedef struct tlc_pb_arena {
   struct tlc_pb_chunk *head;
-  size_t used; /* bytes allocated so far (all chunks) */
-  size_t max;  /* cap on `used` (0: 1 GiB) */
+  size_t used;                /* bytes allocated so far (all chunks) */
+  size_t max;                 /* cap on `used` (0: 1 GiB) */
+  struct tlc_pb_chunk *spare; /* chunks kept by tlc_pb_arena_rewind for the next allocations */
 } tlc_pb_arena_t;
 
 void tlc_pb_arena_init(tlc_pb_arena_t *a, size_t max);
 /* Frees every chunk. Safe on zeroed memory. */
 void tlc_pb_arena_fini(tlc_pb_arena_t *a);
+/* Forgets every allocation but keeps the chunks for the next ones (an arena that builds one
+ * message after another allocates nothing once it has grown to the largest). */
+void tlc_pb_arena_rewind(tlc_pb_arena_t *a);
 /* Zeroed, 16-byte aligned memory valid until fini, or NULL (no memory or cap reached). */
 void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size);
 /* An arena copy of s (NUL-terminated), or NULL. */

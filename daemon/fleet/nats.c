@@ -55,7 +55,8 @@
 #define DEF_BUFFER     (8u << 20)
 #define DEF_MAX_AGE_MS (7ull * 86400 * 1000)
 #define DEF_MAX_BYTES  (1ull << 30)
-#define PART_ROWS      1024 /* rows per statistics message at most (publish_target) */
+#define PART_ROWS      1024       /* rows per statistics message at most (publish_target) */
+#define ARENA_KEEP     (4u << 20) /* the message builder's memory kept across ticks at most */
 
 enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
 
@@ -107,8 +108,9 @@ struct tlc_fleet {
   int handles; /* uv handles of ours still to close (tlc_fleet_close) */
   tstate_t *ts;
   size_t nts, capts;
-  tlc_table_t tab; /* the snapshot table of publish_target, kept across ticks */
-  uint8_t *pbuf;   /* the packing buffer of publish, kept; at most buffer_bytes */
+  tlc_table_t tab;    /* the snapshot table of publish_target, kept across ticks */
+  tlc_pb_arena_t pba; /* where publish_target builds messages, its chunks kept likewise */
+  uint8_t *pbuf;      /* the packing buffer of publish, kept; at most buffer_bytes */
   size_t pcap;
   tlc_fleet_counters_t c;
   uint64_t tev_seq;
@@ -667,7 +669,7 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   if (full && f->pv->mapping != NULL)
     map = f->pv->mapping(f->pv->ud, i);
   do {
-    tlc_pb_arena_t a;
+    tlc_pb_arena_t *a = &f->pba;
     Tlcap__Snapshot s;
     int r;
     if (parts) {
@@ -687,8 +689,7 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
       shrink_tab(f); /* nothing changed since the last message */
       return;
     }
-    tlc_pb_arena_init(&a, 0);
-    if (tlc_pb_snapshot_build(&a, &s, t, info.name, &sel, part == 0 ? map : NULL) == 0) {
+    if (tlc_pb_snapshot_build(a, &s, t, info.name, &sel, part == 0 ? map : NULL) == 0) {
       s.instance_id = f->o.instance_id;
       s.stream = 1;
       s.full = full && part == 0;
@@ -707,7 +708,12 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
       f->c.dropped++;
       ok = 0;
     }
-    tlc_pb_arena_fini(&a);
+    if (a->used > ARENA_KEEP) { /* an unusually large message: its chunks are not kept */
+      tlc_pb_arena_fini(a);
+      tlc_pb_arena_init(a, 0);
+    } else {
+      tlc_pb_arena_rewind(a);
+    }
     prev_seq = t->seq;
     lo = hi;
     part++;
@@ -960,6 +966,7 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
   if (f == NULL)
     return TLC_ENOMEM;
   memset(f, 0, sizeof(*f));
+  tlc_pb_arena_init(&f->pba, 0);
   f->loop = loop;
   f->pv = pv;
   f->o = *o;
@@ -1066,6 +1073,7 @@ static void handle_closed_cb(uv_handle_t *h) {
     return;
   tlc_free(f->ts);
   tlc_table_fini(&f->tab);
+  tlc_pb_arena_fini(&f->pba);
   tlc_free(f->pbuf);
   tlc_free(f);
   if (cb != NULL)

@@ -12,6 +12,7 @@
 
 #include "convert.h"
 #include "frame.h"
+#include "testalloc.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -519,12 +520,48 @@ static void test_row_field_max(void **state) {
     }
 }
 
+/* tlc_pb_arena_rewind: the chunks are reused (no new ones for the same allocations again),
+ * every allocation still zeroed and apart from the others; large ones get their own chunk. */
+static void test_arena_rewind(void **state) {
+  tlc_pb_arena_t a;
+  unsigned char *p[64];
+  size_t sz[64], i, j, round;
+  uint64_t grown = 0;
+  (void)state;
+  testalloc_install();
+  tlc_pb_arena_init(&a, 0);
+  for (i = 0; i < 64; i++)
+    sz[i] = i % 9 == 0 ? 200000 : 100 + i * 997 % 5000;
+  for (round = 0; round < 3; round++) {
+    if (round == 1)
+      grown = testalloc_count();
+    for (i = 0; i < 64; i++) {
+      p[i] = tlc_pb_arena_alloc(&a, sz[i]);
+      assert_non_null(p[i]);
+      for (j = 0; j < sz[i]; j++)
+        assert_int_equal(p[i][j], 0);
+      memset(p[i], (int)(i + 1), sz[i]);
+    }
+    for (i = 0; i < 64; i++) /* nothing overwrote another allocation */
+      for (j = 0; j < sz[i]; j += 97)
+        assert_int_equal(p[i][j], (unsigned char)(i + 1));
+    assert_true(a.used >= 64 * 100);
+    tlc_pb_arena_rewind(&a);
+    assert_int_equal(a.used, 0);
+  }
+  assert_int_equal(testalloc_count(), grown); /* rounds 1 and 2 allocated nothing */
+  tlc_pb_arena_fini(&a);
+  tlc_pb_arena_fini(&a); /* twice is harmless */
+  assert_int_equal(testalloc_live_blocks(), 0);
+  testalloc_uninstall();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_normalise),         cmocka_unit_test(test_columns_roundtrip),
     cmocka_unit_test(test_columns_malformed), cmocka_unit_test(test_preencoded_frames),
     cmocka_unit_test(test_delta_apply_order), cmocka_unit_test(test_cols_kinds),
-    cmocka_unit_test(test_row_field_max),
+    cmocka_unit_test(test_row_field_max),     cmocka_unit_test(test_arena_rewind),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
