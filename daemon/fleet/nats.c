@@ -653,6 +653,9 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
     ts->gen = info.gen;
   }
   full = !ts->sent_once || now - ts->last_full_ms >= f->o.full_interval_ms;
+  if (!full && info.seq != 0 && info.seq == ts->last_seq &&
+      info.counters.events == ts->last_events && info.counters.bytes == ts->last_bytes)
+    return; /* nothing changed since the last message (the check below, without a snapshot) */
   base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));
   so.since_seq = base;

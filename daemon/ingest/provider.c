@@ -45,6 +45,7 @@ static int pv_info(void *ud, size_t index, tlc_ps_target_info_t *out) {
     out->areas = m.areas;
   }
   out->gen = t->gen;
+  out->seq = tlc_engine_seq(t->pipe.engine);
   return 0;
 }
 

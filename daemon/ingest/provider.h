@@ -33,6 +33,7 @@ typedef struct tlc_ps_target_info {
   uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
   uint64_t areas;                        /* rows-owning areas of its statistics */
   uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
+  uint64_t seq; /* its engine's change sequence (tlc_engine_seq; 0 from a provider without) */
 } tlc_ps_target_info_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
