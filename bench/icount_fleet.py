@@ -12,10 +12,10 @@ M MiB (default 16) are streamed and the counters dumped (callgrind_control -d). 
 the loop runs some 50 times slower, so a tick sees fewer changed rows than natively (where all
 4,000 rows of the streamed target change every 200 ms) and ticks fall differently; the figures
 are therefore given per published row (the rows of the hot target's deltas, counted by calls
-of tlc_table_add, one per row the engine copies into a snapshot table): every stage of publish_target is proportional to them. Inclusive
-instructions of: publish_target (everything), the engine's split and part snapshot (its row
-sort), the protobuf message build, packing (protobuf-c's, or proto/pbpack.c's size and pack,
-from Row messages or straight from the table) and natsConnection_Publish.
+of tlc_table_add, one per row the engine copies into a snapshot table): every stage of
+publish_target is proportional to them. Inclusive instructions of: publish_target (everything),
+the engine's split and part snapshot (its row sort, when it sorts), the protobuf message build,
+protobuf-c's sizing and packing, and natsConnection_Publish. (First written on branch nats3.)
 """
 import argparse
 import os
@@ -32,10 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchd as B  # noqa: E402
 import bench_fleet as F  # noqa: E402
 
-STAGES = ["publish_target", "pv_split", "pv_snapshot_part", "tlc_engine_snapshot_part", "tlc_engine_handle_split_since", "sort_rows", "tlc_pb_snapshot_build",
-          "publish", "protobuf_c_message_get_packed_size", "protobuf_c_message_pack",
-          "tlc_pb_server_message_size", "tlc_pb_server_message_pack", "tlc_pb_snapshot_rows_size",
-          "tlc_pb_snapshot_rows_pack", "tlc_pb_snapshot_rows_pack_at", "natsConnection_Publish"]
+STAGES = ["publish_target", "pv_split", "pv_snapshot_part", "tlc_engine_snapshot_part",
+          "tlc_engine_handle_split_since", "sort_rows", "tlc_pb_snapshot_build", "publish",
+          "protobuf_c_message_get_packed_size", "protobuf_c_message_pack",
+          "natsConnection_Publish"]
 
 
 def run(build, a, d, out):

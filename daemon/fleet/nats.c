@@ -20,10 +20,17 @@
  *
  * Bounded: the bytes the client holds unsent (natsConnection_Buffered) never exceed
  * buffer_bytes (also the client's reconnect buffer): a message that would pass it is dropped
- * and counted, as is anything published while no connection exists.
+ * and counted, as is anything published while no connection exists. The packing buffer this
+ * file keeps is at most buffer_bytes too (a message whose bound passes it is sized first).
  *
  * Cost on the loop: per interval, one engine snapshot per target whose statistics changed
- * (rows changed since the last one: a delta), a full one at connect and every full_interval.
+ * (rows changed since the last one: a delta), a full one at connect and every full_interval;
+ * an unchanged target costs a look at its counters and engine seq. The snapshot table, the
+ * arena the protobuf-c messages are built in and the packing buffer are kept from message to
+ * message (table: parts of at most PART_ROWS rows, arena: at most ARENA_KEEP, buffer: at most
+ * buffer_bytes), and a statistics message is packed by protobuf-c once, into a buffer of a bound
+ * computed from the descriptors (tlc_pb_row_field_max), not sized first (bench/RESULTS.md,
+ * "NATS publishing, session 9").
  *
  * Does not: subscribe to anything but its own JetStream replies; retry dropped messages.
  */
