@@ -16,9 +16,7 @@
  * Exit status: 0 success, 1 bad input or a daemon error (including "not reachable", which names
  * the address), 2 usage. Not done here: anything the daemon does; this is a thin client.
  */
-#include "tlcap_client.h"
-
-#include "fleet_cli.h"
+#include "cli.h"
 
 #include "brw.h"
 #include "convert.h"
@@ -50,19 +48,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_BAD   1
-#define EXIT_USAGE 2
-
-static const char *g_addr = TLC_CLIENT_DEFAULT_ADDR;
-static const char *g_ca; /* --ca FILE: CAs for tls:// (NULL: the system's) */
-static char *g_token;
 static char g_link[256]; /* top: the link's state after a loss ("" while it never dropped) */
 static int g_view_reset; /* top: the daemon restarted; drop the old view */
-static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig) {
   (void)sig;
-  g_stop = 1;
+  tlc_cli_stop = 1;
 }
 
 static void usage_main(FILE *to) {
@@ -98,174 +89,6 @@ static void usage_main(FILE *to) {
           "Exit status: 0 success, 1 bad input or daemon error, 2 usage.\n",
           TLC_CLIENT_DEFAULT_ADDR);
 }
-
-/* Every command parses its arguments with getopt_long (argv[0] is the command's name):
- * operands may come before or after options, `--` ends the options, and a usage error is
- * reported here as "tlcap CMD: ...". Returns the option, -1 at the end, or '?' after a usage
- * error (already printed). */
-static int next_opt(int argc, char **argv, const char *shortopts, const struct option *lo) {
-  int c = getopt_long(argc, argv, shortopts, lo, NULL);
-  if (c == ':' || c == '?') {
-    const char *a = optind > 0 && optind <= argc ? argv[optind - 1] : "";
-    if (c == ':')
-      fprintf(stderr, "tlcap %s: %s needs a value\n", argv[0], a);
-    else if (optopt > 0 && optopt < 256 && strncmp(a, "--", 2) != 0)
-      fprintf(stderr, "tlcap %s: unknown option -%c\n", argv[0], optopt);
-    else
-      fprintf(stderr, "tlcap %s: unknown option %s\n", argv[0], a);
-    return '?';
-  }
-  return c;
-}
-
-/* Connects (one-shot commands: no reconnection). */
-static tlc_client_t *connect_ev(const char *name, int *status,
-                                void (*cb)(void *, const tlc_client_event_t *));
-
-/* Resets getopt for a new command line (GNU: optind 0 is a full re-initialisation). */
-static void opt_reset(void) {
-  optind = 0;
-  opterr = 0;
-}
-
-static const struct option help_only[] = { { "help", no_argument, NULL, 'h' },
-                                           { NULL, 0, NULL, 0 } };
-
-static tlc_client_t *connect_or_die(const char *name, int *status) {
-  return connect_ev(name, status, NULL);
-}
-
-/* Connects; with `cb`, the client reconnects by itself and tells cb (watch, top). */
-static tlc_client_t *connect_ev(const char *name, int *status,
-                                void (*cb)(void *, const tlc_client_event_t *)) {
-  tlc_client_opts_t o;
-  tlc_client_t *c = NULL;
-  char err[512];
-  memset(&o, 0, sizeof(o));
-  o.name = name;
-  o.token = g_token;
-  o.ca_file = g_ca;
-  o.reconnect = cb != NULL;
-  o.event_cb = cb;
-  if (tlc_client_connect(g_addr, &o, &c, err, sizeof(err)) < 0) {
-    fprintf(stderr, "tlcap: %s\n", err);
-    *status = EXIT_BAD;
-    return NULL;
-  }
-  return c;
-}
-
-/* Sends a request and returns its reply; prints the error and sets *status on failure. */
-
-/* m, or NULL with the server's error printed and *status set when m is an error reply. */
-static Tlcap__ServerMessage *unless_error(tlc_client_t *c, Tlcap__ServerMessage *m, int *status) {
-  char err[512];
-  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_ERROR)
-    return m;
-  fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
-          tlc_client_error_text(m->error, err, sizeof(err)));
-  tlc_client_msg_free(m);
-  *status = EXIT_BAD;
-  return NULL;
-}
-
-static Tlcap__ServerMessage *request(tlc_client_t *c, Tlcap__ClientMessage *cm, int *status) {
-  Tlcap__ServerMessage *m = NULL;
-  char err[512];
-  if (tlc_client_request(c, cm, &m, err, sizeof(err)) < 0) {
-    fprintf(stderr, "tlcap: %s\n", err);
-    *status = EXIT_BAD;
-    return NULL;
-  }
-  return unless_error(c, m, status);
-}
-
-/* The operands left after the options: between min and max of them, else `usage_line` on
- * stderr. Returns their count, or -1 after a usage error. */
-static int operands(int argc, int min, int max, const char *usage_line) {
-  int n = argc - optind;
-  if (n < min || n > max) {
-    fprintf(stderr, "usage: %s\n", usage_line);
-    return -1;
-  }
-  return n;
-}
-
-/* The options of a command that has only --json and --help: sets *json; returns -1 to go on,
- * 0 after printing `usage` for --help, EXIT_USAGE for anything else. */
-static int json_help(int argc, char **argv, int *json, const char *usage) {
-  static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
-                                      { "help", no_argument, NULL, 'h' },
-                                      { NULL, 0, NULL, 0 } };
-  int o;
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":h", lo)) != -1) {
-    if (o == 'j') {
-      *json = 1;
-      continue;
-    }
-    if (o != 'h')
-      return EXIT_USAGE;
-    fputs(usage, stdout);
-    return 0;
-  }
-  return -1;
-}
-
-/* A history range for the protocol (SPEC 10): T as when.h spells it, relative times against
- * this host's clock. 0, or -1 after a usage error naming the command. */
-static int range_get(const char *cmd, const char *since, const char *until, Tlcap__TimeRange *tr) {
-  tlc_when_range_t r;
-  char err[300];
-  if (tlc_when_range(since, until, tlc_when_now(), &r, err, sizeof(err)) < 0) {
-    fprintf(stderr, "tlcap %s: --%s\n", cmd, err);
-    return -1;
-  }
-  tr->clock =
-      r.kind == TLC_WHEN_WALL ? TLCAP__TIME_RANGE__CLOCK__WALL : TLCAP__TIME_RANGE__CLOCK__TARGET;
-  tr->has_since = r.has_since;
-  tr->since = r.since;
-  tr->has_until = r.has_until;
-  tr->until = r.until;
-  return 0;
-}
-
-/* Sends a request and waits up to timeout_ms for its reply (unsolicited messages are
- * skipped): for requests that take long (range statistics). As request() otherwise. */
-static Tlcap__ServerMessage *request_wait(tlc_client_t *c, Tlcap__ClientMessage *cm, int timeout_ms,
-                                          int *status) {
-  Tlcap__ServerMessage *m = NULL;
-  int id = tlc_client_send(c, cm), r;
-  if (id < 0) {
-    fprintf(stderr, "tlcap: %s: send: %s\n", tlc_client_addr(c), tlc_strerror(id));
-    *status = EXIT_BAD;
-    return NULL;
-  }
-  for (;;) {
-    r = tlc_client_recv(c, timeout_ms, &m);
-    if (r <= 0) {
-      if (r == 0)
-        fprintf(stderr, "tlcap: %s: no reply within %d s\n", tlc_client_addr(c), timeout_ms / 1000);
-      else
-        fprintf(stderr, "tlcap: %s: %s\n", tlc_client_addr(c),
-                r == TLC_EIO ? "the daemon closed the connection" : tlc_strerror(r));
-      *status = EXIT_BAD;
-      return NULL;
-    }
-    if (m->request_id == (uint32_t)id ||
-        (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_ERROR && m->error->fatal))
-      break;
-    tlc_client_msg_free(m);
-  }
-  return unless_error(c, m, status);
-}
-
-static int write_fd_cb(void *ud, const void *buf, size_t len) {
-  FILE *f = ud;
-  return fwrite(buf, 1, len, f) == len ? 0 : TLC_EIO;
-}
-
-/* ---- targets ----------------------------------------------------------------------------- */
 
 static void fmt_age(char *buf, size_t len, int64_t unix_ms_) {
   struct timespec ts;
@@ -307,7 +130,7 @@ static void fmt_bytes(char *buf, size_t len, uint64_t v) {
 static int targets_json(const Tlcap__TargetList *tl) {
   tlc_out_t o;
   size_t i;
-  tlc_out_init(&o, 0, write_fd_cb, stdout);
+  tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
   tlc_out_putc(&o, '[');
   for (i = 0; i < tl->n_targets; i++) {
     const Tlcap__TargetInfo *t = tl->targets[i];
@@ -343,7 +166,7 @@ static int targets_json(const Tlcap__TargetList *tl) {
   return tlc_out_fini(&o) == 0 ? 0 : EXIT_BAD;
 }
 
-static int cmd_targets(int argc, char **argv) {
+int tlc_cli_targets(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
   Tlcap__ServerMessage *m;
@@ -351,7 +174,7 @@ static int cmd_targets(int argc, char **argv) {
   int status = 0, json = 0;
   size_t i;
   int o;
-  if ((o = json_help(
+  if ((o = tlc_cli_json_help(
            argc, argv, &json,
            "usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
@@ -360,13 +183,13 @@ static int cmd_targets(int argc, char **argv) {
            "memory budget (used, limit, refusals).\n"
            "--json: a JSON array, an object per target with every counter.\n")) >= 0)
     return o;
-  if (operands(argc, 0, 0, "tlcap targets [--json]") < 0)
+  if (tlc_cli_operands(argc, 0, 0, "tlcap targets [--json]") < 0)
     return EXIT_USAGE;
-  if ((c = connect_or_die("tlcap targets", &status)) == NULL)
+  if ((c = tlc_cli_connect("tlcap targets", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS;
   cm.list_targets = &lt;
-  if ((m = request(c, &cm, &status)) == NULL)
+  if ((m = tlc_cli_request(c, &cm, &status)) == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_TARGETS) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
@@ -417,12 +240,10 @@ done:
   return status;
 }
 
-/* ---- stats ------------------------------------------------------------------------------- */
-
 #define STATS_PART_ROWS  8192    /* rows per part of a GetStats reply */
 #define STATS_RANGE_WAIT 3600000 /* ms a range query may take (the daemon reads segments) */
 
-static int cmd_stats(int argc, char **argv) {
+int tlc_cli_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__GetStats gs = TLCAP__GET_STATS__INIT;
@@ -447,8 +268,8 @@ static int cmd_stats(int argc, char **argv) {
   if (t1 == NULL)
     return EXIT_BAD;
   tlc_text1_opts_default(t1);
-  opt_reset();
-  while ((opt = next_opt(argc, argv, ":he:t:", lo)) != -1) {
+  tlc_cli_opt_reset();
+  while ((opt = tlc_cli_next_opt(argc, argv, ":he:t:", lo)) != -1) {
     if (opt == '?') {
       status = EXIT_USAGE;
       goto done;
@@ -490,14 +311,14 @@ static int cmd_stats(int argc, char **argv) {
       }
     }
   }
-  if (operands(argc, 1, 1,
-               "tlcap stats TARGET [--export text1|xml|aprof|br|json] "
-               "[--text1-format ENTRY=FORMAT]... [--since T] [--until T]") < 0) {
+  if (tlc_cli_operands(argc, 1, 1,
+                       "tlcap stats TARGET [--export text1|xml|aprof|br|json] "
+                       "[--text1-format ENTRY=FORMAT]... [--since T] [--until T]") < 0) {
     status = EXIT_USAGE;
     goto done;
   }
   target = argv[optind];
-  if ((since != NULL || until != NULL) && range_get("stats", since, until, &tr) < 0) {
+  if ((since != NULL || until != NULL) && tlc_cli_range_get("stats", since, until, &tr) < 0) {
     status = EXIT_USAGE;
     goto done;
   }
@@ -509,7 +330,7 @@ static int cmd_stats(int argc, char **argv) {
     status = EXIT_BAD;
     goto done;
   }
-  if ((c = connect_or_die("tlcap stats", &status)) == NULL)
+  if ((c = tlc_cli_connect("tlcap stats", &status)) == NULL)
     goto done;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_GET_STATS;
   cm.get_stats = &gs;
@@ -521,7 +342,8 @@ static int cmd_stats(int argc, char **argv) {
   gs.max_rows = STATS_PART_ROWS;      /* in parts; a daemon without them answers in one message */
   if (since != NULL || until != NULL) /* a past range: one message, when the daemon has it */
     gs.range = &tr;
-  m = gs.range != NULL ? request_wait(c, &cm, STATS_RANGE_WAIT, &status) : request(c, &cm, &status);
+  m = gs.range != NULL ? tlc_cli_request_wait(c, &cm, STATS_RANGE_WAIT, &status)
+                       : tlc_cli_request(c, &cm, &status);
   if (m == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_STATS || m->stats->snapshot == NULL) {
@@ -578,7 +400,7 @@ static int cmd_stats(int argc, char **argv) {
             tlc_strerror(r));
     status = EXIT_BAD;
   } else {
-    tlc_out_init(&o, 0, write_fd_cb, stdout);
+    tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
     if (strcmp(export_, "json") == 0)
       r = tlc_json_write(&o, &t, have_map ? &map : NULL, target, 0);
     else if (strcmp(export_, "br") == 0)
@@ -609,8 +431,6 @@ done:
   return status;
 }
 
-/* ---- rotate / mapping -------------------------------------------------------------------- */
-
 /* The target's stored segments, or NULL (no storage, or a daemon without ListSegments). */
 static Tlcap__ServerMessage *list_segments(tlc_client_t *c, const char *target) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
@@ -632,7 +452,7 @@ static Tlcap__ServerMessage *list_segments(tlc_client_t *c, const char *target) 
 #define ROTATE_MAX_OPEN 16
 #define ROTATE_WAIT_MS  60000
 
-static int cmd_rotate(int argc, char **argv) {
+int tlc_cli_rotate(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
   Tlcap__ServerMessage *m, *before;
@@ -640,8 +460,8 @@ static int cmd_rotate(int argc, char **argv) {
   int status = 0, o;
   uint64_t open[ROTATE_MAX_OPEN];
   size_t nopen = 0;
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+  tlc_cli_opt_reset();
+  while ((o = tlc_cli_next_opt(argc, argv, ":h", tlc_cli_help_only)) != -1) {
     if (o != 'h')
       return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
@@ -649,10 +469,10 @@ static int cmd_rotate(int argc, char **argv) {
            "segment is sealed and prints its path (nothing when no segment was open).\n");
     return 0;
   }
-  if (operands(argc, 1, 1, "tlcap rotate TARGET") < 0)
+  if (tlc_cli_operands(argc, 1, 1, "tlcap rotate TARGET") < 0)
     return EXIT_USAGE;
   argv += optind - 1;
-  if ((c = connect_or_die("tlcap rotate", &status)) == NULL)
+  if ((c = tlc_cli_connect("tlcap rotate", &status)) == NULL)
     return status;
   /* the open segment(s) now: what the rotation closes */
   if ((before = list_segments(c, argv[1])) != NULL) {
@@ -664,7 +484,7 @@ static int cmd_rotate(int argc, char **argv) {
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_ROTATE;
   cm.rotate = &rt;
   rt.target = argv[1];
-  if ((m = request(c, &cm, &status)) == NULL)
+  if ((m = tlc_cli_request(c, &cm, &status)) == NULL)
     goto done;
   tlc_client_msg_free(m);
   if (nopen == 0) {
@@ -716,8 +536,6 @@ done:
   return status;
 }
 
-/* ---- segments ---------------------------------------------------------------------------- */
-
 static const char *const seg_states[] = { "?", "open", "sealed", "compressed" };
 static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
                                            "command", "shutdown", "io_error", "recovered", "idle" };
@@ -732,14 +550,14 @@ static void fmt_utc(char *buf, size_t len, int64_t ns) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static int cmd_segments(int argc, char **argv) {
+int tlc_cli_segments(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
   const char *target = NULL;
   int status = 0, json = 0, o;
-  if ((o = json_help(
+  if ((o = tlc_cli_json_help(
            argc, argv, &json,
            "usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
            "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
@@ -747,15 +565,15 @@ static int cmd_segments(int argc, char **argv) {
            "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
            "host. --json: one JSON array of objects with the same fields.\n")) >= 0)
     return o;
-  if (operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
+  if (tlc_cli_operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
     return EXIT_USAGE;
   target = argv[optind];
-  if ((c = connect_or_die("tlcap segments", &status)) == NULL)
+  if ((c = tlc_cli_connect("tlcap segments", &status)) == NULL)
     return status;
   cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS;
   cm.list_segments = &ls;
   ls.target = (char *)(uintptr_t)target;
-  if ((m = request(c, &cm, &status)) == NULL)
+  if ((m = tlc_cli_request(c, &cm, &status)) == NULL)
     goto done;
   if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_SEGMENTS) {
     fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
@@ -818,26 +636,7 @@ done:
   return status;
 }
 
-static int read_file(const char *path, char **data, size_t *len, size_t max) {
-  FILE *f = fopen(path, "rb");
-  struct stat st;
-  if (f == NULL)
-    return -errno;
-  if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size > max) {
-    fclose(f);
-    return TLC_ELIMIT;
-  }
-  *data = tlc_malloc((size_t)st.st_size + 1);
-  if (*data == NULL) {
-    fclose(f);
-    return TLC_ENOMEM;
-  }
-  *len = fread(*data, 1, (size_t)st.st_size, f);
-  fclose(f);
-  return 0;
-}
-
-static int cmd_mapping(int argc, char **argv) {
+int tlc_cli_mapping(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
   Tlcap__LoadMapping lm = TLCAP__LOAD_MAPPING__INIT;
   Tlcap__ServerMessage *m;
@@ -845,8 +644,8 @@ static int cmd_mapping(int argc, char **argv) {
   char *data = NULL;
   size_t len = 0;
   int status = 0, r, o;
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":h", help_only)) != -1) {
+  tlc_cli_opt_reset();
+  while ((o = tlc_cli_next_opt(argc, argv, ":h", tlc_cli_help_only)) != -1) {
     if (o != 'h')
       return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
@@ -854,14 +653,14 @@ static int cmd_mapping(int argc, char **argv) {
            "TARGET.\n");
     return 0;
   }
-  if (operands(argc, 2, 2, "tlcap mapping TARGET FILE") < 0)
+  if (tlc_cli_operands(argc, 2, 2, "tlcap mapping TARGET FILE") < 0)
     return EXIT_USAGE;
   argv += optind - 1;
-  if ((r = read_file(argv[2], &data, &len, 64u << 20)) < 0) {
+  if ((r = tlc_cli_read_file(argv[2], &data, &len, 64u << 20)) < 0) {
     fprintf(stderr, "tlcap mapping: %s: %s\n", argv[2], tlc_strerror(r));
     return EXIT_BAD;
   }
-  if ((c = connect_or_die("tlcap mapping", &status)) == NULL) {
+  if ((c = tlc_cli_connect("tlcap mapping", &status)) == NULL) {
     tlc_free(data);
     return status;
   }
@@ -875,7 +674,7 @@ static int cmd_mapping(int argc, char **argv) {
     lm.target = argv[1];
     lm.mapping.data = (uint8_t *)data;
     lm.mapping.len = len;
-    if ((m = request(c, &cm, &status)) != NULL) {
+    if ((m = tlc_cli_request(c, &cm, &status)) != NULL) {
       printf("mapping loaded for %s\n", argv[1]);
       tlc_client_msg_free(m);
     }
@@ -885,98 +684,14 @@ static int cmd_mapping(int argc, char **argv) {
   return status;
 }
 
-/* ---- watch ------------------------------------------------------------------------------- */
-
-/* Per-target state of a live view: the table rebuilt from snapshots, names, last seq. */
-typedef struct view_target {
-  char *name;
-  tlc_table_t t;
-  tlc_mapping_t map;
-  int have_map, connected, have;
-  uint64_t stream, seq, gaps_seen;
-} view_target_t;
-
-typedef struct view {
-  view_target_t *v;
-  size_t n;
-  uint64_t dropped_batches, dropped_events, instance_id;
-} view_t;
-
-static view_target_t *view_get(view_t *w, const char *name) {
-  size_t i;
-  view_target_t *nv;
-  for (i = 0; i < w->n; i++)
-    if (strcmp(w->v[i].name, name) == 0)
-      return &w->v[i];
-  if (w->n >= 4096)
-    return NULL;
-  nv = tlc_realloc(w->v, (w->n + 1) * sizeof(*nv));
-  if (nv == NULL)
-    return NULL;
-  w->v = nv;
-  nv = &w->v[w->n];
-  memset(nv, 0, sizeof(*nv));
-  nv->name = tlc_strndup(name, strlen(name));
-  if (nv->name == NULL)
-    return NULL;
-  tlc_table_init(&nv->t);
-  tlc_mapping_init(&nv->map);
-  w->n++;
-  return nv;
-}
-
-static void view_fini(view_t *w) {
-  size_t i;
-  for (i = 0; i < w->n; i++) {
-    tlc_free(w->v[i].name);
-    tlc_table_fini(&w->v[i].t);
-    tlc_mapping_fini(&w->v[i].map);
-  }
-  tlc_free(w->v);
-  memset(w, 0, sizeof(*w));
-}
-
-/* Applies a Snapshot; returns the target or NULL. Detects gaps (a delta whose base is not the
- * stream's last seq) and counts them. */
-static view_target_t *view_apply(view_t *w, const Tlcap__Snapshot *s) {
-  view_target_t *vt = view_get(w, s->target);
-  if (vt == NULL)
-    return NULL;
-  if (!s->full && (!vt->have || s->stream != vt->stream || s->base_seq != vt->seq))
-    vt->gaps_seen++;
-  if (tlc_pb_snapshot_apply(&vt->t, s) < 0)
-    return NULL;
-  if (s->full && s->mapping != NULL) {
-    tlc_mapping_fini(&vt->map);
-    tlc_mapping_init(&vt->map);
-    vt->have_map = tlc_pb_mapping_get(&vt->map, s->mapping) == 0;
-  }
-  vt->have = 1;
-  vt->stream = s->stream;
-  vt->seq = s->seq;
-  vt->connected = s->connected;
-  w->instance_id = s->instance_id;
-  return vt;
-}
-
-void tlc_cli_json_str(const char *s) {
-  tlc_out_t o;
-  char *p;
-  tlc_out_init(&o, 0, NULL, NULL);
-  tlc_json_string(&o, s);
-  p = tlc_out_take(&o, NULL);
-  fputs(p != NULL ? p : "\"\"", stdout);
-  tlc_free(p);
-  tlc_out_fini(&o);
-}
-
 /* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
  * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
 static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
   (void)ud;
   switch (ev->kind) {
   case TLC_CLIENT_EV_LOST:
-    fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", g_addr, ev->reason);
+    fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", tlc_cli_daemon_addr,
+            ev->reason);
     break;
   case TLC_CLIENT_EV_RETRY:
     if (ev->attempts == 1 || ev->attempts % 10 == 0)
@@ -985,13 +700,13 @@ static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
     break;
   case TLC_CLIENT_EV_RECONNECTED:
     printf("{\"reconnected\":{\"address\":");
-    tlc_cli_json_str(g_addr);
+    tlc_cli_json_str(tlc_cli_daemon_addr);
     printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
            "\"attempts\":%u,\"down_ms\":%llu}}\n",
            ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
            (unsigned long long)ev->instance_id, ev->attempts, (unsigned long long)ev->down_ms);
     fflush(stdout);
-    fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", g_addr,
+    fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", tlc_cli_daemon_addr,
             (unsigned long long)ev->down_ms, ev->restarted ? " (the daemon restarted)" : "");
     break;
   default:
@@ -1040,13 +755,13 @@ static void watch_history(const Tlcap__Snapshot *s) {
   tlc_table_fini(&t);
 }
 
-static int cmd_watch(int argc, char **argv) {
+int tlc_cli_watch(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   Tlcap__TimeRange hist = TLCAP__TIME_RANGE__INIT;
   char *targets[1];
   const char *target = NULL, *since = NULL;
   tlc_client_t *c;
-  view_t w;
+  tlc_cli_view_t w;
   long interval = 1000, count = -1;
   int status = 0, events = 0, snapshots = 0, oc;
   static const struct option lo[] = {
@@ -1054,8 +769,8 @@ static int cmd_watch(int argc, char **argv) {
     { "events", no_argument, NULL, 'E' },         { "since", required_argument, NULL, 's' },
     { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
   };
-  opt_reset();
-  while ((oc = next_opt(argc, argv, ":hi:n:", lo)) != -1) {
+  tlc_cli_opt_reset();
+  while ((oc = tlc_cli_next_opt(argc, argv, ":hi:n:", lo)) != -1) {
     if (oc == 'i')
       interval = strtol(optarg, NULL, 10);
     else if (oc == 'n')
@@ -1083,17 +798,18 @@ static int cmd_watch(int argc, char **argv) {
       return 0;
     }
   }
-  if (operands(argc, 1, 1,
-               "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") < 0 ||
+  if (tlc_cli_operands(argc, 1, 1,
+                       "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") <
+          0 ||
       interval <= 0) {
     if (interval <= 0)
       fprintf(stderr, "tlcap watch: --interval must be a positive number of ms\n");
     return EXIT_USAGE;
   }
   target = argv[optind];
-  if (since != NULL && range_get("watch", since, NULL, &hist) < 0)
+  if (since != NULL && tlc_cli_range_get("watch", since, NULL, &hist) < 0)
     return EXIT_USAGE;
-  if ((c = connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
+  if ((c = tlc_cli_connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   targets[0] = (char *)target;
@@ -1112,7 +828,7 @@ static int cmd_watch(int argc, char **argv) {
     status = EXIT_BAD;
     goto done;
   }
-  while (!g_stop && (count < 0 || snapshots < count)) {
+  while (!tlc_cli_stop && (count < 0 || snapshots < count)) {
     Tlcap__ServerMessage *m;
     int r = tlc_client_recv(c, 500, &m);
     if (r == 0)
@@ -1126,16 +842,16 @@ static int cmd_watch(int argc, char **argv) {
     }
     switch (m->msg_case) {
     case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
-      view_target_t *vt;
+      tlc_cli_view_target_t *vt;
       if (m->snapshot->range != NULL) { /* history (Subscribe.history): not the live view's */
         watch_history(m->snapshot);
         snapshots++;
         break;
       }
-      vt = view_apply(&w, m->snapshot);
+      vt = tlc_cli_view_apply(&w, m->snapshot);
       if (vt != NULL) {
         tlc_out_t o;
-        tlc_out_init(&o, 0, write_fd_cb, stdout);
+        tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
         tlc_json_write(&o, &vt->t, vt->have_map ? &vt->map : NULL, vt->name, 1);
         tlc_out_fini(&o);
         snapshots++;
@@ -1191,12 +907,10 @@ static int cmd_watch(int argc, char **argv) {
       break;
   }
 done:
-  view_fini(&w);
+  tlc_cli_view_fini(&w);
   tlc_client_free(c);
   return status;
 }
-
-/* ---- top --------------------------------------------------------------------------------- */
 
 enum { SORT_NET, SORT_COUNT, SORT_CALL, SORT_MAX, SORT_AVG, SORT_NAME, NSORT };
 static const char *const sort_names[NSORT] = { "net", "count", "call", "max", "avg", "name" };
@@ -1267,10 +981,10 @@ typedef struct top_state {
   int esc_pg;   /* ESC [ 5 (page up) or 6 (page down) awaiting its '~' */
 } top_state_t;
 
-static void top_draw(view_t *w, top_state_t *ts, const char *addr) {
+static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   struct winsize ws;
   int rows = 24, cols = 100, line = 0;
-  view_target_t *vt = w->n > 0 ? &w->v[ts->cur % w->n] : NULL;
+  tlc_cli_view_target_t *vt = w->n > 0 ? &w->v[ts->cur % w->n] : NULL;
   top_row_t *tr = NULL;
   size_t n = 0, i;
   char wname[32], b1[16], b2[16], b3[16], b4[16];
@@ -1515,12 +1229,12 @@ static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
   }
 }
 
-static int cmd_top(int argc, char **argv) {
+int tlc_cli_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
   uint32_t top_cols[6 + 5 * TLC_MAX_WINDOWS];
   char *targets[1];
   tlc_client_t *c;
-  view_t w;
+  tlc_cli_view_t w;
   top_state_t ts;
   long interval = 1000;
   int status = 0, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
@@ -1528,8 +1242,8 @@ static int cmd_top(int argc, char **argv) {
                                       { "help", no_argument, NULL, 'h' },
                                       { NULL, 0, NULL, 0 } };
   memset(&ts, 0, sizeof(ts));
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":hi:", lo)) != -1) {
+  tlc_cli_opt_reset();
+  while ((o = tlc_cli_next_opt(argc, argv, ":hi:", lo)) != -1) {
     if (o == 'i') {
       interval = strtol(optarg, NULL, 10);
       continue;
@@ -1545,7 +1259,7 @@ static int cmd_top(int argc, char **argv) {
            "view's dropped events and detected sequence gaps.\n");
     return 0;
   }
-  if (operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS]") < 0)
+  if (tlc_cli_operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS]") < 0)
     return EXIT_USAGE;
   if (interval <= 0) {
     fprintf(stderr, "tlcap top: --interval must be a positive number of ms\n");
@@ -1553,7 +1267,7 @@ static int cmd_top(int argc, char **argv) {
   }
   if (optind < argc)
     ts.only = argv[optind];
-  if ((c = connect_ev("tlcap top", &status, top_event_cb)) == NULL)
+  if ((c = tlc_cli_connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
   memset(&w, 0, sizeof(w));
   if (ts.only != NULL) {
@@ -1588,7 +1302,7 @@ static int cmd_top(int argc, char **argv) {
   }
   printf("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J");
   top_draw(&w, &ts, tlc_client_addr(c));
-  while (!g_stop && !quit) {
+  while (!tlc_cli_stop && !quit) {
     struct pollfd pf[2];
     int np = 1;
     pf[0].fd = tlc_client_fd(c);
@@ -1617,7 +1331,7 @@ static int cmd_top(int argc, char **argv) {
       if (r == 0)
         break;
       if (g_view_reset) {
-        view_fini(&w); /* a restarted daemon: the old targets and rows are gone */
+        tlc_cli_view_fini(&w); /* a restarted daemon: the old targets and rows are gone */
         g_view_reset = 0;
       }
       if (r < 0) {
@@ -1631,7 +1345,7 @@ static int cmd_top(int argc, char **argv) {
         break;
       }
       if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
-        view_apply(&w, m->snapshot);
+        tlc_cli_view_apply(&w, m->snapshot);
       else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_DROPPED) {
         w.dropped_batches = m->dropped->total_batches;
         w.dropped_events = m->dropped->total_events;
@@ -1646,12 +1360,10 @@ static int cmd_top(int argc, char **argv) {
     printf("\x1b[?25h\x1b[?1049l");
     fflush(stdout);
   }
-  view_fini(&w);
+  tlc_cli_view_fini(&w);
   tlc_client_free(c);
   return status;
 }
-
-/* ---- send -------------------------------------------------------------------------------- */
 
 /* A blocking socket to a target listener, through the client's one dialer. */
 static int dial_tcp(const char *addr, int *fd_out, char *err, size_t errlen) {
@@ -1681,7 +1393,7 @@ static int send_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
-static int cmd_send(int argc, char **argv) {
+int tlc_cli_send(int argc, char **argv) {
   const char *file = NULL, *target = NULL, *format = NULL, *to = "127.0.0.1:7411";
   double rate = 0;
   int loop = 0, i, fd = -1, status = 0;
@@ -1696,8 +1408,8 @@ static int cmd_send(int argc, char **argv) {
                                       { "loop", no_argument, NULL, 'l' },
                                       { "help", no_argument, NULL, 'h' },
                                       { NULL, 0, NULL, 0 } };
-  opt_reset();
-  while ((o = next_opt(argc, argv, ":ht:f:", lo)) != -1) {
+  tlc_cli_opt_reset();
+  while ((o = tlc_cli_next_opt(argc, argv, ":ht:f:", lo)) != -1) {
     if (o == 't') {
       target = optarg;
     } else if (o == 'f') {
@@ -1752,7 +1464,7 @@ static int cmd_send(int argc, char **argv) {
     fprintf(stderr, "tlcap send: bad --target name\n");
     return EXIT_USAGE;
   }
-  if ((r = read_file(file, &data, &len, (size_t)1 << 31)) < 0) {
+  if ((r = tlc_cli_read_file(file, &data, &len, (size_t)1 << 31)) < 0) {
     fprintf(stderr, "tlcap send: %s: %s\n", file, tlc_strerror(r));
     return EXIT_BAD;
   }
@@ -1775,7 +1487,7 @@ static int cmd_send(int argc, char **argv) {
       struct timespec t0, now;
       size_t nrec = len / 24, done = 0, slice = (size_t)(rate / 100) + 1;
       clock_gettime(CLOCK_MONOTONIC, &t0);
-      while (done < nrec && !g_stop) {
+      while (done < nrec && !tlc_cli_stop) {
         size_t k = nrec - done < slice ? nrec - done : slice;
         double due, el;
         if (send_all(fd, data + done * 24, k * 24) < 0)
@@ -1795,7 +1507,7 @@ static int cmd_send(int argc, char **argv) {
       if (len % 24 != 0 && !loop && send_all(fd, data + nrec * 24, len % 24) < 0)
         goto write_failed;
     }
-  } while (loop && !g_stop);
+  } while (loop && !tlc_cli_stop);
   fprintf(stderr, "tlcap send: %llu bytes (%llu records) sent to %s as %s\n",
           (unsigned long long)sent, (unsigned long long)events, to, target);
   /* Half-close and wait (bounded) for the daemon to close once it has taken everything. */
@@ -1826,8 +1538,6 @@ write_failed:
   return EXIT_BAD;
 }
 
-/* ---- main -------------------------------------------------------------------------------- */
-
 static int load_token(const char *path) {
   FILE *f = fopen(path, "r");
   char buf[512];
@@ -1841,8 +1551,8 @@ static int load_token(const char *path) {
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
     n--;
   buf[n] = 0;
-  g_token = tlc_strndup(buf, n);
-  return g_token != NULL ? 0 : -1;
+  tlc_cli_token = tlc_strndup(buf, n);
+  return tlc_cli_token != NULL ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -1855,9 +1565,9 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   if ((env = getenv("TLCAP_CONNECT")) != NULL && env[0] != 0)
-    g_addr = env;
+    tlc_cli_daemon_addr = env;
   if ((env = getenv("TLCAP_TOKEN")) != NULL && env[0] != 0)
-    g_token = tlc_strndup(env, strlen(env));
+    tlc_cli_token = tlc_strndup(env, strlen(env));
   {
     static const struct option lo[] = {
       { "connect", required_argument, NULL, 'C' }, { "token-file", required_argument, NULL, 'k' },
@@ -1865,7 +1575,7 @@ int main(int argc, char **argv) {
       { "version", no_argument, NULL, 'V' },       { NULL, 0, NULL, 0 }
     };
     int o;
-    opt_reset();
+    tlc_cli_opt_reset();
     /* '+': the options before COMMAND are tlcap's; the command parses the rest. */
     while ((o = getopt_long(argc, argv, "+:hV", lo, NULL)) != -1) {
       if (o == 'h') {
@@ -1875,11 +1585,11 @@ int main(int argc, char **argv) {
         printf("tlcap %s\n", TLC_VERSION);
         return 0;
       } else if (o == 'C') {
-        g_addr = optarg;
+        tlc_cli_daemon_addr = optarg;
       } else if (o == 'A') {
-        g_ca = optarg;
+        tlc_cli_ca_file = optarg;
       } else if (o == 'k') {
-        tlc_free(g_token);
+        tlc_free(tlc_cli_token);
         if (load_token(optarg) < 0)
           return EXIT_BAD;
       } else {
@@ -1898,21 +1608,21 @@ int main(int argc, char **argv) {
   argc -= i;
   argv += i;
   if (strcmp(argv[0], "targets") == 0)
-    r = cmd_targets(argc, argv);
+    r = tlc_cli_targets(argc, argv);
   else if (strcmp(argv[0], "stats") == 0)
-    r = cmd_stats(argc, argv);
+    r = tlc_cli_stats(argc, argv);
   else if (strcmp(argv[0], "top") == 0)
-    r = cmd_top(argc, argv);
+    r = tlc_cli_top(argc, argv);
   else if (strcmp(argv[0], "watch") == 0)
-    r = cmd_watch(argc, argv);
+    r = tlc_cli_watch(argc, argv);
   else if (strcmp(argv[0], "send") == 0)
-    r = cmd_send(argc, argv);
+    r = tlc_cli_send(argc, argv);
   else if (strcmp(argv[0], "rotate") == 0)
-    r = cmd_rotate(argc, argv);
+    r = tlc_cli_rotate(argc, argv);
   else if (strcmp(argv[0], "mapping") == 0)
-    r = cmd_mapping(argc, argv);
+    r = tlc_cli_mapping(argc, argv);
   else if (strcmp(argv[0], "segments") == 0)
-    r = cmd_segments(argc, argv);
+    r = tlc_cli_segments(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {
@@ -1923,6 +1633,6 @@ int main(int argc, char **argv) {
     usage_main(stderr);
     r = EXIT_USAGE;
   }
-  tlc_free(g_token);
+  tlc_free(tlc_cli_token);
   return r;
 }
