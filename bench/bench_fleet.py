@@ -12,7 +12,8 @@ Design. A real `nats-server -js` on loopback. Three daemons, all `--no-store`, e
 has statistics to publish), then one big stream (benchd_io, as bench_ingest: 1,000 areas on 4
 cores, M MiB x P passes) to one more target:
   A: no --nats;  B: --nats with --nats-interval 1000;  C: --nats-interval 200
-(B and C at the default nats_full_interval, 60 s.) Runs alternate A, B, C, A, B, C, ... (N rounds); each daemon run is checked (records
+(B and C at the default nats_full_interval, 60 s.) Runs alternate A, B, C, then B, C, A, then
+C, A, B, ... (N rounds; the order rotates); each daemon run is checked (records
 counted == records sent, no decode errors). The figure is the median of the per-round ratios
 B/A and C/A of the sender's throughput (bytes / first write .. the daemon's close after the
 last byte was processed), and the median of the per-round ratios of the daemon's CPU time per
@@ -128,7 +129,10 @@ def main():
         print(B.machine_line())
         res = {name: [] for name, *_ in daemons}
         for rnd in range(a.runs):
-            for name, dm, port, serve, iv, http in daemons:
+            # the order rotates from round to round: a daemon that always ran first (or right
+            # after the baseline) was measured 5-10 % apart from its place alone (session 9)
+            k = rnd % len(daemons)
+            for name, dm, port, serve, iv, http in daemons[k:] + daemons[:k]:
                 p0 = publish_cpu(http)
                 r = I.daemon_run(io, a, dm, port, a.passes)
                 r["pub"] = publish_cpu(http) - p0
