@@ -198,11 +198,37 @@ typedef struct blk {
   size_t len, cap;
 } blk_t;
 
+/* A scrape's runs (http-int.h): a[0] the calls family, a[1] net seconds, a[2] the histogram,
+ * each pre free bytes, its family header, then the targets' lines in target order. */
+struct tlc__http_runs {
+  size_t refs;
+  size_t pre;
+  blk_t a[3];
+};
+
+const char *tlc__http_runs_get(const tlc__http_runs_t *r, int k, size_t *len) {
+  *len = r->a[k].len - r->pre;
+  return r->a[k].b + r->pre;
+}
+
+size_t tlc__http_runs_len(const tlc__http_runs_t *r) {
+  return r->a[0].len + r->a[1].len + r->a[2].len - 3 * r->pre;
+}
+
+void tlc__http_runs_unref(tlc__http_runs_t *r) {
+  if (r == NULL || --r->refs > 0)
+    return;
+  for (int k = 0; k < 3; k++)
+    tlc_free(r->a[k].b);
+  tlc_free(r);
+}
+
 /* One target's area series, rendered: the lines of the three area families (calls, net
- * seconds, the histogram) one after the other in b, kept from scrape to scrape while the
- * target's engine is in the same state (epoch, seq), its names as many, and metrics_areas
- * and the format are the same: a target whose statistics did not change costs a scrape three
- * copies. */
+ * seconds, the histogram), one run in each of the cache's runs (off, len), kept from scrape
+ * to scrape while the target's engine is in the same state (epoch, seq), its names as many,
+ * and metrics_areas and the format are the same: a target whose statistics did not change
+ * costs a scrape three copies (into the new scrape's runs); a changed one is written there
+ * once, and the response sends the runs as they are. */
 typedef struct tlc__http_mcent {
   char *name;
   int valid;      /* b holds the lines of (stamp, areas, om) */
@@ -211,8 +237,7 @@ typedef struct tlc__http_mcent {
   uint32_t areas;
   int om;
   uint64_t not_exported;
-  blk_t b;
-  size_t end[2]; /* ends of the calls and net-seconds runs; the histogram run ends at b.len */
+  size_t off[3], len[3]; /* its runs in the cache's runs (valid: in those of the last scrape) */
   /* what the histogram run is written from (the last render): */
   size_t na;                 /* exported areas */
   tlc_engine_code_net_t *cn; /* their figures */
@@ -229,11 +254,11 @@ typedef struct tlc__http_mcent {
 struct tlc__http_mcache {
   mcent_t *e; /* per target index of the last scrape */
   size_t n;
+  tlc__http_runs_t *runs; /* the last scrape's (one owner), or NULL */
 };
 
 static void ent_fini(mcent_t *c) {
   tlc_free(c->name);
-  tlc_free(c->b.b);
   tlc_free(c->cn);
   tlc_free(c->cum);
   tlc_free(c->have);
@@ -248,6 +273,7 @@ void tlc__http_metrics_cache_free(tlc__http_view_t *v) {
     return;
   for (size_t i = 0; i < mc->n; i++)
     ent_fini(&mc->e[i]);
+  tlc__http_runs_unref(mc->runs);
   tlc_free(mc->e);
   tlc_free(mc);
   v->mcache = NULL;
@@ -409,11 +435,11 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
   return 0;
 }
 
-/* Renders the area series of target i (name `name`) into c: the calls and net-seconds runs
- * into c->b, then the histogram run. 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
- * reduced by what c holds), or the source's error. */
+/* Renders the area series of target i (name `name`) for c: its calls, net-seconds and
+ * histogram runs at the ends of R's runs. 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
+ * reduced by what c and its runs hold), or the source's error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
-                  int same_epoch, size_t *budget) {
+                  tlc__http_runs_t *R, int same_epoch, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   size_t nk = 0, na, r, ne, pna = same_epoch ? c->na : 0;
@@ -436,7 +462,10 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     memcpy(s->pcum, c->cum, pna * NEDGES * sizeof(*s->pcum));
     memcpy(s->phave, c->have, pna * sizeof(*s->phave));
   }
-  c->b.len = 0;
+  for (r = 0; r < 3; r++) {
+    c->off[r] = R->a[r].len;
+    c->len[r] = 0;
+  }
   c->lab.len = 0;
   c->na = 0;
   c->not_exported = 0;
@@ -496,31 +525,31 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&c->b, 1);
+    ROOM(&R->a[0], 1);
     LIT("tlcap_area_calls_total{");
     LAB();
     LIT("} ");
     q = p_u64(q, c->cn[r].count);
     *q++ = '\n';
-    DONE(&c->b);
+    DONE(&R->a[0]);
   }
-  c->end[0] = c->b.len;
   for (r = 0; r < na; r++) {
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&c->b, 1);
+    ROOM(&R->a[1], 1);
     LIT("tlcap_area_net_seconds_total{");
     LAB();
     LIT("} ");
     q = p_seconds(q, c->cn[r].net_total);
     *q++ = '\n';
-    DONE(&c->b);
+    DONE(&R->a[1]);
   }
-  c->end[1] = c->b.len;
   for (r = 0; r < na; r++)
-    if ((rc = hist_lines(c, r, s, &c->b, budget)) != 0)
+    if ((rc = hist_lines(c, r, s, &R->a[2], budget)) != 0)
       return rc;
+  for (r = 0; r < 3; r++)
+    c->len[r] = R->a[r].len - c->off[r];
   return 0;
 }
 #undef ROOM
@@ -528,11 +557,12 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
 #undef LAB
 #undef DONE
 
-/* Target i: info, storage, and its area series (from the cache when its engine's state is
- * the one they were rendered from). */
+/* Target i: info, storage, and its area series into R (copied from the cache's runs when its
+ * engine's state is the one they were rendered from). */
 static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
-                       size_t *budget) {
+                       tlc__http_runs_t *R, size_t *budget) {
   mcent_t *c = &v->mcache->e[i];
+  const tlc__http_runs_t *old = v->mcache->runs;
   uint64_t st[3] = { 0, 0, 0 };
   int known, same, same_epoch, rc;
   if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
@@ -549,8 +579,18 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
-  if (same && c->valid && c->b.len + c->lab.len <= *budget) {
-    *budget -= c->b.len + c->lab.len;
+  if (same && c->valid && old != NULL &&
+      c->len[0] + c->len[1] + c->len[2] + c->lab.len <= *budget) {
+    for (int k = 0; k < 3; k++) {
+      char *q = blk_room(&R->a[k], c->len[k], budget);
+      if (q == NULL)
+        return TLC_ENOMEM; /* within the budget (checked above) */
+      memcpy(q, old->a[k].b + c->off[k], c->len[k]);
+      c->off[k] = R->a[k].len;
+      R->a[k].len += c->len[k];
+      *budget -= c->len[k];
+    }
+    *budget -= c->lab.len;
     return 0;
   }
   c->valid = 0;
@@ -562,7 +602,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
       return TLC_ENOMEM;
     strcpy(c->name, m->name);
   }
-  if ((rc = render(v, i, m->name, c, s, same_epoch, budget)) != 0)
+  if ((rc = render(v, i, m->name, c, s, R, same_epoch, budget)) != 0)
     return rc;
   c->valid = known;
   c->has_st = known;
@@ -572,7 +612,64 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   return 0;
 }
 
-int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
+/* Appends n bytes to b within *budget. 0, TLC_ELIMIT or TLC_ENOMEM. */
+static int blk_put(blk_t *b, const void *p, size_t n, size_t *budget) {
+  char *q;
+  if (n > *budget)
+    return TLC_ELIMIT;
+  if ((q = blk_room(b, n, budget)) == NULL)
+    return TLC_ENOMEM;
+  memcpy(q, p, n);
+  b->len += n;
+  *budget -= n;
+  return 0;
+}
+
+static const char *const run_family[3][3] = {
+  { "tlcap_area_calls_total", "counter", "Calls (E events) of the area." },
+  { "tlcap_area_net_seconds_total", "counter",
+    "Net (running) time of the area, open activations included." },
+  { "tlcap_area_net_duration_seconds", "histogram",
+    "Net time of closed activations (engine histogram edges: exact counts)." },
+};
+
+/* A scrape's runs with their family headers, each sized as the previous scrape's (old, may be
+ * NULL) so that it is allocated once. NULL, or *rc set. */
+static tlc__http_runs_t *runs_new(const tlc__http_runs_t *old, size_t pre, int om, size_t *budget,
+                                  int *rc) {
+  tlc__http_runs_t *R = tlc_calloc(1, sizeof(*R));
+  tlc_out_t t;
+  *rc = TLC_ENOMEM;
+  if (R == NULL)
+    return NULL;
+  R->refs = 1;
+  R->pre = pre;
+  tlc_out_init(&t, 4096, NULL, NULL);
+  for (int k = 0; k < 3; k++) {
+    size_t cap = old != NULL ? old->a[k].len + old->a[k].len / 8 : 0;
+    if (cap < pre + 4096)
+      cap = pre + 4096;
+    if ((R->a[k].b = tlc_malloc(cap)) == NULL)
+      break;
+    R->a[k].cap = cap;
+    R->a[k].len = pre;
+    t.len = t.total = 0;
+    family(&t, om, run_family[k][0], run_family[k][1], run_family[k][2]);
+    if (t.err != 0 || (*rc = blk_put(&R->a[k], t.buf, t.len, budget)) != 0) {
+      *rc = t.err != 0 ? t.err : *rc;
+      break;
+    }
+    *rc = 0;
+  }
+  tlc_out_fini(&t);
+  if (*rc != 0) {
+    tlc__http_runs_unref(R);
+    return NULL;
+  }
+  return R;
+}
+
+int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o, tlc__http_runs_t **runs) {
   const tlc_ps_provider_t *pv = v->src.pv;
   size_t n = pv->count(pv->ud), i, j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -580,11 +677,15 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   tlc_http_daemon_info_t di;
   mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
   scratch_t *s = tlc_calloc(1, sizeof(*s));
-  int rc = 0;
+  tlc__http_runs_t *R = NULL;
+  int rc = 0, any = 0;
+  *runs = NULL;
   if (m == NULL || s == NULL || cache_size(v, n) != 0) {
     rc = TLC_ENOMEM;
     goto out;
   }
+  if ((R = runs_new(v->mcache->runs, v->pre, om, &budget, &rc)) == NULL)
+    goto out;
   tlc_out_init(&s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
   for (j = 0; j < ne; j++) {
     char *q = s->les[j];
@@ -596,9 +697,18 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     s->lel[j] = (size_t)(q + 3 - s->les[j]);
   }
   for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, om, i, &m[i], s, &budget);
+    rc = read_target(v, om, i, &m[i], s, R, &budget);
   if (rc != 0)
     goto out;
+  /* the runs are the cache's from now on (the entries' offsets are in them) */
+  tlc__http_runs_unref(v->mcache->runs);
+  v->mcache->runs = R;
+  R = NULL;
+  for (i = 0; i < n && !any; i++)
+    any = m[i].c != NULL && m[i].c->len[0] + m[i].c->len[1] + m[i].c->len[2] > 0;
+  if (any && om && (rc = blk_put(&v->mcache->runs->a[2], "# EOF\n", 6, &budget)) != 0)
+    goto out;
+  o->max = o->len + budget; /* what is left for the rest, written to o */
   memset(&di, 0, sizeof(di));
   if (v->src.daemon_info != NULL)
     v->src.daemon_info(v->src.ud, &di);
@@ -727,29 +837,16 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
               m[i].c != NULL ? m[i].c->not_exported : 0);
   }
 
-  for (i = 0; i < n && (m[i].c == NULL || m[i].c->b.len == 0); i++)
-    ;
-  if (i < n) {
-    /* each target's runs, copied as rendered (or kept) */
-    family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
-    for (i = 0; i < n; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b, m[i].c->end[0]);
-    family(o, om, "tlcap_area_net_seconds_total", "counter",
-           "Net (running) time of the area, open activations included.");
-    for (i = 0; i < n; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b + m[i].c->end[0], m[i].c->end[1] - m[i].c->end[0]);
-    family(o, om, "tlcap_area_net_duration_seconds", "histogram",
-           "Net time of closed activations (engine histogram edges: exact counts).");
-    for (i = 0; i < n && o->err == 0; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
-  }
-  if (om)
+  /* the area families follow: R's runs, sent as they are (with "# EOF" after them) */
+  if (om && !any)
     tlc_out_puts(o, "# EOF\n");
   rc = o->err;
+  if (rc == 0 && any) {
+    v->mcache->runs->refs++;
+    *runs = v->mcache->runs;
+  }
 out:
+  tlc__http_runs_unref(R);
   for (i = 0; m != NULL && i < n; i++)
     tlc_free(m[i].name);
   tlc_free(m);
