@@ -380,6 +380,14 @@ typedef struct scratch {
   size_t cappcum;
   int *phave;
   size_t capphave;
+  tlc_engine_code_net_t *wx; /* the exported areas whose histograms are walked (code_hists), */
+  size_t capwx;
+  size_t *walk; /* their places among the exported, */
+  size_t capwalk;
+  uint64_t *wcum; /* their counts, */
+  size_t capwcum;
+  int *wok; /* and whether those were found */
+  size_t capwok;
   tlc_out_t lab;        /* the exported areas' labels, escaped once */
   char les[NEDGES][32]; /* ,le="EDGE"} */
   size_t lel[NEDGES];
@@ -442,7 +450,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
                   tlc__http_runs_t *R, int same_epoch, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  size_t nk = 0, na, r, ne, pna = same_epoch ? c->na : 0;
+  size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
   const int64_t *le = tlc__http_metrics_edges(&ne);
   int rc;
   void *p;
@@ -488,6 +496,11 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->labo = p;
   memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
+  if (v->src.code_hists != NULL) {
+    if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->walk = p;
+  }
   for (r = 0; r < na; r++) {
     const tlc_engine_code_net_t *x = &c->cn[r];
     size_t q = r;
@@ -499,6 +512,9 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
       memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
       c->have[r] = 1;
+    } else if (v->src.code_hists != NULL) {
+      c->have[r] = 0; /* walked below with the others, in one call */
+      s->walk[nw++] = r;
     } else if (v->src.code_hist != NULL)
       c->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
     else
@@ -506,6 +522,27 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
           v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
                                                      le, ne, &c->cum[r * NEDGES]) == 0;
     area_labels(v, i, &s->lab, name, map, x);
+  }
+  if (nw > 0) { /* the areas whose histograms changed, walked in one call (prefetching) */
+    if ((p = tlc_grow(s->wx, &s->capwx, nw, sizeof(*s->wx), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->wx = p;
+    if ((p = tlc_grow(s->wcum, &s->capwcum, nw * NEDGES, sizeof(*s->wcum), 64)) == NULL)
+      return TLC_ENOMEM;
+    s->wcum = p;
+    if ((p = tlc_grow(s->wok, &s->capwok, nw, sizeof(*s->wok), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->wok = p;
+    for (r = 0; r < nw; r++) {
+      s->wx[r] = c->cn[s->walk[r]];
+      s->wok[r] = 0;
+    }
+    (void)v->src.code_hists(v->src.ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
+    for (r = 0; r < nw; r++) {
+      c->have[s->walk[r]] = s->wok[r];
+      if (s->wok[r])
+        memcpy(&c->cum[s->walk[r] * NEDGES], &s->wcum[r * NEDGES], NEDGES * sizeof(*c->cum));
+    }
   }
   c->labo[na] = s->lab.len;
   if (s->lab.err != 0)
@@ -855,6 +892,10 @@ out:
     tlc_free(s->pcn);
     tlc_free(s->pcum);
     tlc_free(s->phave);
+    tlc_free(s->wx);
+    tlc_free(s->walk);
+    tlc_free(s->wcum);
+    tlc_free(s->wok);
     tlc_out_fini(&s->lab);
     tlc_free(s);
   }

@@ -102,6 +102,14 @@ static int f_code_hist(void *ud, size_t i, const tlc_engine_code_net_t *x, const
   return tlc_engine_code_hist(eng[i], x, TLC_NET, le, nle, cum);
 }
 
+static int f_code_hists(void *ud, size_t i, const tlc_engine_code_net_t *xs, size_t nx,
+                        const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_code_hists(eng[i], xs, nx, TLC_NET, le, nle, cum, ok);
+}
+
 static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
   (void)ud;
   if (i >= NT)
@@ -277,6 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   v.src.context = f_context;
   v.src.stamp = (data[1] & 4) ? f_stamp : NULL;
   v.src.code_hist = (data[1] & 16) ? f_code_hist : NULL;
+  v.src.code_hists = (data[1] & 32) ? f_code_hists : NULL;
   v.metrics_areas = data[0];
   v.max_response = caps[data[1] & 3];
   v.version = "fuzz";
