@@ -15,14 +15,19 @@
  * closed ones.
  *
  * Cost: per target one info call and, with area series, one pass over its engine's rows
- * (O(rows + open activations)), the top metrics_areas by a heap, and one histogram walk per
- * exported area, the lines written straight into the target's runs. A target's runs are kept
- * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
- * the format are unchanged: then it costs copies only. What is kept is bounded by the
- * response's cap (the runs and labels count against it); a source without a stamp keeps
- * nothing. When a target is rendered again in the same engine epoch, an exported area whose
- * NET sample count and sum are those of the previous render takes that render's bucket counts
- * (samples are only added within an epoch: the histogram is the same) instead of a walk.
+ * (O(rows + open activations)), the top metrics_areas by a heap, and the histograms of the
+ * exported areas walked in one engine call (prefetching: the walks are cache misses), the
+ * lines written straight into the scrape's three runs (tlc__http_runs_t), which the server
+ * sends as they are (no copy into a body: at 100 targets the area series are 5 MB). The runs
+ * are also the cache (the view's mcache): a target whose source's stamp says its engine, its
+ * names, metrics_areas and the format are unchanged costs the copy of its lines from the
+ * previous scrape's runs into the new ones; the previous runs live on while an answer is
+ * still sending them. What is kept is bounded by the response's cap (the runs and labels
+ * count against it, with the rest of the answer); a source without a stamp keeps nothing.
+ * When a target is rendered again in the same engine epoch, an exported area whose NET sample
+ * count and sum are those of the previous render takes that render's bucket counts (samples
+ * are only added within an epoch: the histogram is the same) instead of a walk, and with the
+ * same names its escaped labels.
  */
 #include "http-int.h"
 
@@ -380,6 +385,8 @@ typedef struct scratch {
   size_t cappcum;
   int *phave;
   size_t capphave;
+  size_t *plabo; /* and their labels' offsets in c->lab (same_labels) */
+  size_t capplabo;
   tlc_engine_code_net_t *wx; /* the exported areas whose histograms are walked (code_hists), */
   size_t capwx;
   size_t *walk; /* their places among the exported, */
@@ -444,10 +451,13 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
 }
 
 /* Renders the area series of target i (name `name`) for c: its calls, net-seconds and
- * histogram runs at the ends of R's runs. 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
- * reduced by what c and its runs hold), or the source's error. */
+ * histogram runs at the ends of R's runs. same_epoch: c's previous render is of the same
+ * engine epoch (its areas' samples were only added to since); same_labels: also of the same
+ * names and target name (an area found in it keeps its escaped labels). 0, TLC_ENOMEM,
+ * TLC_ELIMIT (past *budget, which is reduced by what c and its runs hold), or the source's
+ * error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
-                  tlc__http_runs_t *R, int same_epoch, size_t *budget) {
+                  tlc__http_runs_t *R, int same_epoch, int same_labels, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
@@ -469,6 +479,12 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     memcpy(s->pcn, c->cn, pna * sizeof(*s->pcn));
     memcpy(s->pcum, c->cum, pna * NEDGES * sizeof(*s->pcum));
     memcpy(s->phave, c->have, pna * sizeof(*s->phave));
+    if (same_labels) { /* and their labels (still in c->lab while the new ones are made) */
+      if ((p = tlc_grow(s->plabo, &s->capplabo, pna + 1, sizeof(*s->plabo), 16)) == NULL)
+        return TLC_ENOMEM;
+      s->plabo = p;
+      memcpy(s->plabo, c->labo, (pna + 1) * sizeof(*s->plabo));
+    }
   }
   for (r = 0; r < 3; r++) {
     c->off[r] = R->a[r].len;
@@ -521,7 +537,10 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
       c->have[r] =
           v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
                                                      le, ne, &c->cum[r * NEDGES]) == 0;
-    area_labels(v, i, &s->lab, name, map, x);
+    if (q < pna && same_labels) /* its labels as escaped then (same names, same target) */
+      tlc_out_write(&s->lab, c->lab.b + s->plabo[q], s->plabo[q + 1] - s->plabo[q]);
+    else
+      area_labels(v, i, &s->lab, name, map, x);
   }
   if (nw > 0) { /* the areas whose histograms changed, walked in one call (prefetching) */
     if ((p = tlc_grow(s->wx, &s->capwx, nw, sizeof(*s->wx), 16)) == NULL)
@@ -601,7 +620,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   mcent_t *c = &v->mcache->e[i];
   const tlc__http_runs_t *old = v->mcache->runs;
   uint64_t st[3] = { 0, 0, 0 };
-  int known, same, same_epoch, rc;
+  int known, same, same_epoch, same_labels, rc;
   if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
@@ -632,6 +651,8 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   }
   c->valid = 0;
   same_epoch = known && c->has_st && c->st[0] == st[0];
+  /* the same names and target name too: an area's labels are those it had */
+  same_labels = same_epoch && c->st[2] == st[2] && c->name != NULL && strcmp(c->name, m->name) == 0;
   c->has_st = 0;
   if (c->name == NULL || strcmp(c->name, m->name) != 0) {
     tlc_free(c->name);
@@ -639,7 +660,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
       return TLC_ENOMEM;
     strcpy(c->name, m->name);
   }
-  if ((rc = render(v, i, m->name, c, s, R, same_epoch, budget)) != 0)
+  if ((rc = render(v, i, m->name, c, s, R, same_epoch, same_labels, budget)) != 0)
     return rc;
   c->valid = known;
   c->has_st = known;
@@ -892,6 +913,7 @@ out:
     tlc_free(s->pcn);
     tlc_free(s->pcum);
     tlc_free(s->phave);
+    tlc_free(s->plabo);
     tlc_free(s->wx);
     tlc_free(s->walk);
     tlc_free(s->wcum);
