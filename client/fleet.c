@@ -14,7 +14,7 @@
  * cannot be reached, 2 usage. libnats's threads are the client's own; this is a CLI, not the
  * daemon.
  */
-#include "fleet_cli.h"
+#include "cli.h"
 
 #include "tlcap.pb-c.h"
 #include "json.h"

@@ -793,15 +793,24 @@ int tlc_store_rotate_all(tlc_store_t *s, int reason) {
   return rc;
 }
 
-int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
+static int barrier(tlc_store_t *s, void (*cb)(void *), void *ud, int written) {
   rx_flush(s); /* a barrier covers the exports released before it */
   cmd_t *c = tlc_calloc(1, sizeof *c);
   if (!c)
     return TLC_ENOMEM;
   c->type = C_BARRIER;
+  c->count = (uint64_t)written;
   c->cb = cb;
   c->ud = ud;
   return enqueue(s, c, 0);
+}
+
+int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *), void *ud) {
+  return barrier(s, cb, ud, 0);
+}
+
+int tlc_store_barrier_written(tlc_store_t *s, void (*cb)(void *), void *ud) {
+  return barrier(s, cb, ud, 1);
 }
 
 int tlc_store_target_mid_block(const tlc_store_target_t *t) {

@@ -328,6 +328,14 @@ void tlc_store_target_close(tlc_store_target_t *t);
  * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 
+/* The same without the seals: cb(ud) is called on the loop once the writer has processed every
+ * command queued before this call (records written to their segments, or dropped and counted;
+ * gaps and rotations done); segments closed by them may still be sealing. "A target that
+ * half-closes is answered once every byte it sent is written" (SPEC 1): the answer does not
+ * wait for the sealer, which runs at the lowest CPU priority (docs/storage.md). Returns 0 or
+ * TLC_ENOMEM (cb is then never called). */
+int tlc_store_barrier_written(tlc_store_t *s, void (*cb)(void *ud), void *ud);
+
 /* A storage position (tlc_store_mark): every record queued before the mark is in the target's
  * segments of sequence < seq or in the first `bytes` bytes of segment `seq` (which may not
  * exist yet when bytes is 0); `disconnects` counts the disconnect gaps segment `seq` records

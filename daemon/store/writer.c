@@ -713,9 +713,12 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
       r->type = R_BARRIER;
       r->cb = c->cb;
       r->ud = c->ud;
-      /* through the sealer's queue: answered once the seals before it are done too */
-      sjob_t *j = tlc_calloc(1, sizeof *j);
-      if (j) {
+      /* written only: answered now; else through the sealer's queue, answered once the seals
+       * before it are done too */
+      sjob_t *j = c->count ? NULL : tlc_calloc(1, sizeof *j);
+      if (c->count) {
+        tlc__store_push_res(s, r);
+      } else if (j) {
         j->kind = J_BARRIER;
         j->res = r;
         tlc__store_push_job(s, j);

@@ -148,6 +148,14 @@ class Daemon:
             raise T.Failure("%s; daemon %r; targets %r; log tail:\n%s"
                             % (e, st["daemon"], brief, self.log()[-1500:]))
 
+    def wait_sealed(self, timeout=30.0):
+        """Waits until no closed segment is waiting for its seal (stats dump: store.seal_queue
+        0). A half-closed target is answered once its bytes are written, before the segments it
+        filled are sealed (docs/storage.md): a test that reads the state directory while the
+        daemon runs waits for this first."""
+        return self.wait_stats(lambda st: st.get("store", {}).get("seal_queue", 0) == 0,
+                               timeout, "every closed segment sealed")
+
     def stop(self, timeout=15.0):
         """SIGTERM; returns (exit status, final stats)."""
         try:

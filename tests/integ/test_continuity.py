@@ -199,6 +199,8 @@ def send_and_close(dm, port, data):
     dm.wait_stats(lambda st: any(t["name"] == NAME and not t["connected"]
                                  and t["stats"]["counters"]["events"] == want
                                  for t in st["targets"]), what="events %d" % want)
+    # the answer came once the bytes were written; the segments they filled are sealed after
+    dm.wait_sealed()
 
 
 def test_sigterm_restart(d):

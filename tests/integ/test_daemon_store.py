@@ -415,6 +415,35 @@ def test_half_close_answered_after_write(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_half_close_answered_before_seals(d):
+    """docs/storage.md: the half-close answer waits for the bytes to be written, not for the
+    seals of the segments they filled (the sealer runs at the lowest CPU priority, in the
+    background): with every seal slowed by 1.5 s (test hook TLCAP_TEST_SEAL_DELAY_MS), the
+    answer comes while both filled segments still wait for their seal, with every byte in the
+    segment files; then both are sealed, each with its main export."""
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
+                              "800000"], store=True, env={"TLCAP_TEST_SEAL_DELAY_MS": "1500"})
+    try:
+        data = D.calls(40000, t0=1000)  # 80000 records, 1.92 MB: 2 segments filled, 1 open
+        send_named(port, "hc", "bin11", data, chunk=65536)
+        tdir = os.path.join(dm.state, "hc")
+        on_disk = sum(os.path.getsize(os.path.join(tdir, f)) for f in os.listdir(tdir)
+                      if f.endswith(".part") or SEG_RE.match(f))
+        T.eq(on_disk, len(data), "bytes written when the daemon answered the half-close")
+        st = dm.stats()["store"]
+        T.check(st["seal_queue"] >= 1, "answered before the seals (store %r)" % st)
+        dm.wait_sealed(timeout=30)
+        sealed = sorted(f for f in os.listdir(tdir) if SEG_RE.match(f))
+        T.eq(len(sealed), 2, "both filled segments sealed: %r" % os.listdir(tdir))
+        for f in sealed:
+            T.check(os.path.exists(os.path.join(tdir, f[:-len(".txt.BIN")] + ".txt")),
+                    "main export beside " + f)
+    finally:
+        rc, _ = dm.stop(timeout=30)
+    T.eq(rc, 0, "exit status")
+
+
 def test_slow_recovery_extends_timeout(d):
     """T34: while start-up recovery runs, EXTEND_TIMEOUT_USEC is sent every second; READY=1
     comes after it (test hook TLCAP_TEST_RECOVERY_DELAY_MS, TLCAP_TESTING builds)."""
@@ -711,5 +740,6 @@ T.main([test_bytes_on_disk, test_segment_export_names, test_recovered_export_nam
         test_xml_main_export,
         test_keep_skipped_serial, test_live_equals_replay, test_rotation, test_reload_retention,
         test_reload_invalid_storage_key, test_half_close_answered_after_write,
+        test_half_close_answered_before_seals,
         test_slow_recovery_extends_timeout, test_writer_stall_withholds_watchdog,
         test_sigterm_while_answer_pending])

@@ -43,6 +43,7 @@ class Setup:
         self.a, self.b = g.chunk(2000), g.chunk(2000)
         C.send_and_close(self.dm, self.port, self.a)
         C.send_and_close(self.dm, self.port, self.b)
+        self.dm.wait_sealed()  # the answer came once the bytes were written; then the seals
         self.ta = [struct.unpack_from("<q", self.a, 24 * i + 16)[0] for i in range(2000)]
         self.tb = [struct.unpack_from("<q", self.b, 24 * i + 16)[0] for i in range(2000)]
         self.segs = C.segments(self.dm.state)

@@ -1,0 +1,111 @@
+/* segments.c - `tlcap segments TARGET [--json]`: TARGET's stored segments in sequence order
+ * (ListSegments): state, wall-clock and target-time spans, records, bytes, why each was closed
+ * and its data file's path on the daemon's host, as a table or one JSON array. A reply holds a
+ * bounded number of segments; when the daemon had to leave the oldest out, a line on stderr
+ * says so.
+ */
+#include "cli.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+static const char *const seg_states[] = { "?", "open", "sealed", "compressed" };
+static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
+                                           "command", "shutdown", "io_error", "recovered", "idle" };
+
+static void fmt_utc(char *buf, size_t len, int64_t ns) {
+  time_t sec = (time_t)(ns / 1000000000);
+  struct tm tm;
+  if (ns <= 0 || gmtime_r(&sec, &tm) == NULL) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int tlc_cli_segments(int argc, char **argv) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListSegments ls = TLCAP__LIST_SEGMENTS__INIT;
+  Tlcap__ServerMessage *m;
+  tlc_client_t *c;
+  const char *target = NULL;
+  int status = 0, json = 0, o;
+  if ((o = tlc_cli_json_help(
+           argc, argv, &json,
+           "usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
+           "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
+           "compressed), wall-clock span (UTC: first record's arrival, seal), target-time span\n"
+           "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
+           "host. --json: one JSON array of objects with the same fields.\n")) >= 0)
+    return o;
+  if (tlc_cli_operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
+    return EXIT_USAGE;
+  target = argv[optind];
+  if ((c = tlc_cli_connect("tlcap segments", &status)) == NULL)
+    return status;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS;
+  cm.list_segments = &ls;
+  ls.target = (char *)(uintptr_t)target;
+  if ((m = tlc_cli_request(c, &cm, &status)) == NULL)
+    goto done;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_SEGMENTS) {
+    fprintf(stderr, "tlcap: %s: unexpected reply\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done_msg;
+  }
+  if (json)
+    putchar('[');
+  else
+    printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
+           "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
+  for (size_t i = 0; i < m->segments->n_segments; i++) {
+    const Tlcap__SegmentInfo *x = m->segments->segments[i];
+    const char *st = x->state < 4 ? seg_states[x->state] : "?";
+    const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    char op[32], cl[32];
+    fmt_utc(op, sizeof(op), x->opened_unix_ns);
+    fmt_utc(cl, sizeof(cl), x->closed_unix_ns);
+    if (json) {
+      printf("%s\n{\"seq\": %llu, \"state\": \"%s\", \"opened\": \"%s\", \"closed\": \"%s\", "
+             "\"opened_unix_ns\": %lld, \"closed_unix_ns\": %lld, ",
+             i ? "," : "", (unsigned long long)x->seq, st, op, cl, (long long)x->opened_unix_ns,
+             (long long)x->closed_unix_ns);
+      if (x->records > 0)
+        printf("\"first_time\": %lld, \"last_time\": %lld, \"min_time\": %lld, "
+               "\"max_time\": %lld, ",
+               (long long)x->first_time, (long long)x->last_time, (long long)x->min_time,
+               (long long)x->max_time);
+      printf("\"records\": %llu, \"items\": %llu, \"bytes\": %llu, \"gaps\": %llu, "
+             "\"reason\": \"%s\", \"recovered\": %s, \"path\": ",
+             (unsigned long long)x->records, (unsigned long long)x->items,
+             (unsigned long long)x->bytes, (unsigned long long)x->gaps,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "" : rs,
+             x->recovered ? "true" : "false");
+      tlc_cli_json_str(x->path);
+      putchar('}');
+      continue;
+    }
+    if (x->records > 0)
+      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
+             (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
+             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs, x->path);
+    else
+      printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
+             (unsigned long long)x->bytes, x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs,
+             x->path);
+  }
+  if (json)
+    printf("%s]\n", m->segments->n_segments ? "\n" : "");
+  else if (m->segments->n_segments == 0)
+    printf("(no segments)\n");
+  if (m->segments->truncated)
+    fprintf(stderr, "tlcap: more segments than one reply holds: the oldest are not listed\n");
+done_msg:
+  tlc_client_msg_free(m);
+done:
+  tlc_client_free(c);
+  return status;
+}

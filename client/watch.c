@@ -1,0 +1,250 @@
+/* watch.c - `tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]`: TARGET's
+ * statistics as one JSON document per line (the `tlcapd replay --export json` schema) each time
+ * they change, and target events, event batches (--events) and drop notices as JSON lines; with
+ * --since, first one {"type":"history",...} line per target for its stored records since T. The
+ * tables are live.c's. It outlives a daemon restart: the client library reconnects with backoff
+ * and subscribes again, a loss goes to stderr, and a {"reconnected": {...}} line on stdout tells
+ * a consumer that the next snapshot starts a new stream.
+ */
+#include "cli.h"
+
+#include "convert.h"
+#include "json.h"
+#include "mapping.h"
+#include "out.h"
+#include "stats.h"
+#include "tlc_alloc.h"
+#include "tlc_err.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
+ * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
+static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
+  (void)ud;
+  switch (ev->kind) {
+  case TLC_CLIENT_EV_LOST:
+    fprintf(stderr, "tlcap watch: %s: connection lost (%s); reconnecting\n", tlc_cli_daemon_addr,
+            ev->reason);
+    break;
+  case TLC_CLIENT_EV_RETRY:
+    if (ev->attempts == 1 || ev->attempts % 10 == 0)
+      fprintf(stderr, "tlcap watch: %s (attempt %u; retrying in %llu ms)\n", ev->reason,
+              ev->attempts, (unsigned long long)ev->backoff_ms);
+    break;
+  case TLC_CLIENT_EV_RECONNECTED:
+    printf("{\"reconnected\":{\"address\":");
+    tlc_cli_json_str(tlc_cli_daemon_addr);
+    printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
+           "\"attempts\":%u,\"down_ms\":%llu}}\n",
+           ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
+           (unsigned long long)ev->instance_id, ev->attempts, (unsigned long long)ev->down_ms);
+    fflush(stdout);
+    fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", tlc_cli_daemon_addr,
+            (unsigned long long)ev->down_ms, ev->restarted ? " (the daemon restarted)" : "");
+    break;
+  default:
+    break;
+  }
+}
+
+/* A history snapshot of a mid-stream join as one JSON line (its own table: the live view
+ * starts with the live full snapshot that follows). */
+static void watch_history(const Tlcap__Snapshot *s) {
+  tlc_table_t t;
+  tlc_mapping_t map;
+  int have_map = 0;
+  tlc_out_t o;
+  char *doc;
+  size_t len;
+  tlc_table_init(&t);
+  tlc_mapping_init(&map);
+  if (tlc_pb_snapshot_apply(&t, s) == 0) {
+    if (s->mapping != NULL && (s->mapping->n_areas > 0 || s->mapping->n_contexts > 0))
+      have_map = tlc_pb_mapping_get(&map, s->mapping) == 0;
+    printf("{\"type\":\"history\",\"target\":");
+    tlc_cli_json_str(s->target);
+    printf(",\"clock\":\"%s\"",
+           s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
+    if (s->range->has_since)
+      printf(",\"since\":%lld", (long long)s->range->since);
+    if (s->range->has_until)
+      printf(",\"until\":%lld", (long long)s->range->until);
+    printf(",\"segments\":%u,\"stats\":", s->segments);
+    tlc_out_init(&o, 0, NULL, NULL); /* in memory: the document ends with a newline */
+    if (tlc_json_write(&o, &t, have_map ? &map : NULL, s->target, 1) == 0 &&
+        (doc = tlc_out_take(&o, &len)) != NULL) {
+      while (len > 0 && doc[len - 1] == '\n')
+        len--;
+      fwrite(doc, 1, len, stdout);
+      tlc_free(doc);
+    } else {
+      printf("null");
+    }
+    tlc_out_fini(&o);
+    printf("}\n");
+  }
+  fflush(stdout);
+  tlc_mapping_fini(&map);
+  tlc_table_fini(&t);
+}
+
+int tlc_cli_watch(int argc, char **argv) {
+  Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
+  Tlcap__TimeRange hist = TLCAP__TIME_RANGE__INIT;
+  char *targets[1];
+  const char *target = NULL, *since = NULL;
+  tlc_client_t *c;
+  tlc_cli_view_t w;
+  long interval = 1000, count = -1;
+  int status = 0, events = 0, snapshots = 0, oc;
+  static const struct option lo[] = {
+    { "interval", required_argument, NULL, 'i' }, { "count", required_argument, NULL, 'n' },
+    { "events", no_argument, NULL, 'E' },         { "since", required_argument, NULL, 's' },
+    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
+  };
+  tlc_cli_opt_reset();
+  while ((oc = tlc_cli_next_opt(argc, argv, ":hi:n:", lo)) != -1) {
+    if (oc == 'i')
+      interval = strtol(optarg, NULL, 10);
+    else if (oc == 'n')
+      count = strtol(optarg, NULL, 10);
+    else if (oc == 'E')
+      events = 1;
+    else if (oc == 's')
+      since = optarg;
+    else if (oc == '?')
+      return EXIT_USAGE;
+    else if (oc != 'h')
+      continue;
+    else {
+      printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
+             "                                  [--since T]\n"
+             "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
+             "--export json` schema) each time they change, and target events as JSON lines\n"
+             "{\"type\":\"target_event\",...}; with --events also live event batches\n"
+             "{\"type\":\"events\",...}. TARGET may be a pattern (*, ?). --count stops after N\n"
+             "snapshots. Reconnects when the daemon restarts.\n"
+             "--since T joins mid-stream: first, per target, the statistics of its stored\n"
+             "records since T (as `tlcap stats --since T`) as one line {\"type\":\"history\",\n"
+             "\"target\":...,\"since\":...,\"until\":...,\"stats\":{...}}, then the live ones.\n"
+             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n");
+      return 0;
+    }
+  }
+  if (tlc_cli_operands(argc, 1, 1,
+                       "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") <
+          0 ||
+      interval <= 0) {
+    if (interval <= 0)
+      fprintf(stderr, "tlcap watch: --interval must be a positive number of ms\n");
+    return EXIT_USAGE;
+  }
+  target = argv[optind];
+  if (since != NULL && tlc_cli_range_get("watch", since, NULL, &hist) < 0)
+    return EXIT_USAGE;
+  if ((c = tlc_cli_connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
+    return status;
+  memset(&w, 0, sizeof(w));
+  targets[0] = (char *)target;
+  sub.targets = targets;
+  sub.n_targets = 1;
+  sub.interval_ms = (uint32_t)interval;
+  sub.windows = 1;
+  sub.quantiles = 1;
+  sub.neutral = 1;
+  sub.names = 1;
+  sub.events = events;
+  if (since != NULL)
+    sub.history = &hist; /* join mid-stream: the range since T first (Snapshot.range) */
+  if (tlc_client_subscribe(c, &sub) < 0) {
+    fprintf(stderr, "tlcap: %s: subscribe failed\n", tlc_client_addr(c));
+    status = EXIT_BAD;
+    goto done;
+  }
+  while (!tlc_cli_stop && (count < 0 || snapshots < count)) {
+    Tlcap__ServerMessage *m;
+    int r = tlc_client_recv(c, 500, &m);
+    if (r == 0)
+      continue;
+    if (r < 0) {
+      /* the library reconnects by itself: what comes here cannot be cured by waiting */
+      fprintf(stderr, "tlcap watch: %s: %s\n", tlc_client_addr(c),
+              tlc_client_last_error(c)[0] ? tlc_client_last_error(c) : tlc_strerror(r));
+      status = EXIT_BAD;
+      break;
+    }
+    switch (m->msg_case) {
+    case TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT: {
+      tlc_cli_view_target_t *vt;
+      if (m->snapshot->range != NULL) { /* history (Subscribe.history): not the live view's */
+        watch_history(m->snapshot);
+        snapshots++;
+        break;
+      }
+      vt = tlc_cli_view_apply(&w, m->snapshot);
+      if (vt != NULL) {
+        tlc_out_t o;
+        tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
+        tlc_json_write(&o, &vt->t, vt->have_map ? &vt->map : NULL, vt->name, 1);
+        tlc_out_fini(&o);
+        snapshots++;
+      }
+      break;
+    }
+    case TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT:
+      printf("{\"type\":\"target_event\",\"target\":");
+      tlc_cli_json_str(m->target_event->target);
+      printf(",\"kind\":\"%s\",\"detail\":", tlc_pb_event_kind_name(m->target_event->kind));
+      tlc_cli_json_str(m->target_event->detail);
+      printf(",\"unix_ms\":%lld,\"seq\":%llu}\n", (long long)m->target_event->unix_ms,
+             (unsigned long long)m->target_event->seq);
+      break;
+    case TLCAP__SERVER_MESSAGE__MSG_EVENTS: {
+      size_t k;
+      printf("{\"type\":\"events\",\"target\":");
+      tlc_cli_json_str(m->events->target);
+      printf(",\"seq\":%llu,\"events\":[", (unsigned long long)m->events->seq);
+      for (k = 0; k < m->events->n_events; k++) {
+        const Tlcap__Event *e = m->events->events[k];
+        printf("%s{\"time\":%lld,\"handle\":\"%08X\",\"type\":\"%c\",\"core\":%u,\"data\":%llu",
+               k ? "," : "", (long long)e->time_ns, e->handle,
+               e->type <= 4 ? "XSREW"[e->type] : '?', e->core, (unsigned long long)e->data);
+        if (e->thread != 0)
+          printf(",\"thread\":%llu", (unsigned long long)e->thread);
+        printf("}");
+      }
+      printf("]}\n");
+      break;
+    }
+    case TLCAP__SERVER_MESSAGE__MSG_DROPPED:
+      printf("{\"type\":\"dropped\",\"batches\":%llu,\"events\":%llu,\"total_batches\":%llu,"
+             "\"total_events\":%llu}\n",
+             (unsigned long long)m->dropped->batches, (unsigned long long)m->dropped->events,
+             (unsigned long long)m->dropped->total_batches,
+             (unsigned long long)m->dropped->total_events);
+      break;
+    case TLCAP__SERVER_MESSAGE__MSG_ERROR: {
+      char err[400];
+      fprintf(stderr, "tlcap watch: %s: %s\n", tlc_client_addr(c),
+              tlc_client_error_text(m->error, err, sizeof(err)));
+      if (m->error->fatal || m->request_id != 0)
+        status = EXIT_BAD;
+      break;
+    }
+    default:
+      break;
+    }
+    fflush(stdout);
+    tlc_client_msg_free(m);
+    if (status != 0)
+      break;
+  }
+done:
+  tlc_cli_view_fini(&w);
+  tlc_client_free(c);
+  return status;
+}
