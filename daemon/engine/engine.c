@@ -1262,6 +1262,8 @@ static void code_hists_prefetch(const tlc_engine_t *e, const tlc_engine_code_net
   }
 }
 
+#define HISTS_BLOCK 16 /* entries whose spans are asked for at once */
+
 int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size_t nx, unsigned k,
                           const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
   uint32_t eb[HIST_MAX_EDGES];
@@ -1275,14 +1277,19 @@ int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size
     k = TLC_CALL;
   if (e->hcur != e->hlog)
     hlog_flush(e);
-  for (i = 0; i < nx && i < 2; i++)
+  /* by blocks: the next block's headers and this block's spans asked for before this block
+   * is walked, so that their cache misses overlap (one entry ahead was too little: the walk
+   * still waited on every span) */
+  for (i = 0; i < nx && i < HISTS_BLOCK; i++)
     code_hists_prefetch(e, &xs[i], k, 0);
   for (i = 0; i < nx; i++) {
-    /* two entries ahead: the headers; the next one: its spans (headers fetched one step ago) */
-    if (i + 2 < nx)
-      code_hists_prefetch(e, &xs[i + 2], k, 0);
-    if (i + 1 < nx)
-      code_hists_prefetch(e, &xs[i + 1], k, 1);
+    if (i % HISTS_BLOCK == 0) {
+      size_t j;
+      for (j = i + HISTS_BLOCK; j < nx && j < i + 2 * HISTS_BLOCK; j++)
+        code_hists_prefetch(e, &xs[j], k, 0);
+      for (j = i; j < nx && j < i + HISTS_BLOCK; j++)
+        code_hists_prefetch(e, &xs[j], k, 1);
+    }
     if (code_ref_ok(e, &xs[i])) {
       code_cum(e, &xs[i], k, eb, nle, &cum[i * nle]);
       ok[i] = 1;

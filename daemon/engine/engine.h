@@ -271,7 +271,7 @@ int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsign
 
 /* tlc_engine_code_hist of each of xs[0..nx) (entries of the last tlc_engine_code_net), into
  * cum[i * nle .. (i + 1) * nle), ok[i] 1 when entry i's counts are there (0: as code_hist
- * failed for it), with the rows and spans of the next entries prefetched while one is walked
+ * failed for it), the rows and spans of 16 entries prefetched before they are walked
  * (a /metrics scrape walks thousands: their cache misses were most of its histogram time).
  * Returns 0, or TLC_EINVAL (histograms off, k out of range, le not ascending edges: every
  * ok[i] 0). */
