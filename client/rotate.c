@@ -86,7 +86,8 @@ int tlc_cli_rotate(int argc, char **argv) {
         const Tlcap__SegmentInfo *x = after->segments->segments[i];
         if (x->seq == open[k]) {
           found = 1;
-          sealed = x->state != TLCAP__SEGMENT_INFO__STATE__OPEN;
+          sealed = x->state != TLCAP__SEGMENT_INFO__STATE__OPEN &&
+                   x->state != TLCAP__SEGMENT_INFO__STATE__SEALING;
         }
       }
       done_n += !found || sealed; /* gone: deleted by retention meanwhile */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <time.h>
 
-static const char *const seg_states[] = { "?", "open", "sealed", "compressed" };
+static const char *const seg_states[] = { "?", "open", "sealed", "compressed", "sealing" };
 static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
                                            "command", "shutdown", "io_error", "recovered", "idle" };
 
@@ -61,8 +61,11 @@ int tlc_cli_segments(int argc, char **argv) {
            "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
   for (size_t i = 0; i < m->segments->n_segments; i++) {
     const Tlcap__SegmentInfo *x = m->segments->segments[i];
-    const char *st = x->state < 4 ? seg_states[x->state] : "?";
+    const char *st = x->state < 5 ? seg_states[x->state] : "?";
     const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    /* open or waiting for its seal: no manifest yet, so no reason */
+    int unsealed = x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ||
+                   x->state == TLCAP__SEGMENT_INFO__STATE__SEALING;
     char op[32], cl[32];
     fmt_utc(op, sizeof(op), x->opened_unix_ns);
     fmt_utc(cl, sizeof(cl), x->closed_unix_ns);
@@ -79,8 +82,7 @@ int tlc_cli_segments(int argc, char **argv) {
       printf("\"records\": %llu, \"items\": %llu, \"bytes\": %llu, \"gaps\": %llu, "
              "\"reason\": \"%s\", \"recovered\": %s, \"path\": ",
              (unsigned long long)x->records, (unsigned long long)x->items,
-             (unsigned long long)x->bytes, (unsigned long long)x->gaps,
-             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "" : rs,
+             (unsigned long long)x->bytes, (unsigned long long)x->gaps, unsealed ? "" : rs,
              x->recovered ? "true" : "false");
       tlc_cli_json_str(x->path);
       putchar('}');
@@ -90,12 +92,11 @@ int tlc_cli_segments(int argc, char **argv) {
       printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
              (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
              (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
-             x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs, x->path);
+             unsealed ? "-" : rs, x->path);
     else
       printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
              (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
-             (unsigned long long)x->bytes, x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ? "-" : rs,
-             x->path);
+             (unsigned long long)x->bytes, unsealed ? "-" : rs, x->path);
   }
   if (json)
     printf("%s]\n", m->segments->n_segments ? "\n" : "");

@@ -516,6 +516,15 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
     return TLC_EINVAL;
   for (int attempt = 1;; attempt++) {
     int moved = 0;
+    /* the target's open segment: any other .part is closed and waits for its seal (the
+     * sealer runs in the background, docs/storage.md) */
+    uint64_t open_seq = 0;
+    tlc_target_t *tg = tlc_targets_find(&w->d->targets, name);
+    if (tg != NULL && tg->store != NULL) {
+      tlc_store_target_counters_t tc;
+      tlc_store_target_counters(hd(tg)->t, &tc);
+      open_seq = tc.segment_seq;
+    }
     r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
     if (r == -ENOENT)
       return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
@@ -545,7 +554,8 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
       tlc_segread_info(sr, &info);
       tlc_segread_close(sr);
       x->seq = v[i].seq;
-      x->state = v[i].state;
+      x->state =
+          v[i].state == TLC_SEGST_OPEN && v[i].seq != open_seq ? TLC_SEGST_SEALING : v[i].state;
       snprintf(x->path, sizeof(x->path), "%s", v[i].path);
       x->bytes = info.bytes;
       x->records = info.records;
@@ -558,8 +568,11 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
       x->opened_wall_ns = info.opened_wall_ns;
       if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
         x->opened_wall_ns = tlc_hist_name_time(v[i].path);
-      x->closed_wall_ns = v[i].state == TLC_SEGST_OPEN ? 0 : info.closed_wall_ns;
-      x->reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
+      x->closed_wall_ns = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED
+                              ? info.closed_wall_ns
+                              : 0;
+      x->reason =
+          x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED ? info.reason : 0;
       x->recovered = info.recovered;
       k++;
     }

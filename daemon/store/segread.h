@@ -88,9 +88,11 @@ int tlc_segread_zst_check(const char *path, char *why, size_t wl);
 
 /* A target's segments on disk (tlc_segread_list), in sequence order. */
 enum tlc_seg_state {
-  TLC_SEGST_OPEN = 1,      /* <data>.part: being written (or left by a crash, until recovery) */
-  TLC_SEGST_SEALED = 2,    /* <data> */
-  TLC_SEGST_COMPRESSED = 3 /* <data>.zst */
+  TLC_SEGST_OPEN = 1,       /* <data>.part: being written (or left by a crash, until recovery) */
+  TLC_SEGST_SEALED = 2,     /* <data> */
+  TLC_SEGST_COMPRESSED = 3, /* <data>.zst */
+  TLC_SEGST_SEALING = 4     /* <data>.part closed and waiting for its seal (told by the daemon,
+                               which knows its targets' open segments; never by this reader) */
 };
 typedef struct tlc_segent {
   uint64_t seq;

@@ -420,10 +420,12 @@ def test_half_close_answered_before_seals(d):
     seals of the segments they filled (the sealer runs at the lowest CPU priority, in the
     background): with every seal slowed by 1.5 s (test hook TLCAP_TEST_SEAL_DELAY_MS), the
     answer comes while both filled segments still wait for their seal, with every byte in the
-    segment files; then both are sealed, each with its main export."""
-    port = D.free_port()
+    segment files, and `tlcap segments` says `sealing` for them; then both are sealed, each
+    with its main export."""
+    port, sport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
-                              "800000"], store=True, env={"TLCAP_TEST_SEAL_DELAY_MS": "1500"})
+                              "800000"], store=True, serve="127.0.0.1:%d" % sport,
+                  env={"TLCAP_TEST_SEAL_DELAY_MS": "1500"})
     try:
         data = D.calls(40000, t0=1000)  # 80000 records, 1.92 MB: 2 segments filled, 1 open
         send_named(port, "hc", "bin11", data, chunk=65536)
@@ -433,7 +435,18 @@ def test_half_close_answered_before_seals(d):
         T.eq(on_disk, len(data), "bytes written when the daemon answered the half-close")
         st = dm.stats()["store"]
         T.check(st["seal_queue"] >= 1, "answered before the seals (store %r)" % st)
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "segments", "hc",
+                              "--json"])
+        T.eq(rc, 0, "tlcap segments: " + err)
+        states = [x["state"] for x in json.loads(out)]
+        T.check(states[-1] == "open" and "sealing" in states
+                and all(s in ("sealing", "sealed") for s in states[:-1]),
+                "states while sealing: %r" % states)
         dm.wait_sealed(timeout=30)
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "segments", "hc",
+                              "--json"])
+        T.eq([x["state"] for x in json.loads(out)], ["sealed", "sealed", "open"],
+             "states once sealed")
         sealed = sorted(f for f in os.listdir(tdir) if SEG_RE.match(f))
         T.eq(len(sealed), 2, "both filled segments sealed: %r" % os.listdir(tdir))
         for f in sealed:
