@@ -76,7 +76,13 @@ def ws_cpu_s(hport):
 
 
 def loop_cpu_s(pid):
-    """CPU time of the daemon's loop thread (its main thread)."""
+    """CPU time of the daemon's loop thread (its main thread): the scheduler's figure in ns
+    (schedstat), else utime + stime in clock ticks (10 ms: 0.1 ms per request over 100)."""
+    try:
+        with open("/proc/%d/task/%d/schedstat" % (pid, pid)) as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     with open("/proc/%d/task/%d/stat" % (pid, pid)) as f:
         fl = f.read().rsplit(")", 1)[1].split()
     return (int(fl[11]) + int(fl[12])) / B.TCK

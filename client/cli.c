@@ -54,6 +54,17 @@ void tlc_cli_opt_reset(void) {
 const struct option tlc_cli_help_only[] = { { "help", no_argument, NULL, 'h' },
                                             { NULL, 0, NULL, 0 } };
 
+int tlc_cli_help_only_opts(int argc, char **argv, const char *help, int *status) {
+  tlc_cli_opt_reset();
+  int o = tlc_cli_next_opt(argc, argv, ":h", tlc_cli_help_only);
+  if (o == -1)
+    return 0;
+  *status = o == 'h' ? 0 : EXIT_USAGE;
+  if (o == 'h')
+    fputs(help, stdout);
+  return 1;
+}
+
 tlc_client_t *tlc_cli_connect(const char *name, int *status) {
   return tlc_cli_connect_ev(name, status, NULL);
 }

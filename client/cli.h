@@ -46,6 +46,9 @@ extern volatile sig_atomic_t tlc_cli_stop; /* set by SIGINT/SIGTERM: a running c
 
 /* { "help" }: the options of a command that has none but --help. */
 extern const struct option tlc_cli_help_only[];
+/* The options of a command whose only option is --help: prints `help` for it. Returns 0 to go
+ * on, or the exit status (0 after the help, EXIT_USAGE on another option). */
+int tlc_cli_help_only_opts(int argc, char **argv, const char *help, int *status);
 
 /* Resets getopt for a new command line (GNU: optind 0 is a full re-initialisation). */
 void tlc_cli_opt_reset(void);

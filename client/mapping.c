@@ -18,16 +18,13 @@ int tlc_cli_mapping(int argc, char **argv) {
   tlc_client_t *c;
   char *data = NULL;
   size_t len = 0;
-  int status = 0, r, o;
-  tlc_cli_opt_reset();
-  while ((o = tlc_cli_next_opt(argc, argv, ":h", tlc_cli_help_only)) != -1) {
-    if (o != 'h')
-      return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
-           "Loads area names from FILE (a Text1 or XML export with a mapping section) for\n"
-           "TARGET.\n");
-    return 0;
-  }
+  int status = 0, r;
+  if (tlc_cli_help_only_opts(argc, argv,
+                             "usage: tlcap [--connect ADDR] mapping TARGET FILE\n"
+                             "Loads area names from FILE (a Text1 or XML export with a mapping "
+                             "section) for\nTARGET.\n",
+                             &status))
+    return status;
   if (tlc_cli_operands(argc, 2, 2, "tlcap mapping TARGET FILE") < 0)
     return EXIT_USAGE;
   argv += optind - 1;

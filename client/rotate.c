@@ -37,18 +37,16 @@ int tlc_cli_rotate(int argc, char **argv) {
   Tlcap__RotateTarget rt = TLCAP__ROTATE_TARGET__INIT;
   Tlcap__ServerMessage *m, *before;
   tlc_client_t *c;
-  int status = 0, o;
+  int status = 0;
   uint64_t open[ROTATE_MAX_OPEN];
   size_t nopen = 0;
-  tlc_cli_opt_reset();
-  while ((o = tlc_cli_next_opt(argc, argv, ":h", tlc_cli_help_only)) != -1) {
-    if (o != 'h')
-      return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] rotate TARGET\n"
-           "Closes TARGET's current segment file and starts a new one; waits until the closed\n"
-           "segment is sealed and prints its path (nothing when no segment was open).\n");
-    return 0;
-  }
+  if (tlc_cli_help_only_opts(
+          argc, argv,
+          "usage: tlcap [--connect ADDR] rotate TARGET\n"
+          "Closes TARGET's current segment file and starts a new one; waits until the closed\n"
+          "segment is sealed and prints its path (nothing when no segment was open).\n",
+          &status))
+    return status;
   if (tlc_cli_operands(argc, 1, 1, "tlcap rotate TARGET") < 0)
     return EXIT_USAGE;
   argv += optind - 1;

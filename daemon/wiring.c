@@ -786,6 +786,15 @@ static int http_code_hist(void *ud, size_t index, const tlc_engine_code_net_t *x
   return tlc_engine_code_hist(w->d->targets.v[index]->pipe.engine, x, TLC_NET, le, nle, cum);
 }
 
+static int http_code_hists(void *ud, size_t index, const tlc_engine_code_net_t *xs, size_t nx,
+                           const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
+  tlc_wiring_t *w = ud;
+  if (index >= w->d->targets.n)
+    return TLC_ERANGE;
+  return tlc_engine_code_hists(w->d->targets.v[index]->pipe.engine, xs, nx, TLC_NET, le, nle, cum,
+                               ok);
+}
+
 static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
                          size_t *cap) {
   tlc_wiring_t *w = ud;
@@ -877,6 +886,7 @@ static int http_start(tlc_wiring_t *w) {
   src.context = http_context;
   src.stamp = http_stamp;
   src.code_hist = http_code_hist;
+  src.code_hists = http_code_hists;
   src.target_subscribers = http_target_subscribers;
   src.ud = w;
   r = tlc_http_new(w->d->loop, &ho, &src, &w->http);

@@ -1188,18 +1188,38 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
   return 0;
 }
 
+/* 1 while x->ref names rows of the last tlc_engine_code_net that are still x's. */
+static int code_ref_ok(const tlc_engine_t *e, const tlc_engine_code_net_t *x) {
+  size_t j = x->ref;
+  if (x->context == TLC_CTX_NEUTRAL)
+    return !(e->ntctx < 2 || e->grp == NULL || e->grp_nrows != e->nrows ||
+             e->grp_gen != e->ctxgen || j >= e->ngrp || e->grp[j].handle != x->handle ||
+             (j > 0 && e->grp[j - 1].handle == x->handle));
+  return !(j >= e->nrows || e->rows[j].kind != TLC_ROW_CODE || e->rows[j].handle != x->handle ||
+           e->rows[j].ctx == NONE32 || e->ctx[e->rows[j].ctx].tindex != x->context);
+}
+
+/* The cumulative counts of x's rows (code_ref_ok), kind k (GROSS already CALL where it is), at
+ * the edge buckets eb[0..nle); queued samples counted already. */
+static void code_cum(const tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
+                     const uint32_t *eb, size_t nle, uint64_t *cum) {
+  uint64_t slot[HIST_MAX_EDGES + 1];
+  size_t i, j = x->ref;
+  memset(slot, 0, (nle + 1) * sizeof(slot[0]));
+  if (x->context != TLC_CTX_NEUTRAL)
+    tlc__hist_cum(&e->rows[j].k[k].h, eb, nle, slot);
+  else
+    for (; j < e->ngrp && e->grp[j].handle == x->handle; j++)
+      tlc__hist_cum(&e->rows[e->grp[j].row].k[k].h, eb, nle, slot);
+  for (i = 0; i < nle; i++)
+    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+}
+
 int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
                          const int64_t *le, size_t nle, uint64_t *cum) {
   uint32_t eb[HIST_MAX_EDGES];
-  uint64_t slot[HIST_MAX_EDGES + 1];
-  size_t i, j = x->ref;
-  int neut = x->context == TLC_CTX_NEUTRAL;
   /* ref names rows of the last tlc_engine_code_net: used only while they are still x's */
-  if (neut ? e->ntctx < 2 || e->grp == NULL || e->grp_nrows != e->nrows ||
-                 e->grp_gen != e->ctxgen || j >= e->ngrp || e->grp[j].handle != x->handle ||
-                 (j > 0 && e->grp[j - 1].handle == x->handle)
-           : j >= e->nrows || e->rows[j].kind != TLC_ROW_CODE || e->rows[j].handle != x->handle ||
-                 e->rows[j].ctx == NONE32 || e->ctx[e->rows[j].ctx].tindex != x->context)
+  if (!code_ref_ok(e, x))
     return tlc_engine_hist_cum(e, x->handle, x->context, k, le, nle, cum);
   if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
     return TLC_EINVAL;
@@ -1207,14 +1227,77 @@ int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsign
     k = TLC_CALL;
   if (e->hcur != e->hlog)
     hlog_flush(e);
-  memset(slot, 0, sizeof(slot));
-  if (!neut)
-    tlc__hist_cum(&e->rows[j].k[k].h, eb, nle, slot);
-  else
-    for (; j < e->ngrp && e->grp[j].handle == x->handle; j++)
-      tlc__hist_cum(&e->rows[e->grp[j].row].k[k].h, eb, nle, slot);
-  for (i = 0; i < nle; i++)
-    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
+  code_cum(e, x, k, eb, nle, cum);
+  return 0;
+}
+
+/* The hist_cum prefetch of x's rows: their histogram headers (span 0) or the first lines of
+ * their spans (span 1, once the headers are there). */
+static void code_hists_prefetch(const tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
+                                int span) {
+  size_t j = x->ref, end;
+  if (x->context != TLC_CTX_NEUTRAL) {
+    if (j >= e->nrows)
+      return;
+    end = j + 1;
+  } else {
+    if (e->grp == NULL || j >= e->ngrp)
+      return;
+    end = j;
+    while (end < e->ngrp && e->grp[end].handle == e->grp[j].handle && end - j < 8)
+      end++;
+  }
+  for (; j < end; j++) {
+    size_t ri = x->context != TLC_CTX_NEUTRAL ? j : e->grp[j].row;
+    const tlc_hist_t *h;
+    if (ri >= e->nrows)
+      return;
+    h = &e->rows[ri].k[k].h;
+    if (!span) {
+      __builtin_prefetch(h);
+    } else if (h->b != NULL) {
+      size_t bytes = (size_t)h->nb * sizeof(uint16_t), o;
+      for (o = 0; o < bytes && o < 1024; o += 64)
+        __builtin_prefetch((const char *)h->b + o);
+    }
+  }
+}
+
+#define HISTS_BLOCK 16 /* entries whose spans are asked for at once */
+
+int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size_t nx, unsigned k,
+                          const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
+  uint32_t eb[HIST_MAX_EDGES];
+  size_t i;
+  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0) {
+    for (i = 0; i < nx; i++)
+      ok[i] = 0;
+    return TLC_EINVAL;
+  }
+  if (!e->ctxmode && k == TLC_GROSS)
+    k = TLC_CALL;
+  if (e->hcur != e->hlog)
+    hlog_flush(e);
+  /* by blocks: the next block's headers and this block's spans asked for before this block
+   * is walked, so that their cache misses overlap (one entry ahead was too little: the walk
+   * still waited on every span) */
+  for (i = 0; i < nx && i < HISTS_BLOCK; i++)
+    code_hists_prefetch(e, &xs[i], k, 0);
+  for (i = 0; i < nx; i++) {
+    if (i % HISTS_BLOCK == 0) {
+      size_t j;
+      for (j = i + HISTS_BLOCK; j < nx && j < i + 2 * HISTS_BLOCK; j++)
+        code_hists_prefetch(e, &xs[j], k, 0);
+      for (j = i; j < nx && j < i + HISTS_BLOCK; j++)
+        code_hists_prefetch(e, &xs[j], k, 1);
+    }
+    if (code_ref_ok(e, &xs[i])) {
+      code_cum(e, &xs[i], k, eb, nle, &cum[i * nle]);
+      ok[i] = 1;
+    } else {
+      ok[i] = tlc_engine_hist_cum(e, xs[i].handle, xs[i].context, k, le, nle, &cum[i * nle]) == 0;
+    }
+  }
   return 0;
 }
 

@@ -275,6 +275,15 @@ int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsi
 int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
                          const int64_t *le, size_t nle, uint64_t *cum);
 
+/* tlc_engine_code_hist of each of xs[0..nx) (entries of the last tlc_engine_code_net), into
+ * cum[i * nle .. (i + 1) * nle), ok[i] 1 when entry i's counts are there (0: as code_hist
+ * failed for it), the rows and spans of 16 entries prefetched before they are walked
+ * (a /metrics scrape walks thousands: their cache misses were most of its histogram time).
+ * Returns 0, or TLC_EINVAL (histograms off, k out of range, le not ascending edges: every
+ * ok[i] 0). */
+int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size_t nx, unsigned k,
+                          const int64_t *le, size_t nle, uint64_t *cum, int *ok);
+
 /* Memory accounting for benches and limits: bytes the engine holds right now (its own
  * allocations, capacity included), and the number of rows-owning areas and contexts. */
 typedef struct tlc_engine_mem {

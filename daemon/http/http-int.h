@@ -28,7 +28,22 @@ typedef struct tlc__http_view {
   const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
   size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
   struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
+  size_t pre; /* bytes left free before each of a scrape's runs (the server's LWS_PRE) */
 } tlc__http_view_t;
+
+/* A /metrics scrape's area series (metrics.c): three runs of bytes, those of the calls, the
+ * net-seconds and the histogram families (each with its family header; "# EOF" after the
+ * last in OpenMetrics), each after view->pre free bytes. Written once, then only read: shared
+ * by the metrics cache (the next scrape copies unchanged targets' lines from it) and the
+ * responses that send it in place, freed by its last owner. Loop thread only. */
+typedef struct tlc__http_runs tlc__http_runs_t;
+/* Run k (0..2) of r: its bytes, *len of them; r->pre bytes before it may be written over
+ * while a write is in progress (restored before the loop goes on). */
+const char *tlc__http_runs_get(const tlc__http_runs_t *r, int k, size_t *len);
+/* Bytes in all three runs. */
+size_t tlc__http_runs_len(const tlc__http_runs_t *r);
+/* Drops one owner (NULL: nothing). */
+void tlc__http_runs_unref(tlc__http_runs_t *r);
 
 typedef struct tlc__http_req {
   const char *method; /* "GET", "POST", ... */
@@ -45,8 +60,9 @@ typedef struct tlc__http_resp {
   const char *allow;       /* 405: the Allow header's value, else NULL */
   const void *static_body; /* an embedded asset (no copy), or NULL: the body is `body` */
   size_t static_len;
-  tlc_out_t body; /* memory mode, capped at view->max_response */
-  int cache;      /* 1: assets may be cached (Cache-Control: max-age) */
+  tlc_out_t body;         /* memory mode, capped at view->max_response */
+  tlc__http_runs_t *runs; /* owned: sent after body (/metrics' area series), or NULL */
+  int cache;              /* 1: assets may be cached (Cache-Control: max-age) */
   /* Set by the route (status 0, no body) for a response computed off the loop: range
    * statistics (?since=&until=). The server owns it: it waits (tlc__http_pending_wait), then
    * answers with tlc__http_pending_answer, and frees it (also when the peer goes away). */
@@ -56,6 +72,9 @@ typedef struct tlc__http_resp {
 /* Initialises rs (empty body capped at max_response). tlc__http_resp_fini frees it. */
 void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response);
 void tlc__http_resp_fini(tlc__http_resp_t *rs);
+/* The whole body (body, then runs) in one allocation (for tests and the fuzzer; the server
+ * sends the parts as they are); NULL when there is none or on failure. */
+char *tlc__http_resp_take(tlc__http_resp_t *rs, size_t *len);
 
 /* Answers one request into rs: status, content type, body. Never fails: errors are JSON
  * documents {"error": {"status": N, "message": "..."}} with their status; a body over the cap
@@ -83,9 +102,10 @@ void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)
  * length, or -1 for a bad escape, a NUL byte or an output too long. */
 long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
 
-/* /metrics into o; `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the
- * output's error (TLC_ELIMIT: over the cap). */
-int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
+/* /metrics into o, then *runs (the area series, a new owner; NULL when there are none);
+ * `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Both together stay within o's cap.
+ * Returns 0 or the output's error (TLC_ELIMIT: over the cap; *runs NULL). */
+int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o, tlc__http_runs_t **runs);
 /* Frees what /metrics keeps between scrapes (the view's mcache; a source without `stamp`
  * keeps nothing). Safe when there is none. */
 void tlc__http_metrics_cache_free(tlc__http_view_t *v);

@@ -60,6 +60,10 @@ typedef struct tlc_http_src {
    * scrape (no lookup by handle). May be NULL (hist_cum is used). */
   int (*code_hist)(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
                    size_t nle, uint64_t *cum);
+  /* tlc_engine_code_hists of target `index`: code_hist of xs[0..nx) in one call (prefetching),
+   * cum nle per entry, ok[i] 1 when entry i's are there. May be NULL (code_hist is used). */
+  int (*code_hists)(void *ud, size_t index, const tlc_engine_code_net_t *xs, size_t nx,
+                    const int64_t *le, size_t nle, uint64_t *cum, int *ok);
   /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
   int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
   int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);

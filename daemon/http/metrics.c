@@ -15,14 +15,19 @@
  * closed ones.
  *
  * Cost: per target one info call and, with area series, one pass over its engine's rows
- * (O(rows + open activations)), the top metrics_areas by a heap, and one histogram walk per
- * exported area, the lines written straight into the target's runs. A target's runs are kept
- * (the view's mcache) while the source's stamp says its engine, its names, metrics_areas and
- * the format are unchanged: then it costs copies only. What is kept is bounded by the
- * response's cap (the runs and labels count against it); a source without a stamp keeps
- * nothing. When a target is rendered again in the same engine epoch, an exported area whose
- * NET sample count and sum are those of the previous render takes that render's bucket counts
- * (samples are only added within an epoch: the histogram is the same) instead of a walk.
+ * (O(rows + open activations)), the top metrics_areas by a heap, and the histograms of the
+ * exported areas walked in one engine call (prefetching: the walks are cache misses), the
+ * lines written straight into the scrape's three runs (tlc__http_runs_t), which the server
+ * sends as they are (no copy into a body: at 100 targets the area series are 5 MB). The runs
+ * are also the cache (the view's mcache): a target whose source's stamp says its engine, its
+ * names, metrics_areas and the format are unchanged costs the copy of its lines from the
+ * previous scrape's runs into the new ones; the previous runs live on while an answer is
+ * still sending them. What is kept is bounded by the response's cap (the runs and labels
+ * count against it, with the rest of the answer); a source without a stamp keeps nothing.
+ * When a target is rendered again in the same engine epoch, an exported area whose NET sample
+ * count and sum are those of the previous render takes that render's bucket counts (samples
+ * are only added within an epoch: the histogram is the same) instead of a walk, and with the
+ * same names its escaped labels.
  */
 #include "http-int.h"
 
@@ -198,11 +203,37 @@ typedef struct blk {
   size_t len, cap;
 } blk_t;
 
+/* A scrape's runs (http-int.h): a[0] the calls family, a[1] net seconds, a[2] the histogram,
+ * each pre free bytes, its family header, then the targets' lines in target order. */
+struct tlc__http_runs {
+  size_t refs;
+  size_t pre;
+  blk_t a[3];
+};
+
+const char *tlc__http_runs_get(const tlc__http_runs_t *r, int k, size_t *len) {
+  *len = r->a[k].len - r->pre;
+  return r->a[k].b + r->pre;
+}
+
+size_t tlc__http_runs_len(const tlc__http_runs_t *r) {
+  return r->a[0].len + r->a[1].len + r->a[2].len - 3 * r->pre;
+}
+
+void tlc__http_runs_unref(tlc__http_runs_t *r) {
+  if (r == NULL || --r->refs > 0)
+    return;
+  for (int k = 0; k < 3; k++)
+    tlc_free(r->a[k].b);
+  tlc_free(r);
+}
+
 /* One target's area series, rendered: the lines of the three area families (calls, net
- * seconds, the histogram) one after the other in b, kept from scrape to scrape while the
- * target's engine is in the same state (epoch, seq), its names as many, and metrics_areas
- * and the format are the same: a target whose statistics did not change costs a scrape three
- * copies. */
+ * seconds, the histogram), one run in each of the cache's runs (off, len), kept from scrape
+ * to scrape while the target's engine is in the same state (epoch, seq), its names as many,
+ * and metrics_areas and the format are the same: a target whose statistics did not change
+ * costs a scrape three copies (into the new scrape's runs); a changed one is written there
+ * once, and the response sends the runs as they are. */
 typedef struct tlc__http_mcent {
   char *name;
   int valid;      /* b holds the lines of (stamp, areas, om) */
@@ -211,8 +242,7 @@ typedef struct tlc__http_mcent {
   uint32_t areas;
   int om;
   uint64_t not_exported;
-  blk_t b;
-  size_t end[2]; /* ends of the calls and net-seconds runs; the histogram run ends at b.len */
+  size_t off[3], len[3]; /* its runs in the cache's runs (valid: in those of the last scrape) */
   /* what the histogram run is written from (the last render): */
   size_t na;                 /* exported areas */
   tlc_engine_code_net_t *cn; /* their figures */
@@ -229,11 +259,11 @@ typedef struct tlc__http_mcent {
 struct tlc__http_mcache {
   mcent_t *e; /* per target index of the last scrape */
   size_t n;
+  tlc__http_runs_t *runs; /* the last scrape's (one owner), or NULL */
 };
 
 static void ent_fini(mcent_t *c) {
   tlc_free(c->name);
-  tlc_free(c->b.b);
   tlc_free(c->cn);
   tlc_free(c->cum);
   tlc_free(c->have);
@@ -248,6 +278,7 @@ void tlc__http_metrics_cache_free(tlc__http_view_t *v) {
     return;
   for (size_t i = 0; i < mc->n; i++)
     ent_fini(&mc->e[i]);
+  tlc__http_runs_unref(mc->runs);
   tlc_free(mc->e);
   tlc_free(mc);
   v->mcache = NULL;
@@ -354,6 +385,16 @@ typedef struct scratch {
   size_t cappcum;
   int *phave;
   size_t capphave;
+  size_t *plabo; /* and their labels' offsets in c->lab (same_labels) */
+  size_t capplabo;
+  tlc_engine_code_net_t *wx; /* the exported areas whose histograms are walked (code_hists), */
+  size_t capwx;
+  size_t *walk; /* their places among the exported, */
+  size_t capwalk;
+  uint64_t *wcum; /* their counts, */
+  size_t capwcum;
+  int *wok; /* and whether those were found */
+  size_t capwok;
   tlc_out_t lab;        /* the exported areas' labels, escaped once */
   char les[NEDGES][32]; /* ,le="EDGE"} */
   size_t lel[NEDGES];
@@ -409,14 +450,17 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
   return 0;
 }
 
-/* Renders the area series of target i (name `name`) into c: the calls and net-seconds runs
- * into c->b, then the histogram run. 0, TLC_ENOMEM, TLC_ELIMIT (past *budget, which is
- * reduced by what c holds), or the source's error. */
+/* Renders the area series of target i (name `name`) for c: its calls, net-seconds and
+ * histogram runs at the ends of R's runs. same_epoch: c's previous render is of the same
+ * engine epoch (its areas' samples were only added to since); same_labels: also of the same
+ * names and target name (an area found in it keeps its escaped labels). 0, TLC_ENOMEM,
+ * TLC_ELIMIT (past *budget, which is reduced by what c and its runs hold), or the source's
+ * error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
-                  int same_epoch, size_t *budget) {
+                  tlc__http_runs_t *R, int same_epoch, int same_labels, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  size_t nk = 0, na, r, ne, pna = same_epoch ? c->na : 0;
+  size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
   const int64_t *le = tlc__http_metrics_edges(&ne);
   int rc;
   void *p;
@@ -435,8 +479,17 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     memcpy(s->pcn, c->cn, pna * sizeof(*s->pcn));
     memcpy(s->pcum, c->cum, pna * NEDGES * sizeof(*s->pcum));
     memcpy(s->phave, c->have, pna * sizeof(*s->phave));
+    if (same_labels) { /* and their labels (still in c->lab while the new ones are made) */
+      if ((p = tlc_grow(s->plabo, &s->capplabo, pna + 1, sizeof(*s->plabo), 16)) == NULL)
+        return TLC_ENOMEM;
+      s->plabo = p;
+      memcpy(s->plabo, c->labo, (pna + 1) * sizeof(*s->plabo));
+    }
   }
-  c->b.len = 0;
+  for (r = 0; r < 3; r++) {
+    c->off[r] = R->a[r].len;
+    c->len[r] = 0;
+  }
   c->lab.len = 0;
   c->na = 0;
   c->not_exported = 0;
@@ -459,6 +512,11 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->labo = p;
   memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
+  if (v->src.code_hists != NULL) {
+    if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->walk = p;
+  }
   for (r = 0; r < na; r++) {
     const tlc_engine_code_net_t *x = &c->cn[r];
     size_t q = r;
@@ -470,13 +528,40 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
       memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
       c->have[r] = 1;
+    } else if (v->src.code_hists != NULL) {
+      c->have[r] = 0; /* walked below with the others, in one call */
+      s->walk[nw++] = r;
     } else if (v->src.code_hist != NULL)
       c->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
     else
       c->have[r] =
           v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
                                                      le, ne, &c->cum[r * NEDGES]) == 0;
-    area_labels(v, i, &s->lab, name, map, x);
+    if (q < pna && same_labels) /* its labels as escaped then (same names, same target) */
+      tlc_out_write(&s->lab, c->lab.b + s->plabo[q], s->plabo[q + 1] - s->plabo[q]);
+    else
+      area_labels(v, i, &s->lab, name, map, x);
+  }
+  if (nw > 0) { /* the areas whose histograms changed, walked in one call (prefetching) */
+    if ((p = tlc_grow(s->wx, &s->capwx, nw, sizeof(*s->wx), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->wx = p;
+    if ((p = tlc_grow(s->wcum, &s->capwcum, nw * NEDGES, sizeof(*s->wcum), 64)) == NULL)
+      return TLC_ENOMEM;
+    s->wcum = p;
+    if ((p = tlc_grow(s->wok, &s->capwok, nw, sizeof(*s->wok), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->wok = p;
+    for (r = 0; r < nw; r++) {
+      s->wx[r] = c->cn[s->walk[r]];
+      s->wok[r] = 0;
+    }
+    (void)v->src.code_hists(v->src.ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
+    for (r = 0; r < nw; r++) {
+      c->have[s->walk[r]] = s->wok[r];
+      if (s->wok[r])
+        memcpy(&c->cum[s->walk[r] * NEDGES], &s->wcum[r * NEDGES], NEDGES * sizeof(*c->cum));
+    }
   }
   c->labo[na] = s->lab.len;
   if (s->lab.err != 0)
@@ -496,31 +581,31 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&c->b, 1);
+    ROOM(&R->a[0], 1);
     LIT("tlcap_area_calls_total{");
     LAB();
     LIT("} ");
     q = p_u64(q, c->cn[r].count);
     *q++ = '\n';
-    DONE(&c->b);
+    DONE(&R->a[0]);
   }
-  c->end[0] = c->b.len;
   for (r = 0; r < na; r++) {
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&c->b, 1);
+    ROOM(&R->a[1], 1);
     LIT("tlcap_area_net_seconds_total{");
     LAB();
     LIT("} ");
     q = p_seconds(q, c->cn[r].net_total);
     *q++ = '\n';
-    DONE(&c->b);
+    DONE(&R->a[1]);
   }
-  c->end[1] = c->b.len;
   for (r = 0; r < na; r++)
-    if ((rc = hist_lines(c, r, s, &c->b, budget)) != 0)
+    if ((rc = hist_lines(c, r, s, &R->a[2], budget)) != 0)
       return rc;
+  for (r = 0; r < 3; r++)
+    c->len[r] = R->a[r].len - c->off[r];
   return 0;
 }
 #undef ROOM
@@ -528,13 +613,14 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
 #undef LAB
 #undef DONE
 
-/* Target i: info, storage, and its area series (from the cache when its engine's state is
- * the one they were rendered from). */
+/* Target i: info, storage, and its area series into R (copied from the cache's runs when its
+ * engine's state is the one they were rendered from). */
 static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
-                       size_t *budget) {
+                       tlc__http_runs_t *R, size_t *budget) {
   mcent_t *c = &v->mcache->e[i];
+  const tlc__http_runs_t *old = v->mcache->runs;
   uint64_t st[3] = { 0, 0, 0 };
-  int known, same, same_epoch, rc;
+  int known, same, same_epoch, same_labels, rc;
   if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
     return rc;
   m->name = tlc_malloc(strlen(m->info.name) + 1);
@@ -549,12 +635,24 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
-  if (same && c->valid && c->b.len + c->lab.len <= *budget) {
-    *budget -= c->b.len + c->lab.len;
+  if (same && c->valid && old != NULL &&
+      c->len[0] + c->len[1] + c->len[2] + c->lab.len <= *budget) {
+    for (int k = 0; k < 3; k++) {
+      char *q = blk_room(&R->a[k], c->len[k], budget);
+      if (q == NULL)
+        return TLC_ENOMEM; /* within the budget (checked above) */
+      memcpy(q, old->a[k].b + c->off[k], c->len[k]);
+      c->off[k] = R->a[k].len;
+      R->a[k].len += c->len[k];
+      *budget -= c->len[k];
+    }
+    *budget -= c->lab.len;
     return 0;
   }
   c->valid = 0;
   same_epoch = known && c->has_st && c->st[0] == st[0];
+  /* the same names and target name too: an area's labels are those it had */
+  same_labels = same_epoch && c->st[2] == st[2] && c->name != NULL && strcmp(c->name, m->name) == 0;
   c->has_st = 0;
   if (c->name == NULL || strcmp(c->name, m->name) != 0) {
     tlc_free(c->name);
@@ -562,7 +660,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
       return TLC_ENOMEM;
     strcpy(c->name, m->name);
   }
-  if ((rc = render(v, i, m->name, c, s, same_epoch, budget)) != 0)
+  if ((rc = render(v, i, m->name, c, s, R, same_epoch, same_labels, budget)) != 0)
     return rc;
   c->valid = known;
   c->has_st = known;
@@ -572,7 +670,64 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   return 0;
 }
 
-int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
+/* Appends n bytes to b within *budget. 0, TLC_ELIMIT or TLC_ENOMEM. */
+static int blk_put(blk_t *b, const void *p, size_t n, size_t *budget) {
+  char *q;
+  if (n > *budget)
+    return TLC_ELIMIT;
+  if ((q = blk_room(b, n, budget)) == NULL)
+    return TLC_ENOMEM;
+  memcpy(q, p, n);
+  b->len += n;
+  *budget -= n;
+  return 0;
+}
+
+static const char *const run_family[3][3] = {
+  { "tlcap_area_calls_total", "counter", "Calls (E events) of the area." },
+  { "tlcap_area_net_seconds_total", "counter",
+    "Net (running) time of the area, open activations included." },
+  { "tlcap_area_net_duration_seconds", "histogram",
+    "Net time of closed activations (engine histogram edges: exact counts)." },
+};
+
+/* A scrape's runs with their family headers, each sized as the previous scrape's (old, may be
+ * NULL) so that it is allocated once. NULL, or *rc set. */
+static tlc__http_runs_t *runs_new(const tlc__http_runs_t *old, size_t pre, int om, size_t *budget,
+                                  int *rc) {
+  tlc__http_runs_t *R = tlc_calloc(1, sizeof(*R));
+  tlc_out_t t;
+  *rc = TLC_ENOMEM;
+  if (R == NULL)
+    return NULL;
+  R->refs = 1;
+  R->pre = pre;
+  tlc_out_init(&t, 4096, NULL, NULL);
+  for (int k = 0; k < 3; k++) {
+    size_t cap = old != NULL ? old->a[k].len + old->a[k].len / 8 : 0;
+    if (cap < pre + 4096)
+      cap = pre + 4096;
+    if ((R->a[k].b = tlc_malloc(cap)) == NULL)
+      break;
+    R->a[k].cap = cap;
+    R->a[k].len = pre;
+    t.len = t.total = 0;
+    family(&t, om, run_family[k][0], run_family[k][1], run_family[k][2]);
+    if (t.err != 0 || (*rc = blk_put(&R->a[k], t.buf, t.len, budget)) != 0) {
+      *rc = t.err != 0 ? t.err : *rc;
+      break;
+    }
+    *rc = 0;
+  }
+  tlc_out_fini(&t);
+  if (*rc != 0) {
+    tlc__http_runs_unref(R);
+    return NULL;
+  }
+  return R;
+}
+
+int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o, tlc__http_runs_t **runs) {
   const tlc_ps_provider_t *pv = v->src.pv;
   size_t n = pv->count(pv->ud), i, j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -580,11 +735,15 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
   tlc_http_daemon_info_t di;
   mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
   scratch_t *s = tlc_calloc(1, sizeof(*s));
-  int rc = 0;
+  tlc__http_runs_t *R = NULL;
+  int rc = 0, any = 0;
+  *runs = NULL;
   if (m == NULL || s == NULL || cache_size(v, n) != 0) {
     rc = TLC_ENOMEM;
     goto out;
   }
+  if ((R = runs_new(v->mcache->runs, v->pre, om, &budget, &rc)) == NULL)
+    goto out;
   tlc_out_init(&s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
   for (j = 0; j < ne; j++) {
     char *q = s->les[j];
@@ -596,9 +755,18 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
     s->lel[j] = (size_t)(q + 3 - s->les[j]);
   }
   for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, om, i, &m[i], s, &budget);
+    rc = read_target(v, om, i, &m[i], s, R, &budget);
   if (rc != 0)
     goto out;
+  /* the runs are the cache's from now on (the entries' offsets are in them) */
+  tlc__http_runs_unref(v->mcache->runs);
+  v->mcache->runs = R;
+  R = NULL;
+  for (i = 0; i < n && !any; i++)
+    any = m[i].c != NULL && m[i].c->len[0] + m[i].c->len[1] + m[i].c->len[2] > 0;
+  if (any && om && (rc = blk_put(&v->mcache->runs->a[2], "# EOF\n", 6, &budget)) != 0)
+    goto out;
+  o->max = o->len + budget; /* what is left for the rest, written to o */
   memset(&di, 0, sizeof(di));
   if (v->src.daemon_info != NULL)
     v->src.daemon_info(v->src.ud, &di);
@@ -727,29 +895,16 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
               m[i].c != NULL ? m[i].c->not_exported : 0);
   }
 
-  for (i = 0; i < n && (m[i].c == NULL || m[i].c->b.len == 0); i++)
-    ;
-  if (i < n) {
-    /* each target's runs, copied as rendered (or kept) */
-    family(o, om, "tlcap_area_calls_total", "counter", "Calls (E events) of the area.");
-    for (i = 0; i < n; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b, m[i].c->end[0]);
-    family(o, om, "tlcap_area_net_seconds_total", "counter",
-           "Net (running) time of the area, open activations included.");
-    for (i = 0; i < n; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b + m[i].c->end[0], m[i].c->end[1] - m[i].c->end[0]);
-    family(o, om, "tlcap_area_net_duration_seconds", "histogram",
-           "Net time of closed activations (engine histogram edges: exact counts).");
-    for (i = 0; i < n && o->err == 0; i++)
-      if (m[i].c != NULL && m[i].c->b.len > 0) /* a target without areas has no run */
-        tlc_out_write(o, m[i].c->b.b + m[i].c->end[1], m[i].c->b.len - m[i].c->end[1]);
-  }
-  if (om)
+  /* the area families follow: R's runs, sent as they are (with "# EOF" after them) */
+  if (om && !any)
     tlc_out_puts(o, "# EOF\n");
   rc = o->err;
+  if (rc == 0 && any) {
+    v->mcache->runs->refs++;
+    *runs = v->mcache->runs;
+  }
 out:
+  tlc__http_runs_unref(R);
   for (i = 0; m != NULL && i < n; i++)
     tlc_free(m[i].name);
   tlc_free(m);
@@ -758,6 +913,11 @@ out:
     tlc_free(s->pcn);
     tlc_free(s->pcum);
     tlc_free(s->phave);
+    tlc_free(s->plabo);
+    tlc_free(s->wx);
+    tlc_free(s->walk);
+    tlc_free(s->wcum);
+    tlc_free(s->wok);
     tlc_out_fini(&s->lab);
     tlc_free(s);
   }

@@ -44,6 +44,28 @@ void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response) {
 
 void tlc__http_resp_fini(tlc__http_resp_t *rs) {
   tlc_out_fini(&rs->body);
+  tlc__http_runs_unref(rs->runs);
+  rs->runs = NULL;
+}
+
+char *tlc__http_resp_take(tlc__http_resp_t *rs, size_t *len) {
+  size_t n = rs->body.len, k, rl;
+  char *b;
+  if (rs->runs == NULL)
+    return tlc_out_take(&rs->body, len);
+  if (rs->body.err != 0 || (b = tlc_malloc(n + tlc__http_runs_len(rs->runs) + 1)) == NULL)
+    return NULL;
+  if (n > 0)
+    memcpy(b, rs->body.buf, n);
+  for (k = 0; k < 3; k++) {
+    const char *r = tlc__http_runs_get(rs->runs, (int)k, &rl);
+    memcpy(b + n, r, rl);
+    n += rl;
+  }
+  b[n] = '\0';
+  *len = n;
+  tlc__http_resp_fini(rs);
+  return b;
 }
 
 static void body_reset(tlc__http_resp_t *rs) {
@@ -52,6 +74,8 @@ static void body_reset(tlc__http_resp_t *rs) {
   size_t max = rs->body.max < 4096 ? 4096 : rs->body.max;
   tlc_out_fini(&rs->body);
   tlc_out_init(&rs->body, max, NULL, NULL);
+  tlc__http_runs_unref(rs->runs);
+  rs->runs = NULL;
   rs->static_body = NULL;
   rs->static_len = 0;
 }
@@ -383,7 +407,7 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
     if (hint > 0 && hint <= rs->body.max && rs->body.buf == NULL &&
         (rs->body.buf = tlc_malloc(hint)) != NULL)
       rs->body.cap = hint;
-    rc = tlc__http_metrics(v, om, &rs->body);
+    rc = tlc__http_metrics(v, om, &rs->body, &rs->runs);
     v->metrics_hint = rs->body.len;
     if (rc != 0)
       tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "metrics: %s",

@@ -55,10 +55,15 @@
 #include <netinet/in.h>
 
 /* Body bytes per write: large, so that a big scrape takes few loop turns (lws keeps what the
- * kernel does not take, and calls back only once that is sent). */
-#define CHUNK (256 * 1024)
-static unsigned char chunk_buf[LWS_PRE + CHUNK]; /* loop thread only */
-static char uri_buf[65536];                      /* a request's path (loop thread only) */
+ * kernel does not take, and calls back only once that is sent): each turn is a wake-up of the
+ * loop once the reader made room, and at 256 KiB those were 0.4 ms of a 5 MB scrape's loop
+ * time (bench/RESULTS.md, "/metrics scrape, session 9"). Bytes sent in place (a body past its
+ * first LWS_PRE bytes, /metrics' runs) go up to CHUNK at a time; those copied first (an
+ * embedded file, a body's first bytes) up to COPY_CHUNK. */
+#define CHUNK      (1024 * 1024)
+#define COPY_CHUNK (256 * 1024)
+static unsigned char chunk_buf[LWS_PRE + COPY_CHUNK]; /* loop thread only */
+static char uri_buf[65536];                           /* a request's path (loop thread only) */
 
 /* A request body (no path takes one: it gets its error) is read and dropped before the answer
  * up to this size, so that the connection can go on (or close with nothing unread: a close
@@ -115,8 +120,12 @@ struct pss {
   /* HTTP response being sent */
   char *body; /* owned (memory body) */
   const unsigned char *sbody;
-  size_t len, off;
-  size_t inflight; /* counted in st.inflight_bytes */
+  tlc__http_runs_t *runs; /* owned: sent after body (/metrics), or NULL */
+  size_t len, off;        /* all of it, and sent so far */
+  size_t blen;            /* body's or sbody's part of len */
+  int seg;                /* being sent: 0 body or sbody, 1..3 the runs */
+  size_t soff;            /* sent of segment seg */
+  size_t inflight;        /* counted in st.inflight_bytes */
   int close_after;
   int await_body;               /* the answer waits for the request body (read and dropped) */
   int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
@@ -196,7 +205,10 @@ static void body_free(pss_t *p) {
   tlc_free(p->body);
   p->body = NULL;
   p->sbody = NULL;
-  p->len = p->off = 0;
+  tlc__http_runs_unref(p->runs);
+  p->runs = NULL;
+  p->len = p->off = p->blen = p->soff = 0;
+  p->seg = 0;
   if (h != NULL) {
     h->st.inflight_bytes -= p->inflight;
     h->view.max_response = h->o.max_response;
@@ -377,8 +389,15 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
     p->body = tlc_out_take(&rs.body, &len);
     if (p->body == NULL) /* nothing written (cannot happen: errors have a body) */
       len = 0;
+    else if (rs.runs != NULL) { /* /metrics' area series: sent from where they are */
+      p->runs = rs.runs;
+      rs.runs = NULL;
+    }
   }
   tlc__http_resp_fini(&rs);
+  p->blen = len;
+  if (p->runs != NULL)
+    len += tlc__http_runs_len(p->runs);
   p->len = len;
   p->inflight = p->body != NULL ? len : 0;
   h->st.inflight_bytes += p->inflight;
@@ -408,21 +427,52 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   return 0;
 }
 
+/* Segment k of p's answer (0: body or sbody, 1..3: the runs), *n bytes; in place: the
+ * LWS_PRE bytes before it are ours to write over while lws_write runs. */
+static const unsigned char *segment(const pss_t *p, int k, size_t *n, int *in_place) {
+  if (k == 0) {
+    *n = p->blen;
+    *in_place = p->body != NULL;
+    return p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
+  }
+  *in_place = p->h->view.pre >= LWS_PRE; /* the runs have view.pre bytes before them */
+  return (const unsigned char *)tlc__http_runs_get(p->runs, k - 1, n);
+}
+
 static int send_chunk(struct lws *wsi, pss_t *p) {
-  unsigned char *buf = chunk_buf;
-  size_t n = p->len - p->off < CHUNK ? p->len - p->off : CHUNK;
-  int last = p->off + n >= p->len;
-  const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
+  unsigned char *buf = chunk_buf, save[LWS_PRE];
+  const unsigned char *src;
+  size_t n, sn;
+  int last, in_place, w;
   if (p->len == 0)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
-  if (p->body != NULL && p->off >= LWS_PRE)
-    buf = (unsigned char *)p->body + p->off - LWS_PRE; /* in place: lws may use the LWS_PRE
-                                                          bytes before, which are sent */
-  else
-    memcpy(buf + LWS_PRE, src + p->off, n);
-  if (lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
+  src = segment(p, p->seg, &sn, &in_place);
+  while (p->soff >= sn && p->seg < 3 && p->runs != NULL) { /* the next segment with bytes */
+    p->seg++;
+    p->soff = 0;
+    src = segment(p, p->seg, &sn, &in_place);
+  }
+  n = sn - p->soff < CHUNK ? sn - p->soff : CHUNK;
+  last = p->off + n >= p->len;
+  if (in_place && (p->seg > 0 || p->soff >= LWS_PRE)) {
+    /* lws may write its framing into the LWS_PRE bytes before: bytes already sent, or the
+     * runs' (shared, kept for the next scrape): restored after the write */
+    buf = (unsigned char *)src + p->soff - LWS_PRE;
+    memcpy(save, buf, LWS_PRE);
+  } else {
+    if (n > COPY_CHUNK) {
+      n = COPY_CHUNK;
+      last = p->off + n >= p->len;
+    }
+    memcpy(buf + LWS_PRE, src + p->soff, n);
+  }
+  w = lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP);
+  if (buf != chunk_buf)
+    memcpy(buf, save, LWS_PRE);
+  if (w != (int)n)
     return -1;
   p->off += n;
+  p->soff += n;
   if (!last) {
     lws_callback_on_writable(wsi);
     return 0;
@@ -906,6 +956,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.max_response = o->max_response;
   h->view.st = &h->st;
   h->live.pre = LWS_PRE; /* the live messages leave room for the frame header */
+  h->view.pre = LWS_PRE; /* and /metrics' runs, sent in place */
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);

@@ -286,6 +286,43 @@ static void lower_priority(tlc_store_t *s) {
 #endif
 }
 
+/* One job: a seal, a barrier's answer, or an export written late. */
+static void run_job(tlc_store_t *s, sjob_t *j) {
+  if (s->pend)
+    pend_retry(s);
+  if (j->kind == J_SEAL) {
+    tlc__store_seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
+    tlc__seg_fini(&j->seg);
+    tlc__store_tmap_unref(s, j->map);
+  } else if (j->kind == J_BARRIER) {
+    tlc__store_push_res(s, j->res);
+  } else if (j->kind == J_EXPORT) {
+    if (tlc__store_pend_try(s, j->p))
+      tlc__store_pend_free(s, j->p);
+    else
+      tlc__store_pend_keep(s, j->p); /* the file system is full: when space returns */
+  }
+  uv_mutex_lock(&s->mu);
+  if (j->kind == J_SEAL) {
+    s->sealing--;
+    s->c.seal_queue = s->sealing;
+  }
+  uv_cond_signal(&s->cv); /* room for the writer */
+  uv_mutex_unlock(&s->mu);
+  tlc_free(j);
+}
+
+/* the next job, or NULL; with s->mu held */
+static sjob_t *pop_job(tlc_store_t *s) {
+  sjob_t *j = s->sh;
+  if (j) {
+    s->sh = j->next;
+    if (!s->sh)
+      s->st = NULL;
+  }
+  return j;
+}
+
 void tlc__store_sealer_main(void *arg) {
   tlc_store_t *s = arg;
   lower_priority(s);
@@ -293,57 +330,43 @@ void tlc__store_sealer_main(void *arg) {
   for (;;) {
     while (!s->sh && !s->sstop)
       uv_cond_wait(&s->scv, &s->mu);
-    sjob_t *j = s->sh;
-    if (!j) {
-      uv_mutex_unlock(&s->mu);
-      if (s->pend)
-        pend_retry(s); /* a last try */
-      while (s->pend) {
-        pend_t *p = s->pend;
-        s->pend = p->next;
-        tlc__store_wlog(
-            s, TLC_LOG_WARN, "%s: %s%s%s of %s not written (no space): done at the next start",
-            p->target, p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
-            p->need_mf ? "manifest" : "", p->data);
-        tlc__store_pend_free(s, p);
-      }
-      s->npend = 0;
-      uv_mutex_lock(&s->mu);
-      break; /* stopped and drained */
-    }
-    s->sh = j->next;
-    if (!s->sh)
-      s->st = NULL;
+    if (s->sstop)
+      break; /* what is left is finished by tlc__store_stop_sealer's caller */
+    sjob_t *j = pop_job(s);
     uv_mutex_unlock(&s->mu);
-    if (s->pend)
-      pend_retry(s);
-    if (j->kind == J_SEAL) {
-      tlc__store_seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
-      tlc__seg_fini(&j->seg);
-      tlc__store_tmap_unref(s, j->map);
-    } else if (j->kind == J_BARRIER) {
-      tlc__store_push_res(s, j->res);
-    } else if (j->kind == J_EXPORT) {
-      if (tlc__store_pend_try(s, j->p))
-        tlc__store_pend_free(s, j->p);
-      else
-        tlc__store_pend_keep(s, j->p); /* the file system is full: when space returns */
-    }
+    run_job(s, j);
     uv_mutex_lock(&s->mu);
-    if (j->kind == J_SEAL) {
-      s->sealing--;
-      s->c.seal_queue = s->sealing;
-    }
-    uv_cond_signal(&s->cv); /* room for the writer */
-    tlc_free(j);
   }
   uv_mutex_unlock(&s->mu);
 }
 
+/* Stops the sealer thread after its current job; the caller (the writer at shutdown, at normal
+ * priority: a stop is not slowed by the sealer's) then seals and exports what is left, in order,
+ * and makes a last attempt at what waits for space. */
 void tlc__store_stop_sealer(tlc_store_t *s) {
   if (!s->sthr_started)
     return;
   LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
   uv_thread_join(&s->sthr);
   s->sthr_started = 0;
+  uv_mutex_lock(&s->mu);
+  sjob_t *j;
+  while ((j = pop_job(s)) != NULL) {
+    uv_mutex_unlock(&s->mu);
+    run_job(s, j);
+    uv_mutex_lock(&s->mu);
+  }
+  uv_mutex_unlock(&s->mu);
+  if (s->pend)
+    pend_retry(s); /* a last try */
+  while (s->pend) {
+    pend_t *p = s->pend;
+    s->pend = p->next;
+    tlc__store_wlog(s, TLC_LOG_WARN,
+                    "%s: %s%s%s of %s not written (no space): done at the next start", p->target,
+                    p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
+                    p->need_mf ? "manifest" : "", p->data);
+    tlc__store_pend_free(s, p);
+  }
+  s->npend = 0;
 }

@@ -350,6 +350,7 @@ int64_t tlc__mono_ns(void);
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 #define GATHER_RECS     8192 /* bin1x records gathered per command (192 KiB) */
+#define GPOOL_MAX       8    /* gather buffers kept for reuse (2 MiB at most) */
 
 enum {
   C_OPEN = 1,
@@ -546,6 +547,11 @@ struct tlc_store {
   uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
   int nhandles;               /* handles not closed yet (async, prep) */
   size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
+  /* gather buffers the writer is done with (records and times, gather_max each), for the loop
+   * to fill again: no fresh pages to fault in per command (under mu) */
+  uint8_t *gpool_b[GPOOL_MAX];
+  int64_t *gpool_t[GPOOL_MAX];
+  size_t ngpool;
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
   int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
   unsigned inflight; /* compressions */

@@ -640,6 +640,15 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     if (t->gn == s->gather_max)
       gather_flush(t);
     if (!t->gb) {
+      uv_mutex_lock(&s->mu);
+      if (s->ngpool > 0) {
+        s->ngpool--;
+        t->gb = s->gpool_b[s->ngpool];
+        t->gt = s->gpool_t[s->ngpool];
+      }
+      uv_mutex_unlock(&s->mu);
+    }
+    if (!t->gb) {
       t->gb = tlc_malloc(s->gather_max * R);
       t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
       if (!t->gb || !t->gt) {
@@ -1025,6 +1034,10 @@ static void on_async_closed(uv_handle_t *h) {
     tlc__store_pend_free(s, p);
   }
   tlc__catalog_fini(&s->cat);
+  for (size_t i = 0; i < s->ngpool; i++) {
+    tlc_free(s->gpool_b[i]);
+    tlc_free(s->gpool_t[i]);
+  }
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
   uv_mutex_destroy(&s->mu);

@@ -788,6 +788,18 @@ void tlc__store_writer_main(void *arg) {
         w_release_rx(s, NULL);     /* no target of theirs was configured: without settings */
         tlc__store_stop_sealer(s); /* seals and exports what it holds first */
       }
+      if (c->type == C_DATA && c->times && c->buf) {
+        /* a gather buffer (store.c): back to the loop for its next records */
+        uv_mutex_lock(&s->mu);
+        if (s->ngpool < GPOOL_MAX) {
+          s->gpool_b[s->ngpool] = c->buf;
+          s->gpool_t[s->ngpool] = c->times;
+          s->ngpool++;
+          c->buf = NULL;
+          c->times = NULL;
+        }
+        uv_mutex_unlock(&s->mu);
+      }
       tlc_free(c->buf);
       tlc_free(c->times);
       tlc_free(c->recs);

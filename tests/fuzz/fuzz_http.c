@@ -102,6 +102,14 @@ static int f_code_hist(void *ud, size_t i, const tlc_engine_code_net_t *x, const
   return tlc_engine_code_hist(eng[i], x, TLC_NET, le, nle, cum);
 }
 
+static int f_code_hists(void *ud, size_t i, const tlc_engine_code_net_t *xs, size_t nx,
+                        const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
+  (void)ud;
+  if (i >= NT)
+    return TLC_ERANGE;
+  return tlc_engine_code_hists(eng[i], xs, nx, TLC_NET, le, nle, cum, ok);
+}
+
 static int f_code_net(void *ud, size_t i, tlc_engine_code_net_t **out, size_t *n, size_t *cap) {
   (void)ud;
   if (i >= NT)
@@ -277,9 +285,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   v.src.context = f_context;
   v.src.stamp = (data[1] & 4) ? f_stamp : NULL;
   v.src.code_hist = (data[1] & 16) ? f_code_hist : NULL;
+  v.src.code_hists = (data[1] & 32) ? f_code_hists : NULL;
   v.metrics_areas = data[0];
   v.max_response = caps[data[1] & 3];
   v.version = "fuzz";
+  v.pre = (data[1] & 8) ? 16 : 0; /* the server's LWS_PRE before each run, or none */
   method[0] = path[0] = query[0] = accept[0] = '\0';
   line(data, size, &off, method, sizeof(method));
   line(data, size, &off, path, sizeof(path));
@@ -325,25 +335,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     }
   }
-  body = rs.static_body != NULL ? NULL : tlc_out_take(&rs.body, &len);
-  if (rs.static_body == NULL && body == NULL)
-    abort();
-  check_resp(&rs, len, body);
-  tlc_free(body);
-  tlc__http_resp_fini(&rs);
   if (v.src.stamp != NULL && strcmp(path, "/metrics") == 0) {
-    /* again, from what the first scrape kept: the same bytes */
+    /* again, from what the first scrape kept, while the first answer (its runs) is still
+     * held as if being sent: the same area series */
     char *body2;
+    const char *a1, *a2;
     size_t len2 = 0;
-    tlc__http_resp_init(&rs, v.max_response);
-    tlc__http_route(&v, &rq, &rs);
-    body2 = tlc_out_take(&rs.body, &len2);
+    tlc__http_resp_t rs2;
+    tlc__http_resp_init(&rs2, v.max_response);
+    tlc__http_route(&v, &rq, &rs2);
+    body2 = tlc__http_resp_take(&rs2, &len2);
     if (body2 == NULL)
       abort();
-    check_resp(&rs, len2, body2);
+    check_resp(&rs2, len2, body2);
+    body = tlc__http_resp_take(&rs, &len);
+    if (body == NULL)
+      abort();
+    check_resp(&rs, len, body);
+    a1 = strstr(body, "# HELP tlcap_area_calls");
+    a2 = strstr(body2, "# HELP tlcap_area_calls");
+    if (rs.status == 200 && rs2.status == 200 &&
+        ((a1 == NULL) != (a2 == NULL) || (a1 != NULL && strcmp(a1, a2) != 0)))
+      abort();
+    tlc_free(body);
     tlc_free(body2);
-    tlc__http_resp_fini(&rs);
+    tlc__http_resp_fini(&rs2);
+  } else {
+    body = rs.static_body != NULL ? NULL : tlc__http_resp_take(&rs, &len);
+    if (rs.static_body == NULL && body == NULL)
+      abort();
+    check_resp(&rs, len, body);
+    tlc_free(body);
   }
+  tlc__http_resp_fini(&rs);
   tlc__http_metrics_cache_free(&v);
   {
     char u[64];

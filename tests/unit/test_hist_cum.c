@@ -158,6 +158,37 @@ static void test_exact_counts(void **state) {
         assert_memory_equal(c1, c2, sizeof(c1));
       }
     }
+    /* every entry in one call (tlc_engine_code_hists), one of them with a stale ref (found by
+     * handle instead), one with no such area: the same counts as by handle, each */
+    {
+      uint64_t *all = calloc((n + 1) * NSTEPS, sizeof(*all)), c1[NSTEPS];
+      int *ok = calloc(n + 1, sizeof(*ok));
+      tlc_engine_code_net_t *xs = calloc(n + 1, sizeof(*xs));
+      assert_non_null(all);
+      assert_non_null(ok);
+      assert_non_null(xs);
+      memcpy(xs, cn, n * sizeof(*xs));
+      xs[0].ref = xs[n - 1].ref; /* names another area's rows */
+      xs[n] = cn[0];
+      xs[n].handle = 0x1234; /* no such area */
+      assert_int_equal(tlc_engine_code_hists(e, xs, n + 1, TLC_NET, le, NSTEPS, all, ok), 0);
+      for (i = 0; i < n; i++) {
+        assert_int_equal(ok[i], 1);
+        assert_int_equal(
+            tlc_engine_hist_cum(e, xs[i].handle, TLC_CTX_NEUTRAL, TLC_NET, le, NSTEPS, c1), 0);
+        assert_memory_equal(c1, &all[i * NSTEPS], sizeof(c1));
+      }
+      assert_int_equal(ok[n], 0);
+      {
+        int64_t bad[2] = { 1000, 100 }; /* not ascending: refused, nothing found */
+        ok[0] = 1;
+        assert_int_equal(tlc_engine_code_hists(e, xs, 1, TLC_NET, bad, 2, all, ok), TLC_EINVAL);
+        assert_int_equal(ok[0], 0);
+      }
+      free(all);
+      free(ok);
+      free(xs);
+    }
     tlc_free(cn);
   }
   /* not an edge: refused rather than guessed */
