@@ -1386,11 +1386,13 @@ int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64
   return tlc_engine_handle_split_since(e, lo, n, 0, hi);
 }
 
-int tlc__engine_snap_legacy;
+void tlc__engine_set_snap_legacy(tlc_engine_t *e, int on) {
+  e->snap_legacy = on;
+}
 
 static int ord_valid(const tlc_engine_t *e) {
   return e->ord != NULL && e->ord_nrows == e->nrows && e->ord_gen == e->ctxgen &&
-         e->ord_epoch == e->epoch && !tlc__engine_snap_legacy;
+         e->ord_epoch == e->epoch && !e->snap_legacy;
 }
 
 /* The first position of e->ord whose row's handle is >= h. */
@@ -1924,7 +1926,7 @@ static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, 
     rc = TLC_ENOMEM;
     goto out;
   }
-  if (!neut && !tlc__engine_snap_legacy && build_ord(e) == 0) {
+  if (!neut && !e->snap_legacy && build_ord(e) == 0) {
     /* no Neutral rows: the changed rows of [lo, hi) copied in table order (e->ord), the
      * others not looked at */
     size_t a = part ? ord_lower(e, lo) : 0, b = part ? ord_lower(e, hi) : n, x;
