@@ -36,8 +36,8 @@ byte (SPEC 1). Throughput = bytes / (first write .. close).
     alternating (N pairs, default 5, R passes per connection, default 1), median of the
     per-pair ratios of throughput to the close (with storage the close comes after the storage
     barrier: every byte written to its segment; the seals of the segments filled run on the
-    sealer thread at the lowest CPU priority, during the run or after it, docs/storage.md). Also the daemon's CPU time per event with
-    and without storage and their difference: the CPU time storage costs per stored event;
+    sealer thread beside it, docs/storage.md). Also the daemon's CPU time per event with and
+    without storage and their difference: the CPU time storage costs per stored event;
     and the loop thread's own CPU per event with and without storage (/proc/PID/task/PID):
     the loop bounds ingest and storage's threads run beside it, so their ratio is the
     capacity ratio, which foreign load on a shared machine moves far less than throughput.

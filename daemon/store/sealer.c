@@ -21,12 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/syscall.h>
-#endif
 #include <zstd.h>
 
 tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t seq) {
@@ -270,22 +266,6 @@ void tlc__store_push_job(tlc_store_t *s, sjob_t *j) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* The sealer at the lowest CPU priority (nice 19, this thread only; Linux: a thread's nice value
- * is its own): its work (fdatasync, the main export's engine pass, manifests, retention) uses
- * the CPU that ingest leaves, and a burst is taken at the speed of the loop and the writer,
- * then sealed (docs/storage.md). Never starved for long: nice 19 still gets a share when the
- * CPU is busy, and when seals fall behind by max_sealing segments the writer waits, so ingest
- * slows (TCP backpressure) and the CPU it leaves goes to the sealer. Not undone: an unprivileged
- * thread cannot raise its priority again. */
-static void lower_priority(tlc_store_t *s) {
-#ifdef __linux__
-  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) < 0)
-    tlc__store_wlog(s, TLC_LOG_DEBUG, "sealer: cannot lower its priority: %s", strerror(errno));
-#else
-  (void)s;
-#endif
-}
-
 /* One job: a seal, a barrier's answer, or an export written late. */
 static void run_job(tlc_store_t *s, sjob_t *j) {
   if (s->pend)
@@ -325,7 +305,6 @@ static sjob_t *pop_job(tlc_store_t *s) {
 
 void tlc__store_sealer_main(void *arg) {
   tlc_store_t *s = arg;
-  lower_priority(s);
   uv_mutex_lock(&s->mu);
   for (;;) {
     while (!s->sh && !s->sstop)
@@ -340,9 +319,9 @@ void tlc__store_sealer_main(void *arg) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* Stops the sealer thread after its current job; the caller (the writer at shutdown, at normal
- * priority: a stop is not slowed by the sealer's) then seals and exports what is left, in order,
- * and makes a last attempt at what waits for space. */
+/* Stops the sealer thread after its current job; the caller (the writer at shutdown, which
+ * waits for this anyway) then seals and exports what is left, in order, and makes a last attempt
+ * at what waits for space. */
 void tlc__store_stop_sealer(tlc_store_t *s) {
   if (!s->sthr_started)
     return;

@@ -332,7 +332,7 @@ int tlc_store_barrier(tlc_store_t *s, void (*cb)(void *ud), void *ud);
  * command queued before this call (records written to their segments, or dropped and counted;
  * gaps and rotations done); segments closed by them may still be sealing. "A target that
  * half-closes is answered once every byte it sent is written" (SPEC 1): the answer does not
- * wait for the sealer, which runs at the lowest CPU priority (docs/storage.md). Returns 0 or
+ * wait for the sealer, which seals them in the background (docs/storage.md). Returns 0 or
  * TLC_ENOMEM (cb is then never called). */
 int tlc_store_barrier_written(tlc_store_t *s, void (*cb)(void *ud), void *ud);
 

@@ -417,11 +417,11 @@ def test_half_close_answered_after_write(d):
 
 def test_half_close_answered_before_seals(d):
     """docs/storage.md: the half-close answer waits for the bytes to be written, not for the
-    seals of the segments they filled (the sealer runs at the lowest CPU priority, in the
-    background): with every seal slowed by 1.5 s (test hook TLCAP_TEST_SEAL_DELAY_MS), the
-    answer comes while both filled segments still wait for their seal, with every byte in the
-    segment files, and `tlcap segments` says `sealing` for them; then both are sealed, each
-    with its main export."""
+    seals of the segments they filled (the sealer seals them in the background): with every
+    seal slowed by 1.5 s (test hook TLCAP_TEST_SEAL_DELAY_MS), the answer comes while both
+    filled segments still wait for their seal, with every byte in the segment files, and
+    `tlcap segments` says `sealing` for them; then both are sealed, each with its main
+    export."""
     port, sport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--rotate-bytes",
                               "800000"], store=True, serve="127.0.0.1:%d" % sport,
