@@ -1,6 +1,7 @@
-/* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine) and
- * checkpoint.c (its serialisation). Not a contract: only these two files include it; every
- * field's meaning and invariant is described here and in engine.c's design note.
+/* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
+ * lifecycle), snapshot.c (its read side) and checkpoint.c (its serialisation). Not a contract:
+ * only these files and the engine's unit tests include it; every field's meaning and invariant
+ * is described here and in engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -233,5 +234,92 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
 void tlc__engine_acct_sync(tlc_engine_t *e);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);
+
+/* ---- shared by engine.c (the write side) and snapshot.c (the read side) ---- */
+
+static inline int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+/* ---- time arithmetic ----
+ * Event times are whatever a target sends: a reboot to 0, a jump by hours, a 64-bit timer that
+ * wraps. A difference or a running sum may not fit in int64_t, and signed overflow is undefined,
+ * so every time difference and every accumulated total goes through these: a saturated
+ * difference keeps its sign (a wrap backwards is a negative duration: 0 and an anomaly, SPEC
+ * section 2), a saturated sum stops at INT64_MAX (or INT64_MIN). */
+static inline int64_t tsub(int64_t a, int64_t b) {
+#if defined(__GNUC__)
+  int64_t d;
+  if (TLC_UNLIKELY(__builtin_sub_overflow(a, b, &d))) /* one sub and a flag test */
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return d;
+#else
+  if (b < 0 ? a > INT64_MAX + b : a < INT64_MIN + b)
+    return b < 0 ? INT64_MAX : INT64_MIN;
+  return a - b;
+#endif
+}
+
+static inline int64_t tadd(int64_t a, int64_t b) {
+#if defined(__GNUC__)
+  int64_t s;
+  if (TLC_UNLIKELY(__builtin_add_overflow(a, b, &s)))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return s;
+#else
+  if (b > 0 ? a > INT64_MAX - b : a < INT64_MIN - b)
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return a + b;
+#endif
+}
+
+static inline int64_t nonneg(int64_t v) {
+  return v < 0 ? 0 : v;
+}
+
+/* Merges count, sum, min and max of (bn, bsum, bmin, bmax) into *n, *sum, *min, *max: the part
+ * that every distribution kind here (edist_t, wkd_t, tlc_wdist_t) shares. */
+static inline void nsmm_merge(uint64_t *n, int64_t *sum, int64_t *min, int64_t *max, uint64_t bn,
+                              int64_t bsum, int64_t bmin, int64_t bmax) {
+  if (bn == 0)
+    return;
+  if (*n == 0 || bmin < *min)
+    *min = bmin;
+  if (*n == 0 || bmax > *max)
+    *max = bmax;
+  *n += bn;
+  *sum = tadd(*sum, bsum);
+}
+
+static inline void edist_merge(edist_t *a, const edist_t *b) {
+  if (b->n == 0)
+    return;
+  nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
+  a->sqlo += b->sqlo;
+  a->sqhi += b->sqhi + (a->sqlo < b->sqlo);
+}
+
+/* The last step of window i that is no longer in it at time T: floor(T / step) - NSTEPS. */
+static inline int64_t wlim(const tlc_engine_t *e, unsigned i) {
+  int64_t s = floordiv(e->last, e->step[i]);
+  return s < INT64_MIN + NSTEPS ? INT64_MIN : s - NSTEPS;
+}
+
+/* IN(t) of context c (ctxmode: e->ctxmode, a constant in the specialised push loop) */
+static inline int64_t ctx_in(int ctxmode, const ectx_t *c, int64_t t) {
+  if (!ctxmode)
+    return t;
+  return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
+}
+
+/* tlc_grow (same contract) with the growth charged first to the engine's accounting as `kind`
+ * (engine.c). */
+void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
+                       size_t first, int kind);
+/* Counts the histogram samples queued in the engine's log (engine.c). */
+void tlc__engine_hlog_flush(tlc_engine_t *e);
 
 #endif
