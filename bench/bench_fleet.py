@@ -93,19 +93,9 @@ def main():
         return 0
     io = os.path.join(a.build, "bench", "benchd_io")
     d = B.tempdir("tlcbench-fleet.")
-    nport = B.free_port()
-    ns = subprocess.Popen([nats, "-js", "-a", "127.0.0.1", "-p", str(nport), "-sd",
-                           os.path.join(d, "js")], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    ns, nport = B.start_nats(d, nats)
     daemons = []
     try:
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", nport)).close()
-                return True
-            except OSError:
-                return False
-        B.wait_until(up, 10, "nats-server")
         confs = [("no nats", None, a.build)]
         for iv in a.intervals.split(","):
             confs.append(("nats %s ms" % iv, iv, a.build))

@@ -194,6 +194,28 @@ def median(xs):
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def start_nats(d, binary="nats-server"):
+    """A `nats-server -js` on a free loopback port, its JetStream store under d; returns
+    (process, port) once it accepts connections. The caller kills it."""
+    port = free_port()
+    ns = subprocess.Popen([binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd",
+                           os.path.join(d, "js")], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_until(up, 10, "nats-server")
+    except BaseException:
+        ns.kill()
+        raise
+    return ns, port
+
+
 def tempdir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR", "/tmp"))
 

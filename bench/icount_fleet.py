@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,19 +38,9 @@ STAGES = ["publish_target", "pv_split", "pv_snapshot_part", "tlc_engine_snapshot
 
 
 def run(build, a, d, out):
-    nport = B.free_port()
-    ns = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p", str(nport), "-sd",
-                           os.path.join(d, "js")], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
+    ns, nport = B.start_nats(d)
     p = None
     try:
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", nport)).close()
-                return True
-            except OSError:
-                return False
-        B.wait_until(up, 10, "nats-server")
         port, serve = B.free_port(), B.free_port()
         logp = os.path.join(d, "log")
         argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,

@@ -34,10 +34,10 @@ int tlc_cli_segments(int argc, char **argv) {
   if ((o = tlc_cli_json_help(
            argc, argv, &json,
            "usage: tlcap [--connect ADDR] segments TARGET [--json]\n"
-           "Lists TARGET's stored segments in sequence order: sequence, state (open, sealed,\n"
-           "compressed), wall-clock span (UTC: first record's arrival, seal), target-time span\n"
-           "(ns), records, bytes, why it was closed, and the data file's path on the daemon's\n"
-           "host. --json: one JSON array of objects with the same fields.\n")) >= 0)
+           "Lists TARGET's stored segments in sequence order: sequence, state (open, sealing,\n"
+           "sealed, compressed), wall-clock span (UTC: first record's arrival, seal), target-time\n"
+           "span (ns), records, bytes, why it was closed, and the data file's path on the\n"
+           "daemon's host. --json: one JSON array of objects with the same fields.\n")) >= 0)
     return o;
   if (tlc_cli_operands(argc, 1, 1, "tlcap segments TARGET [--json]") < 0)
     return EXIT_USAGE;

@@ -568,11 +568,9 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
       x->opened_wall_ns = info.opened_wall_ns;
       if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
         x->opened_wall_ns = tlc_hist_name_time(v[i].path);
-      x->closed_wall_ns = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED
-                              ? info.closed_wall_ns
-                              : 0;
-      x->reason =
-          x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED ? info.reason : 0;
+      int sealed = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED;
+      x->closed_wall_ns = sealed ? info.closed_wall_ns : 0; /* else no manifest yet */
+      x->reason = sealed ? info.reason : 0;
       x->recovered = info.recovered;
       k++;
     }

@@ -360,7 +360,8 @@ enum {
   C_CLOSE,
   C_RETENTION,
   C_RECONF,
-  C_BARRIER, /* count: 1 = written only (tlc_store_barrier_written) */
+  C_BARRIER,
+  C_BARRIER_WRITTEN,
   C_STOP,
   C_SETMAP,
   C_SETCONF,

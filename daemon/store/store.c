@@ -623,6 +623,11 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     s->c.queue_bytes = s->qbytes;
     if (s->qbytes > s->c.queue_peak_bytes)
       s->c.queue_peak_bytes = s->qbytes;
+    if (!t->gb && s->ngpool > 0) { /* a gather buffer the writer is done with */
+      s->ngpool--;
+      t->gb = s->gpool_b[s->ngpool];
+      t->gt = s->gpool_t[s->ngpool];
+    }
   }
   uv_mutex_unlock(&s->mu);
   if (!fits) {
@@ -639,15 +644,6 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     }
     if (t->gn == s->gather_max)
       gather_flush(t);
-    if (!t->gb) {
-      uv_mutex_lock(&s->mu);
-      if (s->ngpool > 0) {
-        s->ngpool--;
-        t->gb = s->gpool_b[s->ngpool];
-        t->gt = s->gpool_t[s->ngpool];
-      }
-      uv_mutex_unlock(&s->mu);
-    }
     if (!t->gb) {
       t->gb = tlc_malloc(s->gather_max * R);
       t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
@@ -807,8 +803,7 @@ static int barrier(tlc_store_t *s, void (*cb)(void *), void *ud, int written) {
   cmd_t *c = tlc_calloc(1, sizeof *c);
   if (!c)
     return TLC_ENOMEM;
-  c->type = C_BARRIER;
-  c->count = (uint64_t)written;
+  c->type = written ? C_BARRIER_WRITTEN : C_BARRIER;
   c->cb = cb;
   c->ud = ud;
   return enqueue(s, c, 0);

@@ -707,26 +707,26 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   case C_MARK:
     w_mark(s, t, c);
     break;
-  case C_BARRIER: {
+  case C_BARRIER:
+  case C_BARRIER_WRITTEN: {
     res_t *r = tlc_calloc(1, sizeof *r);
-    if (r) {
-      r->type = R_BARRIER;
-      r->cb = c->cb;
-      r->ud = c->ud;
-      /* written only: answered now; else through the sealer's queue, answered once the seals
-       * before it are done too */
-      sjob_t *j = c->count ? NULL : tlc_calloc(1, sizeof *j);
-      if (c->count) {
-        tlc__store_push_res(s, r);
-      } else if (j) {
-        j->kind = J_BARRIER;
-        j->res = r;
-        tlc__store_push_job(s, j);
-      } else {
-        w_wait_sealer(s, 0);
-        tlc__store_push_res(s, r);
-      }
+    if (!r)
+      break;
+    r->type = R_BARRIER;
+    r->cb = c->cb;
+    r->ud = c->ud;
+    /* written: answered now; else through the sealer's queue, answered once the seals before
+     * it are done too */
+    sjob_t *j = c->type == C_BARRIER ? tlc_calloc(1, sizeof *j) : NULL;
+    if (j) {
+      j->kind = J_BARRIER;
+      j->res = r;
+      tlc__store_push_job(s, j);
+      break;
     }
+    if (c->type == C_BARRIER)
+      w_wait_sealer(s, 0); /* no memory for a job: wait for the seals here */
+    tlc__store_push_res(s, r);
     break;
   }
   case C_RECONF: {
