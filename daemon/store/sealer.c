@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -110,7 +112,7 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
                                      p->recovered, &ex, s->o.export_cb, s->o.export_ud);
     if (!tlc__store_is_nospace(rc)) {
       p->need_ex = 0;
-      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0);
+      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0 && !p->deferred);
       if (rc == 0) {
         /* named in the manifest: the kept one, or the one on disk (without a valid one, the
          * next start rebuilds it from the data, naming the export) */
@@ -119,9 +121,10 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
           p->need_mf = 1;
           snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
         }
-        tlc__store_wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir,
-                        p->data,
-                        p->map || p->tc.has_context_area ? " with the target's settings" : "");
+        if (!p->deferred) /* a deferred one is the usual path: not worth a line */
+          tlc__store_wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir,
+                          p->data,
+                          p->map || p->tc.has_context_area ? " with the target's settings" : "");
       } else {
         tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s/%s: %s (written at the next start)",
                         p->target, dir, p->data, tlc_strerror(rc));
@@ -183,16 +186,143 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
   s->npend++;
 }
 
-/* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
- * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
- * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
+/* ---- the exporter ----
+ *
+ * A bin1x segment's main export is a whole engine pass over the segment: about a third of what
+ * storage costs in CPU. Written at the seal, before the manifest, it competed with ingest for
+ * the CPU at the moment a burst needed it most. So the sealer seals without it (fdatasync,
+ * manifest, rename, as before) and hands it to the exporter thread, which runs at nice 19 (the
+ * lowest priority a thread can take without privileges; a thread's nice value is its own on
+ * Linux) and writes it with the manifest rewritten to name it (tlc__store_pend_try, the path of
+ * an export written late for lack of space). Bounds: at most EXPORT_QUEUE_MAX exports wait for
+ * the exporter; past it the sealer writes them at the seal as before, so a machine saturated
+ * for long gets its exports at the sealer's priority and the queue stays short. A barrier
+ * covers them: the sealer writes what still waits itself and waits for the one being written
+ * (docs/storage.md). At shutdown the writer writes what is left. */
+
+/* with mu held: the next job queued for the exporter, or NULL; the caller counts it as being
+ * written (xbusy, xflush) until it is */
+static sjob_t *x_pop(tlc_store_t *s) {
+  sjob_t *j = s->xh;
+  if (j) {
+    s->xh = j->next;
+    if (!s->xh)
+      s->xt = NULL;
+    s->nx--;
+  }
+  return j;
+}
+
+/* with mu held: exports handed to the exporter and not written yet */
+static void x_count(tlc_store_t *s) {
+  s->c.export_queue = s->nx + (uint64_t)s->xbusy + (uint64_t)s->xflush;
+}
+
+/* Writes one deferred export (j->p); when the file system is full it goes to the list kept for
+ * when space returns: through the sealer's queue from the exporter thread, kept here on the
+ * sealer (or on the writer at shutdown), which own that list. */
+static void x_run(tlc_store_t *s, sjob_t *j, int on_exporter) {
+  if (tlc__store_pend_try(s, j->p)) {
+    tlc__store_pend_free(s, j->p);
+    tlc_free(j);
+    return;
+  }
+  j->p->deferred = 0; /* from now on late for lack of space, like one the seal left out */
+  if (on_exporter) {
+    j->kind = J_EXPORT;
+    tlc__store_push_job(s, j);
+  } else {
+    tlc__store_pend_keep(s, j->p);
+    tlc_free(j);
+  }
+}
+
+/* sealer: whether the exporter takes another export */
+static int x_room(tlc_store_t *s) {
+  int room;
+  LOCKED(s, room = s->xthr_started && !s->xstop && s->nx < EXPORT_QUEUE_MAX);
+  return room;
+}
+
+/* sealer: hands p (a sealed segment's export, want_export'ed) to the exporter */
+static void x_push(tlc_store_t *s, pend_t *p) {
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (!j) { /* no memory for a job: written here */
+    if (tlc__store_pend_try(s, p)) {
+      tlc__store_pend_free(s, p);
+    } else {
+      p->deferred = 0;
+      tlc__store_pend_keep(s, p);
+    }
+    return;
+  }
+  j->kind = J_EXPORT;
+  j->p = p;
+  uv_mutex_lock(&s->mu);
+  if (s->xt)
+    s->xt->next = j;
+  else
+    s->xh = j;
+  s->xt = j;
+  s->nx++;
+  s->c.exports_background++;
+  x_count(s);
+  uv_cond_broadcast(&s->xcv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* sealer (a barrier): writes the exports still queued for the exporter here, and waits for the
+ * one it is writing, so that a barrier covers the exports of the segments sealed before it */
+static void x_flush(tlc_store_t *s) {
+  uv_mutex_lock(&s->mu);
+  sjob_t *j;
+  while ((j = x_pop(s)) != NULL) {
+    s->xflush = 1;
+    uv_mutex_unlock(&s->mu);
+    x_run(s, j, 0);
+    uv_mutex_lock(&s->mu);
+    s->xflush = 0;
+    x_count(s);
+  }
+  while (s->xbusy)
+    uv_cond_wait(&s->xcv, &s->mu);
+  uv_mutex_unlock(&s->mu);
+}
+
+void tlc__store_exporter_main(void *arg) {
+  tlc_store_t *s = arg;
+  (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* best effort */
+  uv_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->xh && !s->xstop)
+      uv_cond_wait(&s->xcv, &s->mu);
+    if (s->xstop)
+      break; /* what is left is written by tlc__store_stop_sealer's caller */
+    s->xbusy = 1;
+    sjob_t *j = x_pop(s);
+    uv_mutex_unlock(&s->mu);
+    x_run(s, j, 1);
+    uv_mutex_lock(&s->mu);
+    s->xbusy = 0;
+    x_count(s);
+    uv_cond_broadcast(&s->xcv); /* a barrier waiting in x_flush */
+  }
+  uv_mutex_unlock(&s->mu);
+}
+
+/* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter takes
+ * it, manifest, rename), then the catalog, counters, events and a retention pass. Runs on the
+ * sealer thread (on the writer only when a seal job cannot be allocated). Touches no target:
+ * `seg` carries its names. */
 void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
                          const tlc_store_tconf_t *tc) {
   tlc_catent_t ent;
   char path[1200];
   tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
-  pend_t *seal_keep = NULL;
-  int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
+  pend_t *seal_keep = NULL, *xp = NULL;
+  int defer = seg->format != TLC_FMT_EVLOG && s->o.export_cb && seg->m.records > 0 && x_room(s);
+  int rc =
+      tlc__seg_seal(seg, reason, wall_ns, &ex, defer ? NULL : s->o.export_cb, s->o.export_ud, &ent);
   snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
   if (rc == 1)
     return; /* no record in it: removed */
@@ -236,6 +366,22 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
     }
     seal_keep = p;
   }
+  if (defer && seal_keep) { /* its manifest waits for space: the export waits with it */
+    tlc__store_pend_want_export(s, seal_keep);
+    seal_keep->map = tlc__store_tmap_ref(s, map);
+    seal_keep->tc = *tc;
+  } else if (defer) {
+    xp = tlc__store_pend_new(seg->target, seg->base, seg->data, seg->format, seg->xml, seg->seq, 0);
+    if (xp) {
+      tlc__store_pend_want_export(s, xp);
+      xp->deferred = 1;
+      xp->map = tlc__store_tmap_ref(s, map);
+      xp->tc = *tc;
+    } else {
+      tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s: %s (written at the next start)",
+                      seg->target, path, tlc_strerror(TLC_ENOMEM));
+    }
+  }
   if (seg->seal_err < 0 && !tlc__store_is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
     tlc__store_wlog(s, TLC_LOG_ERR,
@@ -243,6 +389,8 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
                     seg->target, path, tlc_strerror(seg->seal_err));
   }
   tlc__catalog_add(&s->cat, &ent);
+  if (xp)
+    x_push(s, xp); /* catalogued first: the exporter pins it against retention */
   LOCKED(s, s->c.segments_sealed++);
   tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
   if (seal_keep)
@@ -275,6 +423,7 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
     tlc__seg_fini(&j->seg);
     tlc__store_tmap_unref(s, j->map);
   } else if (j->kind == J_BARRIER) {
+    x_flush(s);
     tlc__store_push_res(s, j->res);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
@@ -319,15 +468,8 @@ void tlc__store_sealer_main(void *arg) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* Stops the sealer thread after its current job; the caller (the writer at shutdown, which
- * waits for this anyway) then seals and exports what is left, in order, and makes a last attempt
- * at what waits for space. */
-void tlc__store_stop_sealer(tlc_store_t *s) {
-  if (!s->sthr_started)
-    return;
-  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
-  uv_thread_join(&s->sthr);
-  s->sthr_started = 0;
+/* runs the jobs left in the sealer's queue on the calling thread */
+static void run_left(tlc_store_t *s) {
   uv_mutex_lock(&s->mu);
   sjob_t *j;
   while ((j = pop_job(s)) != NULL) {
@@ -336,6 +478,25 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
     uv_mutex_lock(&s->mu);
   }
   uv_mutex_unlock(&s->mu);
+}
+
+/* Stops the sealer thread after its current job, then the exporter after its current export;
+ * the caller (the writer at shutdown, which waits for this anyway) then seals and exports what
+ * is left, in order, and makes a last attempt at what waits for space. */
+void tlc__store_stop_sealer(tlc_store_t *s) {
+  if (!s->sthr_started)
+    return;
+  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
+  uv_thread_join(&s->sthr);
+  s->sthr_started = 0;
+  run_left(s);
+  if (s->xthr_started) { /* the exporter: after its current export; the rest here */
+    LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
+    uv_thread_join(&s->xthr);
+    s->xthr_started = 0;
+    x_flush(s);
+    run_left(s); /* what it handed back for space */
+  }
   if (s->pend)
     pend_retry(s); /* a last try */
   while (s->pend) {

@@ -399,12 +399,16 @@ typedef struct pend {
   int xml, recovered;
   uint64_t seq;
   int need_ex;          /* the main export is to write, with map and tc */
+  int deferred;         /* need_ex: handed to the exporter at the seal (not late for space) */
   int need_mf;          /* m is to write as the manifest */
   tlc_manifest_t m;     /* need_mf: the manifest (its gaps say what was dropped) */
   tmap_t *map;          /* need_ex: a reference to the target's names (NULL: none) */
   tlc_store_tconf_t tc; /* need_ex: its context area */
 } pend_t;
 #define PEND_MAX 256 /* segments waiting for space */
+/* Main exports queued for the exporter at most; past it the sealer exports at the seal, at its
+ * own priority, as when the exporter cannot keep up (a machine saturated for long). */
+#define EXPORT_QUEUE_MAX 4
 
 typedef struct cmd {
   struct cmd *next;
@@ -531,6 +535,15 @@ struct tlc_store {
   sjob_t *sh, *st;
   uint32_t sealing; /* J_SEAL jobs queued or running */
   int sstop, sthr_started;
+  /* exporter (queue, count, busy and stop flags under mu): the main exports of the segments the
+   * sealer sealed without them, at nice 19 (sealer.c) */
+  uv_thread_t xthr;
+  uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for the job it runs */
+  sjob_t *xh, *xt;
+  uint32_t nx; /* jobs queued for the exporter, not taken yet */
+  int xbusy;   /* the exporter is writing one */
+  int xflush;  /* the sealer (a barrier) or the writer (at shutdown) is writing one of its queue */
+  int xstop, xthr_started;
   pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
   size_t npend;
   /* writer only (filled by recovery before the writer starts): exports waiting for their
@@ -614,6 +627,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
                          const tlc_store_tconf_t *tc);
 void tlc__store_push_job(tlc_store_t *s, sjob_t *j);
 void tlc__store_sealer_main(void *arg);
+void tlc__store_exporter_main(void *arg);
 void tlc__store_stop_sealer(tlc_store_t *s);
 
 /* zstd.c */

@@ -25,17 +25,18 @@
  *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
  *    opens the next segment at once.
  *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
- *    order) and seals each exactly as before (segment.c: fdatasync, main export, manifest,
- *    rename, fsync(dir), crash points), then catalogues it, reports it and runs a retention
- *    pass. A main export or manifest a seal could not write for lack of space is kept (pend_t)
- *    and written when space returns; the main exports of segments found at start without one
- *    (crash recovery) wait with the writer until their target is configured, so that they get
- *    its mapping and context area, and are then written by the sealer too (never the loop). A
- * segment being sealed is not in the catalog yet, so retention cannot touch it; a crash leaves it a
- * .part like the open one, and recovery seals both. At most max_sealing jobs are in flight: the
- * writer waits for room before handing over another (a bounded number of unsealed segments, fds and
- * manifests in memory). Barriers pass through the sealer's queue, so a barrier also covers the
- * seals of the segments closed before it.
+ *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
+ *    then catalogues it, reports it and runs a retention pass. The main export goes to the
+ *    exporter thread (nice 19; at most EXPORT_QUEUE_MAX waiting, else the sealer writes it at
+ *    the seal, before the manifest), which writes it and rewrites the manifest to name it. A main
+ * export or manifest a seal could not write for lack of space is kept (pend_t) and written when
+ * space returns; the main exports of segments found at start without one (crash recovery) wait with
+ * the writer until their target is configured, so that they get its mapping and context area, and
+ * are then written by the sealer too (never the loop). A segment being sealed is not in the catalog
+ * yet, so retention cannot touch it; a crash leaves it a .part like the open one, and recovery
+ * seals both. At most max_sealing jobs are in flight: the writer waits for room before handing over
+ * another (a bounded number of unsealed segments, fds and manifests in memory). Barriers pass
+ * through the sealer's queue, so a barrier also covers the seals of the segments closed before it.
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).
@@ -677,12 +678,16 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       size_t lim = n - i < room ? n - i : room;
       if (lim > fit)
         lim = fit;
-      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) &&
-             ev[j].offset == ev[i].offset + (j - i) * R)
+      int64_t *gt = t->gt + t->gn;
+      gt[0] = ev[i].time_ns;
+      uint64_t next = ev[i].offset + R;
+      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) && ev[j].offset == next) {
+        gt[j - i] = ev[j].time_ns; /* the run's times in the same pass */
+        next += R;
         j++;
+      }
       memcpy(dst, chunk + o, (j - i) * R);
-      for (size_t q = i; q < j; q++)
-        t->gt[t->gn++] = ev[q].time_ns;
+      t->gn += j - i;
       i = j;
     } else {
       tlc_bin1x_encode(t->format, &ev[i], dst);
@@ -1033,6 +1038,7 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(s->gpool_b[i]);
     tlc_free(s->gpool_t[i]);
   }
+  uv_cond_destroy(&s->xcv);
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
   uv_mutex_destroy(&s->mu);
@@ -1115,6 +1121,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_cond;
   if ((rc = uv_cond_init(&s->scv)) < 0)
     goto fail_scv;
+  if ((rc = uv_cond_init(&s->xcv)) < 0)
+    goto fail_xcv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1129,6 +1137,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->xcv);
+fail_xcv:
   uv_cond_destroy(&s->scv);
 fail_scv:
   uv_cond_destroy(&s->cv);

@@ -9,6 +9,10 @@
 
 #include "test_store_util.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 static uv_loop_t loop;
 static char *tmp;
 
@@ -948,6 +952,129 @@ static tlc_event_t *gen_rtos(size_t n) {
   return ev;
 }
 
+/* ---- the exporter: main exports after the seal, at nice 19 ---- */
+
+static uv_sem_t x_release;
+static atomic_int x_first, x_entered, x_low, x_normal;
+
+/* the main export, noting the nice value of the thread that writes it; the first one waits for
+ * the test (an exporter busy with a long export) */
+static int held_export(void *ud, const tlc_store_export_t *x) {
+  int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+  atomic_fetch_add(nice == 19 ? &x_low : &x_normal, 1);
+  if (atomic_exchange(&x_first, 0)) {
+    atomic_store(&x_entered, 1);
+    uv_sem_wait(&x_release);
+  }
+  return tlc_store_main_export(ud, x);
+}
+/* the loop runs until the held export has begun (polled each ms; the deadline fails the test) */
+static int x_seen;
+static void on_x_poll(uv_timer_t *tm) {
+  if (atomic_load(&x_entered)) {
+    x_seen = 1;
+    uv_timer_stop(tm);
+    uv_stop(tm->loop);
+  }
+}
+static void await_x_entered(void) {
+  uv_timer_t tm;
+  x_seen = 0;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, on_x_poll, 0, 1);
+  run_until(&loop, &x_seen);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
+static uint64_t c_sealed(const tlc_store_counters_t *c) {
+  return c->segments_sealed;
+}
+static uint64_t c_xq_left(const tlc_store_counters_t *c) {
+  return 5 - c->export_queue; /* 4 once only the held export is left */
+}
+
+/* A sealed segment's main export is written by the exporter thread at nice 19, and the manifest
+ * rewritten to name it. While the exporter is busy, at most EXPORT_QUEUE_MAX (4) exports wait
+ * for it; the next one is written by the sealer at the seal, as before. A barrier covers them
+ * all: the sealer writes the waiting ones itself and answers only once the exporter's current
+ * one is written. */
+static void test_export_background(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  o.export_cb = held_export;
+  assert_int_equal(uv_sem_init(&x_release, 0), 0);
+  atomic_store(&x_first, 1);
+  atomic_store(&x_entered, 0);
+  atomic_store(&x_low, 0);
+  atomic_store(&x_normal, 0);
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "bg", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 700, 5, &want);
+  char d[1200];
+  tdir(d, sizeof d, "bg");
+  /* record 101 closes segment 1: the exporter takes its export and is held in it */
+  assert_int_equal(tlc_store_write(t, ev, 101), 0);
+  await_counter(s, c_written, 101);
+  await_x_entered();
+  assert_int_equal(atomic_load(&x_low), 1); /* on the exporter, at nice 19 */
+  /* segments 2-5 wait for it; segment 6's export is written at its seal */
+  assert_int_equal(tlc_store_write(t, ev + 101, 500), 0);
+  await_counter(s, c_sealed, 6);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.export_queue, 5); /* 4 waiting, 1 being written */
+  assert_int_equal(c.exports_background, 5);
+  assert_int_equal(c.exports_pending, 5);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 6); /* sealed without waiting for them */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 1);
+  assert_int_equal(atomic_load(&x_normal), 1);
+  /* a barrier: the sealer writes the 4 waiting exports, then waits for the held one */
+  int b = 0;
+  assert_int_equal(tlc_store_barrier(s, set_flag, &b), 0);
+  await_counter(s, c_xq_left, 4);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 5);
+  assert_int_equal(atomic_load(&x_normal), 5);
+  assert_int_equal(b, 0); /* not answered while an export before it is being written */
+  uv_sem_post(&x_release);
+  run_until(&loop, &b);
+  tlc_store_counters(s, &c);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 6);
+  assert_int_equal(c.export_queue, 0);
+  assert_int_equal(c.exports_pending, 0);
+  assert_int_equal(c.exports_late, 0); /* late means late for lack of space */
+  /* every manifest names its export, and every export is that segment's statistics */
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 6);
+  for (size_t i = 0; i < l.n; i++) {
+    tlc_segname_t sn;
+    char mp[1300], line[1400], txt[65536];
+    assert_int_not_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_NONE);
+    snprintf(mp, sizeof mp, "%s/%s.manifest", d, sn.base);
+    FILE *fp = fopen(mp, "r");
+    assert_non_null(fp);
+    int named = 0;
+    char want_line[1400];
+    snprintf(want_line, sizeof want_line, "export %s.txt\n", sn.base);
+    while (fgets(line, sizeof line, fp))
+      named |= strcmp(line, want_line) == 0;
+    fclose(fp);
+    assert_true(named);
+    read_export(d, &l, i, txt, sizeof txt);
+    assert_non_null(strstr(txt, "STATISTICS"));
+  }
+  assert_int_equal(atomic_load(&x_low) + atomic_load(&x_normal), 6);
+  close_store(s, &loop);
+  uv_sem_destroy(&x_release);
+  buf_free(&want);
+  free(ev);
+}
+
 /* Each segment's export carries the names (mapping) and contexts (context_area) the target had
  * when the segment was closed: the caller's mapping may be freed at once (it is copied); a
  * mapping replaced while an older segment is still being sealed leaves that one its names. */
@@ -1711,6 +1838,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_background, setup, teardown),
     cmocka_unit_test_setup_teardown(test_xml_main_export, setup, teardown),
     cmocka_unit_test_setup_teardown(test_skipped, setup, teardown),
     cmocka_unit_test_setup_teardown(test_skipped_cap, setup, teardown),
