@@ -83,10 +83,11 @@ void tlc__store_pend_free(tlc_store_t *s, pend_t *p) {
 }
 
 /* Writes what p still needs: the main export (then named in the manifest), the manifest.
- * Sealer thread (or the recovering thread before it starts). Returns 1 when nothing is left to
- * do (written; failed for another reason than space, logged and left to the next start; or the
- * segment is gone), 0 while the file system is full. */
-int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
+ * Sealer or exporter thread (or the recovering thread before they start). Returns 1 when nothing
+ * is left to do (written; failed for another reason than space, logged and left to the next
+ * start; or the segment is gone), 0 while the file system is full, -1 when `cancel` made the
+ * export give up (nothing written, p as it was). */
+static int pend_try_c(tlc_store_t *s, pend_t *p, const atomic_int *cancel) {
   char dir[1200], dpath[1400], zpath[1500], mpath[1400];
   struct stat st;
   int rc;
@@ -106,10 +107,15 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
     tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area };
     rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq,
                                    plain ? dpath : zpath, p->recovered, &ex, s->o.export_cb,
-                                   s->o.export_ud);
+                                   s->o.export_ud, cancel);
     if (rc == -ENOENT && plain) /* compressed meanwhile: the .zst is complete before the unlink */
       rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq, zpath,
-                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud);
+                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud, cancel);
+    if (rc == -ECANCELED) {
+      if (pinned)
+        cat_pin(s, p->target, p->seq, 0);
+      return -1;
+    }
     if (!tlc__store_is_nospace(rc)) {
       p->need_ex = 0;
       LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0 && !p->deferred);
@@ -149,6 +155,10 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
     tlc__store_update_stored(s);
   }
   return !p->need_ex && !p->need_mf;
+}
+
+int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
+  return pend_try_c(s, p, NULL);
 }
 
 /* sealer: writes what the kept entries need, oldest first, until the file system is still
@@ -193,12 +203,16 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
  * the CPU at the moment a burst needed it most. So the sealer seals without it (fdatasync,
  * manifest, rename, as before) and hands it to the exporter thread, which runs at nice 19 (the
  * lowest priority a thread can take without privileges; a thread's nice value is its own on
- * Linux) and writes it with the manifest rewritten to name it (tlc__store_pend_try, the path of
- * an export written late for lack of space). Bounds: at most EXPORT_QUEUE_MAX exports wait for
- * the exporter; past it the sealer writes them at the seal as before, so a machine saturated
- * for long gets its exports at the sealer's priority and the queue stays short. A barrier
- * covers them: the sealer writes what still waits itself and waits for the one being written
- * (docs/storage.md). At shutdown the writer writes what is left. */
+ * Linux) and writes it with the manifest rewritten to name it (pend_try_c, the path of an
+ * export written late for lack of space), then asks for the segment's compression (held back
+ * until then: the export reads the plain file).
+ *
+ * One export at a time, as before (an export's engine and table are the largest transient
+ * memory storage has). When the sealer needs the exports done (a barrier) or EXPORT_QUEUE_MAX
+ * already wait (a machine saturated for long, where nice 19 gets next to nothing), it takes the
+ * queue over: the exporter gives up its current export before its next chunk of records
+ * (xcancel; requeued first, nothing written) and the sealer writes them all, in order, at its
+ * own priority, so it never waits on a starved thread. At shutdown the writer does the same. */
 
 /* with mu held: the next job queued for the exporter, or NULL; the caller counts it as being
  * written (xbusy, xflush) until it is */
@@ -218,14 +232,31 @@ static void x_count(tlc_store_t *s) {
   s->c.export_queue = s->nx + (uint64_t)s->xbusy + (uint64_t)s->xflush;
 }
 
-/* Writes one deferred export (j->p); when the file system is full it goes to the list kept for
- * when space returns: through the sealer's queue from the exporter thread, kept here on the
- * sealer (or on the writer at shutdown), which own that list. */
-static void x_run(tlc_store_t *s, sjob_t *j, int on_exporter) {
-  if (tlc__store_pend_try(s, j->p)) {
+/* the segment's compression, held back at its seal for the export (zstd.c) */
+static void x_compress(tlc_store_t *s, const pend_t *p) {
+  res_t *r = s->o.compress ? tlc_calloc(1, sizeof *r) : NULL;
+  if (!r)
+    return; /* not compressed now: the next start compresses it */
+  r->type = R_COMPRESS;
+  r->seq = p->seq;
+  snprintf(r->target, sizeof r->target, "%s", p->target);
+  tlc__path(r->path, sizeof r->path, "%s/%s/%s", s->state_dir, p->target, p->data);
+  tlc__store_push_res(s, r);
+}
+
+/* Writes one export of the queue (j->p). Returns 0, or -1 when the exporter's was cancelled (j
+ * untouched). When the file system is full it goes to the list kept for when space returns:
+ * through the sealer's queue from the exporter thread, kept here on the sealer (or on the writer
+ * at shutdown), which own that list. */
+static int x_run(tlc_store_t *s, sjob_t *j, int on_exporter) {
+  int rc = pend_try_c(s, j->p, on_exporter ? &s->xcancel : NULL);
+  if (rc < 0)
+    return -1;
+  if (rc == 1) {
+    x_compress(s, j->p);
     tlc__store_pend_free(s, j->p);
     tlc_free(j);
-    return;
+    return 0;
   }
   j->p->deferred = 0; /* from now on late for lack of space, like one the seal left out */
   if (on_exporter) {
@@ -235,20 +266,52 @@ static void x_run(tlc_store_t *s, sjob_t *j, int on_exporter) {
     tlc__store_pend_keep(s, j->p);
     tlc_free(j);
   }
+  return 0;
 }
 
-/* sealer: whether the exporter takes another export */
+/* sealer or writer: takes the exporter's queue over (its current export given up and requeued)
+ * and writes every export in it here, in order */
+static void x_take(tlc_store_t *s) {
+  uv_mutex_lock(&s->mu);
+  s->xhold = 1;
+  if (s->xbusy) {
+    atomic_store(&s->xcancel, 1);
+    while (s->xbusy)
+      uv_cond_wait(&s->xcv, &s->mu);
+    atomic_store(&s->xcancel, 0);
+  }
+  sjob_t *j;
+  while ((j = x_pop(s)) != NULL) {
+    s->xflush = 1;
+    uv_mutex_unlock(&s->mu);
+    x_run(s, j, 0);
+    uv_mutex_lock(&s->mu);
+    s->xflush = 0;
+    x_count(s);
+  }
+  s->xhold = 0;
+  uv_cond_broadcast(&s->xcv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* sealer: whether the exporter is there to take an export; with EXPORT_QUEUE_MAX waiting the
+ * sealer writes those first */
 static int x_room(tlc_store_t *s) {
-  int room;
-  LOCKED(s, room = s->xthr_started && !s->xstop && s->nx < EXPORT_QUEUE_MAX);
-  return room;
+  int on, full;
+  LOCKED(s, on = s->xthr_started && !s->xstop; full = s->nx >= EXPORT_QUEUE_MAX);
+  if (on && full)
+    x_take(s);
+  return on;
 }
 
 /* sealer: hands p (a sealed segment's export, want_export'ed) to the exporter */
 static void x_push(tlc_store_t *s, pend_t *p) {
   sjob_t *j = tlc_calloc(1, sizeof *j);
-  if (!j) { /* no memory for a job: written here */
-    if (tlc__store_pend_try(s, p)) {
+  if (!j) { /* no memory for a job: written here, after the queue (the exporter is idle then:
+             * only the sealer fills its queue) */
+    x_take(s);
+    if (pend_try_c(s, p, NULL) == 1) {
+      x_compress(s, p);
       tlc__store_pend_free(s, p);
     } else {
       p->deferred = 0;
@@ -271,43 +334,47 @@ static void x_push(tlc_store_t *s, pend_t *p) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* sealer (a barrier): writes the exports still queued for the exporter here, and waits for the
- * one it is writing, so that a barrier covers the exports of the segments sealed before it */
-static void x_flush(tlc_store_t *s) {
-  uv_mutex_lock(&s->mu);
-  sjob_t *j;
-  while ((j = x_pop(s)) != NULL) {
-    s->xflush = 1;
-    uv_mutex_unlock(&s->mu);
-    x_run(s, j, 0);
-    uv_mutex_lock(&s->mu);
-    s->xflush = 0;
-    x_count(s);
-  }
-  while (s->xbusy)
-    uv_cond_wait(&s->xcv, &s->mu);
-  uv_mutex_unlock(&s->mu);
-}
-
 void tlc__store_exporter_main(void *arg) {
   tlc_store_t *s = arg;
   (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* best effort */
   uv_mutex_lock(&s->mu);
   for (;;) {
-    while (!s->xh && !s->xstop)
+    while ((!s->xh || s->xhold) && !s->xstop)
       uv_cond_wait(&s->xcv, &s->mu);
     if (s->xstop)
       break; /* what is left is written by tlc__store_stop_sealer's caller */
     s->xbusy = 1;
     sjob_t *j = x_pop(s);
     uv_mutex_unlock(&s->mu);
-    x_run(s, j, 1);
+    int rc = x_run(s, j, 1);
     uv_mutex_lock(&s->mu);
+    if (rc < 0) { /* given up for the sealer: first again, for it to write */
+      j->next = s->xh;
+      s->xh = j;
+      if (!s->xt)
+        s->xt = j;
+      s->nx++;
+    }
     s->xbusy = 0;
     x_count(s);
-    uv_cond_broadcast(&s->xcv); /* a barrier waiting in x_flush */
+    uv_cond_broadcast(&s->xcv); /* x_take waiting */
   }
   uv_mutex_unlock(&s->mu);
+}
+
+/* the sealed event of a segment whose export is still to write: not compressed at it */
+static void sealed_plain(tlc_store_t *s, const tlc_seg_t *seg, const char *path, int reason) {
+  res_t *r = tlc_calloc(1, sizeof *r);
+  if (!r)
+    return;
+  r->type = R_EVENT;
+  r->kind = TLC_SEV_SEALED;
+  r->reason = reason;
+  r->seq = seg->seq;
+  r->plain = 1;
+  snprintf(r->target, sizeof r->target, "%s", seg->target);
+  snprintf(r->path, sizeof r->path, "%s", path);
+  tlc__store_push_res(s, r);
 }
 
 /* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter takes
@@ -389,10 +456,13 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
                     seg->target, path, tlc_strerror(seg->seal_err));
   }
   tlc__catalog_add(&s->cat, &ent);
-  if (xp)
-    x_push(s, xp); /* catalogued first: the exporter pins it against retention */
   LOCKED(s, s->c.segments_sealed++);
-  tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  if (xp) { /* compressed once its export is written (x_run): the export reads the plain file */
+    sealed_plain(s, seg, path, reason);
+    x_push(s, xp); /* catalogued first: the exporter pins it against retention */
+  } else {
+    tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  }
   if (seal_keep)
     tlc__store_pend_keep(s, seal_keep);
   tlc__store_retention_pass(s);
@@ -423,7 +493,7 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
     tlc__seg_fini(&j->seg);
     tlc__store_tmap_unref(s, j->map);
   } else if (j->kind == J_BARRIER) {
-    x_flush(s);
+    x_take(s); /* the exports of the segments sealed before it */
     tlc__store_push_res(s, j->res);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
@@ -490,11 +560,12 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
   uv_thread_join(&s->sthr);
   s->sthr_started = 0;
   run_left(s);
-  if (s->xthr_started) { /* the exporter: after its current export; the rest here */
-    LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
+  if (s->xthr_started) { /* the exporter: its current export given up; all of them here */
+    LOCKED(s, s->xstop = 1; atomic_store(&s->xcancel, 1); uv_cond_broadcast(&s->xcv));
     uv_thread_join(&s->xthr);
     s->xthr_started = 0;
-    x_flush(s);
+    atomic_store(&s->xcancel, 0);
+    x_take(s);
     run_left(s); /* what it handed back for space */
   }
   if (s->pend)

@@ -12,6 +12,7 @@
 #include "tlc_event.h"
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -268,10 +269,12 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
 
 /* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
  * .tmp, fsync, rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none)
- * gives the target's names and context area. Returns 0 or a negative error. */
+ * gives the target's names and context area; `cancel` (may be NULL), once set, makes it give up
+ * before its next chunk of records (-ECANCELED, nothing written). Returns 0 or a negative error. */
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
                               int xml, uint64_t seq, const char *data_path, int recovered,
-                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud);
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud,
+                              const atomic_int *cancel);
 
 /* ---- the open segment of a target (writer thread) ---- */
 
@@ -435,6 +438,8 @@ typedef struct res {
   int type;
   int level;
   int kind, reason;
+  int plain; /* R_EVENT sealed: not compressed yet (its export is still to write: R_COMPRESS then)
+              */
   uint64_t seq;
   tlc_store_target_t *t;
   void (*cb)(void *);
@@ -540,9 +545,11 @@ struct tlc_store {
   uv_thread_t xthr;
   uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for the job it runs */
   sjob_t *xh, *xt;
-  uint32_t nx; /* jobs queued for the exporter, not taken yet */
-  int xbusy;   /* the exporter is writing one */
-  int xflush;  /* the sealer (a barrier) or the writer (at shutdown) is writing one of its queue */
+  uint32_t nx;        /* jobs queued for the exporter, not taken yet */
+  int xbusy;          /* the exporter is writing one */
+  int xflush;         /* the sealer or the writer (at shutdown) is writing one of its queue */
+  int xhold;          /* the sealer or the writer takes the queue over: the exporter waits */
+  atomic_int xcancel; /* the exporter gives its current export up (requeued) */
   int xstop, xthr_started;
   pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
   size_t npend;

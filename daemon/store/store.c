@@ -971,7 +971,7 @@ static void on_async(uv_async_t *a) {
                                  r->path[0] ? r->path : NULL, r->reason, r->seq };
         s->o.event_cb(s->o.event_ud, &ev);
       }
-      if (r->kind == TLC_SEV_SEALED && s->o.compress)
+      if (r->kind == TLC_SEV_SEALED && s->o.compress && !r->plain)
         tlc__store_start_compress(s, r);
       break;
     case R_CLOSED:

@@ -952,129 +952,6 @@ static tlc_event_t *gen_rtos(size_t n) {
   return ev;
 }
 
-/* ---- the exporter: main exports after the seal, at nice 19 ---- */
-
-static uv_sem_t x_release;
-static atomic_int x_first, x_entered, x_low, x_normal;
-
-/* the main export, noting the nice value of the thread that writes it; the first one waits for
- * the test (an exporter busy with a long export) */
-static int held_export(void *ud, const tlc_store_export_t *x) {
-  int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
-  atomic_fetch_add(nice == 19 ? &x_low : &x_normal, 1);
-  if (atomic_exchange(&x_first, 0)) {
-    atomic_store(&x_entered, 1);
-    uv_sem_wait(&x_release);
-  }
-  return tlc_store_main_export(ud, x);
-}
-/* the loop runs until the held export has begun (polled each ms; the deadline fails the test) */
-static int x_seen;
-static void on_x_poll(uv_timer_t *tm) {
-  if (atomic_load(&x_entered)) {
-    x_seen = 1;
-    uv_timer_stop(tm);
-    uv_stop(tm->loop);
-  }
-}
-static void await_x_entered(void) {
-  uv_timer_t tm;
-  x_seen = 0;
-  uv_timer_init(&loop, &tm);
-  uv_timer_start(&tm, on_x_poll, 0, 1);
-  run_until(&loop, &x_seen);
-  uv_close((uv_handle_t *)&tm, NULL);
-  uv_run(&loop, UV_RUN_NOWAIT);
-}
-static uint64_t c_sealed(const tlc_store_counters_t *c) {
-  return c->segments_sealed;
-}
-static uint64_t c_xq_left(const tlc_store_counters_t *c) {
-  return 5 - c->export_queue; /* 4 once only the held export is left */
-}
-
-/* A sealed segment's main export is written by the exporter thread at nice 19, and the manifest
- * rewritten to name it. While the exporter is busy, at most EXPORT_QUEUE_MAX (4) exports wait
- * for it; the next one is written by the sealer at the seal, as before. A barrier covers them
- * all: the sealer writes the waiting ones itself and answers only once the exporter's current
- * one is written. */
-static void test_export_background(void **state) {
-  (void)state;
-  tlc_store_opts_t o;
-  tlc_store_opts_default(&o);
-  o.state_dir = tmp;
-  o.max_segment_bytes = 24 * 100;
-  o.export_cb = held_export;
-  assert_int_equal(uv_sem_init(&x_release, 0), 0);
-  atomic_store(&x_first, 1);
-  atomic_store(&x_entered, 0);
-  atomic_store(&x_low, 0);
-  atomic_store(&x_normal, 0);
-  tlc_store_t *s = open_store(&loop, &o, NULL);
-  tlc_store_target_t *t;
-  assert_int_equal(tlc_store_target_open(s, "bg", TLC_FMT_BIN11, &t), 0);
-  buf_t want = { 0 };
-  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 700, 5, &want);
-  char d[1200];
-  tdir(d, sizeof d, "bg");
-  /* record 101 closes segment 1: the exporter takes its export and is held in it */
-  assert_int_equal(tlc_store_write(t, ev, 101), 0);
-  await_counter(s, c_written, 101);
-  await_x_entered();
-  assert_int_equal(atomic_load(&x_low), 1); /* on the exporter, at nice 19 */
-  /* segments 2-5 wait for it; segment 6's export is written at its seal */
-  assert_int_equal(tlc_store_write(t, ev + 101, 500), 0);
-  await_counter(s, c_sealed, 6);
-  tlc_store_counters_t c;
-  tlc_store_counters(s, &c);
-  assert_int_equal(c.export_queue, 5); /* 4 waiting, 1 being written */
-  assert_int_equal(c.exports_background, 5);
-  assert_int_equal(c.exports_pending, 5);
-  assert_int_equal(count_kind(d, TLC_SK_DATA), 6); /* sealed without waiting for them */
-  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 1);
-  assert_int_equal(atomic_load(&x_normal), 1);
-  /* a barrier: the sealer writes the 4 waiting exports, then waits for the held one */
-  int b = 0;
-  assert_int_equal(tlc_store_barrier(s, set_flag, &b), 0);
-  await_counter(s, c_xq_left, 4);
-  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 5);
-  assert_int_equal(atomic_load(&x_normal), 5);
-  assert_int_equal(b, 0); /* not answered while an export before it is being written */
-  uv_sem_post(&x_release);
-  run_until(&loop, &b);
-  tlc_store_counters(s, &c);
-  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 6);
-  assert_int_equal(c.export_queue, 0);
-  assert_int_equal(c.exports_pending, 0);
-  assert_int_equal(c.exports_late, 0); /* late means late for lack of space */
-  /* every manifest names its export, and every export is that segment's statistics */
-  seglist_t l;
-  list_segments(d, &l, 0);
-  assert_int_equal(l.n, 6);
-  for (size_t i = 0; i < l.n; i++) {
-    tlc_segname_t sn;
-    char mp[1300], line[1400], txt[65536];
-    assert_int_not_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_NONE);
-    snprintf(mp, sizeof mp, "%s/%s.manifest", d, sn.base);
-    FILE *fp = fopen(mp, "r");
-    assert_non_null(fp);
-    int named = 0;
-    char want_line[1400];
-    snprintf(want_line, sizeof want_line, "export %s.txt\n", sn.base);
-    while (fgets(line, sizeof line, fp))
-      named |= strcmp(line, want_line) == 0;
-    fclose(fp);
-    assert_true(named);
-    read_export(d, &l, i, txt, sizeof txt);
-    assert_non_null(strstr(txt, "STATISTICS"));
-  }
-  assert_int_equal(atomic_load(&x_low) + atomic_load(&x_normal), 6);
-  close_store(s, &loop);
-  uv_sem_destroy(&x_release);
-  buf_free(&want);
-  free(ev);
-}
-
 /* Each segment's export carries the names (mapping) and contexts (context_area) the target had
  * when the segment was closed: the caller's mapping may be freed at once (it is copied); a
  * mapping replaced while an older segment is still being sealed leaves that one its names. */
@@ -1535,7 +1412,7 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
   mkdir(scratch, 0755);
   tlc_exset_t ex = { mapping, context_area != 0, context_area };
   assert_int_equal(tlc__segment_write_export(scratch, sn.base, "x", TLC_FMT_BIN11, sn.xml, sn.seq,
-                                             path, 0, &ex, tlc_store_main_export, NULL),
+                                             path, 0, &ex, tlc_store_main_export, NULL, NULL),
                    0);
   static char want[1 << 16];
   snprintf(want_p, sizeof want_p, "%s/%s.%s", scratch, sn.base, sn.xml ? "xml" : "txt");
@@ -1553,6 +1430,170 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
   slurp(path, m, sizeof m);
   snprintf(want_m, sizeof want_m, "\nexport %s.%s\n", sn.base, sn.xml ? "xml" : "txt");
   assert_non_null(strstr(m, want_m));
+}
+
+/* ---- the exporter: main exports after the seal, at nice 19, one at a time ---- */
+
+static uv_sem_t x_release;
+static atomic_int x_hold, x_entered, x_low, x_normal, x_in, x_max;
+
+typedef struct {
+  const tlc_timeline_t *tl;
+  int held;
+} x_tl_t;
+
+/* the timeline of an export; the first export to read, its first chunk read, waits for the
+ * test (an exporter in the middle of a long export) */
+static int x_next(void *ud, const tlc_event_t **evs) {
+  x_tl_t *w = ud;
+  int n = w->tl->next(w->tl->ud, evs);
+  if (!w->held && atomic_exchange(&x_hold, 0)) {
+    w->held = 1;
+    atomic_store(&x_entered, 1);
+    uv_sem_wait(&x_release);
+  }
+  return n;
+}
+static int x_rewind(void *ud) {
+  x_tl_t *w = ud;
+  return w->tl->rewind(w->tl->ud);
+}
+
+/* tlcapd's main export through x_next, noting the nice value of the thread that writes it and
+ * how many are written at once */
+static int x_export(void *ud, const tlc_store_export_t *x) {
+  int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+  atomic_fetch_add(nice == 19 ? &x_low : &x_normal, 1);
+  int in = atomic_fetch_add(&x_in, 1) + 1;
+  if (in > atomic_load(&x_max))
+    atomic_store(&x_max, in);
+  x_tl_t w = { x->timeline, 0 };
+  tlc_timeline_t tl = { x_next, x_rewind, &w };
+  tlc_store_export_t y = *x;
+  y.timeline = &tl;
+  int rc = tlc_store_main_export(ud, &y);
+  atomic_fetch_sub(&x_in, 1);
+  return rc;
+}
+
+static uint64_t c_sealed(const tlc_store_counters_t *c) {
+  return c->segments_sealed;
+}
+
+/* the loop runs until *flag (polled each ms; the deadline fails the test) */
+static atomic_int *x_poll_flag;
+static int x_seen;
+static void on_x_poll(uv_timer_t *tm) {
+  if (atomic_load(x_poll_flag)) {
+    x_seen = 1;
+    uv_timer_stop(tm);
+    uv_stop(tm->loop);
+  }
+}
+static void await_flag(atomic_int *flag) {
+  uv_timer_t tm;
+  x_poll_flag = flag;
+  x_seen = 0;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, on_x_poll, 0, 1);
+  run_until(&loop, &x_seen);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+/* A sealed segment's main export is written after the seal by the exporter thread at nice 19,
+ * and the manifest rewritten to name it; the segment is compressed only after it. Exports are
+ * written one at a time. With EXPORT_QUEUE_MAX (4) waiting, the sealer takes them over: the
+ * exporter gives its current one up at its next chunk and the sealer writes them all, in order,
+ * at its own priority, before it seals on. A barrier covers every export before it. Each export
+ * equals the one written from the segment's bytes. */
+static void test_export_background(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  o.export_cb = x_export;
+  o.compress = 1;
+  assert_int_equal(uv_sem_init(&x_release, 0), 0);
+  atomic_store(&x_hold, 1);
+  atomic_store(&x_entered, 0);
+  atomic_store(&x_low, 0);
+  atomic_store(&x_normal, 0);
+  atomic_store(&x_in, 0);
+  atomic_store(&x_max, 0);
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "bg", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 700, 5, &want);
+  char d[1200];
+  tdir(d, sizeof d, "bg");
+  /* record 101 closes segment 1: the exporter takes its export and is held in it */
+  assert_int_equal(tlc_store_write(t, ev, 101), 0);
+  await_counter(s, c_written, 101);
+  await_flag(&x_entered);
+  assert_int_equal(atomic_load(&x_low), 1); /* on the exporter, at nice 19 */
+  /* segments 2-5 are sealed without waiting for it; their exports wait */
+  assert_int_equal(tlc_store_write(t, ev + 101, 400), 0);
+  await_counter(s, c_sealed, 5);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.export_queue, 5); /* 4 waiting, 1 being written */
+  assert_int_equal(c.exports_background, 5);
+  assert_int_equal(c.exports_pending, 5);
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 5); /* sealed, plain: not compressed yet */
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 0);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 0);
+  /* segment 6: the sealer takes the queue over, asks the exporter to give up, waits for it */
+  assert_int_equal(tlc_store_write(t, ev + 501, 100), 0);
+  await_flag(&s->xcancel);
+  uv_sem_post(&x_release);
+  await_counter(s, c_sealed, 6);
+  /* exports 1-5 written by the sealer, at its priority; 6 handed to the exporter */
+  assert_true(atomic_load(&x_normal) >= 5);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.exports_background, 6);
+  barrier(s, &loop);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.export_queue, 0);
+  assert_int_equal(c.exports_pending, 0);
+  assert_int_equal(c.exports_late, 0); /* late means late for lack of space */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 6);
+  assert_int_equal(atomic_load(&x_max), 1); /* never two exports at once */
+  assert_int_equal(tlc_store_write(t, ev + 601, 99), 0);
+  close_store(s, &loop);
+  /* every sealed segment compressed after its export, which equals the one written from the
+   * segment's own bytes and is named in its manifest */
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 7);
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 7);
+  char scratch[1300], plain[1400], name[300];
+  static char got[1 << 16];
+  snprintf(scratch, sizeof scratch, "%s/.plain", tmp);
+  mkdir(scratch, 0755);
+  for (size_t i = 0; i < 6; i++) {
+    tlc_segname_t sn;
+    assert_int_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_ZST);
+    snprintf(name, sizeof name, "%s", l.name[i]);
+    name[strlen(name) - 4] = 0; /* without .zst */
+    snprintf(plain, sizeof plain, "%s/%s", scratch, name);
+    FILE *fp = fopen(plain, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(want.p + i * 100 * 24, 1, 100 * 24, fp), 100 * 24);
+    fclose(fp);
+    /* beside the segment: check_export reads the plain copy, the export and manifest in d */
+    char in_d[1400];
+    snprintf(in_d, sizeof in_d, "%s/%s", d, name);
+    assert_int_equal(rename(plain, in_d), 0);
+    check_export(d, name, NULL, 0, got, sizeof got);
+    unlink(in_d);
+  }
+  rmdir(scratch);
+  uv_sem_destroy(&x_release);
+  buf_free(&want);
+  free(ev);
 }
 
 /* A segment sealed while the file system is full gets neither its main export nor its manifest;
