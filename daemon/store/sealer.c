@@ -203,9 +203,11 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
  * the CPU at the moment a burst needed it most. So the sealer seals without it (fdatasync,
  * manifest, rename, as before) and hands it to the exporter thread, which runs at nice 19 (the
  * lowest priority a thread can take without privileges; a thread's nice value is its own on
- * Linux) and writes it with the manifest rewritten to name it (pend_try_c, the path of an
- * export written late for lack of space), then asks for the segment's compression (held back
- * until then: the export reads the plain file).
+ * Linux), waits for a burst being ingested to pass (x_burst: an export reads its segment back,
+ * and that memory traffic slows the loop's engine even from another core), and writes it with
+ * the manifest rewritten to name it (pend_try_c, the path of an export written late for lack of
+ * space), then asks for the segment's compression (held back until then: the export reads the
+ * plain file).
  *
  * One export at a time, as before (an export's engine and table are the largest transient
  * memory storage has). When the sealer needs the exports done (a barrier) or EXPORT_QUEUE_MAX
@@ -334,6 +336,15 @@ static void x_push(tlc_store_t *s, pend_t *p) {
   uv_mutex_unlock(&s->mu);
 }
 
+/* with mu held: waits EXPORT_WAIT_MS (less when signalled) and tells whether the store took
+ * records in at EXPORT_BUSY_BPS or more meanwhile: a burst being ingested */
+static int x_burst(tlc_store_t *s) {
+  uint64_t in0 = s->c.bytes_in, t0 = uv_hrtime();
+  (void)uv_cond_timedwait(&s->xcv, &s->mu, (uint64_t)EXPORT_WAIT_MS * 1000000u);
+  uint64_t dt = uv_hrtime() - t0, d = s->c.bytes_in - in0;
+  return dt > 0 && (double)d * 1e9 / (double)dt >= EXPORT_BUSY_BPS;
+}
+
 void tlc__store_exporter_main(void *arg) {
   tlc_store_t *s = arg;
   (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* best effort */
@@ -343,6 +354,10 @@ void tlc__store_exporter_main(void *arg) {
       uv_cond_wait(&s->xcv, &s->mu);
     if (s->xstop)
       break; /* what is left is written by tlc__store_stop_sealer's caller */
+    /* not during a burst: an export reads its whole segment back, and the memory traffic slows
+     * the loop's engine even on an idle core; the sealer takes the queue over if it fills */
+    if (x_burst(s) || !s->xh || s->xhold || s->xstop)
+      continue;
     s->xbusy = 1;
     sjob_t *j = x_pop(s);
     uv_mutex_unlock(&s->mu);

@@ -412,6 +412,10 @@ typedef struct pend {
 /* Main exports queued for the exporter at most; past it the sealer exports at the seal, at its
  * own priority, as when the exporter cannot keep up (a machine saturated for long). */
 #define EXPORT_QUEUE_MAX 4
+/* The exporter starts an export only when the store took records in at less than
+ * EXPORT_BUSY_BPS over the last EXPORT_WAIT_MS: not during a burst (sealer.c) */
+#define EXPORT_BUSY_BPS 32e6
+#define EXPORT_WAIT_MS  100
 
 typedef struct cmd {
   struct cmd *next;
