@@ -21,9 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -85,9 +83,8 @@ void tlc__store_pend_free(tlc_store_t *s, pend_t *p) {
 /* Writes what p still needs: the main export (then named in the manifest), the manifest.
  * Sealer or exporter thread (or the recovering thread before they start). Returns 1 when nothing
  * is left to do (written; failed for another reason than space, logged and left to the next
- * start; or the segment is gone), 0 while the file system is full, -1 when `cancel` made the
- * export give up (nothing written, p as it was). */
-static int pend_try_c(tlc_store_t *s, pend_t *p, const atomic_int *cancel) {
+ * start; or the segment is gone), 0 while the file system is full. */
+int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
   char dir[1200], dpath[1400], zpath[1500], mpath[1400];
   struct stat st;
   int rc;
@@ -107,15 +104,10 @@ static int pend_try_c(tlc_store_t *s, pend_t *p, const atomic_int *cancel) {
     tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area };
     rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq,
                                    plain ? dpath : zpath, p->recovered, &ex, s->o.export_cb,
-                                   s->o.export_ud, cancel);
+                                   s->o.export_ud);
     if (rc == -ENOENT && plain) /* compressed meanwhile: the .zst is complete before the unlink */
       rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq, zpath,
-                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud, cancel);
-    if (rc == -ECANCELED) {
-      if (pinned)
-        cat_pin(s, p->target, p->seq, 0);
-      return -1;
-    }
+                                     p->recovered, &ex, s->o.export_cb, s->o.export_ud);
     if (!tlc__store_is_nospace(rc)) {
       p->need_ex = 0;
       LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0 && !p->deferred);
@@ -157,10 +149,6 @@ static int pend_try_c(tlc_store_t *s, pend_t *p, const atomic_int *cancel) {
   return !p->need_ex && !p->need_mf;
 }
 
-int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
-  return pend_try_c(s, p, NULL);
-}
-
 /* sealer: writes what the kept entries need, oldest first, until the file system is still
  * full */
 static void pend_retry(tlc_store_t *s) {
@@ -198,40 +186,26 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
 
 /* ---- the exporter ----
  *
- * A bin1x segment's main export is a whole engine pass over the segment: about a third of what
- * storage costs in CPU. Written at the seal, before the manifest, it competed with ingest for
- * the CPU at the moment a burst needed it most. So the sealer seals without it (fdatasync,
- * manifest, rename, as before) and hands it to the exporter thread, which runs at nice 19 (the
- * lowest priority a thread can take without privileges; a thread's nice value is its own on
- * Linux), waits for a burst being ingested to pass (x_burst: an export reads its segment back,
- * and that memory traffic slows the loop's engine even from another core), and writes it with
- * the manifest rewritten to name it (pend_try_c, the path of an export written late for lack of
- * space), then asks for the segment's compression (held back until then: the export reads the
- * plain file).
+ * A bin1x segment's main export is a whole engine pass over the segment, which it reads back:
+ * about a third of what storage costs in CPU, and memory traffic that slows the loop's engine
+ * even from another core. Written at the seal, before the manifest, it competed with ingest at
+ * the moment a burst needed the machine most. So the sealer seals without it (fdatasync,
+ * manifest, rename, as before) and hands it to the exporter thread, which waits for a burst
+ * being ingested to pass (x_burst) and writes it with the manifest rewritten to name it
+ * (tlc__store_pend_try, the path of an export written late for lack of space), then asks for
+ * the segment's compression (held back until then: the export reads the plain file).
  *
- * One export at a time, as before (an export's engine and table are the largest transient
- * memory storage has). When the sealer needs the exports done (a barrier) or EXPORT_QUEUE_MAX
- * already wait (a machine saturated for long, where nice 19 gets next to nothing), it takes the
- * queue over: the exporter gives up its current export before its next chunk of records
- * (xcancel; requeued first, nothing written) and the sealer writes them all, in order, at its
- * own priority, so it never waits on a starved thread. At shutdown the writer does the same. */
-
-/* with mu held: the next job queued for the exporter, or NULL; the caller counts it as being
- * written (xbusy, xflush) until it is */
-static sjob_t *x_pop(tlc_store_t *s) {
-  sjob_t *j = s->xh;
-  if (j) {
-    s->xh = j->next;
-    if (!s->xh)
-      s->xt = NULL;
-    s->nx--;
-  }
-  return j;
-}
+ * Bounds: one export at a time, on this one thread, as before on the sealer (an export's engine
+ * and table are the largest transient memory storage has); at most EXPORT_QUEUE_MAX wait: with
+ * that many the exporter no longer waits for a burst, and the sealer waits for room before it
+ * hands over another (so under a burst that lasts, exports keep pace with seals as before; the
+ * exporter keeps the normal priority, so nothing waits on a starved thread). A barrier waits for
+ * every export queued before it (xhurry: no waiting for a burst); at shutdown the exporter writes
+ * what is left before it exits. */
 
 /* with mu held: exports handed to the exporter and not written yet */
 static void x_count(tlc_store_t *s) {
-  s->c.export_queue = s->nx + (uint64_t)s->xbusy + (uint64_t)s->xflush;
+  s->c.export_queue = s->nx + (uint64_t)s->xbusy;
 }
 
 /* the segment's compression, held back at its seal for the export (zstd.c) */
@@ -246,84 +220,44 @@ static void x_compress(tlc_store_t *s, const pend_t *p) {
   tlc__store_push_res(s, r);
 }
 
-/* Writes one export of the queue (j->p). Returns 0, or -1 when the exporter's was cancelled (j
- * untouched). When the file system is full it goes to the list kept for when space returns:
- * through the sealer's queue from the exporter thread, kept here on the sealer (or on the writer
- * at shutdown), which own that list. */
-static int x_run(tlc_store_t *s, sjob_t *j, int on_exporter) {
-  int rc = pend_try_c(s, j->p, on_exporter ? &s->xcancel : NULL);
-  if (rc < 0)
-    return -1;
-  if (rc == 1) {
-    x_compress(s, j->p);
-    tlc__store_pend_free(s, j->p);
-    tlc_free(j);
-    return 0;
+/* Writes one deferred export (p). When the file system is full it goes to the list kept for
+ * when space returns: through the sealer's queue from the exporter thread (on_exporter), kept
+ * here on the sealer, which owns that list. */
+static void x_write(tlc_store_t *s, pend_t *p, int on_exporter) {
+  if (tlc__store_pend_try(s, p)) {
+    x_compress(s, p);
+    tlc__store_pend_free(s, p);
+    return;
   }
-  j->p->deferred = 0; /* from now on late for lack of space, like one the seal left out */
-  if (on_exporter) {
+  p->deferred = 0; /* from now on late for lack of space, like one the seal left out */
+  sjob_t *j = on_exporter ? tlc_calloc(1, sizeof *j) : NULL;
+  if (j) {
     j->kind = J_EXPORT;
+    j->p = p;
     tlc__store_push_job(s, j);
+  } else if (on_exporter) {
+    tlc__store_wlog(s, TLC_LOG_WARN,
+                    "%s: main export of %s not written (no space, no memory): "
+                    "done at the next start",
+                    p->target, p->data);
+    tlc__store_pend_free(s, p);
   } else {
-    tlc__store_pend_keep(s, j->p);
-    tlc_free(j);
+    tlc__store_pend_keep(s, p);
   }
-  return 0;
 }
 
-/* sealer or writer: takes the exporter's queue over (its current export given up and requeued)
- * and writes every export in it here, in order */
-static void x_take(tlc_store_t *s) {
-  uv_mutex_lock(&s->mu);
-  s->xhold = 1;
-  if (s->xbusy) {
-    atomic_store(&s->xcancel, 1);
-    while (s->xbusy)
-      uv_cond_wait(&s->xcv, &s->mu);
-    atomic_store(&s->xcancel, 0);
-  }
-  sjob_t *j;
-  while ((j = x_pop(s)) != NULL) {
-    s->xflush = 1;
-    uv_mutex_unlock(&s->mu);
-    x_run(s, j, 0);
-    uv_mutex_lock(&s->mu);
-    s->xflush = 0;
-    x_count(s);
-  }
-  s->xhold = 0;
-  uv_cond_broadcast(&s->xcv);
-  uv_mutex_unlock(&s->mu);
-}
-
-/* sealer: whether the exporter is there to take an export; with EXPORT_QUEUE_MAX waiting the
- * sealer writes those first */
-static int x_room(tlc_store_t *s) {
-  int on, full;
-  LOCKED(s, on = s->xthr_started && !s->xstop; full = s->nx >= EXPORT_QUEUE_MAX);
-  if (on && full)
-    x_take(s);
-  return on;
-}
-
-/* sealer: hands p (a sealed segment's export, want_export'ed) to the exporter */
+/* sealer: hands p (a sealed segment's export, want_export'ed) to the exporter, once it has room */
 static void x_push(tlc_store_t *s, pend_t *p) {
   sjob_t *j = tlc_calloc(1, sizeof *j);
-  if (!j) { /* no memory for a job: written here, after the queue (the exporter is idle then:
-             * only the sealer fills its queue) */
-    x_take(s);
-    if (pend_try_c(s, p, NULL) == 1) {
-      x_compress(s, p);
-      tlc__store_pend_free(s, p);
-    } else {
-      p->deferred = 0;
-      tlc__store_pend_keep(s, p);
-    }
+  if (!j) { /* no memory for a job: written here */
+    x_write(s, p, 0);
     return;
   }
   j->kind = J_EXPORT;
   j->p = p;
   uv_mutex_lock(&s->mu);
+  while (s->nx >= EXPORT_QUEUE_MAX)
+    uv_cond_wait(&s->xcv, &s->mu); /* the exporter, full, writes without waiting */
   if (s->xt)
     s->xt->next = j;
   else
@@ -333,6 +267,17 @@ static void x_push(tlc_store_t *s, pend_t *p) {
   s->c.exports_background++;
   x_count(s);
   uv_cond_broadcast(&s->xcv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* sealer (a barrier): waits until every export handed to the exporter is written */
+static void x_wait_all(tlc_store_t *s) {
+  uv_mutex_lock(&s->mu);
+  s->xhurry++;
+  uv_cond_broadcast(&s->xcv);
+  while (s->xthr_started && (s->nx > 0 || s->xbusy))
+    uv_cond_wait(&s->xcv, &s->mu);
+  s->xhurry--;
   uv_mutex_unlock(&s->mu);
 }
 
@@ -347,32 +292,29 @@ static int x_burst(tlc_store_t *s) {
 
 void tlc__store_exporter_main(void *arg) {
   tlc_store_t *s = arg;
-  (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* best effort */
   uv_mutex_lock(&s->mu);
   for (;;) {
-    while ((!s->xh || s->xhold) && !s->xstop)
+    while (!s->xh && !s->xstop)
       uv_cond_wait(&s->xcv, &s->mu);
-    if (s->xstop)
-      break; /* what is left is written by tlc__store_stop_sealer's caller */
-    /* not during a burst: an export reads its whole segment back, and the memory traffic slows
-     * the loop's engine even on an idle core; the sealer takes the queue over if it fills */
-    if (x_burst(s) || !s->xh || s->xhold || s->xstop)
+    if (!s->xh)
+      break; /* stopped, nothing left */
+    /* not during a burst, unless full, hurried by a barrier, or stopping */
+    if (s->nx < EXPORT_QUEUE_MAX && !s->xhurry && !s->xstop && x_burst(s))
       continue;
+    sjob_t *j = s->xh;
+    s->xh = j->next;
+    if (!s->xh)
+      s->xt = NULL;
+    s->nx--;
     s->xbusy = 1;
-    sjob_t *j = x_pop(s);
+    uv_cond_broadcast(&s->xcv); /* room for the sealer */
     uv_mutex_unlock(&s->mu);
-    int rc = x_run(s, j, 1);
+    x_write(s, j->p, 1);
+    tlc_free(j);
     uv_mutex_lock(&s->mu);
-    if (rc < 0) { /* given up for the sealer: first again, for it to write */
-      j->next = s->xh;
-      s->xh = j;
-      if (!s->xt)
-        s->xt = j;
-      s->nx++;
-    }
     s->xbusy = 0;
     x_count(s);
-    uv_cond_broadcast(&s->xcv); /* x_take waiting */
+    uv_cond_broadcast(&s->xcv); /* a barrier waiting */
   }
   uv_mutex_unlock(&s->mu);
 }
@@ -392,8 +334,8 @@ static void sealed_plain(tlc_store_t *s, const tlc_seg_t *seg, const char *path,
   tlc__store_push_res(s, r);
 }
 
-/* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter takes
- * it, manifest, rename), then the catalog, counters, events and a retention pass. Runs on the
+/* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter writes
+ * it after, manifest, rename), then the catalog, counters, events and a retention pass. Runs on the
  * sealer thread (on the writer only when a seal job cannot be allocated). Touches no target:
  * `seg` carries its names. */
 void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
@@ -402,7 +344,9 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
   char path[1200];
   tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
   pend_t *seal_keep = NULL, *xp = NULL;
-  int defer = seg->format != TLC_FMT_EVLOG && s->o.export_cb && seg->m.records > 0 && x_room(s);
+  int xon;
+  LOCKED(s, xon = s->xthr_started && !s->xstop);
+  int defer = seg->format != TLC_FMT_EVLOG && s->o.export_cb && seg->m.records > 0 && xon;
   int rc =
       tlc__seg_seal(seg, reason, wall_ns, &ex, defer ? NULL : s->o.export_cb, s->o.export_ud, &ent);
   snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
@@ -472,7 +416,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
   }
   tlc__catalog_add(&s->cat, &ent);
   LOCKED(s, s->c.segments_sealed++);
-  if (xp) { /* compressed once its export is written (x_run): the export reads the plain file */
+  if (xp) { /* compressed once its export is written (x_write): the export reads the plain file */
     sealed_plain(s, seg, path, reason);
     x_push(s, xp); /* catalogued first: the exporter pins it against retention */
   } else {
@@ -508,7 +452,7 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
     tlc__seg_fini(&j->seg);
     tlc__store_tmap_unref(s, j->map);
   } else if (j->kind == J_BARRIER) {
-    x_take(s); /* the exports of the segments sealed before it */
+    x_wait_all(s); /* the exports of the segments sealed before it */
     tlc__store_push_res(s, j->res);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
@@ -575,12 +519,10 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
   uv_thread_join(&s->sthr);
   s->sthr_started = 0;
   run_left(s);
-  if (s->xthr_started) { /* the exporter: its current export given up; all of them here */
-    LOCKED(s, s->xstop = 1; atomic_store(&s->xcancel, 1); uv_cond_broadcast(&s->xcv));
+  if (s->xthr_started) { /* the exporter: writes what is left, then exits */
+    LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
     uv_thread_join(&s->xthr);
     s->xthr_started = 0;
-    atomic_store(&s->xcancel, 0);
-    x_take(s);
     run_left(s); /* what it handed back for space */
   }
   if (s->pend)

@@ -223,7 +223,6 @@ static int fd_write_cb(void *ud, const void *buf, size_t len) {
 #define FTL_RECS 1024
 typedef struct ftl {
   int fd;
-  const atomic_int *cancel; /* set: give up (-ECANCELED) before the next chunk */
   tlc_format_t format;
   uint64_t off;
   uint8_t buf[FTL_RECS * TLC_BIN1X_RECORD];
@@ -233,8 +232,6 @@ typedef struct ftl {
 static int ftl_next(void *ud, const tlc_event_t **evs) {
   ftl_t *r = ud;
   size_t have = 0;
-  if (r->cancel && atomic_load_explicit(r->cancel, memory_order_relaxed))
-    return -ECANCELED;
   while (have < sizeof r->buf) {
     ssize_t n = tlc_io->pread(r->fd, r->buf + have, sizeof r->buf - have, (int64_t)(r->off + have));
     if (n == -EINTR)
@@ -264,8 +261,7 @@ static void ftl_close(ftl_t *r) {
 
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
                               int xml, uint64_t seq, const char *data_path, int recovered,
-                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud,
-                              const atomic_int *cancel) {
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud) {
   char path[2048], tmp[2100], dname[TLC_SEG_NAME_MAX];
   int rc;
   if (!cb || f == TLC_FMT_EVLOG)
@@ -282,7 +278,6 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
     return TLC_ENOMEM;
   r->format = f;
   r->off = 0;
-  r->cancel = cancel;
   r->fd = tlc_io->open(data_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
   if (r->fd < 0) {
     rc = r->fd;
@@ -370,7 +365,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   if (s->format != TLC_FMT_EVLOG && cb && s->m.records > 0) {
     /* a failure leaves the manifest's `export -`; the caller writes it later (store.c) */
     s->ex_err = tlc__segment_write_export(s->dir, s->base, s->target, s->format, s->xml, s->seq,
-                                          part, 0, ex, cb, ud, NULL);
+                                          part, 0, ex, cb, ud);
     if (s->ex_err == 0)
       snprintf(s->m.exportf, sizeof s->m.exportf, "%s%s", s->base, s->xml ? ".xml" : ".txt");
   }

@@ -12,7 +12,6 @@
 #include "tlc_event.h"
 
 #include <stddef.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -269,12 +268,10 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
 
 /* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
  * .tmp, fsync, rename. `data_path` is read by the hook's timeline; `ex` (may be NULL: none)
- * gives the target's names and context area; `cancel` (may be NULL), once set, makes it give up
- * before its next chunk of records (-ECANCELED, nothing written). Returns 0 or a negative error. */
+ * gives the target's names and context area. Returns 0 or a negative error. */
 int tlc__segment_write_export(const char *dir, const char *base, const char *target, tlc_format_t f,
                               int xml, uint64_t seq, const char *data_path, int recovered,
-                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud,
-                              const atomic_int *cancel);
+                              const tlc_exset_t *ex, tlc_store_export_fn cb, void *ud);
 
 /* ---- the open segment of a target (writer thread) ---- */
 
@@ -409,8 +406,8 @@ typedef struct pend {
   tlc_store_tconf_t tc; /* need_ex: its context area */
 } pend_t;
 #define PEND_MAX 256 /* segments waiting for space */
-/* Main exports queued for the exporter at most; past it the sealer exports at the seal, at its
- * own priority, as when the exporter cannot keep up (a machine saturated for long). */
+/* Main exports queued for the exporter at most: with that many it exports without waiting for
+ * a burst to pass, and the sealer waits for room before it hands over another (sealer.c). */
 #define EXPORT_QUEUE_MAX 4
 /* The exporter starts an export only when the store took records in at less than
  * EXPORT_BUSY_BPS over the last EXPORT_WAIT_MS: not during a burst (sealer.c) */
@@ -545,15 +542,13 @@ struct tlc_store {
   uint32_t sealing; /* J_SEAL jobs queued or running */
   int sstop, sthr_started;
   /* exporter (queue, count, busy and stop flags under mu): the main exports of the segments the
-   * sealer sealed without them, at nice 19 (sealer.c) */
+   * sealer sealed without them, one at a time, not during a burst (sealer.c) */
   uv_thread_t xthr;
-  uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for the job it runs */
+  uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for room or for all done */
   sjob_t *xh, *xt;
-  uint32_t nx;        /* jobs queued for the exporter, not taken yet */
-  int xbusy;          /* the exporter is writing one */
-  int xflush;         /* the sealer or the writer (at shutdown) is writing one of its queue */
-  int xhold;          /* the sealer or the writer takes the queue over: the exporter waits */
-  atomic_int xcancel; /* the exporter gives its current export up (requeued) */
+  uint32_t nx; /* jobs queued for the exporter, not taken yet */
+  int xbusy;   /* the exporter is writing one */
+  int xhurry;  /* a barrier (or the stop) waits for every export: no waiting for a burst */
   int xstop, xthr_started;
   pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
   size_t npend;

@@ -27,8 +27,8 @@
  *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
  *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
  *    then catalogues it, reports it and runs a retention pass. The main export goes to the
- *    exporter thread (nice 19; at most EXPORT_QUEUE_MAX waiting, else the sealer writes it at
- *    the seal, before the manifest), which writes it and rewrites the manifest to name it. A main
+ *    exporter thread (one at a time, not during a burst, at most EXPORT_QUEUE_MAX waiting),
+ *    which writes it and rewrites the manifest to name it (sealer.c). A main
  * export or manifest a seal could not write for lack of space is kept (pend_t) and written when
  * space returns; the main exports of segments found at start without one (crash recovery) wait with
  * the writer until their target is configured, so that they get its mapping and context area, and

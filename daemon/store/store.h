@@ -19,7 +19,7 @@
  * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
  * segments; the sealer seals the segments the writer hands it (fdatasync, manifest, rename,
  * retention), at most `max_sealing` at a time, so that sealing never holds up appends; the
- * exporter (nice 19) writes their main exports after them.
+ * exporter writes their main exports after them, not during a burst.
  * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
  * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
@@ -181,9 +181,8 @@ typedef struct tlc_store_counters {
    * for the exporter thread (export_queue). */
   uint64_t exports_pending;
   uint64_t exports_late; /* main exports written after their segment was sealed, for space */
-  /* Main exports handed to the exporter thread at the seal (written at the lowest CPU priority,
-   * so that they take only the CPU that ingest leaves), and those of them still to write
-   * (also in exports_pending). */
+  /* Main exports handed to the exporter thread at the seal (written after a burst being ingested
+   * has passed), and those of them still to write (also in exports_pending). */
   uint64_t exports_background;
   uint64_t export_queue;
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
