@@ -319,21 +319,6 @@ void tlc__store_exporter_main(void *arg) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* the sealed event of a segment whose export is still to write: not compressed at it */
-static void sealed_plain(tlc_store_t *s, const tlc_seg_t *seg, const char *path, int reason) {
-  res_t *r = tlc_calloc(1, sizeof *r);
-  if (!r)
-    return;
-  r->type = R_EVENT;
-  r->kind = TLC_SEV_SEALED;
-  r->reason = reason;
-  r->seq = seg->seq;
-  r->plain = 1;
-  snprintf(r->target, sizeof r->target, "%s", seg->target);
-  snprintf(r->path, sizeof r->path, "%s", path);
-  tlc__store_push_res(s, r);
-}
-
 /* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter writes
  * it after, manifest, rename), then the catalog, counters, events and a retention pass. Runs on the
  * sealer thread (on the writer only when a seal job cannot be allocated). Touches no target:
@@ -417,7 +402,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
   tlc__catalog_add(&s->cat, &ent);
   LOCKED(s, s->c.segments_sealed++);
   if (xp) { /* compressed once its export is written (x_write): the export reads the plain file */
-    sealed_plain(s, seg, path, reason);
+    tlc__store_wevent_plain(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq, 1);
     x_push(s, xp); /* catalogued first: the exporter pins it against retention */
   } else {
     tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);

@@ -603,6 +603,10 @@ void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...)
     ;
 void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
                        uint64_t seq);
+/* the same; plain: a sealed segment not to compress at this event (its export is still to
+ * write: sealer.c asks for the compression after it) */
+void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
+                             int reason, uint64_t seq, int plain);
 int tlc__store_flow_low(const tlc_store_t *s, const tlc_store_target_t *t);
 void tlc__store_flow_resume(tlc_store_t *s);
 void tlc__store_tmap_unref(tlc_store_t *s, tmap_t *m);

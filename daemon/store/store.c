@@ -122,10 +122,16 @@ void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...) {
 
 void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
                        uint64_t seq) {
+  tlc__store_wevent_plain(s, kind, target, path, reason, seq, 0);
+}
+
+void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
+                             int reason, uint64_t seq, int plain) {
   res_t *r = tlc_calloc(1, sizeof *r);
   if (!r)
     return;
   r->type = R_EVENT;
+  r->plain = plain;
   r->kind = kind;
   r->reason = reason;
   r->seq = seq;

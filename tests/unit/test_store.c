@@ -825,18 +825,22 @@ static void on_poll(uv_timer_t *tm) {
   }
 }
 /* runs the loop until a store counter reaches `want` (read every ms; run_until's deadline) */
+/* runs the loop with `tick` called every ms until *done (run_until's deadline) */
+static void poll_until(uv_timer_cb tick, int *done) {
+  uv_timer_t tm;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, tick, 0, 1);
+  run_until(&loop, done);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
 static void await_counter(tlc_store_t *s, uint64_t (*get)(const tlc_store_counters_t *),
                           uint64_t want) {
-  uv_timer_t tm;
   poll_store = s;
   poll_get = get;
   poll_want = want;
   poll_done = 0;
-  uv_timer_init(&loop, &tm);
-  uv_timer_start(&tm, on_poll, 0, 1);
-  run_until(&loop, &poll_done);
-  uv_close((uv_handle_t *)&tm, NULL);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  poll_until(on_poll, &poll_done);
 }
 static uint64_t c_written(const tlc_store_counters_t *c) {
   return c->records_written;
@@ -1494,14 +1498,9 @@ static void on_x_poll(uv_timer_t *tm) {
   }
 }
 static void await_flag(atomic_int *flag) {
-  uv_timer_t tm;
   x_poll_flag = flag;
   x_seen = 0;
-  uv_timer_init(&loop, &tm);
-  uv_timer_start(&tm, on_x_poll, 0, 1);
-  run_until(&loop, &x_seen);
-  uv_close((uv_handle_t *)&tm, NULL);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  poll_until(on_x_poll, &x_seen);
 }
 
 /* A sealed segment's main export is written after the seal by the exporter thread, one at a
