@@ -18,8 +18,10 @@
  *   reset) - the receiver has then processed every byte (SPEC section 1). Timed from the first
  *   write to the close. With --conns C (or --seconds and --conns 0: until the time is up) it
  *   reconnects C times. One JSON line per connection on stdout:
- *   {"conn":i,"bytes":B,"records":R,"seconds":S,"mbps":M,"t0":T0,"t1":T1} (T0, T1: CLOCK_MONOTONIC
- *   seconds at the first write and at the close), then a summary line "total".
+ *   {"conn":i,"bytes":B,"records":R,"seconds":S,"mbps":M,"t0":T0,"t1":T1,"t_shut":TS} (T0, T1,
+ *   TS: CLOCK_MONOTONIC seconds at the first write, at the close, and at the half-close: T1 - TS
+ *   is the receiver's tail, what it still had to do once every byte was sent), then a summary
+ *   line "total".
  * recv: the baseline. Listens on 127.0.0.1 (an ephemeral port, written to PORTFILE once
  *   listening), accepts `conns` connections one after another (default 1), reads each with
  *   read(2) into one `buf`-KiB buffer (default 64, tlcapd's read_buffer default) until EOF;
@@ -309,12 +311,14 @@ static int cmd_send(int argc, char **argv) {
       pass_ctr++;
       sent += len;
     }
+    double t_shut = now_s(); /* every byte handed to the kernel: the rest is the peer's tail */
     size_t back = wait_close(fd, deadline);
     double dt = now_s() - t0;
     close(fd);
     printf("{\"conn\":%ld,\"bytes\":%" PRIu64 ",\"records\":%" PRIu64
-           ",\"seconds\":%.6f,\"mbps\":%.2f,\"reply_bytes\":%zu,\"t0\":%.6f,\"t1\":%.6f}\n",
-           ci, sent, sent / REC, dt, (double)sent / dt / 1e6, back, t0, t0 + dt);
+           ",\"seconds\":%.6f,\"mbps\":%.2f,\"reply_bytes\":%zu,\"t0\":%.6f,\"t1\":%.6f,"
+           "\"t_shut\":%.6f}\n",
+           ci, sent, sent / REC, dt, (double)sent / dt / 1e6, back, t0, t0 + dt, t_shut);
     fflush(stdout);
     tot_b += sent;
     tot_s += dt;

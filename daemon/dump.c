@@ -80,7 +80,7 @@ static void work_cb(uv_work_t *req) {
   tlc_out_t o;
   int r = 0;
   if (d->f == NULL && d->failed_errno == 0) {
-    snprintf(d->tmp, sizeof(d->tmp), "%s.tmp", d->path);
+    snprintf(d->tmp, sizeof(d->tmp), "%s.tmp", d->wpath);
     if ((d->f = fopen(d->tmp, "we")) == NULL) {
       d->failed_errno = errno ? errno : EIO;
       return;
@@ -121,7 +121,7 @@ static void work_cb(uv_work_t *req) {
     if (fclose(d->f) != 0 && d->failed_errno == 0)
       d->failed_errno = errno ? errno : EIO;
     d->f = NULL;
-    if (d->failed_errno == 0 && rename(d->tmp, d->path) != 0)
+    if (d->failed_errno == 0 && rename(d->tmp, d->wpath) != 0)
       d->failed_errno = errno ? errno : EIO;
     if (d->failed_errno != 0)
       unlink(d->tmp);
@@ -307,7 +307,7 @@ static void queue_job(tlc_dump_t *d) {
   int r = uv_queue_work(d->loop, &d->req, work_cb, after_cb);
   if (r != 0) {
     /* cannot happen with a live loop; nothing was written by a thread meanwhile */
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->path, uv_strerror(r));
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->wpath, uv_strerror(r));
     if (d->f != NULL) {
       fclose(d->f);
       d->f = NULL;
@@ -322,6 +322,7 @@ static void start(tlc_dump_t *d) {
   tlc_out_t o;
   d->busy = 1;
   d->again = 0;
+  snprintf(d->wpath, sizeof(d->wpath), "%s", d->path);
   d->failed_errno = 0;
   d->ti = 0;
   d->lo = 0;
@@ -348,7 +349,7 @@ static void after_cb(uv_work_t *req, int status) {
   int finished = d->job.finish;
   (void)status;
   if (d->failed_errno != 0 || status != 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->path,
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "stats dump %s: %s", d->wpath,
             strerror(d->failed_errno ? d->failed_errno : EIO));
     if (d->f != NULL) { /* a cancelled job: the thread never ran it */
       fclose(d->f);

@@ -54,6 +54,8 @@ typedef struct tlc_dump {
   } job;
   /* the pool thread's (one job at a time) */
   FILE *f;
+  char wpath[4096]; /* the dump in flight's file: path copied at its start (a reload may change
+                     * path meanwhile, on the loop, while the pool thread writes this one) */
   char tmp[4100];
   /* the document's writer (formats/json.h), carried from job to job: the loop writes a target's
    * head with it (job_next), the pool thread the statistics and the closes (never both at once:

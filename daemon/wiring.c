@@ -1338,6 +1338,8 @@ void tlc_wiring_dump(const tlc_wiring_t *w, tlc_json_w_t *j) {
     tlc_json_w_u64(j, "seal_queue", c.seal_queue);
     tlc_json_w_u64(j, "seal_waits", c.seal_waits);
     tlc_json_w_u64(j, "exports_pending", c.exports_pending);
+    tlc_json_w_u64(j, "exports_background", c.exports_background);
+    tlc_json_w_u64(j, "export_queue", c.export_queue);
     tlc_json_w_close(j, '}');
   }
   if (w == NULL || w->cont == NULL)

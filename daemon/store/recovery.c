@@ -514,9 +514,18 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
     }
     uv_mutex_unlock(&s->cat.mu);
   }
+  /* the exporter (sealer.c): without it the sealer writes every export at the seal */
+  if (s->o.export_cb && uv_thread_create(&s->xthr, tlc__store_exporter_main, s) == 0)
+    s->xthr_started = 1;
   int rc = uv_thread_create(&s->sthr, tlc__store_sealer_main, s);
-  if (rc < 0)
+  if (rc < 0) {
+    if (s->xthr_started) {
+      LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
+      uv_thread_join(&s->xthr);
+      s->xthr_started = 0;
+    }
     return rc;
+  }
   s->sthr_started = 1;
   rc = uv_thread_create(&s->thr, tlc__store_writer_main, s);
   if (rc < 0) {

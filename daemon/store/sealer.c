@@ -81,9 +81,9 @@ void tlc__store_pend_free(tlc_store_t *s, pend_t *p) {
 }
 
 /* Writes what p still needs: the main export (then named in the manifest), the manifest.
- * Sealer thread (or the recovering thread before it starts). Returns 1 when nothing is left to
- * do (written; failed for another reason than space, logged and left to the next start; or the
- * segment is gone), 0 while the file system is full. */
+ * Sealer or exporter thread (or the recovering thread before they start). Returns 1 when nothing
+ * is left to do (written; failed for another reason than space, logged and left to the next
+ * start; or the segment is gone), 0 while the file system is full. */
 int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
   char dir[1200], dpath[1400], zpath[1500], mpath[1400];
   struct stat st;
@@ -110,7 +110,7 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
                                      p->recovered, &ex, s->o.export_cb, s->o.export_ud);
     if (!tlc__store_is_nospace(rc)) {
       p->need_ex = 0;
-      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0);
+      LOCKED(s, s->c.exports_pending--; s->c.exports_late += rc == 0 && !p->deferred);
       if (rc == 0) {
         /* named in the manifest: the kept one, or the one on disk (without a valid one, the
          * next start rebuilds it from the data, naming the export) */
@@ -119,9 +119,10 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
           p->need_mf = 1;
           snprintf(p->m.exportf, sizeof p->m.exportf, "%s%s", p->base, p->xml ? ".xml" : ".txt");
         }
-        tlc__store_wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir,
-                        p->data,
-                        p->map || p->tc.has_context_area ? " with the target's settings" : "");
+        if (!p->deferred) /* a deferred one is the usual path: not worth a line */
+          tlc__store_wlog(s, TLC_LOG_INFO, "%s: main export of %s/%s written%s", p->target, dir,
+                          p->data,
+                          p->map || p->tc.has_context_area ? " with the target's settings" : "");
       } else {
         tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s/%s: %s (written at the next start)",
                         p->target, dir, p->data, tlc_strerror(rc));
@@ -183,16 +184,156 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
   s->npend++;
 }
 
-/* Seals one closed segment: segment.c's seal (fdatasync, main export, manifest, rename), then
- * the catalog, counters, events and a retention pass. Runs on the sealer thread (on the writer
- * only when a seal job cannot be allocated). Touches no target: `seg` carries its names. */
+/* ---- the exporter ----
+ *
+ * A bin1x segment's main export is a whole engine pass over the segment, which it reads back:
+ * about a third of what storage costs in CPU, and memory traffic that slows the loop's engine
+ * even from another core. Written at the seal, before the manifest, it competed with ingest at
+ * the moment a burst needed the machine most. So the sealer seals without it (fdatasync,
+ * manifest, rename, as before) and hands it to the exporter thread, which waits for a burst
+ * being ingested to pass (x_burst) and writes it with the manifest rewritten to name it
+ * (tlc__store_pend_try, the path of an export written late for lack of space), then asks for
+ * the segment's compression (held back until then: the export reads the plain file).
+ *
+ * Bounds: one export at a time, on this one thread, as before on the sealer (an export's engine
+ * and table are the largest transient memory storage has); at most EXPORT_QUEUE_MAX wait: with
+ * that many the exporter no longer waits for a burst, and the sealer waits for room before it
+ * hands over another (so under a burst that lasts, exports keep pace with seals as before; the
+ * exporter keeps the normal priority, so nothing waits on a starved thread). A barrier waits for
+ * every export queued before it (xhurry: no waiting for a burst); at shutdown the exporter writes
+ * what is left before it exits. */
+
+/* with mu held: exports handed to the exporter and not written yet */
+static void x_count(tlc_store_t *s) {
+  s->c.export_queue = s->nx + (uint64_t)s->xbusy;
+}
+
+/* the segment's compression, held back at its seal for the export (zstd.c) */
+static void x_compress(tlc_store_t *s, const pend_t *p) {
+  res_t *r = s->o.compress ? tlc_calloc(1, sizeof *r) : NULL;
+  if (!r)
+    return; /* not compressed now: the next start compresses it */
+  r->type = R_COMPRESS;
+  r->seq = p->seq;
+  snprintf(r->target, sizeof r->target, "%s", p->target);
+  tlc__path(r->path, sizeof r->path, "%s/%s/%s", s->state_dir, p->target, p->data);
+  tlc__store_push_res(s, r);
+}
+
+/* Writes one deferred export (p). When the file system is full it goes to the list kept for
+ * when space returns: through the sealer's queue from the exporter thread (on_exporter), kept
+ * here on the sealer, which owns that list. */
+static void x_write(tlc_store_t *s, pend_t *p, int on_exporter) {
+  if (tlc__store_pend_try(s, p)) {
+    x_compress(s, p);
+    tlc__store_pend_free(s, p);
+    return;
+  }
+  p->deferred = 0; /* from now on late for lack of space, like one the seal left out */
+  sjob_t *j = on_exporter ? tlc_calloc(1, sizeof *j) : NULL;
+  if (j) {
+    j->kind = J_EXPORT;
+    j->p = p;
+    tlc__store_push_job(s, j);
+  } else if (on_exporter) {
+    tlc__store_wlog(s, TLC_LOG_WARN,
+                    "%s: main export of %s not written (no space, no memory): "
+                    "done at the next start",
+                    p->target, p->data);
+    tlc__store_pend_free(s, p);
+  } else {
+    tlc__store_pend_keep(s, p);
+  }
+}
+
+/* sealer: hands p (a sealed segment's export, want_export'ed) to the exporter, once it has room */
+static void x_push(tlc_store_t *s, pend_t *p) {
+  sjob_t *j = tlc_calloc(1, sizeof *j);
+  if (!j) { /* no memory for a job: written here */
+    x_write(s, p, 0);
+    return;
+  }
+  j->kind = J_EXPORT;
+  j->p = p;
+  uv_mutex_lock(&s->mu);
+  while (s->nx >= EXPORT_QUEUE_MAX)
+    uv_cond_wait(&s->xcv, &s->mu); /* the exporter, full, writes without waiting */
+  if (s->xt)
+    s->xt->next = j;
+  else
+    s->xh = j;
+  s->xt = j;
+  s->nx++;
+  s->c.exports_background++;
+  x_count(s);
+  uv_cond_broadcast(&s->xcv);
+  uv_mutex_unlock(&s->mu);
+}
+
+/* sealer (a barrier): waits until every export handed to the exporter is written */
+static void x_wait_all(tlc_store_t *s) {
+  uv_mutex_lock(&s->mu);
+  s->xhurry++;
+  uv_cond_broadcast(&s->xcv);
+  while (s->xthr_started && (s->nx > 0 || s->xbusy))
+    uv_cond_wait(&s->xcv, &s->mu);
+  s->xhurry--;
+  uv_mutex_unlock(&s->mu);
+}
+
+/* with mu held: waits EXPORT_WAIT_MS (less when signalled) and tells whether the store took
+ * records in at EXPORT_BUSY_BPS or more meanwhile: a burst being ingested */
+static int x_burst(tlc_store_t *s) {
+  uint64_t in0 = s->c.bytes_in, t0 = uv_hrtime();
+  (void)uv_cond_timedwait(&s->xcv, &s->mu, (uint64_t)EXPORT_WAIT_MS * 1000000u);
+  uint64_t dt = uv_hrtime() - t0, d = s->c.bytes_in - in0;
+  return dt > 0 && (double)d * 1e9 / (double)dt >= EXPORT_BUSY_BPS;
+}
+
+void tlc__store_exporter_main(void *arg) {
+  tlc_store_t *s = arg;
+  uv_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->xh && !s->xstop)
+      uv_cond_wait(&s->xcv, &s->mu);
+    if (!s->xh)
+      break; /* stopped, nothing left */
+    /* not during a burst, unless full, hurried by a barrier, or stopping */
+    if (s->nx < EXPORT_QUEUE_MAX && !s->xhurry && !s->xstop && x_burst(s))
+      continue;
+    sjob_t *j = s->xh;
+    s->xh = j->next;
+    if (!s->xh)
+      s->xt = NULL;
+    s->nx--;
+    s->xbusy = 1;
+    uv_cond_broadcast(&s->xcv); /* room for the sealer */
+    uv_mutex_unlock(&s->mu);
+    x_write(s, j->p, 1);
+    tlc_free(j);
+    uv_mutex_lock(&s->mu);
+    s->xbusy = 0;
+    x_count(s);
+    uv_cond_broadcast(&s->xcv); /* a barrier waiting */
+  }
+  uv_mutex_unlock(&s->mu);
+}
+
+/* Seals one closed segment: segment.c's seal (fdatasync, main export unless the exporter writes
+ * it after, manifest, rename), then the catalog, counters, events and a retention pass. Runs on the
+ * sealer thread (on the writer only when a seal job cannot be allocated). Touches no target:
+ * `seg` carries its names. */
 void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
                          const tlc_store_tconf_t *tc) {
   tlc_catent_t ent;
   char path[1200];
   tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
-  pend_t *seal_keep = NULL;
-  int rc = tlc__seg_seal(seg, reason, wall_ns, &ex, s->o.export_cb, s->o.export_ud, &ent);
+  pend_t *seal_keep = NULL, *xp = NULL;
+  int xon;
+  LOCKED(s, xon = s->xthr_started && !s->xstop);
+  int defer = seg->format != TLC_FMT_EVLOG && s->o.export_cb && seg->m.records > 0 && xon;
+  int rc =
+      tlc__seg_seal(seg, reason, wall_ns, &ex, defer ? NULL : s->o.export_cb, s->o.export_ud, &ent);
   snprintf(path, sizeof path, "%s/%s", seg->dir, seg->data);
   if (rc == 1)
     return; /* no record in it: removed */
@@ -236,6 +377,22 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
     }
     seal_keep = p;
   }
+  if (defer && seal_keep) { /* its manifest waits for space: the export waits with it */
+    tlc__store_pend_want_export(s, seal_keep);
+    seal_keep->map = tlc__store_tmap_ref(s, map);
+    seal_keep->tc = *tc;
+  } else if (defer) {
+    xp = tlc__store_pend_new(seg->target, seg->base, seg->data, seg->format, seg->xml, seg->seq, 0);
+    if (xp) {
+      tlc__store_pend_want_export(s, xp);
+      xp->deferred = 1;
+      xp->map = tlc__store_tmap_ref(s, map);
+      xp->tc = *tc;
+    } else {
+      tlc__store_wlog(s, TLC_LOG_WARN, "%s: main export of %s: %s (written at the next start)",
+                      seg->target, path, tlc_strerror(TLC_ENOMEM));
+    }
+  }
   if (seg->seal_err < 0 && !tlc__store_is_nospace(seg->seal_err)) {
     LOCKED(s, s->c.io_errors++);
     tlc__store_wlog(s, TLC_LOG_ERR,
@@ -244,7 +401,12 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
   }
   tlc__catalog_add(&s->cat, &ent);
   LOCKED(s, s->c.segments_sealed++);
-  tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  if (xp) { /* compressed once its export is written (x_write): the export reads the plain file */
+    tlc__store_wevent_plain(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq, 1);
+    x_push(s, xp); /* catalogued first: the exporter pins it against retention */
+  } else {
+    tlc__store_wevent(s, TLC_SEV_SEALED, seg->target, path, reason, seg->seq);
+  }
   if (seal_keep)
     tlc__store_pend_keep(s, seal_keep);
   tlc__store_retention_pass(s);
@@ -275,6 +437,7 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
     tlc__seg_fini(&j->seg);
     tlc__store_tmap_unref(s, j->map);
   } else if (j->kind == J_BARRIER) {
+    x_wait_all(s); /* the exports of the segments sealed before it */
     tlc__store_push_res(s, j->res);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
@@ -319,15 +482,8 @@ void tlc__store_sealer_main(void *arg) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* Stops the sealer thread after its current job; the caller (the writer at shutdown, which
- * waits for this anyway) then seals and exports what is left, in order, and makes a last attempt
- * at what waits for space. */
-void tlc__store_stop_sealer(tlc_store_t *s) {
-  if (!s->sthr_started)
-    return;
-  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
-  uv_thread_join(&s->sthr);
-  s->sthr_started = 0;
+/* runs the jobs left in the sealer's queue on the calling thread */
+static void run_left(tlc_store_t *s) {
   uv_mutex_lock(&s->mu);
   sjob_t *j;
   while ((j = pop_job(s)) != NULL) {
@@ -336,6 +492,24 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
     uv_mutex_lock(&s->mu);
   }
   uv_mutex_unlock(&s->mu);
+}
+
+/* Stops the sealer thread after its current job, then the exporter after its current export;
+ * the caller (the writer at shutdown, which waits for this anyway) then seals and exports what
+ * is left, in order, and makes a last attempt at what waits for space. */
+void tlc__store_stop_sealer(tlc_store_t *s) {
+  if (!s->sthr_started)
+    return;
+  LOCKED(s, s->sstop = 1; uv_cond_signal(&s->scv));
+  uv_thread_join(&s->sthr);
+  s->sthr_started = 0;
+  run_left(s);
+  if (s->xthr_started) { /* the exporter: writes what is left, then exits */
+    LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
+    uv_thread_join(&s->xthr);
+    s->xthr_started = 0;
+    run_left(s); /* what it handed back for space */
+  }
   if (s->pend)
     pend_retry(s); /* a last try */
   while (s->pend) {

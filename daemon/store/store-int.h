@@ -399,12 +399,20 @@ typedef struct pend {
   int xml, recovered;
   uint64_t seq;
   int need_ex;          /* the main export is to write, with map and tc */
+  int deferred;         /* need_ex: handed to the exporter at the seal (not late for space) */
   int need_mf;          /* m is to write as the manifest */
   tlc_manifest_t m;     /* need_mf: the manifest (its gaps say what was dropped) */
   tmap_t *map;          /* need_ex: a reference to the target's names (NULL: none) */
   tlc_store_tconf_t tc; /* need_ex: its context area */
 } pend_t;
 #define PEND_MAX 256 /* segments waiting for space */
+/* Main exports queued for the exporter at most: with that many it exports without waiting for
+ * a burst to pass, and the sealer waits for room before it hands over another (sealer.c). */
+#define EXPORT_QUEUE_MAX 4
+/* The exporter starts an export only when the store took records in at less than
+ * EXPORT_BUSY_BPS over the last EXPORT_WAIT_MS: not during a burst (sealer.c) */
+#define EXPORT_BUSY_BPS 32e6
+#define EXPORT_WAIT_MS  100
 
 typedef struct cmd {
   struct cmd *next;
@@ -431,6 +439,8 @@ typedef struct res {
   int type;
   int level;
   int kind, reason;
+  int plain; /* R_EVENT sealed: not compressed yet (its export is still to write: R_COMPRESS then)
+              */
   uint64_t seq;
   tlc_store_target_t *t;
   void (*cb)(void *);
@@ -531,6 +541,15 @@ struct tlc_store {
   sjob_t *sh, *st;
   uint32_t sealing; /* J_SEAL jobs queued or running */
   int sstop, sthr_started;
+  /* exporter (queue, count, busy and stop flags under mu): the main exports of the segments the
+   * sealer sealed without them, one at a time, not during a burst (sealer.c) */
+  uv_thread_t xthr;
+  uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for room or for all done */
+  sjob_t *xh, *xt;
+  uint32_t nx; /* jobs queued for the exporter, not taken yet */
+  int xbusy;   /* the exporter is writing one */
+  int xhurry;  /* a barrier (or the stop) waits for every export: no waiting for a burst */
+  int xstop, xthr_started;
   pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
   size_t npend;
   /* writer only (filled by recovery before the writer starts): exports waiting for their
@@ -584,6 +603,10 @@ void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...)
     ;
 void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
                        uint64_t seq);
+/* the same; plain: a sealed segment not to compress at this event (its export is still to
+ * write: sealer.c asks for the compression after it) */
+void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
+                             int reason, uint64_t seq, int plain);
 int tlc__store_flow_low(const tlc_store_t *s, const tlc_store_target_t *t);
 void tlc__store_flow_resume(tlc_store_t *s);
 void tlc__store_tmap_unref(tlc_store_t *s, tmap_t *m);
@@ -614,6 +637,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
                          const tlc_store_tconf_t *tc);
 void tlc__store_push_job(tlc_store_t *s, sjob_t *j);
 void tlc__store_sealer_main(void *arg);
+void tlc__store_exporter_main(void *arg);
 void tlc__store_stop_sealer(tlc_store_t *s);
 
 /* zstd.c */

@@ -25,17 +25,18 @@
  *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
  *    opens the next segment at once.
  *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
- *    order) and seals each exactly as before (segment.c: fdatasync, main export, manifest,
- *    rename, fsync(dir), crash points), then catalogues it, reports it and runs a retention
- *    pass. A main export or manifest a seal could not write for lack of space is kept (pend_t)
- *    and written when space returns; the main exports of segments found at start without one
- *    (crash recovery) wait with the writer until their target is configured, so that they get
- *    its mapping and context area, and are then written by the sealer too (never the loop). A
- * segment being sealed is not in the catalog yet, so retention cannot touch it; a crash leaves it a
- * .part like the open one, and recovery seals both. At most max_sealing jobs are in flight: the
- * writer waits for room before handing over another (a bounded number of unsealed segments, fds and
- * manifests in memory). Barriers pass through the sealer's queue, so a barrier also covers the
- * seals of the segments closed before it.
+ *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
+ *    then catalogues it, reports it and runs a retention pass. The main export goes to the
+ *    exporter thread (one at a time, not during a burst, at most EXPORT_QUEUE_MAX waiting),
+ *    which writes it and rewrites the manifest to name it (sealer.c). A main
+ * export or manifest a seal could not write for lack of space is kept (pend_t) and written when
+ * space returns; the main exports of segments found at start without one (crash recovery) wait with
+ * the writer until their target is configured, so that they get its mapping and context area, and
+ * are then written by the sealer too (never the loop). A segment being sealed is not in the catalog
+ * yet, so retention cannot touch it; a crash leaves it a .part like the open one, and recovery
+ * seals both. At most max_sealing jobs are in flight: the writer waits for room before handing over
+ * another (a bounded number of unsealed segments, fds and manifests in memory). Barriers pass
+ * through the sealer's queue, so a barrier also covers the seals of the segments closed before it.
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).
@@ -121,10 +122,16 @@ void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...) {
 
 void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
                        uint64_t seq) {
+  tlc__store_wevent_plain(s, kind, target, path, reason, seq, 0);
+}
+
+void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
+                             int reason, uint64_t seq, int plain) {
   res_t *r = tlc_calloc(1, sizeof *r);
   if (!r)
     return;
   r->type = R_EVENT;
+  r->plain = plain;
   r->kind = kind;
   r->reason = reason;
   r->seq = seq;
@@ -677,12 +684,16 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       size_t lim = n - i < room ? n - i : room;
       if (lim > fit)
         lim = fit;
-      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) &&
-             ev[j].offset == ev[i].offset + (j - i) * R)
+      int64_t *gt = t->gt + t->gn;
+      gt[0] = ev[i].time_ns;
+      uint64_t next = ev[i].offset + R;
+      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) && ev[j].offset == next) {
+        gt[j - i] = ev[j].time_ns; /* the run's times in the same pass */
+        next += R;
         j++;
+      }
       memcpy(dst, chunk + o, (j - i) * R);
-      for (size_t q = i; q < j; q++)
-        t->gt[t->gn++] = ev[q].time_ns;
+      t->gn += j - i;
       i = j;
     } else {
       tlc_bin1x_encode(t->format, &ev[i], dst);
@@ -966,7 +977,7 @@ static void on_async(uv_async_t *a) {
                                  r->path[0] ? r->path : NULL, r->reason, r->seq };
         s->o.event_cb(s->o.event_ud, &ev);
       }
-      if (r->kind == TLC_SEV_SEALED && s->o.compress)
+      if (r->kind == TLC_SEV_SEALED && s->o.compress && !r->plain)
         tlc__store_start_compress(s, r);
       break;
     case R_CLOSED:
@@ -1033,6 +1044,7 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(s->gpool_b[i]);
     tlc_free(s->gpool_t[i]);
   }
+  uv_cond_destroy(&s->xcv);
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
   uv_mutex_destroy(&s->mu);
@@ -1115,6 +1127,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_cond;
   if ((rc = uv_cond_init(&s->scv)) < 0)
     goto fail_scv;
+  if ((rc = uv_cond_init(&s->xcv)) < 0)
+    goto fail_xcv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1129,6 +1143,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->xcv);
+fail_xcv:
   uv_cond_destroy(&s->scv);
 fail_scv:
   uv_cond_destroy(&s->cv);

@@ -17,8 +17,9 @@
  * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: a target
  * whose share of the queue fills is asked to pause (tlc_store_target_set_flow); when the queue
  * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
- * segments; the sealer seals the segments the writer hands it (fdatasync, main export, manifest,
- * rename, retention), at most `max_sealing` at a time, so that sealing never holds up appends.
+ * segments; the sealer seals the segments the writer hands it (fdatasync, manifest, rename,
+ * retention), at most `max_sealing` at a time, so that sealing never holds up appends; the
+ * exporter writes their main exports after them, not during a burst.
  * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
  * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
@@ -81,8 +82,9 @@ typedef struct tlc_store_export {
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over
- * x->timeline and calling tlc_text1_write. Runs on the sealer thread (or the recovering thread
- * during tlc_store_recover): must only touch its own state. Returns 0 or a negative error (the
+ * x->timeline and calling tlc_text1_write. Runs on the exporter or the sealer thread (or the
+ * recovering thread during tlc_store_recover, the writer at shutdown): must only touch its own
+ * state. Returns 0 or a negative error (the
  * export is then left out and the error logged; the segment is sealed regardless; a missing
  * export is written again when space returns after ENOSPC, or at the next start). */
 typedef int (*tlc_store_export_fn)(void *ud, const tlc_store_export_t *x);
@@ -174,10 +176,15 @@ typedef struct tlc_store_counters {
   uint64_t stored_bytes;         /* sealed segments on disk (all files), all targets */
   uint64_t stored_segments;
   /* Main exports of sealed bin1x segments not written yet: left out for lack of space (written
-   * when space returns), or of segments recovered at start waiting for their target's settings
-   * (written once a target of that name is configured, else at tlc_store_close). */
+   * when space returns), of segments recovered at start waiting for their target's settings
+   * (written once a target of that name is configured, else at tlc_store_close), or waiting
+   * for the exporter thread (export_queue). */
   uint64_t exports_pending;
-  uint64_t exports_late; /* main exports written after their segment was sealed */
+  uint64_t exports_late; /* main exports written after their segment was sealed, for space */
+  /* Main exports handed to the exporter thread at the seal (written after a burst being ingested
+   * has passed), and those of them still to write (also in exports_pending). */
+  uint64_t exports_background;
+  uint64_t export_queue;
   /* Health (R15): the writer's monotonic clock (ns) at its last loop turn; it turns at least
    * every 250 ms unless stuck in a system call or waiting for the sealer (max_sealing segments
    * in flight: a stuck seal stalls the writer after at most that many more segments). With

@@ -149,12 +149,15 @@ class Daemon:
                             % (e, st["daemon"], brief, self.log()[-1500:]))
 
     def wait_sealed(self, timeout=30.0):
-        """Waits until no closed segment is waiting for its seal (stats dump: store.seal_queue
-        0). A half-closed target is answered once its bytes are written, before the segments it
-        filled are sealed (docs/storage.md): a test that reads the state directory while the
-        daemon runs waits for this first."""
-        return self.wait_stats(lambda st: st.get("store", {}).get("seal_queue", 0) == 0,
-                               timeout, "every closed segment sealed")
+        """Waits until no closed segment is waiting for its seal or its main export (stats
+        dump: store.seal_queue and store.export_queue 0). A half-closed target is answered once
+        its bytes are written, before the segments it filled are sealed, and a sealed segment's
+        main export follows it (docs/storage.md, "The exporter"): a test that reads the state
+        directory while the daemon runs waits for this first."""
+        def done(st):
+            s = st.get("store", {})
+            return s.get("seal_queue", 0) == 0 and s.get("export_queue", 0) == 0
+        return self.wait_stats(done, timeout, "every closed segment sealed and exported")
 
     def stop(self, timeout=15.0):
         """SIGTERM; returns (exit status, final stats)."""

@@ -9,6 +9,10 @@
 
 #include "test_store_util.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 static uv_loop_t loop;
 static char *tmp;
 
@@ -821,18 +825,22 @@ static void on_poll(uv_timer_t *tm) {
   }
 }
 /* runs the loop until a store counter reaches `want` (read every ms; run_until's deadline) */
+/* runs the loop with `tick` called every ms until *done (run_until's deadline) */
+static void poll_until(uv_timer_cb tick, int *done) {
+  uv_timer_t tm;
+  uv_timer_init(&loop, &tm);
+  uv_timer_start(&tm, tick, 0, 1);
+  run_until(&loop, done);
+  uv_close((uv_handle_t *)&tm, NULL);
+  uv_run(&loop, UV_RUN_NOWAIT);
+}
 static void await_counter(tlc_store_t *s, uint64_t (*get)(const tlc_store_counters_t *),
                           uint64_t want) {
-  uv_timer_t tm;
   poll_store = s;
   poll_get = get;
   poll_want = want;
   poll_done = 0;
-  uv_timer_init(&loop, &tm);
-  uv_timer_start(&tm, on_poll, 0, 1);
-  run_until(&loop, &poll_done);
-  uv_close((uv_handle_t *)&tm, NULL);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  poll_until(on_poll, &poll_done);
 }
 static uint64_t c_written(const tlc_store_counters_t *c) {
   return c->records_written;
@@ -1428,6 +1436,159 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
   assert_non_null(strstr(m, want_m));
 }
 
+/* ---- the exporter: main exports after the seal, one at a time ---- */
+
+static uv_sem_t x_release;
+static atomic_int x_hold, x_entered, x_in, x_max, x_calls, x_other_thread;
+static atomic_long x_tid;
+
+typedef struct {
+  const tlc_timeline_t *tl;
+  int held;
+} x_tl_t;
+
+/* the timeline of an export; the first export to read, its first chunk read, waits for the
+ * test (an exporter in the middle of a long export) */
+static int x_next(void *ud, const tlc_event_t **evs) {
+  x_tl_t *w = ud;
+  int n = w->tl->next(w->tl->ud, evs);
+  if (!w->held && atomic_exchange(&x_hold, 0)) {
+    w->held = 1;
+    atomic_store(&x_entered, 1);
+    uv_sem_wait(&x_release);
+  }
+  return n;
+}
+static int x_rewind(void *ud) {
+  x_tl_t *w = ud;
+  return w->tl->rewind(w->tl->ud);
+}
+
+/* tlcapd's main export through x_next, noting the thread that writes it and how many are
+ * written at once */
+static int x_export(void *ud, const tlc_store_export_t *x) {
+  long tid = (long)syscall(SYS_gettid), none = 0;
+  if (!atomic_compare_exchange_strong(&x_tid, &none, tid) && none != tid)
+    atomic_store(&x_other_thread, 1);
+  atomic_fetch_add(&x_calls, 1);
+  int in = atomic_fetch_add(&x_in, 1) + 1;
+  if (in > atomic_load(&x_max))
+    atomic_store(&x_max, in);
+  x_tl_t w = { x->timeline, 0 };
+  tlc_timeline_t tl = { x_next, x_rewind, &w };
+  tlc_store_export_t y = *x;
+  y.timeline = &tl;
+  int rc = tlc_store_main_export(ud, &y);
+  atomic_fetch_sub(&x_in, 1);
+  return rc;
+}
+
+static uint64_t c_sealed(const tlc_store_counters_t *c) {
+  return c->segments_sealed;
+}
+
+/* the loop runs until *flag (polled each ms; the deadline fails the test) */
+static atomic_int *x_poll_flag;
+static int x_seen;
+static void on_x_poll(uv_timer_t *tm) {
+  if (atomic_load(x_poll_flag)) {
+    x_seen = 1;
+    uv_timer_stop(tm);
+    uv_stop(tm->loop);
+  }
+}
+static void await_flag(atomic_int *flag) {
+  x_poll_flag = flag;
+  x_seen = 0;
+  poll_until(on_x_poll, &x_seen);
+}
+
+/* A sealed segment's main export is written after the seal by the exporter thread, one at a
+ * time, and the manifest rewritten to name it; the segment is compressed only after it. While
+ * the exporter is busy, segments are sealed without waiting for their exports, up to
+ * EXPORT_QUEUE_MAX (4) waiting; then the sealer waits for room. A barrier covers every export
+ * before it. Each export equals the one written from the segment's own bytes. */
+static void test_export_background(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 100;
+  o.export_cb = x_export;
+  o.compress = 1;
+  assert_int_equal(uv_sem_init(&x_release, 0), 0);
+  atomic_store(&x_hold, 1);
+  atomic_store(&x_entered, 0);
+  atomic_store(&x_in, 0);
+  atomic_store(&x_max, 0);
+  atomic_store(&x_calls, 0);
+  atomic_store(&x_other_thread, 0);
+  atomic_store(&x_tid, 0);
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "bg", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 700, 5, &want);
+  char d[1200];
+  tdir(d, sizeof d, "bg");
+  /* record 101 closes segment 1: the exporter takes its export and is held in it */
+  assert_int_equal(tlc_store_write(t, ev, 101), 0);
+  await_counter(s, c_written, 101);
+  await_flag(&x_entered);
+  /* segments 2-6 are sealed without waiting for it: 2-5 wait for the exporter, and the sealer
+   * waits for room to hand 6's over */
+  assert_int_equal(tlc_store_write(t, ev + 101, 500), 0);
+  await_counter(s, c_sealed, 6);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.export_queue, 5); /* 4 waiting, 1 being written */
+  assert_int_equal(c.exports_background, 5);
+  assert_int_equal(c.seal_queue, 1); /* segment 6's job: its export not handed over yet */
+  assert_int_equal(count_kind(d, TLC_SK_DATA), 6); /* sealed, plain: not compressed yet */
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 0);
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 0);
+  assert_int_equal(atomic_load(&x_calls), 1);
+  uv_sem_post(&x_release);
+  barrier(s, &loop);
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.export_queue, 0);
+  assert_int_equal(c.seal_queue, 0);
+  assert_int_equal(c.exports_background, 6);
+  assert_int_equal(c.exports_pending, 0);
+  assert_int_equal(c.exports_late, 0); /* late means late for lack of space */
+  assert_int_equal(count_kind(d, TLC_SK_EXPORT), 6);
+  assert_int_equal(atomic_load(&x_calls), 6);
+  assert_int_equal(atomic_load(&x_max), 1);          /* never two exports at once */
+  assert_int_equal(atomic_load(&x_other_thread), 0); /* all on the exporter */
+  assert_int_equal(tlc_store_write(t, ev + 601, 99), 0);
+  close_store(s, &loop);
+  /* every sealed segment compressed after its export, which equals the one written from the
+   * segment's own bytes and is named in its manifest */
+  seglist_t l;
+  list_segments(d, &l, 0);
+  assert_int_equal(l.n, 7);
+  assert_int_equal(count_kind(d, TLC_SK_ZST), 7);
+  char name[300], in_d[1400];
+  static char got[1 << 16];
+  for (size_t i = 0; i < 6; i++) {
+    tlc_segname_t sn;
+    assert_int_equal(tlc__segname_parse(l.name[i], &sn), TLC_SK_ZST);
+    snprintf(name, sizeof name, "%s", l.name[i]);
+    name[strlen(name) - 4] = 0; /* without .zst: a plain copy beside it, from the bytes sent */
+    snprintf(in_d, sizeof in_d, "%s/%s", d, name);
+    FILE *fp = fopen(in_d, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(want.p + i * 100 * 24, 1, 100 * 24, fp), 100 * 24);
+    fclose(fp);
+    check_export(d, name, NULL, 0, got, sizeof got);
+    unlink(in_d);
+  }
+  assert_int_equal(atomic_load(&x_other_thread), 0);
+  uv_sem_destroy(&x_release);
+  buf_free(&want);
+  free(ev);
+}
+
 /* A segment sealed while the file system is full gets neither its main export nor its manifest;
  * once space returns (the writer resumes by itself) both are written, the export with the
  * target's names and context area as they were when the segment was closed, equal to the export
@@ -1711,6 +1872,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_export_background, setup, teardown),
     cmocka_unit_test_setup_teardown(test_xml_main_export, setup, teardown),
     cmocka_unit_test_setup_teardown(test_skipped, setup, teardown),
     cmocka_unit_test_setup_teardown(test_skipped_cap, setup, teardown),
