@@ -519,11 +519,7 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
     s->xthr_started = 1;
   int rc = uv_thread_create(&s->sthr, tlc__store_sealer_main, s);
   if (rc < 0) {
-    if (s->xthr_started) {
-      LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
-      uv_thread_join(&s->xthr);
-      s->xthr_started = 0;
-    }
+    tlc__store_stop_exporter(s);
     return rc;
   }
   s->sthr_started = 1;

@@ -203,6 +203,26 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
  * every export queued before it (xhurry: no waiting for a burst); at shutdown the exporter writes
  * what is left before it exits. */
 
+/* A job queue (the sealer's sh/st, the exporter's xh/xt), with mu held: appends j, or pops the
+ * first job (NULL when empty). */
+static void jq_append(sjob_t **h, sjob_t **t, sjob_t *j) {
+  j->next = NULL;
+  if (*t)
+    (*t)->next = j;
+  else
+    *h = j;
+  *t = j;
+}
+static sjob_t *jq_pop(sjob_t **h, sjob_t **t) {
+  sjob_t *j = *h;
+  if (j) {
+    *h = j->next;
+    if (!*h)
+      *t = NULL;
+  }
+  return j;
+}
+
 /* with mu held: exports handed to the exporter and not written yet */
 static void x_count(tlc_store_t *s) {
   s->c.export_queue = s->nx + (uint64_t)s->xbusy;
@@ -258,11 +278,7 @@ static void x_push(tlc_store_t *s, pend_t *p) {
   uv_mutex_lock(&s->mu);
   while (s->nx >= EXPORT_QUEUE_MAX)
     uv_cond_wait(&s->xcv, &s->mu); /* the exporter, full, writes without waiting */
-  if (s->xt)
-    s->xt->next = j;
-  else
-    s->xh = j;
-  s->xt = j;
+  jq_append(&s->xh, &s->xt, j);
   s->nx++;
   s->c.exports_background++;
   x_count(s);
@@ -270,8 +286,7 @@ static void x_push(tlc_store_t *s, pend_t *p) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* sealer (a barrier): waits until every export handed to the exporter is written */
-static void x_wait_all(tlc_store_t *s) {
+void tlc__store_wait_exports(tlc_store_t *s) {
   uv_mutex_lock(&s->mu);
   s->xhurry++;
   uv_cond_broadcast(&s->xcv);
@@ -301,10 +316,7 @@ void tlc__store_exporter_main(void *arg) {
     /* not during a burst, unless full, hurried by a barrier, or stopping */
     if (s->nx < EXPORT_QUEUE_MAX && !s->xhurry && !s->xstop && x_burst(s))
       continue;
-    sjob_t *j = s->xh;
-    s->xh = j->next;
-    if (!s->xh)
-      s->xt = NULL;
+    sjob_t *j = jq_pop(&s->xh, &s->xt);
     s->nx--;
     s->xbusy = 1;
     uv_cond_broadcast(&s->xcv); /* room for the sealer */
@@ -414,12 +426,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
 
 void tlc__store_push_job(tlc_store_t *s, sjob_t *j) {
   uv_mutex_lock(&s->mu);
-  j->next = NULL;
-  if (s->st)
-    s->st->next = j;
-  else
-    s->sh = j;
-  s->st = j;
+  jq_append(&s->sh, &s->st, j);
   if (j->kind == J_SEAL) {
     s->sealing++;
     s->c.seal_queue = s->sealing;
@@ -437,7 +444,7 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
     tlc__seg_fini(&j->seg);
     tlc__store_tmap_unref(s, j->map);
   } else if (j->kind == J_BARRIER) {
-    x_wait_all(s); /* the exports of the segments sealed before it */
+    tlc__store_wait_exports(s); /* of the segments sealed before it */
     tlc__store_push_res(s, j->res);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
@@ -455,17 +462,6 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
   tlc_free(j);
 }
 
-/* the next job, or NULL; with s->mu held */
-static sjob_t *pop_job(tlc_store_t *s) {
-  sjob_t *j = s->sh;
-  if (j) {
-    s->sh = j->next;
-    if (!s->sh)
-      s->st = NULL;
-  }
-  return j;
-}
-
 void tlc__store_sealer_main(void *arg) {
   tlc_store_t *s = arg;
   uv_mutex_lock(&s->mu);
@@ -474,7 +470,7 @@ void tlc__store_sealer_main(void *arg) {
       uv_cond_wait(&s->scv, &s->mu);
     if (s->sstop)
       break; /* what is left is finished by tlc__store_stop_sealer's caller */
-    sjob_t *j = pop_job(s);
+    sjob_t *j = jq_pop(&s->sh, &s->st);
     uv_mutex_unlock(&s->mu);
     run_job(s, j);
     uv_mutex_lock(&s->mu);
@@ -486,7 +482,7 @@ void tlc__store_sealer_main(void *arg) {
 static void run_left(tlc_store_t *s) {
   uv_mutex_lock(&s->mu);
   sjob_t *j;
-  while ((j = pop_job(s)) != NULL) {
+  while ((j = jq_pop(&s->sh, &s->st)) != NULL) {
     uv_mutex_unlock(&s->mu);
     run_job(s, j);
     uv_mutex_lock(&s->mu);
@@ -494,9 +490,17 @@ static void run_left(tlc_store_t *s) {
   uv_mutex_unlock(&s->mu);
 }
 
-/* Stops the sealer thread after its current job, then the exporter after its current export;
- * the caller (the writer at shutdown, which waits for this anyway) then seals and exports what
- * is left, in order, and makes a last attempt at what waits for space. */
+void tlc__store_stop_exporter(tlc_store_t *s) {
+  if (!s->xthr_started)
+    return;
+  LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
+  uv_thread_join(&s->xthr);
+  s->xthr_started = 0;
+}
+
+/* Stops the sealer thread after its current job, and the caller (the writer at shutdown, which
+ * waits for this anyway) seals what is left, in order; then the exporter, once it has written
+ * every export queued; then a last attempt at what waits for space. */
 void tlc__store_stop_sealer(tlc_store_t *s) {
   if (!s->sthr_started)
     return;
@@ -504,12 +508,8 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
   uv_thread_join(&s->sthr);
   s->sthr_started = 0;
   run_left(s);
-  if (s->xthr_started) { /* the exporter: writes what is left, then exits */
-    LOCKED(s, s->xstop = 1; uv_cond_broadcast(&s->xcv));
-    uv_thread_join(&s->xthr);
-    s->xthr_started = 0;
-    run_left(s); /* what it handed back for space */
-  }
+  tlc__store_stop_exporter(s);
+  run_left(s); /* what it handed back for space */
   if (s->pend)
     pend_retry(s); /* a last try */
   while (s->pend) {

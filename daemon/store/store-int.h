@@ -439,8 +439,7 @@ typedef struct res {
   int type;
   int level;
   int kind, reason;
-  int plain; /* R_EVENT sealed: not compressed yet (its export is still to write: R_COMPRESS then)
-              */
+  int plain; /* R_EVENT sealed: not compressed now (its export first; an R_COMPRESS after it) */
   uint64_t seq;
   tlc_store_target_t *t;
   void (*cb)(void *);
@@ -638,6 +637,11 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
 void tlc__store_push_job(tlc_store_t *s, sjob_t *j);
 void tlc__store_sealer_main(void *arg);
 void tlc__store_exporter_main(void *arg);
+/* Stops the exporter once it has written every export queued (nothing when not started). */
+void tlc__store_stop_exporter(tlc_store_t *s);
+/* Waits until every export handed to the exporter is written (a barrier; any thread but the
+ * exporter). */
+void tlc__store_wait_exports(tlc_store_t *s);
 void tlc__store_stop_sealer(tlc_store_t *s);
 
 /* zstd.c */

@@ -19,24 +19,25 @@
  *  - Writer thread: pops commands in order (so per-target order is kept), appends to the
  *    target's open segment (segment.c) in one write per command and builds its manifest from the
  *    commands' descriptors (no scan of the bytes but the checksum), rotates on size (at a record
- *    boundary) and age, syncs
- *    per policy, runs retention, handles ENOSPC (pause + count + probe) and I/O errors
- *    (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe, retention). To close
- *    a segment it only moves it (open fd, manifest, names) into a seal job: the next record
- *    opens the next segment at once.
+ *    boundary) and age, syncs per policy, runs retention, handles ENOSPC (pause + count + probe)
+ *    and I/O errors (R5/R6). It wakes at least every 250 ms for ticks (age, sync, probe,
+ *    retention). To close a segment it only moves it (open fd, manifest, names) into a seal
+ *    job: the next record opens the next segment at once.
  *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
  *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
- *    then catalogues it, reports it and runs a retention pass. The main export goes to the
- *    exporter thread (one at a time, not during a burst, at most EXPORT_QUEUE_MAX waiting),
- *    which writes it and rewrites the manifest to name it (sealer.c). A main
- * export or manifest a seal could not write for lack of space is kept (pend_t) and written when
- * space returns; the main exports of segments found at start without one (crash recovery) wait with
- * the writer until their target is configured, so that they get its mapping and context area, and
- * are then written by the sealer too (never the loop). A segment being sealed is not in the catalog
- * yet, so retention cannot touch it; a crash leaves it a .part like the open one, and recovery
- * seals both. At most max_sealing jobs are in flight: the writer waits for room before handing over
- * another (a bounded number of unsealed segments, fds and manifests in memory). Barriers pass
- * through the sealer's queue, so a barrier also covers the seals of the segments closed before it.
+ *    then catalogues it, reports it and runs a retention pass. A segment being sealed is not in
+ *    the catalog yet, so retention cannot touch it; a crash leaves it a .part like the open one,
+ *    and recovery seals both. At most max_sealing jobs are in flight: the writer waits for room
+ *    before handing over another (a bounded number of unsealed segments, fds and manifests in
+ *    memory). Barriers pass through the sealer's queue, so a barrier also covers the seals of
+ *    the segments closed before it, and their main exports.
+ *  - Exporter thread: the main exports of the segments the sealer sealed, one at a time, not
+ *    during a burst, at most EXPORT_QUEUE_MAX waiting; each is written and the manifest
+ *    rewritten to name it (sealer.c). A main export or manifest that could not be written for
+ *    lack of space is kept (pend_t) and written by the sealer when space returns; the main
+ *    exports of segments found at start without one (crash recovery) wait with the writer until
+ *    their target is configured, so that they get its mapping and context area, and are then
+ *    written by the sealer (never the loop).
  *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
  *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
  *    compressions in the threadpool (uv_queue_work).

@@ -724,8 +724,10 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
       tlc__store_push_job(s, j);
       break;
     }
-    if (c->type == C_BARRIER)
-      w_wait_sealer(s, 0); /* no memory for a job: wait for the seals here */
+    if (c->type == C_BARRIER) { /* no memory for a job: wait for the seals and exports here */
+      w_wait_sealer(s, 0);
+      tlc__store_wait_exports(s);
+    }
     tlc__store_push_res(s, r);
     break;
   }
