@@ -2,9 +2,9 @@
  *
  * A manifest is a small key/value text file beside each sealed segment (format in
  * docs/storage.md): format, byte length, record count, first/last/min/max time, a 64-bit
- * FNV-1a checksum of the content (`fnv1a64w`: per record, over 8-byte words then the leftover
- * bytes; manifests of earlier versions carry the byte-wise `fnv1a64`, still read and verified
- * with its own kind: tlc_manifest_t.csum), the gap list and a sparse index (every N records:
+ * checksum of the content (`xxh3`: XXH3-64 of the bytes in order; manifests of earlier
+ * versions carry the FNV-1a kinds `fnv1a64w` or `fnv1a64`, still read and verified with their
+ * own kind: tlc_manifest_t.csum), the gap list and a sparse index (every N records:
  * record number, byte offset, its time, the largest time before it and the smallest time from
  * it to the end, so a time-range read is exact even when times are not monotonic, as in evlog).
  * Its last line carries the FNV-1a of every byte before it, so a bit flip anywhere in the
@@ -32,6 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* XXH3 from Debian's libxxhash-dev, compiled in (the header carries the implementation): the
+ * state's layout is then the one this file was built with, and the state is allocated through
+ * tlc_malloc like every other allocation. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 uint64_t tlc__fnv1a(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
@@ -249,8 +254,38 @@ void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval) {
   b->interval = interval ? interval : 1024;
   b->running_max = INT64_MIN;
   m->index_interval = b->interval;
-  if (m->records == 0)
-    m->fnv = TLC_FNV_INIT;
+  if (m->csum == TLC_CSUM_XXH3) {
+    if (!b->xsmem) {
+      /* the state wants 64-byte alignment, more than malloc promises */
+      b->xsmem = tlc_malloc(sizeof(XXH3_state_t) + 63);
+      b->xs = b->xsmem ? (void *)(((uintptr_t)b->xsmem + 63) & ~(uintptr_t)63) : NULL;
+      if (b->xs)
+        XXH3_INITSTATE((XXH3_state_t *)b->xs);
+    }
+    if (b->xs) {
+      (void)XXH3_64bits_reset(b->xs); /* fails only on a NULL state */
+      return;
+    }
+    m->csum = TLC_CSUM_FNV1A64W; /* no memory for the state: the older kind, named as such */
+  }
+  m->sum = TLC_FNV_INIT;
+}
+
+void tlc__mbuild_free(tlc_mbuild_t *b) {
+  tlc_free(b->xsmem);
+  b->xsmem = NULL;
+  b->xs = NULL;
+}
+
+/* the content checksum over the next bytes of the segment, of the manifest's kind */
+static void csum_add(tlc_mbuild_t *b, const uint8_t *p, size_t n) {
+  tlc_manifest_t *m = b->m;
+  if (m->csum == TLC_CSUM_XXH3)
+    (void)XXH3_64bits_update(b->xs, p, n); /* fails only on a NULL state, never here */
+  else if (m->csum == TLC_CSUM_FNV1A64W)
+    m->sum = tlc__fnv1a_w(m->sum, p, n);
+  else
+    m->sum = tlc__fnv1a(m->sum, p, n);
 }
 
 int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
@@ -278,8 +313,7 @@ int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r) {
     if (r->tmax > b->running_max)
       b->running_max = r->tmax;
   }
-  m->fnv = m->csum == TLC_CSUM_FNV1A64 ? tlc__fnv1a(m->fnv, rec, r->len)
-                                       : tlc__fnv1a_w(m->fnv, rec, r->len);
+  csum_add(b, rec, r->len);
   m->bytes += r->len;
   m->records++;
   m->items += r->items;
@@ -328,11 +362,9 @@ int tlc__mbuild_add_fixed(tlc_mbuild_t *b, const uint8_t *buf, size_t n, const i
     m->items += k;
     i += k;
   }
-  /* both checksum kinds run over whole records the same in one call (24 is a multiple of the
-   * wide kind's 8-byte words) */
-  size_t len = n * TLC_BIN1X_RECORD;
-  m->fnv =
-      m->csum == TLC_CSUM_FNV1A64 ? tlc__fnv1a(m->fnv, buf, len) : tlc__fnv1a_w(m->fnv, buf, len);
+  /* every checksum kind runs over whole records the same in one call (24 is a multiple of
+   * fnv1a64w's 8-byte words) */
+  csum_add(b, buf, n * TLC_BIN1X_RECORD);
   return rc;
 }
 
@@ -344,11 +376,20 @@ void tlc__mbuild_finish(tlc_mbuild_t *b) {
       run = m->idx[i].mina;
     m->idx[i].mina = run;
   }
-  if (m->records == 0)
-    m->fnv = TLC_FNV_INIT;
+  if (m->csum == TLC_CSUM_XXH3)
+    m->sum = XXH3_64bits_digest(b->xs);
 }
 
 /* ---- text codec ---- */
+
+static const char *csum_names[] = { "xxh3", "fnv1a64w", "fnv1a64" }; /* by TLC_CSUM_* */
+
+static int csum_parse(const char *k) {
+  for (int i = 0; i < (int)(sizeof csum_names / sizeof *csum_names); i++)
+    if (strcmp(k, csum_names[i]) == 0)
+      return i;
+  return -1;
+}
 
 static const char *reason_names[] = { "none",    "size",     "age",      "reconnect", "sighup",
                                       "command", "shutdown", "io_error", "recovered", "idle" };
@@ -384,8 +425,7 @@ char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
                  "first_time %" PRId64 "\nlast_time %" PRId64 "\nmin_time %" PRId64
                  "\nmax_time %" PRId64 "\n",
                  m->first_time, m->last_time, m->min_time, m->max_time);
-  tlc_out_printf(&o, "%s %016" PRIx64 "\n", m->csum == TLC_CSUM_FNV1A64 ? "fnv1a64" : "fnv1a64w",
-                 m->fnv);
+  tlc_out_printf(&o, "%s %016" PRIx64 "\n", csum_names[m->csum], m->sum);
   tlc_out_printf(&o, "opened_wall_ns %" PRId64 "\nclosed_wall_ns %" PRId64 "\n", m->opened_wall_ns,
                  m->closed_wall_ns);
   tlc_out_printf(&o, "reason %s\n", tlc_store_reason_name(m->reason));
@@ -473,7 +513,7 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
                    "manifest checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
                    want, got);
   size_t pos = 0, lineno = 0;
-  int have_magic = 0, have_format = 0, have_bytes = 0, have_fnv = 0;
+  int have_magic = 0, have_format = 0, have_bytes = 0, have_sum = 0;
   char line[512];
   while (pos < ls) {
     size_t e = pos;
@@ -546,12 +586,12 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
       bad = strlen(f[1]) >= sizeof m->exportf;
       if (!bad)
         snprintf(m->exportf, sizeof m->exportf, "%s", strcmp(f[1], "-") ? f[1] : "");
-    } else if (strcmp(f[0], "fnv1a64w") == 0 || strcmp(f[0], "fnv1a64") == 0) {
+    } else if (csum_parse(f[0]) >= 0) {
       char *end;
-      m->fnv = strtoull(f[1], &end, 16);
-      m->csum = strcmp(f[0], "fnv1a64") == 0 ? TLC_CSUM_FNV1A64 : TLC_CSUM_FNV1A64W;
-      bad = *end != 0 || strlen(f[1]) != 16 || have_fnv;
-      have_fnv = 1;
+      m->sum = strtoull(f[1], &end, 16);
+      m->csum = csum_parse(f[0]);
+      bad = *end != 0 || strlen(f[1]) != 16 || have_sum;
+      have_sum = 1;
     } else if (strcmp(f[0], "reason") == 0) {
       m->reason = reason_parse(f[1]);
       bad = m->reason < 0;
@@ -602,7 +642,7 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
     if (bad)
       return why_set(why, whylen, TLC_ESYNTAX, "manifest line %zu: bad '%s'", lineno, f[0]);
   }
-  if (!have_magic || !have_format || !have_bytes || !have_fnv || m->data[0] == 0)
+  if (!have_magic || !have_format || !have_bytes || !have_sum || m->data[0] == 0)
     return why_set(why, whylen, TLC_ESYNTAX, "manifest misses a required field");
   /* self-consistency of the index */
   for (size_t i = 0; i < m->nidx; i++) {
@@ -689,7 +729,7 @@ int tlc__manifest_store(const char *path, const tlc_manifest_t *m) {
 int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
                              uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
                              uint64_t *file_len) {
-  return tlc__manifest_build_file_csum(path, zst, f, interval, max_block, TLC_CSUM_FNV1A64W, m,
+  return tlc__manifest_build_file_csum(path, zst, f, interval, max_block, TLC_CSUM_XXH3, m,
                                        whole_len, file_len);
 }
 
@@ -700,7 +740,7 @@ int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uin
   int rc = tlc__recrd_open(&rd, path, zst, f, max_block);
   if (rc < 0)
     return rc;
-  tlc_mbuild_t b;
+  tlc_mbuild_t b = { 0 };
   tlc__manifest_reset(m);
   m->format = f;
   m->csum = csum;
@@ -717,6 +757,7 @@ int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uin
       break;
   }
   tlc__mbuild_finish(&b);
+  tlc__mbuild_free(&b);
   *whole_len = m->bytes;
   if (rc == TLC_ETRUNC || rc == TLC_EFRAME || rc == 0) {
     /* the data length: what the source holds in total */

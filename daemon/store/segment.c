@@ -60,6 +60,7 @@ void tlc__seg_fini(tlc_seg_t *s) {
     tlc_io->close(s->skfd);
   s->skfd = -1;
   tlc__manifest_fini(&s->m);
+  tlc__mbuild_free(&s->b);
 }
 
 int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_t f, int xml,
@@ -526,7 +527,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   int have_old = tlc__manifest_load(mpath, &old, NULL, 0) == 0;
   uint64_t whole = 0, flen = 0;
   /* checksummed like the old manifest, so that one written by an older version still matches */
-  int csum = have_old ? old.csum : TLC_CSUM_FNV1A64W;
+  int csum = have_old ? old.csum : TLC_CSUM_XXH3;
   rc = tlc__manifest_build_file_csum(part, 0, f, interval, max_block, csum, m, &whole, &flen);
   if (rc < 0) {
     tlc__manifest_fini(&old);
@@ -584,7 +585,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       return 1;
     }
   }
-  if (have_old && old.bytes == m->bytes && old.fnv == m->fnv && old.records == m->records &&
+  if (have_old && old.bytes == m->bytes && old.sum == m->sum && old.records == m->records &&
       old.format == f) {
     /* keep the sealed manifest (it has the gaps); nothing to rewrite */
     tlc_gap_t *g = m->gaps;

@@ -422,11 +422,11 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
       tlc__manifest_init(&chk);
       rc = tlc__manifest_build_file_csum(path, r->zst, r->m.format, r->m.index_interval, 0,
                                          r->m.csum, &chk, &whole, &flen);
-      if (rc == 0 && (chk.fnv != r->m.fnv || chk.records != r->m.records || whole != flen)) {
+      if (rc == 0 && (chk.sum != r->m.sum || chk.records != r->m.records || whole != flen)) {
         snprintf(err, errlen,
                  "%s: content does not match its manifest (checksum %016llx, manifest %016llx; "
                  "%llu whole bytes of %llu)",
-                 path, (unsigned long long)chk.fnv, (unsigned long long)r->m.fnv,
+                 path, (unsigned long long)chk.sum, (unsigned long long)r->m.sum,
                  (unsigned long long)whole, (unsigned long long)flen);
         rc = TLC_EFRAME;
       }
@@ -500,7 +500,7 @@ void tlc_segread_info(const tlc_segread_t *r, tlc_seginfo_t *o) {
   o->last_time = r->m.last_time;
   o->min_time = r->m.min_time;
   o->max_time = r->m.max_time;
-  o->checksum = r->m.fnv;
+  o->checksum = r->m.sum;
   o->ngaps = r->m.ngaps;
   o->compressed = r->zst;
   o->rebuilt = r->rebuilt;

@@ -35,7 +35,7 @@ typedef struct tlc_seginfo {
   uint64_t file_bytes; /* data length as found (may exceed bytes for a torn .part) */
   uint64_t records, items;
   int64_t first_time, last_time, min_time, max_time; /* valid when items > 0 */
-  uint64_t checksum; /* FNV-1a 64 of the content (the manifest's kind: fnv1a64w or fnv1a64) */
+  uint64_t checksum; /* of the content, of the manifest's kind (xxh3, fnv1a64w or fnv1a64) */
   uint64_t ngaps;
   int compressed; /* read from a .zst */
   int rebuilt;    /* the manifest was missing or did not match: rebuilt from the data */

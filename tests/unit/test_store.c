@@ -60,7 +60,7 @@ static void manifests_match_scan(const char *dir, tlc_format_t f, uint32_t inter
     assert_int_equal(got.bytes, scan.bytes);
     assert_int_equal(got.records, scan.records);
     assert_int_equal(got.items, scan.items);
-    assert_int_equal(got.fnv, scan.fnv);
+    assert_int_equal(got.sum, scan.sum);
     if (scan.records > 0) {
       assert_int_equal(got.first_time, scan.first_time);
       assert_int_equal(got.last_time, scan.last_time);

@@ -7,6 +7,10 @@
 #include <cmocka.h>
 
 #include "test_store_util.h"
+#include "testalloc.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static uv_loop_t loop;
 
@@ -189,6 +193,16 @@ static void test_zero_tail(void **state) {
   buf_free(&b);
 }
 
+/* the segment `data` reads back as `want`, with its manifest as written (not rebuilt) */
+static void read_back_whole(const char *data, const buf_t *want) {
+  buf_t got = { 0 };
+  tlc_seginfo_t inf;
+  read_segment(data, INT64_MIN, INT64_MAX, &got, &inf);
+  assert_false(inf.rebuilt);
+  assert_int_equal(got.len, want->len);
+  assert_memory_equal(got.p, want->p, want->len);
+  buf_free(&got);
+}
 /* a sealed bin11 segment made by the store */
 static void make_sealed(const char *st, char *data, size_t dl, char *mf, size_t ml) {
   tlc_store_opts_t o;
@@ -253,13 +267,7 @@ static void test_bitflips(void **state) {
     assert_int_equal(sum.quarantined, 1);
     assert_int_equal(sum.rebuilt_manifests, 1);
     assert_int_equal(count_dir(qdir), q0 + 1);
-    buf_t got = { 0 };
-    tlc_seginfo_t inf;
-    read_segment(data, INT64_MIN, INT64_MAX, &got, &inf);
-    assert_false(inf.rebuilt);
-    assert_int_equal(got.len, d0.len);
-    assert_memory_equal(got.p, d0.p, d0.len);
-    buf_free(&got);
+    read_back_whole(data, &d0);
     buf_free(&m);
   }
   /* data flips: detected against the manifest; data and manifest quarantined, never deleted */
@@ -284,60 +292,113 @@ static void test_bitflips(void **state) {
   free(st);
 }
 
-/* Manifests name their checksum kind: new ones the word-wise `fnv1a64w`, older ones the
- * byte-wise `fnv1a64`; both verify at start-up (full re-read), and a data flip is caught under
- * either. */
+/* Manifests name their checksum kind: new ones `xxh3` (XXH3-64 of the data, here computed by
+ * libxxhash in one call against the writer's streaming one), older ones the FNV-1a kinds
+ * `fnv1a64w` (over 8-byte words) and `fnv1a64` (byte-wise). Each verifies at start-up (full
+ * re-read) without a rebuild, keeps its kind, and catches a data flip. */
 static void test_checksum_kinds(void **state) {
+  (void)state;
+  static const struct {
+    int kind;
+    const char *line;
+  } kinds[] = { { TLC_CSUM_XXH3, "\nxxh3 " },
+                { TLC_CSUM_FNV1A64W, "\nfnv1a64w " },
+                { TLC_CSUM_FNV1A64, "\nfnv1a64 " } };
+  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+    char *st = mk_tmpdir();
+    char data[1300], mf[1300];
+    make_sealed(st, data, sizeof data, mf, sizeof mf);
+    buf_t d0 = { 0 }, m0 = { 0 };
+    read_file(data, &d0);
+    read_file(mf, &m0);
+    buf_add(&m0, "", 1); /* NUL-terminated for strstr */
+    tlc_manifest_t m;
+    tlc__manifest_init(&m);
+    assert_int_equal(tlc__manifest_load(mf, &m, NULL, 0), 0);
+    assert_int_equal(m.csum, TLC_CSUM_XXH3);
+    assert_true(strstr((const char *)m0.p, "\nxxh3 ") != NULL);
+    assert_true(m.sum == XXH3_64bits(d0.p, d0.len));
+    /* the same manifest as an older version wrote it (bin11 records are 24 bytes: per-record
+     * word hashing = word hashing of the whole file) */
+    m.csum = kinds[k].kind;
+    if (kinds[k].kind == TLC_CSUM_FNV1A64W)
+      m.sum = tlc__fnv1a_w(TLC_FNV_INIT, d0.p, d0.len);
+    else if (kinds[k].kind == TLC_CSUM_FNV1A64)
+      m.sum = tlc__fnv1a(TLC_FNV_INIT, d0.p, d0.len);
+    assert_int_equal(tlc__manifest_store(mf, &m), 0);
+    buf_t m1 = { 0 };
+    read_file(mf, &m1);
+    buf_add(&m1, "", 1);
+    assert_true(strstr((const char *)m1.p, kinds[k].line) != NULL);
+    tlc_store_recovery_t sum;
+    recover_once(st, &sum);
+    assert_int_equal(sum.quarantined, 0);
+    assert_int_equal(sum.rebuilt_manifests, 0);
+    tlc_manifest_t back;
+    tlc__manifest_init(&back);
+    assert_int_equal(tlc__manifest_load(mf, &back, NULL, 0), 0);
+    assert_int_equal(back.csum, kinds[k].kind);
+    assert_true(back.sum == m.sum);
+    read_back_whole(data, &d0);
+    /* a data flip under this kind: detected, data and manifest quarantined */
+    d0.p[d0.len / 2] ^= 0x10;
+    write_file(data, d0.p, d0.len);
+    recover_once(st, &sum);
+    assert_int_equal(sum.quarantined, 2);
+    assert_false(exists(data));
+    tlc__manifest_fini(&back);
+    tlc__manifest_fini(&m);
+    buf_free(&d0);
+    buf_free(&m0);
+    buf_free(&m1);
+    rm_rf(st);
+    free(st);
+  }
+}
+
+/* A manifest builder that gets no memory for its XXH3 state falls back to `fnv1a64w` and says
+ * so: every allocation of a rebuild failed in turn; each rebuild either fails as a whole or
+ * gives the manifest of one kind or the other, each with its right checksum, and the fallback
+ * is reached. */
+static void test_checksum_no_memory(void **state) {
   (void)state;
   char *st = mk_tmpdir();
   char data[1300], mf[1300];
   make_sealed(st, data, sizeof data, mf, sizeof mf);
-  buf_t d0 = { 0 }, m0 = { 0 };
+  buf_t d0 = { 0 };
   read_file(data, &d0);
-  read_file(mf, &m0);
-  buf_add(&m0, "", 1); /* NUL-terminated for strstr */
-  tlc_manifest_t m;
-  tlc__manifest_init(&m);
-  assert_int_equal(tlc__manifest_load(mf, &m, NULL, 0), 0);
-  assert_int_equal(m.csum, TLC_CSUM_FNV1A64W);
-  assert_true(strstr((const char *)m0.p, "\nfnv1a64w ") != NULL);
-  /* bin11 records are 24 bytes: per-record word hashing = word hashing of the whole file */
-  assert_true(m.fnv == tlc__fnv1a_w(TLC_FNV_INIT, d0.p, d0.len));
-  assert_true(m.fnv != tlc__fnv1a(TLC_FNV_INIT, d0.p, d0.len));
-  /* the same manifest as an older version wrote it */
-  m.csum = TLC_CSUM_FNV1A64;
-  m.fnv = tlc__fnv1a(TLC_FNV_INIT, d0.p, d0.len);
-  assert_int_equal(tlc__manifest_store(mf, &m), 0);
-  buf_t m1 = { 0 };
-  read_file(mf, &m1);
-  buf_add(&m1, "", 1);
-  assert_true(strstr((const char *)m1.p, "\nfnv1a64 ") != NULL);
-  tlc_store_recovery_t sum;
-  recover_once(st, &sum);
-  assert_int_equal(sum.quarantined, 0);
-  assert_int_equal(sum.rebuilt_manifests, 0);
-  tlc_manifest_t back;
-  tlc__manifest_init(&back);
-  assert_int_equal(tlc__manifest_load(mf, &back, NULL, 0), 0);
-  assert_int_equal(back.csum, TLC_CSUM_FNV1A64);
-  assert_true(back.fnv == m.fnv);
-  buf_t got = { 0 };
-  tlc_seginfo_t inf;
-  read_segment(data, INT64_MIN, INT64_MAX, &got, &inf);
-  assert_false(inf.rebuilt);
-  assert_int_equal(got.len, d0.len);
-  buf_free(&got);
-  /* a data flip under the old kind: detected, data and manifest quarantined */
-  d0.p[d0.len / 2] ^= 0x10;
-  write_file(data, d0.p, d0.len);
-  recover_once(st, &sum);
-  assert_int_equal(sum.quarantined, 2);
-  assert_false(exists(data));
-  tlc__manifest_fini(&back);
-  tlc__manifest_fini(&m);
+  int fell_back = 0, whole_xxh3 = 0;
+  for (uint64_t nth = 1; nth < 64; nth++) {
+    testalloc_install();
+    testalloc_fail_at(nth);
+    tlc_manifest_t m;
+    tlc__manifest_init(&m);
+    uint64_t whole = 0, flen = 0;
+    int rc = tlc__manifest_build_file(data, 0, TLC_FMT_BIN11, 0, 0, &m, &whole, &flen);
+    uint64_t failed = testalloc_failed();
+    int csum = m.csum;
+    uint64_t sum = m.sum, records = m.records;
+    tlc__manifest_fini(&m);
+    assert_int_equal(testalloc_live_blocks(), 0);
+    testalloc_uninstall();
+    if (rc < 0)
+      continue;
+    assert_int_equal(records, d0.len / 24);
+    if (csum == TLC_CSUM_XXH3) {
+      assert_true(sum == XXH3_64bits(d0.p, d0.len));
+      if (failed == 0)
+        whole_xxh3 = 1;
+    } else {
+      assert_int_equal(csum, TLC_CSUM_FNV1A64W);
+      assert_true(sum == tlc__fnv1a_w(TLC_FNV_INIT, d0.p, d0.len));
+      fell_back = 1;
+    }
+    if (failed == 0)
+      break; /* nth is past every allocation of a rebuild */
+  }
+  assert_true(fell_back);
+  assert_true(whole_xxh3);
   buf_free(&d0);
-  buf_free(&m0);
-  buf_free(&m1);
   rm_rf(st);
   free(st);
 }
@@ -444,9 +505,10 @@ int main(int argc, char **argv) {
   if (argc > 1)
     cmocka_set_test_filter(argv[1]); /* e.g. "test_roundtrip_*" */
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_torn_bin11), cmocka_unit_test(test_torn_evlog),
-    cmocka_unit_test(test_zero_tail),  cmocka_unit_test(test_bitflips),
-    cmocka_unit_test(test_poisoned),   cmocka_unit_test(test_checksum_kinds),
+    cmocka_unit_test(test_torn_bin11),         cmocka_unit_test(test_torn_evlog),
+    cmocka_unit_test(test_zero_tail),          cmocka_unit_test(test_bitflips),
+    cmocka_unit_test(test_poisoned),           cmocka_unit_test(test_checksum_kinds),
+    cmocka_unit_test(test_checksum_no_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
