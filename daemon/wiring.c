@@ -700,6 +700,14 @@ static void obs_skipped(void *ud, const tlc_target_t *t, uint64_t offset, const 
     tlc_store_skipped(hd(t)->t, offset, buf, len); /* no-op unless keep_skipped */
 }
 
+static int obs_read_buffer(void *ud, const tlc_target_t *t, size_t held, size_t want, uint8_t **buf,
+                           size_t *len) {
+  tlc_wiring_t *w = ud;
+  if (w->st == NULL || t->store == NULL)
+    return 0;
+  return tlc_store_read_buffer(hd(t)->t, held, want, buf, len);
+}
+
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_wiring_t *w = ud;
   if (w->ps != NULL) {
@@ -1102,6 +1110,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   o.cb = obs_event;
   o.records_cb = obs_records;
   o.skipped_cb = obs_skipped;
+  o.read_buffer_cb = obs_read_buffer;
   o.batch_cb = obs_batch;
   o.ud = w;
   r = tlc_targets_observe(&d->targets, &o);

@@ -23,6 +23,8 @@
  *     tlc_store_write_chunk takes,
  *   - batch_cb with the events given to the engine (evlog: after the evlog mapping),
  *   - skipped_cb with the bytes the decoder put in no record (keep_skipped),
+ *   - read_buffer_cb when a source (TCP) is about to read: a place in its gather buffer, so
+ *     that the bytes land where storage keeps them (tlc_target_read_buffer),
  *   - TLC_TEV_MAPPING when the target's mapping was replaced (its segments' exports use it),
  *   - TLC_TEV_FREED just before the target is freed (must release t->store).
  *
@@ -178,6 +180,11 @@ typedef struct tlc_target_observer {
    * events decoded after them; buf valid only during the call */
   void (*skipped_cb)(void *ud, const tlc_target_t *t, uint64_t offset, const uint8_t *buf,
                      size_t len);
+  /* zero-copy reads: a place for the source to read the stream's next bytes into, at most
+   * `want` (storage's gather buffer: tlc_store_read_buffer); `held` = tlc_target_pending.
+   * Returns 1 with *buf, *len, or 0 (the source reads into its own buffer) */
+  int (*read_buffer_cb)(void *ud, const tlc_target_t *t, size_t held, size_t want, uint8_t **buf,
+                        size_t *len);
 } tlc_target_observer_t;
 
 struct tlc_targets {
@@ -245,6 +252,14 @@ int tlc_target_attach(tlc_target_t *t, void *source, const char *peer);
  * negative error; then t->pipe.dec.err_offset / t->pipe.dec.err_reason say where and why, the error
  * is counted and announced (TLC_TEV_DECODE_ERROR), and the caller must close the connection. */
 int tlc_target_feed(tlc_target_t *t, const uint8_t *buf, size_t len);
+
+/* Where a source that reads into a buffer of its choosing (TCP: libuv's alloc callback) should
+ * read the target's next bytes: an observer's place (read_buffer_cb: storage's gather buffer,
+ * so that what storage keeps is not copied again), at most `want` bytes. Returns 1 with
+ * buf[0..*len), which the source must feed (tlc_target_feed) in the same loop turn, before it
+ * reads again; 0 when no observer lends one (or the target is frozen or replaying): the source
+ * uses its own buffer. Loop thread. */
+int tlc_target_read_buffer(tlc_target_t *t, size_t want, uint8_t **buf, size_t *len);
 
 /* Non-zero while the stream sits inside a record/block (bytes held or missing), for the
  * partial-record deadline. 0 when the stream sits on a record boundary. */

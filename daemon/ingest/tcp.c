@@ -167,8 +167,18 @@ void tlc__conn_close(tlc_conn_t *c, const char *reason) {
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   tlc_conn_t *c = h->data;
+  uint8_t *b;
+  size_t n;
   (void)suggested;
-  /* One buffer for every connection: the bytes are consumed before the read callback returns. */
+  /* Where storage keeps the records (bin1x), when it lends the place: they are then not
+   * copied again. Else one buffer for every connection. Either way the bytes are consumed
+   * before the read callback returns. */
+  if (c->target != NULL && !c->closing &&
+      tlc_target_read_buffer(c->target, c->d->rbuf_len, &b, &n)) {
+    buf->base = (char *)b;
+    buf->len = n;
+    return;
+  }
   buf->base = (char *)c->d->rbuf;
   buf->len = c->d->rbuf_len;
 }

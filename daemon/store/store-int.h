@@ -360,8 +360,9 @@ int64_t tlc__mono_ns(void);
 #define TICK_NS         (250 * 1000000ll)
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
-#define GATHER_RECS     8192 /* bin1x records gathered per command (192 KiB) */
-#define GPOOL_MAX       8    /* gather buffers kept for reuse (2 MiB at most) */
+#define GATHER_RECS     8192          /* bin1x records gathered per command (192 KiB) */
+#define GPOOL_MAX       8             /* gather buffers kept for reuse (2 MiB at most) */
+#define READ_LEND_MIN   (16u * 1024u) /* least room a source is lent to read into */
 
 enum {
   C_OPEN = 1,
@@ -501,6 +502,11 @@ struct tlc_store_target {
   size_t gn;
   int gq; /* on the store's list of targets with gathered records */
   struct tlc_store_target *gnext;
+  /* zero-copy reads (tlc_store_read_buffer): gb was lent to the source for a read in loop turn
+   * lend_turn; while that turn lasts, bytes of the stream may still be read from it, so it is
+   * not handed to the writer (gather_flush queues a copy instead) */
+  int lent;
+  uint64_t lend_turn;
   /* loop side, keep_skipped: the bytes the decoder told in no record (tlc_store_skipped) */
   uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP); at most keep_skipped */
   size_t sk_olen, sk_ocap;
@@ -575,6 +581,7 @@ struct tlc_store {
   tlc_store_target_t *targets;
   tlc_store_target_t *gather; /* targets with gathered records (gq) */
   uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
+  uint64_t turn;              /* loop turns seen by prep (gather buffers lent for a read) */
   int nhandles;               /* handles not closed yet (async, prep) */
   size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
   /* gather buffers the writer is done with (records and times, gather_max each), for the loop

@@ -240,6 +240,34 @@ fail:
 
 static void gather_flush(tlc_store_target_t *t);
 
+/* a gather buffer of the store's size for records and one for their times (tlc_malloc), or
+ * TLC_ENOMEM with neither */
+static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
+  *b = tlc_malloc(s->gather_max * TLC_BIN1X_RECORD);
+  *tm = tlc_malloc(s->gather_max * sizeof **tm);
+  if (*b && *tm)
+    return 0;
+  tlc_free(*b);
+  tlc_free(*tm);
+  *b = NULL;
+  *tm = NULL;
+  return TLC_ENOMEM;
+}
+
+/* under s->mu: a target without a gather buffer takes one the writer is done with, if any */
+static void gather_pooled(tlc_store_t *s, tlc_store_target_t *t) {
+  if (!t->gb && s->ngpool > 0) {
+    s->ngpool--;
+    t->gb = s->gpool_b[s->ngpool];
+    t->gt = s->gpool_t[s->ngpool];
+  }
+}
+
+/* 1 while the target's gather buffer is lent to its source for a read of this loop turn */
+static int lent_now(const tlc_store_target_t *t) {
+  return t->lent && t->lend_turn == t->s->turn;
+}
+
 static void gather_flush_all(tlc_store_t *s) {
   while (s->gather)
     gather_flush(s->gather);
@@ -371,6 +399,21 @@ static void gather_flush(tlc_store_target_t *t) {
   t->gq = 0;
   size_t n = t->gn, len = n * TLC_BIN1X_RECORD;
   cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
+  uint8_t *b = t->gb;
+  int64_t *tm = t->gt;
+  if (c && lent_now(t)) {
+    /* the source may still read stream bytes from the buffer in this turn: the writer gets a
+     * copy of the records, the buffer stays */
+    b = NULL;
+    tm = NULL;
+    if (gather_alloc(s, &b, &tm) == 0) {
+      memcpy(b, t->gb, len);
+      memcpy(tm, t->gt, n * sizeof *tm);
+    } else {
+      tlc_free(c);
+      c = NULL;
+    }
+  }
   if (!c) {
     if (n > 0) {
       unreserve(t, len);
@@ -381,18 +424,50 @@ static void gather_flush(tlc_store_target_t *t) {
   }
   c->type = C_DATA;
   c->t = t;
-  c->buf = t->gb;
+  c->buf = b;
   c->len = len;
   c->nrec = n;
-  c->times = t->gt;
-  t->gb = NULL;
-  t->gt = NULL;
+  c->times = tm;
+  if (b == t->gb) {
+    t->gb = NULL;
+    t->gt = NULL;
+  }
   t->gn = 0;
   enqueue_raw(s, c, Q_RESERVED);
 }
 
 static void on_prepare(uv_prepare_t *h) {
-  gather_flush_all(h->data);
+  tlc_store_t *s = h->data;
+  s->turn++; /* the reads of the last poll phase are done: what was lent is the store's again */
+  gather_flush_all(s);
+}
+
+int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8_t **buf,
+                          size_t *len) {
+  const size_t R = TLC_BIN1X_RECORD;
+  if (!t || t->closed || t->format == TLC_FMT_EVLOG || held >= R || want == 0)
+    return 0;
+  tlc_store_t *s = t->s;
+  size_t cap = s->gather_max * R;
+  if (cap < READ_LEND_MIN)
+    return 0;  /* a queue too small for reads of a useful size: the source's own buffer */
+  t->lent = 0; /* the previous read from it is over */
+  size_t at = t->gn * R + held;
+  if (t->gb && cap - at < READ_LEND_MIN && cap - at < want) {
+    gather_flush(t); /* too little room left: to the writer, and a fresh buffer */
+    at = held;
+  }
+  if (!t->gb) {
+    LOCKED(s, gather_pooled(s, t));
+    if (!t->gb && gather_alloc(s, &t->gb, &t->gt) < 0)
+      return 0;
+    at = held; /* gn is 0 with no buffer */
+  }
+  *buf = t->gb + at;
+  *len = cap - at < want ? cap - at : want;
+  t->lent = 1;
+  t->lend_turn = s->turn;
+  return 1;
 }
 
 /* takes the bytes the encoder wrote into `o` (whole blocks) and queues them */
@@ -631,11 +706,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     s->c.queue_bytes = s->qbytes;
     if (s->qbytes > s->c.queue_peak_bytes)
       s->c.queue_peak_bytes = s->qbytes;
-    if (!t->gb && s->ngpool > 0) { /* a gather buffer the writer is done with */
-      s->ngpool--;
-      t->gb = s->gpool_b[s->ngpool];
-      t->gt = s->gpool_t[s->ngpool];
-    }
+    gather_pooled(s, t);
   }
   uv_mutex_unlock(&s->mu);
   if (!fits) {
@@ -653,13 +724,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     if (t->gn == s->gather_max)
       gather_flush(t);
     if (!t->gb) {
-      t->gb = tlc_malloc(s->gather_max * R);
-      t->gt = tlc_malloc(s->gather_max * sizeof *t->gt);
-      if (!t->gb || !t->gt) {
-        tlc_free(t->gb);
-        tlc_free(t->gt);
-        t->gb = NULL;
-        t->gt = NULL;
+      if (gather_alloc(s, &t->gb, &t->gt) < 0) {
         uint64_t left = 0;
         for (; i < n; i++)
           left += !(ev[i].flags & TLC_EVF_SYNTH);
@@ -674,9 +739,11 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       }
     }
     /* The records' bytes as received: a run of records lying one after the other in the chunk
-     * is copied at once. A record that began in an earlier chunk (or with no chunk given) is
+     * is copied at once, or not at all when the chunk was read into this very place
+     * (tlc_store_read_buffer; else, in a lent buffer, the run may lie further on in the same
+     * buffer: memmove). A record that began in an earlier chunk (or with no chunk given) is
      * encoded from its fields, which gives the same bytes (tlc_bin1x_encode keeps the
-     * received flags word). */
+     * received flags word): in a lent buffer, the same bytes that were read there. */
     uint8_t *dst = t->gb + t->gn * R;
     uint64_t o = ev[i].offset - coff;
     if (chunk && ev[i].offset >= coff && o < clen && clen - o >= R) {
@@ -693,7 +760,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         next += R;
         j++;
       }
-      memcpy(dst, chunk + o, (j - i) * R);
+      if (dst != chunk + o)
+        memmove(dst, chunk + o, (j - i) * R);
       t->gn += j - i;
       i = j;
     } else {

@@ -261,6 +261,20 @@ int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n);
 int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n,
                           const uint8_t *chunk, size_t clen, uint64_t coff);
 
+/* Zero-copy reads (bin1x): lends the source a place in the target's gather buffer to read the
+ * stream's next bytes into, right where storage keeps them, so that tlc_store_write_chunk
+ * finds each run of records already in place and copies nothing. `held`: the bytes of a partial
+ * record the decoder holds (tlc_dec_pending; 24 or more: nothing lent); `want`: the most the
+ * source would read. Returns 1 with buf[0..*len) (1 <= *len <= want), or 0 when nothing is lent
+ * (evlog, a queue too small for 16 KiB reads, no memory): the source reads into its own buffer.
+ * The bytes read there must be fed (tlc_target_feed) before the loop turn ends and before the
+ * next call for this target; until the turn ends, the buffer is not handed to the writer (a
+ * command queued meanwhile takes a copy). Nothing else changes: records are kept, dropped and
+ * counted as tlc_store_write_chunk says, whether the chunk was read here or elsewhere.
+ * Loop thread. */
+int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8_t **buf,
+                          size_t *len);
+
 /* Backpressure instead of loss for sources that can wait (TCP). A target's share of the writer
  * queue is queue_bytes / (targets open); when its records queued (or gathered) reach 3/4 of its
  * share, cb(ud, 1) asks the caller to stop reading the target's source; once the writer has

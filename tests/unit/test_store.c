@@ -251,6 +251,131 @@ static void test_write_chunk_as_received(void **state) {
   free(gen);
 }
 
+/* Zero-copy reads (tlc_store_read_buffer), as a TCP source does them: reads of odd sizes land
+ * in the place the store lends (so records straddle reads and gather buffers), each pushed
+ * through a strict decoder in batches and handed to the store with that chunk. At random
+ * between batches, a command of the target is queued while the buffer is lent (a gap: the
+ * writer gets a copy of the records, the rest of the read is still decoded from the lent
+ * buffer), and between reads the loop turn ends (the gathered records go to the writer).
+ * `stall`: the disk stalls for the first half, so the queue fills and records are dropped while
+ * reads are lent (the records after a drop are moved down within the buffer). The segments
+ * hold the records sent, in order, byte for byte: all of them, or without stall - with the
+ * dropped ones counted - an ordered subsequence; and their manifests match a scan. */
+static void lent_case(int stall) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.max_segment_bytes = 24 * 5000;
+  o.index_interval = 7;
+  o.queue_bytes = stall ? 128u << 10 : 1u << 20; /* gather buffers of 32 KiB / 192 KiB */
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t, *other[GPOOL_MAX + 2];
+  assert_int_equal(tlc_store_target_open(s, "lent", TLC_FMT_BIN11, &t), 0);
+  /* other targets' gather buffers come back from the writer at once: the pool of buffers is
+   * full, so the writer frees the next one it is done with - which must never be a buffer a
+   * read is still being decoded from (run under ASan) */
+  tlc_event_t *few = gen_bin(TLC_FMT_BIN11, 10, 35, NULL);
+  for (size_t i = 0; i < GPOOL_MAX + 2; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "other%zu", i);
+    assert_int_equal(tlc_store_target_open(s, name, TLC_FMT_BIN11, &other[i]), 0);
+    assert_int_equal(tlc_store_write(other[i], few, 10), 0);
+  }
+  free(few);
+  barrier(s, &loop);
+  buf_t want = { 0 };
+  size_t n = 40000;
+  tlc_event_t *gen = gen_bin(TLC_FMT_BIN11, n, 33, &want);
+  tlc_dec_t d;
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, NULL), 0);
+  static const size_t sizes[] = { 1, 23, 24, 25, 100, 4096, 16384, 65536, 7, 48, 30000, 65536 };
+  rng_t r;
+  rng_seed(&r, 34 + (uint64_t)stall);
+  size_t off = 0, k = 0, lent = 0, gaps = 0;
+  if (stall)
+    atomic_store(&f_gate, 1);
+  while (off < want.len) {
+    if (stall && off >= want.len / 2)
+      atomic_store(&f_gate, 0);
+    size_t w = sizes[k++ % (sizeof sizes / sizeof *sizes)], c;
+    uint8_t *b;
+    size_t bl;
+    const uint8_t *chunk;
+    if (tlc_store_read_buffer(t, tlc_dec_pending(&d), w, &b, &bl)) {
+      assert_true(bl >= 1 && bl <= w);
+      c = bl < want.len - off ? bl : want.len - off;
+      memcpy(b, want.p + off, c); /* the read */
+      chunk = b;
+      lent++;
+    } else {
+      c = w < want.len - off ? w : want.len - off;
+      chunk = want.p + off;
+    }
+    size_t pos = 0;
+    while (pos < c) {
+      size_t used = 0;
+      uint64_t at = d.pos;
+      int m = tlc_dec_push(&d, chunk + pos, c - pos, &used, ev, 256);
+      assert_true(m >= 0);
+      if (m > 0)
+        assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, chunk + pos, used, at), 0);
+      pos += used;
+      if (rng_below(&r, 6) == 0 && tlc_store_gap(t, "lent_gap", 1) == 0)
+        gaps++;
+    }
+    off += c;
+    if (rng_below(&r, 3) == 0)
+      uv_run(&loop, UV_RUN_NOWAIT); /* the loop turn ends */
+  }
+  atomic_store(&f_gate, 0);
+  int m;
+  while ((m = tlc_dec_finish(&d, ev, 256)) > 0)
+    assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, NULL, 0, 0), 0);
+  assert_int_equal(m, 0);
+  tlc_dec_fini(&d);
+  barrier(s, &loop);
+  tlc_store_target_counters_t tc;
+  tlc_store_target_counters(t, &tc);
+  close_store(s, &loop);
+  assert_true(lent > k / 2); /* most reads were lent (the 1-byte ones too) */
+  assert_true(gaps > 10);
+  char dir[1200];
+  tdir(dir, sizeof dir, "lent");
+  buf_t got = { 0 };
+  read_all(dir, &got, NULL);
+  assert_int_equal(got.len % 24, 0);
+  assert_int_equal(got.len / 24 + tc.dropped_records, n);
+  if (!stall) {
+    assert_int_equal(tc.dropped_records, 0);
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.p, want.p, want.len);
+  } else {
+    assert_true(tc.dropped_records > 0);
+    size_t j = 0; /* every record kept is the next one sent that matches: in order, whole */
+    for (size_t i = 0; i < got.len; i += 24) {
+      while (j < n && memcmp(want.p + j * 24, got.p + i, 24) != 0)
+        j++;
+      assert_true(j < n);
+      j++;
+    }
+  }
+  manifests_match_scan(dir, TLC_FMT_BIN11, 7);
+  buf_free(&got);
+  buf_free(&want);
+  free(gen);
+}
+
+static void test_read_buffer_lent(void **state) {
+  (void)state;
+  lent_case(0);
+}
+
+static void test_read_buffer_lent_drops(void **state) {
+  (void)state;
+  lent_case(1);
+}
+
 /* evlog blocks copied as received (tlc_store_write_chunk): a stream pushed through a strict
  * decoder in chunks of odd sizes and batches of few events, each batch handed to the store with
  * its chunk, so that some blocks lie whole in their chunk (copied as received) and others begin
@@ -1860,6 +1985,8 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_roundtrip_evlog, setup, teardown),
     cmocka_unit_test_setup_teardown(test_write_chunk_as_received, setup, teardown),
     cmocka_unit_test_setup_teardown(test_write_chunk_evlog_as_received, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_read_buffer_lent, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_read_buffer_lent_drops, setup, teardown),
     cmocka_unit_test_setup_teardown(test_range_read, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd_after_restart, setup, teardown),
