@@ -182,7 +182,9 @@ typedef struct tlc_target_observer {
                      size_t len);
   /* zero-copy reads: a place for the source to read the stream's next bytes into, at most
    * `want` (storage's gather buffer: tlc_store_read_buffer); `held` = tlc_target_pending.
-   * Returns 1 with *buf, *len, or 0 (the source reads into its own buffer) */
+   * Returns 1 with *buf, *len, or 0 (the source reads into its own buffer). The observer that
+   * lends may rewrite a batch's bytes in its records_cb (storage moves records down within the
+   * buffer), so no other observer reads a chunk's bytes after that. */
   int (*read_buffer_cb)(void *ud, const tlc_target_t *t, size_t held, size_t want, uint8_t **buf,
                         size_t *len);
 } tlc_target_observer_t;

@@ -452,8 +452,12 @@ int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8
   if (cap < READ_LEND_MIN)
     return 0;  /* a queue too small for reads of a useful size: the source's own buffer */
   t->lent = 0; /* the previous read from it is over */
+  /* where the stream goes on: after the records gathered and the bytes of the record the
+   * decoder holds (read here too when the last read was lent; else the next record is
+   * encoded over them). The records gathered may fill the buffer (gathered from reads that
+   * were not lent) while a record is held: then at > cap. */
   size_t at = t->gn * R + held;
-  if (t->gb && cap - at < READ_LEND_MIN && cap - at < want) {
+  if (t->gb && (at >= cap || (cap - at < READ_LEND_MIN && cap - at < want))) {
     gather_flush(t); /* too little room left: to the writer, and a fresh buffer */
     at = held;
   }

@@ -376,6 +376,57 @@ static void test_read_buffer_lent_drops(void **state) {
   lent_case(1);
 }
 
+/* A lent place never runs past its gather buffer: when records gathered from reads that were
+ * not lent fill the buffer while the decoder holds the start of the next record, the next lend
+ * sends them to the writer and lends a fresh buffer, after the held bytes. The gather buffer is
+ * the smallest that lends (684 records, 16,416 bytes). */
+static void test_read_buffer_full(void **state) {
+  (void)state;
+  const size_t g = 684, held = 10;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.queue_bytes = g * 4 * 24;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "full", TLC_FMT_BIN11, &t), 0);
+  buf_t want = { 0 };
+  tlc_event_t *gen = gen_bin(TLC_FMT_BIN11, g + 1, 36, &want);
+  tlc_dec_t d;
+  tlc_event_t ev[256];
+  assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, NULL), 0);
+  size_t first = g * 24 + held, off = 0; /* read into the source's own buffer */
+  while (off < first) {
+    size_t used = 0;
+    uint64_t at = d.pos;
+    int m = tlc_dec_push(&d, want.p + off, first - off, &used, ev, 256);
+    assert_true(m >= 0);
+    if (m > 0)
+      assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, want.p + off, used, at), 0);
+    off += used;
+  }
+  assert_int_equal(tlc_dec_pending(&d), held);
+  uint8_t *b;
+  size_t bl, used = 0;
+  assert_int_equal(tlc_store_read_buffer(t, held, 65536, &b, &bl), 1);
+  assert_true(bl >= 1 && bl <= g * 24 - held); /* within a fresh buffer, after the held bytes */
+  memcpy(b, want.p + first, 24 - held);
+  uint64_t at = d.pos;
+  assert_int_equal(tlc_dec_push(&d, b, 24 - held, &used, ev, 256), 1);
+  assert_int_equal(tlc_store_write_chunk(t, ev, 1, b, used, at), 0);
+  tlc_dec_fini(&d);
+  close_store(s, &loop);
+  char dir[1200];
+  tdir(dir, sizeof dir, "full");
+  buf_t got = { 0 };
+  read_all(dir, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  free(gen);
+}
+
 /* evlog blocks copied as received (tlc_store_write_chunk): a stream pushed through a strict
  * decoder in chunks of odd sizes and batches of few events, each batch handed to the store with
  * its chunk, so that some blocks lie whole in their chunk (copied as received) and others begin
@@ -1987,6 +2038,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_write_chunk_evlog_as_received, setup, teardown),
     cmocka_unit_test_setup_teardown(test_read_buffer_lent, setup, teardown),
     cmocka_unit_test_setup_teardown(test_read_buffer_lent_drops, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_read_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_range_read, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd, setup, teardown),
     cmocka_unit_test_setup_teardown(test_zstd_after_restart, setup, teardown),
