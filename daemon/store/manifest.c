@@ -249,6 +249,11 @@ static int add_idx(tlc_manifest_t *m, const tlc_idx_t *e) {
   return 0;
 }
 
+/* the builder's XXH3 state: the state wants 64-byte alignment, more than malloc promises */
+static XXH3_state_t *xstate(const tlc_mbuild_t *b) {
+  return (XXH3_state_t *)(((uintptr_t)b->xsmem + 63) & ~(uintptr_t)63);
+}
+
 void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval) {
   b->m = m;
   b->interval = interval ? interval : 1024;
@@ -256,14 +261,12 @@ void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval) {
   m->index_interval = b->interval;
   if (m->csum == TLC_CSUM_XXH3) {
     if (!b->xsmem) {
-      /* the state wants 64-byte alignment, more than malloc promises */
       b->xsmem = tlc_malloc(sizeof(XXH3_state_t) + 63);
-      b->xs = b->xsmem ? (void *)(((uintptr_t)b->xsmem + 63) & ~(uintptr_t)63) : NULL;
-      if (b->xs)
-        XXH3_INITSTATE((XXH3_state_t *)b->xs);
+      if (b->xsmem)
+        XXH3_INITSTATE(xstate(b));
     }
-    if (b->xs) {
-      (void)XXH3_64bits_reset(b->xs); /* fails only on a NULL state */
+    if (b->xsmem) {
+      (void)XXH3_64bits_reset(xstate(b)); /* fails only on a NULL state */
       return;
     }
     m->csum = TLC_CSUM_FNV1A64W; /* no memory for the state: the older kind, named as such */
@@ -274,14 +277,13 @@ void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval) {
 void tlc__mbuild_free(tlc_mbuild_t *b) {
   tlc_free(b->xsmem);
   b->xsmem = NULL;
-  b->xs = NULL;
 }
 
 /* the content checksum over the next bytes of the segment, of the manifest's kind */
 static void csum_add(tlc_mbuild_t *b, const uint8_t *p, size_t n) {
   tlc_manifest_t *m = b->m;
   if (m->csum == TLC_CSUM_XXH3)
-    (void)XXH3_64bits_update(b->xs, p, n); /* fails only on a NULL state, never here */
+    (void)XXH3_64bits_update(xstate(b), p, n); /* fails only on a NULL state, never here */
   else if (m->csum == TLC_CSUM_FNV1A64W)
     m->sum = tlc__fnv1a_w(m->sum, p, n);
   else
@@ -377,7 +379,7 @@ void tlc__mbuild_finish(tlc_mbuild_t *b) {
     m->idx[i].mina = run;
   }
   if (m->csum == TLC_CSUM_XXH3)
-    m->sum = XXH3_64bits_digest(b->xs);
+    m->sum = XXH3_64bits_digest(xstate(b));
 }
 
 /* ---- text codec ---- */

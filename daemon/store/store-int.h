@@ -96,8 +96,8 @@ typedef struct tlc_mbuild {
   tlc_manifest_t *m;
   uint32_t interval;
   int64_t running_max;
-  void *xs;    /* TLC_CSUM_XXH3: the streaming state (XXH3_state_t), 64-byte aligned in xsmem */
-  void *xsmem; /* owned (tlc_malloc) */
+  void *xsmem; /* TLC_CSUM_XXH3: holds the streaming state (XXH3_state_t, 64-byte aligned in
+                * it); owned (tlc_malloc) */
 } tlc_mbuild_t;
 void tlc__mbuild_start(tlc_mbuild_t *b, tlc_manifest_t *m, uint32_t interval);
 int tlc__mbuild_add(tlc_mbuild_t *b, const uint8_t *rec, const tlc_rec_t *r);
@@ -504,9 +504,8 @@ struct tlc_store_target {
   int gq; /* on the store's list of targets with gathered records */
   struct tlc_store_target *gnext;
   /* zero-copy reads (tlc_store_read_buffer): gb was lent to the source for a read in loop turn
-   * lend_turn; while that turn lasts, bytes of the stream may still be read from it, so it is
-   * not handed to the writer (gather_flush queues a copy instead) */
-  int lent;
+   * lend_turn (0: not lent); while that turn lasts, bytes of the stream may still be read from
+   * it, so it is not handed to the writer (gather_flush queues a copy instead) */
   uint64_t lend_turn;
   /* loop side, keep_skipped: the bytes the decoder told in no record (tlc_store_skipped) */
   uint8_t *sk_out; /* skipped bytes kept, to queue (C_SKIP); at most keep_skipped */
@@ -582,7 +581,7 @@ struct tlc_store {
   tlc_store_target_t *targets;
   tlc_store_target_t *gather; /* targets with gathered records (gq) */
   uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
-  uint64_t turn;              /* loop turns seen by prep (gather buffers lent for a read) */
+  uint64_t turn;              /* loop turns seen by prep, from 1 (gather buffers lent for a read) */
   int nhandles;               /* handles not closed yet (async, prep) */
   size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
   /* gather buffers the writer is done with (records and times, gather_max each), for the loop

@@ -254,18 +254,26 @@ static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
   return TLC_ENOMEM;
 }
 
-/* under s->mu: a target without a gather buffer takes one the writer is done with, if any */
-static void gather_pooled(tlc_store_t *s, tlc_store_target_t *t) {
-  if (!t->gb && s->ngpool > 0) {
-    s->ngpool--;
-    t->gb = s->gpool_b[s->ngpool];
-    t->gt = s->gpool_t[s->ngpool];
-  }
+/* under s->mu: a gather buffer pair the writer is done with, when it left one (1), else 0 */
+static int gather_pooled(tlc_store_t *s, uint8_t **b, int64_t **tm) {
+  if (s->ngpool == 0)
+    return 0;
+  s->ngpool--;
+  *b = s->gpool_b[s->ngpool];
+  *tm = s->gpool_t[s->ngpool];
+  return 1;
+}
+
+/* a gather buffer pair: one the writer is done with, else new; 0 or TLC_ENOMEM */
+static int gather_get(tlc_store_t *s, uint8_t **b, int64_t **tm) {
+  int got;
+  LOCKED(s, got = gather_pooled(s, b, tm));
+  return got ? 0 : gather_alloc(s, b, tm);
 }
 
 /* 1 while the target's gather buffer is lent to its source for a read of this loop turn */
 static int lent_now(const tlc_store_target_t *t) {
-  return t->lent && t->lend_turn == t->s->turn;
+  return t->lend_turn == t->s->turn;
 }
 
 static void gather_flush_all(tlc_store_t *s) {
@@ -406,7 +414,7 @@ static void gather_flush(tlc_store_target_t *t) {
      * copy of the records, the buffer stays */
     b = NULL;
     tm = NULL;
-    if (gather_alloc(s, &b, &tm) == 0) {
+    if (gather_get(s, &b, &tm) == 0) {
       memcpy(b, t->gb, len);
       memcpy(tm, t->gt, n * sizeof *tm);
     } else {
@@ -450,8 +458,8 @@ int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8
   tlc_store_t *s = t->s;
   size_t cap = s->gather_max * R;
   if (cap < READ_LEND_MIN)
-    return 0;  /* a queue too small for reads of a useful size: the source's own buffer */
-  t->lent = 0; /* the previous read from it is over */
+    return 0;       /* a queue too small for reads of a useful size: the source's own buffer */
+  t->lend_turn = 0; /* the previous read from it is over */
   /* where the stream goes on: after the records gathered and the bytes of the record the
    * decoder holds (read here too when the last read was lent; else the next record is
    * encoded over them). The records gathered may fill the buffer (gathered from reads that
@@ -462,14 +470,12 @@ int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8
     at = held;
   }
   if (!t->gb) {
-    LOCKED(s, gather_pooled(s, t));
-    if (!t->gb && gather_alloc(s, &t->gb, &t->gt) < 0)
+    if (gather_get(s, &t->gb, &t->gt) < 0)
       return 0;
     at = held; /* gn is 0 with no buffer */
   }
   *buf = t->gb + at;
   *len = cap - at < want ? cap - at : want;
-  t->lent = 1;
   t->lend_turn = s->turn;
   return 1;
 }
@@ -710,7 +716,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     s->c.queue_bytes = s->qbytes;
     if (s->qbytes > s->c.queue_peak_bytes)
       s->c.queue_peak_bytes = s->qbytes;
-    gather_pooled(s, t);
+    if (!t->gb)
+      gather_pooled(s, &t->gb, &t->gt);
   }
   uv_mutex_unlock(&s->mu);
   if (!fits) {
@@ -1178,6 +1185,7 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   s->rx_tail = &s->rx;
   tlc__store_apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
+  s->turn = 1; /* a target's lend_turn 0: not lent */
   s->gather_max = s->qcap / (4 * TLC_BIN1X_RECORD);
   if (s->gather_max > GATHER_RECS)
     s->gather_max = GATHER_RECS;

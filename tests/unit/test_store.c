@@ -192,6 +192,19 @@ static void test_roundtrip_evlog(void **state) {
   evgen_free(&g2);
 }
 
+/* One batch as tlc_target_feed makes it: a tlc_dec_push of chunk[0..len) (stream offset d->pos),
+ * its events to the store with the chunk they came from. Returns the bytes the decoder took. */
+static size_t push_batch(tlc_store_target_t *t, tlc_dec_t *d, const uint8_t *chunk, size_t len) {
+  tlc_event_t ev[256];
+  size_t used = 0;
+  uint64_t at = d->pos;
+  int m = tlc_dec_push(d, chunk, len, &used, ev, 256);
+  assert_true(m >= 0);
+  if (m > 0)
+    assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, chunk, used, at), 0);
+  return used;
+}
+
 /* records copied as received (tlc_store_write_chunk): a bin11 stream whose records carry bits
  * tlc_bin1x_encode would not write back (flags bits above the core, which the decoder accepts)
  * is pushed through a strict decoder in chunks of odd sizes, each batch handed to the store with
@@ -221,16 +234,8 @@ static void test_write_chunk_as_received(void **state) {
     size_t c = sizes[k++ % 8];
     if (c > want.len - off)
       c = want.len - off;
-    size_t pos = 0;
-    while (pos < c) {
-      size_t used = 0;
-      uint64_t at = d.pos;
-      int m = tlc_dec_push(&d, want.p + off + pos, c - pos, &used, ev, 256);
-      assert_true(m >= 0);
-      if (m > 0)
-        assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, want.p + off + pos, used, at), 0);
-      pos += used;
-    }
+    for (size_t pos = 0; pos < c;)
+      pos += push_batch(t, &d, want.p + off + pos, c - pos);
     off += c;
   }
   int m;
@@ -312,15 +317,8 @@ static void lent_case(int stall) {
       c = w < want.len - off ? w : want.len - off;
       chunk = want.p + off;
     }
-    size_t pos = 0;
-    while (pos < c) {
-      size_t used = 0;
-      uint64_t at = d.pos;
-      int m = tlc_dec_push(&d, chunk + pos, c - pos, &used, ev, 256);
-      assert_true(m >= 0);
-      if (m > 0)
-        assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, chunk + pos, used, at), 0);
-      pos += used;
+    for (size_t pos = 0; pos < c;) {
+      pos += push_batch(t, &d, chunk + pos, c - pos);
       if (rng_below(&r, 6) == 0 && tlc_store_gap(t, "lent_gap", 1) == 0)
         gaps++;
     }
@@ -396,15 +394,8 @@ static void test_read_buffer_full(void **state) {
   tlc_event_t ev[256];
   assert_int_equal(tlc_dec_init(&d, TLC_FMT_BIN11, NULL), 0);
   size_t first = g * 24 + held, off = 0; /* read into the source's own buffer */
-  while (off < first) {
-    size_t used = 0;
-    uint64_t at = d.pos;
-    int m = tlc_dec_push(&d, want.p + off, first - off, &used, ev, 256);
-    assert_true(m >= 0);
-    if (m > 0)
-      assert_int_equal(tlc_store_write_chunk(t, ev, (size_t)m, want.p + off, used, at), 0);
-    off += used;
-  }
+  while (off < first)
+    off += push_batch(t, &d, want.p + off, first - off);
   assert_int_equal(tlc_dec_pending(&d), held);
   uint8_t *b;
   size_t bl, used = 0;
