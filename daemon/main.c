@@ -450,6 +450,7 @@ stop:
   tlc_efl_sync(d);
   tlc_wiring_close(a->wiring);
   a->wiring = NULL;
+  tlc_wiring_settle(&loop); /* libwebsockets closes its own handles: not closed twice */
   uv_walk(&loop, close_walk_cb, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
 

@@ -883,6 +883,10 @@ static int http_start(tlc_wiring_t *w) {
   ho.tls_key = w->tls != NULL ? c->tls_key : NULL;
   ho.log = http_log;
   ho.log_ud = w;
+#ifdef TLCAP_TESTING
+  /* Test hook: TLCAP_TEST_HTTP_NO_PROBE=1 leaves finding a port in use to libwebsockets. */
+  ho.no_probe = getenv("TLCAP_TEST_HTTP_NO_PROBE") != NULL;
+#endif
   memset(&src, 0, sizeof(src));
   src.pv = &w->pv->ps;
   src.daemon_info = http_daemon_info;
@@ -1243,6 +1247,15 @@ tlc_auth_t *tlc_wiring_auth(const tlc_wiring_t *w) {
 
 tlc_tls_t *tlc_wiring_tls(const tlc_wiring_t *w) {
   return w != NULL ? w->tls : NULL;
+}
+
+void tlc_wiring_settle(uv_loop_t *loop) {
+#ifdef TLC_HAVE_HTTP
+  for (int turns = 0; tlc_http_closing() > 0 && turns < 1000; turns++)
+    (void)uv_run(loop, UV_RUN_NOWAIT);
+#else
+  (void)loop;
+#endif
 }
 
 void tlc_wiring_close(tlc_wiring_t *w) {

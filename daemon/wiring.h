@@ -48,6 +48,11 @@ void tlc_wiring_reload(tlc_wiring_t *w);
  * the wiring once both have finished (asynchronously, on the loop). NULL is fine. */
 void tlc_wiring_close(tlc_wiring_t *w);
 
+/* After a start-up failure, before the caller closes every handle left on the loop: runs the
+ * loop (without waiting) until the HTTP server that failed to start has closed the handles
+ * libwebsockets closes itself, or 1000 turns have passed. */
+void tlc_wiring_settle(uv_loop_t *loop);
+
 /* Starts the HTTP port (daemon/http; d->cfg.http, "" = off) once everything else has started,
  * just before READY=1: libwebsockets closes its handles itself, so it must not be running when
  * a start-up failure closes every handle of the loop. Returns 0 or a negative error (logged;

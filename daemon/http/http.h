@@ -99,6 +99,9 @@ typedef struct tlc_http_opts {
                                      pair by tlc_http_reload_tls; NULL or "": plain HTTP) */
   void (*log)(void *ud, int level, const char *msg); /* syslog levels as log.h; may be NULL */
   void *log_ud;
+  /* 1: no bind of our own before libwebsockets' (by default a port in use is found by one, so
+   * that the error is clear). Tests set it to reach libwebsockets' own failure to listen. */
+  int no_probe;
 } tlc_http_opts_t;
 
 /* Counters of the server (tlc_http_get_stats). */
@@ -146,6 +149,12 @@ void tlc_http_get_stats(const tlc_http_t *h, tlc_http_stats_t *out);
  * NULL) from the loop, once libwebsockets has closed its handles. The loop must run until
  * then. NULL h: nothing. */
 void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud);
+
+/* Servers still closing: closed ones and those whose start failed after libwebsockets had
+ * created handles on the loop (tlc_http_new then tears them down itself). libwebsockets
+ * closes those handles itself, so a caller that closes every handle left on the loop (a
+ * start-up failure) runs the loop until this is 0 first. */
+int tlc_http_closing(void);
 
 /* 1 when `host` is a loopback address (127.0.0.0/8, ::1, localhost). */
 int tlc_http_host_is_loopback(const char *host);

@@ -856,9 +856,14 @@ static int probe_bind(const char *host, uint16_t port) {
   return r;
 }
 
+/* Servers whose teardown has begun and not ended (tlc_http_closing). Loop thread only. */
+static int closing_servers;
+
 static void free_http(tlc_http_t *h) {
   void (*cb)(void *) = h->close_cb;
   void *ud = h->close_ud;
+  if (h->closing)
+    closing_servers--;
   if (log_owner == h) {
     lws_set_log_level(0, NULL);
     log_owner = NULL;
@@ -911,12 +916,14 @@ static void wait_cb(uv_idle_t *w) {
   uv_close((uv_handle_t *)w, handle_closed);
 }
 
-/* Starts the asynchronous teardown; the struct is freed (and close_cb called) at its end. */
-static void teardown(tlc_http_t *h) {
+/* Starts the asynchronous teardown; the struct is freed (and close_cb called) at its end.
+ * `begun`: lws has already made the first lws_context_destroy call itself (see tlc_http_new). */
+static void teardown(tlc_http_t *h, int begun) {
   h->closing = 1;
+  closing_servers++;
   if (h->tick_init && !uv_is_closing((uv_handle_t *)&h->tick))
     uv_close((uv_handle_t *)&h->tick, handle_closed);
-  if (h->ctx != NULL)
+  if (h->ctx != NULL && !begun)
     lws_context_destroy(h->ctx);
   if (h->ctx == NULL && !h->tick_init && !h->wait_init) {
     free_http(h);
@@ -996,7 +1003,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
 
   /* The address is tried with a socket of ours first, so that a port in use or an address
    * not on this host is a clear error before libwebsockets starts. */
-  if ((err = probe_bind(h->host, o->port)) != 0) {
+  if (!o->no_probe && (err = probe_bind(h->host, o->port)) != 0) {
     free_http(h);
     return err;
   }
@@ -1012,7 +1019,12 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->vh = lws_get_vhost_by_name(h->ctx, "default");
   h->port = h->vh != NULL ? lws_get_vhost_listen_port(h->vh) : -1;
   if (h->port <= 0) {
-    teardown(h);
+    /* No vhost: lws could not listen (the port was taken between probe_bind and its bind).
+     * With a foreign loop, lws_create_context has then begun destroying the context itself
+     * and returns it anyway. A second destroy now would finish it, and unload lws's libuv
+     * event library, while its handles are still closing: their close callbacks would then
+     * run in unmapped code. So only wait for them, as any teardown does. */
+    teardown(h, h->vh == NULL);
     return UV_EADDRINUSE;
   }
   uv_timer_init(loop, &h->tick);
@@ -1021,6 +1033,10 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   uv_timer_start(&h->tick, tick_cb, o->live_ms, o->live_ms);
   *out = h;
   return 0;
+}
+
+int tlc_http_closing(void) {
+  return closing_servers;
 }
 
 void tlc_http_set_metrics_areas(tlc_http_t *h, uint32_t n) {
@@ -1041,5 +1057,5 @@ void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud) {
     return;
   h->close_cb = cb;
   h->close_ud = ud;
-  teardown(h);
+  teardown(h, 0);
 }

@@ -25,6 +25,7 @@ import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
+TLCAPD_TEST = sys.argv[3] if len(sys.argv) > 3 else None  # with the test hooks
 
 NICE = [100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
         1000000, 2500000, 5000000, 10000000]
@@ -467,6 +468,59 @@ def test_addresses(d):
         if hold:
             hold.close()
     T.eq(rc, 0, "exit status with the default address busy")
+    lws_listen_fails(d)
+
+
+def lws_listen_fails(d):
+    """The port taken between tlcapd's own trial bind and libwebsockets' (another tlcapd
+    starting at the same moment): libwebsockets fails to make its vhost and has already begun
+    destroying its context. The test hook TLCAP_TEST_HTTP_NO_PROBE=1 skips the trial bind, so
+    libwebsockets' own bind is the one that fails. An explicit address: exit status 1, not a
+    crash. The default address: a warning, then tlcapd goes on working and exits 0."""
+    if TLCAPD_TEST is None:
+        print("note: tlcapd-test not built: libwebsockets' own bind failure not tested")
+        return
+    env = dict(os.environ, TLCAP_TEST_HTTP_NO_PROBE="1")
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        p = subprocess.run([TLCAPD_TEST, "--no-store", "--serve", "", "--state-dir",
+                            os.path.join(d, "s"), "--http",
+                            "127.0.0.1:%d" % busy.getsockname()[1]],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, env=env)
+    finally:
+        busy.close()
+    T.eq(p.returncode, 1, "explicit address taken before libwebsockets binds: exit 1 (%r)"
+         % p.stderr[-400:])
+    T.check(b"Failed to create default vhost" in p.stderr and b"cannot serve" in p.stderr,
+            "libwebsockets' bind failed, and said so: %r" % p.stderr[-400:])
+    try:
+        hold = socket.socket()
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", 7480))
+        hold.listen(1)
+    except OSError:
+        hold = None  # in use already: the same situation
+    port = D.free_port()
+    dm = D.Daemon(TLCAPD_TEST, d, ["--listen", "ing=bin11@127.0.0.1:%d" % port], http=False,
+                  env=env)
+    try:
+        D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
+                     "/api/v1 on 127.0.0.1:7480" in dm.log(), 10, "http start-up line")
+        # the loop has turned many times since (libwebsockets' handles closed); it still
+        # takes a stream and counts it
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=lws format=bin11\n" + D.calls(5))
+        D.wait_until(lambda: any(t["name"] == "lws" and t["events"] == 10
+                                 for t in dm.stats()["targets"]), 10, "the stream counted")
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+        if hold:
+            hold.close()
+    T.eq(rc, 0, "exit status after libwebsockets' failure on the default address")
 
 
 def test_token_and_tls(d):

@@ -349,8 +349,10 @@ def main():
         tgt.close()
         print("PASS (events %d, snapshot seq %d, rows %d)" % (seen_events, last.seq, len(snap.rows)))
         return 0
-    except T.Failure as e:
+    except (T.Failure, OSError) as e:
         print("FAIL: %s" % e)
+        if dm is not None and dm.poll() is not None:
+            print("tlcapd had exited with status %d" % dm.returncode)
         try:
             with open(os.path.join(tmp, "tlcapd.log"), "rb") as f:
                 print(f.read().decode(errors="replace")[-3000:])
