@@ -15,7 +15,8 @@
  *   "deleted" (cid) -> the target detaches (a gap: "application exited")
  *   efl_debugd gone -> every target detaches; reconnect with backoff
  *   stop (SIGHUP without it, shutdown) -> "CPU/Freq/off" (or "EvLog/off") to each, targets
- *       detach, the socket is shut down once those are written (bounded by a timer)
+ *       detach, the socket is shut down once those are written and closed when efl_debugd closes
+ *       its side (bounded by a 1 s timer: a close with its replies unread would reset)
  *
  * The EFL 1.26.3 bug: eina registers its "CPU/Freq/on" handler before the debug session exists,
  * so an application answers it only if it registers a handler itself. Without one its evlog
@@ -131,6 +132,7 @@ struct tlc_efl {
 static void lost(tlc_efl_t *e, const char *why);
 static void schedule(tlc_efl_t *e);
 static void close_tcp(tlc_efl_t *e);
+static void stop_done(tlc_efl_t *e);
 
 static uint64_t grace_ms(const tlc_efl_t *e) {
   return GRACE_MS + 2ull * e->cfg.poll_ms;
@@ -637,7 +639,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   if (e->stopping) {
     if (nread < 0)
-      close_tcp(e); /* efl_debugd closed first: the shutdown request is cancelled */
+      stop_done(e); /* efl_debugd closed its side (a pending shutdown is cancelled) */
     return;         /* the applications are gone from this source: nothing to read */
   }
   if (nread > 0) {
@@ -749,7 +751,7 @@ static void try_connect(tlc_efl_t *e) {
 static void timer_cb(uv_timer_t *t) {
   tlc_efl_t *e = t->data;
   if (e->stopping) {
-    close_tcp(e); /* the off requests had their chance */
+    stop_done(e); /* the off requests had their chance */
     return;
   }
   if (e->connecting) {
@@ -767,15 +769,23 @@ static void schedule(tlc_efl_t *e) {
 
 /* ---- start, stop, reconcile ---- */
 
-static void shutdown_cb(uv_shutdown_t *req, int status) {
-  tlc_efl_t *e = req->data;
-  (void)status;
-  tlc_free(req);
+/* The end of a stopped source: the connection and the close timer go. */
+static void stop_done(tlc_efl_t *e) {
   close_tcp(e);
   if (e->timer != NULL) {
     uv_close((uv_handle_t *)e->timer, handle_free_cb);
     e->timer = NULL;
   }
+}
+
+/* The off requests and our FIN are written. The connection stays open until efl_debugd closes
+ * its side (read_cb) or CLOSE_TIMEOUT_MS passes (timer_cb): closing now, with a reply of
+ * efl_debugd's still unread, would send a reset that can overtake the off requests. */
+static void shutdown_cb(uv_shutdown_t *req, int status) {
+  tlc_efl_t *e = req->data;
+  tlc_free(req);
+  if (status < 0)
+    stop_done(e); /* cancelled (efl_debugd closed first) or failed */
 }
 
 static void efl_stop(tlc_efl_t *e, const char *reason) {
