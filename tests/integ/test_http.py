@@ -431,6 +431,32 @@ def test_api(d):
     T.eq(rc, 0, "exit status")
 
 
+def listener(port=0):
+    """A socket listening on 127.0.0.1:port (0: any free port); None when the port is in use
+    already (by someone else: the same situation for the tests below)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def run_on_busy_port(binary, d, env=None):
+    """Runs `binary` with --http on a port another socket listens on; the finished process."""
+    busy = listener()
+    try:
+        return subprocess.run([binary, "--no-store", "--serve", "", "--state-dir",
+                               os.path.join(d, "s"), "--http",
+                               "127.0.0.1:%d" % busy.getsockname()[1]],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, env=env)
+    finally:
+        busy.close()
+
+
 def test_addresses(d):
     """A non-loopback HTTP address is refused (no token check yet: SPEC 8) with a message;
     an explicit address in use fails start-up; the default one in use is only a warning."""
@@ -440,25 +466,11 @@ def test_addresses(d):
     T.eq(p.returncode, 1, "non-loopback refused: exit 1")
     T.check(b"loopback" in p.stderr and b"refusing" in p.stderr,
             "message names the rule: %r" % p.stderr[-300:])
-    busy = socket.socket()
-    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    busy.bind(("127.0.0.1", 0))
-    busy.listen(1)
-    bport = busy.getsockname()[1]
-    p = subprocess.run([TLCAPD, "--no-store", "--serve", "", "--state-dir",
-                        os.path.join(d, "s"), "--http", "127.0.0.1:%d" % bport],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    p = run_on_busy_port(TLCAPD, d)
     T.eq(p.returncode, 1, "explicit address in use: exit 1")
     T.check(b"cannot serve" in p.stderr, "message: %r" % p.stderr[-300:])
-    busy.close()
     # the default address: occupied by us (or by someone else already), a warning only
-    try:
-        hold = socket.socket()
-        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        hold.bind(("127.0.0.1", 7480))
-        hold.listen(1)
-    except OSError:
-        hold = None  # in use already: the same situation
+    hold = listener(7480)
     dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()], http=False)
     try:
         D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
@@ -481,28 +493,12 @@ def lws_listen_fails(d):
         print("note: tlcapd-test not built: libwebsockets' own bind failure not tested")
         return
     env = dict(os.environ, TLCAP_TEST_HTTP_NO_PROBE="1")
-    busy = socket.socket()
-    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    busy.bind(("127.0.0.1", 0))
-    busy.listen(1)
-    try:
-        p = subprocess.run([TLCAPD_TEST, "--no-store", "--serve", "", "--state-dir",
-                            os.path.join(d, "s"), "--http",
-                            "127.0.0.1:%d" % busy.getsockname()[1]],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30, env=env)
-    finally:
-        busy.close()
+    p = run_on_busy_port(TLCAPD_TEST, d, env)
     T.eq(p.returncode, 1, "explicit address taken before libwebsockets binds: exit 1 (%r)"
          % p.stderr[-400:])
     T.check(b"Failed to create default vhost" in p.stderr and b"cannot serve" in p.stderr,
             "libwebsockets' bind failed, and said so: %r" % p.stderr[-400:])
-    try:
-        hold = socket.socket()
-        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        hold.bind(("127.0.0.1", 7480))
-        hold.listen(1)
-    except OSError:
-        hold = None  # in use already: the same situation
+    hold = listener(7480)
     port = D.free_port()
     dm = D.Daemon(TLCAPD_TEST, d, ["--listen", "ing=bin11@127.0.0.1:%d" % port], http=False,
                   env=env)
