@@ -64,11 +64,8 @@ TARGET = "bench@127.0.0.1"
 
 
 def sender_argv(io, port, a, passes=None, extra=()):
-    argv = [io, "send", "127.0.0.1:%d" % port, "--mib", str(a.mib), "--passes",
+    return [io, "send", "127.0.0.1:%d" % port, "--mib", str(a.mib), "--passes",
             str(passes or a.passes)] + list(extra)
-    if a.sender_sendfile:
-        argv += ["--sendfile", "1"]
-    return argv
 
 
 def plain_run(io, a, d, passes, to_file):
@@ -408,9 +405,6 @@ def main():
     ap.add_argument("--ratio-passes", type=int, default=1)
     ap.add_argument("--ab-base", help="abnostore: the build to compare BUILD_DIR against")
     ap.add_argument("--parts", default="nostore,rss,store,ratio")
-    ap.add_argument("--sender-sendfile", action="store_true",
-                    help="the sender sends from a memfd with sendfile(2) (one pass per "
-                         "connection: --ratio-passes 1 with --parts ratio)")
     a = ap.parse_args()
     io = os.path.join(a.build, "bench", "benchd_io")
     for f in (io, os.path.join(a.build, "daemon", "tlcapd")):

@@ -4,7 +4,6 @@
  *
  *   benchd_io send HOST:PORT [--mib N] [--cores K] [--areas A] [--chunk KIB] [--passes P]
  *                            [--seconds S] [--conns C] [--preamble NAME] [--timeout S]
- *                            [--sendfile 1]
  *   benchd_io recv PORTFILE [--file PATH] [--conns C] [--buf KIB]
  *
  * send: generates one realistic bin11 stream in memory first (not timed): nested calls on
@@ -19,10 +18,6 @@
  *   reset) - the receiver has then processed every byte (SPEC section 1). Timed from the first
  *   write to the close. With --conns C (or --seconds and --conns 0: until the time is up) it
  *   reconnects C times. One JSON line per connection on stdout:
- *   With --sendfile 1 (one pass on one connection only), the stream is put in a memfd first
- *   (not timed) and sent with sendfile(2): the kernel then sends the file's pages without the
- *   copy from user memory, so the sender takes less of the machine's CPU (a target's stream
- *   comes from another machine in a lab; here the sender shares the receiver's cores).
  *   {"conn":i,"bytes":B,"records":R,"seconds":S,"mbps":M,"t0":T0,"t1":T1,"t_shut":TS} (T0, T1,
  *   TS: CLOCK_MONOTONIC seconds at the first write, at the close, and at the half-close: T1 - TS
  *   is the receiver's tail, what it still had to do once every byte was sent), then a summary
@@ -52,8 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -218,32 +211,6 @@ static void write_all(int fd, const uint8_t *p, size_t len, double deadline) {
   }
 }
 
-/* sendfile(2) of [off, off + len) of file `in` to socket `fd`. */
-static void sendfile_all(int fd, int in, size_t off, size_t len, double deadline) {
-  off_t o = (off_t)off;
-  while (len > 0) {
-    ssize_t w = sendfile(fd, in, &o, len);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN) {
-        wait_fd(fd, POLLOUT, deadline);
-        continue;
-      }
-      die("sendfile");
-    }
-    if (w == 0) {
-      fprintf(stderr, "benchd_io: sendfile: the file ended early\n");
-      exit(1);
-    }
-    len -= (size_t)w;
-    if (now_s() > deadline) {
-      fprintf(stderr, "benchd_io: timed out writing\n");
-      exit(1);
-    }
-  }
-}
-
 /* Half-closes and waits for the peer's close; returns bytes the peer sent (expected 0). */
 static size_t wait_close(int fd, double deadline) {
   char b[4096];
@@ -270,7 +237,6 @@ static int cmd_send(int argc, char **argv) {
   unsigned cores = 4, areas = 1000;
   size_t chunk = 1u << 20;
   long passes = 1, conns = 1;
-  int use_sendfile = 0, mfd = -1;
   const char *preamble = NULL;
   for (int i = 1; i < argc; i += 2) { /* OPTION VALUE pairs */
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -294,13 +260,9 @@ static int cmd_send(int argc, char **argv) {
       preamble = v;
     else if (strcmp(argv[i], "--timeout") == 0)
       g_timeout = atof(v);
-    else if (strcmp(argv[i], "--sendfile") == 0)
-      use_sendfile = atoi(v) != 0;
     else
       goto usage;
   }
-  if (use_sendfile && (passes != 1 || conns != 1 || seconds > 0))
-    goto usage; /* the file holds one pass: later passes would need their times shifted */
   if (mib <= 0 || cores < 1 || cores > MAXCORES || areas < 1 || chunk < REC || passes < 1 ||
       conns < 0 || (conns == 0 && seconds <= 0))
     goto usage;
@@ -314,12 +276,6 @@ static int cmd_send(int argc, char **argv) {
   size_t len = n * REC;
   int64_t span = last + 1000; /* pass p starts at p * span */
   signal(SIGPIPE, SIG_IGN);
-  if (use_sendfile) {
-    mfd = memfd_create("benchd_io", MFD_CLOEXEC);
-    if (mfd < 0)
-      die("memfd_create");
-    write_all(mfd, buf, len, now_s() + g_timeout);
-  }
 
   double start = now_s(), tot_s = 0;
   uint64_t tot_b = 0;
@@ -349,10 +305,7 @@ static int cmd_send(int argc, char **argv) {
         size_t k = len - off < chunk ? len - off : chunk;
         if (want != applied)
           shift(buf + off, k, want - applied);
-        if (mfd >= 0)
-          sendfile_all(fd, mfd, off, k, deadline);
-        else
-          write_all(fd, buf + off, k, deadline);
+        write_all(fd, buf + off, k, deadline);
       }
       applied = want;
       pass_ctr++;
@@ -374,13 +327,11 @@ static int cmd_send(int argc, char **argv) {
          ",\"seconds\":%.6f,\"mbps\":%.2f,\"stream_records\":%zu}\n",
          tot_b, tot_b / REC, tot_s, tot_s > 0 ? (double)tot_b / tot_s / 1e6 : 0.0, n);
   free(buf);
-  if (mfd >= 0)
-    close(mfd);
   return 0;
 usage:
   fprintf(stderr, "usage: benchd_io send HOST:PORT [--mib N] [--cores K] [--areas A] "
                   "[--chunk KIB] [--passes P] [--seconds S] [--conns C] [--preamble NAME] "
-                  "[--timeout S] [--sendfile 1 (one pass, one connection)]\n");
+                  "[--timeout S]\n");
   return 2;
 }
 
