@@ -616,7 +616,7 @@ int tlc_target_read_buffer(tlc_target_t *t, size_t want, uint8_t **buf, size_t *
   tlc_targets_t *r = t->reg;
   if (t->frozen || t->quiet)
     return 0; /* the bytes would be kept aside, or none come from a source */
-  size_t held = tlc_dec_pending(&t->pipe.dec);
+  size_t held = tlc_target_pending(t);
   for (size_t i = 0; i < r->nobs; i++)
     if (r->obs[i].read_buffer_cb != NULL &&
         r->obs[i].read_buffer_cb(r->obs[i].ud, t, held, want, buf, len))

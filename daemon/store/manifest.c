@@ -384,29 +384,26 @@ void tlc__mbuild_finish(tlc_mbuild_t *b) {
 
 /* ---- text codec ---- */
 
-static const char *csum_names[] = { "xxh3", "fnv1a64w", "fnv1a64" }; /* by TLC_CSUM_* */
+#define NNAMES(a) ((int)(sizeof(a) / sizeof *(a)))
 
-static int csum_parse(const char *k) {
-  for (int i = 0; i < (int)(sizeof csum_names / sizeof *csum_names); i++)
-    if (strcmp(k, csum_names[i]) == 0)
+/* the index of `s` in names[0..n), or -1 */
+static int name_index(const char *const *names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0)
       return i;
   return -1;
 }
 
-static const char *reason_names[] = { "none",    "size",     "age",      "reconnect", "sighup",
-                                      "command", "shutdown", "io_error", "recovered", "idle" };
+static const char *const csum_names[] = { "xxh3", "fnv1a64w", "fnv1a64" }; /* by TLC_CSUM_* */
+
+static const char *const reason_names[] = { "none",      "size",    "age",      "reconnect",
+                                            "sighup",    "command", "shutdown", "io_error",
+                                            "recovered", "idle" };
 
 const char *tlc_store_reason_name(int reason) {
   if (reason < 0 || reason > TLC_ROT_IDLE)
     return "none";
   return reason_names[reason];
-}
-
-static int reason_parse(const char *s) {
-  for (int i = 0; i <= TLC_ROT_IDLE; i++)
-    if (strcmp(s, reason_names[i]) == 0)
-      return i;
-  return -1;
 }
 
 char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
@@ -535,7 +532,7 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
       f[nf++] = t;
     if (nf == 0)
       return why_set(why, whylen, TLC_ESYNTAX, "manifest line %zu empty", lineno);
-    int bad = 0;
+    int bad = 0, k;
     if (lineno == 1) {
       if (nf != 2 || strcmp(f[0], "tlcap-manifest") != 0)
         return why_set(why, whylen, TLC_ESYNTAX, "not a tlcap manifest");
@@ -588,14 +585,14 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
       bad = strlen(f[1]) >= sizeof m->exportf;
       if (!bad)
         snprintf(m->exportf, sizeof m->exportf, "%s", strcmp(f[1], "-") ? f[1] : "");
-    } else if (csum_parse(f[0]) >= 0) {
+    } else if ((k = name_index(csum_names, NNAMES(csum_names), f[0])) >= 0) {
       char *end;
       m->sum = strtoull(f[1], &end, 16);
-      m->csum = csum_parse(f[0]);
+      m->csum = k;
       bad = *end != 0 || strlen(f[1]) != 16 || have_sum;
       have_sum = 1;
     } else if (strcmp(f[0], "reason") == 0) {
-      m->reason = reason_parse(f[1]);
+      m->reason = name_index(reason_names, NNAMES(reason_names), f[1]);
       bad = m->reason < 0;
     } else {
       static const struct {

@@ -409,11 +409,7 @@ static void test_read_buffer_full(void **state) {
   close_store(s, &loop);
   char dir[1200];
   tdir(dir, sizeof dir, "full");
-  buf_t got = { 0 };
-  read_all(dir, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  stored_equals(dir, want.p, want.len);
   buf_free(&want);
   free(gen);
 }
@@ -551,17 +547,10 @@ static void range_and_zstd(int compress) {
     assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
     assert_true(count_kind(d, TLC_SK_ZST) >= 4);
   }
-  buf_t got = { 0 };
-  read_all(d, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  stored_equals(d, want.p, want.len);
   range_check(d, TLC_FMT_BIN11, ev[0].time_ns, ev[n - 1].time_ns, 9);
   tdir(d, sizeof d, "e");
-  read_all(d, &got, NULL);
-  assert_int_equal(got.len, g.len);
-  assert_memory_equal(got.p, g.buf, g.len);
-  buf_free(&got);
+  stored_equals(d, g.buf, g.len);
   range_check(d, TLC_FMT_EVLOG, 0, 100000000000ll, 10);
   buf_free(&want);
   evgen_free(&g);
@@ -598,11 +587,7 @@ static void test_zstd_after_restart(void **state) {
   close_store(s, &loop);
   assert_int_equal(count_kind(d, TLC_SK_DATA), 0);
   assert_int_equal(count_kind(d, TLC_SK_ZST), 5);
-  buf_t got = { 0 };
-  read_all(d, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  stored_equals(d, want.p, want.len);
   buf_free(&want);
   free(ev);
 }
@@ -633,11 +618,7 @@ static void test_eintr_storm(void **state) {
   atomic_store(&f_eagain, 0);
   char d[1200];
   tdir(d, sizeof d, "x");
-  buf_t got = { 0 };
-  read_all(d, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  stored_equals(d, want.p, want.len);
   buf_free(&want);
   free(ev);
 }
@@ -1249,11 +1230,7 @@ static void test_xml_main_export(void **state) {
     snprintf(want_m, sizeof want_m, "\nexport %s.xml\n", sn.base);
     assert_non_null(strstr(x, want_m));
   }
-  buf_t got = { 0 };
-  read_all(d, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  stored_equals(d, want.p, want.len);
   /* a crash: an XML segment left as a .part with a torn last record */
   char part[1300];
   snprintf(part, sizeof part, "%s/20260101T000000Z-00000009.xml.BIN.part", d);

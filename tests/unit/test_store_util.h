@@ -248,6 +248,15 @@ static inline void read_all(const char *dir, buf_t *out, size_t *nseg) {
     *nseg = l.n;
 }
 
+/* the data of every sealed segment of dir, in sequence order, is want[0..len), byte for byte */
+static inline void stored_equals(const char *dir, const uint8_t *want, size_t len) {
+  buf_t got = { 0 };
+  read_all(dir, &got, NULL);
+  assert_int_equal(got.len, len);
+  assert_memory_equal(got.p, want, len);
+  buf_free(&got);
+}
+
 /* decodes a stream (strict) and hands every batch to the store */
 static inline void feed_stream(tlc_store_target_t *t, tlc_format_t f, const uint8_t *p, size_t len,
                                size_t chunk) {
