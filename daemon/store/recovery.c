@@ -471,16 +471,12 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   tlc_free(names);
   /* first retention pass, here, before anything is written */
   tlc_retention_t r;
-  tlc__store_fill_retention(s, &r);
-  r.deleted = NULL;
-  uint64_t before_del = 0;
-  (void)before_del;
+  tlc__store_fill_retention(s, &r); /* deletions are logged through the result queue */
   uv_mutex_lock(&s->cat.mu);
   size_t before = s->cat.n;
   uv_mutex_unlock(&s->cat.mu);
-  r.deleted =
-      tlc__store_w_deleted; /* logs go through the result queue; delivered once the loop runs */
   tlc__retention_run(&s->cat, &r);
+  s->retain_live = 1;
   uv_mutex_lock(&s->cat.mu);
   sum->deleted = before - s->cat.n;
   uv_mutex_unlock(&s->cat.mu);

@@ -10,10 +10,14 @@
  * count per target, bytes per target, total bytes, and the free-space floor (statvfs through
  * the shim, re-read after each deletion). Within a target the victim is always the lowest
  * sequence; across targets (total bytes, free floor) the segment opened first, ties broken by
- * sequence. Entries being compressed (busy) or whose main export or manifest the sealer is
- * writing late (pinned) are skipped for this pass.
+ * sequence. Only the lowest sequence of a target is ever deleted: when it is being compressed
+ * (busy) or its main export or manifest is being written late (pinned), that target keeps
+ * everything for this pass (over its budget for a moment), and the thread that clears the flag
+ * asks for another pass (sealer.c, zstd.c). Skipping it for the next one would leave the kept
+ * stream with a hole, which replay and the exports would read as one stream.
  *
- * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds).
+ * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds), O(n^2)
+ * when the oldest entries are all held (each candidate then scans for a lower sequence).
  * Thread-safety: the catalog has its own mutex; a pass holds it (the writer thread runs
  * passes; compression workers only flip flags).
  */
@@ -62,15 +66,37 @@ static int older(const tlc_catent_t *a, const tlc_catent_t *b, int same_target) 
   return a->seq < b->seq;
 }
 
-/* index of the oldest deletable entry (of `target`, or of any when NULL), or SIZE_MAX */
+/* whether v[i] is the lowest sequence of its target still catalogued */
+static int is_head(const tlc_catalog_t *c, size_t i) {
+  for (size_t j = 0; j < c->n; j++)
+    if (c->v[j].seq < c->v[i].seq && strcmp(c->v[j].target, c->v[i].target) == 0)
+      return 0;
+  return 1;
+}
+
+/* whether v[i] may go now: the lowest sequence of its target, neither busy nor pinned */
+static int deletable(const tlc_catalog_t *c, size_t i) {
+  return !c->v[i].busy && !c->v[i].pinned && is_head(c, i);
+}
+
+/* Index of the next victim, or SIZE_MAX: the lowest sequence of `target`, unless it is busy or
+ * pinned (then none: the target waits for it); with target NULL, the oldest of the targets'
+ * deletable lowest sequences. A target's segments go strictly in order, so what is kept is
+ * always a contiguous tail of its stream, never a stream with a hole. */
 static size_t oldest(const tlc_catalog_t *c, const char *target) {
   size_t best = SIZE_MAX;
   for (size_t i = 0; i < c->n; i++) {
-    if (c->v[i].busy || c->v[i].pinned || (target && strcmp(c->v[i].target, target) != 0))
-      continue;
-    if (best == SIZE_MAX || older(&c->v[i], &c->v[best], target != NULL))
-      best = i;
+    if (target) {
+      if (strcmp(c->v[i].target, target) == 0 &&
+          (best == SIZE_MAX || older(&c->v[i], &c->v[best], 1)))
+        best = i;
+    } else if (!c->v[i].busy && !c->v[i].pinned &&
+               (best == SIZE_MAX || older(&c->v[i], &c->v[best], 0)) && is_head(c, i)) {
+      best = i; /* is_head last: in practice only the first few entries get that far */
+    }
   }
+  if (target && best != SIZE_MAX && (c->v[best].busy || c->v[best].pinned))
+    return SIZE_MAX;
   return best;
 }
 
@@ -104,13 +130,17 @@ uint64_t tlc__retention_run(tlc_catalog_t *c, const tlc_retention_t *r) {
   /* 1. age */
   if (r->max_age_ms > 0) {
     int64_t lim = r->max_age_ms * 1000000;
-    for (size_t i = 0; i < c->n;) {
-      int64_t age = r->now_wall_ns - c->v[i].closed_wall_ns;
-      if (!c->v[i].busy && !c->v[i].pinned && age > 0 && age >= lim) {
-        delete_at(c, i, r);
-        deleted++;
-      } else {
-        i++;
+    for (int more = 1; more;) { /* again while one went: the next of its target may be due */
+      more = 0;
+      for (size_t i = 0; i < c->n;) {
+        int64_t age = r->now_wall_ns - c->v[i].closed_wall_ns;
+        if (age > 0 && age >= lim && deletable(c, i)) {
+          delete_at(c, i, r);
+          deleted++;
+          more = 1;
+        } else {
+          i++;
+        }
       }
     }
   }

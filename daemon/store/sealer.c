@@ -144,7 +144,10 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
   }
   if (pinned) {
     cat_pin(s, p->target, p->seq, 0);
-    tlc__store_update_stored(s);
+    if (s->retain_live) /* it may be the oldest, held over a budget (retention.c) */
+      tlc__store_retention_pass(s);
+    else /* recovery: its catalog is not complete yet; its own pass comes after */
+      tlc__store_update_stored(s);
   }
   return !p->need_ex && !p->need_mf;
 }
@@ -446,6 +449,8 @@ static void run_job(tlc_store_t *s, sjob_t *j) {
   } else if (j->kind == J_BARRIER) {
     tlc__store_wait_exports(s); /* of the segments sealed before it */
     tlc__store_push_res(s, j->res);
+  } else if (j->kind == J_RETAIN) {
+    tlc__store_retention_pass(s);
   } else if (j->kind == J_EXPORT) {
     if (tlc__store_pend_try(s, j->p))
       tlc__store_pend_free(s, j->p);

@@ -175,8 +175,8 @@ typedef struct tlc_catent {
   uint64_t bytes; /* every file of the segment */
   int64_t opened_wall_ns, closed_wall_ns;
   int compressed;
-  int busy;   /* being compressed: retention skips it */
-  int pinned; /* its main export or manifest is being written late (sealer): retention skips it */
+  int busy;   /* being compressed: retention waits for it (and so for its target's later ones) */
+  int pinned; /* its main export or manifest is being written late: retention waits for it too */
 } tlc_catent_t;
 
 typedef struct tlc_catalog {
@@ -196,8 +196,9 @@ uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *
  * manifest, then fsyncs the directory. Returns the bytes freed (from its catalog entry). */
 int tlc__segment_delete(const char *dir, const tlc_catent_t *e);
 
-/* One retention pass over the catalog (writer thread, or the recovering thread at start).
- * Deletes oldest first; calls `deleted` for each deletion. Returns segments deleted. */
+/* One retention pass over the catalog (writer, sealer or exporter thread, or the recovering thread
+ * at start). Deletes oldest first, a target's lowest sequence only; calls `deleted` for each
+ * deletion. Returns segments deleted. */
 typedef struct tlc_retention {
   const char *state_dir;
   uint64_t max_total_bytes, max_target_bytes, min_free_bytes;
@@ -382,7 +383,7 @@ enum {
   C_RECEXPORT,
   C_MARK
 };
-enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT };
+enum { J_SEAL = 1, J_BARRIER, J_RETRY, J_EXPORT, J_RETAIN };
 enum { R_LOG = 1, R_EVENT, R_CLOSED, R_BARRIER, R_COMPRESS, R_STOPPED, R_MARK };
 
 /* A target's names for its segments' exports: an immutable copy of its mapping, shared by the
@@ -590,6 +591,8 @@ struct tlc_store {
   int64_t *gpool_t[GPOOL_MAX];
   size_t ngpool;
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
+  int retain_live;   /* recovery's catalog is complete (set before the threads start): an unpin
+                      * runs a retention pass */
   int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
   unsigned inflight; /* compressions */
   int closing;

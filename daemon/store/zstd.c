@@ -162,6 +162,11 @@ static void z_after(uv_work_t *req, int status) {
                             j->target, j->path, tlc_strerror(j->rc));
     }
   }
+  sjob_t *rj = !j->skipped && !s->closing ? tlc_calloc(1, sizeof *rj) : NULL;
+  if (rj) { /* it may be the oldest, held over a budget while busy (retention.c) */
+    rj->kind = J_RETAIN;
+    tlc__store_push_job(s, rj);
+  }
   tlc_free(j);
   if (s->closing)
     tlc__store_maybe_finish_close(s);

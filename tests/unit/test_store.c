@@ -820,6 +820,114 @@ static void test_buffer_full(void **state) {
   free(ev);
 }
 
+/* Retention deletes only a target's lowest sequence: one being compressed (busy) or written late
+ * (pinned) holds its target's later segments back (over budget for a moment) rather than being
+ * skipped, which would leave the kept stream with a hole; across targets the oldest deletable
+ * lowest sequence goes. Straight on the catalog, so the held flags are set exactly. */
+typedef struct {
+  char got[64][40];
+  int n;
+} gone_t;
+
+static void on_gone(void *ud, const tlc_catent_t *e) {
+  gone_t *g = ud;
+  if (g->n < 64)
+    snprintf(g->got[g->n++], sizeof g->got[0], "%s%llu", e->target, (unsigned long long)e->seq);
+}
+
+static void cat_put(tlc_catalog_t *c, const char *target, uint64_t seq, int64_t opened_s) {
+  tlc_catent_t e;
+  memset(&e, 0, sizeof e);
+  snprintf(e.target, sizeof e.target, "%s", target);
+  snprintf(e.base, sizeof e.base, "%s-%06llu", target, (unsigned long long)seq);
+  snprintf(e.data, sizeof e.data, "%s.BIN", e.base);
+  e.seq = seq;
+  e.bytes = 100;
+  e.opened_wall_ns = opened_s * 1000000000ll;
+  e.closed_wall_ns = e.opened_wall_ns + 1000000000ll;
+  assert_int_equal(tlc__catalog_add(c, &e), 0);
+}
+
+/* the catalogued sequences of `target`, as "1 2 3" */
+static const char *cat_seqs(const tlc_catalog_t *c, const char *target) {
+  static char out[256];
+  size_t n = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < c->n; i++)
+    if (strcmp(c->v[i].target, target) == 0)
+      n += (size_t)snprintf(out + n, sizeof out - n, "%s%llu", n ? " " : "",
+                            (unsigned long long)c->v[i].seq);
+  return out;
+}
+
+static tlc_catent_t *cat_at(tlc_catalog_t *c, const char *target, uint64_t seq) {
+  tlc_catent_t *e = tlc__store_cat_find(c, target, seq);
+  assert_non_null(e);
+  return e;
+}
+
+static void test_retention_held_oldest(void **state) {
+  (void)state;
+  tlc_catalog_t c;
+  gone_t g;
+  tlc_retention_t r;
+  assert_int_equal(tlc__catalog_init(&c), 0);
+  memset(&r, 0, sizeof r);
+  r.state_dir = tmp;
+  r.deleted = on_gone;
+  r.ud = &g;
+  /* count: A1 pinned holds A at 6 over a budget of 3; B goes down to 3 */
+  for (uint64_t q = 1; q <= 6; q++)
+    cat_put(&c, "A", q, (int64_t)q * 10);
+  for (uint64_t q = 1; q <= 5; q++)
+    cat_put(&c, "B", q, (int64_t)q * 10 + 5);
+  cat_at(&c, "A", 1)->pinned = 1;
+  r.max_segments = 3;
+  memset(&g, 0, sizeof g);
+  assert_int_equal(tlc__retention_run(&c, &r), 2);
+  assert_string_equal(cat_seqs(&c, "A"), "1 2 3 4 5 6");
+  assert_string_equal(cat_seqs(&c, "B"), "3 4 5");
+  /* unpinned: the next pass catches up, in order */
+  cat_at(&c, "A", 1)->pinned = 0;
+  memset(&g, 0, sizeof g);
+  assert_int_equal(tlc__retention_run(&c, &r), 3);
+  assert_string_equal(g.got[0], "A1");
+  assert_string_equal(g.got[1], "A2");
+  assert_string_equal(g.got[2], "A3");
+  assert_string_equal(cat_seqs(&c, "A"), "4 5 6");
+  /* a busy one behind the head: the head goes, then the target waits at the busy one */
+  cat_put(&c, "A", 7, 70);
+  cat_put(&c, "A", 8, 80);
+  cat_at(&c, "A", 5)->busy = 1;
+  assert_int_equal(tlc__retention_run(&c, &r), 1);
+  assert_string_equal(cat_seqs(&c, "A"), "5 6 7 8");
+  cat_at(&c, "A", 5)->busy = 0;
+  assert_int_equal(tlc__retention_run(&c, &r), 1);
+  assert_string_equal(cat_seqs(&c, "A"), "6 7 8");
+  /* total bytes, across targets: A6 (opened first) pinned, so B's go, and then nothing: A7, the
+   * oldest of the rest, is not deleted past A6 (over budget until A6 is unpinned) */
+  r.max_segments = 0;
+  r.max_total_bytes = 200; /* 6 entries of 100 bytes: 4 to go */
+  cat_at(&c, "A", 6)->pinned = 1;
+  memset(&g, 0, sizeof g);
+  assert_int_equal(tlc__retention_run(&c, &r), 3);
+  assert_string_equal(cat_seqs(&c, "A"), "6 7 8");
+  assert_string_equal(cat_seqs(&c, "B"), "");
+  /* age: everything has expired; held A6 keeps A's tail, C goes entirely */
+  r.max_total_bytes = 0;
+  cat_put(&c, "C", 1, 20);
+  cat_put(&c, "C", 2, 30);
+  r.max_age_ms = 1000;
+  r.now_wall_ns = 1000 * 1000000000ll;
+  assert_int_equal(tlc__retention_run(&c, &r), 2);
+  assert_string_equal(cat_seqs(&c, "A"), "6 7 8");
+  assert_string_equal(cat_seqs(&c, "C"), "");
+  cat_at(&c, "A", 6)->pinned = 0;
+  assert_int_equal(tlc__retention_run(&c, &r), 3);
+  assert_int_equal(c.n, 0);
+  tlc__catalog_fini(&c);
+}
+
 /* T13: retention by count, bytes and age with an injected clock, oldest by sequence, the open
  * segment never, foreign files never */
 static _Atomic int64_t fake_wall;
@@ -2016,6 +2124,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
     cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_retention_held_oldest, setup, teardown),
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
     cmocka_unit_test_setup_teardown(test_seal_off_append_path, setup, teardown),
     cmocka_unit_test_setup_teardown(test_export_settings, setup, teardown),
