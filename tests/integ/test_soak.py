@@ -59,8 +59,8 @@ ROTATE_BYTES = 64 * 1024
 RETAIN_BYTES = 1024 * 1024
 CHURN_EVERY, HUP_EVERY, ROTATE_EVERY, RECONNECT_EVERY = 3.0, 10.0, 8.0, 12.0
 MAX_WATCHERS = 3
-# RSS bound: growth from the middle third to the last is when both the median and the maximum
-# rise by more than max(5 %, 4 MiB). Once every target, area, window, histogram span,
+# RSS bound: growth from the middle third to the last is when the minimum, the median and the
+# maximum all rise by more than max(5 %, 4 MiB). Once every target, area, window, histogram span,
 # subscriber slot and retained segment exists (all within the warm-up), the working set is
 # flat; measured at the default 60 s on a 2-core machine, the thirds differ by < 0.5 MiB in a
 # Debug build (~6-7 MiB in all) and by ~2 MiB under the sanitizers (~50-75 MiB in all). Single
@@ -70,11 +70,15 @@ MAX_WATCHERS = 3
 #    such seconds and failed at +5.5 MiB;
 #  - TSan: RSS toggles between two levels ~4 MiB apart for seconds at a time: medians
 #    compared a middle third mostly low with a last third mostly high and failed at +4.3 MiB,
-#    while the maxima differed by 0.6 MiB.
-# A leak moves the whole distribution, the median and the maximum alike. The 4 MiB floor
+#    while the maxima differed by 0.6 MiB; in another run both failed (+4.3 and +4.4 MiB: one
+#    second of the last third spiked 4 MiB above the high level) while the minima, the low
+#    level, differed by 1.2 MiB.
+# A leak moves the whole distribution, the floor, the median and the maximum alike; toggles and
+# spikes only add, so the minimum is the steadiest of the three. The 4 MiB floor
 # covers a writer 10 s behind on a slow disk (~2 MiB queued). What it catches is growth with
 # the load: >= ~0.2 MiB/s at the default 60 s, e.g. 20 bytes per record, or 1 MiB per
-# accepted connection in a 20 s run (checked with an LD_PRELOAD shim). Smaller leaks are for
+# accepted connection (checked with an LD_PRELOAD shim on accept4: at 60 s the minimum rose by
+# 15 MiB, the median by 18; in a 20 s run by just over 4 and 7 MiB). Smaller leaks are for
 # the fd and thread checks (handles), LeakSanitizer at exit in the ASan build (unreachable
 # memory of any size) and the long T40 with its slope fit.
 RSS_SLACK_FRAC, RSS_SLACK_KIB = 0.05, 4 * 1024
@@ -564,11 +568,13 @@ def test_soak(d):
         mid_med = statistics.median(s["rss"] for s in mid)
         last_med = statistics.median(s["rss"] for s in last)
         mid_max, last_max = max(s["rss"] for s in mid), max(s["rss"] for s in last)
+        mid_min, last_min = min(s["rss"] for s in mid), min(s["rss"] for s in last)
         slack = max(RSS_SLACK_FRAC * mid_max, RSS_SLACK_KIB)
-        T.check(last_med <= mid_med + slack or last_max <= mid_max + slack,
-                "RSS grew: over the last third median %d KiB and max %d KiB, over the middle "
-                "third %d and %d KiB (+ %d KiB each):\n%s"
-                % (last_med, last_max, mid_med, mid_max, slack, table))
+        T.check(last_min <= mid_min + slack or last_med <= mid_med + slack
+                or last_max <= mid_max + slack,
+                "RSS grew: over the last third min %d, median %d and max %d KiB, over the middle "
+                "third %d, %d and %d KiB (+ %d KiB each):\n%s"
+                % (last_min, last_med, last_max, mid_min, mid_med, mid_max, slack, table))
         mid_hwm, last_hwm = mid[-1]["hwm"], last[-1]["hwm"]
         T.check(last_hwm <= mid_hwm + slack,
                 "VmHWM grew: %d KiB at the end > %d KiB after the middle third + %d KiB:\n%s"
