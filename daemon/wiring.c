@@ -32,11 +32,9 @@
 #include "pubsub.h"
 #include "segread.h"
 #include "store.h"
-#ifdef TLC_HAVE_HTTP
 #include "http.h"
 #include "tlc_version.h"
 #include <sys/statvfs.h>
-#endif
 
 #include "continuity.h"
 #include "json.h"
@@ -77,10 +75,8 @@ struct tlc_wiring {
   tlc_store_recovery_t rec_sum;
   int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
   size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
-#ifdef TLC_HAVE_HTTP
   tlc_http_t *http;
   char http_addr[sizeof(((tlc_config_t *)0)->http)];
-#endif
 };
 
 /* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
@@ -718,7 +714,6 @@ static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, si
   }
 }
 
-#ifdef TLC_HAVE_HTTP
 /* ---- HTTP port (daemon/http): what it reads of the daemon ---- */
 
 static void http_log(void *ud, int level, const char *msg) {
@@ -877,7 +872,6 @@ static int http_start(tlc_wiring_t *w) {
   ho.start_unix_ms = tlc_now_unix_ms();
 #ifdef TLC_VERSION
   ho.version = TLC_VERSION;
-#endif
   ho.auth = w->auth; /* SPEC 8: the same token as the subscriber port */
   ho.tls_cert = w->tls != NULL ? c->tls_cert : NULL;
   ho.tls_key = w->tls != NULL ? c->tls_key : NULL;
@@ -1129,24 +1123,17 @@ fail:
 }
 
 int tlc_wiring_start_http(tlc_wiring_t *w) {
-#ifdef TLC_HAVE_HTTP
   return w != NULL ? http_start(w) : 0;
-#else
-  (void)w;
-  return 0;
-#endif
 }
 
 int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
                             size_t whylen) {
   if (w == NULL)
     return 0;
-#ifdef TLC_HAVE_HTTP
   if (strcmp(nc->http, w->http_addr) != 0) {
     snprintf(why, whylen, "http: address \"%s\" -> \"%s\"", w->http_addr, nc->http);
     return TLC_EINVAL;
   }
-#endif
   if (strcmp(nc->serve, w->serve) == 0)
     return 0;
   snprintf(why, whylen, "serve: address \"%s\" -> \"%s\"", w->serve, nc->serve);
@@ -1158,10 +1145,8 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
   if (w == NULL)
     return;
   c = &w->d->cfg;
-#ifdef TLC_HAVE_HTTP
   if (w->http != NULL)
     tlc_http_set_metrics_areas(w->http, c->metrics_areas);
-#endif
   {
     /* SPEC 8: the token file and the certificate are re-read (new connections get them); a
      * file that became unusable keeps the running one (logged). Turning either on or off
@@ -1182,14 +1167,12 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
       if (tlc_tls_reload(w->tls, why, sizeof(why)) != 0) {
         tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous certificate: %s", why);
       } else {
-#ifdef TLC_HAVE_HTTP
         /* the HTTP port takes the pair just loaded and checked (a bad one never reaches it) */
         if (w->http != NULL && tlc_http_reload_tls(w->http, w->tls, why, sizeof(why)) != 0)
           tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
                   "reload: the HTTP port keeps the previous certificate: %s", why);
         else
           both = w->http != NULL;
-#endif
         tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded%s",
                 c->tls_cert, both ? " (the HTTP port's too)" : "");
       }
@@ -1250,12 +1233,8 @@ tlc_tls_t *tlc_wiring_tls(const tlc_wiring_t *w) {
 }
 
 void tlc_wiring_settle(uv_loop_t *loop) {
-#ifdef TLC_HAVE_HTTP
   for (int turns = 0; tlc_http_closing() > 0 && turns < 1000; turns++)
     (void)uv_run(loop, UV_RUN_NOWAIT);
-#else
-  (void)loop;
-#endif
 }
 
 void tlc_wiring_close(tlc_wiring_t *w) {
@@ -1271,13 +1250,11 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   }
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
-#ifdef TLC_HAVE_HTTP
   if (w->http != NULL) { /* first: it reads pubsub and storage */
     tlc_http_t *h = w->http;
     w->http = NULL;
     tlc_http_close(h, http_closed, w);
   }
-#endif
   if (w->fleet != NULL) {
     tlc_fleet_t *f = w->fleet;
     w->fleet = NULL;
