@@ -317,16 +317,12 @@ static int cache_size(tlc__http_view_t *v, size_t n) {
 static char *blk_room(blk_t *b, size_t need, size_t *budget) {
   if (need > *budget)
     return NULL;
-  if (b->b == NULL || b->len + need > b->cap) { /* never NULL: a target without areas yet */
-    size_t nc = b->cap ? b->cap : 4096;
-    char *p;
-    while (nc < b->len + need)
-      nc *= 2;
-    if ((p = tlc_realloc(b->b, nc)) == NULL)
-      return NULL;
-    b->b = p;
-    b->cap = nc;
-  }
+  size_t want = b->len + need;
+  /* never NULL, even for 0 bytes: a target without areas yet */
+  char *p = tlc_grow(b->b, &b->cap, want > 0 ? want : 1, 1, 4096);
+  if (p == NULL)
+    return NULL;
+  b->b = p;
   return b->b + b->len;
 }
 

@@ -672,13 +672,12 @@ int tlc__manifest_load(const char *path, tlc_manifest_t *m, char *why, size_t wh
         rc = why_set(why, whylen, TLC_ESYNTAX, "manifest larger than %zu bytes", max);
         break;
       }
-      char *nb = tlc_realloc(buf, cap * 2);
+      char *nb = tlc_grow(buf, &cap, cap + 1, 1, 0);
       if (!nb) {
         rc = TLC_ENOMEM;
         break;
       }
       buf = nb;
-      cap *= 2;
     }
     int64_t n = tlc_io_pread_all(fd, buf + len, cap - len, (int64_t)len);
     if (n < 0) {
