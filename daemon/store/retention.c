@@ -18,8 +18,8 @@
  *
  * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds), O(n^2)
  * when the oldest entries are all held (each candidate then scans for a lower sequence).
- * Thread-safety: the catalog has its own mutex; a pass holds it (the writer thread runs
- * passes; compression workers only flip flags).
+ * Thread-safety: the catalog has its own mutex; a pass holds it (the writer, the sealer and the
+ * exporter run passes; compression workers only flip flags).
  */
 #include "iofault.h"
 #include "store-int.h"
