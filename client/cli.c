@@ -217,13 +217,14 @@ int tlc_cli_read_file(const char *path, char **data, size_t *len, size_t max) {
   return 0;
 }
 
-void tlc_cli_json_str(const char *s) {
-  tlc_out_t o;
-  char *p;
-  tlc_out_init(&o, 0, NULL, NULL);
-  tlc_json_string(&o, s);
-  p = tlc_out_take(&o, NULL);
-  fputs(p != NULL ? p : "\"\"", stdout);
-  tlc_free(p);
-  tlc_out_fini(&o);
+tlc_json_w_t *tlc_cli_json_begin(tlc_cli_json_t *j, int compact) {
+  tlc_out_init(&j->o, 0, tlc_cli_write_fd_cb, stdout);
+  tlc_json_w_init(&j->w, &j->o, compact);
+  return &j->w;
+}
+
+void tlc_cli_json_end(tlc_cli_json_t *j) {
+  tlc_out_putc(&j->o, '\n');
+  tlc_out_fini(&j->o);
+  fflush(stdout);
 }

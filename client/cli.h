@@ -11,7 +11,9 @@
 
 #include "tlcap_client.h"
 
+#include "json.h"
 #include "mapping.h"
+#include "out.h"
 #include "stats.h"
 
 #include <getopt.h>
@@ -96,8 +98,14 @@ Tlcap__ServerMessage *tlc_cli_request_wait(tlc_client_t *c, Tlcap__ClientMessage
 /* tlc_out_t's write callback for a FILE * (ud): 0, or TLC_EIO. */
 int tlc_cli_write_fd_cb(void *ud, const void *buf, size_t len);
 
-/* Prints s to stdout as a JSON string through formats/json.c. */
-void tlc_cli_json_str(const char *s);
+/* A JSON document written to stdout with formats/json.c's writer: tlc_cli_json_begin returns
+ * the writer (compact: on one line), tlc_cli_json_end ends the line and flushes stdout. */
+typedef struct tlc_cli_json {
+  tlc_out_t o;
+  tlc_json_w_t w;
+} tlc_cli_json_t;
+tlc_json_w_t *tlc_cli_json_begin(tlc_cli_json_t *j, int compact);
+void tlc_cli_json_end(tlc_cli_json_t *j);
 
 /* Reads a whole file of at most `max` bytes into *data (tlc_malloc'd, one spare byte; the
  * caller frees it with tlc_free) and its length into *len. 0, -errno, TLC_ELIMIT or

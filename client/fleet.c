@@ -109,15 +109,20 @@ static row_t *find_row(const char *host, const char *tgt) {
 }
 
 static void print_json(const row_t *r) {
-  printf("{\"host\":");
-  tlc_cli_json_str(r->host);
-  printf(",\"target\":");
-  tlc_cli_json_str(r->target);
-  printf(",\"connected\":%s,\"events\":%llu,\"events_per_s\":%.1f,\"gaps\":%llu,"
-         "\"last_seen_unix_ms\":%lld}\n",
-         r->connected ? "true" : "false", (unsigned long long)r->events, r->rate,
-         (unsigned long long)r->gaps, (long long)r->last_ms);
-  fflush(stdout);
+  tlc_cli_json_t j;
+  char rate[32];
+  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+  snprintf(rate, sizeof(rate), "%.1f", r->rate);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "host", r->host);
+  tlc_json_w_str(w, "target", r->target);
+  tlc_json_w_bool(w, "connected", r->connected);
+  tlc_json_w_u64(w, "events", r->events);
+  tlc_json_w_raw(w, "events_per_s", rate);
+  tlc_json_w_u64(w, "gaps", r->gaps);
+  tlc_json_w_i64(w, "last_seen_unix_ms", r->last_ms);
+  tlc_json_w_close(w, '}');
+  tlc_cli_json_end(&j);
 }
 
 static void print_table(int tty) {

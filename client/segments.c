@@ -54,8 +54,10 @@ int tlc_cli_segments(int argc, char **argv) {
     status = EXIT_BAD;
     goto done_msg;
   }
-  if (json)
-    putchar('[');
+  tlc_cli_json_t j;
+  tlc_json_w_t *w = json ? tlc_cli_json_begin(&j, 0) : NULL;
+  if (w)
+    tlc_json_w_open(w, NULL, '[');
   else
     printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
            "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
@@ -69,23 +71,28 @@ int tlc_cli_segments(int argc, char **argv) {
     char op[32], cl[32];
     fmt_utc(op, sizeof(op), x->opened_unix_ns);
     fmt_utc(cl, sizeof(cl), x->closed_unix_ns);
-    if (json) {
-      printf("%s\n{\"seq\": %llu, \"state\": \"%s\", \"opened\": \"%s\", \"closed\": \"%s\", "
-             "\"opened_unix_ns\": %lld, \"closed_unix_ns\": %lld, ",
-             i ? "," : "", (unsigned long long)x->seq, st, op, cl, (long long)x->opened_unix_ns,
-             (long long)x->closed_unix_ns);
-      if (x->records > 0)
-        printf("\"first_time\": %lld, \"last_time\": %lld, \"min_time\": %lld, "
-               "\"max_time\": %lld, ",
-               (long long)x->first_time, (long long)x->last_time, (long long)x->min_time,
-               (long long)x->max_time);
-      printf("\"records\": %llu, \"items\": %llu, \"bytes\": %llu, \"gaps\": %llu, "
-             "\"reason\": \"%s\", \"recovered\": %s, \"path\": ",
-             (unsigned long long)x->records, (unsigned long long)x->items,
-             (unsigned long long)x->bytes, (unsigned long long)x->gaps, unsealed ? "" : rs,
-             x->recovered ? "true" : "false");
-      tlc_cli_json_str(x->path);
-      putchar('}');
+    if (w) {
+      tlc_json_w_open(w, NULL, '{');
+      tlc_json_w_u64(w, "seq", x->seq);
+      tlc_json_w_str(w, "state", st);
+      tlc_json_w_str(w, "opened", op);
+      tlc_json_w_str(w, "closed", cl);
+      tlc_json_w_i64(w, "opened_unix_ns", x->opened_unix_ns);
+      tlc_json_w_i64(w, "closed_unix_ns", x->closed_unix_ns);
+      if (x->records > 0) {
+        tlc_json_w_i64(w, "first_time", x->first_time);
+        tlc_json_w_i64(w, "last_time", x->last_time);
+        tlc_json_w_i64(w, "min_time", x->min_time);
+        tlc_json_w_i64(w, "max_time", x->max_time);
+      }
+      tlc_json_w_u64(w, "records", x->records);
+      tlc_json_w_u64(w, "items", x->items);
+      tlc_json_w_u64(w, "bytes", x->bytes);
+      tlc_json_w_u64(w, "gaps", x->gaps);
+      tlc_json_w_str(w, "reason", unsealed ? "" : rs);
+      tlc_json_w_bool(w, "recovered", x->recovered);
+      tlc_json_w_str(w, "path", x->path);
+      tlc_json_w_close(w, '}');
       continue;
     }
     if (x->records > 0)
@@ -98,9 +105,10 @@ int tlc_cli_segments(int argc, char **argv) {
              (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
              (unsigned long long)x->bytes, unsealed ? "-" : rs, x->path);
   }
-  if (json)
-    printf("%s]\n", m->segments->n_segments ? "\n" : "");
-  else if (m->segments->n_segments == 0)
+  if (w) {
+    tlc_json_w_close(w, ']');
+    tlc_cli_json_end(&j);
+  } else if (m->segments->n_segments == 0)
     printf("(no segments)\n");
   if (m->segments->truncated)
     fprintf(stderr, "tlcap: more segments than one reply holds: the oldest are not listed\n");

@@ -23,6 +23,25 @@
 
 /* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
  * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
+static void reconnected_json(const tlc_client_event_t *ev) {
+  tlc_cli_json_t j;
+  char old[24], cur[24];
+  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+  snprintf(old, sizeof(old), "%016llx", (unsigned long long)ev->old_instance_id);
+  snprintf(cur, sizeof(cur), "%016llx", (unsigned long long)ev->instance_id);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_open(w, "reconnected", '{');
+  tlc_json_w_str(w, "address", tlc_cli_daemon_addr);
+  tlc_json_w_bool(w, "restarted", ev->restarted);
+  tlc_json_w_str(w, "previous_instance_id", old);
+  tlc_json_w_str(w, "instance_id", cur);
+  tlc_json_w_u64(w, "attempts", ev->attempts);
+  tlc_json_w_u64(w, "down_ms", ev->down_ms);
+  tlc_json_w_close(w, '}');
+  tlc_json_w_close(w, '}');
+  tlc_cli_json_end(&j);
+}
+
 static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
   (void)ud;
   switch (ev->kind) {
@@ -36,13 +55,7 @@ static void watch_event_cb(void *ud, const tlc_client_event_t *ev) {
               ev->attempts, (unsigned long long)ev->backoff_ms);
     break;
   case TLC_CLIENT_EV_RECONNECTED:
-    printf("{\"reconnected\":{\"address\":");
-    tlc_cli_json_str(tlc_cli_daemon_addr);
-    printf(",\"restarted\":%s,\"previous_instance_id\":\"%016llx\",\"instance_id\":\"%016llx\","
-           "\"attempts\":%u,\"down_ms\":%llu}}\n",
-           ev->restarted ? "true" : "false", (unsigned long long)ev->old_instance_id,
-           (unsigned long long)ev->instance_id, ev->attempts, (unsigned long long)ev->down_ms);
-    fflush(stdout);
+    reconnected_json(ev);
     fprintf(stderr, "tlcap watch: %s: reconnected after %llu ms%s\n", tlc_cli_daemon_addr,
             (unsigned long long)ev->down_ms, ev->restarted ? " (the daemon restarted)" : "");
     break;
@@ -57,39 +70,88 @@ static void watch_history(const Tlcap__Snapshot *s) {
   tlc_table_t t;
   tlc_mapping_t map;
   int have_map = 0;
-  tlc_out_t o;
-  char *doc;
-  size_t len;
   tlc_table_init(&t);
   tlc_mapping_init(&map);
   if (tlc_pb_snapshot_apply(&t, s) == 0) {
+    tlc_cli_json_t j;
+    tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+    const tlc_mapping_t *m;
     if (s->mapping != NULL && (s->mapping->n_areas > 0 || s->mapping->n_contexts > 0))
       have_map = tlc_pb_mapping_get(&map, s->mapping) == 0;
-    printf("{\"type\":\"history\",\"target\":");
-    tlc_cli_json_str(s->target);
-    printf(",\"clock\":\"%s\"",
-           s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
+    m = have_map ? &map : NULL;
+    tlc_json_w_open(w, NULL, '{');
+    tlc_json_w_str(w, "type", "history");
+    tlc_json_w_str(w, "target", s->target);
+    tlc_json_w_str(w, "clock",
+                   s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
     if (s->range->has_since)
-      printf(",\"since\":%lld", (long long)s->range->since);
+      tlc_json_w_i64(w, "since", s->range->since);
     if (s->range->has_until)
-      printf(",\"until\":%lld", (long long)s->range->until);
-    printf(",\"segments\":%u,\"stats\":", s->segments);
-    tlc_out_init(&o, 0, NULL, NULL); /* in memory: the document ends with a newline */
-    if (tlc_json_write(&o, &t, have_map ? &map : NULL, s->target, 1) == 0 &&
-        (doc = tlc_out_take(&o, &len)) != NULL) {
-      while (len > 0 && doc[len - 1] == '\n')
-        len--;
-      fwrite(doc, 1, len, stdout);
-      tlc_free(doc);
-    } else {
-      printf("null");
-    }
-    tlc_out_fini(&o);
-    printf("}\n");
+      tlc_json_w_i64(w, "until", s->range->until);
+    tlc_json_w_u64(w, "segments", s->segments);
+    tlc_json_begin_member(w, &j.o, "stats", &t, m, s->target);
+    tlc_json_rows(w, &j.o, &t, m);
+    tlc_json_end_member(w, &j.o);
+    tlc_json_w_close(w, '}');
+    tlc_cli_json_end(&j);
   }
-  fflush(stdout);
   tlc_mapping_fini(&map);
   tlc_table_fini(&t);
+}
+
+/* --events: a target's events (SPEC 5), a lifecycle event, a drop notice: one JSON line each */
+static void target_event_json(const Tlcap__TargetEvent *te) {
+  tlc_cli_json_t j;
+  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "type", "target_event");
+  tlc_json_w_str(w, "target", te->target);
+  tlc_json_w_str(w, "kind", tlc_pb_event_kind_name(te->kind));
+  tlc_json_w_str(w, "detail", te->detail);
+  tlc_json_w_i64(w, "unix_ms", te->unix_ms);
+  tlc_json_w_u64(w, "seq", te->seq);
+  tlc_json_w_close(w, '}');
+  tlc_cli_json_end(&j);
+}
+
+static void events_json(const Tlcap__EventBatch *ev) {
+  tlc_cli_json_t j;
+  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "type", "events");
+  tlc_json_w_str(w, "target", ev->target);
+  tlc_json_w_u64(w, "seq", ev->seq);
+  tlc_json_w_open(w, "events", '[');
+  for (size_t k = 0; k < ev->n_events; k++) {
+    const Tlcap__Event *e = ev->events[k];
+    char handle[16], type[2] = { e->type <= 4 ? "XSREW"[e->type] : '?', 0 };
+    snprintf(handle, sizeof(handle), "%08X", e->handle);
+    tlc_json_w_open(w, NULL, '{');
+    tlc_json_w_i64(w, "time", e->time_ns);
+    tlc_json_w_str(w, "handle", handle);
+    tlc_json_w_str(w, "type", type);
+    tlc_json_w_u64(w, "core", e->core);
+    tlc_json_w_u64(w, "data", e->data);
+    if (e->thread != 0)
+      tlc_json_w_u64(w, "thread", e->thread);
+    tlc_json_w_close(w, '}');
+  }
+  tlc_json_w_close(w, ']');
+  tlc_json_w_close(w, '}');
+  tlc_cli_json_end(&j);
+}
+
+static void dropped_json(const Tlcap__Dropped *d) {
+  tlc_cli_json_t j;
+  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "type", "dropped");
+  tlc_json_w_u64(w, "batches", d->batches);
+  tlc_json_w_u64(w, "events", d->events);
+  tlc_json_w_u64(w, "total_batches", d->total_batches);
+  tlc_json_w_u64(w, "total_events", d->total_events);
+  tlc_json_w_close(w, '}');
+  tlc_cli_json_end(&j);
 }
 
 int tlc_cli_watch(int argc, char **argv) {
@@ -196,36 +258,13 @@ int tlc_cli_watch(int argc, char **argv) {
       break;
     }
     case TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT:
-      printf("{\"type\":\"target_event\",\"target\":");
-      tlc_cli_json_str(m->target_event->target);
-      printf(",\"kind\":\"%s\",\"detail\":", tlc_pb_event_kind_name(m->target_event->kind));
-      tlc_cli_json_str(m->target_event->detail);
-      printf(",\"unix_ms\":%lld,\"seq\":%llu}\n", (long long)m->target_event->unix_ms,
-             (unsigned long long)m->target_event->seq);
+      target_event_json(m->target_event);
       break;
-    case TLCAP__SERVER_MESSAGE__MSG_EVENTS: {
-      size_t k;
-      printf("{\"type\":\"events\",\"target\":");
-      tlc_cli_json_str(m->events->target);
-      printf(",\"seq\":%llu,\"events\":[", (unsigned long long)m->events->seq);
-      for (k = 0; k < m->events->n_events; k++) {
-        const Tlcap__Event *e = m->events->events[k];
-        printf("%s{\"time\":%lld,\"handle\":\"%08X\",\"type\":\"%c\",\"core\":%u,\"data\":%llu",
-               k ? "," : "", (long long)e->time_ns, e->handle,
-               e->type <= 4 ? "XSREW"[e->type] : '?', e->core, (unsigned long long)e->data);
-        if (e->thread != 0)
-          printf(",\"thread\":%llu", (unsigned long long)e->thread);
-        printf("}");
-      }
-      printf("]}\n");
+    case TLCAP__SERVER_MESSAGE__MSG_EVENTS:
+      events_json(m->events);
       break;
-    }
     case TLCAP__SERVER_MESSAGE__MSG_DROPPED:
-      printf("{\"type\":\"dropped\",\"batches\":%llu,\"events\":%llu,\"total_batches\":%llu,"
-             "\"total_events\":%llu}\n",
-             (unsigned long long)m->dropped->batches, (unsigned long long)m->dropped->events,
-             (unsigned long long)m->dropped->total_batches,
-             (unsigned long long)m->dropped->total_events);
+      dropped_json(m->dropped);
       break;
     case TLCAP__SERVER_MESSAGE__MSG_ERROR: {
       char err[400];

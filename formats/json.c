@@ -142,6 +142,16 @@ void tlc_json_w_str(jw_t *w, const char *k, const char *v) {
     tlc_json_string(w->o, v);
 }
 
+void tlc_json_w_bool(jw_t *w, const char *k, int v) {
+  tlc_json_w_key(w, k);
+  tlc_out_puts(w->o, v ? "true" : "false");
+}
+
+void tlc_json_w_raw(jw_t *w, const char *k, const char *json) {
+  tlc_json_w_key(w, k);
+  tlc_out_puts(w->o, json);
+}
+
 static void kv_hex8(jw_t *w, const char *k, uint32_t v) {
   tlc_json_w_key(w, k);
   tlc_out_putc(w->o, '"');

@@ -34,6 +34,9 @@ void tlc_json_w_close(tlc_json_w_t *w, char c);
 void tlc_json_w_u64(tlc_json_w_t *w, const char *k, uint64_t v);
 void tlc_json_w_i64(tlc_json_w_t *w, const char *k, int64_t v);
 void tlc_json_w_str(tlc_json_w_t *w, const char *k, const char *v);
+void tlc_json_w_bool(tlc_json_w_t *w, const char *k, int v);
+/* A value already written as JSON text by the caller (a number in a chosen precision). */
+void tlc_json_w_raw(tlc_json_w_t *w, const char *k, const char *json);
 
 /* Writes `t` (sorted) as one JSON document followed by a newline. `m` gives names (may be
  * NULL). `target` names the target (may be NULL). With `compact`, no indentation (one line,

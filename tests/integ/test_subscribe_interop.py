@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -298,6 +299,17 @@ def main():
             for i in range(50):
                 f.write(rec(0x00000001, 3, t) + rec(0x00000001, 0, t + 10))
                 t += 100
+        # tlcap watch --events sees the new target's lifecycle and its events as JSON lines
+        wp = subprocess.Popen([TLCAP] + CONN + ["--connect", addr, "watch", "*", "--events",
+                                                "--interval", "50"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(wp.stdout.readline, b"")),
+                                  daemon=True)
+        reader.start()
+        # py's first snapshot: the subscription is in place before "sent" connects
+        D.wait_until(lambda: lines, 15, "tlcap watch's first line")
+        T.check(json.loads(lines[0])["schema"] == "tlcap-stats/1", "watch: %r" % lines[0])
         rc, out, err = T.run([TLCAP, "send", path, "--target", "sent", "--format", "bin11",
                               "--to", "127.0.0.1:%d" % ping, "--rate", "20000"], timeout=60)
         T.check(rc == 0, "send: %d %s" % (rc, err))
@@ -307,6 +319,24 @@ def main():
                                   "json"])
             return rc2 == 0 and json.loads(out2)["counters"]["events"] == 100
         D.wait_until(sent_count, 15, "100 events of target 'sent'", step=0.1)
+
+        def watched(kind):
+            docs = [json.loads(x) for x in list(lines)]
+            return [x for x in docs if x.get("type") == kind and x.get("target") == "sent"]
+        D.wait_until(lambda: sum(len(x["events"]) for x in watched("events")) >= 100, 15,
+                     "the 100 events in tlcap watch --events", step=0.1)
+        wp.terminate()
+        wp.wait(timeout=10)
+        evs = [e for x in watched("events") for e in x["events"]]
+        T.eq([(e["handle"], e["type"]) for e in evs], [("00000001", "E"), ("00000001", "X")] * 50,
+             "watched events: handle and type of each record sent")
+        T.check(all(a["time"] < b["time"] for a, b in zip(evs, evs[1:])),
+                "watched events in time order")
+        T.check(all(e["core"] == 0 and e["data"] == 0 and "thread" not in e for e in evs),
+                "watched events: core, data, no thread: %r" % evs[:2])
+        T.check(any(x["kind"] == "connected" and isinstance(x["seq"], int)
+                    for x in watched("target_event")),
+                "watch: the target_event line of the connection: %r" % lines[:6])
 
         # --- an oversized frame closes only that connection, with an error first ---
         b = Sub(pb, serve)
