@@ -21,6 +21,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One JSON line {"type": TYPE, ...} on stdout: its writer, then line_end. */
+static tlc_json_w_t *line_begin(tlc_cli_json_t *j, const char *type) {
+  tlc_json_w_t *w = tlc_cli_json_begin(j, 1);
+  tlc_json_w_open(w, NULL, '{');
+  tlc_json_w_str(w, "type", type);
+  return w;
+}
+
+static void line_end(tlc_cli_json_t *j) {
+  tlc_json_w_close(&j->w, '}');
+  tlc_cli_json_end(j);
+}
+
 /* watch: a loss and each failed attempt on stderr; the reconnection as a JSON line on stdout
  * (between snapshots, so a consumer knows the next snapshot starts a new stream). */
 static void reconnected_json(const tlc_client_event_t *ev) {
@@ -74,13 +87,11 @@ static void watch_history(const Tlcap__Snapshot *s) {
   tlc_mapping_init(&map);
   if (tlc_pb_snapshot_apply(&t, s) == 0) {
     tlc_cli_json_t j;
-    tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
+    tlc_json_w_t *w = line_begin(&j, "history");
     const tlc_mapping_t *m;
     if (s->mapping != NULL && (s->mapping->n_areas > 0 || s->mapping->n_contexts > 0))
       have_map = tlc_pb_mapping_get(&map, s->mapping) == 0;
     m = have_map ? &map : NULL;
-    tlc_json_w_open(w, NULL, '{');
-    tlc_json_w_str(w, "type", "history");
     tlc_json_w_str(w, "target", s->target);
     tlc_json_w_str(w, "clock",
                    s->range->clock == TLCAP__TIME_RANGE__CLOCK__WALL ? "wall" : "target");
@@ -92,8 +103,7 @@ static void watch_history(const Tlcap__Snapshot *s) {
     tlc_json_begin_member(w, &j.o, "stats", &t, m, s->target);
     tlc_json_rows(w, &j.o, &t, m);
     tlc_json_end_member(w, &j.o);
-    tlc_json_w_close(w, '}');
-    tlc_cli_json_end(&j);
+    line_end(&j);
   }
   tlc_mapping_fini(&map);
   tlc_table_fini(&t);
@@ -102,23 +112,18 @@ static void watch_history(const Tlcap__Snapshot *s) {
 /* --events: a target's events (SPEC 5), a lifecycle event, a drop notice: one JSON line each */
 static void target_event_json(const Tlcap__TargetEvent *te) {
   tlc_cli_json_t j;
-  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
-  tlc_json_w_open(w, NULL, '{');
-  tlc_json_w_str(w, "type", "target_event");
+  tlc_json_w_t *w = line_begin(&j, "target_event");
   tlc_json_w_str(w, "target", te->target);
   tlc_json_w_str(w, "kind", tlc_pb_event_kind_name(te->kind));
   tlc_json_w_str(w, "detail", te->detail);
   tlc_json_w_i64(w, "unix_ms", te->unix_ms);
   tlc_json_w_u64(w, "seq", te->seq);
-  tlc_json_w_close(w, '}');
-  tlc_cli_json_end(&j);
+  line_end(&j);
 }
 
 static void events_json(const Tlcap__EventBatch *ev) {
   tlc_cli_json_t j;
-  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
-  tlc_json_w_open(w, NULL, '{');
-  tlc_json_w_str(w, "type", "events");
+  tlc_json_w_t *w = line_begin(&j, "events");
   tlc_json_w_str(w, "target", ev->target);
   tlc_json_w_u64(w, "seq", ev->seq);
   tlc_json_w_open(w, "events", '[');
@@ -137,21 +142,17 @@ static void events_json(const Tlcap__EventBatch *ev) {
     tlc_json_w_close(w, '}');
   }
   tlc_json_w_close(w, ']');
-  tlc_json_w_close(w, '}');
-  tlc_cli_json_end(&j);
+  line_end(&j);
 }
 
 static void dropped_json(const Tlcap__Dropped *d) {
   tlc_cli_json_t j;
-  tlc_json_w_t *w = tlc_cli_json_begin(&j, 1);
-  tlc_json_w_open(w, NULL, '{');
-  tlc_json_w_str(w, "type", "dropped");
+  tlc_json_w_t *w = line_begin(&j, "dropped");
   tlc_json_w_u64(w, "batches", d->batches);
   tlc_json_w_u64(w, "events", d->events);
   tlc_json_w_u64(w, "total_batches", d->total_batches);
   tlc_json_w_u64(w, "total_events", d->total_events);
-  tlc_json_w_close(w, '}');
-  tlc_cli_json_end(&j);
+  line_end(&j);
 }
 
 int tlc_cli_watch(int argc, char **argv) {
