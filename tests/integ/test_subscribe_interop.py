@@ -304,9 +304,11 @@ def main():
                                                 "--interval", "50"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         lines = []
-        reader = threading.Thread(target=lambda: lines.extend(iter(wp.stdout.readline, b"")),
-                                  daemon=True)
-        reader.start()
+
+        def pump():  # watch's stdout, a line at a time, as it comes
+            for line in iter(wp.stdout.readline, b""):
+                lines.append(line)
+        threading.Thread(target=pump, daemon=True).start()
         # py's first snapshot: the subscription is in place before "sent" connects
         D.wait_until(lambda: lines, 15, "tlcap watch's first line")
         T.check(json.loads(lines[0])["schema"] == "tlcap-stats/1", "watch: %r" % lines[0])
