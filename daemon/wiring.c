@@ -29,12 +29,11 @@
 #include "iofault.h"
 #endif
 
+#include "http.h"
 #include "pubsub.h"
 #include "segread.h"
 #include "store.h"
-#include "http.h"
 #include "tlc_version.h"
-#include <sys/statvfs.h>
 
 #include "continuity.h"
 #include "json.h"
@@ -46,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 struct tlc_wiring {
@@ -870,7 +870,6 @@ static int http_start(tlc_wiring_t *w) {
   ho.max_connections = c->http_max_connections;
   ho.metrics_areas = c->metrics_areas;
   ho.start_unix_ms = tlc_now_unix_ms();
-#ifdef TLC_VERSION
   ho.version = TLC_VERSION;
   ho.auth = w->auth; /* SPEC 8: the same token as the subscriber port */
   ho.tls_cert = w->tls != NULL ? c->tls_cert : NULL;
@@ -911,7 +910,6 @@ static int http_start(tlc_wiring_t *w) {
           c->http, tlc_http_port(w->http));
   return 0;
 }
-#endif
 
 int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));

@@ -13,8 +13,9 @@
  * sequence. Only the lowest sequence of a target is ever deleted: when it is being compressed
  * (busy) or its main export or manifest is being written late (pinned), that target keeps
  * everything for this pass (over its budget for a moment), and the thread that clears the flag
- * asks for another pass (sealer.c, zstd.c). Skipping it for the next one would leave the kept
- * stream with a hole, which replay and the exports would read as one stream.
+ * on a target's lowest sequence asks for another pass (sealer.c, zstd.c). Skipping it for the next
+ * one would leave the kept stream with a hole, which replay and the exports would read as one
+ * stream.
  *
  * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds), O(n^2)
  * when the oldest entries are all held (each candidate then scans for a lower sequence).
@@ -66,17 +67,16 @@ static int older(const tlc_catent_t *a, const tlc_catent_t *b, int same_target) 
   return a->seq < b->seq;
 }
 
-/* whether v[i] is the lowest sequence of its target still catalogued */
-static int is_head(const tlc_catalog_t *c, size_t i) {
+int tlc__catalog_is_oldest(const tlc_catalog_t *c, const tlc_catent_t *e) {
   for (size_t j = 0; j < c->n; j++)
-    if (c->v[j].seq < c->v[i].seq && strcmp(c->v[j].target, c->v[i].target) == 0)
+    if (c->v[j].seq < e->seq && strcmp(c->v[j].target, e->target) == 0)
       return 0;
   return 1;
 }
 
 /* whether v[i] may go now: the lowest sequence of its target, neither busy nor pinned */
 static int deletable(const tlc_catalog_t *c, size_t i) {
-  return !c->v[i].busy && !c->v[i].pinned && is_head(c, i);
+  return !c->v[i].busy && !c->v[i].pinned && tlc__catalog_is_oldest(c, &c->v[i]);
 }
 
 /* Index of the next victim, or SIZE_MAX: the lowest sequence of `target`, unless it is busy or
@@ -91,8 +91,9 @@ static size_t oldest(const tlc_catalog_t *c, const char *target) {
           (best == SIZE_MAX || older(&c->v[i], &c->v[best], 1)))
         best = i;
     } else if (!c->v[i].busy && !c->v[i].pinned &&
-               (best == SIZE_MAX || older(&c->v[i], &c->v[best], 0)) && is_head(c, i)) {
-      best = i; /* is_head last: in practice only the first few entries get that far */
+               (best == SIZE_MAX || older(&c->v[i], &c->v[best], 0)) &&
+               tlc__catalog_is_oldest(c, &c->v[i])) {
+      best = i; /* that scan last: in practice only the first few entries get that far */
     }
   }
   if (target && best != SIZE_MAX && (c->v[best].busy || c->v[best].pinned))

@@ -33,8 +33,10 @@ tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t
 }
 
 /* Pins (on = 1) a catalogued segment against retention while its files are written late, or
- * unpins it and refreshes its size on disk. Returns 1 when it is in the catalog. */
-static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on) {
+ * unpins it and refreshes its size on disk; then *oldest (may be NULL) says whether it is its
+ * target's lowest sequence, which held retention back (retention.c). Returns 1 when it is in
+ * the catalog. */
+static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on, int *oldest) {
   char dir[1200];
   uv_mutex_lock(&s->cat.mu);
   tlc_catent_t *e = tlc__store_cat_find(&s->cat, target, seq);
@@ -45,6 +47,8 @@ static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on) {
       e->bytes = tlc__segment_disk_bytes(dir, e->base, e->data);
     }
   }
+  if (oldest)
+    *oldest = e != NULL && tlc__catalog_is_oldest(&s->cat, e);
   uv_mutex_unlock(&s->cat.mu);
   return e != NULL;
 }
@@ -92,11 +96,11 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
   snprintf(dpath, sizeof dpath, "%s/%s", dir, p->data);
   snprintf(zpath, sizeof zpath, "%s.zst", dpath);
   snprintf(mpath, sizeof mpath, "%s/%s.manifest", dir, p->base);
-  int pinned = cat_pin(s, p->target, p->seq, 1);
+  int pinned = cat_pin(s, p->target, p->seq, 1, NULL);
   int plain = lstat(dpath, &st) == 0;
   if (!plain && lstat(zpath, &st) != 0) {
     if (pinned) /* deleted by retention meanwhile: nothing to write */
-      cat_pin(s, p->target, p->seq, 0);
+      cat_pin(s, p->target, p->seq, 0, NULL);
     return 1;
   }
   int late_ex = 0; /* the manifest is rewritten to name an export written now */
@@ -143,10 +147,12 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
     }
   }
   if (pinned) {
-    cat_pin(s, p->target, p->seq, 0);
-    if (s->retain_live) /* it may be the oldest, held over a budget (retention.c) */
+    int oldest;
+    cat_pin(s, p->target, p->seq, 0, &oldest);
+    /* during recovery the catalog is not complete yet: its own pass comes after */
+    if (oldest && s->retain_live)
       tlc__store_retention_pass(s);
-    else /* recovery: its catalog is not complete yet; its own pass comes after */
+    else
       tlc__store_update_stored(s);
   }
   return !p->need_ex && !p->need_mf;

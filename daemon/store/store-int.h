@@ -189,6 +189,9 @@ int tlc__catalog_init(tlc_catalog_t *c);
 void tlc__catalog_fini(tlc_catalog_t *c);
 /* Adds (copies) an entry; caller holds nothing (locks inside). 0 or TLC_ENOMEM. */
 int tlc__catalog_add(tlc_catalog_t *c, const tlc_catent_t *e);
+/* Whether e is the lowest sequence of its target in the catalog (the only one retention may
+ * delete: while it is busy or pinned, its target waits). The caller holds c->mu. */
+int tlc__catalog_is_oldest(const tlc_catalog_t *c, const tlc_catent_t *e);
 /* Sum of every file size of a segment base in dir (data, .zst, export, manifest, torn, skipped). */
 uint64_t tlc__segment_disk_bytes(const char *dir, const char *base, const char *data);
 

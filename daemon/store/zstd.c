@@ -35,6 +35,7 @@ typedef struct zjob {
   char path[1200]; /* data file */
   int rc;
   int skipped;
+  int oldest; /* its target's lowest sequence when done: retention may go on (retention.c) */
 } zjob_t;
 
 static int compress_file(const char *src, const char *dst, int level) {
@@ -135,6 +136,7 @@ static void z_work(uv_work_t *req) {
   e = tlc__store_cat_find(&s->cat, j->target, j->seq);
   if (e) {
     e->busy = 0;
+    j->oldest = tlc__catalog_is_oldest(&s->cat, e);
     if (j->rc == 0) {
       e->compressed = 1;
       e->bytes = tlc__segment_disk_bytes(dir, e->base, e->data);
@@ -162,8 +164,8 @@ static void z_after(uv_work_t *req, int status) {
                             j->target, j->path, tlc_strerror(j->rc));
     }
   }
-  sjob_t *rj = !j->skipped && !s->closing ? tlc_calloc(1, sizeof *rj) : NULL;
-  if (rj) { /* it may be the oldest, held over a budget while busy (retention.c) */
+  sjob_t *rj = j->oldest && !s->closing ? tlc_calloc(1, sizeof *rj) : NULL;
+  if (rj) { /* it held its target's retention back while busy (retention.c) */
     rj->kind = J_RETAIN;
     tlc__store_push_job(s, rj);
   }
