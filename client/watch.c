@@ -15,6 +15,7 @@
 #include "stats.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
+#include "tlc_event.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -129,11 +130,10 @@ static void events_json(const Tlcap__EventBatch *ev) {
   tlc_json_w_open(w, "events", '[');
   for (size_t k = 0; k < ev->n_events; k++) {
     const Tlcap__Event *e = ev->events[k];
-    char handle[16], type[2] = { e->type <= 4 ? "XSREW"[e->type] : '?', 0 };
-    snprintf(handle, sizeof(handle), "%08X", e->handle);
+    char type[2] = { tlc_ev_char(e->type), 0 };
     tlc_json_w_open(w, NULL, '{');
     tlc_json_w_i64(w, "time", e->time_ns);
-    tlc_json_w_str(w, "handle", handle);
+    tlc_json_w_hex8(w, "handle", e->handle);
     tlc_json_w_str(w, "type", type);
     tlc_json_w_u64(w, "core", e->core);
     tlc_json_w_u64(w, "data", e->data);

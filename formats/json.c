@@ -152,7 +152,7 @@ void tlc_json_w_raw(jw_t *w, const char *k, const char *json) {
   tlc_out_puts(w->o, json);
 }
 
-static void kv_hex8(jw_t *w, const char *k, uint32_t v) {
+void tlc_json_w_hex8(jw_t *w, const char *k, uint32_t v) {
   tlc_json_w_key(w, k);
   tlc_out_putc(w->o, '"');
   tlc_out_hex(w->o, v, 8);
@@ -183,9 +183,8 @@ static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int
   tlc_out_putc(w->o, '"');
   tlc_out_u128(w->o, d->sumsq_hi, d->sumsq_lo);
   tlc_out_putc(w->o, '"');
-  tlc_json_w_key(w, "stddev");
   snprintf(buf, sizeof(buf), "%.3f", tlc_dist_stddev(d));
-  tlc_out_puts(w->o, buf);
+  tlc_json_w_raw(w, "stddev", buf);
   for (i = 0; i < TLC_NQUANT; i++)
     kv_opt(w, qk[i], d->n > 0 && d->has_q, d->q[i]);
   tlc_json_w_close(w, '}');
@@ -199,7 +198,7 @@ static void row(jw_t *w, const tlc_table_t *t, const tlc_mapping_t *m, const tlc
   if (ma == NULL && m != NULL && r->kind == TLC_ROW_STATE)
     ma = tlc_mapping_find(m, r->handle);
   tlc_json_w_open(w, NULL, '{');
-  kv_hex8(w, "handle", r->handle);
+  tlc_json_w_hex8(w, "handle", r->handle);
   tlc_json_w_str(w, "area", area < 6 ? area_name[area] : "unknown");
   tlc_json_w_str(w, "name", ma ? ma->name : NULL);
   if (r->kind == TLC_ROW_CODE) {
@@ -275,7 +274,7 @@ static void begin(jw_t *wp, const char *k, const tlc_table_t *t, const tlc_mappi
   kv_opt(&w, "last_time", c->events > 0, t->last_time);
   tlc_json_w_i64(&w, "total_time", tlc_table_total_time(t));
   if (t->has_context_area)
-    kv_hex8(&w, "context_area", t->context_area);
+    tlc_json_w_hex8(&w, "context_area", t->context_area);
   else
     tlc_json_w_str(&w, "context_area", NULL);
   tlc_json_w_open(&w, "windows_ns", '[');

@@ -35,6 +35,8 @@ void tlc_json_w_u64(tlc_json_w_t *w, const char *k, uint64_t v);
 void tlc_json_w_i64(tlc_json_w_t *w, const char *k, int64_t v);
 void tlc_json_w_str(tlc_json_w_t *w, const char *k, const char *v);
 void tlc_json_w_bool(tlc_json_w_t *w, const char *k, int v);
+/* A 32-bit value as an 8-digit upper-case hex string ("0000ABCD"): handles, areas. */
+void tlc_json_w_hex8(tlc_json_w_t *w, const char *k, uint32_t v);
 /* A value already written as JSON text by the caller (a number in a chosen precision). */
 void tlc_json_w_raw(tlc_json_w_t *w, const char *k, const char *json);
 
