@@ -45,7 +45,10 @@ byte (SPEC 1). Throughput = bytes / (first write .. close).
  5. abnostore (with --ab-base BUILD0): `tlcapd --no-store` of BUILD0 and of BUILD_DIR, fresh
     daemons, alternating (N pairs, --ratio-runs), same stream: median throughput and CPU time
     per event of each, so that a change is seen not to slow ingest without storage.
-Every figure is printed with the CPU seconds of each process and the machine's other
+tlcapd's CPU time (all its threads, and the loop thread alone) is the scheduler's count in
+nanoseconds (/proc/PID/task/TID/schedstat; clock ticks are too coarse for 0.3 s runs), read
+just before and just after the sender's run: the stats requests that check a run are not in
+it. Every figure is printed with the CPU seconds of each process and the machine's other
 ("foreign") CPU use during the run, in cores (busy time from /proc/stat less ours, divided by
 the wall time from the sender's start to its end): the machine has 2 cores, shared by sender,
 receiver and anything else.
@@ -105,11 +108,11 @@ def daemon_run(io, a, dm, port, passes):
     """One run against a running daemon: returns dict like plain_run, plus the stats check."""
     before = dm.target(TARGET)
     r0 = before["records"] if before else 0
-    c0 = dm.cpu()
+    c0, l0 = dm.cpu(), B.loop_cpu_s(dm.pid)
     m0, w0 = B.machine_busy_s(), time.monotonic()
     out, cpu_send = B.run_child(sender_argv(io, port, a, passes), 900)
     m1, w1 = B.machine_busy_s(), time.monotonic()
-    c1 = dm.cpu()
+    c1, l1 = dm.cpu(), B.loop_cpu_s(dm.pid)  # before the stats dump below, which is not ingest
     c = B.json_lines(out)[0]
     t = dm.target(TARGET)
     if t is None or t["records"] - r0 != c["records"] or t["decode_errors"] or t["anomalies"]:
@@ -117,7 +120,7 @@ def daemon_run(io, a, dm, port, passes):
                            % (c["records"], {k: v for k, v in (t or {}).items() if k != "stats"}))
     return dict(mbps=c["mbps"], seconds=c["seconds"], bytes=c["bytes"], cpu_recv=c1 - c0,
                 cpu_send=cpu_send, foreign=max(0.0, (m1 - m0) - (c1 - c0) - cpu_send) / (w1 - w0),
-                t1=c["t1"], t0=c["t0"], records=c["records"])
+                t1=c["t1"], t0=c["t0"], records=c["records"], cpu_loop=l1 - l0)
 
 
 def fmt(r):
@@ -312,10 +315,7 @@ def nostore_fresh_run(io, a, build, d):
     dm = B.Daemon(build, d, ["--listen", "bench=bin11@127.0.0.1:%d" % port, "--no-store",
                              "--serve", "", "--state-dir", state])
     try:
-        c0, l0 = dm.cpu(), B.loop_cpu_s(dm.pid)
         r = daemon_run(io, a, dm, port, a.ratio_passes)
-        r["cpu_recv"] = dm.cpu() - c0
-        r["cpu_loop"] = B.loop_cpu_s(dm.pid) - l0
         dm.stop()
     finally:
         dm.kill()
