@@ -682,6 +682,25 @@ static int write_evlog(tlc_store_target_t *t, const tlc_event_t *ev, size_t n, c
   return rc < 0 ? rc : src;
 }
 
+static size_t synth_count(const tlc_event_t *ev, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    k += (ev[i].flags & TLC_EVF_SYNTH) != 0;
+  return k;
+}
+
+/* bin1x: gives back the count (and the queue room, when `reserved`) tlc_store_write_chunk took
+ * for `syn` synthesised events, which have no record */
+static void synth_back(tlc_store_target_t *t, size_t syn, int reserved) {
+  if (syn == 0)
+    return;
+  size_t len = syn * TLC_BIN1X_RECORD;
+  LOCKED(t->s, t->s->c.records_in -= syn; t->s->c.bytes_in -= len; t->c.records_in -= syn;
+         t->c.bytes_in -= len);
+  if (reserved)
+    unreserve(t, len);
+}
+
 int tlc_store_write(tlc_store_target_t *t, const tlc_event_t *ev, size_t n) {
   return tlc_store_write_chunk(t, ev, n, NULL, 0, 0);
 }
@@ -695,14 +714,11 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     sk_flush(t); /* the skipped bytes the decoder told go before these records */
   if (t->format == TLC_FMT_EVLOG)
     return write_evlog(t, ev, n, chunk, clen, coff);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    k += !(ev[i].flags & TLC_EVF_SYNTH);
-  if (k == 0)
-    return 0;
   /* The queue room is taken now, so that the records are dropped (or not) as they come, as
-   * if each call were queued at once. */
-  size_t klen = k * TLC_BIN1X_RECORD;
+   * if each call were queued at once. One record an event: bin1x events are never synthesised
+   * (TLC_EVF_SYNTH is the evlog mapping's), so the events are not counted first; any that were
+   * are skipped below and their room and count given back (synth_back). */
+  size_t k = n, klen = k * TLC_BIN1X_RECORD;
   int fits;
   uv_mutex_lock(&s->mu);
   s->c.records_in += k;
@@ -721,14 +737,18 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   }
   uv_mutex_unlock(&s->mu);
   if (!fits) {
-    count_buffer_full(t, k, klen);
+    size_t syn = synth_count(ev, n);
+    synth_back(t, syn, 0);
+    count_buffer_full(t, k - syn, (k - syn) * TLC_BIN1X_RECORD);
     return 0;
   }
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0; /* after the records gathered before the drop, before these */
   const size_t R = TLC_BIN1X_RECORD;
+  size_t syn = 0;
   for (size_t i = 0; i < n;) {
     if (ev[i].flags & TLC_EVF_SYNTH) {
+      syn++;
       i++;
       continue;
     }
@@ -736,9 +756,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       gather_flush(t);
     if (!t->gb) {
       if (gather_alloc(s, &t->gb, &t->gt) < 0) {
-        uint64_t left = 0;
-        for (; i < n; i++)
-          left += !(ev[i].flags & TLC_EVF_SYNTH);
+        size_t syn_left = synth_count(ev + i, n - i), left = n - i - syn_left;
+        synth_back(t, syn + syn_left, 1);
         unreserve(t, left * R);
         count_buffer_full(t, left, left * R);
         if (t->gn > 0 && !t->gq) {
@@ -758,18 +777,31 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     uint8_t *dst = t->gb + t->gn * R;
     uint64_t o = ev[i].offset - coff;
     if (chunk && ev[i].offset >= coff && o < clen && clen - o >= R) {
-      size_t room = s->gather_max - t->gn, j = i + 1;
+      size_t room = s->gather_max - t->gn;
       size_t fit = (size_t)((clen - o) / R); /* whole records the chunk holds from o */
       size_t lim = n - i < room ? n - i : room;
       if (lim > fit)
         lim = fit;
+      /* The run's times, and whether all lim events are one run (each a record right after the
+       * one before, none synthesised): the usual case, checked in the same branch-free pass.
+       * Else the run ends at the first event that is not. */
+      const tlc_event_t *e = ev + i;
       int64_t *gt = t->gt + t->gn;
-      gt[0] = ev[i].time_ns;
-      uint64_t next = ev[i].offset + R;
-      while (j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) && ev[j].offset == next) {
-        gt[j - i] = ev[j].time_ns; /* the run's times in the same pass */
-        next += R;
-        j++;
+      uint64_t o0 = e[0].offset, off = 0;
+      uint64_t bad = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 4
+#endif
+      for (size_t m = 0; m < lim; m++, off += R) {
+        gt[m] = e[m].time_ns;
+        bad |= (e[m].offset - o0 - off) | (e[m].flags & TLC_EVF_SYNTH);
+      }
+      size_t j = i + lim;
+      if (bad) {
+        j = i + 1;
+        for (off = R; j - i < lim && !(ev[j].flags & TLC_EVF_SYNTH) && ev[j].offset == o0 + off;
+             off += R)
+          j++;
       }
       if (dst != chunk + o)
         memmove(dst, chunk + o, (j - i) * R);
@@ -781,6 +813,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       i++;
     }
   }
+  synth_back(t, syn, 1);
   if (t->gn > 0 && !t->gq) {
     t->gq = 1;
     t->gnext = s->gather;

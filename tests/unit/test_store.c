@@ -256,6 +256,67 @@ static void test_write_chunk_as_received(void **state) {
   free(gen);
 }
 
+/* A chunk whose events are not all one run of records (the run check in
+ * tlc_store_write_chunk): a record the decoder refused (no event), a synthesised event (which
+ * has no record: TLC_EVF_SYNTH) and events in an order that is not the stream's. The segments
+ * hold the records of the events, byte for byte, in the events' order; the synthesised event
+ * is neither stored nor counted, and its queue room is given back. */
+static void test_write_chunk_runs(void **state) {
+  (void)state;
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "runs", TLC_FMT_BIN11, &t), 0);
+  buf_t chunk = { 0 };
+  size_t n = 40;
+  tlc_event_t *gen = gen_bin(TLC_FMT_BIN11, n, 41, &chunk);
+  for (size_t i = 0; i < n; i++)
+    gen[i].offset = 1000 + i * 24; /* the chunk starts at stream offset 1000 */
+  /* events: 0..9, (10 refused), 11..19, a synthesised copy of 20, 20..29, then 35, 30..34 */
+  tlc_event_t ev[64];
+  size_t k = 0, order[64];
+  for (size_t i = 0; i < 30; i++) {
+    if (i == 10)
+      continue;
+    if (i == 20) {
+      ev[k] = gen[20];
+      ev[k++].flags |= TLC_EVF_SYNTH;
+    }
+    order[k] = i;
+    ev[k++] = gen[i];
+  }
+  order[k] = 35;
+  ev[k++] = gen[35];
+  for (size_t i = 30; i < 35; i++) {
+    order[k] = i;
+    ev[k++] = gen[i];
+  }
+  assert_int_equal(tlc_store_write_chunk(t, ev, k, chunk.p, chunk.len, 1000), 0);
+  barrier(s, &loop);
+  tlc_store_counters_t c;
+  tlc_store_counters(s, &c);
+  assert_int_equal(c.records_in, k - 1);
+  assert_int_equal(c.records_written, k - 1);
+  assert_int_equal(c.queue_bytes, 0);
+  close_store(s, &loop);
+  buf_t want = { 0 };
+  for (size_t i = 0; i < k; i++)
+    if (!(ev[i].flags & TLC_EVF_SYNTH))
+      buf_add(&want, chunk.p + order[i] * 24, 24);
+  char dir[1200];
+  tdir(dir, sizeof dir, "runs");
+  buf_t got = { 0 };
+  read_all(dir, &got, NULL);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.p, want.p, want.len);
+  buf_free(&got);
+  buf_free(&want);
+  buf_free(&chunk);
+  free(gen);
+}
+
 /* Zero-copy reads (tlc_store_read_buffer), as a TCP source does them: reads of odd sizes land
  * in the place the store lends (so records straddle reads and gather buffers), each pushed
  * through a strict decoder in batches and handed to the store with that chunk. At random
@@ -2112,6 +2173,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_roundtrip_evlog, setup, teardown),
     cmocka_unit_test_setup_teardown(test_write_chunk_as_received, setup, teardown),
     cmocka_unit_test_setup_teardown(test_write_chunk_evlog_as_received, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_write_chunk_runs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_read_buffer_lent, setup, teardown),
     cmocka_unit_test_setup_teardown(test_read_buffer_lent_drops, setup, teardown),
     cmocka_unit_test_setup_teardown(test_read_buffer_full, setup, teardown),
