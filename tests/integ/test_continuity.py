@@ -445,7 +445,9 @@ def test_kill_before_first_checkpoint(d):
     s.sendall(g.chunk(3000))
     dm.wait_stats(lambda st: any(t["name"] == NAME and t["stats"]["counters"]["events"] >= 3000
                                  for t in st["targets"]), what="events")
-    time.sleep(0.5)  # the writer appends what is queued
+    # the writer has appended what is queued (the stats dump's store counters)
+    dm.wait_stats(lambda st: st.get("store", {}).get("records_written", 0) >= 3000,
+                  what="records written")
     dm.kill()
     s.close()
     dm = D.Daemon(TLCAPD, d, args, store=True)
