@@ -34,8 +34,29 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* a store with the default options in tmp and one target open in it */
+static tlc_store_t *store_one(const char *name, tlc_format_t f, tlc_store_target_t **t) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  tlc_store_t *s = open_store(&loop, &o, NULL);
+  assert_int_equal(tlc_store_target_open(s, name, f, t), 0);
+  return s;
+}
+
 static void tdir(char *out, size_t n, const char *target) {
   snprintf(out, n, "%s/%s", tmp, target);
+}
+
+/* the target's segments hold exactly `want` */
+static void assert_stored(const char *target, const buf_t *want) {
+  char d[1200];
+  tdir(d, sizeof d, target);
+  buf_t got = { 0 };
+  read_all(d, &got, NULL);
+  assert_int_equal(got.len, want->len);
+  assert_memory_equal(got.p, want->p, want->len);
+  buf_free(&got);
 }
 
 /* the manifest the writer built from the records' descriptors (the decoder's lengths, times and
@@ -263,12 +284,8 @@ static void test_write_chunk_as_received(void **state) {
  * is neither stored nor counted, and its queue room is given back. */
 static void test_write_chunk_runs(void **state) {
   (void)state;
-  tlc_store_opts_t o;
-  tlc_store_opts_default(&o);
-  o.state_dir = tmp;
-  tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
-  assert_int_equal(tlc_store_target_open(s, "runs", TLC_FMT_BIN11, &t), 0);
+  tlc_store_t *s = store_one("runs", TLC_FMT_BIN11, &t);
   buf_t chunk = { 0 };
   size_t n = 40;
   tlc_event_t *gen = gen_bin(TLC_FMT_BIN11, n, 41, &chunk);
@@ -305,13 +322,7 @@ static void test_write_chunk_runs(void **state) {
   for (size_t i = 0; i < k; i++)
     if (!(ev[i].flags & TLC_EVF_SYNTH))
       buf_add(&want, chunk.p + order[i] * 24, 24);
-  char dir[1200];
-  tdir(dir, sizeof dir, "runs");
-  buf_t got = { 0 };
-  read_all(dir, &got, NULL);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.p, want.p, want.len);
-  buf_free(&got);
+  assert_stored("runs", &want);
   buf_free(&want);
   buf_free(&chunk);
   free(gen);
@@ -810,12 +821,8 @@ static void test_fsync_eio(void **state) {
  * as suspect, the lost records are counted and recorded as an io_error gap, writing goes on */
 static void test_write_eio(void **state) {
   (void)state;
-  tlc_store_opts_t o;
-  tlc_store_opts_default(&o);
-  o.state_dir = tmp;
-  tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
-  assert_int_equal(tlc_store_target_open(s, "eio", TLC_FMT_BIN11, &t), 0);
+  tlc_store_t *s = store_one("eio", TLC_FMT_BIN11, &t);
   tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, 300, 9, NULL);
   assert_int_equal(tlc_store_write(t, ev, 100), 0);
   barrier(s, &loop);
