@@ -75,19 +75,6 @@ def ws_cpu_s(hport):
     raise B.BenchError("no tlcap_http_ws_cpu_seconds_total in /metrics")
 
 
-def loop_cpu_s(pid):
-    """CPU time of the daemon's loop thread (its main thread): the scheduler's figure in ns
-    (schedstat), else utime + stime in clock ticks (10 ms: 0.1 ms per request over 100)."""
-    try:
-        with open("/proc/%d/task/%d/schedstat" % (pid, pid)) as f:
-            return int(f.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        pass
-    with open("/proc/%d/task/%d/stat" % (pid, pid)) as f:
-        fl = f.read().rsplit(")", 1)[1].split()
-    return (int(fl[11]) + int(fl[12])) / B.TCK
-
-
 def changed_requests(pid, hport, path, count, conns, check, areas=1):
     """`count` requests of `path`, each after one call (2 records) on each of the first `areas`
     areas of every target, so that every target's statistics changed since the previous request. Loop-thread CPU per request
@@ -96,7 +83,7 @@ def changed_requests(pid, hport, path, count, conns, check, areas=1):
     c = http.client.HTTPConnection("127.0.0.1", hport, timeout=30)
     c.request("GET", path)
     c.getresponse().read()
-    cpu0 = loop_cpu_s(pid)
+    cpu0 = B.loop_cpu_s(pid)
     for _ in range(count):
         for x in conns:
             out = []
@@ -106,7 +93,7 @@ def changed_requests(pid, hport, path, count, conns, check, areas=1):
             x[0].sendall(b"".join(out))
         c.request("GET", path)
         check(c.getresponse().read())
-    cpu1 = loop_cpu_s(pid)
+    cpu1 = B.loop_cpu_s(pid)
     c.close()
     return (cpu1 - cpu0) / count * 1e3
 
@@ -200,13 +187,13 @@ class Dashboard(threading.Thread):
 def ingest_run(io, a, port, dm, loop=None):
     """(MB/s, daemon CPU seconds per GiB ingested) of one run; with a list `loop`, the loop
     thread's CPU seconds per GiB is appended to it."""
-    c0, l0 = dm.cpu(), loop_cpu_s(dm.pid)
+    c0, l0 = dm.cpu(), B.loop_cpu_s(dm.pid)
     out, _ = B.run_child([io, "send", "127.0.0.1:%d" % port, "--mib", str(a.mib), "--passes",
                           str(a.passes)], 900)
     r = B.json_lines(out)[0]
     gib = r["bytes"] / 2 ** 30
     if loop is not None:
-        loop.append((loop_cpu_s(dm.pid) - l0) / gib)
+        loop.append((B.loop_cpu_s(dm.pid) - l0) / gib)
     return r["mbps"], (dm.cpu() - c0) / gib
 
 
@@ -229,9 +216,9 @@ def part_dashboards(a, build):
                 x.start()
             time.sleep(1.5)  # every dashboard has had its first (full) message
             m0 = sum(x.msgs for x in dash)
-            w0, l0, t0 = ws_cpu_s(hport), loop_cpu_s(dm.pid), time.monotonic()
+            w0, l0, t0 = ws_cpu_s(hport), B.loop_cpu_s(dm.pid), time.monotonic()
             mbps, cpu = ingest_run(io, a, port, dm, lw)
-            w1, l1, t1 = ws_cpu_s(hport), loop_cpu_s(dm.pid), time.monotonic()
+            w1, l1, t1 = ws_cpu_s(hport), B.loop_cpu_s(dm.pid), time.monotonic()
             live.append((w1 - w0, l1 - l0, t1 - t0))
             with_.append(mbps)
             cw.append(cpu)

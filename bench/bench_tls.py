@@ -47,13 +47,6 @@ import benchd as B  # noqa: E402
 import bench_subscribers as S  # noqa: E402
 
 
-def loop_cpu_s(pid):
-    """CPU seconds of tlcapd's loop thread (its main thread: ingest, engines, pubsub's loop
-    work); the rest of the process is the serving thread (socket writes, TLS encryption) and
-    libuv's."""
-    return _task_cpu(pid, pid)
-
-
 _watch = {"pid": None, "cpu": 0.0, "wall": 0.0}
 _run_child = B.run_child
 
@@ -62,23 +55,14 @@ def _timed_run_child(argv, *rest, **kw):
     """B.run_child, and the loop thread CPU of _watch["pid"] over the bulk send (the window
     bench_subscribers.run measures the daemon's CPU over), into _watch["cpu"]."""
     pid = _watch["pid"] if len(argv) > 1 and argv[1] == "send" else None
-    l0, w0 = loop_cpu_s(pid) if pid else 0.0, time.monotonic()
+    l0, w0 = B.loop_cpu_s(pid) if pid else 0.0, time.monotonic()
     out = _run_child(argv, *rest, **kw)
     if pid:
-        _watch["cpu"], _watch["wall"] = loop_cpu_s(pid) - l0, time.monotonic() - w0
+        _watch["cpu"], _watch["wall"] = B.loop_cpu_s(pid) - l0, time.monotonic() - w0
     return out
 
 
 B.run_child = _timed_run_child  # S.run calls it through the same module
-
-
-def _task_cpu(pid, tid):
-    try:
-        with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
-            fl = f.read().rsplit(")", 1)[1].split()
-        return (int(fl[11]) + int(fl[12])) / B.TCK
-    except OSError:
-        return 0.0
 
 
 def main():

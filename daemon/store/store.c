@@ -718,17 +718,17 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
    * if each call were queued at once. One record an event: bin1x events are never synthesised
    * (TLC_EVF_SYNTH is the evlog mapping's), so the events are not counted first; any that were
    * are skipped below and their room and count given back (synth_back). */
-  size_t k = n, klen = k * TLC_BIN1X_RECORD;
+  size_t len = n * TLC_BIN1X_RECORD;
   int fits;
   uv_mutex_lock(&s->mu);
-  s->c.records_in += k;
-  s->c.bytes_in += klen;
-  t->c.records_in += k;
-  t->c.bytes_in += klen;
-  fits = s->qbytes + klen <= s->qcap;
+  s->c.records_in += n;
+  s->c.bytes_in += len;
+  t->c.records_in += n;
+  t->c.bytes_in += len;
+  fits = s->qbytes + len <= s->qcap;
   if (fits) {
-    s->qbytes += klen;
-    t->qb += klen;
+    s->qbytes += len;
+    t->qb += len;
     s->c.queue_bytes = s->qbytes;
     if (s->qbytes > s->c.queue_peak_bytes)
       s->c.queue_peak_bytes = s->qbytes;
@@ -739,7 +739,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   if (!fits) {
     size_t syn = synth_count(ev, n);
     synth_back(t, syn, 0);
-    count_buffer_full(t, k - syn, (k - syn) * TLC_BIN1X_RECORD);
+    count_buffer_full(t, n - syn, (n - syn) * TLC_BIN1X_RECORD);
     return 0;
   }
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
