@@ -1330,6 +1330,7 @@ void tlc_wiring_dump(const tlc_wiring_t *w, tlc_json_w_t *j) {
     tlc_json_w_open(j, "store", '{');
     tlc_json_w_u64(j, "records_written", c.records_written);
     tlc_json_w_u64(j, "queue_bytes", c.queue_bytes);
+    tlc_json_w_u64(j, "queue_peak_bytes", c.queue_peak_bytes);
     tlc_json_w_u64(j, "segments_opened", c.segments_opened);
     tlc_json_w_u64(j, "segments_sealed", c.segments_sealed);
     tlc_json_w_u64(j, "seal_queue", c.seal_queue);
