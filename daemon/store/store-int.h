@@ -366,7 +366,8 @@ int64_t tlc__mono_ns(void);
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 #define GATHER_RECS     8192          /* bin1x records gathered per command (192 KiB) */
-#define GPOOL_MAX       8             /* gather buffers kept for reuse (2 MiB at most) */
+#define GPOOL_MIN       8             /* gather buffer pairs kept for reuse, at least */
+#define GPOOL_MAX       128           /* and at most (32 MiB with GATHER_RECS: records and times) */
 #define READ_LEND_MIN   (16u * 1024u) /* least room a source is lent to read into */
 
 enum {
@@ -588,11 +589,11 @@ struct tlc_store {
   uint64_t turn;              /* loop turns seen by prep, from 1 (gather buffers lent for a read) */
   int nhandles;               /* handles not closed yet (async, prep) */
   size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
-  /* gather buffers the writer is done with (records and times, gather_max each), for the loop
-   * to fill again: no fresh pages to fault in per command (under mu) */
+  /* gather buffers (records and times, gather_max each) ready for the loop to fill: taken at
+   * start and given back by the writer, at most gpool_keep of them (under mu) */
   uint8_t *gpool_b[GPOOL_MAX];
   int64_t *gpool_t[GPOOL_MAX];
-  size_t ngpool;
+  size_t ngpool, gpool_keep;
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
   int retain_live;   /* recovery's catalog is complete (set before the threads start): an unpin
                       * runs a retention pass */

@@ -254,6 +254,21 @@ static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
   return TLC_ENOMEM;
 }
 
+/* At start: gather buffers for half the queue's room (GPOOL_MIN to GPOOL_MAX pairs), their pages
+ * touched now and kept for the store's life. A burst then fills buffers the kernel has already
+ * mapped instead of faulting fresh pages in on the loop, and glibc does not give them back
+ * between bursts. Fewer when memory is short: the loop allocates the others as it needs them. */
+static void gpool_fill(tlc_store_t *s) {
+  size_t keep = s->qcap / 2 / (s->gather_max * TLC_BIN1X_RECORD);
+  s->gpool_keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
+  while (s->ngpool < s->gpool_keep &&
+         gather_alloc(s, &s->gpool_b[s->ngpool], &s->gpool_t[s->ngpool]) == 0) {
+    memset(s->gpool_b[s->ngpool], 0, s->gather_max * TLC_BIN1X_RECORD);
+    memset(s->gpool_t[s->ngpool], 0, s->gather_max * sizeof(int64_t));
+    s->ngpool++;
+  }
+}
+
 /* under s->mu: a gather buffer pair the writer is done with, when it left one (1), else 0 */
 static int gather_pooled(tlc_store_t *s, uint8_t **b, int64_t **tm) {
   if (s->ngpool == 0)
@@ -755,7 +770,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     if (t->gn == s->gather_max)
       gather_flush(t);
     if (!t->gb) {
-      if (gather_alloc(s, &t->gb, &t->gt) < 0) {
+      if (gather_get(s, &t->gb, &t->gt) < 0) {
         size_t syn_left = synth_count(ev + i, n - i), left = n - i - syn_left;
         synth_back(t, syn + syn_left, 1);
         unreserve(t, left * R);
@@ -1252,6 +1267,7 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   s->prep.data = s;
   uv_prepare_start(&s->prep, on_prepare);
   uv_unref((uv_handle_t *)&s->prep); /* it never keeps the loop alive */
+  gpool_fill(s);
   *out = s;
   return 0;
 fail_async:

@@ -793,7 +793,7 @@ void tlc__store_writer_main(void *arg) {
       if (c->type == C_DATA && c->times && c->buf) {
         /* a gather buffer (store.c): back to the loop for its next records */
         uv_mutex_lock(&s->mu);
-        if (s->ngpool < GPOOL_MAX) {
+        if (s->ngpool < s->gpool_keep) {
           s->gpool_b[s->ngpool] = c->buf;
           s->gpool_t[s->ngpool] = c->times;
           s->ngpool++;
