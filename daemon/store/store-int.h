@@ -365,10 +365,12 @@ int64_t tlc__mono_ns(void);
 #define TICK_NS         (250 * 1000000ll)
 #define PGAP_MAX        16
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
-#define GATHER_RECS     8192          /* bin1x records gathered per command (192 KiB) */
-#define GPOOL_MIN       8             /* gather buffer pairs kept for reuse, at least */
-#define GPOOL_MAX       128           /* and at most (32 MiB with GATHER_RECS: records and times) */
-#define READ_LEND_MIN   (16u * 1024u) /* least room a source is lent to read into */
+#define GATHER_RECS     8192       /* bin1x records gathered per command (192 KiB) */
+#define GPOOL_MIN       8          /* gather buffer pairs kept for reuse, at least */
+#define GPOOL_MAX       128        /* and at most (32 MiB with GATHER_RECS: records and times) */
+#define WAKE_BYTES      (1u << 20) /* data queued that wakes the writer at once (or 1/8 cap) */
+#define WPOLL_NS        (5 * 1000000ll) /* a busy writer looks for unannounced data this often */
+#define READ_LEND_MIN   (16u * 1024u)   /* least room a source is lent to read into */
 
 enum {
   C_OPEN = 1,
@@ -594,6 +596,11 @@ struct tlc_store {
   uint8_t *gpool_b[GPOOL_MAX];
   int64_t *gpool_t[GPOOL_MAX];
   size_t ngpool, gpool_keep;
+  /* the writer's wake-ups (under mu): the loop signals cv for every command but data, and for
+   * data only while the writer is idle (w_poll 0) or once wake_bytes are queued; a busy writer
+   * (w_poll 1) looks for data every WPOLL_NS by itself */
+  size_t wake_bytes;
+  int w_poll;
   int rx_any;        /* recovery deferred some exports (set before the writer starts) */
   int retain_live;   /* recovery's catalog is complete (set before the threads start): an unpin
                       * runs a retention pass */

@@ -762,10 +762,16 @@ void tlc__store_writer_main(void *arg) {
   for (;;) {
     int flow_wake = 0;
     uv_mutex_lock(&s->mu);
-    if (!s->qh)
-      uv_cond_timedwait(&s->cv, &s->mu, (uint64_t)TICK_NS);
+    if (!s->qh) {
+      /* busy (w_poll): a short wait, data may come without a signal (enqueue_raw); when none
+       * came, idle: the next data signals, and the wait is the tick's */
+      uv_cond_timedwait(&s->cv, &s->mu, s->w_poll ? (uint64_t)WPOLL_NS : (uint64_t)TICK_NS);
+      if (!s->qh)
+        s->w_poll = 0;
+    }
     cmd_t *c = s->qh;
     if (c) {
+      s->w_poll = 1;
       s->qh = c->next;
       if (!s->qh)
         s->qt = NULL;

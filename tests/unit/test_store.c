@@ -1270,6 +1270,40 @@ static void test_gather_pool(void **state) {
   free(ev);
 }
 
+/* The loop wakes the writer for data only while it is idle, or once 1 MiB waits; a busy writer
+ * looks for data itself every 5 ms (docs/storage.md, "Threads and queues"). Either way a few
+ * records reach the file at once, not at the writer's 250 ms tick: right after the writer
+ * wrote (busy) and after it had time to go idle, the fastest of three rounds is under 150 ms. */
+static void test_writer_wakes(void **state) {
+  (void)state;
+  tlc_store_target_t *t;
+  tlc_store_t *s = store_one("wake", TLC_FMT_BIN11, &t);
+  const size_t per = 10, rounds = 6;
+  buf_t want = { 0 };
+  tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, per * (rounds + 1), 9, &want);
+  assert_int_equal(tlc_store_write(t, ev, per), 0);
+  await_counter(s, c_written, per);
+  uint64_t best[2] = { UINT64_MAX, UINT64_MAX };
+  for (size_t r = 0; r < rounds; r++) {
+    int idle = (int)(r % 2);
+    if (idle)
+      usleep(50 * 1000); /* ten of the busy writer's looks find nothing: it is idle */
+    uint64_t t0 = uv_hrtime();
+    assert_int_equal(tlc_store_write(t, ev + per * (r + 1), per), 0);
+    await_counter(s, c_written, per * (r + 2));
+    uint64_t dt = uv_hrtime() - t0;
+    if (dt < best[idle])
+      best[idle] = dt;
+  }
+  close_store(s, &loop);
+  if (best[0] >= 150000000u || best[1] >= 150000000u)
+    fail_msg("records reached the file after %.1f ms (writer busy) and %.1f ms (idle)",
+             best[0] / 1e6, best[1] / 1e6);
+  assert_stored("wake", &want);
+  buf_free(&want);
+  free(ev);
+}
+
 /* ---- the target's settings in its segments' exports ---- */
 
 static void parse_mapping(tlc_mapping_t *m, const char *text) {
@@ -2226,6 +2260,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
     cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_gather_pool, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_writer_wakes, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention_held_oldest, setup, teardown),
     cmocka_unit_test_setup_teardown(test_age_rotation, setup, teardown),
