@@ -367,7 +367,7 @@ int64_t tlc__mono_ns(void);
 #define DISKFULL_LOG_NS (10ll * 1000000000ll)
 #define GATHER_RECS     8192       /* bin1x records gathered per command (192 KiB) */
 #define GPOOL_MIN       8          /* gather buffer pairs kept for reuse, at least */
-#define GPOOL_MAX       128        /* and at most (32 MiB with GATHER_RECS: records and times) */
+#define GPOOL_MAX       64         /* and at most (16 MiB with GATHER_RECS: records and times) */
 #define WAKE_BYTES      (1u << 20) /* data queued that wakes the writer at once (or 1/8 cap) */
 #define WPOLL_NS        (5 * 1000000ll) /* a busy writer looks for unannounced data this often */
 #define READ_LEND_MIN   (16u * 1024u)   /* least room a source is lent to read into */

@@ -258,12 +258,13 @@ static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
   return TLC_ENOMEM;
 }
 
-/* At start: gather buffers for half the queue's room (GPOOL_MIN to GPOOL_MAX pairs), their pages
- * touched now and kept for the store's life. A burst then fills buffers the kernel has already
- * mapped instead of faulting fresh pages in on the loop, and glibc does not give them back
- * between bursts. Fewer when memory is short: the loop allocates the others as it needs them. */
+/* At start: gather buffers (records and times) for a quarter of the queue's room (GPOOL_MIN to
+ * GPOOL_MAX pairs), their pages touched now and kept for the store's life. A burst then fills
+ * buffers the kernel has already mapped instead of faulting fresh pages in on the loop, and glibc
+ * does not give them back between bursts. Fewer when memory is short: the loop allocates the others
+ * as it needs them. */
 static void gpool_fill(tlc_store_t *s) {
-  size_t keep = s->qcap / 2 / (s->gather_max * TLC_BIN1X_RECORD);
+  size_t keep = s->qcap / 4 / (s->gather_max * (TLC_BIN1X_RECORD + sizeof(int64_t)));
   s->gpool_keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
   while (s->ngpool < s->gpool_keep &&
          gather_alloc(s, &s->gpool_b[s->ngpool], &s->gpool_t[s->ngpool]) == 0) {

@@ -1246,15 +1246,15 @@ static long rss_kib(void) {
   return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* The gather buffers for half the queue are taken at start (docs/storage.md, "What the writer
- * receives"): a burst the writer cannot take yet (its writes held) fills them and the process
- * does not grow; a store that allocated them as the burst came would grow by 16 MiB here. Once
+/* The gather buffers for a quarter of the queue are taken at start (docs/storage.md, "What the
+ * writer receives"): a burst the writer cannot take yet (its writes held) fills them and the
+ * process does not grow; a store that allocated them as the burst came would grow by 12 MiB. Once
  * the writes go on, every record is stored. */
 static void test_gather_pool(void **state) {
   (void)state;
   tlc_store_target_t *t;
   tlc_store_t *s = store_one("pool", TLC_FMT_BIN11, &t);
-  size_t n = 64 * 8192; /* 64 gather buffers of records: 12 MiB, and 4 MiB of times */
+  size_t n = 48 * 8192; /* 48 gather buffers of records: 9 MiB, and 3 MiB of times */
   buf_t want = { 0 };
   tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 5, &want);
   long base = rss_kib();
@@ -1264,7 +1264,7 @@ static void test_gather_pool(void **state) {
   atomic_store(&f_gate, 0);
   close_store(s, &loop);
   if (grown >= 4096)
-    fail_msg("the process grew by %ld KiB while 16 MiB of records were queued", grown);
+    fail_msg("the process grew by %ld KiB while 12 MiB of records were queued", grown);
   assert_stored("pool", &want);
   buf_free(&want);
   free(ev);
