@@ -596,6 +596,7 @@ struct tlc_store {
   uint8_t *gpool_b[GPOOL_MAX];
   int64_t *gpool_t[GPOOL_MAX];
   size_t ngpool, gpool_keep;
+  int gpool_filled; /* loop only: gpool_fill ran (the first bin1x target opened) */
   /* the writer's wake-ups (under mu): the loop signals cv for every command but data, and for
    * data only while the writer is idle (w_poll 0) or once wake_bytes are queued; a busy writer
    * (w_poll 1) looks for data every WPOLL_NS by itself */

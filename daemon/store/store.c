@@ -258,19 +258,38 @@ static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
   return TLC_ENOMEM;
 }
 
-/* At start: gather buffers (records and times) for a quarter of the queue's room (GPOOL_MIN to
- * GPOOL_MAX pairs), their pages touched now and kept for the store's life. A burst then fills
- * buffers the kernel has already mapped instead of faulting fresh pages in on the loop, and glibc
- * does not give them back between bursts. Fewer when memory is short: the loop allocates the others
- * as it needs them. */
+/* When the store opens (gather_at_start) or else the first bin1x target does: gather buffers
+ * (records and times) for a quarter of the queue's room (GPOOL_MIN to GPOOL_MAX pairs), their pages
+ * touched now and kept for the store's life. A burst then fills buffers the kernel has already
+ * mapped instead of faulting fresh pages in on the loop, and glibc does not give them back between
+ * bursts. Fewer when memory is short: the loop allocates the others as it needs them. */
 static void gpool_fill(tlc_store_t *s) {
+  if (s->gpool_filled)
+    return;
+  s->gpool_filled = 1;
   size_t keep = s->qcap / 4 / (s->gather_max * (TLC_BIN1X_RECORD + sizeof(int64_t)));
-  s->gpool_keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
-  while (s->ngpool < s->gpool_keep &&
-         gather_alloc(s, &s->gpool_b[s->ngpool], &s->gpool_t[s->ngpool]) == 0) {
-    memset(s->gpool_b[s->ngpool], 0, s->gather_max * TLC_BIN1X_RECORD);
-    memset(s->gpool_t[s->ngpool], 0, s->gather_max * sizeof(int64_t));
-    s->ngpool++;
+  keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
+  LOCKED(s, s->gpool_keep = keep);
+  for (size_t i = 0; i < keep; i++) {
+    uint8_t *b;
+    int64_t *tm;
+    if (gather_alloc(s, &b, &tm) < 0)
+      return;
+    memset(b, 0, s->gather_max * TLC_BIN1X_RECORD);
+    memset(tm, 0, s->gather_max * sizeof *tm);
+    uv_mutex_lock(&s->mu); /* the writer hands buffers back meanwhile */
+    int room = s->ngpool < s->gpool_keep;
+    if (room) {
+      s->gpool_b[s->ngpool] = b;
+      s->gpool_t[s->ngpool] = tm;
+      s->ngpool++;
+    }
+    uv_mutex_unlock(&s->mu);
+    if (!room) {
+      tlc_free(b);
+      tlc_free(tm);
+      return;
+    }
   }
 }
 
@@ -1042,6 +1061,8 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
   t->next = s->targets;
   s->targets = t;
   LOCKED(s, s->ntargets++);
+  if (format != TLC_FMT_EVLOG)
+    gpool_fill(s);
   *out = t;
   return 0;
 }
@@ -1248,6 +1269,7 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   if (s->gather_max == 0)
     s->gather_max = 1;
   s->wake_bytes = s->qcap / 8 < WAKE_BYTES ? s->qcap / 8 : WAKE_BYTES;
+  s->gpool_keep = GPOOL_MIN; /* until a bin1x target opens (gpool_fill) */
   size_t n = strlen(opts->state_dir);
   while (n > 1 && opts->state_dir[n - 1] == '/')
     n--;
@@ -1276,7 +1298,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   s->prep.data = s;
   uv_prepare_start(&s->prep, on_prepare);
   uv_unref((uv_handle_t *)&s->prep); /* it never keeps the loop alive */
-  gpool_fill(s);
+  if (s->o.gather_at_start)
+    gpool_fill(s);
   *out = s;
   return 0;
 fail_async:

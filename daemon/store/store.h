@@ -135,6 +135,9 @@ typedef struct tlc_store_opts {
                             this many per segment (and per target waiting in memory); the rest
                             is counted (gap skipped_unkept). Needs tlc_store_skipped. */
   int quick_start;       /* tlc_store_recover: 1 = check sizes and index only, not every byte */
+  int gather_at_start;   /* 1: the gather buffers for bin1x records are taken when the store
+                            opens (a bin1x source is configured), else when the first bin1x
+                            target opens (docs/storage.md) */
   uint32_t max_deferred_exports; /* tlc_store_recover: main exports of segments found without
                                     one that wait for their target's settings (0: 1024); the
                                     rest are written at once without them */

@@ -1246,18 +1246,26 @@ static long rss_kib(void) {
   return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* The gather buffers for a quarter of the queue are taken at start (docs/storage.md, "What the
- * writer receives"): a burst the writer cannot take yet (its writes held) fills them and the
- * process does not grow; a store that allocated them as the burst came would grow by 12 MiB. Once
- * the writes go on, every record is stored. */
-static void test_gather_pool(void **state) {
-  (void)state;
-  tlc_store_target_t *t;
-  tlc_store_t *s = store_one("pool", TLC_FMT_BIN11, &t);
+/* The gather buffers for a quarter of the queue are taken before the records come
+ * (docs/storage.md, "What the writer receives"): when the store opens with gather_at_start (a
+ * bin1x source is configured), else when its first bin1x target opens. A burst the writer
+ * cannot take yet (its writes held) fills them and the process does not grow; a store that
+ * allocated them as the burst came would grow by 12 MiB. Once the writes go on, every record is
+ * stored. With gather_at_start the growth is counted from before the target opens. */
+static void gather_pool_case(int at_start) {
+  tlc_store_opts_t o;
+  tlc_store_opts_default(&o);
+  o.state_dir = tmp;
+  o.gather_at_start = at_start;
   size_t n = 48 * 8192; /* 48 gather buffers of records: 9 MiB, and 3 MiB of times */
   buf_t want = { 0 };
   tlc_event_t *ev = gen_bin(TLC_FMT_BIN11, n, 5, &want);
+  tlc_store_t *s = open_store(&loop, &o, NULL);
   long base = rss_kib();
+  tlc_store_target_t *t;
+  assert_int_equal(tlc_store_target_open(s, "pool", TLC_FMT_BIN11, &t), 0);
+  if (!at_start)
+    base = rss_kib();
   atomic_store(&f_gate, 1);
   assert_int_equal(tlc_store_write(t, ev, n), 0);
   long grown = rss_kib() - base;
@@ -1268,6 +1276,14 @@ static void test_gather_pool(void **state) {
   assert_stored("pool", &want);
   buf_free(&want);
   free(ev);
+}
+static void test_gather_pool(void **state) {
+  (void)state;
+  gather_pool_case(0);
+}
+static void test_gather_pool_at_start(void **state) {
+  (void)state;
+  gather_pool_case(1);
 }
 
 /* The loop wakes the writer for data only while it is idle, or once 1 MiB waits; a busy writer
@@ -2260,6 +2276,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test_setup_teardown(test_write_eio, setup, teardown),
     cmocka_unit_test_setup_teardown(test_buffer_full, setup, teardown),
     cmocka_unit_test_setup_teardown(test_gather_pool, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_gather_pool_at_start, setup, teardown),
     cmocka_unit_test_setup_teardown(test_writer_wakes, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     cmocka_unit_test_setup_teardown(test_retention_held_oldest, setup, teardown),
