@@ -417,6 +417,9 @@ int tlc_cli_top(int argc, char **argv) {
     atexit(term_restore);
     tcsetattr(STDIN_FILENO, TCSANOW, &raw);
   }
+  /* a frame goes out in one write, at top_draw's fflush: a terminal never shows it half drawn
+   * (line buffering wrote the header and each row apart) */
+  setvbuf(stdout, NULL, _IOFBF, 1 << 16);
   printf("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J");
   top_draw(&w, &ts, tlc_client_addr(c));
   while (!tlc_cli_stop && !quit) {

@@ -88,7 +88,10 @@ def main():
                                          "100ns"], "area 0 line:\n" + s)
 
         tm("send-keys", "-t", "top", "s")
-        s = wait_screen(lambda s: "sort count" in s, "sort key changes")
+        # the header and the rows are drawn in turn: a capture may come between them
+        s = wait_screen(lambda s: "sort count" in s and all(
+            any(l.startswith(a) for l in s.splitlines()) for a in ("00000000", "00000001")),
+            "sort key changes, both rows drawn")
         lines = s.splitlines()
         i0 = [i for i, l in enumerate(lines) if l.startswith("00000000")]
         i1 = [i for i, l in enumerate(lines) if l.startswith("00000001")]
