@@ -293,9 +293,8 @@ static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so
   so->queue_bytes = (size_t)c->store_queue;
   so->quick_start = c->quick_start;
   so->keep_skipped = c->keep_skipped;
-  for (size_t i = 0; i < c->nsrc; i++)
-    if (c->src[i].format != TLC_FMT_EVLOG)
-      so->gather_at_start = 1; /* bin1x targets will come: their buffers before the first */
+  for (size_t i = 0; i < c->nsrc && !so->gather_at_start; i++)
+    so->gather_at_start = c->src[i].format != TLC_FMT_EVLOG; /* bin1x targets will come */
   so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
   so->export_ud = NULL;
   so->log_cb = st_log;

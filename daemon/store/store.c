@@ -270,26 +270,14 @@ static void gpool_fill(tlc_store_t *s) {
   size_t keep = s->qcap / 4 / (s->gather_max * (TLC_BIN1X_RECORD + sizeof(int64_t)));
   keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
   LOCKED(s, s->gpool_keep = keep);
-  for (size_t i = 0; i < keep; i++) {
-    uint8_t *b;
-    int64_t *tm;
-    if (gather_alloc(s, &b, &tm) < 0)
-      return;
+  /* No gather buffer exists before the first bin1x target, so only this fills the pool; under
+   * mu all the same, as the writer reads it. */
+  uint8_t *b;
+  int64_t *tm;
+  for (size_t i = 0; i < keep && gather_alloc(s, &b, &tm) == 0; i++) {
     memset(b, 0, s->gather_max * TLC_BIN1X_RECORD);
     memset(tm, 0, s->gather_max * sizeof *tm);
-    uv_mutex_lock(&s->mu); /* the writer hands buffers back meanwhile */
-    int room = s->ngpool < s->gpool_keep;
-    if (room) {
-      s->gpool_b[s->ngpool] = b;
-      s->gpool_t[s->ngpool] = tm;
-      s->ngpool++;
-    }
-    uv_mutex_unlock(&s->mu);
-    if (!room) {
-      tlc_free(b);
-      tlc_free(tm);
-      return;
-    }
+    LOCKED(s, s->gpool_b[s->ngpool] = b; s->gpool_t[s->ngpool] = tm; s->ngpool++);
   }
 }
 
