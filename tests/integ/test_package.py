@@ -203,6 +203,8 @@ def complete(d, script, line, env):
     bash splits them (at spaces and at the COMP_WORDBREAKS characters ':' and '=');
     returns COMPREPLY."""
     words = [w for w in re.split(r"( |:|=)", line) if w not in ("", " ")]
+    if line.endswith(" "):
+        words.append("")  # a new word begun: complete it from nothing
     sh = os.path.join(d, "complete.sh")
     with open(sh, "w") as f:
         f.write("source /usr/share/bash-completion/bash_completion\n"
@@ -252,6 +254,13 @@ def test_daemon_client_library_completion(d):
         T.eq(got, ["pkgsim"], "tlcap --connect ADDR stats pk<TAB>")
         got = complete(d, os.path.join(comp, "tlcap"), "tlcap wa", env)
         T.eq(got, ["watch"], "tlcap wa<TAB>")
+        # every command of `tlcap help`, and only target names (not the table's memory: line)
+        got = complete(d, os.path.join(comp, "tlcap"), "tlcap seg", env)
+        T.eq(got, ["segments"], "tlcap seg<TAB>")
+        for cmd in ("stats", "segments"):
+            got = complete(d, os.path.join(comp, "tlcap"),
+                           "tlcap --connect 127.0.0.1:%d %s " % (sub, cmd), env)
+            T.eq(got, ["pkgsim"], "tlcap --connect ADDR %s <TAB>" % cmd)
         c.close()
     finally:
         rc, _ = dm.stop()
