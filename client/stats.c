@@ -187,9 +187,14 @@ int tlc_cli_stats(int argc, char **argv) {
     tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
     if (strcmp(export_, "json") == 0)
       r = tlc_json_write(&o, &t, have_map ? &map : NULL, target, 0);
-    else if (strcmp(export_, "br") == 0)
+    else if (strcmp(export_, "br") == 0) {
       r = tlc_br_export(&o, &t, have_map ? &map : NULL);
-    else if (strcmp(export_, "xml") == 0) {
+      if (r == 0 && tlc_br_line_areas(&t) == 0)
+        fprintf(stderr,
+                "tlcap: %s has no line areas (handles 1xxxxxxx): a BR profile "
+                "holds line entries only, so the export is empty\n",
+                target);
+    } else if (strcmp(export_, "xml") == 0) {
       tlc_xml_opts_t xo;
       tlc_xml_opts_default(&xo);
       xo.timeline = TLC_XML_TL_NONE; /* live statistics carry no timeline */

@@ -726,6 +726,9 @@ int tlc_replay_main(int argc, char **argv) {
       break;
     case EX_BR:
       r = tlc_br_export(&o, &t, rp.has_mapping ? &rp.mapping : NULL);
+      if (r == 0 && tlc_br_line_areas(&t) == 0)
+        fprintf(stderr, "tlcapd replay: the capture has no line areas (handles 1xxxxxxx): "
+                        "a BR profile holds line entries only, so the export is empty\n");
       break;
     case EX_XML:
       r = export_xml(&rp, &o, &t, &tl);

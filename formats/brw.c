@@ -47,6 +47,20 @@ static uint16_t module_of(const modname_t *mods, size_t n, const char *file) {
   return hit ? hit->number : 0;
 }
 
+size_t tlc_br_line_areas(const tlc_table_t *t) {
+  size_t i, n = 0;
+  uint32_t last = TLC_NO_HANDLE;
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *row = &t->rows[i];
+    if (row->kind == TLC_ROW_CODE && tlc_handle_area(row->handle) == TLC_AREA_LINE &&
+        (n == 0 || row->handle != last)) {
+      last = row->handle;
+      n++;
+    }
+  }
+  return n;
+}
+
 int tlc_br_export(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m) {
   modname_t *mods = NULL, *order = NULL;
   size_t n = 0, i, u;

@@ -18,5 +18,8 @@
 
 /* Returns 0, TLC_ELIMIT (more than 65535 source files), TLC_ENOMEM or the output's error. */
 int tlc_br_export(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m);
+/* The number of line areas in t: what tlc_br_export writes an entry for. A table without one
+ * exports to nothing (a BR file holds line entries only); callers say so. */
+size_t tlc_br_line_areas(const tlc_table_t *t);
 
 #endif

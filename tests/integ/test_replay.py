@@ -184,7 +184,21 @@ def test_report_inputs_default_to_json(d):
         T.eq(rc, 2, "another export asked for explicitly: usage error")
 
 
-T.main([test_report_inputs_default_to_json,
+def test_br_without_line_areas_says_why(d):
+    """A capture of functions only has nothing a BR profile holds: the export is empty, and
+    stderr says why instead of nothing at all."""
+    p = write(d, "f.bin", stream())
+    rc, out, err = T.run([TLCAPD, "replay", p, "--export", "br"])
+    T.eq((rc, out), (0, b""), "exit status and output (stderr: %s)" % err)
+    T.check("no line areas" in err, "stderr names the reason: %r" % err)
+    # with a line area there is a profile and no such word
+    p = write(d, "l.bin", stream() + T.bin11(0x10000000, 3, 0, 0, 400) +
+              T.bin11(0x10000000, 0, 0, 0, 450))
+    rc, out, err = T.run([TLCAPD, "replay", p, "--export", "br"])
+    T.check(rc == 0 and len(out) > 0 and "no line areas" not in err, "line areas: %r" % err)
+
+
+T.main([test_br_without_line_areas_says_why, test_report_inputs_default_to_json,
         test_timeline_text1, test_statistics_text1, test_json, test_bin10_to_bin11,
         test_native_roundtrip_byte_identical, test_truncated_last_record, test_invalid_record,
         test_usage_errors, test_evlog_roundtrip])
