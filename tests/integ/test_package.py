@@ -54,7 +54,9 @@ CONTENTS = {
                "lib/systemd/system/tlcapd.socket", "etc/tlcap/tlcapd.ini",
                "usr/share/man/man8/tlcapd.8.gz", "usr/share/man/man5/tlcapd.ini.5.gz",
                "usr/share/bash-completion/completions/tlcapd",
-               "usr/share/doc/tlcapd/configuration.md.gz", "usr/share/doc/tlcapd/copyright"],
+               "usr/share/doc/tlcapd/copyright"] +
+              ["usr/share/doc/tlcapd/" + f for f in sorted(os.listdir(os.path.join(SRC, "docs")))
+               if f.endswith(".md")],
     "tlcap": ["usr/bin/tlcap", "usr/share/man/man1/tlcap.1.gz",
               "usr/share/bash-completion/completions/tlcap"],
     "libtlcap-client0": [LIB + "/libtlcap-client.so.0", LIB + "/libtlcap-client.so." + VERSION],
@@ -164,6 +166,11 @@ def test_systemd_units(d):
     with open(os.path.join(units, "tlcapd.service")) as f:
         svc = f.read()
     T.check("ExecStart=/usr/bin/tlcapd --config /etc/tlcap/tlcapd.ini" in svc, "ExecStart")
+    # every Documentation=file:// page is in the package, as that file
+    docs = re.findall(r"file://(/\S+)", re.search(r"^Documentation=(.*)$", svc, re.M).group(1))
+    T.check(docs != [], "Documentation= names a file")
+    for f in docs:
+        T.check(os.path.isfile(os.path.join(ROOT, f.lstrip("/"))), "Documentation=file://" + f)
     with open(os.path.join(d, "tlcapd.service"), "w") as f:
         f.write(svc.replace("/usr/bin/tlcapd", os.path.join(ROOT, "usr/bin/tlcapd")))
     shutil.copy(os.path.join(units, "tlcapd.socket"), d)
