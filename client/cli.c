@@ -16,6 +16,7 @@
 #include "when.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +112,31 @@ Tlcap__ServerMessage *tlc_cli_request(tlc_client_t *c, Tlcap__ClientMessage *cm,
     return NULL;
   }
   return unless_error(c, m, status);
+}
+
+int tlc_cli_not_known(const char *cmd, tlc_client_t *c, const char *pattern) {
+  Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
+  Tlcap__ListTargets lt = TLCAP__LIST_TARGETS__INIT;
+  Tlcap__ServerMessage *m;
+  int status = 0, known = 0;
+  cm.msg_case = TLCAP__CLIENT_MESSAGE__MSG_LIST_TARGETS;
+  cm.list_targets = &lt;
+  if ((m = tlc_cli_request(c, &cm, &status)) == NULL)
+    return status;
+  if (m->msg_case != TLCAP__SERVER_MESSAGE__MSG_TARGETS) {
+    fprintf(stderr, "tlcap %s: %s: unexpected reply\n", cmd, tlc_client_addr(c));
+    tlc_client_msg_free(m);
+    return EXIT_BAD;
+  }
+  for (size_t i = 0; i < m->targets->n_targets && !known; i++)
+    known = fnmatch(pattern, m->targets->targets[i]->name, 0) == 0;
+  tlc_client_msg_free(m);
+  if (known)
+    return 0;
+  fprintf(stderr,
+          "tlcap %s: %s: no such target: %s (tlcap targets lists them; --wait waits for it)\n", cmd,
+          tlc_client_addr(c), pattern);
+  return EXIT_BAD;
 }
 
 /* Sends a request and waits up to timeout_ms for its reply (unsolicited messages are

@@ -93,6 +93,12 @@ Tlcap__ServerMessage *tlc_cli_request(tlc_client_t *c, Tlcap__ClientMessage *cm,
 Tlcap__ServerMessage *tlc_cli_request_wait(tlc_client_t *c, Tlcap__ClientMessage *cm,
                                            int timeout_ms, int *status);
 
+/* For watch and top, which would otherwise wait silently for a target that may never come:
+ * 0 when the daemon knows a target named `pattern` (or, for a pattern with * or ?, one that it
+ * matches, as a subscription matches), else EXIT_BAD with "tlcap CMD: no such target" (or the
+ * request's error) printed. */
+int tlc_cli_not_known(const char *cmd, tlc_client_t *c, const char *pattern);
+
 /* ---- cli.c: output and files ---- */
 
 /* tlc_out_t's write callback for a FILE * (ud): 0, or TLC_EIO. */

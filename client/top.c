@@ -354,8 +354,9 @@ int tlc_cli_top(int argc, char **argv) {
   tlc_cli_view_t w;
   top_state_t ts;
   long interval = 1000;
-  int status = 0, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, o;
+  int status = 0, tty = isatty(STDIN_FILENO), quit = 0, stdin_eof = 0, wait = 0, o;
   static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "wait", no_argument, NULL, 'W' },
                                       { "help", no_argument, NULL, 'h' },
                                       { NULL, 0, NULL, 0 } };
   memset(&ts, 0, sizeof(ts));
@@ -365,18 +366,23 @@ int tlc_cli_top(int argc, char **argv) {
       interval = strtol(optarg, NULL, 10);
       continue;
     }
+    if (o == 'W') {
+      wait = 1;
+      continue;
+    }
     if (o != 'h')
       return EXIT_USAGE;
-    printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS]\n"
+    printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS] [--wait]\n"
            "A live view of a target's areas, sorted by net time, redrawn in place.\n"
            "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
            "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
            "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
            "first/last rows. The header shows the target's counters, area-limit drops, this\n"
-           "view's dropped events and detected sequence gaps.\n");
+           "view's dropped events and detected sequence gaps.\n"
+           "A TARGET the daemon does not know is an error; with --wait, top waits for it.\n");
     return 0;
   }
-  if (tlc_cli_operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS]") < 0)
+  if (tlc_cli_operands(argc, 0, 1, "tlcap top [TARGET] [--interval MS] [--wait]") < 0)
     return EXIT_USAGE;
   if (interval <= 0) {
     fprintf(stderr, "tlcap top: --interval must be a positive number of ms\n");
@@ -386,6 +392,10 @@ int tlc_cli_top(int argc, char **argv) {
     ts.only = argv[optind];
   if ((c = tlc_cli_connect_ev("tlcap top", &status, top_event_cb)) == NULL)
     return status;
+  if (ts.only != NULL && !wait && (status = tlc_cli_not_known("top", c, ts.only)) != 0) {
+    tlc_client_free(c);
+    return status;
+  }
   memset(&w, 0, sizeof(w));
   if (ts.only != NULL) {
     targets[0] = (char *)ts.only;

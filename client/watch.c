@@ -163,12 +163,14 @@ int tlc_cli_watch(int argc, char **argv) {
   tlc_client_t *c;
   tlc_cli_view_t w;
   long interval = 1000, count = -1;
-  int status = 0, events = 0, snapshots = 0, oc;
-  static const struct option lo[] = {
-    { "interval", required_argument, NULL, 'i' }, { "count", required_argument, NULL, 'n' },
-    { "events", no_argument, NULL, 'E' },         { "since", required_argument, NULL, 's' },
-    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
-  };
+  int status = 0, events = 0, snapshots = 0, wait = 0, oc;
+  static const struct option lo[] = { { "interval", required_argument, NULL, 'i' },
+                                      { "count", required_argument, NULL, 'n' },
+                                      { "events", no_argument, NULL, 'E' },
+                                      { "since", required_argument, NULL, 's' },
+                                      { "wait", no_argument, NULL, 'W' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
   tlc_cli_opt_reset();
   while ((oc = tlc_cli_next_opt(argc, argv, ":hi:n:", lo)) != -1) {
     if (oc == 'i')
@@ -179,13 +181,15 @@ int tlc_cli_watch(int argc, char **argv) {
       events = 1;
     else if (oc == 's')
       since = optarg;
+    else if (oc == 'W')
+      wait = 1;
     else if (oc == '?')
       return EXIT_USAGE;
     else if (oc != 'h')
       continue;
     else {
       printf("usage: tlcap [--connect ADDR] watch TARGET [--interval MS] [--events] [--count N]\n"
-             "                                  [--since T]\n"
+             "                                  [--since T] [--wait]\n"
              "Prints TARGET's statistics as one JSON document per line (the `tlcapd replay\n"
              "--export json` schema) each time they change, and target events as JSON lines\n"
              "{\"type\":\"target_event\",...}; with --events also live event batches\n"
@@ -194,13 +198,15 @@ int tlc_cli_watch(int argc, char **argv) {
              "--since T joins mid-stream: first, per target, the statistics of its stored\n"
              "records since T (as `tlcap stats --since T`) as one line {\"type\":\"history\",\n"
              "\"target\":...,\"since\":...,\"until\":...,\"stats\":{...}}, then the live ones.\n"
-             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n");
+             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n"
+             "A TARGET the daemon does not know (no target matches it) is an error; with\n"
+             "--wait, watch waits for it to appear.\n");
       return 0;
     }
   }
   if (tlc_cli_operands(argc, 1, 1,
-                       "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T]") <
-          0 ||
+                       "tlcap watch TARGET [--interval MS] [--events] [--count N] [--since T] "
+                       "[--wait]") < 0 ||
       interval <= 0) {
     if (interval <= 0)
       fprintf(stderr, "tlcap watch: --interval must be a positive number of ms\n");
@@ -211,6 +217,10 @@ int tlc_cli_watch(int argc, char **argv) {
     return EXIT_USAGE;
   if ((c = tlc_cli_connect_ev("tlcap watch", &status, watch_event_cb)) == NULL)
     return status;
+  if (!wait && (status = tlc_cli_not_known("watch", c, target)) != 0) {
+    tlc_client_free(c);
+    return status;
+  }
   memset(&w, 0, sizeof(w));
   targets[0] = (char *)target;
   sub.targets = targets;

@@ -96,7 +96,7 @@ def test_watch(d):
     os.mkdir(os.path.join(d, "a"))
     dm = D.Daemon(TLCAPD, os.path.join(d, "a"), args, serve="127.0.0.1:%d" % serve)
     w = subprocess.Popen([TLCAP, "--connect", addr, "--ca", cert, "--token-file", tok, "watch",
-                          "board", "--interval", "100"], stdout=subprocess.PIPE,
+                          "board", "--interval", "100", "--wait"], stdout=subprocess.PIPE,
                          stderr=open(os.path.join(d, "watch.err"), "wb"))
     out = Lines(w)
     try:
@@ -168,7 +168,7 @@ def test_top(d):
     dm = D.Daemon(TLCAPD, os.path.join(d, "a"), args, serve="127.0.0.1:%d" % serve)
     try:
         tgt = feed(ping, 3)
-        cmd = "%s --connect 127.0.0.1:%d top board --interval 100" % (TLCAP, serve)
+        cmd = "%s --connect 127.0.0.1:%d top board --interval 100 --wait" % (TLCAP, serve)
         tm("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "160", "-y", "30",
            "env TERM=xterm " + cmd + "; echo EXITED $?; sleep 30")
         wait_screen(lambda s: "target board" in s and "events 6 " in s, "top before restarts")

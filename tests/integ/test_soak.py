@@ -315,9 +315,10 @@ class Watchers:
 
     def __init__(self, d, sport, serial):
         self.d, self.sport = d, sport
-        self.kinds = (["*", "--interval", "300"], ["soak1", "--interval", "500", "--events"],
-                      ["ser" if serial else "soak3", "--interval", "200"],
-                      ["soak2", "--interval", "1000"])
+        self.kinds = (["*", "--interval", "300", "--wait"],
+                      ["soak1", "--interval", "500", "--events", "--wait"],
+                      ["ser" if serial else "soak3", "--interval", "200", "--wait"],
+                      ["soak2", "--interval", "1000", "--wait"])
         self.procs = []  # (Popen, out path, err path, start time)
         self.started = self.stopped = 0
 

@@ -282,6 +282,14 @@ def main():
                 "watch: %d %r %s" % (rc, out[:200], err))
         rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "rotate", "py"])
         T.check(rc == 1 and "rotate" in err, "rotate without storage: %d %s" % (rc, err))
+        # watch and top of a target the daemon does not know say so instead of waiting forever
+        for cmd in (["watch", "nosuch"], ["watch", "nosuch*"], ["top", "nosuch"]):
+            rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr] + cmd, timeout=30)
+            T.check(rc == 1 and "no such target: " + cmd[1] in err and "--wait" in err,
+                    "%s: %d %s" % (" ".join(cmd), rc, err))
+        rc, out, err = T.run([TLCAP] + CONN + ["--connect", addr, "watch", "p*", "--count", "1",
+                              "--interval", "50"], timeout=30)
+        T.check(rc == 0, "watch of a pattern that matches: %d %s" % (rc, err))
         for cmd in (["targets"], ["stats"], ["top"], ["watch"], ["send"], ["rotate"]):
             rc, out, err = T.run([TLCAP] + cmd + ["--help"])
             T.check(rc == 0 and b"usage" in out, "%s --help: %d" % (cmd, rc))
@@ -301,7 +309,7 @@ def main():
                 t += 100
         # tlcap watch --events sees the new target's lifecycle and its events as JSON lines
         wp = subprocess.Popen([TLCAP] + CONN + ["--connect", addr, "watch", "*", "--events",
-                                                "--interval", "50"],
+                                                "--interval", "50", "--wait"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         lines = []
 

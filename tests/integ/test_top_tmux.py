@@ -68,7 +68,7 @@ def main():
             t += 1000
         tgt.sendall(b"TLCAP/1 target=board format=bin11\n" + recs)
 
-        cmd = "%s --connect 127.0.0.1:%d top board --interval 100" % (TLCAP, serve)
+        cmd = "%s --connect 127.0.0.1:%d top board --interval 100 --wait" % (TLCAP, serve)
         tm("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "160", "-y", "30",
            "env TERM=xterm " + cmd + "; echo EXITED $?; sleep 30")
         s = wait_screen(lambda s: "target board" in s and "events 6" in s and
