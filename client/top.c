@@ -87,7 +87,8 @@ static void fmt_ns(char *buf, size_t len, int64_t ns) {
 }
 
 typedef struct top_state {
-  int window; /* 0 cumulative, 1.. window index + 1 */
+  int window;    /* 0 cumulative, 1.. window index + 1 */
+  uint32_t nwin; /* the shown target's rolling windows: w cycles through them and back */
   char filter[64];
   int editing;
   size_t cur; /* target index in view */
@@ -119,7 +120,10 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
     fflush(stdout);
     return;
   }
-  if (ts->window == 0 || (uint32_t)ts->window > vt->t.nwindows)
+  ts->nwin = vt->t.nwindows;
+  if ((uint32_t)ts->window > vt->t.nwindows)
+    ts->window = 0; /* another target with fewer windows */
+  if (ts->window == 0)
     snprintf(wname, sizeof(wname), "cumulative");
   else
     snprintf(wname, sizeof(wname), "last %.0fs", (double)vt->t.window_ns[ts->window - 1] / 1e9);
@@ -274,7 +278,7 @@ static int top_key(top_state_t *ts, int ch) {
     g_sort = (g_sort + 1) % NSORT;
     break;
   case 'w':
-    ts->window = (ts->window + 1) % (TLC_MAX_WINDOWS + 1);
+    ts->window = (int)(((uint32_t)ts->window + 1) % (ts->nwin + 1));
     break;
   case '/':
     ts->editing = 1;
@@ -337,7 +341,7 @@ static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
   case TLC_CLIENT_EV_RECONNECTED:
     snprintf(g_link, sizeof(g_link), "reconnected at %s after %.1f s%s", at,
              (double)ev->down_ms / 1000.0,
-             ev->restarted ? ": the daemon restarted, statistics start again" : "");
+             ev->restarted ? ": the daemon restarted, view reloaded from its statistics" : "");
     if (ev->restarted)
       g_view_reset = 1;
     break;

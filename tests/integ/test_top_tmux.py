@@ -113,8 +113,11 @@ def main():
         s = wait_screen(lambda s: "filter 20000000" in s and "20000000 " in s, "the data area")
         row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
         T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the window view:\n" + s)
-        tm("send-keys", "-t", "top", "w", "w", "w", "w")  # back to cumulative
-        s = wait_screen(lambda s: "cumulative" in s and "20000000 " in s, "cumulative view")
+        # w steps through the daemon's windows (1 s, 10 s, 60 s), each once, then cumulative
+        for name in ("last 10s", "last 60s", "cumulative", "last 1s", "last 10s", "last 60s",
+                     "cumulative"):
+            tm("send-keys", "-t", "top", "w")
+            s = wait_screen(lambda s: " - %s - " % name in s and "20000000 " in s, name)
         row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
         T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the cumulative view:\n" + s)
         tm("send-keys", "-t", "top", "/", "Enter")  # no filter: 44 areas, 26 rows fit
