@@ -54,6 +54,7 @@ CONTENTS = {
                "lib/systemd/system/tlcapd.socket", "etc/tlcap/tlcapd.ini",
                "usr/share/man/man8/tlcapd.8.gz", "usr/share/man/man5/tlcapd.ini.5.gz",
                "usr/share/bash-completion/completions/tlcapd",
+               "usr/share/tlcapd/prometheus/tlcap.rules.yml", "usr/share/tlcapd/grafana/tlcap.json",
                "usr/share/doc/tlcapd/copyright"] +
               ["usr/share/doc/tlcapd/" + f for f in sorted(os.listdir(os.path.join(SRC, "docs")))
                if f.endswith(".md")],
