@@ -4,7 +4,8 @@
  * shows only (top_columns) and keeps the tables in live.c's view. stdin is raw while it runs and
  * restored at exit; when stdin is not a terminal and ends, it goes on with the socket only. It
  * outlives a daemon restart: the link's state is a status line under the header, and the view
- * of a restarted daemon starts again.
+ * is reloaded from the restarted daemon. Every line is cut to the terminal's width (a wrapped
+ * line would scroll the header away); the columns drop by priority as the terminal narrows.
  */
 #include "cli.h"
 
@@ -29,44 +30,45 @@
 static char g_link[256]; /* the link's state after a loss ("" while it never dropped) */
 static int g_view_reset; /* the daemon restarted; drop the old view */
 
-enum { SORT_NET, SORT_COUNT, SORT_CALL, SORT_MAX, SORT_AVG, SORT_NAME, NSORT };
-static const char *const sort_names[NSORT] = { "net", "count", "call", "max", "avg", "name" };
+enum { SORT_NET, SORT_COUNT, SORT_CALL, SORT_MAX, SORT_AVG, SORT_P99, SORT_NAME, NSORT };
+static const char *const sort_names[NSORT] = {
+  "net", "count", "call", "max", "avg", "p99", "name"
+};
 
 typedef struct top_row {
   const tlc_stat_t *r;
-  char name[96];
-  int64_t net, call, max, avg;
+  char name[128];
+  int64_t net, call, max, avg, p99; /* -1: does not apply or not known ("-") */
   uint64_t count;
+  double pct; /* share of the view's span, -1 when it does not apply */
 } top_row_t;
 
 static int g_sort;
 
+static int64_t sort_key(const top_row_t *x) {
+  switch (g_sort) {
+  case SORT_COUNT:
+    return (int64_t)x->count;
+  case SORT_CALL:
+    return x->call;
+  case SORT_MAX:
+    return x->max;
+  case SORT_AVG:
+    return x->avg;
+  case SORT_P99:
+    return x->p99;
+  default:
+    return x->net;
+  }
+}
+
 static int cmp_top(const void *a, const void *b) {
   const top_row_t *x = a, *y = b;
-  int64_t vx = 0, vy = 0;
-  switch (g_sort) {
-  case SORT_NAME:
+  int64_t vx, vy;
+  if (g_sort == SORT_NAME)
     return strcmp(x->name, y->name);
-  case SORT_COUNT:
-    vx = (int64_t)x->count;
-    vy = (int64_t)y->count;
-    break;
-  case SORT_CALL:
-    vx = x->call;
-    vy = y->call;
-    break;
-  case SORT_MAX:
-    vx = x->max;
-    vy = y->max;
-    break;
-  case SORT_AVG:
-    vx = x->avg;
-    vy = y->avg;
-    break;
-  default:
-    vx = x->net;
-    vy = y->net;
-  }
+  vx = sort_key(x);
+  vy = sort_key(y);
   if (vx != vy)
     return vx < vy ? 1 : -1;
   return strcmp(x->name, y->name);
@@ -86,9 +88,33 @@ static void fmt_ns(char *buf, size_t len, int64_t ns) {
     snprintf(buf, len, "%.2fs", v / 1e9);
 }
 
+/* A count in at most 7 characters: 1234567, then 12.3M, 1.23G. */
+static void fmt_count(char *buf, size_t len, uint64_t v) {
+  if (v < 10000000u)
+    snprintf(buf, len, "%llu", (unsigned long long)v);
+  else if (v < 10000000000ull)
+    snprintf(buf, len, "%.1fM", (double)v / 1e6);
+  else
+    snprintf(buf, len, "%.2fG", (double)v / 1e9);
+}
+
+/* The area columns after AREA, in the order shown. Each has a priority: as the terminal
+ * narrows, the columns of the highest priority number go first, so that AREA keeps at least
+ * AREA_MIN characters (80 columns drop T.CALL; 64 also P99 and NET.MAX). */
+enum { COL_PCT, COL_COUNT, COL_NET, COL_AVG, COL_MAX, COL_P99, COL_CALL, NCOLS };
+static const struct {
+  const char *head;
+  int width, prio;
+} g_cols[NCOLS] = { { "%", 6, 0 },       { "COUNT", 8, 1 }, { "T.NET", 9, 0 }, { "NET.AVG", 9, 2 },
+                    { "NET.MAX", 9, 4 }, { "P99", 9, 3 },   { "T.CALL", 9, 5 } };
+#define AREA_MIN 20
+#define AREA_MAX 64
+
 typedef struct top_state {
   int window;    /* 0 cumulative, 1.. window index + 1 */
   uint32_t nwin; /* the shown target's rolling windows: w cycles through them and back */
+  size_t ctx;    /* 0: every area (Neutral rows with several contexts); k: context k - 1 only */
+  size_t nctx;   /* the shown target's contexts: c cycles through them and back */
   char filter[64];
   int editing;
   size_t cur; /* target index in view */
@@ -99,23 +125,106 @@ typedef struct top_state {
   int esc_pg;   /* ESC [ 5 (page up) or 6 (page down) awaiting its '~' */
 } top_state_t;
 
+/* Prints one screen line cut to the terminal's width (never wrapped: a wrapped line scrolls
+ * the header away), in reverse video when `rev`. */
+static void put_line(const char *text, int cols, int rev) {
+  printf("%s%.*s%s\x1b[K\r\n", rev ? "\x1b[7m" : "", cols > 1 ? cols - 1 : 1, text,
+         rev ? "\x1b[0m" : "");
+}
+
+/* A row's name: the mapping's, else the handle; a state row as VARIABLE = VALUE NAME (the
+ * variable's name and the value's, each the number when the mapping has no name for it). */
+static void row_name(const tlc_cli_view_target_t *vt, const tlc_stat_t *r, char *buf, size_t len) {
+  const tlc_mapping_t *m = vt->have_map ? &vt->map : NULL;
+  const tlc_map_area_t *ma = m != NULL ? tlc_mapping_find(m, r->handle) : NULL;
+  if (r->kind == TLC_ROW_STATE) {
+    const tlc_map_area_t *val = m != NULL ? tlc_mapping_find_value(m, r->handle, r->state) : NULL;
+    const tlc_map_area_t *var = NULL;
+    char vh[16], sv[24];
+    if (val != NULL && val->parent != TLC_NO_HANDLE)
+      var = tlc_mapping_find(m, val->parent);
+    snprintf(vh, sizeof(vh), "%08X", r->handle);
+    snprintf(sv, sizeof(sv), "%llX", (unsigned long long)r->state);
+    snprintf(buf, len, "%s = %s", var != NULL && var->name[0] ? var->name : vh,
+             val != NULL && val->name[0] ? val->name : sv);
+  } else if (ma != NULL && ma->name[0] != 0)
+    snprintf(buf, len, "%s", ma->name);
+  else
+    snprintf(buf, len, "%08X", r->handle);
+}
+
+/* Whether row r belongs to the view: context view k shows that context's code rows; the
+ * combined view every area once (its Neutral row when the target has several contexts). */
+static int in_view(const tlc_table_t *t, const top_state_t *ts, const tlc_stat_t *r) {
+  if (ts->ctx > 0)
+    return r->kind == TLC_ROW_CODE && r->context == ts->ctx - 1;
+  return !(t->ncontexts > 1 && r->kind == TLC_ROW_CODE && r->context != TLC_CTX_NEUTRAL);
+}
+
+static void row_values(const tlc_table_t *t, const top_state_t *ts, top_row_t *x) {
+  const tlc_stat_t *r = x->r;
+  int64_t span = tlc_table_total_time(t);
+  if (ts->window > 0 && (uint32_t)(ts->window - 1) < r->nwin) {
+    const tlc_wstat_t *wsx = &r->win[ts->window - 1];
+    int64_t wn = t->window_ns[ts->window - 1];
+    span = span < wn ? span : wn;
+    x->count = wsx->count;
+    /* what does not apply prints "-", as in the cumulative view */
+    x->net = r->kind == TLC_ROW_DATA ? -1 : wsx->k[TLC_NET].sum;
+    x->call = r->kind == TLC_ROW_CODE ? wsx->k[TLC_CALL].sum : -1;
+    x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
+    x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
+    x->p99 = -1; /* windows keep no quantiles */
+  } else {
+    x->count = r->count;
+    x->net = r->kind == TLC_ROW_DATA ? -1 : r->total[TLC_NET];
+    x->call = r->kind == TLC_ROW_CODE ? r->total[TLC_CALL] : -1;
+    x->max = r->dist[TLC_NET].n > 0 ? r->dist[TLC_NET].max : -1;
+    x->avg = r->dist[TLC_NET].n > 0 ? tlc_dist_avg(&r->dist[TLC_NET]) : -1;
+    x->p99 = r->dist[TLC_NET].n > 0 && r->dist[TLC_NET].has_q ? r->dist[TLC_NET].q[2] : -1;
+  }
+  x->pct = x->net >= 0 && span > 0 ? 100.0 * (double)x->net / (double)span : -1;
+}
+
+/* Which columns fit in `cols` (shown[]), and AREA's width. */
+static int layout(int cols, int shown[NCOLS]) {
+  int used = 0, c, p, area;
+  for (c = 0; c < NCOLS; c++) {
+    shown[c] = 1;
+    used += 1 + g_cols[c].width;
+  }
+  for (p = 5; p > 0 && cols - 1 - used < AREA_MIN; p--)
+    for (c = 0; c < NCOLS; c++)
+      if (shown[c] && g_cols[c].prio == p) {
+        shown[c] = 0;
+        used -= 1 + g_cols[c].width;
+      }
+  area = cols - 1 - used;
+  return area < AREA_MIN ? AREA_MIN : area > AREA_MAX ? AREA_MAX : area;
+}
+
 static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   struct winsize ws;
-  int rows = 24, cols = 100, line = 0;
+  int rows = 24, cols = 80, line = 0, shown[NCOLS], aw, c;
   tlc_cli_view_target_t *vt = w->n > 0 ? &w->v[ts->cur % w->n] : NULL;
   top_row_t *tr = NULL;
   size_t n = 0, i;
-  char wname[32], b1[16], b2[16], b3[16], b4[16];
+  char wname[32], cname[64], text[1024], cell[NCOLS][16];
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
     rows = ws.ws_row;
     cols = ws.ws_col;
   }
+  if (cols > (int)sizeof(text))
+    cols = (int)sizeof(text);
   printf("\x1b[H");
   if (vt == NULL) {
-    printf("tlcap top - %s - waiting for statistics%s\x1b[K\r\n", addr,
-           ts->only != NULL ? " of the target" : "");
-    if (g_link[0])
-      printf("link: %s\x1b[K\r\n", g_link);
+    snprintf(text, sizeof(text), "tlcap top - %s - waiting for statistics%s", addr,
+             ts->only != NULL ? " of the target" : "");
+    put_line(text, cols, 0);
+    if (g_link[0]) {
+      snprintf(text, sizeof(text), "link: %s", g_link);
+      put_line(text, cols, 0);
+    }
     printf("\x1b[J");
     fflush(stdout);
     return;
@@ -123,62 +232,61 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   ts->nwin = vt->t.nwindows;
   if ((uint32_t)ts->window > vt->t.nwindows)
     ts->window = 0; /* another target with fewer windows */
+  ts->nctx = vt->t.ncontexts > 1 ? vt->t.ncontexts : 0;
+  if (ts->ctx > ts->nctx)
+    ts->ctx = 0; /* another target with fewer contexts */
   if (ts->window == 0)
     snprintf(wname, sizeof(wname), "cumulative");
   else
     snprintf(wname, sizeof(wname), "last %.0fs", (double)vt->t.window_ns[ts->window - 1] / 1e9);
-  printf("tlcap top - %s - target %s (%zu/%zu) %s - %s - sort %s%s%s\x1b[K\r\n", addr, vt->name,
-         ts->cur % w->n + 1, w->n, vt->connected ? "connected" : "DISCONNECTED", wname,
-         sort_names[g_sort], ts->filter[0] ? " - filter " : "", ts->filter);
-  printf("events %llu  bytes %llu  gaps %llu  resyncs %llu  skipped %llu  invalid %llu  "
-         "anomalies %llu  area-limit drops %llu  my drops %llu  seq gaps %llu\x1b[K\r\n",
-         (unsigned long long)vt->t.counters.events, (unsigned long long)vt->t.counters.bytes,
-         (unsigned long long)vt->t.counters.gaps, (unsigned long long)vt->t.counters.resyncs,
-         (unsigned long long)vt->t.counters.bytes_skipped,
-         (unsigned long long)vt->t.counters.records_invalid,
-         (unsigned long long)vt->t.counters.anomalies,
-         (unsigned long long)vt->t.counters.dropped_area_limit,
-         (unsigned long long)w->dropped_events, (unsigned long long)vt->gaps_seen);
-  line = 3;
+  if (ts->ctx == 0 && vt->t.ncontexts != 1)
+    snprintf(cname, sizeof(cname), "all contexts");
+  else {
+    char cb[48];
+    snprintf(cname, sizeof(cname), "%s",
+             tlc_mapping_ctx_display(vt->have_map ? &vt->map : NULL, &vt->t,
+                                     (uint32_t)(ts->ctx > 0 ? ts->ctx - 1 : 0), cb, sizeof(cb)));
+  }
+  snprintf(text, sizeof(text), "tlcap top - target %s %s (%zu/%zu) - %s - %s - sort %s%s%s - %s",
+           vt->name, vt->connected ? "connected" : "DISCONNECTED", ts->cur % w->n + 1, w->n, cname,
+           wname, sort_names[g_sort], ts->filter[0] ? " - filter " : "", ts->filter, addr);
+  put_line(text, cols, 0);
+  snprintf(
+      text, sizeof(text),
+      "events %llu  gaps %llu  resyncs %llu  skipped %llu  invalid %llu  anomalies %llu  "
+      "area-limit drops %llu  my drops %llu  seq gaps %llu  bytes %llu",
+      (unsigned long long)vt->t.counters.events, (unsigned long long)vt->t.counters.gaps,
+      (unsigned long long)vt->t.counters.resyncs, (unsigned long long)vt->t.counters.bytes_skipped,
+      (unsigned long long)vt->t.counters.records_invalid,
+      (unsigned long long)vt->t.counters.anomalies,
+      (unsigned long long)vt->t.counters.dropped_area_limit, (unsigned long long)w->dropped_events,
+      (unsigned long long)vt->gaps_seen, (unsigned long long)vt->t.counters.bytes);
+  put_line(text, cols, 0);
+  line = 2;
   if (g_link[0]) {
-    printf("link: %s\x1b[K\r\n", g_link);
+    snprintf(text, sizeof(text), "link: %s", g_link);
+    put_line(text, cols, 0);
     line++;
   }
-  printf("\x1b[7m%-40s %-12s %10s %10s %10s %10s %10s\x1b[0m\x1b[K\r\n", "AREA", "CONTEXT", "COUNT",
-         "T.NET", "T.CALL", "NET.MAX", "NET.AVG");
+  aw = layout(cols, shown);
+  {
+    int k = snprintf(text, sizeof(text), "%-*s", aw, "AREA");
+    for (c = 0; c < NCOLS; c++)
+      if (shown[c] && k >= 0 && (size_t)k < sizeof(text))
+        k += snprintf(text + k, sizeof(text) - (size_t)k, " %*s", g_cols[c].width, g_cols[c].head);
+  }
+  put_line(text, cols, 1);
+  line++;
   tr = vt->t.nrows > 0 ? tlc_malloc(vt->t.nrows * sizeof(*tr)) : NULL;
   for (i = 0; tr != NULL && i < vt->t.nrows; i++) {
-    const tlc_stat_t *r = &vt->t.rows[i];
-    const tlc_map_area_t *ma = vt->have_map ? tlc_mapping_find(&vt->map, r->handle) : NULL;
     top_row_t *x = &tr[n];
-    if (vt->t.ncontexts > 1 && r->kind == TLC_ROW_CODE && r->context != TLC_CTX_NEUTRAL)
-      continue; /* with several contexts, one line per area: its Neutral row */
-    x->r = r;
-    if (ma != NULL && ma->name[0] != 0)
-      snprintf(x->name, sizeof(x->name), "%s", ma->name);
-    else
-      snprintf(x->name, sizeof(x->name), "%08X", r->handle);
-    if (r->kind == TLC_ROW_STATE) {
-      size_t l = strlen(x->name);
-      snprintf(x->name + l, sizeof(x->name) - l, "=%llX", (unsigned long long)r->state);
-    }
+    if (!in_view(&vt->t, ts, &vt->t.rows[i]))
+      continue;
+    x->r = &vt->t.rows[i];
+    row_name(vt, x->r, x->name, sizeof(x->name));
     if (ts->filter[0] != 0 && strstr(x->name, ts->filter) == NULL)
       continue;
-    if (ts->window > 0 && (uint32_t)(ts->window - 1) < r->nwin) {
-      const tlc_wstat_t *wsx = &r->win[ts->window - 1];
-      x->count = wsx->count;
-      /* what does not apply prints "-", as in the cumulative view (it printed 0ns here) */
-      x->net = r->kind == TLC_ROW_DATA ? -1 : wsx->k[TLC_NET].sum;
-      x->call = r->kind == TLC_ROW_CODE ? wsx->k[TLC_CALL].sum : -1;
-      x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
-      x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
-    } else {
-      x->count = r->count;
-      x->net = r->kind == TLC_ROW_DATA ? -1 : r->total[TLC_NET];
-      x->call = r->kind == TLC_ROW_CODE ? r->total[TLC_CALL] : -1;
-      x->max = r->dist[TLC_NET].n > 0 ? r->dist[TLC_NET].max : -1;
-      x->avg = r->dist[TLC_NET].n > 0 ? tlc_dist_avg(&r->dist[TLC_NET]) : -1;
-    }
+    row_values(&vt->t, ts, x);
     n++;
   }
   if (n > 0)
@@ -188,25 +296,34 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   if (ts->first + ts->page > n)
     ts->first = n > ts->page ? n - ts->page : 0;
   for (i = ts->first; i < n && line < rows - 1; i++, line++) {
-    char ctx[32];
-    tlc_ctx_name(&vt->t, tr[i].r->context, ctx, sizeof(ctx));
-    if (tr[i].r->context == TLC_CTX_NONE)
-      snprintf(ctx, sizeof(ctx), "-");
-    fmt_ns(b1, sizeof(b1), tr[i].net);
-    fmt_ns(b2, sizeof(b2), tr[i].call);
-    fmt_ns(b3, sizeof(b3), tr[i].max);
-    fmt_ns(b4, sizeof(b4), tr[i].avg);
-    printf("%-40.40s %-12.12s %10llu %10s %10s %10s %10s\x1b[K\r\n", tr[i].name, ctx,
-           (unsigned long long)tr[i].count, b1, b2, b3, b4);
+    int k;
+    if (tr[i].pct < 0)
+      snprintf(cell[COL_PCT], sizeof(cell[0]), "-");
+    else
+      snprintf(cell[COL_PCT], sizeof(cell[0]), "%.1f", tr[i].pct < 9999 ? tr[i].pct : 9999.0);
+    fmt_count(cell[COL_COUNT], sizeof(cell[0]), tr[i].count);
+    fmt_ns(cell[COL_NET], sizeof(cell[0]), tr[i].net);
+    fmt_ns(cell[COL_AVG], sizeof(cell[0]), tr[i].avg);
+    fmt_ns(cell[COL_MAX], sizeof(cell[0]), tr[i].max);
+    fmt_ns(cell[COL_P99], sizeof(cell[0]), tr[i].p99);
+    fmt_ns(cell[COL_CALL], sizeof(cell[0]), tr[i].call);
+    k = snprintf(text, sizeof(text), "%-*.*s", aw, aw, tr[i].name);
+    for (c = 0; c < NCOLS; c++)
+      if (shown[c] && k >= 0 && (size_t)k < sizeof(text))
+        k += snprintf(text + k, sizeof(text) - (size_t)k, " %*s", g_cols[c].width, cell[c]);
+    put_line(text, cols, 0);
   }
   tlc_free(tr);
-  if (ts->editing)
-    printf("\x1b[%d;1Hfilter: %s\x1b[K", rows, ts->filter);
-  else
-    printf("\x1b[J\x1b[%d;1H\x1b[7mq quit  s sort  w window  / filter  t target  j/k PgUp/PgDn "
-           "scroll - areas %zu-%zu of %zu\x1b[0m\x1b[K",
-           rows, n > 0 ? ts->first + 1 : 0, i, n);
-  (void)cols;
+  if (ts->editing) {
+    snprintf(text, sizeof(text), "filter: %s", ts->filter);
+    printf("\x1b[J\x1b[%d;1H%.*s\x1b[K", rows, cols > 1 ? cols - 1 : 1, text);
+  } else {
+    snprintf(text, sizeof(text),
+             "q quit s sort w window c context / filter t target j/k PgUp/PgDn - areas "
+             "%zu-%zu of %zu",
+             n > 0 ? ts->first + 1 : 0, i, n);
+    printf("\x1b[J\x1b[%d;1H\x1b[7m%.*s\x1b[0m\x1b[K", rows, cols > 1 ? cols - 1 : 1, text);
+  }
   fflush(stdout);
 }
 
@@ -280,6 +397,10 @@ static int top_key(top_state_t *ts, int ch) {
   case 'w':
     ts->window = (int)(((uint32_t)ts->window + 1) % (ts->nwin + 1));
     break;
+  case 'c':
+    ts->ctx = (ts->ctx + 1) % (ts->nctx + 1);
+    ts->first = 0;
+    break;
   case '/':
     ts->editing = 1;
     ts->filter[0] = 0;
@@ -311,6 +432,7 @@ static size_t top_columns(uint32_t *c) {
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_N);
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_SUM);
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX);
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_Q + 2); /* p99 */
   c[n++] = TLC_COL_DIST(TLC_CALL, TLC_COLF_TOTAL);
   for (w = 0; w < TLC_MAX_WINDOWS; w++) {
     c[n++] = TLC_COL_WCOUNT(w);
@@ -352,7 +474,7 @@ static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
 
 int tlc_cli_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
-  uint32_t top_cols[6 + 5 * TLC_MAX_WINDOWS];
+  uint32_t top_cols[7 + 5 * TLC_MAX_WINDOWS];
   char *targets[1];
   tlc_client_t *c;
   tlc_cli_view_t w;
@@ -377,9 +499,15 @@ int tlc_cli_top(int argc, char **argv) {
     if (o != 'h')
       return EXIT_USAGE;
     printf("usage: tlcap [--connect ADDR] top [TARGET] [--interval MS] [--wait]\n"
-           "A live view of a target's areas, sorted by net time, redrawn in place.\n"
-           "Keys: q quit, s next sort key (net, count, call, max, avg, name), w next window\n"
-           "(cumulative, then each rolling window), / filter by name (Enter ends), t next\n"
+           "A live view of a target's areas, sorted by net time, redrawn in place, fitted to\n"
+           "the terminal (80x24 and up: the columns of least use go first as it narrows).\n"
+           "Columns: %% (net time over the time shown: the window, or everything so far; a\n"
+           "row of all contexts on several cores may pass 100, as in top(1)), COUNT, T.NET,\n"
+           "NET.AVG, NET.MAX, P99 (cumulative only), T.CALL. A state row reads\n"
+           "VARIABLE = VALUE with the mapping's names.\n"
+           "Keys: q quit, s next sort key (net, count, call, max, avg, p99, name), w next\n"
+           "window (cumulative, then each rolling window), c next context (all, then each\n"
+           "core or task alone), / filter by name (Enter ends), t next\n"
            "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
            "first/last rows. The header shows the target's counters, area-limit drops, this\n"
            "view's dropped events and detected sequence gaps.\n"
@@ -407,13 +535,14 @@ int tlc_cli_top(int argc, char **argv) {
     sub.n_targets = 1;
   }
   sub.interval_ms = (uint32_t)interval;
-  /* Only what the view shows (docs/protocol.md "Columnar rows"): one line per area (Neutral
-   * rows when there are several contexts), COUNT, T.NET, T.CALL, NET max and avg, for the
-   * cumulative statistics and each rolling window. windows and neutral are set too, for a
-   * daemon older than columnar rows (it ignores the columns and sends every field). */
+  /* Only what the view shows (docs/protocol.md "Columnar rows"): every row (Neutral and
+   * per-context), COUNT, T.NET, T.CALL, NET max, avg and p99, for the cumulative statistics
+   * and each rolling window. windows and neutral are set too, for a daemon older than columnar
+   * rows (it ignores the columns and sends every field). */
   sub.columns = top_cols;
   sub.n_columns = top_columns(top_cols);
-  sub.neutral_only = 1;
+  sub.neutral_only = 0; /* the per-context views (c) need every context's rows */
+  sub.quantiles = 1;
   sub.windows = 1;
   sub.neutral = 1;
   sub.names = 1;

@@ -22,6 +22,68 @@ import tlctest as T  # noqa: E402
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 
 
+MAPPING = """* HANDLE(Functions) %HANDLE%,%NAME%
+00000000,main
+00000001,timer_isr
+* HANDLE(Data) %HANDLE%,%NAME%,%VALUE%
+20000001,task_state,
+30000001,RUNNING,1
+30000001,BLOCKED,2
+"""
+
+
+def narrow(tm, wait_screen, tlcap, ping, serve, tmp):
+    """80x24: a two-core target with a mapped state variable; the view fits (no line wraps,
+    the header stays), c steps through the contexts, a state row reads VARIABLE = VALUE."""
+    rec, t = b"", 0
+    for i in range(20):  # main on core 0 (300 ns), timer_isr on core 1 (50 ns), a state
+        rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(1, 3, 1, 0, t + 10) +
+                T.bin11(1, 0, 1, 0, t + 60) + T.bin11(0, 0, 0, 0, t + 300) +
+                T.bin11(0x30000001, 4, 0, 1 + i % 2, t + 400))
+        t += 1000
+    span = t - 1000 + 400
+    tgt = D.connect(ping)
+    tgt.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
+    mp = os.path.join(tmp, "dual.txt")
+    with open(mp, "w") as f:
+        f.write(MAPPING)
+    addr = ["--connect", "127.0.0.1:%d" % serve]
+    D.wait_until(lambda: T.run([tlcap] + addr + ["mapping", "dual", mp])[0] == 0, 15,
+                 "the mapping loaded")
+    tm("kill-session", "-t", "top")  # the first view's, sleeping after its exit
+    tm("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
+       "env TERM=xterm %s --connect 127.0.0.1:%d top dual; echo EXITED $?; sleep 30"
+       % (tlcap, serve))
+
+    def row(s, name):
+        return [l for l in s.splitlines() if l.startswith(name + " ")]
+    s = wait_screen(lambda s: "events 100" in s and row(s, "main") and row(s, "timer_isr") and
+                    row(s, "task_state = BLOCKED"), "80 columns: every area")
+    lines = s.splitlines()
+    T.check(lines[0].startswith("tlcap top - target dual") and "all contexts" in lines[0],
+            "the header stays on the first line:\n" + s)
+    T.eq(lines[2].split()[:6], ["AREA", "%", "COUNT", "T.NET", "NET.AVG", "NET.MAX"],
+         "columns at 80")
+    T.check(all(len(l) < 80 for l in lines), "a line as wide as the terminal:\n" + s)
+    T.eq(row(s, "main")[0].split()[:4], ["main", "%.1f" % (100 * 6000 / span), "20", "6.0us"],
+         "main, both contexts")
+    T.eq(row(s, "task_state = RUNNING")[0].split()[4:6], ["10", "10.0us"],
+         "the state RUNNING (value 1, written at even i): 10 entries, 1000 ns each")
+    tm("send-keys", "-t", "top", "c")
+    s = wait_screen(lambda s: " - core0 - " in s and row(s, "main"), "c: core 0")
+    T.check(not row(s, "timer_isr") and not row(s, "task_state = BLOCKED"),
+            "core 0 shows its own areas only:\n" + s)
+    tm("send-keys", "-t", "top", "c")
+    s = wait_screen(lambda s: " - core1 - " in s and row(s, "timer_isr"), "c: core 1")
+    T.check(not row(s, "main"), "core 1 shows its own areas only:\n" + s)
+    tm("send-keys", "-t", "top", "c")
+    wait_screen(lambda s: "all contexts" in s and row(s, "main") and row(s, "timer_isr"),
+                "c: back to every context")
+    tm("send-keys", "-t", "top", "q")
+    wait_screen(lambda s: "EXITED 0" in s, "q quits")
+    tgt.close()
+
+
 def main():
     tmux = shutil.which("tmux")
     if tmux is None:
@@ -80,12 +142,15 @@ def main():
         i1 = [i for i, l in enumerate(lines) if l.startswith("00000001")]
         T.check(i0 and i1 and i1[0] < i0[0], "areas not sorted by net time:\n" + s)
         T.check("sort net" in s and "cumulative" in s, "header:\n" + s)
-        # the values shown (top subscribes to these columns only): AREA CONTEXT COUNT T.NET
-        # T.CALL NET.MAX NET.AVG, from the records above
-        T.check(lines[i1[0]].split() == ["00000001", "core0", "1", "900ns", "900ns", "900ns",
-                                         "900ns"], "area 1 line:\n" + s)
-        T.check(lines[i0[0]].split() == ["00000000", "core0", "2", "200ns", "200ns", "100ns",
-                                         "100ns"], "area 0 line:\n" + s)
+        # the values shown (top subscribes to these columns only): AREA % COUNT T.NET NET.AVG
+        # NET.MAX P99 T.CALL, from the records above; % is T.NET over the 2900 ns they span
+        T.check("core0" in lines[0], "the one context in the header:\n" + s)
+        T.check(lines[i1[0]].split() == ["00000001", "%.1f" % (100 * 900 / 2900), "1", "900ns",
+                                         "900ns", "900ns", "900ns", "900ns"],
+                "area 1 line:\n" + s)
+        T.check(lines[i0[0]].split() == ["00000000", "%.1f" % (100 * 200 / 2900), "2", "200ns",
+                                         "100ns", "100ns", "100ns", "200ns"],
+                "area 0 line:\n" + s)
 
         tm("send-keys", "-t", "top", "s")
         # the header and the rows are drawn in turn: a capture may come between them
@@ -112,14 +177,14 @@ def main():
         tm("send-keys", "-t", "top", "/", "20000000", "Enter")
         s = wait_screen(lambda s: "filter 20000000" in s and "20000000 " in s, "the data area")
         row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
-        T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the window view:\n" + s)
+        T.eq(row[1:], ["-", "2", "-", "-", "-", "-", "-"], "data area in the window view:\n" + s)
         # w steps through the daemon's windows (1 s, 10 s, 60 s), each once, then cumulative
         for name in ("last 10s", "last 60s", "cumulative", "last 1s", "last 10s", "last 60s",
                      "cumulative"):
             tm("send-keys", "-t", "top", "w")
             s = wait_screen(lambda s: " - %s - " % name in s and "20000000 " in s, name)
         row = [l for l in s.splitlines() if l.startswith("20000000")][0].split()
-        T.eq(row[2:], ["2", "-", "-", "-", "-"], "data area in the cumulative view:\n" + s)
+        T.eq(row[1:], ["-", "2", "-", "-", "-", "-", "-"], "data area in the cumulative view:\n" + s)
         tm("send-keys", "-t", "top", "/", "Enter")  # no filter: 44 areas, 26 rows fit
         wait_screen(lambda s: "areas 1-26 of 44" in s, "first page")
         tm("send-keys", "-t", "top", "j")
@@ -140,6 +205,7 @@ def main():
         s = wait_screen(lambda s: "EXITED 0" in s, "q quits with status 0")
         T.check("target board" not in s, "alternate screen not restored:\n" + s)
         tgt.close()
+        narrow(tm, wait_screen, TLCAP, ping, serve, tmp)
         print("PASS")
         return 0
     except T.Failure as e:
