@@ -134,9 +134,12 @@ class Browser:
         if m == "Page.javascriptDialogOpening":  # answer at once: the page waits for it
             self.prompts.append(p.get("message", ""))
             self.next_id += 1
-            params = {"accept": self.prompt_answer is not None}
-            if self.prompt_answer is not None:
-                params["promptText"] = self.prompt_answer
+            ans = self.prompt_answer
+            if isinstance(ans, list):  # answers in turn, the last one for every later prompt
+                ans = ans.pop(0) if len(ans) > 1 else ans[0]
+            params = {"accept": ans is not None}
+            if ans is not None:
+                params["promptText"] = ans
             self.ws.sendall(frame(json.dumps({"id": self.next_id, "method":
                                               "Page.handleJavaScriptDialog",
                                               "params": params}).encode()))
@@ -177,6 +180,11 @@ class Browser:
         while select.select([self.ws], [], [], 0.05)[0]:
             op, data = recv_message(self.ws)  # a whole message: DevTools sends them at once
             self._note(json.loads(data))
+
+    def viewport(self, width, height):
+        """Sizes the page's viewport as a window of width x height CSS pixels would."""
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
 
     def screenshot(self, path):
         r = self.call("Page.captureScreenshot", format="png")

@@ -112,7 +112,9 @@ def test_dashboard(d):
         T.eq(b.eval("document.querySelectorAll('#areas tbody tr').length"), 0, "filter hides")
         b.eval("(() => { const f = document.getElementById('filter'); f.value = '0000';"
                " f.dispatchEvent(new Event('input')); })()")
-        b.eval("document.querySelector(%s + ' input[type=checkbox]').click()" % json.dumps(row))
+        # the page opened with the areas of most net time ticked: the chart has data at once
+        T.check(b.eval("document.querySelector(%s + ' input[type=checkbox]').checked"
+                       % json.dumps(row)), "the busiest area is charted without a tick")
         for k in range(3):  # keep the chart busy for a few updates
             s.sendall(D.calls(50, t0=10 ** 8 * (k + 1), step=1000, handle=0x00000007, core=0))
             n = b.eval("Number(document.body.dataset.updates)")
@@ -174,17 +176,20 @@ def test_dashboard_token(d):
         s = D.connect(port)
         s.sendall(b"TLCAP/1 target=guarded format=bin11\n" + D.calls(5))
         dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
-        b.prompt_answer = "page-token"
+        # a wrong token first: the page says it was refused and asks again, saying why
+        b.prompt_answer = ["wrong-token", "page-token"]
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
         wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
-                "targets shown once the token was given")
-        T.eq(len(b.prompts), 1, "asked once")
+                "targets shown once the right token was given")
+        T.eq(len(b.prompts), 2, "asked twice: %r" % b.prompts)
+        T.check("refused" in b.prompts[1], "the second prompt says why: %r" % b.prompts[1])
+        b.prompts.clear()
         T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
              "kept in the tab's session storage")
         b.call("Page.reload")
         wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
                 "targets shown after a reload")
-        T.eq(len(b.prompts), 1, "not asked again after a reload")
+        T.eq(len(b.prompts), 0, "not asked again after a reload")
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
         s.close()
@@ -193,4 +198,73 @@ def test_dashboard_token(d):
         dm.stop()
 
 
-T.main([test_dashboard, test_dashboard_token])
+def test_dashboard_layout(d):
+    """A user's first look at a two-core target, at 1400x900 and 800x600: the page never
+    scrolls sideways, the target's page opens on a chart with data (its busiest areas
+    ticked), one context at a time with a selector (Neutral first), a column per rolling
+    window, and a filter. Screenshots of both sizes are kept beside SCREENSHOT_PATH."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport)
+    s = None
+    try:
+        s = D.connect(port)
+        # core 0: main (long) and fast (short); core 1: isr; a data variable
+        rec, t = b"", 1000
+        for i in range(200):
+            rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(0, 0, 0, 0, t + 600) +
+                    T.bin11(1, 3, 0, 0, t + 700) + T.bin11(1, 0, 0, 0, t + 720) +
+                    T.bin11(2, 3, 1, 0, t + 100) + T.bin11(2, 0, 1, 0, t + 400) +
+                    T.bin11(0x20000000, 4, 0, i, t + 800))
+            t += 1000
+        s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
+        dm.wait_stats(lambda st: any(x["events"] == 1400 for x in st["targets"]), what="events")
+        base = os.path.splitext(SHOT)[0]
+        for w, h in ((1400, 900), (800, 600)):
+            b.viewport(w, h)
+            b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
+            wait_js(b, "document.querySelector('#areas tbody tr') !== null", "area rows")
+            wait_js(b, "document.querySelector('#chart canvas') !== null &&"
+                    " document.querySelectorAll('#legend span').length > 0",
+                    "the chart drawn with a legend, without a tick (%dx%d)" % (w, h))
+            opts = b.eval("[...document.querySelectorAll('#ctx option')].map(o => o.value)")
+            T.eq(opts, ["Neutral", "core0", "core1"], "contexts, Neutral first")
+            ticked = b.eval("[...document.querySelectorAll('#areas tbody tr')]"
+                            ".filter(r => r.querySelector('input').checked)"
+                            ".map(r => r.dataset.id)")
+            T.eq(sorted(ticked), ["00000000/Neutral/0", "00000001/Neutral/0",
+                                  "00000002/Neutral/0"], "the busiest areas ticked")
+            heads = b.eval("[...document.querySelectorAll('#areas th.win')]"
+                           ".map(h => h.textContent)")
+            T.eq(heads, ["last 1 s", "last 10 s", "last 60 s"], "a column per window")
+            wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
+            T.check(wide <= 0, "the page scrolls sideways by %s px at %dx%d" % (wide, w, h))
+            b.screenshot("%s_%dx%d.png" % (base, w, h))
+        # one context at a time: core1 shows isr (and the data variable), not main
+        b.eval("(() => { const c = document.getElementById('ctx'); c.value = 'core1';"
+               " c.dispatchEvent(new Event('change')); })()")
+        ids = b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")
+        T.eq(sorted(ids), ["00000002/core1/0", "20000000//0"], "core 1's view")
+        T.check(b.eval("document.querySelector('tr[data-id=\"00000002/core1/0\"] input')"
+                       ".checked"), "the chart follows the context")
+        b.eval("(() => { const c = document.getElementById('ctx'); c.value = 'core0';"
+               " c.dispatchEvent(new Event('change')); })()")
+        b.eval("(() => { const f = document.getElementById('filter'); f.value = '00000001';"
+               " f.dispatchEvent(new Event('input')); })()")
+        ids = b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")
+        T.eq(ids, ["00000001/core0/0"], "filtered in core 0")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        if s is not None:
+            s.close()
+        b.close()
+        dm.stop()
+
+
+T.main([test_dashboard, test_dashboard_token, test_dashboard_layout])

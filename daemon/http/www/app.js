@@ -25,6 +25,11 @@ const S = {
   sortKey: "net",
   sortDir: -1,
   chart: null,
+  ctx: null, // the context shown (null: not chosen yet: Neutral, or the only one)
+  contexts: [], // the target's contexts, as the select lists them
+  autoChosen: false, // the top areas were ticked for this page and context
+  windows: [], // the rolling windows' lengths (ns), one column each
+  tokenRefused: false, // tlcapd refused the token the page sent
 };
 
 function fmtInt(v) {
@@ -77,8 +82,14 @@ function connect() {
     try { m = JSON.parse(ev.data); } catch (e) { return; }
     if (m.type === "auth") { // tlcapd has a token file (SPEC 8): ask for it once
       if (sentToken) return; // ours is on its way; a wrong one closes the socket
-      const t = window.prompt("tlcapd asks for its access token:");
-      if (!t) { setStatus("reconnecting", "a token is needed to see this tlcapd"); return; }
+      const t = window.prompt(S.tokenRefused
+        ? "tlcapd refused that token. Enter its access token:"
+        : "tlcapd asks for its access token:");
+      if (!t) {
+        setStatus("refused", S.tokenRefused ? "tlcapd refused the token: reload to try again"
+                                            : "a token is needed to see this tlcapd");
+        return;
+      }
       sessionStorage.setItem("tlcap-token", t);
       ws.send("token " + t);
       sentToken = true;
@@ -88,8 +99,14 @@ function connect() {
     onLive(m);
   };
   ws.onclose = (ev) => {
-    if (ev.code === 1008 && ev.reason === "bad token") sessionStorage.removeItem("tlcap-token");
     S.ws = null;
+    if (ev.code === 1008 && ev.reason === "bad token") { // say so, then ask again
+      sessionStorage.removeItem("tlcap-token");
+      S.tokenRefused = true;
+      setStatus("refused", "tlcapd refused the token");
+      setTimeout(connect, 500);
+      return;
+    }
     const wait = S.backoff;
     S.backoff = Math.min(S.backoff * 2, 5000);
     setStatus("reconnecting", "disconnected from tlcapd: reconnecting in " +
@@ -220,6 +237,8 @@ function renderAreas(t, a) {
       S.rows.set(rowId(r), r);
     }
   }
+  updateContexts();
+  if (!S.autoChosen && a.full && S.rows.size > 0) autoChoose();
   // chart: a point per message, for every charted area (rates from cumulative values)
   const point = [new Date(t)];
   for (const id of S.chosenOrder) {
@@ -240,17 +259,68 @@ function renderAreas(t, a) {
     while (S.series.length > HISTORY) S.series.shift();
     drawChart();
   }
-  const wn = (a.windows_ns || []).map((w) => (w / 1e9) + " s").join(", ");
-  $("wcols").textContent = "windows " + wn + " (count / net)";
+  setWindows(a.windows_ns || []);
   drawTable();
+}
+
+// The contexts of the target's code rows: Neutral first (the areas over all contexts), then
+// each core, task or thread. One is shown at a time; data and state areas are in every view.
+function updateContexts() {
+  const seen = new Set();
+  for (const r of S.rows.values()) if (r.kind === "code") seen.add(r.context);
+  const list = [...seen].sort((x, y) => (x === "Neutral" ? -1 : y === "Neutral" ? 1 :
+                                         x.localeCompare(y, "en", { numeric: true })));
+  if (list.join("\n") !== S.contexts.join("\n")) {
+    S.contexts = list;
+    const sel = $("ctx");
+    sel.replaceChildren(...list.map((c) => {
+      const o = document.createElement("option");
+      o.value = c;
+      o.textContent = c === "Neutral" ? "all (Neutral)" : c;
+      return o;
+    }));
+  }
+  if (S.ctx === null || !list.includes(S.ctx)) S.ctx = list.length ? list[0] : null;
+  $("ctx").value = S.ctx === null ? "" : S.ctx;
+  $("ctx").disabled = list.length < 2;
+}
+
+function inView(r) {
+  return r.kind !== "code" || r.context === S.ctx;
+}
+
+// The page opens on a chart with data: the areas with the most net time in the context shown
+// are ticked once (the user's own ticks are kept after that).
+function autoChoose() {
+  S.autoChosen = true;
+  if (S.chosen.size > 0) return;
+  const top = [...S.rows].filter(([, r]) => r.kind === "code" && inView(r) && r.net > 0)
+    .sort((x, y) => y[1].net - x[1].net).slice(0, 3);
+  for (const [id] of top) S.chosen.add(id);
+  S.chosenOrder = [...S.chosen];
+  S.series = [];
+}
+
+function setWindows(ws) {
+  if (ws.join(",") === S.windows.join(",")) return;
+  S.windows = ws;
+  const tr = $("areas").tHead.rows[0];
+  for (const th of [...tr.querySelectorAll("th.win")]) th.remove();
+  ws.forEach((w) => {
+    const th = document.createElement("th");
+    th.className = "n win";
+    th.textContent = "last " + (w / 1e9) + " s";
+    th.title = "events, and net time below, in the last " + (w / 1e9) + " s";
+    tr.appendChild(th);
+  });
 }
 
 function drawTable() {
   const q = $("filter").value.trim().toLowerCase();
   const rows = [];
   for (const [id, r] of S.rows) {
-    if (q && !(areaName(r) + " " + r.handle + " " + r.context).toLowerCase().includes(q))
-      continue;
+    if (!inView(r)) continue;
+    if (q && !(areaName(r) + " " + r.handle).toLowerCase().includes(q)) continue;
     rows.push([id, r]);
   }
   const k = S.sortKey, dir = S.sortDir;
@@ -274,12 +344,23 @@ function drawTable() {
     c0.appendChild(cb);
     tr.appendChild(c0);
     tr.appendChild(td(areaName(r) + (r.kind === "state" ? " = " + r.state : ""), null, "name"));
-    tr.appendChild(td(r.context, null, "context"));
     tr.appendChild(td(fmtInt(r.count), "n", "count"));
     for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
-                       "p99_net"])
-      tr.appendChild(td(fmtNs(r[key]), "n", key));
-    tr.appendChild(td(r.w.map((w) => fmtInt(w[0]) + " / " + fmtNs(w[1])).join(" · "), "n", "w"));
+                       "p99_net"]) {
+      const wide = key === "gross" || key === "call" || key === "avg_gross" || key === "avg_call";
+      tr.appendChild(td(fmtNs(r[key]), wide ? "n wide" : "n", key));
+    }
+    S.windows.forEach((_, i) => { // count over net time, on two lines: narrow columns
+      const w = r.w[i];
+      const c = td("", "n win", "w" + i);
+      if (w) {
+        const a = document.createElement("div"), b = document.createElement("div");
+        a.textContent = fmtInt(w[0]);
+        b.textContent = r.kind === "data" ? "" : fmtNs(w[1]);
+        c.append(a, b);
+      }
+      tr.appendChild(c);
+    });
     frag.appendChild(tr);
   }
   $("areas").tBodies[0].replaceChildren(frag);
@@ -296,7 +377,7 @@ function choose(id, on) {
 function drawChart() {
   const labels = ["time"].concat(S.chosenOrder.map((id) => {
     const r = S.rows.get(id);
-    return r ? areaName(r) + " (" + r.context + ")" : id;
+    return r ? areaName(r) : id;
   }));
   $("chart-hint").hidden = S.chosenOrder.length > 0;
   if (S.chosenOrder.length === 0 || S.series.length === 0) {
@@ -307,6 +388,10 @@ function drawChart() {
     labels: labels,
     ylabel: $("metric").value === "calls" ? "calls / s" : "net ms / s",
     legend: "always",
+    labelsDiv: $("legend"), // under the chart, never over the curves
+    xAxisHeight: 24,
+    axes: { x: { axisLabelWidth: 70, pixelsPerLabel: 110, axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
+                 valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) } },
     connectSeparatedPoints: false,
   };
   if (S.chart && S.chart.getLabels().length === labels.length) {
@@ -329,6 +414,9 @@ function route() {
     S.chosen.clear();
     S.chosenOrder = [];
     S.series = [];
+    S.ctx = null;
+    S.contexts = [];
+    S.autoChosen = false;
     drawChart();
   }
   $("overview").hidden = page !== null;
@@ -349,6 +437,15 @@ for (const th of document.querySelectorAll("th[data-sort]")) {
   });
 }
 $("filter").addEventListener("input", drawTable);
+$("ctx").addEventListener("change", () => {
+  S.ctx = $("ctx").value;
+  S.chosen.clear(); // the chart follows the context: its top areas there
+  S.chosenOrder = [];
+  S.autoChosen = false;
+  autoChoose();
+  drawChart();
+  drawTable();
+});
 $("metric").addEventListener("change", () => { S.series = []; drawChart(); });
 window.addEventListener("hashchange", route);
 route();
