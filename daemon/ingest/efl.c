@@ -7,8 +7,12 @@
  * pattern, for as long as it runs (docs/efl.md has the protocol and the choices):
  *
  *   connect -> hello, register our opcode names -> ids -> register_observer
+ *   with efl_debugd's Unix socket present: a probe says hello through it under a random name;
+ *       the port is trusted once it announces that probe (applications wait until then), else
+ *       dropped after VERIFY_TIMEOUT_MS (another program may hold the port)
  *   "added" (cid, pid, name), for each application, now and whenever one starts:
- *       match -> target NAME/<app>-<pid> attached; "CPU/Freq/on" to it
+ *       match -> target NAME/<app>-<pid> attached; "CPU/Freq/on" to it; at the source's
+ *       max_targets, the detached target of an exited application of that name, or refused
  *   every poll_ms: "EvLog/get" to each application (one outstanding per application)
  *   reply: u32 overflow + items -> one efl_debug-style block (magic, size, overflow, items)
  *       fed to the target, streamed straight from the socket (no 4 MiB buffer)
@@ -30,15 +34,17 @@
  * "EvLog/on", which eina registers correctly; the capture then goes on without CPU frequency
  * events. If even that stays off, the state is "evlog-off" and "EvLog/on" is retried.
  *
- * Bounds: matched applications per source (MAX_APPS), control packets held whole (CTL_MAX),
+ * Bounds: targets per source (max_targets), matched applications per source (MAX_APPS),
+ * control packets held whole (CTL_MAX),
  * efl_debugd's own packet cap for streamed replies (decoder-checked), bytes queued to
  * efl_debugd (WQ_MAX: polls are skipped and counted beyond it), one outstanding get per
  * application (re-sent after GET_TIMEOUT). An evlog reply larger than max_block is skipped
  * with a gap. Everything runs on the loop thread.
  *
- * Not done: a Unix-socket connection (efl_debugd would take us for an application), host
- * names for `debugd` (an IP address; efl_debugd binds 127.0.0.1), and a last EvLog/get before
- * the off at shutdown (storage closes right after the sources stop).
+ * Not done: debugging through the Unix socket (efl_debugd takes its clients for applications:
+ * it only vouches for the port, through the probe), host names for `debugd` (an IP address;
+ * efl_debugd binds 127.0.0.1), and a last EvLog/get before the off at shutdown (storage closes
+ * right after the sources stop).
  */
 #include "sources.h"
 
