@@ -140,6 +140,7 @@ struct tlc_efl {
   int last_err;
   uint64_t connects, disconnects, apps_seen, apps_matched, apps_refused, no_cpufreq;
   uint64_t apps_refused_cap, targets_reused; /* efl_max_targets */
+  uint64_t apps_refused_full;                /* the target table full (no eviction) */
   char sock[TLC_CFG_PATH];                   /* efl_debugd's Unix socket ("": no check) */
   uv_pipe_t *probe;                          /* our probe "application" on it, while verifying */
   uv_connect_t preq;
@@ -413,24 +414,34 @@ static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
     return -1;
   }
   t = tlc_targets_find(&d->targets, tname);
-  if (t == NULL && source_targets(e) >= max_targets(e)) {
-    /* At the cap: the target of an exited application of the same name, else refused. */
+  if (t == NULL && (source_targets(e) >= max_targets(e) || d->targets.n >= d->targets.max)) {
+    /* At the source's cap, or the table is full (an efl source never evicts another source's
+     * target): the target of an exited application of the same name, else refused. */
+    int full = source_targets(e) < max_targets(e);
+    char why[96];
+    if (full)
+      snprintf(why, sizeof(why), "the target table is full (max_targets %zu)", d->targets.max);
+    else
+      snprintf(why, sizeof(why), "the source has its %zu targets (efl_max_targets)",
+               max_targets(e));
     t = reusable_target(e, tname);
     if (t == NULL) {
       e->apps_refused++;
-      e->apps_refused_cap++;
+      if (full)
+        e->apps_refused_full++;
+      else
+        e->apps_refused_cap++;
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-              "efl %s: application %s pid %" PRId32 " not captured: the source has its %zu "
-              "targets (efl_max_targets) and none of an exited \"%s\" to reuse (%" PRIu64
-              " applications refused so far)",
-              e->cfg.name, a->name, a->pid, max_targets(e), a->name, e->apps_refused_cap);
+              "efl %s: application %s pid %" PRId32 " not captured: %s and no target of an "
+              "exited \"%s\" to reuse (%" PRIu64 " applications refused so far)",
+              e->cfg.name, a->name, a->pid, why, a->name,
+              e->apps_refused_cap + e->apps_refused_full);
       return -1;
     }
     e->targets_reused++;
     tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 ": target %s reused (the source has its %zu "
-            "targets, efl_max_targets)",
-            e->cfg.name, a->name, a->pid, t->name, max_targets(e));
+            "efl %s: application %s pid %" PRId32 ": target %s reused (%s)", e->cfg.name, a->name,
+            a->pid, t->name, why);
     snprintf(tname, sizeof(tname), "%s", t->name);
   }
   tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
@@ -1243,6 +1254,7 @@ void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
     tlc_json_w_u64(w, "apps_matched", e->apps_matched);
     tlc_json_w_u64(w, "apps_refused", e->apps_refused);
     tlc_json_w_u64(w, "apps_refused_cap", e->apps_refused_cap);
+    tlc_json_w_u64(w, "apps_refused_full", e->apps_refused_full);
     tlc_json_w_u64(w, "targets", source_targets(e));
     tlc_json_w_u64(w, "max_targets", max_targets(e));
     tlc_json_w_u64(w, "targets_reused", e->targets_reused);

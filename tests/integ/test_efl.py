@@ -770,6 +770,55 @@ def test_churn_capped_reused_no_eviction(d):
         fake.close()
 
 
+def test_full_table_not_evicted_for_efl(d):
+    """With the daemon's target table full, an efl source evicts nothing: a new application
+    takes an exited same-name application's target or is refused (counted, logged); the lab's
+    disconnected listener targets stay."""
+    sport, lport = D.free_port(), D.free_port()
+    batch = []
+    for k in range(5):
+        batch += [("added", 10 + k, 1000 + k, "app%d" % k), ("deleted", 10 + k)]
+    for i in range(50):
+        batch += [("added", 100 + i, 20000 + i, "churn%d" % i), ("deleted", 100 + i)]
+    batch.append(("added", 5000, 5555, "app1"))
+    fake = ChurnDebugd(6666, batch, go=False)
+    dm = None
+    try:
+        _, dm = daemon(d, sport, pattern="*",
+                       args=["--listen", "bench=bin11@127.0.0.1:%d" % lport,
+                             "--max-targets", "8"])
+        for name in ("t1", "t2", "t3", "t4", "t5"):
+            s = D.connect(lport)
+            s.sendall(b"TLCAP/1 target=%s\n" % name.encode() + D.calls(2))
+            dm.wait_stats(lambda st: any(t["name"] == name and t["records"] == 4
+                                         for t in st["targets"]), what=name)
+            s.close()
+            dm.wait_stats(lambda st: not D.by_name(st, name)["connected"], what=name + " gone")
+        fake.go.set()
+        dm.wait_stats(lambda st: st["efl"] and st["efl"][0]["apps_seen"] >= 56,
+                      timeout=30, what="all 56 applications announced")
+        st = dm.stats()
+        T.eq(st["daemon"]["targets_evicted"], 0, "targets evicted")
+        T.eq(sorted(t["name"] for t in st["targets"]),
+             ["lab/app0-1000", "lab/app1-1001", "lab/app2-1002", "t1", "t2", "t3", "t4", "t5"],
+             "the table: the lab's five and three efl targets")
+        src = st["efl"][0]
+        T.eq(src["apps_refused_full"], 52, "refused with the table full (app3, app4, 50 churn)")
+        T.eq(src["targets_reused"], 1, "app1's new process reuses its target")
+        t1 = D.by_name(st, "lab/app1-1001")
+        T.check(t1["connected"] and t1["peer"].endswith("pid 5555"), "reused: %r" % t1["peer"])
+        T.check("efl lab: application app3 pid 1003 not captured: the target table is full "
+                "(max_targets 8)" in dm.log(), "refusal logged naming the source")
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+
+
 def test_port_checked_against_socket(d):
     """With efl_debugd's Unix socket present, a debugger port is trusted only once it announces
     the probe tlcapd sends through that socket: the real efl_debugd's port is (its
@@ -842,6 +891,7 @@ if __name__ == "__main__":
     tests = [test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
              test_killed_and_debugd_restart, test_reload_removes_source,
              test_tlcapd_killed_recovers_segment, test_hostile_debugd,
-             test_churn_capped_reused_no_eviction, test_port_checked_against_socket]
+             test_churn_capped_reused_no_eviction, test_full_table_not_evicted_for_efl,
+             test_port_checked_against_socket]
     only = os.environ.get("TLC_EFL_ONLY")  # a comma-separated subset, for development
     T.main([t for t in tests if not only or t.__name__ in only.split(",")])
