@@ -442,6 +442,8 @@ static const dkey_t dkeys[] = {
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
   { "checkpoint_slice_us", K_U64, OFF(checkpoint_slice_us), 1, 1000000 },
   { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
+  /* efl sources (daemon/ingest/efl.c, docs/efl.md) */
+  { "efl_max_targets", K_SIZE, OFF(efl_max_targets), FSZ(efl_max_targets), 1000000 },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
@@ -659,7 +661,8 @@ static int set_efl_debugd(tlc_cfg_source_t *s, const char *v, char *why, size_t 
         why, wl,
         "\"%s\" is a Unix socket: efl_debugd's Unix socket ($XDG_RUNTIME_DIR/.edebug/efl_debug/0) "
         "is for applications only; debuggers such as efl_debug and tlcapd use its TCP port "
-        "(default %s; docs/efl.md)",
+        "(default %s; the socket goes in debugd_socket, which tlcapd checks the port against: "
+        "docs/efl.md)",
         v, TLC_DEFAULT_EFL_DEBUGD);
     return TLC_EINVAL;
   }
@@ -692,9 +695,25 @@ static int set_efl_key(tlc_cfg_source_t *s, const char *key, const char *v, char
   }
   if (strcmp(key, "debugd") == 0)
     return set_efl_debugd(s, v, why, wl);
+  if (strcmp(key, "debugd_socket") == 0) {
+    if (copy_str(s->debugd_socket, sizeof(s->debugd_socket), v) != 0 ||
+        (strcmp(v, "none") != 0 && v[0] != '/')) {
+      seterr(why, wl, "expected an absolute path or \"none\", got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
+  if (strcmp(key, "max_targets") == 0) {
+    if (parse_size(v, 1000000, &x) != 0 || x < 1) {
+      seterr(why, wl, "expected 1 to 1000000 targets, got \"%s\"", v);
+      return TLC_EINVAL;
+    }
+    s->max_targets = (size_t)x;
+    return 0;
+  }
   seterr(why, wl,
-         "unknown option for an [efl] section (pattern, poll_ms, debugd, mapping, "
-         "context_area)");
+         "unknown option for an [efl] section (pattern, poll_ms, debugd, debugd_socket, "
+         "max_targets, mapping, context_area)");
   return TLC_EINVAL;
 }
 
@@ -1059,6 +1078,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->max_connections = 0; /* from RLIMIT_NOFILE */
   c->max_targets = 1024;
   c->max_name = 64;
+  c->efl_max_targets = 64;
   c->read_buffer = 64 * 1024;
   c->max_block = 4u << 20;
   c->partial_timeout_ms = 30000;
@@ -1514,6 +1534,11 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
     seterr(err, errlen, "[daemon] max_targets: must be at least 1");
     return TLC_EINVAL;
   }
+  if (c->efl_max_targets == 0) {
+    seterr(err, errlen, "[daemon] efl_max_targets: must be at least 1");
+    return TLC_EINVAL;
+  }
+
   if (c->memory_limit < (1u << 20)) {
     seterr(err, errlen, "[daemon] memory_limit: must be at least 1M");
     return TLC_EINVAL;

@@ -73,6 +73,9 @@ typedef struct tlc_cfg_source {
   char origin[TLC_CFG_PATH + 16]; /* "FILE:LINE" or "command line", for messages */
   char allow[TLC_CFG_LIST];       /* listen: peer addresses accepted, CIDR list ("" = any) */
   char targets[TLC_CFG_LIST];     /* listen: target names allowed, fnmatch list ("" = any) */
+
+  size_t max_targets;               /* efl: targets it keeps (0: [daemon] efl_max_targets) */
+  char debugd_socket[TLC_CFG_PATH]; /* efl: efl_debugd's Unix socket ("": eina's; "none") */
 } tlc_cfg_source_t;
 
 /* One [target NAME] section: settings for the target with exactly this name. */
@@ -91,6 +94,7 @@ typedef struct tlc_config {
   size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
   size_t max_targets;
   size_t max_name;             /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
+  size_t efl_max_targets;      /* targets one efl source keeps, unless its section says */
   size_t read_buffer;          /* bytes per read from a socket or tty */
   uint32_t max_block;          /* evlog: largest block accepted, bytes */
   uint64_t partial_timeout_ms; /* close a connection this long inside one record (0 off) */

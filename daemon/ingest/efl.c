@@ -7,8 +7,12 @@
  * pattern, for as long as it runs (docs/efl.md has the protocol and the choices):
  *
  *   connect -> hello, register our opcode names -> ids -> register_observer
+ *   with efl_debugd's Unix socket present: a probe says hello through it under a random name;
+ *       the port is trusted once it announces that probe (applications wait until then), else
+ *       dropped after VERIFY_TIMEOUT_MS (another program may hold the port)
  *   "added" (cid, pid, name), for each application, now and whenever one starts:
- *       match -> target NAME/<app>-<pid> attached; "CPU/Freq/on" to it
+ *       match -> target NAME/<app>-<pid> attached; "CPU/Freq/on" to it; at the source's
+ *       max_targets, the detached target of an exited application of that name, or refused
  *   every poll_ms: "EvLog/get" to each application (one outstanding per application)
  *   reply: u32 overflow + items -> one efl_debug-style block (magic, size, overflow, items)
  *       fed to the target, streamed straight from the socket (no 4 MiB buffer)
@@ -30,15 +34,17 @@
  * "EvLog/on", which eina registers correctly; the capture then goes on without CPU frequency
  * events. If even that stays off, the state is "evlog-off" and "EvLog/on" is retried.
  *
- * Bounds: matched applications per source (MAX_APPS), control packets held whole (CTL_MAX),
+ * Bounds: targets per source (max_targets), matched applications per source (MAX_APPS),
+ * control packets held whole (CTL_MAX),
  * efl_debugd's own packet cap for streamed replies (decoder-checked), bytes queued to
  * efl_debugd (WQ_MAX: polls are skipped and counted beyond it), one outstanding get per
  * application (re-sent after GET_TIMEOUT). An evlog reply larger than max_block is skipped
  * with a gap. Everything runs on the loop thread.
  *
- * Not done: a Unix-socket connection (efl_debugd would take us for an application), host
- * names for `debugd` (an IP address; efl_debugd binds 127.0.0.1), and a last EvLog/get before
- * the off at shutdown (storage closes right after the sources stop).
+ * Not done: debugging through the Unix socket (efl_debugd takes its clients for applications:
+ * it only vouches for the port, through the probe), host names for `debugd` (an IP address;
+ * efl_debugd binds 127.0.0.1), and a last EvLog/get before the off at shutdown (storage closes
+ * right after the sources stop).
  */
 #include "sources.h"
 
@@ -53,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_APPS           256
@@ -61,6 +68,8 @@
 #define CONNECT_TIMEOUT_MS 5000
 #define CLOSE_TIMEOUT_MS   1000
 #define GRACE_MS           1000 /* + 2 poll intervals: the application registers its handlers */
+#define VERIFY_TIMEOUT_MS  5000 /* for efl_debugd to announce our probe */
+#define PROBE_PREFIX       "tlcapd-probe-"
 
 enum {
   OP_OBSERVE,
@@ -85,6 +94,10 @@ static const char *const op_names[OP_N] = { "Daemon/Client/register_observer",
 enum app_state { APP_WAITING, APP_CAPTURING, APP_NO_CPUFREQ, APP_EVLOG_OFF };
 static const char *const state_names[] = { "waiting", "capturing", "no-cpufreq", "evlog-off" };
 enum { ON_NONE, ON_CPUFREQ, ON_EVLOG };
+/* The debugger port's standing: VERIFY_NONE (no efl_debugd socket to check it against: taken
+ * as it is), VERIFY_PENDING (our probe went in through the socket; applications wait),
+ * VERIFY_OK (the port announced the probe: it is the efl_debugd of that socket). */
+enum { VERIFY_NONE, VERIFY_PENDING, VERIFY_OK };
 
 typedef struct efl_app {
   struct efl_app *next;
@@ -126,10 +139,21 @@ struct tlc_efl {
   uint64_t backoff;
   int last_err;
   uint64_t connects, disconnects, apps_seen, apps_matched, apps_refused, no_cpufreq;
+  uint64_t apps_refused_cap, targets_reused; /* efl_max_targets */
+  uint64_t apps_refused_full;                /* the target table full (no eviction) */
+  char sock[TLC_CFG_PATH];                   /* efl_debugd's Unix socket ("": no check) */
+  uv_pipe_t *probe;                          /* our probe "application" on it, while verifying */
+  uv_connect_t preq;
+  int verify;          /* VERIFY_* */
+  int sock_missing;    /* the last check found no socket (logged once until it changes) */
+  char probe_name[40]; /* PROBE_PREFIX + 16 hex digits, new for every connection */
+  uint64_t verified, untrusted, probe_busy;
   uint64_t protocol_errors, polls_skipped, ignored;
 };
 
 static void lost(tlc_efl_t *e, const char *why);
+static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now);
+static void timer_cb(uv_timer_t *t);
 static void schedule(tlc_efl_t *e);
 static void close_tcp(tlc_efl_t *e);
 static void stop_done(tlc_efl_t *e);
@@ -189,7 +213,7 @@ static int send_pkt(tlc_efl_t *e, int32_t cid, int32_t op, const void *payload, 
   return rc;
 }
 
-static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
+static int send_raw_to(uv_stream_t *s, const uint8_t *pkt, size_t len) {
   wreq_t *r;
   uv_buf_t b;
   int rc;
@@ -198,10 +222,14 @@ static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
     return TLC_ENOMEM;
   memcpy(r->buf, pkt, len);
   b = uv_buf_init((char *)r->buf, (unsigned)len);
-  rc = uv_write(&r->w, (uv_stream_t *)e->tcp, &b, 1, write_cb);
+  rc = uv_write(&r->w, s, &b, 1, write_cb);
   if (rc != 0)
     tlc_free(r);
   return rc;
+}
+
+static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
+  return send_raw_to((uv_stream_t *)e->tcp, pkt, len);
 }
 
 /* ---- applications ---- */
@@ -245,8 +273,7 @@ static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *o
   if (n > room)
     n = room;
   app[n] = '\0';
-  snprintf(out, cap, "%s/%s%s", e->cfg.name, app, tail);
-  return 0;
+  return (size_t)snprintf(out, cap, "%s/%s%s", e->cfg.name, app, tail) < cap ? 0 : TLC_ERANGE;
 }
 
 /* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234", and " no-cpufreq" for
@@ -302,13 +329,157 @@ static void clean_name(const char *in, char *out, size_t cap) {
   out[i] = '\0';
 }
 
-static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
+/* The cap on the targets this source keeps: its section's max_targets, else [daemon]
+ * efl_max_targets. */
+static size_t max_targets(const tlc_efl_t *e) {
+  return e->cfg.max_targets != 0 ? e->cfg.max_targets : e->d->cfg.efl_max_targets;
+}
+
+/* Whether `name` is one of this source's targets ("NAME/..."); efl names are per source. */
+static int own_target(const tlc_efl_t *e, const tlc_target_t *t) {
+  size_t n = strlen(e->cfg.name);
+  return t->src_kind == TLC_SRC_EFL && strncmp(t->name, e->cfg.name, n) == 0 && t->name[n] == '/';
+}
+
+/* The targets of this source in the target table (attached or not: they persist). */
+static size_t source_targets(const tlc_efl_t *e) {
+  const tlc_targets_t *r = &e->d->targets;
+  size_t n = 0;
+  for (size_t i = 0; i < r->n; i++)
+    n += own_target(e, r->v[i]);
+  return n;
+}
+
+/* The length of "NAME/<app>" in "NAME/<app>-<pid>" (the name without its "-<digits>" tail). */
+static size_t app_base_len(const char *tname) {
+  size_t n = strlen(tname), k = n;
+  while (k > 0 && tname[k - 1] >= '0' && tname[k - 1] <= '9')
+    k--;
+  return k < n && k > 0 && tname[k - 1] == '-' ? k - 1 : n;
+}
+
+/* For a new application at the cap: the target of an exited application of the same name
+ * (same "NAME/<app>" before "-<pid>"), detached and held by no application of this source, the
+ * one detached the longest. NULL: none. */
+static tlc_target_t *reusable_target(const tlc_efl_t *e, const char *tname) {
+  const tlc_targets_t *r = &e->d->targets;
+  size_t base = app_base_len(tname);
+  tlc_target_t *best = NULL;
+  for (size_t i = 0; i < r->n; i++) {
+    tlc_target_t *t = r->v[i];
+    const efl_app_t *a;
+    if (!own_target(e, t) || t->connected || t->source != NULL || app_base_len(t->name) != base ||
+        strncmp(t->name, tname, base) != 0)
+      continue;
+    for (a = e->apps; a != NULL && a->target != t; a = a->next)
+      ;
+    if (a != NULL)
+      continue; /* detached for a moment (decode error): still that application's */
+    if (best == NULL || t->last_disconnect_unix_ms < best->last_disconnect_unix_ms)
+      best = t;
+  }
+  return best;
+}
+
+/* Unlinks and frees an application that never got its target. */
+static void app_drop(tlc_efl_t *e, efl_app_t *a) {
+  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == a) {
+      *pp = a->next;
+      app_free(e, a, NULL);
+      return;
+    }
+}
+
+/* Gives a matched application its target (created, found, or at the cap reused), attaches it
+ * and turns its evlog on. Returns 0, or -1 when it is refused (logged, counted; the caller
+ * drops it). */
+static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
   tlc_daemon_t *d = e->d;
-  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX], name[TLC_EFLDBG_NAME_MAX + 1];
+  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX];
+  tlc_efldbg_client_t c;
   tlc_target_conf_t conf;
   tlc_target_t *t = NULL;
-  efl_app_t *a;
   int rc;
+  memset(&c, 0, sizeof(c));
+  c.cid = a->cid;
+  c.pid = a->pid;
+  memcpy(c.name, a->name, sizeof(c.name)); /* cleaned: the same target name as the raw one */
+  if (target_name(e, &c, tname, sizeof(tname)) != 0) {
+    e->apps_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+            "efl %s: application pid %" PRId32 " not captured: the source name leaves no room "
+            "for \"/<app>-<pid>\" within max_name (%zu)",
+            e->cfg.name, a->pid, d->cfg.max_name);
+    return -1;
+  }
+  t = tlc_targets_find(&d->targets, tname);
+  if (t == NULL && (source_targets(e) >= max_targets(e) || d->targets.n >= d->targets.max)) {
+    /* At the source's cap, or the table is full (an efl source never evicts another source's
+     * target): the target of an exited application of the same name, else refused. */
+    int full = source_targets(e) < max_targets(e);
+    char why[96];
+    if (full)
+      snprintf(why, sizeof(why), "the target table is full (max_targets %zu)", d->targets.max);
+    else
+      snprintf(why, sizeof(why), "the source has its %zu targets (efl_max_targets)",
+               max_targets(e));
+    t = reusable_target(e, tname);
+    if (t == NULL) {
+      e->apps_refused++;
+      if (full)
+        e->apps_refused_full++;
+      else
+        e->apps_refused_cap++;
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+              "efl %s: application %s pid %" PRId32 " not captured: %s and no target of an "
+              "exited \"%s\" to reuse (%" PRIu64 " applications refused so far)",
+              e->cfg.name, a->name, a->pid, why, a->name,
+              e->apps_refused_cap + e->apps_refused_full);
+      return -1;
+    }
+    e->targets_reused++;
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
+            "efl %s: application %s pid %" PRId32 ": target %s reused (%s)", e->cfg.name, a->name,
+            a->pid, t->name, why);
+    snprintf(tname, sizeof(tname), "%s", t->name);
+  }
+  tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
+  rc = tlc_targets_get(&d->targets, tname, TLC_SRC_EFL, &conf, &t);
+  if (rc != 0 || t->connected) {
+    e->apps_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application pid %" PRId32 ": target %s: %s",
+            e->cfg.name, a->pid, tname,
+            rc == 0                         ? "already attached to another source"
+            : rc == TLC_EINVAL && t != NULL ? "a target of this name has another format"
+                                            : tlc_strerror(rc));
+    return -1;
+  }
+  a->target = t;
+  e->apps_matched++;
+  peer_text(e, a, peer, sizeof(peer));
+  tlc_target_attach(t, a, peer);
+  set_state(a, APP_WAITING);
+  rc = send_on(e, a, ON_CPUFREQ, now);
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
+          "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
+          e->cfg.name, a->name, a->pid, a->cid, tname, rc == 0 ? "" : " failed (will retry)");
+  return 0;
+}
+
+static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
+  char name[TLC_EFLDBG_NAME_MAX + 1];
+  efl_app_t *a;
+  if (c->cid == 0) {
+    /* A client efl_debugd lists before its hello was read (no cid, pid or name yet): it is
+     * announced again, with its cid, once it has said hello. */
+    e->ignored++;
+    return;
+  }
+  if (strncmp(c->name, PROBE_PREFIX, strlen(PROBE_PREFIX)) == 0) {
+    probe_seen(e, c, now); /* a tlcapd's probe (docs/efl.md), never an application */
+    return;
+  }
   e->apps_seen++;
   clean_name(c->name, name, sizeof(name));
   if (!app_matches(e, c)) {
@@ -327,25 +498,6 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
             e->cfg.name, name, c->pid, MAX_APPS);
     return;
   }
-  if (target_name(e, c, tname, sizeof(tname)) != 0) {
-    e->apps_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-            "efl %s: application pid %" PRId32 " not captured: the source name leaves no room "
-            "for \"/<app>-<pid>\" within max_name (%zu)",
-            e->cfg.name, c->pid, d->cfg.max_name);
-    return;
-  }
-  tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
-  rc = tlc_targets_get(&d->targets, tname, TLC_SRC_EFL, &conf, &t);
-  if (rc != 0 || t->connected) {
-    e->apps_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application pid %" PRId32 ": target %s: %s",
-            e->cfg.name, c->pid, tname,
-            rc == 0                         ? "already attached to another source"
-            : rc == TLC_EINVAL && t != NULL ? "a target of this name has another format"
-                                            : tlc_strerror(rc));
-    return;
-  }
   a = tlc_calloc(1, sizeof(*a));
   if (a == NULL) {
     e->apps_refused++;
@@ -354,18 +506,17 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   a->cid = c->cid;
   a->pid = c->pid;
   memcpy(a->name, name, sizeof(a->name)); /* for log lines */
-  a->target = t;
   a->next = e->apps;
   e->apps = a;
   e->napps++;
-  e->apps_matched++;
-  peer_text(e, a, peer, sizeof(peer));
-  tlc_target_attach(t, a, peer);
-  set_state(a, APP_WAITING);
-  rc = send_on(e, a, ON_CPUFREQ, now);
-  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
-          "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
-          e->cfg.name, name, c->pid, c->cid, tname, rc == 0 ? "" : " failed (will retry)");
+  if (e->verify == VERIFY_PENDING) {
+    TLC_LOGD(TLC_LOGC_EFL,
+             "efl %s: application %s pid %" PRId32 ": waiting until efl_debugd %s is verified",
+             e->cfg.name, name, c->pid, e->addr);
+    return; /* captured once the probe is seen (probe_seen) */
+  }
+  if (app_capture(e, a, now) != 0)
+    app_drop(e, a);
 }
 
 static void app_deleted(tlc_efl_t *e, int32_t cid) {
@@ -511,6 +662,148 @@ static void reply_data(tlc_efl_t *e, const tlc_efldbg_msg_t *m) {
   }
 }
 
+/* ---- the probe: is the debugger port the efl_debugd of the Unix socket? ---- */
+
+/* efl_debugd's Unix socket as eina finds it ((:usr.run:)/.edebug/efl_debug/0: $XDG_RUNTIME_DIR,
+ * else $HOME, else $TMPDIR or /tmp), or the section's debugd_socket; "" for "none". */
+static void socket_path(const tlc_cfg_source_t *c, char *out, size_t cap) {
+  const char *dir;
+  out[0] = '\0';
+  if (strcmp(c->debugd_socket, "none") == 0)
+    return;
+  if (c->debugd_socket[0] != '\0') {
+    snprintf(out, cap, "%s", c->debugd_socket);
+    return;
+  }
+  dir = getenv("XDG_RUNTIME_DIR");
+  if (dir == NULL || dir[0] == '\0')
+    dir = getenv("HOME");
+  if (dir == NULL || dir[0] == '\0')
+    dir = getenv("TMPDIR");
+  if (dir == NULL || dir[0] == '\0')
+    dir = "/tmp";
+  if ((size_t)snprintf(out, cap, "%s/.edebug/efl_debug/0", dir) >= cap)
+    out[0] = '\0';
+}
+
+static void close_probe(tlc_efl_t *e) {
+  if (e->probe == NULL)
+    return;
+  uv_close((uv_handle_t *)e->probe, handle_free_cb);
+  e->probe = NULL;
+}
+
+/* The debugger port did not prove to be the socket's efl_debugd: nothing of it is trusted
+ * (no application was captured from it); the connection is dropped and made again later. */
+static void untrusted(tlc_efl_t *e, const char *why) {
+  char msg[TLC_CFG_PATH + 200];
+  e->untrusted++;
+  tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
+          "efl %s: efl_debugd %s is not trusted: %s; no application captured from it, "
+          "retrying with backoff (docs/efl.md)",
+          e->cfg.name, e->addr, why);
+  snprintf(msg, sizeof(msg), "not the efl_debugd of %s", e->sock);
+  lost(e, msg);
+}
+
+static void probe_connect_cb(uv_connect_t *req, int status) {
+  tlc_efl_t *e = req->data;
+  uint8_t pkt[128];
+  int n;
+  if (status == UV_ECANCELED || e->stopping || e->probe == NULL ||
+      (uv_pipe_t *)req->handle != e->probe)
+    return;
+  if (status == UV_EAGAIN) {
+    /* Its backlog is full (efl_debugd listens with a backlog of 0: two clients connecting at
+     * once are enough): tried again at the next poll, within VERIFY_TIMEOUT_MS. */
+    e->probe_busy++;
+    close_probe(e);
+    return;
+  }
+  if (status < 0) {
+    char why[TLC_CFG_PATH + 96];
+    snprintf(why, sizeof(why), "efl_debugd's socket %s refuses our probe (%s)", e->sock,
+             uv_strerror(status));
+    untrusted(e, why);
+    return;
+  }
+  n = tlc_efldbg_build_hello(pkt, sizeof(pkt), 1, (int32_t)getpid(), e->probe_name);
+  if (n < 0 || send_raw_to((uv_stream_t *)e->probe, pkt, (size_t)n) != 0)
+    untrusted(e, "cannot write our probe to its socket");
+}
+
+/* Connects the probe to efl_debugd's socket (again after a full backlog: poll_cb). */
+static void probe_open(tlc_efl_t *e) {
+  if (e->probe != NULL || e->verify != VERIFY_PENDING)
+    return;
+  e->probe = tlc_malloc(sizeof(*e->probe));
+  if (e->probe == NULL)
+    return; /* tried again at the next poll */
+  uv_pipe_init(e->d->loop, e->probe, 0);
+  e->probe->data = e;
+  e->handles++;
+  e->preq.data = e;
+  uv_pipe_connect(&e->preq, e->probe, e->sock, probe_connect_cb);
+}
+
+/* Once registered: with efl_debugd's socket present (required when debugd_socket names it), a probe
+ * - a client of the socket that only says hello, under a name nobody else knows - goes in through
+ * it, and the applications the port lists wait (targets, evlog) until the port announces the probe.
+ * efl_debugd relays between its socket's applications and its port's debuggers, so only the
+ * efl_debugd that serves the socket can; a program that took the port first cannot. Without the
+ * socket the port is taken as it is (logged once). */
+static void verify_start(tlc_efl_t *e) {
+  struct stat st;
+  uint64_t nonce = 0;
+  e->verify = VERIFY_NONE;
+  e->probe_busy = 0;
+  if (e->sock[0] == '\0')
+    return;
+  if (stat(e->sock, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    if (e->cfg.debugd_socket[0] != '\0') {
+      char why[TLC_CFG_PATH + 64];
+      snprintf(why, sizeof(why), "no efl_debugd socket at %s (debugd_socket)", e->sock);
+      untrusted(e, why);
+      return;
+    }
+    if (!e->sock_missing)
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
+              "efl %s: no efl_debugd socket at %s: efl_debugd %s is taken unverified "
+              "(docs/efl.md)",
+              e->cfg.name, e->sock, e->addr);
+    e->sock_missing = 1;
+    return;
+  }
+  e->sock_missing = 0;
+  if (uv_random(NULL, NULL, &nonce, sizeof(nonce), 0, NULL) != 0)
+    nonce = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ uv_hrtime();
+  snprintf(e->probe_name, sizeof(e->probe_name), PROBE_PREFIX "%016" PRIx64, nonce);
+  e->verify = VERIFY_PENDING;
+  uv_timer_start(e->timer, timer_cb, VERIFY_TIMEOUT_MS, 0);
+  probe_open(e);
+}
+
+/* An "added" carrying PROBE_PREFIX: ours proves the port (the waiting applications are
+ * captured now); another tlcapd's (or an earlier connection's) is ignored. */
+static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
+  efl_app_t *next;
+  if (e->verify != VERIFY_PENDING || strcmp(c->name, e->probe_name) != 0) {
+    e->ignored++;
+    return;
+  }
+  e->verify = VERIFY_OK;
+  e->verified++;
+  uv_timer_stop(e->timer);
+  close_probe(e); /* efl_debugd announces its end as "deleted" (cid unknown here: ignored) */
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: efl_debugd %s verified through its socket %s",
+          e->cfg.name, e->addr, e->sock);
+  for (efl_app_t *a = e->apps; a != NULL; a = next) {
+    next = a->next;
+    if (a->target == NULL && app_capture(e, a, now) != 0)
+      app_drop(e, a);
+  }
+}
+
 /* ---- the conversation ---- */
 
 static void poll_cb(uv_timer_t *t) {
@@ -518,11 +811,15 @@ static void poll_cb(uv_timer_t *t) {
   uint64_t now = uv_now(t->loop);
   if (!e->registered || e->tcp == NULL || e->stopping)
     return;
+  if (e->verify == VERIFY_PENDING && e->probe == NULL)
+    probe_open(e); /* the socket's backlog was full */
   if (uv_stream_get_write_queue_size((uv_stream_t *)e->tcp) > WQ_MAX) {
     e->polls_skipped++; /* efl_debugd does not read: no more requests pile up */
     return;
   }
   for (efl_app_t *a = e->apps; a != NULL; a = a->next) {
+    if (a->target == NULL)
+      continue; /* waiting for the verification */
     if (a->pending && now - a->pending_since < get_timeout_ms(e))
       continue;
     if (a->pending)
@@ -557,6 +854,7 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
     }
     if (e->poll != NULL)
       uv_timer_start(e->poll, poll_cb, e->cfg.poll_ms, e->cfg.poll_ms);
+    verify_start(e);
     return;
   }
   if (!e->registered) {
@@ -664,6 +962,8 @@ static void close_tcp(tlc_efl_t *e) {
 /* The connection to efl_debugd ended (or could not be made): every application detaches. */
 static void lost(tlc_efl_t *e, const char *why) {
   int was = e->registered;
+  close_probe(e);
+  e->verify = VERIFY_NONE;
   while (e->apps != NULL) {
     efl_app_t *a = e->apps;
     e->apps = a->next;
@@ -754,6 +1054,20 @@ static void timer_cb(uv_timer_t *t) {
     stop_done(e); /* the off requests had their chance */
     return;
   }
+  if (e->verify == VERIFY_PENDING) {
+    char why[TLC_CFG_PATH + 160];
+    if (e->probe == NULL && e->probe_busy > 0)
+      snprintf(why, sizeof(why),
+               "efl_debugd's socket %s stayed busy for 5 s (%" PRIu64 " tries): no probe got in",
+               e->sock, e->probe_busy);
+    else
+      snprintf(why, sizeof(why),
+               "it did not announce the probe sent through efl_debugd's socket %s within 5 s "
+               "(another program holds the port?)",
+               e->sock);
+    untrusted(e, why);
+    return;
+  }
   if (e->connecting) {
     lost(e, "connect timeout");
     return;
@@ -794,6 +1108,8 @@ static void efl_stop(tlc_efl_t *e, const char *reason) {
   uv_timer_stop(e->poll);
   uv_close((uv_handle_t *)e->poll, handle_free_cb);
   e->poll = NULL;
+  close_probe(e);
+  e->verify = VERIFY_NONE;
   while (e->apps != NULL) {
     efl_app_t *a = e->apps;
     e->apps = a->next;
@@ -830,6 +1146,7 @@ static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
   }
   snprintf(e->addr, sizeof(e->addr), strchr(c->host, ':') ? "[%s]:%u" : "%s:%u", c->host,
            (unsigned)c->port);
+  socket_path(c, e->sock, sizeof(e->sock));
   rc = tlc_efldbg_rd_init(&e->rd, 0, CTL_MAX, 4);
   if (rc != 0) {
     tlc_free(e);
@@ -855,7 +1172,8 @@ static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
 
 static int same_efl(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
   return strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
-         a->port == b->port && a->poll_ms == b->poll_ms;
+         a->port == b->port && a->poll_ms == b->poll_ms &&
+         strcmp(a->debugd_socket, b->debugd_socket) == 0;
 }
 
 int tlc_efl_sync(tlc_daemon_t *d) {
@@ -923,11 +1241,23 @@ void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
     tlc_json_w_str(w, "pattern", e->cfg.pattern);
     tlc_json_w_str(w, "debugd", e->addr);
     tlc_json_w_i64(w, "connected", e->registered);
+    tlc_json_w_str(w, "debugd_socket", e->sock);
+    tlc_json_w_str(w, "verification",
+                   e->verify == VERIFY_OK        ? "verified"
+                   : e->verify == VERIFY_PENDING ? "pending"
+                                                 : "none");
+    tlc_json_w_u64(w, "verified", e->verified);
+    tlc_json_w_u64(w, "untrusted", e->untrusted);
     tlc_json_w_u64(w, "connects", e->connects);
     tlc_json_w_u64(w, "disconnects", e->disconnects);
     tlc_json_w_u64(w, "apps_seen", e->apps_seen);
     tlc_json_w_u64(w, "apps_matched", e->apps_matched);
     tlc_json_w_u64(w, "apps_refused", e->apps_refused);
+    tlc_json_w_u64(w, "apps_refused_cap", e->apps_refused_cap);
+    tlc_json_w_u64(w, "apps_refused_full", e->apps_refused_full);
+    tlc_json_w_u64(w, "targets", source_targets(e));
+    tlc_json_w_u64(w, "max_targets", max_targets(e));
+    tlc_json_w_u64(w, "targets_reused", e->targets_reused);
     tlc_json_w_u64(w, "no_cpufreq", e->no_cpufreq);
     tlc_json_w_u64(w, "protocol_errors", e->protocol_errors);
     tlc_json_w_u64(w, "polls_skipped", e->polls_skipped);

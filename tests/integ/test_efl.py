@@ -147,12 +147,18 @@ class App:
         self.errf.close()
 
 
-def daemon(d, sport, poll_ms=50, pattern="efl_app", extra=""):
+def daemon(d, sport, poll_ms=50, pattern="efl_app", extra="", args=(), run=None):
+    """tlcapd with [efl lab]; `run`: its XDG_RUNTIME_DIR (efl_debugd's socket is looked for
+    there; default: an empty directory, so the port is taken unverified)."""
     conf = os.path.join(d, "tlcapd.ini")
     with open(conf, "w") as f:
         f.write("[efl lab]\npattern = %s\npoll_ms = %d\n%s" % (pattern, poll_ms, extra))
-    return conf, D.Daemon(TLCAPD, d, ["--config", conf], store=True,
-                          serve="127.0.0.1:%d" % sport)
+    if run is None:
+        run = os.path.join(d, "tlcapd-run")
+        os.makedirs(run, mode=0o700, exist_ok=True)
+    return conf, D.Daemon(TLCAPD, d, ["--config", conf] + list(args), store=True,
+                          serve="127.0.0.1:%d" % sport,
+                          env={"XDG_RUNTIME_DIR": run, "HOME": run})
 
 
 def tname(app):
@@ -272,7 +278,7 @@ def test_two_apps_live_and_replay(d):
     dm = None
     try:
         a1 = e.app()
-        _, dm = daemon(d, sport)
+        _, dm = daemon(d, sport, run=e.run)
         a2 = e.app()
         for a in (a1, a2):
             wait_state(dm, a, ("capturing",))
@@ -285,6 +291,7 @@ def test_two_apps_live_and_replay(d):
         st = dm.stats()
         T.eq(len(st["efl"]), 1, "efl sources")
         T.eq(st["efl"][0]["no_cpufreq"], 0, "no_cpufreq")
+        T.eq(st["efl"][0]["verification"], "verified", "port checked through the socket")
         a1.stop()
         dm.wait_stats(lambda s: not D.by_name(s, tname(a1))["connected"], what="a1 disconnected")
         t1 = D.by_name(dm.stats(), tname(a1))
@@ -314,7 +321,7 @@ def test_killed_and_debugd_restart(d):
     sport = D.free_port()
     dm = None
     try:
-        _, dm = daemon(d, sport)
+        _, dm = daemon(d, sport, run=e.run)
         victim = e.app("--reps", "200000")
         other = e.app()
         for a in (victim, other):
@@ -359,7 +366,7 @@ def test_app_without_workaround(d):
     sport = D.free_port()
     dm = None
     try:
-        _, dm = daemon(d, sport)
+        _, dm = daemon(d, sport, run=e.run)
         bad = e.app("--no-workaround")
         good = e.app()
         wait_state(dm, bad, ("no-cpufreq",))
@@ -400,7 +407,7 @@ def test_reload_removes_source(d):
     sport = D.free_port()
     dm = None
     try:
-        conf, dm = daemon(d, sport)
+        conf, dm = daemon(d, sport, run=e.run)
         a = e.app()
         wait_state(dm, a, ("capturing",))
         a.wait_line("cpufreq on")
@@ -441,7 +448,7 @@ def test_tlcapd_killed_recovers_segment(d):
     sport = D.free_port()
     dm = None
     try:
-        _, dm = daemon(d, sport)
+        _, dm = daemon(d, sport, run=e.run)
         a = e.app()
         wait_state(dm, a, ("capturing",))
         a.run_workload()
@@ -455,7 +462,7 @@ def test_tlcapd_killed_recovers_segment(d):
         D.wait_until(lambda: part_size() == fed, 10, "the .part holds every byte fed (%d)" % fed)
         dm.kill()
         dm = None
-        _, dm = daemon(d, sport)
+        _, dm = daemon(d, sport, run=e.run)
         T.check(not glob.glob(os.path.join(tdir, "*.part")), "no .part left after recovery")
         segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
         T.eq(len(segs), 1, "recovered segments")
@@ -564,7 +571,12 @@ class FakeDebugd:
                 self._send(c, 5, op, ans)
 
     def close(self):
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)  # wakes the accept() (Linux): the port is free
+        except OSError:
+            pass
         self.ls.close()
+        self.t.join(10)
 
 
 def test_hostile_debugd(d):
@@ -616,13 +628,247 @@ def test_hostile_debugd(d):
         fake.close()
 
 
+class ChurnDebugd:
+    """A stand-in for efl_debugd that speaks its protocol correctly (docs/efl.md) on
+    127.0.0.1:PORT, one connection: the registration is answered, and `register_observer` is
+    answered with `batch`, a list of ("added", cid, pid, name) and ("deleted", cid), once `go`
+    is set; every EvLog/get gets an empty evlog (the overflow word only)."""
+
+    def __init__(self, port, batch, go=True):
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", port))
+        self.ls.listen(4)
+        self.batch = batch
+        self.error = None
+        self.sent = False
+        self.go = threading.Event()
+        if go:
+            self.go.set()
+        self.t = threading.Thread(target=self._serve, daemon=True)
+        self.t.start()
+
+    def _serve(self):
+        try:
+            while True:
+                c, _ = self.ls.accept()
+                with c:
+                    self._conversation(c)
+        except OSError:
+            pass  # closed
+        except Exception as e:  # reported by the test through self.error
+            self.error = repr(e)
+
+    def _conversation(self, c):
+        ids = {}
+        snd = FakeDebugd._send
+
+        def pk(_, c):
+            size, cid, op = struct.unpack("<Iii", FakeDebugd._recv(c, 12))
+            return cid, op, FakeDebugd._recv(c, size - 12)
+        try:
+            while True:
+                cid, op, p = pk(None, c)
+                if op == 0:
+                    names = p[8:].split(b"\0")[:-1]
+                    for i, n in enumerate(names):
+                        ids[n.decode()] = 20 + i
+                    snd(c, 0, 0, p[:8] + b"".join(struct.pack("<i", 20 + i)
+                                                  for i in range(len(names))))
+                elif op == ids.get("Daemon/Client/register_observer"):
+                    self.go.wait(30)
+                    out = []
+                    for ev in self.batch:
+                        if ev[0] == "added":
+                            pay = struct.pack("<ii", ev[1], ev[2]) + ev[3].encode() + b"\0"
+                            out.append(struct.pack("<Iii", 12 + len(pay), 0,
+                                                   ids["Daemon/Client/added"]) + pay)
+                        else:
+                            out.append(struct.pack("<Iii", 16, 0, ids["Daemon/Client/deleted"])
+                                       + struct.pack("<i", ev[1]))
+                    c.sendall(b"".join(out))
+                    self.sent = True
+                elif op == ids.get("EvLog/get"):
+                    snd(c, cid, op, struct.pack("<I", 0))
+        except EOFError:
+            pass
+
+    def close(self):
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)  # wakes the accept() (Linux): the port is free
+        except OSError:
+            pass
+        self.ls.close()
+        self.t.join(10)
+
+
+def lab_targets(st, src="lab"):
+    return sorted(t["name"] for t in st["targets"] if t["name"].startswith(src + "/"))
+
+
+def test_churn_capped_reused_no_eviction(d):
+    """A program that holds the debugger port can announce applications without end: an efl
+    source keeps at most max_targets targets (state directories too), further applications
+    are refused (counted, logged naming the source), an exited application's target is reused
+    by a new process of the same name, and no disconnected target of another source is evicted
+    to make room."""
+    sport, lport = D.free_port(), D.free_port()
+    batch = [("added", 0, 0, "")]  # a client listed before its hello: not an application
+    for k in range(8):  # eight applications that start and exit: the cap
+        batch += [("added", 10 + k, 1000 + k, "app%d" % k), ("deleted", 10 + k)]
+    for i in range(3000):  # a flood of new names
+        batch += [("added", 100 + i, 20000 + i, "churn%d" % i), ("deleted", 100 + i)]
+    batch.append(("added", 5000, 5555, "app3"))  # app3 again, a new process: reuses its target
+    fake = ChurnDebugd(6666, batch, go=False)
+    dm = None
+    try:
+        _, dm = daemon(d, sport, pattern="*", extra="max_targets = 8\n",
+                       args=["--listen", "bench=bin11@127.0.0.1:%d" % lport,
+                             "--max-targets", "40"])
+        for name in ("t1", "t2", "t3", "t4", "t5"):  # the lab's targets, disconnected
+            s = D.connect(lport)
+            s.sendall(b"TLCAP/1 target=%s\n" % name.encode() + D.calls(2))
+            dm.wait_stats(lambda st: any(t["name"] == name and t["records"] == 4
+                                         for t in st["targets"]), what=name)
+            s.close()
+            dm.wait_stats(lambda st: not D.by_name(st, name)["connected"], what=name + " gone")
+        fake.go.set()  # now the flood
+        dm.wait_stats(lambda st: st["efl"] and st["efl"][0]["apps_seen"] >= 3009,
+                      timeout=60, what="all 3009 applications announced")
+        st = dm.stats()
+        src = st["efl"][0]
+        want = ["lab/app%d-%d" % (k, 1000 + k) for k in range(8)]
+        T.eq(lab_targets(st), want, "the source's targets: the first eight, no more")
+        T.eq(sorted(os.listdir(os.path.join(dm.state, "lab"))), [w[4:] for w in want],
+             "state directories of the source")
+        for n in ("t1", "t2", "t3", "t4", "t5"):
+            T.check(D.by_name(st, n) is not None, "the lab's disconnected target %s kept" % n)
+        T.eq(st["daemon"]["targets_evicted"], 0, "targets evicted")
+        T.eq(src["apps_refused_cap"], 3000, "applications refused at the cap")
+        T.eq(src["apps_seen"], 3009, "applications seen (the one without a hello is not)")
+        T.eq(src["targets"], 8, "targets of the source")
+        T.eq(src["max_targets"], 8, "max_targets")
+        T.eq(src["targets_reused"], 1, "targets reused")
+        T.eq(src["verification"], "none", "no efl_debugd socket: the port taken unverified")
+        t3 = D.by_name(st, "lab/app3-1003")
+        T.check(t3["connected"] and t3["peer"].endswith("pid 5555"),
+                "app3's new process reuses lab/app3-1003: %r" % t3["peer"])
+        T.eq(t3["reconnects"], 1, "a reconnect of the reused target")
+        log = dm.log()
+        T.check("efl lab: application churn0 pid 20000 not captured: the source has its 8 "
+                "targets" in log, "refusal logged naming the source")
+        T.check(log.count("not captured: the source has its") < 100,
+                "refusals are rate-limited in the log")
+        T.check("no efl_debugd socket at" in log, "unverified port logged")
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+
+
+def test_full_table_not_evicted_for_efl(d):
+    """With the daemon's target table full, an efl source evicts nothing: a new application
+    takes an exited same-name application's target or is refused (counted, logged); the lab's
+    disconnected listener targets stay."""
+    sport, lport = D.free_port(), D.free_port()
+    batch = []
+    for k in range(5):
+        batch += [("added", 10 + k, 1000 + k, "app%d" % k), ("deleted", 10 + k)]
+    for i in range(50):
+        batch += [("added", 100 + i, 20000 + i, "churn%d" % i), ("deleted", 100 + i)]
+    batch.append(("added", 5000, 5555, "app1"))
+    fake = ChurnDebugd(6666, batch, go=False)
+    dm = None
+    try:
+        _, dm = daemon(d, sport, pattern="*",
+                       args=["--listen", "bench=bin11@127.0.0.1:%d" % lport,
+                             "--max-targets", "8"])
+        for name in ("t1", "t2", "t3", "t4", "t5"):
+            s = D.connect(lport)
+            s.sendall(b"TLCAP/1 target=%s\n" % name.encode() + D.calls(2))
+            dm.wait_stats(lambda st: any(t["name"] == name and t["records"] == 4
+                                         for t in st["targets"]), what=name)
+            s.close()
+            dm.wait_stats(lambda st: not D.by_name(st, name)["connected"], what=name + " gone")
+        fake.go.set()
+        dm.wait_stats(lambda st: st["efl"] and st["efl"][0]["apps_seen"] >= 56,
+                      timeout=30, what="all 56 applications announced")
+        st = dm.stats()
+        T.eq(st["daemon"]["targets_evicted"], 0, "targets evicted")
+        T.eq(sorted(t["name"] for t in st["targets"]),
+             ["lab/app0-1000", "lab/app1-1001", "lab/app2-1002", "t1", "t2", "t3", "t4", "t5"],
+             "the table: the lab's five and three efl targets")
+        src = st["efl"][0]
+        T.eq(src["apps_refused_full"], 52, "refused with the table full (app3, app4, 50 churn)")
+        T.eq(src["targets_reused"], 1, "app1's new process reuses its target")
+        t1 = D.by_name(st, "lab/app1-1001")
+        T.check(t1["connected"] and t1["peer"].endswith("pid 5555"), "reused: %r" % t1["peer"])
+        T.check("efl lab: application app3 pid 1003 not captured: the target table is full "
+                "(max_targets 8)" in dm.log(), "refusal logged naming the source")
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+
+
+def test_port_checked_against_socket(d):
+    """With efl_debugd's Unix socket present, a debugger port is trusted only once it announces
+    the probe tlcapd sends through that socket: the real efl_debugd's port is (its
+    application is captured; the probes of both sources are never targets), a program that
+    answers on another port with applications of its own is not (no target from it, counted,
+    logged, retried)."""
+    e = Efl(d)
+    e.start_debugd()
+    sport, fport = D.free_port(), D.free_port()
+    fake = ChurnDebugd(fport, [("added", 7, 4242, "efl_app"), ("added", 8, 4343, "intruder")])
+    dm = None
+    try:
+        a = e.app()
+        _, dm = daemon(d, sport, pattern="*", run=e.run,
+                       extra="[efl fake]\npattern = *\ndebugd = 127.0.0.1:%d\n" % fport)
+        wait_state(dm, a, ("capturing",))
+        dm.wait_stats(lambda s: any(x["source"] == "fake" and x["untrusted"] >= 1
+                                    for x in s["efl"]), timeout=30, what="fake port untrusted")
+        st = dm.stats()
+        src = {x["source"]: x for x in st["efl"]}
+        T.eq(src["lab"]["verification"], "verified", "the real port verified")
+        T.eq(src["lab"]["debugd_socket"], e.sock, "the socket tlcapd checked")
+        T.eq(lab_targets(st), [tname(a)], "lab's targets: the application only, no probe")
+        T.eq(lab_targets(st, "fake"), [], "no target from the untrusted port")
+        T.eq(src["fake"]["apps_matched"], 0, "nothing matched on the untrusted port")
+        T.check(fake.sent, "the stand-in listed its applications")
+        T.check("efl fake: efl_debugd 127.0.0.1:%d is not trusted: it did not announce the "
+                "probe sent through efl_debugd's socket %s" % (fport, e.sock) in dm.log(),
+                "untrusted port logged: " + dm.log()[-3000:])
+        T.check(fake.error is None, "fake efl_debugd: %s" % fake.error)
+        rc, _ = dm.stop()
+        dm = None
+        T.eq(rc, 0, "exit status")
+    finally:
+        if dm is not None:
+            dm.kill()
+        fake.close()
+        e.close()
+
+
 def test_config_errors(d):
     """A Unix socket path for `debugd` is refused with the reason (efl_debugd relays only
     between its TCP debuggers and its Unix-socket applications); a missing pattern too."""
     for text, needle in (("[efl x]\npattern = *\ndebugd = /run/user/0/.edebug/efl_debug/0\n",
                           "TCP port"),
                          ("[efl x]\npoll_ms = 100\n", "missing option \"pattern\""),
-                         ("[efl x]\npattern = *\ndebugd = localhost:6666\n", "IP address")):
+                         ("[efl x]\npattern = *\ndebugd = localhost:6666\n", "IP address"),
+                         ("[efl x]\npattern = *\nmax_targets = 0\n", "1 to 1000000 targets"),
+                         ("[efl x]\npattern = *\ndebugd_socket = run/0\n", "absolute path"),
+                         ("[daemon]\nefl_max_targets = 0\n", "efl_max_targets")):
         conf = os.path.join(d, "bad.ini")
         with open(conf, "w") as f:
             f.write(text)
@@ -631,6 +877,9 @@ def test_config_errors(d):
         T.check(needle in err, "message %r in %r" % (needle, err))
     rc, out, err = T.run([TLCAPD, "--efl", "lab=efl_*", "--check-config"])
     T.eq(rc, 0, "--efl NAME=PATTERN accepted: " + err)
+    rc, out, err = T.run([TLCAPD, "--efl", "lab=efl_*", "--efl-max-targets", "16",
+                          "--check-config"])
+    T.eq(rc, 0, "--efl-max-targets accepted: " + err)
 
 
 if __name__ == "__main__":
@@ -639,6 +888,10 @@ if __name__ == "__main__":
               "for efl_debugd)")
         sys.exit(T.SKIP)
     maybe_netns()
-    T.main([test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
-            test_killed_and_debugd_restart, test_reload_removes_source,
-            test_tlcapd_killed_recovers_segment, test_hostile_debugd])
+    tests = [test_config_errors, test_two_apps_live_and_replay, test_app_without_workaround,
+             test_killed_and_debugd_restart, test_reload_removes_source,
+             test_tlcapd_killed_recovers_segment, test_hostile_debugd,
+             test_churn_capped_reused_no_eviction, test_full_table_not_evicted_for_efl,
+             test_port_checked_against_socket]
+    only = os.environ.get("TLC_EFL_ONLY")  # a comma-separated subset, for development
+    T.main([t for t in tests if not only or t.__name__ in only.split(",")])
