@@ -234,8 +234,9 @@ static void plan_bin1x(plan_t *p, int loop) {
   p->tmax = hi;
 }
 
-/* evlog: items (strict decoder), and with loop their places and the shift. Returns 0, or -1
- * with the reason in err when loop is asked for and the file cannot loop. */
+/* evlog: items (strict decoder), their places (for the progress count and the shift), and with
+ * loop the shift. Returns 0, or -1 with the reason in err (out of memory, or loop asked for and
+ * the file cannot loop). */
 static int plan_evlog(plan_t *p, int loop, char *err, size_t errlen) {
   tlc_dec_t d;
   tlc_event_t ev[TLC_EVLOG_BATCH];
@@ -262,7 +263,7 @@ static int plan_evlog(plan_t *p, int loop, char *err, size_t errlen) {
     for (k = 0; k < n; k++) {
       const tlc_evlog_ext_t *x = ev[k].evlog;
       p->records++;
-      if (!loop || x == NULL)
+      if (x == NULL)
         continue;
       if (isfinite(x->tim)) {
         lo = x->tim < lo ? x->tim : lo;
@@ -296,6 +297,19 @@ static int plan_evlog(plan_t *p, int loop, char *err, size_t errlen) {
     p->shift_s = (hi - lo) + period;
   }
   return 0;
+}
+
+/* evlog: items that begin before byte `at` of the file (the sites are in file order). */
+static uint64_t items_below(const plan_t *p, size_t at) {
+  size_t lo = 0, hi = p->nsites;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((p->sites[mid] & ~((uint64_t)1 << 63)) < at)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
 }
 
 /* Moves every time of the buffer on by one loop's shift. Returns 0, or -1 when bin1x times
@@ -470,6 +484,11 @@ int tlc_cli_send(int argc, char **argv) {
               "with --loop\n",
               file, len % 24);
   }
+  if (loop && pl.records == 0) {
+    fprintf(stderr, "tlcap send: %s: no whole %s to loop over\n", file,
+            pl.evlog ? "item" : "record");
+    goto out;
+  }
   if (dial_tcp(to, &fd, err, sizeof(err)) < 0) {
     fprintf(stderr, "tlcap send: %s\n", err);
     goto out;
@@ -498,8 +517,7 @@ int tlc_cli_send(int argc, char **argv) {
           goto write_failed;
         at += k;
         sent += k;
-        if (!pl.evlog)
-          records = sent / 24;
+        records = pl.evlog ? done_loops * pl.records + items_below(&pl, at) : sent / 24;
         if (reply_read(fd, &rep, 0))
           goto answered;
         progress_draw(&prog, records, done_loops + 1, loop, 0);
@@ -507,7 +525,7 @@ int tlc_cli_send(int argc, char **argv) {
       if (at < pl.body)
         break; /* interrupted */
       if (pl.evlog)
-        records += pl.records;
+        records = (done_loops + 1) * pl.records;
     } else {
       /* Paced in slices of ~10 ms worth of records against one monotonic schedule. */
       size_t nrec = pl.body / 24, done = 0, slice = (size_t)(rate / 100) + 1;

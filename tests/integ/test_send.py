@@ -151,6 +151,14 @@ def test_loop_continues_the_timeline(d):
                                                        len(data) * loops - 8)[0],
                  name + ": last time")
 
+        # nothing whole to loop over: said, not an endless loop of nothing
+        tiny = os.path.join(d, "tiny.bin")
+        with open(tiny, "wb") as f:
+            f.write(data[:20])
+        rc, _, err = send([tiny, "--target", "tiny", "--format", "bin11", "--loop",
+                           "--to", "127.0.0.1:%d" % port], timeout=30)
+        T.check(rc == 1 and "no whole record to loop over" in err, "tiny --loop: %d %s" % (rc, err))
+
         blocks = gen_evlog(150, 8)
         items = [it for b in blocks for it in b]
         tims = [it[0] for it in items]
