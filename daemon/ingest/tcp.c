@@ -31,8 +31,9 @@
  * bad preamble, reserved or unmatched name, format clash, caps; a strict decode error;
  * max_connections) is sent one text line, `tlcapd: refused: REASON\n`, right before the close
  * (conn_refuse), so that a sender such as `tlcap send` can say why. It is one non-blocking
- * write into an empty send buffer (uv_try_write; not retried), so a target that never reads is
- * not held up; dialled connections (a probe's port) and peers outside `allow` get nothing.
+ * send into an empty send buffer (MSG_DONTWAIT|MSG_NOSIGNAL; not retried, not queued), so a
+ * target that never reads is not held up; dialled connections (a probe's port) and peers
+ * outside `allow` get nothing.
  */
 #include "sources.h"
 
@@ -175,12 +176,19 @@ void tlc__conn_close(tlc_conn_t *c, const char *reason) {
 
 #define REFUSE_PREFIX "tlcapd: refused: "
 
+/* One best-effort write of the refusal line: non-blocking, never SIGPIPE (a peer that is gone
+ * is EPIPE, ignored), never queued. */
+static void conn_send_line(tlc_conn_t *c, const char *line, size_t n) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+    (void)send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* The refusal reply (see the top comment): `tlcapd: refused: REASON\n`, REASON on one line of
  * printable ASCII (anything else becomes '?'), at most 240 bytes; listener connections only. */
 static void conn_reply_refused(tlc_conn_t *c, const char *fmt, va_list ap) {
   char line[sizeof(REFUSE_PREFIX) + 242];
   size_t n = sizeof(REFUSE_PREFIX) - 1, i;
-  uv_buf_t b;
   int k;
   if (!c->accepted || c->closing)
     return;
@@ -193,8 +201,7 @@ static void conn_reply_refused(tlc_conn_t *c, const char *fmt, va_list ap) {
     if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] > 0x7e)
       line[i] = '?';
   line[n++] = '\n';
-  b = uv_buf_init(line, (unsigned)n);
-  (void)uv_try_write((uv_stream_t *)&c->h, &b, 1); /* best effort: never queued */
+  conn_send_line(c, line, n);
 }
 
 static void conn_refuse(tlc_conn_t *c, const char *close_reason, const char *fmt, ...)
@@ -794,9 +801,8 @@ static void on_connection(uv_stream_t *s, int status) {
             "listener %s (%s): max_connections (%zu) reached; refusing new connections",
             l->cfg.name, l->bound, d->max_conns);
     if (!d->stopping) {
-      uv_buf_t b = uv_buf_init((char *)REFUSE_PREFIX "max_connections reached\n",
-                               sizeof(REFUSE_PREFIX "max_connections reached\n") - 1);
-      (void)uv_try_write((uv_stream_t *)&c->h, &b, 1); /* the refusal reply, best effort */
+      static const char line[] = REFUSE_PREFIX "max_connections reached\n";
+      conn_send_line(c, line, sizeof(line) - 1);
     }
     if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
       (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)); /* RST: refused, promptly */
