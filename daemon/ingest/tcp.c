@@ -184,38 +184,34 @@ static void conn_send_line(tlc_conn_t *c, const char *line, size_t n) {
     (void)send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* The refusal reply (see the top comment): `tlcapd: refused: REASON\n`, REASON on one line of
- * printable ASCII (anything else becomes '?'), at most 240 bytes; listener connections only. */
-static void conn_reply_refused(tlc_conn_t *c, const char *fmt, va_list ap) {
-  char line[sizeof(REFUSE_PREFIX) + 242];
-  size_t n = sizeof(REFUSE_PREFIX) - 1, i;
-  int k;
-  if (!c->accepted || c->closing)
-    return;
-  memcpy(line, REFUSE_PREFIX, n);
-  k = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
-  if (k < 0)
-    return;
-  n += (size_t)k < sizeof(line) - n - 1 ? (size_t)k : sizeof(line) - n - 2;
-  for (i = sizeof(REFUSE_PREFIX) - 1; i < n; i++)
-    if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] > 0x7e)
-      line[i] = '?';
-  line[n++] = '\n';
-  conn_send_line(c, line, n);
-}
-
 static void conn_refuse(tlc_conn_t *c, const char *close_reason, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
-/* Closes a refused connection, telling a listener's peer why first. */
+/* Closes a refused connection, telling a listener's peer why first (see the top comment):
+ * `tlcapd: refused: REASON\n`, REASON on one line of printable ASCII (anything else becomes
+ * '?'), at most 240 bytes; listener connections only. */
 static void conn_refuse(tlc_conn_t *c, const char *close_reason, const char *fmt, ...) {
+  char line[sizeof(REFUSE_PREFIX) + 241]; /* the prefix, 240 bytes of reason, a newline */
+  size_t n = sizeof(REFUSE_PREFIX) - 1, i;
   va_list ap;
-  va_start(ap, fmt);
-  conn_reply_refused(c, fmt, ap);
-  va_end(ap);
+  int k;
+  if (c->accepted && !c->closing) {
+    memcpy(line, REFUSE_PREFIX, n);
+    va_start(ap, fmt);
+    k = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    va_end(ap);
+    if (k >= 0) {
+      n += (size_t)k < sizeof(line) - n - 1 ? (size_t)k : sizeof(line) - n - 2;
+      for (i = sizeof(REFUSE_PREFIX) - 1; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] > 0x7e)
+          line[i] = '?';
+      line[n++] = '\n';
+      conn_send_line(c, line, n);
+    }
+  }
   tlc__conn_close(c, close_reason);
 }
 
