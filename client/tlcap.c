@@ -46,7 +46,7 @@ static void usage_main(FILE *to) {
           "  top [TARGET] [--wait]         live view of areas (q quit, s sort, w window,\n"
           "                                c context, / filter, t next target, j/k scroll)\n"
           "  watch TARGET [--wait]         snapshots and events as JSON lines\n"
-          "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop]\n"
+          "  send FILE --target NAME --format bin10|bin11|evlog [--rate EVENTS/S] [--loop[=N]]\n"
           "       [--to HOST:PORT]         stream a capture file to the ingest port (a target)\n"
           "  rotate TARGET                 close the target's segment, wait for its seal and\n"
           "                                print its path\n"

@@ -10,7 +10,10 @@
  *   u 30 "mangled"     d 30 "full demangled name"
  *   p 2 3 4 1                             4 values: id rms avg occ            (version 0)
  *   p 7 23 15 37 270 10 199 200           8 values: id rms min max sum occ real self (v2)
- *   p 7 23 15 37 270 3000 10 199 200 10 10 3000    12 values (seed), 14 with rvms ratios
+ *   p 7 23 15 37 270 10 199 200 10 10     10 values: v2's + self-min self-max (v3)
+ *   p 7 23 15 37 270 3000 10 199 200 10 10 3000    12 values (seed; v4, v5, v6 in rms mode)
+ *   ... 14 values (v5 rvms ratio sums; v6 drms: 2 deprecated), 16 and 18 (v6 drms: + cumulative
+ *   syscall/thread input sums, + self syscall/thread input sums)
  *   x 24 352 350                          CCT node: routine, context, parent (-1: root)
  *   q 352 23 15 37 270 3000 10 199 200 10 10 3000  context point, same layout as p
  *
@@ -19,7 +22,8 @@
  * are grouped by owner (file order kept inside a group). Forward references are allowed for
  * p, q and x (aprof writes q lines before the x lines of the tree), u and d must follow their
  * r line. Single-valued header lines (v e t f a m k i g) may appear once; `v` must precede
- * routine, point and context lines.
+ * routine, point and context lines. The version decides how many values a point has
+ * (layout_ok); version 1 and versions above 6 are refused. aprof-plot's `fav` line is skipped.
  *
  * Cost: one pass over the lines, hash lookups per reference, one counting sort per point kind:
  * O(input). Memory is capped by max_routines / max_points / max_contexts.
@@ -378,37 +382,74 @@ static int line_ud(ap_t *p, char tag, size_t i, size_t e) {
                 p->b + s, n);
 }
 
-static const unsigned layout_fields[15] = {
+#define F8                                                                                         \
+  (TLC_APF_MIN | TLC_APF_MAX | TLC_APF_SUM | TLC_APF_OCC | TLC_APF_REAL_SUM | TLC_APF_SELF_SUM)
+#define F10 (F8 | TLC_APF_SELF_MIN | TLC_APF_SELF_MAX)
+#define F12 (F10 | TLC_APF_SQR_SUM | TLC_APF_SELF_SQR)
+#define F14 (F12 | TLC_APF_RATIO_SUM | TLC_APF_RATIO_SQR)
+#define F16 (F14 | TLC_APF_CUMUL_SYSCALL | TLC_APF_CUMUL_THREAD)
+#define F18 (F16 | TLC_APF_SELF_SYSCALL | TLC_APF_SELF_THREAD)
+
+static const unsigned layout_fields[TLC_APROF_MAX_VALUES + 1] = {
   [4] = TLC_APF_AVG | TLC_APF_OCC,
-  [8] = TLC_APF_MIN | TLC_APF_MAX | TLC_APF_SUM | TLC_APF_OCC | TLC_APF_REAL_SUM | TLC_APF_SELF_SUM,
-  [12] = TLC_APF_MIN | TLC_APF_MAX | TLC_APF_SUM | TLC_APF_SQR_SUM | TLC_APF_OCC |
-         TLC_APF_REAL_SUM | TLC_APF_SELF_SUM | TLC_APF_SELF_MIN | TLC_APF_SELF_MAX |
-         TLC_APF_SELF_SQR,
-  [14] = TLC_APF_MIN | TLC_APF_MAX | TLC_APF_SUM | TLC_APF_SQR_SUM | TLC_APF_OCC |
-         TLC_APF_REAL_SUM | TLC_APF_SELF_SUM | TLC_APF_SELF_MIN | TLC_APF_SELF_MAX |
-         TLC_APF_SELF_SQR | TLC_APF_RATIO_SUM | TLC_APF_RATIO_SQR,
+  [8] = F8,
+  [10] = F10,
+  [12] = F12,
+  [14] = F14,
+  [16] = F16,
+  [18] = F18,
 };
+
+/* Whether a point of k values fits the report's version (aprof's writer and aprof-plot's
+ * reader: version 2 has 8 numbers, 3 adds self-min and self-max (10), 4 adds sqr-sum and
+ * self-sqr (12), 5 may append the two rvms ratio sums (14), 6 the two deprecated input-size
+ * sums and then the syscall/thread input sums of drms mode (14, 16, 18)). Without a `v` line
+ * the count decides (aprof's version 0 has 4; the seed's layout, which documents no version,
+ * 12). tlcap's exports before it wrote `v 4` said `v 3` over 12 numbers: read as version 4. */
+static const char *layout_ok(const tlc_aprof_t *a, unsigned k) {
+  if (!a->has_version)
+    return k == 4 || k == 8 || k == 10 || k == 12 || k == 14 ? NULL : "4, 8, 10, 12 or 14";
+  switch (a->version) {
+  case 0:
+    return k == 4 ? NULL : "4";
+  case 2:
+    return k == 8 ? NULL : "8";
+  case 3:
+    return k == 10 || k == 12 ? NULL : "10";
+  case 4:
+    return k == 12 ? NULL : "12";
+  case 5:
+    return k == 12 || k == 14 ? NULL : "12 or 14";
+  default: /* 6 (the `v` line refuses the others) */
+    return k == 12 || k == 14 || k == 16 || k == 18 ? NULL : "12, 14, 16 or 18";
+  }
+}
 
 static int line_pq(ap_t *p, char tag, size_t i, size_t e) {
   tlc_aprof_t *a = p->a;
-  uint64_t v[14];
+  uint64_t v[TLC_APROF_MAX_VALUES];
   unsigned k = 0;
   tlc_aprof_point_t pt, *np;
   size_t s, j = i;
   tlc_aprof_point_t **arr = tag == 'p' ? &a->points : &a->cpoints;
   size_t *cnt = tag == 'p' ? &a->npoints : &a->ncpoints;
   size_t *cap = tag == 'p' ? &a->cappoints : &a->capcpoints;
+  const char *want;
   int r;
   while (tok(p->b, &j, e, &s) != 0) {
-    if (k == 14)
-      return ap_err(p, TLC_ESYNTAX, "%c line has more than 14 values", tag);
+    if (k == TLC_APROF_MAX_VALUES)
+      return ap_err(p, TLC_ESYNTAX, "%c line has more than %d values", tag, TLC_APROF_MAX_VALUES);
     if ((r = num(p, "value", &i, e, &v[k])) < 0)
       return r;
     k++;
     j = i;
   }
-  if (k != 4 && k != 8 && k != 12 && k != 14)
-    return ap_err(p, TLC_ESYNTAX, "%c line has %u values (4, 8, 12 or 14 expected)", tag, k);
+  if ((want = layout_ok(a, k)) != NULL) {
+    if (a->has_version)
+      return ap_err(p, TLC_ESYNTAX, "%c line has %u values; a version %llu report has %s", tag, k,
+                    (unsigned long long)a->version, want);
+    return ap_err(p, TLC_ESYNTAX, "%c line has %u values (%s expected)", tag, k, want);
+  }
   if (a->layout == 0) {
     a->layout = k;
     a->fields = layout_fields[k];
@@ -429,10 +470,14 @@ static int line_pq(ap_t *p, char tag, size_t i, size_t e) {
     pt.min = v[2];
     pt.max = v[3];
     pt.sum = v[4];
-    if (k == 8) {
+    if (k <= 10) {
       pt.occ = v[5];
       pt.real_sum = v[6];
       pt.self_sum = v[7];
+      if (k == 10) {
+        pt.self_min = v[8];
+        pt.self_max = v[9];
+      }
     } else {
       pt.sqr_sum = v[5];
       pt.occ = v[6];
@@ -441,9 +486,17 @@ static int line_pq(ap_t *p, char tag, size_t i, size_t e) {
       pt.self_min = v[9];
       pt.self_max = v[10];
       pt.self_sqr_sum = v[11];
-      if (k == 14) {
+      if (k >= 14) {
         pt.ratio_sum = v[12];
         pt.ratio_sqr_sum = v[13];
+      }
+      if (k >= 16) {
+        pt.cumul_syscall = v[14];
+        pt.cumul_thread = v[15];
+      }
+      if (k == 18) {
+        pt.self_syscall = v[16];
+        pt.self_thread = v[17];
       }
     }
   }
@@ -508,6 +561,9 @@ static int line_header(ap_t *p, char tag, size_t i, size_t e) {
       return ap_err(p, TLC_ESYNTAX, "'v' line after routine or point lines");
     if ((r = num(p, "version", &i, e, &a->version)) < 0 || (r = at_end(p, i, e)) < 0)
       return r;
+    if (a->version == 1 || a->version > 6)
+      return ap_err(p, TLC_ESYNTAX, "version %llu is not one tlcap reads (0 and 2 to 6)",
+                    (unsigned long long)a->version);
     a->has_version = 1;
     return 0;
   case 'k':
@@ -691,6 +747,8 @@ int tlc_aprof_parse(tlc_aprof_t *a, const char *buf, size_t len, tlc_parse_err_t
       i++;
     if (i == e)
       continue;
+    if (e - i >= 3 && memcmp(buf + i, "fav", 3) == 0 && (e - i == 3 || blank(buf[i + 3])))
+      continue; /* aprof-plot's favourite routines (its own bookkeeping): ignored */
     tag = buf[i++];
     if (i < e && !blank(buf[i])) {
       r = ap_err(&p, TLC_ESYNTAX, "unknown line tag \"%.*s\"",
@@ -803,6 +861,10 @@ static void jpoint(tlc_out_t *o, const tlc_aprof_point_t *pt, unsigned f) {
     { TLC_APF_AVG, "avg", offsetof(tlc_aprof_point_t, avg) },
     { TLC_APF_RATIO_SUM, "ratio_sum", offsetof(tlc_aprof_point_t, ratio_sum) },
     { TLC_APF_RATIO_SQR, "ratio_sqr_sum", offsetof(tlc_aprof_point_t, ratio_sqr_sum) },
+    { TLC_APF_CUMUL_SYSCALL, "cumul_syscall", offsetof(tlc_aprof_point_t, cumul_syscall) },
+    { TLC_APF_CUMUL_THREAD, "cumul_thread", offsetof(tlc_aprof_point_t, cumul_thread) },
+    { TLC_APF_SELF_SYSCALL, "self_syscall", offsetof(tlc_aprof_point_t, self_syscall) },
+    { TLC_APF_SELF_THREAD, "self_thread", offsetof(tlc_aprof_point_t, self_thread) },
   };
   size_t i;
   tlc_out_puts(o, "{\"rms\": ");

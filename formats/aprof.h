@@ -4,13 +4,19 @@
  *  - version 0 (no `v` line; aprof's oldest reports): `r NAME ADDRESS IMAGE ID` and
  *    `p ROUTINE-ID RMS TIME OCCURRENCES` (TIME = mean cost per call);
  *  - version 2: `r "name" "image" id`, `p id rms min max sum occ real-sum self-sum`;
- *  - the seed's layout (aprof's later reports, tlcap's own `v 3` export): 12 numbers,
+ *  - version 3: 10 numbers, version 2's and then self-min self-max;
+ *  - version 4 (the seed's layout, tlcap's own export): 12 numbers,
  *    `p id rms min max sum sqr-sum occ real-sum self-sum self-min self-max self-sqr`, the same
  *    for `q` (calling-context points), `x routine-id context-id parent-id|-1` (the CCT);
- *  - aprof's rvms variant: 14 numbers (the 12 + ratio-sum ratio-sqr-sum).
- * The layout is taken from the number of values on the first `p`/`q` line; every `p` and `q`
- * line of a report must use the same one. Header lines: v e t c f a m k i g; routine lines
- * r u d. Anything else is an error naming the line.
+ *  - versions 5 and 6: the 12, or 14 (+ ratio-sum ratio-sqr-sum: v5's rvms ratio numerators,
+ *    v6's deprecated input-size sums), and in version 6 16 or 18 (+ cumulative syscall and
+ *    thread input sums, + self syscall and thread input sums: drms mode).
+ * The `v` line (which must come before any routine or point) decides which counts a point may
+ * have; versions 1 and above 6 are refused. Without a `v` line the count decides (4, 8, 10, 12
+ * or 14). `v 3` over 12 numbers (what tlcap exported before it wrote `v 4`) reads as version
+ * 4. Every `p` and `q` line of a report must use the same layout. Header lines: v e t c f a m k
+ * i g; routine lines r u d; aprof-plot's `fav` line is skipped. Anything else is an error
+ * naming the line.
  *
  * The model keeps what the file holds and marks what it lacks (tlc_aprof_t.fields), so that a
  * writer can produce the 12-number layout from any of them where the numbers exist.
@@ -27,19 +33,26 @@
 #include <stdint.h>
 
 /* Which numbers the points of a report carry (tlc_aprof_t.fields). */
-#define TLC_APF_MIN       0x0001u
-#define TLC_APF_MAX       0x0002u
-#define TLC_APF_SUM       0x0004u
-#define TLC_APF_SQR_SUM   0x0008u
-#define TLC_APF_OCC       0x0010u
-#define TLC_APF_REAL_SUM  0x0020u
-#define TLC_APF_SELF_SUM  0x0040u
-#define TLC_APF_SELF_MIN  0x0080u
-#define TLC_APF_SELF_MAX  0x0100u
-#define TLC_APF_SELF_SQR  0x0200u
-#define TLC_APF_AVG       0x0400u /* version 0: mean cost per call */
-#define TLC_APF_RATIO_SUM 0x0800u /* rvms reports */
-#define TLC_APF_RATIO_SQR 0x1000u
+#define TLC_APF_MIN           0x0001u
+#define TLC_APF_MAX           0x0002u
+#define TLC_APF_SUM           0x0004u
+#define TLC_APF_SQR_SUM       0x0008u
+#define TLC_APF_OCC           0x0010u
+#define TLC_APF_REAL_SUM      0x0020u
+#define TLC_APF_SELF_SUM      0x0040u
+#define TLC_APF_SELF_MIN      0x0080u
+#define TLC_APF_SELF_MAX      0x0100u
+#define TLC_APF_SELF_SQR      0x0200u
+#define TLC_APF_AVG           0x0400u /* version 0: mean cost per call */
+#define TLC_APF_RATIO_SUM     0x0800u /* rvms reports */
+#define TLC_APF_RATIO_SQR     0x1000u
+#define TLC_APF_CUMUL_SYSCALL 0x2000u /* version 6, drms mode */
+#define TLC_APF_CUMUL_THREAD  0x4000u
+#define TLC_APF_SELF_SYSCALL  0x8000u
+#define TLC_APF_SELF_THREAD   0x10000u
+
+/* Most values on a `p`/`q` line, the id included. */
+#define TLC_APROF_MAX_VALUES 18
 
 /* One performance point (`p`: of a routine, `q`: of a calling context). Fields the layout lacks
  * are 0. */
@@ -49,6 +62,7 @@ typedef struct tlc_aprof_point {
   uint64_t real_sum, self_sum, self_min, self_max, self_sqr_sum;
   uint64_t avg;
   uint64_t ratio_sum, ratio_sqr_sum;
+  uint64_t cumul_syscall, cumul_thread, self_syscall, self_thread;
   uint64_t owner; /* routine id (p) or context id (q) as written */
   uint64_t line;  /* 1-based line of the point in the report */
 } tlc_aprof_point_t;
@@ -96,7 +110,8 @@ typedef struct tlc_aprof {
   uint64_t granularity; /* `g` (memory resolution) */
   char **comments;      /* `c` lines in order */
   size_t ncomments, capcomments;
-  unsigned layout; /* values per p/q line including the id: 4, 8, 12 or 14; 0 = no points */
+  unsigned layout; /* values per p/q line including the id: 4, 8, 10, 12, 14, 16 or 18; 0 = no
+                      points */
   unsigned fields; /* TLC_APF_* the points carry */
   tlc_aprof_routine_t *routines; /* in file order */
   size_t nroutines, caproutines;

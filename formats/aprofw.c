@@ -1,6 +1,7 @@
-/* aprofw.c - aprof report writer (see aprofw.h; format: seeds/003, 12-number points).
+/* aprofw.c - aprof report writer (see aprofw.h; format: seeds/003, 12-number points, which the
+ * aprof tools call version 4: aprof-plot reads `v 3` as 10 numbers a point).
  *
- *   v 3
+ *   v 4
  *   c <comment>
  *   a <app>
  *   m time-usec
@@ -68,6 +69,7 @@ typedef struct actx {
 
 typedef struct aw {
   const tlc_aprofw_opts_t *opts;
+  uint64_t raised; /* microsecond costs below 0.5 us but above 0 written as 1 (cost()) */
   routine_t *routines;
   size_t nroutines, caproutines;
   int64_t *rhash; /* handle -> routine index, open addressing, -1 empty */
@@ -296,10 +298,21 @@ static int push(aw_t *w, actx_t *c, uint32_t routine, int64_t t, int running, in
   return 0;
 }
 
-static uint64_t cost(const aw_t *w, int64_t ns) {
+/* A cost in the report's unit. Microseconds round to the nearest, except that a nonzero time
+ * below 0.5 us is written as 1: aprof-plot drops a point whose min, max or sum is 0, so a
+ * short activation must not vanish; such costs are counted (a `c` line says how many). */
+static uint64_t cost(aw_t *w, int64_t ns) {
+  uint64_t us;
   if (ns <= 0)
     return 0;
-  return w->opts->ns ? (uint64_t)ns : ((uint64_t)ns + 500) / 1000;
+  if (w->opts->ns)
+    return (uint64_t)ns;
+  us = ((uint64_t)ns + 500) / 1000;
+  if (us == 0) {
+    w->raised++;
+    us = 1;
+  }
+  return us;
 }
 
 static void on_event(aw_t *w, const tlc_table_t *t, const tlc_event_t *ev) {
@@ -458,7 +471,7 @@ int tlc_aprof_write(tlc_out_t *o, const tlc_aprofw_opts_t *opts_in, const tlc_ta
     }
   }
   if (r == 0) {
-    tlc_out_puts(o, "v 3\n");
+    tlc_out_puts(o, "v 4\n");
     tlc_out_puts(o, "c tlcap aprof export: routines are function areas; rms 0 (no input-size "
                     "signal); cost = ");
     tlc_out_puts(o, opts.ns ? "nanoseconds\n" : "microseconds\n");
@@ -512,6 +525,12 @@ int tlc_aprof_write(tlc_out_t *o, const tlc_aprofw_opts_t *opts_in, const tlc_ta
       tlc_out_puts(o, "q ");
       tlc_out_u64(o, i + 1);
       put_point(o, &w.nodes[i].p);
+    }
+    if (w.raised) {
+      tlc_out_puts(o, "c ");
+      tlc_out_u64(o, w.raised);
+      tlc_out_puts(o, " costs between 1 and 499 ns written as 1 us (not 0, which aprof-plot "
+                      "drops)\n");
     }
     if (w.dropped) {
       tlc_out_puts(o, "c ");

@@ -1,10 +1,13 @@
-/* aprofw.h - aprof report writer (the seed's 12-number `p`/`q` layout).
+/* aprofw.h - aprof report writer (the seed's 12-number `p`/`q` layout, headed `v 4`: the
+ * version the aprof tools give that layout).
  *
  * Routines are the function areas (handle type 0) of a capture; each routine gets one
  * performance point (rms 0: a timeline has no input-size signal) over its activations recorded
  * from E to X; the calling context tree (CCT) comes from the activation stacks per context
  * (core, task or thread) as `x` lines with `q` points. Costs are times: microseconds
- * (`m time-usec`, each activation rounded to the nearest microsecond) or, with `ns`, the
+ * (`m time-usec`, each activation rounded to the nearest microsecond, except that a nonzero
+ * cost below 0.5 us is written as 1 and counted in a `c` line, since aprof-plot drops points
+ * whose min, max or sum is 0) or, with `ns`, the
  * documented variant `m time-nsec`. cumulative cost = E..X time (CALL), self cost = running time
  * (NET), real-sum counts an activation only when no enclosing activation of the same routine is
  * open (aprof's recursion rule). Squares saturate at 2^64-1 (the format's fields are 64-bit).

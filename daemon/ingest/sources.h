@@ -88,7 +88,8 @@ struct tlc_conn {
   size_t turn_bytes;      /* bytes read in that turn */
   tlc_conn_t *yield_next; /* d->yielded: reading stopped until the turn's check phase */
   int yielded;
-  int held; /* storage backpressure: not reading until its target is released */
+  int held;     /* storage backpressure: not reading until its target is released */
+  int accepted; /* came in through a listener (the refusal reply goes only to those) */
 };
 
 struct tlc_daemon {

@@ -26,6 +26,14 @@
  * Closing: EOF (half-close) -> everything received is already processed -> close (a truncated
  * tail is counted by tlc_target_detach). ECONNRESET/EPIPE are ordinary disconnects. A strict
  * decode error closes only that connection; the target keeps its statistics.
+ *
+ * Refusal reply: a connection that came in through a listener and is refused (no target for it:
+ * bad preamble, reserved or unmatched name, format clash, caps; a strict decode error;
+ * max_connections) is sent one text line, `tlcapd: refused: REASON\n`, right before the close
+ * (conn_refuse), so that a sender such as `tlcap send` can say why. It is one non-blocking
+ * send into an empty send buffer (MSG_DONTWAIT|MSG_NOSIGNAL; not retried, not queued), so a
+ * target that never reads is not held up; dialled connections (a probe's port) and peers
+ * outside `allow` get nothing.
  */
 #include "sources.h"
 
@@ -37,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +174,47 @@ void tlc__conn_close(tlc_conn_t *c, const char *reason) {
   uv_close((uv_handle_t *)&c->h, conn_close_cb);
 }
 
+#define REFUSE_PREFIX "tlcapd: refused: "
+
+/* One best-effort write of the refusal line: non-blocking, never SIGPIPE (a peer that is gone
+ * is EPIPE, ignored), never queued. */
+static void conn_send_line(tlc_conn_t *c, const char *line, size_t n) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+    (void)send(fd, line, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void conn_refuse(tlc_conn_t *c, const char *close_reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Closes a refused connection, telling a listener's peer why first (see the top comment):
+ * `tlcapd: refused: REASON\n`, REASON on one line of printable ASCII (anything else becomes
+ * '?'), at most 240 bytes; listener connections only. */
+static void conn_refuse(tlc_conn_t *c, const char *close_reason, const char *fmt, ...) {
+  char line[sizeof(REFUSE_PREFIX) + 241]; /* the prefix, 240 bytes of reason, a newline */
+  size_t n = sizeof(REFUSE_PREFIX) - 1, i;
+  va_list ap;
+  int k;
+  if (c->accepted && !c->closing) {
+    memcpy(line, REFUSE_PREFIX, n);
+    va_start(ap, fmt);
+    k = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    va_end(ap);
+    if (k >= 0) {
+      n += (size_t)k < sizeof(line) - n - 1 ? (size_t)k : sizeof(line) - n - 2;
+      for (i = sizeof(REFUSE_PREFIX) - 1; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] > 0x7e)
+          line[i] = '?';
+      line[n++] = '\n';
+      conn_send_line(c, line, n);
+    }
+  }
+  tlc__conn_close(c, close_reason);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   tlc_conn_t *c = h->data;
   uint8_t *b;
@@ -216,7 +266,9 @@ static void conn_hold_init(tlc_conn_t *c) {
   }
 }
 
-static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
+/* Binds the connection to its target; on failure returns a negative error with the reason
+ * (for the refusal reply) in why[0..whylen). */
+static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt, char *why, size_t whylen) {
   tlc_daemon_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
   const tlc_cfg_source_t *src;
@@ -231,6 +283,7 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
             "connection %s on %s: preamble names target \"%s\", which belongs to a configured "
             "source; closing",
             c->peer, c->src_name, name);
+    snprintf(why, whylen, "target name \"%s\" belongs to a configured source", name);
     return TLC_EINVAL;
   }
   if (name != NULL)
@@ -245,6 +298,7 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
             "connection %s on %s: target \"%s\" not in the listener's targets (%s); closing",
             c->peer, c->src_name, base, src->targets);
+    snprintf(why, whylen, "target \"%s\" is not among the listener's targets", base);
     return TLC_EINVAL;
   }
   if (n < 0 || (size_t)n > d->cfg.max_name) {
@@ -253,6 +307,7 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
             "connection %s on %s: target name \"%.64s...\" longer than max_name %zu; closing",
             c->peer, c->src_name, base, d->cfg.max_name);
+    snprintf(why, whylen, "target name longer than max_name %zu", d->cfg.max_name);
     return TLC_ELIMIT;
   }
   for (int k = 1; k <= TLC_CONN_SUFFIX_MAX; k++) {
@@ -277,24 +332,33 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt) {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
               "connection %s on %s: target %s exists with format %s, stream says %s; closing",
               c->peer, c->src_name, nm, tlc_format_name(t->format), tlc_format_name(fmt));
+      snprintf(why, whylen, "target %s exists with format %s, the stream says %s", nm,
+               tlc_format_name(t->format), tlc_format_name(fmt));
       return r;
     }
     if (r != 0) {
       d->st.refused_target++;
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: cannot create target %s: %s",
               c->peer, c->src_name, nm, r == TLC_ELIMIT ? "max_targets reached" : tlc_strerror(r));
+      snprintf(why, whylen, "cannot create target %s: %s", nm,
+               r == TLC_ELIMIT   ? "max_targets reached"
+               : r == TLC_EINVAL ? "bad target name"
+                                 : tlc_strerror(r));
       return r;
     }
     c->target = t;
     r = tlc_target_attach(t, c, c->peer);
     if (r == 0)
       conn_hold_init(c);
+    else
+      snprintf(why, whylen, "target %s is busy", nm);
     return r;
   }
   d->st.refused_target++;
   tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
           "connection %s on %s: too many simultaneous connections for target %s; closing", c->peer,
           c->src_name, base);
+  snprintf(why, whylen, "too many simultaneous connections for target %s", base);
   return TLC_ELIMIT;
 }
 
@@ -306,8 +370,10 @@ static int conn_feed(tlc_conn_t *c, const uint8_t *p, size_t n) {
     return 0;
   r = tlc_target_feed(c->target, p, n);
   if (r != 0) {
+    const tlc_target_t *t = c->target;
     c->d->st.closed_decode++;
-    tlc__conn_close(c, "decode error");
+    conn_refuse(c, "decode error", "decode error at byte offset %" PRIu64 " of the stream: %s",
+                t->pipe.dec.err_offset - t->attach_pos, t->pipe.dec.err_reason);
     return -1;
   }
   return 0;
@@ -317,15 +383,15 @@ static int conn_feed(tlc_conn_t *c, const uint8_t *p, size_t n) {
  * bytes. Returns 0 while the connection lives. */
 static int conn_settle(tlc_conn_t *c, int at_eof) {
   tlc_preamble_t p;
-  char why[160];
+  char why[200];
   const char *name;
   switch (tlc_preamble_parse(c->pre, c->prelen, at_eof, c->d->cfg.max_name, &p, why, sizeof(why))) {
   case TLC_PRE_MORE:
     return 0;
   case TLC_PRE_NONE:
     c->preamble_done = 1;
-    if (c->target == NULL && conn_bind(c, NULL, c->src_format) != 0) {
-      tlc__conn_close(c, "refused");
+    if (c->target == NULL && conn_bind(c, NULL, c->src_format, why, sizeof(why)) != 0) {
+      conn_refuse(c, "refused", "%s", why);
       return -1;
     }
     return conn_feed(c, (const uint8_t *)c->pre, c->prelen);
@@ -333,7 +399,7 @@ static int conn_settle(tlc_conn_t *c, int at_eof) {
     c->d->st.preamble_errors++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP, "connection %s on %s: bad preamble: %s; closing", c->peer,
             c->src_name, why);
-    tlc__conn_close(c, "bad preamble");
+    conn_refuse(c, "bad preamble", "bad preamble: %s", why);
     return -1;
   default:
     break;
@@ -341,8 +407,9 @@ static int conn_settle(tlc_conn_t *c, int at_eof) {
   c->preamble_done = 1;
   name = p.has_name ? p.name : NULL;
   if (c->target == NULL) {
-    if (conn_bind(c, name, p.format != TLC_FMT_NONE ? p.format : c->src_format) != 0) {
-      tlc__conn_close(c, "refused");
+    if (conn_bind(c, name, p.format != TLC_FMT_NONE ? p.format : c->src_format, why, sizeof(why)) !=
+        0) {
+      conn_refuse(c, "refused", "%s", why);
       return -1;
     }
   } else if (name != NULL && strcmp(name, c->target->name) != 0) {
@@ -609,6 +676,7 @@ int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t forma
     return r;
   }
   d->st.accepted++;
+  c->accepted = 1;
   tlc__conn_begin(c, NULL);
   return 0;
 }
@@ -698,6 +766,7 @@ static void on_connection(uv_stream_t *s, int status) {
     return;
   }
   d->st.accepted++;
+  c->accepted = 1;
   if (l->cfg.allow[0] != '\0') {
     /* the listener's `allow` list (issue 16): another peer is reset at once, before a byte of
      * it is read or a target named after it */
@@ -727,6 +796,10 @@ static void on_connection(uv_stream_t *s, int status) {
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
             "listener %s (%s): max_connections (%zu) reached; refusing new connections",
             l->cfg.name, l->bound, d->max_conns);
+    if (!d->stopping) {
+      static const char line[] = REFUSE_PREFIX "max_connections reached\n";
+      conn_send_line(c, line, sizeof(line) - 1);
+    }
     if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
       (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)); /* RST: refused, promptly */
     c->closing = 1;

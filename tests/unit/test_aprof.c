@@ -1,7 +1,8 @@
-/* test_aprof.c - the aprof report reader: a real version-0 report (aprof's bubble sort
- * benchmark, tests/data/aprof), hand-written version-2, 12-number (seed) and 14-number reports,
- * every error with its line, caps, allocation failures, and the JSON view. Expected values are
- * read off the files by hand.
+/* test_aprof.c - the aprof report reader: every public report in ../shared/samples/aprof
+ * (real aprof output, versions 0 and 2, read where it lies: TLC_APROF_SAMPLES_DIR), hand-written
+ * reports of versions 2 to 6 in each layout their writer had, every error with its line, caps,
+ * allocation failures, and the JSON view. Expected values are read off the files by hand (the
+ * sample counts with grep and a few lines of Python over the files).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,9 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef TLC_TEST_DATA_DIR
-#error "TLC_TEST_DATA_DIR must name tests/data"
+/* The public aprof reports (CMake: TLC_SHARED_DIR/samples/aprof); "" when the checkout has no
+ * ../shared, and then the tests that read them are skipped, saying so. */
+#ifndef TLC_APROF_SAMPLES_DIR
+#error "TLC_APROF_SAMPLES_DIR must name ../shared/samples/aprof (or be empty)"
 #endif
+
+static int have_samples(void) {
+  if (TLC_APROF_SAMPLES_DIR[0] != 0)
+    return 1;
+  print_message("../shared/samples/aprof not found at configure time: sample reports skipped\n");
+  return 0;
+}
 
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -50,11 +60,14 @@ static void point4(const tlc_aprof_point_t *p, uint64_t rms, uint64_t avg, uint6
 
 static void test_real_v0_report(void **state) {
   size_t len;
-  char *buf = slurp(TLC_TEST_DATA_DIR "/aprof/bubble_1.v0.aprof", &len);
+  char *buf;
   tlc_aprof_t a;
   tlc_parse_err_t e;
   const tlc_aprof_routine_t *r;
   (void)state;
+  if (!have_samples())
+    skip();
+  buf = slurp(TLC_APROF_SAMPLES_DIR "/bubble_1.v0.aprof", &len);
   tlc_aprof_init(&a);
   assert_int_equal(tlc_aprof_parse(&a, buf, len, &e), 0);
   assert_int_equal(a.version, 0);
@@ -118,6 +131,61 @@ static void test_real_v0_report(void **state) {
   }
   tlc_aprof_fini(&a);
   free(buf);
+}
+
+/* Every public report reads, its routines and points counted exactly; occ and the total cost
+ * (version 0: avg x occ, version 2: sum) summed over every point, as a check that each column
+ * landed where it belongs. */
+static void test_every_public_sample(void **state) {
+  static const struct {
+    const char *file;
+    uint64_t version;
+    unsigned layout;
+    size_t routines, points;
+    uint64_t occ, cost;
+    const char *first;
+  } want[] = {
+    { "bubble_1.v0.aprof", 0, 4, 4, 110, 17867650, 538667810, "ArraySort" },
+    { "crypto_1.v2.aprof", 2, 8, 2343, 14408, 253712, 48810365,
+      "v8::preparser::PreParser::ParseIdentifierNameOrGetOrSet(bool*, bool*, bool*)" },
+    { "heap_1.v0.aprof", 0, 4, 4, 625, 6962625, 689147653, "heap_sort" },
+    { "heap_1.v0.first-run-730d2eb.aprof", 0, 4, 4, 67, 1769635, 217219709, "heap_sort" },
+    { "integer_1.v0.aprof", 0, 4, 2, 1025, 1025, 1992262599, "integer_sort" },
+    { "merge_1.v0.aprof", 0, 4, 4, 79, 307200, 170434607, "merge_sort_ric" },
+    { "quick_1.v0.aprof", 0, 4, 4, 1605, 207816, 139875986, "quick_sort_ric" },
+    { "selection_1.v0.aprof", 0, 4, 2, 104, 104, 73267913, "selection_sort" },
+  };
+  size_t i, k;
+  (void)state;
+  if (!have_samples())
+    skip();
+  for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    char path[512];
+    size_t len;
+    char *buf;
+    tlc_aprof_t a;
+    tlc_parse_err_t e;
+    uint64_t occ = 0, cost = 0;
+    snprintf(path, sizeof(path), "%s/%s", TLC_APROF_SAMPLES_DIR, want[i].file);
+    buf = slurp(path, &len);
+    tlc_aprof_init(&a);
+    if (tlc_aprof_parse(&a, buf, len, &e) != 0)
+      fail_msg("%s: line %llu: %s", want[i].file, (unsigned long long)e.line, e.reason);
+    assert_int_equal(a.version, want[i].version);
+    assert_int_equal(a.layout, want[i].layout);
+    assert_int_equal(a.nroutines, want[i].routines);
+    assert_int_equal(a.npoints, want[i].points);
+    assert_int_equal(a.ncontexts, 0);
+    assert_string_equal(a.routines[0].name, want[i].first);
+    for (k = 0; k < a.npoints; k++) {
+      occ += a.points[k].occ;
+      cost += a.layout == 4 ? a.points[k].avg * a.points[k].occ : a.points[k].sum;
+    }
+    assert_int_equal(occ, want[i].occ);
+    assert_int_equal(cost, want[i].cost);
+    tlc_aprof_fini(&a);
+    free(buf);
+  }
 }
 
 static const char v2_report[] =
@@ -191,7 +259,7 @@ static void test_v2_report(void **state) {
 
 /* The seed's 12-number layout with a calling context tree; q lines come before the x lines that
  * define their contexts, as aprof writes them. */
-static const char seed_report[] = "v 3\n"
+static const char seed_report[] = "v 4\n"
                                   "m time-usec\n"
                                   "r \"f\" \"app\" 7\n"
                                   "r \"g\" \"app\" 24\n"
@@ -242,6 +310,105 @@ static void test_seed_layout_and_cct(void **state) {
   assert_true(a.fields & TLC_APF_RATIO_SQR);
   assert_int_equal(a.points[0].ratio_sum, 13);
   assert_int_equal(a.points[0].ratio_sqr_sum, 14);
+  tlc_aprof_fini(&a);
+}
+
+/* One point of `n` values 1..n (id 1) under `v VERSION`; returns the parsed report. */
+static void parse_version(tlc_aprof_t *a, unsigned version, unsigned n) {
+  char doc[256];
+  int at;
+  unsigned k;
+  tlc_parse_err_t e;
+  at = snprintf(doc, sizeof(doc), "c x\nv %u\ni drms\nr \"f\" \"app\" 1\np 1", version);
+  for (k = 2; k <= n; k++)
+    at += snprintf(doc + at, sizeof(doc) - (size_t)at, " %u", k);
+  snprintf(doc + at, sizeof(doc) - (size_t)at, "\nfav f\n");
+  tlc_aprof_init(a);
+  if (parse(a, doc, &e) != 0)
+    fail_msg("v %u with %u values: line %llu: %s", version, n, (unsigned long long)e.line,
+             e.reason);
+  assert_int_equal(a->version, version);
+  assert_int_equal(a->layout, n);
+  assert_int_equal(a->npoints, 1);
+}
+
+/* Versions 3 to 6 as aprof wrote them (valgrind/aprof/report.c over its history) and as
+ * aprof-plot reads them (AprofReport.java): the same columns land in the same fields. */
+static void test_versions_3_to_6(void **state) {
+  tlc_aprof_t a;
+  const tlc_aprof_point_t *p;
+  (void)state;
+  /* version 3: id rms min max sum occ real self self-min self-max */
+  parse_version(&a, 3, 10);
+  p = &a.points[0];
+  assert_int_equal(p->min, 3);
+  assert_int_equal(p->max, 4);
+  assert_int_equal(p->sum, 5);
+  assert_int_equal(p->occ, 6);
+  assert_int_equal(p->real_sum, 7);
+  assert_int_equal(p->self_sum, 8);
+  assert_int_equal(p->self_min, 9);
+  assert_int_equal(p->self_max, 10);
+  assert_int_equal(p->sqr_sum, 0);
+  assert_int_equal(a.fields, TLC_APF_MIN | TLC_APF_MAX | TLC_APF_SUM | TLC_APF_OCC |
+                                 TLC_APF_REAL_SUM | TLC_APF_SELF_SUM | TLC_APF_SELF_MIN |
+                                 TLC_APF_SELF_MAX);
+  tlc_aprof_fini(&a);
+  /* version 3 over 12 numbers: tlcap's own exports before `v 4`, read as version 4 */
+  parse_version(&a, 3, 12);
+  assert_int_equal(a.points[0].sqr_sum, 6);
+  assert_int_equal(a.points[0].occ, 7);
+  assert_int_equal(a.points[0].self_sqr_sum, 12);
+  tlc_aprof_fini(&a);
+  /* version 4: the seed's 12 */
+  parse_version(&a, 4, 12);
+  p = &a.points[0];
+  assert_int_equal(p->sqr_sum, 6);
+  assert_int_equal(p->occ, 7);
+  assert_int_equal(p->real_sum, 8);
+  assert_int_equal(p->self_sum, 9);
+  assert_int_equal(p->self_min, 10);
+  assert_int_equal(p->self_max, 11);
+  assert_int_equal(p->self_sqr_sum, 12);
+  tlc_aprof_fini(&a);
+  /* version 5: 12 (rms) or 14 (rvms ratio sums) */
+  parse_version(&a, 5, 12);
+  tlc_aprof_fini(&a);
+  parse_version(&a, 5, 14);
+  assert_int_equal(a.points[0].ratio_sum, 13);
+  assert_int_equal(a.points[0].ratio_sqr_sum, 14);
+  tlc_aprof_fini(&a);
+  /* version 6: 12, or drms: 2 deprecated, + cumulative syscall/thread, + self syscall/thread */
+  parse_version(&a, 6, 12);
+  tlc_aprof_fini(&a);
+  parse_version(&a, 6, 14);
+  tlc_aprof_fini(&a);
+  parse_version(&a, 6, 16);
+  assert_int_equal(a.points[0].cumul_syscall, 15);
+  assert_int_equal(a.points[0].cumul_thread, 16);
+  assert_int_equal(a.points[0].self_syscall, 0);
+  assert_false(a.fields & TLC_APF_SELF_SYSCALL);
+  tlc_aprof_fini(&a);
+  parse_version(&a, 6, 18);
+  p = &a.points[0];
+  assert_int_equal(p->self_sqr_sum, 12);
+  assert_int_equal(p->ratio_sum, 13);
+  assert_int_equal(p->cumul_thread, 16);
+  assert_int_equal(p->self_syscall, 17);
+  assert_int_equal(p->self_thread, 18);
+  assert_true(a.fields & TLC_APF_SELF_THREAD);
+  {
+    tlc_out_t o;
+    char *js;
+    tlc_out_init(&o, 0, NULL, NULL);
+    assert_int_equal(tlc_aprof_to_json(&a, &o), 0);
+    js = tlc_out_take(&o, NULL);
+    assert_non_null(strstr(js, "\"self_sqr_sum\": 12, \"ratio_sum\": 13, \"ratio_sqr_sum\": 14, "
+                               "\"cumul_syscall\": 15, \"cumul_thread\": 16, \"self_syscall\": "
+                               "17, \"self_thread\": 18}"));
+    tlc_free(js);
+    tlc_out_fini(&o);
+  }
   tlc_aprof_fini(&a);
 }
 
@@ -333,14 +500,37 @@ static void test_errors(void **state) {
   expect_err("r f NONE 1\nx 1 10 -1\nx 1 10 -1\n", TLC_ESYNTAX, 3, "defined twice");
   expect_err("r f NONE 1\nx 1 10 -2\n", TLC_ESYNTAX, 2, "not a number");
   expect_err("r f NONE 1\nq 4 1 2 3\n", TLC_ESYNTAX, 2, "context id 4");
-  expect_err("p 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n", TLC_ESYNTAX, 1, "more than 14");
+  expect_err("p 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19\n", TLC_ESYNTAX, 1, "more than 18");
+  /* the version decides the layout */
+  expect_err("v 2\nr \"f\" \"i\" 1\np 1 2 3 4 5 6 7 8 9 10 11 12\n", TLC_ESYNTAX, 3,
+             "12 values; a version 2 report has 8");
+  expect_err("v 3\nr \"f\" \"i\" 1\np 1 2 3 4 5 6 7 8\n", TLC_ESYNTAX, 3,
+             "8 values; a version 3 report has 10");
+  expect_err("v 4\nr \"f\" \"i\" 1\np 1 2 3 4 5 6 7 8 9 10\n", TLC_ESYNTAX, 3,
+             "a version 4 report has 12");
+  expect_err("v 5\nr \"f\" \"i\" 1\nq 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n", TLC_ESYNTAX, 3,
+             "a version 5 report has 12 or 14");
+  expect_err("v 6\nr \"f\" \"i\" 1\np 1 2 3 4 5 6 7 8 9 10\n", TLC_ESYNTAX, 3,
+             "a version 6 report has 12, 14, 16 or 18");
+  expect_err("v 0\nr f NONE 1\np 1 2 3 4 5 6 7 8\n", TLC_ESYNTAX, 3, "a version 0 report has 4");
+  expect_err("r f NONE 1\np 1 2 3 4 5 6\n", TLC_ESYNTAX, 2, "has 6 values (4, 8, 10, 12 or 14");
+  expect_err("c x\nv 1\n", TLC_ESYNTAX, 2, "version 1 is not one tlcap reads (0 and 2 to 6)");
+  expect_err("v 7\n", TLC_ESYNTAX, 1, "version 7 is not one tlcap reads");
+  expect_err("favourite x\n", TLC_ESYNTAX, 1, "unknown line tag");
 }
 
+/* Version 0 as aprof wrote it: no `v` line, `r NAME ADDRESS IMAGE ID`, 4-number points. */
+static const char v0_report[] = "f ./sort\n"
+                                "a ./sort\n"
+                                "r sort_it 0x8048474 NONE 2\n"
+                                "p 2 3 4 1\n"
+                                "p 2 776 3696490 1\n"
+                                "r main 0x80485F4 NONE 0\n"
+                                "p 0 134 224667469 1\n";
+
 static void test_sniff(void **state) {
-  size_t len;
-  char *buf = slurp(TLC_TEST_DATA_DIR "/aprof/bubble_1.v0.aprof", &len);
   (void)state;
-  assert_int_equal(tlc_aprof_sniff(buf, len), 1);
+  assert_int_equal(tlc_aprof_sniff(v0_report, strlen(v0_report)), 1);
   assert_int_equal(tlc_aprof_sniff(v2_report, strlen(v2_report)), 1);
   assert_int_equal(tlc_aprof_sniff(seed_report, strlen(seed_report)), 1);
   assert_int_equal(tlc_aprof_sniff("", 0), 0);
@@ -349,7 +539,6 @@ static void test_sniff(void **state) {
   assert_int_equal(tlc_aprof_sniff("<ProfilerExport/>", 17), 0);
   assert_int_equal(tlc_aprof_sniff("v 2\nk 1\0", 8), 0);
   assert_int_equal(tlc_aprof_sniff("v 2\nzz\n", 7), 0);
-  free(buf);
 }
 
 static void test_caps(void **state) {
@@ -401,18 +590,17 @@ static void sweep(const char *doc, size_t len) {
 }
 
 static void test_alloc_failures(void **state) {
-  size_t len;
-  char *buf = slurp(TLC_TEST_DATA_DIR "/aprof/bubble_1.v0.aprof", &len);
   (void)state;
-  sweep(buf, len);
+  sweep(v0_report, strlen(v0_report));
   sweep(v2_report, strlen(v2_report));
   sweep(seed_report, strlen(seed_report));
-  free(buf);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_real_v0_report),
+    cmocka_unit_test(test_every_public_sample),
+    cmocka_unit_test(test_versions_3_to_6),
     cmocka_unit_test(test_v2_report),
     cmocka_unit_test(test_seed_layout_and_cct),
     cmocka_unit_test(test_json_exact),

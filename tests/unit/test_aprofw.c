@@ -70,7 +70,7 @@ static void test_recursion_and_cct(void **state) {
   char *s;
   (void)state;
   s = write_report(ev, 8, 0, 100, 1);
-  assert_string_equal(s, "v 3\n"
+  assert_string_equal(s, "v 4\n"
                          "c tlcap aprof export: routines are function areas; rms 0 (no "
                          "input-size signal); cost = nanoseconds\n"
                          "a tlcap\n"
@@ -101,7 +101,7 @@ static void test_partial_and_truncated_make_no_points(void **state) {
   char *s;
   (void)state;
   s = write_report(ev, 3, 0, 9000, 0);
-  assert_string_equal(s, "v 3\n"
+  assert_string_equal(s, "v 4\n"
                          "c tlcap aprof export: routines are function areas; rms 0 (no "
                          "input-size signal); cost = microseconds\n"
                          "a tlcap\n"
@@ -126,6 +126,35 @@ static void test_microsecond_rounding_and_lines_ignored(void **state) {
   s = write_report(ev, 5, 0, 3500, 0);
   assert_non_null(strstr(s, "p 1 0 1 2 3 5 2 3 3 1 2 5\n"));
   assert_null(strstr(s, "r \"fn_10000000\""));
+  tlc_free(s);
+}
+
+static void test_sub_microsecond_costs_are_never_zero(void **state) {
+  /* b E@0 X@300 and E@1000 X@1200: 300 and 200 ns would round to 0 us, and aprof-plot drops a
+   * point whose min, max or sum is 0: each is written as 1 us and the report says how many
+   * costs were raised so (cumulative and self: 4). A zero-length activation stays 0.
+   * point: occ 2, min 1, max 1, sum 2, sqr 2, real 2, self 2, 1, 1, 2. k: 1200 ns -> 1 us. */
+  static const tlc_event_t ev[] = {
+    EV(0x5, TLC_EV_ENTRY, 0),
+    EV(0x5, TLC_EV_EXIT, 300),
+    EV(0x5, TLC_EV_ENTRY, 1000),
+    EV(0x5, TLC_EV_EXIT, 1200),
+  };
+  static const tlc_event_t zero[] = {
+    EV(0x6, TLC_EV_ENTRY, 50),
+    EV(0x6, TLC_EV_EXIT, 50),
+  };
+  char *s;
+  (void)state;
+  s = write_report(ev, 4, 0, 1200, 0);
+  assert_non_null(strstr(s, "\nk 1\n"));
+  assert_non_null(strstr(s, "\np 1 0 1 1 2 2 2 2 2 1 1 2\n"));
+  assert_non_null(strstr(s, "\nc 4 costs between 1 and 499 ns written as 1 us (not 0, which "
+                            "aprof-plot drops)\n"));
+  tlc_free(s);
+  s = write_report(zero, 2, 50, 50, 0);
+  assert_non_null(strstr(s, "\np 1 0 0 0 0 0 1 0 0 0 0 0\n"));
+  assert_null(strstr(s, "written as 1 us"));
   tlc_free(s);
 }
 
@@ -158,6 +187,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_recursion_and_cct),
     cmocka_unit_test(test_partial_and_truncated_make_no_points),
+    cmocka_unit_test(test_sub_microsecond_costs_are_never_zero),
     cmocka_unit_test(test_microsecond_rounding_and_lines_ignored),
     cmocka_unit_test(test_alloc_failures),
   };
