@@ -387,6 +387,8 @@ int main(int argc, char **argv) {
   r = uv_loop_init(&loop);
   if (r != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "event loop: %s", uv_strerror(r));
+    tlc_log_flush(1);
+    tlc_config_fini(&d->cfg);
     return 1;
   }
   d->loop = &loop;
@@ -395,6 +397,9 @@ int main(int argc, char **argv) {
   d->rbuf = tlc_malloc(d->rbuf_len);
   if (d->rbuf == NULL) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "out of memory");
+    (void)uv_loop_close(&loop);
+    tlc_log_flush(1);
+    tlc_config_fini(&d->cfg);
     return 1;
   }
   tlc_targets_init(&d->targets, d->cfg.max_targets);
