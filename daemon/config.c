@@ -3,7 +3,8 @@
  * inih calls a handler per "key = value"; it does not tell the handler the line number, so the
  * file is read through ini_parse_stream with a reader that counts lines: the handler runs for
  * the line the reader returned last, which gives every error its FILE:LINE. Only the first
- * error is kept (inih goes on parsing; later errors are usually consequences).
+ * error is kept (inih goes on parsing; later errors are usually consequences). A line longer
+ * than inih's line buffer is refused with its FILE:LINE, never handed over in pieces.
  *
  * The command line uses the same key table as [daemon] (`--max-connections 64` is
  * `max_connections = 64`), so every option exists in both places by construction: the
@@ -53,6 +54,7 @@ typedef struct pctx {
   FILE *f;
   uint64_t bytes; /* file reader: bytes read so far, capped at TLC_CFG_MAX_FILE */
   int too_big;    /* file reader: stopped at the cap, or at a NUL byte (1: size, 2: NUL) */
+  int too_long;   /* stopped at a line longer than inih's buffer: its limit in bytes */
 } pctx_t;
 
 /* A configuration file is a few KiB; past this it is not one (--config /dev/zero spun forever:
@@ -973,41 +975,46 @@ out:
   return 1;
 }
 
-/* fgets, counting bytes: stops (end of input for inih, x->too_big set) past TLC_CFG_MAX_FILE
- * bytes or at a NUL byte, which no text configuration has and fgets would hide. */
-static char *file_reader(char *str, int num, void *stream) {
+/* The next byte of the file or string, or EOF. A file stops (end of input for inih, x->too_big
+ * set) past TLC_CFG_MAX_FILE bytes or at a NUL byte, which no text configuration has and fgets
+ * would hide. */
+static int next_byte(pctx_t *x) {
+  int ch;
+  if (x->f == NULL)
+    return *x->p != '\0' ? (unsigned char)*x->p++ : EOF;
+  ch = getc(x->f);
+  if (ch != EOF && (++x->bytes > TLC_CFG_MAX_FILE || ch == '\0')) {
+    x->too_big = ch == '\0' ? 2 : 1;
+    return EOF;
+  }
+  return ch;
+}
+
+/* inih's reader: one whole line per call, counted (x->line), so that the handler's errors name
+ * their line. inih's line buffer is `num` bytes (Debian's libinih: INI_MAX_LINE, 200, compiled
+ * in); a line longer than num - 1 bytes before its newline would come back in pieces, the rest
+ * of it read as another line (a value cut, a key injected), so it ends the input instead,
+ * x->too_long set to the limit. */
+static char *line_reader(char *str, int num, void *stream) {
   pctx_t *x = stream;
-  int n = 0, ch = 0;
-  if (x->too_big)
+  int n = 0, ch = EOF;
+  if (x->too_big || x->too_long)
     return NULL;
-  while (n + 1 < num && (ch = getc(x->f)) != EOF) {
-    if (++x->bytes > TLC_CFG_MAX_FILE || ch == '\0') {
-      x->too_big = ch == '\0' ? 2 : 1;
+  while ((ch = next_byte(x)) != EOF) {
+    if (ch == '\n') {
+      if (n + 1 < num)
+        str[n++] = '\n';
+      break;
+    }
+    if (n + 1 >= num) {
+      x->too_long = num - 1;
       return NULL;
     }
     str[n++] = (char)ch;
-    if (ch == '\n')
-      break;
   }
-  if (n == 0)
+  if (x->too_big || (n == 0 && ch == EOF))
     return NULL;
   str[n] = '\0';
-  x->line++;
-  return str;
-}
-
-static char *string_reader(char *str, int num, void *stream) {
-  pctx_t *x = stream;
-  size_t n = 0;
-  if (*x->p == '\0')
-    return NULL;
-  while (x->p[n] != '\0' && x->p[n] != '\n' && n + 1 < (size_t)num - 1)
-    n++;
-  if (x->p[n] == '\n')
-    n++;
-  memcpy(str, x->p, n);
-  str[n] = '\0';
-  x->p += n;
   x->line++;
   return str;
 }
@@ -1015,6 +1022,11 @@ static char *string_reader(char *str, int num, void *stream) {
 static int finish_parse(pctx_t *x, int r) {
   if (x->failed)
     return TLC_EINVAL;
+  if (x->too_long && r == 0) {
+    seterr(x->err, x->errlen, "%s:%u: line longer than %d bytes (the INI parser's limit)",
+           x->origin, x->line + 1, x->too_long);
+    return TLC_ELIMIT;
+  }
   if (r != 0) {
     /* A line inih could not parse (no '=', unterminated section). */
     seterr(x->err, x->errlen, "%s:%d: syntax error (expected [section] or key = value)", x->origin,
@@ -1038,7 +1050,7 @@ int tlc_config_load_file(tlc_config_t *c, const char *path, char *err, size_t er
     seterr(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     return r;
   }
-  r = ini_parse_stream(file_reader, &x, cfg_ini_handler, &x);
+  r = ini_parse_stream(line_reader, &x, cfg_ini_handler, &x);
   fclose(x.f);
   if (x.too_big && !x.failed) {
     if (x.too_big == 2)
@@ -1064,7 +1076,7 @@ int tlc_config_load_string(tlc_config_t *c, const char *text, const char *origin
   x.err = err;
   x.errlen = errlen;
   x.p = text;
-  return finish_parse(&x, ini_parse_stream(string_reader, &x, cfg_ini_handler, &x));
+  return finish_parse(&x, ini_parse_stream(line_reader, &x, cfg_ini_handler, &x));
 }
 
 /* ---- defaults, command line ---- */

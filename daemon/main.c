@@ -11,9 +11,10 @@
  * Lifecycle: allocator into libuv, SIGPIPE ignored, configuration (exit 2 on a usage or config
  * error, naming file:line and option), inherited sockets adopted (a wrong one is a loud start-up
  * failure, exit 1), listeners bound (failure: exit 1), dial and serial sources started, then
- * READY=1. Signals (uv_signal_t, so handled on the loop thread):
- *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid, or moving a running
- *            listener or the subscriber server ("restart required") -> one error line, the
+ * READY=1. A start-up failure closes what was opened as a shutdown does (close_all: every
+ * service closes its own handles and joins its threads), then exits 1. Signals (uv_signal_t, so
+ * handled on the loop thread): SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid,
+ * or moving a running listener or the subscriber server ("restart required") -> one error line, the
  *            running configuration stays; valid -> sources reconciled by name (sources.h), READY=1
  *   SIGTERM/SIGINT  STOPPING=1, stop accepting, read what the kernel holds for every
  *            connection and tty, close everything, write --dump-stats-on-exit, exit 0
@@ -65,6 +66,8 @@ typedef struct app {
   uv_signal_t sig_usr2;
 #endif
   uv_timer_t tick;
+  int nsignals;         /* signal handles initialised, in start order (sig_hup first) */
+  int tick_on;          /* the tick timer was initialised */
   tlc_dump_t dump;      /* --dump-stats-on-exit, SIGUSR1: written off the loop */
   tlc_wiring_t *wiring; /* pubsub + storage */
   uint64_t last_status;
@@ -208,30 +211,48 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
     uv_close(h, NULL);
 }
 
-static void shutdown_begin(app_t *a, const char *why) {
+/* Closes whatever start-up opened: the sources first (what they received is flushed into the
+ * services), the stats dump requested if `dump`, the wiring (HTTP, NATS, subscribers,
+ * checkpoints, storage: each closes its own handles and joins its own threads, asynchronously),
+ * the watchdog, then main's own handles (the tick, the signals initialised so far). The caller
+ * runs the loop until all of it has closed (uv_run returns): a service's handles are never
+ * closed behind its back (storage's writer would post to a closed async handle: libuv aborts).
+ * Shutdown and a failed start-up both end here. */
+static void close_all(app_t *a, int dump) {
   tlc_daemon_t *d = &a->d;
-  if (d->stopping)
-    return;
-  tlc_sd_notify("STOPPING=1");
-  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "%s: shutting down", why);
+  uv_signal_t *sigs[] = {
+    &a->sig_hup,  &a->sig_term, &a->sig_int, &a->sig_usr1,
+#ifdef TLCAP_TESTING
+    &a->sig_usr2,
+#endif
+  };
   d->stopping = 1;
   tlc_listen_sync(d);        /* stop accepting */
   tlc__conns_drain_close(d); /* finish what was received, close */
   tlc__serial_drain_close(d);
   tlc_dial_sync(d);
-  tlc_efl_sync(d);             /* evlog off in the applications */
-  tlc_dump_request(&a->dump);  /* written off the loop; the loop runs until it is complete */
-  tlc_wiring_close(a->wiring); /* seals segments, says goodbye to subscribers */
+  tlc_efl_sync(d); /* evlog off in the applications */
+  if (dump)
+    tlc_dump_request(&a->dump); /* written off the loop; the loop runs until it is complete */
+  tlc_wiring_close(a->wiring);  /* seals segments, says goodbye to subscribers */
   a->wiring = NULL;
   tlc_sd_watchdog_stop();
-  uv_close((uv_handle_t *)&a->tick, NULL);
-  uv_close((uv_handle_t *)&a->sig_hup, NULL);
-  uv_close((uv_handle_t *)&a->sig_term, NULL);
-  uv_close((uv_handle_t *)&a->sig_int, NULL);
-  uv_close((uv_handle_t *)&a->sig_usr1, NULL);
-#ifdef TLCAP_TESTING
-  uv_close((uv_handle_t *)&a->sig_usr2, NULL);
-#endif
+  if (a->tick_on) {
+    a->tick_on = 0;
+    uv_close((uv_handle_t *)&a->tick, NULL);
+  }
+  while (a->nsignals > 0) {
+    a->nsignals--;
+    uv_close((uv_handle_t *)sigs[a->nsignals], NULL);
+  }
+}
+
+static void shutdown_begin(app_t *a, const char *why) {
+  if (a->d.stopping)
+    return;
+  tlc_sd_notify("STOPPING=1");
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "%s: shutting down", why);
+  close_all(a, 1);
 }
 
 static void reload(app_t *a) {
@@ -308,10 +329,12 @@ static void signal_cb(uv_signal_t *s, int signum) {
   }
 }
 
+/* Signal handles are started in the order close_all lists them. */
 static int start_signal(app_t *a, uv_signal_t *s, int signum) {
   int r = uv_signal_init(a->d.loop, s);
   if (r != 0)
     return r;
+  a->nsignals++; /* closed by close_all from here on, started or not */
   s->data = a;
   return uv_signal_start(s, signal_cb, signum);
 }
@@ -364,6 +387,8 @@ int main(int argc, char **argv) {
   r = uv_loop_init(&loop);
   if (r != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "event loop: %s", uv_strerror(r));
+    tlc_log_flush(1);
+    tlc_config_fini(&d->cfg);
     return 1;
   }
   d->loop = &loop;
@@ -372,6 +397,9 @@ int main(int argc, char **argv) {
   d->rbuf = tlc_malloc(d->rbuf_len);
   if (d->rbuf == NULL) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "out of memory");
+    (void)uv_loop_close(&loop);
+    tlc_log_flush(1);
+    tlc_config_fini(&d->cfg);
     return 1;
   }
   tlc_targets_init(&d->targets, d->cfg.max_targets);
@@ -417,6 +445,7 @@ int main(int argc, char **argv) {
     goto stop;
   }
   uv_timer_init(&loop, &a->tick);
+  a->tick_on = 1;
   a->tick.data = a;
   uv_timer_start(&a->tick, tick_cb, TICK_MS, TICK_MS);
   r = tlc_wiring_start_http(a->wiring); /* last: see wiring.h */
@@ -441,18 +470,11 @@ int main(int argc, char **argv) {
   goto done;
 
 stop:
-  /* Start-up failed: close what was started. */
-  d->stopping = 1;
-  tlc_listen_sync(d);
-  tlc__conns_drain_close(d);
-  tlc__serial_drain_close(d);
-  tlc_dial_sync(d);
-  tlc_efl_sync(d);
-  tlc_wiring_close(a->wiring);
-  a->wiring = NULL;
-  tlc_wiring_settle(&loop); /* libwebsockets closes its own handles: not closed twice */
-  uv_walk(&loop, close_walk_cb, NULL);
+  /* Start-up failed: close what was started, as a shutdown does, and run the loop until every
+   * service has closed its handles and joined its threads; then exit 1. */
+  close_all(a, 0);
   uv_run(&loop, UV_RUN_DEFAULT);
+  tlc_wiring_settle(&loop); /* an HTTP server that failed to start: its handles closed */
 
 done:
   tlc_dump_fini(&a->dump);

@@ -48,15 +48,15 @@ void tlc_wiring_reload(tlc_wiring_t *w);
  * the wiring once both have finished (asynchronously, on the loop). NULL is fine. */
 void tlc_wiring_close(tlc_wiring_t *w);
 
-/* After a start-up failure, before the caller closes every handle left on the loop: runs the
- * loop (without waiting) until the HTTP server that failed to start has closed the handles
- * libwebsockets closes itself, or 1000 turns have passed. */
+/* After a start-up failure, once tlc_wiring_close's services have closed (the loop ran out of
+ * active handles), before the loop is closed: runs the loop (without waiting) until the HTTP
+ * server that failed to start has closed the handles libwebsockets closes itself, or 1000
+ * turns have passed; nothing else may close them (a double close aborts). */
 void tlc_wiring_settle(uv_loop_t *loop);
 
 /* Starts the HTTP port (daemon/http; d->cfg.http, "" = off) once everything else has started,
- * just before READY=1: libwebsockets closes its handles itself, so it must not be running when
- * a start-up failure closes every handle of the loop. Returns 0 or a negative error (logged;
- * start-up must fail). A build without the HTTP port: 0. */
+ * just before READY=1 (libwebsockets closes its handles itself: tlc_wiring_settle). Returns 0
+ * or a negative error (logged; start-up must fail). A build without the HTTP port: 0. */
 int tlc_wiring_start_http(tlc_wiring_t *w);
 
 /* Adds ", subscribers=N, store_dropped=N" style counters to a STATUS line. */

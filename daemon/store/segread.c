@@ -754,6 +754,10 @@ int tlc_segread_list(const char *state_dir, const char *target, size_t max, tlc_
     nv++;
   }
   closedir(d);
+  if (nv == 0) { /* no segment (retention took them all): v may be NULL, qsort wants none */
+    tlc_free(v);
+    return 0;
+  }
   qsort(v, nv, sizeof *v, cmp_segent);
   for (i = 0, j = 0; i < nv; i++) /* one entry per sequence: the first (plain before .zst) */
     if (j == 0 || v[j - 1].seq != v[i].seq)
@@ -763,7 +767,7 @@ int tlc_segread_list(const char *state_dir, const char *target, size_t max, tlc_
     memmove(v, v + (nv - max), max * sizeof *v);
     nv = max;
   }
-  if (nv == 0) {
+  if (nv == 0) { /* max 0 */
     tlc_free(v);
     v = NULL;
   }

@@ -353,6 +353,38 @@ def test_corrupt_empty(d):
     corrupt_case(d, "empty")
 
 
+def test_checkpoint_without_segments(d):
+    """A checkpoint with no segments beside it (retention took them all while the daemon was
+    stopped): the start-up catch-up finds an empty directory and replays nothing; the target
+    is restored from its checkpoint alone and goes on counting."""
+    g = Gen(SEED + 7)
+    port = D.free_port()
+    dm = start(d, port)
+    send_and_close(dm, port, g.chunk(3000))
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status")
+    before = D.by_name(st, NAME)["stats"]
+    tdir = os.path.join(dm.state, NAME)
+    T.check(segments(dm.state), "segments stored")
+    for f in os.listdir(tdir):
+        if f != "target.checkpoint":
+            os.unlink(os.path.join(tdir, f))
+    T.eq(os.listdir(tdir), ["target.checkpoint"], "only the checkpoint left")
+    dm = start(d, port)
+    after = stats_of(dm)
+    T.check(after is not None, "target restored at start:\n" + dm.log())
+    T.eq(json.dumps(after["rows"], sort_keys=True), json.dumps(before["rows"], sort_keys=True),
+         "rows after restart")
+    T.eq(after["counters"], before["counters"], "counters after restart")
+    T.check("restored from its checkpoint, 0 bytes of stored records replayed" in dm.log(),
+            "restore logged:\n" + dm.log())
+    send_and_close(dm, port, g.chunk(1000))
+    rc, st = dm.stop()
+    T.eq(rc, 0, "exit status after the restart")
+    T.eq(D.by_name(st, NAME)["stats"]["counters"]["events"],
+         before["counters"]["events"] + 1000, "events counted on top of the checkpoint")
+
+
 def test_idle_seal(d):
     """A target that stays disconnected gets its open segment sealed after idle_seal (reason
     idle in the manifest); before, it stays .part while the target is connected."""
@@ -581,7 +613,8 @@ def test_kill_after_segment_open(d):
 
 if __name__ == "__main__":
     T.main([test_sigterm_restart, test_nostore_sigterm, test_kill_before_first_checkpoint,
-            test_history, test_sigkill_random, test_sigkill_random_evlog, test_idle_seal,
+            test_history, test_checkpoint_without_segments, test_sigkill_random,
+            test_sigkill_random_evlog, test_idle_seal,
             test_kill_after_segment_open,
             test_segments,
             test_corrupt_truncated, test_corrupt_bitflip, test_corrupt_version,

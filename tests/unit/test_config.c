@@ -583,6 +583,82 @@ static void test_listener_allow_targets(void **state) {
   tlc_config_fini(&c);
 }
 
+/* Loads `text` from a string (origin "f.ini") or, file = 1, from a temporary file (its path
+ * in `path`); the result of the load. */
+static int load_text(tlc_config_t *c, const char *text, int file, char *path, char *err,
+                     size_t errlen) {
+  FILE *f;
+  int fd, r;
+  if (!file)
+    return tlc_config_load_string(c, text, "f.ini", err, errlen);
+  strcpy(path, "/tmp/tlc_cfgXXXXXX");
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+  r = tlc_config_load_file(c, path, err, errlen);
+  unlink(path);
+  return r;
+}
+
+/* inih reads a line into a 200-byte buffer (Debian's libinih: INI_MAX_LINE compiled in). A
+ * longer line is refused with file:line, never split: the rest of it was read as another line,
+ * a value cut and a key injected ("state_dir = /tmp/ddd...http = 127.0.0.1:18994" set http).
+ * A line of exactly 199 bytes is taken whole, and the lines after it keep their numbers. */
+static void test_long_lines(void **state) {
+  char edge[256], cut[256], text[1024], want[600], path[32] = "f.ini", err[600];
+  tlc_config_t c;
+  (void)state;
+  /* 199 bytes: "state_dir = /tmp/" and 182 x 'e' */
+  snprintf(edge, sizeof(edge), "state_dir = /tmp/%s", "");
+  memset(edge + strlen(edge), 'e', 199 - strlen(edge));
+  edge[199] = '\0';
+  /* 221 bytes: what inih's buffer held before "http = ..." began a line of its own */
+  snprintf(cut, sizeof(cut), "%.17s", edge);
+  memset(cut + 17, 'd', 182);
+  snprintf(cut + 199, sizeof(cut) - 199, "http = 127.0.0.1:18994");
+  for (int file = 0; file <= 1; file++) {
+    err[0] = '\0';
+    snprintf(text, sizeof(text), "[daemon]\n%s\nmax_connections = 7\n", edge);
+    assert_int_equal(tlc_config_init(&c), 0);
+    if (load_text(&c, text, file, path, err, sizeof(err)) != 0)
+      fail_msg("a 199-byte line refused: %s", err);
+    assert_string_equal(c.state_dir, edge + 12);
+    assert_int_equal(c.max_connections, 7);
+    tlc_config_fini(&c);
+
+    snprintf(text, sizeof(text), "[daemon]\n%s\nmax_connections = lots\n", edge);
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(load_text(&c, text, file, path, err, sizeof(err)) < 0);
+    snprintf(want, sizeof(want), "%s:3: [daemon] max_connections", path);
+    if (strstr(err, want) == NULL)
+      fail_msg("after a 199-byte line: got \"%s\", want \"%s\"", err, want);
+    tlc_config_fini(&c);
+
+    snprintf(text, sizeof(text), "[daemon]\n%s\nmax_connections = 7\n%s\nlog_level = debug\n", edge,
+             cut);
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_int_equal(load_text(&c, text, file, path, err, sizeof(err)), TLC_ELIMIT);
+    snprintf(want, sizeof(want), "%s:4: line longer than 199 bytes", path);
+    if (strstr(err, want) == NULL)
+      fail_msg("a 221-byte line: got \"%s\", want \"%s\"", err, want);
+    assert_string_equal(c.http, TLC_DEFAULT_HTTP_ADDR); /* nothing injected */
+    tlc_config_fini(&c);
+
+    /* the first error is the one reported */
+    snprintf(text, sizeof(text), "[daemon]\nmax_connections = lots\n%s\n", cut);
+    assert_int_equal(tlc_config_init(&c), 0);
+    assert_true(load_text(&c, text, file, path, err, sizeof(err)) < 0);
+    snprintf(want, sizeof(want), "%s:2: [daemon] max_connections", path);
+    if (strstr(err, want) == NULL)
+      fail_msg("an error before a long line: got \"%s\", want \"%s\"", err, want);
+    tlc_config_fini(&c);
+    strcpy(path, "f.ini");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_embedded_default),
@@ -598,6 +674,7 @@ int main(void) {
     cmocka_unit_test(test_storage_key_errors),
     cmocka_unit_test(test_issue16_refusals),
     cmocka_unit_test(test_listener_allow_targets),
+    cmocka_unit_test(test_long_lines),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
