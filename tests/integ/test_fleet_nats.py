@@ -11,7 +11,8 @@ broker protocol and the message format.
     `tlcap fleet --json` shows both hosts' targets with the same counters;
   - the broker killed during ingest: ingest goes on (every event counted), messages meanwhile
     are dropped and counted (`tlcap targets`); the broker restarted: publishing resumes;
-  - a broker that accepts and never reads: tlcapd's memory stays bounded and drops are counted;
+  - a broker that accepts and never reads: tlcapd's memory stays bounded and drops are counted
+    (buffer_full, and timeout for what was sent and never acknowledged);
   - subject-safe names: a target name with '.' is published as %2E;
   - a stream that is full and refuses new messages (discard new): published counts only what
     the stream acknowledged (checked against the server's monitoring port), refusals are drops
@@ -336,6 +337,12 @@ def test_broker_never_reads(d):
         T.check(rss2 < rss1 + 8 * 1024, "RSS grew from %d to %d KiB" % (rss1, rss2))
         a.wait_stats(lambda s: D.by_name(s, "big")["events"] == 6000,
                      what="ingest unharmed")
+        # what was sent is never acknowledged: after 5 s each is a timeout drop, and its
+        # place among the messages awaiting acknowledgement is free again
+        st = a.wait_stats(lambda s: s["nats"]["dropped"]["timeout"] > 0, 30,
+                          "timeout drops")["nats"]
+        T.eq(st["published"], 0, "nothing acknowledged")
+        T.check(st["dropped"]["buffer_full"] > 0, "buffer_full drops: %r" % st)
         rc, _ = a.stop()
         T.eq(rc, 0, "exit status with a stuck broker")
     finally:
