@@ -261,6 +261,12 @@ static const char *const drop_names[TLC_FLEET_DROP_N] = {
   "no_responders", "timeout",     "refused",   "connection_lost"
 };
 
+/* the same in words, for the log */
+static const char *const drop_words[TLC_FLEET_DROP_N] = {
+  "not connected", "buffer full", "too large", "not built",      "stream full",
+  "no responders", "timeout",     "refused",   "connection lost"
+};
+
 const char *tlc_fleet_drop_name(int r) {
   return r >= 0 && r < TLC_FLEET_DROP_N ? drop_names[r] : NULL;
 }
@@ -924,14 +930,11 @@ static void log_drops(tlc_fleet_t *f, uint64_t now) {
     total += d;
     if (n < sizeof(line))
       n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %" PRIu64 "%s%s%s", n > 0 ? ", " : "",
-                            drop_names[r], d, why[r][0] ? " (" : "", why[r], why[r][0] ? ")" : "");
+                            drop_words[r], d, why[r][0] ? " (" : "", why[r], why[r][0] ? ")" : "");
   }
   if (total == 0)
     return;
   memcpy(f->logged, c.drops, sizeof(f->logged));
-  for (n = 0; line[n] != '\0'; n++) /* reason names as words: "stream full 12 (...)" */
-    if (line[n] == '_' && n > 0 && line[n - 1] >= 'a' && line[n - 1] <= 'z')
-      line[n] = ' ';
   flog(f, TLC_LOG_WARN,
        "nats %s: %" PRIu64 " message%s not published%s: %s (logged at most every %d s)", f->url,
        total, total == 1 ? "" : "s", f->drop_log_ms != 0 ? " since the last such line" : "", line,
