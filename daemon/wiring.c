@@ -105,6 +105,13 @@ static int fleet_status(void *ud, tlc_ps_nats_t *out) {
   out->dropped = c.dropped;
   out->reconnects = c.reconnects;
   out->publish_cpu_ns = c.publish_cpu_ns;
+  out->awaiting_ack = c.awaiting_ack;
+  out->nreasons = 0;
+  for (int r = 0; r < TLC_FLEET_DROP_N && r < TLC_PS_NATS_REASONS; r++) {
+    out->drop_reason[r] = tlc_fleet_drop_name(r);
+    out->drops[r] = c.drops[r];
+    out->nreasons++;
+  }
   return 0;
 }
 
@@ -1324,6 +1331,23 @@ void tlc_wiring_status(const tlc_wiring_t *w, char *buf, size_t len) {
 
 void tlc_wiring_dump(const tlc_wiring_t *w, tlc_json_w_t *j) {
   tlc_cont_stats_t s;
+  if (w != NULL && w->fleet != NULL) { /* the NATS publisher (docs/fleet.md) */
+    tlc_fleet_counters_t c;
+    tlc_fleet_counters(w->fleet, &c);
+    tlc_json_w_open(j, "nats", '{');
+    tlc_json_w_u64(j, "connected", (uint64_t)c.connected);
+    tlc_json_w_u64(j, "stream_ready", (uint64_t)c.stream_ready);
+    tlc_json_w_u64(j, "published", c.published);
+    tlc_json_w_u64(j, "awaiting_ack", c.awaiting_ack);
+    tlc_json_w_u64(j, "dropped_total", c.dropped);
+    tlc_json_w_u64(j, "dropped_bytes", c.dropped_bytes);
+    tlc_json_w_open(j, "dropped", '{');
+    for (int r = 0; r < TLC_FLEET_DROP_N; r++)
+      tlc_json_w_u64(j, tlc_fleet_drop_name(r), c.drops[r]);
+    tlc_json_w_close(j, '}');
+    tlc_json_w_u64(j, "reconnects", c.reconnects);
+    tlc_json_w_close(j, '}');
+  }
   if (w != NULL && w->st != NULL) {
     /* the storage's progress: what is written, and what is still being sealed (a half-closed
      * target is answered once its bytes are written, before the seals: docs/storage.md) */

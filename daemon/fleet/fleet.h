@@ -14,8 +14,12 @@
  * The connection is libnats's, attached to tlcapd's libuv loop through the library's libuv
  * adapter (socket I/O on the loop, never blocking). libnats's own threads (reconnection, the
  * JetStream reply) hand what they learn back to the loop through a uv_async_t; nothing of
- * tlcapd's is touched from them. Publishing never waits: a message that would take the
- * client's buffered bytes past `buffer_bytes` is dropped and counted.
+ * tlcapd's is touched from them. Messages are JetStream publishes: each awaits the stream's
+ * acknowledgement (asynchronously; libnats calls back on its own thread), and only an
+ * acknowledged message counts as published; a refusal (stream full, no stream, no answer in
+ * time) is a drop counted by reason and logged, rate-limited. Publishing never waits: a message
+ * that would take the client's buffered bytes, or the bytes awaiting acknowledgement, past
+ * `buffer_bytes` is dropped and counted.
  *
  * All functions run on the loop thread.
  */
@@ -45,10 +49,27 @@ typedef struct tlc_fleet_opts {
   void *log_ud;
 } tlc_fleet_opts_t;
 
+/* Why a message was not published (tlc_fleet_counters_t.drops; names: tlc_fleet_drop_name). */
+enum tlc_fleet_drop {
+  TLC_FLEET_DROP_NOT_CONNECTED,   /* no connection to a server */
+  TLC_FLEET_DROP_BUFFER_FULL,     /* unsent or unacknowledged messages at their bound */
+  TLC_FLEET_DROP_TOO_LARGE,       /* over the server's max_payload */
+  TLC_FLEET_DROP_ENCODE,          /* not built: out of memory, or no subject for the name */
+  TLC_FLEET_DROP_STREAM_FULL,     /* JetStream refused it: the stream (or the account's
+                                     storage) is at its limits and discards new messages */
+  TLC_FLEET_DROP_NO_RESPONDERS,   /* no stream covers the subject (or no JetStream) */
+  TLC_FLEET_DROP_TIMEOUT,         /* no acknowledgement in time */
+  TLC_FLEET_DROP_REFUSED,         /* JetStream refused it for another reason */
+  TLC_FLEET_DROP_CONNECTION_LOST, /* awaiting its acknowledgement when the connection ended */
+  TLC_FLEET_DROP_N
+};
+
 typedef struct tlc_fleet_counters {
-  int connected;      /* 1 while attached to a server */
-  uint64_t published; /* messages handed to the client */
-  uint64_t dropped;   /* messages dropped (buffer full, not connected, encode failure) */
+  int connected;                    /* 1 while attached to a server */
+  uint64_t published;               /* messages the JetStream stream acknowledged */
+  uint64_t dropped;                 /* messages not published: the sum of drops[] */
+  uint64_t drops[TLC_FLEET_DROP_N]; /* by reason (enum tlc_fleet_drop) */
+  uint64_t awaiting_ack;            /* published to the server, acknowledgement not yet in */
   uint64_t dropped_bytes;
   uint64_t reconnects;     /* connections after the first */
   int stream_ready;        /* the JetStream stream was created or updated */
@@ -71,7 +92,13 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
 void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path, uint64_t seq,
                               int reason);
 
+/* Safe while libnats's threads count acknowledgements (they update them under a lock). */
 void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
+
+/* The name of drop reason r (enum tlc_fleet_drop), a Prometheus label value and JSON key:
+ * "not_connected", "buffer_full", "too_large", "encode", "stream_full", "no_responders",
+ * "timeout", "refused", "connection_lost"; NULL past the last. */
+const char *tlc_fleet_drop_name(int r);
 
 /* Stops: flushes what the client holds (without waiting for the broker), closes the
  * connection and every handle, then calls cb(ud). The loop must keep running until then. */

@@ -14,14 +14,24 @@
  *   - the JetStream API (stream create/update) is request/reply: the request is published
  *     with a reply inbox whose subscription callback runs on a libnats thread; it copies the
  *     reply into the bridge (mutex) and wakes the loop through uv_async.
+ *   - every message is a JetStream publish (js_PublishAsync): the stream's acknowledgement, a
+ *     refusal (stream full with discard new, no stream: no responders) or libnats's timeout
+ *     after ACK_WAIT_MS reaches ack_cb on a libnats thread, which counts it in the bridge. Only
+ *     acknowledged messages count as published; the rest are drops by reason, which tick_cb
+ *     logs on the loop at most every DROP_LOG_MS. js_PublishAsync would wait (StallWait) with
+ *     libnats's MaxPending messages in flight: publish keeps fewer in flight, so it never does.
  * Every libnats callback only touches the bridge (a small mutex-protected struct); the loop
- * reads it in wake_cb. The bridge outlives the fleet when a callback may still come (the
- * connection's closed callback confirms that none will).
+ * reads it in wake_cb, tick_cb and tlc_fleet_counters. The bridge outlives the fleet when a
+ * callback may still come: until its connection's closed callback ran, and, once a JetStream
+ * publish made libnats's acknowledgement thread, until tlc_fleet_shutdown has seen every libnats
+ * thread end (that thread can still be in ack_cb after the closed callback).
  *
  * Bounded: the bytes the client holds unsent (natsConnection_Buffered) never exceed
- * buffer_bytes (also the client's reconnect buffer): a message that would pass it is dropped
- * and counted, as is anything published while no connection exists. The packing buffer this
- * file keeps is at most buffer_bytes too (a message whose bound passes it is sized first).
+ * buffer_bytes (also the client's reconnect buffer), nor do the bytes of the messages awaiting
+ * their acknowledgement (libnats keeps a copy of each; at most MAX_INFLIGHT of them): a message
+ * that would pass either is dropped and counted, as is anything published while no connection
+ * exists. The packing buffer this file keeps is at most buffer_bytes too (a message whose bound
+ * passes it is sized first).
  *
  * Cost on the loop: per interval, one engine snapshot per target whose statistics changed
  * (rows changed since the last one: a delta), a full one at connect and every full_interval;
@@ -44,6 +54,7 @@
 
 #include <nats/adapters/libuv.h>
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +75,10 @@
 #define DEF_MAX_BYTES  (1ull << 30)
 #define PART_ROWS      1024       /* rows per statistics message at most (publish_target) */
 #define ARENA_KEEP     (4u << 20) /* the message builder's memory kept across ticks at most */
+#define ACK_WAIT_MS    5000       /* a message unacknowledged this long is a timeout drop */
+#define MAX_INFLIGHT   4096       /* messages awaiting their acknowledgement at most */
+#define DROP_LOG_MS    10000      /* drops are logged at most this often (tick_cb) */
+#define ERR_TEXT       160
 
 enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
 
@@ -76,7 +91,14 @@ typedef struct bridge {
   size_t reply_len;
   int live;     /* connections whose closed callback has not run yet */
   int expected; /* of those, closed by us (their closed callback is no news) */
-  int orphan;   /* the fleet is gone: the last closed callback frees the bridge */
+  /* JetStream acknowledgements (ack_cb) and what publish has in flight */
+  int js_used;                      /* ack_cb may run, even after the closed callback */
+  uint64_t acked;                   /* acknowledged: published */
+  uint64_t drops[TLC_FLEET_DROP_N]; /* refused or unanswered, by reason */
+  uint64_t dropped_bytes;
+  uint64_t inflight, inflight_bytes;    /* published, acknowledgement to come */
+  char why[TLC_FLEET_DROP_N][ERR_TEXT]; /* the server's last word for each reason */
+  struct bridge *next_orphan;           /* tlc_fleet_shutdown frees these */
 } bridge_t;
 
 typedef struct tstate {
@@ -101,6 +123,8 @@ struct tlc_fleet {
   natsOptions *nopts;
   natsConnection *nc;
   natsSubscription *js_sub;
+  jsCtx *js;       /* the JetStream context of nc (publish) */
+  jsPubOptions po; /* its publish options (MaxWait: ACK_WAIT_MS) */
   char js_inbox[128];
   bridge_t *br;
   uv_async_t wake;
@@ -122,6 +146,8 @@ struct tlc_fleet {
   tlc_fleet_counters_t c;
   uint64_t tev_seq;
   int warned_size;
+  uint64_t logged[TLC_FLEET_DROP_N]; /* drops by reason as last logged (log_drops) */
+  uint64_t drop_log_ms;              /* when they were */
   void (*close_cb)(void *ud);
   void *close_ud;
 };
@@ -193,7 +219,6 @@ static void nats_disconnected_cb(natsConnection *nc, void *closure) {
 
 static void nats_closed_cb(natsConnection *nc, void *closure) {
   bridge_t *b = closure;
-  int free_it;
   (void)nc;
   uv_mutex_lock(&b->mu);
   if (b->live > 0)
@@ -205,12 +230,7 @@ static void nats_closed_cb(natsConnection *nc, void *closure) {
     if (b->wake != NULL)
       uv_async_send(b->wake);
   }
-  free_it = b->orphan && b->live == 0;
   uv_mutex_unlock(&b->mu);
-  if (free_it) {
-    uv_mutex_destroy(&b->mu);
-    free(b);
-  }
 }
 
 static void nats_js_reply_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
@@ -232,6 +252,67 @@ static void nats_js_reply_cb(natsConnection *nc, natsSubscription *sub, natsMsg 
   b->flags |= BR_JS_REPLY;
   if (b->wake != NULL)
     uv_async_send(b->wake);
+  uv_mutex_unlock(&b->mu);
+  natsMsg_Destroy(msg);
+}
+
+static const char *const drop_names[TLC_FLEET_DROP_N] = {
+  "not_connected", "buffer_full", "too_large", "encode",         "stream_full",
+  "no_responders", "timeout",     "refused",   "connection_lost"
+};
+
+/* the same in words, for the log */
+static const char *const drop_words[TLC_FLEET_DROP_N] = {
+  "not connected", "buffer full", "too large", "not built",      "stream full",
+  "no responders", "timeout",     "refused",   "connection lost"
+};
+
+const char *tlc_fleet_drop_name(int r) {
+  return r >= 0 && r < TLC_FLEET_DROP_N ? drop_names[r] : NULL;
+}
+
+/* What a negative acknowledgement means. A full stream with discard new answers "maximum
+ * messages exceeded" (or bytes, or per subject) as a store failure; an account or server out of
+ * JetStream storage answers with a resource error. */
+static int refusal_reason(const jsPubAckErr *pae) {
+  if (pae->Err == NATS_TIMEOUT)
+    return TLC_FLEET_DROP_TIMEOUT;
+  if (pae->Err == NATS_NO_RESPONDERS)
+    return TLC_FLEET_DROP_NO_RESPONDERS;
+  switch ((int)pae->ErrCode) {
+  case JSStreamStoreFailedErr:
+    return pae->ErrText != NULL && strstr(pae->ErrText, "maximum") != NULL
+               ? TLC_FLEET_DROP_STREAM_FULL
+               : TLC_FLEET_DROP_REFUSED;
+  case JSAccountResourcesExceededErr:
+  case JSInsufficientResourcesErr:
+  case JSMemoryResourcesExceededErr:
+  case JSStorageResourcesExceededErr:
+    return TLC_FLEET_DROP_STREAM_FULL;
+  default:
+    return TLC_FLEET_DROP_REFUSED;
+  }
+}
+
+/* The outcome of one JetStream publish (libnats's acknowledgement thread): acknowledged, or a
+ * drop by reason. */
+static void ack_cb(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure) {
+  bridge_t *b = closure;
+  uint64_t len = (uint64_t)natsMsg_GetDataLength(msg);
+  (void)js;
+  uv_mutex_lock(&b->mu);
+  if (b->inflight > 0)
+    b->inflight--;
+  b->inflight_bytes -= len < b->inflight_bytes ? len : b->inflight_bytes;
+  if (pa != NULL) {
+    b->acked++;
+  } else {
+    int r = pae != NULL ? refusal_reason(pae) : TLC_FLEET_DROP_REFUSED;
+    b->drops[r]++;
+    b->dropped_bytes += len;
+    if (pae != NULL && pae->ErrText != NULL)
+      snprintf(b->why[r], sizeof(b->why[r]), "%s", pae->ErrText);
+  }
   uv_mutex_unlock(&b->mu);
   natsMsg_Destroy(msg);
 }
@@ -289,6 +370,32 @@ static void backoff(tlc_fleet_t *f) {
     f->backoff_ms = BACKOFF_MAX_MS;
 }
 
+/* The messages still awaiting their acknowledgement when the connection ended: none will come
+ * (libnats hands them back), so they are drops, connection_lost; at tlc_fleet_close, not
+ * counted. An acknowledgement being handled meanwhile counts its message in ack_cb instead. */
+static void take_pending(tlc_fleet_t *f) {
+  natsMsgList pend;
+  uint64_t n = 0, bytes = 0;
+  int i;
+  if (js_PublishAsyncGetPendingList(&pend, f->js) != NATS_OK)
+    return; /* none */
+  for (i = 0; i < pend.Count; i++) {
+    if (pend.Msgs[i] != NULL) {
+      n++;
+      bytes += (uint64_t)natsMsg_GetDataLength(pend.Msgs[i]);
+    }
+  }
+  natsMsgList_Destroy(&pend);
+  uv_mutex_lock(&f->br->mu);
+  f->br->inflight -= n < f->br->inflight ? n : f->br->inflight;
+  f->br->inflight_bytes -= bytes < f->br->inflight_bytes ? bytes : f->br->inflight_bytes;
+  if (f->state != ST_CLOSING) {
+    f->br->drops[TLC_FLEET_DROP_CONNECTION_LOST] += n;
+    f->br->dropped_bytes += bytes;
+  }
+  uv_mutex_unlock(&f->br->mu);
+}
+
 static void drop_connection(tlc_fleet_t *f) {
   if (f->js_sub != NULL) {
     natsSubscription_Destroy(f->js_sub);
@@ -300,7 +407,12 @@ static void drop_connection(tlc_fleet_t *f) {
       f->br->expected++;
       uv_mutex_unlock(&f->br->mu);
     }
-    natsConnection_Close(f->nc);
+    natsConnection_Close(f->nc); /* no acknowledgement arrives after this */
+    if (f->js != NULL) {
+      take_pending(f);
+      jsCtx_Destroy(f->js);
+      f->js = NULL;
+    }
     natsConnection_Destroy(f->nc);
     f->nc = NULL;
   }
@@ -328,6 +440,30 @@ static void do_connect(tlc_fleet_t *f) {
   f->br->live++;
   uv_mutex_unlock(&f->br->mu);
   f->nc = nc;
+  {
+    /* libnats's MaxPending is a backstop: publish keeps at most MAX_INFLIGHT in flight, so
+     * js_PublishAsync never stalls the loop (libnats counts a message until ack_cb returns) */
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.PublishAsync.MaxPending = 2 * MAX_INFLIGHT;
+    jo.PublishAsync.StallWait = 1;
+    jo.PublishAsync.AckHandler = ack_cb;
+    jo.PublishAsync.AckHandlerClosure = f->br;
+    jsPubOptions_Init(&f->po);
+    f->po.MaxWait = ACK_WAIT_MS;
+    s = natsConnection_JetStream(&f->js, nc, &jo);
+    if (s != NATS_OK) {
+      f->js = NULL;
+      flog(f, TLC_LOG_WARN, "nats %s: no JetStream context: %s (retrying)", f->url,
+           natsStatus_GetText(s));
+      drop_connection(f);
+      backoff(f);
+      return;
+    }
+    uv_mutex_lock(&f->br->mu);
+    f->br->js_used = 1;
+    uv_mutex_unlock(&f->br->mu);
+  }
   f->state = ST_CONNECTED;
   if (f->ever_connected)
     f->c.reconnects++;
@@ -498,8 +634,8 @@ static void js_reply(tlc_fleet_t *f, const char *reply, size_t len) {
   if (len == 0) {
     /* an empty reply with a 503 status: no JetStream on that server */
     flog(f, TLC_LOG_WARN,
-         "nats %s: the server has no JetStream (start nats-server with -js): messages are "
-         "published but not kept for consumers that start later",
+         "nats %s: the server has no JetStream (start nats-server with -js): no stream keeps "
+         "the messages, each is a drop (no_responders)",
          f->url);
     return;
   }
@@ -535,18 +671,31 @@ static uint8_t *pack_buf(tlc_fleet_t *f, size_t n) {
   return f->pbuf;
 }
 
-/* Publishes one message; 0, or -1 when it was dropped (and counted). `bound` (0: none) is at
- * least the message's packed size: protobuf-c then packs it once into a buffer of that size,
- * without sizing it first (a statistics message's size walk costs as much as a third of its
- * packing; tlc_pb_row_field_max). */
+/* A message not published, for reason r (enum tlc_fleet_drop); loop thread. */
+static void drop(tlc_fleet_t *f, int r, size_t len) {
+  f->c.drops[r]++;
+  f->c.dropped_bytes += len;
+}
+
+/* Publishes one message to JetStream; 0 (its acknowledgement is to come: ack_cb), or -1 when
+ * it was dropped (and counted). `bound` (0: none) is at least the message's packed size:
+ * protobuf-c then packs it once into a buffer of that size, without sizing it first (a
+ * statistics message's size walk costs as much as a third of its packing;
+ * tlc_pb_row_field_max). */
 static int publish(tlc_fleet_t *f, const char *target, const char *kind,
                    const Tlcap__ServerMessage *m, size_t bound) {
   char tok[SUBJECT_MAX], subj[SUBJECT_MAX + 300];
   size_t len = 0;
   uint8_t *buf;
   int64_t maxp;
-  if (f->nc == NULL || !f->c.connected || tlc_fleet_subject_token(target, tok, sizeof(tok)) == 0) {
-    f->c.dropped++;
+  int room;
+  natsStatus s;
+  if (f->nc == NULL || f->js == NULL || !f->c.connected) {
+    drop(f, TLC_FLEET_DROP_NOT_CONNECTED, 0);
+    return -1;
+  }
+  if (tlc_fleet_subject_token(target, tok, sizeof(tok)) == 0) {
+    drop(f, TLC_FLEET_DROP_ENCODE, 0);
     return -1;
   }
   if (bound == 0 || bound > f->o.buffer_bytes)
@@ -554,14 +703,13 @@ static int publish(tlc_fleet_t *f, const char *target, const char *kind,
   maxp = natsConnection_GetMaxPayload(f->nc);
   if (bound != 0) {
     if ((buf = pack_buf(f, bound)) == NULL) {
-      f->c.dropped++;
+      drop(f, TLC_FLEET_DROP_ENCODE, 0);
       return -1;
     }
     len = protobuf_c_message_pack(&m->base, buf);
   }
   if (maxp > 0 && (int64_t)len > maxp) {
-    f->c.dropped++;
-    f->c.dropped_bytes += len;
+    drop(f, TLC_FLEET_DROP_TOO_LARGE, len);
     if (!f->warned_size) { /* once: a part of PART_ROWS rows (or a mapping) is that large */
       f->warned_size = 1;
       flog(f, TLC_LOG_WARN,
@@ -572,25 +720,43 @@ static int publish(tlc_fleet_t *f, const char *target, const char *kind,
     return -1;
   }
   if ((uint64_t)natsConnection_Buffered(f->nc) + len > f->o.buffer_bytes) {
-    f->c.dropped++;
-    f->c.dropped_bytes += len;
+    drop(f, TLC_FLEET_DROP_BUFFER_FULL, len);
+    return -1;
+  }
+  uv_mutex_lock(&f->br->mu); /* a place among the messages awaiting acknowledgement */
+  room = f->br->inflight < MAX_INFLIGHT && f->br->inflight_bytes + len <= f->o.buffer_bytes;
+  if (room) {
+    f->br->inflight++;
+    f->br->inflight_bytes += len;
+  }
+  uv_mutex_unlock(&f->br->mu);
+  if (!room) {
+    drop(f, TLC_FLEET_DROP_BUFFER_FULL, len);
     return -1;
   }
   if (bound == 0) {
     if ((buf = pack_buf(f, len > 0 ? len : 1)) == NULL) {
-      f->c.dropped++;
-      return -1;
+      s = NATS_NO_MEMORY;
+      goto unreserve;
     }
     protobuf_c_message_pack(&m->base, buf);
   }
   snprintf(subj, sizeof(subj), "%s.%s.%s", f->prefix, tok, kind);
-  /* natsConnection_Publish copies the bytes into the client's buffer */
-  if (natsConnection_Publish(f->nc, subj, buf, (int)len) == NATS_OK) {
-    f->c.published++;
+  /* js_PublishAsync copies the bytes (a message libnats keeps until ack_cb, and the client's
+   * buffer) */
+  s = js_PublishAsync(f->js, subj, buf, (int)len, &f->po);
+  if (s == NATS_OK)
     return 0;
-  }
-  f->c.dropped++;
-  f->c.dropped_bytes += len;
+unreserve:
+  uv_mutex_lock(&f->br->mu);
+  f->br->inflight--;
+  f->br->inflight_bytes -= len;
+  uv_mutex_unlock(&f->br->mu);
+  drop(f,
+       s == NATS_NO_MEMORY ? TLC_FLEET_DROP_ENCODE
+       : s == NATS_TIMEOUT ? TLC_FLEET_DROP_BUFFER_FULL
+                           : TLC_FLEET_DROP_NOT_CONNECTED,
+       len);
   return -1;
 }
 
@@ -715,7 +881,7 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
       if (publish(f, info.name, "stats", &m, stats_bound(&m, rowmax)) < 0)
         ok = 0;
     } else {
-      f->c.dropped++;
+      drop(f, TLC_FLEET_DROP_ENCODE, 0);
       ok = 0;
     }
     if (a->used > ARENA_KEEP) { /* an unusually large message: its chunks are not kept */
@@ -741,10 +907,46 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   shrink_tab(f);
 }
 
+/* Logs the drops since the last such line, at most every DROP_LOG_MS: one line, with the
+ * count of each reason and the server's words for the refusals. Drops for want of a connection
+ * are not in it (the lost connection is logged once). */
+static void log_drops(tlc_fleet_t *f, uint64_t now) {
+  tlc_fleet_counters_t c;
+  char line[900], why[TLC_FLEET_DROP_N][ERR_TEXT];
+  size_t n = 0;
+  uint64_t total = 0;
+  int r;
+  if (f->drop_log_ms != 0 && now - f->drop_log_ms < DROP_LOG_MS)
+    return;
+  tlc_fleet_counters(f, &c);
+  uv_mutex_lock(&f->br->mu);
+  memcpy(why, f->br->why, sizeof(why));
+  uv_mutex_unlock(&f->br->mu);
+  line[0] = '\0';
+  for (r = 0; r < TLC_FLEET_DROP_N; r++) {
+    uint64_t d = c.drops[r] - f->logged[r];
+    if (d == 0 || r == TLC_FLEET_DROP_NOT_CONNECTED)
+      continue;
+    total += d;
+    if (n < sizeof(line))
+      n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %" PRIu64 "%s%s%s", n > 0 ? ", " : "",
+                            drop_words[r], d, why[r][0] ? " (" : "", why[r], why[r][0] ? ")" : "");
+  }
+  if (total == 0)
+    return;
+  memcpy(f->logged, c.drops, sizeof(f->logged));
+  flog(f, TLC_LOG_WARN,
+       "nats %s: %" PRIu64 " message%s not published%s: %s (logged at most every %d s)", f->url,
+       total, total == 1 ? "" : "s", f->drop_log_ms != 0 ? " since the last such line" : "", line,
+       DROP_LOG_MS / 1000);
+  f->drop_log_ms = now;
+}
+
 static void tick_cb(uv_timer_t *t) {
   tlc_fleet_t *f = t->data;
   size_t i, n;
   uint64_t now = now_ms();
+  log_drops(f, now);
   if (f->state != ST_CONNECTED || !f->c.connected)
     return;
   uint64_t c0 = thread_cpu_ns();
@@ -835,7 +1037,7 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
   if (f == NULL || name == NULL || path == NULL || f->state == ST_CLOSING)
     return;
   if (!f->c.connected) {
-    f->c.dropped++;
+    drop(f, TLC_FLEET_DROP_NOT_CONNECTED, 0);
     return;
   }
   /* The manifest was renamed into place just before the seal was announced: it is small and
@@ -858,11 +1060,22 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
 }
 
 void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out) {
+  int r;
   if (f == NULL) {
     memset(out, 0, sizeof(*out));
     return;
   }
   *out = f->c;
+  uv_mutex_lock(&f->br->mu);
+  out->published = f->br->acked;
+  out->awaiting_ack = f->br->inflight;
+  out->dropped_bytes += f->br->dropped_bytes;
+  for (r = 0; r < TLC_FLEET_DROP_N; r++)
+    out->drops[r] += f->br->drops[r];
+  uv_mutex_unlock(&f->br->mu);
+  out->dropped = 0;
+  for (r = 0; r < TLC_FLEET_DROP_N; r++)
+    out->dropped += out->drops[r];
 }
 
 /* ---- wake-ups from libnats threads ---- */
@@ -960,10 +1173,19 @@ static natsStatus set_creds(tlc_fleet_t *f) {
 
 /* libnats is a process-wide library: whether this process opened it (tlc_fleet_shutdown) */
 static int lib_opened;
+/* The bridges of closed fleets that a libnats thread may still use (tlc_fleet_close) */
+static bridge_t *orphans;
 
 void tlc_fleet_shutdown(void) {
-  if (lib_opened && nats_CloseAndWait(10000) == NATS_OK)
+  if (lib_opened && nats_CloseAndWait(10000) == NATS_OK) {
     lib_opened = 0;
+    while (orphans != NULL) { /* no libnats thread runs any more */
+      bridge_t *b = orphans;
+      orphans = b->next_orphan;
+      uv_mutex_destroy(&b->mu);
+      free(b);
+    }
+  }
 }
 
 int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *pv,
@@ -1115,16 +1337,19 @@ void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud) {
   drop_connection(f); /* natsConnection_Close hands what is buffered to the socket */
   natsOptions_Destroy(f->nopts);
   f->nopts = NULL;
-  /* The closed callback runs on a libnats thread, possibly after this returns: the bridge
-   * stays for it (it frees the bridge) unless it already ran or no connection existed. */
+  /* The closed callback runs on a libnats thread, possibly after this returns, and so may
+   * ack_cb: the bridge stays for them (tlc_fleet_shutdown frees it once libnats's threads
+   * ended) unless no connection ever made a JetStream context and the closed callbacks ran. */
   uv_mutex_lock(&b->mu);
   b->wake = NULL;
-  free_bridge = b->live == 0;
-  b->orphan = !free_bridge;
+  free_bridge = b->live == 0 && !b->js_used;
   uv_mutex_unlock(&b->mu);
   if (free_bridge) {
     uv_mutex_destroy(&b->mu);
     free(b);
+  } else {
+    b->next_orphan = orphans;
+    orphans = b;
   }
   f->br = NULL;
   /* A getaddrinfo request in flight cannot be cancelled for sure, nor a closing probe hurried:

@@ -837,11 +837,17 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o, tlc__http_runs_
     if (pv->nats(pv->nats_ud, &ns) == 0) {
       family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
       tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
-      family(o, om, "tlcap_nats_published_total", "counter", "Messages handed to the NATS client.");
+      family(o, om, "tlcap_nats_published_total", "counter",
+             "Messages the JetStream stream acknowledged.");
       tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
+      family(o, om, "tlcap_nats_awaiting_ack", "gauge",
+             "Messages published to NATS whose JetStream acknowledgement is not in yet.");
+      tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
       family(o, om, "tlcap_nats_dropped_total", "counter",
-             "Messages not published: client buffer full, no connection, or over max_payload.");
-      tlc_out_printf(o, "tlcap_nats_dropped_total %" PRIu64 "\n", ns.dropped);
+             "Messages not published, by reason (docs/fleet.md).");
+      for (size_t k = 0; k < ns.nreasons; k++)
+        tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
+                       ns.drop_reason[k], ns.drops[k]);
       family(o, om, "tlcap_nats_reconnects_total", "counter",
              "Connections to the NATS server after the first.");
       tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);

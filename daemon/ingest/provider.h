@@ -37,11 +37,16 @@ typedef struct tlc_ps_target_info {
 } tlc_ps_target_info_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
+#define TLC_PS_NATS_REASONS 16
 typedef struct tlc_ps_nats {
   const char *url;
   int connected, stream_ready;
-  uint64_t published, dropped, reconnects;
+  uint64_t published, dropped, reconnects; /* published: acknowledged by the JetStream stream */
   uint64_t publish_cpu_ns; /* the loop thread's CPU time spent building and handing over stats */
+  uint64_t awaiting_ack;   /* published to the server, acknowledgement not yet in */
+  size_t nreasons;         /* drops by reason: drop_reason[i] (e.g. "stream_full"), drops[i] */
+  const char *drop_reason[TLC_PS_NATS_REASONS];
+  uint64_t drops[TLC_PS_NATS_REASONS];
 } tlc_ps_nats_t;
 
 /* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */

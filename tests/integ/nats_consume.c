@@ -1,12 +1,15 @@
 /* nats_consume - a test consumer for tlcapd's NATS publishing (tests/integ/test_fleet_nats.py).
  *
  *   nats_consume URL SUBJECT IDLE_MS [--js [MAX_MS]]
+ *   nats_consume URL --add-stream NAME SUBJECT MAX_MSGS
  *
  * Prints every message on SUBJECT (wildcards allowed) as "subject<TAB>hex payload" lines until
  * no message came for IDLE_MS (or MAX_MS passed since it started, for a subject that never
  * goes quiet). With --js it reads through a JetStream consumer from the start
  * of the stream that covers SUBJECT (so it sees what was published before it started);
  * without, it subscribes live. Exit 0, or 1 when it cannot connect or subscribe.
+ * --add-stream creates JetStream stream NAME over SUBJECT that keeps at most MAX_MSGS messages
+ * and refuses new ones when full (discard new), as an operator might have made it.
  * Uses libnats's own client: the test checks tlcapd against an independent implementation.
  */
 #include <nats/nats.h>
@@ -14,6 +17,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int add_stream(natsConnection *nc, const char *name, const char *subject, long max_msgs) {
+  jsCtx *js = NULL;
+  jsStreamConfig cfg;
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  const char *subjects[1] = { subject };
+  natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+  if (s == NATS_OK)
+    s = jsStreamConfig_Init(&cfg);
+  if (s == NATS_OK) {
+    cfg.Name = name;
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_MemoryStorage;
+    cfg.Discard = js_DiscardNew;
+    cfg.MaxMsgs = max_msgs;
+    s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+  }
+  if (s != NATS_OK)
+    fprintf(stderr, "nats_consume: add stream %s: %s (%d) %s\n", name, natsStatus_GetText(s),
+            (int)jerr, nats_GetLastError(NULL) != NULL ? nats_GetLastError(NULL) : "");
+  jsStreamInfo_Destroy(si);
+  jsCtx_Destroy(js);
+  return s == NATS_OK ? 0 : 1;
+}
 
 int main(int argc, char **argv) {
   natsConnection *nc = NULL;
@@ -32,6 +61,13 @@ int main(int argc, char **argv) {
   if (s != NATS_OK) {
     fprintf(stderr, "nats_consume: connect %s: %s\n", argv[1], natsStatus_GetText(s));
     return 1;
+  }
+  if (strcmp(argv[2], "--add-stream") == 0) {
+    int rc = argc > 5 ? add_stream(nc, argv[3], argv[4], strtol(argv[5], NULL, 10)) : 2;
+    natsConnection_Close(nc);
+    natsConnection_Destroy(nc);
+    nats_CloseAndWait(10000);
+    return rc;
   }
   if (js_mode) {
     jsErrCode jerr = 0;

@@ -11,8 +11,13 @@ broker protocol and the message format.
     `tlcap fleet --json` shows both hosts' targets with the same counters;
   - the broker killed during ingest: ingest goes on (every event counted), messages meanwhile
     are dropped and counted (`tlcap targets`); the broker restarted: publishing resumes;
-  - a broker that accepts and never reads: tlcapd's memory stays bounded and drops are counted;
-  - subject-safe names: a target name with '.' is published as %2E.
+  - a broker that accepts and never reads: tlcapd's memory stays bounded and drops are counted
+    (buffer_full, and timeout for what was sent and never acknowledged);
+  - subject-safe names: a target name with '.' is published as %2E;
+  - a stream that is full and refuses new messages (discard new): published counts only what
+    the stream acknowledged (checked against the server's monitoring port), refusals are drops
+    with reason stream_full in /metrics, the stats dump and a rate-limited log line; a server
+    without JetStream: every message is a no_responders drop, none counts as published.
 
 usage: test_fleet_nats.py TLCAPD TLCAP NATS_CONSUME PROTO_DIR
 Exit 0 pass, 1 fail, 77 skip (nats-server, protoc or python3-protobuf missing).
@@ -42,16 +47,20 @@ def gen_pb2(tmp):
 
 
 class NatsServer:
-    def __init__(self, d, port=None):
+    def __init__(self, d, port=None, monitor=None, js=True):
         self.port = port or D.free_port()
         self.d = d
+        self.monitor, self.js = monitor, js
         self.start()
 
     def start(self):
         self.logf = open(os.path.join(self.d, "nats.log"), "ab")
-        self.p = subprocess.Popen([NATS, "-js", "-a", "127.0.0.1", "-p", str(self.port),
-                                   "-sd", os.path.join(self.d, "js")],
-                                  stdout=self.logf, stderr=self.logf)
+        args = [NATS, "-a", "127.0.0.1", "-p", str(self.port)]
+        if self.js:
+            args += ["-js", "-sd", os.path.join(self.d, "js")]
+        if self.monitor:
+            args += ["-m", str(self.monitor)]
+        self.p = subprocess.Popen(args, stdout=self.logf, stderr=self.logf)
         # ready when it accepts a connection and sends its INFO line
         def up():
             try:
@@ -243,7 +252,7 @@ def test_broker_killed_and_back(d):
         import urllib.request
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=5) as r:
             met = r.read().decode()
-        mm = re.search(r"^tlcap_nats_dropped_total (\d+)$", met, re.M)
+        mm = re.search(r'^tlcap_nats_dropped_total\{reason="not_connected"\} (\d+)$', met, re.M)
         T.check(mm is not None and int(mm.group(1)) >= 6, "tlcap_nats_dropped_total in /metrics")
         T.check(re.search(r"^tlcap_nats_connected 0$", met, re.M) is not None,
                 "tlcap_nats_connected 0 while the broker is away")
@@ -328,6 +337,12 @@ def test_broker_never_reads(d):
         T.check(rss2 < rss1 + 8 * 1024, "RSS grew from %d to %d KiB" % (rss1, rss2))
         a.wait_stats(lambda s: D.by_name(s, "big")["events"] == 6000,
                      what="ingest unharmed")
+        # what was sent is never acknowledged: after 5 s each is a timeout drop, and its
+        # place among the messages awaiting acknowledgement is free again
+        st = a.wait_stats(lambda s: s["nats"]["dropped"]["timeout"] > 0, 30,
+                          "timeout drops")["nats"]
+        T.eq(st["published"], 0, "nothing acknowledged")
+        T.check(st["dropped"]["buffer_full"] > 0, "buffer_full drops: %r" % st)
         rc, _ = a.stop()
         T.eq(rc, 0, "exit status with a stuck broker")
     finally:
@@ -410,6 +425,99 @@ def test_large_target_in_parts(d):
         ns.kill()
 
 
+def metrics(hport):
+    """tlcapd's /metrics: the nats published total, and the drops by reason."""
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=5) as r:
+        met = r.read().decode()
+    pub = re.search(r"^tlcap_nats_published_total (\d+)$", met, re.M)
+    T.check(pub is not None, "tlcap_nats_published_total in /metrics")
+    drops = {k: int(v) for k, v in
+             re.findall(r'^tlcap_nats_dropped_total\{reason="(\w+)"\} (\d+)$', met, re.M)}
+    T.check(drops, "tlcap_nats_dropped_total{reason=...} in /metrics")
+    return int(pub.group(1)), drops
+
+
+def test_stream_full_refusals(d):
+    """The stream exists, made by an operator with room for 20 messages and discard new: once
+    it is full the server refuses every message. Only acknowledged messages count as published
+    (as many as the stream holds, read from the server's monitoring port); each refusal is a
+    drop with reason stream_full in /metrics and the stats dump, and is logged, rate-limited."""
+    import json
+    import urllib.request
+    mport, hport = D.free_port(), D.free_port()
+    ns = NatsServer(d, monitor=mport)
+    r = subprocess.run([CONSUME, ns.url(), "--add-stream", "TLCAP_tlcap", "tlcap.>", "20"],
+                       capture_output=True, timeout=30)
+    T.check(r.returncode == 0, "stream created: %r" % r.stderr)
+
+    def held():
+        with urllib.request.urlopen("http://127.0.0.1:%d/jsz?streams=true" % mport,
+                                    timeout=5) as rr:
+            j = json.load(rr)
+        for acc in j.get("account_details", []):
+            for st in acc.get("stream_detail", []):
+                if st["name"] == "TLCAP_tlcap":
+                    return st["state"]["messages"]
+        return None
+    # a full snapshot of the target every 100 ms: ten messages a second
+    a = daemon(d, "a", ns.url(), "tlcap.full", ["--nats-full-interval", "100"],
+               http="127.0.0.1:%d" % hport)
+    try:
+        D.wait_until(lambda: nats_line(a)["stream"] == "ready", 10, "stream (kept as made)")
+        send(a.ingest, D.calls(50), b"TLCAP/1 target=board format=bin11\n")
+        D.wait_until(lambda: held() == 20 and metrics(hport)[1].get("stream_full", 0) >= 20,
+                     30, "the stream full and 20 refusals", step=0.2)
+        pub, drops = metrics(hport)
+        if shutil.which("promtool"):
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=5) as rr:
+                body = rr.read()
+            p = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True)
+            T.eq((p.returncode, p.stdout.decode() + p.stderr.decode()), (0, ""),
+                 "promtool check metrics")
+        T.eq(pub, held(), "published = the messages the stream holds")
+        T.eq(pub, 20, "published")
+        T.eq(drops.get("no_responders", 0) + drops.get("timeout", 0), 0,
+             "no other JetStream refusal: %r" % drops)
+        st = a.stats()["nats"]
+        T.eq(st["published"], 20, "stats dump: published")
+        T.check(st["dropped"]["stream_full"] >= 20, "stats dump: drops by reason %r" % st)
+        T.eq(nats_line(a)["published"], 20, "tlcap targets: published")
+        # refused about ten times a second for two seconds or more: logged, not ten lines
+        # a second
+        lines = [ln for ln in a.log().splitlines() if "not published" in ln]
+        T.check(lines and "stream full" in lines[0] and "maximum messages exceeded" in lines[0],
+                "a log line: %r" % a.log()[-2000:])
+        T.check(len(lines) <= 2, "rate-limited: %r" % lines)
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
+def test_no_jetstream(d):
+    """A server without JetStream: nothing stores the messages (no responder acknowledges
+    them): none counts as published, each is a drop with reason no_responders."""
+    hport = D.free_port()
+    ns = NatsServer(d, js=False)
+    a = daemon(d, "a", ns.url(), "tlcap.nojs", ["--nats-full-interval", "100"],
+               http="127.0.0.1:%d" % hport)
+    try:
+        D.wait_until(lambda: nats_line(a)["connected"], 10, "connected")
+        send(a.ingest, D.calls(10), b"TLCAP/1 target=t format=bin11\n")
+        D.wait_until(lambda: metrics(hport)[1].get("no_responders", 0) >= 5, 20,
+                     "no_responders drops", step=0.2)
+        T.eq(metrics(hport)[0], 0, "nothing published")
+        T.check(any("not published" in ln and "no responders" in ln
+                    for ln in a.log().splitlines()), "logged: %r" % a.log()[-2000:])
+        rc, _ = a.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        a.kill()
+        ns.kill()
+
+
 def test_bad_url(d):
     rc, out, err = T.run([TLCAPD, "--nats", "http://x", "--check-config", "--no-store",
                           "--state-dir", d])
@@ -426,5 +534,5 @@ if __name__ == "__main__":
         pb = gen_pb2(tmp)
     except SystemExit:
         raise
-    T.main([test_bad_url, test_sealed_segments, test_large_target_in_parts, test_two_daemons_late_consumer, test_broker_killed_and_back,
+    T.main([test_bad_url, test_stream_full_refusals, test_no_jetstream, test_sealed_segments, test_large_target_in_parts, test_two_daemons_late_consumer, test_broker_killed_and_back,
             test_broker_never_reads])
