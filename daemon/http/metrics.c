@@ -17,13 +17,19 @@
  * Cost: per target one info call and, with area series, one pass over its engine's rows
  * (O(rows + open activations)), the top metrics_areas by a heap, and the histograms of the
  * exported areas walked in one engine call (prefetching: the walks are cache misses), the
- * lines written straight into the scrape's three runs (tlc__http_runs_t), which the server
- * sends as they are (no copy into a body: at 100 targets the area series are 5 MB). The runs
- * are also the cache (the view's mcache): a target whose source's stamp says its engine, its
- * names, metrics_areas and the format are unchanged costs the copy of its lines from the
- * previous scrape's runs into the new ones; the previous runs live on while an answer is
- * still sending them. What is kept is bounded by the response's cap (the runs and labels
- * count against it, with the rest of the answer); a source without a stamp keeps nothing.
+ * lines rendered into a text of the target's own (tblob_t: its three families' lines). A scrape
+ * (tlc__http_scrape_t) is made in steps so that the loop never holds it for long: the targets
+ * a slice at a time (until the slice's time or rendered bytes run out), then the other
+ * families (the head), 64 lines between looks at the clock; the answer is then the head, and
+ * per area family its header and every target's lines for it, read out of where they are
+ * (nothing is copied into a body: at 1,000 targets the area series are 50 MB). The texts are
+ * also the cache (the view's mcache, an entry per target index): a target whose source's stamp
+ * says its engine, its names, metrics_areas and the format are unchanged costs a reference to
+ * its text; a changed one is rendered once, its old text living on while an answer still
+ * sends it. What is kept is bounded by the response's cap (the texts and labels count against
+ * it, with the rest of the answer); a source without a stamp keeps nothing. The cache may
+ * change between two steps of a scrape (another scrape's): a scrape holds references to texts,
+ * never pointers into the cache.
  * When a target is rendered again in the same engine epoch, an exported area whose NET sample
  * count and sum are those of the previous render takes that render's bucket counts (samples
  * are only added within an epoch: the histogram is the same) instead of a walk, and with the

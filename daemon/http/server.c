@@ -58,11 +58,11 @@
  * kernel does not take, and calls back only once that is sent): each turn is a wake-up of the
  * loop once the reader made room, and at 256 KiB those were 0.4 ms of a 5 MB scrape's loop
  * time (bench/RESULTS.md, "/metrics scrape, session 9"). Bytes sent in place (a body past its
- * first LWS_PRE bytes) and a scrape's bytes (read out of it into chunk_buf) go up to CHUNK at
- * a time; those copied first (an embedded file, a body's first bytes) up to COPY_CHUNK. */
+ * first LWS_PRE bytes) go up to CHUNK at a time; those copied first (an embedded file, a body's
+ * first bytes, a scrape's bytes) up to COPY_CHUNK. */
 #define CHUNK      (1024 * 1024)
 #define COPY_CHUNK (256 * 1024)
-static unsigned char chunk_buf[LWS_PRE + CHUNK]; /* loop thread only */
+static unsigned char chunk_buf[LWS_PRE + COPY_CHUNK]; /* loop thread only */
 
 /* /metrics is made a slice per loop turn (the connection's writable callback, before its
  * headers): targets are read until a slice has taken SLICE_NS or rendered SLICE_BYTES of area
@@ -134,7 +134,8 @@ struct pss {
   tlc__http_scrape_t *scrape;
   int scrape_made;
   unsigned slices, writes;
-  uint64_t slice_max_ns, write_max_ns, scrape_t0;
+  uint64_t slice_max_ns, write_max_ns, scrape_t0; /* wall clock */
+  uint64_t slice_max_cpu, write_max_cpu;          /* the loop thread's CPU time */
   int close_after;
   int await_body;               /* the answer waits for the request body (read and dropped) */
   int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
@@ -396,7 +397,7 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
         rs.scrape = NULL;
         tlc__http_resp_fini(&rs);
         p->slices = p->writes = 0;
-        p->slice_max_ns = p->write_max_ns = 0;
+        p->slice_max_ns = p->write_max_ns = p->slice_max_cpu = p->write_max_cpu = 0;
         p->scrape_t0 = uv_hrtime();
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         lws_callback_on_writable(wsi);
@@ -456,15 +457,24 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   return 0;
 }
 
+/* CPU time of the calling thread (the loop's): what the live messages and scrapes cost it. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The log line of a scrape sent: what it cost the loop. */
 static void scrape_done(pss_t *p) {
   size_t nt, nr, rb;
   tlc__http_scrape_figures(p->scrape, &nt, &nr, &rb);
   say(p->h, 7,
       "http: /metrics: %zu bytes in %.1f ms, %zu targets (%zu rendered, %zu bytes); %u "
-      "slices, longest %.3f ms; %u writes, longest %.3f ms",
+      "slices, longest %.3f ms (CPU %.3f ms); %u writes, longest %.3f ms (CPU %.3f ms)",
       p->len, (double)(uv_hrtime() - p->scrape_t0) / 1e6, nt, nr, rb, p->slices,
-      (double)p->slice_max_ns / 1e6, p->writes, (double)p->write_max_ns / 1e6);
+      (double)p->slice_max_ns / 1e6, (double)p->slice_max_cpu / 1e6, p->writes,
+      (double)p->write_max_ns / 1e6, (double)p->write_max_cpu / 1e6);
 }
 
 static int send_chunk(struct lws *wsi, pss_t *p) {
@@ -472,12 +482,13 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
   const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
   size_t n;
   int last, w;
-  uint64_t t0 = uv_hrtime();
+  uint64_t t0 = uv_hrtime(), c0 = p->scrape != NULL ? thread_cpu_ns() : 0;
   if (p->len == 0)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
   if (p->off >= p->blen) {
-    /* the scrape's bytes, read out of it into the chunk buffer (its pieces are shared) */
-    n = tlc__http_scrape_read(p->scrape, chunk_buf + LWS_PRE, CHUNK);
+    /* the scrape's bytes, read out of it into the chunk buffer (its pieces are shared), at
+     * most COPY_CHUNK a turn: a write of 1 MiB could hold the loop for over 2 ms */
+    n = tlc__http_scrape_read(p->scrape, chunk_buf + LWS_PRE, COPY_CHUNK);
   } else if (p->body != NULL && p->off >= LWS_PRE) {
     /* in place: lws may write its framing into the LWS_PRE bytes before (sent already) */
     n = p->blen - p->off < CHUNK ? p->blen - p->off : CHUNK;
@@ -497,10 +508,12 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
     return -1;
   p->off += n;
   if (p->scrape != NULL) {
-    uint64_t d = uv_hrtime() - t0;
+    uint64_t d = uv_hrtime() - t0, c = thread_cpu_ns() - c0;
     p->writes++;
     if (d > p->write_max_ns)
       p->write_max_ns = d;
+    if (c > p->write_max_cpu)
+      p->write_max_cpu = c;
   }
   if (!last) {
     lws_callback_on_writable(wsi);
@@ -516,13 +529,16 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
 
 /* One slice of the scrape being made; once made, its answer. 0, or -1 to close. */
 static int scrape_slice(struct lws *wsi, pss_t *p) {
-  uint64_t t0 = uv_hrtime(), d;
+  uint64_t t0 = uv_hrtime(), c0 = thread_cpu_ns(), d, c;
   int made = tlc__http_scrape_step(&p->h->view, p->scrape, SLICE_NS, SLICE_BYTES);
   const char *uri;
   d = uv_hrtime() - t0;
+  c = thread_cpu_ns() - c0;
   p->slices++;
   if (d > p->slice_max_ns)
     p->slice_max_ns = d;
+  if (c > p->slice_max_cpu)
+    p->slice_max_cpu = c;
   if (!made) {
     lws_callback_on_writable(wsi);
     return 0;
@@ -548,14 +564,6 @@ static void ws_unlink(pss_t *p) {
   p->is_ws = 0;
   h->st.websockets--;
   h->view.websockets = h->st.websockets;
-}
-
-/* CPU time of the calling thread (the loop's): what the live messages cost it. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int ws_send(struct lws *wsi, pss_t *p) {
