@@ -28,22 +28,36 @@ typedef struct tlc__http_view {
   const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
   size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
   struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
-  size_t pre; /* bytes left free before each of a scrape's runs (the server's LWS_PRE) */
+  int metrics_stream; /* 1: the route answers /metrics with a scrape to make in steps (server.c);
+                         0: made whole into the body */
 } tlc__http_view_t;
 
-/* A /metrics scrape's area series (metrics.c): three runs of bytes, those of the calls, the
- * net-seconds and the histogram families (each with its family header; "# EOF" after the
- * last in OpenMetrics), each after view->pre free bytes. Written once, then only read: shared
- * by the metrics cache (the next scrape copies unchanged targets' lines from it) and the
- * responses that send it in place, freed by its last owner. Loop thread only. */
-typedef struct tlc__http_runs tlc__http_runs_t;
-/* Run k (0..2) of r: its bytes, *len of them; r->pre bytes before it may be written over
- * while a write is in progress (restored before the loop goes on). */
-const char *tlc__http_runs_get(const tlc__http_runs_t *r, int k, size_t *len);
-/* Bytes in all three runs. */
-size_t tlc__http_runs_len(const tlc__http_runs_t *r);
-/* Drops one owner (NULL: nothing). */
-void tlc__http_runs_unref(tlc__http_runs_t *r);
+/* A /metrics scrape made in steps (metrics.c), so that the loop never holds one for long: the
+ * targets are read a slice at a time (their area series rendered, or taken from the cache when
+ * a target's engine did not change since), then the other families are written; once made,
+ * its length is known and its bytes are read out in pieces (the targets' rendered lines are
+ * shared with the cache and the other scrapes, not copied). Loop thread only. */
+typedef struct tlc__http_scrape tlc__http_scrape_t;
+/* A new scrape (openmetrics 1: OpenMetrics 1.0, else text 0.0.4) of at most `cap` bytes.
+ * 0, TLC_ENOMEM or TLC_ELIMIT. */
+int tlc__http_scrape_start(tlc__http_view_t *v, int openmetrics, size_t cap,
+                           tlc__http_scrape_t **out);
+/* One step: targets are read until slice_ns have passed or slice_bytes have been rendered
+ * (at least one target a step), then the other families about as much at a time. Returns 1
+ * once the scrape is made (or failed: tlc__http_scrape_error), else 0. */
+int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
+                          size_t slice_bytes);
+/* 0, or why the scrape failed (TLC_ELIMIT: over its cap; TLC_ENOMEM; the source's error). */
+int tlc__http_scrape_error(const tlc__http_scrape_t *sc);
+int tlc__http_scrape_om(const tlc__http_scrape_t *sc);
+/* Bytes of a made scrape's answer. */
+size_t tlc__http_scrape_len(const tlc__http_scrape_t *sc);
+/* Up to cap of the answer's next bytes into dst; their number (0 at the end). */
+size_t tlc__http_scrape_read(tlc__http_scrape_t *sc, void *dst, size_t cap);
+/* Targets in the scrape, those rendered (not taken from the cache) and the bytes of those. */
+void tlc__http_scrape_figures(const tlc__http_scrape_t *sc, size_t *targets, size_t *rendered,
+                              size_t *rendered_bytes);
+void tlc__http_scrape_free(tlc__http_scrape_t *sc); /* NULL: nothing */
 
 typedef struct tlc__http_req {
   const char *method; /* "GET", "POST", ... */
@@ -60,9 +74,9 @@ typedef struct tlc__http_resp {
   const char *allow;       /* 405: the Allow header's value, else NULL */
   const void *static_body; /* an embedded asset (no copy), or NULL: the body is `body` */
   size_t static_len;
-  tlc_out_t body;         /* memory mode, capped at view->max_response */
-  tlc__http_runs_t *runs; /* owned: sent after body (/metrics' area series), or NULL */
-  int cache;              /* 1: assets may be cached (Cache-Control: max-age) */
+  tlc_out_t body;             /* memory mode, capped at view->max_response */
+  tlc__http_scrape_t *scrape; /* owned: /metrics (view->metrics_stream), sent after body */
+  int cache;                  /* 1: assets may be cached (Cache-Control: max-age) */
   /* Set by the route (status 0, no body) for a response computed off the loop: range
    * statistics (?since=&until=). The server owns it: it waits (tlc__http_pending_wait), then
    * answers with tlc__http_pending_answer, and frees it (also when the peer goes away). */
@@ -72,8 +86,8 @@ typedef struct tlc__http_resp {
 /* Initialises rs (empty body capped at max_response). tlc__http_resp_fini frees it. */
 void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response);
 void tlc__http_resp_fini(tlc__http_resp_t *rs);
-/* The whole body (body, then runs) in one allocation (for tests and the fuzzer; the server
- * sends the parts as they are); NULL when there is none or on failure. */
+/* The whole body (body, then a made scrape's bytes) in one allocation (for tests and the
+ * fuzzer; the server sends the parts as they are); NULL when there is none or on failure. */
 char *tlc__http_resp_take(tlc__http_resp_t *rs, size_t *len);
 
 /* Answers one request into rs: status, content type, body. Never fails: errors are JSON
@@ -102,10 +116,13 @@ void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)
  * length, or -1 for a bad escape, a NUL byte or an output too long. */
 long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
 
-/* /metrics into o, then *runs (the area series, a new owner; NULL when there are none);
- * `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Both together stay within o's cap.
- * Returns 0 or the output's error (TLC_ELIMIT: over the cap; *runs NULL). */
-int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o, tlc__http_runs_t **runs);
+/* /metrics made whole into o (a scrape run to its end at once), within o's cap;
+ * `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the output's error
+ * (TLC_ELIMIT: over the cap). */
+int tlc__http_metrics(tlc__http_view_t *v, int openmetrics, tlc_out_t *o);
+/* rs answers with the made scrape sc (owned by rs from now on): its bytes and content type, or
+ * the error document of its failure (503 over the cap, 500 otherwise). */
+void tlc__http_scrape_answer(tlc__http_scrape_t *sc, tlc__http_resp_t *rs);
 /* Frees what /metrics keeps between scrapes (the view's mcache; a source without `stamp`
  * keeps nothing). Safe when there is none. */
 void tlc__http_metrics_cache_free(tlc__http_view_t *v);

@@ -17,13 +17,19 @@
  * Cost: per target one info call and, with area series, one pass over its engine's rows
  * (O(rows + open activations)), the top metrics_areas by a heap, and the histograms of the
  * exported areas walked in one engine call (prefetching: the walks are cache misses), the
- * lines written straight into the scrape's three runs (tlc__http_runs_t), which the server
- * sends as they are (no copy into a body: at 100 targets the area series are 5 MB). The runs
- * are also the cache (the view's mcache): a target whose source's stamp says its engine, its
- * names, metrics_areas and the format are unchanged costs the copy of its lines from the
- * previous scrape's runs into the new ones; the previous runs live on while an answer is
- * still sending them. What is kept is bounded by the response's cap (the runs and labels
- * count against it, with the rest of the answer); a source without a stamp keeps nothing.
+ * lines rendered into a text of the target's own (tblob_t: its three families' lines). A scrape
+ * (tlc__http_scrape_t) is made in steps so that the loop never holds it for long: the targets
+ * a slice at a time (until the slice's time or rendered bytes run out), then the other
+ * families (the head), 64 lines between looks at the clock; the answer is then the head, and
+ * per area family its header and every target's lines for it, read out of where they are
+ * (nothing is copied into a body: at 1,000 targets the area series are 50 MB). The texts are
+ * also the cache (the view's mcache, an entry per target index): a target whose source's stamp
+ * says its engine, its names, metrics_areas and the format are unchanged costs a reference to
+ * its text; a changed one is rendered once, its old text living on while an answer still
+ * sends it. What is kept is bounded by the response's cap (the texts and labels count against
+ * it, with the rest of the answer); a source without a stamp keeps nothing. The cache may
+ * change between two steps of a scrape (another scrape's): a scrape holds references to texts,
+ * never pointers into the cache.
  * When a target is rendered again in the same engine epoch, an exported area whose NET sample
  * count and sum are those of the previous render takes that render's bucket counts (samples
  * are only added within an epoch: the histogram is the same) instead of a walk, and with the
@@ -133,10 +139,12 @@ static void label(tlc_out_t *o, const char *name, const char *v, int first) {
 
 /* Per target: what was read before writing. */
 typedef struct mt {
-  tlc_ps_target_info_t info;
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
+  int connected;
+  tlc_counters_t counters;
   tlc_http_store_info_t st;
-  struct tlc__http_mcent *c; /* its area series (NULL: none asked for) */
+  int areas; /* it has area series (asked for) */
+  uint64_t not_exported;
 } mt_t;
 
 /* Family header. OpenMetrics: a counter's family name has no _total. */
@@ -203,46 +211,34 @@ typedef struct blk {
   size_t len, cap;
 } blk_t;
 
-/* A scrape's runs (http-int.h): a[0] the calls family, a[1] net seconds, a[2] the histogram,
- * each pre free bytes, its family header, then the targets' lines in target order. */
-struct tlc__http_runs {
+/* A target's rendered area series: the lines of its calls, net-seconds and histogram families,
+ * len[k] bytes each, one after the other in b. Shared by the cache (its entry) and the
+ * scrapes that send it, freed by its last owner (loop thread only). */
+typedef struct tblob {
   size_t refs;
-  size_t pre;
-  blk_t a[3];
-};
+  size_t len[3];
+  char b[];
+} tblob_t;
 
-const char *tlc__http_runs_get(const tlc__http_runs_t *r, int k, size_t *len) {
-  *len = r->a[k].len - r->pre;
-  return r->a[k].b + r->pre;
+static void tblob_unref(tblob_t *t) {
+  if (t != NULL && --t->refs == 0)
+    tlc_free(t);
 }
 
-size_t tlc__http_runs_len(const tlc__http_runs_t *r) {
-  return r->a[0].len + r->a[1].len + r->a[2].len - 3 * r->pre;
-}
-
-void tlc__http_runs_unref(tlc__http_runs_t *r) {
-  if (r == NULL || --r->refs > 0)
-    return;
-  for (int k = 0; k < 3; k++)
-    tlc_free(r->a[k].b);
-  tlc_free(r);
-}
-
-/* One target's area series, rendered: the lines of the three area families (calls, net
- * seconds, the histogram), one run in each of the cache's runs (off, len), kept from scrape
- * to scrape while the target's engine is in the same state (epoch, seq), its names as many,
- * and metrics_areas and the format are the same: a target whose statistics did not change
- * costs a scrape three copies (into the new scrape's runs); a changed one is written there
- * once, and the response sends the runs as they are. */
+/* One target's area series, rendered (txt: the lines of the three area families), kept from
+ * scrape to scrape while the target's engine is in the same state (epoch, seq), its names as
+ * many, and metrics_areas and the format are the same: a target whose statistics did not
+ * change costs a scrape a reference to its text; a changed one is rendered once, and every
+ * answer sends the texts as they are. */
 typedef struct tlc__http_mcent {
   char *name;
-  int valid;      /* b holds the lines of (stamp, areas, om) */
+  int valid;      /* txt holds the lines of (stamp, areas, om) */
   int has_st;     /* st, areas, om: those of the last render (kept or not) */
   uint64_t st[3]; /* the source's stamp: engine epoch and seq, names */
   uint32_t areas;
   int om;
   uint64_t not_exported;
-  size_t off[3], len[3]; /* its runs in the cache's runs (valid: in those of the last scrape) */
+  tblob_t *txt; /* its lines (the last render), or NULL */
   /* what the histogram run is written from (the last render): */
   size_t na;                 /* exported areas */
   tlc_engine_code_net_t *cn; /* their figures */
@@ -259,7 +255,6 @@ typedef struct tlc__http_mcent {
 struct tlc__http_mcache {
   mcent_t *e; /* per target index of the last scrape */
   size_t n;
-  tlc__http_runs_t *runs; /* the last scrape's (one owner), or NULL */
 };
 
 static void ent_fini(mcent_t *c) {
@@ -269,6 +264,7 @@ static void ent_fini(mcent_t *c) {
   tlc_free(c->have);
   tlc_free(c->labo);
   tlc_free(c->lab.b);
+  tblob_unref(c->txt);
   memset(c, 0, sizeof(*c));
 }
 
@@ -278,7 +274,6 @@ void tlc__http_metrics_cache_free(tlc__http_view_t *v) {
     return;
   for (size_t i = 0; i < mc->n; i++)
     ent_fini(&mc->e[i]);
-  tlc__http_runs_unref(mc->runs);
   tlc_free(mc->e);
   tlc_free(mc);
   v->mcache = NULL;
@@ -392,6 +387,7 @@ typedef struct scratch {
   int *wok; /* and whether those were found */
   size_t capwok;
   tlc_out_t lab;        /* the exported areas' labels, escaped once */
+  blk_t a[3];           /* a target's lines being rendered (calls, net seconds, histogram) */
   char les[NEDGES][32]; /* ,le="EDGE"} */
   size_t lel[NEDGES];
 } scratch_t;
@@ -453,7 +449,7 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
  * TLC_ELIMIT (past *budget, which is reduced by what c and its runs hold), or the source's
  * error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
-                  tlc__http_runs_t *R, int same_epoch, int same_labels, size_t *budget) {
+                  int same_epoch, int same_labels, size_t *budget) {
   const tlc_ps_provider_t *pv = v->src.pv;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
@@ -482,10 +478,8 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
       memcpy(s->plabo, c->labo, (pna + 1) * sizeof(*s->plabo));
     }
   }
-  for (r = 0; r < 3; r++) {
-    c->off[r] = R->a[r].len;
-    c->len[r] = 0;
-  }
+  for (r = 0; r < 3; r++)
+    s->a[r].len = 0;
   c->lab.len = 0;
   c->na = 0;
   c->not_exported = 0;
@@ -577,31 +571,29 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&R->a[0], 1);
+    ROOM(&s->a[0], 1);
     LIT("tlcap_area_calls_total{");
     LAB();
     LIT("} ");
     q = p_u64(q, c->cn[r].count);
     *q++ = '\n';
-    DONE(&R->a[0]);
+    DONE(&s->a[0]);
   }
   for (r = 0; r < na; r++) {
     const char *lab = c->lab.b + c->labo[r];
     size_t labn = c->labo[r + 1] - c->labo[r];
     char *q;
-    ROOM(&R->a[1], 1);
+    ROOM(&s->a[1], 1);
     LIT("tlcap_area_net_seconds_total{");
     LAB();
     LIT("} ");
     q = p_seconds(q, c->cn[r].net_total);
     *q++ = '\n';
-    DONE(&R->a[1]);
+    DONE(&s->a[1]);
   }
   for (r = 0; r < na; r++)
-    if ((rc = hist_lines(c, r, s, &R->a[2], budget)) != 0)
+    if ((rc = hist_lines(c, r, s, &s->a[2], budget)) != 0)
       return rc;
-  for (r = 0; r < 3; r++)
-    c->len[r] = R->a[r].len - c->off[r];
   return 0;
 }
 #undef ROOM
@@ -609,40 +601,43 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
 #undef LAB
 #undef DONE
 
-/* Target i: info, storage, and its area series into R (copied from the cache's runs when its
- * engine's state is the one they were rendered from). */
-static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s,
-                       tlc__http_runs_t *R, size_t *budget) {
+/* Target i: info, storage, and its area series (*txt, a new owner: the cache's when its
+ * engine's state is the one they were rendered from, else rendered now; NULL: none asked for).
+ * *rendered: bytes rendered. */
+static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t *s, tblob_t **txt,
+                       size_t *rendered, size_t *budget) {
   mcent_t *c = &v->mcache->e[i];
-  const tlc__http_runs_t *old = v->mcache->runs;
   uint64_t st[3] = { 0, 0, 0 };
   int known, same, same_epoch, same_labels, rc;
-  if ((rc = tlc__http_target_read(v, i, &m->info, &m->st)) != 0)
+  tlc_ps_target_info_t ti;
+  tblob_t *t;
+  size_t tot;
+  *txt = NULL;
+  *rendered = 0;
+  if ((rc = tlc__http_target_read(v, i, &ti, &m->st)) != 0)
     return rc;
-  m->name = tlc_malloc(strlen(m->info.name) + 1);
+  m->connected = ti.connected;
+  m->counters = ti.counters;
+  m->name = tlc_malloc(strlen(ti.name) + 1);
   if (m->name == NULL)
     return TLC_ENOMEM;
-  strcpy(m->name, m->info.name);
+  strcpy(m->name, ti.name);
   if (v->metrics_areas == 0 || v->src.code_net == NULL) {
     ent_fini(c);
     return 0;
   }
-  m->c = c;
   known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
-  if (same && c->valid && old != NULL &&
-      c->len[0] + c->len[1] + c->len[2] + c->lab.len <= *budget) {
-    for (int k = 0; k < 3; k++) {
-      char *q = blk_room(&R->a[k], c->len[k], budget);
-      if (q == NULL)
-        return TLC_ENOMEM; /* within the budget (checked above) */
-      memcpy(q, old->a[k].b + c->off[k], c->len[k]);
-      c->off[k] = R->a[k].len;
-      R->a[k].len += c->len[k];
-      *budget -= c->len[k];
-    }
-    *budget -= c->lab.len;
+  if (same && c->valid && c->txt != NULL) {
+    tot = c->txt->len[0] + c->txt->len[1] + c->txt->len[2];
+    if (tot + c->lab.len > *budget)
+      return TLC_ELIMIT;
+    *budget -= tot + c->lab.len;
+    c->txt->refs++;
+    *txt = c->txt;
+    m->not_exported = c->not_exported;
+    m->areas = 1;
     return 0;
   }
   c->valid = 0;
@@ -656,26 +651,28 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
       return TLC_ENOMEM;
     strcpy(c->name, m->name);
   }
-  if ((rc = render(v, i, m->name, c, s, R, same_epoch, same_labels, budget)) != 0)
+  if ((rc = render(v, i, m->name, c, s, same_epoch, same_labels, budget)) != 0)
     return rc;
+  tot = s->a[0].len + s->a[1].len + s->a[2].len;
+  if ((t = tlc_malloc(sizeof(*t) + (tot > 0 ? tot : 1))) == NULL)
+    return TLC_ENOMEM;
+  t->refs = 2; /* the cache's and the scrape's */
+  for (int k = 0, off = 0; k < 3; off += (int)s->a[k].len, k++) {
+    t->len[k] = s->a[k].len;
+    if (t->len[k] > 0)
+      memcpy(t->b + off, s->a[k].b, t->len[k]);
+  }
+  tblob_unref(c->txt);
+  c->txt = t;
+  *txt = t;
+  *rendered = tot;
+  m->not_exported = c->not_exported;
+  m->areas = 1;
   c->valid = known;
   c->has_st = known;
   memcpy(c->st, st, sizeof(st));
   c->areas = v->metrics_areas;
   c->om = om;
-  return 0;
-}
-
-/* Appends n bytes to b within *budget. 0, TLC_ELIMIT or TLC_ENOMEM. */
-static int blk_put(blk_t *b, const void *p, size_t n, size_t *budget) {
-  char *q;
-  if (n > *budget)
-    return TLC_ELIMIT;
-  if ((q = blk_room(b, n, budget)) == NULL)
-    return TLC_ENOMEM;
-  memcpy(q, p, n);
-  b->len += n;
-  *budget -= n;
   return 0;
 }
 
@@ -687,82 +684,179 @@ static const char *const run_family[3][3] = {
     "Net time of closed activations (engine histogram edges: exact counts)." },
 };
 
-/* A scrape's runs with their family headers, each sized as the previous scrape's (old, may be
- * NULL) so that it is allocated once. NULL, or *rc set. */
-static tlc__http_runs_t *runs_new(const tlc__http_runs_t *old, size_t pre, int om, size_t *budget,
-                                  int *rc) {
-  tlc__http_runs_t *R = tlc_calloc(1, sizeof(*R));
-  tlc_out_t t;
-  *rc = TLC_ENOMEM;
-  if (R == NULL)
-    return NULL;
-  R->refs = 1;
-  R->pre = pre;
-  tlc_out_init(&t, 4096, NULL, NULL);
-  for (int k = 0; k < 3; k++) {
-    size_t cap = old != NULL ? old->a[k].len + old->a[k].len / 8 : 0;
-    if (cap < pre + 4096)
-      cap = pre + 4096;
-    if ((R->a[k].b = tlc_malloc(cap)) == NULL)
-      break;
-    R->a[k].cap = cap;
-    R->a[k].len = pre;
-    t.len = t.total = 0;
-    family(&t, om, run_family[k][0], run_family[k][1], run_family[k][2]);
-    if (t.err != 0 || (*rc = blk_put(&R->a[k], t.buf, t.len, budget)) != 0) {
-      *rc = t.err != 0 ? t.err : *rc;
-      break;
-    }
-    *rc = 0;
+/* The per-target families, in their order (after the daemon's). */
+enum {
+  TF_CONNECTED,
+  TF_EVENTS,
+  TF_BYTES,
+  TF_GAPS,
+  TF_RESYNCS,
+  TF_SKIPPED,
+  TF_INVALID,
+  TF_ANOMALIES,
+  TF_DROPPED,
+  TF_STORE,
+  TF_NOT_EXPORTED,
+  TF_N
+};
+static const char *const tfam[TF_N][3] = {
+  { "tlcap_target_connected", "gauge", "1 while the target is connected." },
+  { "tlcap_target_events_total", "counter", "Events processed by the statistics engine." },
+  { "tlcap_target_bytes_total", "counter", "Bytes received from the target." },
+  { "tlcap_target_gaps_total", "counter",
+    "Gaps in the statistics (disconnects, resyncs, evlog overflows)." },
+  { "tlcap_target_resyncs_total", "counter", "Times the decoder lost and regained sync." },
+  { "tlcap_target_bytes_skipped_total", "counter", "Bytes skipped by resyncs." },
+  { "tlcap_target_records_invalid_total", "counter", "Records the decoder found invalid." },
+  { "tlcap_target_anomalies_total", "counter", "Anomalies counted by the statistics engine." },
+  { "tlcap_target_dropped_area_limit_total", "counter",
+    "Events dropped because the area, context or memory limit was reached." },
+  { "tlcap_store_bytes_written_total", "counter", "Bytes of the target written to its segments." },
+  { "tlcap_target_areas_not_exported", "gauge",
+    "Code areas without area series (beyond metrics_areas, by net time)." },
+};
+
+static uint64_t tfam_value(const mt_t *m, int f) {
+  switch (f) {
+  case TF_CONNECTED:
+    return m->connected ? 1 : 0;
+  case TF_EVENTS:
+    return m->counters.events;
+  case TF_BYTES:
+    return m->counters.bytes;
+  case TF_GAPS:
+    return m->counters.gaps;
+  case TF_RESYNCS:
+    return m->counters.resyncs;
+  case TF_SKIPPED:
+    return m->counters.bytes_skipped;
+  case TF_INVALID:
+    return m->counters.records_invalid;
+  case TF_ANOMALIES:
+    return m->counters.anomalies;
+  case TF_DROPPED:
+    return m->counters.dropped_area_limit;
+  case TF_STORE:
+    return m->st.bytes_written;
+  default:
+    return m->areas ? m->not_exported : 0;
   }
-  tlc_out_fini(&t);
-  if (*rc != 0) {
-    tlc__http_runs_unref(R);
-    return NULL;
-  }
-  return R;
 }
 
-int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o, tlc__http_runs_t **runs) {
+/* A scrape being made (http-int.h). */
+struct tlc__http_scrape {
+  int om;
+  int state; /* READ (targets), HEAD (the other families), DONE, or FAILED (err) */
+  int err;
+  size_t cap;     /* the response's cap */
+  size_t budget;  /* what is left of it */
+  size_t n, next; /* targets (their count at the start), the next to read */
+  mt_t *m;
+  tblob_t **txt; /* per target: its area series, or NULL */
+  scratch_t *s;
+  int any;       /* some target has area lines */
+  int has_store; /* some target is stored */
+  tlc_out_t fam; /* the three area families' headers, one after the other */
+  size_t famo[4];
+  tlc_out_t head; /* everything before the area families */
+  int hf;         /* HEAD: the per-target family being written (-1: the daemon's first) */
+  size_t hi;      /* its next target */
+  size_t total;   /* DONE: bytes of the answer */
+  size_t rendered, nrendered;
+  size_t seg, soff; /* sending: segment (0 head, then per family its header and targets, then
+                       "# EOF"), bytes of it sent */
+};
+enum { ST_READ, ST_HEAD, ST_DONE, ST_FAILED };
+
+static void scratch_free(scratch_t *s) {
+  if (s == NULL)
+    return;
+  tlc_free(s->cn);
+  tlc_free(s->pcn);
+  tlc_free(s->pcum);
+  tlc_free(s->phave);
+  tlc_free(s->plabo);
+  tlc_free(s->wx);
+  tlc_free(s->walk);
+  tlc_free(s->wcum);
+  tlc_free(s->wok);
+  for (int k = 0; k < 3; k++)
+    tlc_free(s->a[k].b);
+  tlc_out_fini(&s->lab);
+  tlc_free(s);
+}
+
+void tlc__http_scrape_free(tlc__http_scrape_t *sc) {
+  if (sc == NULL)
+    return;
+  for (size_t i = 0; sc->m != NULL && i < sc->n; i++)
+    tlc_free(sc->m[i].name);
+  for (size_t i = 0; sc->txt != NULL && i < sc->n; i++)
+    tblob_unref(sc->txt[i]);
+  tlc_free(sc->m);
+  tlc_free(sc->txt);
+  scratch_free(sc->s);
+  tlc_out_fini(&sc->fam);
+  tlc_out_fini(&sc->head);
+  tlc_free(sc);
+}
+
+int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_scrape_t **out) {
   const tlc_ps_provider_t *pv = v->src.pv;
-  size_t n = pv->count(pv->ud), i, j, ne;
+  tlc__http_scrape_t *sc = tlc_calloc(1, sizeof(*sc));
+  size_t j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
-  size_t budget = o->max > o->len ? o->max - o->len : 0;
-  tlc_http_daemon_info_t di;
-  mt_t *m = tlc_calloc(n ? n : 1, sizeof(*m));
-  scratch_t *s = tlc_calloc(1, sizeof(*s));
-  tlc__http_runs_t *R = NULL;
-  int rc = 0, any = 0;
-  *runs = NULL;
-  if (m == NULL || s == NULL || cache_size(v, n) != 0) {
-    rc = TLC_ENOMEM;
-    goto out;
+  *out = NULL;
+  if (sc == NULL)
+    return TLC_ENOMEM;
+  sc->om = om;
+  sc->cap = sc->budget = cap;
+  sc->n = pv->count(pv->ud);
+  sc->hf = -1;
+  tlc_out_init(&sc->fam, 4096, NULL, NULL);
+  tlc_out_init(&sc->head, 1, NULL, NULL); /* sized when the targets are read */
+  sc->m = tlc_calloc(sc->n ? sc->n : 1, sizeof(*sc->m));
+  sc->txt = tlc_calloc(sc->n ? sc->n : 1, sizeof(*sc->txt));
+  sc->s = tlc_calloc(1, sizeof(*sc->s));
+  if (sc->m == NULL || sc->txt == NULL || sc->s == NULL) {
+    tlc__http_scrape_free(sc);
+    return TLC_ENOMEM;
   }
-  if ((R = runs_new(v->mcache->runs, v->pre, om, &budget, &rc)) == NULL)
-    goto out;
-  tlc_out_init(&s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
+  tlc_out_init(&sc->s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
   for (j = 0; j < ne; j++) {
-    char *q = s->les[j];
+    char *q = sc->s->les[j];
     memcpy(q, ",le=\"", 5);
     q = p_seconds(q + 5, le[j]);
     if (om && le[j] % 1000000000 == 0)
       q = (memcpy(q, ".0", 2), q + 2);
     memcpy(q, "\"} ", 3);
-    s->lel[j] = (size_t)(q + 3 - s->les[j]);
+    sc->s->lel[j] = (size_t)(q + 3 - sc->s->les[j]);
   }
-  for (i = 0; i < n && rc == 0; i++)
-    rc = read_target(v, om, i, &m[i], s, R, &budget);
-  if (rc != 0)
-    goto out;
-  /* the runs are the cache's from now on (the entries' offsets are in them) */
-  tlc__http_runs_unref(v->mcache->runs);
-  v->mcache->runs = R;
-  R = NULL;
-  for (i = 0; i < n && !any; i++)
-    any = m[i].c != NULL && m[i].c->len[0] + m[i].c->len[1] + m[i].c->len[2] > 0;
-  if (any && om && (rc = blk_put(&v->mcache->runs->a[2], "# EOF\n", 6, &budget)) != 0)
-    goto out;
-  o->max = o->len + budget; /* what is left for the rest, written to o */
+  for (int k = 0; k < 3; k++) {
+    sc->famo[k] = sc->fam.len;
+    family(&sc->fam, om, run_family[k][0], run_family[k][1], run_family[k][2]);
+  }
+  sc->famo[3] = sc->fam.len;
+  if (sc->fam.err != 0 || sc->fam.len > sc->budget) {
+    int rc = sc->fam.err != 0 ? sc->fam.err : TLC_ELIMIT;
+    tlc__http_scrape_free(sc);
+    return rc;
+  }
+  sc->budget -= sc->fam.len;
+  *out = sc;
+  return 0;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The daemon's families (before the per-target ones) into o. */
+static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  tlc_http_daemon_info_t di;
   memset(&di, 0, sizeof(di));
   if (v->src.daemon_info != NULL)
     v->src.daemon_info(v->src.ud, &di);
@@ -857,73 +951,204 @@ int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o, tlc__http_runs_
                      (double)ns.publish_cpu_ns / 1e9);
     }
   }
+}
 
-  if (n > 0) {
-    family(o, om, "tlcap_target_connected", "gauge", "1 while the target is connected.");
-    for (i = 0; i < n; i++)
-      tsample(o, "tlcap_target_connected", m[i].name, m[i].info.connected ? 1 : 0);
-#define TFAM(nm, help, field)                                                                      \
-  family(o, om, nm, "counter", help);                                                              \
-  for (i = 0; i < n; i++)                                                                          \
-    tsample(o, nm, m[i].name, m[i].info.field);
-    TFAM("tlcap_target_events_total", "Events processed by the statistics engine.", counters.events)
-    TFAM("tlcap_target_bytes_total", "Bytes received from the target.", counters.bytes)
-    TFAM("tlcap_target_gaps_total",
-         "Gaps in the statistics (disconnects, resyncs, evlog overflows).", counters.gaps)
-    TFAM("tlcap_target_resyncs_total", "Times the decoder lost and regained sync.",
-         counters.resyncs)
-    TFAM("tlcap_target_bytes_skipped_total", "Bytes skipped by resyncs.", counters.bytes_skipped)
-    TFAM("tlcap_target_records_invalid_total", "Records the decoder found invalid.",
-         counters.records_invalid)
-    TFAM("tlcap_target_anomalies_total", "Anomalies counted by the statistics engine.",
-         counters.anomalies)
-    TFAM("tlcap_target_dropped_area_limit_total",
-         "Events dropped because the area, context or memory limit was reached.",
-         counters.dropped_area_limit)
-#undef TFAM
-    for (i = 0; i < n && !m[i].st.has; i++)
-      ;
-    if (i < n) {
-      family(o, om, "tlcap_store_bytes_written_total", "counter",
-             "Bytes of the target written to its segments.");
-      for (i = 0; i < n; i++)
-        if (m[i].st.has)
-          tsample(o, "tlcap_store_bytes_written_total", m[i].name, m[i].st.bytes_written);
+static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
+  sc->state = ST_FAILED;
+  sc->err = rc;
+  tlc__http_metrics_cache_free(v); /* as after any failed scrape: nothing kept */
+}
+
+int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
+                          size_t slice_bytes) {
+  const tlc_ps_provider_t *pv = v->src.pv;
+  uint64_t t0 = now_ns();
+  size_t bytes = 0;
+  int rc;
+  if (sc->state == ST_READ) {
+    size_t now = pv->count(pv->ud);
+    if (now < sc->n) /* cannot happen (indexes are reused, never removed): fewer targets */
+      while (sc->n > now && sc->n > sc->next) {
+        sc->n--;
+        tlc_free(sc->m[sc->n].name);
+        sc->m[sc->n].name = NULL;
+      }
+    if ((rc = cache_size(v, now > sc->n ? now : sc->n)) != 0) {
+      fail(v, sc, rc);
+      return 1;
     }
-    family(o, om, "tlcap_target_areas_not_exported", "gauge",
-           "Code areas without area series (beyond metrics_areas, by net time).");
-    for (i = 0; i < n; i++)
-      tsample(o, "tlcap_target_areas_not_exported", m[i].name,
-              m[i].c != NULL ? m[i].c->not_exported : 0);
+    while (sc->next < sc->n) {
+      size_t r;
+      rc = read_target(v, sc->om, sc->next, &sc->m[sc->next], sc->s, &sc->txt[sc->next], &r,
+                       &sc->budget);
+      if (rc != 0) {
+        fail(v, sc, rc);
+        return 1;
+      }
+      if (sc->txt[sc->next] != NULL)
+        sc->any |=
+            sc->txt[sc->next]->len[0] + sc->txt[sc->next]->len[1] + sc->txt[sc->next]->len[2] > 0;
+      sc->has_store |= sc->m[sc->next].st.has;
+      sc->next++;
+      if (r > 0) {
+        sc->rendered += r;
+        sc->nrendered++;
+      }
+      bytes += r + 64;
+      if (sc->next < sc->n && (bytes >= slice_bytes || now_ns() - t0 >= slice_ns))
+        return 0;
+    }
+    if (sc->any && sc->om) { /* "# EOF" after the area families */
+      if (sc->budget < 6) {
+        fail(v, sc, TLC_ELIMIT);
+        return 1;
+      }
+      sc->budget -= 6;
+    }
+    sc->state = ST_HEAD;
   }
+  if (sc->state == ST_HEAD) {
+    tlc_out_t *o = &sc->head;
+    size_t len0;
+    if (sc->hf < 0) {
+      /* about as large as the previous scrape's: one allocation instead of doublings */
+      size_t hint = v->metrics_hint + v->metrics_hint / 8;
+      o->max = sc->budget > 0 ? sc->budget : 1;
+      if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
+        o->cap = hint;
+      head_daemon(v, sc->om, o);
+      sc->hf = sc->n > 0 ? 0 : TF_N;
+      sc->hi = 0;
+    }
+    len0 = o->len;
+    while (sc->hf < TF_N) {
+      if (sc->hi == 0) {
+        if (sc->hf == TF_STORE && !sc->has_store) {
+          sc->hf++;
+          continue;
+        }
+        family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
+      }
+      while (sc->hi < sc->n) {
+        const mt_t *m = &sc->m[sc->hi++];
+        if (sc->hf != TF_STORE || m->st.has)
+          tsample(o, tfam[sc->hf][0], m->name, tfam_value(m, sc->hf));
+        if ((sc->hi & 63) == 0 && sc->hi < sc->n &&
+            (bytes + (o->len - len0) >= slice_bytes || now_ns() - t0 >= slice_ns))
+          return 0;
+      }
+      sc->hf++;
+      sc->hi = 0;
+    }
+    if (sc->om && !sc->any)
+      tlc_out_puts(o, "# EOF\n");
+    if (o->err != 0) {
+      fail(v, sc, o->err);
+      return 1;
+    }
+    v->metrics_hint = o->len;
+    sc->total = o->len;
+    if (sc->any) {
+      sc->total += sc->fam.len + (sc->om ? 6 : 0);
+      for (size_t i = 0; i < sc->n; i++)
+        if (sc->txt[i] != NULL)
+          sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
+    }
+    sc->state = ST_DONE;
+    if (v->src.stamp == NULL)
+      tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+  }
+  return 1;
+}
 
-  /* the area families follow: R's runs, sent as they are (with "# EOF" after them) */
-  if (om && !any)
-    tlc_out_puts(o, "# EOF\n");
-  rc = o->err;
-  if (rc == 0 && any) {
-    v->mcache->runs->refs++;
-    *runs = v->mcache->runs;
+int tlc__http_scrape_error(const tlc__http_scrape_t *sc) {
+  return sc->state == ST_FAILED ? sc->err : 0;
+}
+
+size_t tlc__http_scrape_len(const tlc__http_scrape_t *sc) {
+  return sc->state == ST_DONE ? sc->total : 0;
+}
+
+void tlc__http_scrape_figures(const tlc__http_scrape_t *sc, size_t *targets, size_t *rendered,
+                              size_t *rendered_bytes) {
+  *targets = sc->n;
+  *rendered = sc->nrendered;
+  *rendered_bytes = sc->rendered;
+}
+
+/* Segment g of the answer (0 the head, then per area family its header and its targets' lines,
+ * then "# EOF" in OpenMetrics), *len bytes; NULL past the end. */
+static const char *segment_of(const tlc__http_scrape_t *sc, size_t g, size_t *len) {
+  size_t per = sc->n + 1, k, j, off = 0;
+  const tblob_t *t;
+  if (g == 0) {
+    *len = sc->head.len;
+    return sc->head.buf;
   }
-out:
-  tlc__http_runs_unref(R);
-  for (i = 0; m != NULL && i < n; i++)
-    tlc_free(m[i].name);
-  tlc_free(m);
-  if (s != NULL) {
-    tlc_free(s->cn);
-    tlc_free(s->pcn);
-    tlc_free(s->pcum);
-    tlc_free(s->phave);
-    tlc_free(s->plabo);
-    tlc_free(s->wx);
-    tlc_free(s->walk);
-    tlc_free(s->wcum);
-    tlc_free(s->wok);
-    tlc_out_fini(&s->lab);
-    tlc_free(s);
+  if (!sc->any)
+    return NULL;
+  g--;
+  if (g == 3 * per && sc->om) {
+    *len = 6;
+    return "# EOF\n";
   }
-  if (v->src.stamp == NULL || rc != 0)
-    tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+  if (g >= 3 * per)
+    return NULL;
+  k = g / per;
+  j = g % per;
+  if (j == 0) {
+    *len = sc->famo[k + 1] - sc->famo[k];
+    return sc->fam.buf + sc->famo[k];
+  }
+  if ((t = sc->txt[j - 1]) == NULL) {
+    *len = 0;
+    return "";
+  }
+  for (size_t q = 0; q < k; q++)
+    off += t->len[q];
+  *len = t->len[k];
+  return t->b + off;
+}
+
+size_t tlc__http_scrape_read(tlc__http_scrape_t *sc, void *dst, size_t cap) {
+  size_t got = 0, len;
+  const char *p;
+  if (sc->state != ST_DONE)
+    return 0;
+  while (got < cap && (p = segment_of(sc, sc->seg, &len)) != NULL) {
+    size_t k = len - sc->soff < cap - got ? len - sc->soff : cap - got;
+    if (k > 0)
+      memcpy((char *)dst + got, p + sc->soff, k);
+    got += k;
+    sc->soff += k;
+    if (sc->soff == len) {
+      sc->seg++;
+      sc->soff = 0;
+    }
+  }
+  return got;
+}
+
+int tlc__http_metrics(tlc__http_view_t *v, int om, tlc_out_t *o) {
+  tlc__http_scrape_t *sc;
+  size_t cap = o->max > o->len ? o->max - o->len : 0, n;
+  char buf[65536];
+  int rc = tlc__http_scrape_start(v, om, cap, &sc);
+  if (rc != 0) {
+    tlc__http_metrics_cache_free(v);
+    return rc;
+  }
+  while (!tlc__http_scrape_step(v, sc, UINT64_MAX, SIZE_MAX))
+    ;
+  if ((rc = tlc__http_scrape_error(sc)) == 0) {
+    while ((n = tlc__http_scrape_read(sc, buf, sizeof(buf))) > 0)
+      tlc_out_write(o, buf, n);
+    rc = o->err;
+  }
+  tlc__http_scrape_free(sc);
   return rc;
+}
+
+int tlc__http_scrape_om(const tlc__http_scrape_t *sc) {
+  return sc->om;
 }

@@ -44,24 +44,21 @@ void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response) {
 
 void tlc__http_resp_fini(tlc__http_resp_t *rs) {
   tlc_out_fini(&rs->body);
-  tlc__http_runs_unref(rs->runs);
-  rs->runs = NULL;
+  tlc__http_scrape_free(rs->scrape);
+  rs->scrape = NULL;
 }
 
 char *tlc__http_resp_take(tlc__http_resp_t *rs, size_t *len) {
-  size_t n = rs->body.len, k, rl;
+  size_t n = rs->body.len, sl;
   char *b;
-  if (rs->runs == NULL)
+  if (rs->scrape == NULL)
     return tlc_out_take(&rs->body, len);
-  if (rs->body.err != 0 || (b = tlc_malloc(n + tlc__http_runs_len(rs->runs) + 1)) == NULL)
+  sl = tlc__http_scrape_len(rs->scrape);
+  if (rs->body.err != 0 || (b = tlc_malloc(n + sl + 1)) == NULL)
     return NULL;
   if (n > 0)
     memcpy(b, rs->body.buf, n);
-  for (k = 0; k < 3; k++) {
-    const char *r = tlc__http_runs_get(rs->runs, (int)k, &rl);
-    memcpy(b + n, r, rl);
-    n += rl;
-  }
+  n += tlc__http_scrape_read(rs->scrape, b + n, sl);
   b[n] = '\0';
   *len = n;
   tlc__http_resp_fini(rs);
@@ -74,8 +71,8 @@ static void body_reset(tlc__http_resp_t *rs) {
   size_t max = rs->body.max < 4096 ? 4096 : rs->body.max;
   tlc_out_fini(&rs->body);
   tlc_out_init(&rs->body, max, NULL, NULL);
-  tlc__http_runs_unref(rs->runs);
-  rs->runs = NULL;
+  tlc__http_scrape_free(rs->scrape);
+  rs->scrape = NULL;
   rs->static_body = NULL;
   rs->static_len = 0;
 }
@@ -357,6 +354,22 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
 }
 
 /* Accept names OpenMetrics (any version; the server writes 1.0.0). */
+/* The answer to a scrape that ended with rc. */
+static void metrics_status(tlc__http_resp_t *rs, int rc, int om) {
+  if (rc != 0)
+    tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "metrics: %s",
+                    rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
+  else
+    rs->ctype = om ? CT_OM : CT_PROM;
+}
+
+void tlc__http_scrape_answer(tlc__http_scrape_t *sc, tlc__http_resp_t *rs) {
+  int rc = tlc__http_scrape_error(sc), om = tlc__http_scrape_om(sc);
+  tlc__http_scrape_free(rs->scrape);
+  rs->scrape = sc;
+  metrics_status(rs, rc, om); /* an error document frees it */
+}
+
 static int wants_openmetrics(const char *accept) {
   return accept != NULL && strstr(accept, "application/openmetrics-text") != NULL;
 }
@@ -402,18 +415,17 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
   if (strcmp(path, "/metrics") == 0) {
     int om = wants_openmetrics(rq->accept);
     int rc;
-    /* a scrape is about as large as the previous one: one allocation instead of doublings */
-    size_t hint = v->metrics_hint + v->metrics_hint / 8;
-    if (hint > 0 && hint <= rs->body.max && rs->body.buf == NULL &&
-        (rs->body.buf = tlc_malloc(hint)) != NULL)
-      rs->body.cap = hint;
-    rc = tlc__http_metrics(v, om, &rs->body, &rs->runs);
-    v->metrics_hint = rs->body.len;
-    if (rc != 0)
-      tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "metrics: %s",
-                      rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
-    else
-      rs->ctype = om ? CT_OM : CT_PROM;
+    if (v->metrics_stream) { /* made in steps by the server, then tlc__http_scrape_answer */
+      rc = tlc__http_scrape_start(v, om, rs->body.max, &rs->scrape);
+      if (rc == 0) {
+        rs->ctype = om ? CT_OM : CT_PROM;
+        return;
+      }
+      tlc__http_metrics_cache_free(v);
+    } else {
+      rc = tlc__http_metrics(v, om, &rs->body);
+    }
+    metrics_status(rs, rc, om);
     return;
   }
   if (strcmp(path, "/api/v1/targets") == 0 || strcmp(path, "/api/v1/targets/") == 0) {

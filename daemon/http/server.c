@@ -58,12 +58,18 @@
  * kernel does not take, and calls back only once that is sent): each turn is a wake-up of the
  * loop once the reader made room, and at 256 KiB those were 0.4 ms of a 5 MB scrape's loop
  * time (bench/RESULTS.md, "/metrics scrape, session 9"). Bytes sent in place (a body past its
- * first LWS_PRE bytes, /metrics' runs) go up to CHUNK at a time; those copied first (an
- * embedded file, a body's first bytes) up to COPY_CHUNK. */
+ * first LWS_PRE bytes) go up to CHUNK at a time; those copied first (an embedded file, a body's
+ * first bytes, a scrape's bytes) up to COPY_CHUNK. */
 #define CHUNK      (1024 * 1024)
 #define COPY_CHUNK (256 * 1024)
 static unsigned char chunk_buf[LWS_PRE + COPY_CHUNK]; /* loop thread only */
-static char uri_buf[65536];                           /* a request's path (loop thread only) */
+
+/* /metrics is made a slice per loop turn (the connection's writable callback, before its
+ * headers): targets are read until a slice has taken SLICE_NS or rendered SLICE_BYTES of area
+ * series (at least one target), so that ingest and other requests run between slices. */
+#define SLICE_NS    1000000u
+#define SLICE_BYTES (1024u * 1024u)
+static char uri_buf[65536]; /* a request's path (loop thread only) */
 
 /* A request body (no path takes one: it gets its error) is read and dropped before the answer
  * up to this size, so that the connection can go on (or close with nothing unread: a close
@@ -120,12 +126,16 @@ struct pss {
   /* HTTP response being sent */
   char *body; /* owned (memory body) */
   const unsigned char *sbody;
-  tlc__http_runs_t *runs; /* owned: sent after body (/metrics), or NULL */
-  size_t len, off;        /* all of it, and sent so far */
-  size_t blen;            /* body's or sbody's part of len */
-  int seg;                /* being sent: 0 body or sbody, 1..3 the runs */
-  size_t soff;            /* sent of segment seg */
-  size_t inflight;        /* counted in st.inflight_bytes */
+  size_t len, off; /* all of it, and sent so far */
+  size_t blen;     /* body's or sbody's part of len */
+  size_t inflight; /* counted in st.inflight_bytes */
+  /* /metrics: the scrape being made (a slice per loop turn), then sent after body; what it
+   * cost the loop: slices, the longest, the longest write */
+  tlc__http_scrape_t *scrape;
+  int scrape_made;
+  unsigned slices, writes;
+  uint64_t slice_max_ns, write_max_ns, scrape_t0; /* wall clock */
+  uint64_t slice_max_cpu, write_max_cpu;          /* the loop thread's CPU time */
   int close_after;
   int await_body;               /* the answer waits for the request body (read and dropped) */
   int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
@@ -205,10 +215,10 @@ static void body_free(pss_t *p) {
   tlc_free(p->body);
   p->body = NULL;
   p->sbody = NULL;
-  tlc__http_runs_unref(p->runs);
-  p->runs = NULL;
-  p->len = p->off = p->blen = p->soff = 0;
-  p->seg = 0;
+  tlc__http_scrape_free(p->scrape);
+  p->scrape = NULL;
+  p->scrape_made = 0;
+  p->len = p->off = p->blen = 0;
   if (h != NULL) {
     h->st.inflight_bytes -= p->inflight;
     h->view.max_response = h->o.max_response;
@@ -331,6 +341,9 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
                                      *end = hdr + sizeof(hdr) - 1;
   int head;
   size_t len;
+  tlc__http_scrape_t *made = p->scrape_made ? p->scrape : NULL; /* a scrape made: answered now */
+  if (made != NULL)
+    p->scrape = NULL;
   body_free(p);
   rq.method = method_of(wsi);
   head = strcmp(rq.method, "HEAD") == 0;
@@ -354,6 +367,8 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
     if (!token_ok(wsi, h, path, &delay)) {
       /* SPEC 8: an error and nothing else (no target names, no counters) */
       tlc__http_error(&rs, 401, "a token is needed: Authorization: Bearer TOKEN");
+      tlc__http_scrape_free(made);
+      made = NULL;
       if (delay > 0 && !p->deny) {
         /* the token module's delay for a peer that keeps failing: answered later */
         tlc__http_resp_fini(&rs);
@@ -361,6 +376,9 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
         lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
         return 0;
       }
+    } else if (made != NULL) {
+      tlc__http_scrape_answer(made, &rs);
+      made = NULL;
     } else if (p->pending != NULL) { /* range statistics computed: answered now */
       tlc__http_pending_answer(&h->view, p->pending, &rs);
       tlc__http_pending_free(p->pending);
@@ -372,6 +390,17 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
         tlc__http_resp_fini(&rs);
         lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
         tlc__http_pending_wait(p->pending, pending_wake, wsi);
+        return 0;
+      }
+      if (rs.scrape != NULL) { /* /metrics: made a slice per loop turn, answered once made */
+        p->scrape = rs.scrape;
+        rs.scrape = NULL;
+        tlc__http_resp_fini(&rs);
+        p->slices = p->writes = 0;
+        p->slice_max_ns = p->write_max_ns = p->slice_max_cpu = p->write_max_cpu = 0;
+        p->scrape_t0 = uv_hrtime();
+        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
+        lws_callback_on_writable(wsi);
         return 0;
       }
     }
@@ -387,19 +416,20 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
     len = rs.static_len;
   } else {
     p->body = tlc_out_take(&rs.body, &len);
-    if (p->body == NULL) /* nothing written (cannot happen: errors have a body) */
+    if (p->body == NULL) /* nothing written (a scrape's answer is all in the scrape) */
       len = 0;
-    else if (rs.runs != NULL) { /* /metrics' area series: sent from where they are */
-      p->runs = rs.runs;
-      rs.runs = NULL;
+    if (rs.scrape != NULL) { /* /metrics: its bytes read out of it as they are sent */
+      p->scrape = rs.scrape;
+      p->scrape_made = 1;
+      rs.scrape = NULL;
     }
   }
   tlc__http_resp_fini(&rs);
   p->blen = len;
-  if (p->runs != NULL)
-    len += tlc__http_runs_len(p->runs);
+  if (p->scrape != NULL)
+    len += tlc__http_scrape_len(p->scrape);
   p->len = len;
-  p->inflight = p->body != NULL ? len : 0;
+  p->inflight = p->body != NULL || p->scrape != NULL ? len : 0;
   h->st.inflight_bytes += p->inflight;
   /* A body over BODY_MAX or of unknown length is not read: the connection closes after the
    * answer (the close can then be a reset; a body read and dropped leaves nothing behind). */
@@ -427,60 +457,95 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   return 0;
 }
 
-/* Segment k of p's answer (0: body or sbody, 1..3: the runs), *n bytes; in place: the
- * LWS_PRE bytes before it are ours to write over while lws_write runs. */
-static const unsigned char *segment(const pss_t *p, int k, size_t *n, int *in_place) {
-  if (k == 0) {
-    *n = p->blen;
-    *in_place = p->body != NULL;
-    return p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
-  }
-  *in_place = p->h->view.pre >= LWS_PRE; /* the runs have view.pre bytes before them */
-  return (const unsigned char *)tlc__http_runs_get(p->runs, k - 1, n);
+/* CPU time of the calling thread (the loop's): what the live messages and scrapes cost it. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The log line of a scrape sent: what it cost the loop. */
+static void scrape_done(pss_t *p) {
+  size_t nt, nr, rb;
+  tlc__http_scrape_figures(p->scrape, &nt, &nr, &rb);
+  say(p->h, 7,
+      "http: /metrics: %zu bytes in %.1f ms, %zu targets (%zu rendered, %zu bytes); %u "
+      "slices, longest %.3f ms (CPU %.3f ms); %u writes, longest %.3f ms (CPU %.3f ms)",
+      p->len, (double)(uv_hrtime() - p->scrape_t0) / 1e6, nt, nr, rb, p->slices,
+      (double)p->slice_max_ns / 1e6, (double)p->slice_max_cpu / 1e6, p->writes,
+      (double)p->write_max_ns / 1e6, (double)p->write_max_cpu / 1e6);
 }
 
 static int send_chunk(struct lws *wsi, pss_t *p) {
   unsigned char *buf = chunk_buf, save[LWS_PRE];
-  const unsigned char *src;
-  size_t n, sn;
-  int last, in_place, w;
+  const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
+  size_t n;
+  int last, w;
+  uint64_t t0 = uv_hrtime(), c0 = p->scrape != NULL ? thread_cpu_ns() : 0;
   if (p->len == 0)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
-  src = segment(p, p->seg, &sn, &in_place);
-  while (p->soff >= sn && p->seg < 3 && p->runs != NULL) { /* the next segment with bytes */
-    p->seg++;
-    p->soff = 0;
-    src = segment(p, p->seg, &sn, &in_place);
-  }
-  n = sn - p->soff < CHUNK ? sn - p->soff : CHUNK;
-  last = p->off + n >= p->len;
-  if (in_place && (p->seg > 0 || p->soff >= LWS_PRE)) {
-    /* lws may write its framing into the LWS_PRE bytes before: bytes already sent, or the
-     * runs' (shared, kept for the next scrape): restored after the write */
-    buf = (unsigned char *)src + p->soff - LWS_PRE;
+  if (p->off >= p->blen) {
+    /* the scrape's bytes, read out of it into the chunk buffer (its pieces are shared), at
+     * most COPY_CHUNK a turn: a write of 1 MiB could hold the loop for over 2 ms */
+    n = tlc__http_scrape_read(p->scrape, chunk_buf + LWS_PRE, COPY_CHUNK);
+  } else if (p->body != NULL && p->off >= LWS_PRE) {
+    /* in place: lws may write its framing into the LWS_PRE bytes before (sent already) */
+    n = p->blen - p->off < CHUNK ? p->blen - p->off : CHUNK;
+    buf = (unsigned char *)p->body + p->off - LWS_PRE;
     memcpy(save, buf, LWS_PRE);
   } else {
-    if (n > COPY_CHUNK) {
-      n = COPY_CHUNK;
-      last = p->off + n >= p->len;
-    }
-    memcpy(buf + LWS_PRE, src + p->soff, n);
+    n = p->blen - p->off < COPY_CHUNK ? p->blen - p->off : COPY_CHUNK;
+    memcpy(buf + LWS_PRE, src + p->off, n);
   }
+  last = p->off + n >= p->len;
+  if (n == 0)
+    return -1; /* cannot happen: a scrape as long as it said */
   w = lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP);
   if (buf != chunk_buf)
     memcpy(buf, save, LWS_PRE);
   if (w != (int)n)
     return -1;
   p->off += n;
-  p->soff += n;
+  if (p->scrape != NULL) {
+    uint64_t d = uv_hrtime() - t0, c = thread_cpu_ns() - c0;
+    p->writes++;
+    if (d > p->write_max_ns)
+      p->write_max_ns = d;
+    if (c > p->write_max_cpu)
+      p->write_max_cpu = c;
+  }
   if (!last) {
     lws_callback_on_writable(wsi);
     return 0;
   }
+  if (p->scrape != NULL)
+    scrape_done(p);
   body_free(p);
   if (p->close_after)
     return -1;
   return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* One slice of the scrape being made; once made, its answer. 0, or -1 to close. */
+static int scrape_slice(struct lws *wsi, pss_t *p) {
+  uint64_t t0 = uv_hrtime(), c0 = thread_cpu_ns(), d, c;
+  int made = tlc__http_scrape_step(&p->h->view, p->scrape, SLICE_NS, SLICE_BYTES);
+  const char *uri;
+  d = uv_hrtime() - t0;
+  c = thread_cpu_ns() - c0;
+  p->slices++;
+  if (d > p->slice_max_ns)
+    p->slice_max_ns = d;
+  if (c > p->slice_max_cpu)
+    p->slice_max_cpu = c;
+  if (!made) {
+    lws_callback_on_writable(wsi);
+    return 0;
+  }
+  p->scrape_made = 1;
+  uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
+  return respond(wsi, p, uri != NULL ? uri : "/metrics");
 }
 
 /* ---- live WebSocket ---- */
@@ -499,14 +564,6 @@ static void ws_unlink(pss_t *p) {
   p->is_ws = 0;
   h->st.websockets--;
   h->view.websockets = h->st.websockets;
-}
-
-/* CPU time of the calling thread (the loop's): what the live messages cost it. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int ws_send(struct lws *wsi, pss_t *p) {
@@ -756,6 +813,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
       return respond(wsi, p, uri != NULL ? uri : "/api/");
     }
+    if (p->scrape != NULL && !p->scrape_made) /* /metrics: the next slice */
+      return scrape_slice(wsi, p);
     if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
       const char *uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
       return respond(wsi, p, uri != NULL ? uri : "/api/");
@@ -962,8 +1021,8 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.version = o->version;
   h->view.max_response = o->max_response;
   h->view.st = &h->st;
-  h->live.pre = LWS_PRE; /* the live messages leave room for the frame header */
-  h->view.pre = LWS_PRE; /* and /metrics' runs, sent in place */
+  h->live.pre = LWS_PRE;      /* the live messages leave room for the frame header */
+  h->view.metrics_stream = 1; /* /metrics made a slice per loop turn (scrape_slice) */
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);
