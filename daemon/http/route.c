@@ -11,8 +11,11 @@
  *                                   by the provider's history hook: the response is pending
  *                                   (tlc__http_pending_t) until the query is done
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
- * Only GET (and HEAD, answered by the server as GET without a body) is served; anything else is
- * 405 with Allow. Every error is a JSON document {"error": {"status": N, "message": "..."}}.
+ * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
+ * gives (libwebsockets decoded it once; nothing is decoded again: a '%' left is a 400), the
+ * same the token rule reads (tlc__http_public). Only GET (and HEAD, answered by the server as
+ * GET without a body) is served; anything else is 405 with Allow. Every error is a JSON
+ * document {"error": {"status": N, "message": "..."}}.
  *
  * Pure: reads the daemon only through the view's tlc_http_src_t; no I/O, no libwebsockets
  * (tests/fuzz/fuzz_http.c calls it directly). Every body goes into one capped tlc_out_t.

@@ -5,6 +5,11 @@
  * libwebsockets-evlib_uv.so of Debian's libwebsockets-evlib-uv, loaded by lws_create_context).
  * No thread of its own: every callback below runs on the loop thread, between ingest reads.
  *
+ * Access: every request's Host must name this daemon (else 421) and a live WebSocket's Origin
+ * be its own or a configured one (route.c's tlc__http_host_ok / tlc__http_origin_ok); with a
+ * token, everything but the embedded files needs it, judged on the path the router reads
+ * (tlc__http_public and tlc__http_route both take it from tlc__http_path).
+ *
  * Requests: one protocol handles both HTTP and the live WebSocket, so a page that names no
  * subprotocol and one that names "tlcap-live" land in the same place. LWS_CALLBACK_HTTP
  * answers through route.c into a bounded memory body (or an embedded file, without a copy),
@@ -19,7 +24,9 @@
  *
  * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
  * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
- * past max_connections; lws's own fd table has some room beyond it (fd_limit_per_thread), so
+ * past max_connections, or past max_per_address from one peer address (peers.h: the slot taken
+ * at accept is tied to the wsi lws creates next, WSI_CREATE, and given back at its
+ * WSI_DESTROY); lws's own fd table has some room beyond it (fd_limit_per_thread), so
  * that a flood is accepted and closed at once rather than left in the kernel's backlog. Request
  * headers are capped by max_http_header_data (an oversized request is refused by lws), the time to
  * send them by lws's header timeouts (slowloris). A response over max_response, or one that would
@@ -103,6 +110,7 @@ struct tlc_http {
   pss_t *ws;                   /* live WebSockets */
   tlc__http_live_cache_t live; /* their messages' shared pieces */
   int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
+  int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
   tlc_peers_t peers;           /* connections per peer address (max_per_address) */
   size_t accepted_slot;        /* peers slot of the connection just accepted, for its WSI_CREATE */
   struct conn_slot {
@@ -111,7 +119,6 @@ struct tlc_http {
   } * cslots; /* the counted connections' slots, given back at WSI_DESTROY */
   size_t ncslots, capcslots;
   char hosts[1024], origins[1024]; /* http_hosts, http_origins (copied) */
-  int64_t nwsi_base;               /* ... of them lws's own (listener, event pipe) */
   int closing;
   void (*close_cb)(void *);
   void *close_ud;
@@ -734,16 +741,17 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       if (h->ncslots == h->capcslots) {
         size_t nc = h->capcslots ? h->capcslots * 2 : 64;
         struct conn_slot *n = tlc_realloc(h->cslots, nc * sizeof(*n));
-        if (n == NULL) {
-          tlc_peers_release(&h->peers, h->accepted_slot);
-          h->accepted_slot = TLC_PEERS_NONE;
-          return -1; /* out of memory: this connection is not served */
+        if (n != NULL) {
+          h->cslots = n;
+          h->capcslots = nc;
         }
-        h->cslots = n;
-        h->capcslots = nc;
       }
-      h->cslots[h->ncslots].wsi = wsi;
-      h->cslots[h->ncslots++].slot = h->accepted_slot;
+      if (h->ncslots < h->capcslots) {
+        h->cslots[h->ncslots].wsi = wsi;
+        h->cslots[h->ncslots++].slot = h->accepted_slot;
+      } else { /* out of memory: the connection goes on, not counted for its address */
+        tlc_peers_release(&h->peers, h->accepted_slot);
+      }
       h->accepted_slot = TLC_PEERS_NONE;
     }
     h->nwsi++;

@@ -22,6 +22,7 @@ import ssl
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -395,9 +396,13 @@ def test_other_origin_in_chromium(d):
     """A page the user opens elsewhere: on another port of this host, and served under a name
     that resolves to loopback (DNS rebinding: the page and the dashboard then share an origin
     as far as the browser knows), it must read nothing of the dashboard's data."""
+    # Chromium's own directory (profile, log) apart: its helper processes may still write
+    # into the profile for a moment after it exits
+    bd = tempfile.mkdtemp(prefix="tlc-chromium.")
     try:
-        b = cdp.Browser(d, ["--host-resolver-rules=MAP evil.example 127.0.0.1"])
+        b = cdp.Browser(bd, ["--host-resolver-rules=MAP evil.example 127.0.0.1"])
     except FileNotFoundError:
+        shutil.rmtree(bd, ignore_errors=True)
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
     port, hport = D.free_port(), D.free_port()
@@ -438,6 +443,7 @@ def test_other_origin_in_chromium(d):
         s.close()
     finally:
         b.close()
+        shutil.rmtree(bd, ignore_errors=True)
         att.close()
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
