@@ -122,7 +122,9 @@ def main():
     port, sport = B.free_port(), B.free_port()
     dm = B.Daemon(a.build, d, ["--listen", "bench=bin11@127.0.0.1:%d" % port, "--no-store",
                                "--serve", "127.0.0.1:%d" % sport,
-                               "--state-dir", os.path.join(d, "state")])
+                               "--state-dir", os.path.join(d, "state"),
+                               # every subscriber comes from 127.0.0.1
+                               "--max-per-address", "0"])
     base, stalled, ratios, fill = [], [], [], []
     try:
         I.daemon_run(io, a, dm, port, 1)  # warm-up: creates the target and its rows

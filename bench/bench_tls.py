@@ -115,7 +115,9 @@ def main():
             iport, sport = B.free_port(), B.free_port()
             dm = B.Daemon(a.build, dd, ["--listen", "bench=bin11@127.0.0.1:%d" % iport,
                                         "--no-store", "--serve", "127.0.0.1:%d" % sport,
-                                        "--state-dir", os.path.join(dd, "state")] + extra)
+                                        "--state-dir", os.path.join(dd, "state"),
+                                        # every subscriber comes from 127.0.0.1
+                                        "--max-per-address", "0"] + extra)
             daemons[kind] = (dm, iport, sport)
             B.run_child([io, "send", "127.0.0.1:%d" % iport, "--mib", "64"], 300)  # warm-up
         kinds = ("plain", "tls", "none")

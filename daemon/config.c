@@ -426,6 +426,9 @@ static const dkey_t dkeys[] = {
   { "http", K_ADDR, OFF(http), FSZ(http), 0 },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
   { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000 },
+  { "http_hosts", K_STR, OFF(http_hosts), FSZ(http_hosts), 0 },
+  { "http_origins", K_STR, OFF(http_origins), FSZ(http_origins), 0 },
+  { "max_per_address", K_SIZE, OFF(max_per_address), FSZ(max_per_address), 1000000 },
   /* remote access (SPEC 8; daemon/auth) */
   { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0 },
   { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0 },
@@ -1109,6 +1112,7 @@ int tlc_config_init(tlc_config_t *c) {
   snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
   c->metrics_areas = 20;
   c->http_max_connections = 64;
+  c->max_per_address = 16;
   c->nats_interval_ms = 1000;
   c->nats_full_interval_ms = 60000;
   c->nats_buffer = 8ull << 20;
@@ -1486,15 +1490,7 @@ int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_
 }
 
 int tlc_config_is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (strcmp(host, "localhost") == 0)
-    return 1;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-  return 0; /* a name: it may resolve to anything */
+  return tlc_auth_host_is_loopback(host);
 }
 
 /* SPEC 8: the token file is readable only by its owner and not empty; a port beyond loopback

@@ -144,6 +144,10 @@ typedef struct tlc_config {
   char http[TLC_CFG_HOST + 8]; /* "HOST:PORT" ("" = off; default TLC_DEFAULT_HTTP_ADDR) */
   uint32_t metrics_areas;      /* area series per target on /metrics (default 20) */
   size_t http_max_connections; /* HTTP + WebSocket connections at once (default 64) */
+  char http_hosts[1024];       /* names the HTTP port answers to besides loopback and its address */
+  char http_origins[1024];     /* origins whose pages may open the live WebSocket besides its own */
+  size_t max_per_address;      /* connections at once from one peer address, per port (HTTP, the
+                                  subscriber port; default 16; 0: no cap) */
   /* Remote access (SPEC 8, daemon/auth): "" = off */
   char token_file[TLC_CFG_PATH]; /* the shared secret's file */
   char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */

@@ -877,6 +877,9 @@ static int http_start(tlc_wiring_t *w) {
   ho.host = host;
   ho.port = port;
   ho.max_connections = c->http_max_connections;
+  ho.max_per_address = c->max_per_address;
+  ho.hosts = c->http_hosts;
+  ho.origins = c->http_origins;
   ho.metrics_areas = c->metrics_areas;
   ho.start_unix_ms = tlc_now_unix_ms();
   ho.version = TLC_VERSION;
@@ -945,6 +948,8 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
       goto fail;
     }
+    if (w->tls != NULL && tlc_tls_check_dates(w->tls, why, sizeof(why)) == 1)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "%s: clients will refuse it", why);
   }
   if (d->cfg.store) {
     tlc_store_opts_t so;
@@ -1023,6 +1028,7 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
     po.log_ud = w;
     po.auth = w->auth;
     po.tls = w->tls;
+    po.max_per_address = d->cfg.max_per_address;
     r = tlc_pubsub_new(d->loop, &po, &pv->ps, &w->ps);
     if (r != 0) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscriber server: %s", tlc_strerror(r));
@@ -1182,6 +1188,8 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
           both = w->http != NULL;
         tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: certificate %s and key reloaded%s",
                 c->tls_cert, both ? " (the HTTP port's too)" : "");
+        if (tlc_tls_check_dates(w->tls, why, sizeof(why)) == 1)
+          tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "reload: %s: clients will refuse it", why);
       }
     } else if (w->tls != NULL || c->tls_cert[0] != '\0') {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,

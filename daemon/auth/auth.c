@@ -15,6 +15,7 @@
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #define PEER_LEN 64
@@ -256,4 +258,16 @@ void tlc_auth_free(tlc_auth_t *a) {
   tlc_free(a->peers);
   tlc_free(a->path);
   tlc_free(a);
+}
+
+int tlc_auth_host_is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (strcmp(host, "localhost") == 0)
+    return 1;
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  return 0; /* a name: it may resolve to anything */
 }

@@ -18,9 +18,11 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 struct tlc_tls {
   pthread_mutex_t mu;
@@ -111,6 +113,41 @@ int tlc_tls_reload(tlc_tls_t *t, char *err, size_t errlen) {
   pthread_mutex_unlock(&t->mu);
   SSL_CTX_free(old); /* sessions made from it hold their own reference */
   return 0;
+}
+
+/* An ASN1_TIME as "YYYY-MM-DDTHH:MM:SSZ" into buf ("?" when it cannot be read). */
+static void asn1_date(const ASN1_TIME *a, char *buf, size_t len) {
+  struct tm tm;
+  if (a == NULL || ASN1_TIME_to_tm(a, &tm) != 1 ||
+      strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    snprintf(buf, len, "?");
+}
+
+int tlc_tls_check_dates(tlc_tls_t *t, char *why, size_t whylen) {
+  SSL_CTX *c = tlc_tls_ctx(t);
+  X509 *x = c != NULL ? SSL_CTX_get0_certificate(c) : NULL;
+  const ASN1_TIME *nb, *na;
+  char from[32], to[32];
+  int r = -1;
+  if (x != NULL) {
+    nb = X509_get0_notBefore(x);
+    na = X509_get0_notAfter(x);
+    asn1_date(nb, from, sizeof(from));
+    asn1_date(na, to, sizeof(to));
+    r = 0;
+    if (X509_cmp_current_time(nb) > 0) {
+      snprintf(why, whylen, "TLS: certificate %s is not valid yet: valid from %s to %s", t->cert,
+               from, to);
+      r = 1;
+    } else if (X509_cmp_current_time(na) < 0) {
+      snprintf(why, whylen, "TLS: certificate %s has expired: valid from %s to %s", t->cert, from,
+               to);
+      r = 1;
+    }
+  }
+  ERR_clear_error();
+  SSL_CTX_free(c);
+  return r;
 }
 
 const char *tlc_tls_cert_path(const tlc_tls_t *t) {

@@ -36,6 +36,12 @@ int tlc_tls_new(const char *cert, const char *key, tlc_tls_t **out, char *err, s
  * Returns 0 or a negative error. */
 int tlc_tls_reload(tlc_tls_t *t, char *err, size_t errlen);
 
+/* Checks the loaded certificate's (the chain's first) validity dates against the clock: 0 when
+ * it is valid now, 1 when it has expired or is not valid yet (why: "TLS: certificate FILE has
+ * expired: valid from 2025-01-01T00:00:00Z to 2025-02-01T00:00:00Z"; "is not valid yet"), -1
+ * when there is none. The daemon warns at start and on reload: a client refuses it. */
+int tlc_tls_check_dates(tlc_tls_t *t, char *why, size_t whylen);
+
 /* The paths given to tlc_tls_new (owned by t). */
 const char *tlc_tls_cert_path(const tlc_tls_t *t);
 const char *tlc_tls_key_path(const tlc_tls_t *t);

@@ -61,7 +61,7 @@ void tlc__http_scrape_free(tlc__http_scrape_t *sc); /* NULL: nothing */
 
 typedef struct tlc__http_req {
   const char *method; /* "GET", "POST", ... */
-  const char *path;   /* as received, percent-encoded, without the query */
+  const char *path;   /* as libwebsockets gives it, without the query (tlc__http_path) */
   const char *query;  /* after '?', or "" */
   const char *accept; /* Accept header or "" */
 } tlc__http_req_t;
@@ -112,9 +112,36 @@ void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...)
 #endif
     ;
 
-/* Decodes percent-escapes of s[0..n) into out (cap outlen, NUL-terminated). Returns the
- * length, or -1 for a bad escape, a NUL byte or an output too long. */
-long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen);
+#define TLC_HTTP_PATH_MAX 511 /* bytes of a path the router reads (longer: 400) */
+
+/* THE path of a request, as the token rule (tlc__http_public) and the router
+ * (tlc__http_route) both read it; neither looks at a path any other way. `in` is the path
+ * libwebsockets gives: percent-decoded once, its "." and ".." segments resolved and "//"
+ * collapsed (on the decoded bytes: "%2F" is a '/', so "lab%2Fapp-42" is "lab/app-42").
+ * Nothing is decoded again: a '%' left (a path encoded twice, "/%2561pi"), a byte below 0x20
+ * or 0x7f, a path not starting with '/', or a "//", "." or ".." segment (what libwebsockets
+ * resolved cannot be there) make it -1 (the router's 400). Else the path is copied into out
+ * (outlen bytes with its NUL; longer: -1) and its length returned. */
+long tlc__http_path(const char *in, char *out, size_t outlen);
+
+/* 1 when the request path `in` (as tlc__http_path takes it) is one of the page's embedded
+ * files, the only answers given without a token; 0 for everything else (the API, /metrics,
+ * the live WebSocket, unknown and bad paths: with a token file, all need the token). */
+int tlc__http_public(const char *in);
+
+/* DNS rebinding: 1 when `host` (a Host header, HOST[:PORT] or [IPv6][:PORT]; NULL: none was
+ * sent) names this daemon: a loopback name or address (tlc_auth_host_is_loopback), `bound`
+ * (the address the port is bound to), `local` (the address the connection reached, for a
+ * port bound to a wildcard address), or one of `names` (http_hosts: names separated by commas
+ * or blanks), case aside; a name's final root dot is ignored. Else 0 (421). */
+int tlc__http_host_ok(const char *host, const char *bound, const char *local, const char *names);
+
+/* A WebSocket handshake's Origin (NULL: none, not a browser): 1 when it is the daemon's own
+ * scheme://HOST (scheme http, or https with `tls`; HOST the request's Host header, which
+ * tlc__http_host_ok accepted), or one of `origins` (http_origins, exact origins separated by
+ * commas or blanks, case aside). Else 0: a page of another origin may not read the live
+ * data. */
+int tlc__http_origin_ok(const char *origin, int tls, const char *host, const char *origins);
 
 /* /metrics made whole into o (a scrape run to its end at once), within o's cap;
  * `openmetrics` 1: OpenMetrics 1.0, else text 0.0.4. Returns 0 or the output's error

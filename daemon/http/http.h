@@ -82,6 +82,9 @@ typedef struct tlc_http_opts {
   const char *host;       /* address to bind (copied) */
   uint16_t port;          /* 0: any free port (tlc_http_port tells which) */
   size_t max_connections; /* HTTP and WebSocket connections at once (default 64) */
+  size_t max_per_address; /* ... of them from one peer address (0, the default: no cap; the
+                             daemon's max_per_address: 16). Past it a connection is closed at
+                             accept, as past max_connections */
   size_t max_header;      /* bytes of a request's headers (default 4096) */
   size_t max_response;    /* bytes of one response (default 64 MiB; more: 503) */
   size_t max_inflight;    /* bytes of all responses being sent (default 256 MiB; more: 503) */
@@ -95,6 +98,12 @@ typedef struct tlc_http_opts {
    * a peer that keeps failing), and a live WebSocket is sent nothing before its first message
    * "token TOKEN" (a wrong one closes it, 1008). The page's files need no token. */
   tlc_auth_t *auth;
+  /* DNS rebinding and other origins' pages: a request whose Host is not a loopback name or
+   * address, the bound address, the address the connection reached, or one of `hosts` (names
+   * separated by commas or blanks; NULL: none) is answered 421; a live WebSocket handshake
+   * whose Origin is present and neither scheme://Host nor one of `origins` is refused. Both
+   * copied (at most 1023 bytes each). */
+  const char *hosts, *origins;
   const char *tls_cert, *tls_key; /* PEM files: the port speaks TLS (read at creation; a new
                                      pair by tlc_http_reload_tls; NULL or "": plain HTTP) */
   void (*log)(void *ud, int level, const char *msg); /* syslog levels as log.h; may be NULL */
@@ -106,18 +115,20 @@ typedef struct tlc_http_opts {
 
 /* Counters of the server (tlc_http_get_stats). */
 typedef struct tlc_http_stats {
-  uint64_t requests;     /* HTTP requests answered */
-  uint64_t errors;       /* answered with a 4xx/5xx status */
-  uint64_t refused;      /* connections refused: max_connections reached */
-  uint64_t busy;         /* 503: response over max_response or max_inflight */
-  uint64_t ws_messages;  /* live messages sent */
-  uint64_t ws_cpu_ns;    /* loop thread CPU time building and writing live messages */
-  uint64_t ws_coalesced; /* live updates merged into a later one (slow reader) */
-  uint64_t ws_bad;       /* live connections closed for a bad message */
-  uint64_t auth_failed;  /* requests and live sockets refused for a missing or wrong token */
-  size_t connections;    /* open now */
-  size_t websockets;     /* live WebSockets open now */
-  size_t inflight_bytes; /* response bytes not yet sent */
+  uint64_t requests;        /* HTTP requests answered */
+  uint64_t errors;          /* answered with a 4xx/5xx status */
+  uint64_t refused;         /* connections refused: max_connections or max_per_address reached */
+  uint64_t refused_address; /* ... of them: the peer address had max_per_address */
+  uint64_t misdirected;     /* 421 (Host not this daemon's) and live handshakes of another origin */
+  uint64_t busy;            /* 503: response over max_response or max_inflight */
+  uint64_t ws_messages;     /* live messages sent */
+  uint64_t ws_cpu_ns;       /* loop thread CPU time building and writing live messages */
+  uint64_t ws_coalesced;    /* live updates merged into a later one (slow reader) */
+  uint64_t ws_bad;          /* live connections closed for a bad message */
+  uint64_t auth_failed;     /* requests and live sockets refused for a missing or wrong token */
+  size_t connections;       /* open now */
+  size_t websockets;        /* live WebSockets open now */
+  size_t inflight_bytes;    /* response bytes not yet sent */
 } tlc_http_stats_t;
 
 /* Fills the defaults (no address). */
@@ -156,7 +167,8 @@ void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud);
  * start-up failure) runs the loop until this is 0 first. */
 int tlc_http_closing(void);
 
-/* 1 when `host` is a loopback address (127.0.0.0/8, ::1, localhost). */
+/* 1 when `host` is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x, localhost):
+ * tlc_auth_host_is_loopback. */
 int tlc_http_host_is_loopback(const char *host);
 
 #endif

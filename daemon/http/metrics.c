@@ -888,8 +888,15 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
            "HTTP requests answered with a 4xx or 5xx status.");
     tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", v->st->errors);
     family(o, om, "tlcap_http_refused_total", "counter",
-           "Connections refused at accept: http_max_connections reached.");
+           "Connections refused at accept: http_max_connections or max_per_address reached.");
     tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", v->st->refused);
+    family(o, om, "tlcap_http_refused_address_total", "counter",
+           "Connections refused at accept because their peer address had max_per_address.");
+    tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", v->st->refused_address);
+    family(o, om, "tlcap_http_misdirected_total", "counter",
+           "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
+           "handshakes refused for their Host or Origin.");
+    tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", v->st->misdirected);
     family(o, om, "tlcap_http_busy_total", "counter",
            "Responses refused with 503: over the response size or in-flight byte limits.");
     tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", v->st->busy);

@@ -11,14 +11,18 @@
  *                                   by the provider's history hook: the response is pending
  *                                   (tlc__http_pending_t) until the query is done
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
- * Only GET (and HEAD, answered by the server as GET without a body) is served; anything else is
- * 405 with Allow. Every error is a JSON document {"error": {"status": N, "message": "..."}}.
+ * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
+ * gives (libwebsockets decoded it once; nothing is decoded again: a '%' left is a 400), the
+ * same the token rule reads (tlc__http_public). Only GET (and HEAD, answered by the server as
+ * GET without a body) is served; anything else is 405 with Allow. Every error is a JSON
+ * document {"error": {"status": N, "message": "..."}}.
  *
  * Pure: reads the daemon only through the view's tlc_http_src_t; no I/O, no libwebsockets
  * (tests/fuzz/fuzz_http.c calls it directly). Every body goes into one capped tlc_out_t.
  */
 #include "http-int.h"
 
+#include "auth.h"
 #include "dec.h"
 #include "history.h"
 #include "json.h"
@@ -30,11 +34,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define TLC_HTTP_NAME_MAX 128 /* target.h TLC_TARGET_NAME_MAX */
 #define CT_JSON           "application/json; charset=utf-8"
 #define CT_PROM           "text/plain; version=0.0.4; charset=utf-8"
 #define CT_OM             "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+static const tlc__http_asset_t *asset(const char *path);
 
 void tlc__http_resp_init(tlc__http_resp_t *rs, size_t max_response) {
   memset(rs, 0, sizeof(*rs));
@@ -92,33 +99,105 @@ void tlc__http_error(tlc__http_resp_t *rs, int status, const char *fmt, ...) {
   tlc_out_puts(&rs->body, "}}\n");
 }
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
+long tlc__http_path(const char *in, char *out, size_t outlen) {
+  size_t n = strlen(in);
+  if (n == 0 || in[0] != '/' || n + 1 > outlen)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (c == '%' || c < 0x20 || c == 0x7f)
+      return -1; /* an escape left after decoding (encoded twice), a control byte */
+    if (c == '/') {
+      const char *g = in + i + 1; /* the next segment */
+      size_t gl = strcspn(g, "/");
+      if ((gl == 0 && g[0] == '/') || (gl == 1 && g[0] == '.') ||
+          (gl == 2 && g[0] == '.' && g[1] == '.'))
+        return -1; /* "//", "." or "..": libwebsockets resolves them; none is left */
+    }
+  }
+  memcpy(out, in, n + 1);
+  return (long)n;
 }
 
-long tlc__http_unescape(const char *s, size_t n, char *out, size_t outlen) {
-  size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    int c = (unsigned char)s[i];
-    if (c == '%') {
-      int a, b;
-      if (i + 2 >= n || (a = hexval(s[i + 1])) < 0 || (b = hexval(s[i + 2])) < 0)
-        return -1;
-      c = a * 16 + b;
-      i += 2;
-    }
-    if (c == 0 || k + 1 >= outlen)
+int tlc__http_public(const char *in) {
+  char path[TLC_HTTP_PATH_MAX + 1];
+  return tlc__http_path(in, path, sizeof(path)) >= 0 && asset(path) != NULL;
+}
+
+/* The host part of a Host header or of an origin's authority ("[::1]:7480" -> "::1",
+ * "Lab1:80" -> "Lab1") into out; -1 when it is not HOST[:PORT] with a numeric port. */
+static int host_part(const char *v, size_t n, char *out, size_t outlen) {
+  const char *end = v + n, *h = v, *he, *port = NULL;
+  if (n > 0 && v[0] == '[') {
+    he = memchr(v, ']', n);
+    if (he == NULL)
       return -1;
-    out[k++] = (char)c;
+    h = v + 1;
+    if (he + 1 < end) {
+      if (he[1] != ':')
+        return -1;
+      port = he + 2;
+    }
+  } else {
+    const char *c = memchr(v, ':', n);
+    he = c != NULL ? c : end;
+    if (c != NULL) {
+      if (memchr(c + 1, ':', (size_t)(end - c - 1)) != NULL)
+        return -1; /* an IPv6 address without brackets */
+      port = c + 1;
+    }
   }
-  out[k] = '\0';
-  return (long)k;
+  if (port != NULL) {
+    if (port == end || (size_t)(end - port) > 5)
+      return -1;
+    for (const char *q = port; q < end; q++)
+      if (*q < '0' || *q > '9')
+        return -1;
+  }
+  if (he == h || (size_t)(he - h) >= outlen)
+    return -1;
+  memcpy(out, h, (size_t)(he - h));
+  out[he - h] = '\0';
+  return 0;
+}
+
+/* 1 when `list` (names separated by commas or blanks) holds `s` (n bytes), case aside. */
+static int in_list(const char *list, const char *s, size_t n) {
+  static const char sep[] = ", \t";
+  while (list != NULL && *list != '\0') {
+    size_t k;
+    list += strspn(list, sep);
+    k = strcspn(list, sep);
+    if (k > 0 && k == n && strncasecmp(list, s, n) == 0)
+      return 1;
+    list += k;
+  }
+  return 0;
+}
+
+int tlc__http_host_ok(const char *host, const char *bound, const char *local, const char *names) {
+  char h[256];
+  size_t n;
+  if (host == NULL)
+    return 1; /* no Host header (HTTP/1.0): nothing a browser sends */
+  if (host_part(host, strlen(host), h, sizeof(h)) != 0)
+    return 0;
+  n = strlen(h);
+  if (n > 1 && h[n - 1] == '.') /* a fully qualified name's root dot */
+    h[--n] = '\0';
+  return tlc_auth_host_is_loopback(h) || strcasecmp(h, "localhost") == 0 ||
+         (bound != NULL && strcasecmp(h, bound) == 0) ||
+         (local != NULL && strcasecmp(h, local) == 0) || in_list(names, h, n);
+}
+
+int tlc__http_origin_ok(const char *origin, int tls, const char *host, const char *origins) {
+  const char *scheme = tls ? "https://" : "http://";
+  size_t sl = strlen(scheme);
+  if (origin == NULL)
+    return 1; /* not a browser: browsers send Origin with every WebSocket handshake */
+  if (in_list(origins, origin, strlen(origin)))
+    return 1;
+  return host != NULL && strncasecmp(origin, scheme, sl) == 0 && strcasecmp(origin + sl, host) == 0;
 }
 
 /* The target called `name`, or an error into rs (0 / -1). */
@@ -259,14 +338,20 @@ static size_t param_len(const char *q) {
   return strcspn(q, "&,");
 }
 
-/* One query parameter: `key` in q ("a=1&b=2"), percent-decoded into out. 1 found, 0 not, -1
- * bad (an escape, too long). */
+/* One query parameter: `key` in q ("a=1&b=2", decoded once by libwebsockets, as the path),
+ * into out. 1 found, 0 not, -1 bad (a '%' left: encoded twice; too long). */
 static int query_param(const char *q, const char *key, char *out, size_t outlen) {
   size_t kl = strlen(key);
   while (*q != '\0') {
     size_t n = param_len(q);
-    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=')
-      return tlc__http_unescape(q + kl + 1, n - kl - 1, out, outlen) < 0 ? -1 : 1;
+    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
+      size_t vl = n - kl - 1;
+      if (vl + 1 > outlen || memchr(q + kl + 1, '%', vl) != NULL)
+        return -1;
+      memcpy(out, q + kl + 1, vl);
+      out[vl] = '\0';
+      return 1;
+    }
     q += n;
     if (*q != '\0')
       q++;
@@ -307,7 +392,7 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
   hs = query_param(query, "since", since, sizeof(since));
   hu = query_param(query, "until", until, sizeof(until));
   if (hs < 0 || hu < 0) {
-    tlc__http_error(rs, 400, "bad %s (an escape, a NUL byte or too long)",
+    tlc__http_error(rs, 400, "bad %s (a '%%' left after decoding, or too long)",
                     hs < 0 ? "since" : "until");
     return;
   }
@@ -385,7 +470,7 @@ static const tlc__http_asset_t *asset(const char *path) {
 
 void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_resp_t *rs) {
   static const char pfx[] = "/api/v1/targets/";
-  char path[512];
+  char path[TLC_HTTP_PATH_MAX + 1];
   const tlc__http_asset_t *a;
   long n;
   rs->status = 200;
@@ -394,15 +479,13 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
     rs->allow = "GET, HEAD";
     return;
   }
-  /* Paths are compared decoded: a name may hold any byte a target name allows. */
-  n = tlc__http_unescape(rq->path, strlen(rq->path), path, sizeof(path));
+  /* the path the token rule saw (tlc__http_public): decoded once, checked by the same function */
+  n = tlc__http_path(rq->path, path, sizeof(path));
   if (n < 0) {
-    tlc__http_error(rs, 400, "bad path (an escape, a NUL byte, or longer than %zu bytes)",
+    tlc__http_error(rs, 400,
+                    "bad path (not starting with /, a '%%' left after decoding, a control byte, "
+                    "\"//\", \".\" or \"..\", or longer than %zu bytes)",
                     sizeof(path) - 1);
-    return;
-  }
-  if (path[0] != '/') {
-    tlc__http_error(rs, 400, "the path must start with /");
     return;
   }
   if ((a = asset(path)) != NULL) {
@@ -441,7 +524,7 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
     size_t nl = strlen(name);
     if (nl > 6 && strcmp(name + nl - 6, "/stats") == 0) {
       name[nl - 6] = '\0';
-      if (name[0] == '\0' || strchr(name, '/') != NULL) {
+      if (name[0] == '\0') { /* a name may hold '/' (an efl target's SOURCE/APP-PID) */
         tlc__http_error(rs, 404, "no such path: %s", rq->path);
         return;
       }

@@ -5,6 +5,11 @@
  * libwebsockets-evlib_uv.so of Debian's libwebsockets-evlib-uv, loaded by lws_create_context).
  * No thread of its own: every callback below runs on the loop thread, between ingest reads.
  *
+ * Access: every request's Host must name this daemon (else 421) and a live WebSocket's Origin
+ * be its own or a configured one (route.c's tlc__http_host_ok / tlc__http_origin_ok); with a
+ * token, everything but the embedded files needs it, judged on the path the router reads
+ * (tlc__http_public and tlc__http_route both take it from tlc__http_path).
+ *
  * Requests: one protocol handles both HTTP and the live WebSocket, so a page that names no
  * subprotocol and one that names "tlcap-live" land in the same place. LWS_CALLBACK_HTTP
  * answers through route.c into a bounded memory body (or an embedded file, without a copy),
@@ -19,7 +24,9 @@
  *
  * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
  * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
- * past max_connections; lws's own fd table has some room beyond it (fd_limit_per_thread), so
+ * past max_connections, or past max_per_address from one peer address (peers.h: the slot taken
+ * at accept is tied to the wsi lws creates next, WSI_CREATE, and given back at its
+ * WSI_DESTROY); lws's own fd table has some room beyond it (fd_limit_per_thread), so
  * that a flood is accepted and closed at once rather than left in the kernel's backlog. Request
  * headers are capped by max_http_header_data (an oversized request is refused by lws), the time to
  * send them by lws's header timeouts (slowloris). A response over max_response, or one that would
@@ -35,6 +42,7 @@
  */
 #include "http-int.h"
 
+#include "peers.h"
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
@@ -109,6 +117,14 @@ struct tlc_http {
   tlc__http_live_cache_t live; /* their messages' shared pieces */
   int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
   int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
+  tlc_peers_t peers;           /* connections per peer address (max_per_address) */
+  size_t accepted_slot;        /* peers slot of the connection just accepted, for its WSI_CREATE */
+  struct conn_slot {
+    struct lws *wsi;
+    size_t slot;
+  } * cslots; /* the counted connections' slots, given back at WSI_DESTROY */
+  size_t ncslots, capcslots;
+  char hosts[1024], origins[1024]; /* http_hosts, http_origins (copied) */
   int closing;
   void (*close_cb)(void *);
   void *close_ud;
@@ -194,18 +210,11 @@ void tlc_http_opts_default(tlc_http_opts_t *o) {
   o->max_ws_message = 4u << 20;
   o->metrics_areas = 20;
   o->live_ms = 1000;
+  o->max_per_address = 0;
 }
 
 int tlc_http_host_is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (strcmp(host, "localhost") == 0)
-    return 1;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  return 0;
+  return tlc_auth_host_is_loopback(host);
 }
 
 /* ---- HTTP ---- */
@@ -303,16 +312,17 @@ static int sec(struct lws *wsi, unsigned char **hp, unsigned char *end) {
   return 0;
 }
 
-/* The token rule for a request (path as lws gives it): the page's files need none. Returns 1
- * when the request may be answered, else 0 with *delay_ms the time to wait before the 401. */
+/* The token rule for a request (path as lws gives it): the page's files need none, everything
+ * else does (tlc__http_public: the path the router reads). Returns 1 when the request may be
+ * answered, else 0 with *delay_ms the time to wait before the 401. */
 static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *delay_ms) {
   char hdr[TLC_AUTH_MAX_TOKEN + 32], ip[64];
   int n;
   const char *tok = "";
   size_t tl = 0;
   *delay_ms = 0;
-  if (h->o.auth == NULL || (strncmp(path, "/metrics", 8) != 0 && strncmp(path, "/api/", 5) != 0))
-    return 1;
+  if (h->o.auth == NULL || tlc__http_public(path))
+    return 1; /* the page's own files: the same path the router answers from */
   n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) > 0
           ? lws_hdr_copy(wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION)
           : -1;
@@ -324,6 +334,48 @@ static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *
                      delay_ms))
     return 1;
   h->st.auth_failed++;
+  return 0;
+}
+
+/* Header `tok` of the request into buf (NUL-terminated); NULL when absent, or too long (then
+ * buf is "" : a value that matches nothing). */
+static const char *header(struct lws *wsi, enum lws_token_indexes tok, char *buf, size_t len) {
+  if (lws_hdr_total_length(wsi, tok) <= 0)
+    return NULL;
+  if (lws_hdr_copy(wsi, buf, (int)len, tok) < 0)
+    buf[0] = '\0';
+  return buf;
+}
+
+/* DNS rebinding: 1 when the request's Host names this daemon (tlc__http_host_ok). */
+static int host_ok(struct lws *wsi, tlc_http_t *h) {
+  char host[300], local[INET6_ADDRSTRLEN + 1] = "";
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof(ss);
+  const char *v = header(wsi, WSI_TOKEN_HOST, host, sizeof(host));
+  lws_sockfd_type fd = lws_get_socket_fd(wsi);
+  if (v == NULL)
+    return 1;
+  if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+    (void)tlc_peers_name((struct sockaddr *)&ss, sl, local, sizeof(local));
+  if (tlc__http_host_ok(v, h->host, local[0] != '?' ? local : NULL, h->hosts))
+    return 1;
+  h->st.misdirected++;
+  return 0;
+}
+
+/* A live WebSocket's handshake: its Host names this daemon and its Origin, when a browser sent
+ * one, is the daemon's own or a configured one (tlc__http_origin_ok). */
+static int ws_origin_ok(struct lws *wsi, tlc_http_t *h) {
+  char host[300], origin[300];
+  const char *hv, *ov;
+  if (!host_ok(wsi, h))
+    return 0;
+  hv = header(wsi, WSI_TOKEN_HOST, host, sizeof(host));
+  ov = header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin));
+  if (tlc__http_origin_ok(ov, h->tls_on, hv, h->origins))
+    return 1;
+  h->st.misdirected++;
   return 0;
 }
 
@@ -364,7 +416,12 @@ static int respond(struct lws *wsi, pss_t *p, const char *path) {
   tlc__http_resp_init(&rs, h->view.max_response > 0 ? h->view.max_response : 1);
   {
     uint64_t delay = 0;
-    if (!token_ok(wsi, h, path, &delay)) {
+    if (!p->deny && p->pending == NULL && !host_ok(wsi, h)) {
+      /* DNS rebinding: a name that is not this daemon's gets nothing but the error */
+      tlc__http_error(&rs, 421,
+                      "misdirected request: the Host is not this daemon's (a loopback "
+                      "address, the address the port is bound to, or http_hosts)");
+    } else if (!token_ok(wsi, h, path, &delay)) {
       /* SPEC 8: an error and nothing else (no target names, no counters) */
       tlc__http_error(&rs, 401, "a token is needed: Authorization: Bearer TOKEN");
       tlc__http_scrape_free(made);
@@ -735,11 +792,36 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     return lws_callback_http_dummy(wsi, reason, user, in, len);
   switch (reason) {
   case LWS_CALLBACK_WSI_CREATE: /* every connection from its accept, headers or not */
+    if (h->accepted_slot != TLC_PEERS_NONE) {
+      /* the connection FILTER_NETWORK_CONNECTION just let in (lws creates its wsi at once):
+       * its peer address's slot, given back at WSI_DESTROY */
+      if (h->ncslots == h->capcslots) {
+        size_t nc = h->capcslots ? h->capcslots * 2 : 64;
+        struct conn_slot *n = tlc_realloc(h->cslots, nc * sizeof(*n));
+        if (n != NULL) {
+          h->cslots = n;
+          h->capcslots = nc;
+        }
+      }
+      if (h->ncslots < h->capcslots) {
+        h->cslots[h->ncslots].wsi = wsi;
+        h->cslots[h->ncslots++].slot = h->accepted_slot;
+      } else { /* out of memory: the connection goes on, not counted for its address */
+        tlc_peers_release(&h->peers, h->accepted_slot);
+      }
+      h->accepted_slot = TLC_PEERS_NONE;
+    }
     h->nwsi++;
     h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
     h->view.connections = h->st.connections;
     return 0;
   case LWS_CALLBACK_WSI_DESTROY:
+    for (size_t i = h->ncslots; i-- > 0;)
+      if (h->cslots[i].wsi == wsi) {
+        tlc_peers_release(&h->peers, h->cslots[i].slot);
+        h->cslots[i] = h->cslots[--h->ncslots];
+        break;
+      }
     h->nwsi--;
     h->st.connections = h->nwsi > h->nwsi_base ? (size_t)(h->nwsi - h->nwsi_base) : 0;
     h->view.connections = h->st.connections;
@@ -751,12 +833,31 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       h->tls_hooked = 1;
     }
     return 0;
-  case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+  case LWS_CALLBACK_FILTER_NETWORK_CONNECTION: {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    size_t slot = TLC_PEERS_NONE;
+    int r = 0;
+    if (h->accepted_slot != TLC_PEERS_NONE) { /* a connection lws did not go on with */
+      tlc_peers_release(&h->peers, h->accepted_slot);
+      h->accepted_slot = TLC_PEERS_NONE;
+    }
     if (h->closing || h->st.connections >= h->o.max_connections) {
       h->st.refused++;
       return 1; /* lws closes the socket */
     }
+    /* under the global cap, one peer address holds at most max_per_address */
+    if (getpeername((int)(intptr_t)in, (struct sockaddr *)&ss, &sl) == 0)
+      r = tlc_peers_take(&h->peers, (struct sockaddr *)&ss, sl, &slot);
+    if (r != 0) {
+      h->st.refused++;
+      if (r == TLC_ELIMIT)
+        h->st.refused_address++;
+      return 1;
+    }
+    h->accepted_slot = slot;
     return 0;
+  }
   case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
     if (p != NULL && !p->bound) {
       memset(p, 0, sizeof(*p));
@@ -828,14 +929,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     }
     return 0;
   case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE: {
-    char uri[64];
+    char uri[TLC_HTTP_PATH_MAX + 1], path[TLC_HTTP_PATH_MAX + 1];
     if (in == NULL || strcmp((const char *)in, "websocket") != 0)
       return 1;
     if (lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI) < 0 ||
-        strcmp(uri, "/api/v1/live") != 0) {
+        tlc__http_path(uri, path, sizeof(path)) < 0 || strcmp(path, "/api/v1/live") != 0) {
       h->st.ws_bad++;
       return 1; /* only /api/v1/live is a WebSocket */
     }
+    if (!ws_origin_ok(wsi, h))
+      return 1; /* another origin's page, or another name (DNS rebinding): refused */
     return 0;
   }
   case LWS_CALLBACK_ESTABLISHED:
@@ -929,6 +1032,8 @@ static void free_http(tlc_http_t *h) {
   }
   tlc__http_live_cache_fini(&h->live);
   tlc__http_metrics_cache_free(&h->view);
+  tlc_peers_fini(&h->peers);
+  tlc_free(h->cslots);
   SSL_CTX_free(h->tls_cur);
   tlc_free(h);
   if (cb != NULL)
@@ -1005,7 +1110,9 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   *out = NULL;
   if (o->host == NULL || src == NULL || src->pv == NULL || o->max_connections == 0 ||
       o->max_connections > 10000 || o->live_ms < 100 || o->live_ms > 10000 ||
-      strlen(o->host) >= sizeof(h->host) || o->max_header < 512 || o->max_header > 65535)
+      strlen(o->host) >= sizeof(h->host) || o->max_header < 512 || o->max_header > 65535 ||
+      (o->hosts != NULL && strlen(o->hosts) >= sizeof(h->hosts)) ||
+      (o->origins != NULL && strlen(o->origins) >= sizeof(h->origins)))
     return TLC_EINVAL;
   h = tlc_calloc(1, sizeof(*h));
   if (h == NULL)
@@ -1015,6 +1122,12 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   snprintf(h->host, sizeof(h->host), "%s",
            strcmp(o->host, "localhost") == 0 ? "127.0.0.1" : o->host);
   h->o.host = h->host;
+  snprintf(h->hosts, sizeof(h->hosts), "%s", o->hosts != NULL ? o->hosts : "");
+  snprintf(h->origins, sizeof(h->origins), "%s", o->origins != NULL ? o->origins : "");
+  h->o.hosts = h->hosts;
+  h->o.origins = h->origins;
+  tlc_peers_init(&h->peers, o->max_per_address);
+  h->accepted_slot = TLC_PEERS_NONE;
   h->view.src = *src;
   h->view.metrics_areas = o->metrics_areas;
   h->view.start_unix_ms = o->start_unix_ms;

@@ -6,6 +6,7 @@
 #ifndef TLC_PUBSUB_INT_H
 #define TLC_PUBSUB_INT_H
 
+#include "peers.h"
 #include "pubsub.h"
 
 #include "convert.h"
@@ -260,6 +261,7 @@ struct tlc__ps_sub {
   uint8_t *tout, *tjob;
   size_t tout_len, tout_cap, tjob_len, tjob_cap;
   char peer_ip[64]; /* the address without the port, for the token's per-peer rate limit */
+  size_t peer_slot; /* its count in ps->peers (TLC_PEERS_NONE: not counted), until unlinked */
   struct tlc__ps_sub *prev, *next;
 };
 
@@ -287,6 +289,7 @@ struct tlc_pubsub {
   size_t nlisteners;
   tlc__ps_sub_t *subs;
   size_t nsubs, nrejecting;
+  tlc_peers_t peers; /* subscribers per peer address (opts.max_per_address) */
   feed_t *feeds;
   size_t nfeeds;
   uint64_t next_sub_id, next_feed_id, next_tev_seq;

@@ -223,6 +223,8 @@ void tlc__ps_sub_unlink(tlc__ps_sub_t *s) {
     s->next->prev = s->prev;
   s->prev = s->next = NULL;
   ps->nsubs--;
+  tlc_peers_release(&ps->peers, s->peer_slot);
+  s->peer_slot = TLC_PEERS_NONE;
   ps->evsubs_dirty = 1; /* evsubs never holds an unlinked subscriber */
   if (s->rejecting)
     ps->nrejecting--;
@@ -443,6 +445,7 @@ tlc__ps_sub_t *tlc__ps_sub_alloc(tlc_pubsub_t *ps) {
     return NULL;
   s->ps = ps;
   s->id = ++ps->next_sub_id;
+  s->peer_slot = TLC_PEERS_NONE;
   s->ring = tlc_calloc(ps->o.max_batches, sizeof(msg_t *));
   s->subs = tlc_calloc(ps->o.max_subscriptions, sizeof(subn_t *));
   if (s->ring == NULL || s->subs == NULL) {
@@ -569,12 +572,34 @@ static void on_connection(uv_stream_t *server, int status) {
     (void)uv_send_buffer_size(&s->h.handle, &v);
   }
   peer_name(s);
+  if (!reject && !l->is_unix) {
+    /* under the global cap, one peer address holds at most max_per_address */
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    if (uv_tcp_getpeername(&s->h.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
+        tlc_peers_take(&ps->peers, (struct sockaddr *)&ss, (size_t)sl, &s->peer_slot) != 0) {
+      reject = 2;
+      ps->st.rejected_address++;
+      if (ps->nrejecting >= MAX_REJECTING) { /* no room to say why: closed at once */
+        ps->st.rejected_limit++;
+        tlc__ps_sub_close_now(s);
+        return;
+      }
+    }
+  }
   if (reject) {
     s->rejecting = 1;
     ps->nrejecting++;
-    tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "sub#%llu %s: refused: too many subscribers (max %zu)",
-                  (unsigned long long)s->id, s->peer, ps->o.max_subscribers);
-    tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TOO_MANY_SUBSCRIBERS, "too many subscribers",
+    if (reject == 2)
+      tlc__ps_logf_(ps, TLC_PS_LOG_WARN,
+                    "sub#%llu %s: refused: too many connections from this address (max %zu)",
+                    (unsigned long long)s->id, s->peer, ps->o.max_per_address);
+    else
+      tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "sub#%llu %s: refused: too many subscribers (max %zu)",
+                    (unsigned long long)s->id, s->peer, ps->o.max_subscribers);
+    tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TOO_MANY_SUBSCRIBERS,
+                     reject == 2 ? "too many connections from this address"
+                                 : "too many subscribers",
                      &ps->st.rejected_limit);
     /* TLS: the error can only be told once the handshake is done (within the grace time); the
      * handshake's input is read, nothing else (tlc__ps_sub_input ignores a closing subscriber). */
@@ -672,6 +697,7 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_pro
   }
   ps->o.token = NULL; /* only the private copy is kept */
   ps->instance_id = o->instance_id;
+  tlc_peers_init(&ps->peers, ps->o.max_per_address);
   while (ps->instance_id == 0) {
     if (uv_random(NULL, NULL, &ps->instance_id, sizeof(ps->instance_id), 0, NULL) < 0)
       ps->instance_id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ uv_hrtime();
@@ -915,6 +941,7 @@ void tlc__ps_handle_closed(tlc_pubsub_t *ps) {
   tlc_free(ps->batch_seq);
   tlc_free(ps->batch_ev);
   tlc_free(ps->evsubs);
+  tlc_peers_fini(&ps->peers);
   tlc_free(ps);
   if (cb != NULL)
     cb(ud);

@@ -60,6 +60,9 @@ enum {
 typedef struct tlc_pubsub_opts {
   size_t max_subscribers;      /* connections served at once (default 256); one more gets a
                                   "too many subscribers" error frame and is closed */
+  size_t max_per_address;      /* ... of them from one TCP peer address (0, the default: no cap;
+                                  the daemon's max_per_address: 16); one more gets the same error
+                                  ("too many connections from this address") and is closed */
   size_t max_subscriptions;    /* per subscriber (default 64) */
   size_t max_request;          /* cap on a request frame after Hello (default 4 MiB) */
   size_t max_preauth;          /* cap on a frame before a successful Hello (default 1024) */
@@ -104,6 +107,7 @@ typedef struct tlc_pubsub_opts {
 typedef struct tlc_pubsub_stats {
   uint64_t accepted;            /* connections accepted */
   uint64_t rejected_limit;      /* closed with "too many subscribers" */
+  uint64_t rejected_address;    /* ... of them: their address had max_per_address */
   uint64_t closed_frame;        /* closed for a malformed frame or message */
   uint64_t closed_oversize;     /* closed for a frame above the cap */
   uint64_t closed_auth;         /* closed for a wrong token or no Hello in time */

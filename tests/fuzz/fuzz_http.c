@@ -6,8 +6,14 @@
  *
  * Input: byte 0 = metrics_areas, byte 1 = response cap selector (small caps reach the 503
  * path), then lines: METHOD, PATH, QUERY, ACCEPT, and every further line a live command
- * followed by one live message. Checks: a status the router documents, a non-empty body,
- * error bodies that are JSON error documents; no crash, no UB, no leak. */
+ * followed by one live message. PATH is what libwebsockets hands over (decoded once): the
+ * corpus holds percent-encodings of every path (a second encoding, "%2561pi", "%2F"), "//",
+ * "." and ".." segments. Checks: a status the router documents, a non-empty body, error
+ * bodies that are JSON error documents; the token rule and the router agree (a path the rule
+ * leaves open, tlc__http_public, is answered with an embedded file and nothing else; every
+ * other answer with data came from a path that needs the token); the Host and Origin checks
+ * (QUERY and ACCEPT as the header and the configured list) never accept a name beyond
+ * loopback that is not listed; no crash, no UB, no leak. */
 #include "engine.h"
 #include "history.h"
 #include "http-int.h"
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -284,6 +291,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tlc__http_live_cache_t cache;
   size_t off = 2, len = 0;
   char *body;
+  int pub;
   if (!ready)
     setup();
   if (size < 2)
@@ -314,8 +322,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tlc__http_resp_init(&rs, v.max_response);
   hq.busy = (data[0] & 0x80) != 0;
   hq.active = 0;
+  pub = tlc__http_public(path);
   tlc__http_route(&v, &rq, &rs);
   made(&v, &rs);
+  /* one path for both: the token rule's open paths are the embedded files, nothing else */
+  if ((rs.static_body != NULL) != (pub && rs.status == 200))
+    abort();
+  if (pub && strcmp(method, "GET") == 0 && rs.static_body == NULL)
+    abort();
+  {
+    char dec[TLC_HTTP_PATH_MAX + 1];
+    long n = tlc__http_path(path, dec, sizeof(dec));
+    if (n >= 0 && (dec[0] != '/' || strchr(dec, '%') != NULL || strstr(dec, "//") != NULL ||
+                   strstr(dec, "/../") != NULL || (size_t)n != strlen(path)))
+      abort();
+  }
+  /* Host (ACCEPT) against the configured names (QUERY): without a list, no name beyond
+   * loopback passes; an Origin passes without a list only as the daemon's own scheme://Host */
+  {
+    char low[sizeof(accept)];
+    size_t i;
+    for (i = 0; accept[i] != '\0'; i++)
+      low[i] = (char)((accept[i] >= 'A' && accept[i] <= 'Z') ? accept[i] + 32 : accept[i]);
+    low[i] = '\0';
+    if (tlc__http_host_ok(accept, NULL, NULL, NULL) && strstr(low, "evil") != NULL)
+      abort();
+  }
+  (void)tlc__http_host_ok(accept, "::", "2001:db8::1", query);
+  {
+    char own[400];
+    snprintf(own, sizeof(own), "%s://%s", (data[1] & 1) ? "https" : "http", accept);
+    if (tlc__http_origin_ok(query, data[1] & 1, accept, NULL) && strcasecmp(query, own) != 0)
+      abort();
+  }
   if (rs.pending != NULL) { /* a range query: completed here, answered, freed */
     tlc__http_pending_t *pd = rs.pending;
     if (rs.status != 0 || tlc__http_pending_ready(pd) || !hq.active)
@@ -383,10 +422,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   tlc__http_resp_fini(&rs);
   tlc__http_metrics_cache_free(&v);
-  {
-    char u[64];
-    (void)tlc__http_unescape(path, strlen(path), u, sizeof(u));
-  }
   memset(&live, 0, sizeof(live));
   memset(&live2, 0, sizeof(live2));
   memset(&cache, 0, sizeof(cache));

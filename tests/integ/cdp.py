@@ -89,7 +89,9 @@ def recv_message(s):
 class Browser:
     """Headless Chromium with one page driven over CDP."""
 
-    def __init__(self, d):
+    def __init__(self, d, args=()):
+        """args: more Chromium switches (e.g. --host-resolver-rules to point a name at
+        loopback, as DNS rebinding does)."""
         exe = shutil.which("chromium") or shutil.which("chromium-browser")
         if exe is None:
             raise FileNotFoundError("chromium")
@@ -100,7 +102,7 @@ class Browser:
              "--disable-extensions", "--disable-background-networking", "--mute-audio",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=%d" % self.port,
              "--user-data-dir=" + os.path.join(d, "chromium-profile"),
-             "--window-size=1400,1000", "about:blank"],
+             "--window-size=1400,1000"] + list(args) + ["about:blank"],
             stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 30
         pages = None

@@ -639,7 +639,7 @@ def test_405(d):
     times each way (a reset used to cut the document now and then)."""
     dm, port, hport, _ = start(d)
     try:
-        req = b"POST /metrics HTTP/1.1\r\nHost: t\r\n"
+        req = b"POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for i in range(20):
             # urllib: a small body, Content-Length
             st, hdr, body = get(hport, "/metrics", method="POST", data=b"x" * (i + 1))
@@ -679,7 +679,7 @@ def test_405(d):
             check_405(r, "POST with Expect: 100-continue")
             eof_not_reset(s, "POST with Expect: 100-continue")
             # DELETE with a body, headers and body in one segment
-            s, r = raw_request(hport, b"DELETE /metrics HTTP/1.1\r\nHost: t\r\n"
+            s, r = raw_request(hport, b"DELETE /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                b"Content-Length: 11\r\nConnection: close\r\n\r\nhello world")
             check_405(r, "DELETE with a body")
             eof_not_reset(s, "DELETE with a body")

@@ -3,13 +3,13 @@ headers, slowloris, bad WebSocket frames and messages, 1,000 connections at once
 crash the daemon, grow its memory or fds without bound, or harm ingest: a target streams
 throughout and every one of its records must be counted at the end."""
 import faulthandler
+import http.client
 import os
 import resource
 import socket
 import sys
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
@@ -33,10 +33,17 @@ def nfds(pid):
 
 
 def metric(hport, name):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=20) as r:
-        for line in r.read().decode().splitlines():
+    """A /metrics series, asked from 127.0.0.2: the hostile peers below use other addresses,
+    and each address has at most max_per_address (16) connections."""
+    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=20,
+                                   source_address=("127.0.0.2", 0))
+    try:
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
             if line.startswith(name + " "):
                 return float(line.split(" ")[1])
+    finally:
+        c.close()
     return None
 
 
@@ -103,8 +110,9 @@ def test_hostile(d):
         # (b) slowloris: header bytes trickling in; the daemon closes them (lws's header
         # timeouts), and a normal request still gets through meanwhile
         slow = []
-        for _ in range(MAXC // 2):
-            c = socket.create_connection(("127.0.0.1", hport))
+        for k in range(MAXC // 2):  # 8 per address: all under max_per_address, all served
+            c = socket.create_connection(("127.0.0.1", hport),
+                                         source_address=("127.0.4.%d" % (k // 8 + 1), 0))
             c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
             slow.append(c)
         t0 = time.monotonic()
@@ -163,11 +171,14 @@ def test_hostile(d):
         w.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         time.sleep(3)
 
-        # (d) 1,000 connections at once: at most MAXC served, fds bounded
+        # (d) 1,000 connections at once from 100 addresses (10 each: under max_per_address,
+        # so the port's own cap is what refuses): at most MAXC served, fds bounded
         conns = []
-        for _ in range(1000):
+        for k in range(1000):
             try:
-                conns.append(socket.create_connection(("127.0.0.1", hport), timeout=5))
+                conns.append(socket.create_connection(
+                    ("127.0.0.1", hport), timeout=5, source_address=("127.0.5.%d" % (k % 100 + 1),
+                                                                     0)))
             except OSError:
                 break
         T.check(len(conns) >= 900, "opened %d connections" % len(conns))

@@ -76,7 +76,7 @@ def request(hport, rcvbuf=None):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.connect(("127.0.0.1", hport))
     s.settimeout(30)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     return s
 
 
@@ -139,9 +139,9 @@ def test_inflight(d):
         check(read_answer(s), want, "second scrape")
         # the rest change: the third copies the first half from the second's
         change(range(1, NT, 2))
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         check(read_answer(s), want, "third scrape")
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         check(read_answer(s), want, "fourth scrape, nothing changed")
         s.close()
         # the slow reader's answer: the scrape it asked for, whole

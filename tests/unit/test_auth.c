@@ -4,6 +4,7 @@
  * Files live in a fresh temporary directory; the expected delays are derived from the rule in
  * auth.h (first delay, doubled per failure within the window, capped), not from the code. */
 #include "auth.h"
+#include "peers.h"
 #include "tls.h"
 
 #include "tlc_err.h"
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -167,12 +170,81 @@ static void test_tls_garbage(void **state) {
   tlc_tls_free(t);
 }
 
+static struct sockaddr_storage v4(const char *ip) {
+  struct sockaddr_storage ss;
+  struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+  memset(&ss, 0, sizeof(ss));
+  a->sin_family = AF_INET;
+  a->sin_port = htons(1234);
+  assert_int_equal(inet_pton(AF_INET, ip, &a->sin_addr), 1);
+  return ss;
+}
+
+static struct sockaddr_storage v6(const char *ip) {
+  struct sockaddr_storage ss;
+  struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+  memset(&ss, 0, sizeof(ss));
+  a->sin6_family = AF_INET6;
+  a->sin6_port = htons(99);
+  assert_int_equal(inet_pton(AF_INET6, ip, &a->sin6_addr), 1);
+  return ss;
+}
+
+/* Per-address counts: the cap per address, others unaffected, slots given back, an
+ * IPv4-mapped address counted as its IPv4 address, a Unix peer not counted. */
+static void test_peers(void **state) {
+  tlc_peers_t p;
+  size_t slots[20], s;
+  struct sockaddr_storage a = v4("127.0.0.1"), b = v4("127.0.0.2"), m = v6("::ffff:127.0.0.1"),
+                          l6 = v6("::1"), u;
+  char name[64];
+  (void)state;
+  tlc_peers_init(&p, 3);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&a, sizeof(a), &slots[i]), 0);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&a, sizeof(a), &s), TLC_ELIMIT);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&m, sizeof(m), &s), TLC_ELIMIT);
+  assert_int_equal(p.refused, 2);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&b, sizeof(b), &slots[3]), 0);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&l6, sizeof(l6), &slots[4]), 0);
+  tlc_peers_release(&p, slots[1]);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&m, sizeof(m), &slots[1]), 0);
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&a, sizeof(a), &s), TLC_ELIMIT);
+  for (int i = 0; i < 5; i++)
+    tlc_peers_release(&p, slots[i]);
+  assert_int_equal(p.n, 0); /* every entry free again */
+  memset(&u, 0, sizeof(u));
+  u.ss_family = AF_UNIX;
+  assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&u, sizeof(u), &s), 0);
+  assert_true(s == TLC_PEERS_NONE);
+  tlc_peers_release(&p, s);
+  assert_string_equal(tlc_peers_name((struct sockaddr *)&m, sizeof(m), name, sizeof(name)),
+                      "127.0.0.1");
+  tlc_peers_fini(&p);
+  tlc_peers_init(&p, 0); /* no cap: counted, never refused */
+  for (int i = 0; i < 20; i++)
+    assert_int_equal(tlc_peers_take(&p, (struct sockaddr *)&a, sizeof(a), &slots[i]), 0);
+  tlc_peers_fini(&p);
+}
+
+static void test_loopback(void **state) {
+  (void)state;
+  assert_true(tlc_auth_host_is_loopback("127.0.0.1"));
+  assert_true(tlc_auth_host_is_loopback("127.200.1.9"));
+  assert_true(tlc_auth_host_is_loopback("::1"));
+  assert_true(tlc_auth_host_is_loopback("::ffff:127.0.0.1"));
+  assert_true(tlc_auth_host_is_loopback("localhost"));
+  assert_false(tlc_auth_host_is_loopback("::ffff:10.0.0.1"));
+  assert_false(tlc_auth_host_is_loopback("128.0.0.1"));
+  assert_false(tlc_auth_host_is_loopback("127.0.0.1.evil.example"));
+  assert_false(tlc_auth_host_is_loopback("0.0.0.0"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_file_rules),
-    cmocka_unit_test(test_check),
-    cmocka_unit_test(test_delays),
-    cmocka_unit_test(test_tls_garbage),
+    cmocka_unit_test(test_peers),      cmocka_unit_test(test_loopback),
+    cmocka_unit_test(test_file_rules), cmocka_unit_test(test_check),
+    cmocka_unit_test(test_delays),     cmocka_unit_test(test_tls_garbage),
   };
   int r;
   snprintf(g_dir, sizeof(g_dir), "/tmp/tlc_auth_XXXXXX");
