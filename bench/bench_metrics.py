@@ -103,7 +103,7 @@ class Probe(threading.Thread):
         self.buf = bytearray(65536)
 
     def run(self):
-        req = b"GET /probe HTTP/1.1\r\nHost: x\r\n\r\n"
+        req = b"GET /probe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         while not self.stop.is_set():
             t0 = time.monotonic()
             self.s.sendall(req)
@@ -135,7 +135,7 @@ class Scraper:
         """(start, end, body bytes) of one /metrics."""
         s = socket.create_connection(("127.0.0.1", self.hport), timeout=120)
         t0 = time.monotonic()
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         n = read_answer(s, self.buf)
         t1 = time.monotonic()
         s.close()

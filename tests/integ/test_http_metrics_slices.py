@@ -45,7 +45,7 @@ def answer(s, got=b""):
 
 
 def get(s, path):
-    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path)
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % path)
 
 
 def test_scrape_in_slices(d):
