@@ -5,6 +5,12 @@
  * closing the queue can cancel them all; the queue is freed when the last job's after_work has
  * run. Invariant: `running` counts jobs between submit and after_work, and never exceeds
  * max_jobs.
+ *
+ * With an answer (tlc_hist_answer_t) the pool thread also encodes the result into the
+ * requester's ctx and frees the table and names, so that after_cb, on the loop, only moves
+ * pointers: nothing there grows with the range, the number of areas or the answer's size.
+ * encoded_bytes is written by the pool thread and read by the loop only after after_cb
+ * (uv_queue_work's completion orders the two).
  */
 #include "histq.h"
 
@@ -22,6 +28,9 @@ struct tlc_histq_job {
   atomic_int cancel;
   tlc_histq_cb cb; /* NULL once cancelled */
   void *ud;
+  tlc_hist_answer_t ans; /* ans.encode NULL: none */
+  size_t ans_bytes;      /* what ans.encode returned (pool thread, then the loop) */
+  int encoded;
   tlc_hist_result_t res;
 };
 
@@ -59,6 +68,15 @@ static void job_free(tlc_histq_job_t *j) {
 static void work_cb(uv_work_t *req) {
   tlc_histq_job_t *j = req->data;
   (void)tlc_hist_compute(&j->q, &j->res);
+  if (j->ans.encode != NULL && !atomic_load(&j->cancel)) {
+    j->ans_bytes = j->ans.encode(j->ans.ctx, &j->res);
+    j->encoded = 1;
+  }
+  if (j->ans.encode != NULL) { /* the answer holds what is sent: the table goes here */
+    tlc_hist_result_fini(&j->res);
+    tlc_table_init(&j->res.t);
+    tlc_mapping_init(&j->res.names);
+  }
 }
 
 static void after_cb(uv_work_t *req, int status) {
@@ -76,15 +94,21 @@ static void after_cb(uv_work_t *req, int status) {
     j->res.status = -ECANCELED;
     snprintf(j->res.err, sizeof(j->res.err), "cancelled");
   }
+  if (j->encoded) {
+    hq->st.encoded++;
+    hq->st.encoded_bytes += j->ans_bytes;
+  }
   if (j->cb != NULL)
-    j->cb(j->ud, &j->res);
+    j->cb(j->ud, &j->res); /* ctx is the requester's again (encoded: only cancel skips it) */
+  else if (j->ans.free != NULL)
+    j->ans.free(j->ans.ctx);
   job_free(j);
   if (hq->closing && hq->jobs == NULL)
     tlc_free(hq);
 }
 
-int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, tlc_histq_cb cb, void *ud,
-                     tlc_histq_job_t **job) {
+int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, const tlc_hist_answer_t *ans,
+                     tlc_histq_cb cb, void *ud, tlc_histq_job_t **job) {
   tlc_histq_job_t *j;
   int r;
   if (job != NULL)
@@ -117,6 +141,8 @@ int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, tlc_histq_cb cb
   j->hq = hq;
   j->cb = cb;
   j->ud = ud;
+  if (ans != NULL)
+    j->ans = *ans;
   j->req.data = j;
   r = uv_queue_work(hq->loop, &j->req, work_cb, after_cb);
   if (r != 0) {
