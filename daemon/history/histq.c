@@ -11,13 +11,27 @@
  * pointers: nothing there grows with the range, the number of areas or the answer's size.
  * encoded_bytes is written by the pool thread and read by the loop only after after_cb
  * (uv_queue_work's completion orders the two).
+ *
+ * CPU: a query runs at nice HISTQ_NICE above the daemon's (on its pool thread only; Linux's
+ * nice is per thread), so that on a busy machine the loop, the storage threads and capture win
+ * the CPU over a range query: a query is background work, capture is not (bench/RESULTS.md
+ * "History queries and the loop"). The thread's priority is given back afterwards when the
+ * daemon may raise it again (CAP_SYS_NICE, or an RLIMIT_NICE that allows it: the systemd unit
+ * sets LimitNICE); otherwise that pool thread keeps the lower priority for the rest of its
+ * work (zstd, checkpoint and dump writes: background work too).
  */
+#define _GNU_SOURCE /* gettid */
 #include "histq.h"
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define HISTQ_NICE 10 /* above the daemon's: a CPU weight of 110 against 1024 (nice 0) */
 
 struct tlc_histq_job {
   uv_work_t req;
@@ -67,6 +81,13 @@ static void job_free(tlc_histq_job_t *j) {
 
 static void work_cb(uv_work_t *req) {
   tlc_histq_job_t *j = req->data;
+  id_t tid = (id_t)gettid();
+  int was;
+  errno = 0;
+  was = getpriority(PRIO_PROCESS, tid);
+  if (errno != 0)
+    was = 0;
+  (void)setpriority(PRIO_PROCESS, tid, was + HISTQ_NICE > 19 ? 19 : was + HISTQ_NICE);
   (void)tlc_hist_compute(&j->q, &j->res);
   if (j->ans.encode != NULL && !atomic_load(&j->cancel)) {
     j->ans_bytes = j->ans.encode(j->ans.ctx, &j->res);
@@ -77,6 +98,7 @@ static void work_cb(uv_work_t *req) {
     tlc_table_init(&j->res.t);
     tlc_mapping_init(&j->res.names);
   }
+  (void)setpriority(PRIO_PROCESS, tid, was); /* may be refused: see the note above */
 }
 
 static void after_cb(uv_work_t *req, int status) {
