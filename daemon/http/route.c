@@ -265,10 +265,10 @@ int tlc__http_pending_ready(const tlc__http_pending_t *p) {
 void tlc__http_pending_free(tlc__http_pending_t *p) {
   if (p == NULL)
     return;
-  if (p->job != NULL && p->pv->history_cancel != NULL)
-    p->pv->history_cancel(p->pv->history_ud, p->job); /* the query frees doc */
-  else
+  if (p->job == NULL)
     doc_free(p->doc);
+  else if (p->pv->history_cancel != NULL)
+    p->pv->history_cancel(p->pv->history_ud, p->job); /* the query frees doc */
   tlc_free(p);
 }
 

@@ -78,10 +78,10 @@ static void hist_names_free(tlc__ps_sub_t *s) {
 /* The subscriber goes away: its query is cancelled, what waited for it dropped. */
 void tlc__ps_hist_stop(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
-  if (s->hq.job != NULL && ps->p.history_cancel != NULL)
-    ps->p.history_cancel(ps->p.history_ud, s->hq.job); /* the query frees its answer */
-  else
+  if (s->hq.job == NULL)
     hist_ans_free(s->hq.ans);
+  else if (ps->p.history_cancel != NULL)
+    ps->p.history_cancel(ps->p.history_ud, s->hq.job); /* the query frees its answer */
   s->hq.job = NULL;
   s->hq.ans = NULL;
   hist_names_free(s);
