@@ -11,8 +11,9 @@
  * result's table and names are freed there: the loop's share of a query is then the same
  * whatever the range holds.
  *
- * Threads: every function and callback runs on the loop thread; the query itself on a pool
- * thread, touching nothing but its own copy of the query and the files.
+ * Threads: every function and callback runs on the loop thread (but tlc_hist_answer_t.encode);
+ * the query itself on a pool thread, touching nothing but its own copy of the query, the files
+ * and the answer's ctx.
  */
 #ifndef TLC_HISTQ_H
 #define TLC_HISTQ_H
