@@ -465,8 +465,8 @@ static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_
 /* provider.history: the target's stored records in a range, on the threadpool (histq.h),
  * with the settings a live target has (a target that is not live: the engine's defaults). */
 static int st_history(void *ud, const char *name, const tlc_when_range_t *range,
-                      const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
-                      void *done_ud, void **job) {
+                      const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
+                      void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
   tlc_wiring_t *w = ud;
   tlc_hist_query_t q;
   const tlc_target_t *t;
@@ -490,7 +490,7 @@ static int st_history(void *ud, const char *name, const tlc_when_range_t *range,
   } else {
     tlc_engine_opts_default(&q.eo);
   }
-  r = tlc_histq_submit(w->hq, &q, done, done_ud, &j);
+  r = tlc_histq_submit(w->hq, &q, ans, done, done_ud, &j);
   if (r == 0)
     *job = j;
   return r;
@@ -1372,6 +1372,20 @@ void tlc_wiring_dump(const tlc_wiring_t *w, tlc_json_w_t *j) {
     tlc_json_w_u64(j, "exports_pending", c.exports_pending);
     tlc_json_w_u64(j, "exports_background", c.exports_background);
     tlc_json_w_u64(j, "export_queue", c.export_queue);
+    tlc_json_w_close(j, '}');
+  }
+  if (w != NULL && w->hq != NULL) {
+    /* range queries (histq.h): encoded* counts the answers built on the pool, not the loop */
+    tlc_histq_stats_t h;
+    tlc_histq_get_stats(w->hq, &h);
+    tlc_json_w_open(j, "history", '{');
+    tlc_json_w_u64(j, "started", h.started);
+    tlc_json_w_u64(j, "done", h.done);
+    tlc_json_w_u64(j, "refused_busy", h.refused_busy);
+    tlc_json_w_u64(j, "cancelled", h.cancelled);
+    tlc_json_w_u64(j, "running", h.running);
+    tlc_json_w_u64(j, "encoded", h.encoded);
+    tlc_json_w_u64(j, "encoded_bytes", h.encoded_bytes);
     tlc_json_w_close(j, '}');
   }
   if (w == NULL || w->cont == NULL)

@@ -137,6 +137,19 @@ typedef struct tlc_hist_result {
   char err[300];   /* why, when status != 0; a warning (a skipped file) otherwise, or "" */
 } tlc_hist_result_t;
 
+/* How a requester turns a range query's result into its answer off the loop (histq.h): the
+ * daemon's servers (pubsub, HTTP) encode the answer they send on the threadpool thread that
+ * computed it, so that the loop only hands the finished bytes on. */
+typedef struct tlc_hist_answer {
+  /* Runs on the pool thread right after the computation, whatever r->status: builds the answer
+   * from r into ctx, touching nothing but ctx and r (r->t and r->names are freed on the same
+   * thread afterwards). Returns the answer's size in bytes (0: none, e.g. an error). */
+  size_t (*encode)(void *ctx, struct tlc_hist_result *r);
+  /* Frees ctx (loop thread) when the query ends without its callback (cancelled). */
+  void (*free)(void *ctx);
+  void *ctx;
+} tlc_hist_answer_t;
+
 /* Inline: the servers that only read a result (pubsub, HTTP) need no link to this library. */
 static inline void tlc_hist_result_init(tlc_hist_result_t *r) {
   memset(r, 0, sizeof(*r));

@@ -5,13 +5,33 @@
  * closing the queue can cancel them all; the queue is freed when the last job's after_work has
  * run. Invariant: `running` counts jobs between submit and after_work, and never exceeds
  * max_jobs.
+ *
+ * With an answer (tlc_hist_answer_t) the pool thread also encodes the result into the
+ * requester's ctx and frees the table and names, so that after_cb, on the loop, only moves
+ * pointers: nothing there grows with the range, the number of areas or the answer's size.
+ * encoded_bytes is written by the pool thread and read by the loop only after after_cb
+ * (uv_queue_work's completion orders the two).
+ *
+ * CPU: a query runs at nice HISTQ_NICE above the daemon's (on its pool thread only; Linux's
+ * nice is per thread), so that on a busy machine the loop, the storage threads and capture win
+ * the CPU over a range query: a query is background work, capture is not (bench/RESULTS.md
+ * "History queries and the loop"). The thread's priority is given back afterwards when the
+ * daemon may raise it again (CAP_SYS_NICE, or an RLIMIT_NICE that allows it: the systemd unit
+ * sets LimitNICE); otherwise that pool thread keeps the lower priority for the rest of its
+ * work (zstd, checkpoint and dump writes: background work too).
  */
+#define _GNU_SOURCE /* gettid */
 #include "histq.h"
 
 #include "tlc_alloc.h"
 #include "tlc_err.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define HISTQ_NICE 10 /* above the daemon's: a CPU weight of 110 against 1024 (nice 0) */
 
 struct tlc_histq_job {
   uv_work_t req;
@@ -22,6 +42,9 @@ struct tlc_histq_job {
   atomic_int cancel;
   tlc_histq_cb cb; /* NULL once cancelled */
   void *ud;
+  tlc_hist_answer_t ans; /* ans.encode NULL: none */
+  size_t ans_bytes;      /* what ans.encode returned (pool thread, then the loop) */
+  int encoded;
   tlc_hist_result_t res;
 };
 
@@ -58,7 +81,24 @@ static void job_free(tlc_histq_job_t *j) {
 
 static void work_cb(uv_work_t *req) {
   tlc_histq_job_t *j = req->data;
+  id_t tid = (id_t)gettid();
+  int was;
+  errno = 0;
+  was = getpriority(PRIO_PROCESS, tid);
+  if (errno != 0)
+    was = 0;
+  (void)setpriority(PRIO_PROCESS, tid, was + HISTQ_NICE > 19 ? 19 : was + HISTQ_NICE);
   (void)tlc_hist_compute(&j->q, &j->res);
+  if (j->ans.encode != NULL && !atomic_load(&j->cancel)) {
+    j->ans_bytes = j->ans.encode(j->ans.ctx, &j->res);
+    j->encoded = 1;
+  }
+  if (j->ans.encode != NULL) { /* the answer holds what is sent: the table goes here */
+    tlc_hist_result_fini(&j->res);
+    tlc_table_init(&j->res.t);
+    tlc_mapping_init(&j->res.names);
+  }
+  (void)setpriority(PRIO_PROCESS, tid, was); /* may be refused: see the note above */
 }
 
 static void after_cb(uv_work_t *req, int status) {
@@ -76,15 +116,21 @@ static void after_cb(uv_work_t *req, int status) {
     j->res.status = -ECANCELED;
     snprintf(j->res.err, sizeof(j->res.err), "cancelled");
   }
+  if (j->encoded) {
+    hq->st.encoded++;
+    hq->st.encoded_bytes += j->ans_bytes;
+  }
   if (j->cb != NULL)
-    j->cb(j->ud, &j->res);
+    j->cb(j->ud, &j->res); /* ctx is the requester's again (encoded: only cancel skips it) */
+  else if (j->ans.free != NULL)
+    j->ans.free(j->ans.ctx);
   job_free(j);
   if (hq->closing && hq->jobs == NULL)
     tlc_free(hq);
 }
 
-int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, tlc_histq_cb cb, void *ud,
-                     tlc_histq_job_t **job) {
+int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, const tlc_hist_answer_t *ans,
+                     tlc_histq_cb cb, void *ud, tlc_histq_job_t **job) {
   tlc_histq_job_t *j;
   int r;
   if (job != NULL)
@@ -117,6 +163,8 @@ int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, tlc_histq_cb cb
   j->hq = hq;
   j->cb = cb;
   j->ud = ud;
+  if (ans != NULL)
+    j->ans = *ans;
   j->req.data = j;
   r = uv_queue_work(hq->loop, &j->req, work_cb, after_cb);
   if (r != 0) {

@@ -23,7 +23,9 @@ typedef struct tlc__http_view {
   int64_t start_unix_ms;
   const char *version;
   size_t max_response;
-  size_t websockets; /* live WebSockets open (for /metrics) */
+  size_t max_document; /* a range's document, built off the loop, holds at most this (the
+                          configured max_response; 0: max_response) */
+  size_t websockets;   /* live WebSockets open (for /metrics) */
   size_t connections;
   const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
   size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */

@@ -269,25 +269,60 @@ static void api_stats(tlc__http_view_t *v, const char *name, tlc__http_resp_t *r
                     rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
 }
 
-/* ---- range statistics (?since=&until=) ---- */
+/* ---- range statistics (?since=&until=) ----
+ *
+ * The JSON document of a range is written on the threadpool thread that computed the range
+ * (doc_encode, a tlc_hist_answer_t): the loop gets the finished document and only sends it, in
+ * the server's chunks. Its cap is the configured max_response; what is left of max_inflight is
+ * checked when the answer goes out, as for any other body. */
+
+typedef struct doc {
+  size_t cap;                       /* the document's cap */
+  char name[TLC_HTTP_NAME_MAX + 1]; /* the target's */
+  char *body;                       /* the document (tlc_out_take), or NULL */
+  size_t len;
+  int rc; /* tlc_json_write's: 0, TLC_ELIMIT (over cap), TLC_ENOMEM */
+} doc_t;
 
 struct tlc__http_pending {
   const tlc_ps_provider_t *pv;
-  void *job; /* the running query, NULL once done */
+  void *job; /* the running query (which owns doc meanwhile), NULL once done */
   int done;
-  tlc_hist_result_t res; /* moved here from the query */
+  int status;    /* the query's: 0 or its error */
+  char err[300]; /* why */
+  doc_t *doc;
   char name[TLC_HTTP_NAME_MAX + 1];
   void (*wake)(void *ud);
   void *wake_ud;
 };
 
+static void doc_free(void *ctx) {
+  doc_t *d = ctx;
+  if (d != NULL)
+    tlc_free(d->body);
+  tlc_free(d);
+}
+
+/* tlc_hist_answer_t.encode: on the pool thread. */
+static size_t doc_encode(void *ctx, tlc_hist_result_t *r) {
+  doc_t *d = ctx;
+  tlc_out_t o;
+  if (r->status != 0)
+    return 0; /* the error document is small: written on the loop */
+  tlc_out_init(&o, d->cap, NULL, NULL);
+  d->rc = tlc_json_write(&o, &r->t, r->has_names ? &r->names : NULL, d->name, 0);
+  if (d->rc == 0 && (d->body = tlc_out_take(&o, &d->len)) == NULL)
+    d->rc = TLC_ENOMEM;
+  tlc_out_fini(&o);
+  return d->rc == 0 ? d->len : 0;
+}
+
 static void pending_done(void *ud, tlc_hist_result_t *r) {
   tlc__http_pending_t *p = ud;
   p->job = NULL;
   p->done = 1;
-  tlc_hist_result_fini(&p->res);
-  p->res = *r; /* the table and names move; r is left empty for its owner to free */
-  tlc_hist_result_init(r);
+  p->status = r->status;
+  snprintf(p->err, sizeof(p->err), "%s", r->err);
   if (p->wake != NULL)
     p->wake(p->wake_ud);
 }
@@ -306,27 +341,39 @@ int tlc__http_pending_ready(const tlc__http_pending_t *p) {
 void tlc__http_pending_free(tlc__http_pending_t *p) {
   if (p == NULL)
     return;
-  if (p->job != NULL && p->pv->history_cancel != NULL)
-    p->pv->history_cancel(p->pv->history_ud, p->job);
-  tlc_hist_result_fini(&p->res);
+  if (p->job == NULL)
+    doc_free(p->doc);
+  else if (p->pv->history_cancel != NULL)
+    p->pv->history_cancel(p->pv->history_ud, p->job); /* the query frees doc */
   tlc_free(p);
 }
 
 void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__http_resp_t *rs) {
-  tlc_hist_result_t *r = &p->res;
+  doc_t *d = p->doc;
   int rc;
   (void)v;
   rs->status = 200;
-  if (r->status != 0) {
-    int st = r->status == -ENOENT || r->status == TLC_ERANGE ? 404
-             : r->status == -ECANCELED                       ? 503
+  if (p->status != 0) {
+    int st = p->status == -ENOENT || p->status == TLC_ERANGE ? 404
+             : p->status == -ECANCELED                       ? 503
                                                              : 500;
     tlc__http_error(rs, st, "statistics of \"%s\" in the range: %s", p->name,
-                    r->err[0] ? r->err : tlc_strerror(r->status));
+                    p->err[0] ? p->err : tlc_strerror(p->status));
     return;
   }
   rs->ctype = CT_JSON;
-  rc = tlc_json_write(&rs->body, &r->t, r->has_names ? &r->names : NULL, p->name, 0);
+  rc = d->rc;
+  if (rc == 0 && d->len > rs->body.max) /* over what is left of the bytes being sent */
+    rc = TLC_ELIMIT;
+  if (rc == 0) { /* the document becomes the body: no copy */
+    size_t max = rs->body.max;
+    tlc_out_fini(&rs->body);
+    tlc_out_init(&rs->body, max, NULL, NULL);
+    rs->body.buf = d->body;
+    rs->body.len = rs->body.total = d->len;
+    rs->body.cap = d->len + 1; /* tlc_out_take made room for a NUL */
+    d->body = NULL;
+  }
   if (rc != 0)
     tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "statistics of \"%s\": %s", p->name,
                     rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
@@ -384,6 +431,7 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
   int hs, hu, rc;
   tlc_when_range_t range;
   tlc_snap_opts_t so;
+  tlc_hist_answer_t ans;
   tlc__http_pending_t *p;
   if (query_unknown(query, bad, sizeof(bad))) {
     tlc__http_error(rs, 400, "unknown query parameter \"%s\" (since and until are known)", bad);
@@ -416,13 +464,22 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
     return;
   }
   p->pv = pv;
-  tlc_hist_result_init(&p->res);
   snprintf(p->name, sizeof(p->name), "%s", name);
+  if ((p->doc = tlc_calloc(1, sizeof(*p->doc))) == NULL) {
+    tlc_free(p);
+    tlc__http_error(rs, 503, "out of memory");
+    return;
+  }
+  p->doc->cap = v->max_document != 0 ? v->max_document : v->max_response;
+  snprintf(p->doc->name, sizeof(p->doc->name), "%s", name);
+  ans.encode = doc_encode;
+  ans.free = doc_free;
+  ans.ctx = p->doc;
   memset(&so, 0, sizeof(so));
   so.windows = 1; /* as `tlcapd replay` and `tlcap stats --since` */
   so.neutral = 1;
   so.quantiles = 1;
-  rc = pv->history(pv->history_ud, name, &range, &so, pending_done, p, &p->job);
+  rc = pv->history(pv->history_ud, name, &range, &so, &ans, pending_done, p, &p->job);
   if (rc != 0) {
     tlc__http_pending_free(p);
     if (rc == TLC_ELIMIT)

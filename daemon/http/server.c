@@ -1133,6 +1133,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.start_unix_ms = o->start_unix_ms;
   h->view.version = o->version;
   h->view.max_response = o->max_response;
+  h->view.max_document = o->max_response;
   h->view.st = &h->st;
   h->live.pre = LWS_PRE;      /* the live messages leave room for the frame header */
   h->view.metrics_stream = 1; /* /metrics made a slice per loop turn (scrape_slice) */

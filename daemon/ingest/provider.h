@@ -61,6 +61,7 @@ typedef struct tlc_ps_segment {
 } tlc_ps_segment_t;
 
 struct tlc_hist_result; /* history.h */
+struct tlc_hist_answer;
 
 typedef struct tlc_ps_provider {
   /* Number of targets; indexes are 0..count-1. */
@@ -102,15 +103,17 @@ typedef struct tlc_ps_provider {
   void *segments_ud;
   /* History (SPEC 10; daemon/history/histq.h): starts computing, off the loop, the statistics
    * of the stored records of the target called `name` (live or not) in `range`, with the
-   * snapshot options `so` and the target's settings; done(done_ud, r) runs later on the loop
-   * with the result (r->status 0 or the error, r->err why; the callee may take r->t and
-   * r->names by swapping). Returns 0 with *job (for history_cancel), TLC_ELIMIT when as many
-   * range queries as the daemon runs at once are running, TLC_EINVAL (a bad name), or another
-   * negative error: done is then never called. NULL hook: no storage. Loop thread. Called with
-   * history_ud. */
+   * snapshot options `so` and the target's settings; `ans` (history.h, may be NULL) encodes
+   * the answer off the loop too, into its ctx, which belongs to the query until done runs or,
+   * cancelled, until the query frees it (ans->free). done(done_ud, r) runs later on the loop
+   * with the result (r->status 0 or the error, r->err why; without ans the callee may take r->t
+   * and r->names by swapping; with ans they are empty and ctx holds the answer). Returns 0 with
+   * *job (for history_cancel), TLC_ELIMIT when as many range queries as the daemon runs at once
+   * are running, TLC_EINVAL (a bad name), or another negative error: done is then never called
+   * and ctx stays the caller's. NULL hook: no storage. Loop thread. Called with history_ud. */
   int (*history)(void *history_ud, const char *name, const tlc_when_range_t *range,
-                 const tlc_snap_opts_t *so, void (*done)(void *ud, struct tlc_hist_result *r),
-                 void *done_ud, void **job);
+                 const tlc_snap_opts_t *so, const struct tlc_hist_answer *ans,
+                 void (*done)(void *ud, struct tlc_hist_result *r), void *done_ud, void **job);
   /* The requester of `job` is gone: its done will not be called. */
   void (*history_cancel)(void *history_ud, void *job);
   void *history_ud;

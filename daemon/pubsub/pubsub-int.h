@@ -231,8 +231,9 @@ struct tlc__ps_sub {
   /* range statistics (GetStats.range, Subscribe.history; range.c, docs/protocol.md "History"):
    * one query at a time per connection, computed off the loop by the provider's history hook */
   struct {
-    void *job;    /* the running query, NULL when none */
-    uint32_t req; /* the request it answers */
+    void *job;            /* the running query, NULL when none */
+    struct hist_ans *ans; /* its answer, encoded off the loop (range.c; the query's until done) */
+    uint32_t req;         /* the request it answers */
     uint8_t windows, quantiles, neutral, names, neutral_only;
     tlc_when_range_t range;
     char **names_left; /* Subscribe.history: the targets to compute, in order */
@@ -352,6 +353,8 @@ uint64_t tlc__ps_now_ms(tlc_pubsub_t *ps);
 void tlc__ps_msg_unref(msg_t *m);
 msg_t *tlc__ps_msg_ref(msg_t *m);
 msg_t *tlc__ps_msg_encode(tlc_pubsub_t *ps, const Tlcap__ServerMessage *sm, int kind, int *too_big);
+/* The same with the cap given: any thread (range.c encodes range answers on the pool). */
+msg_t *tlc__ps_msg_pack(size_t max_message, const Tlcap__ServerMessage *sm, int kind, int *too_big);
 void tlc__ps_sub_free(tlc__ps_sub_t *s);
 void tlc__ps_sub_unlink(tlc__ps_sub_t *s);
 void tlc__ps_sub_closed_cb(uv_handle_t *h);

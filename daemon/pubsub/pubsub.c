@@ -158,11 +158,16 @@ msg_t *tlc__ps_msg_ref(msg_t *m) {
  * *too_big is then set when given). */
 msg_t *tlc__ps_msg_encode(tlc_pubsub_t *ps, const Tlcap__ServerMessage *sm, int kind,
                           int *too_big) {
+  return tlc__ps_msg_pack(ps->o.max_message, sm, kind, too_big);
+}
+
+msg_t *tlc__ps_msg_pack(size_t max_message, const Tlcap__ServerMessage *sm, int kind,
+                        int *too_big) {
   size_t payload, n = tlc_pb_frame_size(&sm->base, &payload);
   msg_t *m;
   if (too_big != NULL)
     *too_big = 0;
-  if (n > ps->o.max_message) {
+  if (n > max_message) {
     if (too_big != NULL)
       *too_big = 1;
     return NULL;

@@ -4,11 +4,15 @@
  * The statistics of a target's stored records in a range are computed off the loop by the
  * provider's history hook (daemon/history/histq.h: libuv's threadpool, a few at once
  * daemon-wide). Per connection one query runs at a time (s->hq); another request meanwhile gets
- * ERR_BUSY, as does one that finds the daemon's queries all busy. The result comes back on the
- * loop (hist_done) and is sent as one control message (never dropped): a Stats reply, or for a
- * Subscribe.history a Snapshot with `range` set, target after target; then the subscription
- * is attached to its feed, so its live snapshots (full, then deltas) come after the history.
- * A subscriber that closes cancels its query (tlc__ps_hist_stop).
+ * ERR_BUSY, as does one that finds the daemon's queries all busy. The answer is one control
+ * message (never dropped): a Stats reply, or for a Subscribe.history a Snapshot with `range`
+ * set, target after target; then the subscription is attached to its feed, so its live
+ * snapshots (full, then deltas) come after the history. A subscriber that closes cancels its
+ * query (tlc__ps_hist_stop).
+ *
+ * The message is built and encoded on the pool thread that computed the range (hist_encode, a
+ * tlc_hist_answer_t, from a copy of what the request asked: hist_ans_t), so the loop's share of
+ * a query (hist_done) is to queue a finished message, whatever the range or its answer holds.
  */
 #include "pubsub-int.h"
 
@@ -23,6 +27,19 @@
 #define HIST_MAX_TARGETS 16 /* targets a Subscribe.history computes (its matching ones) */
 
 static void hist_done(void *ud, tlc_hist_result_t *r);
+
+/* A query's answer: what the request asked (copied on the loop before the query starts), and
+ * the message the pool thread built from the result. Owned by the query while it runs. */
+typedef struct hist_ans {
+  size_t max_message;
+  uint64_t instance_id;
+  uint32_t req;
+  uint8_t windows, quantiles, names, sub; /* sub: a Subscribe.history's Snapshot */
+  tlc_when_range_t range;
+  char target[129];
+  msg_t *m; /* the encoded message, or NULL with err */
+  int err;
+} hist_ans_t;
 
 static void hist_range_get(const Tlcap__TimeRange *tr, tlc_when_range_t *r) {
   memset(r, 0, sizeof(*r));
@@ -43,6 +60,13 @@ static void hist_range_set(const tlc_when_range_t *r, Tlcap__TimeRange *tr) {
   tr->until = r->until;
 }
 
+static void hist_ans_free(void *ctx) {
+  hist_ans_t *a = ctx;
+  if (a != NULL)
+    tlc__ps_msg_unref(a->m);
+  tlc_free(a);
+}
+
 static void hist_names_free(tlc__ps_sub_t *s) {
   for (size_t i = 0; i < s->hq.nleft; i++)
     tlc_free(s->hq.names_left[i]);
@@ -54,25 +78,53 @@ static void hist_names_free(tlc__ps_sub_t *s) {
 /* The subscriber goes away: its query is cancelled, what waited for it dropped. */
 void tlc__ps_hist_stop(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
-  if (s->hq.job != NULL && ps->p.history_cancel != NULL)
-    ps->p.history_cancel(ps->p.history_ud, s->hq.job);
+  if (s->hq.job == NULL)
+    hist_ans_free(s->hq.ans);
+  else if (ps->p.history_cancel != NULL)
+    ps->p.history_cancel(ps->p.history_ud, s->hq.job); /* the query frees its answer */
   s->hq.job = NULL;
+  s->hq.ans = NULL;
   hist_names_free(s);
   tlc__ps_spec_free(s->hq.fspec);
   s->hq.fspec = NULL;
   s->hq.sn = NULL;
 }
 
+static size_t hist_encode(void *ctx, tlc_hist_result_t *r);
+
 /* Starts the query of s->hq.target; 0, or the hook's error (nothing started). */
 static int hist_start(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   tlc_snap_opts_t so;
+  tlc_hist_answer_t ans;
+  hist_ans_t *a = tlc_calloc(1, sizeof(*a));
+  int e;
+  if (a == NULL)
+    return TLC_ENOMEM;
   memset(&so, 0, sizeof(so));
   so.windows = s->hq.windows;
   so.quantiles = s->hq.quantiles;
   so.neutral = s->hq.neutral;
   so.neutral_only = s->hq.neutral_only;
-  return ps->p.history(ps->p.history_ud, s->hq.target, &s->hq.range, &so, hist_done, s, &s->hq.job);
+  a->max_message = ps->o.max_message;
+  a->instance_id = ps->instance_id;
+  a->req = s->hq.req;
+  a->windows = s->hq.windows;
+  a->quantiles = s->hq.quantiles;
+  a->names = s->hq.names;
+  a->sub = s->hq.nleft > 0;
+  a->range = s->hq.range;
+  snprintf(a->target, sizeof(a->target), "%s", s->hq.target);
+  ans.encode = hist_encode;
+  ans.free = hist_ans_free;
+  ans.ctx = a;
+  e = ps->p.history(ps->p.history_ud, s->hq.target, &s->hq.range, &so, &ans, hist_done, s,
+                    &s->hq.job);
+  if (e != 0)
+    hist_ans_free(a);
+  else
+    s->hq.ans = a;
+  return e;
 }
 
 /* Error for a query that could not start or failed. */
@@ -215,28 +267,29 @@ void tlc__ps_hist_subscribe_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__S
   hist_subscribe_next(s);
 }
 
-/* hist_done: the snapshot of a result, as a Stats reply (GetStats) or a Snapshot (Subscribe).
- * NULL with *err on failure. */
-static msg_t *hist_msg(tlc__ps_sub_t *s, tlc_hist_result_t *r, int *err) {
-  tlc_pubsub_t *ps = s->ps;
+/* tlc_hist_answer_t.encode, on the pool thread: the snapshot of a result as a Stats reply
+ * (GetStats) or a Snapshot (Subscribe) into a->m, or a->err. Returns its size. */
+static size_t hist_encode(void *ctx, tlc_hist_result_t *r) {
+  hist_ans_t *an = ctx;
   tlc_pb_arena_t a;
   tlc_pb_snap_sel_t sel;
   Tlcap__Snapshot snap;
   Tlcap__ServerMessage sm;
   Tlcap__Stats stats;
   Tlcap__TimeRange tr;
-  tlc_when_range_t range = s->hq.range;
-  msg_t *m = NULL;
-  int too_big = 0, sub = s->hq.nleft > 0;
+  tlc_when_range_t range = an->range;
+  int too_big = 0;
+  if ((an->err = r->status) != 0)
+    return 0;
   memset(&sel, 0, sizeof(sel));
-  sel.windows = s->hq.windows;
-  sel.quantiles = s->hq.quantiles;
-  tlc_pb_arena_init(&a, ps->o.max_message * 4);
-  *err = tlc_pb_snapshot_build(&a, &snap, &r->t, s->hq.target, &sel,
-                               s->hq.names && r->has_names ? &r->names : NULL);
-  if (*err < 0)
+  sel.windows = an->windows;
+  sel.quantiles = an->quantiles;
+  tlc_pb_arena_init(&a, an->max_message * 4);
+  an->err = tlc_pb_snapshot_build(&a, &snap, &r->t, an->target, &sel,
+                                  an->names && r->has_names ? &r->names : NULL);
+  if (an->err < 0)
     goto done;
-  if (sub) { /* Subscribe.history: up to now */
+  if (an->sub) { /* Subscribe.history: up to now */
     range.has_until = 1;
     range.until =
         range.kind == TLC_WHEN_WALL ? (int64_t)tlc__ps_unix_ms() * 1000000 : r->t.last_time + 1;
@@ -244,46 +297,47 @@ static msg_t *hist_msg(tlc__ps_sub_t *s, tlc_hist_result_t *r, int *err) {
   hist_range_set(&range, &tr);
   snap.range = &tr;
   snap.segments = (uint32_t)r->segments;
-  snap.instance_id = ps->instance_id;
+  snap.instance_id = an->instance_id;
   snap.full = 1;
   snap.unix_ms = tlc__ps_unix_ms();
   tlcap__server_message__init(&sm);
-  if (sub) {
+  if (an->sub) {
     sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;
     sm.snapshot = &snap;
   } else {
     tlcap__stats__init(&stats);
     stats.snapshot = &snap;
-    sm.request_id = s->hq.req;
+    sm.request_id = an->req;
     sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_STATS;
     sm.stats = &stats;
   }
-  m = tlc__ps_msg_encode(ps, &sm, PSM_CONTROL, &too_big);
-  if (m == NULL)
-    *err = too_big ? TLC_ELIMIT : TLC_ENOMEM;
-  else
-    ps->st.snapshots_built++;
+  an->m = tlc__ps_msg_pack(an->max_message, &sm, PSM_CONTROL, &too_big);
+  if (an->m == NULL)
+    an->err = too_big ? TLC_ELIMIT : TLC_ENOMEM;
 done:
   tlc_pb_arena_fini(&a);
-  return m;
+  return an->m != NULL ? an->m->len : 0;
 }
 
 static void hist_done(void *ud, tlc_hist_result_t *r) {
   tlc__ps_sub_t *s = ud;
-  msg_t *m;
-  int e = r->status;
+  hist_ans_t *a = s->hq.ans; /* ours again */
+  int e = a->err;
   s->hq.job = NULL;
+  s->hq.ans = NULL;
   if (s->closing) {
+    hist_ans_free(a);
     tlc__ps_hist_stop(s);
     return;
   }
-  if (e == 0 && (m = hist_msg(s, r, &e)) != NULL) {
-    tlc__ps_sub_ctl(s, m);
-    tlc__ps_msg_unref(m);
+  if (e == 0) {
+    s->ps->st.snapshots_built++;
+    tlc__ps_sub_ctl(s, a->m);
   } else {
     hist_error(s, s->hq.req, s->hq.target, e,
-               e == TLC_ELIMIT ? "larger than the daemon's message cap" : r->err);
+               e == TLC_ELIMIT && r->status == 0 ? "larger than the daemon's message cap" : r->err);
   }
+  hist_ans_free(a);
   if (s->hq.nleft > 0)
     hist_subscribe_next(s);
 }

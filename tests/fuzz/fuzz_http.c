@@ -149,12 +149,13 @@ static struct {
   void (*done)(void *ud, tlc_hist_result_t *r);
   void *ud;
   tlc_snap_opts_t so;
-  int busy; /* the next query is refused as the daemon's full queue refuses it */
+  tlc_hist_answer_t ans; /* encoded before done, as the daemon's pool does; freed if cancelled */
+  int busy;              /* the next query is refused as the daemon's full queue refuses it */
 } hq;
 
 static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
-                     const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
-                     void *done_ud, void **job) {
+                     const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
+                     void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
   (void)ud;
   (void)name;
   (void)range;
@@ -162,6 +163,7 @@ static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
     return TLC_ELIMIT;
   hq.active = 1;
   hq.done = done;
+  hq.ans = *ans;
   hq.ud = done_ud;
   hq.so = *so;
   *job = &hq;
@@ -172,6 +174,7 @@ static void f_history_cancel(void *ud, void *job) {
   (void)ud;
   (void)job;
   hq.active = 0;
+  hq.ans.free(hq.ans.ctx);
 }
 
 static tlc_ps_provider_t pv = { .count = f_count,
@@ -373,6 +376,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         r.status = TLC_ENOMEM;
       }
       hq.active = 0;
+      (void)hq.ans.encode(hq.ans.ctx, &r); /* then the table goes, as on the pool */
+      tlc_table_fini(&r.t);
+      tlc_mapping_fini(&r.names);
       hq.done(hq.ud, &r);
       tlc_hist_result_fini(&r);
       if (!tlc__http_pending_ready(pd))

@@ -155,17 +155,19 @@ static struct {
   void *ud;
   char name[64];
   tlc_snap_opts_t so;
+  tlc_hist_answer_t ans; /* encoded before done, as the daemon's pool does; freed if cancelled */
 } g_hist;
 
 static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
-                     const tlc_snap_opts_t *so, void (*done)(void *, tlc_hist_result_t *),
-                     void *done_ud, void **job) {
+                     const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
+                     void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
   (void)ud;
   (void)range;
   if (g_hist.active)
     return TLC_ELIMIT;
   g_hist.active = 1;
   g_hist.done = done;
+  g_hist.ans = *ans;
   g_hist.ud = done_ud;
   g_hist.so = *so;
   snprintf(g_hist.name, sizeof(g_hist.name), "%s", name);
@@ -177,6 +179,7 @@ static void f_history_cancel(void *ud, void *job) {
   (void)ud;
   (void)job;
   g_hist.active = 0;
+  g_hist.ans.free(g_hist.ans.ctx);
 }
 
 /* Completes the queries the input started (each done may start the next: bounded). */
@@ -193,6 +196,9 @@ static void hist_run(ft_t *f) {
       r.status = -ENOENT;
       snprintf(r.err, sizeof(r.err), "no segments of that target");
     }
+    (void)g_hist.ans.encode(g_hist.ans.ctx, &r); /* then the table goes, as on the pool */
+    tlc_table_fini(&r.t);
+    tlc_mapping_fini(&r.names);
     g_hist.done(g_hist.ud, &r);
     tlc_hist_result_fini(&r);
   }
