@@ -193,9 +193,14 @@ static inline void tlc_ckr_str(tlc_ckr_t *r, char *out, size_t cap) {
 
 /* 64-bit FNV-1a over 8-byte words (then the tail bytes one at a time), as the manifests'
  * fnv1a64w: the checkpoint file's checksum. */
-static inline uint64_t tlc_ck_fnv(const void *data, size_t len) {
+#define TLC_CK_FNV_BASIS 0xcbf29ce484222325ull
+
+/* tlc_ck_fnv continued: the checksum h of what came before, then data[0..len). Data checksummed
+ * in pieces gives tlc_ck_fnv of the whole when every piece but the last is a multiple of 8
+ * bytes long. */
+static inline uint64_t tlc_ck_fnv_more(uint64_t h, const void *data, size_t len) {
   const uint8_t *p = data;
-  uint64_t h = 0xcbf29ce484222325ull, v;
+  uint64_t v;
   size_t i = 0;
   for (; i + 8 <= len; i += 8) {
     memcpy(&v, p + i, 8);
@@ -204,6 +209,10 @@ static inline uint64_t tlc_ck_fnv(const void *data, size_t len) {
   for (; i < len; i++)
     h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
+}
+
+static inline uint64_t tlc_ck_fnv(const void *data, size_t len) {
+  return tlc_ck_fnv_more(TLC_CK_FNV_BASIS, data, len);
 }
 
 #endif

@@ -86,15 +86,10 @@ int tlc_ckpt_encode(tlc_target_t *t, tlc_ckw_t *w) {
   return rc < 0 ? rc : 0;
 }
 
-int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns) {
-  uint8_t *h;
+void tlc_ckpt_header(uint8_t h[TLC_CKPT_HEADER], const tlc_ckpt_pos_t *pos, int64_t wall_ns,
+                     uint64_t payload) {
   uint32_t v;
   uint64_t q;
-  if (w->err != 0)
-    return w->err;
-  if (w->len < TLC_CKPT_HEADER)
-    return TLC_EINVAL;
-  h = w->p;
   memcpy(h, file_magic, 8);
   v = TLC_CKPT_VERSION;
   memcpy(h + 8, &v, 4);
@@ -113,8 +108,16 @@ int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns) {
   q = 0;
   memcpy(h + 48, &q, 8);
   memcpy(h + 56, &wall_ns, 8);
-  q = w->len - TLC_CKPT_HEADER;
-  memcpy(h + 64, &q, 8);
+  memcpy(h + 64, &payload, 8);
+}
+
+int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns) {
+  uint64_t q;
+  if (w->err != 0)
+    return w->err;
+  if (w->len < TLC_CKPT_HEADER)
+    return TLC_EINVAL;
+  tlc_ckpt_header(w->p, pos, wall_ns, w->len - TLC_CKPT_HEADER);
   q = tlc_ck_fnv(w->p, w->len);
   tlc_ckw_u64(w, q);
   return w->err;

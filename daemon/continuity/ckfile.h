@@ -71,6 +71,11 @@ int tlc_ckpt_encode_step(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w, 
  * and appends the checksum. Any thread (the buffer is the caller's). 0 or w's error. */
 int tlc_ckpt_finish(tlc_ckw_t *w, const tlc_ckpt_pos_t *pos, int64_t wall_ns);
 
+/* The header of a checkpoint whose payload is `payload` bytes long (tlc_ckpt_finish's, for a
+ * file written in pieces: the caller then appends the checksum of header and payload). */
+void tlc_ckpt_header(uint8_t h[TLC_CKPT_HEADER], const tlc_ckpt_pos_t *pos, int64_t wall_ns,
+                     uint64_t payload);
+
 /* Checks a whole file buf[0..len): length, magic, version, byte order, checksum; then reads
  * the target section's header into *info. Returns 0; TLC_EVERSION (another version or byte
  * order), TLC_EFRAME (damaged: `why` says where). */

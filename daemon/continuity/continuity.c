@@ -1,19 +1,20 @@
 /* continuity.c - checkpoints and restore of every target's statistics (see continuity.h).
  *
  * A checkpoint: tlc_ckpt_encode_begin and a first slice of tlc_ckpt_encode_step on the loop
- * (the target's whole state into one buffer, reserved at about its size; about one memcpy per
- * area), the storage position asked at that same moment (opts.mark; without storage none);
+ * (about one memcpy per area into a buffer; past SPILL_BYTES the buffer's bytes go to the .tmp
+ * file from the loop, so a checkpoint holds about 1 MiB whatever the state's size), the storage
+ * position asked at that same moment (opts.mark; without storage none);
  * a state not encoded within opts.slice_ns is frozen (tlc_target_freeze) and encoded on by an
  * idle handle, a slice per loop turn, then its input given back (tlc_target_thaw, 256 KiB per
- * turn); then a threadpool job finishes the header, checksums and writes the file (tmp, fsync,
- * rename, fsync dir). Invariant: from the position asked to the end of the encoding nothing
- * reaches the target's engine, so the file covers exactly that position (the engine asserts
- * it on its change sequence). A freeze that must end early (the target's callback on_abort)
- * gives the checkpoint up, never a byte. Per target at most one in flight (slot_t.busy), and
- * not frozen again before as long as its last freeze lasted; a target whose engine sequence,
- * bytes and connection counters did not move since its last checkpoint is skipped. Cost on
- * the loop: the encoding's memcpy (bench/bench_checkpoint: ~1.1x memcpy of the file), at most
- * one slice of it at a time.
+ * turn); then a threadpool job writes the rest and the header, checksums the file (read back
+ * in pieces when it was spilled) and makes it durable (fsync, rename, fsync dir). Invariant: from
+ * the position asked to the end of the encoding nothing reaches the target's engine, so the file
+ * covers exactly that position (the engine asserts it on its change sequence). A freeze that must
+ * end early (the target's callback on_abort) gives the checkpoint up, never a byte. Per target at
+ * most one in flight (slot_t.busy), and not frozen again before as long as its last freeze lasted;
+ * a target whose engine sequence, bytes and connection counters did not move since its last
+ * checkpoint is skipped. Cost on the loop: the encoding's memcpy (bench/bench_checkpoint: ~1.1x
+ * memcpy of the file), at most one slice of it at a time.
  *
  * A restore (the TLC_TEV_CREATED observer, before storage's observer sees the target): read
  * the file (bounded by max_file_bytes), tlc_ckpt_restore, then replay the stored records after
@@ -76,6 +77,8 @@ typedef struct job {
   uint64_t gen;     /* the target's (tlc_target_t.gen): still the same after the preparation */
   size_t est, wlen; /* the buffer's size estimate; the file's length (the buffer is freed by
                        the threadpool job that wrote it) */
+  int fd;           /* the .tmp file once a chunk was spilled into it (else -1) */
+  uint64_t spilled; /* bytes of the file written from the loop (w holds what follows) */
   uint64_t slices, encode_ns, frozen_at, frozen_ns;
   uint64_t max_slice_ns, max_slice_cpu_ns; /* its longest slice: wall clock, thread CPU */
   int64_t wall_ns;
@@ -159,41 +162,110 @@ static int mkdir_p(const char *dir) {
   return 0;
 }
 
+/* A negative errno or a TLC_E* code, in words. */
+static const char *err_text(int rc) {
+  return rc <= TLC_ERR_BASE ? tlc_strerror(rc) : strerror(-rc);
+}
+
+/* Writes n bytes at the file's current offset. 0 or -errno (TLC_EIO for a short write). */
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k < 0 ? -errno : TLC_EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* A checkpoint whose first bytes were spilled (j->fd, j->spilled): its last bytes, its header
+ * (position and length now known) over the room left for it, then the checksum of the whole
+ * file, read back in pieces of the job's buffer. 0 or an error (j->why set). */
+static int finish_spilled(job_t *j, const char *tmp) {
+  uint8_t h[TLC_CKPT_HEADER];
+  uint64_t total = j->spilled + j->w.len, sum = TLC_CK_FNV_BASIS, off = 0;
+  size_t piece = j->w.cap & ~(size_t)7;
+  int rc;
+  if (j->w.err != 0 || piece == 0) {
+    snprintf(j->why, sizeof j->why, "encoding: %s", err_text(j->w.err ? j->w.err : TLC_EINVAL));
+    return j->w.err ? j->w.err : TLC_EINVAL;
+  }
+  if ((rc = write_all(j->fd, j->w.p, j->w.len)) != 0) {
+    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
+    return rc;
+  }
+  tlc_ckpt_header(h, &j->pos, j->wall_ns, total - TLC_CKPT_HEADER);
+  errno = 0; /* a short pwrite sets none */
+  if (pwrite(j->fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
+    rc = errno ? -errno : TLC_EIO;
+    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
+    return rc;
+  }
+  while (off < total) {
+    size_t n = total - off < piece ? (size_t)(total - off) : piece;
+    ssize_t k = pread(j->fd, j->w.p, n, (off_t)off);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k != (ssize_t)n) { /* a short read back: pieces must stay multiples of 8 */
+      rc = k < 0 ? -errno : TLC_EIO;
+      snprintf(j->why, sizeof j->why, "read back %s: %s", tmp, err_text(rc));
+      return rc;
+    }
+    sum = tlc_ck_fnv_more(sum, j->w.p, n);
+    off += n;
+  }
+  errno = 0;
+  if (pwrite(j->fd, &sum, 8, (off_t)total) != 8) {
+    rc = errno ? -errno : TLC_EIO;
+    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
+    return rc;
+  }
+  j->wlen = (size_t)(total + 8);
+  return 0;
+}
+
 static void write_work(uv_work_t *req) {
   job_t *j = req->data;
   char tmp[1200], fin[1200];
   uint64_t t0 = mono_ns();
-  size_t off = 0;
   int fd;
-  j->rc = tlc_ckpt_finish(&j->w, &j->pos, j->wall_ns);
-  if (j->rc != 0) {
-    snprintf(j->why, sizeof j->why, "encoding: %s", tlc_strerror(j->rc));
-    return;
-  }
-  if ((j->rc = mkdir_p(j->dir)) != 0) {
-    snprintf(j->why, sizeof j->why, "mkdir %s: %s", j->dir, strerror(-j->rc));
-    return;
-  }
   snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
   snprintf(fin, sizeof fin, "%s/%s", j->dir, TLC_CKPT_NAME);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-  if (fd < 0) {
-    j->rc = -errno;
-    snprintf(j->why, sizeof j->why, "%s: %s", tmp, strerror(errno));
-    return;
-  }
-  while (off < j->w.len) {
-    ssize_t n = write(fd, j->w.p + off, j->w.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      j->rc = n < 0 ? -errno : TLC_EIO;
-      snprintf(j->why, sizeof j->why, "write %s: %s", tmp, n < 0 ? strerror(errno) : "short");
+  if (j->fd >= 0) { /* spilled from the loop: the file is open, its first chunks written */
+    fd = j->fd;
+    j->rc = finish_spilled(j, tmp);
+    j->fd = -1; /* this thread's now: closed below */
+    if (j->rc != 0) {
       close(fd);
       unlink(tmp);
       return;
     }
-    off += (size_t)n;
+  } else {
+    j->rc = tlc_ckpt_finish(&j->w, &j->pos, j->wall_ns);
+    if (j->rc != 0) {
+      snprintf(j->why, sizeof j->why, "encoding: %s", tlc_strerror(j->rc));
+      return;
+    }
+    if ((j->rc = mkdir_p(j->dir)) != 0) {
+      snprintf(j->why, sizeof j->why, "mkdir %s: %s", j->dir, strerror(-j->rc));
+      return;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (fd < 0) {
+      j->rc = -errno;
+      snprintf(j->why, sizeof j->why, "%s: %s", tmp, strerror(errno));
+      return;
+    }
+    if ((j->rc = write_all(fd, j->w.p, j->w.len)) != 0) {
+      snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(j->rc));
+      close(fd);
+      unlink(tmp);
+      return;
+    }
+    j->wlen = j->w.len;
   }
   if (fsync(fd) != 0) { /* R5: a failed fsync is never trusted: the old checkpoint stays */
     j->rc = -errno;
@@ -220,13 +292,12 @@ static void write_work(uv_work_t *req) {
 static void write_and_free(uv_work_t *req) {
   job_t *j = req->data;
   write_work(req);
-  j->wlen = j->w.len;
   tlc_ckw_fini(&j->w);
 }
 
 static void maybe_finish(tlc_cont_t *c);
 
-#define PREP_BYTES ((size_t)4 << 20) /* a buffer this large is prepared and freed off the loop */
+#define PREP_BYTES ((size_t)4 << 20) /* a buffer this large is freed off the loop */
 
 /* A large buffer freed in the threadpool (a job given up, or a target gone meanwhile). */
 typedef struct bigfree {
@@ -267,19 +338,11 @@ static void buffer_release(tlc_cont_t *c, tlc_ckw_t *w) {
 }
 
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
+static void spill_discard(job_t *j);
 static void on_soon(uv_timer_t *h);
 static void unlist(job_t *j);
 static void thawed(job_t *j);
 static void start_encoding(job_t *j, tlc_target_t *t, int may_slice);
-static void prep_after(uv_work_t *req, int status);
-
-/* Threadpool: the buffer allocated and every page touched (the kernel maps them here). */
-static void prep_work(uv_work_t *req) {
-  job_t *j = req->data;
-  tlc_ckw_reserve(&j->w, j->est);
-  for (size_t o = 0; o < j->w.cap; o += 4096)
-    ((volatile uint8_t *)j->w.p)[o] = 0;
-}
 
 static void job_done(job_t *j, size_t len) {
   tlc_cont_t *c = j->c;
@@ -303,6 +366,7 @@ static void job_done(job_t *j, size_t len) {
   }
   {
     size_t idx = j->idx;
+    spill_discard(j); /* a write that never ran */
     buffer_release(c, &j->w);
     tlc_free(j);
     if (idx < c->nslots && c->slots[idx].again && idx < c->targets->n) {
@@ -346,6 +410,7 @@ static void maybe_write(job_t *j) {
  * (the position may still be on its way). */
 static void job_drop(job_t *j) {
   tlc_cont_t *c = j->c;
+  spill_discard(j); /* now: a later job of the target may open its .tmp meanwhile */
   if (!j->have_pos)
     return; /* on_pos frees it */
   buffer_release(c, &j->w);
@@ -374,8 +439,48 @@ static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
  * given back in slices of THAW_BYTES. The state is frozen from the moment its position was
  * asked of storage until it was encoded, so the file covers exactly that position. */
 
-#define THAW_BYTES  (256u << 10) /* kept bytes fed per loop turn after the encoding */
-#define SLICE_UNITS 16           /* rows encoded between two looks at the clock */
+#define THAW_BYTES  (256u << 10)      /* kept bytes fed per loop turn after the encoding */
+#define SLICE_UNITS 16                /* rows encoded between two looks at the clock */
+#define SPILL_BYTES ((size_t)1 << 20) /* encoded bytes held before they go to the file */
+
+/* Writes what the encoding holds (its multiple of 8 bytes: the checksum is taken word-wise when
+ * the file is read back) to the .tmp file, opened at the first spill, and keeps the rest: a
+ * checkpoint holds about SPILL_BYTES plus one step's rows in memory, however large the state.
+ * A buffered write of about SPILL_BYTES on the loop, as a slice's encoding costs. 0 or an
+ * error (-errno). */
+static int spill(job_t *j) {
+  tlc_cont_t *c = j->c;
+  size_t n = j->w.len & ~(size_t)7;
+  int rc;
+  if (j->fd < 0) {
+    char tmp[1200];
+    if ((rc = mkdir_p(j->dir)) != 0)
+      return rc;
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
+    /* read and write: the threadpool job reads it back for the checksum */
+    j->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (j->fd < 0)
+      return -errno;
+  }
+  if ((rc = write_all(j->fd, j->w.p, n)) != 0)
+    return rc;
+  memmove(j->w.p, j->w.p + n, j->w.len - n);
+  j->w.len -= n;
+  j->spilled += n;
+  j->w.max = c->o.max_file_bytes - (size_t)j->spilled; /* the file's cap, not the buffer's */
+  return 0;
+}
+
+/* A job's .tmp file, when it is given up before its write: closed and removed. */
+static void spill_discard(job_t *j) {
+  char tmp[1200];
+  if (j->fd < 0)
+    return;
+  close(j->fd);
+  j->fd = -1;
+  snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
+  unlink(tmp);
+}
 
 static uint64_t cpu_ns(void) {
   struct timespec ts;
@@ -389,9 +494,17 @@ static int slice(job_t *j, tlc_target_t *t, uint64_t budget) {
   tlc_cont_t *c = j->c;
   uint64_t t0 = mono_ns(), c0 = cpu_ns(), dt, dc;
   int rc;
-  do
+  do {
     rc = tlc_ckpt_encode_step(t, &j->sv, &j->w, SLICE_UNITS);
-  while (rc == 0 && mono_ns() - t0 < budget);
+    if (rc >= 0 && j->w.err == 0 && j->w.len >= SPILL_BYTES) {
+      int sr = spill(j);
+      if (sr != 0) {
+        tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint %s/%s.tmp: %s", t->name,
+                j->dir, TLC_CKPT_NAME, err_text(sr));
+        rc = sr;
+      }
+    }
+  } while (rc == 0 && mono_ns() - t0 < budget);
   dt = mono_ns() - t0;
   dc = cpu_ns() - c0;
   j->slices++;
@@ -592,46 +705,25 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
   j->c = c;
   j->idx = i;
   j->gen = t->gen;
+  j->fd = -1;
   if (target_dir(c, t->name, j->dir, sizeof j->dir) != 0) {
     tlc_free(j);
     return;
   }
   tlc_ckw_init(&j->w, c->o.max_file_bytes);
   {
-    /* the buffer at about its final size at once: growing it by doubling would copy it */
+    /* the buffer at about its final size at once (growing it by doubling would copy it), a
+     * small state's, or what is held between two spills (spill) */
     tlc_engine_mem_t m;
     tlc_engine_mem(t->pipe.engine, &m);
     j->est = m.bytes + m.bytes / 8 + 65536;
+    if (j->est > 2 * SPILL_BYTES)
+      j->est = 2 * SPILL_BYTES;
   }
   s->busy = 1;
   c->inflight++;
-  if (may_slice && !c->closing && j->est >= PREP_BYTES) {
-    /* a large one: its buffer is allocated and its pages touched in the threadpool first,
-     * so that the loop's slices take no page fault (each a kernel call under the process's
-     * memory lock, which other threads' mmap/munmap hold at times) */
-    j->req.data = j;
-    if (uv_queue_work(c->loop, &j->req, prep_work, prep_after) == 0)
-      return;
-  }
   tlc_ckw_reserve(&j->w, j->est);
   start_encoding(j, t, may_slice);
-}
-
-/* The buffer is ready: the target may have gone meanwhile (evicted: another at its index). */
-static void prep_after(uv_work_t *req, int status) {
-  job_t *j = req->data;
-  tlc_cont_t *c = j->c;
-  (void)status;
-  if (j->idx >= c->targets->n || c->targets->v[j->idx]->gen != j->gen) {
-    if (j->idx < c->nslots)
-      c->slots[j->idx].busy = 0;
-    buffer_release(c, &j->w);
-    tlc_free(j);
-    c->inflight--;
-    maybe_finish(c);
-    return;
-  }
-  start_encoding(j, c->targets->v[j->idx], !c->closing);
 }
 
 /* Encodes job j's target: begin and a first slice here, the position asked at this same
@@ -651,6 +743,7 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
     c->st.write_errors++;
     s->busy = 0;
     s->written = 0;
+    spill_discard(j);
     buffer_release(c, &j->w);
     tlc_free(j);
     c->inflight--;

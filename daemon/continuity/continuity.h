@@ -1,9 +1,11 @@
 /* continuity.h - statistics that survive restarts (SPEC section 10): checkpoints and restore.
  *
  * Every checkpoint_interval, and at shutdown, each target whose state changed since its last
- * checkpoint is encoded (ckfile.h) into one buffer, the storage position its statistics cover
- * is asked of the store (opts.mark: a command in the store's queue, so the position is exactly
- * "every record before this point"), and the file is written: <state>/<target>/
+ * checkpoint is encoded (ckfile.h) through a buffer of about 1 MiB (written to the .tmp file
+ * each time it fills, so a checkpoint's memory does not grow with the state), the storage
+ * position its statistics cover is asked of the store (opts.mark: a command in the store's
+ * queue, so the position is exactly "every record before this point"), and the file is
+ * written: <state>/<target>/
  * target.checkpoint.tmp, fsync, rename to target.checkpoint, fsync of the directory. The
  * state is encoded on the loop thread in slices of at most opts.slice_ns: one that takes
  * longer is frozen (tlc_target_freeze: its input held, so it stays at the position asked)

@@ -2,6 +2,10 @@
 """The daemon-wide memory budget, statistics in parts, and the stats dump off the loop (issue 16
 defects 1 and 6).
 
+rss_within_budget: three targets flooded past --memory-limit 32M with checkpoints every second,
+    a subscriber's GetStats and /metrics scrapes running: the process's peak RSS (VmHWM, and the
+    reaped child's maxrss after the shutdown's checkpoints) stays within the limit, its growth
+    headroom and RSS_SLACK; the other targets' areas are all refused and counted.
 budget: a hostile stream of 150,000 distinct handles against --memory-limit 24M: new areas are
     refused and counted in dropped_area_limit (two events per refused area: its E and X), an area
     that existed before keeps counting, RSS grows by about the budget and no more, the warning
@@ -20,11 +24,14 @@ dump: while SIGUSR1 writes the stats dump of 100,000 areas, the loop keeps answe
 
 Usage: test_memory_budget.py TLCAPD TLCAP"""
 import os
+import resource
 import signal
 import socket
 import struct
 import sys
+import threading
 import time
+import urllib.request
 
 import daemonlib as D
 import tlctest as T
@@ -57,6 +64,15 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise T.Failure("no VmRSS")
+
+
+def hwm_kib(pid):
+    """Peak RSS of the process so far (VmHWM)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise T.Failure("no VmHWM")
 
 
 def flood(first, n, t0, handle0=0):
@@ -433,5 +449,103 @@ def test_dump_off_loop(d):
         dm.kill()
 
 
+# What tlcapd may hold beyond its memory budget at peak, whatever the input (docs/configuration.md
+# memory_limit): its code, libraries and threads' stacks, libuv's and the sockets' buffers, a
+# checkpoint's chunk, a stats part, a subscriber's reply and an HTTP response.
+RSS_SLACK = 48 << 20
+
+
+def test_rss_within_budget(d):
+    """Three targets flooded with distinct handles past --memory-limit 32M while checkpoints run
+    every second, a subscriber asks for GetStats and /metrics is scraped: the process's peak RSS
+    stays within the limit, its growth headroom and a fixed slack (the statistics a checkpoint
+    encodes are written out in chunks, not held whole beside them)."""
+    limit = 32 << 20
+    ports, sport, hport = [D.free_port() for _ in range(3)], D.free_port(), D.free_port()
+    args = ["--memory-limit", "32M", "--checkpoint-interval", "1"]
+    for i, p in enumerate(ports):
+        args += ["--listen", "t%d=bin11@127.0.0.1:%d" % (i, p)]
+    dm = D.Daemon(TLCAPD, d, args, serve="127.0.0.1:%d" % sport, http="127.0.0.1:%d" % hport)
+    stop, errors, rounds = threading.Event(), [], [0, 0]
+
+    def watch():
+        """GetStats of the first target and a /metrics scrape, over and over."""
+        try:
+            sub = Sub(sport)
+            req = 1000
+            while not stop.is_set():
+                req += 1
+                get_stats(sub, req, "t0@127.0.0.1", max_rows=4096)
+                while True:
+                    m = sub.recv()
+                    if 17 in m and not snapshot_of(m)[4]:
+                        break
+                    if 15 in m:  # an Error: no such target yet
+                        break
+                rounds[0] += 1
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport,
+                                            timeout=30) as r:
+                    r.read()
+                rounds[1] += 1
+            sub.close()
+        except Exception as e:  # noqa: BLE001 (reported by the main thread)
+            errors.append(e)
+    try:
+        n = 60000 // SCALE
+        th = threading.Thread(target=watch, daemon=True)
+        th.start()
+        for i, p in enumerate(ports):
+            data, _ = flood(b"", n, 1000, handle0=i * n)
+            s = D.connect(p)
+            s.settimeout(120)
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            D.wait_eof(s, timeout=120)
+            s.close()
+        deadline = time.monotonic() + 120
+        while True:
+            st = dm.stats(timeout=120)
+            if len(st["targets"]) == 3 and all(t["events"] == 2 * n for t in st["targets"]):
+                break
+            T.check(time.monotonic() < deadline, "every event counted: %r"
+                    % [(t["name"], t["events"]) for t in st["targets"]])
+            time.sleep(0.05)
+        # a checkpoint of the full target after its last event, with the watchers running
+        written = lambda: os.path.exists(os.path.join(dm.state, "t0@127.0.0.1",  # noqa: E731
+                                                      "target.checkpoint"))
+        D.wait_until(written, 60, "the first target's checkpoint")
+        D.wait_until(lambda: rounds[0] > 0 and rounds[1] > 0, 60, "a GetStats and a scrape")
+        stop.set()
+        th.join(60)
+        if errors:
+            raise errors[0]
+        tg = [D.by_name(st, "t%d@127.0.0.1" % i) for i in range(3)]
+        dropped = [t["dropped_area_limit"] for t in tg]
+        T.check(dropped[0] > 0, "the first target filled the budget (dropped %d)" % dropped[0])
+        T.eq(dropped[1:], [2 * n, 2 * n], "every area of the other two refused, each counted")
+        kept = n - dropped[0] // 2
+        T.eq(len(tg[0]["stats"]["rows"]), kept, "areas kept")
+        T.check(all(r["count"] == 1 for r in tg[0]["stats"]["rows"]), "one call per kept area")
+        used = st["daemon"]["memory_used"]
+        T.check(used <= limit + limit // 8 + (1 << 20), "memory_used %d within the limit and "
+                "its growth headroom" % used)
+        before = hwm_kib(dm.p.pid)
+        rc, _ = dm.stop(timeout=60)  # the shutdown's checkpoints too
+        T.eq(rc, 0, "exit status")
+        # the largest child reaped so far: this test runs first, tlcapd is its only child
+        peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        bound = limit + limit // 8 + RSS_SLACK
+        if SANITIZED:
+            print("SKIP part: peak RSS bound (sanitizer build; peak %d KiB)" % peak)
+        else:
+            T.check(peak * 1024 <= bound, "peak RSS %d KiB within %d KiB (limit, headroom and "
+                    "slack)" % (peak, bound >> 10))
+        print("peak RSS %d KiB, memory_used %d, GetStats %d, scrapes %d"
+              % (peak, used, rounds[0], rounds[1]))
+    finally:
+        stop.set()
+        dm.kill()
+
+
 if __name__ == "__main__":
-    T.main([test_budget, test_parts, test_subscribe_large, test_mapping, test_dump_off_loop])
+    T.main([test_rss_within_budget, test_budget, test_parts, test_subscribe_large, test_mapping, test_dump_off_loop])
