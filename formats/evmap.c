@@ -65,6 +65,8 @@ struct tlc_evmap {
   size_t nthreads, capthreads;
   uint32_t *tslots; /* threads index + 1 */
   size_t ntslots;
+  size_t charged; /* granted by opts.charge_cb, given back at free */
+  int loading;    /* tlc_evmap_load: names granted before, charged with force */
 };
 
 int tlc_evmap_new(tlc_evmap_t **mp, const tlc_evmap_opts_t *opts) {
@@ -96,6 +98,8 @@ void tlc_evmap_free(tlc_evmap_t *m) {
   size_t i;
   if (m == NULL)
     return;
+  if (m->charged > 0 && m->opts.release_cb != NULL)
+    m->opts.release_cb(m->opts.acct_ud, m->charged);
   for (i = 0; i < m->nthreads; i++)
     tlc_free(m->threads[i].stack);
   for (i = 0; i < NTYPES; i++)
@@ -160,6 +164,14 @@ static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t l
   }
   if (m->nareas >= m->opts.max_names || len + 1 > m->opts.max_name_bytes - m->names_len)
     return TLC_ELIMIT;
+  if (m->opts.charge_cb != NULL) {
+    /* the most a new area holds once the doubling arrays have grown for it: its name, its
+     * area_t, its bytype entry and its two hash slots (load <= 1/2), each twice */
+    size_t cost = 2 * (len + 1 + sizeof(area_t) + sizeof(uint32_t) + 2 * sizeof(uint32_t));
+    if (m->opts.charge_cb(m->opts.acct_ud, cost, m->loading) != 0)
+      return TLC_ELIMIT;
+    m->charged += cost;
+  }
   /* Make every room first, so that a failure leaves m unchanged. */
   if ((p = tlc_grow(m->areas, &m->capareas, m->nareas + 1, sizeof(*m->areas), 8)) == NULL)
     return TLC_ENOMEM;
@@ -492,7 +504,9 @@ int tlc_evmap_load(tlc_evmap_t *m, tlc_ckr_t *r) {
     if (name == NULL || memchr(name, 0, len) != NULL)
       return TLC_EFRAME;
     /* areas come back in their order of appearance, so each gets its handle again */
+    m->loading = 1;
     rc = area_handle(m, handle >> 28, (const char *)name, len, &h);
+    m->loading = 0;
     if (rc == TLC_ENOMEM)
       return rc;
     if (rc != 0 || h != handle)

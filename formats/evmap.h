@@ -40,6 +40,15 @@ typedef struct tlc_evmap_opts {
   size_t max_name_bytes; /* bytes of area names kept, NULs included (0: 64 MiB) */
   size_t max_depth;      /* open activations tracked per thread (0: 1024) */
   size_t max_threads;    /* threads with a stack (0: 65536) */
+  /* A memory budget (may be NULL: none). A new area first asks charge_cb for what it will
+   * hold at most (its name twice and its table entries twice: every array grows by doubling);
+   * a refusal (non-zero) maps the item to nothing, counted in dropped_area_limit, as past
+   * max_names. The names of a checkpoint (tlc_evmap_load) were granted before: they are
+   * charged with force = 1, which the budget must grant. What was granted is given back
+   * through release_cb when the mapper is freed. */
+  int (*charge_cb)(void *ud, size_t bytes, int force);
+  void (*release_cb)(void *ud, size_t bytes);
+  void *acct_ud;
 } tlc_evmap_opts_t;
 
 typedef struct tlc_evmap_counters {
@@ -48,7 +57,8 @@ typedef struct tlc_evmap_counters {
   uint64_t synthesized;        /* S and R made up for nesting */
   uint64_t metadata;           /* `*` items other than CPUFREQ/CPUUSED (no event) */
   uint64_t parse_errors;       /* unknown first character, empty name, bad CPU detail */
-  uint64_t dropped_area_limit; /* items whose new area would pass max_names/max_name_bytes */
+  uint64_t dropped_area_limit; /* items whose new area would pass max_names/max_name_bytes or
+                                  was refused by the memory budget (charge_cb) */
   uint64_t untracked_thread;   /* +/- items of threads beyond max_threads (no S/R made) */
   uint64_t depth_limit;        /* + items beyond max_depth (E emitted, not tracked) */
   uint64_t gaps;               /* times the stacks were forgotten */

@@ -88,6 +88,12 @@ static void mem_release_cb(void *ud, size_t bytes) {
   t->mem_bytes = bytes > t->mem_bytes ? 0 : t->mem_bytes - bytes;
 }
 
+/* The evlog mapper's new names (formats/evmap.h), refused like a new area past the budget;
+ * those of a checkpoint being restored were granted before (forced). */
+static int evmap_charge_cb(void *ud, size_t bytes, int force) {
+  return mem_charge_cb(ud, bytes, force ? TLC_ACCT_FORCE : TLC_ACCT_AREA);
+}
+
 /* Bytes a parsed mapping holds (its arrays and each entry's strings, with an allocator
  * overhead of 16 bytes per block). */
 static uint64_t mapping_bytes(const tlc_mapping_t *m) {
@@ -116,6 +122,7 @@ static void target_free(tlc_target_t *t) {
   tlc_mapping_fini(&t->mapping);
   tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_mapping_fini(&t->evnames);
+  mem_release_cb(t, t->evnames_bytes);
   mem_release_cb(t, t->mapping_bytes);
   tlc_free(t->name);
   tlc_free(t);
@@ -129,13 +136,20 @@ const tlc_mapping_t *tlc_target_names(tlc_target_t *t) {
     if (n != t->evnames_n) { /* new names since the last call: export them again */
       tlc_mapping_t m;
       tlc_mapping_init(&m);
-      if (tlc_evmap_export(t->pipe.evmap, &m) != 0) {
-        tlc_mapping_fini(&m); /* out of memory or over the cap: the previous names stay */
+      uint64_t bytes = 0;
+      /* out of memory, over the cap or past the memory budget: the previous names stay (the
+       * new copy is charged before the old one is given back: both are live meanwhile) */
+      if (tlc_evmap_export(t->pipe.evmap, &m) != 0 ||
+          ((bytes = mapping_bytes(&m)) > 0 &&
+           mem_charge_cb(t, (size_t)bytes, TLC_ACCT_AREA) != 0)) {
+        tlc_mapping_fini(&m);
       } else {
         tlc_mapping_finish(&m);
         tlc_mapping_fini(&t->evnames);
+        mem_release_cb(t, t->evnames_bytes);
         t->evnames = m;
         t->evnames_n = n;
+        t->evnames_bytes = bytes;
       }
     }
     return t->evnames_n > 0 ? &t->evnames : NULL;
@@ -315,6 +329,9 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   eo->acct.charge_cb = mem_charge_cb;
   eo->acct.release_cb = mem_release_cb;
   eo->acct.ud = t;
+  pc.evmap.charge_cb = evmap_charge_cb; /* evlog: the name table is in the budget too */
+  pc.evmap.release_cb = mem_release_cb;
+  pc.evmap.acct_ud = t;
   memset(&io, 0, sizeof(io));
   io.raw = r->evbuf; /* shared by every target: the loop thread runs one pipeline at a time */
   io.out = r->mapbuf;
@@ -721,6 +738,10 @@ void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out) {
   out->records_invalid = t->pipe.dec.c.records_invalid;
   out->truncated = t->pipe.dec.c.truncated;
   out->overflow_items = t->pipe.dec.c.overflow_items;
+  /* evlog items whose new name the mapping refused (max_names, max_name_bytes, the memory
+   * budget) never reach the engine: they are dropped areas all the same */
+  if (t->pipe.evmap != NULL)
+    out->dropped_area_limit += tlc_evmap_counters(t->pipe.evmap)->dropped_area_limit;
 }
 
 int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so) {

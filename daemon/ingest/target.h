@@ -102,8 +102,9 @@ typedef struct tlc_target {
   tlc_pipeline_t pipe;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
-  tlc_mapping_t evnames; /* evlog: the evmap's area names, as of the last tlc_target_names */
-  size_t evnames_n;      /* evmap areas evnames holds */
+  tlc_mapping_t evnames;  /* evlog: the evmap's area names, as of the last tlc_target_names */
+  size_t evnames_n;       /* evmap areas evnames holds */
+  uint64_t evnames_bytes; /* what evnames holds, charged to the memory budget */
   uint8_t has_context_area;
   uint32_t context_area;
 

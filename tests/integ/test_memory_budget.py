@@ -547,5 +547,76 @@ def test_rss_within_budget(d):
         dm.kill()
 
 
+def test_evlog_names_within_budget(d):
+    """An evlog target sending 150,000 distinct names past --memory-limit 32M: the names the
+    evlog mapping keeps (and the named copy served to subscribers) are in the budget, so
+    memory_used stays within the limit and its headroom, the names past it are refused and
+    counted, and the process's peak RSS stays within the limit, headroom and slack while a
+    GetStats (with the names) and a scrape run."""
+    limit = 32 << 20
+    port, sport, hport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--memory-limit", "32M", "--listen",
+                              "ev=evlog@127.0.0.1:%d" % port],
+                  serve="127.0.0.1:%d" % sport, http="127.0.0.1:%d" % hport)
+    try:
+        n = 150000 // SCALE
+        blocks, tim = [], 1.0
+        for b in range(0, n, 2000):
+            items = []
+            for i in range(b, min(n, b + 2000)):
+                items.append(T.evlog_item(tim, 1, "+area_with_a_long_name_%07d" % i))
+                items.append(T.evlog_item(tim + 1e-6, 1, "-area_with_a_long_name_%07d" % i))
+                tim += 1e-5
+            blocks.append(T.evlog_block(items))
+        data = b"".join(blocks)
+        s = D.connect(port)
+        s.settimeout(120)
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        D.wait_eof(s, timeout=120)
+        s.close()
+        deadline = time.monotonic() + 120
+        while True:
+            st = dm.stats(timeout=120)
+            if st["targets"] and st["targets"][0]["bytes"] == len(data):
+                break
+            T.check(time.monotonic() < deadline, "every byte read")
+            time.sleep(0.05)
+        name = st["targets"][0]["name"]
+        # the names served (a GetStats with names) and a scrape, then the same again
+        for _ in range(2):
+            sub = Sub(sport)
+            get_stats(sub, 7, name, max_rows=4096)
+            while True:
+                m = sub.recv()
+                if 15 in m or (17 in m and not snapshot_of(m)[4]):
+                    break
+            sub.close()
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=60) as r:
+                r.read()
+        st = dm.stats(timeout=120)
+        tg = st["targets"][0]
+        T.check(tg["dropped_area_limit"] > 0, "names past the budget refused and counted")
+        kept = len(tg["stats"]["rows"])
+        T.check(0 < kept < n, "some areas kept (%d of %d)" % (kept, n))
+        T.check(all(r["count"] == 1 for r in tg["stats"]["rows"]), "one call per kept area")
+        used = st["daemon"]["memory_used"]
+        T.check(used <= limit + limit // 8 + (1 << 20), "memory_used %d within the limit and "
+                "its growth headroom" % used)
+        peak = hwm_kib(dm.p.pid)
+        bound = limit + limit // 8 + RSS_SLACK
+        if SANITIZED:
+            print("SKIP part: peak RSS bound (sanitizer build; peak %d KiB)" % peak)
+        else:
+            T.check(peak * 1024 <= bound, "peak RSS %d KiB within %d KiB (limit, headroom and "
+                    "slack)" % (peak, bound >> 10))
+        print("evlog: %d of %d names kept, peak RSS %d KiB, memory_used %d" % (kept, n, peak,
+                                                                              used))
+        rc, _ = dm.stop(timeout=60)
+        T.eq(rc, 0, "exit status")
+    finally:
+        dm.kill()
+
+
 if __name__ == "__main__":
-    T.main([test_rss_within_budget, test_budget, test_parts, test_subscribe_large, test_mapping, test_dump_off_loop])
+    T.main([test_rss_within_budget, test_evlog_names_within_budget, test_budget, test_parts, test_subscribe_large, test_mapping, test_dump_off_loop])

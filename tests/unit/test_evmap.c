@@ -270,6 +270,78 @@ static void test_gap_and_flags(void **state) {
   tlc_evmap_free(m);
 }
 
+/* A memory budget for test_budget: grants until `left` is spent, unless forced. */
+typedef struct budget {
+  size_t left, granted, released, forced;
+} budget_t;
+
+static int budget_charge(void *ud, size_t bytes, int force) {
+  budget_t *b = ud;
+  if (!force && bytes > b->left)
+    return -1;
+  b->left = bytes > b->left ? 0 : b->left - bytes;
+  b->granted += bytes;
+  b->forced += force ? bytes : 0;
+  return 0;
+}
+
+static void budget_release(void *ud, size_t bytes) {
+  ((budget_t *)ud)->released += bytes;
+}
+
+/* The memory budget: each new name is charged before it is kept; past the budget a new name
+ * maps to nothing and is counted (known names still map); a checkpoint's names are charged by
+ * force; everything granted is given back at free. */
+static void test_budget(void **state) {
+  static const in_t in[] = { { 1, 1, "+a", NULL, 0 },
+                             { 1, 2, "+b", NULL, 0 },
+                             { 1, 3, "+c", NULL, 0 },
+                             { 1, 4, "-b", NULL, 0 },
+                             { 1, 5, "-a", NULL, 0 } };
+  static const want_t w[] = { { 'E', 0, 1, 0, 0, 0 },  { 'S', 0, 2, 0, SY, 0 },
+                              { 'E', 1, 2, 0, 0, 0 },  { 'X', 1, 4, 0, 0, 0 },
+                              { 'R', 0, 4, 0, SY, 0 }, { 'X', 0, 5, 0, 0, 0 } };
+  budget_t b = { (size_t)-1, 0, 0, 0 }, b2 = { 0, 0, 0, 0 };
+  tlc_evmap_opts_t o;
+  tlc_evmap_t *m, *m2;
+  tlc_ckw_t cw;
+  tlc_ckr_t cr;
+  size_t one;
+  (void)state;
+  memset(&o, 0, sizeof(o));
+  o.charge_cb = budget_charge;
+  o.release_cb = budget_release;
+  o.acct_ud = &b;
+  /* what one single-letter name costs, then a budget for exactly two of them */
+  assert_int_equal(tlc_evmap_new(&m, &o), 0);
+  run_seq(m, in, 1, w, 1);
+  one = b.granted;
+  assert_true(one >= 2 * 2); /* the name and its NUL, twice at least */
+  tlc_evmap_free(m);
+  assert_int_equal(b.released, one);
+  memset(&b, 0, sizeof(b));
+  b.left = 2 * one;
+  assert_int_equal(tlc_evmap_new(&m, &o), 0);
+  run_seq(m, in, N(in), w, N(w));
+  assert_int_equal(tlc_evmap_counters(m)->dropped_area_limit, 1); /* +c */
+  assert_int_equal(tlc_evmap_area_count(m), 2);
+  assert_int_equal(b.granted, 2 * one);
+  /* a checkpoint of it loads into a mapper whose budget is spent: forced, not refused */
+  tlc_ckw_init(&cw, 1u << 20);
+  assert_int_equal(tlc_evmap_save(m, &cw), 0);
+  o.acct_ud = &b2;
+  assert_int_equal(tlc_evmap_new(&m2, &o), 0);
+  tlc_ckr_init(&cr, cw.p, cw.len);
+  assert_int_equal(tlc_evmap_load(m2, &cr), 0);
+  assert_int_equal(tlc_evmap_area_count(m2), 2);
+  assert_int_equal(b2.forced, 2 * one);
+  tlc_evmap_free(m2);
+  assert_int_equal(b2.released, b2.granted);
+  tlc_ckw_fini(&cw);
+  tlc_evmap_free(m);
+  assert_int_equal(b.released, b.granted);
+}
+
 static void test_caps(void **state) {
   tlc_evmap_opts_t o;
   tlc_evmap_t *m;
@@ -566,12 +638,19 @@ static void test_export(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_nested),         cmocka_unit_test(test_handles),
-    cmocka_unit_test(test_nothing),        cmocka_unit_test(test_x_rules),
-    cmocka_unit_test(test_threads),        cmocka_unit_test(test_gap_and_flags),
-    cmocka_unit_test(test_caps),           cmocka_unit_test(test_many),
-    cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_steady_state_no_alloc),
-    cmocka_unit_test(test_decoded_stream), cmocka_unit_test(test_export),
+    cmocka_unit_test(test_nested),
+    cmocka_unit_test(test_handles),
+    cmocka_unit_test(test_nothing),
+    cmocka_unit_test(test_x_rules),
+    cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_gap_and_flags),
+    cmocka_unit_test(test_caps),
+    cmocka_unit_test(test_many),
+    cmocka_unit_test(test_budget),
+    cmocka_unit_test(test_alloc_failures),
+    cmocka_unit_test(test_steady_state_no_alloc),
+    cmocka_unit_test(test_decoded_stream),
+    cmocka_unit_test(test_export),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
