@@ -577,9 +577,13 @@ def test_soak(d):
                 "third %d, %d and %d KiB (+ %d KiB each):\n%s"
                 % (last_min, last_med, last_max, mid_min, mid_med, mid_max, slack, table))
         mid_hwm, last_hwm = mid[-1]["hwm"], last[-1]["hwm"]
-        T.check(last_hwm <= mid_hwm + slack,
+        # under ASan the 16 MiB quarantine (above) is handed back in batches: between two
+        # samples the peak may pass the plateau by up to its size (the RSS checks above are
+        # what catch a leak)
+        hwm_slack = slack + (16 << 10 if SANITIZED else 0)
+        T.check(last_hwm <= mid_hwm + hwm_slack,
                 "VmHWM grew: %d KiB at the end > %d KiB after the middle third + %d KiB:\n%s"
-                % (last_hwm, mid_hwm, slack, table))
+                % (last_hwm, mid_hwm, hwm_slack, table))
         # retention: sealed segments within the budget; the open segment of each target on
         # top, and a few segments between their seal and the retention pass after it
         n_targets = len(loaders)  # the flood source included
