@@ -88,11 +88,13 @@ def flood(first, n, t0, handle0=0):
     return bytes(first) + bytes(out), t
 
 
-def send_all(port, data):
+def send_all(port, data, timeout=60):
+    """data on a new connection, half-closed; returns once the daemon closed it (read all)."""
     s = D.connect(port)
+    s.settimeout(timeout)
     s.sendall(data)
     s.shutdown(socket.SHUT_WR)
-    D.wait_eof(s, timeout=60)
+    D.wait_eof(s, timeout=timeout)
     s.close()
 
 
@@ -498,12 +500,7 @@ def test_rss_within_budget(d):
         th.start()
         for i, p in enumerate(ports):
             data, _ = flood(b"", n, 1000, handle0=i * n)
-            s = D.connect(p)
-            s.settimeout(120)
-            s.sendall(data)
-            s.shutdown(socket.SHUT_WR)
-            D.wait_eof(s, timeout=120)
-            s.close()
+            send_all(p, data, timeout=120)
         deadline = time.monotonic() + 120
         while True:
             st = dm.stats(timeout=120)
@@ -571,12 +568,7 @@ def test_evlog_names_within_budget(d):
                 tim += 1e-5
             blocks.append(T.evlog_block(items))
         data = b"".join(blocks)
-        s = D.connect(port)
-        s.settimeout(120)
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        D.wait_eof(s, timeout=120)
-        s.close()
+        send_all(port, data, timeout=120)
         deadline = time.monotonic() + 120
         while True:
             st = dm.stats(timeout=120)
