@@ -21,10 +21,10 @@
  *   bench_checkpoint [AREAS] [CALLS_PER_AREA] [DIR] [SLICE_US]
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
-#include "ckfile.h"
-#include "engine.h"
-#include "target.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "continuity/ckfile.h"
+#include "engine/engine.h"
+#include "ingest/target.h"
 
 #include <fcntl.h>
 #include <stdio.h>

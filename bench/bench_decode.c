@@ -14,10 +14,10 @@
  *
  * To add a format: write a gen_fn and add a row to `cases[]` (see the hook there).
  */
-#include "dec.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "base/err.h"
 #include "evlog_gen.h"
-#include "tlc_err.h"
+#include "formats/dec.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -22,9 +22,9 @@
  * Build Release (-O2) for meaningful figures. Single thread; does not measure snapshots.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "dec.h"
-#include "engine.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "engine/engine.h"
+#include "formats/dec.h"
 
 #include <inttypes.h>
 #include <stdio.h>

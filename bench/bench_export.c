@@ -7,13 +7,13 @@
  *
  * Usage: bench_export [runs]
  */
-#include "aprofw.h"
-#include "brw.h"
-#include "json.h"
-#include "mapping.h"
-#include "stats.h"
-#include "text1.h"
-#include "xml.h"
+#include "formats/aprofw.h"
+#include "formats/brw.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/text1.h"
+#include "formats/xml.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,8 +8,8 @@
  * bytes in 64 KiB chunks plus one fdatasync. Prints MB/s and records/s of both. The queue is
  * sized so that nothing is dropped (the drop count is printed and must be 0).
  */
-#include "bin1x.h"
-#include "store.h"
+#include "formats/bin1x.h"
+#include "store/store.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

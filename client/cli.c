@@ -7,13 +7,13 @@
  * EXIT_USAGE), so that a command reads as straight-line code. Main thread only. Not a library:
  * it prints; programs use tlcap_client.h.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "json.h"
-#include "out.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
-#include "when.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
+#include "formats/json.h"
+#include "formats/when.h"
 
 #include <errno.h>
 #include <fnmatch.h>

@@ -9,12 +9,12 @@
 #ifndef TLC_CLI_H
 #define TLC_CLI_H
 
-#include "tlcap_client.h"
+#include "client/tlcap_client.h"
 
-#include "json.h"
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
+#include "base/out.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
 
 #include <getopt.h>
 #include <signal.h>

@@ -13,12 +13,12 @@
  * when; each call attempts when the backoff allows and otherwise waits at most its timeout.
  * Not done here: threads, client certificates.
  */
-#include "tlcap_client.h"
+#include "client/tlcap_client.h"
 
-#include "convert.h"
-#include "frame.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -14,12 +14,12 @@
  * cannot be reached, 2 usage. libnats's threads are the client's own; this is a CLI, not the
  * daemon.
  */
-#include "cli.h"
+#include "client/cli.h"
 
+#include "base/alloc.h"
+#include "base/out.h"
+#include "formats/json.h"
 #include "tlcap.pb-c.h"
-#include "json.h"
-#include "out.h"
-#include "tlc_alloc.h"
 
 #include <nats/nats.h>
 

@@ -7,10 +7,10 @@
  * table is as large as the daemon's, whose caps bound it. It neither draws nor prints: watch.c
  * prints JSON lines, top.c the terminal view. Main thread only.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "convert.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "proto/convert.h"
 
 #include <string.h>
 

@@ -2,10 +2,10 @@
  * section) for the daemon to load as TARGET's area names. The daemon parses it; here FILE is
  * only read (at most 64 MiB) and held against the daemon's request limit from its Welcome.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <getopt.h>
 #include <stdint.h>

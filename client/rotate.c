@@ -4,7 +4,7 @@
  * ListSegments, asked every 50 ms for at most ROTATE_WAIT_MS. Without storage, or with no
  * segment open, it rotates and prints a line saying so.
  */
-#include "cli.h"
+#include "client/cli.h"
 
 #include <getopt.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * bounded number of segments; when the daemon had to leave the oldest out, a line on stderr
  * says so.
  */
-#include "cli.h"
+#include "client/cli.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -22,11 +22,11 @@
  * Progress: when stderr is a terminal, one line rewritten in place about 5 times a second
  * (records, records per second, elapsed time, loop); nothing when it is not.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "dec.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
 
 #include <errno.h>
 #include <fcntl.h>

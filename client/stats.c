@@ -7,18 +7,18 @@
  * take up to STATS_RANGE_WAIT. Not done here: aprof, which needs the event timeline that a
  * snapshot does not carry (`tlcapd replay --export aprof` has it).
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "brw.h"
-#include "convert.h"
-#include "json.h"
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "text1.h"
-#include "xml.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
+#include "formats/brw.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/text1.h"
+#include "formats/xml.h"
+#include "proto/convert.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -3,11 +3,11 @@
  * object per target (docs/json-schema.md). One request (ListTargets) and its reply; fails at
  * once when the daemon is not there.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "convert.h"
-#include "json.h"
-#include "out.h"
+#include "base/out.h"
+#include "formats/json.h"
+#include "proto/convert.h"
 
 #include <stdio.h>
 #include <time.h>

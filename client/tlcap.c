@@ -15,9 +15,9 @@
  * Exit status: 0 success, 1 bad input or a daemon error (including "not reachable", which names
  * the address), 2 usage. Not done here: anything the daemon does; this is a thin client.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "tlc_alloc.h"
+#include "base/alloc.h"
 #include "tlc_version.h"
 
 #include <errno.h>

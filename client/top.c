@@ -7,13 +7,13 @@
  * is reloaded from the restarted daemon. Every line is cut to the terminal's width (a wrapped
  * line would scroll the header away); the columns drop by priority as the terminal narrows.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "convert.h"
-#include "mapping.h"
-#include "stats.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "proto/convert.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,16 +6,16 @@
  * and subscribes again, a loss goes to stderr, and a {"reconnected": {...}} line on stdout tells
  * a consumer that the next snapshot starts a new stream.
  */
-#include "cli.h"
+#include "client/cli.h"
 
-#include "convert.h"
-#include "json.h"
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
-#include "tlc_event.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
+#include "proto/convert.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -57,3 +57,21 @@ function(tlc_add_fuzzer name)
     set_tests_properties(fuzzreplay_${name} PROPERTIES TIMEOUT 300 LABELS fuzzreplay)
   endif()
 endfunction()
+
+# tlc_module(target prefix [dir]): the layering rule of the build (docs/architecture.md).
+# Headers are included by path, "prefix/file.h", and that path resolves only for `target` and
+# the targets that link it: the build tree gets inc/<target>/<prefix> -> dir (default: the
+# current source directory), and only that directory is put on `target`'s (PUBLIC) include path.
+# A library that does not link `target` - one in a lower layer - cannot include its headers.
+function(tlc_module target prefix)
+  set(dir ${CMAKE_CURRENT_SOURCE_DIR})
+  if(ARGC GREATER 2)
+    set(dir ${ARGV2})
+  endif()
+  set(stage ${PROJECT_BINARY_DIR}/inc/${target})
+  file(MAKE_DIRECTORY ${stage})
+  if(NOT EXISTS ${stage}/${prefix})
+    file(CREATE_LINK ${dir} ${stage}/${prefix} SYMBOLIC)
+  endif()
+  target_include_directories(${target} PUBLIC ${stage})
+endfunction()

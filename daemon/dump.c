@@ -16,11 +16,11 @@
  * Does not: lock the targets (nothing is shared with the pool thread but the job), or hold a
  * target across jobs (it is found again by name: one that disappeared meanwhile ends its entry).
  */
-#include "dump.h"
+#include "daemon/dump.h"
 
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -16,11 +16,11 @@
 #ifndef TLC_DUMP_H
 #define TLC_DUMP_H
 
-#include "json.h"
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "target.h"
+#include "base/out.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "ingest/target.h"
 
 #include <stdio.h>
 #include <uv.h>

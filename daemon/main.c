@@ -30,19 +30,19 @@
  * subscriber server, each fed through the target observer interface; pubsub reads targets
  * through the provider (provider.h).
  */
-#include "config.h"
-#include "dump.h"
-#include "fleet.h"
-#include "json.h"
-#include "log.h"
-#include "provider.h"
-#include "replay.h"
-#include "sdnotify.h"
-#include "sources.h"
-#include "target.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
-#include "wiring.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/sdnotify.h"
+#include "config/config.h"
+#include "daemon/dump.h"
+#include "daemon/replay.h"
+#include "daemon/wiring.h"
+#include "fleet/fleet.h"
+#include "formats/json.h"
+#include "ingest/provider.h"
+#include "ingest/sources.h"
+#include "ingest/target.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -74,6 +74,11 @@ typedef struct app {
   char last_status_text[512];
   int exit_code;
 } app_t;
+
+/* The memory budget the config asks for: its value, or a quarter of physical memory. */
+static uint64_t memory_limit(const tlc_config_t *c) {
+  return c->memory_limit == TLC_CFG_MEMORY_AUTO ? tlc_budget_default_limit() : c->memory_limit;
+}
 
 static app_t A;
 
@@ -289,7 +294,7 @@ static void reload(app_t *a) {
   d->cfg = nc;
   apply_log_settings(&d->cfg);
   compute_max_conns(d);
-  tlc_budget_set_limit(&d->targets.budget, d->cfg.memory_limit); /* granted memory stays */
+  tlc_budget_set_limit(&d->targets.budget, memory_limit(&d->cfg)); /* granted memory stays */
   tlc_dump_set_path(&a->dump, d->cfg.dump_stats);
   d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
@@ -403,7 +408,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   tlc_targets_init(&d->targets, d->cfg.max_targets);
-  tlc_budget_init(&d->targets.budget, d->cfg.memory_limit);
+  tlc_budget_init(&d->targets.budget, memory_limit(&d->cfg));
   d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_dump_init(&a->dump, &loop, &d->targets, d->cfg.dump_stats, dump_head, d);
   tlc_provider_init(&a->provider, &d->targets, NULL, NULL);

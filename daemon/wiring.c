@@ -16,28 +16,28 @@
  * tlc_wiring_check_reload) or state directory (restart required, logged), nor compress /
  * index_interval / store_queue / max_block of a running store (logged).
  */
-#include "wiring.h"
+#include "daemon/wiring.h"
 
-#include "auth.h"
-#include "fleet.h"
-#include "log.h"
-#include "tls.h"
-#include "sdnotify.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "auth/auth.h"
+#include "auth/tls.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/sdnotify.h"
+#include "fleet/fleet.h"
 #ifdef TLCAP_TESTING
-#include "iofault.h"
+#include "store/iofault.h"
 #endif
 
-#include "http.h"
-#include "pubsub.h"
-#include "segread.h"
-#include "store.h"
+#include "http/http.h"
+#include "pubsub/pubsub.h"
+#include "store/segread.h"
+#include "store/store.h"
 #include "tlc_version.h"
 
-#include "continuity.h"
-#include "json.h"
-#include "histq.h"
+#include "continuity/continuity.h"
+#include "formats/json.h"
+#include "history/histq.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -14,8 +14,8 @@
 #ifndef TLC_WIRING_H
 #define TLC_WIRING_H
 
-#include "provider.h"
-#include "sources.h"
+#include "ingest/provider.h"
+#include "ingest/sources.h"
 
 typedef struct tlc_wiring tlc_wiring_t;
 

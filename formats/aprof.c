@@ -31,12 +31,12 @@
  * Does not: merge points with the same (routine, rms) (aprof does that when merging reports),
  * check that costs are consistent (min <= max ...), or write reports (aprofw.c does).
  */
-#include "aprof.h"
-#include "tlc_hash.h"
+#include "base/hash.h"
+#include "formats/aprof.h"
 
-#include "json.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -26,8 +26,8 @@
 #ifndef TLC_APROF_H
 #define TLC_APROF_H
 
-#include "mapping.h" /* tlc_parse_err_t */
-#include "out.h"
+#include "base/out.h"
+#include "formats/mapping.h" /* tlc_parse_err_t */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -23,11 +23,11 @@
  * stacks are capped in depth. Cost O(events x 1) amortised; the real-sum rule keeps a per
  * context count of open activations per routine, so no stack scan.
  */
-#include "aprofw.h"
-#include "tlc_hash.h"
+#include "base/hash.h"
+#include "formats/aprofw.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

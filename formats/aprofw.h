@@ -17,10 +17,10 @@
 #ifndef TLC_APROFW_H
 #define TLC_APROFW_H
 
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "timeline.h"
+#include "base/out.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/timeline.h"
 
 typedef struct tlc_aprofw_opts {
   int ns;              /* 1: costs in ns (`m time-nsec`), 0: microseconds (`m time-usec`) */

@@ -76,9 +76,9 @@
  * records are held back until confirmed. Streams whose times stay near zero and whose fields
  * are mostly zero are hard to resynchronise reliably: misaligned reads look plausible too.
  */
-#include "dec.h"
+#include "formats/dec.h"
 
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef TLC_BIN1X_H
 #define TLC_BIN1X_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

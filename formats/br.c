@@ -27,11 +27,11 @@
  *
  * Does not: interpret clause numbers or check that line numbers exist in the module.
  */
-#include "br.h"
+#include "formats/br.h"
 
-#include "json.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/json.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -11,8 +11,8 @@
 #ifndef TLC_BR_H
 #define TLC_BR_H
 
-#include "mapping.h" /* tlc_parse_err_t */
-#include "out.h"
+#include "base/out.h"
+#include "formats/mapping.h" /* tlc_parse_err_t */
 
 #include <stddef.h>
 #include <stdint.h>

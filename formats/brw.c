@@ -10,11 +10,11 @@
  * allocation. Does not: write BACKTRACE records (optional in the format; a statistics table
  * has no per-activation stacks).
  */
-#include "brw.h"
+#include "formats/brw.h"
 
-#include "br.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/br.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -12,9 +12,9 @@
 #ifndef TLC_BRW_H
 #define TLC_BRW_H
 
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
+#include "base/out.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
 
 /* Returns 0, TLC_ELIMIT (more than 65535 source files), TLC_ENOMEM or the output's error. */
 int tlc_br_export(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m);

@@ -16,8 +16,8 @@
 #ifndef TLC_CKBUF_H
 #define TLC_CKBUF_H
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,9 +3,9 @@
  * Dispatches to bin1x.c and evlog.c, owns option defaults and validation, and guesses a
  * stream's format. Holds no state of its own.
  */
-#include "dec.h"
+#include "formats/dec.h"
 
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <string.h>

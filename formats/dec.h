@@ -29,7 +29,7 @@
 #ifndef TLC_DEC_H
 #define TLC_DEC_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -60,8 +60,8 @@ typedef struct tlc_dec_counters {
   uint64_t overflow_items;  /* evlog: sum of overflow counts (items the writer lost) */
 } tlc_dec_counters_t;
 
-#include "bin1x.h"
-#include "evlog.h"
+#include "formats/bin1x.h"
+#include "formats/evlog.h"
 
 typedef struct tlc_dec {
   tlc_format_t format;

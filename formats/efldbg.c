@@ -16,10 +16,10 @@
  * Not done here: what the opcodes mean (the source keeps the name -> id table), and checking
  * that a payload makes sense for its opcode beyond the three parsers below.
  */
-#include "efldbg.h"
+#include "formats/efldbg.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <string.h>

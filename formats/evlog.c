@@ -63,9 +63,9 @@
  * it does not do: map events to areas (evmap.c), reorder items of different threads (not in time
  * order in real files), check that the strings follow each other canonically, or check padding.
  */
-#include "dec.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
 
 #include <math.h>
 #include <stdarg.h>

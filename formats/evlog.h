@@ -13,8 +13,8 @@
 #ifndef TLC_EVLOG_H
 #define TLC_EVLOG_H
 
-#include "out.h"
-#include "tlc_event.h"
+#include "base/out.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -23,11 +23,11 @@
  * its E/X, but no S/R; an E beyond max_depth is emitted but not pushed, so its X later closes
  * the next open activation of that area, if any.
  */
-#include "evmap.h"
-#include "tlc_hash.h"
+#include "base/hash.h"
+#include "formats/evmap.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <string.h>
 

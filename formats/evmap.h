@@ -26,9 +26,9 @@
 #ifndef TLC_EVMAP_H
 #define TLC_EVMAP_H
 
-#include "ckbuf.h"
-#include "mapping.h"
-#include "tlc_event.h"
+#include "formats/ckbuf.h"
+#include "formats/mapping.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

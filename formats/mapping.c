@@ -33,12 +33,12 @@
  * Does not: check that handles of a HANDLE(Functions) section really are code areas (the
  * handle's top nibble decides the area type), or read statistics or timelines.
  */
-#include "mapping.h"
+#include "formats/mapping.h"
 
-#include "stats.h"
+#include "formats/stats.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <expat.h>
 #include <limits.h>

@@ -9,10 +9,10 @@
  * checking its length; a line that is not finished within TLC_PREAMBLE_MAX bytes (or by the end
  * of the stream) is bad, so a peer cannot make the daemon buffer more than that.
  */
-#include "preamble.h"
+#include "formats/preamble.h"
 
-#include "dec.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "formats/dec.h"
 
 #include <stdio.h>
 #include <string.h>

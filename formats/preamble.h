@@ -10,7 +10,7 @@
 #ifndef TLC_PREAMBLE_H
 #define TLC_PREAMBLE_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 
@@ -36,6 +36,8 @@ typedef struct tlc_preamble {
  * says what is wrong (e.g. "unknown format \"bin12\"", "line longer than 256 bytes"). */
 int tlc_preamble_parse(const char *buf, size_t len, int at_eof, size_t max_name,
                        tlc_preamble_t *out, char *why, size_t whylen);
+
+#define TLC_TARGET_NAME_MAX 128 /* hard cap on a target name, bytes without the NUL */
 
 /* 0 if `name` is a valid target name of at most `max` bytes (1..max of A-Z a-z 0-9 and
  * . _ @ : # + = [ ] -, not starting with '.'), else TLC_EINVAL. Names become directory names

@@ -19,9 +19,9 @@
  *
  * Pure: no I/O, no allocation; any thread. Cost: O(items) per evlog block, O(1) per record.
  */
-#include "scan.h"
+#include "formats/scan.h"
 
-#include "evlog.h"
+#include "formats/evlog.h"
 
 #include <math.h>
 #include <string.h>

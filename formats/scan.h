@@ -3,7 +3,7 @@
 #ifndef TLC_SCAN_H
 #define TLC_SCAN_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,10 +4,10 @@
  * can be copied row by row and compared with memcmp after zeroing (tests rely on rows being
  * zero-initialised by tlc_table_add). Costs: add is amortised O(1); sort O(n log n).
  */
-#include "stats.h"
+#include "formats/stats.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #ifndef TLC_STATS_H
 #define TLC_STATS_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

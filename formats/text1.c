@@ -32,10 +32,10 @@
  * Does not: read Text1 (mapping.c does), or decide which areas exist (the table does: only
  * observed areas have statistics, SPEC section 2).
  */
-#include "text1.h"
+#include "formats/text1.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

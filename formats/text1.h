@@ -11,10 +11,10 @@
 #ifndef TLC_TEXT1_H
 #define TLC_TEXT1_H
 
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "timeline.h"
+#include "base/out.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/timeline.h"
 
 #include <stddef.h>
 

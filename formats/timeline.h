@@ -11,7 +11,7 @@
 #ifndef TLC_TIMELINE_H
 #define TLC_TIMELINE_H
 
-#include "tlc_event.h"
+#include "formats/tlc_event.h"
 
 typedef struct tlc_timeline {
   /* Sets *evs to the next batch and returns its length; 0 at the end; negative on error. */

@@ -6,7 +6,7 @@
  * Does not validate the calendar beyond field ranges (timegm normalises 31 February).
  */
 #define _GNU_SOURCE /* timegm */
-#include "when.h"
+#include "formats/when.h"
 
 #include <errno.h>
 #include <stdio.h>

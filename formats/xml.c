@@ -16,13 +16,13 @@
  * is absent. Cost O(rows + mapping + events); code rows are bucketed per context with one
  * counting sort, like the Text1 writer. No allocation besides that bucket index.
  */
-#include "xml.h"
+#include "formats/xml.h"
 
-#include "bin1x.h"
-#include "json.h"
-#include "text1.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/bin1x.h"
+#include "formats/json.h"
+#include "formats/text1.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,10 +10,10 @@
 #ifndef TLC_XML_H
 #define TLC_XML_H
 
-#include "mapping.h"
-#include "out.h"
-#include "stats.h"
-#include "timeline.h"
+#include "base/out.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/timeline.h"
 
 enum tlc_xml_timeline {
   TLC_XML_TL_NONE = 0,   /* no <Timeline> */

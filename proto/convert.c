@@ -8,11 +8,11 @@
  * content.
  * Not done here: deciding which rows change (the engine's seq) or I/O.
  */
-#include "convert.h"
+#include "proto/convert.h"
 
-#include "frame.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/frame.h"
 
 #include <string.h>
 

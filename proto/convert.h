@@ -13,8 +13,8 @@
 
 #include "tlcap.pb-c.h"
 
-#include "mapping.h"
-#include "stats.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,9 +3,9 @@
  * Kept apart from convert.c so that the daemon side, which only reads a mapping's fields,
  * does not pull in formats' mapping functions. Cost: O(areas log areas) for the final sort.
  */
-#include "convert.h"
+#include "proto/convert.h"
 
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <string.h>
 

@@ -6,10 +6,10 @@
  * (zero copy); only frames split across chunks are gathered. Cost: O(bytes fed).
  * Not done here: protobuf decoding (the caller's) and any I/O.
  */
-#include "frame.h"
+#include "proto/frame.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <string.h>
 

@@ -10,10 +10,10 @@
  *
  * Not done here: reading the token from the network (the servers do), TLS (tls.h).
  */
-#include "auth.h"
+#include "auth/auth.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

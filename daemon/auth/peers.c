@@ -1,8 +1,8 @@
 /* peers.c - connections at once per peer address (see peers.h). */
-#include "peers.h"
+#include "auth/peers.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -10,10 +10,10 @@
  * connection (a few hundred microseconds of CPU for ECDHE + the certificate signature).
  * Not done here: client authentication by certificate, OCSP, ALPN.
  */
-#include "tls.h"
+#include "auth/tls.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>

@@ -11,12 +11,12 @@
  * its mapping_path when it is created; a mapping loaded at run time by `tlcap mapping` is not
  * kept).
  */
-#include "ckfile.h"
+#include "continuity/ckfile.h"
 
-#include "engine.h"
-#include "evmap.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "formats/evmap.h"
 
 #include <stdio.h>
 #include <string.h>

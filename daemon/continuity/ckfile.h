@@ -25,9 +25,9 @@
 #ifndef TLC_CKFILE_H
 #define TLC_CKFILE_H
 
-#include "ckbuf.h"
-#include "engine.h"
-#include "target.h"
+#include "engine/engine.h"
+#include "formats/ckbuf.h"
+#include "ingest/target.h"
 
 #include <stddef.h>
 #include <stdint.h>

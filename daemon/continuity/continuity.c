@@ -30,15 +30,15 @@
  *
  * Does not: checkpoint mappings loaded at run time (`tlcap mapping`), or history queries.
  */
-#include "continuity.h"
+#include "continuity/continuity.h"
 
-#include "ckbuf.h"
-#include "engine.h"
-#include "evmap.h"
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
-#include "segread.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "engine/engine.h"
+#include "formats/ckbuf.h"
+#include "formats/evmap.h"
+#include "store/segread.h"
 
 #include <dirent.h>
 #include <errno.h>

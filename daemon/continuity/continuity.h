@@ -27,8 +27,8 @@
 #ifndef TLC_CONTINUITY_H
 #define TLC_CONTINUITY_H
 
-#include "ckfile.h"
-#include "target.h"
+#include "continuity/ckfile.h"
+#include "ingest/target.h"
 
 #include <stdint.h>
 #include <uv.h>

@@ -25,11 +25,11 @@
  *
  * Does not: write files, checksum (the caller's file format does), or keep the mapping.
  */
-#include "engine-int.h"
+#include "engine/engine-int.h"
 
-#include "ckbuf.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/ckbuf.h"
 
 #include <assert.h>
 #include <string.h>

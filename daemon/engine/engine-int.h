@@ -6,8 +6,8 @@
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
 
-#include "engine.h"
-#include "hist.h"
+#include "engine/engine.h"
+#include "engine/hist.h"
 
 #include <stdint.h>
 

@@ -32,12 +32,12 @@
  *
  * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event.
  */
-#include "engine.h"
-#include "engine-int.h"
+#include "engine/engine-int.h"
+#include "engine/engine.h"
 
-#include "hist.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/hist.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -86,9 +86,9 @@
 #ifndef TLC_ENGINE_H
 #define TLC_ENGINE_H
 
-#include "mapping.h"
-#include "stats.h"
-#include "tlc_event.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,11 +8,11 @@
  * value range seen before, at most log2(TLC_HIST_NB) doublings). Quantiles are O(span *
  * histograms * log carries). Does not: merge in place, shrink, or keep exact values.
  */
-#include "hist.h"
+#include "engine/hist.h"
 
-#include "stats.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/stats.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -32,7 +32,7 @@
 #ifndef TLC_HIST_H
 #define TLC_HIST_H
 
-#include "ckbuf.h"
+#include "formats/ckbuf.h"
 
 #include <stddef.h>
 #include <stdint.h>

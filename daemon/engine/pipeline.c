@@ -5,9 +5,9 @@
  * to the engine as they are); the evlog mapping writes its 0..2 outputs per item into `out`, and
  * a range (or a gap to mark) copies the events it keeps there.
  */
-#include "pipeline.h"
+#include "engine/pipeline.h"
 
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <string.h>
 

@@ -17,10 +17,10 @@
 #ifndef TLC_PIPELINE_H
 #define TLC_PIPELINE_H
 
-#include "dec.h"
-#include "engine.h"
-#include "evmap.h"
-#include "tlc_event.h"
+#include "engine/engine.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

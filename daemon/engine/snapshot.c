@@ -2,12 +2,12 @@
  * row order index, and the per-area accessors /metrics uses (code_net, code_hists, contexts).
  * The engine's state is engine-int.h's; the write side (events, lifecycle) is engine.c.
  */
-#include "engine.h"
-#include "engine-int.h"
+#include "engine/engine-int.h"
+#include "engine/engine.h"
 
-#include "hist.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/hist.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -26,7 +26,7 @@
 #ifndef TLC_FLEET_H
 #define TLC_FLEET_H
 
-#include "provider.h"
+#include "ingest/provider.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -44,13 +44,13 @@
  *
  * Does not: subscribe to anything but its own JetStream replies; retry dropped messages.
  */
-#include "fleet.h"
+#include "fleet/fleet.h"
 
-#include "convert.h"
-#include "log.h"
-#include "target.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "ingest/target.h"
+#include "proto/convert.h"
 
 #include <nats/adapters/libuv.h>
 

@@ -18,13 +18,13 @@
  * "Limits").
  */
 #define _GNU_SOURCE /* timegm */
-#include "history.h"
+#include "history/history.h"
 
-#include "fileread.h"
-#include "segread.h"
+#include "base/fileread.h"
+#include "store/segread.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <sys/stat.h>

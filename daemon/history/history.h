@@ -20,15 +20,15 @@
 #ifndef TLC_HISTORY_H
 #define TLC_HISTORY_H
 
-#include "dec.h"
-#include "engine.h"
-#include "evmap.h"
-#include "pipeline.h"
-#include "mapping.h"
-#include "stats.h"
-#include "timeline.h"
-#include "tlc_event.h"
-#include "when.h"
+#include "engine/engine.h"
+#include "engine/pipeline.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/timeline.h"
+#include "formats/tlc_event.h"
+#include "formats/when.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -21,10 +21,10 @@
  * work (zstd, checkpoint and dump writes: background work too).
  */
 #define _GNU_SOURCE /* gettid */
-#include "histq.h"
+#include "history/histq.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <string.h>

@@ -18,7 +18,7 @@
 #ifndef TLC_HISTQ_H
 #define TLC_HISTQ_H
 
-#include "history.h"
+#include "history/history.h"
 
 #include <stddef.h>
 #include <uv.h>

@@ -9,9 +9,9 @@
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
 
-#include "http.h"
-#include "out.h"
-#include "stats.h"
+#include "base/out.h"
+#include "formats/stats.h"
+#include "http/http.h"
 
 #include <stddef.h>
 #include <stdint.h>

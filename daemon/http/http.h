@@ -16,9 +16,9 @@
 #ifndef TLC_HTTP_H
 #define TLC_HTTP_H
 
-#include "auth.h"
-#include "provider.h"
-#include "tls.h"
+#include "auth/auth.h"
+#include "auth/tls.h"
+#include "ingest/provider.h"
 
 #include <stddef.h>
 #include <stdint.h>

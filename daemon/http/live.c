@@ -14,13 +14,13 @@
  * Coalescing: a message is built only when the socket is writable (server.c), from the state
  * at that moment, so a slow page gets fewer, newer messages and nothing queues.
  */
-#include "http-int.h"
+#include "http/http-int.h"
 
-#include "dec.h"
-#include "json.h"
-#include "mapping.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
 
 #include <inttypes.h>
 #include <string.h>

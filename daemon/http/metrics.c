@@ -35,13 +35,13 @@
  * are only added within an epoch: the histogram is the same) instead of a walk, and with the
  * same names its escaped labels.
  */
-#include "http-int.h"
+#include "http/http-int.h"
 
-#include "engine.h"
-#include "json.h"
-#include "mapping.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "formats/json.h"
+#include "formats/mapping.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

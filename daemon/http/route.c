@@ -20,14 +20,14 @@
  * Pure: reads the daemon only through the view's tlc_http_src_t; no I/O, no libwebsockets
  * (tests/fuzz/fuzz_http.c calls it directly). Every body goes into one capped tlc_out_t.
  */
-#include "http-int.h"
+#include "http/http-int.h"
 
-#include "auth.h"
-#include "dec.h"
-#include "history.h"
-#include "json.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "auth/auth.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
+#include "formats/json.h"
+#include "history/history.h"
 
 #include <errno.h>
 #include <inttypes.h>

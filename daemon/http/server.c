@@ -40,11 +40,11 @@
  * (info.pcontext set to NULL), closes itself and runs the close callback. The loop keeps
  * running meanwhile; nothing of lws is left on it.
  */
-#include "http-int.h"
+#include "http/http-int.h"
 
-#include "peers.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "auth/peers.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <libwebsockets.h>
 #include <openssl/err.h>

@@ -6,10 +6,10 @@
  * the same five figures under the names each document has always had (docs/http.md). Pure: reads
  * the daemon only through the view's tlc_http_src_t, on the loop thread.
  */
-#include "http-int.h"
+#include "http/http-int.h"
 
-#include "dec.h"
-#include "json.h"
+#include "formats/dec.h"
+#include "formats/json.h"
 
 #include <inttypes.h>
 #include <string.h>

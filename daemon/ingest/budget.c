@@ -4,10 +4,10 @@
  * O(1) per call; called only when an engine or a mapping grows (amortised: arrays double), never
  * per event in the steady state.
  */
-#include "budget.h"
+#include "ingest/budget.h"
 
-#include "engine.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "engine/engine.h"
 
 #include <unistd.h>
 

@@ -13,11 +13,11 @@
  * Stopping (reload removed or changed it, or shutdown): the dialer is unlinked at once and freed
  * when its timer is closed, its resolver request has returned and its connection is closed.
  */
-#include "sources.h"
+#include "ingest/sources.h"
 
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -46,13 +46,13 @@
  * efl_debugd binds 127.0.0.1), and a last EvLog/get before the off at shutdown (storage closes
  * right after the sources stop).
  */
-#include "sources.h"
+#include "ingest/sources.h"
 
-#include "efldbg.h"
-#include "json.h"
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "formats/efldbg.h"
+#include "formats/json.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>

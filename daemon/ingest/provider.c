@@ -4,10 +4,10 @@
  * full registry puts a new target in an evicted one's place, with a new `gen`), names are the
  * targets' own strings. No allocation, no I/O; everything runs on the loop thread.
  */
-#include "provider.h"
+#include "ingest/provider.h"
 
-#include "target.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "ingest/target.h"
 
 #include <string.h>
 

@@ -13,11 +13,11 @@
 #ifndef TLC_PROVIDER_H
 #define TLC_PROVIDER_H
 
-#include "engine.h"
-#include "mapping.h"
-#include "stats.h"
-#include "tlc_event.h"
-#include "when.h"
+#include "engine/engine.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
+#include "formats/when.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -18,11 +18,11 @@
  *
  * Fairness: at most READS_PER_EVENT reads of the shared buffer per poll callback.
  */
-#include "sources.h"
+#include "ingest/sources.h"
 
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

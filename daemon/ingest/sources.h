@@ -24,9 +24,9 @@
 #ifndef TLC_SOURCES_H
 #define TLC_SOURCES_H
 
-#include "preamble.h" /* TLC_PREAMBLE_MAX */
-#include "config.h"
-#include "target.h"
+#include "config/config.h"
+#include "formats/preamble.h" /* TLC_PREAMBLE_MAX */
+#include "ingest/target.h"
 
 #include <uv.h>
 
@@ -209,5 +209,11 @@ uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur);
 /* Target creation settings for `name` coming from source (kind, src_name). */
 void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
                       tlc_format_t format, tlc_target_conf_t *out);
+
+/* Fills a target's creation settings from the config, its source and the settings found by
+ * tlc_config_tset. `mapping_path` in the result points into `c`. */
+void tlc_target_conf_from_config(const tlc_config_t *c, const tlc_cfg_source_t *src,
+                                 const char *name, tlc_format_t format, int resync,
+                                 tlc_target_conf_t *out);
 
 #endif

@@ -18,16 +18,16 @@
  * Does not: own connections (sources do), write files (the storage observer does), or remove
  * targets at run time (a future "forget target" command would have to renumber the provider).
  */
-#include "target.h"
+#include "ingest/target.h"
 
-#include "preamble.h"
+#include "formats/preamble.h"
 
-#include "fileread.h"
-#include "log.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/fileread.h"
+#include "base/log.h"
 
-#include "evmap.h"
+#include "formats/evmap.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -33,14 +33,16 @@
 #ifndef TLC_TARGET_H
 #define TLC_TARGET_H
 
-#include "budget.h"
-#include "dec.h"
-#include "engine.h"
-#include "evmap.h"
-#include "mapping.h"
-#include "pipeline.h"
-#include "stats.h"
-#include "tlc_event.h"
+#include "config/config.h"    /* enum tlc_src_kind */
+#include "engine/engine.h"
+#include "engine/pipeline.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/mapping.h"
+#include "formats/preamble.h" /* TLC_TARGET_NAME_MAX */
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
+#include "ingest/budget.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,7 +50,6 @@
 struct tlc_engine;
 struct tlc_evmap;
 
-#define TLC_TARGET_NAME_MAX      128 /* hard cap on a target name, bytes without the NUL */
 #define TLC_PEER_MAX             80  /* "[v6 address]:port" fits */
 #define TLC_TARGET_BATCH         256 /* events decoded per tlc_dec_push call */
 #define TLC_TARGET_GAPLOG        8   /* recent gaps kept per target */
@@ -66,9 +67,6 @@ enum tlc_target_ev {
   TLC_TEV_FREED = 8,        /* about to be freed (daemon shutdown); release anything held */
   TLC_TEV_MAPPING = 9       /* t->mapping was replaced (tlc_target_load_mapping) */
 };
-
-/* Source kinds (what created the target). */
-enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
 typedef struct tlc_target_gap {

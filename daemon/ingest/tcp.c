@@ -35,12 +35,12 @@
  * target that never reads is not held up; dialled connections (a probe's port) and peers
  * outside `allow` get nothing.
  */
-#include "sources.h"
+#include "ingest/sources.h"
 
-#include "log.h"
-#include "sdnotify.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/sdnotify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,10 +84,30 @@ uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur) {
   return b - b / 4 + j;
 }
 
+void tlc_target_conf_from_config(const tlc_config_t *c, const tlc_cfg_source_t *src,
+                                 const char *name, tlc_format_t format, int resync,
+                                 tlc_target_conf_t *out) {
+  const tlc_cfg_tset_t *ts = tlc_config_tset(c, src, name);
+  memset(out, 0, sizeof(*out));
+  out->format = format;
+  out->resync = resync;
+  out->has_context_area = ts->has_context_area;
+  out->context_area = ts->context_area;
+  out->mapping_path = ts->mapping[0] != '\0' ? ts->mapping : NULL;
+  out->nwindows = c->nwindows;
+  memcpy(out->window_ns, c->window_ns, sizeof(out->window_ns));
+  out->max_areas = c->max_areas;
+  out->max_contexts = c->max_contexts;
+  out->max_depth = c->max_depth;
+  out->max_names = c->max_names;
+  out->max_block = c->max_block;
+  out->histograms = (uint8_t)c->histograms;
+}
+
 void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
                       tlc_format_t format, tlc_target_conf_t *out) {
   const tlc_cfg_source_t *src = tlc_config_find_source(&d->cfg, kind, src_name);
-  tlc_config_target_conf(&d->cfg, src, name, format, kind == TLC_SRC_SERIAL, out);
+  tlc_target_conf_from_config(&d->cfg, src, name, format, kind == TLC_SRC_SERIAL, out);
 }
 
 static void addr_text(const struct sockaddr *sa, char *ip, size_t iplen, char *full,

@@ -6,12 +6,12 @@
 #ifndef TLC_PUBSUB_INT_H
 #define TLC_PUBSUB_INT_H
 
-#include "peers.h"
-#include "pubsub.h"
+#include "auth/peers.h"
+#include "pubsub/pubsub.h"
 
-#include "convert.h"
-#include "frame.h"
-#include "when.h"
+#include "formats/when.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 
 #include <poll.h>
 #include <stddef.h>

@@ -93,14 +93,14 @@
  * in pubsub-int.h.
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
-#include "pubsub.h"
+#include "pubsub/pubsub.h"
 
-#include "pubsub-int.h"
+#include "pubsub/pubsub-int.h"
 
-#include "convert.h"
-#include "frame.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 #include "tlc_version.h"
 
 #include <arpa/inet.h>

@@ -23,11 +23,11 @@
 #ifndef TLC_PUBSUB_H
 #define TLC_PUBSUB_H
 
-#include "auth.h"
-#include "provider.h"
-#include "tlc_log_level.h"
-#include "tlc_event.h"
-#include "tls.h"
+#include "auth/auth.h"
+#include "auth/tls.h"
+#include "base/log_level.h"
+#include "formats/tlc_event.h"
+#include "ingest/provider.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,11 +14,11 @@
  * tlc_hist_answer_t, from a copy of what the request asked: hist_ans_t), so the loop's share of
  * a query (hist_done) is to queue a finished message, whatever the range or its answer holds.
  */
-#include "pubsub-int.h"
+#include "pubsub/pubsub-int.h"
 
-#include "history.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "history/history.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,12 +2,12 @@
  * in pubsub.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
-#include "pubsub-int.h"
+#include "pubsub/pubsub-int.h"
 
-#include "convert.h"
-#include "frame.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 #include "tlc_version.h"
 
 #include <arpa/inet.h>

@@ -25,14 +25,14 @@
  * Runs on the sealer thread (or the recovering thread); allocates its engine, table and
  * options per call; only reads the shared (immutable) mapping.
  */
-#include "bin1x.h"
-#include "engine.h"
-#include "pipeline.h"
-#include "store.h"
-#include "text1.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
-#include "xml.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "engine/pipeline.h"
+#include "formats/bin1x.h"
+#include "formats/text1.h"
+#include "formats/xml.h"
+#include "store/store.h"
 
 #include <string.h>
 

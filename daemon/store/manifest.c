@@ -16,12 +16,12 @@
  *
  * Pure except tlc__manifest_load/store (I/O through the shim). Any thread.
  */
-#include "iofault.h"
-#include "bin1x.h"
-#include "evlog.h"
-#include "store-int.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/bin1x.h"
+#include "formats/evlog.h"
+#include "store/iofault.h"
+#include "store/store-int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -22,10 +22,10 @@
  * Thread-safety: the catalog has its own mutex; a pass holds it (the writer, the sealer and the
  * exporter run passes; compression workers only flip flags).
  */
-#include "iofault.h"
-#include "store-int.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "store/iofault.h"
+#include "store/store-int.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -25,12 +25,12 @@
  * Cost: appends are one write(2) per chunk; sealing is 3 fsyncs (data, export, manifest) + 1
  * directory fsync. Memory: the manifest's index (records / interval entries).
  */
-#include "bin1x.h"
-#include "iofault.h"
-#include "segread.h"
-#include "store-int.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/bin1x.h"
+#include "store/iofault.h"
+#include "store/segread.h"
+#include "store/store-int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -19,13 +19,13 @@
  * Cost: O(records in range) + one index lookup. Memory: the window (one block at most) and
  * the manifest. Not thread-safe per reader.
  */
-#include "segread.h"
+#include "store/segread.h"
 
-#include "dec.h"
-#include "iofault.h"
-#include "store-int.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
+#include "store/iofault.h"
+#include "store/store-int.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -17,8 +17,8 @@
 #ifndef TLC_SEGREAD_H
 #define TLC_SEGREAD_H
 
-#include "timeline.h"
-#include "tlc_event.h"
+#include "formats/timeline.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,10 +6,10 @@
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
 
-#include "evlog.h"
-#include "scan.h"
-#include "store.h"
-#include "tlc_event.h"
+#include "formats/evlog.h"
+#include "formats/scan.h"
+#include "formats/tlc_event.h"
+#include "store/store.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -53,17 +53,17 @@
  * sealer thread and the exports and manifests it keeps for later; zstd.c: compression in the
  * threadpool; recovery.c: recovery at start. What they share is in store-int.h.
  */
-#include "store.h"
+#include "store/store.h"
 
-#include "bin1x.h"
-#include "dec.h"
-#include "evlog.h"
-#include "iofault.h"
-#include "segread.h"
-#include "store-int.h"
-#include "tlc_log_level.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log_level.h"
+#include "formats/bin1x.h"
+#include "formats/dec.h"
+#include "formats/evlog.h"
+#include "store/iofault.h"
+#include "store/segread.h"
+#include "store/store-int.h"
 
 #include <dirent.h>
 #include <errno.h>

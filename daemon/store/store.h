@@ -29,10 +29,10 @@
 #ifndef TLC_STORE_H
 #define TLC_STORE_H
 
-#include "mapping.h"
-#include "out.h"
-#include "timeline.h"
-#include "tlc_event.h"
+#include "base/out.h"
+#include "formats/mapping.h"
+#include "formats/timeline.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

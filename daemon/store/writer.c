@@ -1,17 +1,17 @@
 /* writer.c - the storage module's writer thread: commands in order, appends, rotation, sync, disk
  * full (see the design note in store.c).
  */
-#include "store.h"
+#include "store/store.h"
 
-#include "bin1x.h"
-#include "dec.h"
-#include "evlog.h"
-#include "iofault.h"
-#include "segread.h"
-#include "store-int.h"
-#include "tlc_log_level.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log_level.h"
+#include "formats/bin1x.h"
+#include "formats/dec.h"
+#include "formats/evlog.h"
+#include "store/iofault.h"
+#include "store/segread.h"
+#include "store/store-int.h"
 
 #include <dirent.h>
 #include <errno.h>

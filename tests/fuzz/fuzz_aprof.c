@@ -1,8 +1,8 @@
 /* fuzz_aprof.c - libFuzzer harness for the aprof report reader and its JSON view: any bytes are
  * parsed with small caps; must never crash or leak, and a report it accepts must satisfy the
  * invariants aprof.c promises (points grouped by owner, tree links in range). */
-#include "aprof.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "formats/aprof.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,8 +14,8 @@
  *  - the bytes told through skipped_cb are the stream's bytes at the offsets told, in increasing
  *    order without overlap, and (resync, no error) as many as bytes_skipped + truncated.
  */
-#include "dec.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "formats/dec.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,8 +2,8 @@
  * any bytes are parsed with small caps; must never crash or leak. A profile it accepts is
  * written back with the emitters (modules first, then every entry) and must read back with the
  * same entries, positions, times, names and backtraces. */
-#include "br.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "formats/br.h"
 
 #include <stdint.h>
 #include <stdlib.h>

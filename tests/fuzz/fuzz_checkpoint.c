@@ -11,11 +11,11 @@
  * Checked: no crash, UB, leak or hang (ASan/UBSan/LSan); a refused restore leaves the target
  * empty (no event counted before the records fed here).
  */
-#include "ckfile.h"
-#include "engine.h"
-#include "stats.h"
-#include "target.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "continuity/ckfile.h"
+#include "engine/engine.h"
+#include "formats/stats.h"
+#include "ingest/target.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -9,8 +9,8 @@
  * is the same for the chosen chunking as for a single push. Every CTL payload also goes
  * through the three payload parsers, which must stay within it and terminate.
  */
-#include "efldbg.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "formats/efldbg.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -34,10 +34,10 @@
  *    count and samples are at most the cumulative ones; no more per-context rows than
  *    max_areas; each row's context exists.
  */
-#include "engine.h"
-#include "mapping.h"
-#include "stats.h"
-#include "tlc_event.h"
+#include "engine/engine.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -9,11 +9,11 @@
  * encoding must decode again to the same items.
  * Must never crash, leak, or allocate after init.
  */
-#include "dec.h"
-#include "evlog.h"
-#include "out.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
+#include "formats/dec.h"
+#include "formats/evlog.h"
 
 #include <stdint.h>
 #include <stdlib.h>

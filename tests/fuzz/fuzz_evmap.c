@@ -6,10 +6,10 @@
  * is known; S and R are synthesised and only around E and X; outputs keep time, thread and
  * offset; the export into a mapping holds every area. Must never crash or leak.
  */
-#include "dec.h"
-#include "evmap.h"
-#include "mapping.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/mapping.h"
 
 #include <stdint.h>
 #include <stdlib.h>

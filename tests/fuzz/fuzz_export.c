@@ -19,15 +19,15 @@
  * Checked: no crash, UB, leak, hang (ASan/UBSan/LSan); every writer returns 0 (a memory
  * output with room); TOTAL_TIME >= 0 whenever last_time >= first_time.
  */
-#include "aprofw.h"
-#include "brw.h"
-#include "json.h"
-#include "out.h"
-#include "stats.h"
-#include "text1.h"
-#include "timeline.h"
-#include "tlc_alloc.h"
-#include "xml.h"
+#include "base/alloc.h"
+#include "base/out.h"
+#include "formats/aprofw.h"
+#include "formats/brw.h"
+#include "formats/json.h"
+#include "formats/stats.h"
+#include "formats/text1.h"
+#include "formats/timeline.h"
+#include "formats/xml.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -2,9 +2,9 @@
  * envelopes: bytes -> frames (fed in chunks whose sizes come from the input) -> ClientMessage
  * and ServerMessage unpack -> (snapshots) tlc_pb_snapshot_apply. Must never crash, leak or
  * allocate beyond the cap announced in a header. */
-#include "convert.h"
-#include "frame.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 
 #include <stdint.h>
 #include <stdlib.h>

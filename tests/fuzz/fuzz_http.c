@@ -14,11 +14,11 @@
  * other answer with data came from a path that needs the token); the Host and Origin checks
  * (QUERY and ACCEPT as the header and the configured list) never accept a name beyond
  * loopback that is not listed; no crash, no UB, no leak. */
-#include "engine.h"
-#include "history.h"
-#include "http-int.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "history/history.h"
+#include "http/http-int.h"
 
 #include <errno.h>
 #include <stdint.h>

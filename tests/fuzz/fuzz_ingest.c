@@ -38,15 +38,15 @@
  * for FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION to bypass here; in formats/ that macro turns on
  * the decoders' internal invariant checks (bin1x.c), which this harness thereby exercises.
  */
-#include "config.h"
-#include "engine.h"
-#include "log.h"
-#include "preamble.h"
-#include "sources.h"
-#include "target.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "formats/preamble.h"
+#include "ingest/sources.h"
+#include "ingest/target.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <uv.h>
 

@@ -1,4 +1,4 @@
-/* fuzz_log_fields.c - libFuzzer harness for the journal field extraction (daemon/log.c,
+/* fuzz_log_fields.c - libFuzzer harness for the journal field extraction (base/log.c,
  * tlc_log_fields). Log lines carry peer-controlled text (target names from preambles,
  * addresses, paths), so the parser of the line's conventions is fuzzed like a decoder.
  *
@@ -7,7 +7,7 @@
  * the line, is the message. Checks: every field is terminated inside its array, holds no space or
  * control character, and occurs in the message; a target is made of name characters only.
  */
-#include "log.h"
+#include "base/log.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * read out of bounds or take more than linear time. Every mapping it reads is then written
  * back with a format holding every mapping macro, each field quoted as mapping.h asks, and must
  * read back identically. */
-#include "mapping.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "formats/mapping.h"
 
 #include <stdint.h>
 #include <stdlib.h>

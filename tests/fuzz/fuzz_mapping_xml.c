@@ -1,7 +1,7 @@
 /* fuzz_mapping_xml.c - libFuzzer harness for the XML mapping reader (expat through tlc_malloc):
  * any bytes are parsed with a small cap on entries; must never crash, leak or expand entities.
  * The input is also run through tlc_mapping_parse, which picks the reader by content. */
-#include "mapping.h"
+#include "formats/mapping.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * and that the answer for a prefix is consistent with the answer for the whole input (a prefix
  * never says OK or NONE when the whole says something else).
  */
-#include "preamble.h"
+#include "formats/preamble.h"
 
 #include <stdint.h>
 #include <stdlib.h>

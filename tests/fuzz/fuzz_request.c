@@ -9,11 +9,11 @@
  * target's table (or "no segments" for another name), which runs the reply and a
  * subscription's attach to its feed. No crash, no UB, no leak; decode memory is bounded by
  * the frame cap. */
-#include "history.h"
-#include "pubsub-int.h"
-#include "pubsub.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "history/history.h"
+#include "pubsub/pubsub-int.h"
+#include "pubsub/pubsub.h"
 
 #include <errno.h>
 #include <stdint.h>

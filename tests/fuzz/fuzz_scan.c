@@ -9,8 +9,8 @@
  * accepts the whole input, the scanner walks it to the end, finding as many evlog items as
  * the decoder handed out (the decoder's rule for sizes, formats/evlog.c).
  */
-#include "dec.h"
-#include "scan.h"
+#include "formats/dec.h"
+#include "formats/scan.h"
 
 #include <stdint.h>
 #include <stdlib.h>

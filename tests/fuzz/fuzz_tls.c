@@ -6,7 +6,7 @@
  *
  * The server's key and self-signed certificate are made once with OpenSSL's API (P-256) and
  * written to temporary PEM files (removed at once), as tlc_tls_new reads files. */
-#include "tls.h"
+#include "auth/tls.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

@@ -11,14 +11,14 @@
  * Prints the oracle's table as the JSON export (Neutral rows, no windows). Exit 0, 1 on a read
  * error, 2 usage.
  */
-#include "dec.h"
-#include "evmap.h"
-#include "json.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/json.h"
+#include "formats/stats.h"
 #include "oracle.h"
-#include "segread.h"
-#include "stats.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "store/segread.h"
 
 #include <stdio.h>
 #include <stdlib.h>

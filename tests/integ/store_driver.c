@@ -18,11 +18,11 @@
  *        "parts N" and "torn N"; exit 1 if anything does not verify.
  * Exit: 0 ok, 1 failure, 2 usage.
  */
-#include "iofault.h"
-#include "segread.h"
-#include "store-int.h"
-#include "store.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "store/iofault.h"
+#include "store/segread.h"
+#include "store/store-int.h"
+#include "store/store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -26,8 +26,8 @@
  */
 #include "oracle.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

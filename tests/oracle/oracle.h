@@ -10,9 +10,9 @@
 #ifndef TLC_ORACLE_H
 #define TLC_ORACLE_H
 
-#include "mapping.h"
-#include "stats.h"
-#include "tlc_event.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
 
 #include <stddef.h>
 #include <stdint.h>

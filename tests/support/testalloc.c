@@ -5,7 +5,7 @@
  */
 #include "testalloc.h"
 
-#include "tlc_alloc.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

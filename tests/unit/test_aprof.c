@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "aprof.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/aprof.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "aprofw.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/aprofw.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <string.h>
 

@@ -3,11 +3,11 @@
  *
  * Files live in a fresh temporary directory; the expected delays are derived from the rule in
  * auth.h (first delay, doubled per failure within the window, capped), not from the code. */
-#include "auth.h"
-#include "peers.h"
-#include "tls.h"
+#include "auth/auth.h"
+#include "auth/peers.h"
+#include "auth/tls.h"
 
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

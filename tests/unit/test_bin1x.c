@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dec.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/dec.h"
 #include "rng.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <inttypes.h>
 #include <stdio.h>

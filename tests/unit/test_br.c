@@ -9,10 +9,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "br.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/br.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dec.h"
+#include "base/err.h"
+#include "formats/dec.h"
 #include "rng.h"
-#include "tlc_err.h"
 
 #include <inttypes.h>
 #include <stdio.h>

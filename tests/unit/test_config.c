@@ -5,9 +5,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "config.h"
-#include "log.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "config/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,12 +468,12 @@ static void test_parsers(void **state) {
   assert_true(tlc_config_parse_hostport("fe80::1:80", host, sizeof(host), &port) < 0);
   assert_true(tlc_config_parse_hostport("h:65536", host, sizeof(host), &port) < 0);
   assert_true(tlc_config_parse_hostport(":80", host, sizeof(host), &port) < 0);
-  assert_int_equal(tlc_target_name_check("a@10.0.0.1#2", 64), 0);
-  assert_int_equal(tlc_target_name_check("[::1]", 64), 0);
-  assert_true(tlc_target_name_check(".hidden", 64) < 0);
-  assert_true(tlc_target_name_check("a/b", 64) < 0);
-  assert_true(tlc_target_name_check("", 64) < 0);
-  assert_true(tlc_target_name_check("abcdef", 5) < 0);
+  assert_int_equal(tlc_target_name_valid("a@10.0.0.1#2", 64), 0);
+  assert_int_equal(tlc_target_name_valid("[::1]", 64), 0);
+  assert_true(tlc_target_name_valid(".hidden", 64) < 0);
+  assert_true(tlc_target_name_valid("a/b", 64) < 0);
+  assert_true(tlc_target_name_valid("", 64) < 0);
+  assert_true(tlc_target_name_valid("abcdef", 5) < 0);
 }
 
 /* Issue 16 defect 9: values that meant nothing were taken, a config of /dev/zero spun forever,

@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "convert.h"
-#include "frame.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdint.h>
 #include <stdlib.h>

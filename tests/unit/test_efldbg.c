@@ -6,13 +6,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "config.h"
-#include "efldbg.h"
-#include "evlog.h"
-#include "mapping.h"
-#include "target.h"
+#include "base/err.h"
+#include "config/config.h"
+#include "formats/efldbg.h"
+#include "formats/evlog.h"
+#include "formats/mapping.h"
+#include "ingest/target.h"
 #include "testalloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,13 +22,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "engine-int.h"
-#include "engine.h"
-#include "mapping.h"
-#include "stats.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine-int.h"
+#include "engine/engine.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,14 +15,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "ckbuf.h"
-#include "engine.h"
-#include "evmap.h"
-#include "json.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "formats/ckbuf.h"
+#include "formats/evmap.h"
+#include "formats/json.h"
+#include "formats/stats.h"
 #include "rng.h"
-#include "stats.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,12 +13,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "engine.h"
-#include "mapping.h"
+#include "base/alloc.h"
+#include "engine/engine.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
 #include "oracle.h"
 #include "rng.h"
-#include "stats.h"
-#include "tlc_alloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>

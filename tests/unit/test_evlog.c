@@ -7,14 +7,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dec.h"
-#include "evlog.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
 #include "evlog_gen.h"
-#include "out.h"
+#include "formats/dec.h"
+#include "formats/evlog.h"
 #include "rng.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <math.h>
 #include <stdio.h>

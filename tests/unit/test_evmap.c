@@ -7,12 +7,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "dec.h"
+#include "base/err.h"
 #include "evlog_gen.h"
-#include "evmap.h"
-#include "mapping.h"
+#include "formats/dec.h"
+#include "formats/evmap.h"
+#include "formats/mapping.h"
 #include "testalloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

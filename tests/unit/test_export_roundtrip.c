@@ -17,14 +17,14 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "aprof.h"
-#include "aprofw.h"
-#include "br.h"
-#include "brw.h"
-#include "engine.h"
+#include "base/alloc.h"
+#include "engine/engine.h"
+#include "formats/aprof.h"
+#include "formats/aprofw.h"
+#include "formats/br.h"
+#include "formats/brw.h"
+#include "formats/stats.h"
 #include "rng.h"
-#include "stats.h"
-#include "tlc_alloc.h"
 
 #include <stdio.h>
 #include <string.h>

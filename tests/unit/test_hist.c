@@ -7,12 +7,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "hist.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/hist.h"
+#include "formats/stats.h"
 #include "rng.h"
-#include "stats.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "engine.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
 #include "rng.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "histq.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "history/histq.h"
 
 #include <errno.h>
 #include <stdio.h>

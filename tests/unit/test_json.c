@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "json.h"
-#include "stats.h"
-#include "tlc_alloc.h"
+#include "base/alloc.h"
+#include "formats/json.h"
+#include "formats/stats.h"
 
 #include <string.h>
 

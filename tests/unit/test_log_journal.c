@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <stdio.h>

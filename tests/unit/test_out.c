@@ -4,10 +4,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "out.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/out.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "bin1x.h"
-#include "pipeline.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "engine/pipeline.h"
+#include "formats/bin1x.h"
 
 #include <stdlib.h>
 #include <string.h>

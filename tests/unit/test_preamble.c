@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "preamble.h"
+#include "formats/preamble.h"
 
 #include <string.h>
 

@@ -12,13 +12,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "convert.h"
-#include "frame.h"
-#include "pubsub-int.h"
-#include "pubsub.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "proto/convert.h"
+#include "proto/frame.h"
+#include "pubsub/pubsub-int.h"
+#include "pubsub/pubsub.h"
 #include "testalloc.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "stats.h"
+#include "formats/stats.h"
 
 #include <stdint.h>
 #include <string.h>

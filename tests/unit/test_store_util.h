@@ -9,16 +9,16 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #endif
 
-#include "bin1x.h"
-#include "dec.h"
+#include "base/alloc.h"
+#include "base/err.h"
 #include "evlog_gen.h"
-#include "iofault.h"
+#include "formats/bin1x.h"
+#include "formats/dec.h"
 #include "rng.h"
-#include "segread.h"
-#include "store-int.h"
-#include "store.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "store/iofault.h"
+#include "store/segread.h"
+#include "store/store-int.h"
+#include "store/store.h"
 
 #include <dirent.h>
 #include <errno.h>

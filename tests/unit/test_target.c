@@ -5,10 +5,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "bin1x.h"
-#include "provider.h"
-#include "target.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "formats/bin1x.h"
+#include "ingest/provider.h"
+#include "ingest/target.h"
 
 #include <string.h>
 

@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "stats.h"
+#include "base/alloc.h"
+#include "base/err.h"
+#include "formats/stats.h"
+#include "formats/text1.h"
 #include "testalloc.h"
-#include "text1.h"
-#include "tlc_alloc.h"
-#include "tlc_err.h"
 
 #include <stdio.h>
 #include <string.h>

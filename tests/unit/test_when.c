@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "when.h"
+#include "formats/when.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -22,7 +22,7 @@
  *
  * Not thread-safe: loop thread only.
  */
-#include "log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * allocation. It does not track sizes or count anything itself; the counting allocator of the
  * tests does that on top of this hook.
  */
-#include "tlc_alloc.h"
+#include "base/alloc.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * caller can print any code a tlcap function returns. A fixed table instead of strerror()
  * keeps this file pure (no locale, no static buffer); other codes say "unknown error".
  */
-#include "tlc_err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stddef.h>

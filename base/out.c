@@ -5,10 +5,10 @@
  * Cost: appends are memcpy into the buffer; growth doubles up to `max`. Numbers are formatted
  * by hand because Text1/JSON exports print hundreds of millions of them.
  */
-#include "out.h"
+#include "base/out.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,10 +9,10 @@
  * the ping was due: if the loop was blocked for more than a period the ping is withheld (the
  * stall already cost systemd one ping, so the unit will be restarted as it should).
  */
-#include "sdnotify.h"
+#include "base/sdnotify.h"
 
-#include "log.h"
-#include "tlc_err.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

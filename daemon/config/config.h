@@ -17,8 +17,15 @@
 #ifndef TLC_CONFIG_H
 #define TLC_CONFIG_H
 
-#include "stats.h"
-#include "target.h"
+#include "formats/stats.h"
+#include "formats/dec.h"      /* tlc_format_t */
+#include "formats/preamble.h" /* TLC_TARGET_NAME_MAX, tlc_target_name_valid */
+
+/* Source kinds (what creates a target): a config source section, a target's src_kind. */
+enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
+
+/* memory_limit when not set: the daemon takes a quarter of physical memory. */
+#define TLC_CFG_MEMORY_AUTO UINT64_MAX
 
 #include <stddef.h>
 #include <stdint.h>
@@ -138,7 +145,7 @@ typedef struct tlc_config {
   uint64_t idle_seal_ms; /* seal a disconnected target's open segment after this (60 s; 0 off) */
   /* Memory budget (docs/configuration.md "Memory"): every target's areas, histograms, windows
    * and mappings together; past it new areas are refused (dropped_area_limit) */
-  uint64_t memory_limit;  /* bytes (default: a quarter of physical memory; >= 1M) */
+  uint64_t memory_limit;  /* bytes, >= 1M; TLC_CFG_MEMORY_AUTO: a quarter of physical memory */
   uint64_t mapping_limit; /* a target's parsed mapping, bytes (default 64M; >= 1) */
   /* HTTP: dashboard, /metrics, JSON API (daemon/http, docs/http.md) */
   char http[TLC_CFG_HOST + 8]; /* "HOST:PORT" ("" = off; default TLC_DEFAULT_HTTP_ADDR) */
@@ -231,10 +238,5 @@ int tlc_config_baud_ok(uint32_t baud);
 
 /* Finds the source of `kind` called `name`, or NULL. */
 const tlc_cfg_source_t *tlc_config_find_source(const tlc_config_t *c, int kind, const char *name);
-
-/* Fills a target's creation settings from the config, its source and the settings found by
- * tlc_config_tset. `mapping_path` in the result points into `c`. */
-void tlc_config_target_conf(const tlc_config_t *c, const tlc_cfg_source_t *src, const char *name,
-                            tlc_format_t format, int resync, tlc_target_conf_t *out);
 
 #endif

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#include "tlc_log_level.h" /* TLC_LOG_ERR .. TLC_LOG_DEBUG: the levels every library uses */
+#include "base/log_level.h" /* TLC_LOG_ERR .. TLC_LOG_DEBUG: the levels every library uses */
 
 /* Components (bit flags) for debug switches and line prefixes. */
 enum tlc_log_comp {

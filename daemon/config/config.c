@@ -14,18 +14,16 @@
  * are bounded by their fields (fixed-size strings, checked numbers). No allocation beyond the
  * two arrays made by tlc_config_init.
  */
-#include "config.h"
+#include "config/config.h"
 
-#include "budget.h"
+#include "base/log.h"
 
-#include "log.h"
-
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 #include "tlc_version.h"
 
-#include "auth.h"
-#include "tls.h"
+#include "auth/auth.h"
+#include "auth/tls.h"
 
 #include <arpa/inet.h>
 #include <ini.h>
@@ -937,7 +935,7 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
       r = TLC_EINVAL;
       goto out;
     }
-    if (tlc_target_name_check(nm, TLC_TARGET_NAME_MAX) != 0) {
+    if (tlc_target_name_valid(nm, TLC_TARGET_NAME_MAX) != 0) {
       seterr(why, sizeof(why),
              "invalid name \"%s\" (1 to %d characters of A-Z a-z 0-9 . _ - @ : # + = [ ], "
              "not starting with '.')",
@@ -1107,7 +1105,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->rotate_bytes = 64ull << 20;
   c->index_interval = 1024;
   c->store_queue = 64ull << 20;
-  c->memory_limit = tlc_budget_default_limit();
+  c->memory_limit = TLC_CFG_MEMORY_AUTO;
   c->mapping_limit = 64ull << 20;
   snprintf(c->http, sizeof(c->http), "%s", TLC_DEFAULT_HTTP_ADDR);
   c->metrics_areas = 20;
@@ -1175,7 +1173,7 @@ int tlc_config_parse_spec(tlc_cfg_source_t *s, const char *spec, char *err, size
   memcpy(fmt, eq + 1, (size_t)(at - eq - 1));
   fmt[at - eq - 1] = '\0';
   source_defaults(s, kind);
-  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+  if (tlc_target_name_valid(name, TLC_TARGET_NAME_MAX) != 0) {
     seterr(err, errlen, "invalid name \"%s\"", name);
     return TLC_EINVAL;
   }
@@ -1392,7 +1390,7 @@ static int apply_target_opt(tlc_config_t *c, const char *key, const char *v, cha
   }
   memcpy(name, v, (size_t)(eq - v));
   name[eq - v] = '\0';
-  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+  if (tlc_target_name_valid(name, TLC_TARGET_NAME_MAX) != 0) {
     seterr(err, errlen, "command line: --%s: invalid target name \"%s\"", key, name);
     return TLC_EINVAL;
   }
@@ -1420,7 +1418,7 @@ static int apply_efl_opt(tlc_config_t *c, const char *v, char *err, size_t errle
   }
   memcpy(name, v, (size_t)(eq - v));
   name[eq - v] = '\0';
-  if (tlc_target_name_check(name, TLC_TARGET_NAME_MAX) != 0) {
+  if (tlc_target_name_valid(name, TLC_TARGET_NAME_MAX) != 0) {
     seterr(err, errlen, "command line: --efl: invalid name \"%s\"", name);
     return TLC_EINVAL;
   }
@@ -1547,7 +1545,7 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
     return TLC_EINVAL;
   }
 
-  if (c->memory_limit < (1u << 20)) {
+  if (c->memory_limit != TLC_CFG_MEMORY_AUTO && c->memory_limit < (1u << 20)) {
     seterr(err, errlen, "[daemon] memory_limit: must be at least 1M");
     return TLC_EINVAL;
   }
@@ -1668,23 +1666,4 @@ const tlc_cfg_tset_t *tlc_config_tset(const tlc_config_t *c, const tlc_cfg_sourc
     if (strcmp(c->tgt[i].name, name) == 0)
       return &c->tgt[i].tset;
   return src != NULL ? &src->tset : &none;
-}
-
-void tlc_config_target_conf(const tlc_config_t *c, const tlc_cfg_source_t *src, const char *name,
-                            tlc_format_t format, int resync, tlc_target_conf_t *out) {
-  const tlc_cfg_tset_t *ts = tlc_config_tset(c, src, name);
-  memset(out, 0, sizeof(*out));
-  out->format = format;
-  out->resync = resync;
-  out->has_context_area = ts->has_context_area;
-  out->context_area = ts->context_area;
-  out->mapping_path = ts->mapping[0] != '\0' ? ts->mapping : NULL;
-  out->nwindows = c->nwindows;
-  memcpy(out->window_ns, c->window_ns, sizeof(out->window_ns));
-  out->max_areas = c->max_areas;
-  out->max_contexts = c->max_contexts;
-  out->max_depth = c->max_depth;
-  out->max_names = c->max_names;
-  out->max_block = c->max_block;
-  out->histograms = (uint8_t)c->histograms;
 }

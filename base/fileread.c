@@ -3,10 +3,10 @@
  * stdio in chunks that double up to the cap: no stat-then-read race, pipes and /proc files work,
  * and a file longer than the cap is refused without reading it all.
  */
-#include "fileread.h"
+#include "base/fileread.h"
 
-#include "tlc_alloc.h"
-#include "tlc_err.h"
+#include "base/alloc.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stdio.h>
