@@ -372,81 +372,112 @@ typedef struct dkey {
   size_t off;
   size_t size;  /* K_STR: capacity; K_SIZE: sizeof field */
   uint64_t max; /* K_SIZE, K_U64: largest value; K_DUR: largest ms (0: the parser's cap) */
+  size_t span;  /* the field's bytes, compared by tlc_config_diff (0: K_WINDOWS, compared apart) */
+  enum tlc_cfg_reload reload; /* what a SIGHUP that changes it does */
 } dkey_t;
 
 #define TLC_CFG_MAX_DUR_MS (100ull * 366 * 86400 * 1000)
 #define OFF(f)             offsetof(tlc_config_t, f)
 #define FSZ(f)             sizeof(((tlc_config_t *)0)->f)
 static const dkey_t dkeys[] = {
-  { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0 },
-  { "store", K_BOOL, OFF(store), 0, 0 },
-  { "serve", K_SERVE, OFF(serve), FSZ(serve), 0 },
-  { "log_level", K_LEVEL, OFF(log_level), 0, 0 },
-  { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0 },
-  { "max_connections", K_SIZE, OFF(max_connections), FSZ(max_connections), 1000000 },
-  { "max_targets", K_SIZE, OFF(max_targets), FSZ(max_targets), 1000000 },
-  { "max_name", K_SIZE, OFF(max_name), FSZ(max_name), TLC_TARGET_NAME_MAX },
-  { "read_buffer", K_SIZE, OFF(read_buffer), FSZ(read_buffer), 16u << 20 },
-  { "max_block", K_SIZE, OFF(max_block), FSZ(max_block), 256u << 20 },
-  { "partial_timeout", K_DUR, OFF(partial_timeout_ms), 0, 0 },
-  { "idle_timeout", K_DUR, OFF(idle_timeout_ms), 0, 0 },
-  { "backoff_min", K_DUR, OFF(backoff_min_ms), 0, 0 },
-  { "backoff_max", K_DUR, OFF(backoff_max_ms), 0, 0 },
-  { "status_interval", K_DUR, OFF(status_interval_ms), 0, 0 },
-  { "windows", K_WINDOWS, 0, 0, 0 },
-  { "max_areas", K_SIZE, OFF(max_areas), FSZ(max_areas), 100000000 },
-  { "max_contexts", K_SIZE, OFF(max_contexts), FSZ(max_contexts), 100000000 },
-  { "max_depth", K_SIZE, OFF(max_depth), FSZ(max_depth), 100000000 },
-  { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000 },
-  { "histograms", K_BOOL, OFF(histograms), 0, 0 },
-  { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0 },
+  { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0, FSZ(state_dir), TLC_CFG_RESTART },
+  { "store", K_BOOL, OFF(store), 0, 0, FSZ(store), TLC_CFG_RESTART },
+  { "serve", K_SERVE, OFF(serve), FSZ(serve), 0, FSZ(serve), TLC_CFG_REFUSE },
+  { "log_level", K_LEVEL, OFF(log_level), 0, 0, FSZ(log_level), TLC_CFG_LIVE },
+  { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0, FSZ(debug), TLC_CFG_LIVE },
+  { "max_connections", K_SIZE, OFF(max_connections), FSZ(max_connections), 1000000,
+    FSZ(max_connections), TLC_CFG_LIVE },
+  { "max_targets", K_SIZE, OFF(max_targets), FSZ(max_targets), 1000000, FSZ(max_targets),
+    TLC_CFG_RESTART },
+  { "max_name", K_SIZE, OFF(max_name), FSZ(max_name), TLC_TARGET_NAME_MAX, FSZ(max_name),
+    TLC_CFG_LIVE },
+  { "read_buffer", K_SIZE, OFF(read_buffer), FSZ(read_buffer), 16u << 20, FSZ(read_buffer),
+    TLC_CFG_RESTART },
+  { "max_block", K_SIZE, OFF(max_block), FSZ(max_block), 256u << 20, FSZ(max_block),
+    TLC_CFG_RESTART },
+  { "partial_timeout", K_DUR, OFF(partial_timeout_ms), 0, 0, FSZ(partial_timeout_ms),
+    TLC_CFG_LIVE },
+  { "idle_timeout", K_DUR, OFF(idle_timeout_ms), 0, 0, FSZ(idle_timeout_ms), TLC_CFG_LIVE },
+  { "backoff_min", K_DUR, OFF(backoff_min_ms), 0, 0, FSZ(backoff_min_ms), TLC_CFG_LIVE },
+  { "backoff_max", K_DUR, OFF(backoff_max_ms), 0, 0, FSZ(backoff_max_ms), TLC_CFG_LIVE },
+  { "status_interval", K_DUR, OFF(status_interval_ms), 0, 0, FSZ(status_interval_ms),
+    TLC_CFG_LIVE },
+  { "windows", K_WINDOWS, 0, 0, 0, 0, TLC_CFG_LIVE },
+  { "max_areas", K_SIZE, OFF(max_areas), FSZ(max_areas), 100000000, FSZ(max_areas), TLC_CFG_LIVE },
+  { "max_contexts", K_SIZE, OFF(max_contexts), FSZ(max_contexts), 100000000, FSZ(max_contexts),
+    TLC_CFG_LIVE },
+  { "max_depth", K_SIZE, OFF(max_depth), FSZ(max_depth), 100000000, FSZ(max_depth), TLC_CFG_LIVE },
+  { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000, FSZ(max_names), TLC_CFG_LIVE },
+  { "histograms", K_BOOL, OFF(histograms), 0, 0, FSZ(histograms), TLC_CFG_LIVE },
+  { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0, FSZ(dump_stats),
+    TLC_CFG_LIVE },
   /* storage (tlc_store_opts_t); durations capped at 100 years (ms * 1e6 fits an int64_t) */
-  { "rotate_bytes", K_U64, OFF(rotate_bytes), 0, 1ull << 50 },
-  { "rotate_age", K_DUR, OFF(rotate_age_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "retain_bytes", K_U64, OFF(retain_bytes), 0, 1ull << 60 },
-  { "retain_target_bytes", K_U64, OFF(retain_target_bytes), 0, 1ull << 60 },
-  { "retain_age", K_DUR, OFF(retain_age_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "retain_segments", K_SIZE, OFF(retain_segments), FSZ(retain_segments), 100000000 },
-  { "min_free", K_U64, OFF(min_free), 0, 1ull << 60 },
-  { "sync", K_SYNC, OFF(sync_mode), 0, 0 },
-  { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "sync_bytes", K_U64, OFF(sync_bytes), 0, 1ull << 50 },
-  { "compress", K_BOOL, OFF(compress), 0, 0 },
-  { "index_interval", K_SIZE, OFF(index_interval), FSZ(index_interval), 1000000 },
-  { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30 },
-  { "quick_start", K_BOOL, OFF(quick_start), 0, 0 },
-  { "main_export", K_MAINEXP, OFF(main_export), 0, 0 },
-  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20 },
-  { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50 },
-  { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40 },
-  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000 },
+  { "rotate_bytes", K_U64, OFF(rotate_bytes), 0, 1ull << 50, FSZ(rotate_bytes), TLC_CFG_LIVE },
+  { "rotate_age", K_DUR, OFF(rotate_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(rotate_age_ms),
+    TLC_CFG_LIVE },
+  { "retain_bytes", K_U64, OFF(retain_bytes), 0, 1ull << 60, FSZ(retain_bytes), TLC_CFG_LIVE },
+  { "retain_target_bytes", K_U64, OFF(retain_target_bytes), 0, 1ull << 60, FSZ(retain_target_bytes),
+    TLC_CFG_LIVE },
+  { "retain_age", K_DUR, OFF(retain_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(retain_age_ms),
+    TLC_CFG_LIVE },
+  { "retain_segments", K_SIZE, OFF(retain_segments), FSZ(retain_segments), 100000000,
+    FSZ(retain_segments), TLC_CFG_LIVE },
+  { "min_free", K_U64, OFF(min_free), 0, 1ull << 60, FSZ(min_free), TLC_CFG_LIVE },
+  { "sync", K_SYNC, OFF(sync_mode), 0, 0, FSZ(sync_mode), TLC_CFG_LIVE },
+  { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(sync_interval_ms),
+    TLC_CFG_LIVE },
+  { "sync_bytes", K_U64, OFF(sync_bytes), 0, 1ull << 50, FSZ(sync_bytes), TLC_CFG_LIVE },
+  { "compress", K_BOOL, OFF(compress), 0, 0, FSZ(compress), TLC_CFG_RESTART },
+  { "index_interval", K_SIZE, OFF(index_interval), FSZ(index_interval), 1000000,
+    FSZ(index_interval), TLC_CFG_RESTART },
+  { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30, FSZ(store_queue), TLC_CFG_RESTART },
+  { "quick_start", K_BOOL, OFF(quick_start), 0, 0, FSZ(quick_start), TLC_CFG_RESTART },
+  { "main_export", K_MAINEXP, OFF(main_export), 0, 0, FSZ(main_export), TLC_CFG_LIVE },
+  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20, FSZ(keep_skipped), TLC_CFG_RESTART },
+  { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50, FSZ(memory_limit), TLC_CFG_LIVE },
+  { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40, FSZ(mapping_limit), TLC_CFG_LIVE },
+  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000, FSZ(resync_idle_ms), TLC_CFG_LIVE },
   /* HTTP (daemon/http, docs/http.md) */
-  { "http", K_ADDR, OFF(http), FSZ(http), 0 },
-  { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000 },
-  { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000 },
-  { "http_hosts", K_STR, OFF(http_hosts), FSZ(http_hosts), 0 },
-  { "http_origins", K_STR, OFF(http_origins), FSZ(http_origins), 0 },
-  { "max_per_address", K_SIZE, OFF(max_per_address), FSZ(max_per_address), 1000000 },
+  { "http", K_ADDR, OFF(http), FSZ(http), 0, FSZ(http), TLC_CFG_REFUSE },
+  { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000, FSZ(metrics_areas),
+    TLC_CFG_LIVE },
+  { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000,
+    FSZ(http_max_connections), TLC_CFG_RESTART },
+  { "http_hosts", K_STR, OFF(http_hosts), FSZ(http_hosts), 0, FSZ(http_hosts), TLC_CFG_RESTART },
+  { "http_origins", K_STR, OFF(http_origins), FSZ(http_origins), 0, FSZ(http_origins),
+    TLC_CFG_RESTART },
+  { "max_per_address", K_SIZE, OFF(max_per_address), FSZ(max_per_address), 1000000,
+    FSZ(max_per_address), TLC_CFG_RESTART },
   /* remote access (SPEC 8; daemon/auth) */
-  { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0 },
-  { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0 },
-  { "tls_key", K_STR, OFF(tls_key), FSZ(tls_key), 0 },
+  { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0, FSZ(token_file), TLC_CFG_RESTART },
+  { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0, FSZ(tls_cert), TLC_CFG_RESTART },
+  { "tls_key", K_STR, OFF(tls_key), FSZ(tls_key), 0, FSZ(tls_key), TLC_CFG_RESTART },
   /* NATS publisher (daemon/fleet) */
-  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0 },
-  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0 }, /* --nats URL (SPEC 5) */
-  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0 },
-  { "nats_subject", K_STR, OFF(nats_subject), FSZ(nats_subject), 0 },
-  { "nats_interval", K_DUR, OFF(nats_interval_ms), 0, 3600000 },
-  { "nats_full_interval", K_DUR, OFF(nats_full_interval_ms), 0, 86400000 },
-  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30 },
-  { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50 },
+  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url), TLC_CFG_RESTART },
+  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url),
+    TLC_CFG_RESTART }, /* --nats URL (SPEC 5) */
+  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0, FSZ(nats_creds), TLC_CFG_RESTART },
+  { "nats_subject", K_STR, OFF(nats_subject), FSZ(nats_subject), 0, FSZ(nats_subject),
+    TLC_CFG_RESTART },
+  { "nats_interval", K_DUR, OFF(nats_interval_ms), 0, 3600000, FSZ(nats_interval_ms),
+    TLC_CFG_RESTART },
+  { "nats_full_interval", K_DUR, OFF(nats_full_interval_ms), 0, 86400000,
+    FSZ(nats_full_interval_ms), TLC_CFG_RESTART },
+  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30, FSZ(nats_buffer), TLC_CFG_RESTART },
+  { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(nats_max_age_ms),
+    TLC_CFG_RESTART },
+  { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50, FSZ(nats_max_bytes),
+    TLC_CFG_RESTART },
   /* continuity (daemon/continuity/) */
-  { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS },
-  { "checkpoint_slice_us", K_U64, OFF(checkpoint_slice_us), 1, 1000000 },
-  { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS },
+  { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS,
+    FSZ(checkpoint_interval_ms), TLC_CFG_RESTART },
+  { "checkpoint_slice_us", K_U64, OFF(checkpoint_slice_us), 1, 1000000, FSZ(checkpoint_slice_us),
+    TLC_CFG_RESTART },
+  { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(idle_seal_ms),
+    TLC_CFG_RESTART },
   /* efl sources (daemon/ingest/efl.c, docs/efl.md) */
-  { "efl_max_targets", K_SIZE, OFF(efl_max_targets), FSZ(efl_max_targets), 1000000 },
+  { "efl_max_targets", K_SIZE, OFF(efl_max_targets), FSZ(efl_max_targets), 1000000,
+    FSZ(efl_max_targets), TLC_CFG_LIVE },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
@@ -467,8 +498,83 @@ static uint64_t dkey_min(const dkey_t *k) {
   return 0;
 }
 
+#define NDKEYS (sizeof(dkeys) / sizeof(dkeys[0]))
+
+/* 1 if key k holds the same value in a and b. */
+static int dkey_same(const dkey_t *k, const tlc_config_t *a, const tlc_config_t *b) {
+  const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
+  switch (k->type) {
+  case K_WINDOWS:
+    return a->nwindows == b->nwindows &&
+           memcmp(a->window_ns, b->window_ns, a->nwindows * sizeof(a->window_ns[0])) == 0;
+  case K_STR:
+  case K_SERVE:
+  case K_ADDR:
+  case K_DEBUG:
+    return strncmp(pa, pb, k->span) == 0;
+  default:
+    return memcmp(pa, pb, k->span) == 0;
+  }
+}
+
+/* 1 if an earlier key of the table names the same field (an alias: "nats" for nats_url). */
+static int dkey_alias(const dkey_t *k) {
+  for (const dkey_t *e = dkeys; e < k; e++)
+    if (e->type == k->type && e->off == k->off && k->type != K_WINDOWS)
+      return 1;
+  return 0;
+}
+
+size_t tlc_config_diff(const tlc_config_t *a, const tlc_config_t *b, tlc_config_diff_cb cb,
+                       void *ud) {
+  size_t n = 0;
+  for (const dkey_t *k = dkeys; k < dkeys + NDKEYS; k++) {
+    if (dkey_alias(k) || dkey_same(k, a, b))
+      continue;
+    n++;
+    if (cb != NULL)
+      cb(ud, k->name, k->reload);
+  }
+  return n;
+}
+
+/* Writes key k's value as text, for the refusal message. */
+static void dkey_text(const dkey_t *k, const tlc_config_t *c, char *buf, size_t len) {
+  const char *p = (const char *)c + k->off;
+  if (k->type == K_STR || k->type == K_SERVE || k->type == K_ADDR || k->type == K_DEBUG)
+    snprintf(buf, len, "\"%.*s\"", (int)strnlen(p, k->span), p);
+  else
+    snprintf(buf, len, "(changed)");
+}
+
+int tlc_config_reload_merge(const tlc_config_t *running, tlc_config_t *next, char *why,
+                            size_t whylen, char *restart, size_t restartlen) {
+  size_t rn = 0;
+  if (restartlen > 0)
+    restart[0] = '\0';
+  for (const dkey_t *k = dkeys; k < dkeys + NDKEYS; k++) {
+    if (dkey_alias(k) || k->reload != TLC_CFG_REFUSE || dkey_same(k, running, next))
+      continue;
+    char from[300], to[300];
+    dkey_text(k, running, from, sizeof(from));
+    dkey_text(k, next, to, sizeof(to));
+    seterr(why, whylen, "%s: address %s -> %s", k->name, from, to);
+    return TLC_EINVAL;
+  }
+  for (const dkey_t *k = dkeys; k < dkeys + NDKEYS; k++) {
+    if (dkey_alias(k) || k->reload != TLC_CFG_RESTART || dkey_same(k, running, next))
+      continue;
+    memcpy((char *)next + k->off, (const char *)running + k->off, k->span);
+    int w = snprintf(restart + rn, restartlen > rn ? restartlen - rn : 0, "%s%s",
+                     rn > 0 ? ", " : "", k->name);
+    if (w > 0)
+      rn = rn + (size_t)w < restartlen ? rn + (size_t)w : restartlen;
+  }
+  return 0;
+}
+
 static const dkey_t *find_dkey(const char *name) {
-  for (size_t i = 0; i < sizeof(dkeys) / sizeof(dkeys[0]); i++)
+  for (size_t i = 0; i < NDKEYS; i++)
     if (strcmp(dkeys[i].name, name) == 0)
       return &dkeys[i];
   return NULL;

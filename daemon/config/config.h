@@ -24,6 +24,13 @@
 /* Source kinds (what creates a target): a config source section, a target's src_kind. */
 enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
 
+/* What a SIGHUP that changes a [daemon] key does (the settings table gives each key one). */
+enum tlc_cfg_reload {
+  TLC_CFG_LIVE,    /* applied at once (or by what is created from then on) */
+  TLC_CFG_RESTART, /* the running value stays until a restart (logged) */
+  TLC_CFG_REFUSE   /* the reload is refused as a whole ("restart required") */
+};
+
 /* memory_limit when not set: the daemon takes a quarter of physical memory. */
 #define TLC_CFG_MEMORY_AUTO UINT64_MAX
 
@@ -199,6 +206,21 @@ int tlc_config_add_defaults(tlc_config_t *c);
 
 /* The whole build: init, file, CLI, defaults, validation. On error `c` is finalised. */
 int tlc_config_build(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t errlen);
+
+/* Calls cb(ud, key, how) for every [daemon] key whose value differs between `a` and `b`, in
+ * the settings table's order (an alias of another key is reported once, under its first name).
+ * Returns the number of keys reported. */
+typedef void (*tlc_config_diff_cb)(void *ud, const char *key, enum tlc_cfg_reload how);
+size_t tlc_config_diff(const tlc_config_t *a, const tlc_config_t *b, tlc_config_diff_cb cb,
+                       void *ud);
+
+/* The reload rule, from the settings table: `next` is the configuration a SIGHUP read, `running`
+ * the one in force. A changed TLC_CFG_REFUSE key refuses the reload: TLC_EINVAL with "key:
+ * "old" -> "new"" in `why`. Otherwise each changed TLC_CFG_RESTART key gets its running value
+ * back in `next` and its name listed in `restart` (comma-separated; "" when none), and 0 is
+ * returned: `next` is then what the daemon runs with. */
+int tlc_config_reload_merge(const tlc_config_t *running, tlc_config_t *next, char *why,
+                            size_t whylen, char *restart, size_t restartlen);
 
 /* Checks cross-field rules (names unique per kind, required keys present). */
 int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen);

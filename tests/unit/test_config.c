@@ -659,6 +659,55 @@ static void test_long_lines(void **state) {
   }
 }
 
+/* The reload rule comes from the settings table: a key whose change needs a restart keeps
+ * its running value (and is named), a refused key refuses the whole reload, a live key is
+ * taken; the windows (an array) and aliases ("nats" for nats_url) are compared once. */
+static void diff_count(void *ud, const char *key, enum tlc_cfg_reload how) {
+  char *seen = ud;
+  strcat(seen, key);
+  strcat(seen, how == TLC_CFG_LIVE ? "=live " : how == TLC_CFG_RESTART ? "=restart " : "=refuse ");
+}
+
+static void test_reload_rule(void **state) {
+  tlc_config_t a, b;
+  char err[600] = "", restart[256], seen[512] = "";
+  (void)state;
+  tlc_config_init(&a);
+  tlc_config_init(&b);
+  assert_int_equal(tlc_config_diff(&a, &b, NULL, NULL), 0);
+  assert_int_equal(tlc_config_load_string(&a,
+                                          "[daemon]\nstate_dir = /tmp/one\nrotate_bytes = 1M\n"
+                                          "windows = 1s,5s\nnats_url = nats://a:4222\n",
+                                          "a.ini", err, sizeof(err)),
+                   0);
+  assert_int_equal(tlc_config_load_string(&b,
+                                          "[daemon]\nstate_dir = /tmp/two\nrotate_bytes = 2M\n"
+                                          "windows = 1s,6s\nnats = nats://b:4222\n"
+                                          "log_level = debug\n",
+                                          "b.ini", err, sizeof(err)),
+                   0);
+  assert_int_equal(tlc_config_diff(&a, &b, diff_count, seen), 5);
+  assert_string_equal(seen, "state_dir=restart log_level=live windows=live rotate_bytes=live "
+                            "nats_url=restart ");
+  /* merge: restart keys get the running value back, live keys stay new */
+  assert_int_equal(tlc_config_reload_merge(&a, &b, err, sizeof(err), restart, sizeof(restart)), 0);
+  assert_string_equal(restart, "state_dir, nats_url");
+  assert_string_equal(b.state_dir, "/tmp/one");
+  assert_string_equal(b.nats_url, "nats://a:4222");
+  assert_int_equal(b.rotate_bytes, 1u << 21);
+  assert_int_equal(b.nwindows, 2);
+  assert_int_equal(tlc_config_diff(&a, &b, NULL, NULL), 3); /* log_level, windows, rotate_bytes */
+  /* a refused key refuses the whole reload and names the change */
+  assert_int_equal(
+      tlc_config_load_string(&b, "[daemon]\nserve = 127.0.0.1:7999\n", "c.ini", err, sizeof(err)),
+      0);
+  assert_true(tlc_config_reload_merge(&a, &b, err, sizeof(err), restart, sizeof(restart)) < 0);
+  assert_non_null(strstr(err, "serve: address \""));
+  assert_non_null(strstr(err, "-> \"127.0.0.1:7999\""));
+  tlc_config_fini(&a);
+  tlc_config_fini(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_embedded_default),
@@ -675,6 +724,7 @@ int main(void) {
     cmocka_unit_test(test_issue16_refusals),
     cmocka_unit_test(test_listener_allow_targets),
     cmocka_unit_test(test_long_lines),
+    cmocka_unit_test(test_reload_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
