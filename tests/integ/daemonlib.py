@@ -6,6 +6,7 @@ that SIGUSR1 writes), never by sleeping for a guessed time."""
 import json
 import os
 import pty
+import shutil
 import signal
 import socket
 import subprocess
@@ -284,6 +285,27 @@ def compare_stats(live, rep, what, min_rows=5):
             if dk in a:
                 for f in DIST_KEYS:
                     T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))
+
+
+def proc_status_kib(pid, field, missing=None):
+    """The `field` line (VmRSS, VmHWM, ...) of /proc/PID/status, in KiB. A line that is absent
+    (a zombie has no VmRSS) gives `missing`, or fails the test when `missing` is None."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    if missing is None:
+        raise T.Failure("no " + field)
+    return missing
+
+
+def check_promtool_metrics(body):
+    """promtool (when installed) finds nothing to say about this /metrics text."""
+    if not shutil.which("promtool"):
+        return
+    p = subprocess.run(["promtool", "check", "metrics"], input=body, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    T.eq((p.returncode, p.stdout.decode()[:300]), (0, ""), "promtool check metrics")
 
 
 def make_pty(link):

@@ -241,32 +241,23 @@ def test_check_config(d):
         T.eq(rc, 2, "%s %s refused (%s)" % (opt, val, err))
 
 
-def pb_varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def pb_field(num, payload):
     """A length-delimited field (wire type 2); an int payload is a varint field."""
     if isinstance(payload, int):
-        return pb_varint(num << 3) + pb_varint(payload)
-    return pb_varint(num << 3 | 2) + pb_varint(len(payload)) + payload
+        return T.varint(num << 3) + T.varint(payload)
+    return T.varint(num << 3 | 2) + T.varint(len(payload)) + payload
 
 
 def pb_fields(buf):
     """Top-level fields of a message: {number: value} (varints as ints, others as bytes)."""
     out, i = {}, 0
     while i < len(buf):
-        key, i = pb_read_varint(buf, i)
+        key, i = T.read_varint(buf, i)
         wt = key & 7
         if wt == 0:
-            v, i = pb_read_varint(buf, i)
+            v, i = T.read_varint(buf, i)
         elif wt == 2:
-            n, i = pb_read_varint(buf, i)
+            n, i = T.read_varint(buf, i)
             v, i = buf[i:i + n], i + n
         elif wt == 1:
             v, i = buf[i:i + 8], i + 8
@@ -274,17 +265,6 @@ def pb_fields(buf):
             v, i = buf[i:i + 4], i + 4
         out[key >> 3] = v
     return out
-
-
-def pb_read_varint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return v, i
 
 
 class RawSub:
@@ -297,13 +277,13 @@ class RawSub:
 
     def send(self, req_id, field, payload):
         m = pb_field(1, req_id) + pb_field(field, payload)
-        self.s.sendall(pb_varint(len(m)) + m)
+        self.s.sendall(T.varint(len(m)) + m)
 
     def recv(self):
         while True:
             if self.buf:
                 try:
-                    n, i = pb_read_varint(self.buf, 0)
+                    n, i = T.read_varint(self.buf, 0)
                 except IndexError:
                     n = None
                 if n is not None and len(self.buf) >= i + n:
