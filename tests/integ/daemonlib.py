@@ -241,7 +241,7 @@ def calls(n, t0=1000, step=100, handle=0x00000000, core=0):
     return b"".join(out)
 
 
-# ---- live statistics against an offline replay of the same bytes (issue 5, RELIABILITY T26) ----
+# ---- live statistics against an offline replay of the same bytes (RELIABILITY T26) ----
 
 def replay_json(tlcapd, path, fmt):
     rc, out, err = T.run([tlcapd, "replay", path, "--format", fmt, "--export", "json"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live EFL applications through efl_debugd (issue 23, SPEC 12, docs/efl.md).
+"""Live EFL applications through efl_debugd (SPEC 12, docs/efl.md).
 
     test_efl.py TLCAPD TLCAP EFL_APP|none
 

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""The daemon-wide memory budget, statistics in parts, and the stats dump off the loop (issue 16
-defects 1 and 6).
+"""The daemon-wide memory budget, statistics in parts, and the stats dump off the loop.
 
 rss_within_budget: three targets flooded past --memory-limit 32M with checkpoints every second,
     a subscriber's GetStats and /metrics scrapes running: the process's peak RSS (VmHWM, and the

@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""Regressions of issue 16's defects that need the real tlcapd (each failed on the code before
-its fix):
+"""tlcapd at the edges of its connections, target names and limits (the real daemon):
 
-- a peer that resets before the accept got a target named "<listener>@unknown";
-- partial_timeout measured silence: one byte every 300 ms kept a connection inside one record
-  for as long as the peer liked; a steady stream whose reads end inside records is not closed;
-- names: a preamble could take another address's automatic name, a configured dial target's
-  name, or one cut at a NUL; a protobuf "t1\\0x" acted on t1; listeners' allow / targets;
-- the fd reserve ignored each connected target's segment fd (RLIMIT_NOFILE 64);
-- a kill could leave a 0-record segment; "serving subscribers" was logged twice; `tlcap targets
-  --json` did not exist;
-- --config /dev/zero --check-config spun forever; --check-config took a non-loopback --serve
-  that start refuses.
+- a peer that resets before the accept makes no target (no "<listener>@unknown"), a reset is
+  counted;
+- partial_timeout bounds the time a connection stays inside one record, not its silence: one
+  byte every 300 ms does not hold a record open; a steady stream whose reads end inside
+  records is not closed;
+- names: a preamble cannot take another address's automatic name, a configured dial target's
+  name, or one cut at a NUL; a protobuf "t1\\0x" does not act on t1; listeners' allow /
+  targets lists;
+- the fd reserve counts each connected target's segment fd (RLIMIT_NOFILE 64);
+- a kill leaves no 0-record segment; "serving subscribers" is logged once; `tlcap targets
+  --json`;
+- --config /dev/zero --check-config ends with an error; --check-config refuses a
+  non-loopback --serve as start does.
 
-Usage: test_daemon_issue16.py TLCAPD TLCAP [TEST...]"""
+Usage: test_daemon_edges.py TLCAPD TLCAP [TEST...]"""
 import json
 import os
 import resource
@@ -171,8 +173,8 @@ def test_serial_burst_end_counted(d):
 
 
 def test_full_table_evicts_longest_disconnected(d):
-    """Issue 16: with the target table full, throw-away names locked every new target out until
-    a restart. Now the longest-disconnected listener target makes room (logged with its
+    """With the target table full, throw-away names do not lock every new target out until a
+    restart: the longest-disconnected listener target makes room (logged with its
     statistics); connected targets and configured dial targets are never evicted."""
     port, probe, sport = D.free_port(), D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port,
