@@ -176,8 +176,8 @@ static void compute_max_conns(tlc_daemon_t *d) {
     lim = (size_t)rl.rlim_cur;
   else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
     lim = 1u << 20;
-  /* Every fd a connection will need, counted before it is accepted (issue 16: connections were
-   * capped by sockets alone, and each connected target's segment then failed with EMFILE): its
+  /* Every fd a connection will need, counted before it is accepted (capped by sockets alone,
+   * each connected target's segment could fail with EMFILE): its
    * socket, and with storage its target's segment and .skipped file. The reserve: FD_RESERVE,
    * with storage the writer's and sealer's files and the segments of the disconnected targets
    * that keep theirs (TLC_WIRING_HELD_SEGMENTS); each listener two fds (socket + spare), each

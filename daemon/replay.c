@@ -451,13 +451,354 @@ static int export_native(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
   return 0;
 }
 
+/* parse_options, select_inputs and open_output return RP_GO to go on, else the exit status. */
+#define RP_GO (-1)
+
+/* --context-area HANDLE (hex). */
+static int set_context_area(rp_t *rp, const char *v) {
+  char *end;
+  unsigned long h;
+  errno = 0;
+  h = strtoul(v, &end, 16);
+  if (errno != 0 || end == v || *end != '\0' || h > 0xFFFFFFFFul) {
+    fprintf(stderr, "tlcapd replay: --context-area expects a hex handle, got %s\n", v);
+    return 2;
+  }
+  rp->has_ctx_area = 1;
+  rp->ctx_area = (uint32_t)h;
+  return RP_GO;
+}
+
+static int set_export(rp_t *rp, const char *v) {
+  size_t k;
+  rp->export_given = 1;
+  rp->export_ = -1;
+  for (k = 0; k < sizeof(export_names) / sizeof(export_names[0]); k++)
+    if (strcmp(v, export_names[k]) == 0)
+      rp->export_ = (int)k;
+  if (rp->export_ < 0) {
+    fprintf(stderr, "tlcapd replay: unknown --export %s\n", v);
+    return 2;
+  }
+  return RP_GO;
+}
+
+static int set_xml_timeline(rp_t *rp, const char *v) {
+  if (strcmp(v, "inline") == 0) {
+    rp->xml.timeline = TLC_XML_TL_INLINE;
+  } else if (strcmp(v, "none") == 0) {
+    rp->xml.timeline = TLC_XML_TL_NONE;
+  } else if (strcmp(v, "bin11") == 0 || strcmp(v, "bin10") == 0) {
+    rp->xml.timeline = TLC_XML_TL_BINARY;
+    rp->xml.bin_version = tlc_format_parse(v);
+  } else {
+    fprintf(stderr, "tlcapd replay: --xml-timeline expects inline, bin11, bin10 or none\n");
+    return 2;
+  }
+  return RP_GO;
+}
+
+/* --from/--to NS (name: the option's name). */
+static int set_time(const char *v, const char *name, int *has, int64_t *t) {
+  int64_t x;
+  if (parse_i64(v, &x) < 0) {
+    fprintf(stderr, "tlcapd replay: --%s expects a time in ns, got %s\n", name, v);
+    return 2;
+  }
+  *has = 1;
+  *t = x;
+  return RP_GO;
+}
+
+/* One option of getopt_long's (c, its value v) into rp. */
+static int set_option(rp_t *rp, int c, const char *v, char **argv) {
+  char err[256];
+  switch (c) {
+  case 'n':
+    rp->xml.indent = 0;
+    return RP_GO;
+  case 'h':
+    usage(stdout);
+    return 0;
+  case 'V':
+    fputs("tlcapd " TLC_VERSION "\n", stdout);
+    return 0;
+  case ':':
+    fprintf(stderr, "tlcapd replay: %s needs a value\n", argv[optind - 1]);
+    return 2;
+  case '?':
+    fprintf(stderr, "tlcapd replay: unknown option %s\n", argv[optind - 1]);
+    usage(stderr);
+    return 2;
+  case 'f':
+    if (strcmp(v, "auto") != 0 && strcmp(v, "aprof") != 0 && strcmp(v, "br") != 0 &&
+        tlc_format_parse(v) == TLC_FMT_NONE) {
+      fprintf(stderr, "tlcapd replay: unknown --format %s\n", v);
+      return 2;
+    }
+    rp->format_opt = v;
+    return RP_GO;
+  case 'm':
+    rp->mapping_path = v;
+    return RP_GO;
+  case 'a':
+    return set_context_area(rp, v);
+  case 'e':
+    return set_export(rp, v);
+  case 't':
+    if (tlc_text1_set_format(&rp->t1, v, err, sizeof(err)) < 0) {
+      fprintf(stderr, "tlcapd replay: %s\n", err);
+      return 2;
+    }
+    return RP_GO;
+  case 'o':
+    rp->output = v;
+    return RP_GO;
+  case 'x':
+    return set_xml_timeline(rp, v);
+  case 'S':
+    rp->state_dir = v;
+    return RP_GO;
+  case 'G':
+    rp->target = v;
+    return RP_GO;
+  case 's':
+    rp->since_s = v;
+    return RP_GO;
+  case 'u':
+    rp->until_s = v;
+    return RP_GO;
+  case 'F':
+    return set_time(v, "from", &rp->has_from, &rp->from);
+  case 'T':
+    return set_time(v, "to", &rp->has_to, &rp->to);
+  default:
+    return 2;
+  }
+}
+
+/* The command line into rp: the options, then the operands (FILE...) in their order. */
+static int parse_options(rp_t *rp, int argc, char **argv) {
+  int i, c;
+  optind = 0; /* GNU: full re-initialisation */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":hVf:m:e:o:", replay_opts, NULL)) != -1) {
+    int r = set_option(rp, c, optarg, argv);
+    if (r != RP_GO)
+      return r;
+  }
+  /* getopt_long moved the operands behind the options, in their order. */
+  for (i = optind; i < argc; i++)
+    rp->files[rp->nfiles++] = argv[i];
+  return RP_GO;
+}
+
+/* The files to replay: the operands, or with --state-dir/--target the target's segments in
+ * the --since/--until range. */
+static int select_inputs(rp_t *rp) {
+  char err[256];
+  if (rp->since_s != NULL || rp->until_s != NULL) {
+    tlc_when_range_t range;
+    if (tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
+      fprintf(stderr, "tlcapd replay: --%s\n", err);
+      return 2;
+    }
+    if (rp->state_dir == NULL) {
+      fprintf(stderr, "tlcapd replay: --since/--until need --state-dir and --target\n");
+      return 2;
+    }
+  }
+  if (rp->state_dir != NULL || rp->target != NULL) {
+    tlc_when_range_t range;
+    int status;
+    if (rp->state_dir == NULL || rp->target == NULL || rp->nfiles > 0) {
+      fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
+      return 2;
+    }
+    (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
+    if ((status = history_files(rp, &range)) != 0)
+      return status;
+    if (rp->nfiles == 0) {
+      fprintf(stderr, "tlcapd replay: %s/%s: no segment in the range\n", rp->state_dir, rp->target);
+      return 1;
+    }
+  }
+  if (rp->nfiles == 0) {
+    usage(stderr);
+    return 2;
+  }
+  return RP_GO;
+}
+
+/* --output (created here, even when a later check refuses the command line), else stdout. */
+static int open_output(rp_t *rp, FILE **out) {
+  if (rp->output != NULL) {
+    *out = fopen(rp->output, "wb");
+    if (*out == NULL) {
+      fprintf(stderr, "tlcapd replay: %s: %s\n", rp->output, strerror(errno));
+      return 1;
+    }
+  }
+  if (rp->export_ == EX_XML && rp->xml.timeline == TLC_XML_TL_BINARY && rp->output == NULL) {
+    fprintf(stderr,
+            "tlcapd replay: --xml-timeline %s writes OUTPUT.BIN beside the XML: give "
+            "--output\n",
+            tlc_format_name(rp->xml.bin_version));
+    return 2;
+  }
+  return RP_GO;
+}
+
+static int is_native_export(int export_) {
+  return export_ == EX_BIN11 || export_ == EX_BIN10 || export_ == EX_EVLOG;
+}
+
+/* Pass 1: the stream's pipeline feeds its engine (handed to *e, which the caller frees after
+ * the export); its snapshot and the stream's decoder counters into t. A read or decode error
+ * has been told on stderr and ends the capture there: what came before it is still exported.
+ * Returns 0 or a TLC_E* code (told on stderr). */
+static int stats_table(tlc_hist_stream_t *s, tlc_table_t *t, tlc_engine_t **e) {
+  tlc_snap_opts_t so;
+  tlc_dec_counters_t total;
+  const tlc_event_t *evs;
+  int r;
+  while (tlc_hist_stream_next(s, &evs) > 0)
+    ;
+  *e = tlc_pipeline_take_engine(&s->pipe); /* pass 2 (the export's timeline) reads without it */
+  if (*e == NULL) {
+    fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(TLC_ENOMEM));
+    return TLC_ENOMEM;
+  }
+  memset(&so, 0, sizeof(so));
+  so.windows = 1;
+  so.neutral = 1;
+  so.quantiles = 1;
+  r = tlc_engine_snapshot(*e, t, &so);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(r));
+    return r;
+  }
+  tlc_hist_stream_counters(s, &total);
+  t->counters.bytes = total.bytes;
+  t->counters.records = total.records;
+  t->counters.bytes_skipped = total.bytes_skipped;
+  t->counters.resyncs = total.resyncs;
+  t->counters.records_invalid = total.records_invalid;
+  t->counters.truncated = total.truncated;
+  t->counters.overflow_items = total.overflow_items;
+  return 0;
+}
+
+/* The statistics export of table t; pass 2 reads the timeline tl. Returns 0, 1 or 2. */
+static int write_stats_export(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_timeline_t *tl) {
+  const tlc_mapping_t *map = rp->has_mapping ? &rp->mapping : NULL;
+  int r;
+  switch (rp->export_) {
+  case EX_TEXT1:
+    r = tlc_text1_write(o, &rp->t1, t, map, tl);
+    break;
+  case EX_JSON:
+    r = tlc_json_write(o, t, map, NULL, 0);
+    break;
+  case EX_APROF:
+    r = tlc_aprof_write(o, NULL, t, map, tl);
+    break;
+  case EX_BR:
+    r = tlc_br_export(o, t, map);
+    if (r == 0 && tlc_br_line_areas(t) == 0)
+      fprintf(stderr, "tlcapd replay: the capture has no line areas (handles 1xxxxxxx): "
+                      "a BR profile holds line entries only, so the export is empty\n");
+    break;
+  case EX_XML:
+    r = export_xml(rp, o, t, tl);
+    break;
+  default:
+    fprintf(stderr, "tlcapd replay: --export %s is not available for stream input yet\n",
+            export_names[rp->export_]);
+    return 2;
+  }
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: export: %s\n", tlc_strerror(r));
+    return 1;
+  }
+  return 0;
+}
+
+/* Statistics exports: pass 1 into a table, then the export (pass 2 for a timeline). */
+static int export_stats(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
+  tlc_engine_t *e = NULL;
+  tlc_table_t t;
+  tlc_timeline_t tl = tlc_hist_stream_timeline(s);
+  int status = 1;
+  tlc_table_init(&t);
+  if (stats_table(s, &t, &e) == 0) {
+    /* evlog names come from the mapping step when no mapping file was given */
+    if (!rp->has_mapping && s->pipe.evmap != NULL) {
+      if (tlc_evmap_export(s->pipe.evmap, &rp->mapping) == 0) {
+        tlc_mapping_finish(&rp->mapping);
+        rp->has_mapping = 1;
+      }
+    }
+    s->report = 0; /* pass 2 re-reads the same bytes: errors were told once */
+    status = write_stats_export(rp, o, &t, &tl);
+  }
+  tlc_table_fini(&t);
+  if (e != NULL)
+    tlc_engine_free(e);
+  return status;
+}
+
+/* Stream input (bin10, bin11, evlog, segments): decoded as one capture into out. A read or
+ * decode error makes the exit status 1 once what came before it is exported. */
+static int replay_streams(rp_t *rp, FILE *out) {
+  tlc_hist_stream_t s;
+  tlc_out_t o;
+  int status, r;
+  status = resolve_formats(rp);
+  if (status != 0)
+    return status;
+  if (rp->mapping_path != NULL && (status = load_mapping(rp)) != 0)
+    return status;
+  /* an engine for the statistics exports (the native ones only re-encode the events) */
+  r = stream_init(&s, rp, !is_native_export(rp->export_));
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
+    return 1;
+  }
+  tlc_out_init(&o, 0, write_file_cb, out);
+  if (is_native_export(rp->export_))
+    status = export_native(rp, &s, &o);
+  else
+    status = export_stats(rp, &s, &o);
+  if (tlc_out_fini(&o) < 0 && status == 0) {
+    fprintf(stderr, "tlcapd replay: %s: write error\n", rp->output ? rp->output : "stdout");
+    status = 1;
+  }
+  tlc_hist_stream_fini(&s);
+  if (status == 0 && (s.bad_input || s.io_err))
+    status = 1;
+  return status;
+}
+
+static int replay(rp_t *rp, int argc, char **argv, FILE **out) {
+  int status;
+  if ((status = parse_options(rp, argc, argv)) != RP_GO)
+    return status;
+  if ((status = select_inputs(rp)) != RP_GO)
+    return status;
+  if ((status = open_output(rp, out)) != RP_GO)
+    return status;
+  if (strcmp(rp->format_opt, "auto") == 0)
+    rp->format_opt = sniff_report(rp->files[0]);
+  if (strcmp(rp->format_opt, "aprof") == 0 || strcmp(rp->format_opt, "br") == 0)
+    return replay_report_file(rp, *out, rp->format_opt[0] == 'a');
+  return replay_streams(rp, *out);
+}
+
 int tlc_replay_main(int argc, char **argv) {
   rp_t rp;
-  tlc_hist_stream_t s;
-  int i, c, status = 0, r;
+  int status;
   FILE *out = stdout;
-  tlc_out_t o;
-  char err[256];
 
   memset(&rp, 0, sizeof(rp));
   rp.format_opt = "auto";
@@ -468,295 +809,7 @@ int tlc_replay_main(int argc, char **argv) {
   rp.files = tlc_calloc((size_t)argc, sizeof(char *));
   if (rp.files == NULL)
     return 1;
-
-  optind = 0; /* GNU: full re-initialisation */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":hVf:m:e:o:", replay_opts, NULL)) != -1) {
-    const char *v = optarg;
-    switch (c) {
-    case 'n':
-      rp.xml.indent = 0;
-      break;
-    case 'h':
-      usage(stdout);
-      status = 0;
-      goto done;
-    case 'V':
-      fputs("tlcapd " TLC_VERSION "\n", stdout);
-      status = 0;
-      goto done;
-    case ':':
-      fprintf(stderr, "tlcapd replay: %s needs a value\n", argv[optind - 1]);
-      status = 2;
-      goto done;
-    case '?':
-      fprintf(stderr, "tlcapd replay: unknown option %s\n", argv[optind - 1]);
-      usage(stderr);
-      status = 2;
-      goto done;
-    case 'f':
-      if (strcmp(v, "auto") != 0 && strcmp(v, "aprof") != 0 && strcmp(v, "br") != 0 &&
-          tlc_format_parse(v) == TLC_FMT_NONE) {
-        fprintf(stderr, "tlcapd replay: unknown --format %s\n", v);
-        status = 2;
-        goto done;
-      }
-      rp.format_opt = v;
-      break;
-    case 'm':
-      rp.mapping_path = v;
-      break;
-    case 'a': {
-      char *end;
-      unsigned long h;
-      errno = 0;
-      h = strtoul(v, &end, 16);
-      if (errno != 0 || end == v || *end != '\0' || h > 0xFFFFFFFFul) {
-        fprintf(stderr, "tlcapd replay: --context-area expects a hex handle, got %s\n", v);
-        status = 2;
-        goto done;
-      }
-      rp.has_ctx_area = 1;
-      rp.ctx_area = (uint32_t)h;
-      break;
-    }
-    case 'e': {
-      size_t k;
-      rp.export_given = 1;
-      rp.export_ = -1;
-      for (k = 0; k < sizeof(export_names) / sizeof(export_names[0]); k++)
-        if (strcmp(v, export_names[k]) == 0)
-          rp.export_ = (int)k;
-      if (rp.export_ < 0) {
-        fprintf(stderr, "tlcapd replay: unknown --export %s\n", v);
-        status = 2;
-        goto done;
-      }
-      break;
-    }
-    case 't':
-      if (tlc_text1_set_format(&rp.t1, v, err, sizeof(err)) < 0) {
-        fprintf(stderr, "tlcapd replay: %s\n", err);
-        status = 2;
-        goto done;
-      }
-      break;
-    case 'o':
-      rp.output = v;
-      break;
-    case 'x':
-      if (strcmp(v, "inline") == 0) {
-        rp.xml.timeline = TLC_XML_TL_INLINE;
-      } else if (strcmp(v, "none") == 0) {
-        rp.xml.timeline = TLC_XML_TL_NONE;
-      } else if (strcmp(v, "bin11") == 0 || strcmp(v, "bin10") == 0) {
-        rp.xml.timeline = TLC_XML_TL_BINARY;
-        rp.xml.bin_version = tlc_format_parse(v);
-      } else {
-        fprintf(stderr, "tlcapd replay: --xml-timeline expects inline, bin11, bin10 or none\n");
-        status = 2;
-        goto done;
-      }
-      break;
-    case 'S':
-      rp.state_dir = v;
-      break;
-    case 'G':
-      rp.target = v;
-      break;
-    case 's':
-      rp.since_s = v;
-      break;
-    case 'u':
-      rp.until_s = v;
-      break;
-    case 'F':
-    case 'T': {
-      int64_t t;
-      if (parse_i64(v, &t) < 0) {
-        fprintf(stderr, "tlcapd replay: --%s expects a time in ns, got %s\n",
-                c == 'F' ? "from" : "to", v);
-        status = 2;
-        goto done;
-      }
-      if (c == 'F') {
-        rp.has_from = 1;
-        rp.from = t;
-      } else {
-        rp.has_to = 1;
-        rp.to = t;
-      }
-      break;
-    }
-    default:
-      status = 2;
-      goto done;
-    }
-  }
-  /* getopt_long moved the operands (FILE...) behind the options, in their order. */
-  for (i = optind; i < argc; i++)
-    rp.files[rp.nfiles++] = argv[i];
-  if (rp.since_s != NULL || rp.until_s != NULL) {
-    tlc_when_range_t range;
-    if (tlc_when_range(rp.since_s, rp.until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
-      fprintf(stderr, "tlcapd replay: --%s\n", err);
-      status = 2;
-      goto done;
-    }
-    if (rp.state_dir == NULL) {
-      fprintf(stderr, "tlcapd replay: --since/--until need --state-dir and --target\n");
-      status = 2;
-      goto done;
-    }
-  }
-  if (rp.state_dir != NULL || rp.target != NULL) {
-    tlc_when_range_t range;
-    if (rp.state_dir == NULL || rp.target == NULL || rp.nfiles > 0) {
-      fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
-      status = 2;
-      goto done;
-    }
-    (void)tlc_when_range(rp.since_s, rp.until_s, tlc_when_now(), &range, err, sizeof(err));
-    if ((status = history_files(&rp, &range)) != 0)
-      goto done;
-    if (rp.nfiles == 0) {
-      fprintf(stderr, "tlcapd replay: %s/%s: no segment in the range\n", rp.state_dir, rp.target);
-      status = 1;
-      goto done;
-    }
-  }
-  if (rp.nfiles == 0) {
-    usage(stderr);
-    status = 2;
-    goto done;
-  }
-  if (rp.output != NULL) {
-    out = fopen(rp.output, "wb");
-    if (out == NULL) {
-      fprintf(stderr, "tlcapd replay: %s: %s\n", rp.output, strerror(errno));
-      status = 1;
-      goto done;
-    }
-  }
-  if (rp.export_ == EX_XML && rp.xml.timeline == TLC_XML_TL_BINARY && rp.output == NULL) {
-    fprintf(stderr,
-            "tlcapd replay: --xml-timeline %s writes OUTPUT.BIN beside the XML: give "
-            "--output\n",
-            tlc_format_name(rp.xml.bin_version));
-    status = 2;
-    goto done;
-  }
-  if (strcmp(rp.format_opt, "auto") == 0)
-    rp.format_opt = sniff_report(rp.files[0]);
-  if (strcmp(rp.format_opt, "aprof") == 0 || strcmp(rp.format_opt, "br") == 0) {
-    status = replay_report_file(&rp, out, rp.format_opt[0] == 'a');
-    goto done;
-  }
-  status = resolve_formats(&rp);
-  if (status != 0)
-    goto done;
-  if (rp.mapping_path != NULL && (status = load_mapping(&rp)) != 0)
-    goto done;
-
-  /* an engine for the statistics exports (the native ones only re-encode the events) */
-  r = stream_init(&s, &rp,
-                  !(rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG));
-  if (r < 0) {
-    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
-    status = 1;
-    goto done;
-  }
-  tlc_out_init(&o, 0, write_file_cb, out);
-  if (rp.export_ == EX_BIN11 || rp.export_ == EX_BIN10 || rp.export_ == EX_EVLOG) {
-    status = export_native(&rp, &s, &o);
-  } else {
-    tlc_engine_t *e = NULL;
-    tlc_snap_opts_t so;
-    tlc_table_t t;
-    tlc_dec_counters_t total;
-    const tlc_event_t *evs;
-    tlc_timeline_t tl = tlc_hist_stream_timeline(&s);
-    tlc_table_init(&t);
-    /* Pass 1: the stream's pipeline feeds its engine. A read or decode error has been told on
-     * stderr and ends the capture there: what came before it is still exported, and the exit
-     * status is 1 (checked after the export). */
-    while (tlc_hist_stream_next(&s, &evs) > 0)
-      ;
-    e = tlc_pipeline_take_engine(&s.pipe); /* pass 2 (the export's timeline) reads without it */
-    if (e == NULL) {
-      fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(TLC_ENOMEM));
-      status = 1;
-      goto engine_done;
-    }
-    memset(&so, 0, sizeof(so));
-    so.windows = 1;
-    so.neutral = 1;
-    so.quantiles = 1;
-    r = tlc_engine_snapshot(e, &t, &so);
-    if (r < 0) {
-      fprintf(stderr, "tlcapd replay: statistics: %s\n", tlc_strerror(r));
-      status = 1;
-      goto engine_done;
-    }
-    tlc_hist_stream_counters(&s, &total);
-    t.counters.bytes = total.bytes;
-    t.counters.records = total.records;
-    t.counters.bytes_skipped = total.bytes_skipped;
-    t.counters.resyncs = total.resyncs;
-    t.counters.records_invalid = total.records_invalid;
-    t.counters.truncated = total.truncated;
-    t.counters.overflow_items = total.overflow_items;
-    /* evlog names come from the mapping step when no mapping file was given */
-    if (!rp.has_mapping && s.pipe.evmap != NULL) {
-      if (tlc_evmap_export(s.pipe.evmap, &rp.mapping) == 0) {
-        tlc_mapping_finish(&rp.mapping);
-        rp.has_mapping = 1;
-      }
-    }
-    s.report = 0; /* pass 2 re-reads the same bytes: errors were told once */
-    switch (rp.export_) {
-    case EX_TEXT1:
-      r = tlc_text1_write(&o, &rp.t1, &t, rp.has_mapping ? &rp.mapping : NULL, &tl);
-      break;
-    case EX_JSON:
-      r = tlc_json_write(&o, &t, rp.has_mapping ? &rp.mapping : NULL, NULL, 0);
-      break;
-    case EX_APROF:
-      r = tlc_aprof_write(&o, NULL, &t, rp.has_mapping ? &rp.mapping : NULL, &tl);
-      break;
-    case EX_BR:
-      r = tlc_br_export(&o, &t, rp.has_mapping ? &rp.mapping : NULL);
-      if (r == 0 && tlc_br_line_areas(&t) == 0)
-        fprintf(stderr, "tlcapd replay: the capture has no line areas (handles 1xxxxxxx): "
-                        "a BR profile holds line entries only, so the export is empty\n");
-      break;
-    case EX_XML:
-      r = export_xml(&rp, &o, &t, &tl);
-      break;
-    default:
-      fprintf(stderr, "tlcapd replay: --export %s is not available for stream input yet\n",
-              export_names[rp.export_]);
-      status = 2;
-      goto engine_done;
-    }
-    if (r < 0) {
-      fprintf(stderr, "tlcapd replay: export: %s\n", tlc_strerror(r));
-      status = 1;
-    }
-  engine_done:
-    tlc_table_fini(&t);
-    if (e != NULL)
-      tlc_engine_free(e);
-  }
-  if (tlc_out_fini(&o) < 0 && status == 0) {
-    fprintf(stderr, "tlcapd replay: %s: write error\n", rp.output ? rp.output : "stdout");
-    status = 1;
-  }
-  tlc_hist_stream_fini(&s);
-  if (status == 0 && (s.bad_input || s.io_err))
-    status = 1;
-
-done:
+  status = replay(&rp, argc, argv, &out);
   if (out != stdout && out != NULL && fclose(out) != 0 && status == 0)
     status = 1;
   tlc_mapping_fini(&rp.mapping);

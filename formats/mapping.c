@@ -947,7 +947,7 @@ int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_p
     t->line++;
   }
   if (r == 0 && !t->found) {
-    /* where the section was missed: the file's last line (it was reported as line 0) */
+    /* where the section was missed: the file's last line, not line 0 */
     if (t->line > 1)
       t->line--;
     r = t1_err(t, len, TLC_ESYNTAX,
@@ -1184,7 +1184,7 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
     r = x->rc;
   if (r == 0 && !x->found) {
     r = TLC_ESYNTAX;
-    /* reported at the document's last line, not line 0 (issue 16) */
+    /* reported at the document's last line, not line 0 */
     uint64_t lines = 1;
     for (size_t i = 0; i + 1 < len; i++)
       lines += buf[i] == '\n';

@@ -76,7 +76,7 @@ int tlc_preamble_parse(const char *buf, size_t len, int at_eof, size_t max_name,
         return TLC_PRE_BAD;
       }
       /* A NUL would cut the name ("abc\0../../x" read as "abc"); '@' belongs to the automatic
-       * names "<listener>@<peer IP>", which a preamble must not take (issue 16). Control
+       * names "<listener>@<peer IP>", which a preamble must not take. Control
        * characters fail tlc_target_name_valid. */
       if (memchr(buf + eq + 1, '\0', vlen) != NULL || memchr(buf + eq + 1, '@', vlen) != NULL) {
         snprintf(why, whylen,

@@ -264,13 +264,8 @@ static int ctx_ok(const tlc_engine_t *e, uint32_t ci) {
   return ci == NONE32 || ci == DROP32 || ci < e->nctx;
 }
 
-static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
-  size_t i, j;
-  unsigned k;
-  uint64_t n;
-  int rc;
-  const size_t maxwb = (size_t)e->o.nwindows * NSTEPS;
-
+/* The engine's counters, clock and per-core context indexes (checked with the contexts). */
+static void load_head(tlc_engine_t *e, tlc_ckr_t *r) {
   tlc_ckr_bytes(r, &e->c, sizeof(e->c));
   e->seq = tlc_ckr_u64(r);
   e->tseq = tlc_ckr_u64(r);
@@ -279,9 +274,13 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
   e->last = tlc_ckr_i64(r);
   tlc_ckr_bytes(r, e->cur, sizeof(e->cur));
   tlc_ckr_bytes(r, e->corectx, sizeof(e->corectx));
+}
 
-  /* contexts (their stacks are checked against the rows below, once those are known) */
-  n = tlc_ckr_u64(r);
+/* The contexts (their stacks are checked against the rows in check_stacks, once those are
+ * known); the per-core indexes must name one of them. */
+static int load_contexts(tlc_engine_t *e, tlc_ckr_t *r) {
+  size_t i;
+  uint64_t n = tlc_ckr_u64(r);
   if (n > e->o.max_contexts || n >= DROP32 || !tlc_ckr_room(r, n, 34))
     return TLC_EFRAME;
   if (n > 0) {
@@ -316,8 +315,13 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
   for (i = 0; i < 256; i++)
     if (!ctx_ok(e, e->cur[i]) || (e->corectx[i] != NONE32 && e->corectx[i] >= e->nctx))
       return TLC_EFRAME;
+  return 0;
+}
 
-  n = tlc_ckr_u64(r);
+/* The table-index map (tctx); it and the contexts' tindex must name each other. */
+static int load_table_index(tlc_engine_t *e, tlc_ckr_t *r) {
+  size_t i;
+  uint64_t n = tlc_ckr_u64(r);
   if (n > e->nctx || !tlc_ckr_room(r, n, sizeof(uint32_t)))
     return TLC_EFRAME;
   if (n > 0) {
@@ -327,7 +331,6 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
     e->captctx = e->ntctx = (size_t)n;
     tlc_ckr_bytes(r, e->tctx, (size_t)n * sizeof(uint32_t));
   }
-  /* the table-index map and the contexts' tindex name each other */
   for (i = 0; i < e->ntctx; i++)
     if (e->tctx[i] >= e->nctx || e->ctx[e->tctx[i]].tindex != i)
       return TLC_EFRAME;
@@ -335,8 +338,12 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
     if (e->ctx[i].tindex != NONE32 &&
         (e->ctx[i].tindex >= e->ntctx || e->tctx[e->ctx[i].tindex] != i))
       return TLC_EFRAME;
+  return 0;
+}
 
-  n = tlc_ckr_u64(r);
+/* The state areas (checked against the rows in check_stacks). */
+static int load_state_areas(tlc_engine_t *e, tlc_ckr_t *r) {
+  uint64_t n = tlc_ckr_u64(r);
   if (n >= NONE32 || !tlc_ckr_room(r, n, sizeof(sarea_t)))
     return TLC_EFRAME;
   if (n > 0) {
@@ -346,15 +353,54 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
     e->capsa = e->nsa = (size_t)n;
     tlc_ckr_bytes(r, e->sa, (size_t)n * sizeof(sarea_t));
   }
+  return 0;
+}
 
-  n = tlc_ckr_u64(r);
+/* A row's window buckets, when the checkpoint has them (a flag byte, then the buckets). */
+static int load_row_windows(tlc_engine_t *e, tlc_ckr_t *r, erow_t *row) {
+  const size_t maxwb = (size_t)e->o.nwindows * NSTEPS;
+  uint8_t hasw = tlc_ckr_u8(r);
+  uint64_t fcount;
+  edist_t f[NK];
+  uint32_t nb, j;
+  size_t cap;
+  if (r->err != 0 || hasw > 1 || (hasw && e->o.nwindows == 0))
+    return TLC_EFRAME;
+  if (!hasw)
+    return 0;
+  fcount = tlc_ckr_u64(r);
+  tlc_ckr_bytes(r, f, sizeof(f));
+  nb = tlc_ckr_u32(r);
+  if (r->err != 0 || nb > maxwb || !tlc_ckr_room(r, nb, sizeof(wbucket_t)))
+    return TLC_EFRAME;
+  cap = nb > e->o.nwindows ? nb : e->o.nwindows;
+  row->w = tlc_malloc(sizeof(wrow_t) + cap * sizeof(wbucket_t));
+  if (row->w == NULL)
+    return TLC_ENOMEM;
+  row->w->fcount = fcount;
+  memcpy(row->w->f, f, sizeof(f));
+  row->w->nb = nb;
+  row->w->capb = (uint32_t)cap;
+  tlc_ckr_bytes(r, row->w->b, (size_t)nb * sizeof(wbucket_t));
+  for (j = 0; j < nb; j++)
+    if (WB_WIN(&row->w->b[j]) >= e->o.nwindows)
+      return TLC_EFRAME;
+  e->win_bytes += sizeof(wrow_t) + cap * sizeof(wbucket_t);
+  return 0;
+}
+
+/* The rows, each with its histograms and window buckets. */
+static int load_rows(tlc_engine_t *e, tlc_ckr_t *r) {
+  size_t i;
+  unsigned k;
+  int rc;
+  uint64_t n = tlc_ckr_u64(r);
   if (n > e->o.max_areas || n >= NONE32 - 2 || !tlc_ckr_room(r, n, sizeof(erow_t) + 1))
     return TLC_EFRAME;
   if (n > 0 && (rc = rows_alloc(e, (size_t)n)) != 0)
     return rc;
   for (i = 0; i < n; i++) {
     erow_t *row = &e->rows[i];
-    uint8_t hasw;
     tlc_ckr_bytes(r, row, sizeof(*row));
     /* pointers from another process mean nothing: cleared before anything can use them */
     row->w = NULL;
@@ -374,37 +420,18 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
           return rc;
         e->hist_bytes += tlc__hist_bytes(&row->k[k].h);
       }
-    hasw = tlc_ckr_u8(r);
-    if (r->err != 0 || hasw > 1 || (hasw && e->o.nwindows == 0))
-      return TLC_EFRAME;
-    if (hasw) {
-      uint64_t fcount = tlc_ckr_u64(r);
-      edist_t f[NK];
-      uint32_t nb;
-      size_t cap;
-      tlc_ckr_bytes(r, f, sizeof(f));
-      nb = tlc_ckr_u32(r);
-      if (r->err != 0 || nb > maxwb || !tlc_ckr_room(r, nb, sizeof(wbucket_t)))
-        return TLC_EFRAME;
-      cap = nb > e->o.nwindows ? nb : e->o.nwindows;
-      row->w = tlc_malloc(sizeof(wrow_t) + cap * sizeof(wbucket_t));
-      if (row->w == NULL)
-        return TLC_ENOMEM;
-      row->w->fcount = fcount;
-      memcpy(row->w->f, f, sizeof(f));
-      row->w->nb = nb;
-      row->w->capb = (uint32_t)cap;
-      tlc_ckr_bytes(r, row->w->b, (size_t)nb * sizeof(wbucket_t));
-      for (j = 0; j < nb; j++)
-        if (WB_WIN(&row->w->b[j]) >= e->o.nwindows)
-          return TLC_EFRAME;
-      e->win_bytes += sizeof(wrow_t) + cap * sizeof(wbucket_t);
-    }
+    if ((rc = load_row_windows(e, r, row)) != 0)
+      return rc;
   }
   if (r->err != 0)
     return TLC_EFRAME;
+  return 0;
+}
 
-  /* the stacks: every activation names a code row of its context; rows count them */
+/* The stacks: every activation names a code row of its context; rows count them. Every valid
+ * state area names a state row. */
+static int check_stacks(tlc_engine_t *e) {
+  size_t i, j;
   for (i = 0; i < e->nctx; i++) {
     ectx_t *c = &e->ctx[i];
     for (j = 0; j < c->depth; j++) {
@@ -424,23 +451,24 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
     if (s->valid > 1 || (s->valid && (s->row >= e->nrows || e->rows[s->row].kind != TLC_ROW_STATE)))
       return TLC_EFRAME;
   }
+  return 0;
+}
 
-  /* the hash table, sized as engine.c keeps it (load <= 1/2), every value checked by kind */
-  n = tlc_ckr_u64(r);
+/* The hash table, sized as engine.c keeps it (load <= 1/2), every value checked by kind. */
+static int load_hash(tlc_engine_t *e, tlc_ckr_t *r) {
+  size_t i, cap = 64;
+  uint64_t n = tlc_ckr_u64(r);
   if (!tlc_ckr_room(r, n, 20) || n > e->nrows + e->nsa + e->nctx)
     return TLC_EFRAME;
-  {
-    size_t cap = 64;
-    while ((n + 1) * 2 > cap)
-      cap *= 2;
-    if (cap != e->hcap) {
-      hent_t *nt = tlc_calloc(cap, sizeof(*nt));
-      if (nt == NULL)
-        return TLC_ENOMEM;
-      tlc_free(e->ht);
-      e->ht = nt;
-      e->hcap = cap;
-    }
+  while ((n + 1) * 2 > cap)
+    cap *= 2;
+  if (cap != e->hcap) {
+    hent_t *nt = tlc_calloc(cap, sizeof(*nt));
+    if (nt == NULL)
+      return TLC_ENOMEM;
+    tlc_free(e->ht);
+    e->ht = nt;
+    e->hcap = cap;
   }
   for (i = 0; i < n; i++) {
     uint64_t a = tlc_ckr_u64(r), b = tlc_ckr_u64(r);
@@ -453,6 +481,18 @@ static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
     if (v >= lim || ht_insert(e, a, b, v) != 0)
       return TLC_EFRAME;
   }
+  return 0;
+}
+
+/* The body after the layout and options, section by section, each checked against the ones
+ * before it; on an error the caller wipes what was read. */
+static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
+  int rc;
+  load_head(e, r);
+  if ((rc = load_contexts(e, r)) != 0 || (rc = load_table_index(e, r)) != 0 ||
+      (rc = load_state_areas(e, r)) != 0 || (rc = load_rows(e, r)) != 0 ||
+      (rc = check_stacks(e)) != 0 || (rc = load_hash(e, r)) != 0)
+    return rc;
   if (tlc_ckr_u32(r) != END_MAGIC || r->err != 0)
     return TLC_EFRAME;
   e->grp_nrows = (size_t)-1; /* the snapshot's grouping is rebuilt */

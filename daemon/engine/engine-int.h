@@ -214,12 +214,14 @@ struct tlc_engine {
   uint32_t *ord;
   size_t capord, ord_nrows;
   uint64_t ord_gen, ord_epoch;
-  int snap_legacy; /* tests (tlc__engine_set_snap_legacy): no row order index */
+  int ord_off; /* tests (tlc__engine_set_ord_off): the row order index is not used */
 };
 
-/* Tests only: on = 1 makes e's snapshots sort their rows and its splits use their heap as before
- * the row order index (e->ord), so that both ways can be compared (test_engine_budget). */
-void tlc__engine_set_snap_legacy(tlc_engine_t *e, int on);
+/* Tests only: on = 1 makes e's snapshots and splits do without the row order index (e->ord),
+ * as they do when it cannot be built (out of memory), with Neutral rows (snapshots) and while it
+ * is stale (splits): rows sorted after the copy, splits by a heap over every row. The test
+ * compares both ways (test_engine_budget). */
+void tlc__engine_set_ord_off(tlc_engine_t *e, int on);
 
 /* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
 static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {

@@ -95,7 +95,7 @@
 
 typedef struct tlc_engine tlc_engine_t;
 
-/* Memory accounting (issue 16: a daemon-wide budget). The engine asks charge_cb before every
+/* Memory accounting (for the daemon-wide budget). The engine asks charge_cb before every
  * allocation that grows what it holds and tells release_cb what it gives back (at the latest in
  * tlc_engine_free), so that charged minus released is always tlc_engine_mem().bytes. `kind`:
  *  TLC_ACCT_AREA  memory for a new area or context (a row, the arrays and hash table that index

@@ -49,13 +49,13 @@ int tlc_engine_handle_split(const tlc_engine_t *e, uint64_t lo, size_t n, uint64
   return tlc_engine_handle_split_since(e, lo, n, 0, hi);
 }
 
-void tlc__engine_set_snap_legacy(tlc_engine_t *e, int on) {
-  e->snap_legacy = on;
+void tlc__engine_set_ord_off(tlc_engine_t *e, int on) {
+  e->ord_off = on;
 }
 
 static int ord_valid(const tlc_engine_t *e) {
   return e->ord != NULL && e->ord_nrows == e->nrows && e->ord_gen == e->ctxgen &&
-         e->ord_epoch == e->epoch && !e->snap_legacy;
+         e->ord_epoch == e->epoch && !e->ord_off;
 }
 
 /* The first position of e->ord whose row's handle is >= h. */
@@ -592,7 +592,7 @@ static int snapshot(tlc_engine_t *e, tlc_table_t *t, const tlc_snap_opts_t *so, 
     rc = TLC_ENOMEM;
     goto out;
   }
-  if (!neut && !e->snap_legacy && build_ord(e) == 0) {
+  if (!neut && !e->ord_off && build_ord(e) == 0) {
     /* no Neutral rows: the changed rows of [lo, hi) copied in table order (e->ord), the
      * others not looked at */
     size_t a = part ? ord_lower(e, lo) : 0, b = part ? ord_lower(e, hi) : n, x;

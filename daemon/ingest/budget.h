@@ -1,4 +1,4 @@
-/* budget.h - the daemon-wide memory budget of the targets' statistics (issue 16, SPEC 7).
+/* budget.h - the daemon-wide memory budget of the targets' statistics (SPEC 7).
  *
  * One budget (`--memory-limit BYTES`, default a quarter of physical memory) covers every
  * target's engine (areas, histograms, windows, stacks, hash tables: charged through the

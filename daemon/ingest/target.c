@@ -427,8 +427,8 @@ int tlc_targets_get(tlc_targets_t *r, const char *name, int src_kind, const tlc_
     return TLC_EINVAL;
   }
   if (r->n >= r->max) {
-    /* Full: the longest-disconnected target a listener created makes room (issue 16: 1,100
-     * throw-away names locked every new target out until a restart). */
+    /* Full: the longest-disconnected target a listener created makes room, so that
+     * throw-away names cannot lock every new target out until a restart. */
     size_t victim = evictable(r);
     if (victim == SIZE_MAX) {
       r->refused_limit++;

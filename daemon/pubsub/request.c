@@ -872,7 +872,7 @@ static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
 
 /* Whether a string field of message `d` in the encoded bytes p[0..n) (sub-messages included, at
  * most 16 deep) holds a NUL byte. protobuf-c hands strings over NUL-terminated, so such a string
- * would reach the handlers cut at the NUL: "t1\0x" acting on target t1 (issue 16). Only walks
+ * would reach the handlers cut at the NUL: "t1\0x" acting on target t1. Only walks
  * what unpack accepted; anything it cannot follow is left to unpack (returns 0). */
 static int pb_string_has_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t n,
                              int depth) {

@@ -262,7 +262,7 @@ void tlc__ps_writer_stop(tlc_pubsub_t *ps) {
 }
 
 /* Starts the serving thread (first real subscriber). On failure subscribers are written from
- * the loop thread with uv_write, as before: slower under load, otherwise the same. */
+ * the loop thread with uv_write: slower under load, otherwise the same. */
 void tlc__ps_writer_start(tlc_pubsub_t *ps) {
   writer_t *w;
   int fds[2];

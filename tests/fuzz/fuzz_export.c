@@ -3,8 +3,8 @@
  *
  * A table reaches an exporter from the engine (live, replay, the sealer's export), or rebuilt
  * from a subscriber's protobuf rows (`tlcap stats`): any int64 time, any count and any sum can
- * be in it. Issue 16 found `TOTAL_TIME = last - first` overflowing for INT64_MIN..INT64_MAX in
- * four writers; this harness makes such values cheap to reach.
+ * be in it, and `TOTAL_TIME = last - first` must not overflow for INT64_MIN..INT64_MAX in any
+ * writer; this harness makes such values cheap to reach.
  *
  * Input: a stream of fields. A 64-bit field costs one selector byte: 0 INT64_MIN, 1 INT64_MAX,
  * 2 0, 3 -1, 4 INT64_MIN + 1, 5 INT64_MAX - 1, 255 the next 8 bytes raw (little-endian), any

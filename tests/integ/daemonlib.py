@@ -6,6 +6,7 @@ that SIGUSR1 writes), never by sleeping for a guessed time."""
 import json
 import os
 import pty
+import shutil
 import signal
 import socket
 import subprocess
@@ -240,7 +241,7 @@ def calls(n, t0=1000, step=100, handle=0x00000000, core=0):
     return b"".join(out)
 
 
-# ---- live statistics against an offline replay of the same bytes (issue 5, RELIABILITY T26) ----
+# ---- live statistics against an offline replay of the same bytes (RELIABILITY T26) ----
 
 def replay_json(tlcapd, path, fmt):
     rc, out, err = T.run([tlcapd, "replay", path, "--format", fmt, "--export", "json"])
@@ -284,6 +285,27 @@ def compare_stats(live, rep, what, min_rows=5):
             if dk in a:
                 for f in DIST_KEYS:
                     T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))
+
+
+def proc_status_kib(pid, field, missing=None):
+    """The `field` line (VmRSS, VmHWM, ...) of /proc/PID/status, in KiB. A line that is absent
+    (a zombie has no VmRSS) gives `missing`, or fails the test when `missing` is None."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    if missing is None:
+        raise T.Failure("no " + field)
+    return missing
+
+
+def check_promtool_metrics(body):
+    """promtool (when installed) finds nothing to say about this /metrics text."""
+    if not shutil.which("promtool"):
+        return
+    p = subprocess.run(["promtool", "check", "metrics"], input=body, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=60)
+    T.eq((p.returncode, p.stdout.decode()[:300]), (0, ""), "promtool check metrics")
 
 
 def make_pty(link):

@@ -1,4 +1,4 @@
-/* efl_app.c - a small EFL application for the efl_debugd integration tests (issue 23).
+/* efl_app.c - a small EFL application for the efl_debugd integration tests.
  *
  *   efl_app [--no-workaround] [--threads N] [--reps R] [--auto]
  *

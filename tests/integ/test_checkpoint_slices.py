@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checkpoints of a large target in slices (issue 20: the loop thread must not stall on them).
+"""Checkpoints of a large target in slices (the loop thread must not stall on them).
 
 A target with 20,000 function areas (TLC_SLICES_AREAS; a checkpoint of ~50 MB, ~10 ms of
 encoding and more under load) is checkpointed every 0.4 s while it and a second, small target

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Continuity (SPEC section 10, issue 20): statistics survive restarts exactly.
+"""Continuity (SPEC section 10): statistics survive restarts exactly.
 
 Every check compares the daemon's statistics (its stats dump) with the brute-force oracle
 (tests/oracle, through oracle_segments) run over the bytes the daemon stored, with a gap at

@@ -34,14 +34,6 @@ def fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise T.Failure("no VmRSS")
-
-
 def rst_close(s):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
@@ -81,7 +73,7 @@ def test_connection_churn(d):
         for i in range(99):
             cycle(i)
         dm.wait_stats(lambda st: st["daemon"]["connections"] == 0, what="warm-up closed")
-        base_fds, base_rss = fds(pid), rss_kib(pid)
+        base_fds, base_rss = fds(pid), D.proc_status_kib(pid, "VmRSS")
         for i in range(99, 1000):
             cycle(i)
         st = dm.wait_stats(lambda s: s["daemon"]["connections"] == 0 and
@@ -92,7 +84,7 @@ def test_connection_churn(d):
         T.eq(t["gaps"], sent["disconnects"], "a gap per disconnect")
         T.eq(t["decode_errors"], 0, "no decode errors")
         T.eq(fds(pid), base_fds, "fd count back to its baseline")
-        end_rss = rss_kib(pid)
+        end_rss = D.proc_status_kib(pid, "VmRSS")
         if SANITIZED:
             print("note: RSS not checked: AddressSanitizer keeps freed memory in quarantine")
         else:
@@ -113,7 +105,7 @@ def test_giant_lengths(d):
         good.sendall(b"TLCAP/1 target=good\n" + D.calls(10))
         dm.wait_stats(lambda s: any(t["name"] == "good" and t["records"] == 20
                                     for t in s["targets"]), what="good target")
-        base = rss_kib(pid)
+        base = D.proc_status_kib(pid, "VmRSS")
         sizes = [0xFFFFFFFF, 0xFFFFFFFC, 0x80000000, 0x7FFFFFFF, 12 - 1, 3]
         for i, size in enumerate(sizes):
             s = D.connect(pev)
@@ -125,7 +117,8 @@ def test_giant_lengths(d):
                                          for i in range(len(sizes))), what="giants closed")
         for i in range(len(sizes)):
             T.eq(D.by_name(st, "giant%d" % i)["decode_errors"], 1, "decode error giant%d" % i)
-        T.check(rss_kib(pid) < base + 8 * 1024, "nothing was allocated for the announced sizes")
+        T.check(D.proc_status_kib(pid, "VmRSS") < base + 8 * 1024,
+                "nothing was allocated for the announced sizes")
         good.sendall(D.calls(10, t0=10 ** 6))
         dm.wait_stats(lambda s: D.by_name(s, "good")["records"] == 40, what="good unaffected")
         good.close()

@@ -58,7 +58,7 @@ def hup(dm):
 
 
 def test_reload(d):
-    """T15 and issue 5: SIGHUP adds and removes listeners by name without disturbing the others;
+    """T15: SIGHUP adds and removes listeners by name without disturbing the others;
     an invalid configuration, and one that would move a running listener or the subscriber
     server, is refused as a whole with one error line ("restart required" for a move); no
     reload drops an ingest or subscriber connection."""

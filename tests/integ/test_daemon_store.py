@@ -240,7 +240,7 @@ def test_bytes_on_disk(d):
 
 
 def test_live_equals_replay(d):
-    """Issue 5: `tlcap stats` of a live capture equals `tlcapd replay` of the same bytes in
+    """`tlcap stats` of a live capture equals `tlcapd replay` of the same bytes in
     every row, for a random bin11 stream (nested calls, S/R, several cores, writes) and an
     evlog stream."""
     port, sport = D.free_port(), D.free_port()
@@ -325,7 +325,7 @@ def test_rotation(d):
     T.check(concat(tdir) == b"".join(batches), "nothing lost or duplicated across the cuts")
     m3 = open(os.path.join(tdir, segs[2][1][:-8] + ".manifest")).read()
     T.check("gap disconnect 1 " in m3, "one disconnect gap, counted once: %r" % m3)
-    # The second disconnect (at shutdown) is again 1, not the cumulative 2 (issue 3).
+    # The second disconnect (at shutdown) is again 1, not the cumulative 2.
     m4 = open(os.path.join(tdir, segs[3][1][:-8] + ".manifest")).read()
     T.check("gap disconnect 1 " in m4, "the second disconnect counts 1: %r" % m4)
 
@@ -582,7 +582,7 @@ def test_segment_export_names(d):
 
 
 def test_recovered_export_names(d):
-    """Issue 6: a segment sealed by crash recovery is exported with its target's mapping and
+    """A segment sealed by crash recovery is exported with its target's mapping and
     context_area. A SIGKILL leaves two .part files; after the restart, the one of the target
     that comes back (with --mapping and --context-area) gets its export once the target is
     created, equal to `tlcapd replay SEGMENT --mapping M --context-area H`; the one of a target

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live EFL applications through efl_debugd (issue 23, SPEC 12, docs/efl.md).
+"""Live EFL applications through efl_debugd (SPEC 12, docs/efl.md).
 
     test_efl.py TLCAPD TLCAP EFL_APP|none
 
@@ -24,6 +24,7 @@ import threading
 import time
 
 import daemonlib as D
+import fake_debugd
 import tlctest as T
 
 TLCAPD, TLCAP, APP = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -479,104 +480,49 @@ def test_tlcapd_killed_recovers_segment(d):
         e.close()
 
 
-class FakeDebugd:
-    """A hostile stand-in for efl_debugd on 127.0.0.1:6666 (docs/efl.md's framing), one
-    connection at a time: `plans[k]` drives the k-th connection - "cookie" answers the
-    registration with a wrong cookie; otherwise a list of answers to EvLog/get (bytes: a
-    payload; "badsize": a packet whose size field is 5)."""
+class HostileDebugd(fake_debugd.Server):
+    """A hostile stand-in for efl_debugd on 127.0.0.1:6666, one connection at a time:
+    `plans[k]` drives the k-th connection - "cookie" answers the registration with a wrong
+    cookie; otherwise a list of answers to EvLog/get (bytes: a payload; "badsize": a packet
+    whose size field is 5)."""
 
     def __init__(self, plans):
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind(("127.0.0.1", 6666))
-        self.ls.listen(4)
         self.plans = plans
+        self.connections = len(plans)
         self.gets = 0
         self.ops_seen = []
-        self.error = None
-        self.t = threading.Thread(target=self._serve, daemon=True)
-        self.t.start()
+        super().__init__(6666)
 
-    @staticmethod
-    def _recv(c, n):
-        b = b""
-        while len(b) < n:
-            x = c.recv(n - len(b))
-            if not x:
-                raise EOFError
-            b += x
-        return b
-
-    def _packet(self, c):
-        size, cid, op = struct.unpack("<Iii", self._recv(c, 12))
-        return cid, op, self._recv(c, size - 12)
-
-    @staticmethod
-    def _send(c, cid, op, payload=b""):
-        c.sendall(struct.pack("<Iii", 12 + len(payload), cid, op) + payload)
-
-    def _serve(self):
-        try:
-            for plan in self.plans:
-                c, _ = self.ls.accept()
-                with c:
-                    self._conversation(c, plan)
-        except Exception as e:  # reported by the test through self.error
-            self.error = repr(e)
-
-    def _conversation(self, c, plan):
+    def conversation(self, c, k):
+        plan = self.plans[k]
         ids = {}
         while True:
-            cid, op, p = self._packet(c)
+            cid, op, p = fake_debugd.read_packet(c)
             if op == 0:  # register: u64 cookie, names
-                cookie, names = p[:8], p[8:].split(b"\0")[:-1]
-                for i, n in enumerate(names):
-                    ids[n.decode()] = 20 + i
+                fake_debugd.answer_register(c, p, ids, bytes(8) if plan == "cookie" else None)
                 if plan == "cookie":
-                    cookie = bytes(8)
-                self._send(c, 0, 0, cookie + b"".join(struct.pack("<i", 20 + i)
-                                                      for i in range(len(names))))
-                if plan == "cookie":
-                    c.settimeout(10)
-                    try:
-                        while c.recv(4096):
-                            pass  # tlcapd must hang up
-                    except OSError:
-                        pass
+                    fake_debugd.drain_until_closed(c)  # tlcapd must hang up
                     return
                 continue
             if op == 1:
                 continue
-            name = {v: k for k, v in ids.items()}.get(op, str(op))
+            name = {v: n for n, v in ids.items()}.get(op, str(op))
             self.ops_seen.append(name)
             if name == "Daemon/Client/register_observer":
-                self._send(c, 0, ids["Daemon/Client/added"],
-                           struct.pack("<ii", 5, 777) + b"evil\napp\0")
-                self._send(c, 0, ids["Daemon/Client/added"],
-                           struct.pack("<ii", 6, 778) + b"." + b"y" * 300 + b"\0")
+                fake_debugd.send_packet(c, 0, ids["Daemon/Client/added"],
+                                        struct.pack("<ii", 5, 777) + b"evil\napp\0")
+                fake_debugd.send_packet(c, 0, ids["Daemon/Client/added"],
+                                        struct.pack("<ii", 6, 778) + b"." + b"y" * 300 + b"\0")
             elif name == "EvLog/get" and cid != 5:
-                self._send(c, cid, op, struct.pack("<I", 0))  # on, nothing logged
+                fake_debugd.send_packet(c, cid, op, struct.pack("<I", 0))  # on, nothing logged
             elif name == "EvLog/get":
                 self.gets += 1
                 ans = plan.pop(0) if plan else struct.pack("<I", 0)
                 if ans == "badsize":
                     c.sendall(struct.pack("<Iii", 5, 5, op))
-                    c.settimeout(10)
-                    try:
-                        while c.recv(4096):
-                            pass
-                    except OSError:
-                        pass
+                    fake_debugd.drain_until_closed(c)
                     return
-                self._send(c, 5, op, ans)
-
-    def close(self):
-        try:
-            self.ls.shutdown(socket.SHUT_RDWR)  # wakes the accept() (Linux): the port is free
-        except OSError:
-            pass
-        self.ls.close()
-        self.t.join(10)
+                fake_debugd.send_packet(c, 5, op, ans)
 
 
 def test_hostile_debugd(d):
@@ -591,7 +537,7 @@ def test_hostile_debugd(d):
                                                for i in range(n))
     garbage = struct.pack("<I", 0) + b"\xff" * 48
     big = block(100)  # 4800 bytes of items > max_block 4096
-    fake = FakeDebugd([[block(10), garbage, block(10, overflow=3), big, block(10), "badsize"],
+    fake = HostileDebugd([[block(10), garbage, block(10, overflow=3), big, block(10), "badsize"],
                        "cookie",
                        [block(10)]])
     sport = D.free_port()
@@ -628,78 +574,46 @@ def test_hostile_debugd(d):
         fake.close()
 
 
-class ChurnDebugd:
+class ChurnDebugd(fake_debugd.Server):
     """A stand-in for efl_debugd that speaks its protocol correctly (docs/efl.md) on
-    127.0.0.1:PORT, one connection: the registration is answered, and `register_observer` is
-    answered with `batch`, a list of ("added", cid, pid, name) and ("deleted", cid), once `go`
-    is set; every EvLog/get gets an empty evlog (the overflow word only)."""
+    127.0.0.1:PORT, one connection at a time until closed: the registration is answered, and
+    `register_observer` is answered with `batch`, a list of ("added", cid, pid, name) and
+    ("deleted", cid), once `go` is set; every EvLog/get gets an empty evlog (the overflow word
+    only)."""
+
+    quiet = (OSError,)  # closed
 
     def __init__(self, port, batch, go=True):
-        self.ls = socket.socket()
-        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.ls.bind(("127.0.0.1", port))
-        self.ls.listen(4)
         self.batch = batch
-        self.error = None
         self.sent = False
         self.go = threading.Event()
         if go:
             self.go.set()
-        self.t = threading.Thread(target=self._serve, daemon=True)
-        self.t.start()
+        super().__init__(port)
 
-    def _serve(self):
-        try:
-            while True:
-                c, _ = self.ls.accept()
-                with c:
-                    self._conversation(c)
-        except OSError:
-            pass  # closed
-        except Exception as e:  # reported by the test through self.error
-            self.error = repr(e)
-
-    def _conversation(self, c):
+    def conversation(self, c, k):
         ids = {}
-        snd = FakeDebugd._send
-
-        def pk(_, c):
-            size, cid, op = struct.unpack("<Iii", FakeDebugd._recv(c, 12))
-            return cid, op, FakeDebugd._recv(c, size - 12)
         try:
             while True:
-                cid, op, p = pk(None, c)
+                cid, op, p = fake_debugd.read_packet(c)
                 if op == 0:
-                    names = p[8:].split(b"\0")[:-1]
-                    for i, n in enumerate(names):
-                        ids[n.decode()] = 20 + i
-                    snd(c, 0, 0, p[:8] + b"".join(struct.pack("<i", 20 + i)
-                                                  for i in range(len(names))))
+                    fake_debugd.answer_register(c, p, ids)
                 elif op == ids.get("Daemon/Client/register_observer"):
                     self.go.wait(30)
                     out = []
                     for ev in self.batch:
                         if ev[0] == "added":
                             pay = struct.pack("<ii", ev[1], ev[2]) + ev[3].encode() + b"\0"
-                            out.append(struct.pack("<Iii", 12 + len(pay), 0,
-                                                   ids["Daemon/Client/added"]) + pay)
+                            out.append(fake_debugd.packet(0, ids["Daemon/Client/added"], pay))
                         else:
-                            out.append(struct.pack("<Iii", 16, 0, ids["Daemon/Client/deleted"])
-                                       + struct.pack("<i", ev[1]))
+                            out.append(fake_debugd.packet(0, ids["Daemon/Client/deleted"],
+                                                          struct.pack("<i", ev[1])))
                     c.sendall(b"".join(out))
                     self.sent = True
                 elif op == ids.get("EvLog/get"):
-                    snd(c, cid, op, struct.pack("<I", 0))
+                    fake_debugd.send_packet(c, cid, op, struct.pack("<I", 0))
         except EOFError:
             pass
-
-    def close(self):
-        try:
-            self.ls.shutdown(socket.SHUT_RDWR)  # wakes the accept() (Linux): the port is free
-        except OSError:
-            pass
-        self.ls.close()
-        self.t.join(10)
 
 
 def lab_targets(st, src="lab"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""History from a running daemon (SPEC 10, issue 20): range statistics computed off its loop
+"""History from a running daemon (SPEC 10): range statistics computed off its loop
 from the target's stored segments, through `tlcap stats --since/--until` (protobuf GetStats
 with a range), Google's protobuf runtime (GetStats.range: Snapshot.range, ERR_BUSY),
 HTTP /api/v1/targets/NAME/stats?since=&until= and a mid-stream join (`tlcap watch --since`,

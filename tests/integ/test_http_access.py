@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import daemonlib as D  # noqa: E402
+import fake_debugd  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD = sys.argv[1]
@@ -188,71 +189,36 @@ def test_token_every_encoding(d):
     T.eq(rc, 0, "exit status")
 
 
-class FakeDebugd:
-    """A stand-in for efl_debugd (docs/efl.md's framing) on a free port: one application,
-    "app" with pid 42, whose EvLog/get answers carry calls; tlcapd names it lab/app-42."""
+class OneAppDebugd(fake_debugd.Server):
+    """A stand-in for efl_debugd on a free port, one connection: one application, "app" with
+    pid 42, whose EvLog/get answers carry calls; tlcapd names it lab/app-42."""
 
-    def __init__(self):
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(4)
-        self.port = self.ls.getsockname()[1]
-        self.error = None
-        self.t = threading.Thread(target=self._serve, daemon=True)
-        self.t.start()
+    connections = 1
+    quiet = (EOFError, OSError)
 
-    @staticmethod
-    def _recv(c, n):
-        b = b""
-        while len(b) < n:
-            x = c.recv(n - len(b))
-            if not x:
-                raise EOFError
-            b += x
-        return b
-
-    def _serve(self):
-        try:
-            c, _ = self.ls.accept()
-            with c:
-                self._conversation(c)
-        except (EOFError, OSError):
-            pass
-        except Exception as e:  # reported through self.error
-            self.error = repr(e)
-
-    def _conversation(self, c):
+    def conversation(self, c, k):
         ids, tim = {}, 1.0
         while True:
-            size, cid, op = struct.unpack("<Iii", self._recv(c, 12))
-            p = self._recv(c, size - 12)
+            cid, op, p = fake_debugd.read_packet(c)
             if op == 0:  # register: u64 cookie, names
-                names = p[8:].split(b"\0")[:-1]
-                for i, n in enumerate(names):
-                    ids[n.decode()] = 20 + i
-                ans = p[:8] + b"".join(struct.pack("<i", 20 + i) for i in range(len(names)))
-                c.sendall(struct.pack("<Iii", 12 + len(ans), 0, 0) + ans)
+                fake_debugd.answer_register(c, p, ids)
                 continue
-            name = {v: k for k, v in ids.items()}.get(op)
+            name = {v: n for n, v in ids.items()}.get(op)
             if name == "Daemon/Client/register_observer":
-                a = struct.pack("<ii", 5, 42) + b"app\0"
-                c.sendall(struct.pack("<Iii", 12 + len(a), 0, ids["Daemon/Client/added"]) + a)
+                fake_debugd.send_packet(c, 0, ids["Daemon/Client/added"],
+                                        struct.pack("<ii", 5, 42) + b"app\0")
             elif name == "EvLog/get":
                 items = b""
                 for _ in range(5):
                     items += T.evlog_item(tim, 0x7f01, "+work") + T.evlog_item(tim + 1e-4, 0x7f01,
                                                                              "-work")
                     tim += 1e-3
-                a = struct.pack("<I", 0) + items
-                c.sendall(struct.pack("<Iii", 12 + len(a), cid, op) + a)
-
-    def close(self):
-        self.ls.close()
+                fake_debugd.send_packet(c, cid, op, struct.pack("<I", 0) + items)
 
 
 def test_target_name_with_slash(d):
     """SPEC 12: efl targets are SOURCE/APP-PID; the URL carries the '/' percent-encoded."""
-    fake = FakeDebugd()
+    fake = OneAppDebugd()
     hport = D.free_port()
     conf = os.path.join(d, "tlcapd.ini")
     with open(conf, "w") as f:
@@ -569,20 +535,11 @@ def test_per_address_cap(d):
     T.eq(rc, 0, "exit status")
 
 
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def hello_frame(token):
     """ClientMessage{request_id=1, hello{protocol_version=1, token}} (proto/tlcap.proto)."""
-    h = b"\x08\x01" + b"\x22" + varint(len(token)) + token
-    m = b"\x08\x01" + b"\x52" + varint(len(h)) + h
-    return varint(len(m)) + m
+    h = b"\x08\x01" + b"\x22" + T.varint(len(token)) + token
+    m = b"\x08\x01" + b"\x52" + T.varint(len(h)) + h
+    return T.varint(len(m)) + m
 
 
 def test_certificate_dates(d):

@@ -20,14 +20,6 @@ TLCAPD = sys.argv[1]
 MAXC = 64
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def nfds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
@@ -95,7 +87,7 @@ def test_hostile(d):
     feeder.start()
     try:
         T.check(metric(hport, "tlcap_http_connections") is not None, "metrics answer")
-        rss0, fd0 = rss_kib(dm.p.pid), nfds(dm.p.pid)
+        rss0, fd0 = D.proc_status_kib(dm.p.pid, "VmRSS", 0), nfds(dm.p.pid)
 
         # (a) oversized headers: refused, the connection closed
         s = socket.create_connection(("127.0.0.1", hport))
@@ -197,7 +189,7 @@ def test_hostile(d):
         print("1000 connections: fd peak %d (before %d), refused %d" %
               (peak, fd0, metric(hport, "tlcap_http_refused_total")))
 
-        rss1 = rss_kib(dm.p.pid)
+        rss1 = D.proc_status_kib(dm.p.pid, "VmRSS", 0)
         T.check(rss1 - rss0 < 64 * 1024, "memory bounded: RSS %d -> %d KiB" % (rss0, rss1))
         feeder.stop.set()
         feeder.join(10)

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""The daemon-wide memory budget, statistics in parts, and the stats dump off the loop (issue 16
-defects 1 and 6).
+"""The daemon-wide memory budget, statistics in parts, and the stats dump off the loop.
 
 rss_within_budget: three targets flooded past --memory-limit 32M with checkpoints every second,
     a subscriber's GetStats and /metrics scrapes running: the process's peak RSS (VmHWM, and the
@@ -58,23 +57,6 @@ def wait_events(dm, n, timeout=120):
     raise T.Failure("timed out waiting for %d events" % n)
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise T.Failure("no VmRSS")
-
-
-def hwm_kib(pid):
-    """Peak RSS of the process so far (VmHWM)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise T.Failure("no VmHWM")
-
-
 def flood(first, n, t0, handle0=0):
     """n distinct function areas (handles handle0..), one call each, times from t0."""
     out = bytearray()
@@ -100,42 +82,32 @@ def send_all(port, data, timeout=60):
 
 # ---- a minimal protobuf client (wire format by hand: tags, varints, length-delimited) ----
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def fld(num, wt, payload):
-    return varint(num << 3 | wt) + payload
+    return T.varint(num << 3 | wt) + payload
 
 
 def ldelim(num, body):
-    return fld(num, 2, varint(len(body)) + body)
+    return fld(num, 2, T.varint(len(body)) + body)
 
 
 def request(req, member, body):
-    msg = fld(1, 0, varint(req)) + ldelim(member, body)
-    return varint(len(msg)) + msg
+    msg = fld(1, 0, T.varint(req)) + ldelim(member, body)
+    return T.varint(len(msg)) + msg
 
 
-HELLO = request(1, 10, fld(1, 0, varint(1)) + ldelim(3, b"test_memory_budget"))
+HELLO = request(1, 10, fld(1, 0, T.varint(1)) + ldelim(3, b"test_memory_budget"))
 
 
 def fields(b):
     """Top-level fields of a message: list of (number, value) (bytes for length-delimited)."""
     i, out = 0, []
     while i < len(b):
-        key, i = rd_varint(b, i)
+        key, i = T.read_varint(b, i)
         num, wt = key >> 3, key & 7
         if wt == 0:
-            v, i = rd_varint(b, i)
+            v, i = T.read_varint(b, i)
         elif wt == 2:
-            ln, i = rd_varint(b, i)
+            ln, i = T.read_varint(b, i)
             v, i = b[i:i + ln], i + ln
         elif wt == 1:
             v, i = b[i:i + 8], i + 8
@@ -145,17 +117,6 @@ def fields(b):
             raise T.Failure("wire type %d" % wt)
         out.append((num, v))
     return out
-
-
-def rd_varint(b, i):
-    v = sh = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << sh
-        sh += 7
-        if not c & 0x80:
-            return v, i
 
 
 class Sub:
@@ -169,7 +130,7 @@ class Sub:
     def recv(self):
         while True:
             try:
-                ln, i = rd_varint(self.buf, 0)
+                ln, i = T.read_varint(self.buf, 0)
                 if len(self.buf) >= i + ln:
                     m, self.buf = self.buf[i:i + ln], self.buf[i + ln:]
                     return dict_of(fields(m))
@@ -192,9 +153,9 @@ def dict_of(fl):
 
 
 def get_stats(sub, req, target, max_rows=0):
-    body = ldelim(1, target.encode()) + fld(2, 0, varint(1)) + fld(4, 0, varint(1))
+    body = ldelim(1, target.encode()) + fld(2, 0, T.varint(1)) + fld(4, 0, T.varint(1))
     if max_rows:
-        body += fld(6, 0, varint(max_rows))
+        body += fld(6, 0, T.varint(max_rows))
     sub.s.sendall(request(req, 14, body))
 
 
@@ -222,7 +183,7 @@ def test_budget(d):
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port, "--memory-limit",
                               "24M"], serve="127.0.0.1:%d" % sport)
     try:
-        base = rss_kib(dm.p.pid)
+        base = D.proc_status_kib(dm.p.pid, "VmRSS")
         pilot = D.calls(10, t0=1000, step=100, handle=0x10000001)
         n = 150000
         data, t = flood(pilot, n, 10000)
@@ -241,7 +202,7 @@ def test_budget(d):
                 "memory in use %d within the limit and its growth headroom" % dd["memory_used"])
         T.check(dd["memory_refused"] > 0 and tg["memory_refused"] > 0, "refusals counted")
         T.eq(tg["memory_bytes"], dd["memory_used"], "the only target holds all the memory")
-        grown = rss_kib(dm.p.pid) - base
+        grown = D.proc_status_kib(dm.p.pid, "VmRSS") - base
         if SANITIZED:
             print("SKIP part: RSS bound (sanitizer build: redzones and quarantine; grew %d KiB)"
                   % grown)
@@ -343,7 +304,7 @@ def test_subscribe_large(d):
         s.sendall(data)
         wait_events(dm, 2 * n)
         sub = Sub(sport)
-        sub.s.sendall(request(3, 11, fld(1, 0, varint(1)) + fld(5, 0, varint(200))))
+        sub.s.sendall(request(3, 11, fld(1, 0, T.varint(1)) + fld(5, 0, T.varint(200))))
         full = None
         while full is None:
             m = sub.recv()
@@ -423,7 +384,7 @@ def test_dump_off_loop(d):
             nonlocal cookie
             p0 = time.monotonic()
             cookie += 1
-            sub.s.sendall(request(100 + cookie, 17, fld(1, 0, varint(cookie))))
+            sub.s.sendall(request(100 + cookie, 17, fld(1, 0, T.varint(cookie))))
             m = sub.recv()
             T.check(19 in m, "Pong (got fields %r)" % sorted(m))
             return time.monotonic() - p0
@@ -528,7 +489,7 @@ def test_rss_within_budget(d):
         used = st["daemon"]["memory_used"]
         T.check(used <= limit + limit // 8 + (1 << 20), "memory_used %d within the limit and "
                 "its growth headroom" % used)
-        before = hwm_kib(dm.p.pid)
+        before = D.proc_status_kib(dm.p.pid, "VmHWM")
         rc, _ = dm.stop(timeout=60)  # the shutdown's checkpoints too
         T.eq(rc, 0, "exit status")
         # the largest child reaped so far: this test runs first, tlcapd is its only child
@@ -597,7 +558,7 @@ def test_evlog_names_within_budget(d):
         used = st["daemon"]["memory_used"]
         T.check(used <= limit + limit // 8 + (1 << 20), "memory_used %d within the limit and "
                 "its growth headroom" % used)
-        peak = hwm_kib(dm.p.pid)
+        peak = D.proc_status_kib(dm.p.pid, "VmHWM")
         bound = limit + limit // 8 + RSS_SLACK
         if SANITIZED:
             print("SKIP part: peak RSS bound (sanitizer build; peak %d KiB)" % peak)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Debian packages (issue 21): builds them with scripts/package into a scratch directory,
+"""The Debian packages: builds them with scripts/package into a scratch directory,
 then checks what a sysadmin gets.
 
 - the four packages exist with the version of CMakeLists.txt's project();

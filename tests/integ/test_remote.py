@@ -54,22 +54,13 @@ def write_token(path, token, mode=0o600):
     return path
 
 
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def hello_frame(token=b""):
     """A ClientMessage{request_id=1, hello{protocol_version=1, token}} by hand (field numbers of
     proto/tlcap.proto: ClientMessage.request_id 1, .hello 10; Hello.protocol_version 1,
     .token 4)."""
-    h = b"\x08\x01" + (b"\x22" + varint(len(token)) + token if token else b"")
-    m = b"\x08\x01" + b"\x52" + varint(len(h)) + h
-    return varint(len(m)) + m
+    h = b"\x08\x01" + (b"\x22" + T.varint(len(token)) + token if token else b"")
+    m = b"\x08\x01" + b"\x52" + T.varint(len(h)) + h
+    return T.varint(len(m)) + m
 
 
 def read_all(s, timeout=10.0):

@@ -166,8 +166,8 @@ def test_evlog_roundtrip(d):
 
 
 def test_report_inputs_default_to_json(d):
-    """Issue 16: `tlcapd replay FILE.br` (and .aprof) asked for --export json; it is their
-    default (and the only export they have)."""
+    """`tlcapd replay FILE.br` (and .aprof) needs no --export json: it is their default (and
+    the only export they have)."""
     # a function and one of its line areas (BR exports line areas)
     p = write(d, "a.bin", stream() + T.bin11(0x10000000, 3, 0, 0, 400) +
               T.bin11(0x10000000, 0, 0, 0, 450))

@@ -74,9 +74,9 @@ def test_compressed_segments(d):
 
 
 def test_damaged_zst_never_replays_silently(d):
-    """Issue 16: a .zst cut at some lengths replayed as 0 events with exit 0, with or without
-    its manifest, and a corrupt one's error named no offset. Every cut (each of the first 64
-    lengths, then every 37th) and a flipped byte: exit 1 and a message with the byte offset."""
+    """A damaged .zst never replays as 0 events with exit 0, with or without its manifest, and
+    its error names the offset. Every cut (each of the first 64 lengths, then every 37th) and
+    a flipped byte: exit 1 and a message with the byte offset."""
     if shutil.which("zstd") is None:
         print("SKIP part: zstd not installed")
         return

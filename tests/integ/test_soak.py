@@ -27,7 +27,7 @@ Must hold:
   - the daemon stays up, answers a final stats dump and a `tlcap stats` request, exits 0 on
     SIGTERM (under ASan that also means LeakSanitizer found nothing);
   - a hostile fifth TCP source floods distinct handles (1,000 new areas a second) against
-    --memory-limit 4M (issue 16): the budget fills within the warm-up, its new areas are then
+    --memory-limit 4M: the budget fills within the warm-up, its new areas are then
     refused and counted (dropped_area_limit > 0, even: an E and an X per refused area), the
     memory in use never passes the limit and its growth headroom, the RSS checks above hold
     with it, the other targets lose nothing, and `tlcap stats flood` still answers with every

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Storage backpressure (issue 17): a TCP target whose share of the storage queue is full is no
+"""Storage backpressure: a TCP target whose share of the storage queue is full is no
 longer read until the writer drains it, so that the kernel's TCP window holds the sender back
 instead of the daemon dropping records; other targets go on.
 

@@ -13,7 +13,7 @@ resume by itself; sent == written + dropped{disk_full}. Then every sealed segmen
 verifies (whole records, checksums, a manifest of its own: one the store could not write while
 the file system was full is written once space is back), no .part is left, the manifests'
 disk_full gaps add up to the records dropped, and one DISK FULL line was logged (rate
-limited). Main exports (issue 6): the exports left out while the file system was full are
+limited). Main exports: the exports left out while the file system was full are
 written once space is back (none pending at the end), and with TLCAPD every segment has its
 export, named in its manifest, equal to `tlcapd replay SEGMENT --export text1` (INFO ..
 STATISTICS).

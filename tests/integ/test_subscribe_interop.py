@@ -69,15 +69,6 @@ def gen_pb2(tmp):
     return T.gen_pb2(tmp, PROTO_DIR)
 
 
-def varint(n):
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 class Sub:
     """A subscriber written against the generated classes and protobuf's own framing."""
 
@@ -92,7 +83,7 @@ class Sub:
     def send(self, **kw):
         m = self.pb.ClientMessage(**kw)
         b = m.SerializeToString()
-        self.s.sendall(varint(len(b)) + b)
+        self.s.sendall(T.varint(len(b)) + b)
 
     def recv(self, timeout=10.0):
         deadline = time.monotonic() + timeout
@@ -173,7 +164,7 @@ def main():
 
         # --- a newer client's request type: error, connection stays ---
         raw = pb.ClientMessage(request_id=3).SerializeToString() + b"\x98\x06\x01"  # field 99
-        a.s.sendall(varint(len(raw)) + raw)
+        a.s.sendall(T.varint(len(raw)) + raw)
         m = a.expect("error")
         T.check(m.error.code == pb.ERR_UNKNOWN_REQUEST and not m.error.fatal and
                 m.request_id == 3, "unknown request: %r" % m)
@@ -355,7 +346,7 @@ def main():
         b = Sub(pb, serve)
         b.send(request_id=1, hello=pb.Hello(token=TOKEN, protocol_version=1))
         b.expect("welcome")
-        b.s.sendall(varint(1 << 40))
+        b.s.sendall(T.varint(1 << 40))
         m = b.expect("error")
         T.check(m.error.code == pb.ERR_TOO_LARGE and m.error.fatal, "oversize: %r" % m)
         T.check(b.recv() is None, "oversize: connection not closed")

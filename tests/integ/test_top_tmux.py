@@ -166,8 +166,8 @@ def main():
         tm("send-keys", "-t", "top", "/", "00000001", "Enter")
         s = wait_screen(lambda s: "filter 00000001" in s and "00000000 " not in s,
                         "filter applies")
-        # issue 16: a data area's window view shows "-" for T.NET and T.CALL, as the
-        # cumulative view does (it showed 0ns); then more areas than fit: the view scrolls
+        # a data area's window view shows "-" for T.NET and T.CALL, as the cumulative view
+        # does (not 0ns); then more areas than fit: the view scrolls
         more = b""
         for k in range(41):  # functions 0x100.. : 41 more code areas, 1 activation each
             more += T.bin11(0x100 + k, 3, 0, 0, t) + T.bin11(0x100 + k, 0, 0, 0, t + 10)

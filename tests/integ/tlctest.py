@@ -85,6 +85,28 @@ def evlog_block(items, overflow=0, header_big_endian=False):
     return struct.pack(order + "III", 0x0FFEE211, len(payload), overflow) + payload
 
 
+def varint(n):
+    """A protobuf base-128 varint (n >= 0)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def read_varint(buf, i):
+    """The varint at buf[i]: (value, index after it); IndexError if buf ends inside it."""
+    v = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
 def run(args, input_bytes=None, timeout=120, env=None):
     p = subprocess.run(args, input=input_bytes, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=timeout, env=env)

@@ -558,7 +558,7 @@ static void test_resync_clean(void **state) {
   }
 }
 
-/* Idle line (issue 16): in sync, the record held only for its successor is delivered by
+/* Idle line: in sync, the record held only for its successor is delivered by
  * tlc_dec_idle; a partial record and a stream not yet in sync stay held; nothing is lost or
  * delivered twice when the stream goes on. */
 static void test_resync_idle(void **state) {

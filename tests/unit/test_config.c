@@ -216,7 +216,7 @@ static void test_cli_errors(void **state) {
   }
 }
 
-/* getopt_long (issue 21): short options, abbreviations, a [daemon] key given as --key=value
+/* getopt_long: short options, abbreviations, a [daemon] key given as --key=value
  * and --key value, the messages of usage errors, and a second parse in the same process. */
 static void test_cli_getopt(void **state) {
   static const char *const bad[][4] = {
@@ -476,9 +476,9 @@ static void test_parsers(void **state) {
   assert_true(tlc_target_name_valid("abcdef", 5) < 0);
 }
 
-/* Issue 16 defect 9: values that meant nothing were taken, a config of /dev/zero spun forever,
- * and --check-config took a subscriber address start refuses. */
-static void test_issue16_refusals(void **state) {
+/* Values that mean nothing are refused, a config of /dev/zero ends with an error, and
+ * --check-config refuses a subscriber address start refuses. */
+static void test_meaningless_values_refused(void **state) {
   static const struct {
     const char *ini;
     const char *want;
@@ -519,7 +519,7 @@ static void test_issue16_refusals(void **state) {
   assert_non_null(strstr(err, "larger than 1048576 bytes"));
   tlc_config_fini(&c);
   unlink(path);
-  /* --check-config refuses a subscriber address start refuses (issue 16): one check, in
+  /* --check-config refuses a subscriber address start refuses: one check, in
    * tlc_config_validate, made by both */
   assert_int_equal(tlc_config_init(&c), 0);
   snprintf(c.serve, sizeof(c.serve), "0.0.0.0:7000");
@@ -537,7 +537,7 @@ static void test_issue16_refusals(void **state) {
   tlc_config_fini(&c);
 }
 
-/* Issue 16: a listener's allow (CIDR) and targets (fnmatch) lists. */
+/* A listener's allow (CIDR) and targets (fnmatch) lists. */
 static void test_listener_allow_targets(void **state) {
   struct sockaddr_in a4;
   struct sockaddr_in6 a6;
@@ -721,7 +721,7 @@ int main(void) {
     cmocka_unit_test(test_parsers),
     cmocka_unit_test(test_storage_keys),
     cmocka_unit_test(test_storage_key_errors),
-    cmocka_unit_test(test_issue16_refusals),
+    cmocka_unit_test(test_meaningless_values_refused),
     cmocka_unit_test(test_listener_allow_targets),
     cmocka_unit_test(test_long_lines),
     cmocka_unit_test(test_reload_rule),

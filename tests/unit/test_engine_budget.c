@@ -1,5 +1,4 @@
-/* test_engine_budget.c - the engine's memory accounting hook and its statistics in parts
- * (issue 16).
+/* test_engine_budget.c - the engine's memory accounting hook and its statistics in parts.
  *
  *  - accounting: on a random workload (code areas on 4 cores with nesting, data and state
  *    areas, windows and histograms), what the hook was charged minus what it was given back
@@ -12,9 +11,9 @@
  *    is the whole snapshot, row for row (Neutral rows included), and no part has more rows
  *    than asked (before Neutral rows) unless it is a single area;
  *  - order index: snapshots without Neutral rows, filled in table order from the engine's row
- *    order index and their parts found by binary search in it, are byte for byte those of the
- *    way before it (rows sorted after the copy, parts and splits by scanning every row;
- *    tlc__engine_set_snap_legacy), whole, as deltas and in parts, while rows and contexts are
+ *    order index and their parts found by binary search in it, are byte for byte those taken
+ *    without it (rows sorted after the copy, parts and splits by scanning every row;
+ *    tlc__engine_set_ord_off), whole, as deltas and in parts, while rows and contexts are
  *    added, with state rows (a mapping), windows and quantiles on and off.
  */
 #include <setjmp.h>
@@ -285,13 +284,13 @@ static void same_table(const tlc_table_t *a, const tlc_table_t *b) {
   }
 }
 
-/* One snapshot (part when lo < hi) taken both ways: by the order index, and as before it. */
+/* One snapshot (part when lo < hi) taken both ways: by the order index, and without it. */
 static void both_ways(tlc_engine_t *e, const tlc_snap_opts_t *so, uint64_t lo, uint64_t hi,
                       tlc_table_t *x, tlc_table_t *y) {
-  tlc__engine_set_snap_legacy(e, 1);
+  tlc__engine_set_ord_off(e, 1);
   assert_int_equal(
       lo < hi ? tlc_engine_snapshot_part(e, x, so, lo, hi) : tlc_engine_snapshot(e, x, so), 0);
-  tlc__engine_set_snap_legacy(e, 0);
+  tlc__engine_set_ord_off(e, 0);
   assert_int_equal(
       lo < hi ? tlc_engine_snapshot_part(e, y, so, lo, hi) : tlc_engine_snapshot(e, y, so), 0);
   same_table(x, y);
@@ -335,9 +334,9 @@ static void test_order_index(void **state) {
       both_ways(e, &so, 0, 0, &x, &y);
       rows += y.nrows;
       do { /* in parts, as the NATS publisher and subscribers take them */
-        tlc__engine_set_snap_legacy(e, 1);
+        tlc__engine_set_ord_off(e, 1);
         assert_int_equal(tlc_engine_handle_split_since(e, lo, 250, so.since_seq, &hi), 0);
-        tlc__engine_set_snap_legacy(e, 0);
+        tlc__engine_set_ord_off(e, 0);
         assert_int_equal(tlc_engine_handle_split_since(e, lo, 250, so.since_seq, &hi2), 0);
         assert_int_equal(hi, hi2);
         assert_true(hi > lo);
@@ -351,7 +350,7 @@ static void test_order_index(void **state) {
   }
   assert_true(rows > 10000 && parts > 200);
   /* the state rows were there */
-  tlc__engine_set_snap_legacy(e, 0);
+  tlc__engine_set_ord_off(e, 0);
   assert_int_equal(tlc_engine_snapshot(e, &y, NULL), 0);
   for (rows = 0, v = 0; v < y.nrows; v++)
     rows += y.rows[v].kind == TLC_ROW_STATE;

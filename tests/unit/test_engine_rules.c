@@ -505,7 +505,7 @@ static void test_mapping_links_state(void **state) {
  * core1 f: COUNT 1, NET {20}, OUTSIDE 25..T=35: total 10, no sample.
  * Neutral f: COUNT 3, NET total 35, NET samples union {10, 5, 20}: min 5 max 20 AVG 11;
  * OUTSIDE total = 20 + 10 = 30; PERIOD and OUTSIDE samples: the union of each context's own
- * (SPEC 2, issue 16; they printed nothing before): PERIOD {30}, OUTSIDE {20}, never a period
+ * (SPEC 2): PERIOD {30}, OUTSIDE {20}, never a period
  * or stretch of a merged timeline (which would give PERIOD {5, 25} and no OUTSIDE stretch). */
 static void test_cores_and_neutral(void **state) {
   tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);

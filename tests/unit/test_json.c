@@ -122,7 +122,7 @@ static void test_table(void **state) {
   tlc_table_fini(&t);
 }
 
-/* Issue 16: times INT64_MIN .. INT64_MAX overflowed `last - first` (UB; -1 in Release). The
+/* Times INT64_MIN .. INT64_MAX must not overflow `last - first` (UB; -1 in Release): the
  * total time saturates as the engine's durations do: INT64_MAX, and INT64_MIN backwards. */
 static void test_total_time_extremes(void **state) {
   tlc_table_t t;

@@ -457,7 +457,7 @@ static void test_text1_errors(void **state) {
   expect_err("* HANDLE(Data)\n", TLC_ESYNTAX, 1, "no entry format");
   expect_err("* HANDLE Data %HANDLE%\n", TLC_ESYNTAX, 1, "(class)");
   expect_err("* HANDLE(Data) %NAME%%HANDLE%\n", TLC_ESYNTAX, 1, "followed by a separator");
-  /* a missing section is reported at the last line, not line 0 (issue 16) */
+  /* a missing section is reported at the last line, not line 0 */
   expect_err("* INFO %TOTAL_TIME%\n5\n", TLC_ESYNTAX, 2, "no HANDLE");
   expect_err("* INFO %TOTAL_TIME%\n5\n7", TLC_ESYNTAX, 3, "no HANDLE");
   expect_err("", TLC_ESYNTAX, 1, "no HANDLE");

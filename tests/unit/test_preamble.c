@@ -65,7 +65,7 @@ static void test_bad(void **state) {
   assert_int_equal(parse("TLCAP/1 target=a/b\n", 0, &p, why), TLC_PRE_BAD);
   assert_non_null(strstr(why, "invalid target name"));
   assert_int_equal(parse("TLCAP/1 target=.hidden\n", 0, &p, why), TLC_PRE_BAD);
-  /* issue 16: another address's automatic name, a name cut at a NUL, control characters */
+  /* refused: another address's automatic name, a name cut at a NUL, control characters */
   assert_int_equal(parse("TLCAP/1 target=lab@10.9.9.9\n", 0, &p, why), TLC_PRE_BAD);
   assert_non_null(strstr(why, "'@'"));
   {

@@ -760,7 +760,7 @@ static void test_subscribe_deltas(void **state) {
 }
 
 /* Subscribers with the same spec share one feed: one snapshot build per tick. */
-/* Issue 16: a full target table evicts a disconnected target and puts the new one at its index
+/* A full target table evicts a disconnected target and puts the new one at its index
  * (provider gen changes). Subscribers get the newcomer's full snapshot, never a delta built on
  * the evicted target's state (its engine seq restarts: a delta since the old seq is empty). */
 static void test_index_taken_over(void **state) {
@@ -1131,7 +1131,7 @@ static void test_slow_consumers(void **state) {
   h_stop(&h);
 }
 
-/* Issue 16 defect 7: event subscribers that never read cost ingest nothing once their batch
+/* Event subscribers that never read cost ingest nothing once their batch
  * queues are full - no batch is even encoded for them (batches_built stays put) - and when one
  * reads again, what it received plus what it was told it lost is every batch produced. */
 static void test_stalled_event_subscribers(void **state) {

@@ -72,7 +72,7 @@ static void torn_case(tlc_format_t f, const buf_t *stream, size_t cut, size_t wh
   tlc_store_recovery_t sum;
   recover_once(st, &sum);
   if (whole == 0) {
-    /* no whole record: no segment at all (issue 16: not a 0-record one) */
+    /* no whole record: no segment at all (not a 0-record one) */
     char mf[1300];
     snprintf(mf, sizeof mf, "%s/20260101T000000Z-00000001.manifest", dir);
     assert_int_equal(sum.recovered, 0);

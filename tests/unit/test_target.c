@@ -168,7 +168,7 @@ static void test_pipeline_and_provider(void **state) {
   assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_FREED);
 }
 
-/* Issue 16: a full registry evicts the listener target disconnected the longest (observers get
+/* A full registry evicts the listener target disconnected the longest (observers get
  * TLC_TEV_FREED for it), and the newcomer takes its index with a new gen. */
 static void test_full_registry_evicts(void **state) {
   tlc_targets_t reg;
