@@ -114,7 +114,7 @@ def query(hport, until, out):
     while time.monotonic() < until:
         t0 = time.monotonic()
         s = socket.create_connection(("127.0.0.1", hport), timeout=600)
-        s.sendall(b"GET /api/v1/targets/big/stats?since=ns:0 HTTP/1.1\r\nHost: x\r\n"
+        s.sendall(b"GET /api/v1/targets/big/stats?since=ns:0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                   b"Connection: close\r\n\r\n")
         got = bytearray()
         while True:

@@ -20,7 +20,9 @@ slice, the longest write), where the build has them.
 
 1. stall: K scrapes (default 5) of the unchanged targets (each target's text from the cache),
    then K scrapes each after a call on every target (every target rendered), with the probe
-   running; the probe alone for as long as the baseline.
+   running; the probe alone for as long as the baseline. Also the loop thread's CPU time over
+   each scrape (schedstat): what a scrape costs the loop, a bound of what scraping once a
+   second can take from ingest that the machine's load hardly moves.
 2. ingest: benchd_io sends a bin11 stream (1,000 areas on 4 cores) to one more target for S
    seconds (default 8) with no scraping, and again with a client scraping /metrics (reading
    every byte) every second, alternating which comes first, P pairs (default 3); the probe
@@ -202,16 +204,18 @@ class Side:
         res = {}
         for what in ("unchanged", "changed"):
             mark = len(self.dm.log())
-            stalls, walls = [], []
+            stalls, walls, cpus = [], [], []
             for _ in range(a.scrapes):
                 if what == "changed":
                     self.change_all()
+                c0 = B.loop_cpu_s(self.dm.pid)
                 t0, t1, n = sc.scrape()
+                cpus.append((B.loop_cpu_s(self.dm.pid) - c0) * 1000)
                 sizes.append(n)
                 stalls.append(pr.longest(t0, t1))
                 walls.append((t1 - t0) * 1000)
                 time.sleep(1.1)  # at most 10 log lines in 10 s (log.h TLC_LOG_BURST)
-            res[what] = (stalls, walls, self.log_figures(mark))
+            res[what] = (stalls, walls, cpus, self.log_figures(mark))
         t0 = time.monotonic()
         time.sleep(2.0)
         base = pr.longest(t0, time.monotonic())
@@ -219,10 +223,12 @@ class Side:
         print("%s: scrape %.1f MiB; probe alone: longest wait %.2f ms over %d requests"
               % (self.name, B.median(sizes) / 2 ** 20, base,
                  sum(1 for x, _ in pr.samples if x >= t0)))
-        for what, (stalls, walls, logs) in res.items():
+        for what, (stalls, walls, cpus, logs) in res.items():
             print("  %s targets: probe's longest wait during a scrape %s ms (median %.1f); "
                   "scrape wall %s ms" % (what, " ".join("%.1f" % x for x in stalls),
                                          B.median(stalls), " ".join("%.0f" % x for x in walls)))
+            print("    loop CPU per scrape (the probe's requests included) %s ms (median %.1f)"
+                  % (" ".join("%.1f" % x for x in cpus), B.median(cpus)))
             if logs:
                 print("    daemon: " + daemon_line(logs))
 

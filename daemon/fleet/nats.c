@@ -40,7 +40,7 @@
  * message (table: parts of at most PART_ROWS rows, arena: at most ARENA_KEEP, buffer: at most
  * buffer_bytes), and a statistics message is packed by protobuf-c once, into a buffer of a bound
  * computed from the descriptors (tlc_pb_row_field_max), not sized first (bench/RESULTS.md,
- * NATS publishing).
+ * "Fleet: NATS publishing").
  *
  * Does not: subscribe to anything but its own JetStream replies; retry dropped messages.
  */

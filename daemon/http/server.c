@@ -62,14 +62,15 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
-/* Body bytes per write: large, so that a big scrape takes few loop turns (lws keeps what the
- * kernel does not take, and calls back only once that is sent): each turn is a wake-up of the
- * loop once the reader made room, and at 256 KiB those were 0.4 ms of a 5 MB scrape's loop
- * time (bench/RESULTS.md, "/metrics scrape, session 9"). Bytes sent in place (a body past its
- * first LWS_PRE bytes) go up to CHUNK at a time; those copied first (an embedded file, a body's
- * first bytes, a scrape's bytes) up to COPY_CHUNK. */
-#define CHUNK      (1024 * 1024)
-#define COPY_CHUNK (256 * 1024)
+/* Body bytes per write: at most WRITE_CHUNK a loop turn, whether sent in place (a body past its
+ * first LWS_PRE bytes: a stats or range answer) or copied first into chunk_buf (an embedded
+ * file, a body's first bytes, a scrape's bytes). The kernel's copy of a write over loopback is
+ * loop time: 1 MiB held the loop for 4-17 ms on a loaded 2-vCPU machine, 256 KiB a quarter of
+ * that, at the price of a wake-up per turn (bench/RESULTS.md, "/metrics in slices", "History
+ * queries and the loop"). CHUNK is lws's tx_packet_size (the most a write may hand it). */
+#define CHUNK       (1024 * 1024)
+#define WRITE_CHUNK (256 * 1024)
+#define COPY_CHUNK  WRITE_CHUNK
 static unsigned char chunk_buf[LWS_PRE + COPY_CHUNK]; /* loop thread only */
 
 /* /metrics is made a slice per loop turn (the connection's writable callback, before its
@@ -548,7 +549,7 @@ static int send_chunk(struct lws *wsi, pss_t *p) {
     n = tlc__http_scrape_read(p->scrape, chunk_buf + LWS_PRE, COPY_CHUNK);
   } else if (p->body != NULL && p->off >= LWS_PRE) {
     /* in place: lws may write its framing into the LWS_PRE bytes before (sent already) */
-    n = p->blen - p->off < CHUNK ? p->blen - p->off : CHUNK;
+    n = p->blen - p->off < WRITE_CHUNK ? p->blen - p->off : WRITE_CHUNK;
     buf = (unsigned char *)p->body + p->off - LWS_PRE;
     memcpy(save, buf, LWS_PRE);
   } else {

@@ -37,7 +37,7 @@ uint64_t tlc__fnv1a_w(uint64_t h, const void *p, size_t n);
 /* tlc_manifest_t.csum: the content checksum's kind. 0, the zero value, is what new manifests
  * carry: XXH3-64 (seed 0) of the content bytes in order (Debian's libxxhash): at full ingest
  * 16 % of the writer's samples against the serial FNV chain's 27 % (bench/RESULTS.md,
- * session 11). */
+ * "Design figures"). */
 enum { TLC_CSUM_XXH3 = 0, TLC_CSUM_FNV1A64W = 1, TLC_CSUM_FNV1A64 = 2 };
 
 /* ---- record scanner (bin1x records, evlog blocks): formats/scan.h ---- */
