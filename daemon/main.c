@@ -27,8 +27,8 @@
  * the loop by a pool thread, the statistics taken in parts (dump.c), at exit and on SIGUSR1.
  *
  * Services (wiring.c): storage (crash recovery of the state directory before READY=1) and the
- * subscriber server, each fed through the target observer interface; pubsub reads targets
- * through the provider (provider.h).
+ * subscriber server, each fed through the target observer interface; pubsub, HTTP and NATS
+ * read the targets through the read side (view/view.h).
  */
 #include "base/alloc.h"
 #include "base/err.h"
@@ -40,9 +40,9 @@
 #include "daemon/wiring.h"
 #include "fleet/fleet.h"
 #include "formats/json.h"
-#include "ingest/provider.h"
 #include "ingest/sources.h"
 #include "ingest/target.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -60,7 +60,7 @@
 
 typedef struct app {
   tlc_daemon_t d;
-  tlc_provider_t provider;
+  tlc_view_reg_t view;
   uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
 #ifdef TLCAP_TESTING
   uv_signal_t sig_usr2;
@@ -411,11 +411,11 @@ int main(int argc, char **argv) {
   tlc_budget_init(&d->targets.budget, memory_limit(&d->cfg));
   d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_dump_init(&a->dump, &loop, &d->targets, d->cfg.dump_stats, dump_head, d);
-  tlc_provider_init(&a->provider, &d->targets, NULL, NULL);
+  tlc_view_reg_init(&a->view, &d->targets, NULL, NULL);
   compute_max_conns(d);
 
   /* Storage first (crash recovery before anything is accepted), then subscribers. */
-  r = tlc_wiring_start(&a->wiring, d, &a->provider);
+  r = tlc_wiring_start(&a->wiring, d, &a->view);
   if (r != 0) {
     fail_status("storage or subscriber server failed (see log)", r);
     a->exit_code = 1;

@@ -106,14 +106,14 @@ typedef struct tstate {
   uint64_t last_events, last_bytes;
   uint64_t last_full_ms;
   int sent_once;
-  uint64_t gen; /* the provider's gen of the target this state is of */
+  uint64_t gen; /* the view's gen of the target this state is of */
 } tstate_t;
 
 enum { ST_IDLE, ST_PROBING, ST_CONNECTED, ST_BACKOFF, ST_CLOSING };
 
 struct tlc_fleet {
   uv_loop_t *loop;
-  const tlc_ps_provider_t *pv;
+  const tlc_view_t *pv;
   tlc_fleet_opts_t o;
   char url[512], creds[1024], prefix[256], root[256], stream[128];
   char host[256];
@@ -805,7 +805,7 @@ static void shrink_tab(tlc_fleet_t *f) {
  * since the last message, each later one a delta based on the previous part's seq. So no message
  * outgrows the server's max_payload and the loop never holds a copy of a huge target at once. */
 static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   tstate_t *ts = &f->ts[i];
   tlc_snap_opts_t so;
   tlc_table_t *t = &f->tab;
@@ -1188,7 +1188,7 @@ void tlc_fleet_shutdown(void) {
   }
 }
 
-int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *pv,
+int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_view_t *pv,
                   const tlc_fleet_opts_t *o) {
   tlc_fleet_t *f;
   natsStatus s;

@@ -142,7 +142,7 @@ typedef struct mt {
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
   int connected;
   tlc_counters_t counters;
-  tlc_http_store_info_t st;
+  tlc_view_store_t st;
   int areas; /* it has area series (asked for) */
   uint64_t not_exported;
 } mt_t;
@@ -193,7 +193,7 @@ static void area_labels(tlc__http_view_t *v, size_t i, tlc_out_t *o, const char 
   if (a->context != TLC_CTX_NEUTRAL) {
     /* a one-context table, for the exporters' naming (mapping's CONTEXTS, core<N>, ...) */
     tlc_table_init(&one);
-    if (v->src.context == NULL || v->src.context(v->src.ud, i, a->context, &c) != 0)
+    if (v->src->context == NULL || v->src->context(v->src->ud, i, a->context, &c) != 0)
       memset(&c, 0, sizeof(c));
     one.contexts = &c;
     one.ncontexts = 1;
@@ -450,7 +450,7 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
  * error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
                   int same_epoch, int same_labels, size_t *budget) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -483,7 +483,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->lab.len = 0;
   c->na = 0;
   c->not_exported = 0;
-  if ((rc = v->src.code_net(v->src.ud, i, &s->cn, &nk, &s->capcn)) != 0)
+  if ((rc = v->src->code_net(v->src->ud, i, &s->cn, &nk, &s->capcn)) != 0)
     return rc;
   na = nk < v->metrics_areas ? nk : v->metrics_areas;
   top_k(s->cn, nk, na);
@@ -502,7 +502,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->labo = p;
   memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
-  if (v->src.code_hists != NULL) {
+  if (v->src->code_hists != NULL) {
     if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
       return TLC_ENOMEM;
     s->walk = p;
@@ -518,15 +518,15 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
       memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
       c->have[r] = 1;
-    } else if (v->src.code_hists != NULL) {
+    } else if (v->src->code_hists != NULL) {
       c->have[r] = 0; /* walked below with the others, in one call */
       s->walk[nw++] = r;
-    } else if (v->src.code_hist != NULL)
-      c->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
+    } else if (v->src->code_hist != NULL)
+      c->have[r] = v->src->code_hist(v->src->ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
     else
       c->have[r] =
-          v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
-                                                     le, ne, &c->cum[r * NEDGES]) == 0;
+          v->src->hist_cum != NULL && v->src->hist_cum(v->src->ud, i, x->handle, x->context,
+                                                       TLC_NET, le, ne, &c->cum[r * NEDGES]) == 0;
     if (q < pna && same_labels) /* its labels as escaped then (same names, same target) */
       tlc_out_write(&s->lab, c->lab.b + s->plabo[q], s->plabo[q + 1] - s->plabo[q]);
     else
@@ -546,7 +546,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
       s->wx[r] = c->cn[s->walk[r]];
       s->wok[r] = 0;
     }
-    (void)v->src.code_hists(v->src.ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
+    (void)v->src->code_hists(v->src->ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
     for (r = 0; r < nw; r++) {
       c->have[s->walk[r]] = s->wok[r];
       if (s->wok[r])
@@ -609,7 +609,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   mcent_t *c = &v->mcache->e[i];
   uint64_t st[3] = { 0, 0, 0 };
   int known, same, same_epoch, same_labels, rc;
-  tlc_ps_target_info_t ti;
+  tlc_view_target_t ti;
   tblob_t *t;
   size_t tot;
   *txt = NULL;
@@ -622,11 +622,11 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   if (m->name == NULL)
     return TLC_ENOMEM;
   strcpy(m->name, ti.name);
-  if (v->metrics_areas == 0 || v->src.code_net == NULL) {
+  if (v->metrics_areas == 0 || v->src->code_net == NULL) {
     ent_fini(c);
     return 0;
   }
-  known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
+  known = v->src->stamp != NULL && v->src->stamp(v->src->ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
   if (same && c->valid && c->txt != NULL) {
@@ -802,7 +802,7 @@ void tlc__http_scrape_free(tlc__http_scrape_t *sc) {
 }
 
 int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_scrape_t **out) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   tlc__http_scrape_t *sc = tlc_calloc(1, sizeof(*sc));
   size_t j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -855,11 +855,11 @@ static uint64_t now_ns(void) {
 
 /* The daemon's families (before the per-target ones) into o. */
 static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
-  const tlc_ps_provider_t *pv = v->src.pv;
-  tlc_http_daemon_info_t di;
+  const tlc_view_t *pv = v->src;
+  tlc_view_daemon_t di;
   memset(&di, 0, sizeof(di));
-  if (v->src.daemon_info != NULL)
-    v->src.daemon_info(v->src.ud, &di);
+  if (v->src->daemon_info != NULL)
+    v->src->daemon_info(v->src->daemon_ud, &di);
 
   family(o, om, "tlcap_build_info", "gauge", "tlcapd build (always 1; the version is a label).");
   tlc_out_puts(o, "tlcap_build_info{");
@@ -933,7 +933,7 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
     tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di.disk_free_bytes);
   }
   if (pv->nats != NULL) { /* the NATS publisher (--nats, docs/fleet.md) */
-    tlc_ps_nats_t ns;
+    tlc_view_nats_t ns;
     memset(&ns, 0, sizeof(ns));
     if (pv->nats(pv->nats_ud, &ns) == 0) {
       family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
@@ -968,7 +968,7 @@ static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
 
 int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
                           size_t slice_bytes) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   uint64_t t0 = now_ns();
   size_t bytes = 0;
   int rc;
@@ -1062,7 +1062,7 @@ int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t 
           sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
     }
     sc->state = ST_DONE;
-    if (v->src.stamp == NULL)
+    if (v->src->stamp == NULL)
       tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
   }
   return 1;

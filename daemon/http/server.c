@@ -1101,16 +1101,16 @@ static void teardown(tlc_http_t *h, int begun) {
   }
 }
 
-int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t *src,
+int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_view_t *view,
                  tlc_http_t **out) {
   struct lws_context_creation_info info;
   void *foreign[1];
   tlc_http_t *h;
   int err;
   *out = NULL;
-  if (o->host == NULL || src == NULL || src->pv == NULL || o->max_connections == 0 ||
-      o->max_connections > 10000 || o->live_ms < 100 || o->live_ms > 10000 ||
-      strlen(o->host) >= sizeof(h->host) || o->max_header < 512 || o->max_header > 65535 ||
+  if (o->host == NULL || view == NULL || o->max_connections == 0 || o->max_connections > 10000 ||
+      o->live_ms < 100 || o->live_ms > 10000 || strlen(o->host) >= sizeof(h->host) ||
+      o->max_header < 512 || o->max_header > 65535 ||
       (o->hosts != NULL && strlen(o->hosts) >= sizeof(h->hosts)) ||
       (o->origins != NULL && strlen(o->origins) >= sizeof(h->origins)))
     return TLC_EINVAL;
@@ -1128,7 +1128,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->o.origins = h->origins;
   tlc_peers_init(&h->peers, o->max_per_address);
   h->accepted_slot = TLC_PEERS_NONE;
-  h->view.src = *src;
+  h->view.src = view;
   h->view.metrics_areas = o->metrics_areas;
   h->view.start_unix_ms = o->start_unix_ms;
   h->view.version = o->version;
