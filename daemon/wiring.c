@@ -49,7 +49,7 @@
 #include <time.h>
 
 struct tlc_wiring {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   tlc_view_reg_t *pv;
   char serve[sizeof(((tlc_config_t *)0)->serve)];
   char state_dir[TLC_CFG_PATH];
@@ -856,7 +856,7 @@ static int http_start(tlc_wiring_t *w) {
   return 0;
 }
 
-int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_view_reg_t *pv) {
+int tlc_wiring_start(tlc_wiring_t **out, tlc_ingest_t *d, tlc_view_reg_t *pv) {
   tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));
   tlc_target_observer_t o;
   int r = 0;

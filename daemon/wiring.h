@@ -33,7 +33,7 @@ typedef struct tlc_wiring tlc_wiring_t;
  * daemon's read side, gets the hooks of the modules that run (storage, NATS, the daemon-wide
  * figures) and must outlive the wiring. Returns 0 or a negative error (logged; start-up must fail).
  */
-int tlc_wiring_start(tlc_wiring_t **w, tlc_daemon_t *d, tlc_view_reg_t *pv);
+int tlc_wiring_start(tlc_wiring_t **w, tlc_ingest_t *d, tlc_view_reg_t *pv);
 
 /* SIGHUP, before `nc` replaces d->cfg: 0 if the subscriber address (`serve`) is the running
  * one, else TLC_EINVAL with `why` saying the old and new address: the caller refuses the whole
