@@ -853,14 +853,8 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The daemon's families (before the per-target ones) into o. */
-static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
-  const tlc_view_t *pv = v->src;
-  tlc_view_daemon_t di;
-  memset(&di, 0, sizeof(di));
-  if (v->src->daemon_info != NULL)
-    v->src->daemon_info(v->src->daemon_ud, &di);
-
+/* The daemon's own families: build, uptime, subscribers, live WebSockets. */
+static void head_build(tlc__http_view_t *v, int om, const tlc_view_daemon_t *di, tlc_out_t *o) {
   family(o, om, "tlcap_build_info", "gauge", "tlcapd build (always 1; the version is a label).");
   tlc_out_puts(o, "tlcap_build_info{");
   label(o, "version", v->version != NULL ? v->version : "", 1);
@@ -876,88 +870,111 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   }
   tlc_out_putc(o, '\n');
   family(o, om, "tlcap_subscribers", "gauge", "Protobuf subscribers connected.");
-  tlc_out_printf(o, "tlcap_subscribers %zu\n", di.subscribers);
+  tlc_out_printf(o, "tlcap_subscribers %zu\n", di->subscribers);
   family(o, om, "tlcap_http_websockets", "gauge", "Live dashboard WebSockets open.");
   tlc_out_printf(o, "tlcap_http_websockets %zu\n", v->websockets);
-  if (v->st != NULL) {
-    family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
-    tlc_out_printf(o, "tlcap_http_connections %zu\n", v->st->connections);
-    family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
-    tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", v->st->requests);
-    family(o, om, "tlcap_http_errors_total", "counter",
-           "HTTP requests answered with a 4xx or 5xx status.");
-    tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", v->st->errors);
-    family(o, om, "tlcap_http_refused_total", "counter",
-           "Connections refused at accept: http_max_connections or max_per_address reached.");
-    tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", v->st->refused);
-    family(o, om, "tlcap_http_refused_address_total", "counter",
-           "Connections refused at accept because their peer address had max_per_address.");
-    tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", v->st->refused_address);
-    family(o, om, "tlcap_http_misdirected_total", "counter",
-           "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
-           "handshakes refused for their Host or Origin.");
-    tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", v->st->misdirected);
-    family(o, om, "tlcap_http_busy_total", "counter",
-           "Responses refused with 503: over the response size or in-flight byte limits.");
-    tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", v->st->busy);
-    family(o, om, "tlcap_http_ws_coalesced_total", "counter",
-           "Live updates merged into a later one for a slow dashboard.");
-    tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", v->st->ws_coalesced);
-    family(o, om, "tlcap_http_auth_failed_total", "counter",
-           "Requests and live sockets refused for a missing or wrong token.");
-    tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", v->st->auth_failed);
-    family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
-           "Loop thread CPU time spent building and writing live dashboard messages.");
-    tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
-    tlc__http_out_seconds(o, (int64_t)(v->st->ws_cpu_ns & INT64_MAX));
-    tlc_out_putc(o, '\n');
-    family(o, om, "tlcap_http_ws_bad_total", "counter",
-           "Live WebSockets closed for a bad message or frame.");
-    tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);
-  }
-  if (di.has_store) {
+}
+
+/* The HTTP port's counters (v->st: the server's; NULL in the fuzzer). */
+static void head_http(const tlc_http_stats_t *st, int om, tlc_out_t *o) {
+  family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
+  tlc_out_printf(o, "tlcap_http_connections %zu\n", st->connections);
+  family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
+  tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", st->requests);
+  family(o, om, "tlcap_http_errors_total", "counter",
+         "HTTP requests answered with a 4xx or 5xx status.");
+  tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", st->errors);
+  family(o, om, "tlcap_http_refused_total", "counter",
+         "Connections refused at accept: http_max_connections or max_per_address reached.");
+  tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", st->refused);
+  family(o, om, "tlcap_http_refused_address_total", "counter",
+         "Connections refused at accept because their peer address had max_per_address.");
+  tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", st->refused_address);
+  family(o, om, "tlcap_http_misdirected_total", "counter",
+         "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
+         "handshakes refused for their Host or Origin.");
+  tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", st->misdirected);
+  family(o, om, "tlcap_http_busy_total", "counter",
+         "Responses refused with 503: over the response size or in-flight byte limits.");
+  tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", st->busy);
+  family(o, om, "tlcap_http_ws_coalesced_total", "counter",
+         "Live updates merged into a later one for a slow dashboard.");
+  tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", st->ws_coalesced);
+  family(o, om, "tlcap_http_auth_failed_total", "counter",
+         "Requests and live sockets refused for a missing or wrong token.");
+  tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", st->auth_failed);
+  family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
+         "Loop thread CPU time spent building and writing live dashboard messages.");
+  tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
+  tlc__http_out_seconds(o, (int64_t)(st->ws_cpu_ns & INT64_MAX));
+  tlc_out_putc(o, '\n');
+  family(o, om, "tlcap_http_ws_bad_total", "counter",
+         "Live WebSockets closed for a bad message or frame.");
+  tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", st->ws_bad);
+}
+
+/* Storage and the state directory's free space (when storage runs). */
+static void head_store(const tlc_view_daemon_t *di, int om, tlc_out_t *o) {
+  if (di->has_store) {
     family(o, om, "tlcap_store_queue_bytes", "gauge",
            "Bytes waiting for the storage writer (store queue depth).");
-    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di.store_queue_bytes);
+    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di->store_queue_bytes);
     family(o, om, "tlcap_store_dropped_records_total", "counter",
            "Records storage dropped (queue full, disk full, I/O error).");
-    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di.store_dropped);
+    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di->store_dropped);
     family(o, om, "tlcap_store_stored_bytes", "gauge", "Bytes of sealed segments on disk.");
-    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di.stored_bytes);
+    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di->stored_bytes);
     family(o, om, "tlcap_store_disk_full", "gauge", "1 while writing is paused by a full disk.");
-    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di.disk_full ? 1 : 0);
+    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di->disk_full ? 1 : 0);
   }
-  if (di.has_disk_free) {
+  if (di->has_disk_free) {
     family(o, om, "tlcap_store_disk_free_bytes", "gauge",
            "Free bytes of the state directory's file system.");
-    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di.disk_free_bytes);
+    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di->disk_free_bytes);
   }
-  if (pv->nats != NULL) { /* the NATS publisher (--nats, docs/fleet.md) */
-    tlc_view_nats_t ns;
-    memset(&ns, 0, sizeof(ns));
-    if (pv->nats(pv->nats_ud, &ns) == 0) {
-      family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
-      tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
-      family(o, om, "tlcap_nats_published_total", "counter",
-             "Messages the JetStream stream acknowledged.");
-      tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
-      family(o, om, "tlcap_nats_awaiting_ack", "gauge",
-             "Messages published to NATS whose JetStream acknowledgement is not in yet.");
-      tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
-      family(o, om, "tlcap_nats_dropped_total", "counter",
-             "Messages not published, by reason (docs/fleet.md).");
-      for (size_t k = 0; k < ns.nreasons; k++)
-        tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
-                       ns.drop_reason[k], ns.drops[k]);
-      family(o, om, "tlcap_nats_reconnects_total", "counter",
-             "Connections to the NATS server after the first.");
-      tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
-      family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
-             "CPU time of the loop thread spent publishing statistics to NATS.");
-      tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
-                     (double)ns.publish_cpu_ns / 1e9);
-    }
+}
+
+/* The NATS publisher (--nats, docs/fleet.md), when it runs. */
+static void head_nats(const tlc_view_t *pv, int om, tlc_out_t *o) {
+  tlc_view_nats_t ns;
+  if (pv->nats == NULL)
+    return;
+  memset(&ns, 0, sizeof(ns));
+  if (pv->nats(pv->nats_ud, &ns) == 0) {
+    family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
+    tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
+    family(o, om, "tlcap_nats_published_total", "counter",
+           "Messages the JetStream stream acknowledged.");
+    tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
+    family(o, om, "tlcap_nats_awaiting_ack", "gauge",
+           "Messages published to NATS whose JetStream acknowledgement is not in yet.");
+    tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
+    family(o, om, "tlcap_nats_dropped_total", "counter",
+           "Messages not published, by reason (docs/fleet.md).");
+    for (size_t k = 0; k < ns.nreasons; k++)
+      tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n", ns.drop_reason[k],
+                     ns.drops[k]);
+    family(o, om, "tlcap_nats_reconnects_total", "counter",
+           "Connections to the NATS server after the first.");
+    tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
+    family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
+           "CPU time of the loop thread spent publishing statistics to NATS.");
+    tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
+                   (double)ns.publish_cpu_ns / 1e9);
   }
+}
+
+/* The daemon's families (before the per-target ones) into o. */
+static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
+  tlc_view_daemon_t di;
+  memset(&di, 0, sizeof(di));
+  if (v->src->daemon_info != NULL)
+    v->src->daemon_info(v->src->daemon_ud, &di);
+  head_build(v, om, &di, o);
+  if (v->st != NULL)
+    head_http(v->st, om, o);
+  head_store(&di, om, o);
+  head_nats(v->src, om, o);
 }
 
 static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
@@ -966,105 +983,122 @@ static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
   tlc__http_metrics_cache_free(v); /* as after any failed scrape: nothing kept */
 }
 
-int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
-                          size_t slice_bytes) {
+/* The scrape's first phase: targets read (rendered or taken from the cache) until the slice is
+ * used. 0: more to read; 1: made (failed); 2: every target read (sc->state ST_HEAD). */
+static int step_targets(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, uint64_t slice_ns,
+                        size_t slice_bytes, size_t *bytes) {
   const tlc_view_t *pv = v->src;
-  uint64_t t0 = now_ns();
-  size_t bytes = 0;
   int rc;
-  if (sc->state == ST_READ) {
-    size_t now = pv->count(pv->ud);
-    if (now < sc->n) /* cannot happen (indexes are reused, never removed): fewer targets */
-      while (sc->n > now && sc->n > sc->next) {
-        sc->n--;
-        tlc_free(sc->m[sc->n].name);
-        sc->m[sc->n].name = NULL;
-      }
-    if ((rc = cache_size(v, now > sc->n ? now : sc->n)) != 0) {
+  size_t now = pv->count(pv->ud);
+  if (now < sc->n) /* cannot happen (indexes are reused, never removed): fewer targets */
+    while (sc->n > now && sc->n > sc->next) {
+      sc->n--;
+      tlc_free(sc->m[sc->n].name);
+      sc->m[sc->n].name = NULL;
+    }
+  if ((rc = cache_size(v, now > sc->n ? now : sc->n)) != 0) {
+    fail(v, sc, rc);
+    return 1;
+  }
+  while (sc->next < sc->n) {
+    size_t r;
+    rc = read_target(v, sc->om, sc->next, &sc->m[sc->next], sc->s, &sc->txt[sc->next], &r,
+                     &sc->budget);
+    if (rc != 0) {
       fail(v, sc, rc);
       return 1;
     }
-    while (sc->next < sc->n) {
-      size_t r;
-      rc = read_target(v, sc->om, sc->next, &sc->m[sc->next], sc->s, &sc->txt[sc->next], &r,
-                       &sc->budget);
-      if (rc != 0) {
-        fail(v, sc, rc);
-        return 1;
-      }
-      if (sc->txt[sc->next] != NULL)
-        sc->any |=
-            sc->txt[sc->next]->len[0] + sc->txt[sc->next]->len[1] + sc->txt[sc->next]->len[2] > 0;
-      sc->has_store |= sc->m[sc->next].st.has;
-      sc->next++;
-      if (r > 0) {
-        sc->rendered += r;
-        sc->nrendered++;
-      }
-      bytes += r + 64;
-      if (sc->next < sc->n && (bytes >= slice_bytes || now_ns() - t0 >= slice_ns))
-        return 0;
+    if (sc->txt[sc->next] != NULL)
+      sc->any |=
+          sc->txt[sc->next]->len[0] + sc->txt[sc->next]->len[1] + sc->txt[sc->next]->len[2] > 0;
+    sc->has_store |= sc->m[sc->next].st.has;
+    sc->next++;
+    if (r > 0) {
+      sc->rendered += r;
+      sc->nrendered++;
     }
-    if (sc->any && sc->om) { /* "# EOF" after the area families */
-      if (sc->budget < 6) {
-        fail(v, sc, TLC_ELIMIT);
-        return 1;
-      }
-      sc->budget -= 6;
-    }
-    sc->state = ST_HEAD;
+    *bytes += r + 64;
+    if (sc->next < sc->n && (*bytes >= slice_bytes || now_ns() - t0 >= slice_ns))
+      return 0;
   }
-  if (sc->state == ST_HEAD) {
-    tlc_out_t *o = &sc->head;
-    size_t len0;
-    if (sc->hf < 0) {
-      /* about as large as the previous scrape's: one allocation instead of doublings */
-      size_t hint = v->metrics_hint + v->metrics_hint / 8;
-      o->max = sc->budget > 0 ? sc->budget : 1;
-      if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
-        o->cap = hint;
-      head_daemon(v, sc->om, o);
-      sc->hf = sc->n > 0 ? 0 : TF_N;
-      sc->hi = 0;
-    }
-    len0 = o->len;
-    while (sc->hf < TF_N) {
-      if (sc->hi == 0) {
-        if (sc->hf == TF_STORE && !sc->has_store) {
-          sc->hf++;
-          continue;
-        }
-        family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
-      }
-      while (sc->hi < sc->n) {
-        const mt_t *m = &sc->m[sc->hi++];
-        if (sc->hf != TF_STORE || m->st.has)
-          tsample(o, tfam[sc->hf][0], m->name, tfam_value(m, sc->hf));
-        if ((sc->hi & 63) == 0 && sc->hi < sc->n &&
-            (bytes + (o->len - len0) >= slice_bytes || now_ns() - t0 >= slice_ns))
-          return 0;
-      }
-      sc->hf++;
-      sc->hi = 0;
-    }
-    if (sc->om && !sc->any)
-      tlc_out_puts(o, "# EOF\n");
-    if (o->err != 0) {
-      fail(v, sc, o->err);
+  if (sc->any && sc->om) { /* "# EOF" after the area families */
+    if (sc->budget < 6) {
+      fail(v, sc, TLC_ELIMIT);
       return 1;
     }
-    v->metrics_hint = o->len;
-    sc->total = o->len;
-    if (sc->any) {
-      sc->total += sc->fam.len + (sc->om ? 6 : 0);
-      for (size_t i = 0; i < sc->n; i++)
-        if (sc->txt[i] != NULL)
-          sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
-    }
-    sc->state = ST_DONE;
-    if (v->src->stamp == NULL)
-      tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+    sc->budget -= 6;
   }
+  sc->state = ST_HEAD;
+  return 2;
+}
+
+/* The second phase: the daemon's families, then the per-target families of the figures read
+ * in the first, until the slice is used. 0: more to write; 1: made (or failed). */
+static int step_head(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, uint64_t slice_ns,
+                     size_t slice_bytes, size_t bytes) {
+  tlc_out_t *o = &sc->head;
+  size_t len0;
+  if (sc->hf < 0) {
+    /* about as large as the previous scrape's: one allocation instead of doublings */
+    size_t hint = v->metrics_hint + v->metrics_hint / 8;
+    o->max = sc->budget > 0 ? sc->budget : 1;
+    if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
+      o->cap = hint;
+    head_daemon(v, sc->om, o);
+    sc->hf = sc->n > 0 ? 0 : TF_N;
+    sc->hi = 0;
+  }
+  len0 = o->len;
+  while (sc->hf < TF_N) {
+    if (sc->hi == 0) {
+      if (sc->hf == TF_STORE && !sc->has_store) {
+        sc->hf++;
+        continue;
+      }
+      family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
+    }
+    while (sc->hi < sc->n) {
+      const mt_t *m = &sc->m[sc->hi++];
+      if (sc->hf != TF_STORE || m->st.has)
+        tsample(o, tfam[sc->hf][0], m->name, tfam_value(m, sc->hf));
+      if ((sc->hi & 63) == 0 && sc->hi < sc->n &&
+          (bytes + (o->len - len0) >= slice_bytes || now_ns() - t0 >= slice_ns))
+        return 0;
+    }
+    sc->hf++;
+    sc->hi = 0;
+  }
+  if (sc->om && !sc->any)
+    tlc_out_puts(o, "# EOF\n");
+  if (o->err != 0) {
+    fail(v, sc, o->err);
+    return 1;
+  }
+  v->metrics_hint = o->len;
+  sc->total = o->len;
+  if (sc->any) {
+    sc->total += sc->fam.len + (sc->om ? 6 : 0);
+    for (size_t i = 0; i < sc->n; i++)
+      if (sc->txt[i] != NULL)
+        sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
+  }
+  sc->state = ST_DONE;
+  if (v->src->stamp == NULL)
+    tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+  return 1;
+}
+
+int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
+                          size_t slice_bytes) {
+  uint64_t t0 = now_ns();
+  size_t bytes = 0;
+  if (sc->state == ST_READ) {
+    int rc = step_targets(v, sc, t0, slice_ns, slice_bytes, &bytes);
+    if (rc != 2)
+      return rc;
+  }
+  if (sc->state == ST_HEAD)
+    return step_head(v, sc, t0, slice_ns, slice_bytes, bytes);
   return 1;
 }
 
