@@ -3,8 +3,9 @@
  * The request side is split so that everything that looks at request bytes is plain C over a
  * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors, /api/v1),
  * metrics.c (/metrics), live.c (the dashboard's WebSocket messages both ways), targets.c (a
- * target as both JSON documents show it). server.c is the libwebsockets glue;
- * tests/fuzz/fuzz_http.c drives the same functions directly.
+ * target as both JSON documents show it). The libwebsockets glue is server.c and the files it
+ * calls (server-int.h: answer.c, send.c, ws.c, tlsreload.c); tests/fuzz/fuzz_http.c drives the
+ * same functions directly.
  */
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
@@ -30,7 +31,7 @@ typedef struct tlc__http_view {
   const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
   size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
   struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
-  int metrics_stream; /* 1: the route answers /metrics with a scrape to make in steps (server.c);
+  int metrics_stream; /* 1: the route answers /metrics with a scrape to make in steps (send.c);
                          0: made whole into the body */
 } tlc__http_view_t;
 

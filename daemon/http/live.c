@@ -11,7 +11,7 @@
  * would pass max_bytes leaves the remaining rows out ("cut": true; the next one is full again).
  * docs/http.md lists every field.
  *
- * Coalescing: a message is built only when the socket is writable (server.c), from the state
+ * Coalescing: a message is built only when the socket is writable (ws.c), from the state
  * at that moment, so a slow page gets fewer, newer messages and nothing queues.
  */
 #include "http/http-int.h"
@@ -33,7 +33,7 @@ int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len) {
   while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
     len--;
   if (len > 6 && memcmp(msg, "token ", 6) == 0)
-    return 0; /* the socket's token (server.c checks the first one; later ones change nothing) */
+    return 0; /* the socket's token (ws.c checks the first one; later ones change nothing) */
   if (len == 8 && memcmp(msg, "overview", 8) == 0) {
     l->target[0] = '\0';
     l->since_seq = 0;
