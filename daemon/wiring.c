@@ -49,8 +49,8 @@
 #include <time.h>
 
 struct tlc_wiring {
-  tlc_daemon_t *d;
-  tlc_provider_t *pv;
+  tlc_ingest_t *d;
+  tlc_view_reg_t *pv;
   char serve[sizeof(((tlc_config_t *)0)->serve)];
   char state_dir[TLC_CFG_PATH];
   int store_on;
@@ -92,7 +92,7 @@ static void fleet_log(void *ud, int level, const char *msg) {
   tlc_log(level, TLC_LOGC_MAIN, "%s", msg);
 }
 
-static int fleet_status(void *ud, tlc_ps_nats_t *out) {
+static int fleet_status(void *ud, tlc_view_nats_t *out) {
   tlc_wiring_t *w = ud;
   tlc_fleet_counters_t c;
   if (w->fleet == NULL)
@@ -107,7 +107,7 @@ static int fleet_status(void *ud, tlc_ps_nats_t *out) {
   out->publish_cpu_ns = c.publish_cpu_ns;
   out->awaiting_ack = c.awaiting_ack;
   out->nreasons = 0;
-  for (int r = 0; r < TLC_FLEET_DROP_N && r < TLC_PS_NATS_REASONS; r++) {
+  for (int r = 0; r < TLC_FLEET_DROP_N && r < TLC_VIEW_NATS_REASONS; r++) {
     out->drop_reason[r] = tlc_fleet_drop_name(r);
     out->drops[r] = c.drops[r];
     out->nreasons++;
@@ -264,8 +264,7 @@ static int st_health(void *ud, const char **why) {
   return 1;
 }
 
-static int st_rotate(void *ud, void *target) {
-  tlc_target_t *t = target;
+static int st_rotate(void *ud, tlc_target_t *t) {
   st_handle_t *h = t->store;
   (void)ud;
   if (h == NULL)
@@ -462,7 +461,7 @@ static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_
  * ?since=): each holds an engine for its range and a threadpool thread while it runs. */
 #define WIRING_HIST_JOBS 2
 
-/* provider.history: the target's stored records in a range, on the threadpool (histq.h),
+/* view.history: the target's stored records in a range, on the threadpool (histq.h),
  * with the settings a live target has (a target that is not live: the engine's defaults). */
 static int st_history(void *ud, const char *name, const tlc_when_range_t *range,
                       const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
@@ -507,11 +506,11 @@ static void st_history_cancel(void *ud, void *job) {
  * very rename); only one gone for good (retention) or unreadable is left out. */
 #define ST_SEGMENTS_TRIES 4
 
-static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
+static int st_segments(void *ud, const char *name, size_t max, tlc_view_segment_t **out, size_t *n,
                        int *truncated) {
   tlc_wiring_t *w = ud;
   tlc_segent_t *v = NULL;
-  tlc_ps_segment_t *o = NULL;
+  tlc_view_segment_t *o = NULL;
   size_t nv = 0, k = 0;
   int r;
   *out = NULL;
@@ -551,7 +550,7 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t 
       tlc_segread_t *sr;
       tlc_seginfo_t info;
       char err[200];
-      tlc_ps_segment_t *x = &o[k];
+      tlc_view_segment_t *x = &o[k];
       if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
         moved = 1; /* renamed by the sealer, deleted by retention, or unreadable */
         continue;
@@ -723,7 +722,7 @@ static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, si
   }
 }
 
-/* ---- HTTP port (daemon/http): what it reads of the daemon ---- */
+/* ---- the read side (view.h): the hooks of the modules the wiring runs ---- */
 
 static void http_log(void *ud, int level, const char *msg) {
   (void)ud;
@@ -736,7 +735,7 @@ static void http_closed(void *ud) {
   maybe_free(w);
 }
 
-static void http_daemon_info(void *ud, tlc_http_daemon_info_t *out) {
+static void view_daemon_info(void *ud, tlc_view_daemon_t *out) {
   tlc_wiring_t *w = ud;
   struct statvfs sv;
   memset(out, 0, sizeof(*out));
@@ -764,7 +763,7 @@ static void http_daemon_info(void *ud, tlc_http_daemon_info_t *out) {
   }
 }
 
-static void http_target_store(void *ud, size_t index, tlc_http_store_info_t *out) {
+static void view_target_store(void *ud, size_t index, tlc_view_store_t *out) {
   tlc_wiring_t *w = ud;
   memset(out, 0, sizeof(*out));
   if (index < w->d->targets.n && w->d->targets.v[index]->store != NULL) {
@@ -779,64 +778,11 @@ static void http_target_store(void *ud, size_t index, tlc_http_store_info_t *out
   }
 }
 
-static int http_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
-                         const int64_t *le, size_t nle, uint64_t *cum) {
-  tlc_wiring_t *w = ud;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  return tlc_engine_hist_cum(w->d->targets.v[index]->pipe.engine, handle, context, kind, le, nle,
-                             cum);
-}
-
-static int http_code_hist(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
-                          size_t nle, uint64_t *cum) {
-  tlc_wiring_t *w = ud;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  return tlc_engine_code_hist(w->d->targets.v[index]->pipe.engine, x, TLC_NET, le, nle, cum);
-}
-
-static int http_code_hists(void *ud, size_t index, const tlc_engine_code_net_t *xs, size_t nx,
-                           const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
-  tlc_wiring_t *w = ud;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  return tlc_engine_code_hists(w->d->targets.v[index]->pipe.engine, xs, nx, TLC_NET, le, nle, cum,
-                               ok);
-}
-
-static int http_code_net(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n,
-                         size_t *cap) {
-  tlc_wiring_t *w = ud;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  return tlc_engine_code_net(w->d->targets.v[index]->pipe.engine, out, n, cap);
-}
-
-static int http_stamp(void *ud, size_t index, uint64_t st[3]) {
-  tlc_wiring_t *w = ud;
-  const tlc_mapping_t *names;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  names = tlc_target_names(w->d->targets.v[index]);
-  st[0] = tlc_engine_epoch(w->d->targets.v[index]->pipe.engine);
-  st[1] = tlc_engine_seq(w->d->targets.v[index]->pipe.engine);
-  st[2] = names != NULL ? names->nareas : 0;
-  return 0;
-}
-
-static size_t http_target_subscribers(void *ud, size_t index) {
+static size_t view_target_subscribers(void *ud, size_t index) {
   tlc_wiring_t *w = ud;
   if (w->ps == NULL || index >= w->d->targets.n)
     return 0;
   return tlc_pubsub_target_subscribers(w->ps, w->d->targets.v[index]->name);
-}
-
-static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) {
-  tlc_wiring_t *w = ud;
-  if (index >= w->d->targets.n)
-    return TLC_ERANGE;
-  return tlc_engine_context(w->d->targets.v[index]->pipe.engine, context, c);
 }
 
 /* Starts the HTTP port on d->cfg.http ("" = off). SPEC 8: beyond loopback only with a token
@@ -847,7 +793,6 @@ static int http_context(void *ud, size_t index, uint32_t context, tlc_ctx_t *c) 
 static int http_start(tlc_wiring_t *w) {
   const tlc_config_t *c = &w->d->cfg;
   tlc_http_opts_t ho;
-  tlc_http_src_t src;
   char host[TLC_CFG_HOST];
   uint16_t port;
   int r;
@@ -892,19 +837,7 @@ static int http_start(tlc_wiring_t *w) {
   /* Test hook: TLCAP_TEST_HTTP_NO_PROBE=1 leaves finding a port in use to libwebsockets. */
   ho.no_probe = getenv("TLCAP_TEST_HTTP_NO_PROBE") != NULL;
 #endif
-  memset(&src, 0, sizeof(src));
-  src.pv = &w->pv->ps;
-  src.daemon_info = http_daemon_info;
-  src.target_store = http_target_store;
-  src.hist_cum = http_hist_cum;
-  src.code_net = http_code_net;
-  src.context = http_context;
-  src.stamp = http_stamp;
-  src.code_hist = http_code_hist;
-  src.code_hists = http_code_hists;
-  src.target_subscribers = http_target_subscribers;
-  src.ud = w;
-  r = tlc_http_new(w->d->loop, &ho, &src, &w->http);
+  r = tlc_http_new(w->d->loop, &ho, &w->pv->view, &w->http);
   if (r != 0) {
     if (strcmp(c->http, TLC_DEFAULT_HTTP_ADDR) == 0 && r == UV_EADDRINUSE) {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
@@ -923,10 +856,231 @@ static int http_start(tlc_wiring_t *w) {
   return 0;
 }
 
-int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
-  tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));
-  tlc_target_observer_t o;
+/* Remote access (SPEC 8): the token file and the TLS context the servers borrow. */
+static int start_auth(tlc_wiring_t *w) {
+  tlc_ingest_t *d = w->d;
   int r = 0;
+  char why[600];
+  /* tlc_config_validate checked both files already; a failure now is a race (logged). */
+  if (d->cfg.token_file[0] != '\0' &&
+      (r = tlc_auth_new(d->cfg.token_file, NULL, &w->auth, why, sizeof(why))) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+    return r;
+  }
+  if (d->cfg.tls_cert[0] != '\0' &&
+      (r = tlc_tls_new(d->cfg.tls_cert, d->cfg.tls_key, &w->tls, why, sizeof(why))) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
+    return r;
+  }
+  if (w->tls != NULL && tlc_tls_check_dates(w->tls, why, sizeof(why)) == 1)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "%s: clients will refuse it", why);
+  return 0;
+}
+
+/* Storage (store = yes): the store, crash recovery of the state directory, and the hooks
+ * that need it (rotate, segments, history, half-close barriers, the watchdog health check,
+ * idle_seal). */
+static int start_store(tlc_wiring_t *w) {
+  tlc_ingest_t *d = w->d;
+  tlc_view_reg_t *pv = w->pv;
+  int r;
+  tlc_store_opts_t so;
+  tlc_store_recovery_t sum;
+  st_opts(w, &d->cfg, &so);
+  w->applied = d->cfg;
+  w->applied.src = NULL; /* only the scalar keys are kept */
+  w->applied.tgt = NULL;
+  if ((r = uv_mutex_init(&w->rec_mu)) != 0)
+    return r;
+  if ((r = uv_cond_init(&w->rec_cv)) != 0) {
+    uv_mutex_destroy(&w->rec_mu);
+    return r;
+  }
+  w->rec_mu_ok = 1;
+#ifdef TLCAP_TESTING
+  test_hooks();
+#endif
+  r = tlc_store_new(d->loop, &so, &w->st);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "storage in %s: %s", d->cfg.state_dir, tlc_strerror(r));
+    return r;
+  }
+  w->pending++;
+  /* Recovery runs before READY=1 and re-reads every sealed segment (quick_start = no, the
+   * default: R9) or checks sizes and indexes only (quick_start = yes). It runs on a helper
+   * thread while this one extends systemd's start timeout every second (st_recover). */
+  tlc_sd_notify("STATUS=recovering the state directory");
+  r = st_recover(w);
+  sum = w->rec_sum;
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    w->writer_start_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+  }
+  if (r != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "recovery of %s: %s (continuing)", d->cfg.state_dir,
+            tlc_strerror(r));
+  else if (sum.recovered + sum.quarantined + sum.torn_bytes > 0)
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
+            "recovered %llu open segments (%llu torn bytes set aside, %llu quarantined)",
+            (unsigned long long)sum.recovered, (unsigned long long)sum.torn_bytes,
+            (unsigned long long)sum.quarantined);
+  pv->rotate = st_rotate;
+  pv->rotate_ud = w;
+  pv->view.segments = st_segments;
+  pv->view.segments_ud = w;
+  if (tlc_histq_new(d->loop, WIRING_HIST_JOBS, &w->hq) == 0) {
+    pv->view.history = st_history;
+    pv->view.history_cancel = st_history_cancel;
+    pv->view.history_ud = w;
+  }
+  d->barrier = st_barrier;
+  d->barrier_ud = w;
+  tlc_sd_health_add(st_health, w);
+  w->idle_seal_ms = d->cfg.idle_seal_ms;
+  if (w->idle_seal_ms > 0 && uv_timer_init(d->loop, &w->idle) == 0) {
+    uint64_t tick = w->idle_seal_ms / 4;
+    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
+    w->idle.data = w;
+    w->idle_on = 1;
+    w->pending++;
+    uv_timer_start(&w->idle, idle_tick, tick, tick);
+  }
+  return 0;
+}
+
+/* The subscriber server: on d->cfg.serve and on inherited fds named "serve" or "subscribe". */
+static int start_pubsub(tlc_wiring_t *w) {
+  tlc_ingest_t *d = w->d;
+  tlc_view_reg_t *pv = w->pv;
+  int r;
+  tlc_pubsub_opts_t po;
+  tlc_sd_fd_t *fds;
+  int nfds = tlc_sd_listen_fds(&fds);
+  tlc_pubsub_opts_default(&po);
+  po.log = ps_log;
+  po.log_ud = w;
+  po.auth = w->auth;
+  po.tls = w->tls;
+  po.max_per_address = d->cfg.max_per_address;
+  r = tlc_pubsub_new(d->loop, &po, &pv->view, &w->ps);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscriber server: %s", tlc_strerror(r));
+    return r;
+  }
+  w->pending++;
+  for (int i = 0; i < nfds; i++) {
+    char why[160];
+    int is_unix;
+    if (fds[i].taken ||
+        (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
+      continue;
+    is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
+    if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
+              fds[i].name, why);
+      return r;
+    }
+    r = tlc_pubsub_listen_fd(w->ps, fds[i].fd, is_unix);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d: %s", fds[i].fd,
+              tlc_strerror(r));
+      return r;
+    }
+    fds[i].taken = 1;
+  }
+  if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
+    r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
+              tlc_strerror(r));
+      return r;
+    }
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s", d->cfg.serve);
+  } else if (d->cfg.serve[0] != '\0') {
+    char host[TLC_CFG_HOST];
+    uint16_t port;
+    int bound = 0;
+    r = tlc_config_parse_hostport(d->cfg.serve, host, sizeof(host), &port);
+    if (r == 0)
+      r = tlc_pubsub_listen_tcp(w->ps, host, port, &bound);
+    if (r != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
+              tlc_strerror(r));
+      return r;
+    }
+  }
+  return 0;
+}
+
+/* The NATS publisher (nats_url set; docs/fleet.md). */
+static int start_fleet(tlc_wiring_t *w) {
+  tlc_ingest_t *d = w->d;
+  tlc_view_reg_t *pv = w->pv;
+  int r;
+  tlc_fleet_opts_t fo;
+  memset(&fo, 0, sizeof(fo));
+  fo.url = d->cfg.nats_url;
+  fo.creds = d->cfg.nats_creds;
+  fo.subject = d->cfg.nats_subject;
+  fo.interval_ms = d->cfg.nats_interval_ms;
+  fo.full_interval_ms = d->cfg.nats_full_interval_ms;
+  fo.buffer_bytes = d->cfg.nats_buffer;
+  fo.stream_max_age_ms = d->cfg.nats_max_age_ms;
+  fo.stream_max_bytes = d->cfg.nats_max_bytes;
+  fo.log = fleet_log;
+  fo.log_ud = w;
+  if (w->ps != NULL)
+    fo.instance_id = tlc_pubsub_instance_id(w->ps);
+  r = tlc_fleet_new(&w->fleet, d->loop, &pv->view, &fo);
+  if (r != 0)
+    return r;
+  w->pending++;
+  return 0;
+}
+
+/* Statistics checkpoints (continuity.h); with storage, restored targets catch up from it. */
+static int start_cont(tlc_wiring_t *w) {
+  tlc_ingest_t *d = w->d;
+  int r;
+  /* Continuity's observer goes first: a target is restored before storage opens it. */
+  tlc_cont_opts_t co;
+  memset(&co, 0, sizeof(co));
+  co.state_dir = d->cfg.state_dir;
+  co.interval_ms = d->cfg.checkpoint_interval_ms;
+  co.slice_ns = d->cfg.checkpoint_slice_us * 1000;
+  if (w->st != NULL) {
+    co.mark = st_mark;
+    co.mid_block = st_mid_block;
+    co.mark_ud = w;
+    co.replay = 1;
+  }
+  r = tlc_cont_new(d->loop, &d->targets, &co, &w->cont);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "checkpoints: %s", tlc_strerror(r));
+    return r;
+  }
+  w->pending++;
+  return 0;
+}
+
+/* The wiring's observer on the registry: target events, records, skipped bytes, read
+ * buffers and event batches, fanned out to the modules that run. */
+static int observe(tlc_wiring_t *w) {
+  tlc_target_observer_t o;
+  memset(&o, 0, sizeof(o));
+  o.cb = obs_event;
+  o.records_cb = obs_records;
+  o.skipped_cb = obs_skipped;
+  o.read_buffer_cb = obs_read_buffer;
+  o.batch_cb = obs_batch;
+  o.ud = w;
+  return tlc_targets_observe(&w->d->targets, &o);
+}
+
+int tlc_wiring_start(tlc_wiring_t **out, tlc_ingest_t *d, tlc_view_reg_t *pv) {
+  tlc_wiring_t *w = tlc_calloc(1, sizeof(*w));
+  int r;
   *out = NULL;
   if (w == NULL)
     return TLC_ENOMEM;
@@ -935,197 +1089,18 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
   snprintf(w->serve, sizeof(w->serve), "%s", d->cfg.serve);
   snprintf(w->state_dir, sizeof(w->state_dir), "%s", d->cfg.state_dir);
   w->store_on = d->cfg.store;
-  {
-    char why[600];
-    /* tlc_config_validate checked both files already; a failure now is a race (logged). */
-    if (d->cfg.token_file[0] != '\0' &&
-        (r = tlc_auth_new(d->cfg.token_file, NULL, &w->auth, why, sizeof(why))) != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
-      goto fail;
-    }
-    if (d->cfg.tls_cert[0] != '\0' &&
-        (r = tlc_tls_new(d->cfg.tls_cert, d->cfg.tls_key, &w->tls, why, sizeof(why))) != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "%s", why);
-      goto fail;
-    }
-    if (w->tls != NULL && tlc_tls_check_dates(w->tls, why, sizeof(why)) == 1)
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "%s: clients will refuse it", why);
+  pv->view.daemon_info = view_daemon_info;
+  pv->view.target_store = view_target_store;
+  pv->view.target_subscribers = view_target_subscribers;
+  pv->view.daemon_ud = w;
+  if ((r = start_auth(w)) != 0 || (d->cfg.store && (r = start_store(w)) != 0))
+    goto fail;
+  if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the view */
+    pv->view.nats = fleet_status;
+    pv->view.nats_ud = w;
   }
-  if (d->cfg.store) {
-    tlc_store_opts_t so;
-    tlc_store_recovery_t sum;
-    st_opts(w, &d->cfg, &so);
-    w->applied = d->cfg;
-    w->applied.src = NULL; /* only the scalar keys are kept */
-    w->applied.tgt = NULL;
-    if ((r = uv_mutex_init(&w->rec_mu)) != 0)
-      goto fail;
-    if ((r = uv_cond_init(&w->rec_cv)) != 0) {
-      uv_mutex_destroy(&w->rec_mu);
-      goto fail;
-    }
-    w->rec_mu_ok = 1;
-#ifdef TLCAP_TESTING
-    test_hooks();
-#endif
-    r = tlc_store_new(d->loop, &so, &w->st);
-    if (r != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "storage in %s: %s", d->cfg.state_dir, tlc_strerror(r));
-      goto fail;
-    }
-    w->pending++;
-    /* Recovery runs before READY=1 and re-reads every sealed segment (quick_start = no, the
-     * default: R9) or checks sizes and indexes only (quick_start = yes). It runs on a helper
-     * thread while this one extends systemd's start timeout every second (st_recover). */
-    tlc_sd_notify("STATUS=recovering the state directory");
-    r = st_recover(w);
-    sum = w->rec_sum;
-    {
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      w->writer_start_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-    }
-    if (r != 0)
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "recovery of %s: %s (continuing)", d->cfg.state_dir,
-              tlc_strerror(r));
-    else if (sum.recovered + sum.quarantined + sum.torn_bytes > 0)
-      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
-              "recovered %llu open segments (%llu torn bytes set aside, %llu quarantined)",
-              (unsigned long long)sum.recovered, (unsigned long long)sum.torn_bytes,
-              (unsigned long long)sum.quarantined);
-    pv->rotate = st_rotate;
-    pv->rotate_ud = w;
-    pv->ps.segments = st_segments;
-    pv->ps.segments_ud = w;
-    if (tlc_histq_new(d->loop, WIRING_HIST_JOBS, &w->hq) == 0) {
-      pv->ps.history = st_history;
-      pv->ps.history_cancel = st_history_cancel;
-      pv->ps.history_ud = w;
-    }
-    d->barrier = st_barrier;
-    d->barrier_ud = w;
-    tlc_sd_health_add(st_health, w);
-    w->idle_seal_ms = d->cfg.idle_seal_ms;
-    if (w->idle_seal_ms > 0 && uv_timer_init(d->loop, &w->idle) == 0) {
-      uint64_t tick = w->idle_seal_ms / 4;
-      tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
-      w->idle.data = w;
-      w->idle_on = 1;
-      w->pending++;
-      uv_timer_start(&w->idle, idle_tick, tick, tick);
-    }
-  }
-  if (d->cfg.nats_url[0] != '\0') { /* before pubsub copies the provider */
-    pv->ps.nats = fleet_status;
-    pv->ps.nats_ud = w;
-  }
-  {
-    tlc_pubsub_opts_t po;
-    tlc_sd_fd_t *fds;
-    int nfds = tlc_sd_listen_fds(&fds);
-    tlc_pubsub_opts_default(&po);
-    po.log = ps_log;
-    po.log_ud = w;
-    po.auth = w->auth;
-    po.tls = w->tls;
-    po.max_per_address = d->cfg.max_per_address;
-    r = tlc_pubsub_new(d->loop, &po, &pv->ps, &w->ps);
-    if (r != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscriber server: %s", tlc_strerror(r));
-      goto fail;
-    }
-    w->pending++;
-    for (int i = 0; i < nfds; i++) {
-      char why[160];
-      int is_unix;
-      if (fds[i].taken ||
-          (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
-        continue;
-      is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
-      if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
-                fds[i].name, why);
-        goto fail;
-      }
-      r = tlc_pubsub_listen_fd(w->ps, fds[i].fd, is_unix);
-      if (r != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d: %s", fds[i].fd,
-                tlc_strerror(r));
-        goto fail;
-      }
-      fds[i].taken = 1;
-    }
-    if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
-      r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
-      if (r != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
-                tlc_strerror(r));
-        goto fail;
-      }
-      tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s", d->cfg.serve);
-    } else if (d->cfg.serve[0] != '\0') {
-      char host[TLC_CFG_HOST];
-      uint16_t port;
-      int bound = 0;
-      r = tlc_config_parse_hostport(d->cfg.serve, host, sizeof(host), &port);
-      if (r == 0)
-        r = tlc_pubsub_listen_tcp(w->ps, host, port, &bound);
-      if (r != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "subscribers: cannot listen on %s: %s", d->cfg.serve,
-                tlc_strerror(r));
-        goto fail;
-      }
-    }
-  }
-  if (d->cfg.nats_url[0] != '\0') {
-    tlc_fleet_opts_t fo;
-    memset(&fo, 0, sizeof(fo));
-    fo.url = d->cfg.nats_url;
-    fo.creds = d->cfg.nats_creds;
-    fo.subject = d->cfg.nats_subject;
-    fo.interval_ms = d->cfg.nats_interval_ms;
-    fo.full_interval_ms = d->cfg.nats_full_interval_ms;
-    fo.buffer_bytes = d->cfg.nats_buffer;
-    fo.stream_max_age_ms = d->cfg.nats_max_age_ms;
-    fo.stream_max_bytes = d->cfg.nats_max_bytes;
-    fo.log = fleet_log;
-    fo.log_ud = w;
-    if (w->ps != NULL)
-      fo.instance_id = tlc_pubsub_instance_id(w->ps);
-    r = tlc_fleet_new(&w->fleet, d->loop, &pv->ps, &fo);
-    if (r != 0)
-      goto fail;
-    w->pending++;
-  }
-  {
-    /* Continuity's observer goes first: a target is restored before storage opens it. */
-    tlc_cont_opts_t co;
-    memset(&co, 0, sizeof(co));
-    co.state_dir = d->cfg.state_dir;
-    co.interval_ms = d->cfg.checkpoint_interval_ms;
-    co.slice_ns = d->cfg.checkpoint_slice_us * 1000;
-    if (w->st != NULL) {
-      co.mark = st_mark;
-      co.mid_block = st_mid_block;
-      co.mark_ud = w;
-      co.replay = 1;
-    }
-    r = tlc_cont_new(d->loop, &d->targets, &co, &w->cont);
-    if (r != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "checkpoints: %s", tlc_strerror(r));
-      goto fail;
-    }
-    w->pending++;
-  }
-  memset(&o, 0, sizeof(o));
-  o.cb = obs_event;
-  o.records_cb = obs_records;
-  o.skipped_cb = obs_skipped;
-  o.read_buffer_cb = obs_read_buffer;
-  o.batch_cb = obs_batch;
-  o.ud = w;
-  r = tlc_targets_observe(&d->targets, &o);
-  if (r != 0)
+  if ((r = start_pubsub(w)) != 0 || (d->cfg.nats_url[0] != '\0' && (r = start_fleet(w)) != 0) ||
+      (r = start_cont(w)) != 0 || (r = observe(w)) != 0)
     goto fail;
   tlc_cont_restore_all(w->cont); /* every checkpointed target, before anything connects */
   *out = w;
@@ -1265,6 +1240,10 @@ void tlc_wiring_close(tlc_wiring_t *w) {
   }
   tlc_targets_unobserve(&w->d->targets, w);
   tlc_sd_health_remove(w);
+  w->pv->view.daemon_info = NULL; /* the read side outlives the wiring */
+  w->pv->view.target_store = NULL;
+  w->pv->view.target_subscribers = NULL;
+  w->pv->view.nats = NULL;
   if (w->http != NULL) { /* first: it reads pubsub and storage */
     tlc_http_t *h = w->http;
     w->http = NULL;
@@ -1295,8 +1274,8 @@ void tlc_wiring_close(tlc_wiring_t *w) {
       uv_close((uv_handle_t *)&w->idle, idle_closed);
     }
     w->pv->rotate = NULL;
-    w->pv->ps.segments = NULL;
-    w->pv->ps.history = NULL;
+    w->pv->view.segments = NULL;
+    w->pv->view.history = NULL;
     tlc_histq_close(w->hq); /* freed when its running queries (cancelled) have returned */
     w->hq = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */

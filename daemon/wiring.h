@@ -14,8 +14,8 @@
 #ifndef TLC_WIRING_H
 #define TLC_WIRING_H
 
-#include "ingest/provider.h"
 #include "ingest/sources.h"
+#include "view/view.h"
 
 typedef struct tlc_wiring tlc_wiring_t;
 
@@ -29,9 +29,11 @@ typedef struct tlc_wiring tlc_wiring_t;
  * directory, blocking this call, on a helper thread while EXTEND_TIMEOUT_USEC is sent every
  * second; before READY=1), sets d->barrier (half-close answers) and the watchdog health check, and
  * the subscriber server (listening on d->cfg.serve and on inherited fds named "serve" or
- * "subscribe"), per the configuration, and registers their observers on d->targets. `pv` must
- * outlive the wiring. Returns 0 or a negative error (logged; start-up must fail). */
-int tlc_wiring_start(tlc_wiring_t **w, tlc_daemon_t *d, tlc_provider_t *pv);
+ * "subscribe"), per the configuration, and registers their observers on d->targets. `pv`, the
+ * daemon's read side, gets the hooks of the modules that run (storage, NATS, the daemon-wide
+ * figures) and must outlive the wiring. Returns 0 or a negative error (logged; start-up must fail).
+ */
+int tlc_wiring_start(tlc_wiring_t **w, tlc_ingest_t *d, tlc_view_reg_t *pv);
 
 /* SIGHUP, before `nc` replaces d->cfg: 0 if the subscriber address (`serve`) is the running
  * one, else TLC_EINVAL with `why` saying the old and new address: the caller refuses the whole

@@ -26,7 +26,7 @@
 #ifndef TLC_FLEET_H
 #define TLC_FLEET_H
 
-#include "ingest/provider.h"
+#include "view/view.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -80,7 +80,7 @@ typedef struct tlc_fleet_counters {
 /* Starts publishing for the targets of `pv` (borrowed; must outlive the fleet). The first
  * connection attempt starts on the loop; failures retry with backoff (1 s doubling to 30 s).
  * Returns 0 or a negative error (bad URL or options: the message went to o->log). */
-int tlc_fleet_new(tlc_fleet_t **f, uv_loop_t *loop, const tlc_ps_provider_t *pv,
+int tlc_fleet_new(tlc_fleet_t **f, uv_loop_t *loop, const tlc_view_t *pv,
                   const tlc_fleet_opts_t *o);
 
 /* A target event (enum tlc_target_ev of target.h) of target `name`, with `detail` (may be

@@ -42,9 +42,12 @@
  * computed from the descriptors (tlc_pb_row_field_max), not sized first (bench/RESULTS.md,
  * "Fleet: NATS publishing").
  *
+ * What libnats's threads run (the callbacks above, ack_cb among them) is bridge.c, sharing the
+ * bridge with this file through nats-int.h.
+ *
  * Does not: subscribe to anything but its own JetStream replies; retry dropped messages.
  */
-#include "fleet/fleet.h"
+#include "fleet/nats-int.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -68,7 +71,6 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
 #define MANIFEST_MAX   (256u * 1024u)
-#define JS_REPLY_MAX   4096
 #define SUBJECT_MAX    512
 #define DEF_BUFFER     (8u << 20)
 #define DEF_MAX_AGE_MS (7ull * 86400 * 1000)
@@ -78,42 +80,20 @@
 #define ACK_WAIT_MS    5000       /* a message unacknowledged this long is a timeout drop */
 #define MAX_INFLIGHT   4096       /* messages awaiting their acknowledgement at most */
 #define DROP_LOG_MS    10000      /* drops are logged at most this often (tick_cb) */
-#define ERR_TEXT       160
-
-enum { BR_DISCONNECTED = 1, BR_CLOSED = 2, BR_JS_REPLY = 4 };
-
-/* What libnats threads may touch. */
-typedef struct bridge {
-  uv_mutex_t mu;
-  uv_async_t *wake; /* NULL once the fleet is gone */
-  unsigned flags;
-  char reply[JS_REPLY_MAX];
-  size_t reply_len;
-  int live;     /* connections whose closed callback has not run yet */
-  int expected; /* of those, closed by us (their closed callback is no news) */
-  /* JetStream acknowledgements (ack_cb) and what publish has in flight */
-  int js_used;                      /* ack_cb may run, even after the closed callback */
-  uint64_t acked;                   /* acknowledged: published */
-  uint64_t drops[TLC_FLEET_DROP_N]; /* refused or unanswered, by reason */
-  uint64_t dropped_bytes;
-  uint64_t inflight, inflight_bytes;    /* published, acknowledgement to come */
-  char why[TLC_FLEET_DROP_N][ERR_TEXT]; /* the server's last word for each reason */
-  struct bridge *next_orphan;           /* tlc_fleet_shutdown frees these */
-} bridge_t;
 
 typedef struct tstate {
   uint64_t last_seq;
   uint64_t last_events, last_bytes;
   uint64_t last_full_ms;
   int sent_once;
-  uint64_t gen; /* the provider's gen of the target this state is of */
+  uint64_t gen; /* the view's gen of the target this state is of */
 } tstate_t;
 
 enum { ST_IDLE, ST_PROBING, ST_CONNECTED, ST_BACKOFF, ST_CLOSING };
 
 struct tlc_fleet {
   uv_loop_t *loop;
-  const tlc_ps_provider_t *pv;
+  const tlc_view_t *pv;
   tlc_fleet_opts_t o;
   char url[512], creds[1024], prefix[256], root[256], stream[128];
   char host[256];
@@ -200,121 +180,6 @@ size_t tlc_fleet_subject_token(const char *in, char *out, size_t cap) {
     return 0;
   out[n] = '\0';
   return n;
-}
-
-/* ---- the bridge: libnats threads -> loop ---- */
-
-static void bridge_set(bridge_t *b, unsigned flag) {
-  uv_mutex_lock(&b->mu);
-  b->flags |= flag;
-  if (b->wake != NULL)
-    uv_async_send(b->wake);
-  uv_mutex_unlock(&b->mu);
-}
-
-static void nats_disconnected_cb(natsConnection *nc, void *closure) {
-  (void)nc;
-  bridge_set(closure, BR_DISCONNECTED);
-}
-
-static void nats_closed_cb(natsConnection *nc, void *closure) {
-  bridge_t *b = closure;
-  (void)nc;
-  uv_mutex_lock(&b->mu);
-  if (b->live > 0)
-    b->live--;
-  if (b->expected > 0) {
-    b->expected--;
-  } else {
-    b->flags |= BR_CLOSED;
-    if (b->wake != NULL)
-      uv_async_send(b->wake);
-  }
-  uv_mutex_unlock(&b->mu);
-}
-
-static void nats_js_reply_cb(natsConnection *nc, natsSubscription *sub, natsMsg *msg,
-                             void *closure) {
-  bridge_t *b = closure;
-  const char *d = natsMsg_GetData(msg);
-  int len = natsMsg_GetDataLength(msg);
-  (void)nc;
-  (void)sub;
-  uv_mutex_lock(&b->mu);
-  if (len < 0)
-    len = 0;
-  if ((size_t)len >= sizeof(b->reply))
-    len = (int)sizeof(b->reply) - 1;
-  if (d != NULL)
-    memcpy(b->reply, d, (size_t)len);
-  b->reply[len] = '\0';
-  b->reply_len = (size_t)len;
-  b->flags |= BR_JS_REPLY;
-  if (b->wake != NULL)
-    uv_async_send(b->wake);
-  uv_mutex_unlock(&b->mu);
-  natsMsg_Destroy(msg);
-}
-
-static const char *const drop_names[TLC_FLEET_DROP_N] = {
-  "not_connected", "buffer_full", "too_large", "encode",         "stream_full",
-  "no_responders", "timeout",     "refused",   "connection_lost"
-};
-
-/* the same in words, for the log */
-static const char *const drop_words[TLC_FLEET_DROP_N] = {
-  "not connected", "buffer full", "too large", "not built",      "stream full",
-  "no responders", "timeout",     "refused",   "connection lost"
-};
-
-const char *tlc_fleet_drop_name(int r) {
-  return r >= 0 && r < TLC_FLEET_DROP_N ? drop_names[r] : NULL;
-}
-
-/* What a negative acknowledgement means. A full stream with discard new answers "maximum
- * messages exceeded" (or bytes, or per subject) as a store failure; an account or server out of
- * JetStream storage answers with a resource error. */
-static int refusal_reason(const jsPubAckErr *pae) {
-  if (pae->Err == NATS_TIMEOUT)
-    return TLC_FLEET_DROP_TIMEOUT;
-  if (pae->Err == NATS_NO_RESPONDERS)
-    return TLC_FLEET_DROP_NO_RESPONDERS;
-  switch ((int)pae->ErrCode) {
-  case JSStreamStoreFailedErr:
-    return pae->ErrText != NULL && strstr(pae->ErrText, "maximum") != NULL
-               ? TLC_FLEET_DROP_STREAM_FULL
-               : TLC_FLEET_DROP_REFUSED;
-  case JSAccountResourcesExceededErr:
-  case JSInsufficientResourcesErr:
-  case JSMemoryResourcesExceededErr:
-  case JSStorageResourcesExceededErr:
-    return TLC_FLEET_DROP_STREAM_FULL;
-  default:
-    return TLC_FLEET_DROP_REFUSED;
-  }
-}
-
-/* The outcome of one JetStream publish (libnats's acknowledgement thread): acknowledged, or a
- * drop by reason. */
-static void ack_cb(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure) {
-  bridge_t *b = closure;
-  uint64_t len = (uint64_t)natsMsg_GetDataLength(msg);
-  (void)js;
-  uv_mutex_lock(&b->mu);
-  if (b->inflight > 0)
-    b->inflight--;
-  b->inflight_bytes -= len < b->inflight_bytes ? len : b->inflight_bytes;
-  if (pa != NULL) {
-    b->acked++;
-  } else {
-    int r = pae != NULL ? refusal_reason(pae) : TLC_FLEET_DROP_REFUSED;
-    b->drops[r]++;
-    b->dropped_bytes += len;
-    if (pae != NULL && pae->ErrText != NULL)
-      snprintf(b->why[r], sizeof(b->why[r]), "%s", pae->ErrText);
-  }
-  uv_mutex_unlock(&b->mu);
-  natsMsg_Destroy(msg);
 }
 
 /* ---- the libuv adapter, with poll changes in order and at once on the loop thread ----
@@ -447,7 +312,7 @@ static void do_connect(tlc_fleet_t *f) {
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = 2 * MAX_INFLIGHT;
     jo.PublishAsync.StallWait = 1;
-    jo.PublishAsync.AckHandler = ack_cb;
+    jo.PublishAsync.AckHandler = tlc__fleet_ack_cb;
     jo.PublishAsync.AckHandlerClosure = f->br;
     jsPubOptions_Init(&f->po);
     f->po.MaxWait = ACK_WAIT_MS;
@@ -474,7 +339,8 @@ static void do_connect(tlc_fleet_t *f) {
   flog(f, TLC_LOG_INFO, "nats %s: connected; publishing under %s.>", f->url, f->prefix);
   snprintf(f->js_inbox, sizeof(f->js_inbox), "_INBOX.tlcapd.%llx.%llx",
            (unsigned long long)f->o.instance_id, (unsigned long long)now_ms());
-  if (natsConnection_Subscribe(&f->js_sub, nc, f->js_inbox, nats_js_reply_cb, f->br) != NATS_OK) {
+  if (natsConnection_Subscribe(&f->js_sub, nc, f->js_inbox, tlc__fleet_js_reply_cb, f->br) !=
+      NATS_OK) {
     f->js_sub = NULL;
     flog(f, TLC_LOG_WARN, "nats %s: cannot subscribe to JetStream replies", f->url);
   } else {
@@ -805,7 +671,7 @@ static void shrink_tab(tlc_fleet_t *f) {
  * since the last message, each later one a delta based on the previous part's seq. So no message
  * outgrows the server's max_payload and the loop never holds a copy of a huge target at once. */
 static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   tstate_t *ts = &f->ts[i];
   tlc_snap_opts_t so;
   tlc_table_t *t = &f->tab;
@@ -930,7 +796,8 @@ static void log_drops(tlc_fleet_t *f, uint64_t now) {
     total += d;
     if (n < sizeof(line))
       n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %" PRIu64 "%s%s%s", n > 0 ? ", " : "",
-                            drop_words[r], d, why[r][0] ? " (" : "", why[r], why[r][0] ? ")" : "");
+                            tlc__fleet_drop_word(r), d, why[r][0] ? " (" : "", why[r],
+                            why[r][0] ? ")" : "");
   }
   if (total == 0)
     return;
@@ -1188,7 +1055,7 @@ void tlc_fleet_shutdown(void) {
   }
 }
 
-int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *pv,
+int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_view_t *pv,
                   const tlc_fleet_opts_t *o) {
   tlc_fleet_t *f;
   natsStatus s;
@@ -1273,9 +1140,9 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_ps_provider_t *p
     s = natsOptions_SetEventLoop(f->nopts, (void *)loop, natsLibuv_Attach, ev_read, ev_write,
                                  ev_detach);
   if (s == NATS_OK)
-    s = natsOptions_SetDisconnectedCB(f->nopts, nats_disconnected_cb, f->br);
+    s = natsOptions_SetDisconnectedCB(f->nopts, tlc__fleet_disconnected_cb, f->br);
   if (s == NATS_OK)
-    s = natsOptions_SetClosedCB(f->nopts, nats_closed_cb, f->br);
+    s = natsOptions_SetClosedCB(f->nopts, tlc__fleet_closed_cb, f->br);
   if (s != NATS_OK) {
     flog(f, TLC_LOG_ERR, "nats %s: bad options: %s", f->url, natsStatus_GetText(s));
     natsOptions_Destroy(f->nopts);

@@ -29,6 +29,7 @@
 #include "formats/timeline.h"
 #include "formats/tlc_event.h"
 #include "formats/when.h"
+#include "history/result.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -127,41 +128,7 @@ typedef struct tlc_hist_query {
   const atomic_int *cancel; /* may be NULL */
 } tlc_hist_query_t;
 
-typedef struct tlc_hist_result {
-  tlc_table_t t;       /* the statistics; counters: the decoders' and the engine's */
-  tlc_mapping_t names; /* the mapping file's, or the evlog mapping's names */
-  int has_names;
-  tlc_format_t fmt;
-  size_t segments; /* segments read */
-  int status;      /* 0, or the error (also returned) */
-  char err[300];   /* why, when status != 0; a warning (a skipped file) otherwise, or "" */
-} tlc_hist_result_t;
-
-/* How a requester turns a range query's result into its answer off the loop (histq.h): the
- * daemon's servers (pubsub, HTTP) encode the answer they send on the threadpool thread that
- * computed it, so that the loop only hands the finished bytes on. */
-typedef struct tlc_hist_answer {
-  /* Runs on the pool thread right after the computation, whatever r->status: builds the answer
-   * from r into ctx, touching nothing but ctx and r (r->t and r->names are freed on the same
-   * thread afterwards). Returns the answer's size in bytes (0: none, e.g. an error). */
-  size_t (*encode)(void *ctx, struct tlc_hist_result *r);
-  /* Frees ctx (loop thread) when the query ends without its callback (cancelled). */
-  void (*free)(void *ctx);
-  void *ctx;
-} tlc_hist_answer_t;
-
-/* Inline: the servers that only read a result (pubsub, HTTP) need no link to this library. */
-static inline void tlc_hist_result_init(tlc_hist_result_t *r) {
-  memset(r, 0, sizeof(*r));
-  tlc_table_init(&r->t);
-  tlc_mapping_init(&r->names);
-}
-
-static inline void tlc_hist_result_fini(tlc_hist_result_t *r) {
-  tlc_table_fini(&r->t);
-  tlc_mapping_fini(&r->names);
-  r->has_names = 0;
-}
+/* The result (tlc_hist_result_t) and the answer hook (tlc_hist_answer_t): result.h. */
 
 /* Computes the statistics of q's range into r (tlc_hist_result_init'ed). Returns 0, or
  * -ENOENT (no segments of that target), TLC_ERANGE (a wall-clock range no segment meets),

@@ -3,8 +3,9 @@
  * The request side is split so that everything that looks at request bytes is plain C over a
  * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors, /api/v1),
  * metrics.c (/metrics), live.c (the dashboard's WebSocket messages both ways), targets.c (a
- * target as both JSON documents show it). server.c is the libwebsockets glue;
- * tests/fuzz/fuzz_http.c drives the same functions directly.
+ * target as both JSON documents show it). The libwebsockets glue is server.c and the files it
+ * calls (server-int.h: answer.c, send.c, ws.c, tlsreload.c); tests/fuzz/fuzz_http.c drives the
+ * same functions directly.
  */
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
@@ -18,7 +19,7 @@
 
 /* What the request handlers read (no libwebsockets state). */
 typedef struct tlc__http_view {
-  tlc_http_src_t src;
+  const tlc_view_t *src; /* borrowed: outlives the server */
   uint32_t metrics_areas;
   int64_t start_unix_ms;
   const char *version;
@@ -30,7 +31,7 @@ typedef struct tlc__http_view {
   const tlc_http_stats_t *st;      /* the server's counters (NULL: none, as in the fuzzer) */
   size_t metrics_hint;             /* size of the last /metrics body (its buffer is sized once) */
   struct tlc__http_mcache *mcache; /* /metrics: targets' area series kept (metrics.c) */
-  int metrics_stream; /* 1: the route answers /metrics with a scrape to make in steps (server.c);
+  int metrics_stream; /* 1: the route answers /metrics with a scrape to make in steps (send.c);
                          0: made whole into the body */
 } tlc__http_view_t;
 
@@ -160,16 +161,16 @@ const int64_t *tlc__http_metrics_edges(size_t *n);
 
 /* ---- a target in the JSON documents (targets.c) ---- */
 
-/* Target i's info and storage figures (st->has 0: not stored). 0 or the provider's error. */
-int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *ti,
-                          tlc_http_store_info_t *st);
+/* Target i's info and storage figures (st->has 0: not stored). 0 or the view's error. */
+int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_view_target_t *ti,
+                          tlc_view_store_t *st);
 /* Opens target i's object: {"name": .., "format": .., "state": .., "peer": .., "subscribers":
  * N (protobuf subscribers whose subscriptions include it); no closing brace. */
 void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
-                           const tlc_ps_target_info_t *ti);
+                           const tlc_view_target_t *ti);
 /* , "KEY": null, or , "KEY": {names[0]: bytes written, [1]: records written, [2]: records
  * dropped, [3]: the open segment's sequence, [4]: its bytes}. */
-void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,
+void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_store_t *st,
                               const char *const names[5]);
 
 /* /api/v1/targets into o. */

@@ -2,9 +2,10 @@
  * JSON API (/api/v1/...), SPEC section 9; docs/http.md describes every path.
  *
  * The server is libwebsockets on the daemon's own libuv loop (a foreign loop: no thread of its
- * own). It reads the daemon through a tlc_http_src_t given at creation: the targets through
- * the same provider pubsub uses (provider.h), daemon-wide and per-target storage figures, and
- * the NET histograms of the targets' engines. It never writes to them.
+ * own). It reads the daemon through the read side pubsub uses (view/view.h), given at
+ * creation: the targets, daemon-wide and per-target storage figures, and the NET histograms of
+ * the targets' engines. It never writes to them, except a mapping load or a rotation asked for
+ * through the API.
  *
  * Limits (tlc_http_opts_t): connections at once, request header bytes, response bytes (one
  * response and all in flight together), WebSocket message bytes received; every live
@@ -18,65 +19,13 @@
 
 #include "auth/auth.h"
 #include "auth/tls.h"
-#include "ingest/provider.h"
+#include "view/view.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
 typedef struct tlc_http tlc_http_t;
-
-/* Daemon-wide figures for /metrics and the dashboard (has_store 0: storage off). */
-typedef struct tlc_http_daemon_info {
-  size_t subscribers; /* protobuf subscribers connected */
-  int has_store;
-  uint64_t store_queue_bytes;   /* bytes waiting for the storage writer */
-  uint64_t store_bytes_written; /* bytes written to segments, all targets */
-  uint64_t store_dropped;       /* records dropped by storage (queue full, disk full, I/O) */
-  uint64_t stored_bytes;        /* sealed segments on disk */
-  uint64_t stored_segments;     /* sealed segments on disk */
-  int disk_full;                /* writing paused (ENOSPC) */
-  int has_disk_free;            /* disk_free_bytes valid */
-  uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
-} tlc_http_daemon_info_t;
-
-/* One target's storage figures (has 0: not stored). */
-typedef struct tlc_http_store_info {
-  int has;
-  uint64_t bytes_written, records_written, dropped_records;
-  uint64_t segment_seq;   /* sequence of the open segment (0: none open) */
-  uint64_t segment_bytes; /* bytes in the open segment */
-} tlc_http_store_info_t;
-
-/* What the server reads; every callback runs on the loop thread and returns promptly. */
-typedef struct tlc_http_src {
-  const tlc_ps_provider_t *pv; /* targets: borrowed, must outlive the server */
-  void (*daemon_info)(void *ud, tlc_http_daemon_info_t *out);
-  void (*target_store)(void *ud, size_t index, tlc_http_store_info_t *out);
-  /* tlc_engine_hist_cum of target `index` (NET samples for the histogram). */
-  int (*hist_cum)(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
-                  const int64_t *le, size_t nle, uint64_t *cum);
-  /* tlc_engine_code_hist of target `index`: hist_cum of an entry code_net gave in the same
-   * scrape (no lookup by handle). May be NULL (hist_cum is used). */
-  int (*code_hist)(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
-                   size_t nle, uint64_t *cum);
-  /* tlc_engine_code_hists of target `index`: code_hist of xs[0..nx) in one call (prefetching),
-   * cum nle per entry, ok[i] 1 when entry i's are there. May be NULL (code_hist is used). */
-  int (*code_hists)(void *ud, size_t index, const tlc_engine_code_net_t *xs, size_t nx,
-                    const int64_t *le, size_t nle, uint64_t *cum, int *ok);
-  /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series). */
-  int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
-  int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
-  /* The state of target `index`'s statistics and names in three numbers: tlc_engine_epoch and
-   * tlc_engine_seq of its engine, and the number of names it has (an evlog target's names
-   * grow as items arrive). 0, or not 0: unknown. /metrics keeps a target's rendered area
-   * series while they stay the same. May be NULL (nothing kept). */
-  int (*stamp)(void *ud, size_t index, uint64_t st[3]);
-  /* Protobuf subscribers with a subscription that includes target `index` (the dashboard's
-   * overview and /api/v1/targets). May be NULL (0). */
-  size_t (*target_subscribers)(void *ud, size_t index);
-  void *ud;
-} tlc_http_src_t;
 
 typedef struct tlc_http_opts {
   const char *host;       /* address to bind (copied) */
@@ -134,11 +83,11 @@ typedef struct tlc_http_stats {
 /* Fills the defaults (no address). */
 void tlc_http_opts_default(tlc_http_opts_t *o);
 
-/* Creates the server on `loop` and starts listening on o->host:o->port. `src` is copied (its
- * pv must outlive the server). Returns 0 and *out, TLC_EINVAL (bad options), TLC_ENOMEM, or
+/* Creates the server on `loop` and starts listening on o->host:o->port. `view` is borrowed
+ * and must outlive the server. Returns 0 and *out, TLC_EINVAL (bad options), TLC_ENOMEM, or
  * a negative error from binding (UV_EADDRINUSE, ...); nothing is left behind on failure
  * except handles closing on the loop (the loop must run on). */
-int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t *src,
+int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_view_t *view,
                  tlc_http_t **out);
 
 /* SIGHUP: area series per target on /metrics from the next scrape. */

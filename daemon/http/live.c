@@ -11,7 +11,7 @@
  * would pass max_bytes leaves the remaining rows out ("cut": true; the next one is full again).
  * docs/http.md lists every field.
  *
- * Coalescing: a message is built only when the socket is writable (server.c), from the state
+ * Coalescing: a message is built only when the socket is writable (ws.c), from the state
  * at that moment, so a slow page gets fewer, newer messages and nothing queues.
  */
 #include "http/http-int.h"
@@ -33,7 +33,7 @@ int tlc__http_live_command(tlc__http_live_t *l, const char *msg, size_t len) {
   while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
     len--;
   if (len > 6 && memcmp(msg, "token ", 6) == 0)
-    return 0; /* the socket's token (server.c checks the first one; later ones change nothing) */
+    return 0; /* the socket's token (ws.c checks the first one; later ones change nothing) */
   if (len == 8 && memcmp(msg, "overview", 8) == 0) {
     l->target[0] = '\0';
     l->since_seq = 0;
@@ -65,12 +65,12 @@ static void opt_i64(tlc_out_t *o, const char *key, int has, int64_t v) {
 }
 
 static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
-  const tlc_ps_provider_t *pv = v->src.pv;
-  tlc_http_daemon_info_t di;
+  const tlc_view_t *pv = v->src;
+  tlc_view_daemon_t di;
   size_t n = pv->count(pv->ud);
   memset(&di, 0, sizeof(di));
-  if (v->src.daemon_info != NULL)
-    v->src.daemon_info(v->src.ud, &di);
+  if (v->src->daemon_info != NULL)
+    v->src->daemon_info(v->src->daemon_ud, &di);
   tlc_out_printf(o,
                  "{\"type\": \"live\", \"t\": %" PRId64 ", \"daemon\": {\"version\": \"%s\""
                  ", \"start_unix_ms\": %" PRId64 ", \"subscribers\": %zu, \"websockets\": %zu",
@@ -90,8 +90,8 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
   for (size_t i = 0, shown = 0; i < n; i++) {
     static const char *const storage[5] = { "bytes", "records", "dropped", "segment",
                                             "segment_bytes" };
-    tlc_ps_target_info_t ti;
-    tlc_http_store_info_t st;
+    tlc_view_target_t ti;
+    tlc_view_store_t st;
     const tlc_counters_t *c = &ti.counters;
     if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
@@ -166,7 +166,7 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
  * a socket that gets it is up to (0 when cut or missing: its next one must be full). */
 static uint64_t areas_frag(tlc__http_view_t *v, const char *target, uint64_t since,
                            size_t max_bytes, tlc_table_t *tab, tlc_out_t *o) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   tlc_snap_opts_t so;
   tlc_table_t tl, *tp = tab != NULL ? tab : &tl;
   size_t idx, r, nw;

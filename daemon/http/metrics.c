@@ -142,7 +142,7 @@ typedef struct mt {
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
   int connected;
   tlc_counters_t counters;
-  tlc_http_store_info_t st;
+  tlc_view_store_t st;
   int areas; /* it has area series (asked for) */
   uint64_t not_exported;
 } mt_t;
@@ -193,7 +193,7 @@ static void area_labels(tlc__http_view_t *v, size_t i, tlc_out_t *o, const char 
   if (a->context != TLC_CTX_NEUTRAL) {
     /* a one-context table, for the exporters' naming (mapping's CONTEXTS, core<N>, ...) */
     tlc_table_init(&one);
-    if (v->src.context == NULL || v->src.context(v->src.ud, i, a->context, &c) != 0)
+    if (v->src->context == NULL || v->src->context(v->src->ud, i, a->context, &c) != 0)
       memset(&c, 0, sizeof(c));
     one.contexts = &c;
     one.ncontexts = 1;
@@ -450,7 +450,7 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
  * error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
                   int same_epoch, int same_labels, size_t *budget) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
   size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -483,7 +483,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->lab.len = 0;
   c->na = 0;
   c->not_exported = 0;
-  if ((rc = v->src.code_net(v->src.ud, i, &s->cn, &nk, &s->capcn)) != 0)
+  if ((rc = v->src->code_net(v->src->ud, i, &s->cn, &nk, &s->capcn)) != 0)
     return rc;
   na = nk < v->metrics_areas ? nk : v->metrics_areas;
   top_k(s->cn, nk, na);
@@ -502,7 +502,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->labo = p;
   memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
-  if (v->src.code_hists != NULL) {
+  if (v->src->code_hists != NULL) {
     if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
       return TLC_ENOMEM;
     s->walk = p;
@@ -518,15 +518,15 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
       memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
       c->have[r] = 1;
-    } else if (v->src.code_hists != NULL) {
+    } else if (v->src->code_hists != NULL) {
       c->have[r] = 0; /* walked below with the others, in one call */
       s->walk[nw++] = r;
-    } else if (v->src.code_hist != NULL)
-      c->have[r] = v->src.code_hist(v->src.ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
+    } else if (v->src->code_hist != NULL)
+      c->have[r] = v->src->code_hist(v->src->ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
     else
       c->have[r] =
-          v->src.hist_cum != NULL && v->src.hist_cum(v->src.ud, i, x->handle, x->context, TLC_NET,
-                                                     le, ne, &c->cum[r * NEDGES]) == 0;
+          v->src->hist_cum != NULL && v->src->hist_cum(v->src->ud, i, x->handle, x->context,
+                                                       TLC_NET, le, ne, &c->cum[r * NEDGES]) == 0;
     if (q < pna && same_labels) /* its labels as escaped then (same names, same target) */
       tlc_out_write(&s->lab, c->lab.b + s->plabo[q], s->plabo[q + 1] - s->plabo[q]);
     else
@@ -546,7 +546,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
       s->wx[r] = c->cn[s->walk[r]];
       s->wok[r] = 0;
     }
-    (void)v->src.code_hists(v->src.ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
+    (void)v->src->code_hists(v->src->ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
     for (r = 0; r < nw; r++) {
       c->have[s->walk[r]] = s->wok[r];
       if (s->wok[r])
@@ -609,7 +609,7 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   mcent_t *c = &v->mcache->e[i];
   uint64_t st[3] = { 0, 0, 0 };
   int known, same, same_epoch, same_labels, rc;
-  tlc_ps_target_info_t ti;
+  tlc_view_target_t ti;
   tblob_t *t;
   size_t tot;
   *txt = NULL;
@@ -622,11 +622,11 @@ static int read_target(tlc__http_view_t *v, int om, size_t i, mt_t *m, scratch_t
   if (m->name == NULL)
     return TLC_ENOMEM;
   strcpy(m->name, ti.name);
-  if (v->metrics_areas == 0 || v->src.code_net == NULL) {
+  if (v->metrics_areas == 0 || v->src->code_net == NULL) {
     ent_fini(c);
     return 0;
   }
-  known = v->src.stamp != NULL && v->src.stamp(v->src.ud, i, st) == 0;
+  known = v->src->stamp != NULL && v->src->stamp(v->src->ud, i, st) == 0;
   same = known && c->has_st && memcmp(c->st, st, sizeof(st)) == 0 && c->areas == v->metrics_areas &&
          c->om == om && c->name != NULL && strcmp(c->name, m->name) == 0;
   if (same && c->valid && c->txt != NULL) {
@@ -802,7 +802,7 @@ void tlc__http_scrape_free(tlc__http_scrape_t *sc) {
 }
 
 int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_scrape_t **out) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   tlc__http_scrape_t *sc = tlc_calloc(1, sizeof(*sc));
   size_t j, ne;
   const int64_t *le = tlc__http_metrics_edges(&ne);
@@ -853,14 +853,8 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The daemon's families (before the per-target ones) into o. */
-static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
-  const tlc_ps_provider_t *pv = v->src.pv;
-  tlc_http_daemon_info_t di;
-  memset(&di, 0, sizeof(di));
-  if (v->src.daemon_info != NULL)
-    v->src.daemon_info(v->src.ud, &di);
-
+/* The daemon's own families: build, uptime, subscribers, live WebSockets. */
+static void head_build(tlc__http_view_t *v, int om, const tlc_view_daemon_t *di, tlc_out_t *o) {
   family(o, om, "tlcap_build_info", "gauge", "tlcapd build (always 1; the version is a label).");
   tlc_out_puts(o, "tlcap_build_info{");
   label(o, "version", v->version != NULL ? v->version : "", 1);
@@ -876,88 +870,111 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   }
   tlc_out_putc(o, '\n');
   family(o, om, "tlcap_subscribers", "gauge", "Protobuf subscribers connected.");
-  tlc_out_printf(o, "tlcap_subscribers %zu\n", di.subscribers);
+  tlc_out_printf(o, "tlcap_subscribers %zu\n", di->subscribers);
   family(o, om, "tlcap_http_websockets", "gauge", "Live dashboard WebSockets open.");
   tlc_out_printf(o, "tlcap_http_websockets %zu\n", v->websockets);
-  if (v->st != NULL) {
-    family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
-    tlc_out_printf(o, "tlcap_http_connections %zu\n", v->st->connections);
-    family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
-    tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", v->st->requests);
-    family(o, om, "tlcap_http_errors_total", "counter",
-           "HTTP requests answered with a 4xx or 5xx status.");
-    tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", v->st->errors);
-    family(o, om, "tlcap_http_refused_total", "counter",
-           "Connections refused at accept: http_max_connections or max_per_address reached.");
-    tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", v->st->refused);
-    family(o, om, "tlcap_http_refused_address_total", "counter",
-           "Connections refused at accept because their peer address had max_per_address.");
-    tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", v->st->refused_address);
-    family(o, om, "tlcap_http_misdirected_total", "counter",
-           "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
-           "handshakes refused for their Host or Origin.");
-    tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", v->st->misdirected);
-    family(o, om, "tlcap_http_busy_total", "counter",
-           "Responses refused with 503: over the response size or in-flight byte limits.");
-    tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", v->st->busy);
-    family(o, om, "tlcap_http_ws_coalesced_total", "counter",
-           "Live updates merged into a later one for a slow dashboard.");
-    tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", v->st->ws_coalesced);
-    family(o, om, "tlcap_http_auth_failed_total", "counter",
-           "Requests and live sockets refused for a missing or wrong token.");
-    tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", v->st->auth_failed);
-    family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
-           "Loop thread CPU time spent building and writing live dashboard messages.");
-    tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
-    tlc__http_out_seconds(o, (int64_t)(v->st->ws_cpu_ns & INT64_MAX));
-    tlc_out_putc(o, '\n');
-    family(o, om, "tlcap_http_ws_bad_total", "counter",
-           "Live WebSockets closed for a bad message or frame.");
-    tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", v->st->ws_bad);
-  }
-  if (di.has_store) {
+}
+
+/* The HTTP port's counters (v->st: the server's; NULL in the fuzzer). */
+static void head_http(const tlc_http_stats_t *st, int om, tlc_out_t *o) {
+  family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
+  tlc_out_printf(o, "tlcap_http_connections %zu\n", st->connections);
+  family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
+  tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", st->requests);
+  family(o, om, "tlcap_http_errors_total", "counter",
+         "HTTP requests answered with a 4xx or 5xx status.");
+  tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", st->errors);
+  family(o, om, "tlcap_http_refused_total", "counter",
+         "Connections refused at accept: http_max_connections or max_per_address reached.");
+  tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", st->refused);
+  family(o, om, "tlcap_http_refused_address_total", "counter",
+         "Connections refused at accept because their peer address had max_per_address.");
+  tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", st->refused_address);
+  family(o, om, "tlcap_http_misdirected_total", "counter",
+         "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
+         "handshakes refused for their Host or Origin.");
+  tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", st->misdirected);
+  family(o, om, "tlcap_http_busy_total", "counter",
+         "Responses refused with 503: over the response size or in-flight byte limits.");
+  tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", st->busy);
+  family(o, om, "tlcap_http_ws_coalesced_total", "counter",
+         "Live updates merged into a later one for a slow dashboard.");
+  tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", st->ws_coalesced);
+  family(o, om, "tlcap_http_auth_failed_total", "counter",
+         "Requests and live sockets refused for a missing or wrong token.");
+  tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", st->auth_failed);
+  family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
+         "Loop thread CPU time spent building and writing live dashboard messages.");
+  tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
+  tlc__http_out_seconds(o, (int64_t)(st->ws_cpu_ns & INT64_MAX));
+  tlc_out_putc(o, '\n');
+  family(o, om, "tlcap_http_ws_bad_total", "counter",
+         "Live WebSockets closed for a bad message or frame.");
+  tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", st->ws_bad);
+}
+
+/* Storage and the state directory's free space (when storage runs). */
+static void head_store(const tlc_view_daemon_t *di, int om, tlc_out_t *o) {
+  if (di->has_store) {
     family(o, om, "tlcap_store_queue_bytes", "gauge",
            "Bytes waiting for the storage writer (store queue depth).");
-    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di.store_queue_bytes);
+    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di->store_queue_bytes);
     family(o, om, "tlcap_store_dropped_records_total", "counter",
            "Records storage dropped (queue full, disk full, I/O error).");
-    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di.store_dropped);
+    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di->store_dropped);
     family(o, om, "tlcap_store_stored_bytes", "gauge", "Bytes of sealed segments on disk.");
-    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di.stored_bytes);
+    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di->stored_bytes);
     family(o, om, "tlcap_store_disk_full", "gauge", "1 while writing is paused by a full disk.");
-    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di.disk_full ? 1 : 0);
+    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di->disk_full ? 1 : 0);
   }
-  if (di.has_disk_free) {
+  if (di->has_disk_free) {
     family(o, om, "tlcap_store_disk_free_bytes", "gauge",
            "Free bytes of the state directory's file system.");
-    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di.disk_free_bytes);
+    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di->disk_free_bytes);
   }
-  if (pv->nats != NULL) { /* the NATS publisher (--nats, docs/fleet.md) */
-    tlc_ps_nats_t ns;
-    memset(&ns, 0, sizeof(ns));
-    if (pv->nats(pv->nats_ud, &ns) == 0) {
-      family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
-      tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
-      family(o, om, "tlcap_nats_published_total", "counter",
-             "Messages the JetStream stream acknowledged.");
-      tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
-      family(o, om, "tlcap_nats_awaiting_ack", "gauge",
-             "Messages published to NATS whose JetStream acknowledgement is not in yet.");
-      tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
-      family(o, om, "tlcap_nats_dropped_total", "counter",
-             "Messages not published, by reason (docs/fleet.md).");
-      for (size_t k = 0; k < ns.nreasons; k++)
-        tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n",
-                       ns.drop_reason[k], ns.drops[k]);
-      family(o, om, "tlcap_nats_reconnects_total", "counter",
-             "Connections to the NATS server after the first.");
-      tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
-      family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
-             "CPU time of the loop thread spent publishing statistics to NATS.");
-      tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
-                     (double)ns.publish_cpu_ns / 1e9);
-    }
+}
+
+/* The NATS publisher (--nats, docs/fleet.md), when it runs. */
+static void head_nats(const tlc_view_t *pv, int om, tlc_out_t *o) {
+  tlc_view_nats_t ns;
+  if (pv->nats == NULL)
+    return;
+  memset(&ns, 0, sizeof(ns));
+  if (pv->nats(pv->nats_ud, &ns) == 0) {
+    family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
+    tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
+    family(o, om, "tlcap_nats_published_total", "counter",
+           "Messages the JetStream stream acknowledged.");
+    tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
+    family(o, om, "tlcap_nats_awaiting_ack", "gauge",
+           "Messages published to NATS whose JetStream acknowledgement is not in yet.");
+    tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
+    family(o, om, "tlcap_nats_dropped_total", "counter",
+           "Messages not published, by reason (docs/fleet.md).");
+    for (size_t k = 0; k < ns.nreasons; k++)
+      tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n", ns.drop_reason[k],
+                     ns.drops[k]);
+    family(o, om, "tlcap_nats_reconnects_total", "counter",
+           "Connections to the NATS server after the first.");
+    tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
+    family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
+           "CPU time of the loop thread spent publishing statistics to NATS.");
+    tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
+                   (double)ns.publish_cpu_ns / 1e9);
   }
+}
+
+/* The daemon's families (before the per-target ones) into o. */
+static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
+  tlc_view_daemon_t di;
+  memset(&di, 0, sizeof(di));
+  if (v->src->daemon_info != NULL)
+    v->src->daemon_info(v->src->daemon_ud, &di);
+  head_build(v, om, &di, o);
+  if (v->st != NULL)
+    head_http(v->st, om, o);
+  head_store(&di, om, o);
+  head_nats(v->src, om, o);
 }
 
 static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
@@ -966,105 +983,122 @@ static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
   tlc__http_metrics_cache_free(v); /* as after any failed scrape: nothing kept */
 }
 
-int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
-                          size_t slice_bytes) {
-  const tlc_ps_provider_t *pv = v->src.pv;
-  uint64_t t0 = now_ns();
-  size_t bytes = 0;
+/* The scrape's first phase: targets read (rendered or taken from the cache) until the slice is
+ * used. 0: more to read; 1: made (failed); 2: every target read (sc->state ST_HEAD). */
+static int step_targets(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, uint64_t slice_ns,
+                        size_t slice_bytes, size_t *bytes) {
+  const tlc_view_t *pv = v->src;
   int rc;
-  if (sc->state == ST_READ) {
-    size_t now = pv->count(pv->ud);
-    if (now < sc->n) /* cannot happen (indexes are reused, never removed): fewer targets */
-      while (sc->n > now && sc->n > sc->next) {
-        sc->n--;
-        tlc_free(sc->m[sc->n].name);
-        sc->m[sc->n].name = NULL;
-      }
-    if ((rc = cache_size(v, now > sc->n ? now : sc->n)) != 0) {
+  size_t now = pv->count(pv->ud);
+  if (now < sc->n) /* cannot happen (indexes are reused, never removed): fewer targets */
+    while (sc->n > now && sc->n > sc->next) {
+      sc->n--;
+      tlc_free(sc->m[sc->n].name);
+      sc->m[sc->n].name = NULL;
+    }
+  if ((rc = cache_size(v, now > sc->n ? now : sc->n)) != 0) {
+    fail(v, sc, rc);
+    return 1;
+  }
+  while (sc->next < sc->n) {
+    size_t r;
+    rc = read_target(v, sc->om, sc->next, &sc->m[sc->next], sc->s, &sc->txt[sc->next], &r,
+                     &sc->budget);
+    if (rc != 0) {
       fail(v, sc, rc);
       return 1;
     }
-    while (sc->next < sc->n) {
-      size_t r;
-      rc = read_target(v, sc->om, sc->next, &sc->m[sc->next], sc->s, &sc->txt[sc->next], &r,
-                       &sc->budget);
-      if (rc != 0) {
-        fail(v, sc, rc);
-        return 1;
-      }
-      if (sc->txt[sc->next] != NULL)
-        sc->any |=
-            sc->txt[sc->next]->len[0] + sc->txt[sc->next]->len[1] + sc->txt[sc->next]->len[2] > 0;
-      sc->has_store |= sc->m[sc->next].st.has;
-      sc->next++;
-      if (r > 0) {
-        sc->rendered += r;
-        sc->nrendered++;
-      }
-      bytes += r + 64;
-      if (sc->next < sc->n && (bytes >= slice_bytes || now_ns() - t0 >= slice_ns))
-        return 0;
+    if (sc->txt[sc->next] != NULL)
+      sc->any |=
+          sc->txt[sc->next]->len[0] + sc->txt[sc->next]->len[1] + sc->txt[sc->next]->len[2] > 0;
+    sc->has_store |= sc->m[sc->next].st.has;
+    sc->next++;
+    if (r > 0) {
+      sc->rendered += r;
+      sc->nrendered++;
     }
-    if (sc->any && sc->om) { /* "# EOF" after the area families */
-      if (sc->budget < 6) {
-        fail(v, sc, TLC_ELIMIT);
-        return 1;
-      }
-      sc->budget -= 6;
-    }
-    sc->state = ST_HEAD;
+    *bytes += r + 64;
+    if (sc->next < sc->n && (*bytes >= slice_bytes || now_ns() - t0 >= slice_ns))
+      return 0;
   }
-  if (sc->state == ST_HEAD) {
-    tlc_out_t *o = &sc->head;
-    size_t len0;
-    if (sc->hf < 0) {
-      /* about as large as the previous scrape's: one allocation instead of doublings */
-      size_t hint = v->metrics_hint + v->metrics_hint / 8;
-      o->max = sc->budget > 0 ? sc->budget : 1;
-      if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
-        o->cap = hint;
-      head_daemon(v, sc->om, o);
-      sc->hf = sc->n > 0 ? 0 : TF_N;
-      sc->hi = 0;
-    }
-    len0 = o->len;
-    while (sc->hf < TF_N) {
-      if (sc->hi == 0) {
-        if (sc->hf == TF_STORE && !sc->has_store) {
-          sc->hf++;
-          continue;
-        }
-        family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
-      }
-      while (sc->hi < sc->n) {
-        const mt_t *m = &sc->m[sc->hi++];
-        if (sc->hf != TF_STORE || m->st.has)
-          tsample(o, tfam[sc->hf][0], m->name, tfam_value(m, sc->hf));
-        if ((sc->hi & 63) == 0 && sc->hi < sc->n &&
-            (bytes + (o->len - len0) >= slice_bytes || now_ns() - t0 >= slice_ns))
-          return 0;
-      }
-      sc->hf++;
-      sc->hi = 0;
-    }
-    if (sc->om && !sc->any)
-      tlc_out_puts(o, "# EOF\n");
-    if (o->err != 0) {
-      fail(v, sc, o->err);
+  if (sc->any && sc->om) { /* "# EOF" after the area families */
+    if (sc->budget < 6) {
+      fail(v, sc, TLC_ELIMIT);
       return 1;
     }
-    v->metrics_hint = o->len;
-    sc->total = o->len;
-    if (sc->any) {
-      sc->total += sc->fam.len + (sc->om ? 6 : 0);
-      for (size_t i = 0; i < sc->n; i++)
-        if (sc->txt[i] != NULL)
-          sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
-    }
-    sc->state = ST_DONE;
-    if (v->src.stamp == NULL)
-      tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+    sc->budget -= 6;
   }
+  sc->state = ST_HEAD;
+  return 2;
+}
+
+/* The second phase: the daemon's families, then the per-target families of the figures read
+ * in the first, until the slice is used. 0: more to write; 1: made (or failed). */
+static int step_head(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, uint64_t slice_ns,
+                     size_t slice_bytes, size_t bytes) {
+  tlc_out_t *o = &sc->head;
+  size_t len0;
+  if (sc->hf < 0) {
+    /* about as large as the previous scrape's: one allocation instead of doublings */
+    size_t hint = v->metrics_hint + v->metrics_hint / 8;
+    o->max = sc->budget > 0 ? sc->budget : 1;
+    if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
+      o->cap = hint;
+    head_daemon(v, sc->om, o);
+    sc->hf = sc->n > 0 ? 0 : TF_N;
+    sc->hi = 0;
+  }
+  len0 = o->len;
+  while (sc->hf < TF_N) {
+    if (sc->hi == 0) {
+      if (sc->hf == TF_STORE && !sc->has_store) {
+        sc->hf++;
+        continue;
+      }
+      family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
+    }
+    while (sc->hi < sc->n) {
+      const mt_t *m = &sc->m[sc->hi++];
+      if (sc->hf != TF_STORE || m->st.has)
+        tsample(o, tfam[sc->hf][0], m->name, tfam_value(m, sc->hf));
+      if ((sc->hi & 63) == 0 && sc->hi < sc->n &&
+          (bytes + (o->len - len0) >= slice_bytes || now_ns() - t0 >= slice_ns))
+        return 0;
+    }
+    sc->hf++;
+    sc->hi = 0;
+  }
+  if (sc->om && !sc->any)
+    tlc_out_puts(o, "# EOF\n");
+  if (o->err != 0) {
+    fail(v, sc, o->err);
+    return 1;
+  }
+  v->metrics_hint = o->len;
+  sc->total = o->len;
+  if (sc->any) {
+    sc->total += sc->fam.len + (sc->om ? 6 : 0);
+    for (size_t i = 0; i < sc->n; i++)
+      if (sc->txt[i] != NULL)
+        sc->total += sc->txt[i]->len[0] + sc->txt[i]->len[1] + sc->txt[i]->len[2];
+  }
+  sc->state = ST_DONE;
+  if (v->src->stamp == NULL)
+    tlc__http_metrics_cache_free(v); /* nothing to reuse: no memory kept */
+  return 1;
+}
+
+int tlc__http_scrape_step(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t slice_ns,
+                          size_t slice_bytes) {
+  uint64_t t0 = now_ns();
+  size_t bytes = 0;
+  if (sc->state == ST_READ) {
+    int rc = step_targets(v, sc, t0, slice_ns, slice_bytes, &bytes);
+    if (rc != 2)
+      return rc;
+  }
+  if (sc->state == ST_HEAD)
+    return step_head(v, sc, t0, slice_ns, slice_bytes, bytes);
   return 1;
 }
 

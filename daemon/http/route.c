@@ -8,7 +8,7 @@
  *   /api/v1/targets/NAME/stats      the `tlcap stats --export json` document of NAME
  *   /api/v1/targets/NAME/stats?since=T&until=T
  *                                   the same of a past range (SPEC 10), computed off the loop
- *                                   by the provider's history hook: the response is pending
+ *                                   by the view's history hook: the response is pending
  *                                   (tlc__http_pending_t) until the query is done
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
@@ -17,7 +17,7 @@
  * GET without a body) is served; anything else is 405 with Allow. Every error is a JSON
  * document {"error": {"status": N, "message": "..."}}.
  *
- * Pure: reads the daemon only through the view's tlc_http_src_t; no I/O, no libwebsockets
+ * Pure: reads the daemon only through the read side (view/view.h); no I/O, no libwebsockets
  * (tests/fuzz/fuzz_http.c calls it directly). Every body goes into one capped tlc_out_t.
  */
 #include "http/http-int.h"
@@ -27,7 +27,7 @@
 #include "base/err.h"
 #include "formats/dec.h"
 #include "formats/json.h"
-#include "history/history.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -202,7 +202,7 @@ int tlc__http_origin_ok(const char *origin, int tls, const char *host, const cha
 
 /* The target called `name`, or an error into rs (0 / -1). */
 static int find_target(tlc__http_view_t *v, const char *name, size_t *idx, tlc__http_resp_t *rs) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   if (pv->find(pv->ud, name, idx) != 0) {
     tlc__http_error(rs, 404, "no target called \"%s\"", name);
     return -1;
@@ -224,12 +224,12 @@ static void counters_json(tlc_out_t *o, const tlc_counters_t *c) {
 int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
   static const char *const storage[5] = { "bytes_written", "records_written", "dropped_records",
                                           "segment_seq", "segment_bytes" };
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   size_t n = pv->count(pv->ud), shown = 0;
   tlc_out_puts(o, "[");
   for (size_t i = 0; i < n; i++) {
-    tlc_ps_target_info_t ti;
-    tlc_http_store_info_t st;
+    tlc_view_target_t ti;
+    tlc_view_store_t st;
     if (tlc__http_target_read(v, i, &ti, &st) != 0)
       continue;
     tlc_out_puts(o, shown++ > 0 ? ",\n " : "\n ");
@@ -249,7 +249,7 @@ int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {
 }
 
 static void api_stats(tlc__http_view_t *v, const char *name, tlc__http_resp_t *rs) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   tlc_table_t t;
   size_t idx;
   int rc;
@@ -285,7 +285,7 @@ typedef struct doc {
 } doc_t;
 
 struct tlc__http_pending {
-  const tlc_ps_provider_t *pv;
+  const tlc_view_t *pv;
   void *job; /* the running query (which owns doc meanwhile), NULL once done */
   int done;
   int status;    /* the query's: 0 or its error */
@@ -426,7 +426,7 @@ static int query_unknown(const char *q, char *bad, size_t badlen) {
 
 static void api_stats_range(tlc__http_view_t *v, const char *name, const char *query,
                             tlc__http_resp_t *rs) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+  const tlc_view_t *pv = v->src;
   char since[128], until[128], err[300], bad[80];
   int hs, hu, rc;
   tlc_when_range_t range;

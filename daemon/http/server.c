@@ -20,7 +20,7 @@
  * connection closed after the answer.
  *
  * TLS: lws loads the certificate files at start; SIGHUP's reload reaches new handshakes
- * through OpenSSL's certificate callback on lws's SSL_CTX (tlc_http_reload_tls, below).
+ * through OpenSSL's certificate callback on lws's SSL_CTX (tlc_http_reload_tls, tlsreload.c).
  *
  * Limits: connections are counted from accept to close (WSI_CREATE / WSI_DESTROY, less lws's
  * own listener and event pipe) and refused at accept (LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
@@ -40,9 +40,8 @@
  * (info.pcontext set to NULL), closes itself and runs the close callback. The loop keeps
  * running meanwhile; nothing of lws is left on it.
  */
-#include "http/http-int.h"
+#include "http/server-int.h"
 
-#include "auth/peers.h"
 #include "base/alloc.h"
 #include "base/err.h"
 
@@ -62,118 +61,12 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
-/* Body bytes per write: at most WRITE_CHUNK a loop turn, whether sent in place (a body past its
- * first LWS_PRE bytes: a stats or range answer) or copied first into chunk_buf (an embedded
- * file, a body's first bytes, a scrape's bytes). The kernel's copy of a write over loopback is
- * loop time: 1 MiB held the loop for 4-17 ms on a loaded 2-vCPU machine, 256 KiB a quarter of
- * that, at the price of a wake-up per turn (bench/RESULTS.md, "/metrics in slices", "History
- * queries and the loop"). CHUNK is lws's tx_packet_size (the most a write may hand it). */
-#define CHUNK       (1024 * 1024)
-#define WRITE_CHUNK (256 * 1024)
-#define COPY_CHUNK  WRITE_CHUNK
-static unsigned char chunk_buf[LWS_PRE + COPY_CHUNK]; /* loop thread only */
-
-/* /metrics is made a slice per loop turn (the connection's writable callback, before its
- * headers): targets are read until a slice has taken SLICE_NS or rendered SLICE_BYTES of area
- * series (at least one target), so that ingest and other requests run between slices. */
-#define SLICE_NS    1000000u
-#define SLICE_BYTES (1024u * 1024u)
-static char uri_buf[65536]; /* a request's path (loop thread only) */
-
-/* A request body (no path takes one: it gets its error) is read and dropped before the answer
- * up to this size, so that the connection can go on (or close with nothing unread: a close
- * with unread bytes is a reset, which can cut the answer on the client's side). */
-#define BODY_MAX     (1024 * 1024)
-#define ROUND_TRIP_S 10 /* lws's timeout of a network round trip (and of a body's next bytes) */
-
-/* Security headers of every response: nothing but our own files and the live WebSocket;
- * inline styles only (dygraphs positions its legend and labels with them); never framed. */
-static const struct {
-  const char *name, *value;
-} sec_headers[] = {
-  { "content-security-policy:",
-    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
-    "form-action 'none'" },
-  { "x-content-type-options:", "nosniff" },
-  { "x-frame-options:", "deny" },
-  { "referrer-policy:", "no-referrer" },
-};
-
-typedef struct pss pss_t;
-
-struct tlc_http {
-  uv_loop_t *loop;
-  struct lws_context *ctx; /* NULL once lws has finished destroying it (pcontext) */
-  struct lws_vhost *vh;
-  tlc_http_opts_t o;
-  char host[64];
-  tlc__http_view_t view;
-  tlc_http_stats_t st;
-  int port;
-  uv_timer_t tick;
-  uv_idle_t wait;
-  int tick_init, wait_init;
-  pss_t *ws;                   /* live WebSockets */
-  tlc__http_live_cache_t live; /* their messages' shared pieces */
-  int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
-  int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
-  tlc_peers_t peers;           /* connections per peer address (max_per_address) */
-  size_t accepted_slot;        /* peers slot of the connection just accepted, for its WSI_CREATE */
-  struct conn_slot {
-    struct lws *wsi;
-    size_t slot;
-  } * cslots; /* the counted connections' slots, given back at WSI_DESTROY */
-  size_t ncslots, capcslots;
-  char hosts[1024], origins[1024]; /* http_hosts, http_origins (copied) */
-  int closing;
-  void (*close_cb)(void *);
-  void *close_ud;
-  /* TLS reload (tlc_http_reload_tls): lws's vhost SSL_CTX gets our certificate callback at its
-   * creation (tls_hooked); tls_cur, once set, holds the certificate, chain and key that every
-   * new handshake is given instead of those lws loaded at start (a reference we own). */
-  int tls_on, tls_hooked;
-  SSL_CTX *tls_cur;
-};
-
-struct pss {
-  tlc_http_t *h;
-  int bound; /* counted in st.connections */
-  int is_ws;
-  /* HTTP response being sent */
-  char *body; /* owned (memory body) */
-  const unsigned char *sbody;
-  size_t len, off; /* all of it, and sent so far */
-  size_t blen;     /* body's or sbody's part of len */
-  size_t inflight; /* counted in st.inflight_bytes */
-  /* /metrics: the scrape being made (a slice per loop turn), then sent after body; what it
-   * cost the loop: slices, the longest, the longest write */
-  tlc__http_scrape_t *scrape;
-  int scrape_made;
-  unsigned slices, writes;
-  uint64_t slice_max_ns, write_max_ns, scrape_t0; /* wall clock */
-  uint64_t slice_max_cpu, write_max_cpu;          /* the loop thread's CPU time */
-  int close_after;
-  int await_body;               /* the answer waits for the request body (read and dropped) */
-  int deny;                     /* a 401 waits for the token module's delay (LWS_CALLBACK_TIMER) */
-  int authed;                   /* live: its token was accepted (or none is needed) */
-  tlc__http_pending_t *pending; /* range statistics being computed off the loop (route.c) */
-  /* live */
-  pss_t *prev, *next;
-  struct lws *wsi;
-  int due;
-  tlc__http_live_t live;
-};
+char tlc__http_uri_buf[65536]; /* a request's path (loop thread only) */
 
 /* lws logs are process-wide: one server's log hook at a time (the daemon has one). */
 static tlc_http_t *log_owner;
 
-static void say(tlc_http_t *h, int level, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void say(tlc_http_t *h, int level, const char *fmt, ...) {
+void tlc__http_say(tlc_http_t *h, int level, const char *fmt, ...) {
   char msg[400];
   va_list ap;
   if (h->o.log == NULL)
@@ -193,10 +86,11 @@ static void lws_log_cb(int level, const char *line) {
   n = strlen(buf);
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
     buf[--n] = '\0';
-  say(log_owner, level == LLL_ERR ? 4 /* warning: a peer's doing, not ours */ : 6, "%s", buf);
+  tlc__http_say(log_owner, level == LLL_ERR ? 4 /* warning: a peer's doing, not ours */ : 6, "%s",
+                buf);
 }
 
-static int64_t now_unix_ms(void) {
+int64_t tlc__http_now_unix_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -216,570 +110,6 @@ void tlc_http_opts_default(tlc_http_opts_t *o) {
 
 int tlc_http_host_is_loopback(const char *host) {
   return tlc_auth_host_is_loopback(host);
-}
-
-/* ---- HTTP ---- */
-
-static void body_free(pss_t *p) {
-  tlc_http_t *h = p->h;
-  tlc_free(p->body);
-  p->body = NULL;
-  p->sbody = NULL;
-  tlc__http_scrape_free(p->scrape);
-  p->scrape = NULL;
-  p->scrape_made = 0;
-  p->len = p->off = p->blen = 0;
-  if (h != NULL) {
-    h->st.inflight_bytes -= p->inflight;
-    h->view.max_response = h->o.max_response;
-  }
-  p->inflight = 0;
-}
-
-static const char *method_of(struct lws *wsi) {
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0)
-    return "GET";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0)
-    return "HEAD";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0)
-    return "POST";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) > 0)
-    return "PUT";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0)
-    return "DELETE";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_PATCH_URI) > 0)
-    return "PATCH";
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_OPTIONS_URI) > 0)
-    return "OPTIONS";
-  return "OTHER";
-}
-
-/* The request's path (its method's URI header) into buf, or NULL. */
-static const char *uri_of(struct lws *wsi, char *buf, size_t len) {
-  static const enum lws_token_indexes tok[] = {
-    WSI_TOKEN_GET_URI,    WSI_TOKEN_HEAD_URI,  WSI_TOKEN_POST_URI,    WSI_TOKEN_PUT_URI,
-    WSI_TOKEN_DELETE_URI, WSI_TOKEN_PATCH_URI, WSI_TOKEN_OPTIONS_URI,
-  };
-  for (size_t i = 0; i < sizeof(tok) / sizeof(tok[0]); i++)
-    if (lws_hdr_total_length(wsi, tok[i]) > 0)
-      return lws_hdr_copy(wsi, buf, (int)len, tok[i]) >= 0 ? buf : NULL;
-  return NULL;
-}
-
-/* The request's Content-Length: its value, -1 without one, -2 when it is not a number. */
-static long long content_length(struct lws *wsi) {
-  char b[32], *end;
-  long long v;
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
-    return -1;
-  if (lws_hdr_copy(wsi, b, sizeof(b), WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
-    return -2;
-  errno = 0;
-  v = strtoll(b, &end, 10);
-  if (end == b || *end != '\0' || v < 0 || errno != 0)
-    return -2;
-  return v;
-}
-
-/* 1 when the client waits for "100 Continue" before it sends its body (Expect: 100-continue;
- * lws does not send one): it is answered at once instead, and then sends no body. */
-static int expects_continue(struct lws *wsi) {
-  char b[32];
-  return lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_EXPECT) > 0 &&
-         lws_hdr_copy(wsi, b, sizeof(b), WSI_TOKEN_HTTP_EXPECT) > 0 &&
-         strcasecmp(b, "100-continue") == 0;
-}
-
-/* 1 when bytes of a request body may be left unread after the answer, so that the connection
- * must close: a Content-Length over BODY_MAX or not a number, or a POST, PUT or PATCH without
- * one (lws then expects a body of unknown length; a chunked body is not decoded), or a body
- * the client holds back for a "100 Continue" (the answer tells it not to send it). */
-static int body_unread(struct lws *wsi, const char *method) {
-  long long cl = content_length(wsi);
-  if (expects_continue(wsi))
-    return 1;
-  if (cl == -1)
-    return strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-           strcmp(method, "PATCH") == 0;
-  return cl == -2 || cl > BODY_MAX;
-}
-
-static int sec(struct lws *wsi, unsigned char **hp, unsigned char *end) {
-  for (size_t i = 0; i < sizeof(sec_headers) / sizeof(sec_headers[0]); i++)
-    if (lws_add_http_header_by_name(wsi, (const unsigned char *)sec_headers[i].name,
-                                    (const unsigned char *)sec_headers[i].value,
-                                    (int)strlen(sec_headers[i].value), hp, end))
-      return 1;
-  return 0;
-}
-
-/* The token rule for a request (path as lws gives it): the page's files need none, everything
- * else does (tlc__http_public: the path the router reads). Returns 1 when the request may be
- * answered, else 0 with *delay_ms the time to wait before the 401. */
-static int token_ok(struct lws *wsi, tlc_http_t *h, const char *path, uint64_t *delay_ms) {
-  char hdr[TLC_AUTH_MAX_TOKEN + 32], ip[64];
-  int n;
-  const char *tok = "";
-  size_t tl = 0;
-  *delay_ms = 0;
-  if (h->o.auth == NULL || tlc__http_public(path))
-    return 1; /* the page's own files: the same path the router answers from */
-  n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION) > 0
-          ? lws_hdr_copy(wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION)
-          : -1;
-  if (n > 7 && strncasecmp(hdr, "Bearer ", 7) == 0) {
-    tok = hdr + 7;
-    tl = (size_t)n - 7;
-  }
-  if (tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), tok, tl, uv_now(h->loop),
-                     delay_ms))
-    return 1;
-  h->st.auth_failed++;
-  return 0;
-}
-
-/* Header `tok` of the request into buf (NUL-terminated); NULL when absent, or too long (then
- * buf is "" : a value that matches nothing). */
-static const char *header(struct lws *wsi, enum lws_token_indexes tok, char *buf, size_t len) {
-  if (lws_hdr_total_length(wsi, tok) <= 0)
-    return NULL;
-  if (lws_hdr_copy(wsi, buf, (int)len, tok) < 0)
-    buf[0] = '\0';
-  return buf;
-}
-
-/* DNS rebinding: 1 when the request's Host names this daemon (tlc__http_host_ok). */
-static int host_ok(struct lws *wsi, tlc_http_t *h) {
-  char host[300], local[INET6_ADDRSTRLEN + 1] = "";
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof(ss);
-  const char *v = header(wsi, WSI_TOKEN_HOST, host, sizeof(host));
-  lws_sockfd_type fd = lws_get_socket_fd(wsi);
-  if (v == NULL)
-    return 1;
-  if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-    (void)tlc_peers_name((struct sockaddr *)&ss, sl, local, sizeof(local));
-  if (tlc__http_host_ok(v, h->host, local[0] != '?' ? local : NULL, h->hosts))
-    return 1;
-  h->st.misdirected++;
-  return 0;
-}
-
-/* A live WebSocket's handshake: its Host names this daemon and its Origin, when a browser sent
- * one, is the daemon's own or a configured one (tlc__http_origin_ok). */
-static int ws_origin_ok(struct lws *wsi, tlc_http_t *h) {
-  char host[300], origin[300];
-  const char *hv, *ov;
-  if (!host_ok(wsi, h))
-    return 0;
-  hv = header(wsi, WSI_TOKEN_HOST, host, sizeof(host));
-  ov = header(wsi, WSI_TOKEN_ORIGIN, origin, sizeof(origin));
-  if (tlc__http_origin_ok(ov, h->tls_on, hv, h->origins))
-    return 1;
-  h->st.misdirected++;
-  return 0;
-}
-
-static void pending_wake(void *ud) {
-  lws_callback_on_writable((struct lws *)ud);
-}
-
-/* Sends the headers and arranges the body. Returns 0, or -1 to close. */
-static int respond(struct lws *wsi, pss_t *p, const char *path) {
-  tlc_http_t *h = p->h;
-  tlc__http_req_t rq;
-  tlc__http_resp_t rs;
-  char query[1024] = "", accept[512] = "";
-  unsigned char hdr[LWS_PRE + 2048], *start = hdr + LWS_PRE, *hp = start,
-                                     *end = hdr + sizeof(hdr) - 1;
-  int head;
-  size_t len;
-  tlc__http_scrape_t *made = p->scrape_made ? p->scrape : NULL; /* a scrape made: answered now */
-  if (made != NULL)
-    p->scrape = NULL;
-  body_free(p);
-  rq.method = method_of(wsi);
-  head = strcmp(rq.method, "HEAD") == 0;
-  rq.path = path;
-  /* lws gives the query in '&'-separated fragments; over 1 KiB it is refused as a whole */
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0 &&
-      lws_hdr_copy(wsi, query, sizeof(query), WSI_TOKEN_HTTP_URI_ARGS) < 0)
-    snprintf(query, sizeof(query), "(too long)");
-  if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_ACCEPT) > 0 &&
-      lws_hdr_copy(wsi, accept, sizeof(accept), WSI_TOKEN_HTTP_ACCEPT) < 0)
-    accept[0] = '\0';
-  rq.query = query;
-  rq.accept = accept;
-  /* what this response may hold: the per-response cap, within what is left of the budget */
-  h->view.max_response = h->o.max_response;
-  if (h->o.max_inflight - h->st.inflight_bytes < h->view.max_response)
-    h->view.max_response = h->o.max_inflight - h->st.inflight_bytes;
-  tlc__http_resp_init(&rs, h->view.max_response > 0 ? h->view.max_response : 1);
-  {
-    uint64_t delay = 0;
-    if (!p->deny && p->pending == NULL && !host_ok(wsi, h)) {
-      /* DNS rebinding: a name that is not this daemon's gets nothing but the error */
-      tlc__http_error(&rs, 421,
-                      "misdirected request: the Host is not this daemon's (a loopback "
-                      "address, the address the port is bound to, or http_hosts)");
-    } else if (!token_ok(wsi, h, path, &delay)) {
-      /* SPEC 8: an error and nothing else (no target names, no counters) */
-      tlc__http_error(&rs, 401, "a token is needed: Authorization: Bearer TOKEN");
-      tlc__http_scrape_free(made);
-      made = NULL;
-      if (delay > 0 && !p->deny) {
-        /* the token module's delay for a peer that keeps failing: answered later */
-        tlc__http_resp_fini(&rs);
-        p->deny = 1;
-        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
-        return 0;
-      }
-    } else if (made != NULL) {
-      tlc__http_scrape_answer(made, &rs);
-      made = NULL;
-    } else if (p->pending != NULL) { /* range statistics computed: answered now */
-      tlc__http_pending_answer(&h->view, p->pending, &rs);
-      tlc__http_pending_free(p->pending);
-      p->pending = NULL;
-    } else {
-      tlc__http_route(&h->view, &rq, &rs);
-      if (rs.pending != NULL) { /* computed off the loop: answered when done (pending_wake) */
-        p->pending = rs.pending;
-        tlc__http_resp_fini(&rs);
-        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
-        tlc__http_pending_wait(p->pending, pending_wake, wsi);
-        return 0;
-      }
-      if (rs.scrape != NULL) { /* /metrics: made a slice per loop turn, answered once made */
-        p->scrape = rs.scrape;
-        rs.scrape = NULL;
-        tlc__http_resp_fini(&rs);
-        p->slices = p->writes = 0;
-        p->slice_max_ns = p->write_max_ns = p->slice_max_cpu = p->write_max_cpu = 0;
-        p->scrape_t0 = uv_hrtime();
-        lws_set_timeout(wsi, NO_PENDING_TIMEOUT, 0);
-        lws_callback_on_writable(wsi);
-        return 0;
-      }
-    }
-  }
-  p->deny = 0;
-  if (rs.status == 503)
-    h->st.busy++;
-  h->st.requests++;
-  if (rs.status >= 400)
-    h->st.errors++;
-  if (rs.static_body != NULL) {
-    p->sbody = rs.static_body;
-    len = rs.static_len;
-  } else {
-    p->body = tlc_out_take(&rs.body, &len);
-    if (p->body == NULL) /* nothing written (a scrape's answer is all in the scrape) */
-      len = 0;
-    if (rs.scrape != NULL) { /* /metrics: its bytes read out of it as they are sent */
-      p->scrape = rs.scrape;
-      p->scrape_made = 1;
-      rs.scrape = NULL;
-    }
-  }
-  tlc__http_resp_fini(&rs);
-  p->blen = len;
-  if (p->scrape != NULL)
-    len += tlc__http_scrape_len(p->scrape);
-  p->len = len;
-  p->inflight = p->body != NULL || p->scrape != NULL ? len : 0;
-  h->st.inflight_bytes += p->inflight;
-  /* A body over BODY_MAX or of unknown length is not read: the connection closes after the
-   * answer (the close can then be a reset; a body read and dropped leaves nothing behind). */
-  p->close_after = body_unread(wsi, rq.method);
-  if (lws_add_http_common_headers(wsi, (unsigned)rs.status, rs.ctype, (lws_filepos_t)len, &hp,
-                                  end) ||
-      (rs.status == 401 && lws_add_http_header_by_name(
-                               wsi, (const unsigned char *)"www-authenticate:",
-                               (const unsigned char *)"Bearer realm=\"tlcapd\"", 21, &hp, end)) ||
-      (rs.allow != NULL && lws_add_http_header_by_name(wsi, (const unsigned char *)"allow:",
-                                                       (const unsigned char *)rs.allow,
-                                                       (int)strlen(rs.allow), &hp, end)) ||
-      lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
-                                  (const unsigned char *)(rs.cache ? "max-age=300" : "no-store"),
-                                  rs.cache ? 11 : 8, &hp, end) ||
-      sec(wsi, &hp, end) || lws_finalize_write_http_header(wsi, start, &hp, end))
-    return -1;
-  if (head || len == 0) {
-    body_free(p);
-    if (p->close_after)
-      return -1;
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
-  }
-  lws_callback_on_writable(wsi);
-  return 0;
-}
-
-/* CPU time of the calling thread (the loop's): what the live messages and scrapes cost it. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-    return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The log line of a scrape sent: what it cost the loop. */
-static void scrape_done(pss_t *p) {
-  size_t nt, nr, rb;
-  tlc__http_scrape_figures(p->scrape, &nt, &nr, &rb);
-  say(p->h, 7,
-      "http: /metrics: %zu bytes in %.1f ms, %zu targets (%zu rendered, %zu bytes); %u "
-      "slices, longest %.3f ms (CPU %.3f ms); %u writes, longest %.3f ms (CPU %.3f ms)",
-      p->len, (double)(uv_hrtime() - p->scrape_t0) / 1e6, nt, nr, rb, p->slices,
-      (double)p->slice_max_ns / 1e6, (double)p->slice_max_cpu / 1e6, p->writes,
-      (double)p->write_max_ns / 1e6, (double)p->write_max_cpu / 1e6);
-}
-
-static int send_chunk(struct lws *wsi, pss_t *p) {
-  unsigned char *buf = chunk_buf, save[LWS_PRE];
-  const unsigned char *src = p->sbody != NULL ? p->sbody : (const unsigned char *)p->body;
-  size_t n;
-  int last, w;
-  uint64_t t0 = uv_hrtime(), c0 = p->scrape != NULL ? thread_cpu_ns() : 0;
-  if (p->len == 0)
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
-  if (p->off >= p->blen) {
-    /* the scrape's bytes, read out of it into the chunk buffer (its pieces are shared), at
-     * most COPY_CHUNK a turn: a write of 1 MiB could hold the loop for over 2 ms */
-    n = tlc__http_scrape_read(p->scrape, chunk_buf + LWS_PRE, COPY_CHUNK);
-  } else if (p->body != NULL && p->off >= LWS_PRE) {
-    /* in place: lws may write its framing into the LWS_PRE bytes before (sent already) */
-    n = p->blen - p->off < WRITE_CHUNK ? p->blen - p->off : WRITE_CHUNK;
-    buf = (unsigned char *)p->body + p->off - LWS_PRE;
-    memcpy(save, buf, LWS_PRE);
-  } else {
-    n = p->blen - p->off < COPY_CHUNK ? p->blen - p->off : COPY_CHUNK;
-    memcpy(buf + LWS_PRE, src + p->off, n);
-  }
-  last = p->off + n >= p->len;
-  if (n == 0)
-    return -1; /* cannot happen: a scrape as long as it said */
-  w = lws_write(wsi, buf + LWS_PRE, n, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP);
-  if (buf != chunk_buf)
-    memcpy(buf, save, LWS_PRE);
-  if (w != (int)n)
-    return -1;
-  p->off += n;
-  if (p->scrape != NULL) {
-    uint64_t d = uv_hrtime() - t0, c = thread_cpu_ns() - c0;
-    p->writes++;
-    if (d > p->write_max_ns)
-      p->write_max_ns = d;
-    if (c > p->write_max_cpu)
-      p->write_max_cpu = c;
-  }
-  if (!last) {
-    lws_callback_on_writable(wsi);
-    return 0;
-  }
-  if (p->scrape != NULL)
-    scrape_done(p);
-  body_free(p);
-  if (p->close_after)
-    return -1;
-  return lws_http_transaction_completed(wsi) ? -1 : 0;
-}
-
-/* One slice of the scrape being made; once made, its answer. 0, or -1 to close. */
-static int scrape_slice(struct lws *wsi, pss_t *p) {
-  uint64_t t0 = uv_hrtime(), c0 = thread_cpu_ns(), d, c;
-  int made = tlc__http_scrape_step(&p->h->view, p->scrape, SLICE_NS, SLICE_BYTES);
-  const char *uri;
-  d = uv_hrtime() - t0;
-  c = thread_cpu_ns() - c0;
-  p->slices++;
-  if (d > p->slice_max_ns)
-    p->slice_max_ns = d;
-  if (c > p->slice_max_cpu)
-    p->slice_max_cpu = c;
-  if (!made) {
-    lws_callback_on_writable(wsi);
-    return 0;
-  }
-  p->scrape_made = 1;
-  uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
-  return respond(wsi, p, uri != NULL ? uri : "/metrics");
-}
-
-/* ---- live WebSocket ---- */
-
-static void ws_unlink(pss_t *p) {
-  tlc_http_t *h = p->h;
-  if (!p->is_ws)
-    return;
-  if (p->prev != NULL)
-    p->prev->next = p->next;
-  else if (h->ws == p)
-    h->ws = p->next;
-  if (p->next != NULL)
-    p->next->prev = p->prev;
-  p->prev = p->next = NULL;
-  p->is_ws = 0;
-  h->st.websockets--;
-  h->view.websockets = h->st.websockets;
-}
-
-static int ws_send(struct lws *wsi, pss_t *p) {
-  tlc_http_t *h = p->h;
-  uint64_t cpu0;
-  char *buf;
-  size_t len;
-  int n;
-  if (!p->due || p->deny)
-    return 0;
-  p->due = 0;
-  if (!p->authed) {
-    /* a token is needed: say so, once; nothing else until it comes */
-    static const char need[] = "{\"type\": \"auth\", \"message\": \"send: token TOKEN\"}";
-    unsigned char m[LWS_PRE + sizeof(need)];
-    memcpy(m + LWS_PRE, need, sizeof(need) - 1);
-    return lws_write(wsi, m + LWS_PRE, sizeof(need) - 1, LWS_WRITE_TEXT) < 0 ? -1 : 0;
-  }
-  cpu0 = thread_cpu_ns();
-  if (h->live.tick == 0)
-    tlc__http_live_cache_tick(&h->live, now_unix_ms());
-  if (tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &buf, &len) != 0) {
-    say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
-        h->o.max_ws_message + (1u << 20));
-    h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
-    return 0; /* the next tick tries again */
-  }
-  /* the same bytes for every socket of this tick; lws writes the frame header into the
-   * LWS_PRE bytes before them and keeps what the kernel does not take (a copy) */
-  n = lws_write(wsi, (unsigned char *)buf + LWS_PRE, len, LWS_WRITE_TEXT);
-  h->st.ws_cpu_ns += thread_cpu_ns() - cpu0;
-  if (n < 0)
-    return -1;
-  h->st.ws_messages++;
-  return 0;
-}
-
-static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
-  tlc_http_t *h = p->h;
-  tlc__http_live_t *l = &p->live;
-  if (lws_frame_is_binary(wsi)) {
-    h->st.ws_bad++;
-    lws_close_reason(wsi, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, (unsigned char *)"text only", 9);
-    return -1;
-  }
-  /* what is announced counts: a frame of 2^63 bytes is refused at its first bytes */
-  if (len > sizeof(l->rx) - l->rxlen ||
-      lws_remaining_packet_payload(wsi) > sizeof(l->rx) - l->rxlen - len) {
-    h->st.ws_bad++;
-    lws_close_reason(wsi, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, (unsigned char *)"too large", 9);
-    return -1;
-  }
-  memcpy(l->rx + l->rxlen, in, len);
-  l->rxlen += len;
-  if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-    return 0;
-  if (!p->authed && !(l->rxlen > 6 && memcmp(l->rx, "token ", 6) == 0)) {
-    l->rxlen = 0; /* before its token a socket is sent nothing, and its commands are dropped */
-    return 0;
-  }
-  if (!p->authed) {
-    /* SPEC 8: a live socket's "token TOKEN"; nothing was sent to it before but the request */
-    char ip[64];
-    uint64_t delay = 0;
-    int ok = tlc_auth_check(h->o.auth, lws_get_peer_simple(wsi, ip, sizeof(ip)), l->rx + 6,
-                            l->rxlen - 6, uv_now(h->loop), &delay);
-    l->rxlen = 0;
-    if (!ok) {
-      h->st.auth_failed++;
-      lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"bad token", 9);
-      if (delay > 0) {
-        p->deny = 1;
-        lws_set_timer_usecs(wsi, (lws_usec_t)delay * 1000);
-        lws_rx_flow_control(wsi, 0); /* nothing more from it meanwhile */
-        return 0;
-      }
-      return -1;
-    }
-    p->authed = 1;
-    p->due = 1;
-    lws_callback_on_writable(wsi);
-    return 0;
-  }
-  if (tlc__http_live_command(l, l->rx, l->rxlen) != 0) {
-    h->st.ws_bad++;
-    lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION,
-                     (unsigned char *)"expected \"overview\" or \"target NAME\"", 36);
-    return -1;
-  }
-  l->rxlen = 0;
-  p->due = 1;
-  lws_callback_on_writable(wsi);
-  return 0;
-}
-
-static void tick_cb(uv_timer_t *t) {
-  tlc_http_t *h = t->data;
-  if (h->ws != NULL)
-    tlc__http_live_cache_tick(&h->live, now_unix_ms());
-  for (pss_t *p = h->ws; p != NULL; p = p->next) {
-    if (!p->authed)
-      continue;
-    if (p->due)
-      h->st.ws_coalesced++; /* the previous update is still waiting for the socket */
-    p->due = 1;
-    lws_callback_on_writable(p->wsi);
-  }
-}
-
-/* ---- TLS certificate reload ----
- *
- * lws loads the certificate into its vhost's SSL_CTX once, at start. A reload does not change
- * that SSL_CTX (an OpenSSL context keeps a certificate per key type: loading an EC certificate
- * over an RSA one would leave the RSA one served to some clients); instead OpenSSL's
- * certificate callback, set on lws's SSL_CTX when lws creates it
- * (LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS), runs before every new handshake picks
- * its certificate, clears what the session copied from lws's context and gives it the current
- * chain and key (tls_cur, a context the caller loaded and checked: tlc_tls_reload). A session
- * keeps its certificate once made; connections already open are not touched. */
-
-static int cert_cb(SSL *ssl, void *arg) {
-  tlc_http_t *h = arg;
-  SSL_CTX *c = h->tls_cur;
-  STACK_OF(X509) *chain = NULL;
-  if (c == NULL)
-    return 1; /* no reload yet: lws's own */
-  if (SSL_CTX_get0_chain_certs(c, &chain) != 1)
-    chain = NULL;
-  SSL_certs_clear(ssl);
-  if (SSL_use_cert_and_key(ssl, SSL_CTX_get0_certificate(c), SSL_CTX_get0_privatekey(c), chain,
-                           1) != 1) {
-    ERR_clear_error();
-    return 0; /* this handshake fails (cannot happen: the pair was checked at load) */
-  }
-  return 1;
-}
-
-int tlc_http_reload_tls(tlc_http_t *h, tlc_tls_t *tls, char *err, size_t errlen) {
-  SSL_CTX *n;
-  if (!h->tls_on) {
-    snprintf(err, errlen, "the HTTP port does not speak TLS");
-    return TLC_EINVAL;
-  }
-  if (!h->tls_hooked) {
-    snprintf(err, errlen,
-             "libwebsockets gave no TLS context to hook: restart for the new "
-             "certificate");
-    return TLC_EINVAL;
-  }
-  n = tlc_tls_ctx(tls);
-  if (n == NULL || SSL_CTX_get0_certificate(n) == NULL || SSL_CTX_get0_privatekey(n) == NULL) {
-    SSL_CTX_free(n);
-    snprintf(err, errlen, "no certificate and key loaded");
-    return TLC_EINVAL;
-  }
-  SSL_CTX_free(h->tls_cur);
-  h->tls_cur = n;
-  return 0;
 }
 
 /* ---- the protocol callback ---- */
@@ -830,7 +160,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
     /* lws's vhost SSL_CTX, just made: our certificate callback (TLS reload, above) */
     if (user != NULL) {
-      SSL_CTX_set_cert_cb((SSL_CTX *)user, cert_cb, h);
+      SSL_CTX_set_cert_cb((SSL_CTX *)user, tlc__http_tls_cert_cb, h);
       h->tls_hooked = 1;
     }
     return 0;
@@ -873,8 +203,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       p->pending = NULL;
     }
     if (p != NULL && p->bound) {
-      body_free(p);
-      ws_unlink(p);
+      tlc__http_body_free(p);
+      tlc__http_ws_unlink(p);
       p->bound = 0;
     }
     return 0;
@@ -886,15 +216,15 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       p->h = h;
     }
     {
-      long long cl = content_length(wsi);
-      if (cl > 0 && cl <= BODY_MAX && !expects_continue(wsi)) {
+      long long cl = tlc__http_content_length(wsi);
+      if (cl > 0 && cl <= BODY_MAX && !tlc__http_expects_continue(wsi)) {
         /* answered once the body is in (HTTP_BODY_COMPLETION), within lws's round-trip time */
         p->await_body = 1;
         lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, ROUND_TRIP_S);
         return 0;
       }
     }
-    return respond(wsi, p, in != NULL ? (const char *)in : "/");
+    return tlc__http_respond(wsi, p, in != NULL ? (const char *)in : "/");
   case LWS_CALLBACK_HTTP_BODY: /* no path takes a body: dropped */
     return 0;
   case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
@@ -902,8 +232,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     if (p == NULL || !p->await_body)
       return 0; /* answered already (a POST with Content-Length: 0) */
     p->await_body = 0;
-    uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
-    return respond(wsi, p, uri != NULL ? uri : "/");
+    uri = tlc__http_uri_of(wsi, tlc__http_uri_buf, sizeof(tlc__http_uri_buf));
+    return tlc__http_respond(wsi, p, uri != NULL ? uri : "/");
   }
   case LWS_CALLBACK_HTTP_WRITEABLE:
     if (p == NULL || p->h == NULL)
@@ -912,16 +242,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       const char *uri;
       if (!tlc__http_pending_ready(p->pending))
         return 0;
-      uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
-      return respond(wsi, p, uri != NULL ? uri : "/api/");
+      uri = tlc__http_uri_of(wsi, tlc__http_uri_buf, sizeof(tlc__http_uri_buf));
+      return tlc__http_respond(wsi, p, uri != NULL ? uri : "/api/");
     }
     if (p->scrape != NULL && !p->scrape_made) /* /metrics: the next slice */
-      return scrape_slice(wsi, p);
+      return tlc__http_scrape_slice(wsi, p);
     if (p->deny) { /* the delayed 401 (respond sees deny set and answers at once) */
-      const char *uri = uri_of(wsi, uri_buf, sizeof(uri_buf));
-      return respond(wsi, p, uri != NULL ? uri : "/api/");
+      const char *uri = tlc__http_uri_of(wsi, tlc__http_uri_buf, sizeof(tlc__http_uri_buf));
+      return tlc__http_respond(wsi, p, uri != NULL ? uri : "/api/");
     }
-    return send_chunk(wsi, p);
+    return tlc__http_send_chunk(wsi, p);
   case LWS_CALLBACK_TIMER:
     if (p != NULL && p->deny) {
       if (p->is_ws)
@@ -938,7 +268,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
       h->st.ws_bad++;
       return 1; /* only /api/v1/live is a WebSocket */
     }
-    if (!ws_origin_ok(wsi, h))
+    if (!tlc__http_ws_origin_ok(wsi, h))
       return 1; /* another origin's page, or another name (DNS rebinding): refused */
     return 0;
   }
@@ -966,14 +296,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
   case LWS_CALLBACK_RECEIVE:
     if (p == NULL || !p->is_ws)
       return -1;
-    return ws_receive(wsi, p, in, len);
+    return tlc__http_ws_receive(wsi, p, in, len);
   case LWS_CALLBACK_SERVER_WRITEABLE:
     if (p == NULL || !p->is_ws)
       return 0;
-    return ws_send(wsi, p);
+    return tlc__http_ws_send(wsi, p);
   case LWS_CALLBACK_CLOSED:
     if (p != NULL && p->h != NULL)
-      ws_unlink(p);
+      tlc__http_ws_unlink(p);
     return 0;
   default:
     return lws_callback_http_dummy(wsi, reason, user, in, len);
@@ -1102,16 +432,16 @@ static void teardown(tlc_http_t *h, int begun) {
   }
 }
 
-int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t *src,
+int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_view_t *view,
                  tlc_http_t **out) {
   struct lws_context_creation_info info;
   void *foreign[1];
   tlc_http_t *h;
   int err;
   *out = NULL;
-  if (o->host == NULL || src == NULL || src->pv == NULL || o->max_connections == 0 ||
-      o->max_connections > 10000 || o->live_ms < 100 || o->live_ms > 10000 ||
-      strlen(o->host) >= sizeof(h->host) || o->max_header < 512 || o->max_header > 65535 ||
+  if (o->host == NULL || view == NULL || o->max_connections == 0 || o->max_connections > 10000 ||
+      o->live_ms < 100 || o->live_ms > 10000 || strlen(o->host) >= sizeof(h->host) ||
+      o->max_header < 512 || o->max_header > 65535 ||
       (o->hosts != NULL && strlen(o->hosts) >= sizeof(h->hosts)) ||
       (o->origins != NULL && strlen(o->origins) >= sizeof(h->origins)))
     return TLC_EINVAL;
@@ -1129,7 +459,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->o.origins = h->origins;
   tlc_peers_init(&h->peers, o->max_per_address);
   h->accepted_slot = TLC_PEERS_NONE;
-  h->view.src = *src;
+  h->view.src = view;
   h->view.metrics_areas = o->metrics_areas;
   h->view.start_unix_ms = o->start_unix_ms;
   h->view.version = o->version;
@@ -1137,7 +467,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->view.max_document = o->max_response;
   h->view.st = &h->st;
   h->live.pre = LWS_PRE;      /* the live messages leave room for the frame header */
-  h->view.metrics_stream = 1; /* /metrics made a slice per loop turn (scrape_slice) */
+  h->view.metrics_stream = 1; /* /metrics made a slice per loop turn (tlc__http_scrape_slice) */
   if (log_owner == NULL) {
     log_owner = h;
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_cb);
@@ -1148,7 +478,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   info.foreign_loops = foreign;
   info.pcontext = &h->ctx;
   /* (lws's HTTP_HEADERS_SECURITY_BEST_PRACTICES_ENFORCE is not used: its policy forbids the
-   * inline styles dygraphs sets; respond() sends our own, SEC_HEADERS) */
+   * inline styles dygraphs sets; tlc__http_respond() sends our own, SEC_HEADERS) */
   info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_UV_NO_SIGSEGV_SIGFPE_SPIN;
   if (strchr(h->host, ':') == NULL)
     info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
@@ -1204,7 +534,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   uv_timer_init(loop, &h->tick);
   h->tick.data = h;
   h->tick_init = 1;
-  uv_timer_start(&h->tick, tick_cb, o->live_ms, o->live_ms);
+  uv_timer_start(&h->tick, tlc__http_ws_tick_cb, o->live_ms, o->live_ms);
   *out = h;
   return 0;
 }

@@ -1,10 +1,10 @@
 /* targets.c - what the JSON documents of the HTTP port say about a target, written once for
  * both: /api/v1/targets (route.c) and the live overview of the dashboard (live.c).
  *
- * Both read a target the same way (the provider's info and the storage figures) and open its
+ * Both read a target the same way (the view's info and the storage figures) and open its
  * object with the same fields (name, format, state, peer, subscribers); their storage objects hold
  * the same five figures under the names each document has always had (docs/http.md). Pure: reads
- * the daemon only through the view's tlc_http_src_t, on the loop thread.
+ * the daemon only through the read side (view/view.h), on the loop thread.
  */
 #include "http/http-int.h"
 
@@ -14,20 +14,20 @@
 #include <inttypes.h>
 #include <string.h>
 
-int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_ps_target_info_t *ti,
-                          tlc_http_store_info_t *st) {
-  const tlc_ps_provider_t *pv = v->src.pv;
+int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_view_target_t *ti,
+                          tlc_view_store_t *st) {
+  const tlc_view_t *pv = v->src;
   int rc = pv->info(pv->ud, i, ti);
   if (rc != 0)
     return rc;
   memset(st, 0, sizeof(*st));
-  if (v->src.target_store != NULL)
-    v->src.target_store(v->src.ud, i, st);
+  if (v->src->target_store != NULL)
+    v->src->target_store(v->src->daemon_ud, i, st);
   return 0;
 }
 
 void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
-                           const tlc_ps_target_info_t *ti) {
+                           const tlc_view_target_t *ti) {
   tlc_out_puts(o, "{\"name\": ");
   tlc_json_string(o, ti->name);
   tlc_out_puts(o, ", \"format\": \"");
@@ -36,10 +36,11 @@ void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
                                 : "\", \"state\": \"disconnected\", \"peer\": ");
   tlc_json_string(o, ti->peer != NULL ? ti->peer : "");
   tlc_out_puts(o, ", \"subscribers\": ");
-  tlc_out_u64(o, v->src.target_subscribers != NULL ? v->src.target_subscribers(v->src.ud, i) : 0);
+  tlc_out_u64(
+      o, v->src->target_subscribers != NULL ? v->src->target_subscribers(v->src->daemon_ud, i) : 0);
 }
 
-void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_http_store_info_t *st,
+void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_store_t *st,
                               const char *const names[5]) {
   const uint64_t val[5] = { st->bytes_written, st->records_written, st->dropped_records,
                             st->segment_seq, st->segment_bytes };

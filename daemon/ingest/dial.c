@@ -25,7 +25,7 @@
 #define CONNECT_TIMEOUT_MS 10000
 
 struct tlc_dialer {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   tlc_dialer_t *next;
   tlc_cfg_source_t cfg;
   tlc_target_t *target;
@@ -115,7 +115,7 @@ static void connect_cb(uv_connect_t *req, int status) {
 
 static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   tlc_dialer_t *dl = req->data;
-  tlc_daemon_t *d = dl->d;
+  tlc_ingest_t *d = dl->d;
   tlc_conn_t *c;
   int r;
   dl->gai_pending = 0;
@@ -220,7 +220,7 @@ static void dialer_stop(tlc_dialer_t *dl) {
     tlc__conn_close(dl->conn, "dial source stopped");
 }
 
-static int dialer_start(tlc_daemon_t *d, const tlc_cfg_source_t *s, tlc_dialer_t **out) {
+static int dialer_start(tlc_ingest_t *d, const tlc_cfg_source_t *s, tlc_dialer_t **out) {
   tlc_dialer_t *dl;
   tlc_target_conf_t conf;
   int r;
@@ -256,7 +256,7 @@ static int same_dial(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
   return a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
 }
 
-int tlc_dial_sync(tlc_daemon_t *d) {
+int tlc_dial_sync(tlc_ingest_t *d) {
   tlc_dialer_t **pp = &d->dialers;
   while (*pp != NULL) {
     tlc_dialer_t *dl = *pp;

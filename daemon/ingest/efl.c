@@ -118,7 +118,7 @@ typedef struct efl_app {
 } efl_app_t;
 
 struct tlc_efl {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   tlc_efl_t *next;
   tlc_cfg_source_t cfg;
   char addr[TLC_PEER_MAX];
@@ -395,7 +395,7 @@ static void app_drop(tlc_efl_t *e, efl_app_t *a) {
  * and turns its evlog on. Returns 0, or -1 when it is refused (logged, counted; the caller
  * drops it). */
 static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
-  tlc_daemon_t *d = e->d;
+  tlc_ingest_t *d = e->d;
   char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX];
   tlc_efldbg_client_t c;
   tlc_target_conf_t conf;
@@ -1132,7 +1132,7 @@ static void efl_stop(tlc_efl_t *e, const char *reason) {
   e->timer = NULL;
 }
 
-static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out) {
+static int efl_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out) {
   tlc_efl_t *e = tlc_calloc(1, sizeof(*e));
   int rc;
   if (e == NULL)
@@ -1176,7 +1176,7 @@ static int same_efl(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
          strcmp(a->debugd_socket, b->debugd_socket) == 0;
 }
 
-int tlc_efl_sync(tlc_daemon_t *d) {
+int tlc_efl_sync(tlc_ingest_t *d) {
   tlc_efl_t **pp = &d->efls;
   while (*pp != NULL) {
     tlc_efl_t *e = *pp;
@@ -1218,7 +1218,7 @@ int tlc_efl_sync(tlc_daemon_t *d) {
   return 0;
 }
 
-void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
+void tlc_efl_status(const tlc_ingest_t *d, char *buf, size_t len) {
   size_t apps = 0, capturing = 0, bug = 0, off = 0, used = strlen(buf);
   if (d->efls == NULL || used >= len)
     return;
@@ -1233,7 +1233,7 @@ void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
            capturing, bug, off ? " efl_evlog_off=1" : "");
 }
 
-void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+void tlc_efl_dump(const tlc_ingest_t *d, tlc_json_w_t *w) {
   tlc_json_w_open(w, "efl", '[');
   for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
     tlc_json_w_open(w, NULL, '{');

@@ -37,7 +37,7 @@
 #define DRAIN_CAP       (16u << 20)
 
 struct tlc_serial {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   tlc_serial_t *next;
   tlc_cfg_source_t cfg;
   tlc_target_t *target;
@@ -186,7 +186,7 @@ static void unplug(tlc_serial_t *s, const char *reason) {
 /* Reads what is there (at most `cap` bytes in `max_reads` reads). Returns 0, or -1 after an
  * unplug. */
 static int read_some(tlc_serial_t *s, int max_reads, size_t cap) {
-  tlc_daemon_t *d = s->d;
+  tlc_ingest_t *d = s->d;
   size_t total = 0;
   for (int i = 0; i < max_reads && total < cap; i++) {
     ssize_t r = read(s->fd, d->rbuf, d->rbuf_len);
@@ -238,7 +238,7 @@ static void poll_cb(uv_poll_t *p, int status, int events) {
 }
 
 static void try_open(tlc_serial_t *s) {
-  tlc_daemon_t *d = s->d;
+  tlc_ingest_t *d = s->d;
   char why[160] = "";
   int fd, r;
   if (s->stopping || d->stopping || s->fd >= 0)
@@ -334,7 +334,7 @@ static void serial_stop(tlc_serial_t *s, const char *reason) {
   uv_close((uv_handle_t *)s->idle, timer_close_cb);
 }
 
-static int serial_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_serial_t **out) {
+static int serial_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_serial_t **out) {
   tlc_serial_t *s = tlc_calloc(1, sizeof(*s));
   tlc_target_conf_t conf;
   int r;
@@ -375,7 +375,7 @@ static int same_serial(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
          a->flow == b->flow;
 }
 
-int tlc_serial_sync(tlc_daemon_t *d) {
+int tlc_serial_sync(tlc_ingest_t *d) {
   tlc_serial_t **pp = &d->serials;
   while (*pp != NULL) {
     tlc_serial_t *s = *pp;
@@ -412,7 +412,7 @@ int tlc_serial_sync(tlc_daemon_t *d) {
   return 0;
 }
 
-void tlc__serial_drain_close(tlc_daemon_t *d) {
+void tlc__serial_drain_close(tlc_ingest_t *d) {
   for (tlc_serial_t *s = d->serials; s != NULL; s = s->next)
     if (s->fd >= 0)
       (void)read_some(s, 1 << 20, DRAIN_CAP);

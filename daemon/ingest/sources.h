@@ -1,9 +1,9 @@
-/* sources.h - the daemon context and the ingest sources: TCP listen, TCP dial, serial.
+/* sources.h - the ingest context and the ingest sources: TCP listen, TCP dial, serial, efl.
  *
- * tlc_daemon_t ties the loop, the current configuration, the target registry and the running
- * sources together. Each source kind keeps a list of running objects that tlc_*_sync()
- * reconciles with d->cfg by name (start at launch, SIGHUP add/remove/change, shutdown with an
- * empty configuration):
+ * tlc_ingest_t ties the loop, the current configuration, the target registry and the running
+ * sources together; the daemon object (daemon/daemon.h) embeds it and hands it to the sources. Each
+ * source kind keeps a list of running objects that tlc_*_sync() reconciles with d->cfg by name
+ * (start at launch, SIGHUP add/remove/change, shutdown with an empty configuration):
  *   - same name and same address/format/device settings: kept untouched (its connections and
  *     targets carry on; per-target settings apply to targets created from then on);
  *   - a listener with the same name keeps its socket: a new address is refused before the sync
@@ -35,7 +35,7 @@
 
 #define TLC_CONN_SUFFIX_MAX 64 /* "#2".."#64": simultaneous connections per name */
 
-typedef struct tlc_daemon tlc_daemon_t;
+typedef struct tlc_ingest tlc_ingest_t;
 typedef struct tlc_listener tlc_listener_t;
 typedef struct tlc_dialer tlc_dialer_t;
 typedef struct tlc_serial tlc_serial_t;
@@ -63,7 +63,7 @@ typedef struct tlc_ingest_stats {
 } tlc_ingest_stats_t;
 
 struct tlc_conn {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   uv_tcp_t h;
   uv_connect_t creq;       /* dial only */
   tlc_conn_t *prev, *next; /* d->conns */
@@ -92,9 +92,8 @@ struct tlc_conn {
   int accepted; /* came in through a listener (the refusal reply goes only to those) */
 };
 
-struct tlc_daemon {
+struct tlc_ingest {
   uv_loop_t *loop;
-  tlc_cli_t cli;
   tlc_config_t cfg;
   tlc_targets_t targets;
   tlc_listener_t *listeners;
@@ -129,22 +128,22 @@ struct tlc_daemon {
  * error after logging which fd is wrong (a non-stream or non-listening socket, or one that matches
  * nothing) - the caller must then fail start-up. fds named "serve"/"subscribe" are left for pubsub.
  */
-int tlc_listen_adopt(tlc_daemon_t *d);
+int tlc_listen_adopt(tlc_ingest_t *d);
 
 /* SIGHUP, before `nc` replaces d->cfg: 0 if every running listener that `nc` keeps (same
  * name) keeps its address, else TLC_EINVAL with `why` naming each one that would move
  * ("listener b: address 127.0.0.1:7411 -> 127.0.0.1:7511"): the caller refuses the whole
  * reload (restart required), since moving a listener means a window without it and a bind
  * that may fail. Inherited listeners are not checked (their address is the socket unit's). */
-int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+int tlc_listen_check_reload(const tlc_ingest_t *d, const tlc_config_t *nc, char *why,
                             size_t whylen);
 
 /* Reconciles running listeners with d->cfg (see above). Returns 0, or the first bind error
  * (the other listeners are still applied; the error is logged naming listener and address). */
-int tlc_listen_sync(tlc_daemon_t *d);
+int tlc_listen_sync(tlc_ingest_t *d);
 
 /* Number of running listeners. */
-size_t tlc_listen_count(const tlc_daemon_t *d);
+size_t tlc_listen_count(const tlc_ingest_t *d);
 
 /* Adopts `fd`, a connected stream socket (TCP, or an AF_UNIX socketpair end, whose target
  * is then "<src_name>@local"), as if listener `src_name` with `format` had just accepted it:
@@ -153,7 +152,7 @@ size_t tlc_listen_count(const tlc_daemon_t *d);
  * through which tests/fuzz/fuzz_ingest.c drives a real ingest session from a socketpair.
  * Returns 0 (the fd now belongs to the connection and is closed with it), or a negative
  * error (the fd stays the caller's). Loop thread. */
-int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd);
+int tlc_listen_take_fd(tlc_ingest_t *d, const char *src_name, tlc_format_t format, int fd);
 
 /* Starts reading on a connected TCP handle (accepted or dialled). For dial, `fixed` is the
  * target to attach (a preamble, if sent, is consumed and its name ignored). Called by dial.c. */
@@ -164,50 +163,50 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed);
 void tlc__conn_close(tlc_conn_t *c, const char *reason);
 
 /* Called by the sweep timer: closes connections past their deadlines. */
-void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now);
+void tlc__conn_sweep(tlc_ingest_t *d, uint64_t now);
 
 /* Shutdown: reads what the kernel already holds on every connection (non-blocking), feeds it,
  * then closes all connections. */
-void tlc__conns_drain_close(tlc_daemon_t *d);
+void tlc__conns_drain_close(tlc_ingest_t *d);
 
 /* ---- TCP dial (dial.c) ---- */
 
 /* Reconciles running dialers with d->cfg. Returns 0 (failures to reach a probe are retried
  * with backoff, never an error). */
-int tlc_dial_sync(tlc_daemon_t *d);
+int tlc_dial_sync(tlc_ingest_t *d);
 /* The dialer's connection closed (called from the conn close path). */
 void tlc__dial_conn_closed(tlc_dialer_t *dl, int had_data);
 
 /* ---- serial (serial.c) ---- */
 
 /* Reconciles running serial ports with d->cfg. Returns 0 (an absent device is retried). */
-int tlc_serial_sync(tlc_daemon_t *d);
+int tlc_serial_sync(tlc_ingest_t *d);
 /* Shutdown: reads what the tty holds (non-blocking) and closes every port. */
-void tlc__serial_drain_close(tlc_daemon_t *d);
+void tlc__serial_drain_close(tlc_ingest_t *d);
 
 /* ---- EFL applications through efl_debugd (efl.c, docs/efl.md) ---- */
 
 /* Reconciles running efl sources with d->cfg: new ones connect to efl_debugd (retried with
  * backoff, never an error); removed or changed ones, and all of them when d->stopping, turn
  * the evlog off in their applications, detach their targets and close. Returns 0. */
-int tlc_efl_sync(tlc_daemon_t *d);
+int tlc_efl_sync(tlc_ingest_t *d);
 
 /* Appends " efl_apps=N efl_capturing=N efl_no_cpufreq=N" to the NUL-terminated STATUS text in
  * buf (nothing without efl sources). */
-void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len);
+void tlc_efl_status(const tlc_ingest_t *d, char *buf, size_t len);
 
 /* Writes the member "efl": [ {source, pattern, debugd, connected, counters, apps: [{target, name,
  * pid, cid, state, replies, ...}]} ] with the stats dump's JSON writer (main.c). */
-void tlc_efl_dump(const tlc_daemon_t *d, struct tlc_json_w *w);
+void tlc_efl_dump(const tlc_ingest_t *d, struct tlc_json_w *w);
 
 /* ---- helpers shared by the sources (tcp.c) ---- */
 
 /* Next reconnect delay: doubles `*cur` (starting at backoff_min, capped at backoff_max) and
  * returns it with +-25% jitter. */
-uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur);
+uint64_t tlc__backoff_next(const tlc_ingest_t *d, uint64_t *cur);
 
 /* Target creation settings for `name` coming from source (kind, src_name). */
-void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
+void tlc__target_conf(const tlc_ingest_t *d, int kind, const char *src_name, const char *name,
                       tlc_format_t format, tlc_target_conf_t *out);
 
 /* Fills a target's creation settings from the config, its source and the settings found by

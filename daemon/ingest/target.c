@@ -2,7 +2,7 @@
  *
  * Invariants:
  *  - a target is in the registry from creation to daemon shutdown; its index never changes
- *    (pubsub's provider relies on it), so the registry only grows, up to its cap;
+ *    (the read side, view/view.h, relies on it), so the registry only grows, up to its cap;
  *  - at most one source is attached to a target at a time (t->source);
  *  - every detach makes exactly one engine gap, and leaves the decoder reset for the next
  *    stream with its counters kept;
@@ -16,7 +16,7 @@
  * copied per event except by the evlog mapping step, which writes its 0..2 outputs per item.
  *
  * Does not: own connections (sources do), write files (the storage observer does), or remove
- * targets at run time (a future "forget target" command would have to renumber the provider).
+ * targets at run time (a future "forget target" command would have to renumber the read side).
  */
 #include "ingest/target.h"
 

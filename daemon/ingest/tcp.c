@@ -57,7 +57,7 @@
 #define READ_TURN_BYTES (256u << 10) /* read share of one connection in one loop turn */
 
 struct tlc_listener {
-  tlc_daemon_t *d;
+  tlc_ingest_t *d;
   tlc_listener_t *next;
   tlc_cfg_source_t cfg; /* name, format, address as started */
   uv_tcp_t *h;          /* NULL while paused */
@@ -73,7 +73,7 @@ static void free_cb(uv_handle_t *h) {
 
 /* ---- helpers ---- */
 
-uint64_t tlc__backoff_next(const tlc_daemon_t *d, uint64_t *cur) {
+uint64_t tlc__backoff_next(const tlc_ingest_t *d, uint64_t *cur) {
   uint64_t b = *cur == 0 ? d->cfg.backoff_min_ms : *cur * 2;
   uint64_t j;
   if (b > d->cfg.backoff_max_ms)
@@ -104,7 +104,7 @@ void tlc_target_conf_from_config(const tlc_config_t *c, const tlc_cfg_source_t *
   out->histograms = (uint8_t)c->histograms;
 }
 
-void tlc__target_conf(const tlc_daemon_t *d, int kind, const char *src_name, const char *name,
+void tlc__target_conf(const tlc_ingest_t *d, int kind, const char *src_name, const char *name,
                       tlc_format_t format, tlc_target_conf_t *out) {
   const tlc_cfg_source_t *src = tlc_config_find_source(&d->cfg, kind, src_name);
   tlc_target_conf_from_config(&d->cfg, src, name, format, kind == TLC_SRC_SERIAL, out);
@@ -137,7 +137,7 @@ static void addr_text(const struct sockaddr *sa, char *ip, size_t iplen, char *f
 
 /* ---- connections ---- */
 
-static void conn_link(tlc_daemon_t *d, tlc_conn_t *c) {
+static void conn_link(tlc_ingest_t *d, tlc_conn_t *c) {
   c->prev = NULL;
   c->next = d->conns;
   if (d->conns != NULL)
@@ -147,7 +147,7 @@ static void conn_link(tlc_daemon_t *d, tlc_conn_t *c) {
   c->counted = 1;
 }
 
-static void conn_unlink(tlc_daemon_t *d, tlc_conn_t *c) {
+static void conn_unlink(tlc_ingest_t *d, tlc_conn_t *c) {
   if (!c->counted)
     return;
   if (c->prev != NULL)
@@ -261,7 +261,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
  * deadlines do not run while held (tlc__conn_sweep): the silence is ours, not the peer's. */
 static void conn_hold(void *src, int on) {
   tlc_conn_t *c = src;
-  tlc_daemon_t *d = c->d;
+  tlc_ingest_t *d = c->d;
   if (c->closing || c->held == on)
     return;
   c->held = on;
@@ -289,7 +289,7 @@ static void conn_hold_init(tlc_conn_t *c) {
 /* Binds the connection to its target; on failure returns a negative error with the reason
  * (for the refusal reply) in why[0..whylen). */
 static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt, char *why, size_t whylen) {
-  tlc_daemon_t *d = c->d;
+  tlc_ingest_t *d = c->d;
   char base[TLC_TARGET_NAME_MAX + 1], nm[TLC_TARGET_NAME_MAX + 8];
   const tlc_cfg_source_t *src;
   int n;
@@ -464,7 +464,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
  * lives within one turn (check runs after every poll phase), so a connection closed in this
  * turn is still allocated (its close callback runs later, in the closing phase). */
 static void yield_resume_cb(uv_check_t *h) {
-  tlc_daemon_t *d = h->data;
+  tlc_ingest_t *d = h->data;
   tlc_conn_t *c = d->yielded;
   d->yielded = NULL;
   uv_check_stop(h);
@@ -482,7 +482,7 @@ static void yield_resume_cb(uv_check_t *h) {
 /* Counts bytes read in this loop turn; past READ_TURN_BYTES, stops reading until the check
  * phase. uv_now() is the loop time of the turn (updated once per poll). */
 static void read_share(tlc_conn_t *c, size_t n) {
-  tlc_daemon_t *d = c->d;
+  tlc_ingest_t *d = c->d;
   uint64_t now = uv_now(d->loop);
   if (c->turn_ms != now) {
     c->turn_ms = now;
@@ -526,7 +526,7 @@ static void rec_track(tlc_conn_t *c) {
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   tlc_conn_t *c = s->data;
-  tlc_daemon_t *d = c->d;
+  tlc_ingest_t *d = c->d;
   if (c->closing)
     return;
   if (nread > 0) {
@@ -606,7 +606,7 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
   }
 }
 
-void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
+void tlc__conn_sweep(tlc_ingest_t *d, uint64_t now) {
   tlc_conn_t *c, *next;
   for (c = d->conns; c != NULL; c = next) {
     uint64_t last = c->last_rx != 0 ? c->last_rx : c->since;
@@ -639,7 +639,7 @@ void tlc__conn_sweep(tlc_daemon_t *d, uint64_t now) {
   }
 }
 
-void tlc__conns_drain_close(tlc_daemon_t *d) {
+void tlc__conns_drain_close(tlc_ingest_t *d) {
   tlc_conn_t *c, *next;
   for (c = d->conns; c != NULL; c = next) {
     uv_os_fd_t fd;
@@ -674,7 +674,7 @@ void tlc__conns_drain_close(tlc_daemon_t *d) {
   }
 }
 
-int tlc_listen_take_fd(tlc_daemon_t *d, const char *src_name, tlc_format_t format, int fd) {
+int tlc_listen_take_fd(tlc_ingest_t *d, const char *src_name, tlc_format_t format, int fd) {
   tlc_conn_t *c = tlc_calloc(1, sizeof(*c));
   int r;
   if (c == NULL)
@@ -709,7 +709,7 @@ static void listener_pause(tlc_listener_t *l);
 
 static void resume_cb(uv_timer_t *t) {
   tlc_listener_t *l = t->data;
-  tlc_daemon_t *d = l->d;
+  tlc_ingest_t *d = l->d;
   uv_tcp_t *h;
   int fd, r;
   if (l->h != NULL || l->spare_fd < 0)
@@ -755,7 +755,7 @@ static void listener_pause(tlc_listener_t *l) {
 
 static void on_connection(uv_stream_t *s, int status) {
   tlc_listener_t *l = s->data;
-  tlc_daemon_t *d = l->d;
+  tlc_ingest_t *d = l->d;
   tlc_conn_t *c;
   int r;
   if (status < 0) {
@@ -864,7 +864,7 @@ static int resolve_bind(const char *host, uint16_t port, struct sockaddr_storage
 }
 
 /* Creates a listener over `fd` (inherited, >= 0) or binding cfg's address (fd < 0). */
-static int listener_start(tlc_daemon_t *d, const tlc_cfg_source_t *cfg, int fd,
+static int listener_start(tlc_ingest_t *d, const tlc_cfg_source_t *cfg, int fd,
                           tlc_listener_t **out) {
   tlc_listener_t *l = tlc_calloc(1, sizeof(*l));
   struct sockaddr_storage ss;
@@ -932,7 +932,7 @@ static void cfg_address(const tlc_cfg_source_t *s, char *buf, size_t len) {
   snprintf(buf, len, strchr(s->host, ':') != NULL ? "[%s]:%u" : "%s:%u", s->host, s->port);
 }
 
-int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char *why,
+int tlc_listen_check_reload(const tlc_ingest_t *d, const tlc_config_t *nc, char *why,
                             size_t whylen) {
   size_t n = 0;
   int r = 0;
@@ -956,7 +956,7 @@ int tlc_listen_check_reload(const tlc_daemon_t *d, const tlc_config_t *nc, char 
   return r;
 }
 
-size_t tlc_listen_count(const tlc_daemon_t *d) {
+size_t tlc_listen_count(const tlc_ingest_t *d) {
   size_t n = 0;
   for (const tlc_listener_t *l = d->listeners; l != NULL; l = l->next)
     n++;
@@ -971,7 +971,7 @@ static const char *fd_name_format(const char *name, tlc_format_t *f) {
   return name;
 }
 
-int tlc_listen_adopt(tlc_daemon_t *d) {
+int tlc_listen_adopt(tlc_ingest_t *d) {
   tlc_sd_fd_t *fds;
   int n = tlc_sd_listen_fds(&fds);
   if (n < 0)
@@ -1045,7 +1045,7 @@ int tlc_listen_adopt(tlc_daemon_t *d) {
   return 0;
 }
 
-int tlc_listen_sync(tlc_daemon_t *d) {
+int tlc_listen_sync(tlc_ingest_t *d) {
   tlc_listener_t **pp = &d->listeners;
   int first_err = 0;
   /* Stop what is gone or changed. */

@@ -87,7 +87,7 @@ static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t
  * (Subscriptions are served from their feeds' mirrors, not from here.) */
 int tlc__ps_stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
                         stats_part_t *pt, msg_t **out) {
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   tlc_snap_opts_t so;
   tlc_table_t *t;
   tlc_pb_arena_t a;
@@ -463,7 +463,7 @@ int tlc__ps_mirror_msg(feed_t *f, size_t idx, int mode, uint64_t base, msg_t **o
   tlc_pubsub_t *ps = f->ps;
   feed_target_t *ft = &f->t[idx];
   const spec_t *spec = f->spec;
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   tlc_pb_snap_sel_t sel;
   tlc_pb_arena_t a;
   Tlcap__Snapshot s;
@@ -527,7 +527,7 @@ done:
 /* One tick of feed f for target idx: the engine's rows changed since the last tick go into the
  * mirror, and their delta is returned (refs 1; the first tick's is full). Returns 1 when
  * nothing changed (no message), or a negative error. */
-static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, msg_t **out) {
+static int mirror_tick(feed_t *f, size_t idx, const tlc_view_target_t *info, msg_t **out) {
   tlc_pubsub_t *ps = f->ps;
   feed_target_t *ft = &f->t[idx];
   const spec_t *spec = f->spec;
@@ -627,7 +627,7 @@ void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
 /* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
 static void feed_tick_target(feed_t *f, size_t idx) {
   tlc_pubsub_t *ps = f->ps;
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   msg_t *m = NULL;
   subn_t *sn;
   int r;

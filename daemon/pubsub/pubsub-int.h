@@ -284,7 +284,7 @@ struct tlc_pubsub {
   tlc_pubsub_opts_t o;
   uint8_t *token;
   size_t token_len;
-  tlc_ps_provider_t p;
+  tlc_view_t p;
   uint64_t instance_id;
   listener_t *listeners[MAX_LISTENERS];
   size_t nlisteners;

@@ -651,7 +651,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o) {
   o->daemon_version = "tlcapd " TLC_VERSION;
 }
 
-int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_provider_t *p,
+int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_view_t *p,
                    tlc_pubsub_t **out) {
   tlc_pubsub_t *ps;
   tlc_pubsub_opts_t d;

@@ -4,7 +4,7 @@
  * The daemon creates one server on its loop (tlc_pubsub_new), starts listeners
  * (tlc_pubsub_listen_tcp / _unix / _fd), and feeds it target events (tlc_pubsub_target_event)
  * and decoded event batches (tlc_pubsub_events) as they happen. Statistics are pulled from the
- * targets through the provider (provider.h) on each subscription interval, once per distinct
+ * targets through the read side (view/view.h) on each subscription interval, once per distinct
  * subscription and target however many subscribers share it (and one engine snapshot for the
  * subscriptions that tick together with the same options); each changed row is encoded once,
  * and every message is shared by reference count.
@@ -27,7 +27,7 @@
 #include "auth/tls.h"
 #include "base/log_level.h"
 #include "formats/tlc_event.h"
-#include "ingest/provider.h"
+#include "view/view.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -137,7 +137,7 @@ void tlc_pubsub_opts_default(tlc_pubsub_opts_t *o);
 /* Creates a server on `loop` (not listening yet). `o` (NULL: defaults) is copied, the token
  * too; `p` is copied and must stay usable until the close callback. Returns 0 with *out set,
  * or TLC_ENOMEM / a UV_* code; *out is then NULL and nothing needs closing. */
-int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_ps_provider_t *p,
+int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_view_t *p,
                    tlc_pubsub_t **out);
 
 /* Listens on TCP host:port ("127.0.0.1", "::1", "0.0.0.0", ...; numeric, or "localhost").

@@ -189,7 +189,7 @@ static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
   if (f == NULL || idx >= f->nt || !f->t[idx].have)
     return NULL;
   {
-    tlc_ps_target_info_t info;
+    tlc_view_target_t info;
     memset(&info, 0, sizeof(info));
     if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].gen) {
       /* another target took this index since the last tick: the next tick sends its full */
@@ -614,7 +614,7 @@ void tlc__ps_ev_settle(tlc__ps_sub_t *s) {
   for (i = 0; i < ps->nbatch_seq; i++) {
     uint64_t b0 = i < s->nstall ? s->stall_b[i] : 0, e0 = i < s->nstall ? s->stall_e[i] : 0;
     uint64_t db = ps->batch_seq[i] - b0, de = ps->batch_ev[i] - e0;
-    tlc_ps_target_info_t info;
+    tlc_view_target_t info;
     if (db == 0)
       continue;
     memset(&info, 0, sizeof(info));

@@ -18,7 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-#include "history/history.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -253,7 +253,7 @@ void tlc__ps_hist_subscribe_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__S
   s->hq.range.has_until = 0; /* up to now */
   s->hq.names_left = tlc_calloc(HIST_MAX_TARGETS, sizeof(char *));
   for (i = 0; i < n && s->hq.names_left != NULL && k < HIST_MAX_TARGETS; i++) {
-    tlc_ps_target_info_t info;
+    tlc_view_target_t info;
     memset(&info, 0, sizeof(info));
     if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
         tlc__ps_spec_target(sn->spec, info.name) &&

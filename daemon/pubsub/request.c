@@ -407,7 +407,7 @@ feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
     if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
       tick = f;
     for (i = 0; i < n && f->tickno > 0; i++) {
-      tlc_ps_target_info_t info;
+      tlc_view_target_t info;
       memset(&info, 0, sizeof(info));
       if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
           tlc__ps_spec_target(sn->spec, info.name))
@@ -459,7 +459,7 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     return;
   }
   for (i = 0; i < n; i++) {
-    tlc_ps_target_info_t in;
+    tlc_view_target_t in;
     memset(&in, 0, sizeof(in));
     if (ps->p.info(ps->p.ud, i, &in) < 0)
       continue;
@@ -484,7 +484,7 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     k++;
   }
   tl.n_targets = k;
-  tlc_ps_nats_t nst;
+  tlc_view_nats_t nst;
   Tlcap__NatsStatus ns;
   memset(&nst, 0, sizeof(nst));
   if (ps->p.nats != NULL && ps->p.nats(ps->p.nats_ud, &nst) == 0) {
@@ -533,7 +533,7 @@ static size_t varint_len(uint64_t v) {
  * area. Returns 0 and *out (refs 1) or a negative error. */
 static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32_t req,
                              msg_t **out) {
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   tlc_snap_opts_t so;
   tlc_table_t *t = &ps->scratch, hdr;
   tlc_pb_snap_sel_t sel;
@@ -682,7 +682,7 @@ void tlc__ps_gs_next(tlc__ps_sub_t *s) {
 
 static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *g) {
   tlc_pubsub_t *ps = s->ps;
-  tlc_ps_target_info_t info;
+  tlc_view_target_t info;
   spec_t spec;
   size_t idx;
   msg_t *m = NULL;
@@ -789,7 +789,7 @@ static void on_load_mapping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__LoadMap
 #define MAX_LIST_SEGMENTS 5000
 static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSegments *r) {
   tlc_pubsub_t *ps = s->ps;
-  tlc_ps_segment_t *v = NULL;
+  tlc_view_segment_t *v = NULL;
   size_t n = 0, i;
   int trunc = 0, e;
   char why[200];

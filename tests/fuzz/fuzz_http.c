@@ -40,7 +40,7 @@ static size_t f_count(void *ud) {
   return NT;
 }
 
-static int f_info(void *ud, size_t i, tlc_ps_target_info_t *out) {
+static int f_info(void *ud, size_t i, tlc_view_target_t *out) {
   (void)ud;
   if (i >= NT)
     return TLC_ERANGE;
@@ -75,7 +75,7 @@ static const tlc_mapping_t *f_mapping(void *ud, size_t i) {
   return i == 0 ? &map : NULL;
 }
 
-static void f_daemon(void *ud, tlc_http_daemon_info_t *out) {
+static void f_daemon(void *ud, tlc_view_daemon_t *out) {
   (void)ud;
   memset(out, 0, sizeof(*out));
   out->subscribers = 3;
@@ -85,7 +85,7 @@ static void f_daemon(void *ud, tlc_http_daemon_info_t *out) {
   out->disk_free_bytes = 1ull << 40;
 }
 
-static void f_store(void *ud, size_t i, tlc_http_store_info_t *out) {
+static void f_store(void *ud, size_t i, tlc_view_store_t *out) {
   (void)ud;
   memset(out, 0, sizeof(*out));
   out->has = i == 0;
@@ -177,13 +177,13 @@ static void f_history_cancel(void *ud, void *job) {
   hq.ans.free(hq.ans.ctx);
 }
 
-static tlc_ps_provider_t pv = { .count = f_count,
-                                .info = f_info,
-                                .find = f_find,
-                                .snapshot = f_snapshot,
-                                .mapping = f_mapping,
-                                .history = f_history,
-                                .history_cancel = f_history_cancel };
+static tlc_view_t pv = { .count = f_count,
+                         .info = f_info,
+                         .find = f_find,
+                         .snapshot = f_snapshot,
+                         .mapping = f_mapping,
+                         .history = f_history,
+                         .history_cancel = f_history_cancel };
 
 static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
                int64_t t) {
@@ -288,6 +288,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const size_t caps[4] = { 64, 2048, 1u << 16, 1u << 24 };
   char method[32], path[700], query[300], accept[300], cmd[2000];
   tlc__http_view_t v;
+  tlc_view_t fv = pv;
   tlc__http_req_t rq;
   tlc__http_resp_t rs;
   tlc__http_live_t live, live2;
@@ -300,15 +301,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2)
     return 0;
   memset(&v, 0, sizeof(v));
-  v.src.pv = &pv;
-  v.src.daemon_info = f_daemon;
-  v.src.target_store = f_store;
-  v.src.hist_cum = f_hist;
-  v.src.code_net = f_code_net;
-  v.src.context = f_context;
-  v.src.stamp = (data[1] & 4) ? f_stamp : NULL;
-  v.src.code_hist = (data[1] & 16) ? f_code_hist : NULL;
-  v.src.code_hists = (data[1] & 32) ? f_code_hists : NULL;
+  fv.daemon_info = f_daemon;
+  fv.target_store = f_store;
+  fv.hist_cum = f_hist;
+  fv.code_net = f_code_net;
+  fv.context = f_context;
+  fv.stamp = (data[1] & 4) ? f_stamp : NULL;
+  fv.code_hist = (data[1] & 16) ? f_code_hist : NULL;
+  fv.code_hists = (data[1] & 32) ? f_code_hists : NULL;
+  v.src = &fv;
   v.metrics_areas = data[0];
   v.max_response = caps[data[1] & 3];
   v.version = "fuzz";
@@ -393,7 +394,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     }
   }
-  if (v.src.stamp != NULL && strcmp(path, "/metrics") == 0) {
+  if (v.src->stamp != NULL && strcmp(path, "/metrics") == 0) {
     /* again, from what the first scrape kept, while the first answer (its runs) is still
      * held as if being sent: the same area series */
     char *body2;

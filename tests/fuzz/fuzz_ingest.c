@@ -184,7 +184,7 @@ static void run_barriers(void) {
 
 /* One loop turn: barriers queued during the last one are answered, then the loop runs once.
  * Returns non-zero while anything is left to do. */
-static int turn(tlc_daemon_t *d, unsigned *spins) {
+static int turn(tlc_ingest_t *d, unsigned *spins) {
   run_barriers();
   uv_run(d->loop, UV_RUN_NOWAIT);
   CHECK(++*spins < SPIN_MAX);
@@ -244,7 +244,7 @@ static void setup_once(void) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static tlc_daemon_t d;
+  static tlc_ingest_t d;
   tlc_target_observer_t o;
   uv_loop_t loop;
   feed_t feed[NFEED];

@@ -36,7 +36,7 @@ static size_t f_count(void *ud) {
   return 2;
 }
 
-static int f_info(void *ud, size_t i, tlc_ps_target_info_t *out) {
+static int f_info(void *ud, size_t i, tlc_view_target_t *out) {
   ft_t *f = ud;
   if (i >= 2)
     return TLC_ERANGE;
@@ -113,9 +113,9 @@ static int f_rotate(void *ud, size_t i) {
   return i == 0 ? 0 : TLC_EINVAL;
 }
 
-static int f_segments(void *ud, const char *name, size_t max, tlc_ps_segment_t **out, size_t *n,
+static int f_segments(void *ud, const char *name, size_t max, tlc_view_segment_t **out, size_t *n,
                       int *truncated) {
-  tlc_ps_segment_t *v;
+  tlc_view_segment_t *v;
   (void)ud;
   *out = NULL;
   *n = 0;
@@ -211,7 +211,7 @@ static void closed(void *ud) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uv_loop_t loop;
   ft_t f;
-  tlc_ps_provider_t p;
+  tlc_view_t p;
   tlc_pubsub_opts_t o;
   tlc_pubsub_t *ps;
   tlc__ps_sub_t *s;

@@ -64,7 +64,7 @@ static size_t f_count(void *ud) {
   return ((fake_t *)ud)->n;
 }
 
-static int f_info(void *ud, size_t i, tlc_ps_target_info_t *out) {
+static int f_info(void *ud, size_t i, tlc_view_target_t *out) {
   fake_t *f = ud;
   if (i >= f->n)
     return TLC_ERANGE;
@@ -250,8 +250,8 @@ static void fake_fini(fake_t *f) {
     tlc_table_fini(&f->tg[i].t);
 }
 
-static tlc_ps_provider_t fake_provider(fake_t *f) {
-  tlc_ps_provider_t p;
+static tlc_view_t fake_provider(fake_t *f) {
+  tlc_view_t p;
   memset(&p, 0, sizeof(p));
   p.count = f_count;
   p.info = f_info;
@@ -279,7 +279,7 @@ static void closed_cb(void *ud) {
 }
 
 static void h_start(harness_t *h, const tlc_pubsub_opts_t *o, size_t rows0) {
-  tlc_ps_provider_t p;
+  tlc_view_t p;
   testalloc_install();
   assert_int_equal(uv_loop_init(&h->loop), 0);
   fake_init(&h->fake, rows0);
@@ -1713,7 +1713,7 @@ static void closed_cb_int(void *ud) {
 static void run_detached_scenario(const uint8_t *in, size_t inlen, uint64_t fail_at) {
   uv_loop_t loop;
   fake_t f;
-  tlc_ps_provider_t p;
+  tlc_view_t p;
   tlc_pubsub_t *ps = NULL;
   tlc__ps_sub_t *s;
   int closed = 0, i;

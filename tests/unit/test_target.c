@@ -7,8 +7,8 @@
 
 #include "base/err.h"
 #include "formats/bin1x.h"
-#include "ingest/provider.h"
 #include "ingest/target.h"
+#include "view/view.h"
 
 #include <string.h>
 
@@ -67,8 +67,8 @@ static void test_pipeline_and_provider(void **state) {
   rec_t r;
   uint8_t buf[100 * TLC_BIN1X_RECORD];
   size_t len = calls(buf, 100, 1000);
-  tlc_provider_t pv;
-  tlc_ps_target_info_t info;
+  tlc_view_reg_t pv;
+  tlc_view_target_t info;
   tlc_table_t tab;
   size_t idx;
   int src = 1;
@@ -131,12 +131,12 @@ static void test_pipeline_and_provider(void **state) {
       assert_int_equal(r.kinds[i], want[i]);
   }
   /* the provider */
-  tlc_provider_init(&pv, &reg, NULL, NULL);
-  assert_int_equal(pv.ps.count(pv.ps.ud), 2);
-  assert_int_equal(pv.ps.find(pv.ps.ud, "b", &idx), 0);
+  tlc_view_reg_init(&pv, &reg, NULL, NULL);
+  assert_int_equal(pv.view.count(pv.view.ud), 2);
+  assert_int_equal(pv.view.find(pv.view.ud, "b", &idx), 0);
   assert_int_equal(idx, 1);
-  assert_int_equal(pv.ps.find(pv.ps.ud, "nope", &idx), TLC_ERANGE);
-  assert_int_equal(pv.ps.info(pv.ps.ud, 0, &info), 0);
+  assert_int_equal(pv.view.find(pv.view.ud, "nope", &idx), TLC_ERANGE);
+  assert_int_equal(pv.view.info(pv.view.ud, 0, &info), 0);
   assert_string_equal(info.name, "a@127.0.0.1");
   assert_int_equal(info.counters.records, 100);
   assert_int_equal(info.counters.events, 100);
@@ -145,11 +145,11 @@ static void test_pipeline_and_provider(void **state) {
   assert_int_equal(info.reconnects, 2);
   assert_int_equal(info.gaps, 3);
   assert_int_equal(info.decode_errors, 1);
-  assert_int_equal(pv.ps.info(pv.ps.ud, 2, &info), TLC_ERANGE);
-  assert_null(pv.ps.mapping(pv.ps.ud, 0));
-  assert_int_equal(pv.ps.rotate(pv.ps.ud, 0), TLC_EINVAL);
+  assert_int_equal(pv.view.info(pv.view.ud, 2, &info), TLC_ERANGE);
+  assert_null(pv.view.mapping(pv.view.ud, 0));
+  assert_int_equal(pv.view.rotate(pv.view.ud, 0), TLC_EINVAL);
   tlc_table_init(&tab);
-  assert_int_equal(pv.ps.snapshot(pv.ps.ud, 0, &tab, NULL), 0);
+  assert_int_equal(pv.view.snapshot(pv.view.ud, 0, &tab, NULL), 0);
   assert_int_equal(tab.counters.records, 100);
   assert_int_equal(tab.counters.gaps, 3);
   assert_true(tab.nrows >= 1);
@@ -158,11 +158,11 @@ static void test_pipeline_and_provider(void **state) {
   {
     char err[200] = "";
     const char *m = "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00000000,main,\n";
-    assert_true(pv.ps.load_mapping(pv.ps.ud, 0, "* HANDLE(Functions) %BOGUS%\nx\n", 30, err,
-                                   sizeof(err)) < 0);
+    assert_true(pv.view.load_mapping(pv.view.ud, 0, "* HANDLE(Functions) %BOGUS%\nx\n", 30, err,
+                                     sizeof(err)) < 0);
     assert_true(err[0] != '\0');
-    assert_int_equal(pv.ps.load_mapping(pv.ps.ud, 0, m, strlen(m), err, sizeof(err)), 0);
-    assert_non_null(pv.ps.mapping(pv.ps.ud, 0));
+    assert_int_equal(pv.view.load_mapping(pv.view.ud, 0, m, strlen(m), err, sizeof(err)), 0);
+    assert_non_null(pv.view.mapping(pv.view.ud, 0));
   }
   tlc_targets_fini(&reg);
   assert_int_equal(r.kinds[r.nkinds - 1], TLC_TEV_FREED);

@@ -1,0 +1,79 @@
+/* daemon.h - the daemon object: one tlc_daemon_t owns everything tlcapd runs.
+ *
+ *   in       the loop, the configuration in force, the target registry and the sources
+ *            (ingest/sources.h: the context the sources are given)
+ *   view     the read side over the registry (view/view.h) that the servers read
+ *   wiring   the modules and their connections (wiring.h): storage, checkpoints, the
+ *            subscriber server, the NATS publisher, the HTTP port
+ *   dump     the stats dump (dump.h), signals, the status tick
+ *
+ * Lifecycle (main.c): tlc_daemon_init once the configuration is built, tlc_daemon_start, the
+ * loop run until it returns, tlc_daemon_fini. Signals are handled on the loop: SIGHUP
+ * tlc_daemon_reload, SIGTERM/SIGINT tlc_daemon_close (shutdown), SIGUSR1 the stats dump. A
+ * failed start-up is closed as a shutdown is (tlc_daemon_close), then the loop is run until
+ * every module has closed its handles and joined its threads.
+ *
+ * Everything runs on the loop thread.
+ */
+#ifndef TLC_DAEMON_H
+#define TLC_DAEMON_H
+
+#include "config/config.h"
+#include "daemon/dump.h"
+#include "daemon/wiring.h"
+#include "ingest/sources.h"
+#include "view/view.h"
+
+#include <uv.h>
+
+#include <stdint.h>
+
+typedef struct tlc_daemon {
+  tlc_ingest_t in;      /* loop, cfg, targets, sources */
+  tlc_cli_t cli;        /* the command line, applied over the file again on SIGHUP */
+  tlc_view_reg_t view;  /* the read side over in.targets */
+  tlc_wiring_t *wiring; /* the modules; NULL before start and once closing */
+  tlc_dump_t dump;      /* --dump-stats-on-exit, SIGUSR1: written off the loop */
+  uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
+#ifdef TLCAP_TESTING
+  uv_signal_t sig_usr2;
+#endif
+  uv_timer_t tick;
+  int nsignals; /* signal handles initialised, in start order (sig_hup first) */
+  int tick_on;  /* the tick timer was initialised */
+  int dump_on;  /* dump initialised (tlc_dump_init) */
+  uint64_t last_status;
+  char last_status_text[512];
+  int exit_code; /* what tlcapd exits with */
+} tlc_daemon_t;
+
+/* Sets up `d` (zeroed, d->cli parsed and d->in.cfg built by the caller, which d owns from here
+ * on) on `loop`: the shared read buffer, the target registry and its memory budget, the stats
+ * dump, the read side, the connection cap. Returns 0, or TLC_ENOMEM (nothing to undo but
+ * tlc_daemon_fini). */
+int tlc_daemon_init(tlc_daemon_t *d, uv_loop_t *loop);
+
+/* Starts the modules (storage first: crash recovery before anything is accepted; then
+ * checkpoints, subscribers, NATS), the sources (inherited sockets, listeners, dial, serial,
+ * efl), the signals, the status tick, the HTTP port and the watchdog, then sends READY=1.
+ * Returns 0, or a negative error after logging and telling systemd why (STATUS=, ERRNO=):
+ * d->exit_code is then 1 and the caller closes (tlc_daemon_close(d, 0)) and runs the loop. */
+int tlc_daemon_start(tlc_daemon_t *d);
+
+/* SIGHUP: RELOADING=1, the configuration built again from the file and the command line; an
+ * invalid one, or one that moves a running listener or server (restart required), is refused
+ * with one error line and the running configuration stays; else it replaces d->in.cfg and the
+ * sources and modules apply it. READY=1 either way. */
+void tlc_daemon_reload(tlc_daemon_t *d);
+
+/* Shutdown or a failed start-up: stops accepting, reads what the kernel holds for every
+ * connection and tty, closes the sources, requests the stats dump if `dump`, closes the modules
+ * (each closes its own handles and joins its own threads, asynchronously), the watchdog, the
+ * tick and the signals. The caller runs the loop until it returns. Once only. */
+void tlc_daemon_close(tlc_daemon_t *d, int dump);
+
+/* After the loop has run out of handles: frees what init set up (the registry, the buffers).
+ * The configuration is freed too. */
+void tlc_daemon_fini(tlc_daemon_t *d);
+
+#endif

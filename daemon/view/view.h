@@ -1,0 +1,202 @@
+/* view.h - the read side: what the servers that show statistics (pubsub, the HTTP port, the
+ * NATS publisher) see of the daemon. One table of hooks; they never touch a tlc_target_t, an
+ * engine or the store.
+ *
+ * The daemon fills it over its target registry (tlc_view_reg_init: the targets, their engines'
+ * snapshots, parts and /metrics reads, mapping loads) and adds the hooks of the modules it runs
+ * (storage: rotate, segments, history, per-target storage figures; the subscriber server and
+ * the store: daemon_info; the NATS publisher: nats). A hook left NULL means "not running".
+ * Tests and fuzzers fill it with fakes.
+ *
+ * Target indexes are stable for the daemon's life (targets are never removed while it runs;
+ * a full registry puts a new target in an evicted one's place, with a new `gen`), so an index
+ * found once stays valid. Every hook runs on the loop thread and returns promptly (no I/O,
+ * except segments: a manifest read per segment). Strings returned in tlc_view_target_t stay
+ * valid until the next return to the event loop.
+ *
+ * Target events and live event batches reach pubsub through the observer interface of
+ * target.h (tlc_targets_observe), not through this table.
+ */
+#ifndef TLC_VIEW_H
+#define TLC_VIEW_H
+
+#include "engine/engine.h"
+#include "formats/mapping.h"
+#include "formats/stats.h"
+#include "formats/tlc_event.h"
+#include "formats/when.h"
+#include "history/result.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tlc_view_target {
+  const char *name;
+  tlc_format_t format;
+  int connected;
+  const char *peer; /* "ip:port", device path or "" */
+  tlc_counters_t counters;
+  uint64_t connections, reconnects, gaps, decode_errors;
+  int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
+  uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
+  uint64_t areas;                        /* rows-owning areas of its statistics */
+  uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
+  uint64_t seq; /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
+} tlc_view_target_t;
+
+/* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
+#define TLC_VIEW_NATS_REASONS 16
+typedef struct tlc_view_nats {
+  const char *url;
+  int connected, stream_ready;
+  uint64_t published, dropped, reconnects; /* published: acknowledged by the JetStream stream */
+  uint64_t publish_cpu_ns; /* the loop thread's CPU time spent building and handing over stats */
+  uint64_t awaiting_ack;   /* published to the server, acknowledgement not yet in */
+  size_t nreasons;         /* drops by reason: drop_reason[i] (e.g. "stream_full"), drops[i] */
+  const char *drop_reason[TLC_VIEW_NATS_REASONS];
+  uint64_t drops[TLC_VIEW_NATS_REASONS];
+} tlc_view_nats_t;
+
+/* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */
+typedef struct tlc_view_segment {
+  uint64_t seq;
+  int state; /* 1 open, 2 sealed, 3 compressed */
+  char path[1200];
+  uint64_t bytes, records, items, gaps;
+  int64_t first_time, last_time, min_time, max_time;
+  int64_t opened_wall_ns, closed_wall_ns;
+  int reason, recovered;
+} tlc_view_segment_t;
+
+/* Daemon-wide figures for /metrics and the dashboard (has_store 0: storage off). */
+typedef struct tlc_view_daemon {
+  size_t subscribers; /* protobuf subscribers connected */
+  int has_store;
+  uint64_t store_queue_bytes;   /* bytes waiting for the storage writer */
+  uint64_t store_bytes_written; /* bytes written to segments, all targets */
+  uint64_t store_dropped;       /* records dropped by storage (queue full, disk full, I/O) */
+  uint64_t stored_bytes;        /* sealed segments on disk */
+  uint64_t stored_segments;     /* sealed segments on disk */
+  int disk_full;                /* writing paused (ENOSPC) */
+  int has_disk_free;            /* disk_free_bytes valid */
+  uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
+} tlc_view_daemon_t;
+
+/* One target's storage figures (has 0: not stored). */
+typedef struct tlc_view_store {
+  int has;
+  uint64_t bytes_written, records_written, dropped_records;
+  uint64_t segment_seq;   /* sequence of the open segment (0: none open) */
+  uint64_t segment_bytes; /* bytes in the open segment */
+} tlc_view_store_t;
+
+typedef struct tlc_view {
+  /* ---- the targets and their statistics (tlc_view_reg_init), called with ud ---- */
+  /* Number of targets; indexes are 0..count-1. */
+  size_t (*count)(void *ud);
+  /* Fills *out for target `index`. 0 or TLC_ERANGE. */
+  int (*info)(void *ud, size_t index, tlc_view_target_t *out);
+  /* Index of the target called `name`. 0 or TLC_ERANGE. */
+  int (*find)(void *ud, const char *name, size_t *index);
+  /* Statistics snapshot into `t` (tlc_table_init'ed by the caller), counters filled too. */
+  int (*snapshot)(void *ud, size_t index, tlc_table_t *t, const tlc_snap_opts_t *so);
+  /* Names for exports; NULL when the target has no mapping. */
+  const tlc_mapping_t *(*mapping)(void *ud, size_t index);
+  /* Storage rotate; TLC_EINVAL if no store. */
+  int (*rotate)(void *ud, size_t index);
+  /* Replace the target's mapping from a Text1 or XML export in buf[0..len); on error the old
+   * one stays and err gets the reason (with line). */
+  int (*load_mapping)(void *ud, size_t index, const char *buf, size_t len, char *err,
+                      size_t errlen);
+  /* Statistics in parts (both may be NULL: not supported): where the part that starts at
+   * handle lo ends for at most n rows of a snapshot since `since` (0: full;
+   * tlc_engine_handle_split_since), and the snapshot of the areas with lo <= handle < hi into
+   * `t` (tlc_engine_snapshot_part), counters filled too. */
+  int (*split)(void *ud, size_t index, uint64_t lo, size_t n, uint64_t since, uint64_t *hi);
+  int (*snapshot_part)(void *ud, size_t index, tlc_table_t *t, const tlc_snap_opts_t *so,
+                       uint64_t lo, uint64_t hi);
+  /* The daemon-wide memory budget: limit, bytes in use, charges refused. May be NULL. */
+  void (*memory)(void *ud, uint64_t *limit, uint64_t *used, uint64_t *refused);
+  /* tlc_engine_hist_cum of target `index` (NET samples for /metrics' histograms). May be NULL
+   * (no histograms). */
+  int (*hist_cum)(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
+                  const int64_t *le, size_t nle, uint64_t *cum);
+  /* tlc_engine_code_hist of target `index`: hist_cum of an entry code_net gave in the same
+   * scrape (no lookup by handle). May be NULL (hist_cum is used). */
+  int (*code_hist)(void *ud, size_t index, const tlc_engine_code_net_t *x, const int64_t *le,
+                   size_t nle, uint64_t *cum);
+  /* tlc_engine_code_hists of target `index`: code_hist of xs[0..nx) in one call (prefetching),
+   * cum nle per entry, ok[i] 1 when entry i's are there. May be NULL (code_hist is used). */
+  int (*code_hists)(void *ud, size_t index, const tlc_engine_code_net_t *xs, size_t nx,
+                    const int64_t *le, size_t nle, uint64_t *cum, int *ok);
+  /* tlc_engine_code_net and tlc_engine_context of target `index` (/metrics' area series).
+   * code_net NULL: no area series. */
+  int (*code_net)(void *ud, size_t index, tlc_engine_code_net_t **out, size_t *n, size_t *cap);
+  int (*context)(void *ud, size_t index, uint32_t context, tlc_ctx_t *c);
+  /* The state of target `index`'s statistics and names in three numbers: tlc_engine_epoch and
+   * tlc_engine_seq of its engine, and the number of names it has (an evlog target's names
+   * grow as items arrive). 0, or not 0: unknown. /metrics keeps a target's rendered area
+   * series while they stay the same. May be NULL (nothing kept). */
+  int (*stamp)(void *ud, size_t index, uint64_t st[3]);
+  void *ud;
+
+  /* ---- the daemon's modules (each NULL when that module does not run) ---- */
+  /* Daemon-wide figures (subscribers, storage, free disk), into *out. Called with daemon_ud. */
+  void (*daemon_info)(void *daemon_ud, tlc_view_daemon_t *out);
+  /* Target `index`'s storage figures, into *out. Called with daemon_ud. */
+  void (*target_store)(void *daemon_ud, size_t index, tlc_view_store_t *out);
+  /* Protobuf subscribers with a subscription that includes target `index` (the dashboard's
+   * overview and /api/v1/targets). NULL: 0. Called with daemon_ud. */
+  size_t (*target_subscribers)(void *daemon_ud, size_t index);
+  void *daemon_ud;
+  /* The NATS publisher's state for TargetList (NULL when tlcapd does not publish): 0 when it
+   * filled *out. Called with nats_ud. */
+  int (*nats)(void *nats_ud, tlc_view_nats_t *out);
+  void *nats_ud;
+  /* The stored segments of the target called `name` (live or not), at most `max`, the newest
+   * kept: 0 with *out (tlc_free'd by the caller; NULL when none) and *n, *truncated set; or a
+   * negative error. NULL hook: no storage. Loop thread (reads the state directory: a manifest
+   * per segment). Called with segments_ud. */
+  int (*segments)(void *segments_ud, const char *name, size_t max, tlc_view_segment_t **out,
+                  size_t *n, int *truncated);
+  void *segments_ud;
+  /* History (SPEC 10; daemon/history/histq.h): starts computing, off the loop, the statistics
+   * of the stored records of the target called `name` (live or not) in `range`, with the
+   * snapshot options `so` and the target's settings; `ans` (result.h, may be NULL) encodes
+   * the answer off the loop too, into its ctx, which belongs to the query until done runs or,
+   * cancelled, until the query frees it (ans->free). done(done_ud, r) runs later on the loop
+   * with the result (r->status 0 or the error, r->err why; without ans the callee may take r->t
+   * and r->names by swapping; with ans they are empty and ctx holds the answer). Returns 0 with
+   * *job (for history_cancel), TLC_ELIMIT when as many range queries as the daemon runs at once
+   * are running, TLC_EINVAL (a bad name), or another negative error: done is then never called
+   * and ctx stays the caller's. NULL hook: no storage. Loop thread. Called with history_ud. */
+  int (*history)(void *history_ud, const char *name, const tlc_when_range_t *range,
+                 const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
+                 void (*done)(void *ud, tlc_hist_result_t *r), void *done_ud, void **job);
+  /* The requester of `job` is gone: its done will not be called. */
+  void (*history_cancel)(void *history_ud, void *job);
+  void *history_ud;
+} tlc_view_t;
+
+struct tlc_targets;
+struct tlc_target;
+
+/* Storage's rotate hook: rotates target `t`'s open segment, 0 or negative. */
+typedef int (*tlc_view_rotate_fn)(void *ud, struct tlc_target *t);
+
+/* The view over a target registry: embed it where it lives as long as the servers that read
+ * it; pass &r->view to them. */
+typedef struct tlc_view_reg {
+  tlc_view_t view; /* view.ud points back to this struct */
+  struct tlc_targets *targets;
+  tlc_view_rotate_fn rotate;
+  void *rotate_ud;
+} tlc_view_reg_t;
+
+/* Fills `r` with the target hooks over registry `targets` (the module hooks NULL). `rotate`
+ * (may be NULL: rotate answers TLC_EINVAL; settable later) is called with `rotate_ud`. No
+ * allocation. Loop thread. */
+void tlc_view_reg_init(tlc_view_reg_t *r, struct tlc_targets *targets, tlc_view_rotate_fn rotate,
+                       void *rotate_ud);
+
+#endif
