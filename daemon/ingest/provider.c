@@ -133,3 +133,20 @@ void tlc_provider_init(tlc_provider_t *p, struct tlc_targets *r, tlc_provider_ro
   p->ps.load_mapping = pv_load_mapping;
   p->ps.ud = p;
 }
+
+static int at_split(void *ud, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
+  const tlc_ps_at_t *at = ud;
+  return at->p->split(at->p->ud, at->index, lo, n, since, hi);
+}
+
+tlc_cursor_split_fn tlc_ps_cursor_split(const tlc_ps_provider_t *p) {
+  return p->split != NULL && p->snapshot_part != NULL ? at_split : NULL;
+}
+
+int tlc_ps_cursor_take(const tlc_ps_at_t *at, const tlc_cursor_part_t *part, tlc_table_t *t,
+                       tlc_snap_opts_t *so) {
+  so->since_seq = part->since;
+  if (part->whole)
+    return at->p->snapshot(at->p->ud, at->index, t, so);
+  return at->p->snapshot_part(at->p->ud, at->index, t, so, part->lo, part->hi);
+}

@@ -13,6 +13,7 @@
 #ifndef TLC_PROVIDER_H
 #define TLC_PROVIDER_H
 
+#include "engine/cursor.h"
 #include "engine/engine.h"
 #include "formats/mapping.h"
 #include "formats/stats.h"
@@ -137,5 +138,22 @@ typedef struct tlc_provider {
  * TLC_EINVAL) is called with `rotate_ud` and the tlc_target_t *. */
 void tlc_provider_init(tlc_provider_t *p, struct tlc_targets *r, tlc_provider_rotate_fn rotate,
                        void *rotate_ud);
+
+/* Target `index` of provider `p` as the source of a snapshot cursor (engine/cursor.h): pass
+ * tlc_ps_cursor_split(p) with a tlc_ps_at_t as its ud to tlc_cursor_next, and take each part
+ * with tlc_ps_cursor_take. */
+typedef struct tlc_ps_at {
+  const tlc_ps_provider_t *p;
+  size_t index;
+} tlc_ps_at_t;
+
+/* The split function of provider p's targets, or NULL when it cannot take statistics in parts
+ * (no split or snapshot_part hook): then every pass is one whole snapshot. */
+tlc_cursor_split_fn tlc_ps_cursor_split(const tlc_ps_provider_t *p);
+
+/* The snapshot of part `part` of target at->index into t (tlc_table_init'ed, counters filled
+ * too) with options so, whose since_seq is set to part->since. 0 or a negative error. */
+int tlc_ps_cursor_take(const tlc_ps_at_t *at, const tlc_cursor_part_t *part, tlc_table_t *t,
+                       tlc_snap_opts_t *so);
 
 #endif
