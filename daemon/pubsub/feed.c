@@ -508,7 +508,7 @@ int tlc__ps_mirror_msg(feed_t *f, size_t idx, int mode, uint64_t base, msg_t **o
   memset(msg, 0, sizeof(*msg));
   msg->refs = 1;
   msg->kind = PSM_SNAP;
-  msg->seq = ft->seq;
+  msg->seq = ft->cur.seq;
   msg->base = s.base_seq;
   p = tlc_pb_snapshot_frame_begin(&s, hdr_len, row_bytes, msg->data);
   for (i = 0; i < ft->n; i++)
@@ -531,57 +531,62 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
   tlc_pubsub_t *ps = f->ps;
   feed_target_t *ft = &f->t[idx];
   const spec_t *spec = f->spec;
-  uint64_t base = ft->have ? ft->seq : 0;
+  tlc_ps_at_t at = { &ps->p, idx };
+  tlc_cursor_split_fn split = NULL;
+  tlc_cursor_part_t pt;
+  uint64_t base;
   tlc_snap_opts_t so;
   tlc_table_t *t;
   keep_ctx_t kc;
   merge_st_t m;
-  uint64_t hi = (uint64_t)1 << 32;
-  int r, parts;
+  int r;
   *out = NULL;
+  base = tlc_cursor_begin(&ft->cur, 0, TLC_CURSOR_NEVER) ? 0 : ft->cur.seq;
   tlc__ps_snap_opts(spec, base, &so);
   /* A large target's snapshot is taken and merged in handle ranges of at most MIRROR_PART_ROWS
    * rows, all in this call (the engine does not change meanwhile: the parts are one consistent
    * snapshot), so that the table held at a time is one part's, never one of every area. */
-  parts = ps->p.split != NULL && ps->p.snapshot_part != NULL && info->areas > MIRROR_PART_ROWS;
-  if (!parts) {
+  if (info->areas > MIRROR_PART_ROWS)
+    split = tlc_ps_cursor_split(&ps->p);
+  if ((r = tlc_cursor_next(&ft->cur, split, &at, MIRROR_PART_ROWS, &pt)) < 0)
+    return r;
+  if (pt.whole) {
     if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
       return r;
   } else {
     t = &ps->scratch;
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, 0, MIRROR_PART_ROWS, base, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, 0, hi)) < 0)
+    if ((r = tlc_ps_cursor_take(&at, &pt, t, &so)) < 0)
       return r;
   }
-  if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
+  if (ft->cur.have && t->seq == ft->cur.seq && ft->connected == (info->connected != 0) &&
       memcmp(&ft->hdr.counters, &t->counters, sizeof(t->counters)) == 0)
     return 1;
+  tlc_cursor_took(&ft->cur, t->seq);
   if ((r = tlc__ps_keep_init(&kc, spec,
                              ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL)) < 0)
     return r;
   memset(&m, 0, sizeof(m));
-  r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
-  while (r == 0 && hi < ((uint64_t)1 << 32)) {
-    uint64_t lo = hi;
+  r = mirror_merge_part(ps, f, ft, t, &kc, &m, pt.hi);
+  while (r == 0 && pt.more) {
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, base, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+    if ((r = tlc_cursor_next(&ft->cur, split, &at, MIRROR_PART_ROWS, &pt)) < 0 ||
+        (r = tlc_ps_cursor_take(&at, &pt, t, &so)) < 0)
       break;
-    r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+    tlc_cursor_took(&ft->cur, t->seq);
+    r = mirror_merge_part(ps, f, ft, t, &kc, &m, pt.hi);
   }
   if (r == 0)
     mirror_swap(ft, &m);
   tlc_free(kc.named);
   if (r < 0 || (r = tlc__ps_hdr_copy(&ft->hdr, t)) < 0) {
     /* the mirror may be half merged: start again with a full snapshot next tick */
-    ft->have = 0;
+    tlc_cursor_end(&ft->cur, 0, 0);
     ft->n = 0;
     ft->len = 0;
     return r;
   }
-  ft->seq = t->seq;
-  ft->have = 1;
+  tlc_cursor_end(&ft->cur, 1, 0);
   ft->connected = info->connected != 0;
   ft->unix_ms = tlc__ps_unix_ms();
   tlc__ps_msg_unref(ft->full);
@@ -600,14 +605,12 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
 void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
   feed_target_t *ft = &f->t[idx];
   subn_t *sn;
-  ft->have = 0;
+  (void)tlc_cursor_renew(&ft->cur, gen);
   ft->n = 0;
   ft->len = 0;
-  ft->seq = 0;
   tlc__ps_msg_unref(ft->full);
   tlc__ps_msg_unref(ft->catchup);
   ft->full = ft->catchup = NULL;
-  ft->gen = gen;
   for (sn = f->subs; sn != NULL; sn = sn->fnext) {
     slot_t *sl;
     if (idx >= sn->nslots)
@@ -635,7 +638,7 @@ static void feed_tick_target(feed_t *f, size_t idx) {
   if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
       !tlc__ps_spec_target(f->spec, info.name))
     return;
-  if (idx < f->nt && f->t[idx].gen != info.gen)
+  if (idx < f->nt && f->t[idx].cur.gen != info.gen)
     tlc__ps_feed_target_renew(f, idx, info.gen);
   r = mirror_tick(f, idx, &info, &m);
   if (r == 1)

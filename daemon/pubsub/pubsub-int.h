@@ -116,15 +116,14 @@ typedef struct feed_target {
   size_t n, cap, cap2;
   uint8_t *buf, *buf2;
   size_t len, bcap, bcap2;
-  uint64_t seq; /* engine seq at the last tick (valid when have) */
-  uint8_t have;
+  tlc_cursor_t cur; /* the engine's rows merged so far: cur.seq the last tick's engine seq
+                       (valid when cur.have), cur.gen the provider's gen of the target */
   uint8_t connected;
   int64_t unix_ms;
   tlc_table_t hdr; /* the last tick's header fields (contexts, counters, times); no rows */
   msg_t *full;     /* full snapshot at seq, built when a subscriber joins */
   msg_t *catchup;  /* delta catchup_base -> seq, built when a slow subscriber catches up */
   uint64_t catchup_base;
-  uint64_t gen; /* the provider's gen of the target this mirror is of */
 } feed_target_t;
 
 typedef struct feed {
@@ -222,10 +221,10 @@ struct tlc__ps_sub {
    * has taken the previous one (gs_next), so its memory is one part's */
   struct {
     uint8_t active;
-    uint32_t req, no;
+    uint32_t req;
     size_t max_rows;
-    uint64_t lo, seq;
-    spec_t spec; /* options only */
+    tlc_cursor_t cur; /* the parts sent so far */
+    spec_t spec;      /* options only */
     char *target;
   } gs;
   /* range statistics (GetStats.range, Subscribe.history; range.c, docs/protocol.md "History"):

@@ -186,12 +186,12 @@ static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
   msg_t **cache;
   int r = 0;
   sl->catchup = 0;
-  if (f == NULL || idx >= f->nt || !f->t[idx].have)
+  if (f == NULL || idx >= f->nt || !f->t[idx].cur.have)
     return NULL;
   {
     tlc_ps_target_info_t info;
     memset(&info, 0, sizeof(info));
-    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].gen) {
+    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].cur.gen) {
       /* another target took this index since the last tick: the next tick sends its full */
       tlc__ps_feed_target_renew(f, idx, info.gen);
       return NULL;

@@ -541,7 +541,9 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
   Tlcap__Snapshot s;
   uint8_t *rows = NULL, *p;
   size_t nrows_b = 0, caprows = 0, snap_hdr, snap_len, stats_len, msg_len, n, k;
-  uint64_t lo = 0, hi = 0;
+  tlc_ps_at_t at = { &ps->p, idx };
+  tlc_cursor_t cur;
+  tlc_cursor_part_t pt;
   const tlc_mapping_t *m;
   msg_t *msg;
   int r = 0;
@@ -555,12 +557,15 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
   sel.quantiles = spec->quantiles;
   tlc_table_init(&hdr);
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
-  while (hi < ((uint64_t)1 << 32)) {
+  tlc_cursor_init(&cur);
+  tlc_cursor_begin(&cur, 0, TLC_CURSOR_NEVER); /* full */
+  while ((r = tlc_cursor_next(&cur, tlc_ps_cursor_split(&ps->p), &at, MIRROR_PART_ROWS, &pt)) ==
+         1) {
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, 0, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+    if ((r = tlc_ps_cursor_take(&at, &pt, t, &so)) < 0)
       goto done;
-    if (lo == 0 && (r = tlc__ps_hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
+    if (pt.no == 0 &&
+        (r = tlc__ps_hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
       goto done;
     for (k = 0; k < t->nrows; k++) {
       Tlcap__Row pr;
@@ -584,8 +589,10 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
       }
       nrows_b += tlc_pb_row_field_pack(&pr, packed, rows + nrows_b);
     }
-    lo = hi;
+    tlc_cursor_took(&cur, t->seq);
   }
+  if (r < 0)
+    goto done;
   tlc_pb_arena_reset(&a);
   m = ps->p.mapping != NULL && spec->names ? ps->p.mapping(ps->p.ud, idx) : NULL;
   if ((r = tlc_pb_snapshot_build(&a, &s, &hdr, info.name != NULL ? info.name : "", &sel, m)) < 0)
@@ -646,24 +653,29 @@ done:
 void tlc__ps_gs_next(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   stats_part_t pt;
-  size_t idx;
+  tlc_cursor_part_t cp;
+  tlc_ps_at_t at = { &ps->p, 0 };
   msg_t *m = NULL;
   int r;
   char why[200];
   memset(&pt, 0, sizeof(pt));
   s->gs.active = 0; /* set again below while parts remain */
-  if (ps->p.find(ps->p.ud, s->gs.target, &idx) < 0) {
+  if (ps->p.find(ps->p.ud, s->gs.target, &at.index) < 0) {
     snprintf(why, sizeof(why), "no such target any more: %.128s", s->gs.target);
     tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
     return;
   }
-  pt.lo = s->gs.lo;
-  pt.no = s->gs.no;
-  pt.base = s->gs.seq;
-  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, 0, &pt.hi)) == 0) {
-    pt.more = pt.hi < ((uint64_t)1 << 32);
-    r = tlc__ps_stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
+  if ((r = tlc_cursor_next(&s->gs.cur, tlc_ps_cursor_split(&ps->p), &at, s->gs.max_rows, &cp)) ==
+      1) {
+    pt.lo = cp.lo;
+    pt.hi = cp.hi;
+    pt.no = cp.no;
+    pt.base = cp.base;
+    pt.more = cp.more;
+    r = tlc__ps_stats_build(ps, &s->gs.spec, at.index, s->gs.req, &pt, &m);
   }
+  if (r == 0 && m == NULL)
+    return; /* no part left */
   if (r < 0) {
     tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_FAILED,
                        r == TLC_ELIMIT
@@ -672,9 +684,7 @@ void tlc__ps_gs_next(tlc__ps_sub_t *s) {
                        0, r);
     return;
   }
-  s->gs.lo = pt.hi;
-  s->gs.no++;
-  s->gs.seq = pt.seq;
+  tlc_cursor_took(&s->gs.cur, pt.seq);
   s->gs.active = pt.more != 0;
   tlc__ps_sub_ctl(s, m);
   tlc__ps_msg_unref(m);
@@ -714,6 +724,8 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
     }
     s->gs.req = req;
     s->gs.spec = spec;
+    tlc_cursor_init(&s->gs.cur);
+    tlc_cursor_begin(&s->gs.cur, 0, TLC_CURSOR_NEVER); /* full, in parts of max_rows */
     s->gs.max_rows = g->max_rows < GS_MIN_ROWS   ? GS_MIN_ROWS
                      : g->max_rows > GS_MAX_ROWS ? GS_MAX_ROWS
                                                  : g->max_rows;
