@@ -1,5 +1,5 @@
-/* feed.c - feeds, their ticks and mirrors: what subscriptions are served from (see the design note
- * in pubsub.c).
+/* feed.c - feeds, their ticks and mirrors: what subscriptions are served from (feed.h; see the
+ * design note in server.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub-int.h"
@@ -30,28 +30,17 @@
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
-/* The engine snapshot options of a subscription spec: rows changed after `since` (0: all). */
-void tlc__ps_snap_opts(const spec_t *spec, uint64_t since, tlc_snap_opts_t *so) {
-  memset(so, 0, sizeof(*so));
-  so->since_seq = since;
-  so->windows = spec->windows;
-  so->neutral = spec->neutral;
-  so->quantiles = spec->quantiles;
-  so->neutral_only = spec->neutral_only;
-  so->kinds = spec->kinds;
-}
-
 /* The engine snapshot of target idx with options so: in a tick pass (shared) one from the
  * pass's cache when another feed asked for the same, else taken now; outside a pass, or with
  * no cache entry free, into the scratch table. NULL with *err on failure. */
 static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t *so, int shared,
                              int *err) {
   snap_cache_t *c = NULL;
-  tlc_table_t *t = &ps->scratch;
+  tlc_table_t *t = &ps->fd.scratch;
   size_t i;
   if (shared) {
     for (i = 0; i < SNAP_CACHE; i++) {
-      snap_cache_t *e = &ps->cache[i];
+      snap_cache_t *e = &ps->fd.cache[i];
       if (!e->used) {
         if (c == NULL)
           c = e;
@@ -103,7 +92,7 @@ int tlc__ps_stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32
     return r;
   tlc__ps_snap_opts(spec, 0, &so);
   if (pt != NULL) {
-    t = &ps->scratch;
+    t = &ps->fd.scratch;
     tlc_table_clear(t);
     if ((r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, pt->lo, pt->hi)) < 0)
       return r;
@@ -172,11 +161,11 @@ void tlc__ps_feed_unlink(feed_t *f) {
   if (f->prev != NULL)
     f->prev->next = f->next;
   else
-    ps->feeds = f->next;
+    ps->fd.feeds = f->next;
   if (f->next != NULL)
     f->next->prev = f->prev;
-  ps->nfeeds--;
-  ps->st.feeds = ps->nfeeds;
+  ps->fd.nfeeds--;
+  ps->st.feeds = ps->fd.nfeeds;
 }
 
 /* The last subscription of a feed went: the feed goes too (at the end of a tick pass when one
@@ -185,7 +174,7 @@ static void feed_release(feed_t *f) {
   tlc_pubsub_t *ps = f->ps;
   if (f->nsubs > 0 || f->dead)
     return;
-  if (ps->ticking) {
+  if (ps->fd.ticking) {
     f->dead = 1;
     return;
   }
@@ -195,15 +184,15 @@ static void feed_release(feed_t *f) {
 
 /* The next point strictly after `now` of the grid epoch + k * interval. */
 static uint64_t grid_next(const tlc_pubsub_t *ps, uint64_t interval_ns, uint64_t now) {
-  if (now < ps->epoch_ns)
-    return ps->epoch_ns;
-  return ps->epoch_ns + ((now - ps->epoch_ns) / interval_ns + 1) * interval_ns;
+  if (now < ps->fd.epoch_ns)
+    return ps->fd.epoch_ns;
+  return ps->fd.epoch_ns + ((now - ps->fd.epoch_ns) / interval_ns + 1) * interval_ns;
 }
 
 /* Finds or creates the feed of `spec` (taking ownership of spec either way). */
 int tlc__ps_feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   feed_t *f;
-  for (f = ps->feeds; f != NULL; f = f->next)
+  for (f = ps->fd.feeds; f != NULL; f = f->next)
     if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
       tlc__ps_spec_free(spec);
       *out = f;
@@ -215,16 +204,16 @@ int tlc__ps_feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
     return TLC_ENOMEM;
   }
   f->ps = ps;
-  f->id = ++ps->next_feed_id;
+  f->id = ++ps->fd.next_feed_id;
   f->spec = spec;
   f->due_ns = grid_next(ps, (uint64_t)spec->interval_ms * 1000000u, uv_hrtime());
-  f->next = ps->feeds;
-  if (ps->feeds != NULL)
-    ps->feeds->prev = f;
-  ps->feeds = f;
-  ps->nfeeds++;
-  ps->st.feeds = ps->nfeeds;
-  if (f->due_ns < ps->next_due_ns)
+  f->next = ps->fd.feeds;
+  if (ps->fd.feeds != NULL)
+    ps->fd.feeds->prev = f;
+  ps->fd.feeds = f;
+  ps->fd.nfeeds++;
+  ps->st.feeds = ps->fd.nfeeds;
+  if (f->due_ns < ps->fd.next_due_ns)
     sched_arm(ps);
   *out = f;
   return 0;
@@ -350,9 +339,9 @@ static int row_encode(tlc_pubsub_t *ps, const spec_t *spec, const tlc_stat_t *r,
     memset(&sel, 0, sizeof(sel));
     sel.windows = spec->windows;
     sel.quantiles = spec->quantiles;
-    if (ps->enc.used > 32 * 1024)
-      tlc_pb_arena_reset(&ps->enc);
-    if (tlc_pb_row_build(&ps->enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
+    if (ps->fd.enc.used > 32 * 1024)
+      tlc_pb_arena_reset(&ps->fd.enc);
+    if (tlc_pb_row_build(&ps->fd.enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
       return TLC_ENOMEM;
     n = tlc_pb_row_field_size(&pr, &packed);
     if (buf2_reserve(ft, *len2 + n) < 0)
@@ -554,7 +543,7 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_ps_target_info_t *info, 
     if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
       return r;
   } else {
-    t = &ps->scratch;
+    t = &ps->fd.scratch;
     tlc_table_clear(t);
     if ((r = tlc_ps_cursor_take(&at, &pt, t, &so)) < 0)
       return r;
@@ -625,6 +614,52 @@ void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
     sl->sent_seq = 0;
     sl->catchup = 0;
   }
+}
+
+/* The catch-up snapshot of a slot, from the feed's mirror: the full snapshot for a slot that
+ * was never sent one, else the delta from what it was last sent to the last tick. Shared with
+ * every other slot in the same position until the next tick. Returns a message (refs 1), or
+ * NULL (nothing to send yet: the next tick delivers). */
+msg_t *tlc__ps_slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
+  slot_t *sl = &sn->slots[idx];
+  feed_t *f = sn->feed;
+  feed_target_t *ft;
+  msg_t **cache;
+  int r = 0;
+  sl->catchup = 0;
+  if (f == NULL || idx >= f->nt || !f->t[idx].cur.have)
+    return NULL;
+  {
+    tlc_ps_target_info_t info;
+    memset(&info, 0, sizeof(info));
+    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].cur.gen) {
+      /* another target took this index since the last tick: the next tick sends its full */
+      tlc__ps_feed_target_renew(f, idx, info.gen);
+      return NULL;
+    }
+  }
+  ft = &f->t[idx];
+  if (!sl->sent_any) {
+    cache = &ft->full;
+    if (*cache == NULL)
+      r = tlc__ps_mirror_msg(f, idx, MM_FULL, 0, cache);
+  } else {
+    cache = &ft->catchup;
+    if (*cache == NULL || ft->catchup_base != sl->sent_seq) {
+      tlc__ps_msg_unref(*cache);
+      *cache = NULL;
+      ft->catchup_base = sl->sent_seq;
+      r = tlc__ps_mirror_msg(f, idx, MM_SINCE, sl->sent_seq, cache);
+    }
+  }
+  if (r < 0) {
+    if (r == TLC_ELIMIT)
+      tlc__ps_send_error(s, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                         "snapshot larger than the daemon's message cap: narrow the subscription",
+                         0, r);
+    return NULL;
+  }
+  return tlc__ps_msg_ref(*cache);
 }
 
 /* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
@@ -717,8 +752,8 @@ void tlc__ps_feed_tick(feed_t *f) {
 static void cache_reset(tlc_pubsub_t *ps) {
   size_t i;
   for (i = 0; i < SNAP_CACHE; i++) {
-    ps->cache[i].used = 0;
-    tlc_table_clear(&ps->cache[i].t);
+    ps->fd.cache[i].used = 0;
+    tlc_table_clear(&ps->fd.cache[i].t);
   }
 }
 
@@ -728,15 +763,15 @@ void tlc__ps_pass_end(tlc_pubsub_t *ps) {
   feed_t *f, *next;
   tlc__ps_sub_t *s, *sn;
   cache_reset(ps);
-  ps->ticking = 0;
-  for (f = ps->feeds; f != NULL; f = next) {
+  ps->fd.ticking = 0;
+  for (f = ps->fd.feeds; f != NULL; f = next) {
     next = f->next;
     if (f->dead) {
       tlc__ps_feed_unlink(f);
       tlc__ps_feed_free(f);
     }
   }
-  for (s = ps->subs; s != NULL; s = sn) {
+  for (s = ps->sb.subs; s != NULL; s = sn) {
     sn = s->next;
     if (s->detached && s->closing && !s->closed)
       tlc__ps_sub_close_now(s);
@@ -751,10 +786,10 @@ static void run_due(tlc_pubsub_t *ps) {
   uint64_t now = uv_hrtime();
   feed_t *f, *fs[16];
   size_t nf = 0;
-  if (ps->ticking || ps->closing)
+  if (ps->fd.ticking || ps->closing)
     return;
-  ps->ticking = 1;
-  for (f = ps->feeds; f != NULL; f = f->next) {
+  ps->fd.ticking = 1;
+  for (f = ps->fd.feeds; f != NULL; f = f->next) {
     uint64_t iv = (uint64_t)f->spec->interval_ms * 1000000u;
     if (f->dead || f->due_ns > now + TICK_EARLY_NS)
       continue;
@@ -785,30 +820,30 @@ static void sched_arm(tlc_pubsub_t *ps) {
   feed_t *f;
   if (ps->closing)
     return;
-  for (f = ps->feeds; f != NULL; f = f->next)
+  for (f = ps->fd.feeds; f != NULL; f = f->next)
     if (!f->dead && f->due_ns < min)
       min = f->due_ns;
-  ps->next_due_ns = min;
+  ps->fd.next_due_ns = min;
   if (min == UINT64_MAX) {
-    uv_timer_stop(&ps->tick_timer);
+    uv_timer_stop(&ps->fd.tick_timer);
     return;
   }
   uv_update_time(ps->loop);
   now = uv_hrtime();
-  uv_timer_start(&ps->tick_timer, tick_timer_cb, min > now ? (min - now) / 1000000u : 0, 0);
+  uv_timer_start(&ps->fd.tick_timer, tick_timer_cb, min > now ? (min - now) / 1000000u : 0, 0);
 }
 
 void tlc_pubsub_poll(tlc_pubsub_t *ps) {
-  if (ps->next_due_ns <= uv_hrtime() + TICK_EARLY_NS)
+  if (ps->fd.next_due_ns <= uv_hrtime() + TICK_EARLY_NS)
     run_due(ps);
 }
 
 void tlc__ps_tick_all(tlc_pubsub_t *ps) {
   feed_t *f;
-  if (ps->ticking || ps->closing)
+  if (ps->fd.ticking || ps->closing)
     return;
-  ps->ticking = 1;
-  for (f = ps->feeds; f != NULL; f = f->next)
+  ps->fd.ticking = 1;
+  for (f = ps->fd.feeds; f != NULL; f = f->next)
     if (!f->dead)
       tlc__ps_feed_tick(f);
   tlc__ps_pass_end(ps); /* (tests and fuzzers: feed by feed) */
@@ -826,8 +861,8 @@ void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
     }
   tlc_free(sn->slots);
   if (sn->events) {
-    ps->n_event_subns--;
-    ps->evsubs_dirty = 1;
+    ps->sb.n_event_subns--;
+    ps->sb.evsubs_dirty = 1;
   }
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
@@ -847,4 +882,31 @@ void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
 void tlc__ps_sub_unsubscribe_all(tlc__ps_sub_t *s) {
   while (s->nsubs > 0)
     tlc__ps_subn_free(s, s->subs[--s->nsubs]);
+}
+
+feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
+  tlc_pubsub_t *ps = s->ps;
+  feed_t *tick = NULL;
+  size_t i, n = sn->nslots;
+  if (sn->feed != NULL) {
+    feed_t *f = sn->feed;
+    sn->fnext = f->subs;
+    if (f->subs != NULL)
+      f->subs->fprev = sn;
+    f->subs = sn;
+    f->nsubs++;
+    /* First a full snapshot of every matching target, as soon as the socket takes it: from
+     * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,
+     * after a tick run now unless the last one is fresh (JOIN_FRESH_NS). */
+    if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
+      tick = f;
+    for (i = 0; i < n && f->tickno > 0; i++) {
+      tlc_ps_target_info_t info;
+      memset(&info, 0, sizeof(info));
+      if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
+          tlc__ps_spec_target(sn->spec, info.name))
+        sn->slots[i].catchup = 1;
+    }
+  }
+  return tick;
 }
