@@ -158,12 +158,7 @@ void tlc__ps_feed_free(feed_t *f) {
 
 void tlc__ps_feed_unlink(feed_t *f) {
   tlc_pubsub_t *ps = f->ps;
-  if (f->prev != NULL)
-    f->prev->next = f->next;
-  else
-    ps->fd.feeds = f->next;
-  if (f->next != NULL)
-    f->next->prev = f->prev;
+  LIST_REMOVE(f, link);
   ps->fd.nfeeds--;
   ps->st.feeds = ps->fd.nfeeds;
 }
@@ -192,12 +187,12 @@ static uint64_t grid_next(const tlc_pubsub_t *ps, uint64_t interval_ns, uint64_t
 /* Finds or creates the feed of `spec` (taking ownership of spec either way). */
 int tlc__ps_feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   feed_t *f;
-  for (f = ps->fd.feeds; f != NULL; f = f->next)
-    if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
-      tlc__ps_spec_free(spec);
-      *out = f;
-      return 0;
-    }
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
+    tlc__ps_spec_free(spec);
+    *out = f;
+    return 0;
+  }
   f = tlc_calloc(1, sizeof(*f));
   if (f == NULL) {
     tlc__ps_spec_free(spec);
@@ -207,10 +202,7 @@ int tlc__ps_feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   f->id = ++ps->fd.next_feed_id;
   f->spec = spec;
   f->due_ns = grid_next(ps, (uint64_t)spec->interval_ms * 1000000u, uv_hrtime());
-  f->next = ps->fd.feeds;
-  if (ps->fd.feeds != NULL)
-    ps->fd.feeds->prev = f;
-  ps->fd.feeds = f;
+  LIST_INSERT_HEAD(&ps->fd.feeds, f, link);
   ps->fd.nfeeds++;
   ps->st.feeds = ps->fd.nfeeds;
   if (f->due_ns < ps->fd.next_due_ns)
@@ -600,7 +592,7 @@ void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
   tlc__ps_msg_unref(ft->full);
   tlc__ps_msg_unref(ft->catchup);
   ft->full = ft->catchup = NULL;
-  for (sn = f->subs; sn != NULL; sn = sn->fnext) {
+  LIST_FOREACH(sn, &f->subs, flink) {
     slot_t *sl;
     if (idx >= sn->nslots)
       continue;
@@ -682,15 +674,15 @@ static void feed_tick_target(feed_t *f, size_t idx) {
     tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name,
                   tlc_strerror(r));
     if (r == TLC_ELIMIT)
-      for (sn = f->subs; sn != NULL; sn = sn->fnext)
-        tlc__ps_send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
-                           "snapshot larger than the daemon's message cap: narrow the subscription",
-                           0, r);
+      LIST_FOREACH(sn, &f->subs, flink)
+    tlc__ps_send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "snapshot larger than the daemon's message cap: narrow the subscription", 0,
+                       r);
     return;
   }
   /* Subscriptions are not freed during a pass (closing is deferred), so the list holds. */
-  for (sn = f->subs; sn != NULL; sn = sn->fnext)
-    slot_offer(sn, idx, m);
+  LIST_FOREACH(sn, &f->subs, flink)
+  slot_offer(sn, idx, m);
   tlc__ps_msg_unref(m);
 }
 
@@ -764,15 +756,15 @@ void tlc__ps_pass_end(tlc_pubsub_t *ps) {
   tlc__ps_sub_t *s, *sn;
   cache_reset(ps);
   ps->fd.ticking = 0;
-  for (f = ps->fd.feeds; f != NULL; f = next) {
-    next = f->next;
+  for (f = LIST_FIRST(&ps->fd.feeds); f != NULL; f = next) {
+    next = LIST_NEXT(f, link);
     if (f->dead) {
       tlc__ps_feed_unlink(f);
       tlc__ps_feed_free(f);
     }
   }
-  for (s = ps->sb.subs; s != NULL; s = sn) {
-    sn = s->next;
+  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = sn) {
+    sn = LIST_NEXT(s, link);
     if (s->detached && s->closing && !s->closed)
       tlc__ps_sub_close_now(s);
   }
@@ -789,7 +781,7 @@ static void run_due(tlc_pubsub_t *ps) {
   if (ps->fd.ticking || ps->closing)
     return;
   ps->fd.ticking = 1;
-  for (f = ps->fd.feeds; f != NULL; f = f->next) {
+  LIST_FOREACH(f, &ps->fd.feeds, link) {
     uint64_t iv = (uint64_t)f->spec->interval_ms * 1000000u;
     if (f->dead || f->due_ns > now + TICK_EARLY_NS)
       continue;
@@ -820,9 +812,9 @@ static void sched_arm(tlc_pubsub_t *ps) {
   feed_t *f;
   if (ps->closing)
     return;
-  for (f = ps->fd.feeds; f != NULL; f = f->next)
-    if (!f->dead && f->due_ns < min)
-      min = f->due_ns;
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead && f->due_ns < min)
+    min = f->due_ns;
   ps->fd.next_due_ns = min;
   if (min == UINT64_MAX) {
     uv_timer_stop(&ps->fd.tick_timer);
@@ -843,9 +835,9 @@ void tlc__ps_tick_all(tlc_pubsub_t *ps) {
   if (ps->fd.ticking || ps->closing)
     return;
   ps->fd.ticking = 1;
-  for (f = ps->fd.feeds; f != NULL; f = f->next)
-    if (!f->dead)
-      tlc__ps_feed_tick(f);
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead)
+    tlc__ps_feed_tick(f);
   tlc__ps_pass_end(ps); /* (tests and fuzzers: feed by feed) */
 }
 
@@ -866,12 +858,7 @@ void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
   }
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
-    if (sn->fprev != NULL)
-      sn->fprev->fnext = sn->fnext;
-    else
-      f->subs = sn->fnext;
-    if (sn->fnext != NULL)
-      sn->fnext->fprev = sn->fprev;
+    LIST_REMOVE(sn, flink);
     f->nsubs--;
     feed_release(f);
   }
@@ -890,10 +877,7 @@ feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
   size_t i, n = sn->nslots;
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
-    sn->fnext = f->subs;
-    if (f->subs != NULL)
-      f->subs->fprev = sn;
-    f->subs = sn;
+    LIST_INSERT_HEAD(&f->subs, sn, flink);
     f->nsubs++;
     /* First a full snapshot of every matching target, as soon as the socket takes it: from
      * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,

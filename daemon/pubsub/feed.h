@@ -54,11 +54,11 @@ typedef struct feed {
   uint64_t tick_ns; /* uv_hrtime of the last tick */
   uint8_t dead;     /* released during a tick pass: freed at its end */
   spec_t *spec;
-  subn_t *subs;
+  LIST_HEAD(subn_list, subn) subs;
   size_t nsubs;
   feed_target_t *t;
   size_t nt;
-  struct feed *prev, *next;
+  LIST_ENTRY(feed) link; /* in tlc_pubsub.fd.feeds */
 } feed_t;
 
 /* An engine snapshot shared by the feeds of one tick pass that ask for the same thing. */
@@ -79,7 +79,7 @@ typedef struct stats_part {
 
 /* The feeds' share of the server (tlc_pubsub.fd). Loop thread. */
 typedef struct tlc__ps_feeds {
-  feed_t *feeds;
+  LIST_HEAD(feed_list, feed) feeds;
   size_t nfeeds;
   uint64_t next_feed_id;
   tlc_table_t scratch;

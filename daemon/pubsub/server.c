@@ -390,7 +390,7 @@ void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out) {
 
 size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target) {
   size_t n = 0, i;
-  for (const tlc__ps_sub_t *s = ps->sb.subs; s != NULL; s = s->next) {
+  for (const tlc__ps_sub_t *s = LIST_FIRST(&ps->sb.subs); s != NULL; s = LIST_NEXT(s, link)) {
     if (s->closing || !s->authed)
       continue;
     for (i = 0; i < s->nsubs && !tlc__ps_spec_target(s->subs[i]->spec, target); i++)
@@ -594,8 +594,8 @@ void tlc__ps_handle_closed(tlc_pubsub_t *ps) {
   tlc_pb_arena_fini(&ps->fd.enc);
   for (i = 0; i < SNAP_CACHE; i++)
     tlc_table_fini(&ps->fd.cache[i].t);
-  while (ps->fd.feeds != NULL) { /* every subscription is gone: only released ones, if any */
-    feed_t *f = ps->fd.feeds;
+  while (!LIST_EMPTY(&ps->fd.feeds)) { /* every subscription is gone: released ones, if any */
+    feed_t *f = LIST_FIRST(&ps->fd.feeds);
     tlc__ps_feed_unlink(f);
     tlc__ps_feed_free(f);
   }
@@ -617,8 +617,8 @@ static void house_closed_cb(uv_handle_t *h) {
 void tlc__ps_house_cb(uv_timer_t *t) {
   tlc_pubsub_t *ps = t->data;
   tlc__ps_sub_t *s, *next;
-  for (s = ps->sb.subs; s != NULL; s = next) {
-    next = s->next;
+  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = next) {
+    next = LIST_NEXT(s, link);
     if (!s->closing && s->queued > ps->o.obuf_soft)
       tlc__ps_limits_check(s);
   }
@@ -636,8 +636,8 @@ void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud) {
     uv_close(&l->h.handle, listener_closed_cb);
   }
   ps->srv.nlisteners = 0;
-  while (ps->sb.subs != NULL) {
-    tlc__ps_sub_t *s = ps->sb.subs;
+  while (!LIST_EMPTY(&ps->sb.subs)) {
+    tlc__ps_sub_t *s = LIST_FIRST(&ps->sb.subs);
     if (!s->detached && !s->closed) {
       /* One best-effort attempt to say why; never wait for a subscriber on the way out. With
        * a job at the serving thread, when the job comes back (between two messages). */

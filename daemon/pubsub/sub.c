@@ -55,13 +55,10 @@ void tlc__ps_sub_free(tlc__ps_sub_t *s) {
 
 void tlc__ps_sub_unlink(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
-  if (s->prev != NULL)
-    s->prev->next = s->next;
-  else if (ps->sb.subs == s)
-    ps->sb.subs = s->next;
-  if (s->next != NULL)
-    s->next->prev = s->prev;
-  s->prev = s->next = NULL;
+  if (s->link.le_prev != NULL) {
+    LIST_REMOVE(s, link);
+    s->link.le_prev = NULL;
+  }
   ps->sb.nsubs--;
   tlc_peers_release(&ps->sb.peers, s->peer_slot);
   s->peer_slot = TLC_PEERS_NONE;
@@ -312,10 +309,7 @@ tlc__ps_sub_t *tlc__ps_sub_alloc(tlc_pubsub_t *ps) {
 }
 
 void tlc__ps_sub_link(tlc_pubsub_t *ps, tlc__ps_sub_t *s) {
-  s->next = ps->sb.subs;
-  if (ps->sb.subs != NULL)
-    ps->sb.subs->prev = s;
-  ps->sb.subs = s;
+  LIST_INSERT_HEAD(&ps->sb.subs, s, link);
   ps->sb.nsubs++;
   ps->st.subscribers = ps->sb.nsubs;
 }
@@ -824,7 +818,7 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   te.unix_ms = tlc__ps_unix_ms();
   te.instance_id = ps->instance_id;
   te.seq = ++ps->sb.next_tev_seq;
-  for (s = ps->sb.subs; s != NULL; s = s->next) {
+  LIST_FOREACH(s, &ps->sb.subs, link) {
     size_t i;
     if (s->closing || !s->authed)
       continue;
@@ -955,7 +949,7 @@ static int batch_index(tlc_pubsub_t *ps, const char *target, size_t *idx) {
 static void evsubs_rebuild(tlc_pubsub_t *ps) {
   tlc__ps_sub_t *s;
   size_t n = 0;
-  for (s = ps->sb.subs; s != NULL; s = s->next) {
+  LIST_FOREACH(s, &ps->sb.subs, link) {
     size_t j;
     if (s->closing || !s->authed || s->ev_stalled)
       continue;

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 struct feed;
@@ -39,7 +40,7 @@ typedef struct subn {
   uint8_t events;
   slot_t *slots; /* per target index */
   size_t nslots;
-  struct subn *fprev, *fnext; /* in feed->subs */
+  LIST_ENTRY(subn) flink; /* in feed->subs */
 } subn_t;
 
 struct tlc__ps_sub {
@@ -118,13 +119,13 @@ struct tlc__ps_sub {
   size_t tout_len, tout_cap, tjob_len, tjob_cap;
   char peer_ip[64]; /* the address without the port, for the token's per-peer rate limit */
   size_t peer_slot; /* its count in ps->peers (TLC_PEERS_NONE: not counted), until unlinked */
-  struct tlc__ps_sub *prev, *next;
+  LIST_ENTRY(tlc__ps_sub) link; /* in tlc_pubsub.sb.subs while linked (link.le_prev != NULL) */
 };
 
 /* The subscriber layer's share of the server (tlc_pubsub.sb). Loop thread, except that the
  * serving thread's own state is in *wr (writer.h). */
 typedef struct tlc__ps_subs {
-  tlc__ps_sub_t *subs; /* every connection, in a list */
+  LIST_HEAD(tlc__ps_sub_list, tlc__ps_sub) subs; /* every linked connection */
   size_t nsubs, nrejecting;
   tlc_peers_t peers; /* subscribers per peer address (opts.max_per_address) */
   uint64_t next_sub_id, next_tev_seq;
