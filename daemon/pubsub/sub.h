@@ -4,8 +4,9 @@
  * the loop thread's, except the TLS session (tls_mu: the serving thread encrypts under it) and
  * the write job `job` while the serving thread holds it (in_writer). sub calls nothing above
  * it: what it needs of requests, feeds and the server goes through tlc_pubsub.up
- * (pubsub-int.h). A subscription (subn_t) is the request layer's; its slots are the sub's
- * queue, filled by feeds through tlc__ps_slot_* callers and emptied when writing.
+ * (pubsub-int.h). A subscription (subn_t) is made by request.c and attached to a feed; its
+ * slots are the sub's queue, filled by the feed's ticks (feed.c) and emptied when writing. The
+ * `gs` and `hq` members are request.c's and range.c's per-connection state.
  */
 #ifndef TLC_PUBSUB_SUB_H
 #define TLC_PUBSUB_SUB_H
