@@ -82,11 +82,8 @@
 #define DROP_LOG_MS    10000      /* drops are logged at most this often (tick_cb) */
 
 typedef struct tstate {
-  uint64_t last_seq;
+  tlc_cursor_t cur; /* what was last published of the target (its gen, seq, last full) */
   uint64_t last_events, last_bytes;
-  uint64_t last_full_ms;
-  int sent_once;
-  uint64_t gen; /* the view's gen of the target this state is of */
 } tstate_t;
 
 enum { ST_IDLE, ST_PROBING, ST_CONNECTED, ST_BACKOFF, ST_CLOSING };
@@ -287,7 +284,7 @@ static void drop_connection(tlc_fleet_t *f) {
 static void mark_all_full(tlc_fleet_t *f) {
   size_t i;
   for (i = 0; i < f->nts; i++)
-    f->ts[i].sent_once = 0;
+    tlc_cursor_want_full(&f->ts[i].cur);
 }
 
 static void do_connect(tlc_fleet_t *f) {
@@ -673,31 +670,29 @@ static void shrink_tab(tlc_fleet_t *f) {
 static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   tlc_view_target_t info;
   tstate_t *ts = &f->ts[i];
+  tlc_view_at_t at = { f->pv, i };
+  tlc_cursor_split_fn split = tlc_view_cursor_split(f->pv);
+  tlc_cursor_part_t pt;
   tlc_snap_opts_t so;
   tlc_table_t *t = &f->tab;
   tlc_pb_snap_sel_t sel;
   Tlcap__ServerMessage m;
   const tlc_mapping_t *map = NULL;
   size_t rowmax;
-  int full, more, parts, ok = 1;
-  uint64_t lo = 0, hi = (uint64_t)1 << 32, base, prev_seq = 0;
-  uint32_t part = 0;
+  int full, r, ok = 1;
   memset(&info, 0, sizeof(info));
   if (f->pv->info(f->pv->ud, i, &info) < 0 || info.name == NULL)
     return;
-  if (ts->gen != info.gen) {
+  if (tlc_cursor_renew(&ts->cur, info.gen)) {
     /* another target took index i (a full registry evicted the one there): start it over with
      * a full snapshot, never a delta since the evicted target's seq */
-    memset(ts, 0, sizeof(*ts));
-    ts->gen = info.gen;
+    ts->last_events = ts->last_bytes = 0;
   }
-  full = !ts->sent_once || now - ts->last_full_ms >= f->o.full_interval_ms;
-  if (!full && info.seq != 0 && info.seq == ts->last_seq &&
+  full = tlc_cursor_begin(&ts->cur, now, f->o.full_interval_ms);
+  if (!full && info.seq != 0 && info.seq == ts->cur.seq &&
       info.counters.events == ts->last_events && info.counters.bytes == ts->last_bytes)
     return; /* nothing changed since the last message (the check below, without a snapshot) */
-  base = full ? 0 : ts->last_seq;
   memset(&so, 0, sizeof(so));
-  so.since_seq = base;
   /* windows, quantiles and Neutral rows only in full snapshots: for every changed row at every
    * tick they cost a busy target a large share of the loop (docs/fleet.md, bench/RESULTS.md
    * "Fleet"); a consumer adds a Neutral row up from its area's context rows */
@@ -707,37 +702,27 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
   memset(&sel, 0, sizeof(sel));
   sel.windows = full;
   sel.quantiles = full;
-  parts = f->pv->split != NULL && f->pv->snapshot_part != NULL;
   if (full && f->pv->mapping != NULL)
     map = f->pv->mapping(f->pv->ud, i);
-  do {
+  while ((r = tlc_cursor_next(&ts->cur, split, &at, PART_ROWS, &pt)) == 1) {
     tlc_pb_arena_t *a = &f->pba;
     Tlcap__Snapshot s;
-    int r;
-    if (parts) {
-      r = f->pv->split(f->pv->ud, i, lo, PART_ROWS, base, &hi);
-      if (r == 0)
-        r = f->pv->snapshot_part(f->pv->ud, i, t, &so, lo, hi);
-    } else {
-      r = f->pv->snapshot(f->pv->ud, i, t, &so);
-    }
-    if (r < 0) {
+    if (tlc_view_cursor_take(&at, &pt, t, &so) < 0) {
       ok = 0;
       break;
     }
-    more = parts && hi < ((uint64_t)1 << 32);
-    if (part == 0 && !more && !full && t->seq == ts->last_seq &&
+    if (pt.no == 0 && !pt.more && !full && t->seq == ts->cur.seq &&
         t->counters.events == ts->last_events && t->counters.bytes == ts->last_bytes) {
       shrink_tab(f); /* nothing changed since the last message */
       return;
     }
-    if (tlc_pb_snapshot_build(a, &s, t, info.name, &sel, part == 0 ? map : NULL) == 0) {
+    if (tlc_pb_snapshot_build(a, &s, t, info.name, &sel, pt.no == 0 ? map : NULL) == 0) {
       s.instance_id = f->o.instance_id;
       s.stream = 1;
-      s.full = full && part == 0;
-      s.base_seq = part == 0 ? base : prev_seq;
-      s.part = part;
-      s.more = more != 0;
+      s.full = full && pt.no == 0;
+      s.base_seq = pt.base;
+      s.part = pt.no;
+      s.more = pt.more != 0;
       s.connected = info.connected != 0;
       s.unix_ms = (int64_t)now;
       tlcap__server_message__init(&m);
@@ -756,19 +741,17 @@ static void publish_target(tlc_fleet_t *f, size_t i, uint64_t now) {
     } else {
       tlc_pb_arena_rewind(a);
     }
-    prev_seq = t->seq;
-    lo = hi;
-    part++;
-  } while (ok && more);
+    tlc_cursor_took(&ts->cur, t->seq);
+    if (!ok)
+      break;
+  }
+  if (r < 0)
+    ok = 0;
+  /* a part lost: the next message is a full snapshot */
+  tlc_cursor_end(&ts->cur, ok, now);
   if (ok) {
-    ts->last_seq = t->seq;
     ts->last_events = t->counters.events;
     ts->last_bytes = t->counters.bytes;
-    if (full)
-      ts->last_full_ms = now;
-    ts->sent_once = 1;
-  } else {
-    ts->sent_once = 0; /* a part was lost: the next message is a full snapshot */
   }
   shrink_tab(f);
 }

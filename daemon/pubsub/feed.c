@@ -1,5 +1,5 @@
-/* feed.c - feeds, their ticks and mirrors: what subscriptions are served from (see the design note
- * in pubsub.c).
+/* feed.c - feeds, their ticks and mirrors: what subscriptions are served from (feed.h; see the
+ * design note in server.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub-int.h"
@@ -30,28 +30,17 @@
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
-/* The engine snapshot options of a subscription spec: rows changed after `since` (0: all). */
-void tlc__ps_snap_opts(const spec_t *spec, uint64_t since, tlc_snap_opts_t *so) {
-  memset(so, 0, sizeof(*so));
-  so->since_seq = since;
-  so->windows = spec->windows;
-  so->neutral = spec->neutral;
-  so->quantiles = spec->quantiles;
-  so->neutral_only = spec->neutral_only;
-  so->kinds = spec->kinds;
-}
-
 /* The engine snapshot of target idx with options so: in a tick pass (shared) one from the
  * pass's cache when another feed asked for the same, else taken now; outside a pass, or with
  * no cache entry free, into the scratch table. NULL with *err on failure. */
 static tlc_table_t *snap_get(tlc_pubsub_t *ps, size_t idx, const tlc_snap_opts_t *so, int shared,
                              int *err) {
   snap_cache_t *c = NULL;
-  tlc_table_t *t = &ps->scratch;
+  tlc_table_t *t = &ps->fd.scratch;
   size_t i;
   if (shared) {
     for (i = 0; i < SNAP_CACHE; i++) {
-      snap_cache_t *e = &ps->cache[i];
+      snap_cache_t *e = &ps->fd.cache[i];
       if (!e->used) {
         if (c == NULL)
           c = e;
@@ -103,7 +92,7 @@ int tlc__ps_stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32
     return r;
   tlc__ps_snap_opts(spec, 0, &so);
   if (pt != NULL) {
-    t = &ps->scratch;
+    t = &ps->fd.scratch;
     tlc_table_clear(t);
     if ((r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, pt->lo, pt->hi)) < 0)
       return r;
@@ -169,14 +158,9 @@ void tlc__ps_feed_free(feed_t *f) {
 
 void tlc__ps_feed_unlink(feed_t *f) {
   tlc_pubsub_t *ps = f->ps;
-  if (f->prev != NULL)
-    f->prev->next = f->next;
-  else
-    ps->feeds = f->next;
-  if (f->next != NULL)
-    f->next->prev = f->prev;
-  ps->nfeeds--;
-  ps->st.feeds = ps->nfeeds;
+  LIST_REMOVE(f, link);
+  ps->fd.nfeeds--;
+  ps->st.feeds = ps->fd.nfeeds;
 }
 
 /* The last subscription of a feed went: the feed goes too (at the end of a tick pass when one
@@ -185,7 +169,7 @@ static void feed_release(feed_t *f) {
   tlc_pubsub_t *ps = f->ps;
   if (f->nsubs > 0 || f->dead)
     return;
-  if (ps->ticking) {
+  if (ps->fd.ticking) {
     f->dead = 1;
     return;
   }
@@ -195,36 +179,33 @@ static void feed_release(feed_t *f) {
 
 /* The next point strictly after `now` of the grid epoch + k * interval. */
 static uint64_t grid_next(const tlc_pubsub_t *ps, uint64_t interval_ns, uint64_t now) {
-  if (now < ps->epoch_ns)
-    return ps->epoch_ns;
-  return ps->epoch_ns + ((now - ps->epoch_ns) / interval_ns + 1) * interval_ns;
+  if (now < ps->fd.epoch_ns)
+    return ps->fd.epoch_ns;
+  return ps->fd.epoch_ns + ((now - ps->fd.epoch_ns) / interval_ns + 1) * interval_ns;
 }
 
 /* Finds or creates the feed of `spec` (taking ownership of spec either way). */
 int tlc__ps_feed_get(tlc_pubsub_t *ps, spec_t *spec, feed_t **out) {
   feed_t *f;
-  for (f = ps->feeds; f != NULL; f = f->next)
-    if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
-      tlc__ps_spec_free(spec);
-      *out = f;
-      return 0;
-    }
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead && strcmp(f->spec->key, spec->key) == 0) {
+    tlc__ps_spec_free(spec);
+    *out = f;
+    return 0;
+  }
   f = tlc_calloc(1, sizeof(*f));
   if (f == NULL) {
     tlc__ps_spec_free(spec);
     return TLC_ENOMEM;
   }
   f->ps = ps;
-  f->id = ++ps->next_feed_id;
+  f->id = ++ps->fd.next_feed_id;
   f->spec = spec;
   f->due_ns = grid_next(ps, (uint64_t)spec->interval_ms * 1000000u, uv_hrtime());
-  f->next = ps->feeds;
-  if (ps->feeds != NULL)
-    ps->feeds->prev = f;
-  ps->feeds = f;
-  ps->nfeeds++;
-  ps->st.feeds = ps->nfeeds;
-  if (f->due_ns < ps->next_due_ns)
+  LIST_INSERT_HEAD(&ps->fd.feeds, f, link);
+  ps->fd.nfeeds++;
+  ps->st.feeds = ps->fd.nfeeds;
+  if (f->due_ns < ps->fd.next_due_ns)
     sched_arm(ps);
   *out = f;
   return 0;
@@ -350,9 +331,9 @@ static int row_encode(tlc_pubsub_t *ps, const spec_t *spec, const tlc_stat_t *r,
     memset(&sel, 0, sizeof(sel));
     sel.windows = spec->windows;
     sel.quantiles = spec->quantiles;
-    if (ps->enc.used > 32 * 1024)
-      tlc_pb_arena_reset(&ps->enc);
-    if (tlc_pb_row_build(&ps->enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
+    if (ps->fd.enc.used > 32 * 1024)
+      tlc_pb_arena_reset(&ps->fd.enc);
+    if (tlc_pb_row_build(&ps->fd.enc, &pr, r, spec->windows ? nwin : 0, &sel) < 0)
       return TLC_ENOMEM;
     n = tlc_pb_row_field_size(&pr, &packed);
     if (buf2_reserve(ft, *len2 + n) < 0)
@@ -508,7 +489,7 @@ int tlc__ps_mirror_msg(feed_t *f, size_t idx, int mode, uint64_t base, msg_t **o
   memset(msg, 0, sizeof(*msg));
   msg->refs = 1;
   msg->kind = PSM_SNAP;
-  msg->seq = ft->seq;
+  msg->seq = ft->cur.seq;
   msg->base = s.base_seq;
   p = tlc_pb_snapshot_frame_begin(&s, hdr_len, row_bytes, msg->data);
   for (i = 0; i < ft->n; i++)
@@ -531,57 +512,62 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_view_target_t *info, msg
   tlc_pubsub_t *ps = f->ps;
   feed_target_t *ft = &f->t[idx];
   const spec_t *spec = f->spec;
-  uint64_t base = ft->have ? ft->seq : 0;
+  tlc_view_at_t at = { &ps->p, idx };
+  tlc_cursor_split_fn split = NULL;
+  tlc_cursor_part_t pt;
+  uint64_t base;
   tlc_snap_opts_t so;
   tlc_table_t *t;
   keep_ctx_t kc;
   merge_st_t m;
-  uint64_t hi = (uint64_t)1 << 32;
-  int r, parts;
+  int r;
   *out = NULL;
+  base = tlc_cursor_begin(&ft->cur, 0, TLC_CURSOR_NEVER) ? 0 : ft->cur.seq;
   tlc__ps_snap_opts(spec, base, &so);
   /* A large target's snapshot is taken and merged in handle ranges of at most MIRROR_PART_ROWS
    * rows, all in this call (the engine does not change meanwhile: the parts are one consistent
    * snapshot), so that the table held at a time is one part's, never one of every area. */
-  parts = ps->p.split != NULL && ps->p.snapshot_part != NULL && info->areas > MIRROR_PART_ROWS;
-  if (!parts) {
+  if (info->areas > MIRROR_PART_ROWS)
+    split = tlc_view_cursor_split(&ps->p);
+  if ((r = tlc_cursor_next(&ft->cur, split, &at, MIRROR_PART_ROWS, &pt)) < 0)
+    return r;
+  if (pt.whole) {
     if ((t = snap_get(ps, idx, &so, 1, &r)) == NULL)
       return r;
   } else {
-    t = &ps->scratch;
+    t = &ps->fd.scratch;
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, 0, MIRROR_PART_ROWS, base, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, 0, hi)) < 0)
+    if ((r = tlc_view_cursor_take(&at, &pt, t, &so)) < 0)
       return r;
   }
-  if (ft->have && t->seq == ft->seq && ft->connected == (info->connected != 0) &&
+  if (ft->cur.have && t->seq == ft->cur.seq && ft->connected == (info->connected != 0) &&
       memcmp(&ft->hdr.counters, &t->counters, sizeof(t->counters)) == 0)
     return 1;
+  tlc_cursor_took(&ft->cur, t->seq);
   if ((r = tlc__ps_keep_init(&kc, spec,
                              ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL)) < 0)
     return r;
   memset(&m, 0, sizeof(m));
-  r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
-  while (r == 0 && hi < ((uint64_t)1 << 32)) {
-    uint64_t lo = hi;
+  r = mirror_merge_part(ps, f, ft, t, &kc, &m, pt.hi);
+  while (r == 0 && pt.more) {
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, base, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+    if ((r = tlc_cursor_next(&ft->cur, split, &at, MIRROR_PART_ROWS, &pt)) < 0 ||
+        (r = tlc_view_cursor_take(&at, &pt, t, &so)) < 0)
       break;
-    r = mirror_merge_part(ps, f, ft, t, &kc, &m, hi);
+    tlc_cursor_took(&ft->cur, t->seq);
+    r = mirror_merge_part(ps, f, ft, t, &kc, &m, pt.hi);
   }
   if (r == 0)
     mirror_swap(ft, &m);
   tlc_free(kc.named);
   if (r < 0 || (r = tlc__ps_hdr_copy(&ft->hdr, t)) < 0) {
     /* the mirror may be half merged: start again with a full snapshot next tick */
-    ft->have = 0;
+    tlc_cursor_end(&ft->cur, 0, 0);
     ft->n = 0;
     ft->len = 0;
     return r;
   }
-  ft->seq = t->seq;
-  ft->have = 1;
+  tlc_cursor_end(&ft->cur, 1, 0);
   ft->connected = info->connected != 0;
   ft->unix_ms = tlc__ps_unix_ms();
   tlc__ps_msg_unref(ft->full);
@@ -600,15 +586,13 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_view_target_t *info, msg
 void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
   feed_target_t *ft = &f->t[idx];
   subn_t *sn;
-  ft->have = 0;
+  (void)tlc_cursor_renew(&ft->cur, gen);
   ft->n = 0;
   ft->len = 0;
-  ft->seq = 0;
   tlc__ps_msg_unref(ft->full);
   tlc__ps_msg_unref(ft->catchup);
   ft->full = ft->catchup = NULL;
-  ft->gen = gen;
-  for (sn = f->subs; sn != NULL; sn = sn->fnext) {
+  LIST_FOREACH(sn, &f->subs, flink) {
     slot_t *sl;
     if (idx >= sn->nslots)
       continue;
@@ -624,6 +608,52 @@ void tlc__ps_feed_target_renew(feed_t *f, size_t idx, uint64_t gen) {
   }
 }
 
+/* The catch-up snapshot of a slot, from the feed's mirror: the full snapshot for a slot that
+ * was never sent one, else the delta from what it was last sent to the last tick. Shared with
+ * every other slot in the same position until the next tick. Returns a message (refs 1), or
+ * NULL (nothing to send yet: the next tick delivers). */
+msg_t *tlc__ps_slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
+  slot_t *sl = &sn->slots[idx];
+  feed_t *f = sn->feed;
+  feed_target_t *ft;
+  msg_t **cache;
+  int r = 0;
+  sl->catchup = 0;
+  if (f == NULL || idx >= f->nt || !f->t[idx].cur.have)
+    return NULL;
+  {
+    tlc_view_target_t info;
+    memset(&info, 0, sizeof(info));
+    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].cur.gen) {
+      /* another target took this index since the last tick: the next tick sends its full */
+      tlc__ps_feed_target_renew(f, idx, info.gen);
+      return NULL;
+    }
+  }
+  ft = &f->t[idx];
+  if (!sl->sent_any) {
+    cache = &ft->full;
+    if (*cache == NULL)
+      r = tlc__ps_mirror_msg(f, idx, MM_FULL, 0, cache);
+  } else {
+    cache = &ft->catchup;
+    if (*cache == NULL || ft->catchup_base != sl->sent_seq) {
+      tlc__ps_msg_unref(*cache);
+      *cache = NULL;
+      ft->catchup_base = sl->sent_seq;
+      r = tlc__ps_mirror_msg(f, idx, MM_SINCE, sl->sent_seq, cache);
+    }
+  }
+  if (r < 0) {
+    if (r == TLC_ELIMIT)
+      tlc__ps_send_error(s, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                         "snapshot larger than the daemon's message cap: narrow the subscription",
+                         0, r);
+    return NULL;
+  }
+  return tlc__ps_msg_ref(*cache);
+}
+
 /* One tick of feed f for target idx: snapshot, mirror, and the delta offered to every slot. */
 static void feed_tick_target(feed_t *f, size_t idx) {
   tlc_pubsub_t *ps = f->ps;
@@ -635,7 +665,7 @@ static void feed_tick_target(feed_t *f, size_t idx) {
   if (f->dead || ps->p.info(ps->p.ud, idx, &info) < 0 || info.name == NULL ||
       !tlc__ps_spec_target(f->spec, info.name))
     return;
-  if (idx < f->nt && f->t[idx].gen != info.gen)
+  if (idx < f->nt && f->t[idx].cur.gen != info.gen)
     tlc__ps_feed_target_renew(f, idx, info.gen);
   r = mirror_tick(f, idx, &info, &m);
   if (r == 1)
@@ -644,15 +674,15 @@ static void feed_tick_target(feed_t *f, size_t idx) {
     tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "snapshot of target %s failed: %s", info.name,
                   tlc_strerror(r));
     if (r == TLC_ELIMIT)
-      for (sn = f->subs; sn != NULL; sn = sn->fnext)
-        tlc__ps_send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
-                           "snapshot larger than the daemon's message cap: narrow the subscription",
-                           0, r);
+      LIST_FOREACH(sn, &f->subs, flink)
+    tlc__ps_send_error(sn->sub, 0, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "snapshot larger than the daemon's message cap: narrow the subscription", 0,
+                       r);
     return;
   }
   /* Subscriptions are not freed during a pass (closing is deferred), so the list holds. */
-  for (sn = f->subs; sn != NULL; sn = sn->fnext)
-    slot_offer(sn, idx, m);
+  LIST_FOREACH(sn, &f->subs, flink)
+  slot_offer(sn, idx, m);
   tlc__ps_msg_unref(m);
 }
 
@@ -714,8 +744,8 @@ void tlc__ps_feed_tick(feed_t *f) {
 static void cache_reset(tlc_pubsub_t *ps) {
   size_t i;
   for (i = 0; i < SNAP_CACHE; i++) {
-    ps->cache[i].used = 0;
-    tlc_table_clear(&ps->cache[i].t);
+    ps->fd.cache[i].used = 0;
+    tlc_table_clear(&ps->fd.cache[i].t);
   }
 }
 
@@ -725,16 +755,16 @@ void tlc__ps_pass_end(tlc_pubsub_t *ps) {
   feed_t *f, *next;
   tlc__ps_sub_t *s, *sn;
   cache_reset(ps);
-  ps->ticking = 0;
-  for (f = ps->feeds; f != NULL; f = next) {
-    next = f->next;
+  ps->fd.ticking = 0;
+  for (f = LIST_FIRST(&ps->fd.feeds); f != NULL; f = next) {
+    next = LIST_NEXT(f, link);
     if (f->dead) {
       tlc__ps_feed_unlink(f);
       tlc__ps_feed_free(f);
     }
   }
-  for (s = ps->subs; s != NULL; s = sn) {
-    sn = s->next;
+  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = sn) {
+    sn = LIST_NEXT(s, link);
     if (s->detached && s->closing && !s->closed)
       tlc__ps_sub_close_now(s);
   }
@@ -748,10 +778,10 @@ static void run_due(tlc_pubsub_t *ps) {
   uint64_t now = uv_hrtime();
   feed_t *f, *fs[16];
   size_t nf = 0;
-  if (ps->ticking || ps->closing)
+  if (ps->fd.ticking || ps->closing)
     return;
-  ps->ticking = 1;
-  for (f = ps->feeds; f != NULL; f = f->next) {
+  ps->fd.ticking = 1;
+  LIST_FOREACH(f, &ps->fd.feeds, link) {
     uint64_t iv = (uint64_t)f->spec->interval_ms * 1000000u;
     if (f->dead || f->due_ns > now + TICK_EARLY_NS)
       continue;
@@ -782,32 +812,32 @@ static void sched_arm(tlc_pubsub_t *ps) {
   feed_t *f;
   if (ps->closing)
     return;
-  for (f = ps->feeds; f != NULL; f = f->next)
-    if (!f->dead && f->due_ns < min)
-      min = f->due_ns;
-  ps->next_due_ns = min;
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead && f->due_ns < min)
+    min = f->due_ns;
+  ps->fd.next_due_ns = min;
   if (min == UINT64_MAX) {
-    uv_timer_stop(&ps->tick_timer);
+    uv_timer_stop(&ps->fd.tick_timer);
     return;
   }
   uv_update_time(ps->loop);
   now = uv_hrtime();
-  uv_timer_start(&ps->tick_timer, tick_timer_cb, min > now ? (min - now) / 1000000u : 0, 0);
+  uv_timer_start(&ps->fd.tick_timer, tick_timer_cb, min > now ? (min - now) / 1000000u : 0, 0);
 }
 
 void tlc_pubsub_poll(tlc_pubsub_t *ps) {
-  if (ps->next_due_ns <= uv_hrtime() + TICK_EARLY_NS)
+  if (ps->fd.next_due_ns <= uv_hrtime() + TICK_EARLY_NS)
     run_due(ps);
 }
 
 void tlc__ps_tick_all(tlc_pubsub_t *ps) {
   feed_t *f;
-  if (ps->ticking || ps->closing)
+  if (ps->fd.ticking || ps->closing)
     return;
-  ps->ticking = 1;
-  for (f = ps->feeds; f != NULL; f = f->next)
-    if (!f->dead)
-      tlc__ps_feed_tick(f);
+  ps->fd.ticking = 1;
+  LIST_FOREACH(f, &ps->fd.feeds, link)
+  if (!f->dead)
+    tlc__ps_feed_tick(f);
   tlc__ps_pass_end(ps); /* (tests and fuzzers: feed by feed) */
 }
 
@@ -823,17 +853,12 @@ void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
     }
   tlc_free(sn->slots);
   if (sn->events) {
-    ps->n_event_subns--;
-    ps->evsubs_dirty = 1;
+    ps->sb.n_event_subns--;
+    ps->sb.evsubs_dirty = 1;
   }
   if (sn->feed != NULL) {
     feed_t *f = sn->feed;
-    if (sn->fprev != NULL)
-      sn->fprev->fnext = sn->fnext;
-    else
-      f->subs = sn->fnext;
-    if (sn->fnext != NULL)
-      sn->fnext->fprev = sn->fprev;
+    LIST_REMOVE(sn, flink);
     f->nsubs--;
     feed_release(f);
   }
@@ -844,4 +869,28 @@ void tlc__ps_subn_free(tlc__ps_sub_t *s, subn_t *sn) {
 void tlc__ps_sub_unsubscribe_all(tlc__ps_sub_t *s) {
   while (s->nsubs > 0)
     tlc__ps_subn_free(s, s->subs[--s->nsubs]);
+}
+
+feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
+  tlc_pubsub_t *ps = s->ps;
+  feed_t *tick = NULL;
+  size_t i, n = sn->nslots;
+  if (sn->feed != NULL) {
+    feed_t *f = sn->feed;
+    LIST_INSERT_HEAD(&f->subs, sn, flink);
+    f->nsubs++;
+    /* First a full snapshot of every matching target, as soon as the socket takes it: from
+     * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,
+     * after a tick run now unless the last one is fresh (JOIN_FRESH_NS). */
+    if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
+      tick = f;
+    for (i = 0; i < n && f->tickno > 0; i++) {
+      tlc_view_target_t info;
+      memset(&info, 0, sizeof(info));
+      if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
+          tlc__ps_spec_target(sn->spec, info.name))
+        sn->slots[i].catchup = 1;
+    }
+  }
+  return tick;
 }

@@ -47,7 +47,7 @@ enum tlc_ps_ev {
   TLC_PS_EV_ADDED = 8
 };
 
-/* Log levels handed to opts.log: the one set (formats/tlc_log_level.h); pubsub.c's names for
+/* Log levels handed to opts.log: the one set (formats/tlc_log_level.h); pubsub's names for
  * them. */
 enum {
   TLC_PS_LOG_ERR = TLC_LOG_ERR,

@@ -1,5 +1,5 @@
 /* range.c - range statistics (GetStats.range, Subscribe.history; see the design note in
- * pubsub.c and docs/protocol.md "History").
+ * server.c and docs/protocol.md "History").
  *
  * The statistics of a target's stored records in a range are computed off the loop by the
  * provider's history hook (daemon/history/histq.h: libuv's threadpool, a few at once
@@ -216,8 +216,8 @@ static void hist_attach(tlc__ps_sub_t *s) {
     return;
   }
   tick = tlc__ps_subn_attach(s, sn);
-  if (tick != NULL && !ps->ticking) {
-    ps->ticking = 1;
+  if (tick != NULL && !ps->fd.ticking) {
+    ps->fd.ticking = 1;
     tlc__ps_feed_tick(tick);
     tlc__ps_pass_end(ps);
   }

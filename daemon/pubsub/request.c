@@ -1,5 +1,5 @@
-/* request.c - subscription specs and the requests of subscribers (Hello and the token, Subscribe,
- * GetStats, ...) (see the design note in pubsub.c).
+/* request.c - the requests of subscribers (Hello and the token, Subscribe, GetStats whole and in
+ * parts, ...) (request.h; see the design note in server.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub-int.h"
@@ -30,198 +30,20 @@
 
 /* ---- specs ------------------------------------------------------------------------------- */
 
-void tlc__ps_spec_free(spec_t *s) {
-  size_t i;
-  if (s == NULL)
-    return;
-  for (i = 0; i < s->ntargets; i++)
-    tlc_free(s->targets[i]);
-  for (i = 0; i < s->nareas; i++)
-    tlc_free(s->areas[i]);
-  tlc_free(s->targets);
-  tlc_free(s->areas);
-  tlc_free(s->handles);
-  tlc_free(s->columns);
-  tlc_free(s->key);
-  tlc_free(s);
-}
-
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static int copy_patterns(char ***dst, size_t *n, char **src, size_t nsrc) {
-  size_t i;
-  *n = 0;
-  *dst = NULL;
-  if (nsrc == 0)
-    return 0;
-  *dst = tlc_calloc(nsrc, sizeof(char *));
-  if (*dst == NULL)
-    return TLC_ENOMEM;
-  for (i = 0; i < nsrc; i++) {
-    (*dst)[i] = tlc_strndup(src[i], strlen(src[i]));
-    if ((*dst)[i] == NULL)
-      return TLC_ENOMEM;
-    (*n)++;
-  }
-  return 0;
-}
-
-/* Validates and copies a Subscribe's spec. Returns 0, TLC_EINVAL (with why) or TLC_ENOMEM. */
-static int spec_new(tlc_pubsub_t *ps, const Tlcap__Subscribe *r, spec_t **out, const char **why) {
-  spec_t *s;
-  size_t i, keylen;
-  char *k;
-  *out = NULL;
-  if (r->n_targets > MAX_PATTERNS || r->n_areas > MAX_PATTERNS) {
-    *why = "too many patterns (max 64 per list)";
-    return TLC_EINVAL;
-  }
-  if (r->n_handles > MAX_HANDLES) {
-    *why = "too many handles (max 4096)";
-    return TLC_EINVAL;
-  }
-  if (r->n_columns > MAX_COLUMNS_REQ) {
-    *why = "too many columns (max 1024)";
-    return TLC_EINVAL;
-  }
-  /* "\x1fH%08X" per handle, "\x1fC%u" per column (< TLC_COL_MAX_COLUMNS of them); the header
-   * takes < 64 */
-  keylen = 64 + r->n_handles * 10 + TLC_COL_MAX_COLUMNS * 8;
-  for (i = 0; i < r->n_targets; i++) {
-    size_t l = strlen(r->targets[i]);
-    if (l > MAX_PATTERN_LEN) {
-      *why = "pattern longer than 256 bytes";
-      return TLC_EINVAL;
-    }
-    keylen += l + 24; /* "\x1fT<len>:" + pattern */
-  }
-  for (i = 0; i < r->n_areas; i++) {
-    size_t l = strlen(r->areas[i]);
-    if (l > MAX_PATTERN_LEN) {
-      *why = "pattern longer than 256 bytes";
-      return TLC_EINVAL;
-    }
-    keylen += l + 24; /* "\x1fA<len>:" + pattern */
-  }
-  s = tlc_calloc(1, sizeof(*s));
-  if (s == NULL)
-    return TLC_ENOMEM;
-  s->interval_ms = r->interval_ms;
-  if (s->interval_ms < ps->o.min_interval_ms)
-    s->interval_ms = ps->o.min_interval_ms;
-  if (s->interval_ms > ps->o.max_interval_ms)
-    s->interval_ms = ps->o.max_interval_ms;
-  s->windows = r->windows ? 1 : 0;
-  s->quantiles = r->quantiles ? 1 : 0;
-  s->neutral = r->neutral || r->neutral_only ? 1 : 0;
-  s->neutral_only = r->neutral_only ? 1 : 0;
-  s->names = r->names ? 1 : 0;
-  if (r->n_columns > 0) {
-    uint32_t cols[TLC_COL_MAX_COLUMNS];
-    int w, q;
-    s->ncolumns = tlc_cols_normalise(r->columns, r->n_columns, cols, &w, &q);
-    s->windows = (uint8_t)w;
-    s->quantiles = (uint8_t)q;
-    s->kinds = (uint8_t)(TLC_SNAP_KINDS_SET | tlc_cols_kinds(cols, s->ncolumns));
-    s->columns = tlc_malloc(s->ncolumns * sizeof(uint32_t));
-    if (s->columns == NULL)
-      goto fail_nomem;
-    memcpy(s->columns, cols, s->ncolumns * sizeof(uint32_t));
-  }
-  if (copy_patterns(&s->targets, &s->ntargets, r->targets, r->n_targets) < 0 ||
-      copy_patterns(&s->areas, &s->nareas, r->areas, r->n_areas) < 0)
-    goto fail_nomem;
-  if (r->n_handles > 0) {
-    s->handles = tlc_malloc(r->n_handles * sizeof(uint32_t));
-    if (s->handles == NULL)
-      goto fail_nomem;
-    memcpy(s->handles, r->handles, r->n_handles * sizeof(uint32_t));
-    qsort(s->handles, r->n_handles, sizeof(uint32_t), cmp_u32);
-    s->nhandles = r->n_handles;
-  }
-  s->key = k = tlc_malloc(keylen);
-  if (k == NULL)
-    goto fail_nomem;
-  k += sprintf(k, "%u/%u%u%u%u%u", s->interval_ms, s->windows, s->quantiles, s->neutral, s->names,
-               s->neutral_only);
-  for (i = 0; i < s->ncolumns; i++)
-    k += sprintf(k,
-                 "\x1f"
-                 "C%u",
-                 s->columns[i]);
-  /* Length-prefixed, so that no pattern's content can make two different specs collide. */
-  for (i = 0; i < s->ntargets; i++)
-    k += sprintf(k, "\x1fT%zu:%s", strlen(s->targets[i]), s->targets[i]);
-  for (i = 0; i < s->nareas; i++)
-    k += sprintf(k,
-                 "\x1f"
-                 "A%zu:%s",
-                 strlen(s->areas[i]), s->areas[i]);
-  for (i = 0; i < s->nhandles; i++)
-    k += sprintf(k, "\x1fH%08X", s->handles[i]);
-  *out = s;
-  return 0;
-fail_nomem:
-  tlc__ps_spec_free(s);
-  return TLC_ENOMEM;
-}
-
-int tlc__ps_spec_target(const spec_t *s, const char *name) {
-  size_t i;
-  if (s->ntargets == 0)
-    return 1;
-  for (i = 0; i < s->ntargets; i++)
-    if (fnmatch(s->targets[i], name, 0) == 0)
-      return 1;
-  return 0;
-}
-
-int tlc__ps_keep_row(void *ud, const tlc_stat_t *r) {
-  keep_ctx_t *k = ud;
-  const spec_t *s = k->spec;
-  char hex[9];
-  size_t i;
-  if (s->nareas == 0 && s->nhandles == 0)
-    return 1;
-  if (s->nhandles > 0 && bsearch(&r->handle, s->handles, s->nhandles, 4, cmp_u32) != NULL)
-    return 1;
-  if (k->nnamed > 0 && bsearch(&r->handle, k->named, k->nnamed, 4, cmp_u32) != NULL)
-    return 1;
-  if (s->nareas > 0) {
-    snprintf(hex, sizeof(hex), "%08X", r->handle);
-    for (i = 0; i < s->nareas; i++)
-      if (fnmatch(s->areas[i], hex, 0) == 0)
-        return 1;
-  }
-  return 0;
-}
-
-int tlc__ps_keep_init(keep_ctx_t *k, const spec_t *s, const tlc_mapping_t *m) {
-  size_t i, j;
-  k->spec = s;
-  k->named = NULL;
-  k->nnamed = 0;
-  if (s->nareas == 0 || m == NULL || m->nareas == 0)
-    return 0;
-  k->named = tlc_malloc(m->nareas * sizeof(uint32_t));
-  if (k->named == NULL)
-    return TLC_ENOMEM;
-  for (i = 0; i < m->nareas; i++) {
-    const char *nm = m->areas[i].name != NULL ? m->areas[i].name : "";
-    for (j = 0; j < s->nareas; j++)
-      if (fnmatch(s->areas[j], nm, 0) == 0) {
-        k->named[k->nnamed++] = m->areas[i].handle;
-        break;
-      }
-  }
-  qsort(k->named, k->nnamed, sizeof(uint32_t), cmp_u32);
-  return 0;
-}
-
 /* ---- requests ---------------------------------------------------------------------------- */
+
+int tlc_pubsub_token_equal(const uint8_t *given, size_t given_len, const uint8_t *secret,
+                           size_t secret_len) {
+  volatile uint8_t d = (uint8_t)(given_len != secret_len);
+  size_t i;
+  for (i = 0; i < secret_len; i++) {
+    /* Read a byte of `given` at every position whatever its length (index clamped to 0 when
+     * past its end, a dummy when it is empty), so timing does not depend on where it differs. */
+    uint8_t g = given_len > 0 ? given[i < given_len ? i : 0] : 0;
+    d |= (uint8_t)(g ^ secret[i]);
+  }
+  return d == 0;
+}
 
 static void reply_ack(tlc__ps_sub_t *s, uint32_t req, uint32_t subid) {
   Tlcap__ServerMessage sm;
@@ -323,8 +145,8 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
                        "too many subscriptions on this connection", 0, TLC_ELIMIT);
     return;
   }
-  if ((e = spec_new(ps, r, &spec, &why)) < 0 ||
-      (!r->no_snapshots && (e = spec_new(ps, r, &fspec, &why)) < 0)) {
+  if ((e = tlc__ps_spec_new(ps, r, &spec, &why)) < 0 ||
+      (!r->no_snapshots && (e = tlc__ps_spec_new(ps, r, &fspec, &why)) < 0)) {
     tlc__ps_spec_free(spec);
     tlc__ps_send_error(s, req,
                        e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_BAD_REQUEST
@@ -372,8 +194,8 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
     if (s->ev_stalled)
       tlc__ps_ev_settle(s); /* drops so far by the subscriptions it had */
     sn->events = 1;
-    ps->n_event_subns++;
-    ps->evsubs_dirty = 1;
+    ps->sb.n_event_subns++;
+    ps->sb.evsubs_dirty = 1;
   }
   s->subs[s->nsubs++] = sn;
   reply_ack(s, req, sn->id);
@@ -383,38 +205,11 @@ static void on_subscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Subscribe 
   }
   /* After the Ack: the snapshot follows it. (A subscriber closing now - it could not even be
    * sent the Ack - may have taken the feed with it.) */
-  if (tick != NULL && !s->closing && !ps->ticking) {
-    ps->ticking = 1;
+  if (tick != NULL && !s->closing && !ps->fd.ticking) {
+    ps->fd.ticking = 1;
     tlc__ps_feed_tick(tick);
     tlc__ps_pass_end(ps); /* may free the feed if the subscriber closed meanwhile */
   }
-}
-
-feed_t *tlc__ps_subn_attach(tlc__ps_sub_t *s, subn_t *sn) {
-  tlc_pubsub_t *ps = s->ps;
-  feed_t *tick = NULL;
-  size_t i, n = sn->nslots;
-  if (sn->feed != NULL) {
-    feed_t *f = sn->feed;
-    sn->fnext = f->subs;
-    if (f->subs != NULL)
-      f->subs->fprev = sn;
-    f->subs = sn;
-    f->nsubs++;
-    /* First a full snapshot of every matching target, as soon as the socket takes it: from
-     * the feed's first tick, run now; or, joining a feed that has ticked, from its mirror,
-     * after a tick run now unless the last one is fresh (JOIN_FRESH_NS). */
-    if (f->tickno == 0 || uv_hrtime() - f->tick_ns > JOIN_FRESH_NS)
-      tick = f;
-    for (i = 0; i < n && f->tickno > 0; i++) {
-      tlc_view_target_t info;
-      memset(&info, 0, sizeof(info));
-      if (ps->p.info(ps->p.ud, i, &info) == 0 && info.name != NULL &&
-          tlc__ps_spec_target(sn->spec, info.name))
-        sn->slots[i].catchup = 1;
-    }
-  }
-  return tick;
 }
 
 static void on_unsubscribe(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Unsubscribe *r) {
@@ -535,13 +330,15 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
                              msg_t **out) {
   tlc_view_target_t info;
   tlc_snap_opts_t so;
-  tlc_table_t *t = &ps->scratch, hdr;
+  tlc_table_t *t = &ps->fd.scratch, hdr;
   tlc_pb_snap_sel_t sel;
   tlc_pb_arena_t a;
   Tlcap__Snapshot s;
   uint8_t *rows = NULL, *p;
   size_t nrows_b = 0, caprows = 0, snap_hdr, snap_len, stats_len, msg_len, n, k;
-  uint64_t lo = 0, hi = 0;
+  tlc_view_at_t at = { &ps->p, idx };
+  tlc_cursor_t cur;
+  tlc_cursor_part_t pt;
   const tlc_mapping_t *m;
   msg_t *msg;
   int r = 0;
@@ -555,12 +352,15 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
   sel.quantiles = spec->quantiles;
   tlc_table_init(&hdr);
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
-  while (hi < ((uint64_t)1 << 32)) {
+  tlc_cursor_init(&cur);
+  tlc_cursor_begin(&cur, 0, TLC_CURSOR_NEVER); /* full */
+  while ((r = tlc_cursor_next(&cur, tlc_view_cursor_split(&ps->p), &at, MIRROR_PART_ROWS, &pt)) ==
+         1) {
     tlc_table_clear(t);
-    if ((r = ps->p.split(ps->p.ud, idx, lo, MIRROR_PART_ROWS, 0, &hi)) < 0 ||
-        (r = ps->p.snapshot_part(ps->p.ud, idx, t, &so, lo, hi)) < 0)
+    if ((r = tlc_view_cursor_take(&at, &pt, t, &so)) < 0)
       goto done;
-    if (lo == 0 && (r = tlc__ps_hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
+    if (pt.no == 0 &&
+        (r = tlc__ps_hdr_copy(&hdr, t)) < 0) /* the header: contexts, counters, times */
       goto done;
     for (k = 0; k < t->nrows; k++) {
       Tlcap__Row pr;
@@ -584,8 +384,10 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
       }
       nrows_b += tlc_pb_row_field_pack(&pr, packed, rows + nrows_b);
     }
-    lo = hi;
+    tlc_cursor_took(&cur, t->seq);
   }
+  if (r < 0)
+    goto done;
   tlc_pb_arena_reset(&a);
   m = ps->p.mapping != NULL && spec->names ? ps->p.mapping(ps->p.ud, idx) : NULL;
   if ((r = tlc_pb_snapshot_build(&a, &s, &hdr, info.name != NULL ? info.name : "", &sel, m)) < 0)
@@ -646,24 +448,29 @@ done:
 void tlc__ps_gs_next(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   stats_part_t pt;
-  size_t idx;
+  tlc_cursor_part_t cp;
+  tlc_view_at_t at = { &ps->p, 0 };
   msg_t *m = NULL;
   int r;
   char why[200];
   memset(&pt, 0, sizeof(pt));
   s->gs.active = 0; /* set again below while parts remain */
-  if (ps->p.find(ps->p.ud, s->gs.target, &idx) < 0) {
+  if (ps->p.find(ps->p.ud, s->gs.target, &at.index) < 0) {
     snprintf(why, sizeof(why), "no such target any more: %.128s", s->gs.target);
     tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, why, 0, TLC_ERANGE);
     return;
   }
-  pt.lo = s->gs.lo;
-  pt.no = s->gs.no;
-  pt.base = s->gs.seq;
-  if ((r = ps->p.split(ps->p.ud, idx, pt.lo, s->gs.max_rows, 0, &pt.hi)) == 0) {
-    pt.more = pt.hi < ((uint64_t)1 << 32);
-    r = tlc__ps_stats_build(ps, &s->gs.spec, idx, s->gs.req, &pt, &m);
+  if ((r = tlc_cursor_next(&s->gs.cur, tlc_view_cursor_split(&ps->p), &at, s->gs.max_rows, &cp)) ==
+      1) {
+    pt.lo = cp.lo;
+    pt.hi = cp.hi;
+    pt.no = cp.no;
+    pt.base = cp.base;
+    pt.more = cp.more;
+    r = tlc__ps_stats_build(ps, &s->gs.spec, at.index, s->gs.req, &pt, &m);
   }
+  if (r == 0 && m == NULL)
+    return; /* no part left */
   if (r < 0) {
     tlc__ps_send_error(s, s->gs.req, TLCAP__ERROR_CODE__ERR_FAILED,
                        r == TLC_ELIMIT
@@ -672,9 +479,7 @@ void tlc__ps_gs_next(tlc__ps_sub_t *s) {
                        0, r);
     return;
   }
-  s->gs.lo = pt.hi;
-  s->gs.no++;
-  s->gs.seq = pt.seq;
+  tlc_cursor_took(&s->gs.cur, pt.seq);
   s->gs.active = pt.more != 0;
   tlc__ps_sub_ctl(s, m);
   tlc__ps_msg_unref(m);
@@ -714,6 +519,8 @@ static void on_get_stats(tlc__ps_sub_t *s, uint32_t req, const Tlcap__GetStats *
     }
     s->gs.req = req;
     s->gs.spec = spec;
+    tlc_cursor_init(&s->gs.cur);
+    tlc_cursor_begin(&s->gs.cur, 0, TLC_CURSOR_NEVER); /* full, in parts of max_rows */
     s->gs.max_rows = g->max_rows < GS_MIN_ROWS   ? GS_MIN_ROWS
                      : g->max_rows > GS_MAX_ROWS ? GS_MAX_ROWS
                                                  : g->max_rows;
@@ -1022,6 +829,12 @@ void tlc__ps_sub_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
     else if (!partial)
       uv_timer_stop(&s->timer);
   }
+}
+
+/* A connection closes (sub's release hook): its range query stops and its subscriptions go. */
+void tlc__ps_request_release(tlc__ps_sub_t *s) {
+  tlc__ps_hist_stop(s);
+  tlc__ps_sub_unsubscribe_all(s);
 }
 
 /* ---- detached subscribers (fuzzing) ------------------------------------------------------ */

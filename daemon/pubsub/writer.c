@@ -1,5 +1,5 @@
-/* writer.c - the serving thread: writes encoded messages to subscriber sockets (see the design note
- * in pubsub.c).
+/* writer.c - the serving thread: writes encoded messages to subscriber sockets (writer.h; see the
+ * design note in server.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub-int.h"
@@ -192,11 +192,11 @@ static void writer_wake_locked(writer_t *w) {
 /* Hands job j to the writer and wakes it if it sleeps (one pipe write per sleep, however
  * many jobs follow while it works). Loop thread. */
 void tlc__ps_writer_post(tlc_pubsub_t *ps, wjob_t *j) {
-  writer_t *w = ps->wr;
+  writer_t *w = ps->sb.wr;
   j->next = NULL;
   j->cancel = 0;
   j->status = 0;
-  ps->jobs_inflight++;
+  ps->sb.jobs_inflight++;
   uv_mutex_lock(&w->lock);
   if (w->in_tail != NULL)
     w->in_tail->next = j;
@@ -208,7 +208,7 @@ void tlc__ps_writer_post(tlc_pubsub_t *ps, wjob_t *j) {
 }
 
 void tlc__ps_writer_cancel(tlc_pubsub_t *ps, wjob_t *j) {
-  writer_t *w = ps->wr;
+  writer_t *w = ps->sb.wr;
   uv_mutex_lock(&w->lock);
   j->cancel = 1;
   w->cancels++;
@@ -219,34 +219,34 @@ void tlc__ps_writer_cancel(tlc_pubsub_t *ps, wjob_t *j) {
 void tlc__ps_writer_done_cb(uv_async_t *a) {
   tlc_pubsub_t *ps = a->data;
   wjob_t *j, *next;
-  uv_mutex_lock(&ps->wr->lock);
-  j = ps->wr->done_head;
-  ps->wr->done_head = ps->wr->done_tail = NULL;
-  uv_mutex_unlock(&ps->wr->lock);
+  uv_mutex_lock(&ps->sb.wr->lock);
+  j = ps->sb.wr->done_head;
+  ps->sb.wr->done_head = ps->sb.wr->done_tail = NULL;
+  uv_mutex_unlock(&ps->sb.wr->lock);
   for (; j != NULL; j = next) {
     next = j->next;
-    ps->jobs_inflight--;
-    tlc__ps_write_done(j->sub, j->status);
+    ps->sb.jobs_inflight--;
+    ps->up.written(j->sub, j->status);
   }
-  if (ps->closing && ps->jobs_inflight == 0)
+  if (ps->closing && ps->sb.jobs_inflight == 0)
     tlc__ps_writer_stop(ps);
 }
 
 static void writer_closed_cb(uv_handle_t *h) {
   tlc_pubsub_t *ps = h->data;
   writer_t *w = (writer_t *)(void *)((char *)h - offsetof(writer_t, done_async));
-  if (ps->wr == w)
-    ps->wr = NULL;
+  if (ps->sb.wr == w)
+    ps->sb.wr = NULL;
   uv_mutex_destroy(&w->lock);
   tlc_free(w->pfd);
   tlc_free(w);
-  tlc__ps_handle_closed(ps);
+  ps->up.handle_closed(ps);
 }
 
 /* Stops and joins the thread (every job has come back: it exits at once) and closes the
  * async handle; the writer is freed in its close callback. */
 void tlc__ps_writer_stop(tlc_pubsub_t *ps) {
-  writer_t *w = ps->wr;
+  writer_t *w = ps->sb.wr;
   if (w == NULL || w->stop)
     return;
   uv_mutex_lock(&w->lock);
@@ -266,9 +266,9 @@ void tlc__ps_writer_stop(tlc_pubsub_t *ps) {
 void tlc__ps_writer_start(tlc_pubsub_t *ps) {
   writer_t *w;
   int fds[2];
-  if (ps->wr != NULL || ps->writer_failed || ps->o.write_on_loop || ps->closing)
+  if (ps->sb.wr != NULL || ps->sb.writer_failed || ps->o.write_on_loop || ps->closing)
     return;
-  ps->writer_failed = 1; /* until it succeeds: one attempt */
+  ps->sb.writer_failed = 1; /* until it succeeds: one attempt */
   w = tlc_calloc(1, sizeof(*w));
   if (w == NULL)
     return;
@@ -297,8 +297,8 @@ void tlc__ps_writer_start(tlc_pubsub_t *ps) {
                   "serving thread: cannot start; writing from the loop thread");
     return;
   }
-  ps->wr = w;
-  ps->writer_failed = 0;
+  ps->sb.wr = w;
+  ps->sb.writer_failed = 0;
   return;
 fail_mutex:
   uv_mutex_destroy(&w->lock);

@@ -195,3 +195,20 @@ void tlc_view_reg_init(tlc_view_reg_t *p, struct tlc_targets *targets, tlc_view_
   p->view.stamp = pv_stamp;
   p->view.ud = p;
 }
+
+static int at_split(void *ud, uint64_t lo, size_t n, uint64_t since, uint64_t *hi) {
+  const tlc_view_at_t *at = ud;
+  return at->p->split(at->p->ud, at->index, lo, n, since, hi);
+}
+
+tlc_cursor_split_fn tlc_view_cursor_split(const tlc_view_t *v) {
+  return v->split != NULL && v->snapshot_part != NULL ? at_split : NULL;
+}
+
+int tlc_view_cursor_take(const tlc_view_at_t *at, const tlc_cursor_part_t *part, tlc_table_t *t,
+                         tlc_snap_opts_t *so) {
+  so->since_seq = part->since;
+  if (part->whole)
+    return at->p->snapshot(at->p->ud, at->index, t, so);
+  return at->p->snapshot_part(at->p->ud, at->index, t, so, part->lo, part->hi);
+}

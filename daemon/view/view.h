@@ -20,6 +20,7 @@
 #ifndef TLC_VIEW_H
 #define TLC_VIEW_H
 
+#include "engine/cursor.h"
 #include "engine/engine.h"
 #include "formats/mapping.h"
 #include "formats/stats.h"
@@ -198,5 +199,22 @@ typedef struct tlc_view_reg {
  * allocation. Loop thread. */
 void tlc_view_reg_init(tlc_view_reg_t *r, struct tlc_targets *targets, tlc_view_rotate_fn rotate,
                        void *rotate_ud);
+
+/* Target `index` of view `v` as the source of a snapshot cursor (engine/cursor.h): pass
+ * tlc_view_cursor_split(v) with a tlc_view_at_t as its ud to tlc_cursor_next, and take each
+ * part with tlc_view_cursor_take. */
+typedef struct tlc_view_at {
+  const tlc_view_t *p;
+  size_t index;
+} tlc_view_at_t;
+
+/* The split function of view v's targets, or NULL when it cannot take statistics in parts
+ * (no split or snapshot_part hook): then every pass is one whole snapshot. */
+tlc_cursor_split_fn tlc_view_cursor_split(const tlc_view_t *v);
+
+/* The snapshot of part `part` of target at->index into t (tlc_table_init'ed, counters filled
+ * too) with options so, whose since_seq is set to part->since. 0 or a negative error. */
+int tlc_view_cursor_take(const tlc_view_at_t *at, const tlc_cursor_part_t *part, tlc_table_t *t,
+                         tlc_snap_opts_t *so);
 
 #endif

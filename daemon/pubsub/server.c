@@ -1,8 +1,9 @@
-/* pubsub.c - the subscriber server (see pubsub.h and docs/protocol.md).
+/* server.c - the subscriber server: options, listeners, accepting connections, the server's
+ * life (see pubsub.h and docs/protocol.md), and the module's design note.
  *
  * Structure. A *subscriber* (sub) is one connection. Its *subscriptions* (subn) each refer to a
  * *feed*: the set of subscriptions, of any subscribers, with the same spec (interval, options,
- * columns, target and area filters). On each tick a feed takes from the provider the rows
+ * columns, target and area filters). On each tick a feed takes from the view the rows
  * changed since its previous tick, per matching target, and merges them into that target's
  * *mirror*: every row the spec selects, each kept as its encoded bytes (a Snapshot.rows field,
  * or columnar cells). A row is encoded once when it changes. Every snapshot message is then
@@ -64,7 +65,7 @@
  * (tlc__ps_ev_settle).
  *
  * GetStats in parts (GetStats.max_rows): the subscriber remembers the request (gs); each part is
- * an engine snapshot of a handle range (provider split / snapshot_part), built by
+ * an engine snapshot of a handle range (view split / snapshot_part), built by
  * tlc__ps_sub_kick_once when the control queue is empty and no write is in flight, i.e. when the
  * socket has taken the previous part: one part's memory and a few milliseconds of the loop at a
  * time.
@@ -79,18 +80,19 @@
  * assembled per distinct (base, rows) and one job per subscriber. Memory: per feed and target,
  * the mirror (about twice its encoded size, double-buffered) and up to three cached messages.
  *
- * Not done here: statistics (the engine's, through the provider), target lifecycle (the
+ * Not done here: statistics (the engine's, through the view), target lifecycle (the
  * daemon's), log formatting beyond one line per incident (the daemon's log hook rate-limits).
  * A row that a mapping loaded later makes match an area pattern appears in a feed's mirror when
  * it next changes.
  *
- * Files. pubsub.c: this note, helpers, the server (options, listeners, close), connections and
- * closing a subscriber; request.c: subscription specs and the requests (Hello and the token,
- * Subscribe, GetStats in parts, ...); feed.c: engine snapshots, feeds, mirrors and ticks;
- * queue.c: a subscriber's queues, the writes handed to the socket or the serving thread, the
- * event fan-out; writer.c: the serving thread; range.c: range statistics (GetStats.range,
- * Subscribe.history) computed off the loop by the provider's history hook. What they share is
- * in pubsub-int.h.
+ * Files, by owner, each calling only the ones below it (pubsub-int.h draws the layers): server.c
+ * (this note, options, listeners, accepting, close); request.c (the requests: Hello and the
+ * token, Subscribe, GetStats whole and in parts, ...); range.c (range statistics:
+ * GetStats.range, Subscribe.history, computed off the loop by the view's history hook);
+ * feed.c (feeds, mirrors, ticks, GetStats snapshots); sub.c (a connection: its life, TLS,
+ * queues, writes and the event fan-out); writer.c (the serving thread); spec.c (subscription
+ * specs); msg.c (shared messages, errors, the log line). A lower file reaches an upper one only
+ * through tlc_pubsub.up.
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub.h"
@@ -123,354 +125,9 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-void tlc__ps_logf_(tlc_pubsub_t *ps, int level, const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  if (ps->o.log == NULL)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  ps->o.log(ps->o.log_ud, level, line);
-}
-
-int64_t tlc__ps_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-uint64_t tlc__ps_now_ms(tlc_pubsub_t *ps) {
-  return uv_now(ps->loop);
-}
-
-void tlc__ps_msg_unref(msg_t *m) {
-  if (m != NULL && --m->refs == 0)
-    tlc_free(m);
-}
-
-msg_t *tlc__ps_msg_ref(msg_t *m) {
-  m->refs++;
-  return m;
-}
-
-/* Encodes a ServerMessage into a new message (refs 1), or NULL (no memory, or above the cap:
- * *too_big is then set when given). */
-msg_t *tlc__ps_msg_encode(tlc_pubsub_t *ps, const Tlcap__ServerMessage *sm, int kind,
-                          int *too_big) {
-  return tlc__ps_msg_pack(ps->o.max_message, sm, kind, too_big);
-}
-
-msg_t *tlc__ps_msg_pack(size_t max_message, const Tlcap__ServerMessage *sm, int kind,
-                        int *too_big) {
-  size_t payload, n = tlc_pb_frame_size(&sm->base, &payload);
-  msg_t *m;
-  if (too_big != NULL)
-    *too_big = 0;
-  if (n > max_message) {
-    if (too_big != NULL)
-      *too_big = 1;
-    return NULL;
-  }
-  m = tlc_malloc(sizeof(*m) + n);
-  if (m == NULL)
-    return NULL;
-  memset(m, 0, sizeof(*m));
-  m->refs = 1;
-  m->kind = (uint8_t)kind;
-  m->len = tlc_pb_frame_pack(&sm->base, payload, m->data);
-  return m;
-}
-
-int tlc_pubsub_token_equal(const uint8_t *given, size_t given_len, const uint8_t *secret,
-                           size_t secret_len) {
-  volatile uint8_t d = (uint8_t)(given_len != secret_len);
-  size_t i;
-  for (i = 0; i < secret_len; i++) {
-    /* Read a byte of `given` at every position whatever its length (index clamped to 0 when
-     * past its end, a dummy when it is empty), so timing does not depend on where it differs. */
-    uint8_t g = given_len > 0 ? given[i < given_len ? i : 0] : 0;
-    d |= (uint8_t)(g ^ secret[i]);
-  }
-  return d == 0;
-}
-
 /* ---- closing ----------------------------------------------------------------------------- */
 
-void tlc__ps_sub_free(tlc__ps_sub_t *s) {
-  tlc_pubsub_t *ps = s->ps;
-  tlc__ps_sub_drop_queued(s);
-  tlc__ps_hist_stop(s);
-  tlc__ps_sub_unsubscribe_all(s);
-  tlc_free(s->subs);
-  tlc_free(s->ring);
-  tlc_free(s->stall_b);
-  tlc_free(s->stall_e);
-  tlc_free(s->gs.target);
-  tlc_frame_dec_fini(&s->dec);
-  if (s->tls != NULL) {
-    tlc_tls_conn_free(s->tls);
-    uv_mutex_destroy(&s->tls_mu);
-  }
-  tlc_free(s->tout);
-  tlc_free(s->tjob);
-  tlc_free(s);
-  (void)ps;
-}
-
-void tlc__ps_sub_unlink(tlc__ps_sub_t *s) {
-  tlc_pubsub_t *ps = s->ps;
-  if (s->prev != NULL)
-    s->prev->next = s->next;
-  else if (ps->subs == s)
-    ps->subs = s->next;
-  if (s->next != NULL)
-    s->next->prev = s->prev;
-  s->prev = s->next = NULL;
-  ps->nsubs--;
-  tlc_peers_release(&ps->peers, s->peer_slot);
-  s->peer_slot = TLC_PEERS_NONE;
-  ps->evsubs_dirty = 1; /* evsubs never holds an unlinked subscriber */
-  if (s->rejecting)
-    ps->nrejecting--;
-  ps->st.subscribers = ps->nsubs;
-}
-
-void tlc__ps_sub_closed_cb(uv_handle_t *h) {
-  tlc__ps_sub_t *s = h->data;
-  tlc_pubsub_t *ps = s->ps;
-  if (--s->nhandles == 0)
-    tlc__ps_sub_free(s);
-  tlc__ps_handle_closed(ps);
-}
-
-/* Closes the handles now (pending writes get UV_ECANCELED; memory goes in the close cb). */
-void tlc__ps_sub_close_now(tlc__ps_sub_t *s) {
-  if (s->closed)
-    return;
-  s->closed = 1;
-  s->closing = 1;
-  tlc__ps_sub_unlink(s);
-  /* Subscriptions go now, so feeds and event fan-out never see a closed subscriber. */
-  tlc__ps_sub_drop_queued(s);
-  tlc__ps_hist_stop(s);
-  tlc__ps_sub_unsubscribe_all(s);
-  if (s->detached)
-    return;
-  if (s->in_writer) {
-    /* The serving thread may be inside a write on this socket: the stream (and its fd) is
-     * closed when the job comes back (tlc__ps_write_done), which cancellation makes prompt. */
-    s->close_deferred = 1;
-    tlc__ps_writer_cancel(s->ps, &s->job);
-  } else {
-    uv_close(&s->h.handle, tlc__ps_sub_closed_cb);
-  }
-  uv_close((uv_handle_t *)&s->timer, tlc__ps_sub_closed_cb);
-}
-
-static void close_timer_cb(uv_timer_t *t) {
-  tlc__ps_sub_close_now(t->data);
-}
-
-/* Closes from the next loop turn: safe from any callback of this subscriber. */
-void tlc__ps_sub_close_soon(tlc__ps_sub_t *s) {
-  s->closing = 1;
-  if (s->closed)
-    return;
-  if (s->detached) {
-    if (!s->ps->ticking) /* else at the end of the tick pass, which walks the subscriptions */
-      tlc__ps_sub_close_now(s);
-    return;
-  }
-  uv_timer_stop(&s->timer);
-  uv_timer_start(&s->timer, close_timer_cb, 0, 0);
-}
-
-/* Fatal error: drop what is queued, queue the error, close once it is written (or after the
- * grace time if the peer does not take it). Never frees anything synchronously. */
-void tlc__ps_sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *counter) {
-  tlc_pubsub_t *ps = s->ps;
-  if (s->closing)
-    return;
-  if (counter != NULL)
-    (*counter)++;
-  tlc__ps_logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: %s", (unsigned long long)s->id,
-                s->peer, text);
-  s->closing = 1;
-  tlc__ps_sub_drop_queued(s);
-  s->close_when_flushed = 1;
-  if (!s->detached) {
-    uv_read_stop(&s->h.stream);
-    uv_timer_stop(&s->timer);
-    uv_timer_start(&s->timer, close_timer_cb, ps->o.close_grace_ms, 0);
-  }
-  {
-    /* bypass tlc__ps_sub_ctl's limit check: the error goes whatever the queue holds */
-    msg_t *m = tlc__ps_error_encode(ps, 0, code, text, 1, 0);
-    if (m != NULL) {
-      ctl_node_t *n = tlc_malloc(sizeof(*n));
-      if (n != NULL) {
-        n->m = m;
-        n->next = NULL;
-        s->ctl_head = s->ctl_tail = n;
-        tlc__ps_queued_add(s, m->len);
-      } else {
-        tlc__ps_msg_unref(m);
-      }
-    }
-  }
-  tlc__ps_sub_kick(s);
-}
-
 /* ---- connections ------------------------------------------------------------------------- */
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  tlc__ps_sub_t *s = h->data;
-  (void)suggested;
-  if (s->ps->rbuf_busy) {
-    buf->base = NULL;
-    buf->len = 0;
-    return;
-  }
-  s->ps->rbuf_busy = 1;
-  buf->base = s->ps->rbuf;
-  buf->len = READ_BUF;
-}
-
-static void hello_timeout_cb(uv_timer_t *t);
-
-/* TLS: a handshake that failed (not TLS, no common version, garbage) or stalled. The peer is
- * told nothing (not even the alert OpenSSL prepared: a plain-text client must not get bytes
- * that look like an answer); the connection is closed. */
-static void tls_drop(tlc__ps_sub_t *s, const char *why) {
-  tlc_pubsub_t *ps = s->ps;
-  if (s->closing)
-    return;
-  ps->st.closed_tls++;
-  tlc__ps_logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: TLS handshake: %s",
-                (unsigned long long)s->id, s->peer, why);
-  uv_read_stop(&s->h.stream);
-  tlc__ps_sub_close_soon(s);
-}
-
-static void tls_timeout_cb(uv_timer_t *t) {
-  tlc__ps_sub_t *s = t->data;
-  char why[64];
-  snprintf(why, sizeof(why), "not complete after %llu ms",
-           (unsigned long long)s->ps->o.tls_handshake_ms);
-  tls_drop(s, why);
-}
-
-/* TLS: received ciphertext -> handshake, then decrypted bytes into tlc__ps_sub_input; whatever the
- * session has to send (handshake, alerts) goes out through tlc__ps_sub_kick. */
-static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
-  tlc_pubsub_t *ps = s->ps;
-  char why[160];
-  int r;
-  uv_mutex_lock(&s->tls_mu); /* the serving thread may be encrypting for this session */
-  r = tlc_tls_conn_feed(s->tls, p, n);
-  uv_mutex_unlock(&s->tls_mu);
-  if (r < 0) {
-    tls_drop(s, "out of memory");
-    return;
-  }
-  if (!s->tls_ready) {
-    uv_mutex_lock(&s->tls_mu);
-    r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
-    uv_mutex_unlock(&s->tls_mu);
-    if (r < 0) {
-      tls_drop(s, why);
-      return;
-    }
-    if (r == 0) {
-      tlc__ps_sub_kick(s);
-      return;
-    }
-    s->tls_ready = 1;
-    tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: %s", (unsigned long long)s->id, s->peer,
-                  tlc_tls_conn_version(s->tls));
-    if (!s->closing) {
-      /* the handshake deadline is over; Hello's starts */
-      uv_timer_stop(&s->timer);
-      uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
-    }
-  }
-  while (!s->closing) {
-    int k;
-    uv_mutex_lock(&s->tls_mu);
-    k = tlc_tls_conn_read(s->tls, ps->tbuf, sizeof(ps->tbuf));
-    uv_mutex_unlock(&s->tls_mu); /* not held in tlc__ps_sub_input: its replies take it again */
-    if (k == 0)
-      break;
-    if (k < 0) {
-      ps->st.closed_peer++;
-      tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (TLS session ended)",
-                    (unsigned long long)s->id, s->peer);
-      uv_read_stop(&s->h.stream);
-      tlc__ps_sub_close_soon(s);
-      return;
-    }
-    tlc__ps_sub_input(s, ps->tbuf, (size_t)k);
-  }
-  tlc__ps_sub_kick(s);
-}
-
-static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-  tlc__ps_sub_t *s = st->data;
-  tlc_pubsub_t *ps = s->ps;
-  if (buf->base == ps->rbuf)
-    ps->rbuf_busy = 0;
-  if (n > 0) {
-    if (s->tls != NULL)
-      tls_input(s, (const uint8_t *)buf->base, (size_t)n);
-    else
-      tlc__ps_sub_input(s, (const uint8_t *)buf->base, (size_t)n);
-    return;
-  }
-  if (n < 0) {
-    if (!s->closing) {
-      ps->st.closed_peer++;
-      tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (%s)",
-                    (unsigned long long)s->id, s->peer, uv_strerror((int)n));
-    }
-    uv_read_stop(st);
-    tlc__ps_sub_close_soon(s);
-  }
-}
-
-static void hello_timeout_cb(uv_timer_t *t) {
-  tlc__ps_sub_t *s = t->data;
-  tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TIMEOUT, "no Hello before the deadline",
-                   &s->ps->st.closed_auth);
-}
-
-tlc__ps_sub_t *tlc__ps_sub_alloc(tlc_pubsub_t *ps) {
-  tlc__ps_sub_t *s = tlc_calloc(1, sizeof(*s));
-  if (s == NULL)
-    return NULL;
-  s->ps = ps;
-  s->id = ++ps->next_sub_id;
-  s->peer_slot = TLC_PEERS_NONE;
-  s->ring = tlc_calloc(ps->o.max_batches, sizeof(msg_t *));
-  s->subs = tlc_calloc(ps->o.max_subscriptions, sizeof(subn_t *));
-  if (s->ring == NULL || s->subs == NULL) {
-    tlc_free(s->ring);
-    tlc_free(s->subs);
-    tlc_free(s);
-    return NULL;
-  }
-  tlc_frame_dec_init(&s->dec, ps->o.max_preauth);
-  return s;
-}
-
-void tlc__ps_sub_link(tlc_pubsub_t *ps, tlc__ps_sub_t *s) {
-  s->next = ps->subs;
-  if (ps->subs != NULL)
-    ps->subs->prev = s;
-  ps->subs = s;
-  ps->nsubs++;
-  ps->st.subscribers = ps->nsubs;
-}
 
 static void discard_closed_cb(uv_handle_t *h) {
   tlc_pubsub_t *ps = h->data;
@@ -525,8 +182,8 @@ static void on_connection(uv_stream_t *server, int status) {
   if (ps->closing)
     return;
   tlc__ps_writer_start(ps);
-  reject = ps->nsubs - ps->nrejecting >= ps->o.max_subscribers;
-  s = (reject && ps->nrejecting >= MAX_REJECTING) ? NULL : tlc__ps_sub_alloc(ps);
+  reject = ps->sb.nsubs - ps->sb.nrejecting >= ps->o.max_subscribers;
+  s = (reject && ps->sb.nrejecting >= MAX_REJECTING) ? NULL : tlc__ps_sub_alloc(ps);
   if (s != NULL && l->tls && ps->o.tls != NULL) {
     if ((s->tls = tlc_tls_conn_new(ps->o.tls)) != NULL && uv_mutex_init(&s->tls_mu) != 0) {
       tlc_tls_conn_free(s->tls);
@@ -582,10 +239,10 @@ static void on_connection(uv_stream_t *server, int status) {
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
     if (uv_tcp_getpeername(&s->h.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
-        tlc_peers_take(&ps->peers, (struct sockaddr *)&ss, (size_t)sl, &s->peer_slot) != 0) {
+        tlc_peers_take(&ps->sb.peers, (struct sockaddr *)&ss, (size_t)sl, &s->peer_slot) != 0) {
       reject = 2;
       ps->st.rejected_address++;
-      if (ps->nrejecting >= MAX_REJECTING) { /* no room to say why: closed at once */
+      if (ps->sb.nrejecting >= MAX_REJECTING) { /* no room to say why: closed at once */
         ps->st.rejected_limit++;
         tlc__ps_sub_close_now(s);
         return;
@@ -594,7 +251,7 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   if (reject) {
     s->rejecting = 1;
-    ps->nrejecting++;
+    ps->sb.nrejecting++;
     if (reject == 2)
       tlc__ps_logf_(ps, TLC_PS_LOG_WARN,
                     "sub#%llu %s: refused: too many connections from this address (max %zu)",
@@ -608,20 +265,14 @@ static void on_connection(uv_stream_t *server, int status) {
                      &ps->st.rejected_limit);
     /* TLS: the error can only be told once the handshake is done (within the grace time); the
      * handshake's input is read, nothing else (tlc__ps_sub_input ignores a closing subscriber). */
-    if (s->tls != NULL && uv_read_start(&s->h.stream, alloc_cb, read_cb) < 0)
+    if (s->tls != NULL && tlc__ps_sub_read_start(s) < 0)
       tlc__ps_sub_close_soon(s);
     return;
   }
   tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: connected%s", (unsigned long long)s->id, s->peer,
                 s->tls != NULL ? " (TLS)" : "");
-  if (s->tls != NULL)
-    uv_timer_start(&s->timer, tls_timeout_cb,
-                   ps->o.tls_handshake_ms < ps->o.hello_timeout_ms ? ps->o.tls_handshake_ms
-                                                                   : ps->o.hello_timeout_ms,
-                   0);
-  else
-    uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
-  r = uv_read_start(&s->h.stream, alloc_cb, read_cb);
+  tlc__ps_sub_deadline_start(s);
+  r = tlc__ps_sub_read_start(s);
   if (r < 0)
     tlc__ps_sub_close_soon(s);
 }
@@ -666,6 +317,12 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_view_t
   if (ps == NULL)
     return TLC_ENOMEM;
   ps->loop = loop;
+  ps->up.input = tlc__ps_sub_input;
+  ps->up.writable = tlc__ps_gs_next;
+  ps->up.release = tlc__ps_request_release;
+  ps->up.catchup = tlc__ps_slot_catchup;
+  ps->up.written = tlc__ps_write_done;
+  ps->up.handle_closed = tlc__ps_handle_closed;
   ps->o = *o;
   ps->p = *p;
 #define DEF(f)                                                                                     \
@@ -702,23 +359,23 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_view_t
   }
   ps->o.token = NULL; /* only the private copy is kept */
   ps->instance_id = o->instance_id;
-  tlc_peers_init(&ps->peers, ps->o.max_per_address);
+  tlc_peers_init(&ps->sb.peers, ps->o.max_per_address);
   while (ps->instance_id == 0) {
     if (uv_random(NULL, NULL, &ps->instance_id, sizeof(ps->instance_id), 0, NULL) < 0)
       ps->instance_id = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ uv_hrtime();
   }
-  tlc_table_init(&ps->scratch);
-  tlc_pb_arena_init(&ps->enc, 0);
+  tlc_table_init(&ps->fd.scratch);
+  tlc_pb_arena_init(&ps->fd.enc, 0);
   for (i = 0; i < SNAP_CACHE; i++)
-    tlc_table_init(&ps->cache[i].t);
-  uv_timer_init(loop, &ps->house);
-  ps->house.data = ps;
-  uv_timer_init(loop, &ps->tick_timer);
-  ps->tick_timer.data = ps;
+    tlc_table_init(&ps->fd.cache[i].t);
+  uv_timer_init(loop, &ps->srv.house);
+  ps->srv.house.data = ps;
+  uv_timer_init(loop, &ps->fd.tick_timer);
+  ps->fd.tick_timer.data = ps;
   ps->open_handles = 2;
-  ps->epoch_ns = uv_hrtime();
-  ps->next_due_ns = UINT64_MAX;
-  uv_timer_start(&ps->house, tlc__ps_house_cb, 1000, 1000);
+  ps->fd.epoch_ns = uv_hrtime();
+  ps->fd.next_due_ns = UINT64_MAX;
+  uv_timer_start(&ps->srv.house, tlc__ps_house_cb, 1000, 1000);
   *out = ps;
   return 0;
 }
@@ -733,7 +390,7 @@ void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out) {
 
 size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target) {
   size_t n = 0, i;
-  for (const tlc__ps_sub_t *s = ps->subs; s != NULL; s = s->next) {
+  for (const tlc__ps_sub_t *s = LIST_FIRST(&ps->sb.subs); s != NULL; s = LIST_NEXT(s, link)) {
     if (s->closing || !s->authed)
       continue;
     for (i = 0; i < s->nsubs && !tlc__ps_spec_target(s->subs[i]->spec, target); i++)
@@ -758,7 +415,7 @@ static int is_loopback(const struct sockaddr *sa) {
 
 static listener_t *listener_new(tlc_pubsub_t *ps, int is_unix) {
   listener_t *l;
-  if (ps->nlisteners >= MAX_LISTENERS)
+  if (ps->srv.nlisteners >= MAX_LISTENERS)
     return NULL;
   l = tlc_calloc(1, sizeof(*l));
   if (l == NULL)
@@ -771,7 +428,7 @@ static listener_t *listener_new(tlc_pubsub_t *ps, int is_unix) {
     uv_tcp_init(ps->loop, &l->h.tcp);
   l->h.handle.data = l;
   ps->open_handles++;
-  ps->listeners[ps->nlisteners++] = l;
+  ps->srv.listeners[ps->srv.nlisteners++] = l;
   return l;
 }
 
@@ -785,7 +442,7 @@ static void listener_closed_cb(uv_handle_t *h) {
 
 /* Undoes listener_new for a listener that never listened. */
 static void listener_drop(tlc_pubsub_t *ps, listener_t *l) {
-  ps->nlisteners--;
+  ps->srv.nlisteners--;
   uv_close(&l->h.handle, listener_closed_cb);
 }
 
@@ -933,20 +590,20 @@ void tlc__ps_handle_closed(tlc_pubsub_t *ps) {
     return;
   cb = ps->close_cb;
   ud = ps->close_ud;
-  tlc_table_fini(&ps->scratch);
-  tlc_pb_arena_fini(&ps->enc);
+  tlc_table_fini(&ps->fd.scratch);
+  tlc_pb_arena_fini(&ps->fd.enc);
   for (i = 0; i < SNAP_CACHE; i++)
-    tlc_table_fini(&ps->cache[i].t);
-  while (ps->feeds != NULL) { /* every subscription is gone: only released ones, if any */
-    feed_t *f = ps->feeds;
+    tlc_table_fini(&ps->fd.cache[i].t);
+  while (!LIST_EMPTY(&ps->fd.feeds)) { /* every subscription is gone: released ones, if any */
+    feed_t *f = LIST_FIRST(&ps->fd.feeds);
     tlc__ps_feed_unlink(f);
     tlc__ps_feed_free(f);
   }
   tlc_free(ps->token);
-  tlc_free(ps->batch_seq);
-  tlc_free(ps->batch_ev);
-  tlc_free(ps->evsubs);
-  tlc_peers_fini(&ps->peers);
+  tlc_free(ps->sb.batch_seq);
+  tlc_free(ps->sb.batch_ev);
+  tlc_free(ps->sb.evsubs);
+  tlc_peers_fini(&ps->sb.peers);
   tlc_free(ps);
   if (cb != NULL)
     cb(ud);
@@ -960,48 +617,10 @@ static void house_closed_cb(uv_handle_t *h) {
 void tlc__ps_house_cb(uv_timer_t *t) {
   tlc_pubsub_t *ps = t->data;
   tlc__ps_sub_t *s, *next;
-  for (s = ps->subs; s != NULL; s = next) {
-    next = s->next;
+  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = next) {
+    next = LIST_NEXT(s, link);
     if (!s->closing && s->queued > ps->o.obuf_soft)
       tlc__ps_limits_check(s);
-  }
-}
-
-/* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
-void tlc__ps_shutdown_note(tlc__ps_sub_t *s) {
-  msg_t *m;
-  if (s->tls != NULL) {
-    /* TLS: encrypted after whatever the session already produced, sent in one try. */
-    if (s->tls_ready && s->h.stream.write_queue_size == 0 &&
-        (m = tlc__ps_error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN,
-                                  "the daemon is stopping", 1, 0)) != NULL) {
-      int w;
-      uv_mutex_lock(&s->tls_mu);
-      w = tlc_tls_conn_write(s->tls, m->data, m->len);
-      uv_mutex_unlock(&s->tls_mu);
-      if (w == 0 && tlc__ps_tls_collect(s) == 0 && s->tout_len > 0) {
-        /* Records carry sequence numbers: those a cancelled job made and did not send go
-         * first (all of them or none: the job is not partly written here). */
-        uv_buf_t b[2];
-        unsigned nb = 0;
-        if (s->job.tls != NULL && s->job.encrypted && s->job.cur < s->job.nbufs)
-          b[nb++] = uv_buf_init((char *)s->job.cbuf, (unsigned)s->job.clen);
-        b[nb++] = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
-        (void)uv_try_write(&s->h.stream, b, nb);
-      }
-      s->tout_len = 0;
-      tlc__ps_msg_unref(m);
-    }
-    return;
-  }
-  /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
-   * whose bytes all went out may still await its callback). */
-  if (s->h.stream.write_queue_size == 0 &&
-      (m = tlc__ps_error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping",
-                                1, 0)) != NULL) {
-    uv_buf_t b = uv_buf_init((char *)m->data, (unsigned)m->len);
-    (void)uv_try_write(&s->h.stream, &b, 1);
-    tlc__ps_msg_unref(m);
   }
 }
 
@@ -1010,15 +629,15 @@ void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud) {
   ps->closing = 1;
   ps->close_cb = cb;
   ps->close_ud = ud;
-  for (i = 0; i < ps->nlisteners; i++) {
-    listener_t *l = ps->listeners[i];
+  for (i = 0; i < ps->srv.nlisteners; i++) {
+    listener_t *l = ps->srv.listeners[i];
     if (l->path != NULL)
       unlink(l->path);
     uv_close(&l->h.handle, listener_closed_cb);
   }
-  ps->nlisteners = 0;
-  while (ps->subs != NULL) {
-    tlc__ps_sub_t *s = ps->subs;
+  ps->srv.nlisteners = 0;
+  while (!LIST_EMPTY(&ps->sb.subs)) {
+    tlc__ps_sub_t *s = LIST_FIRST(&ps->sb.subs);
     if (!s->detached && !s->closed) {
       /* One best-effort attempt to say why; never wait for a subscriber on the way out. With
        * a job at the serving thread, when the job comes back (between two messages). */
@@ -1030,10 +649,10 @@ void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud) {
     tlc__ps_sub_close_now(
         s); /* unlinks s (detached ones are only unlinked: their owner frees them) */
   }
-  uv_timer_stop(&ps->house);
-  uv_close((uv_handle_t *)&ps->house, house_closed_cb);
-  uv_timer_stop(&ps->tick_timer);
-  uv_close((uv_handle_t *)&ps->tick_timer, house_closed_cb);
-  if (ps->jobs_inflight == 0)
+  uv_timer_stop(&ps->srv.house);
+  uv_close((uv_handle_t *)&ps->srv.house, house_closed_cb);
+  uv_timer_stop(&ps->fd.tick_timer);
+  uv_close((uv_handle_t *)&ps->fd.tick_timer, house_closed_cb);
+  if (ps->sb.jobs_inflight == 0)
     tlc__ps_writer_stop(ps); /* else when the cancelled jobs come back (tlc__ps_writer_done_cb) */
 }

@@ -1,5 +1,6 @@
-/* queue.c - a subscriber's queues, the writes handed to the socket, and the event fan-out (see the
- * design note in pubsub.c).
+/* sub.c - a subscriber: the connection's life (closing, reading, TLS), its queues, the writes
+ * handed to the socket or the serving thread, and the event fan-out (sub.h; see the design note
+ * in server.c).
  */
 #define _GNU_SOURCE /* struct ucred (SO_PEERCRED) */
 #include "pubsub/pubsub-int.h"
@@ -27,6 +28,329 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+/* ---- a connection: its life, reading and TLS --------------------------------------------- */
+
+static void hello_timeout_cb(uv_timer_t *t);
+
+void tlc__ps_sub_free(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  tlc__ps_sub_drop_queued(s);
+  s->ps->up.release(s);
+  tlc_free(s->subs);
+  tlc_free(s->ring);
+  tlc_free(s->stall_b);
+  tlc_free(s->stall_e);
+  tlc_free(s->gs.target);
+  tlc_frame_dec_fini(&s->dec);
+  if (s->tls != NULL) {
+    tlc_tls_conn_free(s->tls);
+    uv_mutex_destroy(&s->tls_mu);
+  }
+  tlc_free(s->tout);
+  tlc_free(s->tjob);
+  tlc_free(s);
+  (void)ps;
+}
+
+void tlc__ps_sub_unlink(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->link.le_prev != NULL) {
+    LIST_REMOVE(s, link);
+    s->link.le_prev = NULL;
+  }
+  ps->sb.nsubs--;
+  tlc_peers_release(&ps->sb.peers, s->peer_slot);
+  s->peer_slot = TLC_PEERS_NONE;
+  ps->sb.evsubs_dirty = 1; /* evsubs never holds an unlinked subscriber */
+  if (s->rejecting)
+    ps->sb.nrejecting--;
+  ps->st.subscribers = ps->sb.nsubs;
+}
+
+void tlc__ps_sub_closed_cb(uv_handle_t *h) {
+  tlc__ps_sub_t *s = h->data;
+  tlc_pubsub_t *ps = s->ps;
+  if (--s->nhandles == 0)
+    tlc__ps_sub_free(s);
+  ps->up.handle_closed(ps);
+}
+
+/* Closes the handles now (pending writes get UV_ECANCELED; memory goes in the close cb). */
+void tlc__ps_sub_close_now(tlc__ps_sub_t *s) {
+  if (s->closed)
+    return;
+  s->closed = 1;
+  s->closing = 1;
+  tlc__ps_sub_unlink(s);
+  /* Subscriptions go now, so feeds and event fan-out never see a closed subscriber. */
+  tlc__ps_sub_drop_queued(s);
+  s->ps->up.release(s);
+  if (s->detached)
+    return;
+  if (s->in_writer) {
+    /* The serving thread may be inside a write on this socket: the stream (and its fd) is
+     * closed when the job comes back (tlc__ps_write_done), which cancellation makes prompt. */
+    s->close_deferred = 1;
+    tlc__ps_writer_cancel(s->ps, &s->job);
+  } else {
+    uv_close(&s->h.handle, tlc__ps_sub_closed_cb);
+  }
+  uv_close((uv_handle_t *)&s->timer, tlc__ps_sub_closed_cb);
+}
+
+static void close_timer_cb(uv_timer_t *t) {
+  tlc__ps_sub_close_now(t->data);
+}
+
+/* Closes from the next loop turn: safe from any callback of this subscriber. */
+void tlc__ps_sub_close_soon(tlc__ps_sub_t *s) {
+  s->closing = 1;
+  if (s->closed)
+    return;
+  if (s->detached) {
+    if (!s->ps->fd.ticking) /* else at the end of the tick pass, which walks the subscriptions */
+      tlc__ps_sub_close_now(s);
+    return;
+  }
+  uv_timer_stop(&s->timer);
+  uv_timer_start(&s->timer, close_timer_cb, 0, 0);
+}
+
+/* Fatal error: drop what is queued, queue the error, close once it is written (or after the
+ * grace time if the peer does not take it). Never frees anything synchronously. */
+void tlc__ps_sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *counter) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->closing)
+    return;
+  if (counter != NULL)
+    (*counter)++;
+  tlc__ps_logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: %s", (unsigned long long)s->id,
+                s->peer, text);
+  s->closing = 1;
+  tlc__ps_sub_drop_queued(s);
+  s->close_when_flushed = 1;
+  if (!s->detached) {
+    uv_read_stop(&s->h.stream);
+    uv_timer_stop(&s->timer);
+    uv_timer_start(&s->timer, close_timer_cb, ps->o.close_grace_ms, 0);
+  }
+  {
+    /* bypass tlc__ps_sub_ctl's limit check: the error goes whatever the queue holds */
+    msg_t *m = tlc__ps_error_encode(ps, 0, code, text, 1, 0);
+    if (m != NULL) {
+      ctl_node_t *n = tlc_malloc(sizeof(*n));
+      if (n != NULL) {
+        n->m = m;
+        n->next = NULL;
+        s->ctl_head = s->ctl_tail = n;
+        tlc__ps_queued_add(s, m->len);
+      } else {
+        tlc__ps_msg_unref(m);
+      }
+    }
+  }
+  tlc__ps_sub_kick(s);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  tlc__ps_sub_t *s = h->data;
+  (void)suggested;
+  if (s->ps->sb.rbuf_busy) {
+    buf->base = NULL;
+    buf->len = 0;
+    return;
+  }
+  s->ps->sb.rbuf_busy = 1;
+  buf->base = s->ps->sb.rbuf;
+  buf->len = READ_BUF;
+}
+
+/* TLS: a handshake that failed (not TLS, no common version, garbage) or stalled. The peer is
+ * told nothing (not even the alert OpenSSL prepared: a plain-text client must not get bytes
+ * that look like an answer); the connection is closed. */
+static void tls_drop(tlc__ps_sub_t *s, const char *why) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->closing)
+    return;
+  ps->st.closed_tls++;
+  tlc__ps_logf_(ps, TLC_PS_LOG_NOTICE, "sub#%llu %s: closing: TLS handshake: %s",
+                (unsigned long long)s->id, s->peer, why);
+  uv_read_stop(&s->h.stream);
+  tlc__ps_sub_close_soon(s);
+}
+
+static void tls_timeout_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  char why[64];
+  snprintf(why, sizeof(why), "not complete after %llu ms",
+           (unsigned long long)s->ps->o.tls_handshake_ms);
+  tls_drop(s, why);
+}
+
+/* TLS: received ciphertext -> handshake, then decrypted bytes into tlc__ps_sub_input; whatever the
+ * session has to send (handshake, alerts) goes out through tlc__ps_sub_kick. */
+static void tls_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
+  tlc_pubsub_t *ps = s->ps;
+  char why[160];
+  int r;
+  uv_mutex_lock(&s->tls_mu); /* the serving thread may be encrypting for this session */
+  r = tlc_tls_conn_feed(s->tls, p, n);
+  uv_mutex_unlock(&s->tls_mu);
+  if (r < 0) {
+    tls_drop(s, "out of memory");
+    return;
+  }
+  if (!s->tls_ready) {
+    uv_mutex_lock(&s->tls_mu);
+    r = tlc_tls_conn_handshake(s->tls, why, sizeof(why));
+    uv_mutex_unlock(&s->tls_mu);
+    if (r < 0) {
+      tls_drop(s, why);
+      return;
+    }
+    if (r == 0) {
+      tlc__ps_sub_kick(s);
+      return;
+    }
+    s->tls_ready = 1;
+    tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: %s", (unsigned long long)s->id, s->peer,
+                  tlc_tls_conn_version(s->tls));
+    if (!s->closing) {
+      /* the handshake deadline is over; Hello's starts */
+      uv_timer_stop(&s->timer);
+      uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+    }
+  }
+  while (!s->closing) {
+    int k;
+    uv_mutex_lock(&s->tls_mu);
+    k = tlc_tls_conn_read(s->tls, ps->sb.tbuf, sizeof(ps->sb.tbuf));
+    uv_mutex_unlock(&s->tls_mu); /* not held in tlc__ps_sub_input: its replies take it again */
+    if (k == 0)
+      break;
+    if (k < 0) {
+      ps->st.closed_peer++;
+      tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (TLS session ended)",
+                    (unsigned long long)s->id, s->peer);
+      uv_read_stop(&s->h.stream);
+      tlc__ps_sub_close_soon(s);
+      return;
+    }
+    ps->up.input(s, ps->sb.tbuf, (size_t)k);
+  }
+  tlc__ps_sub_kick(s);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  tlc__ps_sub_t *s = st->data;
+  tlc_pubsub_t *ps = s->ps;
+  if (buf->base == ps->sb.rbuf)
+    ps->sb.rbuf_busy = 0;
+  if (n > 0) {
+    if (s->tls != NULL)
+      tls_input(s, (const uint8_t *)buf->base, (size_t)n);
+    else
+      ps->up.input(s, (const uint8_t *)buf->base, (size_t)n);
+    return;
+  }
+  if (n < 0) {
+    if (!s->closing) {
+      ps->st.closed_peer++;
+      tlc__ps_logf_(ps, TLC_PS_LOG_INFO, "sub#%llu %s: disconnected (%s)",
+                    (unsigned long long)s->id, s->peer, uv_strerror((int)n));
+    }
+    uv_read_stop(st);
+    tlc__ps_sub_close_soon(s);
+  }
+}
+
+static void hello_timeout_cb(uv_timer_t *t) {
+  tlc__ps_sub_t *s = t->data;
+  tlc__ps_sub_fail(s, TLCAP__ERROR_CODE__ERR_TIMEOUT, "no Hello before the deadline",
+                   &s->ps->st.closed_auth);
+}
+
+/* Starts reading an accepted connection (server.c). 0 or a libuv error. */
+int tlc__ps_sub_read_start(tlc__ps_sub_t *s) {
+  return uv_read_start(&s->h.stream, alloc_cb, read_cb);
+}
+
+/* Starts an accepted connection's first deadline: its TLS handshake's (at most Hello's), or
+ * Hello's. */
+void tlc__ps_sub_deadline_start(tlc__ps_sub_t *s) {
+  tlc_pubsub_t *ps = s->ps;
+  if (s->tls != NULL)
+    uv_timer_start(&s->timer, tls_timeout_cb,
+                   ps->o.tls_handshake_ms < ps->o.hello_timeout_ms ? ps->o.tls_handshake_ms
+                                                                   : ps->o.hello_timeout_ms,
+                   0);
+  else
+    uv_timer_start(&s->timer, hello_timeout_cb, ps->o.hello_timeout_ms, 0);
+}
+
+tlc__ps_sub_t *tlc__ps_sub_alloc(tlc_pubsub_t *ps) {
+  tlc__ps_sub_t *s = tlc_calloc(1, sizeof(*s));
+  if (s == NULL)
+    return NULL;
+  s->ps = ps;
+  s->id = ++ps->sb.next_sub_id;
+  s->peer_slot = TLC_PEERS_NONE;
+  s->ring = tlc_calloc(ps->o.max_batches, sizeof(msg_t *));
+  s->subs = tlc_calloc(ps->o.max_subscriptions, sizeof(subn_t *));
+  if (s->ring == NULL || s->subs == NULL) {
+    tlc_free(s->ring);
+    tlc_free(s->subs);
+    tlc_free(s);
+    return NULL;
+  }
+  tlc_frame_dec_init(&s->dec, ps->o.max_preauth);
+  return s;
+}
+
+void tlc__ps_sub_link(tlc_pubsub_t *ps, tlc__ps_sub_t *s) {
+  LIST_INSERT_HEAD(&ps->sb.subs, s, link);
+  ps->sb.nsubs++;
+  ps->st.subscribers = ps->sb.nsubs;
+}
+
+/* Tries once to write "the daemon is stopping" to a subscriber (never waits). */
+void tlc__ps_shutdown_note(tlc__ps_sub_t *s) {
+  msg_t *m;
+  if (s->tls != NULL) {
+    /* TLS: encrypted after whatever the session already produced, sent in one try. */
+    if (s->tls_ready && s->h.stream.write_queue_size == 0 &&
+        (m = tlc__ps_error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN,
+                                  "the daemon is stopping", 1, 0)) != NULL) {
+      int w;
+      uv_mutex_lock(&s->tls_mu);
+      w = tlc_tls_conn_write(s->tls, m->data, m->len);
+      uv_mutex_unlock(&s->tls_mu);
+      if (w == 0 && tlc__ps_tls_collect(s) == 0 && s->tout_len > 0) {
+        /* Records carry sequence numbers: those a cancelled job made and did not send go
+         * first (all of them or none: the job is not partly written here). */
+        uv_buf_t b[2];
+        unsigned nb = 0;
+        if (s->job.tls != NULL && s->job.encrypted && s->job.cur < s->job.nbufs)
+          b[nb++] = uv_buf_init((char *)s->job.cbuf, (unsigned)s->job.clen);
+        b[nb++] = uv_buf_init((char *)s->tout, (unsigned)s->tout_len);
+        (void)uv_try_write(&s->h.stream, b, nb);
+      }
+      s->tout_len = 0;
+      tlc__ps_msg_unref(m);
+    }
+    return;
+  }
+  /* Safe to append only when libuv holds no unwritten bytes of an earlier message (a write
+   * whose bytes all went out may still await its callback). */
+  if (s->h.stream.write_queue_size == 0 &&
+      (m = tlc__ps_error_encode(s->ps, 0, TLCAP__ERROR_CODE__ERR_SHUTDOWN, "the daemon is stopping",
+                                1, 0)) != NULL) {
+    uv_buf_t b = uv_buf_init((char *)m->data, (unsigned)m->len);
+    (void)uv_try_write(&s->h.stream, &b, 1);
+    tlc__ps_msg_unref(m);
+  }
+}
 
 /* ---- subscriber queues ------------------------------------------------------------------- */
 
@@ -90,23 +414,6 @@ void tlc__ps_sub_ctl(tlc__ps_sub_t *s, msg_t *m) {
   tlc__ps_queued_add(s, m->len);
   if (!tlc__ps_limits_check(s))
     tlc__ps_sub_kick(s);
-}
-
-/* An Error message (request id `req`), encoded; NULL when memory is short. */
-msg_t *tlc__ps_error_encode(tlc_pubsub_t *ps, uint32_t req, int code, const char *text, int fatal,
-                            int detail) {
-  Tlcap__ServerMessage sm;
-  Tlcap__Error e;
-  tlcap__server_message__init(&sm);
-  tlcap__error__init(&e);
-  sm.request_id = req;
-  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_ERROR;
-  sm.error = &e;
-  e.code = (Tlcap__ErrorCode)code;
-  e.message = (char *)text;
-  e.fatal = fatal ? 1 : 0;
-  e.detail_code = detail;
-  return tlc__ps_msg_encode(ps, &sm, PSM_CONTROL, NULL);
 }
 
 /* Encodes and queues a reply or notice for this subscriber alone. */
@@ -174,52 +481,6 @@ void tlc__ps_sub_drop_queued(tlc__ps_sub_t *s) {
 /* ---- writing ----------------------------------------------------------------------------- */
 
 static void write_cb(uv_write_t *req, int status);
-
-/* The catch-up snapshot of a slot, from the feed's mirror: the full snapshot for a slot that
- * was never sent one, else the delta from what it was last sent to the last tick. Shared with
- * every other slot in the same position until the next tick. Returns a message (refs 1), or
- * NULL (nothing to send yet: the next tick delivers). */
-static msg_t *slot_catchup(tlc__ps_sub_t *s, subn_t *sn, size_t idx) {
-  slot_t *sl = &sn->slots[idx];
-  feed_t *f = sn->feed;
-  feed_target_t *ft;
-  msg_t **cache;
-  int r = 0;
-  sl->catchup = 0;
-  if (f == NULL || idx >= f->nt || !f->t[idx].have)
-    return NULL;
-  {
-    tlc_view_target_t info;
-    memset(&info, 0, sizeof(info));
-    if (f->ps->p.info(f->ps->p.ud, idx, &info) < 0 || info.gen != f->t[idx].gen) {
-      /* another target took this index since the last tick: the next tick sends its full */
-      tlc__ps_feed_target_renew(f, idx, info.gen);
-      return NULL;
-    }
-  }
-  ft = &f->t[idx];
-  if (!sl->sent_any) {
-    cache = &ft->full;
-    if (*cache == NULL)
-      r = tlc__ps_mirror_msg(f, idx, MM_FULL, 0, cache);
-  } else {
-    cache = &ft->catchup;
-    if (*cache == NULL || ft->catchup_base != sl->sent_seq) {
-      tlc__ps_msg_unref(*cache);
-      *cache = NULL;
-      ft->catchup_base = sl->sent_seq;
-      r = tlc__ps_mirror_msg(f, idx, MM_SINCE, sl->sent_seq, cache);
-    }
-  }
-  if (r < 0) {
-    if (r == TLC_ELIMIT)
-      tlc__ps_send_error(s, 0, TLCAP__ERROR_CODE__ERR_FAILED,
-                         "snapshot larger than the daemon's message cap: narrow the subscription",
-                         0, r);
-    return NULL;
-  }
-  return tlc__ps_msg_ref(*cache);
-}
 
 int tlc__ps_take(tlc__ps_sub_t *s, msg_t *m, size_t *bytes) {
   /* m's bytes are already counted in queued (moved from a queue), or are added by the caller */
@@ -317,8 +578,7 @@ void tlc__ps_sub_kick_once(tlc__ps_sub_t *s) {
   if (s->writing || s->closed)
     return;
   if (s->gs.active && s->ctl_head == NULL && !s->closing)
-    tlc__ps_gs_next(
-        s); /* the previous part is written: the next one (queued as a control message) */
+    s->ps->up.writable(s); /* the previous part is written: the next one (a control message) */
   s->ninflight = 0;
   while (gather && room && s->ctl_head != NULL) {
     ctl_node_t *n = s->ctl_head;
@@ -356,7 +616,7 @@ void tlc__ps_sub_kick_once(tlc__ps_sub_t *s) {
         if (m != NULL) {
           sl->pending = NULL;
         } else if (sl->catchup) {
-          m = slot_catchup(s, sn, j);
+          m = s->ps->up.catchup(s, sn, j);
           if (m == NULL)
             continue;
           tlc__ps_queued_add(s, m->len);
@@ -387,7 +647,7 @@ void tlc__ps_sub_kick_once(tlc__ps_sub_t *s) {
     if (s->ev_stalled && s->ring_n < ps->o.max_batches)
       ev_unstall(s);
   }
-  to_writer = ps->wr != NULL && !s->detached && uv_fileno(&s->h.handle, &fd) == 0;
+  to_writer = ps->sb.wr != NULL && !s->detached && uv_fileno(&s->h.handle, &fd) == 0;
   /* TLS: with the serving thread, it encrypts (tlc__ps_job_encrypt) after the ciphertext waiting
    * now; without it, the loop thread does. */
   if (s->tls != NULL && (r = tls_prepare(s, !to_writer)) < 0) {
@@ -557,8 +817,8 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   te.detail = (char *)(detail != NULL ? detail : "");
   te.unix_ms = tlc__ps_unix_ms();
   te.instance_id = ps->instance_id;
-  te.seq = ++ps->next_tev_seq;
-  for (s = ps->subs; s != NULL; s = s->next) {
+  te.seq = ++ps->sb.next_tev_seq;
+  LIST_FOREACH(s, &ps->sb.subs, link) {
     size_t i;
     if (s->closing || !s->authed)
       continue;
@@ -589,19 +849,19 @@ static int sub_wants_events(const tlc__ps_sub_t *s, const char *target) {
 static void ev_mark(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   size_t i;
-  if (s->nstall < ps->nbatch_seq) {
-    uint64_t *b = tlc_realloc(s->stall_b, ps->nbatch_seq * sizeof(*b));
-    uint64_t *e = b != NULL ? tlc_realloc(s->stall_e, ps->nbatch_seq * sizeof(*e)) : NULL;
+  if (s->nstall < ps->sb.nbatch_seq) {
+    uint64_t *b = tlc_realloc(s->stall_b, ps->sb.nbatch_seq * sizeof(*b));
+    uint64_t *e = b != NULL ? tlc_realloc(s->stall_e, ps->sb.nbatch_seq * sizeof(*e)) : NULL;
     if (b != NULL)
       s->stall_b = b;
     if (e != NULL) {
       s->stall_e = e;
-      s->nstall = ps->nbatch_seq;
+      s->nstall = ps->sb.nbatch_seq;
     }
   }
-  for (i = 0; i < s->nstall && i < ps->nbatch_seq; i++) {
-    s->stall_b[i] = ps->batch_seq[i];
-    s->stall_e[i] = ps->batch_ev[i];
+  for (i = 0; i < s->nstall && i < ps->sb.nbatch_seq; i++) {
+    s->stall_b[i] = ps->sb.batch_seq[i];
+    s->stall_e[i] = ps->sb.batch_ev[i];
   }
 }
 
@@ -611,9 +871,9 @@ static void ev_mark(tlc__ps_sub_t *s) {
 void tlc__ps_ev_settle(tlc__ps_sub_t *s) {
   tlc_pubsub_t *ps = s->ps;
   size_t i;
-  for (i = 0; i < ps->nbatch_seq; i++) {
+  for (i = 0; i < ps->sb.nbatch_seq; i++) {
     uint64_t b0 = i < s->nstall ? s->stall_b[i] : 0, e0 = i < s->nstall ? s->stall_e[i] : 0;
-    uint64_t db = ps->batch_seq[i] - b0, de = ps->batch_ev[i] - e0;
+    uint64_t db = ps->sb.batch_seq[i] - b0, de = ps->sb.batch_ev[i] - e0;
     tlc_view_target_t info;
     if (db == 0)
       continue;
@@ -636,7 +896,7 @@ static void ev_unstall(tlc__ps_sub_t *s) {
     return;
   tlc__ps_ev_settle(s);
   s->ev_stalled = 0;
-  s->ps->evsubs_dirty = 1;
+  s->ps->sb.evsubs_dirty = 1;
 }
 
 /* Queues a shared batch for one subscriber. When its ring is full the batch is dropped and
@@ -653,7 +913,7 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     ps->st.events_dropped += m->nevents;
     s->ev_stalled = 1;
     ev_mark(s); /* from the counters at this batch (counted above) */
-    ps->evsubs_dirty = 1;
+    ps->sb.evsubs_dirty = 1;
     return;
   }
   s->ring[(s->ring_head + s->ring_n) % ps->o.max_batches] = tlc__ps_msg_ref(m);
@@ -663,24 +923,24 @@ static void sub_batch(tlc__ps_sub_t *s, msg_t *m) {
     tlc__ps_sub_kick(s);
 }
 
-/* Index of `target` in the provider, growing the per-target batch counters to hold it. 0 or
+/* Index of `target` in the view, growing the per-target batch counters to hold it. 0 or
  * negative (unknown target, no memory). */
 static int batch_index(tlc_pubsub_t *ps, const char *target, size_t *idx) {
   if (ps->p.find(ps->p.ud, target, idx) < 0 || *idx > (1u << 24))
     return TLC_ERANGE;
-  if (*idx >= ps->nbatch_seq) {
+  if (*idx >= ps->sb.nbatch_seq) {
     size_t n = *idx + 1;
-    uint64_t *v = tlc_realloc(ps->batch_seq, n * sizeof(*v));
+    uint64_t *v = tlc_realloc(ps->sb.batch_seq, n * sizeof(*v));
     uint64_t *w;
     if (v == NULL)
       return TLC_ENOMEM;
-    ps->batch_seq = v;
-    if ((w = tlc_realloc(ps->batch_ev, n * sizeof(*w))) == NULL)
+    ps->sb.batch_seq = v;
+    if ((w = tlc_realloc(ps->sb.batch_ev, n * sizeof(*w))) == NULL)
       return TLC_ENOMEM; /* batch_seq grown, nbatch_seq not yet: consistent */
-    ps->batch_ev = w;
-    memset(v + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*v));
-    memset(w + ps->nbatch_seq, 0, (n - ps->nbatch_seq) * sizeof(*w));
-    ps->nbatch_seq = n;
+    ps->sb.batch_ev = w;
+    memset(v + ps->sb.nbatch_seq, 0, (n - ps->sb.nbatch_seq) * sizeof(*v));
+    memset(w + ps->sb.nbatch_seq, 0, (n - ps->sb.nbatch_seq) * sizeof(*w));
+    ps->sb.nbatch_seq = n;
   }
   return 0;
 }
@@ -689,7 +949,7 @@ static int batch_index(tlc_pubsub_t *ps, const char *target, size_t *idx) {
 static void evsubs_rebuild(tlc_pubsub_t *ps) {
   tlc__ps_sub_t *s;
   size_t n = 0;
-  for (s = ps->subs; s != NULL; s = s->next) {
+  LIST_FOREACH(s, &ps->sb.subs, link) {
     size_t j;
     if (s->closing || !s->authed || s->ev_stalled)
       continue;
@@ -697,35 +957,35 @@ static void evsubs_rebuild(tlc_pubsub_t *ps) {
       ;
     if (j == s->nsubs)
       continue;
-    if (n == ps->capevsubs) {
-      tlc__ps_sub_t **v = tlc_grow(ps->evsubs, &ps->capevsubs, n + 1, sizeof(*v), 16);
+    if (n == ps->sb.capevsubs) {
+      tlc__ps_sub_t **v = tlc_grow(ps->sb.evsubs, &ps->sb.capevsubs, n + 1, sizeof(*v), 16);
       if (v == NULL)
         return; /* stays dirty: tried again on the next batch */
-      ps->evsubs = v;
+      ps->sb.evsubs = v;
     }
-    ps->evsubs[n++] = s;
+    ps->sb.evsubs[n++] = s;
   }
-  ps->nevsubs = n;
-  ps->evsubs_dirty = 0;
+  ps->sb.nevsubs = n;
+  ps->sb.evsubs_dirty = 0;
 }
 
 void tlc_pubsub_events(tlc_pubsub_t *ps, const char *target, const tlc_event_t *ev, size_t n) {
   size_t off, idx;
-  if (ps->closing || ps->n_event_subns == 0 || n == 0 || target == NULL)
+  if (ps->closing || ps->sb.n_event_subns == 0 || n == 0 || target == NULL)
     return;
   if (batch_index(ps, target, &idx) < 0)
     return;
-  if (ps->evsubs_dirty)
+  if (ps->sb.evsubs_dirty)
     evsubs_rebuild(ps);
   for (off = 0; off < n; off += ps->o.max_batch_events) {
     size_t k = n - off < ps->o.max_batch_events ? n - off : ps->o.max_batch_events, i, si;
     msg_t *m = NULL;
-    uint64_t seq = ++ps->batch_seq[idx];
-    ps->batch_ev[idx] += k;
+    uint64_t seq = ++ps->sb.batch_seq[idx];
+    ps->sb.batch_ev[idx] += k;
     /* stalled subscribers are not in evsubs: they cost nothing here (tlc__ps_ev_settle counts their
      * drops from batch_seq / batch_ev when they drain) */
-    for (si = 0; si < ps->nevsubs; si++) {
-      tlc__ps_sub_t *s = ps->evsubs[si];
+    for (si = 0; si < ps->sb.nevsubs; si++) {
+      tlc__ps_sub_t *s = ps->sb.evsubs[si];
       if (s->closing || s->ev_stalled || !sub_wants_events(s, target))
         continue;
       if (m == NULL) {
