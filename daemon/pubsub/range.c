@@ -2,7 +2,7 @@
  * server.c and docs/protocol.md "History").
  *
  * The statistics of a target's stored records in a range are computed off the loop by the
- * provider's history hook (daemon/history/histq.h: libuv's threadpool, a few at once
+ * view's history hook (daemon/history/histq.h: libuv's threadpool, a few at once
  * daemon-wide). Per connection one query runs at a time (s->hq); another request meanwhile gets
  * ERR_BUSY, as does one that finds the daemon's queries all busy. The answer is one control
  * message (never dropped): a Stats reply, or for a Subscribe.history a Snapshot with `range`
