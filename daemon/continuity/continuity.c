@@ -1,13 +1,16 @@
 /* continuity.c - checkpoints and restore of every target's statistics (see continuity.h).
  *
  * A checkpoint: tlc_ckpt_encode_begin and a first slice of tlc_ckpt_encode_step on the loop
- * (about one memcpy per area into a buffer; past SPILL_BYTES the buffer's bytes go to the .tmp
- * file from the loop, so a checkpoint holds about 1 MiB whatever the state's size), the storage
- * position asked at that same moment (opts.mark; without storage none);
+ * (about one memcpy per area into a buffer; past SPILL_BYTES the buffer goes to a threadpool
+ * job that writes it to the .tmp file while the encoding goes on into a second one, and the
+ * encoding pauses while both are full: a checkpoint holds about 2 MiB whatever the state's
+ * size), the storage position asked at that same moment (opts.mark; without storage none);
  * a state not encoded within opts.slice_ns is frozen (tlc_target_freeze) and encoded on by an
  * idle handle, a slice per loop turn, then its input given back (tlc_target_thaw, 256 KiB per
  * turn); then a threadpool job writes the rest and the header, checksums the file (read back
- * in pieces when it was spilled) and makes it durable (fsync, rename, fsync dir). Invariant: from
+ * in pieces when it was spilled) and makes it durable (fsync, rename, fsync dir). The loop does
+ * no file I/O for a checkpoint: its file operations are threadpool jobs in one ordered chain
+ * per checkpoint (see "writing" below). Invariant: from
  * the position asked to the end of the encoding nothing reaches the target's engine, so the file
  * covers exactly that position (the engine asserts it on its change sequence). A freeze that must
  * end early (the target's callback on_abort) gives the checkpoint up, never a byte. Per target at
