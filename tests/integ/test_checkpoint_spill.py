@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """A large checkpoint's file is written in libuv's threadpool, never by the event loop.
 
-A target of 20,000 function areas (TLC_SPILL_AREAS; a checkpoint of about 50 MB, written in
+A target of 10,000 function areas (TLC_SPILL_AREAS; a checkpoint of about 8 MB, written in
 1 MiB spills) with storage off, so that the checkpoints are the only files written:
   - the loop thread (the main thread: /proc/PID/task/PID/io) writes almost nothing while the
     checkpoint is written (its bytes show in the process's write count instead);
-  - the second such checkpoint failing at its 3rd write (ENOSPC: TLCAP_TEST_CKPT_FAIL) keeps
+  - such a checkpoint failing at its 3rd write (ENOSPC: TLCAP_TEST_CKPT_FAIL) keeps
     the previous checkpoint, leaves no .tmp behind, is counted (checkpoints.write_errors) and
     logged; the next one is written, and a restart restores every event;
-  - on a slow disk (TLCAP_TEST_DISK_BPS: 4 MB/s, a checkpoint takes seconds) the loop answers
-    HTTP requests meanwhile (the median answer well under one spill's write time, 260 ms), and
+  - on a slow disk (TLCAP_TEST_DISK_BPS: 2 MB/s, a checkpoint takes seconds) the loop answers
+    HTTP requests meanwhile (the median answer well under one spill's write time, 520 ms), and
     a SIGTERM while the checkpoint is being written exits 0 (no handle left open) once it is
     complete: no .tmp left, a restart restores every event.
 
@@ -26,9 +26,9 @@ import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD = sys.argv[1]
-AREAS = int(os.environ.get("TLC_SPILL_AREAS", "20000"))
+AREAS = int(os.environ.get("TLC_SPILL_AREAS", "10000"))
 BIG = "big@127.0.0.1"
-LARGE = 8 << 20  # a checkpoint at least this large was spilled (1 MiB buffers)
+LARGE = 4 << 20  # a checkpoint at least this large was spilled (1 MiB buffers)
 
 
 def rec(h, typ, core, t):
@@ -88,12 +88,24 @@ def start(d, port, extra=(), env=None, http=""):
                     env=env, http=http)
 
 
+def preload(d, port):
+    """The large target loaded and checkpointed at shutdown (the later checkpoints of a test are
+    all of the whole state, whatever the time a load takes). Returns the events sent."""
+    dm = start(d, port, ["--checkpoint-interval", "600"])
+    try:
+        sent = send(port, pairs(0, AREAS, 1000))
+    finally:
+        rc, _ = dm.stop(timeout=120)
+    T.eq(rc, 0, "exit status")
+    T.check(ckpt_id(dm.state)[2] >= LARGE, "a large checkpoint at shutdown")
+    return sent
+
+
 def restored_events(d, port):
+    """Restarts the daemon: the events of the restored target (created at start)."""
     dm = start(d, port)
     try:
-        return D.by_name(dm.wait_stats(lambda s: any(t["name"] == BIG for t in s["targets"]),
-                                       timeout=60, what="restored target"), BIG)[
-            "stats"]["counters"]["events"]
+        return D.by_name(dm.stats(timeout=60), BIG)["stats"]["counters"]["events"]
     finally:
         rc, _ = dm.stop(timeout=60)
         T.eq(rc, 0, "exit status after the restore")
@@ -124,11 +136,12 @@ def test_loop_writes_no_checkpoint(d):
 def test_failed_write_keeps_old(d):
     port = D.free_port()
     # the 3rd write of the second large checkpoint fails (a small one has a single write)
-    # (every 3 s: the state directory is looked at between the failure and the next one)
-    dm = start(d, port, ["--checkpoint-interval", "3"], env={"TLCAP_TEST_CKPT_FAIL": "2:3"})
+    sent = preload(d, port)
+    first = ckpt_id(os.path.join(d, "state"))
+    # the 3rd write of the first large checkpoint fails (a small one has a single write);
+    # every 3 s: the state directory is looked at between the failure and the next one
+    dm = start(d, port, ["--checkpoint-interval", "3"], env={"TLCAP_TEST_CKPT_FAIL": "1:3"})
     try:
-        sent = send(port, pairs(0, AREAS, 1000))
-        first = wait_large(dm.state)
         sent += send(port, pairs(0, 100, 10 ** 10))
 
         def failed():
@@ -139,7 +152,7 @@ def test_failed_write_keeps_old(d):
         T.check("No space left on device" in log[0] and ".tmp" in log[0],
                 "the failure logged: %r" % log)
         print("  " + log[0].split(": ", 1)[-1])
-        T.eq(dm.stats()["checkpoints"]["write_errors"], 1, "checkpoints.write_errors")
+        T.eq(dm.stats(timeout=60)["checkpoints"]["write_errors"], 1, "checkpoints.write_errors")
         wait_large(dm.state, first)  # the next interval's checkpoint is written
         T.check(not os.path.exists(ckpt(dm.state) + ".tmp"), "no .tmp left")
     finally:
@@ -161,12 +174,12 @@ def get_ms(hport):
 
 def test_slow_disk_loop_answers(d):
     port, hport = D.free_port(), D.free_port()
-    # (every 2 s: the load is in before the first interval's checkpoint)
-    dm = start(d, port, ["--checkpoint-interval", "2"], env={"TLCAP_TEST_DISK_BPS": "4000000"},
+    sent = preload(d, port)
+    dm = start(d, port, ["--checkpoint-interval", "0.5"], env={"TLCAP_TEST_DISK_BPS": "2000000"},
                http="127.0.0.1:%d" % hport)
     tmp = ckpt(dm.state) + ".tmp"
     try:
-        sent = send(port, pairs(0, AREAS, 1000))
+        sent += send(port, pairs(0, 100, 10 ** 10))
         D.wait_until(lambda: os.path.exists(tmp) and os.path.getsize(tmp) >= 4 << 20, 60,
                      "a large checkpoint being written", step=0.01)
         lat = []
