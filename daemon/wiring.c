@@ -320,7 +320,37 @@ static tlc_io_t test_io;
  * take len / N seconds, a disk that writes N bytes per second. */
 static long long test_disk_bps;
 
+/* Test hook (checkpoint write faults): TLCAP_TEST_CKPT_FAIL=K:N makes the N-th write(2) into
+ * a checkpoint file (<target>/target.checkpoint.tmp) fail with ENOSPC (K:N:EIO: with EIO) in
+ * the K-th checkpoint file that gets that many writes (counted from the start; one target's
+ * checkpoints: the count follows the file opened last). Any thread writes: atomics. */
+static long test_ck_open, test_ck_write;
+static int test_ck_errno = ENOSPC;
+static long test_ck_hits, test_ck_writes;
+static int test_ck_fd = -1; /* the checkpoint file opened last, while it is open */
+
+static int test_ck_open_fn(const char *path, int flags, int mode) {
+  static const char sfx[] = ".checkpoint.tmp";
+  int fd = tlc_io_default.open(path, flags, mode);
+  size_t n = strlen(path);
+  if (fd >= 0 && n >= sizeof sfx - 1 && strcmp(path + n - (sizeof sfx - 1), sfx) == 0) {
+    __atomic_store_n(&test_ck_writes, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&test_ck_fd, fd, __ATOMIC_SEQ_CST);
+  }
+  return fd;
+}
+
+static int test_ck_close_fn(int fd) {
+  int k = fd;
+  (void)__atomic_compare_exchange_n(&test_ck_fd, &k, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return tlc_io_default.close(fd);
+}
+
 static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
+  if (test_ck_write > 0 && fd == __atomic_load_n(&test_ck_fd, __ATOMIC_SEQ_CST) &&
+      __atomic_add_fetch(&test_ck_writes, 1, __ATOMIC_SEQ_CST) == test_ck_write &&
+      __atomic_add_fetch(&test_ck_hits, 1, __ATOMIC_SEQ_CST) == test_ck_open)
+    return -test_ck_errno;
   if (test_disk_bps > 0) {
     long long ns = (long long)len * 1000000000ll / test_disk_bps;
     struct timespec ts = { (time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll) };
@@ -355,11 +385,24 @@ static void test_hooks(void) {
   test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;
   test_disk_bps = b != NULL ? strtoll(b, NULL, 10) : 0;
   test_seal_delay_ms = sd != NULL ? strtol(sd, NULL, 10) : 0;
-  if (test_stall_ms <= 0 && test_disk_bps <= 0 && test_seal_delay_ms <= 0)
+  {
+    const char *ck = getenv("TLCAP_TEST_CKPT_FAIL");
+    char *e = NULL;
+    if (ck != NULL && (test_ck_open = strtol(ck, &e, 10)) > 0 && *e == ':') {
+      test_ck_write = strtol(e + 1, &e, 10);
+      if (*e == ':' && strcmp(e + 1, "EIO") == 0)
+        test_ck_errno = EIO;
+    }
+  }
+  if (test_stall_ms <= 0 && test_disk_bps <= 0 && test_seal_delay_ms <= 0 && test_ck_write <= 0)
     return;
   test_io = tlc_io_default;
-  if (test_stall_ms > 0 || test_disk_bps > 0)
+  if (test_stall_ms > 0 || test_disk_bps > 0 || test_ck_write > 0)
     test_io.write = test_stall_write;
+  if (test_ck_write > 0) {
+    test_io.open = test_ck_open_fn;
+    test_io.close = test_ck_close_fn;
+  }
   if (test_seal_delay_ms > 0)
     test_io.fdatasync = test_slow_fdatasync;
   tlc_io_set(&test_io);
@@ -1046,6 +1089,10 @@ static int start_cont(tlc_wiring_t *w) {
   /* Continuity's observer goes first: a target is restored before storage opens it. */
   tlc_cont_opts_t co;
   memset(&co, 0, sizeof(co));
+#ifdef TLCAP_TESTING
+  if (w->st == NULL)
+    test_hooks(); /* checkpoint files go through tlc_io too (storage installed them else) */
+#endif
   co.state_dir = d->cfg.state_dir;
   co.interval_ms = d->cfg.checkpoint_interval_ms;
   co.slice_ns = d->cfg.checkpoint_slice_us * 1000;

@@ -1,13 +1,16 @@
 /* continuity.c - checkpoints and restore of every target's statistics (see continuity.h).
  *
  * A checkpoint: tlc_ckpt_encode_begin and a first slice of tlc_ckpt_encode_step on the loop
- * (about one memcpy per area into a buffer; past SPILL_BYTES the buffer's bytes go to the .tmp
- * file from the loop, so a checkpoint holds about 1 MiB whatever the state's size), the storage
- * position asked at that same moment (opts.mark; without storage none);
+ * (about one memcpy per area into a buffer; past SPILL_BYTES the buffer goes to a threadpool
+ * job that writes it to the .tmp file while the encoding goes on into a second one, and the
+ * encoding pauses while both are full: a checkpoint holds about 2 MiB whatever the state's
+ * size), the storage position asked at that same moment (opts.mark; without storage none);
  * a state not encoded within opts.slice_ns is frozen (tlc_target_freeze) and encoded on by an
  * idle handle, a slice per loop turn, then its input given back (tlc_target_thaw, 256 KiB per
  * turn); then a threadpool job writes the rest and the header, checksums the file (read back
- * in pieces when it was spilled) and makes it durable (fsync, rename, fsync dir). Invariant: from
+ * in pieces when it was spilled) and makes it durable (fsync, rename, fsync dir). The loop does
+ * no file I/O for a checkpoint: its file operations are threadpool jobs in one ordered chain
+ * per checkpoint (see "writing" below). Invariant: from
  * the position asked to the end of the encoding nothing reaches the target's engine, so the file
  * covers exactly that position (the engine asserts it on its change sequence). A freeze that must
  * end early (the target's callback on_abort) gives the checkpoint up, never a byte. Per target at
@@ -38,6 +41,7 @@
 #include "engine/engine.h"
 #include "formats/ckbuf.h"
 #include "formats/evmap.h"
+#include "store/iofault.h"
 #include "store/segread.h"
 
 #include <dirent.h>
@@ -65,26 +69,34 @@ typedef struct slot {
 } slot_t;
 
 typedef struct job {
-  uv_work_t req;
+  uv_work_t req;    /* the step of its file chain in flight (io_busy) */
   struct job *next; /* in tlc_cont.slicing while its target is frozen */
   tlc_cont_t *c;
   size_t idx;
   tlc_target_t *t; /* frozen for it (in the slicing list), else NULL */
   tlc_engine_saver_t sv;
-  tlc_ckw_t w;
+  tlc_ckw_t w;   /* the encoding's buffer (the final step's, then freed by it) */
+  tlc_ckw_t out; /* the buffer a spill step writes while io_busy; else the spare one */
   tlc_ckpt_pos_t pos;
-  int encoded, have_pos, queued, written_back, aborted;
+  int encoded, have_pos;
+  int queued;       /* its final step was queued */
+  int io_busy;      /* a step in flight: at most one, in order */
+  int paused;       /* its encoding waits for a spill to be back (both buffers full) */
+  int failed;       /* given up: an error (rc, why) or an abort */
+  int reported;     /* a failure already counted and logged */
+  int slot_freed;   /* the target's slot released (slot_release) */
   uint64_t gen;     /* the target's (tlc_target_t.gen): still the same after the preparation */
-  size_t est, wlen; /* the buffer's size estimate; the file's length (the buffer is freed by
-                       the threadpool job that wrote it) */
-  int fd;           /* the .tmp file once a chunk was spilled into it (else -1) */
-  uint64_t spilled; /* bytes of the file written from the loop (w holds what follows) */
-  uint64_t slices, encode_ns, frozen_at, frozen_ns;
+  size_t est, wlen; /* the buffer's size estimate; the file's length */
+  int fd;           /* the .tmp file once a spill step opened it (else -1): the threadpool's */
+  uint64_t spilled; /* bytes handed to spill steps (w holds what follows) */
+  uint64_t slices, pauses, encode_ns, frozen_at, frozen_ns;
   uint64_t max_slice_ns, max_slice_cpu_ns; /* its longest slice: wall clock, thread CPU */
   int64_t wall_ns;
   char dir[1100];
   int rc;
-  char why[2600];
+  char why[1500];
+  int io_rc; /* a step's error (written by the step, read on the loop once it is back) */
+  char io_why[1500];
   uint64_t write_ns;
 } job_t;
 
@@ -104,6 +116,8 @@ struct tlc_cont {
   char **qnames; /* targets whose checkpoint was set aside at start: rebuilt when created */
   size_t nq;
   int closing, timers_closed;
+  int shutdown;     /* the last checkpoints: encoded as far as their writes allow at once */
+  int idle_closing; /* the idle handle is closed once the last checkpoint is done */
   void (*close_cb)(void *);
   void *close_ud;
   tlc_cont_stats_t st;
@@ -131,18 +145,17 @@ static ssize_t index_of(const tlc_cont_t *c, const tlc_target_t *t) {
   return -1;
 }
 
-/* ---- writing (threadpool) ---- */
-
-static int fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int rc = 0;
-  if (fd < 0)
-    return -errno;
-  if (fsync(fd) != 0)
-    rc = -errno;
-  close(fd);
-  return rc;
-}
+/* ---- writing (threadpool) ----
+ *
+ * Every file operation of a checkpoint runs in libuv's threadpool, as one ordered chain per
+ * checkpoint: at most one step in flight (job_t.io_busy), the next one queued on the loop once
+ * the previous one is back (chain_next). The steps: spills (the first creates the directory and
+ * opens the .tmp file; each writes one filled buffer), then either the final step (the last
+ * bytes, the header, the checksum read back, fsync, rename, fsync of the directory) or, for a
+ * checkpoint given up after its file was opened, a discard (closed and removed). A step that
+ * fails removes the file itself. The loop only hands buffers over; the file descriptor is the
+ * threadpool's. Every file call goes through tlc_io (iofault.h: faults and slow disks in the
+ * tests). */
 
 /* mkdir -p: the state directory itself may not exist yet without storage. 0 or -errno. */
 static int mkdir_p(const char *dir) {
@@ -154,9 +167,11 @@ static int mkdir_p(const char *dir) {
   for (size_t i = 1; i <= n; i++)
     if (p[i] == '/' || p[i] == '\0') {
       char ch = p[i];
+      int rc;
       p[i] = '\0';
-      if (mkdir(p, 0750) != 0 && errno != EEXIST)
-        return -errno;
+      rc = tlc_io->mkdir(p, 0750);
+      if (rc != 0 && rc != -EEXIST)
+        return rc;
       p[i] = ch;
     }
   return 0;
@@ -167,132 +182,153 @@ static const char *err_text(int rc) {
   return rc <= TLC_ERR_BASE ? tlc_strerror(rc) : strerror(-rc);
 }
 
-/* Writes n bytes at the file's current offset. 0 or -errno (TLC_EIO for a short write). */
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return k < 0 ? -errno : TLC_EIO;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
+static void tmp_path(const job_t *j, char *out, size_t cap) {
+  snprintf(out, cap, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
 }
 
-/* A checkpoint whose first bytes were spilled (j->fd, j->spilled): its last bytes, its header
- * (position and length now known) over the room left for it, then the checksum of the whole
- * file, read back in pieces of the job's buffer. 0 or an error (j->why set). */
+/* Threadpool: the .tmp file closed (when open) and removed. */
+static void tmp_remove(job_t *j) {
+  char tmp[1200];
+  if (j->fd >= 0) {
+    (void)tlc_io->close(j->fd);
+    j->fd = -1;
+  }
+  tmp_path(j, tmp, sizeof tmp);
+  (void)tlc_io->unlink(tmp);
+}
+
+/* Threadpool: a step failed: the error in io_rc and io_why, the file removed. Returns rc. */
+static int io_fail(job_t *j, int rc, const char *what, const char *path) {
+  j->io_rc = rc;
+  snprintf(j->io_why, sizeof j->io_why, "%s %s: %s", what, path, err_text(rc));
+  tmp_remove(j);
+  return rc;
+}
+
+/* n bytes at offset off (lseek and write: every write goes through tlc_io). 0 or -errno. */
+static int write_at(int fd, const void *p, size_t n, uint64_t off) {
+  size_t done;
+  if (lseek(fd, (off_t)off, SEEK_SET) < 0)
+    return -errno;
+  return tlc_io_write_all(fd, p, n, &done);
+}
+
+/* Spill step: the .tmp file opened at the first one, then the filled buffer (out) written. */
+static void spill_work(uv_work_t *req) {
+  job_t *j = req->data;
+  char tmp[1200];
+  size_t done;
+  int rc;
+  tmp_path(j, tmp, sizeof tmp);
+  if (j->fd < 0) {
+    if ((rc = mkdir_p(j->dir)) != 0) {
+      io_fail(j, rc, "mkdir", j->dir);
+      return;
+    }
+    /* read and write: the final step reads it back for the checksum */
+    rc = tlc_io->open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (rc < 0) {
+      io_fail(j, rc, "open", tmp);
+      return;
+    }
+    j->fd = rc;
+  }
+  if ((rc = tlc_io_write_all(j->fd, j->out.p, j->out.len, &done)) != 0)
+    io_fail(j, rc, "write", tmp);
+  j->out.len = 0; /* the loop's spare buffer again */
+}
+
+/* Final step of a spilled checkpoint: its last bytes, its header (position and length now
+ * known) over the room left for it, then the checksum of the whole file, read back in pieces
+ * through the larger of its two buffers. 0 or an error (io_rc, io_why set, file removed). */
 static int finish_spilled(job_t *j, const char *tmp) {
   uint8_t h[TLC_CKPT_HEADER];
   uint64_t total = j->spilled + j->w.len, sum = TLC_CK_FNV_BASIS, off = 0;
-  size_t piece = j->w.cap & ~(size_t)7;
+  tlc_ckw_t *rb = j->out.cap > j->w.cap ? &j->out : &j->w;
+  size_t piece = rb->cap & ~(size_t)7, done;
   int rc;
-  if (j->w.err != 0 || piece == 0) {
-    snprintf(j->why, sizeof j->why, "encoding: %s", err_text(j->w.err ? j->w.err : TLC_EINVAL));
-    return j->w.err ? j->w.err : TLC_EINVAL;
+  if (j->w.err != 0 || piece == 0 || j->fd < 0) {
+    rc = j->w.err ? j->w.err : TLC_EINVAL;
+    return io_fail(j, rc, "encoding", tmp);
   }
-  if ((rc = write_all(j->fd, j->w.p, j->w.len)) != 0) {
-    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
-    return rc;
-  }
+  if ((rc = tlc_io_write_all(j->fd, j->w.p, j->w.len, &done)) != 0)
+    return io_fail(j, rc, "write", tmp);
   tlc_ckpt_header(h, &j->pos, j->wall_ns, total - TLC_CKPT_HEADER);
-  errno = 0; /* a short pwrite sets none */
-  if (pwrite(j->fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
-    rc = errno ? -errno : TLC_EIO;
-    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
-    return rc;
-  }
-  while (off < total) {
+  if ((rc = write_at(j->fd, h, sizeof h, 0)) != 0)
+    return io_fail(j, rc, "write", tmp);
+  while (off < total) { /* pieces stay multiples of 8: the checksum is taken word-wise */
     size_t n = total - off < piece ? (size_t)(total - off) : piece;
-    ssize_t k = pread(j->fd, j->w.p, n, (off_t)off);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k != (ssize_t)n) { /* a short read back: pieces must stay multiples of 8 */
-      rc = k < 0 ? -errno : TLC_EIO;
-      snprintf(j->why, sizeof j->why, "read back %s: %s", tmp, err_text(rc));
-      return rc;
-    }
-    sum = tlc_ck_fnv_more(sum, j->w.p, n);
+    int64_t k = tlc_io_pread_all(j->fd, rb->p, n, (int64_t)off);
+    if (k != (int64_t)n)
+      return io_fail(j, k < 0 ? (int)k : TLC_EIO, "read back", tmp);
+    sum = tlc_ck_fnv_more(sum, rb->p, n);
     off += n;
   }
-  errno = 0;
-  if (pwrite(j->fd, &sum, 8, (off_t)total) != 8) {
-    rc = errno ? -errno : TLC_EIO;
-    snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(rc));
-    return rc;
-  }
+  if ((rc = write_at(j->fd, &sum, 8, total)) != 0)
+    return io_fail(j, rc, "write", tmp);
   j->wlen = (size_t)(total + 8);
   return 0;
 }
 
-static void write_work(uv_work_t *req) {
+/* Final step: the file completed and made durable; then the buffers are freed here (unmapping a
+ * large one takes milliseconds, which the loop must not spend). */
+static void final_work(uv_work_t *req) {
   job_t *j = req->data;
   char tmp[1200], fin[1200];
   uint64_t t0 = mono_ns();
-  int fd;
-  snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
+  size_t done;
+  int rc;
+  tmp_path(j, tmp, sizeof tmp);
   snprintf(fin, sizeof fin, "%s/%s", j->dir, TLC_CKPT_NAME);
-  if (j->fd >= 0) { /* spilled from the loop: the file is open, its first chunks written */
-    fd = j->fd;
-    j->rc = finish_spilled(j, tmp);
-    j->fd = -1; /* this thread's now: closed below */
-    if (j->rc != 0) {
-      close(fd);
-      unlink(tmp);
-      return;
-    }
+  if (j->spilled > 0) { /* the file is open, its first buffers written */
+    if (finish_spilled(j, tmp) != 0)
+      goto out;
   } else {
-    j->rc = tlc_ckpt_finish(&j->w, &j->pos, j->wall_ns);
-    if (j->rc != 0) {
-      snprintf(j->why, sizeof j->why, "encoding: %s", tlc_strerror(j->rc));
-      return;
+    if ((rc = tlc_ckpt_finish(&j->w, &j->pos, j->wall_ns)) != 0) {
+      j->io_rc = rc;
+      snprintf(j->io_why, sizeof j->io_why, "encoding: %s", tlc_strerror(rc));
+      goto out;
     }
-    if ((j->rc = mkdir_p(j->dir)) != 0) {
-      snprintf(j->why, sizeof j->why, "mkdir %s: %s", j->dir, strerror(-j->rc));
-      return;
+    if ((rc = mkdir_p(j->dir)) != 0) {
+      io_fail(j, rc, "mkdir", j->dir);
+      goto out;
     }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (fd < 0) {
-      j->rc = -errno;
-      snprintf(j->why, sizeof j->why, "%s: %s", tmp, strerror(errno));
-      return;
+    rc = tlc_io->open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+    if (rc < 0) {
+      io_fail(j, rc, "open", tmp);
+      goto out;
     }
-    if ((j->rc = write_all(fd, j->w.p, j->w.len)) != 0) {
-      snprintf(j->why, sizeof j->why, "write %s: %s", tmp, err_text(j->rc));
-      close(fd);
-      unlink(tmp);
-      return;
+    j->fd = rc;
+    if ((rc = tlc_io_write_all(j->fd, j->w.p, j->w.len, &done)) != 0) {
+      io_fail(j, rc, "write", tmp);
+      goto out;
     }
     j->wlen = j->w.len;
   }
-  if (fsync(fd) != 0) { /* R5: a failed fsync is never trusted: the old checkpoint stays */
-    j->rc = -errno;
-    snprintf(j->why, sizeof j->why, "fsync %s: %s", tmp, strerror(errno));
-    close(fd);
-    unlink(tmp);
-    return;
+  if ((rc = tlc_io->fsync(j->fd)) != 0) { /* R5: a failed fsync is never trusted */
+    io_fail(j, rc, "fsync", tmp);
+    goto out;
   }
-  close(fd);
-  if (rename(tmp, fin) != 0) {
-    j->rc = -errno;
-    snprintf(j->why, sizeof j->why, "rename %s: %s", tmp, strerror(errno));
-    unlink(tmp);
-    return;
+  (void)tlc_io->close(j->fd);
+  j->fd = -1;
+  if ((rc = tlc_io->rename(tmp, fin)) != 0) {
+    io_fail(j, rc, "rename", tmp);
+    goto out;
   }
-  j->rc = fsync_dir(j->dir);
-  if (j->rc != 0)
-    snprintf(j->why, sizeof j->why, "fsync %s: %s", j->dir, strerror(-j->rc));
+  if ((rc = tlc_io_fsync_dir(j->dir)) != 0) {
+    j->io_rc = rc;
+    snprintf(j->io_why, sizeof j->io_why, "fsync %s: %s", j->dir, err_text(rc));
+    goto out;
+  }
   j->write_ns = mono_ns() - t0;
+out:
+  tlc_ckw_fini(&j->w);
+  tlc_ckw_fini(&j->out);
 }
 
-/* Threadpool: writes the file, then frees the buffer here (unmapping a large one takes
- * milliseconds, which the loop must not spend). */
-static void write_and_free(uv_work_t *req) {
-  job_t *j = req->data;
-  write_work(req);
-  tlc_ckw_fini(&j->w);
+/* Discard step: a checkpoint given up after its file was opened. */
+static void discard_work(uv_work_t *req) {
+  tmp_remove(req->data);
 }
 
 static void maybe_finish(tlc_cont_t *c);
@@ -338,85 +374,111 @@ static void buffer_release(tlc_cont_t *c, tlc_ckw_t *w) {
 }
 
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice);
-static void spill_discard(job_t *j);
 static void on_soon(uv_timer_t *h);
-static void unlist(job_t *j);
-static void thawed(job_t *j);
+static void on_idle(uv_idle_t *h);
+static void chain_next(job_t *j);
 static void start_encoding(job_t *j, tlc_target_t *t, int may_slice);
 
-static void job_done(job_t *j, size_t len) {
+/* The target's slot is free again (once per job): the checkpoint's file is written or gone and
+ * its target thawed. A shutdown's checkpoint that waited for this one is taken now (no position
+ * if storage is gone: the state then covers every record, nothing is to replay). */
+static void slot_release(job_t *j) {
+  tlc_cont_t *c = j->c;
+  size_t idx = j->idx;
+  if (j->slot_freed)
+    return;
+  j->slot_freed = 1;
+  if (idx >= c->nslots)
+    return;
+  c->slots[idx].busy = 0;
+  if (j->failed)
+    c->slots[idx].written = 0; /* tried again at the next interval */
+  if (c->slots[idx].again && idx < c->targets->n) {
+    c->slots[idx].again = 0;
+    checkpoint_one(c, idx, 0);
+  }
+}
+
+/* The job's end: counted, logged and freed. */
+static void job_end(job_t *j) {
   tlc_cont_t *c = j->c;
   const char *name = j->idx < c->targets->n ? c->targets->v[j->idx]->name : "?";
-  if (j->rc != 0) {
+  if (j->failed && !j->reported) {
     c->st.write_errors++;
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not written: %s", name, j->why);
-  } else {
+  } else if (!j->failed) {
     c->st.written++;
     c->st.last_write_ns = j->write_ns;
     TLC_LOGD(TLC_LOGC_TARGET,
              "target %s: checkpoint written (%zu bytes, %.1f ms; %" PRIu64
-             " loop slices, longest %.3f ms (CPU %.3f ms), target held %.1f ms)",
-             name, len, (double)j->write_ns / 1e6, j->slices, (double)j->max_slice_ns / 1e6,
-             (double)j->max_slice_cpu_ns / 1e6, (double)j->frozen_ns / 1e6);
+             " loop slices, longest %.3f ms (CPU %.3f ms), %" PRIu64
+             " paused for a write, target held %.1f ms)",
+             name, j->wlen, (double)j->write_ns / 1e6, j->slices, (double)j->max_slice_ns / 1e6,
+             (double)j->max_slice_cpu_ns / 1e6, j->pauses, (double)j->frozen_ns / 1e6);
   }
-  if (j->idx < c->nslots) {
-    c->slots[j->idx].busy = 0;
-    if (j->rc != 0)
-      c->slots[j->idx].written = 0; /* tried again at the next interval */
-  }
-  {
-    size_t idx = j->idx;
-    spill_discard(j); /* a write that never ran */
-    buffer_release(c, &j->w);
-    tlc_free(j);
-    if (idx < c->nslots && c->slots[idx].again && idx < c->targets->n) {
-      /* the shutdown's checkpoint waited for this one: now (no position if storage is gone:
-       * the state then covers every record, nothing is to replay) */
-      c->slots[idx].again = 0;
-      checkpoint_one(c, idx, 0);
-    }
-  }
-  c->inflight--;
-  maybe_finish(c);
-}
-
-static void write_after(uv_work_t *req, int status) {
-  job_t *j = req->data;
-  if (status != 0 && j->rc == 0) {
-    j->rc = status;
-    snprintf(j->why, sizeof j->why, "%s", uv_strerror(status));
-  }
-  j->written_back = 1;
-  if (j->t == NULL) /* the target's input flows again: nothing else refers to the job */
-    job_done(j, j->wlen);
-}
-
-/* Both the state (encoded) and the position (asked of storage) are in: to the threadpool. */
-static void maybe_write(job_t *j) {
-  int rc;
-  if (!j->encoded || !j->have_pos || j->queued)
-    return;
-  j->queued = 1;
-  j->req.data = j;
-  rc = uv_queue_work(j->c->loop, &j->req, write_and_free, write_after);
-  if (rc != 0) {
-    j->rc = rc;
-    snprintf(j->why, sizeof j->why, "threadpool: %s", uv_strerror(rc));
-    write_after(&j->req, 0);
-  }
-}
-
-/* A job given up before its state was encoded (abort_cb): freed once nothing refers to it
- * (the position may still be on its way). */
-static void job_drop(job_t *j) {
-  tlc_cont_t *c = j->c;
-  spill_discard(j); /* now: a later job of the target may open its .tmp meanwhile */
-  if (!j->have_pos)
-    return; /* on_pos frees it */
+  slot_release(j);
   buffer_release(c, &j->w);
+  buffer_release(c, &j->out);
   tlc_free(j);
   c->inflight--;
   maybe_finish(c);
+}
+
+/* A threadpool step is back (on the loop). */
+static void step_after(uv_work_t *req, int status) {
+  job_t *j = req->data;
+  j->io_busy = 0;
+  if (status != 0 && j->io_rc == 0) {
+    j->io_rc = status;
+    snprintf(j->io_why, sizeof j->io_why, "threadpool: %s", uv_strerror(status));
+  }
+  if (j->io_rc != 0 && !j->failed) {
+    j->failed = 1;
+    j->rc = j->io_rc;
+    snprintf(j->why, sizeof j->why, "%s", j->io_why);
+  }
+  if (j->t != NULL) { /* its encoding goes on (or, given up, gives its input back) */
+    j->paused = 0;
+    uv_idle_start(&j->c->idle, on_idle);
+  }
+  chain_next(j);
+}
+
+/* Queues a step (io_busy: none in flight). */
+static void queue_step(job_t *j, uv_work_cb work) {
+  j->req.data = j;
+  j->io_busy = 1;
+  if (uv_queue_work(j->c->loop, &j->req, work, step_after) != 0) {
+    /* cannot be (it fails only without a callback): the step runs here rather than leak */
+    work(&j->req);
+    step_after(&j->req, 0);
+  }
+}
+
+/* The checkpoint's next step, decided on the loop whenever what it waits for came: a step back,
+ * the position, the end of the encoding, its input given back. Ends (frees) the job once its
+ * file is written or gone, its target thawed and its position in: the caller does not touch j
+ * afterwards. */
+static void chain_next(job_t *j) {
+  if (j->io_busy)
+    return;
+  if (j->failed) {
+    if (j->fd >= 0) {
+      queue_step(j, discard_work);
+      return;
+    }
+  } else if (!j->queued) {
+    if (j->encoded && j->have_pos) {
+      j->queued = 1;
+      queue_step(j, final_work);
+    }
+    return;
+  }
+  if (j->t != NULL) /* its input is still being given back */
+    return;
+  slot_release(j);
+  if (j->have_pos) /* else on_pos ends it */
+    job_end(j);
 }
 
 static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
@@ -424,10 +486,7 @@ static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
   if (pos != NULL)
     j->pos = *pos;
   j->have_pos = 1;
-  if (j->aborted)
-    job_drop(j);
-  else
-    maybe_write(j);
+  chain_next(j);
 }
 
 /* ---- encoding in slices (the loop never stalls on a large target) ----
@@ -443,43 +502,26 @@ static void on_pos(void *ud, const tlc_ckpt_pos_t *pos) {
 #define SLICE_UNITS 16                /* rows encoded between two looks at the clock */
 #define SPILL_BYTES ((size_t)1 << 20) /* encoded bytes held before they go to the file */
 
-/* Writes what the encoding holds (its multiple of 8 bytes: the checksum is taken word-wise when
- * the file is read back) to the .tmp file, opened at the first spill, and keeps the rest: a
- * checkpoint holds about SPILL_BYTES plus one step's rows in memory, however large the state.
- * A buffered write of about SPILL_BYTES on the loop, as a slice's encoding costs. 0 or an
- * error (-errno). */
+/* Hands what the encoding holds (its multiple of 8 bytes: the checksum is taken word-wise when
+ * the file is read back) to a spill step and encodes on into the spare buffer (the one the
+ * previous spill wrote), the rest copied over: a checkpoint holds two buffers of about
+ * SPILL_BYTES plus one step's rows, however large the state. Only while no step is in flight.
+ * 0 or w's error. */
 static int spill(job_t *j) {
   tlc_cont_t *c = j->c;
-  size_t n = j->w.len & ~(size_t)7;
-  int rc;
-  if (j->fd < 0) {
-    char tmp[1200];
-    if ((rc = mkdir_p(j->dir)) != 0)
-      return rc;
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
-    /* read and write: the threadpool job reads it back for the checksum */
-    j->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (j->fd < 0)
-      return -errno;
-  }
-  if ((rc = write_all(j->fd, j->w.p, n)) != 0)
-    return rc;
-  memmove(j->w.p, j->w.p + n, j->w.len - n);
-  j->w.len -= n;
+  size_t n = j->w.len & ~(size_t)7, tail = j->w.len - n;
+  tlc_ckw_t full = j->w;
+  j->w = j->out;
+  j->w.len = 0;
+  j->w.err = 0;
+  j->w.max = c->o.max_file_bytes - (size_t)(j->spilled + n); /* the file's cap */
+  tlc_ckw_reserve(&j->w, j->est);
+  tlc_ckw_bytes(&j->w, full.p + n, tail);
+  j->out = full;
+  j->out.len = n;
   j->spilled += n;
-  j->w.max = c->o.max_file_bytes - (size_t)j->spilled; /* the file's cap, not the buffer's */
-  return 0;
-}
-
-/* A job's .tmp file, when it is given up before its write: closed and removed. */
-static void spill_discard(job_t *j) {
-  char tmp[1200];
-  if (j->fd < 0)
-    return;
-  close(j->fd);
-  j->fd = -1;
-  snprintf(tmp, sizeof tmp, "%s/%s.tmp", j->dir, TLC_CKPT_NAME);
-  unlink(tmp);
+  queue_step(j, spill_work);
+  return j->w.err;
 }
 
 static uint64_t cpu_ns(void) {
@@ -488,23 +530,29 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Encodes target t's state for one slice (budget ns; UINT64_MAX: to the end). 1 done, 0 more,
- * or an error (w's). */
+/* Encodes target t's state for one slice (budget ns; UINT64_MAX: as far as it can). 1 done,
+ * 0 more (j->paused: its buffer is full while the previous one is still being written: it goes
+ * on when that write is back), or an error (w's). */
 static int slice(job_t *j, tlc_target_t *t, uint64_t budget) {
   tlc_cont_t *c = j->c;
   uint64_t t0 = mono_ns(), c0 = cpu_ns(), dt, dc;
-  int rc;
-  do {
-    rc = tlc_ckpt_encode_step(t, &j->sv, &j->w, SLICE_UNITS);
-    if (rc >= 0 && j->w.err == 0 && j->w.len >= SPILL_BYTES) {
-      int sr = spill(j);
-      if (sr != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint %s/%s.tmp: %s", t->name,
-                j->dir, TLC_CKPT_NAME, err_text(sr));
-        rc = sr;
+  int rc = 0;
+  for (;;) {
+    if (j->w.err == 0 && j->w.len >= SPILL_BYTES) {
+      if (j->io_busy) {
+        j->paused = 1;
+        j->pauses++;
+        break;
       }
+      if ((rc = spill(j)) != 0)
+        break;
     }
-  } while (rc == 0 && mono_ns() - t0 < budget);
+    rc = tlc_ckpt_encode_step(t, &j->sv, &j->w, SLICE_UNITS);
+    if (rc != 0 || mono_ns() - t0 >= budget)
+      break;
+  }
+  if (rc == 0 && !j->paused && !j->io_busy && j->w.err == 0 && j->w.len >= SPILL_BYTES)
+    rc = spill(j); /* written while the loop does other work */
   dt = mono_ns() - t0;
   dc = cpu_ns() - c0;
   j->slices++;
@@ -523,17 +571,15 @@ static int slice(job_t *j, tlc_target_t *t, uint64_t budget) {
   return rc;
 }
 
-static void job_fail_encode(job_t *j, tlc_target_t *t, int rc) {
+/* The encoding failed: counted and logged now; the job ends once its file is gone. */
+static void fail_encode(job_t *j, tlc_target_t *t, int rc) {
   tlc_cont_t *c = j->c;
   tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not taken: %s", t->name,
           tlc_strerror(rc));
   c->st.write_errors++;
-  if (j->idx < c->nslots) {
-    c->slots[j->idx].busy = 0;
-    c->slots[j->idx].written = 0;
-  }
-  j->aborted = 1;
-  job_drop(j);
+  j->failed = 1;
+  j->reported = 1;
+  j->rc = rc;
 }
 
 /* The state is encoded: its position and the file are the threadpool's; the input flows
@@ -544,46 +590,7 @@ static void encoded(job_t *j) {
   c->st.last_encode_ns = j->encode_ns;
   if (j->encode_ns > c->st.max_encode_ns)
     c->st.max_encode_ns = j->encode_ns;
-  maybe_write(j);
-}
-
-static void on_idle(uv_idle_t *h) {
-  tlc_cont_t *c = h->data;
-  job_t *j = c->slicing;
-  tlc_target_t *t;
-  int rc;
-  if (j == NULL) {
-    uv_idle_stop(h);
-    return;
-  }
-  /* round robin: this job goes to the end of the list */
-  if (j->next != NULL) {
-    job_t *last = j->next;
-    while (last->next != NULL)
-      last = last->next;
-    c->slicing = j->next;
-    j->next = NULL;
-    last->next = j;
-  }
-  t = j->t;
-  if (!j->encoded) {
-    rc = slice(j, t, c->o.slice_ns);
-    if (rc < 0) {
-      unlist(j);
-      (void)tlc_target_thaw(t, SIZE_MAX); /* the kept bytes, then reading again */
-      job_fail_encode(j, t, rc);
-      return;
-    }
-    if (rc == 1)
-      encoded(j);
-    return;
-  }
-  if (tlc_target_thaw(t, THAW_BYTES)) {
-    thawed(j);
-    unlist(j);
-    if (j->written_back)
-      job_done(j, j->wlen);
-  }
+  chain_next(j);
 }
 
 /* The target's input flows again: how long it was held (a target is not frozen again before
@@ -613,17 +620,60 @@ static void unlist(job_t *j) {
     uv_idle_stop(&c->idle);
 }
 
+/* One turn of a sliced job: a slice of its encoding, or of its input given back. */
+static void advance(job_t *j, uint64_t budget, size_t thaw_bytes) {
+  tlc_target_t *t = j->t;
+  if (!j->encoded && !j->failed) {
+    int rc = slice(j, t, budget);
+    if (rc == 1)
+      encoded(j); /* listed: not freed */
+    if (rc >= 0)
+      return;
+    fail_encode(j, t, rc);
+  }
+  if (j->failed && !j->encoded) { /* given up: the kept bytes at once, then reading again */
+    unlist(j);
+    thawed(j);
+    (void)tlc_target_thaw(t, SIZE_MAX);
+    chain_next(j);
+    return;
+  }
+  if (tlc_target_thaw(t, thaw_bytes)) {
+    thawed(j);
+    unlist(j);
+    chain_next(j);
+  }
+}
+
+static void on_idle(uv_idle_t *h) {
+  tlc_cont_t *c = h->data;
+  job_t **pp = &c->slicing, *j;
+  /* the first job that can go on (not waiting for a write) */
+  while (*pp != NULL && (*pp)->paused && !(*pp)->encoded && !(*pp)->failed)
+    pp = &(*pp)->next;
+  if ((j = *pp) == NULL) { /* each one waits for its write, whose end starts the handle again */
+    uv_idle_stop(h);
+    return;
+  }
+  /* round robin: this job goes to the end of the list */
+  *pp = j->next;
+  j->next = NULL;
+  for (pp = &c->slicing; *pp != NULL; pp = &(*pp)->next)
+    ;
+  *pp = j;
+  /* from the shutdown on (the sources are gone), as far as it can at once */
+  advance(j, c->shutdown ? UINT64_MAX : c->o.slice_ns, c->shutdown ? SIZE_MAX : THAW_BYTES);
+}
+
 /* target.h abort_cb: the target's freeze ends early (a detach, the kept bytes at their cap,
  * the target freed). Called from inside the target: only forgets. */
 static void on_abort(void *ud, tlc_target_t *t) {
   job_t *j = ud;
   tlc_cont_t *c = j->c;
-  (void)t;
   thawed(j);
   unlist(j);
-  if (j->encoded) { /* only its input was still being given back: the checkpoint stands */
-    if (j->written_back)
-      job_done(j, j->wlen);
+  if (j->encoded || j->failed) { /* only its input was still being given back */
+    chain_next(j);
     return;
   }
   c->st.aborted++;
@@ -631,34 +681,17 @@ static void on_abort(void *ud, tlc_target_t *t) {
           "target %s: checkpoint given up (its stream ended or its held input reached %zu "
           "bytes); again at the next interval",
           t->name, (size_t)TLC_TARGET_FREEZE_MAX);
-  if (j->idx < c->nslots) {
-    c->slots[j->idx].busy = 0;
-    c->slots[j->idx].written = 0;
-  }
-  j->aborted = 1;
-  job_drop(j);
+  j->failed = 1;
+  j->reported = 1; /* not a write error */
+  chain_next(j);
 }
 
-/* Finishes every sliced job now (shutdown): the encodings to their end, the input given back. */
+/* Shutdown (the sources are gone): the sliced checkpoints go on as far as they can at once,
+ * from the idle handle, which runs until the last checkpoint is done (tlc_cont_close). */
 static void finish_slicing(tlc_cont_t *c) {
-  while (c->slicing != NULL) {
-    job_t *j = c->slicing;
-    tlc_target_t *t = j->t;
-    if (!j->encoded) {
-      int rc = slice(j, t, UINT64_MAX);
-      if (rc < 0) {
-        unlist(j);
-        (void)tlc_target_thaw(t, SIZE_MAX);
-        job_fail_encode(j, t, rc);
-        continue;
-      }
-      encoded(j);
-    }
-    unlist(j);
-    (void)tlc_target_thaw(t, SIZE_MAX);
-    if (j->written_back)
-      job_done(j, j->wlen);
-  }
+  c->shutdown = 1;
+  if (c->slicing != NULL)
+    uv_idle_start(&c->idle, on_idle);
 }
 
 static void fingerprint(const tlc_target_t *t, uint64_t fp[4]) {
@@ -669,7 +702,7 @@ static void fingerprint(const tlc_target_t *t, uint64_t fp[4]) {
 }
 
 /* Checkpoints target i when its state moved since the last one and none is in flight.
- * may_slice 0 (shutdown): encoded here in one go. */
+ * may_slice 0 (shutdown): encoded as far as its writes allow at once. */
 static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
   tlc_target_t *t = c->targets->v[i];
   slot_t *s;
@@ -711,6 +744,7 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
     return;
   }
   tlc_ckw_init(&j->w, c->o.max_file_bytes);
+  tlc_ckw_init(&j->out, c->o.max_file_bytes);
   {
     /* the buffer at about its final size at once (growing it by doubling would copy it), a
      * small state's, or what is held between two spills (spill) */
@@ -736,38 +770,30 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
   fingerprint(t, s->fp);
   rc = tlc_ckpt_encode_begin(t, &j->sv, &j->w);
   if (rc == 0)
-    rc = slice(j, t, may_slice && !c->closing ? c->o.slice_ns : UINT64_MAX);
+    rc = slice(j, t, may_slice && !c->shutdown ? c->o.slice_ns : UINT64_MAX);
+  if (rc == 0 && tlc_target_freeze(t, on_abort, j) != 0)
+    rc = TLC_EINVAL; /* cannot be: one checkpoint per target */
   if (rc < 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: checkpoint not taken: %s", t->name,
-            tlc_strerror(rc));
-    c->st.write_errors++;
-    s->busy = 0;
-    s->written = 0;
-    spill_discard(j);
-    buffer_release(c, &j->w);
-    tlc_free(j);
-    c->inflight--;
-    maybe_finish(c);
+    fail_encode(j, t, rc);
+    j->have_pos = 1; /* none asked */
+    chain_next(j);   /* a spill in flight: ended once it is back and its file removed */
     return;
   }
   s->written = 1;
   if (rc == 0) {
     /* more than a slice: the state stays as it is (input held) until encoded */
-    if (tlc_target_freeze(t, on_abort, j) != 0) { /* cannot be: one job per target */
-      (void)slice(j, t, UINT64_MAX);
-    } else {
-      j->t = t;
-      j->frozen_at = mono_ns();
-      j->next = c->slicing;
-      c->slicing = j;
-      uv_idle_start(&c->idle, on_idle);
-    }
+    j->t = t;
+    j->frozen_at = mono_ns();
+    j->next = c->slicing;
+    c->slicing = j;
+    uv_idle_start(&c->idle, on_idle);
   }
-  /* the position: everything queued to storage so far, which is what the state holds */
+  /* the position: everything queued to storage so far, which is what the state holds (j is
+   * not freed before its final step: not given up, nothing ends it here) */
   if (c->o.mark == NULL || c->o.mark(c->o.mark_ud, t, on_pos, j) != 0)
     on_pos(j, NULL);
-  if (j->t == NULL && !j->encoded)
-    encoded(j); /* in one slice (j is not freed before the write) */
+  if (rc == 1)
+    encoded(j); /* in one slice */
 }
 
 static void round_all(tlc_cont_t *c, int may_slice) {
@@ -1219,8 +1245,17 @@ void tlc_cont_set_mark(tlc_cont_t *c, tlc_cont_mark_fn mark, void *ud, int repla
   c->o.replay = replay;
 }
 
+static void timer_closed(uv_handle_t *h);
+
 static void maybe_finish(tlc_cont_t *c) {
-  if (!c->closing || c->inflight > 0 || c->timers_closed < 3)
+  if (!c->closing || c->inflight > 0)
+    return;
+  if (!c->idle_closing) { /* the last checkpoint is done: nothing starts the handle again */
+    c->idle_closing = 1;
+    uv_close((uv_handle_t *)&c->idle, timer_closed);
+    return;
+  }
+  if (c->timers_closed < 3)
     return;
   void (*cb)(void *) = c->close_cb;
   void *ud = c->close_ud;
@@ -1250,12 +1285,12 @@ void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud) {
   c->closing = 1;
   c->close_cb = cb;
   c->close_ud = ud;
-  finish_slicing(c); /* no target stays frozen */
+  finish_slicing(c); /* the checkpoints in flight go on: waited for below */
   c->o.mark = NULL;  /* storage is going away: positions already asked for still come */
   tlc_targets_unobserve(c->targets, c);
   uv_close((uv_handle_t *)&c->timer, timer_closed);
   uv_close((uv_handle_t *)&c->soon, timer_closed);
-  uv_close((uv_handle_t *)&c->idle, timer_closed);
+  maybe_finish(c); /* the idle handle once no checkpoint is in flight */
 }
 
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s) {

@@ -1,8 +1,9 @@
 /* continuity.h - statistics that survive restarts (SPEC section 10): checkpoints and restore.
  *
  * Every checkpoint_interval, and at shutdown, each target whose state changed since its last
- * checkpoint is encoded (ckfile.h) through a buffer of about 1 MiB (written to the .tmp file
- * each time it fills, so a checkpoint's memory does not grow with the state), the storage
+ * checkpoint is encoded (ckfile.h) through two buffers of about 1 MiB (each written to the .tmp
+ * file by the threadpool when it fills, the encoding waiting while both are full, so a
+ * checkpoint's memory does not grow with the state), the storage
  * position its statistics cover is asked of the store (opts.mark: a command in the store's
  * queue, so the position is exactly "every record before this point"), and the file is
  * written: <state>/<target>/
