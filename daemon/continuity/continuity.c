@@ -46,6 +46,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ typedef struct slot {
 
 typedef struct job {
   uv_work_t req;
-  struct job *next; /* in tlc_cont.slicing while its target is frozen */
+  TAILQ_ENTRY(job) link; /* in tlc_cont.slicing while its target is frozen */
   tlc_cont_t *c;
   size_t idx;
   tlc_target_t *t; /* frozen for it (in the slicing list), else NULL */
@@ -94,11 +95,11 @@ struct tlc_cont {
   tlc_cont_opts_t o;
   char state_dir[1024];
   uv_timer_t timer;
-  uv_timer_t soon; /* a checkpoint right after a restore */
-  uv_work_t warm;  /* starts libuv's threadpool at start (see tlc_cont_new) */
-  uv_idle_t idle;  /* encodes the frozen targets' states a slice per loop turn */
-  job_t *slicing;  /* jobs whose target is frozen (encoding, or its input given back) */
-  slot_t *slots;   /* one per registry index (the registry never reorders) */
+  uv_timer_t soon;           /* a checkpoint right after a restore */
+  uv_work_t warm;            /* starts libuv's threadpool at start (see tlc_cont_new) */
+  uv_idle_t idle;            /* encodes the frozen targets' states a slice per loop turn */
+  TAILQ_HEAD(, job) slicing; /* jobs whose target is frozen (encoding, or its input given back) */
+  slot_t *slots;             /* one per registry index (the registry never reorders) */
   size_t nslots;
   unsigned inflight;
   char **qnames; /* targets whose checkpoint was set aside at start: rebuilt when created */
@@ -549,7 +550,7 @@ static void encoded(job_t *j) {
 
 static void on_idle(uv_idle_t *h) {
   tlc_cont_t *c = h->data;
-  job_t *j = c->slicing;
+  job_t *j = TAILQ_FIRST(&c->slicing);
   tlc_target_t *t;
   int rc;
   if (j == NULL) {
@@ -557,13 +558,9 @@ static void on_idle(uv_idle_t *h) {
     return;
   }
   /* round robin: this job goes to the end of the list */
-  if (j->next != NULL) {
-    job_t *last = j->next;
-    while (last->next != NULL)
-      last = last->next;
-    c->slicing = j->next;
-    j->next = NULL;
-    last->next = j;
+  if (TAILQ_NEXT(j, link) != NULL) {
+    TAILQ_REMOVE(&c->slicing, j, link);
+    TAILQ_INSERT_TAIL(&c->slicing, j, link);
   }
   t = j->t;
   if (!j->encoded) {
@@ -602,14 +599,10 @@ static void thawed(job_t *j) {
 
 static void unlist(job_t *j) {
   tlc_cont_t *c = j->c;
-  job_t **pp = &c->slicing;
-  while (*pp != NULL && *pp != j)
-    pp = &(*pp)->next;
-  if (*pp == j)
-    *pp = j->next;
-  j->next = NULL;
+  if (j->t != NULL) /* in the list exactly while its target is frozen for it */
+    TAILQ_REMOVE(&c->slicing, j, link);
   j->t = NULL;
-  if (c->slicing == NULL)
+  if (TAILQ_EMPTY(&c->slicing))
     uv_idle_stop(&c->idle);
 }
 
@@ -641,8 +634,8 @@ static void on_abort(void *ud, tlc_target_t *t) {
 
 /* Finishes every sliced job now (shutdown): the encodings to their end, the input given back. */
 static void finish_slicing(tlc_cont_t *c) {
-  while (c->slicing != NULL) {
-    job_t *j = c->slicing;
+  while (!TAILQ_EMPTY(&c->slicing)) {
+    job_t *j = TAILQ_FIRST(&c->slicing);
     tlc_target_t *t = j->t;
     if (!j->encoded) {
       int rc = slice(j, t, UINT64_MAX);
@@ -758,8 +751,7 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
     } else {
       j->t = t;
       j->frozen_at = mono_ns();
-      j->next = c->slicing;
-      c->slicing = j;
+      TAILQ_INSERT_HEAD(&c->slicing, j, link);
       uv_idle_start(&c->idle, on_idle);
     }
   }
@@ -1172,6 +1164,7 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   c->loop = loop;
   c->targets = targets;
   c->o = *o;
+  TAILQ_INIT(&c->slicing);
   if (c->o.max_file_bytes == 0)
     c->o.max_file_bytes = (size_t)4 << 30;
   if (c->o.slice_ns == 0)

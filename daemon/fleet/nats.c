@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,7 +99,7 @@ typedef struct bridge {
   uint64_t dropped_bytes;
   uint64_t inflight, inflight_bytes;    /* published, acknowledgement to come */
   char why[TLC_FLEET_DROP_N][ERR_TEXT]; /* the server's last word for each reason */
-  struct bridge *next_orphan;           /* tlc_fleet_shutdown frees these */
+  SLIST_ENTRY(bridge) orphan;           /* tlc_fleet_shutdown frees these */
 } bridge_t;
 
 typedef struct tstate {
@@ -1174,14 +1175,14 @@ static natsStatus set_creds(tlc_fleet_t *f) {
 /* libnats is a process-wide library: whether this process opened it (tlc_fleet_shutdown) */
 static int lib_opened;
 /* The bridges of closed fleets that a libnats thread may still use (tlc_fleet_close) */
-static bridge_t *orphans;
+static SLIST_HEAD(, bridge) orphans = SLIST_HEAD_INITIALIZER(orphans);
 
 void tlc_fleet_shutdown(void) {
   if (lib_opened && nats_CloseAndWait(10000) == NATS_OK) {
     lib_opened = 0;
-    while (orphans != NULL) { /* no libnats thread runs any more */
-      bridge_t *b = orphans;
-      orphans = b->next_orphan;
+    while (!SLIST_EMPTY(&orphans)) { /* no libnats thread runs any more */
+      bridge_t *b = SLIST_FIRST(&orphans);
+      SLIST_REMOVE_HEAD(&orphans, orphan);
       uv_mutex_destroy(&b->mu);
       free(b);
     }
@@ -1348,8 +1349,7 @@ void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud) {
     uv_mutex_destroy(&b->mu);
     free(b);
   } else {
-    b->next_orphan = orphans;
-    orphans = b;
+    SLIST_INSERT_HEAD(&orphans, b, orphan);
   }
   f->br = NULL;
   /* A getaddrinfo request in flight cannot be cancelled for sure, nor a closing probe hurried:

@@ -59,6 +59,7 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 
@@ -113,7 +114,7 @@ struct tlc_http {
   uv_timer_t tick;
   uv_idle_t wait;
   int tick_init, wait_init;
-  pss_t *ws;                   /* live WebSockets */
+  LIST_HEAD(, pss) ws;         /* live WebSockets */
   tlc__http_live_cache_t live; /* their messages' shared pieces */
   int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
   int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
@@ -158,7 +159,7 @@ struct pss {
   int authed;                   /* live: its token was accepted (or none is needed) */
   tlc__http_pending_t *pending; /* range statistics being computed off the loop (route.c) */
   /* live */
-  pss_t *prev, *next;
+  LIST_ENTRY(pss) link; /* in h->ws while is_ws */
   struct lws *wsi;
   int due;
   tlc__http_live_t live;
@@ -611,13 +612,7 @@ static void ws_unlink(pss_t *p) {
   tlc_http_t *h = p->h;
   if (!p->is_ws)
     return;
-  if (p->prev != NULL)
-    p->prev->next = p->next;
-  else if (h->ws == p)
-    h->ws = p->next;
-  if (p->next != NULL)
-    p->next->prev = p->prev;
-  p->prev = p->next = NULL;
+  LIST_REMOVE(p, link);
   p->is_ws = 0;
   h->st.websockets--;
   h->view.websockets = h->st.websockets;
@@ -718,9 +713,10 @@ static int ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) {
 
 static void tick_cb(uv_timer_t *t) {
   tlc_http_t *h = t->data;
-  if (h->ws != NULL)
+  pss_t *p;
+  if (!LIST_EMPTY(&h->ws))
     tlc__http_live_cache_tick(&h->live, now_unix_ms());
-  for (pss_t *p = h->ws; p != NULL; p = p->next) {
+  LIST_FOREACH(p, &h->ws, link) {
     if (!p->authed)
       continue;
     if (p->due)
@@ -951,10 +947,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     if (!p->is_ws) {
       p->is_ws = 1;
       p->wsi = wsi;
-      p->next = h->ws;
-      if (h->ws != NULL)
-        h->ws->prev = p;
-      h->ws = p;
+      LIST_INSERT_HEAD(&h->ws, p, link);
       h->st.websockets++;
       h->view.websockets = h->st.websockets;
     }
@@ -1128,6 +1121,7 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_http_src_t
   h->o.origins = h->origins;
   tlc_peers_init(&h->peers, o->max_per_address);
   h->accepted_slot = TLC_PEERS_NONE;
+  LIST_INIT(&h->ws);
   h->view.src = *src;
   h->view.metrics_areas = o->metrics_areas;
   h->view.start_unix_ms = o->start_unix_ms;
