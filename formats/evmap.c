@@ -26,12 +26,17 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-#include "base/hash.h"
 #include "base/htab.h"
 
 #include <string.h>
 
 #define NTYPES 6
+
+#if defined(__GNUC__)
+#define TLC_EVMAP_NOINLINE __attribute__((noinline))
+#else
+#define TLC_EVMAP_NOINLINE
+#endif
 
 typedef struct area {
   uint32_t handle;
@@ -113,6 +118,7 @@ const tlc_evmap_counters_t *tlc_evmap_counters(const tlc_evmap_t *m) {
   return &m->c;
 }
 
+/* FNV-1a of (type, name); the table mixes it (tlc_mix64) before placing it. */
 static uint64_t name_hash(unsigned type, const char *s, size_t len) {
   uint64_t h = 0xcbf29ce484222325ull ^ type;
   size_t i;
@@ -120,25 +126,16 @@ static uint64_t name_hash(unsigned type, const char *s, size_t len) {
     h ^= (uint8_t)s[i];
     h *= 0x100000001b3ull;
   }
-  return tlc_mix64(h);
+  return h;
 }
 
-/* The handle of (type, name), adding the area if new. Returns 0 with *h, TLC_ELIMIT past a cap,
- * or TLC_ENOMEM (nothing added). */
-static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t len, uint32_t *h) {
-  uint64_t hash = name_hash(type, name, len);
+/* Adds the area (type, name) of hash `hash` (not there yet): area_handle's returns. Kept out of
+ * line: the lookup before it is the path every item takes. */
+static TLC_EVMAP_NOINLINE int area_add(tlc_evmap_t *m, unsigned type, const char *name, size_t len,
+                                       uint64_t hash, uint32_t *h) {
   vec32_t *bt = &m->bytype[type];
-  const uint64_t *v;
   area_t *a;
   void *p;
-  for (v = tlc_htab_get(&m->names_ht, hash); v != NULL;
-       v = tlc_htab_get_next(&m->names_ht, hash, v)) {
-    a = &m->areas[*v];
-    if (a->len == len && (a->handle >> 28) == type && memcmp(m->names + a->off, name, len) == 0) {
-      *h = a->handle;
-      return 0;
-    }
-  }
   if (m->nareas >= m->opts.max_names || len + 1 > m->opts.max_name_bytes - m->names_len)
     return TLC_ELIMIT;
   if (m->opts.charge_cb != NULL) {
@@ -183,6 +180,22 @@ static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t l
   m->nareas++;
   *h = a->handle;
   return 0;
+}
+
+/* The handle of (type, name), adding the area if new. Returns 0 with *h, TLC_ELIMIT past a cap,
+ * or TLC_ENOMEM (nothing added). */
+static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t len, uint32_t *h) {
+  uint64_t hash = name_hash(type, name, len);
+  const uint64_t *v;
+  for (v = tlc_htab_get(&m->names_ht, hash); v != NULL;
+       v = tlc_htab_get_next(&m->names_ht, hash, v)) {
+    const area_t *a = &m->areas[*v];
+    if (a->len == len && (a->handle >> 28) == type && memcmp(m->names + a->off, name, len) == 0) {
+      *h = a->handle;
+      return 0;
+    }
+  }
+  return area_add(m, type, name, len, hash, h);
 }
 
 /* The thread's entry, added if new; *t = NULL past max_threads. 0 or TLC_ENOMEM. */
