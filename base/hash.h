@@ -1,4 +1,4 @@
-/* tlc_hash.h - the 64-bit mixer every open-addressing table in formats/ hashes with.
+/* hash.h - the 64-bit mixer the hash table (htab.h) places its keys with.
  *
  * MurmurHash3's fmix64 finaliser: every input bit affects every output bit, so keys that differ
  * only in high bits (handles, thread ids, pointers) spread over a power-of-two table. Pure.

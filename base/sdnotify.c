@@ -15,17 +15,12 @@
 #include "base/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <unistd.h>
-
-#ifdef TLC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
-#endif
 
 static struct {
   int fd; /* -1 not opened yet, -2 no NOTIFY_SOCKET */
@@ -139,20 +134,16 @@ static void watchdog_cb(uv_timer_t *t) {
 }
 
 int tlc_sd_watchdog_start(uv_loop_t *loop) {
-  const char *us = getenv("WATCHDOG_USEC");
-  const char *pid = getenv("WATCHDOG_PID");
-  unsigned long long v;
-  char *end;
-  int r;
-  if (us == NULL || *us == '\0')
-    return 0;
-  if (pid != NULL && *pid != '\0' && strtol(pid, NULL, 10) != (long)getpid())
-    return 0;
-  v = strtoull(us, &end, 10);
-  if (*end != '\0' || v == 0) {
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_NOTIFY, "ignoring invalid WATCHDOG_USEC=%s", us);
+  uint64_t v = 0;
+  int r = sd_watchdog_enabled(0, &v); /* WATCHDOG_USEC, and WATCHDOG_PID when set is ours */
+  if (r < 0) {
+    const char *us = getenv("WATCHDOG_USEC");
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_NOTIFY, "ignoring invalid WATCHDOG_USEC=%s",
+            us != NULL ? us : "");
     return 0;
   }
+  if (r == 0)
+    return 0;
   S.period_ms = v / 2000;
   if (S.period_ms == 0)
     S.period_ms = 1;
@@ -185,77 +176,35 @@ uint64_t tlc_sd_watchdog_withheld(void) {
 }
 
 int tlc_sd_listen_fds(tlc_sd_fd_t **out) {
+  char **names = NULL;
+  int n;
   *out = S.fds;
   if (S.fds_read)
     return S.nfds;
   S.fds_read = 1;
-#ifdef TLC_HAVE_SYSTEMD
-  {
-    char **names = NULL;
-    int n = sd_listen_fds_with_names(1, &names);
-    if (n < 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_NOTIFY, "socket activation: %s", strerror(-n));
-      return n;
-    }
-    if (n > TLC_SD_MAX_FDS) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_NOTIFY, "socket activation: %d fds, at most %d supported", n,
-              TLC_SD_MAX_FDS);
-      return TLC_ELIMIT;
-    }
-    for (int i = 0; i < n; i++) {
-      S.fds[i].fd = SD_LISTEN_FDS_START + i;
-      snprintf(S.fds[i].name, sizeof(S.fds[i].name), "%s",
-               names != NULL && names[i] != NULL ? names[i] : "unknown");
-    }
-    if (names != NULL) {
-      for (int i = 0; i < n; i++)
-        free(names[i]);
-      free(names);
-    }
-    S.nfds = n;
+  /* unsets LISTEN_* and marks the sockets FD_CLOEXEC: nothing spawned inherits them */
+  n = sd_listen_fds_with_names(1, &names);
+  if (n < 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_NOTIFY, "socket activation: %s", strerror(-n));
     return n;
   }
-#else
-  {
-    const char *lp = getenv("LISTEN_PID");
-    const char *lf = getenv("LISTEN_FDS");
-    const char *ln = getenv("LISTEN_FDNAMES");
-    long n;
-    if (lp == NULL || lf == NULL || strtol(lp, NULL, 10) != (long)getpid()) {
-      unsetenv("LISTEN_PID");
-      unsetenv("LISTEN_FDS");
-      unsetenv("LISTEN_FDNAMES");
-      return 0;
-    }
-    n = strtol(lf, NULL, 10);
-    if (n < 0 || n > TLC_SD_MAX_FDS) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_NOTIFY, "socket activation: LISTEN_FDS=%s not supported", lf);
-      return TLC_ELIMIT;
-    }
-    for (long i = 0; i < n; i++) {
-      const char *end;
-      size_t len = 0;
-      S.fds[i].fd = 3 + (int)i;
-      snprintf(S.fds[i].name, sizeof(S.fds[i].name), "unknown");
-      if (ln != NULL && *ln != '\0') {
-        end = strchr(ln, ':');
-        len = end != NULL ? (size_t)(end - ln) : strlen(ln);
-        if (len > 0 && len < sizeof(S.fds[i].name)) {
-          memcpy(S.fds[i].name, ln, len);
-          S.fds[i].name[len] = '\0';
-        }
-        ln = end != NULL ? end + 1 : ln + len;
-      }
-      /* FD_CLOEXEC: inherited sockets must not leak into anything we spawn. */
-      (void)fcntl(S.fds[i].fd, F_SETFD, FD_CLOEXEC);
-    }
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    S.nfds = (int)n;
-    return (int)n;
+  for (int i = 0; i < n && i < TLC_SD_MAX_FDS; i++) {
+    S.fds[i].fd = SD_LISTEN_FDS_START + i;
+    snprintf(S.fds[i].name, sizeof(S.fds[i].name), "%s",
+             names != NULL && names[i] != NULL ? names[i] : "unknown");
   }
-#endif
+  if (names != NULL) {
+    for (int i = 0; i < n; i++)
+      free(names[i]);
+    free(names);
+  }
+  if (n > TLC_SD_MAX_FDS) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_NOTIFY, "socket activation: %d fds, at most %d supported", n,
+            TLC_SD_MAX_FDS);
+    return TLC_ELIMIT;
+  }
+  S.nfds = n;
+  return n;
 }
 
 int tlc_sd_check_stream_listener(int fd, int want_unix, char *why, size_t whylen) {

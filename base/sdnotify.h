@@ -1,11 +1,10 @@
 /* sdnotify.h - systemd integration without blocking: sd_notify, the watchdog, socket activation.
  *
  * Notifications use the documented datagram protocol directly (one AF_UNIX SOCK_DGRAM sendto to
- * $NOTIFY_SOCKET, '@' = abstract namespace) with MSG_DONTWAIT, in every build: a notify reader
- * that stops reading never blocks the loop (a message is dropped and counted instead), and the
- * same code serves the test harness and real systemd. With libsystemd (TLC_HAVE_SYSTEMD),
- * inherited sockets are taken with sd_listen_fds_with_names; without it, the same LISTEN_PID /
- * LISTEN_FDS / LISTEN_FDNAMES protocol is read directly.
+ * $NOTIFY_SOCKET, '@' = abstract namespace) with MSG_DONTWAIT: a notify reader that stops reading
+ * never blocks the loop (a message is dropped and counted instead). libsystemd's sd_notify sends
+ * on a blocking socket, so it is not used for that; libsystemd reads the watchdog's settings
+ * (sd_watchdog_enabled) and the inherited sockets (sd_listen_fds_with_names).
  *
  * Health gate (RELIABILITY R15): WATCHDOG=1 is sent from a loop timer at half WATCHDOG_USEC and
  * only when every registered health check passes (tlc_sd_health_add) and the loop itself is not

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -39,12 +40,12 @@
 #define RBUF 65536
 
 typedef struct qnode {
-  struct qnode *next;
+  STAILQ_ENTRY(qnode) link;
   Tlcap__ServerMessage *m;
 } qnode_t;
 
 typedef struct saved_sub {
-  struct saved_sub *next;
+  SLIST_ENTRY(saved_sub) link;
   uint32_t id;
   size_t len;
   uint8_t data[]; /* the framed Subscribe request */
@@ -59,9 +60,9 @@ struct tlc_client {
   uint8_t *rbuf;
   size_t rlen, roff;
   Tlcap__ServerMessage *welcome;
-  qnode_t *qhead, *qtail;
+  STAILQ_HEAD(, qnode) q; /* unsolicited messages, oldest first */
   size_t nq;
-  saved_sub_t *subs;
+  SLIST_HEAD(, saved_sub) subs; /* sent again on reconnect */
   uint32_t next_req, next_sub;
   /* TLS */
   int tls;
@@ -543,11 +544,9 @@ int tlc_client_recv(tlc_client_t *c, int timeout_ms, Tlcap__ServerMessage **out)
   *out = NULL;
   for (;;) {
     int r;
-    if (c->qhead != NULL) {
-      qnode_t *q = c->qhead;
-      c->qhead = q->next;
-      if (c->qhead == NULL)
-        c->qtail = NULL;
+    if (!STAILQ_EMPTY(&c->q)) {
+      qnode_t *q = STAILQ_FIRST(&c->q);
+      STAILQ_REMOVE_HEAD(&c->q, link);
       c->nq--;
       *out = q->m;
       tlc_free(q);
@@ -628,12 +627,7 @@ int tlc_client_request(tlc_client_t *c, Tlcap__ClientMessage *req, Tlcap__Server
         continue;
       }
       q->m = m;
-      q->next = NULL;
-      if (c->qtail != NULL)
-        c->qtail->next = q;
-      else
-        c->qhead = q;
-      c->qtail = q;
+      STAILQ_INSERT_TAIL(&c->q, q, link);
       c->nq++;
     }
   }
@@ -706,12 +700,12 @@ int tlc_client_reconnect(tlc_client_t *c, char *err, size_t errlen) {
     disconnect(c);
     return r;
   }
-  for (s = c->subs; s != NULL; s = s->next)
-    if ((r = write_all(c, s->data, s->len, c->o.timeout_ms)) < 0) {
-      set_err(err, errlen, "%s: resubscribe: %s", c->addr, tlc_strerror(r));
-      disconnect(c);
-      return r;
-    }
+  SLIST_FOREACH(s, &c->subs, link)
+  if ((r = write_all(c, s->data, s->len, c->o.timeout_ms)) < 0) {
+    set_err(err, errlen, "%s: resubscribe: %s", c->addr, tlc_strerror(r));
+    disconnect(c);
+    return r;
+  }
   return 0;
 }
 
@@ -724,6 +718,8 @@ int tlc_client_connect(const char *addr, const tlc_client_opts_t *o, tlc_client_
   if (c == NULL)
     return TLC_ENOMEM;
   c->fd = -1;
+  STAILQ_INIT(&c->q);
+  SLIST_INIT(&c->subs);
   if (o != NULL)
     c->o = *o;
   if (c->o.timeout_ms <= 0)
@@ -769,15 +765,15 @@ void tlc_client_free(tlc_client_t *c) {
     return;
   disconnect(c);
   tlc_frame_dec_fini(&c->dec);
-  while (c->qhead != NULL) {
-    qnode_t *q = c->qhead;
-    c->qhead = q->next;
+  while (!STAILQ_EMPTY(&c->q)) {
+    qnode_t *q = STAILQ_FIRST(&c->q);
+    STAILQ_REMOVE_HEAD(&c->q, link);
     tlc_client_msg_free(q->m);
     tlc_free(q);
   }
-  while (c->subs != NULL) {
-    saved_sub_t *s = c->subs;
-    c->subs = s->next;
+  while (!SLIST_EMPTY(&c->subs)) {
+    saved_sub_t *s = SLIST_FIRST(&c->subs);
+    SLIST_REMOVE_HEAD(&c->subs, link);
     tlc_free(s);
   }
   SSL_CTX_free(c->ctx);
@@ -824,7 +820,6 @@ int tlc_client_subscribe(tlc_client_t *c, Tlcap__Subscribe *s) {
     tlc_free(sv);
     return r;
   }
-  sv->next = c->subs;
-  c->subs = sv;
+  SLIST_INSERT_HEAD(&c->subs, sv, link);
   return (int)s->subscription_id;
 }

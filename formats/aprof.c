@@ -31,11 +31,11 @@
  * Does not: merge points with the same (routine, rms) (aprof does that when merging reports),
  * check that costs are consistent (min <= max ...), or write reports (aprofw.c does).
  */
-#include "base/hash.h"
 #include "formats/aprof.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/htab.h"
 #include "formats/json.h"
 
 #include <stdarg.h>
@@ -44,13 +44,6 @@
 
 #define DEFAULT_CAP 10000000u
 
-/* id -> index + 1 (0: empty), open addressing */
-typedef struct idmap {
-  uint64_t *key;
-  size_t *val;
-  size_t cap, n;
-} idmap_t;
-
 typedef struct ap {
   tlc_aprof_t *a;
   const char *b;
@@ -58,9 +51,9 @@ typedef struct ap {
   uint64_t line;
   size_t lstart;
   tlc_parse_err_t *err;
-  idmap_t rmap, cmap;
-  int body;      /* an r/u/d/p/q/x line was seen */
-  unsigned seen; /* single-valued header lines seen, bit per letter */
+  tlc_htab_t rmap, cmap; /* routine / context id -> index + 1 */
+  int body;              /* an r/u/d/p/q/x line was seen */
+  unsigned seen;         /* single-valued header lines seen, bit per letter */
 } ap_t;
 
 static size_t capv(size_t v) {
@@ -86,52 +79,9 @@ static int ap_err(ap_t *p, int code, const char *fmt, ...) {
 }
 
 /* Index + 1 for key, or 0. */
-static size_t idmap_get(const idmap_t *m, uint64_t k) {
-  size_t j;
-  if (m->cap == 0)
-    return 0;
-  for (j = tlc_mix64(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
-    if (m->key[j] == k)
-      return m->val[j];
-  return 0;
-}
-
-static int idmap_put(idmap_t *m, uint64_t k, size_t v1) {
-  size_t j;
-  if ((m->n + 1) * 2 > m->cap) {
-    size_t nc = m->cap ? m->cap * 2 : 256, i;
-    uint64_t *nk = tlc_malloc(nc * sizeof(*nk));
-    size_t *nv = tlc_calloc(nc, sizeof(*nv));
-    if (nk == NULL || nv == NULL) {
-      tlc_free(nk);
-      tlc_free(nv);
-      return TLC_ENOMEM;
-    }
-    for (i = 0; i < m->cap; i++) {
-      if (!m->val[i])
-        continue;
-      for (j = tlc_mix64(m->key[i]) & (nc - 1); nv[j]; j = (j + 1) & (nc - 1))
-        ;
-      nk[j] = m->key[i];
-      nv[j] = m->val[i];
-    }
-    tlc_free(m->key);
-    tlc_free(m->val);
-    m->key = nk;
-    m->val = nv;
-    m->cap = nc;
-  }
-  for (j = tlc_mix64(k) & (m->cap - 1); m->val[j]; j = (j + 1) & (m->cap - 1))
-    ;
-  m->key[j] = k;
-  m->val[j] = v1;
-  m->n++;
-  return 0;
-}
-
-static void idmap_free(idmap_t *m) {
-  tlc_free(m->key);
-  tlc_free(m->val);
+static size_t idmap_get(const tlc_htab_t *m, uint64_t k) {
+  const uint64_t *v = tlc_htab_get(m, k);
+  return v != NULL ? (size_t)*v : 0;
 }
 
 void tlc_aprof_init(tlc_aprof_t *a) {
@@ -354,7 +304,7 @@ static int line_r(ap_t *p, size_t i, size_t e) {
     return ap_err(p, TLC_ENOMEM, "out of memory");
   }
   a->routines[a->nroutines++] = rt;
-  if (idmap_put(&p->rmap, rt.id, a->nroutines) < 0)
+  if (tlc_htab_put(&p->rmap, rt.id, a->nroutines) < 0)
     return ap_err(p, TLC_ENOMEM, "out of memory");
   return 0;
 }
@@ -540,7 +490,7 @@ static int line_x(ap_t *p, size_t i, size_t e) {
   a->contexts = nc;
   c.line = p->line;
   a->contexts[a->ncontexts++] = c;
-  if (idmap_put(&p->cmap, c.id, a->ncontexts) < 0)
+  if (tlc_htab_put(&p->cmap, c.id, a->ncontexts) < 0)
     return ap_err(p, TLC_ENOMEM, "out of memory");
   return 0;
 }
@@ -624,7 +574,7 @@ static int group(ap_t *p, char kind) {
   tlc_aprof_point_t *src = kind == 'p' ? a->points : a->cpoints, *dst;
   size_t n = kind == 'p' ? a->npoints : a->ncpoints,
          nown = kind == 'p' ? a->nroutines : a->ncontexts;
-  const idmap_t *map = kind == 'p' ? &p->rmap : &p->cmap;
+  const tlc_htab_t *map = kind == 'p' ? &p->rmap : &p->cmap;
   size_t i, *fill;
   if (n == 0)
     return 0;
@@ -798,8 +748,8 @@ int tlc_aprof_parse(tlc_aprof_t *a, const char *buf, size_t len, tlc_parse_err_t
     if (a->metric == NULL)
       r = ap_err(&p, TLC_ENOMEM, "out of memory");
   }
-  idmap_free(&p.rmap);
-  idmap_free(&p.cmap);
+  tlc_htab_fini(&p.rmap);
+  tlc_htab_fini(&p.cmap);
   return r;
 }
 

@@ -19,15 +19,16 @@
  * point); R/S without an open activation push a partial one (no point); a gap (TLC_EVF_GAP)
  * drops everything open. Only activations seen from E to X make points, as for MIN/MAX/AVG.
  *
- * Memory: routines, CCT nodes and contexts live in open-addressing hash tables with caps; the
- * stacks are capped in depth. Cost O(events x 1) amortised; the real-sum rule keeps a per
- * context count of open activations per routine, so no stack scan.
+ * Memory: routines, CCT nodes and contexts live in arrays, found through hash tables
+ * (base/htab.h), routines and nodes with caps; the stacks are capped in depth. Cost O(events x 1)
+ * amortised; the real-sum rule keeps a per context count of open activations per routine, so no
+ * stack scan.
  */
-#include "base/hash.h"
 #include "formats/aprofw.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/htab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +60,6 @@ typedef struct frame {
 } frame_t;
 
 typedef struct actx {
-  uint64_t key;
-  uint8_t used;
   frame_t *stack;
   size_t depth, cap;
   uint32_t *open; /* per routine: open activations in this context (sized lazily) */
@@ -72,14 +71,13 @@ typedef struct aw {
   uint64_t raised; /* microsecond costs below 0.5 us but above 0 written as 1 (cost()) */
   routine_t *routines;
   size_t nroutines, caproutines;
-  int64_t *rhash; /* handle -> routine index, open addressing, -1 empty */
-  size_t rhcap;
+  tlc_htab_t rhash; /* handle -> routine index */
   node_t *nodes;
   size_t nnodes, capnodes;
-  int64_t *nhash; /* (parent, routine) -> node index */
-  size_t nhcap;
+  tlc_htab_t nhash; /* (parent + 1) << 32 | routine -> node index */
   actx_t *ctx;
-  size_t nctx, ctxcap;
+  size_t nctx, capctx;
+  tlc_htab_t ctxhash; /* context key -> ctx index */
   uint64_t dropped;
   int err;
   uint8_t has_task[256];
@@ -112,59 +110,17 @@ static void point_add(point_t *p, uint64_t cum, uint64_t self, int real) {
   p->self_sqr = sat_add(p->self_sqr, sat_sq(self));
 }
 
-/* Grows an open-addressing table of int64 slots (-1 empty) and rehashes with `keyof`. */
-static int rehash(int64_t **tab, size_t *cap, size_t n, uint64_t (*keyof)(aw_t *, int64_t),
-                  aw_t *w) {
-  size_t ncap = *cap ? *cap * 2 : 1024, i;
-  int64_t *nt;
-  if (n * 2 < *cap)
-    return 0;
-  nt = tlc_malloc(ncap * sizeof(*nt));
-  if (nt == NULL)
-    return TLC_ENOMEM;
-  for (i = 0; i < ncap; i++)
-    nt[i] = -1;
-  for (i = 0; i < *cap; i++) {
-    int64_t v = (*tab)[i];
-    size_t j;
-    if (v < 0)
-      continue;
-    j = tlc_mix64(keyof(w, v)) & (ncap - 1);
-    while (nt[j] >= 0)
-      j = (j + 1) & (ncap - 1);
-    nt[j] = v;
-  }
-  tlc_free(*tab);
-  *tab = nt;
-  *cap = ncap;
-  return 0;
-}
-
-static uint64_t rkey(aw_t *w, int64_t i) {
-  return w->routines[i].handle;
-}
-
-static uint64_t nkey(aw_t *w, int64_t i) {
-  return ((uint64_t)(w->nodes[i].parent + 1) << 32) ^ w->nodes[i].routine;
-}
-
 /* Routine index for a handle, created on first use; -1 over the cap or on failure. */
 static int64_t routine_of(aw_t *w, uint32_t handle) {
-  size_t j;
+  const uint64_t *v = tlc_htab_get(&w->rhash, handle);
   routine_t *nr;
-  if (w->rhcap) {
-    j = tlc_mix64(handle) & (w->rhcap - 1);
-    while (w->rhash[j] >= 0) {
-      if (w->routines[w->rhash[j]].handle == handle)
-        return w->rhash[j];
-      j = (j + 1) & (w->rhcap - 1);
-    }
-  }
+  if (v != NULL)
+    return (int64_t)*v;
   if (w->nroutines >= w->opts->max_routines) {
     w->dropped++;
     return -1;
   }
-  if (rehash(&w->rhash, &w->rhcap, w->nroutines + 1, rkey, w) < 0 ||
+  if (tlc_htab_reserve(&w->rhash, w->nroutines + 1) < 0 ||
       (nr = tlc_grow(w->routines, &w->caproutines, w->nroutines + 1, sizeof(*nr), 64)) == NULL) {
     w->err = TLC_ENOMEM;
     return -1;
@@ -172,32 +128,22 @@ static int64_t routine_of(aw_t *w, uint32_t handle) {
   w->routines = nr;
   memset(&w->routines[w->nroutines], 0, sizeof(routine_t));
   w->routines[w->nroutines].handle = handle;
-  j = tlc_mix64(handle) & (w->rhcap - 1);
-  while (w->rhash[j] >= 0)
-    j = (j + 1) & (w->rhcap - 1);
-  w->rhash[j] = (int64_t)w->nroutines;
+  (void)tlc_htab_put(&w->rhash, handle, w->nroutines); /* reserved: cannot fail */
   return (int64_t)w->nroutines++;
 }
 
 /* CCT node for (parent, routine), created on first use; -1 over the cap. */
 static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
   uint64_t k = ((uint64_t)(parent + 1) << 32) ^ routine;
-  size_t j;
+  const uint64_t *v = tlc_htab_get(&w->nhash, k);
   node_t *nn;
-  if (w->nhcap) {
-    j = tlc_mix64(k) & (w->nhcap - 1);
-    while (w->nhash[j] >= 0) {
-      node_t *n = &w->nodes[w->nhash[j]];
-      if (n->parent == parent && n->routine == routine)
-        return w->nhash[j];
-      j = (j + 1) & (w->nhcap - 1);
-    }
-  }
+  if (v != NULL)
+    return (int64_t)*v;
   if (w->nnodes >= w->opts->max_nodes) {
     w->dropped++;
     return -1;
   }
-  if (rehash(&w->nhash, &w->nhcap, w->nnodes + 1, nkey, w) < 0 ||
+  if (tlc_htab_reserve(&w->nhash, w->nnodes + 1) < 0 ||
       (nn = tlc_grow(w->nodes, &w->capnodes, w->nnodes + 1, sizeof(*nn), 64)) == NULL) {
     w->err = TLC_ENOMEM;
     return -1;
@@ -206,44 +152,25 @@ static int64_t node_of(aw_t *w, int64_t parent, uint32_t routine) {
   memset(&w->nodes[w->nnodes], 0, sizeof(node_t));
   w->nodes[w->nnodes].parent = parent;
   w->nodes[w->nnodes].routine = routine;
-  j = tlc_mix64(k) & (w->nhcap - 1);
-  while (w->nhash[j] >= 0)
-    j = (j + 1) & (w->nhcap - 1);
-  w->nhash[j] = (int64_t)w->nnodes;
+  (void)tlc_htab_put(&w->nhash, k, w->nnodes); /* reserved: cannot fail */
   return (int64_t)w->nnodes++;
 }
 
-/* Context for a key: a small open-addressing table of actx_t. */
+/* Context for a key, created on first use; NULL on failure. Valid until the next call. */
 static actx_t *ctx_of(aw_t *w, uint64_t key) {
-  size_t j, i;
-  if (w->nctx * 2 >= w->ctxcap) {
-    size_t ncap = w->ctxcap ? w->ctxcap * 2 : 16;
-    actx_t *nc = tlc_calloc(ncap, sizeof(*nc));
-    if (nc == NULL) {
-      w->err = TLC_ENOMEM;
-      return NULL;
-    }
-    for (i = 0; i < w->ctxcap; i++) {
-      if (!w->ctx[i].used)
-        continue;
-      j = tlc_mix64(w->ctx[i].key) & (ncap - 1);
-      while (nc[j].used)
-        j = (j + 1) & (ncap - 1);
-      nc[j] = w->ctx[i];
-    }
-    tlc_free(w->ctx);
-    w->ctx = nc;
-    w->ctxcap = ncap;
+  const uint64_t *v = tlc_htab_get(&w->ctxhash, key);
+  actx_t *nc;
+  if (v != NULL)
+    return &w->ctx[*v];
+  if (tlc_htab_reserve(&w->ctxhash, w->nctx + 1) < 0 ||
+      (nc = tlc_grow(w->ctx, &w->capctx, w->nctx + 1, sizeof(*nc), 16)) == NULL) {
+    w->err = TLC_ENOMEM;
+    return NULL;
   }
-  j = tlc_mix64(key) & (w->ctxcap - 1);
-  while (w->ctx[j].used && w->ctx[j].key != key)
-    j = (j + 1) & (w->ctxcap - 1);
-  if (!w->ctx[j].used) {
-    w->ctx[j].used = 1;
-    w->ctx[j].key = key;
-    w->nctx++;
-  }
-  return &w->ctx[j];
+  w->ctx = nc;
+  memset(&w->ctx[w->nctx], 0, sizeof(actx_t));
+  (void)tlc_htab_put(&w->ctxhash, key, w->nctx); /* reserved: cannot fail */
+  return &w->ctx[w->nctx++];
 }
 
 static int open_count_add(aw_t *w, actx_t *c, uint32_t routine, int delta) {
@@ -389,8 +316,8 @@ static void on_event(aw_t *w, const tlc_table_t *t, const tlc_event_t *ev) {
 
 static void gap(aw_t *w) {
   size_t i;
-  for (i = 0; i < w->ctxcap; i++)
-    while (w->ctx[i].used && w->ctx[i].depth > 0)
+  for (i = 0; i < w->nctx; i++)
+    while (w->ctx[i].depth > 0)
       pop(w, &w->ctx[i]);
 }
 
@@ -539,15 +466,16 @@ int tlc_aprof_write(tlc_out_t *o, const tlc_aprofw_opts_t *opts_in, const tlc_ta
     }
     r = o->err;
   }
-  for (i = 0; i < w.ctxcap; i++) {
+  for (i = 0; i < w.nctx; i++) {
     tlc_free(w.ctx[i].stack);
     tlc_free(w.ctx[i].open);
   }
   tlc_free(w.ctx);
+  tlc_htab_fini(&w.ctxhash);
   tlc_free(w.routines);
-  tlc_free(w.rhash);
+  tlc_htab_fini(&w.rhash);
   tlc_free(w.nodes);
-  tlc_free(w.nhash);
+  tlc_htab_fini(&w.nhash);
   tlc_free(id_of);
   return r;
 }

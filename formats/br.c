@@ -62,7 +62,7 @@ void tlc_br_fini(tlc_br_t *b) {
   tlc_free(b->frames);
   tlc_free(b->names);
   tlc_free(b->modidx_);
-  tlc_free(b->nslot_);
+  tlc_htab_fini(&b->nhash_);
   memset(b, 0, sizeof(*b));
 }
 
@@ -108,35 +108,20 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
 
 /* Interns a function name; returns its index or a negative error. */
 static long long intern(tlc_br_t *b, const uint8_t *s, size_t n) {
-  size_t j;
+  uint64_t h;
+  const uint64_t *v;
   char *c, **nn;
   const void *z = memchr(s, 0, n);
   if (z != NULL) /* names are C strings: cut at an embedded NUL */
     n = (size_t)((const uint8_t *)z - s);
-  if ((b->nnames + 1) * 2 > b->ncap_) {
-    size_t nc = b->ncap_ ? b->ncap_ * 2 : 256, i;
-    size_t *ns = tlc_calloc(nc, sizeof(*ns));
-    if (ns == NULL)
-      return TLC_ENOMEM;
-    for (i = 0; i < b->ncap_; i++) {
-      size_t v = b->nslot_[i];
-      const char *x;
-      if (v == 0)
-        continue;
-      x = b->names[v - 1];
-      for (j = hash_bytes((const uint8_t *)x, strlen(x)) & (nc - 1); ns[j]; j = (j + 1) & (nc - 1))
-        ;
-      ns[j] = v;
-    }
-    tlc_free(b->nslot_);
-    b->nslot_ = ns;
-    b->ncap_ = nc;
-  }
-  for (j = hash_bytes(s, n) & (b->ncap_ - 1); b->nslot_[j]; j = (j + 1) & (b->ncap_ - 1)) {
-    const char *x = b->names[b->nslot_[j] - 1];
+  h = hash_bytes(s, n);
+  for (v = tlc_htab_get(&b->nhash_, h); v != NULL; v = tlc_htab_get_next(&b->nhash_, h, v)) {
+    const char *x = b->names[*v];
     if (strlen(x) == n && memcmp(x, s, n) == 0)
-      return (long long)(b->nslot_[j] - 1);
+      return (long long)*v;
   }
+  if (tlc_htab_reserve(&b->nhash_, b->nnames + 1) < 0)
+    return TLC_ENOMEM;
   if ((nn = tlc_grow(b->names, &b->capnames, b->nnames + 1, sizeof(*nn), 64)) == NULL)
     return TLC_ENOMEM;
   b->names = nn;
@@ -144,8 +129,8 @@ static long long intern(tlc_br_t *b, const uint8_t *s, size_t n) {
   if (c == NULL)
     return TLC_ENOMEM;
   b->names[b->nnames] = c;
-  b->nslot_[j] = ++b->nnames;
-  return (long long)(b->nnames - 1);
+  (void)tlc_htab_add(&b->nhash_, h, b->nnames); /* reserved: cannot fail */
+  return (long long)b->nnames++;
 }
 
 const char *tlc_br_module_file(const tlc_br_t *b, uint16_t module) {

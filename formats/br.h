@@ -11,6 +11,7 @@
 #ifndef TLC_BR_H
 #define TLC_BR_H
 
+#include "base/htab.h"
 #include "base/out.h"
 #include "formats/mapping.h" /* tlc_parse_err_t */
 
@@ -75,8 +76,7 @@ typedef struct tlc_br {
   size_t max_lines, max_frames;
   /* private */
   uint32_t *modidx_; /* module number -> index + 1 (65536 entries, lazily allocated) */
-  size_t *nslot_;    /* function-name hash: names index + 1 */
-  size_t ncap_;
+  tlc_htab_t nhash_; /* function-name hash -> names index */
 } tlc_br_t;
 
 /* Initialises an empty profile (caps at their defaults; set them before parsing). */

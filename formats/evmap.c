@@ -2,13 +2,12 @@
  *
  * State, all capped at creation:
  *
- *   areas[]   in order of first appearance: { handle, hash, name offset, name length }
- *   slots[]   open addressing, linear probing, power-of-two size, load <= 1/2: areas index+1
- *             keyed by (type nibble, name); 0 = empty
+ *   areas[]   in order of first appearance: { handle, name offset, name length }
+ *   names_ht  hash table (base/htab.h): hash of (type nibble, name) -> areas index
  *   names     one arena of NUL-terminated names (grows by doubling, <= max_name_bytes)
  *   bytype[t] per area type: areas index of handle t<<28 | i (handle -> name)
- *   threads[] { id, stack of open code-area handles (bottom first), depth, cap } with their
- *             own open-addressing slots keyed by the thread id
+ *   threads[] { id, stack of open code-area handles (bottom first), depth, cap }, found
+ *             through threads_ht: thread id -> threads index
  *
  * Invariants: a thread's stack holds the open activations the engine has for it, innermost
  * last; every entry below the top is suspended (it got an S when the next one was pushed), the
@@ -23,21 +22,26 @@
  * its E/X, but no S/R; an E beyond max_depth is emitted but not pushed, so its X later closes
  * the next open activation of that area, if any.
  */
-#include "base/hash.h"
 #include "formats/evmap.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/htab.h"
 
 #include <string.h>
 
 #define NTYPES 6
 
+#if defined(__GNUC__)
+#define TLC_EVMAP_NOINLINE __attribute__((noinline))
+#else
+#define TLC_EVMAP_NOINLINE
+#endif
+
 typedef struct area {
   uint32_t handle;
   uint32_t len; /* name length, NUL excluded */
-  uint64_t hash;
-  size_t off; /* name offset in the arena */
+  size_t off;   /* name offset in the arena */
 } area_t;
 
 typedef struct thr {
@@ -56,17 +60,15 @@ struct tlc_evmap {
   tlc_evmap_counters_t c;
   area_t *areas;
   size_t nareas, capareas;
-  uint32_t *slots; /* areas index + 1 */
-  size_t nslots;
+  tlc_htab_t names_ht; /* name_hash -> areas index */
   char *names;
   size_t names_len, names_cap;
   vec32_t bytype[NTYPES];
   thr_t *threads;
   size_t nthreads, capthreads;
-  uint32_t *tslots; /* threads index + 1 */
-  size_t ntslots;
-  size_t charged; /* granted by opts.charge_cb, given back at free */
-  int loading;    /* tlc_evmap_load: names granted before, charged with force */
+  tlc_htab_t threads_ht; /* thread id -> threads index */
+  size_t charged;        /* granted by opts.charge_cb, given back at free */
+  int loading;           /* tlc_evmap_load: names granted before, charged with force */
 };
 
 int tlc_evmap_new(tlc_evmap_t **mp, const tlc_evmap_opts_t *opts) {
@@ -105,9 +107,9 @@ void tlc_evmap_free(tlc_evmap_t *m) {
   for (i = 0; i < NTYPES; i++)
     tlc_free(m->bytype[i].v);
   tlc_free(m->threads);
-  tlc_free(m->tslots);
+  tlc_htab_fini(&m->threads_ht);
   tlc_free(m->areas);
-  tlc_free(m->slots);
+  tlc_htab_fini(&m->names_ht);
   tlc_free(m->names);
   tlc_free(m);
 }
@@ -116,6 +118,7 @@ const tlc_evmap_counters_t *tlc_evmap_counters(const tlc_evmap_t *m) {
   return &m->c;
 }
 
+/* FNV-1a of (type, name); the table mixes it (tlc_mix64) before placing it. */
 static uint64_t name_hash(unsigned type, const char *s, size_t len) {
   uint64_t h = 0xcbf29ce484222325ull ^ type;
   size_t i;
@@ -123,51 +126,22 @@ static uint64_t name_hash(unsigned type, const char *s, size_t len) {
     h ^= (uint8_t)s[i];
     h *= 0x100000001b3ull;
   }
-  return tlc_mix64(h);
+  return h;
 }
 
-/* Rebuilds slots with n (a power of two) entries. */
-static int rehash_areas(tlc_evmap_t *m, size_t n) {
-  uint32_t *s = tlc_calloc(n, sizeof(*s));
-  size_t i;
-  if (s == NULL)
-    return TLC_ENOMEM;
-  for (i = 0; i < m->nareas; i++) {
-    size_t j = (size_t)m->areas[i].hash & (n - 1);
-    while (s[j] != 0)
-      j = (j + 1) & (n - 1);
-    s[j] = (uint32_t)i + 1;
-  }
-  tlc_free(m->slots);
-  m->slots = s;
-  m->nslots = n;
-  return 0;
-}
-
-/* The handle of (type, name), adding the area if new. Returns 0 with *h, TLC_ELIMIT past a cap,
- * or TLC_ENOMEM (nothing added). */
-static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t len, uint32_t *h) {
-  uint64_t hash = name_hash(type, name, len);
+/* Adds the area (type, name) of hash `hash` (not there yet): area_handle's returns. Kept out of
+ * line: the lookup before it is the path every item takes. */
+static TLC_EVMAP_NOINLINE int area_add(tlc_evmap_t *m, unsigned type, const char *name, size_t len,
+                                       uint64_t hash, uint32_t *h) {
   vec32_t *bt = &m->bytype[type];
-  size_t j;
   area_t *a;
   void *p;
-  if (m->nslots != 0) {
-    for (j = (size_t)hash & (m->nslots - 1); m->slots[j] != 0; j = (j + 1) & (m->nslots - 1)) {
-      a = &m->areas[m->slots[j] - 1];
-      if (a->hash == hash && a->len == len && (a->handle >> 28) == type &&
-          memcmp(m->names + a->off, name, len) == 0) {
-        *h = a->handle;
-        return 0;
-      }
-    }
-  }
   if (m->nareas >= m->opts.max_names || len + 1 > m->opts.max_name_bytes - m->names_len)
     return TLC_ELIMIT;
   if (m->opts.charge_cb != NULL) {
     /* the most a new area holds once the doubling arrays have grown for it: its name, its
      * area_t, its bytype entry and its two hash slots (load <= 1/2), each twice */
-    size_t cost = 2 * (len + 1 + sizeof(area_t) + sizeof(uint32_t) + 2 * sizeof(uint32_t));
+    size_t cost = 2 * (len + 1 + sizeof(area_t) + sizeof(uint32_t) + 2 * sizeof(tlc_htab_slot_t));
     if (m->opts.charge_cb(m->opts.acct_ud, cost, m->loading) != 0)
       return TLC_ELIMIT;
     m->charged += cost;
@@ -192,68 +166,54 @@ static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t l
     m->names = nn;
     m->names_cap = nc;
   }
-  if ((m->nareas + 1) * 2 > m->nslots && rehash_areas(m, m->nslots != 0 ? m->nslots * 2 : 64) < 0)
+  if (tlc_htab_reserve(&m->names_ht, m->nareas + 1) < 0)
     return TLC_ENOMEM;
   a = &m->areas[m->nareas];
   a->handle = (uint32_t)type << 28 | (uint32_t)bt->n;
   a->len = (uint32_t)len;
-  a->hash = hash;
   a->off = m->names_len;
   memcpy(m->names + m->names_len, name, len);
   m->names[m->names_len + len] = '\0';
   m->names_len += len + 1;
   bt->v[bt->n++] = (uint32_t)m->nareas;
-  for (j = (size_t)hash & (m->nslots - 1); m->slots[j] != 0; j = (j + 1) & (m->nslots - 1))
-    ;
-  m->slots[j] = (uint32_t)m->nareas + 1;
+  (void)tlc_htab_add(&m->names_ht, hash, m->nareas); /* reserved: cannot fail */
   m->nareas++;
   *h = a->handle;
   return 0;
 }
 
-static int rehash_threads(tlc_evmap_t *m, size_t n) {
-  uint32_t *s = tlc_calloc(n, sizeof(*s));
-  size_t i;
-  if (s == NULL)
-    return TLC_ENOMEM;
-  for (i = 0; i < m->nthreads; i++) {
-    size_t j = (size_t)tlc_mix64(m->threads[i].id) & (n - 1);
-    while (s[j] != 0)
-      j = (j + 1) & (n - 1);
-    s[j] = (uint32_t)i + 1;
+/* The handle of (type, name), adding the area if new. Returns 0 with *h, TLC_ELIMIT past a cap,
+ * or TLC_ENOMEM (nothing added). */
+static int area_handle(tlc_evmap_t *m, unsigned type, const char *name, size_t len, uint32_t *h) {
+  uint64_t hash = name_hash(type, name, len);
+  const uint64_t *v;
+  for (v = tlc_htab_get(&m->names_ht, hash); v != NULL;
+       v = tlc_htab_get_next(&m->names_ht, hash, v)) {
+    const area_t *a = &m->areas[*v];
+    if (a->len == len && (a->handle >> 28) == type && memcmp(m->names + a->off, name, len) == 0) {
+      *h = a->handle;
+      return 0;
+    }
   }
-  tlc_free(m->tslots);
-  m->tslots = s;
-  m->ntslots = n;
-  return 0;
+  return area_add(m, type, name, len, hash, h);
 }
 
 /* The thread's entry, added if new; *t = NULL past max_threads. 0 or TLC_ENOMEM. */
 static int thread_get(tlc_evmap_t *m, uint64_t id, thr_t **t) {
-  size_t j;
+  const uint64_t *v = tlc_htab_get(&m->threads_ht, id);
   void *p;
   *t = NULL;
-  if (m->ntslots != 0) {
-    for (j = (size_t)tlc_mix64(id) & (m->ntslots - 1); m->tslots[j] != 0;
-         j = (j + 1) & (m->ntslots - 1)) {
-      if (m->threads[m->tslots[j] - 1].id == id) {
-        *t = &m->threads[m->tslots[j] - 1];
-        return 0;
-      }
-    }
+  if (v != NULL) {
+    *t = &m->threads[*v];
+    return 0;
   }
   if (m->nthreads >= m->opts.max_threads)
     return 0;
   if ((p = tlc_grow(m->threads, &m->capthreads, m->nthreads + 1, sizeof(*m->threads), 8)) == NULL)
     return TLC_ENOMEM;
   m->threads = p;
-  if ((m->nthreads + 1) * 2 > m->ntslots &&
-      rehash_threads(m, m->ntslots != 0 ? m->ntslots * 2 : 64) < 0)
+  if (tlc_htab_put(&m->threads_ht, id, m->nthreads) < 0)
     return TLC_ENOMEM;
-  for (j = (size_t)tlc_mix64(id) & (m->ntslots - 1); m->tslots[j] != 0;
-       j = (j + 1) & (m->ntslots - 1))
-    ;
-  m->tslots[j] = (uint32_t)m->nthreads + 1;
   *t = &m->threads[m->nthreads++];
   memset(*t, 0, sizeof(**t));
   (*t)->id = id;

@@ -39,6 +39,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/htab.h"
 
 #include <expat.h>
 #include <limits.h>
@@ -413,9 +414,8 @@ typedef struct t1 {
   fval_t f[F_NFIELDS];
   /* state inference: index + 1 of the variable that the next state entry may belong to */
   size_t last_var;
-  /* NAME.PARENT index: slots hold area index + 1 (0 empty), open addressing */
-  size_t *nslot;
-  size_t ncap, nused;
+  /* NAME.PARENT index: hash of an area's name -> the area's index */
+  tlc_htab_t nidx;
 } t1_t;
 
 static int t1_err(t1_t *t, size_t off, int code, const char *fmt, ...)
@@ -532,9 +532,7 @@ static int header(t1_t *t, size_t p, size_t eol) {
     i++;
   t->sec = SEC_SKIP;
   t->last_var = 0;
-  t->nused = 0;
-  if (t->nslot)
-    memset(t->nslot, 0, t->ncap * sizeof(*t->nslot));
+  tlc_htab_clear(&t->nidx);
   if (ieq(b + w, i - w, "HANDLE")) {
     const char *cl = i < e && b[i] == '(' ? memchr(b + i, ')', e - i) : NULL;
     if (cl == NULL)
@@ -746,52 +744,28 @@ static uint64_t hash_bytes(const char *s, size_t n) {
 /* NAME.PARENT index: the latest area of this section with a given name. */
 static int nidx_put(t1_t *t, size_t ai) {
   const char *nm = t->m->areas[ai].name;
-  size_t len = strlen(nm), j;
+  size_t len = strlen(nm);
+  uint64_t h = hash_bytes(nm, len);
+  uint64_t *v;
   if (len == 0)
     return 0;
-  if ((t->nused + 1) * 2 > t->ncap) {
-    size_t nc = t->ncap ? t->ncap * 2 : 256, i;
-    size_t *ns = tlc_calloc(nc, sizeof(*ns));
-    if (ns == NULL)
-      return TLC_ENOMEM;
-    for (i = 0; i < t->ncap; i++) {
-      size_t v = t->nslot[i];
-      const char *s;
-      if (v == 0)
-        continue;
-      s = t->m->areas[v - 1].name;
-      j = hash_bytes(s, strlen(s)) & (nc - 1);
-      while (ns[j])
-        j = (j + 1) & (nc - 1);
-      ns[j] = v;
-    }
-    tlc_free(t->nslot);
-    t->nslot = ns;
-    t->ncap = nc;
-  }
-  j = hash_bytes(nm, len) & (t->ncap - 1);
-  while (t->nslot[j]) {
-    if (strcmp(t->m->areas[t->nslot[j] - 1].name, nm) == 0) {
-      t->nslot[j] = ai + 1;
+  for (v = tlc_htab_get(&t->nidx, h); v != NULL; v = tlc_htab_get_next(&t->nidx, h, v))
+    if (strcmp(t->m->areas[*v].name, nm) == 0) {
+      *v = ai;
       return 0;
     }
-    j = (j + 1) & (t->ncap - 1);
-  }
-  t->nslot[j] = ai + 1;
-  t->nused++;
-  return 0;
+  return tlc_htab_add(&t->nidx, h, ai) < 0 ? TLC_ENOMEM : 0;
 }
 
 static const tlc_map_area_t *nidx_get(const t1_t *t, const char *s, size_t n) {
-  size_t j;
-  if (t->ncap == 0 || n == 0)
+  uint64_t h = hash_bytes(s, n);
+  const uint64_t *v;
+  if (n == 0)
     return NULL;
-  j = hash_bytes(s, n) & (t->ncap - 1);
-  while (t->nslot[j]) {
-    const tlc_map_area_t *a = &t->m->areas[t->nslot[j] - 1];
+  for (v = tlc_htab_get(&t->nidx, h); v != NULL; v = tlc_htab_get_next(&t->nidx, h, v)) {
+    const tlc_map_area_t *a = &t->m->areas[*v];
     if (strlen(a->name) == n && memcmp(a->name, s, n) == 0)
       return a;
-    j = (j + 1) & (t->ncap - 1);
   }
   return NULL;
 }
@@ -954,7 +928,7 @@ int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_p
                "no HANDLE(...) or CONTEXTS section before the end of the file");
   }
   tlc_free(t->scratch);
-  tlc_free(t->nslot);
+  tlc_htab_fini(&t->nidx);
   tlc_free(t);
   return r;
 }

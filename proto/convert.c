@@ -33,7 +33,7 @@ ProtobufCAllocator tlc_pb_allocator = { pb_alloc, pb_free, NULL };
 /* ---- arena ------------------------------------------------------------------------------- */
 
 struct tlc_pb_chunk {
-  struct tlc_pb_chunk *next;
+  SLIST_ENTRY(tlc_pb_chunk) link;
   size_t cap, off;
   /* data follows, 16-byte aligned */
 };
@@ -42,33 +42,32 @@ struct tlc_pb_chunk {
 #define CHUNK_MIN (64u * 1024u)
 
 void tlc_pb_arena_init(tlc_pb_arena_t *a, size_t max) {
-  a->head = NULL;
-  a->spare = NULL;
+  SLIST_INIT(&a->head);
+  SLIST_INIT(&a->spare);
   a->used = 0;
   a->max = max != 0 ? max : (size_t)1 << 30;
 }
 
 void tlc_pb_arena_fini(tlc_pb_arena_t *a) {
   tlc_pb_arena_rewind(a);
-  while (a->spare != NULL) {
-    struct tlc_pb_chunk *n = a->spare->next;
-    tlc_free(a->spare);
-    a->spare = n;
+  while (!SLIST_EMPTY(&a->spare)) {
+    struct tlc_pb_chunk *c = SLIST_FIRST(&a->spare);
+    SLIST_REMOVE_HEAD(&a->spare, link);
+    tlc_free(c);
   }
 }
 
 void tlc_pb_arena_rewind(tlc_pb_arena_t *a) {
-  while (a->head != NULL) {
-    struct tlc_pb_chunk *n = a->head->next;
-    a->head->next = a->spare;
-    a->spare = a->head;
-    a->head = n;
+  while (!SLIST_EMPTY(&a->head)) {
+    struct tlc_pb_chunk *c = SLIST_FIRST(&a->head);
+    SLIST_REMOVE_HEAD(&a->head, link);
+    SLIST_INSERT_HEAD(&a->spare, c, link);
   }
   a->used = 0;
 }
 
 void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size) {
-  struct tlc_pb_chunk *c = a->head;
+  struct tlc_pb_chunk *c = SLIST_FIRST(&a->head);
   void *p;
   size = (size + 15) & ~(size_t)15;
   if (size == 0)
@@ -77,17 +76,16 @@ void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size) {
     return NULL;
   if (c == NULL || c->cap - c->off < size) {
     size_t cap = size > CHUNK_MIN ? size : CHUNK_MIN;
-    if (a->spare != NULL && a->spare->cap >= size) { /* a kept chunk (tlc_pb_arena_rewind) */
-      c = a->spare;
-      a->spare = c->next;
+    c = SLIST_FIRST(&a->spare);
+    if (c != NULL && c->cap >= size) { /* a kept chunk (tlc_pb_arena_rewind) */
+      SLIST_REMOVE_HEAD(&a->spare, link);
     } else {
       if ((c = tlc_malloc(CHUNK_HDR + cap)) == NULL)
         return NULL;
       c->cap = cap;
     }
     c->off = 0;
-    c->next = a->head;
-    a->head = c;
+    SLIST_INSERT_HEAD(&a->head, c, link);
   }
   p = (char *)c + CHUNK_HDR + c->off;
   c->off += size;
@@ -97,14 +95,16 @@ void *tlc_pb_arena_alloc(tlc_pb_arena_t *a, size_t size) {
 }
 
 void tlc_pb_arena_reset(tlc_pb_arena_t *a) {
-  struct tlc_pb_chunk *c = a->head;
+  struct tlc_pb_chunk *c = SLIST_FIRST(&a->head);
   if (c == NULL)
     return;
-  while (c->next != NULL) {
-    struct tlc_pb_chunk *n = c->next;
-    c->next = n->next;
+  SLIST_REMOVE_HEAD(&a->head, link); /* the current chunk stays, the others are freed */
+  while (!SLIST_EMPTY(&a->head)) {
+    struct tlc_pb_chunk *n = SLIST_FIRST(&a->head);
+    SLIST_REMOVE_HEAD(&a->head, link);
     tlc_free(n);
   }
+  SLIST_INSERT_HEAD(&a->head, c, link);
   c->off = 0;
   a->used = 0;
 }

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 /* The protocol version this source tree speaks, and the oldest it still accepts. */
 #define TLC_PROTO_VERSION     1u
@@ -29,10 +30,10 @@ extern ProtobufCAllocator tlc_pb_allocator;
 
 /* A bump allocator for building messages: chunks from tlc_malloc, freed together. */
 typedef struct tlc_pb_arena {
-  struct tlc_pb_chunk *head;
-  size_t used;                /* bytes allocated so far (all chunks) */
-  size_t max;                 /* cap on `used` (0: 1 GiB) */
-  struct tlc_pb_chunk *spare; /* chunks kept by tlc_pb_arena_rewind for the next allocations */
+  SLIST_HEAD(, tlc_pb_chunk) head;  /* the chunks in use, the current one first */
+  size_t used;                      /* bytes allocated so far (all chunks) */
+  size_t max;                       /* cap on `used` (0: 1 GiB) */
+  SLIST_HEAD(, tlc_pb_chunk) spare; /* chunks kept by tlc_pb_arena_rewind for the next ones */
 } tlc_pb_arena_t;
 
 void tlc_pb_arena_init(tlc_pb_arena_t *a, size_t max);

@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,7 +37,7 @@
 struct tlc_histq_job {
   uv_work_t req;
   tlc_histq_t *hq;
-  tlc_histq_job_t *prev, *next;
+  LIST_ENTRY(tlc_histq_job) link; /* in hq->jobs */
   tlc_hist_query_t q;
   char *state_dir, *target, *mapping_path; /* the query's strings, owned */
   atomic_int cancel;
@@ -51,7 +52,7 @@ struct tlc_histq_job {
 struct tlc_histq {
   uv_loop_t *loop;
   size_t max_jobs;
-  tlc_histq_job_t *jobs;
+  LIST_HEAD(, tlc_histq_job) jobs; /* submitted, not yet after_cb */
   int closing;
   tlc_histq_stats_t st;
 };
@@ -63,6 +64,7 @@ int tlc_histq_new(uv_loop_t *loop, size_t max_jobs, tlc_histq_t **out) {
     return TLC_ENOMEM;
   hq->loop = loop;
   hq->max_jobs = max_jobs > 0 ? max_jobs : 1;
+  LIST_INIT(&hq->jobs);
   *out = hq;
   return 0;
 }
@@ -104,12 +106,7 @@ static void work_cb(uv_work_t *req) {
 static void after_cb(uv_work_t *req, int status) {
   tlc_histq_job_t *j = req->data;
   tlc_histq_t *hq = j->hq;
-  if (j->prev != NULL)
-    j->prev->next = j->next;
-  else
-    hq->jobs = j->next;
-  if (j->next != NULL)
-    j->next->prev = j->prev;
+  LIST_REMOVE(j, link);
   hq->st.running--;
   hq->st.done++;
   if (status == UV_ECANCELED && j->res.status == 0) { /* never started */
@@ -125,7 +122,7 @@ static void after_cb(uv_work_t *req, int status) {
   else if (j->ans.free != NULL)
     j->ans.free(j->ans.ctx);
   job_free(j);
-  if (hq->closing && hq->jobs == NULL)
+  if (hq->closing && LIST_EMPTY(&hq->jobs))
     tlc_free(hq);
 }
 
@@ -171,10 +168,7 @@ int tlc_histq_submit(tlc_histq_t *hq, const tlc_hist_query_t *q, const tlc_hist_
     job_free(j);
     return r;
   }
-  j->next = hq->jobs;
-  if (hq->jobs != NULL)
-    hq->jobs->prev = j;
-  hq->jobs = j;
+  LIST_INSERT_HEAD(&hq->jobs, j, link);
   hq->st.running++;
   hq->st.started++;
   if (job != NULL)
@@ -199,8 +193,9 @@ void tlc_histq_close(tlc_histq_t *hq) {
   if (hq == NULL)
     return;
   hq->closing = 1;
-  for (tlc_histq_job_t *j = hq->jobs; j != NULL; j = j->next)
-    tlc_histq_cancel(j);
-  if (hq->jobs == NULL)
+  tlc_histq_job_t *j;
+  LIST_FOREACH(j, &hq->jobs, link)
+  tlc_histq_cancel(j);
+  if (LIST_EMPTY(&hq->jobs))
     tlc_free(hq);
 }
