@@ -222,7 +222,7 @@ static void shutdown_begin(tlc_daemon_t *dm, const char *why) {
 static void reload(tlc_daemon_t *dm) {
   tlc_ingest_t *d = &dm->in;
   tlc_config_t nc;
-  char err[600] = "", msg[700];
+  char err[600] = "", msg[700], restart[600];
   int r;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -241,7 +241,7 @@ static void reload(tlc_daemon_t *dm) {
    * (a window without it, a bind that may fail, subscribers dropped): the reload is refused
    * as a whole and the running configuration stays. */
   if (tlc_listen_check_reload(d, &nc, err, sizeof(err)) != 0 ||
-      tlc_wiring_check_reload(dm->wiring, &nc, err, sizeof(err)) != 0) {
+      tlc_config_reload_merge(&d->cfg, &nc, err, sizeof(err), restart, sizeof(restart)) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
             "reload rejected, keeping the running configuration: %s: restart required", err);
     tlc_config_fini(&nc);
@@ -249,6 +249,10 @@ static void reload(tlc_daemon_t *dm) {
     tlc_sd_notify("READY=1");
     return;
   }
+  /* The settings table says which keys need a restart: they kept their running values in nc. */
+  if (restart[0] != '\0')
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "reload: %s: take effect only after a restart",
+            restart);
   tlc_config_fini(&d->cfg);
   d->cfg = nc;
   apply_log_settings(&d->cfg);

@@ -13,7 +13,7 @@
  * watchdog health check reads the writer's heartbeat.
  *
  * Does not: change a running serve address (a reload that would is refused:
- * tlc_wiring_check_reload) or state directory (restart required, logged), nor compress /
+ * tlc_config_reload_merge) or state directory (restart required, logged), nor compress /
  * index_interval / store_queue / max_block of a running store (logged).
  */
 #include "daemon/wiring.h"
@@ -1159,20 +1159,6 @@ fail:
 
 int tlc_wiring_start_http(tlc_wiring_t *w) {
   return w != NULL ? http_start(w) : 0;
-}
-
-int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
-                            size_t whylen) {
-  if (w == NULL)
-    return 0;
-  if (strcmp(nc->http, w->http_addr) != 0) {
-    snprintf(why, whylen, "http: address \"%s\" -> \"%s\"", w->http_addr, nc->http);
-    return TLC_EINVAL;
-  }
-  if (strcmp(nc->serve, w->serve) == 0)
-    return 0;
-  snprintf(why, whylen, "serve: address \"%s\" -> \"%s\"", w->serve, nc->serve);
-  return TLC_EINVAL;
 }
 
 void tlc_wiring_reload(tlc_wiring_t *w) {

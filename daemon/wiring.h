@@ -35,12 +35,6 @@ typedef struct tlc_wiring tlc_wiring_t;
  */
 int tlc_wiring_start(tlc_wiring_t **w, tlc_ingest_t *d, tlc_view_reg_t *pv);
 
-/* SIGHUP, before `nc` replaces d->cfg: 0 if the subscriber address (`serve`) is the running
- * one, else TLC_EINVAL with `why` saying the old and new address: the caller refuses the whole
- * reload (restart required), since moving the server would drop every subscriber. NULL w: 0. */
-int tlc_wiring_check_reload(const tlc_wiring_t *w, const tlc_config_t *nc, char *why,
-                            size_t whylen);
-
 /* SIGHUP, after d->cfg was replaced: applies the storage rotation/retention/sync limits
  * (tlc_store_reconfigure), seals every open segment, and logs what needs a restart (storage
  * on/off, state directory, compress, index_interval, store_queue, max_block). */
