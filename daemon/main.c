@@ -123,7 +123,7 @@ static void dump_head(void *ud, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "refused_allow", st->refused_allow);
   tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
   tlc_json_w_close(w, '}');
-  tlc_efl_dump(d, w);
+  tlc_sources_dump(d, w);
   tlc_wiring_dump(A.wiring, w);
 }
 
@@ -151,7 +151,7 @@ static void send_status(app_t *a) {
   char msg[600];
   status_text(&a->d, a->last_status_text, sizeof(a->last_status_text));
   tlc_wiring_status(a->wiring, a->last_status_text, sizeof(a->last_status_text));
-  tlc_efl_status(&a->d, a->last_status_text, sizeof(a->last_status_text));
+  tlc_sources_status(&a->d, a->last_status_text, sizeof(a->last_status_text));
   snprintf(msg, sizeof(msg), "STATUS=%s", a->last_status_text);
   tlc_sd_notify(msg);
 }
@@ -232,11 +232,7 @@ static void close_all(app_t *a, int dump) {
 #endif
   };
   d->stopping = 1;
-  tlc_listen_sync(d);        /* stop accepting */
-  tlc__conns_drain_close(d); /* finish what was received, close */
-  tlc__serial_drain_close(d);
-  tlc_dial_sync(d);
-  tlc_efl_sync(d); /* evlog off in the applications */
+  tlc_sources_sync(d); /* finish what was received, close; evlog off in the applications */
   if (dump)
     tlc_dump_request(&a->dump); /* written off the loop; the loop runs until it is complete */
   tlc_wiring_close(a->wiring);  /* seals segments, says goodbye to subscribers */
@@ -281,7 +277,7 @@ static void reload(app_t *a) {
   /* RELIABILITY T15(c): a listener or the subscriber server that would move is not re-bound
    * (a window without it, a bind that may fail, subscribers dropped): the reload is refused
    * as a whole and the running configuration stays. */
-  if (tlc_listen_check_reload(d, &nc, err, sizeof(err)) != 0 ||
+  if (tlc_sources_check_reload(d, &nc, err, sizeof(err)) != 0 ||
       tlc_wiring_check_reload(a->wiring, &nc, err, sizeof(err)) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
             "reload rejected, keeping the running configuration: %s: restart required", err);
@@ -297,10 +293,7 @@ static void reload(app_t *a) {
   tlc_budget_set_limit(&d->targets.budget, memory_limit(&d->cfg)); /* granted memory stays */
   tlc_dump_set_path(&a->dump, d->cfg.dump_stats);
   d->targets.mapping_limit = d->cfg.mapping_limit;
-  tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
-  tlc_dial_sync(d);
-  tlc_serial_sync(d);
-  tlc_efl_sync(d);
+  tlc_sources_sync(d); /* bind errors are logged; the other sources are applied */
   tlc_wiring_reload(a->wiring);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
           tlc_listen_count(d), d->targets.n);
@@ -427,15 +420,12 @@ int main(int argc, char **argv) {
     a->exit_code = 1;
     goto stop;
   }
-  r = tlc_listen_sync(d);
+  r = tlc_sources_sync(d);
   if (r != 0) {
     fail_status("cannot listen (see log)", r);
     a->exit_code = 1;
     goto stop;
   }
-  tlc_dial_sync(d);
-  tlc_serial_sync(d);
-  tlc_efl_sync(d);
 
   if ((r = start_signal(a, &a->sig_hup, SIGHUP)) != 0 ||
       (r = start_signal(a, &a->sig_term, SIGTERM)) != 0 ||

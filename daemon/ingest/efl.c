@@ -117,10 +117,8 @@ typedef struct efl_app {
   uint64_t replies, empty, blocks, bytes, timeouts, on_retries;
 } efl_app_t;
 
-struct tlc_efl {
-  tlc_daemon_t *d;
-  tlc_efl_t *next;
-  tlc_cfg_source_t cfg;
+typedef struct tlc_efl {
+  tlc_source_t src; /* first: d, cfg */
   char addr[TLC_PEER_MAX];
   struct sockaddr_storage sa;
   uv_tcp_t *tcp; /* NULL while not connected; freed in its close callback */
@@ -149,7 +147,7 @@ struct tlc_efl {
   char probe_name[40]; /* PROBE_PREFIX + 16 hex digits, new for every connection */
   uint64_t verified, untrusted, probe_busy;
   uint64_t protocol_errors, polls_skipped, ignored;
-};
+} tlc_efl_t;
 
 static void lost(tlc_efl_t *e, const char *why);
 static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now);
@@ -159,11 +157,11 @@ static void close_tcp(tlc_efl_t *e);
 static void stop_done(tlc_efl_t *e);
 
 static uint64_t grace_ms(const tlc_efl_t *e) {
-  return GRACE_MS + 2ull * e->cfg.poll_ms;
+  return GRACE_MS + 2ull * e->src.cfg.poll_ms;
 }
 
 static uint64_t get_timeout_ms(const tlc_efl_t *e) {
-  uint64_t t = 4ull * e->cfg.poll_ms;
+  uint64_t t = 4ull * e->src.cfg.poll_ms;
   return t < 2000 ? 2000 : t;
 }
 
@@ -245,7 +243,7 @@ static efl_app_t *app_find(const tlc_efl_t *e, int32_t cid) {
 static int app_matches(const tlc_efl_t *e, const tlc_efldbg_client_t *c) {
   char pid[16];
   snprintf(pid, sizeof(pid), "%" PRId32, c->pid);
-  return fnmatch(e->cfg.pattern, c->name, 0) == 0 || fnmatch(e->cfg.pattern, pid, 0) == 0;
+  return fnmatch(e->src.cfg.pattern, c->name, 0) == 0 || fnmatch(e->src.cfg.pattern, pid, 0) == 0;
 }
 
 /* "NAME/<app>-<pid>": the application name with every byte a target name may not hold
@@ -256,8 +254,8 @@ static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *o
   char app[TLC_EFLDBG_NAME_MAX + 1], tail[24];
   size_t room, n = strlen(c->name), fixed;
   int tl = snprintf(tail, sizeof(tail), "-%" PRId32, c->pid);
-  size_t max = e->d->cfg.max_name < cap - 1 ? e->d->cfg.max_name : cap - 1;
-  fixed = strlen(e->cfg.name) + 1 + (size_t)tl;
+  size_t max = e->src.d->cfg.max_name < cap - 1 ? e->src.d->cfg.max_name : cap - 1;
+  fixed = strlen(e->src.cfg.name) + 1 + (size_t)tl;
   if (fixed + 1 > max)
     return TLC_ERANGE;
   room = max - fixed;
@@ -273,7 +271,7 @@ static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *o
   if (n > room)
     n = room;
   app[n] = '\0';
-  return (size_t)snprintf(out, cap, "%s/%s%s", e->cfg.name, app, tail) < cap ? 0 : TLC_ERANGE;
+  return (size_t)snprintf(out, cap, "%s/%s%s", e->src.cfg.name, app, tail) < cap ? 0 : TLC_ERANGE;
 }
 
 /* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234", and " no-cpufreq" for
@@ -332,18 +330,19 @@ static void clean_name(const char *in, char *out, size_t cap) {
 /* The cap on the targets this source keeps: its section's max_targets, else [daemon]
  * efl_max_targets. */
 static size_t max_targets(const tlc_efl_t *e) {
-  return e->cfg.max_targets != 0 ? e->cfg.max_targets : e->d->cfg.efl_max_targets;
+  return e->src.cfg.max_targets != 0 ? e->src.cfg.max_targets : e->src.d->cfg.efl_max_targets;
 }
 
 /* Whether `name` is one of this source's targets ("NAME/..."); efl names are per source. */
 static int own_target(const tlc_efl_t *e, const tlc_target_t *t) {
-  size_t n = strlen(e->cfg.name);
-  return t->src_kind == TLC_SRC_EFL && strncmp(t->name, e->cfg.name, n) == 0 && t->name[n] == '/';
+  size_t n = strlen(e->src.cfg.name);
+  return t->src_kind == TLC_SRC_EFL && strncmp(t->name, e->src.cfg.name, n) == 0 &&
+         t->name[n] == '/';
 }
 
 /* The targets of this source in the target table (attached or not: they persist). */
 static size_t source_targets(const tlc_efl_t *e) {
-  const tlc_targets_t *r = &e->d->targets;
+  const tlc_targets_t *r = &e->src.d->targets;
   size_t n = 0;
   for (size_t i = 0; i < r->n; i++)
     n += own_target(e, r->v[i]);
@@ -362,7 +361,7 @@ static size_t app_base_len(const char *tname) {
  * (same "NAME/<app>" before "-<pid>"), detached and held by no application of this source, the
  * one detached the longest. NULL: none. */
 static tlc_target_t *reusable_target(const tlc_efl_t *e, const char *tname) {
-  const tlc_targets_t *r = &e->d->targets;
+  const tlc_targets_t *r = &e->src.d->targets;
   size_t base = app_base_len(tname);
   tlc_target_t *best = NULL;
   for (size_t i = 0; i < r->n; i++) {
@@ -395,7 +394,7 @@ static void app_drop(tlc_efl_t *e, efl_app_t *a) {
  * and turns its evlog on. Returns 0, or -1 when it is refused (logged, counted; the caller
  * drops it). */
 static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
-  tlc_daemon_t *d = e->d;
+  tlc_daemon_t *d = e->src.d;
   char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX];
   tlc_efldbg_client_t c;
   tlc_target_conf_t conf;
@@ -410,7 +409,7 @@ static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
             "efl %s: application pid %" PRId32 " not captured: the source name leaves no room "
             "for \"/<app>-<pid>\" within max_name (%zu)",
-            e->cfg.name, a->pid, d->cfg.max_name);
+            e->src.cfg.name, a->pid, d->cfg.max_name);
     return -1;
   }
   t = tlc_targets_find(&d->targets, tname);
@@ -434,22 +433,22 @@ static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
               "efl %s: application %s pid %" PRId32 " not captured: %s and no target of an "
               "exited \"%s\" to reuse (%" PRIu64 " applications refused so far)",
-              e->cfg.name, a->name, a->pid, why, a->name,
+              e->src.cfg.name, a->name, a->pid, why, a->name,
               e->apps_refused_cap + e->apps_refused_full);
       return -1;
     }
     e->targets_reused++;
     tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 ": target %s reused (%s)", e->cfg.name, a->name,
-            a->pid, t->name, why);
+            "efl %s: application %s pid %" PRId32 ": target %s reused (%s)", e->src.cfg.name,
+            a->name, a->pid, t->name, why);
     snprintf(tname, sizeof(tname), "%s", t->name);
   }
-  tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
+  tlc__target_conf(d, TLC_SRC_EFL, e->src.cfg.name, tname, TLC_FMT_EVLOG, &conf);
   rc = tlc_targets_get(&d->targets, tname, TLC_SRC_EFL, &conf, &t);
   if (rc != 0 || t->connected) {
     e->apps_refused++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application pid %" PRId32 ": target %s: %s",
-            e->cfg.name, a->pid, tname,
+            e->src.cfg.name, a->pid, tname,
             rc == 0                         ? "already attached to another source"
             : rc == TLC_EINVAL && t != NULL ? "a target of this name has another format"
                                             : tlc_strerror(rc));
@@ -463,7 +462,7 @@ static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
   rc = send_on(e, a, ON_CPUFREQ, now);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
           "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
-          e->cfg.name, a->name, a->pid, a->cid, tname, rc == 0 ? "" : " failed (will retry)");
+          e->src.cfg.name, a->name, a->pid, a->cid, tname, rc == 0 ? "" : " failed (will retry)");
   return 0;
 }
 
@@ -486,7 +485,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
     TLC_LOGD(TLC_LOGC_EFL,
              "efl %s: application %s pid %" PRId32 " (cid %" PRId32 ") does not "
              "match \"%s\"",
-             e->cfg.name, name, c->pid, c->cid, e->cfg.pattern);
+             e->src.cfg.name, name, c->pid, c->cid, e->src.cfg.pattern);
     return;
   }
   if (app_find(e, c->cid) != NULL)
@@ -495,7 +494,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
     e->apps_refused++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
             "efl %s: application %s pid %" PRId32 " not captured: %d applications already are",
-            e->cfg.name, name, c->pid, MAX_APPS);
+            e->src.cfg.name, name, c->pid, MAX_APPS);
     return;
   }
   a = tlc_calloc(1, sizeof(*a));
@@ -512,7 +511,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   if (e->verify == VERIFY_PENDING) {
     TLC_LOGD(TLC_LOGC_EFL,
              "efl %s: application %s pid %" PRId32 ": waiting until efl_debugd %s is verified",
-             e->cfg.name, name, c->pid, e->addr);
+             e->src.cfg.name, name, c->pid, e->addr);
     return; /* captured once the probe is seen (probe_seen) */
   }
   if (app_capture(e, a, now) != 0)
@@ -525,7 +524,7 @@ static void app_deleted(tlc_efl_t *e, int32_t cid) {
       efl_app_t *a = *pp;
       *pp = a->next;
       tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 " exited",
-              e->cfg.name, a->name, a->pid);
+              e->src.cfg.name, a->name, a->pid);
       app_free(e, a, "application exited");
       return;
     }
@@ -542,7 +541,7 @@ static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) 
     tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
             "efl %s: application %s pid %" PRId32 ": evlog was turned off by another client; "
             "turning it on again",
-            e->cfg.name, a->name, a->pid);
+            e->src.cfg.name, a->name, a->pid);
     (void)send_on(e, a, a->on_kind, now);
     a->on_retries++;
     return;
@@ -573,7 +572,7 @@ static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) 
             "it does not answer CPU/Freq/on (EFL 1.26.3 registers that handler too early; "
             "efl_debug would write an empty capture with block size 0xfffffffc); starting its "
             "evlog with EvLog/on instead (no CPU frequency events)",
-            e->cfg.name, a->name, a->pid);
+            e->src.cfg.name, a->name, a->pid);
     (void)send_on(e, a, ON_EVLOG, now);
     return;
   }
@@ -583,7 +582,7 @@ static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) 
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
               "efl %s: application %s pid %" PRId32 ": its evlog stays off even after "
               "EvLog/on; nothing is captured from it (retrying)",
-              e->cfg.name, a->name, a->pid);
+              e->src.cfg.name, a->name, a->pid);
     }
     (void)send_on(e, a, ON_EVLOG, now); /* the last one had no effect: not counted twice */
     a->on_retries++;
@@ -612,7 +611,7 @@ static void reply_begin(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
     a->on_effect = 1;
     set_state(a, a->nocpufreq ? APP_NO_CPUFREQ : APP_CAPTURING);
     tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": capturing%s",
-            e->cfg.name, a->name, a->pid, a->nocpufreq ? " (evlog via EvLog/on)" : "");
+            e->src.cfg.name, a->name, a->pid, a->nocpufreq ? " (evlog via EvLog/on)" : "");
   }
   items = payload - 4;
   if (items == 0)
@@ -624,11 +623,11 @@ static void reply_begin(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
     if (tlc_target_attach(a->target, a, peer) != 0)
       return;
   }
-  if (items > e->d->cfg.max_block) {
+  if (items > e->src.d->cfg.max_block) {
     char why[96];
     snprintf(why, sizeof(why), "evlog block of %" PRIu32 " bytes over max_block, skipped", items);
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
-            a->name, a->pid, why);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s",
+            e->src.cfg.name, a->name, a->pid, why);
     tlc_target_detach(a->target, why); /* a gap; attached again at its next block */
     a->skip = 1;
     e->cur = a;
@@ -655,8 +654,8 @@ static void reply_data(tlc_efl_t *e, const tlc_efldbg_msg_t *m) {
     char why[200];
     snprintf(why, sizeof(why), "decode error at offset %" PRIu64 ": %s",
              a->target->pipe.dec.err_offset, a->target->pipe.dec.err_reason);
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
-            a->name, a->pid, why);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s",
+            e->src.cfg.name, a->name, a->pid, why);
     tlc_target_detach(a->target, why);
     a->skip = 1;
   }
@@ -701,7 +700,7 @@ static void untrusted(tlc_efl_t *e, const char *why) {
   tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
           "efl %s: efl_debugd %s is not trusted: %s; no application captured from it, "
           "retrying with backoff (docs/efl.md)",
-          e->cfg.name, e->addr, why);
+          e->src.cfg.name, e->addr, why);
   snprintf(msg, sizeof(msg), "not the efl_debugd of %s", e->sock);
   lost(e, msg);
 }
@@ -739,7 +738,7 @@ static void probe_open(tlc_efl_t *e) {
   e->probe = tlc_malloc(sizeof(*e->probe));
   if (e->probe == NULL)
     return; /* tried again at the next poll */
-  uv_pipe_init(e->d->loop, e->probe, 0);
+  uv_pipe_init(e->src.d->loop, e->probe, 0);
   e->probe->data = e;
   e->handles++;
   e->preq.data = e;
@@ -760,7 +759,7 @@ static void verify_start(tlc_efl_t *e) {
   if (e->sock[0] == '\0')
     return;
   if (stat(e->sock, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    if (e->cfg.debugd_socket[0] != '\0') {
+    if (e->src.cfg.debugd_socket[0] != '\0') {
       char why[TLC_CFG_PATH + 64];
       snprintf(why, sizeof(why), "no efl_debugd socket at %s (debugd_socket)", e->sock);
       untrusted(e, why);
@@ -770,7 +769,7 @@ static void verify_start(tlc_efl_t *e) {
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
               "efl %s: no efl_debugd socket at %s: efl_debugd %s is taken unverified "
               "(docs/efl.md)",
-              e->cfg.name, e->sock, e->addr);
+              e->src.cfg.name, e->sock, e->addr);
     e->sock_missing = 1;
     return;
   }
@@ -796,7 +795,7 @@ static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now)
   uv_timer_stop(e->timer);
   close_probe(e); /* efl_debugd announces its end as "deleted" (cid unknown here: ignored) */
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: efl_debugd %s verified through its socket %s",
-          e->cfg.name, e->addr, e->sock);
+          e->src.cfg.name, e->addr, e->sock);
   for (efl_app_t *a = e->apps; a != NULL; a = next) {
     next = a->next;
     if (a->target == NULL && app_capture(e, a, now) != 0)
@@ -853,7 +852,7 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
       return;
     }
     if (e->poll != NULL)
-      uv_timer_start(e->poll, poll_cb, e->cfg.poll_ms, e->cfg.poll_ms);
+      uv_timer_start(e->poll, poll_cb, e->src.cfg.poll_ms, e->src.cfg.poll_ms);
     verify_start(e);
     return;
   }
@@ -869,7 +868,7 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
       e->protocol_errors++;
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
               "efl %s: efl_debugd %s: malformed \"added\" message (%zu bytes), rest ignored",
-              e->cfg.name, e->addr, m->len);
+              e->src.cfg.name, e->addr, m->len);
     }
     return;
   }
@@ -885,7 +884,7 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
 }
 
 static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
-  uint64_t now = uv_now(e->d->loop);
+  uint64_t now = uv_now(e->src.d->loop);
   while (len > 0 || e->rd.phase == 4) {
     tlc_efldbg_msg_t m;
     size_t used;
@@ -927,8 +926,8 @@ static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   tlc_efl_t *e = h->data;
   (void)suggested;
-  buf->base = (char *)e->d->rbuf; /* consumed before read_cb returns */
-  buf->len = e->d->rbuf_len;
+  buf->base = (char *)e->src.d->rbuf; /* consumed before read_cb returns */
+  buf->len = e->src.d->rbuf_len;
 }
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -977,8 +976,8 @@ static void lost(tlc_efl_t *e, const char *why) {
   close_tcp(e);
   if (was) {
     e->disconnects++;
-    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; reconnecting", e->cfg.name,
-            e->addr, why);
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; reconnecting",
+            e->src.cfg.name, e->addr, why);
   }
   schedule(e);
 }
@@ -994,9 +993,9 @@ static void connect_cb(uv_connect_t *req, int status) {
   if (status < 0) {
     if (status != e->last_err)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; retrying with backoff",
-              e->cfg.name, e->addr, uv_strerror(status));
+              e->src.cfg.name, e->addr, uv_strerror(status));
     else
-      TLC_LOGD(TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s", e->cfg.name, e->addr,
+      TLC_LOGD(TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s", e->src.cfg.name, e->addr,
                uv_strerror(status));
     e->last_err = status;
     lost(e, uv_strerror(status));
@@ -1020,7 +1019,7 @@ static void connect_cb(uv_connect_t *req, int status) {
     return;
   }
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: connected to efl_debugd %s (pattern \"%s\")",
-          e->cfg.name, e->addr, e->cfg.pattern);
+          e->src.cfg.name, e->addr, e->src.cfg.pattern);
 }
 
 static void timer_cb(uv_timer_t *t);
@@ -1034,7 +1033,7 @@ static void try_connect(tlc_efl_t *e) {
     schedule(e);
     return;
   }
-  uv_tcp_init(e->d->loop, e->tcp);
+  uv_tcp_init(e->src.d->loop, e->tcp);
   e->tcp->data = e;
   e->handles++;
   e->creq.data = e;
@@ -1076,9 +1075,9 @@ static void timer_cb(uv_timer_t *t) {
 }
 
 static void schedule(tlc_efl_t *e) {
-  if (e->stopping || e->d->stopping)
+  if (e->stopping || e->src.d->stopping)
     return;
-  uv_timer_start(e->timer, timer_cb, tlc__backoff_next(e->d, &e->backoff), 0);
+  uv_timer_start(e->timer, timer_cb, tlc__backoff_next(e->src.d, &e->backoff), 0);
 }
 
 /* ---- start, stop, reconcile ---- */
@@ -1137,8 +1136,9 @@ static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
   int rc;
   if (e == NULL)
     return TLC_ENOMEM;
-  e->d = d;
-  e->cfg = *c;
+  e->src.ops = &tlc_efl_source_ops;
+  e->src.d = d;
+  e->src.cfg = *c;
   if (uv_ip4_addr(c->host, c->port, (struct sockaddr_in *)&e->sa) != 0 &&
       uv_ip6_addr(c->host, c->port, (struct sockaddr_in6 *)&e->sa) != 0) {
     tlc_free(e);
@@ -1170,75 +1170,67 @@ static int efl_start(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
   return 0;
 }
 
-static int same_efl(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
+static int efl_start_op(tlc_daemon_t *d, const tlc_cfg_source_t *c, tlc_source_t **out) {
+  tlc_efl_t *e;
+  int rc = efl_start(d, c, &e);
+  if (rc != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_EFL, "efl %s: cannot start: %s", c->name, tlc_strerror(rc));
+    return rc;
+  }
+  *out = &e->src;
+  return 0;
+}
+
+/* Turns the evlog off in its applications, detaches their targets and closes. */
+static void efl_stop_op(tlc_source_t *src, tlc_source_why_t why) {
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: %s; evlog off in its applications", src->cfg.name,
+          why == TLC_SOURCE_SHUTDOWN  ? "daemon shutting down"
+          : why == TLC_SOURCE_REMOVED ? "removed"
+                                      : "settings changed; starting again");
+  efl_stop((tlc_efl_t *)src,
+           why == TLC_SOURCE_SHUTDOWN ? "daemon shutting down" : "efl source reconfigured");
+}
+
+/* A new pattern, address, poll interval or socket starts it again; the rest applies in place. */
+static int efl_same_config(const tlc_source_t *src, const tlc_cfg_source_t *b) {
+  const tlc_cfg_source_t *a = &src->cfg;
+  return b != NULL && strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
          a->port == b->port && a->poll_ms == b->poll_ms &&
          strcmp(a->debugd_socket, b->debugd_socket) == 0;
 }
 
-int tlc_efl_sync(tlc_daemon_t *d) {
-  tlc_efl_t **pp = &d->efls;
-  while (*pp != NULL) {
-    tlc_efl_t *e = *pp;
-    const tlc_cfg_source_t *c =
-        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_EFL, e->cfg.name);
-    if (c != NULL && same_efl(c, &e->cfg)) {
-      e->cfg = *c;
-      pp = &e->next;
-      continue;
-    }
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: %s; evlog off in its applications", e->cfg.name,
-            d->stopping ? "daemon shutting down"
-            : c == NULL ? "removed"
-                        : "settings changed; starting again");
-    *pp = e->next;
-    efl_stop(e, d->stopping ? "daemon shutting down" : "efl source reconfigured");
-  }
-  if (d->stopping)
-    return 0;
-  for (size_t i = 0; i < d->cfg.nsrc; i++) {
-    const tlc_cfg_source_t *c = &d->cfg.src[i];
-    tlc_efl_t *e;
-    int rc;
-    if (c->kind != TLC_SRC_EFL)
-      continue;
-    for (e = d->efls; e != NULL; e = e->next)
-      if (strcmp(e->cfg.name, c->name) == 0)
-        break;
-    if (e != NULL)
-      continue;
-    rc = efl_start(d, c, &e);
-    if (rc != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_EFL, "efl %s: cannot start: %s", c->name, tlc_strerror(rc));
-      continue;
-    }
-    e->next = d->efls;
-    d->efls = e;
-  }
-  return 0;
-}
-
-void tlc_efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
+/* Appends " efl_apps=N efl_capturing=N efl_no_cpufreq=N" to the STATUS text (nothing without
+ * efl sources). */
+static void efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
+  struct tlc_source_list *list = tlc_sources_running(d, &tlc_efl_source_ops);
+  const tlc_source_t *src;
   size_t apps = 0, capturing = 0, bug = 0, off = 0, used = strlen(buf);
-  if (d->efls == NULL || used >= len)
+  if (list == NULL || LIST_EMPTY(list) || used >= len)
     return;
-  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next)
+  LIST_FOREACH(src, list, link) {
+    const tlc_efl_t *e = (const tlc_efl_t *)src;
     for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
       apps++;
       capturing += a->state == APP_CAPTURING || a->state == APP_NO_CPUFREQ;
       bug += a->nocpufreq;
       off += a->state == APP_EVLOG_OFF;
     }
+  }
   snprintf(buf + used, len - used, " efl_apps=%zu efl_capturing=%zu efl_no_cpufreq=%zu%s", apps,
            capturing, bug, off ? " efl_evlog_off=1" : "");
 }
 
-void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+/* The stats dump's member "efl": [ {source, pattern, debugd, connected, counters, apps: [{target,
+ * name, pid, cid, state, replies, ...}]} ]. */
+static void efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+  struct tlc_source_list *list = tlc_sources_running(d, &tlc_efl_source_ops);
+  const tlc_source_t *src;
   tlc_json_w_open(w, "efl", '[');
-  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
+  for (src = list != NULL ? LIST_FIRST(list) : NULL; src != NULL; src = LIST_NEXT(src, link)) {
+    const tlc_efl_t *e = (const tlc_efl_t *)src;
     tlc_json_w_open(w, NULL, '{');
-    tlc_json_w_str(w, "source", e->cfg.name);
-    tlc_json_w_str(w, "pattern", e->cfg.pattern);
+    tlc_json_w_str(w, "source", e->src.cfg.name);
+    tlc_json_w_str(w, "pattern", e->src.cfg.pattern);
     tlc_json_w_str(w, "debugd", e->addr);
     tlc_json_w_i64(w, "connected", e->registered);
     tlc_json_w_str(w, "debugd_socket", e->sock);
@@ -1283,3 +1275,14 @@ void tlc_efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   }
   tlc_json_w_close(w, ']');
 }
+
+/* Connecting to efl_debugd is retried with backoff, never a start error. */
+const tlc_source_ops_t tlc_efl_source_ops = {
+  .kind = TLC_SRC_EFL,
+  .name = "efl",
+  .start = efl_start_op,
+  .stop = efl_stop_op,
+  .same_config = efl_same_config,
+  .status = efl_status,
+  .dump = efl_dump,
+};
