@@ -1035,26 +1035,9 @@ int tlc_wiring_start(tlc_wiring_t **out, tlc_daemon_t *d, tlc_provider_t *pv) {
       goto fail;
     }
     w->pending++;
-    for (int i = 0; i < nfds; i++) {
-      char why[160];
-      int is_unix;
-      if (fds[i].taken ||
-          (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
-        continue;
-      is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
-      if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
-                fds[i].name, why);
-        goto fail;
-      }
-      r = tlc_pubsub_listen_fd(w->ps, fds[i].fd, is_unix);
-      if (r != 0) {
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d: %s", fds[i].fd,
-                tlc_strerror(r));
-        goto fail;
-      }
-      fds[i].taken = 1;
-    }
+    r = tlc_pubsub_adopt(w->ps, fds, nfds); /* the inherited sockets it serves */
+    if (r != 0)
+      goto fail;
     if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
       r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
       if (r != 0) {

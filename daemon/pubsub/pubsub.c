@@ -99,6 +99,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/sdnotify.h"
 #include "proto/convert.h"
 #include "proto/frame.h"
 #include "tlc_version.h"
@@ -920,6 +921,29 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
   if (r < 0 || (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     listener_drop(ps, l);
     return r;
+  }
+  return 0;
+}
+
+int tlc_pubsub_adopt(tlc_pubsub_t *ps, tlc_sd_fd_t *fds, int n) {
+  for (int i = 0; i < n; i++) {
+    char why[160];
+    int is_unix, r;
+    if (fds[i].taken ||
+        (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
+      continue;
+    is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
+    if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
+      tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
+                    fds[i].name, why);
+      return r;
+    }
+    r = tlc_pubsub_listen_fd(ps, fds[i].fd, is_unix);
+    if (r != 0) {
+      tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "socket activation: fd %d: %s", fds[i].fd, tlc_strerror(r));
+      return r;
+    }
+    fds[i].taken = 1;
   }
   return 0;
 }
