@@ -19,6 +19,7 @@
 #include "daemon/wiring.h"
 
 #include "auth/auth.h"
+#include "auth/peers.h"
 #include "auth/tls.h"
 #include "base/alloc.h"
 #include "base/err.h"
@@ -858,7 +859,7 @@ static int http_start(tlc_wiring_t *w) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "http: bad address \"%s\"", c->http);
     return TLC_EINVAL;
   }
-  if (!tlc_http_host_is_loopback(host)) {
+  if (!tlc_peers_host_is_loopback(host)) {
     if (w->auth == NULL) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
               "http: refusing to serve %s: beyond loopback the HTTP port needs token_file "

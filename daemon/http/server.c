@@ -213,10 +213,6 @@ void tlc_http_opts_default(tlc_http_opts_t *o) {
   o->max_per_address = 0;
 }
 
-int tlc_http_host_is_loopback(const char *host) {
-  return tlc_auth_host_is_loopback(host);
-}
-
 /* ---- HTTP ---- */
 
 static void body_free(pss_t *p) {

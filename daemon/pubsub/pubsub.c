@@ -97,6 +97,7 @@
 
 #include "pubsub/pubsub-int.h"
 
+#include "auth/peers.h"
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/sdnotify.h"
@@ -744,19 +745,6 @@ size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target)
   return n;
 }
 
-static int is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a))
-      return 1;
-    if (IN6_IS_ADDR_V4MAPPED(a))
-      return a->s6_addr[12] == 127;
-  }
-  return 0;
-}
-
 static listener_t *listener_new(tlc_pubsub_t *ps, int is_unix) {
   listener_t *l;
   if (ps->nlisteners >= MAX_LISTENERS)
@@ -801,14 +789,14 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "%s is not a numeric address", host);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
+  if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
     tlc__ps_logf_(ps, TLC_PS_LOG_ERR,
                   "refusing to serve subscribers on non-loopback %s:%d without a token "
                   "(set token_file, or use 127.0.0.1 or a Unix socket)",
                   host, port);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+  if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
     tlc__ps_logf_(
         ps, TLC_PS_LOG_WARN,
         "subscribers on non-loopback %s:%d without TLS: the token and the statistics cross "
@@ -906,12 +894,13 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
       return uv_translate_sys_error(errno);
-    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
+    if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 &&
+        ps->o.auth == NULL) {
       tlc__ps_logf_(ps, TLC_PS_LOG_ERR,
                     "refusing a non-loopback subscriber socket without a token");
       return TLC_EINVAL;
     }
-    if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+    if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
       tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "a non-loopback subscriber socket without TLS");
   }
   if ((l = listener_new(ps, is_unix)) == NULL)
