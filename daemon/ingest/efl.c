@@ -100,7 +100,7 @@ enum { ON_NONE, ON_CPUFREQ, ON_EVLOG };
 enum { VERIFY_NONE, VERIFY_PENDING, VERIFY_OK };
 
 typedef struct efl_app {
-  struct efl_app *next;
+  LIST_ENTRY(efl_app) link; /* e->apps */
   int32_t cid, pid;
   char name[TLC_EFLDBG_NAME_MAX + 1]; /* as efl_debugd gave it (may be cut) */
   tlc_target_t *target;
@@ -131,7 +131,7 @@ typedef struct tlc_efl {
   tlc_efldbg_rd_t rd;
   uint64_t cookie;
   int32_t op[OP_N];
-  efl_app_t *apps;
+  LIST_HEAD(, efl_app) apps; /* matched applications, newest first */
   size_t napps;
   efl_app_t *cur; /* the application the streamed packet comes from (NULL: ignore it) */
   uint64_t backoff;
@@ -233,9 +233,11 @@ static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
 /* ---- applications ---- */
 
 static efl_app_t *app_find(const tlc_efl_t *e, int32_t cid) {
-  for (efl_app_t *a = e->apps; a != NULL; a = a->next)
+  efl_app_t *a;
+  LIST_FOREACH(a, &e->apps, link) {
     if (a->cid == cid)
       return a;
+  }
   return NULL;
 }
 
@@ -370,7 +372,7 @@ static tlc_target_t *reusable_target(const tlc_efl_t *e, const char *tname) {
     if (!own_target(e, t) || t->connected || t->source != NULL || app_base_len(t->name) != base ||
         strncmp(t->name, tname, base) != 0)
       continue;
-    for (a = e->apps; a != NULL && a->target != t; a = a->next)
+    for (a = LIST_FIRST(&e->apps); a != NULL && a->target != t; a = LIST_NEXT(a, link))
       ;
     if (a != NULL)
       continue; /* detached for a moment (decode error): still that application's */
@@ -382,12 +384,8 @@ static tlc_target_t *reusable_target(const tlc_efl_t *e, const char *tname) {
 
 /* Unlinks and frees an application that never got its target. */
 static void app_drop(tlc_efl_t *e, efl_app_t *a) {
-  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
-    if (*pp == a) {
-      *pp = a->next;
-      app_free(e, a, NULL);
-      return;
-    }
+  LIST_REMOVE(a, link);
+  app_free(e, a, NULL);
 }
 
 /* Gives a matched application its target (created, found, or at the cap reused), attaches it
@@ -505,8 +503,7 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
   a->cid = c->cid;
   a->pid = c->pid;
   memcpy(a->name, name, sizeof(a->name)); /* for log lines */
-  a->next = e->apps;
-  e->apps = a;
+  LIST_INSERT_HEAD(&e->apps, a, link);
   e->napps++;
   if (e->verify == VERIFY_PENDING) {
     TLC_LOGD(TLC_LOGC_EFL,
@@ -519,15 +516,16 @@ static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) 
 }
 
 static void app_deleted(tlc_efl_t *e, int32_t cid) {
-  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
-    if ((*pp)->cid == cid) {
-      efl_app_t *a = *pp;
-      *pp = a->next;
+  efl_app_t *a;
+  LIST_FOREACH(a, &e->apps, link) {
+    if (a->cid == cid) {
+      LIST_REMOVE(a, link); /* and no further step of the walk */
       tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 " exited",
               e->src.cfg.name, a->name, a->pid);
       app_free(e, a, "application exited");
       return;
     }
+  }
 }
 
 /* An EvLog/get reply without the overflow word: the application's evlog is off. */
@@ -796,8 +794,8 @@ static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now)
   close_probe(e); /* efl_debugd announces its end as "deleted" (cid unknown here: ignored) */
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: efl_debugd %s verified through its socket %s",
           e->src.cfg.name, e->addr, e->sock);
-  for (efl_app_t *a = e->apps; a != NULL; a = next) {
-    next = a->next;
+  for (efl_app_t *a = LIST_FIRST(&e->apps); a != NULL; a = next) {
+    next = LIST_NEXT(a, link);
     if (a->target == NULL && app_capture(e, a, now) != 0)
       app_drop(e, a);
   }
@@ -816,7 +814,8 @@ static void poll_cb(uv_timer_t *t) {
     e->polls_skipped++; /* efl_debugd does not read: no more requests pile up */
     return;
   }
-  for (efl_app_t *a = e->apps; a != NULL; a = a->next) {
+  efl_app_t *a;
+  LIST_FOREACH(a, &e->apps, link) {
     if (a->target == NULL)
       continue; /* waiting for the verification */
     if (a->pending && now - a->pending_since < get_timeout_ms(e))
@@ -963,9 +962,9 @@ static void lost(tlc_efl_t *e, const char *why) {
   int was = e->registered;
   close_probe(e);
   e->verify = VERIFY_NONE;
-  while (e->apps != NULL) {
-    efl_app_t *a = e->apps;
-    e->apps = a->next;
+  while (!LIST_EMPTY(&e->apps)) {
+    efl_app_t *a = LIST_FIRST(&e->apps);
+    LIST_REMOVE(a, link);
     app_free(e, a, "efl_debugd went away");
   }
   e->cur = NULL;
@@ -1109,9 +1108,9 @@ static void efl_stop(tlc_efl_t *e, const char *reason) {
   e->poll = NULL;
   close_probe(e);
   e->verify = VERIFY_NONE;
-  while (e->apps != NULL) {
-    efl_app_t *a = e->apps;
-    e->apps = a->next;
+  while (!LIST_EMPTY(&e->apps)) {
+    efl_app_t *a = LIST_FIRST(&e->apps);
+    LIST_REMOVE(a, link);
     if (e->registered && e->tcp != NULL)
       send_off(e, a); /* queued before the shutdown below: written first */
     app_free(e, a, reason);
@@ -1209,7 +1208,8 @@ static void efl_status(const tlc_daemon_t *d, char *buf, size_t len) {
     return;
   LIST_FOREACH(src, list, link) {
     const tlc_efl_t *e = (const tlc_efl_t *)src;
-    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+    const efl_app_t *a;
+    LIST_FOREACH(a, &e->apps, link) {
       apps++;
       capturing += a->state == APP_CAPTURING || a->state == APP_NO_CPUFREQ;
       bug += a->nocpufreq;
@@ -1255,7 +1255,8 @@ static void efl_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
     tlc_json_w_u64(w, "polls_skipped", e->polls_skipped);
     tlc_json_w_u64(w, "ignored", e->ignored);
     tlc_json_w_open(w, "apps", '[');
-    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+    const efl_app_t *a;
+    LIST_FOREACH(a, &e->apps, link) {
       tlc_json_w_open(w, NULL, '{');
       tlc_json_w_str(w, "target", a->target != NULL ? a->target->name : "");
       tlc_json_w_str(w, "name", a->name);

@@ -307,8 +307,9 @@ size_t tlc_listen_count(const tlc_daemon_t *d) {
   const tlc_source_t *s;
   size_t n = 0;
   if (list != NULL) {
-    LIST_FOREACH(s, list, link)
-    n++;
+    LIST_FOREACH(s, list, link) {
+      n++;
+    }
   }
   return n;
 }
