@@ -101,12 +101,13 @@ extern const tlc_source_ops_t tlc_dial_source_ops;   /* dial.c */
 extern const tlc_source_ops_t tlc_serial_source_ops; /* serial.c */
 extern const tlc_source_ops_t tlc_efl_source_ops;    /* efl.c */
 
-/* Adds a kind after the built-ins (which the registry adds itself at the first sync, link or
- * running call). Returns 0, TLC_EINVAL if a kind of that number is there, TLC_ELIMIT past
+/* Adds a kind after the built-ins (which the registry adds itself at the first register, sync
+ * or link). Returns 0, TLC_EINVAL if a kind of that number is there, TLC_ELIMIT past
  * TLC_SOURCE_KINDS. */
 int tlc_sources_register(struct tlc_daemon *d, const tlc_source_ops_t *ops);
 
-/* The list of running sources of `ops`'s kind (NULL if it is not registered). */
+/* The list of running sources of `ops`'s kind, newest first (NULL if it is not registered).
+ * `d` is const for the readers (status, dump, counts); only the kind changes its sources. */
 struct tlc_source_list *tlc_sources_running(const struct tlc_daemon *d,
                                             const tlc_source_ops_t *ops);
 

@@ -25,7 +25,7 @@ static const tlc_source_ops_t *const builtin[] = {
   &tlc_efl_source_ops,
 };
 
-int tlc_sources_register(tlc_daemon_t *d, const tlc_source_ops_t *ops) {
+static int add_kind(tlc_daemon_t *d, const tlc_source_ops_t *ops) {
   for (size_t i = 0; i < d->nkinds; i++)
     if (d->kinds[i].ops->kind == ops->kind)
       return TLC_EINVAL;
@@ -41,7 +41,12 @@ static void register_builtin(tlc_daemon_t *d) {
   if (d->nkinds > 0)
     return;
   for (size_t i = 0; i < sizeof(builtin) / sizeof(builtin[0]); i++)
-    (void)tlc_sources_register(d, builtin[i]);
+    (void)add_kind(d, builtin[i]);
+}
+
+int tlc_sources_register(tlc_daemon_t *d, const tlc_source_ops_t *ops) {
+  register_builtin(d);
+  return add_kind(d, ops);
 }
 
 struct tlc_source_list *tlc_sources_running(const tlc_daemon_t *d, const tlc_source_ops_t *ops) {
