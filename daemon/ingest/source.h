@@ -115,7 +115,8 @@ struct tlc_source_list *tlc_sources_running(const struct tlc_daemon *d,
 void tlc_sources_link(tlc_source_t *s);
 
 /* Reconciles the running sources with d->cfg (see above). Returns 0, or the first start error
- * of a kind whose start errors are fatal (the other sources are still applied). */
+ * of a kind whose start errors are fatal: at the first sync (start-up, which the caller then
+ * fails) the kinds after that one are not started; at later syncs they are still applied. */
 int tlc_sources_sync(struct tlc_daemon *d);
 
 /* SIGHUP, before `nc` replaces d->cfg: every kind's check_reload. 0, or TLC_EINVAL with why[]

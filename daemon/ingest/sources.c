@@ -132,7 +132,10 @@ int tlc_sources_sync(tlc_daemon_t *d) {
     int r = start_new(d, &d->kinds[i]);
     if (r != 0 && first_err == 0)
       first_err = r;
+    if (r != 0 && !d->sources_synced)
+      break; /* start-up fails: the kinds after it are not started (no tty opened for nothing) */
   }
+  d->sources_synced = 1;
   return first_err;
 }
 

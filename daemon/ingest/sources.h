@@ -89,6 +89,7 @@ struct tlc_daemon {
   tlc_targets_t targets;
   tlc_source_kind_t kinds[TLC_SOURCE_KINDS]; /* registered kinds, their running sources */
   size_t nkinds;
+  int sources_synced;          /* tlc_sources_sync has run once (start-up is over) */
   LIST_HEAD(, tlc_conn) conns; /* counted connections, newest first */
   size_t nconns;
   size_t max_conns; /* effective cap (config or RLIMIT_NOFILE - reserve) */

@@ -97,6 +97,13 @@ static int fake_start(tlc_daemon_t *d, const tlc_cfg_source_t *cfg, tlc_source_t
   return 0;
 }
 
+static size_t running_count(const struct tlc_source_list *list) {
+  size_t n = 0;
+  for (const tlc_source_t *s = LIST_FIRST(list); s != NULL; s = LIST_NEXT(s, link))
+    n++;
+  return n;
+}
+
 static void set_cfg(tlc_daemon_t *d, tlc_cfg_source_t *src, size_t n) {
   d->cfg.src = src;
   d->cfg.nsrc = n;
@@ -153,6 +160,7 @@ static void test_sync(void **state) {
   set_cfg(&d, a, 2);
   assert_int_equal(tlc_sources_sync(&d), TLC_ELIMIT);
   assert_string_equal(events, "stop two/removed;stop one/removed;refuse bad;");
+  assert_int_equal(running_count(list), 1); /* three still runs */
 
   /* check_reload and status go through the kind */
   b[0] = sec("three", "moved", 3);
@@ -176,9 +184,44 @@ static void test_sync(void **state) {
   assert_true(LIST_EMPTY(list));
 }
 
+/* A kind registered after the fake one, whose start errors are not fatal. */
+static const tlc_source_ops_t later_ops = {
+  .kind = KIND_FAKE + 1,
+  .name = "later",
+  .start = fake_start,
+  .stop = fake_stop,
+  .same_config = fake_same,
+};
+
+/* At start-up a fatal start error leaves the kinds after it unstarted (the daemon exits); on a
+ * reload the same error no longer holds them back. */
+static void test_startup_failure(void **state) {
+  static tlc_daemon_t d;
+  tlc_cfg_source_t c[2];
+  (void)state;
+  events[0] = '\0';
+  fail_start = TLC_EINVAL;
+  assert_int_equal(tlc_sources_register(&d, &fake_ops), 0);
+  assert_int_equal(tlc_sources_register(&d, &later_ops), 0);
+  c[0] = sec("bad", "h", 1);
+  c[1] = sec("x", "h", 2);
+  c[1].kind = KIND_FAKE + 1;
+  set_cfg(&d, c, 2);
+  assert_int_equal(tlc_sources_sync(&d), TLC_EINVAL);
+  assert_string_equal(events, "refuse bad;");
+  events[0] = '\0';
+  assert_int_equal(tlc_sources_sync(&d), TLC_EINVAL);
+  assert_string_equal(events, "refuse bad;start x;");
+  events[0] = '\0';
+  d.stopping = 1;
+  assert_int_equal(tlc_sources_sync(&d), 0);
+  assert_string_equal(events, "drain;stop x/shutdown;");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sync),
+    cmocka_unit_test(test_startup_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
