@@ -88,7 +88,7 @@ static void dump_head(void *ud, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "refused_allow", st->refused_allow);
   tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
   tlc_json_w_close(w, '}');
-  tlc_efl_dump(d, w);
+  tlc_sources_dump(d, w);
   tlc_wiring_dump(dm->wiring, w);
 }
 
@@ -116,7 +116,7 @@ static void send_status(tlc_daemon_t *dm) {
   char msg[600];
   status_text(&dm->in, dm->last_status_text, sizeof(dm->last_status_text));
   tlc_wiring_status(dm->wiring, dm->last_status_text, sizeof(dm->last_status_text));
-  tlc_efl_status(&dm->in, dm->last_status_text, sizeof(dm->last_status_text));
+  tlc_sources_status(&dm->in, dm->last_status_text, sizeof(dm->last_status_text));
   snprintf(msg, sizeof(msg), "STATUS=%s", dm->last_status_text);
   tlc_sd_notify(msg);
 }
@@ -191,11 +191,7 @@ static void daemon_close(tlc_daemon_t *dm, int dump) {
 #endif
   };
   d->stopping = 1;
-  tlc_listen_sync(d);        /* stop accepting */
-  tlc__conns_drain_close(d); /* finish what was received, close */
-  tlc__serial_drain_close(d);
-  tlc_dial_sync(d);
-  tlc_efl_sync(d); /* evlog off in the applications */
+  tlc_sources_sync(d); /* finish what was received, close; evlog off in the applications */
   if (dump)
     tlc_dump_request(&dm->dump); /* written off the loop; the loop runs until it is complete */
   tlc_wiring_close(dm->wiring);  /* seals segments, says goodbye to subscribers */
@@ -240,7 +236,7 @@ static void reload(tlc_daemon_t *dm) {
   /* RELIABILITY T15(c): a listener or the subscriber server that would move is not re-bound
    * (a window without it, a bind that may fail, subscribers dropped): the reload is refused
    * as a whole and the running configuration stays. */
-  if (tlc_listen_check_reload(d, &nc, err, sizeof(err)) != 0 ||
+  if (tlc_sources_check_reload(d, &nc, err, sizeof(err)) != 0 ||
       tlc_config_reload_merge(&d->cfg, &nc, err, sizeof(err), restart, sizeof(restart)) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
             "reload rejected, keeping the running configuration: %s: restart required", err);
@@ -260,10 +256,7 @@ static void reload(tlc_daemon_t *dm) {
   tlc_budget_set_limit(&d->targets.budget, memory_limit(&d->cfg)); /* granted memory stays */
   tlc_dump_set_path(&dm->dump, d->cfg.dump_stats);
   d->targets.mapping_limit = d->cfg.mapping_limit;
-  tlc_listen_sync(d); /* bind errors are logged; the other listeners are applied */
-  tlc_dial_sync(d);
-  tlc_serial_sync(d);
-  tlc_efl_sync(d);
+  tlc_sources_sync(d); /* bind errors are logged; the other sources are applied */
   tlc_wiring_reload(dm->wiring);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
           tlc_listen_count(d), d->targets.n);
@@ -363,12 +356,9 @@ int tlc_daemon_start(tlc_daemon_t *dm) {
   r = tlc_listen_adopt(d);
   if (r != 0)
     return start_failed(dm, "socket activation: an inherited socket is unusable (see log)", r);
-  r = tlc_listen_sync(d);
+  r = tlc_sources_sync(d);
   if (r != 0)
     return start_failed(dm, "cannot listen (see log)", r);
-  tlc_dial_sync(d);
-  tlc_serial_sync(d);
-  tlc_efl_sync(d);
   if ((r = start_signals(dm)) != 0) {
     dm->exit_code = 1;
     return r;

@@ -19,6 +19,7 @@
 #include "daemon/wiring.h"
 
 #include "auth/auth.h"
+#include "auth/peers.h"
 #include "auth/tls.h"
 #include "base/alloc.h"
 #include "base/err.h"
@@ -846,7 +847,7 @@ static int http_start(tlc_wiring_t *w) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "http: bad address \"%s\"", c->http);
     return TLC_EINVAL;
   }
-  if (!tlc_http_host_is_loopback(host)) {
+  if (!tlc_peers_host_is_loopback(host)) {
     if (w->auth == NULL) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG,
               "http: refusing to serve %s: beyond loopback the HTTP port needs token_file "
@@ -1012,26 +1013,9 @@ static int start_pubsub(tlc_wiring_t *w) {
     return r;
   }
   w->pending++;
-  for (int i = 0; i < nfds; i++) {
-    char why[160];
-    int is_unix;
-    if (fds[i].taken ||
-        (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
-      continue;
-    is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
-    if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
-              fds[i].name, why);
-      return r;
-    }
-    r = tlc_pubsub_listen_fd(w->ps, fds[i].fd, is_unix);
-    if (r != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_PUBSUB, "socket activation: fd %d: %s", fds[i].fd,
-              tlc_strerror(r));
-      return r;
-    }
-    fds[i].taken = 1;
-  }
+  r = tlc_pubsub_adopt(w->ps, fds, nfds); /* the inherited sockets it serves */
+  if (r != 0)
+    return r;
   if (strncmp(d->cfg.serve, "unix:", 5) == 0) {
     r = tlc_pubsub_listen_unix(w->ps, d->cfg.serve + 5);
     if (r != 0) {

@@ -259,15 +259,3 @@ void tlc_auth_free(tlc_auth_t *a) {
   tlc_free(a->path);
   tlc_free(a);
 }
-
-int tlc_auth_host_is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (strcmp(host, "localhost") == 0)
-    return 1;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
-  return 0; /* a name: it may resolve to anything */
-}

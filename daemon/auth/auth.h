@@ -79,10 +79,4 @@ void tlc_auth_get_stats(tlc_auth_t *a, tlc_auth_stats_t *out);
 /* Frees everything (the token bytes are cleared first). NULL is accepted. */
 void tlc_auth_free(tlc_auth_t *a);
 
-/* 1 when `host` (numeric, or "localhost") is a loopback address: 127.0.0.0/8, ::1, and an
- * IPv4-mapped ::ffff:127.x.y.z; 0 for anything else, names included (they may resolve beyond
- * loopback). The one predicate of SPEC 8's loopback rule (the configuration's check, the HTTP
- * port's bind and Host checks). */
-int tlc_auth_host_is_loopback(const char *host);
-
 #endif

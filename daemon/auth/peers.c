@@ -95,3 +95,29 @@ const char *tlc_peers_name(const struct sockaddr *sa, size_t len, char *buf, siz
     snprintf(buf, buflen, "?");
   return buf;
 }
+
+int tlc_peers_is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+int tlc_peers_host_is_loopback(const char *host) {
+  struct sockaddr_in a4;
+  struct sockaddr_in6 a6;
+  if (strcmp(host, "localhost") == 0)
+    return 1;
+  memset(&a4, 0, sizeof(a4));
+  memset(&a6, 0, sizeof(a6));
+  a4.sin_family = AF_INET;
+  a6.sin6_family = AF_INET6;
+  if (inet_pton(AF_INET, host, &a4.sin_addr) == 1)
+    return tlc_peers_is_loopback((const struct sockaddr *)&a4);
+  if (inet_pton(AF_INET6, host, &a6.sin6_addr) == 1)
+    return tlc_peers_is_loopback((const struct sockaddr *)&a6);
+  return 0; /* a name: it may resolve to anything */
+}

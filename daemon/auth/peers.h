@@ -52,4 +52,13 @@ void tlc_peers_release(tlc_peers_t *p, size_t slot);
  * "?" when it is not an IP address. Returns buf. */
 const char *tlc_peers_name(const struct sockaddr *sa, size_t len, char *buf, size_t buflen);
 
+/* SPEC 8's loopback rule, the one predicate the configuration's checks, the subscriber port and
+ * the HTTP port (bind and Host checks) all use: 1 when `sa` is a loopback address -
+ * 127.0.0.0/8, ::1, or an IPv4-mapped ::ffff:127.x.y.z - else 0 (other families included). */
+int tlc_peers_is_loopback(const struct sockaddr *sa);
+
+/* The same for an address written as text: numeric, or the name "localhost" (exactly); any
+ * other name is 0, since it may resolve beyond loopback. */
+int tlc_peers_host_is_loopback(const char *host);
+
 #endif

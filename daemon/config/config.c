@@ -23,6 +23,7 @@
 #include "tlc_version.h"
 
 #include "auth/auth.h"
+#include "auth/peers.h"
 #include "auth/tls.h"
 
 #include <arpa/inet.h>
@@ -1593,10 +1594,6 @@ int tlc_config_apply_cli(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_
   return 0;
 }
 
-int tlc_config_is_loopback(const char *host) {
-  return tlc_auth_host_is_loopback(host);
-}
-
 /* SPEC 8: the token file is readable only by its owner and not empty; a port beyond loopback
  * needs it; the TLS files come as a pair and load. Reads the files (start-up, SIGHUP, and
  * --check-config report the same errors). */
@@ -1610,7 +1607,7 @@ static int validate_remote(const tlc_config_t *c, char *err, size_t errlen) {
     char host[TLC_CFG_HOST];
     uint16_t port;
     if (tlc_config_parse_hostport(c->serve, host, sizeof(host), &port) == 0 &&
-        !tlc_config_is_loopback(host)) {
+        !tlc_peers_host_is_loopback(host)) {
       seterr(err, errlen,
              "[daemon] serve: %s is beyond loopback: it needs token_file (--token-file FILE), "
              "and should have tls_cert/tls_key",

@@ -243,10 +243,6 @@ int tlc_config_allow_match(const char *list, const void *sa);
  * board[0-9]"). Whether `name` matches one (empty list: every name). */
 int tlc_config_targets_match(const char *list, const char *name);
 
-/* 1 if `host` (numeric, or "localhost") is a loopback address; 0 for anything else, names
- * included (they may resolve beyond loopback). SPEC 8: a port beyond loopback needs a token. */
-int tlc_config_is_loopback(const char *host);
-
 /* Parses a duration: "250ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 int tlc_config_parse_duration_ms(const char *s, uint64_t *ms);
 

@@ -133,7 +133,7 @@ long tlc__http_path(const char *in, char *out, size_t outlen);
 int tlc__http_public(const char *in);
 
 /* DNS rebinding: 1 when `host` (a Host header, HOST[:PORT] or [IPv6][:PORT]; NULL: none was
- * sent) names this daemon: a loopback name or address (tlc_auth_host_is_loopback), `bound`
+ * sent) names this daemon: a loopback name or address (tlc_peers_host_is_loopback), `bound`
  * (the address the port is bound to), `local` (the address the connection reached, for a
  * port bound to a wildcard address), or one of `names` (http_hosts: names separated by commas
  * or blanks), case aside; a name's final root dot is ignored. Else 0 (421). */

@@ -116,8 +116,4 @@ void tlc_http_close(tlc_http_t *h, void (*cb)(void *ud), void *ud);
  * start-up failure) runs the loop until this is 0 first. */
 int tlc_http_closing(void);
 
-/* 1 when `host` is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x, localhost):
- * tlc_auth_host_is_loopback. */
-int tlc_http_host_is_loopback(const char *host);
-
 #endif

@@ -23,6 +23,7 @@
 #include "http/http-int.h"
 
 #include "auth/auth.h"
+#include "auth/peers.h"
 #include "base/alloc.h"
 #include "base/err.h"
 #include "formats/dec.h"
@@ -185,7 +186,7 @@ int tlc__http_host_ok(const char *host, const char *bound, const char *local, co
   n = strlen(h);
   if (n > 1 && h[n - 1] == '.') /* a fully qualified name's root dot */
     h[--n] = '\0';
-  return tlc_auth_host_is_loopback(h) || strcasecmp(h, "localhost") == 0 ||
+  return tlc_peers_host_is_loopback(h) || strcasecmp(h, "localhost") == 0 ||
          (bound != NULL && strcasecmp(h, bound) == 0) ||
          (local != NULL && strcasecmp(h, local) == 0) || in_list(names, h, n);
 }

@@ -108,10 +108,6 @@ void tlc_http_opts_default(tlc_http_opts_t *o) {
   o->max_per_address = 0;
 }
 
-int tlc_http_host_is_loopback(const char *host) {
-  return tlc_auth_host_is_loopback(host);
-}
-
 /* ---- the protocol callback ---- */
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,

@@ -24,10 +24,8 @@
 
 #define CONNECT_TIMEOUT_MS 10000
 
-struct tlc_dialer {
-  tlc_ingest_t *d;
-  tlc_dialer_t *next;
-  tlc_cfg_source_t cfg;
+typedef struct tlc_dialer {
+  tlc_source_t s; /* first: d, cfg */
   tlc_target_t *target;
   uv_timer_t *timer;
   uv_getaddrinfo_t gai;
@@ -38,7 +36,7 @@ struct tlc_dialer {
   uint64_t failures; /* consecutive */
   int stopping;
   int timer_closed;
-};
+} tlc_dialer_t;
 
 static void attempt(tlc_dialer_t *dl);
 
@@ -52,7 +50,7 @@ static void timer_cb(uv_timer_t *t) {
   if (dl->conn != NULL && dl->connecting) {
     /* Connect took too long: closing cancels it; the close path reschedules. */
     dl->failures++;
-    dl->d->st.dial_failures++;
+    dl->s.d->st.dial_failures++;
     tlc__conn_close(dl->conn, "connect timeout");
     return;
   }
@@ -62,30 +60,32 @@ static void timer_cb(uv_timer_t *t) {
 
 static void schedule(tlc_dialer_t *dl, const char *why) {
   uint64_t delay;
-  if (dl->stopping || dl->d->stopping)
+  if (dl->stopping || dl->s.d->stopping)
     return;
-  delay = tlc__backoff_next(dl->d, &dl->backoff);
+  delay = tlc__backoff_next(dl->s.d, &dl->backoff);
   /* The first failure in a row is worth a line; the rest only at debug (and rate-limited). */
   if (dl->failures <= 1)
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_DIAL, "dial %s (%s:%u): %s; retrying in %llu ms", dl->cfg.name,
-            dl->cfg.host, dl->cfg.port, why, (unsigned long long)delay);
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_DIAL, "dial %s (%s:%u): %s; retrying in %llu ms", dl->s.cfg.name,
+            dl->s.cfg.host, dl->s.cfg.port, why, (unsigned long long)delay);
   else
-    TLC_LOGD(TLC_LOGC_DIAL, "dial %s (%s:%u): %s; retrying in %llu ms", dl->cfg.name, dl->cfg.host,
-             dl->cfg.port, why, (unsigned long long)delay);
+    TLC_LOGD(TLC_LOGC_DIAL, "dial %s (%s:%u): %s; retrying in %llu ms", dl->s.cfg.name,
+             dl->s.cfg.host, dl->s.cfg.port, why, (unsigned long long)delay);
   uv_timer_start(dl->timer, timer_cb, delay, 0);
 }
 
+static void conn_closed(void *owner, int had_data);
+
 static void conn_cancelled_close_cb(uv_handle_t *h) {
   tlc_conn_t *c = h->data;
-  tlc_dialer_t *dl = c->dialer;
+  tlc_dialer_t *dl = c->owner;
   tlc_free(c);
   if (dl != NULL)
-    tlc__dial_conn_closed(dl, 0);
+    conn_closed(dl, 0);
 }
 
 static void connect_cb(uv_connect_t *req, int status) {
   tlc_conn_t *c = req->data;
-  tlc_dialer_t *dl = c->dialer;
+  tlc_dialer_t *dl = c->owner;
   if (status == UV_ECANCELED || c->closing)
     return; /* closed while connecting: the close callback follows */
   if (dl != NULL)
@@ -100,7 +100,7 @@ static void connect_cb(uv_connect_t *req, int status) {
     if (dl != NULL) {
       schedule(dl, why);
       dl->conn = NULL;
-      c->dialer = NULL;
+      c->owner = NULL;
       dl->gai_pending = 0;
     }
     uv_close((uv_handle_t *)&c->h, conn_cancelled_close_cb);
@@ -115,7 +115,7 @@ static void connect_cb(uv_connect_t *req, int status) {
 
 static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   tlc_dialer_t *dl = req->data;
-  tlc_ingest_t *d = dl->d;
+  tlc_ingest_t *d = dl->s.d;
   tlc_conn_t *c;
   int r;
   dl->gai_pending = 0;
@@ -133,20 +133,15 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
     schedule(dl, why);
     return;
   }
-  c = tlc_calloc(1, sizeof(*c));
+  c = tlc__conn_new(d, dl->s.cfg.name, dl->s.cfg.format);
   if (c == NULL) {
     uv_freeaddrinfo(res);
     dl->failures++;
     schedule(dl, "out of memory");
     return;
   }
-  c->d = d;
-  c->dialer = dl;
-  c->h.data = c;
-  c->creq.data = c;
-  c->src_format = dl->cfg.format;
-  snprintf(c->src_name, sizeof(c->src_name), "%s", dl->cfg.name);
-  uv_tcp_init(d->loop, &c->h);
+  c->owner = dl;
+  c->closed_cb = conn_closed;
   r = uv_tcp_connect(&c->creq, &c->h, res->ai_addr, connect_cb);
   uv_freeaddrinfo(res);
   dl->conn = c;
@@ -156,7 +151,7 @@ static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
     d->st.dial_failures++;
     snprintf(why, sizeof(why), "connect: %s", uv_strerror(r));
     c->closing = 1;
-    c->dialer = NULL;
+    c->owner = NULL;
     dl->conn = NULL;
     uv_close((uv_handle_t *)&c->h, conn_cancelled_close_cb);
     schedule(dl, why);
@@ -170,15 +165,15 @@ static void attempt(tlc_dialer_t *dl) {
   struct addrinfo hints;
   char port[8];
   int r;
-  if (dl->stopping || dl->d->stopping)
+  if (dl->stopping || dl->s.d->stopping)
     return;
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  snprintf(port, sizeof(port), "%u", dl->cfg.port);
-  dl->d->st.dial_attempts++;
+  snprintf(port, sizeof(port), "%u", dl->s.cfg.port);
+  dl->s.d->st.dial_attempts++;
   dl->gai.data = dl;
-  r = uv_getaddrinfo(dl->d->loop, &dl->gai, gai_cb, dl->cfg.host, port, &hints);
+  r = uv_getaddrinfo(dl->s.d->loop, &dl->gai, gai_cb, dl->s.cfg.host, port, &hints);
   if (r != 0) {
     char why[96];
     dl->failures++;
@@ -189,10 +184,12 @@ static void attempt(tlc_dialer_t *dl) {
   dl->gai_pending = 1;
 }
 
-void tlc__dial_conn_closed(tlc_dialer_t *dl, int had_data) {
+/* The dialer's connection closed (its close callback, conn.c). */
+static void conn_closed(void *owner, int had_data) {
+  tlc_dialer_t *dl = owner;
   dl->conn = NULL;
   dl->connecting = 0;
-  if (dl->stopping || dl->d->stopping) {
+  if (dl->stopping || dl->s.d->stopping) {
     maybe_free(dl);
     return;
   }
@@ -227,8 +224,9 @@ static int dialer_start(tlc_ingest_t *d, const tlc_cfg_source_t *s, tlc_dialer_t
   dl = tlc_calloc(1, sizeof(*dl));
   if (dl == NULL)
     return TLC_ENOMEM;
-  dl->d = d;
-  dl->cfg = *s;
+  dl->s.ops = &tlc_dial_source_ops;
+  dl->s.d = d;
+  dl->s.cfg = *s;
   tlc__target_conf(d, TLC_SRC_DIAL, s->name, s->name, s->format, &conf);
   r = tlc_targets_get(&d->targets, s->name, TLC_SRC_DIAL, &conf, &dl->target);
   if (r != 0) {
@@ -252,42 +250,32 @@ static int dialer_start(tlc_ingest_t *d, const tlc_cfg_source_t *s, tlc_dialer_t
   return 0;
 }
 
-static int same_dial(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
+static int dial_start(tlc_ingest_t *d, const tlc_cfg_source_t *cfg, tlc_source_t **out) {
+  tlc_dialer_t *dl;
+  int r = dialer_start(d, cfg, &dl);
+  if (r == 0)
+    *out = &dl->s;
+  return r;
 }
 
-int tlc_dial_sync(tlc_ingest_t *d) {
-  tlc_dialer_t **pp = &d->dialers;
-  while (*pp != NULL) {
-    tlc_dialer_t *dl = *pp;
-    const tlc_cfg_source_t *s =
-        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_DIAL, dl->cfg.name);
-    if (s != NULL && same_dial(s, &dl->cfg)) {
-      dl->cfg = *s;
-      pp = &dl->next;
-      continue;
-    }
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_DIAL, "dial %s: %s", dl->cfg.name,
-            s == NULL ? "stopped" : "address or format changed; re-dialling");
-    *pp = dl->next;
-    dialer_stop(dl);
-  }
-  if (d->stopping)
-    return 0;
-  for (size_t i = 0; i < d->cfg.nsrc; i++) {
-    const tlc_cfg_source_t *s = &d->cfg.src[i];
-    tlc_dialer_t *dl;
-    if (s->kind != TLC_SRC_DIAL)
-      continue;
-    for (dl = d->dialers; dl != NULL; dl = dl->next)
-      if (strcmp(dl->cfg.name, s->name) == 0)
-        break;
-    if (dl != NULL)
-      continue;
-    if (dialer_start(d, s, &dl) != 0)
-      continue;
-    dl->next = d->dialers;
-    d->dialers = dl;
-  }
-  return 0;
+static void dial_stop(tlc_source_t *s, tlc_source_why_t why) {
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_DIAL, "dial %s: %s", s->cfg.name,
+          why == TLC_SOURCE_CHANGED ? "address or format changed; re-dialling" : "stopped");
+  dialer_stop((tlc_dialer_t *)s);
 }
+
+/* A new address or format is dialled again; other settings apply in place. */
+static int dial_same_config(const tlc_source_t *s, const tlc_cfg_source_t *b) {
+  const tlc_cfg_source_t *a = &s->cfg;
+  return b != NULL && a->format == b->format && a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+/* Failures to reach a probe are retried with backoff, never a start error. */
+const tlc_source_ops_t tlc_dial_source_ops = {
+  .kind = TLC_SRC_DIAL,
+  .name = "dial",
+  .start = dial_start,
+  .stop = dial_stop,
+  .same_config = dial_same_config,
+  .drain = tlc__conns_drain_close, /* its connection, with every other (idempotent) */
+};

@@ -45,8 +45,12 @@
  * it only vouches for the port, through the probe), host names for `debugd` (an IP address;
  * efl_debugd binds 127.0.0.1), and a last EvLog/get before the off at shutdown (storage closes
  * right after the sources stop).
+ *
+ * Files: this one is the connection to efl_debugd (connect, the conversation, the probe, start
+ * and stop, the source kind); efl_app.c the applications it reports (targets, evlog on and off,
+ * replies) and the packets written; efl-int.h what they share. efl_app.c never calls this file.
  */
-#include "ingest/sources.h"
+#include "ingest/efl-int.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -54,7 +58,6 @@
 #include "formats/efldbg.h"
 #include "formats/json.h"
 
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,26 +65,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_APPS           256
-#define CTL_MAX            (64u * 1024u)
-#define WQ_MAX             (1u << 20)
-#define CONNECT_TIMEOUT_MS 5000
-#define CLOSE_TIMEOUT_MS   1000
-#define GRACE_MS           1000 /* + 2 poll intervals: the application registers its handlers */
-#define VERIFY_TIMEOUT_MS  5000 /* for efl_debugd to announce our probe */
-#define PROBE_PREFIX       "tlcapd-probe-"
-
-enum {
-  OP_OBSERVE,
-  OP_ADDED,
-  OP_DELETED,
-  OP_CPU_ON,
-  OP_CPU_OFF,
-  OP_EV_GET,
-  OP_EV_ON,
-  OP_EV_OFF,
-  OP_N
-};
 static const char *const op_names[OP_N] = { "Daemon/Client/register_observer",
                                             "Daemon/Client/added",
                                             "Daemon/Client/deleted",
@@ -90,66 +73,7 @@ static const char *const op_names[OP_N] = { "Daemon/Client/register_observer",
                                             "EvLog/get",
                                             "EvLog/on",
                                             "EvLog/off" };
-
-enum app_state { APP_WAITING, APP_CAPTURING, APP_NO_CPUFREQ, APP_EVLOG_OFF };
 static const char *const state_names[] = { "waiting", "capturing", "no-cpufreq", "evlog-off" };
-enum { ON_NONE, ON_CPUFREQ, ON_EVLOG };
-/* The debugger port's standing: VERIFY_NONE (no efl_debugd socket to check it against: taken
- * as it is), VERIFY_PENDING (our probe went in through the socket; applications wait),
- * VERIFY_OK (the port announced the probe: it is the efl_debugd of that socket). */
-enum { VERIFY_NONE, VERIFY_PENDING, VERIFY_OK };
-
-typedef struct efl_app {
-  struct efl_app *next;
-  int32_t cid, pid;
-  char name[TLC_EFLDBG_NAME_MAX + 1]; /* as efl_debugd gave it (may be cut) */
-  tlc_target_t *target;
-  int state;            /* enum app_state */
-  int nocpufreq;        /* reported: no CPU/Freq/on handler (evlog via EvLog/on) */
-  int evlog_seen;       /* a reply with the overflow word: its evlog ran */
-  int on_kind;          /* the last "on" sent */
-  int on_effect;        /* a non-empty reply came after it: exactly one "on" took effect */
-  uint64_t on_ms;       /* when the first "on" of this kind was sent */
-  int pending;          /* an EvLog/get is outstanding */
-  int pending_after_on; /* ... and was sent after the last "on" */
-  uint64_t pending_since;
-  int skip; /* the streamed reply is being skipped (too large, decode error) */
-  uint64_t replies, empty, blocks, bytes, timeouts, on_retries;
-} efl_app_t;
-
-struct tlc_efl {
-  tlc_ingest_t *d;
-  tlc_efl_t *next;
-  tlc_cfg_source_t cfg;
-  char addr[TLC_PEER_MAX];
-  struct sockaddr_storage sa;
-  uv_tcp_t *tcp; /* NULL while not connected; freed in its close callback */
-  uv_connect_t creq;
-  int connecting, registered;
-  uv_timer_t *timer; /* connect timeout, reconnect backoff, close timeout */
-  uv_timer_t *poll;
-  int handles; /* open handles: the struct is freed when stopping and none is left */
-  int stopping;
-  tlc_efldbg_rd_t rd;
-  uint64_t cookie;
-  int32_t op[OP_N];
-  efl_app_t *apps;
-  size_t napps;
-  efl_app_t *cur; /* the application the streamed packet comes from (NULL: ignore it) */
-  uint64_t backoff;
-  int last_err;
-  uint64_t connects, disconnects, apps_seen, apps_matched, apps_refused, no_cpufreq;
-  uint64_t apps_refused_cap, targets_reused; /* efl_max_targets */
-  uint64_t apps_refused_full;                /* the target table full (no eviction) */
-  char sock[TLC_CFG_PATH];                   /* efl_debugd's Unix socket ("": no check) */
-  uv_pipe_t *probe;                          /* our probe "application" on it, while verifying */
-  uv_connect_t preq;
-  int verify;          /* VERIFY_* */
-  int sock_missing;    /* the last check found no socket (logged once until it changes) */
-  char probe_name[40]; /* PROBE_PREFIX + 16 hex digits, new for every connection */
-  uint64_t verified, untrusted, probe_busy;
-  uint64_t protocol_errors, polls_skipped, ignored;
-};
 
 static void lost(tlc_efl_t *e, const char *why);
 static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now);
@@ -158,12 +82,8 @@ static void schedule(tlc_efl_t *e);
 static void close_tcp(tlc_efl_t *e);
 static void stop_done(tlc_efl_t *e);
 
-static uint64_t grace_ms(const tlc_efl_t *e) {
-  return GRACE_MS + 2ull * e->cfg.poll_ms;
-}
-
 static uint64_t get_timeout_ms(const tlc_efl_t *e) {
-  uint64_t t = 4ull * e->cfg.poll_ms;
+  uint64_t t = 4ull * e->src.cfg.poll_ms;
   return t < 2000 ? 2000 : t;
 }
 
@@ -179,487 +99,6 @@ static void handle_free_cb(uv_handle_t *h) {
   tlc_free(h);
   e->handles--;
   maybe_free(e);
-}
-
-/* ---- writing ---- */
-
-typedef struct wreq {
-  uv_write_t w;
-  uint8_t buf[];
-} wreq_t;
-
-static void write_cb(uv_write_t *w, int status) {
-  (void)status; /* a failed write shows as a read error or EOF: lost() handles it */
-  tlc_free(w);
-}
-
-/* Queues one packet (header built here). Returns 0 or a negative error (nothing queued). */
-static int send_pkt(tlc_efl_t *e, int32_t cid, int32_t op, const void *payload, size_t plen) {
-  wreq_t *r;
-  uv_buf_t b;
-  int rc;
-  if (e->tcp == NULL || op < 0)
-    return TLC_EINVAL;
-  r = tlc_malloc(sizeof(*r) + TLC_EFLDBG_HDR + plen);
-  if (r == NULL)
-    return TLC_ENOMEM;
-  tlc_efldbg_put_hdr(r->buf, (uint32_t)(TLC_EFLDBG_HDR + plen), cid, op);
-  if (plen > 0)
-    memcpy(r->buf + TLC_EFLDBG_HDR, payload, plen);
-  b = uv_buf_init((char *)r->buf, (unsigned)(TLC_EFLDBG_HDR + plen));
-  rc = uv_write(&r->w, (uv_stream_t *)e->tcp, &b, 1, write_cb);
-  if (rc != 0)
-    tlc_free(r);
-  return rc;
-}
-
-static int send_raw_to(uv_stream_t *s, const uint8_t *pkt, size_t len) {
-  wreq_t *r;
-  uv_buf_t b;
-  int rc;
-  r = tlc_malloc(sizeof(*r) + len);
-  if (r == NULL)
-    return TLC_ENOMEM;
-  memcpy(r->buf, pkt, len);
-  b = uv_buf_init((char *)r->buf, (unsigned)len);
-  rc = uv_write(&r->w, s, &b, 1, write_cb);
-  if (rc != 0)
-    tlc_free(r);
-  return rc;
-}
-
-static int send_raw(tlc_efl_t *e, const uint8_t *pkt, size_t len) {
-  return send_raw_to((uv_stream_t *)e->tcp, pkt, len);
-}
-
-/* ---- applications ---- */
-
-static efl_app_t *app_find(const tlc_efl_t *e, int32_t cid) {
-  for (efl_app_t *a = e->apps; a != NULL; a = a->next)
-    if (a->cid == cid)
-      return a;
-  return NULL;
-}
-
-/* PATTERN against the application's name or its decimal pid (fnmatch, no flags). */
-static int app_matches(const tlc_efl_t *e, const tlc_efldbg_client_t *c) {
-  char pid[16];
-  snprintf(pid, sizeof(pid), "%" PRId32, c->pid);
-  return fnmatch(e->cfg.pattern, c->name, 0) == 0 || fnmatch(e->cfg.pattern, pid, 0) == 0;
-}
-
-/* "NAME/<app>-<pid>": the application name with every byte a target name may not hold
- * replaced by '_' (a leading '.' too), cut so that the whole fits max_name. */
-static int target_name(const tlc_efl_t *e, const tlc_efldbg_client_t *c, char *out, size_t cap) {
-  static const char ok[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-";
-  char app[TLC_EFLDBG_NAME_MAX + 1], tail[24];
-  size_t room, n = strlen(c->name), fixed;
-  int tl = snprintf(tail, sizeof(tail), "-%" PRId32, c->pid);
-  size_t max = e->d->cfg.max_name < cap - 1 ? e->d->cfg.max_name : cap - 1;
-  fixed = strlen(e->cfg.name) + 1 + (size_t)tl;
-  if (fixed + 1 > max)
-    return TLC_ERANGE;
-  room = max - fixed;
-  if (n == 0) {
-    snprintf(app, sizeof(app), "app");
-    n = 3;
-  } else {
-    for (size_t i = 0; i < n; i++)
-      app[i] = c->name[i] != '\0' && strchr(ok, c->name[i]) ? c->name[i] : '_';
-    if (app[0] == '.')
-      app[0] = '_';
-  }
-  if (n > room)
-    n = room;
-  app[n] = '\0';
-  return (size_t)snprintf(out, cap, "%s/%s%s", e->cfg.name, app, tail) < cap ? 0 : TLC_ERANGE;
-}
-
-/* The target's peer text: "efl_debugd 127.0.0.1:6666 cid 3 pid 1234", and " no-cpufreq" for
- * an application hit by the CPU/Freq/on bug (so `tlcap targets` and subscribers see it). */
-static void peer_text(const tlc_efl_t *e, const efl_app_t *a, char *out, size_t cap) {
-  char tail[48];
-  snprintf(tail, sizeof(tail), " cid %" PRId32 " pid %" PRId32 "%s", a->cid, a->pid,
-           a->nocpufreq ? " no-cpufreq" : "");
-  snprintf(out, cap, "efl_debugd %.*s%s",
-           (int)(cap > strlen(tail) + 12 ? cap - strlen(tail) - 12 : 0), e->addr, tail);
-}
-
-static void set_state(efl_app_t *a, int st) {
-  a->state = st;
-}
-
-static int send_on(tlc_efl_t *e, efl_app_t *a, int kind, uint64_t now) {
-  int rc = send_pkt(e, a->cid, e->op[kind == ON_CPUFREQ ? OP_CPU_ON : OP_EV_ON], NULL, 0);
-  if (rc != 0)
-    return rc;
-  if (a->on_kind != kind)
-    a->on_ms = now;
-  a->on_kind = kind;
-  a->on_effect = 0;
-  a->pending_after_on = 0; /* a get already out was sent before this "on" */
-  return 0;
-}
-
-/* Turns the evlog off again: the "off" that matches the "on" that took effect. An "on" whose
- * effect was never seen gets CPU/Freq/off only (idempotent in eina and in the work-around);
- * EvLog/off is counted in eina, so it is sent only when its EvLog/on is known to have worked. */
-static void send_off(tlc_efl_t *e, efl_app_t *a) {
-  if (a->on_kind == ON_EVLOG && a->on_effect)
-    (void)send_pkt(e, a->cid, e->op[OP_EV_OFF], NULL, 0);
-  else if (a->on_kind != ON_NONE)
-    (void)send_pkt(e, a->cid, e->op[OP_CPU_OFF], NULL, 0);
-}
-
-static void app_free(tlc_efl_t *e, efl_app_t *a, const char *reason) {
-  if (e->cur == a)
-    e->cur = NULL;
-  if (a->target != NULL && a->target->source == a)
-    tlc_target_detach(a->target, reason);
-  tlc_free(a);
-  e->napps--;
-}
-
-/* The application's name without control characters, for log lines. */
-static void clean_name(const char *in, char *out, size_t cap) {
-  size_t i = 0;
-  for (; i + 1 < cap && in[i] != '\0'; i++)
-    out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
-  out[i] = '\0';
-}
-
-/* The cap on the targets this source keeps: its section's max_targets, else [daemon]
- * efl_max_targets. */
-static size_t max_targets(const tlc_efl_t *e) {
-  return e->cfg.max_targets != 0 ? e->cfg.max_targets : e->d->cfg.efl_max_targets;
-}
-
-/* Whether `name` is one of this source's targets ("NAME/..."); efl names are per source. */
-static int own_target(const tlc_efl_t *e, const tlc_target_t *t) {
-  size_t n = strlen(e->cfg.name);
-  return t->src_kind == TLC_SRC_EFL && strncmp(t->name, e->cfg.name, n) == 0 && t->name[n] == '/';
-}
-
-/* The targets of this source in the target table (attached or not: they persist). */
-static size_t source_targets(const tlc_efl_t *e) {
-  const tlc_targets_t *r = &e->d->targets;
-  size_t n = 0;
-  for (size_t i = 0; i < r->n; i++)
-    n += own_target(e, r->v[i]);
-  return n;
-}
-
-/* The length of "NAME/<app>" in "NAME/<app>-<pid>" (the name without its "-<digits>" tail). */
-static size_t app_base_len(const char *tname) {
-  size_t n = strlen(tname), k = n;
-  while (k > 0 && tname[k - 1] >= '0' && tname[k - 1] <= '9')
-    k--;
-  return k < n && k > 0 && tname[k - 1] == '-' ? k - 1 : n;
-}
-
-/* For a new application at the cap: the target of an exited application of the same name
- * (same "NAME/<app>" before "-<pid>"), detached and held by no application of this source, the
- * one detached the longest. NULL: none. */
-static tlc_target_t *reusable_target(const tlc_efl_t *e, const char *tname) {
-  const tlc_targets_t *r = &e->d->targets;
-  size_t base = app_base_len(tname);
-  tlc_target_t *best = NULL;
-  for (size_t i = 0; i < r->n; i++) {
-    tlc_target_t *t = r->v[i];
-    const efl_app_t *a;
-    if (!own_target(e, t) || t->connected || t->source != NULL || app_base_len(t->name) != base ||
-        strncmp(t->name, tname, base) != 0)
-      continue;
-    for (a = e->apps; a != NULL && a->target != t; a = a->next)
-      ;
-    if (a != NULL)
-      continue; /* detached for a moment (decode error): still that application's */
-    if (best == NULL || t->last_disconnect_unix_ms < best->last_disconnect_unix_ms)
-      best = t;
-  }
-  return best;
-}
-
-/* Unlinks and frees an application that never got its target. */
-static void app_drop(tlc_efl_t *e, efl_app_t *a) {
-  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
-    if (*pp == a) {
-      *pp = a->next;
-      app_free(e, a, NULL);
-      return;
-    }
-}
-
-/* Gives a matched application its target (created, found, or at the cap reused), attaches it
- * and turns its evlog on. Returns 0, or -1 when it is refused (logged, counted; the caller
- * drops it). */
-static int app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
-  tlc_ingest_t *d = e->d;
-  char tname[TLC_TARGET_NAME_MAX + 1], peer[TLC_PEER_MAX];
-  tlc_efldbg_client_t c;
-  tlc_target_conf_t conf;
-  tlc_target_t *t = NULL;
-  int rc;
-  memset(&c, 0, sizeof(c));
-  c.cid = a->cid;
-  c.pid = a->pid;
-  memcpy(c.name, a->name, sizeof(c.name)); /* cleaned: the same target name as the raw one */
-  if (target_name(e, &c, tname, sizeof(tname)) != 0) {
-    e->apps_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-            "efl %s: application pid %" PRId32 " not captured: the source name leaves no room "
-            "for \"/<app>-<pid>\" within max_name (%zu)",
-            e->cfg.name, a->pid, d->cfg.max_name);
-    return -1;
-  }
-  t = tlc_targets_find(&d->targets, tname);
-  if (t == NULL && (source_targets(e) >= max_targets(e) || d->targets.n >= d->targets.max)) {
-    /* At the source's cap, or the table is full (an efl source never evicts another source's
-     * target): the target of an exited application of the same name, else refused. */
-    int full = source_targets(e) < max_targets(e);
-    char why[96];
-    if (full)
-      snprintf(why, sizeof(why), "the target table is full (max_targets %zu)", d->targets.max);
-    else
-      snprintf(why, sizeof(why), "the source has its %zu targets (efl_max_targets)",
-               max_targets(e));
-    t = reusable_target(e, tname);
-    if (t == NULL) {
-      e->apps_refused++;
-      if (full)
-        e->apps_refused_full++;
-      else
-        e->apps_refused_cap++;
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-              "efl %s: application %s pid %" PRId32 " not captured: %s and no target of an "
-              "exited \"%s\" to reuse (%" PRIu64 " applications refused so far)",
-              e->cfg.name, a->name, a->pid, why, a->name,
-              e->apps_refused_cap + e->apps_refused_full);
-      return -1;
-    }
-    e->targets_reused++;
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 ": target %s reused (%s)", e->cfg.name, a->name,
-            a->pid, t->name, why);
-    snprintf(tname, sizeof(tname), "%s", t->name);
-  }
-  tlc__target_conf(d, TLC_SRC_EFL, e->cfg.name, tname, TLC_FMT_EVLOG, &conf);
-  rc = tlc_targets_get(&d->targets, tname, TLC_SRC_EFL, &conf, &t);
-  if (rc != 0 || t->connected) {
-    e->apps_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application pid %" PRId32 ": target %s: %s",
-            e->cfg.name, a->pid, tname,
-            rc == 0                         ? "already attached to another source"
-            : rc == TLC_EINVAL && t != NULL ? "a target of this name has another format"
-                                            : tlc_strerror(rc));
-    return -1;
-  }
-  a->target = t;
-  e->apps_matched++;
-  peer_text(e, a, peer, sizeof(peer));
-  tlc_target_attach(t, a, peer);
-  set_state(a, APP_WAITING);
-  rc = send_on(e, a, ON_CPUFREQ, now);
-  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL,
-          "efl %s: application %s pid %" PRId32 " (cid %" PRId32 "): target %s, evlog on%s",
-          e->cfg.name, a->name, a->pid, a->cid, tname, rc == 0 ? "" : " failed (will retry)");
-  return 0;
-}
-
-static void app_added(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
-  char name[TLC_EFLDBG_NAME_MAX + 1];
-  efl_app_t *a;
-  if (c->cid == 0) {
-    /* A client efl_debugd lists before its hello was read (no cid, pid or name yet): it is
-     * announced again, with its cid, once it has said hello. */
-    e->ignored++;
-    return;
-  }
-  if (strncmp(c->name, PROBE_PREFIX, strlen(PROBE_PREFIX)) == 0) {
-    probe_seen(e, c, now); /* a tlcapd's probe (docs/efl.md), never an application */
-    return;
-  }
-  e->apps_seen++;
-  clean_name(c->name, name, sizeof(name));
-  if (!app_matches(e, c)) {
-    TLC_LOGD(TLC_LOGC_EFL,
-             "efl %s: application %s pid %" PRId32 " (cid %" PRId32 ") does not "
-             "match \"%s\"",
-             e->cfg.name, name, c->pid, c->cid, e->cfg.pattern);
-    return;
-  }
-  if (app_find(e, c->cid) != NULL)
-    return; /* announced twice */
-  if (e->napps >= MAX_APPS) {
-    e->apps_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 " not captured: %d applications already are",
-            e->cfg.name, name, c->pid, MAX_APPS);
-    return;
-  }
-  a = tlc_calloc(1, sizeof(*a));
-  if (a == NULL) {
-    e->apps_refused++;
-    return;
-  }
-  a->cid = c->cid;
-  a->pid = c->pid;
-  memcpy(a->name, name, sizeof(a->name)); /* for log lines */
-  a->next = e->apps;
-  e->apps = a;
-  e->napps++;
-  if (e->verify == VERIFY_PENDING) {
-    TLC_LOGD(TLC_LOGC_EFL,
-             "efl %s: application %s pid %" PRId32 ": waiting until efl_debugd %s is verified",
-             e->cfg.name, name, c->pid, e->addr);
-    return; /* captured once the probe is seen (probe_seen) */
-  }
-  if (app_capture(e, a, now) != 0)
-    app_drop(e, a);
-}
-
-static void app_deleted(tlc_efl_t *e, int32_t cid) {
-  for (efl_app_t **pp = &e->apps; *pp != NULL; pp = &(*pp)->next)
-    if ((*pp)->cid == cid) {
-      efl_app_t *a = *pp;
-      *pp = a->next;
-      tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 " exited",
-              e->cfg.name, a->name, a->pid);
-      app_free(e, a, "application exited");
-      return;
-    }
-}
-
-/* An EvLog/get reply without the overflow word: the application's evlog is off. */
-static void reply_empty(tlc_efl_t *e, efl_app_t *a, int after_on, uint64_t now) {
-  a->empty++;
-  if (!after_on)
-    return; /* answers a get sent before the last "on" */
-  if (a->evlog_seen && a->on_effect) {
-    /* It ran and is off now: someone else turned it off (efl_debug evlogon ends with
-     * CPU/Freq/off). Turn it on again the same way. */
-    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 ": evlog was turned off by another client; "
-            "turning it on again",
-            e->cfg.name, a->name, a->pid);
-    (void)send_on(e, a, a->on_kind, now);
-    a->on_retries++;
-    return;
-  }
-  if (a->on_kind == ON_CPUFREQ && now - a->on_ms < grace_ms(e)) {
-    (void)send_on(e, a, ON_CPUFREQ, now); /* its handler may not be registered yet */
-    a->on_retries++;
-    return;
-  }
-  if (a->on_kind == ON_CPUFREQ) {
-    char why[160], peer[TLC_PEER_MAX];
-    e->no_cpufreq++;
-    a->nocpufreq = 1;
-    set_state(a, APP_NO_CPUFREQ);
-    /* Told to subscribers too, as a target event: the stream is started again (nothing was
-     * captured so far: the evlog was off), under a peer text that says "no-cpufreq". */
-    snprintf(why, sizeof(why),
-             "pid %" PRId32 ": evlog off, no CPU/Freq/on handler (EFL 1.26.3 bug); restarting "
-             "it with EvLog/on",
-             a->pid);
-    if (a->target->source == a) {
-      tlc_target_detach(a->target, why);
-      peer_text(e, a, peer, sizeof(peer));
-      (void)tlc_target_attach(a->target, a, peer);
-    }
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-            "efl %s: application %s pid %" PRId32 ": its evlog stays off after CPU/Freq/on: "
-            "it does not answer CPU/Freq/on (EFL 1.26.3 registers that handler too early; "
-            "efl_debug would write an empty capture with block size 0xfffffffc); starting its "
-            "evlog with EvLog/on instead (no CPU frequency events)",
-            e->cfg.name, a->name, a->pid);
-    (void)send_on(e, a, ON_EVLOG, now);
-    return;
-  }
-  if (a->on_kind == ON_EVLOG) {
-    if (a->state != APP_EVLOG_OFF && now - a->on_ms >= grace_ms(e)) {
-      set_state(a, APP_EVLOG_OFF);
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
-              "efl %s: application %s pid %" PRId32 ": its evlog stays off even after "
-              "EvLog/on; nothing is captured from it (retrying)",
-              e->cfg.name, a->name, a->pid);
-    }
-    (void)send_on(e, a, ON_EVLOG, now); /* the last one had no effect: not counted twice */
-    a->on_retries++;
-  }
-}
-
-static void reply_begin(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
-  efl_app_t *a = app_find(e, m->hdr.cid);
-  uint32_t payload = m->hdr.size - TLC_EFLDBG_HDR, items;
-  int after_on;
-  e->cur = NULL;
-  if (a == NULL || a->target == NULL) {
-    e->ignored++;
-    return;
-  }
-  after_on = a->pending ? a->pending_after_on : 0;
-  a->pending = 0;
-  a->replies++;
-  a->skip = 0;
-  if (payload < 4) {
-    reply_empty(e, a, after_on, now);
-    return;
-  }
-  a->evlog_seen = 1;
-  if (after_on && !a->on_effect) {
-    a->on_effect = 1;
-    set_state(a, a->nocpufreq ? APP_NO_CPUFREQ : APP_CAPTURING);
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": capturing%s",
-            e->cfg.name, a->name, a->pid, a->nocpufreq ? " (evlog via EvLog/on)" : "");
-  }
-  items = payload - 4;
-  if (items == 0)
-    return;
-  if (a->target->source != a) {
-    /* detached after a decode error: a new stream (a gap) from this block on */
-    char peer[TLC_PEER_MAX];
-    peer_text(e, a, peer, sizeof(peer));
-    if (tlc_target_attach(a->target, a, peer) != 0)
-      return;
-  }
-  if (items > e->d->cfg.max_block) {
-    char why[96];
-    snprintf(why, sizeof(why), "evlog block of %" PRIu32 " bytes over max_block, skipped", items);
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
-            a->name, a->pid, why);
-    tlc_target_detach(a->target, why); /* a gap; attached again at its next block */
-    a->skip = 1;
-    e->cur = a;
-    return;
-  }
-  {
-    uint8_t hdr[12];
-    tlc_efldbg_evlog_header(hdr, items, m->data);
-    a->blocks++;
-    a->bytes += items;
-    e->cur = a;
-    if (tlc_target_feed(a->target, hdr, sizeof(hdr)) != 0) {
-      tlc_target_detach(a->target, "decode error");
-      a->skip = 1;
-    }
-  }
-}
-
-static void reply_data(tlc_efl_t *e, const tlc_efldbg_msg_t *m) {
-  efl_app_t *a = e->cur;
-  if (a == NULL || a->skip || a->target == NULL || a->target->source != a)
-    return;
-  if (tlc_target_feed(a->target, m->data, m->len) != 0) {
-    char why[200];
-    snprintf(why, sizeof(why), "decode error at offset %" PRIu64 ": %s",
-             a->target->pipe.dec.err_offset, a->target->pipe.dec.err_reason);
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: application %s pid %" PRId32 ": %s", e->cfg.name,
-            a->name, a->pid, why);
-    tlc_target_detach(a->target, why);
-    a->skip = 1;
-  }
 }
 
 /* ---- the probe: is the debugger port the efl_debugd of the Unix socket? ---- */
@@ -701,7 +140,7 @@ static void untrusted(tlc_efl_t *e, const char *why) {
   tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
           "efl %s: efl_debugd %s is not trusted: %s; no application captured from it, "
           "retrying with backoff (docs/efl.md)",
-          e->cfg.name, e->addr, why);
+          e->src.cfg.name, e->addr, why);
   snprintf(msg, sizeof(msg), "not the efl_debugd of %s", e->sock);
   lost(e, msg);
 }
@@ -728,7 +167,7 @@ static void probe_connect_cb(uv_connect_t *req, int status) {
     return;
   }
   n = tlc_efldbg_build_hello(pkt, sizeof(pkt), 1, (int32_t)getpid(), e->probe_name);
-  if (n < 0 || send_raw_to((uv_stream_t *)e->probe, pkt, (size_t)n) != 0)
+  if (n < 0 || tlc__efl_send_raw_to((uv_stream_t *)e->probe, pkt, (size_t)n) != 0)
     untrusted(e, "cannot write our probe to its socket");
 }
 
@@ -739,7 +178,7 @@ static void probe_open(tlc_efl_t *e) {
   e->probe = tlc_malloc(sizeof(*e->probe));
   if (e->probe == NULL)
     return; /* tried again at the next poll */
-  uv_pipe_init(e->d->loop, e->probe, 0);
+  uv_pipe_init(e->src.d->loop, e->probe, 0);
   e->probe->data = e;
   e->handles++;
   e->preq.data = e;
@@ -760,7 +199,7 @@ static void verify_start(tlc_efl_t *e) {
   if (e->sock[0] == '\0')
     return;
   if (stat(e->sock, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    if (e->cfg.debugd_socket[0] != '\0') {
+    if (e->src.cfg.debugd_socket[0] != '\0') {
       char why[TLC_CFG_PATH + 64];
       snprintf(why, sizeof(why), "no efl_debugd socket at %s (debugd_socket)", e->sock);
       untrusted(e, why);
@@ -770,7 +209,7 @@ static void verify_start(tlc_efl_t *e) {
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL,
               "efl %s: no efl_debugd socket at %s: efl_debugd %s is taken unverified "
               "(docs/efl.md)",
-              e->cfg.name, e->sock, e->addr);
+              e->src.cfg.name, e->sock, e->addr);
     e->sock_missing = 1;
     return;
   }
@@ -796,11 +235,11 @@ static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now)
   uv_timer_stop(e->timer);
   close_probe(e); /* efl_debugd announces its end as "deleted" (cid unknown here: ignored) */
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: efl_debugd %s verified through its socket %s",
-          e->cfg.name, e->addr, e->sock);
-  for (efl_app_t *a = e->apps; a != NULL; a = next) {
-    next = a->next;
-    if (a->target == NULL && app_capture(e, a, now) != 0)
-      app_drop(e, a);
+          e->src.cfg.name, e->addr, e->sock);
+  for (efl_app_t *a = LIST_FIRST(&e->apps); a != NULL; a = next) {
+    next = LIST_NEXT(a, link);
+    if (a->target == NULL && tlc__efl_app_capture(e, a, now) != 0)
+      tlc__efl_app_drop(e, a);
   }
 }
 
@@ -817,14 +256,15 @@ static void poll_cb(uv_timer_t *t) {
     e->polls_skipped++; /* efl_debugd does not read: no more requests pile up */
     return;
   }
-  for (efl_app_t *a = e->apps; a != NULL; a = a->next) {
+  efl_app_t *a;
+  LIST_FOREACH(a, &e->apps, link) {
     if (a->target == NULL)
       continue; /* waiting for the verification */
     if (a->pending && now - a->pending_since < get_timeout_ms(e))
       continue;
     if (a->pending)
       a->timeouts++; /* dropped (the application had no handler yet) or very late */
-    if (send_pkt(e, a->cid, e->op[OP_EV_GET], NULL, 0) != 0)
+    if (tlc__efl_send_pkt(e, a->cid, e->op[OP_EV_GET], NULL, 0) != 0)
       continue;
     a->pending = 1;
     a->pending_after_on = a->on_kind != ON_NONE;
@@ -848,12 +288,12 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
     memcpy(e->op, ids, sizeof(ids));
     e->rd.stream_op = e->op[OP_EV_GET];
     e->registered = 1;
-    if (send_pkt(e, 0, e->op[OP_OBSERVE], NULL, 0) != 0) {
+    if (tlc__efl_send_pkt(e, 0, e->op[OP_OBSERVE], NULL, 0) != 0) {
       lost(e, "cannot send to efl_debugd");
       return;
     }
     if (e->poll != NULL)
-      uv_timer_start(e->poll, poll_cb, e->cfg.poll_ms, e->cfg.poll_ms);
+      uv_timer_start(e->poll, poll_cb, e->src.cfg.poll_ms, e->src.cfg.poll_ms);
     verify_start(e);
     return;
   }
@@ -863,20 +303,24 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
   }
   if (m->hdr.opcode == e->op[OP_ADDED]) {
     tlc_efldbg_client_t c;
-    while ((r = tlc_efldbg_added_next(m->data, m->len, &off, &c)) > 0)
-      app_added(e, &c, now);
+    while ((r = tlc_efldbg_added_next(m->data, m->len, &off, &c)) > 0) {
+      if (c.cid != 0 && strncmp(c.name, PROBE_PREFIX, strlen(PROBE_PREFIX)) == 0)
+        probe_seen(e, &c, now); /* a tlcapd's probe (docs/efl.md), never an application */
+      else
+        tlc__efl_app_added(e, &c, now);
+    }
     if (r < 0) {
       e->protocol_errors++;
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL,
               "efl %s: efl_debugd %s: malformed \"added\" message (%zu bytes), rest ignored",
-              e->cfg.name, e->addr, m->len);
+              e->src.cfg.name, e->addr, m->len);
     }
     return;
   }
   if (m->hdr.opcode == e->op[OP_DELETED]) {
     int32_t cid;
     while ((r = tlc_efldbg_deleted_next(m->data, m->len, &off, &cid)) > 0)
-      app_deleted(e, cid);
+      tlc__efl_app_deleted(e, cid);
     if (r < 0)
       e->protocol_errors++;
     return;
@@ -885,7 +329,7 @@ static void on_ctl(tlc_efl_t *e, const tlc_efldbg_msg_t *m, uint64_t now) {
 }
 
 static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
-  uint64_t now = uv_now(e->d->loop);
+  uint64_t now = uv_now(e->src.d->loop);
   while (len > 0 || e->rd.phase == 4) {
     tlc_efldbg_msg_t m;
     size_t used;
@@ -906,12 +350,12 @@ static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
       break;
     case TLC_EFLDBG_BEGIN:
       if (m.hdr.opcode == e->rd.stream_op && e->registered)
-        reply_begin(e, &m, now);
+        tlc__efl_reply_begin(e, &m, now);
       else
         e->cur = NULL, e->ignored++;
       break;
     case TLC_EFLDBG_DATA:
-      reply_data(e, &m);
+      tlc__efl_reply_data(e, &m);
       break;
     case TLC_EFLDBG_END:
       e->cur = NULL;
@@ -927,8 +371,8 @@ static void process(tlc_efl_t *e, const uint8_t *buf, size_t len) {
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   tlc_efl_t *e = h->data;
   (void)suggested;
-  buf->base = (char *)e->d->rbuf; /* consumed before read_cb returns */
-  buf->len = e->d->rbuf_len;
+  buf->base = (char *)e->src.d->rbuf; /* consumed before read_cb returns */
+  buf->len = e->src.d->rbuf_len;
 }
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -964,10 +408,10 @@ static void lost(tlc_efl_t *e, const char *why) {
   int was = e->registered;
   close_probe(e);
   e->verify = VERIFY_NONE;
-  while (e->apps != NULL) {
-    efl_app_t *a = e->apps;
-    e->apps = a->next;
-    app_free(e, a, "efl_debugd went away");
+  while (!LIST_EMPTY(&e->apps)) {
+    efl_app_t *a = LIST_FIRST(&e->apps);
+    LIST_REMOVE(a, link);
+    tlc__efl_app_free(e, a, "efl_debugd went away");
   }
   e->cur = NULL;
   e->registered = 0;
@@ -977,8 +421,8 @@ static void lost(tlc_efl_t *e, const char *why) {
   close_tcp(e);
   if (was) {
     e->disconnects++;
-    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; reconnecting", e->cfg.name,
-            e->addr, why);
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; reconnecting",
+            e->src.cfg.name, e->addr, why);
   }
   schedule(e);
 }
@@ -994,9 +438,9 @@ static void connect_cb(uv_connect_t *req, int status) {
   if (status < 0) {
     if (status != e->last_err)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s; retrying with backoff",
-              e->cfg.name, e->addr, uv_strerror(status));
+              e->src.cfg.name, e->addr, uv_strerror(status));
     else
-      TLC_LOGD(TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s", e->cfg.name, e->addr,
+      TLC_LOGD(TLC_LOGC_EFL, "efl %s: efl_debugd %s: %s", e->src.cfg.name, e->addr,
                uv_strerror(status));
     e->last_err = status;
     lost(e, uv_strerror(status));
@@ -1009,18 +453,18 @@ static void connect_cb(uv_connect_t *req, int status) {
   e->rd.stream_op = -1;
   e->cookie = ((uint64_t)(uintptr_t)e << 16) ^ (uint64_t)rand() ^ e->connects;
   n = tlc_efldbg_build_hello(pkt, sizeof(pkt), 1, (int32_t)getpid(), "tlcapd");
-  if (n < 0 || send_raw(e, pkt, (size_t)n) != 0) {
+  if (n < 0 || tlc__efl_send_raw(e, pkt, (size_t)n) != 0) {
     lost(e, "cannot send to efl_debugd");
     return;
   }
   n = tlc_efldbg_build_register(pkt, sizeof(pkt), e->cookie, op_names, OP_N);
-  if (n < 0 || send_raw(e, pkt, (size_t)n) != 0 ||
+  if (n < 0 || tlc__efl_send_raw(e, pkt, (size_t)n) != 0 ||
       uv_read_start((uv_stream_t *)e->tcp, alloc_cb, read_cb) != 0) {
     lost(e, "cannot talk to efl_debugd");
     return;
   }
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: connected to efl_debugd %s (pattern \"%s\")",
-          e->cfg.name, e->addr, e->cfg.pattern);
+          e->src.cfg.name, e->addr, e->src.cfg.pattern);
 }
 
 static void timer_cb(uv_timer_t *t);
@@ -1034,7 +478,7 @@ static void try_connect(tlc_efl_t *e) {
     schedule(e);
     return;
   }
-  uv_tcp_init(e->d->loop, e->tcp);
+  uv_tcp_init(e->src.d->loop, e->tcp);
   e->tcp->data = e;
   e->handles++;
   e->creq.data = e;
@@ -1076,9 +520,9 @@ static void timer_cb(uv_timer_t *t) {
 }
 
 static void schedule(tlc_efl_t *e) {
-  if (e->stopping || e->d->stopping)
+  if (e->stopping || e->src.d->stopping)
     return;
-  uv_timer_start(e->timer, timer_cb, tlc__backoff_next(e->d, &e->backoff), 0);
+  uv_timer_start(e->timer, timer_cb, tlc__backoff_next(e->src.d, &e->backoff), 0);
 }
 
 /* ---- start, stop, reconcile ---- */
@@ -1110,12 +554,12 @@ static void efl_stop(tlc_efl_t *e, const char *reason) {
   e->poll = NULL;
   close_probe(e);
   e->verify = VERIFY_NONE;
-  while (e->apps != NULL) {
-    efl_app_t *a = e->apps;
-    e->apps = a->next;
+  while (!LIST_EMPTY(&e->apps)) {
+    efl_app_t *a = LIST_FIRST(&e->apps);
+    LIST_REMOVE(a, link);
     if (e->registered && e->tcp != NULL)
-      send_off(e, a); /* queued before the shutdown below: written first */
-    app_free(e, a, reason);
+      tlc__efl_send_off(e, a); /* queued before the shutdown below: written first */
+    tlc__efl_app_free(e, a, reason);
   }
   if (e->tcp != NULL && e->registered)
     sd = tlc_malloc(sizeof(*sd));
@@ -1137,8 +581,9 @@ static int efl_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
   int rc;
   if (e == NULL)
     return TLC_ENOMEM;
-  e->d = d;
-  e->cfg = *c;
+  e->src.ops = &tlc_efl_source_ops;
+  e->src.d = d;
+  e->src.cfg = *c;
   if (uv_ip4_addr(c->host, c->port, (struct sockaddr_in *)&e->sa) != 0 &&
       uv_ip6_addr(c->host, c->port, (struct sockaddr_in6 *)&e->sa) != 0) {
     tlc_free(e);
@@ -1170,75 +615,68 @@ static int efl_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_efl_t **out
   return 0;
 }
 
-static int same_efl(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
+static int efl_start_op(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_source_t **out) {
+  tlc_efl_t *e;
+  int rc = efl_start(d, c, &e);
+  if (rc != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_EFL, "efl %s: cannot start: %s", c->name, tlc_strerror(rc));
+    return rc;
+  }
+  *out = &e->src;
+  return 0;
+}
+
+/* Turns the evlog off in its applications, detaches their targets and closes. */
+static void efl_stop_op(tlc_source_t *src, tlc_source_why_t why) {
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: %s; evlog off in its applications", src->cfg.name,
+          why == TLC_SOURCE_SHUTDOWN  ? "daemon shutting down"
+          : why == TLC_SOURCE_REMOVED ? "removed"
+                                      : "settings changed; starting again");
+  efl_stop((tlc_efl_t *)src,
+           why == TLC_SOURCE_SHUTDOWN ? "daemon shutting down" : "efl source reconfigured");
+}
+
+/* A new pattern, address, poll interval or socket starts it again; the rest applies in place. */
+static int efl_same_config(const tlc_source_t *src, const tlc_cfg_source_t *b) {
+  const tlc_cfg_source_t *a = &src->cfg;
+  return b != NULL && strcmp(a->pattern, b->pattern) == 0 && strcmp(a->host, b->host) == 0 &&
          a->port == b->port && a->poll_ms == b->poll_ms &&
          strcmp(a->debugd_socket, b->debugd_socket) == 0;
 }
 
-int tlc_efl_sync(tlc_ingest_t *d) {
-  tlc_efl_t **pp = &d->efls;
-  while (*pp != NULL) {
-    tlc_efl_t *e = *pp;
-    const tlc_cfg_source_t *c =
-        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_EFL, e->cfg.name);
-    if (c != NULL && same_efl(c, &e->cfg)) {
-      e->cfg = *c;
-      pp = &e->next;
-      continue;
-    }
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: %s; evlog off in its applications", e->cfg.name,
-            d->stopping ? "daemon shutting down"
-            : c == NULL ? "removed"
-                        : "settings changed; starting again");
-    *pp = e->next;
-    efl_stop(e, d->stopping ? "daemon shutting down" : "efl source reconfigured");
-  }
-  if (d->stopping)
-    return 0;
-  for (size_t i = 0; i < d->cfg.nsrc; i++) {
-    const tlc_cfg_source_t *c = &d->cfg.src[i];
-    tlc_efl_t *e;
-    int rc;
-    if (c->kind != TLC_SRC_EFL)
-      continue;
-    for (e = d->efls; e != NULL; e = e->next)
-      if (strcmp(e->cfg.name, c->name) == 0)
-        break;
-    if (e != NULL)
-      continue;
-    rc = efl_start(d, c, &e);
-    if (rc != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_EFL, "efl %s: cannot start: %s", c->name, tlc_strerror(rc));
-      continue;
-    }
-    e->next = d->efls;
-    d->efls = e;
-  }
-  return 0;
-}
-
-void tlc_efl_status(const tlc_ingest_t *d, char *buf, size_t len) {
+/* Appends " efl_apps=N efl_capturing=N efl_no_cpufreq=N" to the STATUS text (nothing without
+ * efl sources). */
+static void efl_status(const tlc_ingest_t *d, char *buf, size_t len) {
+  struct tlc_source_list *list = tlc_sources_running(d, &tlc_efl_source_ops);
+  const tlc_source_t *src;
   size_t apps = 0, capturing = 0, bug = 0, off = 0, used = strlen(buf);
-  if (d->efls == NULL || used >= len)
+  if (list == NULL || LIST_EMPTY(list) || used >= len)
     return;
-  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next)
-    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+  LIST_FOREACH(src, list, link) {
+    const tlc_efl_t *e = (const tlc_efl_t *)src;
+    const efl_app_t *a;
+    LIST_FOREACH(a, &e->apps, link) {
       apps++;
       capturing += a->state == APP_CAPTURING || a->state == APP_NO_CPUFREQ;
       bug += a->nocpufreq;
       off += a->state == APP_EVLOG_OFF;
     }
+  }
   snprintf(buf + used, len - used, " efl_apps=%zu efl_capturing=%zu efl_no_cpufreq=%zu%s", apps,
            capturing, bug, off ? " efl_evlog_off=1" : "");
 }
 
-void tlc_efl_dump(const tlc_ingest_t *d, tlc_json_w_t *w) {
+/* The stats dump's member "efl": [ {source, pattern, debugd, connected, counters, apps: [{target,
+ * name, pid, cid, state, replies, ...}]} ]. */
+static void efl_dump(const tlc_ingest_t *d, tlc_json_w_t *w) {
+  struct tlc_source_list *list = tlc_sources_running(d, &tlc_efl_source_ops);
+  const tlc_source_t *src;
   tlc_json_w_open(w, "efl", '[');
-  for (const tlc_efl_t *e = d->efls; e != NULL; e = e->next) {
+  for (src = list != NULL ? LIST_FIRST(list) : NULL; src != NULL; src = LIST_NEXT(src, link)) {
+    const tlc_efl_t *e = (const tlc_efl_t *)src;
     tlc_json_w_open(w, NULL, '{');
-    tlc_json_w_str(w, "source", e->cfg.name);
-    tlc_json_w_str(w, "pattern", e->cfg.pattern);
+    tlc_json_w_str(w, "source", e->src.cfg.name);
+    tlc_json_w_str(w, "pattern", e->src.cfg.pattern);
     tlc_json_w_str(w, "debugd", e->addr);
     tlc_json_w_i64(w, "connected", e->registered);
     tlc_json_w_str(w, "debugd_socket", e->sock);
@@ -1255,15 +693,16 @@ void tlc_efl_dump(const tlc_ingest_t *d, tlc_json_w_t *w) {
     tlc_json_w_u64(w, "apps_refused", e->apps_refused);
     tlc_json_w_u64(w, "apps_refused_cap", e->apps_refused_cap);
     tlc_json_w_u64(w, "apps_refused_full", e->apps_refused_full);
-    tlc_json_w_u64(w, "targets", source_targets(e));
-    tlc_json_w_u64(w, "max_targets", max_targets(e));
+    tlc_json_w_u64(w, "targets", tlc__efl_source_targets(e));
+    tlc_json_w_u64(w, "max_targets", tlc__efl_max_targets(e));
     tlc_json_w_u64(w, "targets_reused", e->targets_reused);
     tlc_json_w_u64(w, "no_cpufreq", e->no_cpufreq);
     tlc_json_w_u64(w, "protocol_errors", e->protocol_errors);
     tlc_json_w_u64(w, "polls_skipped", e->polls_skipped);
     tlc_json_w_u64(w, "ignored", e->ignored);
     tlc_json_w_open(w, "apps", '[');
-    for (const efl_app_t *a = e->apps; a != NULL; a = a->next) {
+    const efl_app_t *a;
+    LIST_FOREACH(a, &e->apps, link) {
       tlc_json_w_open(w, NULL, '{');
       tlc_json_w_str(w, "target", a->target != NULL ? a->target->name : "");
       tlc_json_w_str(w, "name", a->name);
@@ -1283,3 +722,14 @@ void tlc_efl_dump(const tlc_ingest_t *d, tlc_json_w_t *w) {
   }
   tlc_json_w_close(w, ']');
 }
+
+/* Connecting to efl_debugd is retried with backoff, never a start error. */
+const tlc_source_ops_t tlc_efl_source_ops = {
+  .kind = TLC_SRC_EFL,
+  .name = "efl",
+  .start = efl_start_op,
+  .stop = efl_stop_op,
+  .same_config = efl_same_config,
+  .status = efl_status,
+  .dump = efl_dump,
+};

@@ -36,10 +36,8 @@
 #define READS_PER_EVENT 16
 #define DRAIN_CAP       (16u << 20)
 
-struct tlc_serial {
-  tlc_ingest_t *d;
-  tlc_serial_t *next;
-  tlc_cfg_source_t cfg;
+typedef struct tlc_serial {
+  tlc_source_t src; /* first: d, cfg */
   tlc_target_t *target;
   int fd;
   uv_poll_t *poll;
@@ -52,7 +50,7 @@ struct tlc_serial {
   int stopping;
   int timer_closed;
   int polls_open; /* poll handles still closing */
-};
+} tlc_serial_t;
 
 static void free_poll_cb(uv_handle_t *h) {
   tlc_serial_t *s = h->data;
@@ -153,9 +151,9 @@ static void timer_cb(uv_timer_t *t) {
 
 static void schedule(tlc_serial_t *s) {
   uint64_t delay;
-  if (s->stopping || s->d->stopping)
+  if (s->stopping || s->src.d->stopping)
     return;
-  delay = tlc__backoff_next(s->d, &s->backoff);
+  delay = tlc__backoff_next(s->src.d, &s->backoff);
   uv_timer_start(s->timer, timer_cb, delay, 0);
 }
 
@@ -173,9 +171,9 @@ static void port_close(tlc_serial_t *s, const char *reason) {
 }
 
 static void unplug(tlc_serial_t *s, const char *reason) {
-  s->d->st.serial_unplugs++;
+  s->src.d->st.serial_unplugs++;
   tlc_log(TLC_LOG_NOTICE, TLC_LOGC_SERIAL, "serial %s (%s): %s; reopening with backoff",
-          s->cfg.name, s->cfg.device, reason);
+          s->src.cfg.name, s->src.cfg.device, reason);
   port_close(s, reason);
   s->backoff = 0;
   s->failures = 0;
@@ -186,7 +184,7 @@ static void unplug(tlc_serial_t *s, const char *reason) {
 /* Reads what is there (at most `cap` bytes in `max_reads` reads). Returns 0, or -1 after an
  * unplug. */
 static int read_some(tlc_serial_t *s, int max_reads, size_t cap) {
-  tlc_ingest_t *d = s->d;
+  tlc_ingest_t *d = s->src.d;
   size_t total = 0;
   for (int i = 0; i < max_reads && total < cap; i++) {
     ssize_t r = read(s->fd, d->rbuf, d->rbuf_len);
@@ -238,12 +236,12 @@ static void poll_cb(uv_poll_t *p, int status, int events) {
 }
 
 static void try_open(tlc_serial_t *s) {
-  tlc_ingest_t *d = s->d;
+  tlc_ingest_t *d = s->src.d;
   char why[160] = "";
   int fd, r;
   if (s->stopping || d->stopping || s->fd >= 0)
     return;
-  fd = open(s->cfg.device, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  fd = open(s->src.cfg.device, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     r = -errno;
     snprintf(why, sizeof(why), "open: %s", strerror(errno));
@@ -254,7 +252,7 @@ static void try_open(tlc_serial_t *s) {
     snprintf(why, sizeof(why), "device is locked by another process");
     goto fail_fd;
   }
-  r = configure(fd, &s->cfg, why, sizeof(why));
+  r = configure(fd, &s->src.cfg, why, sizeof(why));
   if (r != 0)
     goto fail_fd;
   (void)ioctl(fd, TIOCEXCL); /* no second opener while we read (root excepted) */
@@ -286,16 +284,16 @@ static void try_open(tlc_serial_t *s) {
   d->st.serial_opens++;
   s->failures = 0;
   s->last_errno = 0;
-  tlc_log(TLC_LOG_INFO, TLC_LOGC_SERIAL, "serial %s (%s): open, %u baud %u%c%u%s", s->cfg.name,
-          s->cfg.device, s->cfg.baud, s->cfg.data_bits,
-          s->cfg.parity == TLC_PARITY_EVEN  ? 'E'
-          : s->cfg.parity == TLC_PARITY_ODD ? 'O'
-                                            : 'N',
-          s->cfg.stop_bits,
-          s->cfg.flow == TLC_FLOW_RTSCTS    ? " rtscts"
-          : s->cfg.flow == TLC_FLOW_XONXOFF ? " xonxoff"
-                                            : "");
-  tlc_target_attach(s->target, s, s->cfg.device);
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_SERIAL, "serial %s (%s): open, %u baud %u%c%u%s", s->src.cfg.name,
+          s->src.cfg.device, s->src.cfg.baud, s->src.cfg.data_bits,
+          s->src.cfg.parity == TLC_PARITY_EVEN  ? 'E'
+          : s->src.cfg.parity == TLC_PARITY_ODD ? 'O'
+                                                : 'N',
+          s->src.cfg.stop_bits,
+          s->src.cfg.flow == TLC_FLOW_RTSCTS    ? " rtscts"
+          : s->src.cfg.flow == TLC_FLOW_XONXOFF ? " xonxoff"
+                                                : "");
+  tlc_target_attach(s->target, s, s->src.cfg.device);
   (void)read_some(s, READS_PER_EVENT, (size_t)-1); /* bytes queued before we polled */
   return;
 
@@ -306,10 +304,10 @@ fail:
   s->failures++;
   /* One line per new reason; repeats of the same failure only at debug. */
   if (r != s->last_errno)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_SERIAL, "serial %s (%s): %s; retrying with backoff", s->cfg.name,
-            s->cfg.device, why);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_SERIAL, "serial %s (%s): %s; retrying with backoff",
+            s->src.cfg.name, s->src.cfg.device, why);
   else
-    TLC_LOGD(TLC_LOGC_SERIAL, "serial %s (%s): %s", s->cfg.name, s->cfg.device, why);
+    TLC_LOGD(TLC_LOGC_SERIAL, "serial %s (%s): %s", s->src.cfg.name, s->src.cfg.device, why);
   s->last_errno = r;
   schedule(s);
 }
@@ -340,8 +338,9 @@ static int serial_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_serial_t
   int r;
   if (s == NULL)
     return TLC_ENOMEM;
-  s->d = d;
-  s->cfg = *c;
+  s->src.ops = &tlc_serial_source_ops;
+  s->src.d = d;
+  s->src.cfg = *c;
   s->fd = -1;
   tlc__target_conf(d, TLC_SRC_SERIAL, c->name, c->name, c->format, &conf);
   r = tlc_targets_get(&d->targets, c->name, TLC_SRC_SERIAL, &conf, &s->target);
@@ -369,52 +368,50 @@ static int serial_start(tlc_ingest_t *d, const tlc_cfg_source_t *c, tlc_serial_t
   return 0;
 }
 
-static int same_serial(const tlc_cfg_source_t *a, const tlc_cfg_source_t *b) {
-  return a->format == b->format && strcmp(a->device, b->device) == 0 && a->baud == b->baud &&
-         a->data_bits == b->data_bits && a->parity == b->parity && a->stop_bits == b->stop_bits &&
-         a->flow == b->flow;
+static int serial_start_op(tlc_ingest_t *d, const tlc_cfg_source_t *cfg, tlc_source_t **out) {
+  tlc_serial_t *s;
+  int r = serial_start(d, cfg, &s);
+  if (r == 0)
+    *out = &s->src;
+  return r;
 }
 
-int tlc_serial_sync(tlc_ingest_t *d) {
-  tlc_serial_t **pp = &d->serials;
-  while (*pp != NULL) {
-    tlc_serial_t *s = *pp;
-    const tlc_cfg_source_t *c =
-        d->stopping ? NULL : tlc_config_find_source(&d->cfg, TLC_SRC_SERIAL, s->cfg.name);
-    if (c != NULL && same_serial(c, &s->cfg)) {
-      s->cfg = *c;
-      pp = &s->next;
-      continue;
-    }
-    if (!d->stopping)
-      tlc_log(TLC_LOG_INFO, TLC_LOGC_SERIAL, "serial %s (%s): %s", s->cfg.name, s->cfg.device,
-              c == NULL ? "stopped" : "settings changed; reopening");
-    *pp = s->next;
-    serial_stop(s, d->stopping ? "daemon shutting down" : "serial source reconfigured");
-  }
-  if (d->stopping)
-    return 0;
-  for (size_t i = 0; i < d->cfg.nsrc; i++) {
-    const tlc_cfg_source_t *c = &d->cfg.src[i];
-    tlc_serial_t *s;
-    if (c->kind != TLC_SRC_SERIAL)
-      continue;
-    for (s = d->serials; s != NULL; s = s->next)
-      if (strcmp(s->cfg.name, c->name) == 0)
-        break;
-    if (s != NULL)
-      continue;
-    if (serial_start(d, c, &s) != 0)
-      continue;
-    s->next = d->serials;
-    d->serials = s;
-  }
-  return 0;
+static void serial_stop_op(tlc_source_t *src, tlc_source_why_t why) {
+  tlc_serial_t *s = (tlc_serial_t *)src;
+  if (why != TLC_SOURCE_SHUTDOWN)
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_SERIAL, "serial %s (%s): %s", s->src.cfg.name, s->src.cfg.device,
+            why == TLC_SOURCE_REMOVED ? "stopped" : "settings changed; reopening");
+  serial_stop(s,
+              why == TLC_SOURCE_SHUTDOWN ? "daemon shutting down" : "serial source reconfigured");
 }
 
-void tlc__serial_drain_close(tlc_ingest_t *d) {
-  for (tlc_serial_t *s = d->serials; s != NULL; s = s->next)
+/* A new device, format or line setting reopens the port; other settings apply in place. */
+static int serial_same_config(const tlc_source_t *src, const tlc_cfg_source_t *b) {
+  const tlc_cfg_source_t *a = &src->cfg;
+  return b != NULL && a->format == b->format && strcmp(a->device, b->device) == 0 &&
+         a->baud == b->baud && a->data_bits == b->data_bits && a->parity == b->parity &&
+         a->stop_bits == b->stop_bits && a->flow == b->flow;
+}
+
+/* Shutdown: reads what each tty holds (non-blocking, at most DRAIN_CAP), before the stop. */
+static void serial_drain(tlc_ingest_t *d) {
+  struct tlc_source_list *list = tlc_sources_running(d, &tlc_serial_source_ops);
+  tlc_source_t *src;
+  if (list == NULL)
+    return;
+  LIST_FOREACH(src, list, link) {
+    tlc_serial_t *s = (tlc_serial_t *)src;
     if (s->fd >= 0)
       (void)read_some(s, 1 << 20, DRAIN_CAP);
-  tlc_serial_sync(d); /* d->stopping: stops every port */
+  }
 }
+
+/* An absent device is retried with backoff, never a start error. */
+const tlc_source_ops_t tlc_serial_source_ops = {
+  .kind = TLC_SRC_SERIAL,
+  .name = "serial",
+  .start = serial_start_op,
+  .stop = serial_stop_op,
+  .same_config = serial_same_config,
+  .drain = serial_drain,
+};

@@ -157,6 +157,14 @@ int tlc_pubsub_listen_unix(tlc_pubsub_t *ps, const char *path);
  * AF_UNIX. A non-loopback TCP socket without a token is refused (TLC_EINVAL) as above. */
 int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix);
 
+/* Socket activation: takes, from the inherited sockets `fds` (tlc_sd_listen_fds), those named
+ * "serve" or "subscribe" that no one took yet, as TCP or Unix listeners (tlc_pubsub_listen_fd),
+ * and marks them taken; the others are left for their servers. Returns 0, or a negative error
+ * after logging which fd is wrong (not a listening stream socket, or refused): the caller must
+ * then fail start-up. Loop thread. */
+struct tlc_sd_fd;
+int tlc_pubsub_adopt(tlc_pubsub_t *ps, struct tlc_sd_fd *fds, int n);
+
 /* Closes every listener and subscriber (those get an ERR_SHUTDOWN error message, sent if their
  * socket takes it at once) and frees everything; `cb` (may be NULL) runs from the loop once the
  * last handle is closed. The server must not be used after this call. */

@@ -99,8 +99,10 @@
 
 #include "pubsub/pubsub-int.h"
 
+#include "auth/peers.h"
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/sdnotify.h"
 #include "proto/convert.h"
 #include "proto/frame.h"
 #include "tlc_version.h"
@@ -400,19 +402,6 @@ size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target)
   return n;
 }
 
-static int is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a))
-      return 1;
-    if (IN6_IS_ADDR_V4MAPPED(a))
-      return a->s6_addr[12] == 127;
-  }
-  return 0;
-}
-
 static listener_t *listener_new(tlc_pubsub_t *ps, int is_unix) {
   listener_t *l;
   if (ps->srv.nlisteners >= MAX_LISTENERS)
@@ -457,14 +446,14 @@ int tlc_pubsub_listen_tcp(tlc_pubsub_t *ps, const char *host, int port, int *bou
     tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "%s is not a numeric address", host);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
+  if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
     tlc__ps_logf_(ps, TLC_PS_LOG_ERR,
                   "refusing to serve subscribers on non-loopback %s:%d without a token "
                   "(set token_file, or use 127.0.0.1 or a Unix socket)",
                   host, port);
     return TLC_EINVAL;
   }
-  if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+  if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
     tlc__ps_logf_(
         ps, TLC_PS_LOG_WARN,
         "subscribers on non-loopback %s:%d without TLS: the token and the statistics cross "
@@ -562,12 +551,13 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
       return uv_translate_sys_error(errno);
-    if (!is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 && ps->o.auth == NULL) {
+    if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->token_len == 0 &&
+        ps->o.auth == NULL) {
       tlc__ps_logf_(ps, TLC_PS_LOG_ERR,
                     "refusing a non-loopback subscriber socket without a token");
       return TLC_EINVAL;
     }
-    if (!is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
+    if (!tlc_peers_is_loopback((struct sockaddr *)&ss) && ps->o.tls == NULL)
       tlc__ps_logf_(ps, TLC_PS_LOG_WARN, "a non-loopback subscriber socket without TLS");
   }
   if ((l = listener_new(ps, is_unix)) == NULL)
@@ -577,6 +567,29 @@ int tlc_pubsub_listen_fd(tlc_pubsub_t *ps, int fd, int is_unix) {
   if (r < 0 || (r = uv_listen(&l->h.stream, 128, on_connection)) < 0) {
     listener_drop(ps, l);
     return r;
+  }
+  return 0;
+}
+
+int tlc_pubsub_adopt(tlc_pubsub_t *ps, tlc_sd_fd_t *fds, int n) {
+  for (int i = 0; i < n; i++) {
+    char why[160];
+    int is_unix, r;
+    if (fds[i].taken ||
+        (strcmp(fds[i].name, "serve") != 0 && strcmp(fds[i].name, "subscribe") != 0))
+      continue;
+    is_unix = tlc_sd_check_stream_listener(fds[i].fd, 1, why, sizeof(why)) == 0;
+    if (!is_unix && (r = tlc_sd_check_stream_listener(fds[i].fd, 0, why, sizeof(why))) != 0) {
+      tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "socket activation: fd %d (\"%s\"): %s", fds[i].fd,
+                    fds[i].name, why);
+      return r;
+    }
+    r = tlc_pubsub_listen_fd(ps, fds[i].fd, is_unix);
+    if (r != 0) {
+      tlc__ps_logf_(ps, TLC_PS_LOG_ERR, "socket activation: fd %d: %s", fds[i].fd, tlc_strerror(r));
+      return r;
+    }
+    fds[i].taken = 1;
   }
   return 0;
 }

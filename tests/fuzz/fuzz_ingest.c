@@ -188,7 +188,7 @@ static int turn(tlc_ingest_t *d, unsigned *spins) {
   run_barriers();
   uv_run(d->loop, UV_RUN_NOWAIT);
   CHECK(++*spins < SPIN_MAX);
-  return uv_loop_alive(d->loop) || S.npend > 0 || d->conns != NULL;
+  return uv_loop_alive(d->loop) || S.npend > 0 || !LIST_EMPTY(&d->conns);
 }
 
 /* Writes what the socket takes of a feed (a chunk of it in chunked mode). */

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static char g_dir[256];
@@ -229,22 +230,70 @@ static void test_peers(void **state) {
 
 static void test_loopback(void **state) {
   (void)state;
-  assert_true(tlc_auth_host_is_loopback("127.0.0.1"));
-  assert_true(tlc_auth_host_is_loopback("127.200.1.9"));
-  assert_true(tlc_auth_host_is_loopback("::1"));
-  assert_true(tlc_auth_host_is_loopback("::ffff:127.0.0.1"));
-  assert_true(tlc_auth_host_is_loopback("localhost"));
-  assert_false(tlc_auth_host_is_loopback("::ffff:10.0.0.1"));
-  assert_false(tlc_auth_host_is_loopback("128.0.0.1"));
-  assert_false(tlc_auth_host_is_loopback("127.0.0.1.evil.example"));
-  assert_false(tlc_auth_host_is_loopback("0.0.0.0"));
+  assert_true(tlc_peers_host_is_loopback("127.0.0.1"));
+  assert_true(tlc_peers_host_is_loopback("127.200.1.9"));
+  assert_true(tlc_peers_host_is_loopback("127.255.255.255"));
+  assert_true(tlc_peers_host_is_loopback("::1"));
+  assert_true(tlc_peers_host_is_loopback("::ffff:127.0.0.1"));
+  assert_true(tlc_peers_host_is_loopback("::ffff:127.3.2.1"));
+  assert_true(tlc_peers_host_is_loopback("localhost"));
+  assert_false(tlc_peers_host_is_loopback("::ffff:10.0.0.1"));
+  assert_false(tlc_peers_host_is_loopback("128.0.0.1"));
+  assert_false(tlc_peers_host_is_loopback("126.255.255.255"));
+  assert_false(tlc_peers_host_is_loopback("127.0.0.1.evil.example"));
+  assert_false(tlc_peers_host_is_loopback("localhost.evil.example"));
+  assert_false(tlc_peers_host_is_loopback("example.org"));
+  assert_false(tlc_peers_host_is_loopback("0.0.0.0"));
+  assert_false(tlc_peers_host_is_loopback("::"));
+  assert_false(tlc_peers_host_is_loopback("::2"));
+  assert_false(tlc_peers_host_is_loopback(""));
+}
+
+/* `text` as a socket address (IPv4 or IPv6). */
+static void sockaddr_of(const char *text, struct sockaddr_storage *ss) {
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  memset(ss, 0, sizeof(*ss));
+  a4->sin_family = AF_INET;
+  if (inet_pton(AF_INET, text, &a4->sin_addr) == 1)
+    return;
+  memset(ss, 0, sizeof(*ss));
+  a6->sin6_family = AF_INET6;
+  assert_int_equal(inet_pton(AF_INET6, text, &a6->sin6_addr), 1);
+}
+
+/* The socket-address form that the subscriber port applies to bound sockets: the same answers
+ * as the text form, for every family. */
+static void test_loopback_sockaddr(void **state) {
+  static const char *const yes[] = { "127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1" };
+  static const char *const no[] = { "10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "fe80::1" };
+  struct sockaddr_storage ss;
+  struct sockaddr_un un;
+  (void)state;
+  for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+    sockaddr_of(yes[i], &ss);
+    assert_true(tlc_peers_is_loopback((struct sockaddr *)&ss));
+    assert_true(tlc_peers_host_is_loopback(yes[i]));
+  }
+  for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+    sockaddr_of(no[i], &ss);
+    assert_false(tlc_peers_is_loopback((struct sockaddr *)&ss));
+    assert_false(tlc_peers_host_is_loopback(no[i]));
+  }
+  memset(&un, 0, sizeof(un));
+  un.sun_family = AF_UNIX;
+  assert_false(tlc_peers_is_loopback((struct sockaddr *)&un)); /* not an IP address */
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_peers),      cmocka_unit_test(test_loopback),
-    cmocka_unit_test(test_file_rules), cmocka_unit_test(test_check),
-    cmocka_unit_test(test_delays),     cmocka_unit_test(test_tls_garbage),
+    cmocka_unit_test(test_peers),
+    cmocka_unit_test(test_loopback),
+    cmocka_unit_test(test_loopback_sockaddr),
+    cmocka_unit_test(test_file_rules),
+    cmocka_unit_test(test_check),
+    cmocka_unit_test(test_delays),
+    cmocka_unit_test(test_tls_garbage),
   };
   int r;
   snprintf(g_dir, sizeof(g_dir), "/tmp/tlc_auth_XXXXXX");
