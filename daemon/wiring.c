@@ -26,12 +26,12 @@
 #include "base/sdnotify.h"
 #include "fleet/fleet.h"
 #ifdef TLCAP_TESTING
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 #endif
 
 #include "http/http.h"
 #include "pubsub/pubsub.h"
-#include "store/segread.h"
+#include "store/seg/segread.h"
 #include "store/store.h"
 #include "tlc_version.h"
 

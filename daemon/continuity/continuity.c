@@ -38,7 +38,7 @@
 #include "engine/engine.h"
 #include "formats/ckbuf.h"
 #include "formats/evmap.h"
-#include "store/segread.h"
+#include "store/seg/segread.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * point with an atomic counter, so it works from the writer thread and libuv's workers alike;
  * the N-th hit raises SIGKILL.
  */
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 
 #include <signal.h>
 #include <stdatomic.h>

@@ -9,7 +9,7 @@
  * Crash points: only a hook pointer here (NULL in tlcapd); the test binaries install
  * crashpoint.c's tlc_crashpoint_env.
  */
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 
 #include <errno.h>
 #include <fcntl.h>
