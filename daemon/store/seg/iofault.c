@@ -139,3 +139,4 @@ int tlc_io_fsync_dir(const char *path) {
 }
 
 void (*tlc_crashpoint_hook)(const char *name); /* NULL: crash points do nothing */
+void (*tlc_recovery_hook)(void);               /* NULL: none */
