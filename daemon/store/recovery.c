@@ -93,10 +93,10 @@ static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, 
   if (!p)
     return; /* the next start tries again */
   tlc__store_pend_want_export(s, p);
-  if (s->nrx < s->o.max_deferred_exports) {
-    *s->rx_tail = p;
-    s->rx_tail = &p->next;
-    s->nrx++;
+  if (s->w.nrx < s->o.max_deferred_exports) {
+    *s->w.rx_tail = p;
+    s->w.rx_tail = &p->next;
+    s->w.nrx++;
     sum->exports_deferred++;
     return;
   }
@@ -558,7 +558,7 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   sum->deleted = before - s->cat.n;
   uv_mutex_unlock(&s->cat.mu);
   tlc__store_update_stored(s);
-  s->rx_any = s->nrx > 0;
+  s->rx_any = s->w.nrx > 0;
   if (sum->exports_deferred > 0)
     tlc__store_log_direct(s, TLC_LOG_INFO,
                           "%" PRIu64

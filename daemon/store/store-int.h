@@ -1,6 +1,6 @@
-/* store-int.h - shared internals of the storage module (store.c, writer.c, sealer.c, zstd.c,
- * recovery.c, retention.c). Not a contract: nothing outside daemon/store includes it (tests do,
- * to reach the scanners and the manifest codec through store/seg/seg-int.h).
+/* store-int.h - shared internals of the storage module (store.c, shared.c, writer.c, sealer.c,
+ * zstd.c, recovery.c, retention.c). Not a contract: nothing outside daemon/store includes it (tests
+ * do, to reach the scanners and the manifest codec through store/seg/seg-int.h).
  */
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
@@ -228,73 +228,95 @@ struct tlc_store_target {
   int resume_due; /* flow: the writer drained it below the low-water mark */
 };
 
+/* The loop thread's own state (store.c, zstd.c's completions): nothing else reads it. */
+typedef struct store_loop {
+  tlc_store_target_t *targets; /* open targets */
+  tlc_store_target_t *gather;  /* targets with gathered records (gq) */
+  uv_prepare_t prep;           /* queues the gathered records at the end of each loop turn */
+  uint64_t turn;     /* loop turns seen by prep, from 1 (gather buffers lent for a read) */
+  int nhandles;      /* handles not closed yet (async, prep) */
+  size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
+  int gpool_filled;  /* gpool_fill ran (the first bin1x target opened) */
+  unsigned inflight; /* compressions on the threadpool */
+  int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
+  int closing;
+  void (*close_cb)(void *);
+  void *close_ud;
+} store_loop_t;
+
+/* The writer thread's own state (writer.c). Recovery fills rx before the writer starts; what is
+ * left after the threads are joined is freed by the loop. */
+typedef struct store_writer {
+  tlc_store_target_t *wlist; /* targets the writer knows (C_OPEN .. C_CLOSE) */
+  int disk_full;
+  int64_t next_probe, next_retention, next_tick, df_log_last;
+  uint64_t df_suppressed;
+  /* exports waiting for their target's settings (recovered segments without one) */
+  pend_t *rx, **rx_tail;
+  size_t nrx;
+} store_writer_t;
+
+/* The sealer thread's own state (sealer.c; the exporter hands its segments back through the
+ * sealer's queue). Recovery fills it before the threads start; after the sealer is joined, the
+ * thread that stopped it (the writer) drains it. */
+typedef struct store_sealer {
+  pend_t *pend; /* segments whose export or manifest waits for space */
+  size_t npend;
+} store_sealer_t;
+
+/* The store: what each thread owns is its own struct (lp: the loop, w: the writer, sl: the
+ * sealer); every other field below crosses threads and is guarded as its comment says: `mu`
+ * guards the queues, counters, flags and the gather-buffer pool; the catalog has its own
+ * mutex; o, state_dir, loop and qcap are set before any thread starts and only read after
+ * (tlc_store_reconfigure's options go to the writer through a command). */
 struct tlc_store {
   uv_loop_t *loop;
   tlc_store_opts_t o;
   char *state_dir;
+  store_loop_t lp;   /* loop thread only */
+  store_writer_t w;  /* writer thread only */
+  store_sealer_t sl; /* sealer thread only */
+  /* ---- crossing threads: under mu ---- */
   uv_mutex_t mu;
   uv_cond_t cv;
-  cmd_t *qh, *qt;
+  cmd_t *qh, *qt; /* loop -> writer: commands */
   size_t qbytes, qcap;
-  size_t ntargets; /* open targets (under mu): each one's share of the queue is qcap / ntargets */
-  res_t *rh, *rt;
+  size_t ntargets; /* open targets: each one's share of the queue is qcap / ntargets */
+  res_t *rh, *rt;  /* writer, sealer, exporter -> loop: results (async wakes the loop) */
   uv_async_t async;
-  uv_thread_t thr;
-  int thr_started, thr_exited, joined;
-  tlc_store_counters_t c; /* under mu */
-  tlc_catalog_t cat;
-  /* sealer (queue, count and stop flag under mu); it signals cv when a job is done */
-  uv_thread_t sthr;
+  tlc_store_counters_t c;
+  /* gather buffers (records and times, gather_max each) ready for the loop to fill: taken at
+   * start and given back by the writer, at most gpool_keep of them */
+  uint8_t *gpool_b[GPOOL_MAX];
+  int64_t *gpool_t[GPOOL_MAX];
+  size_t ngpool, gpool_keep;
+  /* the writer's wake-ups: the loop signals cv for every command but data, and for data only
+   * while the writer is idle (w_poll 0) or once wake_bytes are queued; a busy writer (w_poll 1)
+   * looks for data every WPOLL_NS by itself */
+  size_t wake_bytes;
+  int w_poll;
+  /* writer -> sealer: jobs; the sealer signals cv when a job is done */
   uv_cond_t scv; /* the sealer waits here for jobs */
   sjob_t *sh, *st;
   uint32_t sealing; /* J_SEAL jobs queued or running */
-  int sstop, sthr_started;
-  /* exporter (queue, count, busy and stop flags under mu): the main exports of the segments the
-   * sealer sealed without them, one at a time, not during a burst (sealer.c) */
-  uv_thread_t xthr;
+  int sstop;
+  /* sealer -> exporter: the main exports of the segments the sealer sealed without them, one
+   * at a time, not during a burst (sealer.c) */
   uv_cond_t xcv; /* the exporter waits here for jobs, the sealer for room or for all done */
   sjob_t *xh, *xt;
   uint32_t nx; /* jobs queued for the exporter, not taken yet */
   int xbusy;   /* the exporter is writing one */
   int xhurry;  /* a barrier (or the stop) waits for every export: no waiting for a burst */
-  int xstop, xthr_started;
-  pend_t *pend; /* sealer only: segments whose export or manifest waits for space */
-  size_t npend;
-  /* writer only (filled by recovery before the writer starts): exports waiting for their
-   * target's settings */
-  pend_t *rx, **rx_tail;
-  size_t nrx;
-  /* writer only */
-  tlc_store_target_t *wlist;
-  int disk_full;
-  int64_t next_probe, next_retention, next_tick, df_log_last;
-  uint64_t df_suppressed;
-  /* loop only */
-  tlc_store_target_t *targets;
-  tlc_store_target_t *gather; /* targets with gathered records (gq) */
-  uv_prepare_t prep;          /* queues the gathered records at the end of each loop turn */
-  uint64_t turn;              /* loop turns seen by prep, from 1 (gather buffers lent for a read) */
-  int nhandles;               /* handles not closed yet (async, prep) */
-  size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
-  /* gather buffers (records and times, gather_max each) ready for the loop to fill: taken at
-   * start and given back by the writer, at most gpool_keep of them (under mu) */
-  uint8_t *gpool_b[GPOOL_MAX];
-  int64_t *gpool_t[GPOOL_MAX];
-  size_t ngpool, gpool_keep;
-  int gpool_filled; /* loop only: gpool_fill ran (the first bin1x target opened) */
-  /* the writer's wake-ups (under mu): the loop signals cv for every command but data, and for
-   * data only while the writer is idle (w_poll 0) or once wake_bytes are queued; a busy writer
-   * (w_poll 1) looks for data every WPOLL_NS by itself */
-  size_t wake_bytes;
-  int w_poll;
-  int rx_any;        /* recovery deferred some exports (set before the writer starts) */
-  int retain_live;   /* recovery's catalog is complete (set before the threads start): an unpin
-                      * runs a retention pass */
-  int rx_kick;       /* a target was marked by rx_mark: rx_flush has work */
-  unsigned inflight; /* compressions */
-  int closing;
-  void (*close_cb)(void *);
-  void *close_ud;
+  int xstop;
+  /* ---- the catalog of sealed segments: its own mutex (cat.mu) ---- */
+  tlc_catalog_t cat;
+  /* ---- set before the threads start, read-only after ---- */
+  int rx_any;      /* recovery deferred some exports */
+  int retain_live; /* recovery's catalog is complete: an unpin runs a retention pass */
+  /* ---- the threads, started and joined by the loop ---- */
+  uv_thread_t thr, sthr, xthr;
+  int thr_started, sthr_started, xthr_started, joined;
+  int thr_exited; /* under mu: the writer has returned */
 };
 
 #define LOCKED(s, stmt)                                                                            \
@@ -304,7 +326,7 @@ struct tlc_store {
     uv_mutex_unlock(&(s)->mu);                                                                     \
   } while (0)
 
-/* store.c */
+/* shared.c: any thread (see there) */
 int64_t tlc__store_wall(tlc_store_t *s);
 int64_t tlc__store_mono(tlc_store_t *s);
 void tlc__store_log_direct(tlc_store_t *s, int level, const char *fmt, ...)
@@ -324,13 +346,10 @@ void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char 
  * write: sealer.c asks for the compression after it) */
 void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
                              int reason, uint64_t seq, int plain);
+size_t tlc__store_flow_share(const tlc_store_t *s);
 int tlc__store_flow_low(const tlc_store_t *s, const tlc_store_target_t *t);
-void tlc__store_flow_resume(tlc_store_t *s);
 void tlc__store_tmap_unref(tlc_store_t *s, tmap_t *m);
 tmap_t *tlc__store_tmap_ref(tlc_store_t *s, tmap_t *m);
-void tlc__store_maybe_finish_close(tlc_store_t *s);
-
-/* writer.c */
 int tlc__store_is_nospace(int rc);
 void tlc__store_w_deleted(void *ud, const tlc_catent_t *e);
 void tlc__store_fill_retention(tlc_store_t *s, tlc_retention_t *r);
@@ -340,14 +359,20 @@ int tlc__store_ensure_dir(const char *path);
 int tlc__store_ensure_dirs(const char *path, size_t from);
 int tlc__store_target_name_ok(const char *name);
 void tlc__store_apply_defaults(tlc_store_opts_t *o);
-void tlc__store_writer_main(void *arg);
-
-/* sealer.c */
-tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t seq);
 pend_t *tlc__store_pend_new(const char *target, const char *base, const char *data, tlc_format_t f,
                             int xml, uint64_t seq, int recovered);
 void tlc__store_pend_want_export(tlc_store_t *s, pend_t *p);
 void tlc__store_pend_free(tlc_store_t *s, pend_t *p);
+
+/* store.c: the loop-side front */
+void tlc__store_flow_resume(tlc_store_t *s);
+void tlc__store_maybe_finish_close(tlc_store_t *s);
+
+/* writer.c: the writer thread */
+void tlc__store_writer_main(void *arg);
+
+/* sealer.c: the sealer and exporter threads */
+tlc_catent_t *tlc__store_cat_find(tlc_catalog_t *c, const char *target, uint64_t seq);
 int tlc__store_pend_try(tlc_store_t *s, pend_t *p);
 void tlc__store_pend_keep(tlc_store_t *s, pend_t *p);
 void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wall_ns, tmap_t *map,
@@ -362,7 +387,7 @@ void tlc__store_stop_exporter(tlc_store_t *s);
 void tlc__store_wait_exports(tlc_store_t *s);
 void tlc__store_stop_sealer(tlc_store_t *s);
 
-/* zstd.c */
+/* zstd.c: compression on the threadpool, started and finished on the loop */
 void tlc__store_start_compress(tlc_store_t *s, const res_t *r);
 
 #endif
