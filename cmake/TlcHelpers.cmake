@@ -59,8 +59,8 @@ function(tlc_add_fuzzer name)
 endfunction()
 
 # tlc_module(target prefix [dir]): the layering rule of the build (docs/architecture.md).
-# Headers are included by path, "prefix/file.h", and that path resolves only for `target` and
-# the targets that link it: the build tree gets inc/<target>/<prefix> -> dir (default: the
+# Headers are included by path, "prefix/file.h" (prefix may be nested: "store/seg"), and that
+# path resolves only for `target` and the targets that link it: the build tree gets inc/<target>/<prefix> -> dir (default: the
 # current source directory), and only that directory is put on `target`'s (PUBLIC) include path.
 # A library that does not link `target` - one in a lower layer - cannot include its headers.
 function(tlc_module target prefix)
@@ -69,7 +69,9 @@ function(tlc_module target prefix)
     set(dir ${ARGV2})
   endif()
   set(stage ${PROJECT_BINARY_DIR}/inc/${target})
-  file(MAKE_DIRECTORY ${stage})
+  # a nested prefix ("store/seg") links its last component inside the folders before it
+  get_filename_component(parent ${stage}/${prefix} DIRECTORY)
+  file(MAKE_DIRECTORY ${parent})
   if(NOT EXISTS ${stage}/${prefix})
     file(CREATE_LINK ${dir} ${stage}/${prefix} SYMBOLIC)
   endif()

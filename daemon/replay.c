@@ -24,7 +24,7 @@
 
 #include "engine/engine.h"
 #include "history/history.h"
-#include "store/segread.h"
+#include "store/seg/segread.h"
 
 #include "base/alloc.h"
 #include "base/err.h"

@@ -1,16 +1,11 @@
 /* wiring.c - target registry <-> pubsub and storage (see wiring.h).
  *
- * Design: one tlc_target_observer_t registered on the registry; it fans out to whichever of the
- * two services runs. Storage's per-target handle lives in t->store (the seam target.h
- * documents): an st_handle_t, the store target plus the gap counters already reported (the
- * target's counters are cumulative, a manifest gap wants the increase); opened at
- * TLC_TEV_CREATED (one allocation per target), closed at shutdown (or at TLC_TEV_FREED).
- * Nothing here allocates per event; each callback is O(1) plus the services' own work.
- *
- * Storage is configured from the [daemon] storage keys (st_opts) and reconfigured on SIGHUP;
- * start-up recovery runs on a helper thread while the loop thread extends systemd's start
- * timeout; half-closed TCP targets are answered through tlc_store_barrier (d->barrier); the
- * watchdog health check reads the writer's heartbeat.
+ * Design: storage is started and its policy observes the targets by itself
+ * (store/policy/policy.h: options from the configuration, crash recovery, segment boundaries,
+ * gaps, idle seal, the writer's health check); this file's own observer, registered after it,
+ * fans target events out to pubsub and fleet. Nothing here allocates per event; each callback
+ * is O(1) plus the services' own work. Half-closed TCP targets are answered through
+ * tlc_store_barrier (d->barrier).
  *
  * Does not: change a running serve address (a reload that would is refused:
  * tlc_config_reload_merge) or state directory (restart required, logged), nor compress /
@@ -27,12 +22,13 @@
 #include "base/sdnotify.h"
 #include "fleet/fleet.h"
 #ifdef TLCAP_TESTING
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 #endif
 
 #include "http/http.h"
 #include "pubsub/pubsub.h"
-#include "store/segread.h"
+#include "store/policy/policy.h"
+#include "store/seg/segread.h"
 #include "store/store.h"
 #include "tlc_version.h"
 
@@ -65,27 +61,11 @@ struct tlc_wiring {
   tlc_auth_t *auth;
   tlc_tls_t *tls;
   tlc_pubsub_t *ps;
-  tlc_store_t *st;
-  uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
-  int idle_on;           /* the timer was initialised (closed with the wiring) */
-  uint64_t idle_seal_ms; /* 0: off */
-  tlc_config_t applied;  /* storage settings in force (the numeric [daemon] keys) */
-  uv_mutex_t rec_mu;     /* serialises log lines of the recovery thread with the waiting loop */
-  uv_cond_t rec_cv;
-  int rec_done, rec_rc, rec_mu_ok;
-  tlc_store_recovery_t rec_sum;
-  int64_t writer_start_ns; /* CLOCK_MONOTONIC when the writer started (before its heartbeat) */
-  size_t held;             /* disconnected targets with a segment left open (st_handle.held) */
+  tlc_stpol_t *sp; /* storage and its policy (store/policy/policy.h), or NULL */
+  tlc_store_t *st; /* its store (tlc_stpol_store), or NULL */
   tlc_http_t *http;
   char http_addr[sizeof(((tlc_config_t *)0)->http)];
 };
-
-/* The writer's heartbeat (tlc_store_counters.writer_heartbeat_ns) moves at least every 250 ms
- * while it turns; queued data and a heartbeat older than this = the writer is stuck (R15). */
-#define STORE_STALL_NS (5ll * 1000000000ll)
-/* While crash recovery runs (before READY=1): EXTEND_TIMEOUT_USEC every second (T34), each
- * asking for this much more time. */
-#define RECOVERY_EXTEND_USEC 5000000
 
 /* ---- NATS (daemon/fleet) ---- */
 static void fleet_log(void *ud, int level, const char *msg) {
@@ -128,10 +108,6 @@ static void maybe_free(tlc_wiring_t *w) {
     return;
   tlc_auth_free(w->auth);
   tlc_tls_free(w->tls);
-  if (w->rec_mu_ok) {
-    uv_cond_destroy(&w->rec_cv);
-    uv_mutex_destroy(&w->rec_mu);
-  }
   tlc_free(w);
 }
 
@@ -165,24 +141,6 @@ static int ps_kind(int kind) {
   }
 }
 
-/* t->store: the store's target handle plus the gap counters already reported for it. */
-typedef struct st_handle {
-  tlc_store_target_t *t;
-  uint64_t gaps, skipped, truncated; /* t->gaps, dec.c.bytes_skipped, dec.c.truncated seen */
-  int held;                          /* disconnected, its segment left open (counted in w->held) */
-  int idle_sealed;                   /* idle_seal done since the last disconnect */
-} st_handle_t;
-
-static void st_log(void *ud, int level, const char *msg) {
-  tlc_wiring_t *w = ud;
-  /* Also called from the recovery thread at start-up (log.c is loop-thread only). */
-  if (w->rec_mu_ok)
-    uv_mutex_lock(&w->rec_mu);
-  tlc_log(level, TLC_LOGC_STORE, "%s", msg);
-  if (w->rec_mu_ok)
-    uv_mutex_unlock(&w->rec_mu);
-}
-
 static void st_event(void *ud, const tlc_store_event_t *ev) {
   tlc_wiring_t *w = ud;
   /* w->ps is still NULL while recovery (possibly on another thread) reports quarantines. */
@@ -198,79 +156,12 @@ static void st_closed(void *ud) {
   maybe_free(w);
 }
 
-/* SPEC 10: a target that stays disconnected seals its open segment after idle_seal, so that
- * its last segment does not stay a .part until it comes back. */
-static void idle_tick(uv_timer_t *h) {
-  tlc_wiring_t *w = h->data;
-  int64_t now = tlc_now_unix_ms();
-  if (w->st == NULL)
-    return;
-  for (size_t i = 0; i < w->d->targets.n; i++) {
-    tlc_target_t *t = w->d->targets.v[i];
-    st_handle_t *sh = t->store;
-    if (sh == NULL || t->connected || sh->idle_sealed || t->last_disconnect_unix_ms == 0 ||
-        now - t->last_disconnect_unix_ms < (int64_t)w->idle_seal_ms)
-      continue;
-    sh->idle_sealed = 1; /* a no-op when nothing was written since (no segment open) */
-    tlc_store_rotate(sh->t, TLC_ROT_IDLE);
-  }
-}
-
-static void idle_closed(uv_handle_t *h) {
-  st_closed(h->data);
-}
-
-/* The target's names and context area for its segments' main exports (SPEC 3: the export
- * beside a bin1x segment holds the mapping and that segment's statistics, as the live target
- * computes them), and the export's format ([daemon] main_export). The store copies the
- * mapping. */
-static void st_settings(const tlc_wiring_t *w, tlc_target_t *t, int mapping_too) {
-  st_handle_t *h = t->store;
-  tlc_store_tconf_t tc;
-  int r;
-  memset(&tc, 0, sizeof(tc));
-  tc.has_context_area = t->has_context_area;
-  tc.context_area = t->context_area;
-  tc.main_export = w->d->cfg.main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
-  r = tlc_store_target_configure(h->t, &tc);
-  if (r == 0 && mapping_too)
-    r = tlc_store_target_set_mapping(h->t, t->has_mapping ? &t->mapping : NULL);
-  if (r != 0)
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE,
-            "target %s: segment export settings not updated: %s (segments keep the previous ones)",
-            t->name, tlc_strerror(r));
-}
-
-/* Watchdog health gate (sdnotify.h, R15): the writer is stalled when data waits in its queue
- * and its heartbeat (CLOCK_MONOTONIC, as the store's default clock) is older than
- * STORE_STALL_NS. While the disk is full the writer still turns (it drops and counts), so its
- * heartbeat stays fresh: a full disk is not a stall. */
-static int st_health(void *ud, const char **why) {
-  tlc_wiring_t *w = ud;
-  tlc_store_counters_t c;
-  struct timespec ts;
-  int64_t now;
-  if (w->st == NULL)
-    return 0;
-  tlc_store_counters(w->st, &c);
-  if (c.queue_bytes == 0)
-    return 0; /* nothing waits */
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  now = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-  /* Before its first turn the writer has no heartbeat yet: count from its start. */
-  if (now - (c.writer_heartbeat_ns != 0 ? c.writer_heartbeat_ns : w->writer_start_ns) <
-      STORE_STALL_NS)
-    return 0;
-  *why = "storage writer stalled: data queued and no heartbeat for 5 s";
-  return 1;
-}
-
 static int st_rotate(void *ud, tlc_target_t *t) {
-  st_handle_t *h = t->store;
+  tlc_store_target_t *h = tlc_stpol_target(t);
   (void)ud;
   if (h == NULL)
     return TLC_EINVAL;
-  return tlc_store_rotate(h->t, TLC_ROT_COMMAND);
+  return tlc_store_rotate(h, TLC_ROT_COMMAND);
 }
 
 static int st_barrier(void *ud, void (*cb)(void *), void *cb_ud) {
@@ -278,192 +169,6 @@ static int st_barrier(void *ud, void (*cb)(void *), void *cb_ud) {
   if (w->st == NULL)
     return TLC_EINVAL;
   return tlc_store_barrier_written(w->st, cb, cb_ud);
-}
-
-/* The storage options from the configuration (hooks included). */
-static void st_opts(tlc_wiring_t *w, const tlc_config_t *c, tlc_store_opts_t *so) {
-  tlc_store_opts_default(so);
-  so->state_dir = c->state_dir;
-  so->max_block = c->max_block;
-  so->max_segment_bytes = c->rotate_bytes;
-  so->max_segment_age_ms = (int64_t)c->rotate_age_ms;
-  so->max_total_bytes = c->retain_bytes;
-  so->max_target_bytes = c->retain_target_bytes;
-  so->max_segments = c->retain_segments;
-  so->max_age_ms = (int64_t)c->retain_age_ms;
-  so->min_free_bytes = c->min_free;
-  so->sync_mode = c->sync_mode;
-  so->sync_interval_ms = (int64_t)c->sync_interval_ms;
-  so->sync_bytes = c->sync_bytes;
-  so->compress = c->compress;
-  so->index_interval = c->index_interval;
-  so->queue_bytes = (size_t)c->store_queue;
-  so->quick_start = c->quick_start;
-  so->keep_skipped = c->keep_skipped;
-  for (size_t i = 0; i < c->nsrc && !so->gather_at_start; i++)
-    so->gather_at_start = c->src[i].format != TLC_FMT_EVLOG; /* bin1x targets will come */
-  so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
-  so->export_ud = NULL;
-  so->log_cb = st_log;
-  so->log_ud = w;
-  so->event_cb = st_event;
-  so->event_ud = w;
-}
-
-#ifdef TLCAP_TESTING
-/* Test hook (RELIABILITY T35, writer-only stall): TLCAP_TEST_WRITER_STALL_MS=N makes the
- * storage writer's first write(2) sleep N ms, as a hung disk would; the loop keeps running. */
-static long test_stall_ms;
-static int test_stalled;
-static tlc_io_t test_io;
-
-/* Test hook (backpressure): TLCAP_TEST_DISK_BPS=N makes every write(2) of the storage threads
- * take len / N seconds, a disk that writes N bytes per second. */
-static long long test_disk_bps;
-
-/* Test hook (checkpoint write faults): TLCAP_TEST_CKPT_FAIL=K:N makes the N-th write(2) into
- * a checkpoint file (<target>/target.checkpoint.tmp) fail with ENOSPC (K:N:EIO: with EIO) in
- * the K-th checkpoint file that gets that many writes (counted from the start; one target's
- * checkpoints: the count follows the file opened last). Any thread writes: atomics. */
-static long test_ck_open, test_ck_write;
-static int test_ck_errno = ENOSPC;
-static long test_ck_hits, test_ck_writes;
-static int test_ck_fd = -1; /* the checkpoint file opened last, while it is open */
-
-static int test_ck_open_fn(const char *path, int flags, int mode) {
-  static const char sfx[] = ".checkpoint.tmp";
-  int fd = tlc_io_default.open(path, flags, mode);
-  size_t n = strlen(path);
-  if (fd >= 0 && n >= sizeof sfx - 1 && strcmp(path + n - (sizeof sfx - 1), sfx) == 0) {
-    __atomic_store_n(&test_ck_writes, 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&test_ck_fd, fd, __ATOMIC_SEQ_CST);
-  }
-  return fd;
-}
-
-static int test_ck_close_fn(int fd) {
-  int k = fd;
-  (void)__atomic_compare_exchange_n(&test_ck_fd, &k, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  return tlc_io_default.close(fd);
-}
-
-static ssize_t test_stall_write(int fd, const void *buf, size_t len) {
-  if (test_ck_write > 0 && fd == __atomic_load_n(&test_ck_fd, __ATOMIC_SEQ_CST) &&
-      __atomic_add_fetch(&test_ck_writes, 1, __ATOMIC_SEQ_CST) == test_ck_write &&
-      __atomic_add_fetch(&test_ck_hits, 1, __ATOMIC_SEQ_CST) == test_ck_open)
-    return -test_ck_errno;
-  if (test_disk_bps > 0) {
-    long long ns = (long long)len * 1000000000ll / test_disk_bps;
-    struct timespec ts = { (time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll) };
-    while (nanosleep(&ts, &ts) != 0)
-      ;
-  }
-  if (!test_stalled && test_stall_ms > 0) {
-    struct timespec ts = { test_stall_ms / 1000, (test_stall_ms % 1000) * 1000000 };
-    test_stalled = 1;
-    while (nanosleep(&ts, &ts) != 0)
-      ;
-  }
-  return tlc_io_default.write(fd, buf, len);
-}
-
-/* Test hook (slow seals): TLCAP_TEST_SEAL_DELAY_MS=N makes every fdatasync (a seal's first
- * step; periodic syncs too) take N ms longer, so that segments wait for their seal. */
-static long test_seal_delay_ms;
-
-static int test_slow_fdatasync(int fd) {
-  struct timespec ts = { test_seal_delay_ms / 1000, (test_seal_delay_ms % 1000) * 1000000 };
-  while (nanosleep(&ts, &ts) != 0)
-    ;
-  return tlc_io_default.fdatasync(fd);
-}
-
-static void test_hooks(void) {
-  tlc_crashpoint_hook = tlc_crashpoint_env; /* TLCAP_CRASHPOINT (crashpoint.c) */
-  const char *v = getenv("TLCAP_TEST_WRITER_STALL_MS");
-  const char *b = getenv("TLCAP_TEST_DISK_BPS");
-  const char *sd = getenv("TLCAP_TEST_SEAL_DELAY_MS");
-  test_stall_ms = v != NULL ? strtol(v, NULL, 10) : 0;
-  test_disk_bps = b != NULL ? strtoll(b, NULL, 10) : 0;
-  test_seal_delay_ms = sd != NULL ? strtol(sd, NULL, 10) : 0;
-  {
-    const char *ck = getenv("TLCAP_TEST_CKPT_FAIL");
-    char *e = NULL;
-    if (ck != NULL && (test_ck_open = strtol(ck, &e, 10)) > 0 && *e == ':') {
-      test_ck_write = strtol(e + 1, &e, 10);
-      if (*e == ':' && strcmp(e + 1, "EIO") == 0)
-        test_ck_errno = EIO;
-    }
-  }
-  if (test_stall_ms <= 0 && test_disk_bps <= 0 && test_seal_delay_ms <= 0 && test_ck_write <= 0)
-    return;
-  test_io = tlc_io_default;
-  if (test_stall_ms > 0 || test_disk_bps > 0 || test_ck_write > 0)
-    test_io.write = test_stall_write;
-  if (test_ck_write > 0) {
-    test_io.open = test_ck_open_fn;
-    test_io.close = test_ck_close_fn;
-  }
-  if (test_seal_delay_ms > 0)
-    test_io.fdatasync = test_slow_fdatasync;
-  tlc_io_set(&test_io);
-}
-#endif
-
-/* Crash recovery on its own thread, so that the loop thread can keep systemd's start timeout
- * extended while it runs (it may read the whole state directory). */
-static void rec_thread(void *arg) {
-  tlc_wiring_t *w = arg;
-  int r;
-#ifdef TLCAP_TESTING
-  {
-    /* Test hook: a slow recovery, to see EXTEND_TIMEOUT_USEC (RELIABILITY T34). */
-    const char *ms = getenv("TLCAP_TEST_RECOVERY_DELAY_MS");
-    if (ms != NULL) {
-      long v = strtol(ms, NULL, 10);
-      struct timespec ts = { v / 1000, (v % 1000) * 1000000 };
-      while (v > 0 && nanosleep(&ts, &ts) != 0)
-        ;
-    }
-  }
-#endif
-  r = tlc_store_recover(w->st, &w->rec_sum);
-  uv_mutex_lock(&w->rec_mu);
-  w->rec_rc = r;
-  w->rec_done = 1;
-  uv_cond_signal(&w->rec_cv);
-  uv_mutex_unlock(&w->rec_mu);
-}
-
-/* Runs recovery, sending EXTEND_TIMEOUT_USEC and STATUS every second while it takes. */
-static int st_recover(tlc_wiring_t *w) {
-  uv_thread_t thr;
-  uint64_t t0 = uv_hrtime();
-  int r = uv_thread_create(&thr, rec_thread, w);
-  if (r != 0)
-    return r;
-  uv_mutex_lock(&w->rec_mu);
-  while (!w->rec_done) {
-    if (uv_cond_timedwait(&w->rec_cv, &w->rec_mu, 1000000000ull) != 0 && !w->rec_done) {
-      char msg[160];
-      snprintf(msg, sizeof(msg),
-               "EXTEND_TIMEOUT_USEC=%d\nSTATUS=recovering the state directory (%" PRIu64 " s)",
-               RECOVERY_EXTEND_USEC, (uint64_t)((uv_hrtime() - t0) / 1000000000ull));
-      tlc_sd_notify(msg);
-    }
-  }
-  uv_mutex_unlock(&w->rec_mu);
-  uv_thread_join(&thr);
-  return w->rec_rc;
-}
-
-/* The store's backpressure for a target (tlc_store_target_set_flow): its source is held. */
-static void st_flow(void *ud, int paused) {
-  tlc_target_hold(ud, paused);
-}
-
-static st_handle_t *hd(const tlc_target_t *t) {
-  return t->store;
 }
 
 /* Continuity's storage position: a mark in the target's store queue. */
@@ -481,21 +186,21 @@ static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
 
 static int st_mid_block(void *ud, tlc_target_t *t) {
   (void)ud;
-  return hd(t) != NULL && tlc_store_target_mid_block(hd(t)->t);
+  return tlc_stpol_target(t) != NULL && tlc_store_target_mid_block(tlc_stpol_target(t));
 }
 
 static int st_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
   st_mark_req_t *m;
   int r;
   (void)ud;
-  if (hd(t) == NULL)
+  if (tlc_stpol_target(t) == NULL)
     return TLC_EINVAL;
   m = tlc_malloc(sizeof(*m));
   if (m == NULL)
     return TLC_ENOMEM;
   m->done = done;
   m->ud = done_ud;
-  r = tlc_store_mark(hd(t)->t, st_mark_done, m);
+  r = tlc_store_mark(tlc_stpol_target(t), st_mark_done, m);
   if (r != 0)
     tlc_free(m);
   return r;
@@ -568,9 +273,9 @@ static int st_segments(void *ud, const char *name, size_t max, tlc_view_segment_
      * sealer runs in the background, docs/storage.md) */
     uint64_t open_seq = 0;
     tlc_target_t *tg = tlc_targets_find(&w->d->targets, name);
-    if (tg != NULL && tg->store != NULL) {
+    if (tg != NULL && tlc_stpol_target(tg) != NULL) {
       tlc_store_target_counters_t tc;
-      tlc_store_target_counters(hd(tg)->t, &tc);
+      tlc_store_target_counters(tlc_stpol_target(tg), &tc);
       open_seq = tc.segment_seq;
     }
     r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
@@ -646,114 +351,10 @@ static void cont_closed(void *ud) {
 
 static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
   tlc_wiring_t *w = ud;
-  /* The storage seam: the observer owns t->store (target.h), hence the cast. */
-  tlc_target_t *t = (tlc_target_t *)(uintptr_t)ct;
-  (void)t;
-  if (w->st != NULL) {
-    switch (kind) {
-    case TLC_TEV_CREATED: {
-      tlc_store_target_t *s = NULL;
-      st_handle_t *h = tlc_calloc(1, sizeof(*h));
-      int r = h == NULL ? TLC_ENOMEM : tlc_store_target_open(w->st, t->name, t->format, &s);
-      if (r != 0) {
-        tlc_free(h);
-        tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "target %s: storage not opened: %s", t->name,
-                tlc_strerror(r));
-      } else {
-        h->t = s;
-        tlc_store_target_set_flow(s, st_flow, t); /* backpressure: a TCP source stops reading */
-        h->gaps = t->gaps;
-        h->skipped = t->pipe.dec.c.bytes_skipped;
-        h->truncated = t->pipe.dec.c.truncated;
-        t->store = h;
-        st_settings(w, t, t->has_mapping);
-      }
-      break;
-    }
-    case TLC_TEV_MAPPING:
-      if (hd(t) != NULL)
-        st_settings(w, t, 1);
-      break;
-    case TLC_TEV_CONNECTED:
-      if (hd(t) != NULL)
-        hd(t)->idle_sealed = 0;
-      /* SPEC 3: a reconnect closes the segment; the next record opens a new one. */
-      if (hd(t) != NULL && t->connections > 1)
-        tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
-      if (hd(t) != NULL && hd(t)->held) {
-        hd(t)->held = 0;
-        w->held--;
-      }
-      break;
-    /* Gaps: target.h's counters are cumulative; the manifest gets the increase. */
-    case TLC_TEV_DISCONNECTED:
-      if (hd(t) != NULL)
-        tlc_store_stream_end(hd(t)->t); /* keep_skipped: the stream's unrecorded tail */
-      if (hd(t) != NULL && !hd(t)->held) {
-        /* fds: at most TLC_WIRING_HELD_SEGMENTS disconnected targets keep a segment open */
-        if (w->held >= TLC_WIRING_HELD_SEGMENTS) {
-          tlc_store_rotate(hd(t)->t, TLC_ROT_RECONNECT);
-        } else {
-          hd(t)->held = 1;
-          w->held++;
-        }
-      }
-      if (hd(t) != NULL && t->gaps > hd(t)->gaps) {
-        tlc_store_gap(hd(t)->t, "disconnect", t->gaps - hd(t)->gaps); /* 1 per disconnect */
-        hd(t)->gaps = t->gaps;
-      }
-      break;
-    case TLC_TEV_RESYNC:
-      if (hd(t) != NULL && t->pipe.dec.c.bytes_skipped > hd(t)->skipped) {
-        tlc_store_gap(hd(t)->t, "resync", t->pipe.dec.c.bytes_skipped - hd(t)->skipped);
-        hd(t)->skipped = t->pipe.dec.c.bytes_skipped;
-      }
-      break;
-    case TLC_TEV_TRUNCATED:
-      if (hd(t) != NULL && t->pipe.dec.c.truncated > hd(t)->truncated) {
-        tlc_store_gap(hd(t)->t, "truncated", t->pipe.dec.c.truncated - hd(t)->truncated);
-        hd(t)->truncated = t->pipe.dec.c.truncated;
-      }
-      break;
-    case TLC_TEV_FREED:
-      if (hd(t) != NULL) {
-        if (hd(t)->held)
-          w->held--;
-        tlc_store_target_close(hd(t)->t);
-        tlc_free(t->store);
-        t->store = NULL;
-      }
-      break;
-    default:
-      break;
-    }
-  }
   if (w->fleet != NULL)
     tlc_fleet_target_event(w->fleet, ct->name, kind, detail);
   if (w->ps != NULL && ps_kind(kind) != 0)
     tlc_pubsub_target_event(w->ps, ct->name, ps_kind(kind), detail);
-}
-
-static void obs_records(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n,
-                        const uint8_t *chunk, size_t clen, uint64_t coff) {
-  tlc_wiring_t *w = ud;
-  if (w->st != NULL && t->store != NULL) /* never blocks; drops are counted by the store */
-    (void)tlc_store_write_chunk(hd(t)->t, ev, n, chunk, clen, coff);
-}
-
-static void obs_skipped(void *ud, const tlc_target_t *t, uint64_t offset, const uint8_t *buf,
-                        size_t len) {
-  tlc_wiring_t *w = ud;
-  if (w->st != NULL && t->store != NULL)
-    tlc_store_skipped(hd(t)->t, offset, buf, len); /* no-op unless keep_skipped */
-}
-
-static int obs_read_buffer(void *ud, const tlc_target_t *t, size_t held, size_t want, uint8_t **buf,
-                           size_t *len) {
-  tlc_wiring_t *w = ud;
-  if (w->st == NULL || t->store == NULL)
-    return 0;
-  return tlc_store_read_buffer(hd(t)->t, held, want, buf, len);
 }
 
 static void obs_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
@@ -810,9 +411,9 @@ static void view_daemon_info(void *ud, tlc_view_daemon_t *out) {
 static void view_target_store(void *ud, size_t index, tlc_view_store_t *out) {
   tlc_wiring_t *w = ud;
   memset(out, 0, sizeof(*out));
-  if (index < w->d->targets.n && w->d->targets.v[index]->store != NULL) {
+  if (index < w->d->targets.n && tlc_stpol_target(w->d->targets.v[index]) != NULL) {
     tlc_store_target_counters_t c;
-    tlc_store_target_counters(hd(w->d->targets.v[index])->t, &c);
+    tlc_store_target_counters(tlc_stpol_target(w->d->targets.v[index]), &c);
     out->has = 1;
     out->bytes_written = c.bytes_written;
     out->records_written = c.records_written;
@@ -921,54 +522,20 @@ static int start_auth(tlc_wiring_t *w) {
   return 0;
 }
 
-/* Storage (store = yes): the store, crash recovery of the state directory, and the hooks
- * that need it (rotate, segments, history, half-close barriers, the watchdog health check,
- * idle_seal). */
+/* Storage (store = yes): the store and its policy (crash recovery of the state directory,
+ * the watchdog health check, idle_seal: store/policy/policy.h), and the hooks that need it
+ * (rotate, segments, history, half-close barriers). */
 static int start_store(tlc_wiring_t *w) {
   tlc_ingest_t *d = w->d;
   tlc_view_reg_t *pv = w->pv;
   int r;
-  tlc_store_opts_t so;
-  tlc_store_recovery_t sum;
-  st_opts(w, &d->cfg, &so);
-  w->applied = d->cfg;
-  w->applied.src = NULL; /* only the scalar keys are kept */
-  w->applied.tgt = NULL;
-  if ((r = uv_mutex_init(&w->rec_mu)) != 0)
-    return r;
-  if ((r = uv_cond_init(&w->rec_cv)) != 0) {
-    uv_mutex_destroy(&w->rec_mu);
-    return r;
-  }
-  w->rec_mu_ok = 1;
 #ifdef TLCAP_TESTING
-  test_hooks();
+  tlc_io_test_hooks(); /* store/crashpoint.c */
 #endif
-  r = tlc_store_new(d->loop, &so, &w->st);
-  if (r != 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "storage in %s: %s", d->cfg.state_dir, tlc_strerror(r));
-    return r;
-  }
-  w->pending++;
-  /* Recovery runs before READY=1 and re-reads every sealed segment (quick_start = no, the
-   * default: R9) or checks sizes and indexes only (quick_start = yes). It runs on a helper
-   * thread while this one extends systemd's start timeout every second (st_recover). */
-  tlc_sd_notify("STATUS=recovering the state directory");
-  r = st_recover(w);
-  sum = w->rec_sum;
-  {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    w->writer_start_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-  }
+  r = tlc_stpol_start(d->loop, &d->targets, &d->cfg, st_event, w, &w->sp);
   if (r != 0)
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "recovery of %s: %s (continuing)", d->cfg.state_dir,
-            tlc_strerror(r));
-  else if (sum.recovered + sum.quarantined + sum.torn_bytes > 0)
-    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
-            "recovered %llu open segments (%llu torn bytes set aside, %llu quarantined)",
-            (unsigned long long)sum.recovered, (unsigned long long)sum.torn_bytes,
-            (unsigned long long)sum.quarantined);
+    return r;
+  w->st = tlc_stpol_store(w->sp);
   pv->rotate = st_rotate;
   pv->rotate_ud = w;
   pv->view.segments = st_segments;
@@ -980,16 +547,6 @@ static int start_store(tlc_wiring_t *w) {
   }
   d->barrier = st_barrier;
   d->barrier_ud = w;
-  tlc_sd_health_add(st_health, w);
-  w->idle_seal_ms = d->cfg.idle_seal_ms;
-  if (w->idle_seal_ms > 0 && uv_timer_init(d->loop, &w->idle) == 0) {
-    uint64_t tick = w->idle_seal_ms / 4;
-    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
-    w->idle.data = w;
-    w->idle_on = 1;
-    w->pending++;
-    uv_timer_start(&w->idle, idle_tick, tick, tick);
-  }
   return 0;
 }
 
@@ -1075,7 +632,7 @@ static int start_cont(tlc_wiring_t *w) {
   memset(&co, 0, sizeof(co));
 #ifdef TLCAP_TESTING
   if (w->st == NULL)
-    test_hooks(); /* checkpoint files go through tlc_io too (storage installed them else) */
+    tlc_io_test_hooks(); /* checkpoint files go through tlc_io too (storage installed them else) */
 #endif
   co.state_dir = d->cfg.state_dir;
   co.interval_ms = d->cfg.checkpoint_interval_ms;
@@ -1099,11 +656,13 @@ static int start_cont(tlc_wiring_t *w) {
  * buffers and event batches, fanned out to the modules that run. */
 static int observe(tlc_wiring_t *w) {
   tlc_target_observer_t o;
+  int r;
+  /* storage's observer after continuity's, before this one (pubsub and fleet see a target's
+   * events after storage has acted on them) */
+  if (w->sp != NULL && (r = tlc_stpol_observe(w->sp)) != 0)
+    return r;
   memset(&o, 0, sizeof(o));
   o.cb = obs_event;
-  o.records_cb = obs_records;
-  o.skipped_cb = obs_skipped;
-  o.read_buffer_cb = obs_read_buffer;
   o.batch_cb = obs_batch;
   o.ud = w;
   return tlc_targets_observe(&w->d->targets, &o);
@@ -1154,17 +713,15 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
     tlc_http_set_metrics_areas(w->http, c->metrics_areas);
   {
     /* SPEC 8: the token file and the certificate are re-read (new connections get them); a
-     * file that became unusable keeps the running one (logged). Turning either on or off
-     * needs a restart: the ports' rules were checked at start. */
+     * file that became unusable keeps the running one (logged). Turning either on or off, or
+     * another path, needs a restart (the settings table; tlc_config_reload_merge kept the
+     * running paths in c). */
     char why[600];
     if (w->auth != NULL && strcmp(c->token_file, tlc_auth_path(w->auth)) == 0) {
       if (tlc_auth_reload(w->auth, why, sizeof(why)) != 0)
         tlc_log(TLC_LOG_ERR, TLC_LOGC_CONFIG, "reload: keeping the previous token: %s", why);
       else
         tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "reload: token file %s re-read", c->token_file);
-    } else if (w->auth != NULL || c->token_file[0] != '\0') {
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-              "reload: token_file set, changed or removed: takes effect after a restart");
     }
     if (w->tls != NULL && strcmp(c->tls_cert, tlc_tls_cert_path(w->tls)) == 0 &&
         strcmp(c->tls_key, tlc_tls_key_path(w->tls)) == 0) {
@@ -1183,52 +740,10 @@ void tlc_wiring_reload(tlc_wiring_t *w) {
         if (tlc_tls_check_dates(w->tls, why, sizeof(why)) == 1)
           tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "reload: %s: clients will refuse it", why);
       }
-    } else if (w->tls != NULL || c->tls_cert[0] != '\0') {
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-              "reload: tls_cert/tls_key set, changed or removed: take effect after a restart");
     }
   }
-  if (strcmp(c->state_dir, w->state_dir) != 0 || c->store != w->store_on)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-            "reload: state_dir and store take effect only after a restart");
-  if (w->st != NULL) {
-    tlc_store_opts_t so;
-    const tlc_config_t *a = &w->applied;
-    if (c->compress != a->compress || c->index_interval != a->index_interval ||
-        c->store_queue != a->store_queue || c->max_block != a->max_block ||
-        c->keep_skipped != a->keep_skipped)
-      tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-              "reload: compress, index_interval, store_queue, max_block and keep_skipped of "
-              "storage take effect only after a restart");
-    /* Rotation, retention and sync limits apply now (tlc_store_reconfigure runs a retention
-     * pass with the new budgets); the settings above keep their running values. */
-    st_opts(w, c, &so);
-    so.compress = a->compress;
-    so.index_interval = a->index_interval;
-    so.queue_bytes = (size_t)a->store_queue;
-    so.max_block = a->max_block;
-    so.keep_skipped = a->keep_skipped;
-    tlc_store_reconfigure(w->st, &so);
-    w->applied.rotate_bytes = c->rotate_bytes;
-    w->applied.rotate_age_ms = c->rotate_age_ms;
-    w->applied.retain_bytes = c->retain_bytes;
-    w->applied.retain_target_bytes = c->retain_target_bytes;
-    w->applied.retain_age_ms = c->retain_age_ms;
-    w->applied.retain_segments = c->retain_segments;
-    w->applied.min_free = c->min_free;
-    w->applied.sync_mode = c->sync_mode;
-    w->applied.sync_interval_ms = c->sync_interval_ms;
-    w->applied.sync_bytes = c->sync_bytes;
-    if (c->main_export != w->applied.main_export) {
-      /* segments opened from now on get the new main export (names .txt/.xml decided at open) */
-      for (size_t i = 0; i < w->d->targets.n; i++)
-        if (w->d->targets.v[i]->store != NULL)
-          st_settings(w, w->d->targets.v[i], 0);
-      w->applied.main_export = c->main_export;
-    }
-    /* SPEC 3: SIGHUP closes every open segment. */
-    tlc_store_rotate_all(w->st, TLC_ROT_SIGHUP);
-  }
+  if (w->sp != NULL)
+    tlc_stpol_reload(w->sp, c);
 }
 
 tlc_auth_t *tlc_wiring_auth(const tlc_wiring_t *w) {
@@ -1276,28 +791,18 @@ void tlc_wiring_close(tlc_wiring_t *w) {
     w->ps = NULL;
     tlc_pubsub_close(ps, ps_closed, w);
   }
-  if (w->st != NULL) {
-    tlc_store_t *st = w->st;
-    for (size_t i = 0; i < w->d->targets.n; i++) {
-      tlc_target_t *t = w->d->targets.v[i];
-      if (t->store != NULL) {
-        tlc_store_target_close(hd(t)->t);
-        tlc_free(t->store);
-        t->store = NULL;
-      }
-    }
-    if (w->idle_on) {
-      w->idle_on = 0;
-      uv_close((uv_handle_t *)&w->idle, idle_closed);
-    }
+  if (w->sp != NULL) {
+    tlc_stpol_t *sp = w->sp;
     w->pv->rotate = NULL;
     w->pv->view.segments = NULL;
     w->pv->view.history = NULL;
     tlc_histq_close(w->hq); /* freed when its running queries (cancelled) have returned */
     w->hq = NULL;
     w->d->barrier = NULL; /* barriers queued already are still answered by the store */
+    w->sp = NULL;
     w->st = NULL;
-    tlc_store_close(st, st_closed, w);
+    w->pending++;
+    tlc_stpol_close(sp, st_closed, w);
   }
   maybe_free(w);
 }

@@ -1,10 +1,9 @@
 /* wiring.h - connects the target registry to the subscriber server (pubsub.h) and to storage
- * (store.h), each optional at run time (`serve` empty, `store = no`).
+ * (its policy, store/policy/policy.h, observes the targets itself), each optional at run time
+ * (`serve` empty, `store = no`).
  *
  *   target events  -> tlc_pubsub_target_event (connected, disconnected, resync, drops, decode
- *                     error, added) and storage segment boundaries (rotate on reconnect,
- *                     gap records, open/close per target)
- *   decoded batch  -> tlc_store_write_chunk (records/items as received, with their chunk)
+ *                     error, added)
  *   engine batch   -> tlc_pubsub_events (live event batches)
  *   store events   -> pubsub SEGMENT_ROTATED
  *   half-close     -> tlc_store_barrier (d->barrier), the connection closed in its callback
@@ -16,14 +15,14 @@
 
 #include "ingest/sources.h"
 #include "view/view.h"
+#include "store/policy/policy.h"
 
 typedef struct tlc_wiring tlc_wiring_t;
 
-/* Disconnected targets that keep their open segment (and its fds) until they reconnect; past
- * this many, a target's segment is sealed when it disconnects (its reconnect would seal it
- * anyway: the same segments, sealed earlier). main.c keeps their fds in its reserve (issue 16:
- * the fd reserve counts every fd a connection will need). */
-#define TLC_WIRING_HELD_SEGMENTS 8
+/* Disconnected targets that keep their open segment (and its fds) until they reconnect (the
+ * storage policy's limit, store/policy/policy.h): main.c keeps their fds in its reserve (the fd
+ * reserve counts every fd a connection will need). */
+#define TLC_WIRING_HELD_SEGMENTS TLC_STPOL_HELD_SEGMENTS
 
 /* Starts storage (options from the [daemon] storage keys; crash recovery of the state
  * directory, blocking this call, on a helper thread while EXTEND_TIMEOUT_USEC is sent every

@@ -41,8 +41,8 @@
 #include "engine/engine.h"
 #include "formats/ckbuf.h"
 #include "formats/evmap.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -21,7 +21,7 @@
 #include "history/history.h"
 
 #include "base/fileread.h"
-#include "store/segread.h"
+#include "store/seg/segread.h"
 
 #include "base/alloc.h"
 #include "base/err.h"

@@ -9,8 +9,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "formats/evlog.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 
 #include <dirent.h>
@@ -93,10 +93,10 @@ static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, 
   if (!p)
     return; /* the next start tries again */
   tlc__store_pend_want_export(s, p);
-  if (s->nrx < s->o.max_deferred_exports) {
-    *s->rx_tail = p;
-    s->rx_tail = &p->next;
-    s->nrx++;
+  if (s->w.nrx < s->o.max_deferred_exports) {
+    *s->w.rx_tail = p;
+    s->w.rx_tail = &p->next;
+    s->w.nrx++;
     sum->exports_deferred++;
     return;
   }
@@ -131,267 +131,344 @@ static void export_check(tlc_store_t *s, const char *target, const char *dir,
   }
 }
 
-static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t *sum) {
-  char dir[1100], p[1300], why[300];
-  snprintf(dir, sizeof dir, "%s/%s", s->state_dir, target);
-  DIR *d = opendir(dir);
-  if (!d) {
-    tlc__store_log_direct(s, TLC_LOG_ERR, "%s: cannot read %s: %s", target, dir, strerror(errno));
-    return;
-  }
-  rent_t *v = NULL;
-  size_t n = 0, cap = 0;
+/* One target directory being recovered: its entries (rent_t, marked gone once handled), the
+ * summary, and a manifest for scratch. The steps below run in this order, each over the entries
+ * the steps before it left. */
+typedef struct rdir {
+  tlc_store_t *s;
+  const char *target;
+  char dir[1100];
+  tlc_store_recovery_t *sum;
+  rent_t *v;
+  size_t n;
+  tlc_manifest_t m;
+  tlc_format_t fmt; /* the directory's bin1x flavour (rdir_format) */
+} rdir_t;
+
+static void rdir_quarantine(rdir_t *r, const char *name, const char *why) {
+  quarantine(r->s, r->target, r->dir, name, why, r->sum);
+}
+
+/* marks the entry of `base` of that kind handled, if there is one; returns it */
+static rent_t *rdir_take(rdir_t *r, const char *base, int kind) {
+  rent_t *x = find_ent(r->v, r->n, base, kind);
+  if (x)
+    x->gone = 1;
+  return x;
+}
+
+/* Lists the directory's entries of ours (others are counted as foreign, never touched).
+ * 0, or -1 when the directory cannot be read (logged). */
+static int rdir_list(rdir_t *r) {
+  DIR *d = opendir(r->dir);
+  size_t cap = 0;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL && n < 1000000) {
+  if (!d) {
+    tlc__store_log_direct(r->s, TLC_LOG_ERR, "%s: cannot read %s: %s", r->target, r->dir,
+                          strerror(errno));
+    return -1;
+  }
+  while ((de = readdir(d)) != NULL && r->n < 1000000) {
     tlc_segname_t sn;
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
       continue;
     if (tlc__segname_parse(de->d_name, &sn) == TLC_SK_NONE) {
-      sum->foreign++;
+      r->sum->foreign++;
       continue; /* not ours: never touched */
     }
-    if (n == cap) {
-      rent_t *nv = tlc_grow(v, &cap, n + 1, sizeof *nv, 64);
+    if (r->n == cap) {
+      rent_t *nv = tlc_grow(r->v, &cap, r->n + 1, sizeof *nv, 64);
       if (!nv)
         break;
-      v = nv;
+      r->v = nv;
     }
-    tlc__path(v[n].name, sizeof v[n].name, "%s", de->d_name);
-    v[n].sn = sn;
-    v[n].gone = 0;
-    n++;
+    tlc__path(r->v[r->n].name, sizeof r->v[r->n].name, "%s", de->d_name);
+    r->v[r->n].sn = sn;
+    r->v[r->n].gone = 0;
+    r->n++;
   }
   closedir(d);
+  return 0;
+}
+
+/* Step A: what is not a regular file of ours is quarantined; leftovers of interrupted writes
+ * (.tmp, .zst.part) are removed. */
+static void rdir_sweep(rdir_t *r) {
+  char p[1300];
   uid_t me = geteuid();
-  /* A: not a regular file of ours -> quarantine; leftovers of interrupted writes -> remove */
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < r->n; i++) {
+    rent_t *e = &r->v[i];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
+    snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
     if (lstat(p, &st) < 0) {
-      v[i].gone = 1;
+      e->gone = 1;
       continue;
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != me) {
-      quarantine(s, target, dir, v[i].name,
-                 S_ISLNK(st.st_mode)    ? "a symlink with a capture name"
-                 : S_ISDIR(st.st_mode)  ? "a directory with a capture name"
-                 : !S_ISREG(st.st_mode) ? "not a regular file"
-                                        : "owned by another user",
-                 sum);
-      v[i].gone = 1;
-    } else if (v[i].sn.kind == TLC_SK_TMP || v[i].sn.kind == TLC_SK_ZSTPART) {
+      rdir_quarantine(r, e->name,
+                      S_ISLNK(st.st_mode)    ? "a symlink with a capture name"
+                      : S_ISDIR(st.st_mode)  ? "a directory with a capture name"
+                      : !S_ISREG(st.st_mode) ? "not a regular file"
+                                             : "owned by another user");
+      e->gone = 1;
+    } else if (e->sn.kind == TLC_SK_TMP || e->sn.kind == TLC_SK_ZSTPART) {
       tlc_io->unlink(p);
-      v[i].gone = 1;
+      e->gone = 1;
     }
   }
-  tlc_manifest_t m;
-  tlc__manifest_init(&m);
-  /* The target's bin1x flavour (bin10 or bin11 cannot be told apart from the bytes with
-   * certainty): taken from its newest valid manifest, for files that have none. */
-  tlc_format_t dir_fmt = TLC_FMT_NONE;
-  {
-    uint64_t best = 0;
-    for (size_t i = 0; i < n; i++) {
-      if (v[i].gone || v[i].sn.kind != TLC_SK_MANIFEST || (dir_fmt && v[i].sn.seq < best))
-        continue;
-      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-      if (tlc__manifest_load(p, &m, NULL, 0) == 0 && m.format != TLC_FMT_EVLOG) {
-        dir_fmt = m.format;
-        best = v[i].sn.seq;
-      }
+}
+
+/* The target's bin1x flavour (bin10 or bin11 cannot be told apart from the bytes with
+ * certainty): taken from its newest valid manifest, for files that have none. */
+static void rdir_format(rdir_t *r) {
+  char p[1300];
+  uint64_t best = 0;
+  r->fmt = TLC_FMT_NONE;
+  for (size_t i = 0; i < r->n; i++) {
+    rent_t *e = &r->v[i];
+    if (e->gone || e->sn.kind != TLC_SK_MANIFEST || (r->fmt && e->sn.seq < best))
+      continue;
+    snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
+    if (tlc__manifest_load(p, &r->m, NULL, 0) == 0 && r->m.format != TLC_FMT_EVLOG) {
+      r->fmt = r->m.format;
+      best = e->sn.seq;
     }
   }
-  /* B: .part files */
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].gone || v[i].sn.kind != TLC_SK_PART)
-      continue;
-    tlc_segname_t *sn = &v[i].sn;
-    if (find_ent(v, n, sn->base, TLC_SK_DATA) || find_ent(v, n, sn->base, TLC_SK_ZST)) {
-      quarantine(s, target, dir, v[i].name, "a .part beside a sealed file of the same name", sum);
-      v[i].gone = 1;
-      continue;
-    }
-    tlc_format_t f = TLC_FMT_EVLOG;
-    if (!sn->evlog) {
-      tlc_manifest_t mm;
-      tlc__manifest_init(&mm);
-      snprintf(p, sizeof p, "%s/%s.manifest", dir, sn->base);
-      if (tlc__manifest_load(p, &mm, NULL, 0) == 0 && mm.format != TLC_FMT_EVLOG)
-        f = mm.format;
-      else if (dir_fmt != TLC_FMT_NONE)
-        f = dir_fmt;
-      else {
-        tlc_segread_t *r;
-        snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-        f = TLC_FMT_BIN11;
-        if (tlc_segread_open(p, TLC_FMT_NONE, 0, &r, why, sizeof why) == 0) {
-          tlc_seginfo_t inf;
-          tlc_segread_info(r, &inf);
-          f = inf.format;
-          tlc_segread_close(r);
-        }
-      }
-      tlc__manifest_fini(&mm);
-    }
-    uint64_t torn = 0;
-    int rc = tlc__segment_recover_part(dir, target, sn, f, s->o.index_interval, s->o.max_block, &m,
-                                       &torn);
-    if (rc < 0) {
-      snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
-      quarantine(s, target, dir, v[i].name, why, sum);
-      v[i].gone = 1;
-      continue;
-    }
-    v[i].gone = 1;
-    if (rc == 1) {
-      /* no whole record: removed with its manifest, export and torn tail */
-      tlc__store_log_direct(s, 5, "%s: %s/%s held no whole record (%" PRIu64 " bytes): removed",
-                            target, dir, v[i].name, torn);
-      rent_t *x;
-      if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
-        x->gone = 1;
-      if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
-        x->gone = 1;
-      if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
-        x->gone = 1;
-      continue;
-    }
-    sum->recovered++;
-    sum->torn_bytes += torn;
-    LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
-    tlc__store_log_direct(s, TLC_LOG_NOTICE,
-                          "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64
-                          " torn bytes moved aside",
-                          target, dir, v[i].name, m.records, torn);
-    catalog_sealed(s, target, dir, sn, &m, 0);
-    export_check(s, target, dir, sn, f, &m, sum);
-    sum->segments++;
-    /* its manifest/export entries are accounted for */
-    rent_t *x;
-    if ((x = find_ent(v, n, sn->base, TLC_SK_MANIFEST)))
-      x->gone = 1;
-    if ((x = find_ent(v, n, sn->base, TLC_SK_EXPORT)))
-      x->gone = 1;
-    if ((x = find_ent(v, n, sn->base, TLC_SK_TORN)))
-      x->gone = 1;
-    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
-      x->gone = 1;
-  }
-  /* C: sealed data */
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].gone || (v[i].sn.kind != TLC_SK_DATA && v[i].sn.kind != TLC_SK_ZST))
-      continue;
-    tlc_segname_t *sn = &v[i].sn;
-    int zst = sn->kind == TLC_SK_ZST;
-    if (zst && find_ent(v, n, sn->base, TLC_SK_DATA)) {
-      snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-      tlc_io->unlink(p); /* compression interrupted after its rename: plain is authoritative */
-      v[i].gone = 1;
-      continue;
-    }
-    rent_t *mf = find_ent(v, n, sn->base, TLC_SK_MANIFEST);
-    rent_t *ex = find_ent(v, n, sn->base, TLC_SK_EXPORT);
-    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-    tlc_segread_t *r;
-    why[0] = 0;
-    int rc = tlc_segread_open(p, sn->evlog ? TLC_FMT_EVLOG : dir_fmt,
-                              s->o.quick_start ? 0 : TLC_SEGREAD_VERIFY, &r, why, sizeof why);
-    if (rc == 0) {
+}
+
+/* The format of a .part: evlog by its name; bin1x from its own manifest, else the directory's
+ * flavour, else what the reader finds in its bytes (bin11 when it cannot tell). */
+static tlc_format_t part_format(rdir_t *r, const rent_t *e) {
+  char p[1300], why[300];
+  tlc_manifest_t mm;
+  tlc_format_t f;
+  if (e->sn.evlog)
+    return TLC_FMT_EVLOG;
+  tlc__manifest_init(&mm);
+  snprintf(p, sizeof p, "%s/%s.manifest", r->dir, e->sn.base);
+  if (tlc__manifest_load(p, &mm, NULL, 0) == 0 && mm.format != TLC_FMT_EVLOG)
+    f = mm.format;
+  else if (r->fmt != TLC_FMT_NONE)
+    f = r->fmt;
+  else {
+    tlc_segread_t *rd;
+    snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
+    f = TLC_FMT_BIN11;
+    if (tlc_segread_open(p, TLC_FMT_NONE, 0, &rd, why, sizeof why) == 0) {
       tlc_seginfo_t inf;
-      tlc_segread_info(r, &inf);
-      tlc_segread_close(r);
-      if (inf.records == 0 && inf.rebuilt) {
-        rc = TLC_EFRAME;
-        tlc__path(why, sizeof why, "%s: empty data file without a manifest", p);
-      } else if (inf.rebuilt) {
-        /* rebuild the manifest from the data; keep the bad one aside */
-        char wbuf[200];
-        tlc__path(wbuf, sizeof wbuf, "manifest unusable (%s): rebuilt from the data", inf.why);
-        if (mf) {
-          quarantine(s, target, dir, mf->name, wbuf, sum);
-          mf->gone = 1;
-        }
-        uint64_t whole, flen;
-        tlc_format_t f = inf.format;
-        rc = tlc__manifest_build_file(p, zst, f, s->o.index_interval, s->o.max_block, &m, &whole,
-                                      &flen);
-        if (rc == 0) {
-          m.rebuilt = 1;
-          m.seq = sn->seq;
-          m.reason = TLC_ROT_RECOVERED;
-          m.closed_wall_ns = tlc__store_wall(s);
-          snprintf(m.target, sizeof m.target, "%s", target);
-          tlc__segname_data(m.data, sizeof m.data, sn->base, f, sn->xml);
-          if (ex)
-            snprintf(m.exportf, sizeof m.exportf, "%s", ex->name);
-          char mp[1300];
-          snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
-          tlc__manifest_store(mp, &m);
-          sum->rebuilt_manifests++;
-          tlc__store_log_direct(s, TLC_LOG_WARN, "%s: %s: %s", target, p, wbuf);
-          catalog_sealed(s, target, dir, sn, &m, zst);
-          export_check(s, target, dir, sn, f, &m, sum);
-          sum->segments++;
-        }
-      } else {
-        tlc_manifest_t mm;
-        tlc__manifest_init(&mm);
-        char mp[1300];
-        snprintf(mp, sizeof mp, "%s/%s.manifest", dir, sn->base);
-        tlc__manifest_load(mp, &mm, NULL, 0);
-        catalog_sealed(s, target, dir, sn, &mm, zst);
-        export_check(s, target, dir, sn, mm.format, &mm, sum);
-        tlc__manifest_fini(&mm);
-        sum->segments++;
-      }
+      tlc_segread_info(rd, &inf);
+      f = inf.format;
+      tlc_segread_close(rd);
     }
-    if (rc < 0) {
-      quarantine(s, target, dir, v[i].name, why[0] ? why : tlc_strerror(rc), sum);
-      if (mf && !mf->gone) {
-        quarantine(s, target, dir, mf->name, "manifest of a quarantined segment", sum);
-        mf->gone = 1;
-      }
-      if (ex) {
-        quarantine(s, target, dir, ex->name, "export of a quarantined segment", sum);
-        ex->gone = 1;
-      }
-      rent_t *sk = find_ent(v, n, sn->base, TLC_SK_SKIPPED);
-      if (sk) {
-        quarantine(s, target, dir, sk->name, "skipped bytes of a quarantined segment", sum);
-        sk->gone = 1;
-      }
-    }
-    v[i].gone = 1;
-    if (mf)
-      mf->gone = 1;
-    if (ex)
-      ex->gone = 1;
-    rent_t *x = find_ent(v, n, sn->base, TLC_SK_TORN);
-    if (x)
-      x->gone = 1;
-    if ((x = find_ent(v, n, sn->base, TLC_SK_SKIPPED)))
-      x->gone = 1;
   }
-  /* D: manifests, exports and skipped bytes without data: an interrupted deletion, completed */
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].gone || (v[i].sn.kind != TLC_SK_MANIFEST && v[i].sn.kind != TLC_SK_EXPORT &&
-                      v[i].sn.kind != TLC_SK_SKIPPED))
+  tlc__manifest_fini(&mm);
+  return f;
+}
+
+/* One .part: sealed with its whole-record prefix (torn tail aside), or removed when it held no
+ * whole record, or quarantined when it cannot be recovered. */
+static void rdir_part(rdir_t *r, rent_t *e) {
+  tlc_store_t *s = r->s;
+  const tlc_segname_t *sn = &e->sn;
+  char why[300];
+  if (find_ent(r->v, r->n, sn->base, TLC_SK_DATA) || find_ent(r->v, r->n, sn->base, TLC_SK_ZST)) {
+    rdir_quarantine(r, e->name, "a .part beside a sealed file of the same name");
+    e->gone = 1;
+    return;
+  }
+  tlc_format_t f = part_format(r, e);
+  uint64_t torn = 0;
+  int rc = tlc__segment_recover_part(r->dir, r->target, sn, f, s->o.index_interval, s->o.max_block,
+                                     &r->m, &torn);
+  e->gone = 1;
+  if (rc < 0) {
+    snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
+    rdir_quarantine(r, e->name, why);
+    return;
+  }
+  /* its manifest, export and torn tail are accounted for (removed with it when rc == 1) */
+  rdir_take(r, sn->base, TLC_SK_MANIFEST);
+  rdir_take(r, sn->base, TLC_SK_EXPORT);
+  rdir_take(r, sn->base, TLC_SK_TORN);
+  if (rc == 1) {
+    tlc__store_log_direct(s, 5, "%s: %s/%s held no whole record (%" PRIu64 " bytes): removed",
+                          r->target, r->dir, e->name, torn);
+    return;
+  }
+  rdir_take(r, sn->base, TLC_SK_SKIPPED);
+  r->sum->recovered++;
+  r->sum->torn_bytes += torn;
+  LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
+  tlc__store_log_direct(s, TLC_LOG_NOTICE,
+                        "%s: recovered %s/%s: %" PRIu64 " records kept, %" PRIu64
+                        " torn bytes moved aside",
+                        r->target, r->dir, e->name, r->m.records, torn);
+  catalog_sealed(s, r->target, r->dir, sn, &r->m, 0);
+  export_check(s, r->target, r->dir, sn, f, &r->m, r->sum);
+  r->sum->segments++;
+}
+
+/* Step B: the .part files. */
+static void rdir_parts(rdir_t *r) {
+  for (size_t i = 0; i < r->n; i++)
+    if (!r->v[i].gone && r->v[i].sn.kind == TLC_SK_PART)
+      rdir_part(r, &r->v[i]);
+}
+
+/* A sealed segment whose manifest is unusable: the manifest is quarantined and rebuilt from the
+ * data (`p`, zst: compressed), the segment catalogued. 0 or a negative error. */
+static int sealed_rebuild(rdir_t *r, const rent_t *e, const char *p, int zst, tlc_format_t f,
+                          const char *bad, rent_t *mf, const rent_t *ex) {
+  tlc_store_t *s = r->s;
+  const tlc_segname_t *sn = &e->sn;
+  char wbuf[200], mp[1300];
+  uint64_t whole, flen;
+  tlc__path(wbuf, sizeof wbuf, "manifest unusable (%s): rebuilt from the data", bad);
+  if (mf) {
+    rdir_quarantine(r, mf->name, wbuf);
+    mf->gone = 1;
+  }
+  int rc = tlc__manifest_build_file(p, zst, f, s->o.index_interval, s->o.max_block, &r->m, &whole,
+                                    &flen);
+  if (rc != 0)
+    return rc;
+  r->m.rebuilt = 1;
+  r->m.seq = sn->seq;
+  r->m.reason = TLC_ROT_RECOVERED;
+  r->m.closed_wall_ns = tlc__store_wall(s);
+  snprintf(r->m.target, sizeof r->m.target, "%s", r->target);
+  tlc__segname_data(r->m.data, sizeof r->m.data, sn->base, f, sn->xml);
+  if (ex)
+    snprintf(r->m.exportf, sizeof r->m.exportf, "%s", ex->name);
+  snprintf(mp, sizeof mp, "%s/%s.manifest", r->dir, sn->base);
+  tlc__manifest_store(mp, &r->m);
+  r->sum->rebuilt_manifests++;
+  tlc__store_log_direct(s, TLC_LOG_WARN, "%s: %s: %s", r->target, p, wbuf);
+  catalog_sealed(s, r->target, r->dir, sn, &r->m, zst);
+  export_check(s, r->target, r->dir, sn, f, &r->m, r->sum);
+  r->sum->segments++;
+  return 0;
+}
+
+/* A sealed segment that does not pass: it is quarantined with its manifest, export and skipped
+ * bytes. */
+static void sealed_quarantine(rdir_t *r, const rent_t *e, const char *why, rent_t *mf, rent_t *ex) {
+  rdir_quarantine(r, e->name, why);
+  if (mf && !mf->gone) {
+    rdir_quarantine(r, mf->name, "manifest of a quarantined segment");
+    mf->gone = 1;
+  }
+  if (ex) {
+    rdir_quarantine(r, ex->name, "export of a quarantined segment");
+    ex->gone = 1;
+  }
+  rent_t *sk = find_ent(r->v, r->n, e->sn.base, TLC_SK_SKIPPED);
+  if (sk) {
+    rdir_quarantine(r, sk->name, "skipped bytes of a quarantined segment");
+    sk->gone = 1;
+  }
+}
+
+/* One sealed data file (plain or .zst): checked against its manifest (every byte unless
+ * quick_start) and catalogued, its manifest rebuilt when unusable, or quarantined. */
+static void rdir_sealed(rdir_t *r, rent_t *e) {
+  tlc_store_t *s = r->s;
+  const tlc_segname_t *sn = &e->sn;
+  char p[1300], why[300];
+  int zst = sn->kind == TLC_SK_ZST;
+  snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
+  if (zst && find_ent(r->v, r->n, sn->base, TLC_SK_DATA)) {
+    tlc_io->unlink(p); /* compression interrupted after its rename: plain is authoritative */
+    e->gone = 1;
+    return;
+  }
+  rent_t *mf = find_ent(r->v, r->n, sn->base, TLC_SK_MANIFEST);
+  rent_t *ex = find_ent(r->v, r->n, sn->base, TLC_SK_EXPORT);
+  tlc_segread_t *rd;
+  why[0] = 0;
+  int rc = tlc_segread_open(p, sn->evlog ? TLC_FMT_EVLOG : r->fmt,
+                            s->o.quick_start ? 0 : TLC_SEGREAD_VERIFY, &rd, why, sizeof why);
+  if (rc == 0) {
+    tlc_seginfo_t inf;
+    tlc_segread_info(rd, &inf);
+    tlc_segread_close(rd);
+    if (inf.records == 0 && inf.rebuilt) {
+      rc = TLC_EFRAME;
+      tlc__path(why, sizeof why, "%s: empty data file without a manifest", p);
+    } else if (inf.rebuilt) {
+      rc = sealed_rebuild(r, e, p, zst, inf.format, inf.why, mf, ex);
+    } else {
+      tlc_manifest_t mm;
+      char mp[1300];
+      tlc__manifest_init(&mm);
+      snprintf(mp, sizeof mp, "%s/%s.manifest", r->dir, sn->base);
+      tlc__manifest_load(mp, &mm, NULL, 0);
+      catalog_sealed(s, r->target, r->dir, sn, &mm, zst);
+      export_check(s, r->target, r->dir, sn, mm.format, &mm, r->sum);
+      tlc__manifest_fini(&mm);
+      r->sum->segments++;
+    }
+  }
+  if (rc < 0)
+    sealed_quarantine(r, e, why[0] ? why : tlc_strerror(rc), mf, ex);
+  e->gone = 1;
+  if (mf)
+    mf->gone = 1;
+  if (ex)
+    ex->gone = 1;
+  rdir_take(r, sn->base, TLC_SK_TORN);
+  rdir_take(r, sn->base, TLC_SK_SKIPPED);
+}
+
+/* Step C: the sealed data files. */
+static void rdir_sealed_all(rdir_t *r) {
+  for (size_t i = 0; i < r->n; i++)
+    if (!r->v[i].gone && (r->v[i].sn.kind == TLC_SK_DATA || r->v[i].sn.kind == TLC_SK_ZST))
+      rdir_sealed(r, &r->v[i]);
+}
+
+/* Step D: manifests, exports and skipped bytes left without data are an interrupted deletion,
+ * completed (a manifest that is not valid is quarantined instead). */
+static void rdir_orphans(rdir_t *r) {
+  char p[1300], why[300];
+  for (size_t i = 0; i < r->n; i++) {
+    rent_t *e = &r->v[i];
+    if (e->gone || (e->sn.kind != TLC_SK_MANIFEST && e->sn.kind != TLC_SK_EXPORT &&
+                    e->sn.kind != TLC_SK_SKIPPED))
       continue;
-    snprintf(p, sizeof p, "%s/%s", dir, v[i].name);
-    if (v[i].sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &m, why, sizeof why) < 0) {
-      quarantine(s, target, dir, v[i].name, "manifest without data, and not valid", sum);
-      v[i].gone = 1;
+    snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
+    e->gone = 1;
+    if (e->sn.kind == TLC_SK_MANIFEST && tlc__manifest_load(p, &r->m, why, sizeof why) < 0) {
+      rdir_quarantine(r, e->name, "manifest without data, and not valid");
       continue;
     }
     tlc_io->unlink(p);
-    v[i].gone = 1;
-    sum->completed_deletions++;
-    tlc__store_log_direct(s, TLC_LOG_NOTICE, "%s: completed an interrupted deletion: removed %s",
-                          target, p);
+    r->sum->completed_deletions++;
+    tlc__store_log_direct(r->s, TLC_LOG_NOTICE, "%s: completed an interrupted deletion: removed %s",
+                          r->target, p);
   }
-  tlc__manifest_fini(&m);
-  tlc_free(v);
-  tlc_io_fsync_dir(dir);
+}
+
+/* Recovers one target directory: steps A (sweep), B (.part files), C (sealed data), D (orphans),
+ * then fsyncs the directory. */
+static void recover_dir(tlc_store_t *s, const char *target, tlc_store_recovery_t *sum) {
+  rdir_t r;
+  memset(&r, 0, sizeof r);
+  r.s = s;
+  r.target = target;
+  r.sum = sum;
+  snprintf(r.dir, sizeof r.dir, "%s/%s", s->state_dir, target);
+  if (rdir_list(&r) != 0)
+    return;
+  tlc__manifest_init(&r.m);
+  rdir_sweep(&r);
+  rdir_format(&r);
+  rdir_parts(&r);
+  rdir_sealed_all(&r);
+  rdir_orphans(&r);
+  tlc__manifest_fini(&r.m);
+  tlc_free(r.v);
+  tlc_io_fsync_dir(r.dir);
 }
 
 int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
@@ -481,7 +558,7 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
   sum->deleted = before - s->cat.n;
   uv_mutex_unlock(&s->cat.mu);
   tlc__store_update_stored(s);
-  s->rx_any = s->nrx > 0;
+  s->rx_any = s->w.nrx > 0;
   if (sum->exports_deferred > 0)
     tlc__store_log_direct(s, TLC_LOG_INFO,
                           "%" PRIu64

@@ -24,7 +24,7 @@
  */
 #include "base/alloc.h"
 #include "base/err.h"
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 #include "store/store-int.h"
 
 #include <stdio.h>

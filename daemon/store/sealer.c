@@ -9,8 +9,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "formats/evlog.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 
 #include <dirent.h>
@@ -51,37 +51,6 @@ static int cat_pin(tlc_store_t *s, const char *target, uint64_t seq, int on, int
     *oldest = e != NULL && tlc__catalog_is_oldest(&s->cat, e);
   uv_mutex_unlock(&s->cat.mu);
   return e != NULL;
-}
-
-pend_t *tlc__store_pend_new(const char *target, const char *base, const char *data, tlc_format_t f,
-                            int xml, uint64_t seq, int recovered) {
-  pend_t *p = tlc_calloc(1, sizeof *p);
-  if (!p)
-    return NULL;
-  snprintf(p->target, sizeof p->target, "%s", target);
-  snprintf(p->base, sizeof p->base, "%s", base);
-  snprintf(p->data, sizeof p->data, "%s", data);
-  p->format = f;
-  p->xml = xml;
-  p->seq = seq;
-  p->recovered = recovered;
-  tlc__manifest_init(&p->m);
-  return p;
-}
-
-/* marks that p's export is to write (counted in exports_pending until done or dropped) */
-void tlc__store_pend_want_export(tlc_store_t *s, pend_t *p) {
-  if (!p->need_ex)
-    LOCKED(s, s->c.exports_pending++);
-  p->need_ex = 1;
-}
-
-void tlc__store_pend_free(tlc_store_t *s, pend_t *p) {
-  if (p->need_ex)
-    LOCKED(s, s->c.exports_pending--);
-  tlc__store_tmap_unref(s, p->map);
-  tlc__manifest_fini(&p->m);
-  tlc_free(p);
 }
 
 /* Writes what p still needs: the main export (then named in the manifest), the manifest.
@@ -161,12 +130,12 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
 /* sealer: writes what the kept entries need, oldest first, until the file system is still
  * full */
 static void pend_retry(tlc_store_t *s) {
-  while (s->pend) {
-    pend_t *p = s->pend;
+  while (s->sl.pend) {
+    pend_t *p = s->sl.pend;
     if (!tlc__store_pend_try(s, p))
       return; /* still full: later */
-    s->pend = p->next;
-    s->npend--;
+    s->sl.pend = p->next;
+    s->sl.npend--;
     tlc__store_pend_free(s, p);
   }
 }
@@ -174,7 +143,7 @@ static void pend_retry(tlc_store_t *s) {
 /* sealer: keeps p to write when space returns (at most PEND_MAX; the rest waits for the next
  * start) */
 void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
-  if (s->npend >= PEND_MAX) {
+  if (s->sl.npend >= PEND_MAX) {
     tlc__store_wlog(
         s, TLC_LOG_WARN,
         "%s: %s%s%s of %s not written (no space, %d segments waiting already): done at the "
@@ -185,12 +154,12 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
     return;
   }
   /* appended: retried in the order they were kept */
-  pend_t **pp = &s->pend;
+  pend_t **pp = &s->sl.pend;
   while (*pp)
     pp = &(*pp)->next;
   p->next = NULL;
   *pp = p;
-  s->npend++;
+  s->sl.npend++;
 }
 
 /* ---- the exporter ----
@@ -446,7 +415,7 @@ void tlc__store_push_job(tlc_store_t *s, sjob_t *j) {
 
 /* One job: a seal, a barrier's answer, or an export written late. */
 static void run_job(tlc_store_t *s, sjob_t *j) {
-  if (s->pend)
+  if (s->sl.pend)
     pend_retry(s);
   if (j->kind == J_SEAL) {
     tlc__store_seal_now(s, &j->seg, j->reason, j->wall_ns, j->map, &j->tc);
@@ -521,16 +490,16 @@ void tlc__store_stop_sealer(tlc_store_t *s) {
   run_left(s);
   tlc__store_stop_exporter(s);
   run_left(s); /* what it handed back for space */
-  if (s->pend)
+  if (s->sl.pend)
     pend_retry(s); /* a last try */
-  while (s->pend) {
-    pend_t *p = s->pend;
-    s->pend = p->next;
+  while (s->sl.pend) {
+    pend_t *p = s->sl.pend;
+    s->sl.pend = p->next;
     tlc__store_wlog(s, TLC_LOG_WARN,
                     "%s: %s%s%s of %s not written (no space): done at the next start", p->target,
                     p->need_ex ? "main export" : "", p->need_ex && p->need_mf ? " and " : "",
                     p->need_mf ? "manifest" : "", p->data);
     tlc__store_pend_free(s, p);
   }
-  s->npend = 0;
+  s->sl.npend = 0;
 }

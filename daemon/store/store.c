@@ -61,8 +61,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "formats/evlog.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 
 #include <dirent.h>
@@ -77,85 +77,12 @@
 #include <unistd.h>
 #include <zstd.h>
 
-/* ---- clocks, logging ---- */
-
-int64_t tlc__store_wall(tlc_store_t *s) {
-  return s->o.now_wall_ns ? s->o.now_wall_ns(s->o.clock_ud) : tlc__wall_ns();
-}
-int64_t tlc__store_mono(tlc_store_t *s) {
-  return s->o.now_mono_ns ? s->o.now_mono_ns(s->o.clock_ud) : tlc__mono_ns();
-}
-
-void tlc__store_log_direct(tlc_store_t *s, int level, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (s->o.log_cb)
-    s->o.log_cb(s->o.log_ud, level, msg);
-  else
-    fprintf(stderr, "store: %s\n", msg);
-}
-
-void tlc__store_push_res(tlc_store_t *s, res_t *r) {
-  uv_mutex_lock(&s->mu);
-  r->next = NULL;
-  if (s->rt)
-    s->rt->next = r;
-  else
-    s->rh = r;
-  s->rt = r;
-  uv_mutex_unlock(&s->mu);
-  uv_async_send(&s->async);
-}
-
-/* writer thread: a log line for the loop. Allocation failure drops the line. */
-void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...) {
-  res_t *r = tlc_calloc(1, sizeof *r);
-  if (!r)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-  va_end(ap);
-  r->type = R_LOG;
-  r->level = level;
-  tlc__store_push_res(s, r);
-}
-
-void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
-                       uint64_t seq) {
-  tlc__store_wevent_plain(s, kind, target, path, reason, seq, 0);
-}
-
-void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
-                             int reason, uint64_t seq, int plain) {
-  res_t *r = tlc_calloc(1, sizeof *r);
-  if (!r)
-    return;
-  r->type = R_EVENT;
-  r->plain = plain;
-  r->kind = kind;
-  r->reason = reason;
-  r->seq = seq;
-  snprintf(r->target, sizeof r->target, "%s", target ? target : "");
-  snprintf(r->path, sizeof r->path, "%s", path ? path : "");
-  tlc__store_push_res(s, r);
-}
-
 /* ---- backpressure ---- */
 
 /* Backpressure: the high- and low-water marks of a target's share of the queue (under mu). */
-static size_t flow_share(const tlc_store_t *s) {
-  return s->qcap / (s->ntargets > 0 ? s->ntargets : 1);
-}
 static int flow_high(const tlc_store_t *s, const tlc_store_target_t *t) {
-  size_t sh = flow_share(s);
+  size_t sh = tlc__store_flow_share(s);
   return t->qb >= sh - sh / 4;
-}
-int tlc__store_flow_low(const tlc_store_t *s, const tlc_store_target_t *t) {
-  return t->qb <= flow_share(s) / 4;
 }
 
 /* loop: after queueing or gathering data of t: past the high-water mark, asks t to pause */
@@ -180,7 +107,7 @@ static void flow_check(tlc_store_target_t *t) {
 
 /* loop (async): resumes the paused targets the writer drained below the low-water mark */
 void tlc__store_flow_resume(tlc_store_t *s) {
-  for (tlc_store_target_t *t = s->targets; t; t = t->next) {
+  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
     int resume = 0;
     uv_mutex_lock(&s->mu);
     if (t->paused && t->resume_due) {
@@ -200,23 +127,6 @@ void tlc_store_target_set_flow(tlc_store_target_t *t, void (*cb)(void *ud, int p
 }
 
 /* ---- shared names (tmap) ---- */
-
-void tlc__store_tmap_unref(tlc_store_t *s, tmap_t *m) {
-  uint32_t left;
-  if (!m)
-    return;
-  LOCKED(s, left = --m->refs);
-  if (left == 0) {
-    tlc_mapping_fini(&m->m);
-    tlc_free(m);
-  }
-}
-
-tmap_t *tlc__store_tmap_ref(tlc_store_t *s, tmap_t *m) {
-  if (m)
-    LOCKED(s, m->refs++);
-  return m;
-}
 
 /* a deep copy of a finished mapping (loop thread), one reference */
 static tmap_t *tmap_copy(const tlc_mapping_t *src) {
@@ -247,8 +157,8 @@ static void gather_flush(tlc_store_target_t *t);
 /* a gather buffer of the store's size for records and one for their times (tlc_malloc), or
  * TLC_ENOMEM with neither */
 static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
-  *b = tlc_malloc(s->gather_max * TLC_BIN1X_RECORD);
-  *tm = tlc_malloc(s->gather_max * sizeof **tm);
+  *b = tlc_malloc(s->lp.gather_max * TLC_BIN1X_RECORD);
+  *tm = tlc_malloc(s->lp.gather_max * sizeof **tm);
   if (*b && *tm)
     return 0;
   tlc_free(*b);
@@ -264,10 +174,10 @@ static int gather_alloc(tlc_store_t *s, uint8_t **b, int64_t **tm) {
  * mapped instead of faulting fresh pages in on the loop, and glibc does not give them back between
  * bursts. Fewer when memory is short: the loop allocates the others as it needs them. */
 static void gpool_fill(tlc_store_t *s) {
-  if (s->gpool_filled)
+  if (s->lp.gpool_filled)
     return;
-  s->gpool_filled = 1;
-  size_t keep = s->qcap / 4 / (s->gather_max * (TLC_BIN1X_RECORD + sizeof(int64_t)));
+  s->lp.gpool_filled = 1;
+  size_t keep = s->qcap / 4 / (s->lp.gather_max * (TLC_BIN1X_RECORD + sizeof(int64_t)));
   keep = keep < GPOOL_MIN ? GPOOL_MIN : keep > GPOOL_MAX ? GPOOL_MAX : keep;
   LOCKED(s, s->gpool_keep = keep);
   /* No gather buffer exists before the first bin1x target, so only this fills the pool; under
@@ -275,8 +185,8 @@ static void gpool_fill(tlc_store_t *s) {
   uint8_t *b;
   int64_t *tm;
   for (size_t i = 0; i < keep && gather_alloc(s, &b, &tm) == 0; i++) {
-    memset(b, 0, s->gather_max * TLC_BIN1X_RECORD);
-    memset(tm, 0, s->gather_max * sizeof *tm);
+    memset(b, 0, s->lp.gather_max * TLC_BIN1X_RECORD);
+    memset(tm, 0, s->lp.gather_max * sizeof *tm);
     LOCKED(s, s->gpool_b[s->ngpool] = b; s->gpool_t[s->ngpool] = tm; s->ngpool++);
   }
 }
@@ -300,12 +210,12 @@ static int gather_get(tlc_store_t *s, uint8_t **b, int64_t **tm) {
 
 /* 1 while the target's gather buffer is lent to its source for a read of this loop turn */
 static int lent_now(const tlc_store_target_t *t) {
-  return t->lend_turn == t->s->turn;
+  return t->lend_turn == t->s->lp.turn;
 }
 
 static void gather_flush_all(tlc_store_t *s) {
-  while (s->gather)
-    gather_flush(s->gather);
+  while (s->lp.gather)
+    gather_flush(s->lp.gather);
 }
 
 static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable);
@@ -429,7 +339,7 @@ static void unreserve(tlc_store_target_t *t, size_t len) {
  * they were gathered) as one command */
 static void gather_flush(tlc_store_target_t *t) {
   tlc_store_t *s = t->s;
-  for (tlc_store_target_t **pp = &s->gather; *pp; pp = &(*pp)->gnext)
+  for (tlc_store_target_t **pp = &s->lp.gather; *pp; pp = &(*pp)->gnext)
     if (*pp == t) {
       *pp = t->gnext;
       break;
@@ -476,7 +386,7 @@ static void gather_flush(tlc_store_target_t *t) {
 
 static void on_prepare(uv_prepare_t *h) {
   tlc_store_t *s = h->data;
-  s->turn++; /* the reads of the last poll phase are done: what was lent is the store's again */
+  s->lp.turn++; /* the reads of the last poll phase are done: what was lent is the store's again */
   gather_flush_all(s);
 }
 
@@ -486,7 +396,7 @@ int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8
   if (!t || t->closed || t->format == TLC_FMT_EVLOG || held >= R || want == 0)
     return 0;
   tlc_store_t *s = t->s;
-  size_t cap = s->gather_max * R;
+  size_t cap = s->lp.gather_max * R;
   if (cap < READ_LEND_MIN)
     return 0;       /* a queue too small for reads of a useful size: the source's own buffer */
   t->lend_turn = 0; /* the previous read from it is over */
@@ -506,7 +416,7 @@ int tlc_store_read_buffer(tlc_store_target_t *t, size_t held, size_t want, uint8
   }
   *buf = t->gb + at;
   *len = cap - at < want ? cap - at : want;
-  t->lend_turn = s->turn;
+  t->lend_turn = s->lp.turn;
   return 1;
 }
 
@@ -782,7 +692,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
       i++;
       continue;
     }
-    if (t->gn == s->gather_max)
+    if (t->gn == s->lp.gather_max)
       gather_flush(t);
     if (!t->gb) {
       if (gather_get(s, &t->gb, &t->gt) < 0) {
@@ -792,8 +702,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         count_buffer_full(t, left, left * R);
         if (t->gn > 0 && !t->gq) {
           t->gq = 1;
-          t->gnext = s->gather;
-          s->gather = t;
+          t->gnext = s->lp.gather;
+          s->lp.gather = t;
         }
         return TLC_ENOMEM;
       }
@@ -807,7 +717,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
     uint8_t *dst = t->gb + t->gn * R;
     uint64_t o = ev[i].offset - coff;
     if (chunk && ev[i].offset >= coff && o < clen && clen - o >= R) {
-      size_t room = s->gather_max - t->gn;
+      size_t room = s->lp.gather_max - t->gn;
       size_t fit = (size_t)((clen - o) / R); /* whole records the chunk holds from o */
       size_t lim = n - i < room ? n - i : room;
       if (lim > fit)
@@ -846,8 +756,8 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   synth_back(t, syn, 1);
   if (t->gn > 0 && !t->gq) {
     t->gq = 1;
-    t->gnext = s->gather;
-    s->gather = t;
+    t->gnext = s->lp.gather;
+    s->lp.gather = t;
   }
   flow_check(t);
   return 0;
@@ -856,7 +766,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
 /* ---- loop side: exports of segments found at start ----
  *
  * Recovery leaves the exports of the segments it sealed (or found without one) with the writer
- * (s->rx) until a target of their name is configured. The first tlc_store_target_configure or
+ * (s->w.rx) until a target of their name is configured. The first tlc_store_target_configure or
  * tlc_store_target_set_mapping of a target marks it; the C_RECEXPORT that releases them is
  * queued once the caller's callback has returned (the store's async callback), or before a
  * barrier or the target's close, so that it comes after every setting given together (tlcapd
@@ -867,7 +777,7 @@ static void rx_mark(tlc_store_target_t *t) {
   if (!s->rx_any || t->rx_state != 0)
     return;
   t->rx_state = 1;
-  s->rx_kick = 1;
+  s->lp.rx_kick = 1;
   uv_async_send(&s->async);
 }
 
@@ -877,10 +787,10 @@ static void rx_queue(tlc_store_target_t *t) {
 }
 
 static void rx_flush(tlc_store_t *s) {
-  if (!s->rx_kick)
+  if (!s->lp.rx_kick)
     return;
-  s->rx_kick = 0;
-  for (tlc_store_target_t *t = s->targets; t; t = t->next)
+  s->lp.rx_kick = 0;
+  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next)
     rx_queue(t);
 }
 
@@ -944,7 +854,7 @@ int tlc_store_rotate(tlc_store_target_t *t, int reason) {
 
 int tlc_store_rotate_all(tlc_store_t *s, int reason) {
   int rc = 0;
-  for (tlc_store_target_t *t = s->targets; t; t = t->next) {
+  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
     int r = tlc_store_rotate(t, reason);
     if (r < 0)
       rc = r;
@@ -1014,14 +924,14 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
                           tlc_store_target_t **out) {
   size_t n = name ? strlen(name) : 0;
   *out = NULL;
-  if (s->closing)
+  if (s->lp.closing)
     return TLC_ELIMIT;
   if (n == 0 || !tlc__store_target_name_ok(name) ||
       (format != TLC_FMT_BIN10 && format != TLC_FMT_BIN11 && format != TLC_FMT_EVLOG))
     return TLC_EINVAL;
   if (!s->thr_started)
     return TLC_EINVAL; /* tlc_store_recover first */
-  for (tlc_store_target_t *o = s->targets; o; o = o->next)
+  for (tlc_store_target_t *o = s->lp.targets; o; o = o->next)
     if (strcmp(o->name, name) == 0)
       return TLC_EINVAL; /* one writer per directory */
   tlc_store_target_t *t = tlc_calloc(1, sizeof *t);
@@ -1046,8 +956,8 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
     tlc_free(t);
     return rc;
   }
-  t->next = s->targets;
-  s->targets = t;
+  t->next = s->lp.targets;
+  s->lp.targets = t;
   LOCKED(s, s->ntargets++);
   if (format != TLC_FMT_EVLOG)
     gpool_fill(s);
@@ -1063,7 +973,7 @@ void tlc_store_target_close(tlc_store_target_t *t) {
   rx_queue(t); /* configured in this callback: its recovered segments' exports first */
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0;
-  for (tlc_store_target_t **pp = &s->targets; *pp; pp = &(*pp)->next)
+  for (tlc_store_target_t **pp = &s->lp.targets; *pp; pp = &(*pp)->next)
     if (*pp == t) {
       *pp = t->next;
       break;
@@ -1145,16 +1055,16 @@ static void on_async(uv_async_t *a) {
     tlc_free(r);
     r = nx;
   }
-  if (s->closing)
+  if (s->lp.closing)
     tlc__store_maybe_finish_close(s);
 }
 
 static void on_async_closed(uv_handle_t *h) {
   tlc_store_t *s = h->data;
-  if (--s->nhandles > 0)
+  if (--s->lp.nhandles > 0)
     return; /* the last of the store's handles frees it */
-  void (*cb)(void *) = s->close_cb;
-  void *ud = s->close_ud;
+  void (*cb)(void *) = s->lp.close_cb;
+  void *ud = s->lp.close_ud;
   /* drop whatever is still queued (nothing after a clean stop) */
   while (s->qh) {
     cmd_t *c = s->qh;
@@ -1174,14 +1084,14 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(r);
   }
   /* left when the threads never ran (tlc_store_recover failed or was not called) */
-  while (s->rx) {
-    pend_t *p = s->rx;
-    s->rx = p->next;
+  while (s->w.rx) {
+    pend_t *p = s->w.rx;
+    s->w.rx = p->next;
     tlc__store_pend_free(s, p);
   }
-  while (s->pend) {
-    pend_t *p = s->pend;
-    s->pend = p->next;
+  while (s->sl.pend) {
+    pend_t *p = s->sl.pend;
+    s->sl.pend = p->next;
     tlc__store_pend_free(s, p);
   }
   tlc__catalog_fini(&s->cat);
@@ -1211,19 +1121,19 @@ void tlc__store_maybe_finish_close(tlc_store_t *s) {
     on_async(&s->async);
     return; /* on_async calls us again */
   }
-  if (s->inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
+  if (s->lp.inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
     return;
-  s->nhandles = 2;
-  uv_close((uv_handle_t *)&s->prep, on_async_closed);
+  s->lp.nhandles = 2;
+  uv_close((uv_handle_t *)&s->lp.prep, on_async_closed);
   uv_close((uv_handle_t *)&s->async, on_async_closed);
 }
 
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
-  s->close_cb = cb;
-  s->close_ud = ud;
-  while (s->targets)
-    tlc_store_target_close(s->targets);
-  s->closing = 1;
+  s->lp.close_cb = cb;
+  s->lp.close_ud = ud;
+  while (s->lp.targets)
+    tlc_store_target_close(s->lp.targets);
+  s->lp.closing = 1;
   if (s->thr_started) {
     cmd_t *c = tlc_calloc(1, sizeof *c);
     if (c) {
@@ -1247,15 +1157,15 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     return TLC_ENOMEM;
   s->loop = loop;
   s->o = *opts;
-  s->rx_tail = &s->rx;
+  s->w.rx_tail = &s->w.rx;
   tlc__store_apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
-  s->turn = 1; /* a target's lend_turn 0: not lent */
-  s->gather_max = s->qcap / (4 * TLC_BIN1X_RECORD);
-  if (s->gather_max > GATHER_RECS)
-    s->gather_max = GATHER_RECS;
-  if (s->gather_max == 0)
-    s->gather_max = 1;
+  s->lp.turn = 1; /* a target's lend_turn 0: not lent */
+  s->lp.gather_max = s->qcap / (4 * TLC_BIN1X_RECORD);
+  if (s->lp.gather_max > GATHER_RECS)
+    s->lp.gather_max = GATHER_RECS;
+  if (s->lp.gather_max == 0)
+    s->lp.gather_max = 1;
   s->wake_bytes = s->qcap / 8 < WAKE_BYTES ? s->qcap / 8 : WAKE_BYTES;
   s->gpool_keep = GPOOL_MIN; /* until a bin1x target opens (gpool_fill) */
   size_t n = strlen(opts->state_dir);
@@ -1282,10 +1192,10 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
     goto fail_async;
   s->async.data = s;
-  uv_prepare_init(loop, &s->prep); /* cannot fail on Unix; after the last step that can */
-  s->prep.data = s;
-  uv_prepare_start(&s->prep, on_prepare);
-  uv_unref((uv_handle_t *)&s->prep); /* it never keeps the loop alive */
+  uv_prepare_init(loop, &s->lp.prep); /* cannot fail on Unix; after the last step that can */
+  s->lp.prep.data = s;
+  uv_prepare_start(&s->lp.prep, on_prepare);
+  uv_unref((uv_handle_t *)&s->lp.prep); /* it never keeps the loop alive */
   if (s->o.gather_at_start)
     gpool_fill(s);
   *out = s;

@@ -9,8 +9,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "formats/evlog.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 
 #include <dirent.h>
@@ -27,109 +27,9 @@
 
 /* ---- writer: segments ---- */
 
-int tlc__store_is_nospace(int rc) {
-  return rc == -ENOSPC || rc == -EDQUOT;
-}
-
-static void w_retention(tlc_store_t *s);
-
-void tlc__store_w_deleted(void *ud, const tlc_catent_t *e) {
-  tlc_store_t *s = ud;
-  char p[1200];
-  LOCKED(s, s->c.deletions++; s->c.deleted_bytes += e->bytes);
-  snprintf(p, sizeof p, "%s/%s/%s", s->state_dir, e->target, e->data);
-  tlc__store_wlog(s, TLC_LOG_INFO, "retention: deleted %s/%s (seq %" PRIu64 ", %" PRIu64 " bytes)",
-                  e->target, e->data, e->seq, e->bytes);
-  tlc__store_wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
-}
-
-/* Budgets are read under mu: the writer changes them (C_RECONF) while the sealer may run a
- * pass. */
-void tlc__store_fill_retention(tlc_store_t *s, tlc_retention_t *r) {
-  memset(r, 0, sizeof *r);
-  r->state_dir = s->state_dir;
-  uv_mutex_lock(&s->mu);
-  r->max_total_bytes = s->o.max_total_bytes;
-  r->max_target_bytes = s->o.max_target_bytes;
-  r->min_free_bytes = s->o.min_free_bytes;
-  r->max_segments = s->o.max_segments;
-  r->max_age_ms = s->o.max_age_ms;
-  uv_mutex_unlock(&s->mu);
-  r->now_wall_ns = tlc__store_wall(s);
-  r->deleted = tlc__store_w_deleted;
-  r->ud = s;
-}
-
-void tlc__store_update_stored(tlc_store_t *s) {
-  uint64_t b = 0, n;
-  uv_mutex_lock(&s->cat.mu);
-  for (size_t i = 0; i < s->cat.n; i++)
-    b += s->cat.v[i].bytes;
-  n = s->cat.n;
-  uv_mutex_unlock(&s->cat.mu);
-  LOCKED(s, s->c.stored_bytes = b; s->c.stored_segments = n);
-}
-
-/* One retention pass (writer or sealer thread: passes serialise on the catalog's mutex). */
-void tlc__store_retention_pass(tlc_store_t *s) {
-  tlc_retention_t r;
-  tlc__store_fill_retention(s, &r);
-  tlc__retention_run(&s->cat, &r);
-  tlc__store_update_stored(s);
-}
-
 static void w_retention(tlc_store_t *s) {
   tlc__store_retention_pass(s);
-  s->next_retention = tlc__store_mono(s) + s->o.retention_interval_ms * 1000000;
-}
-
-int tlc__store_ensure_dir(const char *path) {
-  struct stat st;
-  int rc = tlc_io->mkdir(path, 0755);
-  if (rc < 0 && rc != -EEXIST)
-    return rc;
-  if (lstat(path, &st) < 0)
-    return -errno;
-  if (!S_ISDIR(st.st_mode))
-    return -ENOTDIR;
-  return 0;
-}
-
-/* tlc__store_ensure_dir for path and, first, each of its directories after path[0..from) (a target
- * "SOURCE/APP" of an efl source lives in a directory per source: docs/efl.md) */
-int tlc__store_ensure_dirs(const char *path, size_t from) {
-  char p[1200];
-  size_t n = strlen(path);
-  if (n >= sizeof p)
-    return -ENAMETOOLONG;
-  memcpy(p, path, n + 1);
-  for (size_t i = from + 1; i < n; i++)
-    if (p[i] == '/') {
-      p[i] = '\0';
-      int rc = tlc__store_ensure_dir(p);
-      p[i] = '/';
-      if (rc < 0)
-        return rc;
-    }
-  return tlc__store_ensure_dir(p);
-}
-
-/* A target name as a directory: one name, or "SOURCE/APP" (efl sources) - two names. */
-int tlc__store_target_name_ok(const char *name) {
-  static const char ok[] =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:#+=[]-";
-  size_t n = strlen(name), slash = 0;
-  if (n == 0 || n > TLC_TARGET_NAME_MAX_ || name[0] == '.')
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    if (name[i] == '/') {
-      if (++slash > 1 || i + 1 == n || name[i + 1] == '.')
-        return 0;
-    } else if (!strchr(ok, name[i])) {
-      return 0;
-    }
-  }
-  return 1;
+  s->w.next_retention = tlc__store_mono(s) + s->o.retention_interval_ms * 1000000;
 }
 
 /* highest sequence used in a target directory (names of ours only) */
@@ -203,23 +103,23 @@ static void w_add_gap(tlc_store_target_t *t, const char *reason, uint64_t count)
 
 static void w_disk_full(tlc_store_t *s, tlc_store_target_t *t, int rc) {
   int64_t now = tlc__store_mono(s);
-  if (!s->disk_full) {
-    s->disk_full = 1;
+  if (!s->w.disk_full) {
+    s->w.disk_full = 1;
     LOCKED(s, s->c.disk_full = 1; s->c.disk_full_events++);
     tlc__store_wevent(s, TLC_SEV_DISK_FULL, t->name, t->dir, 0, 0);
-    s->next_probe = now + s->o.probe_interval_ms * 1000000;
+    s->w.next_probe = now + s->o.probe_interval_ms * 1000000;
     w_retention(s); /* may free space at once; the probe decides when to resume */
   }
-  if (s->df_log_last == 0 || now - s->df_log_last >= DISKFULL_LOG_NS) {
+  if (s->w.df_log_last == 0 || now - s->w.df_log_last >= DISKFULL_LOG_NS) {
     tlc__store_wlog(
         s, TLC_LOG_ERR,
         "DISK FULL (%s) writing %s: capture paused, records are dropped and counted until "
         "space returns (%" PRIu64 " similar messages suppressed)",
-        tlc_strerror(rc), t->name, s->df_suppressed);
-    s->df_log_last = now;
-    s->df_suppressed = 0;
+        tlc_strerror(rc), t->name, s->w.df_suppressed);
+    s->w.df_log_last = now;
+    s->w.df_suppressed = 0;
   } else {
-    s->df_suppressed++;
+    s->w.df_suppressed++;
   }
 }
 
@@ -262,7 +162,7 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
  * (t NULL: shutdown) */
 static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
   size_t n = 0;
-  for (pend_t **pp = &s->rx; *pp;) {
+  for (pend_t **pp = &s->w.rx; *pp;) {
     pend_t *p = *pp;
     sjob_t *j = !t || strcmp(p->target, t->name) == 0 ? tlc_calloc(1, sizeof *j) : NULL;
     if (!j) { /* another target's (or no memory: at shutdown, or the next start) */
@@ -270,7 +170,7 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
       continue;
     }
     *pp = p->next;
-    s->nrx--;
+    s->w.nrx--;
     if (t) {
       p->map = tlc__store_tmap_ref(s, t->wmap);
       p->tc = t->tc;
@@ -280,9 +180,9 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
     tlc__store_push_job(s, j);
     n++;
   }
-  s->rx_tail = &s->rx;
-  while (*s->rx_tail)
-    s->rx_tail = &(*s->rx_tail)->next;
+  s->w.rx_tail = &s->w.rx;
+  while (*s->w.rx_tail)
+    s->w.rx_tail = &(*s->w.rx_tail)->next;
   if (n > 0 && t)
     tlc__store_wlog(s, TLC_LOG_INFO,
                     "%s: exporting %zu segment(s) recovered at start with the target's settings",
@@ -301,7 +201,7 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
 static void w_skip(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
                    uint64_t unkept) {
   uint64_t keep = s->o.keep_skipped, kept = 0;
-  if (len > 0 && t->seg.fd >= 0 && !s->disk_full) {
+  if (len > 0 && t->seg.fd >= 0 && !s->w.disk_full) {
     int64_t w =
         tlc__seg_skipped(&t->seg, buf, len, t->seg.sk_bytes < keep ? keep - t->seg.sk_bytes : 0);
     kept = w > 0 ? (uint64_t)w : 0;
@@ -425,7 +325,7 @@ static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, s
  * scan; a size rotation cuts between blocks */
 static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
                    uint64_t nrec, const tlc_rec_t *recs) {
-  if (s->disk_full) {
+  if (s->w.disk_full) {
     w_count_drop(s, t, 1, nrec, len);
     t->pause_rec += nrec;
     return;
@@ -484,7 +384,7 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
 static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t nrec,
                          const int64_t *times) {
   const size_t R = TLC_BIN1X_RECORD;
-  if (s->disk_full) {
+  if (s->w.disk_full) {
     w_count_drop(s, t, 1, nrec, nrec * R);
     t->pause_rec += nrec;
     return;
@@ -551,17 +451,17 @@ static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *b
 }
 
 static void w_probe(tlc_store_t *s, int64_t now) {
-  if (!s->disk_full || now < s->next_probe)
+  if (!s->w.disk_full || now < s->w.next_probe)
     return;
-  s->next_probe = now + s->o.probe_interval_ms * 1000000;
+  s->w.next_probe = now + s->o.probe_interval_ms * 1000000;
   w_retention(s);
   tlc_io_space_t sp;
   int rc = tlc_io->statvfs(s->state_dir, &sp);
   if (rc == 0 && (sp.avail_bytes < s->o.resume_free_bytes || sp.avail_inodes < 4))
     return;
-  s->disk_full = 0;
+  s->w.disk_full = 0;
   uint64_t lost = 0;
-  for (tlc_store_target_t *t = s->wlist; t; t = t->wnext) {
+  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
     if (t->pause_rec > 0)
       w_add_gap(t, "disk_full", t->pause_rec);
     lost += t->pause_rec;
@@ -576,46 +476,23 @@ static void w_probe(tlc_store_t *s, int64_t now) {
   tlc__store_wlog(s, TLC_LOG_NOTICE,
                   "disk space is back: capture resumed (%" PRIu64 " records were dropped)", lost);
   tlc__store_wevent(s, TLC_SEV_RESUMED, NULL, s->state_dir, 0, 0);
-  s->df_log_last = 0;
+  s->w.df_log_last = 0;
 }
 
 static void w_tick(tlc_store_t *s) {
   int64_t now = tlc__store_mono(s);
-  if (now < s->next_tick)
+  if (now < s->w.next_tick)
     return;
-  s->next_tick = now + TICK_NS / 2;
-  for (tlc_store_target_t *t = s->wlist; t; t = t->wnext) {
+  s->w.next_tick = now + TICK_NS / 2;
+  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
     if (t->seg.fd >= 0 && s->o.max_segment_age_ms > 0 &&
         now - t->seg.opened_mono >= s->o.max_segment_age_ms * 1000000)
       w_seal(s, t, TLC_ROT_AGE);
     w_sync_policy(s, t, now);
   }
   w_probe(s, now);
-  if (now >= s->next_retention)
+  if (now >= s->w.next_retention)
     w_retention(s);
-}
-
-void tlc__store_apply_defaults(tlc_store_opts_t *o) {
-  if (o->max_segment_bytes == 0)
-    o->max_segment_bytes = 64ull << 20;
-  if (o->retention_interval_ms <= 0)
-    o->retention_interval_ms = 10000;
-  if (o->compress_level == 0)
-    o->compress_level = 3;
-  if (o->index_interval == 0)
-    o->index_interval = 1024;
-  if (o->queue_bytes == 0)
-    o->queue_bytes = 64u << 20;
-  if (o->probe_interval_ms <= 0)
-    o->probe_interval_ms = 1000;
-  if (o->resume_free_bytes == 0)
-    o->resume_free_bytes = 1u << 20;
-  if (o->max_block == 0)
-    o->max_block = TLC_MAX_BLOCK_DEFAULT;
-  if (o->max_sealing == 0)
-    o->max_sealing = 2;
-  if (o->max_deferred_exports == 0)
-    o->max_deferred_exports = 1024;
 }
 
 /* The storage position of everything queued before a mark: in the open segment, or (none open)
@@ -656,8 +533,8 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   tlc_store_target_t *t = c->t;
   switch (c->type) {
   case C_OPEN:
-    t->wnext = s->wlist;
-    s->wlist = t;
+    t->wnext = s->w.wlist;
+    s->w.wlist = t;
     break;
   case C_DATA:
     if (c->times)
@@ -673,7 +550,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     break;
   case C_CLOSE: {
     w_seal(s, t, TLC_ROT_SHUTDOWN);
-    for (tlc_store_target_t **pp = &s->wlist; *pp; pp = &(*pp)->wnext)
+    for (tlc_store_target_t **pp = &s->w.wlist; *pp; pp = &(*pp)->wnext)
       if (*pp == t) {
         *pp = t->wnext;
         break;
@@ -701,7 +578,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     w_skip(s, t, c->buf, c->len, c->count);
     break;
   case C_RECEXPORT:
-    if (s->rx)
+    if (s->w.rx)
       w_release_rx(s, t);
     break;
   case C_MARK:
@@ -757,8 +634,8 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
 
 void tlc__store_writer_main(void *arg) {
   tlc_store_t *s = arg;
-  s->next_tick = 0;
-  s->next_retention = tlc__store_mono(s) + s->o.retention_interval_ms * 1000000;
+  s->w.next_tick = 0;
+  s->w.next_retention = tlc__store_mono(s) + s->o.retention_interval_ms * 1000000;
   for (;;) {
     int flow_wake = 0;
     uv_mutex_lock(&s->mu);

@@ -9,8 +9,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "formats/evlog.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 
 #include <dirent.h>
@@ -148,7 +148,7 @@ static void z_work(uv_work_t *req) {
 static void z_after(uv_work_t *req, int status) {
   zjob_t *j = req->data;
   tlc_store_t *s = j->s;
-  s->inflight--;
+  s->lp.inflight--;
   if (!j->skipped && status == 0) {
     if (j->rc == 0) {
       char zst[1300];
@@ -164,14 +164,14 @@ static void z_after(uv_work_t *req, int status) {
                             j->target, j->path, tlc_strerror(j->rc));
     }
   }
-  sjob_t *rj = j->oldest && !s->closing ? tlc_calloc(1, sizeof *rj) : NULL;
+  sjob_t *rj = j->oldest && !s->lp.closing ? tlc_calloc(1, sizeof *rj) : NULL;
   if (rj) { /* it held its target's retention back while busy (retention.c) */
     rj->kind = J_RETAIN;
     tlc__store_push_job(s, rj);
   }
   tlc_free(j);
-  if (s->closing)
-    tlc__store_maybe_finish_close(s);
+  if (s->lp.closing) /* the async callback finishes the close once nothing is in flight */
+    uv_async_send(&s->async);
 }
 
 void tlc__store_start_compress(tlc_store_t *s, const res_t *r) {
@@ -187,5 +187,5 @@ void tlc__store_start_compress(tlc_store_t *s, const res_t *r) {
     tlc_free(j);
     return;
   }
-  s->inflight++;
+  s->lp.inflight++;
 }

@@ -18,7 +18,7 @@
 #include "formats/json.h"
 #include "formats/stats.h"
 #include "oracle.h"
-#include "store/segread.h"
+#include "store/seg/segread.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,8 +19,8 @@
  * Exit: 0 ok, 1 failure, 2 usage.
  */
 #include "base/err.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 #include "store/store.h"
 

@@ -15,8 +15,8 @@
 #include "formats/bin1x.h"
 #include "formats/dec.h"
 #include "rng.h"
-#include "store/iofault.h"
-#include "store/segread.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
 #include "store/store-int.h"
 #include "store/store.h"
 

@@ -19,13 +19,13 @@
  * Cost: O(records in range) + one index lookup. Memory: the window (one block at most) and
  * the manifest. Not thread-safe per reader.
  */
-#include "store/segread.h"
+#include "store/seg/segread.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
 #include "formats/dec.h"
-#include "store/iofault.h"
-#include "store/store-int.h"
+#include "store/seg/iofault.h"
+#include "store/seg/seg-int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -251,6 +251,58 @@ void tlc__recrd_close(tlc_recrd_t *rd) {
   tlc__src_close(&rd->src);
   tlc_free(rd->buf);
   rd->buf = NULL;
+}
+
+/* ---- a manifest rebuilt from a data file ---- */
+
+int tlc__manifest_build_file(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                             uint32_t max_block, tlc_manifest_t *m, uint64_t *whole_len,
+                             uint64_t *file_len) {
+  return tlc__manifest_build_file_csum(path, zst, f, interval, max_block, TLC_CSUM_XXH3, m,
+                                       whole_len, file_len);
+}
+
+int tlc__manifest_build_file_csum(const char *path, int zst, tlc_format_t f, uint32_t interval,
+                                  uint32_t max_block, int csum, tlc_manifest_t *m,
+                                  uint64_t *whole_len, uint64_t *file_len) {
+  tlc_recrd_t rd;
+  int rc = tlc__recrd_open(&rd, path, zst, f, max_block);
+  if (rc < 0)
+    return rc;
+  tlc_mbuild_t b = { 0 };
+  tlc__manifest_reset(m);
+  m->format = f;
+  m->csum = csum;
+  tlc__mbuild_start(&b, m, interval);
+  const uint8_t *rec;
+  tlc_rec_t r;
+  uint64_t off = 0;
+  for (;;) {
+    rc = tlc__recrd_next(&rd, &rec, &r, &off);
+    if (rc <= 0)
+      break;
+    rc = tlc__mbuild_add(&b, rec, &r);
+    if (rc < 0)
+      break;
+  }
+  tlc__mbuild_finish(&b);
+  tlc__mbuild_free(&b);
+  *whole_len = m->bytes;
+  if (rc == TLC_ETRUNC || rc == TLC_EFRAME || rc == 0) {
+    /* the data length: what the source holds in total */
+    uint8_t tmp[65536];
+    int64_t n;
+    uint64_t total = rd.offset + (rd.len - rd.pos);
+    while ((n = tlc__src_read(&rd.src, tmp, sizeof tmp)) > 0)
+      total += (uint64_t)n;
+    if (n < 0)
+      rc = (int)n;
+    else
+      rc = 0;
+    *file_len = total;
+  }
+  tlc__recrd_close(&rd);
+  return rc;
 }
 
 /* ---- layer 3: segment reader ---- */

@@ -28,9 +28,9 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "formats/bin1x.h"
-#include "store/iofault.h"
-#include "store/segread.h"
-#include "store/store-int.h"
+#include "store/seg/iofault.h"
+#include "store/seg/segread.h"
+#include "store/seg/seg-int.h"
 
 #include <errno.h>
 #include <fcntl.h>

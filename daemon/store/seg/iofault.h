@@ -79,4 +79,13 @@ static inline void tlc_crashpoint(const char *name) {
 }
 void tlc_crashpoint_env(const char *name);
 
+/* Called by the storage policy's recovery thread before crash recovery when set (test binaries
+ * only, as tlc_crashpoint_hook). */
+extern void (*tlc_recovery_hook)(void);
+
+/* Test binaries only (crashpoint.c): installs tlc_crashpoint_env and the I/O hooks the
+ * environment asks for (TLCAP_TEST_WRITER_STALL_MS, TLCAP_TEST_DISK_BPS,
+ * TLCAP_TEST_SEAL_DELAY_MS, TLCAP_TEST_RECOVERY_DELAY_MS). Call before the store starts. */
+void tlc_io_test_hooks(void);
+
 #endif

@@ -9,7 +9,7 @@
  * Crash points: only a hook pointer here (NULL in tlcapd); the test binaries install
  * crashpoint.c's tlc_crashpoint_env.
  */
-#include "store/iofault.h"
+#include "store/seg/iofault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,3 +139,4 @@ int tlc_io_fsync_dir(const char *path) {
 }
 
 void (*tlc_crashpoint_hook)(const char *name); /* NULL: crash points do nothing */
+void (*tlc_recovery_hook)(void);               /* NULL: none */
