@@ -160,6 +160,39 @@ def test_reload(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_reload_restart_keys(d):
+    """A reload that changes keys the settings table marks "restart" applies the rest and
+    names those keys in one warning, keeping their running values: the target limit stays the
+    one the daemon started with, while a live key (status_interval) takes effect."""
+    pa, ps = D.free_port(), D.free_port()
+    conf = os.path.join(d, "tlcapd.ini")
+    la = "[listen a]\nformat = bin11\naddress = 127.0.0.1:%d\n" % pa
+    head = "[daemon]\nserve = 127.0.0.1:%d\nmax_targets = 2\nread_buffer = 64k\n" % ps
+    write_conf(conf, head + "\n" + la)
+    dm = D.Daemon(TLCAPD, d, ["--config", conf], serve=False)
+    try:
+        write_conf(conf, head.replace("max_targets = 2", "max_targets = 1")
+                   .replace("64k", "128k") + "status_interval = 200ms\n\n" + la)
+        hup(dm)
+        D.wait_until(lambda: "configuration reloaded" in dm.log(), 5, "reload applied")
+        lines = [l for l in dm.log().splitlines() if "take effect only after a restart" in l]
+        T.eq(len(lines), 1, "one line for the restart keys: %r" % lines)
+        T.check("max_targets, read_buffer" in lines[0], "it names both keys: %r" % lines[0])
+        T.check("reload rejected" not in dm.log(), "the reload was not refused")
+        # max_targets keeps its running value (2): a second target is still accepted
+        c1 = D.connect(pa)
+        c1.sendall(D.calls(2))
+        dm.wait_stats(lambda s: D.by_name(s, "a@127.0.0.1")["records"] == 4, what="first")
+        c2 = D.connect(pa)
+        c2.sendall(D.calls(3))
+        dm.wait_stats(lambda s: any(t["name"] == "a@127.0.0.1#2" and t["records"] == 6
+                                    for t in s["targets"]), what="second target accepted")
+        c1.close()
+        c2.close()
+    finally:
+        dm.stop()
+
+
 def test_bind_failure_at_start(d):
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
@@ -413,5 +446,5 @@ def test_store_and_serve(d):
     T.eq(os.path.getsize(os.path.join(tdir, seg)), 100 * 24, "segment size")
 
 
-T.main([test_store_and_serve, test_reload, test_bind_failure_at_start, test_config_error_at_start, test_notify_watchdog_stop, test_fd_exhaustion,
+T.main([test_store_and_serve, test_reload, test_reload_restart_keys, test_bind_failure_at_start, test_config_error_at_start, test_notify_watchdog_stop, test_fd_exhaustion,
         test_socket_activation, test_log_sink_stall])
