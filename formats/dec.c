@@ -98,29 +98,6 @@ void tlc_dec_reset(tlc_dec_t *d) {
   }
 }
 
-const char *tlc_format_name(tlc_format_t f) {
-  switch (f) {
-  case TLC_FMT_BIN10:
-    return "bin10";
-  case TLC_FMT_BIN11:
-    return "bin11";
-  case TLC_FMT_EVLOG:
-    return "evlog";
-  default:
-    return "none";
-  }
-}
-
-tlc_format_t tlc_format_parse(const char *name) {
-  if (strcmp(name, "bin10") == 0)
-    return TLC_FMT_BIN10;
-  if (strcmp(name, "bin11") == 0)
-    return TLC_FMT_BIN11;
-  if (strcmp(name, "evlog") == 0)
-    return TLC_FMT_EVLOG;
-  return TLC_FMT_NONE;
-}
-
 tlc_format_t tlc_dec_detect(const uint8_t *buf, size_t len, char *why, size_t whylen) {
   size_t whole = len / TLC_BIN1X_RECORD;
   size_t r10, r11;

@@ -56,8 +56,8 @@ typedef struct pctx {
   int too_long;   /* stopped at a line longer than inih's buffer: its limit in bytes */
 } pctx_t;
 
-/* A configuration file is a few KiB; past this it is not one (--config /dev/zero spun forever:
- * issue 16). */
+/* A configuration file is a few KiB; past this it is not one (--config /dev/zero is refused,
+ * not read forever). */
 #define TLC_CFG_MAX_FILE (1u << 20)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -344,7 +344,7 @@ static int parse_windows(const char *s, tlc_config_t *c) {
     c->window_ns[n++] = (int64_t)ms * 1000000;
   }
   if (n == 0)
-    return TLC_EINVAL; /* "" or ",,,": no window at all (issue 16), not the engine's defaults */
+    return TLC_EINVAL; /* "" or ",,,": no window at all, not the engine's defaults */
   c->nwindows = n;
   return 0;
 }
@@ -481,8 +481,8 @@ static const dkey_t dkeys[] = {
     FSZ(efl_max_targets), TLC_CFG_LIVE },
 };
 
-/* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 and
- * max_areas = 0 were taken without a word (issue 16). An evlog block of fewer than 64 bytes holds
+/* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 or
+ * max_areas = 0 is refused, not taken without a word. An evlog block of fewer than 64 bytes holds
  * no item (12-byte header, 40-byte item, its name). */
 static uint64_t dkey_min(const dkey_t *k) {
   static const struct {

@@ -8,10 +8,11 @@
  *                loop turn
  *   ws.c         the live WebSocket: its messages both ways and the tick that marks them due
  *   tlsreload.c  a new certificate for new handshakes (SIGHUP)
+ *   say.c        the log line and the wall clock they all use (a leaf)
  *
- * server.c's callback calls into the others; back into server.c they call only its two
- * utilities (tlc__http_say, tlc__http_now_unix_ms); send.c calls answer.c (respond, body_free)
- * and ws.c calls send.c (thread CPU time), never the other way. Loop thread only.
+ * server.c's callback calls into the others and none of them calls back into server.c;
+ * send.c calls answer.c (respond, body_free) and ws.c calls send.c (thread CPU time), never
+ * the other way. Loop thread only.
  */
 #ifndef TLC_HTTP_SERVER_INT_H
 #define TLC_HTTP_SERVER_INT_H
@@ -116,13 +117,13 @@ struct pss {
 /* A request's path (loop thread only; server.c). */
 extern char tlc__http_uri_buf[65536];
 
-/* server.c: a log line through the options' log hook (syslog levels). */
+/* say.c: a log line through the options' log hook (syslog levels). */
 void tlc__http_say(tlc_http_t *h, int level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* server.c: the wall clock in ms. */
+/* say.c: the wall clock in ms. */
 int64_t tlc__http_now_unix_ms(void);
 
 /* answer.c: the response's memory body freed (and its in-flight bytes given back). */

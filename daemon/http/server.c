@@ -66,17 +66,6 @@ char tlc__http_uri_buf[65536]; /* a request's path (loop thread only) */
 /* lws logs are process-wide: one server's log hook at a time (the daemon has one). */
 static tlc_http_t *log_owner;
 
-void tlc__http_say(tlc_http_t *h, int level, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  if (h->o.log == NULL)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  h->o.log(h->o.log_ud, level, msg);
-}
-
 static void lws_log_cb(int level, const char *line) {
   char buf[300];
   size_t n;
@@ -88,12 +77,6 @@ static void lws_log_cb(int level, const char *line) {
     buf[--n] = '\0';
   tlc__http_say(log_owner, level == LLL_ERR ? 4 /* warning: a peer's doing, not ours */ : 6, "%s",
                 buf);
-}
-
-int64_t tlc__http_now_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void tlc_http_opts_default(tlc_http_opts_t *o) {

@@ -248,7 +248,7 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt, char *wh
   if (name != NULL && (tlc_config_find_source(&d->cfg, TLC_SRC_DIAL, name) != NULL ||
                        tlc_config_find_source(&d->cfg, TLC_SRC_SERIAL, name) != NULL)) {
     /* A configured dial or serial target's name belongs to its source: a preamble must not
-     * feed (or, while it is down, take over) its statistics and storage (issue 16). */
+     * feed (or, while it is down, take over) its statistics and storage. */
     d->targets.refused_name++;
     d->st.refused_target++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
@@ -264,7 +264,7 @@ static int conn_bind(tlc_conn_t *c, const char *name, tlc_format_t fmt, char *wh
     n = snprintf(base, sizeof(base), "%s@%s", c->src_name, c->peer_ip);
   src = tlc_config_find_source(&d->cfg, TLC_SRC_LISTEN, c->src_name);
   if (n >= 0 && src != NULL && !tlc_config_targets_match(src->targets, base)) {
-    /* the listener's `targets` patterns: names this listener may feed (issue 16) */
+    /* the listener's `targets` patterns: names this listener may feed */
     d->targets.refused_name++;
     d->st.refused_target++;
     tlc_log(TLC_LOG_WARN, TLC_LOGC_TCP,
@@ -458,7 +458,7 @@ static void read_share(tlc_conn_t *c, size_t n) {
 /* After bytes were processed: when did the record (or block) the decoder is inside begin?
  * A new one began in this read when none was pending before or one completed since; else the
  * same record goes on and keeps its start. partial_timeout is measured from there, so a peer
- * trickling one byte a second cannot hold a record open by never being silent (issue 16). */
+ * trickling one byte a second cannot hold a record open by never being silent. */
 static void rec_track(tlc_conn_t *c) {
   uint64_t units;
   if (c->target == NULL || c->closing)
@@ -528,7 +528,7 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
     snprintf(c->peer, sizeof(c->peer), "unknown");
     if (fixed == NULL) {
       /* A peer that reset before the accept: its name would be "<listener>@unknown", one
-       * target for every such peer (issue 16). Nothing came from it: a reset, counted. */
+       * target for every such peer. Nothing came from it: a reset, counted. */
       c->d->st.closed_reset++;
       TLC_LOGD(TLC_LOGC_TCP, "connection on %s: peer gone before accept", c->src_name);
       c->closing = 1;
@@ -565,7 +565,7 @@ void tlc__conn_sweep(tlc_ingest_t *d, uint64_t now) {
     if (c->closing || c->held)
       continue;
     /* inside an unfinished preamble since the connection began, or inside one record since it
-     * began (rec_track): time inside, not silence (issue 16) */
+     * began (rec_track): time inside, not silence */
     uint64_t inside = !c->preamble_done && c->prelen > 0 ? c->since
                       : c->target != NULL && c->rec_since != 0 && tlc_target_pending(c->target) > 0
                           ? c->rec_since

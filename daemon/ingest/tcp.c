@@ -140,7 +140,7 @@ static void on_connection(uv_stream_t *s, int status) {
   d->st.accepted++;
   c->accepted = 1;
   if (l->s.cfg.allow[0] != '\0') {
-    /* the listener's `allow` list (issue 16): another peer is reset at once, before a byte of
+    /* the listener's `allow` list: another peer is reset at once, before a byte of
      * it is read or a target named after it */
     struct sockaddr_storage ss;
     int len = sizeof(ss);

@@ -207,7 +207,7 @@ typedef struct tlc_src {
 int tlc__src_open(tlc_src_t *s, const char *path, int zst);
 /* Reads up to n bytes; returns bytes (0 at end) or a negative error: for zstd, TLC_EFRAME for
  * damaged compressed data (zst_error says how) and TLC_ETRUNC for a file that ends inside a
- * frame (an empty file included), both at compressed byte in_off (issue 16: a cut .zst read as
+ * frame (an empty file included), both at compressed byte in_off (a cut .zst is never read as
  * a shorter, valid segment). */
 int64_t tlc__src_read(tlc_src_t *s, void *buf, size_t n);
 /* Restarts from byte 0. */

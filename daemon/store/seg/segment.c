@@ -571,7 +571,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   }
   if (m->records == 0) {
     /* Not one whole record (a kill right after the segment opened, or inside its first
-     * record): nothing to keep, so no segment (issue 16: a 13-byte .zst without an export).
+     * record): nothing to keep, so no segment (not a 13-byte .zst without an export).
      * Unless resync-skipped bytes were kept aside for it (keep_skipped): then it stays. */
     char sk[2100];
     struct stat st;

@@ -630,7 +630,7 @@ int tlc_segread_next(tlc_segread_t *r, const uint8_t **rec, size_t *len, uint64_
     }
     if (!r->rebuilt && r->rd.offset >= r->m.bytes) {
       /* a .part may hold a torn tail after the manifest's bytes; a .zst must end here, its
-       * frame whole (a cut inside the frame's checksum is damage too: issue 16) */
+       * frame whole (a cut inside the frame's checksum is damage too) */
       if (r->zst && !r->end_checked) {
         uint8_t b;
         int64_t tail = r->rd.len > r->rd.pos ? 1 : tlc__src_read(&r->rd.src, &b, 1);
