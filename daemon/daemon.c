@@ -247,8 +247,7 @@ static void reload(tlc_daemon_t *dm) {
   }
   /* The settings table says which keys need a restart: they kept their running values in nc. */
   if (restart[0] != '\0')
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "reload: %s: take effect only after a restart",
-            restart);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG, "reload: %s: take effect only after a restart", restart);
   tlc_config_fini(&d->cfg);
   d->cfg = nc;
   apply_log_settings(&d->cfg);

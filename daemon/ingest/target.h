@@ -33,7 +33,7 @@
 #ifndef TLC_TARGET_H
 #define TLC_TARGET_H
 
-#include "config/config.h"    /* enum tlc_src_kind */
+#include "config/config.h" /* enum tlc_src_kind */
 #include "engine/engine.h"
 #include "engine/pipeline.h"
 #include "formats/dec.h"
