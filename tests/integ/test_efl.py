@@ -266,6 +266,34 @@ def live_equals_replay(dm, sport, target):
     raise T.Failure("%s kept receiving events while idle" % target)
 
 
+def check_slash_name_commands(dm, sport, target):
+    """An efl target's name has a '/' (SOURCE/APP-PID): `tlcap rotate` prints the sealed
+    segment's path, `tlcap segments` lists the target's segments, and `tlcap stats --since`
+    answers from the stored records, as for any other name."""
+    tdir = os.path.join(dm.state, target)
+    cli = [TLCAP, "--connect", "127.0.0.1:%d" % sport]
+    rc, out, err = T.run(cli + ["rotate", target], timeout=30)
+    T.eq(rc, 0, "tlcap rotate %s: %s" % (target, err))
+    out = out.decode() if isinstance(out, bytes) else out
+    T.check("no open segment" not in out, "rotate found the open segment: %r" % out)
+    paths = [ln for ln in out.splitlines() if ln.strip()]
+    T.check(paths and all(p.endswith(".log") and target in p for p in paths),
+            "rotate printed the sealed segment of %s: %r" % (target, out))
+    rc, out, err = T.run(cli + ["segments", target, "--json"], timeout=30)
+    T.eq(rc, 0, "tlcap segments %s: %s" % (target, err))
+    segs = json.loads(out)
+    segs = segs.get("segments", segs) if isinstance(segs, dict) else segs
+    on_disk = sorted(os.path.basename(f) for f in glob.glob(os.path.join(tdir, "*.log")))
+    listed = sorted(os.path.basename(x["path"]) for x in segs if x["path"].endswith(".log"))
+    T.eq(listed, on_disk, "segments listed for %s" % target)
+    rc, out, err = T.run(cli + ["stats", target, "--since", "ns:0", "--export", "json"],
+                         timeout=60)
+    T.eq(rc, 0, "tlcap stats %s --since: %s" % (target, err))
+    past = json.loads(out)
+    T.check(past["counters"]["events"] > 0, "stored events of %s: %r" % (target,
+                                                                       past["counters"]))
+
+
 # ---- tests ----
 
 def test_two_apps_live_and_replay(d):
@@ -289,6 +317,9 @@ def test_two_apps_live_and_replay(d):
         for a in (a1, a2):
             settle(dm, a)
             check_workload(live_equals_replay(dm, sport, tname(a)), tname(a))
+        a1.run_workload()  # an open segment again, for rotate to seal
+        settle(dm, a1)
+        check_slash_name_commands(dm, sport, tname(a1))
         st = dm.stats()
         T.eq(len(st["efl"]), 1, "efl sources")
         T.eq(st["efl"][0]["no_cpufreq"], 0, "no_cpufreq")

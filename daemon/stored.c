@@ -1,0 +1,198 @@
+/* stored.c - what the read side and continuity ask of storage (see stored.h): a target's
+ * rotation, continuity's marks in a store queue, range queries over stored segments, and the
+ * list of a target's segments. Loop thread.
+ */
+#include "daemon/stored.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "history/histq.h"
+#include "store/policy/policy.h"
+#include "store/seg/segread.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A name a target may have: a peer's, or an efl source's "SOURCE/APP-PID" (one '/'). */
+static int name_ok(const char *name) {
+  return tlc_target_name_check(name, TLC_TARGET_NAME_MAX) == 0 ||
+         tlc_target_name_check_efl(name, TLC_TARGET_NAME_MAX) == 0;
+}
+
+int tlc_stored_rotate(void *ud, tlc_target_t *t) {
+  tlc_store_target_t *h = tlc_stpol_target(t);
+  (void)ud;
+  if (h == NULL)
+    return TLC_EINVAL;
+  return tlc_store_rotate(h, TLC_ROT_COMMAND);
+}
+
+/* Continuity's storage position: a mark in the target's store queue. */
+typedef struct st_mark_req {
+  tlc_cont_done_fn done;
+  void *ud;
+} st_mark_req_t;
+
+static void st_mark_done(void *ud, const tlc_store_pos_t *p) {
+  st_mark_req_t *m = ud;
+  tlc_ckpt_pos_t cp = { p->valid, p->seq, p->bytes, p->disconnects };
+  m->done(m->ud, &cp);
+  tlc_free(m);
+}
+
+int tlc_stored_mid_block(void *ud, tlc_target_t *t) {
+  (void)ud;
+  return tlc_stpol_target(t) != NULL && tlc_store_target_mid_block(tlc_stpol_target(t));
+}
+
+int tlc_stored_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
+  st_mark_req_t *m;
+  int r;
+  (void)ud;
+  if (tlc_stpol_target(t) == NULL)
+    return TLC_EINVAL;
+  m = tlc_malloc(sizeof(*m));
+  if (m == NULL)
+    return TLC_ENOMEM;
+  m->done = done;
+  m->ud = done_ud;
+  r = tlc_store_mark(tlc_stpol_target(t), st_mark_done, m);
+  if (r != 0)
+    tlc_free(m);
+  return r;
+}
+
+/* view.history: the target's stored records in a range, on the threadpool (histq.h),
+ * with the settings a live target has (a target that is not live: the engine's defaults). */
+int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range,
+                       const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
+                       void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
+  tlc_stored_t *w = ud;
+  tlc_hist_query_t q;
+  const tlc_target_t *t;
+  tlc_histq_job_t *j = NULL;
+  int r;
+  *job = NULL;
+  if (w->hq == NULL || !name_ok(name))
+    return TLC_EINVAL;
+  memset(&q, 0, sizeof(q));
+  q.state_dir = w->state_dir;
+  q.target = name;
+  q.range = *range;
+  q.now_ns = tlc_when_now();
+  q.so = *so;
+  if ((t = tlc_targets_find(&w->d->targets, name)) != NULL) {
+    tlc_pipeline_conf_t pc;
+    tlc_target_pipeline_conf(&t->conf, &pc);
+    q.eo = pc.engine;
+    q.evopts = pc.evmap;
+    q.mapping_path = t->conf.mapping_path;
+  } else {
+    tlc_engine_opts_default(&q.eo);
+  }
+  r = tlc_histq_submit(w->hq, &q, ans, done, done_ud, &j);
+  if (r == 0)
+    *job = j;
+  return r;
+}
+
+void tlc_stored_history_cancel(void *ud, void *job) {
+  (void)ud;
+  tlc_histq_cancel(job);
+}
+
+/* ListSegments: the target's segments on disk with their manifests' spans, each opened for
+ * its figures. A segment the sealer renames (`.part` -> sealed -> `.zst`) between the
+ * directory read and the open is found by listing once more (`tlcap rotate` waits for that
+ * very rename); only one gone for good (retention) or unreadable is left out. */
+#define ST_SEGMENTS_TRIES 4
+
+int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment_t **out, size_t *n,
+                        int *truncated) {
+  tlc_stored_t *w = ud;
+  tlc_segent_t *v = NULL;
+  tlc_view_segment_t *o = NULL;
+  size_t nv = 0, k = 0;
+  int r;
+  *out = NULL;
+  *n = 0;
+  *truncated = 0;
+  if (!name_ok(name))
+    return TLC_EINVAL;
+  for (int attempt = 1;; attempt++) {
+    int moved = 0;
+    /* the target's open segment: any other .part is closed and waits for its seal (the
+     * sealer runs in the background, docs/storage.md) */
+    uint64_t open_seq = 0;
+    tlc_target_t *tg = tlc_targets_find(&w->d->targets, name);
+    if (tg != NULL && tlc_stpol_target(tg) != NULL) {
+      tlc_store_target_counters_t tc;
+      tlc_store_target_counters(tlc_stpol_target(tg), &tc);
+      open_seq = tc.segment_seq;
+    }
+    r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
+    if (r == -ENOENT)
+      return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
+    if (r != 0)
+      return r;
+    *truncated = 0;
+    if (nv > max) { /* the oldest left out */
+      memmove(v, v + 1, (nv - 1) * sizeof(*v));
+      nv--;
+      *truncated = 1;
+    }
+    o = nv > 0 ? tlc_calloc(nv, sizeof(*o)) : NULL;
+    if (nv > 0 && o == NULL) {
+      tlc_free(v);
+      return TLC_ENOMEM;
+    }
+    k = 0;
+    for (size_t i = 0; i < nv; i++) {
+      tlc_segread_t *sr;
+      tlc_seginfo_t info;
+      char err[200];
+      tlc_view_segment_t *x = &o[k];
+      if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
+        moved = 1; /* renamed by the sealer, deleted by retention, or unreadable */
+        continue;
+      }
+      tlc_segread_info(sr, &info);
+      tlc_segread_close(sr);
+      x->seq = v[i].seq;
+      x->state =
+          v[i].state == TLC_SEGST_OPEN && v[i].seq != open_seq ? TLC_SEGST_SEALING : v[i].state;
+      snprintf(x->path, sizeof(x->path), "%s", v[i].path);
+      x->bytes = info.bytes;
+      x->records = info.records;
+      x->items = info.items;
+      x->gaps = info.ngaps;
+      x->first_time = info.first_time;
+      x->last_time = info.last_time;
+      x->min_time = info.min_time;
+      x->max_time = info.max_time;
+      x->opened_wall_ns = info.opened_wall_ns;
+      if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
+        x->opened_wall_ns = tlc_hist_name_time(v[i].path);
+      int sealed = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED;
+      x->closed_wall_ns = sealed ? info.closed_wall_ns : 0; /* else no manifest yet */
+      x->reason = sealed ? info.reason : 0;
+      x->recovered = info.recovered;
+      k++;
+    }
+    tlc_free(v);
+    v = NULL;
+    if (!moved || attempt == ST_SEGMENTS_TRIES)
+      break;
+    tlc_free(o);
+    o = NULL;
+  }
+  if (k == 0) {
+    tlc_free(o);
+    o = NULL;
+  }
+  *out = o;
+  *n = k;
+  return 0;
+}
