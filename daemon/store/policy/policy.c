@@ -39,7 +39,7 @@ struct tlc_stpol {
   tlc_store_t *st;
   void (*event_cb)(void *ud, const tlc_store_event_t *ev);
   void *event_ud;
-  tlc_config_t applied;  /* storage settings in force (the numeric [daemon] keys) */
+  int main_export;       /* the main export segments opened from now on get (1: xml) */
   uv_timer_t idle;       /* idle_seal: seals the open segment of a target disconnected so long */
   int idle_on;           /* the timer was initialised (closed with the policy) */
   uint64_t idle_seal_ms; /* 0: off */
@@ -135,7 +135,7 @@ static void st_settings(const tlc_stpol_t *p, tlc_target_t *t, int mapping_too) 
   memset(&tc, 0, sizeof(tc));
   tc.has_context_area = t->has_context_area;
   tc.context_area = t->context_area;
-  tc.main_export = p->applied.main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
+  tc.main_export = p->main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
   r = tlc_store_target_configure(h->t, &tc);
   if (r == 0 && mapping_too)
     r = tlc_store_target_set_mapping(h->t, t->has_mapping ? &t->mapping : NULL);
@@ -384,8 +384,8 @@ static int obs_read_buffer(void *ud, const tlc_target_t *t, size_t held, size_t 
   return tlc_store_read_buffer(hd(t)->t, held, want, buf, len);
 }
 
-static void idle_start(tlc_stpol_t *p, uv_loop_t *loop) {
-  p->idle_seal_ms = p->applied.idle_seal_ms;
+static void idle_start(tlc_stpol_t *p, uv_loop_t *loop, uint64_t idle_seal_ms) {
+  p->idle_seal_ms = idle_seal_ms;
   if (p->idle_seal_ms > 0 && uv_timer_init(loop, &p->idle) == 0) {
     uint64_t tick = p->idle_seal_ms / 4;
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
@@ -408,9 +408,7 @@ int tlc_stpol_start(uv_loop_t *loop, tlc_targets_t *targets, const tlc_config_t 
   p->targets = targets;
   p->event_cb = event_cb;
   p->event_ud = event_ud;
-  p->applied = *cfg;
-  p->applied.src = NULL; /* only the scalar keys are kept */
-  p->applied.tgt = NULL;
+  p->main_export = cfg->main_export;
   st_opts(p, cfg, &so);
   if ((r = uv_mutex_init(&p->rec_mu)) != 0) {
     tlc_free(p);
@@ -431,7 +429,7 @@ int tlc_stpol_start(uv_loop_t *loop, tlc_targets_t *targets, const tlc_config_t 
   p->pending++;
   recover(p, cfg->state_dir);
   tlc_sd_health_add(st_health, p);
-  idle_start(p, loop);
+  idle_start(p, loop, cfg->idle_seal_ms);
   *out = p;
   return 0;
 }
@@ -449,35 +447,15 @@ int tlc_stpol_observe(tlc_stpol_t *p) {
 
 void tlc_stpol_reload(tlc_stpol_t *p, const tlc_config_t *c) {
   tlc_store_opts_t so;
-  tlc_config_t *a = &p->applied;
-  if (c->compress != a->compress || c->index_interval != a->index_interval ||
-      c->store_queue != a->store_queue || c->max_block != a->max_block ||
-      c->keep_skipped != a->keep_skipped)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_CONFIG,
-            "reload: compress, index_interval, store_queue, max_block and keep_skipped of "
-            "storage take effect only after a restart");
   /* Rotation, retention and sync limits apply now (tlc_store_reconfigure runs a retention
-   * pass with the new budgets); the settings above keep their running values. */
+   * pass with the new budgets). The keys that need a restart (compress, index_interval,
+   * store_queue, max_block, keep_skipped) hold their running values in c: the settings
+   * table's reload rule (tlc_config_reload_merge) put them back and logged them. */
   st_opts(p, c, &so);
-  so.compress = a->compress;
-  so.index_interval = a->index_interval;
-  so.queue_bytes = (size_t)a->store_queue;
-  so.max_block = a->max_block;
-  so.keep_skipped = a->keep_skipped;
   tlc_store_reconfigure(p->st, &so);
-  a->rotate_bytes = c->rotate_bytes;
-  a->rotate_age_ms = c->rotate_age_ms;
-  a->retain_bytes = c->retain_bytes;
-  a->retain_target_bytes = c->retain_target_bytes;
-  a->retain_age_ms = c->retain_age_ms;
-  a->retain_segments = c->retain_segments;
-  a->min_free = c->min_free;
-  a->sync_mode = c->sync_mode;
-  a->sync_interval_ms = c->sync_interval_ms;
-  a->sync_bytes = c->sync_bytes;
-  if (c->main_export != a->main_export) {
+  if (c->main_export != p->main_export) {
     /* segments opened from now on get the new main export (names .txt/.xml decided at open) */
-    a->main_export = c->main_export;
+    p->main_export = c->main_export;
     for (size_t i = 0; i < p->targets->n; i++)
       if (p->targets->v[i]->store != NULL)
         st_settings(p, p->targets->v[i], 0);
