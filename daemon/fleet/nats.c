@@ -50,6 +50,7 @@
 #include "fleet/nats-int.h"
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "ingest/target.h"
@@ -140,12 +141,6 @@ static void flog(tlc_fleet_t *f, int level, const char *fmt, ...) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
   f->o.log(f->o.log_ud, level, buf);
-}
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static uint64_t thread_cpu_ns(void) {
@@ -335,7 +330,7 @@ static void do_connect(tlc_fleet_t *f) {
   mark_all_full(f);
   flog(f, TLC_LOG_INFO, "nats %s: connected; publishing under %s.>", f->url, f->prefix);
   snprintf(f->js_inbox, sizeof(f->js_inbox), "_INBOX.tlcapd.%llx.%llx",
-           (unsigned long long)f->o.instance_id, (unsigned long long)now_ms());
+           (unsigned long long)f->o.instance_id, (unsigned long long)(uint64_t)tlc_now_unix_ms());
   if (natsConnection_Subscribe(&f->js_sub, nc, f->js_inbox, tlc__fleet_js_reply_cb, f->br) !=
       NATS_OK) {
     f->js_sub = NULL;
@@ -795,7 +790,7 @@ static void log_drops(tlc_fleet_t *f, uint64_t now) {
 static void tick_cb(uv_timer_t *t) {
   tlc_fleet_t *f = t->data;
   size_t i, n;
-  uint64_t now = now_ms();
+  uint64_t now = (uint64_t)tlc_now_unix_ms();
   log_drops(f, now);
   if (f->state != ST_CONNECTED || !f->c.connected)
     return;
@@ -838,7 +833,7 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
   te.target = (char *)name;
   te.kind = (Tlcap__TargetEventKind)kind;
   te.detail = (char *)(detail != NULL ? detail : "");
-  te.unix_ms = (int64_t)now_ms();
+  te.unix_ms = (int64_t)(uint64_t)tlc_now_unix_ms();
   te.instance_id = f->o.instance_id;
   te.seq = ++f->tev_seq;
   tlcap__server_message__init(&m);
@@ -898,7 +893,7 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
   ss.path = (char *)path;
   ss.seq = seq;
   ss.reason = (uint32_t)reason;
-  ss.unix_ms = (int64_t)now_ms();
+  ss.unix_ms = (int64_t)(uint64_t)tlc_now_unix_ms();
   ss.instance_id = f->o.instance_id;
   ss.manifest.data = man;
   ss.manifest.len = man != NULL ? mlen : 0;

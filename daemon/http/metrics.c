@@ -38,6 +38,7 @@
 #include "http/http-int.h"
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "engine/engine.h"
 #include "formats/json.h"
@@ -862,10 +863,7 @@ static void head_build(tlc__http_view_t *v, int om, const tlc_view_daemon_t *di,
   family(o, om, "tlcap_uptime_seconds", "gauge", "Seconds since tlcapd started.");
   tlc_out_puts(o, "tlcap_uptime_seconds ");
   {
-    struct timespec ts;
-    int64_t up;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    up = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - v->start_unix_ms;
+    int64_t up = tlc_now_unix_ms() - v->start_unix_ms;
     tlc__http_out_seconds(o, (up < 0 ? 0 : up) * 1000000);
   }
   tlc_out_putc(o, '\n');

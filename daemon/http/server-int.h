@@ -8,7 +8,7 @@
  *                loop turn
  *   ws.c         the live WebSocket: its messages both ways and the tick that marks them due
  *   tlsreload.c  a new certificate for new handshakes (SIGHUP)
- *   say.c        the log line and the wall clock they all use (a leaf)
+ *   say.c        the log line they all write (a leaf)
  *
  * server.c's callback calls into the others and none of them calls back into server.c;
  * send.c calls answer.c (respond, body_free) and ws.c calls send.c (thread CPU time), never
@@ -18,6 +18,7 @@
 #define TLC_HTTP_SERVER_INT_H
 
 #include "auth/peers.h"
+#include "base/clock.h"
 #include "http/http-int.h"
 
 #include <libwebsockets.h>
@@ -123,8 +124,6 @@ void tlc__http_say(tlc_http_t *h, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* say.c: the wall clock in ms. */
-int64_t tlc__http_now_unix_ms(void);
 
 /* answer.c: the response's memory body freed (and its in-flight bytes given back). */
 void tlc__http_body_free(pss_t *p);

@@ -56,7 +56,7 @@ int tlc__http_ws_send(struct lws *wsi, pss_t *p) {
   }
   cpu0 = tlc__http_thread_cpu_ns();
   if (h->live.tick == 0)
-    tlc__http_live_cache_tick(&h->live, tlc__http_now_unix_ms());
+    tlc__http_live_cache_tick(&h->live, tlc_now_unix_ms());
   if (tlc__http_live_shared(&h->view, &h->live, &p->live, h->o.max_ws_message, &buf, &len) != 0) {
     tlc__http_say(h, 4, "http: live message not built (over %zu bytes or out of memory)",
                   h->o.max_ws_message + (1u << 20));
@@ -134,7 +134,7 @@ int tlc__http_ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) 
 void tlc__http_ws_tick_cb(uv_timer_t *t) {
   tlc_http_t *h = t->data;
   if (h->ws != NULL)
-    tlc__http_live_cache_tick(&h->live, tlc__http_now_unix_ms());
+    tlc__http_live_cache_tick(&h->live, tlc_now_unix_ms());
   for (pss_t *p = h->ws; p != NULL; p = p->next) {
     if (!p->authed)
       continue;

@@ -38,12 +38,6 @@
 
 #define MAPPING_FILE_MAX (64u << 20)
 
-int64_t tlc_now_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int tlc_targets_init(tlc_targets_t *r, size_t max_targets) {
   memset(r, 0, sizeof(*r));
   r->max = max_targets;

@@ -33,6 +33,7 @@
 #ifndef TLC_TARGET_H
 #define TLC_TARGET_H
 
+#include "base/clock.h"    /* tlc_now_unix_ms */
 #include "config/config.h" /* enum tlc_src_kind */
 #include "engine/engine.h"
 #include "engine/pipeline.h"
@@ -321,8 +322,5 @@ const tlc_mapping_t *tlc_target_names(tlc_target_t *t);
 
 /* Announces a target event to every observer (sources use it for their own kinds). */
 void tlc_target_notify(const tlc_target_t *t, int kind, const char *detail);
-
-/* Current wall-clock time in Unix milliseconds. */
-int64_t tlc_now_unix_ms(void);
 
 #endif

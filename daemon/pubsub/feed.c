@@ -117,7 +117,7 @@ int tlc__ps_stats_build(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, uint32
     s.base_seq = pt->no > 0 ? pt->base : 0;
   }
   s.connected = info.connected != 0;
-  s.unix_ms = tlc__ps_unix_ms();
+  s.unix_ms = tlc_now_unix_ms();
   tlcap__server_message__init(&sm);
   tlcap__stats__init(&stats);
   stats.snapshot = &s;
@@ -569,7 +569,7 @@ static int mirror_tick(feed_t *f, size_t idx, const tlc_view_target_t *info, msg
   }
   tlc_cursor_end(&ft->cur, 1, 0);
   ft->connected = info->connected != 0;
-  ft->unix_ms = tlc__ps_unix_ms();
+  ft->unix_ms = tlc_now_unix_ms();
   tlc__ps_msg_unref(ft->full);
   tlc__ps_msg_unref(ft->catchup);
   ft->full = ft->catchup = NULL;

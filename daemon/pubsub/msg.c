@@ -27,12 +27,6 @@ void tlc__ps_logf_(tlc_pubsub_t *ps, int level, const char *fmt, ...) {
   ps->o.log(ps->o.log_ud, level, line);
 }
 
-int64_t tlc__ps_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 uint64_t tlc__ps_now_ms(tlc_pubsub_t *ps) {
   return uv_now(ps->loop);
 }

@@ -7,6 +7,7 @@
 #ifndef TLC_PUBSUB_MSG_H
 #define TLC_PUBSUB_MSG_H
 
+#include "base/clock.h"
 #include "pubsub/pubsub.h"
 
 #include "proto/convert.h"
@@ -59,7 +60,6 @@ void tlc__ps_logf_(tlc_pubsub_t *ps, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-int64_t tlc__ps_unix_ms(void);
 uint64_t tlc__ps_now_ms(tlc_pubsub_t *ps);
 void tlc__ps_msg_unref(msg_t *m);
 msg_t *tlc__ps_msg_ref(msg_t *m);

@@ -292,14 +292,14 @@ static size_t hist_encode(void *ctx, tlc_hist_result_t *r) {
   if (an->sub) { /* Subscribe.history: up to now */
     range.has_until = 1;
     range.until =
-        range.kind == TLC_WHEN_WALL ? (int64_t)tlc__ps_unix_ms() * 1000000 : r->t.last_time + 1;
+        range.kind == TLC_WHEN_WALL ? (int64_t)tlc_now_unix_ms() * 1000000 : r->t.last_time + 1;
   }
   hist_range_set(&range, &tr);
   snap.range = &tr;
   snap.segments = (uint32_t)r->segments;
   snap.instance_id = an->instance_id;
   snap.full = 1;
-  snap.unix_ms = tlc__ps_unix_ms();
+  snap.unix_ms = tlc_now_unix_ms();
   tlcap__server_message__init(&sm);
   if (an->sub) {
     sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT;

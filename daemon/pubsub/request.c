@@ -396,7 +396,7 @@ static int stats_build_parts(tlc_pubsub_t *ps, const spec_t *spec, size_t idx, u
   s.instance_id = ps->instance_id;
   s.full = 1;
   s.connected = info.connected != 0;
-  s.unix_ms = tlc__ps_unix_ms();
+  s.unix_ms = tlc_now_unix_ms();
   /* ServerMessage{request_id, stats: Stats{snapshot: header + rows}}, framed */
   snap_hdr = tlcap__snapshot__get_packed_size(&s);
   snap_len = snap_hdr + nrows_b;

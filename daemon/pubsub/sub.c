@@ -815,7 +815,7 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   te.target = (char *)target;
   te.kind = (Tlcap__TargetEventKind)kind;
   te.detail = (char *)(detail != NULL ? detail : "");
-  te.unix_ms = tlc__ps_unix_ms();
+  te.unix_ms = tlc_now_unix_ms();
   te.instance_id = ps->instance_id;
   te.seq = ++ps->sb.next_tev_seq;
   LIST_FOREACH(s, &ps->sb.subs, link) {
