@@ -50,10 +50,14 @@ def narrow(tm, wait_screen, tlcap, ping, serve, tmp):
     addr = ["--connect", "127.0.0.1:%d" % serve]
     D.wait_until(lambda: T.run([tlcap] + addr + ["mapping", "dual", mp])[0] == 0, 15,
                  "the mapping loaded")
-    tm("kill-session", "-t", "top")  # the first view's, sleeping after its exit
-    tm("-f", "/dev/null", "new-session", "-d", "-s", "top", "-x", "80", "-y", "24",
+    # The 80-column view starts in a session of its own before the first view's (sleeping
+    # after its exit) is killed: killing a server's last session ends the server, and a
+    # client that reaches the exiting server fails.
+    tm("-f", "/dev/null", "new-session", "-d", "-s", "top80", "-x", "80", "-y", "24",
        "env TERM=xterm %s --connect 127.0.0.1:%d top dual; echo EXITED $?; sleep 30"
        % (tlcap, serve))
+    tm("kill-session", "-t", "top")
+    tm("rename-session", "-t", "top80", "top")
 
     def row(s, name):
         return [l for l in s.splitlines() if l.startswith(name + " ")]
