@@ -18,9 +18,13 @@
  */
 #include "daemon/dump.h"
 
+#include "daemon/daemon.h"
+#include "daemon/stored.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/sdnotify.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,6 +71,62 @@ void tlc_dump_fini(tlc_dump_t *d) {
   tlc_mapping_fini(&d->job.map);
   tlc_free(d->cur);
   d->cur = NULL;
+}
+
+/* ---- the document's head: what the daemon and each of its parts answer for ---- */
+
+/* The "daemon" object: the ingest context's counters, the log's, systemd's notifications and the
+ * memory budget. */
+static void daemon_object(const tlc_daemon_t *dm, tlc_json_w_t *w) {
+  const tlc_ingest_t *d = &dm->in;
+  const tlc_ingest_stats_t *st = &d->st;
+  tlc_json_w_open(w, "daemon", '{');
+  tlc_json_w_u64(w, "accepted", st->accepted);
+  tlc_json_w_u64(w, "refused_limit", st->refused_limit);
+  tlc_json_w_u64(w, "refused_target", st->refused_target);
+  tlc_json_w_u64(w, "accept_errors", st->accept_errors);
+  tlc_json_w_u64(w, "accept_pauses", st->accept_pauses);
+  tlc_json_w_u64(w, "preamble_errors", st->preamble_errors);
+  tlc_json_w_u64(w, "closed_decode", st->closed_decode);
+  tlc_json_w_u64(w, "closed_deadline", st->closed_deadline);
+  tlc_json_w_u64(w, "closed_idle", st->closed_idle);
+  tlc_json_w_u64(w, "closed_eof", st->closed_eof);
+  tlc_json_w_u64(w, "closed_reset", st->closed_reset);
+  tlc_json_w_u64(w, "dial_attempts", st->dial_attempts);
+  tlc_json_w_u64(w, "dial_failures", st->dial_failures);
+  tlc_json_w_u64(w, "serial_opens", st->serial_opens);
+  tlc_json_w_u64(w, "serial_failures", st->serial_failures);
+  tlc_json_w_u64(w, "serial_unplugs", st->serial_unplugs);
+  tlc_json_w_u64(w, "connections", d->nconns);
+  tlc_json_w_u64(w, "max_connections", d->max_conns);
+  tlc_json_w_u64(w, "listeners", tlc_listen_count(d));
+  tlc_json_w_u64(w, "targets_refused_limit", d->targets.refused_limit);
+  tlc_json_w_u64(w, "targets_refused_name", d->targets.refused_name);
+  tlc_json_w_u64(w, "log_dropped", tlc_log_dropped());
+  tlc_json_w_u64(w, "log_suppressed", tlc_log_suppressed());
+  tlc_json_w_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
+  tlc_json_w_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
+  tlc_json_w_u64(w, "notify_dropped", tlc_sd_dropped());
+  tlc_json_w_u64(w, "memory_limit", d->targets.budget.limit);
+  tlc_json_w_u64(w, "memory_used", d->targets.budget.used);
+  tlc_json_w_u64(w, "memory_peak", d->targets.budget.peak);
+  tlc_json_w_u64(w, "memory_refused", d->targets.budget.refused);
+  tlc_json_w_u64(w, "refused_allow", st->refused_allow);
+  tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
+  tlc_json_w_close(w, '}');
+}
+
+void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w) {
+  const tlc_daemon_t *dm = ud;
+  daemon_object(dm, w);
+  tlc_sources_dump(&dm->in, w);
+  if (dm->fleet != NULL)
+    tlc_fleet_dump(dm->fleet, w);
+  tlc_stored_dump(dm, w);
+  if (dm->histq != NULL)
+    tlc_histq_dump(dm->histq, w);
+  if (dm->cont != NULL)
+    tlc_cont_dump(dm->cont, w);
 }
 
 /* ---- the pool thread ---- */
