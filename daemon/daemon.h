@@ -41,8 +41,9 @@ typedef struct tlc_daemon {
   tlc_ingest_t in;     /* loop, cfg, targets, sources */
   tlc_cli_t cli;       /* the command line, applied over the file again on SIGHUP */
   tlc_view_reg_t view; /* the read side over in.targets */
-  /* The modules (wiring.c). Each is NULL before it starts, when the configuration leaves it
-   * off, and from the moment tlc_wiring_close closes it. */
+  /* The modules (wiring.c). Each is NULL before it starts and when the configuration leaves it
+   * off; tlc_wiring_close sets each to NULL as it closes it (auth and tls once every module
+   * that borrows them has closed). */
   tlc_auth_t *auth;     /* the token file (SPEC 8), borrowed by pubsub and HTTP */
   tlc_tls_t *tls;       /* the TLS context, likewise; both freed once those have closed */
   tlc_stpol_t *stpol;   /* storage and its policy (store = yes) */

@@ -152,15 +152,13 @@ static int start_pubsub(tlc_daemon_t *d) {
   if (r != 0)
     return r;
   if (strncmp(c->serve, "unix:", 5) == 0) {
-    r = tlc_pubsub_listen_unix(d->pubsub, c->serve + 5);
-    if (r == 0)
+    if ((r = tlc_pubsub_listen_unix(d->pubsub, c->serve + 5)) == 0)
       tlc_log(TLC_LOG_INFO, TLC_LOGC_PUBSUB, "subscribers on %s", c->serve);
   } else if (c->serve[0] != '\0') {
     char host[TLC_CFG_HOST];
     uint16_t port;
     int bound = 0;
-    r = tlc_config_parse_hostport(c->serve, host, sizeof(host), &port);
-    if (r == 0)
+    if ((r = tlc_config_parse_hostport(c->serve, host, sizeof(host), &port)) == 0)
       r = tlc_pubsub_listen_tcp(d->pubsub, host, port, &bound);
   }
   if (r != 0)
@@ -312,11 +310,6 @@ int tlc_wiring_start_http(tlc_daemon_t *d) {
   tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "http: dashboard, /metrics and /api/v1 on %s (port %d)",
           c->http, tlc_http_port(d->http));
   return 0;
-}
-
-void tlc_wiring_settle(uv_loop_t *loop) {
-  for (int turns = 0; tlc_http_closing() > 0 && turns < 1000; turns++)
-    (void)uv_run(loop, UV_RUN_NOWAIT);
 }
 
 void tlc_wiring_close(tlc_daemon_t *d) {

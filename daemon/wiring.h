@@ -29,19 +29,13 @@
 int tlc_wiring_start(tlc_daemon_t *d);
 
 /* Starts the HTTP port (cfg.http, "" = off) once everything else has started, just before
- * READY=1 (libwebsockets closes its handles itself: tlc_wiring_settle). Returns 0 or a negative
- * error (logged; start-up must fail). */
+ * READY=1 (libwebsockets closes its handles itself: main.c settles them after a failed start-up).
+ * Returns 0 or a negative error (logged; start-up must fail). */
 int tlc_wiring_start_http(tlc_daemon_t *d);
 
 /* Shutdown or a failed start-up, after the sources are closed: the last checkpoints, then HTTP,
  * NATS, pubsub and storage (segments sealed) closed, each asynchronously on the loop; the token
  * and the TLS context are freed once all have closed. Once only (a second call does nothing). */
 void tlc_wiring_close(tlc_daemon_t *d);
-
-/* After a start-up failure, once tlc_wiring_close's modules have closed (the loop ran out of
- * active handles), before the loop is closed: runs the loop (without waiting) until the HTTP
- * server that failed to start has closed the handles libwebsockets closes itself, or 1000
- * turns have passed; nothing else may close them (a double close aborts). */
-void tlc_wiring_settle(uv_loop_t *loop);
 
 #endif
