@@ -1,5 +1,5 @@
 /* daemon.c - the daemon object's lifecycle (daemon.h): set up, start, reload on SIGHUP, close
- * on SIGTERM/SIGINT or a failed start-up; the status tick and the stats dump's head.
+ * on SIGTERM/SIGINT or a failed start-up; the status tick.
  *
  * Order at start: storage first (crash recovery before anything is accepted), the other modules
  * (wiring.c), then the sources (inherited sockets adopted - a wrong one is a loud start-up
@@ -22,11 +22,14 @@
  */
 #include "daemon/daemon.h"
 
+#include "daemon/access.h"
+#include "daemon/status.h"
+#include "daemon/wiring.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/sdnotify.h"
-#include "formats/json.h"
 #include "ingest/target.h"
 
 #include <errno.h>
@@ -46,77 +49,11 @@ static uint64_t memory_limit(const tlc_config_t *c) {
   return c->memory_limit == TLC_CFG_MEMORY_AUTO ? tlc_budget_default_limit() : c->memory_limit;
 }
 
-/* ---- stats dump ---- */
-
-/* The stats dump's "daemon" object (written with the dump's JSON writer on the loop; the rest of
- * the document is written off it, dump.c). */
-static void dump_head(void *ud, tlc_json_w_t *w) {
-  tlc_daemon_t *dm = ud;
-  const tlc_ingest_t *d = &dm->in;
-  const tlc_ingest_stats_t *st = &d->st;
-  tlc_json_w_open(w, "daemon", '{');
-  tlc_json_w_u64(w, "accepted", st->accepted);
-  tlc_json_w_u64(w, "refused_limit", st->refused_limit);
-  tlc_json_w_u64(w, "refused_target", st->refused_target);
-  tlc_json_w_u64(w, "accept_errors", st->accept_errors);
-  tlc_json_w_u64(w, "accept_pauses", st->accept_pauses);
-  tlc_json_w_u64(w, "preamble_errors", st->preamble_errors);
-  tlc_json_w_u64(w, "closed_decode", st->closed_decode);
-  tlc_json_w_u64(w, "closed_deadline", st->closed_deadline);
-  tlc_json_w_u64(w, "closed_idle", st->closed_idle);
-  tlc_json_w_u64(w, "closed_eof", st->closed_eof);
-  tlc_json_w_u64(w, "closed_reset", st->closed_reset);
-  tlc_json_w_u64(w, "dial_attempts", st->dial_attempts);
-  tlc_json_w_u64(w, "dial_failures", st->dial_failures);
-  tlc_json_w_u64(w, "serial_opens", st->serial_opens);
-  tlc_json_w_u64(w, "serial_failures", st->serial_failures);
-  tlc_json_w_u64(w, "serial_unplugs", st->serial_unplugs);
-  tlc_json_w_u64(w, "connections", d->nconns);
-  tlc_json_w_u64(w, "max_connections", d->max_conns);
-  tlc_json_w_u64(w, "listeners", tlc_listen_count(d));
-  tlc_json_w_u64(w, "targets_refused_limit", d->targets.refused_limit);
-  tlc_json_w_u64(w, "targets_refused_name", d->targets.refused_name);
-  tlc_json_w_u64(w, "log_dropped", tlc_log_dropped());
-  tlc_json_w_u64(w, "log_suppressed", tlc_log_suppressed());
-  tlc_json_w_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
-  tlc_json_w_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
-  tlc_json_w_u64(w, "notify_dropped", tlc_sd_dropped());
-  tlc_json_w_u64(w, "memory_limit", d->targets.budget.limit);
-  tlc_json_w_u64(w, "memory_used", d->targets.budget.used);
-  tlc_json_w_u64(w, "memory_peak", d->targets.budget.peak);
-  tlc_json_w_u64(w, "memory_refused", d->targets.budget.refused);
-  tlc_json_w_u64(w, "refused_allow", st->refused_allow);
-  tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
-  tlc_json_w_close(w, '}');
-  tlc_sources_dump(d, w);
-  tlc_wiring_dump(dm->wiring, w);
-}
-
 /* ---- status ---- */
-
-static void status_text(const tlc_ingest_t *d, char *buf, size_t len) {
-  size_t connected = 0;
-  uint64_t skipped = 0, events = 0;
-  for (size_t i = 0; i < d->targets.n; i++) {
-    const tlc_target_t *t = d->targets.v[i];
-    connected += t->connected ? 1 : 0;
-    skipped += t->pipe.dec.c.bytes_skipped;
-    events += tlc_engine_counters(t->pipe.engine)->events;
-  }
-  snprintf(buf, len,
-           "targets=%zu connected=%zu conns=%zu listeners=%zu events=%" PRIu64 " bytes=%" PRIu64
-           " decode_errors=%" PRIu64 " skipped=%" PRIu64 " refused=%" PRIu64 " deadline=%" PRIu64
-           " log_dropped=%" PRIu64,
-           d->targets.n, connected, d->nconns, tlc_listen_count(d), events, d->targets.bytes,
-           d->targets.decode_errors, skipped, d->st.refused_limit + d->st.refused_target,
-           d->st.closed_deadline, tlc_log_dropped());
-}
 
 static void send_status(tlc_daemon_t *dm) {
   char msg[600];
-  status_text(&dm->in, dm->last_status_text, sizeof(dm->last_status_text));
-  tlc_wiring_status(dm->wiring, dm->last_status_text, sizeof(dm->last_status_text));
-  tlc_sources_status(&dm->in, dm->last_status_text, sizeof(dm->last_status_text));
+  tlc_status_text(dm, dm->last_status_text, sizeof(dm->last_status_text));
   snprintf(msg, sizeof(msg), "STATUS=%s", dm->last_status_text);
   tlc_sd_notify(msg);
 }
@@ -145,11 +82,11 @@ static void compute_max_conns(tlc_ingest_t *d) {
    * each connected target's segment could fail with EMFILE): its
    * socket, and with storage its target's segment and .skipped file. The reserve: FD_RESERVE,
    * with storage the writer's and sealer's files and the segments of the disconnected targets
-   * that keep theirs (TLC_WIRING_HELD_SEGMENTS); each listener two fds (socket + spare), each
+   * that keep theirs (TLC_STPOL_HELD_SEGMENTS); each listener two fds (socket + spare), each
    * dial or serial source one connection. */
   size_t per = 1 + (d->cfg.store ? 1 + (d->cfg.keep_skipped > 0) : 0);
   size_t fixed = FD_RESERVE + (d->cfg.store ? STORE_FD_RESERVE : 0) +
-                 (d->cfg.store ? TLC_WIRING_HELD_SEGMENTS * (per - 1) : 0);
+                 (d->cfg.store ? TLC_STPOL_HELD_SEGMENTS * (per - 1) : 0);
   for (size_t i = 0; i < d->cfg.nsrc; i++)
     fixed += d->cfg.src[i].kind == TLC_SRC_LISTEN ? 2 : per;
   if (lim > 4 * FD_RESERVE && lim / 8 > fixed)
@@ -194,8 +131,7 @@ static void daemon_close(tlc_daemon_t *dm, int dump) {
   tlc_sources_sync(d); /* finish what was received, close; evlog off in the applications */
   if (dump)
     tlc_dump_request(&dm->dump); /* written off the loop; the loop runs until it is complete */
-  tlc_wiring_close(dm->wiring);  /* seals segments, says goodbye to subscribers */
-  dm->wiring = NULL;
+  tlc_wiring_close(dm);          /* seals segments, says goodbye to subscribers */
   tlc_sd_watchdog_stop();
   if (dm->tick_on) {
     dm->tick_on = 0;
@@ -213,6 +149,19 @@ static void shutdown_begin(tlc_daemon_t *dm, const char *why) {
   tlc_sd_notify("STOPPING=1");
   tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "%s: shutting down", why);
   daemon_close(dm, 1);
+}
+
+/* The new configuration applied to the modules that run: the HTTP port's metrics areas, the
+ * token and the certificate re-read (access.h), storage's rotation/retention/sync limits
+ * (tlc_stpol_reload: every open segment sealed; what needs a restart logged). */
+static void reload_modules(tlc_daemon_t *dm) {
+  if (dm->closing)
+    return;
+  if (dm->http != NULL)
+    tlc_http_set_metrics_areas(dm->http, dm->in.cfg.metrics_areas);
+  tlc_access_reload(dm);
+  if (dm->stpol != NULL)
+    tlc_stpol_reload(dm->stpol, &dm->in.cfg);
 }
 
 static void reload(tlc_daemon_t *dm) {
@@ -256,7 +205,7 @@ static void reload(tlc_daemon_t *dm) {
   tlc_dump_set_path(&dm->dump, d->cfg.dump_stats);
   d->targets.mapping_limit = d->cfg.mapping_limit;
   tlc_sources_sync(d); /* bind errors are logged; the other sources are applied */
-  tlc_wiring_reload(dm->wiring);
+  reload_modules(dm);
   tlc_log(TLC_LOG_INFO, TLC_LOGC_CONFIG, "configuration reloaded: %zu listeners, %zu targets",
           tlc_listen_count(d), d->targets.n);
   send_status(dm);
@@ -318,7 +267,7 @@ int tlc_daemon_init(tlc_daemon_t *dm, uv_loop_t *loop) {
   tlc_targets_init(&d->targets, d->cfg.max_targets);
   tlc_budget_init(&d->targets.budget, memory_limit(&d->cfg));
   d->targets.mapping_limit = d->cfg.mapping_limit;
-  tlc_dump_init(&dm->dump, loop, &d->targets, d->cfg.dump_stats, dump_head, dm);
+  tlc_dump_init(&dm->dump, loop, &d->targets, d->cfg.dump_stats, tlc_dump_daemon_head, dm);
   tlc_view_reg_init(&dm->view, &d->targets, NULL, NULL);
   compute_max_conns(d);
   return 0;
@@ -349,7 +298,7 @@ int tlc_daemon_start(tlc_daemon_t *dm) {
   tlc_ingest_t *d = &dm->in;
   int r;
   /* Storage first (crash recovery before anything is accepted), then subscribers. */
-  r = tlc_wiring_start(&dm->wiring, d, &dm->view);
+  r = tlc_wiring_start(dm);
   if (r != 0)
     return start_failed(dm, "storage or subscriber server failed (see log)", r);
   r = tlc_listen_adopt(d);
@@ -366,7 +315,7 @@ int tlc_daemon_start(tlc_daemon_t *dm) {
   dm->tick_on = 1;
   dm->tick.data = dm;
   uv_timer_start(&dm->tick, tick_cb, TICK_MS, TICK_MS);
-  r = tlc_wiring_start_http(dm->wiring); /* last: see wiring.h */
+  r = tlc_wiring_start_http(dm); /* last: see wiring.h */
   if (r != 0)
     return start_failed(dm, "HTTP port failed (see log)", r);
   r = tlc_sd_watchdog_start(d->loop);

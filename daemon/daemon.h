@@ -3,8 +3,9 @@
  *   in       the loop, the configuration in force, the target registry and the sources
  *            (ingest/sources.h: the context the sources are given)
  *   view     the read side over the registry (view/view.h) that the servers read
- *   wiring   the modules and their connections (wiring.h): storage, checkpoints, the
- *            subscriber server, the NATS publisher, the HTTP port
+ *   modules  remote access (the token and the TLS context), storage and its policy, range
+ *            queries, checkpoints, the subscriber server, the NATS publisher, the HTTP port:
+ *            wiring.c creates and connects them; each is NULL while it does not run
  *   dump     the stats dump (dump.h), signals, the status tick
  *
  * Lifecycle (main.c): tlc_daemon_init once the configuration is built, tlc_daemon_start, the
@@ -18,10 +19,18 @@
 #ifndef TLC_DAEMON_H
 #define TLC_DAEMON_H
 
+#include "auth/auth.h"
+#include "auth/tls.h"
 #include "config/config.h"
+#include "continuity/continuity.h"
 #include "daemon/dump.h"
-#include "daemon/wiring.h"
+#include "fleet/fleet.h"
+#include "history/histq.h"
+#include "http/http.h"
 #include "ingest/sources.h"
+#include "pubsub/pubsub.h"
+#include "store/policy/policy.h"
+#include "store/store.h"
 #include "view/view.h"
 
 #include <uv.h>
@@ -29,10 +38,23 @@
 #include <stdint.h>
 
 typedef struct tlc_daemon {
-  tlc_ingest_t in;      /* loop, cfg, targets, sources */
-  tlc_cli_t cli;        /* the command line, applied over the file again on SIGHUP */
-  tlc_view_reg_t view;  /* the read side over in.targets */
-  tlc_wiring_t *wiring; /* the modules; NULL before start and once closing */
+  tlc_ingest_t in;     /* loop, cfg, targets, sources */
+  tlc_cli_t cli;       /* the command line, applied over the file again on SIGHUP */
+  tlc_view_reg_t view; /* the read side over in.targets */
+  /* The modules (wiring.c). Each is NULL before it starts and when the configuration leaves it
+   * off; tlc_wiring_close sets each to NULL as it closes it (auth and tls once every module
+   * that borrows them has closed). */
+  tlc_auth_t *auth;     /* the token file (SPEC 8), borrowed by pubsub and HTTP */
+  tlc_tls_t *tls;       /* the TLS context, likewise; both freed once those have closed */
+  tlc_stpol_t *stpol;   /* storage and its policy (store = yes) */
+  tlc_store_t *store;   /* its store (tlc_stpol_store) */
+  tlc_histq_t *histq;   /* range queries off the loop, with storage */
+  tlc_cont_t *cont;     /* statistics checkpoints and restore */
+  tlc_pubsub_t *pubsub; /* the subscriber server */
+  tlc_fleet_t *fleet;   /* the NATS publisher (nats_url set) */
+  tlc_http_t *http;     /* the HTTP port (http set) */
+  int modules;          /* modules created and not yet closed (their close is asynchronous) */
+  int closing;          /* tlc_wiring_close has run */
   tlc_dump_t dump;      /* --dump-stats-on-exit, SIGUSR1: written off the loop */
   uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
 #ifdef TLCAP_TESTING

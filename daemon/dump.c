@@ -18,9 +18,13 @@
  */
 #include "daemon/dump.h"
 
+#include "daemon/daemon.h"
+#include "daemon/stored.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/sdnotify.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,6 +71,62 @@ void tlc_dump_fini(tlc_dump_t *d) {
   tlc_mapping_fini(&d->job.map);
   tlc_free(d->cur);
   d->cur = NULL;
+}
+
+/* ---- the document's head: what the daemon and each of its parts answer for ---- */
+
+/* The "daemon" object: the ingest context's counters, the log's, systemd's notifications and the
+ * memory budget. */
+static void daemon_object(const tlc_daemon_t *dm, tlc_json_w_t *w) {
+  const tlc_ingest_t *d = &dm->in;
+  const tlc_ingest_stats_t *st = &d->st;
+  tlc_json_w_open(w, "daemon", '{');
+  tlc_json_w_u64(w, "accepted", st->accepted);
+  tlc_json_w_u64(w, "refused_limit", st->refused_limit);
+  tlc_json_w_u64(w, "refused_target", st->refused_target);
+  tlc_json_w_u64(w, "accept_errors", st->accept_errors);
+  tlc_json_w_u64(w, "accept_pauses", st->accept_pauses);
+  tlc_json_w_u64(w, "preamble_errors", st->preamble_errors);
+  tlc_json_w_u64(w, "closed_decode", st->closed_decode);
+  tlc_json_w_u64(w, "closed_deadline", st->closed_deadline);
+  tlc_json_w_u64(w, "closed_idle", st->closed_idle);
+  tlc_json_w_u64(w, "closed_eof", st->closed_eof);
+  tlc_json_w_u64(w, "closed_reset", st->closed_reset);
+  tlc_json_w_u64(w, "dial_attempts", st->dial_attempts);
+  tlc_json_w_u64(w, "dial_failures", st->dial_failures);
+  tlc_json_w_u64(w, "serial_opens", st->serial_opens);
+  tlc_json_w_u64(w, "serial_failures", st->serial_failures);
+  tlc_json_w_u64(w, "serial_unplugs", st->serial_unplugs);
+  tlc_json_w_u64(w, "connections", d->nconns);
+  tlc_json_w_u64(w, "max_connections", d->max_conns);
+  tlc_json_w_u64(w, "listeners", tlc_listen_count(d));
+  tlc_json_w_u64(w, "targets_refused_limit", d->targets.refused_limit);
+  tlc_json_w_u64(w, "targets_refused_name", d->targets.refused_name);
+  tlc_json_w_u64(w, "log_dropped", tlc_log_dropped());
+  tlc_json_w_u64(w, "log_suppressed", tlc_log_suppressed());
+  tlc_json_w_u64(w, "watchdog_sent", tlc_sd_watchdog_sent());
+  tlc_json_w_u64(w, "watchdog_withheld", tlc_sd_watchdog_withheld());
+  tlc_json_w_u64(w, "notify_dropped", tlc_sd_dropped());
+  tlc_json_w_u64(w, "memory_limit", d->targets.budget.limit);
+  tlc_json_w_u64(w, "memory_used", d->targets.budget.used);
+  tlc_json_w_u64(w, "memory_peak", d->targets.budget.peak);
+  tlc_json_w_u64(w, "memory_refused", d->targets.budget.refused);
+  tlc_json_w_u64(w, "refused_allow", st->refused_allow);
+  tlc_json_w_u64(w, "targets_evicted", d->targets.evicted);
+  tlc_json_w_close(w, '}');
+}
+
+void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w) {
+  const tlc_daemon_t *dm = ud;
+  daemon_object(dm, w);
+  tlc_sources_dump(&dm->in, w);
+  if (dm->fleet != NULL)
+    tlc_fleet_dump(dm->fleet, w);
+  tlc_stored_dump(dm, w);
+  if (dm->histq != NULL)
+    tlc_histq_dump(dm->histq, w);
+  if (dm->cont != NULL)
+    tlc_cont_dump(dm->cont, w);
 }
 
 /* ---- the pool thread ---- */
@@ -226,6 +286,53 @@ static int job_text(tlc_dump_t *d, const char *s, size_t n) {
   return 0;
 }
 
+/* The current target's entry ends with this job (`next`: the dump goes on with the next target). */
+static void end_target(tlc_dump_t *d, int next) {
+  d->job.close_target = 1;
+  tlc_free(d->cur);
+  d->cur = NULL;
+  if (next)
+    d->ti++;
+}
+
+/* Starts target t's entry: its head (target_head) is the job's text, and its name is kept to
+ * find it again for each part. 0 or TLC_ENOMEM. */
+static int begin_target(tlc_dump_t *d, const tlc_target_t *t) {
+  char *h;
+  size_t n;
+  int r;
+  if ((d->cur = tlc_strndup(t->name, strlen(t->name))) == NULL)
+    return TLC_ENOMEM;
+  if ((h = target_head(t, &d->js, &n)) == NULL)
+    return TLC_ENOMEM;
+  r = job_text(d, h, n);
+  tlc_free(h);
+  if (r < 0)
+    return r;
+  d->lo = 0;
+  d->job.begin = 1;
+  if ((d->job.name = tlc_strndup(t->name, strlen(t->name))) == NULL)
+    return TLC_ENOMEM;
+  return 0;
+}
+
+/* Takes target t's part that starts at handle d->lo into the job: its rows, the target's
+ * counters, and the mapping entries the rows name; *hi is where the part ends. 0 or negative. */
+static int take_part(tlc_dump_t *d, tlc_target_t *t, uint64_t *hi) {
+  const tlc_mapping_t *names;
+  int r = tlc_engine_handle_split(t->pipe.engine, d->lo, TLC_DUMP_PART_ROWS, hi);
+  if (r != 0)
+    return r;
+  r = tlc_engine_snapshot_part(t->pipe.engine, &d->job.tab, NULL, d->lo, *hi);
+  tlc_target_counters(t, &d->job.tab.counters);
+  /* its mapping, or the names its evlog items gave (tlc_target_names) */
+  if (r != 0 || (names = tlc_target_names(t)) == NULL)
+    return r;
+  r = map_subset(&d->job.map, names, &d->job.tab);
+  d->job.has_map = r == 0;
+  return r;
+}
+
 /* Fills the next job: the next part of the current target, or the next target's entry and its
  * first part, or the document's end. */
 static int job_next(tlc_dump_t *d) {
@@ -236,46 +343,20 @@ static int job_next(tlc_dump_t *d) {
   if (d->cur != NULL && (t = tlc_targets_find(d->reg, d->cur)) == NULL) {
     /* gone since its last part: its entry ends with what was written */
     d->job.end = 1;
-    d->job.close_target = 1;
-    tlc_free(d->cur);
-    d->cur = NULL;
+    end_target(d, 0);
     d->lo = 0;
     return 0;
   }
   if (d->cur == NULL) {
-    char *h;
-    size_t n;
     if (d->ti >= d->reg->n) {
       d->job.finish = 1;
       return 0;
     }
     t = d->reg->v[d->ti];
-    if ((d->cur = tlc_strndup(t->name, strlen(t->name))) == NULL)
-      return TLC_ENOMEM;
-    if ((h = target_head(t, &d->js, &n)) == NULL)
-      return TLC_ENOMEM;
-    r = job_text(d, h, n);
-    tlc_free(h);
-    if (r < 0)
+    if ((r = begin_target(d, t)) < 0)
       return r;
-    d->lo = 0;
-    d->job.begin = 1;
-    if ((d->job.name = tlc_strndup(t->name, strlen(t->name))) == NULL)
-      return TLC_ENOMEM;
   }
-  r = tlc_engine_handle_split(t->pipe.engine, d->lo, TLC_DUMP_PART_ROWS, &hi);
-  if (r == 0) {
-    r = tlc_engine_snapshot_part(t->pipe.engine, &d->job.tab, NULL, d->lo, hi);
-    tlc_target_counters(t, &d->job.tab.counters);
-  }
-  if (r == 0) { /* its mapping, or the names its evlog items gave (tlc_target_names) */
-    const tlc_mapping_t *names = tlc_target_names(t);
-    if (names != NULL) {
-      r = map_subset(&d->job.map, names, &d->job.tab);
-      d->job.has_map = r == 0;
-    }
-  }
-  if (r < 0) {
+  if ((r = take_part(d, t, &hi)) < 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN,
             "stats dump: target %s: statistics from handle %08" PRIX64 " left out: %s", t->name,
             d->lo, tlc_strerror(r));
@@ -284,19 +365,13 @@ static int job_next(tlc_dump_t *d) {
       d->job.begin = 0;
     else
       d->job.end = 1;
-    d->job.close_target = 1;
-    tlc_free(d->cur);
-    d->cur = NULL;
-    d->ti++;
+    end_target(d, 1);
     return 0;
   }
   d->job.has_table = 1;
   if (hi >= ((uint64_t)1 << 32)) { /* its last part */
     d->job.end = 1;
-    d->job.close_target = 1;
-    tlc_free(d->cur);
-    d->cur = NULL;
-    d->ti++;
+    end_target(d, 1);
   } else {
     d->lo = hi;
   }

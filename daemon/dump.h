@@ -68,6 +68,13 @@ typedef struct tlc_dump {
 void tlc_dump_init(tlc_dump_t *d, uv_loop_t *loop, tlc_targets_t *reg, const char *path,
                    void (*head_cb)(void *ud, tlc_json_w_t *w), void *ud);
 
+/* The document's first members for the daemon object `ud` (a struct tlc_daemon, daemon.h): the
+ * "daemon" object (its ingest counters, the log's, systemd's notifications, the memory budget),
+ * then each running part's own, in this order: the sources (tlc_sources_dump), the NATS
+ * publisher, storage, range queries, checkpoints. The head_cb the daemon passes to
+ * tlc_dump_init; loop thread. */
+void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w);
+
 /* Starts a dump now, or, while one is being written, once more after it. No-op when the path is
  * "". Never blocks: the file is written by a pool thread. */
 void tlc_dump_request(tlc_dump_t *d);

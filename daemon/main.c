@@ -24,8 +24,8 @@
 #include "config/config.h"
 #include "daemon/daemon.h"
 #include "daemon/replay.h"
-#include "daemon/wiring.h"
 #include "fleet/fleet.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +41,15 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
   (void)arg;
   if (!uv_is_closing(h))
     uv_close(h, NULL);
+}
+
+/* After a start-up failure, once the modules have closed (the loop ran out of active handles),
+ * before the loop is closed: runs the loop (without waiting) until the HTTP server that failed
+ * to start has closed the handles libwebsockets closes itself, or 1000 turns have passed;
+ * nothing else may close them (a double close aborts). */
+static void settle_http(uv_loop_t *loop) {
+  for (int turns = 0; tlc_http_closing() > 0 && turns < 1000; turns++)
+    (void)uv_run(loop, UV_RUN_NOWAIT);
 }
 
 /* The daemon object (daemon.h): static, so that nothing of it lives on main's stack. */
@@ -107,7 +116,7 @@ int main(int argc, char **argv) {
      * every module has closed its handles and joined its threads; then exit 1. */
     tlc_daemon_close(d, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
-    tlc_wiring_settle(&loop); /* an HTTP server that failed to start: its handles closed */
+    settle_http(&loop); /* an HTTP server that failed to start: its handles closed */
   }
 
   tlc_daemon_fini(d);

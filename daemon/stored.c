@@ -1,11 +1,14 @@
-/* stored.c - what the read side and continuity ask of storage (see stored.h): a target's
- * rotation, continuity's marks in a store queue, range queries over stored segments, and the
- * list of a target's segments. Loop thread.
+/* stored.c - what the read side, continuity, the status line and the stats dump ask of storage
+ * (see stored.h): a target's rotation, continuity's marks in a store queue, range queries over
+ * stored segments, the list of a target's segments, and the store's figures. Loop thread.
  */
 #include "daemon/stored.h"
 
+#include "daemon/daemon.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "history/histq.h"
 #include "store/policy/policy.h"
 #include "store/seg/segread.h"
@@ -14,6 +17,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 /* A name a target may have: a peer's, or an efl source's "SOURCE/APP-PID" (one '/'). */
 static int name_ok(const char *name) {
@@ -69,21 +73,21 @@ int tlc_stored_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done
 int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range,
                        const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
                        void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
-  tlc_stored_t *w = ud;
+  tlc_daemon_t *d = ud;
   tlc_hist_query_t q;
   const tlc_target_t *t;
   tlc_histq_job_t *j = NULL;
   int r;
   *job = NULL;
-  if (w->hq == NULL || !name_ok(name))
+  if (d->histq == NULL || !name_ok(name))
     return TLC_EINVAL;
   memset(&q, 0, sizeof(q));
-  q.state_dir = w->state_dir;
+  q.state_dir = d->in.cfg.state_dir;
   q.target = name;
   q.range = *range;
   q.now_ns = tlc_when_now();
   q.so = *so;
-  if ((t = tlc_targets_find(&w->d->targets, name)) != NULL) {
+  if ((t = tlc_targets_find(&d->in.targets, name)) != NULL) {
     tlc_pipeline_conf_t pc;
     tlc_target_pipeline_conf(&t->conf, &pc);
     q.eo = pc.engine;
@@ -92,7 +96,7 @@ int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range
   } else {
     tlc_engine_opts_default(&q.eo);
   }
-  r = tlc_histq_submit(w->hq, &q, ans, done, done_ud, &j);
+  r = tlc_histq_submit(d->histq, &q, ans, done, done_ud, &j);
   if (r == 0)
     *job = j;
   return r;
@@ -109,9 +113,53 @@ void tlc_stored_history_cancel(void *ud, void *job) {
  * very rename); only one gone for good (retention) or unreadable is left out. */
 #define ST_SEGMENTS_TRIES 4
 
+/* Fills *x with segment e's figures (its manifest's, opened now); `open_seq` is the target's
+ * open segment (any other .part is closed and waits for its seal). 0, or not 0: the file moved
+ * (renamed by the sealer, deleted by retention) or is unreadable. */
+static int segment_entry(const tlc_segent_t *e, uint64_t open_seq, tlc_view_segment_t *x) {
+  tlc_segread_t *sr;
+  tlc_seginfo_t info;
+  char err[200];
+  int sealed;
+  if (tlc_segread_open(e->path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0)
+    return 1;
+  tlc_segread_info(sr, &info);
+  tlc_segread_close(sr);
+  x->seq = e->seq;
+  x->state = e->state == TLC_SEGST_OPEN && e->seq != open_seq ? TLC_SEGST_SEALING : e->state;
+  snprintf(x->path, sizeof(x->path), "%s", e->path);
+  x->bytes = info.bytes;
+  x->records = info.records;
+  x->items = info.items;
+  x->gaps = info.ngaps;
+  x->first_time = info.first_time;
+  x->last_time = info.last_time;
+  x->min_time = info.min_time;
+  x->max_time = info.max_time;
+  x->opened_wall_ns = info.opened_wall_ns;
+  if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
+    x->opened_wall_ns = tlc_hist_name_time(e->path);
+  sealed = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED;
+  x->closed_wall_ns = sealed ? info.closed_wall_ns : 0; /* else no manifest yet */
+  x->reason = sealed ? info.reason : 0;
+  x->recovered = info.recovered;
+  return 0;
+}
+
+/* The sequence of target `name`'s open segment (the sealer runs in the background,
+ * docs/storage.md), 0 when none is open. */
+static uint64_t open_segment(const tlc_daemon_t *d, const char *name) {
+  tlc_target_t *tg = tlc_targets_find(&d->in.targets, name);
+  tlc_store_target_counters_t tc;
+  if (tg == NULL || tlc_stpol_target(tg) == NULL)
+    return 0;
+  tlc_store_target_counters(tlc_stpol_target(tg), &tc);
+  return tc.segment_seq;
+}
+
 int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment_t **out, size_t *n,
                         int *truncated) {
-  tlc_stored_t *w = ud;
+  tlc_daemon_t *d = ud;
   tlc_segent_t *v = NULL;
   tlc_view_segment_t *o = NULL;
   size_t nv = 0, k = 0;
@@ -123,18 +171,10 @@ int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment
     return TLC_EINVAL;
   for (int attempt = 1;; attempt++) {
     int moved = 0;
-    /* the target's open segment: any other .part is closed and waits for its seal (the
-     * sealer runs in the background, docs/storage.md) */
-    uint64_t open_seq = 0;
-    tlc_target_t *tg = tlc_targets_find(&w->d->targets, name);
-    if (tg != NULL && tlc_stpol_target(tg) != NULL) {
-      tlc_store_target_counters_t tc;
-      tlc_store_target_counters(tlc_stpol_target(tg), &tc);
-      open_seq = tc.segment_seq;
-    }
-    r = tlc_segread_list(w->state_dir, name, max + 1, &v, &nv);
+    uint64_t open_seq = open_segment(d, name);
+    r = tlc_segread_list(d->in.cfg.state_dir, name, max + 1, &v, &nv);
     if (r == -ENOENT)
-      return tlc_targets_find(&w->d->targets, name) != NULL ? 0 : TLC_EINVAL;
+      return tlc_targets_find(&d->in.targets, name) != NULL ? 0 : TLC_EINVAL;
     if (r != 0)
       return r;
     *truncated = 0;
@@ -150,36 +190,10 @@ int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment
     }
     k = 0;
     for (size_t i = 0; i < nv; i++) {
-      tlc_segread_t *sr;
-      tlc_seginfo_t info;
-      char err[200];
-      tlc_view_segment_t *x = &o[k];
-      if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0) {
-        moved = 1; /* renamed by the sealer, deleted by retention, or unreadable */
-        continue;
-      }
-      tlc_segread_info(sr, &info);
-      tlc_segread_close(sr);
-      x->seq = v[i].seq;
-      x->state =
-          v[i].state == TLC_SEGST_OPEN && v[i].seq != open_seq ? TLC_SEGST_SEALING : v[i].state;
-      snprintf(x->path, sizeof(x->path), "%s", v[i].path);
-      x->bytes = info.bytes;
-      x->records = info.records;
-      x->items = info.items;
-      x->gaps = info.ngaps;
-      x->first_time = info.first_time;
-      x->last_time = info.last_time;
-      x->min_time = info.min_time;
-      x->max_time = info.max_time;
-      x->opened_wall_ns = info.opened_wall_ns;
-      if (x->opened_wall_ns == 0) /* an open segment: its name's <UTC start> (seconds) */
-        x->opened_wall_ns = tlc_hist_name_time(v[i].path);
-      int sealed = x->state == TLC_SEGST_SEALED || x->state == TLC_SEGST_COMPRESSED;
-      x->closed_wall_ns = sealed ? info.closed_wall_ns : 0; /* else no manifest yet */
-      x->reason = sealed ? info.reason : 0;
-      x->recovered = info.recovered;
-      k++;
+      if (segment_entry(&v[i], open_seq, &o[k]) != 0)
+        moved = 1;
+      else
+        k++;
     }
     tlc_free(v);
     v = NULL;
@@ -195,4 +209,86 @@ int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment
   *out = o;
   *n = k;
   return 0;
+}
+
+int tlc_stored_barrier(void *ud, void (*cb)(void *), void *cb_ud) {
+  tlc_daemon_t *d = ud;
+  if (d->store == NULL)
+    return TLC_EINVAL;
+  return tlc_store_barrier_written(d->store, cb, cb_ud);
+}
+
+/* ---- the store's figures ---- */
+
+void tlc_stored_target(void *ud, size_t index, tlc_view_store_t *out) {
+  tlc_daemon_t *d = ud;
+  tlc_store_target_t *h;
+  tlc_store_target_counters_t c;
+  memset(out, 0, sizeof(*out));
+  if (index >= d->in.targets.n || (h = tlc_stpol_target(d->in.targets.v[index])) == NULL)
+    return;
+  tlc_store_target_counters(h, &c);
+  out->has = 1;
+  out->bytes_written = c.bytes_written;
+  out->records_written = c.records_written;
+  out->dropped_records = c.dropped_records;
+  out->segment_seq = c.segment_seq;
+  out->segment_bytes = c.segment_bytes;
+}
+
+/* Records storage dropped: its queue full, the disk full, an I/O error. */
+static uint64_t dropped(const tlc_store_counters_t *c) {
+  return c->dropped_buffer_full_records + c->dropped_disk_full_records +
+         c->dropped_io_error_records;
+}
+
+void tlc_stored_daemon_info(const tlc_daemon_t *d, tlc_view_daemon_t *out) {
+  struct statvfs sv;
+  if (d->store != NULL) {
+    tlc_store_counters_t c;
+    tlc_store_counters(d->store, &c);
+    out->has_store = 1;
+    out->store_queue_bytes = c.queue_bytes;
+    out->store_bytes_written = c.bytes_written;
+    out->store_dropped = dropped(&c);
+    out->stored_bytes = c.stored_bytes;
+    out->stored_segments = c.stored_segments;
+    out->disk_full = c.disk_full;
+  }
+  /* one statvfs(2) per scrape or live message: microseconds, on the loop */
+  if (d->in.cfg.store && statvfs(d->in.cfg.state_dir, &sv) == 0) {
+    out->has_disk_free = 1;
+    out->disk_free_bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+  }
+}
+
+void tlc_stored_status(const tlc_daemon_t *d, char *buf, size_t len) {
+  size_t n = strlen(buf);
+  tlc_store_counters_t s;
+  if (d->store == NULL || n >= len)
+    return;
+  tlc_store_counters(d->store, &s);
+  snprintf(buf + n, len - n, " stored=%llu store_dropped=%llu%s",
+           (unsigned long long)s.records_written, (unsigned long long)dropped(&s),
+           s.disk_full ? " DEGRADED(disk full)" : "");
+}
+
+void tlc_stored_dump(const tlc_daemon_t *d, tlc_json_w_t *j) {
+  tlc_store_counters_t c;
+  if (d->store == NULL)
+    return;
+  /* a half-closed target is answered once its bytes are written, before the seals */
+  tlc_store_counters(d->store, &c);
+  tlc_json_w_open(j, "store", '{');
+  tlc_json_w_u64(j, "records_written", c.records_written);
+  tlc_json_w_u64(j, "queue_bytes", c.queue_bytes);
+  tlc_json_w_u64(j, "queue_peak_bytes", c.queue_peak_bytes);
+  tlc_json_w_u64(j, "segments_opened", c.segments_opened);
+  tlc_json_w_u64(j, "segments_sealed", c.segments_sealed);
+  tlc_json_w_u64(j, "seal_queue", c.seal_queue);
+  tlc_json_w_u64(j, "seal_waits", c.seal_waits);
+  tlc_json_w_u64(j, "exports_pending", c.exports_pending);
+  tlc_json_w_u64(j, "exports_background", c.exports_background);
+  tlc_json_w_u64(j, "export_queue", c.export_queue);
+  tlc_json_w_close(j, '}');
 }

@@ -1,9 +1,10 @@
-/* stored.h - what the read side (view.h) and continuity ask of storage, answered over the
- * store, its policy, the range-query queue and the target registry: the composition root's
- * adapters, kept out of wiring.c, which only creates the modules and connects them.
+/* stored.h - the composition root's answers for storage, over the daemon object's store, its
+ * policy and range-query queue and the target registry: what the read side (view.h),
+ * continuity and ingest's half-close (barriers) ask of it, and its figures for the status line
+ * and the stats dump. Kept out of wiring.c, which only creates the modules and connects them.
  *
- * Each function takes a tlc_stored_t as its `ud` (wiring.c owns it and fills it once storage
- * runs). Loop thread only.
+ * The hooks take the daemon object (daemon.h) as their `ud`; wiring.c installs them once
+ * storage runs. Loop thread only.
  */
 #ifndef TLC_DAEMON_STORED_H
 #define TLC_DAEMON_STORED_H
@@ -13,11 +14,8 @@
 #include "ingest/sources.h"
 #include "view/view.h"
 
-typedef struct tlc_stored {
-  tlc_ingest_t *d;       /* the target registry (d->targets) */
-  const char *state_dir; /* where the segments are */
-  tlc_histq_t *hq;       /* range queries off the loop, or NULL */
-} tlc_stored_t;
+struct tlc_daemon;
+struct tlc_json_w;
 
 /* view rotate: seals target t's open segment (`tlcap rotate`). 0 or TLC_EINVAL (no storage). */
 int tlc_stored_rotate(void *ud, tlc_target_t *t);
@@ -38,5 +36,24 @@ void tlc_stored_history_cancel(void *ud, void *job);
  * older ones were left out), each with its manifest's figures. */
 int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment_t **out, size_t *n,
                         int *truncated);
+
+/* ingest's barrier (sources.h d->barrier): cb(cb_ud) once everything queued to storage before
+ * the call is written (tlc_store_barrier_written); TLC_EINVAL without a store. */
+int tlc_stored_barrier(void *ud, void (*cb)(void *), void *cb_ud);
+
+/* view target_store: target `index`'s storage figures (has 0: not stored). */
+void tlc_stored_target(void *ud, size_t index, tlc_view_store_t *out);
+
+/* The daemon-wide storage figures of view daemon_info: has_store and the store's counters while
+ * it runs, the state directory's free space (one statvfs(2)) while storage is on. */
+void tlc_stored_daemon_info(const struct tlc_daemon *d, tlc_view_daemon_t *out);
+
+/* Appends " stored=N store_dropped=N" (and " DEGRADED(disk full)") to a STATUS line in
+ * buf[0, len) while the store runs. */
+void tlc_stored_status(const struct tlc_daemon *d, char *buf, size_t len);
+
+/* The stats dump's "store" object while the store runs: what is written, and what is still
+ * being sealed or exported (docs/storage.md), written with the dump's writer. */
+void tlc_stored_dump(const struct tlc_daemon *d, struct tlc_json_w *j);
 
 #endif

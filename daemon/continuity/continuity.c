@@ -36,6 +36,7 @@
 #include "continuity/continuity.h"
 
 #include "base/alloc.h"
+#include "base/json.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/engine.h"
@@ -1295,4 +1296,22 @@ void tlc_cont_close(tlc_cont_t *c, void (*cb)(void *), void *ud) {
 
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s) {
   *s = c->st;
+}
+
+void tlc_cont_dump(const tlc_cont_t *c, tlc_json_w_t *j) {
+  const tlc_cont_stats_t *s = &c->st;
+  tlc_json_w_open(j, "checkpoints", '{');
+  tlc_json_w_u64(j, "written", s->written);
+  tlc_json_w_u64(j, "write_errors", s->write_errors);
+  tlc_json_w_u64(j, "aborted", s->aborted);
+  tlc_json_w_u64(j, "restored", s->restored);
+  tlc_json_w_u64(j, "rebuilt", s->rebuilt);
+  tlc_json_w_u64(j, "quarantined", s->quarantined);
+  tlc_json_w_u64(j, "slices", s->slices);
+  tlc_json_w_u64(j, "max_slice_us", s->max_slice_ns / 1000);
+  tlc_json_w_u64(j, "max_slice_cpu_us", s->max_slice_cpu_ns / 1000);
+  tlc_json_w_u64(j, "max_encode_ms", s->max_encode_ns / 1000000);
+  tlc_json_w_u64(j, "max_frozen_ms", s->max_frozen_ns / 1000000);
+  tlc_json_w_u64(j, "last_write_ms", s->last_write_ns / 1000000);
+  tlc_json_w_close(j, '}');
 }

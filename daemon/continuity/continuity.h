@@ -91,4 +91,10 @@ typedef struct tlc_cont_stats {
 } tlc_cont_stats_t;
 void tlc_cont_get_stats(const tlc_cont_t *c, tlc_cont_stats_t *s);
 
+/* The stats dump's "checkpoints" object (the counters above: checkpoints written, the loop's
+ * longest encoding slice, the longest a target's input was held), written with the dump's
+ * writer. Loop thread. */
+struct tlc_json_w;
+void tlc_cont_dump(const tlc_cont_t *c, struct tlc_json_w *j);
+
 #endif

@@ -95,6 +95,15 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
 /* Safe while libnats's threads count acknowledgements (they update them under a lock). */
 void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
 
+/* The stats dump's "nats" object (connected, stream_ready, published, awaiting_ack,
+ * dropped_total, dropped_bytes, dropped by reason, reconnects), written with the dump's writer. */
+struct tlc_json_w;
+void tlc_fleet_dump(const tlc_fleet_t *f, struct tlc_json_w *j);
+
+/* The publisher as the read side shows it (view.h nats: its URL, connection, counters and drops
+ * by reason). Returns 0. */
+int tlc_fleet_view(const tlc_fleet_t *f, tlc_view_nats_t *out);
+
 /* The name of drop reason r (enum tlc_fleet_drop), a Prometheus label value and JSON key:
  * "not_connected", "buffer_full", "too_large", "encode", "stream_full", "no_responders",
  * "timeout", "refused", "connection_lost"; NULL past the last. */

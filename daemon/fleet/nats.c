@@ -52,6 +52,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "ingest/target.h"
 #include "proto/convert.h"
@@ -921,6 +922,44 @@ void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out) {
   out->dropped = 0;
   for (r = 0; r < TLC_FLEET_DROP_N; r++)
     out->dropped += out->drops[r];
+}
+
+void tlc_fleet_dump(const tlc_fleet_t *f, tlc_json_w_t *j) {
+  tlc_fleet_counters_t c;
+  tlc_fleet_counters(f, &c);
+  tlc_json_w_open(j, "nats", '{');
+  tlc_json_w_u64(j, "connected", (uint64_t)c.connected);
+  tlc_json_w_u64(j, "stream_ready", (uint64_t)c.stream_ready);
+  tlc_json_w_u64(j, "published", c.published);
+  tlc_json_w_u64(j, "awaiting_ack", c.awaiting_ack);
+  tlc_json_w_u64(j, "dropped_total", c.dropped);
+  tlc_json_w_u64(j, "dropped_bytes", c.dropped_bytes);
+  tlc_json_w_open(j, "dropped", '{');
+  for (int r = 0; r < TLC_FLEET_DROP_N; r++)
+    tlc_json_w_u64(j, tlc_fleet_drop_name(r), c.drops[r]);
+  tlc_json_w_close(j, '}');
+  tlc_json_w_u64(j, "reconnects", c.reconnects);
+  tlc_json_w_close(j, '}');
+}
+
+int tlc_fleet_view(const tlc_fleet_t *f, tlc_view_nats_t *out) {
+  tlc_fleet_counters_t c;
+  tlc_fleet_counters(f, &c);
+  out->url = f->url;
+  out->connected = c.connected;
+  out->stream_ready = c.stream_ready;
+  out->published = c.published;
+  out->dropped = c.dropped;
+  out->reconnects = c.reconnects;
+  out->publish_cpu_ns = c.publish_cpu_ns;
+  out->awaiting_ack = c.awaiting_ack;
+  out->nreasons = 0;
+  for (int r = 0; r < TLC_FLEET_DROP_N && r < TLC_VIEW_NATS_REASONS; r++) {
+    out->drop_reason[r] = tlc_fleet_drop_name(r);
+    out->drops[r] = c.drops[r];
+    out->nreasons++;
+  }
+  return 0;
 }
 
 /* ---- wake-ups from libnats threads ---- */

@@ -25,6 +25,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <string.h>
@@ -187,6 +188,19 @@ void tlc_histq_cancel(tlc_histq_job_t *j) {
 
 void tlc_histq_get_stats(const tlc_histq_t *hq, tlc_histq_stats_t *out) {
   *out = hq->st;
+}
+
+void tlc_histq_dump(const tlc_histq_t *hq, tlc_json_w_t *j) {
+  const tlc_histq_stats_t *h = &hq->st;
+  tlc_json_w_open(j, "history", '{');
+  tlc_json_w_u64(j, "started", h->started);
+  tlc_json_w_u64(j, "done", h->done);
+  tlc_json_w_u64(j, "refused_busy", h->refused_busy);
+  tlc_json_w_u64(j, "cancelled", h->cancelled);
+  tlc_json_w_u64(j, "running", h->running);
+  tlc_json_w_u64(j, "encoded", h->encoded);
+  tlc_json_w_u64(j, "encoded_bytes", h->encoded_bytes);
+  tlc_json_w_close(j, '}');
 }
 
 void tlc_histq_close(tlc_histq_t *hq) {

@@ -55,6 +55,11 @@ void tlc_histq_cancel(tlc_histq_job_t *job);
 
 void tlc_histq_get_stats(const tlc_histq_t *hq, tlc_histq_stats_t *out);
 
+/* The stats dump's "history" object (the counters above; encoded* counts the answers built on
+ * the pool, not the loop), written with the dump's writer. Loop thread. */
+struct tlc_json_w;
+void tlc_histq_dump(const tlc_histq_t *hq, struct tlc_json_w *j);
+
 /* Cancels every job (no callback runs) and frees the queue once the last one has returned to
  * the loop (the loop must run until then; jobs stop at their next batch of events). */
 void tlc_histq_close(tlc_histq_t *hq);

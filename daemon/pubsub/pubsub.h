@@ -189,6 +189,11 @@ void tlc_pubsub_poll(tlc_pubsub_t *ps);
 /* Copies the counters. */
 void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out);
 
+/* Appends the server's figures to a STATUS line in buf[0, len): " subscribers=N", with a token
+ * file " auth_failed=N" (the token's refusals, tlc_auth_get_stats: every server that checks it),
+ * with TLS " tls_failed=N" (closed_tls). Nothing when buf is full. Loop thread. */
+void tlc_pubsub_status(const tlc_pubsub_t *ps, char *buf, size_t len);
+
 /* Subscribers (authenticated, not closing) with a subscription whose targets include `target`
  * (statistics or events; a one-off GetStats is no subscription). Loop thread; cost
  * O(subscribers x their subscriptions' target patterns). */

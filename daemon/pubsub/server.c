@@ -390,6 +390,22 @@ void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out) {
   *out = ps->st;
 }
 
+void tlc_pubsub_status(const tlc_pubsub_t *ps, char *buf, size_t len) {
+  size_t n = strlen(buf);
+  if (n >= len)
+    return;
+  snprintf(buf + n, len - n, " subscribers=%zu", ps->st.subscribers);
+  n = strlen(buf);
+  if (ps->o.auth != NULL && n < len) {
+    tlc_auth_stats_t as;
+    tlc_auth_get_stats(ps->o.auth, &as);
+    snprintf(buf + n, len - n, " auth_failed=%llu", (unsigned long long)as.failed);
+    n = strlen(buf);
+  }
+  if (ps->o.tls != NULL && n < len)
+    snprintf(buf + n, len - n, " tls_failed=%llu", (unsigned long long)ps->st.closed_tls);
+}
+
 size_t tlc_pubsub_target_subscribers(const tlc_pubsub_t *ps, const char *target) {
   size_t n = 0, i;
   for (const tlc__ps_sub_t *s = LIST_FIRST(&ps->sb.subs); s != NULL; s = LIST_NEXT(s, link)) {
