@@ -228,6 +228,9 @@ static void view_daemon_info(void *ud, tlc_view_daemon_t *out) {
     out->stored_segments = c.stored_segments;
     out->disk_full = c.disk_full;
   }
+  out->unhealthy = tlc_sd_health_check(&out->unhealthy_why) != 0;
+  out->stopping = w->closing || w->d->stopping;
+  out->sources_down = tlc_sources_down(w->d, out->sources_why, sizeof(out->sources_why));
   /* one statvfs(2) per scrape or live message: microseconds, on the loop */
   if (w->store_on && statvfs(w->state_dir, &sv) == 0) {
     out->has_disk_free = 1;
