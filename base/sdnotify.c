@@ -111,6 +111,18 @@ void tlc_sd_health_remove(void *ud) {
   S.nhealth = j;
 }
 
+int tlc_sd_health_check(const char **why) {
+  for (size_t i = 0; i < S.nhealth; i++) {
+    *why = NULL;
+    if (S.health[i].fn(S.health[i].ud, why) != 0) {
+      if (*why == NULL)
+        *why = "a stage is stalled";
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void watchdog_cb(uv_timer_t *t) {
   uint64_t now = uv_now(t->loop);
   const char *why = NULL;

@@ -37,6 +37,9 @@ typedef int (*tlc_sd_health_fn)(void *ud, const char **why);
 /* Registers a health check consulted before every watchdog ping. Returns 0 or TLC_ELIMIT. */
 int tlc_sd_health_add(tlc_sd_health_fn fn, void *ud);
 void tlc_sd_health_remove(void *ud);
+/* Runs every registered health check now (the HTTP /-/healthy path). Returns 0 when all pass,
+ * else non-zero with *why set to the first failing check's reason (never NULL then). */
+int tlc_sd_health_check(const char **why);
 
 /* Starts the watchdog timer on `loop` if $WATCHDOG_USEC is set (and $WATCHDOG_PID, when set,
  * is ours). Returns 1 started, 0 not requested, or a negative libuv error. */

@@ -7,6 +7,8 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/sdnotify.h"
+#include "ingest/source.h"
 #include "ingest/target.h"
 
 #include <inttypes.h>
@@ -49,6 +51,9 @@ void tlc_status_daemon_info(void *ud, tlc_view_daemon_t *out) {
     out->subscribers = s.subscribers;
   }
   tlc_stored_daemon_info(d, out);
+  out->unhealthy = tlc_sd_health_check(&out->unhealthy_why) != 0;
+  out->stopping = d->closing || d->in.stopping;
+  out->sources_down = tlc_sources_down(&d->in, out->sources_why, sizeof(out->sources_why));
 }
 
 size_t tlc_status_target_subscribers(void *ud, size_t index) {

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/out.h"
 #include "tlc_version.h"
 
 #include "auth/auth.h"
@@ -375,110 +376,193 @@ typedef struct dkey {
   uint64_t max; /* K_SIZE, K_U64: largest value; K_DUR: largest ms (0: the parser's cap) */
   size_t span;  /* the field's bytes, compared by tlc_config_diff (0: K_WINDOWS, compared apart) */
   enum tlc_cfg_reload reload; /* what a SIGHUP that changes it does */
+  /* The man pages' entry (tlc_config_man): the value's mdoc spelling (NULL: from the type), and
+   * what the key does, mdoc text ('\n' between lines); the default and the reload class are
+   * added from the defaults and `reload`, unless the text says "default:" itself. */
+  const char *arg;
+  const char *doc;
 } dkey_t;
 
 #define TLC_CFG_MAX_DUR_MS (100ull * 366 * 86400 * 1000)
 #define OFF(f)             offsetof(tlc_config_t, f)
 #define FSZ(f)             sizeof(((tlc_config_t *)0)->f)
 static const dkey_t dkeys[] = {
-  { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0, FSZ(state_dir), TLC_CFG_RESTART },
-  { "store", K_BOOL, OFF(store), 0, 0, FSZ(store), TLC_CFG_RESTART },
-  { "serve", K_SERVE, OFF(serve), FSZ(serve), 0, FSZ(serve), TLC_CFG_REFUSE },
-  { "log_level", K_LEVEL, OFF(log_level), 0, 0, FSZ(log_level), TLC_CFG_LIVE },
-  { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0, FSZ(debug), TLC_CFG_LIVE },
+  { "state_dir", K_STR, OFF(state_dir), FSZ(state_dir), 0, FSZ(state_dir), TLC_CFG_RESTART,
+    "Ar dir",
+    "Where storage writes segments, checkpoints and kept mappings (the service passes\n.Pa "
+    "/var/lib/tlcapd ) ." },
+  { "store", K_BOOL, OFF(store), 0, 0, FSZ(store), TLC_CFG_RESTART, NULL,
+    "Write capture segments (the command line's\n.Fl \\-no\\-store\nsets no)." },
+  { "serve", K_SERVE, OFF(serve), FSZ(serve), 0, FSZ(serve), TLC_CFG_REFUSE, NULL,
+    "The subscriber server (protobuf; tlcap(1) and scripts), or a Unix socket (mode 0660, removed "
+    "at exit); empty turns it off. An address beyond loopback needs\n.Ic token_file ." },
+  { "log_level", K_LEVEL, OFF(log_level), 0, 0, FSZ(log_level), TLC_CFG_LIVE, NULL,
+    "err, warn, notice, info or debug." },
+  { "debug", K_DEBUG, OFF(debug), FSZ(debug), 0, FSZ(debug), TLC_CFG_LIVE, NULL,
+    "Debug lines of components, separated by commas: main, config, tcp, dial, serial, target, "
+    "notify, pubsub, store, engine, efl, all, none." },
   { "max_connections", K_SIZE, OFF(max_connections), FSZ(max_connections), 1000000,
-    FSZ(max_connections), TLC_CFG_LIVE },
+    FSZ(max_connections), TLC_CFG_LIVE, NULL,
+    "TCP ingest connections at once; 0: what the file descriptor limit allows, counting every "
+    "descriptor a connection needs (its socket and, with storage, its segment)." },
   { "max_targets", K_SIZE, OFF(max_targets), FSZ(max_targets), 1000000, FSZ(max_targets),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, NULL,
+    "Targets kept. When full, a new name takes the place of the listener-created target "
+    "disconnected the longest (its counters are logged)." },
   { "max_name", K_SIZE, OFF(max_name), FSZ(max_name), TLC_TARGET_NAME_MAX, FSZ(max_name),
-    TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL, "Longest target name (at most 128)." },
   { "read_buffer", K_SIZE, OFF(read_buffer), FSZ(read_buffer), 16u << 20, FSZ(read_buffer),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, "Ar size", "Bytes per read from a socket or tty." },
   { "max_block", K_SIZE, OFF(max_block), FSZ(max_block), 256u << 20, FSZ(max_block),
-    TLC_CFG_RESTART },
-  { "partial_timeout", K_DUR, OFF(partial_timeout_ms), 0, 0, FSZ(partial_timeout_ms),
-    TLC_CFG_LIVE },
-  { "idle_timeout", K_DUR, OFF(idle_timeout_ms), 0, 0, FSZ(idle_timeout_ms), TLC_CFG_LIVE },
-  { "backoff_min", K_DUR, OFF(backoff_min_ms), 0, 0, FSZ(backoff_min_ms), TLC_CFG_LIVE },
-  { "backoff_max", K_DUR, OFF(backoff_max_ms), 0, 0, FSZ(backoff_max_ms), TLC_CFG_LIVE },
-  { "status_interval", K_DUR, OFF(status_interval_ms), 0, 0, FSZ(status_interval_ms),
-    TLC_CFG_LIVE },
-  { "windows", K_WINDOWS, 0, 0, 0, 0, TLC_CFG_LIVE },
-  { "max_areas", K_SIZE, OFF(max_areas), FSZ(max_areas), 100000000, FSZ(max_areas), TLC_CFG_LIVE },
+    TLC_CFG_RESTART, "Ar size", "Largest evlog block accepted (at least 64)." },
+  { "partial_timeout", K_DUR, OFF(partial_timeout_ms), 0, 0, FSZ(partial_timeout_ms), TLC_CFG_LIVE,
+    NULL,
+    "Close a connection that stays this long inside one record, however slowly its bytes arrive "
+    "(0: off)." },
+  { "idle_timeout", K_DUR, OFF(idle_timeout_ms), 0, 0, FSZ(idle_timeout_ms), TLC_CFG_LIVE, NULL,
+    "Close a connection that sends nothing for this long (0: off)." },
+  { "backoff_min", K_DUR, OFF(backoff_min_ms), 0, 0, FSZ(backoff_min_ms), TLC_CFG_LIVE, NULL,
+    "Shortest reconnect delay of dial and serial sources; it doubles up to\n.Ic backoff_max "
+    ",\nwith 25% jitter." },
+  { "backoff_max", K_DUR, OFF(backoff_max_ms), 0, 0, FSZ(backoff_max_ms), TLC_CFG_LIVE, NULL,
+    "Longest reconnect delay of dial and serial sources." },
+  { "status_interval", K_DUR, OFF(status_interval_ms), 0, 0, FSZ(status_interval_ms), TLC_CFG_LIVE,
+    NULL, "How often the systemd status line is updated." },
+  { "windows", K_WINDOWS, 0, 0, 0, 0, TLC_CFG_LIVE, NULL,
+    "Rolling windows, 1 to 4 durations separated by commas (default: the engine's 1s, 10s, 60s); a "
+    "list without a duration is refused." },
+  { "max_areas", K_SIZE, OFF(max_areas), FSZ(max_areas), 100000000, FSZ(max_areas), TLC_CFG_LIVE,
+    NULL,
+    "Areas per target (default: the engine's). Past it new areas are refused and counted "
+    "(dropped_area_limit); 0 is refused." },
   { "max_contexts", K_SIZE, OFF(max_contexts), FSZ(max_contexts), 100000000, FSZ(max_contexts),
-    TLC_CFG_LIVE },
-  { "max_depth", K_SIZE, OFF(max_depth), FSZ(max_depth), 100000000, FSZ(max_depth), TLC_CFG_LIVE },
-  { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000, FSZ(max_names), TLC_CFG_LIVE },
-  { "histograms", K_BOOL, OFF(histograms), 0, 0, FSZ(histograms), TLC_CFG_LIVE },
-  { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0, FSZ(dump_stats),
-    TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL, "Contexts per target (default: the engine's); 0 is refused." },
+  { "max_depth", K_SIZE, OFF(max_depth), FSZ(max_depth), 100000000, FSZ(max_depth), TLC_CFG_LIVE,
+    NULL, "Open activations per area and context (default: the engine's); 0 is refused." },
+  { "max_names", K_SIZE, OFF(max_names), FSZ(max_names), 100000000, FSZ(max_names), TLC_CFG_LIVE,
+    NULL, "Distinct evlog names per target (default: the evlog decoder's); 0 is refused." },
+  { "histograms", K_BOOL, OFF(histograms), 0, 0, FSZ(histograms), TLC_CFG_LIVE, NULL,
+    "Keep the quantile histograms (p50, p90, p99, p99.9 and /metrics buckets)." },
+  { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0, FSZ(dump_stats), TLC_CFG_LIVE,
+    "Ar file",
+    "Write every target's counters and statistics as JSON to\n.Ar file\nat shutdown and on\n.Dv "
+    "SIGUSR1 ." },
   /* storage (tlc_store_opts_t); durations capped at 100 years (ms * 1e6 fits an int64_t) */
-  { "rotate_bytes", K_U64, OFF(rotate_bytes), 0, 1ull << 50, FSZ(rotate_bytes), TLC_CFG_LIVE },
+  { "rotate_bytes", K_U64, OFF(rotate_bytes), 0, 1ull << 50, FSZ(rotate_bytes), TLC_CFG_LIVE, NULL,
+    "Close a segment before it grows past this." },
   { "rotate_age", K_DUR, OFF(rotate_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(rotate_age_ms),
-    TLC_CFG_LIVE },
-  { "retain_bytes", K_U64, OFF(retain_bytes), 0, 1ull << 60, FSZ(retain_bytes), TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL, "Close a segment this long after it was opened (0: off)." },
+  { "retain_bytes", K_U64, OFF(retain_bytes), 0, 1ull << 60, FSZ(retain_bytes), TLC_CFG_LIVE, NULL,
+    "Sealed segments kept, all targets together (0: no limit); the oldest go first." },
   { "retain_target_bytes", K_U64, OFF(retain_target_bytes), 0, 1ull << 60, FSZ(retain_target_bytes),
-    TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL, "Sealed segments kept per target (0: no limit)." },
   { "retain_age", K_DUR, OFF(retain_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(retain_age_ms),
-    TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL, "Delete sealed segments older than this (0: no limit)." },
   { "retain_segments", K_SIZE, OFF(retain_segments), FSZ(retain_segments), 100000000,
-    FSZ(retain_segments), TLC_CFG_LIVE },
-  { "min_free", K_U64, OFF(min_free), 0, 1ull << 60, FSZ(min_free), TLC_CFG_LIVE },
-  { "sync", K_SYNC, OFF(sync_mode), 0, 0, FSZ(sync_mode), TLC_CFG_LIVE },
+    FSZ(retain_segments), TLC_CFG_LIVE, NULL, "Sealed segments kept per target (0: no limit)." },
+  { "min_free", K_U64, OFF(min_free), 0, 1ull << 60, FSZ(min_free), TLC_CFG_LIVE, NULL,
+    "Delete the oldest sealed segments while the state directory's file system has less free space "
+    "(0: none)." },
+  { "sync", K_SYNC, OFF(sync_mode), 0, 0, FSZ(sync_mode), TLC_CFG_LIVE, NULL,
+    "When segments are synced; periodic needs\n.Ic sync_interval\nor\n.Ic sync_bytes ." },
   { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(sync_interval_ms),
-    TLC_CFG_LIVE },
-  { "sync_bytes", K_U64, OFF(sync_bytes), 0, 1ull << 50, FSZ(sync_bytes), TLC_CFG_LIVE },
-  { "compress", K_BOOL, OFF(compress), 0, 0, FSZ(compress), TLC_CFG_RESTART },
+    TLC_CFG_LIVE, NULL, "The periodic sync's period (0: none)." },
+  { "sync_bytes", K_U64, OFF(sync_bytes), 0, 1ull << 50, FSZ(sync_bytes), TLC_CFG_LIVE, NULL,
+    "The periodic sync's byte count (0: none)." },
+  { "compress", K_BOOL, OFF(compress), 0, 0, FSZ(compress), TLC_CFG_RESTART, NULL,
+    "zstd-compress sealed segments." },
   { "index_interval", K_SIZE, OFF(index_interval), FSZ(index_interval), 1000000,
-    FSZ(index_interval), TLC_CFG_RESTART },
-  { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30, FSZ(store_queue), TLC_CFG_RESTART },
-  { "quick_start", K_BOOL, OFF(quick_start), 0, 0, FSZ(quick_start), TLC_CFG_RESTART },
-  { "main_export", K_MAINEXP, OFF(main_export), 0, 0, FSZ(main_export), TLC_CFG_LIVE },
-  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20, FSZ(keep_skipped), TLC_CFG_RESTART },
-  { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50, FSZ(memory_limit), TLC_CFG_LIVE },
-  { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40, FSZ(mapping_limit), TLC_CFG_LIVE },
-  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000, FSZ(resync_idle_ms), TLC_CFG_LIVE },
+    FSZ(index_interval), TLC_CFG_RESTART, NULL, "An index entry every\n.Ar n\nrecords." },
+  { "store_queue", K_U64, OFF(store_queue), 0, 16ull << 30, FSZ(store_queue), TLC_CFG_RESTART, NULL,
+    "Bytes queued to the writer thread before records are dropped and counted; a TCP target whose "
+    "share is 3/4 full is not read until the writer drained it." },
+  { "quick_start", K_BOOL, OFF(quick_start), 0, 0, FSZ(quick_start), TLC_CFG_RESTART, NULL,
+    "Start-up recovery checks sizes and indexes only, instead of reading every sealed segment." },
+  { "main_export", K_MAINEXP, OFF(main_export), 0, 0, FSZ(main_export), TLC_CFG_LIVE, NULL,
+    "The export written beside each sealed bin1x segment." },
+  { "keep_skipped", K_U64, OFF(keep_skipped), 0, 64ull << 20, FSZ(keep_skipped), TLC_CFG_RESTART,
+    NULL, "Keep bytes a resync skipped, at most this many per segment (0: off)." },
+  { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50, FSZ(memory_limit), TLC_CFG_LIVE, NULL,
+    "The daemon-wide memory budget of the statistics, mappings and buffers (at least 1M; default: "
+    "a quarter of physical memory). Past it new areas, contexts and mappings are refused and "
+    "counted." },
+  { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40, FSZ(mapping_limit), TLC_CFG_LIVE,
+    NULL,
+    "Largest parsed mapping of one target (a file or\n.Ic tlcap mapping ) ;\na larger one is "
+    "refused and the old one stays." },
+  { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000, FSZ(resync_idle_ms), TLC_CFG_LIVE, NULL,
+    "Serial sources: after this long without a byte, deliver the record held back for confirmation "
+    "when it is plausible and in the locked alignment (0: off)." },
   /* HTTP (daemon/http, docs/http.md) */
-  { "http", K_ADDR, OFF(http), FSZ(http), 0, FSZ(http), TLC_CFG_REFUSE },
+  { "http", K_ADDR, OFF(http), FSZ(http), 0, FSZ(http), TLC_CFG_REFUSE, NULL,
+    "The HTTP port: the live dashboard at\n.Li http:// Ns Ar host : Ns Ar port Ns / ,\nPrometheus "
+    "metrics at\n.Pa /metrics ,\nthe JSON API under\n.Pa /api/v1/\nand health at\n.Pa /-/healthy "
+    "and\n.Pa /-/ready ;\nempty turns it off. Beyond loopback only with\n.Ic token_file .\nThe "
+    "default address "
+    "already in use is a warning (the dashboard is off), any other address a start-up error." },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000, FSZ(metrics_areas),
-    TLC_CFG_LIVE },
+    TLC_CFG_LIVE, NULL,
+    "Area series per target on\n.Pa /metrics ,\nthe areas with the largest net time (0: none)." },
   { "http_max_connections", K_SIZE, OFF(http_max_connections), FSZ(http_max_connections), 10000,
-    FSZ(http_max_connections), TLC_CFG_RESTART },
-  { "http_hosts", K_STR, OFF(http_hosts), FSZ(http_hosts), 0, FSZ(http_hosts), TLC_CFG_RESTART },
+    FSZ(http_max_connections), TLC_CFG_RESTART, NULL, "HTTP and WebSocket connections at once." },
+  { "http_hosts", K_STR, OFF(http_hosts), FSZ(http_hosts), 0, FSZ(http_hosts), TLC_CFG_RESTART,
+    "Ar names",
+    "Host names the HTTP port answers to besides loopback and its own address (a request for "
+    "another gets 421)." },
   { "http_origins", K_STR, OFF(http_origins), FSZ(http_origins), 0, FSZ(http_origins),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, "Ar origins",
+    "Origins of other pages that may open the live WebSocket besides the dashboard's own." },
   { "max_per_address", K_SIZE, OFF(max_per_address), FSZ(max_per_address), 1000000,
-    FSZ(max_per_address), TLC_CFG_RESTART },
+    FSZ(max_per_address), TLC_CFG_RESTART, NULL,
+    "Connections at once from one peer address, on the HTTP port and on the subscriber port." },
   /* remote access (SPEC 8; daemon/auth) */
-  { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0, FSZ(token_file), TLC_CFG_RESTART },
-  { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0, FSZ(tls_cert), TLC_CFG_RESTART },
-  { "tls_key", K_STR, OFF(tls_key), FSZ(tls_key), 0, FSZ(tls_key), TLC_CFG_RESTART },
+  { "token_file", K_STR, OFF(token_file), FSZ(token_file), 0, FSZ(token_file), TLC_CFG_RESTART,
+    "Ar file",
+    "The shared secret of subscribers and of the HTTP port, on the file's first line; the file "
+    "must not be readable by group or others nor be empty. Re-read on\n.Dv SIGHUP ." },
+  { "tls_cert", K_STR, OFF(tls_cert), FSZ(tls_cert), 0, FSZ(tls_cert), TLC_CFG_RESTART, "Ar file",
+    "PEM certificate chain: the subscriber server's TCP ports and the HTTP port speak TLS only "
+    "(with\n.Ic tls_key ) ;\nreloaded on\n.Dv SIGHUP ." },
+  { "tls_key", K_STR, OFF(tls_key), FSZ(tls_key), 0, FSZ(tls_key), TLC_CFG_RESTART, "Ar file",
+    "PEM private key of\n.Ic tls_cert ." },
   /* NATS publisher (daemon/fleet) */
-  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url), TLC_CFG_RESTART },
-  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url),
-    TLC_CFG_RESTART }, /* --nats URL (SPEC 5) */
-  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0, FSZ(nats_creds), TLC_CFG_RESTART },
+  { "nats_url", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url), TLC_CFG_RESTART, "Ar url",
+    "Publish statistics to NATS JetStream:\n.Li nats:// Ns Ar host Ns Op : Ns Ar port\nor\n.Li "
+    "tls:// Ns Ar host Ns Op : Ns Ar port\n(empty: off)." },
+  { "nats", K_STR, OFF(nats_url), FSZ(nats_url), 0, FSZ(nats_url), TLC_CFG_RESTART, "Ar url",
+    "The same as\n.Ic nats_url ." }, /* --nats URL (SPEC 5) */
+  { "nats_creds", K_STR, OFF(nats_creds), FSZ(nats_creds), 0, FSZ(nats_creds), TLC_CFG_RESTART,
+    "Ar file", "A .creds file, or a file with a token on its first line." },
   { "nats_subject", K_STR, OFF(nats_subject), FSZ(nats_subject), 0, FSZ(nats_subject),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, "Ar prefix",
+    "Subject prefix (default: tlcap.<hostname>): messages go to\n.Ar prefix . Ns Ar target Ns "
+    ".stats, .events and .segments." },
   { "nats_interval", K_DUR, OFF(nats_interval_ms), 0, 3600000, FSZ(nats_interval_ms),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, NULL, "Statistics deltas to NATS this often." },
   { "nats_full_interval", K_DUR, OFF(nats_full_interval_ms), 0, 86400000,
-    FSZ(nats_full_interval_ms), TLC_CFG_RESTART },
-  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30, FSZ(nats_buffer), TLC_CFG_RESTART },
+    FSZ(nats_full_interval_ms), TLC_CFG_RESTART, NULL,
+    "Full statistics snapshots to NATS this often (and at every connect)." },
+  { "nats_buffer", K_U64, OFF(nats_buffer), 0, 1ull << 30, FSZ(nats_buffer), TLC_CFG_RESTART, NULL,
+    "Unsent bytes held by the NATS client before messages are dropped and counted." },
   { "nats_max_age", K_DUR, OFF(nats_max_age_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(nats_max_age_ms),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, NULL, "Age limit of the JetStream stream tlcapd creates when none exists." },
   { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50, FSZ(nats_max_bytes),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, NULL, "Size limit of the JetStream stream tlcapd creates when none exists." },
   /* continuity (daemon/continuity/) */
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS,
-    FSZ(checkpoint_interval_ms), TLC_CFG_RESTART },
+    FSZ(checkpoint_interval_ms), TLC_CFG_RESTART, NULL,
+    "Checkpoint every target's statistics this often and at shutdown; restored at start (0: only "
+    "at shutdown)." },
   { "checkpoint_slice_us", K_U64, OFF(checkpoint_slice_us), 1, 1000000, FSZ(checkpoint_slice_us),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, "Ar microseconds",
+    "The longest the event loop spends encoding a checkpoint at a time (1 to 1000000); a larger "
+    "target is encoded a slice per loop turn while its input is held." },
   { "idle_seal", K_SECS, OFF(idle_seal_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(idle_seal_ms),
-    TLC_CFG_RESTART },
+    TLC_CFG_RESTART, NULL, "Seal the open segment of a target disconnected this long (0: off)." },
   /* efl sources (daemon/ingest/efl.c, docs/efl.md) */
   { "efl_max_targets", K_SIZE, OFF(efl_max_targets), FSZ(efl_max_targets), 1000000,
-    FSZ(efl_max_targets), TLC_CFG_LIVE },
+    FSZ(efl_max_targets), TLC_CFG_LIVE, NULL,
+    "Targets one\n.Ic [efl]\nsource keeps, unless its section sets\n.Ic max_targets ." },
 };
 
 /* Smallest value of a K_SIZE key where 0 (or a tiny value) makes no sense: max_block = 0 or
@@ -572,6 +656,156 @@ int tlc_config_reload_merge(const tlc_config_t *running, tlc_config_t *next, cha
       rn = rn + (size_t)w < restartlen ? rn + (size_t)w : restartlen;
   }
   return 0;
+}
+
+/* ---- the man pages' key list (tlc_config_man) ---- */
+
+/* The value's mdoc spelling when the table gives none. */
+static const char *man_arg(const dkey_t *k) {
+  static const char *const by_type[] = {
+    [K_STR] = "Ar value",
+    [K_BOOL] = "Ar bool",
+    [K_SIZE] = "Ar n",
+    [K_DUR] = "Ar duration",
+    [K_LEVEL] = "Ar level",
+    [K_DEBUG] = "Ar list",
+    [K_WINDOWS] = "Ar list",
+    [K_ADDR] = "Ar host : Ns Ar port",
+    [K_U64] = "Ar size",
+    [K_SYNC] = "Cm on_close | never | periodic",
+    [K_MAINEXP] = "Cm text1 | xml",
+    [K_SECS] = "Ar seconds",
+    [K_SERVE] = "Ar host : Ns Ar port | Cm unix: Ns Ar path",
+  };
+  return k->arg != NULL ? k->arg : by_type[k->type];
+}
+
+/* `v` with the largest binary suffix that divides it (64M), or plain. */
+static void man_size(char *buf, size_t len, uint64_t v) {
+  static const char sfx[] = "KMGT";
+  int i = -1;
+  while (v != 0 && v % 1024 == 0 && i < 3) {
+    v /= 1024;
+    i++;
+  }
+  if (i < 0)
+    snprintf(buf, len, "%llu", (unsigned long long)v);
+  else
+    snprintf(buf, len, "%llu%c", (unsigned long long)v, sfx[i]);
+}
+
+/* `ms` in the largest unit the duration parser takes that divides it (30s, 168h). */
+static void man_dur(char *buf, size_t len, uint64_t ms) {
+  static const struct {
+    uint64_t ms;
+    const char *unit;
+  } u[] = { { 3600000, "h" }, { 60000, "m" }, { 1000, "s" } };
+  for (size_t i = 0; ms != 0 && i < sizeof(u) / sizeof(u[0]); i++)
+    if (ms % u[i].ms == 0) {
+      snprintf(buf, len, "%llu%s", (unsigned long long)(ms / u[i].ms), u[i].unit);
+      return;
+    }
+  snprintf(buf, len, ms == 0 ? "0" : "%llums", (unsigned long long)ms);
+}
+
+/* Key k's value in c as the man page shows a default ("" when the type has no plain text). */
+static void man_value(const dkey_t *k, const tlc_config_t *c, char *buf, size_t len) {
+  static const char *const levels[] = { "emerg", "alert",  "crit", "err",
+                                        "warn",  "notice", "info", "debug" };
+  const char *p = (const char *)c + k->off;
+  uint64_t u = 0;
+  buf[0] = '\0';
+  switch (k->type) {
+  case K_STR:
+  case K_SERVE:
+  case K_ADDR:
+  case K_DEBUG:
+    snprintf(buf, len, "%.*s", (int)strnlen(p, k->span), p);
+    if (p[0] == '\0')
+      snprintf(buf, len, "none");
+    break;
+  case K_BOOL:
+    snprintf(buf, len, "%s", *(const int *)(const void *)p ? "yes" : "no");
+    break;
+  case K_SIZE: /* a size_t or uint32_t field, as set_dkey writes it */
+    if (k->span == sizeof(uint32_t)) {
+      uint32_t u32;
+      memcpy(&u32, p, sizeof(u32));
+      u = u32;
+    } else {
+      memcpy(&u, p, k->span < sizeof(u) ? k->span : sizeof(u));
+    }
+    if (k->arg != NULL && strcmp(k->arg, "Ar size") == 0)
+      man_size(buf, len, u);
+    else
+      snprintf(buf, len, "%llu", (unsigned long long)u);
+    break;
+  case K_U64:
+  case K_DUR:
+  case K_SECS:
+    memcpy(&u, p, k->span < sizeof(u) ? k->span : sizeof(u));
+    if (k->type == K_U64 && k->arg == NULL)
+      man_size(buf, len, u);
+    else if (k->type == K_U64)
+      snprintf(buf, len, "%llu", (unsigned long long)u);
+    else
+      man_dur(buf, len, u);
+    break;
+  case K_LEVEL:
+    snprintf(buf, len, "%s", c->log_level >= 0 && c->log_level < 8 ? levels[c->log_level] : "");
+    break;
+  case K_SYNC:
+    snprintf(buf, len, "%s",
+             c->sync_mode == 0   ? "on_close"
+             : c->sync_mode == 1 ? "never"
+                                 : "periodic");
+    break;
+  case K_MAINEXP:
+    snprintf(buf, len, "%s", c->main_export == 0 ? "text1" : "xml");
+    break;
+  case K_WINDOWS:
+    break;
+  }
+}
+
+/* The key as a long option after Fl, which writes the first '-': "\-" for the second and for
+ * each '_' (mdoc: a plain '-' may be set as a hyphen). */
+static void man_option(tlc_out_t *o, const char *name) {
+  tlc_out_puts(o, "\\-"); /* Fl writes the first one */
+  for (; *name != '\0'; name++)
+    if (*name == '_')
+      tlc_out_puts(o, "\\-");
+    else
+      tlc_out_putc(o, *name);
+}
+
+int tlc_config_man(tlc_out_t *o, int options) {
+  tlc_config_t def;
+  int r = tlc_config_init(&def);
+  if (r != 0)
+    return r;
+  for (const dkey_t *k = dkeys; k < dkeys + NDKEYS; k++) {
+    char v[320];
+    if (options) {
+      tlc_out_puts(o, ".It Fl ");
+      man_option(o, k->name);
+      tlc_out_printf(o, " %s\n", man_arg(k));
+    } else {
+      tlc_out_printf(o, ".It Ic %s No = %s\n", k->name, man_arg(k));
+    }
+    tlc_out_printf(o, "%s\n", k->doc);
+    man_value(k, &def, v, sizeof(v));
+    if (strstr(k->doc, "default:") == NULL && v[0] != '\0' && !dkey_alias(k))
+      tlc_out_printf(o, "Default: %s.\n", v);
+    if (dkey_alias(k))
+      continue;
+    tlc_out_puts(o, k->reload == TLC_CFG_LIVE      ? "A reload applies a change.\n"
+                    : k->reload == TLC_CFG_RESTART ? "A change needs a restart (a reload keeps the "
+                                                     "running value and logs it).\n"
+                                                   : "A reload that changes it is refused.\n");
+  }
+  tlc_config_fini(&def);
+  return o->err;
 }
 
 static const dkey_t *find_dkey(const char *name) {

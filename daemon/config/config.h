@@ -183,6 +183,14 @@ typedef struct tlc_cli {
   int nsources; /* --listen/--dial/--serial given */
 } tlc_cli_t;
 
+struct tlc_out;
+
+/* The man pages' list of [daemon] keys, generated from the settings table so that they cannot
+ * drift: mdoc ".It" entries (the caller writes .Bl and .El) into o, as INI keys (options 0,
+ * tlcapd.ini(5)) or as tlcapd's long options (1, tlcapd(8)), each with what it does, its
+ * default (from tlc_config_init) and what a reload does with a change. Returns 0 or o's error. */
+int tlc_config_man(struct tlc_out *o, int options);
+
 /* Initialises `c` with the defaults and no sources. Returns 0 or TLC_ENOMEM. */
 int tlc_config_init(tlc_config_t *c);
 void tlc_config_fini(tlc_config_t *c);

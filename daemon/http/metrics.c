@@ -40,6 +40,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/proc.h"
 #include "engine/engine.h"
 #include "formats/json.h"
 #include "formats/mapping.h"
@@ -962,6 +963,46 @@ static void head_nats(const tlc_view_t *pv, int om, tlc_out_t *o) {
   }
 }
 
+/* The process's own figures, node_exporter's process collector's names (base/proc.h). */
+static void head_process(int om, tlc_out_t *o) {
+  tlc_proc_t pr;
+  if (tlc_proc_self(&pr) != 0)
+    return;
+  family(o, om, "process_cpu_seconds_total", "counter",
+         "Total user and system CPU time spent in seconds.");
+  tlc_out_printf(o, "process_cpu_seconds_total %.2f\n", pr.cpu_seconds);
+  family(o, om, "process_open_fds", "gauge", "Number of open file descriptors.");
+  tlc_out_printf(o, "process_open_fds %" PRIu64 "\n", pr.open_fds);
+  family(o, om, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+  if (pr.max_fds == UINT64_MAX)
+    tlc_out_puts(o, "process_max_fds +Inf\n");
+  else
+    tlc_out_printf(o, "process_max_fds %" PRIu64 "\n", pr.max_fds);
+  family(o, om, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  tlc_out_printf(o, "process_virtual_memory_bytes %" PRIu64 "\n", pr.virtual_bytes);
+  family(o, om, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  tlc_out_printf(o, "process_resident_memory_bytes %" PRIu64 "\n", pr.resident_bytes);
+  family(o, om, "process_start_time_seconds", "gauge",
+         "Start time of the process since unix epoch in seconds.");
+  tlc_out_printf(o, "process_start_time_seconds %.2f\n", pr.start_time);
+}
+
+/* The daemon-wide memory budget (memory_limit; docs/configuration.md), when the view has it. */
+static void head_memory(const tlc_view_t *pv, int om, tlc_out_t *o) {
+  uint64_t limit = 0, used = 0, refused = 0;
+  if (pv->memory == NULL)
+    return;
+  pv->memory(pv->ud, &limit, &used, &refused);
+  family(o, om, "tlcap_memory_budget_bytes", "gauge",
+         "The memory budget (memory_limit) for targets' statistics and buffers.");
+  tlc_out_printf(o, "tlcap_memory_budget_bytes %" PRIu64 "\n", limit);
+  family(o, om, "tlcap_memory_used_bytes", "gauge", "Bytes of the memory budget in use.");
+  tlc_out_printf(o, "tlcap_memory_used_bytes %" PRIu64 "\n", used);
+  family(o, om, "tlcap_memory_refused_total", "counter",
+         "Charges to the memory budget refused (new areas, contexts or buffers not taken).");
+  tlc_out_printf(o, "tlcap_memory_refused_total %" PRIu64 "\n", refused);
+}
+
 /* The daemon's families (before the per-target ones) into o. */
 static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   tlc_view_daemon_t di;
@@ -969,6 +1010,8 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   if (v->src->daemon_info != NULL)
     v->src->daemon_info(v->src->daemon_ud, &di);
   head_build(v, om, &di, o);
+  head_process(om, o);
+  head_memory(v->src, om, o);
   if (v->st != NULL)
     head_http(v->st, om, o);
   head_store(&di, om, o);

@@ -10,6 +10,7 @@
  *                                   the same of a past range (SPEC 10), computed off the loop
  *                                   by the view's history hook: the response is pending
  *                                   (tlc__http_pending_t) until the query is done
+ *   /-/healthy, /-/ready            health and readiness, one line (health() below)
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
  * gives (libwebsockets decoded it once; nothing is decoded again: a '%' left is a 400), the
@@ -41,6 +42,7 @@
 #define CT_JSON           "application/json; charset=utf-8"
 #define CT_PROM           "text/plain; version=0.0.4; charset=utf-8"
 #define CT_OM             "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define CT_TEXT           "text/plain; charset=utf-8"
 
 static const tlc__http_asset_t *asset(const char *path);
 
@@ -513,6 +515,48 @@ void tlc__http_scrape_answer(tlc__http_scrape_t *sc, tlc__http_resp_t *rs) {
   metrics_status(rs, rc, om); /* an error document frees it */
 }
 
+/* /-/healthy and /-/ready (Prometheus's spelling; docs/http.md): 200 and one line, or 503 and
+ * the reasons. Healthy: every watchdog health check passes (the loop answers, the storage
+ * writer turns). Ready: healthy, not shutting down, every configured source running, storage
+ * not paused by a full disk. */
+static void health(tlc__http_view_t *v, int ready, tlc__http_resp_t *rs) {
+  tlc_view_daemon_t di;
+  const char *sep = "";
+  memset(&di, 0, sizeof(di));
+  if (v->src->daemon_info != NULL)
+    v->src->daemon_info(v->src->daemon_ud, &di);
+  rs->ctype = CT_TEXT;
+  if (!ready) {
+    rs->status = di.unhealthy ? 503 : 200;
+    if (di.unhealthy)
+      tlc_out_printf(&rs->body, "tlcapd is not healthy: %s\n", di.unhealthy_why);
+    else
+      tlc_out_puts(&rs->body, "tlcapd is Healthy.\n");
+    return;
+  }
+  if (!di.unhealthy && !di.stopping && di.sources_down == 0 && !di.disk_full) {
+    tlc_out_puts(&rs->body, "tlcapd is Ready.\n");
+    return;
+  }
+  rs->status = 503;
+  tlc_out_puts(&rs->body, "tlcapd is not ready: ");
+  if (di.unhealthy) {
+    tlc_out_printf(&rs->body, "%s%s", sep, di.unhealthy_why);
+    sep = "; ";
+  }
+  if (di.stopping) {
+    tlc_out_printf(&rs->body, "%sshutting down", sep);
+    sep = "; ";
+  }
+  if (di.sources_down > 0) {
+    tlc_out_printf(&rs->body, "%s%s", sep, di.sources_why);
+    sep = "; ";
+  }
+  if (di.disk_full)
+    tlc_out_printf(&rs->body, "%sstorage paused: disk full", sep);
+  tlc_out_putc(&rs->body, '\n');
+}
+
 static int wants_openmetrics(const char *accept) {
   return accept != NULL && strstr(accept, "application/openmetrics-text") != NULL;
 }
@@ -593,6 +637,10 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
       api_stats(v, name, rs);
       return;
     }
+  }
+  if (strcmp(path, "/-/healthy") == 0 || strcmp(path, "/-/ready") == 0) {
+    health(v, strcmp(path, "/-/ready") == 0, rs);
+    return;
   }
   if (strcmp(path, "/api/v1/live") == 0) {
     tlc__http_error(rs, 400, "/api/v1/live is a WebSocket: send Upgrade: websocket");

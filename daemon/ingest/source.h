@@ -124,6 +124,11 @@ int tlc_sources_sync(struct tlc_ingest *d);
 int tlc_sources_check_reload(const struct tlc_ingest *d, const tlc_config_t *nc, char *why,
                              size_t whylen);
 
+/* The configured sources that run no source (a start that failed: a listener that could not
+ * bind at a reload, a serial device or efl socket that could not be opened; tried again at the
+ * next sync). Returns their count; why[] lists them ("serial NAME not running; ..."). */
+size_t tlc_sources_down(const struct tlc_ingest *d, char *why, size_t len);
+
 /* Every kind's status (appended to buf) and dump members. */
 void tlc_sources_status(const struct tlc_ingest *d, char *buf, size_t len);
 void tlc_sources_dump(const struct tlc_ingest *d, struct tlc_json_w *w);

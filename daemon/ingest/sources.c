@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,28 @@ int tlc_sources_check_reload(const tlc_ingest_t *d, const tlc_config_t *nc, char
       r = TLC_EINVAL;
   }
   return r;
+}
+
+size_t tlc_sources_down(const tlc_ingest_t *d, char *why, size_t len) {
+  size_t down = 0, at = 0;
+  if (len > 0)
+    why[0] = '\0';
+  for (size_t i = 0; i < d->cfg.nsrc; i++) {
+    const tlc_cfg_source_t *c = &d->cfg.src[i];
+    const tlc_source_kind_t *k = NULL;
+    for (size_t j = 0; j < d->nkinds && k == NULL; j++)
+      if (d->kinds[j].ops->kind == c->kind)
+        k = &d->kinds[j];
+    if (k != NULL && find_running((struct tlc_source_list *)&k->running, c->name) != NULL)
+      continue;
+    down++;
+    if (at < len) {
+      int n = snprintf(why + at, len - at, "%s%s %s not running", at > 0 ? "; " : "",
+                       k != NULL ? k->ops->name : "source", c->name);
+      at = n < 0 ? len : at + (size_t)n;
+    }
+  }
+  return down;
 }
 
 void tlc_sources_status(const tlc_ingest_t *d, char *buf, size_t len) {

@@ -81,6 +81,12 @@ typedef struct tlc_view_daemon {
   int disk_full;                /* writing paused (ENOSPC) */
   int has_disk_free;            /* disk_free_bytes valid */
   uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
+  /* Health and readiness (HTTP /-/healthy, /-/ready; docs/http.md). */
+  int unhealthy;             /* a watchdog health check fails (tlc_sd_health_check) */
+  const char *unhealthy_why; /* its reason (static), when unhealthy */
+  int stopping;              /* the daemon is shutting down */
+  size_t sources_down;       /* configured sources that run no source (tlc_sources_down) */
+  char sources_why[256];     /* which ones */
 } tlc_view_daemon_t;
 
 /* One target's storage figures (has 0: not stored). */
