@@ -155,6 +155,10 @@ int tlc_cli_targets(int argc, char **argv) {
            (unsigned long long)n->published, (unsigned long long)n->dropped,
            (unsigned long long)n->reconnects);
   }
+  if (m->targets->http != NULL && m->targets->http->url[0] != '\0')
+    printf("dashboard: %s  metrics: %smetrics\n", m->targets->http->url, m->targets->http->url);
+  else if (m->targets->http != NULL)
+    printf("DASHBOARD OFF: %s\n", m->targets->http->off);
 done_msg:
   tlc_client_msg_free(m);
 done:

@@ -53,9 +53,11 @@ typedef struct tlc_daemon {
   tlc_pubsub_t *pubsub; /* the subscriber server */
   tlc_fleet_t *fleet;   /* the NATS publisher (nats_url set) */
   tlc_http_t *http;     /* the HTTP port (http set) */
-  int modules;          /* modules created and not yet closed (their close is asynchronous) */
-  int closing;          /* tlc_wiring_close has run */
-  tlc_dump_t dump;      /* --dump-stats-on-exit, SIGUSR1: written off the loop */
+  char http_url[TLC_CFG_HOST + 32]; /* the dashboard's URL while the HTTP port serves */
+  char http_off[TLC_CFG_HOST + 96]; /* why the configured HTTP port does not serve, or "" */
+  int modules;     /* modules created and not yet closed (their close is asynchronous) */
+  int closing;     /* tlc_wiring_close has run */
+  tlc_dump_t dump; /* --dump-stats-on-exit, SIGUSR1: written off the loop */
   uv_signal_t sig_hup, sig_term, sig_int, sig_usr1;
 #ifdef TLCAP_TESTING
   uv_signal_t sig_usr2;

@@ -54,6 +54,8 @@ void tlc_status_daemon_info(void *ud, tlc_view_daemon_t *out) {
   out->unhealthy = tlc_sd_health_check(&out->unhealthy_why) != 0;
   out->stopping = d->closing || d->in.stopping;
   out->sources_down = tlc_sources_down(&d->in, out->sources_why, sizeof(out->sources_why));
+  snprintf(out->http_url, sizeof(out->http_url), "%s", d->http_url);
+  snprintf(out->http_off, sizeof(out->http_off), "%s", d->http_off);
 }
 
 size_t tlc_status_target_subscribers(void *ud, size_t index) {

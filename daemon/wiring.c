@@ -295,10 +295,10 @@ int tlc_wiring_start_http(tlc_daemon_t *d) {
 #endif
   r = tlc_http_new(d->in.loop, &ho, &d->view.view, &d->http);
   if (r != 0 && strcmp(c->http, TLC_DEFAULT_HTTP_ADDR) == 0 && r == UV_EADDRINUSE) {
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_MAIN,
-            "http: the default address %s is in use (another tlcapd?): dashboard and "
-            "/metrics off; set http = HOST:PORT or \"\"",
-            c->http);
+    snprintf(d->http_off, sizeof(d->http_off),
+             "the default address %s is in use (another tlcapd?); set http = HOST:PORT", c->http);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN,
+            "http: DASHBOARD AND /metrics OFF: %s, or \"\" to turn the port off", d->http_off);
     return 0;
   }
   if (r != 0) {
@@ -307,8 +307,12 @@ int tlc_wiring_start_http(tlc_daemon_t *d) {
     return r;
   }
   d->modules++;
-  tlc_log(TLC_LOG_INFO, TLC_LOGC_MAIN, "http: dashboard, /metrics and /api/v1 on %s (port %d)",
-          c->http, tlc_http_port(d->http));
+  d->http_off[0] = '\0';
+  snprintf(d->http_url, sizeof(d->http_url), "%s://%s%s%s:%d/", d->tls != NULL ? "https" : "http",
+           strchr(host, ':') != NULL ? "[" : "", host, strchr(host, ':') != NULL ? "]" : "",
+           tlc_http_port(d->http));
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_MAIN, "dashboard: %s  (metrics: %smetrics)", d->http_url,
+          d->http_url);
   return 0;
 }
 

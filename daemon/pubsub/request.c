@@ -292,6 +292,17 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     ns.stream_ready = nst.stream_ready != 0;
     tl.nats = &ns;
   }
+  tlc_view_daemon_t di;
+  Tlcap__HttpStatus hs;
+  memset(&di, 0, sizeof(di));
+  if (ps->p.daemon_info != NULL)
+    ps->p.daemon_info(ps->p.daemon_ud, &di);
+  if (di.http_url[0] != '\0' || di.http_off[0] != '\0') {
+    tlcap__http_status__init(&hs);
+    hs.url = di.http_url;
+    hs.off = di.http_off;
+    tl.http = &hs;
+  }
   tlc__ps_sub_send(s, &sm);
   tlc_pb_arena_fini(&a);
 }

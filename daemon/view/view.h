@@ -87,6 +87,8 @@ typedef struct tlc_view_daemon {
   int stopping;              /* the daemon is shutting down */
   size_t sources_down;       /* configured sources that run no source (tlc_sources_down) */
   char sources_why[256];     /* which ones */
+  char http_url[300];        /* the dashboard's URL while the HTTP port serves, else "" */
+  char http_off[360];        /* why the configured HTTP port does not serve, else "" */
 } tlc_view_daemon_t;
 
 /* One target's storage figures (has 0: not stored). */

@@ -466,12 +466,24 @@ def test_addresses(d):
     p = run_on_busy_port(TLCAPD, d)
     T.eq(p.returncode, 1, "explicit address in use: exit 1")
     T.check(b"cannot serve" in p.stderr, "message: %r" % p.stderr[-300:])
-    # the default address: occupied by us (or by someone else already), a warning only
+    # the default address: occupied by us (or by someone else already): the daemon runs on and
+    # says loudly, in its log and in `tlcap targets`, that the dashboard is off
     hold = listener(7480)
-    dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()], http=False)
+    sport = D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "ing=bin11@127.0.0.1:%d" % D.free_port()], http=False,
+                  serve="127.0.0.1:%d" % sport)
     try:
         D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
-                     "/api/v1 on 127.0.0.1:7480" in dm.log(), 10, "http start-up line")
+                     "dashboard: http://127.0.0.1:7480/" in dm.log(), 10, "http start-up line")
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "targets"])
+        T.eq(rc, 0, "tlcap targets: " + err)
+        if "dashboard: http://127.0.0.1:7480/" in dm.log():  # the port was free after all
+            T.check(b"dashboard: http://127.0.0.1:7480/  metrics: http://127.0.0.1:7480/metrics"
+                    in out, "tlcap targets names the dashboard: %r" % out[-300:])
+        else:
+            T.check("DASHBOARD AND /metrics OFF" in dm.log(), "the log says it loudly")
+            T.check(b"DASHBOARD OFF: the default address 127.0.0.1:7480 is in use" in out,
+                    "tlcap targets says the dashboard is off: %r" % out[-300:])
     finally:
         rc, _ = dm.stop()
         if hold:
@@ -501,7 +513,7 @@ def lws_listen_fails(d):
                   env=env)
     try:
         D.wait_until(lambda: "default address 127.0.0.1:7480 is in use" in dm.log() or
-                     "/api/v1 on 127.0.0.1:7480" in dm.log(), 10, "http start-up line")
+                     "dashboard: http://127.0.0.1:7480/" in dm.log(), 10, "http start-up line")
         # the loop has turned many times since (libwebsockets' handles closed); it still
         # takes a stream and counts it
         s = D.connect(port)
