@@ -26,32 +26,33 @@
  *    WPOLL_NS by itself: a futex wake per loop turn was a measurable share of the loop's time.
  *    To close a segment it only moves it (open fd, manifest, names) into a seal job: the next
  *    record opens the next segment at once.
- *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
- *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
- *    then catalogues it, reports it and runs a retention pass. A segment being sealed is not in
- *    the catalog yet, so retention cannot touch it; a crash leaves it a .part like the open one,
- *    and recovery seals both. At most max_sealing jobs are in flight: the writer waits for room
- *    before handing over another (a bounded number of unsealed segments, fds and manifests in
- *    memory). Barriers pass through the sealer's queue, so a barrier also covers the seals of
- *    the segments closed before it, and their main exports.
- *  - Exporter thread: the main exports of the segments the sealer sealed, one at a time, not
- *    during a burst, at most EXPORT_QUEUE_MAX waiting; each is written and the manifest
- *    rewritten to name it (sealer.c). A main export or manifest that could not be written for
- *    lack of space is kept (pend_t) and written by the sealer when space returns; the main
- *    exports of segments found at start without one (crash recovery) wait with the writer until
- *    their target is configured, so that they get its mapping and context area, and are then
- *    written by the sealer (never the loop).
- *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
- *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
- *    compressions in the threadpool (uv_queue_work).
+ *  - Post-seal worker (worker.c): one job queue, in the order the writer closed the segments;
+ *    a job is a segment to finish: seal, main export, compression, in that order, each stage
+ *    taken in queue order by a thread of its own (a lane). The seal lane seals (segment.c:
+ *    fdatasync, manifest, rename, fsync(dir), crash points; so a target's segments are sealed
+ *    in sequence order), catalogues the segment, reports it and runs a retention pass. A
+ *    segment being sealed is not in the catalog yet, so retention cannot touch it; a crash
+ *    leaves it a .part like the open one, and recovery seals both. At most max_sealing seal jobs
+ *    are in flight: the writer waits for room before handing over another (a bounded number of
+ *    unsealed segments, fds and manifests in memory). The export lane writes the main exports
+ *    the seal lane left to it, one at a time, not during a burst, at most EXPORT_QUEUE_MAX
+ *    waiting; each is written and the manifest rewritten to name it. The compress lane then
+ *    compresses the segment (zstd). Barriers pass through the same queue, so a barrier also
+ *    covers the seals of the segments closed before it, and their main exports. A main export
+ *    or manifest that could not be written for lack of space is kept (pend_t) and written by
+ *    the seal lane when space returns; the main exports of segments found at start without one
+ *    (crash recovery) wait with the writer until their target is configured, so that they get
+ *    its mapping and context area, and are then written by the seal lane (never the loop).
+ *  - Results (sealed, compressed, deleted, disk full, log lines, target closed, stopped) go back
+ *    to the loop through a list and a uv_async_t; the loop logs and reports events.
  *
  * Counters live in the store under its mutex; tlc_store_counters copies them.
  * What it does not do: stats (the engine's), preamble handling (the ingest's).
  *
  * Files. store.c: this note, clocks and logging, backpressure, the loop side (queue, gathering,
- * keep_skipped, the API) and results on the loop; writer.c: the writer thread; sealer.c: the
- * sealer thread and the exports and manifests it keeps for later; zstd.c: compression in the
- * threadpool; recovery.c: recovery at start. What they share is in store-int.h.
+ * keep_skipped, the API) and results on the loop; writer.c: the writer thread; worker.c: the
+ * post-seal worker, its lanes and the exports and manifests it keeps for later; recovery.c:
+ * recovery at start. What they share is in store-int.h.
  */
 #include "store/store.h"
 
@@ -1032,14 +1033,9 @@ static void on_async(uv_async_t *a) {
                                  r->path[0] ? r->path : NULL, r->reason, r->seq };
         s->o.event_cb(s->o.event_ud, &ev);
       }
-      if (r->kind == TLC_SEV_SEALED && s->o.compress && !r->plain)
-        tlc__store_start_compress(s, r);
       break;
     case R_CLOSED:
       free_target(r->t);
-      break;
-    case R_COMPRESS:
-      tlc__store_start_compress(s, r);
       break;
     case R_BARRIER:
       r->cb(r->ud);
@@ -1084,21 +1080,18 @@ static void on_async_closed(uv_handle_t *h) {
     tlc_free(r);
   }
   /* left when the threads never ran (tlc_store_recover failed or was not called) */
-  while (s->w.rx) {
-    pend_t *p = s->w.rx;
-    s->w.rx = p->next;
+  pend_t *p;
+  while ((p = TAILQ_FIRST(&s->w.rx)) != NULL) {
+    TAILQ_REMOVE(&s->w.rx, p, link);
     tlc__store_pend_free(s, p);
   }
-  while (s->sl.pend) {
-    pend_t *p = s->sl.pend;
-    s->sl.pend = p->next;
-    tlc__store_pend_free(s, p);
-  }
+  tlc__store_free_jobs(s);
   tlc__catalog_fini(&s->cat);
   for (size_t i = 0; i < s->ngpool; i++) {
     tlc_free(s->gpool_b[i]);
     tlc_free(s->gpool_t[i]);
   }
+  uv_cond_destroy(&s->zcv);
   uv_cond_destroy(&s->xcv);
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
@@ -1121,7 +1114,7 @@ void tlc__store_maybe_finish_close(tlc_store_t *s) {
     on_async(&s->async);
     return; /* on_async calls us again */
   }
-  if (s->lp.inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
+  if (uv_is_closing((uv_handle_t *)&s->async))
     return;
   s->lp.nhandles = 2;
   uv_close((uv_handle_t *)&s->lp.prep, on_async_closed);
@@ -1157,7 +1150,9 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     return TLC_ENOMEM;
   s->loop = loop;
   s->o = *opts;
-  s->w.rx_tail = &s->w.rx;
+  TAILQ_INIT(&s->w.rx);
+  TAILQ_INIT(&s->wk.pend);
+  TAILQ_INIT(&s->jq);
   tlc__store_apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
   s->lp.turn = 1; /* a target's lend_turn 0: not lent */
@@ -1187,6 +1182,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_scv;
   if ((rc = uv_cond_init(&s->xcv)) < 0)
     goto fail_xcv;
+  if ((rc = uv_cond_init(&s->zcv)) < 0)
+    goto fail_zcv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1203,6 +1200,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->zcv);
+fail_zcv:
   uv_cond_destroy(&s->xcv);
 fail_xcv:
   uv_cond_destroy(&s->scv);

@@ -17,10 +17,11 @@
  * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: a target
  * whose share of the queue fills is asked to pause (tlc_store_target_set_flow); when the queue
  * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
- * segments; the sealer seals the segments the writer hands it (fdatasync, manifest, rename,
- * retention), at most `max_sealing` at a time, so that sealing never holds up appends; the
- * exporter writes their main exports after them, not during a burst.
- * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
+ * segments; the post-seal worker finishes the segments the writer hands it from one job queue:
+ * its seal lane (the sealer) seals them (fdatasync, manifest, rename, retention), at most
+ * `max_sealing` at a time, so that sealing never holds up appends; its export lane (the
+ * exporter) writes their main exports after them, not during a burst; its compress lane
+ * compresses them after that. Results (sealed
  * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
  * Conservation: for every target, records_in == records_written + dropped (buffer_full +

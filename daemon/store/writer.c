@@ -144,7 +144,7 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (!j) {
     /* out of memory: seal here, after the sealer's jobs (a target's seals stay in order) */
     w_wait_sealer(s, 0);
-    tlc__store_seal_now(s, &t->seg, reason, now, t->wmap, &t->tc);
+    tlc__store_seal_now(s, &t->seg, reason, now, t->wmap, &t->tc, NULL);
     return;
   }
   w_wait_sealer(s, s->o.max_sealing - 1);
@@ -162,14 +162,13 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
  * (t NULL: shutdown) */
 static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
   size_t n = 0;
-  for (pend_t **pp = &s->w.rx; *pp;) {
-    pend_t *p = *pp;
+  pend_t *p, *nx;
+  for (p = TAILQ_FIRST(&s->w.rx); p; p = nx) {
+    nx = TAILQ_NEXT(p, link);
     sjob_t *j = !t || strcmp(p->target, t->name) == 0 ? tlc_calloc(1, sizeof *j) : NULL;
-    if (!j) { /* another target's (or no memory: at shutdown, or the next start) */
-      pp = &p->next;
+    if (!j) /* another target's (or no memory: at shutdown, or the next start) */
       continue;
-    }
-    *pp = p->next;
+    TAILQ_REMOVE(&s->w.rx, p, link);
     s->w.nrx--;
     if (t) {
       p->map = tlc__store_tmap_ref(s, t->wmap);
@@ -180,9 +179,6 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
     tlc__store_push_job(s, j);
     n++;
   }
-  s->w.rx_tail = &s->w.rx;
-  while (*s->w.rx_tail)
-    s->w.rx_tail = &(*s->w.rx_tail)->next;
   if (n > 0 && t)
     tlc__store_wlog(s, TLC_LOG_INFO,
                     "%s: exporting %zu segment(s) recovered at start with the target's settings",
@@ -578,7 +574,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     w_skip(s, t, c->buf, c->len, c->count);
     break;
   case C_RECEXPORT:
-    if (s->w.rx)
+    if (!TAILQ_EMPTY(&s->w.rx))
       w_release_rx(s, t);
     break;
   case C_MARK:
@@ -671,7 +667,7 @@ void tlc__store_writer_main(void *arg) {
         w_cmd(s, c);
       } else {
         w_release_rx(s, NULL);     /* no target of theirs was configured: without settings */
-        tlc__store_stop_sealer(s); /* seals and exports what it holds first */
+        tlc__store_stop_worker(s); /* seals, exports, compresses what it holds first */
       }
       if (c->type == C_DATA && c->times && c->buf) {
         /* a gather buffer (store.c): back to the loop for its next records */
