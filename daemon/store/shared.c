@@ -40,12 +40,7 @@ void tlc__store_log_direct(tlc_store_t *s, int level, const char *fmt, ...) {
 
 void tlc__store_push_res(tlc_store_t *s, res_t *r) {
   uv_mutex_lock(&s->mu);
-  r->next = NULL;
-  if (s->rt)
-    s->rt->next = r;
-  else
-    s->rh = r;
-  s->rt = r;
+  STAILQ_INSERT_TAIL(&s->res, r, link);
   uv_mutex_unlock(&s->mu);
   uv_async_send(&s->async);
 }

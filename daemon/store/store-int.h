@@ -127,7 +127,7 @@ typedef TAILQ_HEAD(pendq, pend) pendq_t;
 #define EXPORT_WAIT_MS  100
 
 typedef struct cmd {
-  struct cmd *next;
+  STAILQ_ENTRY(cmd) link;
   int type;
   tlc_store_target_t *t;
   uint8_t *buf;
@@ -147,7 +147,7 @@ typedef struct cmd {
 } cmd_t;
 
 typedef struct res {
-  struct res *next;
+  STAILQ_ENTRY(res) link;
   int type;
   int level;
   int kind, reason;
@@ -194,7 +194,7 @@ struct tlc_store_target {
   tlc_store_t *s;
   char name[TLC_TARGET_NAME_MAX_ + 1];
   tlc_format_t format;
-  struct tlc_store_target *next; /* loop: list of open targets */
+  TAILQ_ENTRY(tlc_store_target) link; /* loop: on the list of open targets */
   /* loop side: evlog block re-assembly (the evlog encoder, byte-identical blocks) */
   tlc_evlog_enc_t enc;
   tlc_rec_t ea;           /* the open block's items and times */
@@ -209,7 +209,7 @@ struct tlc_store_target {
   int64_t *gt;
   size_t gn;
   int gq; /* on the store's list of targets with gathered records */
-  struct tlc_store_target *gnext;
+  TAILQ_ENTRY(tlc_store_target) glink;
   /* zero-copy reads (tlc_store_read_buffer): gb was lent to the source for a read in loop turn
    * lend_turn (0: not lent); while that turn lasts, bytes of the stream may still be read from
    * it, so it is not handed to the writer (gather_flush queues a copy instead) */
@@ -231,7 +231,7 @@ struct tlc_store_target {
   tlc_store_tconf_t tc; /* export settings */
   uint8_t *skpend;      /* keep_skipped: bytes waiting for the next segment (<= keep_skipped) */
   size_t skpend_len;
-  struct tlc_store_target *wnext;
+  TAILQ_ENTRY(tlc_store_target) wlink; /* writer: on its list of targets */
   /* loop side: backpressure (tlc_store_target_set_flow) */
   void (*flow_cb)(void *ud, int paused);
   void *flow_ud;
@@ -245,9 +245,9 @@ struct tlc_store_target {
 
 /* The loop thread's own state (store.c): nothing else reads it. */
 typedef struct store_loop {
-  tlc_store_target_t *targets; /* open targets */
-  tlc_store_target_t *gather;  /* targets with gathered records (gq) */
-  uv_prepare_t prep;           /* queues the gathered records at the end of each loop turn */
+  TAILQ_HEAD(, tlc_store_target) targets; /* open targets */
+  TAILQ_HEAD(, tlc_store_target) gather;  /* targets with gathered records (gq) */
+  uv_prepare_t prep; /* queues the gathered records at the end of each loop turn */
   uint64_t turn;     /* loop turns seen by prep, from 1 (gather buffers lent for a read) */
   int nhandles;      /* handles not closed yet (async, prep) */
   size_t gather_max; /* records gathered per command: GATHER_RECS, at most a quarter of the queue */
@@ -261,7 +261,7 @@ typedef struct store_loop {
 /* The writer thread's own state (writer.c). Recovery fills rx before the writer starts; what is
  * left after the threads are joined is freed by the loop. */
 typedef struct store_writer {
-  tlc_store_target_t *wlist; /* targets the writer knows (C_OPEN .. C_CLOSE) */
+  TAILQ_HEAD(, tlc_store_target) wlist; /* targets the writer knows (C_OPEN .. C_CLOSE) */
   int disk_full;
   int64_t next_probe, next_retention, next_tick, df_log_last;
   uint64_t df_suppressed;
@@ -293,10 +293,10 @@ struct tlc_store {
   /* ---- crossing threads: under mu ---- */
   uv_mutex_t mu;
   uv_cond_t cv;
-  cmd_t *qh, *qt; /* loop -> writer: commands */
+  STAILQ_HEAD(, cmd) q; /* loop -> writer: commands */
   size_t qbytes, qcap;
-  size_t ntargets; /* open targets: each one's share of the queue is qcap / ntargets */
-  res_t *rh, *rt;  /* writer, worker -> loop: results (async wakes the loop) */
+  size_t ntargets;        /* open targets: each one's share of the queue is qcap / ntargets */
+  STAILQ_HEAD(, res) res; /* writer, worker -> loop: results (async wakes the loop) */
   uv_async_t async;
   tlc_store_counters_t c;
   /* gather buffers (records and times, gather_max each) ready for the loop to fill: taken at

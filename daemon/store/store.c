@@ -108,7 +108,8 @@ static void flow_check(tlc_store_target_t *t) {
 
 /* loop (async): resumes the paused targets the writer drained below the low-water mark */
 void tlc__store_flow_resume(tlc_store_t *s) {
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
+  tlc_store_target_t *t;
+  TAILQ_FOREACH(t, &s->lp.targets, link) {
     int resume = 0;
     uv_mutex_lock(&s->mu);
     if (t->paused && t->resume_due) {
@@ -215,8 +216,8 @@ static int lent_now(const tlc_store_target_t *t) {
 }
 
 static void gather_flush_all(tlc_store_t *s) {
-  while (s->lp.gather)
-    gather_flush(s->lp.gather);
+  while (!TAILQ_EMPTY(&s->lp.gather))
+    gather_flush(TAILQ_FIRST(&s->lp.gather));
 }
 
 static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable);
@@ -242,12 +243,7 @@ static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable) {
     uv_mutex_unlock(&s->mu);
     return TLC_ELIMIT;
   }
-  c->next = NULL;
-  if (s->qt)
-    s->qt->next = c;
-  else
-    s->qh = c;
-  s->qt = c;
+  STAILQ_INSERT_TAIL(&s->q, c, link);
   if (droppable != Q_RESERVED) {
     s->qbytes += c->len;
     if (c->t)
@@ -340,11 +336,8 @@ static void unreserve(tlc_store_target_t *t, size_t len) {
  * they were gathered) as one command */
 static void gather_flush(tlc_store_target_t *t) {
   tlc_store_t *s = t->s;
-  for (tlc_store_target_t **pp = &s->lp.gather; *pp; pp = &(*pp)->gnext)
-    if (*pp == t) {
-      *pp = t->gnext;
-      break;
-    }
+  if (t->gq)
+    TAILQ_REMOVE(&s->lp.gather, t, glink);
   t->gq = 0;
   size_t n = t->gn, len = n * TLC_BIN1X_RECORD;
   cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
@@ -703,8 +696,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         count_buffer_full(t, left, left * R);
         if (t->gn > 0 && !t->gq) {
           t->gq = 1;
-          t->gnext = s->lp.gather;
-          s->lp.gather = t;
+          TAILQ_INSERT_HEAD(&s->lp.gather, t, glink);
         }
         return TLC_ENOMEM;
       }
@@ -757,8 +749,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   synth_back(t, syn, 1);
   if (t->gn > 0 && !t->gq) {
     t->gq = 1;
-    t->gnext = s->lp.gather;
-    s->lp.gather = t;
+    TAILQ_INSERT_HEAD(&s->lp.gather, t, glink);
   }
   flow_check(t);
   return 0;
@@ -791,7 +782,7 @@ static void rx_flush(tlc_store_t *s) {
   if (!s->lp.rx_kick)
     return;
   s->lp.rx_kick = 0;
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next)
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->lp.targets); t; t = TAILQ_NEXT(t, link))
     rx_queue(t);
 }
 
@@ -855,7 +846,7 @@ int tlc_store_rotate(tlc_store_target_t *t, int reason) {
 
 int tlc_store_rotate_all(tlc_store_t *s, int reason) {
   int rc = 0;
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->lp.targets); t; t = TAILQ_NEXT(t, link)) {
     int r = tlc_store_rotate(t, reason);
     if (r < 0)
       rc = r;
@@ -932,7 +923,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
     return TLC_EINVAL;
   if (!s->thr_started)
     return TLC_EINVAL; /* tlc_store_recover first */
-  for (tlc_store_target_t *o = s->lp.targets; o; o = o->next)
+  for (tlc_store_target_t *o = TAILQ_FIRST(&s->lp.targets); o; o = TAILQ_NEXT(o, link))
     if (strcmp(o->name, name) == 0)
       return TLC_EINVAL; /* one writer per directory */
   tlc_store_target_t *t = tlc_calloc(1, sizeof *t);
@@ -957,8 +948,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
     tlc_free(t);
     return rc;
   }
-  t->next = s->lp.targets;
-  s->lp.targets = t;
+  TAILQ_INSERT_HEAD(&s->lp.targets, t, link);
   LOCKED(s, s->ntargets++);
   if (format != TLC_FMT_EVLOG)
     gpool_fill(s);
@@ -974,11 +964,7 @@ void tlc_store_target_close(tlc_store_target_t *t) {
   rx_queue(t); /* configured in this callback: its recovered segments' exports first */
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0;
-  for (tlc_store_target_t **pp = &s->lp.targets; *pp; pp = &(*pp)->next)
-    if (*pp == t) {
-      *pp = t->next;
-      break;
-    }
+  TAILQ_REMOVE(&s->lp.targets, t, link);
   t->closed = 1;
   LOCKED(s, s->ntargets--);
   if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
@@ -1018,11 +1004,11 @@ static void on_async(uv_async_t *a) {
   rx_flush(s);
   tlc__store_flow_resume(s);
   uv_mutex_lock(&s->mu);
-  res_t *r = s->rh;
-  s->rh = s->rt = NULL;
+  res_t *r = STAILQ_FIRST(&s->res); /* the whole list, taken: its links stay as they are */
+  STAILQ_INIT(&s->res);
   uv_mutex_unlock(&s->mu);
   while (r) {
-    res_t *nx = r->next;
+    res_t *nx = STAILQ_NEXT(r, link);
     switch (r->type) {
     case R_LOG:
       tlc__store_log_direct(s, r->level, "%s", r->msg);
@@ -1062,9 +1048,9 @@ static void on_async_closed(uv_handle_t *h) {
   void (*cb)(void *) = s->lp.close_cb;
   void *ud = s->lp.close_ud;
   /* drop whatever is still queued (nothing after a clean stop) */
-  while (s->qh) {
-    cmd_t *c = s->qh;
-    s->qh = c->next;
+  cmd_t *c;
+  while ((c = STAILQ_FIRST(&s->q)) != NULL) {
+    STAILQ_REMOVE_HEAD(&s->q, link);
     tlc_free(c->buf);
     tlc_free(c->times);
     tlc_free(c->recs);
@@ -1072,9 +1058,9 @@ static void on_async_closed(uv_handle_t *h) {
     tlc__store_tmap_unref(s, c->map);
     tlc_free(c);
   }
-  while (s->rh) {
-    res_t *r = s->rh;
-    s->rh = r->next;
+  res_t *r;
+  while ((r = STAILQ_FIRST(&s->res)) != NULL) {
+    STAILQ_REMOVE_HEAD(&s->res, link);
     if (r->type == R_CLOSED)
       free_target(r->t);
     tlc_free(r);
@@ -1124,8 +1110,8 @@ void tlc__store_maybe_finish_close(tlc_store_t *s) {
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
   s->lp.close_cb = cb;
   s->lp.close_ud = ud;
-  while (s->lp.targets)
-    tlc_store_target_close(s->lp.targets);
+  while (!TAILQ_EMPTY(&s->lp.targets))
+    tlc_store_target_close(TAILQ_FIRST(&s->lp.targets));
   s->lp.closing = 1;
   if (s->thr_started) {
     cmd_t *c = tlc_calloc(1, sizeof *c);
@@ -1150,6 +1136,11 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     return TLC_ENOMEM;
   s->loop = loop;
   s->o = *opts;
+  STAILQ_INIT(&s->q);
+  STAILQ_INIT(&s->res);
+  TAILQ_INIT(&s->lp.targets);
+  TAILQ_INIT(&s->lp.gather);
+  TAILQ_INIT(&s->w.wlist);
   TAILQ_INIT(&s->w.rx);
   TAILQ_INIT(&s->wk.pend);
   TAILQ_INIT(&s->jq);

@@ -457,7 +457,7 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     return;
   s->w.disk_full = 0;
   uint64_t lost = 0;
-  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->w.wlist); t; t = TAILQ_NEXT(t, wlink)) {
     if (t->pause_rec > 0)
       w_add_gap(t, "disk_full", t->pause_rec);
     lost += t->pause_rec;
@@ -480,7 +480,7 @@ static void w_tick(tlc_store_t *s) {
   if (now < s->w.next_tick)
     return;
   s->w.next_tick = now + TICK_NS / 2;
-  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->w.wlist); t; t = TAILQ_NEXT(t, wlink)) {
     if (t->seg.fd >= 0 && s->o.max_segment_age_ms > 0 &&
         now - t->seg.opened_mono >= s->o.max_segment_age_ms * 1000000)
       w_seal(s, t, TLC_ROT_AGE);
@@ -529,8 +529,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   tlc_store_target_t *t = c->t;
   switch (c->type) {
   case C_OPEN:
-    t->wnext = s->w.wlist;
-    s->w.wlist = t;
+    TAILQ_INSERT_HEAD(&s->w.wlist, t, wlink);
     break;
   case C_DATA:
     if (c->times)
@@ -546,11 +545,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     break;
   case C_CLOSE: {
     w_seal(s, t, TLC_ROT_SHUTDOWN);
-    for (tlc_store_target_t **pp = &s->w.wlist; *pp; pp = &(*pp)->wnext)
-      if (*pp == t) {
-        *pp = t->wnext;
-        break;
-      }
+    TAILQ_REMOVE(&s->w.wlist, t, wlink);
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) { /* without it the target leaks until tlc_store_close frees the rest */
       r->type = R_CLOSED;
@@ -635,19 +630,17 @@ void tlc__store_writer_main(void *arg) {
   for (;;) {
     int flow_wake = 0;
     uv_mutex_lock(&s->mu);
-    if (!s->qh) {
+    if (STAILQ_EMPTY(&s->q)) {
       /* busy (w_poll): a short wait, data may come without a signal (enqueue_raw); when none
        * came, idle: the next data signals, and the wait is the tick's */
       uv_cond_timedwait(&s->cv, &s->mu, s->w_poll ? (uint64_t)WPOLL_NS : (uint64_t)TICK_NS);
-      if (!s->qh)
+      if (STAILQ_EMPTY(&s->q))
         s->w_poll = 0;
     }
-    cmd_t *c = s->qh;
+    cmd_t *c = STAILQ_FIRST(&s->q);
     if (c) {
       s->w_poll = 1;
-      s->qh = c->next;
-      if (!s->qh)
-        s->qt = NULL;
+      STAILQ_REMOVE_HEAD(&s->q, link);
       s->qbytes -= c->len;
       if (c->t) {
         c->t->qb -= c->len;
