@@ -187,9 +187,10 @@ void tlc__store_pend_keep(tlc_store_t *s, pend_t *p) {
 /* with mu held: the first job at `stage` */
 static sjob_t *jq_first(tlc_store_t *s, int stage) {
   sjob_t *j;
-  TAILQ_FOREACH(j, &s->jq, link)
-  if (j->stage == stage)
-    return j;
+  TAILQ_FOREACH(j, &s->jq, link) {
+    if (j->stage == stage)
+      return j;
+  }
   return NULL;
 }
 
