@@ -94,8 +94,7 @@ static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, 
     return; /* the next start tries again */
   tlc__store_pend_want_export(s, p);
   if (s->w.nrx < s->o.max_deferred_exports) {
-    *s->w.rx_tail = p;
-    s->w.rx_tail = &p->next;
+    TAILQ_INSERT_TAIL(&s->w.rx, p, link);
     s->w.nrx++;
     sum->exports_deferred++;
     return;
@@ -104,8 +103,7 @@ static void rx_add(tlc_store_t *s, const char *target, const tlc_segname_t *sn, 
   if (tlc__store_pend_try(s, p))
     tlc__store_pend_free(s, p);
   else
-    tlc__store_pend_keep(s,
-                         p); /* the file system is full: the sealer writes it when space returns */
+    tlc__store_pend_keep(s, p); /* the file system is full: written when space returns */
 }
 
 /* recovery: the main export a sealed bin1x segment with records needs (export_cb set): when it
@@ -571,34 +569,26 @@ int tlc_store_recover(tlc_store_t *s, tlc_store_recovery_t *sum) {
         "%" PRIu64 " segment(s) found without their main export beyond the %" PRIu32
         " that wait for their target: exported now, without the target's settings",
         sum->exports_unset, s->o.max_deferred_exports);
-  /* segments sealed but not compressed before a restart: compress them now (threadpool) */
+  /* segments sealed but not compressed before a restart: compressed now, by the worker's
+   * export lane (no memory for a job: at the next start) */
   if (s->o.compress) {
+    char path[1200];
     uv_mutex_lock(&s->cat.mu);
     for (size_t i = 0; i < s->cat.n; i++) {
       const tlc_catent_t *e = &s->cat.v[i];
-      res_t *rr = e->compressed ? NULL : tlc_calloc(1, sizeof *rr);
-      if (!rr)
+      if (e->compressed)
         continue;
-      rr->type = R_COMPRESS;
-      rr->seq = e->seq;
-      snprintf(rr->target, sizeof rr->target, "%s", e->target);
-      tlc__path(rr->path, sizeof rr->path, "%s/%s/%s", s->state_dir, e->target, e->data);
-      tlc__store_push_res(s, rr);
+      tlc__path(path, sizeof path, "%s/%s/%s", s->state_dir, e->target, e->data);
+      tlc__store_queue_compress(s, e->target, e->seq, path);
     }
     uv_mutex_unlock(&s->cat.mu);
   }
-  /* the exporter (sealer.c): without it the sealer writes every export at the seal */
-  if (s->o.export_cb && uv_thread_create(&s->xthr, tlc__store_exporter_main, s) == 0)
-    s->xthr_started = 1;
-  int rc = uv_thread_create(&s->sthr, tlc__store_sealer_main, s);
-  if (rc < 0) {
-    tlc__store_stop_exporter(s);
+  int rc = tlc__store_start_worker(s);
+  if (rc < 0)
     return rc;
-  }
-  s->sthr_started = 1;
   rc = uv_thread_create(&s->thr, tlc__store_writer_main, s);
   if (rc < 0) {
-    tlc__store_stop_sealer(s);
+    tlc__store_stop_worker(s);
     return rc;
   }
   s->thr_started = 1;

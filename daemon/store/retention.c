@@ -13,14 +13,14 @@
  * sequence. Only the lowest sequence of a target is ever deleted: when it is being compressed
  * (busy) or its main export or manifest is being written late (pinned), that target keeps
  * everything for this pass (over its budget for a moment), and the thread that clears the flag
- * on a target's lowest sequence asks for another pass (sealer.c, zstd.c). Skipping it for the next
+ * on a target's lowest sequence asks for another pass (worker.c). Skipping it for the next
  * one would leave the kept stream with a hole, which replay and the exports would read as one
  * stream.
  *
  * Cost: O(n) per deletion over the catalog (n = sealed segments, typically hundreds), O(n^2)
  * when the oldest entries are all held (each candidate then scans for a lower sequence).
- * Thread-safety: the catalog has its own mutex; a pass holds it (the writer, the sealer and the
- * exporter run passes; compression workers only flip flags).
+ * Thread-safety: the catalog has its own mutex; a pass holds it (the writer and the worker's
+ * lanes run passes).
  */
 #include "base/alloc.h"
 #include "base/err.h"

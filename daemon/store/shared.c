@@ -2,8 +2,8 @@
  * for the loop (pushed under the store's mutex, the loop woken by its async), the shared names
  * of the exports (tmap, reference-counted under the mutex), retention passes (serialised on the
  * catalog's mutex), directories and target names, the options' defaults and the records of
- * exports still to write (pend_t). The front (store.c), the writer, the sealer and the
- * compression all call it; it calls none of them.
+ * exports still to write (pend_t). The front (store.c), the writer and the post-seal worker
+ * all call it; it calls none of them.
  */
 #include "base/alloc.h"
 #include "base/err.h"
@@ -40,12 +40,7 @@ void tlc__store_log_direct(tlc_store_t *s, int level, const char *fmt, ...) {
 
 void tlc__store_push_res(tlc_store_t *s, res_t *r) {
   uv_mutex_lock(&s->mu);
-  r->next = NULL;
-  if (s->rt)
-    s->rt->next = r;
-  else
-    s->rh = r;
-  s->rt = r;
+  STAILQ_INSERT_TAIL(&s->res, r, link);
   uv_mutex_unlock(&s->mu);
   uv_async_send(&s->async);
 }
@@ -66,16 +61,10 @@ void tlc__store_wlog(tlc_store_t *s, int level, const char *fmt, ...) {
 
 void tlc__store_wevent(tlc_store_t *s, int kind, const char *target, const char *path, int reason,
                        uint64_t seq) {
-  tlc__store_wevent_plain(s, kind, target, path, reason, seq, 0);
-}
-
-void tlc__store_wevent_plain(tlc_store_t *s, int kind, const char *target, const char *path,
-                             int reason, uint64_t seq, int plain) {
   res_t *r = tlc_calloc(1, sizeof *r);
   if (!r)
     return;
   r->type = R_EVENT;
-  r->plain = plain;
   r->kind = kind;
   r->reason = reason;
   r->seq = seq;
@@ -115,7 +104,7 @@ void tlc__store_w_deleted(void *ud, const tlc_catent_t *e) {
   tlc__store_wevent(s, TLC_SEV_DELETED, e->target, p, 0, e->seq);
 }
 
-/* Budgets are read under mu: the writer changes them (C_RECONF) while the sealer may run a
+/* Budgets are read under mu: the writer changes them (C_RECONF) while the worker may run a
  * pass. */
 void tlc__store_fill_retention(tlc_store_t *s, tlc_retention_t *r) {
   memset(r, 0, sizeof *r);
@@ -142,7 +131,7 @@ void tlc__store_update_stored(tlc_store_t *s) {
   LOCKED(s, s->c.stored_bytes = b; s->c.stored_segments = n);
 }
 
-/* One retention pass (writer or sealer thread: passes serialise on the catalog's mutex). */
+/* One retention pass (writer or worker thread: passes serialise on the catalog's mutex). */
 void tlc__store_retention_pass(tlc_store_t *s) {
   tlc_retention_t r;
   tlc__store_fill_retention(s, &r);

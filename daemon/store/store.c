@@ -26,32 +26,33 @@
  *    WPOLL_NS by itself: a futex wake per loop turn was a measurable share of the loop's time.
  *    To close a segment it only moves it (open fd, manifest, names) into a seal job: the next
  *    record opens the next segment at once.
- *  - Sealer thread: takes seal jobs in order (so a target's segments are sealed in sequence
- *    order) and seals each (segment.c: fdatasync, manifest, rename, fsync(dir), crash points),
- *    then catalogues it, reports it and runs a retention pass. A segment being sealed is not in
- *    the catalog yet, so retention cannot touch it; a crash leaves it a .part like the open one,
- *    and recovery seals both. At most max_sealing jobs are in flight: the writer waits for room
- *    before handing over another (a bounded number of unsealed segments, fds and manifests in
- *    memory). Barriers pass through the sealer's queue, so a barrier also covers the seals of
- *    the segments closed before it, and their main exports.
- *  - Exporter thread: the main exports of the segments the sealer sealed, one at a time, not
- *    during a burst, at most EXPORT_QUEUE_MAX waiting; each is written and the manifest
- *    rewritten to name it (sealer.c). A main export or manifest that could not be written for
- *    lack of space is kept (pend_t) and written by the sealer when space returns; the main
- *    exports of segments found at start without one (crash recovery) wait with the writer until
- *    their target is configured, so that they get its mapping and context area, and are then
- *    written by the sealer (never the loop).
- *  - Results (sealed, deleted, disk full, log lines, target closed, stopped) go back to the
- *    loop through a list and a uv_async_t; the loop logs, reports events and starts zstd
- *    compressions in the threadpool (uv_queue_work).
+ *  - Post-seal worker (worker.c): one job queue, in the order the writer closed the segments;
+ *    a job is a segment to finish: seal, main export, compression, in that order, each stage
+ *    taken in queue order by a thread of its own (a lane). The seal lane seals (segment.c:
+ *    fdatasync, manifest, rename, fsync(dir), crash points; so a target's segments are sealed
+ *    in sequence order), catalogues the segment, reports it and runs a retention pass. A
+ *    segment being sealed is not in the catalog yet, so retention cannot touch it; a crash
+ *    leaves it a .part like the open one, and recovery seals both. At most max_sealing seal jobs
+ *    are in flight: the writer waits for room before handing over another (a bounded number of
+ *    unsealed segments, fds and manifests in memory). The export lane writes the main exports
+ *    the seal lane left to it, one at a time, not during a burst, at most EXPORT_QUEUE_MAX
+ *    waiting; each is written and the manifest rewritten to name it. The compress lane then
+ *    compresses the segment (zstd). Barriers pass through the same queue, so a barrier also
+ *    covers the seals of the segments closed before it, and their main exports. A main export
+ *    or manifest that could not be written for lack of space is kept (pend_t) and written by
+ *    the seal lane when space returns; the main exports of segments found at start without one
+ *    (crash recovery) wait with the writer until their target is configured, so that they get
+ *    its mapping and context area, and are then written by the seal lane (never the loop).
+ *  - Results (sealed, compressed, deleted, disk full, log lines, target closed, stopped) go back
+ *    to the loop through a list and a uv_async_t; the loop logs and reports events.
  *
  * Counters live in the store under its mutex; tlc_store_counters copies them.
  * What it does not do: stats (the engine's), preamble handling (the ingest's).
  *
  * Files. store.c: this note, clocks and logging, backpressure, the loop side (queue, gathering,
- * keep_skipped, the API) and results on the loop; writer.c: the writer thread; sealer.c: the
- * sealer thread and the exports and manifests it keeps for later; zstd.c: compression in the
- * threadpool; recovery.c: recovery at start. What they share is in store-int.h.
+ * keep_skipped, the API) and results on the loop; writer.c: the writer thread; worker.c: the
+ * post-seal worker, its lanes and the exports and manifests it keeps for later; recovery.c:
+ * recovery at start. What they share is in store-int.h.
  */
 #include "store/store.h"
 
@@ -107,7 +108,8 @@ static void flow_check(tlc_store_target_t *t) {
 
 /* loop (async): resumes the paused targets the writer drained below the low-water mark */
 void tlc__store_flow_resume(tlc_store_t *s) {
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
+  tlc_store_target_t *t;
+  TAILQ_FOREACH(t, &s->lp.targets, link) {
     int resume = 0;
     uv_mutex_lock(&s->mu);
     if (t->paused && t->resume_due) {
@@ -214,8 +216,8 @@ static int lent_now(const tlc_store_target_t *t) {
 }
 
 static void gather_flush_all(tlc_store_t *s) {
-  while (s->lp.gather)
-    gather_flush(s->lp.gather);
+  while (!TAILQ_EMPTY(&s->lp.gather))
+    gather_flush(TAILQ_FIRST(&s->lp.gather));
 }
 
 static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable);
@@ -241,12 +243,7 @@ static int enqueue_raw(tlc_store_t *s, cmd_t *c, int droppable) {
     uv_mutex_unlock(&s->mu);
     return TLC_ELIMIT;
   }
-  c->next = NULL;
-  if (s->qt)
-    s->qt->next = c;
-  else
-    s->qh = c;
-  s->qt = c;
+  STAILQ_INSERT_TAIL(&s->q, c, link);
   if (droppable != Q_RESERVED) {
     s->qbytes += c->len;
     if (c->t)
@@ -339,11 +336,8 @@ static void unreserve(tlc_store_target_t *t, size_t len) {
  * they were gathered) as one command */
 static void gather_flush(tlc_store_target_t *t) {
   tlc_store_t *s = t->s;
-  for (tlc_store_target_t **pp = &s->lp.gather; *pp; pp = &(*pp)->gnext)
-    if (*pp == t) {
-      *pp = t->gnext;
-      break;
-    }
+  if (t->gq)
+    TAILQ_REMOVE(&s->lp.gather, t, glink);
   t->gq = 0;
   size_t n = t->gn, len = n * TLC_BIN1X_RECORD;
   cmd_t *c = n > 0 ? tlc_calloc(1, sizeof *c) : NULL;
@@ -702,8 +696,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
         count_buffer_full(t, left, left * R);
         if (t->gn > 0 && !t->gq) {
           t->gq = 1;
-          t->gnext = s->lp.gather;
-          s->lp.gather = t;
+          TAILQ_INSERT_HEAD(&s->lp.gather, t, glink);
         }
         return TLC_ENOMEM;
       }
@@ -756,8 +749,7 @@ int tlc_store_write_chunk(tlc_store_target_t *t, const tlc_event_t *ev, size_t n
   synth_back(t, syn, 1);
   if (t->gn > 0 && !t->gq) {
     t->gq = 1;
-    t->gnext = s->lp.gather;
-    s->lp.gather = t;
+    TAILQ_INSERT_HEAD(&s->lp.gather, t, glink);
   }
   flow_check(t);
   return 0;
@@ -790,7 +782,7 @@ static void rx_flush(tlc_store_t *s) {
   if (!s->lp.rx_kick)
     return;
   s->lp.rx_kick = 0;
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next)
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->lp.targets); t; t = TAILQ_NEXT(t, link))
     rx_queue(t);
 }
 
@@ -854,7 +846,7 @@ int tlc_store_rotate(tlc_store_target_t *t, int reason) {
 
 int tlc_store_rotate_all(tlc_store_t *s, int reason) {
   int rc = 0;
-  for (tlc_store_target_t *t = s->lp.targets; t; t = t->next) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->lp.targets); t; t = TAILQ_NEXT(t, link)) {
     int r = tlc_store_rotate(t, reason);
     if (r < 0)
       rc = r;
@@ -931,7 +923,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
     return TLC_EINVAL;
   if (!s->thr_started)
     return TLC_EINVAL; /* tlc_store_recover first */
-  for (tlc_store_target_t *o = s->lp.targets; o; o = o->next)
+  for (tlc_store_target_t *o = TAILQ_FIRST(&s->lp.targets); o; o = TAILQ_NEXT(o, link))
     if (strcmp(o->name, name) == 0)
       return TLC_EINVAL; /* one writer per directory */
   tlc_store_target_t *t = tlc_calloc(1, sizeof *t);
@@ -956,8 +948,7 @@ int tlc_store_target_open(tlc_store_t *s, const char *name, tlc_format_t format,
     tlc_free(t);
     return rc;
   }
-  t->next = s->lp.targets;
-  s->lp.targets = t;
+  TAILQ_INSERT_HEAD(&s->lp.targets, t, link);
   LOCKED(s, s->ntargets++);
   if (format != TLC_FMT_EVLOG)
     gpool_fill(s);
@@ -973,11 +964,7 @@ void tlc_store_target_close(tlc_store_target_t *t) {
   rx_queue(t); /* configured in this callback: its recovered segments' exports first */
   if (t->pend_drop_rec > 0 && ctl(s, C_GAP, t, "buffer_full", t->pend_drop_rec, 0) == 0)
     t->pend_drop_rec = 0;
-  for (tlc_store_target_t **pp = &s->lp.targets; *pp; pp = &(*pp)->next)
-    if (*pp == t) {
-      *pp = t->next;
-      break;
-    }
+  TAILQ_REMOVE(&s->lp.targets, t, link);
   t->closed = 1;
   LOCKED(s, s->ntargets--);
   if (ctl(s, C_CLOSE, t, NULL, 0, 0) < 0)
@@ -1017,11 +1004,11 @@ static void on_async(uv_async_t *a) {
   rx_flush(s);
   tlc__store_flow_resume(s);
   uv_mutex_lock(&s->mu);
-  res_t *r = s->rh;
-  s->rh = s->rt = NULL;
+  res_t *r = STAILQ_FIRST(&s->res); /* the whole list, taken: its links stay as they are */
+  STAILQ_INIT(&s->res);
   uv_mutex_unlock(&s->mu);
   while (r) {
-    res_t *nx = r->next;
+    res_t *nx = STAILQ_NEXT(r, link);
     switch (r->type) {
     case R_LOG:
       tlc__store_log_direct(s, r->level, "%s", r->msg);
@@ -1032,14 +1019,9 @@ static void on_async(uv_async_t *a) {
                                  r->path[0] ? r->path : NULL, r->reason, r->seq };
         s->o.event_cb(s->o.event_ud, &ev);
       }
-      if (r->kind == TLC_SEV_SEALED && s->o.compress && !r->plain)
-        tlc__store_start_compress(s, r);
       break;
     case R_CLOSED:
       free_target(r->t);
-      break;
-    case R_COMPRESS:
-      tlc__store_start_compress(s, r);
       break;
     case R_BARRIER:
       r->cb(r->ud);
@@ -1066,9 +1048,9 @@ static void on_async_closed(uv_handle_t *h) {
   void (*cb)(void *) = s->lp.close_cb;
   void *ud = s->lp.close_ud;
   /* drop whatever is still queued (nothing after a clean stop) */
-  while (s->qh) {
-    cmd_t *c = s->qh;
-    s->qh = c->next;
+  cmd_t *c;
+  while ((c = STAILQ_FIRST(&s->q)) != NULL) {
+    STAILQ_REMOVE_HEAD(&s->q, link);
     tlc_free(c->buf);
     tlc_free(c->times);
     tlc_free(c->recs);
@@ -1076,29 +1058,26 @@ static void on_async_closed(uv_handle_t *h) {
     tlc__store_tmap_unref(s, c->map);
     tlc_free(c);
   }
-  while (s->rh) {
-    res_t *r = s->rh;
-    s->rh = r->next;
+  res_t *r;
+  while ((r = STAILQ_FIRST(&s->res)) != NULL) {
+    STAILQ_REMOVE_HEAD(&s->res, link);
     if (r->type == R_CLOSED)
       free_target(r->t);
     tlc_free(r);
   }
   /* left when the threads never ran (tlc_store_recover failed or was not called) */
-  while (s->w.rx) {
-    pend_t *p = s->w.rx;
-    s->w.rx = p->next;
+  pend_t *p;
+  while ((p = TAILQ_FIRST(&s->w.rx)) != NULL) {
+    TAILQ_REMOVE(&s->w.rx, p, link);
     tlc__store_pend_free(s, p);
   }
-  while (s->sl.pend) {
-    pend_t *p = s->sl.pend;
-    s->sl.pend = p->next;
-    tlc__store_pend_free(s, p);
-  }
+  tlc__store_free_jobs(s);
   tlc__catalog_fini(&s->cat);
   for (size_t i = 0; i < s->ngpool; i++) {
     tlc_free(s->gpool_b[i]);
     tlc_free(s->gpool_t[i]);
   }
+  uv_cond_destroy(&s->zcv);
   uv_cond_destroy(&s->xcv);
   uv_cond_destroy(&s->scv);
   uv_cond_destroy(&s->cv);
@@ -1121,7 +1100,7 @@ void tlc__store_maybe_finish_close(tlc_store_t *s) {
     on_async(&s->async);
     return; /* on_async calls us again */
   }
-  if (s->lp.inflight > 0 || uv_is_closing((uv_handle_t *)&s->async))
+  if (uv_is_closing((uv_handle_t *)&s->async))
     return;
   s->lp.nhandles = 2;
   uv_close((uv_handle_t *)&s->lp.prep, on_async_closed);
@@ -1131,8 +1110,8 @@ void tlc__store_maybe_finish_close(tlc_store_t *s) {
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *), void *ud) {
   s->lp.close_cb = cb;
   s->lp.close_ud = ud;
-  while (s->lp.targets)
-    tlc_store_target_close(s->lp.targets);
+  while (!TAILQ_EMPTY(&s->lp.targets))
+    tlc_store_target_close(TAILQ_FIRST(&s->lp.targets));
   s->lp.closing = 1;
   if (s->thr_started) {
     cmd_t *c = tlc_calloc(1, sizeof *c);
@@ -1157,7 +1136,14 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     return TLC_ENOMEM;
   s->loop = loop;
   s->o = *opts;
-  s->w.rx_tail = &s->w.rx;
+  STAILQ_INIT(&s->q);
+  STAILQ_INIT(&s->res);
+  TAILQ_INIT(&s->lp.targets);
+  TAILQ_INIT(&s->lp.gather);
+  TAILQ_INIT(&s->w.wlist);
+  TAILQ_INIT(&s->w.rx);
+  TAILQ_INIT(&s->wk.pend);
+  TAILQ_INIT(&s->jq);
   tlc__store_apply_defaults(&s->o);
   s->qcap = s->o.queue_bytes;
   s->lp.turn = 1; /* a target's lend_turn 0: not lent */
@@ -1187,6 +1173,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
     goto fail_scv;
   if ((rc = uv_cond_init(&s->xcv)) < 0)
     goto fail_xcv;
+  if ((rc = uv_cond_init(&s->zcv)) < 0)
+    goto fail_zcv;
   if ((rc = tlc__catalog_init(&s->cat)) < 0)
     goto fail_cat;
   if ((rc = uv_async_init(loop, &s->async, on_async)) < 0)
@@ -1203,6 +1191,8 @@ int tlc_store_new(uv_loop_t *loop, const tlc_store_opts_t *opts, tlc_store_t **o
 fail_async:
   tlc__catalog_fini(&s->cat);
 fail_cat:
+  uv_cond_destroy(&s->zcv);
+fail_zcv:
   uv_cond_destroy(&s->xcv);
 fail_xcv:
   uv_cond_destroy(&s->scv);

@@ -17,10 +17,11 @@
  * by the store: the writer, fed through a bounded queue (tlc_store_write never blocks: a target
  * whose share of the queue fills is asked to pause (tlc_store_target_set_flow); when the queue
  * is full the records are dropped and counted, `dropped_buffer_full`), appends to the open
- * segments; the sealer seals the segments the writer hands it (fdatasync, manifest, rename,
- * retention), at most `max_sealing` at a time, so that sealing never holds up appends; the
- * exporter writes their main exports after them, not during a burst.
- * Compression of sealed segments runs in libuv's threadpool (uv_queue_work). Results (sealed
+ * segments; the post-seal worker finishes the segments the writer hands it from one job queue:
+ * its seal lane (the sealer) seals them (fdatasync, manifest, rename, retention), at most
+ * `max_sealing` at a time, so that sealing never holds up appends; its export lane (the
+ * exporter) writes their main exports after them, not during a burst; its compress lane
+ * compresses them after that. Results (sealed
  * segments, log lines, closed targets) come back to the loop through a uv_async_t.
  *
  * Conservation: for every target, records_in == records_written + dropped (buffer_full +
@@ -105,7 +106,8 @@ typedef struct tlc_store_opts {
   int64_t (*now_wall_ns)(void *ud);
   int64_t (*now_mono_ns)(void *ud);
   void *clock_ud;
-  tlc_store_export_fn export_cb; /* main export of bin1x segments (NULL: none written) */
+  tlc_store_export_fn export_cb; /* main export of bin1x segments (NULL: none written); tlcapd's
+                                    is tlc_stpol_main_export (store/policy/export.h) */
   void *export_ud;
   /* Log lines (loop thread; rate limiting of repeats is done by the store). level: enum
    * tlc_log_level (formats/tlc_log_level.h, syslog's numbers). NULL: stderr. */
@@ -359,13 +361,5 @@ void tlc_store_reconfigure(tlc_store_t *s, const tlc_store_opts_t *opts);
  * compressions in flight, closes the store's handles, frees the store and calls `cb` (may be
  * NULL) from the loop. The loop must run until then. */
 void tlc_store_close(tlc_store_t *s, void (*cb)(void *ud), void *ud);
-
-/* A ready main-export hook (store_export.c) for tlc_store_opts_t.export_cb: runs a fresh
- * statistics engine over the segment's events (with x's mapping and context_area; no quantiles,
- * no windows) and writes Text1 (INFO, CONTEXTS, HANDLE, STATISTICS with the default entry
- * formats) or, with x->xml, winIDEA XML whose <Timeline binary=...> is the segment's .BIN (its
- * TimelineBinary: nothing more is written to it). `ud` is unused. Sealer thread (or the
- * recovering thread). Returns 0 or a negative error. */
-int tlc_store_main_export(void *ud, const tlc_store_export_t *x);
 
 #endif

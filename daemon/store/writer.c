@@ -144,7 +144,7 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (!j) {
     /* out of memory: seal here, after the sealer's jobs (a target's seals stay in order) */
     w_wait_sealer(s, 0);
-    tlc__store_seal_now(s, &t->seg, reason, now, t->wmap, &t->tc);
+    tlc__store_seal_now(s, &t->seg, reason, now, t->wmap, &t->tc, NULL);
     return;
   }
   w_wait_sealer(s, s->o.max_sealing - 1);
@@ -162,14 +162,13 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
  * (t NULL: shutdown) */
 static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
   size_t n = 0;
-  for (pend_t **pp = &s->w.rx; *pp;) {
-    pend_t *p = *pp;
+  pend_t *p, *nx;
+  for (p = TAILQ_FIRST(&s->w.rx); p; p = nx) {
+    nx = TAILQ_NEXT(p, link);
     sjob_t *j = !t || strcmp(p->target, t->name) == 0 ? tlc_calloc(1, sizeof *j) : NULL;
-    if (!j) { /* another target's (or no memory: at shutdown, or the next start) */
-      pp = &p->next;
+    if (!j) /* another target's (or no memory: at shutdown, or the next start) */
       continue;
-    }
-    *pp = p->next;
+    TAILQ_REMOVE(&s->w.rx, p, link);
     s->w.nrx--;
     if (t) {
       p->map = tlc__store_tmap_ref(s, t->wmap);
@@ -180,9 +179,6 @@ static void w_release_rx(tlc_store_t *s, tlc_store_target_t *t) {
     tlc__store_push_job(s, j);
     n++;
   }
-  s->w.rx_tail = &s->w.rx;
-  while (*s->w.rx_tail)
-    s->w.rx_tail = &(*s->w.rx_tail)->next;
   if (n > 0 && t)
     tlc__store_wlog(s, TLC_LOG_INFO,
                     "%s: exporting %zu segment(s) recovered at start with the target's settings",
@@ -461,7 +457,7 @@ static void w_probe(tlc_store_t *s, int64_t now) {
     return;
   s->w.disk_full = 0;
   uint64_t lost = 0;
-  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->w.wlist); t; t = TAILQ_NEXT(t, wlink)) {
     if (t->pause_rec > 0)
       w_add_gap(t, "disk_full", t->pause_rec);
     lost += t->pause_rec;
@@ -484,7 +480,7 @@ static void w_tick(tlc_store_t *s) {
   if (now < s->w.next_tick)
     return;
   s->w.next_tick = now + TICK_NS / 2;
-  for (tlc_store_target_t *t = s->w.wlist; t; t = t->wnext) {
+  for (tlc_store_target_t *t = TAILQ_FIRST(&s->w.wlist); t; t = TAILQ_NEXT(t, wlink)) {
     if (t->seg.fd >= 0 && s->o.max_segment_age_ms > 0 &&
         now - t->seg.opened_mono >= s->o.max_segment_age_ms * 1000000)
       w_seal(s, t, TLC_ROT_AGE);
@@ -533,8 +529,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
   tlc_store_target_t *t = c->t;
   switch (c->type) {
   case C_OPEN:
-    t->wnext = s->w.wlist;
-    s->w.wlist = t;
+    TAILQ_INSERT_HEAD(&s->w.wlist, t, wlink);
     break;
   case C_DATA:
     if (c->times)
@@ -550,11 +545,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     break;
   case C_CLOSE: {
     w_seal(s, t, TLC_ROT_SHUTDOWN);
-    for (tlc_store_target_t **pp = &s->w.wlist; *pp; pp = &(*pp)->wnext)
-      if (*pp == t) {
-        *pp = t->wnext;
-        break;
-      }
+    TAILQ_REMOVE(&s->w.wlist, t, wlink);
     res_t *r = tlc_calloc(1, sizeof *r);
     if (r) { /* without it the target leaks until tlc_store_close frees the rest */
       r->type = R_CLOSED;
@@ -578,7 +569,7 @@ static void w_cmd(tlc_store_t *s, cmd_t *c) {
     w_skip(s, t, c->buf, c->len, c->count);
     break;
   case C_RECEXPORT:
-    if (s->w.rx)
+    if (!TAILQ_EMPTY(&s->w.rx))
       w_release_rx(s, t);
     break;
   case C_MARK:
@@ -639,19 +630,17 @@ void tlc__store_writer_main(void *arg) {
   for (;;) {
     int flow_wake = 0;
     uv_mutex_lock(&s->mu);
-    if (!s->qh) {
+    if (STAILQ_EMPTY(&s->q)) {
       /* busy (w_poll): a short wait, data may come without a signal (enqueue_raw); when none
        * came, idle: the next data signals, and the wait is the tick's */
       uv_cond_timedwait(&s->cv, &s->mu, s->w_poll ? (uint64_t)WPOLL_NS : (uint64_t)TICK_NS);
-      if (!s->qh)
+      if (STAILQ_EMPTY(&s->q))
         s->w_poll = 0;
     }
-    cmd_t *c = s->qh;
+    cmd_t *c = STAILQ_FIRST(&s->q);
     if (c) {
       s->w_poll = 1;
-      s->qh = c->next;
-      if (!s->qh)
-        s->qt = NULL;
+      STAILQ_REMOVE_HEAD(&s->q, link);
       s->qbytes -= c->len;
       if (c->t) {
         c->t->qb -= c->len;
@@ -671,7 +660,7 @@ void tlc__store_writer_main(void *arg) {
         w_cmd(s, c);
       } else {
         w_release_rx(s, NULL);     /* no target of theirs was configured: without settings */
-        tlc__store_stop_sealer(s); /* seals and exports what it holds first */
+        tlc__store_stop_worker(s); /* seals, exports, compresses what it holds first */
       }
       if (c->type == C_DATA && c->times && c->buf) {
         /* a gather buffer (store.c): back to the loop for its next records */

@@ -19,6 +19,7 @@
  * Exit: 0 ok, 1 failure, 2 usage.
  */
 #include "base/err.h"
+#include "store/policy/export.h"
 #include "store/seg/iofault.h"
 #include "store/seg/segread.h"
 #include "store/store-int.h"
@@ -246,7 +247,7 @@ static int diskfull(const char *dir, const char *filler, int with_export) {
   o.event_cb = df_event;
   o.event_ud = &d;
   if (with_export)
-    o.export_cb = tlc_store_main_export;
+    o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s;
   if (tlc_store_new(&loop, &o, &s) < 0 || tlc_store_recover(s, NULL) < 0)
     return 1;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "store/policy/export.h"
 #include "test_store_util.h"
 
 #include <sys/resource.h>
@@ -108,7 +109,7 @@ static void roundtrip_bin(tlc_format_t f) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 10 + 5;
   o.index_interval = 4;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "probe1", f, &t), 0);
@@ -1183,7 +1184,7 @@ static void test_seal_off_append_path(void **state) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 100;
   o.max_sealing = 2;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "seal", TLC_FMT_BIN11, &t), 0);
@@ -1379,7 +1380,7 @@ static void test_export_settings(void **state) {
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 50;
   o.max_sealing = 2;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
@@ -1447,7 +1448,7 @@ static void test_xml_main_export(void **state) {
   tlc_store_opts_default(&o);
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 40;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "x", TLC_FMT_BIN10, &t), 0);
@@ -1755,7 +1756,7 @@ static void test_manifest_retry(void **state) {
   tlc_store_opts_default(&o);
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 40;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "mr", TLC_FMT_BIN11, &t), 0);
@@ -1796,7 +1797,7 @@ static const char *map_rtos = "* CONTEXTS %NAME%,%HANDLE%\ntaskA,1\ntaskB,2\n\n"
 static void export_opts(tlc_store_opts_t *o) {
   tlc_store_opts_default(o);
   o->state_dir = tmp;
-  o->export_cb = tlc_store_main_export;
+  o->export_cb = tlc_stpol_main_export;
 }
 
 /* Gives target t the names of map_rtos (parsed into m, which the caller finishes). */
@@ -1819,7 +1820,7 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
   mkdir(scratch, 0755);
   tlc_exset_t ex = { mapping, context_area != 0, context_area };
   assert_int_equal(tlc__segment_write_export(scratch, sn.base, "x", TLC_FMT_BIN11, sn.xml, sn.seq,
-                                             path, 0, &ex, tlc_store_main_export, NULL),
+                                             path, 0, &ex, tlc_stpol_main_export, NULL),
                    0);
   static char want[1 << 16];
   snprintf(want_p, sizeof want_p, "%s/%s.%s", scratch, sn.base, sn.xml ? "xml" : "txt");
@@ -1881,7 +1882,7 @@ static int x_export(void *ud, const tlc_store_export_t *x) {
   tlc_timeline_t tl = { x_next, x_rewind, &w };
   tlc_store_export_t y = *x;
   y.timeline = &tl;
-  int rc = tlc_store_main_export(ud, &y);
+  int rc = tlc_stpol_main_export(ud, &y);
   atomic_fetch_sub(&x_in, 1);
   return rc;
 }
@@ -2007,7 +2008,7 @@ static void test_export_retry(void **state) {
   o.resume_free_bytes = 1;
   o.event_cb = on_event;
   o.event_ud = &resumed;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "er", TLC_FMT_BIN11, &t), 0);
@@ -2141,7 +2142,7 @@ static void test_export_recovered_zst(void **state) {
   o.compress = 1;
   o.event_cb = on_compressed;
   o.event_ud = &compressed;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_recovery_t sum;
   tlc_store_t *s = open_store(&loop, &o, &sum);
   assert_int_equal(sum.exports_deferred, 1);
@@ -2215,7 +2216,7 @@ static void test_export_next_start(void **state) {
   tlc_store_opts_default(&o);
   o.state_dir = tmp;
   o.max_segment_bytes = 24 * 40;
-  o.export_cb = tlc_store_main_export;
+  o.export_cb = tlc_stpol_main_export;
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "ns", TLC_FMT_BIN11, &t), 0);

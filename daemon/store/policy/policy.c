@@ -12,6 +12,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/sdnotify.h"
+#include "store/policy/export.h"
 #include "store/seg/iofault.h"
 
 #include <inttypes.h>
@@ -191,7 +192,7 @@ static void st_opts(tlc_stpol_t *p, const tlc_config_t *c, tlc_store_opts_t *so)
   so->keep_skipped = c->keep_skipped;
   for (size_t i = 0; i < c->nsrc && !so->gather_at_start; i++)
     so->gather_at_start = c->src[i].format != TLC_FMT_EVLOG; /* bin1x targets will come */
-  so->export_cb = tlc_store_main_export; /* the main .txt export of every bin1x segment */
+  so->export_cb = tlc_stpol_main_export; /* the main .txt export of every bin1x segment */
   so->export_ud = NULL;
   so->log_cb = st_log;
   so->log_ud = p;

@@ -1,5 +1,5 @@
-/* export.c - the main-export hook of bin1x segments: that segment's statistics in Text1
- * or in winIDEA XML, beside the segment's .BIN timeline.
+/* export.c - the main-export hook of bin1x segments (export.h): that segment's statistics in
+ * Text1 or in winIDEA XML, beside the segment's .BIN timeline.
  *
  * The hook recomputes the segment's statistics from its own bytes (a fresh engine over the
  * segment's timeline), so a segment's export is exact for that segment even when the writer
@@ -20,11 +20,13 @@
  * events). The engine runs without quantile histograms and without rolling windows: Text1 has
  * no macro that prints either (formats/text1.c), and the XML writer prints them only when a
  * table has them (they are optional in ProfilerExport.xsd, and winIDEA's XML has neither), so
- * they would only cost time on the sealer thread (about half of the export's engine time).
+ * they would only cost time on the store's thread (about half of the export's engine time).
  *
- * Runs on the sealer thread (or the recovering thread); allocates its engine, table and
- * options per call; only reads the shared (immutable) mapping.
+ * Runs on the store's thread that calls the hook (or the recovering thread); allocates its
+ * engine, table and options per call; only reads the shared (immutable) mapping.
  */
+#include "store/policy/export.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
 #include "engine/engine.h"
@@ -32,7 +34,6 @@
 #include "formats/bin1x.h"
 #include "formats/text1.h"
 #include "formats/xml.h"
-#include "store/store.h"
 
 #include <string.h>
 
@@ -56,7 +57,7 @@ static int write_xml(const tlc_store_export_t *x, const tlc_table_t *tab) {
   return rc < 0 ? rc : src;
 }
 
-int tlc_store_main_export(void *ud, const tlc_store_export_t *x) {
+int tlc_stpol_main_export(void *ud, const tlc_store_export_t *x) {
   (void)ud;
   tlc_pipeline_t p;
   tlc_pipeline_conf_t pc;
