@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/list.h"
 #include "proto/convert.h"
 #include "proto/frame.h"
 
@@ -31,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>

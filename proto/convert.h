@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
+#include "base/list.h"
 
 /* The protocol version this source tree speaks, and the oldest it still accepts. */
 #define TLC_PROTO_VERSION     1u

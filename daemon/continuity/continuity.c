@@ -38,6 +38,7 @@
 #include "base/alloc.h"
 #include "base/json.h"
 #include "base/err.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "engine/engine.h"
 #include "formats/ckbuf.h"
@@ -70,8 +71,8 @@ typedef struct slot {
 } slot_t;
 
 typedef struct job {
-  uv_work_t req;    /* the step of its file chain in flight (io_busy) */
-  struct job *next; /* in tlc_cont.slicing while its target is frozen */
+  uv_work_t req;         /* the step of its file chain in flight (io_busy) */
+  TAILQ_ENTRY(job) link; /* in tlc_cont.slicing while its target is frozen */
   tlc_cont_t *c;
   size_t idx;
   tlc_target_t *t; /* frozen for it (in the slicing list), else NULL */
@@ -107,11 +108,11 @@ struct tlc_cont {
   tlc_cont_opts_t o;
   char state_dir[1024];
   uv_timer_t timer;
-  uv_timer_t soon; /* a checkpoint right after a restore */
-  uv_work_t warm;  /* starts libuv's threadpool at start (see tlc_cont_new) */
-  uv_idle_t idle;  /* encodes the frozen targets' states a slice per loop turn */
-  job_t *slicing;  /* jobs whose target is frozen (encoding, or its input given back) */
-  slot_t *slots;   /* one per registry index (the registry never reorders) */
+  uv_timer_t soon;           /* a checkpoint right after a restore */
+  uv_work_t warm;            /* starts libuv's threadpool at start (see tlc_cont_new) */
+  uv_idle_t idle;            /* encodes the frozen targets' states a slice per loop turn */
+  TAILQ_HEAD(, job) slicing; /* jobs whose target is frozen (encoding, or its input given back) */
+  slot_t *slots;             /* one per registry index (the registry never reorders) */
   size_t nslots;
   unsigned inflight;
   char **qnames; /* targets whose checkpoint was set aside at start: rebuilt when created */
@@ -610,14 +611,10 @@ static void thawed(job_t *j) {
 
 static void unlist(job_t *j) {
   tlc_cont_t *c = j->c;
-  job_t **pp = &c->slicing;
-  while (*pp != NULL && *pp != j)
-    pp = &(*pp)->next;
-  if (*pp == j)
-    *pp = j->next;
-  j->next = NULL;
+  if (j->t != NULL) /* listed */
+    TAILQ_REMOVE(&c->slicing, j, link);
   j->t = NULL;
-  if (c->slicing == NULL)
+  if (TAILQ_EMPTY(&c->slicing))
     uv_idle_stop(&c->idle);
 }
 
@@ -648,20 +645,19 @@ static void advance(job_t *j, uint64_t budget, size_t thaw_bytes) {
 
 static void on_idle(uv_idle_t *h) {
   tlc_cont_t *c = h->data;
-  job_t **pp = &c->slicing, *j;
+  job_t *j;
   /* the first job that can go on (not waiting for a write) */
-  while (*pp != NULL && (*pp)->paused && !(*pp)->encoded && !(*pp)->failed)
-    pp = &(*pp)->next;
-  if ((j = *pp) == NULL) { /* each one waits for its write, whose end starts the handle again */
+  TAILQ_FOREACH(j, &c->slicing, link) {
+    if (!j->paused || j->encoded || j->failed)
+      break;
+  }
+  if (j == NULL) { /* each one waits for its write, whose end starts the handle again */
     uv_idle_stop(h);
     return;
   }
   /* round robin: this job goes to the end of the list */
-  *pp = j->next;
-  j->next = NULL;
-  for (pp = &c->slicing; *pp != NULL; pp = &(*pp)->next)
-    ;
-  *pp = j;
+  TAILQ_REMOVE(&c->slicing, j, link);
+  TAILQ_INSERT_TAIL(&c->slicing, j, link);
   /* from the shutdown on (the sources are gone), as far as it can at once */
   advance(j, c->shutdown ? UINT64_MAX : c->o.slice_ns, c->shutdown ? SIZE_MAX : THAW_BYTES);
 }
@@ -691,7 +687,7 @@ static void on_abort(void *ud, tlc_target_t *t) {
  * from the idle handle, which runs until the last checkpoint is done (tlc_cont_close). */
 static void finish_slicing(tlc_cont_t *c) {
   c->shutdown = 1;
-  if (c->slicing != NULL)
+  if (!TAILQ_EMPTY(&c->slicing))
     uv_idle_start(&c->idle, on_idle);
 }
 
@@ -785,8 +781,7 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
     /* more than a slice: the state stays as it is (input held) until encoded */
     j->t = t;
     j->frozen_at = mono_ns();
-    j->next = c->slicing;
-    c->slicing = j;
+    TAILQ_INSERT_HEAD(&c->slicing, j, link);
     uv_idle_start(&c->idle, on_idle);
   }
   /* the position: everything queued to storage so far, which is what the state holds (j is
@@ -1197,6 +1192,7 @@ int tlc_cont_new(uv_loop_t *loop, tlc_targets_t *targets, const tlc_cont_opts_t 
   if (c == NULL)
     return TLC_ENOMEM;
   c->loop = loop;
+  TAILQ_INIT(&c->slicing);
   c->targets = targets;
   c->o = *o;
   if (c->o.max_file_bytes == 0)

@@ -6,6 +6,7 @@
 #ifndef TLC_FLEET_NATS_INT_H
 #define TLC_FLEET_NATS_INT_H
 
+#include "base/list.h"
 #include "fleet/fleet.h"
 
 #include <nats/nats.h>
@@ -35,7 +36,7 @@ typedef struct bridge {
   uint64_t dropped_bytes;
   uint64_t inflight, inflight_bytes;    /* published, acknowledgement to come */
   char why[TLC_FLEET_DROP_N][ERR_TEXT]; /* the server's last word for each reason */
-  struct bridge *next_orphan;           /* tlc_fleet_shutdown frees these */
+  SLIST_ENTRY(bridge) orphan; /* in nats.c orphans (not libnats): tlc_fleet_shutdown frees these */
 } bridge_t;
 
 /* libnats's threads: the connection was lost; closed (news unless we closed it: expected). */

@@ -1058,14 +1058,14 @@ static natsStatus set_creds(tlc_fleet_t *f) {
 /* libnats is a process-wide library: whether this process opened it (tlc_fleet_shutdown) */
 static int lib_opened;
 /* The bridges of closed fleets that a libnats thread may still use (tlc_fleet_close) */
-static bridge_t *orphans;
+static SLIST_HEAD(, bridge) orphans = SLIST_HEAD_INITIALIZER(orphans);
 
 void tlc_fleet_shutdown(void) {
   if (lib_opened && nats_CloseAndWait(10000) == NATS_OK) {
     lib_opened = 0;
-    while (orphans != NULL) { /* no libnats thread runs any more */
-      bridge_t *b = orphans;
-      orphans = b->next_orphan;
+    while (!SLIST_EMPTY(&orphans)) { /* no libnats thread runs any more */
+      bridge_t *b = SLIST_FIRST(&orphans);
+      SLIST_REMOVE_HEAD(&orphans, orphan);
       uv_mutex_destroy(&b->mu);
       free(b);
     }
@@ -1232,8 +1232,7 @@ void tlc_fleet_close(tlc_fleet_t *f, void (*cb)(void *ud), void *ud) {
     uv_mutex_destroy(&b->mu);
     free(b);
   } else {
-    b->next_orphan = orphans;
-    orphans = b;
+    SLIST_INSERT_HEAD(&orphans, b, orphan);
   }
   f->br = NULL;
   /* A getaddrinfo request in flight cannot be cancelled for sure, nor a closing probe hurried:

@@ -26,10 +26,10 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "base/list.h"
 
 #include <errno.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -208,8 +208,9 @@ void tlc_histq_close(tlc_histq_t *hq) {
     return;
   hq->closing = 1;
   tlc_histq_job_t *j;
-  LIST_FOREACH(j, &hq->jobs, link)
-  tlc_histq_cancel(j);
+  LIST_FOREACH(j, &hq->jobs, link) {
+    tlc_histq_cancel(j);
+  }
   if (LIST_EMPTY(&hq->jobs))
     tlc_free(hq);
 }

@@ -19,6 +19,7 @@
 
 #include "auth/peers.h"
 #include "base/clock.h"
+#include "base/list.h"
 #include "http/http-int.h"
 
 #include <libwebsockets.h>
@@ -64,7 +65,7 @@ struct tlc_http {
   uv_timer_t tick;
   uv_idle_t wait;
   int tick_init, wait_init;
-  pss_t *ws;                   /* live WebSockets */
+  LIST_HEAD(, pss) ws;         /* live WebSockets (is_ws), newest first */
   tlc__http_live_cache_t live; /* their messages' shared pieces */
   int64_t nwsi;                /* lws connections alive (WSI_CREATE - WSI_DESTROY) */
   int64_t nwsi_base;           /* ... of them lws's own (listener, event pipe) */
@@ -109,7 +110,7 @@ struct pss {
   int authed;                   /* live: its token was accepted (or none is needed) */
   tlc__http_pending_t *pending; /* range statistics being computed off the loop (route.c) */
   /* live */
-  pss_t *prev, *next;
+  LIST_ENTRY(pss) link; /* in h->ws while is_ws */
   struct lws *wsi;
   int due;
   tlc__http_live_t live;

@@ -261,10 +261,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     if (!p->is_ws) {
       p->is_ws = 1;
       p->wsi = wsi;
-      p->next = h->ws;
-      if (h->ws != NULL)
-        h->ws->prev = p;
-      h->ws = p;
+      LIST_INSERT_HEAD(&h->ws, p, link);
       h->st.websockets++;
       h->view.websockets = h->st.websockets;
     }

@@ -26,13 +26,7 @@ void tlc__http_ws_unlink(pss_t *p) {
   tlc_http_t *h = p->h;
   if (!p->is_ws)
     return;
-  if (p->prev != NULL)
-    p->prev->next = p->next;
-  else if (h->ws == p)
-    h->ws = p->next;
-  if (p->next != NULL)
-    p->next->prev = p->prev;
-  p->prev = p->next = NULL;
+  LIST_REMOVE(p, link);
   p->is_ws = 0;
   h->st.websockets--;
   h->view.websockets = h->st.websockets;
@@ -133,9 +127,10 @@ int tlc__http_ws_receive(struct lws *wsi, pss_t *p, const void *in, size_t len) 
 
 void tlc__http_ws_tick_cb(uv_timer_t *t) {
   tlc_http_t *h = t->data;
-  if (h->ws != NULL)
+  pss_t *p;
+  if (!LIST_EMPTY(&h->ws))
     tlc__http_live_cache_tick(&h->live, tlc_now_unix_ms());
-  for (pss_t *p = h->ws; p != NULL; p = p->next) {
+  LIST_FOREACH(p, &h->ws, link) {
     if (!p->authed)
       continue;
     if (p->due)

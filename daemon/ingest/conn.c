@@ -559,9 +559,8 @@ void tlc__conn_begin(tlc_conn_t *c, tlc_target_t *fixed) {
 
 void tlc__conn_sweep(tlc_ingest_t *d, uint64_t now) {
   tlc_conn_t *c, *next;
-  for (c = LIST_FIRST(&d->conns); c != NULL; c = next) {
+  LIST_FOREACH_SAFE(c, &d->conns, link, next) {
     uint64_t last = c->last_rx != 0 ? c->last_rx : c->since;
-    next = LIST_NEXT(c, link);
     if (c->closing || c->held)
       continue;
     /* inside an unfinished preamble since the connection began, or inside one record since it
@@ -592,10 +591,9 @@ void tlc__conn_sweep(tlc_ingest_t *d, uint64_t now) {
 
 void tlc__conns_drain_close(tlc_ingest_t *d) {
   tlc_conn_t *c, *next;
-  for (c = LIST_FIRST(&d->conns); c != NULL; c = next) {
+  LIST_FOREACH_SAFE(c, &d->conns, link, next) {
     uv_os_fd_t fd;
     size_t total = 0;
-    next = LIST_NEXT(c, link);
     if (c->closing)
       continue;
     uv_read_stop((uv_stream_t *)&c->h);

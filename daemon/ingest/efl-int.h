@@ -5,13 +5,13 @@
 #ifndef TLC_EFL_INT_H
 #define TLC_EFL_INT_H
 
+#include "base/list.h"
 #include "ingest/sources.h"
 
 #include "formats/efldbg.h"
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 
 #define MAX_APPS           256
 #define CTL_MAX            (64u * 1024u)

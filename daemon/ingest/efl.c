@@ -225,7 +225,7 @@ static void verify_start(tlc_efl_t *e) {
 /* An "added" carrying PROBE_PREFIX: ours proves the port (the waiting applications are
  * captured now); another tlcapd's (or an earlier connection's) is ignored. */
 static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now) {
-  efl_app_t *next;
+  efl_app_t *a, *next;
   if (e->verify != VERIFY_PENDING || strcmp(c->name, e->probe_name) != 0) {
     e->ignored++;
     return;
@@ -236,8 +236,7 @@ static void probe_seen(tlc_efl_t *e, const tlc_efldbg_client_t *c, uint64_t now)
   close_probe(e); /* efl_debugd announces its end as "deleted" (cid unknown here: ignored) */
   tlc_log(TLC_LOG_INFO, TLC_LOGC_EFL, "efl %s: efl_debugd %s verified through its socket %s",
           e->src.cfg.name, e->addr, e->sock);
-  for (efl_app_t *a = LIST_FIRST(&e->apps); a != NULL; a = next) {
-    next = LIST_NEXT(a, link);
+  LIST_FOREACH_SAFE(a, &e->apps, link, next) {
     if (a->target == NULL && tlc__efl_app_capture(e, a, now) != 0)
       tlc__efl_app_drop(e, a);
   }

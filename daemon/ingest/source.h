@@ -26,12 +26,12 @@
 #ifndef TLC_SOURCE_H
 #define TLC_SOURCE_H
 
+#include "base/list.h"
 #include "config/config.h"
 #include "ingest/target.h"
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 
 struct tlc_ingest;
 struct tlc_json_w;

@@ -78,10 +78,9 @@ static tlc_source_t *find_running(struct tlc_source_list *list, const char *name
  * (all of them when d->stopping); applies the new settings to the others. */
 static void stop_gone(tlc_ingest_t *d, tlc_source_kind_t *k) {
   tlc_source_t *s, *next;
-  for (s = LIST_FIRST(&k->running); s != NULL; s = next) {
+  LIST_FOREACH_SAFE(s, &k->running, link, next) {
     const tlc_cfg_source_t *c =
         d->stopping ? NULL : tlc_config_find_source(&d->cfg, k->ops->kind, s->cfg.name);
-    next = LIST_NEXT(s, link);
     if (!d->stopping && k->ops->same_config(s, c)) {
       if (k->ops->apply != NULL)
         k->ops->apply(s, c);

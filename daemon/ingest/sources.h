@@ -18,6 +18,7 @@
 #ifndef TLC_SOURCES_H
 #define TLC_SOURCES_H
 
+#include "base/list.h"
 #include "config/config.h"
 #include "formats/preamble.h" /* TLC_PREAMBLE_MAX */
 #include "ingest/source.h"
@@ -27,7 +28,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 
 #define TLC_CONN_SUFFIX_MAX 64 /* "#2".."#64": simultaneous connections per name */
 

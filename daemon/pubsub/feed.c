@@ -756,15 +756,13 @@ void tlc__ps_pass_end(tlc_pubsub_t *ps) {
   tlc__ps_sub_t *s, *sn;
   cache_reset(ps);
   ps->fd.ticking = 0;
-  for (f = LIST_FIRST(&ps->fd.feeds); f != NULL; f = next) {
-    next = LIST_NEXT(f, link);
+  LIST_FOREACH_SAFE(f, &ps->fd.feeds, link, next) {
     if (f->dead) {
       tlc__ps_feed_unlink(f);
       tlc__ps_feed_free(f);
     }
   }
-  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = sn) {
-    sn = LIST_NEXT(s, link);
+  LIST_FOREACH_SAFE(s, &ps->sb.subs, link, sn) {
     if (s->detached && s->closing && !s->closed)
       tlc__ps_sub_close_now(s);
   }

@@ -8,6 +8,7 @@
 #define TLC_PUBSUB_MSG_H
 
 #include "base/clock.h"
+#include "base/list.h"
 #include "pubsub/pubsub.h"
 
 #include "proto/convert.h"
@@ -51,7 +52,7 @@ typedef struct msg {
 } msg_t;
 
 typedef struct ctl_node {
-  struct ctl_node *next;
+  STAILQ_ENTRY(ctl_node) link; /* in its subscriber's ctl queue */
   msg_t *m;
 } ctl_node_t;
 

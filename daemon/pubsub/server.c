@@ -646,8 +646,7 @@ static void house_closed_cb(uv_handle_t *h) {
 void tlc__ps_house_cb(uv_timer_t *t) {
   tlc_pubsub_t *ps = t->data;
   tlc__ps_sub_t *s, *next;
-  for (s = LIST_FIRST(&ps->sb.subs); s != NULL; s = next) {
-    next = LIST_NEXT(s, link);
+  LIST_FOREACH_SAFE(s, &ps->sb.subs, link, next) {
     if (!s->closing && s->queued > ps->o.obuf_soft)
       tlc__ps_limits_check(s);
   }

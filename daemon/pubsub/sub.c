@@ -142,8 +142,7 @@ void tlc__ps_sub_fail(tlc__ps_sub_t *s, int code, const char *text, uint64_t *co
       ctl_node_t *n = tlc_malloc(sizeof(*n));
       if (n != NULL) {
         n->m = m;
-        n->next = NULL;
-        s->ctl_head = s->ctl_tail = n;
+        STAILQ_INSERT_TAIL(&s->ctl, n, link); /* the queue was just emptied: the only one */
         tlc__ps_queued_add(s, m->len);
       } else {
         tlc__ps_msg_unref(m);
@@ -294,6 +293,7 @@ tlc__ps_sub_t *tlc__ps_sub_alloc(tlc_pubsub_t *ps) {
   if (s == NULL)
     return NULL;
   s->ps = ps;
+  STAILQ_INIT(&s->ctl);
   s->id = ++ps->sb.next_sub_id;
   s->peer_slot = TLC_PEERS_NONE;
   s->ring = tlc_calloc(ps->o.max_batches, sizeof(msg_t *));
@@ -405,12 +405,7 @@ void tlc__ps_sub_ctl(tlc__ps_sub_t *s, msg_t *m) {
     return;
   }
   n->m = tlc__ps_msg_ref(m);
-  n->next = NULL;
-  if (s->ctl_tail != NULL)
-    s->ctl_tail->next = n;
-  else
-    s->ctl_head = n;
-  s->ctl_tail = n;
+  STAILQ_INSERT_TAIL(&s->ctl, n, link);
   tlc__ps_queued_add(s, m->len);
   if (!tlc__ps_limits_check(s))
     tlc__ps_sub_kick(s);
@@ -451,14 +446,13 @@ void tlc__ps_send_error(tlc__ps_sub_t *s, uint32_t req, int code, const char *te
 /* Drops everything queued and not yet in flight. */
 void tlc__ps_sub_drop_queued(tlc__ps_sub_t *s) {
   size_t i, j;
-  while (s->ctl_head != NULL) {
-    ctl_node_t *n = s->ctl_head;
-    s->ctl_head = n->next;
+  while (!STAILQ_EMPTY(&s->ctl)) {
+    ctl_node_t *n = STAILQ_FIRST(&s->ctl);
+    STAILQ_REMOVE_HEAD(&s->ctl, link);
     tlc__ps_queued_sub(s, n->m->len);
     tlc__ps_msg_unref(n->m);
     tlc_free(n);
   }
-  s->ctl_tail = NULL;
   while (s->ring_n > 0) {
     msg_t *m = s->ring[s->ring_head];
     s->ring_head = (s->ring_head + 1) % s->ps->o.max_batches;
@@ -500,8 +494,8 @@ void tlc__ps_sub_kick(tlc__ps_sub_t *s) {
     s->kicking = 1;
     tlc__ps_sub_kick_once(s);
     s->kicking = 0;
-  } while (!s->writing && !s->closed && s->ctl_head != NULL && (s->tls == NULL || s->tls_ready) &&
-           ++rounds < 64);
+  } while (!s->writing && !s->closed && !STAILQ_EMPTY(&s->ctl) &&
+           (s->tls == NULL || s->tls_ready) && ++rounds < 64);
 }
 
 /* TLS: moves the session's waiting ciphertext to s->tout. Its size is bounded by what one
@@ -577,14 +571,12 @@ void tlc__ps_sub_kick_once(tlc__ps_sub_t *s) {
   int gather = s->tls == NULL || s->tls_ready;
   if (s->writing || s->closed)
     return;
-  if (s->gs.active && s->ctl_head == NULL && !s->closing)
+  if (s->gs.active && STAILQ_EMPTY(&s->ctl) && !s->closing)
     s->ps->up.writable(s); /* the previous part is written: the next one (a control message) */
   s->ninflight = 0;
-  while (gather && room && s->ctl_head != NULL) {
-    ctl_node_t *n = s->ctl_head;
-    s->ctl_head = n->next;
-    if (s->ctl_head == NULL)
-      s->ctl_tail = NULL;
+  while (gather && room && !STAILQ_EMPTY(&s->ctl)) {
+    ctl_node_t *n = STAILQ_FIRST(&s->ctl);
+    STAILQ_REMOVE_HEAD(&s->ctl, link);
     room = tlc__ps_take(s, n->m, &bytes);
     tlc_free(n);
   }
@@ -674,7 +666,7 @@ void tlc__ps_sub_kick_once(tlc__ps_sub_t *s) {
       tlc__ps_msg_unref(s->inflight[i]);
     }
     s->ninflight = 0;
-    if (s->ctl_head != NULL || s->ring_n > 0 || (s->gs.active && !s->closing))
+    if (!STAILQ_EMPTY(&s->ctl) || s->ring_n > 0 || (s->gs.active && !s->closing))
       tlc__ps_sub_kick_once(s);
     return;
   }

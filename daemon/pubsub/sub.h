@@ -13,6 +13,7 @@
 
 #include "auth/peers.h"
 #include "auth/tls.h"
+#include "base/list.h"
 #include "pubsub/msg.h"
 #include "pubsub/spec.h"
 #include "pubsub/writer.h"
@@ -21,7 +22,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <uv.h>
 
 struct feed;
@@ -60,7 +60,7 @@ struct tlc__ps_sub {
   uint32_t version;
   tlc_frame_dec_t dec;
   /* queues */
-  ctl_node_t *ctl_head, *ctl_tail;
+  STAILQ_HEAD(, ctl_node) ctl; /* control messages, oldest first: never dropped */
   msg_t **ring;
   size_t ring_head, ring_n;
   size_t queued;

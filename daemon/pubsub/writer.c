@@ -88,80 +88,62 @@ static int job_write(wjob_t *j) {
   return 0;
 }
 
-static void job_done_append(wjob_t **head, wjob_t **last, wjob_t *j) {
-  j->next = NULL;
-  if (*last != NULL)
-    (*last)->next = j;
-  else
-    *head = j;
-  *last = j;
-}
-
 /* The writer thread: takes jobs, writes them as far as their sockets take them, waits in
  * poll() for sockets to drain (and for new jobs or cancellations on its pipe), and hands
  * finished jobs back to the loop through done_async. Touches only the jobs and the writer's
  * queues; never a msg_t's reference count, a subscriber, or libuv (except uv_async_send). */
 static void writer_main(void *arg) {
   writer_t *w = arg;
-  wjob_t *active = NULL;
+  struct wjob_q active = TAILQ_HEAD_INITIALIZER(active);
   for (;;) {
-    wjob_t *in, *done = NULL, *last = NULL, **pp, *j;
+    struct wjob_q done = TAILQ_HEAD_INITIALIZER(done);
+    wjob_t *j, *tmp;
     size_t np = 0;
     int stop;
     uv_mutex_lock(&w->lock);
-    in = w->in_head;
-    w->in_head = w->in_tail = NULL;
+    /* new jobs after the waiting ones; cancellations are read under the lock */
+    TAILQ_CONCAT(&active, &w->in, link);
     stop = w->stop;
     w->cancels = 0;
-    /* new jobs after the waiting ones; cancellations are read under the lock */
-    for (pp = &active; *pp != NULL; pp = &(*pp)->next)
-      ;
-    *pp = in;
-    for (pp = &active; (j = *pp) != NULL;) {
+    TAILQ_FOREACH_SAFE(j, &active, link, tmp) {
       if (j->cancel) {
-        *pp = j->next;
+        TAILQ_REMOVE(&active, j, link);
         j->status = UV_ECANCELED;
-        job_done_append(&done, &last, j);
-      } else {
-        pp = &j->next;
+        TAILQ_INSERT_TAIL(&done, j, link);
       }
     }
     uv_mutex_unlock(&w->lock);
-    for (pp = &active; (j = *pp) != NULL;) {
+    TAILQ_FOREACH_SAFE(j, &active, link, tmp) {
       int r = job_write(j);
-      if (r == UV_EAGAIN) {
-        pp = &j->next;
+      if (r == UV_EAGAIN)
         continue;
-      }
-      *pp = j->next;
+      TAILQ_REMOVE(&active, j, link);
       j->status = r;
-      job_done_append(&done, &last, j);
+      TAILQ_INSERT_TAIL(&done, j, link);
     }
-    if (done != NULL) {
+    if (!TAILQ_EMPTY(&done)) {
       uv_mutex_lock(&w->lock);
-      if (w->done_tail != NULL)
-        w->done_tail->next = done;
-      else
-        w->done_head = done;
-      w->done_tail = last;
+      TAILQ_CONCAT(&w->done, &done, link);
       uv_mutex_unlock(&w->lock);
       uv_async_send(&w->done_async);
     }
-    if (stop && active == NULL)
+    if (stop && TAILQ_EMPTY(&active))
       break;
     /* sleep until a socket drains, a job comes or one is cancelled */
     w->pfd[np].fd = w->pipe_r;
     w->pfd[np].events = POLLIN;
     w->pfd[np].revents = 0;
     np++;
-    for (j = active; j != NULL && np < w->max_active; j = j->next) {
+    TAILQ_FOREACH(j, &active, link) {
+      if (np >= w->max_active)
+        break;
       w->pfd[np].fd = j->fd;
       w->pfd[np].events = POLLOUT;
       w->pfd[np].revents = 0;
       np++;
     }
     uv_mutex_lock(&w->lock);
-    if (w->in_head == NULL && w->cancels == 0 && !w->stop) {
+    if (TAILQ_EMPTY(&w->in) && w->cancels == 0 && !w->stop) {
       w->sleeping = 1;
       uv_mutex_unlock(&w->lock);
       (void)poll(w->pfd, (nfds_t)np, -1);
@@ -193,16 +175,11 @@ static void writer_wake_locked(writer_t *w) {
  * many jobs follow while it works). Loop thread. */
 void tlc__ps_writer_post(tlc_pubsub_t *ps, wjob_t *j) {
   writer_t *w = ps->sb.wr;
-  j->next = NULL;
   j->cancel = 0;
   j->status = 0;
   ps->sb.jobs_inflight++;
   uv_mutex_lock(&w->lock);
-  if (w->in_tail != NULL)
-    w->in_tail->next = j;
-  else
-    w->in_head = j;
-  w->in_tail = j;
+  TAILQ_INSERT_TAIL(&w->in, j, link);
   writer_wake_locked(w);
   uv_mutex_unlock(&w->lock);
 }
@@ -218,13 +195,13 @@ void tlc__ps_writer_cancel(tlc_pubsub_t *ps, wjob_t *j) {
 
 void tlc__ps_writer_done_cb(uv_async_t *a) {
   tlc_pubsub_t *ps = a->data;
+  struct wjob_q done = TAILQ_HEAD_INITIALIZER(done);
   wjob_t *j, *next;
   uv_mutex_lock(&ps->sb.wr->lock);
-  j = ps->sb.wr->done_head;
-  ps->sb.wr->done_head = ps->sb.wr->done_tail = NULL;
+  TAILQ_CONCAT(&done, &ps->sb.wr->done, link);
   uv_mutex_unlock(&ps->sb.wr->lock);
-  for (; j != NULL; j = next) {
-    next = j->next;
+  /* written() may post the job again (onto the writer's in queue): its successor is read first */
+  TAILQ_FOREACH_SAFE(j, &done, link, next) {
     ps->sb.jobs_inflight--;
     ps->up.written(j->sub, j->status);
   }
@@ -272,6 +249,8 @@ void tlc__ps_writer_start(tlc_pubsub_t *ps) {
   w = tlc_calloc(1, sizeof(*w));
   if (w == NULL)
     return;
+  TAILQ_INIT(&w->in);
+  TAILQ_INIT(&w->done);
   w->max_active = ps->o.max_subscribers + MAX_REJECTING + 1;
   w->pfd = tlc_calloc(w->max_active, sizeof(*w->pfd));
   if (w->pfd == NULL)

@@ -9,6 +9,7 @@
 #define TLC_PUBSUB_WRITER_H
 
 #include "auth/tls.h"
+#include "base/list.h"
 #include "pubsub/msg.h"
 
 #include <poll.h>
@@ -21,7 +22,9 @@
  * writer from writer_post until it comes back through done_async; the loop thread touches
  * only `cancel` meanwhile (under the writer's lock). */
 typedef struct wjob {
-  struct wjob *next;
+  /* on one queue at a time: the writer's in or done (under its lock), the thread's active
+   * list, or the finished jobs done_async took */
+  TAILQ_ENTRY(wjob) link;
   struct tlc__ps_sub *sub;
   int fd;
   int cancel;
@@ -45,9 +48,10 @@ typedef struct wjob {
 typedef struct writer {
   uv_thread_t thread;
   uv_mutex_t lock;
-  int pipe_r, pipe_w;    /* wakes the writer */
-  uv_async_t done_async; /* wakes the loop */
-  wjob_t *in_head, *in_tail, *done_head, *done_tail;
+  int pipe_r, pipe_w;          /* wakes the writer */
+  uv_async_t done_async;       /* wakes the loop */
+  TAILQ_HEAD(wjob_q, wjob) in; /* posted, not yet taken by the thread */
+  struct wjob_q done;          /* finished, not yet taken by done_async */
   int sleeping, woken, stop, cancels;
   size_t max_active;
   struct pollfd *pfd; /* writer thread only */
