@@ -44,14 +44,14 @@ def stats(sport, name):
     return D.live_json(TLCAP, sport, name)
 
 
-def start(d):
+def start(d, store=False):
     ini = os.path.join(d, "tlcapd.ini")
     with open(ini, "w") as f:
         f.write("[target board]\ncontext_area = 30000000\ncontext_rtos = %s\n"
                 "[target rand]\ncontext_area = 30000000\ncontext_rtos = %s\n" % (SAMPLE, SAMPLE))
     port, sport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--config", ini, "--listen", "ing=bin11@127.0.0.1:%d" % port],
-                  serve="127.0.0.1:%d" % sport)
+                  serve="127.0.0.1:%d" % sport, store=store)
     return dm, port, sport
 
 
@@ -59,7 +59,7 @@ def test_named_tasks(d):
     if SAMPLE is None:
         print("SKIP: ../shared/samples/winidea not found")
         sys.exit(77)
-    dm, port, sport = start(d)
+    dm, port, sport = start(d, store=True)
     try:
         ev = [
             (CTX, W, 0, trace(RUNNING, 1), 0),               # Tmr Svc runs on core 0
@@ -96,6 +96,19 @@ def test_named_tasks(d):
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
+    # the main export beside the sealed segment counts the same way (default Text1 entries:
+    # HANDLE, VALUE, COUNT, T.NET)
+    sdir = os.path.join(dm.state, "board")
+    txt = [f for f in os.listdir(sdir) if f.endswith(".txt")]
+    T.eq(len(txt), 1, "one main export in %r" % os.listdir(sdir))
+    with open(os.path.join(sdir, txt[0])) as f:
+        body = f.read()
+    for ctx, line in (("Tmr Svc", "00000000,,1,200"), ("LEDThread", "00000000,,1,100"),
+                      ("MessageQueueCon", "00000001,,1,100")):
+        sec = body.split("CONTEXT(%s)" % ctx)
+        T.check(len(sec) == 2, "a section for %s in the main export" % ctx)
+        T.check(sec[1].split("\n* ")[0].find("\n" + line + "\n") >= 0,
+                "%s: %r in the main export:\n%s" % (ctx, line, sec[1][:300]))
 
 
 def freertos_stream(seed, n=4000):
