@@ -167,6 +167,29 @@ def test_live_equals_replay(d):
     rep = json.loads(out)
     T.check(any(c["name"] == "IDLE" for c in rep["contexts"]), "replay names the tasks")
     D.compare_stats(live, rep, "live vs replay")
+    # the keys say what the description says: the same statistics, tasks unnamed
+    rc, out, err = T.run([TLCAPD, "replay", path, "--format", "bin11", "--export", "json",
+                          "--context-area", "30000000", "--context-id-mask", "0xFFFF",
+                          "--context-state-mask", "FF0000", "--context-running", "1",
+                          "--context-stopped", "2,4,5,6"])
+    T.eq(rc, 0, "replay with the keys: %s" % err)
+    keys = json.loads(out)
+    T.check(any(c["name"] == "task1" for c in keys["contexts"]), "unnamed tasks")
+    for st in (rep, keys):  # compare by context position, not name
+        pos = {c["name"]: str(i) for i, c in enumerate(st["contexts"])}
+        pos["Neutral"] = "Neutral"
+        for r in st["rows"]:
+            if r.get("context") is not None:
+                r["context"] = pos[r["context"]]
+        for i, c in enumerate(st["contexts"]):
+            c["name"] = str(i)
+    D.compare_stats(keys, rep, "keys vs description")
+    # a mask alone, or packing without a context area: usage errors
+    for bad in (["--context-area", "30000000", "--context-id-mask", "FFFF"],
+                ["--context-id-mask", "FFFF", "--context-state-mask", "FF0000"],
+                ["--context-area", "30000000", "--context-running", "x"]):
+        rc, _, err = T.run([TLCAPD, "replay", path, "--format", "bin11"] + bad)
+        T.eq(rc, 2, "replay %r: %s" % (bad, err))
 
 
 if __name__ == "__main__":
