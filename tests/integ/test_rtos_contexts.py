@@ -93,17 +93,28 @@ def test_named_tasks(d):
             r = rows[k]
             T.eq((r["count"], r["net"]["total"], r["gross"]["total"], r["call"]["total"]),
                  (count, net, gross, call), "%r COUNT, NET, GROSS, CALL" % (k,))
+        # a mapping loaded later: its CONTEXTS win, the description names the other tasks
+        mp = os.path.join(d, "map.txt")
+        with open(mp, "w") as f:
+            f.write("* CONTEXTS %NAME%,%HANDLE%\nLED task,0x2\n\n"
+                    "* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n00000000,main,\n")
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "mapping", "board", mp])
+        T.eq(rc, 0, "tlcap mapping: " + err)
+        names = [c["name"] for c in stats(sport, "board")["contexts"]]
+        for n in ("Tmr Svc", "MessageQueueCon", "LED task"):
+            T.check(n in names, "context %r in %r after tlcap mapping" % (n, names))
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
-    # the main export beside the sealed segment counts the same way (default Text1 entries:
+    # the main export beside the sealed segment counts the same way, with the names in force
+    # when it was sealed (default Text1 entries:
     # HANDLE, VALUE, COUNT, T.NET)
     sdir = os.path.join(dm.state, "board")
     txt = [f for f in os.listdir(sdir) if f.endswith(".txt")]
     T.eq(len(txt), 1, "one main export in %r" % os.listdir(sdir))
     with open(os.path.join(sdir, txt[0])) as f:
         body = f.read()
-    for ctx, line in (("Tmr Svc", "00000000,,1,200"), ("LEDThread", "00000000,,1,100"),
+    for ctx, line in (("Tmr Svc", "00000000,,1,200"), ("LED task", "00000000,,1,100"),
                       ("MessageQueueCon", "00000001,,1,100")):
         sec = body.split("CONTEXT(%s)" % ctx)
         T.check(len(sec) == 2, "a section for %s in the main export" % ctx)
