@@ -508,9 +508,15 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
              x->si[i].name, x->ts_type != NULL ? x->ts_type : "(none)");
       return TLC_ESYNTAX;
     }
-    if (x->si[i].prop == TLC_CTXPACK_RUN && p->nrun < TLC_CTXPACK_MAX)
+    if ((x->si[i].prop == TLC_CTXPACK_RUN && p->nrun == TLC_CTXPACK_MAX) ||
+        (x->si[i].prop == TLC_CTXPACK_STOP && p->nstop == TLC_CTXPACK_MAX)) {
+      seterr(x->err, lines, len, "more than %d %s states", TLC_CTXPACK_MAX,
+             x->si[i].prop == TLC_CTXPACK_RUN ? "Run" : "Terminate");
+      return TLC_ELIMIT;
+    }
+    if (x->si[i].prop == TLC_CTXPACK_RUN)
       p->run[p->nrun++] = v;
-    else if (x->si[i].prop == TLC_CTXPACK_STOP && p->nstop < TLC_CTXPACK_MAX)
+    else if (x->si[i].prop == TLC_CTXPACK_STOP)
       p->stop[p->nstop++] = v;
   }
   if (p->nrun == 0) {

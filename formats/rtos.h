@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TLC_CTXPACK_MAX 32 /* state values per list */
+#define TLC_CTXPACK_MAX 16 /* state values per list */
 
 typedef struct tlc_ctxpack {
   uint64_t id_mask, state_mask; /* both 0: not packed (the whole value is the task) */
@@ -85,8 +85,8 @@ int tlc_ctxpack_parse_mask(const char *s, uint64_t *out);
  * when names is not NULL, adds each thread Enum (value -> name) to names' CONTEXTS. Returns 0,
  * or a negative error with *err filled (line, byte offset, reason): TLC_ESYNTAX (not XML, no
  * <TaskState>, a mask missing or zero, a StateInfo naming no state, a value not a number),
- * TLC_ELIMIT (more than TLC_CTXPACK_MAX states a list, 65,536 enums, a text longer than 255
- * bytes, nesting deeper than 64), TLC_ENOMEM. */
+ * TLC_ELIMIT (more than TLC_CTXPACK_MAX states in a list or StateInfos in all, 65,536 enums, a text
+ * longer than 255 bytes, nesting deeper than 64), TLC_ENOMEM. */
 int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t *names,
                    tlc_parse_err_t *err);
 
