@@ -22,6 +22,7 @@
 
 #include "base/fileread.h"
 
+#include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
 #include "store/seg/segread.h"
@@ -74,6 +75,10 @@ typedef struct rp {
   int export_given; /* --export was given (aprof and BR inputs default to json) */
   int has_ctx_area;
   uint32_t ctx_area;
+  /* packed task variable (SPEC 2): --context-rtos FILE, then each explicit option over it */
+  const char *rtos_path;
+  tlc_ctxpack_t pack; /* the options' values */
+  uint8_t pack_set;   /* TLC_CFG_PK_* bits: which options were given */
   int has_from, has_to;
   int64_t from, to;
   tlc_text1_opts_t t1;
@@ -87,31 +92,43 @@ typedef struct rp {
 } rp_t;
 
 static void usage(FILE *to) {
-  fprintf(to, "usage: tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto]\n"
-              "                     [--mapping FILE] [--context-area HANDLE]\n"
-              "                     [--export text1|xml|aprof|br|json|bin11|bin10|evlog]\n"
-              "                     [--text1-format ENTRY=FORMAT]... [--output PATH]\n"
-              "                     [--from NS] [--to NS]\n"
-              "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
-              "[options]\n"
-              "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
-              "Decodes capture files and writes their statistics and timeline (--export\n"
-              "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
-              "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
-              "--from/--to keep events whose time (ns) lies in [from, to].\n"
-              "--state-dir/--target replay a target's stored segments; T is ns:N (target time:\n"
-              "events with since <= t < until), RFC 3339 UTC or -2h (wall clock: the segments\n"
-              "that arrived in the range).\n"
-              "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
-              "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
-              "-h (--help), -V (--version).\n"
-              "Exit status: 0 success, 1 bad input, 2 usage.\n");
+  fprintf(to,
+          "usage: tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto]\n"
+          "                     [--mapping FILE] [--context-area HANDLE]\n"
+          "                     [--context-id-mask HEX --context-state-mask HEX]\n"
+          "                     [--context-running HEX,...] [--context-stopped HEX,...]\n"
+          "                     [--context-rtos FILE.xml]\n"
+          "                     [--export text1|xml|aprof|br|json|bin11|bin10|evlog]\n"
+          "                     [--text1-format ENTRY=FORMAT]... [--output PATH]\n"
+          "                     [--from NS] [--to NS]\n"
+          "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
+          "[options]\n"
+          "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
+          "Decodes capture files and writes their statistics and timeline (--export\n"
+          "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
+          "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
+          "--from/--to keep events whose time (ns) lies in [from, to].\n"
+          "--context-id-mask/--context-state-mask read the --context-area value as a task\n"
+          "and its state (running states: --context-running, default 1); --context-rtos\n"
+          "reads them and the task names from a winIDEA RTOS description (docs/rtos-contexts.md).\n"
+          "--state-dir/--target replay a target's stored segments; T is ns:N (target time:\n"
+          "events with since <= t < until), RFC 3339 UTC or -2h (wall clock: the segments\n"
+          "that arrived in the range).\n"
+          "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
+          "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
+          "-h (--help), -V (--version).\n"
+          "Exit status: 0 success, 1 bad input, 2 usage.\n");
 }
 
 /* Long options; short ones where conventional (-o, -f, -e, -m, -h, -V). */
 static const struct option replay_opts[] = { { "format", required_argument, NULL, 'f' },
                                              { "mapping", required_argument, NULL, 'm' },
                                              { "context-area", required_argument, NULL, 'a' },
+                                             { "context-id-mask", required_argument, NULL, 'I' },
+                                             { "context-state-mask", required_argument, NULL, 'M' },
+                                             { "context-running", required_argument, NULL, 'R' },
+                                             { "context-stopped", required_argument, NULL, 'P' },
+                                             { "context-rtos", required_argument, NULL, 'O' },
                                              { "export", required_argument, NULL, 'e' },
                                              { "text1-format", required_argument, NULL, 't' },
                                              { "output", required_argument, NULL, 'o' },
@@ -194,6 +211,8 @@ static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   tlc_engine_opts_default(&s->conf.engine);
   s->conf.engine.has_context_area = (uint8_t)rp->has_ctx_area;
   s->conf.engine.context_area = rp->ctx_area;
+  if (tlc_ctxpack_on(&rp->pack))
+    s->conf.engine.pack = rp->pack;
   s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
   s->msg = say_cb;
   s->report = 1;
@@ -469,6 +488,77 @@ static int set_context_area(rp_t *rp, const char *v) {
   return RP_GO;
 }
 
+/* --context-id-mask, --context-state-mask, --context-running, --context-stopped. */
+static int set_pack(rp_t *rp, int c, const char *v) {
+  int r;
+  const char *name = c == 'I'   ? "context-id-mask"
+                     : c == 'M' ? "context-state-mask"
+                     : c == 'R' ? "context-running"
+                                : "context-stopped";
+  if (c == 'I' || c == 'M')
+    r = tlc_ctxpack_parse_mask(v, c == 'I' ? &rp->pack.id_mask : &rp->pack.state_mask);
+  else
+    r = tlc_ctxpack_parse_list(v, c == 'R' ? rp->pack.run : rp->pack.stop,
+                               c == 'R' ? &rp->pack.nrun : &rp->pack.nstop);
+  if (r != 0) {
+    fprintf(stderr, "tlcapd replay: --%s expects %s, got %s\n", name,
+            c == 'I' || c == 'M' ? "a nonzero hex mask" : "hex state values separated by commas",
+            v);
+    return 2;
+  }
+  rp->pack_set |= c == 'I'   ? TLC_CFG_PK_ID
+                  : c == 'M' ? TLC_CFG_PK_STATE
+                  : c == 'R' ? TLC_CFG_PK_RUN
+                             : TLC_CFG_PK_STOP;
+  return RP_GO;
+}
+
+/* The packed task variable of the options into the engine options (after load_mapping: the
+ * RTOS description's task names go into the mapping where it names no task). Returns 0 or the
+ * exit status. */
+static int load_pack(rp_t *rp, tlc_ctxpack_t *out) {
+  tlc_cfg_tset_t ts;
+  char err[400];
+  memset(&ts, 0, sizeof(ts));
+  ts.pack = rp->pack;
+  ts.pack_set = rp->pack_set;
+  ts.has_context_area = (uint8_t)rp->has_ctx_area;
+  if (rp->rtos_path != NULL) {
+    tlc_mapping_t names;
+    tlc_mapping_init(&names);
+    if (tlc_config_read_rtos(rp->rtos_path, &ts.rtos_pack, &names, err, sizeof(err)) != 0) {
+      fprintf(stderr, "tlcapd replay: %s\n", err);
+      tlc_mapping_fini(&names);
+      return 1;
+    }
+    tlc_mapping_finish(&names);
+    snprintf(ts.rtos, sizeof(ts.rtos), "%s", rp->rtos_path);
+    for (size_t i = 0; i < names.ncontexts; i++)
+      if ((!rp->has_mapping ||
+           tlc_mapping_ctx_name(&rp->mapping, names.contexts[i].handle) == NULL) &&
+          tlc_mapping_add_ctx(&rp->mapping, names.contexts[i].handle, names.contexts[i].name) !=
+              0) {
+        fprintf(stderr, "tlcapd replay: out of memory\n");
+        tlc_mapping_fini(&names);
+        return 1;
+      }
+    tlc_mapping_finish(&rp->mapping);
+    rp->has_mapping = 1;
+    tlc_mapping_fini(&names);
+  }
+  tlc_config_ctxpack(&ts, out);
+  if ((out->id_mask != 0) != (out->state_mask != 0)) {
+    fprintf(stderr, "tlcapd replay: --context-id-mask and --context-state-mask go together\n");
+    return 2;
+  }
+  if ((out->id_mask != 0 || rp->pack_set != 0) && !rp->has_ctx_area) {
+    fprintf(stderr, "tlcapd replay: a packed task variable (--context-rtos, --context-id-mask, "
+                    "...) needs --context-area\n");
+    return 2;
+  }
+  return 0;
+}
+
 static int set_export(rp_t *rp, const char *v) {
   size_t k;
   rp->export_given = 1;
@@ -543,6 +633,14 @@ static int set_option(rp_t *rp, int c, const char *v, char **argv) {
     return RP_GO;
   case 'a':
     return set_context_area(rp, v);
+  case 'I':
+  case 'M':
+  case 'R':
+  case 'P':
+    return set_pack(rp, c, v);
+  case 'O':
+    rp->rtos_path = v;
+    return RP_GO;
   case 'e':
     return set_export(rp, v);
   case 't':
@@ -759,6 +857,9 @@ static int replay_streams(rp_t *rp, FILE *out) {
     return status;
   if (rp->mapping_path != NULL && (status = load_mapping(rp)) != 0)
     return status;
+  if ((status = load_pack(rp, &rp->pack)) != 0)
+    return status;
+  rp->pack_set = 0; /* rp->pack is now the whole packed variable */
   /* an engine for the statistics exports (the native ones only re-encode the events) */
   r = stream_init(&s, rp, !is_native_export(rp->export_));
   if (r < 0) {

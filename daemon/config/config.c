@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/fileread.h"
 #include "base/out.h"
 #include "tlc_version.h"
 
@@ -36,6 +37,7 @@
 #include <fnmatch.h>
 #include <netinet/in.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1057,7 +1059,8 @@ static int set_efl_key(tlc_cfg_source_t *s, const char *key, const char *v, char
   }
   seterr(why, wl,
          "unknown option for an [efl] section (pattern, poll_ms, debugd, debugd_socket, "
-         "max_targets, mapping, context_area)");
+         "max_targets, mapping, context_area, context_rtos, context_id_mask, "
+         "context_state_mask, context_running, context_stopped)");
   return TLC_EINVAL;
 }
 
@@ -1108,7 +1111,102 @@ static int set_tset(tlc_cfg_tset_t *ts, const char *key, const char *v, char *wh
     ts->has_context_area = 1;
     return 0;
   }
+  if (strcmp(key, "context_id_mask") == 0 || strcmp(key, "context_state_mask") == 0) {
+    int id = key[8] == 'i';
+    if (tlc_ctxpack_parse_mask(v, id ? &ts->pack.id_mask : &ts->pack.state_mask) != 0) {
+      seterr(why, wl, "expected a nonzero hex mask (e.g. %s), got \"%s\"",
+             id ? "0x0000FFFF" : "0x00FF0000", v);
+      return TLC_EINVAL;
+    }
+    ts->pack_set |= id ? TLC_CFG_PK_ID : TLC_CFG_PK_STATE;
+    return 0;
+  }
+  if (strcmp(key, "context_running") == 0 || strcmp(key, "context_stopped") == 0) {
+    int run = key[8] == 'r';
+    if (tlc_ctxpack_parse_list(v, run ? ts->pack.run : ts->pack.stop,
+                               run ? &ts->pack.nrun : &ts->pack.nstop) != 0) {
+      seterr(why, wl, "expected 1 to %d hex state values separated by commas, got \"%s\"",
+             TLC_CTXPACK_MAX, v);
+      return TLC_EINVAL;
+    }
+    ts->pack_set |= run ? TLC_CFG_PK_RUN : TLC_CFG_PK_STOP;
+    return 0;
+  }
+  if (strcmp(key, "context_rtos") == 0) {
+    if (*v == '\0' || strcmp(v, "none") == 0) {
+      ts->rtos[0] = '\0';
+      return 0;
+    }
+    if (copy_str(ts->rtos, sizeof(ts->rtos), v) != 0) {
+      seterr(why, wl, "path longer than %zu bytes", sizeof(ts->rtos) - 1);
+      return TLC_EINVAL;
+    }
+    if (tlc_config_read_rtos(v, &ts->rtos_pack, NULL, why, wl) != 0) {
+      ts->rtos[0] = '\0';
+      return TLC_EINVAL;
+    }
+    return 0;
+  }
   return 1; /* not a tset key */
+}
+
+#define RTOS_FILE_MAX (16u << 20)
+
+int tlc_config_read_rtos(const char *path, tlc_ctxpack_t *p, tlc_mapping_t *names, char *err,
+                         size_t errlen) {
+  char *buf = NULL;
+  size_t len = 0;
+  tlc_parse_err_t pe;
+  int r = tlc_file_read(path, RTOS_FILE_MAX, &buf, &len);
+  if (r != 0) {
+    seterr(err, errlen, "%s: %s", path,
+           r == TLC_ELIMIT ? "larger than the 16 MiB limit" : tlc_strerror(r));
+    return r;
+  }
+  r = tlc_rtos_parse(buf, len, p, names, &pe);
+  tlc_free(buf);
+  if (r != 0)
+    seterr(err, errlen, "%s:%" PRIu64 ": %s", path, pe.line, pe.reason);
+  return r;
+}
+
+void tlc_config_ctxpack(const tlc_cfg_tset_t *ts, tlc_ctxpack_t *out) {
+  if (ts->rtos[0] != '\0')
+    *out = ts->rtos_pack;
+  else
+    tlc_ctxpack_default(out);
+  if (ts->pack_set & TLC_CFG_PK_ID)
+    out->id_mask = ts->pack.id_mask;
+  if (ts->pack_set & TLC_CFG_PK_STATE)
+    out->state_mask = ts->pack.state_mask;
+  if (ts->pack_set & TLC_CFG_PK_RUN) {
+    out->nrun = ts->pack.nrun;
+    memcpy(out->run, ts->pack.run, sizeof(out->run));
+  }
+  if (ts->pack_set & TLC_CFG_PK_STOP) {
+    out->nstop = ts->pack.nstop;
+    memcpy(out->stop, ts->pack.stop, sizeof(out->stop));
+    out->stop_all = 0;
+  }
+  tlc_ctxpack_finish(out);
+}
+
+/* A tset's packed task variable is whole: both masks or none, and on a context_area. */
+static int tset_check(const tlc_cfg_tset_t *ts, const char *what, char *err, size_t errlen) {
+  tlc_ctxpack_t p;
+  tlc_config_ctxpack(ts, &p);
+  if ((p.id_mask != 0) != (p.state_mask != 0)) {
+    seterr(err, errlen, "%s: context_id_mask and context_state_mask go together (set both)", what);
+    return TLC_EINVAL;
+  }
+  if ((p.id_mask != 0 || (ts->pack_set & (TLC_CFG_PK_RUN | TLC_CFG_PK_STOP))) &&
+      !ts->has_context_area) {
+    seterr(err, errlen,
+           "%s: a packed task variable (context_rtos, context_id_mask, ...) needs context_area",
+           what);
+    return TLC_EINVAL;
+  }
+  return 0;
 }
 
 static int set_source_key(tlc_cfg_source_t *s, const char *key, const char *v, char *why,
@@ -1865,6 +1963,19 @@ static int validate_remote(const tlc_config_t *c, char *err, size_t errlen) {
 }
 
 int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < c->nsrc; i++) {
+    char what[TLC_CFG_PATH + TLC_TARGET_NAME_MAX + 64];
+    snprintf(what, sizeof(what), "[%s %s] (%s)", kind_name(c->src[i].kind), c->src[i].name,
+             c->src[i].origin);
+    if (tset_check(&c->src[i].tset, what, err, errlen) != 0)
+      return TLC_EINVAL;
+  }
+  for (size_t i = 0; i < c->ntgt; i++) {
+    char what[TLC_TARGET_NAME_MAX + 16];
+    snprintf(what, sizeof(what), "[target %s]", c->tgt[i].name);
+    if (tset_check(&c->tgt[i].tset, what, err, errlen) != 0)
+      return TLC_EINVAL;
+  }
   if (c->max_name == 0 || c->max_name > TLC_TARGET_NAME_MAX) {
     seterr(err, errlen, "[daemon] max_name: must be 1 to %d", TLC_TARGET_NAME_MAX);
     return TLC_EINVAL;

@@ -20,6 +20,7 @@
 #include "formats/stats.h"
 #include "formats/dec.h"      /* tlc_format_t */
 #include "formats/preamble.h" /* TLC_TARGET_NAME_MAX, tlc_target_name_valid */
+#include "formats/rtos.h"
 
 /* Source kinds (what creates a target): a config source section, a target's src_kind. */
 enum tlc_src_kind { TLC_SRC_LISTEN = 1, TLC_SRC_DIAL = 2, TLC_SRC_SERIAL = 3, TLC_SRC_EFL = 4 };
@@ -59,12 +60,29 @@ enum tlc_cfg_reload {
 enum tlc_parity { TLC_PARITY_NONE = 0, TLC_PARITY_EVEN = 1, TLC_PARITY_ODD = 2 };
 enum tlc_flow { TLC_FLOW_NONE = 0, TLC_FLOW_RTSCTS = 1, TLC_FLOW_XONXOFF = 2 };
 
-/* Per-target settings shared by sources and [target NAME] sections. */
+/* Per-target settings shared by sources and [target NAME] sections. The packed task variable
+ * (SPEC 2): context_rtos is read when the key is set (its masks and states in rtos_pack, its
+ * task names read again by the target); context_id_mask, context_state_mask, context_running
+ * and context_stopped set `pack`'s fields and mark them in pack_set, and override the file's
+ * (tlc_config_ctxpack). */
+enum { TLC_CFG_PK_ID = 1, TLC_CFG_PK_STATE = 2, TLC_CFG_PK_RUN = 4, TLC_CFG_PK_STOP = 8 };
 typedef struct tlc_cfg_tset {
   char mapping[TLC_CFG_PATH]; /* "" = none */
   uint8_t has_context_area;
   uint32_t context_area;
+  char rtos[TLC_CFG_PATH]; /* context_rtos ("" = none) */
+  tlc_ctxpack_t rtos_pack; /* what rtos says (valid when rtos is set) */
+  tlc_ctxpack_t pack;      /* the explicit keys' values */
+  uint8_t pack_set;        /* TLC_CFG_PK_* bits: which keys were given */
 } tlc_cfg_tset_t;
+
+/* The packed task variable a tset means: context_rtos's, then each explicit key over it
+ * (context_stopped given: only its states stop). Masks 0: not packed. */
+void tlc_config_ctxpack(const tlc_cfg_tset_t *ts, tlc_ctxpack_t *out);
+/* Reads a winIDEA RTOS description file into *p (and its task names into names, when not NULL).
+ * Returns 0, or a negative error with a message naming the file, line and reason in err. */
+int tlc_config_read_rtos(const char *path, tlc_ctxpack_t *p, tlc_mapping_t *names, char *err,
+                         size_t errlen);
 
 /* One [listen NAME], [dial NAME], [serial NAME] or [efl NAME] section, or --listen/--dial/
  * --serial/--efl. An efl source keeps efl_debugd's address in host/port ("debugd"). */

@@ -171,6 +171,7 @@ struct tlc_engine {
   tlc_format_t fmt;
   tlc_engine_opts_t o;
   uint8_t ctxmode;
+  uint8_t packed; /* o.pack's masks are set: context_area values are packed (formats/rtos.h) */
   uint32_t map_gen;
   uint64_t epoch; /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
   int64_t step[TLC_MAX_WINDOWS];

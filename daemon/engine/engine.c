@@ -511,6 +511,27 @@ static void switch_out(tlc_engine_t *e, uint32_t ci, int64_t t) {
   }
 }
 
+/* Makes ci (NONE32: a context that could not be created) the current context of core. */
+static void ctx_switch(tlc_engine_t *e, uint8_t core, uint32_t ci, int64_t t) {
+  uint32_t old = e->cur[core];
+  if (ci == NONE32)
+    ci = DROP32;
+  if (ci != old) {
+    switch_out(e, old, t);
+    e->cur[core] = ci;
+    switch_in(e, ci, t);
+  }
+}
+
+/* A packed write with a stopped state of `task`: when it is the core's current task, the core
+ * goes back to its own "no task" context. */
+static void ctx_stop(tlc_engine_t *e, uint8_t core, uint64_t task, int64_t t) {
+  uint32_t ci = hfind(e, hkey(HK_CTX, TLC_CTXK_TASK), task);
+  if (ci == NONE32 || ci != e->cur[core])
+    return;
+  ctx_switch(e, core, ctx_get(e, TLC_CTXK_CORE, core, 0), t);
+}
+
 /* ---- code areas ---- */
 
 enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
@@ -880,14 +901,12 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
   }
   if (ctxmode && ev->handle == e->o.context_area &&
       (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
-    uint32_t ci = ctx_get(e, TLC_CTXK_TASK, TLC_CORE_UNKNOWN, ev->data), old = e->cur[ev->core];
-    if (ci == NONE32)
-      ci = DROP32;
-    if (ci != old) {
-      switch_out(e, old, t);
-      e->cur[ev->core] = ci;
-      switch_in(e, ci, t);
-    }
+    uint64_t task = ev->data;
+    int what = e->packed ? tlc_ctxpack_classify(&e->o.pack, ev->data, &task) : TLC_CTXPACK_RUN;
+    if (what == TLC_CTXPACK_RUN)
+      ctx_switch(e, ev->core, ctx_get(e, TLC_CTXK_TASK, TLC_CORE_UNKNOWN, task), t);
+    else if (what == TLC_CTXPACK_STOP)
+      ctx_stop(e, ev->core, task, t);
   }
 }
 
@@ -941,6 +960,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
 
 void tlc_engine_opts_default(tlc_engine_opts_t *o) {
   memset(o, 0, sizeof(*o));
+  tlc_ctxpack_default(&o->pack);
   o->nwindows = 3;
   o->window_ns[0] = 1000000000;
   o->window_ns[1] = 10000000000;
@@ -981,6 +1001,8 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   if (e->o.max_depth > 0x7FFFFFFF)
     e->o.max_depth = 0x7FFFFFFF;
   e->ctxmode = e->o.has_context_area && fmt != TLC_FMT_EVLOG;
+  tlc_ctxpack_finish(&e->o.pack);
+  e->packed = (uint8_t)tlc_ctxpack_on(&e->o.pack);
   for (i = 0; i < e->o.nwindows; i++) {
     e->step[i] = e->o.window_ns[i] / NSTEPS;
     e->wcache_lo[i] = INT64_MAX; /* empty cache */

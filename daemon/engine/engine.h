@@ -49,6 +49,12 @@
  *    that event itself is processed (the event is an ordinary state-area event too); a W on a
  *    variable whose mapping links it to context_area does not switch. context_area is ignored
  *    for evlog (its context is the thread).
+ *  - context_area with a packed task variable (opts.pack, both masks set): a W/E value v is task
+ *    v & id_mask in a state (formats/rtos.h). A running state switches the core to that task's
+ *    context (TLC_CTXK_TASK, key = the task id); a stopped state of the core's current task
+ *    switches the core back to its own "no task" context (TLC_CTXK_CORE), switched in until the
+ *    next running write; a stopped state of another task, or a state in neither list, changes
+ *    no context.
  *  - Without context_area GROSS == CALL: its samples are kept once (CALL's) and copied.
  *
  * Quantiles: a log-bucket histogram per sample kind per row (when opts.histograms), relative
@@ -87,6 +93,7 @@
 #define TLC_ENGINE_H
 
 #include "formats/mapping.h"
+#include "formats/rtos.h"
 #include "formats/stats.h"
 #include "formats/tlc_event.h"
 
@@ -117,6 +124,7 @@ typedef struct tlc_engine_acct {
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
   uint32_t context_area;    /* RTOS task-state area handle (valid when has_context_area) */
+  tlc_ctxpack_t pack;       /* packed task variable (formats/rtos.h; masks 0: not packed) */
   uint32_t nwindows;        /* 0..TLC_MAX_WINDOWS rolling windows (default 3) */
   int64_t window_ns[TLC_MAX_WINDOWS]; /* window lengths, each >= 10 ns (default 1 s, 10 s, 60 s) */
   size_t max_areas;             /* cap on rows-owning areas (default 1,000,000; 0 = default) */
@@ -128,8 +136,8 @@ typedef struct tlc_engine_opts {
   tlc_engine_acct_t acct;       /* memory accounting hook (charge_cb NULL: none; copied) */
 } tlc_engine_opts_t;
 
-/* Fills *o with the defaults: no context_area, 3 windows (1 s, 10 s, 60 s), 1,000,000 areas,
- * 65,536 contexts, depth 4,096, histograms on, no mapping. */
+/* Fills *o with the defaults: no context_area, no packing, 3 windows (1 s, 10 s, 60 s), 1,000,000
+ * areas, 65,536 contexts, depth 4,096, histograms on, no mapping. */
 void tlc_engine_opts_default(tlc_engine_opts_t *o);
 
 /* Creates an engine for a stream of format `fmt` (TLC_FMT_BIN10, TLC_FMT_BIN11 or

@@ -209,6 +209,8 @@ void tlc_target_conf_from_config(const tlc_config_t *c, const tlc_cfg_source_t *
   out->has_context_area = ts->has_context_area;
   out->context_area = ts->context_area;
   out->mapping_path = ts->mapping[0] != '\0' ? ts->mapping : NULL;
+  tlc_config_ctxpack(ts, &out->pack);
+  out->rtos_path = ts->rtos[0] != '\0' ? ts->rtos : NULL;
   out->nwindows = c->nwindows;
   memcpy(out->window_ns, c->window_ns, sizeof(out->window_ns));
   out->max_areas = c->max_areas;

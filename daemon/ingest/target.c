@@ -114,6 +114,7 @@ static void target_free(tlc_target_t *t) {
   tlc_free(t->fz_buf);
   tlc_pipeline_fini(&t->pipe); /* the engine releases its charges */
   tlc_mapping_fini(&t->mapping);
+  tlc_mapping_fini(&t->rtos_names);
   tlc_free((char *)(uintptr_t)t->conf.mapping_path);
   tlc_mapping_fini(&t->evnames);
   mem_release_cb(t, t->evnames_bytes);
@@ -226,6 +227,41 @@ static int load_mapping_file(tlc_target_t *t, const char *path) {
   return r;
 }
 
+/* Adds to m (finished) each task name of `names` for a task m does not name, and finishes it
+ * again. Returns 0 or TLC_ENOMEM. */
+static int add_rtos_names(tlc_mapping_t *m, const tlc_mapping_t *names) {
+  size_t n0 = m->ncontexts;
+  for (size_t i = 0; i < names->ncontexts; i++) {
+    tlc_mapping_t had = *m; /* the names m had, sorted */
+    had.ncontexts = n0;
+    if (tlc_mapping_ctx_name(&had, names->contexts[i].handle) == NULL &&
+        tlc_mapping_add_ctx(m, names->contexts[i].handle, names->contexts[i].name) != 0)
+      return TLC_ENOMEM;
+  }
+  if (m->ncontexts != n0)
+    tlc_mapping_finish(m);
+  return 0;
+}
+
+/* context_rtos: reads the description's task names into t->rtos_names and t->mapping. */
+static void load_rtos_names(tlc_target_t *t, const char *path) {
+  tlc_ctxpack_t p;
+  char err[300];
+  if (tlc_config_read_rtos(path, &p, &t->rtos_names, err, sizeof(err)) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: context_rtos %s", t->name, err);
+    tlc_mapping_fini(&t->rtos_names);
+    tlc_mapping_init(&t->rtos_names);
+    return;
+  }
+  tlc_mapping_finish(&t->rtos_names);
+  if (t->rtos_names.ncontexts == 0 || add_rtos_names(&t->mapping, &t->rtos_names) != 0)
+    return;
+  t->has_mapping = 1;
+  tlc_engine_set_mapping(t->pipe.engine, &t->mapping);
+  tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: context_rtos %s: %zu task names", t->name,
+          path, t->rtos_names.ncontexts);
+}
+
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err,
                             size_t errlen) {
   tlc_mapping_t m;
@@ -250,6 +286,11 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
     return r;
   }
   tlc_mapping_finish(&m);
+  if (add_rtos_names(&m, &t->rtos_names) != 0) {
+    snprintf(err, errlen, " out of memory");
+    tlc_mapping_fini(&m);
+    return TLC_ENOMEM;
+  }
   bytes = mapping_bytes(&m);
   if (cap != 0 && bytes > cap) {
     snprintf(err, errlen,
@@ -305,6 +346,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
   t->context_area = conf->context_area;
   t->conf = *conf;
   t->conf.mapping_path = NULL;
+  t->conf.rtos_path = NULL;
   if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0' &&
       (t->conf.mapping_path = tlc_strndup(conf->mapping_path, strlen(conf->mapping_path))) ==
           NULL) {
@@ -312,6 +354,7 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     return TLC_ENOMEM;
   }
   tlc_mapping_init(&t->mapping);
+  tlc_mapping_init(&t->rtos_names);
   t->name = tlc_strndup(name, strlen(name));
   if (t->name == NULL) {
     err = TLC_ENOMEM;
@@ -339,6 +382,8 @@ static int target_new(tlc_targets_t *r, const char *name, int src_kind,
     goto fail_pipe;
   if (conf->mapping_path != NULL && conf->mapping_path[0] != '\0')
     (void)load_mapping_file(t, conf->mapping_path); /* logged; the target works without */
+  if (conf->rtos_path != NULL)
+    load_rtos_names(t, conf->rtos_path); /* logged; the contexts keep their numbers */
   *out = t;
   return 0;
 
@@ -394,6 +439,8 @@ void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t
   tlc_engine_opts_default(eo);
   eo->has_context_area = conf->has_context_area;
   eo->context_area = conf->context_area;
+  if (tlc_ctxpack_on(&conf->pack))
+    eo->pack = conf->pack;
   if (conf->nwindows > 0) {
     eo->nwindows = conf->nwindows;
     memcpy(eo->window_ns, conf->window_ns, sizeof(eo->window_ns));

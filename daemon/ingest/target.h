@@ -82,6 +82,9 @@ typedef struct tlc_target_conf {
   uint8_t has_context_area;
   uint32_t context_area;
   const char *mapping_path; /* NULL/"" for none; loaded at creation (errors logged, not fatal) */
+  tlc_ctxpack_t pack;       /* packed context_area values (formats/rtos.h; masks 0: not) */
+  const char *rtos_path;    /* context_rtos: its task names name the contexts (NULL: none; read
+                               at creation, errors logged, not fatal; not kept in t->conf) */
   uint32_t nwindows;        /* 0: engine defaults */
   int64_t window_ns[TLC_MAX_WINDOWS];
   size_t max_areas, max_contexts, max_depth; /* 0: engine defaults */
@@ -101,9 +104,11 @@ typedef struct tlc_target {
   tlc_pipeline_t pipe;
   tlc_mapping_t mapping; /* per-target mapping (empty when none); stable address */
   int has_mapping;
-  tlc_mapping_t evnames;  /* evlog: the evmap's area names, as of the last tlc_target_names */
-  size_t evnames_n;       /* evmap areas evnames holds */
-  uint64_t evnames_bytes; /* what evnames holds, charged to the memory budget */
+  tlc_mapping_t rtos_names; /* context_rtos's task names (CONTEXTS only; empty when none),
+                               added to every mapping the target loads where it names no task */
+  tlc_mapping_t evnames;    /* evlog: the evmap's area names, as of the last tlc_target_names */
+  size_t evnames_n;         /* evmap areas evnames holds */
+  uint64_t evnames_bytes;   /* what evnames holds, charged to the memory budget */
   uint8_t has_context_area;
   uint32_t context_area;
 

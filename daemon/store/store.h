@@ -260,7 +260,8 @@ enum tlc_store_main_export {
 typedef struct tlc_store_tconf {
   uint8_t has_context_area; /* as the live target's engine: contexts are this handle's values */
   uint32_t context_area;
-  int main_export; /* enum tlc_store_main_export; applies from the next segment opened */
+  int main_export;    /* enum tlc_store_main_export; applies from the next segment opened */
+  tlc_ctxpack_t pack; /* packed context_area values, as the live target's engine */
 } tlc_store_tconf_t;
 
 /* Sets the target's export settings (copied). context_area applies to the segments closed

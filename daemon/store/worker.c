@@ -76,7 +76,8 @@ int tlc__store_pend_try(tlc_store_t *s, pend_t *p) {
   }
   int late_ex = 0; /* the manifest is rewritten to name an export written now */
   if (p->need_ex) {
-    tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area };
+    tlc_exset_t ex = { p->map ? &p->map->m : NULL, p->tc.has_context_area, p->tc.context_area,
+                       p->tc.pack };
     rc = tlc__segment_write_export(dir, p->base, p->target, p->format, p->xml, p->seq,
                                    plain ? dpath : zpath, p->recovered, &ex, s->o.export_cb,
                                    s->o.export_ud);
@@ -442,7 +443,7 @@ void tlc__store_seal_now(tlc_store_t *s, tlc_seg_t *seg, int reason, int64_t wal
                          const tlc_store_tconf_t *tc, sjob_t *j) {
   tlc_catent_t ent;
   char path[1200];
-  tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area };
+  tlc_exset_t ex = { map ? &map->m : NULL, tc->has_context_area, tc->context_area, tc->pack };
   pend_t *seal_keep = NULL, *xp = NULL;
   int xon;
   LOCKED(s, xon = s->xthr_started && !s->xstop);

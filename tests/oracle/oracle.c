@@ -492,6 +492,30 @@ static void do_gap(rs_t *s, uint64_t p) {
   }
 }
 
+/* What a context_area value means: 1 running (the task in *task), 2 stopped, 0 neither.
+ * Unpacked: always running, the whole value the task. */
+static int packed_state(const tlc_oracle_opts_t *o, uint64_t v, uint64_t *task) {
+  uint64_t state, mask = o->state_mask;
+  size_t i;
+  if (o->id_mask == 0 || o->state_mask == 0)
+    return 1;
+  *task = v & o->id_mask;
+  state = v & mask;
+  while ((mask & 1u) == 0) {
+    mask >>= 1;
+    state >>= 1;
+  }
+  for (i = 0; i < o->nrunning; i++)
+    if (o->running[i] == state)
+      return 1;
+  if (o->stopped_all)
+    return 2;
+  for (i = 0; i < o->nstopped; i++)
+    if (o->stopped[i] == state)
+      return 2;
+  return 0;
+}
+
 static void do_event(rs_t *s, const tlc_event_t *ev, size_t j) {
   unsigned area = ev->handle >> 28;
   if (ev->type == TLC_EV_NONE)
@@ -522,7 +546,19 @@ static void do_event(rs_t *s, const tlc_event_t *ev, size_t j) {
     state_ev(s, ev);
   if (s->ctxmode && ev->handle == s->o->o.context_area &&
       (ev->type == TLC_EV_WRITE || ev->type == TLC_EV_ENTRY)) {
-    size_t nc = find_ctx(s, TLC_CTXK_TASK, 0, ev->data);
+    uint64_t task = ev->data;
+    size_t nc;
+    int st = packed_state(&s->o->o, ev->data, &task);
+    if (st == 0)
+      return;      /* a state in neither list */
+    if (st == 2) { /* stopped: only the core's current task is switched out */
+      const octx_t *c = &s->cx[s->cur[ev->core]];
+      if (c->kind != TLC_CTXK_TASK || c->key != task)
+        return;
+      nc = find_ctx(s, TLC_CTXK_CORE, ev->core, 0);
+    } else {
+      nc = find_ctx(s, TLC_CTXK_TASK, 0, task);
+    }
     if (nc != s->cur[ev->core]) {
       set_out(s, s->cur[ev->core], 4 * (uint64_t)j + 3, ev->time_ns);
       s->cur[ev->core] = nc;

@@ -22,6 +22,16 @@ typedef struct tlc_oracle tlc_oracle_t;
 typedef struct tlc_oracle_opts {
   uint8_t has_context_area;
   uint32_t context_area;
+  /* packed task variable (SPEC 2): with both masks nonzero a context_area value v is task
+   * v & id_mask in state (v & state_mask) >> (lowest set bit of state_mask); running[] states
+   * switch the core to the task, stopped[] states (every other state when stopped_all) of the
+   * core's current task switch it back to the core's "no task" context */
+  uint64_t id_mask, state_mask;
+  const uint64_t *running; /* borrowed */
+  size_t nrunning;
+  const uint64_t *stopped; /* borrowed */
+  size_t nstopped;
+  int stopped_all;
   uint32_t nwindows;
   int64_t window_ns[TLC_MAX_WINDOWS];
   const tlc_mapping_t *mapping; /* borrowed */

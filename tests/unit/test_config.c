@@ -124,6 +124,10 @@ static void test_ini_errors_name_line(void **state) {
     { "[daemon]\npartial_timeout = -1s\n", "f.ini:2: [daemon] partial_timeout:" },
     { "[daemon]\nno equals sign here\n", "f.ini:2: syntax error" },
     { "[target t]\ncontext_area = xyz\n", "f.ini:2: [target t] context_area:" },
+    { "[target t]\ncontext_id_mask = 0\n", "f.ini:2: [target t] context_id_mask: expected a" },
+    { "[target t]\ncontext_running = 1,q\n", "f.ini:2: [target t] context_running: expected" },
+    { "[target t]\ncontext_rtos = /nonexistent/rtos.xml\n",
+      "f.ini:2: [target t] context_rtos: /nonexistent/rtos.xml:" },
   };
   (void)state;
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -135,6 +139,61 @@ static void test_ini_errors_name_line(void **state) {
       fail_msg("case %zu: got \"%s\", want \"%s\"", i, err, cases[i].want);
     tlc_config_fini(&c);
   }
+}
+
+/* Packed task variables: the keys, their defaults, and a half-set or context_area-less one
+ * refused by validation. */
+static void test_packed_context(void **state) {
+  tlc_config_t c;
+  tlc_ctxpack_t p;
+  char err[256] = "";
+  uint64_t task;
+  (void)state;
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c,
+                                          "[target a]\ncontext_area = 30000000\n"
+                                          "context_id_mask = 0000FFFF\n"
+                                          "context_state_mask = 0x00FF0000\n"
+                                          "[target b]\ncontext_area = 30000000\n"
+                                          "context_id_mask = FF\ncontext_state_mask = F00\n"
+                                          "context_running = 1, 3\ncontext_stopped = 5\n",
+                                          "p.ini", err, sizeof(err)),
+                   0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
+  tlc_config_ctxpack(tlc_config_tset(&c, NULL, "a"), &p);
+  assert_true(tlc_ctxpack_on(&p));
+  assert_int_equal(p.shift, 16);
+  /* defaults: 1 runs, every other state stops; the reason bits are ignored */
+  assert_int_equal(tlc_ctxpack_classify(&p, 0x07050003, &task), TLC_CTXPACK_STOP);
+  assert_int_equal(task, 3);
+  assert_int_equal(tlc_ctxpack_classify(&p, 0x09010003, &task), TLC_CTXPACK_RUN);
+  tlc_config_ctxpack(tlc_config_tset(&c, NULL, "b"), &p);
+  assert_int_equal(tlc_ctxpack_classify(&p, 0x307, &task), TLC_CTXPACK_RUN);
+  assert_int_equal(tlc_ctxpack_classify(&p, 0x507, &task), TLC_CTXPACK_STOP);
+  assert_int_equal(tlc_ctxpack_classify(&p, 0x207, &task), TLC_CTXPACK_NONE);
+  tlc_config_ctxpack(tlc_config_tset(&c, NULL, "other"), &p);
+  assert_false(tlc_ctxpack_on(&p));
+  tlc_config_fini(&c);
+
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c,
+                                          "[target a]\ncontext_area = 30000000\n"
+                                          "context_id_mask = FFFF\n",
+                                          "p.ini", err, sizeof(err)),
+                   0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "[target a]: context_id_mask and context_state_mask go together"));
+  tlc_config_fini(&c);
+
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(tlc_config_load_string(&c,
+                                          "[target a]\ncontext_id_mask = FFFF\n"
+                                          "context_state_mask = FF0000\n",
+                                          "p.ini", err, sizeof(err)),
+                   0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "needs context_area"));
+  tlc_config_fini(&c);
 }
 
 static void test_validate_missing(void **state) {
@@ -725,6 +784,7 @@ int main(void) {
     cmocka_unit_test(test_listener_allow_targets),
     cmocka_unit_test(test_long_lines),
     cmocka_unit_test(test_reload_rule),
+    cmocka_unit_test(test_packed_context),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

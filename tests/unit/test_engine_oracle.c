@@ -40,11 +40,12 @@ enum kind {
   K_GARBAGE,
   K_EVLOG,
   K_RTOS_GARBAGE,
+  K_FREERTOS,
   K_COUNT
 };
-static const char *const kind_name[K_COUNT] = { "single",  "multi", "bin10",       "recursion",
-                                                "lines",   "data",  "rtos",        "cut",
-                                                "garbage", "evlog", "rtos-garbage" };
+static const char *const kind_name[K_COUNT] = { "single",  "multi", "bin10",        "recursion",
+                                                "lines",   "data",  "rtos",         "cut",
+                                                "garbage", "evlog", "rtos-garbage", "freertos" };
 
 typedef struct gen {
   rng_t r;
@@ -56,6 +57,10 @@ typedef struct gen {
   /* per context model stacks of handles (contexts 0..7) */
   uint32_t st[8][64];
   unsigned depth[8];
+  /* K_FREERTOS: the packed layout (0: FreeRTOS's id 0xFFFF, state 0xFF0000; 1: id 0xFF,
+   * state 0xF00), whether every non-running state stops, each core's running task (-1: none) */
+  int layout, stop_all;
+  int run[2];
 } gen_t;
 
 static void emit(gen_t *g, uint32_t handle, unsigned type, uint64_t data, unsigned core,
@@ -166,6 +171,60 @@ static void rtos_switch(gen_t *g, unsigned core) {
          1 + rng_below(&g->r, 4), core, 0);
 }
 
+/* FreeRTOS states (../shared/samples/winidea/FreeRTOSProfiler.xml): RUNNING 1 runs; READY 2,
+ * DELETED 4, BLOCKED 5, SUSPENDED 6 end the run; CREATED 3 is in neither list (unless every
+ * non-running state stops). */
+enum { FR_RUNNING = 1, FR_READY = 2, FR_CREATED = 3, FR_DELETED = 4, FR_BLOCKED = 5 };
+#define FR_TASKS 5
+
+static void fr_write(gen_t *g, unsigned core, unsigned task, unsigned state) {
+  uint64_t v, junk = rng_below(&g->r, 256);
+  if (g->layout == 0) /* (state << 16) + task tag, a blocking reason in bits 24-31 */
+    v = ((uint64_t)state << 16) + task +
+        (state == FR_BLOCKED || rng_chance(&g->r, 1, 8) ? junk << 24 : 0);
+  else /* id 0xFF, state 0xF00, other bits anything */
+    v = ((uint64_t)state << 8) + task + (rng_chance(&g->r, 1, 3) ? junk << 12 : 0);
+  emit(g, 0x30000000u, rng_chance(&g->r, 1, 6) ? TLC_EV_ENTRY : TLC_EV_WRITE, v, core, 0);
+}
+
+/* One step on `core` as iSYSTEM's FreeRTOS instrumentation writes isystem_trace: at a switch the
+ * outgoing task's new state (preempted: READY; blocked: BLOCKED with a reason; SUSPENDED;
+ * DELETED), then RUNNING for the incoming one (a task runs on one core at a time); CREATED for
+ * a new task; now and then a stopped state of a task that is not this core's; code in between
+ * in the running task's context (model context = task, or 5 + core for "no task"). */
+static void freertos_step(gen_t *g, unsigned core) {
+  static const unsigned out_states[] = {
+    FR_READY, FR_READY, FR_BLOCKED, FR_BLOCKED, 6, FR_DELETED
+  };
+  unsigned x = (unsigned)rng_below(&g->r, 100), other = core ^ 1u;
+  if (x < 12) {
+    if (g->run[core] >= 0) {
+      fr_write(g, core, (unsigned)g->run[core], out_states[rng_below(&g->r, 6)]);
+      g->run[core] = -1;
+    }
+    if (rng_chance(&g->r, 5, 6)) {
+      unsigned task = (unsigned)rng_below(&g->r, FR_TASKS);
+      if ((int)task != g->run[other]) {
+        fr_write(g, core, task, FR_RUNNING);
+        g->run[core] = (int)task;
+      }
+    }
+  } else if (x < 14) {
+    unsigned task = (unsigned)rng_below(&g->r, FR_TASKS);
+    fr_write(g, core, task, FR_CREATED);
+    if (g->stop_all && (int)task == g->run[core])
+      g->run[core] = -1;
+  } else if (x < 16) {
+    if (g->run[other] >= 0) /* the other core's task, written on this core: no change */
+      fr_write(g, core, (unsigned)g->run[other], FR_BLOCKED);
+  } else if (x < 17) {
+    emit(g, 0x30000000u, TLC_EV_EXIT, 0, core, 0);
+  } else {
+    unsigned cx = g->run[core] >= 0 ? (unsigned)g->run[core] : 5 + core;
+    code_step(g, cx, core, 0, 4, rng_chance(&g->r, 1, 4), rng_chance(&g->r, 1, 8));
+  }
+}
+
 static void generate(gen_t *g, int kind, uint64_t seed, size_t len) {
   static const unsigned cores[4] = { 0, 1, 2, TLC_CORE_UNKNOWN };
   memset(g, 0, sizeof(*g));
@@ -173,6 +232,9 @@ static void generate(gen_t *g, int kind, uint64_t seed, size_t len) {
   g->kind = kind;
   g->fmt = TLC_FMT_BIN11;
   g->t = rng_chance(&g->r, 1, 4) ? -(int64_t)rng_below(&g->r, 100000) : 0;
+  g->layout = (int)rng_below(&g->r, 2);
+  g->stop_all = rng_chance(&g->r, 1, 3);
+  g->run[0] = g->run[1] = -1;
   while (g->n < len) {
     unsigned c;
     switch (kind) {
@@ -209,6 +271,9 @@ static void generate(gen_t *g, int kind, uint64_t seed, size_t len) {
         code_step(g, c, c, 0, 4, rng_chance(&g->r, 1, 4), 0);
       if (kind == K_RTOS_GARBAGE && rng_chance(&g->r, 1, 6))
         garbage(g);
+      break;
+    case K_FREERTOS:
+      freertos_step(g, (unsigned)rng_below(&g->r, 2));
       break;
     case K_CUT:
       c = (unsigned)rng_below(&g->r, 2);
@@ -473,6 +538,22 @@ static int run_one(int kind, uint64_t seed) {
     eo.has_context_area = oo.has_context_area = 1;
     eo.context_area = oo.context_area = 0x30000000u;
   }
+  if (kind == K_FREERTOS) {
+    static const uint64_t running[] = { FR_RUNNING },
+                          stopped[] = { FR_READY, FR_DELETED, FR_BLOCKED, 6 };
+    eo.has_context_area = oo.has_context_area = 1;
+    eo.context_area = oo.context_area = 0x30000000u;
+    eo.pack.id_mask = oo.id_mask = g.layout == 0 ? 0xFFFFu : 0xFFu;
+    eo.pack.state_mask = oo.state_mask = g.layout == 0 ? 0xFF0000u : 0xF00u;
+    oo.running = running;
+    oo.nrunning = 1; /* eo.pack.run is {1} by default */
+    oo.stopped_all = eo.pack.stop_all = (uint8_t)g.stop_all;
+    if (!g.stop_all) {
+      oo.stopped = stopped;
+      oo.nstopped = eo.pack.nstop = 4;
+      memcpy(eo.pack.stop, stopped, sizeof(stopped));
+    }
+  }
   if (kind == K_DATA || kind == K_GARBAGE || kind == K_BIN10 || rng_chance(&pr, 1, 4))
     eo.mapping = oo.mapping = &g_map;
   eo.histograms = 1;
@@ -617,6 +698,7 @@ KIND_TEST(cut, K_CUT)
 KIND_TEST(garbage, K_GARBAGE)
 KIND_TEST(evlog, K_EVLOG)
 KIND_TEST(rtos_garbage, K_RTOS_GARBAGE)
+KIND_TEST(freertos, K_FREERTOS)
 
 /* Many areas on 4 cores: 3,000 functions x 4 contexts, more code rows than the engine's row
  * cache has slots (engine.c: RCACHE), so rows share slots and are looked up again after another
@@ -714,6 +796,7 @@ int main(void) {
     cmocka_unit_test(test_rtos),         cmocka_unit_test(test_cut),
     cmocka_unit_test(test_garbage),      cmocka_unit_test(test_evlog),
     cmocka_unit_test(test_rtos_garbage), cmocka_unit_test(test_many_areas),
+    cmocka_unit_test(test_freertos),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1384,7 +1384,7 @@ static void test_export_settings(void **state) {
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
-  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1, { 0 } };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
   parse_mapping(&m, m1);
@@ -1455,7 +1455,7 @@ static void test_xml_main_export(void **state) {
   buf_t want = { 0 };
   tlc_event_t *ev = gen_bin(TLC_FMT_BIN10, 200, 31, &want);
   assert_int_equal(tlc_store_write(t, ev, 60), 0); /* segment 1 (40), segment 2 opened */
-  tlc_store_tconf_t tc = { 0, 0, TLC_MAIN_XML };
+  tlc_store_tconf_t tc = { 0, 0, TLC_MAIN_XML, { 0 } };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   assert_int_equal(tlc_store_write(t, ev + 60, 140), 0); /* segment 2 still .txt; 3.. XML */
   close_store(s, &loop);
@@ -1818,7 +1818,7 @@ static void check_export(const char *dir, const char *data, const tlc_mapping_t 
   snprintf(path, sizeof path, "%s/%s", dir, data);
   snprintf(scratch, sizeof scratch, "%s/.scratch", tmp);
   mkdir(scratch, 0755);
-  tlc_exset_t ex = { mapping, context_area != 0, context_area };
+  tlc_exset_t ex = { mapping, context_area != 0, context_area, { 0 } };
   assert_int_equal(tlc__segment_write_export(scratch, sn.base, "x", TLC_FMT_BIN11, sn.xml, sn.seq,
                                              path, 0, &ex, tlc_stpol_main_export, NULL),
                    0);
@@ -2012,7 +2012,7 @@ static void test_export_retry(void **state) {
   tlc_store_t *s = open_store(&loop, &o, NULL);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "er", TLC_FMT_BIN11, &t), 0);
-  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1, { 0 } };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
   set_rtos_mapping(t, &m);
@@ -2096,7 +2096,7 @@ static void test_export_recovered(void **state) {
   assert_int_equal(c.exports_pending, 2);
   tlc_store_target_t *t;
   assert_int_equal(tlc_store_target_open(s, "rtos", TLC_FMT_BIN11, &t), 0);
-  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1 };
+  tlc_store_tconf_t tc = { 1, 0x30000005, TLC_MAIN_TEXT1, { 0 } };
   assert_int_equal(tlc_store_target_configure(t, &tc), 0);
   tlc_mapping_t m;
   set_rtos_mapping(t, &m);

@@ -69,6 +69,8 @@ int tlc_stpol_main_export(void *ud, const tlc_store_export_t *x) {
   pc.engine.nwindows = 0;
   pc.engine.has_context_area = x->has_context_area;
   pc.engine.context_area = x->context_area;
+  if (tlc_ctxpack_on(&x->pack))
+    pc.engine.pack = x->pack;
   pc.engine.mapping = x->mapping;
   /* the timeline's events are decoded already (bin1x: no mapping, no range): the pipeline's
    * engine takes them as they are */

@@ -136,6 +136,7 @@ static void st_settings(const tlc_stpol_t *p, tlc_target_t *t, int mapping_too) 
   memset(&tc, 0, sizeof(tc));
   tc.has_context_area = t->has_context_area;
   tc.context_area = t->context_area;
+  tc.pack = t->conf.pack;
   tc.main_export = p->main_export ? TLC_MAIN_XML : TLC_MAIN_TEXT1;
   r = tlc_store_target_configure(h->t, &tc);
   if (r == 0 && mapping_too)

@@ -241,6 +241,7 @@ typedef struct tlc_exset {
   const tlc_mapping_t *mapping; /* names, or NULL */
   uint8_t has_context_area;
   uint32_t context_area;
+  tlc_ctxpack_t pack; /* packed context_area values (masks 0: not packed) */
 } tlc_exset_t;
 
 /* ---- segment data files: recovery of one .part (startup) ---- */

@@ -8,6 +8,7 @@
 
 #include "base/out.h"
 #include "formats/mapping.h"
+#include "formats/rtos.h"
 #include "formats/timeline.h"
 #include "formats/tlc_event.h"
 
@@ -44,6 +45,7 @@ typedef struct tlc_store_export {
   uint32_t context_area;
   int xml;               /* 1: write winIDEA XML (the .BIN is its TimelineBinary); 0: Text1 */
   const char *data_name; /* the data file's sealed name, e.g. "<base>.xml.BIN" (no directory) */
+  tlc_ctxpack_t pack;    /* packed context_area values (formats/rtos.h; masks 0: not packed) */
 } tlc_store_export_t;
 
 /* Writes the main export of one segment into x->out, e.g. by running a tlc_engine over

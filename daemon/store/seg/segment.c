@@ -293,11 +293,13 @@ int tlc__segment_write_export(const char *dir, const char *base, const char *tar
   }
   tlc_out_t o;
   tlc_out_init(&o, 0, fd_write_cb, &fd);
-  tlc_store_export_t x = { target, f, seq, data_path, &tl, &o, recovered, NULL, 0, 0, xml, dname };
+  tlc_store_export_t x = { target, f, seq, data_path, &tl,   &o,   recovered,
+                           NULL,   0, 0,   xml,       dname, { 0 } };
   if (ex) {
     x.mapping = ex->mapping;
     x.has_context_area = ex->has_context_area;
     x.context_area = ex->context_area;
+    x.pack = ex->pack;
   }
   rc = cb(ud, &x);
   int frc = tlc_out_fini(&o);
