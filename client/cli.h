@@ -33,6 +33,8 @@ int tlc_cli_top(int argc, char **argv);      /* top.c */
 int tlc_cli_watch(int argc, char **argv);    /* watch.c */
 int tlc_cli_send(int argc, char **argv);     /* send.c */
 int tlc_cli_rotate(int argc, char **argv);   /* rotate.c */
+int tlc_cli_reset(int argc, char **argv);    /* reset.c */
+int tlc_cli_forget(int argc, char **argv);   /* reset.c */
 int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
 int tlc_cli_segments(int argc, char **argv); /* segments.c */
 int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
