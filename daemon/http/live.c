@@ -368,8 +368,17 @@ int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__h
     if (t == NULL)
       return TLC_ENOMEM;
     if (t->tick != c->tick) { /* its first use this tick */
+      const tlc_view_t *pv = v->src;
+      tlc_view_target_t info;
+      size_t idx;
       t->tick = c->tick;
       t->base = t->next_base;
+      memset(&info, 0, sizeof(info));
+      if (pv->find(pv->ud, l->target, &idx) == 0 && pv->info(pv->ud, idx, &info) == 0 &&
+          info.gen != t->gen) {
+        t->gen = info.gen;
+        t->base = 0; /* every socket gets the full table, with the new names */
+      }
     }
     /* in step with the previous tick: the delta; else, and every 10th tick, the full table */
     full =

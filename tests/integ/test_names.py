@@ -17,6 +17,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cdp  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
@@ -58,6 +59,17 @@ class Lab:
         return s
 
 
+def live_msg(ws):
+    op, m = cdp.recv_message(ws)
+    T.eq(op, 1, "a text message")
+    return json.loads(m)
+
+
+def live_names(doc):
+    a = doc["areas"]
+    return {dict(zip(a["cols"], r))["name"] for r in a["rows"]}
+
+
 def names(doc):
     return {r.get("name") for r in doc["rows"]}
 
@@ -78,6 +90,13 @@ def test_mapping_lasts(d):
                                  stderr=subprocess.DEVNULL)
         first = json.loads(watch.stdout.readline())
         T.check("worker" not in json.dumps(first), "no name before the mapping")
+        ws = cdp.ws_connect("127.0.0.1", lab.hport, "/api/v1/live", "tlcap-live")
+        ws.sendall(cdp.frame(b"target k"))
+        while True:  # the dashboard's first full table, without the name
+            doc = live_msg(ws)
+            if doc["areas"] is not None and doc["areas"].get("full"):
+                break
+        T.check("worker" not in live_names(doc), "the dashboard has no name before")
         mp = os.path.join(d, "map.txt")
         with open(mp, "w") as f:
             f.write(MAP)
@@ -94,6 +113,11 @@ def test_mapping_lasts(d):
                 seen = True
                 break
         T.check(seen, "the running watch shows the new name")
+        # the dashboard's socket too, at its next message (not at the 10th, its periodic full)
+        doc = live_msg(ws)
+        T.check(doc["areas"]["full"] and "worker" in live_names(doc),
+                "the dashboard's next message is full, with the new name")
+        ws.close()
         T.check(os.path.exists(os.path.join(dm.state, "k", "target.mapping")),
                 "the mapping is kept in the state directory")
         T.check("worker" in names(lab.stats("k")), "live stats name the area")
