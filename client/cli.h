@@ -144,6 +144,9 @@ typedef struct tlc_cli_view {
  * and counts them. */
 tlc_cli_view_target_t *tlc_cli_view_apply(tlc_cli_view_t *w, const Tlcap__Snapshot *s);
 
+/* A target event: a forgotten target (`tlcap forget`) leaves the view. */
+void tlc_cli_view_event(tlc_cli_view_t *w, const Tlcap__TargetEvent *te);
+
 /* Frees every target and zeroes the view (it can be used again). */
 void tlc_cli_view_fini(tlc_cli_view_t *w);
 

@@ -609,6 +609,8 @@ int tlc_cli_top(int argc, char **argv) {
       }
       if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
         tlc_cli_view_apply(&w, m->snapshot);
+      else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT)
+        tlc_cli_view_event(&w, m->target_event);
       else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_DROPPED) {
         w.dropped_batches = m->dropped->total_batches;
         w.dropped_events = m->dropped->total_events;

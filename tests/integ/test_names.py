@@ -183,8 +183,22 @@ def test_forget(d):
                                      for t in st["targets"]), what="f disconnected")
         D.wait_until(lambda: os.path.exists(os.path.join(dm.state, "f", "target.mapping")),
                      what="the kept mapping")
+        watch = subprocess.Popen([TLCAP, "--connect", "127.0.0.1:%d" % lab.sport, "watch", "f",
+                                  "--interval", "100"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+        json.loads(watch.stdout.readline())  # subscribed: its first snapshot
         rc, out, err = lab.cli("forget", "f")
         T.eq((rc, out), (0, b"forgot f\n"), "tlcap forget: %r" % err)
+        try:
+            for _ in range(100):
+                doc = json.loads(watch.stdout.readline())
+                if doc.get("type") == "target_event" and doc["kind"] == "forgotten":
+                    break
+            else:
+                raise T.Failure("the subscriber was not told")
+        finally:
+            watch.kill()
+            watch.wait()
         rc, out, err = lab.cli("targets", "--json")
         T.eq(rc, 0, "tlcap targets")
         T.eq([t["name"] for t in json.loads(out)], ["other"], "only the other target is listed")
@@ -196,6 +210,15 @@ def test_forget(d):
                      and not os.path.exists(os.path.join(dm.state, "f", "target.checkpoint")),
                      what="checkpoint and mapping deleted")
         T.eq(lab.cli("forget", "f")[0], 1, "a forgotten target is unknown")
+        # a stream refused at byte 0 leaves its target listed, until it is forgotten
+        z = D.connect(lab.port)
+        z.sendall(b"TLCAP/1 target=junk format=bin11\n" + b"\xff" * 96)
+        D.wait_eof(z)
+        dm.wait_stats(lambda st: any(t["name"] == "junk" and not t["connected"]
+                                     for t in st["targets"]), what="junk refused")
+        T.eq(lab.cli("forget", "junk")[0], 0, "tlcap forget junk")
+        rc, out, err = lab.cli("targets", "--json")
+        T.eq([t["name"] for t in json.loads(out)], ["other"], "the refused stream's target gone")
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
