@@ -233,4 +233,46 @@ def test_forget(d):
     T.eq(rc, 0, "exit status")
 
 
-T.main([test_mapping_lasts, test_reset, test_forget])
+STATE_MAP = """* HANDLE(Functions) %HANDLE%,%NAME%
+00000000,main
+* HANDLE(Data) %HANDLE%,%NAME%,%VALUE%
+20000001,task_state,
+30000001,RUNNING,1
+30000001,BLOCKED,2
+"""
+
+
+def test_state_names(d):
+    """The dashboard names a state row VARIABLE = VALUE NAME (as tlcap top does): the
+    variable's and the value's names from the mapping, the numbers without one."""
+    lab = Lab(d)
+    dm = lab.start()
+    rec = b"".join(T.bin11(0x30000001, 4, 0, 1 + i % 2, 1000 + 100 * i) for i in range(10))
+    try:
+        s = lab.send("s", rec, 10)
+
+        def states():
+            ws = cdp.ws_connect("127.0.0.1", lab.hport, "/api/v1/live", "tlcap-live")
+            ws.sendall(cdp.frame(b"target s"))
+            while True:
+                doc = live_msg(ws)
+                if doc["areas"] is not None and doc["areas"].get("full"):
+                    break
+            ws.close()
+            a = doc["areas"]
+            return sorted(dict(zip(a["cols"], r))["name"] for r in a["rows"]
+                          if dict(zip(a["cols"], r))["kind"] == "state")
+        T.eq(states(), ["30000001 = 1", "30000001 = 2"], "state rows without a mapping")
+        mp = os.path.join(d, "map.txt")
+        with open(mp, "w") as f:
+            f.write(STATE_MAP)
+        T.eq(lab.cli("mapping", "s", mp)[0], 0, "tlcap mapping")
+        T.eq(states(), ["task_state = BLOCKED", "task_state = RUNNING"],
+             "state rows with the mapping")
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
+T.main([test_mapping_lasts, test_reset, test_forget, test_state_names])
