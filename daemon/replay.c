@@ -88,6 +88,7 @@ typedef struct rp {
   tlc_hist_files_t hf;           /* the chosen segments (files[] points at them) */
   char seg_target[129];          /* the target the segments' manifests name ("" none) */
   char kept_map[1200];           /* --state-dir: the target's kept `tlcap mapping` file */
+  const char *json_target;       /* export_target(): the JSON export's "target" (NULL: null) */
 } rp_t;
 
 static void usage(FILE *to) {
@@ -702,7 +703,7 @@ static int write_stats_export(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_
     r = tlc_text1_write(o, &rp->t1, t, map, tl);
     break;
   case EX_JSON:
-    r = tlc_json_write(o, t, map, rp->xml.target, 0);
+    r = tlc_json_write(o, t, map, rp->json_target, 0);
     break;
   case EX_APROF:
     r = tlc_aprof_write(o, NULL, t, map, tl);
@@ -800,8 +801,7 @@ static int replay_streams(rp_t *rp, FILE *out) {
     if (access(rp->kept_map, R_OK) == 0)
       rp->mapping_path = rp->kept_map;
   }
-  if (rp->xml.target == NULL)
-    rp->xml.target = export_target(rp);
+  rp->json_target = export_target(rp); /* the JSON document's "target" */
   if (rp->mapping_path != NULL && (status = load_mapping(rp)) != 0)
     return status;
   /* an engine for the statistics exports (the native ones only re-encode the events) */
