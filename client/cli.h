@@ -33,6 +33,8 @@ int tlc_cli_top(int argc, char **argv);      /* top.c */
 int tlc_cli_watch(int argc, char **argv);    /* watch.c */
 int tlc_cli_send(int argc, char **argv);     /* send.c */
 int tlc_cli_rotate(int argc, char **argv);   /* rotate.c */
+int tlc_cli_reset(int argc, char **argv);    /* reset.c */
+int tlc_cli_forget(int argc, char **argv);   /* reset.c */
 int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
 int tlc_cli_segments(int argc, char **argv); /* segments.c */
 int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
@@ -141,6 +143,9 @@ typedef struct tlc_cli_view {
  * snapshot the table refuses). Detects gaps (a delta whose base is not the stream's last seq)
  * and counts them. */
 tlc_cli_view_target_t *tlc_cli_view_apply(tlc_cli_view_t *w, const Tlcap__Snapshot *s);
+
+/* A target event: a forgotten target (`tlcap forget`) leaves the view. */
+void tlc_cli_view_event(tlc_cli_view_t *w, const Tlcap__TargetEvent *te);
 
 /* Frees every target and zeroes the view (it can be used again). */
 void tlc_cli_view_fini(tlc_cli_view_t *w);

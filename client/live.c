@@ -48,6 +48,20 @@ void tlc_cli_view_fini(tlc_cli_view_t *w) {
   memset(w, 0, sizeof(*w));
 }
 
+void tlc_cli_view_event(tlc_cli_view_t *w, const Tlcap__TargetEvent *te) {
+  if (te == NULL || te->target == NULL || te->kind != TLCAP__TARGET_EVENT_KIND__TE_FORGOTTEN)
+    return;
+  for (size_t i = 0; i < w->n; i++)
+    if (strcmp(w->v[i].name, te->target) == 0) {
+      tlc_free(w->v[i].name);
+      tlc_table_fini(&w->v[i].t);
+      tlc_mapping_fini(&w->v[i].map);
+      memmove(&w->v[i], &w->v[i + 1], (w->n - i - 1) * sizeof(*w->v));
+      w->n--;
+      return;
+    }
+}
+
 /* Applies a Snapshot; returns the target or NULL. Detects gaps (a delta whose base is not the
  * stream's last seq) and counts them. */
 tlc_cli_view_target_t *tlc_cli_view_apply(tlc_cli_view_t *w, const Tlcap__Snapshot *s) {

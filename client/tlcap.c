@@ -52,7 +52,10 @@ static void usage_main(FILE *to) {
           "                                print its path\n"
           "  segments TARGET [--json]      the target's stored segments: wall-clock and target-\n"
           "                                time spans, records, bytes, state, path\n"
-          "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target\n"
+          "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target;\n"
+          "                                kept in the state directory across restarts\n"
+          "  reset TARGET                  start a target's statistics afresh (a gap)\n"
+          "  forget TARGET                 remove a disconnected target from every view\n"
           "  fleet --nats URL [--subject PREFIX] [--json]\n"
           "                                every daemon and target publishing to a NATS server\n"
           "\n"
@@ -149,6 +152,10 @@ int main(int argc, char **argv) {
     r = tlc_cli_rotate(argc, argv);
   else if (strcmp(argv[0], "mapping") == 0)
     r = tlc_cli_mapping(argc, argv);
+  else if (strcmp(argv[0], "reset") == 0)
+    r = tlc_cli_reset(argc, argv);
+  else if (strcmp(argv[0], "forget") == 0)
+    r = tlc_cli_forget(argc, argv);
   else if (strcmp(argv[0], "segments") == 0)
     r = tlc_cli_segments(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)

@@ -138,15 +138,7 @@ static void row_name(const tlc_cli_view_target_t *vt, const tlc_stat_t *r, char 
   const tlc_mapping_t *m = vt->have_map ? &vt->map : NULL;
   const tlc_map_area_t *ma = m != NULL ? tlc_mapping_find(m, r->handle) : NULL;
   if (r->kind == TLC_ROW_STATE) {
-    const tlc_map_area_t *val = m != NULL ? tlc_mapping_find_value(m, r->handle, r->state) : NULL;
-    const tlc_map_area_t *var = NULL;
-    char vh[16], sv[24];
-    if (val != NULL && val->parent != TLC_NO_HANDLE)
-      var = tlc_mapping_find(m, val->parent);
-    snprintf(vh, sizeof(vh), "%08X", r->handle);
-    snprintf(sv, sizeof(sv), "%llX", (unsigned long long)r->state);
-    snprintf(buf, len, "%s = %s", var != NULL && var->name[0] ? var->name : vh,
-             val != NULL && val->name[0] ? val->name : sv);
+    (void)tlc_mapping_state_display(m, r->handle, r->state, buf, len);
   } else if (ma != NULL && ma->name[0] != 0)
     snprintf(buf, len, "%s", ma->name);
   else
@@ -609,6 +601,8 @@ int tlc_cli_top(int argc, char **argv) {
       }
       if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_SNAPSHOT)
         tlc_cli_view_apply(&w, m->snapshot);
+      else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT)
+        tlc_cli_view_event(&w, m->target_event);
       else if (m->msg_case == TLCAP__SERVER_MESSAGE__MSG_DROPPED) {
         w.dropped_batches = m->dropped->total_batches;
         w.dropped_events = m->dropped->total_events;

@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
+#include "continuity/ckfile.h"
 #include "store/seg/segread.h"
 
 #include "base/alloc.h"
@@ -52,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #define RP_CHUNK         (1u << 20)
@@ -89,6 +91,9 @@ typedef struct rp {
   const char *state_dir, *target;
   const char *since_s, *until_s; /* --since/--until as given (when.h) */
   tlc_hist_files_t hf;           /* the chosen segments (files[] points at them) */
+  char seg_target[129];          /* the target the segments' manifests name ("" none) */
+  char kept_map[1200];           /* --state-dir: the target's kept `tlcap mapping` file */
+  const char *json_target;       /* export_target(): the JSON export's "target" (NULL: null) */
 } rp_t;
 
 static void usage(FILE *to) {
@@ -796,7 +801,7 @@ static int write_stats_export(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_
     r = tlc_text1_write(o, &rp->t1, t, map, tl);
     break;
   case EX_JSON:
-    r = tlc_json_write(o, t, map, NULL, 0);
+    r = tlc_json_write(o, t, map, rp->json_target, 0);
     break;
   case EX_APROF:
     r = tlc_aprof_write(o, NULL, t, map, tl);
@@ -846,6 +851,38 @@ static int export_stats(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
   return status;
 }
 
+/* The target the exports name: --target, else the one every input segment's manifest names
+ * (a stored segment: <base>.manifest beside its data file), else none. Names may hold '/'
+ * (efl targets). */
+static const char *export_target(rp_t *rp) {
+  static const char *const sfx[] = { ".zst", ".part", ".txt.BIN", ".xml.BIN", ".log" };
+  if (rp->target != NULL)
+    return rp->target;
+  rp->seg_target[0] = '\0';
+  for (size_t i = 0; i < rp->nfiles; i++) {
+    char base[4096], man[4200], err[200];
+    size_t n = strlen(rp->files[i]);
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    if (n >= sizeof(base))
+      return NULL;
+    memcpy(base, rp->files[i], n + 1);
+    for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++)
+      if (ends_with(base, sfx[k]))
+        base[strlen(base) - strlen(sfx[k])] = '\0';
+    snprintf(man, sizeof(man), "%s.manifest", base);
+    if (access(man, R_OK) != 0 ||
+        tlc_segread_open(rp->files[i], TLC_FMT_NONE, 0, &sr, err, sizeof(err)) != 0)
+      return NULL;
+    tlc_segread_info(sr, &info);
+    tlc_segread_close(sr);
+    if (info.target[0] == '\0' || (i > 0 && strcmp(info.target, rp->seg_target) != 0))
+      return NULL;
+    snprintf(rp->seg_target, sizeof(rp->seg_target), "%s", info.target);
+  }
+  return rp->seg_target[0] != '\0' ? rp->seg_target : NULL;
+}
+
 /* Stream input (bin10, bin11, evlog, segments): decoded as one capture into out. A read or
  * decode error makes the exit status 1 once what came before it is exported. */
 static int replay_streams(rp_t *rp, FILE *out) {
@@ -855,6 +892,14 @@ static int replay_streams(rp_t *rp, FILE *out) {
   status = resolve_formats(rp);
   if (status != 0)
     return status;
+  if (rp->mapping_path == NULL && rp->state_dir != NULL && rp->target != NULL) {
+    /* the names `tlcap mapping` gave the target, as its history uses them */
+    snprintf(rp->kept_map, sizeof(rp->kept_map), "%s/%s/%s", rp->state_dir, rp->target,
+             TLC_MAP_NAME);
+    if (access(rp->kept_map, R_OK) == 0)
+      rp->mapping_path = rp->kept_map;
+  }
+  rp->json_target = export_target(rp); /* the JSON document's "target" */
   if (rp->mapping_path != NULL && (status = load_mapping(rp)) != 0)
     return status;
   if ((status = load_pack(rp, &rp->pack)) != 0)

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "continuity/ckfile.h"
 #include "history/histq.h"
 #include "store/policy/policy.h"
 #include "store/seg/segread.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 /* A name a target may have: a peer's, or an efl source's "SOURCE/APP-PID" (one '/'). */
 static int name_ok(const char *name) {
@@ -77,10 +79,12 @@ int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range
   tlc_hist_query_t q;
   const tlc_target_t *t;
   tlc_histq_job_t *j = NULL;
+  char kept[1200]; /* the mapping `tlcap mapping` loaded, kept in the state directory */
   int r;
   *job = NULL;
   if (d->histq == NULL || !name_ok(name))
     return TLC_EINVAL;
+  snprintf(kept, sizeof(kept), "%s/%s/%s", d->in.cfg.state_dir, name, TLC_MAP_NAME);
   memset(&q, 0, sizeof(q));
   q.state_dir = d->in.cfg.state_dir;
   q.target = name;
@@ -93,8 +97,12 @@ int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range
     q.eo = pc.engine;
     q.evopts = pc.evmap;
     q.mapping_path = t->conf.mapping_path;
+    if (t->map_origin == TLC_MAP_RUNTIME || t->map_origin == TLC_MAP_RESTORED)
+      q.mapping_path = kept; /* the names the live target shows */
   } else {
     tlc_engine_opts_default(&q.eo);
+    if (access(kept, F_OK) == 0)
+      q.mapping_path = kept;
   }
   r = tlc_histq_submit(d->histq, &q, ans, done, done_ud, &j);
   if (r == 0)

@@ -1204,3 +1204,17 @@ int tlc_mapping_row_unlisted(const tlc_mapping_t *m, const struct tlc_table *t, 
     return 0;
   return tlc_mapping_row_entry(m, r) == NULL;
 }
+
+const char *tlc_mapping_state_display(const tlc_mapping_t *m, uint32_t handle, uint64_t state,
+                                      char *buf, size_t len) {
+  const tlc_map_area_t *val = m != NULL ? tlc_mapping_find_value(m, handle, state) : NULL;
+  const tlc_map_area_t *var = NULL;
+  char vh[16], sv[24];
+  if (val != NULL && val->parent != TLC_NO_HANDLE)
+    var = tlc_mapping_find(m, val->parent);
+  snprintf(vh, sizeof(vh), "%08X", handle);
+  snprintf(sv, sizeof(sv), "%llX", (unsigned long long)state);
+  snprintf(buf, len, "%s = %s", var != NULL && var->name[0] ? var->name : vh,
+           val != NULL && val->name[0] ? val->name : sv);
+  return buf;
+}

@@ -137,4 +137,10 @@ int tlc_mapping_row_unlisted(const tlc_mapping_t *m, const struct tlc_table *t, 
 const char *tlc_mapping_ctx_display(const tlc_mapping_t *m, const struct tlc_table *t, uint32_t c,
                                     char *buf, size_t len);
 
+/* The name views show for a state row (handle, state value): "VARIABLE = VALUE NAME", the
+ * variable's name (the value entry's parent, Text1's NAME.PARENT) and the value's, each the
+ * number (handle %08X, value %llX) when `m` (may be NULL) has no name for it. Into buf. */
+const char *tlc_mapping_state_display(const tlc_mapping_t *m, uint32_t handle, uint64_t state,
+                                      char *buf, size_t len);
+
 #endif

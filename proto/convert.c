@@ -971,6 +971,10 @@ const char *tlc_pb_event_kind_name(int k) {
   static const char *const n[] = { "unknown",         "connected",    "disconnected",
                                    "segment_rotated", "resync",       "drops",
                                    "mapping_loaded",  "decode_error", "added" };
+  if (k == 20)
+    return "reset";
+  if (k == 21)
+    return "forgotten";
   return k >= 0 && k <= 8 ? n[k] : "unknown";
 }
 

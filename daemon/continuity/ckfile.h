@@ -35,6 +35,7 @@
 #define TLC_CKPT_VERSION 1
 #define TLC_CKPT_HEADER  72
 #define TLC_CKPT_NAME    "target.checkpoint" /* <state>/<target>/target.checkpoint */
+#define TLC_MAP_NAME     "target.mapping"    /* <state>/<target>/target.mapping: `tlcap mapping` */
 
 typedef struct tlc_ckpt_pos {
   int valid;

@@ -31,7 +31,11 @@
  * the stored bytes carry it (an overflow count does; bytes a resync skipped are not stored:
  * docs/continuity.md).
  *
- * Does not: checkpoint mappings loaded at run time (`tlcap mapping`), or history queries.
+ * A mapping loaded at run time (`tlcap mapping`) is kept beside the checkpoint (TLC_MAP_NAME,
+ * written in the threadpool: temporary file, fsync, rename, directory fsync) and loaded again
+ * when the target is created. A forgotten target's checkpoint and mapping are deleted.
+ *
+ * Does not: history queries.
  */
 #include "continuity/continuity.h"
 
@@ -51,6 +55,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -68,7 +73,23 @@ typedef struct slot {
   unsigned waits; /* rounds waited for the end of an evlog block (mid_block) */
   uint64_t fp[4]; /* what the last one covered: engine seq, bytes, connections, gaps */
   uint64_t thawed_at, frozen_ns; /* the end and length of its last freeze (mono ns) */
+  struct job *job;               /* the job in flight (busy), whose idx follows the slot */
 } slot_t;
+
+/* A file operation on a target's kept files, run in order, one at a time, in the threadpool:
+ * write its run-time mapping (TLC_MAP_NAME: temporary file, fsync, rename, directory fsync), or
+ * delete its checkpoint and mapping (a forgotten target). */
+typedef struct fop {
+  uv_work_t req;
+  struct fop *next;
+  struct tlc_cont *c;
+  int del; /* 1: delete; 0: write data[0..len) */
+  char dir[1100];
+  char *data;
+  size_t len;
+  int rc;        /* the threadpool's result (0 or -errno) */
+  char what[64]; /* the operation that failed */
+} fop_t;
 
 typedef struct job {
   uv_work_t req;         /* the step of its file chain in flight (io_busy) */
@@ -96,6 +117,7 @@ typedef struct job {
   int64_t wall_ns;
   char dir[1100];
   int rc;
+  fop_t *forget; /* the target was forgotten: its files go once this job is done */
   char why[1500];
   int io_rc; /* a step's error (written by the step, read on the loop once it is back) */
   char io_why[1500];
@@ -123,6 +145,8 @@ struct tlc_cont {
   void (*close_cb)(void *);
   void *close_ud;
   tlc_cont_stats_t st;
+  fop_t *fops, *fops_tail; /* queued file operations; the head runs when fop_busy */
+  int fop_busy;
 };
 
 static int64_t wall_ns(void) {
@@ -380,6 +404,7 @@ static void on_soon(uv_timer_t *h);
 static void on_idle(uv_idle_t *h);
 static void chain_next(job_t *j);
 static void start_encoding(job_t *j, tlc_target_t *t, int may_slice);
+static void fop_queue(tlc_cont_t *c, fop_t *op);
 
 /* The target's slot is free again (once per job): the checkpoint's file is written or gone and
  * its target thawed. A shutdown's checkpoint that waited for this one is taken now (no position
@@ -390,9 +415,14 @@ static void slot_release(job_t *j) {
   if (j->slot_freed)
     return;
   j->slot_freed = 1;
+  if (j->forget != NULL) {
+    fop_queue(c, j->forget);
+    j->forget = NULL;
+  }
   if (idx >= c->nslots)
     return;
   c->slots[idx].busy = 0;
+  c->slots[idx].job = NULL;
   if (j->failed)
     c->slots[idx].written = 0; /* tried again at the next interval */
   if (c->slots[idx].again && idx < c->targets->n) {
@@ -752,6 +782,7 @@ static void checkpoint_one(tlc_cont_t *c, size_t i, int may_slice) {
       j->est = 2 * SPILL_BYTES;
   }
   s->busy = 1;
+  s->job = j;
   c->inflight++;
   tlc_ckw_reserve(&j->w, j->est);
   start_encoding(j, t, may_slice);
@@ -1046,6 +1077,195 @@ static int was_quarantined(tlc_cont_t *c, const char *name) {
   return 0;
 }
 
+/* ---- kept files: the run-time mapping, a forgotten target's files (threadpool) ---- */
+
+static void fop_work(uv_work_t *req) {
+  fop_t *op = req->data;
+  char path[1200], tmp[1220];
+  int fd, rc = 0;
+  snprintf(path, sizeof path, "%s/%s", op->dir, TLC_MAP_NAME);
+  if (op->del) {
+    char ck[1200];
+    snprintf(ck, sizeof ck, "%s/%s", op->dir, TLC_CKPT_NAME);
+    if (unlink(ck) != 0 && errno != ENOENT) {
+      snprintf(op->what, sizeof op->what, "unlink %s", TLC_CKPT_NAME);
+      op->rc = -errno;
+      return;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+      snprintf(op->what, sizeof op->what, "unlink %s", TLC_MAP_NAME);
+      op->rc = -errno;
+      return;
+    }
+    op->rc = tlc_io_fsync_dir(op->dir);
+    if (op->rc == -ENOENT)
+      op->rc = 0;
+    if (op->rc != 0)
+      snprintf(op->what, sizeof op->what, "fsync of the directory");
+    return;
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if ((rc = mkdir_p(op->dir)) != 0) {
+    snprintf(op->what, sizeof op->what, "mkdir");
+    op->rc = rc;
+    return;
+  }
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    snprintf(op->what, sizeof op->what, "open %s.tmp", TLC_MAP_NAME);
+    op->rc = -errno;
+    return;
+  }
+  if ((rc = write_at(fd, op->data, op->len, 0)) != 0) {
+    snprintf(op->what, sizeof op->what, "write %s.tmp", TLC_MAP_NAME);
+  } else if (fsync(fd) != 0) {
+    rc = -errno;
+    snprintf(op->what, sizeof op->what, "fsync %s.tmp", TLC_MAP_NAME);
+  }
+  if (close(fd) != 0 && rc == 0) {
+    rc = -errno;
+    snprintf(op->what, sizeof op->what, "close %s.tmp", TLC_MAP_NAME);
+  }
+  if (rc == 0 && rename(tmp, path) != 0) {
+    rc = -errno;
+    snprintf(op->what, sizeof op->what, "rename to %s", TLC_MAP_NAME);
+  }
+  if (rc == 0 && (rc = tlc_io_fsync_dir(op->dir)) != 0)
+    snprintf(op->what, sizeof op->what, "fsync of the directory");
+  if (rc != 0)
+    (void)unlink(tmp);
+  op->rc = rc;
+}
+
+static void fop_start(tlc_cont_t *c);
+
+static void fop_after(uv_work_t *req, int status) {
+  fop_t *op = req->data;
+  tlc_cont_t *c = op->c;
+  (void)status;
+  if (op->rc != 0) {
+    c->st.write_errors++;
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "%s: %s: %s", op->dir, op->what, err_text(op->rc));
+  } else {
+    TLC_LOGD(TLC_LOGC_TARGET, "%s: %s", op->dir,
+             op->del ? "checkpoint and mapping removed" : "mapping kept");
+  }
+  c->fops = op->next;
+  if (c->fops == NULL)
+    c->fops_tail = NULL;
+  c->fop_busy = 0;
+  tlc_free(op->data);
+  tlc_free(op);
+  c->inflight--;
+  fop_start(c);
+  maybe_finish(c);
+}
+
+static void fop_start(tlc_cont_t *c) {
+  while (!c->fop_busy && c->fops != NULL) {
+    fop_t *op = c->fops;
+    op->req.data = op;
+    if (uv_queue_work(c->loop, &op->req, fop_work, fop_after) == 0) {
+      c->fop_busy = 1;
+      return;
+    }
+    c->fops = op->next; /* not queued: logged, dropped */
+    if (c->fops == NULL)
+      c->fops_tail = NULL;
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "%s: file operation not queued", op->dir);
+    tlc_free(op->data);
+    tlc_free(op);
+    c->inflight--;
+  }
+}
+
+/* Appends op to the file operations (in order: a target's writes and its deletion never
+ * cross). Counted in inflight until done, so that closing waits for it. */
+static void fop_queue(tlc_cont_t *c, fop_t *op) {
+  op->c = c;
+  op->next = NULL;
+  if (c->fops_tail != NULL)
+    c->fops_tail->next = op;
+  else
+    c->fops = op;
+  c->fops_tail = op;
+  c->inflight++;
+  fop_start(c);
+}
+
+static fop_t *fop_new(tlc_cont_t *c, const tlc_target_t *t, int del) {
+  fop_t *op = tlc_calloc(1, sizeof *op);
+  if (op == NULL)
+    return NULL;
+  op->del = del;
+  if (target_dir(c, t->name, op->dir, sizeof op->dir) != 0) {
+    tlc_free(op);
+    return NULL;
+  }
+  return op;
+}
+
+/* A mapping loaded at run time: kept in the state directory (written off the loop). */
+static void keep_mapping(tlc_cont_t *c, const tlc_target_t *t) {
+  fop_t *op;
+  if (t->map_text == NULL || c->closing)
+    return;
+  if ((op = fop_new(c, t, 0)) == NULL || (op->data = tlc_malloc(t->map_len + 1)) == NULL) {
+    tlc_free(op);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping not kept: %s", t->name,
+            tlc_strerror(TLC_ENOMEM));
+    return;
+  }
+  memcpy(op->data, t->map_text, t->map_len);
+  op->len = t->map_len;
+  fop_queue(c, op);
+}
+
+/* Target registry index `i` is leaving (forgotten): its files go (after the checkpoint in
+ * flight for it, if any), and the slots after it move down with the registry. */
+static void forget(tlc_cont_t *c, const tlc_target_t *t, size_t i) {
+  fop_t *op;
+  if (i >= c->nslots || i >= c->targets->n)
+    return;
+  op = fop_new(c, t, 1);
+  if (c->slots[i].busy && c->slots[i].job != NULL) {
+    c->slots[i].job->idx = SIZE_MAX; /* its slot is gone */
+    c->slots[i].job->forget = op;
+  } else if (op != NULL) {
+    fop_queue(c, op);
+  }
+  for (size_t k = i + 1; k < c->targets->n && k < c->nslots; k++)
+    if (c->slots[k].job != NULL)
+      c->slots[k].job->idx = k - 1;
+  memmove(&c->slots[i], &c->slots[i + 1], (c->nslots - i - 1) * sizeof *c->slots);
+  memset(&c->slots[c->nslots - 1], 0, sizeof *c->slots);
+}
+
+/* The run-time mapping kept for the target, loaded before its checkpoint is restored (so that
+ * the records replayed after it meet the same names as the live target). Blocking read, as
+ * the checkpoint's. */
+static void restore_mapping(tlc_cont_t *c, tlc_target_t *t, const char *dir) {
+  char path[1200], err[200];
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rc;
+  snprintf(path, sizeof path, "%s/%s", dir, TLC_MAP_NAME);
+  rc = read_file(path, c->o.max_file_bytes, &buf, &len);
+  if (rc == -ENOENT)
+    return;
+  if (rc != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: kept mapping %s: %s", t->name, path,
+            rc == TLC_ELIMIT ? "larger than the cap" : tlc_strerror(rc));
+    return;
+  }
+  if (tlc_target_load_mapping_as(t, (const char *)buf, len, TLC_MAP_RESTORED, err, sizeof err) != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: kept mapping %s:%s", t->name, path, err);
+  else
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: mapping %s restored: %zu areas", t->name,
+            path, t->mapping.nareas);
+  tlc_free(buf);
+}
+
 static void restore(tlc_cont_t *c, tlc_target_t *t) {
   char dir[1100], path[1200], why[240] = "";
   uint8_t *buf = NULL;
@@ -1058,6 +1278,7 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   memset(&pos, 0, sizeof pos);
   if (target_dir(c, t->name, dir, sizeof dir) != 0)
     return;
+  restore_mapping(c, t, dir);
   snprintf(path, sizeof path, "%s/%s", dir, TLC_CKPT_NAME);
   rc = read_file(path, c->o.max_file_bytes, &buf, &len);
   if (rc == 0) {
@@ -1127,9 +1348,19 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
 static void obs_cb(void *ud, const tlc_target_t *ct, int kind, const char *detail) {
   tlc_cont_t *c = ud;
   tlc_target_t *t = (tlc_target_t *)(uintptr_t)ct; /* the registry's; restored in place */
-  (void)detail;
   if (kind == TLC_TEV_CREATED && !c->closing)
     restore(c, t);
+  else if (kind == TLC_TEV_MAPPING)
+    keep_mapping(c, t);
+  else if (kind == TLC_TEV_FORGOTTEN && detail != NULL)
+    forget(c, t, (size_t)strtoull(detail, NULL, 10));
+  else if (kind == TLC_TEV_RESET && !c->closing) {
+    /* checkpointed soon, so that a restart does not bring the old statistics back */
+    ssize_t i = index_of(c, t);
+    if (i >= 0 && (size_t)i < c->nslots)
+      c->slots[i].written = 0;
+    uv_timer_start(&c->soon, on_soon, 0, 0);
+  }
 }
 
 void tlc_cont_restore_all(tlc_cont_t *c) {

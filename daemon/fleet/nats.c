@@ -820,6 +820,10 @@ static int te_kind(int kind) {
     return TLCAP__TARGET_EVENT_KIND__TE_DECODE_ERROR;
   case TLC_TEV_MAPPING:
     return TLCAP__TARGET_EVENT_KIND__TE_MAPPING_LOADED;
+  case TLC_TEV_RESET:
+    return TLCAP__TARGET_EVENT_KIND__TE_RESET;
+  case TLC_TEV_FORGOTTEN:
+    return TLCAP__TARGET_EVENT_KIND__TE_FORGOTTEN;
   default:
     return 0;
   }
@@ -828,6 +832,8 @@ static int te_kind(int kind) {
 void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const char *detail) {
   Tlcap__TargetEvent te;
   Tlcap__ServerMessage m;
+  if (kind == TLC_TEV_FORGOTTEN)
+    detail = NULL; /* its detail is the registry index: nothing for a consumer */
   if (f == NULL || name == NULL || f->state == ST_CLOSING || (kind = te_kind(kind)) == 0)
     return;
   tlcap__target_event__init(&te);

@@ -221,6 +221,8 @@ typedef struct tlc__http_tcache {
   uint64_t base;      /* seq the delta starts from: what sockets in step have */
   uint64_t next_base; /* seq of the last message built this tick: the next tick's base */
   tlc__http_msg_t delta, full;
+  uint64_t gen; /* the target's view gen at that tick: a new one (names loaded, a reset,
+                   another target in its place) makes the tick's message full */
 } tlc__http_tcache_t;
 
 typedef struct tlc__http_live_cache {

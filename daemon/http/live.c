@@ -127,7 +127,7 @@ static void opt_v(tlc_out_t *o, int has, int64_t v) {
 
 static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, const tlc_stat_t *s) {
   const tlc_map_area_t *ma = tlc_mapping_row_entry(m, s);
-  char cb[64];
+  char cb[64], sb[600];
   const char *ctx =
       s->kind == TLC_ROW_CODE ? tlc_mapping_ctx_display(m, t, s->context, cb, sizeof(cb)) : "";
   unsigned k, w;
@@ -135,7 +135,10 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
   tlc_out_puts(o, "[\"");
   tlc_out_hex(o, s->handle, 8);
   tlc_out_puts(o, "\",");
-  tlc_json_string(o, ma != NULL ? ma->name : "");
+  if (s->kind == TLC_ROW_STATE) /* VARIABLE = VALUE NAME, as tlcap top shows it */
+    tlc_json_string(o, tlc_mapping_state_display(m, s->handle, s->state, sb, sizeof(sb)));
+  else
+    tlc_json_string(o, ma != NULL ? ma->name : "");
   tlc_out_putc(o, ',');
   tlc_json_string(o, ctx);
   tlc_out_puts(o, kind_json[s->kind < 3 ? s->kind : 0]);
@@ -370,6 +373,20 @@ int tlc__http_live_shared(tlc__http_view_t *v, tlc__http_live_cache_t *c, tlc__h
     if (t->tick != c->tick) { /* its first use this tick */
       t->tick = c->tick;
       t->base = t->next_base;
+    }
+    {
+      const tlc_view_t *pv = v->src;
+      tlc_view_target_t info;
+      size_t idx;
+      memset(&info, 0, sizeof(info));
+      if (pv->find(pv->ud, l->target, &idx) == 0 && pv->info(pv->ud, idx, &info) == 0 &&
+          info.gen != t->gen) {
+        /* names loaded, a reset, another target in its place: what was built is stale, and
+         * every socket gets the full table */
+        t->gen = info.gen;
+        t->base = 0;
+        t->full.built = t->delta.built = 0;
+      }
     }
     /* in step with the previous tick: the delta; else, and every 10th tick, the full table */
     full =

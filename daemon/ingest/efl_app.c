@@ -164,6 +164,8 @@ void tlc__efl_app_free(tlc_efl_t *e, efl_app_t *a, const char *reason) {
     e->cur = NULL;
   if (a->target != NULL && a->target->source == a)
     tlc_target_detach(a->target, reason);
+  if (a->target != NULL)
+    a->target->pins--;
   tlc_free(a);
   e->napps--;
 }
@@ -301,6 +303,7 @@ int tlc__efl_app_capture(tlc_efl_t *e, efl_app_t *a, uint64_t now) {
     return -1;
   }
   a->target = t;
+  t->pins++; /* not forgotten while this application may attach again */
   e->apps_matched++;
   peer_text(e, a, peer, sizeof(peer));
   tlc_target_attach(t, a, peer);

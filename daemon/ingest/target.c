@@ -217,7 +217,7 @@ static int load_mapping_file(tlc_target_t *t, const char *path) {
             r == TLC_ELIMIT ? "larger than the 64 MiB limit" : tlc_strerror(r));
     return r;
   }
-  r = tlc_target_load_mapping(t, buf, len, err, sizeof(err));
+  r = tlc_target_load_mapping_as(t, buf, len, TLC_MAP_FILE, err, sizeof(err));
   tlc_free(buf);
   if (r != 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: mapping %s:%s", t->name, path, err);
@@ -264,6 +264,11 @@ static void load_rtos_names(tlc_target_t *t, const char *path) {
 
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err,
                             size_t errlen) {
+  return tlc_target_load_mapping_as(t, buf, len, TLC_MAP_RUNTIME, err, errlen);
+}
+
+int tlc_target_load_mapping_as(tlc_target_t *t, const char *buf, size_t len, int origin, char *err,
+                               size_t errlen) {
   tlc_mapping_t m;
   tlc_parse_err_t pe;
   int r;
@@ -317,7 +322,37 @@ int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *
   t->mapping = m;
   t->has_mapping = 1;
   tlc_engine_set_mapping(t->pipe.engine, &t->mapping);
+  t->map_origin = (uint8_t)origin;
+  t->gen = ++t->reg->gens; /* every reader starts over, with the new names */
+  if (origin == TLC_MAP_RUNTIME) {
+    t->map_text = buf;
+    t->map_len = len;
+  }
   tlc_target_notify(t, TLC_TEV_MAPPING, NULL);
+  t->map_text = NULL;
+  t->map_len = 0;
+  return 0;
+}
+
+int tlc_target_reset(tlc_target_t *t) {
+  int64_t now = tlc_now_unix_ms();
+  if (t->frozen)
+    return TLC_EAGAIN;
+  /* a gap first (the evlog mapping forgets its stacks, the engine what was open), then the
+   * engine back to new; its mapping stays borrowed */
+  tlc_pipeline_gap(&t->pipe);
+  tlc_engine_clear(t->pipe.engine);
+  if (t->has_mapping)
+    tlc_engine_set_mapping(t->pipe.engine, &t->mapping);
+  t->dropped_reported = 0;
+  t->gaps++;
+  t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].disconnect_unix_ms = now;
+  t->gaplog[t->ngaplog % TLC_TARGET_GAPLOG].reconnect_unix_ms = t->connected ? now : 0;
+  t->ngaplog++;
+  t->resets++;
+  t->gen = ++t->reg->gens;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET, "target %s: statistics reset", t->name);
+  tlc_target_notify(t, TLC_TEV_RESET, NULL);
   return 0;
 }
 
@@ -425,6 +460,27 @@ static void evict(tlc_targets_t *r, size_t i, const char *newcomer) {
           t->name, newcomer, r->max, t->last_disconnect_unix_ms, c.events, c.records, c.bytes,
           t->gaps, c.anomalies, c.bytes_skipped, t->connections);
   target_free(t);
+}
+
+int tlc_targets_forget(tlc_targets_t *r, tlc_target_t *t) {
+  size_t i;
+  char idx[32];
+  for (i = 0; i < r->n && r->v[i] != t; i++)
+    ;
+  if (i == r->n || t->connected || t->source != NULL || t->pins > 0)
+    return TLC_EINVAL;
+  if (t->src_kind != TLC_SRC_LISTEN && t->src_kind != TLC_SRC_EFL)
+    return TLC_EINVAL; /* a configured dial or serial source recreates it */
+  if (t->frozen)
+    return TLC_EAGAIN;
+  snprintf(idx, sizeof idx, "%zu", i);
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET, "target %s: forgotten (its stored segments stay)",
+          t->name);
+  tlc_target_notify(t, TLC_TEV_FORGOTTEN, idx);
+  target_free(t);
+  memmove(&r->v[i], &r->v[i + 1], (r->n - i - 1) * sizeof(*r->v));
+  r->v[--r->n] = NULL;
+  return 0;
 }
 
 void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t *pc) {

@@ -66,7 +66,10 @@ enum tlc_target_ev {
   TLC_TEV_DROPS = 6,        /* events dropped (area limit) since the last report; detail = count */
   TLC_TEV_TRUNCATED = 7,    /* a partial record/block at end of stream; detail = decoder's reason */
   TLC_TEV_FREED = 8,        /* about to be freed (daemon shutdown); release anything held */
-  TLC_TEV_MAPPING = 9       /* t->mapping was replaced (tlc_target_load_mapping) */
+  TLC_TEV_MAPPING = 9,      /* t->mapping was replaced (tlc_target_load_mapping) */
+  TLC_TEV_RESET = 10,       /* the statistics started afresh (tlc_target_reset) */
+  TLC_TEV_FORGOTTEN = 11    /* about to leave the registry (tlc_targets_forget); detail = its
+                               index as decimal text; TLC_TEV_FREED follows */
 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
@@ -160,7 +163,24 @@ typedef struct tlc_target {
   uint64_t mem_refused;   /* charges refused (new areas, growth, mappings) */
   int64_t mem_warn_ms;    /* last "memory limit" warning (rate limit), Unix ms */
   uint64_t mem_warned;    /* mem_refused at that warning */
+
+  /* Names last (SPEC 10): where t->mapping came from (enum tlc_map_origin). During the
+   * TLC_TEV_MAPPING announcement of a run-time load, map_text[0..map_len) is the text loaded
+   * (borrowed; NULL otherwise), for continuity to keep it in the state directory. */
+  uint8_t map_origin;
+  const char *map_text;
+  size_t map_len;
+  uint64_t resets; /* tlc_target_reset calls */
+  uint32_t pins;   /* sources that keep a pointer to it while detached (efl applications) */
 } tlc_target_t;
+
+/* Where a target's mapping came from. */
+enum tlc_map_origin {
+  TLC_MAP_NONE = 0,    /* no mapping */
+  TLC_MAP_FILE = 1,    /* the configured mapping file, loaded at creation */
+  TLC_MAP_RUNTIME = 2, /* `tlcap mapping` (LoadMapping): kept in the state directory */
+  TLC_MAP_RESTORED = 3 /* the one kept in the state directory, loaded at creation */
+};
 
 /* Observer callbacks; any may be NULL. `cb` gets target events (enum tlc_target_ev);
  * `decoded_cb` each batch as decoded (before the evlog mapping; evlog slices valid only during
@@ -315,9 +335,29 @@ void tlc_target_counters(const tlc_target_t *t, tlc_counters_t *out);
 int tlc_target_snapshot(const tlc_target_t *t, tlc_table_t *tab, const tlc_snap_opts_t *so);
 
 /* Replaces the target's mapping with one parsed from buf[0..len) and announces
- * TLC_TEV_MAPPING. On error the old mapping stays and err gets "line N: reason". Returns 0 or a
- * negative error. */
+ * TLC_TEV_MAPPING (a run-time load: t->map_text is buf during the announcement). On error the
+ * old mapping stays and err gets "line N: reason". Returns 0 or a negative error. A new
+ * mapping gives the target a new `gen`, so that every reader starts over with the new names
+ * (a full snapshot carries them). */
 int tlc_target_load_mapping(tlc_target_t *t, const char *buf, size_t len, char *err, size_t errlen);
+/* The same with its origin (enum tlc_map_origin): only TLC_MAP_RUNTIME sets t->map_text. */
+int tlc_target_load_mapping_as(tlc_target_t *t, const char *buf, size_t len, int origin, char *err,
+                               size_t errlen);
+
+/* Starts the target's statistics afresh (SPEC 10 `tlcap reset`): a new engine with the same
+ * options and mapping, the engine counters from zero, a gap (the target's gap count and log),
+ * a new `gen` so that every reader starts over; announces TLC_TEV_RESET. The decoder and the
+ * connection stay: a stream in progress goes on into the new engine. Not while frozen for a
+ * checkpoint (TLC_EAGAIN, nothing changed). Returns 0 or TLC_EAGAIN. Loop thread. */
+int tlc_target_reset(tlc_target_t *t);
+
+/* Removes target `t` from the registry and frees it (SPEC 10 `tlcap forget`): only a detached
+ * one with no source holding it (a configured dial, serial or efl source keeps its target:
+ * TLC_EINVAL) and not frozen (TLC_EAGAIN); nothing changes then. Observers get
+ * TLC_TEV_FORGOTTEN, then TLC_TEV_FREED; the targets after it move down one index (each keeps
+ * its `gen`, so readers that follow an index start over). Returns 0, TLC_EINVAL or TLC_EAGAIN.
+ * Loop thread. */
+int tlc_targets_forget(tlc_targets_t *r, tlc_target_t *t);
 
 /* The names to show with the target's statistics: its mapping when it has one, else (evlog)
  * the area names its evlog items gave, exported from the evmap again whenever new areas

@@ -603,6 +603,44 @@ static void on_load_mapping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__LoadMap
   tlc_pubsub_target_event(ps, r->target, TLC_PS_EV_MAPPING_LOADED, NULL);
 }
 
+/* ResetTarget: the target's statistics start afresh (its subscribers' feeds start over). */
+static void on_reset(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ResetTarget *r) {
+  tlc_pubsub_t *ps = s->ps;
+  char why[300];
+  size_t idx;
+  int e;
+  if (find_target(s, req, r->target, &idx) < 0)
+    return;
+  e = ps->p.reset != NULL ? ps->p.reset(ps->p.ud, idx) : TLC_EINVAL;
+  if (e < 0) {
+    snprintf(why, sizeof(why), "reset %.128s: %s", r->target,
+             e == TLC_EAGAIN ? "a checkpoint holds it: try again" : tlc_strerror(e));
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, e);
+    return;
+  }
+  reply_ack(s, req, 0);
+  tlc_pubsub_target_event(ps, r->target, TLC_PS_EV_RESET, NULL);
+}
+
+/* ForgetTarget: a disconnected target leaves the table and every view. */
+static void on_forget(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ForgetTarget *r) {
+  tlc_pubsub_t *ps = s->ps;
+  char err[200], why[400];
+  size_t idx;
+  int e;
+  if (find_target(s, req, r->target, &idx) < 0)
+    return;
+  err[0] = 0;
+  e = ps->p.forget != NULL ? ps->p.forget(ps->p.ud, idx, err, sizeof(err)) : TLC_EINVAL;
+  if (e < 0) {
+    snprintf(why, sizeof(why), "forget %.128s: %s", r->target, err[0] != 0 ? err : tlc_strerror(e));
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, e);
+    return;
+  }
+  reply_ack(s, req, 0);
+  tlc_pubsub_target_event(ps, r->target, TLC_PS_EV_FORGOTTEN, NULL);
+}
+
 /* ListSegments: the target's stored segments (storage's hook reads the state directory). */
 #define MAX_LIST_SEGMENTS 5000
 static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSegments *r) {
@@ -786,6 +824,12 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
     break;
   case TLCAP__CLIENT_MESSAGE__MSG_LIST_SEGMENTS:
     on_list_segments(s, req, cm->list_segments);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_RESET:
+    on_reset(s, req, cm->reset);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_FORGET:
+    on_forget(s, req, cm->forget);
     break;
   default:
     /* A newer client's request type: say so and carry on (docs/protocol.md). */

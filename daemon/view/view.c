@@ -12,6 +12,7 @@
 #include "base/err.h"
 #include "ingest/target.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static tlc_target_t *at(void *ud, size_t index) {
@@ -118,6 +119,31 @@ static int pv_load_mapping(void *ud, size_t index, const char *buf, size_t len, 
   return tlc_target_load_mapping(t, buf, len, err, errlen);
 }
 
+static int pv_reset(void *ud, size_t index) {
+  tlc_target_t *t = at(ud, index);
+  if (t == NULL)
+    return TLC_ERANGE;
+  return tlc_target_reset(t);
+}
+
+static int pv_forget(void *ud, size_t index, char *err, size_t errlen) {
+  tlc_view_reg_t *p = ud;
+  tlc_target_t *t = at(ud, index);
+  int r;
+  if (t == NULL)
+    return TLC_ERANGE;
+  r = tlc_targets_forget(p->targets, t);
+  if (r == TLC_EINVAL)
+    snprintf(err, errlen, "%s",
+             t->connected || t->source != NULL
+                 ? "connected: only a disconnected target can be forgotten"
+                 : "its configured source keeps it (remove the source from the configuration "
+                   "and reload first)");
+  else if (r == TLC_EAGAIN)
+    snprintf(err, errlen, "a checkpoint holds it: try again");
+  return r;
+}
+
 /* ---- the per-area reads of /metrics (engine/snapshot.c) ---- */
 
 static int pv_hist_cum(void *ud, size_t index, uint32_t handle, uint32_t context, unsigned kind,
@@ -193,6 +219,8 @@ void tlc_view_reg_init(tlc_view_reg_t *p, struct tlc_targets *targets, tlc_view_
   p->view.code_net = pv_code_net;
   p->view.context = pv_context;
   p->view.stamp = pv_stamp;
+  p->view.reset = pv_reset;
+  p->view.forget = pv_forget;
   p->view.ud = p;
 }
 

@@ -41,7 +41,9 @@ typedef struct tlc_view_target {
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
   uint64_t areas;                        /* rows-owning areas of its statistics */
-  uint64_t gen; /* changes when another target takes this index (a full table evicted one) */
+  uint64_t gen; /* changes when another target takes this index (a full table evicted one, one
+                   before it was forgotten), and when its statistics or names start over (a
+                   reset, a mapping loaded): a reader that follows it starts over in full */
   uint64_t seq; /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
 } tlc_view_target_t;
 
@@ -185,6 +187,16 @@ typedef struct tlc_view {
   /* The requester of `job` is gone: its done will not be called. */
   void (*history_cancel)(void *history_ud, void *job);
   void *history_ud;
+
+  /* ---- starting over (SPEC 10), called with ud (tlc_view_reg_init sets them) ---- */
+  /* `tlcap reset`: target `index`'s statistics start afresh (a gap, a new gen). 0, TLC_ERANGE,
+   * or TLC_EAGAIN (a checkpoint holds the target for a moment: try again). */
+  int (*reset)(void *ud, size_t index);
+  /* `tlcap forget`: target `index` leaves the table (the indexes after it move down, each
+   * target keeping its gen) and its kept checkpoint and mapping are deleted; its stored
+   * segments stay. 0, TLC_ERANGE, TLC_EINVAL (connected, or kept by its source: err says
+   * why) or TLC_EAGAIN (held by a checkpoint for a moment). */
+  int (*forget)(void *ud, size_t index, char *err, size_t errlen);
 } tlc_view_t;
 
 struct tlc_targets;

@@ -292,6 +292,47 @@ def check_slash_name_commands(dm, sport, target):
     past = json.loads(out)
     T.check(past["counters"]["events"] > 0, "stored events of %s: %r" % (target,
                                                                        past["counters"]))
+    # the exports of its segments name it (JSON "target"), replayed by file or by name
+    segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
+    rc, out, err = T.run([TLCAPD, "replay"] + segs + ["--export", "json"])
+    T.eq(rc, 0, "replay %r: %s" % (segs, err))
+    T.eq(json.loads(out)["target"], target, "replay JSON target of its segments")
+    rc, out, err = T.run([TLCAPD, "replay", "--state-dir", dm.state, "--target", target,
+                          "--export", "json"])
+    T.eq(rc, 0, "replay --state-dir --target %s: %s" % (target, err))
+    T.eq(json.loads(out)["target"], target, "replay --state-dir JSON target")
+    # a mapping on such a name is kept inside the state directory, under the target's own
+    mp = os.path.join(os.path.dirname(dm.state), "slash-map.txt")
+    with open(mp, "w") as f:
+        f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00000001,worker,\n")
+    rc, out, err = T.run(cli + ["mapping", target, mp], timeout=30)
+    T.eq(rc, 0, "tlcap mapping %s: %s" % (target, err))
+    D.wait_until(lambda: os.path.exists(os.path.join(tdir, "target.mapping")), 10,
+                 "the kept mapping of %s" % target)
+    rc, out, err = T.run(cli + ["reset", target], timeout=30)
+    T.eq(rc, 0, "tlcap reset %s: %s" % (target, err))
+    T.eq(json.loads(T.run(cli + ["stats", target, "--export", "json"], timeout=30)[1])
+         ["counters"]["events"], 0, "no events after the reset of %s" % target)
+
+
+def check_slash_forget(dm, sport, gone, live):
+    """`tlcap forget` on names with '/': refused for a connected one, done for the target of an
+    exited application (gone from `tlcap targets`; its kept files deleted, its segments
+    kept)."""
+    cli = [TLCAP, "--connect", "127.0.0.1:%d" % sport]
+    rc, out, err = T.run(cli + ["forget", live], timeout=30)
+    T.eq(rc, 1, "forget of the connected %s fails" % live)
+    T.check("connected" in err, "the reason: %r" % err)
+    rc, out, err = T.run(cli + ["forget", gone], timeout=30)
+    T.eq(rc, 0, "tlcap forget %s: %s" % (gone, err))
+    rc, out, err = T.run(cli + ["targets", "--json"], timeout=30)
+    names = [t["name"] for t in json.loads(out)]
+    T.check(gone not in names and live in names, "targets after forget: %r" % names)
+    tdir = os.path.join(dm.state, gone)
+    D.wait_until(lambda: not os.path.exists(os.path.join(tdir, "target.mapping")) and
+                 not os.path.exists(os.path.join(tdir, "target.checkpoint")), 10,
+                 "kept files of %s deleted" % gone)
+    T.check(glob.glob(os.path.join(tdir, "*.log")), "segments of %s stay" % gone)
 
 
 # ---- tests ----
@@ -327,9 +368,10 @@ def test_two_apps_live_and_replay(d):
         a1.stop()
         dm.wait_stats(lambda s: not D.by_name(s, tname(a1))["connected"], what="a1 disconnected")
         t1 = D.by_name(dm.stats(), tname(a1))
-        T.eq(t1["gaps"], 1, "gaps of the exited application")
+        T.eq(t1["gaps"], 2, "gaps of the exited application (its reset, its exit)")
         T.check(D.by_name(dm.stats(), tname(a2))["connected"], "a2 still connected")
         T.check("application efl_app pid %d exited" % a1.pid in dm.log(), "exit logged")
+        check_slash_forget(dm, sport, tname(a1), tname(a2))
         n = len(dm.notify.msgs)
         rc, _ = dm.stop()
         dm = None

@@ -343,7 +343,8 @@ function drawTable() {
     const c0 = td("");
     c0.appendChild(cb);
     tr.appendChild(c0);
-    tr.appendChild(td(areaName(r) + (r.kind === "state" ? " = " + r.state : ""), null, "name"));
+    // a state row's name is "VARIABLE = VALUE NAME" (the server composes it)
+    tr.appendChild(td(r.kind === "state" ? r.name : areaName(r), null, "name"));
     tr.appendChild(td(fmtInt(r.count), "n", "count"));
     for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
                        "p99_net"]) {
