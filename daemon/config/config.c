@@ -438,6 +438,8 @@ static const dkey_t dkeys[] = {
   { "memory_limit", K_U64, OFF(memory_limit), 0, 1ull << 50, FSZ(memory_limit), TLC_CFG_LIVE },
   { "mapping_limit", K_U64, OFF(mapping_limit), 0, 1ull << 40, FSZ(mapping_limit), TLC_CFG_LIVE },
   { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000, FSZ(resync_idle_ms), TLC_CFG_LIVE },
+  { "clock_reset_threshold", K_DUR, OFF(clock_reset_threshold_ms), 0, TLC_CFG_MAX_DUR_MS,
+    FSZ(clock_reset_threshold_ms), TLC_CFG_RESTART },
   /* HTTP (daemon/http, docs/http.md) */
   { "http", K_ADDR, OFF(http), FSZ(http), 0, FSZ(http), TLC_CFG_REFUSE },
   { "metrics_areas", K_SIZE, OFF(metrics_areas), FSZ(metrics_areas), 1000000, FSZ(metrics_areas),
@@ -1203,6 +1205,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->max_block = 4u << 20;
   c->partial_timeout_ms = 30000;
   c->resync_idle_ms = 50;
+  c->clock_reset_threshold_ms = 1000;
   c->idle_timeout_ms = 0;
   c->backoff_min_ms = 200;
   c->backoff_max_ms = 30000;

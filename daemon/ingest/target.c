@@ -405,6 +405,8 @@ void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t
   if (conf->max_depth)
     eo->max_depth = conf->max_depth;
   eo->histograms = conf->histograms;
+  if (conf->clock_reset_ns != 0)
+    eo->clock_reset_ns = conf->clock_reset_ns;
   eo->mapping = NULL;
 }
 

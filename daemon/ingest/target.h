@@ -88,6 +88,7 @@ typedef struct tlc_target_conf {
   size_t max_names;                          /* evmap: distinct evlog names (0: 65536) */
   uint32_t max_block; /* evlog decoder: largest block accepted (0: decoder default) */
   uint8_t histograms;
+  int64_t clock_reset_ns; /* clock restart threshold (0: engine default, 1 s; < 0: none) */
 } tlc_target_conf_t;
 
 typedef struct tlc_targets tlc_targets_t;
