@@ -910,6 +910,40 @@ static void time_first(tlc_engine_t *e, int64_t t) {
   e->have_time = TIME_OK;
 }
 
+void tlc_engine_clock_init(const tlc_engine_t *e, tlc_engine_clock_t *c) {
+  c->state = e->have_time;
+  c->last = e->last;
+  c->threshold = e->o.clock_reset_ns;
+}
+
+size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_t n) {
+  int ht = c->state;
+  int64_t last = c->last;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    int64_t t = ev[i].time_ns;
+    if (ev[i].type == TLC_EV_NONE)
+      continue;
+    if (ev[i].flags & TLC_EVF_GAP)
+      ht = ht == TIME_NONE ? TIME_NONE : TIME_GAP;
+    else if ((ev[i].flags & TLC_EVF_RESTART) && ht == TIME_OK)
+      ht = TIME_FLAG;
+    if (ht == TIME_NONE) {
+      last = t;
+    } else if (ht != TIME_OK && c->threshold > 0 && t < last && tsub(last, t) > c->threshold) {
+      c->state = TIME_OK;
+      c->last = t;
+      return i;
+    } else if (t > last) {
+      last = t;
+    }
+    ht = TIME_OK;
+  }
+  c->state = ht;
+  c->last = last;
+  return n;
+}
+
 /* ---- events ---- */
 
 /* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */

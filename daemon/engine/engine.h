@@ -240,6 +240,19 @@ uint64_t tlc_engine_epoch(const tlc_engine_t *e);
  * Valid until the next call that changes the engine. */
 const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e);
 
+/* Where events not yet pushed will start a new clock epoch (a restart, see the rules above),
+ * so that storage can cut its segment right there: tlc_engine_clock_init takes the engine's
+ * clock as it is; tlc_engine_clock_scan returns the index of the first of ev[0..n) that
+ * restarts it, or n, with *c advanced past that event (or past all n), so that a scan of the
+ * rest goes on from there. Change nothing in the engine. O(n). */
+typedef struct tlc_engine_clock {
+  int state;
+  int64_t last;
+  int64_t threshold;
+} tlc_engine_clock_t;
+void tlc_engine_clock_init(const tlc_engine_t *e, tlc_engine_clock_t *c);
+size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_t n);
+
 /* Latest event time seen (0 before any event); in the current clock epoch
  * (counters.clock_resets). */
 int64_t tlc_engine_last_time(const tlc_engine_t *e);

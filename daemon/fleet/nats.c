@@ -819,6 +819,8 @@ static int te_kind(int kind) {
     return TLCAP__TARGET_EVENT_KIND__TE_DECODE_ERROR;
   case TLC_TEV_MAPPING:
     return TLCAP__TARGET_EVENT_KIND__TE_MAPPING_LOADED;
+  case TLC_TEV_CLOCK_RESET:
+    return TLCAP__TARGET_EVENT_KIND__TE_CLOCK_RESET;
   default:
     return 0;
   }

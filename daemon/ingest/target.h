@@ -66,7 +66,11 @@ enum tlc_target_ev {
   TLC_TEV_DROPS = 6,        /* events dropped (area limit) since the last report; detail = count */
   TLC_TEV_TRUNCATED = 7,    /* a partial record/block at end of stream; detail = decoder's reason */
   TLC_TEV_FREED = 8,        /* about to be freed (daemon shutdown); release anything held */
-  TLC_TEV_MAPPING = 9       /* t->mapping was replaced (tlc_target_load_mapping) */
+  TLC_TEV_MAPPING = 9,      /* t->mapping was replaced (tlc_target_load_mapping) */
+  /* the target's clock restarted (SPEC 2) at the next event: announced between the observers'
+   * records before it and those from it on (storage cuts its segment there); detail = "in
+   * stream" or "after a gap" (a reconnect, which made its own segment boundary already) */
+  TLC_TEV_CLOCK_RESET = 20
 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
@@ -117,6 +121,8 @@ typedef struct tlc_target {
   uint64_t deadline_closes;  /* connections closed by the partial-record deadline */
   uint64_t dropped_reported; /* dropped_area_limit already reported as TLC_TEV_DROPS */
   uint64_t resyncs_reported; /* resyncs already reported as TLC_TEV_RESYNC */
+  uint64_t gaps_seen;        /* engine gaps when the last decoded batch went out (a gap since:
+                                its first events may restart the clock) */
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   tlc_target_gap_t gaplog[TLC_TARGET_GAPLOG];            /* ring of the most recent gaps */
   uint64_t ngaplog;                                      /* gaps ever entered in the ring */
