@@ -11,8 +11,9 @@
 #include <time.h>
 
 static const char *const seg_states[] = { "?", "open", "sealed", "compressed", "sealing" };
-static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
-                                           "command", "shutdown", "io_error", "recovered", "idle" };
+static const char *const seg_reasons[] = { "-",         "size",    "age",        "reconnect",
+                                           "sighup",    "command", "shutdown",   "io_error",
+                                           "recovered", "idle",    "clock-reset" };
 
 static void fmt_utc(char *buf, size_t len, int64_t ns) {
   time_t sec = (time_t)(ns / 1000000000);
@@ -64,7 +65,8 @@ int tlc_cli_segments(int argc, char **argv) {
   for (size_t i = 0; i < m->segments->n_segments; i++) {
     const Tlcap__SegmentInfo *x = m->segments->segments[i];
     const char *st = x->state < 5 ? seg_states[x->state] : "?";
-    const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    const char *rs =
+        x->reason < sizeof(seg_reasons) / sizeof(seg_reasons[0]) ? seg_reasons[x->reason] : "?";
     /* open or waiting for its seal: no manifest yet, so no reason */
     int unsealed = x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ||
                    x->state == TLCAP__SEGMENT_INFO__STATE__SEALING;
