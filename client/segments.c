@@ -60,8 +60,8 @@ int tlc_cli_segments(int argc, char **argv) {
   if (w)
     tlc_json_w_open(w, NULL, '[');
   else
-    printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
-           "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
+    printf("%-10s %-10s %-20s %-20s %20s %20s %5s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
+           "CLOSED", "FIRST_NS", "LAST_NS", "EPOCH", "RECORDS", "BYTES", "REASON", "PATH");
   for (size_t i = 0; i < m->segments->n_segments; i++) {
     const Tlcap__SegmentInfo *x = m->segments->segments[i];
     const char *st = x->state < 5 ? seg_states[x->state] : "?";
@@ -87,6 +87,7 @@ int tlc_cli_segments(int argc, char **argv) {
         tlc_json_w_i64(w, "min_time", x->min_time);
         tlc_json_w_i64(w, "max_time", x->max_time);
       }
+      tlc_json_w_u64(w, "epoch", x->epoch);
       tlc_json_w_u64(w, "records", x->records);
       tlc_json_w_u64(w, "items", x->items);
       tlc_json_w_u64(w, "bytes", x->bytes);
@@ -98,14 +99,15 @@ int tlc_cli_segments(int argc, char **argv) {
       continue;
     }
     if (x->records > 0)
-      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
+      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %5llu %10llu %12llu %-9s %s\n",
              (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
-             (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
-             unsealed ? "-" : rs, x->path);
-    else
-      printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
-             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
+             (long long)x->last_time, (unsigned long long)x->epoch, (unsigned long long)x->records,
              (unsigned long long)x->bytes, unsealed ? "-" : rs, x->path);
+    else
+      printf("%-10llu %-10s %-20s %-20s %20s %20s %5llu %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->epoch,
+             (unsigned long long)x->records, (unsigned long long)x->bytes, unsealed ? "-" : rs,
+             x->path);
   }
   if (w) {
     tlc_json_w_close(w, ']');

@@ -5,7 +5,9 @@ mid-stream. Each: clock_resets counted, the statistics equal to the brute-force 
 stored segments (tests/oracle, through oracle_segments), the serial segment rotated with reason
 clock-reset, and no /metrics counter ever going down.
 
-Usage: test_clock_reset.py TLCAPD ORACLE_SEGMENTS"""
+With TLCAP, `tlcap segments` numbers the segments' epochs.
+
+Usage: test_clock_reset.py TLCAPD ORACLE_SEGMENTS [TLCAP]"""
 import json
 import os
 import sys
@@ -15,6 +17,7 @@ import daemonlib as D
 import tlctest as T
 
 TLCAPD, ORACLE = sys.argv[1], sys.argv[2]
+TLCAP = sys.argv[3] if len(sys.argv) > 3 else None
 OLD = 50 * 10 ** 9  # the old clock, 50 s: a restart to 1 us is far past the 1 s threshold
 
 
@@ -50,6 +53,16 @@ def manifests_text(state, name):
                    for f in sorted(os.listdir(d)) if f.endswith(".manifest"))
 
 
+def epochs(sport, name):
+    if TLCAP is None:
+        return None
+    rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "segments", name, "--json"])
+    T.eq(rc, 0, "tlcap segments: " + err)
+    segs = json.loads(out)
+    segs = segs.get("segments", segs) if isinstance(segs, dict) else segs
+    return [x["epoch"] for x in segs]
+
+
 def against_oracle(t, files, what):
     rc, out, err = T.run([ORACLE, "bin11"] + files, timeout=120)
     T.eq(rc, 0, "oracle_segments: " + err)
@@ -81,9 +94,9 @@ def stream(t0, n):
 
 
 def test_tcp_reconnect(d):
-    port, hport = D.free_port(), D.free_port()
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port], store=True,
-                  http="127.0.0.1:%d" % hport)
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
     try:
         s = D.connect(port)
         s.sendall(stream(OLD, 300))
@@ -107,6 +120,8 @@ def test_tcp_reconnect(d):
         T.eq(m1.get('tlcap_target_clock_resets_total{target="lab@127.0.0.1"}'), 1.0,
              "metrics clock_resets")
         against_oracle(t, segments(dm.state, "lab@127.0.0.1"), "tcp")
+        if TLCAP:
+            T.eq(epochs(sport, "lab@127.0.0.1"), [0, 1], "tcp segment epochs")
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")
@@ -115,9 +130,9 @@ def test_tcp_reconnect(d):
 def test_serial_restart(d):
     link = os.path.join(d, "ttyLAB0")
     m = D.make_pty(link)
-    hport = D.free_port()
+    hport, sport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--serial", "lab=bin11@%s:115200" % link], store=True,
-                  http="127.0.0.1:%d" % hport)
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
     try:
         dm.wait_stats(lambda s: D.by_name(s, "lab")["connected"] == 1, what="serial open")
         D.pty_write_all(m, stream(OLD, 300))
@@ -135,6 +150,8 @@ def test_serial_restart(d):
         files = segments(dm.state, "lab")
         T.check(len(files) >= 2, "a segment per epoch: %r" % files)
         against_oracle(t, files, "serial")
+        if TLCAP:
+            T.eq(epochs(sport, "lab"), [0, 1], "serial segment epochs")
     finally:
         rc, _ = dm.stop()
         os.close(m)
