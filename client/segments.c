@@ -11,8 +11,9 @@
 #include <time.h>
 
 static const char *const seg_states[] = { "?", "open", "sealed", "compressed", "sealing" };
-static const char *const seg_reasons[] = { "-",       "size",     "age",      "reconnect", "sighup",
-                                           "command", "shutdown", "io_error", "recovered", "idle" };
+static const char *const seg_reasons[] = { "-",         "size",    "age",        "reconnect",
+                                           "sighup",    "command", "shutdown",   "io_error",
+                                           "recovered", "idle",    "clock-reset" };
 
 static void fmt_utc(char *buf, size_t len, int64_t ns) {
   time_t sec = (time_t)(ns / 1000000000);
@@ -59,12 +60,13 @@ int tlc_cli_segments(int argc, char **argv) {
   if (w)
     tlc_json_w_open(w, NULL, '[');
   else
-    printf("%-10s %-10s %-20s %-20s %20s %20s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
-           "CLOSED", "FIRST_NS", "LAST_NS", "RECORDS", "BYTES", "REASON", "PATH");
+    printf("%-10s %-10s %-20s %-20s %20s %20s %5s %10s %12s %-9s %s\n", "SEQ", "STATE", "OPENED",
+           "CLOSED", "FIRST_NS", "LAST_NS", "EPOCH", "RECORDS", "BYTES", "REASON", "PATH");
   for (size_t i = 0; i < m->segments->n_segments; i++) {
     const Tlcap__SegmentInfo *x = m->segments->segments[i];
     const char *st = x->state < 5 ? seg_states[x->state] : "?";
-    const char *rs = x->reason < 10 ? seg_reasons[x->reason] : "?";
+    const char *rs =
+        x->reason < sizeof(seg_reasons) / sizeof(seg_reasons[0]) ? seg_reasons[x->reason] : "?";
     /* open or waiting for its seal: no manifest yet, so no reason */
     int unsealed = x->state == TLCAP__SEGMENT_INFO__STATE__OPEN ||
                    x->state == TLCAP__SEGMENT_INFO__STATE__SEALING;
@@ -85,6 +87,7 @@ int tlc_cli_segments(int argc, char **argv) {
         tlc_json_w_i64(w, "min_time", x->min_time);
         tlc_json_w_i64(w, "max_time", x->max_time);
       }
+      tlc_json_w_u64(w, "epoch", x->epoch);
       tlc_json_w_u64(w, "records", x->records);
       tlc_json_w_u64(w, "items", x->items);
       tlc_json_w_u64(w, "bytes", x->bytes);
@@ -96,14 +99,15 @@ int tlc_cli_segments(int argc, char **argv) {
       continue;
     }
     if (x->records > 0)
-      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %10llu %12llu %-9s %s\n",
+      printf("%-10llu %-10s %-20s %-20s %20lld %20lld %5llu %10llu %12llu %-9s %s\n",
              (unsigned long long)x->seq, st, op, cl, (long long)x->first_time,
-             (long long)x->last_time, (unsigned long long)x->records, (unsigned long long)x->bytes,
-             unsealed ? "-" : rs, x->path);
-    else
-      printf("%-10llu %-10s %-20s %-20s %20s %20s %10llu %12llu %-9s %s\n",
-             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->records,
+             (long long)x->last_time, (unsigned long long)x->epoch, (unsigned long long)x->records,
              (unsigned long long)x->bytes, unsealed ? "-" : rs, x->path);
+    else
+      printf("%-10llu %-10s %-20s %-20s %20s %20s %5llu %10llu %12llu %-9s %s\n",
+             (unsigned long long)x->seq, st, op, cl, "-", "-", (unsigned long long)x->epoch,
+             (unsigned long long)x->records, (unsigned long long)x->bytes, unsealed ? "-" : rs,
+             x->path);
   }
   if (w) {
     tlc_json_w_close(w, ']');

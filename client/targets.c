@@ -73,7 +73,7 @@ static int targets_json(const Tlcap__TargetList *tl) {
                    ", \"anomalies\": %llu, \"dropped_area_limit\": %llu, \"gaps\": %llu"
                    ", \"bytes\": %llu, \"records\": %llu, \"bytes_skipped\": %llu"
                    ", \"resyncs\": %llu, \"records_invalid\": %llu, \"truncated\": %llu"
-                   ", \"overflow_items\": %llu}}",
+                   ", \"overflow_items\": %llu, \"clock_resets\": %llu}}",
                    (unsigned long long)t->connections, (unsigned long long)t->reconnects,
                    (unsigned long long)t->gaps, (unsigned long long)t->decode_errors,
                    (long long)t->last_connect_unix_ms, (long long)t->last_disconnect_unix_ms,
@@ -82,7 +82,7 @@ static int targets_json(const Tlcap__TargetList *tl) {
                    (unsigned long long)k.bytes, (unsigned long long)k.records,
                    (unsigned long long)k.bytes_skipped, (unsigned long long)k.resyncs,
                    (unsigned long long)k.records_invalid, (unsigned long long)k.truncated,
-                   (unsigned long long)k.overflow_items);
+                   (unsigned long long)k.overflow_items, (unsigned long long)k.clock_resets);
   }
   tlc_out_puts(&o, tl->n_targets ? "\n]\n" : "]\n");
   return tlc_out_fini(&o) == 0 ? 0 : EXIT_BAD;
@@ -100,7 +100,8 @@ int tlc_cli_targets(int argc, char **argv) {
            argc, argv, &json,
            "usage: tlcap [--connect ADDR] targets [--json]\n"
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
-           "resyncs, bytes skipped, decode errors, events dropped for the area limit or the\n"
+           "resyncs, clock restarts (board resets), bytes skipped, decode errors, events\n"
+           "dropped for the area limit or the\n"
            "memory budget, memory held and the last connect/disconnect; then the daemon's\n"
            "memory budget (used, limit, refusals).\n"
            "--json: a JSON array, an object per target with every counter.\n")) >= 0)
@@ -122,9 +123,9 @@ int tlc_cli_targets(int argc, char **argv) {
     status = targets_json(m->targets);
     goto done_msg;
   }
-  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %10s %6s %10s %8s %s\n", "TARGET", "FORMAT",
-         "STATE", "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "SKIPPED", "DECERR", "DROPPED",
-         "MEMORY", "LAST");
+  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %6s %10s %6s %10s %8s %s\n", "TARGET", "FORMAT",
+         "STATE", "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "RESETS", "SKIPPED", "DECERR",
+         "DROPPED", "MEMORY", "LAST");
   for (i = 0; i < m->targets->n_targets; i++) {
     const Tlcap__TargetInfo *t = m->targets->targets[i];
     tlc_counters_t k;
@@ -132,12 +133,13 @@ int tlc_cli_targets(int argc, char **argv) {
     tlc_pb_counters_get(&k, t->counters);
     fmt_age(age, sizeof(age), t->connected ? t->last_connect_unix_ms : t->last_disconnect_unix_ms);
     fmt_bytes(mem, sizeof(mem), t->memory_bytes);
-    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %10llu %6llu %10llu %8s %s\n", t->name,
-           tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected",
+    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %6llu %10llu %6llu %10llu %8s %s\n",
+           t->name, tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected",
            t->peer[0] ? t->peer : "-", (unsigned long long)k.events, (unsigned long long)k.bytes,
            (unsigned long long)t->gaps, (unsigned long long)k.resyncs,
-           (unsigned long long)k.bytes_skipped, (unsigned long long)t->decode_errors,
-           (unsigned long long)k.dropped_area_limit, mem, age);
+           (unsigned long long)k.clock_resets, (unsigned long long)k.bytes_skipped,
+           (unsigned long long)t->decode_errors, (unsigned long long)k.dropped_area_limit, mem,
+           age);
   }
   if (m->targets->memory_limit != 0) {
     char used[32], lim[32];

@@ -238,6 +238,7 @@ static char *target_head(const tlc_target_t *t, tlc_json_w_t *w, size_t *len) {
   tlc_json_w_u64(w, "records_invalid", c.records_invalid);
   tlc_json_w_u64(w, "truncated", c.truncated);
   tlc_json_w_u64(w, "overflow_items", c.overflow_items);
+  tlc_json_w_u64(w, "clock_resets", c.clock_resets);
   tlc_json_w_u64(w, "connections", t->connections);
   tlc_json_w_u64(w, "reconnects", t->reconnects);
   tlc_json_w_u64(w, "gaps", t->gaps);

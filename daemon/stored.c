@@ -115,6 +115,44 @@ void tlc_stored_history_cancel(void *ud, void *job) {
   tlc_histq_cancel(job);
 }
 
+/* The clock epoch of each listed segment (o[0..k), oldest first; docs/board-resets.md): a new
+ * one starts after a segment sealed for a clock reset, and after one that ended at a gap
+ * (reconnect, idle seal, shutdown, recovery) when the next starts more than the threshold below
+ * the epoch's latest time, as the engine decides it. Numbered so that the newest is the live
+ * target's current epoch (its clock_resets), or from 0 when it is not in the table (segments
+ * that retention removed may have held earlier epochs). */
+static void seg_epochs(tlc_daemon_t *d, const char *name, tlc_view_segment_t *o, size_t k) {
+  tlc_target_t *tg = tlc_targets_find(&d->in.targets, name);
+  int64_t thr = tg != NULL && tg->conf.clock_reset_ns != 0 ? tg->conf.clock_reset_ns : 1000000000;
+  uint64_t e = 0, top = 0;
+  int64_t runmax = 0;
+  int have = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (i > 0) {
+      int r = o[i - 1].reason;
+      int gap = r == TLC_ROT_RECONNECT || r == TLC_ROT_IDLE || r == TLC_ROT_SHUTDOWN ||
+                r == TLC_ROT_RECOVERED || o[i - 1].state == 1 || o[i - 1].state == 4;
+      if (r == TLC_ROT_CLOCK_RESET ||
+          (gap && have && thr > 0 && o[i].records > 0 && o[i].first_time < runmax &&
+           (uint64_t)runmax - (uint64_t)o[i].first_time > (uint64_t)thr)) {
+        e++;
+        have = 0;
+      }
+    }
+    if (o[i].records > 0 && (!have || o[i].max_time > runmax)) {
+      runmax = o[i].max_time;
+      have = 1;
+    }
+    o[i].epoch = e;
+  }
+  if (tg != NULL && tg->pipe.engine != NULL && k > 0) {
+    top = tlc_engine_counters(tg->pipe.engine)->clock_resets;
+    if (top >= e)
+      for (size_t i = 0; i < k; i++)
+        o[i].epoch += top - e;
+  }
+}
+
 /* ListSegments: the target's segments on disk with their manifests' spans, each opened for
  * its figures. A segment the sealer renames (`.part` -> sealed -> `.zst`) between the
  * directory read and the open is found by listing once more (`tlcap rotate` waits for that
@@ -214,6 +252,7 @@ int tlc_stored_segments(void *ud, const char *name, size_t max, tlc_view_segment
     tlc_free(o);
     o = NULL;
   }
+  seg_epochs(d, name, o, k);
   *out = o;
   *n = k;
   return 0;

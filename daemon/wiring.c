@@ -70,6 +70,8 @@ static int ps_kind(int kind) {
     return TLC_PS_EV_DROPS;
   case TLC_TEV_DECODE_ERROR:
     return TLC_PS_EV_DECODE_ERROR;
+  case TLC_TEV_CLOCK_RESET:
+    return TLC_PS_EV_CLOCK_RESET;
   default:
     return 0;
   }

@@ -40,9 +40,13 @@
  *     odd records, then least time variation along the run, then smallest |time|, because a
  *     misaligned read of real records that happens to look plausible is mostly one byte early
  *     (monotone times, but 256 times wider) or takes handles and flags for times. With no L the
- *     first complete clean pick is taken at once. This is how a target reboot (time
- *     restarts) or a pause longer than STEP is accepted: the candidate is usually the loss
- *     point itself, so nothing is lost, only delayed by the window. With no candidate at all
+ *     first complete clean pick is taken at once. This is how a pause longer than STEP is
+ *     accepted: the candidate is usually the loss point itself, so nothing is lost, only
+ *     delayed by the window. A target reboot (its clock restarts) is taken at once: a clean
+ *     run at the loss point itself whose every record (confirm + 1 of them, the whole run)
+ *     lies more than tol below L carries TLC_EVF_RESTART (the engine then starts a clock
+ *     epoch when the step is also past its clock_reset_ns); a single wild time cannot do
+ *     that, since the records after it are near L. With no candidate at all
  *     the window slides on. Bytes before the record taken count in bytes_skipped; when there
  *     are any, that record carries TLC_EVF_GAP and resyncs is counted.
  * A record must agree with its successor and stay near the history, so a corrupted record with
@@ -308,10 +312,10 @@ static int confirmed(const tlc_dec_t *d, const view_t *v, uint64_t q, unsigned s
   return (unsigned)k >= d->opts.confirm || (cut && k >= 1);
 }
 
-static void emit(tlc_dec_t *d, const view_t *v, uint64_t p, tlc_event_t *e) {
+static void emit(tlc_dec_t *d, const view_t *v, uint64_t p, tlc_event_t *e, uint16_t flags) {
   tlc_bin1x_state_t *st = &d->u.bin;
   const uint8_t *r = AT(v, p);
-  decode(r, p, type_shift(d->format), st->gap ? TLC_EVF_GAP : 0, e);
+  decode(r, p, type_shift(d->format), (uint16_t)(flags | (st->gap ? TLC_EVF_GAP : 0)), e);
   st->gap = 0;
   st->last = e->time_ns;
   st->have_last = 1;
@@ -335,8 +339,8 @@ static void skip_bytes(tlc_dec_t *d, const view_t *v, uint64_t from, uint64_t k)
   d->u.bin.skipped = 1;
 }
 
-/* Takes the candidate at q after a loss of sync. */
-static void regain(tlc_dec_t *d, const view_t *v, uint64_t q, tlc_event_t *e) {
+/* Takes the candidate at q after a loss of sync (flags: TLC_EVF_RESTART or 0). */
+static void regain(tlc_dec_t *d, const view_t *v, uint64_t q, tlc_event_t *e, uint16_t flags) {
   tlc_bin1x_state_t *st = &d->u.bin;
   skip_bytes(d, v, st->lost_from, q - st->lost_from);
   if (st->skipped) {
@@ -346,7 +350,20 @@ static void regain(tlc_dec_t *d, const view_t *v, uint64_t q, tlc_event_t *e) {
   st->skipped = 0;
   st->pending_invalid = 0;
   st->lost = 0;
-  emit(d, v, q, e);
+  emit(d, v, q, e, flags);
+}
+
+/* The confirmed run at q (as far as the view holds it, at most confirm + 1 records) lies wholly
+ * more than tol below L: the target's clock restarted there (a board reset). */
+static int restart_run(const tlc_dec_t *d, const view_t *v, uint64_t q) {
+  const tlc_bin1x_state_t *st = &d->u.bin;
+  int64_t tol = d->opts.time_tolerance_ns;
+  unsigned i;
+  uint64_t x;
+  for (i = 0, x = q; i <= d->opts.confirm && AVAIL(v, x); i++, x += REC)
+    if (not_before(rec_time(AT(v, x)), st->last, tol))
+      return 0;
+  return i >= 2;
 }
 
 /* t within [last - tol, last + STEP]. */
@@ -444,7 +461,7 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
       if (ok < 0)
         return NEED;
       if (ok) {
-        emit(d, v, p, &ev[(*n)++]);
+        emit(d, v, p, &ev[(*n)++], 0);
         continue;
       }
       st->lost = 1;
@@ -460,11 +477,11 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
     q = st->scan;
     wend = q - st->lost_from >= TLC_BIN1X_WINDOW;
     if (pick_done(&st->clean, q) && (wend || !st->have_last)) {
-      regain(d, v, st->clean.best, &ev[(*n)++]);
+      regain(d, v, st->clean.best, &ev[(*n)++], 0);
       continue;
     }
     if (wend && st->clean.first == NONE && pick_done(&st->any, q)) {
-      regain(d, v, st->any.best, &ev[(*n)++]);
+      regain(d, v, st->any.best, &ev[(*n)++], 0);
       continue;
     }
     if (wend && st->any.first == NONE) {
@@ -476,7 +493,7 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
       if (!v->final)
         return NEED;
       if (st->clean.first != NONE || st->any.first != NONE) {
-        regain(d, v, st->clean.first != NONE ? st->clean.best : st->any.best, &ev[(*n)++]);
+        regain(d, v, st->clean.first != NONE ? st->clean.best : st->any.best, &ev[(*n)++], 0);
         continue;
       }
       skip_bytes(d, v, st->lost_from, v->end - st->lost_from);
@@ -493,7 +510,13 @@ static int run_resync(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max
     if (ok) {
       score_t sc = score_run(d, v, q);
       if (st->have_last && sc.odd == 0 && near_last(st, rec_time(AT(v, q)), tol)) {
-        regain(d, v, q, &ev[(*n)++]);
+        regain(d, v, q, &ev[(*n)++], 0);
+        continue;
+      }
+      /* At the loss point itself, a clean run wholly below L is a clock restart: taken at once,
+       * flagged for the engine (it is no noise; nothing was skipped). */
+      if (st->have_last && sc.odd == 0 && q == st->lost_from && restart_run(d, v, q)) {
+        regain(d, v, q, &ev[(*n)++], TLC_EVF_RESTART);
         continue;
       }
       /* Past the window's end only picks already started are completed, which bounds the
@@ -671,7 +694,7 @@ int tlc__bin1x_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
     if (AVAIL(&v, st->cur + REC) || !plausible(r, sh) ||
         !near_last(st, rec_time(r), d->opts.time_tolerance_ns))
       break; /* a successor is there (push judges with it), or not a record to take alone */
-    emit(d, &v, st->cur, &ev[n++]);
+    emit(d, &v, st->cur, &ev[n++], 0);
   }
   if (n > 0) {
     compact(st, keep_from(d));

@@ -105,6 +105,7 @@ typedef struct tlc_counters {
   uint64_t records_invalid;
   uint64_t truncated;
   uint64_t overflow_items; /* evlog: items the writer lost */
+  uint64_t clock_resets;   /* clock restarts (engine): also the current clock epoch's number */
 } tlc_counters_t;
 
 typedef struct tlc_table {

@@ -47,6 +47,10 @@ typedef enum tlc_format {
 #define TLC_EVF_SYNTH     0x0001 /* synthesised by the evlog mapping (S before E, R after X) */
 #define TLC_EVF_GAP       0x0002 /* bytes or items were lost before this event (resync, overflow) */
 #define TLC_EVF_BLOCK_END 0x0004 /* evlog: the last item of its block (a storage cut point) */
+/* bin1x resync: this record's time lies more than the decoder's tolerance below the last
+ * record's and the records after it confirm it (a board reset: the engine starts a new clock
+ * epoch when the step is also more than its clock_reset_ns) */
+#define TLC_EVF_RESTART 0x0008
 
 /* The fields of an Eina_Evlog_Item and where it sits, for evlog events only. */
 typedef struct tlc_evlog_ext {

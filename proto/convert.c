@@ -132,6 +132,7 @@ void tlc_pb_counters_set(Tlcap__Counters *c, const tlc_counters_t *k) {
   c->records_invalid = k->records_invalid;
   c->truncated = k->truncated;
   c->overflow_items = k->overflow_items;
+  c->clock_resets = k->clock_resets;
 }
 
 void tlc_pb_counters_get(tlc_counters_t *k, const Tlcap__Counters *c) {
@@ -148,6 +149,7 @@ void tlc_pb_counters_get(tlc_counters_t *k, const Tlcap__Counters *c) {
   k->resyncs = c->resyncs;
   k->records_invalid = c->records_invalid;
   k->truncated = c->truncated;
+  k->clock_resets = c->clock_resets;
   k->overflow_items = c->overflow_items;
 }
 

@@ -495,6 +495,10 @@ static const dkey_t dkeys[] = {
   { "resync_idle", K_DUR, OFF(resync_idle_ms), 0, 60000, FSZ(resync_idle_ms), TLC_CFG_LIVE, NULL,
     "Serial sources: after this long without a byte, deliver the record held back for confirmation "
     "when it is plausible and in the locked alignment (0: off)." },
+  { "clock_reset_threshold", K_DUR, OFF(clock_reset_threshold_ms), 0, TLC_CFG_MAX_DUR_MS,
+    FSZ(clock_reset_threshold_ms), TLC_CFG_RESTART, NULL,
+    "A step back of a target's clock this large, after a gap or confirmed in a serial stream, is "
+    "a clock restart (a board reset): a gap and a new epoch (0: never; docs/board-resets.md)." },
   /* HTTP (daemon/http, docs/http.md) */
   { "http", K_ADDR, OFF(http), FSZ(http), 0, FSZ(http), TLC_CFG_REFUSE, NULL,
     "The HTTP port: the live dashboard at\n.Li http:// Ns Ar host : Ns Ar port Ns / ,\nPrometheus "
@@ -1535,6 +1539,7 @@ int tlc_config_init(tlc_config_t *c) {
   c->max_block = 4u << 20;
   c->partial_timeout_ms = 30000;
   c->resync_idle_ms = 50;
+  c->clock_reset_threshold_ms = 1000;
   c->idle_timeout_ms = 0;
   c->backoff_min_ms = 200;
   c->backoff_max_ms = 30000;

@@ -125,13 +125,15 @@ typedef struct tlc_config {
   char debug[128];        /* debug switches (log.h) */
   size_t max_connections; /* TCP ingest connections (0: from RLIMIT_NOFILE) */
   size_t max_targets;
-  size_t max_name;             /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
-  size_t efl_max_targets;      /* targets one efl source keeps, unless its section says */
-  size_t read_buffer;          /* bytes per read from a socket or tty */
-  uint32_t max_block;          /* evlog: largest block accepted, bytes */
-  uint64_t partial_timeout_ms; /* close a connection this long inside one record (0 off) */
-  uint64_t resync_idle_ms;     /* serial (resync): deliver held records after this silence */
-  uint64_t idle_timeout_ms;    /* close a connection idle this long at all (0 off) */
+  size_t max_name;                   /* longest target name accepted (<= TLC_TARGET_NAME_MAX) */
+  size_t efl_max_targets;            /* targets one efl source keeps, unless its section says */
+  size_t read_buffer;                /* bytes per read from a socket or tty */
+  uint32_t max_block;                /* evlog: largest block accepted, bytes */
+  uint64_t partial_timeout_ms;       /* close a connection this long inside one record (0 off) */
+  uint64_t resync_idle_ms;           /* serial (resync): deliver held records after this silence */
+  uint64_t idle_timeout_ms;          /* close a connection idle this long at all (0 off) */
+  uint64_t clock_reset_threshold_ms; /* a step back this large is a clock restart (SPEC 2;
+                                        default 1 s; 0: none) */
   uint64_t backoff_min_ms, backoff_max_ms; /* dial and serial reconnect backoff */
   uint64_t status_interval_ms;             /* STATUS= updates */
   uint32_t nwindows;                       /* rolling windows */

@@ -1,8 +1,9 @@
 /* checkpoint.c - an engine's whole state to bytes and back (tlc_engine_save, tlc_engine_load).
  *
  * What is kept: the options that shape the state (format, context_area, windows, caps,
- * histograms: a load into an engine made with other ones is refused), the counters, the change
- * sequence, first/last time, the per-core current contexts, every context with its stack of
+ * histograms: a load into an engine made with other ones is refused), the counters (with
+ * clock_resets, the clock epoch), the change sequence, first/last time and whether the next
+ * event may restart the clock, the per-core current contexts, every context with its stack of
  * open activations, the table-index map, the state areas, every row (its dists, totals,
  * counts, open-part times, histograms and the window buckets still inside their windows) and
  * the hash table's entries. What is not: window buckets whose step has left the window (they
@@ -86,7 +87,7 @@ static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
   tlc_ckw_bytes(w, &e->c, sizeof(e->c));
   tlc_ckw_u64(w, e->seq);
   tlc_ckw_u64(w, e->tseq);
-  tlc_ckw_u8(w, (uint8_t)(e->have_time != 0));
+  tlc_ckw_u8(w, (uint8_t)e->have_time); /* TIME_*: the next event may restart the clock */
   tlc_ckw_i64(w, e->first);
   tlc_ckw_i64(w, e->last);
   tlc_ckw_bytes(w, e->cur, sizeof(e->cur));
@@ -269,7 +270,9 @@ static void load_head(tlc_engine_t *e, tlc_ckr_t *r) {
   tlc_ckr_bytes(r, &e->c, sizeof(e->c));
   e->seq = tlc_ckr_u64(r);
   e->tseq = tlc_ckr_u64(r);
-  e->have_time = tlc_ckr_u8(r) != 0;
+  e->have_time = tlc_ckr_u8(r);
+  if (e->have_time > TIME_FLAG)
+    r->err = TLC_EFRAME;
   e->first = tlc_ckr_i64(r);
   e->last = tlc_ckr_i64(r);
   tlc_ckr_bytes(r, e->cur, sizeof(e->cur));

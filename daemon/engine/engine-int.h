@@ -22,6 +22,11 @@
 #define HLOG       4096
 #define HLOG_AHEAD 32
 
+/* tlc_engine_t.have_time: no event yet; T valid; T valid and the next event is the first after
+ * a gap; T valid and the next event carries TLC_EVF_RESTART (the last two: it may restart the
+ * clock, see engine.h). */
+enum { TIME_NONE = 0, TIME_OK = 1, TIME_GAP = 2, TIME_FLAG = 3 };
+
 enum { HK_CODE = 0, HK_DATA = 1, HK_STATE = 2, HK_SAREA = 3, HK_CTX = 4 };
 
 /* A stream's mode, fixed per engine: M_CORE bin1x without context_area (contexts are cores,
@@ -192,7 +197,7 @@ struct tlc_engine {
   uint32_t rcache[RCACHE]; /* code row of (handle, context) at rcache_slot, or any value */
   tlc_counters_t c;
   uint64_t seq, tseq; /* tseq: seq when T last grew */
-  int have_time;
+  int have_time;      /* TIME_* */
   int64_t first, last;
   size_t hist_bytes, win_bytes;
   size_t charged;       /* bytes charged to the accounting hook (== tlc_engine_mem().bytes) */

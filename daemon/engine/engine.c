@@ -255,6 +255,8 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
   return b;
 }
 
+static void win_interval(tlc_engine_t *e, int64_t t, int64_t *lo, int64_t *hi);
+
 static void wkd_merge(wkd_t *a, const edist_t *b) {
   nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
 }
@@ -298,16 +300,7 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
     edist_merge(&w->f[k], &r->k[k].d);
   dists_clear(r->k);
   w->fcount = r->count;
-  for (i = 0; i < e->o.nwindows; i++) {
-    int64_t l, h;
-    (void)wstep(e, i, t); /* leaves t's step start in wcache_lo */
-    l = e->wcache_lo[i];
-    h = l > INT64_MAX - e->step[i] ? INT64_MAX : l + e->step[i];
-    if (l > lo)
-      lo = l;
-    if (h < hi)
-      hi = h;
-  }
+  win_interval(e, t, &lo, &hi);
   r->wlo = lo;
   r->whi = hi;
 }
@@ -862,6 +855,116 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   }
 }
 
+/* ---- clock epochs ---- */
+
+/* The interval [*lo, *hi) of time t: the intersection of t's steps of every window (wstep). */
+static void win_interval(tlc_engine_t *e, int64_t t, int64_t *lo, int64_t *hi) {
+  unsigned i;
+  *lo = INT64_MIN;
+  *hi = INT64_MAX;
+  for (i = 0; i < e->o.nwindows; i++) {
+    int64_t l, h;
+    (void)wstep(e, i, t); /* leaves t's step start in wcache_lo */
+    l = e->wcache_lo[i];
+    h = l > INT64_MAX - e->step[i] ? INT64_MAX : l + e->step[i];
+    if (l > *lo)
+      *lo = l;
+    if (h < *hi)
+      *hi = h;
+  }
+}
+
+/* A new clock epoch at time t (engine.h: clock restarts), after the gap. */
+static void clock_restart(tlc_engine_t *e, int64_t t) {
+  int64_t lo = 0, hi = 0;
+  size_t i;
+  unsigned k;
+  if (e->o.nwindows)
+    win_interval(e, t, &lo, &hi);
+  for (i = 0; i < e->nrows; i++) {
+    erow_t *r = &e->rows[i];
+    wrow_t *w = r->w;
+    if (w == NULL)
+      continue; /* no windows yet: d[] holds everything and is cumulative at the first fold */
+    for (k = 0; k < NK; k++)
+      edist_merge(&w->f[k], &r->k[k].d);
+    dists_clear(r->k);
+    w->fcount = r->count;
+    w->nb = 0;
+    r->wlo = lo;
+    r->whi = hi;
+    r->seq = e->seq;
+  }
+  for (i = 0; i < e->nctx; i++) {
+    ectx_t *c = &e->ctx[i];
+    if (c->in_count) {
+      c->in_acc = tadd(c->in_acc, tsub(e->last, c->in_since));
+      c->in_since = t;
+    }
+  }
+  e->last = t;
+  e->tseq = e->seq;
+  e->c.clock_resets++;
+}
+
+/* An event flagged TLC_EVF_GAP (a gap before it) or TLC_EVF_RESTART (time_first decides). */
+static void flagged(tlc_engine_t *e, uint16_t flags) {
+  if (flags & TLC_EVF_GAP)
+    tlc_engine_gap(e);
+  else if (e->have_time == TIME_OK)
+    e->have_time = TIME_FLAG;
+}
+
+/* The clock of an event that is the first, the first after a gap, or flagged a restart. */
+static void time_first(tlc_engine_t *e, int64_t t) {
+  if (e->have_time == TIME_NONE) {
+    e->first = e->last = t;
+    e->tseq = e->seq;
+  } else if (e->o.clock_reset_ns > 0 && t < e->last && tsub(e->last, t) > e->o.clock_reset_ns) {
+    if (e->have_time == TIME_FLAG)
+      tlc_engine_gap(e);
+    clock_restart(e, t);
+  } else if (t > e->last) {
+    e->last = t;
+    e->tseq = e->seq;
+  }
+  e->have_time = TIME_OK;
+}
+
+void tlc_engine_clock_init(const tlc_engine_t *e, tlc_engine_clock_t *c) {
+  c->state = e->have_time;
+  c->last = e->last;
+  c->threshold = e->o.clock_reset_ns;
+}
+
+size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_t n) {
+  int ht = c->state;
+  int64_t last = c->last;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    int64_t t = ev[i].time_ns;
+    if (ev[i].type == TLC_EV_NONE)
+      continue;
+    if (ev[i].flags & TLC_EVF_GAP)
+      ht = ht == TIME_NONE ? TIME_NONE : TIME_GAP;
+    else if ((ev[i].flags & TLC_EVF_RESTART) && ht == TIME_OK)
+      ht = TIME_FLAG;
+    if (ht == TIME_NONE) {
+      last = t;
+    } else if (ht != TIME_OK && c->threshold > 0 && t < last && tsub(last, t) > c->threshold) {
+      c->state = TIME_OK;
+      c->last = t;
+      return i;
+    } else if (t > last) {
+      last = t;
+    }
+    ht = TIME_OK;
+  }
+  c->state = ht;
+  c->last = last;
+  return n;
+}
+
 /* ---- events ---- */
 
 /* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */
@@ -871,14 +974,12 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
   unsigned area = tlc_handle_area(ev->handle);
   if (TLC_UNLIKELY(ev->type == TLC_EV_NONE))
     return;
-  if (TLC_UNLIKELY(ev->flags & TLC_EVF_GAP))
-    tlc_engine_gap(e);
+  if (TLC_UNLIKELY(ev->flags & (TLC_EVF_GAP | TLC_EVF_RESTART)))
+    flagged(e, ev->flags);
   e->c.events++;
   e->seq++;
-  if (TLC_UNLIKELY(!e->have_time)) {
-    e->have_time = 1;
-    e->first = e->last = t;
-    e->tseq = e->seq;
+  if (TLC_UNLIKELY(e->have_time != TIME_OK)) {
+    time_first(e, t);
   } else if (t > e->last) {
     e->last = t;
     e->tseq = e->seq;
@@ -929,6 +1030,8 @@ void tlc_engine_gap(tlc_engine_t *e) {
   int64_t t = e->last;
   e->c.gaps++;
   e->seq++;
+  if (e->have_time != TIME_NONE)
+    e->have_time = TIME_GAP;
   for (i = 0; i < e->nctx; i++) {
     ectx_t *c = &e->ctx[i];
     while (c->depth > 0) {
@@ -969,6 +1072,7 @@ void tlc_engine_opts_default(tlc_engine_opts_t *o) {
   o->max_contexts = 65536;
   o->max_depth = 4096;
   o->histograms = 1;
+  o->clock_reset_ns = 1000000000;
 }
 
 int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t *o) {

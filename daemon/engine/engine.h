@@ -56,6 +56,14 @@
  *    next running write; a stopped state of another task, or a state in neither list, changes
  *    no context.
  *  - Without context_area GROSS == CALL: its samples are kept once (CALL's) and copied.
+ *  - Clock restarts (SPEC 2): an event that is the first after a gap (a new connection, a
+ *    resync), or that carries TLC_EVF_RESTART (the decoder saw the records after it confirm a
+ *    step back), with a time more than clock_reset_ns below T starts a new clock epoch: a gap
+ *    first (unless one just happened), then T becomes the event's time, every row's windows
+ *    are emptied (what they held stays in the cumulative statistics), the switched-in clocks
+ *    of the current contexts restart at that time, and counters.clock_resets (the epoch's
+ *    number, 0 for the first) counts one. Counts and totals keep adding; no duration or
+ *    sample spans two epochs (the gap). Any other step back is the ordinary out-of-order case.
  *
  * Quantiles: a log-bucket histogram per sample kind per row (when opts.histograms), relative
  * error <= 1% (see hist.h for the rank rule: nearest rank, the smallest sample s with at least
@@ -134,10 +142,11 @@ typedef struct tlc_engine_opts {
   const tlc_mapping_t *mapping; /* optional variable -> state handle links; borrowed, must
                                    outlive the engine or be replaced by tlc_engine_set_mapping */
   tlc_engine_acct_t acct;       /* memory accounting hook (charge_cb NULL: none; copied) */
+  int64_t clock_reset_ns;       /* clock restart threshold (default 1 s; <= 0: never a restart) */
 } tlc_engine_opts_t;
 
 /* Fills *o with the defaults: no context_area, no packing, 3 windows (1 s, 10 s, 60 s), 1,000,000
- * areas, 65,536 contexts, depth 4,096, histograms on, no mapping. */
+ * areas, 65,536 contexts, depth 4,096, histograms on, no mapping, clock restarts past 1 s. */
 void tlc_engine_opts_default(tlc_engine_opts_t *o);
 
 /* Creates an engine for a stream of format `fmt` (TLC_FMT_BIN10, TLC_FMT_BIN11 or
@@ -159,7 +168,8 @@ void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n);
  * truncated at the last event time (totals only, no samples), every outside stretch ends there
  * (total only), and no PERIOD or OUTSIDE sample spans the gap (the next E starts afresh).
  * Counts one `gaps`. With context_area, the current task per core is kept (the next event's
- * context is unchanged). A gap before any event, or right after another gap, still counts. */
+ * context is unchanged). A gap before any event, or right after another gap, still counts.
+ * The next event may start a new clock epoch (a restart: see the rules above). */
 void tlc_engine_gap(tlc_engine_t *e);
 
 /* Replaces the borrowed mapping (NULL: none) used for variable -> state links from the next
@@ -238,7 +248,21 @@ uint64_t tlc_engine_epoch(const tlc_engine_t *e);
  * Valid until the next call that changes the engine. */
 const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e);
 
-/* Latest event time seen (0 before any event). */
+/* Where events not yet pushed will start a new clock epoch (a restart, see the rules above),
+ * so that storage can cut its segment right there: tlc_engine_clock_init takes the engine's
+ * clock as it is; tlc_engine_clock_scan returns the index of the first of ev[0..n) that
+ * restarts it, or n, with *c advanced past that event (or past all n), so that a scan of the
+ * rest goes on from there. Change nothing in the engine. O(n). */
+typedef struct tlc_engine_clock {
+  int state;
+  int64_t last;
+  int64_t threshold;
+} tlc_engine_clock_t;
+void tlc_engine_clock_init(const tlc_engine_t *e, tlc_engine_clock_t *c);
+size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_t n);
+
+/* Latest event time seen (0 before any event); in the current clock epoch
+ * (counters.clock_resets). */
 int64_t tlc_engine_last_time(const tlc_engine_t *e);
 
 /* The figures /metrics exports of every code area, without a snapshot (no table rows to fill,

@@ -824,6 +824,8 @@ static int te_kind(int kind) {
     return TLCAP__TARGET_EVENT_KIND__TE_RESET;
   case TLC_TEV_FORGOTTEN:
     return TLCAP__TARGET_EVENT_KIND__TE_FORGOTTEN;
+  case TLC_TEV_CLOCK_RESET:
+    return TLCAP__TARGET_EVENT_KIND__TE_CLOCK_RESET;
   default:
     return 0;
   }

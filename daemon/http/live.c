@@ -101,9 +101,10 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
     tlc_out_printf(o,
                    ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"gaps\": %" PRIu64
                    ", \"resyncs\": %" PRIu64 ", \"skipped\": %" PRIu64 ", \"invalid\": %" PRIu64
-                   ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64,
+                   ", \"drops\": %" PRIu64 ", \"anomalies\": %" PRIu64 ", \"reconnects\": %" PRIu64
+                   ", \"clock_resets\": %" PRIu64,
                    c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
-                   c->dropped_area_limit, c->anomalies, ti.reconnects);
+                   c->dropped_area_limit, c->anomalies, ti.reconnects, c->clock_resets);
     tlc__http_target_storage(o, "storage", &st, storage);
     tlc_out_putc(o, '}');
   }

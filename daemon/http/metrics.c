@@ -693,6 +693,7 @@ enum {
   TF_BYTES,
   TF_GAPS,
   TF_RESYNCS,
+  TF_CLOCK_RESETS,
   TF_SKIPPED,
   TF_INVALID,
   TF_ANOMALIES,
@@ -708,6 +709,8 @@ static const char *const tfam[TF_N][3] = {
   { "tlcap_target_gaps_total", "counter",
     "Gaps in the statistics (disconnects, resyncs, evlog overflows)." },
   { "tlcap_target_resyncs_total", "counter", "Times the decoder lost and regained sync." },
+  { "tlcap_target_clock_resets_total", "counter",
+    "Times the target's clock restarted (a board reset): a gap and a new epoch." },
   { "tlcap_target_bytes_skipped_total", "counter", "Bytes skipped by resyncs." },
   { "tlcap_target_records_invalid_total", "counter", "Records the decoder found invalid." },
   { "tlcap_target_anomalies_total", "counter", "Anomalies counted by the statistics engine." },
@@ -730,6 +733,8 @@ static uint64_t tfam_value(const mt_t *m, int f) {
     return m->counters.gaps;
   case TF_RESYNCS:
     return m->counters.resyncs;
+  case TF_CLOCK_RESETS:
+    return m->counters.clock_resets;
   case TF_SKIPPED:
     return m->counters.bytes_skipped;
   case TF_INVALID:

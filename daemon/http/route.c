@@ -219,9 +219,11 @@ static void counters_json(tlc_out_t *o, const tlc_counters_t *c) {
                  ", \"dropped_area_limit\": %" PRIu64 ", \"engine_gaps\": %" PRIu64
                  ", \"bytes\": %" PRIu64 ", \"records\": %" PRIu64 ", \"bytes_skipped\": %" PRIu64
                  ", \"resyncs\": %" PRIu64 ", \"records_invalid\": %" PRIu64
-                 ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64 "}",
+                 ", \"truncated\": %" PRIu64 ", \"overflow_items\": %" PRIu64
+                 ", \"clock_resets\": %" PRIu64 "}",
                  c->events, c->anomalies, c->dropped_area_limit, c->gaps, c->bytes, c->records,
-                 c->bytes_skipped, c->resyncs, c->records_invalid, c->truncated, c->overflow_items);
+                 c->bytes_skipped, c->resyncs, c->records_invalid, c->truncated, c->overflow_items,
+                 c->clock_resets);
 }
 
 int tlc__http_api_targets(tlc__http_view_t *v, tlc_out_t *o) {

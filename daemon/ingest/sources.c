@@ -219,6 +219,10 @@ void tlc_target_conf_from_config(const tlc_config_t *c, const tlc_cfg_source_t *
   out->max_names = c->max_names;
   out->max_block = c->max_block;
   out->histograms = (uint8_t)c->histograms;
+  out->clock_reset_ns = c->clock_reset_threshold_ms == 0 ? -1
+                        : c->clock_reset_threshold_ms > (uint64_t)INT64_MAX / 1000000
+                            ? INT64_MAX
+                            : (int64_t)c->clock_reset_threshold_ms * 1000000;
 }
 
 void tlc__target_conf(const tlc_ingest_t *d, int kind, const char *src_name, const char *name,

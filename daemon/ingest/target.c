@@ -508,6 +508,8 @@ void tlc_target_pipeline_conf(const tlc_target_conf_t *conf, tlc_pipeline_conf_t
   if (conf->max_depth)
     eo->max_depth = conf->max_depth;
   eo->histograms = conf->histograms;
+  if (conf->clock_reset_ns != 0)
+    eo->clock_reset_ns = conf->clock_reset_ns;
   eo->mapping = NULL;
 }
 
@@ -591,16 +593,49 @@ static void on_bytes(void *ud, const uint8_t *buf, size_t len, uint64_t offset) 
       r->obs[i].bytes_cb(r->obs[i].ud, t, buf, len, offset);
 }
 
-static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
-                       uint64_t coff) {
-  tlc_target_t *t = ud;
+static void decoded_to(tlc_target_t *t, const tlc_event_t *ev, size_t n, const uint8_t *chunk,
+                       size_t clen, uint64_t coff) {
   tlc_targets_t *r = t->reg;
-  for (size_t i = 0; i < r->nobs && !t->quiet; i++) {
+  for (size_t i = 0; i < r->nobs && !t->quiet && n > 0; i++) {
     if (r->obs[i].decoded_cb != NULL)
       r->obs[i].decoded_cb(r->obs[i].ud, t, ev, n);
     if (r->obs[i].records_cb != NULL)
       r->obs[i].records_cb(r->obs[i].ud, t, ev, n, chunk, clen, coff);
   }
+}
+
+/* The decoded batch goes to the observers in parts cut where the engine will start a new clock
+ * epoch (TLC_TEV_CLOCK_RESET between them), so that a segment's times never go back. Only a
+ * bin1x engine after a gap or a batch with a TLC_EVF_GAP or TLC_EVF_RESTART record can restart:
+ * the others are not looked at. After a gap the cut is before the batch's first event (no
+ * split); a cut inside a batch needs TLC_EVF_RESTART, which only the resync decoder (serial
+ * sources, never read into storage's gather buffer) sets. */
+static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
+                       uint64_t coff) {
+  tlc_target_t *t = ud;
+  tlc_engine_clock_t ck;
+  size_t i, k;
+  int look = 0, first = 1;
+  if (t->format != TLC_FMT_EVLOG && t->pipe.engine != NULL) {
+    look = tlc_engine_counters(t->pipe.engine)->gaps != t->gaps_seen;
+    for (i = 0; i < n && !look; i++)
+      look = (ev[i].flags & (TLC_EVF_RESTART | TLC_EVF_GAP)) != 0;
+    tlc_engine_clock_init(t->pipe.engine, &ck);
+  }
+  while (look && n > 0 && (k = tlc_engine_clock_scan(&ck, ev, n)) < n) {
+    int gap = first && k == 0 && tlc_engine_counters(t->pipe.engine)->gaps != t->gaps_seen;
+    decoded_to(t, ev, k, chunk, clen, coff);
+    tlc_target_notify(t, TLC_TEV_CLOCK_RESET, gap ? "after a gap" : "in stream");
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET, "target %s (%s): clock restarted (%s)", t->name,
+            t->peer, gap ? "after a gap" : "in stream");
+    decoded_to(t, ev + k, 1, chunk, clen, coff);
+    ev += k + 1;
+    n -= k + 1;
+    first = 0;
+  }
+  if (t->pipe.engine != NULL)
+    t->gaps_seen = tlc_engine_counters(t->pipe.engine)->gaps;
+  decoded_to(t, ev, n, chunk, clen, coff);
 }
 
 static void on_skipped(void *ud, uint64_t offset, const uint8_t *buf, size_t len) {

@@ -68,8 +68,12 @@ enum tlc_target_ev {
   TLC_TEV_FREED = 8,        /* about to be freed (daemon shutdown); release anything held */
   TLC_TEV_MAPPING = 9,      /* t->mapping was replaced (tlc_target_load_mapping) */
   TLC_TEV_RESET = 10,       /* the statistics started afresh (tlc_target_reset) */
-  TLC_TEV_FORGOTTEN = 11    /* about to leave the registry (tlc_targets_forget); detail = its
+  TLC_TEV_FORGOTTEN = 11,   /* about to leave the registry (tlc_targets_forget); detail = its
                                index as decimal text; TLC_TEV_FREED follows */
+  /* the target's clock restarted (SPEC 2) at the next event: announced between the observers'
+   * records before it and those from it on (storage cuts its segment there); detail = "in
+   * stream" or "after a gap" (a reconnect, which made its own segment boundary already) */
+  TLC_TEV_CLOCK_RESET = 20
 };
 
 /* One disconnect -> reconnect interval, wall clock (Unix ms); reconnect 0 while still open. */
@@ -94,6 +98,7 @@ typedef struct tlc_target_conf {
   size_t max_names;                          /* evmap: distinct evlog names (0: 65536) */
   uint32_t max_block; /* evlog decoder: largest block accepted (0: decoder default) */
   uint8_t histograms;
+  int64_t clock_reset_ns; /* clock restart threshold (0: engine default, 1 s; < 0: none) */
 } tlc_target_conf_t;
 
 typedef struct tlc_targets tlc_targets_t;
@@ -124,6 +129,8 @@ typedef struct tlc_target {
   uint64_t deadline_closes;  /* connections closed by the partial-record deadline */
   uint64_t dropped_reported; /* dropped_area_limit already reported as TLC_TEV_DROPS */
   uint64_t resyncs_reported; /* resyncs already reported as TLC_TEV_RESYNC */
+  uint64_t gaps_seen;        /* engine gaps when the last decoded batch went out (a gap since:
+                                its first events may restart the clock) */
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   tlc_target_gap_t gaplog[TLC_TARGET_GAPLOG];            /* ring of the most recent gaps */
   uint64_t ngaplog;                                      /* gaps ever entered in the ring */

@@ -45,8 +45,9 @@ enum tlc_ps_ev {
   TLC_PS_EV_MAPPING_LOADED = 6,
   TLC_PS_EV_DECODE_ERROR = 7,
   TLC_PS_EV_ADDED = 8,
-  TLC_PS_EV_RESET = 20,    /* the statistics started afresh (tlcap reset) */
-  TLC_PS_EV_FORGOTTEN = 21 /* the target left the table (tlcap forget) */
+  TLC_PS_EV_RESET = 20,      /* the statistics started afresh (tlcap reset) */
+  TLC_PS_EV_FORGOTTEN = 21,  /* the target left the table (tlcap forget) */
+  TLC_PS_EV_CLOCK_RESET = 22 /* the target's clock restarted: a gap and a new epoch */
 };
 
 /* Log levels handed to opts.log: the one set (formats/tlc_log_level.h); pubsub's names for

@@ -706,6 +706,7 @@ static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSe
     x->reason = (uint32_t)v[i].reason;
     x->recovered = v[i].recovered != 0;
     x->gaps = v[i].gaps;
+    x->epoch = v[i].epoch;
     sp[i] = x;
   }
   tlc__ps_sub_send(s, &sm);

@@ -69,6 +69,7 @@ typedef struct tlc_view_segment {
   int64_t first_time, last_time, min_time, max_time;
   int64_t opened_wall_ns, closed_wall_ns;
   int reason, recovered;
+  uint64_t epoch; /* clock epoch of its records (docs/board-resets.md) */
 } tlc_view_segment_t;
 
 /* Daemon-wide figures for /metrics and the dashboard (has_store 0: storage off). */

@@ -4,12 +4,12 @@
  *   oracle_segments FORMAT [--range A B] ITEM...    ITEM: a segment's data file, or GAP
  *
  * Segments are read in the order given, record by record (tlc_segread), decoded strictly
- * (evlog: through the evlog mapping) and pushed to the oracle; every `disconnect` gap their
- * manifests record is a gap at its place (as the live target made it), GAP a gap where the
- * test says one happened (a restart). With --range only the events whose target time t has
- * A <= t < B count, and a gap only between two of them (history, tlcapd replay --since/--until).
- * Prints the oracle's table as the JSON export (Neutral rows, no windows). Exit 0, 1 on a read
- * error, 2 usage.
+ * (evlog: through the evlog mapping) and pushed to the oracle; every `disconnect` or
+ * `clock-reset` gap their manifests record is a gap at its place (as the live target made it), GAP
+ * a gap where the test says one happened (a restart). With --range only the events whose target
+ * time t has A <= t < B count, and a gap only between two of them (history, tlcapd replay
+ * --since/--until). Prints the oracle's table as the JSON export (Neutral rows, no windows). Exit
+ * 0, 1 on a read error, 2 usage.
  */
 #include "base/alloc.h"
 #include "base/err.h"
@@ -116,7 +116,7 @@ static int segment(st_t *s, const char *path) {
       uint64_t cnt, goff;
       if (tlc_segread_gap(r, gi, &reason, &cnt, &goff) != 0 || (rc == 1 && goff > off))
         break;
-      if (strcmp(reason, "disconnect") == 0)
+      if (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0)
         while (cnt-- > 0)
           gap(s);
     }
@@ -147,6 +147,7 @@ int main(int argc, char **argv) {
            : strcmp(argv[1], "bin10") == 0 ? TLC_FMT_BIN10
                                            : TLC_FMT_BIN11;
   memset(&oo, 0, sizeof oo);
+  oo.clock_reset_ns = 1000000000; /* the daemon's default clock_reset_threshold */
   if (tlc_dec_init(&s->dec, s->fmt, NULL) != 0 || tlc_oracle_new(&s->o, s->fmt, &oo) != 0 ||
       (s->fmt == TLC_FMT_EVLOG && tlc_evmap_new(&s->m, NULL) != 0)) {
     fprintf(stderr, "oracle_segments: init failed\n");

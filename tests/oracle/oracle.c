@@ -21,6 +21,10 @@
  * one on the row; W on a code area one on the row; X on a state area with no state, S/R on a
  * state area, type > 4 or nibble > 5: one anomaly on no row. A gap closes activations and stays
  * at T (totals only, no anomaly), ends outside stretches (total only) and forgets PERIOD starts.
+ * Clock restarts (SPEC 2): an event right after a gap, or flagged TLC_EVF_RESTART, whose time is
+ * more than clock_reset_ns below T: a gap (unless one came right before), then a new epoch: T is
+ * the event's time, every switched-in interval is cut at the old T and goes on from the new
+ * time, and windows keep only samples of the new epoch.
  *
  * Does not: model caps, seq, or memory; it aborts on out-of-memory (tests only).
  */
@@ -49,7 +53,12 @@ static void *xgrow(void *p, size_t *cap, size_t n, size_t elem) {
 
 typedef struct smp {
   int64_t v, t;
+  uint64_t epoch; /* the clock epoch it was taken in */
 } smp_t;
+
+/* The clock epoch of the replay under way (tlc_oracle_table; the oracle is single-threaded):
+ * every sample and E time is tagged with it, and windows hold only the current epoch's. */
+static uint64_t cur_epoch;
 
 typedef struct vec {
   smp_t *p;
@@ -60,6 +69,7 @@ static void vpush(vec_t *v, int64_t val, int64_t t) {
   v->p = xgrow(v->p, &v->cap, v->n, sizeof(*v->p));
   v->p[v->n].v = val;
   v->p[v->n].t = t;
+  v->p[v->n].epoch = cur_epoch;
   v->n++;
 }
 
@@ -146,7 +156,8 @@ typedef struct rs {
   int core_seen[256];
   int64_t T, first;
   int have_T;
-  uint64_t events, anomalies, gaps;
+  int after_gap; /* the next event is the first after a gap */
+  uint64_t events, anomalies, gaps, epoch;
 } rs_t;
 
 static void anom(rs_t *s, size_t row) {
@@ -467,6 +478,7 @@ static void do_gap(rs_t *s, uint64_t p) {
   size_t i;
   int64_t t = s->T;
   s->gaps++;
+  s->after_gap = 1;
   for (i = 0; i < s->ncx; i++) {
     octx_t *x = &s->cx[i];
     while (x->nst > 0) {
@@ -516,12 +528,37 @@ static int packed_state(const tlc_oracle_opts_t *o, uint64_t v, uint64_t *task) 
   return 0;
 }
 
+/* A clock restart at time t, position p (the gap's, before the event). */
+static void restart(rs_t *s, int64_t t, uint64_t p) {
+  size_t i;
+  if (!s->after_gap)
+    do_gap(s, p);
+  for (i = 0; i < s->ncx; i++) {
+    octx_t *x = &s->cx[i];
+    if (x->incores > 0) {
+      unsigned n = x->incores;
+      x->incores = 1;
+      set_out(s, i, p, s->T);
+      set_in(s, i, p, t);
+      x->incores = n;
+    }
+  }
+  s->T = t;
+  s->epoch++;
+  cur_epoch = s->epoch;
+}
+
 static void do_event(rs_t *s, const tlc_event_t *ev, size_t j) {
   unsigned area = ev->handle >> 28;
   if (ev->type == TLC_EV_NONE)
     return;
   if (ev->flags & TLC_EVF_GAP)
     do_gap(s, 4 * (uint64_t)j);
+  if (s->have_T && (s->after_gap || (ev->flags & TLC_EVF_RESTART)) && s->o->o.clock_reset_ns > 0 &&
+      ev->time_ns < s->T &&
+      (uint64_t)s->T - (uint64_t)ev->time_ns > (uint64_t)s->o->o.clock_reset_ns)
+    restart(s, ev->time_ns, 4 * (uint64_t)j);
+  s->after_gap = 0;
   s->events++;
   if (!s->have_T) {
     s->have_T = 1;
@@ -612,8 +649,11 @@ static void make_dist(tlc_dist_t *d, const int64_t *v, size_t n) {
   tlc_free(sorted);
 }
 
-static int in_window(int64_t t, int64_t T, int64_t step) {
-  /* floor(t/step) > floor(T/step) - 10, with floor division written out */
+static int in_window(const smp_t *x, int64_t T, int64_t step) {
+  /* floor(t/step) > floor(T/step) - 10, with floor division written out, in this epoch */
+  int64_t t = x->t;
+  if (x->epoch != cur_epoch)
+    return 0;
   int64_t ft = t / step - ((t % step != 0 && t < 0) ? 1 : 0);
   int64_t fT = T / step - ((T % step != 0 && T < 0) ? 1 : 0);
   return ft > fT - 10;
@@ -632,7 +672,7 @@ static size_t gather(const rs_t *s, const size_t *rows, size_t nr, unsigned k, i
   for (i = 0; i < nr; i++) {
     const vec_t *x = &s->rows[rows[i]].s[k];
     for (j = 0; j < x->n; j++)
-      if (!win || in_window(x->p[j].t, s->T, step))
+      if (!win || in_window(&x->p[j], s->T, step))
         v[n++] = x->p[j].v;
   }
   *out = v;
@@ -660,7 +700,7 @@ static void fill_stat(const rs_t *s, tlc_stat_t *st, const size_t *rows, size_t 
     for (i = 0; i < nr; i++) {
       const vec_t *c = &s->rows[rows[i]].counts;
       for (j = 0; j < c->n; j++)
-        if (in_window(c->p[j].t, s->T, step))
+        if (in_window(&c->p[j], s->T, step))
           st->win[w].count++;
     }
     for (k = 0; k < TLC_NKINDS; k++) {
@@ -765,6 +805,7 @@ int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neu
   memset(&s, 0, sizeof(s));
   s.o = o;
   s.ctxmode = o->o.has_context_area && o->fmt != TLC_FMT_EVLOG;
+  cur_epoch = 0;
   for (i = 0; i < o->nit; i++) {
     if (o->it[i].gap)
       do_gap(&s, 4 * (uint64_t)i);
@@ -785,6 +826,7 @@ int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neu
   t->counters.events = s.events;
   t->counters.anomalies = s.anomalies;
   t->counters.gaps = s.gaps;
+  t->counters.clock_resets = s.epoch;
   t->seq = 0;
   for (ti = 0; ti < s.ntable; ti++)
     for (c = 0; c < s.ncx; c++)

@@ -35,6 +35,7 @@ typedef struct tlc_oracle_opts {
   uint32_t nwindows;
   int64_t window_ns[TLC_MAX_WINDOWS];
   const tlc_mapping_t *mapping; /* borrowed */
+  int64_t clock_reset_ns;       /* clock restart threshold (SPEC 2); <= 0: no restarts */
 } tlc_oracle_opts_t;
 
 /* Creates an oracle. Returns 0 or TLC_ENOMEM / TLC_EINVAL. */

@@ -639,8 +639,9 @@ static void test_resync_wild_time(void **state) {
   }
 }
 
-/* A target reboot restarts time: resync mode loses nothing (after the bounded scan window it
- * takes the self-consistent run at the loss point), and reports no gap. */
+/* A target reboot restarts time: resync mode loses nothing (it takes the self-consistent run at
+ * the loss point at once), reports no gap, and flags the first restarted record
+ * TLC_EVF_RESTART for the engine. */
 static void test_resync_reboot(void **state) {
   tlc_event_t want[300];
   uint8_t *buf;
@@ -661,7 +662,7 @@ static void test_resync_reboot(void **state) {
   assert_int_equal(r.n, 300);
   for (i = 0; i < 300; i++) {
     assert_true(same_record(&r.ev[i], &want[i]));
-    assert_int_equal(r.ev[i].flags, 0);
+    assert_int_equal(r.ev[i].flags, i == 150 ? TLC_EVF_RESTART : 0);
   }
   assert_int_equal(r.c.bytes_skipped, 0);
   assert_int_equal(r.c.resyncs, 0);

@@ -41,11 +41,13 @@ enum kind {
   K_EVLOG,
   K_RTOS_GARBAGE,
   K_FREERTOS,
+  K_RESET,
   K_COUNT
 };
 static const char *const kind_name[K_COUNT] = { "single",  "multi", "bin10",        "recursion",
                                                 "lines",   "data",  "rtos",         "cut",
-                                                "garbage", "evlog", "rtos-garbage", "freertos" };
+                                                "garbage", "evlog", "rtos-garbage", "freertos",
+                                                "reset" };
 
 typedef struct gen {
   rng_t r;
@@ -61,6 +63,7 @@ typedef struct gen {
    * state 0xF00), whether every non-running state stops, each core's running task (-1: none) */
   int layout, stop_all;
   int run[2];
+  uint16_t next_flags; /* flags of the next event emitted (a clock restart's) */
 } gen_t;
 
 static void emit(gen_t *g, uint32_t handle, unsigned type, uint64_t data, unsigned core,
@@ -78,6 +81,8 @@ static void emit(gen_t *g, uint32_t handle, unsigned type, uint64_t data, unsign
   e->data = data;
   e->core = (uint8_t)core;
   e->thread = thread;
+  e->flags = g->next_flags;
+  g->next_flags = 0;
 }
 
 /* One well-formed-ish step of nested code activity in model context `cx`. */
@@ -160,6 +165,22 @@ static void garbage(gen_t *g) {
     g->ev[g->n - 1].flags |= TLC_EVF_GAP;
   if (rng_chance(&g->r, 1, 5))
     g->t -= (int64_t)rng_below(&g->r, 2000);
+}
+
+/* A board reset, or something like one: time steps back by up to 20,000 ns (more or less than
+ * the test's clock_reset_ns), after a tlc_engine_gap call (a reconnect), with TLC_EVF_RESTART
+ * (the decoder confirmed it), with TLC_EVF_GAP (a resync), or with nothing (out of order). */
+static void reset_step(gen_t *g) {
+  unsigned how = (unsigned)rng_below(&g->r, 4);
+  g->t -= 200 + (int64_t)rng_below(&g->r, 20000);
+  if (how == 0 && g->n < MAXEV) {
+    memset(&g->ev[g->n], 0, sizeof(g->ev[0]));
+    g->ev[g->n++].type = EV_GAPCALL;
+  } else if (how == 1) {
+    g->next_flags = TLC_EVF_RESTART;
+  } else if (how == 2) {
+    g->next_flags = TLC_EVF_GAP;
+  }
 }
 
 static void rtos_switch(gen_t *g, unsigned core) {
@@ -289,6 +310,17 @@ static void generate(gen_t *g, int kind, uint64_t seed, size_t len) {
       else
         data_step(g, 0);
       break;
+    case K_RESET:
+      c = (unsigned)rng_below(&g->r, 2);
+      if (rng_chance(&g->r, 1, 5))
+        data_step(g, c);
+      else if (rng_chance(&g->r, 1, 6))
+        rtos_switch(g, c);
+      else
+        code_step(g, c, c, 0, 4, rng_chance(&g->r, 1, 4), rng_chance(&g->r, 1, 6));
+      if (rng_chance(&g->r, 1, 30))
+        reset_step(g);
+      break;
     case K_EVLOG:
       g->fmt = TLC_FMT_EVLOG;
       c = (unsigned)rng_below(&g->r, 3);
@@ -368,6 +400,8 @@ static int cmp_tables(const tlc_table_t *e, const tlc_table_t *o, int quant) {
   CHECK(e->counters.anomalies == o->counters.anomalies, "anomalies %" PRIu64 " vs %" PRIu64,
         e->counters.anomalies, o->counters.anomalies);
   CHECK(e->counters.gaps == o->counters.gaps, "gaps");
+  CHECK(e->counters.clock_resets == o->counters.clock_resets,
+        "clock_resets %" PRIu64 " vs %" PRIu64, e->counters.clock_resets, o->counters.clock_resets);
   CHECK(e->counters.dropped_area_limit == 0, "dropped");
   if (e->counters.events > 0) {
     CHECK(e->first_time == o->first_time, "first_time");
@@ -533,8 +567,12 @@ static int run_one(int kind, uint64_t seed) {
   eo.nwindows = oo.nwindows = (uint32_t)rng_below(&pr, TLC_MAX_WINDOWS + 1);
   for (i = 0; i < eo.nwindows; i++)
     eo.window_ns[i] = oo.window_ns[i] = (int64_t)(10 + rng_below(&pr, 20000));
+  /* small thresholds where time steps back (resets, garbage), else the default 1 s */
+  if (kind == K_RESET || kind == K_GARBAGE || kind == K_RTOS_GARBAGE)
+    eo.clock_reset_ns = (int64_t)(100 + rng_below(&pr, 5000));
+  oo.clock_reset_ns = eo.clock_reset_ns;
   if (kind == K_RTOS || kind == K_RTOS_GARBAGE ||
-      ((kind == K_GARBAGE || kind == K_DATA) && rng_chance(&pr, 1, 3))) {
+      ((kind == K_GARBAGE || kind == K_DATA || kind == K_RESET) && rng_chance(&pr, 1, 3))) {
     eo.has_context_area = oo.has_context_area = 1;
     eo.context_area = oo.context_area = 0x30000000u;
   }
@@ -699,6 +737,7 @@ KIND_TEST(garbage, K_GARBAGE)
 KIND_TEST(evlog, K_EVLOG)
 KIND_TEST(rtos_garbage, K_RTOS_GARBAGE)
 KIND_TEST(freertos, K_FREERTOS)
+KIND_TEST(reset, K_RESET)
 
 /* Many areas on 4 cores: 3,000 functions x 4 contexts, more code rows than the engine's row
  * cache has slots (engine.c: RCACHE), so rows share slots and are looked up again after another
@@ -796,7 +835,7 @@ int main(void) {
     cmocka_unit_test(test_rtos),         cmocka_unit_test(test_cut),
     cmocka_unit_test(test_garbage),      cmocka_unit_test(test_evlog),
     cmocka_unit_test(test_rtos_garbage), cmocka_unit_test(test_many_areas),
-    cmocka_unit_test(test_freertos),
+    cmocka_unit_test(test_freertos),     cmocka_unit_test(test_reset),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -80,6 +80,61 @@ static void dist_is(const tlc_dist_t *d, uint64_t n, int64_t sum, int64_t min, i
   }
 }
 
+/* A board reset (SPEC 2 "Clock restarts"): f called at 100 s, an activation open at 101 s, a
+ * disconnect, and the board back with its clock at 1 ms. The restart is a gap and a new epoch:
+ * the 1 s window holds the new call at once (T is 2 ms, not still 101 s), counts and totals keep
+ * adding, one clock reset. In a stream, TLC_EVF_RESTART past the threshold restarts too (with
+ * a gap of its own); an unflagged step back, or a flagged one short of the threshold, does not. */
+static void test_clock_restart(void **state) {
+  tlc_engine_t *e = mk(TLC_FMT_BIN11, NULL);
+  tlc_table_t t;
+  tlc_event_t x;
+  const tlc_stat_t *r;
+  (void)state;
+  tlc_table_init(&t);
+  ev(e, F, E_, 100000000000);
+  ev(e, F, X_, 100500000000);
+  ev(e, F, E_, 101000000000);
+  tlc_engine_gap(e);
+  ev(e, F, E_, 1000000);
+  ev(e, F, X_, 2000000);
+  snap(e, &t);
+  assert_int_equal(t.counters.clock_resets, 1);
+  assert_int_equal(t.counters.gaps, 1);
+  assert_int_equal(t.last_time, 2000000);
+  r = row(&t, F, 0, 0);
+  assert_int_equal(r->count, 3);
+  assert_int_equal(r->total[TLC_NET], 500000000 + 1000000);
+  dist_is(&r->dist[TLC_NET], 2, 501000000, 1000000, 500000000);
+  assert_int_equal(r->win[0].count, 1);
+  assert_int_equal(r->win[0].k[TLC_NET].n, 1);
+  assert_int_equal(r->win[0].k[TLC_NET].sum, 1000000);
+  /* in a stream: flagged but within the threshold, then unflagged far back: no restart */
+  memset(&x, 0, sizeof(x));
+  x.handle = F;
+  x.type = E_;
+  x.time_ns = 1500000;
+  x.flags = TLC_EVF_RESTART;
+  tlc_engine_push(e, &x, 1);
+  ev(e, F, X_, -20000000000);
+  snap(e, &t);
+  assert_int_equal(t.counters.clock_resets, 1);
+  assert_int_equal(t.counters.gaps, 1);
+  /* flagged and past it: a gap and epoch 2 */
+  x.time_ns = -5000000000;
+  tlc_engine_push(e, &x, 1);
+  ev(e, F, X_, -4999000000);
+  snap(e, &t);
+  assert_int_equal(t.counters.clock_resets, 2);
+  assert_int_equal(t.counters.gaps, 2);
+  assert_int_equal(t.last_time, -4999000000);
+  r = row(&t, F, 0, 0);
+  assert_int_equal(r->count, 5);
+  assert_int_equal(r->win[0].count, 1);
+  tlc_table_fini(&t);
+  tlc_engine_free(e);
+}
+
 /* The seed's TIMELINE example (Text1 seed, "Timeline Section"):
  *   20000000,W,00000001,4336 / 00000000,R,,4469 / 10000004,E,,4469 / 10000004,S,,4602 /
  *   00000000,S,,4602
@@ -1087,6 +1142,7 @@ int main(void) {
     cmocka_unit_test(test_delta_snapshot),
     cmocka_unit_test(test_opts_and_alloc_failures),
     cmocka_unit_test(test_no_alloc_in_steady_state),
+    cmocka_unit_test(test_clock_restart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

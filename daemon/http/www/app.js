@@ -196,6 +196,7 @@ function renderTargets(t, targets) {
     tr.appendChild(td(fmtBytes(x.bytes), "n", "bytes"));
     tr.appendChild(td(fmtInt(x.gaps), "n", "gaps"));
     tr.appendChild(td(fmtInt(x.resyncs), x.resyncs ? "n bad" : "n", "resyncs"));
+    tr.appendChild(td(fmtInt(x.clock_resets || 0), "n", "resets"));
     tr.appendChild(td(fmtInt(x.skipped), x.skipped ? "n bad" : "n", "skipped"));
     tr.appendChild(td(fmtInt(x.drops), x.drops ? "n bad" : "n", "drops"));
     tr.appendChild(td(fmtInt(x.anomalies), "n", "anomalies"));

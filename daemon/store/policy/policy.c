@@ -350,6 +350,14 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       hd(t)->skipped = t->pipe.dec.c.bytes_skipped;
     }
     break;
+  case TLC_TEV_CLOCK_RESET:
+    /* in a stream: the segment ends before the restarted record, with a gap history replays
+     * (after a gap the reconnect made the boundary already) */
+    if (strcmp(detail != NULL ? detail : "", "in stream") == 0) {
+      tlc_store_gap(hd(t)->t, "clock-reset", 1);
+      tlc_store_rotate(hd(t)->t, TLC_ROT_CLOCK_RESET);
+    }
+    break;
   case TLC_TEV_TRUNCATED:
     if (t->pipe.dec.c.truncated > hd(t)->truncated) {
       tlc_store_gap(hd(t)->t, "truncated", t->pipe.dec.c.truncated - hd(t)->truncated);
