@@ -3,14 +3,16 @@
 and the hardening gate `systemd-analyze security --offline=yes --threshold=20` (exposure <= 2.0).
 Skips (exit 77, printing SKIP) when systemd-analyze is not installed.
 
-Usage: test_systemd_units.py SYSTEMD_DIR TLCAPD"""
+Usage: test_systemd_units.py SYSTEMD_DIR TLCAPD MAN_DIR...
+(MAN_DIR: folders of the man pages as installed: dist/man in the source for tlcap.1, the build's
+dist/man for the pages generated from the settings table)"""
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-UNITS, TLCAPD = sys.argv[1], os.path.abspath(sys.argv[2])
+UNITS, TLCAPD, MANDIRS = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3:]
 SA = shutil.which("systemd-analyze")
 if SA is None:
     print("SKIP: systemd-analyze not installed (apt-get install systemd)")
@@ -25,11 +27,13 @@ with tempfile.TemporaryDirectory() as d:
         f.write(svc)
     shutil.copy(os.path.join(UNITS, "tlcapd.socket"), d)
     # verify runs `man` for each Documentation=man:...: the pages of dist/man, in a man tree
-    man = os.path.join(os.path.dirname(os.path.abspath(UNITS)), "dist", "man")
-    for page in os.listdir(man):
-        sec = os.path.join(d, "man", "man" + page.rsplit(".", 1)[1])
-        os.makedirs(sec, exist_ok=True)
-        shutil.copy(os.path.join(man, page), sec)
+    for man in MANDIRS:
+        for page in os.listdir(man):
+            if page.endswith(".in"):
+                continue  # a template: its page is in the build's folder
+            sec = os.path.join(d, "man", "man" + page.rsplit(".", 1)[1])
+            os.makedirs(sec, exist_ok=True)
+            shutil.copy(os.path.join(man, page), sec)
     p = subprocess.run([SA, "verify", "tlcapd.service", "tlcapd.socket"], cwd=d,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60,
                        env=dict(os.environ, MANPATH=os.path.join(d, "man")))
