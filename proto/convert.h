@@ -13,12 +13,12 @@
 
 #include "tlcap.pb-c.h"
 
+#include "base/list.h"
 #include "formats/mapping.h"
 #include "formats/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
-#include "base/list.h"
 
 /* The protocol version this source tree speaks, and the oldest it still accepts. */
 #define TLC_PROTO_VERSION     1u

@@ -5,6 +5,7 @@
 #ifndef TLC_STORE_INT_H
 #define TLC_STORE_INT_H
 
+#include "base/list.h"
 #include "formats/evlog.h"
 #include "formats/scan.h"
 #include "formats/tlc_event.h"
@@ -13,7 +14,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <uv.h>
 
 /* ---- catalog of sealed segments (retention) ---- */
