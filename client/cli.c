@@ -216,6 +216,8 @@ int tlc_cli_range_get(const char *cmd, const char *since, const char *until, Tlc
   tr->since = r.since;
   tr->has_until = r.has_until;
   tr->until = r.until;
+  tr->has_epoch = r.kind == TLC_WHEN_TARGET && r.epoch >= 0;
+  tr->epoch = tr->has_epoch ? (uint64_t)r.epoch : 0;
   return 0;
 }
 

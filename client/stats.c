@@ -69,7 +69,9 @@ int tlc_cli_stats(int argc, char **argv) {
              "use `tlcapd replay --export aprof` on the target's segments.\n"
              "--since/--until: the statistics of a past range instead, computed by the daemon\n"
              "from TARGET's stored segments (as `tlcapd replay --state-dir --target`). T is\n"
-             "ns:N (target time: events with since <= t < until), an RFC 3339 UTC time\n"
+             "ns:N (target time in the latest clock epoch: events with since <= t < until),\n"
+             "epoch:K:N (target time in clock epoch K, as `tlcap segments` numbers them),\n"
+             "an RFC 3339 UTC time\n"
              "(2026-11-26T10:00:00Z) or a time relative to now (-2h; s, m, h, d, ms): the\n"
              "segments that arrived in the range.\n");
       goto done;

@@ -198,7 +198,7 @@ int tlc_cli_watch(int argc, char **argv) {
              "--since T joins mid-stream: first, per target, the statistics of its stored\n"
              "records since T (as `tlcap stats --since T`) as one line {\"type\":\"history\",\n"
              "\"target\":...,\"since\":...,\"until\":...,\"stats\":{...}}, then the live ones.\n"
-             "T: ns:N, 2026-11-26T10:00:00Z or -2h.\n"
+             "T: ns:N, epoch:K:N, 2026-11-26T10:00:00Z or -2h.\n"
              "A TARGET the daemon does not know (no target matches it) is an error; with\n"
              "--wait, watch waits for it to appear.\n");
       return 0;

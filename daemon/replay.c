@@ -116,8 +116,9 @@ static void usage(FILE *to) {
           "--context-id-mask/--context-state-mask read the --context-area value as a task\n"
           "and its state (running states: --context-running, default 1); --context-rtos\n"
           "reads them and the task names from a winIDEA RTOS description (docs/rtos-contexts.md).\n"
-          "--state-dir/--target replay a target's stored segments; T is ns:N (target time:\n"
-          "events with since <= t < until), RFC 3339 UTC or -2h (wall clock: the segments\n"
+          "--state-dir/--target replay a target's stored segments; T is ns:N (target time in\n"
+          "the latest clock epoch: events with since <= t < until), epoch:K:N (epoch K, from 0\n"
+          "at the oldest segment), RFC 3339 UTC or -2h (wall clock: the segments\n"
           "that arrived in the range).\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
@@ -170,8 +171,9 @@ static void say_cb(void *ud, const char *msg) {
  * 0, or the exit status. */
 static int history_files(rp_t *rp, const tlc_when_range_t *range) {
   char err[400];
-  int r = tlc_hist_select(rp->state_dir, rp->target, range, tlc_when_now(), &rp->hf, say_cb, NULL,
-                          err, sizeof(err));
+  tlc_hist_epoch_ctx_t ec = { 1000000000, -1 }; /* offline: the default threshold */
+  int r = tlc_hist_select(rp->state_dir, rp->target, range, &ec, tlc_when_now(), &rp->hf, say_cb,
+                          NULL, err, sizeof(err));
   if (r != 0) {
     fprintf(stderr, "tlcapd replay: %s\n", err);
     return 1;

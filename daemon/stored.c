@@ -12,6 +12,7 @@
 #include "continuity/ckfile.h"
 #include "history/histq.h"
 #include "store/policy/policy.h"
+#include "store/seg/epochs.h"
 #include "store/seg/segread.h"
 #include "store/store.h"
 
@@ -72,6 +73,8 @@ int tlc_stored_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done
 
 /* view.history: the target's stored records in a range, on the threadpool (histq.h),
  * with the settings a live target has (a target that is not live: the engine's defaults). */
+static int64_t live_epoch(const tlc_daemon_t *d, const char *name);
+
 int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range,
                        const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
                        void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
@@ -89,6 +92,7 @@ int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range
   q.state_dir = d->in.cfg.state_dir;
   q.target = name;
   q.range = *range;
+  q.live_epoch = live_epoch(d, name);
   q.now_ns = tlc_when_now();
   q.so = *so;
   if ((t = tlc_targets_find(&d->in.targets, name)) != NULL) {
@@ -115,42 +119,43 @@ void tlc_stored_history_cancel(void *ud, void *job) {
   tlc_histq_cancel(job);
 }
 
-/* The clock epoch of each listed segment (o[0..k), oldest first; docs/board-resets.md): a new
- * one starts after a segment sealed for a clock reset, and after one that ended at a gap
- * (reconnect, idle seal, shutdown, recovery) when the next starts more than the threshold below
- * the epoch's latest time, as the engine decides it. Numbered so that the newest is the live
- * target's current epoch (its clock_resets), or from 0 when it is not in the table (segments
- * that retention removed may have held earlier epochs). */
+/* The clock epoch of each listed segment (o[0..k), oldest first; store/seg/epochs.h), numbered
+ * so that the newest is the live target's current epoch (its clock_resets), or from 0 when it
+ * is not in the table (segments that retention removed may have held earlier epochs). */
+/* The clock restart threshold of target `name` (1 s when it is not in the table). */
+static int64_t reset_ns(const tlc_daemon_t *d, const char *name) {
+  const tlc_target_t *tg = tlc_targets_find(&d->in.targets, name);
+  return tg != NULL && tg->conf.clock_reset_ns != 0 ? tg->conf.clock_reset_ns : 1000000000;
+}
+
+/* The live target's current epoch (its clock_resets), -1 when it is not in the table. */
+static int64_t live_epoch(const tlc_daemon_t *d, const char *name) {
+  const tlc_target_t *tg = tlc_targets_find(&d->in.targets, name);
+  if (tg == NULL || tg->pipe.engine == NULL)
+    return -1;
+  return (int64_t)tlc_engine_counters(tg->pipe.engine)->clock_resets;
+}
+
 static void seg_epochs(tlc_daemon_t *d, const char *name, tlc_view_segment_t *o, size_t k) {
-  tlc_target_t *tg = tlc_targets_find(&d->in.targets, name);
-  int64_t thr = tg != NULL && tg->conf.clock_reset_ns != 0 ? tg->conf.clock_reset_ns : 1000000000;
-  uint64_t e = 0, top = 0;
-  int64_t runmax = 0;
-  int have = 0;
+  tlc_seg_epoch_in_t *in = k > 0 ? tlc_calloc(k, sizeof(*in)) : NULL;
+  uint64_t *ep = k > 0 ? tlc_calloc(k, sizeof(*ep)) : NULL;
+  uint64_t newest, shift;
+  if (in == NULL || ep == NULL)
+    goto done; /* out of memory: every epoch 0 */
   for (size_t i = 0; i < k; i++) {
-    if (i > 0) {
-      int r = o[i - 1].reason;
-      int gap = r == TLC_ROT_RECONNECT || r == TLC_ROT_IDLE || r == TLC_ROT_SHUTDOWN ||
-                r == TLC_ROT_RECOVERED || o[i - 1].state == 1 || o[i - 1].state == 4;
-      if (r == TLC_ROT_CLOCK_RESET ||
-          (gap && have && thr > 0 && o[i].records > 0 && o[i].first_time < runmax &&
-           (uint64_t)runmax - (uint64_t)o[i].first_time > (uint64_t)thr)) {
-        e++;
-        have = 0;
-      }
-    }
-    if (o[i].records > 0 && (!have || o[i].max_time > runmax)) {
-      runmax = o[i].max_time;
-      have = 1;
-    }
-    o[i].epoch = e;
+    in[i].reason = o[i].reason;
+    in[i].state = o[i].state;
+    in[i].records = o[i].records;
+    in[i].first_time = o[i].first_time;
+    in[i].max_time = o[i].max_time;
   }
-  if (tg != NULL && tg->pipe.engine != NULL && k > 0) {
-    top = tlc_engine_counters(tg->pipe.engine)->clock_resets;
-    if (top >= e)
-      for (size_t i = 0; i < k; i++)
-        o[i].epoch += top - e;
-  }
+  newest = tlc_seg_epochs(in, k, reset_ns(d, name), ep);
+  shift = tlc_seg_epoch_shift(newest, live_epoch(d, name));
+  for (size_t i = 0; i < k; i++)
+    o[i].epoch = ep[i] + shift;
+done:
+  tlc_free(in);
+  tlc_free(ep);
 }
 
 /* ListSegments: the target's segments on disk with their manifests' spans, each opened for

@@ -81,8 +81,29 @@ static int parse_rfc3339(const char *s, int64_t *v) {
 }
 
 int tlc_when_parse(const char *s, int64_t now_ns, int *kind, int64_t *v) {
+  int64_t epoch;
+  return tlc_when_parse_epoch(s, now_ns, kind, v, &epoch);
+}
+
+int tlc_when_parse_epoch(const char *s, int64_t now_ns, int *kind, int64_t *v, int64_t *epoch) {
+  *epoch = -1;
   if (s == NULL)
     return -1;
+  if (strncmp(s, "epoch:", 6) == 0) {
+    char k[24];
+    const char *c = strchr(s + 6, ':');
+    size_t kl = c != NULL ? (size_t)(c - (s + 6)) : 0;
+    if (c == NULL || kl == 0 || kl >= sizeof(k))
+      return -1;
+    memcpy(k, s + 6, kl);
+    k[kl] = '\0';
+    if (k[0] == '-' || parse_i64(k, epoch) < 0) {
+      *epoch = -1;
+      return -1;
+    }
+    *kind = TLC_WHEN_TARGET;
+    return parse_i64(c + 1, v);
+  }
   if (strncmp(s, "ns:", 3) == 0) {
     *kind = TLC_WHEN_TARGET;
     return parse_i64(s + 3, v);
@@ -96,18 +117,20 @@ int tlc_when_parse(const char *s, int64_t now_ns, int *kind, int64_t *v) {
 int tlc_when_range(const char *since, const char *until, int64_t now_ns, tlc_when_range_t *r,
                    char *err, size_t errlen) {
   int ks = TLC_WHEN_NONE, ku = TLC_WHEN_NONE;
+  int64_t es = -1, eu = -1;
   memset(r, 0, sizeof(*r));
-  if (since != NULL && tlc_when_parse(since, now_ns, &ks, &r->since) < 0) {
+  r->epoch = -1;
+  if (since != NULL && tlc_when_parse_epoch(since, now_ns, &ks, &r->since, &es) < 0) {
     snprintf(err, errlen,
-             "since expects ns:N (target time), an RFC 3339 UTC time (2026-11-26T10:00:00Z) or "
-             "a time relative to now (-2h), got %.80s",
+             "since expects ns:N (target time), epoch:K:N (target time in clock epoch K), an RFC "
+             "3339 UTC time (2026-11-26T10:00:00Z) or a time relative to now (-2h), got %.80s",
              since);
     return -1;
   }
-  if (until != NULL && tlc_when_parse(until, now_ns, &ku, &r->until) < 0) {
+  if (until != NULL && tlc_when_parse_epoch(until, now_ns, &ku, &r->until, &eu) < 0) {
     snprintf(err, errlen,
-             "until expects ns:N (target time), an RFC 3339 UTC time (2026-11-26T10:00:00Z) or "
-             "a time relative to now (-2h), got %.80s",
+             "until expects ns:N (target time), epoch:K:N (target time in clock epoch K), an RFC "
+             "3339 UTC time (2026-11-26T10:00:00Z) or a time relative to now (-2h), got %.80s",
              until);
     return -1;
   }
@@ -120,6 +143,13 @@ int tlc_when_range(const char *since, const char *until, int64_t now_ns, tlc_whe
     return -1;
   }
   r->kind = r->has_since ? ks : ku;
+  r->epoch = r->has_since ? es : eu;
+  if (r->has_since && r->has_until && es != eu) {
+    snprintf(err, errlen,
+             "since and until must be in the same clock epoch (both ns:N for the latest, or "
+             "both epoch:K:N with the same K)");
+    return -1;
+  }
   if (r->has_since && r->has_until && r->since > r->until) {
     snprintf(err, errlen, "since is after until");
     return -1;

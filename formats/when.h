@@ -1,6 +1,9 @@
 /* when.h - the time spellings of SPEC section 10 (`--since T`, `--until T`, `?since=T`).
  *
- *   ns:N                      target time, nanoseconds (TLC_WHEN_TARGET)
+ *   ns:N                      target time, nanoseconds, in the target's latest clock epoch
+ *                             (TLC_WHEN_TARGET)
+ *   epoch:K:N                 target time N in clock epoch K (SPEC 2: a board reset starts a new
+ *                             one; `tlcap segments` shows each segment's) (TLC_WHEN_TARGET)
  *   2026-11-26T10:00:00Z      RFC 3339 UTC, fractions of a second allowed (TLC_WHEN_WALL)
  *   -2h                       relative to now: units s (or none), ms, m (min), h, d (TLC_WHEN_WALL)
  *
@@ -17,13 +20,16 @@ enum tlc_when_kind { TLC_WHEN_NONE = 0, TLC_WHEN_TARGET = 1, TLC_WHEN_WALL = 2 }
 
 /* A history range: since <= t < until on one clock; an open end when has_* is 0. */
 typedef struct tlc_when_range {
-  int kind; /* enum tlc_when_kind of both bounds (NONE: neither given) */
+  int kind;      /* enum tlc_when_kind of both bounds (NONE: neither given) */
+  int64_t epoch; /* TARGET: the clock epoch both bounds are in; -1: the latest (ns:N) */
   int has_since, has_until;
   int64_t since, until; /* target ns (TARGET) or Unix ns (WALL) */
 } tlc_when_range_t;
 
 /* Parses one T into *kind and *v. Returns 0, or -1 when s is not one of the spellings. */
 int tlc_when_parse(const char *s, int64_t now_ns, int *kind, int64_t *v);
+/* The same, and *epoch: K of epoch:K:N, -1 for any other spelling. */
+int tlc_when_parse_epoch(const char *s, int64_t now_ns, int *kind, int64_t *v, int64_t *epoch);
 
 /* Builds *r from the optional spellings since/until (NULL: not given). Returns 0, or -1 with
  * a message in err (which bound, why): a bad spelling, bounds of different kinds, or since

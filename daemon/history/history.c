@@ -21,6 +21,7 @@
 #include "history/history.h"
 
 #include "base/fileread.h"
+#include "store/seg/epochs.h"
 #include "store/seg/segread.h"
 
 #include "base/alloc.h"
@@ -304,10 +305,43 @@ void tlc_hist_files_fini(tlc_hist_files_t *f) {
   memset(f, 0, sizeof(*f));
 }
 
+/* Target-time ranges: the clock epoch of each listed segment (v[0..n)) into ep[] (numbered as
+ * `tlcap segments` numbers them), and the one the range is in into *want. An unreadable
+ * segment counts as one without records (it is skipped later anyway). */
+static int epochs_of(const tlc_segent_t *v, size_t n, const tlc_when_range_t *range,
+                     const tlc_hist_epoch_ctx_t *ec, uint64_t *ep, uint64_t *want) {
+  tlc_seg_epoch_in_t *in = tlc_calloc(n + 1, sizeof(*in));
+  uint64_t newest, shift;
+  if (in == NULL)
+    return TLC_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    tlc_segread_t *sr;
+    tlc_seginfo_t info;
+    char why[200];
+    in[i].state = v[i].state;
+    if (tlc_segread_open(v[i].path, TLC_FMT_NONE, 0, &sr, why, sizeof(why)) != 0)
+      continue;
+    tlc_segread_info(sr, &info);
+    tlc_segread_close(sr);
+    in[i].reason = v[i].state == TLC_SEGST_OPEN ? 0 : info.reason;
+    in[i].records = info.items > 0 ? info.records : 0;
+    in[i].first_time = info.first_time;
+    in[i].max_time = info.max_time;
+  }
+  newest = tlc_seg_epochs(in, n, ec != NULL ? ec->threshold_ns : 1000000000, ep);
+  shift = tlc_seg_epoch_shift(newest, ec != NULL ? ec->live_epoch : -1);
+  for (size_t i = 0; i < n; i++)
+    ep[i] += shift;
+  *want = range->epoch >= 0 ? (uint64_t)range->epoch : newest + shift;
+  tlc_free(in);
+  return 0;
+}
+
 int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_range_t *range,
-                    int64_t now_ns, tlc_hist_files_t *f, tlc_hist_msg_cb skipped, void *ud,
-                    char *err, size_t errlen) {
+                    const tlc_hist_epoch_ctx_t *ec, int64_t now_ns, tlc_hist_files_t *f,
+                    tlc_hist_msg_cb skipped, void *ud, char *err, size_t errlen) {
   tlc_segent_t *v = NULL;
+  uint64_t *ep = NULL, want = 0;
   size_t n = 0, i;
   int r = tlc_segread_list(state_dir, target, HS_MAX_SEGS, &v, &n);
   int prev_end_gap = 0, first = 1;
@@ -318,6 +352,9 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
              r == -ENOENT ? "no segments of that target" : tlc_strerror(r));
     return r;
   }
+  if (range->kind == TLC_WHEN_TARGET &&
+      ((ep = tlc_calloc(n + 1, sizeof(*ep))) == NULL || epochs_of(v, n, range, ec, ep, &want) != 0))
+    goto nomem;
   f->listed = n;
   if (range->kind == TLC_WHEN_TARGET) {
     /* target time: records with since <= t < until */
@@ -348,6 +385,8 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
     char why[200];
     int start_gap = 0, end_gap = 0;
     int64_t opened, closed;
+    if (ep != NULL && ep[i] != want) /* another clock epoch: its times are not this range's */
+      continue;
     if (v[i].state == TLC_SEGST_OPEN && !first) {
       /* the open segment has no manifest yet (no gaps in it; opened: its name): opening it
        * here would scan its data once more than reading it does */
@@ -402,9 +441,11 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
     first = 0;
   }
   tlc_free(v);
+  tlc_free(ep);
   return 0;
 nomem:
   tlc_free(v);
+  tlc_free(ep);
   tlc_hist_files_fini(f);
   snprintf(err, errlen, "%s", tlc_strerror(TLC_ENOMEM));
   return TLC_ENOMEM;
@@ -449,7 +490,8 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   int n, rc;
   char why[300] = "";
   memset(&s, 0, sizeof(s));
-  rc = tlc_hist_select(q->state_dir, q->target, &q->range, q->now_ns, &f, keep_first, r, why,
+  tlc_hist_epoch_ctx_t ec = { q->eo.clock_reset_ns, q->live_epoch };
+  rc = tlc_hist_select(q->state_dir, q->target, &q->range, &ec, q->now_ns, &f, keep_first, r, why,
                        sizeof(why));
   if (rc != 0) {
     snprintf(r->err, sizeof(r->err), "%s", why);

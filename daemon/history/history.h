@@ -100,15 +100,24 @@ typedef struct tlc_hist_files {
   int has_from, has_to;
 } tlc_hist_files_t;
 
-/* Lists `target`'s segments under `state_dir` and keeps those a range can touch: all of them
- * for a target-time range (the index skips the rest while reading; from/to are set), the ones
+/* How a target-time range finds its clock epoch (store/seg/epochs.h): the target's clock
+ * restart threshold, and the live target's epoch that numbers the newest segment's (-1: not
+ * live; epochs then count from 0 at the oldest segment kept). */
+typedef struct tlc_hist_epoch_ctx {
+  int64_t threshold_ns;
+  int64_t live_epoch;
+} tlc_hist_epoch_ctx_t;
+
+/* Lists `target`'s segments under `state_dir` and keeps those a range can touch: for a
+ * target-time range the segments of its clock epoch (range->epoch; -1: the newest segment's),
+ * every one (the index skips the rest while reading; from/to are set), the ones
  * whose arrival span (opened .. sealed; an open one until now_ns) meets a wall-clock range.
  * Disconnect gaps at segment boundaries become gap_before. Returns 0 (f->n may be 0: no
  * segment in the range), -ENOENT (no segments of that target), TLC_ENOMEM or -errno; err says
  * why. `skipped` (may be NULL) gets a message per unreadable segment (left out). */
 int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_range_t *range,
-                    int64_t now_ns, tlc_hist_files_t *f, tlc_hist_msg_cb skipped, void *ud,
-                    char *err, size_t errlen);
+                    const tlc_hist_epoch_ctx_t *ec, int64_t now_ns, tlc_hist_files_t *f,
+                    tlc_hist_msg_cb skipped, void *ud, char *err, size_t errlen);
 void tlc_hist_files_fini(tlc_hist_files_t *f);
 
 /* The wall clock (Unix ns, whole seconds) a segment's file name gives (<UTC start>-<seq>...):
@@ -126,6 +135,7 @@ typedef struct tlc_hist_query {
   tlc_evmap_opts_t evopts;  /* the evlog mapping's caps, as the target's */
   tlc_snap_opts_t so;       /* what the table holds (windows, quantiles, Neutral) */
   const atomic_int *cancel; /* may be NULL */
+  int64_t live_epoch;       /* the live target's clock epoch (its clock_resets); -1: not live */
 } tlc_hist_query_t;
 
 /* The result (tlc_hist_result_t) and the answer hook (tlc_hist_answer_t): result.h. */

@@ -48,6 +48,7 @@ static void hist_range_get(const Tlcap__TimeRange *tr, tlc_when_range_t *r) {
   r->since = tr->since;
   r->has_until = tr->has_until;
   r->until = tr->until;
+  r->epoch = tr->has_epoch && tr->epoch <= (uint64_t)INT64_MAX ? (int64_t)tr->epoch : -1;
 }
 
 static void hist_range_set(const tlc_when_range_t *r, Tlcap__TimeRange *tr) {
@@ -58,6 +59,8 @@ static void hist_range_set(const tlc_when_range_t *r, Tlcap__TimeRange *tr) {
   tr->since = r->since;
   tr->has_until = r->has_until != 0;
   tr->until = r->until;
+  tr->has_epoch = r->kind == TLC_WHEN_TARGET && r->epoch >= 0;
+  tr->epoch = tr->has_epoch ? (uint64_t)r->epoch : 0;
 }
 
 static void hist_ans_free(void *ctx) {

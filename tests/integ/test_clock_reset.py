@@ -82,6 +82,39 @@ def against_oracle(t, files, what):
                     T.eq(lv[dk].get(f), m[dk].get(f), "%s row %r %s.%s" % (what, key, dk, f))
 
 
+def history_epochs(sport, name, files):
+    """History by target time addresses one clock epoch (SPEC 10): ns:N the latest, epoch:K:N
+    epoch K. Both runs' times lie in [0, 10^12): each spelling gives the statistics of its own
+    run's segment alone, against the oracle over that segment."""
+    lo, hi = 0, 10 ** 12
+    for what, since, until, segs in (
+            ("ns: the latest epoch", "ns:%d" % lo, "ns:%d" % hi, files[1:]),
+            ("epoch 0", "epoch:0:%d" % lo, "epoch:0:%d" % hi, files[:1]),
+            ("epoch 1", "epoch:1:%d" % lo, "epoch:1:%d" % hi, files[1:])):
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", name,
+                              "--export", "json", "--since", since, "--until", until], timeout=60)
+        T.eq(rc, 0, "%s: tlcap stats: %s" % (what, err))
+        live = json.loads(out)
+        rc, mout, err = T.run([ORACLE, "bin11", "--range", str(lo), str(hi)] + segs,
+                              timeout=120)
+        T.eq(rc, 0, "oracle_segments: " + err)
+        model = json.loads(mout)
+        T.eq(live["counters"]["events"], model["counters"]["events"], what + ": events")
+        lr = {D.row_key(r): r for r in live["rows"]}
+        mr = {D.row_key(r): r for r in model["rows"]}
+        T.eq(sorted(lr, key=repr), sorted(mr, key=repr), what + ": row keys")
+        for key, m in mr.items():
+            for dk in ("net", "call"):
+                if dk in m:
+                    for f in ("total", "n", "min", "max"):
+                        T.eq(lr[key][dk].get(f), m[dk].get(f),
+                             "%s: row %r %s.%s" % (what, key, dk, f))
+    rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "stats", name, "--since",
+                        "epoch:0:0", "--until", "ns:%d" % hi])
+    T.eq(rc, 2, "bounds in two epochs: a usage error: " + err)
+    T.check("same clock epoch" in err, "the message says why: " + err)
+
+
 def stream(t0, n):
     """n calls of two nested functions and a state area: E a, E b, W s, X b, X a."""
     out, t = [], t0
@@ -122,6 +155,7 @@ def test_tcp_reconnect(d):
         against_oracle(t, segments(dm.state, "lab@127.0.0.1"), "tcp")
         if TLCAP:
             T.eq(epochs(sport, "lab@127.0.0.1"), [0, 1], "tcp segment epochs")
+            history_epochs(sport, "lab@127.0.0.1", segments(dm.state, "lab@127.0.0.1"))
     finally:
         rc, _ = dm.stop()
     T.eq(rc, 0, "exit status")

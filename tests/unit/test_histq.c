@@ -66,6 +66,8 @@ static void query(tlc_hist_query_t *q, const char *dir) {
   q->state_dir = dir;
   q->target = "nosuch";
   q->range.kind = TLC_WHEN_TARGET;
+  q->range.epoch = -1;
+  q->live_epoch = -1;
   q->now_ns = tlc_when_now();
   tlc_engine_opts_default(&q->eo);
 }

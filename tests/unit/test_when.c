@@ -31,6 +31,39 @@ static void test_target_time(void **state) {
   assert_int_equal(tlc_when_parse("ns:99999999999999999999", NOW, &k, &v), -1);
 }
 
+/* epoch:K:N: target time N in clock epoch K (a board reset starts a new one). */
+static void test_epoch(void **state) {
+  tlc_when_range_t r;
+  char err[300];
+  int k;
+  int64_t v, e;
+  (void)state;
+  assert_int_equal(tlc_when_parse_epoch("epoch:3:5000", NOW, &k, &v, &e), 0);
+  assert_int_equal(k, TLC_WHEN_TARGET);
+  assert_int_equal(v, 5000);
+  assert_int_equal(e, 3);
+  assert_int_equal(tlc_when_parse_epoch("ns:7", NOW, &k, &v, &e), 0);
+  assert_int_equal(e, -1); /* the latest */
+  assert_int_equal(tlc_when_parse_epoch("epoch:0:-12", NOW, &k, &v, &e), 0);
+  assert_int_equal(v, -12);
+  assert_int_equal(e, 0);
+  assert_int_equal(tlc_when_parse_epoch("epoch::5", NOW, &k, &v, &e), -1);
+  assert_int_equal(tlc_when_parse_epoch("epoch:-1:5", NOW, &k, &v, &e), -1);
+  assert_int_equal(tlc_when_parse_epoch("epoch:1", NOW, &k, &v, &e), -1);
+  assert_int_equal(tlc_when_parse_epoch("epoch:1:", NOW, &k, &v, &e), -1);
+  assert_int_equal(tlc_when_parse_epoch("epoch:x:5", NOW, &k, &v, &e), -1);
+  assert_int_equal(tlc_when_range("epoch:2:10", "epoch:2:20", NOW, &r, err, sizeof(err)), 0);
+  assert_int_equal(r.epoch, 2);
+  assert_int_equal(tlc_when_range("ns:10", NULL, NOW, &r, err, sizeof(err)), 0);
+  assert_int_equal(r.epoch, -1);
+  assert_int_equal(tlc_when_range(NULL, "epoch:1:9", NOW, &r, err, sizeof(err)), 0);
+  assert_int_equal(r.epoch, 1);
+  assert_int_equal(tlc_when_range("epoch:1:10", "epoch:2:20", NOW, &r, err, sizeof(err)), -1);
+  assert_non_null(strstr(err, "same clock epoch"));
+  assert_int_equal(tlc_when_range("epoch:1:10", "ns:20", NOW, &r, err, sizeof(err)), -1);
+  assert_int_equal(tlc_when_range("epoch:1:10", "-1h", NOW, &r, err, sizeof(err)), -1);
+}
+
 static void test_rfc3339(void **state) {
   int k;
   int64_t v;
@@ -106,9 +139,8 @@ static void test_range(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_target_time),
-    cmocka_unit_test(test_rfc3339),
-    cmocka_unit_test(test_relative),
+    cmocka_unit_test(test_target_time), cmocka_unit_test(test_epoch),
+    cmocka_unit_test(test_rfc3339),     cmocka_unit_test(test_relative),
     cmocka_unit_test(test_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
