@@ -1,7 +1,7 @@
 /* checkpoint.c - an engine's whole state to bytes and back (tlc_engine_save, tlc_engine_load).
  *
- * What is kept: the options that shape the state (format, context_area, windows, caps,
- * histograms: a load into an engine made with other ones is refused), the counters (with
+ * What is kept: the options that shape the state (format, context_area and its packing, windows,
+ * caps, histograms: a load into an engine made with other ones is refused), the counters (with
  * clock_resets, the clock epoch), the change sequence, first/last time and whether the next
  * event may restart the clock, the per-core current contexts, every context with its stack of
  * open activations, the table-index map, the state areas, every row (its dists, totals,
@@ -45,7 +45,8 @@ static void save_layout(tlc_ckw_t *w) {
   tlc_ckw_u32(w, (uint32_t)sizeof(wbucket_t));
   tlc_ckw_u32(w, (uint32_t)sizeof(edist_t));
   tlc_ckw_u32(w, (uint32_t)sizeof(tlc_counters_t));
-  tlc_ckw_u32(w, 0x01020304u); /* byte order */
+  tlc_ckw_u32(w, (uint32_t)sizeof(tlc_ctxpack_t)); /* the options carry the packing */
+  tlc_ckw_u32(w, 0x01020304u);                     /* byte order */
 }
 
 static void save_opts(const tlc_engine_t *e, tlc_ckw_t *w) {
@@ -60,6 +61,16 @@ static void save_opts(const tlc_engine_t *e, tlc_ckw_t *w) {
   tlc_ckw_u64(w, e->o.max_contexts);
   tlc_ckw_u64(w, e->o.max_depth);
   tlc_ckw_u8(w, e->o.histograms);
+  /* the packed task variable: what a context_area value means (its contexts are keyed by it) */
+  tlc_ckw_u64(w, e->o.pack.id_mask);
+  tlc_ckw_u64(w, e->o.pack.state_mask);
+  tlc_ckw_u8(w, e->o.pack.stop_all);
+  tlc_ckw_u8(w, e->o.pack.nrun);
+  for (i = 0; i < e->o.pack.nrun; i++)
+    tlc_ckw_u64(w, e->o.pack.run[i]);
+  tlc_ckw_u8(w, e->o.pack.nstop);
+  for (i = 0; i < e->o.pack.nstop; i++)
+    tlc_ckw_u64(w, e->o.pack.stop[i]);
 }
 
 /* floor(a / b), b > 0 (engine.c's floordiv). */
@@ -196,16 +207,42 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
 /* ---- load ---- */
 
 static int load_layout(tlc_ckr_t *r) {
-  uint32_t v[7];
+  uint32_t v[8];
   unsigned i;
-  for (i = 0; i < 7; i++)
+  for (i = 0; i < 8; i++)
     v[i] = tlc_ckr_u32(r);
   if (r->err != 0)
     return TLC_EFRAME;
   if (v[0] != sizeof(erow_t) || v[1] != sizeof(act_t) || v[2] != sizeof(sarea_t) ||
       v[3] != sizeof(wbucket_t) || v[4] != sizeof(edist_t) || v[5] != sizeof(tlc_counters_t) ||
-      v[6] != 0x01020304u)
+      v[6] != sizeof(tlc_ctxpack_t) || v[7] != 0x01020304u)
     return TLC_EVERSION; /* another build's layout or byte order */
+  return 0;
+}
+
+/* The saved packing against `p` (the engine's): *same cleared when they differ. TLC_EFRAME on a
+ * count past TLC_CTXPACK_MAX. */
+static int load_pack(const tlc_ctxpack_t *p, tlc_ckr_t *r, int *same) {
+  uint64_t idm = tlc_ckr_u64(r), stm = tlc_ckr_u64(r);
+  uint8_t all = tlc_ckr_u8(r), n;
+  int eq = idm == p->id_mask && stm == p->state_mask && (idm == 0 || all == p->stop_all);
+  n = tlc_ckr_u8(r);
+  if (n > TLC_CTXPACK_MAX)
+    return TLC_EFRAME;
+  eq = eq && (idm == 0 || n == p->nrun);
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t v = tlc_ckr_u64(r);
+    eq = eq && (idm == 0 || v == p->run[i]);
+  }
+  n = tlc_ckr_u8(r);
+  if (n > TLC_CTXPACK_MAX)
+    return TLC_EFRAME;
+  eq = eq && (idm == 0 || n == p->nstop);
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t v = tlc_ckr_u64(r);
+    eq = eq && (idm == 0 || v == p->stop[i]);
+  }
+  *same = *same && eq;
   return 0;
 }
 
@@ -229,7 +266,7 @@ static int load_opts(const tlc_engine_t *e, tlc_ckr_t *r) {
   same = (tlc_ckr_u64(r) == e->o.max_contexts) & same;
   same = (tlc_ckr_u64(r) == e->o.max_depth) & same;
   same = (tlc_ckr_u8(r) == e->o.histograms) & same;
-  if (r->err != 0)
+  if (load_pack(&e->o.pack, r, &same) != 0 || r->err != 0)
     return TLC_EFRAME;
   return same ? 0 : TLC_EINVAL;
 }

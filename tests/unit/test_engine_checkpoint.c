@@ -315,6 +315,14 @@ static void test_damage(void **state) {
     other.histograms = 0;
     assert_int_equal(load(&b, s->fmt, &other, w.p, w.len), TLC_EINVAL);
     pipe_free(&b);
+    if (o.has_context_area) { /* another packing of the task variable: other contexts */
+      other = o;
+      other.pack.id_mask = 0xFFFF;
+      other.pack.state_mask = 0xFF0000;
+      tlc_ctxpack_finish(&other.pack);
+      assert_int_equal(load(&b, s->fmt, &other, w.p, w.len), TLC_EINVAL);
+      pipe_free(&b);
+    }
     tlc_ckw_fini(&w);
     pipe_free(&a);
   }
