@@ -11,9 +11,9 @@
 #include <time.h>
 
 static const char *const seg_states[] = { "?", "open", "sealed", "compressed", "sealing" };
-static const char *const seg_reasons[] = { "-",         "size",    "age",        "reconnect",
-                                           "sighup",    "command", "shutdown",   "io_error",
-                                           "recovered", "idle",    "clock-reset" };
+static const char *const seg_reasons[] = { "-",         "size",    "age",         "reconnect",
+                                           "sighup",    "command", "shutdown",    "io_error",
+                                           "recovered", "idle",    "clock-reset", "reset" };
 
 static void fmt_utc(char *buf, size_t len, int64_t ns) {
   time_t sec = (time_t)(ns / 1000000000);

@@ -414,7 +414,8 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
       /* a disconnect or a clock restart in the stream: either ends the live statistics' run
        * with a gap (the engine then sees the restart at the next event) */
       if (tlc_segread_gap(sr, g, &reason, &cnt, &off) == 0 &&
-          (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0)) {
+          (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0 ||
+           strcmp(reason, "reset") == 0)) {
         if (off == 0 && info.bytes > 0)
           start_gap = 1;
         if (off >= info.bytes)

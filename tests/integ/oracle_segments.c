@@ -116,7 +116,8 @@ static int segment(st_t *s, const char *path) {
       uint64_t cnt, goff;
       if (tlc_segread_gap(r, gi, &reason, &cnt, &goff) != 0 || (rc == 1 && goff > off))
         break;
-      if (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0)
+      if (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0 ||
+          strcmp(reason, "reset") == 0)
         while (cnt-- > 0)
           gap(s);
     }

@@ -155,8 +155,15 @@ def test_reset(d):
         dm.wait_stats(lambda st: any(t["name"] == "r" and t["records"] == 30
                                      for t in st["targets"]), what="5 more calls")
         T.eq(calls_of(lab.stats("r"), 1), 5, "only the calls after the reset")
-        T.eq(calls_of(lab.stats("r", "--since", "-1h"), 1), 15,
-             "history still has the calls before the reset")
+        hist = lab.stats("r", "--since", "-1h")
+        T.eq(calls_of(hist, 1), 15, "history still has the calls before the reset")
+        T.eq(hist["counters"]["gaps"], 1, "history replays the reset as the gap it was")
+        rc, out, err = lab.cli("segments", "r", "--json")
+        T.eq(rc, 0, "tlcap segments: %r" % err)
+        segs = json.loads(out)
+        segs = segs.get("segments", segs) if isinstance(segs, dict) else segs
+        T.check(any(x.get("reason") == "reset" for x in segs),
+                "the segment before the reset is sealed with reason reset: %r" % segs)
         rc, out, err = lab.cli("reset", "nosuch")
         T.eq(rc, 1, "reset of an unknown target fails")
         s.close()

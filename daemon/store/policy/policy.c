@@ -358,6 +358,12 @@ static void obs_event(void *ud, const tlc_target_t *ct, int kind, const char *de
       tlc_store_rotate(hd(t)->t, TLC_ROT_CLOCK_RESET);
     }
     break;
+  case TLC_TEV_RESET:
+    /* `tlcap reset`: a gap the live statistics made, at a segment boundary history replays */
+    tlc_store_gap(hd(t)->t, "reset", 1);
+    hd(t)->gaps = t->gaps;
+    tlc_store_rotate(hd(t)->t, TLC_ROT_RESET);
+    break;
   case TLC_TEV_TRUNCATED:
     if (t->pipe.dec.c.truncated > hd(t)->truncated) {
       tlc_store_gap(hd(t)->t, "truncated", t->pipe.dec.c.truncated - hd(t)->truncated);

@@ -396,12 +396,12 @@ static int name_index(const char *const *names, int n, const char *s) {
 
 static const char *const csum_names[] = { "xxh3", "fnv1a64w", "fnv1a64" }; /* by TLC_CSUM_* */
 
-static const char *const reason_names[] = { "none",      "size",    "age",        "reconnect",
-                                            "sighup",    "command", "shutdown",   "io_error",
-                                            "recovered", "idle",    "clock-reset" };
+static const char *const reason_names[] = { "none",      "size",    "age",         "reconnect",
+                                            "sighup",    "command", "shutdown",    "io_error",
+                                            "recovered", "idle",    "clock-reset", "reset" };
 
 const char *tlc_store_reason_name(int reason) {
-  if (reason < 0 || reason > TLC_ROT_CLOCK_RESET)
+  if (reason < 0 || reason > TLC_ROT_RESET)
     return "none";
   return reason_names[reason];
 }

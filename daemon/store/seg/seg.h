@@ -22,10 +22,11 @@ enum tlc_store_reason {
   TLC_ROT_SIGHUP = 4,
   TLC_ROT_COMMAND = 5,
   TLC_ROT_SHUTDOWN = 6,
-  TLC_ROT_IO_ERROR = 7,    /* forced by a failed write or fsync (R5) */
-  TLC_ROT_RECOVERED = 8,   /* sealed by crash recovery */
-  TLC_ROT_IDLE = 9,        /* the target stayed disconnected for idle_seal (docs/continuity.md) */
-  TLC_ROT_CLOCK_RESET = 10 /* the target's clock restarted in the stream (SPEC 2) */
+  TLC_ROT_IO_ERROR = 7,     /* forced by a failed write or fsync (R5) */
+  TLC_ROT_RECOVERED = 8,    /* sealed by crash recovery */
+  TLC_ROT_IDLE = 9,         /* the target stayed disconnected for idle_seal (docs/continuity.md) */
+  TLC_ROT_CLOCK_RESET = 10, /* the target's clock restarted in the stream (SPEC 2) */
+  TLC_ROT_RESET = 11        /* `tlcap reset`: the statistics start afresh (SPEC 10) */
 };
 
 /* What the main-export hook gets for a bin1x segment (sealer thread, or the recovering one). */
