@@ -34,6 +34,7 @@
  * handle's top nibble decides the area type), or read statistics or timelines.
  */
 #include "formats/mapping.h"
+#include "formats/xmlrun.h"
 
 #include "formats/stats.h"
 
@@ -52,7 +53,6 @@
 #define T1_MAX_FORMAT     1024
 #define T1_MAX_TOKENS     128
 #define XML_MAX_DEPTH     256
-#define XML_CHUNK         (1u << 20)
 
 static size_t cap_of(const tlc_mapping_t *m) {
   return m->max_areas ? m->max_areas : DEFAULT_MAX_AREAS;
@@ -1107,7 +1107,6 @@ static void XMLCALL x_entity(void *ud, const XML_Char *name, int is_param, const
 int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_err_t *err) {
   static const XML_Memory_Handling_Suite mm = { tlc_malloc, tlc_realloc, tlc_free };
   xp_t *x = tlc_calloc(1, sizeof(*x));
-  size_t off = 0;
   int r = 0;
   if (x == NULL) {
     seterr(err, 0, 0, "out of memory");
@@ -1133,27 +1132,7 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
   XML_SetBillionLaughsAttackProtectionMaximumAmplification(x->p, 10.0f);
   XML_SetBillionLaughsAttackProtectionActivationThreshold(x->p, 1u << 20);
 #endif
-  do {
-    size_t chunk = len - off > XML_CHUNK ? XML_CHUNK : len - off;
-    int final = off + chunk == len;
-    if (XML_Parse(x->p, buf + off, (int)chunk, final) != XML_STATUS_OK) {
-      enum XML_Error e = XML_GetErrorCode(x->p);
-      if (x->rc != 0) {
-        r = x->rc;
-      } else if (e == XML_ERROR_NO_MEMORY) {
-        r = TLC_ENOMEM;
-        seterr(err, (uint64_t)XML_GetCurrentLineNumber(x->p),
-               (uint64_t)XML_GetCurrentByteIndex(x->p), "out of memory");
-      } else {
-        r = TLC_ESYNTAX;
-        seterr(err, (uint64_t)XML_GetCurrentLineNumber(x->p),
-               (uint64_t)XML_GetCurrentByteIndex(x->p), "XML: %s (column %lu)", XML_ErrorString(e),
-               (unsigned long)XML_GetCurrentColumnNumber(x->p));
-      }
-      break;
-    }
-    off += chunk;
-  } while (off < len);
+  r = tlc_xml_run(x->p, buf, len, &x->rc, err);
   if (r == 0 && x->rc != 0)
     r = x->rc;
   if (r == 0 && !x->found) {

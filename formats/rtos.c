@@ -10,6 +10,7 @@
  * Memory: O(input): the enums (at most 65,536, names at most 255 bytes) and 2 * 32 StateInfos.
  */
 #include "formats/rtos.h"
+#include "formats/xmlrun.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -24,7 +25,6 @@
 #define R_MAX_TEXT  255
 #define R_MAX_ENUMS 65536
 #define R_MAX_TYPES 1024
-#define R_CHUNK     (1u << 20)
 
 /* ---------------------------------------------------------------- lists and masks */
 
@@ -538,7 +538,6 @@ int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t 
                    tlc_parse_err_t *err) {
   static const XML_Memory_Handling_Suite mm = { tlc_malloc, tlc_realloc, tlc_free };
   rp_t *x = tlc_calloc(1, sizeof(*x));
-  size_t off = 0;
   int r = 0;
   if (err != NULL)
     memset(err, 0, sizeof(*err));
@@ -559,27 +558,7 @@ int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t 
   XML_SetStartDoctypeDeclHandler(x->p, r_doctype);
   XML_SetEntityDeclHandler(x->p, r_entity);
   XML_SetParamEntityParsing(x->p, XML_PARAM_ENTITY_PARSING_NEVER);
-  do {
-    size_t chunk = len - off > R_CHUNK ? R_CHUNK : len - off;
-    int final = off + chunk == len;
-    if (XML_Parse(x->p, buf + off, (int)chunk, final) != XML_STATUS_OK) {
-      enum XML_Error e = XML_GetErrorCode(x->p);
-      if (x->rc != 0) {
-        r = x->rc;
-      } else if (e == XML_ERROR_NO_MEMORY) {
-        r = TLC_ENOMEM;
-        seterr(err, (uint64_t)XML_GetCurrentLineNumber(x->p),
-               (uint64_t)XML_GetCurrentByteIndex(x->p), "out of memory");
-      } else {
-        r = TLC_ESYNTAX;
-        seterr(err, (uint64_t)XML_GetCurrentLineNumber(x->p),
-               (uint64_t)XML_GetCurrentByteIndex(x->p), "XML: %s (column %lu)", XML_ErrorString(e),
-               (unsigned long)XML_GetCurrentColumnNumber(x->p));
-      }
-      break;
-    }
-    off += chunk;
-  } while (off < len);
+  r = tlc_xml_run(x->p, buf, len, &x->rc, err);
   if (r == 0 && x->rc != 0)
     r = x->rc;
   if (r == 0) {
