@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TGT_MAGIC 0x31544754u /* "TGT1" */
+#define TGT_MAGIC 0x32544754u /* "TGT2": the settings carry the packing, RTOS file, threshold */
 static const char file_magic[8] = { 'T', 'L', 'C', 'C', 'K', 'P', 'T', '\n' };
 
 static void put_conf(tlc_ckw_t *w, const tlc_target_conf_t *c) {
@@ -39,6 +39,19 @@ static void put_conf(tlc_ckw_t *w, const tlc_target_conf_t *c) {
   tlc_ckw_u64(w, c->max_names);
   tlc_ckw_u32(w, c->max_block);
   tlc_ckw_u8(w, c->histograms);
+  /* the packed task variable (its contexts are keyed by what its values mean), the context
+   * names' RTOS description, the clock restart threshold */
+  tlc_ckw_u64(w, c->pack.id_mask);
+  tlc_ckw_u64(w, c->pack.state_mask);
+  tlc_ckw_u8(w, c->pack.stop_all);
+  tlc_ckw_u8(w, c->pack.nrun);
+  for (i = 0; i < c->pack.nrun && i < TLC_CTXPACK_MAX; i++)
+    tlc_ckw_u64(w, c->pack.run[i]);
+  tlc_ckw_u8(w, c->pack.nstop);
+  for (i = 0; i < c->pack.nstop && i < TLC_CTXPACK_MAX; i++)
+    tlc_ckw_u64(w, c->pack.stop[i]);
+  tlc_ckw_str(w, c->rtos_path);
+  tlc_ckw_i64(w, c->clock_reset_ns);
 }
 
 int tlc_ckpt_encode_begin(tlc_target_t *t, tlc_engine_saver_t *sv, tlc_ckw_t *w) {
@@ -151,6 +164,29 @@ static int get_conf(tlc_ckr_t *r, tlc_ckpt_info_t *in) {
   c->max_names = (size_t)tlc_ckr_u64(r);
   c->max_block = tlc_ckr_u32(r);
   c->histograms = tlc_ckr_u8(r);
+  c->pack.id_mask = tlc_ckr_u64(r);
+  c->pack.state_mask = tlc_ckr_u64(r);
+  c->pack.stop_all = tlc_ckr_u8(r);
+  c->pack.nrun = tlc_ckr_u8(r);
+  if (c->pack.nrun > TLC_CTXPACK_MAX) {
+    r->err = TLC_EFRAME;
+    return TLC_EFRAME;
+  }
+  for (i = 0; i < c->pack.nrun; i++)
+    c->pack.run[i] = tlc_ckr_u64(r);
+  c->pack.nstop = tlc_ckr_u8(r);
+  if (c->pack.nstop > TLC_CTXPACK_MAX) {
+    r->err = TLC_EFRAME;
+    return TLC_EFRAME;
+  }
+  for (i = 0; i < c->pack.nstop; i++)
+    c->pack.stop[i] = tlc_ckr_u64(r);
+  if ((c->pack.id_mask == 0) != (c->pack.state_mask == 0) || c->pack.stop_all > 1)
+    r->err = TLC_EFRAME;
+  tlc_ctxpack_finish(&c->pack);
+  tlc_ckr_str(r, in->rtos_path, sizeof(in->rtos_path));
+  c->rtos_path = in->rtos_path[0] != '\0' ? in->rtos_path : NULL;
+  c->clock_reset_ns = tlc_ckr_i64(r);
   if (c->resync < 0 || c->resync > 1 || c->has_context_area > 1 || c->histograms > 1)
     r->err = TLC_EFRAME;
   return r->err;

@@ -49,7 +49,8 @@ typedef struct tlc_ckpt_info {
   int src_kind;
   tlc_target_conf_t conf; /* mapping_path points into mapping_path[] below */
   char mapping_path[1024];
-  int connected; /* a connection was attached when it was taken */
+  char rtos_path[1024]; /* conf.rtos_path points here */
+  int connected;        /* a connection was attached when it was taken */
   tlc_ckpt_pos_t pos;
   int64_t wall_ns;
 } tlc_ckpt_info_t;

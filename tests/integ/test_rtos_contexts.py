@@ -120,6 +120,23 @@ def test_named_tasks(d):
         T.check(len(sec) == 2, "a section for %s in the main export" % ctx)
         T.check(sec[1].split("\n* ")[0].find("\n" + line + "\n") >= 0,
                 "%s: %r in the main export:\n%s" % (ctx, line, sec[1][:300]))
+    # a restart: the checkpoint holds the packing it was taken with, so it restores (not set
+    # aside), and later writes of the task variable are read as before
+    dm, port, sport = start(d, store=True)
+    try:
+        T.check("target board: statistics restored from its checkpoint" in dm.log(),
+                "board restored from its checkpoint:\n" + dm.log()[-1500:])
+        more = [(CTX, W, 0, trace(RUNNING, 2), 10 ** 6), (0x0, E, 0, 0, 10 ** 6 + 10),
+                (0x0, X, 0, 0, 10 ** 6 + 60)]
+        send(port, "board", b"".join(T.bin11(h, t, c, v, ts) for h, t, c, v, ts in more))
+        dm.wait_stats(lambda s: D.by_name(s, "board")["events"] == len(ev) + len(more),
+                      what="events after the restart")
+        rows = {(r["handle"], r.get("context")): r for r in stats(sport, "board")["rows"]}
+        T.eq(rows.get(("00000000", "LED task"), {}).get("count"), 2,
+             "LED task's second call, after the restart: %r" % sorted(rows, key=repr))
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status after the restart")
 
 
 def freertos_stream(seed, n=4000):
