@@ -5,11 +5,14 @@ mid-stream. Each: clock_resets counted, the statistics equal to the brute-force 
 stored segments (tests/oracle, through oracle_segments), the serial segment rotated with reason
 clock-reset, and no /metrics counter ever going down.
 
-With TLCAP, `tlcap segments` numbers the segments' epochs.
+With TLCAP, `tlcap segments` numbers the segments' epochs. test_random_points puts resets at
+random points (TLC_SEED picks them) of five runs, on TCP (a connection a run) and on a pty (one
+stream).
 
 Usage: test_clock_reset.py TLCAPD ORACLE_SEGMENTS [TLCAP]"""
 import json
 import os
+import random
 import sys
 import urllib.request
 
@@ -192,5 +195,62 @@ def test_serial_restart(d):
     T.eq(rc, 0, "exit status")
 
 
+def random_runs(seed, k):
+    """k runs of the stream at random lengths; each after the first starts either far below the
+    previous run's times (a reset, with a random new clock) or just after them (no reset).
+    Returns ([bytes of each run], resets)."""
+    rnd = random.Random(seed)
+    runs, resets, t = [], 0, OLD
+    for i in range(k):
+        n = rnd.randrange(20, 200)
+        if i > 0 and t > 2 * 10 ** 9 and rnd.random() < 0.7:
+            t = rnd.randrange(0, t - 2 * 10 ** 9)  # more than the 1 s threshold below
+            resets += 1
+        runs.append(stream(t, n))
+        t += n * 1000 + rnd.randrange(1000, 10 ** 6)
+    return runs, resets
+
+
+def test_random_points(d):
+    """Resets at random points: on TCP each run is a connection, on a pty one stream with no
+    disconnect; clock_resets, the epochs and the statistics (against the oracle) follow."""
+    seed = int(os.environ.get("TLC_SEED", "4242"))
+    print("seed", seed)
+    runs, resets = random_runs(seed, 5)
+    nev = sum(len(r) // 24 for r in runs)
+    port, sport = D.free_port(), D.free_port()
+    link = os.path.join(d, "ttyLAB1")
+    m = D.make_pty(link)
+    dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port,
+                              "--serial", "tty=bin11@%s:115200" % link], store=True,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        for r in runs:
+            s = D.connect(port)
+            s.sendall(r)
+            s.shutdown(1)
+            D.wait_eof(s)
+            s.close()
+        dm.wait_stats(lambda s: D.by_name(s, "tty")["connected"] == 1, what="serial open")
+        for r in runs:
+            D.pty_write_all(m, r)
+        st = dm.wait_stats(lambda s: D.by_name(s, "lab@127.0.0.1")["events"] == nev and
+                           D.by_name(s, "tty")["events"] == nev, what="every run counted")
+        for name in ("lab@127.0.0.1", "tty"):
+            t = D.by_name(st, name)
+            T.eq(t["clock_resets"], resets, "%s: clock_resets (seed %d)" % (name, seed))
+            if name == "tty":
+                T.eq((t["resyncs"], t["bytes_skipped"], t["records_invalid"]), (0, 0, 0),
+                     "tty: restarts, not noise (seed %d)" % seed)
+            against_oracle(t, segments(dm.state, name), "%s seed %d" % (name, seed))
+            if TLCAP:
+                ep = epochs(sport, name)
+                T.eq((ep[0], ep[-1]), (0, resets), "%s: epochs %r (seed %d)" % (name, ep, seed))
+    finally:
+        rc, _ = dm.stop()
+        os.close(m)
+    T.eq(rc, 0, "exit status")
+
+
 if __name__ == "__main__":
-    T.main([test_tcp_reconnect, test_serial_restart])
+    T.main([test_tcp_reconnect, test_serial_restart, test_random_points])
