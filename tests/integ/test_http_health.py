@@ -63,7 +63,8 @@ def test_process_series(d):
     try:
         s = D.connect(port)
         s.sendall(b"TLCAP/1 target=t format=bin11\n" + D.calls(200))
-        dm.wait_stats(lambda st: D.by_name(st, "t")["records"] == 400, what="records in")
+        dm.wait_stats(lambda st: any(t["name"] == "t" and t["records"] == 400
+                                     for t in st["targets"]), what="records in")
         pid = dm.p.pid
         st, body = get(hport, "/metrics")
         T.eq(st, 200, "/metrics status")
@@ -130,7 +131,8 @@ def test_ready_follows_sources(d):
         T.eq(get(hport, "/-/ready"), (200, "tlcapd is Ready.\n"), "bound at the next reload")
         s = D.connect(p2)
         s.sendall(b"TLCAP/1 target=b format=bin11\n" + D.calls(3))
-        dm.wait_stats(lambda st: D.by_name(st, "b")["records"] == 6, what="b takes a stream")
+        dm.wait_stats(lambda st: any(t["name"] == "b" and t["records"] == 6
+                                     for t in st["targets"]), what="b takes a stream")
         s.close()
     finally:
         blocker.close()
