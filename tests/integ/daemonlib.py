@@ -180,7 +180,13 @@ class Daemon:
         st = None
         if os.path.exists(self.dump):
             with open(self.dump) as f:
-                st = json.load(f)
+                raw = f.read()
+            try:
+                st = json.loads(raw)
+            except ValueError as e:  # say what was there: the dump must always be whole JSON
+                raise T.Failure("the stats dump at exit is not JSON (%s): %d bytes, %r ... %r; "
+                                "exit status %s; log tail:\n%s"
+                                % (e, len(raw), raw[:200], raw[-200:], rc, self.log()[-2000:]))
         self.notify.close()
         return rc, st
 
