@@ -947,26 +947,9 @@ typedef struct xp {
   uint8_t stack[XML_MAX_DEPTH];
 } xp_t;
 
-static void xstop(xp_t *x, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void xstop(xp_t *x, int code, const char *fmt, ...) {
-  va_list ap;
-  if (x->rc != 0)
-    return;
-  x->rc = code;
-  if (x->err != NULL) {
-    x->err->line = (uint64_t)XML_GetCurrentLineNumber(x->p);
-    x->err->offset = (uint64_t)XML_GetCurrentByteIndex(x->p);
-    va_start(ap, fmt);
-    vsnprintf(x->err->reason, sizeof(x->err->reason), fmt, ap);
-    va_end(ap);
-  }
-  XML_StopParser(x->p, XML_FALSE);
-}
+/* A handler's refusal (xmlrun.h). */
+#define xstop(x, code, ...)                                                                        \
+  tlc_xml_stop(((xp_t *)(x))->p, &((xp_t *)(x))->rc, ((xp_t *)(x))->err, (code), __VA_ARGS__)
 
 static const char *attr(const char **atts, const char *name) {
   for (; atts[0] != NULL; atts += 2)

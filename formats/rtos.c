@@ -181,26 +181,9 @@ typedef struct rp {
   int si_prop;
 } rp_t;
 
-static void rstop(rp_t *x, int code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void rstop(rp_t *x, int code, const char *fmt, ...) {
-  va_list ap;
-  if (x->rc != 0)
-    return;
-  x->rc = code;
-  if (x->err != NULL) {
-    x->err->line = (uint64_t)XML_GetCurrentLineNumber(x->p);
-    x->err->offset = (uint64_t)XML_GetCurrentByteIndex(x->p);
-    va_start(ap, fmt);
-    vsnprintf(x->err->reason, sizeof(x->err->reason), fmt, ap);
-    va_end(ap);
-  }
-  XML_StopParser(x->p, XML_FALSE);
-}
+/* A handler's refusal (xmlrun.h). */
+#define rstop(x, code, ...)                                                                        \
+  tlc_xml_stop(((rp_t *)(x))->p, &((rp_t *)(x))->rc, ((rp_t *)(x))->err, (code), __VA_ARGS__)
 
 static char *dup_text(rp_t *x) {
   char *s = tlc_malloc(x->ntext + 1);

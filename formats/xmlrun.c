@@ -3,6 +3,7 @@
 
 #include "base/err.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -39,4 +40,19 @@ int tlc_xml_run(XML_Parser p, const char *buf, size_t len, const int *handler_rc
     off += chunk;
   } while (off < len);
   return 0;
+}
+
+void tlc_xml_stop(XML_Parser p, int *rc, tlc_parse_err_t *err, int code, const char *fmt, ...) {
+  va_list ap;
+  if (*rc != 0)
+    return;
+  *rc = code;
+  if (err != NULL) {
+    err->line = (uint64_t)XML_GetCurrentLineNumber(p);
+    err->offset = (uint64_t)XML_GetCurrentByteIndex(p);
+    va_start(ap, fmt);
+    vsnprintf(err->reason, sizeof(err->reason), fmt, ap);
+    va_end(ap);
+  }
+  XML_StopParser(p, XML_FALSE);
 }

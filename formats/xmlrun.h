@@ -18,4 +18,12 @@
 int tlc_xml_run(XML_Parser p, const char *buf, size_t len, const int *handler_rc,
                 tlc_parse_err_t *err);
 
+/* A handler's refusal: unless *rc is set already, sets it to `code`, err (may be NULL) to the
+ * parser's line and byte offset and the formatted reason, and stops p. */
+void tlc_xml_stop(XML_Parser p, int *rc, tlc_parse_err_t *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
 #endif
