@@ -18,6 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* LeakSanitizer, in the ASan build: libnats 3.4 keeps a message that was half read when the
+ * connection closes in a parser buffer it never frees (natsBuf_Create, seen when the consumer
+ * stops while tlcapd publishes a 200 KB part). The leak is the library's, in this test tool,
+ * at exit; tlcapd only publishes and its own leaks are still reported. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) {
+  return "leak:natsBuf_Create\n";
+}
+
 static int add_stream(natsConnection *nc, const char *name, const char *subject, long max_msgs) {
   jsCtx *js = NULL;
   jsStreamConfig cfg;
