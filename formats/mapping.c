@@ -938,10 +938,8 @@ int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_p
 enum { X_OTHER = 0, X_ROOT, X_MAPPING, X_CONTEXTS, X_AREA, X_CONTEXT };
 
 typedef struct xp {
+  tlc_xml_base_t b; /* first: the refusals' state (xmlrun.h) */
   tlc_mapping_t *m;
-  XML_Parser p;
-  tlc_parse_err_t *err;
-  int rc;
   int found;
   unsigned depth;
   uint8_t stack[XML_MAX_DEPTH];
@@ -949,7 +947,7 @@ typedef struct xp {
 
 /* A handler's refusal (xmlrun.h). */
 #define xstop(x, code, ...)                                                                        \
-  tlc_xml_stop(((xp_t *)(x))->p, &((xp_t *)(x))->rc, ((xp_t *)(x))->err, (code), __VA_ARGS__)
+  tlc_xml_stop(((xp_t *)(x))->b.p, &((xp_t *)(x))->b.rc, ((xp_t *)(x))->b.err, (code), __VA_ARGS__)
 
 static const char *attr(const char **atts, const char *name) {
   for (; atts[0] != NULL; atts += 2)
@@ -1064,31 +1062,7 @@ static void XMLCALL x_end(void *ud, const XML_Char *name) {
     x->depth--;
 }
 
-static void XMLCALL x_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
-                              const XML_Char *pubid, int has_internal_subset) {
-  (void)name;
-  (void)sysid;
-  (void)pubid;
-  (void)has_internal_subset;
-  xstop(ud, TLC_ESYNTAX, "document type declarations (DOCTYPE) are not accepted");
-}
-
-static void XMLCALL x_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value,
-                             int value_length, const XML_Char *base, const XML_Char *sysid,
-                             const XML_Char *pubid, const XML_Char *notation) {
-  (void)name;
-  (void)is_param;
-  (void)value;
-  (void)value_length;
-  (void)base;
-  (void)sysid;
-  (void)pubid;
-  (void)notation;
-  xstop(ud, TLC_ESYNTAX, "entity declarations are not accepted");
-}
-
 int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_parse_err_t *err) {
-  static const XML_Memory_Handling_Suite mm = { tlc_malloc, tlc_realloc, tlc_free };
   xp_t *x = tlc_calloc(1, sizeof(*x));
   int r = 0;
   if (x == NULL) {
@@ -1098,26 +1072,14 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
   if (err != NULL)
     memset(err, 0, sizeof(*err));
   x->m = m;
-  x->err = err;
-  x->p = XML_ParserCreate_MM(NULL, &mm, NULL);
-  if (x->p == NULL) {
+  if (tlc_xml_open(&x->b, x, err) != 0) {
     tlc_free(x);
-    seterr(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
-  XML_SetUserData(x->p, x);
-  XML_SetElementHandler(x->p, x_start, x_end);
-  XML_SetStartDoctypeDeclHandler(x->p, x_doctype);
-  XML_SetEntityDeclHandler(x->p, x_entity);
-  XML_SetParamEntityParsing(x->p, XML_PARAM_ENTITY_PARSING_NEVER);
-#if defined(XML_DTD) &&                                                                            \
-    (XML_MAJOR_VERSION > 2 || (XML_MAJOR_VERSION == 2 && XML_MINOR_VERSION >= 4))
-  XML_SetBillionLaughsAttackProtectionMaximumAmplification(x->p, 10.0f);
-  XML_SetBillionLaughsAttackProtectionActivationThreshold(x->p, 1u << 20);
-#endif
-  r = tlc_xml_run(x->p, buf, len, &x->rc, err);
-  if (r == 0 && x->rc != 0)
-    r = x->rc;
+  XML_SetElementHandler(x->b.p, x_start, x_end);
+  r = tlc_xml_run(x->b.p, buf, len, &x->b.rc, err);
+  if (r == 0 && x->b.rc != 0)
+    r = x->b.rc;
   if (r == 0 && !x->found) {
     r = TLC_ESYNTAX;
     /* reported at the document's last line, not line 0 */
@@ -1126,7 +1088,7 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
       lines += buf[i] == '\n';
     seterr(err, lines, len, "no <Mapping> or <Contexts> element before the end of the document");
   }
-  XML_ParserFree(x->p);
+  XML_ParserFree(x->b.p);
   tlc_free(x);
   return r;
 }

@@ -155,9 +155,7 @@ typedef struct rsi {
 } rsi_t;
 
 typedef struct rp {
-  XML_Parser p;
-  tlc_parse_err_t *err;
-  int rc;
+  tlc_xml_base_t b; /* first: the refusals' state (xmlrun.h) */
   unsigned depth;
   uint8_t stack[R_MAX_DEPTH];
   char text[R_MAX_TEXT + 1];
@@ -183,7 +181,7 @@ typedef struct rp {
 
 /* A handler's refusal (xmlrun.h). */
 #define rstop(x, code, ...)                                                                        \
-  tlc_xml_stop(((rp_t *)(x))->p, &((rp_t *)(x))->rc, ((rp_t *)(x))->err, (code), __VA_ARGS__)
+  tlc_xml_stop(((rp_t *)(x))->b.p, &((rp_t *)(x))->b.rc, ((rp_t *)(x))->b.err, (code), __VA_ARGS__)
 
 static char *dup_text(rp_t *x) {
   char *s = tlc_malloc(x->ntext + 1);
@@ -412,29 +410,6 @@ static void XMLCALL r_text(void *ud, const XML_Char *s, int len) {
   x->ntext += n;
 }
 
-static void XMLCALL r_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
-                              const XML_Char *pubid, int has_internal_subset) {
-  (void)name;
-  (void)sysid;
-  (void)pubid;
-  (void)has_internal_subset;
-  rstop(ud, TLC_ESYNTAX, "document type declarations (DOCTYPE) are not accepted");
-}
-
-static void XMLCALL r_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value,
-                             int value_length, const XML_Char *base, const XML_Char *sysid,
-                             const XML_Char *pubid, const XML_Char *notation) {
-  (void)name;
-  (void)is_param;
-  (void)value;
-  (void)value_length;
-  (void)base;
-  (void)sysid;
-  (void)pubid;
-  (void)notation;
-  rstop(ud, TLC_ESYNTAX, "entity declarations are not accepted");
-}
-
 static void seterr(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
@@ -467,11 +442,11 @@ static long find_type(const rp_t *x, const char *type) {
 static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lines, size_t len) {
   long st = find_type(x, x->ts_type), tt = find_type(x, x->ob_type);
   if (!x->obj_done) {
-    seterr(x->err, lines, len, "no <Profiler><Object> with a <TaskState>");
+    seterr(x->b.err, lines, len, "no <Profiler><Object> with a <TaskState>");
     return TLC_ESYNTAX;
   }
   if (x->mask_id == 0 || x->mask_state == 0) {
-    seterr(x->err, lines, len, "<TaskState> needs a nonzero <MaskID> and <MaskState>");
+    seterr(x->b.err, lines, len, "<TaskState> needs a nonzero <MaskID> and <MaskState>");
     return TLC_ESYNTAX;
   }
   memset(p, 0, sizeof(*p));
@@ -487,13 +462,13 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
         ok = 1;
       }
     if (!ok) {
-      seterr(x->err, lines, len, "<StateInfo> %.60s: no such state in the TaskState's type %.40s",
+      seterr(x->b.err, lines, len, "<StateInfo> %.60s: no such state in the TaskState's type %.40s",
              x->si[i].name, x->ts_type != NULL ? x->ts_type : "(none)");
       return TLC_ESYNTAX;
     }
     if ((x->si[i].prop == TLC_CTXPACK_RUN && p->nrun == TLC_CTXPACK_MAX) ||
         (x->si[i].prop == TLC_CTXPACK_STOP && p->nstop == TLC_CTXPACK_MAX)) {
-      seterr(x->err, lines, len, "more than %d %s states", TLC_CTXPACK_MAX,
+      seterr(x->b.err, lines, len, "more than %d %s states", TLC_CTXPACK_MAX,
              x->si[i].prop == TLC_CTXPACK_RUN ? "Run" : "Terminate");
       return TLC_ELIMIT;
     }
@@ -503,14 +478,15 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
       p->stop[p->nstop++] = v;
   }
   if (p->nrun == 0) {
-    seterr(x->err, lines, len, "no <StateInfo> with <Property>Run</Property>");
+    seterr(x->b.err, lines, len, "no <StateInfo> with <Property>Run</Property>");
     return TLC_ESYNTAX;
   }
   for (size_t j = 0; names != NULL && tt >= 0 && j < x->nen; j++)
     if (x->en[j].type == (uint32_t)tt) {
       int r = tlc_mapping_add_ctx(names, x->en[j].value, x->en[j].name);
       if (r != 0) {
-        seterr(x->err, lines, len, "%s", r == TLC_ELIMIT ? "too many task names" : "out of memory");
+        seterr(x->b.err, lines, len, "%s",
+               r == TLC_ELIMIT ? "too many task names" : "out of memory");
         return r;
       }
     }
@@ -519,7 +495,6 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
 
 int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t *names,
                    tlc_parse_err_t *err) {
-  static const XML_Memory_Handling_Suite mm = { tlc_malloc, tlc_realloc, tlc_free };
   rp_t *x = tlc_calloc(1, sizeof(*x));
   int r = 0;
   if (err != NULL)
@@ -528,29 +503,22 @@ int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t 
     seterr(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
-  x->err = err;
-  x->p = XML_ParserCreate_MM(NULL, &mm, NULL);
-  if (x->p == NULL) {
+  if (tlc_xml_open(&x->b, x, err) != 0) {
     tlc_free(x);
-    seterr(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
-  XML_SetUserData(x->p, x);
-  XML_SetElementHandler(x->p, r_start, r_end);
-  XML_SetCharacterDataHandler(x->p, r_text);
-  XML_SetStartDoctypeDeclHandler(x->p, r_doctype);
-  XML_SetEntityDeclHandler(x->p, r_entity);
-  XML_SetParamEntityParsing(x->p, XML_PARAM_ENTITY_PARSING_NEVER);
-  r = tlc_xml_run(x->p, buf, len, &x->rc, err);
-  if (r == 0 && x->rc != 0)
-    r = x->rc;
+  XML_SetElementHandler(x->b.p, r_start, r_end);
+  XML_SetCharacterDataHandler(x->b.p, r_text);
+  r = tlc_xml_run(x->b.p, buf, len, &x->b.rc, err);
+  if (r == 0 && x->b.rc != 0)
+    r = x->b.rc;
   if (r == 0) {
     uint64_t lines = 1;
     for (size_t i = 0; i + 1 < len; i++)
       lines += buf[i] == '\n';
     r = resolve(x, p, names, lines, len);
   }
-  XML_ParserFree(x->p);
+  XML_ParserFree(x->b.p);
   for (size_t i = 0; i < x->ntypes; i++)
     tlc_free(x->types[i]);
   tlc_free(x->types);

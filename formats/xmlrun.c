@@ -2,10 +2,12 @@
 #include "formats/xmlrun.h"
 
 #include "base/err.h"
+#include "base/alloc.h"
 
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define XML_SLICE (1u << 20)
 
@@ -55,4 +57,55 @@ void tlc_xml_stop(XML_Parser p, int *rc, tlc_parse_err_t *err, int code, const c
     va_end(ap);
   }
   XML_StopParser(p, XML_FALSE);
+}
+
+static void XMLCALL refuse_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
+                                   const XML_Char *pubid, int has_internal_subset) {
+  tlc_xml_base_t *b = ud;
+  (void)name;
+  (void)sysid;
+  (void)pubid;
+  (void)has_internal_subset;
+  tlc_xml_stop(b->p, &b->rc, b->err, TLC_ESYNTAX,
+               "document type declarations (DOCTYPE) are not accepted");
+}
+
+static void XMLCALL refuse_entity(void *ud, const XML_Char *name, int is_param,
+                                  const XML_Char *value, int value_length, const XML_Char *base,
+                                  const XML_Char *sysid, const XML_Char *pubid,
+                                  const XML_Char *notation) {
+  tlc_xml_base_t *b = ud;
+  (void)name;
+  (void)is_param;
+  (void)value;
+  (void)value_length;
+  (void)base;
+  (void)sysid;
+  (void)pubid;
+  (void)notation;
+  tlc_xml_stop(b->p, &b->rc, b->err, TLC_ESYNTAX, "entity declarations are not accepted");
+}
+
+int tlc_xml_open(tlc_xml_base_t *b, void *state, tlc_parse_err_t *err) {
+  static const XML_Memory_Handling_Suite mm = { tlc_malloc, tlc_realloc, tlc_free };
+  if (err != NULL)
+    memset(err, 0, sizeof(*err));
+  b->err = err;
+  b->rc = 0;
+  b->p = XML_ParserCreate_MM(NULL, &mm, NULL);
+  if (b->p == NULL) {
+    if (err != NULL)
+      snprintf(err->reason, sizeof(err->reason), "out of memory");
+    return TLC_ENOMEM;
+  }
+  XML_SetUserData(b->p, state);
+  XML_SetStartDoctypeDeclHandler(b->p, refuse_doctype);
+  XML_SetEntityDeclHandler(b->p, refuse_entity);
+  XML_SetParamEntityParsing(b->p, XML_PARAM_ENTITY_PARSING_NEVER);
+#if defined(XML_DTD) &&                                                                            \
+    (XML_MAJOR_VERSION > 2 || (XML_MAJOR_VERSION == 2 && XML_MINOR_VERSION >= 4))
+  XML_SetBillionLaughsAttackProtectionMaximumAmplification(b->p, 10.0f);
+  XML_SetBillionLaughsAttackProtectionActivationThreshold(b->p, 1u << 20);
+#endif
+  return 0;
 }
