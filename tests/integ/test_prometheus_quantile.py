@@ -4,7 +4,8 @@ areas of known net durations (uniform, bimodal, long tail; 20,000 calls each), a
 histogram_quantile(0.99, ...) of each area's tlcap_area_net_duration_seconds buckets must be
 within 5 % of the p99 tlcapd reports for that area, which in turn must be within the engine
 histogram's 1 % of the exact p99 of the durations sent (computed here from the samples).
-Each series' buckets must be exact (the count of samples <= le) and bounded in number.
+Each series' buckets must be exact (the count of samples <= le) and bounded in number, and its
+edges stable: the band chosen after the first half of the calls is the one after all of them.
 
 usage: test_prometheus_quantile.py TLCAPD
 Exit 0 pass, 1 fail, 77 skip (prometheus not installed).
@@ -69,6 +70,19 @@ def exact_p99(xs):
     return s[k - 1]
 
 
+def scrape_les(hport):
+    """{handle: sorted le values} of tlcapd's own /metrics."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=10) as r:
+        body = r.read().decode()
+    out = {}
+    for line in body.splitlines():
+        if line.startswith("tlcap_area_net_duration_seconds_bucket{"):
+            lab = line[line.index("{") + 1:line.rindex("}")]
+            h = int(lab.split('handle="')[1].split('"')[0], 16)
+            out.setdefault(h, []).append(lab.split('le="')[1].split('"')[0])
+    return out
+
+
 def test_p99_within_5_percent(d):
     rnd = random.Random(35)
     areas = durations(rnd)
@@ -79,13 +93,21 @@ def test_p99_within_5_percent(d):
     prom = None
     try:
         s = D.connect(ing)
-        s.sendall(b"TLCAP/1 target=q format=bin11\n" + data)
+        half = len(data) // 48 * 24  # a whole record count, E/X pairs kept together
+        s.sendall(b"TLCAP/1 target=q format=bin11\n" + data[:half])
+        dm.wait_stats(lambda st: any(t["name"] == "q" and t["stats"]["counters"]["events"]
+                                     == half // 24 for t in st["targets"]), 60, "half counted")
+        first = scrape_les(http)
+        T.eq(sorted(first), [1, 2, 3], "every area has its histogram after half the calls")
+        s.sendall(data[half:])
         s.shutdown(socket.SHUT_WR)
         D.wait_eof(s, 60)
         s.close()
         st = dm.wait_stats(lambda st: any(t["name"] == "q" and t["stats"]["counters"]["events"]
                                           == 6 * N for t in st["targets"]),
                            60, "every event counted")
+        T.eq(scrape_les(http), first, "each series' edges after all the calls are those after "
+             "half of them (the bands are stable)")
         rows = {int(r["handle"], 16): r for r in D.by_name(st, "q")["stats"]["rows"]
                 if r.get("context") == "core0" and "net" in r}
         own = {}
