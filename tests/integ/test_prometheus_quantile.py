@@ -6,6 +6,8 @@ within 5 % of the p99 tlcapd reports for that area, which in turn must be within
 histogram's 1 % of the exact p99 of the durations sent (computed here from the samples).
 Each series' buckets must be exact (the count of samples <= le) and bounded in number, and its
 edges stable: the band chosen after the first half of the calls is the one after all of them.
+Then the uniform area's durations move up 4 times: its band moves with its p99 (the others'
+stay), and Prometheus's p99 of it is again within 5 %.
 
 usage: test_prometheus_quantile.py TLCAPD
 Exit 0 pass, 1 fail, 77 skip (prometheus not installed).
@@ -51,9 +53,9 @@ def durations(rnd):
             3: ("longtail", [max(1, x) for x in tail])}
 
 
-def stream(areas, rnd):
+def stream(areas, rnd, t0=1000):
     """One core: the areas' calls interleaved, E then X after the call's duration."""
-    recs, t = [], 1000
+    recs, t = [], t0
     order = [(h, x) for h, (_, xs) in areas.items() for x in xs]
     rnd.shuffle(order)
     for h, x in order:
@@ -133,23 +135,34 @@ def test_p99_within_5_percent(d):
             r = query(pport, "tlcap_area_net_duration_seconds_count")
             return r if r and len(r) == 3 and all(float(x["value"][1]) == N for x in r) else None
         D.wait_until(counted, 90, "Prometheus has every area's histogram", step=0.5)
-        for h, (name, xs) in areas.items():
-            sel = 'tlcap_area_net_duration_seconds_bucket{target="q",handle="%08X"}' % h
-            buckets = query(pport, sel)
-            T.check(buckets and len(buckets) <= 17 + 24 + 1, "%s: bounded buckets: %d"
-                    % (name, len(buckets or [])))
-            for b in buckets:  # every count exact: the samples <= le
-                le = b["metric"]["le"]
-                want = N if le == "+Inf" else sum(1 for x in xs if x <= round(float(le) * 1e9))
-                T.eq(float(b["value"][1]), float(want), "%s: bucket le=%s" % (name, le))
-            got = query(pport, "histogram_quantile(0.99, %s)" % sel)
-            T.check(got and len(got) == 1, "%s: one answer: %r" % (name, got))
-            p = float(got[0]["value"][1]) * 1e9
-            err = abs(p - own[h]) / own[h]
-            print("%s: Prometheus p99 %.0f ns, tlcap p99 %d ns, exact %d ns: %.2f %% off, "
-                  "%d buckets" % (name, p, own[h], exact_p99(xs), 100 * err, len(buckets)))
-            T.check(err <= 0.05, "%s: Prometheus's p99 %.0f ns is %.1f %% off tlcap's %d ns"
-                    % (name, p, 100 * err, own[h]))
+        check_prometheus(pport, areas, own)
+        # the uniform area's durations move up 4 times (3 N more calls): its p99 leaves its
+        # band, which moves with it; counts stay exact and Prometheus's p99 close
+        more = [x * 4 for x in rnd.sample(areas[1][1], N)] * 3
+        s = D.connect(ing)
+        s.sendall(b"TLCAP/1 target=q format=bin11\n" + stream({1: ("uniform", more)}, rnd,
+                                                                   10 ** 13))
+        s.shutdown(socket.SHUT_WR)
+        D.wait_eof(s, 60)
+        s.close()
+        areas[1] = ("uniform x4", areas[1][1] + more)
+        st = dm.wait_stats(lambda st: any(t["name"] == "q" and t["stats"]["counters"]["events"]
+                                          == 12 * N for t in st["targets"]), 60, "all counted")
+        r = {int(r["handle"], 16): r for r in D.by_name(st, "q")["stats"]["rows"]
+             if r.get("context") == "core0" and "net" in r}[1]["net"]
+        ex = exact_p99(areas[1][1])
+        T.check(abs(r["p99"] - ex) <= ex / 100 + 1, "moved: tlcap's p99 %d vs exact %d"
+                % (r["p99"], ex))
+        own[1] = r["p99"]
+        moved = scrape_les(http)
+        T.check(moved[1] != first[1] and moved[2] == first[2] and moved[3] == first[3],
+                "the uniform area's band moved, the others' did not: %r" % moved[1])
+
+        def counted4():
+            r = query(pport, 'tlcap_area_net_duration_seconds_count{handle="00000001"}')
+            return r if r and float(r[0]["value"][1]) == 4 * N else None
+        D.wait_until(counted4, 60, "Prometheus has the moved histogram", step=0.5)
+        check_prometheus(pport, {1: areas[1]}, own)
         rc, _ = dm.stop()
         T.eq(rc, 0, "exit status")
     finally:
@@ -157,6 +170,29 @@ def test_p99_within_5_percent(d):
             prom.kill()
             prom.wait()
         dm.kill()
+
+
+def check_prometheus(pport, areas, own):
+    """Per area: its buckets in Prometheus exact and bounded, histogram_quantile(0.99) of them
+    within 5 % of tlcap's p99."""
+    for h, (name, xs) in areas.items():
+        n = len(xs)
+        sel = 'tlcap_area_net_duration_seconds_bucket{target="q",handle="%08X"}' % h
+        buckets = query(pport, sel)
+        T.check(buckets and len(buckets) <= 17 + 24 + 1, "%s: bounded buckets: %d"
+                % (name, len(buckets or [])))
+        for b in buckets:  # every count exact: the samples <= le
+            le = b["metric"]["le"]
+            want = n if le == "+Inf" else sum(1 for x in xs if x <= round(float(le) * 1e9))
+            T.eq(float(b["value"][1]), float(want), "%s: bucket le=%s" % (name, le))
+        got = query(pport, "histogram_quantile(0.99, %s)" % sel)
+        T.check(got and len(got) == 1, "%s: one answer: %r" % (name, got))
+        p = float(got[0]["value"][1]) * 1e9
+        err = abs(p - own[h]) / own[h]
+        print("%s: Prometheus p99 %.0f ns, tlcap p99 %d ns, exact %d ns: %.2f %% off, "
+              "%d buckets" % (name, p, own[h], exact_p99(xs), 100 * err, len(buckets)))
+        T.check(err <= 0.05, "%s: Prometheus's p99 %.0f ns is %.1f %% off tlcap's %d ns"
+                % (name, p, 100 * err, own[h]))
 
 
 if __name__ == "__main__":
