@@ -3,6 +3,7 @@
 scrape's cost").
 
     bench/bench_metrics.py BUILD_DIR [--other BUILD_DIR2] [--targets N] [--areas A]
+                           [--calls C]
                            [--pairs P] [--seconds S] [--scrapes K]
 
 BUILD_DIR (and BUILD_DIR2, e.g. a build of the previous commit) holds daemon/tlcapd and
@@ -50,13 +51,14 @@ def rec(h, ty, core, t):
     return struct.pack("<IIQq", h, ((core & 0xFF) << 4) | ty, 0, t)
 
 
-def fill_targets(port, n, areas):
-    """n targets t000.., each with `areas` functions called on 2 cores; their connections (kept
-    open, with the last time sent) returned."""
+def fill_targets(port, n, areas, calls=8):
+    """n targets t000.., each with `areas` functions called `calls` times on 2 cores; their
+    connections (kept open, with the last time sent) returned. From 1,000 calls an area's
+    histogram series has its band of fine edges (docs/http.md, "Histogram edges")."""
     keep = []
     for k in range(n):
         out, t = [], 1000
-        for i in range(areas * 8):
+        for i in range(areas * calls):
             h, core = i % areas, (i // areas) % 2
             out.append(rec(h, 3, core, t))
             t += 100 + (i * 7919 + k) % 50000
@@ -65,7 +67,7 @@ def fill_targets(port, n, areas):
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"TLCAP/1 target=t%03d format=bin11\n" % k + b"".join(out))
         keep.append([s, t])
-    return keep, areas * 16
+    return keep, areas * calls * 2
 
 
 def read_answer(s, buf):
@@ -168,7 +170,7 @@ class Side:
             "--listen", "in=bin11@127.0.0.1:%d" % self.port, "--no-store", "--serve", "",
             "--http", "127.0.0.1:%d" % self.hport, "--metrics-areas", str(a.areas),
             "--log-level", "debug", "--state-dir", os.path.join(self.d, "state")])
-        self.keep, per = fill_targets(self.port, a.targets, a.areas)
+        self.keep, per = fill_targets(self.port, a.targets, a.areas, a.calls)
         self.records = a.targets * per
         self.wait_records()
         self.ratio, self.stall_with, self.stall_without, self.cpu = [], [], [], []
@@ -311,6 +313,8 @@ def main():
     ap.add_argument("--other")
     ap.add_argument("--targets", type=int, default=1000)
     ap.add_argument("--areas", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=8,
+                    help="calls per area (1,000 or more: the histograms have their fine bands)")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--scrapes", type=int, default=5)

@@ -17,7 +17,12 @@
  * the assembly into single loads on little-endian hosts.
  *
  * Strict mode checks type <= 4 and area <= 5 and stops at the first record that fails, after
- * delivering everything before it. Time going backwards is not an error (targets reboot).
+ * delivering everything before it. Time going backwards is not an error (targets reboot): a
+ * record more than tol below the one before it whose `confirm` successors (all valid, all more
+ * than tol below that one, each within [-tol, +STEP] of the one before, as a resync restart
+ * run) follow it is a clock restart of a target whose connection stayed open, and carries
+ * TLC_EVF_RESTART; it is held until those successors are there (or the stream ends: at least
+ * one then). The hot loop pays one compare per record for this (strict_restart is off it).
  *
  * Resync mode. Records are judged against L, the time of the last record delivered
  * (tol = opts.time_tolerance_ns, STEP = TLC_BIN1X_MAX_STEP_NS, 2^31 ns):
@@ -209,20 +214,34 @@ _Static_assert(sizeof(((tlc_event_t *)0)->reserved_) == 4, "layout");
 #endif
 
 #if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define ALWAYS_INLINE       inline __attribute__((always_inline))
+#define TLC_UNLIKELY_DEC(x) __builtin_expect(!!(x), 0)
+#define NOINLINE            __attribute__((noinline))
 #else
-#define ALWAYS_INLINE inline
+#define ALWAYS_INLINE       inline
+#define TLC_UNLIKELY_DEC(x) (x)
+#define NOINLINE
 #endif
 
+static int strict_restart(const tlc_dec_t *d, const view_t *v, uint64_t p, unsigned sh,
+                          int64_t prev);
+
 static ALWAYS_INLINE int strict_loop(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max,
-                                     size_t *n, const unsigned sh) {
+                                     size_t *n, const unsigned sh, const int64_t tol_fixed) {
   tlc_bin1x_state_t *st = &d->u.bin;
   uint64_t p = st->cur;
   const uint8_t *r = v->b + (p - v->off);
-  size_t k = *n, lim = max;
+  size_t k = *n, k0 = *n, lim = max;
   uint64_t whole = (v->end - p) / REC;
   int rc = v->final ? DONE : NEED;
   uint16_t fl = st->gap ? TLC_EVF_GAP : 0; /* tlc_dec_reset dropped bytes before this event */
+  /* prev: the previous record's time (none: the first record's own). A time t more than tol
+   * below it is a step back: prev - t > tol, computed modulo 2^64 (one subtraction and one
+   * compare with a constant, tol_fixed, in the default case: a step of 2^63 or more between
+   * absurd times is missed, then only the engine's threshold applies, as without look-ahead;
+   * one the other way round is a false candidate that strict_restart turns down). */
+  const int64_t tol = tol_fixed ? tol_fixed : d->opts.time_tolerance_ns;
+  uint64_t prev = (uint64_t)(st->have_last ? st->last : whole > 0 ? rec_time(r) : 0);
 
   if (whole < lim - k)
     lim = k + (size_t)whole;
@@ -242,7 +261,8 @@ static ALWAYS_INLINE int strict_loop(tlc_dec_t *d, const view_t *v, tlc_event_t 
       p += REC;
       break;
     }
-    e->time_ns = (int64_t)ld64(r + 16);
+    uint64_t t = ld64(r + 16);
+    e->time_ns = (int64_t)t;
     e->data = ld64(r + 8);
     e->thread = 0;
     e->offset = p;
@@ -262,16 +282,36 @@ static ALWAYS_INLINE int strict_loop(tlc_dec_t *d, const view_t *v, tlc_event_t 
     e->reserved_ = 0;
 #endif
     e->evlog = NULL;
+    if (TLC_UNLIKELY_DEC((int64_t)(prev - t) > tol)) { /* a step back: the look-ahead */
+      int c = strict_restart(d, v, p, sh, (int64_t)prev);
+      if (c < 0) {
+        if (k == *n) /* the reset's gap is still to be reported */
+          st->gap = fl != 0;
+        rc = NEED; /* held (not delivered) until the records after it are there */
+        break;
+      }
+      if (c > 0)
+        e->flags |= TLC_EVF_RESTART;
+    }
+    prev = t;
     fl = 0;
   }
   st->cur = p;
+  if (k > k0) {
+    st->last = (int64_t)prev;
+    st->have_last = 1;
+  }
   *n = k;
   return rc;
 }
 
 static int run_strict(tlc_dec_t *d, const view_t *v, tlc_event_t *ev, size_t max, size_t *n) {
-  return d->format == TLC_FMT_BIN10 ? strict_loop(d, v, ev, max, n, 24)
-                                    : strict_loop(d, v, ev, max, n, 0);
+  /* inlined per format and for the default tolerance (a constant in the step-back test) */
+  if (d->opts.time_tolerance_ns == TLC_DEC_TOLERANCE_NS)
+    return d->format == TLC_FMT_BIN10 ? strict_loop(d, v, ev, max, n, 24, TLC_DEC_TOLERANCE_NS)
+                                      : strict_loop(d, v, ev, max, n, 0, TLC_DEC_TOLERANCE_NS);
+  return d->format == TLC_FMT_BIN10 ? strict_loop(d, v, ev, max, n, 24, 0)
+                                    : strict_loop(d, v, ev, max, n, 0, 0);
 }
 
 /* ---- resync mode ---------------------------------------------------------------------- */
@@ -364,6 +404,32 @@ static int restart_run(const tlc_dec_t *d, const view_t *v, uint64_t q) {
     if (not_before(rec_time(AT(v, x)), st->last, tol))
       return 0;
   return i >= 2;
+}
+
+/* Strict mode: the record at p lies more than tol below the one before it (time prev). 1 when
+ * it starts a clock restart (a board reset while its connection stays open), as a resync
+ * decoder's restart_run: it and the next `confirm` records (at the end of the stream, at least
+ * one more) are valid, all more than tol below prev, each within [-tol, +STEP] of the one
+ * before; 0 when not (a lone wild time: delivered as it is, the engine's out-of-order case);
+ * -1 when more bytes are needed to know. */
+static NOINLINE int strict_restart(const tlc_dec_t *d, const view_t *v, uint64_t p, unsigned sh,
+                                   int64_t prev) {
+  int64_t tol = d->opts.time_tolerance_ns, tp = rec_time(AT(v, p));
+  unsigned i;
+  for (i = 1; i <= d->opts.confirm; i++) {
+    uint64_t x = p + (uint64_t)i * REC;
+    const uint8_t *r;
+    int64_t t;
+    if (!AVAIL(v, x))
+      return v->final ? i >= 2 : -1;
+    r = AT(v, x);
+    t = rec_time(r);
+    if (!plausible(r, sh) || not_before(t, prev, tol) || !not_before(t, tp, tol) ||
+        !within_step(t, tp, TLC_BIN1X_MAX_STEP_NS))
+      return 0;
+    tp = t;
+  }
+  return 1;
 }
 
 /* t within [last - tol, last + STEP]. */
@@ -683,8 +749,8 @@ int tlc__bin1x_idle(tlc_dec_t *d, tlc_event_t *ev, size_t max) {
   unsigned sh = type_shift(d->format);
   size_t n = 0;
   view_t v;
-  if (st->lost || !st->have_last)
-    return 0;
+  if (!d->opts.resync || st->lost || !st->have_last)
+    return 0; /* (strict: what it holds waits for the records that decide it) */
   v.b = st->win;
   v.off = st->wbase;
   v.end = st->wbase + st->wlen;

@@ -17,7 +17,7 @@ int tlc_dec_init(tlc_dec_t *d, tlc_format_t format, const tlc_dec_opts_t *opts) 
   if (d->opts.time_tolerance_ns < 0)
     return TLC_EINVAL;
   if (d->opts.time_tolerance_ns == 0)
-    d->opts.time_tolerance_ns = 1000000000;
+    d->opts.time_tolerance_ns = TLC_DEC_TOLERANCE_NS;
   if (d->opts.confirm == 0)
     d->opts.confirm = 3;
   if (d->opts.confirm > TLC_BIN1X_MAX_CONFIRM)

@@ -34,9 +34,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The default time tolerance (tlc_dec_opts_t.time_tolerance_ns 0): 1 s. */
+#define TLC_DEC_TOLERANCE_NS ((int64_t)1000000000)
+
 typedef struct tlc_dec_opts {
   int resync;                /* 0 strict, 1 resync */
-  int64_t time_tolerance_ns; /* bin1x resync: allowed backwards step (default 1 s when 0) */
+  int64_t time_tolerance_ns; /* bin1x: allowed backwards step (default 1 s when 0); strict: a
+                                larger one may start a clock restart (TLC_EVF_RESTART) */
   unsigned confirm;          /* bin1x resync: records confirming a boundary (default 3; 1..16) */
   uint32_t max_block;        /* evlog: largest block size accepted (default 64 MiB when 0) */
   /* The bytes that go into no record or block: skipped by a resync (bytes_skipped), dropped by

@@ -9,8 +9,11 @@
  *
  * The histogram tlcap_area_net_duration_seconds counts the NET samples (closed activations)
  * per bucket of the engine's own histogram (tlc_engine_hist_cum), at edges that are bucket
- * boundaries near 1-3 steps from 100 ns to 10 s (17 edges), so each count is exact and adds up
- * across daemons; _count and the +Inf bucket are the number of NET samples, _sum their total.
+ * boundaries, so each count is exact and adds up across daemons: near 1-3 steps from 100 ns to
+ * 10 s (17 edges) for every series, and from 1,000 samples on a band of 24 fine edges (3.9 %
+ * apart) around the series' own p99, kept while the p99 stays inside it (series_edges,
+ * band_holds; docs/http.md "Histogram edges"); _count and the +Inf bucket are the number of
+ * NET samples, _sum their total.
  * Counters include open activations' time so far (the _total series), the histogram only
  * closed ones.
  *
@@ -50,8 +53,8 @@
 #include <string.h>
 #include <time.h>
 
-/* 1-3 steps (half decades), ns, before rounding to the engine's bucket edges: 17 edges from
- * 100 ns to 10 s. Bucket lines are most of a scrape's bytes (17 + 4 lines per area series). */
+/* The coarse ladder, every series' edges: 1-3 steps (half decades), ns, before rounding to the
+ * engine's bucket edges: 17 edges from 100 ns to 10 s. */
 static const int64_t nice_ns[] = { 100,        300,        1000,      3000,      10000,
                                    30000,      100000,     300000,    1000000,   3000000,
                                    10000000,   30000000,   100000000, 300000000, 1000000000,
@@ -60,14 +63,77 @@ static const int64_t nice_ns[] = { 100,        300,        1000,      3000,     
 static int64_t edges[NEDGES];
 static int edges_done;
 
-const int64_t *tlc__http_metrics_edges(size_t *n) {
-  if (!edges_done) {
-    for (size_t i = 0; i < NEDGES; i++)
-      edges[i] = tlc_engine_hist_edge(nice_ns[i]);
-    edges_done = 1;
+/* The fine ladder (docs/http.md, "Histogram edges"): 60 steps a decade (3.9 % apart) from
+ * 100 ns to 100 s, each rounded to the engine's nearest bucket edge. A series exports a band of
+ * BAND consecutive fine edges around its own p99 besides the coarse ladder: the band starts at a
+ * multiple of BAND_STEP (fifths of a decade, so that series of like distributions have the same
+ * band and add up), is chosen once the series has BAND_MIN_N samples, and is kept while the p99
+ * stays within BAND_KEEP steps of its ends (moved only when the p99 moves by a quarter of the
+ * band or more). */
+#define FINE_DECADE 60
+#define NFINE       (9 * FINE_DECADE + 1)
+#define BAND        24
+#define BAND_STEP   12
+#define BAND_KEEP   3
+#define BAND_MIN_N  1000
+#define NEMAX       (NEDGES + BAND) /* edges of one series at most */
+#define NO_BAND     (-1)
+/* 10^(k/60) * 10^6, rounded */
+static const uint32_t fine_mant[FINE_DECADE] = {
+  1000000, 1039122, 1079775, 1122018, 1165914, 1211528, 1258925, 1308177, 1359356, 1412538,
+  1467799, 1525223, 1584893, 1646898, 1711328, 1778279, 1847850, 1920142, 1995262, 2073322,
+  2154435, 2238721, 2326305, 2417315, 2511886, 2610157, 2712273, 2818383, 2928645, 3043220,
+  3162278, 3285993, 3414549, 3548134, 3686945, 3831187, 3981072, 4136820, 4298662, 4466836,
+  4641589, 4823178, 5011872, 5207948, 5411695, 5623413, 5843414, 6072022, 6309573, 6556418,
+  6812921, 7079458, 7356423, 7644223, 7943282, 8254042, 8576959, 8912509, 9261187, 9623506
+};
+static int64_t fine[NFINE];
+
+static void edges_init(void) {
+  size_t i;
+  if (edges_done)
+    return;
+  for (i = 0; i < NEDGES; i++)
+    edges[i] = tlc_engine_hist_edge(nice_ns[i]);
+  for (i = 0; i < NFINE; i++) {
+    int64_t dec = 100; /* ns */
+    for (size_t d = 0; d < i / FINE_DECADE; d++)
+      dec *= 10;
+    /* at most 10^11 * 10^7: within int64_t */
+    fine[i] = tlc_engine_hist_edge((dec * (int64_t)fine_mant[i % FINE_DECADE] + 500000) / 1000000);
   }
+  edges_done = 1;
+}
+
+const int64_t *tlc__http_metrics_edges(size_t *n) {
+  edges_init();
   *n = NEDGES;
   return edges;
+}
+
+/* The edges of a series whose band starts at fine index `band` (NO_BAND: the coarse ladder
+ * alone): the coarse and the band's fine edges merged, ascending, without repeats, into le (and
+ * per edge its label: k < NEDGES coarse edge k, else fine edge k - NEDGES, into src). Returns
+ * their number (at most NEMAX). */
+static size_t series_edges(int band, int64_t *le, uint16_t *src) {
+  size_t a = 0, b = band == NO_BAND ? BAND : 0, n = 0;
+  edges_init();
+  while (a < NEDGES || b < BAND) {
+    int64_t x = a < NEDGES ? edges[a] : INT64_MAX;
+    int64_t y = b < BAND ? fine[(size_t)band + b] : INT64_MAX;
+    if (x <= y) {
+      src[n] = (uint16_t)a;
+      le[n++] = x;
+      a++;
+      if (x == y)
+        b++;
+    } else {
+      src[n] = (uint16_t)(NEDGES + (size_t)band + b);
+      le[n++] = y;
+      b++;
+    }
+  }
+  return n;
 }
 
 /* Decimal digits of v at p; returns the end. */
@@ -245,8 +311,10 @@ typedef struct tlc__http_mcent {
   size_t na;                 /* exported areas */
   tlc_engine_code_net_t *cn; /* their figures */
   size_t capcn;
-  uint64_t *cum; /* NEDGES per exported area */
+  uint64_t *cum; /* NEMAX per exported area (its series_edges' counts) */
   size_t capcum;
+  int *band; /* per exported area: its band (series_edges), or NO_BAND */
+  size_t capband;
   int *have; /* per exported area: cum filled */
   size_t caphave;
   size_t *labo; /* per exported area: its labels' offset in lab, then their end */
@@ -263,6 +331,7 @@ static void ent_fini(mcent_t *c) {
   tlc_free(c->name);
   tlc_free(c->cn);
   tlc_free(c->cum);
+  tlc_free(c->band);
   tlc_free(c->have);
   tlc_free(c->labo);
   tlc_free(c->lab.b);
@@ -323,6 +392,11 @@ static char *blk_room(blk_t *b, size_t need, size_t *budget) {
   return b->b + b->len;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 static int cmp_net(const void *a, const void *b) {
   const tlc_engine_code_net_t *x = a, *y = b;
   if (x->net_total != y->net_total)
@@ -374,24 +448,26 @@ typedef struct scratch {
   size_t capcn;
   tlc_engine_code_net_t *pcn; /* the target's previous exported areas (their figures, */
   size_t cappcn;
-  uint64_t *pcum; /* bucket counts, and whether those were found) */
+  uint64_t *pcum; /* bucket counts, bands, and whether those were found) */
   size_t cappcum;
+  int *pband;
+  size_t cappband;
   int *phave;
   size_t capphave;
   size_t *plabo; /* and their labels' offsets in c->lab (same_labels) */
   size_t capplabo;
   tlc_engine_code_net_t *wx; /* the exported areas whose histograms are walked (code_hists), */
   size_t capwx;
-  size_t *walk; /* their places among the exported, */
+  uint64_t *walk; /* their bands + 1 (high 32 bits) and places among the exported, */
   size_t capwalk;
   uint64_t *wcum; /* their counts, */
   size_t capwcum;
   int *wok; /* and whether those were found */
   size_t capwok;
-  tlc_out_t lab;        /* the exported areas' labels, escaped once */
-  blk_t a[3];           /* a target's lines being rendered (calls, net seconds, histogram) */
-  char les[NEDGES][32]; /* ,le="EDGE"} */
-  size_t lel[NEDGES];
+  tlc_out_t lab; /* the exported areas' labels, escaped once */
+  blk_t a[3];    /* a target's lines being rendered (calls, net seconds, histogram) */
+  char les[NEDGES + NFINE][32]; /* ,le="EDGE"} of the coarse, then the fine edges */
+  size_t lel[NEDGES + NFINE];
 } scratch_t;
 
 /* Each line: a family name (< 48), the labels, an le (< 32), a number (< 32), a newline. */
@@ -413,15 +489,18 @@ typedef struct scratch {
 static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, size_t *budget) {
   const char *lab = c->lab.b + c->labo[r];
   size_t labn = c->labo[r + 1] - c->labo[r], k;
-  const uint64_t *cum = &c->cum[r * NEDGES];
+  const uint64_t *cum = &c->cum[r * NEMAX];
   uint64_t nn = c->cn[r].n;
+  int64_t le[NEMAX];
+  uint16_t src[NEMAX];
+  size_t ne = series_edges(c->band[r], le, src);
   char *q;
-  ROOM(b, NEDGES + 3);
-  for (k = 0; c->have[r] && k < NEDGES; k++) {
+  ROOM(b, ne + 3);
+  for (k = 0; c->have[r] && k < ne; k++) {
     LIT("tlcap_area_net_duration_seconds_bucket{");
     LAB();
-    memcpy(q, s->les[k], s->lel[k]);
-    q += s->lel[k];
+    memcpy(q, s->les[src[k]], s->lel[src[k]]);
+    q += s->lel[src[k]];
     q = p_u64(q, cum[k] <= nn ? cum[k] : nn);
     *q++ = '\n';
   }
@@ -444,18 +523,91 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
   return 0;
 }
 
+/* Counts of x (target i) at le[0..ne) into cum, by the walk the source has. 0 or an error. */
+static int hist_one(tlc__http_view_t *v, size_t i, const tlc_engine_code_net_t *x,
+                    const int64_t *le, size_t ne, uint64_t *cum) {
+  const tlc_view_t *pv = v->src;
+  int ok = 0;
+  if (pv->code_hist != NULL)
+    return pv->code_hist(pv->ud, i, x, le, ne, cum);
+  if (pv->code_hists != NULL) {
+    (void)pv->code_hists(pv->ud, i, x, 1, le, ne, cum, &ok);
+    return ok ? 0 : TLC_ERANGE;
+  }
+  if (pv->hist_cum != NULL)
+    return pv->hist_cum(pv->ud, i, x->handle, x->context, TLC_NET, le, ne, cum);
+  return TLC_EINVAL;
+}
+
+/* The rank of the 99th percentile among n samples: 0.99 n rounded up (at least 1). */
+static uint64_t rank99(uint64_t n) {
+  uint64_t r = n - n / 100;
+  return r > 0 ? r : 1;
+}
+
+/* The count at edge x of a series with counts cum at le[0..ne) (x one of them). */
+static uint64_t cum_at(const int64_t *le, const uint64_t *cum, size_t ne, int64_t x) {
+  for (size_t k = 0; k < ne; k++)
+    if (le[k] == x)
+      return cum[k];
+  return 0;
+}
+
+/* 1 when band is kept for a series of n samples with counts cum at le[0..ne) (its
+ * series_edges): its p99 (the first fine edge with rank99(n) samples at or below it) at least
+ * BAND_KEEP steps inside either end of the band that is not an end of the fine ladder. */
+static int band_holds(int band, const int64_t *le, const uint64_t *cum, size_t ne, uint64_t n) {
+  uint64_t r = rank99(n);
+  if (band == NO_BAND)
+    return 0;
+  if (band > 0 && cum_at(le, cum, ne, fine[band + BAND_KEEP - 1]) >= r)
+    return 0;
+  if (band + BAND < NFINE && cum_at(le, cum, ne, fine[band + BAND - BAND_KEEP - 1]) < r)
+    return 0;
+  return 1;
+}
+
+/* The band of a series whose p99 is at fine index j: the multiple of BAND_STEP that puts j
+ * (BAND - BAND_STEP) / 2 steps or more inside both ends, within the ladder. */
+static int band_for(int j) {
+  int b = j - (BAND - BAND_STEP) / 2, top = (NFINE - BAND) / BAND_STEP * BAND_STEP;
+  b = b < 0 ? 0 : b / BAND_STEP * BAND_STEP;
+  return b > top ? top : b;
+}
+
+/* The fine index of x's p99, from its counts cum at le[0..ne) and one walk of the fine edges
+ * between the two of le that hold it; -1 when the walk fails. */
+static int p99_fine(tlc__http_view_t *v, size_t i, const tlc_engine_code_net_t *x,
+                    const int64_t *le, const uint64_t *cum, size_t ne) {
+  uint64_t r = rank99(x->n), fc[64];
+  int64_t lo = -1, hi = INT64_MAX;
+  size_t k, jl = 0, jh;
+  for (k = 0; k < ne && cum[k] < r; k++)
+    lo = le[k];
+  if (k < ne)
+    hi = le[k];
+  while (jl < NFINE - 1 && fine[jl] <= lo)
+    jl++;
+  for (jh = jl; jh < NFINE - 1 && fine[jh] < hi && jh - jl < 63;)
+    jh++;
+  if (hist_one(v, i, x, &fine[jl], jh - jl + 1, fc) != 0)
+    return -1;
+  for (k = 0; k < jh - jl && fc[k] < r; k++)
+    ;
+  return (int)(jl + k);
+}
+
 /* Renders the area series of target i (name `name`) for c: its calls, net-seconds and
  * histogram runs at the ends of R's runs. same_epoch: c's previous render is of the same
  * engine epoch (its areas' samples were only added to since); same_labels: also of the same
- * names and target name (an area found in it keeps its escaped labels). 0, TLC_ENOMEM,
- * TLC_ELIMIT (past *budget, which is reduced by what c and its runs hold), or the source's
- * error. */
+ * names and target name (an area found in it keeps its escaped labels). An area exported by
+ * the previous render keeps its band (any epoch). 0, TLC_ENOMEM, TLC_ELIMIT (past *budget,
+ * which is reduced by what c and its runs hold), or the source's error. */
 static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, scratch_t *s,
                   int same_epoch, int same_labels, size_t *budget) {
   const tlc_view_t *pv = v->src;
   const tlc_mapping_t *map = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-  size_t nk = 0, na, r, ne, nw = 0, pna = same_epoch ? c->na : 0;
-  const int64_t *le = tlc__http_metrics_edges(&ne);
+  size_t nk = 0, na, r, nw = 0, pna = c->na;
   int rc;
   void *p;
   if (pna > 0) {
@@ -464,14 +616,18 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     if ((p = tlc_grow(s->pcn, &s->cappcn, pna, sizeof(*s->pcn), 16)) == NULL)
       return TLC_ENOMEM;
     s->pcn = p;
-    if ((p = tlc_grow(s->pcum, &s->cappcum, pna * NEDGES, sizeof(*s->pcum), 64)) == NULL)
+    if ((p = tlc_grow(s->pcum, &s->cappcum, pna * NEMAX, sizeof(*s->pcum), 64)) == NULL)
       return TLC_ENOMEM;
     s->pcum = p;
+    if ((p = tlc_grow(s->pband, &s->cappband, pna, sizeof(*s->pband), 16)) == NULL)
+      return TLC_ENOMEM;
+    s->pband = p;
     if ((p = tlc_grow(s->phave, &s->capphave, pna, sizeof(*s->phave), 16)) == NULL)
       return TLC_ENOMEM;
     s->phave = p;
     memcpy(s->pcn, c->cn, pna * sizeof(*s->pcn));
-    memcpy(s->pcum, c->cum, pna * NEDGES * sizeof(*s->pcum));
+    memcpy(s->pcum, c->cum, pna * NEMAX * sizeof(*s->pcum));
+    memcpy(s->pband, c->band, pna * sizeof(*s->pband));
     memcpy(s->phave, c->have, pna * sizeof(*s->phave));
     if (same_labels) { /* and their labels (still in c->lab while the new ones are made) */
       if ((p = tlc_grow(s->plabo, &s->capplabo, pna + 1, sizeof(*s->plabo), 16)) == NULL)
@@ -493,9 +649,12 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   if ((p = tlc_grow(c->cn, &c->capcn, na + 1, sizeof(*c->cn), 16)) == NULL)
     return TLC_ENOMEM;
   c->cn = p;
-  if ((p = tlc_grow(c->cum, &c->capcum, (na + 1) * NEDGES, sizeof(*c->cum), 64)) == NULL)
+  if ((p = tlc_grow(c->cum, &c->capcum, (na + 1) * NEMAX, sizeof(*c->cum), 64)) == NULL)
     return TLC_ENOMEM;
   c->cum = p;
+  if ((p = tlc_grow(c->band, &c->capband, na + 1, sizeof(*c->band), 16)) == NULL)
+    return TLC_ENOMEM;
+  c->band = p;
   if ((p = tlc_grow(c->have, &c->caphave, na + 1, sizeof(*c->have), 16)) == NULL)
     return TLC_ENOMEM;
   c->have = p;
@@ -504,11 +663,9 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
   c->labo = p;
   memcpy(c->cn, s->cn, na * sizeof(*c->cn));
   s->lab.len = s->lab.total = 0;
-  if (v->src->code_hists != NULL) {
-    if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
-      return TLC_ENOMEM;
-    s->walk = p;
-  }
+  if ((p = tlc_grow(s->walk, &s->capwalk, na + 1, sizeof(*s->walk), 16)) == NULL)
+    return TLC_ENOMEM;
+  s->walk = p;
   for (r = 0; r < na; r++) {
     const tlc_engine_code_net_t *x = &c->cn[r];
     size_t q = r;
@@ -517,42 +674,69 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
       for (q = 0; q < pna; q++) /* not at the same place: anywhere */
         if (s->pcn[q].handle == x->handle && s->pcn[q].context == x->context)
           break;
-    if (q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
-      memcpy(&c->cum[r * NEDGES], &s->pcum[q * NEDGES], NEDGES * sizeof(*c->cum));
+    c->band[r] = q < pna ? s->pband[q] : NO_BAND;
+    if (same_epoch && q < pna && s->phave[q] && s->pcn[q].n == x->n && s->pcn[q].sum == x->sum) {
+      memcpy(&c->cum[r * NEMAX], &s->pcum[q * NEMAX], NEMAX * sizeof(*c->cum));
       c->have[r] = 1;
-    } else if (v->src->code_hists != NULL) {
-      c->have[r] = 0; /* walked below with the others, in one call */
-      s->walk[nw++] = r;
-    } else if (v->src->code_hist != NULL)
-      c->have[r] = v->src->code_hist(v->src->ud, i, x, le, ne, &c->cum[r * NEDGES]) == 0;
-    else
-      c->have[r] =
-          v->src->hist_cum != NULL && v->src->hist_cum(v->src->ud, i, x->handle, x->context,
-                                                       TLC_NET, le, ne, &c->cum[r * NEDGES]) == 0;
-    if (q < pna && same_labels) /* its labels as escaped then (same names, same target) */
+    } else {
+      c->have[r] = 0; /* walked below with the others of its band, in one call */
+      s->walk[nw++] = ((uint64_t)(c->band[r] + 1) << 32) | r;
+    }
+    if (same_labels && q < pna) /* its labels as escaped then (same names, same target) */
       tlc_out_write(&s->lab, c->lab.b + s->plabo[q], s->plabo[q + 1] - s->plabo[q]);
     else
       area_labels(v, i, &s->lab, name, map, x);
   }
-  if (nw > 0) { /* the areas whose histograms changed, walked in one call (prefetching) */
+  if (nw > 0) { /* the areas whose histograms changed, walked a band at a time (prefetching) */
+    int64_t le[NEMAX];
+    uint16_t src[NEMAX];
+    size_t ne, g, h;
     if ((p = tlc_grow(s->wx, &s->capwx, nw, sizeof(*s->wx), 16)) == NULL)
       return TLC_ENOMEM;
     s->wx = p;
-    if ((p = tlc_grow(s->wcum, &s->capwcum, nw * NEDGES, sizeof(*s->wcum), 64)) == NULL)
+    if ((p = tlc_grow(s->wcum, &s->capwcum, nw * NEMAX, sizeof(*s->wcum), 64)) == NULL)
       return TLC_ENOMEM;
     s->wcum = p;
     if ((p = tlc_grow(s->wok, &s->capwok, nw, sizeof(*s->wok), 16)) == NULL)
       return TLC_ENOMEM;
     s->wok = p;
-    for (r = 0; r < nw; r++) {
-      s->wx[r] = c->cn[s->walk[r]];
-      s->wok[r] = 0;
+    qsort(s->walk, nw, sizeof(*s->walk), cmp_u64); /* by band */
+    for (g = 0; g < nw; g = h) {
+      int band = (int)(s->walk[g] >> 32) - 1;
+      for (h = g; h < nw && (s->walk[h] >> 32) == (s->walk[g] >> 32); h++) {
+        s->wx[h - g] = c->cn[(uint32_t)s->walk[h]];
+        s->wok[h - g] = 0;
+      }
+      ne = series_edges(band, le, src);
+      if (pv->code_hists != NULL)
+        (void)pv->code_hists(pv->ud, i, s->wx, h - g, le, ne, s->wcum, s->wok); /* per ok[] */
+      else
+        for (r = 0; r < h - g; r++)
+          s->wok[r] = hist_one(v, i, &s->wx[r], le, ne, &s->wcum[r * ne]) == 0;
+      for (r = 0; r < h - g; r++) {
+        size_t a = (uint32_t)s->walk[g + r];
+        c->have[a] = s->wok[r];
+        if (s->wok[r])
+          memcpy(&c->cum[a * NEMAX], &s->wcum[r * ne], ne * sizeof(*c->cum));
+      }
     }
-    (void)v->src->code_hists(v->src->ud, i, s->wx, nw, le, ne, s->wcum, s->wok); /* per ok[] */
-    for (r = 0; r < nw; r++) {
-      c->have[s->walk[r]] = s->wok[r];
-      if (s->wok[r])
-        memcpy(&c->cum[s->walk[r] * NEDGES], &s->wcum[r * NEDGES], NEDGES * sizeof(*c->cum));
+    for (g = 0; g < nw; g++) { /* the walked ones' bands: kept, chosen or moved */
+      size_t a = (uint32_t)s->walk[g];
+      const tlc_engine_code_net_t *x = &c->cn[a];
+      int j, nb;
+      if (!c->have[a] || x->n < BAND_MIN_N)
+        continue;
+      ne = series_edges(c->band[a], le, src);
+      if (band_holds(c->band[a], le, &c->cum[a * NEMAX], ne, x->n))
+        continue;
+      if ((j = p99_fine(v, i, x, le, &c->cum[a * NEMAX], ne)) < 0 ||
+          (nb = band_for(j)) == c->band[a])
+        continue;
+      ne = series_edges(nb, le, src);
+      if (hist_one(v, i, x, le, ne, &c->cum[a * NEMAX]) == 0)
+        c->band[a] = nb;
+      else /* (the old band's counts are gone) */
+        c->have[a] = 0;
     }
   }
   c->labo[na] = s->lab.len;
@@ -781,6 +965,7 @@ static void scratch_free(scratch_t *s) {
   tlc_free(s->cn);
   tlc_free(s->pcn);
   tlc_free(s->pcum);
+  tlc_free(s->pband);
   tlc_free(s->phave);
   tlc_free(s->plabo);
   tlc_free(s->wx);
@@ -830,11 +1015,12 @@ int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_sc
     return TLC_ENOMEM;
   }
   tlc_out_init(&sc->s->lab, 1u << 20, NULL, NULL); /* labels past 1 MiB: a 500 */
-  for (j = 0; j < ne; j++) {
+  for (j = 0; j < ne + NFINE; j++) { /* the coarse edges' labels, then the fine ones' */
+    int64_t x = j < ne ? le[j] : fine[j - ne];
     char *q = sc->s->les[j];
     memcpy(q, ",le=\"", 5);
-    q = p_seconds(q + 5, le[j]);
-    if (om && le[j] % 1000000000 == 0)
+    q = p_seconds(q + 5, x);
+    if (om && x % 1000000000 == 0)
       q = (memcpy(q, ".0", 2), q + 2);
     memcpy(q, "\"} ", 3);
     sc->s->lel[j] = (size_t)(q + 3 - sc->s->les[j]);

@@ -608,8 +608,10 @@ static void decoded_to(tlc_target_t *t, const tlc_event_t *ev, size_t n, const u
  * epoch (TLC_TEV_CLOCK_RESET between them), so that a segment's times never go back. Only a
  * bin1x engine after a gap or a batch with a TLC_EVF_GAP or TLC_EVF_RESTART record can restart:
  * the others are not looked at. After a gap the cut is before the batch's first event (no
- * split); a cut inside a batch needs TLC_EVF_RESTART, which only the resync decoder (serial
- * sources, never read into storage's gather buffer) sets. */
+ * split); a cut inside a batch needs TLC_EVF_RESTART, which the decoder sets on a restart it
+ * confirmed by the records after it (serial, and TCP and files since the strict decoder
+ * confirms too: storage's write_chunk then finds the records after the cut further on in a
+ * lent gather buffer, which the rotation's flush copied, and moves them). */
 static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t *chunk, size_t clen,
                        uint64_t coff) {
   tlc_target_t *t = ud;

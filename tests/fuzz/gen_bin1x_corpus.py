@@ -46,6 +46,10 @@ def main():
         "bin10_resync_prefix": bytes([0x02 | 0 << 2 | 1 << 5, 0x47]) + b"\x01\x02\x03\x04\x05" + s10,
         "bin11_resync_reboot": bytes([0x03 | 2 << 2 | 6 << 5, 0x5b]) + stream(11, 40, rnd, reboot_at=20),
         "bin11_truncated": bytes([0x01, 0x00]) + s11[:24 * 3 + 7],
+        # strict (TCP): a board reset mid-stream, confirmed by the records after it; and one
+        # at the very end (two records: confirmed by the end of the stream)
+        "bin11_strict_reboot": bytes([0x01 | 2 << 2 | 3 << 5, 0x6d]) + stream(11, 40, rnd, reboot_at=20),
+        "bin10_strict_reboot_end": bytes([0x00 | 2 << 2 | 2 << 5, 0x7f]) + stream(10, 30, rnd, reboot_at=28),
     }
     for name, data in cases.items():
         with open(os.path.join(OUT, name), "wb") as f:

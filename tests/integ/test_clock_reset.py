@@ -164,6 +164,43 @@ def test_tcp_reconnect(d):
     T.eq(rc, 0, "exit status")
 
 
+def test_tcp_mid_connection(d):
+    """A board behind TCP reset while its connection stays open (a probe that keeps the socket):
+    the strict decoder confirms the restart by the records after it, as serial does; the same
+    epoch, counters, segment rotation and history as a serial restart."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port], store=True,
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
+    name = "lab@127.0.0.1"
+    try:
+        s = D.connect(port)
+        s.sendall(stream(OLD, 300))
+        dm.wait_stats(lambda st: D.by_name(st, name)["events"] == 1500, what="before the reset")
+        m0 = metrics(hport)
+        s.sendall(stream(1000, 200))  # the board was reset: same connection, clock restarted
+        st = dm.wait_stats(lambda st: D.by_name(st, name)["events"] == 2500, what="after it")
+        t = D.by_name(st, name)
+        T.eq((t["clock_resets"], t["connected"]), (1, 1), "a restart in the stream")
+        m1 = metrics(hport)
+        never_down(m0, m1, "tcp mid-connection")
+        T.eq(m1.get('tlcap_target_clock_resets_total{target="%s"}' % name), 1.0,
+             "metrics clock_resets")
+        D.wait_until(lambda: "reason clock-reset" in manifests_text(dm.state, name),
+                     what="segment rotated for the clock reset")
+        files = segments(dm.state, name)
+        T.check(len(files) >= 2, "a segment per epoch: %r" % files)
+        against_oracle(t, files, "tcp mid-connection")
+        if TLCAP:
+            T.eq(epochs(sport, name), [0, 1], "tcp mid-connection segment epochs")
+            history_epochs(sport, name, files)
+        s.shutdown(1)
+        D.wait_eof(s)
+        s.close()
+    finally:
+        rc, _ = dm.stop()
+    T.eq(rc, 0, "exit status")
+
+
 def test_serial_restart(d):
     link = os.path.join(d, "ttyLAB0")
     m = D.make_pty(link)
@@ -212,16 +249,18 @@ def random_runs(seed, k):
 
 
 def test_random_points(d):
-    """Resets at random points: on TCP each run is a connection, on a pty one stream with no
-    disconnect; clock_resets, the epochs and the statistics (against the oracle) follow."""
+    """Resets at random points: on TCP each run is a connection (lab), on TCP all runs one
+    connection (mid: resets mid-connection), on a pty one stream with no disconnect;
+    clock_resets, the epochs and the statistics (against the oracle) follow."""
     seed = int(os.environ.get("TLC_SEED", "4242"))
     print("seed", seed)
     runs, resets = random_runs(seed, 5)
     nev = sum(len(r) // 24 for r in runs)
-    port, sport = D.free_port(), D.free_port()
+    port, mport, sport = D.free_port(), D.free_port(), D.free_port()
     link = os.path.join(d, "ttyLAB1")
     m = D.make_pty(link)
     dm = D.Daemon(TLCAPD, d, ["--listen", "lab=bin11@127.0.0.1:%d" % port,
+                              "--listen", "mid=bin11@127.0.0.1:%d" % mport,
                               "--serial", "tty=bin11@%s:115200" % link], store=True,
                   serve="127.0.0.1:%d" % sport)
     try:
@@ -231,12 +270,19 @@ def test_random_points(d):
             s.shutdown(1)
             D.wait_eof(s)
             s.close()
+        s = D.connect(mport)
+        for r in runs:  # one connection: each reset is mid-stream
+            s.sendall(r)
+        s.shutdown(1)
+        D.wait_eof(s)
+        s.close()
         dm.wait_stats(lambda s: D.by_name(s, "tty")["connected"] == 1, what="serial open")
         for r in runs:
             D.pty_write_all(m, r)
         st = dm.wait_stats(lambda s: D.by_name(s, "lab@127.0.0.1")["events"] == nev and
+                           D.by_name(s, "mid@127.0.0.1")["events"] == nev and
                            D.by_name(s, "tty")["events"] == nev, what="every run counted")
-        for name in ("lab@127.0.0.1", "tty"):
+        for name in ("lab@127.0.0.1", "mid@127.0.0.1", "tty"):
             t = D.by_name(st, name)
             T.eq(t["clock_resets"], resets, "%s: clock_resets (seed %d)" % (name, seed))
             if name == "tty":
@@ -253,4 +299,5 @@ def test_random_points(d):
 
 
 if __name__ == "__main__":
-    T.main([test_tcp_reconnect, test_serial_restart, test_random_points])
+    T.main([test_tcp_reconnect, test_tcp_mid_connection, test_serial_restart,
+            test_random_points])

@@ -149,6 +149,13 @@ def send_and_wait(dm, port, name, data, nrec):
     return s
 
 
+# the coarse edges of tlcap_area_net_duration_seconds (docs/http.md: engine bucket edges near
+# 1-3 steps from 100 ns to 10 s)
+COARSE = [1e-07, 3e-07, 1.005e-06, 2.999e-06, 9.983e-06, 2.9887e-05, 9.9583e-05, 0.000297983,
+          0.000993279, 0.003014655, 0.010027007, 0.030015487, 0.100139007, 0.299892735,
+          0.998244351, 3.028287487, 9.932111871]
+
+
 def test_metrics_against_model(d):
     """Counts, net seconds (open activation included), histogram buckets (exact, at the
     engine's edges), _count = NET samples, the metrics_areas cap and the rest counted."""
@@ -201,7 +208,19 @@ def test_metrics_against_model(d):
             buckets = sorted((float(dict(k[1])["le"]), v) for k, v in m.items()
                              if k[0] == "tlcap_area_net_duration_seconds_bucket" and
                              (k[1] - {k2 for k2 in k[1] if k2[0] == "le"}) == lab)
-            T.check(len(buckets) == 18, "buckets (17 edges and +Inf): %d" % len(buckets))
+            # the 17 coarse edges always; from 1,000 samples on, a band of 24 fine edges around
+            # the series' own p99 (docs/http.md, "Histogram edges")
+            les = [le for le, _ in buckets]
+            T.check(set(COARSE) <= set(les), "the coarse edges of %X: %r" % (h, les))
+            fine = sorted(set(les) - set(COARSE) - {float("inf")})
+            if len(samples) >= 1000:
+                T.check(18 < len(buckets) <= 42, "buckets (17 + a band of 24 + Inf) of %X: %d"
+                        % (h, len(buckets)))
+                p99 = sorted(samples)[-(len(samples) // 100) - 1] / 1e9
+                T.check(fine[0] < p99 <= fine[-1], "the band %s..%s of %X holds its p99 %s"
+                        % (fine[0], fine[-1], h, p99))
+            else:
+                T.eq(len(buckets), 18, "buckets (17 edges and +Inf) of %X" % h)
             for le, v in buckets:
                 want = len(samples) if le == float("inf") else \
                     sum(1 for x in samples if x <= round(le * 1e9))

@@ -260,11 +260,17 @@ static void test_byte_at_a_time(void **state) {
   for (i = 0; i < sizeof(buf); i++) {
     int rc = tlc_dec_push(&d, buf + i, 1, &used, ev + n, 1);
     assert_int_equal(used, 1);
-    assert_true(rc == ((i % 24) == 23 ? 1 : 0));
+    /* each record as soon as it is whole, but the last: its time is more than 1 s below the
+     * one before, so it waits for the records after it (a clock restart needs them) */
+    assert_true(rc == ((i % 24) == 23 && i < sizeof(buf) - 1 ? 1 : 0));
     n += (size_t)rc;
   }
-  assert_int_equal(n, 6);
+  assert_int_equal(n, 5);
+  assert_int_equal(tlc_dec_pending(&d), 24);
+  assert_int_equal(tlc_dec_finish(&d, ev + n, 1), 1); /* the end of the stream decides it */
+  n++;
   check_golden11(ev);
+  assert_int_equal(ev[5].flags, 0); /* alone: not a restart */
   assert_int_equal(tlc_dec_finish(&d, ev, 8), 0);
   tlc_dec_fini(&d);
 }
@@ -409,7 +415,9 @@ static void test_max_and_progress(void **state) {
     n += (size_t)rc;
     off += used;
   }
-  assert_int_equal(n, 6);
+  assert_int_equal(n, 5); /* the last steps back: held for the records after it */
+  assert_int_equal(tlc_dec_finish(&d, ev + n, 1), 1);
+  n++;
   check_golden11(ev);
   tlc_dec_fini(&d);
 }
@@ -669,6 +677,47 @@ static void test_resync_reboot(void **state) {
   assert_int_equal(r.c.records_invalid, 0);
   res_free(&r);
   free(buf);
+}
+
+/* Strict mode (TCP): a board reset while its connection stays open. The first record of a run
+ * of confirm + 1 records that all lie more than the tolerance below the record before it, and
+ * agree with each other, carries TLC_EVF_RESTART (the engine then starts a clock epoch); a lone
+ * wild time does not; a restart in the last two records of a stream is flagged at its end;
+ * every chunking gives the same events. */
+static void test_strict_reboot(void **state) {
+  tlc_event_t want[300];
+  uint8_t *buf;
+  result_t r;
+  size_t i, k;
+  int64_t shift;
+  rng_t g;
+  (void)state;
+  for (k = 0; k < 3; k++) {
+    size_t at = k == 2 ? 298 : 150; /* where the clock restarts (298: two records left) */
+    rng_seed(&g, 13 + k);
+    buf = gen_stream(TLC_FMT_BIN11, &g, 300, want);
+    shift = want[at].time_ns - 1000;
+    for (i = 0; i < 300; i++) {
+      if (i < at)
+        want[i].time_ns += 10000000000ll; /* the old clock: past 10 s */
+      else
+        want[i].time_ns -= shift; /* the new clock, from 1000 ns */
+      if (k == 1 && i == 60)
+        want[i].time_ns = 5; /* a lone wild time, far below the others */
+      tlc_bin1x_encode(TLC_FMT_BIN11, &want[i], buf + i * 24);
+    }
+    for (unsigned chunking = 0; chunking < 2; chunking++) {
+      decode(TLC_FMT_BIN11, NULL, buf, 300 * 24, chunking ? &g : NULL, chunking ? 7 : 64, &r);
+      assert_int_equal(r.n, 300);
+      for (i = 0; i < 300; i++) {
+        assert_true(same_record(&r.ev[i], &want[i]));
+        assert_int_equal(r.ev[i].flags, i == at ? TLC_EVF_RESTART : 0);
+      }
+      assert_int_equal(r.c.records_invalid, 0);
+      res_free(&r);
+    }
+    free(buf);
+  }
 }
 
 /* A pause longer than TLC_BIN1X_MAX_STEP_NS (the target stopped at a breakpoint for a minute)
@@ -1019,6 +1068,7 @@ int main(void) {
     cmocka_unit_test(test_resync_all_garbage),
     cmocka_unit_test(test_reset),
     cmocka_unit_test(test_random_damage),
+    cmocka_unit_test(test_strict_reboot),
     cmocka_unit_test(test_plausible_run),
     cmocka_unit_test(test_detect),
     cmocka_unit_test(test_no_allocation),
