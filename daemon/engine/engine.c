@@ -376,6 +376,32 @@ tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
   e->o.tap(e->o.tap_ud, &x);
 }
 
+/* Asks the tap which kinds of r it wants (engine.h: tap_want), for this tap generation. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static unsigned
+tap_ask(tlc_engine_t *e, erow_t *r, unsigned k) {
+  uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  unsigned m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind,
+                                                     r->kind == TLC_ROW_STATE ? r->state : 0)
+                                     : 0xFFu;
+  r->tap_mask = (uint8_t)m;
+  r->tap_gen = e->tap_gen;
+  return (m >> k) & 1u;
+}
+
+/* 1 when the tap wants kind k (or TLC_TAP_COUNT) of r. */
+static inline unsigned tap_on(tlc_engine_t *e, erow_t *r, unsigned k) {
+  return r->tap_gen == e->tap_gen ? (r->tap_mask >> k) & 1u : tap_ask(e, r, k);
+}
+
+/* A TLC_TAP_COUNT mark for row r at time t (the current event). */
+static inline void tap_count(tlc_engine_t *e, erow_t *r, int64_t t) {
+  if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, TLC_TAP_COUNT))
+    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+}
+
 /* One sample of kind k that started at `start` (the event of change sequence seq_start) and
  * closed at `end` (the current event): the row's dist (its current interval's, with windows:
  * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
@@ -394,7 +420,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
-  if (TLC_UNLIKELY(e->o.tap != NULL))
+  if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, k))
     tap_emit(e, r, k, v, start, seq_start, end);
 }
 
@@ -575,7 +601,7 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
     sample(e, r, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
       sample(e, r, TLC_GROSS, gross, a->start, a->seq, t);
-    else if (TLC_UNLIKELY(e->o.tap != NULL)) /* GROSS == CALL, as the snapshot reports it */
+    else if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, TLC_GROSS)) /* GROSS == CALL */
       tap_emit(e, r, TLC_GROSS, call, a->start, a->seq, t);
     sample(e, r, TLC_CALL, call, a->start, a->seq, t);
   }
@@ -710,6 +736,7 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     hot_at(e, r, t);
     r->count++;
+    tap_count(e, r, t);
     if (r->has_last)
       sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
@@ -821,6 +848,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   r->seq = e->seq;
   hot_at(e, r, t);
   r->count++;
+  tap_count(e, r, t);
   if (r->has_last)
     sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
@@ -868,6 +896,7 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   }
   hot_at(e, r, t);
   r->count++;
+  tap_count(e, r, t);
   if (r->has_last)
     sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
@@ -1092,6 +1121,17 @@ void tlc_engine_gap(tlc_engine_t *e) {
     }
     r->has_last = 0;
   }
+  if (e->o.tap != NULL) {
+    tlc_engine_sample_t x;
+    memset(&x, 0, sizeof(x));
+    x.context = TLC_CTX_NONE;
+    x.kind = TLC_TAP_GAP;
+    x.row_kind = 0xFF;
+    x.start = x.end = t;
+    x.epoch = e->c.clock_resets;
+    x.seq_start = x.seq_end = e->seq;
+    e->o.tap(e->o.tap_ud, &x);
+  }
 }
 
 /* ---- lifecycle ---- */
@@ -1169,6 +1209,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
                       (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
                   TLC_ACCT_FORCE);
   tlc__engine_new_epoch(e);
+  e->tap_gen = 1;
   *ep = e;
   return 0;
 }
@@ -1208,9 +1249,17 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
     e->map_gen = 0;
 }
 
-void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, void *ud) {
+void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
+                        void *ud) {
   e->o.tap = tap;
+  e->o.tap_want = want;
   e->o.tap_ud = ud;
+  tlc__engine_tap_regen(e);
+}
+
+void tlc__engine_tap_regen(tlc_engine_t *e) {
+  if (++e->tap_gen == 0)
+    e->tap_gen = 1;
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {

@@ -157,6 +157,21 @@ typedef struct tlc_engine_sample {
                                   activation opened before a checkpoint of an older build) */
 } tlc_engine_sample_t;
 typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
+/* Besides samples, the tap gets two kinds of marks (kind >= TLC_NKINDS):
+ *  TLC_TAP_COUNT an event that counts in its row's COUNT (an E of a code area, a state entry, a
+ *                data write): value 1, start = end = its time, seq_start = seq_end = its
+ *                sequence (what a rate budget counts);
+ *  TLC_TAP_GAP   tlc_engine_gap (also the one a clock restart makes): handle 0, context
+ *                TLC_CTX_NONE, row_kind 0xFF, value 0, start = end = the last event time; no
+ *                sample spans it. */
+#define TLC_TAP_COUNT TLC_NKINDS
+#define TLC_TAP_GAP   (TLC_NKINDS + 1)
+/* Which of a row's samples a tap wants: a mask, bit k for kind k (TLC_NET..TLC_OUTSIDE and
+ * TLC_TAP_COUNT). Asked once per row, at its first sample or count after the tap was set
+ * (tlc_engine_opts_t.tap or tlc_engine_set_tap), so that rows no consumer watches cost one
+ * compare per sample. Gaps are always delivered. */
+typedef unsigned (*tlc_engine_tap_want_fn)(void *ud, uint32_t handle, uint32_t context,
+                                           uint8_t row_kind, uint64_t state);
 
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
@@ -174,7 +189,8 @@ typedef struct tlc_engine_opts {
   int64_t clock_reset_ns;       /* clock restart threshold (default 1 s; <= 0: never a restart) */
   tlc_engine_tap_fn tap;        /* called on the engine's thread for every sample as it closes
                                    (NULL: none, and no cost); must not call into the engine */
-  void *tap_ud;                 /* tap's first argument */
+  void *tap_ud;                 /* tap's first argument (and tap_want's) */
+  tlc_engine_tap_want_fn tap_want; /* NULL: every sample and count of every row */
 } tlc_engine_opts_t;
 
 /* Fills *o with the defaults: no context_area, no packing, 3 windows (1 s, 10 s, 60 s), 1,000,000
@@ -206,8 +222,10 @@ void tlc_engine_gap(tlc_engine_t *e);
 
 /* Replaces the borrowed mapping (NULL: none) used for variable -> state links from the next
  * event on. */
-/* Replaces the tap (opts.tap, opts.tap_ud; NULL: none) from the next event on. */
-void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, void *ud);
+/* Replaces the tap (opts.tap, opts.tap_want, opts.tap_ud; tap NULL: none) from the next event
+ * on; every row's wanted kinds are asked again. */
+void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
+                        void *ud);
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
 
 typedef struct tlc_snap_opts {

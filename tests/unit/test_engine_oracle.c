@@ -568,10 +568,12 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
   tapacc_t *a = ud;
   size_t i;
   /* a sample's times and sequence numbers are its events': the closing one is the latest */
-  if (s->kind >= TLC_NKINDS || s->value < 0 || s->seq_start > s->seq_end ||
-      s->seq_end < a->last_seq)
+  if (s->kind > TLC_TAP_GAP || s->value < 0 || s->seq_start > s->seq_end ||
+      s->seq_end < a->last_seq || (s->kind == TLC_TAP_COUNT && s->value != 1))
     a->bad = 1;
   a->last_seq = s->seq_end;
+  if (s->kind == TLC_TAP_GAP)
+    return;
   for (i = 0; i < a->n; i++) {
     tapent_t *x = &a->e[i];
     if (x->handle == s->handle && x->context == s->context && x->state == s->state &&
@@ -601,7 +603,8 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
 }
 
 /* Every sample a snapshot's dists count went through the tap, and nothing else: per row (other
- * than Neutral ones) and kind, the tap's count, min and max are the dist's. */
+ * than Neutral ones) and kind, the tap's count, min and max are the dist's; its TLC_TAP_COUNT
+ * marks are the row's COUNT. */
 static int cmp_tap(const tapacc_t *a, const tlc_table_t *t) {
   size_t i, seen = 0;
   unsigned k;
@@ -613,14 +616,19 @@ static int cmp_tap(const tapacc_t *a, const tlc_table_t *t) {
     const tlc_stat_t *r = &t->rows[i];
     if (r->context == TLC_CTX_NEUTRAL)
       continue;
-    for (k = 0; k < TLC_NKINDS; k++) {
-      const tlc_dist_t *d = &r->dist[k];
+    for (k = 0; k <= TLC_TAP_COUNT; k++) {
+      tlc_dist_t cnt = { 0 };
+      const tlc_dist_t *d = k < TLC_NKINDS ? &r->dist[k] : &cnt;
       const tapent_t *x = NULL;
       size_t j;
       for (j = 0; j < a->n; j++)
         if (a->e[j].handle == r->handle && a->e[j].context == r->context &&
             a->e[j].state == r->state && a->e[j].row_kind == r->kind && a->e[j].kind == k)
           x = &a->e[j];
+      if (k == TLC_TAP_COUNT) {
+        cnt.n = r->count;
+        cnt.min = cnt.max = 1;
+      }
       if (x == NULL ? d->n != 0 : x->n != d->n || x->min != d->min || x->max != d->max) {
         fprintf(stderr,
                 "%s: tap of row %08x ctx %u state %llu kind %u: n %llu min %lld max %lld, "
