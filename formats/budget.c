@@ -12,12 +12,12 @@
 
 static const char *const stat_names[] = { "net", "gross", "call", "period", "outside", "rate" };
 
-const char *tlc_budget_stat_name(unsigned stat) {
+const char *tlc_tbudget_stat_name(unsigned stat) {
   return stat <= TLC_BSTAT_RATE ? stat_names[stat] : "?";
 }
 
-int tlc_budget_init(tlc_budget_t *b, const char *name, const char *origin, char *err,
-                    size_t errlen) {
+int tlc_tbudget_init(tlc_tbudget_t *b, const char *name, const char *origin, char *err,
+                     size_t errlen) {
   size_t i, n = strlen(name);
   memset(b, 0, sizeof(*b));
   if (n == 0 || n > TLC_BUDGET_NAME_MAX) {
@@ -38,7 +38,7 @@ int tlc_budget_init(tlc_budget_t *b, const char *name, const char *origin, char 
   return 0;
 }
 
-int tlc_budget_duration(const char *s, int count, int64_t *ns) {
+int tlc_tbudget_duration(const char *s, int count, int64_t *ns) {
   static const struct {
     const char *u;
     int64_t mul;
@@ -124,8 +124,8 @@ static int set_str(char *dst, size_t cap, const char *key, const char *val, char
   return 0;
 }
 
-int tlc_budget_set_key(tlc_budget_t *b, const char *key, const char *val, char *err,
-                       size_t errlen) {
+int tlc_tbudget_set_key(tlc_tbudget_t *b, const char *key, const char *val, char *err,
+                        size_t errlen) {
   if (strcmp(key, "target") == 0)
     return set_str(b->target, sizeof(b->target), key, val, err, errlen);
   if (strcmp(key, "area") == 0) {
@@ -157,8 +157,8 @@ int tlc_budget_set_key(tlc_budget_t *b, const char *key, const char *val, char *
   if (strcmp(key, "max") == 0 || strcmp(key, "min") == 0) {
     int64_t v;
     /* rate limits are counts; the stat may come after the limit, so a count is taken as such
-     * and checked against the stat in tlc_budget_check */
-    if (tlc_budget_duration(val, 0, &v) != 0 && tlc_budget_duration(val, 1, &v) != 0) {
+     * and checked against the stat in tlc_tbudget_check */
+    if (tlc_tbudget_duration(val, 0, &v) != 0 && tlc_tbudget_duration(val, 1, &v) != 0) {
       snprintf(err, errlen,
                "%s: a duration with its unit (250us, 1.5ms, 2s) or, for rate, a count (not "
                "'%s')",
@@ -167,15 +167,15 @@ int tlc_budget_set_key(tlc_budget_t *b, const char *key, const char *val, char *
     }
     if (key[1] == 'a') {
       b->max = v;
-      b->has_max = (uint8_t)(tlc_budget_duration(val, 1, &v) == 0 ? 2 : 1);
+      b->has_max = (uint8_t)(tlc_tbudget_duration(val, 1, &v) == 0 ? 2 : 1);
     } else {
       b->min = v;
-      b->has_min = (uint8_t)(tlc_budget_duration(val, 1, &v) == 0 ? 2 : 1);
+      b->has_min = (uint8_t)(tlc_tbudget_duration(val, 1, &v) == 0 ? 2 : 1);
     }
     return 0;
   }
   if (strcmp(key, "window") == 0) {
-    if (tlc_budget_duration(val, 0, &b->window_ns) != 0 || b->window_ns <= 0) {
+    if (tlc_tbudget_duration(val, 0, &b->window_ns) != 0 || b->window_ns <= 0) {
       snprintf(err, errlen, "window: a duration with its unit, more than 0 (not '%s')", val);
       return -1;
     }
@@ -185,7 +185,7 @@ int tlc_budget_set_key(tlc_budget_t *b, const char *key, const char *val, char *
   return -1;
 }
 
-int tlc_budget_check(const tlc_budget_t *b, char *err, size_t errlen) {
+int tlc_tbudget_check(const tlc_tbudget_t *b, char *err, size_t errlen) {
   int rate = b->stat == TLC_BSTAT_RATE;
   if (b->area[0] == '\0') {
     snprintf(err, errlen, "area: missing");
@@ -215,11 +215,11 @@ int tlc_budget_check(const tlc_budget_t *b, char *err, size_t errlen) {
   return 0;
 }
 
-int tlc_budget_target_match(const tlc_budget_t *b, const char *name) {
+int tlc_tbudget_target_match(const tlc_tbudget_t *b, const char *name) {
   return fnmatch(b->target, name, 0) == 0;
 }
 
-int tlc_budget_area_match(const tlc_budget_t *b, uint32_t handle, const char *name) {
+int tlc_tbudget_area_match(const tlc_tbudget_t *b, uint32_t handle, const char *name) {
   switch (b->area_kind) {
   case TLC_BAREA_HANDLE:
     return handle == b->handle;
@@ -230,16 +230,16 @@ int tlc_budget_area_match(const tlc_budget_t *b, uint32_t handle, const char *na
   }
 }
 
-void tlc_budget_set_init(tlc_budget_set_t *s) {
+void tlc_tbudget_set_init(tlc_tbudget_set_t *s) {
   memset(s, 0, sizeof(*s));
 }
 
-void tlc_budget_set_fini(tlc_budget_set_t *s) {
+void tlc_tbudget_set_fini(tlc_tbudget_set_t *s) {
   tlc_free(s->b);
   memset(s, 0, sizeof(*s));
 }
 
-long tlc_budget_set_find(const tlc_budget_set_t *s, const char *name) {
+long tlc_tbudget_set_find(const tlc_tbudget_set_t *s, const char *name) {
   size_t i;
   for (i = 0; i < s->n; i++)
     if (strcmp(s->b[i].name, name) == 0)
@@ -247,8 +247,8 @@ long tlc_budget_set_find(const tlc_budget_set_t *s, const char *name) {
   return -1;
 }
 
-int tlc_budget_set_add(tlc_budget_set_t *s, const tlc_budget_t *b, char *err, size_t errlen) {
-  if (tlc_budget_set_find(s, b->name) >= 0) {
+int tlc_tbudget_set_add(tlc_tbudget_set_t *s, const tlc_tbudget_t *b, char *err, size_t errlen) {
+  if (tlc_tbudget_set_find(s, b->name) >= 0) {
     snprintf(err, errlen, "a second budget named %s", b->name);
     return -1;
   }
@@ -258,7 +258,7 @@ int tlc_budget_set_add(tlc_budget_set_t *s, const tlc_budget_t *b, char *err, si
   }
   if (s->n == s->cap) {
     size_t nc = s->cap ? s->cap * 2 : 8;
-    tlc_budget_t *nb = tlc_realloc(s->b, nc * sizeof(*nb));
+    tlc_tbudget_t *nb = tlc_realloc(s->b, nc * sizeof(*nb));
     if (nb == NULL)
       return TLC_ENOMEM;
     s->b = nb;
@@ -277,20 +277,20 @@ static void trim(const char **p, const char **e) {
 }
 
 /* Closes the open budget (if any) into s. */
-static int finish(tlc_budget_set_t *s, tlc_budget_t *cur, int *open, char *msg, size_t msglen) {
+static int finish(tlc_tbudget_set_t *s, tlc_tbudget_t *cur, int *open, char *msg, size_t msglen) {
   int rc;
   if (!*open)
     return 0;
   *open = 0;
-  if (tlc_budget_check(cur, msg, msglen) != 0)
+  if (tlc_tbudget_check(cur, msg, msglen) != 0)
     return -1;
-  rc = tlc_budget_set_add(s, cur, msg, msglen);
+  rc = tlc_tbudget_set_add(s, cur, msg, msglen);
   return rc;
 }
 
-int tlc_budget_parse(tlc_budget_set_t *s, const char *text, size_t len, const char *fname,
-                     char *err, size_t errlen) {
-  tlc_budget_t cur;
+int tlc_tbudget_parse(tlc_tbudget_set_t *s, const char *text, size_t len, const char *fname,
+                      char *err, size_t errlen) {
+  tlc_tbudget_t cur;
   char msg[512], key[64], val[TLC_BUDGET_PAT_MAX + 2], origin[160];
   size_t pos = 0, line = 0, sec_line = 0;
   int open = 0, rc;
@@ -335,7 +335,7 @@ int tlc_budget_parse(tlc_budget_set_t *s, const char *text, size_t len, const ch
         memcpy(name, n, nl2);
         name[nl2] = '\0';
         snprintf(origin, sizeof(origin), "%s:%zu", fname, line);
-        if (tlc_budget_init(&cur, name, origin, msg, sizeof(msg)) != 0) {
+        if (tlc_tbudget_init(&cur, name, origin, msg, sizeof(msg)) != 0) {
           snprintf(err, errlen, "%s:%zu: [budget %s]: %s", fname, line, name, msg);
           goto fail;
         }
@@ -365,7 +365,7 @@ int tlc_budget_parse(tlc_budget_set_t *s, const char *text, size_t len, const ch
       key[ke - kp] = '\0';
       memcpy(val, vp, (size_t)(ve - vp));
       val[ve - vp] = '\0';
-      if (tlc_budget_set_key(&cur, key, val, msg, sizeof(msg)) != 0) {
+      if (tlc_tbudget_set_key(&cur, key, val, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s:%zu: [budget %s] %s", fname, line, cur.name, msg);
         goto fail;
       }

@@ -21,7 +21,7 @@
 #define NONE32 0xFFFFFFFFu
 
 typedef struct bstate {
-  tlc_budget_t def;
+  tlc_tbudget_t def;
   uint64_t total;
   tlc_violation_t *ring; /* keep of them */
   size_t rn, rhead;      /* used, next slot */
@@ -83,14 +83,14 @@ static int64_t wall_default(void *ud) {
 }
 
 /* Fills bs[0..) with the budgets of set that apply to w->target. 0 or TLC_ENOMEM. */
-static int build_states(tlc_bwatch_t *w, const tlc_budget_set_t *set, bstate_t **out,
+static int build_states(tlc_bwatch_t *w, const tlc_tbudget_set_t *set, bstate_t **out,
                         size_t *nout) {
   size_t i, n = 0;
   bstate_t *bs = tlc_calloc(set->n ? set->n : 1, sizeof(*bs));
   if (bs == NULL)
     return TLC_ENOMEM;
   for (i = 0; i < set->n; i++) {
-    if (!tlc_budget_target_match(&set->b[i], w->target))
+    if (!tlc_tbudget_target_match(&set->b[i], w->target))
       continue;
     bs[n].def = set->b[i];
     n++;
@@ -100,7 +100,7 @@ static int build_states(tlc_bwatch_t *w, const tlc_budget_set_t *set, bstate_t *
   return 0;
 }
 
-static int same_def(const tlc_budget_t *a, const tlc_budget_t *b) {
+static int same_def(const tlc_tbudget_t *a, const tlc_tbudget_t *b) {
   return strcmp(a->name, b->name) == 0 && strcmp(a->target, b->target) == 0 &&
          strcmp(a->area, b->area) == 0 && strcmp(a->context, b->context) == 0 &&
          a->stat == b->stat && a->has_max == b->has_max && a->has_min == b->has_min &&
@@ -115,7 +115,7 @@ static void free_states(bstate_t *bs, size_t n) {
   tlc_free(bs);
 }
 
-int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_budget_set_t *set,
+int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_tbudget_set_t *set,
                    const tlc_bwatch_opts_t *o) {
   tlc_bwatch_t *w = tlc_calloc(1, sizeof(*w));
   *wp = NULL;
@@ -163,7 +163,7 @@ void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
   tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
 }
 
-int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_budget_set_t *set) {
+int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
   bstate_t *bs;
   size_t nb, i, j, k;
   uint32_t *remap;
@@ -178,7 +178,7 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_budget_set_t *set) {
     remap[i] = NONE32;
     for (j = 0; j < nb; j++)
       if (same_def(&w->bs[i].def, &bs[j].def)) {
-        tlc_budget_t def = bs[j].def; /* the new origin */
+        tlc_tbudget_t def = bs[j].def; /* the new origin */
         bs[j] = w->bs[i];
         bs[j].def = def;
         w->bs[i].ring = NULL;
@@ -218,8 +218,8 @@ static const rowent_t *row_find(const tlc_bwatch_t *w, uint32_t handle, uint32_t
   return NULL;
 }
 
-static int budget_matches(tlc_bwatch_t *w, const tlc_budget_t *b, uint32_t handle, uint32_t context,
-                          uint8_t rk, const char **name, int *named) {
+static int budget_matches(tlc_bwatch_t *w, const tlc_tbudget_t *b, uint32_t handle,
+                          uint32_t context, uint8_t rk, const char **name, int *named) {
   if (b->stat == TLC_BSTAT_RATE ? 0
                                 : (rk != TLC_ROW_CODE && b->stat != TLC_PERIOD &&
                                    !(rk == TLC_ROW_STATE && b->stat == TLC_NET)))
@@ -228,7 +228,7 @@ static int budget_matches(tlc_bwatch_t *w, const tlc_budget_t *b, uint32_t handl
     *name = w->o.area_name != NULL ? w->o.area_name(w->o.ud, handle) : NULL;
     *named = 1;
   }
-  if (!tlc_budget_area_match(b, handle, *name))
+  if (!tlc_tbudget_area_match(b, handle, *name))
     return 0;
   if (b->context[0] != '\0') {
     char buf[128];
@@ -254,7 +254,7 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
   if (old != NULL)
     return old->mask;
   for (i = 0; i < w->nb; i++) {
-    const tlc_budget_t *b = &w->bs[i].def;
+    const tlc_tbudget_t *b = &w->bs[i].def;
     if (!budget_matches(w, b, handle, context, row_kind, &name, &named))
       continue;
     if (w->nm == w->capm) {
@@ -372,7 +372,7 @@ static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violatio
 
 static void test_value(tlc_bwatch_t *w, match_t *m, const rowent_t *r, int64_t value, int64_t start,
                        int64_t end, uint64_t epoch, uint64_t seq0, uint64_t seq1) {
-  const tlc_budget_t *b = &w->bs[m->bi].def;
+  const tlc_tbudget_t *b = &w->bs[m->bi].def;
   tlc_violation_t v;
   int over = b->has_max && value > b->max, under = b->has_min && value < b->min;
   if (!over && !under)
@@ -407,7 +407,7 @@ static int64_t wbound(int64_t win, int64_t len) {
 
 static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
                        const tlc_engine_sample_t *s) {
-  const tlc_budget_t *b = &w->bs[m->bi].def;
+  const tlc_tbudget_t *b = &w->bs[m->bi].def;
   int64_t len = b->window_ns, win = floordiv(s->end, len);
   if (m->has_win && m->epoch == s->epoch && win <= m->win) {
     m->wcount++; /* in the window (an out-of-order time counts in the open one) */
@@ -468,7 +468,7 @@ size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w) {
   return w->nb;
 }
 
-const tlc_budget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i) {
+const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i) {
   return i < w->nb ? &w->bs[i].def : NULL;
 }
 

@@ -75,7 +75,7 @@ typedef struct tlc_bwatch tlc_bwatch_t;
 
 /* A watch for target `target` over the budgets of `set` that apply to it (copied). 0,
  * TLC_ENOMEM. */
-int tlc_bwatch_new(tlc_bwatch_t **w, const char *target, const tlc_budget_set_t *set,
+int tlc_bwatch_new(tlc_bwatch_t **w, const char *target, const tlc_tbudget_set_t *set,
                    const tlc_bwatch_opts_t *o);
 void tlc_bwatch_free(tlc_bwatch_t *w);
 /* Makes w the tap of e (tlc_engine_set_tap with tlc_bwatch_tap and tlc_bwatch_want). */
@@ -83,7 +83,7 @@ void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e);
 /* Replaces the budgets (a reload): unchanged ones keep their counts, kept and worst. The
  * engine must be attached again (tlc_bwatch_attach) so that its rows are asked again. 0 or
  * TLC_ENOMEM (w unchanged). */
-int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_budget_set_t *set);
+int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set);
 
 /* The engine's tap and want callbacks (ud = the watch). */
 void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s);
@@ -92,7 +92,7 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
 
 /* Reading. */
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w);
-const tlc_budget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i);
+const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i);
 /* Violations of budget i, ever. */
 uint64_t tlc_bwatch_total(const tlc_bwatch_t *w, size_t i);
 /* The worst violation of budget i, or NULL. */

@@ -26,27 +26,27 @@
 static void test_duration(void **state) {
   int64_t v;
   (void)state;
-  assert_int_equal(tlc_budget_duration("250us", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("250us", 0, &v), 0);
   assert_int_equal(v, 250000);
-  assert_int_equal(tlc_budget_duration("1.5ms", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("1.5ms", 0, &v), 0);
   assert_int_equal(v, 1500000);
-  assert_int_equal(tlc_budget_duration("2s", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("2s", 0, &v), 0);
   assert_int_equal(v, 2000000000);
-  assert_int_equal(tlc_budget_duration("0.000000001s", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("0.000000001s", 0, &v), 0);
   assert_int_equal(v, 1);
-  assert_int_equal(tlc_budget_duration("17ns", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("17ns", 0, &v), 0);
   assert_int_equal(v, 17);
-  assert_int_equal(tlc_budget_duration("12", 1, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("12", 1, &v), 0);
   assert_int_equal(v, 12);
-  assert_int_equal(tlc_budget_duration("12", 0, &v), -1); /* a duration needs its unit */
-  assert_int_equal(tlc_budget_duration("1ms", 1, &v), -1);
-  assert_int_equal(tlc_budget_duration("-1ms", 0, &v), -1);
-  assert_int_equal(tlc_budget_duration("ms", 0, &v), -1);
-  assert_int_equal(tlc_budget_duration("1.ms", 0, &v), 0);
+  assert_int_equal(tlc_tbudget_duration("12", 0, &v), -1); /* a duration needs its unit */
+  assert_int_equal(tlc_tbudget_duration("1ms", 1, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("-1ms", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("ms", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("1.ms", 0, &v), 0);
   assert_int_equal(v, 1000000);
-  assert_int_equal(tlc_budget_duration("99999999999999999999s", 0, &v), -1);
-  assert_int_equal(tlc_budget_duration("10000000000s", 0, &v), -1); /* past INT64_MAX ns */
-  assert_int_equal(tlc_budget_duration("1h", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("99999999999999999999s", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("10000000000s", 0, &v), -1); /* past INT64_MAX ns */
+  assert_int_equal(tlc_tbudget_duration("1h", 0, &v), -1);
 }
 
 static const char good[] = "# budgets\n"
@@ -70,11 +70,11 @@ static const char good[] = "# budgets\n"
                            "max = 20\n";
 
 static void test_parse(void **state) {
-  tlc_budget_set_t s;
+  tlc_tbudget_set_t s;
   char err[512];
   (void)state;
-  tlc_budget_set_init(&s);
-  assert_int_equal(tlc_budget_parse(&s, good, strlen(good), "b.ini", err, sizeof(err)), 0);
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, good, strlen(good), "b.ini", err, sizeof(err)), 0);
   assert_int_equal(s.n, 3);
   assert_string_equal(s.b[0].name, "isr");
   assert_int_equal(s.b[0].area_kind, TLC_BAREA_HANDLE);
@@ -92,27 +92,27 @@ static void test_parse(void **state) {
   assert_int_equal(s.b[2].stat, TLC_BSTAT_RATE);
   assert_int_equal(s.b[2].window_ns, 10000000);
   assert_int_equal(s.b[2].max, 20);
-  assert_true(tlc_budget_target_match(&s.b[1], "board-3"));
-  assert_false(tlc_budget_target_match(&s.b[1], "bench"));
-  assert_true(tlc_budget_area_match(&s.b[1], 5, "TaskIdle"));
-  assert_false(tlc_budget_area_match(&s.b[1], 5, NULL));
-  assert_true(tlc_budget_area_match(&s.b[0], 0x10, NULL));
-  assert_true(tlc_budget_area_match(&s.b[2], 1, "rx_irq"));
-  assert_false(tlc_budget_area_match(&s.b[2], 1, "rx_irq2"));
-  tlc_budget_set_fini(&s);
+  assert_true(tlc_tbudget_target_match(&s.b[1], "board-3"));
+  assert_false(tlc_tbudget_target_match(&s.b[1], "bench"));
+  assert_true(tlc_tbudget_area_match(&s.b[1], 5, "TaskIdle"));
+  assert_false(tlc_tbudget_area_match(&s.b[1], 5, NULL));
+  assert_true(tlc_tbudget_area_match(&s.b[0], 0x10, NULL));
+  assert_true(tlc_tbudget_area_match(&s.b[2], 1, "rx_irq"));
+  assert_false(tlc_tbudget_area_match(&s.b[2], 1, "rx_irq2"));
+  tlc_tbudget_set_fini(&s);
 }
 
 static void refused(const char *text, const char *want) {
-  tlc_budget_set_t s;
+  tlc_tbudget_set_t s;
   char err[512] = "";
-  tlc_budget_set_init(&s);
-  assert_int_equal(tlc_budget_parse(&s, text, strlen(text), "f.ini", err, sizeof(err)), -1);
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, text, strlen(text), "f.ini", err, sizeof(err)), -1);
   if (strstr(err, want) == NULL) {
     fprintf(stderr, "got '%s', want '%s'\n", err, want);
     fail();
   }
   assert_int_equal(s.n, 0);
-  tlc_budget_set_fini(&s);
+  tlc_tbudget_set_fini(&s);
 }
 
 static void test_refusals(void **state) {
@@ -175,12 +175,12 @@ static void ev(tlc_event_t *e, int64_t t, uint32_t h, unsigned type, unsigned co
 }
 
 static tlc_bwatch_t *watch(const char *text, seen_t *seen, size_t keep, tlc_engine_t **e) {
-  tlc_budget_set_t s;
+  tlc_tbudget_set_t s;
   tlc_bwatch_t *w;
   tlc_bwatch_opts_t o;
   char err[512];
-  tlc_budget_set_init(&s);
-  if (tlc_budget_parse(&s, text, strlen(text), "t.ini", err, sizeof(err)) != 0) {
+  tlc_tbudget_set_init(&s);
+  if (tlc_tbudget_parse(&s, text, strlen(text), "t.ini", err, sizeof(err)) != 0) {
     fprintf(stderr, "%s\n", err);
     fail();
   }
@@ -192,7 +192,7 @@ static tlc_bwatch_t *watch(const char *text, seen_t *seen, size_t keep, tlc_engi
   o.wall_ms = wall;
   o.ud = seen;
   assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
-  tlc_budget_set_fini(&s);
+  tlc_tbudget_set_fini(&s);
   assert_int_equal(tlc_engine_new(e, TLC_FMT_BIN11, NULL), 0);
   tlc_bwatch_attach(w, *e);
   return w;
@@ -408,7 +408,7 @@ static void test_reload(void **state) {
   static seen_t seen;
   tlc_engine_t *e;
   tlc_bwatch_t *w;
-  tlc_budget_set_t s;
+  tlc_tbudget_set_t s;
   char err[256];
   (void)state;
   memset(&seen, 0, sizeof(seen));
@@ -416,11 +416,11 @@ static void test_reload(void **state) {
   push_stream(e); /* TaskA: NET 200, 50, 900; CALL 300, 50, 900 */
   assert_int_equal(tlc_bwatch_total(w, 0), 2);
   assert_int_equal(tlc_bwatch_total(w, 1), 2);
-  tlc_budget_set_init(&s);
-  assert_int_equal(tlc_budget_parse(&s, b, strlen(b), "b.ini", err, sizeof(err)), 0);
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, b, strlen(b), "b.ini", err, sizeof(err)), 0);
   assert_int_equal(tlc_bwatch_set_budgets(w, &s), 0);
   tlc_bwatch_attach(w, e);
-  tlc_budget_set_fini(&s);
+  tlc_tbudget_set_fini(&s);
   assert_string_equal(tlc_bwatch_budget(w, 1)->name, "keep");
   assert_int_equal(tlc_bwatch_total(w, 1), 2); /* unchanged: kept, now at index 1 */
   assert_int_equal(count_of(w, 1, 1, 0), 2);
