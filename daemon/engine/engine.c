@@ -353,10 +353,98 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   e->hcur = e->hlog;
 }
 
-/* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
- * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
- * span). */
-static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
+/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
+ * so that an engine without a tap pays one predicted branch per sample. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
+         int64_t end) {
+  tlc_engine_sample_t x;
+  x.handle = r->handle;
+  x.context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  x.kind = (uint8_t)k;
+  x.row_kind = r->kind;
+  x.state = r->kind == TLC_ROW_STATE ? r->state : 0;
+  x.value = v;
+  x.start = start;
+  x.end = end;
+  x.epoch = e->c.clock_resets;
+  x.seq_start = seq_start;
+  x.seq_end = e->seq;
+  x.cookie = r->tap_cookie;
+  e->o.tap(e->o.tap_ud, &x);
+}
+
+/* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static unsigned
+tap_ask(tlc_engine_t *e, erow_t *r) {
+  uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  uint32_t cookie = 0;
+  unsigned m = e->o.tap_want != NULL
+                   ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind,
+                                   r->kind == TLC_ROW_STATE ? r->state : 0, &cookie)
+                   : 0xFFu;
+  r->tap_mask = (uint8_t)(m & ~TAP_ASK);
+  r->tap_cookie = cookie;
+  return r->tap_mask;
+}
+
+/* The kinds the tap wants of r for the current event (0 without a tap): one test per event
+ * without a tap, one load more with one. */
+static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
+  if (TLC_LIKELY(e->o.tap == NULL))
+    return 0;
+  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
+}
+
+/* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
+static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
+  if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
+    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+}
+
+/* The tap's samples of an activation of r closed by an X at t (tm = tapm(e, r) != 0): out of
+ * line, so that the engine's hot path holds no call for the rows no tap watches. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_close(tlc_engine_t *e, erow_t *r, unsigned tm, const act_t *a, int64_t net, int64_t gross,
+          int64_t call, int64_t t) {
+  if (tm & (1u << TLC_NET))
+    tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
+  if (tm & (1u << TLC_GROSS))
+    tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+  if (tm & (1u << TLC_CALL))
+    tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+}
+
+/* The tap's count, PERIOD and OUTSIDE of an E on r at t, before the row takes them (tm =
+ * tapm(e, r) != 0): the same values (a negative duration is 0, as dur() makes it). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
+  if (tm & (1u << TLC_TAP_COUNT))
+    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+  if (r->has_last && (tm & (1u << TLC_PERIOD)))
+    tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
+  if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
+    tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
+}
+
+/* One sample of kind k that started at `start` (the event of change sequence seq_start) and
+ * closed at `end` (the current event): the row's dist (its current interval's, with windows:
+ * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
+ * in the span), and the tap. */
+static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, int64_t v,
+                          int64_t start, uint64_t seq_start, int64_t end) {
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
@@ -369,6 +457,8 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
+  if (TLC_UNLIKELY(tm & (1u << k)))
+    tap_emit(e, r, k, v, start, seq_start, end);
 }
 
 /* ---- rows, contexts ---- */
@@ -416,6 +506,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->kind = (uint8_t)kind;
   r->link = NONE32;
   r->link_gen = NONE32;
+  r->tap_mask = TAP_ASK;
   r->wlo = INT64_MAX;
   r->whi = INT64_MIN;
   dists_clear(r->k);
@@ -529,8 +620,8 @@ static void ctx_stop(tlc_engine_t *e, uint8_t core, uint64_t task, int64_t t) {
 
 enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
 
-static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t,
-                              int how) {
+static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t, int how,
+                              int tapped) {
   erow_t *r = &e->rows[a->row];
   int64_t call, net = a->net, gross, in_t = ctx_in(ctxmode, c, t);
   call = dur(e, r, tsub(t, a->start));
@@ -544,11 +635,14 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
     r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
+    unsigned tm = tapped ? tapm(e, r) : 0;
     hot_at(e, r, t);
-    sample(e, r, TLC_NET, net);
+    sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
-      sample(e, r, TLC_GROSS, gross);
-    sample(e, r, TLC_CALL, call);
+      sample(e, r, 0, TLC_GROSS, gross, a->start, a->seq, t);
+    sample(e, r, 0, TLC_CALL, call, a->start, a->seq, t);
+    if (TLC_UNLIKELY(tm)) /* without context_area GROSS == CALL */
+      tap_close(e, r, tm, a, net, gross, call, t);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -556,13 +650,14 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   if (--r->open == 0 && how != CL_GAP) {
     r->out_active = 1;
     r->out_start = t;
+    r->out_seq = e->seq;
   }
 }
 
 /* Opens an activation of row ri (handle) on c at time t, IN(t) = in_t: the new innermost entry
  * of c's stack, which the caller made room for (ctx_room). */
 static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int running, int64_t t,
-                     int64_t in_t) {
+                     int64_t in_t, uint64_t seq) {
   act_t *a = &c->stack[c->depth++];
   a->row = ri;
   a->handle = handle;
@@ -571,6 +666,7 @@ static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int runn
   a->start = t;
   a->in_start = a->run_start = in_t;
   a->net = 0;
+  a->seq = seq;
 }
 
 /* Makes room for one more activation on c's stack (ctx_room: the check inline, the growth
@@ -603,8 +699,10 @@ static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
   return -1;
 }
 
-static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode) {
+static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode,
+                               int tapped) {
   const int ctxmode = mode == M_TASK;
+  unsigned tm;
   uint32_t ci, ri;
   ectx_t *c;
   erow_t *r;
@@ -679,17 +777,21 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     hot_at(e, r, t);
     r->count++;
+    tm = tapped ? tapm(e, r) : 0;
+    if (TLC_UNLIKELY(tm))
+      tap_entry(e, r, tm, t);
     if (r->has_last)
-      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+      sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
+    r->last_seq = e->seq;
     r->has_last = 1;
     if (r->out_active) {
       int64_t len = dur(e, r, tsub(t, r->out_start));
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
-      sample(e, r, TLC_OUTSIDE, len);
+      sample(e, r, 0, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
       r->out_active = 0;
     }
-    ctx_open(c, ri, ev->handle, 1, 1, t, in_t);
+    ctx_open(c, ri, ev->handle, 1, 1, t, in_t, e->seq);
     r->open++;
     break;
   case TLC_EV_RESUME:
@@ -721,7 +823,7 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], dur(e, r, tsub(t, r->out_start)));
       r->out_active = 0;
     }
-    ctx_open(c, ri, ev->handle, 0, ev->type == TLC_EV_RESUME, t, in_t);
+    ctx_open(c, ri, ev->handle, 0, ev->type == TLC_EV_RESUME, t, in_t, e->seq);
     r->open++;
     break;
   case TLC_EV_EXIT:
@@ -732,10 +834,10 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     while (c->depth > (uint32_t)p + 1) {
       c->depth--;
-      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC);
+      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC, 0);
     }
     c->depth--;
-    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X);
+    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X, tapped);
     break;
   default: /* W on a code area */
     anomaly(e, r);
@@ -750,12 +852,13 @@ static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   int64_t stay = dur(e, r, tsub(t, s->since));
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
   hot_at(e, r, t);
-  sample(e, r, TLC_NET, stay);
+  sample(e, r, tapm(e, r), TLC_NET, stay, s->since, s->since_seq, t);
   r->seq = e->seq;
   s->valid = 0;
 }
 
 static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t) {
+  unsigned tm;
   uint32_t si = hfind(e, hkey(HK_SAREA, handle), 0), ri;
   sarea_t *s;
   erow_t *r;
@@ -789,13 +892,17 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   r->seq = e->seq;
   hot_at(e, r, t);
   r->count++;
+  tm = tapm(e, r);
+  tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
+  r->last_seq = e->seq;
   r->has_last = 1;
   s->valid = 1;
   s->cur = v;
   s->since = t;
+  s->since_seq = e->seq;
   s->row = ri;
 }
 
@@ -820,6 +927,7 @@ static void state_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
 }
 
 static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+  unsigned tm;
   uint32_t ri = row_get(e, HK_DATA, ev->handle, 0, TLC_ROW_DATA);
   erow_t *r;
   if (ri == NONE32) {
@@ -834,9 +942,12 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   }
   hot_at(e, r, t);
   r->count++;
+  tm = tapm(e, r);
+  tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
+  r->last_seq = e->seq;
   r->has_last = 1;
   r->value = ev->data;
   if (!r->has_value || ev->data < r->vmin)
@@ -968,7 +1079,7 @@ size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_
 /* ---- events ---- */
 
 /* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */
-static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
+static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode, int tapped) {
   const int ctxmode = mode == M_TASK;
   int64_t t = ev->time_ns;
   unsigned area = tlc_handle_area(ev->handle);
@@ -991,7 +1102,7 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
     switch_in(e, e->cur[ev->core], t);
   }
   if (area <= TLC_AREA_LINE && ev->type <= TLC_EV_WRITE) { /* the common case first */
-    code_event(e, ev, t, mode);
+    code_event(e, ev, t, mode, tapped);
   } else if (TLC_UNLIKELY(ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE)) {
     anomaly(e, NULL);
     return;
@@ -1016,12 +1127,17 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
 void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
   size_t i;
   if (e->fmt != TLC_FMT_EVLOG && !e->ctxmode) {
-    for (i = 0; i < n; i++)
-      push1(e, &ev[i], M_CORE);
+    /* and for a tap or none: without one, the tap's tests compile away */
+    if (TLC_LIKELY(e->o.tap == NULL))
+      for (i = 0; i < n; i++)
+        push1(e, &ev[i], M_CORE, 0);
+    else
+      for (i = 0; i < n; i++)
+        push1(e, &ev[i], M_CORE, 1);
   } else {
     int mode = e->fmt == TLC_FMT_EVLOG ? M_THREAD : M_TASK;
     for (i = 0; i < n; i++)
-      push1(e, &ev[i], mode);
+      push1(e, &ev[i], mode, e->o.tap != NULL);
   }
 }
 
@@ -1036,7 +1152,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     ectx_t *c = &e->ctx[i];
     while (c->depth > 0) {
       c->depth--;
-      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP);
+      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP, 0);
     }
   }
   for (i = 0; i < e->nsa; i++) {
@@ -1056,6 +1172,17 @@ void tlc_engine_gap(tlc_engine_t *e) {
       r->seq = e->seq;
     }
     r->has_last = 0;
+  }
+  if (e->o.tap != NULL) {
+    tlc_engine_sample_t x;
+    memset(&x, 0, sizeof(x));
+    x.context = TLC_CTX_NONE;
+    x.kind = TLC_TAP_GAP;
+    x.row_kind = 0xFF;
+    x.start = x.end = t;
+    x.epoch = e->c.clock_resets;
+    x.seq_start = x.seq_end = e->seq;
+    e->o.tap(e->o.tap_ud, &x);
   }
 }
 
@@ -1171,6 +1298,20 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
+}
+
+void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
+                        void *ud) {
+  e->o.tap = tap;
+  e->o.tap_want = want;
+  e->o.tap_ud = ud;
+  tlc__engine_tap_regen(e);
+}
+
+void tlc__engine_tap_regen(tlc_engine_t *e) {
+  size_t i;
+  for (i = 0; i < e->nrows; i++)
+    e->rows[i].tap_mask = TAP_ASK;
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {
