@@ -15,6 +15,7 @@ import os
 import select
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -75,8 +76,10 @@ class Hook:
 
 
 class Alertmanager:
-    def __init__(self, d, port, hook_port, name="am"):
+    def __init__(self, d, port, hook_port, name="am", tls=None):
+        """tls: (cert, key) PEM files: the Alertmanager serves https."""
         self.port = port
+        self.scheme = "https" if tls else "http"
         self.dir = os.path.join(d, name)
         os.makedirs(self.dir, exist_ok=True)
         cfg = os.path.join(self.dir, "am.yml")
@@ -86,23 +89,29 @@ class Alertmanager:
                     "receivers:\n  - name: hook\n    webhook_configs:\n"
                     "      - url: http://127.0.0.1:%d/\n        send_resolved: true\n" % hook_port)
         self.log = open(os.path.join(self.dir, "am.log"), "wb")
-        self.p = subprocess.Popen([AM, "--config.file=" + cfg, "--storage.path=" + self.dir,
-                                   "--web.listen-address=127.0.0.1:%d" % port,
-                                   "--cluster.listen-address="],
-                                  stdout=self.log, stderr=subprocess.STDOUT)
+        args = [AM, "--config.file=" + cfg, "--storage.path=" + self.dir,
+                "--web.listen-address=127.0.0.1:%d" % port, "--cluster.listen-address="]
+        self.ctx = None
+        if tls:
+            web = os.path.join(self.dir, "web.yml")
+            with open(web, "w") as f:
+                f.write("tls_server_config:\n  cert_file: %s\n  key_file: %s\n" % tls)
+            args.append("--web.config.file=" + web)
+            self.ctx = ssl.create_default_context(cafile=tls[0])
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         D.wait_until(self.ready, 30, "the Alertmanager ready", step=0.1)
 
     def ready(self):
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port,
-                                        timeout=2) as r:
+            with urllib.request.urlopen("%s://127.0.0.1:%d/-/ready" % (self.scheme, self.port),
+                                        timeout=2, context=self.ctx) as r:
                 return r.status == 200
         except OSError:
             return False
 
     def alerts(self):
-        with urllib.request.urlopen("http://127.0.0.1:%d/api/v2/alerts" % self.port,
-                                    timeout=5) as r:
+        with urllib.request.urlopen("%s://127.0.0.1:%d/api/v2/alerts" % (self.scheme, self.port),
+                                    timeout=5, context=self.ctx) as r:
             return json.load(r)
 
     def find(self, **labels):
@@ -125,10 +134,10 @@ class Drive:
     """alert_drive: one command, one line back (bounded waits)."""
 
     def __init__(self, d, url, resolve_ms=3000, repost_ms=1000, timeout_ms=1500, max_alerts=64,
-                 state_dir="/var/lib/tlcapd"):
+                 state_dir="/var/lib/tlcapd", ca=None):
         self.err = open(os.path.join(d, "drive.err"), "wb")
         self.p = subprocess.Popen([DRIVE, url, str(resolve_ms), str(repost_ms), str(timeout_ms),
-                                   str(max_alerts), state_dir],
+                                   str(max_alerts), state_dir] + ([ca] if ca else []),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err)
         T.eq(self.line(10), "ready", "alert_drive started")
@@ -311,6 +320,37 @@ def test_slow_then_absent(d):
         hook.close()
 
 
+def test_https(d):
+    """An Alertmanager serving https: with its authority (alertmanager_ca) the alert goes
+    through; checked against the system's store instead, every request fails as "tls" with
+    the certificate's reason, and nothing reaches the Alertmanager."""
+    cert, key = os.path.join(d, "am.pem"), os.path.join(d, "am.key")
+    T.eq(T.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                "-subj", "/CN=tlcap test alertmanager", "-addext", "subjectAltName=IP:127.0.0.1",
+                "-keyout", key, "-out", cert])[0], 0, "openssl made a certificate")
+    hook = Hook()
+    am = Alertmanager(d, T.free_port(), hook.port, tls=(cert, key))
+    url = "https://127.0.0.1:%d" % am.port
+    bad = Drive(d, url, ca="")
+    good = Drive(d, url, ca=cert)
+    try:
+        wall = time.time_ns()
+        bad.violation("b", "untrusted", "A", "-", "net", 2, 1, 0, 2, 0, wall)
+        good.violation("b", "trusted", "A", "-", "net", 2, 1, 0, 2, 0, wall)
+        D.wait_until(lambda: am.find(target="trusted"), 15, "the alert over https", step=0.1)
+        c = bad.wait(lambda c: c["failures"]["tls"] >= 1, 15, "the untrusted certificate refused")
+        T.check("certificate" in c["last_error"], "why: %r" % c["last_error"])
+        T.eq(len(am.find(target="untrusted")), 0, "nothing from the refusing client")
+        T.eq(good.counters()["failures_total"], 0, "no failure with the right authority")
+        bad.close()
+        good.close()
+    finally:
+        bad.kill()
+        good.kill()
+        am.stop()
+        hook.close()
+
+
 def test_bad_urls(d):
     for url in ("ftp://127.0.0.1:9093", "http://", "http://h:0", "http://h:99999", "http://u@h:1",
                 "http://h:1?x"):
@@ -360,5 +400,5 @@ if __name__ == "__main__":
         print("SKIP: prometheus-alertmanager not installed (apt-get install "
               "prometheus-alertmanager)")
         sys.exit(T.SKIP)
-    T.main([test_bad_urls, test_tlcapd_figures, test_fires_continues_resolves,
+    T.main([test_bad_urls, test_tlcapd_figures, test_https, test_fires_continues_resolves,
             test_slow_then_absent])
