@@ -275,6 +275,8 @@ static uint32_t take_slot(tlc_alert_t *a) {
       return a->nents++;
     }
   }
+  if (a->c.active == a->c.firing)
+    return NONE; /* every place firing: no scan (a storm of new alerts stays cheap) */
   for (i = 0; i < a->nents; i++)
     if (a->ents[i].id != 0 && a->ents[i].resolved &&
         (victim == NONE || a->ents[i].last_seen_ms < a->ents[victim].last_seen_ms))

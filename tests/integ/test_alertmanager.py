@@ -135,7 +135,8 @@ class Drive:
 
     def __init__(self, d, url, resolve_ms=3000, repost_ms=1000, timeout_ms=1500, max_alerts=64,
                  state_dir="/var/lib/tlcapd", ca=None):
-        self.err = open(os.path.join(d, "drive.err"), "wb")
+        self.errpath = os.path.join(d, "drive-%d.err" % T.free_port())
+        self.err = open(self.errpath, "wb")
         self.p = subprocess.Popen([DRIVE, url, str(resolve_ms), str(repost_ms), str(timeout_ms),
                                    str(max_alerts), state_dir] + ([ca] if ca else []),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -168,7 +169,8 @@ class Drive:
     def close(self, timeout=10):
         t0 = time.monotonic()
         T.eq(self.cmd("q", timeout), "closed", "alert_drive closed")
-        self.p.wait(timeout)
+        T.eq(self.p.wait(timeout), 0, "alert_drive's exit status (a sanitizer's report: %s)"
+             % self.errpath)
         self.err.close()
         return time.monotonic() - t0
 
@@ -351,6 +353,37 @@ def test_https(d):
         hook.close()
 
 
+def test_table_bounds(d):
+    """No Alertmanager at all (nothing listens): resolved alerts wait for delivery in the table
+    and give their places to new ones (evicted); with every place firing a new alert is
+    dropped (table_full); a name past the bound is refused (bad_input). Each counted exactly."""
+    dr = Drive(d, "http://127.0.0.1:%d" % T.free_port(), resolve_ms=400, repost_ms=200,
+               max_alerts=4)
+    try:
+        wall = time.time_ns()
+        for i in range(4):
+            dr.violation("b", "t", "a%d" % i, "-", "gross", 20, 10, i, i + 20, 1, wall)
+        c = dr.counters()
+        T.eq((c["active"], c["firing"]), (4, 4), "four firing")
+        c = dr.wait(lambda c: c["firing"] == 0, 10, "the four resolved (not delivered)")
+        T.eq(c["active"], 4, "resolved alerts kept for delivery")
+        T.check(c["failures"]["connect"] >= 1, "refused connections counted: %r" % c)
+        for i in range(4):
+            dr.violation("b", "t", "n%d" % i, "-", "gross", 20, 10, i, i + 20, 1, wall)
+        c = dr.counters()
+        T.eq((c["active"], c["firing"], c["dropped"]["evicted"], c["dropped"]["table_full"]),
+             (4, 4, 4, 0), "resolved alerts gave their places")
+        dr.violation("b", "t", "x", "-", "gross", 20, 10, 0, 20, 1, wall)
+        dr.violation("b", "t", "n0", "-", "gross", 30, 10, 0, 30, 1, wall)  # held: taken
+        dr.violation("b", "t", "a" * 300, "-", "gross", 20, 10, 0, 20, 1, wall)
+        c = dr.counters()
+        T.eq((c["violations"], c["active"], c["dropped"]["table_full"], c["dropped"]["bad_input"],
+              c["dropped_total"]), (11, 4, 1, 1, 6), "counters")
+        T.check(dr.close() < 2.0, "closed promptly")
+    finally:
+        dr.kill()
+
+
 def test_bad_urls(d):
     for url in ("ftp://127.0.0.1:9093", "http://", "http://h:0", "http://h:99999", "http://u@h:1",
                 "http://h:1?x"):
@@ -400,5 +433,5 @@ if __name__ == "__main__":
         print("SKIP: prometheus-alertmanager not installed (apt-get install "
               "prometheus-alertmanager)")
         sys.exit(T.SKIP)
-    T.main([test_bad_urls, test_tlcapd_figures, test_https, test_fires_continues_resolves,
+    T.main([test_bad_urls, test_table_bounds, test_tlcapd_figures, test_https, test_fires_continues_resolves,
             test_slow_then_absent])
