@@ -114,7 +114,7 @@ static void say(tlc_alert_t *a, int level, const char *fmt, ...) {
   a->o.log(a->o.log_ud, level, buf);
 }
 
-static const char *const drop_names[] = { "table_full", "evicted", "bad_input" };
+static const char *const drop_names[] = { "table_full", "evicted", "bad_input", "refused" };
 static const char *const fail_names[] = { "resolve", "connect", "tls", "timeout", "io", "status" };
 
 const char *tlc_alert_drop_name(int r) {
@@ -303,7 +303,11 @@ void tlc_alert_violation(tlc_alert_t *a, const tlc_alert_violation_t *v) {
   uint64_t h;
   uint32_t i;
   entry_t *e;
-  int64_t now = (int64_t)uv_now(a->loop);
+  int64_t now = (int64_t)uv_now(a->loop), wall_ms = tlc_now_unix_ms();
+  /* the violation's wall clock; ours when it has none, or one ahead of ours (startsAt must
+   * come before the endsAt ours gives, or the Alertmanager refuses the alert) */
+  int64_t wall_ns =
+      v->wall_ns > 0 && v->wall_ns / 1000000 <= wall_ms ? v->wall_ns : wall_ms * 1000000;
   if (a->closing)
     return;
   a->c.violations++;
@@ -341,7 +345,7 @@ void tlc_alert_violation(tlc_alert_t *a, const tlc_alert_violation_t *v) {
     e->hash = h;
     e->next = a->buckets[h & (a->nbuckets - 1)];
     a->buckets[h & (a->nbuckets - 1)] = i;
-    e->first_wall_ns = v->wall_ns;
+    e->first_wall_ns = wall_ns;
     e->worst = v->value;
     a->c.active++;
     a->c.firing++;
@@ -360,9 +364,9 @@ void tlc_alert_violation(tlc_alert_t *a, const tlc_alert_violation_t *v) {
   e->start = v->start;
   e->end = v->end;
   e->epoch = v->epoch;
-  e->last_wall_ns = v->wall_ns;
+  e->last_wall_ns = wall_ns;
   e->last_seen_ms = now;
-  e->last_wall_ms = tlc_now_unix_ms();
+  e->last_wall_ms = wall_ms;
   e->count++;
   e->ver++;
 }
@@ -607,8 +611,23 @@ static void job_done(tlc_alert_t *a, int result, int status, const char *why) {
       r = TLC_ALERT_FAIL_IO;
     a->c.fails[r]++;
     a->c.failures++;
-    (void)status;
     snprintf(a->c.last_error, sizeof(a->c.last_error), "%s", why);
+    if (r == TLC_ALERT_FAIL_STATUS && status >= 400 && status < 500 && status != 408 &&
+        status != 429) {
+      /* refused for good (a wrong path, an alert it finds invalid): sending the same again
+       * would be refused again, and would hold every other alert back */
+      for (size_t k = 0; k < a->nrefs; k++) {
+        entry_t *e = &a->ents[a->refs[k].slot];
+        a->c.drops[TLC_ALERT_DROP_REFUSED]++;
+        a->c.dropped++;
+        if (e->id != a->refs[k].id)
+          continue;
+        e->sent_ver = a->refs[k].ver;
+        e->last_post_ms = now;
+        if (e->resolved && e->ver == a->refs[k].ver)
+          remove_entry(a, a->refs[k].slot);
+      }
+    }
     if (a->backoff_ms == 0)
       say(a, TLC_LOG_WARN,
           "alertmanager %s: %s; %zu alert%s kept, retrying with backoff (1s to 60s)", a->url, why,

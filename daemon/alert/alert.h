@@ -21,7 +21,9 @@
  * gives its place first, counted as evicted). Requests run on a thread of this module with a
  * deadline (connect, TLS handshake, request and answer: `timeout_ms` in all), one at a time;
  * a failed request is retried with backoff (1 s doubling to 60 s) and the alerts it carried stay
- * pending. Closing cancels a request in flight at once.
+ * pending, unless the Alertmanager refused them for good (a 4xx status other than 408 and 429:
+ * counted as refused, sent again at their next re-post). Closing cancels a request in flight
+ * at once (a host name lookup in progress is waited for).
  *
  * Everything but the request itself runs on the loop thread.
  */
@@ -67,6 +69,8 @@ enum tlc_alert_drop {
   TLC_ALERT_DROP_TABLE_FULL, /* max_alerts firing alerts: a new one has no place */
   TLC_ALERT_DROP_EVICTED,    /* a resolved alert not yet delivered gave its place */
   TLC_ALERT_DROP_BAD_INPUT,  /* a name missing or longer than TLC_ALERT_NAME_MAX */
+  TLC_ALERT_DROP_REFUSED,    /* in a request the Alertmanager refused for good (a 4xx status
+                                other than 408 and 429): not retried before its next re-post */
   TLC_ALERT_DROP_N
 };
 /* Why a request failed (each is retried with backoff). */
@@ -107,8 +111,8 @@ void tlc_alert_violation(tlc_alert_t *a, const tlc_alert_violation_t *v);
 void tlc_alert_counters(const tlc_alert_t *a, tlc_alert_counters_t *out);
 
 /* Names of drop and failure reasons (Prometheus label values, JSON keys): "table_full",
- * "evicted", "bad_input"; "resolve", "connect", "tls", "timeout", "io", "status". NULL past the
- * last. */
+ * "evicted", "bad_input", "refused"; "resolve", "connect", "tls", "timeout", "io", "status". NULL
+ * past the last. */
 const char *tlc_alert_drop_name(int r);
 const char *tlc_alert_fail_name(int r);
 

@@ -384,6 +384,28 @@ def test_table_bounds(d):
         dr.kill()
 
 
+def test_refused(d):
+    """A path the Alertmanager does not serve (a wrong prefix): every request is refused with
+    404, counted as a failure (status) and its alerts as refused, not retried over and over;
+    a firing alert is tried again at its re-post."""
+    hook = Hook()
+    am = Alertmanager(d, T.free_port(), hook.port)
+    dr = Drive(d, "http://127.0.0.1:%d/nope" % am.port, resolve_ms=60000, repost_ms=1000)
+    try:
+        dr.violation("b", "t", "A", "-", "net", 2, 1, 0, 2, 0, time.time_ns())
+        c = dr.wait(lambda c: c["dropped"]["refused"] >= 1, 15, "the refusal")
+        T.eq((c["failures"]["status"], c["requests"], c["active"]), (1, 0, 1), "counters")
+        T.check("404" in c["last_error"], "why: %r" % c["last_error"])
+        c = dr.wait(lambda c: c["dropped"]["refused"] >= 2, 15, "the re-post refused too")
+        T.eq(c["failures"]["status"], c["dropped"]["refused"], "one alert a request")
+        T.eq(len(am.find(target="t")), 0, "nothing reached the Alertmanager")
+        dr.close()
+    finally:
+        dr.kill()
+        am.stop()
+        hook.close()
+
+
 def test_bad_urls(d):
     for url in ("ftp://127.0.0.1:9093", "http://", "http://h:0", "http://h:99999", "http://u@h:1",
                 "http://h:1?x"):
@@ -433,5 +455,5 @@ if __name__ == "__main__":
         print("SKIP: prometheus-alertmanager not installed (apt-get install "
               "prometheus-alertmanager)")
         sys.exit(T.SKIP)
-    T.main([test_bad_urls, test_table_bounds, test_tlcapd_figures, test_https, test_fires_continues_resolves,
+    T.main([test_bad_urls, test_table_bounds, test_refused, test_tlcapd_figures, test_https, test_fires_continues_resolves,
             test_slow_then_absent])
