@@ -3,7 +3,7 @@
  *   tlcapd replay FILE... [--format bin10|bin11|evlog|aprof|br|auto] [--mapping FILE]
  *                         [--context-area HANDLE] [--export text1|xml|aprof|br|json|bin11|
  *                         bin10|evlog] [--text1-format ENTRY=FORMAT]... [--output PATH]
- *                         [--from NS] [--to NS]
+ *                         [--from NS] [--to NS] [--budgets FILE]
  *
  * Stream files (bin10, bin11, evlog) are decoded strictly, in the order given, as one capture
  * (consecutive segments of one target): the decoder starts afresh at each file, the statistics
@@ -15,6 +15,11 @@
  * and exported, the message names file, byte offset and reason, and the exit status is 1. A
  * truncated last record is reported the same way. Usage errors exit 2.
  *
+ * With --budgets FILE (SPEC 13, docs/budgets.md) it is a gate: every sample is tested against
+ * the budgets as the engine closes it (budget/budget.h), the violations are printed (a table,
+ * or --export json) instead of the statistics, and the exit status is 3 when there is one, 0
+ * when none (1 bad input, 2 usage or a bad budget file, whatever the violations).
+ *
  * aprof reports and BR profiler files are read whole and printed as JSON (--export json, their
  * default), so a user can check what such a file holds.
  */
@@ -22,6 +27,7 @@
 
 #include "base/fileread.h"
 
+#include "budget/budget.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
@@ -33,6 +39,7 @@
 #include "base/out.h"
 #include "formats/aprof.h"
 #include "formats/aprofw.h"
+#include "formats/budget.h"
 #include "formats/br.h"
 #include "formats/brw.h"
 #include "formats/dec.h"
@@ -94,6 +101,11 @@ typedef struct rp {
   char seg_target[129];          /* the target the segments' manifests name ("" none) */
   char kept_map[1200];           /* --state-dir: the target's kept `tlcap mapping` file */
   const char *json_target;       /* export_target(): the JSON export's "target" (NULL: null) */
+  /* --budgets FILE: the gate */
+  const char *budgets_path;
+  tlc_tbudget_set_t budgets;
+  tlc_bwatch_t *watch;
+  tlc_hist_stream_t *stream; /* while the gate runs: names from its evlog mapping and engine */
 } rp_t;
 
 static void usage(FILE *to) {
@@ -109,6 +121,7 @@ static void usage(FILE *to) {
           "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
           "[options]\n"
           "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
+          "                     [--budgets FILE]\n"
           "Decodes capture files and writes their statistics and timeline (--export\n"
           "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
           "ENTRY is InfoEntry, ContextEntry, MappingEntry, StatisticsEntry or TimelineEntry.\n"
@@ -120,10 +133,13 @@ static void usage(FILE *to) {
           "the latest clock epoch: events with since <= t < until), epoch:K:N (epoch K, from 0\n"
           "at the oldest segment), RFC 3339 UTC or -2h (wall clock: the segments\n"
           "that arrived in the range).\n"
+          "--budgets FILE tests every sample against the [budget NAME] sections of FILE and\n"
+          "prints the violations (--export text1 or json) instead of the statistics: exit\n"
+          "status 3 when there is one, 0 when none (docs/budgets.md).\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
           "-h (--help), -V (--version).\n"
-          "Exit status: 0 success, 1 bad input, 2 usage.\n");
+          "Exit status: 0 success, 1 bad input, 2 usage, 3 budget violations (--budgets).\n");
 }
 
 /* Long options; short ones where conventional (-o, -f, -e, -m, -h, -V). */
@@ -148,6 +164,7 @@ static const struct option replay_opts[] = { { "format", required_argument, NULL
                                              { "target", required_argument, NULL, 'G' },
                                              { "since", required_argument, NULL, 's' },
                                              { "until", required_argument, NULL, 'u' },
+                                             { "budgets", required_argument, NULL, 'B' },
                                              { NULL, 0, NULL, 0 } };
 
 static int parse_i64(const char *s, int64_t *v) {
@@ -221,6 +238,11 @@ static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   if (tlc_ctxpack_on(&rp->pack))
     s->conf.engine.pack = rp->pack;
   s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
+  if (rp->watch != NULL && with_engine) {
+    s->conf.engine.tap = tlc_bwatch_tap;
+    s->conf.engine.tap_want = tlc_bwatch_want;
+    s->conf.engine.tap_ud = rp->watch;
+  }
   s->msg = say_cb;
   s->report = 1;
   return tlc_hist_stream_init(s);
@@ -673,6 +695,9 @@ static int set_option(rp_t *rp, int c, const char *v, char **argv) {
   case 'u':
     rp->until_s = v;
     return RP_GO;
+  case 'B':
+    rp->budgets_path = v;
+    return RP_GO;
   case 'F':
     return set_time(v, "from", &rp->has_from, &rp->from);
   case 'T':
@@ -885,6 +910,257 @@ static const char *export_target(rp_t *rp) {
   return rp->seg_target[0] != '\0' ? rp->seg_target : NULL;
 }
 
+/* ---- the budget gate (--budgets) ---- */
+
+/* An area's name: the mapping's, else the evlog mapping's (names as the stream brings them). */
+static const char *gate_area_name(void *ud, uint32_t handle) {
+  rp_t *rp = ud;
+  const tlc_map_area_t *a = rp->has_mapping ? tlc_mapping_find(&rp->mapping, handle) : NULL;
+  if (a != NULL && a->name[0] != '\0')
+    return a->name;
+  if (rp->stream != NULL && rp->stream->pipe.evmap != NULL)
+    return tlc_evmap_name(rp->stream->pipe.evmap, handle);
+  return NULL;
+}
+
+/* A context's name as the exports show it: a task's CONTEXTS name, else core<N>, task<HEX>,
+ * thread<HEX> (tlc_ctx_name). */
+static const char *gate_ctx_name(void *ud, uint32_t context, char *buf, size_t len) {
+  rp_t *rp = ud;
+  tlc_ctx_t c;
+  const char *n;
+  if (rp->stream == NULL || rp->stream->pipe.engine == NULL ||
+      tlc_engine_context(rp->stream->pipe.engine, context, &c) != 0)
+    return NULL;
+  if (c.kind == TLC_CTXK_TASK && rp->has_mapping &&
+      (n = tlc_mapping_ctx_name(&rp->mapping, c.key)) != NULL)
+    return n;
+  if (c.kind == TLC_CTXK_CORE && c.core == TLC_CORE_UNKNOWN)
+    snprintf(buf, len, "core?");
+  else if (c.kind == TLC_CTXK_CORE)
+    snprintf(buf, len, "core%u", (unsigned)c.core);
+  else
+    snprintf(buf, len, "%s%llX", c.kind == TLC_CTXK_TASK ? "task" : "thread",
+             (unsigned long long)c.key);
+  return buf;
+}
+
+static int64_t gate_wall(void *ud) {
+  (void)ud;
+  return 0; /* a replay has no arrival time */
+}
+
+/* Reads --budgets and makes the watch for the target the inputs name. 0 or the exit status. */
+static int gate_load(rp_t *rp) {
+  char *text = NULL, err[600];
+  size_t len = 0;
+  tlc_bwatch_opts_t o;
+  int r = tlc_file_read(rp->budgets_path, 16u << 20, &text, &len);
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s: %s\n", rp->budgets_path, tlc_strerror(r));
+    return 2;
+  }
+  r = tlc_tbudget_parse(&rp->budgets, text, len, rp->budgets_path, err, sizeof(err));
+  tlc_free(text);
+  if (r != 0) {
+    fprintf(stderr, "tlcapd replay: %s\n", r == -1 ? err : tlc_strerror(r));
+    return 2;
+  }
+  memset(&o, 0, sizeof(o));
+  o.area_name = gate_area_name;
+  o.ctx_name = gate_ctx_name;
+  o.wall_ms = gate_wall;
+  o.ud = rp;
+  if (tlc_bwatch_new(&rp->watch, rp->json_target != NULL ? rp->json_target : "", &rp->budgets,
+                     &o) != 0) {
+    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(TLC_ENOMEM));
+    return 1;
+  }
+  return 0;
+}
+
+typedef struct gate_out {
+  rp_t *rp;
+  tlc_out_t *o;
+  tlc_json_w_t *jw; /* NULL: text */
+} gate_out_t;
+
+static void gate_limit(char *buf, size_t len, const tlc_tbudget_t *b, int has, int64_t v) {
+  if (!has)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%" PRId64 "%s", v, b->stat == TLC_BSTAT_RATE ? "" : "ns");
+}
+
+/* The displayed names of a violation's or counter's area and context. */
+static void gate_names(rp_t *rp, uint32_t handle, uint8_t row_kind, uint64_t state,
+                       uint32_t context, char *area, size_t alen, char *ctx, size_t clen) {
+  const char *n;
+  if (row_kind == TLC_ROW_STATE) {
+    (void)tlc_mapping_state_display(rp->has_mapping ? &rp->mapping : NULL, handle, state, area,
+                                    alen);
+  } else if ((n = gate_area_name(rp, handle)) != NULL && n[0] != '\0') {
+    snprintf(area, alen, "%s", n);
+  } else {
+    snprintf(area, alen, "%08X", handle);
+  }
+  if (context == TLC_CTX_NONE || (n = gate_ctx_name(rp, context, ctx, clen)) == NULL)
+    snprintf(ctx, clen, "-");
+  else if (n != ctx)
+    snprintf(ctx, clen, "%s", n);
+}
+
+static void gate_count_cb(void *ud, const tlc_bcount_t *c) {
+  gate_out_t *g = ud;
+  char area[300], ctx[128];
+  const tlc_tbudget_t *b = tlc_bwatch_budget(g->rp->watch, c->budget);
+  gate_names(g->rp, c->handle, c->row_kind, c->state, c->context, area, sizeof(area), ctx,
+             sizeof(ctx));
+  if (g->jw != NULL) {
+    tlc_json_w_open(g->jw, NULL, '{');
+    tlc_json_w_str(g->jw, "budget", b->name);
+    tlc_json_w_hex8(g->jw, "handle", c->handle);
+    tlc_json_w_str(g->jw, "area", area);
+    tlc_json_w_str(g->jw, "context", c->context == TLC_CTX_NONE ? NULL : ctx);
+    tlc_json_w_u64(g->jw, "violations", c->count);
+    tlc_json_w_close(g->jw, '}');
+  } else {
+    tlc_out_printf(g->o, "%s\t%s\t%s\t%" PRIu64 "\n", b->name, area, ctx, c->count);
+  }
+}
+
+static void gate_violation(gate_out_t *g, const tlc_violation_t *v, const char *key) {
+  char area[300], ctx[128];
+  const tlc_tbudget_t *b = tlc_bwatch_budget(g->rp->watch, v->budget);
+  gate_names(g->rp, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
+             sizeof(ctx));
+  if (g->jw != NULL) {
+    tlc_json_w_open(g->jw, key, '{');
+    tlc_json_w_str(g->jw, "budget", b->name);
+    tlc_json_w_str(g->jw, "stat", tlc_tbudget_stat_name(v->stat));
+    tlc_json_w_hex8(g->jw, "handle", v->handle);
+    tlc_json_w_str(g->jw, "area", area);
+    tlc_json_w_str(g->jw, "context", v->context == TLC_CTX_NONE ? NULL : ctx);
+    tlc_json_w_str(g->jw, "limit_kind", v->over ? "max" : "min");
+    tlc_json_w_i64(g->jw, "value", v->value);
+    tlc_json_w_i64(g->jw, "limit", v->limit);
+    tlc_json_w_i64(g->jw, "start_ns", v->start);
+    tlc_json_w_i64(g->jw, "end_ns", v->end);
+    tlc_json_w_u64(g->jw, "epoch", v->epoch);
+    tlc_json_w_u64(g->jw, "seq_start", v->seq_start);
+    tlc_json_w_u64(g->jw, "seq_end", v->seq_end);
+    tlc_json_w_u64(g->jw, "number", v->count);
+    tlc_json_w_close(g->jw, '}');
+  } else {
+    tlc_out_printf(g->o,
+                   "%s\t%s\t%s\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
+                   "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
+                   b->name, area, ctx, tlc_tbudget_stat_name(v->stat), v->over ? "max" : "min",
+                   v->value, v->limit, v->start, v->end, v->epoch, v->seq_start, v->seq_end);
+  }
+}
+
+/* The gate's report: the budgets with their totals, the counts per (budget, area, context),
+ * the kept violations of each budget (oldest first) and each budget's worst. */
+static void gate_report(rp_t *rp, tlc_out_t *o) {
+  tlc_bwatch_t *w = rp->watch;
+  size_t i, j, nb = tlc_bwatch_nbudgets(w);
+  tlc_violation_t *kept = tlc_malloc(100 * sizeof(*kept));
+  tlc_json_w_t jw;
+  gate_out_t g = { rp, o, rp->export_ == EX_JSON ? &jw : NULL };
+  if (g.jw != NULL) {
+    tlc_json_w_init(&jw, o, 0);
+    tlc_json_w_open(&jw, NULL, '{');
+    tlc_json_w_str(&jw, "target", rp->json_target);
+    tlc_json_w_str(&jw, "budgets_file", rp->budgets_path);
+    tlc_json_w_u64(&jw, "violations", tlc_bwatch_all(w));
+    tlc_json_w_open(&jw, "budgets", '[');
+  } else {
+    tlc_out_printf(o, "BUDGETS\t%s\t%s\t%zu budgets\t%" PRIu64 " violations\n", rp->budgets_path,
+                   rp->json_target != NULL ? rp->json_target : "-", nb, tlc_bwatch_all(w));
+    tlc_out_printf(o, "NAME\tSTAT\tAREA\tCONTEXT\tMIN\tMAX\tWINDOW\tVIOLATIONS\n");
+  }
+  for (i = 0; i < nb; i++) {
+    const tlc_tbudget_t *b = tlc_bwatch_budget(w, i);
+    char mn[32], mx[32], win[32];
+    gate_limit(mn, sizeof(mn), b, b->has_min, b->min);
+    gate_limit(mx, sizeof(mx), b, b->has_max, b->max);
+    snprintf(win, sizeof(win), b->window_ns > 0 ? "%" PRId64 "ns" : "-", b->window_ns);
+    if (g.jw != NULL) {
+      tlc_json_w_open(&jw, NULL, '{');
+      tlc_json_w_str(&jw, "name", b->name);
+      tlc_json_w_str(&jw, "origin", b->origin);
+      tlc_json_w_str(&jw, "stat", tlc_tbudget_stat_name(b->stat));
+      tlc_json_w_str(&jw, "area", b->area);
+      tlc_json_w_str(&jw, "context", b->context[0] ? b->context : "any");
+      if (b->has_min)
+        tlc_json_w_i64(&jw, "min", b->min);
+      if (b->has_max)
+        tlc_json_w_i64(&jw, "max", b->max);
+      if (b->window_ns > 0)
+        tlc_json_w_i64(&jw, "window_ns", b->window_ns);
+      tlc_json_w_u64(&jw, "violations", tlc_bwatch_total(w, i));
+      if (tlc_bwatch_worst(w, i) != NULL)
+        gate_violation(&g, tlc_bwatch_worst(w, i), "worst");
+      tlc_json_w_close(&jw, '}');
+    } else {
+      tlc_out_printf(o, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%" PRIu64 "\n", b->name,
+                     tlc_tbudget_stat_name(b->stat), b->area, b->context[0] ? b->context : "any",
+                     mn, mx, win, tlc_bwatch_total(w, i));
+    }
+  }
+  if (g.jw != NULL) {
+    tlc_json_w_close(&jw, ']');
+    tlc_json_w_open(&jw, "counts", '[');
+  } else {
+    tlc_out_printf(o, "\nCOUNTS\nBUDGET\tAREA\tCONTEXT\tVIOLATIONS\n");
+  }
+  tlc_bwatch_counts(w, gate_count_cb, &g);
+  if (g.jw != NULL)
+    tlc_json_w_close(&jw, ']');
+  for (j = 0; j < 2; j++) {
+    if (g.jw != NULL)
+      tlc_json_w_open(&jw, j == 0 ? "violations_kept" : "worst", '[');
+    else
+      tlc_out_printf(o,
+                     "\n%s\nBUDGET\tAREA\tCONTEXT\tSTAT\tLIMIT_KIND\tVALUE\tLIMIT\tSTART_NS\t"
+                     "END_NS\tEPOCH\tSEQ_START\tSEQ_END\n",
+                     j == 0 ? "VIOLATIONS" : "WORST");
+    for (i = 0; i < nb; i++) {
+      if (j == 1) {
+        if (tlc_bwatch_worst(w, i) != NULL)
+          gate_violation(&g, tlc_bwatch_worst(w, i), NULL);
+      } else if (kept != NULL) {
+        size_t k, n = tlc_bwatch_recent(w, i, kept, 100);
+        for (k = 0; k < n; k++)
+          gate_violation(&g, &kept[k], NULL);
+      }
+    }
+    if (g.jw != NULL)
+      tlc_json_w_close(&jw, ']');
+  }
+  if (g.jw != NULL) {
+    tlc_json_w_close(&jw, '}');
+    tlc_out_printf(o, "\n");
+  }
+  tlc_free(kept);
+}
+
+/* Pass 1 with the watch as the engine's tap, then the report. 0 (none), 3 (violations) or 1. */
+static int budget_gate(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
+  const tlc_event_t *evs;
+  if (rp->export_ != EX_TEXT1 && rp->export_ != EX_JSON) {
+    fprintf(stderr, "tlcapd replay: --budgets prints its report as text1 or json\n");
+    return 2;
+  }
+  rp->stream = s;
+  while (tlc_hist_stream_next(s, &evs) > 0)
+    ;
+  gate_report(rp, o);
+  rp->stream = NULL;
+  return tlc_bwatch_all(rp->watch) > 0 ? 3 : 0;
+}
+
 /* Stream input (bin10, bin11, evlog, segments): decoded as one capture into out. A read or
  * decode error makes the exit status 1 once what came before it is exported. */
 static int replay_streams(rp_t *rp, FILE *out) {
@@ -907,14 +1183,18 @@ static int replay_streams(rp_t *rp, FILE *out) {
   if ((status = load_pack(rp, &rp->pack)) != 0)
     return status;
   rp->pack_set = 0; /* rp->pack is now the whole packed variable */
+  if (rp->budgets_path != NULL && (status = gate_load(rp)) != 0)
+    return status;
   /* an engine for the statistics exports (the native ones only re-encode the events) */
-  r = stream_init(&s, rp, !is_native_export(rp->export_));
+  r = stream_init(&s, rp, rp->watch != NULL || !is_native_export(rp->export_));
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
     return 1;
   }
   tlc_out_init(&o, 0, write_file_cb, out);
-  if (is_native_export(rp->export_))
+  if (rp->watch != NULL)
+    status = budget_gate(rp, &s, &o);
+  else if (is_native_export(rp->export_))
     status = export_native(rp, &s, &o);
   else
     status = export_stats(rp, &s, &o);
@@ -923,7 +1203,7 @@ static int replay_streams(rp_t *rp, FILE *out) {
     status = 1;
   }
   tlc_hist_stream_fini(&s);
-  if (status == 0 && (s.bad_input || s.io_err))
+  if ((status == 0 || status == 3) && (s.bad_input || s.io_err))
     status = 1;
   return status;
 }
@@ -954,6 +1234,7 @@ int tlc_replay_main(int argc, char **argv) {
   tlc_text1_opts_default(&rp.t1);
   tlc_xml_opts_default(&rp.xml);
   tlc_mapping_init(&rp.mapping);
+  tlc_tbudget_set_init(&rp.budgets);
   rp.files = tlc_calloc((size_t)argc, sizeof(char *));
   if (rp.files == NULL)
     return 1;
@@ -961,6 +1242,8 @@ int tlc_replay_main(int argc, char **argv) {
   if (out != stdout && out != NULL && fclose(out) != 0 && status == 0)
     status = 1;
   tlc_mapping_fini(&rp.mapping);
+  tlc_bwatch_free(rp.watch);
+  tlc_tbudget_set_fini(&rp.budgets);
   if (rp.hf.files != rp.files)
     tlc_free(rp.files);
   tlc_hist_files_fini(&rp.hf);

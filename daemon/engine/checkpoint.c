@@ -593,6 +593,7 @@ int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
   if (rc != 0)
     wipe(e);
   tlc__engine_new_epoch(e);
+  tlc__engine_tap_regen(e); /* restored rows carry another engine's tap generation */
   tlc__engine_acct_sync(e); /* the restored rows count in the memory budget like grown ones */
   return rc;
 }

@@ -107,6 +107,7 @@ typedef struct act {
   int64_t in_start;  /* IN(start) */
   int64_t run_start; /* IN(t) at the start of the current running period */
   int64_t net;       /* NET of closed running periods */
+  uint64_t seq;      /* change sequence of its first event (the tap's seq_start) */
 } act_t;
 
 typedef struct ectx {
@@ -146,12 +147,17 @@ typedef struct erow {
   int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
   _Alignas(64) ekind_t k[NK];
   int64_t total[NK];
+  uint64_t last_seq, out_seq; /* change sequence of the events at `last` and `out_start` (the
+                                 tap's seq_start of PERIOD and OUTSIDE) */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
+  uint32_t tap_gen;  /* tap generation tap_mask was asked in (tlc_engine_t.tap_gen) */
+  uint8_t tap_mask;  /* kinds the tap wants of this row (engine.h: tlc_engine_tap_want_fn) */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
 } erow_t;
 _Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
+_Static_assert(sizeof(void *) != 8 || sizeof(erow_t) == 512, "a row is 512 bytes (engine.h)");
 
 typedef struct sarea {
   uint32_t handle;
@@ -159,6 +165,7 @@ typedef struct sarea {
   uint32_t row;  /* row of the current state */
   uint64_t cur;
   int64_t since;
+  uint64_t since_seq; /* change sequence of the entry at `since` (the tap's seq_start) */
 } sarea_t;
 
 typedef struct hent {
@@ -178,7 +185,8 @@ struct tlc_engine {
   uint8_t ctxmode;
   uint8_t packed; /* o.pack's masks are set: context_area values are packed (formats/rtos.h) */
   uint32_t map_gen;
-  uint64_t epoch; /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
+  uint32_t tap_gen; /* rows whose tap_gen differs ask the tap which kinds it wants (never 0) */
+  uint64_t epoch;   /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
   int64_t step[TLC_MAX_WINDOWS];
   int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
   hent_t *ht;
@@ -240,6 +248,8 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
  * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
  * allocate and free outside the engine's own growth paths. */
 void tlc__engine_acct_sync(tlc_engine_t *e);
+/* Makes every row ask the tap again which kinds it wants (a new tap, a load). */
+void tlc__engine_tap_regen(tlc_engine_t *e);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);
 

@@ -53,6 +53,7 @@ static void *xgrow(void *p, size_t *cap, size_t n, size_t elem) {
 
 typedef struct smp {
   int64_t v, t;
+  int64_t t0;     /* when it started (the time of its first event) */
   uint64_t epoch; /* the clock epoch it was taken in */
 } smp_t;
 
@@ -65,10 +66,11 @@ typedef struct vec {
   size_t n, cap;
 } vec_t;
 
-static void vpush(vec_t *v, int64_t val, int64_t t) {
+static void vpush(vec_t *v, int64_t val, int64_t t0, int64_t t) {
   v->p = xgrow(v->p, &v->cap, v->n, sizeof(*v->p));
   v->p[v->n].v = val;
   v->p[v->n].t = t;
+  v->p[v->n].t0 = t0;
   v->p[v->n].epoch = cur_epoch;
   v->n++;
 }
@@ -269,9 +271,9 @@ static void close_act(rs_t *s, size_t c, oact_t *a, int64_t t, uint64_t p, int h
   r->closed[TLC_GROSS] += gross;
   r->closed[TLC_CALL] += call;
   if (how == 0 && a->full) {
-    vpush(&r->s[TLC_NET], net, t);
-    vpush(&r->s[TLC_GROSS], gross, t);
-    vpush(&r->s[TLC_CALL], call, t);
+    vpush(&r->s[TLC_NET], net, a->start, t);
+    vpush(&r->s[TLC_GROSS], gross, a->start, t);
+    vpush(&r->s[TLC_CALL], call, a->start, t);
   }
   if (how == 1)
     anom(s, a->row);
@@ -310,16 +312,16 @@ static void code_ev(rs_t *s, const tlc_event_t *ev, uint64_t p) {
   switch (ev->type) {
   case TLC_EV_ENTRY: {
     oact_t a;
-    vpush(&r->counts, 0, t);
+    vpush(&r->counts, 0, t, t);
     if (r->has_last)
-      vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), t);
+      vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, t);
     r = &s->rows[row];
     r->has_last = 1;
     r->last = t;
     if (r->outside) {
       int64_t d = clampd(s, row, t - r->out_start);
       r->closed[TLC_OUTSIDE] += d;
-      vpush(&r->s[TLC_OUTSIDE], d, t);
+      vpush(&r->s[TLC_OUTSIDE], d, r->out_start, t);
       r->outside = 0;
     }
     memset(&a, 0, sizeof(a));
@@ -403,7 +405,7 @@ static void leave_state(rs_t *s, osarea_t *a, int64_t t) {
   size_t row = find_row(s, TLC_ROW_STATE, a->handle, NOIDX, a->value);
   int64_t d = clampd(s, row, t - a->since);
   s->rows[row].closed[TLC_NET] += d;
-  vpush(&s->rows[row].s[TLC_NET], d, t);
+  vpush(&s->rows[row].s[TLC_NET], d, a->since, t);
   a->in_state = 0;
 }
 
@@ -417,9 +419,9 @@ static void enter_state(rs_t *s, uint32_t handle, uint64_t v, int64_t t) {
     leave_state(s, a, t);
   row = find_row(s, TLC_ROW_STATE, handle, NOIDX, v);
   r = &s->rows[row];
-  vpush(&r->counts, 0, t);
+  vpush(&r->counts, 0, t, t);
   if (r->has_last)
-    vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), t);
+    vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, t);
   r = &s->rows[row];
   r->has_last = 1;
   r->last = t;
@@ -452,9 +454,9 @@ static void data_ev(rs_t *s, const tlc_event_t *ev) {
     anom(s, row);
     return;
   }
-  vpush(&r->counts, 0, ev->time_ns);
+  vpush(&r->counts, 0, ev->time_ns, ev->time_ns);
   if (r->has_last)
-    vpush(&r->s[TLC_PERIOD], clampd(s, row, ev->time_ns - r->last), ev->time_ns);
+    vpush(&r->s[TLC_PERIOD], clampd(s, row, ev->time_ns - r->last), r->last, ev->time_ns);
   r->has_last = 1;
   r->last = ev->time_ns;
   if (!r->has_value) {
@@ -797,21 +799,70 @@ int tlc_oracle_gap(tlc_oracle_t *o) {
   return 0;
 }
 
+/* Replays everything stored into s (freed with rs_free). */
+static void replay_all(const tlc_oracle_t *o, rs_t *s) {
+  size_t i;
+  memset(s, 0, sizeof(*s));
+  s->o = o;
+  s->ctxmode = o->o.has_context_area && o->fmt != TLC_FMT_EVLOG;
+  cur_epoch = 0;
+  for (i = 0; i < o->nit; i++) {
+    if (o->it[i].gap)
+      do_gap(s, 4 * (uint64_t)i);
+    else
+      do_event(s, &o->it[i].ev, i);
+  }
+}
+
+static void rs_free(rs_t *s) {
+  size_t i;
+  for (i = 0; i < s->nrows; i++) {
+    unsigned k;
+    tlc_free(s->rows[i].counts.p);
+    for (k = 0; k < TLC_NKINDS; k++)
+      tlc_free(s->rows[i].s[k].p);
+  }
+  for (i = 0; i < s->ncx; i++) {
+    tlc_free(s->cx[i].iv);
+    tlc_free(s->cx[i].st);
+  }
+  tlc_free(s->rows);
+  tlc_free(s->cx);
+  tlc_free(s->sa);
+}
+
+void tlc_oracle_samples(const tlc_oracle_t *o, void (*fn)(void *ud, const tlc_oracle_sample_t *x),
+                        void *ud) {
+  rs_t s;
+  size_t i, j;
+  unsigned k;
+  replay_all(o, &s);
+  for (i = 0; i < s.nrows; i++) {
+    const orow_t *r = &s.rows[i];
+    for (k = 0; k < TLC_NKINDS; k++)
+      for (j = 0; j < r->s[k].n; j++) {
+        tlc_oracle_sample_t x;
+        x.handle = r->handle;
+        x.context = r->ctx == NOIDX ? TLC_CTX_NONE : (uint32_t)s.cx[r->ctx].tindex;
+        x.state = r->kind == TLC_ROW_STATE ? r->state : 0;
+        x.row_kind = (uint8_t)r->kind;
+        x.kind = (uint8_t)k;
+        x.value = r->s[k].p[j].v;
+        x.start = r->s[k].p[j].t0;
+        x.end = r->s[k].p[j].t;
+        x.epoch = r->s[k].p[j].epoch;
+        fn(ud, &x);
+      }
+  }
+  rs_free(&s);
+}
+
 int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neutral) {
   rs_t s;
   size_t i, j, c;
   long ti;
   int rc = 0;
-  memset(&s, 0, sizeof(s));
-  s.o = o;
-  s.ctxmode = o->o.has_context_area && o->fmt != TLC_FMT_EVLOG;
-  cur_epoch = 0;
-  for (i = 0; i < o->nit; i++) {
-    if (o->it[i].gap)
-      do_gap(&s, 4 * (uint64_t)i);
-    else
-      do_event(&s, &o->it[i].ev, i);
-  }
+  replay_all(o, &s);
   tlc_table_clear(t);
   t->format = o->fmt;
   t->first_time = s.first;
@@ -905,18 +956,6 @@ int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neu
   }
   tlc_table_sort(t);
 out:
-  for (i = 0; i < s.nrows; i++) {
-    unsigned k;
-    tlc_free(s.rows[i].counts.p);
-    for (k = 0; k < TLC_NKINDS; k++)
-      tlc_free(s.rows[i].s[k].p);
-  }
-  for (i = 0; i < s.ncx; i++) {
-    tlc_free(s.cx[i].iv);
-    tlc_free(s.cx[i].st);
-  }
-  tlc_free(s.rows);
-  tlc_free(s.cx);
-  tlc_free(s.sa);
+  rs_free(&s);
   return rc;
 }

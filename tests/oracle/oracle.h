@@ -51,4 +51,17 @@ int tlc_oracle_gap(tlc_oracle_t *o);
  * Returns 0 or TLC_ENOMEM. */
 int tlc_oracle_table(const tlc_oracle_t *o, tlc_table_t *t, int windows, int neutral);
 
+/* Every sample of every row (not Neutral), replayed from scratch: for budgets (SPEC 13), whose
+ * violations are the samples above a max or below a min. GROSS is reported also without
+ * context_area (equal to CALL). */
+typedef struct tlc_oracle_sample {
+  uint32_t handle, context; /* context: table index, TLC_CTX_NONE for data/state rows */
+  uint64_t state;
+  uint8_t row_kind, kind;
+  int64_t value, start, end; /* start: the time of its first event; end: its closing event's */
+  uint64_t epoch;            /* clock epoch */
+} tlc_oracle_sample_t;
+void tlc_oracle_samples(const tlc_oracle_t *o, void (*fn)(void *ud, const tlc_oracle_sample_t *x),
+                        void *ud);
+
 #endif

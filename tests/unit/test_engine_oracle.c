@@ -7,6 +7,13 @@
  * (windows and Neutral rows included; quantiles within the histogram's 1% bound, since the
  * oracle's are exact). On a mismatch the kind, seed and row are printed; rerun one stream with
  * TLC_ORACLE_SEED=<seed> TLC_ORACLE_KIND=<kind>.
+ * The engine's tap sees the same samples as its snapshot's dists (count, min and max per row and
+ * kind), in the order their closing events came.
+ * Budgets (SPEC 13): random budgets on every stream (areas by handle, name and glob, any or one
+ * context, every sample kind, max and/or min) watched through the tap, directly (the engine
+ * asks which rows are watched) or behind the test's own tap; their violations are the oracle's
+ * samples above a max or below a min, compared one by one (value, limit, start, end, epoch),
+ * with the counts per (budget, area, context), the totals, the kept ring and the worst.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +21,9 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "budget/budget.h"
 #include "engine/engine.h"
+#include "formats/budget.h"
 #include "formats/mapping.h"
 #include "formats/stats.h"
 #include "oracle.h"
@@ -546,7 +555,368 @@ static int check_unchanged(const tlc_table_t *prev, const tlc_table_t *cur, cons
   return 1;
 }
 
+/* The engine's tap (tlc_engine_opts_t.tap): what it saw, per (row, kind). */
+#define TAPMAX 4096
+typedef struct tapent {
+  uint32_t handle, context;
+  uint64_t state;
+  uint8_t row_kind, kind;
+  uint64_t n;
+  int64_t min, max;
+} tapent_t;
+typedef struct tapacc {
+  tapent_t e[TAPMAX];
+  size_t n;
+  uint64_t last_seq;
+  int bad;
+  tlc_bwatch_t *w; /* budgets behind this tap (NULL: attached to the engine directly) */
+} tapacc_t;
+
+static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
+  tapacc_t *a = ud;
+  size_t i;
+  /* a sample's times and sequence numbers are its events': the closing one is the latest */
+  if (s->kind > TLC_TAP_GAP || s->value < 0 || s->seq_start > s->seq_end ||
+      s->seq_end < a->last_seq || (s->kind == TLC_TAP_COUNT && s->value != 1))
+    a->bad = 1;
+  a->last_seq = s->seq_end;
+  if (a->w != NULL) {
+    if (s->kind != TLC_TAP_GAP)
+      (void)tlc_bwatch_want(a->w, s->handle, s->context, s->row_kind, s->state);
+    tlc_bwatch_tap(a->w, s);
+  }
+  if (s->kind == TLC_TAP_GAP)
+    return;
+  for (i = 0; i < a->n; i++) {
+    tapent_t *x = &a->e[i];
+    if (x->handle == s->handle && x->context == s->context && x->state == s->state &&
+        x->row_kind == s->row_kind && x->kind == s->kind)
+      break;
+  }
+  if (i == a->n) {
+    if (a->n == TAPMAX) {
+      a->bad = 1;
+      return;
+    }
+    memset(&a->e[a->n], 0, sizeof(a->e[0]));
+    a->e[i].handle = s->handle;
+    a->e[i].context = s->context;
+    a->e[i].state = s->state;
+    a->e[i].row_kind = s->row_kind;
+    a->e[i].kind = s->kind;
+    a->e[i].min = INT64_MAX;
+    a->e[i].max = INT64_MIN;
+    a->n++;
+  }
+  a->e[i].n++;
+  if (s->value < a->e[i].min)
+    a->e[i].min = s->value;
+  if (s->value > a->e[i].max)
+    a->e[i].max = s->value;
+}
+
+/* Every sample a snapshot's dists count went through the tap, and nothing else: per row (other
+ * than Neutral ones) and kind, the tap's count, min and max are the dist's; its TLC_TAP_COUNT
+ * marks are the row's COUNT. */
+static int cmp_tap(const tapacc_t *a, const tlc_table_t *t) {
+  size_t i, seen = 0;
+  unsigned k;
+  if (a->bad) {
+    fprintf(stderr, "%s: a tap sample out of order or of a bad kind\n", where);
+    return 0;
+  }
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
+    if (r->context == TLC_CTX_NEUTRAL)
+      continue;
+    for (k = 0; k <= TLC_TAP_COUNT; k++) {
+      tlc_dist_t cnt = { 0 };
+      const tlc_dist_t *d = k < TLC_NKINDS ? &r->dist[k] : &cnt;
+      const tapent_t *x = NULL;
+      size_t j;
+      for (j = 0; j < a->n; j++)
+        if (a->e[j].handle == r->handle && a->e[j].context == r->context &&
+            a->e[j].state == r->state && a->e[j].row_kind == r->kind && a->e[j].kind == k)
+          x = &a->e[j];
+      if (k == TLC_TAP_COUNT) {
+        cnt.n = r->count;
+        cnt.min = cnt.max = 1;
+      }
+      if (x == NULL ? d->n != 0 : x->n != d->n || x->min != d->min || x->max != d->max) {
+        fprintf(stderr,
+                "%s: tap of row %08x ctx %u state %llu kind %u: n %llu min %lld max %lld, "
+                "snapshot n %llu min %lld max %lld\n",
+                where, r->handle, r->context, (unsigned long long)r->state, k,
+                (unsigned long long)(x ? x->n : 0), (long long)(x ? x->min : 0),
+                (long long)(x ? x->max : 0), (unsigned long long)d->n, (long long)d->min,
+                (long long)d->max);
+        return 0;
+      }
+      seen += x != NULL;
+    }
+  }
+  if (seen != a->n) {
+    fprintf(stderr, "%s: the tap saw samples of %zu (row, kind) pairs, the snapshot %zu\n", where,
+            a->n, seen);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- budgets against the oracle ---- */
+
+#define BMAX  6
+#define VMAX  8192
+#define BKEEP 64
+typedef struct bviol {
+  uint32_t budget, handle, context;
+  uint64_t state;
+  int64_t value, limit, start, end;
+  uint64_t epoch;
+} bviol_t;
+
+typedef struct bctx {
+  tlc_tbudget_set_t set;
+  bviol_t eng[VMAX], orc[VMAX];
+  size_t neng, norc;
+  int overflow;
+} bctx_t;
+
+static const char *b_area_name(void *ud, uint32_t handle) {
+  static char buf[16];
+  (void)ud;
+  snprintf(buf, sizeof(buf), "A%08X", handle);
+  return buf;
+}
+
+static const char *b_ctx_name(void *ud, uint32_t context, char *buf, size_t len) {
+  (void)ud;
+  snprintf(buf, len, "ctx%u", context);
+  return buf;
+}
+
+static void b_on_violation(void *ud, const tlc_violation_t *v) {
+  bctx_t *b = ud;
+  bviol_t *x;
+  if (b->neng == VMAX) {
+    b->overflow = 1;
+    return;
+  }
+  x = &b->eng[b->neng++];
+  memset(x, 0, sizeof(*x));
+  x->budget = v->budget;
+  x->handle = v->handle;
+  x->context = v->context;
+  x->state = v->state;
+  x->value = v->value;
+  x->limit = v->limit;
+  x->start = v->start;
+  x->end = v->end;
+  x->epoch = v->epoch;
+}
+
+/* Random budgets over the stream's handles. */
+static void make_budgets(bctx_t *b, const gen_t *g, uint64_t seed) {
+  uint32_t hs[32];
+  size_t nh = 0, i, j, nb;
+  rng_t r;
+  char err[256];
+  rng_seed(&r, seed ^ 0xB0D6E75EEDull);
+  for (i = 0; i < g->n && nh < 32; i++) {
+    for (j = 0; j < nh && hs[j] != g->ev[i].handle; j++)
+      ;
+    if (j == nh && g->ev[i].type != EV_GAPCALL)
+      hs[nh++] = g->ev[i].handle;
+  }
+  tlc_tbudget_set_init(&b->set);
+  nb = 1 + (size_t)rng_below(&r, BMAX);
+  for (i = 0; i < nb && nh > 0; i++) {
+    tlc_tbudget_t x;
+    char name[32], v[64];
+    uint32_t h = hs[rng_below(&r, nh)];
+    unsigned how = (unsigned)rng_below(&r, 4);
+    int64_t mx = (int64_t)rng_below(&r, 900);
+    snprintf(name, sizeof(name), "b%zu", i);
+    assert_int_equal(tlc_tbudget_init(&x, name, "oracle", err, sizeof(err)), 0);
+    if (how == 0)
+      snprintf(v, sizeof(v), "%08X", h);
+    else if (how == 1)
+      snprintf(v, sizeof(v), "A%08X", h);
+    else if (how == 2)
+      snprintf(v, sizeof(v), "A%X*", h >> 28);
+    else
+      snprintf(v, sizeof(v), "A*");
+    assert_int_equal(tlc_tbudget_set_key(&x, "area", v, err, sizeof(err)), 0);
+    if (rng_chance(&r, 1, 3)) {
+      snprintf(v, sizeof(v), "ctx%u", (unsigned)rng_below(&r, 4));
+      assert_int_equal(tlc_tbudget_set_key(&x, "context", v, err, sizeof(err)), 0);
+    }
+    assert_int_equal(tlc_tbudget_set_key(&x, "stat",
+                                         tlc_tbudget_stat_name((unsigned)rng_below(&r, 5)), err,
+                                         sizeof(err)),
+                     0);
+    if (rng_chance(&r, 3, 4)) {
+      snprintf(v, sizeof(v), "%" PRId64 "ns", mx);
+      assert_int_equal(tlc_tbudget_set_key(&x, "max", v, err, sizeof(err)), 0);
+    }
+    if (!x.has_max || rng_chance(&r, 1, 3)) {
+      snprintf(v, sizeof(v), "%" PRId64 "ns", (int64_t)rng_below(&r, (uint64_t)mx + 1));
+      assert_int_equal(tlc_tbudget_set_key(&x, "min", v, err, sizeof(err)), 0);
+    }
+    assert_int_equal(tlc_tbudget_check(&x, err, sizeof(err)), 0);
+    assert_int_equal(tlc_tbudget_set_add(&b->set, &x, err, sizeof(err)), 0);
+  }
+}
+
+/* The oracle's violations: each sample of a budget's kind whose row it watches, above its
+ * max or below its min. */
+static bctx_t *g_bc;
+static void b_oracle_sample(void *ud, const tlc_oracle_sample_t *x) {
+  bctx_t *b = ud;
+  size_t i;
+  char name[16], cn[16];
+  snprintf(name, sizeof(name), "A%08X", x->handle);
+  snprintf(cn, sizeof(cn), "ctx%u", x->context);
+  for (i = 0; i < b->set.n; i++) {
+    const tlc_tbudget_t *d = &b->set.b[i];
+    bviol_t *v;
+    int over, under;
+    if (d->stat != x->kind || !tlc_tbudget_area_match(d, x->handle, name))
+      continue;
+    if (d->context[0] != '\0' && (x->context == TLC_CTX_NONE || strcmp(d->context, cn) != 0))
+      continue;
+    over = d->has_max && x->value > d->max;
+    under = d->has_min && x->value < d->min;
+    if (!over && !under)
+      continue;
+    if (b->norc == VMAX) {
+      b->overflow = 1;
+      return;
+    }
+    v = &b->orc[b->norc++];
+    memset(v, 0, sizeof(*v));
+    v->budget = (uint32_t)i;
+    v->handle = x->handle;
+    v->context = x->context;
+    v->state = x->state;
+    v->value = x->value;
+    v->limit = over ? d->max : d->min;
+    v->start = x->start;
+    v->end = x->end;
+    v->epoch = x->epoch;
+  }
+}
+
+static int bviol_cmp(const void *pa, const void *pb) {
+  const bviol_t *a = pa, *b = pb;
+#define C(f)                                                                                       \
+  if (a->f != b->f)                                                                                \
+    return a->f < b->f ? -1 : 1;
+  C(budget)
+  C(handle)
+  C(context) C(state) C(epoch) C(end) C(start) C(value) C(limit)
+#undef C
+      return 0;
+}
+
+typedef struct bcount_acc {
+  const bctx_t *b;
+  int bad;
+} bcount_acc_t;
+
+static void b_count_cb(void *ud, const tlc_bcount_t *c) {
+  bcount_acc_t *a = ud;
+  size_t i;
+  uint64_t n = 0;
+  for (i = 0; i < a->b->norc; i++) {
+    const bviol_t *v = &a->b->orc[i];
+    n += v->budget == c->budget && v->handle == c->handle && v->context == c->context &&
+         v->state == c->state;
+  }
+  if (n != c->count) {
+    fprintf(stderr, "%s: budget %u area %08x ctx %u: %llu violations counted, oracle %llu\n", where,
+            c->budget, c->handle, c->context, (unsigned long long)c->count, (unsigned long long)n);
+    a->bad = 1;
+  }
+}
+
+/* The watch's violations, counts, totals, ring and worst against the oracle's. */
+static int cmp_budgets(bctx_t *b, const tlc_bwatch_t *w, const tlc_oracle_t *o) {
+  static bviol_t sorted[VMAX];
+  size_t i;
+  bcount_acc_t acc = { b, 0 };
+  b->norc = 0;
+  tlc_oracle_samples(o, b_oracle_sample, b);
+  if (b->overflow)
+    return 1; /* too many to compare (not a failure of the engine) */
+  memcpy(sorted, b->eng, b->neng * sizeof(sorted[0]));
+  qsort(sorted, b->neng, sizeof(sorted[0]), bviol_cmp);
+  qsort(b->orc, b->norc, sizeof(b->orc[0]), bviol_cmp);
+  for (i = 0; i < b->neng || i < b->norc; i++) {
+    if (i >= b->neng || i >= b->norc || bviol_cmp(&sorted[i], &b->orc[i]) != 0) {
+      const bviol_t *x = i < b->neng ? &sorted[i] : &b->orc[i];
+      fprintf(stderr,
+              "%s: budget violations differ at %zu (engine %zu, oracle %zu): budget %u area "
+              "%08x ctx %u value %lld start %lld end %lld (%s)\n",
+              where, i, b->neng, b->norc, x->budget, x->handle, x->context, (long long)x->value,
+              (long long)x->start, (long long)x->end, i < b->neng ? "engine's" : "oracle's");
+      return 0;
+    }
+  }
+  tlc_bwatch_counts(w, b_count_cb, &acc);
+  if (acc.bad)
+    return 0;
+  if (tlc_bwatch_all(w) != b->norc || tlc_bwatch_dropped_keys(w) != 0) {
+    fprintf(stderr, "%s: %llu violations in all, oracle %zu\n", where,
+            (unsigned long long)tlc_bwatch_all(w), b->norc);
+    return 0;
+  }
+  for (i = 0; i < b->set.n; i++) {
+    static tlc_violation_t kept[BKEEP];
+    size_t j, n = 0, nk, first;
+    int64_t best = -1;
+    const tlc_violation_t *worst = tlc_bwatch_worst(w, i);
+    for (j = 0; j < b->norc; j++)
+      if (b->orc[j].budget == i) {
+        int64_t d = b->orc[j].value > b->orc[j].limit ? b->orc[j].value - b->orc[j].limit
+                                                      : b->orc[j].limit - b->orc[j].value;
+        n++;
+        if (d > best)
+          best = d;
+      }
+    if (tlc_bwatch_total(w, i) != n || (n == 0) != (worst == NULL) ||
+        (worst != NULL &&
+         (worst->over ? worst->value - worst->limit : worst->limit - worst->value) != best)) {
+      fprintf(stderr, "%s: budget %zu: total %llu (oracle %zu) or worst differ\n", where, i,
+              (unsigned long long)tlc_bwatch_total(w, i), n);
+      return 0;
+    }
+    /* the ring: the last BKEEP of this budget's, in the order they came */
+    nk = tlc_bwatch_recent(w, i, kept, BKEEP);
+    first = n > BKEEP ? n - BKEEP : 0;
+    if (nk != n - first)
+      return 0;
+    for (j = 0, n = 0; j < b->neng; j++) {
+      if (b->eng[j].budget != i)
+        continue;
+      if (n >= first &&
+          (kept[n - first].value != b->eng[j].value || kept[n - first].end != b->eng[j].end ||
+           kept[n - first].handle != b->eng[j].handle)) {
+        fprintf(stderr, "%s: budget %zu: kept violation %zu differs\n", where, i, n - first);
+        return 0;
+      }
+      n++;
+    }
+  }
+  return 1;
+}
+
 static int run_one(int kind, uint64_t seed) {
+  static tapacc_t tap;
+  static bctx_t bc;
+  tlc_bwatch_t *bw = NULL;
+  tlc_bwatch_opts_t bo;
+  int direct;
   static gen_t g;
   tlc_engine_t *e = NULL;
   tlc_oracle_t *o = NULL;
@@ -595,7 +965,28 @@ static int run_one(int kind, uint64_t seed) {
   if (kind == K_DATA || kind == K_GARBAGE || kind == K_BIN10 || rng_chance(&pr, 1, 4))
     eo.mapping = oo.mapping = &g_map;
   eo.histograms = 1;
+  memset(&tap, 0, sizeof(tap));
+  eo.tap = tap_cb;
+  eo.tap_ud = &tap;
   assert_int_equal(tlc_engine_new(&e, g.fmt, &eo), 0);
+  /* budgets: behind the test's tap, or the engine's tap themselves (then the tap's own check
+   * is off: it sees nothing) */
+  g_bc = &bc;
+  bc.neng = bc.norc = 0;
+  bc.overflow = 0;
+  make_budgets(&bc, &g, seed);
+  memset(&bo, 0, sizeof(bo));
+  bo.keep = BKEEP;
+  bo.area_name = b_area_name;
+  bo.ctx_name = b_ctx_name;
+  bo.on_violation = b_on_violation;
+  bo.ud = &bc;
+  assert_int_equal(tlc_bwatch_new(&bw, "t", &bc.set, &bo), 0);
+  direct = (seed & 1) != 0;
+  if (direct)
+    tlc_bwatch_attach(bw, e);
+  else
+    tap.w = bw;
   assert_int_equal(tlc_oracle_new(&o, g.fmt, &oo), 0);
   tlc_table_init(&te);
   tlc_table_init(&to);
@@ -617,6 +1008,10 @@ static int run_one(int kind, uint64_t seed) {
       snprintf(where, sizeof(where), "kind=%s seed=%" PRIu64 " after %zu of %zu events",
                kind_name[kind], seed, i, g.n);
       ok = cmp_tables(&te, &to, 1);
+      if (ok && !direct)
+        ok = cmp_tap(&tap, &te);
+      if (ok)
+        ok = cmp_budgets(&bc, bw, o);
       if (ok) { /* a delta since the previous cut against a full snapshot */
         tlc_snap_opts_t sf = { 0, so.windows, 1, 1, 0, 0 }, sd = sf;
         tlc_table_t tf, td;
@@ -685,6 +1080,8 @@ static int run_one(int kind, uint64_t seed) {
   tlc_table_fini(&tp);
   tlc_engine_free(e);
   tlc_oracle_free(o);
+  tlc_bwatch_free(bw);
+  tlc_tbudget_set_fini(&bc.set);
   return ok;
 }
 

@@ -1,0 +1,518 @@
+/* budget.c - timing budgets checked on every sample (see budget.h).
+ *
+ * State: per budget (bstate_t) its definition, total, ring of kept violations and worst; per
+ * watched row (rowent_t: area, context, row kind, state value) the budgets that watch it
+ * (match_t, a slice of one array), with each one's rate window; per (budget, row) that had a
+ * violation its counter (cnt_t). Rows and counters are found through base/htab.h tables keyed
+ * by a hash of their key (entries compared on the hit). The engine asks tlc_bwatch_want once
+ * per row; rows no budget watches get no entry and are not tapped at all.
+ */
+#include "budget/budget.h"
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hash.h"
+#include "base/htab.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define NONE32 0xFFFFFFFFu
+
+typedef struct bstate {
+  tlc_tbudget_t def;
+  uint64_t total;
+  tlc_violation_t *ring; /* keep of them */
+  size_t rn, rhead;      /* used, next slot */
+  tlc_violation_t worst;
+  int has_worst;
+} bstate_t;
+
+typedef struct match {
+  uint32_t bi; /* budget */
+  uint32_t ci; /* its counter (cnt_t), NONE32 before the first violation */
+  /* rate: the open window */
+  uint8_t has_win;
+  uint64_t epoch, wcount, wseq0, wseq1;
+  int64_t win;
+} match_t;
+
+typedef struct rowent {
+  uint32_t handle, context;
+  uint8_t row_kind;
+  uint8_t mask;
+  uint64_t state;
+  uint32_t m0, nm; /* matches[m0 .. m0 + nm) */
+} rowent_t;
+
+typedef struct cnt {
+  uint32_t bi, handle, context;
+  uint8_t row_kind;
+  uint64_t state;
+  uint64_t count;
+} cnt_t;
+
+struct tlc_bwatch {
+  char target[256];
+  tlc_bwatch_opts_t o;
+  bstate_t *bs;
+  size_t nb;
+  rowent_t *rows;
+  size_t nrows, caprows;
+  match_t *m;
+  size_t nm, capm;
+  tlc_htab_t rowh; /* hash(row key) -> rows index */
+  cnt_t *c;
+  size_t nc, capc;
+  tlc_htab_t cnth; /* hash(budget, row key) -> c index */
+  uint64_t dropped_keys, all;
+};
+
+static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
+  return tlc_mix64(((uint64_t)handle << 32 | context) ^ tlc_mix64(state * 4 + rk));
+}
+
+static uint64_t cntkey(uint32_t bi, uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
+  return tlc_mix64(rowkey(handle, context, rk, state) ^ ((uint64_t)bi << 40 | 0x5bd1e995u));
+}
+
+static int64_t wall_default(void *ud) {
+  (void)ud;
+  return tlc_now_unix_ms();
+}
+
+/* Fills bs[0..) with the budgets of set that apply to w->target. 0 or TLC_ENOMEM. */
+static int build_states(tlc_bwatch_t *w, const tlc_tbudget_set_t *set, bstate_t **out,
+                        size_t *nout) {
+  size_t i, n = 0;
+  bstate_t *bs = tlc_calloc(set->n ? set->n : 1, sizeof(*bs));
+  if (bs == NULL)
+    return TLC_ENOMEM;
+  for (i = 0; i < set->n; i++) {
+    if (!tlc_tbudget_target_match(&set->b[i], w->target))
+      continue;
+    bs[n].def = set->b[i];
+    n++;
+  }
+  *out = bs;
+  *nout = n;
+  return 0;
+}
+
+static int same_def(const tlc_tbudget_t *a, const tlc_tbudget_t *b) {
+  return strcmp(a->name, b->name) == 0 && strcmp(a->target, b->target) == 0 &&
+         strcmp(a->area, b->area) == 0 && strcmp(a->context, b->context) == 0 &&
+         a->stat == b->stat && a->has_max == b->has_max && a->has_min == b->has_min &&
+         (!a->has_max || a->max == b->max) && (!a->has_min || a->min == b->min) &&
+         a->window_ns == b->window_ns;
+}
+
+static void free_states(bstate_t *bs, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    tlc_free(bs[i].ring);
+  tlc_free(bs);
+}
+
+int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_tbudget_set_t *set,
+                   const tlc_bwatch_opts_t *o) {
+  tlc_bwatch_t *w = tlc_calloc(1, sizeof(*w));
+  *wp = NULL;
+  if (w == NULL)
+    return TLC_ENOMEM;
+  snprintf(w->target, sizeof(w->target), "%s", target);
+  if (o != NULL)
+    w->o = *o;
+  if (w->o.keep == 0)
+    w->o.keep = 100;
+  if (w->o.max_keys == 0)
+    w->o.max_keys = 100000;
+  if (w->o.wall_ms == NULL)
+    w->o.wall_ms = wall_default;
+  tlc_htab_init(&w->rowh, 0);
+  tlc_htab_init(&w->cnth, w->o.max_keys);
+  if (build_states(w, set, &w->bs, &w->nb) != 0) {
+    tlc_free(w);
+    return TLC_ENOMEM;
+  }
+  *wp = w;
+  return 0;
+}
+
+void tlc_bwatch_free(tlc_bwatch_t *w) {
+  if (w == NULL)
+    return;
+  free_states(w->bs, w->nb);
+  tlc_free(w->rows);
+  tlc_free(w->m);
+  tlc_free(w->c);
+  tlc_htab_fini(&w->rowh);
+  tlc_htab_fini(&w->cnth);
+  tlc_free(w);
+}
+
+static void clear_rows(tlc_bwatch_t *w) {
+  w->nrows = 0;
+  w->nm = 0;
+  tlc_htab_clear(&w->rowh);
+}
+
+void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
+  clear_rows(w);
+  tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
+}
+
+int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
+  bstate_t *bs;
+  size_t nb, i, j, k;
+  uint32_t *remap;
+  if (build_states(w, set, &bs, &nb) != 0)
+    return TLC_ENOMEM;
+  remap = tlc_malloc((w->nb ? w->nb : 1) * sizeof(*remap));
+  if (remap == NULL) {
+    free_states(bs, nb);
+    return TLC_ENOMEM;
+  }
+  for (i = 0; i < w->nb; i++) {
+    remap[i] = NONE32;
+    for (j = 0; j < nb; j++)
+      if (same_def(&w->bs[i].def, &bs[j].def)) {
+        tlc_tbudget_t def = bs[j].def; /* the new origin */
+        bs[j] = w->bs[i];
+        bs[j].def = def;
+        w->bs[i].ring = NULL;
+        remap[i] = (uint32_t)j;
+        break;
+      }
+  }
+  /* the counters of budgets that remain, renumbered */
+  tlc_htab_clear(&w->cnth);
+  for (i = k = 0; i < w->nc; i++) {
+    cnt_t c = w->c[i];
+    if (remap[c.bi] == NONE32)
+      continue;
+    c.bi = remap[c.bi];
+    w->c[k] = c;
+    (void)tlc_htab_add(&w->cnth, cntkey(c.bi, c.handle, c.context, c.row_kind, c.state), k);
+    k++;
+  }
+  w->nc = k;
+  tlc_free(remap);
+  free_states(w->bs, w->nb);
+  w->bs = bs;
+  w->nb = nb;
+  clear_rows(w);
+  return 0;
+}
+
+static const rowent_t *row_find(const tlc_bwatch_t *w, uint32_t handle, uint32_t context,
+                                uint8_t rk, uint64_t state) {
+  uint64_t key = rowkey(handle, context, rk, state);
+  const uint64_t *v;
+  for (v = tlc_htab_get(&w->rowh, key); v != NULL; v = tlc_htab_get_next(&w->rowh, key, v)) {
+    const rowent_t *r = &w->rows[*v];
+    if (r->handle == handle && r->context == context && r->row_kind == rk && r->state == state)
+      return r;
+  }
+  return NULL;
+}
+
+static int budget_matches(tlc_bwatch_t *w, const tlc_tbudget_t *b, uint32_t handle,
+                          uint32_t context, uint8_t rk, const char **name, int *named) {
+  if (b->stat == TLC_BSTAT_RATE ? 0
+                                : (rk != TLC_ROW_CODE && b->stat != TLC_PERIOD &&
+                                   !(rk == TLC_ROW_STATE && b->stat == TLC_NET)))
+    return 0; /* data rows have PERIOD only, state rows NET and PERIOD */
+  if (b->area_kind != TLC_BAREA_HANDLE && !*named) {
+    *name = w->o.area_name != NULL ? w->o.area_name(w->o.ud, handle) : NULL;
+    *named = 1;
+  }
+  if (!tlc_tbudget_area_match(b, handle, *name))
+    return 0;
+  if (b->context[0] != '\0') {
+    char buf[128];
+    const char *cn;
+    if (context == TLC_CTX_NONE || w->o.ctx_name == NULL)
+      return 0;
+    cn = w->o.ctx_name(w->o.ud, context, buf, sizeof(buf));
+    if (cn == NULL || strcmp(cn, b->context) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                         uint64_t state) {
+  tlc_bwatch_t *w = ud;
+  const rowent_t *old = row_find(w, handle, context, row_kind, state);
+  const char *name = NULL;
+  int named = 0;
+  size_t i, m0 = w->nm;
+  unsigned mask = 0;
+  rowent_t *r;
+  if (old != NULL)
+    return old->mask;
+  for (i = 0; i < w->nb; i++) {
+    const tlc_tbudget_t *b = &w->bs[i].def;
+    if (!budget_matches(w, b, handle, context, row_kind, &name, &named))
+      continue;
+    if (w->nm == w->capm) {
+      size_t nc = w->capm ? w->capm * 2 : 64;
+      match_t *nm = tlc_realloc(w->m, nc * sizeof(*nm));
+      if (nm == NULL)
+        break; /* no memory: the row is watched by the budgets found so far */
+      w->m = nm;
+      w->capm = nc;
+    }
+    memset(&w->m[w->nm], 0, sizeof(w->m[0]));
+    w->m[w->nm].bi = (uint32_t)i;
+    w->m[w->nm].ci = NONE32;
+    w->nm++;
+    mask |= 1u << (b->stat == TLC_BSTAT_RATE ? TLC_TAP_COUNT : b->stat);
+  }
+  if (w->nm == m0)
+    return 0;
+  if (w->nrows == w->caprows) {
+    size_t nc = w->caprows ? w->caprows * 2 : 64;
+    rowent_t *nr = tlc_realloc(w->rows, nc * sizeof(*nr));
+    if (nr == NULL) {
+      w->nm = m0;
+      return 0;
+    }
+    w->rows = nr;
+    w->caprows = nc;
+  }
+  if (tlc_htab_add(&w->rowh, rowkey(handle, context, row_kind, state), w->nrows) != 0) {
+    w->nm = m0;
+    return 0;
+  }
+  r = &w->rows[w->nrows++];
+  r->handle = handle;
+  r->context = context;
+  r->row_kind = row_kind;
+  r->state = state;
+  r->mask = (uint8_t)mask;
+  r->m0 = (uint32_t)m0;
+  r->nm = (uint32_t)(w->nm - m0);
+  return mask;
+}
+
+/* The counter of (m's budget, r), created at its first violation; NONE32 past max_keys. */
+static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
+  uint64_t key;
+  const uint64_t *v;
+  if (m->ci != NONE32)
+    return m->ci;
+  key = cntkey(m->bi, r->handle, r->context, r->row_kind, r->state);
+  for (v = tlc_htab_get(&w->cnth, key); v != NULL; v = tlc_htab_get_next(&w->cnth, key, v)) {
+    const cnt_t *c = &w->c[*v];
+    if (c->bi == m->bi && c->handle == r->handle && c->context == r->context &&
+        c->row_kind == r->row_kind && c->state == r->state)
+      return m->ci = (uint32_t)*v;
+  }
+  if (w->nc >= w->o.max_keys)
+    return NONE32;
+  if (w->nc == w->capc) {
+    size_t nc = w->capc ? w->capc * 2 : 64;
+    cnt_t *np = tlc_realloc(w->c, nc * sizeof(*np));
+    if (np == NULL)
+      return NONE32;
+    w->c = np;
+    w->capc = nc;
+  }
+  if (tlc_htab_add(&w->cnth, key, w->nc) != 0)
+    return NONE32;
+  memset(&w->c[w->nc], 0, sizeof(w->c[0]));
+  w->c[w->nc].bi = m->bi;
+  w->c[w->nc].handle = r->handle;
+  w->c[w->nc].context = r->context;
+  w->c[w->nc].row_kind = r->row_kind;
+  w->c[w->nc].state = r->state;
+  return m->ci = (uint32_t)w->nc++;
+}
+
+/* Records violation v (budget, value, limit, times, sequences filled) `n` times (n > 1: a
+ * stretch of empty rate windows, one record). */
+static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violation_t *v,
+                    uint64_t n) {
+  bstate_t *b = &w->bs[m->bi];
+  uint32_t ci = counter(w, m, r);
+  int64_t dist = v->over ? v->value - v->limit : v->limit - v->value;
+  v->budget = m->bi;
+  v->handle = r->handle;
+  v->context = r->context;
+  v->row_kind = r->row_kind;
+  v->state = r->state;
+  v->stat = b->def.stat;
+  v->wall_ms = w->o.wall_ms(w->o.ud);
+  b->total += n;
+  w->all += n;
+  v->count = b->total;
+  if (ci != NONE32)
+    w->c[ci].count += n;
+  else
+    w->dropped_keys += n;
+  if (b->ring == NULL)
+    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
+  if (b->ring != NULL) { /* without memory only the counts (the worst below) */
+    b->ring[b->rhead] = *v;
+    b->rhead = (b->rhead + 1) % w->o.keep;
+    if (b->rn < w->o.keep)
+      b->rn++;
+  }
+  if (!b->has_worst ||
+      dist > (b->worst.over ? b->worst.value - b->worst.limit : b->worst.limit - b->worst.value)) {
+    b->worst = *v;
+    b->has_worst = 1;
+  }
+  if (w->o.on_violation != NULL)
+    w->o.on_violation(w->o.ud, v);
+}
+
+static void test_value(tlc_bwatch_t *w, match_t *m, const rowent_t *r, int64_t value, int64_t start,
+                       int64_t end, uint64_t epoch, uint64_t seq0, uint64_t seq1) {
+  const tlc_tbudget_t *b = &w->bs[m->bi].def;
+  tlc_violation_t v;
+  int over = b->has_max && value > b->max, under = b->has_min && value < b->min;
+  if (!over && !under)
+    return;
+  memset(&v, 0, sizeof(v));
+  v.over = (uint8_t)over;
+  v.value = value;
+  v.limit = over ? b->max : b->min;
+  v.start = start;
+  v.end = end;
+  v.epoch = epoch;
+  v.seq_start = seq0;
+  v.seq_end = seq1;
+  violate(w, m, r, &v, 1);
+}
+
+static int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    q--;
+  return q;
+}
+
+/* The window's bounds [win * len, (win + 1) * len), saturated. */
+static int64_t wbound(int64_t win, int64_t len) {
+  if (win > INT64_MAX / len)
+    return INT64_MAX;
+  if (win < INT64_MIN / len)
+    return INT64_MIN;
+  return win * len;
+}
+
+static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
+                       const tlc_engine_sample_t *s) {
+  const tlc_tbudget_t *b = &w->bs[m->bi].def;
+  int64_t len = b->window_ns, win = floordiv(s->end, len);
+  if (m->has_win && m->epoch == s->epoch && win <= m->win) {
+    m->wcount++; /* in the window (an out-of-order time counts in the open one) */
+    m->wseq1 = s->seq_end;
+    return;
+  }
+  if (m->has_win && m->epoch == s->epoch) { /* the open window closes */
+    int64_t empty = win - m->win - 1;
+    test_value(w, m, r, (int64_t)m->wcount, wbound(m->win, len), wbound(m->win + 1, len), m->epoch,
+               m->wseq0, m->wseq1);
+    if (empty > 0 && b->has_min && b->min > 0) {
+      tlc_violation_t v;
+      memset(&v, 0, sizeof(v));
+      v.over = 0;
+      v.value = 0;
+      v.limit = b->min;
+      v.start = wbound(m->win + 1, len);
+      v.end = wbound(win, len);
+      v.epoch = s->epoch;
+      v.seq_start = m->wseq1;
+      v.seq_end = s->seq_end;
+      violate(w, m, r, &v, (uint64_t)empty);
+    }
+  }
+  m->has_win = 1;
+  m->epoch = s->epoch;
+  m->win = win;
+  m->wcount = 1;
+  m->wseq0 = m->wseq1 = s->seq_end;
+}
+
+void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
+  tlc_bwatch_t *w = ud;
+  const rowent_t *r;
+  uint32_t i;
+  if (s->kind == TLC_TAP_GAP) { /* no rate window spans a gap */
+    size_t j;
+    for (j = 0; j < w->nm; j++)
+      w->m[j].has_win = 0;
+    return;
+  }
+  r = row_find(w, s->handle, s->context, s->row_kind, s->state);
+  if (r == NULL)
+    return;
+  for (i = 0; i < r->nm; i++) {
+    match_t *m = &w->m[r->m0 + i];
+    unsigned stat = w->bs[m->bi].def.stat;
+    if (stat == TLC_BSTAT_RATE) {
+      if (s->kind == TLC_TAP_COUNT)
+        rate_event(w, m, r, s);
+    } else if (stat == s->kind) {
+      test_value(w, m, r, s->value, s->start, s->end, s->epoch, s->seq_start, s->seq_end);
+    }
+  }
+}
+
+size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w) {
+  return w->nb;
+}
+
+const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i) {
+  return i < w->nb ? &w->bs[i].def : NULL;
+}
+
+uint64_t tlc_bwatch_total(const tlc_bwatch_t *w, size_t i) {
+  return i < w->nb ? w->bs[i].total : 0;
+}
+
+const tlc_violation_t *tlc_bwatch_worst(const tlc_bwatch_t *w, size_t i) {
+  return i < w->nb && w->bs[i].has_worst ? &w->bs[i].worst : NULL;
+}
+
+size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, size_t max) {
+  const bstate_t *b;
+  size_t n, j, first;
+  if (i >= w->nb)
+    return 0;
+  b = &w->bs[i];
+  n = b->rn < max ? b->rn : max;
+  /* the oldest of the last n */
+  first = (b->rhead + w->o.keep - n) % w->o.keep;
+  for (j = 0; j < n; j++)
+    out[j] = b->ring[(first + j) % w->o.keep];
+  return n;
+}
+
+void tlc_bwatch_counts(const tlc_bwatch_t *w, void (*fn)(void *ud, const tlc_bcount_t *c),
+                       void *ud) {
+  size_t i;
+  for (i = 0; i < w->nc; i++) {
+    tlc_bcount_t c;
+    c.budget = w->c[i].bi;
+    c.handle = w->c[i].handle;
+    c.context = w->c[i].context;
+    c.row_kind = w->c[i].row_kind;
+    c.state = w->c[i].state;
+    c.count = w->c[i].count;
+    fn(ud, &c);
+  }
+}
+
+uint64_t tlc_bwatch_dropped_keys(const tlc_bwatch_t *w) {
+  return w->dropped_keys;
+}
+
+uint64_t tlc_bwatch_all(const tlc_bwatch_t *w) {
+  return w->all;
+}

@@ -1,0 +1,447 @@
+/* test_budgets.c - timing budgets (SPEC 13): the budget file (formats/budget.h) and the watch
+ * that tests every sample through the engine's tap (daemon/budget/budget.h).
+ *
+ *  - parse: units, every key, areas by handle / name / glob, and every refusal naming
+ *    file:line, section and key;
+ *  - watch: a hand-made stream whose NET, CALL, PERIOD and OUTSIDE samples are known, budgets
+ *    with max and min, by handle, by name and glob, per context; the violations' values,
+ *    limits, times, epochs and sequences, their counts per (budget, area, context), the kept
+ *    ring and the worst;
+ *  - rate: E events per window, windows closed by the next event, empty windows below min,
+ *    and a gap that ends a window untested;
+ *  - reload: an unchanged budget keeps its counts, a changed one starts again.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "budget/budget.h"
+#include "engine/engine.h"
+#include "formats/budget.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void test_duration(void **state) {
+  int64_t v;
+  (void)state;
+  assert_int_equal(tlc_tbudget_duration("250us", 0, &v), 0);
+  assert_int_equal(v, 250000);
+  assert_int_equal(tlc_tbudget_duration("1.5ms", 0, &v), 0);
+  assert_int_equal(v, 1500000);
+  assert_int_equal(tlc_tbudget_duration("2s", 0, &v), 0);
+  assert_int_equal(v, 2000000000);
+  assert_int_equal(tlc_tbudget_duration("0.000000001s", 0, &v), 0);
+  assert_int_equal(v, 1);
+  assert_int_equal(tlc_tbudget_duration("17ns", 0, &v), 0);
+  assert_int_equal(v, 17);
+  assert_int_equal(tlc_tbudget_duration("12", 1, &v), 0);
+  assert_int_equal(v, 12);
+  assert_int_equal(tlc_tbudget_duration("12", 0, &v), -1); /* a duration needs its unit */
+  assert_int_equal(tlc_tbudget_duration("1ms", 1, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("-1ms", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("ms", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("1.ms", 0, &v), 0);
+  assert_int_equal(v, 1000000);
+  assert_int_equal(tlc_tbudget_duration("99999999999999999999s", 0, &v), -1);
+  assert_int_equal(tlc_tbudget_duration("10000000000s", 0, &v), -1); /* past INT64_MAX ns */
+  assert_int_equal(tlc_tbudget_duration("1h", 0, &v), -1);
+}
+
+static const char good[] = "# budgets\n"
+                           "[budget isr]\n"
+                           "area = 0x00000010\n"
+                           "stat = period\n"
+                           "max = 1.05ms\n"
+                           "min = 950us\n"
+                           "\n"
+                           "[budget task]\n"
+                           "target = board-*\n"
+                           "area = Task*\n"
+                           "context = task1A\n"
+                           "stat = net\n"
+                           "max = 2s\n"
+                           "; rate\n"
+                           "[budget rx]\n"
+                           "area = rx_irq\n"
+                           "stat = rate\n"
+                           "window = 10ms\n"
+                           "max = 20\n";
+
+static void test_parse(void **state) {
+  tlc_tbudget_set_t s;
+  char err[512];
+  (void)state;
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, good, strlen(good), "b.ini", err, sizeof(err)), 0);
+  assert_int_equal(s.n, 3);
+  assert_string_equal(s.b[0].name, "isr");
+  assert_int_equal(s.b[0].area_kind, TLC_BAREA_HANDLE);
+  assert_int_equal(s.b[0].handle, 0x10);
+  assert_int_equal(s.b[0].stat, 3); /* TLC_PERIOD */
+  assert_int_equal(s.b[0].max, 1050000);
+  assert_int_equal(s.b[0].min, 950000);
+  assert_string_equal(s.b[0].target, "*");
+  assert_string_equal(s.b[0].context, "");
+  assert_string_equal(s.b[0].origin, "b.ini:2");
+  assert_int_equal(s.b[1].area_kind, TLC_BAREA_GLOB);
+  assert_string_equal(s.b[1].context, "task1A");
+  assert_int_equal(s.b[1].has_min, 0);
+  assert_int_equal(s.b[2].area_kind, TLC_BAREA_NAME);
+  assert_int_equal(s.b[2].stat, TLC_BSTAT_RATE);
+  assert_int_equal(s.b[2].window_ns, 10000000);
+  assert_int_equal(s.b[2].max, 20);
+  assert_true(tlc_tbudget_target_match(&s.b[1], "board-3"));
+  assert_false(tlc_tbudget_target_match(&s.b[1], "bench"));
+  assert_true(tlc_tbudget_area_match(&s.b[1], 5, "TaskIdle"));
+  assert_false(tlc_tbudget_area_match(&s.b[1], 5, NULL));
+  assert_true(tlc_tbudget_area_match(&s.b[0], 0x10, NULL));
+  assert_true(tlc_tbudget_area_match(&s.b[2], 1, "rx_irq"));
+  assert_false(tlc_tbudget_area_match(&s.b[2], 1, "rx_irq2"));
+  tlc_tbudget_set_fini(&s);
+}
+
+static void refused(const char *text, const char *want) {
+  tlc_tbudget_set_t s;
+  char err[512] = "";
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, text, strlen(text), "f.ini", err, sizeof(err)), -1);
+  if (strstr(err, want) == NULL) {
+    fprintf(stderr, "got '%s', want '%s'\n", err, want);
+    fail();
+  }
+  assert_int_equal(s.n, 0);
+  tlc_tbudget_set_fini(&s);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  refused("[budget a]\narea = x\nstat = nett\nmax = 1ms\n", "f.ini:3: [budget a] stat:");
+  refused("[budget a]\narea = x\nmax = 1\n", "f.ini:1: [budget a] max/min: a duration");
+  refused("[budget a]\narea = x\nstat = rate\nwindow = 1s\nmax = 1ms\n",
+          "f.ini:1: [budget a] max/min: a count");
+  refused("[budget a]\narea = x\nstat = rate\nmax = 5\n", "f.ini:1: [budget a] window: missing");
+  refused("[budget a]\narea = x\nmax = 1ms\nwindow = 1s\n", "window: only for stat = rate");
+  refused("[budget a]\nstat = net\nmax = 1ms\n", "f.ini:1: [budget a] area: missing");
+  refused("[budget a]\narea = x\n", "max or min: missing");
+  refused("[budget a]\narea = x\nmax = 1ms\nmin = 2ms\n", "min: more than max");
+  refused("[budget a]\narea = x\nmax = 1 ms\n", "f.ini:3: [budget a] max:");
+  refused("[budget a]\narea = x\ncolour = red\n", "f.ini:3: [budget a] colour: unknown key");
+  refused("[daemon]\nx = 1\n", "f.ini:1: only [budget NAME] sections");
+  refused("area = x\n", "f.ini:1: a key outside");
+  refused("[budget a]\narea x\n", "f.ini:2: 'key = value' expected");
+  refused("[budget a b]\narea = x\n", "f.ini:1: [budget a b]: a budget name has only");
+  refused("[budget a]\narea = x\nmax = 1ms\n[budget a]\narea = y\nmax = 1ms\n",
+          "f.ini:4: [budget a] a second budget named a");
+}
+
+/* ---- the watch ---- */
+
+#define MAXV 64
+typedef struct seen {
+  tlc_violation_t v[MAXV];
+  size_t n;
+} seen_t;
+
+static const char *area_name(void *ud, uint32_t handle) {
+  (void)ud;
+  return handle == 1 ? "TaskA" : handle == 2 ? "TaskB" : handle == 3 ? "isr_tick" : NULL;
+}
+
+static const char *ctx_name(void *ud, uint32_t context, char *buf, size_t len) {
+  (void)ud;
+  snprintf(buf, len, "ctx%u", context);
+  return buf;
+}
+
+static void on_violation(void *ud, const tlc_violation_t *v) {
+  seen_t *s = ud;
+  if (s->n < MAXV)
+    s->v[s->n++] = *v;
+}
+
+static int64_t wall(void *ud) {
+  (void)ud;
+  return 1234;
+}
+
+static void ev(tlc_event_t *e, int64_t t, uint32_t h, unsigned type, unsigned core) {
+  memset(e, 0, sizeof(*e));
+  e->time_ns = t;
+  e->handle = h;
+  e->type = (uint8_t)type;
+  e->core = (uint8_t)core;
+}
+
+static tlc_bwatch_t *watch(const char *text, seen_t *seen, size_t keep, tlc_engine_t **e) {
+  tlc_tbudget_set_t s;
+  tlc_bwatch_t *w;
+  tlc_bwatch_opts_t o;
+  char err[512];
+  tlc_tbudget_set_init(&s);
+  if (tlc_tbudget_parse(&s, text, strlen(text), "t.ini", err, sizeof(err)) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  memset(&o, 0, sizeof(o));
+  o.keep = keep;
+  o.area_name = area_name;
+  o.ctx_name = ctx_name;
+  o.on_violation = on_violation;
+  o.wall_ms = wall;
+  o.ud = seen;
+  assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
+  tlc_tbudget_set_fini(&s);
+  assert_int_equal(tlc_engine_new(e, TLC_FMT_BIN11, NULL), 0);
+  tlc_bwatch_attach(w, *e);
+  return w;
+}
+
+typedef struct cnts {
+  tlc_bcount_t c[16];
+  size_t n;
+} cnts_t;
+
+static void count_cb(void *ud, const tlc_bcount_t *c) {
+  cnts_t *x = ud;
+  if (x->n < 16)
+    x->c[x->n++] = *c;
+}
+
+static uint64_t count_of(const tlc_bwatch_t *w, uint32_t budget, uint32_t handle, uint32_t ctx) {
+  cnts_t x;
+  size_t i;
+  x.n = 0;
+  tlc_bwatch_counts(w, count_cb, &x);
+  for (i = 0; i < x.n; i++)
+    if (x.c[i].budget == budget && x.c[i].handle == handle && x.c[i].context == ctx)
+      return x.c[i].count;
+  return 0;
+}
+
+/* TaskA (handle 1) on core 0 (context 0) runs E..X three times: at 100..400 (suspended
+ * 200..300: NET 200, CALL 300), 1000..1050 (NET 50), 2000..2900 (NET 900). TaskB (handle 2)
+ * on core 1 (context 1) once, 500..2500 (NET 2000). Then isr_tick (3) E/X at 3000, 3100,
+ * 3250: PERIODs 100 and 150. */
+static void push_stream(tlc_engine_t *e) {
+  tlc_event_t v[32];
+  size_t n = 0;
+  ev(&v[n++], 100, 1, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 200, 1, TLC_EV_SUSPEND, 0);
+  ev(&v[n++], 300, 1, TLC_EV_RESUME, 0);
+  ev(&v[n++], 400, 1, TLC_EV_EXIT, 0);
+  ev(&v[n++], 500, 2, TLC_EV_ENTRY, 1);
+  ev(&v[n++], 1000, 1, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 1050, 1, TLC_EV_EXIT, 0);
+  ev(&v[n++], 2000, 1, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 2500, 2, TLC_EV_EXIT, 1);
+  ev(&v[n++], 2900, 1, TLC_EV_EXIT, 0);
+  ev(&v[n++], 3000, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 3001, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 3100, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 3101, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 3250, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 3251, 3, TLC_EV_EXIT, 0);
+  tlc_engine_push(e, v, n);
+}
+
+static void test_watch(void **state) {
+  static const char text[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n"
+                             "[budget task_net]\narea = Task*\nstat = net\nmin = 60ns\n"
+                             "[budget call_b]\narea = 00000002\ncontext = ctx1\nstat = call\n"
+                             "max = 1us\n"
+                             "[budget call_b0]\narea = 00000002\ncontext = ctx0\nstat = call\n"
+                             "max = 1ns\n"
+                             "[budget tick]\narea = isr_tick\nstat = period\nmax = 120ns\n"
+                             "min = 101ns\n"
+                             "[budget other]\ntarget = bench\narea = TaskA\nstat = net\n"
+                             "max = 1ns\n";
+  static seen_t seen;
+  tlc_engine_t *e;
+  tlc_bwatch_t *w;
+  tlc_violation_t r[4];
+  const tlc_violation_t *worst;
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  w = watch(text, &seen, 2, &e);
+  assert_int_equal(tlc_bwatch_nbudgets(w), 5); /* "other" is another target's */
+  push_stream(e);
+  /* net_a: NET 200 (100..400) and 900 (2000..2900) above 100; 50 is not */
+  assert_int_equal(tlc_bwatch_total(w, 0), 2);
+  /* task_net: NET 50 of TaskA below 60 */
+  assert_int_equal(tlc_bwatch_total(w, 1), 1);
+  /* call_b: TaskB's CALL 2000 > 1000 in ctx1; call_b0 never (TaskB is not in ctx0) */
+  assert_int_equal(tlc_bwatch_total(w, 2), 1);
+  assert_int_equal(tlc_bwatch_total(w, 3), 0);
+  /* tick: PERIOD 100 below 101, 150 above 120 */
+  assert_int_equal(tlc_bwatch_total(w, 4), 2);
+  assert_int_equal(tlc_bwatch_all(w), 6);
+  assert_int_equal(seen.n, 6);
+  /* in the order they closed: net_a at 400, task_net at 1050, call_b at 2500, net_a at 2900,
+   * tick at 3100 and 3250 */
+  assert_int_equal(seen.v[0].budget, 0);
+  assert_int_equal(seen.v[0].value, 200);
+  assert_int_equal(seen.v[0].limit, 100);
+  assert_int_equal(seen.v[0].over, 1);
+  assert_int_equal(seen.v[0].start, 100);
+  assert_int_equal(seen.v[0].end, 400);
+  assert_int_equal(seen.v[0].seq_start, 1);
+  assert_int_equal(seen.v[0].seq_end, 4);
+  assert_int_equal(seen.v[0].epoch, 0);
+  assert_int_equal(seen.v[0].wall_ms, 1234);
+  assert_int_equal(seen.v[0].handle, 1);
+  assert_int_equal(seen.v[0].context, 0);
+  assert_int_equal(seen.v[1].budget, 1);
+  assert_int_equal(seen.v[1].value, 50);
+  assert_int_equal(seen.v[1].limit, 60);
+  assert_int_equal(seen.v[1].over, 0);
+  assert_int_equal(seen.v[2].budget, 2);
+  assert_int_equal(seen.v[2].value, 2000);
+  assert_int_equal(seen.v[2].start, 500);
+  assert_int_equal(seen.v[2].end, 2500);
+  assert_int_equal(seen.v[2].context, 1);
+  assert_int_equal(seen.v[2].seq_start, 5);
+  assert_int_equal(seen.v[2].seq_end, 9);
+  assert_int_equal(seen.v[3].value, 900);
+  assert_int_equal(seen.v[4].budget, 4);
+  assert_int_equal(seen.v[4].value, 100);
+  assert_int_equal(seen.v[4].over, 0);
+  assert_int_equal(seen.v[4].start, 3000);
+  assert_int_equal(seen.v[4].end, 3100);
+  assert_int_equal(seen.v[5].value, 150);
+  assert_int_equal(seen.v[5].limit, 120);
+  assert_int_equal(seen.v[5].count, 2);
+  /* counts per (budget, area, context) */
+  assert_int_equal(count_of(w, 0, 1, 0), 2);
+  assert_int_equal(count_of(w, 1, 1, 0), 1);
+  assert_int_equal(count_of(w, 1, 2, 1), 0);
+  assert_int_equal(count_of(w, 2, 2, 1), 1);
+  /* the kept ring (keep 2) and the worst: 900 is 800 over, 200 only 100 */
+  assert_int_equal(tlc_bwatch_recent(w, 0, r, 4), 2);
+  assert_int_equal(r[0].value, 200);
+  assert_int_equal(r[1].value, 900);
+  worst = tlc_bwatch_worst(w, 0);
+  assert_non_null(worst);
+  assert_int_equal(worst->value, 900);
+  /* tick's worst: 150 is 30 over 120, 100 only 1 under 101 */
+  assert_int_equal(tlc_bwatch_worst(w, 4)->value, 150);
+  assert_null(tlc_bwatch_worst(w, 3));
+  /* three more net_a violations: the ring keeps the last two */
+  {
+    tlc_event_t v[6];
+    ev(&v[0], 4000, 1, TLC_EV_ENTRY, 0);
+    ev(&v[1], 4300, 1, TLC_EV_EXIT, 0);
+    ev(&v[2], 5000, 1, TLC_EV_ENTRY, 0);
+    ev(&v[3], 5400, 1, TLC_EV_EXIT, 0);
+    ev(&v[4], 6000, 1, TLC_EV_ENTRY, 0);
+    ev(&v[5], 6500, 1, TLC_EV_EXIT, 0);
+    tlc_engine_push(e, v, 6);
+  }
+  assert_int_equal(tlc_bwatch_total(w, 0), 5);
+  assert_int_equal(tlc_bwatch_recent(w, 0, r, 4), 2);
+  assert_int_equal(r[0].value, 400);
+  assert_int_equal(r[1].value, 500);
+  assert_int_equal(tlc_bwatch_worst(w, 0)->value, 900);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
+static void test_rate(void **state) {
+  /* at most 2 and at least 1 E of isr_tick per 1000 ns window */
+  static const char text[] =
+      "[budget r]\narea = isr_tick\nstat = rate\nwindow = 1us\nmax = 2\nmin = 1\n";
+  static seen_t seen;
+  tlc_engine_t *e;
+  tlc_bwatch_t *w;
+  tlc_event_t v[16];
+  size_t n = 0;
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  w = watch(text, &seen, 10, &e);
+  /* window 0: 3 E (100, 200, 300); window 1: 1 (1500); windows 2, 3: none; window 4: 1
+   * (4100), closed by the E at 5000 (window 5), which is then cut by a gap */
+  ev(&v[n++], 100, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 150, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 200, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 250, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 300, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 350, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 1500, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 1550, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 4100, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 4150, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 5000, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 5050, 3, TLC_EV_EXIT, 0);
+  tlc_engine_push(e, v, n);
+  /* window 0 over (3 > 2) at the E of 1500; windows 2..3 empty (2 violations, one record) at
+   * the E of 4100; window 4 (1) is fine */
+  assert_int_equal(tlc_bwatch_total(w, 0), 3);
+  assert_int_equal(seen.n, 2);
+  assert_int_equal(seen.v[0].value, 3);
+  assert_int_equal(seen.v[0].limit, 2);
+  assert_int_equal(seen.v[0].start, 0);
+  assert_int_equal(seen.v[0].end, 1000);
+  assert_int_equal(seen.v[0].seq_start, 1);
+  assert_int_equal(seen.v[0].seq_end, 5);
+  assert_int_equal(seen.v[1].value, 0);
+  assert_int_equal(seen.v[1].limit, 1);
+  assert_int_equal(seen.v[1].start, 2000);
+  assert_int_equal(seen.v[1].end, 4000);
+  /* a gap: window 5 ends untested; after it windows start afresh (no empty stretch) */
+  tlc_engine_gap(e);
+  n = 0;
+  ev(&v[n++], 9100, 3, TLC_EV_ENTRY, 0);
+  ev(&v[n++], 9150, 3, TLC_EV_EXIT, 0);
+  ev(&v[n++], 10100, 3, TLC_EV_ENTRY, 0);
+  tlc_engine_push(e, v, n);
+  assert_int_equal(tlc_bwatch_total(w, 0), 3);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
+static void test_reload(void **state) {
+  static const char a[] = "[budget keep]\narea = TaskA\nstat = net\nmax = 100ns\n"
+                          "[budget change]\narea = TaskA\nstat = call\nmax = 100ns\n";
+  static const char b[] = "[budget change]\narea = TaskA\nstat = call\nmax = 1us\n"
+                          "[budget keep]\narea = TaskA\nstat = net\nmax = 100ns\n";
+  static seen_t seen;
+  tlc_engine_t *e;
+  tlc_bwatch_t *w;
+  tlc_tbudget_set_t s;
+  char err[256];
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  w = watch(a, &seen, 4, &e);
+  push_stream(e); /* TaskA: NET 200, 50, 900; CALL 300, 50, 900 */
+  assert_int_equal(tlc_bwatch_total(w, 0), 2);
+  assert_int_equal(tlc_bwatch_total(w, 1), 2);
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, b, strlen(b), "b.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_bwatch_set_budgets(w, &s), 0);
+  tlc_bwatch_attach(w, e);
+  tlc_tbudget_set_fini(&s);
+  assert_string_equal(tlc_bwatch_budget(w, 1)->name, "keep");
+  assert_int_equal(tlc_bwatch_total(w, 1), 2); /* unchanged: kept, now at index 1 */
+  assert_int_equal(count_of(w, 1, 1, 0), 2);
+  assert_int_equal(tlc_bwatch_total(w, 0), 0); /* changed: starts again */
+  {
+    tlc_event_t v[2];
+    ev(&v[0], 7000, 1, TLC_EV_ENTRY, 0);
+    ev(&v[1], 8500, 1, TLC_EV_EXIT, 0); /* NET and CALL 1500 */
+    tlc_engine_push(e, v, 2);
+  }
+  assert_int_equal(tlc_bwatch_total(w, 1), 3);
+  assert_int_equal(count_of(w, 1, 1, 0), 3);
+  assert_int_equal(tlc_bwatch_total(w, 0), 1);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_duration), cmocka_unit_test(test_parse), cmocka_unit_test(test_refusals),
+    cmocka_unit_test(test_watch),    cmocka_unit_test(test_rate),  cmocka_unit_test(test_reload),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
