@@ -19,6 +19,7 @@
 #ifndef TLC_DAEMON_H
 #define TLC_DAEMON_H
 
+#include "alert/alert.h"
 #include "auth/auth.h"
 #include "auth/tls.h"
 #include "config/config.h"
@@ -52,6 +53,7 @@ typedef struct tlc_daemon {
   tlc_cont_t *cont;     /* statistics checkpoints and restore */
   tlc_pubsub_t *pubsub; /* the subscriber server */
   tlc_fleet_t *fleet;   /* the NATS publisher (nats_url set) */
+  tlc_alert_t *alert;   /* the Alertmanager client (alertmanager_url set) */
   tlc_http_t *http;     /* the HTTP port (http set) */
   char http_url[TLC_CFG_HOST + 32]; /* the dashboard's URL while the HTTP port serves */
   char http_off[TLC_CFG_HOST + 96]; /* why the configured HTTP port does not serve, or "" */

@@ -122,6 +122,8 @@ void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w) {
   tlc_sources_dump(&dm->in, w);
   if (dm->fleet != NULL)
     tlc_fleet_dump(dm->fleet, w);
+  if (dm->alert != NULL)
+    tlc_alert_dump(dm->alert, w);
   tlc_stored_dump(dm, w);
   if (dm->histq != NULL)
     tlc_histq_dump(dm->histq, w);

@@ -26,4 +26,7 @@ size_t tlc_status_target_subscribers(void *ud, size_t index);
 /* view nats: the NATS publisher's state (tlc_fleet_view); TLC_EINVAL while it does not run. */
 int tlc_status_nats(void *ud, tlc_view_nats_t *out);
 
+/* view alerts: the Alertmanager client's figures; TLC_EINVAL while it does not run. */
+int tlc_status_alerts(void *ud, tlc_view_alerts_t *out);
+
 #endif

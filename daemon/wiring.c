@@ -193,6 +193,25 @@ static int start_fleet(tlc_daemon_t *d) {
   return r;
 }
 
+/* The Alertmanager client (alertmanager_url set; docs/alerts.md). */
+static int start_alert(tlc_daemon_t *d) {
+  const tlc_config_t *c = &d->in.cfg;
+  tlc_alert_opts_t ao;
+  int r;
+  memset(&ao, 0, sizeof(ao));
+  ao.url = c->alertmanager_url;
+  ao.ca_file = c->alertmanager_ca;
+  ao.state_dir = c->store ? c->state_dir : "";
+  ao.resolve_ms = c->alert_resolve_ms;
+  ao.repost_ms = c->alert_repost_ms;
+  ao.log = log_main;
+  ao.log_ud = d;
+  r = tlc_alert_new(&d->alert, d->in.loop, &ao);
+  if (r == 0)
+    d->modules++;
+  return r;
+}
+
 /* Statistics checkpoints (continuity.h); with storage, restored targets catch up from it. */
 static int start_cont(tlc_daemon_t *d) {
   const tlc_config_t *c = &d->in.cfg;
@@ -248,8 +267,13 @@ int tlc_wiring_start(tlc_daemon_t *d) {
     v->nats = tlc_status_nats;
     v->nats_ud = d;
   }
+  if (c->alertmanager_url[0] != '\0') {
+    v->alerts = tlc_status_alerts;
+    v->alerts_ud = d;
+  }
   if ((r = start_pubsub(d)) != 0 || (c->nats_url[0] != '\0' && (r = start_fleet(d)) != 0) ||
-      (r = start_cont(d)) != 0 || (r = observe(d)) != 0)
+      (c->alertmanager_url[0] != '\0' && (r = start_alert(d)) != 0) || (r = start_cont(d)) != 0 ||
+      (r = observe(d)) != 0)
     goto fail;
   tlc_cont_restore_all(d->cont); /* every checkpointed target, before anything connects */
   return 0;
@@ -335,6 +359,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
   v->target_store = NULL;
   v->target_subscribers = NULL;
   v->nats = NULL;
+  v->alerts = NULL;
   if (d->http != NULL) { /* first: it reads pubsub and storage */
     tlc_http_t *h = d->http;
     d->http = NULL;
@@ -344,6 +369,11 @@ void tlc_wiring_close(tlc_daemon_t *d) {
     tlc_fleet_t *f = d->fleet;
     d->fleet = NULL;
     tlc_fleet_close(f, module_closed, d);
+  }
+  if (d->alert != NULL) {
+    tlc_alert_t *al = d->alert;
+    d->alert = NULL;
+    tlc_alert_close(al, module_closed, d);
   }
   if (d->pubsub != NULL) {
     tlc_pubsub_t *ps = d->pubsub;

@@ -26,6 +26,7 @@
 
 #include "auth/auth.h"
 #include "auth/peers.h"
+#include "alert/alert.h"
 #include "auth/tls.h"
 
 #include <arpa/inet.h>
@@ -554,6 +555,22 @@ static const dkey_t dkeys[] = {
     TLC_CFG_RESTART, NULL, "Age limit of the JetStream stream tlcapd creates when none exists." },
   { "nats_max_bytes", K_U64, OFF(nats_max_bytes), 0, 1ull << 50, FSZ(nats_max_bytes),
     TLC_CFG_RESTART, NULL, "Size limit of the JetStream stream tlcapd creates when none exists." },
+  /* Alertmanager (daemon/alert, docs/alerts.md) */
+  { "alertmanager_url", K_STR, OFF(alertmanager_url), FSZ(alertmanager_url), 0,
+    FSZ(alertmanager_url), TLC_CFG_RESTART, "Ar url",
+    "Send budget violations to a Prometheus Alertmanager (API v2):\n.Li http:// Ns Ar host Ns : "
+    "Ns Ar port\nor\n.Li https:// Ns Ar host Ns : Ns Ar port ,\nwith an optional path prefix "
+    "(empty: off)." },
+  { "alertmanager_ca", K_STR, OFF(alertmanager_ca), FSZ(alertmanager_ca), 0, FSZ(alertmanager_ca),
+    TLC_CFG_RESTART, "Ar file",
+    "PEM file of the authorities an https Alertmanager's certificate is checked against "
+    "(empty: the system's store)." },
+  { "alert_resolve", K_DUR, OFF(alert_resolve_ms), 0, 86400000, FSZ(alert_resolve_ms),
+    TLC_CFG_RESTART, NULL, "An alert is resolved this long after its last violation." },
+  { "alert_repost", K_DUR, OFF(alert_repost_ms), 0, 86400000, FSZ(alert_repost_ms), TLC_CFG_RESTART,
+    NULL,
+    "A firing alert with new violations is posted again this often (at most half of\n.Ic "
+    "alert_resolve ) ." },
   /* continuity (daemon/continuity/) */
   { "checkpoint_interval", K_SECS, OFF(checkpoint_interval_ms), 0, TLC_CFG_MAX_DUR_MS,
     FSZ(checkpoint_interval_ms), TLC_CFG_RESTART, NULL,
@@ -1560,6 +1577,8 @@ int tlc_config_init(tlc_config_t *c) {
   c->nats_buffer = 8ull << 20;
   c->nats_max_age_ms = 7ull * 86400 * 1000;
   c->nats_max_bytes = 1ull << 30;
+  c->alert_resolve_ms = 300000;
+  c->alert_repost_ms = 60000;
   c->checkpoint_interval_ms = 60000;
   c->checkpoint_slice_us = 1000;
   c->idle_seal_ms = 60000;
@@ -2022,6 +2041,18 @@ int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
            "[daemon] nats_url: expected nats://HOST[:PORT] or tls://HOST[:PORT], got \"%s\"",
            c->nats_url);
     return TLC_EINVAL;
+  }
+  if (c->alertmanager_url[0] != '\0') {
+    tlc_alert_url_t au;
+    char why[300];
+    if (tlc_alert_parse_url(c->alertmanager_url, &au, why, sizeof(why)) != 0) {
+      seterr(err, errlen, "[daemon] alertmanager_url: %s", why);
+      return TLC_EINVAL;
+    }
+    if (c->alert_resolve_ms < 100 || c->alert_repost_ms < 100) {
+      seterr(err, errlen, "[daemon] alert_resolve and alert_repost must be at least 100ms");
+      return TLC_EINVAL;
+    }
   }
   if (c->nats_url[0] != '\0' && (c->nats_interval_ms < 50 || c->nats_buffer < 65536)) {
     seterr(err, errlen,

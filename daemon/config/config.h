@@ -150,6 +150,11 @@ typedef struct tlc_config {
   uint64_t nats_buffer;           /* unsent bytes cap (default 8 MiB) */
   uint64_t nats_max_age_ms;       /* JetStream stream max age (default 7 days) */
   uint64_t nats_max_bytes;        /* JetStream stream max bytes (default 1 GiB) */
+  /* Alerts to a Prometheus Alertmanager (daemon/alert, docs/alerts.md) */
+  char alertmanager_url[TLC_CFG_PATH]; /* http(s)://HOST:PORT[/PREFIX] ("" = off) */
+  char alertmanager_ca[TLC_CFG_PATH];  /* https: CA file ("" = the system's store) */
+  uint64_t alert_resolve_ms;           /* resolved after this without a violation (5 min) */
+  uint64_t alert_repost_ms;            /* re-posted this often while firing (60 s) */
   /* Storage (tlc_store_opts_t, docs/configuration.md "Storage"); 0 = off / no limit unless said */
   uint64_t rotate_bytes;        /* segment size limit (default 64M, >= 1) */
   uint64_t rotate_age_ms;       /* segment age limit */

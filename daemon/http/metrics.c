@@ -1154,6 +1154,45 @@ static void head_nats(const tlc_view_t *pv, int om, tlc_out_t *o) {
   }
 }
 
+/* The Alertmanager client (alertmanager_url, docs/alerts.md), when it runs. */
+static void head_alerts(const tlc_view_t *pv, int om, tlc_out_t *o) {
+  tlc_view_alerts_t as;
+  if (pv->alerts == NULL)
+    return;
+  memset(&as, 0, sizeof(as));
+  if (pv->alerts(pv->alerts_ud, &as) != 0)
+    return;
+  family(o, om, "tlcap_alerts_violations_total", "counter",
+         "Budget violations handed to the Alertmanager client.");
+  tlc_out_printf(o, "tlcap_alerts_violations_total %" PRIu64 "\n", as.violations);
+  family(o, om, "tlcap_alerts_active", "gauge",
+         "Alerts held: firing, or resolved and not yet delivered.");
+  tlc_out_printf(o, "tlcap_alerts_active %" PRIu64 "\n", as.active);
+  family(o, om, "tlcap_alerts_firing", "gauge", "Alerts firing.");
+  tlc_out_printf(o, "tlcap_alerts_firing %" PRIu64 "\n", as.firing);
+  family(o, om, "tlcap_alerts_requests_total", "counter",
+         "POST /api/v2/alerts requests the Alertmanager accepted.");
+  tlc_out_printf(o, "tlcap_alerts_requests_total %" PRIu64 "\n", as.requests);
+  family(o, om, "tlcap_alerts_posted_total", "counter",
+         "Alerts the Alertmanager accepted (once per request carrying one).");
+  tlc_out_printf(o, "tlcap_alerts_posted_total %" PRIu64 "\n", as.posted);
+  family(o, om, "tlcap_alerts_resolved_total", "counter", "Resolutions the Alertmanager accepted.");
+  tlc_out_printf(o, "tlcap_alerts_resolved_total %" PRIu64 "\n", as.resolved);
+  family(o, om, "tlcap_alerts_dropped_total", "counter",
+         "Violations or alerts not sent, by reason (docs/alerts.md).");
+  for (size_t k = 0; k < as.ndrops && k < TLC_VIEW_ALERT_REASONS; k++)
+    tlc_out_printf(o, "tlcap_alerts_dropped_total{reason=\"%s\"} %" PRIu64 "\n", as.drop_reason[k],
+                   as.drops[k]);
+  family(o, om, "tlcap_alerts_failures_total", "counter",
+         "Requests to the Alertmanager that failed, by reason (each is retried).");
+  for (size_t k = 0; k < as.nfails && k < TLC_VIEW_ALERT_REASONS; k++)
+    tlc_out_printf(o, "tlcap_alerts_failures_total{reason=\"%s\"} %" PRIu64 "\n", as.fail_reason[k],
+                   as.fails[k]);
+  family(o, om, "tlcap_alerts_backoff_seconds", "gauge",
+         "The wait before the next request after failures (0: none).");
+  tlc_out_printf(o, "tlcap_alerts_backoff_seconds %.3f\n", (double)as.backoff_ms / 1e3);
+}
+
 /* The process's own figures, node_exporter's process collector's names (base/proc.h). */
 static void head_process(int om, tlc_out_t *o) {
   tlc_proc_t pr;
@@ -1207,6 +1246,7 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
     head_http(v->st, om, o);
   head_store(&di, om, o);
   head_nats(v->src, om, o);
+  head_alerts(v->src, om, o);
 }
 
 static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {

@@ -129,7 +129,7 @@ def test_rules_and_dashboard_on_a_real_scrape(d):
                        % (label, urllib.parse.quote(sel))), 30,
                                 "variable %s (%s of %s) has values" % (name, label, sel), step=1)
         groups = api(pport, "/api/v1/rules")["groups"]
-        T.eq(sorted(g["name"] for g in groups), ["tlcap.alerts", "tlcap.recording"],
+        T.eq(sorted(g["name"] for g in groups), ["tlcap.alerts", "tlcap.budgets", "tlcap.recording"],
              "rule groups loaded")
         for g in groups:
             for r in g["rules"]:
