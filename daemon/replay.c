@@ -213,6 +213,9 @@ static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   s->conf.has_to = rp->has_to;
   s->conf.from = rp->from;
   s->conf.to = rp->to;
+  s->has_wall = rp->hf.n > 0 && rp->hf.has_wall; /* a wall-clock range: cut by arrival */
+  s->wall_since = rp->hf.wall_since;
+  s->wall_until = rp->hf.wall_until;
   s->conf.stop_on_map_error = 1;
   s->conf.with_engine = with_engine;
   tlc_engine_opts_default(&s->conf.engine);

@@ -57,6 +57,8 @@ typedef struct tlc_hist_stream {
   void *msg_ud;
   int report;               /* tell decode errors (the first pass) */
   const atomic_int *cancel; /* may be NULL; when it becomes non-zero next() ends (-ECANCELED) */
+  int has_wall;             /* an arrival range: each segment cut to the records that arrived */
+  int64_t wall_since, wall_until; /* in [wall_since, wall_until) (Unix ns; open: INT64_MIN/MAX) */
   /* --- state --- */
   size_t fi;
   FILE *f;
@@ -98,6 +100,8 @@ typedef struct tlc_hist_files {
   tlc_format_t fmt; /* the first chosen segment's format (manifest), or NONE */
   int64_t from, to; /* the stream's event filter [from, to] (target-time ranges) */
   int has_from, has_to;
+  int has_wall; /* a wall-clock range: [wall_since, wall_until) of arrival (open ends: MIN/MAX) */
+  int64_t wall_since, wall_until;
 } tlc_hist_files_t;
 
 /* How a target-time range finds its clock epoch (store/seg/epochs.h): the target's clock
