@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
+#include "history/moment.h"
 #include "continuity/ckfile.h"
 #include "store/seg/segread.h"
 
@@ -94,6 +95,10 @@ typedef struct rp {
   char seg_target[129];          /* the target the segments' manifests name ("" none) */
   char kept_map[1200];           /* --state-dir: the target's kept `tlcap mapping` file */
   const char *json_target;       /* export_target(): the JSON export's "target" (NULL: null) */
+  /* --around REF [--span DUR]: the moment (history/moment.h), a range centred on REF */
+  const char *around_s, *span_s;
+  tlc_moment_t around;
+  int has_around;
 } rp_t;
 
 static void usage(FILE *to) {
@@ -108,6 +113,8 @@ static void usage(FILE *to) {
           "                     [--from NS] [--to NS]\n"
           "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
           "[options]\n"
+          "       tlcapd replay --state-dir DIR --target NAME --around T [--span DUR] "
+          "[--export text1|json|bin11|bin10|evlog]\n"
           "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
           "Decodes capture files and writes their statistics and timeline (--export\n"
           "defaults to text1; aprof and BR inputs are printed as json, their only export).\n"
@@ -120,6 +127,9 @@ static void usage(FILE *to) {
           "the latest clock epoch: events with since <= t < until), epoch:K:N (epoch K, from 0\n"
           "at the oldest segment), RFC 3339 UTC or -2h (wall clock: the segments\n"
           "that arrived in the range).\n"
+          "--around T writes the stored events whose time lies within --span (default 10ms;\n"
+          "units ns, us, ms, s, m, h) of T, every core and context: Text1 with its TIMELINE,\n"
+          "JSON (the events and their statistics) or a native capture.\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
           "-h (--help), -V (--version).\n"
@@ -148,6 +158,8 @@ static const struct option replay_opts[] = { { "format", required_argument, NULL
                                              { "target", required_argument, NULL, 'G' },
                                              { "since", required_argument, NULL, 's' },
                                              { "until", required_argument, NULL, 'u' },
+                                             { "around", required_argument, NULL, 0x300 },
+                                             { "span", required_argument, NULL, 0x301 },
                                              { NULL, 0, NULL, 0 } };
 
 static int parse_i64(const char *s, int64_t *v) {
@@ -676,6 +688,12 @@ static int set_option(rp_t *rp, int c, const char *v, char **argv) {
   case 'u':
     rp->until_s = v;
     return RP_GO;
+  case 0x300:
+    rp->around_s = v;
+    return RP_GO;
+  case 0x301:
+    rp->span_s = v;
+    return RP_GO;
   case 'F':
     return set_time(v, "from", &rp->has_from, &rp->from);
   case 'T':
@@ -705,6 +723,21 @@ static int parse_options(rp_t *rp, int argc, char **argv) {
  * the --since/--until range. */
 static int select_inputs(rp_t *rp) {
   char err[256];
+  if (rp->around_s != NULL || rp->span_s != NULL) {
+    /* the moment (history/moment.h): a range around REF */
+    if (rp->around_s == NULL || rp->since_s != NULL || rp->until_s != NULL ||
+        rp->state_dir == NULL || rp->target == NULL) {
+      fprintf(stderr, "tlcapd replay: --around needs --state-dir and --target, and goes "
+                      "without --since/--until (--span needs --around)\n");
+      return 2;
+    }
+    if (tlc_moment_parse(rp->around_s, rp->span_s, tlc_when_now(), &rp->around, err, sizeof(err)) <
+        0) {
+      fprintf(stderr, "tlcapd replay: --%s\n", err);
+      return 2;
+    }
+    rp->has_around = 1;
+  }
   if (rp->since_s != NULL || rp->until_s != NULL) {
     tlc_when_range_t range;
     if (tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
@@ -723,7 +756,10 @@ static int select_inputs(rp_t *rp) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       return 2;
     }
-    (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
+    if (rp->has_around)
+      range = rp->around.range;
+    else
+      (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
     if ((status = history_files(rp, &range)) != 0)
       return status;
     if (rp->nfiles == 0) {
@@ -806,7 +842,10 @@ static int write_stats_export(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_
     r = tlc_text1_write(o, &rp->t1, t, map, tl);
     break;
   case EX_JSON:
-    r = tlc_json_write(o, t, map, rp->json_target, 0);
+    if (rp->has_around) /* the moment: its events, then their statistics */
+      r = tlc_moment_json(o, &rp->around, rp->json_target, t, map, tl);
+    else
+      r = tlc_json_write(o, t, map, rp->json_target, 0);
     break;
   case EX_APROF:
     r = tlc_aprof_write(o, NULL, t, map, tl);

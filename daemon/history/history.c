@@ -490,6 +490,28 @@ static int load_mapping(const char *path, tlc_mapping_t *m, char *err, size_t er
   return 0;
 }
 
+/* The moment's export of the range (second pass over the stream, without its engine) into
+ * r->moment. 0 or a negative error (TLC_ELIMIT: larger than q->moment_max). */
+static int moment_out(const tlc_hist_query_t *q, tlc_hist_result_t *r, tlc_hist_stream_t *s) {
+  tlc_out_t o;
+  tlc_timeline_t tl = tlc_hist_stream_timeline(s);
+  int rc;
+  tlc_out_init(&o, q->moment_max, NULL, NULL);
+  s->report = 0; /* told once, in the first pass */
+  rc = tlc_moment_write(&o, q->moment_export, r->fmt, &q->moment, q->target, &r->t,
+                        r->has_names ? &r->names : NULL, &tl);
+  if (rc == 0 && o.err != 0)
+    rc = o.err;
+  if (rc == 0 && (r->moment = tlc_out_take(&o, &r->moment_len)) == NULL)
+    rc = TLC_ENOMEM;
+  if (rc == TLC_EFORMAT)
+    snprintf(r->err, sizeof(r->err), "--export evlog needs an evlog capture");
+  else if (rc == TLC_ENOMEM && q->moment_max != 0 && o.total > q->moment_max)
+    rc = TLC_ELIMIT;
+  tlc_out_fini(&o);
+  return rc;
+}
+
 int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   tlc_hist_files_t f;
   tlc_hist_stream_t s;
@@ -571,6 +593,8 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
     tlc_mapping_finish(&r->names);
     r->has_names = 1;
   }
+  if (q->moment_export != 0 && (rc = moment_out(q, r, &s)) < 0)
+    goto done;
 done:
   if (rc < 0 && rc != TLC_ERANGE && r->err[0] == '\0')
     snprintf(r->err, sizeof(r->err), "%s", rc == -ECANCELED ? "cancelled" : tlc_strerror(rc));

@@ -29,6 +29,7 @@
 #include "formats/timeline.h"
 #include "formats/tlc_event.h"
 #include "formats/when.h"
+#include "history/moment.h"
 #include "history/result.h"
 
 #include <stdatomic.h>
@@ -140,6 +141,11 @@ typedef struct tlc_hist_query {
   tlc_snap_opts_t so;       /* what the table holds (windows, quantiles, Neutral) */
   const atomic_int *cancel; /* may be NULL */
   int64_t live_epoch;       /* the live target's clock epoch (its clock_resets); -1: not live */
+  /* the moment (moment.h): with moment_export (tlc_moment_export) the range's events are also
+   * written in that export into r->moment, at most moment_max bytes (TLC_ELIMIT beyond) */
+  int moment_export;
+  tlc_moment_t moment;
+  size_t moment_max;
 } tlc_hist_query_t;
 
 /* The result (tlc_hist_result_t) and the answer hook (tlc_hist_answer_t): result.h. */

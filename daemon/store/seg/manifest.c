@@ -231,44 +231,47 @@ int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out) 
   return 1;
 }
 
+int tlc__manifest_widx_decode(tlc_manifest_t *m, const uint8_t *b, size_t n) {
+  for (size_t i = 0; i + 24 <= n; i += 24) {
+    tlc_widx_t e;
+    uint64_t v[3];
+    for (int k = 0; k < 3; k++) {
+      v[k] = 0;
+      for (int j = 7; j >= 0; j--)
+        v[k] = v[k] << 8 | b[i + 8 * (size_t)k + (size_t)j];
+    }
+    e.record = v[0];
+    e.offset = v[1];
+    e.wall = (int64_t)v[2];
+    if (e.offset >= m->bytes || e.record >= m->records)
+      return 1; /* past the records read: the rest too */
+    if (m->nwidx > 0 &&
+        (e.offset <= m->widx[m->nwidx - 1].offset || e.record <= m->widx[m->nwidx - 1].record)) {
+      if (e.offset == m->widx[m->nwidx - 1].offset && e.record == m->widx[m->nwidx - 1].record)
+        m->widx[m->nwidx - 1] = e; /* rewritten: no record followed the last one */
+      continue;                    /* out of order: not an entry of ours */
+    }
+    if (add_widx(m, &e) < 0)
+      return TLC_ENOMEM;
+  }
+  return 0;
+}
+
 int tlc__manifest_load_widx(tlc_manifest_t *m, const char *path) {
   int fd = tlc_io->open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
   uint8_t b[24 * 256];
   int64_t at = 0;
+  int rc = 0;
   if (fd < 0)
     return 0;
   for (;;) {
     int64_t n = tlc_io_pread_all(fd, b, sizeof b, at);
-    if (n <= 0)
-      break;
-    for (int64_t i = 0; i + 24 <= n; i += 24) {
-      tlc_widx_t e;
-      uint64_t v[3];
-      for (int k = 0; k < 3; k++) {
-        v[k] = 0;
-        for (int j = 7; j >= 0; j--)
-          v[k] = v[k] << 8 | b[i + 8 * k + j];
-      }
-      e.record = v[0];
-      e.offset = v[1];
-      e.wall = (int64_t)v[2];
-      if (e.offset >= m->bytes || e.record >= m->records)
-        break;
-      if (m->nwidx > 0 && e.offset <= m->widx[m->nwidx - 1].offset) {
-        m->widx[m->nwidx - 1] = e; /* a rewritten entry (no record followed the last one) */
-        continue;
-      }
-      if (add_widx(m, &e) < 0) {
-        tlc_io->close(fd);
-        return TLC_ENOMEM;
-      }
-    }
-    if (n < (int64_t)sizeof b)
+    if (n <= 0 || (rc = tlc__manifest_widx_decode(m, b, (size_t)n)) != 0 || n < (int64_t)sizeof b)
       break;
     at += n;
   }
   tlc_io->close(fd);
-  return 0;
+  return rc < 0 ? rc : 0;
 }
 
 int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count) {

@@ -109,6 +109,10 @@ int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out);
  * of `path` whose offset is below m->bytes into m (a torn last entry is ignored). 0 (also when
  * there is no file), or TLC_ENOMEM. */
 int tlc__manifest_load_widx(tlc_manifest_t *m, const char *path);
+/* The entries of b[0..n) (whole 24-byte entries) into m, as tlc__manifest_load_widx reads them:
+ * only increasing offsets and records below m->bytes / m->records. 0, 1 (an entry past them:
+ * stop), or TLC_ENOMEM. */
+int tlc__manifest_widx_decode(tlc_manifest_t *m, const uint8_t *b, size_t n);
 
 /* Manifest builder: feed records in order; computes counts, times, checksum and the index.
  * Zero it before the first start; a builder started again reuses its checksum state; free it
