@@ -157,6 +157,21 @@ def test_wall_second(d):
                           oracle_of(tmp, bursts[0]), "the first burst, " + what)
                 C.compare(lab.stats("--since", wall(marks[2])), oracle_of(tmp, bursts[2]),
                           "the last burst, " + what)
+                # the moment around an arrival time: the middle burst's events, and only them
+                ref, span = wall(marks[1] + 0.6), "600ms"
+                rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % lab.sport, "around",
+                                      NAME, ref, "--span", span, "--export", "json"], timeout=60)
+                T.eq(rc, 0, "tlcap around an arrival time: " + err)
+                doc = json.loads(out)
+                T.eq(doc["around"]["clock"], "wall", "the moment's clock")
+                T.eq(doc["count"], len(bursts[1]) // 24, "tlcap around, " + what + ": events")
+                C.compare(doc["stats"], model, "tlcap around an arrival time, " + what)
+                rc, out, err = T.run([TLCAPD, "replay", "--state-dir", lab.dm.state, "--target",
+                                      NAME, "--around", ref, "--span", span, "--export", "json"],
+                                     timeout=60)
+                T.eq(rc, 0, "tlcapd replay --around an arrival time: " + err)
+                C.compare(json.loads(out)["stats"], model,
+                          "tlcapd replay --around an arrival time, " + what)
 
             every_path("open segment")
             T.check(any(f.endswith(".widx") for f in os.listdir(os.path.join(lab.dm.state,
