@@ -37,6 +37,7 @@ int tlc_cli_reset(int argc, char **argv);    /* reset.c */
 int tlc_cli_forget(int argc, char **argv);   /* reset.c */
 int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
 int tlc_cli_segments(int argc, char **argv); /* segments.c */
+int tlc_cli_around(int argc, char **argv);   /* around.c */
 int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
 
 /* ---- cli.c: the options before COMMAND (set by main, read by the commands) ---- */

@@ -53,6 +53,9 @@ static void usage_main(FILE *to) {
       "                                print its path\n"
       "  segments TARGET [--json]      the target's stored segments: wall-clock and target-\n"
       "                                time spans, records, bytes, state, path\n"
+      "  around TARGET REF [--span DUR] [--export text1|json|bin11|bin10|evlog] [-o FILE]\n"
+      "                                the stored events within DUR (10ms) of REF, every\n"
+      "                                core and context (ns:N, epoch:K:N, RFC 3339, -2h)\n"
       "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target;\n"
       "                                kept in the state directory across restarts\n"
       "  reset TARGET                  start a target's statistics afresh (a gap)\n"
@@ -159,6 +162,8 @@ int main(int argc, char **argv) {
     r = tlc_cli_forget(argc, argv);
   else if (strcmp(argv[0], "segments") == 0)
     r = tlc_cli_segments(argc, argv);
+  else if (strcmp(argv[0], "around") == 0)
+    r = tlc_cli_around(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {

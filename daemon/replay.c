@@ -31,6 +31,7 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
+#include "history/moment.h"
 #include "continuity/ckfile.h"
 #include "store/seg/segread.h"
 
@@ -106,6 +107,10 @@ typedef struct rp {
   tlc_tbudget_set_t budgets;
   tlc_bwatch_t *watch;
   tlc_hist_stream_t *stream; /* while the gate runs: names from its evlog mapping and engine */
+  /* --around REF [--span DUR]: the moment (history/moment.h), a range centred on REF */
+  const char *around_s, *span_s;
+  tlc_moment_t around;
+  int has_around;
 } rp_t;
 
 static void usage(FILE *to) {
@@ -120,6 +125,8 @@ static void usage(FILE *to) {
           "                     [--from NS] [--to NS]\n"
           "       tlcapd replay --state-dir DIR --target NAME [--since T] [--until T] "
           "[options]\n"
+          "       tlcapd replay --state-dir DIR --target NAME --around T [--span DUR] "
+          "[--export text1|json|bin11|bin10|evlog]\n"
           "                     [--xml-timeline inline|bin11|bin10|none] [--no-indent]\n"
           "                     [--budgets FILE]\n"
           "Decodes capture files and writes their statistics and timeline (--export\n"
@@ -136,6 +143,9 @@ static void usage(FILE *to) {
           "--budgets FILE tests every sample against the [budget NAME] sections of FILE and\n"
           "prints the violations (--export text1 or json) instead of the statistics: exit\n"
           "status 3 when there is one, 0 when none (docs/budgets.md).\n"
+          "--around T writes the stored events whose time lies within --span (default 10ms;\n"
+          "units ns, us, ms, s, m, h) of T, every core and context: Text1 with its TIMELINE,\n"
+          "JSON (the events and their statistics) or a native capture.\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
           "-h (--help), -V (--version).\n"
@@ -165,6 +175,8 @@ static const struct option replay_opts[] = { { "format", required_argument, NULL
                                              { "since", required_argument, NULL, 's' },
                                              { "until", required_argument, NULL, 'u' },
                                              { "budgets", required_argument, NULL, 'B' },
+                                             { "around", required_argument, NULL, 0x300 },
+                                             { "span", required_argument, NULL, 0x301 },
                                              { NULL, 0, NULL, 0 } };
 
 static int parse_i64(const char *s, int64_t *v) {
@@ -230,6 +242,9 @@ static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   s->conf.has_to = rp->has_to;
   s->conf.from = rp->from;
   s->conf.to = rp->to;
+  s->has_wall = rp->hf.n > 0 && rp->hf.has_wall; /* a wall-clock range: cut by arrival */
+  s->wall_since = rp->hf.wall_since;
+  s->wall_until = rp->hf.wall_until;
   s->conf.stop_on_map_error = 1;
   s->conf.with_engine = with_engine;
   tlc_engine_opts_default(&s->conf.engine);
@@ -698,6 +713,12 @@ static int set_option(rp_t *rp, int c, const char *v, char **argv) {
   case 'B':
     rp->budgets_path = v;
     return RP_GO;
+  case 0x300:
+    rp->around_s = v;
+    return RP_GO;
+  case 0x301:
+    rp->span_s = v;
+    return RP_GO;
   case 'F':
     return set_time(v, "from", &rp->has_from, &rp->from);
   case 'T':
@@ -727,6 +748,21 @@ static int parse_options(rp_t *rp, int argc, char **argv) {
  * the --since/--until range. */
 static int select_inputs(rp_t *rp) {
   char err[256];
+  if (rp->around_s != NULL || rp->span_s != NULL) {
+    /* the moment (history/moment.h): a range around REF */
+    if (rp->around_s == NULL || rp->since_s != NULL || rp->until_s != NULL ||
+        rp->state_dir == NULL || rp->target == NULL) {
+      fprintf(stderr, "tlcapd replay: --around needs --state-dir and --target, and goes "
+                      "without --since/--until (--span needs --around)\n");
+      return 2;
+    }
+    if (tlc_moment_parse(rp->around_s, rp->span_s, tlc_when_now(), &rp->around, err, sizeof(err)) <
+        0) {
+      fprintf(stderr, "tlcapd replay: --%s\n", err);
+      return 2;
+    }
+    rp->has_around = 1;
+  }
   if (rp->since_s != NULL || rp->until_s != NULL) {
     tlc_when_range_t range;
     if (tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
@@ -745,7 +781,10 @@ static int select_inputs(rp_t *rp) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       return 2;
     }
-    (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
+    if (rp->has_around)
+      range = rp->around.range;
+    else
+      (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
     if ((status = history_files(rp, &range)) != 0)
       return status;
     if (rp->nfiles == 0) {
@@ -828,7 +867,10 @@ static int write_stats_export(rp_t *rp, tlc_out_t *o, const tlc_table_t *t, tlc_
     r = tlc_text1_write(o, &rp->t1, t, map, tl);
     break;
   case EX_JSON:
-    r = tlc_json_write(o, t, map, rp->json_target, 0);
+    if (rp->has_around) /* the moment: its events, then their statistics */
+      r = tlc_moment_json(o, &rp->around, rp->json_target, t, map, tl);
+    else
+      r = tlc_json_write(o, t, map, rp->json_target, 0);
     break;
   case EX_APROF:
     r = tlc_aprof_write(o, NULL, t, map, tl);

@@ -75,39 +75,71 @@ int tlc_stored_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done
  * with the settings a live target has (a target that is not live: the engine's defaults). */
 static int64_t live_epoch(const tlc_daemon_t *d, const char *name);
 
+/* A query of target `name`'s stored records in `range` (q->so and the moment's fields are the
+ * caller's): the settings a live target has; `kept` holds the path of its kept mapping. */
+static void query_of(tlc_daemon_t *d, const char *name, const tlc_when_range_t *range,
+                     tlc_hist_query_t *q, char *kept, size_t keptlen) {
+  const tlc_target_t *t;
+  snprintf(kept, keptlen, "%s/%s/%s", d->in.cfg.state_dir, name, TLC_MAP_NAME);
+  q->state_dir = d->in.cfg.state_dir;
+  q->target = name;
+  q->range = *range;
+  q->live_epoch = live_epoch(d, name);
+  q->now_ns = tlc_when_now();
+  if ((t = tlc_targets_find(&d->in.targets, name)) != NULL) {
+    tlc_pipeline_conf_t pc;
+    tlc_target_pipeline_conf(&t->conf, &pc);
+    q->eo = pc.engine;
+    q->evopts = pc.evmap;
+    q->mapping_path = t->conf.mapping_path;
+    if (t->map_origin == TLC_MAP_RUNTIME || t->map_origin == TLC_MAP_RESTORED)
+      q->mapping_path = kept; /* the names the live target shows */
+  } else {
+    tlc_engine_opts_default(&q->eo);
+    if (access(kept, F_OK) == 0)
+      q->mapping_path = kept;
+  }
+}
+
+int tlc_stored_around(void *ud, const char *name, const tlc_moment_t *mo, int export_, size_t max,
+                      const tlc_hist_answer_t *ans, void (*done)(void *, tlc_hist_result_t *),
+                      void *done_ud, void **job) {
+  tlc_daemon_t *d = ud;
+  tlc_hist_query_t q;
+  tlc_histq_job_t *j = NULL;
+  char kept[1200];
+  int r;
+  *job = NULL;
+  if (d->histq == NULL || !name_ok(name) || export_ < TLC_MOMENT_TEXT1 ||
+      export_ > TLC_MOMENT_EVLOG)
+    return TLC_EINVAL;
+  memset(&q, 0, sizeof(q));
+  query_of(d, name, &mo->range, &q, kept, sizeof(kept));
+  q.so.neutral = 1;
+  q.so.quantiles = 1;
+  q.moment_export = export_;
+  q.moment = *mo;
+  q.moment_max = max;
+  r = tlc_histq_submit(d->histq, &q, ans, done, done_ud, &j);
+  if (r == 0)
+    *job = j;
+  return r;
+}
+
 int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range,
                        const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
                        void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job) {
   tlc_daemon_t *d = ud;
   tlc_hist_query_t q;
-  const tlc_target_t *t;
   tlc_histq_job_t *j = NULL;
   char kept[1200]; /* the mapping `tlcap mapping` loaded, kept in the state directory */
   int r;
   *job = NULL;
   if (d->histq == NULL || !name_ok(name))
     return TLC_EINVAL;
-  snprintf(kept, sizeof(kept), "%s/%s/%s", d->in.cfg.state_dir, name, TLC_MAP_NAME);
   memset(&q, 0, sizeof(q));
-  q.state_dir = d->in.cfg.state_dir;
-  q.target = name;
-  q.range = *range;
-  q.live_epoch = live_epoch(d, name);
-  q.now_ns = tlc_when_now();
+  query_of(d, name, range, &q, kept, sizeof(kept));
   q.so = *so;
-  if ((t = tlc_targets_find(&d->in.targets, name)) != NULL) {
-    tlc_pipeline_conf_t pc;
-    tlc_target_pipeline_conf(&t->conf, &pc);
-    q.eo = pc.engine;
-    q.evopts = pc.evmap;
-    q.mapping_path = t->conf.mapping_path;
-    if (t->map_origin == TLC_MAP_RUNTIME || t->map_origin == TLC_MAP_RESTORED)
-      q.mapping_path = kept; /* the names the live target shows */
-  } else {
-    tlc_engine_opts_default(&q.eo);
-    if (access(kept, F_OK) == 0)
-      q.mapping_path = kept;
-  }
   r = tlc_histq_submit(d->histq, &q, ans, done, done_ud, &j);
   if (r == 0)
     *job = j;

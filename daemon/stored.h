@@ -31,6 +31,10 @@ int tlc_stored_history(void *ud, const char *name, const tlc_when_range_t *range
                        const tlc_snap_opts_t *so, const tlc_hist_answer_t *ans,
                        void (*done)(void *, tlc_hist_result_t *), void *done_ud, void **job);
 void tlc_stored_history_cancel(void *ud, void *job);
+/* view around: the moment of `mo` (history/moment.h) in `export_`, computed like history. */
+int tlc_stored_around(void *ud, const char *name, const tlc_moment_t *mo, int export_, size_t max,
+                      const tlc_hist_answer_t *ans, void (*done)(void *, tlc_hist_result_t *),
+                      void *done_ud, void **job);
 
 /* view segments: target `name`'s segments on disk, at most `max` (the newest; *truncated says
  * older ones were left out), each with its manifest's figures. */

@@ -124,6 +124,7 @@ static int start_store(tlc_daemon_t *d) {
   if (tlc_histq_new(d->in.loop, WIRING_HIST_JOBS, &d->histq) == 0) {
     pv->view.history = tlc_stored_history;
     pv->view.history_cancel = tlc_stored_history_cancel;
+    pv->view.around = tlc_stored_around;
     pv->view.history_ud = d;
   }
   d->in.barrier = tlc_stored_barrier;
@@ -385,6 +386,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
     d->view.rotate = NULL;
     v->segments = NULL;
     v->history = NULL;
+    v->around = NULL;
     tlc_histq_close(d->histq); /* freed when its running queries (cancelled) have returned */
     d->histq = NULL;
     d->in.barrier = NULL; /* barriers queued already are still answered by the store */

@@ -65,7 +65,7 @@ static int ends_with(const char *s, const char *suffix) {
 static int use_segread(const tlc_hist_stream_t *s, const char *path) {
   if (ends_with(path, ".zst"))
     return 1;
-  return (s->conf.has_from || s->conf.has_to) &&
+  return (s->conf.has_from || s->conf.has_to || s->has_wall) &&
          (ends_with(path, ".BIN") || ends_with(path, ".log") || ends_with(path, ".part"));
 }
 
@@ -81,6 +81,9 @@ static int stream_open_segment(tlc_hist_stream_t *s, const char *path) {
   if (r == 0 && (s->conf.has_from || s->conf.has_to))
     r = tlc_segread_range(s->seg, s->conf.has_from ? s->conf.from : INT64_MIN,
                           s->conf.has_to ? s->conf.to : INT64_MAX);
+  if (r == 0 && s->has_wall &&
+      (r = tlc_segread_wall_range(s->seg, s->wall_since, s->wall_until)) > 0)
+    r = 0; /* no arrival index: the whole segment (one written by an earlier version) */
   if (r < 0) {
     say(s, "%s: %s", path, err[0] ? err : tlc_strerror(r));
     if (s->seg != NULL)
@@ -356,6 +359,11 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
       ((ep = tlc_calloc(n + 1, sizeof(*ep))) == NULL || epochs_of(v, n, range, ec, ep, &want) != 0))
     goto nomem;
   f->listed = n;
+  if (wall) {
+    f->has_wall = 1;
+    f->wall_since = range->has_since ? range->since : INT64_MIN;
+    f->wall_until = range->has_until ? range->until : INT64_MAX;
+  }
   if (range->kind == TLC_WHEN_TARGET) {
     /* target time: records with since <= t < until */
     if (range->has_since) {
@@ -415,7 +423,7 @@ int tlc_hist_select(const char *state_dir, const char *target, const tlc_when_ra
        * with a gap (the engine then sees the restart at the next event) */
       if (tlc_segread_gap(sr, g, &reason, &cnt, &off) == 0 &&
           (strcmp(reason, "disconnect") == 0 || strcmp(reason, "clock-reset") == 0 ||
-           strcmp(reason, "reset") == 0)) {
+           strcmp(reason, "reset") == 0 || strcmp(reason, "restart") == 0)) {
         if (off == 0 && info.bytes > 0)
           start_gap = 1;
         if (off >= info.bytes)
@@ -482,6 +490,28 @@ static int load_mapping(const char *path, tlc_mapping_t *m, char *err, size_t er
   return 0;
 }
 
+/* The moment's export of the range (second pass over the stream, without its engine) into
+ * r->moment. 0 or a negative error (TLC_ELIMIT: larger than q->moment_max). */
+static int moment_out(const tlc_hist_query_t *q, tlc_hist_result_t *r, tlc_hist_stream_t *s) {
+  tlc_out_t o;
+  tlc_timeline_t tl = tlc_hist_stream_timeline(s);
+  int rc;
+  tlc_out_init(&o, q->moment_max, NULL, NULL);
+  s->report = 0; /* told once, in the first pass */
+  rc = tlc_moment_write(&o, q->moment_export, r->fmt, &q->moment, q->target, &r->t,
+                        r->has_names ? &r->names : NULL, &tl);
+  if (rc == 0 && o.err != 0)
+    rc = o.err;
+  if (rc == 0 && (r->moment = tlc_out_take(&o, &r->moment_len)) == NULL)
+    rc = TLC_ENOMEM;
+  if (rc == TLC_EFORMAT)
+    snprintf(r->err, sizeof(r->err), "--export evlog needs an evlog capture");
+  else if (rc == TLC_ENOMEM && q->moment_max != 0 && o.total > q->moment_max)
+    rc = TLC_ELIMIT;
+  tlc_out_fini(&o);
+  return rc;
+}
+
 int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   tlc_hist_files_t f;
   tlc_hist_stream_t s;
@@ -520,6 +550,9 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
   s.conf.has_to = f.has_to;
   s.conf.from = f.from;
   s.conf.to = f.to;
+  s.has_wall = f.has_wall;
+  s.wall_since = f.wall_since;
+  s.wall_until = f.wall_until;
   s.conf.stop_on_map_error = 1; /* as tlcapd replay */
   s.conf.with_engine = 1;
   s.conf.engine = q->eo;
@@ -560,6 +593,8 @@ int tlc_hist_compute(const tlc_hist_query_t *q, tlc_hist_result_t *r) {
     tlc_mapping_finish(&r->names);
     r->has_names = 1;
   }
+  if (q->moment_export != 0 && (rc = moment_out(q, r, &s)) < 0)
+    goto done;
 done:
   if (rc < 0 && rc != TLC_ERANGE && r->err[0] == '\0')
     snprintf(r->err, sizeof(r->err), "%s", rc == -ECANCELED ? "cancelled" : tlc_strerror(rc));

@@ -29,6 +29,7 @@
 #include "formats/timeline.h"
 #include "formats/tlc_event.h"
 #include "formats/when.h"
+#include "history/moment.h"
 #include "history/result.h"
 
 #include <stdatomic.h>
@@ -57,6 +58,8 @@ typedef struct tlc_hist_stream {
   void *msg_ud;
   int report;               /* tell decode errors (the first pass) */
   const atomic_int *cancel; /* may be NULL; when it becomes non-zero next() ends (-ECANCELED) */
+  int has_wall;             /* an arrival range: each segment cut to the records that arrived */
+  int64_t wall_since, wall_until; /* in [wall_since, wall_until) (Unix ns; open: INT64_MIN/MAX) */
   /* --- state --- */
   size_t fi;
   FILE *f;
@@ -98,6 +101,8 @@ typedef struct tlc_hist_files {
   tlc_format_t fmt; /* the first chosen segment's format (manifest), or NONE */
   int64_t from, to; /* the stream's event filter [from, to] (target-time ranges) */
   int has_from, has_to;
+  int has_wall; /* a wall-clock range: [wall_since, wall_until) of arrival (open ends: MIN/MAX) */
+  int64_t wall_since, wall_until;
 } tlc_hist_files_t;
 
 /* How a target-time range finds its clock epoch (store/seg/epochs.h): the target's clock
@@ -136,6 +141,11 @@ typedef struct tlc_hist_query {
   tlc_snap_opts_t so;       /* what the table holds (windows, quantiles, Neutral) */
   const atomic_int *cancel; /* may be NULL */
   int64_t live_epoch;       /* the live target's clock epoch (its clock_resets); -1: not live */
+  /* the moment (moment.h): with moment_export (tlc_moment_export) the range's events are also
+   * written in that export into r->moment, at most moment_max bytes (TLC_ELIMIT beyond) */
+  int moment_export;
+  tlc_moment_t moment;
+  size_t moment_max;
 } tlc_hist_query_t;
 
 /* The result (tlc_hist_result_t) and the answer hook (tlc_hist_answer_t): result.h. */

@@ -8,6 +8,7 @@
 #ifndef TLC_HIST_RESULT_H
 #define TLC_HIST_RESULT_H
 
+#include "base/alloc.h"
 #include "formats/mapping.h"
 #include "formats/stats.h"
 #include "formats/tlc_event.h"
@@ -20,9 +21,11 @@ typedef struct tlc_hist_result {
   tlc_mapping_t names; /* the mapping file's, or the evlog mapping's names */
   int has_names;
   tlc_format_t fmt;
-  size_t segments; /* segments read */
-  int status;      /* 0, or the error (also returned) */
-  char err[300];   /* why, when status != 0; a warning (a skipped file) otherwise, or "" */
+  size_t segments;   /* segments read */
+  int status;        /* 0, or the error (also returned) */
+  char err[300];     /* why, when status != 0; a warning (a skipped file) otherwise, or "" */
+  char *moment;      /* a moment query's export (history/moment.h; tlc_malloc'd), or NULL */
+  size_t moment_len; /* its length */
 } tlc_hist_result_t;
 
 /* How a requester turns a range query's result into its answer off the loop (histq.h): the
@@ -48,6 +51,9 @@ static inline void tlc_hist_result_fini(tlc_hist_result_t *r) {
   tlc_table_fini(&r->t);
   tlc_mapping_fini(&r->names);
   r->has_names = 0;
+  tlc_free(r->moment);
+  r->moment = NULL;
+  r->moment_len = 0;
 }
 
 #endif

@@ -35,6 +35,7 @@ typedef struct hist_ans {
   uint64_t instance_id;
   uint32_t req;
   uint8_t windows, quantiles, names, sub; /* sub: a Subscribe.history's Snapshot */
+  int around;                             /* an AroundRequest: an AroundReply of r->moment */
   tlc_when_range_t range;
   char target[129];
   msg_t *m; /* the encoded message, or NULL with err */
@@ -272,8 +273,12 @@ void tlc__ps_hist_subscribe_start(tlc__ps_sub_t *s, uint32_t req, const Tlcap__S
 
 /* tlc_hist_answer_t.encode, on the pool thread: the snapshot of a result as a Stats reply
  * (GetStats) or a Snapshot (Subscribe) into a->m, or a->err. Returns its size. */
+static size_t around_encode(hist_ans_t *an, tlc_hist_result_t *r);
+
 static size_t hist_encode(void *ctx, tlc_hist_result_t *r) {
   hist_ans_t *an = ctx;
+  if (an->around)
+    return around_encode(an, r);
   tlc_pb_arena_t a;
   tlc_pb_snap_sel_t sel;
   Tlcap__Snapshot snap;
@@ -320,6 +325,92 @@ static size_t hist_encode(void *ctx, tlc_hist_result_t *r) {
 done:
   tlc_pb_arena_fini(&a);
   return an->m != NULL ? an->m->len : 0;
+}
+
+/* The moment's AroundReply (pool thread). */
+static size_t around_encode(hist_ans_t *an, tlc_hist_result_t *r) {
+  Tlcap__ServerMessage sm;
+  Tlcap__AroundReply ar;
+  Tlcap__TimeRange tr;
+  int too_big = 0;
+  if ((an->err = r->status) != 0)
+    return 0;
+  tlcap__around_reply__init(&ar);
+  ar.target = an->target;
+  ar.export = (char *)tlc_moment_export_name(an->around);
+  ar.data.data = (uint8_t *)r->moment;
+  ar.data.len = r->moment_len;
+  hist_range_set(&an->range, &tr);
+  ar.range = &tr;
+  ar.segments = (uint32_t)r->segments;
+  tlcap__server_message__init(&sm);
+  sm.request_id = an->req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_AROUND;
+  sm.around = &ar;
+  an->m = tlc__ps_msg_pack(an->max_message, &sm, PSM_CONTROL, &too_big);
+  if (an->m == NULL)
+    an->err = too_big ? TLC_ELIMIT : TLC_ENOMEM;
+  return an->m != NULL ? an->m->len : 0;
+}
+
+void tlc__ps_hist_around(tlc__ps_sub_t *s, uint32_t req, const Tlcap__AroundRequest *g) {
+  tlc_pubsub_t *ps = s->ps;
+  Tlcap__TimeRange none = TLCAP__TIME_RANGE__INIT;
+  tlc_moment_t mo;
+  tlc_hist_answer_t ans;
+  hist_ans_t *a;
+  char why[300];
+  int ex, e;
+  if (ps->p.around == NULL) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "the moment is read from stored segments: this daemon does not store", 0,
+                       TLC_EINVAL);
+    return;
+  }
+  if (hist_can_start(s, req, &none) < 0)
+    return;
+  if (g->target == NULL || g->target[0] == '\0' || strlen(g->target) >= sizeof(s->hq.target)) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, "no such target", 0,
+                       TLC_EINVAL);
+    return;
+  }
+  ex = g->export == NULL || g->export[0] == '\0' ? TLC_MOMENT_TEXT1
+                                                 : tlc_moment_export_of(g->export);
+  if (ex == 0) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                       "around: export is text1, json, bin11, bin10 or evlog", 0, TLC_EINVAL);
+    return;
+  }
+  if (tlc_moment_parse(g->ref, g->span != NULL && g->span[0] ? g->span : NULL,
+                       (int64_t)tlc_now_unix_ms() * 1000000, &mo, why, sizeof(why)) < 0) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST, why, 0, TLC_EINVAL);
+    return;
+  }
+  if ((a = tlc_calloc(1, sizeof(*a))) == NULL) {
+    hist_error(s, req, g->target, TLC_ENOMEM, NULL);
+    return;
+  }
+  a->max_message = ps->o.max_message;
+  a->instance_id = ps->instance_id;
+  a->req = req;
+  a->around = ex;
+  a->range = mo.range;
+  snprintf(a->target, sizeof(a->target), "%s", g->target);
+  s->hq.req = req;
+  s->hq.range = mo.range;
+  snprintf(s->hq.target, sizeof(s->hq.target), "%s", g->target);
+  ans.encode = hist_encode;
+  ans.free = hist_ans_free;
+  ans.ctx = a;
+  /* the export and its message both fit the daemon's message cap */
+  e = ps->p.around(ps->p.history_ud, g->target, &mo, ex, ps->o.max_message, &ans, hist_done, s,
+                   &s->hq.job);
+  if (e != 0) {
+    hist_ans_free(a);
+    hist_error(s, req, g->target, e, NULL);
+  } else {
+    s->hq.ans = a;
+  }
 }
 
 static void hist_done(void *ud, tlc_hist_result_t *r) {

@@ -832,6 +832,9 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   case TLCAP__CLIENT_MESSAGE__MSG_FORGET:
     on_forget(s, req, cm->forget);
     break;
+  case TLCAP__CLIENT_MESSAGE__MSG_AROUND:
+    tlc__ps_hist_around(s, req, cm->around);
+    break;
   default:
     /* A newer client's request type: say so and carry on (docs/protocol.md). */
     ps->st.unknown_requests++;

@@ -265,7 +265,7 @@ static tlc_format_t part_format(rdir_t *r, const rent_t *e) {
 
 /* One .part: sealed with its whole-record prefix (torn tail aside), or removed when it held no
  * whole record, or quarantined when it cannot be recovered. */
-static void rdir_part(rdir_t *r, rent_t *e) {
+static void rdir_part(rdir_t *r, rent_t *e, int last) {
   tlc_store_t *s = r->s;
   const tlc_segname_t *sn = &e->sn;
   char why[300];
@@ -277,7 +277,7 @@ static void rdir_part(rdir_t *r, rent_t *e) {
   tlc_format_t f = part_format(r, e);
   uint64_t torn = 0;
   int rc = tlc__segment_recover_part(r->dir, r->target, sn, f, s->o.index_interval, s->o.max_block,
-                                     &r->m, &torn);
+                                     last, &r->m, &torn);
   e->gone = 1;
   if (rc < 0) {
     snprintf(why, sizeof why, "recovery failed: %s", tlc_strerror(rc));
@@ -294,6 +294,7 @@ static void rdir_part(rdir_t *r, rent_t *e) {
     return;
   }
   rdir_take(r, sn->base, TLC_SK_SKIPPED);
+  rdir_take(r, sn->base, TLC_SK_WIDX);
   r->sum->recovered++;
   r->sum->torn_bytes += torn;
   LOCKED(s, s->c.segments_recovered++; s->c.torn_bytes += torn);
@@ -306,11 +307,28 @@ static void rdir_part(rdir_t *r, rent_t *e) {
   r->sum->segments++;
 }
 
-/* Step B: the .part files. */
+/* Step B: the .part files, newest first: the newest one kept is the target's last segment
+ * before the crash (a newer one that held no whole record is removed), whose end is a gap. */
 static void rdir_parts(rdir_t *r) {
-  for (size_t i = 0; i < r->n; i++)
-    if (!r->v[i].gone && r->v[i].sn.kind == TLC_SK_PART)
-      rdir_part(r, &r->v[i]);
+  int last = 1;
+  for (;;) {
+    rent_t *top = NULL;
+    for (size_t i = 0; i < r->n; i++)
+      if (!r->v[i].gone && r->v[i].sn.kind == TLC_SK_PART && (!top || r->v[i].sn.seq > top->sn.seq))
+        top = &r->v[i];
+    if (!top)
+      return;
+    /* a sealed segment newer than it: that one ended the stream (a .part left behind by an
+     * earlier crash is older) */
+    for (size_t i = 0; i < r->n && last; i++)
+      if (!r->v[i].gone && r->v[i].sn.seq > top->sn.seq &&
+          (r->v[i].sn.kind == TLC_SK_DATA || r->v[i].sn.kind == TLC_SK_ZST))
+        last = 0;
+    uint64_t before = r->sum->recovered;
+    rdir_part(r, top, last);
+    if (r->sum->recovered != before)
+      last = 0;
+  }
 }
 
 /* A sealed segment whose manifest is unusable: the manifest is quarantined and rebuilt from the
@@ -431,6 +449,14 @@ static void rdir_orphans(rdir_t *r) {
   char p[1300], why[300];
   for (size_t i = 0; i < r->n; i++) {
     rent_t *e = &r->v[i];
+    if (!e->gone && e->sn.kind == TLC_SK_WIDX) {
+      /* an open segment's arrival index left by a crash after its seal (the manifest has it),
+       * or by an interrupted deletion */
+      snprintf(p, sizeof p, "%s/%s", r->dir, e->name);
+      tlc_io->unlink(p);
+      e->gone = 1;
+      continue;
+    }
     if (e->gone || (e->sn.kind != TLC_SK_MANIFEST && e->sn.kind != TLC_SK_EXPORT &&
                     e->sn.kind != TLC_SK_SKIPPED))
       continue;

@@ -291,9 +291,11 @@ static void w_sync_policy(tlc_store_t *s, tlc_store_target_t *t, int64_t now) {
 /* appends the n whole blocks buf[0..len) described by recs to the open segment; returns 0, or
  * the error after counting drops */
 static int w_append(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, size_t len,
-                    const tlc_rec_t *recs, size_t n) {
+                    const tlc_rec_t *recs, size_t n, int64_t wall) {
   uint64_t wrec, wbytes;
-  int rc = tlc__seg_append_recs(&t->seg, buf, len, recs, n, &wrec, &wbytes);
+  int rc;
+  tlc__seg_wall(&t->seg, wall);
+  rc = tlc__seg_append_recs(&t->seg, buf, len, recs, n, &wrec, &wbytes);
   LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
          t->c.records_written += wrec; t->c.bytes_written += wbytes;
          t->c.segment_bytes = t->seg.m.bytes);
@@ -328,6 +330,7 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
   }
   uint64_t maxseg = s->o.max_segment_bytes;
   size_t pos = 0, run = 0, i = 0, i0 = 0;
+  int64_t wall = tlc__store_wall(s); /* their arrival, for the arrival index */
   while (i < nrec) {
     const tlc_rec_t *r = &recs[i];
     if (t->seg.fd < 0) {
@@ -351,7 +354,7 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
     }
     uint64_t cur = t->seg.m.bytes + (pos - run);
     if (cur > 0 && cur + r->len > maxseg) {
-      int arc = pos > run ? w_append(s, t, buf + run, pos - run, recs + i0, i - i0) : 0;
+      int arc = pos > run ? w_append(s, t, buf + run, pos - run, recs + i0, i - i0, wall) : 0;
       if (arc < 0) {
         /* w_append counted what it could not write; the rest of the chunk is lost too */
         uint64_t lost = nrec - i;
@@ -370,7 +373,8 @@ static void w_data(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *buf, si
     pos += r->len;
     i++;
   }
-  if (pos > run && t->seg.fd >= 0 && w_append(s, t, buf + run, pos - run, recs + i0, i - i0) < 0)
+  if (pos > run && t->seg.fd >= 0 &&
+      w_append(s, t, buf + run, pos - run, recs + i0, i - i0, wall) < 0)
     return;
   w_sync_policy(s, t, tlc__store_mono(s));
 }
@@ -387,6 +391,7 @@ static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *b
   }
   uint64_t maxseg = s->o.max_segment_bytes;
   size_t pos = 0;
+  int64_t wall = tlc__store_wall(s); /* their arrival, for the arrival index */
   while (pos < nrec) {
     if (t->seg.fd < 0) {
       int rc = w_open_seg(s, t);
@@ -415,6 +420,7 @@ static void w_data_fixed(tlc_store_t *s, tlc_store_target_t *t, const uint8_t *b
     }
     if (k > 0) {
       uint64_t wrec, wbytes;
+      tlc__seg_wall(&t->seg, wall);
       int rc = tlc__seg_append_fixed(&t->seg, buf + pos * R, k, times + pos, &wrec, &wbytes);
       LOCKED(s, s->c.records_written += wrec; s->c.bytes_written += wbytes;
              t->c.records_written += wrec; t->c.bytes_written += wbytes;

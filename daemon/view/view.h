@@ -26,6 +26,7 @@
 #include "formats/stats.h"
 #include "formats/tlc_event.h"
 #include "formats/when.h"
+#include "formats/moment.h"
 #include "history/result.h"
 
 #include <stddef.h>
@@ -201,6 +202,12 @@ typedef struct tlc_view {
   /* The requester of `job` is gone: its done will not be called. */
   void (*history_cancel)(void *history_ud, void *job);
   void *history_ud;
+  /* The moment (history/moment.h, `tlcap around`): as history, for the range of `mo`, and the
+   * range's events written in `export_` (tlc_moment_export), at most `max` bytes, into
+   * r->moment off the loop. Cancelled with history_cancel. NULL hook: no storage. */
+  int (*around)(void *history_ud, const char *name, const tlc_moment_t *mo, int export_, size_t max,
+                const tlc_hist_answer_t *ans, void (*done)(void *ud, tlc_hist_result_t *r),
+                void *done_ud, void **job);
 
   /* ---- starting over (SPEC 10), called with ud (tlc_view_reg_init sets them) ---- */
   /* `tlcap reset`: target `index`'s statistics start afresh (a gap, a new gen). 0, TLC_ERANGE,

@@ -156,6 +156,7 @@ static struct {
   char name[64];
   tlc_snap_opts_t so;
   tlc_hist_answer_t ans; /* encoded before done, as the daemon's pool does; freed if cancelled */
+  int moment;            /* an AroundRequest (the around hook): the result carries its export */
 } g_hist;
 
 static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
@@ -175,6 +176,20 @@ static int f_history(void *ud, const char *name, const tlc_when_range_t *range,
   return 0;
 }
 
+static int f_around(void *ud, const char *name, const tlc_moment_t *mo, int export_, size_t max,
+                    const tlc_hist_answer_t *ans, void (*done)(void *, tlc_hist_result_t *),
+                    void *done_ud, void **job) {
+  tlc_snap_opts_t so;
+  int r;
+  (void)export_;
+  (void)max;
+  memset(&so, 0, sizeof(so));
+  r = f_history(ud, name, &mo->range, &so, ans, done, done_ud, job);
+  if (r == 0)
+    g_hist.moment = 1;
+  return r;
+}
+
 static void f_history_cancel(void *ud, void *job) {
   (void)ud;
   (void)job;
@@ -192,10 +207,15 @@ static void hist_run(ft_t *f) {
       if (f_snapshot(f, 0, &r.t, &g_hist.so) < 0)
         r.status = TLC_ENOMEM;
       r.segments = 2;
+      if (g_hist.moment && (r.moment = tlc_malloc(7)) != NULL) {
+        memcpy(r.moment, "moment", 7);
+        r.moment_len = 6;
+      }
     } else {
       r.status = -ENOENT;
       snprintf(r.err, sizeof(r.err), "no segments of that target");
     }
+    g_hist.moment = 0;
     (void)g_hist.ans.encode(g_hist.ans.ctx, &r); /* then the table goes, as on the pool */
     tlc_table_fini(&r.t);
     tlc_mapping_fini(&r.names);
@@ -256,6 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.snapshot_part = f_snapshot_part;
   p.history = f_history;
   p.history_cancel = f_history_cancel;
+  p.around = f_around;
   p.ud = &f;
   memset(&g_hist, 0, sizeof(g_hist));
   tlc_pubsub_opts_default(&o);

@@ -87,6 +87,15 @@ w("request", "history_join", b"\0" + fr(reqs[17]) + fr(reqs[0]) + fr(reqs[18]))
 w("request", "history_unsubscribed", b"\0" + fr(reqs[18]) + fr(cm(21, unsubscribe=pb.Unsubscribe(
     subscription_id=5))))
 w("request", "token_hello", b"\1" + fr(hello_tok) + fr(reqs[4]))
+around = [cm(30, around=pb.AroundRequest(target="lab1", ref="ns:1000", span="40us",
+                                        export="json")),
+          cm(31, around=pb.AroundRequest(target="lab1", ref="soon")),
+          cm(32, around=pb.AroundRequest(target="nosuch", ref="2026-11-26T10:00:00Z",
+                                         export="bin11")),
+          cm(33, around=pb.AroundRequest(target="lab1", ref="ns:1", export="xml")),
+          cm(34, around=pb.AroundRequest(target="lab1", ref="ns:1", span="forever"))]
+w("request", "around", b"\0" + b"".join(fr(r) for r in around))
+w("request", "around_busy", b"\0" + fr(around[0]) + fr(around[0]) + fr(reqs[13]))
 for i, r in enumerate(reqs):
     w("request", "single_%d" % i, b"\0" + fr(r))
 w("request", "oversize", b"\1" + b"\x81\x08" + b"A" * 20)

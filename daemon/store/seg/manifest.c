@@ -104,7 +104,8 @@ int tlc__segname_parse(const char *name, tlc_segname_t *out) {
     int kind;
   } after[] = { { "", TLC_SK_DATA },      { ".part", TLC_SK_PART },
                 { ".zst", TLC_SK_ZST },   { ".zst.part", TLC_SK_ZSTPART },
-                { ".torn", TLC_SK_TORN }, { ".skipped", TLC_SK_SKIPPED } };
+                { ".torn", TLC_SK_TORN }, { ".skipped", TLC_SK_SKIPPED },
+                { ".widx", TLC_SK_WIDX } };
   for (size_t i = 0; i < sizeof dext / sizeof dext[0]; i++) {
     size_t el = strlen(dext[i].ext);
     if (strncmp(ext, dext[i].ext, el) != 0)
@@ -182,17 +183,95 @@ void tlc__manifest_init(tlc_manifest_t *m) {
 void tlc__manifest_fini(tlc_manifest_t *m) {
   tlc_free(m->gaps);
   tlc_free(m->idx);
+  tlc_free(m->widx);
   memset(m, 0, sizeof *m);
 }
 void tlc__manifest_reset(tlc_manifest_t *m) {
   tlc_gap_t *g = m->gaps;
   tlc_idx_t *x = m->idx;
-  size_t cg = m->capgaps, cx = m->capidx;
+  tlc_widx_t *w = m->widx;
+  size_t cg = m->capgaps, cx = m->capidx, cw = m->capwidx;
   memset(m, 0, sizeof *m);
   m->gaps = g;
   m->capgaps = cg;
   m->idx = x;
   m->capidx = cx;
+  m->widx = w;
+  m->capwidx = cw;
+}
+
+static int add_widx(tlc_manifest_t *m, const tlc_widx_t *e) {
+  if (m->nwidx == m->capwidx) {
+    tlc_widx_t *x = tlc_grow(m->widx, &m->capwidx, m->nwidx + 1, sizeof *x, 16);
+    if (!x)
+      return TLC_ENOMEM;
+    m->widx = x;
+  }
+  m->widx[m->nwidx++] = *e;
+  return 0;
+}
+
+int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out) {
+  tlc_widx_t e = { m->records, m->bytes, wall_ns };
+  if (m->nwidx > 0) {
+    tlc_widx_t *l = &m->widx[m->nwidx - 1];
+    if (l->offset == m->bytes) { /* no record arrived since it: these arrive now */
+      if (l->wall == wall_ns)
+        return 0;
+      l->wall = wall_ns;
+      *out = *l;
+      return 1;
+    }
+    if (wall_ns >= l->wall && wall_ns - l->wall < 1000000000)
+      return 0; /* within the second of the last entry */
+  }
+  if (add_widx(m, &e) < 0)
+    return TLC_ENOMEM;
+  *out = e;
+  return 1;
+}
+
+int tlc__manifest_widx_decode(tlc_manifest_t *m, const uint8_t *b, size_t n) {
+  for (size_t i = 0; i + 24 <= n; i += 24) {
+    tlc_widx_t e;
+    uint64_t v[3];
+    for (int k = 0; k < 3; k++) {
+      v[k] = 0;
+      for (int j = 7; j >= 0; j--)
+        v[k] = v[k] << 8 | b[i + 8 * (size_t)k + (size_t)j];
+    }
+    e.record = v[0];
+    e.offset = v[1];
+    e.wall = (int64_t)v[2];
+    if (e.offset >= m->bytes || e.record >= m->records)
+      return 1; /* past the records read: the rest too */
+    if (m->nwidx > 0 &&
+        (e.offset <= m->widx[m->nwidx - 1].offset || e.record <= m->widx[m->nwidx - 1].record)) {
+      if (e.offset == m->widx[m->nwidx - 1].offset && e.record == m->widx[m->nwidx - 1].record)
+        m->widx[m->nwidx - 1] = e; /* rewritten: no record followed the last one */
+      continue;                    /* out of order: not an entry of ours */
+    }
+    if (add_widx(m, &e) < 0)
+      return TLC_ENOMEM;
+  }
+  return 0;
+}
+
+int tlc__manifest_load_widx(tlc_manifest_t *m, const char *path) {
+  int fd = tlc_io->open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+  uint8_t b[24 * 256];
+  int64_t at = 0;
+  int rc = 0;
+  if (fd < 0)
+    return 0;
+  for (;;) {
+    int64_t n = tlc_io_pread_all(fd, b, sizeof b, at);
+    if (n <= 0 || (rc = tlc__manifest_widx_decode(m, b, (size_t)n)) != 0 || n < (int64_t)sizeof b)
+      break;
+    at += n;
+  }
+  tlc_io->close(fd);
+  return rc < 0 ? rc : 0;
 }
 
 int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count) {
@@ -438,6 +517,9 @@ char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
     tlc_out_printf(&o, "idx %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
                    m->idx[i].record, m->idx[i].offset, m->idx[i].time, m->idx[i].maxb,
                    m->idx[i].mina);
+  for (size_t i = 0; i < m->nwidx; i++)
+    tlc_out_printf(&o, "wall %" PRIu64 " %" PRIu64 " %" PRId64 "\n", m->widx[i].record,
+                   m->widx[i].offset, m->widx[i].wall);
   size_t n;
   char *body = tlc_out_take(&o, &n);
   tlc_out_fini(&o);
@@ -564,6 +646,12 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
         bad = 1;
       else if (add_idx(m, &x) < 0)
         return TLC_ENOMEM;
+    } else if (strcmp(f[0], "wall") == 0) {
+      tlc_widx_t x;
+      if (nf != 4 || p_u64(f[1], &x.record) || p_u64(f[2], &x.offset) || p_i64(f[3], &x.wall))
+        bad = 1;
+      else if (add_widx(m, &x) < 0)
+        return TLC_ENOMEM;
     } else if (nf != 2) {
       bad = 1;
     } else if (strcmp(f[0], "format") == 0) {
@@ -649,6 +737,12 @@ int tlc__manifest_parse(tlc_manifest_t *m, const char *buf, size_t len, char *wh
         (i > 0 &&
          (m->idx[i].offset <= m->idx[i - 1].offset || m->idx[i].record <= m->idx[i - 1].record)))
       return why_set(why, whylen, TLC_ESYNTAX, "manifest index entry %zu inconsistent", i);
+  }
+  for (size_t i = 0; i < m->nwidx; i++) {
+    if (m->widx[i].offset >= m->bytes || m->widx[i].record >= m->records ||
+        (i > 0 && (m->widx[i].offset <= m->widx[i - 1].offset ||
+                   m->widx[i].record <= m->widx[i - 1].record)))
+      return why_set(why, whylen, TLC_ESYNTAX, "manifest arrival entry %zu inconsistent", i);
   }
   if ((m->format != TLC_FMT_EVLOG && m->bytes != m->records * 24) || m->index_interval == 0)
     return why_set(why, whylen, TLC_ESYNTAX, "manifest counts inconsistent");

@@ -63,6 +63,15 @@ typedef struct tlc_idx {
   int64_t mina;    /* smallest time of it and every record after it */
 } tlc_idx_t;
 
+/* An arrival (wall-clock) index entry: the records from `record` (at byte `offset`) up to the
+ * next entry's arrived at `wall` or less than a second after it (the writer adds one when a
+ * second has passed since the last, or the clock stepped back). */
+typedef struct tlc_widx {
+  uint64_t record;
+  uint64_t offset;
+  int64_t wall; /* Unix ns */
+} tlc_widx_t;
+
 typedef struct tlc_manifest {
   tlc_format_t format;
   char target[TLC_TARGET_NAME_MAX_ + 1];
@@ -82,12 +91,28 @@ typedef struct tlc_manifest {
   size_t ngaps, capgaps;
   tlc_idx_t *idx;
   size_t nidx, capidx;
+  tlc_widx_t *widx; /* arrival index (`wall` lines), in record order */
+  size_t nwidx, capwidx;
 } tlc_manifest_t;
 
 void tlc__manifest_init(tlc_manifest_t *m);
 void tlc__manifest_fini(tlc_manifest_t *m);
 void tlc__manifest_reset(tlc_manifest_t *m); /* empties, keeps allocations */
 int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count);
+/* Notes that the records written from now on (m->records, m->bytes) arrived at wall_ns: adds an
+ * arrival index entry when there is none yet, when a second has passed since the last one, or
+ * when the clock went back; replaces the last one when no record followed it. Returns 1 when
+ * an entry was added or changed (*out: it), 0 when none was needed, TLC_ENOMEM. */
+int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out);
+/* The arrival index of an open segment, kept beside it while it is open: `<data>.widx`, one
+ * 24-byte entry (record, offset, wall: little-endian) per line of the index. Loads the entries
+ * of `path` whose offset is below m->bytes into m (a torn last entry is ignored). 0 (also when
+ * there is no file), or TLC_ENOMEM. */
+int tlc__manifest_load_widx(tlc_manifest_t *m, const char *path);
+/* The entries of b[0..n) (whole 24-byte entries) into m, as tlc__manifest_load_widx reads them:
+ * only increasing offsets and records below m->bytes / m->records. 0, 1 (an entry past them:
+ * stop), or TLC_ENOMEM. */
+int tlc__manifest_widx_decode(tlc_manifest_t *m, const uint8_t *b, size_t n);
 
 /* Manifest builder: feed records in order; computes counts, times, checksum and the index.
  * Zero it before the first start; a builder started again reuses its checksum state; free it
@@ -146,7 +171,8 @@ enum tlc_seg_kind {
   TLC_SK_EXPORT,   /* <base>.txt | <base>.xml (main export of a bin1x segment) */
   TLC_SK_MANIFEST, /* <base>.manifest */
   TLC_SK_TMP,      /* <base>.<anything>.tmp */
-  TLC_SK_SKIPPED   /* <data>.skipped (keep_skipped) */
+  TLC_SK_SKIPPED,  /* <data>.skipped (keep_skipped) */
+  TLC_SK_WIDX      /* <data>.widx: the open segment's arrival index (removed at its seal) */
 };
 
 typedef struct tlc_segname {
@@ -251,11 +277,13 @@ typedef struct tlc_exset {
  * Writes no main export: with a rebuilt manifest, an export left by the interrupted seal is
  * removed (it may describe other bytes), and the caller has the export written (with the
  * target's settings when it knows them) and recorded in the manifest. Fills *m (caller's,
- * initialised). Returns 0; 1 when the .part held no whole record (removed, with its manifest,
- * export and torn tail: no empty segment; kept when a .skipped file belongs to it); or a negative
- * error (the caller quarantines). */
+ * initialised). `last`: the target's newest segment, whose stream the crash cut: its manifest
+ * gets a `restart` gap at its end (a gap to history, as to the live statistics after the
+ * restart). The arrival index of <data>.widx goes into a rebuilt manifest. Returns 0; 1 when the
+ * .part held no whole record (removed, with its manifest, export and torn tail: no empty segment;
+ * kept when a .skipped file belongs to it); or a negative error (the caller quarantines). */
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
-                              tlc_format_t f, uint32_t interval, uint32_t max_block,
+                              tlc_format_t f, uint32_t interval, uint32_t max_block, int last,
                               tlc_manifest_t *m, uint64_t *torn_bytes);
 
 /* Writes a bin1x segment's main export through the hook: <dir>/<base>.txt (xml: <base>.xml) via
@@ -287,6 +315,7 @@ typedef struct tlc_seg {
   int ex_err;        /* the last seal's main export error (0: written, or none due) */
   int xml;           /* bin1x: <base>.xml.BIN with an XML main export (else .txt.BIN, Text1) */
   int skfd;          /* <data>.skipped while open (keep_skipped), else -1 */
+  int wfd;           /* <data>.widx while open (the arrival index so far), else -1 */
   uint64_t sk_bytes; /* bytes in it */
 } tlc_seg_t;
 
@@ -312,6 +341,9 @@ int tlc__seg_append_recs(tlc_seg_t *s, const uint8_t *buf, size_t len, const tlc
  * the manifest is built from the times given, not from the bytes. */
 int tlc__seg_append_fixed(tlc_seg_t *s, const uint8_t *buf, size_t n, const int64_t *times,
                           uint64_t *wrec, uint64_t *wbytes);
+/* The records appended from now on arrived at wall_ns: the manifest's arrival index, and the
+ * open segment's <data>.widx for readers of the .part (written, not synced: an index). */
+void tlc__seg_wall(tlc_seg_t *s, int64_t wall_ns);
 /* fdatasync; on failure marks the segment suspect (R5: never retried) and returns the error. */
 int tlc__seg_sync(tlc_seg_t *s, int64_t mono_ns);
 /* Appends to <dir>/<data>.skipped (created on first use), at most `room` bytes of buf[0..len);

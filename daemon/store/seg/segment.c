@@ -43,6 +43,7 @@ void tlc__seg_init(tlc_seg_t *s) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
   s->skfd = -1;
+  s->wfd = -1;
   tlc__manifest_init(&s->m);
 }
 
@@ -59,6 +60,9 @@ void tlc__seg_fini(tlc_seg_t *s) {
   if (s->skfd >= 0)
     tlc_io->close(s->skfd);
   s->skfd = -1;
+  if (s->wfd >= 0)
+    tlc_io->close(s->wfd);
+  s->wfd = -1;
   tlc__manifest_fini(&s->m);
   tlc__mbuild_free(&s->b);
 }
@@ -94,11 +98,50 @@ int tlc__seg_open(tlc_seg_t *s, const char *dir, const char *target, tlc_format_
   s->opened_mono = mono_ns;
   s->suspect = 0;
   s->skfd = -1;
+  s->wfd = -1;
   s->sk_bytes = 0;
   tlc_crashpoint("rotate.after_open_new");
   /* make the new name durable now, so that what fdatasync confirms is reachable */
   tlc_io_fsync_dir(dir);
   return 0;
+}
+
+void tlc__seg_wall(tlc_seg_t *s, int64_t wall_ns) {
+  tlc_widx_t e;
+  uint8_t b[24];
+  uint64_t v[3];
+  size_t w;
+  if (s->fd < 0 || tlc__manifest_add_wall(&s->m, wall_ns, &e) != 1)
+    return;
+  if (s->wfd < 0) {
+    char path[2048];
+    if (tlc__path(path, sizeof path, "%s/%s.widx", s->dir, s->data) < 0)
+      return;
+    s->wfd = tlc_io->open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (s->wfd < 0) {
+      s->wfd = -2; /* not again for this segment: readers of the .part see no arrival index */
+      return;
+    }
+  }
+  if (s->wfd == -2)
+    return;
+  v[0] = e.record;
+  v[1] = e.offset;
+  v[2] = (uint64_t)e.wall;
+  for (int k = 0; k < 3; k++)
+    for (int j = 0; j < 8; j++)
+      b[8 * k + j] = (uint8_t)(v[k] >> (8 * j));
+  (void)tlc_io_write_all(s->wfd, b, sizeof b, &w); /* a lost entry: that span is coarser */
+}
+
+/* closes and removes the open segment's <data>.widx (its entries are in the manifest) */
+static void seg_widx_drop(tlc_seg_t *s) {
+  char p[2100];
+  if (s->wfd >= 0)
+    tlc_io->close(s->wfd);
+  if (s->wfd != -1 && tlc__path(p, sizeof p, "%s/%s.widx", s->dir, s->data) == 0)
+    tlc_io->unlink(p);
+  s->wfd = -1;
 }
 
 int tlc__seg_append(tlc_seg_t *s, const uint8_t *buf, size_t len, uint64_t *wrec,
@@ -330,6 +373,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
     tlc_io->close(s->fd);
     s->fd = -1;
     tlc_io->unlink(part);
+    seg_widx_drop(s);
     if (s->skfd >= 0) {
       char sk[2100];
       tlc_io->close(s->skfd);
@@ -380,6 +424,7 @@ int tlc__seg_seal(tlc_seg_t *s, int reason, int64_t wall_ns, const tlc_exset_t *
   if (rrc < 0)
     return rrc; /* stays .part: recovered on the next start */
   tlc_crashpoint("rotate.after_rename");
+  seg_widx_drop(s); /* the manifest has the arrival index now */
   tlc_crashpoint("rotate.before_dir_fsync");
   tlc_io_fsync_dir(s->dir);
   if (ent) {
@@ -434,6 +479,8 @@ int tlc__segment_delete(const char *dir, const tlc_catent_t *e) {
   if (tlc__path(p, sizeof p, "%s/%s.torn", dir, e->data) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.skipped", dir, e->data) == 0)
+    tlc_io->unlink(p);
+  if (tlc__path(p, sizeof p, "%s/%s.widx", dir, e->data) == 0)
     tlc_io->unlink(p);
   if (tlc__path(p, sizeof p, "%s/%s.manifest", dir, e->base) == 0)
     tlc_io->unlink(p);
@@ -511,9 +558,10 @@ static uint64_t zero_suffix_start(const char *part, tlc_format_t f, uint64_t who
 }
 
 int tlc__segment_recover_part(const char *dir, const char *target, const tlc_segname_t *sn,
-                              tlc_format_t f, uint32_t interval, uint32_t max_block,
+                              tlc_format_t f, uint32_t interval, uint32_t max_block, int last,
                               tlc_manifest_t *m, uint64_t *torn_bytes) {
-  char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048], xpath[2048];
+  char data[TLC_SEG_NAME_MAX], part[2048], dpath[2048], torn[2048], mpath[2048], xpath[2048],
+      wpath[2048];
   int rc;
   *torn_bytes = 0;
   tlc__segname_data(data, sizeof data, sn->base, f, sn->xml);
@@ -521,7 +569,8 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       tlc__path(dpath, sizeof dpath, "%s/%s", dir, data) < 0 ||
       tlc__path(torn, sizeof torn, "%s/%s.torn", dir, data) < 0 ||
       tlc__path(mpath, sizeof mpath, "%s/%s.manifest", dir, sn->base) < 0 ||
-      tlc__path(xpath, sizeof xpath, "%s/%s%s", dir, sn->base, sn->xml ? ".xml" : ".txt") < 0)
+      tlc__path(xpath, sizeof xpath, "%s/%s%s", dir, sn->base, sn->xml ? ".xml" : ".txt") < 0 ||
+      tlc__path(wpath, sizeof wpath, "%s/%s.widx", dir, data) < 0)
     return TLC_ERANGE;
   /* a manifest written by a seal that crashed before its rename: keep it if it matches */
   tlc_manifest_t old;
@@ -583,6 +632,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       tlc_io->unlink(mpath);
       tlc_io->unlink(xpath);
       tlc_io->unlink(torn);
+      tlc_io->unlink(wpath);
       tlc_io_fsync_dir(dir);
       return 1;
     }
@@ -592,10 +642,20 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
     /* keep the sealed manifest (it has the gaps); nothing to rewrite */
     tlc_gap_t *g = m->gaps;
     tlc_idx_t *x = m->idx;
+    tlc_widx_t *w = m->widx;
     *m = old; /* take ownership of old's arrays */
     tlc_free(g);
     tlc_free(x);
+    tlc_free(w);
     tlc__manifest_init(&old);
+    if (last && (m->ngaps == 0 || strcmp(m->gaps[m->ngaps - 1].reason, "restart") != 0 ||
+                 m->gaps[m->ngaps - 1].offset != m->bytes)) {
+      /* the stream was cut here by the crash (see below) */
+      tlc__manifest_add_gap(m, "restart", 1);
+      rc = tlc__manifest_store(mpath, m);
+      if (rc < 0)
+        return rc;
+    }
   } else {
     int64_t now = tlc__wall_ns();
     m->format = f;
@@ -611,6 +671,14 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
       m->opened_wall_ns = old.opened_wall_ns;
     /* the crash itself is a gap at the end: whatever was in flight is unknown */
     tlc__manifest_add_gap(m, "crash", *torn_bytes);
+    /* The target's last segment: its stream ended here with the crash, and the restarted
+     * daemon's live statistics have a gap here (the restart gap, or the disconnect this
+     * segment's lost manifest held); history makes the same gap (docs/continuity.md). */
+    if (last)
+      tlc__manifest_add_gap(m, "restart", 1);
+    /* the arrival index the writer kept beside the open segment */
+    if (tlc__manifest_load_widx(m, wpath) < 0)
+      m->nwidx = 0;
     /* an export of the interrupted seal may describe bytes that are not kept: the caller
      * writes it again (with the target's settings when it has them) */
     if (f != TLC_FMT_EVLOG)
@@ -625,6 +693,7 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
   rc = tlc_io->rename(part, dpath);
   if (rc < 0)
     return rc;
+  tlc_io->unlink(wpath);
   tlc_io_fsync_dir(dir);
   return 0;
 }

@@ -315,7 +315,8 @@ struct tlc_segread {
   uint64_t file_bytes;
   char why[160];
   int64_t from, to;
-  size_t next_idx; /* next index entry ahead of the position */
+  size_t next_idx;   /* next index entry ahead of the position */
+  uint64_t stop_off; /* an arrival range: reading ends at this byte offset (else UINT64_MAX) */
   int done;
   int end_checked;     /* .zst: the end of the compressed data was checked */
   int end_rc;          /* .zst: 0, or the error found there */
@@ -432,6 +433,7 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
   tlc__manifest_init(&r->m);
   r->from = INT64_MIN;
   r->to = INT64_MAX;
+  r->stop_off = UINT64_MAX;
   r->zst = ends_with(path, ".zst");
   /* data name without .zst/.part, then the base */
   snprintf(data, sizeof data, "%s", path);
@@ -518,6 +520,13 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
     rc = tlc__recrd_open(&r->rd, path, r->zst, f, 0);
     if (rc < 0)
       goto fail;
+    if (ends_with(path, ".part")) {
+      /* the open segment's arrival index, which the writer keeps beside it */
+      char wp[4200];
+      snprintf(wp, sizeof wp, "%.*s.widx", (int)(strlen(path) - 5), path);
+      if (tlc__manifest_load_widx(&r->m, wp) < 0)
+        r->m.nwidx = 0;
+    }
   }
   snprintf(r->why, sizeof r->why, "%s", r->rebuilt ? why : "");
   *out = r;
@@ -583,6 +592,7 @@ int tlc_segread_range(tlc_segread_t *r, int64_t from, int64_t to) {
   r->pend = NULL;
   r->done = from > to;
   r->next_idx = 0;
+  r->stop_off = UINT64_MAX;
   r->end_checked = 0;
   r->end_rc = 0;
   /* largest entry with maxb < from */
@@ -606,6 +616,39 @@ int tlc_segread_range(tlc_segread_t *r, int64_t from, int64_t to) {
   return 0;
 }
 
+int tlc_segread_wall_range(tlc_segread_t *r, int64_t since, int64_t until) {
+  const tlc_widx_t *w = r->m.widx;
+  size_t n = r->m.nwidx, first = SIZE_MAX, last = SIZE_MAX;
+  uint64_t lo, hi;
+  int rc;
+  if (n == 0 || w[0].offset != 0)
+    return 1; /* no arrival index (a segment of an older version, or rebuilt): whole */
+  for (size_t i = 0; i < n; i++)
+    if (w[i].wall >= since && w[i].wall < until) {
+      if (first == SIZE_MAX)
+        first = i;
+      last = i;
+    }
+  if (first == SIZE_MAX) {
+    lo = hi = 0; /* nothing of it arrived in the range */
+  } else {
+    lo = w[first].offset;
+    /* the last entry's records run to the end; of an open segment, to its end when opened
+     * unless the range is open-ended (what was appended since arrived later) */
+    hi = last + 1 < n ? w[last + 1].offset : until == INT64_MAX ? UINT64_MAX : r->m.bytes;
+  }
+  if ((rc = tlc_segread_range(r, INT64_MIN, INT64_MAX)) < 0)
+    return rc;
+  if (first == SIZE_MAX) {
+    r->done = 1;
+    return 0;
+  }
+  if (lo > 0 && (rc = tlc__recrd_skip_to(&r->rd, lo)) < 0)
+    return rc;
+  r->stop_off = hi;
+  return 0;
+}
+
 int tlc_segread_next(tlc_segread_t *r, const uint8_t **rec, size_t *len, uint64_t *off) {
   const uint8_t *p;
   tlc_rec_t x;
@@ -619,6 +662,8 @@ int tlc_segread_next(tlc_segread_t *r, const uint8_t **rec, size_t *len, uint64_
     return 1;
   }
   while (!r->done) {
+    if (r->rd.offset >= r->stop_off)
+      return 0; /* the end of an arrival range */
     /* crossing an index entry: can anything from here on be in range? */
     while (r->next_idx < r->m.nidx && r->m.idx[r->next_idx].offset <= r->rd.offset) {
       if (r->m.idx[r->next_idx].offset == r->rd.offset && r->m.idx[r->next_idx].mina > r->to &&

@@ -66,6 +66,13 @@ int tlc_segread_gap(const tlc_segread_t *r, size_t i, const char **reason, uint6
  * the index (no scan of what precedes). INT64_MIN/INT64_MAX for open ends. 0 or negative. */
 int tlc_segread_range(tlc_segread_t *r, int64_t from, int64_t to);
 
+/* Restricts reading to the records that arrived (wall clock, Unix ns) in [since, until), to
+ * within a second, through the segment's arrival index (`wall` lines of the manifest; an open
+ * segment's <data>.widx): from the first index entry whose time is in the range to the entry
+ * after the last such one. Returns 0, 1 when the segment has no arrival index (the whole
+ * segment is read: a segment written by an earlier version), or a negative error. */
+int tlc_segread_wall_range(tlc_segread_t *r, int64_t since, int64_t until);
+
 /* Next record/block in the range: returns 1 with *rec and *len (valid until the next call) and its
  * byte offset in *off (may be NULL), 0 at the end, negative on error. */
 int tlc_segread_next(tlc_segread_t *r, const uint8_t **rec, size_t *len, uint64_t *off);
