@@ -107,6 +107,7 @@ typedef struct act {
   int64_t in_start;  /* IN(start) */
   int64_t run_start; /* IN(t) at the start of the current running period */
   int64_t net;       /* NET of closed running periods */
+  uint64_t seq;      /* change sequence of its first event (the tap's seq_start) */
 } act_t;
 
 typedef struct ectx {
@@ -146,12 +147,15 @@ typedef struct erow {
   int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
   _Alignas(64) ekind_t k[NK];
   int64_t total[NK];
+  uint64_t last_seq, out_seq; /* change sequence of the events at `last` and `out_start` (the
+                                 tap's seq_start of PERIOD and OUTSIDE) */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
 } erow_t;
 _Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
+_Static_assert(sizeof(void *) != 8 || sizeof(erow_t) == 512, "a row is 512 bytes (engine.h)");
 
 typedef struct sarea {
   uint32_t handle;
@@ -159,6 +163,7 @@ typedef struct sarea {
   uint32_t row;  /* row of the current state */
   uint64_t cur;
   int64_t since;
+  uint64_t since_seq; /* change sequence of the entry at `since` (the tap's seq_start) */
 } sarea_t;
 
 typedef struct hent {

@@ -353,10 +353,35 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   e->hcur = e->hlog;
 }
 
-/* One sample of kind k: the row's dist (its current interval's, with windows: hot_at first),
- * and the histogram (queued, with a pointer to its 16-bit count when the bucket is in the
- * span). */
-static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
+/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
+ * so that an engine without a tap pays one predicted branch per sample. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
+         int64_t end) {
+  tlc_engine_sample_t x;
+  x.handle = r->handle;
+  x.context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  x.kind = (uint8_t)k;
+  x.row_kind = r->kind;
+  x.state = r->kind == TLC_ROW_STATE ? r->state : 0;
+  x.value = v;
+  x.start = start;
+  x.end = end;
+  x.epoch = e->c.clock_resets;
+  x.seq_start = seq_start;
+  x.seq_end = e->seq;
+  e->o.tap(e->o.tap_ud, &x);
+}
+
+/* One sample of kind k that started at `start` (the event of change sequence seq_start) and
+ * closed at `end` (the current event): the row's dist (its current interval's, with windows:
+ * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
+ * in the span), and the tap. */
+static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start,
+                          uint64_t seq_start, int64_t end) {
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
@@ -369,6 +394,8 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v) {
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
+  if (TLC_UNLIKELY(e->o.tap != NULL))
+    tap_emit(e, r, k, v, start, seq_start, end);
 }
 
 /* ---- rows, contexts ---- */
@@ -545,10 +572,12 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
     hot_at(e, r, t);
-    sample(e, r, TLC_NET, net);
+    sample(e, r, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
-      sample(e, r, TLC_GROSS, gross);
-    sample(e, r, TLC_CALL, call);
+      sample(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+    else if (TLC_UNLIKELY(e->o.tap != NULL)) /* GROSS == CALL, as the snapshot reports it */
+      tap_emit(e, r, TLC_GROSS, call, a->start, a->seq, t);
+    sample(e, r, TLC_CALL, call, a->start, a->seq, t);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -556,13 +585,14 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   if (--r->open == 0 && how != CL_GAP) {
     r->out_active = 1;
     r->out_start = t;
+    r->out_seq = e->seq;
   }
 }
 
 /* Opens an activation of row ri (handle) on c at time t, IN(t) = in_t: the new innermost entry
  * of c's stack, which the caller made room for (ctx_room). */
 static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int running, int64_t t,
-                     int64_t in_t) {
+                     int64_t in_t, uint64_t seq) {
   act_t *a = &c->stack[c->depth++];
   a->row = ri;
   a->handle = handle;
@@ -571,6 +601,7 @@ static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int runn
   a->start = t;
   a->in_start = a->run_start = in_t;
   a->net = 0;
+  a->seq = seq;
 }
 
 /* Makes room for one more activation on c's stack (ctx_room: the check inline, the growth
@@ -680,16 +711,17 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     hot_at(e, r, t);
     r->count++;
     if (r->has_last)
-      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
+    r->last_seq = e->seq;
     r->has_last = 1;
     if (r->out_active) {
       int64_t len = dur(e, r, tsub(t, r->out_start));
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
-      sample(e, r, TLC_OUTSIDE, len);
+      sample(e, r, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
       r->out_active = 0;
     }
-    ctx_open(c, ri, ev->handle, 1, 1, t, in_t);
+    ctx_open(c, ri, ev->handle, 1, 1, t, in_t, e->seq);
     r->open++;
     break;
   case TLC_EV_RESUME:
@@ -721,7 +753,7 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], dur(e, r, tsub(t, r->out_start)));
       r->out_active = 0;
     }
-    ctx_open(c, ri, ev->handle, 0, ev->type == TLC_EV_RESUME, t, in_t);
+    ctx_open(c, ri, ev->handle, 0, ev->type == TLC_EV_RESUME, t, in_t, e->seq);
     r->open++;
     break;
   case TLC_EV_EXIT:
@@ -750,7 +782,7 @@ static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   int64_t stay = dur(e, r, tsub(t, s->since));
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
   hot_at(e, r, t);
-  sample(e, r, TLC_NET, stay);
+  sample(e, r, TLC_NET, stay, s->since, s->since_seq, t);
   r->seq = e->seq;
   s->valid = 0;
 }
@@ -790,12 +822,14 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   hot_at(e, r, t);
   r->count++;
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
+  r->last_seq = e->seq;
   r->has_last = 1;
   s->valid = 1;
   s->cur = v;
   s->since = t;
+  s->since_seq = e->seq;
   s->row = ri;
 }
 
@@ -835,8 +869,9 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   hot_at(e, r, t);
   r->count++;
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)));
+    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
+  r->last_seq = e->seq;
   r->has_last = 1;
   r->value = ev->data;
   if (!r->has_value || ev->data < r->vmin)
@@ -1171,6 +1206,11 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
+}
+
+void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, void *ud) {
+  e->o.tap = tap;
+  e->o.tap_ud = ud;
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {

@@ -129,6 +129,35 @@ typedef struct tlc_engine_acct {
   void *ud;
 } tlc_engine_acct_t;
 
+/* The tap: every sample as it closes (SPEC 2 and 13), for consumers that test or aggregate
+ * samples one by one (daemon/budget's budgets, rollups) without a second pass over events.
+ * One call per sample kind: an E..X activation gives NET, GROSS and CALL (GROSS also without
+ * context_area, equal to CALL, as the snapshot reports it), an E gives PERIOD (and OUTSIDE
+ * when its area was outside), a W on a data area PERIOD, a state stay NET, a state entry
+ * PERIOD. Exactly the samples a snapshot's dists count: per row and kind, the tap's number,
+ * minimum and maximum of values are the snapshot's n, min and max. Durations that came out
+ * negative are 0, as in the dists. */
+typedef struct tlc_engine_sample {
+  uint32_t handle;  /* the area */
+  uint32_t context; /* table context index as snapshots report it for this row (code rows);
+                       TLC_CTX_NONE for data and state rows */
+  uint8_t kind;     /* enum tlc_kind: TLC_NET, TLC_GROSS, TLC_CALL, TLC_PERIOD, TLC_OUTSIDE */
+  uint8_t row_kind; /* enum tlc_row_kind */
+  uint64_t state;   /* state rows: the state value; 0 otherwise */
+  int64_t value;    /* the sample (ns, >= 0) */
+  int64_t start;    /* target time (ns) of the event that started it: the E (NET, GROSS, CALL),
+                       the previous E / entry / write (PERIOD), the X that made the area
+                       outside (OUTSIDE), the state's entry (a state's NET) */
+  int64_t end;      /* target time of the event that closed it */
+  uint64_t epoch;   /* the clock epoch of start and end: counters.clock_resets (a sample never
+                       spans two) */
+  uint64_t seq_start, seq_end; /* change sequence (tlc_engine_seq) of the starting and of the
+                                  closing event: where the sample's records are, for a caller
+                                  that maps sequences to stored events (0: unknown, e.g. an
+                                  activation opened before a checkpoint of an older build) */
+} tlc_engine_sample_t;
+typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
+
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
   uint32_t context_area;    /* RTOS task-state area handle (valid when has_context_area) */
@@ -143,6 +172,9 @@ typedef struct tlc_engine_opts {
                                    outlive the engine or be replaced by tlc_engine_set_mapping */
   tlc_engine_acct_t acct;       /* memory accounting hook (charge_cb NULL: none; copied) */
   int64_t clock_reset_ns;       /* clock restart threshold (default 1 s; <= 0: never a restart) */
+  tlc_engine_tap_fn tap;        /* called on the engine's thread for every sample as it closes
+                                   (NULL: none, and no cost); must not call into the engine */
+  void *tap_ud;                 /* tap's first argument */
 } tlc_engine_opts_t;
 
 /* Fills *o with the defaults: no context_area, no packing, 3 windows (1 s, 10 s, 60 s), 1,000,000
@@ -174,6 +206,8 @@ void tlc_engine_gap(tlc_engine_t *e);
 
 /* Replaces the borrowed mapping (NULL: none) used for variable -> state links from the next
  * event on. */
+/* Replaces the tap (opts.tap, opts.tap_ud; NULL: none) from the next event on. */
+void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, void *ud);
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
 
 typedef struct tlc_snap_opts {

@@ -7,6 +7,8 @@
  * (windows and Neutral rows included; quantiles within the histogram's 1% bound, since the
  * oracle's are exact). On a mismatch the kind, seed and row are printed; rerun one stream with
  * TLC_ORACLE_SEED=<seed> TLC_ORACLE_KIND=<kind>.
+ * The engine's tap sees the same samples as its snapshot's dists (count, min and max per row and
+ * kind), in the order their closing events came.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -546,7 +548,102 @@ static int check_unchanged(const tlc_table_t *prev, const tlc_table_t *cur, cons
   return 1;
 }
 
+/* The engine's tap (tlc_engine_opts_t.tap): what it saw, per (row, kind). */
+#define TAPMAX 4096
+typedef struct tapent {
+  uint32_t handle, context;
+  uint64_t state;
+  uint8_t row_kind, kind;
+  uint64_t n;
+  int64_t min, max;
+} tapent_t;
+typedef struct tapacc {
+  tapent_t e[TAPMAX];
+  size_t n;
+  uint64_t last_seq;
+  int bad;
+} tapacc_t;
+
+static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
+  tapacc_t *a = ud;
+  size_t i;
+  /* a sample's times and sequence numbers are its events': the closing one is the latest */
+  if (s->kind >= TLC_NKINDS || s->value < 0 || s->seq_start > s->seq_end ||
+      s->seq_end < a->last_seq)
+    a->bad = 1;
+  a->last_seq = s->seq_end;
+  for (i = 0; i < a->n; i++) {
+    tapent_t *x = &a->e[i];
+    if (x->handle == s->handle && x->context == s->context && x->state == s->state &&
+        x->row_kind == s->row_kind && x->kind == s->kind)
+      break;
+  }
+  if (i == a->n) {
+    if (a->n == TAPMAX) {
+      a->bad = 1;
+      return;
+    }
+    memset(&a->e[a->n], 0, sizeof(a->e[0]));
+    a->e[i].handle = s->handle;
+    a->e[i].context = s->context;
+    a->e[i].state = s->state;
+    a->e[i].row_kind = s->row_kind;
+    a->e[i].kind = s->kind;
+    a->e[i].min = INT64_MAX;
+    a->e[i].max = INT64_MIN;
+    a->n++;
+  }
+  a->e[i].n++;
+  if (s->value < a->e[i].min)
+    a->e[i].min = s->value;
+  if (s->value > a->e[i].max)
+    a->e[i].max = s->value;
+}
+
+/* Every sample a snapshot's dists count went through the tap, and nothing else: per row (other
+ * than Neutral ones) and kind, the tap's count, min and max are the dist's. */
+static int cmp_tap(const tapacc_t *a, const tlc_table_t *t) {
+  size_t i, seen = 0;
+  unsigned k;
+  if (a->bad) {
+    fprintf(stderr, "%s: a tap sample out of order or of a bad kind\n", where);
+    return 0;
+  }
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
+    if (r->context == TLC_CTX_NEUTRAL)
+      continue;
+    for (k = 0; k < TLC_NKINDS; k++) {
+      const tlc_dist_t *d = &r->dist[k];
+      const tapent_t *x = NULL;
+      size_t j;
+      for (j = 0; j < a->n; j++)
+        if (a->e[j].handle == r->handle && a->e[j].context == r->context &&
+            a->e[j].state == r->state && a->e[j].row_kind == r->kind && a->e[j].kind == k)
+          x = &a->e[j];
+      if (x == NULL ? d->n != 0 : x->n != d->n || x->min != d->min || x->max != d->max) {
+        fprintf(stderr,
+                "%s: tap of row %08x ctx %u state %llu kind %u: n %llu min %lld max %lld, "
+                "snapshot n %llu min %lld max %lld\n",
+                where, r->handle, r->context, (unsigned long long)r->state, k,
+                (unsigned long long)(x ? x->n : 0), (long long)(x ? x->min : 0),
+                (long long)(x ? x->max : 0), (unsigned long long)d->n, (long long)d->min,
+                (long long)d->max);
+        return 0;
+      }
+      seen += x != NULL;
+    }
+  }
+  if (seen != a->n) {
+    fprintf(stderr, "%s: the tap saw samples of %zu (row, kind) pairs, the snapshot %zu\n", where,
+            a->n, seen);
+    return 0;
+  }
+  return 1;
+}
+
 static int run_one(int kind, uint64_t seed) {
+  static tapacc_t tap;
   static gen_t g;
   tlc_engine_t *e = NULL;
   tlc_oracle_t *o = NULL;
@@ -595,6 +692,9 @@ static int run_one(int kind, uint64_t seed) {
   if (kind == K_DATA || kind == K_GARBAGE || kind == K_BIN10 || rng_chance(&pr, 1, 4))
     eo.mapping = oo.mapping = &g_map;
   eo.histograms = 1;
+  memset(&tap, 0, sizeof(tap));
+  eo.tap = tap_cb;
+  eo.tap_ud = &tap;
   assert_int_equal(tlc_engine_new(&e, g.fmt, &eo), 0);
   assert_int_equal(tlc_oracle_new(&o, g.fmt, &oo), 0);
   tlc_table_init(&te);
@@ -617,6 +717,8 @@ static int run_one(int kind, uint64_t seed) {
       snprintf(where, sizeof(where), "kind=%s seed=%" PRIu64 " after %zu of %zu events",
                kind_name[kind], seed, i, g.n);
       ok = cmp_tables(&te, &to, 1);
+      if (ok)
+        ok = cmp_tap(&tap, &te);
       if (ok) { /* a delta since the previous cut against a full snapshot */
         tlc_snap_opts_t sf = { 0, so.windows, 1, 1, 0, 0 }, sd = sf;
         tlc_table_t tf, td;
