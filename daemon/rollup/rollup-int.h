@@ -34,7 +34,7 @@ struct tlc_rollup_acc {
 
 enum { TLC_RJOB_MINUTE = 1, TLC_RJOB_QUERY = 2, TLC_RJOB_STOP = 3 };
 
-typedef struct tlc_rollup_job {
+struct tlc_rollup_job {
   struct tlc_rollup_job *next;
   int kind;
   char *target;
@@ -44,11 +44,14 @@ typedef struct tlc_rollup_job {
   tlc_rollup_slot_t *slots;
   size_t nslots;
   /* QUERY */
-  tlc_rollup_q_t q;
-  tlc_rollup_res_t res;
+  tlc_rollup_q_t q[2];
+  tlc_rollup_res_t res[2];
+  size_t nq;
+  tlc_rollup_ans_t ans;
   tlc_rollup_cb cb;
   void *ud;
-} tlc_rollup_job_t;
+  int cancelled;
+};
 
 /* A target's open hour on the worker. */
 typedef struct tlc_rollup_hour {

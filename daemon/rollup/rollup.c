@@ -55,7 +55,8 @@ static void job_free(tlc_rollup_job_t *j) {
   if (j == NULL)
     return;
   tlc__rollup_slots_free(j->slots, j->nslots);
-  tlc_rollup_res_fini(&j->res);
+  tlc_rollup_res_fini(&j->res[0]);
+  tlc_rollup_res_fini(&j->res[1]);
   tlc_free(j->target);
   tlc_free(j);
 }
@@ -558,8 +559,7 @@ static void read_file(reader_t *rd, const char *path) {
       break;
     }
     rd->res->blocks_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s at byte %zu: %s (skipped)", path, off,
-            why);
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s at byte %zu: %s (skipped)", path, off, why);
     {
       uint32_t magic = TLC_ROLLUP_MAGIC;
       const uint8_t *nx = NULL;
@@ -742,10 +742,13 @@ static void worker_main(void *arg) {
       do_minute(r, j);
       job_free(j);
     } else if (j->kind == TLC_RJOB_QUERY) {
-      tlc_rollup_read(r->state_dir, &j->q, &j->res);
+      for (size_t i = 0; i < j->nq; i++)
+        tlc_rollup_read(r->state_dir, &j->q[i], &j->res[i]);
+      if (j->ans.encode != NULL)
+        j->ans.encode(j->ans.ctx, j->q, j->res, j->nq);
       uv_mutex_lock(&r->mu);
       r->st.queries++;
-      r->st.blocks_refused += j->res.blocks_refused;
+      r->st.blocks_refused += j->res[0].blocks_refused + j->res[1].blocks_refused;
       j->next = NULL;
       if (r->done_tail)
         r->done_tail->next = j;
@@ -772,8 +775,10 @@ static void on_done(uv_async_t *h) {
   uv_mutex_unlock(&r->mu);
   while (j != NULL) {
     tlc_rollup_job_t *nx = j->next;
-    if (j->cb != NULL)
-      j->cb(j->ud, &j->res);
+    if (!j->cancelled && j->cb != NULL)
+      j->cb(j->ud, j->res, j->nq);
+    else if (j->ans.free != NULL)
+      j->ans.free(j->ans.ctx);
     job_free(j);
     j = nx;
   }
@@ -833,22 +838,36 @@ void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out) {
   uv_mutex_unlock(&r->mu);
 }
 
-int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *acc, const tlc_rollup_q_t *q,
-                      tlc_rollup_cb cb, void *ud) {
+int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *const *accs, const tlc_rollup_q_t *q,
+                      size_t nq, const tlc_rollup_ans_t *ans, tlc_rollup_cb cb, void *ud,
+                      tlc_rollup_job_t **job) {
   tlc_rollup_job_t *j;
-  if (r->stopping)
+  if (job != NULL)
+    *job = NULL;
+  if (r->stopping || nq < 1 || nq > 2)
     return TLC_EINVAL;
   j = tlc_calloc(1, sizeof(*j));
   if (j == NULL)
     return TLC_ENOMEM;
   j->kind = TLC_RJOB_QUERY;
-  j->q = *q;
+  memcpy(j->q, q, nq * sizeof(*q));
+  j->nq = nq;
+  if (ans != NULL)
+    j->ans = *ans;
   j->cb = cb;
   j->ud = ud;
-  if (acc != NULL)
-    tlc_rollup_acc_seal(acc);
+  for (size_t i = 0; accs != NULL && i < nq; i++)
+    if (accs[i] != NULL)
+      tlc_rollup_acc_seal(accs[i]);
   tlc__rollup_push(r, j);
+  if (job != NULL)
+    *job = j;
   return 0;
+}
+
+void tlc_rollup_cancel(tlc_rollup_job_t *job) {
+  if (job != NULL)
+    job->cancelled = 1; /* read by on_done, on the loop thread as this */
 }
 
 static void on_closed(uv_handle_t *h) {

@@ -119,12 +119,26 @@ void tlc_rollup_res_fini(tlc_rollup_res_t *res);
 /* Reads the rollups under state_dir for q into res (initialised here). Any thread. */
 void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_res_t *res);
 
-/* Runs q on the worker after sealing the target's open minute (acc may be NULL); cb runs on the
- * loop with the result (owned by the module; the callee may take res->steps by zeroing them).
- * 0, TLC_ENOMEM or TLC_EINVAL (closing). */
-typedef void (*tlc_rollup_cb)(void *ud, tlc_rollup_res_t *res);
-int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *acc, const tlc_rollup_q_t *q,
-                      tlc_rollup_cb cb, void *ud);
+/* What a query's answer is turned into on the worker (e.g. a JSON document in ctx): encode runs
+ * there after the reads, with every result; free(ctx) when the query was cancelled. */
+typedef struct tlc_rollup_ans {
+  void (*encode)(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *res, size_t nq);
+  void (*free)(void *ctx);
+  void *ctx;
+} tlc_rollup_ans_t;
+
+typedef struct tlc_rollup_job tlc_rollup_job_t;
+
+/* Runs nq (1 or 2) queries q[] on the worker after sealing the open minutes of accs[] (entries
+ * may be NULL); ans (may be NULL) encodes there; cb runs on the loop with the results res[nq]
+ * (owned by the module; the callee may take steps by zeroing them). *job (may be NULL) is for
+ * tlc_rollup_cancel. 0, TLC_ENOMEM or TLC_EINVAL (closing, nq out of range). */
+typedef void (*tlc_rollup_cb)(void *ud, tlc_rollup_res_t *res, size_t nq);
+int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *const *accs, const tlc_rollup_q_t *q,
+                      size_t nq, const tlc_rollup_ans_t *ans, tlc_rollup_cb cb, void *ud,
+                      tlc_rollup_job_t **job);
+/* The requester is gone: cb will not run; ans.free(ctx) will. Loop thread, before cb ran. */
+void tlc_rollup_cancel(tlc_rollup_job_t *job);
 
 /* The engine's quantile of a cell: the representative of the bucket holding the nearest-rank
  * sample of permille / 1000, clamped to [min, max] (within 1%); min when the cell has no bins. */

@@ -188,6 +188,17 @@ typedef struct tlc_view {
   /* The requester of `job` is gone: its done will not be called. */
   void (*history_cancel)(void *history_ud, void *job);
   void *history_ud;
+  /* Rollups (SPEC 14; daemon/rollup, docs/rollups.md): starts a trend (what 1) or a diff
+   * (what 2) of target `name` as the HTTP query string `query` asks; the JSON document (at most
+   * cap bytes) is built off the loop, and done(done_ud, status, err, body, len) runs later on
+   * the loop (status 0 or the error, err why; body tlc_malloc'd, the callee's). Returns 0 with
+   * *job (for rollup_cancel), or an error with err filled: TLC_EINVAL a bad parameter, -ENOENT
+   * rollups off. NULL hook: no rollups (no storage). Loop thread. */
+  int (*rollup)(void *rollup_ud, int what, const char *name, const char *query, size_t cap,
+                void (*done)(void *done_ud, int status, const char *err, char *body, size_t len),
+                void *done_ud, void **job, char *err, size_t errlen);
+  void (*rollup_cancel)(void *rollup_ud, void *job);
+  void *rollup_ud;
 
   /* ---- starting over (SPEC 10), called with ud (tlc_view_reg_init sets them) ---- */
   /* `tlcap reset`: target `index`'s statistics start afresh (a gap, a new gen). 0, TLC_ERANGE,

@@ -124,8 +124,9 @@ static void query(uint32_t h, int64_t epoch, int64_t step, tlc_rollup_res_t *res
 static int answered;
 static tlc_rollup_res_t got;
 
-static void on_answer(void *ud, tlc_rollup_res_t *res) {
+static void on_answer(void *ud, tlc_rollup_res_t *res, size_t nq) {
   (void)ud;
+  assert_int_equal(nq, 1);
   answered++;
   got = *res;
   res->steps = NULL; /* taken */
@@ -180,7 +181,7 @@ static void test_write_read(void **state) {
   q.when = TLC_RQ_TARGET;
   q.epoch = -1;
   q.step_min = 1;
-  assert_int_equal(tlc_rollup_submit(r, a, &q, on_answer, NULL), 0);
+  assert_int_equal(tlc_rollup_submit(r, &a, &q, 1, NULL, on_answer, NULL, NULL), 0);
   while (answered == 0)
     uv_run(&loop, UV_RUN_ONCE);
   assert_int_equal(got.status, 0);
