@@ -1,14 +1,19 @@
-/* acc.c - the loop side of the rollups: a target's open minute (see rollup.h).
+/* acc.c - the open minute of a target: the loop side appends every sample to a chunk (one
+ * sequential 48-byte store, no lookup); the worker side counts the chunks' samples in the open
+ * minute (see rollup.h).
  *
- * Slots live in one array indexed by an open-addressing table of their keys (linear probing,
- * at most half full); the last slot used is tried first (a burst of one area's samples costs a
- * compare). Sealing moves the slot array to a job for the worker and starts an empty one: the
- * loop never converts, encodes or writes.
+ * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
+ * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
+ * (samples_dropped), so that a worker that falls behind never costs unbounded memory.
+ * Worker: slots live in one array indexed by an open-addressing table of their keys (linear
+ * probing, at most half full); the last slot used is tried first. Sealing hands the slot array
+ * to the minute writer and starts an empty one.
  */
 #include "rollup/rollup-int.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "formats/when.h"
 
 #include <string.h>
@@ -17,6 +22,27 @@ static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint
   uint64_t h = ((uint64_t)handle << 32 | context) * 0x9E3779B97F4A7C15ull;
   h ^= (state + kind) * 0xC2B2AE3D27D4EB4Full;
   return h ^ (h >> 29);
+}
+
+tlc_rollup_sample_t *tlc__rollup_chunk_get(tlc_rollup_t *r) {
+  tlc_rollup_sample_t *c = NULL;
+  uv_mutex_lock(&r->mu);
+  if (r->npool > 0)
+    c = r->pool[--r->npool];
+  uv_mutex_unlock(&r->mu);
+  return c != NULL ? c : tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*c));
+}
+
+void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c) {
+  if (c == NULL)
+    return;
+  uv_mutex_lock(&r->mu);
+  if (r->npool < TLC_ROLLUP_POOL) {
+    r->pool[r->npool++] = c;
+    c = NULL;
+  }
+  uv_mutex_unlock(&r->mu);
+  tlc_free(c);
 }
 
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
@@ -29,17 +55,116 @@ tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
     tlc_free(a);
     return NULL;
   }
-  a->last = UINT32_MAX;
   return a;
+}
+
+/* Hands the chunk to the worker (seal: and then its open minute is written). */
+static void hand_off(tlc_rollup_acc_t *a, int seal) {
+  tlc_rollup_t *r = a->r;
+  tlc_rollup_job_t *j;
+  int drop = 0;
+  if (a->n == 0 && !seal)
+    return;
+  if (!seal) {
+    uv_mutex_lock(&r->mu);
+    drop = r->queued + a->n > TLC_ROLLUP_MAX_QUEUED;
+    if (drop)
+      r->st.samples_dropped += a->n;
+    uv_mutex_unlock(&r->mu);
+    if (drop) {
+      a->n = 0; /* the chunk is reused */
+      return;
+    }
+  }
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+    tlc_free(j);
+    tlc__rollup_count(r, &r->st.samples_dropped, a->n);
+    a->n = 0;
+    return;
+  }
+  j->kind = TLC_RJOB_CHUNK;
+  j->chunk_wall0 = a->wall0;
+  j->chunk_wall = tlc_when_now();
+  j->samples = a->chunk;
+  j->nsamples = a->n;
+  j->seal = seal;
+  a->chunk = NULL;
+  a->n = 0;
+  uv_mutex_lock(&r->mu);
+  r->queued += j->nsamples;
+  uv_mutex_unlock(&r->mu);
+  tlc__rollup_push(r, j);
+}
+
+void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
+  hand_off(a, 1);
 }
 
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
   if (a == NULL)
     return;
-  tlc_rollup_acc_seal(a);
-  tlc_free(a->idx);
+  hand_off(a, 1);
+  tlc__rollup_chunk_put(a->r, a->chunk);
   tlc_free(a->name);
   tlc_free(a);
+}
+
+void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+  /* a chunk holds one minute of one epoch: another one hands it off first, so that a minute
+   * reaches the worker as soon as target time leaves it */
+  if (a->n > 0 && (s->end < a->lo || s->end >= a->hi || s->epoch != a->epoch))
+    hand_off(a, 0);
+  if (a->n == 0) {
+    int64_t m = tlc_rollup_minute(s->end);
+    if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
+      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+      return;
+    }
+    a->lo = m * TLC_ROLLUP_MINUTE_NS;
+    a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
+    a->epoch = s->epoch;
+    a->wall0 = tlc_when_now();
+  }
+  a->chunk[a->n++] = *s;
+  if (a->n == TLC_ROLLUP_CHUNK)
+    hand_off(a, 0);
+}
+
+/* ---- the worker side ---- */
+
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
+  tlc_rollup_open_t *o;
+  for (size_t i = 0; i < r->nopens; i++)
+    if (strcmp(r->opens[i]->name, name) == 0)
+      return r->opens[i];
+  if (r->nopens == r->capopens) {
+    size_t nc = r->capopens ? r->capopens * 2 : 8;
+    tlc_rollup_open_t **nv = tlc_realloc(r->opens, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    r->opens = nv;
+    r->capopens = nc;
+  }
+  if ((o = tlc_calloc(1, sizeof(*o))) == NULL)
+    return NULL;
+  o->r = r;
+  o->last = UINT32_MAX;
+  if ((o->name = tlc_strndup(name, strlen(name))) == NULL) {
+    tlc_free(o);
+    return NULL;
+  }
+  r->opens[r->nopens++] = o;
+  return o;
+}
+
+void tlc__rollup_open_free(tlc_rollup_open_t *o) {
+  if (o == NULL)
+    return;
+  tlc__rollup_open_seal(o);
+  tlc_free(o->idx);
+  tlc_free(o->name);
+  tlc_free(o);
 }
 
 void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
@@ -48,7 +173,7 @@ void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
   tlc_free(v);
 }
 
-void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
+void tlc__rollup_open_seal(tlc_rollup_open_t *a) {
   tlc_rollup_job_t *j;
   if (a->n == 0)
     return;
@@ -63,11 +188,11 @@ void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
     j->epoch = a->epoch;
     j->minute = a->minute;
     j->wall_first = a->wall_first;
-    j->wall_last = tlc_when_now();
+    j->wall_last = a->wall_last;
     j->slots = a->slots;
     j->nslots = a->n;
     tlc__rollup_count(a->r, &a->r->st.minutes_sealed, 1);
-    tlc__rollup_push(a->r, j);
+    tlc__rollup_minute(a->r, j);
   }
   a->slots = NULL;
   a->n = a->cap = 0;
@@ -78,7 +203,7 @@ void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
 }
 
 /* Rebuilds the index at nidx entries (a power of two). 0 or TLC_ENOMEM. */
-static int reindex(tlc_rollup_acc_t *a, size_t nidx) {
+static int reindex(tlc_rollup_open_t *a, size_t nidx) {
   uint32_t *ni = tlc_malloc(nidx * sizeof(*ni));
   if (ni == NULL)
     return TLC_ENOMEM;
@@ -96,7 +221,7 @@ static int reindex(tlc_rollup_acc_t *a, size_t nidx) {
   return 0;
 }
 
-static tlc_rollup_slot_t *slot_get(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+static tlc_rollup_slot_t *slot_get(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
   size_t p;
   tlc_rollup_slot_t *x;
   if (a->last != UINT32_MAX) {
@@ -137,16 +262,17 @@ static tlc_rollup_slot_t *slot_get(tlc_rollup_acc_t *a, const tlc_rollup_sample_
   return x;
 }
 
-void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+void tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
   tlc_rollup_slot_t *x;
   int64_t m = tlc_rollup_minute(s->end);
   if (a->n > 0 && (m != a->minute || s->epoch != a->epoch))
-    tlc_rollup_acc_seal(a);
+    tlc__rollup_open_seal(a);
   if (a->n == 0) {
     a->minute = m;
     a->epoch = s->epoch;
-    a->wall_first = tlc_when_now();
+    a->wall_first = a->chunk_wall0;
   }
+  a->wall_last = a->chunk_wall;
   x = slot_get(a, s);
   if (x == NULL) {
     tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);

@@ -55,6 +55,7 @@ static void job_free(tlc_rollup_job_t *j) {
   if (j == NULL)
     return;
   tlc__rollup_slots_free(j->slots, j->nslots);
+  tlc_free(j->samples);
   tlc_rollup_res_fini(&j->res[0]);
   tlc_rollup_res_fini(&j->res[1]);
   tlc_free(j->target);
@@ -230,6 +231,13 @@ static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
     return NULL;
   r->nhours++;
   return h;
+}
+
+static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
+
+void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
+  do_minute(r, j);
+  job_free(j);
 }
 
 static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
@@ -738,8 +746,23 @@ static void worker_main(void *arg) {
     uv_mutex_unlock(&r->mu);
     if (j == NULL)
       continue;
-    if (j->kind == TLC_RJOB_MINUTE) {
-      do_minute(r, j);
+    if (j->kind == TLC_RJOB_CHUNK) {
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target);
+      uv_mutex_lock(&r->mu);
+      r->queued -= j->nsamples;
+      uv_mutex_unlock(&r->mu);
+      if (o == NULL)
+        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples);
+      if (o != NULL) {
+        o->chunk_wall0 = j->chunk_wall0;
+        o->chunk_wall = j->chunk_wall;
+      }
+      for (size_t i = 0; o != NULL && i < j->nsamples; i++)
+        tlc__rollup_open_add(o, &j->samples[i]);
+      if (o != NULL && j->seal)
+        tlc__rollup_open_seal(o);
+      tlc__rollup_chunk_put(r, j->samples);
+      j->samples = NULL;
       job_free(j);
     } else if (j->kind == TLC_RJOB_QUERY) {
       for (size_t i = 0; i < j->nq; i++)
@@ -758,6 +781,9 @@ static void worker_main(void *arg) {
       uv_mutex_unlock(&r->mu);
       uv_async_send(&r->done_async);
     } else {
+      for (size_t i = 0; i < r->nopens; i++)
+        tlc__rollup_open_free(r->opens[i]);
+      r->nopens = 0;
       for (size_t i = 0; i < r->nhours; i++)
         hour_flush(r, &r->hours[i]);
       job_free(j);
@@ -872,6 +898,8 @@ void tlc_rollup_cancel(tlc_rollup_job_t *job) {
 
 static void on_closed(uv_handle_t *h) {
   tlc_rollup_t *r = h->data;
+  while (r->npool > 0)
+    tlc_free(r->pool[--r->npool]);
   uv_mutex_destroy(&r->mu);
   uv_cond_destroy(&r->cv);
   tlc_free(r->state_dir);
@@ -901,5 +929,6 @@ void tlc_rollup_close(tlc_rollup_t *r) {
     tlc_free(r->hours[i].target);
   }
   tlc_free(r->hours);
+  tlc_free(r->opens);
   uv_close((uv_handle_t *)&r->done_async, on_closed);
 }
