@@ -38,6 +38,8 @@ int tlc_cli_forget(int argc, char **argv);   /* reset.c */
 int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
 int tlc_cli_segments(int argc, char **argv); /* segments.c */
 int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
+int tlc_cli_trend(int argc, char **argv);    /* trend.c */
+int tlc_cli_diff(int argc, char **argv);     /* trend.c */
 
 /* ---- cli.c: the options before COMMAND (set by main, read by the commands) ---- */
 

@@ -298,8 +298,12 @@ static void rdoc_encode(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *re
       return;
     }
   tlc_out_init(&o, r->cap, NULL, NULL);
-  r->rc = r->what == 1 ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind)
-                       : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+  if (r->what & TLC_VIEW_ROLLUP_TEXT)
+    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind)
+                               : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+  else
+    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind)
+                               : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
   if (r->rc == 0 && o.err != 0)
     r->rc = o.err;
   if (r->rc == 0 && (r->body = tlc_out_take(&o, &r->len)) == NULL)
@@ -336,7 +340,7 @@ static int hook(void *ud, int what, const char *name, const char *query, size_t 
     snprintf(err, errlen, "rollups are off");
     return -ENOENT;
   }
-  rc = tlc_rolld_parse(what, name, query, tlc_when_now(), q, &nq, &kind, err, errlen);
+  rc = tlc_rolld_parse(what & 3, name, query, tlc_when_now(), q, &nq, &kind, err, errlen);
   if (rc != 0)
     return rc;
   if ((r = tlc_calloc(1, sizeof(*r))) == NULL) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const kind_names[TLC_NKINDS] = { "net", "gross", "call", "period", "outside" };
 
@@ -278,6 +279,78 @@ int tlc_rollup_diff_json(tlc_out_t *o, const tlc_rollup_q_t *qa, const tlc_rollu
   tlc_json_w_close(&w, ']');
   tlc_json_w_close(&w, '}');
   tlc_out_putc(o, '\n');
+  tlc_free(rows);
+  return 0;
+}
+
+/* A step's start for people: UTC for wall-clock ranges, target ns otherwise. */
+static void fmt_start(char *b, size_t n, const tlc_rollup_q_t *q, int64_t minute) {
+  if (q->when == TLC_RQ_WALL) {
+    time_t sec = (time_t)(minute * 60);
+    struct tm tm;
+    if (gmtime_r(&sec, &tm) != NULL) {
+      strftime(b, n, "%Y-%m-%dT%H:%MZ", &tm);
+      return;
+    }
+  }
+  snprintf(b, n, "ns:%lld", (long long)(minute * TLC_ROLLUP_MINUTE_NS));
+}
+
+int tlc_rollup_trend_text(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollup_res_t *res,
+                          uint8_t kind) {
+  int rc = 0;
+  tlc_out_printf(o, "%s area 0x%08X %s, step %lld min%s\n", q->target, (unsigned)q->handle,
+                 tlc_rollup_kind_name(kind), (long long)q->step_min,
+                 q->when == TLC_RQ_TARGET ? "" : " (wall clock, UTC)");
+  tlc_out_printf(o, "%-24s %12s %14s %14s %14s %14s\n", "START", "COUNT", "MEAN_NS", "SIGMA_NS",
+                 "P99_NS", "MAX_NS");
+  for (size_t i = 0; i < res->nsteps && rc == 0; i++) {
+    tlc_rollup_cell_t c;
+    tlc_rollup_fig_t f;
+    char st[48];
+    rc = tlc_rollup_area_cell(&res->steps[i], q->handle, kind, q->has_context, q->context, &c);
+    if (rc == 0 && c.d.n > 0) {
+      tlc_rollup_fig(&c, &f);
+      fmt_start(st, sizeof st, q, res->steps[i].minute);
+      tlc_out_printf(o, "%-24s %12llu %14.1f %14.1f %14lld %14lld\n", st, (unsigned long long)f.n,
+                     f.mean, f.sigma, (long long)f.p99, (long long)f.max);
+    }
+    tlc_free(c.bins);
+  }
+  if (res->nsteps == 0)
+    tlc_out_puts(o, "(no samples in the range)\n");
+  return rc;
+}
+
+int tlc_rollup_diff_text(tlc_out_t *o, const tlc_rollup_q_t *qa, const tlc_rollup_res_t *ra,
+                         const tlc_rollup_q_t *qb, const tlc_rollup_res_t *rb, uint8_t kind) {
+  tlc_rollup_diffrow_t *rows;
+  size_t n;
+  int rc =
+      tlc_rollup_diff(ra->nsteps > 0 ? &ra->steps[0] : NULL, rb->nsteps > 0 ? &rb->steps[0] : NULL,
+                      kind, qa->has_context, qa->context, &rows, &n);
+  if (rc != 0)
+    return rc;
+  tlc_out_printf(o, "a: %s, b: %s; %s; sorted by significance (|t| >= %.0f or one-sided)\n",
+                 qa->target, qb->target, tlc_rollup_kind_name(kind), TLC_DIFF_T);
+  tlc_out_printf(o, "%-10s %9s %9s %12s %12s %8s %9s %12s %12s %8s %s\n", "AREA", "A_COUNT",
+                 "B_COUNT", "A_MEAN", "B_MEAN", "FACTOR", "T", "A_P99", "B_P99", "P99_X",
+                 "SIGNIFICANT");
+  for (size_t i = 0; i < n; i++) {
+    const tlc_rollup_diffrow_t *r = &rows[i];
+    char t[32];
+    if (r->one_sided)
+      snprintf(t, sizeof t, "only %s", r->a.n > 0 ? "a" : "b");
+    else
+      snprintf(t, sizeof t, "%.2f", r->t);
+    tlc_out_printf(o, "0x%08X %9llu %9llu %12.1f %12.1f %8.3f %9s %12lld %12lld %8.3f %s%s\n",
+                   (unsigned)r->handle, (unsigned long long)r->a.n, (unsigned long long)r->b.n,
+                   r->a.mean, r->b.mean, r->factor, t, (long long)r->a.p99, (long long)r->b.p99,
+                   r->p99_factor, r->significant ? "yes" : "no",
+                   r->p99_beyond_error ? " (p99 moved)" : "");
+  }
+  if (n == 0)
+    tlc_out_puts(o, "(no samples in either range)\n");
   tlc_free(rows);
   return 0;
 }

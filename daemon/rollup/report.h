@@ -57,4 +57,10 @@ int tlc_rollup_trend_json(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollu
 int tlc_rollup_diff_json(tlc_out_t *o, const tlc_rollup_q_t *qa, const tlc_rollup_res_t *ra,
                          const tlc_rollup_q_t *qb, const tlc_rollup_res_t *rb, uint8_t kind);
 
+/* The same as tables for people (`tlcap trend`, `tlcap diff` without --json). */
+int tlc_rollup_trend_text(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollup_res_t *res,
+                          uint8_t kind);
+int tlc_rollup_diff_text(tlc_out_t *o, const tlc_rollup_q_t *qa, const tlc_rollup_res_t *ra,
+                         const tlc_rollup_q_t *qb, const tlc_rollup_res_t *rb, uint8_t kind);
+
 #endif

@@ -194,6 +194,7 @@ typedef struct tlc_view {
    * the loop (status 0 or the error, err why; body tlc_malloc'd, the callee's). Returns 0 with
    * *job (for rollup_cancel), or an error with err filled: TLC_EINVAL a bad parameter, -ENOENT
    * rollups off. NULL hook: no rollups (no storage). Loop thread. */
+#define TLC_VIEW_ROLLUP_TEXT 0x100 /* or'ed into what: a table for people instead of JSON */
   int (*rollup)(void *rollup_ud, int what, const char *name, const char *query, size_t cap,
                 void (*done)(void *done_ud, int status, const char *err, char *body, size_t len),
                 void *done_ud, void **job, char *err, size_t errlen);

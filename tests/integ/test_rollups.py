@@ -6,12 +6,15 @@
   rollups are on disk, the open minute was sealed at shutdown);
 - diff: one area made slower by a known factor in the second of two ranges comes first, with
   that factor (the ratio of the means computed here), significant; the unchanged areas are not;
-- bad parameters are a 400 naming the parameter.
+- bad parameters are a 400 naming the parameter;
+- `tlcap trend --json` and `tlcap diff --json` (protobuf) print the HTTP API's documents, and
+  their tables list the minutes and the slowed area first.
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
-Usage: test_rollups.py TLCAPD"""
+Usage: test_rollups.py TLCAPD TLCAP"""
 import json
 import math
+import subprocess
 import os
 import random
 import sys
@@ -22,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
-TLCAPD = sys.argv[1]
+TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 NAME = "l@127.0.0.1"
 MIN = 60 * 10**9
 
@@ -66,6 +69,13 @@ def get(hport, path):
         return e.code, json.loads(e.read())
 
 
+def cli(sport, *args):
+    p = subprocess.run([TLCAP, "--connect", "127.0.0.1:%d" % sport] + list(args),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    T.eq(p.returncode, 0, "tlcap %s: %s" % (" ".join(args), p.stderr.decode()))
+    return p.stdout.decode()
+
+
 def p99(vals):
     v = sorted(vals)
     k = max(1, math.ceil(0.99 * len(v)))
@@ -104,14 +114,24 @@ def check_trend(hport, got, area, minutes):
 
 
 def test_trend_and_restart(d):
-    port, hport = D.free_port(), D.free_port()
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
     args = ["--listen", "l=bin11@127.0.0.1:%d" % port]
     data, got = stream(3, 5, 40)
-    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
     try:
         send_all(port, data)
         for a in range(3):
             check_trend(hport, got, a, 5)
+        # the command line: the same document over protobuf, and a table of the minutes
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=4097&since=ns:0&step=1m" % NAME)
+        T.eq(json.loads(cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--json")), doc,
+             "tlcap trend --json is the HTTP document")
+        lines = cli(sport, "trend", NAME, "4097", "--since", "ns:0").splitlines()
+        T.eq([ln.split()[0] for ln in lines[2:]], ["ns:%d" % (m * MIN) for m in range(6)
+                                                   if (1, m) in got], "a row per minute")
+        T.eq([int(ln.split()[1]) for ln in lines[2:]],
+             [len(got[(1, m)]) for m in range(6) if (1, m) in got], "the counts")
         st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
         T.eq(st, 400, "no area")
         T.check("area" in doc["error"]["message"], doc["error"]["message"])
@@ -133,11 +153,11 @@ def test_trend_and_restart(d):
 
 
 def test_diff_one_area_slowed(d):
-    port, hport = D.free_port(), D.free_port()
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
     areas, slowed, factor = 6, 3, 3
     data, got = stream(areas, 10, 30, slow=(slowed, factor, 5), seed=5)
     dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port], store=True,
-                  http="127.0.0.1:%d" % hport)
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
     try:
         send_all(port, data)
         st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d..ns:%d"
@@ -167,6 +187,15 @@ def test_diff_one_area_slowed(d):
         T.eq(doc2["areas"], rows, "the same answer")
         st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0" % NAME)
         T.eq(st, 400, "a without b")
+        # tlcap diff: the same document, and a table with the slowed area first
+        ra, rb = "ns:0..ns:%d" % (5 * MIN), "ns:%d..ns:%d" % (5 * MIN, 11 * MIN)
+        T.eq(json.loads(cli(sport, "diff", NAME, "--a", ra, "--b", rb, "--json"))["areas"], rows,
+             "tlcap diff --json is the HTTP document")
+        lines = cli(sport, "diff", NAME, "--a", ra, "--b", rb).splitlines()
+        T.eq(lines[2].split()[0], "0x%08X" % (0x1000 + slowed), "the slowed area first")
+        T.check("yes" in lines[2].split(), "marked significant: %r" % lines[2])
+        T.eq(sum(1 for ln in lines[3:] if ln.split()[10] == "yes"), 0,
+             "no other significant: %r" % lines)
     finally:
         rc, _ = dm.stop()
         T.eq(rc, 0, "exit status")
