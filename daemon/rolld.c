@@ -7,6 +7,7 @@
 #include "daemon/rolld.h"
 
 #include "base/alloc.h"
+#include "base/json.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/out.h"
@@ -388,6 +389,25 @@ int tlc_rolld_start(tlc_daemon_t *d) {
   d->view.view.rollup_cancel = hook_cancel;
   d->view.view.rollup_ud = d;
   return 0;
+}
+
+void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+  tlc_rollup_stats_t st;
+  if (d->rollup == NULL)
+    return;
+  tlc_rollup_get_stats(d->rollup, &st);
+  tlc_json_w_open(w, "rollup", '{');
+  tlc_json_w_u64(w, "samples", st.samples);
+  tlc_json_w_u64(w, "samples_dropped", st.samples_dropped);
+  tlc_json_w_u64(w, "minutes_sealed", st.minutes_sealed);
+  tlc_json_w_u64(w, "blocks_written", st.blocks_written);
+  tlc_json_w_u64(w, "bytes_written", st.bytes_written);
+  tlc_json_w_u64(w, "write_errors", st.write_errors);
+  tlc_json_w_u64(w, "blocks_refused", st.blocks_refused);
+  tlc_json_w_u64(w, "dirs_deleted", st.dirs_deleted);
+  tlc_json_w_u64(w, "bytes_on_disk", st.bytes_on_disk);
+  tlc_json_w_u64(w, "queries", st.queries);
+  tlc_json_w_close(w, '}');
 }
 
 void tlc_rolld_reload(tlc_daemon_t *d) {

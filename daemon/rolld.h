@@ -5,6 +5,7 @@
 #define TLC_DAEMON_ROLLD_H
 
 #include "daemon/daemon.h"
+#include "base/json.h"
 #include "rollup/rollup.h"
 
 /* Starts the module under cfg.state_dir with the configured budget and sets the view's hook.
@@ -17,6 +18,9 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
 void tlc_rolld_reload(tlc_daemon_t *d);
 /* Seals every open minute, detaches the taps, writes the open hours and frees the module. */
 void tlc_rolld_close(tlc_daemon_t *d);
+
+/* The stats dump's "rollup" object (rollup.h's counters), when rollups run. */
+void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w);
 
 /* Parses a query string the way the HTTP hook does, for `what` 1 (trend) or 2 (diff), into
  * q[] (nq set) and *kind. 0, or TLC_EINVAL with err filled. Exposed for the tests' sake. */

@@ -270,6 +270,9 @@ void tlc_rollup_encode(const tlc_rollup_blk_t *b, tlc_ckw_t *w) {
     tlc_ckw_u64(w, tlc_ck_fnv(w->p + start, w->len - start));
 }
 
+static int refuse(tlc_rollup_blk_t *b, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static int refuse(tlc_rollup_blk_t *b, char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   if (err != NULL && errlen > 0) {

@@ -132,6 +132,13 @@ def test_trend_and_restart(d):
                                                    if (1, m) in got], "a row per minute")
         T.eq([int(ln.split()[1]) for ln in lines[2:]],
              [len(got[(1, m)]) for m in range(6) if (1, m) in got], "the counts")
+        # every sample counted, none dropped: per call NET, GROSS and CALL at its X, and at every
+        # E but each area's first PERIOD and OUTSIDE (the area was outside since its last X);
+        # the stats dump's rollup object
+        calls = sum(len(v) for v in got.values())
+        ru = dm.stats()["rollup"]
+        T.eq((ru["samples"], ru["samples_dropped"], ru["write_errors"]),
+             (3 * calls + 2 * (calls - 3), 0, 0), "rollup counters %r" % ru)
         st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
         T.eq(st, 400, "no area")
         T.check("area" in doc["error"]["message"], doc["error"]["message"])
