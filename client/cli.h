@@ -39,6 +39,8 @@ int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
 int tlc_cli_segments(int argc, char **argv); /* segments.c */
 int tlc_cli_around(int argc, char **argv);   /* around.c */
 int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
+int tlc_cli_trend(int argc, char **argv);    /* trend.c */
+int tlc_cli_diff(int argc, char **argv);     /* trend.c */
 
 /* ---- cli.c: the options before COMMAND (set by main, read by the commands) ---- */
 

@@ -56,6 +56,10 @@ static void usage_main(FILE *to) {
       "  around TARGET REF [--span DUR] [--export text1|json|bin11|bin10|evlog] [-o FILE]\n"
       "                                the stored events within DUR (10ms) of REF, every\n"
       "                                core and context (ns:N, epoch:K:N, RFC 3339, -2h)\n"
+      "  trend TARGET AREA --since T [--until T] [--step 1m|1h|1d] [--json]\n"
+      "                                one area's count, mean, p99, max per step, from rollups\n"
+      "  diff TARGET --a T1..T2 --b T3..T4 [--b-target NAME] [--json]\n"
+      "                                every area's two ranges compared, most significant first\n"
       "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target;\n"
       "                                kept in the state directory across restarts\n"
       "  reset TARGET                  start a target's statistics afresh (a gap)\n"
@@ -164,6 +168,10 @@ int main(int argc, char **argv) {
     r = tlc_cli_segments(argc, argv);
   else if (strcmp(argv[0], "around") == 0)
     r = tlc_cli_around(argc, argv);
+  else if (strcmp(argv[0], "trend") == 0)
+    r = tlc_cli_trend(argc, argv);
+  else if (strcmp(argv[0], "diff") == 0)
+    r = tlc_cli_diff(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {

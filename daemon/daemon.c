@@ -20,6 +20,7 @@
  * A periodic tick sweeps connection deadlines, flushes the log buffer and sends STATUS= with
  * live counters.
  */
+#include "daemon/rolld.h"
 #include "daemon/daemon.h"
 
 #include "daemon/access.h"
@@ -162,6 +163,7 @@ static void reload_modules(tlc_daemon_t *dm) {
   tlc_access_reload(dm);
   if (dm->stpol != NULL)
     tlc_stpol_reload(dm->stpol, &dm->in.cfg);
+  tlc_rolld_reload(dm);
 }
 
 static void reload(tlc_daemon_t *dm) {

@@ -45,16 +45,19 @@ typedef struct tlc_daemon {
   /* The modules (wiring.c). Each is NULL before it starts and when the configuration leaves it
    * off; tlc_wiring_close sets each to NULL as it closes it (auth and tls once every module
    * that borrows them has closed). */
-  tlc_auth_t *auth;     /* the token file (SPEC 8), borrowed by pubsub and HTTP */
-  tlc_tls_t *tls;       /* the TLS context, likewise; both freed once those have closed */
-  tlc_stpol_t *stpol;   /* storage and its policy (store = yes) */
-  tlc_store_t *store;   /* its store (tlc_stpol_store) */
-  tlc_histq_t *histq;   /* range queries off the loop, with storage */
-  tlc_cont_t *cont;     /* statistics checkpoints and restore */
-  tlc_pubsub_t *pubsub; /* the subscriber server */
-  tlc_fleet_t *fleet;   /* the NATS publisher (nats_url set) */
-  tlc_alert_t *alert;   /* the Alertmanager client (alertmanager_url set) */
-  tlc_http_t *http;     /* the HTTP port (http set) */
+  tlc_auth_t *auth;            /* the token file (SPEC 8), borrowed by pubsub and HTTP */
+  tlc_tls_t *tls;              /* the TLS context, likewise; both freed once those have closed */
+  tlc_stpol_t *stpol;          /* storage and its policy (store = yes) */
+  tlc_store_t *store;          /* its store (tlc_stpol_store) */
+  tlc_histq_t *histq;          /* range queries off the loop, with storage */
+  struct tlc_rollup *rollup;   /* rollups (rolld.c), with storage */
+  struct tlc_rolld_acc *raccs; /* a rollup accumulator per target (rolld.c) */
+  size_t nraccs, capraccs;
+  tlc_cont_t *cont;                 /* statistics checkpoints and restore */
+  tlc_pubsub_t *pubsub;             /* the subscriber server */
+  tlc_fleet_t *fleet;               /* the NATS publisher (nats_url set) */
+  tlc_alert_t *alert;               /* the Alertmanager client (alertmanager_url set) */
+  tlc_http_t *http;                 /* the HTTP port (http set) */
   char http_url[TLC_CFG_HOST + 32]; /* the dashboard's URL while the HTTP port serves */
   char http_off[TLC_CFG_HOST + 96]; /* why the configured HTTP port does not serve, or "" */
   int modules;     /* modules created and not yet closed (their close is asynchronous) */

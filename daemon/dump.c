@@ -16,6 +16,7 @@
  * Does not: lock the targets (nothing is shared with the pool thread but the job), or hold a
  * target across jobs (it is found again by name: one that disappeared meanwhile ends its entry).
  */
+#include "daemon/rolld.h"
 #include "daemon/dump.h"
 
 #include "daemon/daemon.h"
@@ -127,6 +128,7 @@ void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w) {
   tlc_stored_dump(dm, w);
   if (dm->histq != NULL)
     tlc_histq_dump(dm->histq, w);
+  tlc_rolld_dump(dm, w);
   if (dm->cont != NULL)
     tlc_cont_dump(dm->cont, w);
 }

@@ -9,6 +9,7 @@
 #include "daemon/wiring.h"
 
 #include "daemon/access.h"
+#include "daemon/rolld.h"
 #include "daemon/status.h"
 #include "daemon/stored.h"
 
@@ -79,6 +80,7 @@ static int ps_kind(int kind) {
 
 static void on_target_event(void *ud, const tlc_target_t *t, int kind, const char *detail) {
   tlc_daemon_t *d = ud;
+  tlc_rolld_target_event(d, t, kind);
   if (d->fleet != NULL)
     tlc_fleet_target_event(d->fleet, t->name, kind, detail);
   if (d->pubsub != NULL && ps_kind(kind) != 0)
@@ -127,6 +129,7 @@ static int start_store(tlc_daemon_t *d) {
     pv->view.around = tlc_stored_around;
     pv->view.history_ud = d;
   }
+  (void)tlc_rolld_start(d); /* logged; the daemon runs without rollups */
   d->in.barrier = tlc_stored_barrier;
   d->in.barrier_ud = d;
   return 0;
@@ -355,6 +358,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
     tlc_cont_checkpoint_all(c);
     tlc_cont_close(c, module_closed, d);
   }
+  tlc_rolld_close(d); /* the open minutes and hours written, while the targets are there */
   tlc_targets_unobserve(&d->in.targets, d);
   v->daemon_info = NULL; /* the read side outlives the modules */
   v->target_store = NULL;

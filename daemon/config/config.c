@@ -466,6 +466,15 @@ static const dkey_t dkeys[] = {
   { "min_free", K_U64, OFF(min_free), 0, 1ull << 60, FSZ(min_free), TLC_CFG_LIVE, NULL,
     "Delete the oldest sealed segments while the state directory's file system has less free space "
     "(0: none)." },
+  { "rollup_minutes", K_DUR, OFF(rollup_minutes_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(rollup_minutes_ms),
+    TLC_CFG_LIVE, NULL,
+    "How long the per-minute rollups of every area are kept (trend and diff; they outlive the "
+    "raw segments)." },
+  { "rollup_hours", K_DUR, OFF(rollup_hours_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(rollup_hours_ms),
+    TLC_CFG_LIVE, NULL, "How long the per-hour rollups (merged minutes) are kept." },
+  { "rollup_bytes", K_U64, OFF(rollup_bytes), 0, 1ull << 60, FSZ(rollup_bytes), TLC_CFG_LIVE, NULL,
+    "Rollups on disk, all targets together; past it the least recently written days go, minutes "
+    "before hours." },
   { "sync", K_SYNC, OFF(sync_mode), 0, 0, FSZ(sync_mode), TLC_CFG_LIVE, NULL,
     "When segments are synced; periodic needs\n.Ic sync_interval\nor\n.Ic sync_bytes ." },
   { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(sync_interval_ms),
@@ -1582,6 +1591,9 @@ int tlc_config_init(tlc_config_t *c) {
   c->checkpoint_interval_ms = 60000;
   c->checkpoint_slice_us = 1000;
   c->idle_seal_ms = 60000;
+  c->rollup_minutes_ms = 14ull * 86400000;
+  c->rollup_hours_ms = 400ull * 86400000;
+  c->rollup_bytes = 1ull << 30;
   c->src = tlc_calloc(TLC_CFG_MAX_SOURCES, sizeof(*c->src));
   c->tgt = tlc_calloc(TLC_CFG_MAX_TARGETS, sizeof(*c->tgt));
   if (c->src == NULL || c->tgt == NULL) {

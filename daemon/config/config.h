@@ -163,6 +163,9 @@ typedef struct tlc_config {
   uint64_t retain_age_ms;       /* retention: sealed segment age */
   uint32_t retain_segments;     /* retention: sealed segments per target */
   uint64_t min_free;            /* retention: free-space floor of the state directory */
+  uint64_t rollup_minutes_ms;   /* rollups (daemon/rollup): minutes kept (default 14 days) */
+  uint64_t rollup_hours_ms;     /* hours kept (default 400 days) */
+  uint64_t rollup_bytes;        /* all rollups on disk (default 1 GiB) */
   int sync_mode;                /* enum tlc_store_sync values: 0 on_close, 1 never, 2 periodic */
   uint64_t sync_interval_ms;    /* periodic: by time */
   uint64_t sync_bytes;          /* periodic: by size */

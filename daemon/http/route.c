@@ -10,6 +10,10 @@
  *                                   the same of a past range (SPEC 10), computed off the loop
  *                                   by the view's history hook: the response is pending
  *                                   (tlc__http_pending_t) until the query is done
+ *   /api/v1/targets/NAME/trend?area=H&since=T[&until=T][&step=1m|1h|1d][&context=C][&kind=K]
+ *   /api/v1/targets/NAME/diff?a=T1..T2&b=T3..T4[&b_target=NAME2][&context=C][&kind=K]
+ *                                   SPEC 14 from the rollups, by the view's rollup hook (built
+ *                                   off the loop: pending as a range, docs/rollups.md)
  *   /-/healthy, /-/ready            health and readiness, one line (health() below)
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
@@ -299,6 +303,7 @@ struct tlc__http_pending {
   char name[TLC_HTTP_NAME_MAX + 1];
   void (*wake)(void *ud);
   void *wake_ud;
+  int rollup; /* a rollup query (job: the view's rollup hook's) */
 };
 
 static void doc_free(void *ctx) {
@@ -348,7 +353,11 @@ void tlc__http_pending_free(tlc__http_pending_t *p) {
     return;
   if (p->job == NULL)
     doc_free(p->doc);
-  else if (p->pv->history_cancel != NULL)
+  else if (p->rollup) {
+    if (p->pv->rollup_cancel != NULL)
+      p->pv->rollup_cancel(p->pv->rollup_ud, p->job);
+    doc_free(p->doc);
+  } else if (p->pv->history_cancel != NULL)
     p->pv->history_cancel(p->pv->history_ud, p->job); /* the query frees doc */
   tlc_free(p);
 }
@@ -362,8 +371,10 @@ void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__
     int st = p->status == -ENOENT || p->status == TLC_ERANGE ? 404
              : p->status == -ECANCELED                       ? 503
                                                              : 500;
-    tlc__http_error(rs, st, "statistics of \"%s\" in the range: %s", p->name,
-                    p->err[0] ? p->err : tlc_strerror(p->status));
+    if (p->rollup && p->status == TLC_ELIMIT)
+      st = 503;
+    tlc__http_error(rs, st, "%s of \"%s\": %s", p->rollup ? "rollups" : "statistics in the range",
+                    p->name, p->err[0] ? p->err : tlc_strerror(p->status));
     return;
   }
   rs->ctype = CT_JSON;
@@ -494,6 +505,65 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
     else
       tlc__http_error(rs, rc == TLC_EINVAL ? 404 : 500, "statistics of \"%s\" in the range: %s",
                       name, rc == TLC_EINVAL ? "no such target" : tlc_strerror(rc));
+    return;
+  }
+  rs->status = 0;
+  rs->pending = p;
+}
+
+/* ---- trend and diff (SPEC 14), from the rollups ---- */
+
+static void rollup_done(void *ud, int status, const char *err, char *body, size_t len) {
+  tlc__http_pending_t *p = ud;
+  p->job = NULL;
+  p->done = 1;
+  p->status = status;
+  snprintf(p->err, sizeof(p->err), "%s", err != NULL ? err : "");
+  p->doc->body = body;
+  p->doc->len = len;
+  p->doc->rc = status;
+  if (p->wake != NULL)
+    p->wake(p->wake_ud);
+}
+
+static void api_rollup(tlc__http_view_t *v, int what, const char *name, const char *query,
+                       tlc__http_resp_t *rs) {
+  const tlc_view_t *pv = v->src;
+  tlc__http_pending_t *p;
+  char err[300];
+  int rc;
+  if (pv->rollup == NULL) {
+    tlc__http_error(rs, 501,
+                    "trend and diff are answered from rollups, kept with storage: this daemon "
+                    "does not store (--no-store)");
+    return;
+  }
+  if (strlen(name) > TLC_HTTP_NAME_MAX) {
+    tlc__http_error(rs, 404, "no target called \"%s\"", name);
+    return;
+  }
+  if ((p = tlc_calloc(1, sizeof(*p))) == NULL ||
+      (p->doc = tlc_calloc(1, sizeof(*p->doc))) == NULL) {
+    tlc_free(p);
+    tlc__http_error(rs, 503, "out of memory");
+    return;
+  }
+  p->pv = pv;
+  p->rollup = 1;
+  snprintf(p->name, sizeof(p->name), "%s", name);
+  p->doc->cap = v->max_document != 0 ? v->max_document : v->max_response;
+  err[0] = '\0';
+  rc = pv->rollup(pv->rollup_ud, what, name, query, p->doc->cap, rollup_done, p, &p->job, err,
+                  sizeof(err));
+  if (rc != 0) {
+    p->job = NULL;
+    tlc__http_pending_free(p);
+    tlc__http_error(rs,
+                    rc == TLC_EINVAL ? 400
+                    : rc == -ENOENT  ? 501
+                                     : 500,
+                    "%s of \"%s\": %s", what == 1 ? "trend" : "diff", name,
+                    err[0] ? err : tlc_strerror(rc));
     return;
   }
   rs->status = 0;
@@ -637,6 +707,17 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
         return;
       }
       api_stats(v, name, rs);
+      return;
+    }
+    if ((nl > 6 && strcmp(name + nl - 6, "/trend") == 0) ||
+        (nl > 5 && strcmp(name + nl - 5, "/diff") == 0)) {
+      int what = name[nl - 1] == 'd' ? 1 : 2;
+      name[nl - (what == 1 ? 6 : 5)] = '\0';
+      if (name[0] == '\0') {
+        tlc__http_error(rs, 404, "no such path: %s", rq->path);
+        return;
+      }
+      api_rollup(v, what, name, rq->query, rs);
       return;
     }
   }

@@ -715,6 +715,72 @@ static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSe
   tlc_free(v);
 }
 
+/* TrendRequest and DiffRequest (docs/rollups.md): the view's rollup hook builds the document
+ * off the loop; the reply carries it as it came. */
+static void rollup_done(void *ud, int status, const char *err, char *body, size_t len) {
+  tlc__ps_sub_t *s = ud;
+  uint32_t req = s->rq.req;
+  s->rq.job = NULL;
+  if (status != 0) {
+    char why[400];
+    snprintf(why, sizeof(why), "rollups of %.128s: %s", s->rq.target,
+             err != NULL && err[0] ? err : tlc_strerror(status));
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, why, 0, status);
+  } else {
+    Tlcap__ServerMessage sm;
+    Tlcap__TrendDocument td;
+    tlcap__server_message__init(&sm);
+    tlcap__trend_document__init(&td);
+    sm.request_id = req;
+    sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_TREND_DOCUMENT;
+    sm.trend_document = &td;
+    td.target = s->rq.target;
+    td.document.data = (uint8_t *)body;
+    td.document.len = len;
+    tlc__ps_sub_send(s, &sm);
+  }
+  tlc_free(body);
+}
+
+static void on_rollup(tlc__ps_sub_t *s, uint32_t req, int what, const char *target,
+                      const char *query, int text) {
+  tlc_pubsub_t *ps = s->ps;
+  char err[300];
+  int e;
+  if (ps->p.rollup == NULL) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
+                       "trend and diff are answered from rollups, kept with storage: this daemon "
+                       "does not store",
+                       0, TLC_EINVAL);
+    return;
+  }
+  if (s->rq.job != NULL) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BUSY,
+                       "a trend or diff is already running on this connection: one at a time", 0,
+                       TLC_ELIMIT);
+    return;
+  }
+  if (target == NULL || target[0] == '\0' || strlen(target) >= sizeof(s->rq.target)) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_NO_SUCH_TARGET, "no such target", 0,
+                       TLC_EINVAL);
+    return;
+  }
+  s->rq.req = req;
+  snprintf(s->rq.target, sizeof(s->rq.target), "%s", target);
+  err[0] = '\0';
+  e = ps->p.rollup(ps->p.rollup_ud, what | (text ? TLC_VIEW_ROLLUP_TEXT : 0), target,
+                   query != NULL ? query : "",
+                   ps->o.max_message > 4096 ? ps->o.max_message - 4096 : ps->o.max_message,
+                   rollup_done, s, &s->rq.job, err, sizeof(err));
+  if (e != 0) {
+    s->rq.job = NULL;
+    tlc__ps_send_error(s, req,
+                       e == TLC_EINVAL ? TLCAP__ERROR_CODE__ERR_BAD_REQUEST
+                                       : TLCAP__ERROR_CODE__ERR_FAILED,
+                       err[0] ? err : tlc_strerror(e), 0, e);
+  }
+}
+
 static void on_ping(tlc__ps_sub_t *s, uint32_t req, const Tlcap__Ping *p) {
   Tlcap__ServerMessage sm;
   Tlcap__Pong pg;
@@ -835,6 +901,12 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
   case TLCAP__CLIENT_MESSAGE__MSG_AROUND:
     tlc__ps_hist_around(s, req, cm->around);
     break;
+  case TLCAP__CLIENT_MESSAGE__MSG_TREND:
+    on_rollup(s, req, 1, cm->trend->target, cm->trend->query, cm->trend->text);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_DIFF:
+    on_rollup(s, req, 2, cm->diff->target, cm->diff->query, cm->diff->text);
+    break;
   default:
     /* A newer client's request type: say so and carry on (docs/protocol.md). */
     ps->st.unknown_requests++;
@@ -893,6 +965,9 @@ void tlc__ps_sub_input(tlc__ps_sub_t *s, const uint8_t *p, size_t n) {
 /* A connection closes (sub's release hook): its range query stops and its subscriptions go. */
 void tlc__ps_request_release(tlc__ps_sub_t *s) {
   tlc__ps_hist_stop(s);
+  if (s->rq.job != NULL && s->ps->p.rollup_cancel != NULL)
+    s->ps->p.rollup_cancel(s->ps->p.rollup_ud, s->rq.job);
+  s->rq.job = NULL;
   tlc__ps_sub_unsubscribe_all(s);
 }
 

@@ -100,6 +100,13 @@ struct tlc__ps_sub {
     spec_t *fspec;    /* ... its feed's spec, attached when the history is sent */
     char target[129]; /* the target of the running query */
   } hq;
+  /* a trend or diff (request.c; docs/rollups.md): one at a time per connection, built off the
+   * loop by the view's rollup hook */
+  struct {
+    void *job; /* the running query, NULL when none */
+    uint32_t req;
+    char target[129];
+  } rq;
   /* writing */
   uv_write_t wreq;
   wjob_t job;

@@ -208,6 +208,18 @@ typedef struct tlc_view {
   int (*around)(void *history_ud, const char *name, const tlc_moment_t *mo, int export_, size_t max,
                 const tlc_hist_answer_t *ans, void (*done)(void *ud, tlc_hist_result_t *r),
                 void *done_ud, void **job);
+  /* Rollups (SPEC 14; daemon/rollup, docs/rollups.md): starts a trend (what 1) or a diff
+   * (what 2) of target `name` as the HTTP query string `query` asks; the JSON document (at most
+   * cap bytes) is built off the loop, and done(done_ud, status, err, body, len) runs later on
+   * the loop (status 0 or the error, err why; body tlc_malloc'd, the callee's). Returns 0 with
+   * *job (for rollup_cancel), or an error with err filled: TLC_EINVAL a bad parameter, -ENOENT
+   * rollups off. NULL hook: no rollups (no storage). Loop thread. */
+#define TLC_VIEW_ROLLUP_TEXT 0x100 /* or'ed into what: a table for people instead of JSON */
+  int (*rollup)(void *rollup_ud, int what, const char *name, const char *query, size_t cap,
+                void (*done)(void *done_ud, int status, const char *err, char *body, size_t len),
+                void *done_ud, void **job, char *err, size_t errlen);
+  void (*rollup_cancel)(void *rollup_ud, void *job);
+  void *rollup_ud;
 
   /* ---- starting over (SPEC 10), called with ud (tlc_view_reg_init sets them) ---- */
   /* `tlcap reset`: target `index`'s statistics start afresh (a gap, a new gen). 0, TLC_ERANGE,

@@ -121,4 +121,9 @@ w("frame", "requests", b"\x00" + fr(hello) + b"".join(fr(r) for r in reqs))
 w("frame", "events", b"\x10" + fr(pb.ServerMessage(events=pb.EventBatch(
     target="a", seq=1, events=[pb.Event(time_ns=5, handle=3, type=3)] * 3))))
 w("frame", "bad", b"\x01" + b"\x80" * 10 + b"\x01")
+# trend and diff (docs/rollups.md): the query strings the rollup hook parses
+w("request", "trend_diff", b"\x00" + fr(cm(7, trend=pb.TrendRequest(
+    target="lab1", query="area=0x1001&since=ns:0&until=-1h&step=1h&kind=gross", text=True))) +
+  fr(cm(8, diff=pb.DiffRequest(target="lab1", query="a=ns:0..ns:5&b=..&b_target=x,y"))) +
+  fr(cm(9, trend=pb.TrendRequest(target="", query="area=&&since=%zz"))))
 print("corpora written")

@@ -1,0 +1,430 @@
+/* rolld.c - the rollups in the daemon (see rolld.h).
+ *
+ * The engine's tap has one consumer slot: this file's tap feeds the target's rollup
+ * accumulator (a consumer added later chains here). Accumulators are kept by target pointer in
+ * d->raccs (a few per daemon: a linear search on events, none per sample).
+ */
+#include "daemon/rolld.h"
+
+#include "base/alloc.h"
+#include "base/json.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/out.h"
+#include "formats/when.h"
+#include "rollup/report.h"
+#include "rollup/rollup.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tlc_rolld_acc {
+  const tlc_target_t *t;
+  tlc_rollup_acc_t *acc;
+};
+
+static void tap(void *ud, const tlc_engine_sample_t *s) {
+  tlc_rollup_sample_t x;
+  x.handle = s->handle;
+  x.context = s->context;
+  x.state = s->state;
+  x.kind = s->kind;
+  x.row_kind = s->row_kind;
+  x.value = s->value;
+  x.end = s->end;
+  x.epoch = s->epoch;
+  tlc_rollup_add(ud, &x);
+}
+
+static struct tlc_rolld_acc *find(tlc_daemon_t *d, const tlc_target_t *t) {
+  for (size_t i = 0; i < d->nraccs; i++)
+    if (d->raccs[i].t == t)
+      return &d->raccs[i];
+  return NULL;
+}
+
+static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
+  for (size_t i = 0; i < d->nraccs; i++)
+    if (strcmp(d->raccs[i].t->name, name) == 0)
+      return d->raccs[i].acc;
+  return NULL;
+}
+
+static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
+  if (a->t->pipe.engine != NULL)
+    tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL);
+  tlc_rollup_acc_free(a->acc);
+  *a = d->raccs[--d->nraccs];
+}
+
+void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
+  struct tlc_rolld_acc *a;
+  if (d->rollup == NULL)
+    return;
+  a = find(d, t);
+  if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
+    if (a != NULL)
+      detach(d, a);
+    return;
+  }
+  if (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED)
+    return;
+  if (a == NULL) {
+    if (d->nraccs == d->capraccs) {
+      size_t nc = d->capraccs ? d->capraccs * 2 : 16;
+      struct tlc_rolld_acc *nv = tlc_realloc(d->raccs, nc * sizeof(*nv));
+      if (nv == NULL)
+        return;
+      d->raccs = nv;
+      d->capraccs = nc;
+    }
+    a = &d->raccs[d->nraccs];
+    a->t = t;
+    if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
+      return;
+    }
+    d->nraccs++;
+  }
+  /* again on a reset or a connection: the engine may have been replaced (a restore) */
+  if (t->pipe.engine != NULL)
+    tlc_engine_set_tap(t->pipe.engine, tap, a->acc);
+}
+
+/* ---- the read side's hook ---- */
+
+/* One parameter of a query string ("a=1&b=2"); 1 found, 0 not, -1 too long. */
+static int param(const char *q, const char *key, char *out, size_t outlen) {
+  size_t kl = strlen(key);
+  while (*q != '\0') {
+    size_t n = strcspn(q, "&,");
+    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
+      size_t vl = n - kl - 1;
+      if (vl + 1 > outlen)
+        return -1;
+      memcpy(out, q + kl + 1, vl);
+      out[vl] = '\0';
+      return 1;
+    }
+    q += n;
+    if (*q != '\0')
+      q++;
+  }
+  return 0;
+}
+
+/* The first parameter not in known (a NULL-terminated list) into bad; 1 if any. */
+static int unknown(const char *q, const char *const *known, char *bad, size_t badlen) {
+  while (*q != '\0') {
+    size_t n = strcspn(q, "&,"), kl;
+    const char *eq = memchr(q, '=', n);
+    int ok = 0;
+    kl = eq != NULL ? (size_t)(eq - q) : n;
+    for (size_t i = 0; known[i] != NULL && n > 0; i++)
+      ok |= strlen(known[i]) == kl && strncmp(q, known[i], kl) == 0;
+    if (n > 0 && !ok) {
+      snprintf(bad, badlen, "%.*s", (int)(kl < 64 ? kl : 64), q);
+      return 1;
+    }
+    q += n;
+    if (*q != '\0')
+      q++;
+  }
+  return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *v) {
+  char *end;
+  unsigned long long x;
+  if (s[0] == '\0' || s[0] == '-')
+    return -1;
+  x = strtoull(s, &end, 0);
+  if (*end != '\0' || x > UINT32_MAX)
+    return -1;
+  *v = (uint32_t)x;
+  return 0;
+}
+
+/* 1m, 5m, 1h, 1d, ... into minutes. */
+static int parse_step(const char *s, int64_t *min) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  int64_t mul;
+  if (end == s || v <= 0 || v > 366 * 100)
+    return -1;
+  if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+    mul = 1;
+  else if (strcmp(end, "h") == 0)
+    mul = 60;
+  else if (strcmp(end, "d") == 0)
+    mul = 1440;
+  else
+    return -1;
+  *min = v * mul;
+  return 0;
+}
+
+/* since/until spellings (formats/when.h) into q. */
+static int range_into(const char *since, const char *until, int64_t now, tlc_rollup_q_t *q,
+                      char *err, size_t errlen) {
+  tlc_when_range_t r;
+  if (tlc_when_range(since, until, now, &r, err, errlen) < 0)
+    return TLC_EINVAL;
+  q->when = r.kind == TLC_WHEN_WALL ? TLC_RQ_WALL : TLC_RQ_TARGET;
+  q->epoch = r.kind == TLC_WHEN_TARGET ? r.epoch : -1;
+  q->has_since = (uint8_t)r.has_since;
+  q->has_until = (uint8_t)r.has_until;
+  q->since = r.since;
+  q->until = r.until;
+  return 0;
+}
+
+/* "T1..T2" into q. */
+static int span_into(const char *what, const char *s, int64_t now, tlc_rollup_q_t *q, char *err,
+                     size_t errlen) {
+  char a[128], b[128];
+  const char *dots = strstr(s, "..");
+  char why[200];
+  if (dots == NULL || (size_t)(dots - s) >= sizeof a || strlen(dots + 2) >= sizeof b) {
+    snprintf(err, errlen, "%s: expected T1..T2 (each as --since takes it), got \"%.64s\"", what, s);
+    return TLC_EINVAL;
+  }
+  memcpy(a, s, (size_t)(dots - s));
+  a[dots - s] = '\0';
+  snprintf(b, sizeof b, "%s", dots + 2);
+  if (range_into(a[0] ? a : NULL, b[0] ? b : NULL, now, q, why, sizeof why) != 0) {
+    snprintf(err, errlen, "%s: %s", what, why);
+    return TLC_EINVAL;
+  }
+  return 0;
+}
+
+int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_ns,
+                    tlc_rollup_q_t *q, size_t *nq, uint8_t *kind, char *err, size_t errlen) {
+  static const char *const tk[] = { "area", "context", "kind", "since", "until", "step", NULL };
+  static const char *const dk[] = { "a", "b", "b_target", "kind", "context", NULL };
+  char v[256], v2[256], bad[80];
+  int k;
+  memset(q, 0, 2 * sizeof(*q));
+  *kind = TLC_NET;
+  if (unknown(query, what == 1 ? tk : dk, bad, sizeof bad)) {
+    snprintf(err, errlen, "unknown query parameter \"%s\"", bad);
+    return TLC_EINVAL;
+  }
+  if (strlen(name) >= sizeof q->target) {
+    snprintf(err, errlen, "target name too long");
+    return TLC_EINVAL;
+  }
+  snprintf(q[0].target, sizeof q[0].target, "%s", name);
+  if (param(query, "kind", v, sizeof v) == 1) {
+    if ((k = tlc_rollup_kind_parse(v)) < 0) {
+      snprintf(err, errlen, "kind: one of net, gross, call, period, outside");
+      return TLC_EINVAL;
+    }
+    *kind = (uint8_t)k;
+  }
+  if (param(query, "context", v, sizeof v) == 1) {
+    if (parse_u32(v, &q[0].context) != 0) {
+      snprintf(err, errlen, "context: a context number as the statistics list it");
+      return TLC_EINVAL;
+    }
+    q[0].has_context = 1;
+  }
+  if (what == 1) {
+    int hs, hu;
+    if (param(query, "area", v, sizeof v) != 1 || parse_u32(v, &q[0].handle) != 0) {
+      snprintf(err, errlen, "area: the area's handle (decimal or 0x hex) is required");
+      return TLC_EINVAL;
+    }
+    hs = param(query, "since", v, sizeof v);
+    hu = param(query, "until", v2, sizeof v2);
+    if (hs != 1) {
+      snprintf(err, errlen, "since is required (-1h, an RFC 3339 time, ns:N or epoch:K:N)");
+      return TLC_EINVAL;
+    }
+    if (range_into(v, hu == 1 ? v2 : NULL, now_ns, &q[0], err, errlen) != 0)
+      return TLC_EINVAL;
+    q[0].step_min = 1;
+    if (param(query, "step", v, sizeof v) == 1 && parse_step(v, &q[0].step_min) != 0) {
+      snprintf(err, errlen, "step: N followed by m, h or d (1m, 1h, 1d)");
+      return TLC_EINVAL;
+    }
+    *nq = 1;
+    return 0;
+  }
+  q[0].all_handles = 1;
+  q[1] = q[0];
+  if (param(query, "b_target", v, sizeof v) == 1)
+    snprintf(q[1].target, sizeof q[1].target, "%s", v);
+  if (param(query, "a", v, sizeof v) != 1 || param(query, "b", v2, sizeof v2) != 1) {
+    snprintf(err, errlen, "a and b are required: two ranges T1..T2");
+    return TLC_EINVAL;
+  }
+  if (span_into("a", v, now_ns, &q[0], err, errlen) != 0 ||
+      span_into("b", v2, now_ns, &q[1], err, errlen) != 0)
+    return TLC_EINVAL;
+  q[0].step_min = q[1].step_min = 0;
+  *nq = 2;
+  return 0;
+}
+
+typedef struct rdoc {
+  int what;
+  uint8_t kind;
+  size_t cap;
+  char *body;
+  size_t len;
+  int rc;
+  void (*done)(void *done_ud, int status, const char *err, char *body, size_t len);
+  void *done_ud;
+} rdoc_t;
+
+static void rdoc_free(void *ctx) {
+  rdoc_t *r = ctx;
+  if (r != NULL)
+    tlc_free(r->body);
+  tlc_free(r);
+}
+
+/* On the rollup worker. */
+static void rdoc_encode(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *res, size_t nq) {
+  rdoc_t *r = ctx;
+  tlc_out_t o;
+  for (size_t i = 0; i < nq; i++)
+    if (res[i].status != 0) {
+      r->rc = res[i].status;
+      return;
+    }
+  tlc_out_init(&o, r->cap, NULL, NULL);
+  if (r->what & TLC_VIEW_ROLLUP_TEXT)
+    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind)
+                               : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+  else
+    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind)
+                               : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+  if (r->rc == 0 && o.err != 0)
+    r->rc = o.err;
+  if (r->rc == 0 && (r->body = tlc_out_take(&o, &r->len)) == NULL)
+    r->rc = TLC_ENOMEM;
+  tlc_out_fini(&o);
+}
+
+static void rdoc_done(void *ud, tlc_rollup_res_t *res, size_t nq) {
+  rdoc_t *r = ud;
+  const char *why = "";
+  for (size_t i = 0; i < nq; i++)
+    if (res[i].status != 0)
+      why = res[i].err;
+  if (r->rc == TLC_ELIMIT)
+    why = "larger than the response limit";
+  r->done(r->done_ud, r->rc, why, r->body, r->len);
+  r->body = NULL;
+  rdoc_free(r);
+}
+
+static int hook(void *ud, int what, const char *name, const char *query, size_t cap,
+                void (*done)(void *done_ud, int status, const char *err, char *body, size_t len),
+                void *done_ud, void **job, char *err, size_t errlen) {
+  tlc_daemon_t *d = ud;
+  tlc_rollup_q_t q[2];
+  size_t nq;
+  uint8_t kind;
+  tlc_rollup_acc_t *accs[2];
+  tlc_rollup_ans_t ans;
+  rdoc_t *r;
+  int rc;
+  *job = NULL;
+  if (d->rollup == NULL) {
+    snprintf(err, errlen, "rollups are off");
+    return -ENOENT;
+  }
+  rc = tlc_rolld_parse(what & 3, name, query, tlc_when_now(), q, &nq, &kind, err, errlen);
+  if (rc != 0)
+    return rc;
+  if ((r = tlc_calloc(1, sizeof(*r))) == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return TLC_ENOMEM;
+  }
+  r->what = what;
+  r->kind = kind;
+  r->cap = cap;
+  r->done = done;
+  r->done_ud = done_ud;
+  ans.encode = rdoc_encode;
+  ans.free = rdoc_free;
+  ans.ctx = r;
+  for (size_t i = 0; i < nq; i++)
+    accs[i] = find_name(d, q[i].target);
+  rc = tlc_rollup_submit(d->rollup, accs, q, nq, &ans, rdoc_done, r, (tlc_rollup_job_t **)job);
+  if (rc != 0) {
+    rdoc_free(r);
+    snprintf(err, errlen, "%s", tlc_strerror(rc));
+  }
+  return rc;
+}
+
+static void hook_cancel(void *ud, void *job) {
+  (void)ud;
+  tlc_rollup_cancel(job);
+}
+
+int tlc_rolld_start(tlc_daemon_t *d) {
+  const tlc_config_t *c = &d->in.cfg;
+  tlc_rollup_opts_t o;
+  int r;
+  memset(&o, 0, sizeof o);
+  o.state_dir = c->state_dir;
+  o.keep_minutes_ms = c->rollup_minutes_ms;
+  o.keep_hours_ms = c->rollup_hours_ms;
+  o.max_bytes = c->rollup_bytes;
+  r = tlc_rollup_new(d->in.loop, &o, &d->rollup);
+  if (r != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_MAIN, "rollups: %s (trend and diff are off)", tlc_strerror(r));
+    return r;
+  }
+  d->view.view.rollup = hook;
+  d->view.view.rollup_cancel = hook_cancel;
+  d->view.view.rollup_ud = d;
+  return 0;
+}
+
+void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
+  tlc_rollup_stats_t st;
+  if (d->rollup == NULL)
+    return;
+  tlc_rollup_get_stats(d->rollup, &st);
+  tlc_json_w_open(w, "rollup", '{');
+  tlc_json_w_u64(w, "samples", st.samples);
+  tlc_json_w_u64(w, "samples_dropped", st.samples_dropped);
+  tlc_json_w_u64(w, "minutes_sealed", st.minutes_sealed);
+  tlc_json_w_u64(w, "blocks_written", st.blocks_written);
+  tlc_json_w_u64(w, "bytes_written", st.bytes_written);
+  tlc_json_w_u64(w, "write_errors", st.write_errors);
+  tlc_json_w_u64(w, "blocks_refused", st.blocks_refused);
+  tlc_json_w_u64(w, "dirs_deleted", st.dirs_deleted);
+  tlc_json_w_u64(w, "bytes_on_disk", st.bytes_on_disk);
+  tlc_json_w_u64(w, "queries", st.queries);
+  tlc_json_w_close(w, '}');
+}
+
+void tlc_rolld_reload(tlc_daemon_t *d) {
+  const tlc_config_t *c = &d->in.cfg;
+  if (d->rollup != NULL)
+    tlc_rollup_set_budget(d->rollup, c->rollup_minutes_ms, c->rollup_hours_ms, c->rollup_bytes);
+}
+
+void tlc_rolld_close(tlc_daemon_t *d) {
+  if (d->rollup == NULL)
+    return;
+  d->view.view.rollup = NULL;
+  while (d->nraccs > 0)
+    detach(d, &d->raccs[d->nraccs - 1]);
+  tlc_free(d->raccs);
+  d->raccs = NULL;
+  d->capraccs = 0;
+  tlc_rollup_close(d->rollup);
+  d->rollup = NULL;
+}

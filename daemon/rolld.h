@@ -1,0 +1,30 @@
+/* rolld.h - the rollups in the daemon (SPEC 14; daemon/rollup, docs/rollups.md): the module
+ * started with storage, an accumulator per target fed by its engine's tap, and the read side's
+ * rollup hook (trend and diff documents from an HTTP query string). Loop thread. */
+#ifndef TLC_DAEMON_ROLLD_H
+#define TLC_DAEMON_ROLLD_H
+
+#include "daemon/daemon.h"
+#include "base/json.h"
+#include "rollup/rollup.h"
+
+/* Starts the module under cfg.state_dir with the configured budget and sets the view's hook.
+ * 0 or an error (logged). */
+int tlc_rolld_start(tlc_daemon_t *d);
+/* A target event (wiring.c's observer): created or reset, its engine gets the tap; forgotten or
+ * freed, its open minute is sealed and its accumulator freed. */
+void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
+/* The configuration was reloaded: the budget applies from now on. */
+void tlc_rolld_reload(tlc_daemon_t *d);
+/* Seals every open minute, detaches the taps, writes the open hours and frees the module. */
+void tlc_rolld_close(tlc_daemon_t *d);
+
+/* The stats dump's "rollup" object (rollup.h's counters), when rollups run. */
+void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w);
+
+/* Parses a query string the way the HTTP hook does, for `what` 1 (trend) or 2 (diff), into
+ * q[] (nq set) and *kind. 0, or TLC_EINVAL with err filled. Exposed for the tests' sake. */
+int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_ns,
+                    tlc_rollup_q_t *q, size_t *nq, uint8_t *kind, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,289 @@
+/* acc.c - the open minute of a target: the loop side appends every sample to a chunk (one
+ * sequential 48-byte store, no lookup); the worker side counts the chunks' samples in the open
+ * minute (see rollup.h).
+ *
+ * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
+ * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
+ * (samples_dropped), so that a worker that falls behind never costs unbounded memory.
+ * Worker: slots live in one array indexed by an open-addressing table of their keys (linear
+ * probing, at most half full); the last slot used is tried first. Sealing hands the slot array
+ * to the minute writer and starts an empty one.
+ */
+#include "rollup/rollup-int.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "formats/when.h"
+
+#include <string.h>
+
+static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint8_t kind) {
+  uint64_t h = ((uint64_t)handle << 32 | context) * 0x9E3779B97F4A7C15ull;
+  h ^= (state + kind) * 0xC2B2AE3D27D4EB4Full;
+  return h ^ (h >> 29);
+}
+
+tlc_rollup_sample_t *tlc__rollup_chunk_get(tlc_rollup_t *r) {
+  tlc_rollup_sample_t *c = NULL;
+  uv_mutex_lock(&r->mu);
+  if (r->npool > 0)
+    c = r->pool[--r->npool];
+  uv_mutex_unlock(&r->mu);
+  return c != NULL ? c : tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*c));
+}
+
+void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c) {
+  if (c == NULL)
+    return;
+  uv_mutex_lock(&r->mu);
+  if (r->npool < TLC_ROLLUP_POOL) {
+    r->pool[r->npool++] = c;
+    c = NULL;
+  }
+  uv_mutex_unlock(&r->mu);
+  tlc_free(c);
+}
+
+tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
+  tlc_rollup_acc_t *a = tlc_calloc(1, sizeof(*a));
+  if (a == NULL)
+    return NULL;
+  a->r = r;
+  a->name = tlc_strndup(name, strlen(name));
+  if (a->name == NULL) {
+    tlc_free(a);
+    return NULL;
+  }
+  return a;
+}
+
+/* Hands the chunk to the worker (seal: and then its open minute is written). */
+static void hand_off(tlc_rollup_acc_t *a, int seal) {
+  tlc_rollup_t *r = a->r;
+  tlc_rollup_job_t *j;
+  int drop = 0;
+  if (a->n == 0 && !seal)
+    return;
+  if (!seal) {
+    uv_mutex_lock(&r->mu);
+    drop = r->queued + a->n > TLC_ROLLUP_MAX_QUEUED;
+    if (drop)
+      r->st.samples_dropped += a->n;
+    uv_mutex_unlock(&r->mu);
+    if (drop) {
+      a->n = 0; /* the chunk is reused */
+      return;
+    }
+  }
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+    tlc_free(j);
+    tlc__rollup_count(r, &r->st.samples_dropped, a->n);
+    a->n = 0;
+    return;
+  }
+  j->kind = TLC_RJOB_CHUNK;
+  j->chunk_wall0 = a->wall0;
+  j->chunk_wall = tlc_when_now();
+  j->samples = a->chunk;
+  j->nsamples = a->n;
+  j->seal = seal;
+  a->chunk = NULL;
+  a->n = 0;
+  uv_mutex_lock(&r->mu);
+  r->queued += j->nsamples;
+  uv_mutex_unlock(&r->mu);
+  tlc__rollup_push(r, j);
+}
+
+void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
+  hand_off(a, 1);
+}
+
+void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
+  if (a == NULL)
+    return;
+  hand_off(a, 1);
+  tlc__rollup_chunk_put(a->r, a->chunk);
+  tlc_free(a->name);
+  tlc_free(a);
+}
+
+void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+  /* a chunk holds one minute of one epoch: another one hands it off first, so that a minute
+   * reaches the worker as soon as target time leaves it */
+  if (a->n > 0 && (s->end < a->lo || s->end >= a->hi || s->epoch != a->epoch))
+    hand_off(a, 0);
+  if (a->n == 0) {
+    int64_t m = tlc_rollup_minute(s->end);
+    if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
+      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+      return;
+    }
+    a->lo = m * TLC_ROLLUP_MINUTE_NS;
+    a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
+    a->epoch = s->epoch;
+    a->wall0 = tlc_when_now();
+  }
+  a->chunk[a->n++] = *s;
+  if (a->n == TLC_ROLLUP_CHUNK)
+    hand_off(a, 0);
+}
+
+/* ---- the worker side ---- */
+
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
+  tlc_rollup_open_t *o;
+  for (size_t i = 0; i < r->nopens; i++)
+    if (strcmp(r->opens[i]->name, name) == 0)
+      return r->opens[i];
+  if (r->nopens == r->capopens) {
+    size_t nc = r->capopens ? r->capopens * 2 : 8;
+    tlc_rollup_open_t **nv = tlc_realloc(r->opens, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    r->opens = nv;
+    r->capopens = nc;
+  }
+  if ((o = tlc_calloc(1, sizeof(*o))) == NULL)
+    return NULL;
+  o->r = r;
+  o->last = UINT32_MAX;
+  if ((o->name = tlc_strndup(name, strlen(name))) == NULL) {
+    tlc_free(o);
+    return NULL;
+  }
+  r->opens[r->nopens++] = o;
+  return o;
+}
+
+void tlc__rollup_open_free(tlc_rollup_open_t *o) {
+  if (o == NULL)
+    return;
+  tlc__rollup_open_seal(o);
+  tlc_free(o->idx);
+  tlc_free(o->name);
+  tlc_free(o);
+}
+
+void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    tlc__hist_fini(&v[i].h);
+  tlc_free(v);
+}
+
+void tlc__rollup_open_seal(tlc_rollup_open_t *a) {
+  tlc_rollup_job_t *j;
+  if (a->n == 0)
+    return;
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+    tlc_free(j);
+    /* no memory for the hand-off: this minute is lost, counted */
+    tlc__rollup_count(a->r, &a->r->st.samples_dropped, a->nsamples);
+    tlc__rollup_slots_free(a->slots, a->n);
+  } else {
+    j->kind = TLC_RJOB_MINUTE;
+    j->epoch = a->epoch;
+    j->minute = a->minute;
+    j->wall_first = a->wall_first;
+    j->wall_last = a->wall_last;
+    j->slots = a->slots;
+    j->nslots = a->n;
+    tlc__rollup_count(a->r, &a->r->st.minutes_sealed, 1);
+    tlc__rollup_minute(a->r, j);
+  }
+  a->slots = NULL;
+  a->n = a->cap = 0;
+  a->nsamples = 0;
+  a->last = UINT32_MAX;
+  if (a->idx != NULL)
+    memset(a->idx, 0xff, a->nidx * sizeof(*a->idx));
+}
+
+/* Rebuilds the index at nidx entries (a power of two). 0 or TLC_ENOMEM. */
+static int reindex(tlc_rollup_open_t *a, size_t nidx) {
+  uint32_t *ni = tlc_malloc(nidx * sizeof(*ni));
+  if (ni == NULL)
+    return TLC_ENOMEM;
+  memset(ni, 0xff, nidx * sizeof(*ni));
+  for (size_t i = 0; i < a->n; i++) {
+    const tlc_rollup_slot_t *s = &a->slots[i];
+    size_t p = key_hash(s->handle, s->context, s->state, s->kind) & (nidx - 1);
+    while (ni[p] != UINT32_MAX)
+      p = (p + 1) & (nidx - 1);
+    ni[p] = (uint32_t)i;
+  }
+  tlc_free(a->idx);
+  a->idx = ni;
+  a->nidx = nidx;
+  return 0;
+}
+
+static tlc_rollup_slot_t *slot_get(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
+  size_t p;
+  tlc_rollup_slot_t *x;
+  if (a->last != UINT32_MAX) {
+    x = &a->slots[a->last];
+    if (x->handle == s->handle && x->context == s->context && x->kind == s->kind &&
+        x->state == s->state)
+      return x;
+  }
+  if ((a->n + 1) * 2 > a->nidx && reindex(a, a->nidx ? a->nidx * 2 : 64) != 0)
+    return NULL;
+  p = key_hash(s->handle, s->context, s->state, s->kind) & (a->nidx - 1);
+  for (; a->idx[p] != UINT32_MAX; p = (p + 1) & (a->nidx - 1)) {
+    x = &a->slots[a->idx[p]];
+    if (x->handle == s->handle && x->context == s->context && x->kind == s->kind &&
+        x->state == s->state) {
+      a->last = a->idx[p];
+      return x;
+    }
+  }
+  if (a->n == a->cap) {
+    size_t nc = a->cap ? a->cap * 2 : 32;
+    tlc_rollup_slot_t *nv = tlc_realloc(a->slots, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    a->slots = nv;
+    a->cap = nc;
+  }
+  x = &a->slots[a->n];
+  memset(x, 0, sizeof(*x));
+  x->handle = s->handle;
+  x->context = s->context;
+  x->state = s->state;
+  x->kind = s->kind;
+  x->row_kind = s->row_kind;
+  a->idx[p] = (uint32_t)a->n;
+  a->last = (uint32_t)a->n;
+  a->n++;
+  return x;
+}
+
+void tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
+  tlc_rollup_slot_t *x;
+  int64_t m = tlc_rollup_minute(s->end);
+  if (a->n > 0 && (m != a->minute || s->epoch != a->epoch))
+    tlc__rollup_open_seal(a);
+  if (a->n == 0) {
+    a->minute = m;
+    a->epoch = s->epoch;
+    a->wall_first = a->chunk_wall0;
+  }
+  a->wall_last = a->chunk_wall;
+  x = slot_get(a, s);
+  if (x == NULL) {
+    tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+    return;
+  }
+  if (x->d.n == 0 || s->value < x->d.min || (s->value == x->d.min && s->end < x->tmin))
+    x->tmin = s->end;
+  if (x->d.n == 0 || s->value > x->d.max || (s->value == x->d.max && s->end < x->tmax))
+    x->tmax = s->end;
+  tlc_dist_add(&x->d, s->value);
+  if (tlc__hist_add(&x->h, s->value) != 0)
+    x->nohist = 1; /* the cell is written without a histogram rather than a wrong one */
+  a->nsamples++;
+}

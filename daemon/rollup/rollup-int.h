@@ -1,0 +1,127 @@
+/* rollup-int.h - the rollup module's internals (acc.c: the loop side; rollup.c: the worker, the
+ * files, retention and queries). */
+#ifndef TLC_ROLLUP_INT_H
+#define TLC_ROLLUP_INT_H
+
+#include "engine/hist.h"
+#include "rollup/rollup.h"
+
+#include <uv.h>
+
+/* One (area, context, state, kind) of an open minute. */
+typedef struct tlc_rollup_slot {
+  uint32_t handle, context;
+  uint64_t state;
+  uint8_t kind, row_kind, nohist;
+  tlc_dist_t d;
+  int64_t tmin, tmax;
+  tlc_hist_t h;
+} tlc_rollup_slot_t;
+
+/* The loop side: samples appended to a chunk, handed to the worker when full or sealed. */
+#define TLC_ROLLUP_CHUNK 2048 /* samples (96 KiB: below malloc's mmap threshold) */
+#define TLC_ROLLUP_POOL  16   /* chunk buffers kept for reuse (fresh pages fault) */
+/* samples queued to the worker past which a full chunk is dropped (counted): 4 M, ~200 MB */
+#define TLC_ROLLUP_MAX_QUEUED (4u << 20)
+struct tlc_rollup_acc {
+  tlc_rollup_t *r;
+  char *name;
+  tlc_rollup_sample_t *chunk;
+  size_t n;
+  /* the chunk holds samples of one minute of one epoch: [lo, hi) target ns, and the wall
+   * clock when its first sample came */
+  int64_t lo, hi, wall0;
+  uint64_t epoch;
+};
+
+/* The worker side of a target: its open minute. */
+typedef struct tlc_rollup_open {
+  tlc_rollup_t *r;
+  char *name;
+  uint64_t epoch;
+  int64_t minute;
+  int64_t wall_first;
+  tlc_rollup_slot_t *slots;
+  size_t n, cap;
+  uint32_t *idx; /* nidx entries, UINT32_MAX = free */
+  size_t nidx;
+  uint32_t last; /* slot of the previous sample, UINT32_MAX: none */
+  uint64_t nsamples;
+  int64_t wall_last;               /* of the chunks counted so far */
+  int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
+} tlc_rollup_open_t;
+
+enum { TLC_RJOB_MINUTE = 1, TLC_RJOB_QUERY = 2, TLC_RJOB_STOP = 3, TLC_RJOB_CHUNK = 4 };
+
+struct tlc_rollup_job {
+  struct tlc_rollup_job *next;
+  int kind;
+  char *target;
+  /* MINUTE */
+  uint64_t epoch;
+  int64_t minute, wall_first, wall_last;
+  tlc_rollup_slot_t *slots;
+  size_t nslots;
+  /* CHUNK: samples of target, then (seal) its open minute is written */
+  tlc_rollup_sample_t *samples;
+  size_t nsamples;
+  int seal;
+  int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
+  /* QUERY */
+  tlc_rollup_q_t q[2];
+  tlc_rollup_res_t res[2];
+  size_t nq;
+  tlc_rollup_ans_t ans;
+  tlc_rollup_cb cb;
+  void *ud;
+  int cancelled;
+};
+
+/* A target's open hour on the worker. */
+typedef struct tlc_rollup_hour {
+  char *target;
+  uint64_t epoch;
+  int64_t hour_minute;
+  tlc_rollup_blk_t blk;
+} tlc_rollup_hour_t;
+
+struct tlc_rollup {
+  uv_loop_t *loop;
+  char *root; /* STATE_DIR/.rollup */
+  char *state_dir;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  tlc_rollup_job_t *head, *tail;           /* to the worker */
+  tlc_rollup_job_t *done_head, *done_tail; /* answered queries, back to the loop */
+  uv_async_t done_async;
+  uv_thread_t thread;
+  int started, stopping;
+  uint64_t keep_minutes_ms, keep_hours_ms, max_bytes;
+  tlc_rollup_stats_t st;
+  /* worker only */
+  tlc_rollup_hour_t *hours;
+  size_t nhours, caphours;
+  tlc_rollup_open_t **opens;
+  size_t nopens, capopens;
+  uint64_t queued; /* samples in chunks not yet taken by the worker (under mu) */
+  tlc_rollup_sample_t *pool[TLC_ROLLUP_POOL]; /* chunk buffers for reuse (under mu) */
+  size_t npool;
+  int64_t last_retention_ms;
+};
+
+void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n);
+/* A chunk buffer from the pool (or new), and one given back (pooled or freed). Any thread. */
+tlc_rollup_sample_t *tlc__rollup_chunk_get(tlc_rollup_t *r);
+void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c);
+/* Worker: a target's open minute (created on first use), a sample into it, and sealing it
+ * (the minute written at once). */
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name);
+void tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
+void tlc__rollup_open_seal(tlc_rollup_open_t *o);
+void tlc__rollup_open_free(tlc_rollup_open_t *o);
+/* Worker: writes a sealed minute (j->slots) and frees j. */
+void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
+void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j);
+void tlc__rollup_count(tlc_rollup_t *r, uint64_t *ctr, uint64_t n);
+
+#endif

@@ -1,0 +1,934 @@
+/* rollup.c - the rollup module's worker: minute and hour files, retention, queries (rollup.h).
+ *
+ * One thread takes jobs in order: a sealed minute (its slots become cells, one block per area
+ * appended to the area's minute file, merged into the target's open hour), or a query (read
+ * after every minute sealed before it). Answers go back to the loop through an async handle.
+ * Appends are one write() of a whole block to a file opened O_APPEND: a crash tears at most the
+ * last block, which readers skip (they resynchronise on the next magic).
+ */
+#include "rollup/rollup-int.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "formats/when.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DAY_MIN        1440
+#define HOURDIR_DAYS   32
+#define RETENTION_MS   60000
+#define MAX_FILE_BYTES (1ull << 30) /* a reader refuses larger files (bounded memory) */
+
+static int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+void tlc__rollup_count(tlc_rollup_t *r, uint64_t *ctr, uint64_t n) {
+  uv_mutex_lock(&r->mu);
+  *ctr += n;
+  uv_mutex_unlock(&r->mu);
+}
+
+void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j) {
+  j->next = NULL;
+  uv_mutex_lock(&r->mu);
+  if (r->tail)
+    r->tail->next = j;
+  else
+    r->head = j;
+  r->tail = j;
+  uv_cond_signal(&r->cv);
+  uv_mutex_unlock(&r->mu);
+}
+
+static void job_free(tlc_rollup_job_t *j) {
+  if (j == NULL)
+    return;
+  tlc__rollup_slots_free(j->slots, j->nslots);
+  tlc_free(j->samples);
+  tlc_rollup_res_fini(&j->res[0]);
+  tlc_rollup_res_fini(&j->res[1]);
+  tlc_free(j->target);
+  tlc_free(j);
+}
+
+void tlc_rollup_res_fini(tlc_rollup_res_t *res) {
+  for (size_t i = 0; i < res->nsteps; i++)
+    tlc_rollup_blk_fini(&res->steps[i]);
+  tlc_free(res->steps);
+  res->steps = NULL;
+  res->nsteps = 0;
+}
+
+int64_t tlc_rollup_quantile(const tlc_rollup_cell_t *c, unsigned permille) {
+  uint64_t lo, hi;
+  int64_t v;
+  int32_t b = tlc_rollup_rank(c, permille, 1000);
+  if (b < 0)
+    return c->d.min;
+  tlc__hist_bounds((uint32_t)b, &lo, &hi);
+  v = (int64_t)(lo + (hi - lo) / 2);
+  return v < c->d.min ? c->d.min : v > c->d.max ? c->d.max : v;
+}
+
+/* ---- files ---- */
+
+/* mkdir -p of path's directory part (path itself is a file). 0 or -errno. */
+static int mkdirs_for(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      *p = '/';
+      return -e;
+    }
+    *p = '/';
+  }
+  return 0;
+}
+
+static int append_file(tlc_rollup_t *r, char *path, const uint8_t *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT && mkdirs_for(path) == 0)
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: cannot open %s: %s", path, strerror(errno));
+    tlc__rollup_count(r, &r->st.write_errors, 1);
+    return -1;
+  }
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: cannot write %s: %s", path,
+              w < 0 ? strerror(errno) : "short write");
+      tlc__rollup_count(r, &r->st.write_errors, 1);
+      close(fd);
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  close(fd);
+  return 0;
+}
+
+/* Appends every area of blk (cells sorted) as its own block to DIR/<handle>.r. */
+static void write_blk(tlc_rollup_t *r, const char *target, const tlc_rollup_blk_t *blk, int hour) {
+  size_t i = 0;
+  int64_t day = floor_div(blk->minute, DAY_MIN);
+  while (i < blk->n) {
+    size_t j = i;
+    tlc_rollup_blk_t one = *blk;
+    tlc_ckw_t w;
+    char path[1400];
+    while (j < blk->n && blk->cells[j].key.handle == blk->cells[i].key.handle)
+      j++;
+    one.cells = &blk->cells[i];
+    one.n = one.cap = j - i;
+    tlc_ckw_init(&w, 1u << 28);
+    tlc_rollup_encode(&one, &w);
+    snprintf(path, sizeof path, "%s/%s/e%" PRIu64 "/%c%" PRId64 "/%" PRIu32 ".r", r->root, target,
+             blk->epoch, hour ? 'h' : 'm', hour ? floor_div(day, HOURDIR_DAYS) : day,
+             blk->cells[i].key.handle);
+    if (w.err == 0 && append_file(r, path, w.p, w.len) == 0) {
+      uv_mutex_lock(&r->mu);
+      r->st.blocks_written++;
+      r->st.bytes_written += w.len;
+      r->st.bytes_on_disk += w.len;
+      uv_mutex_unlock(&r->mu);
+    } else if (w.err != 0) {
+      tlc__rollup_count(r, &r->st.write_errors, 1);
+    }
+    tlc_ckw_fini(&w);
+    i = j;
+  }
+}
+
+static int slot_cmp(const void *pa, const void *pb) {
+  const tlc_rollup_slot_t *a = pa, *b = pb;
+  tlc_rollup_key_t ka = { a->handle, a->context, a->state, a->kind, 0 };
+  tlc_rollup_key_t kb = { b->handle, b->context, b->state, b->kind, 0 };
+  return tlc_rollup_key_cmp(&ka, &kb);
+}
+
+/* The cells of a sealed minute (slots sorted). 0 or TLC_ENOMEM. */
+static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
+  tlc_rollup_blk_init(blk);
+  blk->epoch = j->epoch;
+  blk->minute = j->minute;
+  blk->span = 1;
+  blk->wall_first = j->wall_first;
+  blk->wall_last = j->wall_last;
+  qsort(j->slots, j->nslots, sizeof(*j->slots), slot_cmp);
+  blk->cells = tlc_calloc(j->nslots ? j->nslots : 1, sizeof(*blk->cells));
+  if (blk->cells == NULL)
+    return TLC_ENOMEM;
+  blk->cap = j->nslots;
+  for (size_t i = 0; i < j->nslots; i++) {
+    const tlc_rollup_slot_t *s = &j->slots[i];
+    tlc_rollup_cell_t *c = &blk->cells[blk->n++];
+    const tlc_hist_t *h = &s->h;
+    c->key.handle = s->handle;
+    c->key.context = s->context;
+    c->key.state = s->state;
+    c->key.kind = s->kind;
+    c->key.row_kind = s->row_kind;
+    c->d = s->d;
+    c->tmin = s->tmin;
+    c->tmax = s->tmax;
+    if (s->nohist)
+      continue;
+    if (h->b != NULL) {
+      for (uint32_t k = 0; k < h->nb; k++)
+        if (tlc_rollup_cell_bin(c, h->lo + k, tlc__hist_count(h, k)) != 0)
+          return TLC_ENOMEM;
+    } else {
+      uint32_t in[3] = { h->lo, h->nb, h->in2 };
+      for (unsigned k = 0; k < h->nin; k++)
+        if (tlc_rollup_cell_bin(c, in[k], 1) != 0)
+          return TLC_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+static void hour_flush(tlc_rollup_t *r, tlc_rollup_hour_t *h) {
+  if (h->blk.n > 0)
+    write_blk(r, h->target, &h->blk, 1);
+  tlc_rollup_blk_clear(&h->blk);
+}
+
+static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
+  for (size_t i = 0; i < r->nhours; i++)
+    if (strcmp(r->hours[i].target, target) == 0)
+      return &r->hours[i];
+  if (r->nhours == r->caphours) {
+    size_t nc = r->caphours ? r->caphours * 2 : 8;
+    tlc_rollup_hour_t *nv = tlc_realloc(r->hours, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    r->hours = nv;
+    r->caphours = nc;
+  }
+  tlc_rollup_hour_t *h = &r->hours[r->nhours];
+  memset(h, 0, sizeof(*h));
+  tlc_rollup_blk_init(&h->blk);
+  if ((h->target = tlc_strndup(target, strlen(target))) == NULL)
+    return NULL;
+  r->nhours++;
+  return h;
+}
+
+static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
+
+void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
+  do_minute(r, j);
+  job_free(j);
+}
+
+static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
+  tlc_rollup_blk_t blk;
+  tlc_rollup_hour_t *h;
+  int64_t hm = floor_div(j->minute, 60) * 60;
+  uint64_t ns = 0;
+  for (size_t i = 0; i < j->nslots; i++)
+    ns += j->slots[i].d.n;
+  tlc__rollup_count(r, &r->st.samples, ns);
+  if (minute_blk(j, &blk) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for minute %" PRId64 " (lost)",
+            j->target, j->minute);
+    tlc__rollup_count(r, &r->st.samples_dropped, ns);
+    tlc_rollup_blk_fini(&blk);
+    return;
+  }
+  write_blk(r, j->target, &blk, 0);
+  h = hour_of(r, j->target);
+  if (h != NULL) {
+    if (h->blk.n > 0 && (h->epoch != j->epoch || h->hour_minute != hm))
+      hour_flush(r, h);
+    if (h->blk.n == 0) {
+      h->epoch = j->epoch;
+      h->hour_minute = hm;
+      h->blk.epoch = j->epoch;
+      h->blk.minute = hm;
+      h->blk.span = 60;
+    }
+    if (tlc_rollup_blk_merge(&h->blk, &blk) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for hour %" PRId64, j->target, hm);
+      tlc_rollup_blk_clear(&h->blk);
+    }
+  }
+  tlc_rollup_blk_fini(&blk);
+}
+
+/* ---- retention ---- */
+
+typedef struct rdir {
+  char path[1400];
+  int hour;
+  int64_t mtime_ms;
+  uint64_t bytes;
+} rdir_t;
+
+typedef struct rdirs {
+  rdir_t *v;
+  size_t n, cap;
+} rdirs_t;
+
+static int is_num_name(const char *s, char c) {
+  if (s[0] != c || s[1] == '\0')
+    return 0;
+  s++;
+  if (*s == '-')
+    s++;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9')
+      return 0;
+  return 1;
+}
+
+/* Sizes a minute or hour directory's files; mtime = the newest file's. */
+static void size_dir(rdir_t *d) {
+  DIR *dd = opendir(d->path);
+  struct dirent *de;
+  if (dd == NULL)
+    return;
+  while ((de = readdir(dd)) != NULL) {
+    char p[1700];
+    struct stat st;
+    if (de->d_name[0] == '.')
+      continue;
+    snprintf(p, sizeof p, "%s/%s", d->path, de->d_name);
+    if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+      int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+      d->bytes += (uint64_t)st.st_size;
+      if (mt > d->mtime_ms)
+        d->mtime_ms = mt;
+    }
+  }
+  closedir(dd);
+}
+
+/* Collects the m/h directories under dir (a target's, or an efl source's: depth <= 3). */
+static void collect(const char *dir, int depth, rdirs_t *out) {
+  DIR *dd = opendir(dir);
+  struct dirent *de;
+  if (dd == NULL)
+    return;
+  while ((de = readdir(dd)) != NULL) {
+    char p[1400];
+    struct stat st;
+    if (de->d_name[0] == '.')
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+      continue;
+    if ((is_num_name(de->d_name, 'm') || is_num_name(de->d_name, 'h')) && depth > 0) {
+      if (out->n == out->cap) {
+        size_t nc = out->cap ? out->cap * 2 : 64;
+        rdir_t *nv = tlc_realloc(out->v, nc * sizeof(*nv));
+        if (nv == NULL)
+          break;
+        out->v = nv;
+        out->cap = nc;
+      }
+      rdir_t *d = &out->v[out->n++];
+      memset(d, 0, sizeof(*d));
+      snprintf(d->path, sizeof d->path, "%s", p);
+      d->hour = de->d_name[0] == 'h';
+      size_dir(d);
+    } else if (depth < 3) {
+      collect(p, depth + 1, out);
+    }
+  }
+  closedir(dd);
+}
+
+static void remove_dir(tlc_rollup_t *r, const rdir_t *d, const char *why) {
+  DIR *dd = opendir(d->path);
+  struct dirent *de;
+  if (dd != NULL) {
+    while ((de = readdir(dd)) != NULL) {
+      char p[1700];
+      if (de->d_name[0] == '.' && (de->d_name[1] == '\0' || strcmp(de->d_name, "..") == 0))
+        continue;
+      snprintf(p, sizeof p, "%s/%s", d->path, de->d_name);
+      (void)unlink(p);
+    }
+    closedir(dd);
+  }
+  if (rmdir(d->path) == 0) {
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_STORE, "rollup: deleted %s (%" PRIu64 " bytes): %s", d->path,
+            d->bytes, why);
+    tlc__rollup_count(r, &r->st.dirs_deleted, 1);
+  }
+}
+
+static int rdir_older(const void *pa, const void *pb) {
+  const rdir_t *a = pa, *b = pb;
+  if (a->hour != b->hour)
+    return a->hour - b->hour; /* minutes go first */
+  return a->mtime_ms < b->mtime_ms ? -1 : a->mtime_ms > b->mtime_ms;
+}
+
+static void retention(tlc_rollup_t *r, int64_t now_ms) {
+  rdirs_t ds = { NULL, 0, 0 };
+  uint64_t total = 0, km, kh, mb;
+  uv_mutex_lock(&r->mu);
+  km = r->keep_minutes_ms;
+  kh = r->keep_hours_ms;
+  mb = r->max_bytes;
+  uv_mutex_unlock(&r->mu);
+  collect(r->root, 0, &ds);
+  qsort(ds.v, ds.n, sizeof(*ds.v), rdir_older);
+  for (size_t i = 0; i < ds.n; i++) {
+    rdir_t *d = &ds.v[i];
+    uint64_t keep = d->hour ? kh : km;
+    if (now_ms - d->mtime_ms > (int64_t)keep) {
+      remove_dir(r, d, d->hour ? "older than rollup_hours" : "older than rollup_minutes");
+      d->bytes = 0;
+      d->path[0] = '\0';
+    }
+    total += d->bytes;
+  }
+  for (size_t i = 0; i < ds.n && total > mb; i++) {
+    if (ds.v[i].path[0] == '\0')
+      continue;
+    total -= ds.v[i].bytes;
+    remove_dir(r, &ds.v[i], "rollup_bytes reached");
+  }
+  uv_mutex_lock(&r->mu);
+  r->st.bytes_on_disk = total;
+  uv_mutex_unlock(&r->mu);
+  tlc_free(ds.v);
+}
+
+/* ---- reading ---- */
+
+typedef struct numdir {
+  int64_t num;
+  char name[64];
+} numdir_t;
+
+typedef struct reader {
+  const tlc_rollup_q_t *q;
+  tlc_rollup_res_t *res;
+  size_t capsteps;
+  int err;
+  const numdir_t *mdays; /* reading hours: the days that have minutes (sorted), skipped */
+  size_t nmdays;
+} reader_t;
+
+static tlc_rollup_blk_t *step_get(reader_t *rd, int64_t minute) {
+  tlc_rollup_res_t *res = rd->res;
+  size_t a = 0, z = res->nsteps;
+  while (a < z) {
+    size_t m = a + (z - a) / 2;
+    if (res->steps[m].minute < minute)
+      a = m + 1;
+    else
+      z = m;
+  }
+  if (a < res->nsteps && res->steps[a].minute == minute)
+    return &res->steps[a];
+  if (res->nsteps == rd->capsteps) {
+    size_t nc = rd->capsteps ? rd->capsteps * 2 : 64;
+    tlc_rollup_blk_t *nv = tlc_realloc(res->steps, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    res->steps = nv;
+    rd->capsteps = nc;
+  }
+  memmove(&res->steps[a + 1], &res->steps[a], (res->nsteps - a) * sizeof(*res->steps));
+  tlc_rollup_blk_init(&res->steps[a]);
+  res->steps[a].minute = minute;
+  res->steps[a].span = (uint32_t)(rd->q->step_min > 0 ? rd->q->step_min : 0);
+  res->nsteps++;
+  return &res->steps[a];
+}
+
+/* Whether block b is in the query's range. */
+static int blk_in_range(const tlc_rollup_q_t *q, const tlc_rollup_blk_t *b) {
+  if (q->when == TLC_RQ_WALL)
+    return (!q->has_since || b->wall_last >= q->since) &&
+           (!q->has_until || b->wall_first < q->until);
+  {
+    /* [start, end) of the block in target ns, saturated */
+    int64_t lo = b->minute, hi = b->minute + (int64_t)b->span;
+    int64_t smin = q->has_since ? floor_div(q->since, TLC_ROLLUP_MINUTE_NS) : INT64_MIN;
+    int64_t umin = q->has_until ? floor_div(q->until - 1, TLC_ROLLUP_MINUTE_NS) : INT64_MAX;
+    return hi > smin && lo <= umin;
+  }
+}
+
+static void add_blk(reader_t *rd, const tlc_rollup_blk_t *b) {
+  const tlc_rollup_q_t *q = rd->q;
+  int64_t m;
+  tlc_rollup_blk_t *st;
+  if (!blk_in_range(q, b))
+    return;
+  if (rd->mdays != NULL) {
+    int64_t day = floor_div(b->minute, DAY_MIN);
+    size_t a = 0, z = rd->nmdays;
+    while (a < z) {
+      size_t mid = a + (z - a) / 2;
+      if (rd->mdays[mid].num < day)
+        a = mid + 1;
+      else
+        z = mid;
+    }
+    if (a < rd->nmdays && rd->mdays[a].num == day)
+      return; /* that day's minutes were read */
+  }
+  if (q->step_min <= 0)
+    m = 0;
+  else if (q->when == TLC_RQ_WALL)
+    m = floor_div(floor_div(b->wall_first, TLC_ROLLUP_MINUTE_NS), q->step_min) * q->step_min;
+  else
+    m = floor_div(b->minute, q->step_min) * q->step_min;
+  st = step_get(rd, m);
+  if (st == NULL) {
+    rd->err = TLC_ENOMEM;
+    return;
+  }
+  if (q->has_context) {
+    for (size_t i = 0; i < b->n; i++) {
+      tlc_rollup_cell_t *c;
+      if (b->cells[i].key.context != q->context)
+        continue;
+      if ((c = tlc_rollup_cell_get(st, &b->cells[i].key)) == NULL ||
+          tlc_rollup_cell_merge(c, &b->cells[i]) != 0) {
+        rd->err = TLC_ENOMEM;
+        return;
+      }
+      c->key.row_kind = b->cells[i].key.row_kind;
+    }
+    if (st->n > 0) {
+      if (st->wall_first == 0 || b->wall_first < st->wall_first)
+        st->wall_first = b->wall_first;
+      if (b->wall_last > st->wall_last)
+        st->wall_last = b->wall_last;
+    }
+  } else if (tlc_rollup_blk_merge(st, b) != 0) {
+    rd->err = TLC_ENOMEM;
+  }
+}
+
+/* Reads every block of one file; a damaged one is skipped up to the next magic. */
+static void read_file(reader_t *rd, const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  uint8_t *buf = NULL;
+  size_t len = 0, off = 0;
+  tlc_rollup_blk_t b;
+  if (fd < 0)
+    return;
+  if (fstat(fd, &st) < 0 || (uint64_t)st.st_size > MAX_FILE_BYTES ||
+      (buf = tlc_malloc((size_t)st.st_size + 1)) == NULL) {
+    close(fd);
+    return;
+  }
+  while (len < (size_t)st.st_size) {
+    ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  close(fd);
+  tlc_rollup_blk_init(&b);
+  while (off + 4 <= len && rd->err == 0) {
+    size_t used = 0;
+    char why[200];
+    int rc = tlc_rollup_decode(&b, buf + off, len - off, &used, why, sizeof why);
+    if (rc == 0) {
+      rd->res->blocks_read++;
+      add_blk(rd, &b);
+      off += used;
+      continue;
+    }
+    if (rc == TLC_ENOMEM) {
+      rd->err = rc;
+      break;
+    }
+    rd->res->blocks_refused++;
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s at byte %zu: %s (skipped)", path, off, why);
+    {
+      uint32_t magic = TLC_ROLLUP_MAGIC;
+      const uint8_t *nx = NULL;
+      for (size_t k = off + 1; k + 4 <= len; k++)
+        if (memcmp(buf + k, &magic, 4) == 0) {
+          nx = buf + k;
+          break;
+        }
+      if (nx == NULL)
+        break;
+      off = (size_t)(nx - buf);
+    }
+  }
+  tlc_rollup_blk_fini(&b);
+  tlc_free(buf);
+}
+
+/* Names of a directory's entries matching a prefix letter and a number (sorted by number). */
+static int numdir_cmp(const void *pa, const void *pb) {
+  const numdir_t *a = pa, *b = pb;
+  return a->num < b->num ? -1 : a->num > b->num;
+}
+
+static size_t list_num(const char *dir, char c, numdir_t **out) {
+  DIR *dd = opendir(dir);
+  struct dirent *de;
+  numdir_t *v = NULL;
+  size_t n = 0, cap = 0;
+  *out = NULL;
+  if (dd == NULL)
+    return 0;
+  while ((de = readdir(dd)) != NULL) {
+    if (!is_num_name(de->d_name, c) || strlen(de->d_name) >= sizeof(v->name))
+      continue;
+    if (n == cap) {
+      size_t nc = cap ? cap * 2 : 32;
+      numdir_t *nv = tlc_realloc(v, nc * sizeof(*nv));
+      if (nv == NULL)
+        break;
+      v = nv;
+      cap = nc;
+    }
+    v[n].num = strtoll(de->d_name + 1, NULL, 10);
+    snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+    n++;
+  }
+  closedir(dd);
+  qsort(v, n, sizeof(*v), numdir_cmp);
+  *out = v;
+  return n;
+}
+
+/* The files of one m/h directory: the area's, or every area's. */
+static void read_dir(reader_t *rd, const char *dir) {
+  char p[1700];
+  if (!rd->q->all_handles) {
+    snprintf(p, sizeof p, "%s/%" PRIu32 ".r", dir, rd->q->handle);
+    read_file(rd, p);
+    return;
+  }
+  DIR *dd = opendir(dir);
+  struct dirent *de;
+  if (dd == NULL)
+    return;
+  while ((de = readdir(dd)) != NULL && rd->err == 0) {
+    size_t l = strlen(de->d_name);
+    if (l < 3 || strcmp(de->d_name + l - 2, ".r") != 0)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    read_file(rd, p);
+  }
+  closedir(dd);
+}
+
+/* One epoch directory: minute directories of the days in range; hours of the days that have
+ * no minute directory any more. */
+static void read_epoch(reader_t *rd, const char *edir) {
+  const tlc_rollup_q_t *q = rd->q;
+  numdir_t *md, *hd;
+  size_t nm = list_num(edir, 'm', &md), nh = list_num(edir, 'h', &hd);
+  int64_t dlo = INT64_MIN, dhi = INT64_MAX;
+  char p[1500];
+  if (q->when == TLC_RQ_TARGET) {
+    if (q->has_since)
+      dlo = floor_div(floor_div(q->since, TLC_ROLLUP_MINUTE_NS), DAY_MIN);
+    if (q->has_until)
+      dhi = floor_div(floor_div(q->until - 1, TLC_ROLLUP_MINUTE_NS), DAY_MIN);
+  }
+  for (size_t i = 0; i < nm && rd->err == 0; i++) {
+    if (md[i].num < dlo || md[i].num > dhi)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", edir, md[i].name);
+    read_dir(rd, p);
+  }
+  rd->mdays = md;
+  rd->nmdays = nm;
+  for (size_t i = 0; i < nh && rd->err == 0; i++) {
+    if (hd[i].num * HOURDIR_DAYS + HOURDIR_DAYS - 1 < dlo || hd[i].num * HOURDIR_DAYS > dhi)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", edir, hd[i].name);
+    read_dir(rd, p);
+  }
+  rd->mdays = NULL;
+  rd->nmdays = 0;
+  tlc_free(md);
+  tlc_free(hd);
+}
+
+static void latest_epoch(const char *tdir, int64_t *epoch) {
+  numdir_t *ed;
+  size_t n = list_num(tdir, 'e', &ed);
+  *epoch = n > 0 ? ed[n - 1].num : -1;
+  tlc_free(ed);
+}
+
+void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_res_t *res) {
+  reader_t rd;
+  char tdir[1400], p[1500];
+  memset(res, 0, sizeof(*res));
+  memset(&rd, 0, sizeof rd);
+  rd.q = q;
+  rd.res = res;
+  if (q->target[0] == '\0' || strstr(q->target, "..") != NULL || q->target[0] == '/') {
+    res->status = TLC_EINVAL;
+    snprintf(res->err, sizeof res->err, "rollup: bad target name");
+    return;
+  }
+  snprintf(tdir, sizeof tdir, "%s/.rollup/%s", state_dir, q->target);
+  if (q->when == TLC_RQ_WALL) {
+    numdir_t *ed;
+    size_t n = list_num(tdir, 'e', &ed);
+    for (size_t i = 0; i < n && rd.err == 0; i++) {
+      snprintf(p, sizeof p, "%s/%s", tdir, ed[i].name);
+      read_epoch(&rd, p);
+    }
+    tlc_free(ed);
+  } else {
+    int64_t e = q->epoch;
+    if (e < 0)
+      latest_epoch(tdir, &e);
+    res->epoch = e < 0 ? 0 : (uint64_t)e;
+    if (e >= 0) {
+      snprintf(p, sizeof p, "%s/e%" PRId64, tdir, e);
+      read_epoch(&rd, p);
+    }
+  }
+  if (rd.err != 0) {
+    tlc_rollup_res_fini(res);
+    res->status = rd.err;
+    snprintf(res->err, sizeof res->err, "rollup: %s reading the rollups of %.64s",
+             tlc_strerror(rd.err), q->target);
+  }
+}
+
+/* ---- the worker ---- */
+
+static void worker_main(void *arg) {
+  tlc_rollup_t *r = arg;
+  for (;;) {
+    tlc_rollup_job_t *j;
+    int64_t now = tlc_when_now() / 1000000;
+    if (now - r->last_retention_ms >= RETENTION_MS) {
+      r->last_retention_ms = now;
+      retention(r, now);
+    }
+    uv_mutex_lock(&r->mu);
+    while (r->head == NULL)
+      if (uv_cond_timedwait(&r->cv, &r->mu, (uint64_t)RETENTION_MS * 1000000u) == UV_ETIMEDOUT)
+        break;
+    j = r->head;
+    if (j != NULL) {
+      r->head = j->next;
+      if (r->head == NULL)
+        r->tail = NULL;
+    }
+    uv_mutex_unlock(&r->mu);
+    if (j == NULL)
+      continue;
+    if (j->kind == TLC_RJOB_CHUNK) {
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target);
+      uv_mutex_lock(&r->mu);
+      r->queued -= j->nsamples;
+      uv_mutex_unlock(&r->mu);
+      if (o == NULL)
+        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples);
+      if (o != NULL) {
+        o->chunk_wall0 = j->chunk_wall0;
+        o->chunk_wall = j->chunk_wall;
+      }
+      for (size_t i = 0; o != NULL && i < j->nsamples; i++)
+        tlc__rollup_open_add(o, &j->samples[i]);
+      if (o != NULL && j->seal)
+        tlc__rollup_open_seal(o);
+      tlc__rollup_chunk_put(r, j->samples);
+      j->samples = NULL;
+      job_free(j);
+    } else if (j->kind == TLC_RJOB_QUERY) {
+      for (size_t i = 0; i < j->nq; i++)
+        tlc_rollup_read(r->state_dir, &j->q[i], &j->res[i]);
+      if (j->ans.encode != NULL)
+        j->ans.encode(j->ans.ctx, j->q, j->res, j->nq);
+      uv_mutex_lock(&r->mu);
+      r->st.queries++;
+      r->st.blocks_refused += j->res[0].blocks_refused + j->res[1].blocks_refused;
+      j->next = NULL;
+      if (r->done_tail)
+        r->done_tail->next = j;
+      else
+        r->done_head = j;
+      r->done_tail = j;
+      uv_mutex_unlock(&r->mu);
+      uv_async_send(&r->done_async);
+    } else {
+      for (size_t i = 0; i < r->nopens; i++)
+        tlc__rollup_open_free(r->opens[i]);
+      r->nopens = 0;
+      for (size_t i = 0; i < r->nhours; i++)
+        hour_flush(r, &r->hours[i]);
+      job_free(j);
+      return;
+    }
+  }
+}
+
+static void on_done(uv_async_t *h) {
+  tlc_rollup_t *r = h->data;
+  tlc_rollup_job_t *j;
+  uv_mutex_lock(&r->mu);
+  j = r->done_head;
+  r->done_head = r->done_tail = NULL;
+  uv_mutex_unlock(&r->mu);
+  while (j != NULL) {
+    tlc_rollup_job_t *nx = j->next;
+    if (!j->cancelled && j->cb != NULL)
+      j->cb(j->ud, j->res, j->nq);
+    else if (j->ans.free != NULL)
+      j->ans.free(j->ans.ctx);
+    job_free(j);
+    j = nx;
+  }
+}
+
+int tlc_rollup_new(uv_loop_t *loop, const tlc_rollup_opts_t *o, tlc_rollup_t **out) {
+  tlc_rollup_t *r;
+  size_t l;
+  *out = NULL;
+  if (o == NULL || o->state_dir == NULL || o->state_dir[0] == '\0')
+    return TLC_EINVAL;
+  r = tlc_calloc(1, sizeof(*r));
+  if (r == NULL)
+    return TLC_ENOMEM;
+  l = strlen(o->state_dir);
+  r->loop = loop;
+  r->state_dir = tlc_strndup(o->state_dir, l);
+  r->root = tlc_malloc(l + 16);
+  if (r->state_dir == NULL || r->root == NULL) {
+    tlc_free(r->state_dir);
+    tlc_free(r->root);
+    tlc_free(r);
+    return TLC_ENOMEM;
+  }
+  snprintf(r->root, l + 16, "%s/.rollup", o->state_dir);
+  tlc_rollup_set_budget(r, o->keep_minutes_ms, o->keep_hours_ms, o->max_bytes);
+  uv_mutex_init(&r->mu);
+  uv_cond_init(&r->cv);
+  uv_async_init(loop, &r->done_async, on_done);
+  r->done_async.data = r;
+  if (uv_thread_create(&r->thread, worker_main, r) != 0) {
+    uv_close((uv_handle_t *)&r->done_async, NULL);
+    /* the handle is closed on the next loop turn: r must outlive it */
+    r->stopping = 1;
+    *out = NULL;
+    return TLC_ENOMEM;
+  }
+  r->started = 1;
+  *out = r;
+  return 0;
+}
+
+void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t keep_hours_ms,
+                           uint64_t max_bytes) {
+  if (r->started)
+    uv_mutex_lock(&r->mu);
+  r->keep_minutes_ms = keep_minutes_ms ? keep_minutes_ms : 14ull * 86400000ull;
+  r->keep_hours_ms = keep_hours_ms ? keep_hours_ms : 400ull * 86400000ull;
+  r->max_bytes = max_bytes ? max_bytes : 1ull << 30;
+  if (r->started)
+    uv_mutex_unlock(&r->mu);
+}
+
+void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out) {
+  uv_mutex_lock(&r->mu);
+  *out = r->st;
+  uv_mutex_unlock(&r->mu);
+}
+
+int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *const *accs, const tlc_rollup_q_t *q,
+                      size_t nq, const tlc_rollup_ans_t *ans, tlc_rollup_cb cb, void *ud,
+                      tlc_rollup_job_t **job) {
+  tlc_rollup_job_t *j;
+  if (job != NULL)
+    *job = NULL;
+  if (r->stopping || nq < 1 || nq > 2)
+    return TLC_EINVAL;
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL)
+    return TLC_ENOMEM;
+  j->kind = TLC_RJOB_QUERY;
+  memcpy(j->q, q, nq * sizeof(*q));
+  j->nq = nq;
+  if (ans != NULL)
+    j->ans = *ans;
+  j->cb = cb;
+  j->ud = ud;
+  for (size_t i = 0; accs != NULL && i < nq; i++)
+    if (accs[i] != NULL)
+      tlc_rollup_acc_seal(accs[i]);
+  tlc__rollup_push(r, j);
+  if (job != NULL)
+    *job = j;
+  return 0;
+}
+
+void tlc_rollup_cancel(tlc_rollup_job_t *job) {
+  if (job != NULL)
+    job->cancelled = 1; /* read by on_done, on the loop thread as this */
+}
+
+static void on_closed(uv_handle_t *h) {
+  tlc_rollup_t *r = h->data;
+  while (r->npool > 0)
+    tlc_free(r->pool[--r->npool]);
+  uv_mutex_destroy(&r->mu);
+  uv_cond_destroy(&r->cv);
+  tlc_free(r->state_dir);
+  tlc_free(r->root);
+  tlc_free(r);
+}
+
+void tlc_rollup_close(tlc_rollup_t *r) {
+  tlc_rollup_job_t *j;
+  if (r == NULL)
+    return;
+  r->stopping = 1;
+  j = tlc_calloc(1, sizeof(*j));
+  if (j != NULL) {
+    j->kind = TLC_RJOB_STOP;
+    tlc__rollup_push(r, j);
+  } else {
+    uv_mutex_lock(&r->mu);
+    r->head = r->tail = NULL; /* cannot happen in practice: the thread is then left waiting */
+    uv_mutex_unlock(&r->mu);
+  }
+  uv_thread_join(&r->thread);
+  /* queries answered but not yet delivered: their requesters get them now */
+  on_done(&r->done_async);
+  for (size_t i = 0; i < r->nhours; i++) {
+    tlc_rollup_blk_fini(&r->hours[i].blk);
+    tlc_free(r->hours[i].target);
+  }
+  tlc_free(r->hours);
+  tlc_free(r->opens);
+  uv_close((uv_handle_t *)&r->done_async, on_closed);
+}

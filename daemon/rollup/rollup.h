@@ -1,0 +1,147 @@
+/* rollup.h - the rollups of SPEC section 14 on disk: per target, clock epoch, area and minute
+ * (and hour) of target time, the statistics of the samples that closed in it (formats/rollup.h
+ * cells), written off the event loop, kept under their own budget, and read back by queries.
+ *
+ * The loop side is an accumulator per target (tlc_rollup_acc_t): the engine's tap hands it every
+ * sample as it closes, and it counts the sample in the open minute's slot of its (area, context,
+ * state, kind) - a hash lookup, the scalar sums and one engine histogram increment. When a sample
+ * of another minute (or clock epoch) arrives, the open minute is handed whole to the module's
+ * worker thread, which turns its slots into cells, appends one block per area to that area's
+ * minute file, and merges it into the open hour of its target; an hour is written when the
+ * next one starts (or at close). Only minutes in which an area had a sample cost anything.
+ *
+ * Files, under STATE_DIR/.rollup/TARGET/ (a hidden directory: the store never looks into it,
+ * and raw-segment retention never deletes it):
+ *   e<EPOCH>/m<DAY>/<HANDLE>.r    the minutes of one target-time day (DAY = minute / 1440)
+ *   e<EPOCH>/h<DAY32>/<HANDLE>.r  the hours of 32 target-time days (DAY32 = DAY / 32)
+ * each a sequence of blocks (formats/rollup.h); a torn or damaged block is skipped (the reader
+ * looks for the next block's magic), logged and counted. Retention, by the worker once a
+ * minute: minute directories not written for `keep_minutes_ms`, hour directories for
+ * `keep_hours_ms`; then, while all of them together exceed `max_bytes`, the least recently
+ * written directory (minutes before hours).
+ *
+ * Queries run on the same worker, after every minute handed to it before they were submitted
+ * (tlc_rollup_submit seals the target's open minute first: a minute sealed early is two blocks
+ * that reads merge), and the answer comes back on the loop.
+ *
+ * Threads: tlc_rollup_new/close, the accumulator functions and tlc_rollup_submit on the loop
+ * thread; tlc_rollup_read on any thread (it only reads files).
+ */
+#ifndef TLC_ROLLUP_MOD_H
+#define TLC_ROLLUP_MOD_H
+
+#include "formats/rollup.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct tlc_rollup tlc_rollup_t;
+typedef struct tlc_rollup_acc tlc_rollup_acc_t;
+
+typedef struct tlc_rollup_opts {
+  const char *state_dir;    /* required (copied) */
+  uint64_t keep_minutes_ms; /* 0: 14 days */
+  uint64_t keep_hours_ms;   /* 0: 400 days */
+  uint64_t max_bytes;       /* 0: 1 GiB */
+} tlc_rollup_opts_t;
+
+/* One closed sample, as the engine's tap reports it. */
+typedef struct tlc_rollup_sample {
+  uint32_t handle, context;
+  uint64_t state;
+  uint8_t kind, row_kind;
+  int64_t value;
+  int64_t end; /* target time it closed */
+  uint64_t epoch;
+} tlc_rollup_sample_t;
+
+typedef struct tlc_rollup_stats {
+  uint64_t samples;         /* counted by the accumulators */
+  uint64_t minutes_sealed;  /* open minutes handed to the worker */
+  uint64_t blocks_written;  /* area-minute and area-hour blocks appended */
+  uint64_t bytes_written;   /* ... their bytes */
+  uint64_t write_errors;    /* appends that failed (logged) */
+  uint64_t blocks_refused;  /* damaged blocks skipped by readers */
+  uint64_t dirs_deleted;    /* by retention */
+  uint64_t bytes_on_disk;   /* all rollup files, at the last retention pass */
+  uint64_t queries;         /* answered */
+  uint64_t samples_dropped; /* no memory for a slot */
+} tlc_rollup_stats_t;
+
+/* Creates the module and starts its worker. 0, TLC_EINVAL (no state_dir) or TLC_ENOMEM. */
+int tlc_rollup_new(uv_loop_t *loop, const tlc_rollup_opts_t *o, tlc_rollup_t **out);
+/* Seals every open minute, lets the worker write them and the open hours, joins it and frees
+ * the module (the accumulators must be freed before). Loop thread; blocks until written. */
+void tlc_rollup_close(tlc_rollup_t *r);
+/* Live settings (config reload). */
+void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t keep_hours_ms,
+                           uint64_t max_bytes);
+void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out);
+
+/* An accumulator for target `name` (copied). NULL on TLC_ENOMEM. */
+tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);
+/* Seals the open minute and frees the accumulator. */
+void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
+/* Counts one sample in the open minute (sealing it first when s is of another minute). */
+void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
+/* Hands the open minute (if any) to the worker now. */
+void tlc_rollup_acc_seal(tlc_rollup_acc_t *a);
+
+/* A query: the rollups of one target over a range, merged per step. */
+enum { TLC_RQ_TARGET = 1, TLC_RQ_WALL = 2 };
+typedef struct tlc_rollup_q {
+  char target[256];
+  uint32_t handle; /* with all_handles 0 */
+  uint8_t all_handles;
+  uint8_t has_context;
+  uint32_t context;
+  int when;      /* TLC_RQ_TARGET: target ns in `epoch` (-1: the latest stored); WALL: Unix ns */
+  int64_t epoch; /* TARGET */
+  uint8_t has_since, has_until;
+  int64_t since, until;
+  int64_t step_min; /* minutes per step (1, 60, 1440, ...); 0: the whole range is one step */
+} tlc_rollup_q_t;
+
+typedef struct tlc_rollup_res {
+  int status; /* 0 or a TLC_E* code, err says why */
+  char err[256];
+  uint64_t epoch; /* TARGET queries: the epoch read */
+  /* steps with samples, ascending: minute = the step's first minute (target time, or wall
+   * clock minutes since 1970 for WALL queries), span = step_min; the cells merged */
+  tlc_rollup_blk_t *steps;
+  size_t nsteps;
+  uint64_t blocks_read, blocks_refused;
+} tlc_rollup_res_t;
+
+void tlc_rollup_res_fini(tlc_rollup_res_t *res);
+
+/* Reads the rollups under state_dir for q into res (initialised here). Any thread. */
+void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_res_t *res);
+
+/* What a query's answer is turned into on the worker (e.g. a JSON document in ctx): encode runs
+ * there after the reads, with every result; free(ctx) when the query was cancelled. */
+typedef struct tlc_rollup_ans {
+  void (*encode)(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *res, size_t nq);
+  void (*free)(void *ctx);
+  void *ctx;
+} tlc_rollup_ans_t;
+
+typedef struct tlc_rollup_job tlc_rollup_job_t;
+
+/* Runs nq (1 or 2) queries q[] on the worker after sealing the open minutes of accs[] (entries
+ * may be NULL); ans (may be NULL) encodes there; cb runs on the loop with the results res[nq]
+ * (owned by the module; the callee may take steps by zeroing them). *job (may be NULL) is for
+ * tlc_rollup_cancel. 0, TLC_ENOMEM or TLC_EINVAL (closing, nq out of range). */
+typedef void (*tlc_rollup_cb)(void *ud, tlc_rollup_res_t *res, size_t nq);
+int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *const *accs, const tlc_rollup_q_t *q,
+                      size_t nq, const tlc_rollup_ans_t *ans, tlc_rollup_cb cb, void *ud,
+                      tlc_rollup_job_t **job);
+/* The requester is gone: cb will not run; ans.free(ctx) will. Loop thread, before cb ran. */
+void tlc_rollup_cancel(tlc_rollup_job_t *job);
+
+/* The engine's quantile of a cell: the representative of the bucket holding the nearest-rank
+ * sample of permille / 1000, clamped to [min, max] (within 1%); min when the cell has no bins. */
+int64_t tlc_rollup_quantile(const tlc_rollup_cell_t *c, unsigned permille);
+
+#endif

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Rollups, trend and diff (SPEC 14; docs/rollups.md) against a real tlcapd, over HTTP:
+- trend: calls whose target times span several minutes; /trend per minute, per hour and by
+  wall clock equals the counts, means and maxima computed here from the durations sent, and
+  p99 is within 1% of the exact nearest rank; the same answers after a clean restart (the
+  rollups are on disk, the open minute was sealed at shutdown);
+- diff: one area made slower by a known factor in the second of two ranges comes first, with
+  that factor (the ratio of the means computed here), significant; the unchanged areas are not;
+- bad parameters are a 400 naming the parameter;
+- `tlcap trend --json` and `tlcap diff --json` (protobuf) print the HTTP API's documents, and
+  their tables list the minutes and the slowed area first.
+Target times are crafted (minutes of target time, no waiting for real minutes).
+
+Usage: test_rollups.py TLCAPD TLCAP"""
+import json
+import math
+import subprocess
+import os
+import random
+import sys
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
+NAME = "l@127.0.0.1"
+MIN = 60 * 10**9
+
+
+def stream(areas, minutes, per_min, slow=None, seed=1):
+    """Calls of `areas` functions (handles 0x1000 + i) on core 0, `per_min` per area in each of
+    `minutes` minutes of target time; durations random; slow = (area, factor, first minute):
+    that area's durations times factor from that minute on. Returns (bytes, {(area, minute):
+    [durations]}) with minute the one the call's exit fell in."""
+    rnd = random.Random(seed)
+    out, got = [], {}
+    for m in range(minutes):
+        t = m * MIN + 1000
+        gap = (MIN - 2000) // (areas * per_min)
+        for k in range(per_min):
+            for a in range(areas):
+                d = 1000 + rnd.randrange(0, 4000)
+                if slow is not None and a == slow[0] and m >= slow[2]:
+                    d *= slow[1]
+                out.append(T.bin11(0x1000 + a, 3, 0, 0, t))
+                out.append(T.bin11(0x1000 + a, 0, 0, 0, t + d))
+                got.setdefault((a, (t + d) // MIN), []).append(d)
+                t += gap
+    return b"".join(out), got
+
+
+def send_all(port, data):
+    s = D.connect(port)
+    s.sendall(data)
+    s.shutdown(1)
+    D.wait_eof(s, timeout=60)
+    s.close()
+
+
+def get(hport, path):
+    url = "http://127.0.0.1:%d%s" % (hport, path)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def cli(sport, *args):
+    p = subprocess.run([TLCAP, "--connect", "127.0.0.1:%d" % sport] + list(args),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    T.eq(p.returncode, 0, "tlcap %s: %s" % (" ".join(args), p.stderr.decode()))
+    return p.stdout.decode()
+
+
+def p99(vals):
+    v = sorted(vals)
+    k = max(1, math.ceil(0.99 * len(v)))
+    return v[k - 1]
+
+
+def check_step(step, vals, what):
+    T.eq(step["count"], len(vals), what + " count")
+    T.check(abs(step["mean"] - sum(vals) / len(vals)) < 1e-6 * step["mean"],
+            "%s mean %r, want %r" % (what, step["mean"], sum(vals) / len(vals)))
+    T.eq(step["max"], max(vals), what + " max")
+    T.eq(step["min"], min(vals), what + " min")
+    T.check(abs(step["p99"] - p99(vals)) <= 0.01 * p99(vals),
+            "%s p99 %r, exact %r" % (what, step["p99"], p99(vals)))
+
+
+def check_trend(hport, got, area, minutes):
+    st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m" % (NAME, 0x1000 + area))
+    T.eq(st, 200, "trend status: %r" % doc)
+    T.eq([s["start"] for s in doc["steps"]],
+         [m * MIN for m in range(minutes + 1) if (area, m) in got], "one step per minute")
+    for s in doc["steps"]:
+        check_step(s, got[(area, s["start"] // MIN)], "minute %d" % (s["start"] // MIN))
+    allv = [d for (a, m), v in got.items() if a == area for d in v]
+    for q in ("since=ns:0&step=1h", "since=-1h&step=1d"):
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&%s" % (NAME, 0x1000 + area, q))
+        T.eq(st, 200, "trend %s: %r" % (q, doc))
+        T.eq(len(doc["steps"]), 1, "one step (%s)" % q)
+        check_step(doc["steps"][0], allv, q)
+    # a range of two minutes: exactly theirs
+    st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:%d&until=ns:%d&step=1h"
+                  % (NAME, 0x1000 + area, 2 * MIN, 4 * MIN))
+    T.eq(st, 200, "trend of minutes 2-3")
+    check_step(doc["steps"][0], got[(area, 2)] + got[(area, 3)], "minutes 2-3")
+    return doc
+
+
+def test_trend_and_restart(d):
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port]
+    data, got = stream(3, 5, 40)
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, data)
+        for a in range(3):
+            check_trend(hport, got, a, 5)
+        # the command line: the same document over protobuf, and a table of the minutes
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=4097&since=ns:0&step=1m" % NAME)
+        T.eq(json.loads(cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--json")), doc,
+             "tlcap trend --json is the HTTP document")
+        lines = cli(sport, "trend", NAME, "4097", "--since", "ns:0").splitlines()
+        T.eq([ln.split()[0] for ln in lines[2:]], ["ns:%d" % (m * MIN) for m in range(6)
+                                                   if (1, m) in got], "a row per minute")
+        T.eq([int(ln.split()[1]) for ln in lines[2:]],
+             [len(got[(1, m)]) for m in range(6) if (1, m) in got], "the counts")
+        # every sample counted, none dropped: per call NET, GROSS and CALL at its X, and at every
+        # E but each area's first PERIOD and OUTSIDE (the area was outside since its last X);
+        # the stats dump's rollup object
+        calls = sum(len(v) for v in got.values())
+        ru = dm.stats()["rollup"]
+        T.eq((ru["samples"], ru["samples_dropped"], ru["write_errors"]),
+             (3 * calls + 2 * (calls - 3), 0, 0), "rollup counters %r" % ru)
+        st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
+        T.eq(st, 400, "no area")
+        T.check("area" in doc["error"]["message"], doc["error"]["message"])
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=1&since=ns:0&step=7x" % NAME)
+        T.eq(st, 400, "bad step")
+        T.check("step" in doc["error"]["message"], doc["error"]["message"])
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=1&since=ns:0&bogus=1" % NAME)
+        T.eq(st, 400, "unknown parameter")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        for a in range(3):  # from the files alone
+            check_trend(hport, got, a, 5)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the restart")
+
+
+def test_diff_one_area_slowed(d):
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    areas, slowed, factor = 6, 3, 3
+    data, got = stream(areas, 10, 30, slow=(slowed, factor, 5), seed=5)
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port], store=True,
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, data)
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d..ns:%d"
+                      % (NAME, 5 * MIN, 5 * MIN, 10 * MIN + MIN))
+        T.eq(st, 200, "diff status: %r" % doc)
+        rows = doc["areas"]
+        T.eq(len(rows), areas, "every area compared")
+        T.eq(rows[0]["area"], 0x1000 + slowed, "the slowed area first: %r" % rows[0])
+        T.check(rows[0]["significant"], "the slowed area is significant")
+        T.check(rows[0]["p99_beyond_error"], "its p99 moved beyond the histograms' error")
+        for r in rows:
+            a = r["area"] - 0x1000
+            va = [x for (h, m), v in got.items() if h == a and m < 5 for x in v]
+            vb = [x for (h, m), v in got.items() if h == a and m >= 5 for x in v]
+            T.eq((r["a"]["count"], r["b"]["count"]), (len(va), len(vb)), "counts of %d" % a)
+            want = (sum(vb) / len(vb)) / (sum(va) / len(va))
+            T.check(abs(r["factor"] - want) < 1e-6 * want,
+                    "area %d factor %r, want %r" % (a, r["factor"], want))
+            if a == slowed:
+                T.check(abs(r["factor"] - factor) < 0.1 * factor, "about the factor slowed")
+            else:
+                T.check(not r["significant"], "unchanged area %d not significant: %r" % (a, r))
+        # the same target on both sides: b_target names it explicitly
+        st, doc2 = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d..ns:%d&b_target=%s"
+                       % (NAME, 5 * MIN, 5 * MIN, 11 * MIN, NAME))
+        T.eq(st, 200, "diff with b_target")
+        T.eq(doc2["areas"], rows, "the same answer")
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0" % NAME)
+        T.eq(st, 400, "a without b")
+        # tlcap diff: the same document, and a table with the slowed area first
+        ra, rb = "ns:0..ns:%d" % (5 * MIN), "ns:%d..ns:%d" % (5 * MIN, 11 * MIN)
+        T.eq(json.loads(cli(sport, "diff", NAME, "--a", ra, "--b", rb, "--json"))["areas"], rows,
+             "tlcap diff --json is the HTTP document")
+        lines = cli(sport, "diff", NAME, "--a", ra, "--b", rb).splitlines()
+        T.eq(lines[2].split()[0], "0x%08X" % (0x1000 + slowed), "the slowed area first")
+        T.check("yes" in lines[2].split(), "marked significant: %r" % lines[2])
+        T.eq(sum(1 for ln in lines[3:] if ln.split()[10] == "yes"), 0,
+             "no other significant: %r" % lines)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+
+
+if __name__ == "__main__":
+    T.main([test_trend_and_restart, test_diff_one_area_slowed])

@@ -1,0 +1,254 @@
+/* test_rollup_mod.c - the rollup module (daemon/rollup): samples fed to an accumulator over
+ * several minutes of target time and two clock epochs, written by the worker, read back per
+ * minute, per hour and as one step, equal the statistics computed here from the samples; a
+ * query submitted on the loop sees the open minute; hours answer alone once retention deleted
+ * the minutes (their files made old); a torn block at a file's end is skipped and counted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "rollup/rollup.h"
+#include "rng.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define NS    4000
+#define SPANM 150 /* minutes of target time: 3 hours, two of them whole */
+
+typedef struct smp {
+  uint32_t handle;
+  uint8_t kind;
+  int64_t v, t;
+  uint64_t epoch;
+} smp_t;
+
+static char dir[256];
+
+static void rm_rf(const char *p) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", p);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Samples in time order (the engine closes them so), epoch 0 then 1 from sample NS/2. */
+static smp_t *make(uint64_t seed) {
+  rng_t r;
+  smp_t *s = calloc(NS, sizeof(*s));
+  int64_t t = 5 * TLC_ROLLUP_MINUTE_NS + 7;
+  rng_seed(&r, seed);
+  for (int i = 0; i < NS; i++) {
+    s[i].handle = 10 + (uint32_t)rng_below(&r, 4);
+    s[i].kind = (uint8_t)rng_below(&r, 2);
+    s[i].v = (int64_t)rng_below(&r, 1ull << rng_below(&r, 28));
+    if (i == NS / 2)
+      t = 3 * TLC_ROLLUP_MINUTE_NS; /* the board restarted: a new epoch, times start over */
+    t += (int64_t)rng_below(&r, 2 * (SPANM * TLC_ROLLUP_MINUTE_NS / NS));
+    s[i].t = t;
+    s[i].epoch = i < NS / 2 ? 0 : 1;
+  }
+  return s;
+}
+
+static void feed(tlc_rollup_acc_t *a, const smp_t *s, int from, int to) {
+  for (int i = from; i < to; i++) {
+    tlc_rollup_sample_t x = { s[i].handle, 0, 0, s[i].kind, 0, s[i].v, s[i].t, s[i].epoch };
+    tlc_rollup_add(a, &x);
+  }
+}
+
+/* Checks every step of res (handle h, kind k) against the samples of epoch e. */
+static void check(const smp_t *s, int upto, const tlc_rollup_res_t *res, uint32_t h, uint64_t e,
+                  int64_t step) {
+  size_t found = 0;
+  for (size_t i = 0; i < res->nsteps; i++) {
+    for (uint8_t k = 0; k < 2; k++) {
+      tlc_rollup_key_t key = { h, 0, 0, k, 0 };
+      const tlc_rollup_cell_t *c = tlc_rollup_cell_find(&res->steps[i], &key);
+      uint64_t n = 0;
+      int64_t sum = 0, mx = 0;
+      for (int j = 0; j < upto; j++) {
+        int64_t m = s[j].t / TLC_ROLLUP_MINUTE_NS;
+        if (s[j].handle != h || s[j].kind != k || s[j].epoch != e)
+          continue;
+        if (step > 0 && (m / step) * step != res->steps[i].minute)
+          continue;
+        if (n == 0 || s[j].v > mx)
+          mx = s[j].v;
+        n++;
+        sum += s[j].v;
+      }
+      if (n == 0) {
+        assert_true(c == NULL);
+        continue;
+      }
+      assert_non_null(c);
+      assert_int_equal(c->d.n, n);
+      assert_int_equal(c->d.sum, sum);
+      assert_int_equal(c->d.max, mx);
+      /* the largest sample's bucket: its representative, within 1% */
+      assert_true(llabs(tlc_rollup_quantile(c, 1000) - mx) <= mx / 100);
+      found += n;
+    }
+  }
+  /* and no step is missing: every sample of the epoch was in one */
+  {
+    size_t all = 0;
+    for (int j = 0; j < upto; j++)
+      all += s[j].handle == h && s[j].kind < 2 && s[j].epoch == e;
+    assert_int_equal(found, all);
+  }
+}
+
+static void query(uint32_t h, int64_t epoch, int64_t step, tlc_rollup_res_t *res) {
+  tlc_rollup_q_t q;
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "%s", "board/app");
+  q.handle = h;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = epoch;
+  q.step_min = step;
+  tlc_rollup_read(dir, &q, res);
+  assert_int_equal(res->status, 0);
+}
+
+static int answered;
+static tlc_rollup_res_t got;
+
+static void on_answer(void *ud, tlc_rollup_res_t *res, size_t nq) {
+  (void)ud;
+  assert_int_equal(nq, 1);
+  answered++;
+  got = *res;
+  res->steps = NULL; /* taken */
+  res->nsteps = 0;
+}
+
+static void age_minutes(const char *d, int depth) {
+  DIR *dd = opendir(d);
+  struct dirent *de;
+  if (dd == NULL)
+    return;
+  while ((de = readdir(dd)) != NULL) {
+    char p[1024];
+    struct stat st;
+    if (de->d_name[0] == '.')
+      continue;
+    snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+      age_minutes(p, depth + (de->d_name[0] == 'm'));
+    else if (depth > 0) {
+      struct timeval tv[2] = { { 1000, 0 }, { 1000, 0 } };
+      assert_int_equal(utimes(p, tv), 0);
+    }
+  }
+  closedir(dd);
+}
+
+static void test_write_read(void **state) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *a;
+  tlc_rollup_opts_t o;
+  tlc_rollup_res_t res;
+  tlc_rollup_q_t q;
+  tlc_rollup_stats_t st;
+  smp_t *s = make(7);
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  a = tlc_rollup_acc_new(r, "board/app");
+  assert_non_null(a);
+  feed(a, s, 0, NS - 100);
+  /* a query on the loop sees everything fed so far, the open minute included */
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "board/app");
+  q.handle = 11;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = -1;
+  q.step_min = 1;
+  assert_int_equal(tlc_rollup_submit(r, &a, &q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  assert_int_equal(got.status, 0);
+  assert_int_equal(got.epoch, 1);
+  check(s, NS - 100, &got, 11, 1, 1);
+  tlc_rollup_res_fini(&got);
+  feed(a, s, NS - 100, NS);
+  tlc_rollup_acc_free(a);
+  tlc_rollup_get_stats(r, &st);
+  assert_int_equal(st.samples_dropped, 0);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+
+  for (uint32_t h = 10; h < 14; h++)
+    for (uint64_t e = 0; e < 2; e++) {
+      query(h, (int64_t)e, 1, &res);
+      check(s, NS, &res, h, e, 1);
+      tlc_rollup_res_fini(&res);
+      query(h, (int64_t)e, 60, &res);
+      check(s, NS, &res, h, e, 60);
+      tlc_rollup_res_fini(&res);
+      query(h, (int64_t)e, 0, &res);
+      assert_int_equal(res.nsteps, 1);
+      check(s, NS, &res, h, e, 0);
+      tlc_rollup_res_fini(&res);
+    }
+
+  /* retention: minutes made old go at the worker's first pass; the hours then answer alone */
+  {
+    char p[400];
+    snprintf(p, sizeof p, "%s/.rollup", dir);
+    age_minutes(p, 0);
+  }
+  assert_int_equal(uv_loop_init(&loop), 0);
+  o.keep_minutes_ms = 86400000;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  /* the worker's first pass runs before it takes any job: close's stop job waits for it */
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  for (uint32_t h = 10; h < 14; h++) {
+    query(h, 1, 60, &res);
+    check(s, NS, &res, h, 1, 60);
+    tlc_rollup_res_fini(&res);
+  }
+  /* a torn block at the end of an hour file is skipped and counted */
+  {
+    char p[400];
+    int fd;
+    snprintf(p, sizeof p, "%s/.rollup/board/app/e1/h0/12.r", dir);
+    fd = open(p, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "TLRU\1\0\0\0garbage", 15), 15);
+    close(fd);
+    query(12, 1, 60, &res);
+    check(s, NS, &res, 12, 1, 60);
+    assert_int_equal(res.blocks_refused, 1);
+    tlc_rollup_res_fini(&res);
+  }
+  rm_rf(dir);
+  free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_write_read),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
