@@ -80,9 +80,10 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
     tlc_out_printf(o,
                    ", \"store\": {\"queue_bytes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
                    ", \"dropped\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
-                   ", \"stored_segments\": %" PRIu64 ", \"disk_full\": %d}",
+                   ", \"stored_segments\": %" PRIu64 ", \"on_disk_bytes\": %" PRIu64
+                   ", \"on_disk_segments\": %" PRIu64 ", \"disk_full\": %d}",
                    di.store_queue_bytes, di.store_bytes_written, di.store_dropped, di.stored_bytes,
-                   di.stored_segments, di.disk_full ? 1 : 0);
+                   di.stored_segments, di.on_disk_bytes, di.on_disk_segments, di.disk_full ? 1 : 0);
   else
     tlc_out_puts(o, ", \"store\": null");
   opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);

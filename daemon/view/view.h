@@ -81,6 +81,8 @@ typedef struct tlc_view_daemon {
   uint64_t store_dropped;       /* records dropped by storage (queue full, disk full, I/O) */
   uint64_t stored_bytes;        /* sealed segments on disk */
   uint64_t stored_segments;     /* sealed segments on disk */
+  uint64_t on_disk_bytes;       /* sealed and open segments on disk, all targets */
+  uint64_t on_disk_segments;    /* the same segments, counted */
   int disk_full;                /* writing paused (ENOSPC) */
   int has_disk_free;            /* disk_free_bytes valid */
   uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
@@ -100,6 +102,8 @@ typedef struct tlc_view_store {
   uint64_t bytes_written, records_written, dropped_records;
   uint64_t segment_seq;   /* sequence of the open segment (0: none open) */
   uint64_t segment_bytes; /* bytes in the open segment */
+  uint64_t disk_bytes;    /* its segments on disk, sealed (also from before a restart) and open */
+  uint64_t disk_segments; /* the same segments, counted */
 } tlc_view_store_t;
 
 typedef struct tlc_view {
