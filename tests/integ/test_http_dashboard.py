@@ -1,20 +1,24 @@
 """The dashboard in headless Chromium, driven over the DevTools protocol (SPEC 9): the page
 loads with no console error, lists the targets, shows an area's count equal to `tlcap stats`,
 updates as events arrive, charts a chosen area with dygraphs, and after a daemon restart
-reconnects and says so. A screenshot is kept in the build directory (http_dashboard.png).
+reconnects and says so. Screenshots are kept as artefacts in SCREENSHOT_DIR (made if missing,
+printed at the start): <build>/tests/integ/dashboard_screenshots under ctest.
 
-usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_PATH"""
+usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_DIR"""
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
-TLCAPD, TLCAP, SHOT = sys.argv[1], sys.argv[2], sys.argv[3]
+TLCAPD, TLCAP, SHOTS = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+os.makedirs(SHOTS, exist_ok=True)
+print("screenshots in", SHOTS)
 
 
 def stats_count(sport, target, handle, context):
@@ -37,8 +41,42 @@ def wait_js(b, expr, what, timeout=15.0):
 
 def cell(b, sel, key):
     return b.eval("(() => { const r = document.querySelector(%s); if (!r) return null;"
-                  " const c = r.querySelector('td[data-k=\"%s\"]'); return c ? c.textContent"
+                  " const c = r.querySelector('[data-k=\"%s\"]'); return c ? c.textContent"
                   " : null; })()" % (json.dumps(sel), key))
+
+
+def no_overflow(b, what):
+    """Nothing runs off the right edge: the page does not scroll sideways, and no element of
+    the page (a table scrolls in its own box) ends past the window's width."""
+    wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
+    T.check(wide <= 0, "%s: the page scrolls sideways by %s px" % (what, wide))
+    cut = b.eval("[...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null"
+                 " && !e.closest('.table-box') && e.getBoundingClientRect().right >"
+                 " window.innerWidth + 0.5).map(e => e.tagName + '#' + e.id + '.' +"
+                 " e.className).slice(0, 5)")
+    T.eq(cut, [], "%s: elements cut at the right edge" % what)
+
+
+def fmt_bytes(v):
+    """The page's rule (docs/http.md): KiB, MiB, ... with one decimal, bytes as they are."""
+    units, i, v = ["B", "KiB", "MiB", "GiB", "TiB"], 0, float(v)
+    while v >= 1024 and i < len(units) - 1:
+        v /= 1024
+        i += 1
+    return ("%.1f" % v if i else "%d" % v) + " " + units[i]
+
+
+def segment_bytes_on_disk(state, target):
+    """The bytes of the target's segments on disk: every file of its directory but its
+    checkpoint and mapping (data, compressed data, exports, manifests)."""
+    d, total, names = os.path.join(state, target), 0, []
+    for n in sorted(os.listdir(d)):
+        p = os.path.join(d, n)
+        if not os.path.isfile(p) or n.startswith("target.") or n.startswith("mapping"):
+            continue
+        names.append(n)
+        total += os.path.getsize(p)
+    return total, names
 
 
 def num(text):
@@ -62,10 +100,10 @@ def test_dashboard(d):
         dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 240, what="first batch")
 
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        wait_js(b, "document.querySelector('tr[data-target=\"board\"]') !== null",
+        wait_js(b, "document.querySelector('.card[data-target=\"board\"]') !== null",
                 "the overview lists the target")
-        T.eq(num(cell(b, 'tr[data-target="board"]', "events")), 240, "events in the overview")
-        T.check(cell(b, 'tr[data-target="board"]', "state").startswith("connected"),
+        T.eq(num(cell(b, '[data-target="board"]', "events")), 240, "events in the overview")
+        T.check(cell(b, '[data-target="board"]', "state").startswith("connected"),
                 "state connected")
 
         # subscribers per target: a `tlcap watch board` counts for board, not for another
@@ -76,15 +114,15 @@ def test_dashboard(d):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_js(b, "(() => { const c = (t) => { const r = document.querySelector("
-                    "'tr[data-target=\"' + t + '\"] td[data-k=\"subscribers\"]');"
+                    "'[data-target=\"' + t + '\"] [data-k=\"subscribers\"]');"
                     " return r ? r.textContent : null; };"
                     " return c('board') === '1' && c('other') === '0'; })()",
                     "board has 1 subscriber, other 0")
         finally:
             w.terminate()
             w.wait(10)
-        wait_js(b, "(() => { const r = document.querySelector('tr[data-target=\"board\"]"
-                " td[data-k=\"subscribers\"]'); return r && r.textContent === '0'; })()",
+        wait_js(b, "(() => { const r = document.querySelector('[data-target=\"board\"]"
+                " [data-k=\"subscribers\"]'); return r && r.textContent === '0'; })()",
                 "board's subscriber gone")
         o.close()
 
@@ -120,7 +158,7 @@ def test_dashboard(d):
             n = b.eval("Number(document.body.dataset.updates)")
             wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "next update")
         wait_js(b, "document.querySelector('#chart canvas') !== null", "dygraphs chart drawn")
-        b.screenshot(SHOT)
+        b.screenshot(os.path.join(SHOTS, "target_live.png"))
         b.pump()
         T.eq(b.errors, [], "no console errors before the restart")
 
@@ -179,7 +217,7 @@ def test_dashboard_token(d):
         # a wrong token first: the page says it was refused and asks again, saying why
         b.prompt_answer = ["wrong-token", "page-token"]
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+        wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown once the right token was given")
         T.eq(len(b.prompts), 2, "asked twice: %r" % b.prompts)
         T.check("refused" in b.prompts[1], "the second prompt says why: %r" % b.prompts[1])
@@ -187,7 +225,7 @@ def test_dashboard_token(d):
         T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
              "kept in the tab's session storage")
         b.call("Page.reload")
-        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+        wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown after a reload")
         T.eq(len(b.prompts), 0, "not asked again after a reload")
         b.pump()
@@ -202,7 +240,7 @@ def test_dashboard_layout(d):
     """A user's first look at a two-core target, at 1400x900 and 800x600: the page never
     scrolls sideways, the target's page opens on a chart with data (its busiest areas
     ticked), one context at a time with a selector (Neutral first), a column per rolling
-    window, and a filter. Screenshots of both sizes are kept beside SCREENSHOT_PATH."""
+    window, and a filter. Screenshots of both sizes are kept in SCREENSHOT_DIR."""
     try:
         b = cdp.Browser(d)
     except FileNotFoundError:
@@ -224,9 +262,25 @@ def test_dashboard_layout(d):
             t += 1000
         s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
         dm.wait_stats(lambda st: any(x["events"] == 1400 for x in st["targets"]), what="events")
-        base = os.path.splitext(SHOT)[0]
         for w, h in ((1400, 900), (800, 600)):
             b.viewport(w, h)
+            # the overview: a card per target, its figures those of the API
+            b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+            wait_js(b, "document.querySelector('.card[data-target=\"dual\"]') !== null",
+                    "the overview's card")
+            api = [x for x in api_targets(hport) if x["name"] == "dual"][0]
+            card = '.card[data-target="dual"]'
+            T.eq(num(cell(b, card, "events")), api["counters"]["events"], "card: events")
+            T.eq(num(cell(b, card, "gaps")), api["gaps"], "card: gaps")
+            T.eq(num(cell(b, card, "resets")), api["counters"]["clock_resets"], "card: resets")
+            T.eq(cell(b, card, "state"), "connected", "card: state")
+            T.eq(cell(b, card, "stored"), "off", "card: not stored (--no-store)")
+            T.check(b.eval("document.querySelector(%s + ' [data-k=\"budgets\"]').hidden"
+                           % json.dumps(card)), "no budget: the slot shows nothing")
+            T.check(b.eval("document.querySelector(%s + ' svg.spark') !== null"
+                           % json.dumps(card)), "a rate sparkline")
+            no_overflow(b, "the overview at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "overview_%dx%d.png" % (w, h)))
             b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
             wait_js(b, "document.querySelector('#areas tbody tr') !== null", "area rows")
             wait_js(b, "document.querySelector('#chart canvas') !== null &&"
@@ -244,7 +298,7 @@ def test_dashboard_layout(d):
             T.eq(heads, ["last 1 s", "last 10 s", "last 60 s"], "a column per window")
             wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
             T.check(wide <= 0, "the page scrolls sideways by %s px at %dx%d" % (wide, w, h))
-            b.screenshot("%s_%dx%d.png" % (base, w, h))
+            b.screenshot(os.path.join(SHOTS, "target_%dx%d.png" % (w, h)))
         # one context at a time: core1 shows isr (and the data variable), not main
         b.eval("(() => { const c = document.getElementById('ctx'); c.value = 'core1';"
                " c.dispatchEvent(new Event('change')); })()")
@@ -267,4 +321,74 @@ def test_dashboard_layout(d):
         dm.stop()
 
 
-T.main([test_dashboard, test_dashboard_token, test_dashboard_layout])
+def api_targets(hport):
+    with urllib.request.urlopen("http://127.0.0.1:%d/api/v1/targets" % hport, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_dashboard_stored(d):
+    """What is stored, said once: the header's "stored" and each target's card agree with the
+    bytes of its segments on disk, and still do after a restart (the sealed segments found on
+    disk at start count, not only what this run wrote)."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "in=bin11@127.0.0.1:%d" % port]
+    dm = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport,
+                  store=True)
+    dm2 = None
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        for k in range(3):  # three segments sealed by rotation, each of 2,000 records
+            s.sendall(D.calls(1000, t0=10 ** 9 * (k + 1), step=1000, handle=7, core=0))
+            dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 2000 * (k + 1),
+                          what="batch %d" % k)
+            dm.wait_stats(lambda st: st["store"]["records_written"] == 2000 * (k + 1),
+                          what="batch %d written" % k)
+            rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", "board"],
+                               timeout=30)
+            T.eq(rc, 0, "tlcap rotate: " + err)
+        s.close()
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "first daemon's exit status")
+        disk, names = segment_bytes_on_disk(dm.state, "board")
+        T.check(disk > 2000 * 3 * 24, "segments on disk: %d bytes in %r" % (disk, names))
+
+        dm2 = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport,
+                       serve="127.0.0.1:%d" % sport, store=True)
+        dm2.wait_sealed()
+        disk, names = segment_bytes_on_disk(dm.state, "board")
+        tb = [x for x in api_targets(hport) if x["name"] == "board"]
+        T.eq(len(tb), 1, "board listed after the restart")
+        st = tb[0]["storage"]
+        T.eq(st["disk_bytes"], disk, "/api/v1/targets: board's disk_bytes = the files %r" % names)
+        T.check(st["disk_segments"] >= 3, "at least the 3 rotated segments: %r" % st)
+        print("board on disk after the restart: %d bytes in %r" % (disk, names))
+
+        b.viewport(1400, 900)
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        want = fmt_bytes(disk)
+        wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                " [data-k=\"stored\"]'); return c !== null && c.textContent === %s; })()"
+                % json.dumps(want), "the card says %s stored" % want)
+        T.eq(num(cell(b, '.card[data-target="board"]', "segments")), st["disk_segments"],
+             "the card's segments")
+        head = b.eval("document.getElementById('daemon').textContent")
+        T.check(("stored %s in %d segments" % (want, st["disk_segments"])) in head,
+                "the header says what the card says: %r" % head)
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        b.close()
+        for x in (dm, dm2):
+            if x is not None and x.p.poll() is None:
+                x.stop()
+
+
+ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored]
+ONLY = os.environ.get("TLC_ONLY")  # a developer's shortcut: TLC_ONLY=test_a,test_b
+T.main([t for t in ALL if not ONLY or t.__name__ in ONLY.split(",")])

@@ -141,7 +141,7 @@ function onLive(m) {
   let txt = "tlcapd " + d.version + " · subscribers " + d.subscribers + " · dashboards " +
             d.websockets;
   if (d.store) txt += " · store queue " + fmtBytes(d.store.queue_bytes) + " · stored " +
-                      fmtBytes(d.store.stored_bytes) + " in " + d.store.stored_segments +
+                      fmtBytes(d.store.on_disk_bytes) + " in " + d.store.on_disk_segments +
                       " segments" + (d.store.disk_full ? " · DISK FULL" : "");
   if (d.disk_free !== null) txt += " · disk free " + fmtBytes(d.disk_free);
   $("daemon").textContent = txt;
@@ -165,55 +165,110 @@ function sparkSvg(vals) {
   return svg;
 }
 
-function renderTargets(t, targets) {
-  const tb = $("targets").tBodies[0];
-  const frag = document.createDocumentFragment();
-  for (const x of targets) {
-    const prev = S.prevTargets.get(x.name);
-    let rate = 0;
-    if (prev && t > prev.t) rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
-    S.prevTargets.set(x.name, { t: t, events: x.events });
-    const sp = S.spark.get(x.name) || [];
-    if (prev) sp.push(rate);
-    while (sp.length > SPARK) sp.shift();
-    S.spark.set(x.name, sp);
+// One card per target: its state, the event rate now and over the last minute (sparkline),
+// what went wrong (gaps, resyncs, clock resets, bytes skipped, drops), what is on disk of it
+// (sealed and open segments: the same figures the header adds up), and a slot for its
+// budgets that stays empty until the daemon reports some.
+function fig(label, value, key, bad, title) {
+  const d = document.createElement("div");
+  d.className = "fig" + (bad ? " bad" : "");
+  if (title) d.title = title;
+  const l = document.createElement("span");
+  l.className = "label";
+  l.textContent = label;
+  const v = document.createElement("span");
+  v.className = "value";
+  v.dataset.k = key;
+  v.textContent = value;
+  d.append(l, v);
+  return d;
+}
 
-    const tr = document.createElement("tr");
-    tr.dataset.target = x.name;
-    if (x.state !== "connected") tr.className = "disconnected";
-    const a = document.createElement("a");
-    a.href = "#/target/" + encodeURIComponent(x.name);
-    a.textContent = x.name;
-    const name = td("", null, "name");
-    name.appendChild(a);
-    tr.appendChild(name);
-    tr.appendChild(td(x.state + (x.peer ? " (" + x.peer + ")" : ""), "state-" + x.state, "state"));
-    const rc = td("", "n", "rate");
-    rc.appendChild(sparkSvg(sp));
-    rc.appendChild(document.createTextNode(" " + fmtInt(Math.round(rate))));
-    tr.appendChild(rc);
-    tr.appendChild(td(fmtInt(x.events), "n", "events"));
-    tr.appendChild(td(fmtBytes(x.bytes), "n", "bytes"));
-    tr.appendChild(td(fmtInt(x.gaps), "n", "gaps"));
-    tr.appendChild(td(fmtInt(x.resyncs), x.resyncs ? "n bad" : "n", "resyncs"));
-    tr.appendChild(td(fmtInt(x.clock_resets || 0), "n", "resets"));
-    tr.appendChild(td(fmtInt(x.skipped), x.skipped ? "n bad" : "n", "skipped"));
-    tr.appendChild(td(fmtInt(x.drops), x.drops ? "n bad" : "n", "drops"));
-    tr.appendChild(td(fmtInt(x.anomalies), "n", "anomalies"));
-    const st = x.storage;
-    tr.appendChild(td(st ? fmtBytes(st.bytes) : "off", "n", "stored"));
-    tr.appendChild(td(st ? String(st.segment) : "", "n", "segment"));
-    tr.appendChild(td(st ? fmtInt(st.dropped) : "", st && st.dropped ? "n bad" : "n",
-                      "store-drops"));
-    tr.appendChild(td(fmtInt(x.subscribers), "n", "subscribers"));
-    frag.appendChild(tr);
+function targetCard(t, x) {
+  const prev = S.prevTargets.get(x.name);
+  let rate = 0, brate = 0;
+  if (prev && t > prev.t) {
+    rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
+    brate = Math.max(0, (x.bytes - prev.bytes) * 1000 / (t - prev.t));
   }
-  tb.replaceChildren(frag);
+  S.prevTargets.set(x.name, { t: t, events: x.events, bytes: x.bytes });
+  const sp = S.spark.get(x.name) || [];
+  if (prev) sp.push(rate);
+  while (sp.length > SPARK) sp.shift();
+  S.spark.set(x.name, sp);
+
+  const card = document.createElement("article");
+  card.className = "card" + (x.state === "connected" ? "" : " down");
+  card.dataset.target = x.name;
+  const h = document.createElement("h3");
+  const a = document.createElement("a");
+  a.href = "#/target/" + encodeURIComponent(x.name);
+  a.textContent = x.name;
+  const st = document.createElement("span");
+  st.className = "badge state-" + x.state;
+  st.dataset.k = "state";
+  st.textContent = x.state === "connected" ? "connected" : "down";
+  h.append(a, " ", st);
+  const peer = document.createElement("div");
+  peer.className = "peer";
+  peer.textContent = x.format + (x.peer ? " · " + x.peer : "");
+  const load = document.createElement("div");
+  load.className = "load";
+  load.title = "events per second, the last " + SPARK + " updates";
+  const rv = document.createElement("span");
+  rv.className = "rate";
+  rv.dataset.k = "rate";
+  rv.textContent = fmtInt(Math.round(rate));
+  const unit = document.createElement("span");
+  unit.className = "unit";
+  unit.textContent = "events/s · " + fmtBytes(Math.round(brate)) + "/s";
+  load.append(sparkSvg(sp), rv, unit);
+
+  const figs = document.createElement("div");
+  figs.className = "figs";
+  const s = x.storage;
+  figs.append(
+    fig("events", fmtInt(x.events), "events"),
+    fig("received", fmtBytes(x.bytes), "bytes"),
+    fig("gaps", fmtInt(x.gaps), "gaps", false, "gaps the statistics closed at"),
+    fig("resets", fmtInt(x.clock_resets || 0), "resets", false, "clock restarts (board resets)"),
+    fig("resyncs", fmtInt(x.resyncs), "resyncs", x.resyncs > 0),
+    fig("skipped", fmtBytes(x.skipped), "skipped", x.skipped > 0, "bytes skipped by the decoder"),
+    fig("drops", fmtInt(x.drops), "drops", x.drops > 0, "events dropped at the area limit"),
+    fig("anomalies", fmtInt(x.anomalies), "anomalies"),
+    fig("stored", s ? fmtBytes(s.disk_bytes) : "off", "stored", false,
+        "its segments on disk, sealed and open"),
+    fig("segments", s ? fmtInt(s.disk_segments) : "", "segments"),
+    fig("store drops", s ? fmtInt(s.dropped) : "", "store-drops", s && s.dropped > 0),
+    fig("subscribers", fmtInt(x.subscribers), "subscribers"));
+  card.append(h, peer, load, figs);
+  // budgets: filled when the daemon reports them for this target (docs/http.md)
+  const bd = document.createElement("div");
+  bd.className = "budgets";
+  bd.dataset.k = "budgets";
+  if (Array.isArray(x.budgets) && x.budgets.length > 0) {
+    for (const b of x.budgets) {
+      const e = document.createElement("span");
+      e.className = "budget" + (b.violated ? " bad" : "");
+      e.textContent = (b.name || "budget") + (b.violated ? ": violated" : ": ok");
+      bd.appendChild(e);
+    }
+  } else {
+    bd.hidden = true;
+  }
+  card.appendChild(bd);
+  return card;
+}
+
+function renderTargets(t, targets) {
+  const frag = document.createDocumentFragment();
+  for (const x of targets) frag.appendChild(targetCard(t, x));
+  $("cards").replaceChildren(frag);
   $("no-targets").hidden = targets.length > 0;
   if (S.page !== null) {
     const me = targets.find((x) => x.name === S.page);
-    $("tstate").textContent = me ? "(" + me.state + ", " + fmtInt(me.events) + " events)"
-                                 : "(unknown target)";
+    $("tstate").textContent = me ? "(" + (me.state === "connected" ? "connected" : "down") +
+                                   ", " + fmtInt(me.events) + " events)" : "(unknown target)";
   }
 }
 
