@@ -117,7 +117,7 @@ static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\
 /* A row as an array, in the order of COLS (the names are sent once per message). */
 #define COLS                                                                                       \
   "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
-  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\"]"
+  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\", \"ctx\"]"
 
 static void opt_v(tlc_out_t *o, int has, int64_t v) {
   tlc_out_putc(o, ',');
@@ -164,7 +164,9 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
     tlc_out_i64(o, s->kind != TLC_ROW_DATA ? s->win[w].k[TLC_NET].sum : 0);
     tlc_out_putc(o, ']');
   }
-  tlc_out_puts(o, "]]");
+  tlc_out_puts(o, "],"); /* the context's index (a histogram's context=), as the engine's */
+  tlc_out_u64(o, s->context);
+  tlc_out_putc(o, ']');
 }
 
 /* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq
