@@ -389,6 +389,150 @@ def test_dashboard_stored(d):
                 x.stop()
 
 
-ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored]
+def fmt_ns(v):
+    """The page's rule for times (docs/http.md)."""
+    if v < 1e3:
+        return "%d ns" % v
+    if v < 1e6:
+        return "%.2f µs" % (v / 1e3)
+    if v < 1e9:
+        return "%.2f ms" % (v / 1e6)
+    return "%.3f s" % (v / 1e9)
+
+
+def get_json(hport, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (hport, path), timeout=20) as r:
+        return json.loads(r.read())
+
+
+def set_value(b, el, value, event):
+    b.eval("(() => { const e = document.getElementById(%s); e.value = %s;"
+           " e.dispatchEvent(new Event(%s)); })()" % (json.dumps(el), json.dumps(value),
+                                                      json.dumps(event)))
+
+
+def shown_ids(b):
+    return b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")
+
+
+def test_dashboard_user(d):
+    """A user's session on a stored two-core target, each step checked on the page against
+    the API's numbers and the durations sent (the brute-force oracle): open the target, see
+    the chart with data at once (its past filled from history), switch context, filter, open
+    an area's detail and its histogram; at 1,400x900 and 800x600, nothing past the right
+    edge. Screenshots of each step are kept in SCREENSHOT_DIR."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport, store=True)
+    s = None
+    try:
+        s = D.connect(port)
+        # core 0: main (handle 0, 300..1199 ns) and fast (handle 1, 20 ns); core 1: isr
+        # (handle 2, 100..299 ns); a data variable
+        durs = {0: [], 1: [], 2: []}
+        rec, t = b"", 1000
+        for i in range(400):
+            dm_, di = 300 + (i * 97) % 900, 100 + (i * 13) % 200
+            rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(0, 0, 0, 0, t + dm_) +
+                    T.bin11(1, 3, 0, 0, t + 1300) + T.bin11(1, 0, 0, 0, t + 1320) +
+                    T.bin11(2, 3, 1, 0, t + 100) + T.bin11(2, 0, 1, 0, t + 100 + di) +
+                    T.bin11(0x20000000, 4, 0, i, t + 1500))
+            durs[0].append(dm_)
+            durs[1].append(20)
+            durs[2].append(di)
+            t += 2000
+        s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
+        dm.wait_stats(lambda st: any(x["events"] == 2800 for x in st["targets"]), what="events")
+        dm.wait_stats(lambda st: st["store"]["records_written"] == 2800, what="stored")
+
+        api = get_json(hport, "/api/v1/targets/dual/stats")
+        rows = {(r["handle"], r.get("context", ""), r.get("state", 0)): r for r in api["rows"]}
+        main_n = rows[("00000000", "Neutral", 0)]
+        T.eq(main_n["count"], 400, "API: main's count")
+
+        for w, h in ((1400, 900), (800, 600)):
+            b.viewport(w, h)
+            b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
+            # 1. the chart has data at once: the busiest areas ticked, the past from history
+            wait_js(b, "document.body !== null && document.body.dataset.past !== undefined &&"
+                    " Number(document.body.dataset.past) > 0", "the chart's past loaded",
+                    timeout=60)
+            wait_js(b, "document.querySelector('#chart canvas') !== null", "chart drawn")
+            labels = b.eval("S.chart.getLabels().slice(1)")
+            T.eq(labels, ["00000000", "00000002", "00000001"], "the top areas by net time")
+            # what the past says of main equals what the API counts of it
+            past = b.eval("S.past.reduce((a, p) => a + (p.rows && p.rows.get("
+                          "'00000000/Neutral/0') ? p.rows.get('00000000/Neutral/0').count"
+                          " : 0), 0)")
+            T.eq(past, main_n["count"], "main's calls in the chart's past")
+            top = b.eval("Math.max(...S.series.map(p => p[1] || 0))")
+            T.check(top > 0, "main's curve has data: %r" % top)
+            legend = b.eval("(() => { const l = document.getElementById('legend')"
+                            ".getBoundingClientRect(), c = document.getElementById('chart')"
+                            ".getBoundingClientRect(); return l.top >= c.bottom - 0.5; })()")
+            T.check(legend, "the legend is under the chart, not on the curves")
+            no_overflow(b, "the target page at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "user_chart_%dx%d.png" % (w, h)))
+
+            # 2. one context at a time: core1 shows isr and the data variable
+            set_value(b, "ctx", "core1", "change")
+            want = sorted("%s/%s/%d" % k for k in rows
+                          if k[1] in ("core1", ""))
+            T.eq(sorted(shown_ids(b)), want, "core 1's view: its rows in the API")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["00000002"], "the chart follows")
+
+            # 3. filter: in core 0, the rows whose handle has "0001"
+            set_value(b, "ctx", "core0", "change")
+            set_value(b, "filter", "0001", "input")
+            T.eq(shown_ids(b), ["00000001/core0/0"], "filtered in core 0")
+            set_value(b, "filter", "", "input")
+
+            # 4. main's detail on core 0: its figures, windows and histogram
+            b.eval("document.querySelector('tr[data-id=\"00000000/core0/0\"] button.area')"
+                   ".click()")
+            wait_js(b, "document.getElementById('detail').dataset.ready === '1'",
+                    "the detail panel filled")
+            r0 = rows[("00000000", "core0", 0)]
+            for k in ("p50", "p99", "p999", "min", "max"):
+                T.eq(cell(b, "#detail", "net-" + k), fmt_ns(r0["net"][k]), "detail: net " + k)
+            T.eq(cell(b, "#detail", "net-n"), "400", "detail: net samples")
+            T.eq(r0["net"]["min"], min(durs[0]), "API min = the oracle's")
+            T.eq(r0["net"]["max"], max(durs[0]), "API max = the oracle's")
+            wins = b.eval("[...document.querySelectorAll('#d-windows tbody tr')]"
+                          ".map(r => r.cells[0].textContent)")
+            T.eq(wins, ["last %g s" % (x["window_ns"] / 1e9) for x in r0["windows"]],
+                 "a line per window")
+            hist = get_json(hport, "/api/v1/targets/dual/histogram?area=00000000&context=%d"
+                            "&kind=net" % b.eval("S.rows.get('00000000/core0/0').ctx"))
+            T.eq(hist["samples"], 400, "histogram: samples")
+            for gt, le, n in hist["buckets"]:  # the oracle: the durations sent
+                T.eq(n, sum(1 for x in durs[0] if gt < x <= le), "bucket (%d, %d]" % (gt, le))
+            T.check(len(hist["buckets"]) > 50, "1 %% buckets: %d" % len(hist["buckets"]))
+            T.eq(b.eval("Number(document.getElementById('d-hist').dataset.samples)"), 400,
+                 "the histogram drawn holds every sample")
+            T.eq(b.eval("[...document.querySelectorAll('#d-hist rect')]"
+                        ".reduce((a, r) => a + Number(r.dataset.count), 0)"), 400, "bars")
+            T.eq(b.eval("document.querySelectorAll('#d-hist line.q').length"), 4,
+                 "p50, p90, p99, p99.9 marked")
+            no_overflow(b, "the detail at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "user_detail_%dx%d.png" % (w, h)))
+            b.eval("document.getElementById('d-close').click()")
+            set_value(b, "ctx", "Neutral", "change")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        if s is not None:
+            s.close()
+        b.close()
+        dm.stop()
+
+
+ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored,
+       test_dashboard_user]
 ONLY = os.environ.get("TLC_ONLY")  # a developer's shortcut: TLC_ONLY=test_a,test_b
 T.main([t for t in ALL if not ONLY or t.__name__ in ONLY.split(",")])

@@ -30,7 +30,15 @@ const S = {
   autoChosen: false, // the top areas were ticked for this page and context
   windows: [], // the rolling windows' lengths (ns), one column each
   tokenRefused: false, // tlcapd refused the token the page sent
+  pastFor: null, // the page whose past was asked for
+  past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count} | null}]
+  livePoints: 0, // chart points from live messages since the page opened
+  detail: null, // the area whose detail is open (its row id), or null
+  detailDoc: null, // its row in the target's statistics document
+  detailHist: null, // its histogram (/api/v1/targets/NAME/histogram)
 };
+const PAST_STEPS = 30; // the chart's past: 30 ranges of history ...
+const PAST_STEP_S = 10; // ... of 10 s each (the last 5 minutes)
 
 function fmtInt(v) {
   return v === null || v === undefined ? "" : Number(v).toLocaleString("en-US");
@@ -41,6 +49,12 @@ function fmtBytes(v) {
   let i = 0;
   while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
   return (i ? v.toFixed(1) : v) + " " + u[i];
+}
+function fmtRate(v) {
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  return a >= 1000 ? Math.round(v).toLocaleString("en-US") : a >= 0.001 ? String(Number(v.toPrecision(3)))
+    : v.toExponential(1);
 }
 function fmtNs(v) {
   if (v === null || v === undefined) return "";
@@ -145,6 +159,11 @@ function onLive(m) {
                       " segments" + (d.store.disk_full ? " · DISK FULL" : "");
   if (d.disk_free !== null) txt += " · disk free " + fmtBytes(d.disk_free);
   $("daemon").textContent = txt;
+  if (S.page !== null && S.pastFor !== S.page) {
+    S.pastFor = S.page;
+    if (d.store) loadPast(S.page);
+    else $("past-note").textContent = "no history: tlcapd does not store";
+  }
   renderTargets(m.t, m.targets);
   if (m.areas && S.page !== null && m.areas.target === S.page) renderAreas(m.t, m.areas);
 }
@@ -312,11 +331,13 @@ function renderAreas(t, a) {
   for (const [id, r] of S.rows) S.prevRows.set(id, { t: t, net: r.net, count: r.count });
   if (S.chosenOrder.length > 0) {
     S.series.push(point);
-    while (S.series.length > HISTORY) S.series.shift();
+    S.livePoints++;
+    while (S.series.length > HISTORY + PAST_STEPS) S.series.shift();
     drawChart();
   }
   setWindows(a.windows_ns || []);
   drawTable();
+  if (S.detail !== null && a.full && $("detail").dataset.ready === "1") drawDetail();
 }
 
 // The contexts of the target's code rows: Neutral first (the areas over all contexts), then
@@ -354,7 +375,7 @@ function autoChoose() {
     .sort((x, y) => y[1].net - x[1].net).slice(0, 3);
   for (const [id] of top) S.chosen.add(id);
   S.chosenOrder = [...S.chosen];
-  S.series = [];
+  S.series = pastSeries();
 }
 
 function setWindows(ws) {
@@ -399,8 +420,17 @@ function drawTable() {
     const c0 = td("");
     c0.appendChild(cb);
     tr.appendChild(c0);
-    // a state row's name is "VARIABLE = VALUE NAME" (the server composes it)
-    tr.appendChild(td(r.kind === "state" ? r.name : areaName(r), null, "name"));
+    // a state row's name is "VARIABLE = VALUE NAME" (the server composes it); the name
+    // opens the area's detail (its figures, windows and histogram)
+    const nc = td("", null, "name");
+    const nb = document.createElement("button");
+    nb.type = "button";
+    nb.className = "area";
+    nb.textContent = r.kind === "state" ? r.name : areaName(r);
+    nb.title = "details of " + nb.textContent;
+    nb.addEventListener("click", () => openDetail(id));
+    nc.appendChild(nb);
+    tr.appendChild(nc);
     tr.appendChild(td(fmtInt(r.count), "n", "count"));
     for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
                        "p99_net"]) {
@@ -427,7 +457,7 @@ function drawTable() {
 function choose(id, on) {
   if (on) S.chosen.add(id); else S.chosen.delete(id);
   S.chosenOrder = [...S.chosen];
-  S.series = []; // the columns changed: start the chart afresh
+  S.series = pastSeries(); // the columns changed: the past from history, then live again
   drawChart();
 }
 
@@ -447,8 +477,15 @@ function drawChart() {
     legend: "always",
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
-    axes: { x: { axisLabelWidth: 70, pixelsPerLabel: 110, axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
-                 valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) } },
+    axes: {
+      x: { axisLabelWidth: 70, pixelsPerLabel: 110,
+           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
+           valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) },
+      // three significant digits, never an exponent cut in two by the axis's width
+      y: { axisLabelWidth: 64, axisLabelFormatter: fmtRate, valueFormatter: fmtRate },
+    },
+    rightGap: 24, // the last time label whole
+    drawPoints: true, // a past range between gaps is a point
     connectSeparatedPoints: false,
   };
   if (S.chart && S.chart.getLabels().length === labels.length) {
@@ -456,6 +493,225 @@ function drawChart() {
   } else {
     if (S.chart) S.chart.destroy();
     S.chart = new Dygraph($("chart"), S.series, opts);
+  }
+}
+
+// ---- the API over HTTP (with the tab's token when tlcapd has one) ----
+
+async function getJson(path) {
+  const h = {};
+  const t = sessionStorage.getItem("tlcap-token");
+  if (t) h.Authorization = "Bearer " + t;
+  try {
+    const r = await fetch(path, { headers: h, cache: "no-store" });
+    let doc = null;
+    try { doc = await r.json(); } catch (e) { doc = null; }
+    return { ok: r.ok, status: r.status, doc: doc };
+  } catch (e) {
+    return { ok: false, status: 0, doc: null };
+  }
+}
+function targetPath(name) {
+  return "/api/v1/targets/" + encodeURIComponent(name).replace(/%2F/g, "/");
+}
+// A row of the statistics document (`tlcap stats --export json`) named as the live rows are.
+function docRowId(x) {
+  return x.handle + "/" + (x.context === undefined ? "" : x.context) + "/" + (x.state || 0);
+}
+
+// ---- the chart's past, from history (stored segments; docs/http.md) ----
+
+// The statistics of each of the last PAST_STEPS ranges of PAST_STEP_S seconds, one range
+// query each (/stats?since=-Ns&until=-Ms), oldest first; a range without stored records is a
+// gap in the chart. Without storage (501) the chart starts with the live points.
+async function loadPast(page) {
+  const t0 = Date.now(), past = [];
+  $("past-note").textContent = "loading the last " + (PAST_STEPS * PAST_STEP_S / 60) +
+                               " min from history…";
+  for (let i = PAST_STEPS; i >= 1; i--) {
+    const r = await getJson(targetPath(page) + "/stats?since=-" + i * PAST_STEP_S +
+                            "s&until=-" + (i - 1) * PAST_STEP_S + "s");
+    if (S.page !== page) return;
+    if (!r.ok && r.status !== 404) {
+      $("past-note").textContent = r.status === 501 ? "no history: tlcapd does not store" :
+        "no history: " + (r.doc && r.doc.error ? r.doc.error.message : "HTTP " + r.status);
+      return;
+    }
+    const pt = { t: new Date(t0 - (i - 0.5) * PAST_STEP_S * 1000), rows: null };
+    if (r.ok && r.doc) {
+      pt.rows = new Map();
+      for (const x of r.doc.rows)
+        pt.rows.set(docRowId(x), { net: x.net ? x.net.total : 0, count: x.count });
+    }
+    past.push(pt);
+  }
+  S.past = past;
+  $("past-note").textContent = "";
+  document.body.dataset.past = String(past.filter((p) => p.rows !== null).length);
+  // the past goes before the live points already drawn (same columns)
+  S.series = pastSeries().concat(S.series.slice(-S.livePoints));
+  drawChart();
+}
+
+// The chart's points from the past, for the charted areas and the chosen metric: the mean
+// rate over each range (net ms per s, or calls per s).
+function pastSeries() {
+  const calls = $("metric").value === "calls";
+  return S.past.map((p) => [p.t].concat(S.chosenOrder.map((id) => {
+    if (p.rows === null) return null;
+    const x = p.rows.get(id);
+    if (!x) return 0;
+    return calls ? x.count / PAST_STEP_S : x.net / 1e6 / PAST_STEP_S;
+  })));
+}
+
+// ---- an area's detail: its figures, rolling windows and histogram ----
+
+const QKEYS = [["p50", "p50"], ["p90", "p90"], ["p99", "p99"], ["p999", "p99.9"]];
+
+function openDetail(id) {
+  S.detail = id;
+  S.detailDoc = null;
+  S.detailHist = null;
+  $("detail").hidden = false;
+  $("detail").dataset.id = id;
+  $("detail").dataset.ready = "0";
+  drawDetail();
+  $("detail").scrollIntoView({ block: "nearest" });
+}
+function closeDetail() {
+  S.detail = null;
+  $("detail").hidden = true;
+  delete $("detail").dataset.id;
+}
+
+// Fetches the area's row of the statistics document and its histogram, then draws them.
+async function drawDetail() {
+  const id = S.detail, page = S.page, r = S.rows.get(id);
+  if (!id || !r) return;
+  const kind = $("d-kind").value;
+  const nm = r.kind === "state" ? r.name : areaName(r);
+  $("d-title").textContent = nm + " · " + (r.kind === "code" ? r.context : r.kind) +
+    (nm !== r.handle ? " · " + r.handle : "");
+  $("detail").dataset.ready = "0";
+  const st = await getJson(targetPath(page) + "/stats");
+  let h = null;
+  if (r.kind === "code" && r.ctx !== undefined)
+    h = await getJson(targetPath(page) + "/histogram?area=" + r.handle + "&context=" +
+                      (r.context === "Neutral" ? "neutral" : r.ctx) + "&kind=" + kind);
+  if (S.detail !== id || S.page !== page) return;
+  S.detailDoc = st.ok ? st.doc.rows.find((x) => docRowId(x) === id) || null : null;
+  S.detailHist = h && h.ok ? h.doc : null;
+  detailStats(S.detailDoc);
+  detailWindows(S.detailDoc);
+  detailHist(S.detailHist, S.detailDoc, kind, h);
+  $("detail").dataset.ready = "1";
+}
+
+function detailStats(x) {
+  const body = $("d-stats").tBodies[0];
+  const lines = [["samples", "n", fmtInt], ["total", "total", fmtNs], ["min", "min", fmtNs],
+                 ["avg", "avg", fmtNs], ["max", "max", fmtNs], ["σ", "stddev", fmtSd]]
+    .concat(QKEYS.map(([k, label]) => [label, k, fmtNs]));
+  const frag = document.createDocumentFragment();
+  if (x) {
+    const c = document.createElement("tr");
+    c.append(td("count"), td(fmtInt(x.count), "n", "count"), td(""), td(""));
+    frag.appendChild(c);
+  }
+  for (const [label, key, f] of lines) {
+    const tr = document.createElement("tr");
+    tr.appendChild(td(label));
+    for (const k of ["net", "gross", "call"]) {
+      const d = x && x[k];
+      tr.appendChild(td(d && d[key] !== undefined && d[key] !== null ? f(d[key]) : "",
+                        "n", k + "-" + key));
+    }
+    frag.appendChild(tr);
+  }
+  body.replaceChildren(frag);
+}
+function fmtSd(v) {
+  return fmtNs(Math.round(Number(v)));
+}
+
+function detailWindows(x) {
+  const frag = document.createDocumentFragment();
+  for (const w of (x && x.windows) || []) {
+    const tr = document.createElement("tr");
+    const n = w.net || {};
+    tr.append(td("last " + w.window_ns / 1e9 + " s"), td(fmtInt(w.count), "n", "count"),
+              td(n.sum !== undefined ? fmtNs(n.sum) : "", "n", "net"),
+              td(fmtNs(n.min), "n", "min"), td(fmtNs(n.avg), "n", "avg"),
+              td(fmtNs(n.max), "n", "max"));
+    frag.appendChild(tr);
+  }
+  $("d-windows").tBodies[0].replaceChildren(frag);
+}
+
+// The engine's buckets (1 %) drawn on a log scale, merged into at most BARS bars, with the
+// quantiles marked.
+const BARS = 60;
+function detailHist(h, x, kind, resp) {
+  const svg = $("d-hist"), ns = "http://www.w3.org/2000/svg";
+  svg.replaceChildren();
+  $("d-hist-axis").replaceChildren();
+  svg.dataset.samples = "0";
+  if (!h || h.buckets.length === 0) {
+    $("d-hist-note").textContent = !resp ? "no histogram for a " + (S.rows.get(S.detail) || {}).kind +
+      " area" : resp.ok ? "no samples yet" :
+      (resp.doc && resp.doc.error ? resp.doc.error.message : "HTTP " + resp.status);
+    return;
+  }
+  const lo = Math.max(1, h.buckets[0][1]), hi = Math.max(lo + 1, h.buckets[h.buckets.length - 1][1]);
+  const L = (v) => Math.log(Math.max(1, v));
+  const span = L(hi) - L(lo) || 1;
+  const bin = (v) => Math.min(BARS - 1, Math.floor((L(v) - L(lo)) / span * BARS));
+  const counts = new Array(BARS).fill(0);
+  let total = 0;
+  for (const [, le, n] of h.buckets) { counts[bin(le)] += n; total += n; }
+  const max = Math.max(...counts);
+  const W = 600, H = 180, bw = W / BARS;
+  counts.forEach((n, i) => {
+    if (n === 0) return;
+    const r = document.createElementNS(ns, "rect");
+    const bh = Math.max(1, (H - 14) * n / max);
+    r.setAttribute("x", (i * bw + 0.5).toFixed(1));
+    r.setAttribute("width", Math.max(1, bw - 1).toFixed(1));
+    r.setAttribute("y", (H - bh).toFixed(1));
+    r.setAttribute("height", bh.toFixed(1));
+    r.setAttribute("class", "bar");
+    r.dataset.count = String(n);
+    const t = document.createElementNS(ns, "title");
+    t.textContent = fmtInt(n) + " samples";
+    r.appendChild(t);
+    svg.appendChild(r);
+  });
+  const d = x && x[kind];
+  for (const [k, label] of QKEYS) {
+    if (!d || d[k] === null || d[k] === undefined) continue;
+    const px = ((L(d[k]) - L(lo)) / span * (W - bw) + bw / 2);
+    const l = document.createElementNS(ns, "line");
+    l.setAttribute("x1", px.toFixed(1));
+    l.setAttribute("x2", px.toFixed(1));
+    l.setAttribute("y1", "0");
+    l.setAttribute("y2", String(H));
+    l.setAttribute("class", "q q-" + k);
+    const t = document.createElementNS(ns, "title");
+    t.textContent = label + " " + fmtNs(d[k]);
+    l.appendChild(t);
+    svg.appendChild(l);
+  }
+  svg.dataset.samples = String(total);
+  $("d-hist-note").textContent = fmtInt(total) + " samples in " + h.buckets.length +
+    " buckets of 1 % · quantiles marked: " +
+    QKEYS.filter(([k]) => d && d[k] !== null && d[k] !== undefined)
+      .map(([k, label]) => label + " " + fmtNs(d[k])).join(", ");
+  const ax = $("d-hist-axis");
+  for (const v of [lo, Math.round(Math.exp((L(lo) + L(hi)) / 2)), hi]) {
+    const sp = document.createElement("span");
+    sp.textContent = fmtNs(v);
+    ax.appendChild(sp);
   }
 }
 
@@ -474,6 +730,10 @@ function route() {
     S.ctx = null;
     S.contexts = [];
     S.autoChosen = false;
+    S.past = [];
+    S.livePoints = 0;
+    S.pastFor = null; // the first live message says whether tlcapd stores (then: history)
+    closeDetail();
     drawChart();
   }
   $("overview").hidden = page !== null;
@@ -503,7 +763,9 @@ $("ctx").addEventListener("change", () => {
   drawChart();
   drawTable();
 });
-$("metric").addEventListener("change", () => { S.series = []; drawChart(); });
+$("metric").addEventListener("change", () => { S.series = pastSeries(); drawChart(); });
+$("d-close").addEventListener("click", closeDetail);
+$("d-kind").addEventListener("change", () => { if (S.detail) drawDetail(); });
 window.addEventListener("hashchange", route);
 route();
 connect();
