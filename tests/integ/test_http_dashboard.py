@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -196,8 +197,10 @@ def test_dashboard(d):
 
 
 def test_dashboard_token(d):
-    """With a token file the page asks for the token once (window.prompt), keeps it in the
-    tab's session storage (a reload does not ask again) and then shows the targets."""
+    """With a token file the page asks for the token in its header (a form, not a dialog),
+    keeps it in the tab's session storage (a reload does not ask again) and then shows the
+    targets. A wrong token is said so, and the page waits for another: it does not ask again
+    and again by itself."""
     try:
         b = cdp.Browser(d)
     except FileNotFoundError:
@@ -210,24 +213,55 @@ def test_dashboard_token(d):
     port, hport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
                   http="127.0.0.1:%d" % hport)
+
+    def submit(token):
+        b.eval("(() => { document.getElementById('token-input').value = %s;"
+               " document.getElementById('token-form').requestSubmit(); })()"
+               % json.dumps(token))
+
+    def updates():
+        return b.eval("Number(document.body.dataset.updates || 0)")
+
     try:
         s = D.connect(port)
         s.sendall(b"TLCAP/1 target=guarded format=bin11\n" + D.calls(5))
         dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
-        # a wrong token first: the page says it was refused and asks again, saying why
-        b.prompt_answer = ["wrong-token", "page-token"]
+        b.viewport(1400, 900)
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.body !== null && !document.getElementById('token-form').hidden",
+                "the page asks for the token")
+        T.eq(b.eval("document.getElementById('token-msg').textContent"),
+             "tlcapd asks for its access token", "why it asks")
+        # a wrong token: said so, in the form, and nothing more until the user types again
+        submit("wrong-token")
+        wait_js(b, "document.getElementById('token-msg').textContent.includes('refused')",
+                "the page says the token was refused", timeout=20)
+        T.eq(b.eval("document.getElementById('status').dataset.state"), "refused", "status")
+        T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), None, "a refused token is dropped")
+        # it stays so: the page does not send or ask anything by itself (no loop), nor shows
+        # data; a live socket waits for the token
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            b.pump()
+            time.sleep(0.2)
+        T.check(b.eval("document.getElementById('token-msg').textContent.includes('refused')"),
+                "still says refused")
+        T.eq(updates(), 0, "no data without the token")
+        T.eq(b.prompts, [], "no dialog")
+        b.viewport(800, 600)
+        no_overflow(b, "the token form at 800x600")
+        b.screenshot(os.path.join(SHOTS, "token_refused_800x600.png"))
+        submit("page-token")
         wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown once the right token was given")
-        T.eq(len(b.prompts), 2, "asked twice: %r" % b.prompts)
-        T.check("refused" in b.prompts[1], "the second prompt says why: %r" % b.prompts[1])
-        b.prompts.clear()
+        T.check(b.eval("document.getElementById('token-form').hidden"), "the form goes")
         T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
              "kept in the tab's session storage")
         b.call("Page.reload")
         wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown after a reload")
-        T.eq(len(b.prompts), 0, "not asked again after a reload")
+        T.check(b.eval("document.getElementById('token-form').hidden"), "not asked again")
+        T.eq(b.prompts, [], "no dialog")
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
         s.close()

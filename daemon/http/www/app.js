@@ -30,6 +30,7 @@ const S = {
   autoChosen: false, // the top areas were ticked for this page and context
   windows: [], // the rolling windows' lengths (ns), one column each
   tokenRefused: false, // tlcapd refused the token the page sent
+  sentToken: false, // this socket was sent a token
   pastFor: null, // the page whose past was asked for
   past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count} | null}]
   livePoints: 0, // chart points from live messages since the page opened
@@ -79,43 +80,37 @@ function setStatus(state, text) {
 
 // ---- connection ----
 
+// With a token file tlcapd sends {"type": "auth"} until the socket's first "token TOKEN". The
+// page asks in the header (a form, never a dialog that comes back by itself): a refused token
+// is said so there and waits for the user to type another.
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(proto + "//" + location.host + "/api/v1/live", "tlcap-live");
   S.ws = ws;
   S.startMs = null;
-  let sentToken = false;
+  S.sentToken = false;
   ws.onopen = () => {
     S.backoff = 500;
     const t = sessionStorage.getItem("tlcap-token"); // asked once, kept for the tab
-    if (t) { ws.send("token " + t); sentToken = true; }
+    if (t) { ws.send("token " + t); S.sentToken = true; }
     subscribe();
   };
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch (e) { return; }
-    if (m.type === "auth") { // tlcapd has a token file (SPEC 8): ask for it once
-      if (sentToken) return; // ours is on its way; a wrong one closes the socket
-      const t = window.prompt(S.tokenRefused
-        ? "tlcapd refused that token. Enter its access token:"
-        : "tlcapd asks for its access token:");
-      if (!t) {
-        setStatus("refused", S.tokenRefused ? "tlcapd refused the token: reload to try again"
-                                            : "a token is needed to see this tlcapd");
-        return;
-      }
-      sessionStorage.setItem("tlcap-token", t);
-      ws.send("token " + t);
-      sentToken = true;
-      subscribe();
+    if (m.type === "auth") { // tlcapd has a token file (SPEC 8)
+      if (!S.sentToken) askToken();
       return;
     }
+    $("token-form").hidden = true;
+    S.tokenRefused = false;
     onLive(m);
   };
   ws.onclose = (ev) => {
     S.ws = null;
-    if (ev.code === 1008 && ev.reason === "bad token") { // say so, then ask again
+    if (ev.code === 1008 && ev.reason === "bad token") { // say so; ask when the socket is back
       sessionStorage.removeItem("tlcap-token");
+      $("token-input").value = "";
       S.tokenRefused = true;
       setStatus("refused", "tlcapd refused the token");
       setTimeout(connect, 500);
@@ -129,6 +124,33 @@ function connect() {
   };
   ws.onerror = () => {}; // onclose follows and reconnects
 }
+
+function askToken() {
+  const f = $("token-form");
+  $("token-msg").textContent = S.tokenRefused
+    ? "tlcapd refused that token: check it and enter it again"
+    : "tlcapd asks for its access token";
+  $("token-msg").className = S.tokenRefused ? "bad" : "";
+  setStatus("refused", S.tokenRefused ? "tlcapd refused the token" : "a token is needed");
+  if (f.hidden) {
+    f.hidden = false;
+    $("token-input").value = "";
+    $("token-input").focus();
+  }
+}
+
+$("token-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const t = $("token-input").value.trim();
+  if (!t) return;
+  sessionStorage.setItem("tlcap-token", t); // sent now, or when the socket is back
+  if (!S.ws || S.ws.readyState !== WebSocket.OPEN) return;
+  S.ws.send("token " + t);
+  S.sentToken = true;
+  $("token-msg").textContent = "checking…";
+  $("token-msg").className = "";
+  subscribe();
+});
 
 function subscribe() {
   if (S.ws && S.ws.readyState === WebSocket.OPEN)
