@@ -551,8 +551,15 @@ async function loadPast(page) {
   $("past-note").textContent = "loading the last " + (PAST_STEPS * PAST_STEP_S / 60) +
                                " min from history…";
   for (let i = PAST_STEPS; i >= 1; i--) {
-    const r = await getJson(targetPath(page) + "/stats?since=-" + i * PAST_STEP_S +
-                            "s&until=-" + (i - 1) * PAST_STEP_S + "s");
+    const url = targetPath(page) + "/stats?since=-" + i * PAST_STEP_S + "s&until=-" +
+                (i - 1) * PAST_STEP_S + "s";
+    let r = await getJson(url);
+    // 503: as many range queries as tlcapd runs at once are running (another page, a
+    // `tlcap stats --since`): wait a little and ask again
+    for (let k = 0; r.status === 503 && k < 10 && S.page === page; k++) {
+      await new Promise((res) => setTimeout(res, 300 * (k + 1)));
+      r = await getJson(url);
+    }
     if (S.page !== page) return;
     if (!r.ok && r.status !== 404) {
       $("past-note").textContent = r.status === 501 ? "no history: tlcapd does not store" :
