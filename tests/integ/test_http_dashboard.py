@@ -557,6 +557,26 @@ def test_dashboard_user(d):
             b.screenshot(os.path.join(SHOTS, "user_detail_%dx%d.png" % (w, h)))
             b.eval("document.getElementById('d-close').click()")
             set_value(b, "ctx", "Neutral", "change")
+
+            # 5. load per core: each core's areas' net time over the target time that passed
+            set_value(b, "metric", "load", "change")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["core0", "core1"], "a curve per core")
+            busy = {"core0": sum(durs[0]) + sum(durs[1]), "core1": sum(durs[2])}
+            for c in ("core0", "core1"):
+                got = b.eval("S.past.reduce((a, p) => a + (p.rows ? p.ctxNet.get(%s) || 0 : 0),"
+                             " 0)" % json.dumps(c))
+                T.eq(got, busy[c], "%s's net time in the chart's past = the durations sent" % c)
+            pts = b.eval("S.past.filter(p => p.rows && p.span > 0).map(p => p.span)")
+            if len(pts) == 1:  # the burst in one range: its span is the records' (first to last)
+                T.eq(pts[0], (1000 + 399 * 2000 + 1500) - 1000, "the range's target time")
+                vals = b.eval("pastSeries().filter(p => p[1] !== null && p[1] > 0)"
+                              ".map(p => p.slice(1))")
+                T.eq(len(vals), 1, "one past point with load")
+                for i, c in enumerate(("core0", "core1")):
+                    T.check(abs(vals[0][i] - busy[c] * 100.0 / pts[0]) < 1e-9,
+                            "%s's load %r%%" % (c, vals[0][i]))
+            b.screenshot(os.path.join(SHOTS, "user_load_%dx%d.png" % (w, h)))
+            set_value(b, "metric", "net", "change")
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
     finally:

@@ -32,6 +32,9 @@ const S = {
   tokenRefused: false, // tlcapd refused the token the page sent
   sentToken: false, // this socket was sent a token
   pastFor: null, // the page whose past was asked for
+  colKey: "", // the chart's columns, as drawn
+  prevCtxNet: null, // each context's net time at the previous message (load)
+  prevLast: 0, // the target time of the previous message (load)
   past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count} | null}]
   livePoints: 0, // chart points from live messages since the page opened
   detail: null, // the area whose detail is open (its row id), or null
@@ -336,22 +339,35 @@ function renderAreas(t, a) {
   }
   updateContexts();
   if (!S.autoChosen && a.full && S.rows.size > 0) autoChoose();
-  // chart: a point per message, for every charted area (rates from cumulative values)
+  // chart: a point per message, for every charted area or context (rates from cumulative
+  // values; a context's load from its areas' net time over the target time that passed)
+  const cols = chartCols(), load = $("metric").value === "load";
+  if (cols.join("\n") !== S.colKey) { // other columns: the past again, then live
+    S.colKey = cols.join("\n");
+    S.series = pastSeries();
+    S.livePoints = 0;
+  }
   const point = [new Date(t)];
-  for (const id of S.chosenOrder) {
-    const r = S.rows.get(id);
-    const prev = S.prevRows.get(id);
+  const ctxNet = contextNet(S.rows.values());
+  for (const id of cols) {
     let v = null;
-    if (r && prev && t > prev.t) {
-      v = $("metric").value === "calls"
-        ? (r.count - prev.count) * 1000 / (t - prev.t)
-        : ((r.net || 0) - (prev.net || 0)) / 1e6 * 1000 / (t - prev.t);
-      if (v < 0) v = null;
+    if (load) {
+      const dt = a.last_time - S.prevLast;
+      if (S.prevCtxNet !== null && dt > 0 && S.prevCtxNet.has(id))
+        v = (ctxNet.get(id) - S.prevCtxNet.get(id)) * 100 / dt;
+    } else {
+      const r = S.rows.get(id), prev = S.prevRows.get(id);
+      if (r && prev && t > prev.t)
+        v = $("metric").value === "calls"
+          ? (r.count - prev.count) * 1000 / (t - prev.t)
+          : ((r.net || 0) - (prev.net || 0)) / 1e6 * 1000 / (t - prev.t);
     }
-    point.push(v);
+    point.push(v !== null && v >= 0 ? v : null);
   }
   for (const [id, r] of S.rows) S.prevRows.set(id, { t: t, net: r.net, count: r.count });
-  if (S.chosenOrder.length > 0) {
+  S.prevCtxNet = ctxNet;
+  S.prevLast = a.last_time;
+  if (cols.length > 0) {
     S.series.push(point);
     S.livePoints++;
     while (S.series.length > HISTORY + PAST_STEPS) S.series.shift();
@@ -398,6 +414,8 @@ function autoChoose() {
   for (const [id] of top) S.chosen.add(id);
   S.chosenOrder = [...S.chosen];
   S.series = pastSeries();
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
 }
 
 function setWindows(ws) {
@@ -480,22 +498,39 @@ function choose(id, on) {
   if (on) S.chosen.add(id); else S.chosen.delete(id);
   S.chosenOrder = [...S.chosen];
   S.series = pastSeries(); // the columns changed: the past from history, then live again
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
   drawChart();
 }
 
+// The chart's columns: the ticked areas, or (load) each core, task or thread.
+function chartCols() {
+  if ($("metric").value !== "load") return S.chosenOrder;
+  return S.contexts.filter((c) => c !== "Neutral");
+}
+// Net time (ns) of each context's code areas: the time the context was busy in them.
+function contextNet(rows) {
+  const m = new Map();
+  for (const r of rows)
+    if (r.kind === "code" && r.context !== "Neutral" && r.net !== null && r.net !== undefined)
+      m.set(r.context, (m.get(r.context) || 0) + r.net);
+  return m;
+}
+
 function drawChart() {
-  const labels = ["time"].concat(S.chosenOrder.map((id) => {
+  const cols = chartCols(), load = $("metric").value === "load";
+  const labels = ["time"].concat(cols.map((id) => {
     const r = S.rows.get(id);
-    return r ? areaName(r) : id;
+    return load ? id : r ? areaName(r) : id;
   }));
-  $("chart-hint").hidden = S.chosenOrder.length > 0;
-  if (S.chosenOrder.length === 0 || S.series.length === 0) {
+  $("chart-hint").hidden = cols.length > 0;
+  if (cols.length === 0 || S.series.length === 0) {
     if (S.chart) { S.chart.destroy(); S.chart = null; }
     return;
   }
   const opts = {
     labels: labels,
-    ylabel: $("metric").value === "calls" ? "calls / s" : "net ms / s",
+    ylabel: load ? "load %" : $("metric").value === "calls" ? "calls / s" : "net ms / s",
     legend: "always",
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
@@ -571,6 +606,10 @@ async function loadPast(page) {
       pt.rows = new Map();
       for (const x of r.doc.rows)
         pt.rows.set(docRowId(x), { net: x.net ? x.net.total : 0, count: x.count });
+      // a context's load in the range: its areas' net time over the target time it spans
+      pt.span = r.doc.last_time - r.doc.first_time;
+      pt.ctxNet = contextNet(r.doc.rows.filter((x) => x.context !== undefined).map((x) =>
+        ({ kind: "code", context: x.context, net: x.net ? x.net.total : null })));
     }
     past.push(pt);
   }
@@ -578,16 +617,17 @@ async function loadPast(page) {
   $("past-note").textContent = "";
   document.body.dataset.past = String(past.filter((p) => p.rows !== null).length);
   // the past goes before the live points already drawn (same columns)
-  S.series = pastSeries().concat(S.series.slice(-S.livePoints));
+  S.series = pastSeries().concat(S.livePoints > 0 ? S.series.slice(-S.livePoints) : []);
   drawChart();
 }
 
 // The chart's points from the past, for the charted areas and the chosen metric: the mean
 // rate over each range (net ms per s, or calls per s).
 function pastSeries() {
-  const calls = $("metric").value === "calls";
-  return S.past.map((p) => [p.t].concat(S.chosenOrder.map((id) => {
+  const calls = $("metric").value === "calls", load = $("metric").value === "load";
+  return S.past.map((p) => [p.t].concat(chartCols().map((id) => {
     if (p.rows === null) return null;
+    if (load) return p.span > 0 ? (p.ctxNet.get(id) || 0) * 100 / p.span : null;
     const x = p.rows.get(id);
     if (!x) return 0;
     return calls ? x.count / PAST_STEP_S : x.net / 1e6 / PAST_STEP_S;
@@ -761,6 +801,8 @@ function route() {
     S.autoChosen = false;
     S.past = [];
     S.livePoints = 0;
+    S.colKey = "";
+    S.prevCtxNet = null;
     S.pastFor = null; // the first live message says whether tlcapd stores (then: history)
     closeDetail();
     drawChart();
@@ -792,7 +834,12 @@ $("ctx").addEventListener("change", () => {
   drawChart();
   drawTable();
 });
-$("metric").addEventListener("change", () => { S.series = pastSeries(); drawChart(); });
+$("metric").addEventListener("change", () => {
+  S.series = pastSeries();
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
+  drawChart();
+});
 $("d-close").addEventListener("click", closeDetail);
 $("d-kind").addEventListener("change", () => { if (S.detail) drawDetail(); });
 window.addEventListener("hashchange", route);
