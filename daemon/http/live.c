@@ -117,7 +117,8 @@ static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\
 /* A row as an array, in the order of COLS (the names are sent once per message). */
 #define COLS                                                                                       \
   "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
-  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\", \"ctx\"]"
+  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\", \"ctx\", "   \
+  "\"value\"]"
 
 static void opt_v(tlc_out_t *o, int has, int64_t v) {
   tlc_out_putc(o, ',');
@@ -166,6 +167,11 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
   }
   tlc_out_puts(o, "],"); /* the context's index (a histogram's context=), as the engine's */
   tlc_out_u64(o, s->context);
+  tlc_out_putc(o, ','); /* a data row's last value written (null before the first) */
+  if (s->kind == TLC_ROW_DATA && s->has_value)
+    tlc_out_u64(o, s->value);
+  else
+    tlc_out_puts(o, "null");
   tlc_out_putc(o, ']');
 }
 

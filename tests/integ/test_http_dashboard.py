@@ -510,6 +510,14 @@ def test_dashboard_user(d):
                             ".getBoundingClientRect(), c = document.getElementById('chart')"
                             ".getBoundingClientRect(); return l.top >= c.bottom - 0.5; })()")
             T.check(legend, "the legend is under the chart, not on the curves")
+            cut = b.eval("(() => { const c = document.getElementById('chart')"
+                         ".getBoundingClientRect(); return [...document.querySelectorAll("
+                         "'#chart .dygraph-axis-label')].filter(e => { const r ="
+                         " e.getBoundingClientRect(); return r.left < c.left - 0.5 ||"
+                         " r.right > c.right + 0.5 || r.bottom > c.bottom + 0.5 ||"
+                         " e.scrollWidth > e.clientWidth + 1 || r.height > 20; })"
+                         ".map(e => e.textContent); })()")
+            T.eq(cut, [], "axis labels cut or wrapped")
             no_overflow(b, "the target page at %dx%d" % (w, h))
             b.screenshot(os.path.join(SHOTS, "user_chart_%dx%d.png" % (w, h)))
 
@@ -576,6 +584,17 @@ def test_dashboard_user(d):
                     T.check(abs(vals[0][i] - busy[c] * 100.0 / pts[0]) < 1e-9,
                             "%s's load %r%%" % (c, vals[0][i]))
             b.screenshot(os.path.join(SHOTS, "user_load_%dx%d.png" % (w, h)))
+
+            # 6. a data variable's values over time: the last written, as the API says
+            T.eq(rows[("20000000", "", 0)]["value"], 399, "API: the variable's last value")
+            set_value(b, "metric", "values", "change")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["20000000"], "the variable charted")
+            last = b.eval("S.past.filter(p => p.rows && p.rows.has('20000000//0'))"
+                          ".map(p => p.rows.get('20000000//0').value).pop()")
+            T.eq(last, 399, "the past's last value")
+            n = b.eval("Number(document.body.dataset.updates)")
+            wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "a live update")
+            T.eq(b.eval("S.series[S.series.length - 1][1]"), 399, "the live value")
             set_value(b, "metric", "net", "change")
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")

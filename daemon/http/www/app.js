@@ -355,6 +355,9 @@ function renderAreas(t, a) {
       const dt = a.last_time - S.prevLast;
       if (S.prevCtxNet !== null && dt > 0 && S.prevCtxNet.has(id))
         v = (ctxNet.get(id) - S.prevCtxNet.get(id)) * 100 / dt;
+    } else if ($("metric").value === "values") {
+      const r = S.rows.get(id);
+      v = r && r.value !== null && r.value !== undefined ? r.value : null;
     } else {
       const r = S.rows.get(id), prev = S.prevRows.get(id);
       if (r && prev && t > prev.t)
@@ -504,9 +507,16 @@ function choose(id, on) {
 }
 
 // The chart's columns: the ticked areas, or (load) each core, task or thread.
+// The chart's columns: the ticked areas; (load) each core, task or thread; (values) the
+// ticked data variables, else the three written most.
 function chartCols() {
-  if ($("metric").value !== "load") return S.chosenOrder;
-  return S.contexts.filter((c) => c !== "Neutral");
+  const m = $("metric").value;
+  if (m === "load") return S.contexts.filter((c) => c !== "Neutral");
+  if (m !== "values") return S.chosenOrder;
+  const ticked = S.chosenOrder.filter((id) => (S.rows.get(id) || {}).kind === "data");
+  if (ticked.length > 0) return ticked;
+  return [...S.rows].filter(([, r]) => r.kind === "data").sort((x, y) => y[1].count - x[1].count)
+    .slice(0, 3).map(([id]) => id);
 }
 // Net time (ns) of each context's code areas: the time the context was busy in them.
 function contextNet(rows) {
@@ -530,7 +540,7 @@ function drawChart() {
   }
   const opts = {
     labels: labels,
-    ylabel: load ? "load %" : $("metric").value === "calls" ? "calls / s" : "net ms / s",
+    ylabel: load ? "load %" : { calls: "calls / s", values: "value", net: "net ms / s" }[$("metric").value],
     legend: "always",
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
@@ -605,7 +615,8 @@ async function loadPast(page) {
     if (r.ok && r.doc) {
       pt.rows = new Map();
       for (const x of r.doc.rows)
-        pt.rows.set(docRowId(x), { net: x.net ? x.net.total : 0, count: x.count });
+        pt.rows.set(docRowId(x), { net: x.net ? x.net.total : 0, count: x.count,
+                                   value: x.value === undefined ? null : x.value });
       // a context's load in the range: its areas' net time over the target time it spans
       pt.span = r.doc.last_time - r.doc.first_time;
       pt.ctxNet = contextNet(r.doc.rows.filter((x) => x.context !== undefined).map((x) =>
@@ -629,6 +640,7 @@ function pastSeries() {
     if (p.rows === null) return null;
     if (load) return p.span > 0 ? (p.ctxNet.get(id) || 0) * 100 / p.span : null;
     const x = p.rows.get(id);
+    if ($("metric").value === "values") return x ? x.value : null;
     if (!x) return 0;
     return calls ? x.count / PAST_STEP_S : x.net / 1e6 / PAST_STEP_S;
   })));
