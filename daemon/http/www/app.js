@@ -291,10 +291,12 @@ function targetCard(t, x) {
   bd.className = "budgets";
   bd.dataset.k = "budgets";
   if (Array.isArray(x.budgets) && x.budgets.length > 0) {
-    for (const b of x.budgets) {
+    for (const b of x.budgets) { // as `tlcapd replay --budgets` reports them (name, violations)
+      const n = Number(b.violations || 0);
       const e = document.createElement("span");
-      e.className = "budget" + (b.violated ? " bad" : "");
-      e.textContent = (b.name || "budget") + (b.violated ? ": violated" : ": ok");
+      e.className = "budget" + (n > 0 ? " bad" : "");
+      e.title = [b.stat, b.area, b.context].filter(Boolean).join(" ");
+      e.textContent = (b.name || "budget") + (n > 0 ? ": " + fmtInt(n) + " violations" : ": ok");
       bd.appendChild(e);
     }
   } else {
