@@ -414,6 +414,24 @@ def test_dashboard_stored(d):
         head = b.eval("document.getElementById('daemon').textContent")
         T.check(("stored %s in %d segments" % (want, st["disk_segments"])) in head,
                 "the header says what the card says: %r" % head)
+        # live again: a new open segment counts as it grows, in the card and the header alike
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        s.sendall(D.calls(1000, t0=10 ** 10, step=1000, handle=7, core=0))
+        dm2.wait_stats(lambda st: st["store"]["records_written"] == 2000, what="written")
+        disk2, names2 = segment_bytes_on_disk(dm.state, "board")
+        st2 = [x for x in api_targets(hport) if x["name"] == "board"][0]["storage"]
+        print("board on disk with an open segment: %d bytes in %r; API %r" % (disk2, names2, st2))
+        T.eq(st2["disk_segments"], st["disk_segments"] + 1, "the open segment counted")
+        T.eq(st2["disk_bytes"], disk2, "disk_bytes with the open segment = the files")
+        want = fmt_bytes(disk2)
+        wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                " [data-k=\"stored\"]'); return c !== null && c.textContent === %s &&"
+                " document.getElementById('daemon').textContent.includes('stored ' + %s +"
+                " ' in %d segments'); })()" % (json.dumps(want), json.dumps(want),
+                                               st2["disk_segments"]),
+                "the card and the header say %s" % want)
+        s.close()
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
     finally:
