@@ -64,6 +64,26 @@ static void opt_i64(tlc_out_t *o, const char *key, int has, int64_t v) {
     tlc_out_puts(o, "null");
 }
 
+/* ", \"busy_ns\": N": the net time of target i's code areas (all contexts; open activations
+ * up to the last event), from tlc_engine_code_net without a snapshot, O(its areas). The page
+ * shows its load: the change over the change of target_time (100 %: one context busy). null
+ * when the view cannot tell. */
+static void busy(tlc__http_view_t *v, size_t i, tlc_out_t *o) {
+  const tlc_view_t *pv = v->src;
+  tlc_engine_code_net_t *cn = NULL;
+  size_t n = 0, cap = 0;
+  int64_t sum = 0;
+  if (pv->code_net == NULL || pv->code_net(pv->ud, i, &cn, &n, &cap) != 0) {
+    tlc_free(cn);
+    tlc_out_puts(o, ", \"busy_ns\": null");
+    return;
+  }
+  for (size_t k = 0; k < n; k++)
+    sum += cn[k].net_total;
+  tlc_free(cn);
+  tlc_out_printf(o, ", \"busy_ns\": %" PRId64, sum);
+}
+
 static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
   const tlc_view_t *pv = v->src;
   tlc_view_daemon_t di;
@@ -106,6 +126,8 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
                    ", \"clock_resets\": %" PRIu64,
                    c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
                    c->dropped_area_limit, c->anomalies, ti.reconnects, c->clock_resets);
+    tlc_out_printf(o, ", \"target_time\": %" PRId64, ti.last_time);
+    busy(v, i, o);
     tlc__http_target_storage(o, "storage", &st, storage);
     tlc_out_putc(o, '}');
   }

@@ -41,10 +41,11 @@ typedef struct tlc_view_target {
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
   uint64_t areas;                        /* rows-owning areas of its statistics */
-  uint64_t gen; /* changes when another target takes this index (a full table evicted one, one
-                   before it was forgotten), and when its statistics or names start over (a
-                   reset, a mapping loaded): a reader that follows it starts over in full */
-  uint64_t seq; /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
+  uint64_t gen;      /* changes when another target takes this index (a full table evicted one, one
+                        before it was forgotten), and when its statistics or names start over (a
+                        reset, a mapping loaded): a reader that follows it starts over in full */
+  uint64_t seq;      /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
+  int64_t last_time; /* its latest event time (tlc_engine_last_time; 0 before any) */
 } tlc_view_target_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */

@@ -296,6 +296,7 @@ def test_dashboard_layout(d):
             t += 1000
         s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
         dm.wait_stats(lambda st: any(x["events"] == 1400 for x in st["targets"]), what="events")
+        busy, t_last = 200 * (600 + 20 + 300), t - 1000 + 800
         for w, h in ((1400, 900), (800, 600)):
             b.viewport(w, h)
             # the overview: a card per target, its figures those of the API
@@ -313,6 +314,11 @@ def test_dashboard_layout(d):
                            % json.dumps(card)), "no budget: the slot shows nothing")
             T.check(b.eval("document.querySelector(%s + ' svg.spark') !== null"
                            % json.dumps(card)), "a rate sparkline")
+            # load: the code areas' net time (the durations sent) over the target time
+            T.eq(b.eval("document.querySelector(%s).dataset.busy" % json.dumps(card)),
+                 str(busy), "card: busy time = the durations sent")
+            T.eq(b.eval("document.querySelector(%s).dataset.time" % json.dumps(card)),
+                 str(t_last), "card: target time = the last record's")
             no_overflow(b, "the overview at %dx%d" % (w, h))
             b.screenshot(os.path.join(SHOTS, "overview_%dx%d.png" % (w, h)))
             b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
@@ -333,7 +339,32 @@ def test_dashboard_layout(d):
             wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
             T.check(wide <= 0, "the page scrolls sideways by %s px at %dx%d" % (wide, w, h))
             b.screenshot(os.path.join(SHOTS, "target_%dx%d.png" % (w, h)))
+        # the overview's load while events arrive: 100 more rounds over 100 us of target time
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('.card[data-target=\"dual\"]') !== null", "card")
+        rec = b""
+        for i in range(100):
+            rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(0, 0, 0, 0, t + 600) +
+                    T.bin11(1, 3, 0, 0, t + 700) + T.bin11(1, 0, 0, 0, t + 720) +
+                    T.bin11(2, 3, 1, 0, t + 100) + T.bin11(2, 0, 1, 0, t + 400) +
+                    T.bin11(0x20000000, 4, 0, i, t + 800))
+            t += 1000
+        s.sendall(rec)
+        card = '.card[data-target="dual"]'
+        wait_js(b, "document.querySelector(%s).dataset.busy === '%d'"
+                % (json.dumps(card), busy + 100 * 920), "the card's busy time grew")
+        got = b.eval("[document.querySelector(%s).dataset.busyBefore, document.querySelector(%s"
+                     " + ' [data-k=\"load\"]').textContent]" % (json.dumps(card),
+                                                                 json.dumps(card)))
+        print("the card's load after 100 more rounds: %r (busy before: %s)" % (got[1], got[0]))
+        if got[0] == str(busy):  # the 100 rounds in one update: 92,000 ns over 100,000 ns
+            T.eq(got[1], "92 %", "the card's load")
+        else:
+            T.check(got[1].endswith(" %"), "the card shows a load: %r" % got)
+
         # one context at a time: core1 shows isr (and the data variable), not main
+        b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
+        wait_js(b, "document.querySelector('#areas tbody tr') !== null", "area rows")
         b.eval("(() => { const c = document.getElementById('ctx'); c.value = 'core1';"
                " c.dispatchEvent(new Event('change')); })()")
         ids = b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")

@@ -235,7 +235,14 @@ function targetCard(t, x) {
     rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
     brate = Math.max(0, (x.bytes - prev.bytes) * 1000 / (t - prev.t));
   }
-  S.prevTargets.set(x.name, { t: t, events: x.events, bytes: x.bytes });
+  // load: its code areas' net time over the target time that passed (100 %: one context
+  // busy all the time; two busy cores: 200 %), as long as the target's clock moves
+  let load = null;
+  if (prev && x.busy_ns !== null && prev.busy !== null && x.target_time > prev.time &&
+      x.busy_ns >= prev.busy)
+    load = (x.busy_ns - prev.busy) * 100 / (x.target_time - prev.time);
+  S.prevTargets.set(x.name, { t: t, events: x.events, bytes: x.bytes, busy: x.busy_ns,
+                              time: x.target_time });
   const sp = S.spark.get(x.name) || [];
   if (prev) sp.push(rate);
   while (sp.length > SPARK) sp.shift();
@@ -244,6 +251,9 @@ function targetCard(t, x) {
   const card = document.createElement("article");
   card.className = "card" + (x.state === "connected" ? "" : " down");
   card.dataset.target = x.name;
+  card.dataset.busy = String(x.busy_ns);
+  card.dataset.time = String(x.target_time);
+  if (prev) card.dataset.busyBefore = String(prev.busy); // what the load is measured from
   const h = document.createElement("h3");
   const a = document.createElement("a");
   a.href = "#/target/" + encodeURIComponent(x.name);
@@ -256,9 +266,9 @@ function targetCard(t, x) {
   const peer = document.createElement("div");
   peer.className = "peer";
   peer.textContent = x.format + (x.peer ? " · " + x.peer : "");
-  const load = document.createElement("div");
-  load.className = "load";
-  load.title = "events per second, the last " + SPARK + " updates";
+  const row = document.createElement("div");
+  row.className = "load";
+  row.title = "events per second, the last " + SPARK + " updates";
   const rv = document.createElement("span");
   rv.className = "rate";
   rv.dataset.k = "rate";
@@ -266,7 +276,15 @@ function targetCard(t, x) {
   const unit = document.createElement("span");
   unit.className = "unit";
   unit.textContent = "events/s · " + fmtBytes(Math.round(brate)) + "/s";
-  load.append(sparkSvg(sp), rv, unit);
+  const lv = document.createElement("span");
+  lv.className = "rate";
+  lv.dataset.k = "load";
+  lv.title = "its code areas' net time over the target time that passed";
+  lv.textContent = load === null ? "–" : (load < 10 ? load.toFixed(1) : Math.round(load)) + " %";
+  const lu = document.createElement("span");
+  lu.className = "unit";
+  lu.textContent = "load";
+  row.append(lu, lv, sparkSvg(sp), rv, unit);
 
   const figs = document.createElement("div");
   figs.className = "figs";
@@ -285,7 +303,7 @@ function targetCard(t, x) {
     fig("segments", s ? fmtInt(s.disk_segments) : "", "segments"),
     fig("store drops", s ? fmtInt(s.dropped) : "", "store-drops", s && s.dropped > 0),
     fig("subscribers", fmtInt(x.subscribers), "subscribers"));
-  card.append(h, peer, load, figs);
+  card.append(h, peer, row, figs);
   // budgets: filled when the daemon reports them for this target (docs/http.md)
   const bd = document.createElement("div");
   bd.className = "budgets";
