@@ -309,8 +309,16 @@ void tlc_stored_target(void *ud, size_t index, tlc_view_store_t *out) {
   tlc_store_target_t *h;
   tlc_store_target_counters_t c;
   memset(out, 0, sizeof(*out));
-  if (index >= d->in.targets.n || (h = tlc_stpol_target(d->in.targets.v[index])) == NULL)
+  if (d->store == NULL || index >= d->in.targets.n)
     return;
+  /* on disk: its sealed segments (the catalog: found at start, so a restart keeps them) and
+   * its open one; the same figures the daemon's on_disk_* add up */
+  tlc_store_target_stored(d->store, d->in.targets.v[index]->name, &out->disk_bytes,
+                          &out->disk_segments);
+  if ((h = tlc_stpol_target(d->in.targets.v[index])) == NULL) {
+    out->has = out->disk_segments > 0; /* not stored now, but segments of it are */
+    return;
+  }
   tlc_store_target_counters(h, &c);
   out->has = 1;
   out->bytes_written = c.bytes_written;
@@ -318,6 +326,10 @@ void tlc_stored_target(void *ud, size_t index, tlc_view_store_t *out) {
   out->dropped_records = c.dropped_records;
   out->segment_seq = c.segment_seq;
   out->segment_bytes = c.segment_bytes;
+  if (c.segment_seq != 0) {
+    out->disk_bytes += c.segment_bytes;
+    out->disk_segments++;
+  }
 }
 
 /* Records storage dropped: its queue full, the disk full, an I/O error. */
@@ -338,6 +350,21 @@ void tlc_stored_daemon_info(const tlc_daemon_t *d, tlc_view_daemon_t *out) {
     out->stored_bytes = c.stored_bytes;
     out->stored_segments = c.stored_segments;
     out->disk_full = c.disk_full;
+    /* what is on disk: the sealed segments and the open one of each target (the sum of the
+     * targets' disk_bytes, plus the segments of targets not in the table) */
+    out->on_disk_bytes = c.stored_bytes;
+    out->on_disk_segments = c.stored_segments;
+    for (size_t i = 0; i < d->in.targets.n; i++) {
+      tlc_store_target_t *h = tlc_stpol_target(d->in.targets.v[i]);
+      tlc_store_target_counters_t tc;
+      if (h == NULL)
+        continue;
+      tlc_store_target_counters(h, &tc);
+      if (tc.segment_seq != 0) {
+        out->on_disk_bytes += tc.segment_bytes;
+        out->on_disk_segments++;
+      }
+    }
   }
   /* one statvfs(2) per scrape or live message: microseconds, on the loop */
   if (d->in.cfg.store && statvfs(d->in.cfg.state_dir, &sv) == 0) {

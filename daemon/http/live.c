@@ -64,6 +64,26 @@ static void opt_i64(tlc_out_t *o, const char *key, int has, int64_t v) {
     tlc_out_puts(o, "null");
 }
 
+/* ", \"busy_ns\": N": the net time of target i's code areas (all contexts; open activations
+ * up to the last event), from tlc_engine_code_net without a snapshot, O(its areas). The page
+ * shows its load: the change over the change of target_time (100 %: one context busy). null
+ * when the view cannot tell. */
+static void busy(tlc__http_view_t *v, size_t i, tlc_out_t *o) {
+  const tlc_view_t *pv = v->src;
+  tlc_engine_code_net_t *cn = NULL;
+  size_t n = 0, cap = 0;
+  int64_t sum = 0;
+  if (pv->code_net == NULL || pv->code_net(pv->ud, i, &cn, &n, &cap) != 0) {
+    tlc_free(cn);
+    tlc_out_puts(o, ", \"busy_ns\": null");
+    return;
+  }
+  for (size_t k = 0; k < n; k++)
+    sum += cn[k].net_total;
+  tlc_free(cn);
+  tlc_out_printf(o, ", \"busy_ns\": %" PRId64, sum);
+}
+
 static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
   const tlc_view_t *pv = v->src;
   tlc_view_daemon_t di;
@@ -80,9 +100,10 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
     tlc_out_printf(o,
                    ", \"store\": {\"queue_bytes\": %" PRIu64 ", \"bytes_written\": %" PRIu64
                    ", \"dropped\": %" PRIu64 ", \"stored_bytes\": %" PRIu64
-                   ", \"stored_segments\": %" PRIu64 ", \"disk_full\": %d}",
+                   ", \"stored_segments\": %" PRIu64 ", \"on_disk_bytes\": %" PRIu64
+                   ", \"on_disk_segments\": %" PRIu64 ", \"disk_full\": %d}",
                    di.store_queue_bytes, di.store_bytes_written, di.store_dropped, di.stored_bytes,
-                   di.stored_segments, di.disk_full ? 1 : 0);
+                   di.stored_segments, di.on_disk_bytes, di.on_disk_segments, di.disk_full ? 1 : 0);
   else
     tlc_out_puts(o, ", \"store\": null");
   opt_i64(o, "disk_free", di.has_disk_free, (int64_t)di.disk_free_bytes);
@@ -105,6 +126,8 @@ static void overview(tlc__http_view_t *v, tlc_out_t *o, int64_t now) {
                    ", \"clock_resets\": %" PRIu64,
                    c->events, c->bytes, c->gaps, c->resyncs, c->bytes_skipped, c->records_invalid,
                    c->dropped_area_limit, c->anomalies, ti.reconnects, c->clock_resets);
+    tlc_out_printf(o, ", \"target_time\": %" PRId64, ti.last_time);
+    busy(v, i, o);
     tlc__http_target_storage(o, "storage", &st, storage);
     tlc_out_putc(o, '}');
   }
@@ -116,7 +139,8 @@ static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\
 /* A row as an array, in the order of COLS (the names are sent once per message). */
 #define COLS                                                                                       \
   "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
-  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\"]"
+  "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\", \"ctx\", "   \
+  "\"value\"]"
 
 static void opt_v(tlc_out_t *o, int has, int64_t v) {
   tlc_out_putc(o, ',');
@@ -163,7 +187,14 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
     tlc_out_i64(o, s->kind != TLC_ROW_DATA ? s->win[w].k[TLC_NET].sum : 0);
     tlc_out_putc(o, ']');
   }
-  tlc_out_puts(o, "]]");
+  tlc_out_puts(o, "],"); /* the context's index (a histogram's context=), as the engine's */
+  tlc_out_u64(o, s->context);
+  tlc_out_putc(o, ','); /* a data row's last value written (null before the first) */
+  if (s->kind == TLC_ROW_DATA && s->has_value)
+    tlc_out_u64(o, s->value);
+  else
+    tlc_out_puts(o, "null");
+  tlc_out_putc(o, ']');
 }
 
 /* The "areas" object of `target`: rows changed since `since` (0: all, "full"). Returns the seq

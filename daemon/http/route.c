@@ -14,6 +14,9 @@
  *   /api/v1/targets/NAME/diff?a=T1..T2&b=T3..T4[&b_target=NAME2][&context=C][&kind=K]
  *                                   SPEC 14 from the rollups, by the view's rollup hook (built
  *                                   off the loop: pending as a range, docs/rollups.md)
+ *   /api/v1/targets/NAME/histogram?area=H&context=C&kind=K
+ *                                   one area's histogram, the engine's own buckets (1 %)
+ *                                   with samples (api_histogram below)
  *   /-/healthy, /-/ready            health and readiness, one line (health() below)
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
@@ -39,6 +42,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -422,14 +426,17 @@ static int query_param(const char *q, const char *key, char *out, size_t outlen)
   return 0;
 }
 
-/* Parameters other than since and until: the first one's name into bad. 1 if any. */
-static int query_unknown(const char *q, char *bad, size_t badlen) {
+/* Parameters other than those of `known` (NULL-terminated): the first one's name into bad. 1
+ * if any. */
+static int query_unknown(const char *q, const char *const *known, char *bad, size_t badlen) {
   while (*q != '\0') {
     size_t n = param_len(q);
     const char *eq = memchr(q, '=', n);
     size_t kl = eq != NULL ? (size_t)(eq - q) : n;
-    if (!(kl == 5 && strncmp(q, "since", 5) == 0) && !(kl == 5 && strncmp(q, "until", 5) == 0) &&
-        n > 0) {
+    int ok = 0;
+    for (size_t k = 0; known[k] != NULL; k++)
+      ok |= kl == strlen(known[k]) && strncmp(q, known[k], kl) == 0;
+    if (!ok && n > 0) {
       snprintf(bad, badlen, "%.*s", (int)(kl < 64 ? kl : 64), q);
       return 1;
     }
@@ -449,7 +456,8 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
   tlc_snap_opts_t so;
   tlc_hist_answer_t ans;
   tlc__http_pending_t *p;
-  if (query_unknown(query, bad, sizeof(bad))) {
+  static const char *const known[] = { "since", "until", NULL };
+  if (query_unknown(query, known, bad, sizeof(bad))) {
     tlc__http_error(rs, 400, "unknown query parameter \"%s\" (since and until are known)", bad);
     return;
   }
@@ -568,6 +576,141 @@ static void api_rollup(tlc__http_view_t *v, int what, const char *name, const ch
   }
   rs->status = 0;
   rs->pending = p;
+}
+
+/* ---- one area's histogram (the dashboard's detail panel) ----
+ *
+ * ?area=HANDLE (8 hex digits, as the rows name it) &context=N (the row's context index as the
+ * live rows' "ctx" gives it; "neutral" for the union of its contexts) &kind=net|gross|call.
+ * The answer holds every bucket of the engine's histogram with samples, [gt, le, count]: count
+ * samples v with gt < v <= le. Bucket bounds are the engine's (within 1 %, exact below 256 ns),
+ * so the counts are exact; the engine's quantiles (p50 ... p999) fall in these buckets. */
+#define HIST_EDGES_MAX 8192 /* 0..255 and 1 % steps to 2^63: about 3,900 */
+
+static size_t hist_edges(int64_t *le, size_t max) {
+  size_t n = 0;
+  int64_t e = 0;
+  le[n++] = 0;
+  while (n < max && e < INT64_MAX / 4) {
+    /* the next bucket's last value: tlc_engine_hist_edge gives the nearest bucket end, so
+     * step into the next bucket past its middle (buckets are at most 2 % wide) */
+    int64_t k = e / 100 > 1 ? e / 100 : 1, x;
+    do {
+      x = tlc_engine_hist_edge(e + k);
+      k *= 2;
+    } while (x <= e && k < INT64_MAX / 8);
+    if (x <= e)
+      break;
+    le[n++] = e = x;
+  }
+  return n;
+}
+
+/* tlc_view_t.hist_cum over le[0..nle), in the steps of at most 64 edges it takes. */
+static int hist_cum_all(const tlc_view_t *pv, size_t idx, uint32_t h, uint32_t c, unsigned k,
+                        const int64_t *le, size_t nle, uint64_t *cum) {
+  for (size_t i = 0; i < nle; i += 64) {
+    int rc = pv->hist_cum(pv->ud, idx, h, c, k, le + i, nle - i < 64 ? nle - i : 64, cum + i);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+static void api_histogram(tlc__http_view_t *v, const char *name, const char *query,
+                          tlc__http_resp_t *rs) {
+  static const char *const known[] = { "area", "context", "kind", NULL };
+  static const char *const kinds[3] = { "net", "gross", "call" };
+  const tlc_view_t *pv = v->src;
+  char area[16], ctx[16], kind[16], bad[80], *end;
+  unsigned long long h, c;
+  unsigned k;
+  size_t idx, nle, i;
+  int64_t *le;
+  uint64_t *cum, prev = 0;
+  int rc;
+  if (query_unknown(query, known, bad, sizeof(bad))) {
+    tlc__http_error(rs, 400, "unknown query parameter \"%s\" (area, context and kind are known)",
+                    bad);
+    return;
+  }
+  if (query_param(query, "area", area, sizeof(area)) != 1 || strlen(area) != 8 ||
+      strspn(area, "0123456789abcdefABCDEF") != 8) {
+    tlc__http_error(rs, 400, "area=HANDLE is needed: the area's 8 hex digits, as its row says");
+    return;
+  }
+  h = strtoull(area, NULL, 16);
+  rc = query_param(query, "context", ctx, sizeof(ctx));
+  if (rc == 0 || (rc == 1 && strcmp(ctx, "neutral") == 0)) {
+    c = TLC_CTX_NEUTRAL;
+  } else {
+    errno = 0;
+    c = rc == 1 && ctx[0] >= '0' && ctx[0] <= '9' ? strtoull(ctx, &end, 10) : ~0ull;
+    if (rc != 1 || errno != 0 || *end != '\0' || c >= TLC_CTX_NEUTRAL) {
+      tlc__http_error(rs, 400,
+                      "bad context (a context index, as the live rows' ctx, or "
+                      "\"neutral\")");
+      return;
+    }
+  }
+  rc = query_param(query, "kind", kind, sizeof(kind));
+  for (k = 0; rc == 1 && k < 3 && strcmp(kind, kinds[k]) != 0; k++)
+    ;
+  if (rc == 0)
+    k = 0;
+  if (rc < 0 || k == 3) {
+    tlc__http_error(rs, 400, "bad kind (net, gross or call)");
+    return;
+  }
+  if (find_target(v, name, &idx, rs) != 0)
+    return;
+  if (pv->hist_cum == NULL) {
+    tlc__http_error(rs, 501, "this daemon keeps no histograms");
+    return;
+  }
+  le = tlc_malloc(HIST_EDGES_MAX * sizeof(*le));
+  cum = tlc_malloc(HIST_EDGES_MAX * sizeof(*cum));
+  if (le == NULL || cum == NULL) {
+    tlc_free(le);
+    tlc_free(cum);
+    tlc__http_error(rs, 503, "out of memory");
+    return;
+  }
+  nle = hist_edges(le, HIST_EDGES_MAX);
+  rc = hist_cum_all(pv, idx, (uint32_t)h, (uint32_t)c, TLC_NET + k, le, nle, cum);
+  if (rc != 0) {
+    tlc_free(le);
+    tlc_free(cum);
+    if (rc == TLC_ERANGE)
+      tlc__http_error(rs, 404, "\"%s\" has no code area %s in context %s", name, area,
+                      c == TLC_CTX_NEUTRAL ? "neutral" : ctx);
+    else
+      tlc__http_error(rs, 500, "histogram of \"%s\": %s", name,
+                      rc == TLC_EINVAL ? "histograms are off" : tlc_strerror(rc));
+    return;
+  }
+  rs->ctype = CT_JSON;
+  tlc_out_puts(&rs->body, "{\"target\": ");
+  tlc_json_string(&rs->body, name);
+  tlc_out_printf(&rs->body, ", \"area\": \"%08llx\", \"context\": ", h);
+  if (c == TLC_CTX_NEUTRAL)
+    tlc_out_puts(&rs->body, "\"neutral\"");
+  else
+    tlc_out_u64(&rs->body, c);
+  tlc_out_printf(&rs->body, ", \"kind\": \"%s\", \"samples\": %" PRIu64 ", \"buckets\": [",
+                 kinds[k], nle > 0 ? cum[nle - 1] : 0);
+  for (i = 0; i < nle; i++) {
+    if (cum[i] == prev)
+      continue;
+    tlc_out_printf(&rs->body, "%s[%" PRId64 ", %" PRId64 ", %" PRIu64 "]", prev > 0 ? ", " : "",
+                   i > 0 ? le[i - 1] : -1, le[i], cum[i] - prev);
+    prev = cum[i];
+  }
+  tlc_out_puts(&rs->body, "]}\n");
+  tlc_free(le);
+  tlc_free(cum);
+  if (rs->body.err != 0)
+    tlc__http_error(rs, 503, "histogram of \"%s\": larger than the response limit", name);
 }
 
 /* Accept names OpenMetrics (any version; the server writes 1.0.0). */
@@ -718,6 +861,11 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
         return;
       }
       api_rollup(v, what, name, rq->query, rs);
+      return;
+    }
+    if (nl > 10 && strcmp(name + nl - 10, "/histogram") == 0) {
+      name[nl - 10] = '\0';
+      api_histogram(v, name, rq->query, rs);
       return;
     }
   }

@@ -3,8 +3,9 @@
  *
  * Both read a target the same way (the view's info and the storage figures) and open its
  * object with the same fields (name, format, state, peer, subscribers); their storage objects hold
- * the same five figures under the names each document has always had (docs/http.md). Pure: reads
- * the daemon only through the read side (view/view.h), on the loop thread.
+ * the same five figures under the names each document has always had, and disk_bytes and
+ * disk_segments alike (docs/http.md). Pure: reads the daemon only through the read side
+ * (view/view.h), on the loop thread.
  */
 #include "http/http-int.h"
 
@@ -57,5 +58,10 @@ void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_stor
     tlc_out_puts(o, "\": ");
     tlc_out_u64(o, val[k]);
   }
+  /* the same names in both documents: what is on disk of it, also from before a restart */
+  tlc_out_puts(o, ", \"disk_bytes\": ");
+  tlc_out_u64(o, st->disk_bytes);
+  tlc_out_puts(o, ", \"disk_segments\": ");
+  tlc_out_u64(o, st->disk_segments);
   tlc_out_putc(o, '}');
 }

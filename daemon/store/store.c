@@ -981,6 +981,20 @@ void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_
   LOCKED(t->s, *out = t->c);
 }
 
+void tlc_store_target_stored(tlc_store_t *s, const char *target, uint64_t *bytes,
+                             uint64_t *segments) {
+  uint64_t b = 0, n = 0;
+  uv_mutex_lock(&s->cat.mu);
+  for (size_t i = 0; i < s->cat.n; i++)
+    if (strcmp(s->cat.v[i].target, target) == 0) {
+      b += s->cat.v[i].bytes;
+      n++;
+    }
+  uv_mutex_unlock(&s->cat.mu);
+  *bytes = b;
+  *segments = n;
+}
+
 void tlc_store_opts_default(tlc_store_opts_t *o) {
   memset(o, 0, sizeof *o);
 }

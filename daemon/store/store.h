@@ -350,6 +350,11 @@ int tlc_store_target_mid_block(const tlc_store_target_t *t);
 /* Copies the counters (loop thread; they are maintained by the writer under a lock). */
 void tlc_store_counters(tlc_store_t *s, tlc_store_counters_t *out);
 void tlc_store_target_counters(tlc_store_target_t *t, tlc_store_target_counters_t *out);
+/* The sealed segments of the target called `target` in the catalog (found on disk at start,
+ * added at each seal, gone with retention): their files' bytes on disk (as stored_bytes) and
+ * their number. O(sealed segments of all targets). Any thread. */
+void tlc_store_target_stored(tlc_store_t *s, const char *target, uint64_t *bytes,
+                             uint64_t *segments);
 
 /* Queues a retention pass now (e.g. after a reload). */
 void tlc_store_retention_now(tlc_store_t *s);

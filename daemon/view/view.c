@@ -50,6 +50,7 @@ static int pv_info(void *ud, size_t index, tlc_view_target_t *out) {
   }
   out->gen = t->gen;
   out->seq = tlc_engine_seq(t->pipe.engine);
+  out->last_time = tlc_engine_last_time(t->pipe.engine);
   return 0;
 }
 

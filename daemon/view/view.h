@@ -42,10 +42,11 @@ typedef struct tlc_view_target {
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   uint64_t memory_bytes, memory_refused; /* memory budget: held by the target, refused to it */
   uint64_t areas;                        /* rows-owning areas of its statistics */
-  uint64_t gen; /* changes when another target takes this index (a full table evicted one, one
-                   before it was forgotten), and when its statistics or names start over (a
-                   reset, a mapping loaded): a reader that follows it starts over in full */
-  uint64_t seq; /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
+  uint64_t gen;      /* changes when another target takes this index (a full table evicted one, one
+                        before it was forgotten), and when its statistics or names start over (a
+                        reset, a mapping loaded): a reader that follows it starts over in full */
+  uint64_t seq;      /* its engine's change sequence (tlc_engine_seq; 0 from a view without) */
+  int64_t last_time; /* its latest event time (tlc_engine_last_time; 0 before any) */
 } tlc_view_target_t;
 
 /* The NATS publisher as ListTargets shows it (daemon/fleet/fleet.h). */
@@ -91,6 +92,8 @@ typedef struct tlc_view_daemon {
   uint64_t store_dropped;       /* records dropped by storage (queue full, disk full, I/O) */
   uint64_t stored_bytes;        /* sealed segments on disk */
   uint64_t stored_segments;     /* sealed segments on disk */
+  uint64_t on_disk_bytes;       /* sealed and open segments on disk, all targets */
+  uint64_t on_disk_segments;    /* the same segments, counted */
   int disk_full;                /* writing paused (ENOSPC) */
   int has_disk_free;            /* disk_free_bytes valid */
   uint64_t disk_free_bytes;     /* free bytes of the state directory's file system */
@@ -110,6 +113,8 @@ typedef struct tlc_view_store {
   uint64_t bytes_written, records_written, dropped_records;
   uint64_t segment_seq;   /* sequence of the open segment (0: none open) */
   uint64_t segment_bytes; /* bytes in the open segment */
+  uint64_t disk_bytes;    /* its segments on disk, sealed (also from before a restart) and open */
+  uint64_t disk_segments; /* the same segments, counted */
 } tlc_view_store_t;
 
 typedef struct tlc_view {

@@ -13,7 +13,8 @@
  * leaves open, tlc__http_public, is answered with an embedded file and nothing else; every
  * other answer with data came from a path that needs the token); the Host and Origin checks
  * (QUERY and ACCEPT as the header and the configured list) never accept a name beyond
- * loopback that is not listed; no crash, no UB, no leak. */
+ * loopback that is not listed; an area's histogram adds up to its samples; no crash, no UB,
+ * no leak. */
 #include "base/alloc.h"
 #include "base/err.h"
 #include "engine/engine.h"
@@ -272,6 +273,28 @@ static void check_resp(const tlc__http_resp_t *rs, size_t len, const char *body)
     abort();
 }
 
+/* An area's histogram (/api/v1/targets/NAME/histogram): buckets ascending, none empty, their
+ * counts adding up to "samples". */
+static void check_histogram(const char *body) {
+  const char *p = strstr(body, "\"samples\": ");
+  unsigned long long samples, sum = 0, n;
+  long long gt, le, last = -2;
+  int k;
+  if (p == NULL || sscanf(p, "\"samples\": %llu", &samples) != 1 ||
+      (p = strstr(p, "\"buckets\": [")) == NULL)
+    abort();
+  p += 12;
+  while ((p = strchr(p, '[')) != NULL && sscanf(p, "[%lld, %lld, %llu]%n", &gt, &le, &n, &k) == 3) {
+    if (gt < last || le <= gt || n == 0)
+      abort();
+    last = le;
+    sum += n;
+    p += k;
+  }
+  if (sum != samples)
+    abort();
+}
+
 /* A scrape the route started (metrics_stream): made in the smallest steps (a target, or 64
  * lines, each), then answered, as the server does over loop turns. */
 static void made(tlc__http_view_t *v, tlc__http_resp_t *rs) {
@@ -425,6 +448,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rs.static_body == NULL && body == NULL)
       abort();
     check_resp(&rs, len, body);
+    if (rs.status == 200 && body != NULL && strstr(path, "/histogram") != NULL)
+      check_histogram(body);
     tlc_free(body);
   }
   tlc__http_resp_fini(&rs);

@@ -404,7 +404,7 @@ def test_other_origin_in_chromium(d):
                 "the rebound page's WebSocket: %r" % r[:200])
         # the dashboard itself, on its own origin, still works
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        D.wait_until(lambda: b.eval("document.querySelector('tr[data-target=\"secretname\"]')"
+        D.wait_until(lambda: b.eval("document.querySelector('.card[data-target=\"secretname\"]')"
                                     " !== null"), 20, "the dashboard lists the target")
         s.close()
     finally:

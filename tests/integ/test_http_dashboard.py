@@ -1,20 +1,25 @@
 """The dashboard in headless Chromium, driven over the DevTools protocol (SPEC 9): the page
 loads with no console error, lists the targets, shows an area's count equal to `tlcap stats`,
 updates as events arrive, charts a chosen area with dygraphs, and after a daemon restart
-reconnects and says so. A screenshot is kept in the build directory (http_dashboard.png).
+reconnects and says so. Screenshots are kept as artefacts in SCREENSHOT_DIR (made if missing,
+printed at the start): <build>/tests/integ/dashboard_screenshots under ctest.
 
-usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_PATH"""
+usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_DIR"""
 import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
-TLCAPD, TLCAP, SHOT = sys.argv[1], sys.argv[2], sys.argv[3]
+TLCAPD, TLCAP, SHOTS = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+os.makedirs(SHOTS, exist_ok=True)
+print("screenshots in", SHOTS)
 
 
 def stats_count(sport, target, handle, context):
@@ -37,8 +42,42 @@ def wait_js(b, expr, what, timeout=15.0):
 
 def cell(b, sel, key):
     return b.eval("(() => { const r = document.querySelector(%s); if (!r) return null;"
-                  " const c = r.querySelector('td[data-k=\"%s\"]'); return c ? c.textContent"
+                  " const c = r.querySelector('[data-k=\"%s\"]'); return c ? c.textContent"
                   " : null; })()" % (json.dumps(sel), key))
+
+
+def no_overflow(b, what):
+    """Nothing runs off the right edge: the page does not scroll sideways, and no element of
+    the page (a table scrolls in its own box) ends past the window's width."""
+    wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
+    T.check(wide <= 0, "%s: the page scrolls sideways by %s px" % (what, wide))
+    cut = b.eval("[...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null"
+                 " && !e.closest('.table-box') && e.getBoundingClientRect().right >"
+                 " window.innerWidth + 0.5).map(e => e.tagName + '#' + e.id + '.' +"
+                 " e.className).slice(0, 5)")
+    T.eq(cut, [], "%s: elements cut at the right edge" % what)
+
+
+def fmt_bytes(v):
+    """The page's rule (docs/http.md): KiB, MiB, ... with one decimal, bytes as they are."""
+    units, i, v = ["B", "KiB", "MiB", "GiB", "TiB"], 0, float(v)
+    while v >= 1024 and i < len(units) - 1:
+        v /= 1024
+        i += 1
+    return ("%.1f" % v if i else "%d" % v) + " " + units[i]
+
+
+def segment_bytes_on_disk(state, target):
+    """The bytes of the target's segments on disk: every file of its directory but its
+    checkpoint and mapping (data, compressed data, exports, manifests)."""
+    d, total, names = os.path.join(state, target), 0, []
+    for n in sorted(os.listdir(d)):
+        p = os.path.join(d, n)
+        if not os.path.isfile(p) or n.startswith("target.") or n.startswith("mapping"):
+            continue
+        names.append(n)
+        total += os.path.getsize(p)
+    return total, names
 
 
 def num(text):
@@ -62,10 +101,10 @@ def test_dashboard(d):
         dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 240, what="first batch")
 
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        wait_js(b, "document.querySelector('tr[data-target=\"board\"]') !== null",
+        wait_js(b, "document.querySelector('.card[data-target=\"board\"]') !== null",
                 "the overview lists the target")
-        T.eq(num(cell(b, 'tr[data-target="board"]', "events")), 240, "events in the overview")
-        T.check(cell(b, 'tr[data-target="board"]', "state").startswith("connected"),
+        T.eq(num(cell(b, '[data-target="board"]', "events")), 240, "events in the overview")
+        T.check(cell(b, '[data-target="board"]', "state").startswith("connected"),
                 "state connected")
 
         # subscribers per target: a `tlcap watch board` counts for board, not for another
@@ -76,15 +115,15 @@ def test_dashboard(d):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_js(b, "(() => { const c = (t) => { const r = document.querySelector("
-                    "'tr[data-target=\"' + t + '\"] td[data-k=\"subscribers\"]');"
+                    "'[data-target=\"' + t + '\"] [data-k=\"subscribers\"]');"
                     " return r ? r.textContent : null; };"
                     " return c('board') === '1' && c('other') === '0'; })()",
                     "board has 1 subscriber, other 0")
         finally:
             w.terminate()
             w.wait(10)
-        wait_js(b, "(() => { const r = document.querySelector('tr[data-target=\"board\"]"
-                " td[data-k=\"subscribers\"]'); return r && r.textContent === '0'; })()",
+        wait_js(b, "(() => { const r = document.querySelector('[data-target=\"board\"]"
+                " [data-k=\"subscribers\"]'); return r && r.textContent === '0'; })()",
                 "board's subscriber gone")
         o.close()
 
@@ -120,7 +159,7 @@ def test_dashboard(d):
             n = b.eval("Number(document.body.dataset.updates)")
             wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "next update")
         wait_js(b, "document.querySelector('#chart canvas') !== null", "dygraphs chart drawn")
-        b.screenshot(SHOT)
+        b.screenshot(os.path.join(SHOTS, "target_live.png"))
         b.pump()
         T.eq(b.errors, [], "no console errors before the restart")
 
@@ -158,8 +197,10 @@ def test_dashboard(d):
 
 
 def test_dashboard_token(d):
-    """With a token file the page asks for the token once (window.prompt), keeps it in the
-    tab's session storage (a reload does not ask again) and then shows the targets."""
+    """With a token file the page asks for the token in its header (a form, not a dialog),
+    keeps it in the tab's session storage (a reload does not ask again) and then shows the
+    targets. A wrong token is said so, and the page waits for another: it does not ask again
+    and again by itself."""
     try:
         b = cdp.Browser(d)
     except FileNotFoundError:
@@ -172,24 +213,55 @@ def test_dashboard_token(d):
     port, hport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--token-file", tok],
                   http="127.0.0.1:%d" % hport)
+
+    def submit(token):
+        b.eval("(() => { document.getElementById('token-input').value = %s;"
+               " document.getElementById('token-form').requestSubmit(); })()"
+               % json.dumps(token))
+
+    def updates():
+        return b.eval("Number(document.body.dataset.updates || 0)")
+
     try:
         s = D.connect(port)
         s.sendall(b"TLCAP/1 target=guarded format=bin11\n" + D.calls(5))
         dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
-        # a wrong token first: the page says it was refused and asks again, saying why
-        b.prompt_answer = ["wrong-token", "page-token"]
+        b.viewport(1400, 900)
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+        wait_js(b, "document.body !== null && !document.getElementById('token-form').hidden",
+                "the page asks for the token")
+        T.eq(b.eval("document.getElementById('token-msg').textContent"),
+             "tlcapd asks for its access token", "why it asks")
+        # a wrong token: said so, in the form, and nothing more until the user types again
+        submit("wrong-token")
+        wait_js(b, "document.getElementById('token-msg').textContent.includes('refused')",
+                "the page says the token was refused", timeout=20)
+        T.eq(b.eval("document.getElementById('status').dataset.state"), "refused", "status")
+        T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), None, "a refused token is dropped")
+        # it stays so: the page does not send or ask anything by itself (no loop), nor shows
+        # data; a live socket waits for the token
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            b.pump()
+            time.sleep(0.2)
+        T.check(b.eval("document.getElementById('token-msg').textContent.includes('refused')"),
+                "still says refused")
+        T.eq(updates(), 0, "no data without the token")
+        T.eq(b.prompts, [], "no dialog")
+        b.viewport(800, 600)
+        no_overflow(b, "the token form at 800x600")
+        b.screenshot(os.path.join(SHOTS, "token_refused_800x600.png"))
+        submit("page-token")
+        wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown once the right token was given")
-        T.eq(len(b.prompts), 2, "asked twice: %r" % b.prompts)
-        T.check("refused" in b.prompts[1], "the second prompt says why: %r" % b.prompts[1])
-        b.prompts.clear()
+        T.check(b.eval("document.getElementById('token-form').hidden"), "the form goes")
         T.eq(b.eval("sessionStorage.getItem('tlcap-token')"), "page-token",
              "kept in the tab's session storage")
         b.call("Page.reload")
-        wait_js(b, "document.querySelector('tr[data-target=\"guarded\"]') !== null",
+        wait_js(b, "document.querySelector('.card[data-target=\"guarded\"]') !== null",
                 "targets shown after a reload")
-        T.eq(len(b.prompts), 0, "not asked again after a reload")
+        T.check(b.eval("document.getElementById('token-form').hidden"), "not asked again")
+        T.eq(b.prompts, [], "no dialog")
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
         s.close()
@@ -202,7 +274,7 @@ def test_dashboard_layout(d):
     """A user's first look at a two-core target, at 1400x900 and 800x600: the page never
     scrolls sideways, the target's page opens on a chart with data (its busiest areas
     ticked), one context at a time with a selector (Neutral first), a column per rolling
-    window, and a filter. Screenshots of both sizes are kept beside SCREENSHOT_PATH."""
+    window, and a filter. Screenshots of both sizes are kept in SCREENSHOT_DIR."""
     try:
         b = cdp.Browser(d)
     except FileNotFoundError:
@@ -224,9 +296,31 @@ def test_dashboard_layout(d):
             t += 1000
         s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
         dm.wait_stats(lambda st: any(x["events"] == 1400 for x in st["targets"]), what="events")
-        base = os.path.splitext(SHOT)[0]
+        busy, t_last = 200 * (600 + 20 + 300), t - 1000 + 800
         for w, h in ((1400, 900), (800, 600)):
             b.viewport(w, h)
+            # the overview: a card per target, its figures those of the API
+            b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+            wait_js(b, "document.querySelector('.card[data-target=\"dual\"]') !== null",
+                    "the overview's card")
+            api = [x for x in api_targets(hport) if x["name"] == "dual"][0]
+            card = '.card[data-target="dual"]'
+            T.eq(num(cell(b, card, "events")), api["counters"]["events"], "card: events")
+            T.eq(num(cell(b, card, "gaps")), api["gaps"], "card: gaps")
+            T.eq(num(cell(b, card, "resets")), api["counters"]["clock_resets"], "card: resets")
+            T.eq(cell(b, card, "state"), "connected", "card: state")
+            T.eq(cell(b, card, "stored"), "off", "card: not stored (--no-store)")
+            T.check(b.eval("document.querySelector(%s + ' [data-k=\"budgets\"]').hidden"
+                           % json.dumps(card)), "no budget: the slot shows nothing")
+            T.check(b.eval("document.querySelector(%s + ' svg.spark') !== null"
+                           % json.dumps(card)), "a rate sparkline")
+            # load: the code areas' net time (the durations sent) over the target time
+            T.eq(b.eval("document.querySelector(%s).dataset.busy" % json.dumps(card)),
+                 str(busy), "card: busy time = the durations sent")
+            T.eq(b.eval("document.querySelector(%s).dataset.time" % json.dumps(card)),
+                 str(t_last), "card: target time = the last record's")
+            no_overflow(b, "the overview at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "overview_%dx%d.png" % (w, h)))
             b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
             wait_js(b, "document.querySelector('#areas tbody tr') !== null", "area rows")
             wait_js(b, "document.querySelector('#chart canvas') !== null &&"
@@ -244,8 +338,33 @@ def test_dashboard_layout(d):
             T.eq(heads, ["last 1 s", "last 10 s", "last 60 s"], "a column per window")
             wide = b.eval("document.documentElement.scrollWidth - window.innerWidth")
             T.check(wide <= 0, "the page scrolls sideways by %s px at %dx%d" % (wide, w, h))
-            b.screenshot("%s_%dx%d.png" % (base, w, h))
+            b.screenshot(os.path.join(SHOTS, "target_%dx%d.png" % (w, h)))
+        # the overview's load while events arrive: 100 more rounds over 100 us of target time
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('.card[data-target=\"dual\"]') !== null", "card")
+        rec = b""
+        for i in range(100):
+            rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(0, 0, 0, 0, t + 600) +
+                    T.bin11(1, 3, 0, 0, t + 700) + T.bin11(1, 0, 0, 0, t + 720) +
+                    T.bin11(2, 3, 1, 0, t + 100) + T.bin11(2, 0, 1, 0, t + 400) +
+                    T.bin11(0x20000000, 4, 0, i, t + 800))
+            t += 1000
+        s.sendall(rec)
+        card = '.card[data-target="dual"]'
+        wait_js(b, "document.querySelector(%s).dataset.busy === '%d'"
+                % (json.dumps(card), busy + 100 * 920), "the card's busy time grew")
+        got = b.eval("[document.querySelector(%s).dataset.busyBefore, document.querySelector(%s"
+                     " + ' [data-k=\"load\"]').textContent]" % (json.dumps(card),
+                                                                 json.dumps(card)))
+        print("the card's load after 100 more rounds: %r (busy before: %s)" % (got[1], got[0]))
+        if got[0] == str(busy):  # the 100 rounds in one update: 92,000 ns over 100,000 ns
+            T.eq(got[1], "92 %", "the card's load")
+        else:
+            T.check(got[1].endswith(" %"), "the card shows a load: %r" % got)
+
         # one context at a time: core1 shows isr (and the data variable), not main
+        b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
+        wait_js(b, "document.querySelector('#areas tbody tr') !== null", "area rows")
         b.eval("(() => { const c = document.getElementById('ctx'); c.value = 'core1';"
                " c.dispatchEvent(new Event('change')); })()")
         ids = b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")
@@ -267,4 +386,275 @@ def test_dashboard_layout(d):
         dm.stop()
 
 
-T.main([test_dashboard, test_dashboard_token, test_dashboard_layout])
+def api_targets(hport):
+    with urllib.request.urlopen("http://127.0.0.1:%d/api/v1/targets" % hport, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_dashboard_stored(d):
+    """What is stored, said once: the header's "stored" and each target's card agree with the
+    bytes of its segments on disk, and still do after a restart (the sealed segments found on
+    disk at start count, not only what this run wrote)."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "in=bin11@127.0.0.1:%d" % port]
+    dm = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport,
+                  store=True)
+    dm2 = None
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        for k in range(3):  # three segments sealed by rotation, each of 2,000 records
+            s.sendall(D.calls(1000, t0=10 ** 9 * (k + 1), step=1000, handle=7, core=0))
+            dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 2000 * (k + 1),
+                          what="batch %d" % k)
+            dm.wait_stats(lambda st: st["store"]["records_written"] == 2000 * (k + 1),
+                          what="batch %d written" % k)
+            rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "rotate", "board"],
+                               timeout=30)
+            T.eq(rc, 0, "tlcap rotate: " + err)
+        s.close()
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "first daemon's exit status")
+        disk, names = segment_bytes_on_disk(dm.state, "board")
+        T.check(disk > 2000 * 3 * 24, "segments on disk: %d bytes in %r" % (disk, names))
+
+        dm2 = D.Daemon(TLCAPD, d, args, http="127.0.0.1:%d" % hport,
+                       serve="127.0.0.1:%d" % sport, store=True)
+        dm2.wait_sealed()
+        disk, names = segment_bytes_on_disk(dm.state, "board")
+        tb = [x for x in api_targets(hport) if x["name"] == "board"]
+        T.eq(len(tb), 1, "board listed after the restart")
+        st = tb[0]["storage"]
+        T.eq(st["disk_bytes"], disk, "/api/v1/targets: board's disk_bytes = the files %r" % names)
+        T.check(st["disk_segments"] >= 3, "at least the 3 rotated segments: %r" % st)
+        print("board on disk after the restart: %d bytes in %r" % (disk, names))
+
+        b.viewport(1400, 900)
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        want = fmt_bytes(disk)
+        wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                " [data-k=\"stored\"]'); return c !== null && c.textContent === %s; })()"
+                % json.dumps(want), "the card says %s stored" % want)
+        T.eq(num(cell(b, '.card[data-target="board"]', "segments")), st["disk_segments"],
+             "the card's segments")
+        head = b.eval("document.getElementById('daemon').textContent")
+        T.check(("stored %s in %d segments" % (want, st["disk_segments"])) in head,
+                "the header says what the card says: %r" % head)
+        # live again: a new open segment counts as it grows, in the card and the header alike
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n")
+        s.sendall(D.calls(1000, t0=10 ** 10, step=1000, handle=7, core=0))
+        dm2.wait_stats(lambda st: st["store"]["records_written"] == 2000, what="written")
+        disk2, names2 = segment_bytes_on_disk(dm.state, "board")
+        st2 = [x for x in api_targets(hport) if x["name"] == "board"][0]["storage"]
+        print("board on disk with an open segment: %d bytes in %r; API %r" % (disk2, names2, st2))
+        T.eq(st2["disk_segments"], st["disk_segments"] + 1, "the open segment counted")
+        T.eq(st2["disk_bytes"], disk2, "disk_bytes with the open segment = the files")
+        want = fmt_bytes(disk2)
+        wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                " [data-k=\"stored\"]'); return c !== null && c.textContent === %s &&"
+                " document.getElementById('daemon').textContent.includes('stored ' + %s +"
+                " ' in %d segments'); })()" % (json.dumps(want), json.dumps(want),
+                                               st2["disk_segments"]),
+                "the card and the header say %s" % want)
+        s.close()
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        b.close()
+        for x in (dm, dm2):
+            if x is not None and x.p.poll() is None:
+                x.stop()
+
+
+def fmt_ns(v):
+    """The page's rule for times (docs/http.md)."""
+    if v < 1e3:
+        return "%d ns" % v
+    if v < 1e6:
+        return "%.2f µs" % (v / 1e3)
+    if v < 1e9:
+        return "%.2f ms" % (v / 1e6)
+    return "%.3f s" % (v / 1e9)
+
+
+def get_json(hport, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (hport, path), timeout=20) as r:
+        return json.loads(r.read())
+
+
+def set_value(b, el, value, event):
+    b.eval("(() => { const e = document.getElementById(%s); e.value = %s;"
+           " e.dispatchEvent(new Event(%s)); })()" % (json.dumps(el), json.dumps(value),
+                                                      json.dumps(event)))
+
+
+def shown_ids(b):
+    return b.eval("[...document.querySelectorAll('#areas tbody tr')].map(r => r.dataset.id)")
+
+
+def test_dashboard_user(d):
+    """A user's session on a stored two-core target, each step checked on the page against
+    the API's numbers and the durations sent (the brute-force oracle): open the target, see
+    the chart with data at once (its past filled from history), switch context, filter, open
+    an area's detail and its histogram; at 1,400x900 and 800x600, nothing past the right
+    edge. Screenshots of each step are kept in SCREENSHOT_DIR."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport, store=True)
+    s = None
+    try:
+        s = D.connect(port)
+        # core 0: main (handle 0, 300..1199 ns) and fast (handle 1, 20 ns); core 1: isr
+        # (handle 2, 100..299 ns); a data variable
+        durs = {0: [], 1: [], 2: []}
+        rec, t = b"", 1000
+        for i in range(400):
+            dm_, di = 300 + (i * 97) % 900, 100 + (i * 13) % 200
+            rec += (T.bin11(0, 3, 0, 0, t) + T.bin11(0, 0, 0, 0, t + dm_) +
+                    T.bin11(1, 3, 0, 0, t + 1300) + T.bin11(1, 0, 0, 0, t + 1320) +
+                    T.bin11(2, 3, 1, 0, t + 100) + T.bin11(2, 0, 1, 0, t + 100 + di) +
+                    T.bin11(0x20000000, 4, 0, i, t + 1500))
+            durs[0].append(dm_)
+            durs[1].append(20)
+            durs[2].append(di)
+            t += 2000
+        s.sendall(b"TLCAP/1 target=dual format=bin11\n" + rec)
+        dm.wait_stats(lambda st: any(x["events"] == 2800 for x in st["targets"]), what="events")
+        dm.wait_stats(lambda st: st["store"]["records_written"] == 2800, what="stored")
+
+        api = get_json(hport, "/api/v1/targets/dual/stats")
+        rows = {(r["handle"], r.get("context", ""), r.get("state", 0)): r for r in api["rows"]}
+        main_n = rows[("00000000", "Neutral", 0)]
+        T.eq(main_n["count"], 400, "API: main's count")
+
+        for w, h in ((1400, 900), (800, 600)):
+            b.viewport(w, h)
+            b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/dual" % hport)
+            # 1. the chart has data at once: the busiest areas ticked, the past from history
+            wait_js(b, "document.body !== null && document.body.dataset.past !== undefined &&"
+                    " Number(document.body.dataset.past) > 0", "the chart's past loaded",
+                    timeout=60)
+            wait_js(b, "document.querySelector('#chart canvas') !== null", "chart drawn")
+            labels = b.eval("S.chart.getLabels().slice(1)")
+            T.eq(labels, ["00000000", "00000002", "00000001"], "the top areas by net time")
+            # what the past says of main equals what the API counts of it
+            past = b.eval("S.past.reduce((a, p) => a + (p.rows && p.rows.get("
+                          "'00000000/Neutral/0') ? p.rows.get('00000000/Neutral/0').count"
+                          " : 0), 0)")
+            T.eq(past, main_n["count"], "main's calls in the chart's past")
+            top = b.eval("Math.max(...S.series.map(p => p[1] || 0))")
+            T.check(top > 0, "main's curve has data: %r" % top)
+            legend = b.eval("(() => { const l = document.getElementById('legend')"
+                            ".getBoundingClientRect(), c = document.getElementById('chart')"
+                            ".getBoundingClientRect(); return l.top >= c.bottom - 0.5; })()")
+            T.check(legend, "the legend is under the chart, not on the curves")
+            cut = b.eval("(() => { const c = document.getElementById('chart')"
+                         ".getBoundingClientRect(); return [...document.querySelectorAll("
+                         "'#chart .dygraph-axis-label')].filter(e => { const r ="
+                         " e.getBoundingClientRect(); return r.left < c.left - 0.5 ||"
+                         " r.right > c.right + 0.5 || r.bottom > c.bottom + 0.5 ||"
+                         " e.scrollWidth > e.clientWidth + 1 || r.height > 20; })"
+                         ".map(e => e.textContent); })()")
+            T.eq(cut, [], "axis labels cut or wrapped")
+            no_overflow(b, "the target page at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "user_chart_%dx%d.png" % (w, h)))
+
+            # 2. one context at a time: core1 shows isr and the data variable
+            set_value(b, "ctx", "core1", "change")
+            want = sorted("%s/%s/%d" % k for k in rows
+                          if k[1] in ("core1", ""))
+            T.eq(sorted(shown_ids(b)), want, "core 1's view: its rows in the API")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["00000002"], "the chart follows")
+
+            # 3. filter: in core 0, the rows whose handle has "0001"
+            set_value(b, "ctx", "core0", "change")
+            set_value(b, "filter", "0001", "input")
+            T.eq(shown_ids(b), ["00000001/core0/0"], "filtered in core 0")
+            set_value(b, "filter", "", "input")
+
+            # 4. main's detail on core 0: its figures, windows and histogram
+            b.eval("document.querySelector('tr[data-id=\"00000000/core0/0\"] button.area')"
+                   ".click()")
+            wait_js(b, "document.getElementById('detail').dataset.ready === '1'",
+                    "the detail panel filled")
+            r0 = rows[("00000000", "core0", 0)]
+            for k in ("p50", "p99", "p999", "min", "max"):
+                T.eq(cell(b, "#detail", "net-" + k), fmt_ns(r0["net"][k]), "detail: net " + k)
+            T.eq(cell(b, "#detail", "net-n"), "400", "detail: net samples")
+            T.eq(r0["net"]["min"], min(durs[0]), "API min = the oracle's")
+            T.eq(r0["net"]["max"], max(durs[0]), "API max = the oracle's")
+            wins = b.eval("[...document.querySelectorAll('#d-windows tbody tr')]"
+                          ".map(r => r.cells[0].textContent)")
+            T.eq(wins, ["last %g s" % (x["window_ns"] / 1e9) for x in r0["windows"]],
+                 "a line per window")
+            hist = get_json(hport, "/api/v1/targets/dual/histogram?area=00000000&context=%d"
+                            "&kind=net" % b.eval("S.rows.get('00000000/core0/0').ctx"))
+            T.eq(hist["samples"], 400, "histogram: samples")
+            for gt, le, n in hist["buckets"]:  # the oracle: the durations sent
+                T.eq(n, sum(1 for x in durs[0] if gt < x <= le), "bucket (%d, %d]" % (gt, le))
+            T.check(len(hist["buckets"]) > 50, "1 %% buckets: %d" % len(hist["buckets"]))
+            T.eq(b.eval("Number(document.getElementById('d-hist').dataset.samples)"), 400,
+                 "the histogram drawn holds every sample")
+            T.eq(b.eval("[...document.querySelectorAll('#d-hist rect')]"
+                        ".reduce((a, r) => a + Number(r.dataset.count), 0)"), 400, "bars")
+            T.eq(b.eval("document.querySelectorAll('#d-hist line.q').length"), 4,
+                 "p50, p90, p99, p99.9 marked")
+            no_overflow(b, "the detail at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "user_detail_%dx%d.png" % (w, h)))
+            b.eval("document.getElementById('d-close').click()")
+            set_value(b, "ctx", "Neutral", "change")
+
+            # 5. load per core: each core's areas' net time over the target time that passed
+            set_value(b, "metric", "load", "change")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["core0", "core1"], "a curve per core")
+            busy = {"core0": sum(durs[0]) + sum(durs[1]), "core1": sum(durs[2])}
+            for c in ("core0", "core1"):
+                got = b.eval("S.past.reduce((a, p) => a + (p.rows ? p.ctxNet.get(%s) || 0 : 0),"
+                             " 0)" % json.dumps(c))
+                T.eq(got, busy[c], "%s's net time in the chart's past = the durations sent" % c)
+            pts = b.eval("S.past.filter(p => p.rows && p.span > 0).map(p => p.span)")
+            if len(pts) == 1:  # the burst in one range: its span is the records' (first to last)
+                T.eq(pts[0], (1000 + 399 * 2000 + 1500) - 1000, "the range's target time")
+                vals = b.eval("pastSeries().filter(p => p[1] !== null && p[1] > 0)"
+                              ".map(p => p.slice(1))")
+                T.eq(len(vals), 1, "one past point with load")
+                for i, c in enumerate(("core0", "core1")):
+                    T.check(abs(vals[0][i] - busy[c] * 100.0 / pts[0]) < 1e-9,
+                            "%s's load %r%%" % (c, vals[0][i]))
+            b.screenshot(os.path.join(SHOTS, "user_load_%dx%d.png" % (w, h)))
+
+            # 6. a data variable's values over time: the last written, as the API says
+            T.eq(rows[("20000000", "", 0)]["value"], 399, "API: the variable's last value")
+            set_value(b, "metric", "values", "change")
+            T.eq(b.eval("S.chart.getLabels().slice(1)"), ["20000000"], "the variable charted")
+            last = b.eval("S.past.filter(p => p.rows && p.rows.has('20000000//0'))"
+                          ".map(p => p.rows.get('20000000//0').value).pop()")
+            T.eq(last, 399, "the past's last value")
+            n = b.eval("Number(document.body.dataset.updates)")
+            wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "a live update")
+            T.eq(b.eval("S.series[S.series.length - 1][1]"), 399, "the live value")
+            set_value(b, "metric", "net", "change")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        if s is not None:
+            s.close()
+        b.close()
+        dm.stop()
+
+
+ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored,
+       test_dashboard_user]
+ONLY = os.environ.get("TLC_ONLY")  # a developer's shortcut: TLC_ONLY=test_a,test_b
+T.main([t for t in ALL if not ONLY or t.__name__ in ONLY.split(",")])

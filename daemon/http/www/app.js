@@ -30,7 +30,19 @@ const S = {
   autoChosen: false, // the top areas were ticked for this page and context
   windows: [], // the rolling windows' lengths (ns), one column each
   tokenRefused: false, // tlcapd refused the token the page sent
+  sentToken: false, // this socket was sent a token
+  pastFor: null, // the page whose past was asked for
+  colKey: "", // the chart's columns, as drawn
+  prevCtxNet: null, // each context's net time at the previous message (load)
+  prevLast: 0, // the target time of the previous message (load)
+  past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count} | null}]
+  livePoints: 0, // chart points from live messages since the page opened
+  detail: null, // the area whose detail is open (its row id), or null
+  detailDoc: null, // its row in the target's statistics document
+  detailHist: null, // its histogram (/api/v1/targets/NAME/histogram)
 };
+const PAST_STEPS = 30; // the chart's past: 30 ranges of history ...
+const PAST_STEP_S = 10; // ... of 10 s each (the last 5 minutes)
 
 function fmtInt(v) {
   return v === null || v === undefined ? "" : Number(v).toLocaleString("en-US");
@@ -41,6 +53,12 @@ function fmtBytes(v) {
   let i = 0;
   while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
   return (i ? v.toFixed(1) : v) + " " + u[i];
+}
+function fmtRate(v) {
+  if (v === 0) return "0";
+  const a = Math.abs(v);
+  return a >= 1000 ? Math.round(v).toLocaleString("en-US") : a >= 0.001 ? String(Number(v.toPrecision(3)))
+    : v.toExponential(1);
 }
 function fmtNs(v) {
   if (v === null || v === undefined) return "";
@@ -65,43 +83,37 @@ function setStatus(state, text) {
 
 // ---- connection ----
 
+// With a token file tlcapd sends {"type": "auth"} until the socket's first "token TOKEN". The
+// page asks in the header (a form, never a dialog that comes back by itself): a refused token
+// is said so there and waits for the user to type another.
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(proto + "//" + location.host + "/api/v1/live", "tlcap-live");
   S.ws = ws;
   S.startMs = null;
-  let sentToken = false;
+  S.sentToken = false;
   ws.onopen = () => {
     S.backoff = 500;
     const t = sessionStorage.getItem("tlcap-token"); // asked once, kept for the tab
-    if (t) { ws.send("token " + t); sentToken = true; }
+    if (t) { ws.send("token " + t); S.sentToken = true; }
     subscribe();
   };
   ws.onmessage = (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch (e) { return; }
-    if (m.type === "auth") { // tlcapd has a token file (SPEC 8): ask for it once
-      if (sentToken) return; // ours is on its way; a wrong one closes the socket
-      const t = window.prompt(S.tokenRefused
-        ? "tlcapd refused that token. Enter its access token:"
-        : "tlcapd asks for its access token:");
-      if (!t) {
-        setStatus("refused", S.tokenRefused ? "tlcapd refused the token: reload to try again"
-                                            : "a token is needed to see this tlcapd");
-        return;
-      }
-      sessionStorage.setItem("tlcap-token", t);
-      ws.send("token " + t);
-      sentToken = true;
-      subscribe();
+    if (m.type === "auth") { // tlcapd has a token file (SPEC 8)
+      if (!S.sentToken) askToken();
       return;
     }
+    $("token-form").hidden = true;
+    S.tokenRefused = false;
     onLive(m);
   };
   ws.onclose = (ev) => {
     S.ws = null;
-    if (ev.code === 1008 && ev.reason === "bad token") { // say so, then ask again
+    if (ev.code === 1008 && ev.reason === "bad token") { // say so; ask when the socket is back
       sessionStorage.removeItem("tlcap-token");
+      $("token-input").value = "";
       S.tokenRefused = true;
       setStatus("refused", "tlcapd refused the token");
       setTimeout(connect, 500);
@@ -115,6 +127,33 @@ function connect() {
   };
   ws.onerror = () => {}; // onclose follows and reconnects
 }
+
+function askToken() {
+  const f = $("token-form");
+  $("token-msg").textContent = S.tokenRefused
+    ? "tlcapd refused that token: check it and enter it again"
+    : "tlcapd asks for its access token";
+  $("token-msg").className = S.tokenRefused ? "bad" : "";
+  setStatus("refused", S.tokenRefused ? "tlcapd refused the token" : "a token is needed");
+  if (f.hidden) {
+    f.hidden = false;
+    $("token-input").value = "";
+    $("token-input").focus();
+  }
+}
+
+$("token-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const t = $("token-input").value.trim();
+  if (!t) return;
+  sessionStorage.setItem("tlcap-token", t); // sent now, or when the socket is back
+  if (!S.ws || S.ws.readyState !== WebSocket.OPEN) return;
+  S.ws.send("token " + t);
+  S.sentToken = true;
+  $("token-msg").textContent = "checking…";
+  $("token-msg").className = "";
+  subscribe();
+});
 
 function subscribe() {
   if (S.ws && S.ws.readyState === WebSocket.OPEN)
@@ -141,10 +180,15 @@ function onLive(m) {
   let txt = "tlcapd " + d.version + " · subscribers " + d.subscribers + " · dashboards " +
             d.websockets;
   if (d.store) txt += " · store queue " + fmtBytes(d.store.queue_bytes) + " · stored " +
-                      fmtBytes(d.store.stored_bytes) + " in " + d.store.stored_segments +
+                      fmtBytes(d.store.on_disk_bytes) + " in " + d.store.on_disk_segments +
                       " segments" + (d.store.disk_full ? " · DISK FULL" : "");
   if (d.disk_free !== null) txt += " · disk free " + fmtBytes(d.disk_free);
   $("daemon").textContent = txt;
+  if (S.page !== null && S.pastFor !== S.page) {
+    S.pastFor = S.page;
+    if (d.store) loadPast(S.page);
+    else $("past-note").textContent = "no history: tlcapd does not store";
+  }
   renderTargets(m.t, m.targets);
   if (m.areas && S.page !== null && m.areas.target === S.page) renderAreas(m.t, m.areas);
 }
@@ -165,55 +209,130 @@ function sparkSvg(vals) {
   return svg;
 }
 
-function renderTargets(t, targets) {
-  const tb = $("targets").tBodies[0];
-  const frag = document.createDocumentFragment();
-  for (const x of targets) {
-    const prev = S.prevTargets.get(x.name);
-    let rate = 0;
-    if (prev && t > prev.t) rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
-    S.prevTargets.set(x.name, { t: t, events: x.events });
-    const sp = S.spark.get(x.name) || [];
-    if (prev) sp.push(rate);
-    while (sp.length > SPARK) sp.shift();
-    S.spark.set(x.name, sp);
+// One card per target: its state, the event rate now and over the last minute (sparkline),
+// what went wrong (gaps, resyncs, clock resets, bytes skipped, drops), what is on disk of it
+// (sealed and open segments: the same figures the header adds up), and a slot for its
+// budgets that stays empty until the daemon reports some.
+function fig(label, value, key, bad, title) {
+  const d = document.createElement("div");
+  d.className = "fig" + (bad ? " bad" : "");
+  if (title) d.title = title;
+  const l = document.createElement("span");
+  l.className = "label";
+  l.textContent = label;
+  const v = document.createElement("span");
+  v.className = "value";
+  v.dataset.k = key;
+  v.textContent = value;
+  d.append(l, v);
+  return d;
+}
 
-    const tr = document.createElement("tr");
-    tr.dataset.target = x.name;
-    if (x.state !== "connected") tr.className = "disconnected";
-    const a = document.createElement("a");
-    a.href = "#/target/" + encodeURIComponent(x.name);
-    a.textContent = x.name;
-    const name = td("", null, "name");
-    name.appendChild(a);
-    tr.appendChild(name);
-    tr.appendChild(td(x.state + (x.peer ? " (" + x.peer + ")" : ""), "state-" + x.state, "state"));
-    const rc = td("", "n", "rate");
-    rc.appendChild(sparkSvg(sp));
-    rc.appendChild(document.createTextNode(" " + fmtInt(Math.round(rate))));
-    tr.appendChild(rc);
-    tr.appendChild(td(fmtInt(x.events), "n", "events"));
-    tr.appendChild(td(fmtBytes(x.bytes), "n", "bytes"));
-    tr.appendChild(td(fmtInt(x.gaps), "n", "gaps"));
-    tr.appendChild(td(fmtInt(x.resyncs), x.resyncs ? "n bad" : "n", "resyncs"));
-    tr.appendChild(td(fmtInt(x.clock_resets || 0), "n", "resets"));
-    tr.appendChild(td(fmtInt(x.skipped), x.skipped ? "n bad" : "n", "skipped"));
-    tr.appendChild(td(fmtInt(x.drops), x.drops ? "n bad" : "n", "drops"));
-    tr.appendChild(td(fmtInt(x.anomalies), "n", "anomalies"));
-    const st = x.storage;
-    tr.appendChild(td(st ? fmtBytes(st.bytes) : "off", "n", "stored"));
-    tr.appendChild(td(st ? String(st.segment) : "", "n", "segment"));
-    tr.appendChild(td(st ? fmtInt(st.dropped) : "", st && st.dropped ? "n bad" : "n",
-                      "store-drops"));
-    tr.appendChild(td(fmtInt(x.subscribers), "n", "subscribers"));
-    frag.appendChild(tr);
+function targetCard(t, x) {
+  const prev = S.prevTargets.get(x.name);
+  let rate = 0, brate = 0;
+  if (prev && t > prev.t) {
+    rate = Math.max(0, (x.events - prev.events) * 1000 / (t - prev.t));
+    brate = Math.max(0, (x.bytes - prev.bytes) * 1000 / (t - prev.t));
   }
-  tb.replaceChildren(frag);
+  // load: its code areas' net time over the target time that passed (100 %: one context
+  // busy all the time; two busy cores: 200 %), as long as the target's clock moves
+  let load = null;
+  if (prev && x.busy_ns !== null && prev.busy !== null && x.target_time > prev.time &&
+      x.busy_ns >= prev.busy)
+    load = (x.busy_ns - prev.busy) * 100 / (x.target_time - prev.time);
+  S.prevTargets.set(x.name, { t: t, events: x.events, bytes: x.bytes, busy: x.busy_ns,
+                              time: x.target_time });
+  const sp = S.spark.get(x.name) || [];
+  if (prev) sp.push(rate);
+  while (sp.length > SPARK) sp.shift();
+  S.spark.set(x.name, sp);
+
+  const card = document.createElement("article");
+  card.className = "card" + (x.state === "connected" ? "" : " down");
+  card.dataset.target = x.name;
+  card.dataset.busy = String(x.busy_ns);
+  card.dataset.time = String(x.target_time);
+  if (prev) card.dataset.busyBefore = String(prev.busy); // what the load is measured from
+  const h = document.createElement("h3");
+  const a = document.createElement("a");
+  a.href = "#/target/" + encodeURIComponent(x.name);
+  a.textContent = x.name;
+  const st = document.createElement("span");
+  st.className = "badge state-" + x.state;
+  st.dataset.k = "state";
+  st.textContent = x.state === "connected" ? "connected" : "down";
+  h.append(a, " ", st);
+  const peer = document.createElement("div");
+  peer.className = "peer";
+  peer.textContent = x.format + (x.peer ? " · " + x.peer : "");
+  const row = document.createElement("div");
+  row.className = "load";
+  row.title = "events per second, the last " + SPARK + " updates";
+  const rv = document.createElement("span");
+  rv.className = "rate";
+  rv.dataset.k = "rate";
+  rv.textContent = fmtInt(Math.round(rate));
+  const unit = document.createElement("span");
+  unit.className = "unit";
+  unit.textContent = "events/s · " + fmtBytes(Math.round(brate)) + "/s";
+  const lv = document.createElement("span");
+  lv.className = "rate";
+  lv.dataset.k = "load";
+  lv.title = "its code areas' net time over the target time that passed";
+  lv.textContent = load === null ? "–" : (load < 10 ? load.toFixed(1) : Math.round(load)) + " %";
+  const lu = document.createElement("span");
+  lu.className = "unit";
+  lu.textContent = "load";
+  row.append(lu, lv, sparkSvg(sp), rv, unit);
+
+  const figs = document.createElement("div");
+  figs.className = "figs";
+  const s = x.storage;
+  figs.append(
+    fig("events", fmtInt(x.events), "events"),
+    fig("received", fmtBytes(x.bytes), "bytes"),
+    fig("gaps", fmtInt(x.gaps), "gaps", false, "gaps the statistics closed at"),
+    fig("resets", fmtInt(x.clock_resets || 0), "resets", false, "clock restarts (board resets)"),
+    fig("resyncs", fmtInt(x.resyncs), "resyncs", x.resyncs > 0),
+    fig("skipped", fmtBytes(x.skipped), "skipped", x.skipped > 0, "bytes skipped by the decoder"),
+    fig("drops", fmtInt(x.drops), "drops", x.drops > 0, "events dropped at the area limit"),
+    fig("anomalies", fmtInt(x.anomalies), "anomalies"),
+    fig("stored", s ? fmtBytes(s.disk_bytes) : "off", "stored", false,
+        "its segments on disk, sealed and open"),
+    fig("segments", s ? fmtInt(s.disk_segments) : "", "segments"),
+    fig("store drops", s ? fmtInt(s.dropped) : "", "store-drops", s && s.dropped > 0),
+    fig("subscribers", fmtInt(x.subscribers), "subscribers"));
+  card.append(h, peer, row, figs);
+  // budgets: filled when the daemon reports them for this target (docs/http.md)
+  const bd = document.createElement("div");
+  bd.className = "budgets";
+  bd.dataset.k = "budgets";
+  if (Array.isArray(x.budgets) && x.budgets.length > 0) {
+    for (const b of x.budgets) { // as `tlcapd replay --budgets` reports them (name, violations)
+      const n = Number(b.violations || 0);
+      const e = document.createElement("span");
+      e.className = "budget" + (n > 0 ? " bad" : "");
+      e.title = [b.stat, b.area, b.context].filter(Boolean).join(" ");
+      e.textContent = (b.name || "budget") + (n > 0 ? ": " + fmtInt(n) + " violations" : ": ok");
+      bd.appendChild(e);
+    }
+  } else {
+    bd.hidden = true;
+  }
+  card.appendChild(bd);
+  return card;
+}
+
+function renderTargets(t, targets) {
+  const frag = document.createDocumentFragment();
+  for (const x of targets) frag.appendChild(targetCard(t, x));
+  $("cards").replaceChildren(frag);
   $("no-targets").hidden = targets.length > 0;
   if (S.page !== null) {
     const me = targets.find((x) => x.name === S.page);
-    $("tstate").textContent = me ? "(" + me.state + ", " + fmtInt(me.events) + " events)"
-                                 : "(unknown target)";
+    $("tstate").textContent = me ? "(" + (me.state === "connected" ? "connected" : "down") +
+                                   ", " + fmtInt(me.events) + " events)" : "(unknown target)";
   }
 }
 
@@ -240,28 +359,46 @@ function renderAreas(t, a) {
   }
   updateContexts();
   if (!S.autoChosen && a.full && S.rows.size > 0) autoChoose();
-  // chart: a point per message, for every charted area (rates from cumulative values)
+  // chart: a point per message, for every charted area or context (rates from cumulative
+  // values; a context's load from its areas' net time over the target time that passed)
+  const cols = chartCols(), load = $("metric").value === "load";
+  if (cols.join("\n") !== S.colKey) { // other columns: the past again, then live
+    S.colKey = cols.join("\n");
+    S.series = pastSeries();
+    S.livePoints = 0;
+  }
   const point = [new Date(t)];
-  for (const id of S.chosenOrder) {
-    const r = S.rows.get(id);
-    const prev = S.prevRows.get(id);
+  const ctxNet = contextNet(S.rows.values());
+  for (const id of cols) {
     let v = null;
-    if (r && prev && t > prev.t) {
-      v = $("metric").value === "calls"
-        ? (r.count - prev.count) * 1000 / (t - prev.t)
-        : ((r.net || 0) - (prev.net || 0)) / 1e6 * 1000 / (t - prev.t);
-      if (v < 0) v = null;
+    if (load) {
+      const dt = a.last_time - S.prevLast;
+      if (S.prevCtxNet !== null && dt > 0 && S.prevCtxNet.has(id))
+        v = (ctxNet.get(id) - S.prevCtxNet.get(id)) * 100 / dt;
+    } else if ($("metric").value === "values") {
+      const r = S.rows.get(id);
+      v = r && r.value !== null && r.value !== undefined ? r.value : null;
+    } else {
+      const r = S.rows.get(id), prev = S.prevRows.get(id);
+      if (r && prev && t > prev.t)
+        v = $("metric").value === "calls"
+          ? (r.count - prev.count) * 1000 / (t - prev.t)
+          : ((r.net || 0) - (prev.net || 0)) / 1e6 * 1000 / (t - prev.t);
     }
-    point.push(v);
+    point.push(v !== null && v >= 0 ? v : null);
   }
   for (const [id, r] of S.rows) S.prevRows.set(id, { t: t, net: r.net, count: r.count });
-  if (S.chosenOrder.length > 0) {
+  S.prevCtxNet = ctxNet;
+  S.prevLast = a.last_time;
+  if (cols.length > 0) {
     S.series.push(point);
-    while (S.series.length > HISTORY) S.series.shift();
+    S.livePoints++;
+    while (S.series.length > HISTORY + PAST_STEPS) S.series.shift();
     drawChart();
   }
   setWindows(a.windows_ns || []);
   drawTable();
+  if (S.detail !== null && a.full && $("detail").dataset.ready === "1") drawDetail();
 }
 
 // The contexts of the target's code rows: Neutral first (the areas over all contexts), then
@@ -299,7 +436,9 @@ function autoChoose() {
     .sort((x, y) => y[1].net - x[1].net).slice(0, 3);
   for (const [id] of top) S.chosen.add(id);
   S.chosenOrder = [...S.chosen];
-  S.series = [];
+  S.series = pastSeries();
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
 }
 
 function setWindows(ws) {
@@ -344,8 +483,17 @@ function drawTable() {
     const c0 = td("");
     c0.appendChild(cb);
     tr.appendChild(c0);
-    // a state row's name is "VARIABLE = VALUE NAME" (the server composes it)
-    tr.appendChild(td(r.kind === "state" ? r.name : areaName(r), null, "name"));
+    // a state row's name is "VARIABLE = VALUE NAME" (the server composes it); the name
+    // opens the area's detail (its figures, windows and histogram)
+    const nc = td("", null, "name");
+    const nb = document.createElement("button");
+    nb.type = "button";
+    nb.className = "area";
+    nb.textContent = r.kind === "state" ? r.name : areaName(r);
+    nb.title = "details of " + nb.textContent;
+    nb.addEventListener("click", () => openDetail(id));
+    nc.appendChild(nb);
+    tr.appendChild(nc);
     tr.appendChild(td(fmtInt(r.count), "n", "count"));
     for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
                        "p99_net"]) {
@@ -372,28 +520,59 @@ function drawTable() {
 function choose(id, on) {
   if (on) S.chosen.add(id); else S.chosen.delete(id);
   S.chosenOrder = [...S.chosen];
-  S.series = []; // the columns changed: start the chart afresh
+  S.series = pastSeries(); // the columns changed: the past from history, then live again
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
   drawChart();
 }
 
+// The chart's columns: the ticked areas, or (load) each core, task or thread.
+// The chart's columns: the ticked areas; (load) each core, task or thread; (values) the
+// ticked data variables, else the three written most.
+function chartCols() {
+  const m = $("metric").value;
+  if (m === "load") return S.contexts.filter((c) => c !== "Neutral");
+  if (m !== "values") return S.chosenOrder;
+  const ticked = S.chosenOrder.filter((id) => (S.rows.get(id) || {}).kind === "data");
+  if (ticked.length > 0) return ticked;
+  return [...S.rows].filter(([, r]) => r.kind === "data").sort((x, y) => y[1].count - x[1].count)
+    .slice(0, 3).map(([id]) => id);
+}
+// Net time (ns) of each context's code areas: the time the context was busy in them.
+function contextNet(rows) {
+  const m = new Map();
+  for (const r of rows)
+    if (r.kind === "code" && r.context !== "Neutral" && r.net !== null && r.net !== undefined)
+      m.set(r.context, (m.get(r.context) || 0) + r.net);
+  return m;
+}
+
 function drawChart() {
-  const labels = ["time"].concat(S.chosenOrder.map((id) => {
+  const cols = chartCols(), load = $("metric").value === "load";
+  const labels = ["time"].concat(cols.map((id) => {
     const r = S.rows.get(id);
-    return r ? areaName(r) : id;
+    return load ? id : r ? areaName(r) : id;
   }));
-  $("chart-hint").hidden = S.chosenOrder.length > 0;
-  if (S.chosenOrder.length === 0 || S.series.length === 0) {
+  $("chart-hint").hidden = cols.length > 0;
+  if (cols.length === 0 || S.series.length === 0) {
     if (S.chart) { S.chart.destroy(); S.chart = null; }
     return;
   }
   const opts = {
     labels: labels,
-    ylabel: $("metric").value === "calls" ? "calls / s" : "net ms / s",
+    ylabel: load ? "load %" : { calls: "calls / s", values: "value", net: "net ms / s" }[$("metric").value],
     legend: "always",
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
-    axes: { x: { axisLabelWidth: 70, pixelsPerLabel: 110, axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
-                 valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) } },
+    axes: {
+      x: { axisLabelWidth: 70, pixelsPerLabel: 110,
+           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
+           valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) },
+      // three significant digits, never an exponent cut in two by the axis's width
+      y: { axisLabelWidth: 64, axisLabelFormatter: fmtRate, valueFormatter: fmtRate },
+    },
+    rightGap: 24, // the last time label whole
+    drawPoints: true, // a past range between gaps is a point
     connectSeparatedPoints: false,
   };
   if (S.chart && S.chart.getLabels().length === labels.length) {
@@ -401,6 +580,239 @@ function drawChart() {
   } else {
     if (S.chart) S.chart.destroy();
     S.chart = new Dygraph($("chart"), S.series, opts);
+  }
+}
+
+// ---- the API over HTTP (with the tab's token when tlcapd has one) ----
+
+async function getJson(path) {
+  const h = {};
+  const t = sessionStorage.getItem("tlcap-token");
+  if (t) h.Authorization = "Bearer " + t;
+  try {
+    const r = await fetch(path, { headers: h, cache: "no-store" });
+    let doc = null;
+    try { doc = await r.json(); } catch (e) { doc = null; }
+    return { ok: r.ok, status: r.status, doc: doc };
+  } catch (e) {
+    return { ok: false, status: 0, doc: null };
+  }
+}
+function targetPath(name) {
+  return "/api/v1/targets/" + encodeURIComponent(name).replace(/%2F/g, "/");
+}
+// A row of the statistics document (`tlcap stats --export json`) named as the live rows are.
+function docRowId(x) {
+  return x.handle + "/" + (x.context === undefined ? "" : x.context) + "/" + (x.state || 0);
+}
+
+// ---- the chart's past, from history (stored segments; docs/http.md) ----
+
+// The statistics of each of the last PAST_STEPS ranges of PAST_STEP_S seconds, one range
+// query each (/stats?since=-Ns&until=-Ms), oldest first; a range without stored records is a
+// gap in the chart. Without storage (501) the chart starts with the live points.
+async function loadPast(page) {
+  const t0 = Date.now(), past = [];
+  $("past-note").textContent = "loading the last " + (PAST_STEPS * PAST_STEP_S / 60) +
+                               " min from history…";
+  for (let i = PAST_STEPS; i >= 1; i--) {
+    const url = targetPath(page) + "/stats?since=-" + i * PAST_STEP_S + "s&until=-" +
+                (i - 1) * PAST_STEP_S + "s";
+    let r = await getJson(url);
+    // 503: as many range queries as tlcapd runs at once are running (another page, a
+    // `tlcap stats --since`): wait a little and ask again
+    for (let k = 0; r.status === 503 && k < 10 && S.page === page; k++) {
+      await new Promise((res) => setTimeout(res, 300 * (k + 1)));
+      r = await getJson(url);
+    }
+    if (S.page !== page) return;
+    if (!r.ok && r.status !== 404) {
+      $("past-note").textContent = r.status === 501 ? "no history: tlcapd does not store" :
+        "no history: " + (r.doc && r.doc.error ? r.doc.error.message : "HTTP " + r.status);
+      return;
+    }
+    const pt = { t: new Date(t0 - (i - 0.5) * PAST_STEP_S * 1000), rows: null };
+    if (r.ok && r.doc) {
+      pt.rows = new Map();
+      for (const x of r.doc.rows)
+        pt.rows.set(docRowId(x), { net: x.net ? x.net.total : 0, count: x.count,
+                                   value: x.value === undefined ? null : x.value });
+      // a context's load in the range: its areas' net time over the target time it spans
+      pt.span = r.doc.last_time - r.doc.first_time;
+      pt.ctxNet = contextNet(r.doc.rows.filter((x) => x.context !== undefined).map((x) =>
+        ({ kind: "code", context: x.context, net: x.net ? x.net.total : null })));
+    }
+    past.push(pt);
+  }
+  S.past = past;
+  $("past-note").textContent = "";
+  document.body.dataset.past = String(past.filter((p) => p.rows !== null).length);
+  // the past goes before the live points already drawn (same columns)
+  S.series = pastSeries().concat(S.livePoints > 0 ? S.series.slice(-S.livePoints) : []);
+  drawChart();
+}
+
+// The chart's points from the past, for the charted areas and the chosen metric: the mean
+// rate over each range (net ms per s, or calls per s).
+function pastSeries() {
+  const calls = $("metric").value === "calls", load = $("metric").value === "load";
+  return S.past.map((p) => [p.t].concat(chartCols().map((id) => {
+    if (p.rows === null) return null;
+    if (load) return p.span > 0 ? (p.ctxNet.get(id) || 0) * 100 / p.span : null;
+    const x = p.rows.get(id);
+    if ($("metric").value === "values") return x ? x.value : null;
+    if (!x) return 0;
+    return calls ? x.count / PAST_STEP_S : x.net / 1e6 / PAST_STEP_S;
+  })));
+}
+
+// ---- an area's detail: its figures, rolling windows and histogram ----
+
+const QKEYS = [["p50", "p50"], ["p90", "p90"], ["p99", "p99"], ["p999", "p99.9"]];
+
+function openDetail(id) {
+  S.detail = id;
+  S.detailDoc = null;
+  S.detailHist = null;
+  $("detail").hidden = false;
+  $("detail").dataset.id = id;
+  $("detail").dataset.ready = "0";
+  drawDetail();
+  $("detail").scrollIntoView({ block: "nearest" });
+}
+function closeDetail() {
+  S.detail = null;
+  $("detail").hidden = true;
+  delete $("detail").dataset.id;
+}
+
+// Fetches the area's row of the statistics document and its histogram, then draws them.
+async function drawDetail() {
+  const id = S.detail, page = S.page, r = S.rows.get(id);
+  if (!id || !r) return;
+  const kind = $("d-kind").value;
+  const nm = r.kind === "state" ? r.name : areaName(r);
+  $("d-title").textContent = nm + " · " + (r.kind === "code" ? r.context : r.kind) +
+    (nm !== r.handle ? " · " + r.handle : "");
+  $("detail").dataset.ready = "0";
+  const st = await getJson(targetPath(page) + "/stats");
+  let h = null;
+  if (r.kind === "code" && r.ctx !== undefined)
+    h = await getJson(targetPath(page) + "/histogram?area=" + r.handle + "&context=" +
+                      (r.context === "Neutral" ? "neutral" : r.ctx) + "&kind=" + kind);
+  if (S.detail !== id || S.page !== page) return;
+  S.detailDoc = st.ok ? st.doc.rows.find((x) => docRowId(x) === id) || null : null;
+  S.detailHist = h && h.ok ? h.doc : null;
+  detailStats(S.detailDoc);
+  detailWindows(S.detailDoc);
+  detailHist(S.detailHist, S.detailDoc, kind, h);
+  $("detail").dataset.ready = "1";
+}
+
+function detailStats(x) {
+  const body = $("d-stats").tBodies[0];
+  const lines = [["samples", "n", fmtInt], ["total", "total", fmtNs], ["min", "min", fmtNs],
+                 ["avg", "avg", fmtNs], ["max", "max", fmtNs], ["σ", "stddev", fmtSd]]
+    .concat(QKEYS.map(([k, label]) => [label, k, fmtNs]));
+  const frag = document.createDocumentFragment();
+  if (x) {
+    const c = document.createElement("tr");
+    c.append(td("count"), td(fmtInt(x.count), "n", "count"), td(""), td(""));
+    frag.appendChild(c);
+  }
+  for (const [label, key, f] of lines) {
+    const tr = document.createElement("tr");
+    tr.appendChild(td(label));
+    for (const k of ["net", "gross", "call"]) {
+      const d = x && x[k];
+      tr.appendChild(td(d && d[key] !== undefined && d[key] !== null ? f(d[key]) : "",
+                        "n", k + "-" + key));
+    }
+    frag.appendChild(tr);
+  }
+  body.replaceChildren(frag);
+}
+function fmtSd(v) {
+  return fmtNs(Math.round(Number(v)));
+}
+
+function detailWindows(x) {
+  const frag = document.createDocumentFragment();
+  for (const w of (x && x.windows) || []) {
+    const tr = document.createElement("tr");
+    const n = w.net || {};
+    tr.append(td("last " + w.window_ns / 1e9 + " s"), td(fmtInt(w.count), "n", "count"),
+              td(n.sum !== undefined ? fmtNs(n.sum) : "", "n", "net"),
+              td(fmtNs(n.min), "n", "min"), td(fmtNs(n.avg), "n", "avg"),
+              td(fmtNs(n.max), "n", "max"));
+    frag.appendChild(tr);
+  }
+  $("d-windows").tBodies[0].replaceChildren(frag);
+}
+
+// The engine's buckets (1 %) drawn on a log scale, merged into at most BARS bars, with the
+// quantiles marked.
+const BARS = 60;
+function detailHist(h, x, kind, resp) {
+  const svg = $("d-hist"), ns = "http://www.w3.org/2000/svg";
+  svg.replaceChildren();
+  $("d-hist-axis").replaceChildren();
+  svg.dataset.samples = "0";
+  if (!h || h.buckets.length === 0) {
+    $("d-hist-note").textContent = !resp ? "no histogram for a " + (S.rows.get(S.detail) || {}).kind +
+      " area" : resp.ok ? "no samples yet" :
+      (resp.doc && resp.doc.error ? resp.doc.error.message : "HTTP " + resp.status);
+    return;
+  }
+  const lo = Math.max(1, h.buckets[0][1]), hi = Math.max(lo + 1, h.buckets[h.buckets.length - 1][1]);
+  const L = (v) => Math.log(Math.max(1, v));
+  const span = L(hi) - L(lo) || 1;
+  const bin = (v) => Math.min(BARS - 1, Math.floor((L(v) - L(lo)) / span * BARS));
+  const counts = new Array(BARS).fill(0);
+  let total = 0;
+  for (const [, le, n] of h.buckets) { counts[bin(le)] += n; total += n; }
+  const max = Math.max(...counts);
+  const W = 600, H = 180, bw = W / BARS;
+  counts.forEach((n, i) => {
+    if (n === 0) return;
+    const r = document.createElementNS(ns, "rect");
+    const bh = Math.max(1, (H - 14) * n / max);
+    r.setAttribute("x", (i * bw + 0.5).toFixed(1));
+    r.setAttribute("width", Math.max(1, bw - 1).toFixed(1));
+    r.setAttribute("y", (H - bh).toFixed(1));
+    r.setAttribute("height", bh.toFixed(1));
+    r.setAttribute("class", "bar");
+    r.dataset.count = String(n);
+    const t = document.createElementNS(ns, "title");
+    t.textContent = fmtInt(n) + " samples";
+    r.appendChild(t);
+    svg.appendChild(r);
+  });
+  const d = x && x[kind];
+  for (const [k, label] of QKEYS) {
+    if (!d || d[k] === null || d[k] === undefined) continue;
+    const px = ((L(d[k]) - L(lo)) / span * (W - bw) + bw / 2);
+    const l = document.createElementNS(ns, "line");
+    l.setAttribute("x1", px.toFixed(1));
+    l.setAttribute("x2", px.toFixed(1));
+    l.setAttribute("y1", "0");
+    l.setAttribute("y2", String(H));
+    l.setAttribute("class", "q q-" + k);
+    const t = document.createElementNS(ns, "title");
+    t.textContent = label + " " + fmtNs(d[k]);
+    l.appendChild(t);
+    svg.appendChild(l);
+  }
+  svg.dataset.samples = String(total);
+  $("d-hist-note").textContent = fmtInt(total) + " samples in " + h.buckets.length +
+    " buckets of 1 % · quantiles marked: " +
+    QKEYS.filter(([k]) => d && d[k] !== null && d[k] !== undefined)
+      .map(([k, label]) => label + " " + fmtNs(d[k])).join(", ");
+  const ax = $("d-hist-axis");
+  for (const v of [lo, Math.round(Math.exp((L(lo) + L(hi)) / 2)), hi]) {
+    const sp = document.createElement("span");
+    sp.textContent = fmtNs(v);
+    ax.appendChild(sp);
   }
 }
 
@@ -419,6 +831,12 @@ function route() {
     S.ctx = null;
     S.contexts = [];
     S.autoChosen = false;
+    S.past = [];
+    S.livePoints = 0;
+    S.colKey = "";
+    S.prevCtxNet = null;
+    S.pastFor = null; // the first live message says whether tlcapd stores (then: history)
+    closeDetail();
     drawChart();
   }
   $("overview").hidden = page !== null;
@@ -448,7 +866,14 @@ $("ctx").addEventListener("change", () => {
   drawChart();
   drawTable();
 });
-$("metric").addEventListener("change", () => { S.series = []; drawChart(); });
+$("metric").addEventListener("change", () => {
+  S.series = pastSeries();
+  S.livePoints = 0;
+  S.colKey = chartCols().join("\n");
+  drawChart();
+});
+$("d-close").addEventListener("click", closeDetail);
+$("d-kind").addEventListener("change", () => { if (S.detail) drawDetail(); });
 window.addEventListener("hashchange", route);
 route();
 connect();
