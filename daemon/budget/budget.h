@@ -88,7 +88,7 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set);
 /* The engine's tap and want callbacks (ud = the watch). */
 void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s);
 unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
-                         uint64_t state);
+                         uint64_t state, uint32_t *cookie);
 
 /* Reading. */
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w);

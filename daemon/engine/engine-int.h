@@ -36,7 +36,9 @@ enum { M_CORE = 0, M_TASK = 1, M_THREAD = 2 };
 #if defined(__GNUC__)
 #define TLC_HOT         inline __attribute__((always_inline))
 #define TLC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TLC_LIKELY(x)   __builtin_expect(!!(x), 1)
 #else
+#define TLC_LIKELY(x)   (x)
 #define TLC_HOT         inline
 #define TLC_UNLIKELY(x) (x)
 #endif
@@ -149,11 +151,13 @@ typedef struct erow {
   int64_t total[NK];
   uint64_t last_seq, out_seq; /* change sequence of the events at `last` and `out_start` (the
                                  tap's seq_start of PERIOD and OUTSIDE) */
+  /* in the cache line of total[] and the sequences, which a sample's event touches anyway */
+  uint8_t tap_mask;    /* kinds the tap wants of this row (engine.h: tlc_engine_tap_want_fn),
+                          or TAP_ASK: not asked yet (a new row, a new tap) */
+  uint32_t tap_cookie; /* tap_want's cookie for this row */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
-  uint32_t tap_gen;  /* tap generation tap_mask was asked in (tlc_engine_t.tap_gen) */
-  uint8_t tap_mask;  /* kinds the tap wants of this row (engine.h: tlc_engine_tap_want_fn) */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
 } erow_t;
 _Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
@@ -185,8 +189,7 @@ struct tlc_engine {
   uint8_t ctxmode;
   uint8_t packed; /* o.pack's masks are set: context_area values are packed (formats/rtos.h) */
   uint32_t map_gen;
-  uint32_t tap_gen; /* rows whose tap_gen differs ask the tap which kinds it wants (never 0) */
-  uint64_t epoch;   /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
+  uint64_t epoch; /* tlc_engine_epoch: new at creation, clear, load, set_mapping */
   int64_t step[TLC_MAX_WINDOWS];
   int64_t wcache_lo[TLC_MAX_WINDOWS], wcache_s[TLC_MAX_WINDOWS]; /* step cache for push */
   hent_t *ht;
@@ -248,7 +251,8 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
  * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
  * allocate and free outside the engine's own growth paths. */
 void tlc__engine_acct_sync(tlc_engine_t *e);
-/* Makes every row ask the tap again which kinds it wants (a new tap, a load). */
+#define TAP_ASK 0x80u
+/* Makes every row ask the tap again which kinds it wants (a new tap, a load): O(rows). */
 void tlc__engine_tap_regen(tlc_engine_t *e);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);

@@ -373,41 +373,78 @@ tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
   x.epoch = e->c.clock_resets;
   x.seq_start = seq_start;
   x.seq_end = e->seq;
+  x.cookie = r->tap_cookie;
   e->o.tap(e->o.tap_ud, &x);
 }
 
-/* Asks the tap which kinds of r it wants (engine.h: tap_want), for this tap generation. */
+/* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static unsigned
-tap_ask(tlc_engine_t *e, erow_t *r, unsigned k) {
+tap_ask(tlc_engine_t *e, erow_t *r) {
   uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  unsigned m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind,
-                                                     r->kind == TLC_ROW_STATE ? r->state : 0)
-                                     : 0xFFu;
-  r->tap_mask = (uint8_t)m;
-  r->tap_gen = e->tap_gen;
-  return (m >> k) & 1u;
+  uint32_t cookie = 0;
+  unsigned m = e->o.tap_want != NULL
+                   ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind,
+                                   r->kind == TLC_ROW_STATE ? r->state : 0, &cookie)
+                   : 0xFFu;
+  r->tap_mask = (uint8_t)(m & ~TAP_ASK);
+  r->tap_cookie = cookie;
+  return r->tap_mask;
 }
 
-/* 1 when the tap wants kind k (or TLC_TAP_COUNT) of r. */
-static inline unsigned tap_on(tlc_engine_t *e, erow_t *r, unsigned k) {
-  return r->tap_gen == e->tap_gen ? (r->tap_mask >> k) & 1u : tap_ask(e, r, k);
+/* The kinds the tap wants of r for the current event (0 without a tap): one test per event
+ * without a tap, one load more with one. */
+static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
+  if (TLC_LIKELY(e->o.tap == NULL))
+    return 0;
+  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
 }
 
-/* A TLC_TAP_COUNT mark for row r at time t (the current event). */
-static inline void tap_count(tlc_engine_t *e, erow_t *r, int64_t t) {
-  if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, TLC_TAP_COUNT))
+/* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
+static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
+  if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
     tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+}
+
+/* The tap's samples of an activation of r closed by an X at t (tm = tapm(e, r) != 0): out of
+ * line, so that the engine's hot path holds no call for the rows no tap watches. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_close(tlc_engine_t *e, erow_t *r, unsigned tm, const act_t *a, int64_t net, int64_t gross,
+          int64_t call, int64_t t) {
+  if (tm & (1u << TLC_NET))
+    tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
+  if (tm & (1u << TLC_GROSS))
+    tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+  if (tm & (1u << TLC_CALL))
+    tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+}
+
+/* The tap's count, PERIOD and OUTSIDE of an E on r at t, before the row takes them (tm =
+ * tapm(e, r) != 0): the same values (a negative duration is 0, as dur() makes it). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
+  if (tm & (1u << TLC_TAP_COUNT))
+    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+  if (r->has_last && (tm & (1u << TLC_PERIOD)))
+    tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
+  if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
+    tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
 }
 
 /* One sample of kind k that started at `start` (the event of change sequence seq_start) and
  * closed at `end` (the current event): the row's dist (its current interval's, with windows:
  * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
  * in the span), and the tap. */
-static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start,
-                          uint64_t seq_start, int64_t end) {
+static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, int64_t v,
+                          int64_t start, uint64_t seq_start, int64_t end) {
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
@@ -420,7 +457,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
-  if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, k))
+  if (TLC_UNLIKELY(tm & (1u << k)))
     tap_emit(e, r, k, v, start, seq_start, end);
 }
 
@@ -469,6 +506,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->kind = (uint8_t)kind;
   r->link = NONE32;
   r->link_gen = NONE32;
+  r->tap_mask = TAP_ASK;
   r->wlo = INT64_MAX;
   r->whi = INT64_MIN;
   dists_clear(r->k);
@@ -582,8 +620,8 @@ static void ctx_stop(tlc_engine_t *e, uint8_t core, uint64_t task, int64_t t) {
 
 enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
 
-static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t,
-                              int how) {
+static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t, int how,
+                              int tapped) {
   erow_t *r = &e->rows[a->row];
   int64_t call, net = a->net, gross, in_t = ctx_in(ctxmode, c, t);
   call = dur(e, r, tsub(t, a->start));
@@ -597,13 +635,14 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
     r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
+    unsigned tm = tapped ? tapm(e, r) : 0;
     hot_at(e, r, t);
-    sample(e, r, TLC_NET, net, a->start, a->seq, t);
+    sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
-      sample(e, r, TLC_GROSS, gross, a->start, a->seq, t);
-    else if (TLC_UNLIKELY(e->o.tap != NULL) && tap_on(e, r, TLC_GROSS)) /* GROSS == CALL */
-      tap_emit(e, r, TLC_GROSS, call, a->start, a->seq, t);
-    sample(e, r, TLC_CALL, call, a->start, a->seq, t);
+      sample(e, r, 0, TLC_GROSS, gross, a->start, a->seq, t);
+    sample(e, r, 0, TLC_CALL, call, a->start, a->seq, t);
+    if (TLC_UNLIKELY(tm)) /* without context_area GROSS == CALL */
+      tap_close(e, r, tm, a, net, gross, call, t);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -660,8 +699,10 @@ static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
   return -1;
 }
 
-static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode) {
+static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode,
+                               int tapped) {
   const int ctxmode = mode == M_TASK;
+  unsigned tm;
   uint32_t ci, ri;
   ectx_t *c;
   erow_t *r;
@@ -736,16 +777,18 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     hot_at(e, r, t);
     r->count++;
-    tap_count(e, r, t);
+    tm = tapped ? tapm(e, r) : 0;
+    if (TLC_UNLIKELY(tm))
+      tap_entry(e, r, tm, t);
     if (r->has_last)
-      sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+      sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
     r->last_seq = e->seq;
     r->has_last = 1;
     if (r->out_active) {
       int64_t len = dur(e, r, tsub(t, r->out_start));
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
-      sample(e, r, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
+      sample(e, r, 0, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
       r->out_active = 0;
     }
     ctx_open(c, ri, ev->handle, 1, 1, t, in_t, e->seq);
@@ -791,10 +834,10 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     while (c->depth > (uint32_t)p + 1) {
       c->depth--;
-      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC);
+      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC, 0);
     }
     c->depth--;
-    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X);
+    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X, tapped);
     break;
   default: /* W on a code area */
     anomaly(e, r);
@@ -809,12 +852,13 @@ static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   int64_t stay = dur(e, r, tsub(t, s->since));
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
   hot_at(e, r, t);
-  sample(e, r, TLC_NET, stay, s->since, s->since_seq, t);
+  sample(e, r, tapm(e, r), TLC_NET, stay, s->since, s->since_seq, t);
   r->seq = e->seq;
   s->valid = 0;
 }
 
 static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t) {
+  unsigned tm;
   uint32_t si = hfind(e, hkey(HK_SAREA, handle), 0), ri;
   sarea_t *s;
   erow_t *r;
@@ -848,9 +892,10 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   r->seq = e->seq;
   hot_at(e, r, t);
   r->count++;
-  tap_count(e, r, t);
+  tm = tapm(e, r);
+  tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
   r->last_seq = e->seq;
   r->has_last = 1;
@@ -882,6 +927,7 @@ static void state_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
 }
 
 static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
+  unsigned tm;
   uint32_t ri = row_get(e, HK_DATA, ev->handle, 0, TLC_ROW_DATA);
   erow_t *r;
   if (ri == NONE32) {
@@ -896,9 +942,10 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   }
   hot_at(e, r, t);
   r->count++;
-  tap_count(e, r, t);
+  tm = tapm(e, r);
+  tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
   r->last_seq = e->seq;
   r->has_last = 1;
@@ -1032,7 +1079,7 @@ size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_
 /* ---- events ---- */
 
 /* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */
-static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
+static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode, int tapped) {
   const int ctxmode = mode == M_TASK;
   int64_t t = ev->time_ns;
   unsigned area = tlc_handle_area(ev->handle);
@@ -1055,7 +1102,7 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
     switch_in(e, e->cur[ev->core], t);
   }
   if (area <= TLC_AREA_LINE && ev->type <= TLC_EV_WRITE) { /* the common case first */
-    code_event(e, ev, t, mode);
+    code_event(e, ev, t, mode, tapped);
   } else if (TLC_UNLIKELY(ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE)) {
     anomaly(e, NULL);
     return;
@@ -1080,12 +1127,17 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
 void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
   size_t i;
   if (e->fmt != TLC_FMT_EVLOG && !e->ctxmode) {
-    for (i = 0; i < n; i++)
-      push1(e, &ev[i], M_CORE);
+    /* and for a tap or none: without one, the tap's tests compile away */
+    if (TLC_LIKELY(e->o.tap == NULL))
+      for (i = 0; i < n; i++)
+        push1(e, &ev[i], M_CORE, 0);
+    else
+      for (i = 0; i < n; i++)
+        push1(e, &ev[i], M_CORE, 1);
   } else {
     int mode = e->fmt == TLC_FMT_EVLOG ? M_THREAD : M_TASK;
     for (i = 0; i < n; i++)
-      push1(e, &ev[i], mode);
+      push1(e, &ev[i], mode, e->o.tap != NULL);
   }
 }
 
@@ -1100,7 +1152,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     ectx_t *c = &e->ctx[i];
     while (c->depth > 0) {
       c->depth--;
-      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP);
+      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP, 0);
     }
   }
   for (i = 0; i < e->nsa; i++) {
@@ -1209,7 +1261,6 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
                       (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
                   TLC_ACCT_FORCE);
   tlc__engine_new_epoch(e);
-  e->tap_gen = 1;
   *ep = e;
   return 0;
 }
@@ -1258,8 +1309,9 @@ void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_w
 }
 
 void tlc__engine_tap_regen(tlc_engine_t *e) {
-  if (++e->tap_gen == 0)
-    e->tap_gen = 1;
+  size_t i;
+  for (i = 0; i < e->nrows; i++)
+    e->rows[i].tap_mask = TAP_ASK;
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {

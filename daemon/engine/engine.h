@@ -151,6 +151,7 @@ typedef struct tlc_engine_sample {
   int64_t end;      /* target time of the event that closed it */
   uint64_t epoch;   /* the clock epoch of start and end: counters.clock_resets (a sample never
                        spans two) */
+  uint32_t cookie;  /* what tap_want set for this row (0 without tap_want) */
   uint64_t seq_start, seq_end; /* change sequence (tlc_engine_seq) of the starting and of the
                                   closing event: where the sample's records are, for a caller
                                   that maps sequences to stored events (0: unknown, e.g. an
@@ -167,11 +168,13 @@ typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
 #define TLC_TAP_COUNT TLC_NKINDS
 #define TLC_TAP_GAP   (TLC_NKINDS + 1)
 /* Which of a row's samples a tap wants: a mask, bit k for kind k (TLC_NET..TLC_OUTSIDE and
- * TLC_TAP_COUNT). Asked once per row, at its first sample or count after the tap was set
+ * TLC_TAP_COUNT), and *cookie, a number the engine keeps with the row and hands back in each of
+ * its samples (tlc_engine_sample_t.cookie: the consumer's own index of the row, no lookup).
+ * Asked once per row, at its first sample or count after the tap was set
  * (tlc_engine_opts_t.tap or tlc_engine_set_tap), so that rows no consumer watches cost one
- * compare per sample. Gaps are always delivered. */
+ * test per event. Gaps are always delivered. */
 typedef unsigned (*tlc_engine_tap_want_fn)(void *ud, uint32_t handle, uint32_t context,
-                                           uint8_t row_kind, uint64_t state);
+                                           uint8_t row_kind, uint64_t state, uint32_t *cookie);
 
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */

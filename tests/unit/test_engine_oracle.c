@@ -581,9 +581,10 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
     a->bad = 1;
   a->last_seq = s->seq_end;
   if (a->w != NULL) {
+    tlc_engine_sample_t x = *s;
     if (s->kind != TLC_TAP_GAP)
-      (void)tlc_bwatch_want(a->w, s->handle, s->context, s->row_kind, s->state);
-    tlc_bwatch_tap(a->w, s);
+      (void)tlc_bwatch_want(a->w, s->handle, s->context, s->row_kind, s->state, &x.cookie);
+    tlc_bwatch_tap(a->w, &x);
   }
   if (s->kind == TLC_TAP_GAP)
     return;
@@ -814,7 +815,9 @@ static int bviol_cmp(const void *pa, const void *pb) {
     return a->f < b->f ? -1 : 1;
   C(budget)
   C(handle)
-  C(context) C(state) C(epoch) C(end) C(start) C(value) C(limit)
+  C(context)
+  C(state)
+  C(epoch) C(end) C(start) C(value) C(limit)
 #undef C
       return 0;
 }
