@@ -147,6 +147,37 @@ void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq) {
            tm.tm_sec % 100, seq);
 }
 
+static int add_widx(tlc_manifest_t *m, const tlc_widx_t *e);
+
+int64_t tlc__segname_time(const char *name) {
+  int v[6], w[6] = { 4, 2, 2, 2, 2, 2 };
+  const char *p = name;
+  for (int i = 0; i < 6; i++) {
+    v[i] = 0;
+    for (int k = 0; k < w[i]; k++, p++) {
+      if (*p < '0' || *p > '9')
+        return 0;
+      v[i] = v[i] * 10 + (*p - '0');
+    }
+    if (i == 2 && *p++ != 'T')
+      return 0;
+  }
+  if (*p != 'Z' || v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 || v[4] > 59 ||
+      v[5] > 60)
+    return 0;
+  /* days from 1970-01-01 of the civil date (proleptic Gregorian) */
+  int64_t y = v[0] - (v[1] <= 2), era = y / 400, yoe = y - era * 400;
+  int64_t doy = (153 * (v[1] + (v[1] > 2 ? -3 : 9)) + 2) / 5 + v[2] - 1;
+  int64_t days = era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+  return ((days * 24 + v[3]) * 60 + v[4]) * 60000000000ll + v[5] * 1000000000ll;
+}
+
+void tlc__manifest_wall_default(tlc_manifest_t *m, int64_t opened_ns) {
+  tlc_widx_t e = { 0, 0, opened_ns };
+  if (m->nwidx == 0 && m->records > 0 && opened_ns != 0)
+    (void)add_widx(m, &e); /* out of memory: no arrival index (read whole) */
+}
+
 void tlc__segname_data(char *out, size_t len, const char *base, tlc_format_t f, int xml) {
   snprintf(out, len, "%s%s", base, f == TLC_FMT_EVLOG ? ".log" : xml ? ".xml.BIN" : ".txt.BIN");
 }
@@ -222,8 +253,8 @@ int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out) 
       *out = *l;
       return 1;
     }
-    if (wall_ns >= l->wall && wall_ns - l->wall < 1000000000)
-      return 0; /* within the second of the last entry */
+    if (wall_ns >= l->wall && wall_ns / 1000000000 == l->wall / 1000000000)
+      return 0; /* within the (calendar) second of the last entry */
   }
   if (add_widx(m, &e) < 0)
     return TLC_ENOMEM;
@@ -518,8 +549,10 @@ char *tlc__manifest_format(const tlc_manifest_t *m, size_t *len) {
                    m->idx[i].record, m->idx[i].offset, m->idx[i].time, m->idx[i].maxb,
                    m->idx[i].mina);
   for (size_t i = 0; i < m->nwidx; i++)
-    tlc_out_printf(&o, "wall %" PRIu64 " %" PRIu64 " %" PRId64 "\n", m->widx[i].record,
-                   m->widx[i].offset, m->widx[i].wall);
+    /* an entry that no record followed (an append that failed) is not written */
+    if (m->widx[i].offset < m->bytes && m->widx[i].record < m->records)
+      tlc_out_printf(&o, "wall %" PRIu64 " %" PRIu64 " %" PRId64 "\n", m->widx[i].record,
+                     m->widx[i].offset, m->widx[i].wall);
   size_t n;
   char *body = tlc_out_take(&o, &n);
   tlc_out_fini(&o);

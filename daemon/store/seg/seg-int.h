@@ -100,9 +100,9 @@ void tlc__manifest_fini(tlc_manifest_t *m);
 void tlc__manifest_reset(tlc_manifest_t *m); /* empties, keeps allocations */
 int tlc__manifest_add_gap(tlc_manifest_t *m, const char *reason, uint64_t count);
 /* Notes that the records written from now on (m->records, m->bytes) arrived at wall_ns: adds an
- * arrival index entry when there is none yet, when a second has passed since the last one, or
- * when the clock went back; replaces the last one when no record followed it. Returns 1 when
- * an entry was added or changed (*out: it), 0 when none was needed, TLC_ENOMEM. */
+ * arrival index entry when there is none yet, when a calendar second (ns / 10^9) other than the
+ * last one's began, or when the clock went back; replaces the last one when no record followed it.
+ * Returns 1 when an entry was added or changed (*out: it), 0 when none was needed, TLC_ENOMEM. */
 int tlc__manifest_add_wall(tlc_manifest_t *m, int64_t wall_ns, tlc_widx_t *out);
 /* The arrival index of an open segment, kept beside it while it is open: `<data>.widx`, one
  * 24-byte entry (record, offset, wall: little-endian) per line of the index. Loads the entries
@@ -185,6 +185,13 @@ typedef struct tlc_segname {
 
 /* Parses a file name of a target directory. Returns kind (TLC_SK_NONE for foreign names). */
 int tlc__segname_parse(const char *name, tlc_segname_t *out);
+/* The wall clock (Unix ns, whole seconds) of a name's "<UTC start>", 0 when it has none. */
+int64_t tlc__segname_time(const char *name);
+/* An open segment keeps its arrival index beside it (<data>.widx) only once it holds a second
+ * entry: a segment without one had all its records arrive in the (calendar) second it was
+ * opened in, which its name says. For such a segment (no entry, records) this adds the entry
+ * {0, 0, opened_ns}. */
+void tlc__manifest_wall_default(tlc_manifest_t *m, int64_t opened_ns);
 /* "<UTC start>-<seq>" for a wall time in ns. */
 void tlc__segname_base(char *out, size_t len, int64_t wall_ns, uint64_t seq);
 /* Data file name for a base: "<base>.log" (evlog), "<base>.xml.BIN" (bin1x with an XML main

@@ -111,9 +111,11 @@ void tlc__seg_wall(tlc_seg_t *s, int64_t wall_ns) {
   uint8_t b[24];
   uint64_t v[3];
   size_t w;
-  if (s->fd < 0 || tlc__manifest_add_wall(&s->m, wall_ns, &e) != 1)
-    return;
-  if (s->wfd < 0) {
+  size_t from;
+  if (s->fd < 0 || tlc__manifest_add_wall(&s->m, wall_ns, &e) != 1 || s->m.nwidx < 2)
+    return; /* one entry: the segment's name says it (tlc__manifest_wall_default) */
+  from = s->m.nwidx - 1;
+  if (s->wfd == -1) {
     char path[2048];
     if (tlc__path(path, sizeof path, "%s/%s.widx", s->dir, s->data) < 0)
       return;
@@ -122,16 +124,19 @@ void tlc__seg_wall(tlc_seg_t *s, int64_t wall_ns) {
       s->wfd = -2; /* not again for this segment: readers of the .part see no arrival index */
       return;
     }
+    from = 0; /* the entries so far */
   }
   if (s->wfd == -2)
     return;
-  v[0] = e.record;
-  v[1] = e.offset;
-  v[2] = (uint64_t)e.wall;
-  for (int k = 0; k < 3; k++)
-    for (int j = 0; j < 8; j++)
-      b[8 * k + j] = (uint8_t)(v[k] >> (8 * j));
-  (void)tlc_io_write_all(s->wfd, b, sizeof b, &w); /* a lost entry: that span is coarser */
+  for (size_t i = from; i < s->m.nwidx; i++) {
+    v[0] = s->m.widx[i].record;
+    v[1] = s->m.widx[i].offset;
+    v[2] = (uint64_t)s->m.widx[i].wall;
+    for (int k = 0; k < 3; k++)
+      for (int j = 0; j < 8; j++)
+        b[8 * k + j] = (uint8_t)(v[k] >> (8 * j));
+    (void)tlc_io_write_all(s->wfd, b, sizeof b, &w); /* a lost entry: that span is coarser */
+  }
 }
 
 /* closes and removes the open segment's <data>.widx (its entries are in the manifest) */
@@ -676,9 +681,10 @@ int tlc__segment_recover_part(const char *dir, const char *target, const tlc_seg
      * segment's lost manifest held); history makes the same gap (docs/continuity.md). */
     if (last)
       tlc__manifest_add_gap(m, "restart", 1);
-    /* the arrival index the writer kept beside the open segment */
+    /* the arrival index the writer kept beside the open segment (none: its opening second) */
     if (tlc__manifest_load_widx(m, wpath) < 0)
       m->nwidx = 0;
+    tlc__manifest_wall_default(m, tlc__segname_time(sn->base));
     /* an export of the interrupted seal may describe bytes that are not kept: the caller
      * writes it again (with the target's settings when it has them) */
     if (f != TLC_FMT_EVLOG)

@@ -524,8 +524,10 @@ int tlc_segread_open(const char *path, tlc_format_t format, unsigned flags, tlc_
       /* the open segment's arrival index, which the writer keeps beside it */
       char wp[4200];
       snprintf(wp, sizeof wp, "%.*s.widx", (int)(strlen(path) - 5), path);
+      const char *b = strrchr(path, '/');
       if (tlc__manifest_load_widx(&r->m, wp) < 0)
         r->m.nwidx = 0;
+      tlc__manifest_wall_default(&r->m, tlc__segname_time(b != NULL ? b + 1 : path));
     }
   }
   snprintf(r->why, sizeof r->why, "%s", r->rebuilt ? why : "");
