@@ -1,7 +1,9 @@
 // tlcap dashboard. One WebSocket (/api/v1/live) brings the overview of every target and, on
 // a target's page, its areas (the changed rows, a full table now and then); see docs/http.md.
-// Rates (events/s, net time per second, calls per second) are differences of successive
-// cumulative values. After a daemon restart the page reconnects with backoff and says so.
+// Rates (events/s, net time per second, calls per second, load) are differences of successive
+// cumulative values; the chart's past comes from history (/stats?since=&until=) and an area's
+// detail from /stats and /histogram. After a daemon restart the page reconnects with backoff
+// and says so.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -15,12 +17,12 @@ const S = {
   startMs: null, // daemon start seen on this connection's first message
   restarts: 0,
   updates: 0,
-  prevTargets: new Map(), // name -> {t, events}
+  prevTargets: new Map(), // name -> {t, events, bytes, busy, time}
   spark: new Map(), // name -> [events/s]
   rows: new Map(), // area id -> row
   prevRows: new Map(), // area id -> {t, net, count}
   chosen: new Set(), // area ids charted
-  series: [], // [[Date, v1, v2, ...]] for the chosen ids (in chosenOrder)
+  series: [], // [[Date, v1, v2, ...]] for the chart's columns (chartCols), past then live
   chosenOrder: [],
   sortKey: "net",
   sortDir: -1,
@@ -35,7 +37,8 @@ const S = {
   colKey: "", // the chart's columns, as drawn
   prevCtxNet: null, // each context's net time at the previous message (load)
   prevLast: 0, // the target time of the previous message (load)
-  past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count} | null}]
+  past: [], // the chart's past from history: [{t: Date, rows: Map id -> {net, count, value}
+  //           | null (no stored records), span: target ns, ctxNet: Map context -> net ns}]
   livePoints: 0, // chart points from live messages since the page opened
   detail: null, // the area whose detail is open (its row id), or null
   detailDoc: null, // its row in the target's statistics document
@@ -57,8 +60,8 @@ function fmtBytes(v) {
 function fmtRate(v) {
   if (v === 0) return "0";
   const a = Math.abs(v);
-  return a >= 1000 ? Math.round(v).toLocaleString("en-US") : a >= 0.001 ? String(Number(v.toPrecision(3)))
-    : v.toExponential(1);
+  if (a >= 1000) return Math.round(v).toLocaleString("en-US");
+  return a >= 0.001 ? String(Number(v.toPrecision(3))) : v.toExponential(1);
 }
 function fmtNs(v) {
   if (v === null || v === undefined) return "";
@@ -560,7 +563,8 @@ function drawChart() {
   }
   const opts = {
     labels: labels,
-    ylabel: load ? "load %" : { calls: "calls / s", values: "value", net: "net ms / s" }[$("metric").value],
+    ylabel: { load: "load %", calls: "calls / s", values: "value", net: "net ms / s" }[
+      $("metric").value],
     legend: "always",
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
@@ -759,12 +763,14 @@ function detailHist(h, x, kind, resp) {
   $("d-hist-axis").replaceChildren();
   svg.dataset.samples = "0";
   if (!h || h.buckets.length === 0) {
-    $("d-hist-note").textContent = !resp ? "no histogram for a " + (S.rows.get(S.detail) || {}).kind +
-      " area" : resp.ok ? "no samples yet" :
-      (resp.doc && resp.doc.error ? resp.doc.error.message : "HTTP " + resp.status);
+    const kind = (S.rows.get(S.detail) || {}).kind;
+    $("d-hist-note").textContent = !resp ? "no histogram for a " + kind + " area"
+      : resp.ok ? "no samples yet"
+      : resp.doc && resp.doc.error ? resp.doc.error.message : "HTTP " + resp.status;
     return;
   }
-  const lo = Math.max(1, h.buckets[0][1]), hi = Math.max(lo + 1, h.buckets[h.buckets.length - 1][1]);
+  const lo = Math.max(1, h.buckets[0][1]);
+  const hi = Math.max(lo + 1, h.buckets[h.buckets.length - 1][1]);
   const L = (v) => Math.log(Math.max(1, v));
   const span = L(hi) - L(lo) || 1;
   const bin = (v) => Math.min(BARS - 1, Math.floor((L(v) - L(lo)) / span * BARS));
