@@ -446,6 +446,12 @@ static const dkey_t dkeys[] = {
     NULL, "Distinct evlog names per target (default: the evlog decoder's); 0 is refused." },
   { "histograms", K_BOOL, OFF(histograms), 0, 0, FSZ(histograms), TLC_CFG_LIVE, NULL,
     "Keep the quantile histograms (p50, p90, p99, p99.9 and /metrics buckets)." },
+  { "budgets", K_STR, OFF(budgets), FSZ(budgets), 0, FSZ(budgets), TLC_CFG_LIVE, "Ar file",
+    "Timing budgets: a file of\n.Ic [budget NAME]\nsections (besides those of this file), checked "
+    "on every sample (docs/budgets.md). A reload with a bad file is refused, naming its line, "
+    "and the running budgets stay." },
+  { "budget_keep", K_SIZE, OFF(budget_keep), FSZ(budget_keep), 100000, FSZ(budget_keep),
+    TLC_CFG_RESTART, NULL, "Violations kept per budget besides its counts and its worst." },
   { "dump_stats_on_exit", K_STR, OFF(dump_stats), FSZ(dump_stats), 0, FSZ(dump_stats), TLC_CFG_LIVE,
     "Ar file",
     "Write every target's counters and statistics as JSON to\n.Ar file\nat shutdown and on\n.Dv "
@@ -1360,6 +1366,26 @@ int tlc_config_baud_ok(uint32_t b) {
 
 /* ---- INI ---- */
 
+/* A key of [budget NAME] (formats/budget.h): the budget is made at its section's first key,
+ * where it is defined (FILE:LINE), and checked complete by tlc_config_validate. */
+static int set_budget_key(pctx_t *x, const char *nm, const char *key, const char *value, char *why,
+                          size_t wl) {
+  long i = tlc_tbudget_set_find(&x->c->bset, nm);
+  if (i < 0) {
+    tlc_tbudget_t b;
+    char origin[TLC_CFG_PATH + 16];
+    int r;
+    snprintf(origin, sizeof(origin), "%s:%u", x->origin, x->line);
+    if (tlc_tbudget_init(&b, nm, origin, why, wl) != 0)
+      return TLC_EINVAL;
+    r = tlc_tbudget_set_add(&x->c->bset, &b, why, wl);
+    if (r != 0)
+      return r == -1 ? TLC_ELIMIT : r;
+    i = (long)x->c->bset.n - 1;
+  }
+  return tlc_tbudget_set_key(&x->c->bset.b[i], key, value, why, wl) != 0 ? TLC_EINVAL : 0;
+}
+
 static int cfg_ini_handler(void *user, const char *section, const char *name, const char *value) {
   pctx_t *x = user;
   char why[256] = "";
@@ -1391,6 +1417,10 @@ static int cfg_ini_handler(void *user, const char *section, const char *name, co
     nm = sp + 1;
     while (*nm == ' ')
       nm++;
+    if (strcmp(kind, "budget") == 0) {
+      r = set_budget_key(x, nm, name, value, why, sizeof(why));
+      goto out;
+    }
     if (strcmp(kind, "listen") == 0)
       k = TLC_SRC_LISTEN;
     else if (strcmp(kind, "dial") == 0)
@@ -1566,6 +1596,8 @@ int tlc_config_init(tlc_config_t *c) {
   c->partial_timeout_ms = 30000;
   c->resync_idle_ms = 50;
   c->clock_reset_threshold_ms = 1000;
+  c->budget_keep = 100;
+  tlc_tbudget_set_init(&c->bset);
   c->idle_timeout_ms = 0;
   c->backoff_min_ms = 200;
   c->backoff_max_ms = 30000;
@@ -1604,6 +1636,7 @@ int tlc_config_init(tlc_config_t *c) {
 }
 
 void tlc_config_fini(tlc_config_t *c) {
+  tlc_tbudget_set_fini(&c->bset);
   tlc_free(c->src);
   tlc_free(c->tgt);
   c->src = NULL;
@@ -1998,7 +2031,44 @@ static int validate_remote(const tlc_config_t *c, char *err, size_t errlen) {
   return 0;
 }
 
+int tlc_config_load_budgets(tlc_config_t *c, char *err, size_t errlen) {
+  tlc_tbudget_set_t s;
+  char *text = NULL, why[600];
+  size_t len = 0, i;
+  int r;
+  if (c->budgets[0] == '\0')
+    return 0;
+  r = tlc_file_read(c->budgets, TLC_CFG_MAX_FILE, &text, &len);
+  if (r < 0) {
+    seterr(err, errlen, "[daemon] budgets: %s: %s", c->budgets, tlc_strerror(r));
+    return TLC_EINVAL;
+  }
+  tlc_tbudget_set_init(&s);
+  r = tlc_tbudget_parse(&s, text, len, c->budgets, why, sizeof(why));
+  tlc_free(text);
+  if (r != 0) {
+    seterr(err, errlen, "%s", r == -1 ? why : "out of memory");
+    tlc_tbudget_set_fini(&s);
+    return r == -1 ? TLC_EINVAL : r;
+  }
+  for (i = 0; i < s.n && r == 0; i++) {
+    r = tlc_tbudget_set_add(&c->bset, &s.b[i], why, sizeof(why));
+    if (r != 0)
+      seterr(err, errlen, "%s: [budget %s] %s", s.b[i].origin, s.b[i].name,
+             r == -1 ? why : "out of memory");
+  }
+  tlc_tbudget_set_fini(&s);
+  return r == 0 ? 0 : r == -1 ? TLC_EINVAL : r;
+}
+
 int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen) {
+  for (size_t i = 0; i < c->bset.n; i++) {
+    char why[300];
+    if (tlc_tbudget_check(&c->bset.b[i], why, sizeof(why)) != 0) {
+      seterr(err, errlen, "%s: [budget %s] %s", c->bset.b[i].origin, c->bset.b[i].name, why);
+      return TLC_EINVAL;
+    }
+  }
   for (size_t i = 0; i < c->nsrc; i++) {
     char what[TLC_CFG_PATH + TLC_TARGET_NAME_MAX + 64];
     snprintf(what, sizeof(what), "[%s %s] (%s)", kind_name(c->src[i].kind), c->src[i].name,
@@ -2136,6 +2206,8 @@ int tlc_config_build(tlc_config_t *c, const tlc_cli_t *cli, char *err, size_t er
   if (cli->config != NULL && (r = tlc_config_load_file(c, cli->config, err, errlen)) != 0)
     goto fail;
   if ((r = tlc_config_apply_cli(c, cli, err, errlen)) != 0)
+    goto fail;
+  if ((r = tlc_config_load_budgets(c, err, errlen)) != 0)
     goto fail;
   if (cli->config == NULL && cli->nsources == 0 && c->nsrc == 0 &&
       (r = tlc_config_add_defaults(c)) != 0)

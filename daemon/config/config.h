@@ -18,6 +18,7 @@
 #define TLC_CONFIG_H
 
 #include "formats/stats.h"
+#include "formats/budget.h"   /* timing budgets, SPEC 13 */
 #include "formats/dec.h"      /* tlc_format_t */
 #include "formats/preamble.h" /* TLC_TARGET_NAME_MAX, tlc_target_name_valid */
 #include "formats/rtos.h"
@@ -194,6 +195,11 @@ typedef struct tlc_config {
   char token_file[TLC_CFG_PATH]; /* the shared secret's file */
   char tls_cert[TLC_CFG_PATH];   /* PEM certificate chain */
   char tls_key[TLC_CFG_PATH];    /* PEM private key */
+  /* timing budgets (SPEC 13, docs/budgets.md): the [budget NAME] sections, then those of
+   * `budgets` (--budgets FILE), each checked complete; owned (tlc_config_fini) */
+  char budgets[TLC_CFG_PATH]; /* "" = none */
+  size_t budget_keep;         /* violations kept per budget */
+  tlc_tbudget_set_t bset;
 
   tlc_cfg_source_t *src;
   size_t nsrc;
@@ -260,6 +266,10 @@ int tlc_config_reload_merge(const tlc_config_t *running, tlc_config_t *next, cha
 
 /* Checks cross-field rules (names unique per kind, required keys present). */
 int tlc_config_validate(const tlc_config_t *c, char *err, size_t errlen);
+/* Adds the [budget NAME] sections of c->budgets (--budgets FILE, [daemon] budgets) to c->bset
+ * (tlc_config_build does it after the file and the command line). 0, or TLC_EINVAL with
+ * "FILE:LINE: [budget NAME] key: why" (a bad file, a name the INI file has too). */
+int tlc_config_load_budgets(tlc_config_t *c, char *err, size_t errlen);
 
 /* Parses "NAME=FORMAT@HOST:PORT" (listen/dial) or "NAME=FORMAT@DEVICE[:BAUD]" (serial) into
  * `s` (kind preset by the caller). Returns 0 or TLC_EINVAL with err (without a location). */

@@ -6,8 +6,10 @@ Usage: test_budget_gate.py TLCAPD. Expected values are worked out by hand from t
 (SPEC 2's rules), independently of the C code."""
 import json
 import os
+import signal
 import sys
 
+import daemonlib as D
 import tlctest as T
 
 TLCAPD = sys.argv[1]
@@ -170,6 +172,43 @@ def test_target_glob_and_bad_input(d):
     T.eq(rc, 1, "bad input wins over violations (stderr: %s)" % err)
 
 
+def hup(dm):
+    """SIGHUP; waits for RELOADING=1 and then READY=1 (sent whether the reload applied or not)."""
+    n0 = len(dm.notify.msgs)
+    dm.p.send_signal(signal.SIGHUP)
+    i = dm.notify.wait_for("RELOADING=1", after=n0)
+    dm.notify.wait_for("READY=1", after=i)
+
+
+def test_daemon_budgets_reload(d):
+    """tlcapd --budgets FILE: a bad file at start is refused with FILE:LINE; a SIGHUP that
+    finds the file bad is rejected as a whole (one line naming FILE:LINE), the daemon keeps
+    running with its configuration, and a good file again reloads."""
+    conf = write(d, "tlcapd.ini", ("[listen a]\nformat = bin11\naddress = 127.0.0.1:%d\n"
+                                   % D.free_port()).encode())
+    b = write(d, "b.ini", BUDGETS.encode())
+    bad = b"[budget a]\narea = 00000001\nstat = net\nmax = 5 parsecs\n"
+    rc, out, err = T.run([TLCAPD, "--config", conf, "--budgets", write(d, "x.ini", bad),
+                          "--check-config"])
+    T.eq(rc, 2, "--check-config with a bad budget file")
+    T.check("x.ini:4: [budget a] max:" in err, err)
+    dm = D.Daemon(TLCAPD, d, ["--config", conf, "--budgets", b], serve=False)
+    try:
+        write(d, "b.ini", bad)
+        hup(dm)
+        D.wait_until(lambda: "reload rejected" in dm.log(), 5, "rejection logged")
+        log = dm.log()
+        T.check("b.ini:4: [budget a] max:" in log, "the rejection names FILE:LINE: " + log)
+        T.eq(sum(1 for l in log.splitlines() if "reload rejected" in l), 1, "one error line")
+        write(d, "b.ini", BUDGETS.encode())
+        hup(dm)
+        T.eq(sum(1 for l in dm.log().splitlines() if "reload rejected" in l), 1,
+             "a good file reloads")
+        T.check(dm.p.poll() is None, "still running")
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
     T.main([test_violations_text, test_violations_json, test_no_violation, test_bad_budget_file,
-            test_target_glob_and_bad_input])
+            test_target_glob_and_bad_input, test_daemon_budgets_reload])

@@ -208,6 +208,63 @@ static void test_validate_missing(void **state) {
   tlc_config_fini(&c);
 }
 
+/* [budget NAME] sections and --budgets FILE (docs/budgets.md): both kinds together, each
+ * budget complete, a bad file or a name defined twice refused with FILE:LINE. */
+static void test_budgets(void **state) {
+  static const char ini[] = "[budget tick]\narea = SysTick_Handler\nstat = period\n"
+                            "min = 950us\nmax = 1.05ms\n";
+  char path[] = "/tmp/test_config_budgetsXXXXXX", err[600] = "";
+  tlc_config_t c;
+  FILE *f;
+  int fd = mkstemp(path);
+  (void)state;
+  assert_true(fd >= 0);
+  f = fdopen(fd, "w");
+  fputs("# file\n[budget ctl]\narea = vControlTask\ncontext = ControlTask\nstat = net\n"
+        "max = 250us\n",
+        f);
+  fclose(f);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(c.budget_keep, 100);
+  assert_int_equal(tlc_config_load_string(&c, ini, "t.ini", err, sizeof(err)), 0);
+  snprintf(c.budgets, sizeof(c.budgets), "%s", path);
+  assert_int_equal(tlc_config_load_budgets(&c, err, sizeof(err)), 0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), 0);
+  assert_int_equal(c.bset.n, 2);
+  assert_string_equal(c.bset.b[0].name, "tick");
+  assert_string_equal(c.bset.b[0].origin, "t.ini:2");
+  assert_int_equal(c.bset.b[0].min, 950000);
+  assert_int_equal(c.bset.b[0].max, 1050000);
+  assert_string_equal(c.bset.b[1].name, "ctl");
+  assert_string_equal(c.bset.b[1].context, "ControlTask");
+  assert_int_equal(c.bset.b[1].max, 250000);
+  /* the file's budget again: a second definition */
+  assert_int_equal(tlc_config_load_budgets(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, ":2: [budget ctl] a second budget named ctl"));
+  tlc_config_fini(&c);
+  /* an incomplete section, a bad value, an unknown key: FILE:LINE, section, key */
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_int_equal(
+      tlc_config_load_string(&c, "[budget q]\nstat = net\n", "q.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_config_validate(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "q.ini:2: [budget q] area: missing"));
+  tlc_config_fini(&c);
+  assert_int_equal(tlc_config_init(&c), 0);
+  assert_true(tlc_config_load_string(&c, "[budget q]\narea = x\nmax = 2 fortnights\n", "q.ini", err,
+                                     sizeof(err)) < 0);
+  assert_non_null(strstr(err, "q.ini:3: [budget q] max: "));
+  tlc_config_fini(&c);
+  assert_int_equal(tlc_config_init(&c), 0);
+  f = fopen(path, "w");
+  fputs("[budget z]\narea = x\ncolour = red\n", f);
+  fclose(f);
+  snprintf(c.budgets, sizeof(c.budgets), "%s", path);
+  assert_int_equal(tlc_config_load_budgets(&c, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, ":3: [budget z] colour: unknown key"));
+  tlc_config_fini(&c);
+  unlink(path);
+}
+
 static void test_cli(void **state) {
   tlc_config_t c;
   char err[256] = "";
@@ -773,6 +830,7 @@ int main(void) {
     cmocka_unit_test(test_ini_all_sections),
     cmocka_unit_test(test_ini_errors_name_line),
     cmocka_unit_test(test_validate_missing),
+    cmocka_unit_test(test_budgets),
     cmocka_unit_test(test_cli),
     cmocka_unit_test(test_cli_errors),
     cmocka_unit_test(test_cli_getopt),

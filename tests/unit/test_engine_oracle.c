@@ -810,16 +810,16 @@ static void b_oracle_sample(void *ud, const tlc_oracle_sample_t *x) {
 
 static int bviol_cmp(const void *pa, const void *pb) {
   const bviol_t *a = pa, *b = pb;
-#define C(f)                                                                                       \
-  if (a->f != b->f)                                                                                \
-    return a->f < b->f ? -1 : 1;
-  C(budget)
-  C(handle)
-  C(context)
-  C(state)
-  C(epoch) C(end) C(start) C(value) C(limit)
-#undef C
-      return 0;
+  /* the fields in order of significance, as signed 64-bit values compared in turn */
+  const int64_t x[] = { a->budget, a->handle, a->context, (int64_t)a->state, (int64_t)a->epoch,
+                        a->end,    a->start,  a->value,   a->limit },
+                y[] = { b->budget, b->handle, b->context, (int64_t)b->state, (int64_t)b->epoch,
+                        b->end,    b->start,  b->value,   b->limit };
+  size_t i;
+  for (i = 0; i < sizeof(x) / sizeof(x[0]); i++)
+    if (x[i] != y[i])
+      return x[i] < y[i] ? -1 : 1;
+  return 0;
 }
 
 typedef struct bcount_acc {
