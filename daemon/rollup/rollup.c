@@ -173,7 +173,8 @@ static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
   blk->span = 1;
   blk->wall_first = j->wall_first;
   blk->wall_last = j->wall_last;
-  qsort(j->slots, j->nslots, sizeof(*j->slots), slot_cmp);
+  if (j->nslots > 1)
+    qsort(j->slots, j->nslots, sizeof(*j->slots), slot_cmp);
   blk->cells = tlc_calloc(j->nslots ? j->nslots : 1, sizeof(*blk->cells));
   if (blk->cells == NULL)
     return TLC_ENOMEM;
@@ -394,7 +395,8 @@ static void retention(tlc_rollup_t *r, int64_t now_ms) {
   mb = r->max_bytes;
   uv_mutex_unlock(&r->mu);
   collect(r->root, 0, &ds);
-  qsort(ds.v, ds.n, sizeof(*ds.v), rdir_older);
+  if (ds.n > 1) /* qsort's base may not be NULL */
+    qsort(ds.v, ds.n, sizeof(*ds.v), rdir_older);
   for (size_t i = 0; i < ds.n; i++) {
     rdir_t *d = &ds.v[i];
     uint64_t keep = d->hour ? kh : km;
@@ -615,7 +617,8 @@ static size_t list_num(const char *dir, char c, numdir_t **out) {
     n++;
   }
   closedir(dd);
-  qsort(v, n, sizeof(*v), numdir_cmp);
+  if (n > 1)
+    qsort(v, n, sizeof(*v), numdir_cmp);
   *out = v;
   return n;
 }
