@@ -24,27 +24,6 @@ static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint
   return h ^ (h >> 29);
 }
 
-tlc_rollup_sample_t *tlc__rollup_chunk_get(tlc_rollup_t *r) {
-  tlc_rollup_sample_t *c = NULL;
-  uv_mutex_lock(&r->mu);
-  if (r->npool > 0)
-    c = r->pool[--r->npool];
-  uv_mutex_unlock(&r->mu);
-  return c != NULL ? c : tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*c));
-}
-
-void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c) {
-  if (c == NULL)
-    return;
-  uv_mutex_lock(&r->mu);
-  if (r->npool < TLC_ROLLUP_POOL) {
-    r->pool[r->npool++] = c;
-    c = NULL;
-  }
-  uv_mutex_unlock(&r->mu);
-  tlc_free(c);
-}
-
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
   tlc_rollup_acc_t *a = tlc_calloc(1, sizeof(*a));
   if (a == NULL)
@@ -161,22 +140,16 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
 void tlc__rollup_open_free(tlc_rollup_open_t *o) {
   if (o == NULL)
     return;
-  tlc__rollup_open_seal(o);
+  tlc__rollup_slots_free(o->slots, o->n);
   tlc_free(o->idx);
   tlc_free(o->name);
   tlc_free(o);
 }
 
-void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    tlc__hist_fini(&v[i].h);
-  tlc_free(v);
-}
-
-void tlc__rollup_open_seal(tlc_rollup_open_t *a) {
-  tlc_rollup_job_t *j;
+tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *a) {
+  tlc_rollup_job_t *j, *out = NULL;
   if (a->n == 0)
-    return;
+    return NULL;
   j = tlc_calloc(1, sizeof(*j));
   if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
     tlc_free(j);
@@ -192,7 +165,7 @@ void tlc__rollup_open_seal(tlc_rollup_open_t *a) {
     j->slots = a->slots;
     j->nslots = a->n;
     tlc__rollup_count(a->r, &a->r->st.minutes_sealed, 1);
-    tlc__rollup_minute(a->r, j);
+    out = j;
   }
   a->slots = NULL;
   a->n = a->cap = 0;
@@ -200,6 +173,7 @@ void tlc__rollup_open_seal(tlc_rollup_open_t *a) {
   a->last = UINT32_MAX;
   if (a->idx != NULL)
     memset(a->idx, 0xff, a->nidx * sizeof(*a->idx));
+  return out;
 }
 
 /* Rebuilds the index at nidx entries (a power of two). 0 or TLC_ENOMEM. */
@@ -262,11 +236,12 @@ static tlc_rollup_slot_t *slot_get(tlc_rollup_open_t *a, const tlc_rollup_sample
   return x;
 }
 
-void tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
+tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
+  tlc_rollup_job_t *sealed = NULL;
   tlc_rollup_slot_t *x;
   int64_t m = tlc_rollup_minute(s->end);
   if (a->n > 0 && (m != a->minute || s->epoch != a->epoch))
-    tlc__rollup_open_seal(a);
+    sealed = tlc__rollup_open_seal(a);
   if (a->n == 0) {
     a->minute = m;
     a->epoch = s->epoch;
@@ -276,7 +251,7 @@ void tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
   x = slot_get(a, s);
   if (x == NULL) {
     tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-    return;
+    return sealed;
   }
   if (x->d.n == 0 || s->value < x->d.min || (s->value == x->d.min && s->end < x->tmin))
     x->tmin = s->end;
@@ -286,4 +261,5 @@ void tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sample_t *s) {
   if (tlc__hist_add(&x->h, s->value) != 0)
     x->nohist = 1; /* the cell is written without a histogram rather than a wrong one */
   a->nsamples++;
+  return sealed;
 }

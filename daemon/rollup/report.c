@@ -109,7 +109,8 @@ int tlc_rollup_diff(const tlc_rollup_blk_t *a, const tlc_rollup_blk_t *b, uint8_
     tlc_free(hv);
     return TLC_ENOMEM;
   }
-  qsort(hv, nh, sizeof(*hv), u32_cmp);
+  if (nh > 1)
+    qsort(hv, nh, sizeof(*hv), u32_cmp);
   out = tlc_calloc(nh ? nh : 1, sizeof(*out));
   if (out == NULL) {
     tlc_free(hv);
@@ -156,7 +157,8 @@ int tlc_rollup_diff(const tlc_rollup_blk_t *a, const tlc_rollup_blk_t *b, uint8_
     tlc_free(cb.bins);
   }
   tlc_free(hv);
-  qsort(out, k, sizeof(*out), row_cmp);
+  if (k > 1)
+    qsort(out, k, sizeof(*out), row_cmp);
   *rows = out;
   *n = k;
   return 0;

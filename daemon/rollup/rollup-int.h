@@ -113,11 +113,12 @@ void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n);
 /* A chunk buffer from the pool (or new), and one given back (pooled or freed). Any thread. */
 tlc_rollup_sample_t *tlc__rollup_chunk_get(tlc_rollup_t *r);
 void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c);
-/* Worker: a target's open minute (created on first use), a sample into it, and sealing it
- * (the minute written at once). */
+/* Worker (acc.c): a target's open minute (created on first use), a sample into it, and sealing
+ * it: both return the sealed minute for the caller to write (tlc__rollup_minute), or NULL.
+ * open_free drops what is open (seal first to keep it). */
 tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name);
-void tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
-void tlc__rollup_open_seal(tlc_rollup_open_t *o);
+tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
+tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
 /* Worker: writes a sealed minute (j->slots) and frees j. */
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);

@@ -33,24 +33,6 @@ static int64_t floor_div(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-void tlc__rollup_count(tlc_rollup_t *r, uint64_t *ctr, uint64_t n) {
-  uv_mutex_lock(&r->mu);
-  *ctr += n;
-  uv_mutex_unlock(&r->mu);
-}
-
-void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j) {
-  j->next = NULL;
-  uv_mutex_lock(&r->mu);
-  if (r->tail)
-    r->tail->next = j;
-  else
-    r->head = j;
-  r->tail = j;
-  uv_cond_signal(&r->cv);
-  uv_mutex_unlock(&r->mu);
-}
-
 static void job_free(tlc_rollup_job_t *j) {
   if (j == NULL)
     return;
@@ -173,7 +155,8 @@ static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
   blk->span = 1;
   blk->wall_first = j->wall_first;
   blk->wall_last = j->wall_last;
-  qsort(j->slots, j->nslots, sizeof(*j->slots), slot_cmp);
+  if (j->nslots > 1)
+    qsort(j->slots, j->nslots, sizeof(*j->slots), slot_cmp);
   blk->cells = tlc_calloc(j->nslots ? j->nslots : 1, sizeof(*blk->cells));
   if (blk->cells == NULL)
     return TLC_ENOMEM;
@@ -394,7 +377,8 @@ static void retention(tlc_rollup_t *r, int64_t now_ms) {
   mb = r->max_bytes;
   uv_mutex_unlock(&r->mu);
   collect(r->root, 0, &ds);
-  qsort(ds.v, ds.n, sizeof(*ds.v), rdir_older);
+  if (ds.n > 1) /* qsort's base may not be NULL */
+    qsort(ds.v, ds.n, sizeof(*ds.v), rdir_older);
   for (size_t i = 0; i < ds.n; i++) {
     rdir_t *d = &ds.v[i];
     uint64_t keep = d->hour ? kh : km;
@@ -615,7 +599,8 @@ static size_t list_num(const char *dir, char c, numdir_t **out) {
     n++;
   }
   closedir(dd);
-  qsort(v, n, sizeof(*v), numdir_cmp);
+  if (n > 1)
+    qsort(v, n, sizeof(*v), numdir_cmp);
   *out = v;
   return n;
 }
@@ -757,10 +742,16 @@ static void worker_main(void *arg) {
         o->chunk_wall0 = j->chunk_wall0;
         o->chunk_wall = j->chunk_wall;
       }
-      for (size_t i = 0; o != NULL && i < j->nsamples; i++)
-        tlc__rollup_open_add(o, &j->samples[i]);
-      if (o != NULL && j->seal)
-        tlc__rollup_open_seal(o);
+      for (size_t i = 0; o != NULL && i < j->nsamples; i++) {
+        tlc_rollup_job_t *m = tlc__rollup_open_add(o, &j->samples[i]);
+        if (m != NULL)
+          tlc__rollup_minute(r, m);
+      }
+      if (o != NULL && j->seal) {
+        tlc_rollup_job_t *m = tlc__rollup_open_seal(o);
+        if (m != NULL)
+          tlc__rollup_minute(r, m);
+      }
       tlc__rollup_chunk_put(r, j->samples);
       j->samples = NULL;
       job_free(j);
@@ -781,8 +772,12 @@ static void worker_main(void *arg) {
       uv_mutex_unlock(&r->mu);
       uv_async_send(&r->done_async);
     } else {
-      for (size_t i = 0; i < r->nopens; i++)
+      for (size_t i = 0; i < r->nopens; i++) {
+        tlc_rollup_job_t *m = tlc__rollup_open_seal(r->opens[i]);
+        if (m != NULL)
+          tlc__rollup_minute(r, m);
         tlc__rollup_open_free(r->opens[i]);
+      }
       r->nopens = 0;
       for (size_t i = 0; i < r->nhours; i++)
         hour_flush(r, &r->hours[i]);

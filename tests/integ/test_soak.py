@@ -133,6 +133,8 @@ def state_usage(state):
     one per target, rewritten in place every checkpoint_interval) are not segments."""
     n = b = 0
     for r, _, fs in os.walk(state):
+        if os.sep + ".rollup" in r:
+            continue  # the rollups have their own budget (docs/rollups.md)
         for f in fs:
             if ".checkpoint" in f:
                 continue
