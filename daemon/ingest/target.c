@@ -635,8 +635,6 @@ static void on_decoded(void *ud, const tlc_event_t *ev, size_t n, const uint8_t 
     n -= k + 1;
     first = 0;
   }
-  if (t->pipe.engine != NULL)
-    t->gaps_seen = tlc_engine_counters(t->pipe.engine)->gaps;
   decoded_to(t, ev, n, chunk, clen, coff);
 }
 
@@ -652,6 +650,12 @@ static void on_mapped(void *ud, const tlc_event_t *ev, size_t n) {
   tlc_target_t *t = ud;
   tlc_targets_t *r = t->reg;
   r->events += n;
+  /* after the engine took the batch: a clock restart in it made its own gap, which is not a
+   * gap before the next batch (on_decoded runs before the engine sees a batch, so reading the
+   * count there missed it, and a restart that began the next batch was taken as one after a
+   * gap: no segment boundary) */
+  if (t->pipe.engine != NULL)
+    t->gaps_seen = tlc_engine_counters(t->pipe.engine)->gaps;
   for (size_t i = 0; i < r->nobs && !t->quiet; i++)
     if (r->obs[i].batch_cb != NULL)
       r->obs[i].batch_cb(r->obs[i].ud, t, ev, n);

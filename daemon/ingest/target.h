@@ -129,8 +129,8 @@ typedef struct tlc_target {
   uint64_t deadline_closes;  /* connections closed by the partial-record deadline */
   uint64_t dropped_reported; /* dropped_area_limit already reported as TLC_TEV_DROPS */
   uint64_t resyncs_reported; /* resyncs already reported as TLC_TEV_RESYNC */
-  uint64_t gaps_seen;        /* engine gaps when the last decoded batch went out (a gap since:
-                                its first events may restart the clock) */
+  uint64_t gaps_seen;        /* engine gaps after it took the last batch (a gap since: the
+                                next batch's first events may restart the clock) */
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   tlc_target_gap_t gaplog[TLC_TARGET_GAPLOG];            /* ring of the most recent gaps */
   uint64_t ngaplog;                                      /* gaps ever entered in the ring */
