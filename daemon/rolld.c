@@ -28,6 +28,8 @@ struct tlc_rolld_acc {
 
 static void tap(void *ud, const tlc_engine_sample_t *s) {
   tlc_rollup_sample_t x;
+  if (s->kind >= TLC_NKINDS) /* a gap mark (counts are not asked for): no sample */
+    return;
   x.handle = s->handle;
   x.context = s->context;
   x.state = s->state;
@@ -37,6 +39,18 @@ static void tap(void *ud, const tlc_engine_sample_t *s) {
   x.end = s->end;
   x.epoch = s->epoch;
   tlc_rollup_add(ud, &x);
+}
+
+/* Every sample kind of every row, not the COUNT marks (rollups keep samples). */
+static unsigned want(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind, uint64_t state,
+                     uint32_t *cookie) {
+  (void)ud;
+  (void)handle;
+  (void)context;
+  (void)row_kind;
+  (void)state;
+  *cookie = 0;
+  return (1u << TLC_NKINDS) - 1;
 }
 
 static struct tlc_rolld_acc *find(tlc_daemon_t *d, const tlc_target_t *t) {
@@ -55,7 +69,7 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
 
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
   if (a->t->pipe.engine != NULL)
-    tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL);
+    tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL, NULL);
   tlc_rollup_acc_free(a->acc);
   *a = d->raccs[--d->nraccs];
 }
@@ -91,7 +105,7 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   }
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
   if (t->pipe.engine != NULL)
-    tlc_engine_set_tap(t->pipe.engine, tap, a->acc);
+    tlc_engine_set_tap(t->pipe.engine, tap, want, a->acc);
 }
 
 /* ---- the read side's hook ---- */
@@ -375,6 +389,11 @@ int tlc_rolld_start(tlc_daemon_t *d) {
   const tlc_config_t *c = &d->in.cfg;
   tlc_rollup_opts_t o;
   int r;
+  if (c->rollup_bytes == 0) { /* off: no tap on the engines, none of its ingest cost */
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_MAIN,
+            "rollups off (rollup_bytes = 0): trend and diff are off");
+    return 0;
+  }
   memset(&o, 0, sizeof o);
   o.state_dir = c->state_dir;
   o.keep_minutes_ms = c->rollup_minutes_ms;

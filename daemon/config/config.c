@@ -480,7 +480,8 @@ static const dkey_t dkeys[] = {
     TLC_CFG_LIVE, NULL, "How long the per-hour rollups (merged minutes) are kept." },
   { "rollup_bytes", K_U64, OFF(rollup_bytes), 0, 1ull << 60, FSZ(rollup_bytes), TLC_CFG_LIVE, NULL,
     "Rollups on disk, all targets together; past it the least recently written days go, minutes "
-    "before hours." },
+    "before hours. 0 when the daemon starts: no rollups at all (no trend or diff, and none of "
+    "their ingest cost, docs/rollups.md)." },
   { "sync", K_SYNC, OFF(sync_mode), 0, 0, FSZ(sync_mode), TLC_CFG_LIVE, NULL,
     "When segments are synced; periodic needs\n.Ic sync_interval\nor\n.Ic sync_bytes ." },
   { "sync_interval", K_DUR, OFF(sync_interval_ms), 0, TLC_CFG_MAX_DUR_MS, FSZ(sync_interval_ms),
