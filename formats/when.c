@@ -44,6 +44,8 @@ static int parse_relative(const char *s, int64_t now_ns, int64_t *v) {
     x /= 1e3;
   else
     return -1;
+  if (x > 9e9) /* about 285 years: more would not fit in int64 ns (nor mean anything) */
+    return -1;
   *v = now_ns - (int64_t)(x * 1e9);
   return 0;
 }

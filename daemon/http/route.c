@@ -645,8 +645,9 @@ static void api_histogram(tlc__http_view_t *v, const char *name, const char *que
     c = TLC_CTX_NEUTRAL;
   } else {
     errno = 0;
+    end = ctx;
     c = rc == 1 && ctx[0] >= '0' && ctx[0] <= '9' ? strtoull(ctx, &end, 10) : ~0ull;
-    if (rc != 1 || errno != 0 || *end != '\0' || c >= TLC_CTX_NEUTRAL) {
+    if (rc != 1 || end == ctx || errno != 0 || *end != '\0' || c >= TLC_CTX_NEUTRAL) {
       tlc__http_error(rs, 400,
                       "bad context (a context index, as the live rows' ctx, or "
                       "\"neutral\")");

@@ -110,6 +110,11 @@ static void test_relative(void **state) {
   assert_int_equal(tlc_when_parse("-h", NOW, &k, &v), -1);
   assert_int_equal(tlc_when_parse("-nanh", NOW, &k, &v), -1);
   assert_int_equal(tlc_when_parse("-1e30s", NOW, &k, &v), -1);
+  /* within the number's bound but not in int64 ns once in seconds (fuzz_manifest found it) */
+  assert_int_equal(tlc_when_parse("-442375509h", NOW, &k, &v), -1);
+  assert_int_equal(tlc_when_parse("-1000000000d", NOW, &k, &v), -1);
+  assert_int_equal(tlc_when_parse("-100000d", NOW, &k, &v), 0);
+  assert_int_equal(v, NOW - 100000ll * 86400 * 1000000000);
 }
 
 static void test_range(void **state) {
