@@ -56,6 +56,10 @@ typedef struct tlc_violation {
   int64_t wall_ms;             /* wall clock when it was seen (Unix ms; 0 in a replay) */
   uint64_t seq_start, seq_end; /* engine change sequences of its first and closing event */
   uint64_t count;              /* its number among its budget's violations (1 = the first) */
+  /* where its records are stored (resolved from seq_start and seq_end when the target is
+   * stored): segment sequence and byte offset of its first and of its closing record; seg 0:
+   * not stored (yet) */
+  uint64_t seg_first, off_first, seg_last, off_last;
 } tlc_violation_t;
 
 typedef struct tlc_bwatch_opts {

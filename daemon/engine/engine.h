@@ -229,6 +229,15 @@ void tlc_engine_gap(tlc_engine_t *e);
  * on; every row's wanted kinds are asked again. */
 void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
                         void *ud);
+/* Several consumers (budgets, rollups) each attach a tap of their own: at most
+ * TLC_ENGINE_TAPS at once, every one asked for its wanted kinds and cookie per row and called
+ * only for the samples it wants. tlc_engine_add_tap returns 0 or TLC_ELIMIT (all taken);
+ * tlc_engine_remove_tap detaches the tap whose ud is `ud` (none: nothing). Both from the next
+ * event on. tlc_engine_set_tap replaces them all with one (NULL: none). */
+#define TLC_ENGINE_TAPS 4
+int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
+                       void *ud);
+void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
 
 typedef struct tlc_snap_opts {

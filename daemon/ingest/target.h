@@ -88,6 +88,8 @@ typedef struct tlc_target_conf {
   int resync; /* decoder mode: 1 for lossy links (serial) */
   uint8_t has_context_area;
   uint32_t context_area;
+  struct tlc_bwatch *watch; /* its timing budgets (budget/budget.h; the daemon's budgets
+                               module attaches it to pipe.engine), NULL: none applies */
   const char *mapping_path; /* NULL/"" for none; loaded at creation (errors logged, not fatal) */
   tlc_ctxpack_t pack;       /* packed context_area values (formats/rtos.h; masks 0: not) */
   const char *rtos_path;    /* context_rtos: its task names name the contexts (NULL: none; read

@@ -225,6 +225,12 @@ typedef struct tlc_view {
                 void *done_ud, void **job, char *err, size_t errlen);
   void (*rollup_cancel)(void *rollup_ud, void *job);
   void *rollup_ud;
+  /* Budgets (SPEC 13; budget/budget.h): the watch of the target called `name`, NULL when no
+   * budget applies to it. Read it at once (tlc_bwatch_total, _recent, _worst, _counts): it may
+   * change at the next event or SIGHUP. NULL hook: no budgets. Loop thread. Called with
+   * budgets_ud. */
+  const struct tlc_bwatch *(*budgets)(void *budgets_ud, const char *name);
+  void *budgets_ud;
 
   /* ---- starting over (SPEC 10), called with ud (tlc_view_reg_init sets them) ---- */
   /* `tlcap reset`: target `index`'s statistics start afresh (a gap, a new gen). 0, TLC_ERANGE,
