@@ -1186,8 +1186,13 @@ static void test_stalled_event_subscribers(void **state) {
     if (round % 100 == 0)
       uv_run(&h.loop, UV_RUN_NOWAIT);
   }
+  /* Stalled: of the 2000 batches, almost none were encoded. Not exactly none: the kernel may
+   * still take bytes from a full socket long after the fill (it compacts the peer's receive
+   * queue and opens the window), and the writer thread then frees queue room for a few more
+   * batches (seen: 5 under ASan on a loaded machine). Without the rule every one of the 2000
+   * would be encoded; with it at most a few queues' worth are. */
   tlc_pubsub_get_stats(h.ps, &st);
-  assert_int_equal(st.batches_built, built0);
+  assert_true(st.batches_built - built0 <= 8u * o.max_batches);
   assert_int_equal(st.subscribers, 8); /* stalled, not closed: batches are droppable */
   /* one reads again: it resumes, and received + dropped == produced, in order */
   {
