@@ -1,5 +1,5 @@
 """tlcapd.ini(5) and tlcapd(8) as a user reads them (`man -l`), against the daemon itself:
-- every [daemon] key of the settings table (read here from daemon/config/config.c's rows, as
+- every [daemon] key of the settings table (read here from daemon/config/keys.c's rows, as
   the completion is) has an entry in both pages, and no entry names a key the table lacks;
 - every default a page states is a value tlcapd accepts for that key (`--check-config`);
 - the HTTP port's entry names the dashboard, /metrics and the health paths;
@@ -17,7 +17,7 @@ TLCAPD, MANDIR, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 
 
 def table_keys():
-    with open(os.path.join(SRC, "daemon/config/config.c")) as f:
+    with open(os.path.join(SRC, "daemon/config/keys.c")) as f:
         text = f.read()
     return re.findall(r'^\s*\{ "([a-z0-9_]+)", K_[A-Z0-9]+,', text, re.M)
 
