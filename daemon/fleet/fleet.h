@@ -113,7 +113,8 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
 void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
 
 /* The stats dump's "nats" object (connected, stream_ready, published, awaiting_ack,
- * dropped_total, dropped_bytes, dropped by reason, reconnects), written with the dump's writer. */
+ * dropped_total, dropped_bytes, dropped by reason, reconnects, violations_sent,
+ * violations_suppressed), written with the dump's writer. */
 struct tlc_json_w;
 void tlc_fleet_dump(const tlc_fleet_t *f, struct tlc_json_w *j);
 

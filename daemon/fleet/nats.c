@@ -981,6 +981,8 @@ void tlc_fleet_dump(const tlc_fleet_t *f, tlc_json_w_t *j) {
     tlc_json_w_u64(j, tlc_fleet_drop_name(r), c.drops[r]);
   tlc_json_w_close(j, '}');
   tlc_json_w_u64(j, "reconnects", c.reconnects);
+  tlc_json_w_u64(j, "violations_sent", c.violations_sent);
+  tlc_json_w_u64(j, "violations_suppressed", c.violations_suppressed);
   tlc_json_w_close(j, '}');
 }
 
