@@ -27,20 +27,21 @@
 
 /* ---- the commands (argc/argv from the command word on; return the exit status) ---- */
 
-int tlc_cli_targets(int argc, char **argv);  /* targets.c */
-int tlc_cli_stats(int argc, char **argv);    /* stats.c */
-int tlc_cli_top(int argc, char **argv);      /* top.c */
-int tlc_cli_watch(int argc, char **argv);    /* watch.c */
-int tlc_cli_send(int argc, char **argv);     /* send.c */
-int tlc_cli_rotate(int argc, char **argv);   /* rotate.c */
-int tlc_cli_reset(int argc, char **argv);    /* reset.c */
-int tlc_cli_forget(int argc, char **argv);   /* reset.c */
-int tlc_cli_mapping(int argc, char **argv);  /* mapping.c */
-int tlc_cli_segments(int argc, char **argv); /* segments.c */
-int tlc_cli_around(int argc, char **argv);   /* around.c */
-int tlc_cli_fleet(int argc, char **argv);    /* fleet.c */
-int tlc_cli_trend(int argc, char **argv);    /* trend.c */
-int tlc_cli_diff(int argc, char **argv);     /* trend.c */
+int tlc_cli_targets(int argc, char **argv);    /* targets.c */
+int tlc_cli_stats(int argc, char **argv);      /* stats.c */
+int tlc_cli_top(int argc, char **argv);        /* top.c */
+int tlc_cli_watch(int argc, char **argv);      /* watch.c */
+int tlc_cli_send(int argc, char **argv);       /* send.c */
+int tlc_cli_rotate(int argc, char **argv);     /* rotate.c */
+int tlc_cli_reset(int argc, char **argv);      /* reset.c */
+int tlc_cli_forget(int argc, char **argv);     /* reset.c */
+int tlc_cli_mapping(int argc, char **argv);    /* mapping.c */
+int tlc_cli_segments(int argc, char **argv);   /* segments.c */
+int tlc_cli_around(int argc, char **argv);     /* around.c */
+int tlc_cli_fleet(int argc, char **argv);      /* fleet.c */
+int tlc_cli_trend(int argc, char **argv);      /* trend.c */
+int tlc_cli_diff(int argc, char **argv);       /* trend.c */
+int tlc_cli_violations(int argc, char **argv); /* violations.c */
 
 /* ---- cli.c: the options before COMMAND (set by main, read by the commands) ---- */
 

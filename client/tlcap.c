@@ -60,6 +60,8 @@ static void usage_main(FILE *to) {
       "                                one area's count, mean, p99, max per step, from rollups\n"
       "  diff TARGET --a T1..T2 --b T3..T4 [--b-target NAME] [--json]\n"
       "                                every area's two ranges compared, most significant first\n"
+      "  violations TARGET [--budget NAME] [--json]\n"
+      "                                timing budgets broken: counts, worst and last, REF\n"
       "  mapping TARGET FILE           load a mapping (Text1 or XML export) for a target;\n"
       "                                kept in the state directory across restarts\n"
       "  reset TARGET                  start a target's statistics afresh (a gap)\n"
@@ -172,6 +174,8 @@ int main(int argc, char **argv) {
     r = tlc_cli_trend(argc, argv);
   else if (strcmp(argv[0], "diff") == 0)
     r = tlc_cli_diff(argc, argv);
+  else if (strcmp(argv[0], "violations") == 0)
+    r = tlc_cli_violations(argc, argv);
   else if (strcmp(argv[0], "fleet") == 0)
     r = tlc_cli_fleet(argc, argv);
   else if (strcmp(argv[0], "help") == 0) {

@@ -8,6 +8,8 @@
  *                           deltas (rows changed since the previous one) every interval
  *   PREFIX.TARGET.events    ServerMessage{target_event}
  *   PREFIX.TARGET.segments  ServerMessage{segment_sealed} with the segment's manifest
+ *   PREFIX.TARGET.violations ServerMessage{target_event} TE_VIOLATION: a budget violation
+ *                           (at most TLC_VSERVE_RATE a second per target and budget)
  * Each message is one protobuf ServerMessage (proto/tlcap.proto) without the length prefix the
  * subscriber stream uses (a NATS message is already delimited).
  *
@@ -71,8 +73,11 @@ typedef struct tlc_fleet_counters {
   uint64_t drops[TLC_FLEET_DROP_N]; /* by reason (enum tlc_fleet_drop) */
   uint64_t awaiting_ack;            /* published to the server, acknowledgement not yet in */
   uint64_t dropped_bytes;
-  uint64_t reconnects;     /* connections after the first */
-  int stream_ready;        /* the JetStream stream was created or updated */
+  uint64_t reconnects;            /* connections after the first */
+  int stream_ready;               /* the JetStream stream was created or updated */
+  uint64_t violations_sent;       /* TE_VIOLATION messages handed to publish (tlc_fleet_violation;
+                                     each then counts as published or dropped) */
+  uint64_t violations_suppressed; /* ... not sent: over the rate limit (TLC_VSERVE_RATE) */
   uint64_t publish_cpu_ns; /* loop thread CPU time in the statistics ticks (snapshots, encoding,
                               handing to the client): what publishing costs ingest */
 } tlc_fleet_counters_t;
@@ -87,6 +92,18 @@ int tlc_fleet_new(tlc_fleet_t **f, uv_loop_t *loop, const tlc_view_t *pv,
  * NULL); kinds the protocol has no TargetEventKind for are not published. */
 void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const char *detail);
 
+/* A budget violation of `target` (budget/budget.h: v is one of watch w's, both borrowed, read
+ * during the call), published on PREFIX.TARGET.violations as ServerMessage{target_event} of
+ * kind TE_VIOLATION (docs/fleet.md). At most TLC_VSERVE_RATE (vserve/vserve.h) a second per
+ * (target, budget) are published; the others are counted (violations_suppressed) and the next
+ * one published carries their number in TargetEvent.suppressed. Like every message it is
+ * dropped, and counted by reason, when it cannot be published (not connected, buffer full).
+ * The daemon calls it from the watch's on_violation (loop thread). */
+struct tlc_bwatch;
+struct tlc_violation;
+void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                         const struct tlc_violation *v);
+
 /* A sealed segment of target `name`: data file `path`; its manifest (`path` + ".idx" or as
  * docs/storage.md names it) is read and published with it. */
 void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path, uint64_t seq,
@@ -96,7 +113,8 @@ void tlc_fleet_segment_sealed(tlc_fleet_t *f, const char *name, const char *path
 void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out);
 
 /* The stats dump's "nats" object (connected, stream_ready, published, awaiting_ack,
- * dropped_total, dropped_bytes, dropped by reason, reconnects), written with the dump's writer. */
+ * dropped_total, dropped_bytes, dropped by reason, reconnects, violations_sent,
+ * violations_suppressed), written with the dump's writer. */
 struct tlc_json_w;
 void tlc_fleet_dump(const tlc_fleet_t *f, struct tlc_json_w *j);
 

@@ -56,6 +56,7 @@
 #include "base/log.h"
 #include "ingest/target.h"
 #include "proto/convert.h"
+#include "vserve/vserve.h"
 
 #include <nats/adapters/libuv.h>
 
@@ -124,6 +125,7 @@ struct tlc_fleet {
   size_t pcap;
   tlc_fleet_counters_t c;
   uint64_t tev_seq;
+  tlc_vrate_t vrate; /* budget violations published per (target, budget) */
   int warned_size;
   uint64_t logged[TLC_FLEET_DROP_N]; /* drops by reason as last logged (log_drops) */
   uint64_t drop_log_ms;              /* when they were */
@@ -851,6 +853,38 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
   publish(f, name, "events", &m, 0);
 }
 
+void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                         const struct tlc_violation *v) {
+  Tlcap__TargetEvent te;
+  Tlcap__Violation pv;
+  Tlcap__ServerMessage m;
+  tlc_vserve_names_t nm;
+  const tlc_tbudget_t *b;
+  uint64_t suppressed;
+  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING ||
+      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+    return;
+  if (!tlc_vrate_take(&f->vrate, target, b->name, uv_now(f->loop), &suppressed)) {
+    f->c.violations_suppressed++;
+    return;
+  }
+  f->c.violations_sent++;
+  tlc_vserve_fill(&pv, f->pv, target, w, v, &nm);
+  tlcap__target_event__init(&te);
+  te.target = (char *)target;
+  te.kind = TLCAP__TARGET_EVENT_KIND__TE_VIOLATION;
+  te.detail = (char *)"";
+  te.unix_ms = v->wall_ms != 0 ? v->wall_ms : (int64_t)(uint64_t)tlc_now_unix_ms();
+  te.instance_id = f->o.instance_id;
+  te.seq = ++f->tev_seq;
+  te.violation = &pv;
+  te.suppressed = suppressed;
+  tlcap__server_message__init(&m);
+  m.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT;
+  m.target_event = &te;
+  publish(f, target, "violations", &m, 0);
+}
+
 /* The manifest beside data file `path`: the same name up to the first '.' of its last
  * component, then ".manifest" (docs/storage.md). Read whole (capped). */
 static uint8_t *read_manifest(const char *path, size_t *len) {
@@ -947,6 +981,8 @@ void tlc_fleet_dump(const tlc_fleet_t *f, tlc_json_w_t *j) {
     tlc_json_w_u64(j, tlc_fleet_drop_name(r), c.drops[r]);
   tlc_json_w_close(j, '}');
   tlc_json_w_u64(j, "reconnects", c.reconnects);
+  tlc_json_w_u64(j, "violations_sent", c.violations_sent);
+  tlc_json_w_u64(j, "violations_suppressed", c.violations_suppressed);
   tlc_json_w_close(j, '}');
 }
 
@@ -1091,6 +1127,7 @@ int tlc_fleet_new(tlc_fleet_t **out, uv_loop_t *loop, const tlc_view_t *pv,
     return TLC_ENOMEM;
   memset(f, 0, sizeof(*f));
   tlc_pb_arena_init(&f->pba, 0);
+  tlc_vrate_init(&f->vrate, TLC_VSERVE_RATE);
   f->loop = loop;
   f->pv = pv;
   f->o = *o;
@@ -1199,6 +1236,7 @@ static void handle_closed_cb(uv_handle_t *h) {
   tlc_table_fini(&f->tab);
   tlc_pb_arena_fini(&f->pba);
   tlc_free(f->pbuf);
+  tlc_vrate_fini(&f->vrate);
   tlc_free(f);
   if (cb != NULL)
     cb(ud);

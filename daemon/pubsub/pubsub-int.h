@@ -26,6 +26,7 @@
 #include "pubsub/spec.h"
 #include "pubsub/sub.h"
 #include "pubsub/writer.h"
+#include "vserve/vserve.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,7 @@ struct tlc_pubsub {
   tlc__ps_server_t srv;
   tlc__ps_subs_t sb;
   tlc__ps_feeds_t fd;
+  tlc_vrate_t vrate; /* budget violations sent per (target, budget): tlc_pubsub_violation */
 };
 
 /* server.c */

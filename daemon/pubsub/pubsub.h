@@ -129,9 +129,11 @@ typedef struct tlc_pubsub_stats {
   uint64_t batches_dropped; /* per subscriber, summed */
   uint64_t events_dropped;
   uint64_t target_events;
-  size_t subscribers;  /* live connections (authenticated or not) */
-  size_t feeds;        /* distinct subscription specs with a timer */
-  size_t queued_bytes; /* sum of the subscribers' queued bytes */
+  uint64_t violations_sent;       /* TE_VIOLATION events sent (tlc_pubsub_violation) */
+  uint64_t violations_suppressed; /* ... not sent: over the rate limit (TLC_VSERVE_RATE) */
+  size_t subscribers;             /* live connections (authenticated or not) */
+  size_t feeds;                   /* distinct subscription specs with a timer */
+  size_t queued_bytes;            /* sum of the subscribers' queued bytes */
 } tlc_pubsub_stats_t;
 
 /* Fills *o with the defaults above. */
@@ -176,6 +178,17 @@ void tlc_pubsub_close(tlc_pubsub_t *ps, void (*cb)(void *ud), void *ud);
 /* A target event (`kind`: enum tlc_ps_ev) for subscribers whose subscriptions match `target`.
  * `detail` may be NULL. A control message: never dropped (counts against the hard cap). */
 void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, const char *detail);
+
+/* A budget violation of `target` (budget/budget.h: v is one of watch w's, both borrowed, read
+ * during the call) as a TE_VIOLATION target event for the subscribers with a subscription
+ * matching `target` (docs/budgets.md "Served"). At most TLC_VSERVE_RATE (vserve/vserve.h) a
+ * second per (target, budget) are sent; the others are counted and the next one sent carries
+ * their number in TargetEvent.suppressed. A control message: never dropped. The daemon calls
+ * it from the watch's on_violation (the engine's pass, loop thread). */
+struct tlc_bwatch;
+struct tlc_violation;
+void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                          const struct tlc_violation *v);
 
 /* A batch of decoded events of `target` (borrowed, only read during the call) for subscribers
  * that asked for events. Encoded at most once (in chunks of opts.max_batch_events) and shared;

@@ -9,6 +9,7 @@
 #include "proto/convert.h"
 #include "proto/frame.h"
 #include "tlc_version.h"
+#include "vserve/vserve.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -715,6 +716,30 @@ static void on_list_segments(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ListSe
   tlc_free(v);
 }
 
+/* ViolationsRequest (SPEC 13, docs/budgets.md "Served"): the target's watch read at once
+ * through the view's budgets hook; no hook or no watch: a reply with no budgets. */
+static void on_violations(tlc__ps_sub_t *s, uint32_t req, const Tlcap__ViolationsRequest *r) {
+  tlc_pubsub_t *ps = s->ps;
+  const struct tlc_bwatch *w = NULL;
+  Tlcap__ServerMessage sm;
+  Tlcap__ViolationsReply *vr;
+  size_t idx;
+  if (find_target(s, req, r->target, &idx) < 0)
+    return;
+  if (ps->p.budgets != NULL)
+    w = ps->p.budgets(ps->p.budgets_ud, r->target);
+  if (tlc_vserve_reply(&vr, &ps->p, r->target, w, r->budget, r->max_recent) < 0) {
+    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
+    return;
+  }
+  tlcap__server_message__init(&sm);
+  sm.request_id = req;
+  sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_VIOLATIONS;
+  sm.violations = vr;
+  tlc__ps_sub_send(s, &sm);
+  tlc_vserve_reply_free(vr);
+}
+
 /* TrendRequest and DiffRequest (docs/rollups.md): the view's rollup hook builds the document
  * off the loop; the reply carries it as it came. */
 static void rollup_done(void *ud, int status, const char *err, char *body, size_t len) {
@@ -906,6 +931,9 @@ static void dispatch(tlc__ps_sub_t *s, const uint8_t *frame, size_t len) {
     break;
   case TLCAP__CLIENT_MESSAGE__MSG_DIFF:
     on_rollup(s, req, 2, cm->diff->target, cm->diff->query, cm->diff->text);
+    break;
+  case TLCAP__CLIENT_MESSAGE__MSG_VIOLATIONS:
+    on_violations(s, req, cm->violations);
     break;
   default:
     /* A newer client's request type: say so and carry on (docs/protocol.md). */

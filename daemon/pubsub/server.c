@@ -319,6 +319,7 @@ int tlc_pubsub_new(uv_loop_t *loop, const tlc_pubsub_opts_t *o, const tlc_view_t
   if (ps == NULL)
     return TLC_ENOMEM;
   ps->loop = loop;
+  tlc_vrate_init(&ps->vrate, TLC_VSERVE_RATE);
   ps->up.input = tlc__ps_sub_input;
   ps->up.writable = tlc__ps_gs_next;
   ps->up.release = tlc__ps_request_release;
@@ -633,6 +634,7 @@ void tlc__ps_handle_closed(tlc_pubsub_t *ps) {
   tlc_free(ps->sb.batch_ev);
   tlc_free(ps->sb.evsubs);
   tlc_peers_fini(&ps->sb.peers);
+  tlc_vrate_fini(&ps->vrate);
   tlc_free(ps);
   if (cb != NULL)
     cb(ud);

@@ -792,24 +792,18 @@ static int subn_wants_target(const subn_t *sn, const char *target) {
   return tlc__ps_spec_target(sn->spec, target);
 }
 
-void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, const char *detail) {
+/* Sends target event `te` (its seq and instance set here) to the subscribers with a
+ * subscription of `target`: encoded once, when the first one wants it. */
+static void target_event_send(tlc_pubsub_t *ps, const char *target, Tlcap__TargetEvent *te) {
   Tlcap__ServerMessage sm;
-  Tlcap__TargetEvent te;
   tlc__ps_sub_t *s;
   msg_t *m = NULL;
-  if (ps->closing || target == NULL)
-    return;
   ps->st.target_events++;
   tlcap__server_message__init(&sm);
-  tlcap__target_event__init(&te);
   sm.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT;
-  sm.target_event = &te;
-  te.target = (char *)target;
-  te.kind = (Tlcap__TargetEventKind)kind;
-  te.detail = (char *)(detail != NULL ? detail : "");
-  te.unix_ms = tlc_now_unix_ms();
-  te.instance_id = ps->instance_id;
-  te.seq = ++ps->sb.next_tev_seq;
+  sm.target_event = te;
+  te->instance_id = ps->instance_id;
+  te->seq = ++ps->sb.next_tev_seq;
   LIST_FOREACH(s, &ps->sb.subs, link) {
     size_t i;
     if (s->closing || !s->authed)
@@ -824,6 +818,44 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
     tlc__ps_sub_ctl(s, m);
   }
   tlc__ps_msg_unref(m);
+}
+
+void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, const char *detail) {
+  Tlcap__TargetEvent te;
+  if (ps->closing || target == NULL)
+    return;
+  tlcap__target_event__init(&te);
+  te.target = (char *)target;
+  te.kind = (Tlcap__TargetEventKind)kind;
+  te.detail = (char *)(detail != NULL ? detail : "");
+  te.unix_ms = tlc_now_unix_ms();
+  target_event_send(ps, target, &te);
+}
+
+void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                          const struct tlc_violation *v) {
+  Tlcap__TargetEvent te;
+  Tlcap__Violation pv;
+  tlc_vserve_names_t nm;
+  const tlc_tbudget_t *b;
+  uint64_t suppressed;
+  if (ps->closing || target == NULL || w == NULL || v == NULL ||
+      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+    return;
+  if (!tlc_vrate_take(&ps->vrate, target, b->name, uv_now(ps->loop), &suppressed)) {
+    ps->st.violations_suppressed++;
+    return;
+  }
+  ps->st.violations_sent++;
+  tlcap__target_event__init(&te);
+  tlc_vserve_fill(&pv, &ps->p, target, w, v, &nm);
+  te.target = (char *)target;
+  te.kind = TLCAP__TARGET_EVENT_KIND__TE_VIOLATION;
+  te.detail = (char *)"";
+  te.unix_ms = v->wall_ms != 0 ? v->wall_ms : tlc_now_unix_ms();
+  te.violation = &pv;
+  te.suppressed = suppressed;
+  target_event_send(ps, target, &te);
 }
 
 /* Whether any of s's event subscriptions wants `target`'s batches. */

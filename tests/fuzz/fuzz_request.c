@@ -7,10 +7,13 @@
  * (GetStats.range, Subscribe.history) go to a fake history hook, one at a time (another gets
  * TLC_ELIMIT, as the daemon's queue does when busy), completed after the input from the fake
  * target's table (or "no segments" for another name), which runs the reply and a
- * subscription's attach to its feed. No crash, no UB, no leak; decode memory is bounded by
+ * subscription's attach to its feed. Target "lab1" has a budget watch with violations (the
+ * view's budgets hook), so a ViolationsRequest builds a whole reply, and a violation event goes
+ * to the input's subscriptions after it. No crash, no UB, no leak; decode memory is bounded by
  * the frame cap. */
 #include "base/alloc.h"
 #include "base/err.h"
+#include "budget/budget.h"
 #include "history/history.h"
 #include "pubsub/pubsub-int.h"
 #include "pubsub/pubsub.h"
@@ -224,6 +227,50 @@ static void hist_run(ft_t *f) {
   }
 }
 
+/* One watch for the process: budgets on handle 1 ("main") of "lab1", broken by a few
+ * activations pushed through a real engine once. */
+static tlc_bwatch_t *g_watch;
+static tlc_engine_t *g_engine;
+
+static const char *w_area(void *ud, uint32_t handle) {
+  (void)ud;
+  return handle == 1 ? "main" : NULL;
+}
+
+static tlc_bwatch_t *watch(void) {
+  static const char text[] = "[budget main_net]\narea = main\nstat = net\nmax = 10ns\n"
+                             "[budget any_min]\narea = *\nstat = net\nmin = 1us\n";
+  tlc_tbudget_set_t s;
+  tlc_bwatch_opts_t o;
+  tlc_event_t ev[8];
+  char err[200];
+  size_t i;
+  if (g_watch != NULL)
+    return g_watch;
+  tlc_tbudget_set_init(&s);
+  memset(&o, 0, sizeof(o));
+  o.area_name = w_area;
+  if (tlc_tbudget_parse(&s, text, sizeof(text) - 1, "f.ini", err, sizeof(err)) != 0 ||
+      tlc_bwatch_new(&g_watch, "lab1", &s, &o) != 0 ||
+      tlc_engine_new(&g_engine, TLC_FMT_BIN11, NULL) != 0)
+    abort();
+  tlc_tbudget_set_fini(&s);
+  tlc_bwatch_attach(g_watch, g_engine);
+  memset(ev, 0, sizeof(ev));
+  for (i = 0; i < 8; i++) {
+    ev[i].time_ns = (int64_t)(100 * i + (i % 2) * 50);
+    ev[i].handle = 1 + (uint32_t)(i / 4);
+    ev[i].type = i % 2 == 0 ? TLC_EV_ENTRY : TLC_EV_EXIT;
+  }
+  tlc_engine_push(g_engine, ev, 8);
+  return g_watch;
+}
+
+static const struct tlc_bwatch *f_budgets(void *ud, const char *name) {
+  (void)ud;
+  return strcmp(name, "lab1") == 0 ? watch() : NULL;
+}
+
 static void closed(void *ud) {
   *(int *)ud = 1;
 }
@@ -277,6 +324,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.history = f_history;
   p.history_cancel = f_history_cancel;
   p.around = f_around;
+  p.budgets = f_budgets;
   p.ud = &f;
   memset(&g_hist, 0, sizeof(g_hist));
   tlc_pubsub_opts_default(&o);
@@ -291,6 +339,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       f.t[0].rows[1].seq = ++f.t[0].seq;
       tlc__ps_tick_all(ps);
       tlc_pubsub_target_event(ps, "lab1", TLC_PS_EV_CONNECTED, "127.0.0.1:9");
+      {
+        tlc_violation_t v;
+        if (tlc_bwatch_recent(watch(), 0, &v, 1) == 1)
+          tlc_pubsub_violation(ps, "lab1", watch(), &v);
+      }
       tlc__ps_detached_free(s);
     }
     tlc_pubsub_close(ps, closed, &done);

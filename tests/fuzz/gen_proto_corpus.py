@@ -95,6 +95,14 @@ around = [cm(30, around=pb.AroundRequest(target="lab1", ref="ns:1000", span="40u
           cm(33, around=pb.AroundRequest(target="lab1", ref="ns:1", export="xml")),
           cm(34, around=pb.AroundRequest(target="lab1", ref="ns:1", span="forever"))]
 w("request", "around", b"\0" + b"".join(fr(r) for r in around))
+viol = [cm(40, violations=pb.ViolationsRequest(target="lab1")),
+        cm(41, violations=pb.ViolationsRequest(target="lab1", budget="main_net", max_recent=1)),
+        cm(42, violations=pb.ViolationsRequest(target="evl@127.0.0.1")),
+        cm(43, violations=pb.ViolationsRequest(target="nosuch", budget="x" * 70)),
+        cm(44, violations=pb.ViolationsRequest(target="lab1", budget="none", max_recent=7))]
+w("request", "violations", b"\0" + b"".join(fr(r) for r in viol))
+w("request", "violations_subscribed", b"\0" + fr(cm(45, subscribe=pb.Subscribe(
+    subscription_id=1, targets=["lab*"], no_snapshots=True))) + fr(viol[0]))
 w("request", "around_busy", b"\0" + fr(around[0]) + fr(around[0]) + fr(reqs[13]))
 for i, r in enumerate(reqs):
     w("request", "single_%d" % i, b"\0" + fr(r))
@@ -120,6 +128,19 @@ w("frame", "stats", b"\x05" + fr(pb.ServerMessage(request_id=2, stats=pb.Stats(s
 w("frame", "requests", b"\x00" + fr(hello) + b"".join(fr(r) for r in reqs))
 w("frame", "events", b"\x10" + fr(pb.ServerMessage(events=pb.EventBatch(
     target="a", seq=1, events=[pb.Event(time_ns=5, handle=3, type=3)] * 3))))
+vio = pb.Violation(budget="isr_tick", stat="period", handle=3, area="SysTick_Handler",
+                   context="core0", over=True, value=1200000, limit=1050000, start_ns=5000,
+                   end_ns=1205000, epoch=1, wall_ms=1700000000000, seq_start=10, seq_end=12,
+                   number=4, seg_first=2, off_first=4096, seg_last=2, off_last=4160)
+w("frame", "violation_event", b"\x07" + fr(pb.ServerMessage(target_event=pb.TargetEvent(
+    target="lab1", kind=pb.TE_VIOLATION, violation=vio, suppressed=17, seq=3))))
+w("frame", "violations_reply", b"\x00" + fr(pb.ServerMessage(request_id=40,
+    violations=pb.ViolationsReply(target="lab1", total=5, dropped_keys=1, budgets=[
+        pb.BudgetViolations(name="isr_tick", area="SysTick_Handler", stat="period",
+                            has_max=True, max=1050000, total=5, worst=vio, recent=[vio, vio],
+                            counts=[pb.ViolationCount(handle=3, area="SysTick_Handler",
+                                                      context="core0", count=5)],
+                            origin="b.ini:1")]))))
 w("frame", "bad", b"\x01" + b"\x80" * 10 + b"\x01")
 # trend and diff (docs/rollups.md): the query strings the rollup hook parses
 w("request", "trend_diff", b"\x00" + fr(cm(7, trend=pb.TrendRequest(

@@ -1,0 +1,88 @@
+/* vserve.h - budget violations served (SPEC 13, docs/budgets.md "Served"): what the subscriber
+ * server (pubsub) and the NATS publisher (fleet) both send.
+ *
+ *  - tlc_vserve_fill: one tlc_violation_t (budget/budget.h) as a protobuf Violation, with its
+ *    budget's name and stat and the area's and context's names read through the view;
+ *  - tlc_vserve_reply: a watch's budgets as a ViolationsReply (the ViolationsRequest's answer);
+ *  - tlc_vrate_t: at most TLC_VSERVE_RATE violations a second per (target, budget) leave the
+ *    daemon as messages (a token bucket with a burst of as many), the others counted and
+ *    carried, as `suppressed`, by the next one that goes. A storm of violations (every
+ *    activation over budget) thus costs subscribers and the broker at most that many messages a
+ *    second per budget, while the watch still counts every one.
+ *
+ * Memory: a limiter holds at most TLC_VRATE_KEYS (target, budget) entries (about 100 bytes
+ * each plus the target's name); past that, the keys it has not seen share one overflow bucket
+ * (their suppressed counts add up there, and go with the next of them sent). A reply is built
+ * in memory it owns (tlc_vserve_reply_free).
+ * Threads: the loop thread (the view's and the watch's owner).
+ */
+#ifndef TLC_VSERVE_H
+#define TLC_VSERVE_H
+
+#include "base/htab.h"
+#include "budget/budget.h"
+#include "view/view.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tlcap.pb-c.h>
+
+#define TLC_VSERVE_RATE 10   /* violations sent a second per (target, budget), and the burst */
+#define TLC_VRATE_KEYS  4096 /* (target, budget) entries a limiter keeps */
+
+/* Names of a violation for its message: the area's mapped name (a state row's "VARIABLE =
+ * VALUE"), else its 8-digit handle; the context's display name (core0, task1A, a CONTEXTS or
+ * RTOS name), "" for none. */
+typedef struct tlc_vserve_names {
+  char area[256];
+  char context[128];
+} tlc_vserve_names_t;
+
+/* Fills *out (initialised here) with violation v of watch w on target `target`, names read
+ * through view p (its find, mapping and context hooks; each may be NULL: handles and context
+ * numbers then). Strings point into w, v's budget and *nm, which must outlive *out. */
+void tlc_vserve_fill(Tlcap__Violation *out, const tlc_view_t *p, const char *target,
+                     const tlc_bwatch_t *w, const tlc_violation_t *v, tlc_vserve_names_t *nm);
+
+/* The ViolationsReply for target `target` (w may be NULL: no budgets): every budget of w (only
+ * the one called `budget` when that is not NULL or ""), at most max_recent kept violations each
+ * (the newest; 0: all kept). Returns 0 with *out set (free with tlc_vserve_reply_free), or
+ * TLC_ENOMEM (nothing to free). */
+int tlc_vserve_reply(Tlcap__ViolationsReply **out, const tlc_view_t *p, const char *target,
+                     const tlc_bwatch_t *w, const char *budget, size_t max_recent);
+void tlc_vserve_reply_free(Tlcap__ViolationsReply *r);
+
+/* ---- the rate limit ---- */
+
+typedef struct tlc_vrate_entry {
+  uint64_t hash;
+  char budget[TLC_BUDGET_NAME_MAX + 1];
+  char *target;
+  int64_t tokens; /* thousandths of a message */
+  uint64_t last_ms;
+  uint64_t suppressed; /* not sent since the last one sent */
+} tlc_vrate_entry_t;
+
+typedef struct tlc_vrate {
+  uint32_t rate;  /* messages a second and burst */
+  tlc_htab_t idx; /* hash of (target, budget) -> index in e */
+  tlc_vrate_entry_t *e;
+  size_t n, cap;
+  tlc_vrate_entry_t overflow; /* the keys past TLC_VRATE_KEYS (or past memory) */
+  uint64_t sent, suppressed;  /* totals */
+} tlc_vrate_t;
+
+/* An empty limiter for `rate` messages a second per key (0: TLC_VSERVE_RATE). Allocates
+ * nothing. */
+void tlc_vrate_init(tlc_vrate_t *r, uint32_t rate);
+void tlc_vrate_fini(tlc_vrate_t *r);
+/* One violation of (target, budget) at monotonic time now_ms: 1 when it is to be sent, with
+ * *suppressed = the ones of that key not sent since the previous one sent (then 0 again); 0
+ * when it is not (counted). Never fails: no memory for a new key puts it in the overflow
+ * bucket. */
+int tlc_vrate_take(tlc_vrate_t *r, const char *target, const char *budget, uint64_t now_ms,
+                   uint64_t *suppressed);
+/* Bytes the limiter holds. */
+size_t tlc_vrate_bytes(const tlc_vrate_t *r);
+
+#endif
