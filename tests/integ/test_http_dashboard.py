@@ -7,9 +7,11 @@ printed at the start): <build>/tests/integ/dashboard_screenshots under ctest.
 usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_DIR"""
 import json
 import os
+import random
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -654,7 +656,172 @@ def test_dashboard_user(d):
         dm.stop()
 
 
+MIN = 60 * 10**9
+
+
+def minutes_stream(areas, minutes, per_min, slow, seed=1):
+    """Calls of `areas` functions (handles 0x1000 + i) on core 0, `per_min` per area in each of
+    `minutes` minutes of target time, durations 1-5 us; slow = (area, factor, first minute):
+    that area's durations times factor from that minute on. Returns (bytes, {(area, minute):
+    [durations]}), minute the one the call's exit fell in (the rollup's)."""
+    rnd = random.Random(seed)
+    out, got = [], {}
+    for m in range(minutes):
+        t = m * MIN + 1000
+        gap = (MIN - 2000) // (areas * per_min)
+        for _ in range(per_min):
+            for a in range(areas):
+                dur = 1000 + rnd.randrange(0, 4000)
+                if a == slow[0] and m >= slow[2]:
+                    dur *= slow[1]
+                out.append(T.bin11(0x1000 + a, 3, 0, 0, t))
+                out.append(T.bin11(0x1000 + a, 0, 0, 0, t + dur))
+                got.setdefault((a, (t + dur) // MIN), []).append(dur)
+                t += gap
+    return b"".join(out), got
+
+
+def chart_rows(b, chart):
+    """The rows a dygraphs chart draws: [[ms, v1, v2, ...]]."""
+    return b.eval("(() => { const g = %s; const out = [];"
+                  " for (let i = 0; i < g.numRows(); i++) { const r = [];"
+                  " for (let j = 0; j < g.numColumns(); j++) r.push(g.getValue(i, j));"
+                  " out.push(r); } return out; })()" % chart)
+
+
+def axis_cut(b, box):
+    return b.eval("(() => { const c = document.getElementById(%s).getBoundingClientRect();"
+                  " return [...document.querySelectorAll('#' + %s + ' .dygraph-axis-label')]"
+                  ".filter(e => { const r = e.getBoundingClientRect(); return r.left <"
+                  " c.left - 0.5 || r.right > c.right + 0.5 || r.bottom > c.bottom + 0.5 ||"
+                  " e.scrollWidth > e.clientWidth + 1 || r.height > 20; })"
+                  ".map(e => e.textContent); })()" % (json.dumps(box), json.dumps(box)))
+
+
+def test_dashboard_history(d):
+    """A target's trend and two of its ranges compared (SPEC 14, from the rollups), checked
+    against the API's answers and the durations sent: ten minutes of target time of six areas,
+    area 0x1003 three times slower from minute 5. The trend of the ticked (busiest) areas is
+    there on arrival; its points are the API's per-step means, then maxima, over an hour and a
+    week; the compare view lists the API's rows in its order (the slowed area first, with its
+    factor) for two target-time ranges typed in its pickers. At 1,400x900 and 800x600, nothing
+    past the right edge, no axis label cut."""
+    try:
+        b = cdp.Browser(d)
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport = D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport, store=True)
+    s = None
+    areas, slowed, factor = 6, 3, 3
+    data, got = minutes_stream(areas, 10, 30, (slowed, factor, 5), seed=7)
+    try:
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=hist format=bin11\n" + data)
+        n = areas * 10 * 30 * 2
+        dm.wait_stats(lambda st: any(x["events"] == n for x in st["targets"]), what="events")
+        durs = {a: [x for (h, _), v in got.items() if h == a for x in v] for a in range(areas)}
+        api = get_json(hport, "/api/v1/targets/hist/stats")
+        nets = sorted(((r["net"]["total"], r["handle"]) for r in api["rows"]
+                       if r.get("context") == "core0"), reverse=True)
+        top = [h for _, h in nets[:3]]
+        T.eq(top[0], "%08x" % (0x1000 + slowed), "the slowed area has the most net time")
+        ra, rb = "ns:0..ns:%d" % (5 * MIN), "ns:%d..ns:%d" % (5 * MIN, 11 * MIN)
+        for w, h in ((1400, 900), (800, 600)):
+            b.viewport(w, h)
+            b.call("Page.navigate", url="about:blank")  # a new page, not a hash change
+            b.call("Page.navigate", url="http://127.0.0.1:%d/#/target/hist" % hport)
+            # 1. the trend of the busiest areas, on arrival: the API's mean per step
+            wait_js(b, "typeof S !== 'undefined' && S.trend !== null &&"
+                    " document.getElementById('trend-box').dataset.ready === '1' &&"
+                    " S.trendChart !== null", "the trend drawn on arrival", timeout=60)
+            # one core: its context is the view (no Neutral rows), each trend of that context
+            T.eq(b.eval("S.trend.map(x => x.id)"), ["%s/core0/0" % x for x in top],
+                 "the trend charts the ticked areas")
+            ctx = b.eval("S.rows.get('%s/core0/0').ctx" % top[0])
+            for rng, step in (("1h", "1m"), ("7d", "2h")):
+                if rng != "1h":
+                    set_value(b, "t-range", rng, "change")
+                    wait_js(b, "document.getElementById('trend-box').dataset.ready === '1' &&"
+                            " S.trendKey.includes('|%s|')" % rng, "the trend over " + rng,
+                            timeout=60)
+                docs = [get_json(hport, "/api/v1/targets/hist/trend?area=0x%s&since=-%s&step=%s"
+                                 "&context=%d" % (x, rng, step, ctx)) for x in top]
+                for stat in ("mean", "max", "count"):
+                    set_value(b, "t-stat", stat, "change")
+                    rows = chart_rows(b, "S.trendChart")
+                    want = {}
+                    for i, doc in enumerate(docs):
+                        for st in doc["steps"]:
+                            want.setdefault(st["start"] // 10**6, [None] * len(docs))[i] = st[stat]
+                    T.eq(rows, [[k] + want[k] for k in sorted(want)],
+                         "the trend's %s per step over %s = the API's" % (stat, rng))
+                    T.eq(b.eval("S.trendChart.getLabels().slice(1)"), top, "the trend's areas")
+                # the oracle: every sample of each area is in some step, the maxima are the
+                # durations sent
+                for i, x in enumerate(top):
+                    a = int(x, 16) - 0x1000
+                    T.eq(sum(st["count"] for st in docs[i]["steps"]), len(durs[a]),
+                         "%s's samples over %s" % (x, rng))
+                    T.eq(max(st["max"] for st in docs[i]["steps"]), max(durs[a]),
+                         "%s's max over %s" % (x, rng))
+                T.eq(axis_cut(b, "trend"), [], "trend axis labels cut (%s, %dx%d)" % (rng, w, h))
+                no_overflow(b, "the trend over %s at %dx%d" % (rng, w, h))
+            set_value(b, "t-stat", "mean", "change")
+            b.screenshot(os.path.join(SHOTS, "history_trend_%dx%d.png" % (w, h)))
+
+            # 2. two ranges compared: the API's rows in its order, the slowed area first
+            set_value(b, "cmp-a", ra, "input")
+            set_value(b, "cmp-b", rb, "input")
+            b.eval("document.getElementById('cmp-form').requestSubmit()")
+            wait_js(b, "document.getElementById('compare').dataset.ready === '1' &&"
+                    " (document.getElementById('compare').dataset.url || '').includes(%s)"
+                    % json.dumps(urllib.parse.quote(rb, safe="")), "the compare view", timeout=60)
+            doc = get_json(hport, "/api/v1/targets/hist/diff?a=%s&b=%s&context=%d"
+                           % (ra, rb, ctx))
+            shown = b.eval("[...document.querySelectorAll('#cmp-table tbody tr')].map(r =>"
+                           " [r.dataset.area, ...[...r.cells].map(c => c.textContent)])")
+            T.eq([x[0] for x in shown], ["%08x" % x["area"] for x in doc["areas"]],
+                 "the areas in the API's order")
+            T.eq(shown[0][0], "%08x" % (0x1000 + slowed), "the slowed area first")
+            for x, row in zip(doc["areas"], shown):
+                T.eq(row[2:4], [fmt_int(x["a"]["count"]), fmt_int(x["b"]["count"])], "counts")
+                T.eq(row[4:6], [fmt_ns(round(x["a"]["mean"])), fmt_ns(round(x["b"]["mean"]))],
+                     "means")
+                T.eq(row[6], "×%.3f" % x["factor"], "the change of %08x" % x["area"])
+                T.eq(row[8:10], [fmt_ns(x["a"]["p99"]), fmt_ns(x["b"]["p99"])], "p99")
+                T.eq(row[11].startswith("yes"), x["significant"], "significant")
+                # the oracle: the ratio of the means of the durations sent
+                a = x["area"] - 0x1000
+                va = [v for (k, m), vs in got.items() if k == a and m < 5 for v in vs]
+                vb = [v for (k, m), vs in got.items() if k == a and m >= 5 for v in vs]
+                want = (sum(vb) / len(vb)) / (sum(va) / len(va))
+                T.check(abs(x["factor"] - want) < 1e-6 * want, "factor of %d" % a)
+                T.eq(x["significant"], a == slowed, "only the slowed area is significant")
+            no_overflow(b, "the compare view at %dx%d" % (w, h))
+            b.eval("document.getElementById('compare').scrollIntoView()")
+            b.screenshot(os.path.join(SHOTS, "history_compare_%dx%d.png" % (w, h)))
+            # budgets: this daemon has none; the page shows no budget anywhere
+            wait_js(b, "document.body.dataset.budgets !== undefined", "violations asked")
+            T.check(b.eval("document.getElementById('budgets-box').hidden"), "no budgets box")
+            T.check(b.eval("[...document.querySelectorAll('.budget-col')].every(e => e.hidden)"),
+                    "no budget column")
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        if s is not None:
+            s.close()
+        b.close()
+        dm.stop()
+
+
+def fmt_int(v):
+    return "{:,}".format(v)
+
+
 ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored,
-       test_dashboard_user]
+       test_dashboard_user, test_dashboard_history]
 ONLY = os.environ.get("TLC_ONLY")  # a developer's shortcut: TLC_ONLY=test_a,test_b
 T.main([t for t in ALL if not ONLY or t.__name__ in ONLY.split(",")])
