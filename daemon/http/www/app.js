@@ -939,7 +939,10 @@ function drawTrend() {
     labelsDiv: $("trend-legend"),
     xAxisHeight: 24,
     axes: {
+      // no time label at the left edge, where it would sit on the lowest value's label
       x: { axisLabelWidth: long ? 90 : 60, pixelsPerLabel: long ? 130 : 90,
+           ticker: (a, b, px, o, g, v) => Dygraph.dateTicker(a, b, px, o, g, v)
+             .filter((k) => k.v === undefined || (k.v - a) / (b - a) * px > (long ? 48 : 34)),
            axisLabelFormatter: when, valueFormatter: (ms) => new Date(ms).toLocaleString() },
       y: { axisLabelWidth: 72, axisLabelFormatter: fmt, valueFormatter: fmt },
     },
