@@ -162,6 +162,8 @@ def test_dashboard(d):
             n = b.eval("Number(document.body.dataset.updates)")
             wait_js(b, "Number(document.body.dataset.updates) > %d" % n, "next update")
         wait_js(b, "document.querySelector('#chart canvas') !== null", "dygraphs chart drawn")
+        # a few seconds of live points: labels between seconds, none cut
+        T.eq(axis_cut(b, "chart"), [], "the live chart's axis labels cut")
         b.screenshot(os.path.join(SHOTS, "target_live.png"))
         b.pump()
         # a 404 is what a tlcapd without budgets answers the page's /violations: not an error

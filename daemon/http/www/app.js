@@ -588,8 +588,10 @@ function drawChart() {
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
     axes: {
-      x: { axisLabelWidth: 70, pixelsPerLabel: 110,
-           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
+      // a label between two seconds has its milliseconds (else the same second twice)
+      x: { axisLabelWidth: 90, pixelsPerLabel: 110,
+           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8) + (d.getMilliseconds()
+             ? (d.getMilliseconds() / 1000).toFixed(3).slice(1).replace(/0+$/, "") : ""),
            valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) },
       // three significant digits, never an exponent cut in two by the axis's width
       y: { axisLabelWidth: 64, axisLabelFormatter: fmtRate, valueFormatter: fmtRate },
