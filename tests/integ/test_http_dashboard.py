@@ -235,7 +235,8 @@ def test_dashboard_token(d):
         dm.wait_stats(lambda st: any(t["events"] == 10 for t in st["targets"]), what="events")
         b.viewport(1400, 900)
         b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
-        wait_js(b, "document.body !== null && !document.getElementById('token-form').hidden",
+        wait_js(b, "document.getElementById('token-form') !== null &&"
+                " !document.getElementById('token-form').hidden",
                 "the page asks for the token")
         T.eq(b.eval("document.getElementById('token-msg').textContent"),
              "tlcapd asks for its access token", "why it asks")
