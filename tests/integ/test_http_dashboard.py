@@ -777,6 +777,17 @@ def test_dashboard_history(d):
                 no_overflow(b, "the trend over %s at %dx%d" % (rng, w, h))
             set_value(b, "t-stat", "mean", "change")
             b.screenshot(os.path.join(SHOTS, "history_trend_%dx%d.png" % (w, h)))
+            # the trend follows the ticks: one more area, one more curve, the API's means
+            extra = [x for _, x in nets if x not in top][0]
+            b.eval("document.querySelector('tr[data-id=\"%s/core0/0\"] input').click()" % extra)
+            wait_js(b, "document.getElementById('trend-box').dataset.ready === '1' &&"
+                    " S.trend !== null && S.trend.length === 4", "the trend of 4 areas",
+                    timeout=60)
+            doc = get_json(hport, "/api/v1/targets/hist/trend?area=0x%s&since=-7d&step=2h"
+                           "&context=%d" % (extra, ctx))
+            got_col = [r[4] for r in chart_rows(b, "S.trendChart") if r[4] is not None]
+            T.eq(got_col, [st["mean"] for st in doc["steps"]], "the ticked area's means")
+            T.eq(b.eval("S.trendChart.getLabels()[4]"), extra, "its curve's name")
 
             # 2. two ranges compared: the API's rows in its order, the slowed area first
             set_value(b, "cmp-a", ra, "input")
