@@ -1077,7 +1077,26 @@ function rowBudgets(r) {
     names.add(c.budget);
     n += Number(c.violations || 0);
   }
+  for (const b of doc.budgets) if (budgetWatches(b, r)) names.add(b.name);
   return { n: n, names: [...names] };
+}
+
+// Whether budget b watches the area of row r (docs/budgets.md "area", "context"): a glob on
+// its name, 8 hex digits (0x optional) its handle, else its name exactly; "any" context or
+// the row's (every context in the Neutral view).
+function budgetWatches(b, r) {
+  const a = String(b.area || ""), name = r.name || "";
+  let hit;
+  if (/[*?[]/.test(a)) {
+    const re = a.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+    try { hit = new RegExp("^" + re + "$").test(name); } catch (e) { hit = false; }
+  } else if (/^(0x)?[0-9a-fA-F]{8}$/.test(a)) {
+    hit = a.replace(/^0x/, "").toLowerCase() === r.handle.toLowerCase();
+  } else {
+    hit = a === name;
+  }
+  const c = b.context || "any";
+  return hit && (c === "any" || r.kind !== "code" || r.context === "Neutral" || c === r.context);
 }
 
 function fmtLimit(stat, v) {
