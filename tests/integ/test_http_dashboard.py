@@ -8,8 +8,10 @@ usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_DIR"""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -19,6 +21,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdp  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
+
+
+class Browser(cdp.Browser):
+    """cdp.Browser with its profile in a directory of its own: Chromium's helper processes may
+    still write there for a moment after it exits, which would fail the removal of the test's
+    directory (a test failure that is not the page's)."""
+
+    def __init__(self):
+        self.profile = tempfile.mkdtemp(prefix="tlc-chromium-")
+        super().__init__(self.profile)
+
+    def close(self):
+        super().close()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
 
 TLCAPD, TLCAP, SHOTS = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
 os.makedirs(SHOTS, exist_ok=True)
@@ -89,7 +106,7 @@ def num(text):
 
 def test_dashboard(d):
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -209,7 +226,7 @@ def test_dashboard_token(d):
     targets. A wrong token is said so, and the page waits for another: it does not ask again
     and again by itself."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -284,7 +301,7 @@ def test_dashboard_layout(d):
     ticked), one context at a time with a selector (Neutral first), a column per rolling
     window, and a filter. Screenshots of both sizes are kept in SCREENSHOT_DIR."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -404,7 +421,7 @@ def test_dashboard_stored(d):
     bytes of its segments on disk, and still do after a restart (the sealed segments found on
     disk at start count, not only what this run wrote)."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -513,7 +530,7 @@ def test_dashboard_user(d):
     an area's detail and its histogram; at 1,400x900 and 800x600, nothing past the right
     edge. Screenshots of each step are kept in SCREENSHOT_DIR."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -573,7 +590,10 @@ def test_dashboard_user(d):
                          " e.getBoundingClientRect(); return r.left < c.left - 0.5 ||"
                          " r.right > c.right + 0.5 || r.bottom > c.bottom + 0.5 ||"
                          " e.scrollWidth > e.clientWidth + 1 || r.height > 20; })"
-                         ".map(e => e.textContent); })()")
+                         ".map(e => { const r = e.getBoundingClientRect(); return e.textContent"
+                         " + ' at ' + [r.left, r.right, r.bottom, r.height, e.scrollWidth,"
+                         " e.clientWidth].map(Math.round).join(',') + ' in ' + [c.left, c.right,"
+                         " c.bottom].map(Math.round).join(','); }); })()")
             T.eq(cut, [], "axis labels cut or wrapped")
             no_overflow(b, "the target page at %dx%d" % (w, h))
             b.screenshot(os.path.join(SHOTS, "user_chart_%dx%d.png" % (w, h)))
@@ -713,7 +733,7 @@ def test_dashboard_history(d):
     factor) for two target-time ranges typed in its pickers. At 1,400x900 and 800x600, nothing
     past the right edge, no axis label cut."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)
@@ -849,7 +869,7 @@ def test_dashboard_budgets(d):
     served over HTTP come with the budgets branch). Run alone: TLC_ONLY=test_dashboard_budgets
     (ctest test_http_dashboard_budgets), so that its skip is ctest's."""
     try:
-        b = cdp.Browser(d)
+        b = Browser()
     except FileNotFoundError:
         print("SKIP: chromium not installed (apt-get install chromium)")
         sys.exit(T.SKIP)

@@ -623,6 +623,16 @@ async function getJson(path) {
     return { ok: false, status: 0, doc: null };
   }
 }
+// The same, asked again a few times while tlcapd answers 503 (busy, or short of memory)
+// and the page is still the one that asked.
+async function getJsonAgain(path, page) {
+  let r = await getJson(path);
+  for (let k = 0; r.status === 503 && k < 5 && S.page === page; k++) {
+    await new Promise((res) => setTimeout(res, 300 * (k + 1)));
+    r = await getJson(path);
+  }
+  return r;
+}
 function targetPath(name) {
   return "/api/v1/targets/" + encodeURIComponent(name).replace(/%2F/g, "/");
 }
@@ -883,7 +893,7 @@ async function loadTrend() {
   $("trend-note").textContent = "loading…";
   const docs = [];
   for (const [id, r] of areas) {
-    const g = await getJson(trendUrl(page, r, range));
+    const g = await getJsonAgain(trendUrl(page, r, range), page);
     if (S.trendKey !== key) return; // another range or other areas meanwhile
     if (!g.ok) {
       S.trend = null;
@@ -969,7 +979,7 @@ async function loadCompare() {
     url += "&context=" + r.ctx;
   $("compare").dataset.ready = "0";
   $("cmp-note").textContent = "comparing…";
-  const g = await getJson(url);
+  const g = await getJsonAgain(url, page);
   if (S.page !== page) return;
   $("compare").dataset.url = url;
   if (!g.ok) {
@@ -1223,6 +1233,16 @@ $("t-stat").addEventListener("change", drawTrend);
 $("cmp-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadCompare(); });
 $("v-which").addEventListener("change", drawViolations);
 $("d-kind").addEventListener("change", () => { if (S.detail) drawDetail(); });
+// dygraphs sizes a chart when it draws it: a box that narrows later (a scrollbar appears as the
+// page grows, the window is resized) would cut its right edge, so each chart follows its box
+if (window.ResizeObserver) {
+  const ro = new ResizeObserver(() => {
+    if (S.chart) S.chart.resize();
+    if (S.trendChart) S.trendChart.resize();
+  });
+  ro.observe($("chart"));
+  ro.observe($("trend"));
+}
 window.addEventListener("hashchange", route);
 route();
 connect();
