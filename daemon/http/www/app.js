@@ -43,6 +43,12 @@ const S = {
   detail: null, // the area whose detail is open (its row id), or null
   detailDoc: null, // its row in the target's statistics document
   detailHist: null, // its histogram (/api/v1/targets/NAME/histogram)
+  stores: null, // tlcapd stores (history, rollups: trend and compare), as its messages say
+  trendKey: null, // the trend drawn or loading: page, range and areas
+  trend: null, // [{id, url, doc}]: each charted area's /trend document
+  trendChart: null,
+  viol: new Map(), // target -> {doc (its /violations document, or null), at, busy}
+  noViolations: false, // this tlcapd has no /violations path (no budgets served)
 };
 const PAST_STEPS = 30; // the chart's past: 30 ranges of history ...
 const PAST_STEP_S = 10; // ... of 10 s each (the last 5 minutes)
@@ -174,6 +180,8 @@ function onLive(m) {
     // statistics restarted with the daemon: the rates start over
     S.prevTargets.clear();
     S.prevRows.clear();
+    S.noViolations = false; // another tlcapd: it may serve budgets
+    S.viol.clear();
   }
   const restarted = S.restarts > 0;
   knownStart = d.start_unix_ms;
@@ -187,6 +195,11 @@ function onLive(m) {
                       " segments" + (d.store.disk_full ? " · DISK FULL" : "");
   if (d.disk_free !== null) txt += " · disk free " + fmtBytes(d.disk_free);
   $("daemon").textContent = txt;
+  if (S.stores !== !!d.store) {
+    S.stores = !!d.store;
+    S.trendKey = null;
+  }
+  $("trend-box").hidden = $("compare").hidden = !S.stores; // both from the rollups
   if (S.page !== null && S.pastFor !== S.page) {
     S.pastFor = S.page;
     if (d.store) loadPast(S.page);
@@ -194,6 +207,8 @@ function onLive(m) {
   }
   renderTargets(m.t, m.targets);
   if (m.areas && S.page !== null && m.areas.target === S.page) renderAreas(m.t, m.areas);
+  if (S.page !== null) wantViolations(S.page, false);
+  else for (const x of m.targets) wantViolations(x.name, false);
 }
 
 // ---- overview ----
@@ -307,23 +322,13 @@ function targetCard(t, x) {
     fig("store drops", s ? fmtInt(s.dropped) : "", "store-drops", s && s.dropped > 0),
     fig("subscribers", fmtInt(x.subscribers), "subscribers"));
   card.append(h, peer, row, figs);
-  // budgets: filled when the daemon reports them for this target (docs/http.md)
+  // budgets: "budgets: K, violations: N" once its /violations document says it has some
   const bd = document.createElement("div");
   bd.className = "budgets";
   bd.dataset.k = "budgets";
-  if (Array.isArray(x.budgets) && x.budgets.length > 0) {
-    for (const b of x.budgets) { // as `tlcapd replay --budgets` reports them (name, violations)
-      const n = Number(b.violations || 0);
-      const e = document.createElement("span");
-      e.className = "budget" + (n > 0 ? " bad" : "");
-      e.title = [b.stat, b.area, b.context].filter(Boolean).join(" ");
-      e.textContent = (b.name || "budget") + (n > 0 ? ": " + fmtInt(n) + " violations" : ": ok");
-      bd.appendChild(e);
-    }
-  } else {
-    bd.hidden = true;
-  }
+  bd.hidden = true;
   card.appendChild(bd);
+  budgetLine(card, x.name);
   return card;
 }
 
@@ -361,7 +366,11 @@ function renderAreas(t, a) {
     }
   }
   updateContexts();
-  if (!S.autoChosen && a.full && S.rows.size > 0) autoChoose();
+  if (!S.autoChosen && a.full && S.rows.size > 0) {
+    autoChoose();
+    loadTrend();
+    if (S.stores && $("compare").dataset.ready === undefined) loadCompare();
+  }
   // chart: a point per message, for every charted area or context (rates from cumulative
   // values; a context's load from its areas' net time over the target time that passed)
   const cols = chartCols(), load = $("metric").value === "load";
@@ -468,8 +477,9 @@ function drawTable() {
   }
   const k = S.sortKey, dir = S.sortDir;
   rows.sort((x, y) => {
-    let a = k === "name" ? areaName(x[1]) : x[1][k];
-    let b = k === "name" ? areaName(y[1]) : y[1][k];
+    const val = (r) => k === "name" ? areaName(r)
+      : k === "violations" ? (rowBudgets(r) || { n: 0 }).n : r[k];
+    let a = val(x[1]), b = val(y[1]);
     if (a === null || a === undefined) a = k === "name" || k === "context" ? "" : -1;
     if (b === null || b === undefined) b = k === "name" || k === "context" ? "" : -1;
     return (a < b ? -1 : a > b ? 1 : 0) * dir;
@@ -503,6 +513,14 @@ function drawTable() {
       const wide = key === "gross" || key === "call" || key === "avg_gross" || key === "avg_call";
       tr.appendChild(td(fmtNs(r[key]), wide ? "n wide" : "n", key));
     }
+    const bv = rowBudgets(r); // the budgets watching the area, red with violations
+    if (bv !== null) {
+      const c = td(bv.names.length === 0 ? "" : bv.n > 0 ? fmtInt(bv.n) + " violations" : "ok",
+                   "n" + (bv.n > 0 ? " bad" : ""), "budget");
+      c.title = bv.names.join(", ");
+      tr.appendChild(c);
+      if (bv.n > 0) tr.classList.add("violated");
+    }
     S.windows.forEach((_, i) => { // count over net time, on two lines: narrow columns
       const w = r.w[i];
       const c = td("", "n win", "w" + i);
@@ -527,6 +545,7 @@ function choose(id, on) {
   S.livePoints = 0;
   S.colKey = chartCols().join("\n");
   drawChart();
+  loadTrend();
 }
 
 // The chart's columns: the ticked areas, or (load) each core, task or thread.
@@ -569,8 +588,10 @@ function drawChart() {
     labelsDiv: $("legend"), // under the chart, never over the curves
     xAxisHeight: 24,
     axes: {
-      x: { axisLabelWidth: 70, pixelsPerLabel: 110,
-           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8),
+      // a label between two seconds has its milliseconds (else the same second twice)
+      x: { axisLabelWidth: 90, pixelsPerLabel: 110,
+           axisLabelFormatter: (d) => d.toTimeString().slice(0, 8) + (d.getMilliseconds()
+             ? (d.getMilliseconds() / 1000).toFixed(3).slice(1).replace(/0+$/, "") : ""),
            valueFormatter: (ms) => new Date(ms).toTimeString().slice(0, 8) },
       // three significant digits, never an exponent cut in two by the axis's width
       y: { axisLabelWidth: 64, axisLabelFormatter: fmtRate, valueFormatter: fmtRate },
@@ -601,6 +622,16 @@ async function getJson(path) {
   } catch (e) {
     return { ok: false, status: 0, doc: null };
   }
+}
+// The same, asked again a few times while tlcapd answers 503 (busy, or short of memory)
+// and the page is still the one that asked.
+async function getJsonAgain(path, page) {
+  let r = await getJson(path);
+  for (let k = 0; r.status === 503 && k < 5 && S.page === page; k++) {
+    await new Promise((res) => setTimeout(res, 300 * (k + 1)));
+    r = await getJson(path);
+  }
+  return r;
 }
 function targetPath(name) {
   return "/api/v1/targets/" + encodeURIComponent(name).replace(/%2F/g, "/");
@@ -822,6 +853,316 @@ function detailHist(h, x, kind, resp) {
   }
 }
 
+// ---- the trend of the ticked areas over a picked range (rollups: docs/rollups.md) ----
+
+// The range picked, as the trend's since and the step that gives it about 24 to 170 points.
+const TREND_STEP = { "1h": "1m", "1d": "15m", "7d": "2h", "365d": "1d" };
+// The ticked code areas the trend draws, with the query parameters that name each: its
+// handle, and its context's number unless the view is Neutral (all contexts merged).
+function trendAreas() {
+  return S.chosenOrder.map((id) => [id, S.rows.get(id)])
+    .filter(([, r]) => r && r.kind === "code");
+}
+function trendUrl(page, r, range) {
+  let u = targetPath(page) + "/trend?area=0x" + r.handle + "&since=-" + range + "&step=" +
+          TREND_STEP[range];
+  if (r.context !== "Neutral" && r.ctx !== undefined) u += "&context=" + r.ctx;
+  return u;
+}
+
+// One query per area (each built off tlcapd's loop from the rollups, so a year answers as
+// fast as an hour), then one chart: a column per area, a row per step start (Unix time).
+async function loadTrend() {
+  const page = S.page, range = $("t-range").value, areas = trendAreas();
+  const key = page + "|" + range + "|" + areas.map(([id]) => id).join(",");
+  if (!S.stores || page === null) {
+    $("trend-note").textContent = S.stores === false
+      ? "no trend: tlcapd does not store (rollups are kept with storage)" : "";
+    return;
+  }
+  if (key === S.trendKey) return;
+  S.trendKey = key;
+  $("trend-box").dataset.ready = "0";
+  if (areas.length === 0) {
+    S.trend = null;
+    drawTrend();
+    $("trend-note").textContent = "tick areas in the table to see their trend";
+    $("trend-box").dataset.ready = "1";
+    return;
+  }
+  $("trend-note").textContent = "loading…";
+  const docs = [];
+  for (const [id, r] of areas) {
+    const g = await getJsonAgain(trendUrl(page, r, range), page);
+    if (S.trendKey !== key) return; // another range or other areas meanwhile
+    if (!g.ok) {
+      S.trend = null;
+      drawTrend();
+      $("trend-note").textContent = "no trend: " +
+        (g.doc && g.doc.error ? g.doc.error.message : "HTTP " + g.status);
+      $("trend-box").dataset.ready = "1";
+      return;
+    }
+    docs.push({ id: id, url: trendUrl(page, r, range), doc: g.doc });
+  }
+  S.trend = docs;
+  const steps = docs.reduce((a, d) => a + d.doc.steps.length, 0);
+  $("trend-note").textContent = steps === 0 ? "no samples in the range" :
+    "step " + TREND_STEP[range] + ", from the rollups";
+  drawTrend();
+  $("trend-box").dataset.ready = "1";
+}
+
+// The chart's rows: every step start any area has, in order; an area without samples in a
+// step is a gap there.
+function trendSeries() {
+  const stat = $("t-stat").value, at = new Map();
+  S.trend.forEach((d, i) => {
+    for (const s of d.doc.steps) {
+      if (!at.has(s.start)) at.set(s.start, new Array(S.trend.length).fill(null));
+      at.get(s.start)[i] = s[stat];
+    }
+  });
+  return [...at.keys()].sort((x, y) => x - y)
+    .map((k) => [new Date(k / 1e6)].concat(at.get(k)));
+}
+
+function drawTrend() {
+  const box = $("trend"), data = S.trend ? trendSeries() : [], stat = $("t-stat").value;
+  if (S.trendChart) { S.trendChart.destroy(); S.trendChart = null; }
+  box.hidden = data.length === 0; // shown before it is drawn: dygraphs takes its size
+  if (data.length === 0) return;
+  // the whole range picked (since, now), and the last step whole
+  const RANGE_MS = { "1h": 3600e3, "1d": 86400e3, "7d": 7 * 86400e3, "365d": 365 * 86400e3 };
+  const step = S.trend[0].doc.step_min * 60e3, now = Date.now();
+  const win = [Math.min(now - RANGE_MS[$("t-range").value], data[0][0].getTime()),
+               Math.max(now, data[data.length - 1][0].getTime() + step)];
+  const long = $("t-range").value !== "1h" && $("t-range").value !== "1d";
+  const when = (d) => long ? d.toISOString().slice(5, 10) + " " + d.toTimeString().slice(0, 5)
+                           : d.toTimeString().slice(0, 5);
+  const fmt = stat === "count" ? fmtInt : (v) => fmtNs(Math.round(v));
+  const opts = {
+    labels: ["time"].concat(S.trend.map((d) => {
+      const r = S.rows.get(d.id);
+      return r ? areaName(r) : d.id;
+    })),
+    ylabel: stat === "count" ? "samples per step" : stat + " net time",
+    legend: "always",
+    labelsDiv: $("trend-legend"),
+    xAxisHeight: 24,
+    axes: {
+      // no time label at the left edge, where it would sit on the lowest value's label
+      x: { axisLabelWidth: long ? 90 : 60, pixelsPerLabel: long ? 130 : 90,
+           ticker: (a, b, px, o, g, v) => Dygraph.dateTicker(a, b, px, o, g, v)
+             .filter((k) => k.v === undefined || (k.v - a) / (b - a) * px > (long ? 48 : 34)),
+           axisLabelFormatter: when, valueFormatter: (ms) => new Date(ms).toLocaleString() },
+      y: { axisLabelWidth: 72, axisLabelFormatter: fmt, valueFormatter: fmt },
+    },
+    rightGap: 24,
+    drawPoints: true, // a step alone between gaps is a point
+    connectSeparatedPoints: false,
+    includeZero: true,
+    dateWindow: win,
+  };
+  S.trendChart = new Dygraph(box, data, opts);
+}
+
+// ---- two ranges compared (docs/rollups.md "Diff") ----
+
+async function loadCompare() {
+  const page = S.page, a = $("cmp-a").value.trim(), b = $("cmp-b").value.trim();
+  if (page === null || !a || !b) return;
+  let url = targetPath(page) + "/diff?a=" + encodeURIComponent(a) + "&b=" +
+            encodeURIComponent(b);
+  const r = [...S.rows.values()].find((x) => x.kind === "code" && x.context === S.ctx);
+  if (S.ctx !== null && S.ctx !== "Neutral" && r && r.ctx !== undefined)
+    url += "&context=" + r.ctx;
+  $("compare").dataset.ready = "0";
+  $("cmp-note").textContent = "comparing…";
+  const g = await getJsonAgain(url, page);
+  if (S.page !== page) return;
+  $("compare").dataset.url = url;
+  if (!g.ok) {
+    $("cmp-table").hidden = true;
+    $("cmp-note").textContent = (g.doc && g.doc.error ? g.doc.error.message :
+                                 "HTTP " + g.status);
+    $("compare").dataset.ready = "1";
+    return;
+  }
+  drawCompare(g.doc);
+  $("compare").dataset.ready = "1";
+}
+
+// A row per area in the API's order (by significance: one-sided first, then |t|); the
+// change is mean b over mean a; significant rows in bold.
+function drawCompare(doc) {
+  const frag = document.createDocumentFragment();
+  for (const x of doc.areas) {
+    const hex = x.area.toString(16).padStart(8, "0");
+    const r = S.rows.get(hex + "/" + (S.ctx || "Neutral") + "/0") ||
+              S.rows.get(hex + "/Neutral/0");
+    const tr = document.createElement("tr");
+    tr.dataset.area = hex;
+    if (x.significant) tr.className = "sig";
+    const fx = (v) => v === undefined || v === null ? "" : "×" + Number(v).toFixed(3);
+    tr.append(td(r ? areaName(r) : hex, null, "name"),
+              td(fmtInt(x.a.count), "n", "a-count"), td(fmtInt(x.b.count), "n", "b-count"),
+              td(x.a.count ? fmtNs(Math.round(x.a.mean)) : "", "n", "a-mean"),
+              td(x.b.count ? fmtNs(Math.round(x.b.mean)) : "", "n", "b-mean"),
+              td(x.only_in ? "only in " + x.only_in : fx(x.factor), "n", "factor"),
+              td(x.t === undefined ? "" : Math.abs(x.t) >= 1e300 ? "∞" : x.t.toFixed(2),
+                 "n wide", "t"),
+              td(x.a.count ? fmtNs(x.a.p99) : "", "n", "a-p99"),
+              td(x.b.count ? fmtNs(x.b.p99) : "", "n", "b-p99"),
+              td(fx(x.p99_factor), "n wide", "p99-factor"),
+              td(x.significant ? (x.p99_beyond_error ? "yes (p99 moved)" : "yes") : "no", null,
+                 "significant"));
+    frag.appendChild(tr);
+  }
+  $("cmp-table").tBodies[0].replaceChildren(frag);
+  $("cmp-table").hidden = false;
+  const n = doc.areas.filter((x) => x.significant).length;
+  $("cmp-note").textContent = doc.areas.length === 0 ? "no samples in either range" :
+    doc.areas.length + " areas, " + n + " changed significantly (|t| ≥ " + doc.t_threshold +
+    " or in one range only)";
+}
+
+// ---- budgets and their violations (docs/budgets.md; /api/v1/targets/NAME/violations) ----
+
+// The document of each target (null: none, or no budget applies), fetched now and then. A
+// daemon without the path (404 "no such path") is asked no more until it restarts.
+const VIOL_EVERY_MS = 5000;
+function wantViolations(name, force) {
+  if (S.noViolations) return;
+  const v = S.viol.get(name);
+  if (v && (v.busy || (!force && Date.now() - v.at < VIOL_EVERY_MS))) return;
+  loadViolations(name);
+}
+async function loadViolations(name) {
+  const v = S.viol.get(name) || { doc: null };
+  v.busy = true;
+  v.at = Date.now();
+  S.viol.set(name, v);
+  const g = await getJson(targetPath(name) + "/violations");
+  v.busy = false;
+  if (g.status === 404 && g.doc && g.doc.error &&
+      /^no such path/.test(g.doc.error.message || "")) {
+    S.noViolations = true; // this tlcapd does not serve budgets: the page shows none
+    document.body.dataset.budgets = "none";
+    return;
+  }
+  v.doc = g.ok && g.doc && Array.isArray(g.doc.budgets) && g.doc.budgets.length > 0
+    ? g.doc : null;
+  document.body.dataset.budgets = "served";
+  const card = document.querySelector('.card[data-target="' + CSS.escape(name) + '"]');
+  if (card) budgetLine(card, name);
+  if (S.page === name) { drawViolations(); drawTable(); }
+}
+
+// "budgets: K, violations: N" on a target's card, red when N > 0; hidden without budgets.
+function budgetLine(card, name) {
+  const bd = card.querySelector('[data-k="budgets"]');
+  const v = S.viol.get(name), doc = v ? v.doc : null;
+  bd.hidden = doc === null;
+  if (doc === null) { bd.replaceChildren(); return; }
+  const n = Number(doc.violations || 0);
+  bd.className = "budgets" + (n > 0 ? " bad" : "");
+  bd.textContent = "budgets: " + doc.budgets.length + ", violations: " + fmtInt(n);
+  bd.title = doc.budgets.map((b) => b.name + " " + fmtInt(b.violations)).join(", ");
+}
+
+// The violations of an area's row, from the counts per (budget, area, context): its own
+// context's, or every context's in the Neutral view; with the budgets' names.
+function rowBudgets(r) {
+  const v = S.viol.get(S.page), doc = v ? v.doc : null;
+  if (!doc || !Array.isArray(doc.counts)) return null;
+  let n = 0;
+  const names = new Set();
+  for (const c of doc.counts) {
+    if (String(c.handle).replace(/^0x/, "").padStart(8, "0").toLowerCase() !==
+        r.handle.toLowerCase())
+      continue;
+    const cx = c.context === null || c.context === undefined ? "" : c.context;
+    if (r.kind === "code" && r.context !== "Neutral" && cx !== r.context) continue;
+    names.add(c.budget);
+    n += Number(c.violations || 0);
+  }
+  for (const b of doc.budgets) if (budgetWatches(b, r)) names.add(b.name);
+  return { n: n, names: [...names] };
+}
+
+// Whether budget b watches the area of row r (docs/budgets.md "area", "context"): a glob on
+// its name, 8 hex digits (0x optional) its handle, else its name exactly; "any" context or
+// the row's (every context in the Neutral view).
+function budgetWatches(b, r) {
+  const a = String(b.area || ""), name = r.name || "";
+  let hit;
+  if (/[*?[]/.test(a)) {
+    const re = a.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+    try { hit = new RegExp("^" + re + "$").test(name); } catch (e) { hit = false; }
+  } else if (/^(0x)?[0-9a-fA-F]{8}$/.test(a)) {
+    hit = a.replace(/^0x/, "").toLowerCase() === r.handle.toLowerCase();
+  } else {
+    hit = a === name;
+  }
+  const c = b.context || "any";
+  return hit && (c === "any" || r.kind !== "code" || r.context === "Neutral" || c === r.context);
+}
+
+function fmtLimit(stat, v) {
+  return stat === "rate" ? fmtInt(v) + " events" : fmtNs(v);
+}
+
+function drawViolations() {
+  const v = S.viol.get(S.page), doc = v ? v.doc : null;
+  $("budgets-box").hidden = doc === null;
+  for (const th of document.querySelectorAll(".budget-col")) th.hidden = doc === null;
+  if (doc === null) return;
+  $("b-title").textContent = "budgets: " + doc.budgets.length + ", violations: " +
+                             fmtInt(doc.violations);
+  $("b-title").className = doc.violations > 0 ? "bad" : "";
+  const list = ($("v-which").value === "worst" ? doc.worst : doc.violations_kept) || [];
+  const frag = document.createDocumentFragment();
+  for (const x of list.slice().reverse().slice(0, 100)) { // the newest first
+    const tr = document.createElement("tr");
+    tr.dataset.ref = x.ref || "";
+    const when = x.wall_ms !== undefined ? new Date(x.wall_ms).toLocaleString()
+      : "ns:" + x.start_ns + (x.epoch ? " (epoch " + x.epoch + ")" : "");
+    const a = document.createElement("button");
+    a.type = "button";
+    a.className = "area";
+    a.textContent = "show the moment";
+    a.addEventListener("click", () => showMoment(x));
+    const c = td("");
+    c.appendChild(a);
+    tr.append(td(x.budget, null, "budget"), td(x.area, null, "area"),
+              td(x.context || "", null, "context"),
+              td(fmtLimit(x.stat, x.value), "n bad", "value"),
+              td((x.limit_kind === "min" ? "min " : "max ") + fmtLimit(x.stat, x.limit), "n",
+                 "limit"),
+              td(when, null, "time"), c);
+    frag.appendChild(tr);
+  }
+  $("violations").tBodies[0].replaceChildren(frag);
+  $("v-note").textContent = list.length === 0 ? "none" : list.length > 100 ?
+    "the newest 100 of " + list.length + " kept" : list.length + " kept";
+}
+
+// The stored events around a violation: tlcapd serves them to `tlcap around` (no HTTP path
+// yet), so the page gives the command, ready to copy.
+function shq(s) {
+  return /^[A-Za-z0-9_@.:\/-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'";
+}
+function showMoment(x) {
+  const cmd = "tlcap around " + shq(S.page) + " " + x.ref;
+  $("moment").hidden = false;
+  $("moment-cmd").textContent = cmd;
+  $("moment-note").textContent = "";
+  if (navigator.clipboard && window.isSecureContext)
+    navigator.clipboard.writeText(cmd).then(() => { $("moment-note").textContent = "copied"; },
+                                            () => {});
+}
+
 // ---- pages ----
 
 function route() {
@@ -842,8 +1183,15 @@ function route() {
     S.colKey = "";
     S.prevCtxNet = null;
     S.pastFor = null; // the first live message says whether tlcapd stores (then: history)
+    S.trendKey = null;
+    S.trend = null;
+    delete $("compare").dataset.ready;
+    $("cmp-table").hidden = true;
+    $("moment").hidden = true;
     closeDetail();
     drawChart();
+    drawTrend();
+    drawViolations();
   }
   $("overview").hidden = page !== null;
   $("target").hidden = page === null;
@@ -871,6 +1219,7 @@ $("ctx").addEventListener("change", () => {
   autoChoose();
   drawChart();
   drawTable();
+  loadTrend();
 });
 $("metric").addEventListener("change", () => {
   S.series = pastSeries();
@@ -879,7 +1228,21 @@ $("metric").addEventListener("change", () => {
   drawChart();
 });
 $("d-close").addEventListener("click", closeDetail);
+$("t-range").addEventListener("change", loadTrend);
+$("t-stat").addEventListener("change", drawTrend);
+$("cmp-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadCompare(); });
+$("v-which").addEventListener("change", drawViolations);
 $("d-kind").addEventListener("change", () => { if (S.detail) drawDetail(); });
+// dygraphs sizes a chart when it draws it: a box that narrows later (a scrollbar appears as the
+// page grows, the window is resized) would cut its right edge, so each chart follows its box
+if (window.ResizeObserver) {
+  const ro = new ResizeObserver(() => {
+    if (S.chart) S.chart.resize();
+    if (S.trendChart) S.trendChart.resize();
+  });
+  ro.observe($("chart"));
+  ro.observe($("trend"));
+}
 window.addEventListener("hashchange", route);
 route();
 connect();
