@@ -99,12 +99,13 @@ static uint64_t all_of(const rep_t *g) {
 }
 
 int tlc_breport_write(const tlc_bwatch_t *w, tlc_out_t *o, const tlc_breport_opts_t *ro) {
-  size_t i, j, nb = w != NULL ? tlc_bwatch_nbudgets(w) : 0, keep = ro->keep ? ro->keep : 100;
-  tlc_violation_t *kept = nb > 0 ? tlc_malloc(keep * sizeof(*kept)) : NULL;
+  size_t i, j, nb = w != NULL ? tlc_bwatch_nbudgets(w) : 0;
+  size_t keep = ro->keep ? ro->keep : w != NULL ? tlc_bwatch_keep(w) : 0;
+  tlc_violation_t *kept = nb > 0 && keep > 0 ? tlc_malloc(keep * sizeof(*kept)) : NULL;
   tlc_json_w_t jw;
   rep_t g = { w, ro, o, ro->json ? &jw : NULL, -1 };
   size_t shown = nb;
-  if (nb > 0 && kept == NULL)
+  if (nb > 0 && keep > 0 && kept == NULL)
     return TLC_ENOMEM;
   if (ro->budget != NULL) {
     g.only = -2; /* an unknown name: no budget */
@@ -185,7 +186,7 @@ int tlc_breport_write(const tlc_bwatch_t *w, tlc_out_t *o, const tlc_breport_opt
       if (j == 1) {
         if (tlc_bwatch_worst(w, i) != NULL)
           violation(&g, tlc_bwatch_worst(w, i), NULL);
-      } else {
+      } else if (kept != NULL) {
         size_t k, n = tlc_bwatch_recent(w, i, kept, keep);
         for (k = 0; k < n; k++)
           violation(&g, &kept[k], NULL);

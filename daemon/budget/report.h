@@ -30,7 +30,7 @@ typedef struct tlc_breport_opts {
   const char *target;       /* the target's name (NULL: JSON null, text "-") */
   const char *budgets_file; /* written when not NULL */
   const char *budget;       /* only this budget (NULL: every one) */
-  size_t keep;              /* kept violations listed per budget at most (0: 100) */
+  size_t keep;              /* kept violations listed per budget at most (0: all the watch keeps) */
   tlc_breport_names_fn names;
   void *ud;
 } tlc_breport_opts_t;
