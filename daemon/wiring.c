@@ -277,11 +277,12 @@ int tlc_wiring_start(tlc_daemon_t *d) {
     v->alerts = tlc_status_alerts;
     v->alerts_ud = d;
   }
+  /* the view's budgets hook, before pubsub and fleet copy the view; the watches follow the
+   * targets (logged: a target without memory for its watch runs without) */
+  (void)tlc_budgetd_start(d);
   if ((r = start_pubsub(d)) != 0 || (c->nats_url[0] != '\0' && (r = start_fleet(d)) != 0) ||
-      (c->alertmanager_url[0] != '\0' && (r = start_alert(d)) != 0) || (r = start_cont(d)) != 0)
-    goto fail;
-  (void)tlc_budgetd_start(d); /* logged; targets without memory for a watch run without */
-  if ((r = observe(d)) != 0)
+      (c->alertmanager_url[0] != '\0' && (r = start_alert(d)) != 0) || (r = start_cont(d)) != 0 ||
+      (r = observe(d)) != 0)
     goto fail;
   tlc_cont_restore_all(d->cont); /* every checkpointed target, before anything connects */
   return 0;

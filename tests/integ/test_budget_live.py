@@ -173,6 +173,7 @@ def test_live_vs_replay(d):
 
         st, m = get(hport, "/metrics")
         T.eq(st, 200, "metrics")
+        D.check_promtool_metrics(m.encode())
         T.check("# TYPE tlcap_budget_violations_total counter" in m, "violations family TYPE")
         T.check("# HELP tlcap_budget_violations_total " in m, "violations family HELP")
         T.check("# TYPE tlcap_budget_limit_seconds gauge" in m, "limit family")
