@@ -20,6 +20,7 @@
  * A periodic tick sweeps connection deadlines, flushes the log buffer and sends STATUS= with
  * live counters.
  */
+#include "daemon/budgetd.h"
 #include "daemon/rolld.h"
 #include "daemon/daemon.h"
 
@@ -164,6 +165,7 @@ static void reload_modules(tlc_daemon_t *dm) {
   if (dm->stpol != NULL)
     tlc_stpol_reload(dm->stpol, &dm->in.cfg);
   tlc_rolld_reload(dm);
+  tlc_budgetd_reload(dm);
 }
 
 static void reload(tlc_daemon_t *dm) {

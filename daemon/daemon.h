@@ -53,6 +53,8 @@ typedef struct tlc_daemon {
   struct tlc_rollup *rollup;   /* rollups (rolld.c), with storage */
   struct tlc_rolld_acc *raccs; /* a rollup accumulator per target (rolld.c) */
   size_t nraccs, capraccs;
+  struct tlc_budgetd_w **bws; /* a timing budgets watch per watched target (budgetd.c) */
+  size_t nbws, capbws;
   tlc_cont_t *cont;                 /* statistics checkpoints and restore */
   tlc_pubsub_t *pubsub;             /* the subscriber server */
   tlc_fleet_t *fleet;               /* the NATS publisher (nats_url set) */

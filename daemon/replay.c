@@ -28,6 +28,7 @@
 #include "base/fileread.h"
 
 #include "budget/budget.h"
+#include "budget/report.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
@@ -1021,22 +1022,10 @@ static int gate_load(rp_t *rp) {
   return 0;
 }
 
-typedef struct gate_out {
-  rp_t *rp;
-  tlc_out_t *o;
-  tlc_json_w_t *jw; /* NULL: text */
-} gate_out_t;
-
-static void gate_limit(char *buf, size_t len, const tlc_tbudget_t *b, int has, int64_t v) {
-  if (!has)
-    snprintf(buf, len, "-");
-  else
-    snprintf(buf, len, "%" PRId64 "%s", v, b->stat == TLC_BSTAT_RATE ? "" : "ns");
-}
-
 /* The displayed names of a violation's or counter's area and context. */
-static void gate_names(rp_t *rp, uint32_t handle, uint8_t row_kind, uint64_t state,
+static void gate_names(void *ud, uint32_t handle, uint8_t row_kind, uint64_t state,
                        uint32_t context, char *area, size_t alen, char *ctx, size_t clen) {
+  rp_t *rp = ud;
   const char *n;
   if (row_kind == TLC_ROW_STATE) {
     (void)tlc_mapping_state_display(rp->has_mapping ? &rp->mapping : NULL, handle, state, area,
@@ -1052,140 +1041,19 @@ static void gate_names(rp_t *rp, uint32_t handle, uint8_t row_kind, uint64_t sta
     snprintf(ctx, clen, "%s", n);
 }
 
-static void gate_count_cb(void *ud, const tlc_bcount_t *c) {
-  gate_out_t *g = ud;
-  char area[300], ctx[128];
-  const tlc_tbudget_t *b = tlc_bwatch_budget(g->rp->watch, c->budget);
-  gate_names(g->rp, c->handle, c->row_kind, c->state, c->context, area, sizeof(area), ctx,
-             sizeof(ctx));
-  if (g->jw != NULL) {
-    tlc_json_w_open(g->jw, NULL, '{');
-    tlc_json_w_str(g->jw, "budget", b->name);
-    tlc_json_w_hex8(g->jw, "handle", c->handle);
-    tlc_json_w_str(g->jw, "area", area);
-    tlc_json_w_str(g->jw, "context", c->context == TLC_CTX_NONE ? NULL : ctx);
-    tlc_json_w_u64(g->jw, "violations", c->count);
-    tlc_json_w_close(g->jw, '}');
-  } else {
-    tlc_out_printf(g->o, "%s\t%s\t%s\t%" PRIu64 "\n", b->name, area, ctx, c->count);
-  }
-}
-
-static void gate_violation(gate_out_t *g, const tlc_violation_t *v, const char *key) {
-  char area[300], ctx[128];
-  const tlc_tbudget_t *b = tlc_bwatch_budget(g->rp->watch, v->budget);
-  gate_names(g->rp, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
-             sizeof(ctx));
-  if (g->jw != NULL) {
-    tlc_json_w_open(g->jw, key, '{');
-    tlc_json_w_str(g->jw, "budget", b->name);
-    tlc_json_w_str(g->jw, "stat", tlc_tbudget_stat_name(v->stat));
-    tlc_json_w_hex8(g->jw, "handle", v->handle);
-    tlc_json_w_str(g->jw, "area", area);
-    tlc_json_w_str(g->jw, "context", v->context == TLC_CTX_NONE ? NULL : ctx);
-    tlc_json_w_str(g->jw, "limit_kind", v->over ? "max" : "min");
-    tlc_json_w_i64(g->jw, "value", v->value);
-    tlc_json_w_i64(g->jw, "limit", v->limit);
-    tlc_json_w_i64(g->jw, "start_ns", v->start);
-    tlc_json_w_i64(g->jw, "end_ns", v->end);
-    tlc_json_w_u64(g->jw, "epoch", v->epoch);
-    tlc_json_w_u64(g->jw, "seq_start", v->seq_start);
-    tlc_json_w_u64(g->jw, "seq_end", v->seq_end);
-    tlc_json_w_u64(g->jw, "number", v->count);
-    tlc_json_w_close(g->jw, '}');
-  } else {
-    tlc_out_printf(g->o,
-                   "%s\t%s\t%s\t%s\t%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
-                   "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n",
-                   b->name, area, ctx, tlc_tbudget_stat_name(v->stat), v->over ? "max" : "min",
-                   v->value, v->limit, v->start, v->end, v->epoch, v->seq_start, v->seq_end);
-  }
-}
-
-/* The gate's report: the budgets with their totals, the counts per (budget, area, context),
- * the kept violations of each budget (oldest first) and each budget's worst. */
+/* The gate's report (budget/report.h): the budgets with their totals, the counts per
+ * (budget, area, context), the kept violations of each budget (oldest first) and each
+ * budget's worst. */
 static void gate_report(rp_t *rp, tlc_out_t *o) {
-  tlc_bwatch_t *w = rp->watch;
-  size_t i, j, nb = tlc_bwatch_nbudgets(w);
-  tlc_violation_t *kept = tlc_malloc(100 * sizeof(*kept));
-  tlc_json_w_t jw;
-  gate_out_t g = { rp, o, rp->export_ == EX_JSON ? &jw : NULL };
-  if (g.jw != NULL) {
-    tlc_json_w_init(&jw, o, 0);
-    tlc_json_w_open(&jw, NULL, '{');
-    tlc_json_w_str(&jw, "target", rp->json_target);
-    tlc_json_w_str(&jw, "budgets_file", rp->budgets_path);
-    tlc_json_w_u64(&jw, "violations", tlc_bwatch_all(w));
-    tlc_json_w_open(&jw, "budgets", '[');
-  } else {
-    tlc_out_printf(o, "BUDGETS\t%s\t%s\t%zu budgets\t%" PRIu64 " violations\n", rp->budgets_path,
-                   rp->json_target != NULL ? rp->json_target : "-", nb, tlc_bwatch_all(w));
-    tlc_out_printf(o, "NAME\tSTAT\tAREA\tCONTEXT\tMIN\tMAX\tWINDOW\tVIOLATIONS\n");
-  }
-  for (i = 0; i < nb; i++) {
-    const tlc_tbudget_t *b = tlc_bwatch_budget(w, i);
-    char mn[32], mx[32], win[32];
-    gate_limit(mn, sizeof(mn), b, b->has_min, b->min);
-    gate_limit(mx, sizeof(mx), b, b->has_max, b->max);
-    snprintf(win, sizeof(win), b->window_ns > 0 ? "%" PRId64 "ns" : "-", b->window_ns);
-    if (g.jw != NULL) {
-      tlc_json_w_open(&jw, NULL, '{');
-      tlc_json_w_str(&jw, "name", b->name);
-      tlc_json_w_str(&jw, "origin", b->origin);
-      tlc_json_w_str(&jw, "stat", tlc_tbudget_stat_name(b->stat));
-      tlc_json_w_str(&jw, "area", b->area);
-      tlc_json_w_str(&jw, "context", b->context[0] ? b->context : "any");
-      if (b->has_min)
-        tlc_json_w_i64(&jw, "min", b->min);
-      if (b->has_max)
-        tlc_json_w_i64(&jw, "max", b->max);
-      if (b->window_ns > 0)
-        tlc_json_w_i64(&jw, "window_ns", b->window_ns);
-      tlc_json_w_u64(&jw, "violations", tlc_bwatch_total(w, i));
-      if (tlc_bwatch_worst(w, i) != NULL)
-        gate_violation(&g, tlc_bwatch_worst(w, i), "worst");
-      tlc_json_w_close(&jw, '}');
-    } else {
-      tlc_out_printf(o, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%" PRIu64 "\n", b->name,
-                     tlc_tbudget_stat_name(b->stat), b->area, b->context[0] ? b->context : "any",
-                     mn, mx, win, tlc_bwatch_total(w, i));
-    }
-  }
-  if (g.jw != NULL) {
-    tlc_json_w_close(&jw, ']');
-    tlc_json_w_open(&jw, "counts", '[');
-  } else {
-    tlc_out_printf(o, "\nCOUNTS\nBUDGET\tAREA\tCONTEXT\tVIOLATIONS\n");
-  }
-  tlc_bwatch_counts(w, gate_count_cb, &g);
-  if (g.jw != NULL)
-    tlc_json_w_close(&jw, ']');
-  for (j = 0; j < 2; j++) {
-    if (g.jw != NULL)
-      tlc_json_w_open(&jw, j == 0 ? "violations_kept" : "worst", '[');
-    else
-      tlc_out_printf(o,
-                     "\n%s\nBUDGET\tAREA\tCONTEXT\tSTAT\tLIMIT_KIND\tVALUE\tLIMIT\tSTART_NS\t"
-                     "END_NS\tEPOCH\tSEQ_START\tSEQ_END\n",
-                     j == 0 ? "VIOLATIONS" : "WORST");
-    for (i = 0; i < nb; i++) {
-      if (j == 1) {
-        if (tlc_bwatch_worst(w, i) != NULL)
-          gate_violation(&g, tlc_bwatch_worst(w, i), NULL);
-      } else if (kept != NULL) {
-        size_t k, n = tlc_bwatch_recent(w, i, kept, 100);
-        for (k = 0; k < n; k++)
-          gate_violation(&g, &kept[k], NULL);
-      }
-    }
-    if (g.jw != NULL)
-      tlc_json_w_close(&jw, ']');
-  }
-  if (g.jw != NULL) {
-    tlc_json_w_close(&jw, '}');
-    tlc_out_printf(o, "\n");
-  }
-  tlc_free(kept);
+  tlc_breport_opts_t ro;
+  memset(&ro, 0, sizeof(ro));
+  ro.json = rp->export_ == EX_JSON;
+  ro.target = rp->json_target;
+  ro.budgets_file = rp->budgets_path;
+  ro.names = gate_names;
+  ro.ud = rp;
+  if (tlc_breport_write(rp->watch, o, &ro) != 0)
+    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(TLC_ENOMEM));
 }
 
 /* Pass 1 with the watch as the engine's tap, then the report. 0 (none), 3 (violations) or 1. */

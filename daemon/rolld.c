@@ -69,7 +69,7 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
 
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
   if (a->t->pipe.engine != NULL)
-    tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL, NULL);
+    tlc_engine_remove_tap(a->t->pipe.engine, a->acc);
   tlc_rollup_acc_free(a->acc);
   *a = d->raccs[--d->nraccs];
 }
@@ -104,8 +104,11 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
     d->nraccs++;
   }
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
-  if (t->pipe.engine != NULL)
-    tlc_engine_set_tap(t->pipe.engine, tap, want, a->acc);
+  if (t->pipe.engine != NULL) {
+    tlc_engine_remove_tap(t->pipe.engine, a->acc); /* once only, whatever the engine had */
+    if (tlc_engine_add_tap(t->pipe.engine, tap, want, a->acc) < 0)
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
+  }
 }
 
 /* ---- the read side's hook ---- */

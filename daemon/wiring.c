@@ -9,6 +9,7 @@
 #include "daemon/wiring.h"
 
 #include "daemon/access.h"
+#include "daemon/budgetd.h"
 #include "daemon/rolld.h"
 #include "daemon/status.h"
 #include "daemon/stored.h"
@@ -81,6 +82,7 @@ static int ps_kind(int kind) {
 static void on_target_event(void *ud, const tlc_target_t *t, int kind, const char *detail) {
   tlc_daemon_t *d = ud;
   tlc_rolld_target_event(d, t, kind);
+  tlc_budgetd_target_event(d, t, kind);
   if (d->fleet != NULL)
     tlc_fleet_target_event(d->fleet, t->name, kind, detail);
   if (d->pubsub != NULL && ps_kind(kind) != 0)
@@ -275,6 +277,9 @@ int tlc_wiring_start(tlc_daemon_t *d) {
     v->alerts = tlc_status_alerts;
     v->alerts_ud = d;
   }
+  /* the view's budgets hook, before pubsub and fleet copy the view; the watches follow the
+   * targets (logged: a target without memory for its watch runs without) */
+  (void)tlc_budgetd_start(d);
   if ((r = start_pubsub(d)) != 0 || (c->nats_url[0] != '\0' && (r = start_fleet(d)) != 0) ||
       (c->alertmanager_url[0] != '\0' && (r = start_alert(d)) != 0) || (r = start_cont(d)) != 0 ||
       (r = observe(d)) != 0)
@@ -359,6 +364,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
     tlc_cont_close(c, module_closed, d);
   }
   tlc_rolld_close(d); /* the open minutes and hours written, while the targets are there */
+  tlc_budgetd_close(d);
   tlc_targets_unobserve(&d->in.targets, d);
   v->daemon_info = NULL; /* the read side outlives the modules */
   v->target_store = NULL;

@@ -498,6 +498,10 @@ const tlc_violation_t *tlc_bwatch_worst(const tlc_bwatch_t *w, size_t i) {
   return i < w->nb && w->bs[i].has_worst ? &w->bs[i].worst : NULL;
 }
 
+size_t tlc_bwatch_keep(const tlc_bwatch_t *w) {
+  return w->o.keep;
+}
+
 size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, size_t max) {
   const bstate_t *b;
   size_t n, j, first;

@@ -97,6 +97,8 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
 /* Reading. */
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w);
 const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i);
+/* Violations kept per budget (opts.keep, or its default). */
+size_t tlc_bwatch_keep(const tlc_bwatch_t *w);
 /* Violations of budget i, ever. */
 uint64_t tlc_bwatch_total(const tlc_bwatch_t *w, size_t i);
 /* The worst violation of budget i, or NULL. */

@@ -232,6 +232,21 @@ struct tlc_engine {
   size_t capord, ord_nrows;
   uint64_t ord_gen, ord_epoch;
   int ord_off; /* tests (tlc__engine_set_ord_off): the row order index is not used */
+  /* the taps (tlc_engine_add_tap): taps[0, ntaps). o.tap, o.tap_want and o.tap_ud mirror
+   * taps[0] when ntaps == 1 (one tap costs what it always did); with several, o.tap is only
+   * "some tap" for the hot path's test, a row's tap_mask is the union of the taps' masks and
+   * tapx[row] keeps each tap's own mask and cookie (grown in tap_ask, capped by the rows) */
+  struct etap {
+    tlc_engine_tap_fn fn;
+    tlc_engine_tap_want_fn want;
+    void *ud;
+  } taps[TLC_ENGINE_TAPS];
+  unsigned ntaps;
+  struct etapx {
+    uint8_t mask[TLC_ENGINE_TAPS];
+    uint32_t cookie[TLC_ENGINE_TAPS];
+  } * tapx;
+  size_t captapx;
 };
 
 /* Tests only: on = 1 makes e's snapshots and splits do without the row order index (e->ord),

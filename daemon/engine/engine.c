@@ -373,8 +373,20 @@ tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
   x.epoch = e->c.clock_resets;
   x.seq_start = seq_start;
   x.seq_end = e->seq;
-  x.cookie = r->tap_cookie;
-  e->o.tap(e->o.tap_ud, &x);
+  if (TLC_LIKELY(e->ntaps <= 1)) {
+    x.cookie = r->tap_cookie;
+    e->o.tap(e->o.tap_ud, &x);
+  } else {
+    /* several taps: each one that wants kind k of this row, with its own cookie (tap_ask
+     * filled tapx[row] before the row's mask had any bit) */
+    const struct etapx *tx = &e->tapx[r - e->rows];
+    unsigned i;
+    for (i = 0; i < e->ntaps; i++)
+      if (tx->mask[i] & (1u << k)) {
+        x.cookie = tx->cookie[i];
+        e->taps[i].fn(e->taps[i].ud, &x);
+      }
+  }
 }
 
 /* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
@@ -384,11 +396,40 @@ __attribute__((noinline))
 static unsigned
 tap_ask(tlc_engine_t *e, erow_t *r) {
   uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  uint64_t st = r->kind == TLC_ROW_STATE ? r->state : 0;
   uint32_t cookie = 0;
-  unsigned m = e->o.tap_want != NULL
-                   ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind,
-                                   r->kind == TLC_ROW_STATE ? r->state : 0, &cookie)
-                   : 0xFFu;
+  unsigned m = 0, i;
+  if (e->ntaps > 1) {
+    size_t ri = (size_t)(r - e->rows);
+    struct etapx *tx;
+    if (ri >= e->captapx) {
+      /* one entry per row the engine has room for: bounded by max_areas like the rows */
+      size_t cap = e->captapx;
+      struct etapx *n =
+          tlc__engine_grow(e, e->tapx, &cap, e->caprows, sizeof(*n), 64, TLC_ACCT_GROW);
+      if (n == NULL)
+        return 0; /* no memory: asked again at the row's next sample */
+      e->tapx = n;
+      e->captapx = cap;
+    }
+    tx = &e->tapx[ri];
+    for (i = 0; i < e->ntaps; i++) {
+      unsigned mi;
+      cookie = 0;
+      mi = e->taps[i].want != NULL
+               ? e->taps[i].want(e->taps[i].ud, r->handle, ctx, r->kind, st, &cookie)
+               : 0xFFu;
+      mi &= ~TAP_ASK;
+      tx->mask[i] = (uint8_t)mi;
+      tx->cookie[i] = cookie;
+      m |= mi;
+    }
+    r->tap_mask = (uint8_t)m;
+    r->tap_cookie = 0;
+    return r->tap_mask;
+  }
+  m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind, st, &cookie)
+                            : 0xFFu;
   r->tap_mask = (uint8_t)(m & ~TAP_ASK);
   r->tap_cookie = cookie;
   return r->tap_mask;
@@ -1182,7 +1223,13 @@ void tlc_engine_gap(tlc_engine_t *e) {
     x.start = x.end = t;
     x.epoch = e->c.clock_resets;
     x.seq_start = x.seq_end = e->seq;
-    e->o.tap(e->o.tap_ud, &x);
+    if (e->ntaps <= 1) {
+      e->o.tap(e->o.tap_ud, &x);
+    } else {
+      unsigned j;
+      for (j = 0; j < e->ntaps; j++)
+        e->taps[j].fn(e->taps[j].ud, &x);
+    }
   }
 }
 
@@ -1223,6 +1270,12 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     return TLC_ENOMEM;
   e->fmt = fmt;
   e->o = *o;
+  if (e->o.tap != NULL) { /* the options' tap is the first of the list */
+    e->taps[0].fn = e->o.tap;
+    e->taps[0].want = e->o.tap_want;
+    e->taps[0].ud = e->o.tap_ud;
+    e->ntaps = 1;
+  }
   if (e->o.max_areas == 0)
     e->o.max_areas = 1000000;
   if (e->o.max_contexts == 0)
@@ -1288,6 +1341,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->smap);
   tlc_free(e->schg);
   tlc_free(e->ord);
+  tlc_free(e->tapx);
   acct_give(e, e->charged);
   tlc_free(e);
 }
@@ -1300,12 +1354,56 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
     e->map_gen = 0;
 }
 
+/* Mirrors the tap list into o.tap, o.tap_want and o.tap_ud (engine-int.h: struct etap) and
+ * makes every row ask again. */
+static void taps_changed(tlc_engine_t *e) {
+  if (e->ntaps == 0) {
+    e->o.tap = NULL;
+    e->o.tap_want = NULL;
+    e->o.tap_ud = NULL;
+  } else {
+    e->o.tap = e->taps[0].fn;
+    e->o.tap_want = e->taps[0].want;
+    e->o.tap_ud = e->taps[0].ud;
+  }
+  tlc__engine_tap_regen(e);
+}
+
 void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
                         void *ud) {
-  e->o.tap = tap;
-  e->o.tap_want = want;
-  e->o.tap_ud = ud;
-  tlc__engine_tap_regen(e);
+  e->ntaps = 0;
+  if (tap != NULL) {
+    e->taps[0].fn = tap;
+    e->taps[0].want = want;
+    e->taps[0].ud = ud;
+    e->ntaps = 1;
+  }
+  taps_changed(e);
+}
+
+int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
+                       void *ud) {
+  if (tap == NULL)
+    return TLC_EINVAL;
+  if (e->ntaps >= TLC_ENGINE_TAPS)
+    return TLC_ELIMIT;
+  e->taps[e->ntaps].fn = tap;
+  e->taps[e->ntaps].want = want;
+  e->taps[e->ntaps].ud = ud;
+  e->ntaps++;
+  taps_changed(e);
+  return 0;
+}
+
+void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
+  unsigned i;
+  for (i = 0; i < e->ntaps; i++)
+    if (e->taps[i].ud == ud) {
+      memmove(&e->taps[i], &e->taps[i + 1], (e->ntaps - i - 1) * sizeof(e->taps[0]));
+      e->ntaps--;
+      taps_changed(e);
+      return;
+    }
 }
 
 void tlc__engine_tap_regen(tlc_engine_t *e) {
@@ -1534,7 +1632,8 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
              e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
-             e->capord * sizeof(uint32_t); /* the last four: snapshot scratch */
+             e->capord * sizeof(uint32_t) + /* the last four: snapshot scratch */
+             e->captapx * sizeof(struct etapx);
   m->areas = e->nrows;
   m->contexts = e->nctx;
 }

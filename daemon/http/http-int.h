@@ -161,6 +161,18 @@ const int64_t *tlc__http_metrics_edges(size_t *n);
 
 /* ---- a target in the JSON documents (targets.c) ---- */
 
+/* Names of a budget violation's area and context in target `idx` (budget/report.h's
+ * tlc_breport_names_fn, ud a tlc__http_bnames_t): the area as the mapping names it ("VARIABLE =
+ * VALUE" for a state row; left as it is without a name), the context as the exports name it
+ * (a task's CONTEXTS name, else core<N>, task<HEX>, thread<HEX>; left as it is when unknown). */
+typedef struct tlc__http_bnames {
+  const tlc_view_t *pv;
+  size_t idx;
+  const tlc_mapping_t *m; /* the target's names (evlog: its items'), or NULL */
+} tlc__http_bnames_t;
+void tlc__http_bnames(void *ud, uint32_t handle, uint8_t row_kind, uint64_t state, uint32_t context,
+                      char *area, size_t alen, char *ctx, size_t clen);
+
 /* Target i's info and storage figures (st->has 0: not stored). 0 or the view's error. */
 int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_view_target_t *ti,
                           tlc_view_store_t *st);

@@ -44,11 +44,13 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/proc.h"
+#include "budget/budget.h"
 #include "engine/engine.h"
 #include "formats/json.h"
 #include "formats/mapping.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1234,6 +1236,105 @@ static void head_memory(const tlc_view_t *pv, int om, tlc_out_t *o) {
 }
 
 /* The daemon's families (before the per-target ones) into o. */
+/* ---- timing budgets (SPEC 13, docs/budgets.md) ---- */
+
+typedef struct bmet {
+  tlc_out_t *o;
+  const char *target;
+  const struct tlc_bwatch *w;
+  tlc__http_bnames_t names;
+} bmet_t;
+
+static void bcount_line(void *ud, const tlc_bcount_t *c) {
+  bmet_t *b = ud;
+  char area[300], ctx[128];
+  const tlc_tbudget_t *bd = tlc_bwatch_budget(b->w, c->budget);
+  snprintf(area, sizeof(area), "%08X", c->handle);
+  ctx[0] = '\0';
+  tlc__http_bnames(&b->names, c->handle, c->row_kind, c->state, c->context, area, sizeof(area), ctx,
+                   sizeof(ctx));
+  tlc_out_puts(b->o, "tlcap_budget_violations_total{");
+  label(b->o, "target", b->target, 1);
+  label(b->o, "budget", bd->name, 0);
+  label(b->o, "area", area, 0);
+  label(b->o, "context", c->context == TLC_CTX_NONE ? "" : ctx, 0);
+  label(b->o, "stat", tlc_tbudget_stat_name(bd->stat), 0);
+  tlc_out_puts(b->o, "} ");
+  tlc_out_u64(b->o, c->count);
+  tlc_out_putc(b->o, '\n');
+}
+
+/* One limit of budget bd: seconds (durations) or events per window (rate). */
+static void blimit_line(tlc_out_t *o, const char *target, const tlc_tbudget_t *bd,
+                        const char *which, int64_t v) {
+  int rate = bd->stat == TLC_BSTAT_RATE;
+  tlc_out_puts(o, rate ? "tlcap_budget_limit_events{" : "tlcap_budget_limit_seconds{");
+  label(o, "target", target, 1);
+  label(o, "budget", bd->name, 0);
+  label(o, "stat", tlc_tbudget_stat_name(bd->stat), 0);
+  label(o, "limit", which, 0);
+  if (rate) {
+    tlc_out_puts(o, ",window_seconds=\"");
+    tlc__http_out_seconds(o, bd->window_ns);
+    tlc_out_puts(o, "\"} ");
+    tlc_out_printf(o, "%" PRId64 "\n", v);
+  } else {
+    tlc_out_puts(o, "} ");
+    tlc__http_out_seconds(o, v);
+    tlc_out_putc(o, '\n');
+  }
+}
+
+/* The violation counters per (budget, area, context) of every watched target, and every
+ * budget's limits. Families only when some target has budgets. */
+static void head_budgets(const tlc_view_t *pv, int om, tlc_out_t *o) {
+  size_t i, j, n, pass;
+  static const char *const fam[3][3] = {
+    { "tlcap_budget_violations_total", "counter",
+      "Timing budget violations per budget, area and context (docs/budgets.md)." },
+    { "tlcap_budget_limit_seconds", "gauge",
+      "A timing budget's max or min (net, gross, call, period, outside), seconds." },
+    { "tlcap_budget_limit_events", "gauge",
+      "A rate budget's max or min, events per window of window_seconds." },
+  };
+  if (pv->budgets == NULL)
+    return;
+  n = pv->count(pv->ud);
+  for (pass = 0; pass < 3; pass++) {
+    int head = 0;
+    for (i = 0; i < n; i++) {
+      tlc_view_target_t ti;
+      const struct tlc_bwatch *w;
+      if (pv->info(pv->ud, i, &ti) != 0 || (w = pv->budgets(pv->budgets_ud, ti.name)) == NULL)
+        continue;
+      for (j = 0; j < tlc_bwatch_nbudgets(w); j++) {
+        const tlc_tbudget_t *bd = tlc_bwatch_budget(w, j);
+        if (pass > 0 && (pass == 2) != (bd->stat == TLC_BSTAT_RATE))
+          continue;
+        if (!head) {
+          family(o, om, fam[pass][0], fam[pass][1], fam[pass][2]);
+          head = 1;
+        }
+        if (pass == 0) {
+          bmet_t b;
+          b.o = o;
+          b.target = ti.name;
+          b.w = w;
+          b.names.pv = pv;
+          b.names.idx = i;
+          b.names.m = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
+          tlc_bwatch_counts(w, bcount_line, &b);
+          break; /* the counters are the watch's, not per budget */
+        }
+        if (bd->has_max)
+          blimit_line(o, ti.name, bd, "max", bd->max);
+        if (bd->has_min)
+          blimit_line(o, ti.name, bd, "min", bd->min);
+      }
+    }
+  }
+}
+
 static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   tlc_view_daemon_t di;
   memset(&di, 0, sizeof(di));
@@ -1247,6 +1348,7 @@ static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
   head_store(&di, om, o);
   head_nats(v->src, om, o);
   head_alerts(v->src, om, o);
+  head_budgets(v->src, om, o);
 }
 
 static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {

@@ -17,6 +17,11 @@
  *   /api/v1/targets/NAME/histogram?area=H&context=C&kind=K
  *                                   one area's histogram, the engine's own buckets (1 %)
  *                                   with samples (api_histogram below)
+ *   /api/v1/targets/NAME/violations[?budget=B]
+ *                                   its timing budgets' violations (SPEC 13): the document
+ *                                   `tlcapd replay --budgets --export json` writes
+ *                                   (budget/report.h), with "target"; zero budgets when none
+ *                                   applies to it (api_violations below)
  *   /-/healthy, /-/ready            health and readiness, one line (health() below)
  *   /api/v1/live                    the live WebSocket (server.c; a plain GET is a 400 here)
  * NAME may hold '/' (an efl target's SOURCE/APP-PID). The path is the one tlc__http_path
@@ -34,6 +39,7 @@
 #include "auth/peers.h"
 #include "base/alloc.h"
 #include "base/err.h"
+#include "budget/report.h"
 #include "formats/dec.h"
 #include "formats/json.h"
 #include "view/view.h"
@@ -714,6 +720,57 @@ static void api_histogram(tlc__http_view_t *v, const char *name, const char *que
     tlc__http_error(rs, 503, "histogram of \"%s\": larger than the response limit", name);
 }
 
+/* ---- timing budgets' violations (SPEC 13) ---- */
+
+static void api_violations(tlc__http_view_t *v, const char *name, const char *query,
+                           tlc__http_resp_t *rs) {
+  static const char *const known[] = { "budget", NULL };
+  const tlc_view_t *pv = v->src;
+  const struct tlc_bwatch *w;
+  char bad[64], budget[TLC_BUDGET_NAME_MAX + 2];
+  tlc_breport_opts_t ro;
+  tlc__http_bnames_t x;
+  size_t idx;
+  int hb, rc;
+  if (query_unknown(query, known, bad, sizeof(bad))) {
+    tlc__http_error(rs, 400, "unknown query parameter \"%s\" (budget is known)", bad);
+    return;
+  }
+  hb = query_param(query, "budget", budget, sizeof(budget));
+  if (hb < 0 || (hb == 1 && budget[0] == '\0')) {
+    tlc__http_error(rs, 400, "budget: a budget's name");
+    return;
+  }
+  if (find_target(v, name, &idx, rs) != 0)
+    return;
+  w = pv->budgets != NULL ? pv->budgets(pv->budgets_ud, name) : NULL;
+  if (hb == 1) {
+    size_t i, nb = w != NULL ? tlc_bwatch_nbudgets(w) : 0;
+    for (i = 0; i < nb && strcmp(tlc_bwatch_budget(w, i)->name, budget) != 0; i++)
+      ;
+    if (i == nb) {
+      tlc__http_error(rs, 404, "no budget called \"%s\" applies to \"%s\"", budget, name);
+      return;
+    }
+  }
+  x.pv = pv;
+  x.idx = idx;
+  x.m = pv->mapping != NULL ? pv->mapping(pv->ud, idx) : NULL;
+  memset(&ro, 0, sizeof(ro));
+  ro.json = 1;
+  ro.target = name;
+  ro.budget = hb == 1 ? budget : NULL;
+  ro.names = tlc__http_bnames;
+  ro.ud = &x;
+  rs->ctype = CT_JSON;
+  rc = tlc_breport_write(w, &rs->body, &ro);
+  if (rc == 0)
+    rc = rs->body.err;
+  if (rc != 0)
+    tlc__http_error(rs, rc == TLC_ELIMIT ? 503 : 500, "violations of \"%s\": %s", name,
+                    rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
+}
+
 /* Accept names OpenMetrics (any version; the server writes 1.0.0). */
 /* The answer to a scrape that ended with rc. */
 static void metrics_status(tlc__http_resp_t *rs, int rc, int om) {
@@ -862,6 +919,11 @@ void tlc__http_route(tlc__http_view_t *v, const tlc__http_req_t *rq, tlc__http_r
         return;
       }
       api_rollup(v, what, name, rq->query, rs);
+      return;
+    }
+    if (nl > 11 && strcmp(name + nl - 11, "/violations") == 0) {
+      name[nl - 11] = '\0';
+      api_violations(v, name, rq->query, rs);
       return;
     }
     if (nl > 10 && strcmp(name + nl - 10, "/histogram") == 0) {

@@ -13,6 +13,7 @@
 #include "formats/json.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_view_target_t *ti,
@@ -64,4 +65,28 @@ void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_stor
   tlc_out_puts(o, ", \"disk_segments\": ");
   tlc_out_u64(o, st->disk_segments);
   tlc_out_putc(o, '}');
+}
+
+void tlc__http_bnames(void *ud, uint32_t handle, uint8_t row_kind, uint64_t state, uint32_t context,
+                      char *area, size_t alen, char *ctx, size_t clen) {
+  const tlc__http_bnames_t *x = ud;
+  const tlc_map_area_t *a;
+  const char *n;
+  tlc_ctx_t c;
+  if (row_kind == TLC_ROW_STATE)
+    (void)tlc_mapping_state_display(x->m, handle, state, area, alen);
+  else if (x->m != NULL && (a = tlc_mapping_find(x->m, handle)) != NULL && a->name[0] != '\0')
+    snprintf(area, alen, "%s", a->name);
+  if (context == TLC_CTX_NONE || x->pv->context == NULL ||
+      x->pv->context(x->pv->ud, x->idx, context, &c) != 0)
+    return; /* "-" */
+  if (c.kind == TLC_CTXK_TASK && x->m != NULL && (n = tlc_mapping_ctx_name(x->m, c.key)) != NULL)
+    snprintf(ctx, clen, "%s", n);
+  else if (c.kind == TLC_CTXK_CORE && c.core == TLC_CORE_UNKNOWN)
+    snprintf(ctx, clen, "core?");
+  else if (c.kind == TLC_CTXK_CORE)
+    snprintf(ctx, clen, "core%u", (unsigned)c.core);
+  else
+    snprintf(ctx, clen, "%s%llX", c.kind == TLC_CTXK_TASK ? "task" : "thread",
+             (unsigned long long)c.key);
 }

@@ -7,6 +7,9 @@
  *             3    histograms off
  *             4-5  number of rolling windows (0..3)
  *             6    a mapping linking variable 0x20000000 to state area 0x30000001
+ *             7    two taps (tlc_engine_add_tap): A wants every sample of every row, B only
+ *                  NET, PERIOD and COUNT of even handles, with a cookie of its own; B is
+ *                  removed after the first snapshot
  *   caps     bits 0-2 max_areas = 1 << (bits + 1) (bits == 7: the default), bits 3-4
  *            max_contexts = 1 << bits (3: default), bits 5-7 max_depth = 1 << bits
  *   windows  window i is 10 << ((byte >> (2 * i)) & 3) * 4 ns long, so steps are short and
@@ -29,6 +32,9 @@
  *    was at the previous snapshot (count, totals, distributions, values; windows may slide),
  *    and a row that is new since then is in the delta (not checked across a neutral_only
  *    snapshot, which leaves per-context rows out);
+ *  - taps: B got exactly the samples of A that it wants (per kind, in number and value sum,
+ *    while both were attached), each with its own cookie (the handle + 1); none after its
+ *    removal;
  *  - every row of a full snapshot: totals >= 0; a distribution with samples has
  *    0 <= min <= max and its quantiles, when known, ascend within [min, max]; a window's
  *    count and samples are at most the cumulative ones; no more per-context rows than
@@ -46,6 +52,39 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define REC 16
+
+/* the taps' tallies per kind (samples and marks, TLC_TAP_GAP included) */
+typedef struct tally {
+  uint64_t n[TLC_TAP_GAP + 1];
+  uint64_t sum[TLC_TAP_GAP + 1];
+  int on;       /* B: attached */
+  int filtered; /* A: tally only what B wants (while B is attached) */
+} tally_t;
+
+#define B_WANTS ((1u << TLC_NET) | (1u << TLC_PERIOD) | (1u << TLC_TAP_COUNT))
+
+static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
+  tally_t *t = ud;
+  if (s->kind > TLC_TAP_GAP)
+    abort();
+  if (t->filtered) {
+    if (s->kind != TLC_TAP_GAP && ((s->handle & 1) || !(B_WANTS & (1u << s->kind))))
+      return;
+  } else if (s->kind != TLC_TAP_GAP && s->cookie != s->handle + 1) {
+    abort(); /* B's own cookie */
+  }
+  if (!t->filtered && !t->on)
+    abort(); /* B after its removal */
+  t->n[s->kind]++;
+  t->sum[s->kind] += (uint64_t)s->value;
+}
+
+static unsigned want_b(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                       uint64_t state, uint32_t *cookie) {
+  (void)ud, (void)context, (void)row_kind, (void)state;
+  *cookie = handle + 1;
+  return (handle & 1) ? 0 : B_WANTS;
+}
 
 static uint64_t ld(const uint8_t *p, unsigned n) {
   uint64_t v = 0;
@@ -167,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tlc_mapping_t map;
   tlc_table_t delta, full, prev, tmp;
   tlc_snap_opts_t so, prev_so;
+  tally_t ta, tb;
   int have_prev = 0;
   uint64_t events = 0, gaps = 0, last_seq = 0;
   int64_t t = 0;
@@ -202,6 +242,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (tlc_engine_new(&e, fmts[mode & 3], &o) != 0)
     abort();
+  memset(&ta, 0, sizeof(ta));
+  memset(&tb, 0, sizeof(tb));
+  if (mode & 128) {
+    ta.filtered = 1;
+    tb.on = 1;
+    if (tlc_engine_add_tap(e, tap_fn, NULL, &ta) != 0 ||
+        tlc_engine_add_tap(e, tap_fn, want_b, &tb) != 0)
+      abort();
+  }
   tlc_table_init(&delta);
   tlc_table_init(&full);
   tlc_table_init(&prev);
@@ -255,8 +304,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       prev_so = so;
       have_prev = 1;
       last_seq = prev.seq;
+      if (tb.on) { /* B leaves: what both saw must agree */
+        if (memcmp(ta.n, tb.n, sizeof(ta.n)) != 0 || memcmp(ta.sum, tb.sum, sizeof(ta.sum)) != 0)
+          abort();
+        tlc_engine_remove_tap(e, &tb);
+        tb.on = 0;
+      }
     }
   }
+  if (tb.on &&
+      (memcmp(ta.n, tb.n, sizeof(ta.n)) != 0 || memcmp(ta.sum, tb.sum, sizeof(ta.sum)) != 0))
+    abort();
   if (tlc_engine_counters(e)->events != events || tlc_engine_counters(e)->gaps != gaps)
     abort();
   if (tlc_engine_snapshot(e, &full, NULL) != 0)

@@ -14,9 +14,13 @@
  * other answer with data came from a path that needs the token); the Host and Origin checks
  * (QUERY and ACCEPT as the header and the configured list) never accept a name beyond
  * loopback that is not listed; an area's histogram adds up to its samples; no crash, no UB,
- * no leak. */
+ * no leak. Target lab1 has timing budgets (a real watch made from a parsed budget file, its
+ * engine's tap, with violations: /api/v1/targets/NAME/violations and the budget families of
+ * /metrics); the other has none. */
 #include "base/alloc.h"
 #include "base/err.h"
+#include "budget/budget.h"
+#include "formats/budget.h"
 #include "engine/engine.h"
 #include "history/history.h"
 #include "http/http-int.h"
@@ -34,7 +38,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const char *const names[NT] = { "lab1", "evl@127.0.0.1" };
 static tlc_engine_t *eng[NT];
 static tlc_mapping_t map;
+static tlc_tbudget_set_t bset;
+static tlc_bwatch_t *watch; /* lab1's */
 static int ready;
+
+static const struct tlc_bwatch *f_budgets(void *ud, const char *name) {
+  (void)ud;
+  return strcmp(name, names[0]) == 0 ? watch : NULL;
+}
 
 static size_t f_count(void *ud) {
   (void)ud;
@@ -184,7 +195,8 @@ static tlc_view_t pv = { .count = f_count,
                          .snapshot = f_snapshot,
                          .mapping = f_mapping,
                          .history = f_history,
-                         .history_cancel = f_history_cancel };
+                         .history_cancel = f_history_cancel,
+                         .budgets = f_budgets };
 
 static void ev(tlc_event_t *e, uint32_t h, unsigned type, unsigned core, uint64_t thread,
                int64_t t) {
@@ -201,8 +213,23 @@ static void setup(void) {
   size_t n = 0;
   int64_t t = 1000;
   tlc_map_area_t a;
+  static const char btext[] = "[budget net0]\narea = 00000000\nstat = net\nmax = 1us\n"
+                              "[budget call_core1]\narea = 0000000?\ncontext = core1\n"
+                              "stat = call\nmax = 2us\nmin = 100ns\n"
+                              "[budget period_any]\narea = 00000002\nstat = period\n"
+                              "min = 5ms\n"
+                              "[budget writes]\narea = 20000000\nstat = rate\nwindow = 1us\n"
+                              "min = 2\nmax = 3\n"
+                              "[budget never]\ntarget = other-*\narea = 00000000\n"
+                              "stat = net\nmax = 1ns\n";
+  char err[300];
   tlc_engine_new(&eng[0], TLC_FMT_BIN11, NULL);
   tlc_engine_new(&eng[1], TLC_FMT_EVLOG, NULL);
+  tlc_tbudget_set_init(&bset);
+  if (tlc_tbudget_parse(&bset, btext, sizeof(btext) - 1, "fuzz.ini", err, sizeof(err)) != 0 ||
+      tlc_bwatch_new(&watch, names[0], &bset, NULL) != 0)
+    abort();
+  tlc_bwatch_attach(watch, eng[0]);
   for (unsigned k = 0; k < 12; k++) { /* calls on 3 cores, 3 functions, one left open */
     ev(&e[n++], k % 3, 3, k % 3, 0, t);
     t += 100 + 997 * k;
@@ -216,6 +243,8 @@ static void setup(void) {
   }
   ev(&e[n++], 0x20000000, 4, 0, 0, t); /* a data write */
   tlc_engine_push(eng[0], e, n);
+  if (tlc_bwatch_all(watch) == 0) /* the budgets above are broken by these calls */
+    abort();
   n = 0;
   for (unsigned k = 0; k < 8; k++) {
     ev(&e[n++], 0x00000000, 3, 0xFF, 0x7f00 + k % 2, t);

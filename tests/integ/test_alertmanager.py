@@ -450,10 +450,59 @@ def test_tlcapd_figures(d):
         hook.close()
 
 
+def test_tlcapd_live_budget(d):
+    """A real tlcapd with alertmanager_url and a budget: a stream whose f breaks its NET budget
+    on core0 (NET 100ns > 60ns, from ns:150 to ns:250; worked out by hand as in
+    test_budget_live.py) raises the alert in the Alertmanager with the budget's labels and the
+    violation's annotations."""
+    import socket
+    hook = Hook()
+    am = Alertmanager(d, T.free_port(), hook.port)
+    port = T.free_port()
+    b = os.path.join(d, "b.ini")
+    with open(b, "w") as f:
+        f.write("[budget f_net]\narea = 00000001\nstat = net\nmax = 60ns\n")
+    dm = D.Daemon(TLCAPD, d, ["--alertmanager-url", "http://127.0.0.1:%d" % am.port,
+                              "--alert-resolve", "30s", "--budgets", b,
+                              "--listen", "l=bin11@127.0.0.1:%d" % port])
+    try:
+        # main on core0 calls f (E 150, X 250); f on core1 50ns (E 120, X 170)
+        rec = [(0, 3, 0, 100), (1, 3, 1, 120), (0, 1, 0, 150), (1, 3, 0, 150), (1, 0, 1, 170),
+               (1, 0, 0, 250), (0, 2, 0, 250), (0, 0, 0, 400)]
+        s = D.connect(port)
+        s.sendall(b"".join(T.bin11(h, t, c, 0, tm) for (h, t, c, tm) in rec))
+        s.shutdown(1)
+        D.wait_eof(s, timeout=30)
+        s.close()
+        got = D.wait_until(lambda: am.find(budget="f_net"), 15, "the alert in the API", step=0.1)
+        T.eq(len(got), 1, "one alert: core1's 50ns is within the budget")
+        a = got[0]
+        T.eq(a["labels"], {"alertname": "TlcapBudgetViolation", "budget": "f_net",
+                           "target": "l@127.0.0.1", "area": "00000001", "context": "core0",
+                           "stat": "net", "host": socket.gethostname()}, "labels")
+        an = a["annotations"]
+        T.eq((an["value_raw"], an["limit_raw"], an["count"]), ("100", "60", "1"),
+             "value, limit, count")
+        T.eq(an["target_time"], "ns:150..ns:250 epoch 0", "target time")
+        T.eq(an["around"], "tlcap around l@127.0.0.1 ns:150", "the around command")
+        T.eq(a["status"]["state"], "active", "firing")
+        hook.wait(lambda x: x["status"] == "firing" and x["labels"]["budget"] == "f_net", 15,
+                  "firing notification")
+        st = dm.stats()
+        T.eq(st["alerts"]["violations"], 1, "one violation handed to the alerts")
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    finally:
+        dm.kill()
+        am.stop()
+        hook.close()
+
+
 if __name__ == "__main__":
     if AM is None:
         print("SKIP: prometheus-alertmanager not installed (apt-get install "
               "prometheus-alertmanager)")
         sys.exit(T.SKIP)
-    T.main([test_bad_urls, test_table_bounds, test_refused, test_tlcapd_figures, test_https, test_fires_continues_resolves,
+    T.main([test_bad_urls, test_table_bounds, test_refused, test_tlcapd_figures,
+            test_tlcapd_live_budget, test_https, test_fires_continues_resolves,
             test_slow_then_absent])

@@ -1,0 +1,36 @@
+/* budgetd.h - timing budgets on the live targets (SPEC 13, docs/budgets.md).
+ *
+ * Every target some budget of cfg.bset applies to (its target glob) gets a watch
+ * (budget/budget.h) in t->conf.watch, attached to its engine as one of the engine's taps
+ * (tlc_engine_add_tap): every sample is tested as the engine closes it. A target that appears
+ * later gets its watch at its creation event; a restore, a reset or a new mapping attaches it
+ * again (its rows are asked again). SIGHUP: the new set replaces each watch's budgets (the
+ * unchanged ones keep their counts, kept and worst); a bad budget file never gets here (the
+ * configuration refuses it with FILE:LINE and the running one, with its budgets, stays).
+ * Each violation fans out to the modules that run (the Alertmanager client). The view's
+ * `budgets` hook reads a target's watch by name.
+ * Loop thread.
+ */
+#ifndef TLC_DAEMON_BUDGETD_H
+#define TLC_DAEMON_BUDGETD_H
+
+#include "daemon/daemon.h"
+
+/* Sets the view's hook and makes the watches of the targets there already. 0 or TLC_ENOMEM
+ * (logged; the daemon runs without budgets on those targets). */
+int tlc_budgetd_start(tlc_daemon_t *d);
+/* A target event (wiring.c's observer): created, connected, reset or a new mapping: its watch
+ * made (when a budget applies) and attached to its engine; forgotten or freed: detached and
+ * freed. */
+void tlc_budgetd_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
+/* The configuration was reloaded: every watch takes the new budgets. */
+void tlc_budgetd_reload(tlc_daemon_t *d);
+/* Detaches and frees every watch; the view's hook is cleared. */
+void tlc_budgetd_close(tlc_daemon_t *d);
+
+/* The displayed names of an area (a state row: "VARIABLE = VALUE") and of a context of target
+ * t, as exports show them (budget/report.h: tlc_breport_names_fn with ud = t). */
+void tlc_budgetd_names(void *t, uint32_t handle, uint8_t row_kind, uint64_t state, uint32_t context,
+                       char *area, size_t alen, char *ctx, size_t clen);
+
+#endif

@@ -1,0 +1,251 @@
+/* test_engine_taps.c - several taps on one engine (engine.h: tlc_engine_add_tap).
+ *
+ *  - two taps with different wants (A: NET and COUNT of the code areas of even handles, with a
+ *    cookie of its own; B: PERIOD of every row, another cookie) each receive exactly their
+ *    samples: the samples of a reference engine whose single tap wants everything, filtered by
+ *    the want, in the same order and with the same values, times, sequences, and their own
+ *    cookies; per row and kind, their number is the snapshot's n (brute-force count);
+ *  - gaps reach both;
+ *  - removing A: from the next event on only B is called, still exactly its samples;
+ *  - at most TLC_ENGINE_TAPS: the next tlc_engine_add_tap is TLC_ELIMIT; set_tap replaces all.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "engine/engine.h"
+#include "formats/stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rec {
+  tlc_engine_sample_t *s;
+  size_t n, cap;
+} rec_t;
+
+static void rec_add(rec_t *r, const tlc_engine_sample_t *s) {
+  if (r->n == r->cap) {
+    r->cap = r->cap ? r->cap * 2 : 1024;
+    r->s = realloc(r->s, r->cap * sizeof(*r->s));
+    assert_non_null(r->s);
+  }
+  r->s[r->n++] = *s;
+}
+
+static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
+  rec_add(ud, s);
+}
+
+/* A: NET and COUNT of code rows of even handles, cookie handle * 3 + 1 */
+static unsigned want_a(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                       uint64_t state, uint32_t *cookie) {
+  (void)ud, (void)context, (void)state;
+  if (row_kind != TLC_ROW_CODE || handle % 2 != 0)
+    return 0;
+  *cookie = handle * 3 + 1;
+  return (1u << TLC_NET) | (1u << TLC_TAP_COUNT);
+}
+static int is_a(const tlc_engine_sample_t *s) {
+  return s->kind == TLC_TAP_GAP || (s->row_kind == TLC_ROW_CODE && s->handle % 2 == 0 &&
+                                    (s->kind == TLC_NET || s->kind == TLC_TAP_COUNT));
+}
+
+/* B: PERIOD of every row, cookie 7 */
+static unsigned want_b(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                       uint64_t state, uint32_t *cookie) {
+  (void)ud, (void)handle, (void)context, (void)row_kind, (void)state;
+  *cookie = 7;
+  return 1u << TLC_PERIOD;
+}
+static int is_b(const tlc_engine_sample_t *s) {
+  return s->kind == TLC_TAP_GAP || s->kind == TLC_PERIOD;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd(uint32_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng % n);
+}
+
+/* random code areas on 4 cores (E/X), data writes, times rising from *t */
+static void workload(tlc_event_t *ev, size_t n, int64_t *t) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    tlc_event_t *x = &ev[i];
+    memset(x, 0, sizeof(*x));
+    *t += 1 + rnd(50000);
+    x->time_ns = *t;
+    x->core = (uint8_t)rnd(4);
+    if (rnd(10) < 8) {
+      x->handle = 0x10000000u + rnd(40);
+      x->type = (uint8_t)(rnd(2) ? TLC_EV_ENTRY : TLC_EV_EXIT);
+    } else {
+      x->handle = 0x20000000u + rnd(10);
+      x->type = TLC_EV_WRITE;
+      x->data = rnd(1000);
+    }
+  }
+}
+
+/* The samples of `all` from index `from` that `is` selects, with cookie `ck` (NULL: A's), are
+ * exactly got[gfrom, got->n). */
+static void same_samples(const rec_t *all, size_t from, int (*is)(const tlc_engine_sample_t *),
+                         const rec_t *got, size_t gfrom, int cookie_b) {
+  size_t i, j = gfrom;
+  for (i = from; i < all->n; i++) {
+    const tlc_engine_sample_t *w = &all->s[i];
+    tlc_engine_sample_t g;
+    if (!is(w))
+      continue;
+    assert_true(j < got->n);
+    g = got->s[j++];
+    assert_int_equal(g.kind, w->kind);
+    assert_int_equal(g.handle, w->handle);
+    assert_int_equal(g.context, w->context);
+    assert_int_equal(g.row_kind, w->row_kind);
+    assert_int_equal(g.value, w->value);
+    assert_int_equal(g.start, w->start);
+    assert_int_equal(g.end, w->end);
+    assert_int_equal(g.epoch, w->epoch);
+    assert_int_equal(g.seq_start, w->seq_start);
+    assert_int_equal(g.seq_end, w->seq_end);
+    if (w->kind != TLC_TAP_GAP)
+      assert_int_equal(g.cookie, cookie_b ? 7u : w->handle * 3 + 1);
+  }
+  assert_int_equal(j, got->n);
+}
+
+static tlc_engine_t *mk(tlc_engine_tap_fn tap, void *ud) {
+  tlc_engine_opts_t o;
+  tlc_engine_t *e;
+  tlc_engine_opts_default(&o);
+  o.tap = tap;
+  o.tap_ud = ud;
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &o), 0);
+  return e;
+}
+
+/* per (handle, context, kind) of code rows: A's NET samples against the snapshot's n */
+static void count_vs_snapshot(tlc_engine_t *e, const rec_t *a) {
+  tlc_table_t tab;
+  tlc_snap_opts_t so;
+  size_t i, j, checked = 0;
+  memset(&so, 0, sizeof(so));
+  tlc_table_init(&tab);
+  assert_int_equal(tlc_engine_snapshot(e, &tab, &so), 0);
+  for (i = 0; i < tab.nrows; i++) {
+    const tlc_stat_t *r = &tab.rows[i];
+    uint64_t n = 0;
+    if (r->kind != TLC_ROW_CODE || r->handle % 2 != 0 || r->context == TLC_CTX_NONE)
+      continue;
+    for (j = 0; j < a->n; j++)
+      n += a->s[j].kind == TLC_NET && a->s[j].handle == r->handle && a->s[j].context == r->context;
+    assert_int_equal(n, r->dist[TLC_NET].n);
+    checked++;
+  }
+  assert_true(checked > 10);
+  tlc_table_fini(&tab);
+}
+
+static void test_two_taps(void **state) {
+  enum { N = 20000 };
+  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
+  rec_t all = { 0 }, a = { 0 }, b = { 0 };
+  tlc_engine_t *ref = mk(tap_fn, &all), *e = mk(NULL, NULL);
+  int64_t t = 1000;
+  size_t all0, b0, a_after;
+  (void)state;
+  assert_non_null(ev);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_a, &a), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_b, &b), 0);
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N / 2);
+  tlc_engine_push(e, ev, N / 2);
+  tlc_engine_gap(ref);
+  tlc_engine_gap(e);
+  tlc_engine_push(ref, ev + N / 2, N - N / 2);
+  tlc_engine_push(e, ev + N / 2, N - N / 2);
+  assert_true(a.n > 1000 && b.n > 1000);
+  same_samples(&all, 0, is_a, &a, 0, 0);
+  same_samples(&all, 0, is_b, &b, 0, 1);
+  count_vs_snapshot(e, &a);
+
+  /* A leaves: from the next event on, only B */
+  tlc_engine_remove_tap(e, &a);
+  tlc_engine_remove_tap(e, &all); /* not attached: nothing */
+  all0 = all.n;
+  b0 = b.n;
+  a_after = a.n;
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N);
+  tlc_engine_push(e, ev, N);
+  assert_int_equal(a.n, a_after);
+  assert_true(b.n > b0);
+  same_samples(&all, all0, is_b, &b, b0, 1);
+
+  tlc_engine_free(ref);
+  tlc_engine_free(e);
+  tlc_free(ev);
+  free(all.s);
+  free(a.s);
+  free(b.s);
+}
+
+static void test_limit(void **state) {
+  rec_t r[TLC_ENGINE_TAPS + 1];
+  tlc_event_t ev[2];
+  tlc_engine_t *e = mk(NULL, NULL);
+  unsigned i;
+  (void)state;
+  memset(r, 0, sizeof(r));
+  for (i = 0; i < TLC_ENGINE_TAPS; i++)
+    assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[i]), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[TLC_ENGINE_TAPS]), TLC_ELIMIT);
+  memset(ev, 0, sizeof(ev));
+  ev[0].type = TLC_EV_ENTRY;
+  ev[0].handle = 0x10000001u;
+  ev[0].time_ns = 100;
+  ev[1] = ev[0];
+  ev[1].type = TLC_EV_EXIT;
+  ev[1].time_ns = 250;
+  tlc_engine_push(e, ev, 2);
+  /* every tap with no want gets every sample: COUNT at the E; NET, GROSS, CALL at the X */
+  for (i = 0; i < TLC_ENGINE_TAPS; i++)
+    assert_int_equal(r[i].n, 4);
+  assert_int_equal(r[TLC_ENGINE_TAPS].n, 0);
+  assert_int_equal(r[0].s[1].value, 150);
+  /* one removed: room for another */
+  tlc_engine_remove_tap(e, &r[1]);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[TLC_ENGINE_TAPS]), 0);
+  /* set_tap replaces them all with one */
+  tlc_engine_set_tap(e, tap_fn, NULL, &r[0]);
+  ev[0].time_ns = 300;
+  ev[1].time_ns = 400;
+  tlc_engine_push(e, ev, 2);
+  /* the second activation: COUNT, PERIOD and OUTSIDE at the E, NET, GROSS, CALL at the X */
+  assert_int_equal(r[0].n, 10);
+  assert_int_equal(r[2].n, 4);
+  assert_int_equal(r[TLC_ENGINE_TAPS].n, 0);
+  tlc_engine_set_tap(e, NULL, NULL, NULL);
+  ev[0].time_ns = 500;
+  ev[1].time_ns = 600;
+  tlc_engine_push(e, ev, 2);
+  assert_int_equal(r[0].n, 10);
+  tlc_engine_free(e);
+  for (i = 0; i <= TLC_ENGINE_TAPS; i++)
+    free(r[i].s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_two_taps),
+    cmocka_unit_test(test_limit),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
