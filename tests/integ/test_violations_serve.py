@@ -117,7 +117,7 @@ def test_violations(d):
 
         rc, out, err = tlcap(dm, "violations", "nosuch")
         T.eq(rc, 1, "an unknown target")
-        T.check(b"no such target" in err, "the error says so: %r" % err)
+        T.check("no such target" in err, "the error says so: %r" % err)
     finally:
         dm.stop()
 
