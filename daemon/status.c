@@ -70,28 +70,10 @@ int tlc_status_nats(void *ud, tlc_view_nats_t *out) {
   return d->fleet != NULL ? tlc_fleet_view(d->fleet, out) : TLC_EINVAL;
 }
 
-int tlc_status_alerts(void *ud, tlc_view_alerts_t *out) {
+int tlc_status_alerts(void *ud, tlc_alert_counters_t *out) {
   const tlc_daemon_t *d = ud;
-  tlc_alert_counters_t c;
   if (d->alert == NULL)
     return TLC_EINVAL;
-  tlc_alert_counters(d->alert, &c);
-  out->violations = c.violations;
-  out->active = c.active;
-  out->firing = c.firing;
-  out->requests = c.requests;
-  out->posted = c.posted;
-  out->resolved = c.resolved;
-  out->backoff_ms = c.backoff_ms;
-  for (int r = 0; r < TLC_ALERT_DROP_N && r < TLC_VIEW_ALERT_REASONS; r++) {
-    out->drop_reason[r] = tlc_alert_drop_name(r);
-    out->drops[r] = c.drops[r];
-    out->ndrops = (size_t)r + 1;
-  }
-  for (int r = 0; r < TLC_ALERT_FAIL_N && r < TLC_VIEW_ALERT_REASONS; r++) {
-    out->fail_reason[r] = tlc_alert_fail_name(r);
-    out->fails[r] = c.fails[r];
-    out->nfails = (size_t)r + 1;
-  }
+  tlc_alert_counters(d->alert, out);
   return 0;
 }

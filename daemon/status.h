@@ -27,6 +27,6 @@ size_t tlc_status_target_subscribers(void *ud, size_t index);
 int tlc_status_nats(void *ud, tlc_view_nats_t *out);
 
 /* view alerts: the Alertmanager client's figures; TLC_EINVAL while it does not run. */
-int tlc_status_alerts(void *ud, tlc_view_alerts_t *out);
+int tlc_status_alerts(void *ud, tlc_alert_counters_t *out);
 
 #endif

@@ -2,10 +2,10 @@
  *
  * The request side is split so that everything that looks at request bytes is plain C over a
  * tlc__http_view_t, without libwebsockets: route.c (paths, query, methods, errors, /api/v1),
- * metrics.c (/metrics), live.c (the dashboard's WebSocket messages both ways), targets.c (a
- * target as both JSON documents show it). The libwebsockets glue is server.c and the files it
- * calls (server-int.h: answer.c, send.c, ws.c, tlsreload.c); tests/fuzz/fuzz_http.c drives the
- * same functions directly.
+ * metrics.c (/metrics; its daemon-wide families in families.c), live.c (the dashboard's WebSocket
+ * messages both ways), targets.c (a target as both JSON documents show it). The libwebsockets glue
+ * is server.c and the files it calls (server-int.h: answer.c, send.c, ws.c, tlsreload.c);
+ * tests/fuzz/fuzz_http.c drives the same functions directly.
  */
 #ifndef TLC_HTTP_INT_H
 #define TLC_HTTP_INT_H
@@ -158,6 +158,12 @@ void tlc__http_scrape_answer(tlc__http_scrape_t *sc, tlc__http_resp_t *rs);
 void tlc__http_metrics_cache_free(tlc__http_view_t *v);
 /* The histogram edges (ns) of tlcap_area_net_duration_seconds, and their number. */
 const int64_t *tlc__http_metrics_edges(size_t *n);
+/* /metrics' pieces shared by metrics.c and families.c: a family's HELP and TYPE lines
+ * (OpenMetrics when om: a counter's family name without _total), a label (first: no comma
+ * before it; the value escaped, invalid UTF-8 as U+FFFD), and the daemon-wide families. */
+void tlc__http_family(tlc_out_t *o, int om, const char *name, const char *type, const char *help);
+void tlc__http_label(tlc_out_t *o, const char *name, const char *v, int first);
+void tlc__http_head(tlc__http_view_t *v, int om, tlc_out_t *o);
 
 /* ---- a target in the JSON documents (targets.c) ---- */
 

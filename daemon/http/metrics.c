@@ -39,12 +39,11 @@
  * same names its escaped labels.
  */
 #include "http/http-int.h"
+#include "http/promtext.h"
 
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/err.h"
-#include "base/proc.h"
-#include "budget/budget.h"
 #include "engine/engine.h"
 #include "formats/json.h"
 #include "formats/mapping.h"
@@ -138,75 +137,6 @@ static size_t series_edges(int band, int64_t *le, uint16_t *src) {
   return n;
 }
 
-/* Decimal digits of v at p; returns the end. */
-static char *p_u64(char *p, uint64_t v) {
-  char t[20];
-  size_t k = 0;
-  do {
-    t[k++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (k > 0)
-    *p++ = t[--k];
-  return p;
-}
-
-/* Exact decimal seconds of ns at p (at most 31 bytes); returns the end. */
-static char *p_seconds(char *p, int64_t ns) {
-  uint64_t u, f;
-  int k;
-  if (ns < 0) {
-    *p++ = '-';
-    u = (uint64_t)(-(ns + 1)) + 1u;
-  } else {
-    u = (uint64_t)ns;
-  }
-  p = p_u64(p, u / 1000000000u);
-  f = u % 1000000000u;
-  if (f == 0)
-    return p;
-  for (k = 9; f % 10 == 0; k--) /* trailing zeros dropped */
-    f /= 10;
-  *p++ = '.';
-  for (int j = k - 1; j >= 0; j--, f /= 10)
-    p[j] = (char)('0' + f % 10);
-  return p + k;
-}
-
-void tlc__http_out_seconds(tlc_out_t *o, int64_t ns) {
-  char b[32];
-  tlc_out_write(o, b, (size_t)(p_seconds(b, ns) - b));
-}
-
-/* A label value: backslash, double quote and line feed escaped (both formats). */
-static void label(tlc_out_t *o, const char *name, const char *v, int first) {
-  if (!first)
-    tlc_out_putc(o, ',');
-  tlc_out_puts(o, name);
-  tlc_out_puts(o, "=\"");
-  for (; *v; v++) {
-    if (*v == '\\')
-      tlc_out_puts(o, "\\\\");
-    else if (*v == '"')
-      tlc_out_puts(o, "\\\"");
-    else if (*v == '\n')
-      tlc_out_puts(o, "\\n");
-    else if ((unsigned char)*v < 0x80)
-      tlc_out_putc(o, *v);
-    else {
-      /* Prometheus refuses invalid UTF-8: such bytes (a mapping's name) become U+FFFD */
-      size_t l = tlc_utf8_len((const unsigned char *)v);
-      if (l == 0) {
-        tlc_out_puts(o, "\xEF\xBF\xBD");
-      } else {
-        tlc_out_write(o, v, l);
-        v += l - 1;
-      }
-    }
-  }
-  tlc_out_putc(o, '"');
-}
-
 /* Per target: what was read before writing. */
 typedef struct mt {
   char *name; /* copy: info strings live only until the loop returns, ours until the end */
@@ -217,25 +147,10 @@ typedef struct mt {
   uint64_t not_exported;
 } mt_t;
 
-/* Family header. OpenMetrics: a counter's family name has no _total. */
-static void family(tlc_out_t *o, int om, const char *name, const char *type, const char *help) {
-  size_t n = strlen(name);
-  int strip = om && strcmp(type, "counter") == 0 && n > 6 && strcmp(name + n - 6, "_total") == 0;
-  tlc_out_puts(o, "# HELP ");
-  tlc_out_write(o, name, strip ? n - 6 : n);
-  tlc_out_putc(o, ' ');
-  tlc_out_puts(o, help);
-  tlc_out_puts(o, "\n# TYPE ");
-  tlc_out_write(o, name, strip ? n - 6 : n);
-  tlc_out_putc(o, ' ');
-  tlc_out_puts(o, type);
-  tlc_out_putc(o, '\n');
-}
-
 static void tsample(tlc_out_t *o, const char *name, const char *target, uint64_t v) {
   tlc_out_puts(o, name);
   tlc_out_putc(o, '{');
-  label(o, "target", target, 1);
+  tlc__http_label(o, "target", target, 1);
   tlc_out_puts(o, "} ");
   tlc_out_u64(o, v);
   tlc_out_putc(o, '\n');
@@ -269,10 +184,10 @@ static void area_labels(tlc__http_view_t *v, size_t i, tlc_out_t *o, const char 
     one.ncontexts = 1;
     ctx = tlc_mapping_ctx_display(map, &one, 0, cbuf, sizeof(cbuf));
   }
-  label(o, "target", target, 1);
-  label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
-  label(o, "context", ctx, 0);
-  label(o, "handle", hex, 0);
+  tlc__http_label(o, "target", target, 1);
+  tlc__http_label(o, "area", ma != NULL && ma->name[0] != '\0' ? ma->name : hex, 0);
+  tlc__http_label(o, "context", ctx, 0);
+  tlc__http_label(o, "handle", hex, 0);
 }
 
 /* A growing byte run capped by the scrape's budget. */
@@ -503,23 +418,23 @@ static int hist_lines(const mcent_t *c, size_t r, const scratch_t *s, blk_t *b, 
     LAB();
     memcpy(q, s->les[src[k]], s->lel[src[k]]);
     q += s->lel[src[k]];
-    q = p_u64(q, cum[k] <= nn ? cum[k] : nn);
+    q = tlc__http_p_u64(q, cum[k] <= nn ? cum[k] : nn);
     *q++ = '\n';
   }
   LIT("tlcap_area_net_duration_seconds_bucket{");
   LAB();
   LIT(",le=\"+Inf\"} ");
-  q = p_u64(q, nn);
+  q = tlc__http_p_u64(q, nn);
   *q++ = '\n';
   LIT("tlcap_area_net_duration_seconds_sum{");
   LAB();
   LIT("} ");
-  q = p_seconds(q, c->cn[r].sum);
+  q = tlc__http_p_seconds(q, c->cn[r].sum);
   *q++ = '\n';
   LIT("tlcap_area_net_duration_seconds_count{");
   LAB();
   LIT("} ");
-  q = p_u64(q, nn);
+  q = tlc__http_p_u64(q, nn);
   *q++ = '\n';
   DONE(b);
   return 0;
@@ -763,7 +678,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     LIT("tlcap_area_calls_total{");
     LAB();
     LIT("} ");
-    q = p_u64(q, c->cn[r].count);
+    q = tlc__http_p_u64(q, c->cn[r].count);
     *q++ = '\n';
     DONE(&s->a[0]);
   }
@@ -775,7 +690,7 @@ static int render(tlc__http_view_t *v, size_t i, const char *name, mcent_t *c, s
     LIT("tlcap_area_net_seconds_total{");
     LAB();
     LIT("} ");
-    q = p_seconds(q, c->cn[r].net_total);
+    q = tlc__http_p_seconds(q, c->cn[r].net_total);
     *q++ = '\n';
     DONE(&s->a[1]);
   }
@@ -1021,7 +936,7 @@ int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_sc
     int64_t x = j < ne ? le[j] : fine[j - ne];
     char *q = sc->s->les[j];
     memcpy(q, ",le=\"", 5);
-    q = p_seconds(q + 5, x);
+    q = tlc__http_p_seconds(q + 5, x);
     if (om && x % 1000000000 == 0)
       q = (memcpy(q, ".0", 2), q + 2);
     memcpy(q, "\"} ", 3);
@@ -1029,7 +944,7 @@ int tlc__http_scrape_start(tlc__http_view_t *v, int om, size_t cap, tlc__http_sc
   }
   for (int k = 0; k < 3; k++) {
     sc->famo[k] = sc->fam.len;
-    family(&sc->fam, om, run_family[k][0], run_family[k][1], run_family[k][2]);
+    tlc__http_family(&sc->fam, om, run_family[k][0], run_family[k][1], run_family[k][2]);
   }
   sc->famo[3] = sc->fam.len;
   if (sc->fam.err != 0 || sc->fam.len > sc->budget) {
@@ -1046,309 +961,6 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The daemon's own families: build, uptime, subscribers, live WebSockets. */
-static void head_build(tlc__http_view_t *v, int om, const tlc_view_daemon_t *di, tlc_out_t *o) {
-  family(o, om, "tlcap_build_info", "gauge", "tlcapd build (always 1; the version is a label).");
-  tlc_out_puts(o, "tlcap_build_info{");
-  label(o, "version", v->version != NULL ? v->version : "", 1);
-  tlc_out_puts(o, "} 1\n");
-  family(o, om, "tlcap_uptime_seconds", "gauge", "Seconds since tlcapd started.");
-  tlc_out_puts(o, "tlcap_uptime_seconds ");
-  {
-    int64_t up = tlc_now_unix_ms() - v->start_unix_ms;
-    tlc__http_out_seconds(o, (up < 0 ? 0 : up) * 1000000);
-  }
-  tlc_out_putc(o, '\n');
-  family(o, om, "tlcap_subscribers", "gauge", "Protobuf subscribers connected.");
-  tlc_out_printf(o, "tlcap_subscribers %zu\n", di->subscribers);
-  family(o, om, "tlcap_http_websockets", "gauge", "Live dashboard WebSockets open.");
-  tlc_out_printf(o, "tlcap_http_websockets %zu\n", v->websockets);
-}
-
-/* The HTTP port's counters (v->st: the server's; NULL in the fuzzer). */
-static void head_http(const tlc_http_stats_t *st, int om, tlc_out_t *o) {
-  family(o, om, "tlcap_http_connections", "gauge", "HTTP and WebSocket connections open.");
-  tlc_out_printf(o, "tlcap_http_connections %zu\n", st->connections);
-  family(o, om, "tlcap_http_requests_total", "counter", "HTTP requests answered.");
-  tlc_out_printf(o, "tlcap_http_requests_total %" PRIu64 "\n", st->requests);
-  family(o, om, "tlcap_http_errors_total", "counter",
-         "HTTP requests answered with a 4xx or 5xx status.");
-  tlc_out_printf(o, "tlcap_http_errors_total %" PRIu64 "\n", st->errors);
-  family(o, om, "tlcap_http_refused_total", "counter",
-         "Connections refused at accept: http_max_connections or max_per_address reached.");
-  tlc_out_printf(o, "tlcap_http_refused_total %" PRIu64 "\n", st->refused);
-  family(o, om, "tlcap_http_refused_address_total", "counter",
-         "Connections refused at accept because their peer address had max_per_address.");
-  tlc_out_printf(o, "tlcap_http_refused_address_total %" PRIu64 "\n", st->refused_address);
-  family(o, om, "tlcap_http_misdirected_total", "counter",
-         "Requests answered 421 (a Host that is not this daemon's) and live WebSocket "
-         "handshakes refused for their Host or Origin.");
-  tlc_out_printf(o, "tlcap_http_misdirected_total %" PRIu64 "\n", st->misdirected);
-  family(o, om, "tlcap_http_busy_total", "counter",
-         "Responses refused with 503: over the response size or in-flight byte limits.");
-  tlc_out_printf(o, "tlcap_http_busy_total %" PRIu64 "\n", st->busy);
-  family(o, om, "tlcap_http_ws_coalesced_total", "counter",
-         "Live updates merged into a later one for a slow dashboard.");
-  tlc_out_printf(o, "tlcap_http_ws_coalesced_total %" PRIu64 "\n", st->ws_coalesced);
-  family(o, om, "tlcap_http_auth_failed_total", "counter",
-         "Requests and live sockets refused for a missing or wrong token.");
-  tlc_out_printf(o, "tlcap_http_auth_failed_total %" PRIu64 "\n", st->auth_failed);
-  family(o, om, "tlcap_http_ws_cpu_seconds_total", "counter",
-         "Loop thread CPU time spent building and writing live dashboard messages.");
-  tlc_out_puts(o, "tlcap_http_ws_cpu_seconds_total ");
-  tlc__http_out_seconds(o, (int64_t)(st->ws_cpu_ns & INT64_MAX));
-  tlc_out_putc(o, '\n');
-  family(o, om, "tlcap_http_ws_bad_total", "counter",
-         "Live WebSockets closed for a bad message or frame.");
-  tlc_out_printf(o, "tlcap_http_ws_bad_total %" PRIu64 "\n", st->ws_bad);
-}
-
-/* Storage and the state directory's free space (when storage runs). */
-static void head_store(const tlc_view_daemon_t *di, int om, tlc_out_t *o) {
-  if (di->has_store) {
-    family(o, om, "tlcap_store_queue_bytes", "gauge",
-           "Bytes waiting for the storage writer (store queue depth).");
-    tlc_out_printf(o, "tlcap_store_queue_bytes %" PRIu64 "\n", di->store_queue_bytes);
-    family(o, om, "tlcap_store_dropped_records_total", "counter",
-           "Records storage dropped (queue full, disk full, I/O error).");
-    tlc_out_printf(o, "tlcap_store_dropped_records_total %" PRIu64 "\n", di->store_dropped);
-    family(o, om, "tlcap_store_stored_bytes", "gauge", "Bytes of sealed segments on disk.");
-    tlc_out_printf(o, "tlcap_store_stored_bytes %" PRIu64 "\n", di->stored_bytes);
-    family(o, om, "tlcap_store_disk_full", "gauge", "1 while writing is paused by a full disk.");
-    tlc_out_printf(o, "tlcap_store_disk_full %d\n", di->disk_full ? 1 : 0);
-  }
-  if (di->has_disk_free) {
-    family(o, om, "tlcap_store_disk_free_bytes", "gauge",
-           "Free bytes of the state directory's file system.");
-    tlc_out_printf(o, "tlcap_store_disk_free_bytes %" PRIu64 "\n", di->disk_free_bytes);
-  }
-}
-
-/* The NATS publisher (--nats, docs/fleet.md), when it runs. */
-static void head_nats(const tlc_view_t *pv, int om, tlc_out_t *o) {
-  tlc_view_nats_t ns;
-  if (pv->nats == NULL)
-    return;
-  memset(&ns, 0, sizeof(ns));
-  if (pv->nats(pv->nats_ud, &ns) == 0) {
-    family(o, om, "tlcap_nats_connected", "gauge", "1 while connected to the NATS server.");
-    tlc_out_printf(o, "tlcap_nats_connected %d\n", ns.connected ? 1 : 0);
-    family(o, om, "tlcap_nats_published_total", "counter",
-           "Messages the JetStream stream acknowledged.");
-    tlc_out_printf(o, "tlcap_nats_published_total %" PRIu64 "\n", ns.published);
-    family(o, om, "tlcap_nats_awaiting_ack", "gauge",
-           "Messages published to NATS whose JetStream acknowledgement is not in yet.");
-    tlc_out_printf(o, "tlcap_nats_awaiting_ack %" PRIu64 "\n", ns.awaiting_ack);
-    family(o, om, "tlcap_nats_dropped_total", "counter",
-           "Messages not published, by reason (docs/fleet.md).");
-    for (size_t k = 0; k < ns.nreasons; k++)
-      tlc_out_printf(o, "tlcap_nats_dropped_total{reason=\"%s\"} %" PRIu64 "\n", ns.drop_reason[k],
-                     ns.drops[k]);
-    family(o, om, "tlcap_nats_reconnects_total", "counter",
-           "Connections to the NATS server after the first.");
-    tlc_out_printf(o, "tlcap_nats_reconnects_total %" PRIu64 "\n", ns.reconnects);
-    family(o, om, "tlcap_nats_publish_cpu_seconds_total", "counter",
-           "CPU time of the loop thread spent publishing statistics to NATS.");
-    tlc_out_printf(o, "tlcap_nats_publish_cpu_seconds_total %.9f\n",
-                   (double)ns.publish_cpu_ns / 1e9);
-  }
-}
-
-/* The Alertmanager client (alertmanager_url, docs/alerts.md), when it runs. */
-static void head_alerts(const tlc_view_t *pv, int om, tlc_out_t *o) {
-  tlc_view_alerts_t as;
-  if (pv->alerts == NULL)
-    return;
-  memset(&as, 0, sizeof(as));
-  if (pv->alerts(pv->alerts_ud, &as) != 0)
-    return;
-  family(o, om, "tlcap_alerts_violations_total", "counter",
-         "Budget violations handed to the Alertmanager client.");
-  tlc_out_printf(o, "tlcap_alerts_violations_total %" PRIu64 "\n", as.violations);
-  family(o, om, "tlcap_alerts_active", "gauge",
-         "Alerts held: firing, or resolved and not yet delivered.");
-  tlc_out_printf(o, "tlcap_alerts_active %" PRIu64 "\n", as.active);
-  family(o, om, "tlcap_alerts_firing", "gauge", "Alerts firing.");
-  tlc_out_printf(o, "tlcap_alerts_firing %" PRIu64 "\n", as.firing);
-  family(o, om, "tlcap_alerts_requests_total", "counter",
-         "POST /api/v2/alerts requests the Alertmanager accepted.");
-  tlc_out_printf(o, "tlcap_alerts_requests_total %" PRIu64 "\n", as.requests);
-  family(o, om, "tlcap_alerts_posted_total", "counter",
-         "Alerts the Alertmanager accepted (once per request carrying one).");
-  tlc_out_printf(o, "tlcap_alerts_posted_total %" PRIu64 "\n", as.posted);
-  family(o, om, "tlcap_alerts_resolved_total", "counter", "Resolutions the Alertmanager accepted.");
-  tlc_out_printf(o, "tlcap_alerts_resolved_total %" PRIu64 "\n", as.resolved);
-  family(o, om, "tlcap_alerts_dropped_total", "counter",
-         "Violations or alerts not sent, by reason (docs/alerts.md).");
-  for (size_t k = 0; k < as.ndrops && k < TLC_VIEW_ALERT_REASONS; k++)
-    tlc_out_printf(o, "tlcap_alerts_dropped_total{reason=\"%s\"} %" PRIu64 "\n", as.drop_reason[k],
-                   as.drops[k]);
-  family(o, om, "tlcap_alerts_failures_total", "counter",
-         "Requests to the Alertmanager that failed, by reason (each is retried).");
-  for (size_t k = 0; k < as.nfails && k < TLC_VIEW_ALERT_REASONS; k++)
-    tlc_out_printf(o, "tlcap_alerts_failures_total{reason=\"%s\"} %" PRIu64 "\n", as.fail_reason[k],
-                   as.fails[k]);
-  family(o, om, "tlcap_alerts_backoff_seconds", "gauge",
-         "The wait before the next request after failures (0: none).");
-  tlc_out_printf(o, "tlcap_alerts_backoff_seconds %.3f\n", (double)as.backoff_ms / 1e3);
-}
-
-/* The process's own figures, node_exporter's process collector's names (base/proc.h). */
-static void head_process(int om, tlc_out_t *o) {
-  tlc_proc_t pr;
-  if (tlc_proc_self(&pr) != 0)
-    return;
-  family(o, om, "process_cpu_seconds_total", "counter",
-         "Total user and system CPU time spent in seconds.");
-  tlc_out_printf(o, "process_cpu_seconds_total %.2f\n", pr.cpu_seconds);
-  family(o, om, "process_open_fds", "gauge", "Number of open file descriptors.");
-  tlc_out_printf(o, "process_open_fds %" PRIu64 "\n", pr.open_fds);
-  family(o, om, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
-  if (pr.max_fds == UINT64_MAX)
-    tlc_out_puts(o, "process_max_fds +Inf\n");
-  else
-    tlc_out_printf(o, "process_max_fds %" PRIu64 "\n", pr.max_fds);
-  family(o, om, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
-  tlc_out_printf(o, "process_virtual_memory_bytes %" PRIu64 "\n", pr.virtual_bytes);
-  family(o, om, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-  tlc_out_printf(o, "process_resident_memory_bytes %" PRIu64 "\n", pr.resident_bytes);
-  family(o, om, "process_start_time_seconds", "gauge",
-         "Start time of the process since unix epoch in seconds.");
-  tlc_out_printf(o, "process_start_time_seconds %.2f\n", pr.start_time);
-}
-
-/* The daemon-wide memory budget (memory_limit; docs/configuration.md), when the view has it. */
-static void head_memory(const tlc_view_t *pv, int om, tlc_out_t *o) {
-  uint64_t limit = 0, used = 0, refused = 0;
-  if (pv->memory == NULL)
-    return;
-  pv->memory(pv->ud, &limit, &used, &refused);
-  family(o, om, "tlcap_memory_budget_bytes", "gauge",
-         "The memory budget (memory_limit) for targets' statistics and buffers.");
-  tlc_out_printf(o, "tlcap_memory_budget_bytes %" PRIu64 "\n", limit);
-  family(o, om, "tlcap_memory_used_bytes", "gauge", "Bytes of the memory budget in use.");
-  tlc_out_printf(o, "tlcap_memory_used_bytes %" PRIu64 "\n", used);
-  family(o, om, "tlcap_memory_refused_total", "counter",
-         "Charges to the memory budget refused (new areas, contexts or buffers not taken).");
-  tlc_out_printf(o, "tlcap_memory_refused_total %" PRIu64 "\n", refused);
-}
-
-/* The daemon's families (before the per-target ones) into o. */
-/* ---- timing budgets (SPEC 13, docs/budgets.md) ---- */
-
-typedef struct bmet {
-  tlc_out_t *o;
-  const char *target;
-  const struct tlc_bwatch *w;
-  tlc__http_bnames_t names;
-} bmet_t;
-
-static void bcount_line(void *ud, const tlc_bcount_t *c) {
-  bmet_t *b = ud;
-  char area[300], ctx[128];
-  const tlc_tbudget_t *bd = tlc_bwatch_budget(b->w, c->budget);
-  snprintf(area, sizeof(area), "%08X", c->handle);
-  ctx[0] = '\0';
-  tlc__http_bnames(&b->names, c->handle, c->row_kind, c->state, c->context, area, sizeof(area), ctx,
-                   sizeof(ctx));
-  tlc_out_puts(b->o, "tlcap_budget_violations_total{");
-  label(b->o, "target", b->target, 1);
-  label(b->o, "budget", bd->name, 0);
-  label(b->o, "area", area, 0);
-  label(b->o, "context", c->context == TLC_CTX_NONE ? "" : ctx, 0);
-  label(b->o, "stat", tlc_tbudget_stat_name(bd->stat), 0);
-  tlc_out_puts(b->o, "} ");
-  tlc_out_u64(b->o, c->count);
-  tlc_out_putc(b->o, '\n');
-}
-
-/* One limit of budget bd: seconds (durations) or events per window (rate). */
-static void blimit_line(tlc_out_t *o, const char *target, const tlc_tbudget_t *bd,
-                        const char *which, int64_t v) {
-  int rate = bd->stat == TLC_BSTAT_RATE;
-  tlc_out_puts(o, rate ? "tlcap_budget_limit_events{" : "tlcap_budget_limit_seconds{");
-  label(o, "target", target, 1);
-  label(o, "budget", bd->name, 0);
-  label(o, "stat", tlc_tbudget_stat_name(bd->stat), 0);
-  label(o, "limit", which, 0);
-  if (rate) {
-    tlc_out_puts(o, ",window_seconds=\"");
-    tlc__http_out_seconds(o, bd->window_ns);
-    tlc_out_puts(o, "\"} ");
-    tlc_out_printf(o, "%" PRId64 "\n", v);
-  } else {
-    tlc_out_puts(o, "} ");
-    tlc__http_out_seconds(o, v);
-    tlc_out_putc(o, '\n');
-  }
-}
-
-/* The violation counters per (budget, area, context) of every watched target, and every
- * budget's limits. Families only when some target has budgets. */
-static void head_budgets(const tlc_view_t *pv, int om, tlc_out_t *o) {
-  size_t i, j, n, pass;
-  static const char *const fam[3][3] = {
-    { "tlcap_budget_violations_total", "counter",
-      "Timing budget violations per budget, area and context (docs/budgets.md)." },
-    { "tlcap_budget_limit_seconds", "gauge",
-      "A timing budget's max or min (net, gross, call, period, outside), seconds." },
-    { "tlcap_budget_limit_events", "gauge",
-      "A rate budget's max or min, events per window of window_seconds." },
-  };
-  if (pv->budgets == NULL)
-    return;
-  n = pv->count(pv->ud);
-  for (pass = 0; pass < 3; pass++) {
-    int head = 0;
-    for (i = 0; i < n; i++) {
-      tlc_view_target_t ti;
-      const struct tlc_bwatch *w;
-      if (pv->info(pv->ud, i, &ti) != 0 || (w = pv->budgets(pv->budgets_ud, ti.name)) == NULL)
-        continue;
-      for (j = 0; j < tlc_bwatch_nbudgets(w); j++) {
-        const tlc_tbudget_t *bd = tlc_bwatch_budget(w, j);
-        if (pass > 0 && (pass == 2) != (bd->stat == TLC_BSTAT_RATE))
-          continue;
-        if (!head) {
-          family(o, om, fam[pass][0], fam[pass][1], fam[pass][2]);
-          head = 1;
-        }
-        if (pass == 0) {
-          bmet_t b;
-          b.o = o;
-          b.target = ti.name;
-          b.w = w;
-          b.names.pv = pv;
-          b.names.idx = i;
-          b.names.m = pv->mapping != NULL ? pv->mapping(pv->ud, i) : NULL;
-          tlc_bwatch_counts(w, bcount_line, &b);
-          break; /* the counters are the watch's, not per budget */
-        }
-        if (bd->has_max)
-          blimit_line(o, ti.name, bd, "max", bd->max);
-        if (bd->has_min)
-          blimit_line(o, ti.name, bd, "min", bd->min);
-      }
-    }
-  }
-}
-
-static void head_daemon(tlc__http_view_t *v, int om, tlc_out_t *o) {
-  tlc_view_daemon_t di;
-  memset(&di, 0, sizeof(di));
-  if (v->src->daemon_info != NULL)
-    v->src->daemon_info(v->src->daemon_ud, &di);
-  head_build(v, om, &di, o);
-  head_process(om, o);
-  head_memory(v->src, om, o);
-  if (v->st != NULL)
-    head_http(v->st, om, o);
-  head_store(&di, om, o);
-  head_nats(v->src, om, o);
-  head_alerts(v->src, om, o);
-  head_budgets(v->src, om, o);
 }
 
 static void fail(tlc__http_view_t *v, tlc__http_scrape_t *sc, int rc) {
@@ -1418,7 +1030,7 @@ static int step_head(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, u
     o->max = sc->budget > 0 ? sc->budget : 1;
     if (hint > 0 && hint <= o->max && (o->buf = tlc_malloc(hint)) != NULL)
       o->cap = hint;
-    head_daemon(v, sc->om, o);
+    tlc__http_head(v, sc->om, o);
     sc->hf = sc->n > 0 ? 0 : TF_N;
     sc->hi = 0;
   }
@@ -1429,7 +1041,7 @@ static int step_head(tlc__http_view_t *v, tlc__http_scrape_t *sc, uint64_t t0, u
         sc->hf++;
         continue;
       }
-      family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
+      tlc__http_family(o, sc->om, tfam[sc->hf][0], tfam[sc->hf][1], tfam[sc->hf][2]);
     }
     while (sc->hi < sc->n) {
       const mt_t *m = &sc->m[sc->hi++];

@@ -20,6 +20,7 @@
 #ifndef TLC_VIEW_H
 #define TLC_VIEW_H
 
+#include "alert/alert.h"
 #include "engine/cursor.h"
 #include "engine/engine.h"
 #include "formats/mapping.h"
@@ -61,15 +62,6 @@ typedef struct tlc_view_nats {
   const char *drop_reason[TLC_VIEW_NATS_REASONS];
   uint64_t drops[TLC_VIEW_NATS_REASONS];
 } tlc_view_nats_t;
-
-/* The Alertmanager client as /metrics shows it (daemon/alert/alert.h). */
-#define TLC_VIEW_ALERT_REASONS 8
-typedef struct tlc_view_alerts {
-  uint64_t violations, active, firing, requests, posted, resolved, backoff_ms;
-  size_t ndrops, nfails; /* drops and failed requests by reason */
-  const char *drop_reason[TLC_VIEW_ALERT_REASONS], *fail_reason[TLC_VIEW_ALERT_REASONS];
-  uint64_t drops[TLC_VIEW_ALERT_REASONS], fails[TLC_VIEW_ALERT_REASONS];
-} tlc_view_alerts_t;
 
 /* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */
 typedef struct tlc_view_segment {
@@ -180,9 +172,9 @@ typedef struct tlc_view {
    * filled *out. Called with nats_ud. */
   int (*nats)(void *nats_ud, tlc_view_nats_t *out);
   void *nats_ud;
-  /* The Alertmanager client's figures (NULL when alertmanager_url is off): 0 when it filled
-   * *out. Called with alerts_ud. */
-  int (*alerts)(void *alerts_ud, tlc_view_alerts_t *out);
+  /* The Alertmanager client's counters (tlc_alert_counters; NULL when alertmanager_url is
+   * off): 0 when it filled *out. Called with alerts_ud. */
+  int (*alerts)(void *alerts_ud, tlc_alert_counters_t *out);
   void *alerts_ud;
   /* The stored segments of the target called `name` (live or not), at most `max`, the newest
    * kept: 0 with *out (tlc_free'd by the caller; NULL when none) and *n, *truncated set; or a
