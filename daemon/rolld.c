@@ -288,6 +288,7 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
 typedef struct rdoc {
   int what;
   uint8_t kind;
+  tlc_rollup_names_t names; /* copied on the loop, read on the worker */
   size_t cap;
   char *body;
   size_t len;
@@ -298,8 +299,10 @@ typedef struct rdoc {
 
 static void rdoc_free(void *ctx) {
   rdoc_t *r = ctx;
-  if (r != NULL)
+  if (r != NULL) {
     tlc_free(r->body);
+    tlc_rollup_names_fini(&r->names);
+  }
   tlc_free(r);
 }
 
@@ -314,11 +317,13 @@ static void rdoc_encode(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *re
     }
   tlc_out_init(&o, r->cap, NULL, NULL);
   if (r->what & TLC_VIEW_ROLLUP_TEXT)
-    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind)
-                               : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+    r->rc = (r->what & 3) == 1
+                ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind, &r->names)
+                : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind, &r->names);
   else
-    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind)
-                               : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+    r->rc = (r->what & 3) == 1
+                ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind, &r->names)
+                : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind, &r->names);
   if (r->rc == 0 && o.err != 0)
     r->rc = o.err;
   if (r->rc == 0 && (r->body = tlc_out_take(&o, &r->len)) == NULL)
@@ -337,6 +342,64 @@ static void rdoc_done(void *ud, tlc_rollup_res_t *res, size_t nq) {
   r->done(r->done_ud, r->rc, why, r->body, r->len);
   r->body = NULL;
   rdoc_free(r);
+}
+
+/* An area's name as the statistics show it: a state area's is its variable's (the parent of its
+ * value entries), any other area's its entry's. */
+static const char *area_name(const tlc_mapping_t *m, uint32_t handle) {
+  const tlc_map_area_t *a = tlc_mapping_find(m, handle), *p;
+  if (a == NULL)
+    return NULL;
+  if (a->parent != TLC_NO_HANDLE && (p = tlc_mapping_find(m, a->parent)) != NULL &&
+      p->state_handle == handle && p->name[0] != '\0')
+    return p->name;
+  return a->name;
+}
+
+/* The names the document shows, from the targets' names (tlc_target_names, as `tlcap stats`):
+ * the trend's area, or (diff) every area of both targets' names (a's first), and the query's
+ * context. 0 or TLC_ENOMEM. */
+static int names_of(tlc_daemon_t *d, int what, const tlc_rollup_q_t *q, size_t nq,
+                    tlc_rollup_names_t *nm) {
+  for (size_t i = 0; i < nq; i++) {
+    tlc_target_t *t = tlc_targets_find(&d->in.targets, q[i].target);
+    const tlc_mapping_t *m = t != NULL ? tlc_target_names(t) : NULL;
+    if (t == NULL)
+      continue;
+    if (m != NULL && what == 1) {
+      if (tlc_rollup_names_add(nm, q[i].handle, area_name(m, q[i].handle)) != 0)
+        return TLC_ENOMEM;
+    } else if (m != NULL) {
+      for (size_t k = 0; k < m->nareas; k++) {
+        uint32_t h = m->areas[k].handle;
+        if (k > 0 && m->areas[k - 1].handle == h)
+          continue;
+        if (tlc_rollup_names_add(nm, h, area_name(m, h)) != 0)
+          return TLC_ENOMEM;
+      }
+    }
+    if (q[i].has_context && nm->context_name == NULL && t->pipe.engine != NULL) {
+      tlc_ctx_t c;
+      tlc_table_t tab;
+      char buf[64];
+      const char *n;
+      uint32_t ci = 0;
+      memset(&tab, 0, sizeof tab); /* one context: tlc_mapping_ctx_display's view of it */
+      if (tlc_engine_context(t->pipe.engine, q[i].context, &c) == 0) {
+        tab.contexts = &c;
+        tab.ncontexts = 1;
+      } else if (q[i].context == TLC_CTX_NEUTRAL) {
+        ci = TLC_CTX_NEUTRAL;
+      } else {
+        continue;
+      }
+      n = tlc_mapping_ctx_display(m, &tab, ci, buf, sizeof buf);
+      if (n != NULL && n[0] != '\0' && (nm->context_name = tlc_strndup(n, strlen(n))) == NULL)
+        return TLC_ENOMEM;
+    }
+  }
+  tlc_rollup_names_sort(nm);
+  return 0;
 }
 
 static int hook(void *ud, int what, const char *name, const char *query, size_t cap,
@@ -367,6 +430,11 @@ static int hook(void *ud, int what, const char *name, const char *query, size_t 
   r->cap = cap;
   r->done = done;
   r->done_ud = done_ud;
+  if (names_of(d, what & 3, q, nq, &r->names) != 0) {
+    rdoc_free(r);
+    snprintf(err, errlen, "out of memory");
+    return TLC_ENOMEM;
+  }
   ans.encode = rdoc_encode;
   ans.free = rdoc_free;
   ans.ctx = r;

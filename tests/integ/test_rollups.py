@@ -7,6 +7,8 @@
 - diff: one area made slower by a known factor in the second of two ranges comes first, with
   that factor (the ratio of the means computed here), significant; the unchanged areas are not;
 - bad parameters are a 400 naming the parameter;
+- names: with a mapping loaded (`tlcap mapping`), trend and diff (JSON and tables) carry the
+  area's mapped name and the asked context's name, as `tlcap stats` shows them;
 - `tlcap trend --json` and `tlcap diff --json` (protobuf) print the HTTP API's documents, and
   their tables list the minutes and the slowed area first.
 Target times are crafted (minutes of target time, no waiting for real minutes).
@@ -139,6 +141,33 @@ def test_trend_and_restart(d):
         ru = dm.stats()["rollup"]
         T.eq((ru["samples"], ru["samples_dropped"], ru["write_errors"]),
              (3 * calls + 2 * (calls - 3), 0, 0), "rollup counters %r" % ru)
+        # names: none before a mapping; the mapped name and the context's name after
+        T.check("area_name" not in doc, "no name without a mapping: %r" % doc.keys())
+        mp = os.path.join(d, "names.txt")
+        with open(mp, "w") as f:
+            f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00001001,worker,\n"
+                    "00001002,idle loop,\n")
+        cli(sport, "mapping", NAME, mp)
+        stats = json.loads(cli(sport, "stats", NAME, "--export", "json"))
+        T.check("worker" in json.dumps(stats), "tlcap stats names 0x1001 worker")
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=4097&since=ns:0&context=0" % NAME)
+        T.eq(st, 200, "trend with a context")
+        T.eq((doc["area_name"], doc["context_name"]), ("worker", "core0"), "trend names")
+        T.eq(json.loads(cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--context", "0",
+                            "--json")), doc, "tlcap trend --json names")
+        title = cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--context", "0")
+        T.check("(worker)" in title.splitlines()[0] and "(core0)" in title.splitlines()[0],
+                "the table's title names area and context: %r" % title.splitlines()[0])
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d..&context=0"
+                      % (NAME, 2 * MIN, 2 * MIN))
+        T.eq(st, 200, "diff with names")
+        T.eq(doc["context_name"], "core0", "diff context name")
+        T.eq({r["area"]: r.get("area_name") for r in doc["areas"]},
+             {0x1000: None, 0x1001: "worker", 0x1002: "idle loop"}, "diff area names")
+        lines = cli(sport, "diff", NAME, "--a", "ns:0..ns:%d" % (2 * MIN), "--b",
+                    "ns:%d.." % (2 * MIN)).splitlines()
+        T.eq(sorted(ln.split(None, 12)[12] for ln in lines[2:]), ["-", "idle loop", "worker"],
+             "the diff table's NAME column")
         st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
         T.eq(st, 400, "no area")
         T.check("area" in doc["error"]["message"], doc["error"]["message"])
@@ -200,7 +229,7 @@ def test_diff_one_area_slowed(d):
              "tlcap diff --json is the HTTP document")
         lines = cli(sport, "diff", NAME, "--a", ra, "--b", rb).splitlines()
         T.eq(lines[2].split()[0], "0x%08X" % (0x1000 + slowed), "the slowed area first")
-        T.check("yes" in lines[2].split(), "marked significant: %r" % lines[2])
+        T.eq(lines[2].split()[10:12], ["yes", "yes"], "significant, p99 moved: %r" % lines[2])
         T.eq(sum(1 for ln in lines[3:] if ln.split()[10] == "yes"), 0,
              "no other significant: %r" % lines)
     finally:
