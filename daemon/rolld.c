@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/out.h"
+#include "budget/budget.h"
 #include "formats/when.h"
 #include "rollup/report.h"
 #include "rollup/rollup.h"
@@ -106,6 +107,14 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
   if (t->pipe.engine != NULL)
     tlc_engine_set_tap(t->pipe.engine, tap, want, a->acc);
+}
+
+void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t *v) {
+  struct tlc_rolld_acc *a;
+  if (d->rollup == NULL || (a = find(d, t)) == NULL)
+    return;
+  tlc_rollup_add_violation(a->acc, v->handle, v->context, v->state, v->stat, v->row_kind, v->end,
+                           v->epoch);
 }
 
 /* ---- the read side's hook ---- */
@@ -485,6 +494,7 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_rollup_get_stats(d->rollup, &st);
   tlc_json_w_open(w, "rollup", '{');
   tlc_json_w_u64(w, "samples", st.samples);
+  tlc_json_w_u64(w, "violations", st.violations);
   tlc_json_w_u64(w, "samples_dropped", st.samples_dropped);
   tlc_json_w_u64(w, "minutes_sealed", st.minutes_sealed);
   tlc_json_w_u64(w, "blocks_written", st.blocks_written);

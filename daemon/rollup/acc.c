@@ -110,6 +110,21 @@ void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
     hand_off(a, 0);
 }
 
+void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
+                              uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
+                              uint64_t epoch) {
+  tlc_rollup_sample_t s;
+  memset(&s, 0, sizeof s);
+  s.handle = handle;
+  s.context = context;
+  s.state = state;
+  s.kind = (uint8_t)((kind < TLC_NKINDS ? kind : TLC_NET) | TLC_ROLLUP_VIOL);
+  s.row_kind = row_kind;
+  s.end = end;
+  s.epoch = epoch;
+  tlc_rollup_add(a, &s); /* in order with the samples: the same minute's chunk */
+}
+
 /* ---- the worker side ---- */
 
 tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
@@ -248,6 +263,14 @@ tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sa
     a->wall_first = a->chunk_wall0;
   }
   a->wall_last = a->chunk_wall;
+  if (s->kind & TLC_ROLLUP_VIOL) {
+    tlc_rollup_sample_t k = *s;
+    k.kind = (uint8_t)(s->kind & ~TLC_ROLLUP_VIOL);
+    if ((x = slot_get(a, &k)) != NULL)
+      x->violations++;
+    tlc__rollup_count(a->r, x != NULL ? &a->r->st.violations : &a->r->st.samples_dropped, 1);
+    return sealed;
+  }
   x = slot_get(a, s);
   if (x == NULL) {
     tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);

@@ -110,8 +110,12 @@ int tlc_rollup_area_cell(const tlc_rollup_blk_t *blk, uint32_t handle, uint8_t k
   }
   for (; blk != NULL && a < blk->n && blk->cells[a].key.handle == handle; a++) {
     const tlc_rollup_cell_t *c = &blk->cells[a];
-    if (c->key.kind != kind || (has_context && c->key.context != context))
+    if (has_context && c->key.context != context)
       continue;
+    if (c->key.kind != kind) { /* the area's violations, whatever statistic they broke */
+      out->violations += c->violations;
+      continue;
+    }
     out->key.row_kind = c->key.row_kind;
     if (tlc_rollup_cell_merge(out, c) != 0)
       return TLC_ENOMEM;
@@ -300,18 +304,22 @@ int tlc_rollup_trend_json(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollu
     tlc_rollup_cell_t c;
     tlc_rollup_fig_t f;
     rc = tlc_rollup_area_cell(&res->steps[i], q->handle, kind, q->has_context, q->context, &c);
-    if (rc == 0 && c.d.n > 0) {
+    if (rc == 0 && (c.d.n > 0 || c.violations > 0)) {
       tlc_rollup_fig(&c, &f);
       tlc_json_w_open(&w, NULL, '{');
       tlc_json_w_i64(&w, "start", res->steps[i].minute * TLC_ROLLUP_MINUTE_NS);
       tlc_json_w_u64(&w, "count", f.n);
-      w_num(&w, "mean", f.mean);
-      w_num(&w, "sigma", f.sigma);
-      tlc_json_w_i64(&w, "min", f.min);
-      tlc_json_w_i64(&w, "p50", f.p50);
-      tlc_json_w_i64(&w, "p99", f.p99);
-      tlc_json_w_i64(&w, "max", f.max);
-      tlc_json_w_i64(&w, "max_time", c.tmax);
+      if (f.n > 0) {
+        w_num(&w, "mean", f.mean);
+        w_num(&w, "sigma", f.sigma);
+        tlc_json_w_i64(&w, "min", f.min);
+        tlc_json_w_i64(&w, "p50", f.p50);
+        tlc_json_w_i64(&w, "p99", f.p99);
+        tlc_json_w_i64(&w, "max", f.max);
+        tlc_json_w_i64(&w, "max_time", c.tmax);
+      }
+      if (c.violations > 0)
+        tlc_json_w_u64(&w, "violations", c.violations);
       tlc_json_w_close(&w, '}');
     }
     tlc_free(c.bins);
@@ -391,7 +399,7 @@ static void ctx_label(char *b, size_t n, const tlc_rollup_q_t *q, const tlc_roll
 
 int tlc_rollup_trend_text(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollup_res_t *res,
                           uint8_t kind, const tlc_rollup_names_t *names) {
-  int rc = 0;
+  int rc = 0, viol = 0;
   const char *an = tlc_rollup_names_area(names, q->handle);
   char ctx[300] = "";
   if (q->has_context)
@@ -400,18 +408,27 @@ int tlc_rollup_trend_text(tlc_out_t *o, const tlc_rollup_q_t *q, const tlc_rollu
                  an != NULL ? " (" : "", an != NULL ? an : "", an != NULL ? ")" : "",
                  tlc_rollup_kind_name(kind), ctx, (long long)q->step_min,
                  q->when == TLC_RQ_TARGET ? "" : " (wall clock, UTC)");
-  tlc_out_printf(o, "%-24s %12s %14s %14s %14s %14s\n", "START", "COUNT", "MEAN_NS", "SIGMA_NS",
-                 "P99_NS", "MAX_NS");
+  /* a VIOLATIONS column when a budget was broken in the range */
+  for (size_t i = 0; i < res->nsteps && rc == 0 && !viol; i++) {
+    tlc_rollup_cell_t c;
+    rc = tlc_rollup_area_cell(&res->steps[i], q->handle, kind, q->has_context, q->context, &c);
+    viol = c.violations > 0;
+    tlc_free(c.bins);
+  }
+  tlc_out_printf(o, "%-24s %12s %14s %14s %14s %14s%s\n", "START", "COUNT", "MEAN_NS", "SIGMA_NS",
+                 "P99_NS", "MAX_NS", viol ? "   VIOLATIONS" : "");
   for (size_t i = 0; i < res->nsteps && rc == 0; i++) {
     tlc_rollup_cell_t c;
     tlc_rollup_fig_t f;
-    char st[48];
+    char st[48], vs[32] = "";
     rc = tlc_rollup_area_cell(&res->steps[i], q->handle, kind, q->has_context, q->context, &c);
-    if (rc == 0 && c.d.n > 0) {
+    if (rc == 0 && (c.d.n > 0 || c.violations > 0)) {
       tlc_rollup_fig(&c, &f);
       fmt_start(st, sizeof st, q, res->steps[i].minute);
-      tlc_out_printf(o, "%-24s %12llu %14.1f %14.1f %14lld %14lld\n", st, (unsigned long long)f.n,
-                     f.mean, f.sigma, (long long)f.p99, (long long)f.max);
+      if (viol)
+        snprintf(vs, sizeof vs, " %12llu", (unsigned long long)c.violations);
+      tlc_out_printf(o, "%-24s %12llu %14.1f %14.1f %14lld %14lld%s\n", st, (unsigned long long)f.n,
+                     f.mean, f.sigma, (long long)f.p99, (long long)f.max, vs);
     }
     tlc_free(c.bins);
   }

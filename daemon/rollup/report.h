@@ -37,7 +37,8 @@ typedef struct tlc_rollup_diffrow {
 
 /* The merged cell of `handle` and `kind` in blk (all contexts and states, or only `context`
  * when has_context) into *out (initialised here; fini with tlc_rollup_blk_fini on a block
- * holding it, or free out->bins). 0 or TLC_ENOMEM. */
+ * holding it, or free out->bins); out->violations counts the area's budget violations whatever
+ * statistic they broke (of those contexts). 0 or TLC_ENOMEM. */
 int tlc_rollup_area_cell(const tlc_rollup_blk_t *blk, uint32_t handle, uint8_t kind,
                          int has_context, uint32_t context, tlc_rollup_cell_t *out);
 void tlc_rollup_fig(const tlc_rollup_cell_t *c, tlc_rollup_fig_t *f);

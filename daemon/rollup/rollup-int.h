@@ -15,6 +15,7 @@ typedef struct tlc_rollup_slot {
   uint8_t kind, row_kind, nohist;
   tlc_dist_t d;
   int64_t tmin, tmax;
+  uint64_t violations;
   tlc_hist_t h;
 } tlc_rollup_slot_t;
 

@@ -173,6 +173,7 @@ static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
     c->d = s->d;
     c->tmin = s->tmin;
     c->tmax = s->tmax;
+    c->violations = s->violations;
     if (s->nohist)
       continue;
     if (h->b != NULL) {

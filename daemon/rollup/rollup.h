@@ -46,7 +46,9 @@ typedef struct tlc_rollup_opts {
   uint64_t max_bytes;       /* 0: 1 GiB */
 } tlc_rollup_opts_t;
 
-/* One closed sample, as the engine's tap reports it. */
+/* One closed sample, as the engine's tap reports it; or (kind with TLC_ROLLUP_VIOL set) one
+ * budget violation that ended at `end`, counted in the cell of the other fields (value unused). */
+#define TLC_ROLLUP_VIOL 0x80
 typedef struct tlc_rollup_sample {
   uint32_t handle, context;
   uint64_t state;
@@ -58,6 +60,7 @@ typedef struct tlc_rollup_sample {
 
 typedef struct tlc_rollup_stats {
   uint64_t samples;         /* counted by the accumulators */
+  uint64_t violations;      /* budget violations counted */
   uint64_t minutes_sealed;  /* open minutes handed to the worker */
   uint64_t blocks_written;  /* area-minute and area-hour blocks appended */
   uint64_t bytes_written;   /* ... their bytes */
@@ -85,6 +88,11 @@ tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
 /* Counts one sample in the open minute (sealing it first when s is of another minute). */
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
+/* Counts one budget violation in the minute of its end time: handle, context, state and row_kind
+ * of its row, kind the statistic it broke (a rate: TLC_NET's cell). */
+void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
+                              uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
+                              uint64_t epoch);
 /* Hands the open minute (if any) to the worker now. */
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a);
 
