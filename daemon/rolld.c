@@ -117,6 +117,12 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
                            v->epoch);
 }
 
+void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t) {
+  struct tlc_rolld_acc *a;
+  if (d->rollup != NULL && (a = find(d, t)) != NULL)
+    tlc_rollup_acc_seal(a->acc);
+}
+
 /* ---- the read side's hook ---- */
 
 /* One parameter of a query string ("a=1&b=2"); 1 found, 0 not, -1 too long. */

@@ -231,7 +231,6 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   uint64_t ns = 0;
   for (size_t i = 0; i < j->nslots; i++)
     ns += j->slots[i].d.n;
-  tlc__rollup_count(r, &r->st.samples, ns);
   if (minute_blk(j, &blk) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for minute %" PRId64 " (lost)",
             j->target, j->minute);
@@ -240,6 +239,7 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
     return;
   }
   write_blk(r, j->target, &blk, 0);
+  tlc__rollup_count(r, &r->st.samples, ns); /* once on disk (or its write error counted) */
   h = hour_of(r, j->target);
   if (h != NULL) {
     if (h->blk.n > 0 && (h->epoch != j->epoch || h->hour_minute != hm))

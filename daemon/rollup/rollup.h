@@ -59,7 +59,7 @@ typedef struct tlc_rollup_sample {
 } tlc_rollup_sample_t;
 
 typedef struct tlc_rollup_stats {
-  uint64_t samples;         /* counted by the accumulators */
+  uint64_t samples;         /* in minutes written (counted after the write) */
   uint64_t violations;      /* budget violations counted */
   uint64_t minutes_sealed;  /* open minutes handed to the worker */
   uint64_t blocks_written;  /* area-minute and area-hour blocks appended */
