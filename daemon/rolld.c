@@ -3,6 +3,14 @@
  * The engine's tap has one consumer slot: this file's tap feeds the target's rollup
  * accumulator (a consumer added later chains here). Accumulators are kept by target pointer in
  * d->raccs (a few per daemon: a linear search on events, none per sample).
+ *
+ * Rebuilt from segments: a target created (at start, or when its source first names it) whose
+ * rollup directory is missing (deleted, or rollups were off) while it has stored segments gets
+ * its minutes rebuilt on libuv's threadpool: the history module's stream reads the segments
+ * whose records arrived before that moment (a wall-clock range up to it, so the live samples
+ * after it are not counted twice) through a pipeline with the target's settings, and its
+ * engine's tap feeds a private accumulator of the target's rollups. Forgetting or freeing the
+ * target (shutdown) cancels the rebuild and waits for its thread to stop.
  */
 #include "daemon/rolld.h"
 
@@ -11,20 +19,28 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/out.h"
+#include "base/fileread.h"
 #include "budget/budget.h"
+#include "continuity/ckfile.h"
+#include "history/history.h"
 #include "formats/when.h"
 #include "rollup/report.h"
 #include "rollup/rollup.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+struct rebuild;
 
 struct tlc_rolld_acc {
   const tlc_target_t *t;
   tlc_rollup_acc_t *acc;
+  struct rebuild *rb; /* a rebuild from segments running for it, or NULL */
 };
 
 static void tap(void *ud, const tlc_engine_sample_t *s) {
@@ -68,11 +84,234 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
   return NULL;
 }
 
+static void rebuild_stop(struct tlc_rolld_acc *a);
+
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
+  rebuild_stop(a);
   if (a->t->pipe.engine != NULL)
     tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL, NULL);
   tlc_rollup_acc_free(a->acc);
   *a = d->raccs[--d->nraccs];
+}
+
+/* ---- rebuilt from segments ---- */
+
+typedef struct rebuild {
+  uv_work_t req;
+  tlc_daemon_t *d;
+  int orphan; /* its target is gone: the after-work callback only frees it (loop) */
+  tlc_rollup_acc_t *acc; /* private: fed on the threadpool thread, freed there at the end */
+  char *name, *state_dir, *mapping_path;
+  tlc_pipeline_conf_t pc; /* the target's settings (pointers into its conf: it outlives this) */
+  int64_t until_ns;       /* wall clock when it was started: records that arrived before */
+  int64_t reset_ns;
+  atomic_int cancel;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  int finished; /* under mu: the thread is done with everything but this struct */
+  /* results, read on the loop after finished */
+  int rc;
+  size_t segments;
+  uint64_t samples;
+  int64_t t0_ns, t1_ns;
+  char err[300];
+} rebuild_t;
+
+static void rb_msg(void *ud, const char *msg) {
+  rebuild_t *b = ud;
+  if (b->err[0] == '\0')
+    snprintf(b->err, sizeof b->err, "%s", msg);
+}
+
+static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
+  rebuild_t *b = ud;
+  if (s->kind >= TLC_NKINDS)
+    return;
+  b->samples++;
+  tap(b->acc, s);
+}
+
+/* The threadpool thread: the segments read, their samples into the private accumulator. */
+static void rb_work(uv_work_t *req) {
+  rebuild_t *b = req->data;
+  tlc_when_range_t range;
+  tlc_hist_epoch_ctx_t ec = { b->reset_ns, -1 };
+  tlc_hist_files_t f;
+  tlc_hist_stream_t s;
+  tlc_mapping_t m;
+  int has_m = 0, n;
+  const tlc_event_t *evs;
+  memset(&range, 0, sizeof range);
+  range.kind = TLC_WHEN_WALL;
+  range.epoch = -1;
+  range.has_until = 1;
+  range.until = b->until_ns;
+  memset(&f, 0, sizeof f);
+  memset(&s, 0, sizeof s);
+  b->t0_ns = tlc_when_now();
+  b->rc = tlc_hist_select(b->state_dir, b->name, &range, &ec, b->until_ns, &f, rb_msg, b, b->err,
+                          sizeof b->err);
+  if (b->rc != 0 || f.n == 0)
+    goto done;
+  tlc_rollup_note_rebuild(b->d->rollup, 1);
+  b->segments = f.n;
+  if (b->mapping_path != NULL) { /* variable -> state links, as the live engine has them */
+    char *text = NULL;
+    size_t len = 0;
+    tlc_parse_err_t pe;
+    tlc_mapping_init(&m);
+    if (tlc_file_read(b->mapping_path, 256u << 20, &text, &len) == 0 &&
+        tlc_mapping_parse(&m, text, len, &pe) == 0) {
+      tlc_mapping_finish(&m);
+      has_m = 1;
+    } else {
+      tlc_mapping_fini(&m);
+    }
+    tlc_free(text);
+  }
+  s.files = f.files;
+  s.nfiles = f.n;
+  s.gap_before = f.gap_before;
+  s.conf = b->pc;
+  s.conf.format = f.fmt;
+  s.conf.has_from = f.has_from;
+  s.conf.has_to = f.has_to;
+  s.conf.from = f.from;
+  s.conf.to = f.to;
+  s.has_wall = f.has_wall;
+  s.wall_since = f.wall_since;
+  s.wall_until = f.wall_until;
+  s.conf.stop_on_map_error = 1; /* as tlcapd replay and range queries */
+  s.conf.with_engine = 1;
+  s.conf.engine.mapping = has_m ? &m : NULL;
+  memset(&s.conf.engine.acct, 0, sizeof(s.conf.engine.acct));
+  s.conf.engine.tap = rb_tap;
+  s.conf.engine.tap_want = want;
+  s.conf.engine.tap_ud = b;
+  s.msg = rb_msg;
+  s.msg_ud = b;
+  s.report = 1;
+  s.cancel = &b->cancel;
+  if ((b->rc = tlc_hist_stream_init(&s)) == 0) {
+    while ((n = tlc_hist_stream_next(&s, &evs)) > 0) /* the pipeline feeds its engine */
+      ;
+    b->rc = n < 0 ? n : 0;
+  }
+  tlc_hist_stream_fini(&s);
+  if (has_m)
+    tlc_mapping_fini(&m);
+  tlc_rollup_note_rebuild(b->d->rollup, 0);
+done:
+  tlc_hist_files_fini(&f);
+  tlc_rollup_acc_free(b->acc); /* its last minute to the worker */
+  b->acc = NULL;
+  b->t1_ns = tlc_when_now();
+  uv_mutex_lock(&b->mu);
+  b->finished = 1;
+  uv_cond_signal(&b->cv);
+  uv_mutex_unlock(&b->mu);
+}
+
+static void rb_free(rebuild_t *b) {
+  uv_mutex_destroy(&b->mu);
+  uv_cond_destroy(&b->cv);
+  tlc_free(b->name);
+  tlc_free(b->state_dir);
+  tlc_free(b->mapping_path);
+  tlc_free(b);
+}
+
+static void rb_after(uv_work_t *req, int status) {
+  rebuild_t *b = req->data;
+  (void)status;
+  if (!b->orphan) {
+    tlc_daemon_t *d = b->d;
+    for (size_t i = 0; i < d->nraccs; i++)
+      if (d->raccs[i].rb == b)
+        d->raccs[i].rb = NULL;
+    if (b->rc == 0 && b->segments > 0)
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+              "target %s: rollups rebuilt from %zu stored segments: %" PRIu64
+              " samples (%.1f s)%s%s",
+              b->name, b->segments, b->samples, (double)(b->t1_ns - b->t0_ns) / 1e9,
+              b->err[0] ? "; " : "", b->err);
+    else if (b->rc != 0 && b->rc != -ENOENT && b->rc != TLC_ERANGE)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+              "target %s: rollups not rebuilt from its segments: %s (%" PRIu64 " samples)",
+              b->name, b->err[0] ? b->err : tlc_strerror(b->rc), b->samples);
+  }
+  rb_free(b);
+}
+
+/* Cancels a's rebuild and waits for its thread to stop (the target is going). Loop thread. */
+static void rebuild_stop(struct tlc_rolld_acc *a) {
+  rebuild_t *b = a->rb;
+  if (b == NULL)
+    return;
+  atomic_store(&b->cancel, 1);
+  uv_mutex_lock(&b->mu);
+  while (!b->finished)
+    uv_cond_wait(&b->cv, &b->mu);
+  uv_mutex_unlock(&b->mu);
+  b->orphan = 1;
+  a->rb = NULL;
+}
+
+/* Starts rebuilding t's rollups when it has none on disk and has a directory of segments. */
+static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t *t) {
+  const tlc_config_t *c = &d->in.cfg;
+  char dir[1200], kept[1300];
+  struct stat sb;
+  rebuild_t *b;
+  const char *mp = t->conf.mapping_path;
+  if (d->store == NULL || tlc_rollup_exists(d->rollup, t->name))
+    return;
+  snprintf(dir, sizeof dir, "%s/%s", c->state_dir, t->name);
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return; /* a new target: nothing stored */
+  snprintf(kept, sizeof kept, "%s/%s", dir, TLC_MAP_NAME);
+  if (t->map_origin == TLC_MAP_RUNTIME || t->map_origin == TLC_MAP_RESTORED)
+    mp = kept; /* the names the live target has */
+  if ((b = tlc_calloc(1, sizeof(*b))) == NULL)
+    return;
+  b->req.data = b;
+  b->d = d;
+  b->name = tlc_strndup(t->name, strlen(t->name));
+  b->state_dir = tlc_strndup(c->state_dir, strlen(c->state_dir));
+  b->mapping_path = mp != NULL && mp[0] != '\0' ? tlc_strndup(mp, strlen(mp)) : NULL;
+  b->acc = tlc_rollup_acc_new(d->rollup, t->name);
+  tlc_target_pipeline_conf(&t->conf, &b->pc);
+  b->until_ns = tlc_when_now();
+  b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;
+  atomic_init(&b->cancel, 0);
+  if (b->name == NULL || b->state_dir == NULL || (mp != NULL && mp[0] != '\0' && !b->mapping_path) ||
+      b->acc == NULL || uv_mutex_init(&b->mu) != 0) {
+    tlc_rollup_acc_free(b->acc);
+    tlc_free(b->name);
+    tlc_free(b->state_dir);
+    tlc_free(b->mapping_path);
+    tlc_free(b);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory to rebuild its rollups", t->name);
+    return;
+  }
+  if (uv_cond_init(&b->cv) != 0) {
+    uv_mutex_destroy(&b->mu);
+    b->mu = (uv_mutex_t){ 0 };
+    tlc_rollup_acc_free(b->acc);
+    tlc_free(b->name);
+    tlc_free(b->state_dir);
+    tlc_free(b->mapping_path);
+    tlc_free(b);
+    return;
+  }
+  if (uv_queue_work(d->in.loop, &b->req, rb_work, rb_after) != 0) {
+    tlc_rollup_acc_free(b->acc);
+    rb_free(b);
+    return;
+  }
+  a->rb = b;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+          "target %s: no rollups on disk: rebuilding them from its stored segments", t->name);
 }
 
 void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
@@ -98,11 +337,14 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
     }
     a = &d->raccs[d->nraccs];
     a->t = t;
+    a->rb = NULL;
     if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
       return;
     }
     d->nraccs++;
+    if (kind == TLC_TEV_CREATED) /* the observer's target is the registry's: not const there */
+      rebuild_start(d, a, (tlc_target_t *)(uintptr_t)t);
   }
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
   if (t->pipe.engine != NULL)
@@ -510,6 +752,9 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "dirs_deleted", st.dirs_deleted);
   tlc_json_w_u64(w, "bytes_on_disk", st.bytes_on_disk);
   tlc_json_w_u64(w, "queries", st.queries);
+  tlc_json_w_u64(w, "rebuilds", st.rebuilds);
+  tlc_json_w_u64(w, "rebuilds_done", st.rebuilds_done);
+  tlc_json_w_u64(w, "rebuilding", st.rebuilding);
   tlc_json_w_close(w, '}');
 }
 

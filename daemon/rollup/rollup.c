@@ -854,6 +854,13 @@ void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t k
     uv_mutex_unlock(&r->mu);
 }
 
+int tlc_rollup_exists(tlc_rollup_t *r, const char *name) {
+  char path[1400];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/%s", r->root, name);
+  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out) {
   uv_mutex_lock(&r->mu);
   *out = r->st;

@@ -69,6 +69,9 @@ typedef struct tlc_rollup_stats {
   uint64_t dirs_deleted;    /* by retention */
   uint64_t bytes_on_disk;   /* all rollup files, at the last retention pass */
   uint64_t queries;         /* answered */
+  uint64_t rebuilds;        /* rollups rebuilt from stored segments: started, */
+  uint64_t rebuilds_done;   /* ... finished (whole, or as far as the segments read) */
+  uint64_t rebuilding;      /* ... running now */
   uint64_t samples_dropped; /* no memory for a slot */
 } tlc_rollup_stats_t;
 
@@ -81,6 +84,11 @@ void tlc_rollup_close(tlc_rollup_t *r);
 void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t keep_hours_ms,
                            uint64_t max_bytes);
 void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out);
+/* A rebuild from segments (the daemon's) started (1) or ended (0): the counters above. Any
+ * thread. */
+void tlc_rollup_note_rebuild(tlc_rollup_t *r, int started);
+/* Whether target `name` has rollups on disk (its directory exists). Any thread. */
+int tlc_rollup_exists(tlc_rollup_t *r, const char *name);
 
 /* An accumulator for target `name` (copied). NULL on TLC_ENOMEM. */
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);

@@ -13,6 +13,8 @@
   their tables list the minutes and the slowed area first.
 - a SIGKILL after a statistics checkpoint loses no rollup: the open minute is written with the
   checkpoint, and after the restart trend answers as before the kill;
+- rollups missing at start (their directory deleted) are rebuilt from the stored segments off
+  the loop, logged, counted in the stats dump, and trend answers as before;
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
 Usage: test_rollups.py TLCAPD TLCAP"""
@@ -21,6 +23,7 @@ import math
 import subprocess
 import os
 import random
+import shutil
 import signal
 import sys
 import urllib.error
@@ -266,5 +269,39 @@ def test_kill_after_checkpoint(d):
         T.eq(rc, 0, "exit status after the restart")
 
 
+def test_rebuilt_from_segments(d):
+    port, hport = D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port]
+    data, got = stream(3, 5, 40, seed=9)
+    calls = sum(len(v) for v in got.values())
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        send_all(port, data)
+        before = [get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m"
+                      % (NAME, 0x1000 + a))[1] for a in range(3)]
+        T.eq(dm.stats()["rollup"]["rebuilds"], 0, "nothing rebuilt while the rollups are there")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    shutil.rmtree(os.path.join(dm.state, ".rollup"))
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=30,
+                           what="the rollups rebuilt")["rollup"]
+        T.eq((st["rebuilds"], st["rebuilding"], st["samples_dropped"]), (1, 0, 0),
+             "one rebuild, done: %r" % st)
+        T.check("rebuilding them from its stored segments" in dm.log(), "the start logged")
+        T.check("rollups rebuilt from" in dm.log(), "the end logged")
+        for a in range(3):
+            check_trend(hport, got, a, 5)  # the oracle
+            T.eq(get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m"
+                     % (NAME, 0x1000 + a))[1], before[a], "area %d: the trend before" % a)
+        T.eq(dm.stats()["rollup"]["samples"], 3 * calls + 2 * (calls - 3), "every sample")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the rebuild")
+
+
 if __name__ == "__main__":
-    T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint])
+    T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
+            test_rebuilt_from_segments])
