@@ -36,12 +36,30 @@
 #include <sys/stat.h>
 
 struct rebuild;
+struct names_snap;
 
 struct tlc_rolld_acc {
   const tlc_target_t *t;
   tlc_rollup_acc_t *acc;
-  struct rebuild *rb; /* a rebuild from segments running for it, or NULL */
+  struct rebuild *rb;       /* a rebuild from segments running for it, or NULL */
+  struct names_snap *names; /* its area names as diff last copied them (shared), or NULL */
 };
+
+/* Every area name of a target's names, copied once per version of them and shared by the diff
+ * documents being built (the worker reads them; the last reference frees them, any thread). */
+typedef struct names_snap {
+  atomic_uint refs;
+  const tlc_mapping_t *src; /* the names it copied: tlc_target_names' result and its size */
+  size_t nareas;
+  tlc_rollup_names_t nm; /* context_name unused */
+} names_snap_t;
+
+static void snap_release(names_snap_t *s) {
+  if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1) {
+    tlc_rollup_names_fini(&s->nm);
+    tlc_free(s);
+  }
+}
 
 static void tap(void *ud, const tlc_engine_sample_t *s) {
   tlc_rollup_sample_t x;
@@ -88,6 +106,7 @@ static void rebuild_stop(struct tlc_rolld_acc *a);
 
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
   rebuild_stop(a);
+  snap_release(a->names);
   if (a->t->pipe.engine != NULL)
     tlc_engine_set_tap(a->t->pipe.engine, NULL, NULL, NULL);
   tlc_rollup_acc_free(a->acc);
@@ -99,7 +118,7 @@ static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
 typedef struct rebuild {
   uv_work_t req;
   tlc_daemon_t *d;
-  int orphan; /* its target is gone: the after-work callback only frees it (loop) */
+  int orphan;            /* its target is gone: the after-work callback only frees it (loop) */
   tlc_rollup_acc_t *acc; /* private: fed on the threadpool thread, freed there at the end */
   char *name, *state_dir, *mapping_path;
   tlc_pipeline_conf_t pc; /* the target's settings (pointers into its conf: it outlives this) */
@@ -237,8 +256,8 @@ static void rb_after(uv_work_t *req, int status) {
               b->err[0] ? "; " : "", b->err);
     else if (b->rc != 0 && b->rc != -ENOENT && b->rc != TLC_ERANGE)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
-              "target %s: rollups not rebuilt from its segments: %s (%" PRIu64 " samples)",
-              b->name, b->err[0] ? b->err : tlc_strerror(b->rc), b->samples);
+              "target %s: rollups not rebuilt from its segments: %s (%" PRIu64 " samples)", b->name,
+              b->err[0] ? b->err : tlc_strerror(b->rc), b->samples);
   }
   rb_free(b);
 }
@@ -284,8 +303,9 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
   b->until_ns = tlc_when_now();
   b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;
   atomic_init(&b->cancel, 0);
-  if (b->name == NULL || b->state_dir == NULL || (mp != NULL && mp[0] != '\0' && !b->mapping_path) ||
-      b->acc == NULL || uv_mutex_init(&b->mu) != 0) {
+  if (b->name == NULL || b->state_dir == NULL ||
+      (mp != NULL && mp[0] != '\0' && !b->mapping_path) || b->acc == NULL ||
+      uv_mutex_init(&b->mu) != 0) {
     tlc_rollup_acc_free(b->acc);
     tlc_free(b->name);
     tlc_free(b->state_dir);
@@ -319,6 +339,11 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   if (d->rollup == NULL)
     return;
   a = find(d, t);
+  if (kind == TLC_TEV_MAPPING && a != NULL) { /* new names: the next diff copies them */
+    snap_release(a->names);
+    a->names = NULL;
+    return;
+  }
   if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
     if (a != NULL)
       detach(d, a);
@@ -338,6 +363,7 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
     a = &d->raccs[d->nraccs];
     a->t = t;
     a->rb = NULL;
+    a->names = NULL;
     if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
       return;
@@ -545,7 +571,9 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
 typedef struct rdoc {
   int what;
   uint8_t kind;
-  tlc_rollup_names_t names; /* copied on the loop, read on the worker */
+  tlc_rollup_names_t own;   /* trend: its area's name; both: the context's (owned) */
+  names_snap_t *snap;       /* diff: every area's name (a reference) */
+  tlc_rollup_names_t names; /* what the document shows: own, or snap's areas and own's context */
   size_t cap;
   char *body;
   size_t len;
@@ -558,7 +586,8 @@ static void rdoc_free(void *ctx) {
   rdoc_t *r = ctx;
   if (r != NULL) {
     tlc_free(r->body);
-    tlc_rollup_names_fini(&r->names);
+    tlc_rollup_names_fini(&r->own);
+    snap_release(r->snap);
   }
   tlc_free(r);
 }
@@ -613,27 +642,50 @@ static const char *area_name(const tlc_mapping_t *m, uint32_t handle) {
   return a->name;
 }
 
+/* The shared copy of every area name in m, t's names (a new reference): a's cached one while
+ * m is the same and has as many areas (TLC_TEV_MAPPING drops it), else a new copy. NULL on
+ * TLC_ENOMEM. */
+static names_snap_t *snap_get(struct tlc_rolld_acc *a, const tlc_mapping_t *m) {
+  names_snap_t *s = a->names;
+  if (s == NULL || s->src != m || s->nareas != m->nareas) {
+    if ((s = tlc_calloc(1, sizeof(*s))) == NULL)
+      return NULL;
+    atomic_init(&s->refs, 1); /* the cache's */
+    s->src = m;
+    s->nareas = m->nareas;
+    for (size_t k = 0; k < m->nareas; k++) {
+      uint32_t h = m->areas[k].handle;
+      if ((k > 0 && m->areas[k - 1].handle == h) ||
+          tlc_rollup_names_add(&s->nm, h, area_name(m, h)) == 0)
+        continue;
+      snap_release(s);
+      return NULL;
+    }
+    tlc_rollup_names_sort(&s->nm);
+    snap_release(a->names);
+    a->names = s;
+  }
+  atomic_fetch_add(&s->refs, 1);
+  return s;
+}
+
 /* The names the document shows, from the targets' names (tlc_target_names, as `tlcap stats`):
- * the trend's area, or (diff) every area of both targets' names (a's first), and the query's
- * context. 0 or TLC_ENOMEM. */
-static int names_of(tlc_daemon_t *d, int what, const tlc_rollup_q_t *q, size_t nq,
-                    tlc_rollup_names_t *nm) {
+ * the trend's area, or (diff) every area of a's target's names (b's when a has none), and the
+ * query's context. 0 or TLC_ENOMEM. */
+static int names_of(tlc_daemon_t *d, int what, const tlc_rollup_q_t *q, size_t nq, rdoc_t *r) {
+  tlc_rollup_names_t *nm = &r->own;
   for (size_t i = 0; i < nq; i++) {
     tlc_target_t *t = tlc_targets_find(&d->in.targets, q[i].target);
     const tlc_mapping_t *m = t != NULL ? tlc_target_names(t) : NULL;
+    struct tlc_rolld_acc *a = t != NULL ? find(d, t) : NULL;
     if (t == NULL)
       continue;
     if (m != NULL && what == 1) {
       if (tlc_rollup_names_add(nm, q[i].handle, area_name(m, q[i].handle)) != 0)
         return TLC_ENOMEM;
-    } else if (m != NULL) {
-      for (size_t k = 0; k < m->nareas; k++) {
-        uint32_t h = m->areas[k].handle;
-        if (k > 0 && m->areas[k - 1].handle == h)
-          continue;
-        if (tlc_rollup_names_add(nm, h, area_name(m, h)) != 0)
-          return TLC_ENOMEM;
-      }
+    } else if (m != NULL && a != NULL && r->snap == NULL && m->nareas > 0) {
+      if ((r->snap = snap_get(a, m)) == NULL)
+        return TLC_ENOMEM;
     }
     if (q[i].has_context && nm->context_name == NULL && t->pipe.engine != NULL) {
       tlc_ctx_t c;
@@ -656,6 +708,12 @@ static int names_of(tlc_daemon_t *d, int what, const tlc_rollup_q_t *q, size_t n
     }
   }
   tlc_rollup_names_sort(nm);
+  r->names = *nm; /* a view: never finished itself */
+  if (r->snap != NULL) {
+    r->names.v = r->snap->nm.v;
+    r->names.n = r->snap->nm.n;
+    r->names.cap = 0;
+  }
   return 0;
 }
 
@@ -687,7 +745,7 @@ static int hook(void *ud, int what, const char *name, const char *query, size_t 
   r->cap = cap;
   r->done = done;
   r->done_ud = done_ud;
-  if (names_of(d, what & 3, q, nq, &r->names) != 0) {
+  if (names_of(d, what & 3, q, nq, r) != 0) {
     rdoc_free(r);
     snprintf(err, errlen, "out of memory");
     return TLC_ENOMEM;

@@ -174,6 +174,15 @@ def test_trend_and_restart(d):
                     "ns:%d.." % (2 * MIN)).splitlines()
         T.eq(sorted(ln.split(None, 12)[12] for ln in lines[2:]), ["-", "idle loop", "worker"],
              "the diff table's NAME column")
+        # a mapping loaded again (as many areas): the next diff has its names
+        with open(mp, "w") as f:
+            f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00001001,boss,\n"
+                    "00001002,idle loop,\n")
+        cli(sport, "mapping", NAME, mp)
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d.."
+                      % (NAME, 2 * MIN, 2 * MIN))
+        T.eq({r["area"]: r.get("area_name") for r in doc["areas"]},
+             {0x1000: None, 0x1001: "boss", 0x1002: "idle loop"}, "diff names after a reload")
         st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
         T.eq(st, 400, "no area")
         T.check("area" in doc["error"]["message"], doc["error"]["message"])
