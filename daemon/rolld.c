@@ -388,7 +388,7 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
 void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t) {
   struct tlc_rolld_acc *a;
   if (d->rollup != NULL && (a = find(d, t)) != NULL)
-    tlc_rollup_acc_seal(a->acc);
+    tlc_rollup_acc_save(a->acc);
 }
 
 /* ---- the read side's hook ---- */
@@ -810,6 +810,8 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "dirs_deleted", st.dirs_deleted);
   tlc_json_w_u64(w, "bytes_on_disk", st.bytes_on_disk);
   tlc_json_w_u64(w, "queries", st.queries);
+  tlc_json_w_u64(w, "saved_samples", st.saved_samples);
+  tlc_json_w_u64(w, "restored", st.restored);
   tlc_json_w_u64(w, "rebuilds", st.rebuilds);
   tlc_json_w_u64(w, "rebuilds_done", st.rebuilds_done);
   tlc_json_w_u64(w, "rebuilding", st.rebuilding);

@@ -21,9 +21,9 @@ struct tlc_violation;
  * daemon's violation fan-out calls it). */
 void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const struct tlc_violation *v);
 /* Target t's statistics are being checkpointed at this point of its stream (continuity asks
- * its storage position now): its open minute is handed to the rollup worker and written (a
- * minute written in parts is several blocks that reads merge), so that a crash after the
- * checkpoint loses none of the minute the checkpoint covers. Loop thread. */
+ * its storage position now): a copy of its open minute as of this point is saved beside its
+ * rollups (tlc_rollup_acc_save), so that a crash after the checkpoint loses none of the minute
+ * the checkpoint covers; the next start writes it. Loop thread. */
 void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t);
 /* The configuration was reloaded: the budget applies from now on. */
 void tlc_rolld_reload(tlc_daemon_t *d);

@@ -34,6 +34,18 @@ tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
     tlc_free(a);
     return NULL;
   }
+  /* before any chunk of it: a saved open minute a crash left is written first */
+  {
+    tlc_rollup_job_t *j = tlc_calloc(1, sizeof(*j));
+    if (j == NULL || (j->target = tlc_strndup(name, strlen(name))) == NULL) {
+      tlc_free(j);
+      tlc_free(a->name);
+      tlc_free(a);
+      return NULL;
+    }
+    j->kind = TLC_RJOB_RESTORE;
+    tlc__rollup_push(r, j);
+  }
   return a;
 }
 
@@ -77,13 +89,17 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
 }
 
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
-  hand_off(a, 1);
+  hand_off(a, TLC_RSEAL_WRITE);
+}
+
+void tlc_rollup_acc_save(tlc_rollup_acc_t *a) {
+  hand_off(a, TLC_RSEAL_SAVE);
 }
 
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
   if (a == NULL)
     return;
-  hand_off(a, 1);
+  hand_off(a, TLC_RSEAL_WRITE);
   tlc__rollup_chunk_put(a->r, a->chunk);
   tlc_free(a->name);
   tlc_free(a);

@@ -50,9 +50,18 @@ typedef struct tlc_rollup_open {
   uint64_t nsamples;
   int64_t wall_last;               /* of the chunks counted so far */
   int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
+  uint64_t saved_n; /* samples in its saved copy on disk (TARGET/open-minute), 0: none */
 } tlc_rollup_open_t;
 
-enum { TLC_RJOB_MINUTE = 1, TLC_RJOB_QUERY = 2, TLC_RJOB_STOP = 3, TLC_RJOB_CHUNK = 4 };
+enum {
+  TLC_RJOB_MINUTE = 1,
+  TLC_RJOB_QUERY = 2,
+  TLC_RJOB_STOP = 3,
+  TLC_RJOB_CHUNK = 4,
+  TLC_RJOB_RESTORE = 5 /* a target's saved open minute (if any) written as a minute block */
+};
+/* CHUNK's seal: */
+enum { TLC_RSEAL_NO = 0, TLC_RSEAL_WRITE = 1, TLC_RSEAL_SAVE = 2 };
 
 struct tlc_rollup_job {
   struct tlc_rollup_job *next;
@@ -66,7 +75,7 @@ struct tlc_rollup_job {
   /* CHUNK: samples of target, then (seal) its open minute is written */
   tlc_rollup_sample_t *samples;
   size_t nsamples;
-  int seal;
+  int seal; /* TLC_RSEAL_*: then the open minute is written, or saved (a copy, kept open) */
   int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
   /* QUERY */
   tlc_rollup_q_t q[2];
@@ -121,6 +130,10 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name);
 tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
+/* Worker: the open minute's copy on disk (TARGET/open-minute, replaced), and that copy, if any,
+ * written as a minute block and removed (at start, before the target's first samples). */
+void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o);
+void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o);
 /* Worker: writes a sealed minute (j->slots) and frees j. */
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
 void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j);

@@ -69,6 +69,8 @@ typedef struct tlc_rollup_stats {
   uint64_t dirs_deleted;    /* by retention */
   uint64_t bytes_on_disk;   /* all rollup files, at the last retention pass */
   uint64_t queries;         /* answered */
+  uint64_t saved_samples;   /* samples of open minutes saved on disk (the checkpoint's copy) */
+  uint64_t restored;        /* saved open minutes written at start (after a crash) */
   uint64_t rebuilds;        /* rollups rebuilt from stored segments: started, */
   uint64_t rebuilds_done;   /* ... finished (whole, or as far as the segments read) */
   uint64_t rebuilding;      /* ... running now */
@@ -90,7 +92,8 @@ void tlc_rollup_note_rebuild(tlc_rollup_t *r, int started);
 /* Whether target `name` has rollups on disk (its directory exists). Any thread. */
 int tlc_rollup_exists(tlc_rollup_t *r, const char *name);
 
-/* An accumulator for target `name` (copied). NULL on TLC_ENOMEM. */
+/* An accumulator for target `name` (copied); the open minute a crash left saved on disk
+ * (tlc_rollup_acc_save) is written as a minute block first. NULL on TLC_ENOMEM. */
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);
 /* Seals the open minute and frees the accumulator. */
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
@@ -101,6 +104,10 @@ void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
                               uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
                               uint64_t epoch);
+/* Saves a copy of the open minute on disk (STATE_DIR/.rollup/TARGET/open-minute, replaced each
+ * time; removed once the minute is written), the minute staying open: what a statistics
+ * checkpoint covers survives a crash without writing the minute in parts. */
+void tlc_rollup_acc_save(tlc_rollup_acc_t *a);
 /* Hands the open minute (if any) to the worker now. */
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a);
 

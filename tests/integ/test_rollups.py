@@ -11,8 +11,8 @@
   area's mapped name and the asked context's name, as `tlcap stats` shows them;
 - `tlcap trend --json` and `tlcap diff --json` (protobuf) print the HTTP API's documents, and
   their tables list the minutes and the slowed area first.
-- a SIGKILL after a statistics checkpoint loses no rollup: the open minute is written with the
-  checkpoint, and after the restart trend answers as before the kill;
+- a SIGKILL after a statistics checkpoint loses no rollup: the open minute is saved with the
+  checkpoint and written at the restart, and trend answers as the oracle says;
 - rollups missing at start (their directory deleted) are rebuilt from the stored segments off
   the loop, logged, counted in the stats dump, and trend answers as before;
 Target times are crafted (minutes of target time, no waiting for real minutes).
@@ -261,21 +261,29 @@ def test_kill_after_checkpoint(d):
     dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
     try:
         send_all(port, data)
-        # no query before the kill (a query writes the open minute too): the checkpoint taken
-        # after the last event writes the last minute; "samples" counts what is on disk
-        dm.wait_stats(lambda st: st["rollup"]["samples"] == total, timeout=20,
-                      what="every sample's minute written after a checkpoint")
-        T.eq(dm.stats()["rollup"]["samples_dropped"], 0, "none dropped")
+        # no query before the kill (a query writes the open minute): the checkpoint taken
+        # after the last event saves the open minute; "samples" counts the minutes written,
+        # "saved_samples" those of the open minute saved
+        st = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
+                           == total and st["rollup"]["saved_samples"] > 0, timeout=20,
+                           what="the open minute saved with a checkpoint")["rollup"]
+        T.check(st["samples"] < total, "the last minute is open: %r" % st)
+        T.eq(st["samples_dropped"], 0, "none dropped")
     finally:
         dm.kill()
     T.eq(dm.p.returncode, -signal.SIGKILL, "killed")
     dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
     try:
+        dm.wait_stats(lambda st: st["rollup"]["restored"] == 1,
+                      what="the saved open minute written at start")
+        T.check("the open minute saved with the last checkpoint written" in dm.log(), "logged")
         for a in range(3):  # the oracle: the durations sent
             check_trend(hport, got, a, 5)
     finally:
         rc, _ = dm.stop()
         T.eq(rc, 0, "exit status after the restart")
+    T.check(not os.path.exists(os.path.join(dm.state, ".rollup", NAME, "open-minute")),
+            "the saved copy removed once written")
 
 
 def test_rebuilt_from_segments(d):
