@@ -298,7 +298,7 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
   b->name = tlc_strndup(t->name, strlen(t->name));
   b->state_dir = tlc_strndup(c->state_dir, strlen(c->state_dir));
   b->mapping_path = mp != NULL && mp[0] != '\0' ? tlc_strndup(mp, strlen(mp)) : NULL;
-  b->acc = tlc_rollup_acc_new(d->rollup, t->name);
+  b->acc = tlc_rollup_acc_new_past(d->rollup, t->name);
   tlc_target_pipeline_conf(&t->conf, &b->pc);
   b->until_ns = tlc_when_now();
   b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;

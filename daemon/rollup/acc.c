@@ -24,29 +24,40 @@ static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint
   return h ^ (h >> 29);
 }
 
-tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
+static tlc_rollup_acc_t *acc_new(tlc_rollup_t *r, const char *name, uint8_t lane) {
   tlc_rollup_acc_t *a = tlc_calloc(1, sizeof(*a));
   if (a == NULL)
     return NULL;
   a->r = r;
+  a->lane = lane;
   a->name = tlc_strndup(name, strlen(name));
   if (a->name == NULL) {
     tlc_free(a);
     return NULL;
   }
-  /* before any chunk of it: a saved open minute a crash left is written first */
-  {
-    tlc_rollup_job_t *j = tlc_calloc(1, sizeof(*j));
-    if (j == NULL || (j->target = tlc_strndup(name, strlen(name))) == NULL) {
-      tlc_free(j);
-      tlc_free(a->name);
-      tlc_free(a);
-      return NULL;
-    }
-    j->kind = TLC_RJOB_RESTORE;
-    tlc__rollup_push(r, j);
-  }
   return a;
+}
+
+tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
+  tlc_rollup_acc_t *a = acc_new(r, name, 0);
+  tlc_rollup_job_t *j;
+  if (a == NULL)
+    return NULL;
+  /* before any chunk of it: a saved open minute a crash left is written first */
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(name, strlen(name))) == NULL) {
+    tlc_free(j);
+    tlc_free(a->name);
+    tlc_free(a);
+    return NULL;
+  }
+  j->kind = TLC_RJOB_RESTORE;
+  tlc__rollup_push(r, j);
+  return a;
+}
+
+tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name) {
+  return acc_new(r, name, 1);
 }
 
 /* Hands the chunk to the worker (seal: and then its open minute is written). */
@@ -75,6 +86,7 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
     return;
   }
   j->kind = TLC_RJOB_CHUNK;
+  j->lane = a->lane;
   j->chunk_wall0 = a->wall0;
   j->chunk_wall = tlc_when_now();
   j->samples = a->chunk;
@@ -143,10 +155,10 @@ void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t con
 
 /* ---- the worker side ---- */
 
-tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_t lane) {
   tlc_rollup_open_t *o;
   for (size_t i = 0; i < r->nopens; i++)
-    if (strcmp(r->opens[i]->name, name) == 0)
+    if (r->opens[i]->lane == lane && strcmp(r->opens[i]->name, name) == 0)
       return r->opens[i];
   if (r->nopens == r->capopens) {
     size_t nc = r->capopens ? r->capopens * 2 : 8;
@@ -159,6 +171,7 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
   if ((o = tlc_calloc(1, sizeof(*o))) == NULL)
     return NULL;
   o->r = r;
+  o->lane = lane;
   o->last = UINT32_MAX;
   if ((o->name = tlc_strndup(name, strlen(name))) == NULL) {
     tlc_free(o);
@@ -189,6 +202,7 @@ tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *a) {
     tlc__rollup_slots_free(a->slots, a->n);
   } else {
     j->kind = TLC_RJOB_MINUTE;
+    j->lane = a->lane;
     j->epoch = a->epoch;
     j->minute = a->minute;
     j->wall_first = a->wall_first;

@@ -33,12 +33,14 @@ struct tlc_rollup_acc {
    * clock when its first sample came */
   int64_t lo, hi, wall0;
   uint64_t epoch;
+  uint8_t lane; /* 0: live; 1: the past (a rebuild), kept apart on the worker */
 };
 
 /* The worker side of a target: its open minute. */
 typedef struct tlc_rollup_open {
   tlc_rollup_t *r;
   char *name;
+  uint8_t lane; /* of the accumulator feeding it */
   uint64_t epoch;
   int64_t minute;
   int64_t wall_first;
@@ -67,6 +69,7 @@ struct tlc_rollup_job {
   struct tlc_rollup_job *next;
   int kind;
   char *target;
+  uint8_t lane; /* CHUNK and MINUTE: the accumulator's */
   /* MINUTE */
   uint64_t epoch;
   int64_t minute, wall_first, wall_last;
@@ -90,6 +93,7 @@ struct tlc_rollup_job {
 /* A target's open hour on the worker. */
 typedef struct tlc_rollup_hour {
   char *target;
+  uint8_t lane;
   uint64_t epoch;
   int64_t hour_minute;
   tlc_rollup_blk_t blk;
@@ -126,7 +130,7 @@ void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c);
 /* Worker (acc.c): a target's open minute (created on first use), a sample into it, and sealing
  * it: both return the sealed minute for the caller to write (tlc__rollup_minute), or NULL.
  * open_free drops what is open (seal first to keep it). */
-tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name);
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_t lane);
 tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);

@@ -197,9 +197,9 @@ static void hour_flush(tlc_rollup_t *r, tlc_rollup_hour_t *h) {
   tlc_rollup_blk_clear(&h->blk);
 }
 
-static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
+static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target, uint8_t lane) {
   for (size_t i = 0; i < r->nhours; i++)
-    if (strcmp(r->hours[i].target, target) == 0)
+    if (r->hours[i].lane == lane && strcmp(r->hours[i].target, target) == 0)
       return &r->hours[i];
   if (r->nhours == r->caphours) {
     size_t nc = r->caphours ? r->caphours * 2 : 8;
@@ -211,6 +211,7 @@ static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
   }
   tlc_rollup_hour_t *h = &r->hours[r->nhours];
   memset(h, 0, sizeof(*h));
+  h->lane = lane;
   tlc_rollup_blk_init(&h->blk);
   if ((h->target = tlc_strndup(target, strlen(target))) == NULL)
     return NULL;
@@ -219,7 +220,8 @@ static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
 }
 
 static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
-static void hour_add(tlc_rollup_t *r, const char *target, const tlc_rollup_blk_t *blk);
+static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
+                     const tlc_rollup_blk_t *blk);
 static void saved_drop(tlc_rollup_t *r, const char *target);
 
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
@@ -241,15 +243,17 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   }
   write_blk(r, j->target, &blk, 0);
   tlc__rollup_count(r, &r->st.samples, ns); /* once on disk (or its write error counted) */
-  saved_drop(r, j->target);
-  hour_add(r, j->target, &blk);
+  if (j->lane == 0) /* the live minutes: the checkpoint's copy is of one of them */
+    saved_drop(r, j->target);
+  hour_add(r, j->target, j->lane, &blk);
   tlc_rollup_blk_fini(&blk);
 }
 
 /* Merges a written minute block into its target's open hour (writing the previous hour). */
-static void hour_add(tlc_rollup_t *r, const char *target, const tlc_rollup_blk_t *blk) {
+static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
+                     const tlc_rollup_blk_t *blk) {
   int64_t hm = floor_div(blk->minute, 60) * 60;
-  tlc_rollup_hour_t *h = hour_of(r, target);
+  tlc_rollup_hour_t *h = hour_of(r, target, lane);
   if (h != NULL) {
     if (h->blk.n > 0 && (h->epoch != blk->epoch || h->hour_minute != hm))
       hour_flush(r, h);
@@ -278,7 +282,7 @@ static void open_path(const tlc_rollup_t *r, const char *target, const char *sfx
  * is not needed any more. */
 static void saved_drop(tlc_rollup_t *r, const char *target) {
   char p[1400];
-  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target);
+  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
   if (o == NULL || o->saved_n == 0)
     return;
   open_path(r, target, "", p, sizeof p);
@@ -349,7 +353,7 @@ void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o) {
     for (size_t i = 0; i < blk.n; i++)
       ns += blk.cells[i].d.n;
     write_blk(r, o->name, &blk, 0);
-    hour_add(r, o->name, &blk);
+    hour_add(r, o->name, 0, &blk);
     tlc__rollup_count(r, &r->st.samples, ns);
     tlc__rollup_count(r, &r->st.restored, 1);
     tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
@@ -841,7 +845,7 @@ static void worker_main(void *arg) {
     if (j == NULL)
       continue;
     if (j->kind == TLC_RJOB_CHUNK) {
-      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target);
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, j->lane);
       uv_mutex_lock(&r->mu);
       r->queued -= j->nsamples;
       uv_mutex_unlock(&r->mu);
@@ -867,7 +871,7 @@ static void worker_main(void *arg) {
       j->samples = NULL;
       job_free(j);
     } else if (j->kind == TLC_RJOB_RESTORE) {
-      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target);
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
       if (o != NULL)
         tlc__rollup_open_restore(r, o);
       job_free(j);

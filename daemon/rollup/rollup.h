@@ -95,6 +95,10 @@ int tlc_rollup_exists(tlc_rollup_t *r, const char *name);
 /* An accumulator for target `name` (copied); the open minute a crash left saved on disk
  * (tlc_rollup_acc_save) is written as a minute block first. NULL on TLC_ENOMEM. */
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);
+/* An accumulator of target `name`'s past samples (a rebuild from its segments, any one thread):
+ * its open minute and hour on the worker are its own, so that it and the live accumulator never
+ * cut each other's minutes into parts. NULL on TLC_ENOMEM. */
+tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name);
 /* Seals the open minute and frees the accumulator. */
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
 /* Counts one sample in the open minute (sealing it first when s is of another minute). */

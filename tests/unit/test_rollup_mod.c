@@ -366,10 +366,77 @@ static void test_violations(void **state) {
   rm_rf(dir);
 }
 
+/* A rebuild's accumulator (the past) and the live one of the same target, fed in turns, never
+ * cut each other's minutes or hours: one block per area and minute, one per area and hour. */
+static void test_past_apart(void **state) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *live, *past;
+  tlc_rollup_opts_t o;
+  tlc_rollup_stats_t st;
+  tlc_rollup_res_t res;
+  tlc_rollup_q_t q;
+  const int64_t M = TLC_ROLLUP_MINUTE_NS;
+  const int per = 3000; /* more than a chunk: chunks of both reach the worker in turns */
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_past.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  live = tlc_rollup_acc_new(r, "board");
+  past = tlc_rollup_acc_new_past(r, "board");
+  assert_non_null(live);
+  assert_non_null(past);
+  for (int m = 0; m < 5; m++)
+    for (int i = 0; i < per; i++) {
+      tlc_rollup_sample_t x = { 1, 0, 0, 0, 0, 100 + i, m * M + i, 0 };
+      tlc_rollup_sample_t y = { 2, 0, 0, 0, 0, 200 + i, 100 * M + m * per + i, 0 };
+      tlc_rollup_add(past, &x);
+      tlc_rollup_add(live, &y);
+    }
+  tlc_rollup_acc_free(past);
+  tlc_rollup_acc_free(live);
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "board");
+  q.handle = 1;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = 0;
+  answered = 0;
+  assert_int_equal(tlc_rollup_submit(r, NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  tlc_rollup_res_fini(&got);
+  tlc_rollup_get_stats(r, &st);
+  assert_int_equal(st.blocks_written, 5 + 1); /* the minutes: the hours are open */
+  assert_int_equal(st.samples, 10 * (uint64_t)per);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  for (uint32_t h = 1; h <= 2; h++) {
+    q.handle = h;
+    q.step_min = 1;
+    tlc_rollup_read(dir, &q, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(res.nsteps, h == 1 ? 5 : 1);
+    for (size_t i = 0; i < res.nsteps; i++) {
+      tlc_rollup_key_t k = { h, 0, 0, 0, 0 };
+      const tlc_rollup_cell_t *c = tlc_rollup_cell_find(&res.steps[i], &k);
+      assert_non_null(c);
+      assert_int_equal(c->d.n, h == 1 ? (uint64_t)per : 5 * (uint64_t)per);
+    }
+    tlc_rollup_res_fini(&res);
+  }
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_write_read),
     cmocka_unit_test(test_violations),
+    cmocka_unit_test(test_past_apart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
