@@ -62,18 +62,19 @@ static void snap_release(names_snap_t *s) {
 }
 
 static void tap(void *ud, const tlc_engine_sample_t *s) {
-  tlc_rollup_sample_t x;
+  tlc_rollup_sample_t *x;
   if (s->kind >= TLC_NKINDS) /* a gap mark (counts are not asked for): no sample */
     return;
-  x.handle = s->handle;
-  x.context = s->context;
-  x.state = s->state;
-  x.kind = s->kind;
-  x.row_kind = s->row_kind;
-  x.value = s->value;
-  x.end = s->end;
-  x.epoch = s->epoch;
-  tlc_rollup_add(ud, &x);
+  if ((x = tlc_rollup_next(ud, s->end, s->epoch)) == NULL)
+    return;
+  x->handle = s->handle; /* in place: one store per field, no copy */
+  x->context = s->context;
+  x->state = s->state;
+  x->kind = s->kind;
+  x->row_kind = s->row_kind;
+  x->value = s->value;
+  x->end = s->end;
+  x->epoch = s->epoch;
 }
 
 /* Every sample kind of every row, not the COUNT marks (rollups keep samples). */

@@ -117,25 +117,29 @@ void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
   tlc_free(a);
 }
 
-void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
   /* a chunk holds one minute of one epoch: another one hands it off first, so that a minute
-   * reaches the worker as soon as target time leaves it */
-  if (a->n > 0 && (s->end < a->lo || s->end >= a->hi || s->epoch != a->epoch))
+   * reaches the worker as soon as target time leaves it; a full one goes at the next sample */
+  if (a->n > 0 && (a->n == TLC_ROLLUP_CHUNK || end < a->lo || end >= a->hi || epoch != a->epoch))
     hand_off(a, 0);
   if (a->n == 0) {
-    int64_t m = tlc_rollup_minute(s->end);
+    int64_t m = tlc_rollup_minute(end);
     if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
       tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-      return;
+      return NULL;
     }
     a->lo = m * TLC_ROLLUP_MINUTE_NS;
     a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
-    a->epoch = s->epoch;
+    a->epoch = epoch;
     a->wall0 = tlc_when_now();
   }
-  a->chunk[a->n++] = *s;
-  if (a->n == TLC_ROLLUP_CHUNK)
-    hand_off(a, 0);
+  return &a->chunk[a->n++];
+}
+
+void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+  tlc_rollup_sample_t *x = tlc_rollup_next(a, s->end, s->epoch);
+  if (x != NULL)
+    *x = *s;
 }
 
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,

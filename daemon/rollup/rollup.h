@@ -103,6 +103,10 @@ tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name);
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
 /* Counts one sample in the open minute (sealing it first when s is of another minute). */
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
+/* The same without a copy: the place of the next sample, which closed at `end` in `epoch`, for
+ * the caller to fill at once (every field, end and epoch as given), before any other call on a;
+ * NULL when there is no memory (the sample is counted as dropped). */
+tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch);
 /* Counts one budget violation in the minute of its end time: handle, context, state and row_kind
  * of its row, kind the statistic it broke (a rate: TLC_NET's cell). */
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
