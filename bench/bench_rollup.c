@@ -50,10 +50,18 @@ static uint64_t rnd(void) {
   return z ^ (z >> 31);
 }
 
-static void tap(void *ud, const tlc_engine_sample_t *s) {
-  tlc_rollup_sample_t x = { s->handle,   s->context, s->state, s->kind,
-                            s->row_kind, s->value,   s->end,   s->epoch };
-  tlc_rollup_add(ud, &x);
+static void tap(void *ud, const tlc_engine_sample_t *s) { /* as daemon/rolld.c's */
+  tlc_rollup_sample_t *x;
+  if (s->kind >= TLC_NKINDS || (x = tlc_rollup_next(ud, s->end, s->epoch)) == NULL)
+    return;
+  x->handle = s->handle;
+  x->context = s->context;
+  x->state = s->state;
+  x->kind = s->kind;
+  x->row_kind = s->row_kind;
+  x->value = s->value;
+  x->end = s->end;
+  x->epoch = s->epoch;
 }
 
 /* One round: a fresh engine over the events, with the tap (acc) or without. CPU seconds. The

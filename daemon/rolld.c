@@ -3,6 +3,14 @@
  * The engine's tap has one consumer slot: this file's tap feeds the target's rollup
  * accumulator (a consumer added later chains here). Accumulators are kept by target pointer in
  * d->raccs (a few per daemon: a linear search on events, none per sample).
+ *
+ * Rebuilt from segments: a target created (at start, or when its source first names it) whose
+ * rollup directory is missing (deleted, or rollups were off) while it has stored segments gets
+ * its minutes rebuilt on libuv's threadpool: the history module's stream reads the segments
+ * whose records arrived before that moment (a wall-clock range up to it, so the live samples
+ * after it are not counted twice) through a pipeline with the target's settings, and its
+ * engine's tap feeds a private accumulator of the target's rollups. Forgetting or freeing the
+ * target (shutdown) cancels the rebuild and waits for its thread to stop.
  */
 #include "daemon/rolld.h"
 
@@ -11,34 +19,62 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/out.h"
+#include "base/fileread.h"
+#include "budget/budget.h"
+#include "continuity/ckfile.h"
+#include "history/history.h"
 #include "formats/when.h"
 #include "rollup/report.h"
 #include "rollup/rollup.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+struct rebuild;
+struct names_snap;
 
 struct tlc_rolld_acc {
   const tlc_target_t *t;
   tlc_rollup_acc_t *acc;
+  struct rebuild *rb;       /* a rebuild from segments running for it, or NULL */
+  struct names_snap *names; /* its area names as diff last copied them (shared), or NULL */
 };
 
+/* Every area name of a target's names, copied once per version of them and shared by the diff
+ * documents being built (the worker reads them; the last reference frees them, any thread). */
+typedef struct names_snap {
+  atomic_uint refs;
+  const tlc_mapping_t *src; /* the names it copied: tlc_target_names' result and its size */
+  size_t nareas;
+  tlc_rollup_names_t nm; /* context_name unused */
+} names_snap_t;
+
+static void snap_release(names_snap_t *s) {
+  if (s != NULL && atomic_fetch_sub(&s->refs, 1) == 1) {
+    tlc_rollup_names_fini(&s->nm);
+    tlc_free(s);
+  }
+}
+
 static void tap(void *ud, const tlc_engine_sample_t *s) {
-  tlc_rollup_sample_t x;
+  tlc_rollup_sample_t *x;
   if (s->kind >= TLC_NKINDS) /* a gap mark (counts are not asked for): no sample */
     return;
-  x.handle = s->handle;
-  x.context = s->context;
-  x.state = s->state;
-  x.kind = s->kind;
-  x.row_kind = s->row_kind;
-  x.value = s->value;
-  x.end = s->end;
-  x.epoch = s->epoch;
-  tlc_rollup_add(ud, &x);
+  if ((x = tlc_rollup_next(ud, s->end, s->epoch)) == NULL)
+    return;
+  x->handle = s->handle; /* in place: one store per field, no copy */
+  x->context = s->context;
+  x->state = s->state;
+  x->kind = s->kind;
+  x->row_kind = s->row_kind;
+  x->value = s->value;
+  x->end = s->end;
+  x->epoch = s->epoch;
 }
 
 /* Every sample kind of every row, not the COUNT marks (rollups keep samples). */
@@ -67,11 +103,236 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
   return NULL;
 }
 
+static void rebuild_stop(struct tlc_rolld_acc *a);
+
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
+  rebuild_stop(a);
+  snap_release(a->names);
   if (a->t->pipe.engine != NULL)
     tlc_engine_remove_tap(a->t->pipe.engine, a->acc);
   tlc_rollup_acc_free(a->acc);
   *a = d->raccs[--d->nraccs];
+}
+
+/* ---- rebuilt from segments ---- */
+
+typedef struct rebuild {
+  uv_work_t req;
+  tlc_daemon_t *d;
+  int orphan;            /* its target is gone: the after-work callback only frees it (loop) */
+  tlc_rollup_acc_t *acc; /* private: fed on the threadpool thread, freed there at the end */
+  char *name, *state_dir, *mapping_path;
+  tlc_pipeline_conf_t pc; /* the target's settings (pointers into its conf: it outlives this) */
+  int64_t until_ns;       /* wall clock when it was started: records that arrived before */
+  int64_t reset_ns;
+  atomic_int cancel;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  int finished; /* under mu: the thread is done with everything but this struct */
+  /* results, read on the loop after finished */
+  int rc;
+  size_t segments;
+  uint64_t samples;
+  int64_t t0_ns, t1_ns;
+  char err[300];
+} rebuild_t;
+
+static void rb_msg(void *ud, const char *msg) {
+  rebuild_t *b = ud;
+  if (b->err[0] == '\0')
+    snprintf(b->err, sizeof b->err, "%s", msg);
+}
+
+static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
+  rebuild_t *b = ud;
+  if (s->kind >= TLC_NKINDS)
+    return;
+  b->samples++;
+  tap(b->acc, s);
+}
+
+/* The threadpool thread: the segments read, their samples into the private accumulator. */
+static void rb_work(uv_work_t *req) {
+  rebuild_t *b = req->data;
+  tlc_when_range_t range;
+  tlc_hist_epoch_ctx_t ec = { b->reset_ns, -1 };
+  tlc_hist_files_t f;
+  tlc_hist_stream_t s;
+  tlc_mapping_t m;
+  int has_m = 0, n;
+  const tlc_event_t *evs;
+  memset(&range, 0, sizeof range);
+  range.kind = TLC_WHEN_WALL;
+  range.epoch = -1;
+  range.has_until = 1;
+  range.until = b->until_ns;
+  memset(&f, 0, sizeof f);
+  memset(&s, 0, sizeof s);
+  b->t0_ns = tlc_when_now();
+  b->rc = tlc_hist_select(b->state_dir, b->name, &range, &ec, b->until_ns, &f, rb_msg, b, b->err,
+                          sizeof b->err);
+  if (b->rc != 0 || f.n == 0)
+    goto done;
+  tlc_rollup_note_rebuild(b->d->rollup, 1);
+  b->segments = f.n;
+  if (b->mapping_path != NULL) { /* variable -> state links, as the live engine has them */
+    char *text = NULL;
+    size_t len = 0;
+    tlc_parse_err_t pe;
+    tlc_mapping_init(&m);
+    if (tlc_file_read(b->mapping_path, 256u << 20, &text, &len) == 0 &&
+        tlc_mapping_parse(&m, text, len, &pe) == 0) {
+      tlc_mapping_finish(&m);
+      has_m = 1;
+    } else {
+      tlc_mapping_fini(&m);
+    }
+    tlc_free(text);
+  }
+  s.files = f.files;
+  s.nfiles = f.n;
+  s.gap_before = f.gap_before;
+  s.conf = b->pc;
+  s.conf.format = f.fmt;
+  s.conf.has_from = f.has_from;
+  s.conf.has_to = f.has_to;
+  s.conf.from = f.from;
+  s.conf.to = f.to;
+  s.has_wall = f.has_wall;
+  s.wall_since = f.wall_since;
+  s.wall_until = f.wall_until;
+  s.conf.stop_on_map_error = 1; /* as tlcapd replay and range queries */
+  s.conf.with_engine = 1;
+  s.conf.engine.mapping = has_m ? &m : NULL;
+  memset(&s.conf.engine.acct, 0, sizeof(s.conf.engine.acct));
+  s.conf.engine.tap = rb_tap;
+  s.conf.engine.tap_want = want;
+  s.conf.engine.tap_ud = b;
+  s.msg = rb_msg;
+  s.msg_ud = b;
+  s.report = 1;
+  s.cancel = &b->cancel;
+  if ((b->rc = tlc_hist_stream_init(&s)) == 0) {
+    while ((n = tlc_hist_stream_next(&s, &evs)) > 0) /* the pipeline feeds its engine */
+      ;
+    b->rc = n < 0 ? n : 0;
+  }
+  tlc_hist_stream_fini(&s);
+  if (has_m)
+    tlc_mapping_fini(&m);
+  tlc_rollup_note_rebuild(b->d->rollup, 0);
+done:
+  tlc_hist_files_fini(&f);
+  tlc_rollup_acc_free(b->acc); /* its last minute to the worker */
+  b->acc = NULL;
+  b->t1_ns = tlc_when_now();
+  uv_mutex_lock(&b->mu);
+  b->finished = 1;
+  uv_cond_signal(&b->cv);
+  uv_mutex_unlock(&b->mu);
+}
+
+static void rb_free(rebuild_t *b) {
+  uv_mutex_destroy(&b->mu);
+  uv_cond_destroy(&b->cv);
+  tlc_free(b->name);
+  tlc_free(b->state_dir);
+  tlc_free(b->mapping_path);
+  tlc_free(b);
+}
+
+static void rb_after(uv_work_t *req, int status) {
+  rebuild_t *b = req->data;
+  (void)status;
+  if (!b->orphan) {
+    tlc_daemon_t *d = b->d;
+    for (size_t i = 0; i < d->nraccs; i++)
+      if (d->raccs[i].rb == b)
+        d->raccs[i].rb = NULL;
+    if (b->rc == 0 && b->segments > 0)
+      tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+              "target %s: rollups rebuilt from %zu stored segments: %" PRIu64
+              " samples (%.1f s)%s%s",
+              b->name, b->segments, b->samples, (double)(b->t1_ns - b->t0_ns) / 1e9,
+              b->err[0] ? "; " : "", b->err);
+    else if (b->rc != 0 && b->rc != -ENOENT && b->rc != TLC_ERANGE)
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
+              "target %s: rollups not rebuilt from its segments: %s (%" PRIu64 " samples)", b->name,
+              b->err[0] ? b->err : tlc_strerror(b->rc), b->samples);
+  }
+  rb_free(b);
+}
+
+/* Cancels a's rebuild and waits for its thread to stop (the target is going). Loop thread. */
+static void rebuild_stop(struct tlc_rolld_acc *a) {
+  rebuild_t *b = a->rb;
+  if (b == NULL)
+    return;
+  atomic_store(&b->cancel, 1);
+  uv_mutex_lock(&b->mu);
+  while (!b->finished)
+    uv_cond_wait(&b->cv, &b->mu);
+  uv_mutex_unlock(&b->mu);
+  b->orphan = 1;
+  a->rb = NULL;
+}
+
+/* Starts rebuilding t's rollups when it has none on disk and has a directory of segments. */
+static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t *t) {
+  const tlc_config_t *c = &d->in.cfg;
+  char dir[1200], kept[1300];
+  struct stat sb;
+  rebuild_t *b;
+  const char *mp = t->conf.mapping_path;
+  if (d->store == NULL || tlc_rollup_exists(d->rollup, t->name))
+    return;
+  snprintf(dir, sizeof dir, "%s/%s", c->state_dir, t->name);
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return; /* a new target: nothing stored */
+  snprintf(kept, sizeof kept, "%s/%s", dir, TLC_MAP_NAME);
+  if (t->map_origin == TLC_MAP_RUNTIME || t->map_origin == TLC_MAP_RESTORED)
+    mp = kept; /* the names the live target has */
+  if ((b = tlc_calloc(1, sizeof(*b))) == NULL)
+    return;
+  b->req.data = b;
+  b->d = d;
+  b->name = tlc_strndup(t->name, strlen(t->name));
+  b->state_dir = tlc_strndup(c->state_dir, strlen(c->state_dir));
+  b->mapping_path = mp != NULL && mp[0] != '\0' ? tlc_strndup(mp, strlen(mp)) : NULL;
+  b->acc = tlc_rollup_acc_new_past(d->rollup, t->name);
+  tlc_target_pipeline_conf(&t->conf, &b->pc);
+  b->until_ns = tlc_when_now();
+  b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;
+  atomic_init(&b->cancel, 0);
+  if (b->name == NULL || b->state_dir == NULL ||
+      (mp != NULL && mp[0] != '\0' && !b->mapping_path) || b->acc == NULL ||
+      uv_mutex_init(&b->mu) != 0) {
+    tlc_rollup_acc_free(b->acc);
+    tlc_free(b->name);
+    tlc_free(b->state_dir);
+    tlc_free(b->mapping_path);
+    tlc_free(b);
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory to rebuild its rollups", t->name);
+    return;
+  }
+  if (uv_cond_init(&b->cv) != 0) {
+    uv_mutex_destroy(&b->mu);
+    b->mu = (uv_mutex_t){ 0 };
+    tlc_rollup_acc_free(b->acc);
+    tlc_free(b->name);
+    tlc_free(b->state_dir);
+    tlc_free(b->mapping_path);
+    tlc_free(b);
+    return;
+  }
+  if (uv_queue_work(d->in.loop, &b->req, rb_work, rb_after) != 0) {
+    tlc_rollup_acc_free(b->acc);
+    rb_free(b);
+    return;
+  }
+  a->rb = b;
+  tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
+          "target %s: no rollups on disk: rebuilding them from its stored segments", t->name);
 }
 
 void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
@@ -79,6 +340,11 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   if (d->rollup == NULL)
     return;
   a = find(d, t);
+  if (kind == TLC_TEV_MAPPING && a != NULL) { /* new names: the next diff copies them */
+    snap_release(a->names);
+    a->names = NULL;
+    return;
+  }
   if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
     if (a != NULL)
       detach(d, a);
@@ -97,11 +363,15 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
     }
     a = &d->raccs[d->nraccs];
     a->t = t;
+    a->rb = NULL;
+    a->names = NULL;
     if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
       return;
     }
     d->nraccs++;
+    if (kind == TLC_TEV_CREATED) /* the observer's target is the registry's: not const there */
+      rebuild_start(d, a, (tlc_target_t *)(uintptr_t)t);
   }
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
   if (t->pipe.engine != NULL) {
@@ -109,6 +379,20 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
     if (tlc_engine_add_tap(t->pipe.engine, tap, want, a->acc) < 0)
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
   }
+}
+
+void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t *v) {
+  struct tlc_rolld_acc *a;
+  if (d->rollup == NULL || (a = find(d, t)) == NULL)
+    return;
+  tlc_rollup_add_violation(a->acc, v->handle, v->context, v->state, v->stat, v->row_kind, v->end,
+                           v->epoch);
+}
+
+void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t) {
+  struct tlc_rolld_acc *a;
+  if (d->rollup != NULL && (a = find(d, t)) != NULL)
+    tlc_rollup_acc_save(a->acc);
 }
 
 /* ---- the read side's hook ---- */
@@ -291,6 +575,9 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
 typedef struct rdoc {
   int what;
   uint8_t kind;
+  tlc_rollup_names_t own;   /* trend: its area's name; both: the context's (owned) */
+  names_snap_t *snap;       /* diff: every area's name (a reference) */
+  tlc_rollup_names_t names; /* what the document shows: own, or snap's areas and own's context */
   size_t cap;
   char *body;
   size_t len;
@@ -301,8 +588,11 @@ typedef struct rdoc {
 
 static void rdoc_free(void *ctx) {
   rdoc_t *r = ctx;
-  if (r != NULL)
+  if (r != NULL) {
     tlc_free(r->body);
+    tlc_rollup_names_fini(&r->own);
+    snap_release(r->snap);
+  }
   tlc_free(r);
 }
 
@@ -317,11 +607,13 @@ static void rdoc_encode(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *re
     }
   tlc_out_init(&o, r->cap, NULL, NULL);
   if (r->what & TLC_VIEW_ROLLUP_TEXT)
-    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind)
-                               : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+    r->rc = (r->what & 3) == 1
+                ? tlc_rollup_trend_text(&o, &q[0], &res[0], r->kind, &r->names)
+                : tlc_rollup_diff_text(&o, &q[0], &res[0], &q[1], &res[1], r->kind, &r->names);
   else
-    r->rc = (r->what & 3) == 1 ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind)
-                               : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind);
+    r->rc = (r->what & 3) == 1
+                ? tlc_rollup_trend_json(&o, &q[0], &res[0], r->kind, &r->names)
+                : tlc_rollup_diff_json(&o, &q[0], &res[0], &q[1], &res[1], r->kind, &r->names);
   if (r->rc == 0 && o.err != 0)
     r->rc = o.err;
   if (r->rc == 0 && (r->body = tlc_out_take(&o, &r->len)) == NULL)
@@ -340,6 +632,93 @@ static void rdoc_done(void *ud, tlc_rollup_res_t *res, size_t nq) {
   r->done(r->done_ud, r->rc, why, r->body, r->len);
   r->body = NULL;
   rdoc_free(r);
+}
+
+/* An area's name as the statistics show it: a state area's is its variable's (the parent of its
+ * value entries), any other area's its entry's. */
+static const char *area_name(const tlc_mapping_t *m, uint32_t handle) {
+  const tlc_map_area_t *a = tlc_mapping_find(m, handle), *p;
+  if (a == NULL)
+    return NULL;
+  if (a->parent != TLC_NO_HANDLE && (p = tlc_mapping_find(m, a->parent)) != NULL &&
+      p->state_handle == handle && p->name[0] != '\0')
+    return p->name;
+  return a->name;
+}
+
+/* The shared copy of every area name in m, t's names (a new reference): a's cached one while
+ * m is the same and has as many areas (TLC_TEV_MAPPING drops it), else a new copy. NULL on
+ * TLC_ENOMEM. */
+static names_snap_t *snap_get(struct tlc_rolld_acc *a, const tlc_mapping_t *m) {
+  names_snap_t *s = a->names;
+  if (s == NULL || s->src != m || s->nareas != m->nareas) {
+    if ((s = tlc_calloc(1, sizeof(*s))) == NULL)
+      return NULL;
+    atomic_init(&s->refs, 1); /* the cache's */
+    s->src = m;
+    s->nareas = m->nareas;
+    for (size_t k = 0; k < m->nareas; k++) {
+      uint32_t h = m->areas[k].handle;
+      if ((k > 0 && m->areas[k - 1].handle == h) ||
+          tlc_rollup_names_add(&s->nm, h, area_name(m, h)) == 0)
+        continue;
+      snap_release(s);
+      return NULL;
+    }
+    tlc_rollup_names_sort(&s->nm);
+    snap_release(a->names);
+    a->names = s;
+  }
+  atomic_fetch_add(&s->refs, 1);
+  return s;
+}
+
+/* The names the document shows, from the targets' names (tlc_target_names, as `tlcap stats`):
+ * the trend's area, or (diff) every area of a's target's names (b's when a has none), and the
+ * query's context. 0 or TLC_ENOMEM. */
+static int names_of(tlc_daemon_t *d, int what, const tlc_rollup_q_t *q, size_t nq, rdoc_t *r) {
+  tlc_rollup_names_t *nm = &r->own;
+  for (size_t i = 0; i < nq; i++) {
+    tlc_target_t *t = tlc_targets_find(&d->in.targets, q[i].target);
+    const tlc_mapping_t *m = t != NULL ? tlc_target_names(t) : NULL;
+    struct tlc_rolld_acc *a = t != NULL ? find(d, t) : NULL;
+    if (t == NULL)
+      continue;
+    if (m != NULL && what == 1) {
+      if (tlc_rollup_names_add(nm, q[i].handle, area_name(m, q[i].handle)) != 0)
+        return TLC_ENOMEM;
+    } else if (m != NULL && a != NULL && r->snap == NULL && m->nareas > 0) {
+      if ((r->snap = snap_get(a, m)) == NULL)
+        return TLC_ENOMEM;
+    }
+    if (q[i].has_context && nm->context_name == NULL && t->pipe.engine != NULL) {
+      tlc_ctx_t c;
+      tlc_table_t tab;
+      char buf[64];
+      const char *n;
+      uint32_t ci = 0;
+      memset(&tab, 0, sizeof tab); /* one context: tlc_mapping_ctx_display's view of it */
+      if (tlc_engine_context(t->pipe.engine, q[i].context, &c) == 0) {
+        tab.contexts = &c;
+        tab.ncontexts = 1;
+      } else if (q[i].context == TLC_CTX_NEUTRAL) {
+        ci = TLC_CTX_NEUTRAL;
+      } else {
+        continue;
+      }
+      n = tlc_mapping_ctx_display(m, &tab, ci, buf, sizeof buf);
+      if (n != NULL && n[0] != '\0' && (nm->context_name = tlc_strndup(n, strlen(n))) == NULL)
+        return TLC_ENOMEM;
+    }
+  }
+  tlc_rollup_names_sort(nm);
+  r->names = *nm; /* a view: never finished itself */
+  if (r->snap != NULL) {
+    r->names.v = r->snap->nm.v;
+    r->names.n = r->snap->nm.n;
+    r->names.cap = 0;
+  }
+  return 0;
 }
 
 static int hook(void *ud, int what, const char *name, const char *query, size_t cap,
@@ -370,6 +749,11 @@ static int hook(void *ud, int what, const char *name, const char *query, size_t 
   r->cap = cap;
   r->done = done;
   r->done_ud = done_ud;
+  if (names_of(d, what & 3, q, nq, r) != 0) {
+    rdoc_free(r);
+    snprintf(err, errlen, "out of memory");
+    return TLC_ENOMEM;
+  }
   ans.encode = rdoc_encode;
   ans.free = rdoc_free;
   ans.ctx = r;
@@ -420,6 +804,7 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_rollup_get_stats(d->rollup, &st);
   tlc_json_w_open(w, "rollup", '{');
   tlc_json_w_u64(w, "samples", st.samples);
+  tlc_json_w_u64(w, "violations", st.violations);
   tlc_json_w_u64(w, "samples_dropped", st.samples_dropped);
   tlc_json_w_u64(w, "minutes_sealed", st.minutes_sealed);
   tlc_json_w_u64(w, "blocks_written", st.blocks_written);
@@ -429,6 +814,11 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "dirs_deleted", st.dirs_deleted);
   tlc_json_w_u64(w, "bytes_on_disk", st.bytes_on_disk);
   tlc_json_w_u64(w, "queries", st.queries);
+  tlc_json_w_u64(w, "saved_samples", st.saved_samples);
+  tlc_json_w_u64(w, "restored", st.restored);
+  tlc_json_w_u64(w, "rebuilds", st.rebuilds);
+  tlc_json_w_u64(w, "rebuilds_done", st.rebuilds_done);
+  tlc_json_w_u64(w, "rebuilding", st.rebuilding);
   tlc_json_w_close(w, '}');
 }
 

@@ -14,6 +14,17 @@ int tlc_rolld_start(tlc_daemon_t *d);
 /* A target event (wiring.c's observer): created or reset, its engine gets the tap; forgotten or
  * freed, its open minute is sealed and its accumulator freed. */
 void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
+struct tlc_violation;
+/* A budget violation of target t (budget/budget.h) is counted in the rollup minute of its end
+ * time for its row (area, context, state) and the statistic it broke; trend shows the area's
+ * violations per step. Nothing when rollups are off or t has no accumulator. Loop thread (the
+ * daemon's violation fan-out calls it). */
+void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const struct tlc_violation *v);
+/* Target t's statistics are being checkpointed at this point of its stream (continuity asks
+ * its storage position now): a copy of its open minute as of this point is saved beside its
+ * rollups (tlc_rollup_acc_save), so that a crash after the checkpoint loses none of the minute
+ * the checkpoint covers; the next start writes it. Loop thread. */
+void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t);
 /* The configuration was reloaded: the budget applies from now on. */
 void tlc_rolld_reload(tlc_daemon_t *d);
 /* Seals every open minute, detaches the taps, writes the open hours and frees the module. */

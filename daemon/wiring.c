@@ -218,6 +218,13 @@ static int start_alert(tlc_daemon_t *d) {
   return r;
 }
 
+/* A checkpoint's storage position: the target's open rollup minute is written at the same
+ * point of its stream, so that a crash after the checkpoint keeps it. */
+static int cont_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
+  tlc_rolld_checkpoint(ud, t);
+  return tlc_stored_mark(ud, t, done, done_ud);
+}
+
 /* Statistics checkpoints (continuity.h); with storage, restored targets catch up from it. */
 static int start_cont(tlc_daemon_t *d) {
   const tlc_config_t *c = &d->in.cfg;
@@ -228,7 +235,7 @@ static int start_cont(tlc_daemon_t *d) {
   co.interval_ms = c->checkpoint_interval_ms;
   co.slice_ns = c->checkpoint_slice_us * 1000;
   if (d->store != NULL) {
-    co.mark = tlc_stored_mark;
+    co.mark = cont_mark;
     co.mid_block = tlc_stored_mid_block;
     co.mark_ud = d;
     co.replay = 1;

@@ -133,6 +133,7 @@ int tlc_rollup_cell_add(tlc_rollup_cell_t *c, int64_t v, int64_t t, uint32_t buc
 }
 
 int tlc_rollup_cell_merge(tlc_rollup_cell_t *dst, const tlc_rollup_cell_t *src) {
+  dst->violations += src->violations;
   if (src->d.n == 0)
     return 0;
   /* ties keep the earlier time, whichever block came first */
@@ -261,6 +262,7 @@ void tlc_rollup_encode(const tlc_rollup_blk_t *b, tlc_ckw_t *w) {
     tlc_ckw_i64(w, c->tmax);
     tlc_ckw_u64(w, c->d.sumsq_hi);
     tlc_ckw_u64(w, c->d.sumsq_lo);
+    tlc_ckw_u64(w, c->violations);
     for (uint32_t j = 0; j < c->nbins; j++) {
       tlc_ckw_u16(w, (uint16_t)c->bins[j].b);
       tlc_ckw_u64(w, c->bins[j].n);
@@ -305,8 +307,8 @@ int tlc_rollup_decode(tlc_rollup_blk_t *b, const void *p, size_t len, size_t *us
                   "rollup block: bad magic 0x%08x (not a rollup, or written "
                   "on a host of the other byte order)",
                   (unsigned)magic);
-  if (ver != TLC_ROLLUP_VERSION || reserved != 0)
-    return refuse(b, err, errlen, "rollup block: version %u.%u, this build reads %u.0",
+  if (ver < 1 || ver > TLC_ROLLUP_VERSION || reserved != 0)
+    return refuse(b, err, errlen, "rollup block: version %u.%u, this build reads 1.0 to %u.0",
                   (unsigned)ver, (unsigned)reserved, (unsigned)TLC_ROLLUP_VERSION);
   b->epoch = tlc_ckr_u64(&r);
   b->minute = tlc_ckr_i64(&r);
@@ -342,6 +344,8 @@ int tlc_rollup_decode(tlc_rollup_blk_t *b, const void *p, size_t len, size_t *us
     c->tmax = tlc_ckr_i64(&r);
     c->d.sumsq_hi = tlc_ckr_u64(&r);
     c->d.sumsq_lo = tlc_ckr_u64(&r);
+    if (ver >= 2)
+      c->violations = tlc_ckr_u64(&r);
     if (r.err != 0)
       return refuse(b, err, errlen, "rollup block: cell %u truncated", (unsigned)i);
     if (c->key.kind >= TLC_NKINDS || c->key.row_kind > TLC_ROW_STATE || reserved != 0)
@@ -349,7 +353,10 @@ int tlc_rollup_decode(tlc_rollup_blk_t *b, const void *p, size_t len, size_t *us
                     (unsigned)c->key.kind, (unsigned)c->key.row_kind);
     if (b->n > 0 && tlc_rollup_key_cmp(&b->cells[b->n - 1].key, &c->key) >= 0)
       return refuse(b, err, errlen, "rollup block: cell %u is out of order", (unsigned)i);
-    if (c->d.n == 0 || c->d.min > c->d.max)
+    /* a cell without samples holds a budget's violations (version 2) and nothing else */
+    if ((c->d.n == 0 && (c->violations == 0 || c->nbins != 0 || c->d.sum != 0 || c->d.min != 0 ||
+                         c->d.max != 0)) ||
+        c->d.min > c->d.max)
       return refuse(b, err, errlen, "rollup block: cell %u has %llu samples, min > max or none",
                     (unsigned)i, (unsigned long long)c->d.n);
     if (c->nbins > TLC_ROLLUP_NB || !tlc_ckr_room(&r, c->nbins, 10))

@@ -16,11 +16,13 @@
  *
  * Serialised form (tlc_rollup_encode / tlc_rollup_decode), host byte order (daemon state, like
  * the checkpoints: the magic read back in the other order is refused):
- *   u32 magic 'TLRU', u16 version (1), u16 0, u64 epoch, i64 minute (first minute of the block,
+ *   u32 magic 'TLRU', u16 version (2), u16 0, u64 epoch, i64 minute (first minute of the block,
  *   floor(target ns / 60 s)), u32 span (minutes), u32 ncells, i64 wall_first, i64 wall_last,
  *   then per cell: u32 handle, u32 context, u64 state, u8 kind, u8 row_kind, u16 0,
  *   u32 nbins, u64 n, i64 sum, i64 min, i64 max, i64 tmin, i64 tmax, u64 sumsq_hi, u64 sumsq_lo,
- *   nbins x (u16 bucket, u64 count); then u64 FNV-1a (tlc_ck_fnv) of everything before it.
+ *   u64 violations (version 2 only; version 1 blocks read with 0), nbins x (u16 bucket,
+ *   u64 count); then u64 FNV-1a (tlc_ck_fnv) of everything before it. A cell may have no
+ *   samples only when it counts violations (then no bins, sum, min and max 0).
  * Decoding checks every length before allocating, the checksum, cells strictly ascending by
  * key, kinds in range, bins strictly ascending below TLC_ROLLUP_NB with non-zero counts summing
  * to n, and min <= max; anything else is TLC_EFRAME with a message naming the cell and why.
@@ -37,7 +39,7 @@
 #include <stdint.h>
 
 #define TLC_ROLLUP_MAGIC   0x55524c54u /* "TLRU" in little-endian memory */
-#define TLC_ROLLUP_VERSION 1
+#define TLC_ROLLUP_VERSION 2
 /* buckets of the engine's histogram (TLC_HIST_NB; the unit test checks they agree) */
 #define TLC_ROLLUP_NB 2346
 /* cells in one block a decoder accepts (bounds the memory a file can make it take) */
@@ -60,8 +62,9 @@ typedef struct tlc_rollup_key {
 
 typedef struct tlc_rollup_cell {
   tlc_rollup_key_t key;
-  tlc_dist_t d;       /* has_q and q unused */
-  int64_t tmin, tmax; /* target time the MIN / MAX sample closed (the earliest of equals) */
+  tlc_dist_t d;        /* has_q and q unused */
+  int64_t tmin, tmax;  /* target time the MIN / MAX sample closed (the earliest of equals) */
+  uint64_t violations; /* budget violations that ended in the block for this key (version 2) */
   tlc_rollup_bin_t *bins;
   uint32_t nbins, capbins;
 } tlc_rollup_cell_t;

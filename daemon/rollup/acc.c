@@ -24,17 +24,40 @@ static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint
   return h ^ (h >> 29);
 }
 
-tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
+static tlc_rollup_acc_t *acc_new(tlc_rollup_t *r, const char *name, uint8_t lane) {
   tlc_rollup_acc_t *a = tlc_calloc(1, sizeof(*a));
   if (a == NULL)
     return NULL;
   a->r = r;
+  a->lane = lane;
   a->name = tlc_strndup(name, strlen(name));
   if (a->name == NULL) {
     tlc_free(a);
     return NULL;
   }
   return a;
+}
+
+tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name) {
+  tlc_rollup_acc_t *a = acc_new(r, name, 0);
+  tlc_rollup_job_t *j;
+  if (a == NULL)
+    return NULL;
+  /* before any chunk of it: a saved open minute a crash left is written first */
+  j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(name, strlen(name))) == NULL) {
+    tlc_free(j);
+    tlc_free(a->name);
+    tlc_free(a);
+    return NULL;
+  }
+  j->kind = TLC_RJOB_RESTORE;
+  tlc__rollup_push(r, j);
+  return a;
+}
+
+tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name) {
+  return acc_new(r, name, 1);
 }
 
 /* Hands the chunk to the worker (seal: and then its open minute is written). */
@@ -63,6 +86,7 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
     return;
   }
   j->kind = TLC_RJOB_CHUNK;
+  j->lane = a->lane;
   j->chunk_wall0 = a->wall0;
   j->chunk_wall = tlc_when_now();
   j->samples = a->chunk;
@@ -77,45 +101,68 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
 }
 
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
-  hand_off(a, 1);
+  hand_off(a, TLC_RSEAL_WRITE);
+}
+
+void tlc_rollup_acc_save(tlc_rollup_acc_t *a) {
+  hand_off(a, TLC_RSEAL_SAVE);
 }
 
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
   if (a == NULL)
     return;
-  hand_off(a, 1);
+  hand_off(a, TLC_RSEAL_WRITE);
   tlc__rollup_chunk_put(a->r, a->chunk);
   tlc_free(a->name);
   tlc_free(a);
 }
 
-void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
   /* a chunk holds one minute of one epoch: another one hands it off first, so that a minute
-   * reaches the worker as soon as target time leaves it */
-  if (a->n > 0 && (s->end < a->lo || s->end >= a->hi || s->epoch != a->epoch))
+   * reaches the worker as soon as target time leaves it; a full one goes at the next sample */
+  if (a->n > 0 && (a->n == TLC_ROLLUP_CHUNK || end < a->lo || end >= a->hi || epoch != a->epoch))
     hand_off(a, 0);
   if (a->n == 0) {
-    int64_t m = tlc_rollup_minute(s->end);
+    int64_t m = tlc_rollup_minute(end);
     if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
       tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-      return;
+      return NULL;
     }
     a->lo = m * TLC_ROLLUP_MINUTE_NS;
     a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
-    a->epoch = s->epoch;
+    a->epoch = epoch;
     a->wall0 = tlc_when_now();
   }
-  a->chunk[a->n++] = *s;
-  if (a->n == TLC_ROLLUP_CHUNK)
-    hand_off(a, 0);
+  return &a->chunk[a->n++];
+}
+
+void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
+  tlc_rollup_sample_t *x = tlc_rollup_next(a, s->end, s->epoch);
+  if (x != NULL)
+    *x = *s;
+}
+
+void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
+                              uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
+                              uint64_t epoch) {
+  tlc_rollup_sample_t s;
+  memset(&s, 0, sizeof s);
+  s.handle = handle;
+  s.context = context;
+  s.state = state;
+  s.kind = (uint8_t)((kind < TLC_NKINDS ? kind : TLC_NET) | TLC_ROLLUP_VIOL);
+  s.row_kind = row_kind;
+  s.end = end;
+  s.epoch = epoch;
+  tlc_rollup_add(a, &s); /* in order with the samples: the same minute's chunk */
 }
 
 /* ---- the worker side ---- */
 
-tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_t lane) {
   tlc_rollup_open_t *o;
   for (size_t i = 0; i < r->nopens; i++)
-    if (strcmp(r->opens[i]->name, name) == 0)
+    if (r->opens[i]->lane == lane && strcmp(r->opens[i]->name, name) == 0)
       return r->opens[i];
   if (r->nopens == r->capopens) {
     size_t nc = r->capopens ? r->capopens * 2 : 8;
@@ -128,6 +175,7 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name) {
   if ((o = tlc_calloc(1, sizeof(*o))) == NULL)
     return NULL;
   o->r = r;
+  o->lane = lane;
   o->last = UINT32_MAX;
   if ((o->name = tlc_strndup(name, strlen(name))) == NULL) {
     tlc_free(o);
@@ -158,6 +206,7 @@ tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *a) {
     tlc__rollup_slots_free(a->slots, a->n);
   } else {
     j->kind = TLC_RJOB_MINUTE;
+    j->lane = a->lane;
     j->epoch = a->epoch;
     j->minute = a->minute;
     j->wall_first = a->wall_first;
@@ -248,6 +297,14 @@ tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *a, const tlc_rollup_sa
     a->wall_first = a->chunk_wall0;
   }
   a->wall_last = a->chunk_wall;
+  if (s->kind & TLC_ROLLUP_VIOL) {
+    tlc_rollup_sample_t k = *s;
+    k.kind = (uint8_t)(s->kind & ~TLC_ROLLUP_VIOL);
+    if ((x = slot_get(a, &k)) != NULL)
+      x->violations++;
+    tlc__rollup_count(a->r, x != NULL ? &a->r->st.violations : &a->r->st.samples_dropped, 1);
+    return sealed;
+  }
   x = slot_get(a, s);
   if (x == NULL) {
     tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);

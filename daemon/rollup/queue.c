@@ -50,3 +50,15 @@ void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
     tlc__hist_fini(&v[i].h);
   tlc_free(v);
 }
+
+void tlc_rollup_note_rebuild(tlc_rollup_t *r, int started) {
+  uv_mutex_lock(&r->mu);
+  if (started) {
+    r->st.rebuilds++;
+    r->st.rebuilding++;
+  } else {
+    r->st.rebuilds_done++;
+    r->st.rebuilding--;
+  }
+  uv_mutex_unlock(&r->mu);
+}

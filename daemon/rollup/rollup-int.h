@@ -15,6 +15,7 @@ typedef struct tlc_rollup_slot {
   uint8_t kind, row_kind, nohist;
   tlc_dist_t d;
   int64_t tmin, tmax;
+  uint64_t violations;
   tlc_hist_t h;
 } tlc_rollup_slot_t;
 
@@ -32,12 +33,14 @@ struct tlc_rollup_acc {
    * clock when its first sample came */
   int64_t lo, hi, wall0;
   uint64_t epoch;
+  uint8_t lane; /* 0: live; 1: the past (a rebuild), kept apart on the worker */
 };
 
 /* The worker side of a target: its open minute. */
 typedef struct tlc_rollup_open {
   tlc_rollup_t *r;
   char *name;
+  uint8_t lane; /* of the accumulator feeding it */
   uint64_t epoch;
   int64_t minute;
   int64_t wall_first;
@@ -49,14 +52,24 @@ typedef struct tlc_rollup_open {
   uint64_t nsamples;
   int64_t wall_last;               /* of the chunks counted so far */
   int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
+  uint64_t saved_n; /* samples in its saved copy on disk (TARGET/open-minute), 0: none */
 } tlc_rollup_open_t;
 
-enum { TLC_RJOB_MINUTE = 1, TLC_RJOB_QUERY = 2, TLC_RJOB_STOP = 3, TLC_RJOB_CHUNK = 4 };
+enum {
+  TLC_RJOB_MINUTE = 1,
+  TLC_RJOB_QUERY = 2,
+  TLC_RJOB_STOP = 3,
+  TLC_RJOB_CHUNK = 4,
+  TLC_RJOB_RESTORE = 5 /* a target's saved open minute (if any) written as a minute block */
+};
+/* CHUNK's seal: */
+enum { TLC_RSEAL_NO = 0, TLC_RSEAL_WRITE = 1, TLC_RSEAL_SAVE = 2 };
 
 struct tlc_rollup_job {
   struct tlc_rollup_job *next;
   int kind;
   char *target;
+  uint8_t lane; /* CHUNK and MINUTE: the accumulator's */
   /* MINUTE */
   uint64_t epoch;
   int64_t minute, wall_first, wall_last;
@@ -65,7 +78,7 @@ struct tlc_rollup_job {
   /* CHUNK: samples of target, then (seal) its open minute is written */
   tlc_rollup_sample_t *samples;
   size_t nsamples;
-  int seal;
+  int seal; /* TLC_RSEAL_*: then the open minute is written, or saved (a copy, kept open) */
   int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
   /* QUERY */
   tlc_rollup_q_t q[2];
@@ -80,6 +93,7 @@ struct tlc_rollup_job {
 /* A target's open hour on the worker. */
 typedef struct tlc_rollup_hour {
   char *target;
+  uint8_t lane;
   uint64_t epoch;
   int64_t hour_minute;
   tlc_rollup_blk_t blk;
@@ -116,10 +130,14 @@ void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c);
 /* Worker (acc.c): a target's open minute (created on first use), a sample into it, and sealing
  * it: both return the sealed minute for the caller to write (tlc__rollup_minute), or NULL.
  * open_free drops what is open (seal first to keep it). */
-tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name);
+tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_t lane);
 tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
+/* Worker: the open minute's copy on disk (TARGET/open-minute, replaced), and that copy, if any,
+ * written as a minute block and removed (at start, before the target's first samples). */
+void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o);
+void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o);
 /* Worker: writes a sealed minute (j->slots) and frees j. */
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
 void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j);

@@ -9,6 +9,7 @@
 #include "rollup/rollup-int.h"
 
 #include "base/alloc.h"
+#include "base/fileread.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "formats/when.h"
@@ -173,6 +174,7 @@ static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
     c->d = s->d;
     c->tmin = s->tmin;
     c->tmax = s->tmax;
+    c->violations = s->violations;
     if (s->nohist)
       continue;
     if (h->b != NULL) {
@@ -195,9 +197,9 @@ static void hour_flush(tlc_rollup_t *r, tlc_rollup_hour_t *h) {
   tlc_rollup_blk_clear(&h->blk);
 }
 
-static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
+static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target, uint8_t lane) {
   for (size_t i = 0; i < r->nhours; i++)
-    if (strcmp(r->hours[i].target, target) == 0)
+    if (r->hours[i].lane == lane && strcmp(r->hours[i].target, target) == 0)
       return &r->hours[i];
   if (r->nhours == r->caphours) {
     size_t nc = r->caphours ? r->caphours * 2 : 8;
@@ -209,6 +211,7 @@ static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
   }
   tlc_rollup_hour_t *h = &r->hours[r->nhours];
   memset(h, 0, sizeof(*h));
+  h->lane = lane;
   tlc_rollup_blk_init(&h->blk);
   if ((h->target = tlc_strndup(target, strlen(target))) == NULL)
     return NULL;
@@ -217,6 +220,9 @@ static tlc_rollup_hour_t *hour_of(tlc_rollup_t *r, const char *target) {
 }
 
 static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
+static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
+                     const tlc_rollup_blk_t *blk);
+static void saved_drop(tlc_rollup_t *r, const char *target);
 
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   do_minute(r, j);
@@ -225,12 +231,9 @@ void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
 
 static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   tlc_rollup_blk_t blk;
-  tlc_rollup_hour_t *h;
-  int64_t hm = floor_div(j->minute, 60) * 60;
   uint64_t ns = 0;
   for (size_t i = 0; i < j->nslots; i++)
     ns += j->slots[i].d.n;
-  tlc__rollup_count(r, &r->st.samples, ns);
   if (minute_blk(j, &blk) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for minute %" PRId64 " (lost)",
             j->target, j->minute);
@@ -239,23 +242,133 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
     return;
   }
   write_blk(r, j->target, &blk, 0);
-  h = hour_of(r, j->target);
+  tlc__rollup_count(r, &r->st.samples, ns); /* once on disk (or its write error counted) */
+  if (j->lane == 0) /* the live minutes: the checkpoint's copy is of one of them */
+    saved_drop(r, j->target);
+  hour_add(r, j->target, j->lane, &blk);
+  tlc_rollup_blk_fini(&blk);
+}
+
+/* Merges a written minute block into its target's open hour (writing the previous hour). */
+static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
+                     const tlc_rollup_blk_t *blk) {
+  int64_t hm = floor_div(blk->minute, 60) * 60;
+  tlc_rollup_hour_t *h = hour_of(r, target, lane);
   if (h != NULL) {
-    if (h->blk.n > 0 && (h->epoch != j->epoch || h->hour_minute != hm))
+    if (h->blk.n > 0 && (h->epoch != blk->epoch || h->hour_minute != hm))
       hour_flush(r, h);
     if (h->blk.n == 0) {
-      h->epoch = j->epoch;
+      h->epoch = blk->epoch;
       h->hour_minute = hm;
-      h->blk.epoch = j->epoch;
+      h->blk.epoch = blk->epoch;
       h->blk.minute = hm;
       h->blk.span = 60;
     }
-    if (tlc_rollup_blk_merge(&h->blk, &blk) != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for hour %" PRId64, j->target, hm);
+    if (tlc_rollup_blk_merge(&h->blk, blk) != 0) {
+      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for hour %" PRId64, target, hm);
       tlc_rollup_blk_clear(&h->blk);
     }
   }
+}
+
+/* ---- the open minute saved with a checkpoint ---- */
+
+static void open_path(const tlc_rollup_t *r, const char *target, const char *sfx, char *p,
+                      size_t n) {
+  snprintf(p, n, "%s/%s/open-minute%s", r->root, target, sfx);
+}
+
+/* A minute of target was written: its saved open minute (a part of it, or of an earlier one)
+ * is not needed any more. */
+static void saved_drop(tlc_rollup_t *r, const char *target) {
+  char p[1400];
+  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
+  if (o == NULL || o->saved_n == 0)
+    return;
+  open_path(r, target, "", p, sizeof p);
+  if (unlink(p) != 0 && errno != ENOENT)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: cannot remove %s: %s", p, strerror(errno));
+  uv_mutex_lock(&r->mu);
+  r->st.saved_samples -= o->saved_n;
+  uv_mutex_unlock(&r->mu);
+  o->saved_n = 0;
+}
+
+void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  tlc_rollup_job_t tmp;
+  tlc_rollup_blk_t blk;
+  tlc_ckw_t w;
+  char p[1400], t[1400];
+  int rc;
+  if (o->n == 0) {
+    saved_drop(r, o->name); /* nothing open: a stale copy must not come back */
+    return;
+  }
+  /* a shallow copy of the slots, sorted for the block (the open minute's index stays valid) */
+  memset(&tmp, 0, sizeof tmp);
+  tmp.epoch = o->epoch;
+  tmp.minute = o->minute;
+  tmp.wall_first = o->wall_first;
+  tmp.wall_last = o->wall_last;
+  tmp.nslots = o->n;
+  if ((tmp.slots = tlc_malloc(o->n * sizeof(*tmp.slots))) == NULL) {
+    tlc__rollup_count(r, &r->st.write_errors, 1);
+    return;
+  }
+  memcpy(tmp.slots, o->slots, o->n * sizeof(*tmp.slots));
+  rc = minute_blk(&tmp, &blk);
+  tlc_free(tmp.slots); /* only the array: the histograms are the open minute's */
+  tlc_ckw_init(&w, 1u << 30);
+  if (rc == 0)
+    tlc_rollup_encode(&blk, &w);
+  open_path(r, o->name, ".tmp", t, sizeof t);
+  open_path(r, o->name, "", p, sizeof p);
+  (void)unlink(t);
+  if (rc != 0 || w.err != 0 || append_file(r, t, w.p, w.len) != 0 || rename(t, p) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: the open minute of %s not saved", o->name);
+    tlc__rollup_count(r, &r->st.write_errors, 1);
+  } else {
+    uv_mutex_lock(&r->mu);
+    r->st.saved_samples += o->nsamples - o->saved_n;
+    uv_mutex_unlock(&r->mu);
+    o->saved_n = o->nsamples;
+  }
+  tlc_ckw_fini(&w);
   tlc_rollup_blk_fini(&blk);
+}
+
+void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  char p[1400], err[200];
+  char *data = NULL;
+  size_t len = 0;
+  tlc_rollup_blk_t blk;
+  int rc;
+  open_path(r, o->name, "", p, sizeof p);
+  if (tlc_file_read(p, 1u << 30, &data, &len) != 0)
+    return; /* none (the usual case) */
+  tlc_rollup_blk_init(&blk);
+  rc = tlc_rollup_decode(&blk, data, len, NULL, err, sizeof err);
+  if (rc == 0 && blk.span == 1) {
+    uint64_t ns = 0;
+    for (size_t i = 0; i < blk.n; i++)
+      ns += blk.cells[i].d.n;
+    write_blk(r, o->name, &blk, 0);
+    hour_add(r, o->name, 0, &blk);
+    tlc__rollup_count(r, &r->st.samples, ns);
+    tlc__rollup_count(r, &r->st.restored, 1);
+    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
+            "rollup %s: the open minute saved with the last checkpoint written (%" PRIu64
+            " samples)",
+            o->name, ns);
+  } else {
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s: %s (dropped)", p,
+            rc == 0 ? "not a minute" : err);
+    tlc__rollup_count(r, &r->st.blocks_refused, 1);
+  }
+  if (unlink(p) != 0)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: cannot remove %s: %s", p, strerror(errno));
+  tlc_rollup_blk_fini(&blk);
+  tlc_free(data);
 }
 
 /* ---- retention ---- */
@@ -732,7 +845,7 @@ static void worker_main(void *arg) {
     if (j == NULL)
       continue;
     if (j->kind == TLC_RJOB_CHUNK) {
-      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target);
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, j->lane);
       uv_mutex_lock(&r->mu);
       r->queued -= j->nsamples;
       uv_mutex_unlock(&r->mu);
@@ -747,13 +860,20 @@ static void worker_main(void *arg) {
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
-      if (o != NULL && j->seal) {
+      if (o != NULL && j->seal == TLC_RSEAL_WRITE) {
         tlc_rollup_job_t *m = tlc__rollup_open_seal(o);
         if (m != NULL)
           tlc__rollup_minute(r, m);
+      } else if (o != NULL && j->seal == TLC_RSEAL_SAVE) {
+        tlc__rollup_open_save(r, o);
       }
       tlc__rollup_chunk_put(r, j->samples);
       j->samples = NULL;
+      job_free(j);
+    } else if (j->kind == TLC_RJOB_RESTORE) {
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
+      if (o != NULL)
+        tlc__rollup_open_restore(r, o);
       job_free(j);
     } else if (j->kind == TLC_RJOB_QUERY) {
       for (size_t i = 0; i < j->nq; i++)
@@ -772,12 +892,13 @@ static void worker_main(void *arg) {
       uv_mutex_unlock(&r->mu);
       uv_async_send(&r->done_async);
     } else {
-      for (size_t i = 0; i < r->nopens; i++) {
+      for (size_t i = 0; i < r->nopens; i++) { /* all written, then freed (see saved_drop) */
         tlc_rollup_job_t *m = tlc__rollup_open_seal(r->opens[i]);
         if (m != NULL)
           tlc__rollup_minute(r, m);
-        tlc__rollup_open_free(r->opens[i]);
       }
+      for (size_t i = 0; i < r->nopens; i++)
+        tlc__rollup_open_free(r->opens[i]);
       r->nopens = 0;
       for (size_t i = 0; i < r->nhours; i++)
         hour_flush(r, &r->hours[i]);
@@ -851,6 +972,13 @@ void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t k
   r->max_bytes = max_bytes ? max_bytes : 1ull << 30;
   if (r->started)
     uv_mutex_unlock(&r->mu);
+}
+
+int tlc_rollup_exists(tlc_rollup_t *r, const char *name) {
+  char path[1400];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/%s", r->root, name);
+  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out) {

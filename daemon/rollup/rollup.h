@@ -46,7 +46,9 @@ typedef struct tlc_rollup_opts {
   uint64_t max_bytes;       /* 0: 1 GiB */
 } tlc_rollup_opts_t;
 
-/* One closed sample, as the engine's tap reports it. */
+/* One closed sample, as the engine's tap reports it; or (kind with TLC_ROLLUP_VIOL set) one
+ * budget violation that ended at `end`, counted in the cell of the other fields (value unused). */
+#define TLC_ROLLUP_VIOL 0x80
 typedef struct tlc_rollup_sample {
   uint32_t handle, context;
   uint64_t state;
@@ -57,7 +59,8 @@ typedef struct tlc_rollup_sample {
 } tlc_rollup_sample_t;
 
 typedef struct tlc_rollup_stats {
-  uint64_t samples;         /* counted by the accumulators */
+  uint64_t samples;         /* in minutes written (counted after the write) */
+  uint64_t violations;      /* budget violations counted */
   uint64_t minutes_sealed;  /* open minutes handed to the worker */
   uint64_t blocks_written;  /* area-minute and area-hour blocks appended */
   uint64_t bytes_written;   /* ... their bytes */
@@ -66,6 +69,11 @@ typedef struct tlc_rollup_stats {
   uint64_t dirs_deleted;    /* by retention */
   uint64_t bytes_on_disk;   /* all rollup files, at the last retention pass */
   uint64_t queries;         /* answered */
+  uint64_t saved_samples;   /* samples of open minutes saved on disk (the checkpoint's copy) */
+  uint64_t restored;        /* saved open minutes written at start (after a crash) */
+  uint64_t rebuilds;        /* rollups rebuilt from stored segments: started, */
+  uint64_t rebuilds_done;   /* ... finished (whole, or as far as the segments read) */
+  uint64_t rebuilding;      /* ... running now */
   uint64_t samples_dropped; /* no memory for a slot */
 } tlc_rollup_stats_t;
 
@@ -78,13 +86,36 @@ void tlc_rollup_close(tlc_rollup_t *r);
 void tlc_rollup_set_budget(tlc_rollup_t *r, uint64_t keep_minutes_ms, uint64_t keep_hours_ms,
                            uint64_t max_bytes);
 void tlc_rollup_get_stats(tlc_rollup_t *r, tlc_rollup_stats_t *out);
+/* A rebuild from segments (the daemon's) started (1) or ended (0): the counters above. Any
+ * thread. */
+void tlc_rollup_note_rebuild(tlc_rollup_t *r, int started);
+/* Whether target `name` has rollups on disk (its directory exists). Any thread. */
+int tlc_rollup_exists(tlc_rollup_t *r, const char *name);
 
-/* An accumulator for target `name` (copied). NULL on TLC_ENOMEM. */
+/* An accumulator for target `name` (copied); the open minute a crash left saved on disk
+ * (tlc_rollup_acc_save) is written as a minute block first. NULL on TLC_ENOMEM. */
 tlc_rollup_acc_t *tlc_rollup_acc_new(tlc_rollup_t *r, const char *name);
+/* An accumulator of target `name`'s past samples (a rebuild from its segments, any one thread):
+ * its open minute and hour on the worker are its own, so that it and the live accumulator never
+ * cut each other's minutes into parts. NULL on TLC_ENOMEM. */
+tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name);
 /* Seals the open minute and frees the accumulator. */
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a);
 /* Counts one sample in the open minute (sealing it first when s is of another minute). */
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
+/* The same without a copy: the place of the next sample, which closed at `end` in `epoch`, for
+ * the caller to fill at once (every field, end and epoch as given), before any other call on a;
+ * NULL when there is no memory (the sample is counted as dropped). */
+tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch);
+/* Counts one budget violation in the minute of its end time: handle, context, state and row_kind
+ * of its row, kind the statistic it broke (a rate: TLC_NET's cell). */
+void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
+                              uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
+                              uint64_t epoch);
+/* Saves a copy of the open minute on disk (STATE_DIR/.rollup/TARGET/open-minute, replaced each
+ * time; removed once the minute is written), the minute staying open: what a statistics
+ * checkpoint covers survives a crash without writing the minute in parts. */
+void tlc_rollup_acc_save(tlc_rollup_acc_t *a);
 /* Hands the open minute (if any) to the worker now. */
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a);
 

@@ -20,19 +20,22 @@ def fnv(b):
     return h
 
 
-def cell(handle, ctx, state, kind, row_kind, samples_bins, mn, mx):
+def cell(handle, ctx, state, kind, row_kind, samples_bins, mn, mx, viol=None):
+    """viol: None for a version-1 cell, else the version-2 violations count."""
     n = sum(c for _, c in samples_bins)
     s = sum(b * c for b, c in samples_bins)
     sq = sum(b * b * c for b, c in samples_bins)
     out = struct.pack('<IIQBBHIQqqqqqQQ', handle, ctx, state, kind, row_kind, 0,
                       len(samples_bins), n, s, mn, mx, 10, 20, sq >> 64, sq & M)
+    if viol is not None:
+        out += struct.pack('<Q', viol)
     for b, c in samples_bins:
         out += struct.pack('<HQ', b, c)
     return out
 
 
-def block(epoch, minute, span, cells):
-    b = struct.pack('<IHHQqIIqq', 0x55524c54, 1, 0, epoch, minute, span, len(cells),
+def block(epoch, minute, span, cells, version=1):
+    b = struct.pack('<IHHQqIIqq', 0x55524c54, version, 0, epoch, minute, span, len(cells),
                     1764000000000000000, 1764000059000000000)
     b += b''.join(cells)
     return b + struct.pack('<Q', fnv(b))
@@ -49,6 +52,9 @@ def main():
         'hour': block(3, 120, 60, [cell(4, 1, 0, 3, 0, [(0, 1), (2345, 1)], 0, 2**62)]),
         'nobins': block(1, 0, 1, [cell(9, 0, 0, 1, 0, [], 7, 7)]),
     }
+    # version 2: violations per cell, and a cell holding violations only
+    seeds['violations'] = block(1, 7, 1, [cell(1, 0, 0, 0, 0, [(100, 3)], 100, 100, viol=2),
+                                          cell(1, 0, 0, 3, 0, [], 0, 0, viol=1)], version=2)
     # 'nobins' claims samples without a histogram: give it a count
     b = bytearray(seeds['nobins'][:-8])
     struct.pack_into('<Q', b, 48 + 24, 2)

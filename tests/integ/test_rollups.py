@@ -7,8 +7,14 @@
 - diff: one area made slower by a known factor in the second of two ranges comes first, with
   that factor (the ratio of the means computed here), significant; the unchanged areas are not;
 - bad parameters are a 400 naming the parameter;
+- names: with a mapping loaded (`tlcap mapping`), trend and diff (JSON and tables) carry the
+  area's mapped name and the asked context's name, as `tlcap stats` shows them;
 - `tlcap trend --json` and `tlcap diff --json` (protobuf) print the HTTP API's documents, and
   their tables list the minutes and the slowed area first.
+- a SIGKILL after a statistics checkpoint loses no rollup: the open minute is saved with the
+  checkpoint and written at the restart, and trend answers as the oracle says;
+- rollups missing at start (their directory deleted) are rebuilt from the stored segments off
+  the loop, logged, counted in the stats dump, and trend answers as before;
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
 Usage: test_rollups.py TLCAPD TLCAP"""
@@ -17,6 +23,8 @@ import math
 import subprocess
 import os
 import random
+import shutil
+import signal
 import sys
 import urllib.error
 import urllib.request
@@ -139,6 +147,42 @@ def test_trend_and_restart(d):
         ru = dm.stats()["rollup"]
         T.eq((ru["samples"], ru["samples_dropped"], ru["write_errors"]),
              (3 * calls + 2 * (calls - 3), 0, 0), "rollup counters %r" % ru)
+        # names: none before a mapping; the mapped name and the context's name after
+        T.check("area_name" not in doc, "no name without a mapping: %r" % doc.keys())
+        mp = os.path.join(d, "names.txt")
+        with open(mp, "w") as f:
+            f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00001001,worker,\n"
+                    "00001002,idle loop,\n")
+        cli(sport, "mapping", NAME, mp)
+        stats = json.loads(cli(sport, "stats", NAME, "--export", "json"))
+        T.check("worker" in json.dumps(stats), "tlcap stats names 0x1001 worker")
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=4097&since=ns:0&context=0" % NAME)
+        T.eq(st, 200, "trend with a context")
+        T.eq((doc["area_name"], doc["context_name"]), ("worker", "core0"), "trend names")
+        T.eq(json.loads(cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--context", "0",
+                            "--json")), doc, "tlcap trend --json names")
+        title = cli(sport, "trend", NAME, "0x1001", "--since", "ns:0", "--context", "0")
+        T.check("(worker)" in title.splitlines()[0] and "(core0)" in title.splitlines()[0],
+                "the table's title names area and context: %r" % title.splitlines()[0])
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d..&context=0"
+                      % (NAME, 2 * MIN, 2 * MIN))
+        T.eq(st, 200, "diff with names")
+        T.eq(doc["context_name"], "core0", "diff context name")
+        T.eq({r["area"]: r.get("area_name") for r in doc["areas"]},
+             {0x1000: None, 0x1001: "worker", 0x1002: "idle loop"}, "diff area names")
+        lines = cli(sport, "diff", NAME, "--a", "ns:0..ns:%d" % (2 * MIN), "--b",
+                    "ns:%d.." % (2 * MIN)).splitlines()
+        T.eq(sorted(ln.split(None, 12)[12] for ln in lines[2:]), ["-", "idle loop", "worker"],
+             "the diff table's NAME column")
+        # a mapping loaded again (as many areas): the next diff has its names
+        with open(mp, "w") as f:
+            f.write("* HANDLE(Functions) %HANDLE%,%NAME%,%VALUE%\n\n00001001,boss,\n"
+                    "00001002,idle loop,\n")
+        cli(sport, "mapping", NAME, mp)
+        st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d.."
+                      % (NAME, 2 * MIN, 2 * MIN))
+        T.eq({r["area"]: r.get("area_name") for r in doc["areas"]},
+             {0x1000: None, 0x1001: "boss", 0x1002: "idle loop"}, "diff names after a reload")
         st, doc = get(hport, "/api/v1/targets/%s/trend?since=ns:0" % NAME)
         T.eq(st, 400, "no area")
         T.check("area" in doc["error"]["message"], doc["error"]["message"])
@@ -200,7 +244,7 @@ def test_diff_one_area_slowed(d):
              "tlcap diff --json is the HTTP document")
         lines = cli(sport, "diff", NAME, "--a", ra, "--b", rb).splitlines()
         T.eq(lines[2].split()[0], "0x%08X" % (0x1000 + slowed), "the slowed area first")
-        T.check("yes" in lines[2].split(), "marked significant: %r" % lines[2])
+        T.eq(lines[2].split()[10:12], ["yes", "yes"], "significant, p99 moved: %r" % lines[2])
         T.eq(sum(1 for ln in lines[3:] if ln.split()[10] == "yes"), 0,
              "no other significant: %r" % lines)
     finally:
@@ -208,5 +252,73 @@ def test_diff_one_area_slowed(d):
         T.eq(rc, 0, "exit status")
 
 
+def test_kill_after_checkpoint(d):
+    port, hport = D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--checkpoint-interval", "0.3"]
+    data, got = stream(3, 5, 40, seed=3)
+    calls = sum(len(v) for v in got.values())
+    total = 3 * calls + 2 * (calls - 3)  # as test_trend_and_restart counts them
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        send_all(port, data)
+        # no query before the kill (a query writes the open minute): the checkpoint taken
+        # after the last event saves the open minute; "samples" counts the minutes written,
+        # "saved_samples" those of the open minute saved
+        st = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
+                           == total and st["rollup"]["saved_samples"] > 0, timeout=20,
+                           what="the open minute saved with a checkpoint")["rollup"]
+        T.check(st["samples"] < total, "the last minute is open: %r" % st)
+        T.eq(st["samples_dropped"], 0, "none dropped")
+    finally:
+        dm.kill()
+    T.eq(dm.p.returncode, -signal.SIGKILL, "killed")
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        dm.wait_stats(lambda st: st["rollup"]["restored"] == 1,
+                      what="the saved open minute written at start")
+        T.check("the open minute saved with the last checkpoint written" in dm.log(), "logged")
+        for a in range(3):  # the oracle: the durations sent
+            check_trend(hport, got, a, 5)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the restart")
+    T.check(not os.path.exists(os.path.join(dm.state, ".rollup", NAME, "open-minute")),
+            "the saved copy removed once written")
+
+
+def test_rebuilt_from_segments(d):
+    port, hport = D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port]
+    data, got = stream(3, 5, 40, seed=9)
+    calls = sum(len(v) for v in got.values())
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        send_all(port, data)
+        before = [get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m"
+                      % (NAME, 0x1000 + a))[1] for a in range(3)]
+        T.eq(dm.stats()["rollup"]["rebuilds"], 0, "nothing rebuilt while the rollups are there")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    shutil.rmtree(os.path.join(dm.state, ".rollup"))
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=30,
+                           what="the rollups rebuilt")["rollup"]
+        T.eq((st["rebuilds"], st["rebuilding"], st["samples_dropped"]), (1, 0, 0),
+             "one rebuild, done: %r" % st)
+        T.check("rebuilding them from its stored segments" in dm.log(), "the start logged")
+        T.check("rollups rebuilt from" in dm.log(), "the end logged")
+        for a in range(3):
+            check_trend(hport, got, a, 5)  # the oracle
+            T.eq(get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m"
+                     % (NAME, 0x1000 + a))[1], before[a], "area %d: the trend before" % a)
+        T.eq(dm.stats()["rollup"]["samples"], 3 * calls + 2 * (calls - 3), "every sample")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the rebuild")
+
+
 if __name__ == "__main__":
-    T.main([test_trend_and_restart, test_diff_one_area_slowed])
+    T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
+            test_rebuilt_from_segments])

@@ -3,7 +3,8 @@
  * (count, sum, MIN/MAX and their times, the exact sum of squares in 128 bits), and its quantiles
  * are the engine histogram's of the same samples and within 1% of the exact nearest rank; every
  * block survives encode/decode (merged after the round trip), and a decoder refuses every
- * truncation and every flipped byte without crashing.
+ * truncation and every flipped byte without crashing; violations counts survive and merge, and
+ * version-1 blocks still read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -267,6 +268,70 @@ static void test_hostile_bytes(void **state) {
   tlc_rollup_blk_fini(&back);
 }
 
+/* Version 2 cells count violations, a cell may hold violations only, merges add them; a
+ * version-1 block (no violations field) still reads, with none. */
+static void test_violations_and_version1(void **state) {
+  tlc_rollup_blk_t b, back, sum;
+  tlc_ckw_t w;
+  char err[160];
+  tlc_rollup_key_t k = { 3, 0, 0, TLC_NET, TLC_ROW_CODE };
+  tlc_rollup_cell_t *c;
+  unsigned char v1[256];
+  size_t hdr = 4 + 2 + 2 + 8 + 8 + 4 + 4 + 8 + 8, cell = 4 + 4 + 8 + 1 + 1 + 2 + 4 + 8 * 8;
+  uint64_t ck;
+  (void)state;
+  tlc_rollup_blk_init(&b);
+  tlc_rollup_blk_init(&back);
+  tlc_rollup_blk_init(&sum);
+  c = tlc_rollup_cell_get(&b, &k);
+  assert_int_equal(tlc_rollup_cell_add(c, 100, 5, tlc__hist_idx(100)), 0);
+  c->violations = 2;
+  k.kind = TLC_PERIOD; /* a violation in a minute without a PERIOD sample */
+  c = tlc_rollup_cell_get(&b, &k);
+  c->violations = 1;
+  tlc_ckw_init(&w, 1u << 16);
+  tlc_rollup_encode(&b, &w);
+  assert_int_equal(w.err, 0);
+  assert_int_equal(tlc_rollup_decode(&back, w.p, w.len, NULL, err, sizeof err), 0);
+  assert_int_equal(back.n, 2);
+  assert_int_equal(back.cells[0].violations, 2);
+  assert_int_equal(back.cells[0].d.n, 1);
+  assert_int_equal(back.cells[1].violations, 1);
+  assert_int_equal(back.cells[1].d.n, 0);
+  assert_int_equal(tlc_rollup_blk_merge(&sum, &back), 0);
+  assert_int_equal(tlc_rollup_blk_merge(&sum, &back), 0);
+  assert_int_equal(sum.cells[0].violations, 4);
+  assert_int_equal(sum.cells[0].d.n, 2);
+  assert_int_equal(sum.cells[1].violations, 2);
+  /* a cell with neither samples nor violations is refused */
+  back.cells[1].violations = 0;
+  w.len = 0;
+  tlc_rollup_encode(&back, &w);
+  assert_int_equal(tlc_rollup_decode(&sum, w.p, w.len, NULL, err, sizeof err), TLC_EFRAME);
+  /* version 1: the first cell alone, without its violations field */
+  back.n = 1;
+  w.len = 0;
+  tlc_rollup_encode(&back, &w);
+  assert_int_equal(w.err, 0);
+  assert_true(w.len <= sizeof v1);
+  memcpy(v1, w.p, hdr + cell); /* header and the cell up to sumsq_lo */
+  memcpy(v1 + hdr + cell, w.p + hdr + cell + 8, w.len - hdr - cell - 8 - 8); /* its bins */
+  v1[4] = 1;
+  v1[5] = 0;
+  ck = tlc_ck_fnv(v1, w.len - 16);
+  memcpy(v1 + w.len - 16, &ck, 8);
+  assert_int_equal(tlc_rollup_decode(&sum, v1, w.len - 8, NULL, err, sizeof err), 0);
+  assert_int_equal(sum.n, 1);
+  assert_int_equal(sum.cells[0].d.n, 1);
+  assert_int_equal(sum.cells[0].d.max, 100);
+  assert_int_equal(sum.cells[0].violations, 0);
+  back.n = 2;
+  tlc_ckw_fini(&w);
+  tlc_rollup_blk_fini(&b);
+  tlc_rollup_blk_fini(&back);
+  tlc_rollup_blk_fini(&sum);
+}
+
 static void test_welch(void **state) {
   tlc_dist_t a, b;
   (void)state;
@@ -292,10 +357,9 @@ static void test_welch(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_merge_any_range),
-    cmocka_unit_test(test_merge_order),
-    cmocka_unit_test(test_hostile_bytes),
-    cmocka_unit_test(test_welch),
+    cmocka_unit_test(test_merge_any_range),         cmocka_unit_test(test_merge_order),
+    cmocka_unit_test(test_hostile_bytes),           cmocka_unit_test(test_welch),
+    cmocka_unit_test(test_violations_and_version1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

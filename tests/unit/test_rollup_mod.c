@@ -2,7 +2,8 @@
  * several minutes of target time and two clock epochs, written by the worker, read back per
  * minute, per hour and as one step, equal the statistics computed here from the samples; a
  * query submitted on the loop sees the open minute; hours answer alone once retention deleted
- * the minutes (their files made old); a torn block at a file's end is skipped and counted.
+ * the minutes (their files made old); a torn block at a file's end is skipped and counted;
+ * budget violations are counted per minute, area and context and shown by trend.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,9 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "base/alloc.h"
+#include "base/out.h"
+#include "rollup/report.h"
 #include "rollup/rollup.h"
 #include "rng.h"
 
@@ -246,9 +250,193 @@ static void test_write_read(void **state) {
   free(s);
 }
 
+/* Budget violations counted in the minute of their end time, per area and context, whatever
+ * statistic they broke (a rate's and a PERIOD's in a minute with no PERIOD sample too); trend
+ * shows them per step (minutes and hours), only for the context asked for when one is. */
+static void test_violations(void **state) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *a;
+  tlc_rollup_opts_t o;
+  tlc_rollup_res_t res;
+  tlc_rollup_q_t q;
+  tlc_rollup_stats_t st;
+  tlc_rollup_cell_t c;
+  tlc_out_t out;
+  char *doc;
+  size_t len;
+  const int64_t M = TLC_ROLLUP_MINUTE_NS;
+  /* per minute 0..4: the violations of area 20 in context 0 and in context 1 */
+  static const unsigned want0[5] = { 1, 0, 3, 0, 1 }, want1[5] = { 0, 2, 0, 0, 0 };
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_viol.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  a = tlc_rollup_acc_new(r, "board");
+  assert_non_null(a);
+  for (int m = 0; m < 5; m++) {
+    tlc_rollup_sample_t x = { 20, 0, 0, 0 /* NET */, 0, 1000 + m, m * M + 10, 0 };
+    tlc_rollup_add(a, &x);
+    for (unsigned k = 0; k < want0[m]; k++) /* NET, PERIOD (no sample of it), a rate */
+      tlc_rollup_add_violation(a, 20, 0, 0,
+                               (uint8_t)(k == 0   ? 0
+                                         : k == 1 ? 3
+                                                  : 5),
+                               0, m * M + 20 + k, 0);
+    for (unsigned k = 0; k < want1[m]; k++)
+      tlc_rollup_add_violation(a, 20, 1, 0, 0, 0, m * M + 30, 0);
+    x.handle = 21; /* another area's samples in between */
+    x.end = m * M + 40;
+    tlc_rollup_add(a, &x);
+  }
+  tlc_rollup_acc_free(a);
+  /* a query runs after everything handed to the worker before it: then the counters are in */
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "board");
+  q.handle = 20;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = 0;
+  answered = 0;
+  assert_int_equal(tlc_rollup_submit(r, NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  tlc_rollup_res_fini(&got);
+  tlc_rollup_get_stats(r, &st);
+  assert_int_equal(st.violations, 7);
+  assert_int_equal(st.samples_dropped, 0);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "board");
+  q.handle = 20;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = 0;
+  for (int ctx = -1; ctx <= 1; ctx++) {
+    q.has_context = ctx >= 0;
+    q.context = ctx >= 0 ? (uint32_t)ctx : 0;
+    q.step_min = 1;
+    tlc_rollup_read(dir, &q, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(res.nsteps, 5);
+    for (size_t i = 0; i < res.nsteps; i++) {
+      unsigned w = ctx == 0 ? want0[i] : ctx == 1 ? want1[i] : want0[i] + want1[i];
+      assert_int_equal(res.steps[i].minute, (int64_t)i);
+      assert_int_equal(tlc_rollup_area_cell(&res.steps[i], 20, 0, q.has_context, q.context, &c), 0);
+      assert_int_equal(c.violations, w);
+      assert_int_equal(c.d.n, ctx == 1 ? 0 : 1);
+      tlc_free(c.bins);
+    }
+    tlc_rollup_res_fini(&res);
+    q.step_min = 60; /* the hour */
+    tlc_rollup_read(dir, &q, &res);
+    assert_int_equal(res.nsteps, 1);
+    assert_int_equal(tlc_rollup_area_cell(&res.steps[0], 20, 0, q.has_context, q.context, &c), 0);
+    assert_int_equal(c.violations, ctx == 0 ? 5 : ctx == 1 ? 2 : 7);
+    tlc_free(c.bins);
+    tlc_rollup_res_fini(&res);
+  }
+  /* the trend document: a "violations" member on the steps that have some */
+  q.has_context = 0;
+  q.step_min = 1;
+  tlc_rollup_read(dir, &q, &res);
+  tlc_out_init(&out, 1u << 20, NULL, NULL);
+  assert_int_equal(tlc_rollup_trend_json(&out, &q, &res, 0, NULL), 0);
+  doc = tlc_out_take(&out, &len);
+  assert_non_null(doc);
+  assert_non_null(strstr(doc, "\"start\":0,\"count\":1,"));
+  assert_non_null(strstr(doc, "\"max_time\":10,\"violations\":1}"));
+  assert_non_null(strstr(doc, "\"max_time\":60000000010,\"violations\":2}"));
+  assert_non_null(strstr(doc, "\"max_time\":120000000010,\"violations\":3}"));
+  assert_non_null(strstr(doc, "\"max_time\":180000000010}"));
+  tlc_free(doc);
+  tlc_out_fini(&out);
+  tlc_out_init(&out, 1u << 20, NULL, NULL);
+  assert_int_equal(tlc_rollup_trend_text(&out, &q, &res, 0, NULL), 0);
+  doc = tlc_out_take(&out, &len);
+  assert_non_null(strstr(doc, "VIOLATIONS"));
+  tlc_free(doc);
+  tlc_out_fini(&out);
+  tlc_rollup_res_fini(&res);
+  rm_rf(dir);
+}
+
+/* A rebuild's accumulator (the past) and the live one of the same target, fed in turns, never
+ * cut each other's minutes or hours: one block per area and minute, one per area and hour. */
+static void test_past_apart(void **state) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *live, *past;
+  tlc_rollup_opts_t o;
+  tlc_rollup_stats_t st;
+  tlc_rollup_res_t res;
+  tlc_rollup_q_t q;
+  const int64_t M = TLC_ROLLUP_MINUTE_NS;
+  const int per = 3000; /* more than a chunk: chunks of both reach the worker in turns */
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_past.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  live = tlc_rollup_acc_new(r, "board");
+  past = tlc_rollup_acc_new_past(r, "board");
+  assert_non_null(live);
+  assert_non_null(past);
+  for (int m = 0; m < 5; m++)
+    for (int i = 0; i < per; i++) {
+      tlc_rollup_sample_t x = { 1, 0, 0, 0, 0, 100 + i, m * M + i, 0 };
+      tlc_rollup_sample_t y = { 2, 0, 0, 0, 0, 200 + i, 100 * M + m * per + i, 0 };
+      tlc_rollup_add(past, &x);
+      tlc_rollup_add(live, &y);
+    }
+  tlc_rollup_acc_free(past);
+  tlc_rollup_acc_free(live);
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "board");
+  q.handle = 1;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = 0;
+  answered = 0;
+  assert_int_equal(tlc_rollup_submit(r, NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  tlc_rollup_res_fini(&got);
+  tlc_rollup_get_stats(r, &st);
+  assert_int_equal(st.blocks_written, 5 + 1); /* the minutes: the hours are open */
+  assert_int_equal(st.samples, 10 * (uint64_t)per);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  for (uint32_t h = 1; h <= 2; h++) {
+    q.handle = h;
+    q.step_min = 1;
+    tlc_rollup_read(dir, &q, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(res.nsteps, h == 1 ? 5 : 1);
+    for (size_t i = 0; i < res.nsteps; i++) {
+      tlc_rollup_key_t k = { h, 0, 0, 0, 0 };
+      const tlc_rollup_cell_t *c = tlc_rollup_cell_find(&res.steps[i], &k);
+      assert_non_null(c);
+      assert_int_equal(c->d.n, h == 1 ? (uint64_t)per : 5 * (uint64_t)per);
+    }
+    tlc_rollup_res_fini(&res);
+  }
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_write_read),
+    cmocka_unit_test(test_violations),
+    cmocka_unit_test(test_past_apart),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
