@@ -161,13 +161,37 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   d->sumsq_hi += hi + (d->sumsq_lo < lo);
 }
 
+void tlc_dist_add_at(tlc_dist_t *d, int64_t v, const tlc_at_t *at) {
+  if (d->n == 0 || v < d->min)
+    d->min_at = *at;
+  if (d->n == 0 || v > d->max)
+    d->max_at = *at;
+  tlc_dist_add(d, v);
+}
+
+int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y) {
+  if (x->known != y->known)
+    return x->known != 0;
+  if (x->epoch != y->epoch)
+    return x->epoch < y->epoch;
+  if (x->end != y->end)
+    return x->end < y->end;
+  return x->seq_end < y->seq_end;
+}
+
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b) {
   if (b->n == 0)
     return;
-  if (a->n == 0 || b->min < a->min)
+  if (a->n == 0 || b->min < a->min ||
+      (b->min == a->min && tlc_at_earlier(&b->min_at, &a->min_at))) {
     a->min = b->min;
-  if (a->n == 0 || b->max > a->max)
+    a->min_at = b->min_at;
+  }
+  if (a->n == 0 || b->max > a->max ||
+      (b->max == a->max && tlc_at_earlier(&b->max_at, &a->max_at))) {
     a->max = b->max;
+    a->max_at = b->max_at;
+  }
   a->n += b->n;
   a->sum = sat_add(a->sum, b->sum);
   a->sumsq_lo += b->sumsq_lo;
