@@ -150,10 +150,14 @@ static int64_t sat_add(int64_t a, int64_t b) {
 
 void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, hi, lo;
-  if (d->n == 0 || v < d->min)
+  if (d->n == 0 || v < d->min) {
     d->min = v;
-  if (d->n == 0 || v > d->max)
+    memset(&d->min_at, 0, sizeof(d->min_at)); /* a new extreme whose time is not known */
+  }
+  if (d->n == 0 || v > d->max) {
     d->max = v;
+    memset(&d->max_at, 0, sizeof(d->max_at));
+  }
   d->n++;
   d->sum = sat_add(d->sum, v);
   mul128(mag, mag, &hi, &lo);
@@ -162,11 +166,12 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v) {
 }
 
 void tlc_dist_add_at(tlc_dist_t *d, int64_t v, const tlc_at_t *at) {
-  if (d->n == 0 || v < d->min)
-    d->min_at = *at;
-  if (d->n == 0 || v > d->max)
-    d->max_at = *at;
+  int mn = d->n == 0 || v < d->min, mx = d->n == 0 || v > d->max;
   tlc_dist_add(d, v);
+  if (mn)
+    d->min_at = *at;
+  if (mx)
+    d->max_at = *at;
 }
 
 int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y) {

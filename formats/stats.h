@@ -171,7 +171,7 @@ int64_t tlc_table_total_time(const tlc_table_t *t);
 int64_t tlc_dist_avg(const tlc_dist_t *d);
 double tlc_dist_stddev(const tlc_dist_t *d);
 /* Adds one sample (no histogram): n, sum, min, max, sum of squares. The sum saturates at
- * INT64_MAX / INT64_MIN, as the engine's sums do. */
+ * INT64_MAX / INT64_MIN, as the engine's sums do. A new MIN or MAX has no time (known = 0). */
 void tlc_dist_add(tlc_dist_t *d, int64_t v);
 /* tlc_dist_add with the sample's time: it becomes min_at / max_at when v is a new extreme (a
  * sample equal to the extreme keeps the earlier one, which is the one added first). */

@@ -11,6 +11,10 @@
  * tlc_engine_sync), the row cache, the window-step cache and the snapshot scratch (rebuilt on use),
  * the mapping links (resolved again with the mapping the engine has after the load).
  *
+ * Versions: ENG2 (written) follows each row with its extremes' times (engine-int.h: xrow_t);
+ * ENG1, written before those existed, is still read: its rows' times are unknown (known = 0)
+ * until a sample makes a new extreme.
+ *
  * Layout: fixed-size records (rows, activations, state areas, window buckets) are copied as
  * they are in memory, so a save costs about one memcpy per row plus its histograms and windows
  * (bench/bench_checkpoint). Their sizes and the byte order are in the section header: a
@@ -93,7 +97,7 @@ static int bucket_live(const wbucket_t *b, const int64_t *lim) {
  * their stacks, the table-index map, the state areas) and the row count. */
 static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
   size_t i;
-  tlc_ckw_u32(w, SEC_MAGIC);
+  tlc_ckw_u32(w, e->ckpt_v1 ? SEC_MAGIC1 : SEC_MAGIC);
   save_layout(w);
   save_opts(e, w);
   tlc_ckw_bytes(w, &e->c, sizeof(e->c));
@@ -127,7 +131,8 @@ static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
 static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim, tlc_ckw_t *w) {
   unsigned k;
   tlc_ckw_bytes(w, r, sizeof(*r));
-  tlc_ckw_bytes(w, &e->xt[r - e->rows], sizeof(xrow_t));
+  if (!e->ckpt_v1)
+    tlc_ckw_bytes(w, &e->xt[r - e->rows], sizeof(xrow_t));
   if (e->o.histograms)
     for (k = 0; k < NK; k++)
       tlc__hist_save(&r->k[k].h, w);
@@ -204,6 +209,10 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
   while (rc == 0)
     rc = tlc_engine_save_step(e, &sv, w, SIZE_MAX);
   return rc < 0 ? rc : 0;
+}
+
+void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on) {
+  e->ckpt_v1 = on;
 }
 
 /* ---- load ---- */

@@ -243,6 +243,7 @@ struct tlc_engine {
   size_t capord, ord_nrows;
   uint64_t ord_gen, ord_epoch;
   int ord_off; /* tests (tlc__engine_set_ord_off): the row order index is not used */
+  int ckpt_v1; /* tests (tlc__engine_set_ckpt_v1): saves write version 1 (no extremes' times) */
 };
 
 /* Tests only: on = 1 makes e's snapshots and splits do without the row order index (e->ord),
@@ -250,6 +251,11 @@ struct tlc_engine {
  * is stale (splits): rows sorted after the copy, splits by a heap over every row. The test
  * compares both ways (test_engine_budget). */
 void tlc__engine_set_ord_off(tlc_engine_t *e, int on);
+
+/* Tests only: on = 1 makes e's checkpoints version 1 (ENG1: the rows without their extremes'
+ * times), as a build before version 2 wrote them, so that a test can check how they load
+ * (test_engine_checkpoint). */
+void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on);
 
 /* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
 static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {

@@ -51,10 +51,66 @@ static void test_saturated_sums(void **state) {
   assert_true(b.min == INT64_MIN);
 }
 
+static tlc_at_t at(int64_t start, int64_t end, uint32_t epoch, uint64_t seq) {
+  tlc_at_t a = { start, end, seq, seq + 1, epoch, 1 };
+  return a;
+}
+
+/* An extreme's time comes with its value through adds and merges; of equal extremes the earlier
+ * sample (epoch, then end, then sequence) stays; an unknown time loses to a known one. */
+static void test_extreme_times(void **state) {
+  tlc_dist_t a, b, c;
+  tlc_at_t t;
+  (void)state;
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  memset(&c, 0, sizeof(c));
+  t = at(0, 10, 0, 1);
+  tlc_dist_add_at(&a, 10, &t);
+  t = at(20, 50, 0, 5);
+  tlc_dist_add_at(&a, 30, &t);
+  t = at(60, 70, 0, 9);
+  tlc_dist_add_at(&a, 10, &t); /* equals MIN: the first stays */
+  assert_int_equal(a.min_at.end, 10);
+  assert_int_equal(a.max_at.end, 50);
+  assert_int_equal(a.max_at.seq_start, 5);
+  /* b: the same MIN taken earlier in an earlier epoch's end, and a larger MAX */
+  t = at(-5, 5, 0, 0);
+  tlc_dist_add_at(&b, 10, &t);
+  t = at(100, 200, 1, 20);
+  tlc_dist_add_at(&b, 40, &t);
+  tlc_dist_merge(&a, &b);
+  assert_int_equal(a.min, 10);
+  assert_int_equal(a.min_at.end, 5); /* tie: the one that closed first */
+  assert_int_equal(a.max, 40);
+  assert_int_equal(a.max_at.end, 200);
+  assert_int_equal(a.max_at.epoch, 1);
+  /* a tie with a later epoch does not win, whatever its times */
+  t = at(-100, -50, 2, 0);
+  tlc_dist_add_at(&c, 40, &t);
+  tlc_dist_merge(&a, &c);
+  assert_int_equal(a.max_at.epoch, 1);
+  /* an unknown time (a version 1 checkpoint's) loses a tie to a known one, either way round */
+  memset(&c, 0, sizeof(c));
+  tlc_dist_add(&c, 10);
+  tlc_dist_merge(&a, &c);
+  assert_int_equal(a.min_at.known, 1);
+  tlc_dist_merge(&c, &a);
+  assert_int_equal(c.min_at.known, 1);
+  assert_int_equal(c.min_at.end, 5);
+  /* a new extreme from a dist without times has no time */
+  memset(&c, 0, sizeof(c));
+  tlc_dist_add(&c, 1);
+  tlc_dist_merge(&a, &c);
+  assert_int_equal(a.min, 1);
+  assert_int_equal(a.min_at.known, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_add_merge),
     cmocka_unit_test(test_saturated_sums),
+    cmocka_unit_test(test_extreme_times),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
