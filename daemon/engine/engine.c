@@ -92,6 +92,7 @@ void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_
   return np;
 }
 
+/* n, sum and the sum of squares of a sample v >= 0 into d (its MIN and MAX: ext_note). */
 static void dist_add(edist_t *d, int64_t v) {
   /* samples are clamped >= 0 */
   uint64_t m = (uint64_t)v, hi, lo;
@@ -106,10 +107,7 @@ static void dist_add(edist_t *d, int64_t v) {
   lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
   hi = p11 + (p01 >> 32) * 2 + (mid >> 32);
 #endif
-  if (v < d->min) /* an empty dist has min INT64_MAX, max INT64_MIN (dists_clear) */
-    d->min = v;
-  if (v > d->max)
-    d->max = v;
+  /* MIN and MAX: sample() (ext_note), when v is outside them */
   d->n++;
   d->sum = tadd(d->sum, v);
   d->sqlo += lo;
@@ -440,17 +438,18 @@ tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
 }
 
 /* Called by sample() before a sample v of kind k of r, closing now, goes into d = r->k[k].d, when v
- * is below d's MIN or above its MAX (or d is empty): records when it was taken if it is also a
+ * is below d's MIN or above its MAX (an empty dist has MIN INT64_MAX and MAX INT64_MIN:
+ * dists_clear): makes v d's new MIN and/or MAX, and records when it was taken if it is also a
  * new cumulative extreme - below (above) the MIN (MAX) of the earlier intervals w->f[k] when the
  * row has windows. Strict comparisons: of equal extremes the first one taken stays. Out of line:
- * a sample that changes nothing here costs sample() one predicted branch. */
+ * a sample inside d's range costs sample() two compares and one predicted branch. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void
-ext_note(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
+ext_note(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
          int64_t end) {
-  const edist_t *d = &r->k[k].d;
+  edist_t *d = &r->k[k].d;
   const edist_t *f = r->w != NULL && r->w->f[k].n > 0 ? &r->w->f[k] : NULL;
   xrow_t *x = &e->xt[r - e->rows];
   tlc_at_t at;
@@ -464,6 +463,10 @@ ext_note(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
     x->mn[k] = at;
   if ((d->n == 0 || v > d->max) && (f == NULL || v > f->max))
     x->mx[k] = at;
+  if (v < d->min)
+    d->min = v;
+  if (v > d->max)
+    d->max = v;
 }
 
 /* One sample of kind k that started at `start` (the event of change sequence seq_start) and
