@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/out.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -286,4 +287,41 @@ char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len
     break;
   }
   return buf;
+}
+
+static const char *at_text(const tlc_at_t *a, char *buf, size_t len) {
+  if (!a->known)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%lld..%lld e%u", (long long)a->start, (long long)a->end, a->epoch);
+  return buf;
+}
+
+int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
+                       const char *(*name)(void *ud, const tlc_stat_t *r), void *ud) {
+  static const char *const kn[TLC_NKINDS] = { "net", "gross", "call", "period", "outside" };
+  size_t i;
+  unsigned k;
+  tlc_out_printf(o, "%-8s %-24s %-14s %-7s %20s %-36s %20s %s\n", "HANDLE", "AREA", "CONTEXT",
+                 "KIND", "MAX", "MAX AT", "MIN", "MIN AT");
+  /* AREA: the mapping's name; CONTEXT: a state row's state value */
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
+    const char *nm = name != NULL ? name(ud, r) : NULL;
+    char ctx[64], amax[80], amin[80];
+    if (r->kind == TLC_ROW_STATE)
+      snprintf(ctx, sizeof(ctx), "state=%llu", (unsigned long long)r->state);
+    else
+      tlc_ctx_name(t, r->context, ctx, sizeof(ctx));
+    for (k = 0; k < TLC_NKINDS; k++) {
+      const tlc_dist_t *d = &r->dist[k];
+      if (!tlc_stat_kind_applies(r, k) || d->n == 0)
+        continue;
+      tlc_out_printf(o, "%08X %-24s %-14s %-7s %20lld %-36s %20lld %s\n", (unsigned)r->handle,
+                     nm != NULL && nm[0] != '\0' ? nm : "-", ctx[0] != '\0' ? ctx : "-", kn[k],
+                     (long long)d->max, at_text(&d->max_at, amax, sizeof(amax)), (long long)d->min,
+                     at_text(&d->min_at, amin, sizeof(amin)));
+    }
+  }
+  return o->err;
 }

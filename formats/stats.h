@@ -185,6 +185,15 @@ void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
  * an unknown one, then the smaller (epoch, end, seq_end) - the sample that closed first. */
 int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y);
 
+struct tlc_out;
+/* `tlcap stats --extremes`: one line per row and sample kind with samples (kinds that apply,
+ * tlc_stat_kind_applies), in the table's order: area (handle, and name(ud, r) when name is not
+ * NULL and gives one), context (tlc_ctx_name), kind, MAX and when its sample was taken ("max
+ * at": first..closing event, target ns, and the clock epoch; "-" when not known), then MIN
+ * likewise. Writes to o (base/out.h); returns 0 or o's error. */
+int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
+                       const char *(*name)(void *ud, const tlc_stat_t *r), void *ud);
+
 /* Code rows grouped by context, for exporters that write one section per context: bucket b
  * (0..ncontexts-1 the contexts, ncontexts Neutral) holds rows order[start[b] .. start[b+1]),
  * in the table's (handle) order. One counting sort, O(rows + contexts). On success the caller

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/alloc.h"
+#include "base/out.h"
 #include "formats/stats.h"
 
 #include <stdint.h>
@@ -106,11 +108,69 @@ static void test_extreme_times(void **state) {
   assert_int_equal(a.min_at.known, 0);
 }
 
+static const char *name_of(void *ud, const tlc_stat_t *r) {
+  (void)ud;
+  return r->handle == 0 ? "main" : NULL;
+}
+
+/* `tlcap stats --extremes`: a line per row and kind with samples, MAX and MIN with when their
+ * samples were taken, "-" for a time not known; kinds that do not apply are left out. */
+static void test_extremes_write(void **state) {
+  tlc_table_t t;
+  tlc_ctx_t c;
+  tlc_stat_t *r;
+  tlc_out_t o;
+  tlc_at_t a1 = at(100, 350, 2, 7), a2 = at(400, 420, 2, 9);
+  char *s;
+  (void)state;
+  tlc_table_init(&t);
+  memset(&c, 0, sizeof(c));
+  c.kind = TLC_CTXK_CORE;
+  c.core = 1;
+  assert_int_equal(tlc_table_add_ctx(&t, &c), 0);
+  r = tlc_table_add(&t);
+  r->handle = 0;
+  r->context = 0;
+  r->kind = TLC_ROW_CODE;
+  tlc_dist_add_at(&r->dist[TLC_NET], 250, &a1);
+  tlc_dist_add_at(&r->dist[TLC_NET], 20, &a2);
+  tlc_dist_add(&r->dist[TLC_CALL], 5); /* no time */
+  r = tlc_table_add(&t);
+  r->handle = 0x30000001;
+  r->context = TLC_CTX_NONE;
+  r->kind = TLC_ROW_STATE;
+  r->state = 3;
+  tlc_dist_add_at(&r->dist[TLC_NET], 9, &a1);
+  tlc_dist_add_at(&r->dist[TLC_CALL], 9, &a1); /* CALL does not apply to a state row */
+  tlc_out_init(&o, 0, NULL, NULL);
+  assert_int_equal(tlc_extremes_write(&o, &t, name_of, NULL), 0);
+  s = tlc_out_take(&o, NULL);
+  tlc_out_fini(&o);
+  assert_non_null(strstr(s, "MAX AT"));
+  assert_non_null(strstr(s, "00000000 main"));
+  assert_non_null(strstr(s, "core1"));
+  assert_non_null(strstr(s, " 250 100..350 e2"));
+  assert_non_null(strstr(s, " 20 400..420 e2\n"));
+  assert_non_null(strstr(s, " call "));
+  assert_non_null(strstr(s, " 5 -"));
+  assert_non_null(strstr(s, "30000001 -"));
+  assert_non_null(strstr(s, "state=3"));
+  {
+    size_t lines = 0;
+    for (const char *p = s; *p; p++)
+      lines += *p == '\n';
+    assert_int_equal(lines, 4); /* header, net and call of main, net of the state */
+  }
+  tlc_free(s);
+  tlc_table_fini(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_add_merge),
     cmocka_unit_test(test_saturated_sums),
     cmocka_unit_test(test_extreme_times),
+    cmocka_unit_test(test_extremes_write),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
