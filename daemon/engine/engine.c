@@ -499,7 +499,9 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, i
 /* Grows the rows to hold `need`, keeping them 64-byte aligned: the allocation (rows_raw,
  * tlc_grow'n) holds one row more than caprows, room for the up to 63 bytes that alignment
  * skips; when the new block's offset to alignment differs from the old one's (tlc_realloc
- * guarantees less than 64), the rows are moved within it. 0 or TLC_ENOMEM (rows untouched). */
+ * guarantees less than 64), the rows are moved within it. Then their extremes' times (e->xt)
+ * likewise, unaligned. 0 or TLC_ENOMEM (the rows' contents untouched; either array may have
+ * grown). */
 static int rows_grow(tlc_engine_t *e, size_t need) {
   size_t cap = e->rows_raw != NULL ? e->caprows + 1 : 0, off_old, off_new;
   unsigned char *raw;
