@@ -1,4 +1,5 @@
-/* stats.c - `tlcap stats TARGET [--export text1|xml|br|json] [--since T] [--until T]`: rebuilds
+/* stats.c - `tlcap stats TARGET [--export text1|xml|br|json] [--since T] [--until T]
+ * [--extremes]`: rebuilds
  * a tlc_table_t from the daemon's snapshot of TARGET and prints it with the exporters `tlcapd
  * replay` uses, so that a live capture and a replay of its segments can be compared byte for
  * byte. A large table comes in parts of at most STATS_PART_ROWS rows (docs/protocol.md
@@ -27,6 +28,12 @@
 #define STATS_PART_ROWS  8192    /* rows per part of a GetStats reply */
 #define STATS_RANGE_WAIT 3600000 /* ms a range query may take (the daemon reads segments) */
 
+/* AREA of `--extremes`: the mapping's name of r's area. */
+static const char *area_name(void *ud, const tlc_stat_t *r) {
+  const tlc_map_area_t *a = tlc_mapping_row_entry(ud, r);
+  return a != NULL ? a->name : NULL;
+}
+
 int tlc_cli_stats(int argc, char **argv) {
   static const char *const exports[] = { "text1", "xml", "aprof", "br", "json" };
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
@@ -38,22 +45,24 @@ int tlc_cli_stats(int argc, char **argv) {
   tlc_client_t *c = NULL;
   tlc_table_t t;
   tlc_mapping_t map;
-  int status = 0, r, have_map = 0;
+  int status = 0, r, have_map = 0, extremes = 0;
   char err[512];
   size_t k;
   tlc_out_t o;
-  static const struct option lo[] = {
-    { "export", required_argument, NULL, 'e' }, { "text1-format", required_argument, NULL, 't' },
-    { "since", required_argument, NULL, 's' },  { "until", required_argument, NULL, 'u' },
-    { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 }
-  };
+  static const struct option lo[] = { { "export", required_argument, NULL, 'e' },
+                                      { "text1-format", required_argument, NULL, 't' },
+                                      { "since", required_argument, NULL, 's' },
+                                      { "until", required_argument, NULL, 'u' },
+                                      { "extremes", no_argument, NULL, 'x' },
+                                      { "help", no_argument, NULL, 'h' },
+                                      { NULL, 0, NULL, 0 } };
   int opt;
   t1 = tlc_malloc(sizeof(*t1));
   if (t1 == NULL)
     return EXIT_BAD;
   tlc_text1_opts_default(t1);
   tlc_cli_opt_reset();
-  while ((opt = tlc_cli_next_opt(argc, argv, ":he:t:", lo)) != -1) {
+  while ((opt = tlc_cli_next_opt(argc, argv, ":he:t:x", lo)) != -1) {
     if (opt == '?') {
       status = EXIT_USAGE;
       goto done;
@@ -61,7 +70,7 @@ int tlc_cli_stats(int argc, char **argv) {
     if (opt == 'h') {
       printf("usage: tlcap [--connect ADDR] stats TARGET [--export text1|xml|aprof|br|json]\n"
              "                                  [--text1-format ENTRY=FORMAT]...\n"
-             "                                  [--since T] [--until T]\n"
+             "                                  [--since T] [--until T] [--extremes]\n"
              "Prints the daemon's current statistics of TARGET with the exporters of\n"
              "`tlcapd replay` (default text1). ENTRY is InfoEntry, ContextEntry, MappingEntry,\n"
              "StatisticsEntry or TimelineEntry. br writes the BR profiler file (binary) from the\n"
@@ -73,11 +82,16 @@ int tlc_cli_stats(int argc, char **argv) {
              "epoch:K:N (target time in clock epoch K, as `tlcap segments` numbers them),\n"
              "an RFC 3339 UTC time\n"
              "(2026-11-26T10:00:00Z) or a time relative to now (-2h; s, m, h, d, ms): the\n"
-             "segments that arrived in the range.\n");
+             "segments that arrived in the range.\n"
+             "--extremes: instead of an export, a line per area, context and kind with its MAX\n"
+             "and MIN and when their samples were taken (\"max at\": first..closing event,\n"
+             "target ns, eN the clock epoch; - when not known).\n");
       goto done;
     }
     {
-      if (opt == 's' || opt == 'u') {
+      if (opt == 'x') {
+        extremes = 1;
+      } else if (opt == 's' || opt == 'u') {
         *(opt == 's' ? &since : &until) = optarg;
       } else if (opt == 'e') {
         export_ = optarg;
@@ -99,7 +113,8 @@ int tlc_cli_stats(int argc, char **argv) {
   }
   if (tlc_cli_operands(argc, 1, 1,
                        "tlcap stats TARGET [--export text1|xml|aprof|br|json] "
-                       "[--text1-format ENTRY=FORMAT]... [--since T] [--until T]") < 0) {
+                       "[--text1-format ENTRY=FORMAT]... [--since T] [--until T] "
+                       "[--extremes]") < 0) {
     status = EXIT_USAGE;
     goto done;
   }
@@ -187,7 +202,9 @@ int tlc_cli_stats(int argc, char **argv) {
     status = EXIT_BAD;
   } else {
     tlc_out_init(&o, 0, tlc_cli_write_fd_cb, stdout);
-    if (strcmp(export_, "json") == 0)
+    if (extremes)
+      r = tlc_extremes_write(&o, &t, have_map ? area_name : NULL, &map);
+    else if (strcmp(export_, "json") == 0)
       r = tlc_json_write(&o, &t, have_map ? &map : NULL, target, 0);
     else if (strcmp(export_, "br") == 0) {
       r = tlc_br_export(&o, &t, have_map ? &map : NULL);

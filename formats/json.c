@@ -7,8 +7,10 @@
  *     "rows": [ { "handle": "00000000", "area": "function", "name": .., "context": "core0",
  *                 "count": n, "anomalies": n, "net": {dist}, "gross": .., "call": ..,
  *                 "period": .., "outside": .., "windows": [..] }, .. ] }
- * A dist is {"total": ns (not for period), "n", "sum", "min", "max", "avg", "sumsq", "stddev",
- * "p50", "p90", "p99", "p999"}; min/max/avg/quantiles are null without samples. Integers are
+ * A dist is {"total": ns (not for period), "n", "sum", "min", "max", "min_at", "max_at", "avg",
+ * "sumsq", "stddev", "p50", "p90", "p99", "p999"}; min/max/avg/quantiles are null without
+ * samples; min_at/max_at ({"start_ns", "end_ns", "epoch", "seq_start", "seq_end"}: when the
+ * extreme's sample was taken, SPEC 13) are null without samples or when not known. Integers are
  * written exactly (64-bit; sumsq 128-bit as a decimal string, since it exceeds every JSON
  * reader's integers).
  *
@@ -33,6 +35,22 @@ static void kv_opt(jw_t *w, const char *k, int has, int64_t v) {
     tlc_out_puts(w->o, "null");
 }
 
+/* When an extreme's sample was taken (SPEC 13): null without samples or when not known. */
+static void at(jw_t *w, const char *k, int has, const tlc_at_t *a) {
+  if (!has || !a->known) {
+    tlc_json_w_key(w, k);
+    tlc_out_puts(w->o, "null");
+    return;
+  }
+  tlc_json_w_open(w, k, '{');
+  tlc_json_w_i64(w, "start_ns", a->start);
+  tlc_json_w_i64(w, "end_ns", a->end);
+  tlc_json_w_u64(w, "epoch", a->epoch);
+  tlc_json_w_u64(w, "seq_start", a->seq_start);
+  tlc_json_w_u64(w, "seq_end", a->seq_end);
+  tlc_json_w_close(w, '}');
+}
+
 static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int64_t total) {
   char buf[64];
   int i;
@@ -44,6 +62,8 @@ static void dist(jw_t *w, const char *k, const tlc_dist_t *d, int has_total, int
   tlc_json_w_i64(w, "sum", d->sum);
   kv_opt(w, "min", d->n > 0, d->min);
   kv_opt(w, "max", d->n > 0, d->max);
+  at(w, "min_at", d->n > 0, &d->min_at);
+  at(w, "max_at", d->n > 0, &d->max_at);
   kv_opt(w, "avg", d->n > 0, tlc_dist_avg(d));
   tlc_json_w_key(w, "sumsq");
   tlc_out_putc(w->o, '"');

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/out.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -150,10 +151,14 @@ static int64_t sat_add(int64_t a, int64_t b) {
 
 void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, hi, lo;
-  if (d->n == 0 || v < d->min)
+  if (d->n == 0 || v < d->min) {
     d->min = v;
-  if (d->n == 0 || v > d->max)
+    memset(&d->min_at, 0, sizeof(d->min_at)); /* a new extreme whose time is not known */
+  }
+  if (d->n == 0 || v > d->max) {
     d->max = v;
+    memset(&d->max_at, 0, sizeof(d->max_at));
+  }
   d->n++;
   d->sum = sat_add(d->sum, v);
   mul128(mag, mag, &hi, &lo);
@@ -161,13 +166,38 @@ void tlc_dist_add(tlc_dist_t *d, int64_t v) {
   d->sumsq_hi += hi + (d->sumsq_lo < lo);
 }
 
+void tlc_dist_add_at(tlc_dist_t *d, int64_t v, const tlc_at_t *at) {
+  int mn = d->n == 0 || v < d->min, mx = d->n == 0 || v > d->max;
+  tlc_dist_add(d, v);
+  if (mn)
+    d->min_at = *at;
+  if (mx)
+    d->max_at = *at;
+}
+
+int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y) {
+  if (x->known != y->known)
+    return x->known != 0;
+  if (x->epoch != y->epoch)
+    return x->epoch < y->epoch;
+  if (x->end != y->end)
+    return x->end < y->end;
+  return x->seq_end < y->seq_end;
+}
+
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b) {
   if (b->n == 0)
     return;
-  if (a->n == 0 || b->min < a->min)
+  if (a->n == 0 || b->min < a->min ||
+      (b->min == a->min && tlc_at_earlier(&b->min_at, &a->min_at))) {
     a->min = b->min;
-  if (a->n == 0 || b->max > a->max)
+    a->min_at = b->min_at;
+  }
+  if (a->n == 0 || b->max > a->max ||
+      (b->max == a->max && tlc_at_earlier(&b->max_at, &a->max_at))) {
     a->max = b->max;
+    a->max_at = b->max_at;
+  }
   a->n += b->n;
   a->sum = sat_add(a->sum, b->sum);
   a->sumsq_lo += b->sumsq_lo;
@@ -257,4 +287,41 @@ char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len
     break;
   }
   return buf;
+}
+
+static const char *at_text(const tlc_at_t *a, char *buf, size_t len) {
+  if (!a->known)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%lld..%lld e%u", (long long)a->start, (long long)a->end, a->epoch);
+  return buf;
+}
+
+int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
+                       const char *(*name)(void *ud, const tlc_stat_t *r), void *ud) {
+  static const char *const kn[TLC_NKINDS] = { "net", "gross", "call", "period", "outside" };
+  size_t i;
+  unsigned k;
+  tlc_out_printf(o, "%-8s %-24s %-14s %-7s %20s %-36s %20s %s\n", "HANDLE", "AREA", "CONTEXT",
+                 "KIND", "MAX", "MAX AT", "MIN", "MIN AT");
+  /* AREA: the mapping's name; CONTEXT: a state row's state value */
+  for (i = 0; i < t->nrows; i++) {
+    const tlc_stat_t *r = &t->rows[i];
+    const char *nm = name != NULL ? name(ud, r) : NULL;
+    char ctx[64], amax[80], amin[80];
+    if (r->kind == TLC_ROW_STATE)
+      snprintf(ctx, sizeof(ctx), "state=%llu", (unsigned long long)r->state);
+    else
+      tlc_ctx_name(t, r->context, ctx, sizeof(ctx));
+    for (k = 0; k < TLC_NKINDS; k++) {
+      const tlc_dist_t *d = &r->dist[k];
+      if (!tlc_stat_kind_applies(r, k) || d->n == 0)
+        continue;
+      tlc_out_printf(o, "%08X %-24s %-14s %-7s %20lld %-36s %20lld %s\n", (unsigned)r->handle,
+                     nm != NULL && nm[0] != '\0' ? nm : "-", ctx[0] != '\0' ? ctx : "-", kn[k],
+                     (long long)d->max, at_text(&d->max_at, amax, sizeof(amax)), (long long)d->min,
+                     at_text(&d->min_at, amin, sizeof(amin)));
+    }
+  }
+  return o->err;
 }

@@ -36,6 +36,19 @@ enum tlc_row_kind { TLC_ROW_CODE = 0, TLC_ROW_DATA = 1, TLC_ROW_STATE = 2 };
 #define TLC_CTX_NONE    0xFFFFFFFFu
 #define TLC_CTX_NEUTRAL 0xFFFFFFFEu
 
+/* When the sample of an extreme (MIN or MAX, SPEC 13) was taken: the target times of its first
+ * and closing events, the clock epoch it closed in (tlc_counters_t.clock_resets then), and the
+ * engine change sequences of those two events (tlc_stat_t.seq's counter), which storage resolves
+ * to segment offsets as it does for budget violations. known == 0: not known (statistics from a
+ * version 1 checkpoint, or a merge with such), every other field 0. Of two samples with the same
+ * extreme value the earlier one is kept (tlc_at_earlier). */
+typedef struct tlc_at {
+  int64_t start, end;
+  uint64_t seq_start, seq_end;
+  uint32_t epoch;
+  uint32_t known;
+} tlc_at_t;
+
 /* A distribution of samples of one kind (the samples MIN/MAX/AVG are taken over). */
 typedef struct tlc_dist {
   uint64_t n;        /* number of samples */
@@ -45,6 +58,7 @@ typedef struct tlc_dist {
   uint64_t sumsq_lo;
   int64_t q[TLC_NQUANT]; /* quantiles (<= 1% relative error), valid when n > 0 && has_q */
   uint8_t has_q;
+  tlc_at_t min_at, max_at; /* when MIN's and MAX's samples were taken (valid when n > 0) */
 } tlc_dist_t;
 
 /* A rolling window's view of one row: E events and closed samples within the window. */
@@ -157,11 +171,28 @@ int64_t tlc_table_total_time(const tlc_table_t *t);
 int64_t tlc_dist_avg(const tlc_dist_t *d);
 double tlc_dist_stddev(const tlc_dist_t *d);
 /* Adds one sample (no histogram): n, sum, min, max, sum of squares. The sum saturates at
- * INT64_MAX / INT64_MIN, as the engine's sums do. */
+ * INT64_MAX / INT64_MIN, as the engine's sums do. A new MIN or MAX has no time (known = 0). */
 void tlc_dist_add(tlc_dist_t *d, int64_t v);
+/* tlc_dist_add with the sample's time: it becomes min_at / max_at when v is a new extreme (a
+ * sample equal to the extreme keeps the earlier one, which is the one added first). */
+void tlc_dist_add_at(tlc_dist_t *d, int64_t v, const tlc_at_t *at);
 /* Merges b into a (n, sum, min, max, sumsq; quantiles are not merged: has_q is cleared). The
- * sum saturates, as in tlc_dist_add. */
+ * sum saturates, as in tlc_dist_add. An extreme's time comes with its value: the dist whose
+ * value wins, on a tie the earlier (tlc_at_earlier). */
 void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
+
+/* Whether x was taken before y, for two samples of the same extreme value: a known time before
+ * an unknown one, then the smaller (epoch, end, seq_end) - the sample that closed first. */
+int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y);
+
+struct tlc_out;
+/* `tlcap stats --extremes`: one line per row and sample kind with samples (kinds that apply,
+ * tlc_stat_kind_applies), in the table's order: area (handle, and name(ud, r) when name is not
+ * NULL and gives one), context (tlc_ctx_name), kind, MAX and when its sample was taken ("max
+ * at": first..closing event, target ns, and the clock epoch; "-" when not known), then MIN
+ * likewise. Writes to o (base/out.h); returns 0 or o's error. */
+int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
+                       const char *(*name)(void *ud, const tlc_stat_t *r), void *ud);
 
 /* Code rows grouped by context, for exporters that write one section per context: bucket b
  * (0..ncontexts-1 the contexts, ncontexts Neutral) holds rows order[start[b] .. start[b+1]),

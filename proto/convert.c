@@ -188,6 +188,22 @@ int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uin
     d[k].max = s->n > 0 ? s->max : 0;
     d[k].sumsq_hi = s->sumsq_hi;
     d[k].sumsq_lo = s->sumsq_lo;
+    if (s->n > 0 && s->min_at.known) {
+      d[k].min_known = 1;
+      d[k].min_start = s->min_at.start;
+      d[k].min_end = s->min_at.end;
+      d[k].min_epoch = s->min_at.epoch;
+      d[k].min_seq_start = s->min_at.seq_start;
+      d[k].min_seq_end = s->min_at.seq_end;
+    }
+    if (s->n > 0 && s->max_at.known) {
+      d[k].max_known = 1;
+      d[k].max_start = s->max_at.start;
+      d[k].max_end = s->max_at.end;
+      d[k].max_epoch = s->max_at.epoch;
+      d[k].max_seq_start = s->max_at.seq_start;
+      d[k].max_seq_end = s->max_at.seq_end;
+    }
     if (sel->quantiles && s->has_q && s->n > 0) {
       d[k].quantiles = ANEW(a, int64_t, TLC_NQUANT);
       if (d[k].quantiles == NULL)
@@ -812,6 +828,22 @@ static int row_from_pb(tlc_stat_t *r, const Tlcap__Row *p, size_t nctx, uint32_t
     o->max = d->max;
     o->sumsq_hi = d->sumsq_hi;
     o->sumsq_lo = d->sumsq_lo;
+    if (d->min_known && d->n > 0) {
+      o->min_at.known = 1;
+      o->min_at.start = d->min_start;
+      o->min_at.end = d->min_end;
+      o->min_at.epoch = d->min_epoch;
+      o->min_at.seq_start = d->min_seq_start;
+      o->min_at.seq_end = d->min_seq_end;
+    }
+    if (d->max_known && d->n > 0) {
+      o->max_at.known = 1;
+      o->max_at.start = d->max_start;
+      o->max_at.end = d->max_end;
+      o->max_at.epoch = d->max_epoch;
+      o->max_at.seq_start = d->max_seq_start;
+      o->max_at.seq_end = d->max_seq_end;
+    }
     if (d->n_quantiles == TLC_NQUANT) {
       memcpy(o->q, d->quantiles, sizeof(o->q));
       o->has_q = 1;

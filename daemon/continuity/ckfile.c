@@ -229,9 +229,10 @@ int tlc_ckpt_check(const uint8_t *buf, size_t len, tlc_ckpt_info_t *info, char *
     return TLC_EFRAME;
   }
   memcpy(&v, buf + 8, 4);
-  if (v != TLC_CKPT_VERSION) {
+  if (v < TLC_CKPT_VERSION_MIN || v > TLC_CKPT_VERSION) {
     if (why != NULL && wl > 0)
-      snprintf(why, wl, "version %u, this build reads %u", v, TLC_CKPT_VERSION);
+      snprintf(why, wl, "version %u, this build reads %u to %u", v, TLC_CKPT_VERSION_MIN,
+               TLC_CKPT_VERSION);
     return TLC_EVERSION;
   }
   memcpy(&v, buf + 12, 4);

@@ -32,10 +32,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TLC_CKPT_VERSION 1
-#define TLC_CKPT_HEADER  72
-#define TLC_CKPT_NAME    "target.checkpoint" /* <state>/<target>/target.checkpoint */
-#define TLC_MAP_NAME     "target.mapping"    /* <state>/<target>/target.mapping: `tlcap mapping` */
+/* Version 2: the engine section (ENG2) carries when each row's extremes were taken. Version 1
+ * files are still read (TLC_CKPT_VERSION_MIN): their extremes' times are unknown (tlc_at_t.known
+ * = 0) until a sample makes a new extreme. */
+#define TLC_CKPT_VERSION     2
+#define TLC_CKPT_VERSION_MIN 1
+#define TLC_CKPT_HEADER      72
+#define TLC_CKPT_NAME        "target.checkpoint" /* <state>/<target>/target.checkpoint */
+#define TLC_MAP_NAME         "target.mapping" /* <state>/<target>/target.mapping: `tlcap mapping` */
 
 typedef struct tlc_ckpt_pos {
   int valid;

@@ -11,6 +11,10 @@
  * tlc_engine_sync), the row cache, the window-step cache and the snapshot scratch (rebuilt on use),
  * the mapping links (resolved again with the mapping the engine has after the load).
  *
+ * Versions: ENG2 (written) follows each row with its extremes' times (engine-int.h: xrow_t);
+ * ENG1, written before those existed, is still read: its rows' times are unknown (known = 0)
+ * until a sample makes a new extreme.
+ *
  * Layout: fixed-size records (rows, activations, state areas, window buckets) are copied as
  * they are in memory, so a save costs about one memcpy per row plus its histograms and windows
  * (bench/bench_checkpoint). Their sizes and the byte order are in the section header: a
@@ -35,8 +39,9 @@
 #include <assert.h>
 #include <string.h>
 
-#define SEC_MAGIC 0x31474E45u /* "ENG1" */
-#define END_MAGIC 0x21474E45u /* "ENG!" */
+#define SEC_MAGIC1 0x31474E45u /* "ENG1": version 1, no extremes' times */
+#define SEC_MAGIC  0x32474E45u /* "ENG2": each row followed by its extremes' times (xrow_t) */
+#define END_MAGIC  0x21474E45u /* "ENG!" */
 
 static void save_layout(tlc_ckw_t *w) {
   tlc_ckw_u32(w, (uint32_t)sizeof(erow_t));
@@ -92,7 +97,7 @@ static int bucket_live(const wbucket_t *b, const int64_t *lim) {
  * their stacks, the table-index map, the state areas) and the row count. */
 static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
   size_t i;
-  tlc_ckw_u32(w, SEC_MAGIC);
+  tlc_ckw_u32(w, e->ckpt_v1 ? SEC_MAGIC1 : SEC_MAGIC);
   save_layout(w);
   save_opts(e, w);
   tlc_ckw_bytes(w, &e->c, sizeof(e->c));
@@ -126,6 +131,8 @@ static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
 static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim, tlc_ckw_t *w) {
   unsigned k;
   tlc_ckw_bytes(w, r, sizeof(*r));
+  if (!e->ckpt_v1)
+    tlc_ckw_bytes(w, &e->xt[r - e->rows], sizeof(xrow_t));
   if (e->o.histograms)
     for (k = 0; k < NK; k++)
       tlc__hist_save(&r->k[k].h, w);
@@ -202,6 +209,10 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
   while (rc == 0)
     rc = tlc_engine_save_step(e, &sv, w, SIZE_MAX);
   return rc < 0 ? rc : 0;
+}
+
+void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on) {
+  e->ckpt_v1 = on;
 }
 
 /* ---- load ---- */
@@ -292,6 +303,12 @@ static int rows_alloc(tlc_engine_t *e, size_t n) {
   unsigned char *raw = tlc_malloc(cap * sizeof(erow_t));
   if (raw == NULL)
     return TLC_ENOMEM;
+  e->xt = tlc_calloc(n, sizeof(xrow_t));
+  if (e->xt == NULL) {
+    tlc_free(raw);
+    return TLC_ENOMEM;
+  }
+  e->capxt = n;
   e->rows_raw = raw;
   e->rows = (erow_t *)(void *)(raw + (size_t)(-(uintptr_t)raw & 63u));
   e->caprows = n;
@@ -430,18 +447,28 @@ static int load_row_windows(tlc_engine_t *e, tlc_ckr_t *r, erow_t *row) {
 }
 
 /* The rows, each with its histograms and window buckets. */
-static int load_rows(tlc_engine_t *e, tlc_ckr_t *r) {
+static int load_rows(tlc_engine_t *e, tlc_ckr_t *r, int version) {
   size_t i;
   unsigned k;
   int rc;
   uint64_t n = tlc_ckr_u64(r);
-  if (n > e->o.max_areas || n >= NONE32 - 2 || !tlc_ckr_room(r, n, sizeof(erow_t) + 1))
+  size_t per = sizeof(erow_t) + 1 + (version >= 2 ? sizeof(xrow_t) : 0);
+  if (n > e->o.max_areas || n >= NONE32 - 2 || !tlc_ckr_room(r, n, per))
     return TLC_EFRAME;
   if (n > 0 && (rc = rows_alloc(e, (size_t)n)) != 0)
     return rc;
   for (i = 0; i < n; i++) {
     erow_t *row = &e->rows[i];
     tlc_ckr_bytes(r, row, sizeof(*row));
+    /* version 1 has no extremes' times: they stay unknown (known = 0, rows_alloc zeroes them) */
+    if (version >= 2) {
+      xrow_t *x = &e->xt[i];
+      tlc_ckr_bytes(r, x, sizeof(*x));
+      for (k = 0; k < NK; k++) {
+        x->mn[k].known = x->mn[k].known != 0;
+        x->mx[k].known = x->mx[k].known != 0;
+      }
+    }
     /* pointers from another process mean nothing: cleared before anything can use them */
     row->w = NULL;
     for (k = 0; k < NK; k++)
@@ -526,11 +553,11 @@ static int load_hash(tlc_engine_t *e, tlc_ckr_t *r) {
 
 /* The body after the layout and options, section by section, each checked against the ones
  * before it; on an error the caller wipes what was read. */
-static int load_body(tlc_engine_t *e, tlc_ckr_t *r) {
+static int load_body(tlc_engine_t *e, tlc_ckr_t *r, int version) {
   int rc;
   load_head(e, r);
   if ((rc = load_contexts(e, r)) != 0 || (rc = load_table_index(e, r)) != 0 ||
-      (rc = load_state_areas(e, r)) != 0 || (rc = load_rows(e, r)) != 0 ||
+      (rc = load_state_areas(e, r)) != 0 || (rc = load_rows(e, r, version)) != 0 ||
       (rc = check_stacks(e)) != 0 || (rc = load_hash(e, r)) != 0)
     return rc;
   if (tlc_ckr_u32(r) != END_MAGIC || r->err != 0)
@@ -552,9 +579,12 @@ static void wipe(tlc_engine_t *e) {
   for (i = 0; i < e->nctx; i++)
     tlc_free(e->ctx[i].stack);
   tlc_free(e->rows_raw);
+  tlc_free(e->xt);
   tlc_free(e->ctx);
   tlc_free(e->tctx);
   tlc_free(e->sa);
+  e->xt = NULL;
+  e->capxt = 0;
   e->rows_raw = NULL;
   e->rows = NULL;
   e->ctx = NULL;
@@ -580,16 +610,18 @@ void tlc_engine_clear(tlc_engine_t *e) {
 }
 
 int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
+  uint32_t magic;
   int rc;
   if (e->nrows != 0 || e->nctx != 0 || e->nsa != 0 || e->have_time || e->c.events != 0)
     return TLC_EINVAL; /* a fresh engine only */
-  if (tlc_ckr_u32(r) != SEC_MAGIC)
+  magic = tlc_ckr_u32(r);
+  if (magic != SEC_MAGIC && magic != SEC_MAGIC1)
     return TLC_EFRAME;
   if ((rc = load_layout(r)) != 0)
     return rc;
   if ((rc = load_opts(e, r)) != 0)
     return rc;
-  rc = load_body(e, r);
+  rc = load_body(e, r, magic == SEC_MAGIC ? 2 : 1);
   if (rc != 0)
     wipe(e);
   tlc__engine_new_epoch(e);

@@ -163,6 +163,15 @@ typedef struct erow {
 _Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
 _Static_assert(sizeof(void *) != 8 || sizeof(erow_t) == 512, "a row is 512 bytes (engine.h)");
 
+/* When each of a row's cumulative extremes was taken (stats.h: tlc_at_t), per sample kind: in an
+ * array beside the rows (e->xt, same index), out of the rows' cache lines, since it is written
+ * only when a sample makes a new MIN or MAX (sample(): a branch the dist's update takes anyway)
+ * and read by snapshots and checkpoints. A row's MIN is its cumulative one: with windows, the
+ * minimum of w->f[] (earlier intervals) and d[] (the current one). */
+typedef struct xrow {
+  tlc_at_t mn[NK], mx[NK];
+} xrow_t;
+
 typedef struct sarea {
   uint32_t handle;
   uint8_t valid; /* in a state */
@@ -197,6 +206,8 @@ struct tlc_engine {
   erow_t *rows; /* 64-byte aligned inside rows_raw (rows_grow) */
   void *rows_raw;
   size_t nrows, caprows;
+  xrow_t *xt; /* the rows' extremes' times: xt[i] is rows[i]'s, capxt >= caprows */
+  size_t capxt;
   sarea_t *sa;
   size_t nsa, capsa;
   ectx_t *ctx;
@@ -247,6 +258,7 @@ struct tlc_engine {
     uint32_t cookie[TLC_ENGINE_TAPS];
   } * tapx;
   size_t captapx;
+  int ckpt_v1; /* tests (tlc__engine_set_ckpt_v1): saves write version 1 (no extremes' times) */
 };
 
 /* Tests only: on = 1 makes e's snapshots and splits do without the row order index (e->ord),
@@ -254,6 +266,11 @@ struct tlc_engine {
  * is stale (splits): rows sorted after the copy, splits by a heap over every row. The test
  * compares both ways (test_engine_budget). */
 void tlc__engine_set_ord_off(tlc_engine_t *e, int on);
+
+/* Tests only: on = 1 makes e's checkpoints version 1 (ENG1: the rows without their extremes'
+ * times), as a build before version 2 wrote them, so that a test can check how they load
+ * (test_engine_checkpoint). */
+void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on);
 
 /* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
 static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {

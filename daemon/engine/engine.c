@@ -92,6 +92,7 @@ void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_
   return np;
 }
 
+/* n, sum and the sum of squares of a sample v >= 0 into d (its MIN and MAX: ext_note). */
 static void dist_add(edist_t *d, int64_t v) {
   /* samples are clamped >= 0 */
   uint64_t m = (uint64_t)v, hi, lo;
@@ -106,10 +107,7 @@ static void dist_add(edist_t *d, int64_t v) {
   lo = (mid << 32) | (p00 & 0xFFFFFFFFu);
   hi = p11 + (p01 >> 32) * 2 + (mid >> 32);
 #endif
-  if (v < d->min) /* an empty dist has min INT64_MAX, max INT64_MIN (dists_clear) */
-    d->min = v;
-  if (v > d->max)
-    d->max = v;
+  /* MIN and MAX: sample() (ext_note), when v is outside them */
   d->n++;
   d->sum = tadd(d->sum, v);
   d->sqlo += lo;
@@ -480,12 +478,47 @@ tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
     tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
 }
 
+/* Called by sample() before a sample v of kind k of r, closing now, goes into d = r->k[k].d, when v
+ * is below d's MIN or above its MAX (an empty dist has MIN INT64_MAX and MAX INT64_MIN:
+ * dists_clear): makes v d's new MIN and/or MAX, and records when it was taken if it is also a
+ * new cumulative extreme - below (above) the MIN (MAX) of the earlier intervals w->f[k] when the
+ * row has windows. Strict comparisons: of equal extremes the first one taken stays. Out of line:
+ * a sample inside d's range costs sample() two compares and one predicted branch. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+ext_note(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
+         int64_t end) {
+  edist_t *d = &r->k[k].d;
+  const edist_t *f = r->w != NULL && r->w->f[k].n > 0 ? &r->w->f[k] : NULL;
+  xrow_t *x = &e->xt[r - e->rows];
+  tlc_at_t at;
+  at.start = start;
+  at.end = end;
+  at.seq_start = seq_start;
+  at.seq_end = e->seq;
+  at.epoch = (uint32_t)e->c.clock_resets;
+  at.known = 1;
+  if ((d->n == 0 || v < d->min) && (f == NULL || v < f->min))
+    x->mn[k] = at;
+  if ((d->n == 0 || v > d->max) && (f == NULL || v > f->max))
+    x->mx[k] = at;
+  if (v < d->min)
+    d->min = v;
+  if (v > d->max)
+    d->max = v;
+}
+
 /* One sample of kind k that started at `start` (the event of change sequence seq_start) and
  * closed at `end` (the current event): the row's dist (its current interval's, with windows:
  * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
  * in the span), and the tap. */
 static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, int64_t v,
                           int64_t start, uint64_t seq_start, int64_t end) {
+  const edist_t *d = &r->k[k].d;
+  if (TLC_UNLIKELY(v < d->min || v > d->max)) /* a new extreme of d (rare after the first) */
+    ext_note(e, r, k, v, start, seq_start, end);
   dist_add(&r->k[k].d, v);
   if (e->hlog != NULL) {
     size_t hi = (size_t)(r - e->rows) * NK + k;
@@ -507,12 +540,16 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, i
 /* Grows the rows to hold `need`, keeping them 64-byte aligned: the allocation (rows_raw,
  * tlc_grow'n) holds one row more than caprows, room for the up to 63 bytes that alignment
  * skips; when the new block's offset to alignment differs from the old one's (tlc_realloc
- * guarantees less than 64), the rows are moved within it. 0 or TLC_ENOMEM (rows untouched). */
+ * guarantees less than 64), the rows are moved within it. Then their extremes' times (e->xt)
+ * likewise, unaligned. 0 or TLC_ENOMEM (the rows' contents untouched; either array may have
+ * grown). */
 static int rows_grow(tlc_engine_t *e, size_t need) {
   size_t cap = e->rows_raw != NULL ? e->caprows + 1 : 0, off_old, off_new;
   unsigned char *raw;
-  if (need <= e->caprows)
+  if (need <= e->caprows && need <= e->capxt)
     return 0;
+  if (need <= e->caprows)
+    goto xt;
   off_old =
       e->rows_raw != NULL ? (size_t)((unsigned char *)e->rows - (unsigned char *)e->rows_raw) : 0;
   raw = tlc__engine_grow(e, e->rows_raw, &cap, need + 1, sizeof(erow_t), 64, TLC_ACCT_AREA);
@@ -524,6 +561,13 @@ static int rows_grow(tlc_engine_t *e, size_t need) {
   e->rows_raw = raw;
   e->rows = (erow_t *)(void *)(raw + off_new);
   e->caprows = cap - 1;
+xt:
+  if (need > e->capxt) {
+    xrow_t *x = tlc__engine_grow(e, e->xt, &e->capxt, need, sizeof(xrow_t), 64, TLC_ACCT_AREA);
+    if (x == NULL)
+      return TLC_ENOMEM;
+    e->xt = x;
+  }
   return 0;
 }
 
@@ -542,6 +586,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   e->nrows++;
   r = &e->rows[idx];
   memset(r, 0, sizeof(*r));
+  memset(&e->xt[idx], 0, sizeof(e->xt[idx]));
   r->handle = handle;
   r->ctx = NONE32;
   r->kind = (uint8_t)kind;
@@ -1333,6 +1378,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   for (i = 0; i < e->nctx; i++)
     tlc_free(e->ctx[i].stack);
   tlc_free(e->rows_raw);
+  tlc_free(e->xt);
   tlc_free(e->sa);
   tlc_free(e->ctx);
   tlc_free(e->tctx);
@@ -1628,7 +1674,7 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
   m->window_bytes = e->win_bytes;
   m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) +
              (e->rows_raw != NULL ? (e->caprows + 1) * sizeof(erow_t) : 0) +
-             e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
+             e->capxt * sizeof(xrow_t) + e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
              e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +

@@ -84,7 +84,8 @@
  * Memory: allocation only when a new area, context, stack level, histogram value range or
  * window step first appears (amortised doubling; a row's window buckets grow by nwindows at a
  * time up to nwindows * 10); no per-event allocation in the steady state. Per row 512 bytes
- * (64-byte aligned, one cache line per sample kind with its histogram header) and about 64 for
+ * (64-byte aligned, one cache line per sample kind with its histogram header), 400 for when
+ * its extremes were taken (beside the rows: written only at a new MIN or MAX), about 64 for
  * its hash slot, plus with histograms 2 bytes (4 once a count passes 65535) per bucket spanned
  * (hist.h), plus with windows 256 bytes and 176 per window step that
  * holds samples of the row (steps that left their window are reused): from 256 + nwindows * 176
@@ -401,7 +402,7 @@ int tlc_engine_save(tlc_engine_t *e, struct tlc_ckw *w);
 /* The same in parts, for a caller that must not stall (continuity: the loop thread): begin
  * writes the state's head (options, counters, contexts, stacks, state areas) and counts the
  * queued histogram samples; each step appends up to `units` rows (a row is about a memcpy of
- * its 512 bytes plus its histograms and live window buckets; 16 hash-table slots count as one
+ * its 512 + 400 bytes plus its histograms and live window buckets; 16 hash-table slots count as one
  * unit). The engine must not change between begin and the last step (no push, gap, clear:
  * asserted on its change sequence); reading it (snapshots) is fine. The bytes are exactly
  * those of tlc_engine_save. begin returns 0 or w's error; step 0 (more to do), 1 (done) or

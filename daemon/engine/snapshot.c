@@ -216,6 +216,10 @@ static void fill_row(const tlc_engine_t *e, const erow_t *r, tlc_stat_t *s,
       edist_merge(&d, &r->k[k].d);
     }
     to_dist(&s->dist[k], &d);
+    if (d.n > 0) {
+      s->dist[k].min_at = e->xt[r - e->rows].mn[k];
+      s->dist[k].max_at = e->xt[r - e->rows].mx[k];
+    }
     if (want_q(so, k) && e->hlog != NULL) {
       const tlc_hist_t *hp = &r->k[k].h;
       s->dist[k].has_q = (uint8_t)tlc__hist_quantiles(&hp, 1, d.n, d.min, d.max, s->dist[k].q);

@@ -140,7 +140,7 @@ static const char *const kind_json[3] = { ",\"code\",", ",\"data\",", ",\"state\
 #define COLS                                                                                       \
   "[\"handle\", \"name\", \"context\", \"kind\", \"state\", \"count\", \"net\", \"avg_net\", "     \
   "\"gross\", \"avg_gross\", \"call\", \"avg_call\", \"max_net\", \"p99_net\", \"w\", \"ctx\", "   \
-  "\"value\"]"
+  "\"value\", \"max_net_at\"]"
 
 static void opt_v(tlc_out_t *o, int has, int64_t v) {
   tlc_out_putc(o, ',');
@@ -194,6 +194,19 @@ static void row(tlc_out_t *o, const tlc_table_t *t, const tlc_mapping_t *m, cons
     tlc_out_u64(o, s->value);
   else
     tlc_out_puts(o, "null");
+  tlc_out_putc(o, ','); /* when max_net's sample was taken: [start, end, epoch], SPEC 13 */
+  if (netok && s->dist[TLC_NET].max_at.known) {
+    const tlc_at_t *a = &s->dist[TLC_NET].max_at;
+    tlc_out_putc(o, '[');
+    tlc_out_i64(o, a->start);
+    tlc_out_putc(o, ',');
+    tlc_out_i64(o, a->end);
+    tlc_out_putc(o, ',');
+    tlc_out_u64(o, a->epoch);
+    tlc_out_putc(o, ']');
+  } else {
+    tlc_out_puts(o, "null");
+  }
   tlc_out_putc(o, ']');
 }
 

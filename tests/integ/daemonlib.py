@@ -291,6 +291,11 @@ def compare_stats(live, rep, what, min_rows=5):
             if dk in a:
                 for f in DIST_KEYS:
                     T.eq(b[dk].get(f), a[dk].get(f), "%s row %r %s.%s" % (what, k, dk, f))
+                for f in ("min_at", "max_at"):  # when the extreme was taken (SPEC 13)
+                    ta, tb = a[dk].get(f), b[dk].get(f)
+                    T.eq(tb and (tb["start_ns"], tb["end_ns"], tb["epoch"]),
+                         ta and (ta["start_ns"], ta["end_ns"], ta["epoch"]),
+                         "%s row %r %s.%s" % (what, k, dk, f))
 
 
 def proc_status_kib(pid, field, missing=None):

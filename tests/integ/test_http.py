@@ -333,6 +333,9 @@ def test_live_rows(d):
                    w["gross"]["avg"], w["call"]["total"], w["call"]["avg"], w["net"]["max"],
                    w["net"]["p99"])
             T.eq(got, exp, "row %s/%s" % (r["handle"], r["context"]))
+            ma = w["net"]["max_at"]
+            T.eq(r["max_net_at"], [ma["start_ns"], ma["end_ns"], ma["epoch"]] if ma else None,
+                 "when max_net was taken, %s/%s" % (r["handle"], r["context"]))
             T.eq(r["w"], [[x["count"], x["net"]["sum"]] for x in w.get("windows", [])],
                  "windows (count, net) of %s/%s" % (r["handle"], r["context"]))
         T.check(any(r["context"] == "Neutral" for r in rows), "Neutral rows (3 cores)")

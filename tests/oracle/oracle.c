@@ -53,25 +53,33 @@ static void *xgrow(void *p, size_t *cap, size_t n, size_t elem) {
 
 typedef struct smp {
   int64_t v, t;
-  int64_t t0;     /* when it started (the time of its first event) */
-  uint64_t epoch; /* the clock epoch it was taken in */
+  int64_t t0;          /* when it started (the time of its first event) */
+  uint64_t epoch;      /* the clock epoch it was taken in */
+  uint64_t seq0, seq1; /* change sequences of its first and closing events */
 } smp_t;
 
 /* The clock epoch of the replay under way (tlc_oracle_table; the oracle is single-threaded):
  * every sample and E time is tagged with it, and windows hold only the current epoch's. */
 static uint64_t cur_epoch;
 
+/* The engine's change sequence (engine.h) as of the event being replayed: one per stored event
+ * (NONE events excepted) and one per gap, whether stored, flagged on an event (before it) or
+ * opened by a flagged clock restart (after it). */
+static uint64_t cur_seq;
+
 typedef struct vec {
   smp_t *p;
   size_t n, cap;
 } vec_t;
 
-static void vpush(vec_t *v, int64_t val, int64_t t0, int64_t t) {
+static void vpush(vec_t *v, int64_t val, int64_t t0, uint64_t seq0, int64_t t) {
   v->p = xgrow(v->p, &v->cap, v->n, sizeof(*v->p));
   v->p[v->n].v = val;
   v->p[v->n].t = t;
   v->p[v->n].t0 = t0;
   v->p[v->n].epoch = cur_epoch;
+  v->p[v->n].seq0 = seq0;
+  v->p[v->n].seq1 = cur_seq;
   v->n++;
 }
 
@@ -103,6 +111,7 @@ typedef struct oact {
   size_t row;
   int full, running;
   int64_t start;
+  uint64_t seq0; /* change sequence of its first event */
   uint64_t startpos;
   per_t run; /* current running period start (valid when running) */
   int64_t net_done;
@@ -133,8 +142,10 @@ typedef struct orow {
   uint64_t value, vmin, vmax;
   int has_last;
   int64_t last;
+  uint64_t last_seq;
   int outside;
   int64_t out_start;
+  uint64_t out_seq;
 } orow_t;
 
 typedef struct osarea {
@@ -142,6 +153,7 @@ typedef struct osarea {
   int in_state;
   uint64_t value;
   int64_t since;
+  uint64_t since_seq;
 } osarea_t;
 
 typedef struct rs {
@@ -271,9 +283,9 @@ static void close_act(rs_t *s, size_t c, oact_t *a, int64_t t, uint64_t p, int h
   r->closed[TLC_GROSS] += gross;
   r->closed[TLC_CALL] += call;
   if (how == 0 && a->full) {
-    vpush(&r->s[TLC_NET], net, a->start, t);
-    vpush(&r->s[TLC_GROSS], gross, a->start, t);
-    vpush(&r->s[TLC_CALL], call, a->start, t);
+    vpush(&r->s[TLC_NET], net, a->start, a->seq0, t);
+    vpush(&r->s[TLC_GROSS], gross, a->start, a->seq0, t);
+    vpush(&r->s[TLC_CALL], call, a->start, a->seq0, t);
   }
   if (how == 1)
     anom(s, a->row);
@@ -312,16 +324,17 @@ static void code_ev(rs_t *s, const tlc_event_t *ev, uint64_t p) {
   switch (ev->type) {
   case TLC_EV_ENTRY: {
     oact_t a;
-    vpush(&r->counts, 0, t, t);
+    vpush(&r->counts, 0, t, 0, t);
     if (r->has_last)
-      vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, t);
+      vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, r->last_seq, t);
     r = &s->rows[row];
     r->has_last = 1;
     r->last = t;
+    r->last_seq = cur_seq;
     if (r->outside) {
       int64_t d = clampd(s, row, t - r->out_start);
       r->closed[TLC_OUTSIDE] += d;
-      vpush(&r->s[TLC_OUTSIDE], d, r->out_start, t);
+      vpush(&r->s[TLC_OUTSIDE], d, r->out_start, r->out_seq, t);
       r->outside = 0;
     }
     memset(&a, 0, sizeof(a));
@@ -329,6 +342,7 @@ static void code_ev(rs_t *s, const tlc_event_t *ev, uint64_t p) {
     a.full = 1;
     a.running = 1;
     a.start = t;
+    a.seq0 = cur_seq;
     a.startpos = p;
     a.run.p0 = p;
     a.run.t0 = t;
@@ -359,6 +373,7 @@ static void code_ev(rs_t *s, const tlc_event_t *ev, uint64_t p) {
       a.full = 0;
       a.running = ev->type == TLC_EV_RESUME;
       a.start = t;
+      a.seq0 = cur_seq;
       a.startpos = p;
       a.run.p0 = p;
       a.run.t0 = t;
@@ -379,6 +394,7 @@ static void code_ev(rs_t *s, const tlc_event_t *ev, uint64_t p) {
       if (open_count(s, a.row) == 0) {
         s->rows[a.row].outside = 1;
         s->rows[a.row].out_start = t;
+        s->rows[a.row].out_seq = cur_seq;
       }
     }
     break;
@@ -405,7 +421,7 @@ static void leave_state(rs_t *s, osarea_t *a, int64_t t) {
   size_t row = find_row(s, TLC_ROW_STATE, a->handle, NOIDX, a->value);
   int64_t d = clampd(s, row, t - a->since);
   s->rows[row].closed[TLC_NET] += d;
-  vpush(&s->rows[row].s[TLC_NET], d, a->since, t);
+  vpush(&s->rows[row].s[TLC_NET], d, a->since, a->since_seq, t);
   a->in_state = 0;
 }
 
@@ -419,16 +435,18 @@ static void enter_state(rs_t *s, uint32_t handle, uint64_t v, int64_t t) {
     leave_state(s, a, t);
   row = find_row(s, TLC_ROW_STATE, handle, NOIDX, v);
   r = &s->rows[row];
-  vpush(&r->counts, 0, t, t);
+  vpush(&r->counts, 0, t, 0, t);
   if (r->has_last)
-    vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, t);
+    vpush(&r->s[TLC_PERIOD], clampd(s, row, t - r->last), r->last, r->last_seq, t);
   r = &s->rows[row];
   r->has_last = 1;
   r->last = t;
+  r->last_seq = cur_seq;
   a = sarea(s, handle, 0);
   a->in_state = 1;
   a->value = v;
   a->since = t;
+  a->since_seq = cur_seq;
 }
 
 static void state_ev(rs_t *s, const tlc_event_t *ev) {
@@ -454,11 +472,13 @@ static void data_ev(rs_t *s, const tlc_event_t *ev) {
     anom(s, row);
     return;
   }
-  vpush(&r->counts, 0, ev->time_ns, ev->time_ns);
+  vpush(&r->counts, 0, ev->time_ns, 0, ev->time_ns);
   if (r->has_last)
-    vpush(&r->s[TLC_PERIOD], clampd(s, row, ev->time_ns - r->last), r->last, ev->time_ns);
+    vpush(&r->s[TLC_PERIOD], clampd(s, row, ev->time_ns - r->last), r->last, r->last_seq,
+          ev->time_ns);
   r->has_last = 1;
   r->last = ev->time_ns;
+  r->last_seq = cur_seq;
   if (!r->has_value) {
     r->vmin = r->vmax = ev->data;
   } else {
@@ -533,8 +553,10 @@ static int packed_state(const tlc_oracle_opts_t *o, uint64_t v, uint64_t *task) 
 /* A clock restart at time t, position p (the gap's, before the event). */
 static void restart(rs_t *s, int64_t t, uint64_t p) {
   size_t i;
-  if (!s->after_gap)
+  if (!s->after_gap) {
+    cur_seq++; /* the engine's gap for a flagged restart comes after the event's own sequence */
     do_gap(s, p);
+  }
   for (i = 0; i < s->ncx; i++) {
     octx_t *x = &s->cx[i];
     if (x->incores > 0) {
@@ -554,8 +576,11 @@ static void do_event(rs_t *s, const tlc_event_t *ev, size_t j) {
   unsigned area = ev->handle >> 28;
   if (ev->type == TLC_EV_NONE)
     return;
-  if (ev->flags & TLC_EVF_GAP)
+  if (ev->flags & TLC_EVF_GAP) {
+    cur_seq++;
     do_gap(s, 4 * (uint64_t)j);
+  }
+  cur_seq++;
   if (s->have_T && (s->after_gap || (ev->flags & TLC_EVF_RESTART)) && s->o->o.clock_reset_ns > 0 &&
       ev->time_ns < s->T &&
       (uint64_t)s->T - (uint64_t)ev->time_ns > (uint64_t)s->o->o.clock_reset_ns)
@@ -681,6 +706,50 @@ static size_t gather(const rs_t *s, const size_t *rows, size_t nr, unsigned k, i
   return n;
 }
 
+static tlc_at_t smp_at(const smp_t *x) {
+  tlc_at_t a;
+  memset(&a, 0, sizeof(a));
+  a.start = x->t0;
+  a.end = x->t;
+  a.seq_start = x->seq0;
+  a.seq_end = x->seq1;
+  a.epoch = (uint32_t)x->epoch;
+  a.known = 1;
+  return a;
+}
+
+/* When d's MIN and MAX were taken (SPEC 13): in each row, the first of its samples (in the
+ * order they closed) with that value; over several rows (Neutral), of those the earliest by
+ * tlc_at_earlier's order, written out here: (epoch, end, seq_end). */
+static void extremes_at(const rs_t *s, const size_t *rows, size_t nr, unsigned k, tlc_dist_t *d) {
+  size_t i, j;
+  int have_mn = 0, have_mx = 0;
+  for (i = 0; i < nr; i++) {
+    const vec_t *x = &s->rows[rows[i]].s[k];
+    const smp_t *mn = NULL, *mx = NULL;
+    for (j = 0; j < x->n; j++) {
+      if (mn == NULL && x->p[j].v == d->min)
+        mn = &x->p[j];
+      if (mx == NULL && x->p[j].v == d->max)
+        mx = &x->p[j];
+    }
+    if (mn != NULL &&
+        (!have_mn || mn->epoch < d->min_at.epoch ||
+         (mn->epoch == d->min_at.epoch &&
+          (mn->t < d->min_at.end || (mn->t == d->min_at.end && mn->seq1 < d->min_at.seq_end))))) {
+      d->min_at = smp_at(mn);
+      have_mn = 1;
+    }
+    if (mx != NULL &&
+        (!have_mx || mx->epoch < d->max_at.epoch ||
+         (mx->epoch == d->max_at.epoch &&
+          (mx->t < d->max_at.end || (mx->t == d->max_at.end && mx->seq1 < d->max_at.seq_end))))) {
+      d->max_at = smp_at(mx);
+      have_mx = 1;
+    }
+  }
+}
+
 /* The distributions (and windows) of a row over the samples of rows[0..nr): one context's row,
  * or for Neutral the union of every context's own samples, for every kind, PERIOD and OUTSIDE
  * included (SPEC 2). */
@@ -693,6 +762,8 @@ static void fill_stat(const rs_t *s, tlc_stat_t *st, const size_t *rows, size_t 
     n = gather(s, rows, nr, k, &v, 0, 1);
     make_dist(&st->dist[k], v, n);
     tlc_free(v);
+    if (n > 0)
+      extremes_at(s, rows, nr, k, &st->dist[k]);
   }
   if (!windows)
     return;
@@ -806,10 +877,12 @@ static void replay_all(const tlc_oracle_t *o, rs_t *s) {
   s->o = o;
   s->ctxmode = o->o.has_context_area && o->fmt != TLC_FMT_EVLOG;
   cur_epoch = 0;
+  cur_seq = 0;
   for (i = 0; i < o->nit; i++) {
-    if (o->it[i].gap)
+    if (o->it[i].gap) {
+      cur_seq++;
       do_gap(s, 4 * (uint64_t)i);
-    else
+    } else
       do_event(s, &o->it[i].ev, i);
   }
 }

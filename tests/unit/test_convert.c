@@ -54,6 +54,11 @@ static void table_fill(tlc_table_t *t) {
         r->total[k] = (int64_t)(1000000007u * (h + 1) + k);
         tlc_dist_add(&r->dist[k], 1000 + (int64_t)h);
         tlc_dist_add(&r->dist[k], 50000 + (int64_t)k);
+        if (k != TLC_CALL) { /* CALL's times unknown: they stay unknown */
+          r->dist[k].min_at = (tlc_at_t){ -5 - (int64_t)h, 995, 3 * h, 3 * h + 1, ci, 1 };
+          r->dist[k].max_at =
+              (tlc_at_t){ INT64_MIN, INT64_MAX, UINT64_MAX - k, UINT64_MAX, UINT32_MAX, 1 };
+        }
         r->dist[k].q[0] = 1000;
         r->dist[k].q[3] = 50000;
         r->dist[k].has_q = k != TLC_OUTSIDE;
@@ -393,6 +398,29 @@ static void test_preencoded_frames(void **state) {
     assert_int_equal(t1.nrows, src.nrows);
     assert_int_equal(t2.nrows, t1.nrows);
     assert_memory_equal(t1.rows, t2.rows, t1.nrows * sizeof(tlc_stat_t));
+    if (mode == 0) /* whole rows carry when their extremes were taken, when known */
+      for (i = 0; i < t1.nrows; i++) {
+        const tlc_stat_t *y = &t1.rows[i],
+                         *x = tlc_table_find(&src, y->handle, y->context, y->state);
+        unsigned k;
+        assert_non_null(x);
+        for (k = 0; k < TLC_NKINDS; k++) {
+          const tlc_dist_t *dx = &x->dist[k], *dy = &y->dist[k];
+          int known = dx->n > 0 && dx->min_at.known;
+          assert_int_equal(dy->min_at.known, known);
+          assert_int_equal(dy->max_at.known, dx->n > 0 && dx->max_at.known);
+          if (known) {
+            assert_int_equal(dy->min_at.start, dx->min_at.start);
+            assert_int_equal(dy->min_at.end, dx->min_at.end);
+            assert_int_equal(dy->min_at.epoch, dx->min_at.epoch);
+            assert_int_equal(dy->min_at.seq_start, dx->min_at.seq_start);
+            assert_int_equal(dy->min_at.seq_end, dx->min_at.seq_end);
+            assert_true(dy->max_at.start == INT64_MIN && dy->max_at.end == INT64_MAX);
+            assert_true(dy->max_at.seq_end == UINT64_MAX && dy->max_at.epoch == UINT32_MAX);
+            assert_true(dy->max_at.seq_start == dx->max_at.seq_start);
+          }
+        }
+      }
     assert_int_equal(t2.ncontexts, t1.ncontexts);
     assert_int_equal(t2.counters.events, 1000);
     tlc_table_fini(&t1);
@@ -461,6 +489,12 @@ static void fill_all(tlc_stat_t *r, uint64_t v, uint32_t v32, uint32_t nwin) {
     r->dist[k].has_q = 1;
     for (q = 0; q < TLC_NQUANT; q++)
       r->dist[k].q[q] = (int64_t)v;
+    r->dist[k].min_at.start = r->dist[k].min_at.end = r->dist[k].max_at.start =
+        r->dist[k].max_at.end = (int64_t)v;
+    r->dist[k].min_at.seq_start = r->dist[k].min_at.seq_end = r->dist[k].max_at.seq_start =
+        r->dist[k].max_at.seq_end = v;
+    r->dist[k].min_at.epoch = r->dist[k].max_at.epoch = v32;
+    r->dist[k].min_at.known = r->dist[k].max_at.known = 1;
     for (w = 0; w < TLC_MAX_WINDOWS; w++) {
       r->win[w].count = v;
       r->win[w].k[k].n = v | 1;

@@ -8,7 +8,9 @@
  * and so does a second checkpoint's effect. Damage: every truncation of a checkpoint is
  * refused (never a crash), random bit flips are refused or give an engine that still works
  * (pushed to, snapshot, freed: ASan/UBSan builds check the memory), a checkpoint of other
- * options is refused as incompatible.
+ * options is refused as incompatible. Version 1 checkpoints (no extremes' times) still load:
+ * every statistic as before, the times unknown until a sample makes a new extreme, which then
+ * carries the same time as in the engine that never stopped.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "engine/engine-int.h"
 #include "engine/engine.h"
 #include "formats/ckbuf.h"
 #include "formats/evmap.h"
@@ -269,6 +272,96 @@ static void test_roundtrip(void **state) {
       run(mode, seed * 7919 + (uint64_t)mode);
 }
 
+static tlc_table_t snap(tlc_engine_t *e) {
+  tlc_table_t t;
+  tlc_table_init(&t);
+  assert_int_equal(tlc_engine_snapshot(e, &t, NULL), 0);
+  return t;
+}
+
+static int at_same(const tlc_at_t *a, const tlc_at_t *b) {
+  return a->known == b->known && a->start == b->start && a->end == b->end && a->epoch == b->epoch &&
+         a->seq_start == b->seq_start && a->seq_end == b->seq_end;
+}
+
+/* A version 1 checkpoint (a build before the extremes' times) loads with the times unknown;
+ * samples after the load that make new extremes carry the times engine A (never stopped) has. */
+static void test_version1(void **state) {
+  (void)state;
+  for (int mode = 0; mode < M_NMODES; mode++)
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+      stream_t *s = &g_s;
+      tlc_engine_opts_t o;
+      pipe_t a, b;
+      tlc_ckw_t w;
+      tlc_table_t ta, tb;
+      size_t cut = 300 + (size_t)seed * 200, i, nknown = 0, nunknown = 0;
+      uint64_t seq_cut;
+      unsigned k;
+      gen(s, mode, seed * 31 + (uint64_t)mode);
+      opts_for(mode, &o);
+      memset(&a, 0, sizeof(a));
+      assert_int_equal(tlc_engine_new(&a.e, s->fmt, &o), 0);
+      if (mode == M_EVLOG)
+        assert_int_equal(tlc_evmap_new(&a.m, NULL), 0);
+      feed(&a, s, 0, cut);
+      tlc__engine_set_ckpt_v1(a.e, 1);
+      tlc_ckw_init(&w, (size_t)1 << 30);
+      assert_int_equal(tlc_engine_save(a.e, &w), 0);
+      assert_int_equal(*(const uint32_t *)w.p, 0x31474E45u); /* "ENG1" */
+      if (a.m != NULL)
+        assert_int_equal(tlc_evmap_save(a.m, &w), 0);
+      assert_int_equal(load(&b, s->fmt, &o, w.p, w.len), 0);
+      tlc_ckw_fini(&w);
+      ta = snap(a.e);
+      tb = snap(b.e);
+      seq_cut = ta.seq;
+      assert_int_equal(ta.nrows, tb.nrows);
+      for (i = 0; i < ta.nrows; i++)
+        for (k = 0; k < TLC_NKINDS; k++) {
+          const tlc_dist_t *da = &ta.rows[i].dist[k], *db = &tb.rows[i].dist[k];
+          assert_int_equal(db->min_at.known, 0);
+          assert_int_equal(db->max_at.known, 0);
+          /* every other statistic as saved */
+          assert_true(da->n == db->n && da->sum == db->sum && da->min == db->min &&
+                      da->max == db->max && da->sumsq_hi == db->sumsq_hi &&
+                      da->sumsq_lo == db->sumsq_lo && da->has_q == db->has_q);
+        }
+      tlc_table_fini(&ta);
+      tlc_table_fini(&tb);
+      feed(&a, s, cut, NEV);
+      feed(&b, s, cut, NEV);
+      ta = snap(a.e);
+      tb = snap(b.e);
+      assert_int_equal(ta.nrows, tb.nrows);
+      for (i = 0; i < ta.nrows; i++)
+        for (k = 0; k < TLC_NKINDS; k++) {
+          const tlc_dist_t *da = &ta.rows[i].dist[k], *db = &tb.rows[i].dist[k];
+          const tlc_at_t *xa[2] = { &da->min_at, &da->max_at },
+                         *xb[2] = { &db->min_at, &db->max_at };
+          assert_int_equal(da->n, db->n);
+          if (da->n == 0)
+            continue;
+          for (unsigned m = 0; m < 2; m++) {
+            assert_int_equal(xa[m]->known, 1);
+            if (xb[m]->known) { /* a new extreme after the load: the one A has */
+              assert_true(at_same(xa[m], xb[m]));
+              assert_true(xa[m]->seq_end > seq_cut);
+              nknown++;
+            } else { /* A's was taken before the checkpoint */
+              assert_true(xa[m]->seq_end <= seq_cut);
+              nunknown++;
+            }
+          }
+        }
+      assert_true(nknown > 0 && nunknown > 0);
+      tlc_table_fini(&ta);
+      tlc_table_fini(&tb);
+      pipe_free(&a);
+      pipe_free(&b);
+    }
+}
+
 /* Damage: truncations, bit flips, other options. */
 static void test_damage(void **state) {
   (void)state;
@@ -331,6 +424,7 @@ static void test_damage(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
+    cmocka_unit_test(test_version1),
     cmocka_unit_test(test_damage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

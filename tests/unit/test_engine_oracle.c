@@ -378,7 +378,21 @@ static int q_ok(int64_t eng, int64_t exact) {
     }                                                                                              \
   } while (0)
 
+static int at_eq(const tlc_at_t *a, const tlc_at_t *b) {
+  return a->known == b->known && a->start == b->start && a->end == b->end && a->epoch == b->epoch &&
+         a->seq_start == b->seq_start && a->seq_end == b->seq_end;
+}
+
+static const char *at_str(const tlc_at_t *a, char *buf, size_t len) {
+  snprintf(buf, len, "{known %u [%" PRId64 ", %" PRId64 "] epoch %u seq %" PRIu64 "..%" PRIu64 "}",
+           a->known, a->start, a->end, a->epoch, a->seq_start, a->seq_end);
+  return buf;
+}
+
+/* Compares an engine dist a with the oracle's b: counts, sums, extremes and when they were
+ * taken, quantiles within their error. */
 static int cmp_dist(const tlc_dist_t *a, const tlc_dist_t *b, const char *what, int quant) {
+  char sa[128], sb[128];
   unsigned i;
   CHECK(a->n == b->n, "%s n %" PRIu64 " vs %" PRIu64, what, a->n, b->n);
   CHECK(a->sum == b->sum, "%s sum %" PRId64 " vs %" PRId64, what, a->sum, b->sum);
@@ -387,6 +401,10 @@ static int cmp_dist(const tlc_dist_t *a, const tlc_dist_t *b, const char *what, 
   CHECK(a->min == b->min, "%s min %" PRId64 " vs %" PRId64, what, a->min, b->min);
   CHECK(a->max == b->max, "%s max %" PRId64 " vs %" PRId64, what, a->max, b->max);
   CHECK(a->sumsq_hi == b->sumsq_hi && a->sumsq_lo == b->sumsq_lo, "%s sumsq", what);
+  CHECK(at_eq(&a->min_at, &b->min_at), "%s min_at %s vs %s", what, at_str(&a->min_at, sa, 128),
+        at_str(&b->min_at, sb, 128));
+  CHECK(at_eq(&a->max_at, &b->max_at), "%s max_at %s vs %s", what, at_str(&a->max_at, sa, 128),
+        at_str(&b->max_at, sb, 128));
   if (quant) {
     CHECK(a->has_q, "%s has_q", what);
     for (i = 0; i < TLC_NQUANT; i++)

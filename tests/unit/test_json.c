@@ -78,8 +78,11 @@ static void test_table(void **state) {
   r->total[TLC_NET] = 300;
   /* samples 100 and 200: sum 300, avg 150, sumsq 10000 + 40000 = 50000,
    * sigma = sqrt(50000/2 - 150^2) = sqrt(2500) = 50 */
-  tlc_dist_add(&r->dist[TLC_NET], 100);
-  tlc_dist_add(&r->dist[TLC_NET], 200);
+  {
+    const tlc_at_t a1 = { 10, 110, 1, 2, 0, 1 }, a2 = { 300, 500, 3, 5, 1, 1 };
+    tlc_dist_add_at(&r->dist[TLC_NET], 100, &a1);
+    tlc_dist_add_at(&r->dist[TLC_NET], 200, &a2);
+  }
   r->nwin = 1;
   r->win[0].count = 1;
   r->win[0].k[TLC_NET].n = 1;
@@ -107,12 +110,16 @@ static void test_table(void **state) {
   assert_non_null(strstr(s, "\"handle\":\"00000000\",\"area\":\"function\",\"name\":null,"
                             "\"context\":\"threadABCDEF\",\"count\":2,\"anomalies\":0,"
                             "\"net\":{\"total\":300,\"n\":2,\"sum\":300,\"min\":100,\"max\":200,"
+                            "\"min_at\":{\"start_ns\":10,\"end_ns\":110,\"epoch\":0,"
+                            "\"seq_start\":1,\"seq_end\":2},"
+                            "\"max_at\":{\"start_ns\":300,\"end_ns\":500,\"epoch\":1,"
+                            "\"seq_start\":3,\"seq_end\":5},"
                             "\"avg\":150,\"sumsq\":\"50000\",\"stddev\":50.000,\"p50\":null"));
   assert_non_null(strstr(s, "\"windows\":[{\"window_ns\":1000000000,\"count\":1,\"net\":{\"n\":1,"
                             "\"sum\":200,\"min\":200,\"max\":200,\"avg\":200}"));
   /* period has no total; an empty dist prints null extremes */
   assert_non_null(strstr(s, "\"period\":{\"n\":0,\"sum\":0,\"min\":null,\"max\":null,"
-                            "\"avg\":null,\"sumsq\":\"0\""));
+                            "\"min_at\":null,\"max_at\":null,\"avg\":null,\"sumsq\":\"0\""));
   /* data values are unsigned 64-bit */
   assert_non_null(strstr(s, "\"handle\":\"20000000\",\"area\":\"variable\",\"name\":null,"
                             "\"count\":1,\"anomalies\":0,\"value\":18446744073709551615,"

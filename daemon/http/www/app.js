@@ -511,7 +511,11 @@ function drawTable() {
     for (const key of ["net", "gross", "call", "avg_net", "avg_gross", "avg_call", "max_net",
                        "p99_net"]) {
       const wide = key === "gross" || key === "call" || key === "avg_gross" || key === "avg_call";
-      tr.appendChild(td(fmtNs(r[key]), wide ? "n wide" : "n", key));
+      const c = td(fmtNs(r[key]), wide ? "n wide" : "n", key);
+      if (key === "max_net" && r.max_net_at) // when the longest sample ran (target time)
+        c.title = "max at " + r.max_net_at[0] + ".." + r.max_net_at[1] + " ns, clock epoch " +
+          r.max_net_at[2];
+      tr.appendChild(c);
     }
     const bv = rowBudgets(r); // the budgets watching the area, red with violations
     if (bv !== null) {
