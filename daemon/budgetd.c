@@ -5,6 +5,7 @@
  * events, none per sample). The watch itself is the engine tap's ud.
  */
 #include "daemon/budgetd.h"
+#include "daemon/rolld.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -115,6 +116,8 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
     tlc_pubsub_violation(d->pubsub, bw->t->name, bw->w, v);
   if (d->fleet != NULL)
     tlc_fleet_violation(d->fleet, bw->t->name, bw->w, v);
+  /* the trend's violations per step: counted in the rollup minute of its end */
+  tlc_rolld_violation(d, bw->t, v);
 }
 
 /* ---- watches ---- */
