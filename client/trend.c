@@ -66,122 +66,106 @@ static int run(const char *cmd, int diff, const char *target, const char *query,
   return status;
 }
 
-int tlc_cli_trend(int argc, char **argv) {
-  static const struct option lo[] = {
-    { "since", required_argument, NULL, 's' }, { "until", required_argument, NULL, 'u' },
-    { "step", required_argument, NULL, 'S' },  { "context", required_argument, NULL, 'c' },
-    { "kind", required_argument, NULL, 'k' },  { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 }
-  };
-  const char *since = NULL, *until = NULL, *step = NULL, *ctx = NULL, *kind = NULL;
-  char q[1024] = "";
-  int json = 0, opt;
+/* One option of trend or diff: each but --json and --help is one query parameter. */
+typedef struct qopt {
+  const char *name; /* --name */
+  const char *key;  /* its query parameter */
+  int required;
+} qopt_t;
+
+static const qopt_t trend_opts[] = { { "since", "since", 1 }, { "until", "until", 0 },
+                                     { "step", "step", 0 },   { "context", "context", 0 },
+                                     { "kind", "kind", 0 },   { NULL, NULL, 0 } };
+static const qopt_t diff_opts[] = { { "a", "a", 1 },
+                                    { "b", "b", 1 },
+                                    { "b-target", "b_target", 0 },
+                                    { "context", "context", 0 },
+                                    { "kind", "kind", 0 },
+                                    { NULL, NULL, 0 } };
+
+#define QOPT_MAX 8 /* options of one table at most */
+
+/* Parses `opts` (plus --json and --help) into the query string q, after `first` (the
+ * operands' parameters, or ""). 0 and *json; 1 when --help was printed; EXIT_USAGE after a
+ * message. */
+static int query_opts(int argc, char **argv, const char *cmd, const qopt_t *opts, const char *help,
+                      char *q, size_t cap, int *json) {
+  struct option lo[QOPT_MAX + 3];
+  const char *val[QOPT_MAX] = { NULL };
+  size_t n, i;
+  int opt;
+  for (n = 0; opts[n].name != NULL && n < QOPT_MAX; n++)
+    lo[n] = (struct option){ opts[n].name, required_argument, NULL, 256 + (int)n };
+  lo[n] = (struct option){ "json", no_argument, NULL, 'j' };
+  lo[n + 1] = (struct option){ "help", no_argument, NULL, 'h' };
+  lo[n + 2] = (struct option){ NULL, 0, NULL, 0 };
+  *json = 0;
   tlc_cli_opt_reset();
   while ((opt = tlc_cli_next_opt(argc, argv, ":h", lo)) != -1) {
-    switch (opt) {
-    case '?':
+    if (opt == '?')
       return EXIT_USAGE;
-    case 'h':
-      printf("usage: tlcap [--connect ADDR] trend TARGET AREA --since T [--until T]\n"
-             "                                  [--step 1m|1h|1d] [--context C] [--kind K] "
-             "[--json]\n"
-             "One area's statistics per step (count, mean, sigma, p99, max), from the daemon's\n"
-             "per-minute rollups (docs/rollups.md): days or months answer at once, whatever the\n"
-             "raw segments' retention kept. AREA is the handle (decimal or 0x hex). T as for\n"
-             "`tlcap stats --since`: -1h, an RFC 3339 UTC time, ns:N or epoch:K:N. --step\n"
-             "default 1m. --context: one context number (default: all merged); --kind: net\n"
-             "(default), gross, call, period or outside. --json: the HTTP API's document.\n");
-      return 0;
-    case 's':
-      since = optarg;
-      break;
-    case 'u':
-      until = optarg;
-      break;
-    case 'S':
-      step = optarg;
-      break;
-    case 'c':
-      ctx = optarg;
-      break;
-    case 'k':
-      kind = optarg;
-      break;
-    case 'j':
-      json = 1;
-      break;
-    default:
-      break;
+    if (opt == 'h') {
+      fputs(help, stdout);
+      return 1;
     }
+    if (opt == 'j')
+      *json = 1;
+    else if (opt >= 256 && (size_t)(opt - 256) < n)
+      val[opt - 256] = optarg;
   }
+  for (i = 0; i < n; i++) {
+    if (opts[i].required && val[i] == NULL) {
+      fprintf(stderr, "%s: --%s is required\n", cmd, opts[i].name);
+      return EXIT_USAGE;
+    }
+    if (qadd(q, cap, opts[i].key, val[i]) < 0)
+      return EXIT_USAGE;
+  }
+  return 0;
+}
+
+static const char trend_help[] =
+    "usage: tlcap [--connect ADDR] trend TARGET AREA --since T [--until T]\n"
+    "                                  [--step 1m|1h|1d] [--context C] [--kind K] [--json]\n"
+    "One area's statistics per step (count, mean, sigma, p99, max), from the daemon's\n"
+    "per-minute rollups (docs/rollups.md): days or months answer at once, whatever the\n"
+    "raw segments' retention kept. AREA is the handle (decimal or 0x hex). T as for\n"
+    "`tlcap stats --since`: -1h, an RFC 3339 UTC time, ns:N or epoch:K:N. --step\n"
+    "default 1m. --context: one context number (default: all merged); --kind: net\n"
+    "(default), gross, call, period or outside. --json: the HTTP API's document.\n";
+
+static const char diff_help[] =
+    "usage: tlcap [--connect ADDR] diff TARGET --a T1..T2 --b T3..T4 [--b-target NAME]\n"
+    "                                  [--context C] [--kind K] [--json]\n"
+    "Every area's statistics in two ranges compared (counts, mean, sigma, p50, p99,\n"
+    "max, the factor of the means, Welch's t, whether p99 moved beyond the histograms'\n"
+    "1%), most significant first, from the daemon's rollups (docs/rollups.md).\n"
+    "--b-target: the second range of another target. Either end of a range may be\n"
+    "empty (-1d.. is the last day). T as for `tlcap stats --since`.\n";
+
+int tlc_cli_trend(int argc, char **argv) {
+  char q[1024] = "";
+  int json, r;
+  if ((r = query_opts(argc, argv, "tlcap trend", trend_opts, trend_help, q, sizeof q, &json)) != 0)
+    return r == 1 ? 0 : r;
   if (tlc_cli_operands(argc, 2, 2, "tlcap trend TARGET AREA --since T [options]") < 0)
     return EXIT_USAGE;
-  if (since == NULL) {
-    fprintf(stderr, "tlcap trend: --since T is required\n");
-    return EXIT_USAGE;
+  /* the area first, as the HTTP API's own links write it */
+  {
+    char full[1100] = "";
+    if (qadd(full, sizeof full, "area", argv[optind + 1]) < 0)
+      return EXIT_USAGE;
+    snprintf(full + strlen(full), sizeof full - strlen(full), "&%s", q);
+    return run("tlcap trend", 0, argv[optind], full, json);
   }
-  if (qadd(q, sizeof q, "area", argv[optind + 1]) < 0 || qadd(q, sizeof q, "since", since) < 0 ||
-      qadd(q, sizeof q, "until", until) < 0 || qadd(q, sizeof q, "step", step) < 0 ||
-      qadd(q, sizeof q, "context", ctx) < 0 || qadd(q, sizeof q, "kind", kind) < 0)
-    return EXIT_USAGE;
-  return run("tlcap trend", 0, argv[optind], q, json);
 }
 
 int tlc_cli_diff(int argc, char **argv) {
-  static const struct option lo[] = {
-    { "a", required_argument, NULL, 'a' },        { "b", required_argument, NULL, 'b' },
-    { "b-target", required_argument, NULL, 'B' }, { "context", required_argument, NULL, 'c' },
-    { "kind", required_argument, NULL, 'k' },     { "json", no_argument, NULL, 'j' },
-    { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 }
-  };
-  const char *a = NULL, *b = NULL, *bt = NULL, *ctx = NULL, *kind = NULL;
   char q[1024] = "";
-  int json = 0, opt;
-  tlc_cli_opt_reset();
-  while ((opt = tlc_cli_next_opt(argc, argv, ":h", lo)) != -1) {
-    switch (opt) {
-    case '?':
-      return EXIT_USAGE;
-    case 'h':
-      printf("usage: tlcap [--connect ADDR] diff TARGET --a T1..T2 --b T3..T4 [--b-target NAME]\n"
-             "                                  [--context C] [--kind K] [--json]\n"
-             "Every area's statistics in two ranges compared (counts, mean, sigma, p50, p99,\n"
-             "max, the factor of the means, Welch's t, whether p99 moved beyond the histograms'\n"
-             "1%%), most significant first, from the daemon's rollups (docs/rollups.md).\n"
-             "--b-target: the second range of another target. Either end of a range may be\n"
-             "empty (-1d.. is the last day). T as for `tlcap stats --since`.\n");
-      return 0;
-    case 'a':
-      a = optarg;
-      break;
-    case 'b':
-      b = optarg;
-      break;
-    case 'B':
-      bt = optarg;
-      break;
-    case 'c':
-      ctx = optarg;
-      break;
-    case 'k':
-      kind = optarg;
-      break;
-    case 'j':
-      json = 1;
-      break;
-    default:
-      break;
-    }
-  }
+  int json, r;
+  if ((r = query_opts(argc, argv, "tlcap diff", diff_opts, diff_help, q, sizeof q, &json)) != 0)
+    return r == 1 ? 0 : r;
   if (tlc_cli_operands(argc, 1, 1, "tlcap diff TARGET --a T1..T2 --b T3..T4 [options]") < 0)
-    return EXIT_USAGE;
-  if (a == NULL || b == NULL) {
-    fprintf(stderr, "tlcap diff: --a T1..T2 and --b T3..T4 are required\n");
-    return EXIT_USAGE;
-  }
-  if (qadd(q, sizeof q, "a", a) < 0 || qadd(q, sizeof q, "b", b) < 0 ||
-      qadd(q, sizeof q, "b_target", bt) < 0 || qadd(q, sizeof q, "context", ctx) < 0 ||
-      qadd(q, sizeof q, "kind", kind) < 0)
     return EXIT_USAGE;
   return run("tlcap diff", 1, argv[optind], q, json);
 }

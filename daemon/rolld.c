@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/out.h"
 #include "base/fileread.h"
+#include "base/query.h"
 #include "budget/budget.h"
 #include "continuity/ckfile.h"
 #include "history/history.h"
@@ -397,46 +398,6 @@ void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t) {
 
 /* ---- the read side's hook ---- */
 
-/* One parameter of a query string ("a=1&b=2"); 1 found, 0 not, -1 too long. */
-static int param(const char *q, const char *key, char *out, size_t outlen) {
-  size_t kl = strlen(key);
-  while (*q != '\0') {
-    size_t n = strcspn(q, "&,");
-    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
-      size_t vl = n - kl - 1;
-      if (vl + 1 > outlen)
-        return -1;
-      memcpy(out, q + kl + 1, vl);
-      out[vl] = '\0';
-      return 1;
-    }
-    q += n;
-    if (*q != '\0')
-      q++;
-  }
-  return 0;
-}
-
-/* The first parameter not in known (a NULL-terminated list) into bad; 1 if any. */
-static int unknown(const char *q, const char *const *known, char *bad, size_t badlen) {
-  while (*q != '\0') {
-    size_t n = strcspn(q, "&,"), kl;
-    const char *eq = memchr(q, '=', n);
-    int ok = 0;
-    kl = eq != NULL ? (size_t)(eq - q) : n;
-    for (size_t i = 0; known[i] != NULL && n > 0; i++)
-      ok |= strlen(known[i]) == kl && strncmp(q, known[i], kl) == 0;
-    if (n > 0 && !ok) {
-      snprintf(bad, badlen, "%.*s", (int)(kl < 64 ? kl : 64), q);
-      return 1;
-    }
-    q += n;
-    if (*q != '\0')
-      q++;
-  }
-  return 0;
-}
-
 static int parse_u32(const char *s, uint32_t *v) {
   char *end;
   unsigned long long x;
@@ -511,7 +472,7 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
   int k;
   memset(q, 0, 2 * sizeof(*q));
   *kind = TLC_NET;
-  if (unknown(query, what == 1 ? tk : dk, bad, sizeof bad)) {
+  if (tlc_query_unknown(query, what == 1 ? tk : dk, bad, sizeof bad)) {
     snprintf(err, errlen, "unknown query parameter \"%s\"", bad);
     return TLC_EINVAL;
   }
@@ -520,14 +481,14 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
     return TLC_EINVAL;
   }
   snprintf(q[0].target, sizeof q[0].target, "%s", name);
-  if (param(query, "kind", v, sizeof v) == 1) {
+  if (tlc_query_param(query, "kind", v, sizeof v) == 1) {
     if ((k = tlc_rollup_kind_parse(v)) < 0) {
       snprintf(err, errlen, "kind: one of net, gross, call, period, outside");
       return TLC_EINVAL;
     }
     *kind = (uint8_t)k;
   }
-  if (param(query, "context", v, sizeof v) == 1) {
+  if (tlc_query_param(query, "context", v, sizeof v) == 1) {
     if (parse_u32(v, &q[0].context) != 0) {
       snprintf(err, errlen, "context: a context number as the statistics list it");
       return TLC_EINVAL;
@@ -536,12 +497,12 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
   }
   if (what == 1) {
     int hs, hu;
-    if (param(query, "area", v, sizeof v) != 1 || parse_u32(v, &q[0].handle) != 0) {
+    if (tlc_query_param(query, "area", v, sizeof v) != 1 || parse_u32(v, &q[0].handle) != 0) {
       snprintf(err, errlen, "area: the area's handle (decimal or 0x hex) is required");
       return TLC_EINVAL;
     }
-    hs = param(query, "since", v, sizeof v);
-    hu = param(query, "until", v2, sizeof v2);
+    hs = tlc_query_param(query, "since", v, sizeof v);
+    hu = tlc_query_param(query, "until", v2, sizeof v2);
     if (hs != 1) {
       snprintf(err, errlen, "since is required (-1h, an RFC 3339 time, ns:N or epoch:K:N)");
       return TLC_EINVAL;
@@ -549,7 +510,7 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
     if (range_into(v, hu == 1 ? v2 : NULL, now_ns, &q[0], err, errlen) != 0)
       return TLC_EINVAL;
     q[0].step_min = 1;
-    if (param(query, "step", v, sizeof v) == 1 && parse_step(v, &q[0].step_min) != 0) {
+    if (tlc_query_param(query, "step", v, sizeof v) == 1 && parse_step(v, &q[0].step_min) != 0) {
       snprintf(err, errlen, "step: N followed by m, h or d (1m, 1h, 1d)");
       return TLC_EINVAL;
     }
@@ -558,9 +519,10 @@ int tlc_rolld_parse(int what, const char *name, const char *query, int64_t now_n
   }
   q[0].all_handles = 1;
   q[1] = q[0];
-  if (param(query, "b_target", v, sizeof v) == 1)
+  if (tlc_query_param(query, "b_target", v, sizeof v) == 1)
     snprintf(q[1].target, sizeof q[1].target, "%s", v);
-  if (param(query, "a", v, sizeof v) != 1 || param(query, "b", v2, sizeof v2) != 1) {
+  if (tlc_query_param(query, "a", v, sizeof v) != 1 ||
+      tlc_query_param(query, "b", v2, sizeof v2) != 1) {
     snprintf(err, errlen, "a and b are required: two ranges T1..T2");
     return TLC_EINVAL;
   }

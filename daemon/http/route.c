@@ -35,6 +35,8 @@
  */
 #include "http/http-int.h"
 
+#include "base/query.h"
+
 #include "auth/auth.h"
 #include "auth/peers.h"
 #include "base/alloc.h"
@@ -405,54 +407,6 @@ void tlc__http_pending_answer(tlc__http_view_t *v, tlc__http_pending_t *p, tlc__
                     rc == TLC_ELIMIT ? "larger than the response limit" : tlc_strerror(rc));
 }
 
-/* The length of the query's next parameter: up to '&' or ',' (the server gets the query from
- * libwebsockets with its fragments joined by ','; neither occurs in a value of SPEC 10's T). */
-static size_t param_len(const char *q) {
-  return strcspn(q, "&,");
-}
-
-/* One query parameter: `key` in q ("a=1&b=2", decoded once by libwebsockets, as the path),
- * into out. 1 found, 0 not, -1 bad (a '%' left: encoded twice; too long). */
-static int query_param(const char *q, const char *key, char *out, size_t outlen) {
-  size_t kl = strlen(key);
-  while (*q != '\0') {
-    size_t n = param_len(q);
-    if (n > kl && strncmp(q, key, kl) == 0 && q[kl] == '=') {
-      size_t vl = n - kl - 1;
-      if (vl + 1 > outlen || memchr(q + kl + 1, '%', vl) != NULL)
-        return -1;
-      memcpy(out, q + kl + 1, vl);
-      out[vl] = '\0';
-      return 1;
-    }
-    q += n;
-    if (*q != '\0')
-      q++;
-  }
-  return 0;
-}
-
-/* Parameters other than those of `known` (NULL-terminated): the first one's name into bad. 1
- * if any. */
-static int query_unknown(const char *q, const char *const *known, char *bad, size_t badlen) {
-  while (*q != '\0') {
-    size_t n = param_len(q);
-    const char *eq = memchr(q, '=', n);
-    size_t kl = eq != NULL ? (size_t)(eq - q) : n;
-    int ok = 0;
-    for (size_t k = 0; known[k] != NULL; k++)
-      ok |= kl == strlen(known[k]) && strncmp(q, known[k], kl) == 0;
-    if (!ok && n > 0) {
-      snprintf(bad, badlen, "%.*s", (int)(kl < 64 ? kl : 64), q);
-      return 1;
-    }
-    q += n;
-    if (*q != '\0')
-      q++;
-  }
-  return 0;
-}
-
 static void api_stats_range(tlc__http_view_t *v, const char *name, const char *query,
                             tlc__http_resp_t *rs) {
   const tlc_view_t *pv = v->src;
@@ -463,12 +417,12 @@ static void api_stats_range(tlc__http_view_t *v, const char *name, const char *q
   tlc_hist_answer_t ans;
   tlc__http_pending_t *p;
   static const char *const known[] = { "since", "until", NULL };
-  if (query_unknown(query, known, bad, sizeof(bad))) {
+  if (tlc_query_unknown(query, known, bad, sizeof(bad))) {
     tlc__http_error(rs, 400, "unknown query parameter \"%s\" (since and until are known)", bad);
     return;
   }
-  hs = query_param(query, "since", since, sizeof(since));
-  hu = query_param(query, "until", until, sizeof(until));
+  hs = tlc_query_param(query, "since", since, sizeof(since));
+  hu = tlc_query_param(query, "until", until, sizeof(until));
   if (hs < 0 || hu < 0) {
     tlc__http_error(rs, 400, "bad %s (a '%%' left after decoding, or too long)",
                     hs < 0 ? "since" : "until");
@@ -635,18 +589,18 @@ static void api_histogram(tlc__http_view_t *v, const char *name, const char *que
   int64_t *le;
   uint64_t *cum, prev = 0;
   int rc;
-  if (query_unknown(query, known, bad, sizeof(bad))) {
+  if (tlc_query_unknown(query, known, bad, sizeof(bad))) {
     tlc__http_error(rs, 400, "unknown query parameter \"%s\" (area, context and kind are known)",
                     bad);
     return;
   }
-  if (query_param(query, "area", area, sizeof(area)) != 1 || strlen(area) != 8 ||
+  if (tlc_query_param(query, "area", area, sizeof(area)) != 1 || strlen(area) != 8 ||
       strspn(area, "0123456789abcdefABCDEF") != 8) {
     tlc__http_error(rs, 400, "area=HANDLE is needed: the area's 8 hex digits, as its row says");
     return;
   }
   h = strtoull(area, NULL, 16);
-  rc = query_param(query, "context", ctx, sizeof(ctx));
+  rc = tlc_query_param(query, "context", ctx, sizeof(ctx));
   if (rc == 0 || (rc == 1 && strcmp(ctx, "neutral") == 0)) {
     c = TLC_CTX_NEUTRAL;
   } else {
@@ -660,7 +614,7 @@ static void api_histogram(tlc__http_view_t *v, const char *name, const char *que
       return;
     }
   }
-  rc = query_param(query, "kind", kind, sizeof(kind));
+  rc = tlc_query_param(query, "kind", kind, sizeof(kind));
   for (k = 0; rc == 1 && k < 3 && strcmp(kind, kinds[k]) != 0; k++)
     ;
   if (rc == 0)
@@ -732,11 +686,11 @@ static void api_violations(tlc__http_view_t *v, const char *name, const char *qu
   tlc__http_bnames_t x;
   size_t idx;
   int hb, rc;
-  if (query_unknown(query, known, bad, sizeof(bad))) {
+  if (tlc_query_unknown(query, known, bad, sizeof(bad))) {
     tlc__http_error(rs, 400, "unknown query parameter \"%s\" (budget is known)", bad);
     return;
   }
-  hb = query_param(query, "budget", budget, sizeof(budget));
+  hb = tlc_query_param(query, "budget", budget, sizeof(budget));
   if (hb < 0 || (hb == 1 && budget[0] == '\0')) {
     tlc__http_error(rs, 400, "budget: a budget's name");
     return;
