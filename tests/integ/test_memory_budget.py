@@ -482,7 +482,14 @@ def test_rss_within_budget(d):
         tg = [D.by_name(st, "t%d@127.0.0.1" % i) for i in range(3)]
         dropped = [t["dropped_area_limit"] for t in tg]
         T.check(dropped[0] > 0, "the first target filled the budget (dropped %d)" % dropped[0])
-        T.eq(dropped[1:], [2 * n, 2 * n], "every area of the other two refused, each counted")
+        # The other two get what the first left: less than its next growth, which may still
+        # hold a few of their first rows (how many depends on the row size). Past that every
+        # area is refused, and each refused one is counted (its entry and its exit).
+        for t in tg[1:]:
+            k = len(t["stats"]["rows"])
+            T.check(k < n // 100, "%s: the budget was full: %d areas kept" % (t["name"], k))
+            T.eq(t["dropped_area_limit"], 2 * (n - k), "%s: every refused area counted"
+                 % t["name"])
         kept = n - dropped[0] // 2
         T.eq(len(tg[0]["stats"]["rows"]), kept, "areas kept")
         T.check(all(r["count"] == 1 for r in tg[0]["stats"]["rows"]), "one call per kept area")
