@@ -15,6 +15,8 @@
 #include "base/hash.h"
 #include "base/htab.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -514,6 +516,51 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
   for (j = 0; j < n; j++)
     out[j] = b->ring[(first + j) % w->o.keep];
   return n;
+}
+
+int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
+                    char *err, size_t errlen) {
+  const bstate_t *b = NULL;
+  size_t i, j, first, len;
+  for (i = 0; w != NULL && i < w->nb && b == NULL; i++)
+    if (strcmp(w->bs[i].def.name, name) == 0)
+      b = &w->bs[i];
+  if (b == NULL) {
+    len = (size_t)snprintf(err, errlen, "v:%s:%" PRIu64 ": no budget named %s on this target", name,
+                           n, name);
+    for (i = 0; w != NULL && i < w->nb && len < errlen; i++)
+      len += (size_t)snprintf(err + len, errlen - len, "%s%s", i == 0 ? " (its budgets: " : ", ",
+                              w->bs[i].def.name);
+    if (w != NULL && w->nb > 0 && len < errlen)
+      snprintf(err + len, errlen - len, ")");
+    return -ENOENT;
+  }
+  first = (b->rhead + w->o.keep - b->rn) % w->o.keep;
+  for (j = 0; b->ring != NULL && j < b->rn; j++)
+    if (b->ring[(first + j) % w->o.keep].count == n) {
+      *v = b->ring[(first + j) % w->o.keep];
+      return 0;
+    }
+  if (b->has_worst && b->worst.count == n) {
+    *v = b->worst;
+    return 0;
+  }
+  if (n > b->total)
+    snprintf(err, errlen, "v:%s:%" PRIu64 ": %s has had %" PRIu64 " violation%s", name, n, name,
+             b->total, b->total == 1 ? "" : "s");
+  else if (b->ring == NULL || b->rn == 0)
+    snprintf(err, errlen, "v:%s:%" PRIu64 " is not among the kept violations of %s: none is kept",
+             name, n, name);
+  else {
+    len = (size_t)snprintf(err, errlen,
+                           "v:%s:%" PRIu64 " is not among the last %zu kept violations of %s; "
+                           "kept: %" PRIu64 "..%" PRIu64,
+                           name, n, w->o.keep, name, b->ring[first].count,
+                           b->ring[(first + b->rn - 1) % w->o.keep].count);
+    if (b->has_worst && len < errlen)
+      snprintf(err + len, errlen - len, " and the worst, %" PRIu64, b->worst.count);
+  }
+  return TLC_ERANGE;
 }
 
 void tlc_bwatch_counts(const tlc_bwatch_t *w, void (*fn)(void *ud, const tlc_bcount_t *c),

@@ -105,6 +105,13 @@ uint64_t tlc_bwatch_total(const tlc_bwatch_t *w, size_t i);
 const tlc_violation_t *tlc_bwatch_worst(const tlc_bwatch_t *w, size_t i);
 /* The kept violations of budget i, oldest first, into out[0..max); returns how many. */
 size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, size_t max);
+/* A violation's REF `v:NAME:N` resolved (SPEC 13, docs/budgets.md "The moment"): the violation
+ * of the budget named `name` whose count is n, among those still kept (the last `keep`, and
+ * the worst), into *v. 0; -ENOENT: no budget of that name on this watch; TLC_ERANGE: that
+ * violation is no longer kept (or never was). Either failure: a message in err saying which
+ * budgets there are, or which violations are kept. */
+int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
+                    char *err, size_t errlen);
 /* The counters per (budget, area, context): calls fn for each, in no order. */
 typedef struct tlc_bcount {
   uint32_t budget, handle, context;
