@@ -9,6 +9,10 @@ tlcapd started with --budgets:
   naming the kept ones; an unknown budget names the target's budgets; a bad spelling is a
   usage error before anything is asked.
 
+- `tlcapd replay --state-dir --target --budgets FILE --around v:BUDGET:N` runs the budgets
+  over the stored segments and writes the same moment as `tlcap around` (the first violation
+  too, which the daemon no longer keeps); without --budgets it is a usage error.
+
 Usage: test_budget_moment.py TLCAPD TLCAP"""
 import json
 import os
@@ -87,7 +91,7 @@ def violations(sport):
 
 def test_around_violation(d):
     data = stream()
-    dm, port, sport, _ = start(d)
+    dm, port, sport, bfile = start(d)
     try:
         send(port, data)
         doc = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
@@ -97,6 +101,10 @@ def test_around_violation(d):
         T.eq(mc["worst"]["ref"], "v:main_call:2", "the worst: the 300 ns call")
         T.eq(sorted(kept), ["v:main_call:2", "v:main_call:3"], "the last two kept")
         dm.wait_sealed()
+
+        def replay(ref, *extra):
+            return T.run([TLCAPD, "replay", "--state-dir", dm.state, "--target", NAME,
+                          "--budgets", bfile, "--around", ref] + list(extra), timeout=60)
 
         def around(ref, *extra):
             return T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "around", NAME, ref]
@@ -128,6 +136,24 @@ def test_around_violation(d):
                 T.eq((j["around"]["ref"], j["around"]["span"]), (a, span_ns),
                      ref + ": the moment starts at the violation")
                 T.eq([e["time"] for e in j["events"]], times, ref + ": json events")
+                # tlcapd replay finds it by running the budgets over the stored segments
+                rp_bin = os.path.join(tmp, "r%d.bin" % n)
+                rc, _, err = replay(ref, "--span", span, "--export", "bin11", "--output",
+                                    rp_bin)
+                T.eq(rc, 0, "tlcapd replay --around %s: %s" % (ref, err))
+                with open(rp_bin, "rb") as f:
+                    T.check(f.read() == got, ref + ": replay's moment is tlcap around's")
+                rc, out, err = replay(ref, "--span", span, "--export", "json")
+                T.eq(rc, 0, "tlcapd replay --around %s json: %s" % (ref, err))
+                rj = json.loads(out)
+                T.eq((rj["around"], [e["time"] for e in rj["events"]]),
+                     (j["around"], times), ref + ": replay's json moment")
+            # replay counts every violation: the first, no longer kept live, is found too
+            (a, b) = CALLS[0]
+            rc, out, err = replay("v:main_call:1", "--span", "1us", "--export", "bin11")
+            T.eq(rc, 0, "replay of the first violation: %s" % err)
+            T.check(out == window(data, a - 1000, b + 1000), "replay: the first violation's "
+                    "moment")
             # the default span (10 ms) covers the whole second call and its neighbours
             rc, out, err = around("v:main_call:3", "--export", "json")
             T.eq(rc, 0, "default span: " + err)
@@ -147,6 +173,16 @@ def test_around_violation(d):
             rc, _, err = around(bad)
             T.eq(rc, 2, "%r is a usage error: %s" % (bad, err))
             T.check("not a violation's REF" in err, "says why: " + err)
+        rc, _, err = replay("v:main_call:4")
+        T.check(rc == 1 and "main_call has had 3 violations" in err, "replay, past the last: "
+                + err)
+        rc, _, err = replay("v:nope:1")
+        T.check(rc == 1 and "no budget named nope" in err, "replay, an unknown budget: " + err)
+        rc, _, err = T.run([TLCAPD, "replay", "--state-dir", dm.state, "--target", NAME,
+                            "--around", "v:main_call:2"], timeout=60)
+        T.check(rc == 2 and "needs --budgets FILE" in err, "replay without --budgets: " + err)
+        rc, _, err = replay("v:main_call:0")
+        T.check(rc == 2 and "not a violation's REF" in err, "replay, a bad REF: " + err)
     finally:
         dm.stop()
 
