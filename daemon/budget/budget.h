@@ -121,6 +121,17 @@ typedef struct tlc_bcount {
 } tlc_bcount_t;
 void tlc_bwatch_counts(const tlc_bwatch_t *w, void (*fn)(void *ud, const tlc_bcount_t *c),
                        void *ud);
+/* The watch across restarts (docs/budgets.md "Restarts"): its state as a versioned,
+ * checksummed blob (the counts per budget and per (budget, area, context), the kept and the
+ * worst, each budget with its definition) into *out (owned by the caller: tlc_free) and *len.
+ * 0 or TLC_ENOMEM. Engine's thread. */
+int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len);
+/* Takes a saved state back into w, a watch that has seen nothing yet: each budget whose name
+ * and definition are unchanged gets its counts, kept and worst (a changed or new one starts
+ * afresh, as on a reload); counters past opts.max_keys count as dropped keys. Any length of
+ * any bytes: 0; TLC_EFRAME (too short, checksum, malformed) or TLC_EVERSION with a message in
+ * err, w then unchanged; TLC_ENOMEM. */
+int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, size_t errlen);
 /* Violations not counted per triple (max_keys reached; still in the budget's total). */
 uint64_t tlc_bwatch_dropped_keys(const tlc_bwatch_t *w);
 /* Every violation of every budget. */

@@ -13,6 +13,10 @@ tlcapd started with --budgets:
   over the stored segments and writes the same moment as `tlcap around` (the first violation
   too, which the daemon no longer keeps); without --budgets it is a usage error.
 
+- the watch survives restarts (docs/budgets.md "Restarts"): after a clean restart `tlcap
+  violations` says the same; after a SIGKILL, what the last checkpoint saved; a damaged file
+  is refused, the target's budgets afresh.
+
 Usage: test_budget_moment.py TLCAPD TLCAP"""
 import json
 import os
@@ -187,5 +191,75 @@ def test_around_violation(d):
         dm.stop()
 
 
+def watched(doc):
+    """What the watch holds, for comparing across a restart: per budget its total, kept and
+    worst (every field), and the counts."""
+    return (doc["total"], doc["dropped_keys"],
+            sorted((b["name"], b["total"], json.dumps(b["worst"], sort_keys=True),
+                    json.dumps(b["recent"], sort_keys=True),
+                    json.dumps(sorted(b["counts"], key=lambda c: json.dumps(c, sort_keys=True)),
+                               sort_keys=True))
+                   for b in doc["budgets"]))
+
+
+def saved_all(dm):
+    """The violations the last saved watch holds (its header: docs/budgets.md "Restarts"),
+    or -1 when there is none."""
+    try:
+        with open(os.path.join(dm.state, NAME, "budgets.checkpoint"), "rb") as f:
+            head = f.read(32)
+    except FileNotFoundError:
+        return -1
+    return struct.unpack_from("<Q", head, 16)[0] if len(head) == 32 else -1
+
+
+def test_restarts(d):
+    """The watch survives a clean restart (the same document) and a SIGKILL (the counts of
+    the last checkpoint); a damaged file is refused with a log line, the watch afresh."""
+    dm, port, sport, _ = start(d)
+    try:
+        send(port, stream())
+        before = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
+            violations(sport)), 10, "three violations")
+    finally:
+        dm.stop()
+    dm, port, sport, _ = start(d)
+    try:
+        after = violations(sport)
+        T.eq(watched(after), watched(before), "a clean restart keeps the watch")
+        T.check("budgets restored (3 violations)" in dm.log(), "logged: " + dm.log()[-500:])
+        # a fourth violation (CALL 270 ns), saved by a checkpoint, then SIGKILL
+        send(port, T.bin11(0, 3, 0, 0, 5000000) + T.bin11(0, 0, 0, 0, 5000270))
+        four = D.wait_until(lambda: (lambda x: x if x["total"] == 4 else None)(
+            violations(sport)), 10, "the fourth violation")
+        D.wait_until(lambda: saved_all(dm) == 4, 10, "a checkpoint with the fourth")
+    finally:
+        dm.kill()
+    dm, port, sport, _ = start(d)
+    try:
+        doc = violations(sport)
+        T.eq(watched(doc), watched(four), "after SIGKILL: the watch of the last checkpoint")
+        mc = {b["name"]: b for b in doc["budgets"]}["main_call"]
+        T.eq(([v["number"] for v in mc["recent"]], mc["worst"]["number"], mc["total"]),
+             ([3, 4], 2, 4), "main_call: kept 3 and 4, the worst 2, 4 in all")
+    finally:
+        dm.stop()
+    # a damaged file: the target starts its budgets afresh, saying why
+    path = os.path.join(dm.state, NAME, "budgets.checkpoint")
+    with open(path, "r+b") as f:
+        f.seek(40)
+        b = f.read(1)
+        f.seek(40)
+        f.write(bytes([b[0] ^ 0x55]))
+    dm, port, sport, _ = start(d)
+    try:
+        doc = violations(sport)
+        T.eq(doc["total"], 0, "a damaged watch file: afresh")
+        T.check("checksum does not match: its budgets start afresh" in dm.log(),
+                "says why: " + dm.log()[-800:])
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
-    T.main([test_around_violation])
+    T.main([test_around_violation, test_restarts])
