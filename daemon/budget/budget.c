@@ -603,7 +603,7 @@ uint64_t tlc_bwatch_all(const tlc_bwatch_t *w) {
 
 #define BWCK_MAGIC   "TLCBWCK"
 #define BWCK_VERSION 1u
-#define BWCK_VSIZE   (4 + 4 + 3 + 8 * 15)
+#define BWCK_VSIZE   (4 + 4 + 3 + 8 * 14) /* a violation's bytes */
 
 static uint64_t fnv1a(const uint8_t *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -776,6 +776,8 @@ static void get_viol(rbuf_t *b, uint32_t bi, tlc_violation_t *v) {
   v->off_first = get_u(b, 8);
   v->seg_last = get_u(b, 8);
   v->off_last = get_u(b, 8);
+  if (v->row_kind > TLC_ROW_STATE || v->stat > TLC_BSTAT_RATE || v->over > 1)
+    b->bad = 1; /* what the report and the served forms index by */
 }
 
 /* Appends counter c (its bi already the watch's); 0, or -1 when max_keys or memory stop it
@@ -801,6 +803,7 @@ static int counter_add(tlc_bwatch_t *w, const cnt_t *c) {
 int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, size_t errlen) {
   rbuf_t b;
   uint32_t nb, i, j, nk, nc, *remap = NULL;
+  uint8_t *taken = NULL; /* the watch's budgets already given a saved one */
   uint64_t all, dropped, restored = 0;
   tlc_violation_t v;
   char magic[8];
@@ -833,8 +836,11 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
     snprintf(err, errlen, "%u budgets in %zu bytes", nb, len);
     return TLC_EFRAME;
   }
-  if ((remap = tlc_malloc((nb ? nb : 1) * sizeof(*remap))) == NULL)
+  if ((remap = tlc_malloc((nb ? nb : 1) * sizeof(*remap))) == NULL ||
+      (taken = tlc_calloc(w->nb ? w->nb : 1, 1)) == NULL) {
+    tlc_free(remap);
     return TLC_ENOMEM;
+  }
   for (i = 0; i < nb && !b.bad; i++) {
     tlc_tbudget_t def;
     uint64_t total;
@@ -854,7 +860,8 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
     remap[i] = NONE32;
     /* only a budget whose definition is unchanged takes its state back (as a reload) */
     for (j = 0; j < w->nb && !b.bad; j++)
-      if (same_def(&w->bs[j].def, &def) && w->bs[j].total == 0 && !w->bs[j].has_worst) {
+      if (!taken[j] && same_def(&w->bs[j].def, &def)) {
+        taken[j] = 1;
         s = &w->bs[j];
         remap[i] = j;
         break;
@@ -912,6 +919,7 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
   w->dropped_keys += dropped;
   w->all += restored;
   tlc_free(remap);
+  tlc_free(taken);
   return 0;
 fail:
   /* whatever was taken back is dropped: the watch starts afresh */
@@ -927,5 +935,6 @@ fail:
   w->all = 0;
   w->dropped_keys = 0;
   tlc_free(remap);
+  tlc_free(taken);
   return r;
 }
