@@ -73,9 +73,11 @@ int tlc_moment_parse_vref(const char *ref, char *name, size_t namelen, uint64_t 
       colon[1] == '\0')
     goto bad;
   for (p = colon + 1; *p != '\0'; p++) {
-    if (*p < '0' || *p > '9' || v > (UINT64_MAX - 9) / 10)
+    uint64_t d = (uint64_t)(*p - '0');
+    if (*p < '0' || *p > '9' || v > UINT64_MAX / 10 ||
+        (v == UINT64_MAX / 10 && d > UINT64_MAX % 10))
       goto bad;
-    v = v * 10 + (uint64_t)(*p - '0');
+    v = v * 10 + d;
   }
   if (v == 0)
     goto bad;
