@@ -204,6 +204,13 @@ static void bwck_work(uv_work_t *req) {
   int fd;
   snprintf(tmp, sizeof(tmp), "%s/%s.tmp%u", j->dir, BWCK_NAME, j->seq);
   snprintf(fin, sizeof(fin), "%s/%s", j->dir, BWCK_NAME);
+  if (j->blob == NULL) { /* the target is forgotten: its saved watch goes with it */
+    if (unlink(fin) != 0 && errno != ENOENT) {
+      j->rc = -errno;
+      snprintf(j->what, sizeof(j->what), "unlink");
+    }
+    return;
+  }
   if ((j->rc = mkdirs(j->dir)) != 0) {
     snprintf(j->what, sizeof(j->what), "mkdir");
     return;
@@ -253,13 +260,12 @@ static void bwck_after(uv_work_t *req, int status) {
   tlc_free(j);
 }
 
-void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
+/* Saves the watch of slot (NULL: removes t's saved watch) in the threadpool. */
+static void bwck_queue(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budgetd_w **slot) {
   static unsigned seq;
-  tlc_daemon_t *d = ud;
-  struct tlc_budgetd_w **slot = find(d, t);
   bwck_job_t *j;
   int n;
-  if (slot == NULL || d->in.cfg.state_dir[0] == '\0')
+  if (d->in.cfg.state_dir[0] == '\0')
     return;
   if ((j = tlc_calloc(1, sizeof(*j))) == NULL)
     goto nomem;
@@ -271,7 +277,7 @@ void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
     tlc_free(j);
     return;
   }
-  if (tlc_bwatch_save((*slot)->w, &j->blob, &j->len) != 0) {
+  if (slot != NULL && tlc_bwatch_save((*slot)->w, &j->blob, &j->len) != 0) {
     tlc_free(j);
     goto nomem;
   }
@@ -284,6 +290,13 @@ void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
 nomem:
   tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s", t->name,
           tlc_strerror(TLC_ENOMEM));
+}
+
+void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
+  tlc_daemon_t *d = ud;
+  struct tlc_budgetd_w **slot = find(d, t);
+  if (slot != NULL)
+    bwck_queue(d, t, slot);
 }
 
 /* A new target's watch takes back what the last checkpoint saved (none: afresh; a bad file:
@@ -358,6 +371,8 @@ void tlc_budgetd_target_event(tlc_daemon_t *d, const tlc_target_t *ct, int kind)
   if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
     if (slot != NULL)
       detach(d, slot);
+    if (kind == TLC_TEV_FORGOTTEN)
+      bwck_queue(d, t, NULL); /* as continuity removes its checkpoint */
     return;
   }
   if (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED &&

@@ -130,7 +130,7 @@ int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len);
  * and definition are unchanged gets its counts, kept and worst (a changed or new one starts
  * afresh, as on a reload); counters past opts.max_keys count as dropped keys. Any length of
  * any bytes: 0; TLC_EFRAME (too short, checksum, malformed) or TLC_EVERSION with a message in
- * err, w then unchanged; TLC_ENOMEM. */
+ * err, or TLC_ENOMEM: w is then left as it was, having seen nothing. */
 int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, size_t errlen);
 /* Violations not counted per triple (max_keys reached; still in the budget's total). */
 uint64_t tlc_bwatch_dropped_keys(const tlc_bwatch_t *w);

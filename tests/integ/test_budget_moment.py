@@ -215,7 +215,8 @@ def saved_all(dm):
 
 def test_restarts(d):
     """The watch survives a clean restart (the same document) and a SIGKILL (the counts of
-    the last checkpoint); a damaged file is refused with a log line, the watch afresh."""
+    the last checkpoint); a damaged file is refused with a log line, the watch afresh; a
+    forgotten target's saved watch is removed."""
     dm, port, sport, _ = start(d)
     try:
         send(port, stream())
@@ -257,6 +258,11 @@ def test_restarts(d):
         T.eq(doc["total"], 0, "a damaged watch file: afresh")
         T.check("checksum does not match: its budgets start afresh" in dm.log(),
                 "says why: " + dm.log()[-800:])
+        # a forgotten target's saved watch goes with its checkpoint
+        rc, _, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "forget", NAME],
+                           timeout=30)
+        T.eq(rc, 0, "tlcap forget: " + err)
+        D.wait_until(lambda: not os.path.exists(path), 10, "budgets.checkpoint removed")
     finally:
         dm.stop()
 
