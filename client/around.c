@@ -6,6 +6,8 @@
  */
 #include "client/cli.h"
 
+#include "formats/budget.h"
+#include "formats/moment.h"
 #include "formats/when.h"
 
 #include <stdint.h>
@@ -19,7 +21,9 @@ static const char around_usage[] =
     "Writes TARGET's stored events whose time lies within DUR (default 10ms; units ns, us,\n"
     "ms, s, m, h) of REF, every core and context: Text1 with its TIMELINE (the default),\n"
     "JSON (the events and their statistics), or a capture tlcapd replay reads again.\n"
-    "REF is ns:N or epoch:K:N (target time), RFC 3339 UTC or -2h (arrival time).\n";
+    "REF is ns:N or epoch:K:N (target time), RFC 3339 UTC or -2h (arrival time), or a\n"
+    "violation's v:BUDGET:N (its \"ref\" in `tlcap violations`): the events from its start\n"
+    "- DUR to its end + DUR, while the daemon still keeps that violation.\n";
 
 int tlc_cli_around(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
@@ -27,8 +31,9 @@ int tlc_cli_around(int argc, char **argv) {
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
   const char *ops[2] = { NULL, NULL }, *span = NULL, *ex = NULL, *output = NULL;
-  char ref[64];
-  int nops = 0, status = 0, kind;
+  char ref[128], name[TLC_BUDGET_NAME_MAX + 1], why[300];
+  int nops = 0, status = 0, kind, isv;
+  uint64_t n;
   int64_t v;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -60,13 +65,19 @@ int tlc_cli_around(int argc, char **argv) {
     fputs(around_usage, stderr);
     return EXIT_USAGE;
   }
-  if (tlc_when_parse(ops[1], tlc_when_now(), &kind, &v) < 0) {
-    fprintf(stderr, "tlcap around: '%s' is not a time (ns:N, epoch:K:N, RFC 3339 UTC, or -2h)\n",
+  if ((isv = tlc_moment_parse_vref(ops[1], name, sizeof(name), &n, why, sizeof(why))) < 0) {
+    fprintf(stderr, "tlcap %s\n", why);
+    return EXIT_USAGE;
+  }
+  if (!isv && tlc_when_parse(ops[1], tlc_when_now(), &kind, &v) < 0) {
+    fprintf(stderr,
+            "tlcap around: '%s' is not a time (ns:N, epoch:K:N, RFC 3339 UTC, or -2h) nor a "
+            "violation (v:BUDGET:N)\n",
             ops[1]);
     return EXIT_USAGE;
   }
   snprintf(ref, sizeof(ref), "%s", ops[1]);
-  if (ops[1][0] == '-') { /* relative: on this machine's clock */
+  if (!isv && ops[1][0] == '-') { /* relative: on this machine's clock */
     time_t secs = (time_t)(v / 1000000000);
     struct tm tm;
     gmtime_r(&secs, &tm);

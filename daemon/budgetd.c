@@ -3,12 +3,21 @@
  * One `struct tlc_budgetd_w` per watched target, allocated on its own (its address is the
  * watch's ud), kept by target pointer in d->bws (a few per daemon: a linear search on target
  * events, none per sample). The watch itself is the engine tap's ud.
+ *
+ * Restarts: as continuity checkpoints a target's statistics, its watch is saved beside them
+ * (BWCK_NAME, written in the threadpool by a job that owns its bytes and path, so a watch
+ * freed meanwhile does not matter); a watch made when its target is created takes the file
+ * back. The engine's checkpoint is restored (and its stored records after it replayed) before
+ * this observer sees the target, so the watch is the checkpoint's: violations among the
+ * replayed records are not counted again. One write per checkpoint, at most one in flight
+ * per target (continuity's rule), each to a temporary file of its own.
  */
 #include "daemon/budgetd.h"
 #include "daemon/rolld.h"
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/fileread.h"
 #include "base/log.h"
 #include "budget/budget.h"
 #include "fleet/fleet.h"
@@ -16,8 +25,16 @@
 #include "formats/mapping.h"
 #include "pubsub/pubsub.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BWCK_NAME "budgets.checkpoint"
+#define BWCK_MAX  (256u << 20) /* the largest watch file read back */
 
 struct tlc_budgetd_w {
   tlc_daemon_t *d;
@@ -158,6 +175,159 @@ static void detach(tlc_daemon_t *d, struct tlc_budgetd_w **slot) {
   *slot = d->bws[--d->nbws];
 }
 
+/* ---- restarts ---- */
+
+typedef struct bwck_job {
+  uv_work_t req;
+  uint8_t *blob;
+  size_t len;
+  int rc;
+  char what[64];
+  char dir[1100], target[129];
+  unsigned seq;
+} bwck_job_t;
+
+static int mkdirs(char *path) {
+  for (char *p = path + 1; *p != '\0'; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        *p = '/';
+        return -errno;
+      }
+      *p = '/';
+    }
+  return mkdir(path, 0755) != 0 && errno != EEXIST ? -errno : 0;
+}
+
+static void bwck_work(uv_work_t *req) {
+  bwck_job_t *j = req->data;
+  char tmp[1200], fin[1200];
+  size_t off = 0;
+  int fd;
+  snprintf(tmp, sizeof(tmp), "%s/%s.tmp%u", j->dir, BWCK_NAME, j->seq);
+  snprintf(fin, sizeof(fin), "%s/%s", j->dir, BWCK_NAME);
+  if (j->blob == NULL) { /* the target is forgotten: its saved watch goes with it */
+    if (unlink(fin) != 0 && errno != ENOENT) {
+      j->rc = -errno;
+      snprintf(j->what, sizeof(j->what), "unlink");
+    }
+    return;
+  }
+  if ((j->rc = mkdirs(j->dir)) != 0) {
+    snprintf(j->what, sizeof(j->what), "mkdir");
+    return;
+  }
+  if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+    j->rc = -errno;
+    snprintf(j->what, sizeof(j->what), "open");
+    return;
+  }
+  while (off < j->len) {
+    ssize_t n = write(fd, j->blob + off, j->len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      j->rc = n < 0 ? -errno : TLC_EIO;
+      snprintf(j->what, sizeof(j->what), "write");
+      break;
+    }
+    off += (size_t)n;
+  }
+  if (j->rc == 0 && fsync(fd) != 0) {
+    j->rc = -errno;
+    snprintf(j->what, sizeof(j->what), "fsync");
+  }
+  if (close(fd) != 0 && j->rc == 0) {
+    j->rc = -errno;
+    snprintf(j->what, sizeof(j->what), "close");
+  }
+  if (j->rc == 0 && rename(tmp, fin) != 0) {
+    j->rc = -errno;
+    snprintf(j->what, sizeof(j->what), "rename");
+  }
+  if (j->rc != 0)
+    (void)unlink(tmp);
+  else if ((fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+    (void)fsync(fd);
+    (void)close(fd);
+  }
+}
+
+static void bwck_after(uv_work_t *req, int status) {
+  bwck_job_t *j = req->data;
+  if (status == 0 && j->rc != 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s %s/%s: %s", j->target,
+            j->what, j->dir, BWCK_NAME, tlc_strerror(j->rc));
+  tlc_free(j->blob);
+  tlc_free(j);
+}
+
+/* Saves the watch of slot (NULL: removes t's saved watch) in the threadpool. */
+static void bwck_queue(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budgetd_w **slot) {
+  static unsigned seq;
+  bwck_job_t *j;
+  int n;
+  if (d->in.cfg.state_dir[0] == '\0')
+    return;
+  if ((j = tlc_calloc(1, sizeof(*j))) == NULL)
+    goto nomem;
+  n = snprintf(j->dir, sizeof(j->dir), "%s/%s", d->in.cfg.state_dir, t->name);
+  snprintf(j->target, sizeof(j->target), "%s", t->name);
+  j->seq = ++seq;
+  j->req.data = j;
+  if (n < 0 || (size_t)n >= sizeof(j->dir)) {
+    tlc_free(j);
+    return;
+  }
+  if (slot != NULL && tlc_bwatch_save((*slot)->w, &j->blob, &j->len) != 0) {
+    tlc_free(j);
+    goto nomem;
+  }
+  if (uv_queue_work(d->in.loop, &j->req, bwck_work, bwck_after) != 0) {
+    tlc_free(j->blob);
+    tlc_free(j);
+    goto nomem;
+  }
+  return;
+nomem:
+  tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s", t->name,
+          tlc_strerror(TLC_ENOMEM));
+}
+
+void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
+  tlc_daemon_t *d = ud;
+  struct tlc_budgetd_w **slot = find(d, t);
+  if (slot != NULL)
+    bwck_queue(d, t, slot);
+}
+
+/* A new target's watch takes back what the last checkpoint saved (none: afresh; a bad file:
+ * one log line, afresh). */
+static void restore(tlc_daemon_t *d, struct tlc_budgetd_w *bw) {
+  char path[1200], err[200];
+  char *data = NULL;
+  size_t len = 0;
+  int r;
+  if (d->in.cfg.state_dir[0] == '\0' ||
+      (size_t)snprintf(path, sizeof(path), "%s/%s/%s", d->in.cfg.state_dir, bw->t->name,
+                       BWCK_NAME) >= sizeof(path) ||
+      access(path, F_OK) != 0)
+    return;
+  if ((r = tlc_file_read(path, BWCK_MAX, &data, &len)) != 0) {
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET, "target %s: %s: %s: its budgets start afresh",
+            bw->t->name, path, tlc_strerror(r));
+    return;
+  }
+  if ((r = tlc_bwatch_load(bw->w, (const uint8_t *)data, len, err, sizeof(err))) != 0)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET, "target %s: %s: %s: its budgets start afresh",
+            bw->t->name, path, r == TLC_ENOMEM ? tlc_strerror(r) : err);
+  else
+    tlc_log(TLC_LOG_INFO, TLC_LOGC_TARGET, "target %s: budgets restored (%" PRIu64 " violations)",
+            bw->t->name, tlc_bwatch_all(bw->w));
+  tlc_free(data);
+}
+
 /* Makes t's watch (a budget applies to it and it has none): 0 or TLC_ENOMEM (logged). */
 static int make(tlc_daemon_t *d, tlc_target_t *t) {
   struct tlc_budgetd_w *bw;
@@ -204,14 +374,16 @@ void tlc_budgetd_target_event(tlc_daemon_t *d, const tlc_target_t *ct, int kind)
   if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
     if (slot != NULL)
       detach(d, slot);
+    if (kind == TLC_TEV_FORGOTTEN)
+      bwck_queue(d, t, NULL); /* as continuity removes its checkpoint */
     return;
   }
   if (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED &&
       kind != TLC_TEV_MAPPING)
     return;
   if (slot == NULL) {
-    if (applies(d, t->name))
-      (void)make(d, t);
+    if (applies(d, t->name) && make(d, t) == 0 && kind == TLC_TEV_CREATED)
+      restore(d, d->bws[d->nbws - 1]);
     return;
   }
   /* again on a reset or a connection (the engine may have been replaced: a restore) and on a

@@ -25,6 +25,10 @@ int tlc_budgetd_start(tlc_daemon_t *d);
 void tlc_budgetd_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
 /* The configuration was reloaded: every watch takes the new budgets. */
 void tlc_budgetd_reload(tlc_daemon_t *d);
+/* Continuity's checkpoint hook (continuity.h: on_checkpoint, ud = d): t's watch, as it is
+ * now, saved to <state>/<target>/budgets.checkpoint (tlc_bwatch_save; temporary file, fsync,
+ * rename, in the threadpool). A target made later takes it back (docs/budgets.md "Restarts"). */
+void tlc_budgetd_checkpoint(void *d, tlc_target_t *t);
 /* Detaches and frees every watch; the view's hook is cleared. */
 void tlc_budgetd_close(tlc_daemon_t *d);
 

@@ -112,6 +112,11 @@ typedef struct rp {
   const char *around_s, *span_s;
   tlc_moment_t around;
   int has_around;
+  /* --around v:BUDGET:N with --budgets: the violation found by the gate's pass first */
+  int has_vref, vfound;
+  char vname[TLC_BUDGET_NAME_MAX + 1];
+  uint64_t vn;
+  tlc_violation_t vfirst; /* the violation, seen as the gate counted it (vfound) */
 } rp_t;
 
 static void usage(FILE *to) {
@@ -146,7 +151,9 @@ static void usage(FILE *to) {
           "status 3 when there is one, 0 when none (docs/budgets.md).\n"
           "--around T writes the stored events whose time lies within --span (default 10ms;\n"
           "units ns, us, ms, s, m, h) of T, every core and context: Text1 with its TIMELINE,\n"
-          "JSON (the events and their statistics) or a native capture.\n"
+          "JSON (the events and their statistics) or a native capture. T may be a violation,\n"
+          "v:BUDGET:N (with --budgets FILE: the budgets run over the stored segments first),\n"
+          "then the events from its start - span to its end + span.\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
           "-h (--help), -V (--version).\n"
@@ -757,12 +764,36 @@ static int select_inputs(rp_t *rp) {
                       "without --since/--until (--span needs --around)\n");
       return 2;
     }
-    if (tlc_moment_parse(rp->around_s, rp->span_s, tlc_when_now(), &rp->around, err, sizeof(err)) <
-        0) {
+    int64_t span;
+    int k = tlc_moment_parse_vref(rp->around_s, rp->vname, sizeof(rp->vname), &rp->vn, err,
+                                  sizeof(err));
+    if (k < 0) {
       fprintf(stderr, "tlcapd replay: --%s\n", err);
       return 2;
     }
-    rp->has_around = 1;
+    if (k == 1 && rp->budgets_path == NULL) {
+      fprintf(stderr,
+              "tlcapd replay: --around %s needs --budgets FILE: the violation is found by "
+              "running those budgets over the target's stored segments\n",
+              rp->around_s);
+      return 2;
+    }
+    if (k == 1 && rp->span_s != NULL && tlc_moment_parse_span(rp->span_s, &span) < 0) {
+      fprintf(stderr,
+              "tlcapd replay: --span: '%s' is not a duration (such as 10ms, 500us, 2s; at most "
+              "24h)\n",
+              rp->span_s);
+      return 2;
+    }
+    if (k == 1) {
+      rp->has_vref = 1; /* the moment once the violation is found (vref_moment) */
+    } else if (tlc_moment_parse(rp->around_s, rp->span_s, tlc_when_now(), &rp->around, err,
+                                sizeof(err)) < 0) {
+      fprintf(stderr, "tlcapd replay: --%s\n", err);
+      return 2;
+    } else {
+      rp->has_around = 1;
+    }
   }
   if (rp->since_s != NULL || rp->until_s != NULL) {
     tlc_when_range_t range;
@@ -782,7 +813,9 @@ static int select_inputs(rp_t *rp) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       return 2;
     }
-    if (rp->has_around)
+    if (rp->has_vref)
+      memset(&range, 0, sizeof(range)); /* every segment: the gate's pass */
+    else if (rp->has_around)
       range = rp->around.range;
     else
       (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
@@ -993,6 +1026,17 @@ static int64_t gate_wall(void *ud) {
   return 0; /* a replay has no arrival time */
 }
 
+/* --around v:BUDGET:N: every violation as the gate counts it; the one named is kept, however
+ * many came after it (the watch keeps only the last budget_keep). */
+static void vref_seen(void *ud, const tlc_violation_t *v) {
+  rp_t *rp = ud;
+  const tlc_tbudget_t *b = tlc_bwatch_budget(rp->watch, v->budget);
+  if (!rp->vfound && v->count == rp->vn && b != NULL && strcmp(b->name, rp->vname) == 0) {
+    rp->vfirst = *v;
+    rp->vfound = 1;
+  }
+}
+
 /* Reads --budgets and makes the watch for the target the inputs name. 0 or the exit status. */
 static int gate_load(rp_t *rp) {
   char *text = NULL, err[600];
@@ -1013,6 +1057,7 @@ static int gate_load(rp_t *rp) {
   o.area_name = gate_area_name;
   o.ctx_name = gate_ctx_name;
   o.wall_ms = gate_wall;
+  o.on_violation = rp->has_vref ? vref_seen : NULL;
   o.ud = rp;
   if (tlc_bwatch_new(&rp->watch, rp->json_target != NULL ? rp->json_target : "", &rp->budgets,
                      &o) != 0) {
@@ -1071,6 +1116,62 @@ static int budget_gate(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
   return tlc_bwatch_all(rp->watch) > 0 ? 3 : 0;
 }
 
+/* --around v:BUDGET:N: the gate's pass over every stored segment finds violation N of BUDGET
+ * (as `tlcapd replay --budgets` counts it), whose stretch start - span .. end + span in its
+ * clock epoch is then the moment, read as an `epoch:K:N` one is. 0 or the exit status. */
+static int vref_moment(rp_t *rp) {
+  tlc_hist_stream_t s;
+  const tlc_event_t *evs;
+  tlc_violation_t v;
+  char err[600];
+  int r, status = 0;
+  if ((status = gate_load(rp)) != 0)
+    return status;
+  if ((r = stream_init(&s, rp, 1)) < 0) {
+    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
+    return 1;
+  }
+  rp->stream = &s;
+  while (tlc_hist_stream_next(&s, &evs) > 0)
+    ;
+  rp->stream = NULL;
+  if (s.bad_input || s.io_err)
+    status = 1;
+  r = tlc_bwatch_find(rp->watch, rp->vname, rp->vn, &v, err, sizeof(err));
+  if (r < 0 && rp->vfound) {
+    v = rp->vfirst;
+    r = 0;
+  }
+  tlc_hist_stream_fini(&s);
+  tlc_bwatch_free(rp->watch);
+  rp->watch = NULL; /* the export is the moment's, not the gate's report */
+  if (r < 0) {
+    fprintf(stderr, "tlcapd replay: %s/%s: %s\n", rp->state_dir, rp->target, err);
+    return 1;
+  }
+  if (status != 0)
+    return status;
+  if (tlc_moment_of_stretch(v.start, v.end, v.epoch <= (uint64_t)INT64_MAX ? (int64_t)v.epoch : 0,
+                            rp->span_s, &rp->around, err, sizeof(err)) < 0) {
+    fprintf(stderr, "tlcapd replay: --%s\n", err);
+    return 2;
+  }
+  rp->has_around = 1;
+  /* the moment's segments instead of all of them */
+  tlc_hist_files_fini(&rp->hf);
+  memset(&rp->hf, 0, sizeof(rp->hf));
+  rp->files = NULL;
+  rp->nfiles = 0;
+  if ((status = history_files(rp, &rp->around.range)) != 0)
+    return status;
+  if (rp->nfiles == 0) {
+    fprintf(stderr, "tlcapd replay: %s/%s: no segment holds %s\n", rp->state_dir, rp->target,
+            rp->around_s);
+    return 1;
+  }
+  return resolve_formats(rp);
+}
+
 /* Stream input (bin10, bin11, evlog, segments): decoded as one capture into out. A read or
  * decode error makes the exit status 1 once what came before it is exported. */
 static int replay_streams(rp_t *rp, FILE *out) {
@@ -1093,7 +1194,9 @@ static int replay_streams(rp_t *rp, FILE *out) {
   if ((status = load_pack(rp, &rp->pack)) != 0)
     return status;
   rp->pack_set = 0; /* rp->pack is now the whole packed variable */
-  if (rp->budgets_path != NULL && (status = gate_load(rp)) != 0)
+  if (rp->has_vref && (status = vref_moment(rp)) != 0)
+    return status;
+  if (rp->budgets_path != NULL && !rp->has_vref && (status = gate_load(rp)) != 0)
     return status;
   /* an engine for the statistics exports (the native ones only re-encode the events) */
   r = stream_init(&s, rp, rp->watch != NULL || !is_native_export(rp->export_));

@@ -234,6 +234,8 @@ static int start_cont(tlc_daemon_t *d) {
   co.state_dir = c->state_dir;
   co.interval_ms = c->checkpoint_interval_ms;
   co.slice_ns = c->checkpoint_slice_us * 1000;
+  co.on_checkpoint = tlc_budgetd_checkpoint; /* the budgets' watch beside the statistics */
+  co.hook_ud = d;
   if (d->store != NULL) {
     co.mark = cont_mark;
     co.mid_block = tlc_stored_mid_block;

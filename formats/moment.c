@@ -59,6 +59,60 @@ int tlc_moment_parse(const char *ref, const char *span, int64_t now_ns, tlc_mome
   return 0;
 }
 
+int tlc_moment_parse_vref(const char *ref, char *name, size_t namelen, uint64_t *n, char *err,
+                          size_t errlen) {
+  const char *colon, *p;
+  size_t len;
+  uint64_t v = 0;
+  if (ref == NULL || strncmp(ref, "v:", 2) != 0)
+    return 0;
+  colon = strrchr(ref + 2, ':');
+  len = colon != NULL ? (size_t)(colon - (ref + 2)) : 0;
+  if (colon == NULL || len == 0 || len >= namelen ||
+      strspn(ref + 2, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != len ||
+      colon[1] == '\0')
+    goto bad;
+  for (p = colon + 1; *p != '\0'; p++) {
+    uint64_t d = (uint64_t)(*p - '0');
+    if (*p < '0' || *p > '9' || v > UINT64_MAX / 10 ||
+        (v == UINT64_MAX / 10 && d > UINT64_MAX % 10))
+      goto bad;
+    v = v * 10 + d;
+  }
+  if (v == 0)
+    goto bad;
+  memcpy(name, ref + 2, len);
+  name[len] = '\0';
+  *n = v;
+  return 1;
+bad:
+  snprintf(err, errlen,
+           "around: '%.200s' is not a violation's REF (v:BUDGET:N, N >= 1 its number among the "
+           "budget's violations, as `tlcap violations` shows it)",
+           ref);
+  return -1;
+}
+
+int tlc_moment_of_stretch(int64_t start, int64_t end, int64_t epoch, const char *span,
+                          tlc_moment_t *m, char *err, size_t errlen) {
+  memset(m, 0, sizeof(*m));
+  m->span = TLC_MOMENT_SPAN_DEFAULT_NS;
+  if (span != NULL && tlc_moment_parse_span(span, &m->span) < 0) {
+    snprintf(err, errlen, "span: '%s' is not a duration (such as 10ms, 500us, 2s; at most 24h)",
+             span);
+    return -1;
+  }
+  if (end < start)
+    end = start;
+  m->ref = start;
+  m->range.kind = TLC_WHEN_TARGET;
+  m->range.epoch = epoch;
+  m->range.has_since = m->range.has_until = 1;
+  m->range.since = start > INT64_MIN + m->span ? start - m->span : INT64_MIN;
+  m->range.until = end < INT64_MAX - m->span - 1 ? end + m->span + 1 : INT64_MAX;
+  return 0;
+}
+
 static const char *const export_names[] = { "", "text1", "json", "bin11", "bin10", "evlog" };
 
 int tlc_moment_export_of(const char *name) {

@@ -4,6 +4,12 @@
  *
  * A moment is the range REF - span <= t <= REF + span: target time for `ns:N` / `epoch:K:N`,
  * arrival (wall clock) for an RFC 3339 time or `-2h` (when.h).
+ *
+ * A violation's REF (SPEC 13, docs/budgets.md "The moment"), `v:BUDGET:N` (N >= 1, its number
+ * among BUDGET's violations, as its document's "ref" spells it), names a stretch of target
+ * time rather than a time: its moment is start - span <= t <= end + span in its clock epoch.
+ * Which stretch it is, is the daemon's to look up (the watch's kept violations); here only its
+ * spelling (tlc_moment_parse_vref) and the range of a stretch (tlc_moment_of_stretch).
  */
 #ifndef TLC_FORMATS_MOMENT_H
 #define TLC_FORMATS_MOMENT_H
@@ -38,6 +44,18 @@ int tlc_moment_parse_span(const char *s, int64_t *ns);
  * message in err. */
 int tlc_moment_parse(const char *ref, const char *span, int64_t now_ns, tlc_moment_t *m, char *err,
                      size_t errlen);
+
+/* Is ref a violation's REF? 1 with BUDGET in name[0..namelen) and *n = N; 0 when ref does not
+ * start with "v:" (another spelling: tlc_moment_parse); -1 with a message in err when it does
+ * but is not `v:NAME:N` (NAME: letters, digits, _ - . ; N a decimal >= 1). */
+int tlc_moment_parse_vref(const char *ref, char *name, size_t namelen, uint64_t *n, char *err,
+                          size_t errlen);
+
+/* The moment of target time start..end (start <= end) in clock epoch `epoch` (>= 0) with span
+ * (NULL: the default) into *m: start - span <= t <= end + span, m->ref = start. 0, or -1 with
+ * a message in err (a bad span). */
+int tlc_moment_of_stretch(int64_t start, int64_t end, int64_t epoch, const char *span,
+                          tlc_moment_t *m, char *err, size_t errlen);
 
 /* The export's number for a name ("text1", "json", "bin11", "bin10", "evlog"), 0 if none. */
 int tlc_moment_export_of(const char *name);

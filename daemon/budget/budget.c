@@ -15,6 +15,8 @@
 #include "base/hash.h"
 #include "base/htab.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -516,6 +518,51 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
   return n;
 }
 
+int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
+                    char *err, size_t errlen) {
+  const bstate_t *b = NULL;
+  size_t i, j, first, len;
+  for (i = 0; w != NULL && i < w->nb && b == NULL; i++)
+    if (strcmp(w->bs[i].def.name, name) == 0)
+      b = &w->bs[i];
+  if (b == NULL) {
+    len = (size_t)snprintf(err, errlen, "v:%s:%" PRIu64 ": no budget named %s on this target", name,
+                           n, name);
+    for (i = 0; w != NULL && i < w->nb && len < errlen; i++)
+      len += (size_t)snprintf(err + len, errlen - len, "%s%s", i == 0 ? " (its budgets: " : ", ",
+                              w->bs[i].def.name);
+    if (w != NULL && w->nb > 0 && len < errlen)
+      snprintf(err + len, errlen - len, ")");
+    return -ENOENT;
+  }
+  first = (b->rhead + w->o.keep - b->rn) % w->o.keep;
+  for (j = 0; b->ring != NULL && j < b->rn; j++)
+    if (b->ring[(first + j) % w->o.keep].count == n) {
+      *v = b->ring[(first + j) % w->o.keep];
+      return 0;
+    }
+  if (b->has_worst && b->worst.count == n) {
+    *v = b->worst;
+    return 0;
+  }
+  if (n > b->total)
+    snprintf(err, errlen, "v:%s:%" PRIu64 ": %s has had %" PRIu64 " violation%s", name, n, name,
+             b->total, b->total == 1 ? "" : "s");
+  else if (b->ring == NULL || b->rn == 0)
+    snprintf(err, errlen, "v:%s:%" PRIu64 " is not among the kept violations of %s: none is kept",
+             name, n, name);
+  else {
+    len = (size_t)snprintf(err, errlen,
+                           "v:%s:%" PRIu64 " is not among the last %zu kept violations of %s; "
+                           "kept: %" PRIu64 "..%" PRIu64,
+                           name, n, w->o.keep, name, b->ring[first].count,
+                           b->ring[(first + b->rn - 1) % w->o.keep].count);
+    if (b->has_worst && len < errlen)
+      snprintf(err + len, errlen - len, " and the worst, %" PRIu64, b->worst.count);
+  }
+  return TLC_ERANGE;
+}
+
 void tlc_bwatch_counts(const tlc_bwatch_t *w, void (*fn)(void *ud, const tlc_bcount_t *c),
                        void *ud) {
   size_t i;
@@ -537,4 +584,357 @@ uint64_t tlc_bwatch_dropped_keys(const tlc_bwatch_t *w) {
 
 uint64_t tlc_bwatch_all(const tlc_bwatch_t *w) {
   return w->all;
+}
+
+/* ---- the watch across restarts (tlc_bwatch_save / tlc_bwatch_load) ----
+ *
+ * Little-endian, fixed width:
+ *   "TLCBWCK\0"  u32 version (1)  u32 nb  u64 all  u64 dropped_keys
+ *   nb x budget: the definition (name, target, area, context: u8 length + bytes; u8 stat,
+ *                has_max, has_min; i64 max, min, window_ns), u64 total, u8 has_worst,
+ *                [violation worst], u32 nkept, nkept x violation (oldest first)
+ *   u32 nc, nc x counter: u32 budget (index above), handle, context; u8 row_kind; u64 state,
+ *                count
+ *   u64 FNV-1a of every byte before it
+ * A violation: u32 handle, context; u8 row_kind, stat, over; u64 state; i64 value, limit,
+ * start, end; u64 epoch; i64 wall_ms; u64 seq_start, seq_end, count, seg_first, off_first,
+ * seg_last, off_last (its budget is the one it is stored under).
+ */
+
+#define BWCK_MAGIC   "TLCBWCK"
+#define BWCK_VERSION 1u
+#define BWCK_VSIZE   (4 + 4 + 3 + 8 * 14) /* a violation's bytes */
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+typedef struct wbuf {
+  uint8_t *p;
+  size_t n, cap;
+  int err;
+} wbuf_t;
+
+static void put(wbuf_t *b, const void *src, size_t n) {
+  if (b->err)
+    return;
+  if (b->n + n > b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 4096;
+    uint8_t *np;
+    while (nc < b->n + n)
+      nc *= 2;
+    if ((np = tlc_realloc(b->p, nc)) == NULL) {
+      b->err = 1;
+      return;
+    }
+    b->p = np;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, src, n);
+  b->n += n;
+}
+
+static void put_u(wbuf_t *b, uint64_t v, size_t width) {
+  uint8_t x[8];
+  for (size_t i = 0; i < width; i++)
+    x[i] = (uint8_t)(v >> (8 * i));
+  put(b, x, width);
+}
+
+static void put_str(wbuf_t *b, const char *s) {
+  size_t n = strlen(s);
+  put_u(b, n > 255 ? 255 : n, 1);
+  put(b, s, n > 255 ? 255 : n);
+}
+
+static void put_viol(wbuf_t *b, const tlc_violation_t *v) {
+  put_u(b, v->handle, 4);
+  put_u(b, v->context, 4);
+  put_u(b, v->row_kind, 1);
+  put_u(b, v->stat, 1);
+  put_u(b, v->over, 1);
+  put_u(b, v->state, 8);
+  put_u(b, (uint64_t)v->value, 8);
+  put_u(b, (uint64_t)v->limit, 8);
+  put_u(b, (uint64_t)v->start, 8);
+  put_u(b, (uint64_t)v->end, 8);
+  put_u(b, v->epoch, 8);
+  put_u(b, (uint64_t)v->wall_ms, 8);
+  put_u(b, v->seq_start, 8);
+  put_u(b, v->seq_end, 8);
+  put_u(b, v->count, 8);
+  put_u(b, v->seg_first, 8);
+  put_u(b, v->off_first, 8);
+  put_u(b, v->seg_last, 8);
+  put_u(b, v->off_last, 8);
+}
+
+int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len) {
+  wbuf_t b;
+  size_t i, j;
+  memset(&b, 0, sizeof(b));
+  *out = NULL;
+  *len = 0;
+  put(&b, BWCK_MAGIC, 8);
+  put_u(&b, BWCK_VERSION, 4);
+  put_u(&b, w->nb, 4);
+  put_u(&b, w->all, 8);
+  put_u(&b, w->dropped_keys, 8);
+  for (i = 0; i < w->nb; i++) {
+    const bstate_t *s = &w->bs[i];
+    size_t first = (s->rhead + w->o.keep - s->rn) % w->o.keep;
+    put_str(&b, s->def.name);
+    put_str(&b, s->def.target);
+    put_str(&b, s->def.area);
+    put_str(&b, s->def.context);
+    put_u(&b, s->def.stat, 1);
+    put_u(&b, s->def.has_max ? 1 : 0, 1);
+    put_u(&b, s->def.has_min ? 1 : 0, 1);
+    put_u(&b, (uint64_t)s->def.max, 8);
+    put_u(&b, (uint64_t)s->def.min, 8);
+    put_u(&b, (uint64_t)s->def.window_ns, 8);
+    put_u(&b, s->total, 8);
+    put_u(&b, s->has_worst ? 1 : 0, 1);
+    if (s->has_worst)
+      put_viol(&b, &s->worst);
+    put_u(&b, s->ring != NULL ? s->rn : 0, 4);
+    for (j = 0; s->ring != NULL && j < s->rn; j++)
+      put_viol(&b, &s->ring[(first + j) % w->o.keep]);
+  }
+  put_u(&b, w->nc, 4);
+  for (i = 0; i < w->nc; i++) {
+    put_u(&b, w->c[i].bi, 4);
+    put_u(&b, w->c[i].handle, 4);
+    put_u(&b, w->c[i].context, 4);
+    put_u(&b, w->c[i].row_kind, 1);
+    put_u(&b, w->c[i].state, 8);
+    put_u(&b, w->c[i].count, 8);
+  }
+  if (!b.err)
+    put_u(&b, fnv1a(b.p, b.n), 8);
+  if (b.err) {
+    tlc_free(b.p);
+    return TLC_ENOMEM;
+  }
+  *out = b.p;
+  *len = b.n;
+  return 0;
+}
+
+typedef struct rbuf {
+  const uint8_t *p;
+  size_t n, off;
+  int bad;
+} rbuf_t;
+
+static uint64_t get_u(rbuf_t *b, size_t width) {
+  uint64_t v = 0;
+  if (b->bad || b->n - b->off < width) {
+    b->bad = 1;
+    return 0;
+  }
+  for (size_t i = 0; i < width; i++)
+    v |= (uint64_t)b->p[b->off + i] << (8 * i);
+  b->off += width;
+  return v;
+}
+
+static void get_str(rbuf_t *b, char *dst, size_t cap) {
+  size_t n = (size_t)get_u(b, 1);
+  if (b->bad || n >= cap || b->n - b->off < n) {
+    b->bad = 1;
+    dst[0] = '\0';
+    return;
+  }
+  memcpy(dst, b->p + b->off, n);
+  dst[n] = '\0';
+  b->off += n;
+}
+
+static void get_viol(rbuf_t *b, uint32_t bi, tlc_violation_t *v) {
+  memset(v, 0, sizeof(*v));
+  v->budget = bi;
+  v->handle = (uint32_t)get_u(b, 4);
+  v->context = (uint32_t)get_u(b, 4);
+  v->row_kind = (uint8_t)get_u(b, 1);
+  v->stat = (uint8_t)get_u(b, 1);
+  v->over = (uint8_t)get_u(b, 1) != 0;
+  v->state = get_u(b, 8);
+  v->value = (int64_t)get_u(b, 8);
+  v->limit = (int64_t)get_u(b, 8);
+  v->start = (int64_t)get_u(b, 8);
+  v->end = (int64_t)get_u(b, 8);
+  v->epoch = get_u(b, 8);
+  v->wall_ms = (int64_t)get_u(b, 8);
+  v->seq_start = get_u(b, 8);
+  v->seq_end = get_u(b, 8);
+  v->count = get_u(b, 8);
+  v->seg_first = get_u(b, 8);
+  v->off_first = get_u(b, 8);
+  v->seg_last = get_u(b, 8);
+  v->off_last = get_u(b, 8);
+  if (v->row_kind > TLC_ROW_STATE || v->stat > TLC_BSTAT_RATE || v->over > 1)
+    b->bad = 1; /* what the report and the served forms index by */
+}
+
+/* Appends counter c (its bi already the watch's); 0, or -1 when max_keys or memory stop it
+ * (then counted as dropped keys, as a live one would be). */
+static int counter_add(tlc_bwatch_t *w, const cnt_t *c) {
+  if (w->nc >= w->o.max_keys)
+    return -1;
+  if (w->nc == w->capc) {
+    size_t nc = w->capc ? w->capc * 2 : 64;
+    cnt_t *np = tlc_realloc(w->c, nc * sizeof(*np));
+    if (np == NULL)
+      return -1;
+    w->c = np;
+    w->capc = nc;
+  }
+  if (tlc_htab_add(&w->cnth, cntkey(c->bi, c->handle, c->context, c->row_kind, c->state), w->nc) !=
+      0)
+    return -1;
+  w->c[w->nc++] = *c;
+  return 0;
+}
+
+int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, size_t errlen) {
+  rbuf_t b;
+  uint32_t nb, i, j, nk, nc, *remap = NULL;
+  uint8_t *taken = NULL; /* the watch's budgets already given a saved one */
+  uint64_t all, dropped, restored = 0;
+  tlc_violation_t v;
+  char magic[8];
+  int r = TLC_EFRAME;
+  if (len < 8 + 4 + 4 + 16 + 4 + 8) {
+    snprintf(err, errlen, "not a watch checkpoint: %zu bytes", len);
+    return TLC_EFRAME;
+  }
+  b.p = p;
+  b.n = len;
+  b.off = len - 8;
+  b.bad = 0;
+  if (fnv1a(p, len - 8) != get_u(&b, 8)) {
+    snprintf(err, errlen, "damaged: its checksum does not match");
+    return TLC_EFRAME;
+  }
+  b.n = len - 8;
+  b.off = 0;
+  memcpy(magic, p, 8);
+  b.off = 8;
+  if (memcmp(magic, BWCK_MAGIC, 8) != 0 || get_u(&b, 4) != BWCK_VERSION) {
+    snprintf(err, errlen, "not a watch checkpoint of version %u", BWCK_VERSION);
+    return TLC_EVERSION;
+  }
+  nb = (uint32_t)get_u(&b, 4);
+  all = get_u(&b, 8);
+  dropped = get_u(&b, 8);
+  (void)all;
+  if (nb > (b.n - b.off) / 30) { /* a budget takes at least 30 bytes */
+    snprintf(err, errlen, "%u budgets in %zu bytes", nb, len);
+    return TLC_EFRAME;
+  }
+  if ((remap = tlc_malloc((nb ? nb : 1) * sizeof(*remap))) == NULL ||
+      (taken = tlc_calloc(w->nb ? w->nb : 1, 1)) == NULL) {
+    tlc_free(remap);
+    return TLC_ENOMEM;
+  }
+  for (i = 0; i < nb && !b.bad; i++) {
+    tlc_tbudget_t def;
+    uint64_t total;
+    bstate_t *s = NULL;
+    memset(&def, 0, sizeof(def));
+    get_str(&b, def.name, sizeof(def.name));
+    get_str(&b, def.target, sizeof(def.target));
+    get_str(&b, def.area, sizeof(def.area));
+    get_str(&b, def.context, sizeof(def.context));
+    def.stat = (uint8_t)get_u(&b, 1);
+    def.has_max = (uint8_t)get_u(&b, 1);
+    def.has_min = (uint8_t)get_u(&b, 1);
+    def.max = (int64_t)get_u(&b, 8);
+    def.min = (int64_t)get_u(&b, 8);
+    def.window_ns = (int64_t)get_u(&b, 8);
+    total = get_u(&b, 8);
+    remap[i] = NONE32;
+    /* only a budget whose definition is unchanged takes its state back (as a reload) */
+    for (j = 0; j < w->nb && !b.bad; j++)
+      if (!taken[j] && same_def(&w->bs[j].def, &def)) {
+        taken[j] = 1;
+        s = &w->bs[j];
+        remap[i] = j;
+        break;
+      }
+    if (s != NULL) {
+      s->total = total;
+      restored += total;
+    }
+    if (get_u(&b, 1) != 0) {
+      get_viol(&b, remap[i], &v);
+      if (s != NULL && !b.bad) {
+        s->worst = v;
+        s->has_worst = 1;
+      }
+    }
+    nk = (uint32_t)get_u(&b, 4);
+    if (nk > (b.n - b.off) / BWCK_VSIZE)
+      b.bad = 1;
+    for (j = 0; j < nk && !b.bad; j++) {
+      get_viol(&b, remap[i], &v);
+      if (s == NULL || b.bad || nk - j > w->o.keep) /* only the last keep */
+        continue;
+      if (s->ring == NULL && (s->ring = tlc_malloc(w->o.keep * sizeof(*s->ring))) == NULL)
+        continue;
+      s->ring[s->rhead] = v;
+      s->rhead = (s->rhead + 1) % w->o.keep;
+      if (s->rn < w->o.keep)
+        s->rn++;
+    }
+  }
+  nc = (uint32_t)get_u(&b, 4);
+  if (nc > (b.n - b.off) / 29)
+    b.bad = 1;
+  for (i = 0; i < nc && !b.bad; i++) {
+    cnt_t c;
+    uint32_t bi = (uint32_t)get_u(&b, 4);
+    memset(&c, 0, sizeof(c));
+    c.handle = (uint32_t)get_u(&b, 4);
+    c.context = (uint32_t)get_u(&b, 4);
+    c.row_kind = (uint8_t)get_u(&b, 1);
+    c.state = get_u(&b, 8);
+    c.count = get_u(&b, 8);
+    if (b.bad || bi >= nb || remap[bi] == NONE32)
+      continue;
+    c.bi = remap[bi];
+    if (counter_add(w, &c) < 0)
+      w->dropped_keys += c.count;
+  }
+  if (!b.bad && b.off != b.n)
+    b.bad = 1;
+  if (b.bad) {
+    snprintf(err, errlen, "truncated or malformed at byte %zu", b.off);
+    goto fail;
+  }
+  w->dropped_keys += dropped;
+  w->all += restored;
+  tlc_free(remap);
+  tlc_free(taken);
+  return 0;
+fail:
+  /* whatever was taken back is dropped: the watch starts afresh */
+  for (i = 0; i < w->nb; i++) {
+    tlc_free(w->bs[i].ring);
+    w->bs[i].ring = NULL;
+    w->bs[i].rn = w->bs[i].rhead = 0;
+    w->bs[i].total = 0;
+    w->bs[i].has_worst = 0;
+  }
+  tlc_htab_clear(&w->cnth);
+  w->nc = 0;
+  w->all = 0;
+  w->dropped_keys = 0;
+  tlc_free(remap);
+  tlc_free(taken);
+  return r;
 }

@@ -105,6 +105,13 @@ uint64_t tlc_bwatch_total(const tlc_bwatch_t *w, size_t i);
 const tlc_violation_t *tlc_bwatch_worst(const tlc_bwatch_t *w, size_t i);
 /* The kept violations of budget i, oldest first, into out[0..max); returns how many. */
 size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, size_t max);
+/* A violation's REF `v:NAME:N` resolved (SPEC 13, docs/budgets.md "The moment"): the violation
+ * of the budget named `name` whose count is n, among those still kept (the last `keep`, and
+ * the worst), into *v. 0; -ENOENT: no budget of that name on this watch; TLC_ERANGE: that
+ * violation is no longer kept (or never was). Either failure: a message in err saying which
+ * budgets there are, or which violations are kept. */
+int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
+                    char *err, size_t errlen);
 /* The counters per (budget, area, context): calls fn for each, in no order. */
 typedef struct tlc_bcount {
   uint32_t budget, handle, context;
@@ -114,6 +121,17 @@ typedef struct tlc_bcount {
 } tlc_bcount_t;
 void tlc_bwatch_counts(const tlc_bwatch_t *w, void (*fn)(void *ud, const tlc_bcount_t *c),
                        void *ud);
+/* The watch across restarts (docs/budgets.md "Restarts"): its state as a versioned,
+ * checksummed blob (the counts per budget and per (budget, area, context), the kept and the
+ * worst, each budget with its definition) into *out (owned by the caller: tlc_free) and *len.
+ * 0 or TLC_ENOMEM. Engine's thread. */
+int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len);
+/* Takes a saved state back into w, a watch that has seen nothing yet: each budget whose name
+ * and definition are unchanged gets its counts, kept and worst (a changed or new one starts
+ * afresh, as on a reload); counters past opts.max_keys count as dropped keys. Any length of
+ * any bytes: 0; TLC_EFRAME (too short, checksum, malformed) or TLC_EVERSION with a message in
+ * err, or TLC_ENOMEM: w is then left as it was, having seen nothing. */
+int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, size_t errlen);
 /* Violations not counted per triple (max_keys reached; still in the budget's total). */
 uint64_t tlc_bwatch_dropped_keys(const tlc_bwatch_t *w);
 /* Every violation of every budget. */

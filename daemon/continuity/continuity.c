@@ -808,6 +808,8 @@ static void start_encoding(job_t *j, tlc_target_t *t, int may_slice) {
     return;
   }
   s->written = 1;
+  if (c->o.on_checkpoint != NULL)
+    c->o.on_checkpoint(c->o.hook_ud, t);
   if (rc == 0) {
     /* more than a slice: the state stays as it is (input held) until encoded */
     j->t = t;

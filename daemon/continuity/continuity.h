@@ -55,6 +55,11 @@ typedef struct tlc_cont_opts {
   uint64_t slice_ns;     /* the longest the loop spends encoding a checkpoint at a time
                             (0: 1 ms); a state not encoded within it is frozen and encoded
                             a slice per loop turn. At shutdown in one go. */
+  /* called on the loop as a target's checkpoint is taken (its statistics are encoded as they
+   * are now), so that what keeps state of its own beside them saves it too, in a file of its
+   * own (the budgets' watch: budgetd.c). NULL: none. Called with hook_ud. */
+  void (*on_checkpoint)(void *ud, tlc_target_t *t);
+  void *hook_ud;
 } tlc_cont_opts_t;
 
 /* Creates the module and registers its target observer on `targets` (register it before the

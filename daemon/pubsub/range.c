@@ -21,6 +21,7 @@
 #include "view/view.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -353,6 +354,41 @@ static size_t around_encode(hist_ans_t *an, tlc_hist_result_t *r) {
   return an->m != NULL ? an->m->len : 0;
 }
 
+/* The moment an AroundRequest names, on the loop: a time (formats/moment.h), or a violation's
+ * REF `v:BUDGET:N` resolved at once through the view's budgets hook to that violation's
+ * stretch (start - span .. end + span in its epoch: the same target-time path as epoch:K:N).
+ * 0, or an error with a message in why: TLC_EINVAL (a bad spelling or span), -ENOENT (no
+ * budget of that name on the target), TLC_ERANGE (that violation is no longer kept). */
+static int around_moment(tlc_pubsub_t *ps, const Tlcap__AroundRequest *g, tlc_moment_t *mo,
+                         char *why, size_t whylen) {
+  const char *span = g->span != NULL && g->span[0] ? g->span : NULL;
+  const struct tlc_bwatch *w = NULL;
+  char name[TLC_BUDGET_NAME_MAX + 1];
+  tlc_violation_t v;
+  uint64_t n;
+  int k, e;
+  if ((k = tlc_moment_parse_vref(g->ref, name, sizeof(name), &n, why, whylen)) == 0)
+    return tlc_moment_parse(g->ref, span, (int64_t)tlc_now_unix_ms() * 1000000, mo, why, whylen) < 0
+               ? TLC_EINVAL
+               : 0;
+  if (k < 0)
+    return TLC_EINVAL;
+  if (ps->p.budgets != NULL)
+    w = ps->p.budgets(ps->p.budgets_ud, g->target);
+  if (w == NULL) {
+    snprintf(why, whylen, "v:%s:%" PRIu64 ": no timing budget applies to %.128s", name, n,
+             g->target);
+    return -ENOENT;
+  }
+  if ((e = tlc_bwatch_find(w, name, n, &v, why, whylen)) < 0)
+    return e;
+  if (v.epoch > (uint64_t)INT64_MAX)
+    v.epoch = 0;
+  return tlc_moment_of_stretch(v.start, v.end, (int64_t)v.epoch, span, mo, why, whylen) < 0
+             ? TLC_EINVAL
+             : 0;
+}
+
 void tlc__ps_hist_around(tlc__ps_sub_t *s, uint32_t req, const Tlcap__AroundRequest *g) {
   tlc_pubsub_t *ps = s->ps;
   Tlcap__TimeRange none = TLCAP__TIME_RANGE__INIT;
@@ -381,9 +417,11 @@ void tlc__ps_hist_around(tlc__ps_sub_t *s, uint32_t req, const Tlcap__AroundRequ
                        "around: export is text1, json, bin11, bin10 or evlog", 0, TLC_EINVAL);
     return;
   }
-  if (tlc_moment_parse(g->ref, g->span != NULL && g->span[0] ? g->span : NULL,
-                       (int64_t)tlc_now_unix_ms() * 1000000, &mo, why, sizeof(why)) < 0) {
-    tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_BAD_REQUEST, why, 0, TLC_EINVAL);
+  if ((e = around_moment(ps, g, &mo, why, sizeof(why))) < 0) {
+    tlc__ps_send_error(s, req,
+                       e == TLC_ERANGE ? TLCAP__ERROR_CODE__ERR_FAILED
+                                       : TLCAP__ERROR_CODE__ERR_BAD_REQUEST,
+                       why, 0, e);
     return;
   }
   if ((a = tlc_calloc(1, sizeof(*a))) == NULL) {

@@ -2,7 +2,8 @@
  * a request: a manifest's text (its `wall` arrival index included) through
  * tlc__manifest_parse, and what parses is formatted and parsed again (it must parse); an open
  * segment's <data>.widx entries through tlc__manifest_widx_decode; and a moment's REF and span
- * (formats/moment.h). The first byte picks the part. No crash, no UB, no leak; bounded memory. */
+ * (formats/moment.h), a violation's REF among them. The first byte picks the part. No crash,
+ * no UB, no leak; bounded memory. */
 #include "base/alloc.h"
 #include "formats/moment.h"
 #include "store/seg/seg-int.h"
@@ -65,6 +66,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     if (tlc_moment_parse_span(buf, &ns) == 0 && (ns < 0 || ns > TLC_MOMENT_SPAN_MAX_NS))
       abort();
+    { /* a violation's REF: a name within its buffer, N >= 1, and its stretch's range */
+      char name[64];
+      uint64_t vn = 0;
+      int k = tlc_moment_parse_vref(buf, name, sizeof(name), &vn, why, sizeof(why));
+      if (k == 1 && (vn == 0 || strlen(name) == 0 || strlen(name) >= sizeof(name)))
+        abort();
+      if (tlc_moment_of_stretch((int64_t)vn, (int64_t)(vn >> 1), 3, nl != NULL ? nl + 1 : NULL, &mo,
+                                why, sizeof(why)) == 0 &&
+          (mo.range.since > mo.range.until || mo.range.epoch != 3))
+        abort();
+    }
     break;
   }
   }

@@ -95,6 +95,14 @@ around = [cm(30, around=pb.AroundRequest(target="lab1", ref="ns:1000", span="40u
           cm(33, around=pb.AroundRequest(target="lab1", ref="ns:1", export="xml")),
           cm(34, around=pb.AroundRequest(target="lab1", ref="ns:1", span="forever"))]
 w("request", "around", b"\0" + b"".join(fr(r) for r in around))
+# a violation's REF (SPEC 13): kept, past the last, an unknown budget, a bad spelling, no watch
+vref = [cm(50, around=pb.AroundRequest(target="lab1", ref="v:main_net:1", span="1us",
+                                       export="bin11")),
+        cm(51, around=pb.AroundRequest(target="lab1", ref="v:main_net:99")),
+        cm(52, around=pb.AroundRequest(target="lab1", ref="v:nosuch:1", span="2ms")),
+        cm(53, around=pb.AroundRequest(target="lab1", ref="v:main_net:18446744073709551616")),
+        cm(54, around=pb.AroundRequest(target="nosuch", ref="v:main_net:1"))]
+w("request", "around_violation", b"\0" + b"".join(fr(r) for r in vref))
 viol = [cm(40, violations=pb.ViolationsRequest(target="lab1")),
         cm(41, violations=pb.ViolationsRequest(target="lab1", budget="main_net", max_recent=1)),
         cm(42, violations=pb.ViolationsRequest(target="evl@127.0.0.1")),
