@@ -378,7 +378,11 @@ int tlc__ps_limits_check(tlc__ps_sub_t *s) {
     return 1;
   }
   if (s->queued > ps->o.obuf_soft) {
-    uint64_t now = tlc__ps_now_ms(ps) + 1; /* + 1: 0 means "below" */
+    uint64_t now;
+    if (s->soft_since == 0) /* the loop's cached time may be an iteration old: the soft limit's
+                               clock starts now, not then, so it never closes early */
+      uv_update_time(ps->loop);
+    now = tlc__ps_now_ms(ps) + 1; /* + 1: 0 means "below" */
     if (s->soft_since == 0)
       s->soft_since = now;
     else if (now - s->soft_since > ps->o.obuf_soft_ms) {
