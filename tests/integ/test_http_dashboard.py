@@ -1047,6 +1047,7 @@ def check_extremes(b, hport, calls3, w, h):
     T.eq(b.eval("exactNs(JSON.parse('{\"start_ns\": 9007199254740993123}', keepNs),"
                 " 'start_ns')"), "9007199254740993123", "ns beyond a double's integers")
     no_overflow(b, "the extremes' times at %dx%d" % (w, h))
+    b.eval("document.getElementById('d-at').scrollIntoView()")
     b.screenshot(os.path.join(SHOTS, "budgets_detail_%dx%d.png" % (w, h)))
     b.eval("document.getElementById('d-close').click()")
 
