@@ -997,7 +997,7 @@ def check_trend_violations(b, hport, n_over):
     T.eq(sum(v[2] for v in want), n_over, "API: the steps' violations = the durations over")
     T.check(all(v[1] == row for v in want), "only 0x1003 breaks its budget")
     shown = b.eval("[...document.querySelectorAll('#trend-viol tbody tr')].map(r =>"
-                   " [Math.round(Number(r.dataset.start) / 1e6), r.dataset.id,"
+                   " [Math.round(Number(r.dataset.start) / 1e6), r.dataset.row,"
                    " r.cells[2].textContent])")
     T.eq(shown, [[v[0] // 10**6, v[1], fmt_int(v[2])] for v in want][:50],
          "the violating steps (their start in ms: ns are beyond a double's integers)")
@@ -1043,6 +1043,12 @@ def check_extremes(b, hport, calls3, w, h):
             T.eq(b.eval("document.getElementById('d-moment-cmd').textContent"),
                  "tlcap around hist " + ref, "the moment of %s %s" % (k, e))
     T.check(not b.eval("document.getElementById('d-moment').hidden"), "the command shown")
+    last = b.eval("document.getElementById('d-moment-cmd').textContent")
+    # redrawn as with every full update: the command asked for stays
+    b.eval("document.getElementById('detail').dataset.ready = '0'; drawDetail(); 0")
+    wait_js(b, "document.getElementById('detail').dataset.ready === '1'", "the detail redrawn")
+    T.check(not b.eval("document.getElementById('d-moment').hidden"), "the command stays")
+    T.eq(b.eval("document.getElementById('d-moment-cmd').textContent"), last, "the same one")
     # a target time past 2^53 ns (about 104 days) keeps its digits for the command
     T.eq(b.eval("exactNs(JSON.parse('{\"start_ns\": 9007199254740993123}', keepNs),"
                 " 'start_ns')"), "9007199254740993123", "ns beyond a double's integers")

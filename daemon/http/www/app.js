@@ -43,6 +43,7 @@ const S = {
   detail: null, // the area whose detail is open (its row id), or null
   detailDoc: null, // its row in the target's statistics document
   detailHist: null, // its histogram (/api/v1/targets/NAME/histogram)
+  detailMoment: null, // the extreme whose `tlcap around` command it shows (its ref)
   stores: null, // tlcapd stores (history, rollups: trend and compare), as its messages say
   trendKey: null, // the trend drawn or loading: page, range and areas
   trend: null, // [{id, url, doc}]: each charted area's /trend document
@@ -723,6 +724,7 @@ const QKEYS = [["p50", "p50"], ["p90", "p90"], ["p99", "p99"], ["p999", "p99.9"]
 
 function openDetail(id) {
   S.detail = id;
+  S.detailMoment = null;
   S.detailDoc = null;
   S.detailHist = null;
   $("detail").hidden = false;
@@ -787,8 +789,7 @@ function detailStats(x) {
 // When each extreme's sample was taken (SPEC 13: min_at, max_at of the row's dists), with the
 // `tlcap around` command that writes the stored events of that moment.
 function detailAt(x) {
-  const frag = document.createDocumentFragment();
-  $("d-moment").hidden = true;
+  const frag = document.createDocumentFragment(), refs = [];
   for (const k of ["net", "gross", "call"]) {
     const d = x && x[k];
     for (const e of ["max", "min"]) {
@@ -798,11 +799,13 @@ function detailAt(x) {
       tr.dataset.k = k + "-" + e;
       const ref = "epoch:" + at.epoch + ":" + exactNs(at, "start_ns");
       tr.dataset.ref = ref;
+      refs.push(ref);
       const btn = document.createElement("button");
       btn.type = "button";
       btn.className = "area";
       btn.textContent = "show the moment";
       btn.addEventListener("click", () => {
+        S.detailMoment = ref;
         $("d-moment").hidden = false;
         $("d-moment-cmd").textContent = "tlcap around " + shq(S.page) + " " + ref;
       });
@@ -816,6 +819,9 @@ function detailAt(x) {
       frag.appendChild(tr);
     }
   }
+  // the command asked for stays while its extreme does (the panel follows the live table)
+  if (!refs.includes(S.detailMoment)) S.detailMoment = null;
+  $("d-moment").hidden = S.detailMoment === null;
   $("d-at").hidden = !frag.hasChildNodes();
   $("d-at").tBodies[0].replaceChildren(frag);
 }
@@ -997,7 +1003,7 @@ function drawTrendViolations(marks, when) {
   for (const m of marks.slice(0, 50)) {
     const d = S.trend[m.col - 1], r = S.rows.get(d.id);
     const tr = document.createElement("tr");
-    tr.dataset.id = d.id;
+    tr.dataset.row = d.id; // not data-id: that names the areas table's rows
     tr.dataset.start = String(m.start);
     tr.append(td(when(new Date(m.start / 1e6)), null, "step"), td(r ? areaName(r) : d.id,
               null, "area"), td(fmtInt(m.n), "n", "violations"));
