@@ -685,11 +685,12 @@ def test_dashboard_user(d):
 MIN = 60 * 10**9
 
 
-def minutes_stream(areas, minutes, per_min, slow, seed=1):
+def minutes_stream(areas, minutes, per_min, slow, seed=1, calls=None):
     """Calls of `areas` functions (handles 0x1000 + i) on core 0, `per_min` per area in each of
     `minutes` minutes of target time, durations 1-5 us; slow = (area, factor, first minute):
     that area's durations times factor from that minute on. Returns (bytes, {(area, minute):
-    [durations]}), minute the one the call's exit fell in (the rollup's)."""
+    [durations]}), minute the one the call's exit fell in (the rollup's); `calls`, a dict if
+    given, gets {area: [(entry time, duration)]} in the order sent."""
     rnd = random.Random(seed)
     out, got = [], {}
     for m in range(minutes):
@@ -703,6 +704,8 @@ def minutes_stream(areas, minutes, per_min, slow, seed=1):
                 out.append(T.bin11(0x1000 + a, 3, 0, 0, t))
                 out.append(T.bin11(0x1000 + a, 0, 0, 0, t + dur))
                 got.setdefault((a, (t + dur) // MIN), []).append(dur)
+                if calls is not None:
+                    calls.setdefault(a, []).append((t, dur))
                 t += gap
     return b"".join(out), got
 
@@ -880,13 +883,19 @@ def test_dashboard_budgets(d):
     port, hport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "in=bin11@127.0.0.1:%d" % port, "--budgets", bud],
                   http="127.0.0.1:%d" % hport, store=True)
-    s = None
-    data, got = minutes_stream(6, 10, 30, (3, 3, 5), seed=7)
+    s = s2 = None
+    calls, calls2 = {}, {}
+    data, got = minutes_stream(6, 10, 30, (3, 3, 5), seed=7, calls=calls)
     over = [v for (a, _), vs in got.items() if a == 3 for v in vs if v > limit]
+    # a second board, none slowed: range B of the compare view taken from it (b_target)
+    data2, _ = minutes_stream(6, 10, 30, (3, 1, 10), seed=11, calls=calls2)
     try:
         s = D.connect(port)
         s.sendall(b"TLCAP/1 target=hist format=bin11\n" + data)
-        dm.wait_stats(lambda st: any(x["events"] == 3600 for x in st["targets"]), what="events")
+        s2 = D.connect(port)
+        s2.sendall(b"TLCAP/1 target=other format=bin11\n" + data2)
+        dm.wait_stats(lambda st: sorted(x["events"] for x in st["targets"]) == [3600, 3600],
+                      what="events")
         try:
             doc = get_json(hport, "/api/v1/targets/hist/violations")
         except urllib.error.HTTPError as e:
@@ -950,13 +959,143 @@ def test_dashboard_budgets(d):
                         ".map(r => r.dataset.ref)"), [v["ref"] for v in reversed(worst)],
                  "the worst of each budget")
             set_value(b, "v-which", "kept", "change")
+            check_trend_violations(b, hport, len(over))
+            check_extremes(b, hport, calls[3], w, h)
+            check_compare_other(b, hport, calls, calls2, w, h)
         b.pump()
         T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
     finally:
-        if s is not None:
-            s.close()
+        for c in (s, s2):
+            if c is not None:
+                c.close()
         b.close()
         dm.stop()
+
+
+def check_trend_violations(b, hport, n_over):
+    """The trend marks the steps in which 0x1003 broke its budget: a row per step in the
+    table under the chart (newest first) with the API's count, a red ring per step; the counts
+    over the steps add up to the durations sent over the limit."""
+    wait_js(b, "typeof S !== 'undefined' && S.trend !== null && S.trendChart !== null &&"
+            " document.getElementById('trend-box').dataset.ready === '1'",
+            "the trend drawn", timeout=60)
+    row = "00001003/core0/0"
+    if row not in b.eval("S.trend.map(x => x.id)"):
+        b.eval("document.querySelector('tr[data-id=\"%s\"] input').click()" % row)
+        wait_js(b, "S.trend !== null && S.trend.some(x => x.id === '%s') &&"
+                " document.getElementById('trend-box').dataset.ready === '1'" % row,
+                "the trend of 0x1003", timeout=60)
+    ctx = b.eval("S.rows.get('%s').ctx" % row)
+    want = []
+    for x in b.eval("S.trend.map(x => x.id)"):
+        doc = get_json(hport, "/api/v1/targets/hist/trend?area=0x%s&since=-1h&step=1m"
+                       "&context=%d" % (x.split("/")[0], ctx))
+        for st in doc["steps"]:
+            if st.get("violations", 0) > 0:
+                want.append((st["start"], x, st["violations"]))
+    want.sort(key=lambda v: -v[0])
+    T.eq(sum(v[2] for v in want), n_over, "API: the steps' violations = the durations over")
+    T.check(all(v[1] == row for v in want), "only 0x1003 breaks its budget")
+    shown = b.eval("[...document.querySelectorAll('#trend-viol tbody tr')].map(r =>"
+                   " [Math.round(Number(r.dataset.start) / 1e6), r.dataset.row,"
+                   " r.cells[2].textContent])")
+    T.eq(shown, [[v[0] // 10**6, v[1], fmt_int(v[2])] for v in want][:50],
+         "the violating steps (their start in ms: ns are beyond a double's integers)")
+    T.check(not b.eval("document.getElementById('trend-viol').hidden"), "the table shown")
+    T.eq(b.eval("Number(document.getElementById('trend').dataset.marks)"), len(want),
+         "a red ring per violating step")
+    T.check(b.eval("document.getElementById('trend-viol').caption.textContent")
+            .startswith("budget violations per step (red points on the chart): %s in %d step"
+                        % (fmt_int(n_over), len(want))), "the table's caption")
+
+
+def check_extremes(b, hport, calls3, w, h):
+    """0x1003's detail: when its net min and max were taken (the API's min_at / max_at, the
+    first call sent with that duration), and the `tlcap around` command of that moment."""
+    b.eval("document.querySelector('tr[data-id=\"00001003/core0/0\"] button.area').click()")
+    wait_js(b, "document.getElementById('detail').dataset.ready === '1' &&"
+            " document.getElementById('detail').dataset.id === '00001003/core0/0'",
+            "the detail of 0x1003")
+    api = get_json(hport, "/api/v1/targets/hist/stats")
+    r = [x for x in api["rows"] if x["handle"] == "00001003" and x.get("context") == "core0"][0]
+    for e, pick in (("max", max), ("min", min)):
+        v = pick(d for _, d in calls3)
+        t0 = [t for t, d in calls3 if d == v][0]  # the oracle: the first call with it
+        at = r["net"][e + "_at"]
+        T.eq((r["net"][e], at["start_ns"], at["end_ns"]), (v, t0, t0 + v),
+             "API: net %s and its time = the oracle's" % e)
+        for k in ("net", "gross", "call"):
+            d = r.get(k) or {}
+            a = d.get(e + "_at")
+            sel = '#d-at tr[data-k="%s-%s"]' % (k, e)
+            if not a or d.get(e) is None:
+                T.eq(b.eval("document.querySelector(%s)" % json.dumps(sel)), None,
+                     "no %s %s time" % (k, e))
+                continue
+            ref = "epoch:%d:%d" % (a["epoch"], a["start_ns"])
+            got = b.eval("(() => { const r = document.querySelector(%s); return r &&"
+                         " [r.dataset.ref, ...[...r.cells].map(c => c.textContent)]; })()"
+                         % json.dumps(sel))
+            T.eq(got, [ref, "%s %s" % (e, k), fmt_ns(d[e]),
+                       "at ns:%d (epoch %d)" % (a["start_ns"], a["epoch"]), "show the moment"],
+                 "%s %s and when" % (k, e))
+            b.eval("document.querySelector(%s + ' button').click()" % json.dumps(sel))
+            T.eq(b.eval("document.getElementById('d-moment-cmd').textContent"),
+                 "tlcap around hist " + ref, "the moment of %s %s" % (k, e))
+    T.check(not b.eval("document.getElementById('d-moment').hidden"), "the command shown")
+    last = b.eval("document.getElementById('d-moment-cmd').textContent")
+    # redrawn as with every full update: the command asked for stays
+    b.eval("document.getElementById('detail').dataset.ready = '0'; drawDetail(); 0")
+    wait_js(b, "document.getElementById('detail').dataset.ready === '1'", "the detail redrawn")
+    T.check(not b.eval("document.getElementById('d-moment').hidden"), "the command stays")
+    T.eq(b.eval("document.getElementById('d-moment-cmd').textContent"), last, "the same one")
+    # a target time past 2^53 ns (about 104 days) keeps its digits for the command
+    T.eq(b.eval("exactNs(JSON.parse('{\"start_ns\": 9007199254740993123}', keepNs),"
+                " 'start_ns')"), "9007199254740993123", "ns beyond a double's integers")
+    no_overflow(b, "the extremes' times at %dx%d" % (w, h))
+    b.eval("document.getElementById('d-at').scrollIntoView()")
+    b.screenshot(os.path.join(SHOTS, "budgets_detail_%dx%d.png" % (w, h)))
+    b.eval("document.getElementById('d-close').click()")
+
+
+def check_compare_other(b, hport, calls, calls2, w, h):
+    """Range B of another target (b_target): the picker lists the other board; the table is
+    the API's diff of hist's range A with other's range B, whose counts and means are those
+    of the calls sent to each."""
+    T.eq(b.eval("[...document.getElementById('cmp-bt').options].map(o => o.value)"),
+         ["", "other"], "the targets range B can come from")
+    rng = "ns:0..ns:%d" % (11 * MIN)
+    set_value(b, "cmp-a", rng, "input")
+    set_value(b, "cmp-b", rng, "input")
+    set_value(b, "cmp-bt", "other", "change")
+    b.eval("document.getElementById('cmp-form').requestSubmit()")
+    wait_js(b, "document.getElementById('compare').dataset.ready === '1' &&"
+            " (document.getElementById('compare').dataset.url || '').includes('b_target=other')",
+            "the compare view with other's range", timeout=60)
+    ctx = b.eval("S.rows.get('00001003/core0/0').ctx")
+    doc = get_json(hport, "/api/v1/targets/hist/diff?a=%s&b=%s&b_target=other&context=%d"
+                   % (rng, rng, ctx))
+    shown = b.eval("[...document.querySelectorAll('#cmp-table tbody tr')].map(r =>"
+                   " [r.dataset.area, ...[...r.cells].map(c => c.textContent)])")
+    T.eq([x[0] for x in shown], ["%08x" % x["area"] for x in doc["areas"]],
+         "the areas in the API's order")
+    T.eq(len(shown), 6, "six areas")
+    T.eq(shown[0][0], "00001003", "the area slowed on hist only first")
+    for x, row in zip(doc["areas"], shown):
+        a = x["area"] - 0x1000
+        da, db = [d for _, d in calls[a]], [d for _, d in calls2[a]]
+        T.eq((x["a"]["count"], x["b"]["count"]), (len(da), len(db)), "API: counts, oracle")
+        T.check(abs(x["b"]["mean"] - sum(db) / len(db)) < 1e-6 * x["b"]["mean"],
+                "API: other's mean of %d, oracle" % a)
+        T.eq(row[2:6], [fmt_int(x["a"]["count"]), fmt_int(x["b"]["count"]),
+                        fmt_ns(round(x["a"]["mean"])), fmt_ns(round(x["b"]["mean"]))],
+             "counts and means of %d" % a)
+    T.check(b.eval("document.getElementById('cmp-note').textContent").startswith("b of other: "),
+            "the note says whose range B is")
+    no_overflow(b, "the compare view of two targets at %dx%d" % (w, h))
+    b.eval("document.getElementById('compare').scrollIntoView()")
+    b.screenshot(os.path.join(SHOTS, "budgets_compare_%dx%d.png" % (w, h)))
+    set_value(b, "cmp-bt", "", "change")
 
 
 ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboard_stored,

@@ -43,6 +43,7 @@ const S = {
   detail: null, // the area whose detail is open (its row id), or null
   detailDoc: null, // its row in the target's statistics document
   detailHist: null, // its histogram (/api/v1/targets/NAME/histogram)
+  detailMoment: null, // the extreme whose `tlcap around` command it shows (its ref)
   stores: null, // tlcapd stores (history, rollups: trend and compare), as its messages say
   trendKey: null, // the trend drawn or loading: page, range and areas
   trend: null, // [{id, url, doc}]: each charted area's /trend document
@@ -337,6 +338,7 @@ function renderTargets(t, targets) {
   for (const x of targets) frag.appendChild(targetCard(t, x));
   $("cards").replaceChildren(frag);
   $("no-targets").hidden = targets.length > 0;
+  compareTargets(targets.map((x) => x.name));
   if (S.page !== null) {
     const me = targets.find((x) => x.name === S.page);
     $("tstate").textContent = me ? "(" + (me.state === "connected" ? "connected" : "down") +
@@ -614,6 +616,17 @@ function drawChart() {
 
 // ---- the API over HTTP (with the tab's token when tlcapd has one) ----
 
+// Target times beyond a double's integers (2^53 ns, about 104 days) keep their exact digits
+// beside them, as NAME_exact, for the references given to `tlcap around`.
+function keepNs(k, v, ctx) {
+  if (typeof v === "number" && /_ns$/.test(k) && !Number.isSafeInteger(v) && ctx && ctx.source)
+    this[k + "_exact"] = ctx.source;
+  return v;
+}
+function exactNs(o, k) {
+  return o[k + "_exact"] !== undefined ? o[k + "_exact"] : String(o[k]);
+}
+
 async function getJson(path) {
   const h = {};
   const t = sessionStorage.getItem("tlcap-token");
@@ -621,7 +634,7 @@ async function getJson(path) {
   try {
     const r = await fetch(path, { headers: h, cache: "no-store" });
     let doc = null;
-    try { doc = await r.json(); } catch (e) { doc = null; }
+    try { doc = JSON.parse(await r.text(), keepNs); } catch (e) { doc = null; }
     return { ok: r.ok, status: r.status, doc: doc };
   } catch (e) {
     return { ok: false, status: 0, doc: null };
@@ -711,6 +724,7 @@ const QKEYS = [["p50", "p50"], ["p90", "p90"], ["p99", "p99"], ["p999", "p99.9"]
 
 function openDetail(id) {
   S.detail = id;
+  S.detailMoment = null;
   S.detailDoc = null;
   S.detailHist = null;
   $("detail").hidden = false;
@@ -743,6 +757,7 @@ async function drawDetail() {
   S.detailDoc = st.ok ? st.doc.rows.find((x) => docRowId(x) === id) || null : null;
   S.detailHist = h && h.ok ? h.doc : null;
   detailStats(S.detailDoc);
+  detailAt(S.detailDoc);
   detailWindows(S.detailDoc);
   detailHist(S.detailHist, S.detailDoc, kind, h);
   $("detail").dataset.ready = "1";
@@ -771,6 +786,46 @@ function detailStats(x) {
   }
   body.replaceChildren(frag);
 }
+// When each extreme's sample was taken (SPEC 13: min_at, max_at of the row's dists), with the
+// `tlcap around` command that writes the stored events of that moment.
+function detailAt(x) {
+  const frag = document.createDocumentFragment(), refs = [];
+  for (const k of ["net", "gross", "call"]) {
+    const d = x && x[k];
+    for (const e of ["max", "min"]) {
+      const at = d && d[e + "_at"];
+      if (!at || d[e] === null || d[e] === undefined) continue;
+      const tr = document.createElement("tr");
+      tr.dataset.k = k + "-" + e;
+      const ref = "epoch:" + at.epoch + ":" + exactNs(at, "start_ns");
+      tr.dataset.ref = ref;
+      refs.push(ref);
+      const btn = document.createElement("button");
+      btn.type = "button";
+      btn.className = "area";
+      btn.textContent = "show the moment";
+      btn.addEventListener("click", () => {
+        S.detailMoment = ref;
+        $("d-moment").hidden = false;
+        $("d-moment-cmd").textContent = "tlcap around " + shq(S.page) + " " + ref;
+      });
+      const c = td("");
+      c.appendChild(btn);
+      tr.append(td(e + " " + k, null, "extreme"), td(fmtNs(d[e]), "n", "value"),
+                td("at ns:" + exactNs(at, "start_ns") + " (epoch " + at.epoch + ")", null, "at"),
+                c);
+      tr.title = e + " " + fmtNs(d[e]) + " at ns:" + exactNs(at, "start_ns") + " (epoch " +
+                 at.epoch + "), closed at ns:" + exactNs(at, "end_ns");
+      frag.appendChild(tr);
+    }
+  }
+  // the command asked for stays while its extreme does (the panel follows the live table)
+  if (!refs.includes(S.detailMoment)) S.detailMoment = null;
+  $("d-moment").hidden = S.detailMoment === null;
+  $("d-at").hidden = !frag.hasChildNodes();
+  $("d-at").tBodies[0].replaceChildren(frag);
+}
+
 function fmtSd(v) {
   return fmtNs(Math.round(Number(v)));
 }
@@ -931,11 +986,46 @@ function trendSeries() {
     .map((k) => [new Date(k / 1e6)].concat(at.get(k)));
 }
 
+// The steps in which an area broke a budget (docs/rollups.md "Budget violations per step"):
+// {column (1 = the first area), start (ns), n}, the newest first.
+function trendViolations() {
+  const out = [];
+  (S.trend || []).forEach((d, i) => {
+    for (const s of d.doc.steps)
+      if (Number(s.violations || 0) > 0) out.push({ col: i + 1, start: s.start, n: s.violations });
+  });
+  return out.sort((x, y) => y.start - x.start || x.col - y.col);
+}
+
+// The small table under the chart: a row per step with violations, newest first.
+function drawTrendViolations(marks, when) {
+  const frag = document.createDocumentFragment();
+  for (const m of marks.slice(0, 50)) {
+    const d = S.trend[m.col - 1], r = S.rows.get(d.id);
+    const tr = document.createElement("tr");
+    tr.dataset.row = d.id; // not data-id: that names the areas table's rows
+    tr.dataset.start = String(m.start);
+    tr.append(td(when(new Date(m.start / 1e6)), null, "step"), td(r ? areaName(r) : d.id,
+              null, "area"), td(fmtInt(m.n), "n", "violations"));
+    frag.appendChild(tr);
+  }
+  $("trend-viol").tBodies[0].replaceChildren(frag);
+  $("trend-viol").hidden = marks.length === 0;
+  const total = marks.reduce((a, m) => a + Number(m.n), 0);
+  $("trend-viol").caption.textContent = "budget violations per step (red points on the chart): " +
+    fmtInt(total) + " in " + marks.length + (marks.length === 1 ? " step" : " steps") +
+    (marks.length > 50 ? ", the newest 50 listed" : "");
+}
+
 function drawTrend() {
   const box = $("trend"), data = S.trend ? trendSeries() : [], stat = $("t-stat").value;
   if (S.trendChart) { S.trendChart.destroy(); S.trendChart = null; }
   box.hidden = data.length === 0; // shown before it is drawn: dygraphs takes its size
-  if (data.length === 0) return;
+  const marks = trendViolations();
+  if (data.length === 0) {
+    drawTrendViolations([], (d) => d.toLocaleString());
+    return;
+  }
   // the whole range picked (since, now), and the last step whole
   const RANGE_MS = { "1h": 3600e3, "1d": 86400e3, "7d": 7 * 86400e3, "365d": 365 * 86400e3 };
   const step = S.trend[0].doc.step_min * 60e3, now = Date.now();
@@ -945,6 +1035,10 @@ function drawTrend() {
   const when = (d) => long ? d.toISOString().slice(5, 10) + " " + d.toTimeString().slice(0, 5)
                            : d.toTimeString().slice(0, 5);
   const fmt = stat === "count" ? fmtInt : (v) => fmtNs(Math.round(v));
+  drawTrendViolations(marks, (d) => long ? when(d) : d.toLocaleString());
+  // a step with violations: a red ring around its point (column, step start in ms)
+  const marked = new Set(marks.map((m) => m.col + "|" + m.start / 1e6));
+  box.dataset.marks = String(marks.length);
   const opts = {
     labels: ["time"].concat(S.trend.map((d) => {
       const r = S.rows.get(d.id);
@@ -964,6 +1058,18 @@ function drawTrend() {
     },
     rightGap: 24,
     drawPoints: true, // a step alone between gaps is a point
+    drawPointCallback: (g, name, ctx, cx, cy, color, size, row) => {
+      ctx.beginPath();
+      ctx.fillStyle = color;
+      ctx.arc(cx, cy, size, 0, 2 * Math.PI);
+      ctx.fill();
+      if (!marked.has(g.indexFromSetName(name) + "|" + g.getValue(row, 0))) return;
+      ctx.beginPath();
+      ctx.strokeStyle = "#c62828";
+      ctx.lineWidth = 2;
+      ctx.arc(cx, cy, size + 3, 0, 2 * Math.PI);
+      ctx.stroke();
+    },
     connectSeparatedPoints: false,
     includeZero: true,
     dateWindow: win,
@@ -973,11 +1079,27 @@ function drawTrend() {
 
 // ---- two ranges compared (docs/rollups.md "Diff") ----
 
+// The targets range B can be taken from (`b_target`): this page's, or another target's (two
+// boards, two firmware builds side by side). Rebuilt only when the names change, keeping the
+// choice.
+function compareTargets(names) {
+  const sel = $("cmp-bt"), others = names.filter((n) => n !== S.page);
+  const key = S.page + "|" + others.join("|");
+  if (sel.dataset.key === key) return;
+  sel.dataset.key = key;
+  const was = sel.value;
+  const opts = [new Option("this target", "")].concat(others.map((n) => new Option(n, n)));
+  sel.replaceChildren(...opts);
+  sel.value = others.includes(was) ? was : "";
+}
+
 async function loadCompare() {
   const page = S.page, a = $("cmp-a").value.trim(), b = $("cmp-b").value.trim();
   if (page === null || !a || !b) return;
+  const bt = $("cmp-bt").value;
   let url = targetPath(page) + "/diff?a=" + encodeURIComponent(a) + "&b=" +
             encodeURIComponent(b);
+  if (bt !== "" && bt !== page) url += "&b_target=" + encodeURIComponent(bt);
   const r = [...S.rows.values()].find((x) => x.kind === "code" && x.context === S.ctx);
   if (S.ctx !== null && S.ctx !== "Neutral" && r && r.ctx !== undefined)
     url += "&context=" + r.ctx;
@@ -1026,9 +1148,11 @@ function drawCompare(doc) {
   $("cmp-table").tBodies[0].replaceChildren(frag);
   $("cmp-table").hidden = false;
   const n = doc.areas.filter((x) => x.significant).length;
-  $("cmp-note").textContent = doc.areas.length === 0 ? "no samples in either range" :
-    doc.areas.length + " areas, " + n + " changed significantly (|t| ≥ " + doc.t_threshold +
-    " or in one range only)";
+  const bt = $("cmp-bt").value;
+  $("cmp-note").textContent = (bt !== "" && bt !== S.page ? "b of " + bt + ": " : "") +
+    (doc.areas.length === 0 ? "no samples in either range" :
+     doc.areas.length + " areas, " + n + " changed significantly (|t| ≥ " + doc.t_threshold +
+    " or in one range only)");
 }
 
 // ---- budgets and their violations (docs/budgets.md; /api/v1/targets/NAME/violations) ----
