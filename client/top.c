@@ -39,6 +39,7 @@ typedef struct top_row {
   const tlc_stat_t *r;
   char name[128];
   int64_t net, call, max, avg, p99; /* -1: does not apply or not known ("-") */
+  tlc_at_t max_at;                  /* when NET.MAX's sample was taken (known 0: "-") */
   uint64_t count;
   double pct; /* share of the view's span, -1 when it does not apply */
 } top_row_t;
@@ -100,15 +101,19 @@ static void fmt_count(char *buf, size_t len, uint64_t v) {
 
 /* The area columns after AREA, in the order shown. Each has a priority: as the terminal
  * narrows, the columns of the highest priority number go first, so that AREA keeps at least
- * AREA_MIN characters (80 columns drop T.CALL; 64 also P99 and NET.MAX). */
-enum { COL_PCT, COL_COUNT, COL_NET, COL_AVG, COL_MAX, COL_P99, COL_CALL, NCOLS };
+ * AREA_MIN characters (80 columns drop T.CALL; 64 also P99 and NET.MAX). With MAX AT shown
+ * (key x), prio_at applies instead: NET.MAX and its time stay, the others go first (80 columns
+ * keep %, T.NET, NET.MAX and MAX AT when the times have at most 13 digits). */
+enum { COL_PCT, COL_COUNT, COL_NET, COL_AVG, COL_MAX, COL_P99, COL_CALL, COL_AT, NCOLS };
 static const struct {
   const char *head;
-  int width, prio;
-} g_cols[NCOLS] = { { "%", 6, 0 },       { "COUNT", 8, 1 }, { "T.NET", 9, 0 }, { "NET.AVG", 9, 2 },
-                    { "NET.MAX", 9, 4 }, { "P99", 9, 3 },   { "T.CALL", 9, 5 } };
+  int width, prio, prio_at;
+} g_cols[NCOLS] = { { "%", 6, 0, 2 },       { "COUNT", 8, 1, 3 },   { "T.NET", 9, 0, 1 },
+                    { "NET.AVG", 9, 2, 4 }, { "NET.MAX", 9, 4, 0 }, { "P99", 9, 3, 5 },
+                    { "T.CALL", 9, 5, 6 },  { "MAX AT", 0, 0, 0 } };
 #define AREA_MIN 20
 #define AREA_MAX 64
+#define AT_MAX   40 /* tlc_at_text's longest: two 20-character numbers are cut here */
 
 typedef struct top_state {
   int window;    /* 0 cumulative, 1.. window index + 1 */
@@ -123,6 +128,7 @@ typedef struct top_state {
   size_t page;  /* area rows the last draw had room for (PgUp/PgDn step) */
   int esc;      /* escape sequence state: 1 after ESC, 2 after ESC [, 3 after ESC [ 5/6 */
   int esc_pg;   /* ESC [ 5 (page up) or 6 (page down) awaiting its '~' */
+  int at;       /* x: the MAX AT column (when NET.MAX's sample was taken) is shown */
 } top_state_t;
 
 /* Prints one screen line cut to the terminal's width (never wrapped: a wrapped line scrolls
@@ -166,7 +172,8 @@ static void row_values(const tlc_table_t *t, const top_state_t *ts, top_row_t *x
     x->call = r->kind == TLC_ROW_CODE ? wsx->k[TLC_CALL].sum : -1;
     x->max = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].max : -1;
     x->avg = wsx->k[TLC_NET].n > 0 ? wsx->k[TLC_NET].sum / (int64_t)wsx->k[TLC_NET].n : -1;
-    x->p99 = -1; /* windows keep no quantiles */
+    x->p99 = -1;                              /* windows keep no quantiles */
+    memset(&x->max_at, 0, sizeof(x->max_at)); /* nor extremes' times */
   } else {
     x->count = r->count;
     x->net = r->kind == TLC_ROW_DATA ? -1 : r->total[TLC_NET];
@@ -174,22 +181,35 @@ static void row_values(const tlc_table_t *t, const top_state_t *ts, top_row_t *x
     x->max = r->dist[TLC_NET].n > 0 ? r->dist[TLC_NET].max : -1;
     x->avg = r->dist[TLC_NET].n > 0 ? tlc_dist_avg(&r->dist[TLC_NET]) : -1;
     x->p99 = r->dist[TLC_NET].n > 0 && r->dist[TLC_NET].has_q ? r->dist[TLC_NET].q[2] : -1;
+    if (r->dist[TLC_NET].n > 0)
+      x->max_at = r->dist[TLC_NET].max_at;
+    else
+      memset(&x->max_at, 0, sizeof(x->max_at));
   }
   x->pct = x->net >= 0 && span > 0 ? 100.0 * (double)x->net / (double)span : -1;
 }
 
-/* Which columns fit in `cols` (shown[]), and AREA's width. */
-static int layout(int cols, int shown[NCOLS]) {
+/* Which columns fit in `cols` (shown[]; widths in width[]), and AREA's width. at_w: MAX AT's
+ * width (its longest text), 0 when it is not shown; it is cut to what the terminal leaves
+ * beside AREA_MIN and NET.MAX. */
+static int layout(int cols, int at_w, int shown[NCOLS], int width[NCOLS]) {
   int used = 0, c, p, area;
-  for (c = 0; c < NCOLS; c++) {
-    shown[c] = 1;
-    used += 1 + g_cols[c].width;
+  if (at_w > 0) {
+    int room = cols - 1 - AREA_MIN - (1 + g_cols[COL_MAX].width) - 1;
+    at_w = at_w < AT_MAX ? at_w : AT_MAX;
+    at_w = at_w < room ? at_w : room > 1 ? room : 1;
   }
-  for (p = 5; p > 0 && cols - 1 - used < AREA_MIN; p--)
+  for (c = 0; c < NCOLS; c++) {
+    width[c] = c == COL_AT ? at_w : g_cols[c].width;
+    shown[c] = c != COL_AT || at_w > 0;
+    if (shown[c])
+      used += 1 + width[c];
+  }
+  for (p = 6; p > 0 && cols - 1 - used < AREA_MIN; p--)
     for (c = 0; c < NCOLS; c++)
-      if (shown[c] && g_cols[c].prio == p) {
+      if (shown[c] && (at_w > 0 ? g_cols[c].prio_at : g_cols[c].prio) == p) {
         shown[c] = 0;
-        used -= 1 + g_cols[c].width;
+        used -= 1 + width[c];
       }
   area = cols - 1 - used;
   return area < AREA_MIN ? AREA_MIN : area > AREA_MAX ? AREA_MAX : area;
@@ -197,11 +217,11 @@ static int layout(int cols, int shown[NCOLS]) {
 
 static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   struct winsize ws;
-  int rows = 24, cols = 80, line = 0, shown[NCOLS], aw, c;
+  int rows = 24, cols = 80, line = 0, shown[NCOLS], width[NCOLS], aw, c, at_w = 0;
   tlc_cli_view_target_t *vt = w->n > 0 ? &w->v[ts->cur % w->n] : NULL;
   top_row_t *tr = NULL;
   size_t n = 0, i;
-  char wname[32], cname[64], text[1024], cell[NCOLS][16];
+  char wname[32], cname[64], text[1024], cell[NCOLS][AT_MAX + 8];
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
     rows = ws.ws_row;
     cols = ws.ws_col;
@@ -260,15 +280,6 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
     put_line(text, cols, 0);
     line++;
   }
-  aw = layout(cols, shown);
-  {
-    int k = snprintf(text, sizeof(text), "%-*s", aw, "AREA");
-    for (c = 0; c < NCOLS; c++)
-      if (shown[c] && k >= 0 && (size_t)k < sizeof(text))
-        k += snprintf(text + k, sizeof(text) - (size_t)k, " %*s", g_cols[c].width, g_cols[c].head);
-  }
-  put_line(text, cols, 1);
-  line++;
   tr = vt->t.nrows > 0 ? tlc_malloc(vt->t.nrows * sizeof(*tr)) : NULL;
   for (i = 0; tr != NULL && i < vt->t.nrows; i++) {
     top_row_t *x = &tr[n];
@@ -283,10 +294,27 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
   }
   if (n > 0)
     qsort(tr, n, sizeof(*tr), cmp_top);
-  /* scrolling (j/k, arrows, PgUp/PgDn, g/G): the rows that fit below the header */
-  ts->page = rows - 1 > line ? (size_t)(rows - 1 - line) : 1;
+  /* scrolling (j/k, arrows, PgUp/PgDn, g/G): the rows that fit below the column heads */
+  ts->page = rows - 2 > line ? (size_t)(rows - 2 - line) : 1;
   if (ts->first + ts->page > n)
     ts->first = n > ts->page ? n - ts->page : 0;
+  if (ts->at) { /* MAX AT as wide as the longest time on this page */
+    at_w = (int)strlen(g_cols[COL_AT].head);
+    for (i = ts->first; i < n && i < ts->first + ts->page; i++) {
+      int l = (int)strlen(tlc_at_text(&tr[i].max_at, cell[COL_AT], sizeof(cell[0])));
+      at_w = l > at_w ? l : at_w;
+    }
+  }
+  aw = layout(cols, at_w, shown, width);
+  {
+    int k = snprintf(text, sizeof(text), "%-*s", aw, "AREA");
+    for (c = 0; c < NCOLS; c++)
+      if (shown[c] && k >= 0 && (size_t)k < sizeof(text))
+        k += snprintf(text + k, sizeof(text) - (size_t)k, c == COL_AT ? " %-*s" : " %*s", width[c],
+                      g_cols[c].head);
+  }
+  put_line(text, cols, 1);
+  line++;
   for (i = ts->first; i < n && line < rows - 1; i++, line++) {
     int k;
     if (tr[i].pct < 0)
@@ -299,10 +327,13 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
     fmt_ns(cell[COL_MAX], sizeof(cell[0]), tr[i].max);
     fmt_ns(cell[COL_P99], sizeof(cell[0]), tr[i].p99);
     fmt_ns(cell[COL_CALL], sizeof(cell[0]), tr[i].call);
+    (void)tlc_at_text(&tr[i].max_at, cell[COL_AT], sizeof(cell[0]));
     k = snprintf(text, sizeof(text), "%-*.*s", aw, aw, tr[i].name);
     for (c = 0; c < NCOLS; c++)
       if (shown[c] && k >= 0 && (size_t)k < sizeof(text))
-        k += snprintf(text + k, sizeof(text) - (size_t)k, " %*s", g_cols[c].width, cell[c]);
+        k += c == COL_AT ? snprintf(text + k, sizeof(text) - (size_t)k, " %-*.*s", width[c],
+                                    width[c], cell[c])
+                         : snprintf(text + k, sizeof(text) - (size_t)k, " %*s", width[c], cell[c]);
     put_line(text, cols, 0);
   }
   tlc_free(tr);
@@ -311,7 +342,7 @@ static void top_draw(tlc_cli_view_t *w, top_state_t *ts, const char *addr) {
     printf("\x1b[J\x1b[%d;1H%.*s\x1b[K", rows, cols > 1 ? cols - 1 : 1, text);
   } else {
     snprintf(text, sizeof(text),
-             "q quit s sort w window c context / filter t target j/k PgUp/PgDn - areas "
+             "q quit s sort w window c context x max-at / filter t target j/k PgUp/PgDn - areas "
              "%zu-%zu of %zu",
              n > 0 ? ts->first + 1 : 0, i, n);
     printf("\x1b[J\x1b[%d;1H\x1b[7m%.*s\x1b[0m\x1b[K", rows, cols > 1 ? cols - 1 : 1, text);
@@ -393,6 +424,9 @@ static int top_key(top_state_t *ts, int ch) {
     ts->ctx = (ts->ctx + 1) % (ts->nctx + 1);
     ts->first = 0;
     break;
+  case 'x':
+    ts->at = !ts->at;
+    break;
   case '/':
     ts->editing = 1;
     ts->filter[0] = 0;
@@ -424,7 +458,10 @@ static size_t top_columns(uint32_t *c) {
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_N);
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_SUM);
   c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX);
-  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_Q + 2); /* p99 */
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_Q + 2);     /* p99 */
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_START); /* MAX AT (key x) */
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_END);
+  c[n++] = TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_EPOCH);
   c[n++] = TLC_COL_DIST(TLC_CALL, TLC_COLF_TOTAL);
   for (w = 0; w < TLC_MAX_WINDOWS; w++) {
     c[n++] = TLC_COL_WCOUNT(w);
@@ -466,7 +503,7 @@ static void top_event_cb(void *ud, const tlc_client_event_t *ev) {
 
 int tlc_cli_top(int argc, char **argv) {
   Tlcap__Subscribe sub = TLCAP__SUBSCRIBE__INIT;
-  uint32_t top_cols[7 + 5 * TLC_MAX_WINDOWS];
+  uint32_t top_cols[10 + 5 * TLC_MAX_WINDOWS];
   char *targets[1];
   tlc_client_t *c;
   tlc_cli_view_t w;
@@ -495,11 +532,13 @@ int tlc_cli_top(int argc, char **argv) {
            "the terminal (80x24 and up: the columns of least use go first as it narrows).\n"
            "Columns: %% (net time over the time shown: the window, or everything so far; a\n"
            "row of all contexts on several cores may pass 100, as in top(1)), COUNT, T.NET,\n"
-           "NET.AVG, NET.MAX, P99 (cumulative only), T.CALL. A state row reads\n"
-           "VARIABLE = VALUE with the mapping's names.\n"
+           "NET.AVG, NET.MAX, P99 (cumulative only), T.CALL, and with x MAX AT: when\n"
+           "NET.MAX's sample was taken (first..closing event, target ns, eN the clock epoch,\n"
+           "as `tlcap stats --extremes`; - in a window or when not known). A state row\n"
+           "reads VARIABLE = VALUE with the mapping's names.\n"
            "Keys: q quit, s next sort key (net, count, call, max, avg, p99, name), w next\n"
            "window (cumulative, then each rolling window), c next context (all, then each\n"
-           "core or task alone), / filter by name (Enter ends), t next\n"
+           "core or task alone), x MAX AT on or off, / filter by name (Enter ends), t next\n"
            "target, j/k or the arrows scroll a row, PgDn/PgUp (space/b) a page, g/G to the\n"
            "first/last rows. The header shows the target's counters, area-limit drops, this\n"
            "view's dropped events and detected sequence gaps.\n"

@@ -121,6 +121,15 @@ void tlc_dump_daemon_head(void *ud, tlc_json_w_t *w) {
   const tlc_daemon_t *dm = ud;
   daemon_object(dm, w);
   tlc_sources_dump(&dm->in, w);
+  if (dm->pubsub != NULL) { /* the subscriber server's budget violation events */
+    tlc_pubsub_stats_t ps;
+    tlc_pubsub_get_stats(dm->pubsub, &ps);
+    tlc_json_w_open(w, "subscribers", '{');
+    tlc_json_w_u64(w, "connected", ps.subscribers);
+    tlc_json_w_u64(w, "violations_sent", ps.violations_sent);
+    tlc_json_w_u64(w, "violations_suppressed", ps.violations_suppressed);
+    tlc_json_w_close(w, '}');
+  }
   if (dm->fleet != NULL)
     tlc_fleet_dump(dm->fleet, w);
   if (dm->alert != NULL)

@@ -22,13 +22,16 @@
  *
  * aprof reports and BR profiler files are read whole and printed as JSON (--export json, their
  * default), so a user can check what such a file holds.
+ *
+ * The gate is in replay_gate.c, --around in replay_moment.c, the inputs (segments, formats, the
+ * stream) in replay_input.c; replay-int.h is what they share.
  */
 #include "daemon/replay.h"
+#include "daemon/replay-int.h"
 
 #include "base/fileread.h"
 
 #include "budget/budget.h"
-#include "budget/report.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "history/history.h"
@@ -65,59 +68,8 @@
 #include <unistd.h>
 #include <time.h>
 
-#define RP_CHUNK         (1u << 20)
-#define RP_BATCH         256
-#define RP_HEAD          (24 * 256)   /* bytes format detection reads: 256 bin1x records */
-#define RP_MAX_FILE_TEXT (256u << 20) /* aprof/BR/mapping files are read whole, up to this */
-
-enum rp_export { EX_TEXT1, EX_XML, EX_APROF, EX_BR, EX_JSON, EX_BIN11, EX_BIN10, EX_EVLOG };
-
 static const char *const export_names[] = { "text1", "xml",   "aprof", "br",
                                             "json",  "bin11", "bin10", "evlog" };
-
-typedef struct rp {
-  char **files;
-  size_t nfiles;
-  const char *format_opt;
-  tlc_format_t fmt;
-  const char *mapping_path;
-  const char *output;
-  int export_;
-  int export_given; /* --export was given (aprof and BR inputs default to json) */
-  int has_ctx_area;
-  uint32_t ctx_area;
-  /* packed task variable (SPEC 2): --context-rtos FILE, then each explicit option over it */
-  const char *rtos_path;
-  tlc_ctxpack_t pack; /* the options' values */
-  uint8_t pack_set;   /* TLC_CFG_PK_* bits: which options were given */
-  int has_from, has_to;
-  int64_t from, to;
-  tlc_text1_opts_t t1;
-  tlc_xml_opts_t xml;
-  tlc_mapping_t mapping;
-  int has_mapping;
-  /* --state-dir DIR --target NAME: the target's stored segments (history, SPEC 10) */
-  const char *state_dir, *target;
-  const char *since_s, *until_s; /* --since/--until as given (when.h) */
-  tlc_hist_files_t hf;           /* the chosen segments (files[] points at them) */
-  char seg_target[129];          /* the target the segments' manifests name ("" none) */
-  char kept_map[1200];           /* --state-dir: the target's kept `tlcap mapping` file */
-  const char *json_target;       /* export_target(): the JSON export's "target" (NULL: null) */
-  /* --budgets FILE: the gate */
-  const char *budgets_path;
-  tlc_tbudget_set_t budgets;
-  tlc_bwatch_t *watch;
-  tlc_hist_stream_t *stream; /* while the gate runs: names from its evlog mapping and engine */
-  /* --around REF [--span DUR]: the moment (history/moment.h), a range centred on REF */
-  const char *around_s, *span_s;
-  tlc_moment_t around;
-  int has_around;
-  /* --around v:BUDGET:N with --budgets: the violation found by the gate's pass first */
-  int has_vref, vfound;
-  char vname[TLC_BUDGET_NAME_MAX + 1];
-  uint64_t vn;
-  tlc_violation_t vfirst; /* the violation, seen as the gate counted it (vfound) */
-} rp_t;
 
 static void usage(FILE *to) {
   fprintf(to,
@@ -198,146 +150,15 @@ static int parse_i64(const char *s, int64_t *v) {
   return 0;
 }
 
-/* Messages of the stream (decode and read errors) and of segment selection. */
-static void say_cb(void *ud, const char *msg) {
-  (void)ud;
-  fprintf(stderr, "tlcapd replay: %s\n", msg);
-}
-
-/* --state-dir/--target: the target's segments chosen for the range (history.h), as the files.
- * 0, or the exit status. */
-static int history_files(rp_t *rp, const tlc_when_range_t *range) {
-  char err[400];
-  tlc_hist_epoch_ctx_t ec = { 1000000000, -1 }; /* offline: the default threshold */
-  int r = tlc_hist_select(rp->state_dir, rp->target, range, &ec, tlc_when_now(), &rp->hf, say_cb,
-                          NULL, err, sizeof(err));
-  if (r != 0) {
-    fprintf(stderr, "tlcapd replay: %s\n", err);
-    return 1;
-  }
-  tlc_free(rp->files); /* sized for the operands (none): the segments instead */
-  rp->files = rp->hf.files;
-  rp->nfiles = rp->hf.n;
-  rp->has_from = rp->hf.has_from;
-  rp->from = rp->hf.from;
-  rp->has_to = rp->hf.has_to;
-  rp->to = rp->hf.to;
-  if (rp->hf.n > 0 && rp->format_opt != NULL && strcmp(rp->format_opt, "auto") == 0)
-    rp->format_opt = tlc_format_name(rp->hf.fmt);
-  return 0;
-}
-
 /* Reads a whole (small) file: aprof/BR reports and mapping files, up to RP_MAX_FILE_TEXT. */
 static int read_all(const char *path, char **data, size_t *len) {
   return tlc_file_read(path, RP_MAX_FILE_TEXT, data, len);
-}
-
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), k = strlen(suffix);
-  return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The files as one capture (history.h: the stream the daemon's range queries use too);
- * with_engine: an engine (rp's context area and mapping) is fed as the events are read, until
- * tlc_pipeline_take_engine. */
-static int stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
-  memset(s, 0, sizeof(*s));
-  s->files = rp->files;
-  s->nfiles = rp->nfiles;
-  s->gap_before = rp->hf.n > 0 ? rp->hf.gap_before : NULL;
-  s->conf.format = rp->fmt;
-  s->conf.has_from = rp->has_from;
-  s->conf.has_to = rp->has_to;
-  s->conf.from = rp->from;
-  s->conf.to = rp->to;
-  s->has_wall = rp->hf.n > 0 && rp->hf.has_wall; /* a wall-clock range: cut by arrival */
-  s->wall_since = rp->hf.wall_since;
-  s->wall_until = rp->hf.wall_until;
-  s->conf.stop_on_map_error = 1;
-  s->conf.with_engine = with_engine;
-  tlc_engine_opts_default(&s->conf.engine);
-  s->conf.engine.has_context_area = (uint8_t)rp->has_ctx_area;
-  s->conf.engine.context_area = rp->ctx_area;
-  if (tlc_ctxpack_on(&rp->pack))
-    s->conf.engine.pack = rp->pack;
-  s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
-  if (rp->watch != NULL && with_engine) {
-    s->conf.engine.tap = tlc_bwatch_tap;
-    s->conf.engine.tap_want = tlc_bwatch_want;
-    s->conf.engine.tap_ud = rp->watch;
-  }
-  s->msg = say_cb;
-  s->report = 1;
-  return tlc_hist_stream_init(s);
 }
 
 static int write_file_cb(void *ud, const void *buf, size_t len) {
   FILE *f = ud;
   if (fwrite(buf, 1, len, f) != len)
     return TLC_EIO;
-  return 0;
-}
-
-/* Reads the first RP_HEAD bytes of a file (format detection looks no further). Returns the
- * count, or -1 with errno set when the file cannot be opened. */
-static int read_head(const char *path, uint8_t head[RP_HEAD]) {
-  size_t n;
-  FILE *fp = fopen(path, "rb");
-  if (fp == NULL)
-    return -1;
-  n = fread(head, 1, RP_HEAD, fp);
-  fclose(fp);
-  return (int)n;
-}
-
-/* Detects (or checks) the format of every stream file. Returns 0, 1 (bad input) or 2. */
-static int resolve_formats(rp_t *rp) {
-  size_t i;
-  tlc_format_t common = TLC_FMT_NONE;
-  for (i = 0; i < rp->nfiles; i++) {
-    tlc_format_t f;
-    if (strcmp(rp->format_opt, "auto") == 0 && ends_with(rp->files[i], ".zst")) {
-      tlc_segread_t *sr;
-      tlc_seginfo_t info;
-      char err[200] = "";
-      int r = tlc_segread_open(rp->files[i], TLC_FMT_NONE, 0, &sr, err, sizeof(err));
-      if (r < 0) {
-        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], err[0] ? err : tlc_strerror(r));
-        return 1;
-      }
-      tlc_segread_info(sr, &info);
-      tlc_segread_close(sr);
-      f = info.format;
-      fprintf(stderr, "tlcapd replay: %s: format auto: %s (compressed segment)\n", rp->files[i],
-              tlc_format_name(f));
-    } else if (strcmp(rp->format_opt, "auto") == 0) {
-      uint8_t head[RP_HEAD];
-      char why[160];
-      int n = read_head(rp->files[i], head);
-      if (n < 0) {
-        fprintf(stderr, "tlcapd replay: %s: %s\n", rp->files[i], strerror(errno));
-        return 1;
-      }
-      f = tlc_dec_detect(head, (size_t)n, why, sizeof(why));
-      if (f == TLC_FMT_NONE) {
-        fprintf(stderr, "tlcapd replay: %s: byte 0: cannot tell the format: %s\n", rp->files[i],
-                why);
-        return 1;
-      }
-      fprintf(stderr, "tlcapd replay: %s: format auto: %s\n", rp->files[i], why);
-    } else {
-      f = tlc_format_parse(rp->format_opt);
-    }
-    if (common != TLC_FMT_NONE && f != common) {
-      fprintf(stderr,
-              "tlcapd replay: %s: format %s differs from %s of the files before it; replay "
-              "one capture at a time\n",
-              rp->files[i], tlc_format_name(f), tlc_format_name(common));
-      return 1;
-    }
-    common = f;
-  }
-  rp->fmt = common;
   return 0;
 }
 
@@ -397,10 +218,10 @@ static int replay_report_file(rp_t *rp, FILE *out, int is_aprof) {
 static const char *sniff_report(const char *path) {
   uint8_t head[RP_HEAD];
   char why[160];
-  int r = read_head(path, head);
+  int r = tlc__rp_read_head(path, head);
   size_t n = r > 0 ? (size_t)r : 0;
   if (r < 0)
-    return "auto"; /* resolve_formats reports it */
+    return "auto"; /* tlc__rp_resolve_formats reports it */
   if (tlc_dec_detect(head, n, why, sizeof(why)) != TLC_FMT_NONE)
     return "auto";
   if (tlc_aprof_sniff((const char *)head, n)) {
@@ -521,9 +342,6 @@ static int export_native(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
     return 1;
   return 0;
 }
-
-/* parse_options, select_inputs and open_output return RP_GO to go on, else the exit status. */
-#define RP_GO (-1)
 
 /* --context-area HANDLE (hex). */
 static int set_context_area(rp_t *rp, const char *v) {
@@ -756,45 +574,9 @@ static int parse_options(rp_t *rp, int argc, char **argv) {
  * the --since/--until range. */
 static int select_inputs(rp_t *rp) {
   char err[256];
-  if (rp->around_s != NULL || rp->span_s != NULL) {
-    /* the moment (history/moment.h): a range around REF */
-    if (rp->around_s == NULL || rp->since_s != NULL || rp->until_s != NULL ||
-        rp->state_dir == NULL || rp->target == NULL) {
-      fprintf(stderr, "tlcapd replay: --around needs --state-dir and --target, and goes "
-                      "without --since/--until (--span needs --around)\n");
-      return 2;
-    }
-    int64_t span;
-    int k = tlc_moment_parse_vref(rp->around_s, rp->vname, sizeof(rp->vname), &rp->vn, err,
-                                  sizeof(err));
-    if (k < 0) {
-      fprintf(stderr, "tlcapd replay: --%s\n", err);
-      return 2;
-    }
-    if (k == 1 && rp->budgets_path == NULL) {
-      fprintf(stderr,
-              "tlcapd replay: --around %s needs --budgets FILE: the violation is found by "
-              "running those budgets over the target's stored segments\n",
-              rp->around_s);
-      return 2;
-    }
-    if (k == 1 && rp->span_s != NULL && tlc_moment_parse_span(rp->span_s, &span) < 0) {
-      fprintf(stderr,
-              "tlcapd replay: --span: '%s' is not a duration (such as 10ms, 500us, 2s; at most "
-              "24h)\n",
-              rp->span_s);
-      return 2;
-    }
-    if (k == 1) {
-      rp->has_vref = 1; /* the moment once the violation is found (vref_moment) */
-    } else if (tlc_moment_parse(rp->around_s, rp->span_s, tlc_when_now(), &rp->around, err,
-                                sizeof(err)) < 0) {
-      fprintf(stderr, "tlcapd replay: --%s\n", err);
-      return 2;
-    } else {
-      rp->has_around = 1;
-    }
-  }
+  int status;
+  if ((status = tlc__rp_around(rp)) != 0) /* --around/--span: replay_moment.c */
+    return status;
   if (rp->since_s != NULL || rp->until_s != NULL) {
     tlc_when_range_t range;
     if (tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err)) < 0) {
@@ -808,7 +590,6 @@ static int select_inputs(rp_t *rp) {
   }
   if (rp->state_dir != NULL || rp->target != NULL) {
     tlc_when_range_t range;
-    int status;
     if (rp->state_dir == NULL || rp->target == NULL || rp->nfiles > 0) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       return 2;
@@ -819,7 +600,7 @@ static int select_inputs(rp_t *rp) {
       range = rp->around.range;
     else
       (void)tlc_when_range(rp->since_s, rp->until_s, tlc_when_now(), &range, err, sizeof(err));
-    if ((status = history_files(rp, &range)) != 0)
+    if ((status = tlc__rp_history_files(rp, &range)) != 0)
       return status;
     if (rp->nfiles == 0) {
       fprintf(stderr, "tlcapd replay: %s/%s: no segment in the range\n", rp->state_dir, rp->target);
@@ -971,7 +752,7 @@ static const char *export_target(rp_t *rp) {
       return NULL;
     memcpy(base, rp->files[i], n + 1);
     for (size_t k = 0; k < sizeof(sfx) / sizeof(sfx[0]); k++)
-      if (ends_with(base, sfx[k]))
+      if (tlc__rp_ends_with(base, sfx[k]))
         base[strlen(base) - strlen(sfx[k])] = '\0';
     snprintf(man, sizeof(man), "%s.manifest", base);
     if (access(man, R_OK) != 0 ||
@@ -986,199 +767,13 @@ static const char *export_target(rp_t *rp) {
   return rp->seg_target[0] != '\0' ? rp->seg_target : NULL;
 }
 
-/* ---- the budget gate (--budgets) ---- */
-
-/* An area's name: the mapping's, else the evlog mapping's (names as the stream brings them). */
-static const char *gate_area_name(void *ud, uint32_t handle) {
-  rp_t *rp = ud;
-  const tlc_map_area_t *a = rp->has_mapping ? tlc_mapping_find(&rp->mapping, handle) : NULL;
-  if (a != NULL && a->name[0] != '\0')
-    return a->name;
-  if (rp->stream != NULL && rp->stream->pipe.evmap != NULL)
-    return tlc_evmap_name(rp->stream->pipe.evmap, handle);
-  return NULL;
-}
-
-/* A context's name as the exports show it: a task's CONTEXTS name, else core<N>, task<HEX>,
- * thread<HEX> (tlc_ctx_name). */
-static const char *gate_ctx_name(void *ud, uint32_t context, char *buf, size_t len) {
-  rp_t *rp = ud;
-  tlc_ctx_t c;
-  const char *n;
-  if (rp->stream == NULL || rp->stream->pipe.engine == NULL ||
-      tlc_engine_context(rp->stream->pipe.engine, context, &c) != 0)
-    return NULL;
-  if (c.kind == TLC_CTXK_TASK && rp->has_mapping &&
-      (n = tlc_mapping_ctx_name(&rp->mapping, c.key)) != NULL)
-    return n;
-  if (c.kind == TLC_CTXK_CORE && c.core == TLC_CORE_UNKNOWN)
-    snprintf(buf, len, "core?");
-  else if (c.kind == TLC_CTXK_CORE)
-    snprintf(buf, len, "core%u", (unsigned)c.core);
-  else
-    snprintf(buf, len, "%s%llX", c.kind == TLC_CTXK_TASK ? "task" : "thread",
-             (unsigned long long)c.key);
-  return buf;
-}
-
-static int64_t gate_wall(void *ud) {
-  (void)ud;
-  return 0; /* a replay has no arrival time */
-}
-
-/* --around v:BUDGET:N: every violation as the gate counts it; the one named is kept, however
- * many came after it (the watch keeps only the last budget_keep). */
-static void vref_seen(void *ud, const tlc_violation_t *v) {
-  rp_t *rp = ud;
-  const tlc_tbudget_t *b = tlc_bwatch_budget(rp->watch, v->budget);
-  if (!rp->vfound && v->count == rp->vn && b != NULL && strcmp(b->name, rp->vname) == 0) {
-    rp->vfirst = *v;
-    rp->vfound = 1;
-  }
-}
-
-/* Reads --budgets and makes the watch for the target the inputs name. 0 or the exit status. */
-static int gate_load(rp_t *rp) {
-  char *text = NULL, err[600];
-  size_t len = 0;
-  tlc_bwatch_opts_t o;
-  int r = tlc_file_read(rp->budgets_path, 16u << 20, &text, &len);
-  if (r < 0) {
-    fprintf(stderr, "tlcapd replay: %s: %s\n", rp->budgets_path, tlc_strerror(r));
-    return 2;
-  }
-  r = tlc_tbudget_parse(&rp->budgets, text, len, rp->budgets_path, err, sizeof(err));
-  tlc_free(text);
-  if (r != 0) {
-    fprintf(stderr, "tlcapd replay: %s\n", r == -1 ? err : tlc_strerror(r));
-    return 2;
-  }
-  memset(&o, 0, sizeof(o));
-  o.area_name = gate_area_name;
-  o.ctx_name = gate_ctx_name;
-  o.wall_ms = gate_wall;
-  o.on_violation = rp->has_vref ? vref_seen : NULL;
-  o.ud = rp;
-  if (tlc_bwatch_new(&rp->watch, rp->json_target != NULL ? rp->json_target : "", &rp->budgets,
-                     &o) != 0) {
-    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(TLC_ENOMEM));
-    return 1;
-  }
-  return 0;
-}
-
-/* The displayed names of a violation's or counter's area and context. */
-static void gate_names(void *ud, uint32_t handle, uint8_t row_kind, uint64_t state,
-                       uint32_t context, char *area, size_t alen, char *ctx, size_t clen) {
-  rp_t *rp = ud;
-  const char *n;
-  if (row_kind == TLC_ROW_STATE) {
-    (void)tlc_mapping_state_display(rp->has_mapping ? &rp->mapping : NULL, handle, state, area,
-                                    alen);
-  } else if ((n = gate_area_name(rp, handle)) != NULL && n[0] != '\0') {
-    snprintf(area, alen, "%s", n);
-  } else {
-    snprintf(area, alen, "%08X", handle);
-  }
-  if (context == TLC_CTX_NONE || (n = gate_ctx_name(rp, context, ctx, clen)) == NULL)
-    snprintf(ctx, clen, "-");
-  else if (n != ctx)
-    snprintf(ctx, clen, "%s", n);
-}
-
-/* The gate's report (budget/report.h): the budgets with their totals, the counts per
- * (budget, area, context), the kept violations of each budget (oldest first) and each
- * budget's worst. */
-static void gate_report(rp_t *rp, tlc_out_t *o) {
-  tlc_breport_opts_t ro;
-  memset(&ro, 0, sizeof(ro));
-  ro.json = rp->export_ == EX_JSON;
-  ro.target = rp->json_target;
-  ro.budgets_file = rp->budgets_path;
-  ro.names = gate_names;
-  ro.ud = rp;
-  if (tlc_breport_write(rp->watch, o, &ro) != 0)
-    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(TLC_ENOMEM));
-}
-
-/* Pass 1 with the watch as the engine's tap, then the report. 0 (none), 3 (violations) or 1. */
-static int budget_gate(rp_t *rp, tlc_hist_stream_t *s, tlc_out_t *o) {
-  const tlc_event_t *evs;
-  if (rp->export_ != EX_TEXT1 && rp->export_ != EX_JSON) {
-    fprintf(stderr, "tlcapd replay: --budgets prints its report as text1 or json\n");
-    return 2;
-  }
-  rp->stream = s;
-  while (tlc_hist_stream_next(s, &evs) > 0)
-    ;
-  gate_report(rp, o);
-  rp->stream = NULL;
-  return tlc_bwatch_all(rp->watch) > 0 ? 3 : 0;
-}
-
-/* --around v:BUDGET:N: the gate's pass over every stored segment finds violation N of BUDGET
- * (as `tlcapd replay --budgets` counts it), whose stretch start - span .. end + span in its
- * clock epoch is then the moment, read as an `epoch:K:N` one is. 0 or the exit status. */
-static int vref_moment(rp_t *rp) {
-  tlc_hist_stream_t s;
-  const tlc_event_t *evs;
-  tlc_violation_t v;
-  char err[600];
-  int r, status = 0;
-  if ((status = gate_load(rp)) != 0)
-    return status;
-  if ((r = stream_init(&s, rp, 1)) < 0) {
-    fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
-    return 1;
-  }
-  rp->stream = &s;
-  while (tlc_hist_stream_next(&s, &evs) > 0)
-    ;
-  rp->stream = NULL;
-  if (s.bad_input || s.io_err)
-    status = 1;
-  r = tlc_bwatch_find(rp->watch, rp->vname, rp->vn, &v, err, sizeof(err));
-  if (r < 0 && rp->vfound) {
-    v = rp->vfirst;
-    r = 0;
-  }
-  tlc_hist_stream_fini(&s);
-  tlc_bwatch_free(rp->watch);
-  rp->watch = NULL; /* the export is the moment's, not the gate's report */
-  if (r < 0) {
-    fprintf(stderr, "tlcapd replay: %s/%s: %s\n", rp->state_dir, rp->target, err);
-    return 1;
-  }
-  if (status != 0)
-    return status;
-  if (tlc_moment_of_stretch(v.start, v.end, v.epoch <= (uint64_t)INT64_MAX ? (int64_t)v.epoch : 0,
-                            rp->span_s, &rp->around, err, sizeof(err)) < 0) {
-    fprintf(stderr, "tlcapd replay: --%s\n", err);
-    return 2;
-  }
-  rp->has_around = 1;
-  /* the moment's segments instead of all of them */
-  tlc_hist_files_fini(&rp->hf);
-  memset(&rp->hf, 0, sizeof(rp->hf));
-  rp->files = NULL;
-  rp->nfiles = 0;
-  if ((status = history_files(rp, &rp->around.range)) != 0)
-    return status;
-  if (rp->nfiles == 0) {
-    fprintf(stderr, "tlcapd replay: %s/%s: no segment holds %s\n", rp->state_dir, rp->target,
-            rp->around_s);
-    return 1;
-  }
-  return resolve_formats(rp);
-}
-
 /* Stream input (bin10, bin11, evlog, segments): decoded as one capture into out. A read or
  * decode error makes the exit status 1 once what came before it is exported. */
 static int replay_streams(rp_t *rp, FILE *out) {
   tlc_hist_stream_t s;
   tlc_out_t o;
   int status, r;
-  status = resolve_formats(rp);
+  status = tlc__rp_resolve_formats(rp);
   if (status != 0)
     return status;
   if (rp->mapping_path == NULL && rp->state_dir != NULL && rp->target != NULL) {
@@ -1194,19 +789,19 @@ static int replay_streams(rp_t *rp, FILE *out) {
   if ((status = load_pack(rp, &rp->pack)) != 0)
     return status;
   rp->pack_set = 0; /* rp->pack is now the whole packed variable */
-  if (rp->has_vref && (status = vref_moment(rp)) != 0)
+  if (rp->has_vref && (status = tlc__rp_vref_moment(rp)) != 0)
     return status;
-  if (rp->budgets_path != NULL && !rp->has_vref && (status = gate_load(rp)) != 0)
+  if (rp->budgets_path != NULL && !rp->has_vref && (status = tlc__rp_gate_load(rp)) != 0)
     return status;
   /* an engine for the statistics exports (the native ones only re-encode the events) */
-  r = stream_init(&s, rp, rp->watch != NULL || !is_native_export(rp->export_));
+  r = tlc__rp_stream_init(&s, rp, rp->watch != NULL || !is_native_export(rp->export_));
   if (r < 0) {
     fprintf(stderr, "tlcapd replay: %s\n", tlc_strerror(r));
     return 1;
   }
   tlc_out_init(&o, 0, write_file_cb, out);
   if (rp->watch != NULL)
-    status = budget_gate(rp, &s, &o);
+    status = tlc__rp_budget_gate(rp, &s, &o);
   else if (is_native_export(rp->export_))
     status = export_native(rp, &s, &o);
   else

@@ -49,6 +49,9 @@ void tlc_status_daemon_info(void *ud, tlc_view_daemon_t *out) {
     tlc_pubsub_stats_t s;
     tlc_pubsub_get_stats(d->pubsub, &s);
     out->subscribers = s.subscribers;
+    out->has_pubsub = 1;
+    out->violations_sent = s.violations_sent;
+    out->violations_suppressed = s.violations_suppressed;
   }
   tlc_stored_daemon_info(d, out);
   out->unhealthy = tlc_sd_health_check(&out->unhealthy_why) != 0;

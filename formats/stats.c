@@ -289,7 +289,7 @@ char *tlc_ctx_name(const tlc_table_t *t, uint32_t context, char *buf, size_t len
   return buf;
 }
 
-static const char *at_text(const tlc_at_t *a, char *buf, size_t len) {
+const char *tlc_at_text(const tlc_at_t *a, char *buf, size_t len) {
   if (!a->known)
     snprintf(buf, len, "-");
   else
@@ -319,8 +319,8 @@ int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
         continue;
       tlc_out_printf(o, "%08X %-24s %-14s %-7s %20lld %-36s %20lld %s\n", (unsigned)r->handle,
                      nm != NULL && nm[0] != '\0' ? nm : "-", ctx[0] != '\0' ? ctx : "-", kn[k],
-                     (long long)d->max, at_text(&d->max_at, amax, sizeof(amax)), (long long)d->min,
-                     at_text(&d->min_at, amin, sizeof(amin)));
+                     (long long)d->max, tlc_at_text(&d->max_at, amax, sizeof(amax)),
+                     (long long)d->min, tlc_at_text(&d->min_at, amin, sizeof(amin)));
     }
   }
   return o->err;

@@ -185,6 +185,11 @@ void tlc_dist_merge(tlc_dist_t *a, const tlc_dist_t *b);
  * an unknown one, then the smaller (epoch, end, seq_end) - the sample that closed first. */
 int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y);
 
+/* An extreme's time as `tlcap stats --extremes` and `tlcap top` show it: "START..END eEPOCH"
+ * (target ns of the sample's first and closing events, the clock epoch), "-" when not known.
+ * Returns buf. */
+const char *tlc_at_text(const tlc_at_t *a, char *buf, size_t len);
+
 struct tlc_out;
 /* `tlcap stats --extremes`: one line per row and sample kind with samples (kinds that apply,
  * tlc_stat_kind_applies), in the table's order: area (handle, and name(ud, r) when name is not

@@ -284,7 +284,7 @@ int tlc_col_known(uint32_t col) {
   if (col >= 1 && col <= TLC_COL_SEQ)
     return col != 5;
   if (col >= TLC_COL_DIST(0, 0) && col < TLC_COL_DIST(TLC_NKINDS, 0))
-    return (col - TLC_COL_DIST(0, 0)) % 16 < TLC_COLF_Q + TLC_NQUANT;
+    return (col - TLC_COL_DIST(0, 0)) % 16 < TLC_COLF_END;
   if (col >= TLC_COL_WCOUNT(0) && col < TLC_COL_WCOUNT(TLC_MAX_WINDOWS))
     return (col - TLC_COL_WCOUNT(0)) % 32 < 1 + 4 * TLC_NKINDS;
   return 0;
@@ -350,6 +350,12 @@ int64_t tlc_col_get(const tlc_stat_t *r, uint32_t col) {
       return (int64_t)d->sumsq_hi;
     case TLC_COLF_SUMSQ_LO:
       return (int64_t)d->sumsq_lo;
+    case TLC_COLF_MAX_START:
+      return d->n > 0 && d->max_at.known ? d->max_at.start : 0;
+    case TLC_COLF_MAX_END:
+      return d->n > 0 && d->max_at.known ? d->max_at.end : 0;
+    case TLC_COLF_MAX_EPOCH:
+      return d->n > 0 && d->max_at.known ? (int64_t)d->max_at.epoch + 1 : 0;
     default:
       if (f >= TLC_COLF_Q && f < TLC_COLF_Q + TLC_NQUANT && d->n > 0 && d->has_q)
         return d->q[f - TLC_COLF_Q];
@@ -444,6 +450,16 @@ void tlc_col_set(tlc_stat_t *r, uint32_t col, int64_t v) {
       break;
     case TLC_COLF_SUMSQ_LO:
       d->sumsq_lo = (uint64_t)v;
+      break;
+    case TLC_COLF_MAX_START:
+      d->max_at.start = v;
+      break;
+    case TLC_COLF_MAX_END:
+      d->max_at.end = v;
+      break;
+    case TLC_COLF_MAX_EPOCH: /* EPOCH + 1; 0 and out of range: not known */
+      d->max_at.known = v > 0 && v <= (int64_t)UINT32_MAX + 1;
+      d->max_at.epoch = d->max_at.known ? (uint32_t)(v - 1) : 0;
       break;
     default:
       if (f >= TLC_COLF_Q && f < TLC_COLF_Q + TLC_NQUANT)

@@ -70,7 +70,13 @@ enum {
   TLC_COLF_MAX = 4,
   TLC_COLF_SUMSQ_HI = 5,
   TLC_COLF_SUMSQ_LO = 6,
-  TLC_COLF_Q = 7 /* 7 + i: quantile i of tlc_quantiles (p50, p90, p99, p99.9) */
+  TLC_COLF_Q = 7, /* 7 + i: quantile i of tlc_quantiles (p50, p90, p99, p99.9) */
+  /* When MAX's sample was taken (tlc_at_t, SPEC 13): its first and closing events' target ns,
+   * and EPOCH + 1 (0: not known; then START and END are 0 too) */
+  TLC_COLF_MAX_START = 11,
+  TLC_COLF_MAX_END = 12,
+  TLC_COLF_MAX_EPOCH = 13,
+  TLC_COLF_END = 14 /* fields 0 .. TLC_COLF_END - 1 are known */
 };
 #define TLC_COL_DIST(k, f) (16u + 16u * (unsigned)(k) + (unsigned)(f))
 /* Window w's COUNT, and field f (N, SUM, MIN, MAX) of kind k in window w. */
@@ -78,7 +84,7 @@ enum { TLC_COLW_N = 0, TLC_COLW_SUM = 1, TLC_COLW_MIN = 2, TLC_COLW_MAX = 3 };
 #define TLC_COL_WCOUNT(w)    (128u + 32u * (unsigned)(w))
 #define TLC_COL_WIN(w, k, f) (128u + 32u * (unsigned)(w) + 1u + 4u * (unsigned)(k) + (unsigned)(f))
 #define TLC_COL_NKEYS        4   /* HANDLE, CONTEXT, STATE, KIND: first in every columnar row */
-#define TLC_COL_MAX_COLUMNS  160 /* more than every known column */
+#define TLC_COL_MAX_COLUMNS  176 /* more than every known column */
 
 /* 1 when `col` is a column id this tree knows. */
 int tlc_col_known(uint32_t col);

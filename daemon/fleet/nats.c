@@ -997,6 +997,8 @@ int tlc_fleet_view(const tlc_fleet_t *f, tlc_view_nats_t *out) {
   out->reconnects = c.reconnects;
   out->publish_cpu_ns = c.publish_cpu_ns;
   out->awaiting_ack = c.awaiting_ack;
+  out->violations_sent = c.violations_sent;
+  out->violations_suppressed = c.violations_suppressed;
   out->nreasons = 0;
   for (int r = 0; r < TLC_FLEET_DROP_N && r < TLC_VIEW_NATS_REASONS; r++) {
     out->drop_reason[r] = tlc_fleet_drop_name(r);

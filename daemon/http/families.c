@@ -56,6 +56,32 @@ static void scalars(tlc_out_t *o, int om, const void *base, const scalar_t *t, s
   }
 }
 
+/* Budget violations handed to each sink that publishes them (the subscriber server, NATS),
+ * and those each held back over its rate limit (docs/budgets.md "Served"). */
+static void head_violation_events(const tlc_view_t *pv, const tlc_view_daemon_t *di, int om,
+                                  tlc_out_t *o) {
+  tlc_view_nats_t ns;
+  int nats = 0, f;
+  memset(&ns, 0, sizeof(ns));
+  if (pv->nats != NULL && pv->nats(pv->nats_ud, &ns) == 0)
+    nats = 1;
+  if (!di->has_pubsub && !nats)
+    return;
+  for (f = 0; f < 2; f++) {
+    const char *name =
+        f == 0 ? "tlcap_violation_events_sent_total" : "tlcap_violation_events_suppressed_total";
+    tlc__http_family(o, om, name, "counter",
+                     f == 0 ? "Budget violation events sent, by sink."
+                            : "Budget violation events not sent (over the sink's rate limit).");
+    if (di->has_pubsub)
+      tlc_out_printf(o, "%s{sink=\"subscribers\"} %" PRIu64 "\n", name,
+                     f == 0 ? di->violations_sent : di->violations_suppressed);
+    if (nats)
+      tlc_out_printf(o, "%s{sink=\"nats\"} %" PRIu64 "\n", name,
+                     f == 0 ? ns.violations_sent : ns.violations_suppressed);
+  }
+}
+
 /* The daemon's own families: build, uptime, subscribers, live WebSockets. */
 static void head_build(tlc__http_view_t *v, int om, const tlc_view_daemon_t *di, tlc_out_t *o) {
   tlc__http_family(o, om, "tlcap_build_info", "gauge",
@@ -363,6 +389,7 @@ void tlc__http_head(tlc__http_view_t *v, int om, tlc_out_t *o) {
     scalars(o, om, v->st, http_scalars, NSCALARS(http_scalars));
   head_store(&di, om, o);
   head_nats(v->src, om, o);
+  head_violation_events(v->src, &di, om, o);
   head_alerts(v->src, om, o);
   head_budgets(v->src, om, o);
 }

@@ -61,6 +61,8 @@ typedef struct tlc_view_nats {
   size_t nreasons;         /* drops by reason: drop_reason[i] (e.g. "stream_full"), drops[i] */
   const char *drop_reason[TLC_VIEW_NATS_REASONS];
   uint64_t drops[TLC_VIEW_NATS_REASONS];
+  /* budget violations (TE_VIOLATION) published, and not published over the rate limit */
+  uint64_t violations_sent, violations_suppressed;
 } tlc_view_nats_t;
 
 /* One stored segment for ListSegments (see tlc_segent_t and tlc_seginfo_t in segread.h). */
@@ -77,7 +79,10 @@ typedef struct tlc_view_segment {
 
 /* Daemon-wide figures for /metrics and the dashboard (has_store 0: storage off). */
 typedef struct tlc_view_daemon {
-  size_t subscribers; /* protobuf subscribers connected */
+  size_t subscribers;             /* protobuf subscribers connected */
+  int has_pubsub;                 /* the subscriber server runs: the two below are valid */
+  uint64_t violations_sent;       /* budget violations (TE_VIOLATION) sent to subscribers */
+  uint64_t violations_suppressed; /* ... not sent: over the rate limit */
   int has_store;
   uint64_t store_queue_bytes;   /* bytes waiting for the storage writer */
   uint64_t store_bytes_written; /* bytes written to segments, all targets */

@@ -125,10 +125,10 @@ def hup(dm):
     dm.notify.wait_for("READY=1", after=i)
 
 
-def start(d, b, store=False):
+def start(d, b, store=False, serve=None):
     port, hport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--budgets", b],
-                  store=store, http="127.0.0.1:%d" % hport)
+                  store=store, http="127.0.0.1:%d" % hport, serve=serve)
     return dm, port, hport
 
 
@@ -140,7 +140,7 @@ def violations(hport, q=""):
 
 def test_live_vs_replay(d):
     b = write(d, "b.ini", BUDGETS.encode())
-    dm, port, hport = start(d, b, store=True)
+    dm, port, hport = start(d, b, store=True, serve="127.0.0.1:%d" % D.free_port())
     try:
         send(port, DATA)
         doc = D.wait_until(lambda: (lambda x: x if x["violations"] == 4 else None)(
@@ -191,6 +191,16 @@ def test_live_vs_replay(d):
                 'limit="min"} 0.00000001' % NAME in lines, "main_call's min")
         T.check('tlcap_budget_limit_events{target="%s",budget="writes",stat="rate",limit="max",'
                 'window_seconds="0.001"} 100' % NAME in lines, "the rate budget's max")
+        # the subscriber server handed every violation on (one per budget, under its rate
+        # limit's burst of 10); no NATS publisher runs, so no nats sink
+        ev = sorted(ln for ln in m.splitlines() if ln.startswith("tlcap_violation_events_"))
+        T.eq(ev, ['tlcap_violation_events_sent_total{sink="subscribers"} %d' % len(WANT),
+                  'tlcap_violation_events_suppressed_total{sink="subscribers"} 0'],
+             "violation events by sink")
+        T.check("# TYPE tlcap_violation_events_sent_total counter" in m, "sent family TYPE")
+        sub = dm.stats()["subscribers"]
+        T.eq((sub["violations_sent"], sub["violations_suppressed"]), (len(WANT), 0),
+             "the stats dump's subscriber violation events")
         dm.wait_sealed()
     finally:
         dm.stop()

@@ -83,6 +83,22 @@ def narrow(tm, wait_screen, tlcap, ping, serve, tmp):
     tm("send-keys", "-t", "top", "c")
     wait_screen(lambda s: "all contexts" in s and row(s, "main") and row(s, "timer_isr"),
                 "c: back to every context")
+    # x: MAX AT, when NET.MAX's sample was taken (the earliest of equal ones): main's first
+    # call, 0..300 (core 0), timer_isr's first, 10..60 (core 1), both in clock epoch 0
+    tm("send-keys", "-t", "top", "x")
+    s = wait_screen(lambda s: "MAX AT" in s and row(s, "main"), "x: MAX AT")
+    lines = s.splitlines()
+    T.check("NET.MAX" in lines[2] and lines[2].split()[-2:] == ["MAX", "AT"],
+            "MAX AT after NET.MAX at 80 columns:\n" + s)
+    T.check(all(len(l) < 80 for l in lines), "MAX AT: a line as wide as the terminal:\n" + s)
+    T.eq(row(s, "main")[0].split()[-3:], ["300ns", "0..300", "e0"], "main's MAX and its time")
+    T.eq(row(s, "timer_isr")[0].split()[-3:], ["50ns", "10..60", "e0"],
+         "timer_isr's MAX and its time")
+    T.check("x max-at" in lines[-1], "the key line names x:\n" + s)
+    tm("send-keys", "-t", "top", "x")
+    s = wait_screen(lambda s: "MAX AT" not in s and row(s, "main"), "x again: no MAX AT")
+    T.eq(s.splitlines()[2].split()[:6], ["AREA", "%", "COUNT", "T.NET", "NET.AVG", "NET.MAX"],
+         "the columns as before")
     tm("send-keys", "-t", "top", "q")
     wait_screen(lambda s: "EXITED 0" in s, "q quits")
     tgt.close()

@@ -187,6 +187,10 @@ static void test_columns_roundtrip(void **state) {
                      TLC_COL_DIST(TLC_NET, TLC_COLF_SUMSQ_LO),
                      TLC_COL_DIST(TLC_NET, TLC_COLF_Q + 0),
                      TLC_COL_DIST(TLC_NET, TLC_COLF_Q + 3),
+                     TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_START),
+                     TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_END),
+                     TLC_COL_DIST(TLC_NET, TLC_COLF_MAX_EPOCH),
+                     TLC_COL_DIST(TLC_CALL, TLC_COLF_MAX_EPOCH),
                      TLC_COL_DIST(TLC_PERIOD, TLC_COLF_N),
                      TLC_COL_WCOUNT(1),
                      TLC_COL_WIN(1, TLC_CALL, TLC_COLW_MAX) };
@@ -246,6 +250,18 @@ static void test_columns_roundtrip(void **state) {
       assert_int_equal(y->dist[TLC_NET].q[0], x->dist[TLC_NET].q[0]);
       assert_int_equal(y->dist[TLC_NET].q[3], x->dist[TLC_NET].q[3]);
     }
+    /* MAX's time (tlcap top's MAX AT): start, end and epoch (UINT32_MAX: EPOCH + 1 still
+     * fits); the change sequences were not asked for; CALL's time stays unknown */
+    assert_int_equal(y->dist[TLC_NET].max_at.known,
+                     x->dist[TLC_NET].n > 0 && x->dist[TLC_NET].max_at.known);
+    if (y->dist[TLC_NET].max_at.known) {
+      assert_int_equal(y->dist[TLC_NET].max_at.start, INT64_MIN);
+      assert_int_equal(y->dist[TLC_NET].max_at.end, INT64_MAX);
+      assert_int_equal(y->dist[TLC_NET].max_at.epoch, UINT32_MAX);
+    }
+    assert_int_equal(y->dist[TLC_NET].max_at.seq_end, 0);
+    assert_false(y->dist[TLC_CALL].max_at.known);
+    assert_false(y->dist[TLC_NET].min_at.known);
     assert_false(y->dist[TLC_CALL].has_q); /* CALL's quantiles were not asked for */
     assert_int_equal(y->dist[TLC_PERIOD].n, x->dist[TLC_PERIOD].n);
     assert_int_equal(y->nwin, 2); /* window 1 was asked for */
