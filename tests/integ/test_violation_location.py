@@ -5,6 +5,8 @@ violations document and `tlcap violations --json` give each violation's segment 
 offsets of its first and closing records, and the test reads those records back from the
 segment file (plain bin11: 24-byte records) and finds the violating activation's first and
 closing events there (handle, core, type, time worked out by hand from the stream below).
+With a rotation in the middle of the stream, a violation whose first record is in the older
+segment has only its closing location (the first stays 0: unknown, never wrong).
 
 Usage: test_violation_location.py TLCAPD TLCAP"""
 import json
@@ -126,5 +128,52 @@ def test_location(d):
         dm.stop()
 
 
+def tlcap(serve, *args):
+    return T.run([TLCAP, "--connect", "127.0.0.1:%d" % serve] + list(args), timeout=30)
+
+
+def test_rotation_between(d):
+    """The stream's first 4 records, `tlcap rotate`, then the other 6: a violation whose first
+    record is in the older segment has no first location (0), its closing one is in the new
+    segment (whose first record is REC[4]); one wholly in the new segment has both."""
+    b = os.path.join(d, "b.ini")
+    with open(b, "w") as f:
+        f.write(BUDGETS)
+    port, hport, serve = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--budgets", b],
+                  store=True, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % serve)
+    try:
+        s = D.connect(port)
+        s.sendall(b"".join(T.bin11(*r) for r in REC[:4]))
+
+        def events():
+            rc, out, _ = tlcap(serve, "targets", "--json")
+            return rc == 0 and any(t["counters"]["events"] == 4 for t in json.loads(out))
+        D.wait_until(events, 15, "the first 4 records ingested")
+        rc, out, err = tlcap(serve, "rotate", NAME)
+        T.eq(rc, 0, "tlcap rotate: %s" % err)
+        s.sendall(b"".join(T.bin11(*r) for r in REC[4:]))
+        doc = D.wait_until(lambda: located(http_doc(hport)), 15, "three located violations")
+        by = {v["budget"]: v for v in doc["violations_kept"]}
+        seg2 = by["var_period"]["seg_last"]
+        T.check(seg2 >= 2, "the new segment: %r" % by["var_period"])
+        for name, (i, j) in WANT.items():
+            v = by[name]
+            T.eq((v["seg_last"], v["off_last"]), (seg2, (j - 4) * RECLEN), "%s: closing" % name)
+            T.eq(record(segment(dm.state, seg2), v["off_last"]), REC[j],
+                 "%s: the record at its closing location" % name)
+            if i < 4:
+                T.eq((v["seg_first"], v["off_first"]), (0, 0),
+                     "%s: its first record is in the older segment: unknown" % name)
+            else:
+                T.eq((v["seg_first"], v["off_first"]), (seg2, (i - 4) * RECLEN),
+                     "%s: first" % name)
+                T.eq(record(segment(dm.state, seg2), v["off_first"]), REC[i],
+                     "%s: the record at its first location" % name)
+        s.close()
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
-    T.main([test_location])
+    T.main([test_location, test_rotation_between])
