@@ -11,6 +11,14 @@
  * this observer sees the target, so the watch is the checkpoint's: violations among the
  * replayed records are not counted again. One write per checkpoint, at most one in flight
  * per target (continuity's rule), each to a temporary file of its own.
+ *
+ * Where a violation is stored (segment, byte offsets of its first and closing records): after
+ * the engine takes a batch with violations (wiring.c's observer: tlc_budgetd_batch), one store
+ * mark; its answer (the open segment and its length, which ends with the batch's last record)
+ * is where the records are counted back from, one change sequence per 24-byte record. Trusted
+ * only while that holds: every batch checks its events against the engine's sequence and gap
+ * count (O(1)), and storage's dropped count must not have moved; else the end stays 0. A
+ * watch checkpoint taken while marks are in flight is held until the last is back.
  */
 #include "daemon/budgetd.h"
 #include "daemon/rolld.h"
@@ -52,8 +60,8 @@ struct tlc_budgetd_w {
   tlc_daemon_t *d;
   tlc_target_t *t; /* NULL once detached (a mark still in flight holds this) */
   tlc_bwatch_t *w;
-  /* Locations (docs/budgets.md "Where it is stored"): the stored records of [ok_seq, the
-   * engine's sequence] are one a change sequence, and the store's dropped count was ok_drops
+  /* Locations (docs/budgets.md "What a violation holds"): the stored records of [ok_seq,
+   * the engine's sequence] are one a change sequence, and the store's dropped count was ok_drops
    * when ok_seq was set. */
   uint64_t seq_prev;  /* the engine's change sequence after the previous batch */
   uint64_t gaps_prev; /* and its gap count */
