@@ -11,6 +11,14 @@
  * this observer sees the target, so the watch is the checkpoint's: violations among the
  * replayed records are not counted again. One write per checkpoint, at most one in flight
  * per target (continuity's rule), each to a temporary file of its own.
+ *
+ * Where a violation is stored (segment, byte offsets of its first and closing records): after
+ * the engine takes a batch with violations (wiring.c's observer: tlc_budgetd_batch), one store
+ * mark; its answer (the open segment and its length, which ends with the batch's last record)
+ * is where the records are counted back from, one change sequence per 24-byte record. Trusted
+ * only while that holds: every batch checks its events against the engine's sequence and gap
+ * count (O(1)), and storage's dropped count must not have moved; else the end stays 0. A
+ * watch checkpoint taken while marks are in flight is held until the last is back.
  */
 #include "daemon/budgetd.h"
 #include "daemon/rolld.h"
@@ -24,6 +32,8 @@
 #include "formats/evmap.h"
 #include "formats/mapping.h"
 #include "pubsub/pubsub.h"
+#include "store/policy/policy.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,11 +46,49 @@
 #define BWCK_NAME "budgets.checkpoint"
 #define BWCK_MAX  (256u << 20) /* the largest watch file read back */
 
+#define LOC_BATCH  16 /* violations of one batch a mark locates (the rest: no location) */
+#define LOC_MARKS  8  /* marks in flight per target (beyond: that batch's go unlocated) */
+#define LOC_RECORD 24 /* a bin1x record's bytes */
+
+/* A violation waiting for its location. */
+typedef struct loc_v {
+  uint32_t budget;
+  uint64_t count, seq_start, seq_end;
+} loc_v_t;
+
 struct tlc_budgetd_w {
   tlc_daemon_t *d;
-  tlc_target_t *t;
+  tlc_target_t *t; /* NULL once detached (a mark still in flight holds this) */
   tlc_bwatch_t *w;
+  /* Locations (docs/budgets.md "What a violation holds"): the stored records of [ok_seq,
+   * the engine's sequence] are one a change sequence, and the store's dropped count was ok_drops
+   * when ok_seq was set. */
+  uint64_t seq_prev;  /* the engine's change sequence after the previous batch */
+  uint64_t gaps_prev; /* and its gap count */
+  uint64_t ok_seq, ok_drops;
+  unsigned gen; /* bumped at every attach: budget indexes and sequences may have changed */
+  size_t npend, inflight;
+  loc_v_t pend[LOC_BATCH]; /* violations of the batch being pushed */
+  uint64_t marks;          /* marks placed so far (a mark's id) */
+  /* A checkpoint of the watch taken while marks were in flight: written once the last of
+   * them is back, with the locations they brought (bwck_locate) */
+  struct bwck_job *ck;
+  uint64_t ck_mark;
+  unsigned ck_gen;
 };
+
+static void bwck_held(struct tlc_budgetd_w *bw, int patch);
+
+/* A mark placed after a batch with violations: where they are is counted back from it. */
+typedef struct loc_job {
+  struct tlc_budgetd_w *bw;
+  unsigned gen;
+  uint64_t id;
+  uint64_t after;            /* the engine's change sequence after the batch */
+  uint64_t ok_seq, ok_drops; /* bw's when the mark was placed */
+  size_t n;
+  loc_v_t v[LOC_BATCH];
+} loc_job_t;
 
 /* ---- names, as the exports show them ---- */
 
@@ -111,6 +159,13 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
   char area[300], ctx[128];
   tlc_budgetd_names(bw->t, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
                     sizeof(ctx));
+  if (bw->npend < LOC_BATCH && v->seq_end != 0) {
+    loc_v_t *p = &bw->pend[bw->npend++];
+    p->budget = v->budget;
+    p->count = v->count;
+    p->seq_start = v->seq_start;
+    p->seq_end = v->seq_end;
+  }
   if (d->alert != NULL) {
     tlc_alert_violation_t a;
     memset(&a, 0, sizeof(a));
@@ -155,11 +210,118 @@ static int applies(const tlc_daemon_t *d, const char *name) {
   return 0;
 }
 
+/* ---- where a violation is stored ---- */
+
+/* The target's records dropped by storage so far (all reasons). */
+static uint64_t store_drops(const tlc_target_t *t) {
+  tlc_store_target_counters_t c;
+  tlc_store_target_counters(tlc_stpol_target(t), &c);
+  return c.dropped_records;
+}
+
+/* Counting starts afresh after the engine's sequence `seq`: nothing before it is located. */
+static void loc_restart(struct tlc_budgetd_w *bw, uint64_t seq) {
+  bw->seq_prev = seq;
+  bw->gaps_prev = tlc_engine_counters(bw->t->pipe.engine)->gaps;
+  bw->ok_seq = seq + 1;
+  bw->ok_drops = store_drops(bw->t);
+}
+
+/* Where the record of change sequence `seq` is: `after` is the sequence of the last record
+ * before the mark at pos. 1 and *seg, *off; 0: not in pos's segment, or not countable. */
+static int loc_of(const loc_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, uint64_t *seg,
+                  uint64_t *off) {
+  uint64_t back;
+  if (seq < j->ok_seq || seq > j->after)
+    return 0;
+  back = (j->after - seq + 1) * LOC_RECORD;
+  if (back > pos->bytes)
+    return 0; /* in an earlier segment */
+  *seg = pos->seq;
+  *off = pos->bytes - back;
+  return 1;
+}
+
+/* The mark after a batch with violations: everything queued before it lies in segments below
+ * pos->seq or in pos->bytes of that one, so its records are counted back from there, provided
+ * storage dropped none of them (its dropped count has not moved since ok_seq was set). */
+static void loc_mark_done(void *ud, const tlc_store_pos_t *pos) {
+  loc_job_t *j = ud;
+  struct tlc_budgetd_w *bw = j->bw;
+  bw->inflight--;
+  if (bw->t == NULL) { /* detached meanwhile */
+    if (bw->inflight == 0)
+      tlc_free(bw);
+    tlc_free(j);
+    return;
+  }
+  if (j->gen == bw->gen && pos->valid) {
+    if (store_drops(bw->t) != j->ok_drops) {
+      /* a drop before the mark (or after it): nothing queued so far is counted again */
+      if (bw->ok_drops == j->ok_drops && bw->t->pipe.engine != NULL)
+        loc_restart(bw, tlc_engine_seq(bw->t->pipe.engine));
+    } else {
+      for (size_t i = 0; i < j->n; i++) {
+        uint64_t loc[4] = { 0, 0, 0, 0 };
+        int first = loc_of(j, pos, j->v[i].seq_start, &loc[0], &loc[1]);
+        int last = loc_of(j, pos, j->v[i].seq_end, &loc[2], &loc[3]);
+        if (first || last)
+          (void)tlc_bwatch_locate(bw->w, j->v[i].budget, j->v[i].count, j->v[i].seq_end, loc);
+      }
+    }
+  }
+  if (bw->ck != NULL && j->id >= bw->ck_mark)
+    bwck_held(bw, 1);
+  tlc_free(j);
+}
+
+void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n) {
+  struct tlc_budgetd_w *bw;
+  loc_job_t *j;
+  uint64_t seq;
+  (void)d;
+  if (t->conf.watch == NULL)
+    return;
+  bw = tlc_bwatch_ud(t->conf.watch);
+  if (t->pipe.engine == NULL || t->format == TLC_FMT_EVLOG || tlc_stpol_target(t) == NULL) {
+    bw->npend = 0;
+    return;
+  }
+  seq = tlc_engine_seq(t->pipe.engine);
+  /* one sequence per record of the batch (no gap, which adds one, and then none ignored,
+   * which adds none), or counting starts again after it */
+  if (seq - bw->seq_prev != n || tlc_engine_counters(t->pipe.engine)->gaps != bw->gaps_prev)
+    loc_restart(bw, seq);
+  bw->seq_prev = seq;
+  if (bw->npend == 0)
+    return;
+  if (bw->inflight < LOC_MARKS && seq >= bw->ok_seq && (j = tlc_malloc(sizeof(*j))) != NULL) {
+    j->bw = bw;
+    j->gen = bw->gen;
+    j->id = bw->marks + 1;
+    j->after = seq;
+    j->ok_seq = bw->ok_seq;
+    j->ok_drops = bw->ok_drops;
+    j->n = bw->npend;
+    memcpy(j->v, bw->pend, bw->npend * sizeof(bw->pend[0]));
+    if (tlc_store_mark(tlc_stpol_target(t), loc_mark_done, j) == 0) {
+      bw->inflight++;
+      bw->marks++;
+    } else
+      tlc_free(j);
+  }
+  bw->npend = 0;
+}
+
 /* The watch becomes a tap of t's engine (again: its rows are asked again). */
 static void attach(struct tlc_budgetd_w *bw) {
   tlc_engine_t *e = bw->t->pipe.engine;
+  bw->gen++;
+  bw->npend = 0;
   if (e == NULL)
     return;
+  if (tlc_stpol_target(bw->t) != NULL)
+    loc_restart(bw, tlc_engine_seq(e));
   tlc_engine_remove_tap(e, bw->w);
   if (tlc_engine_add_tap(e, tlc_bwatch_tap, tlc_bwatch_want, bw->w) < 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its budgets", bw->t->name);
@@ -167,11 +329,16 @@ static void attach(struct tlc_budgetd_w *bw) {
 
 static void detach(tlc_daemon_t *d, struct tlc_budgetd_w **slot) {
   struct tlc_budgetd_w *bw = *slot;
+  if (bw->ck != NULL)
+    bwck_held(bw, 0); /* written as it was taken */
   if (bw->t->pipe.engine != NULL)
     tlc_engine_remove_tap(bw->t->pipe.engine, bw->w);
   bw->t->conf.watch = NULL;
   tlc_bwatch_free(bw->w);
-  tlc_free(bw);
+  bw->w = NULL;
+  bw->t = NULL;
+  if (bw->inflight == 0) /* else the last mark's callback frees it */
+    tlc_free(bw);
   *slot = d->bws[--d->nbws];
 }
 
@@ -264,12 +431,13 @@ static void bwck_after(uv_work_t *req, int status) {
 }
 
 /* Saves the watch of slot (NULL: removes t's saved watch) in the threadpool. */
-static void bwck_queue(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budgetd_w **slot) {
+/* A job writing t's watch (slot NULL: removing its file), or NULL (logged). */
+static bwck_job_t *bwck_make(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budgetd_w **slot) {
   static unsigned seq;
   bwck_job_t *j;
   int n;
   if (d->in.cfg.state_dir[0] == '\0')
-    return;
+    return NULL;
   if ((j = tlc_calloc(1, sizeof(*j))) == NULL)
     goto nomem;
   n = snprintf(j->dir, sizeof(j->dir), "%s/%s", d->in.cfg.state_dir, t->name);
@@ -278,28 +446,88 @@ static void bwck_queue(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budget
   j->req.data = j;
   if (n < 0 || (size_t)n >= sizeof(j->dir)) {
     tlc_free(j);
-    return;
+    return NULL;
   }
   if (slot != NULL && tlc_bwatch_save((*slot)->w, &j->blob, &j->len) != 0) {
     tlc_free(j);
     goto nomem;
   }
-  if (uv_queue_work(d->in.loop, &j->req, bwck_work, bwck_after) != 0) {
-    tlc_free(j->blob);
-    tlc_free(j);
-    goto nomem;
-  }
-  return;
+  return j;
 nomem:
   tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s", t->name,
           tlc_strerror(TLC_ENOMEM));
+  return NULL;
+}
+
+static void bwck_start(tlc_daemon_t *d, bwck_job_t *j) {
+  if (uv_queue_work(d->in.loop, &j->req, bwck_work, bwck_after) != 0) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s", j->target,
+            tlc_strerror(TLC_ENOMEM));
+    tlc_free(j->blob);
+    tlc_free(j);
+  }
+}
+
+static void bwck_queue(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_budgetd_w **slot) {
+  bwck_job_t *j = bwck_make(d, t, slot);
+  if (j != NULL)
+    bwck_start(d, j);
+}
+
+/* The held checkpoint's watch, taken back into a watch of its own, gets the locations the
+ * marks brought since (same budgets: no reload meanwhile), and is saved again. Without memory
+ * it is written as it was taken. */
+static void bwck_locate(struct tlc_budgetd_w *bw, bwck_job_t *j) {
+  tlc_bwatch_t *tmp;
+  tlc_bwatch_opts_t o;
+  uint8_t *blob;
+  size_t len;
+  char err[160];
+  memset(&o, 0, sizeof(o));
+  o.keep = tlc_bwatch_keep(bw->w);
+  if (tlc_bwatch_new(&tmp, bw->t->name, &bw->d->in.cfg.bset, &o) != 0)
+    return;
+  if (tlc_bwatch_load(tmp, j->blob, j->len, err, sizeof(err)) == 0 &&
+      tlc_bwatch_copy_locations(tmp, bw->w) > 0 && tlc_bwatch_save(tmp, &blob, &len) == 0) {
+    tlc_free(j->blob);
+    j->blob = blob;
+    j->len = len;
+  }
+  tlc_bwatch_free(tmp);
+}
+
+/* Writes the held checkpoint (patch: with the locations come back since). */
+static void bwck_held(struct tlc_budgetd_w *bw, int patch) {
+  bwck_job_t *j = bw->ck;
+  bw->ck = NULL;
+  if (patch && bw->ck_gen == bw->gen)
+    bwck_locate(bw, j);
+  bwck_start(bw->d, j);
 }
 
 void tlc_budgetd_checkpoint(void *ud, tlc_target_t *t) {
   tlc_daemon_t *d = ud;
   struct tlc_budgetd_w **slot = find(d, t);
-  if (slot != NULL)
+  struct tlc_budgetd_w *bw;
+  bwck_job_t *j;
+  if (slot == NULL)
+    return;
+  bw = *slot;
+  if (bw->inflight == 0) {
     bwck_queue(d, t, slot);
+    return;
+  }
+  /* marks in flight: their violations are in this checkpoint, their locations not yet; it is
+   * written when the last of them is back (a newer checkpoint replaces it) */
+  if ((j = bwck_make(d, t, slot)) == NULL)
+    return;
+  if (bw->ck != NULL) {
+    tlc_free(bw->ck->blob);
+    tlc_free(bw->ck);
+  }
+  bw->ck = j;
+  bw->ck_mark = bw->marks;
+  bw->ck_gen = bw->gen;
 }
 
 /* A new target's watch takes back what the last checkpoint saved (none: afresh; a bad file:

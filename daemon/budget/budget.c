@@ -518,6 +518,77 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
   return n;
 }
 
+static int set_loc(tlc_violation_t *v, uint64_t n, uint64_t seq_end, const uint64_t loc[4]) {
+  if (v->count != n || v->seq_end != seq_end)
+    return 0;
+  v->seg_first = loc[0];
+  v->off_first = loc[1];
+  v->seg_last = loc[2];
+  v->off_last = loc[3];
+  return 1;
+}
+
+int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
+                      const uint64_t loc[4]) {
+  bstate_t *b;
+  int k = 0;
+  if (i >= w->nb)
+    return 0;
+  b = &w->bs[i];
+  for (size_t j = 0; b->ring != NULL && j < b->rn; j++)
+    k += set_loc(&b->ring[(b->rhead + w->o.keep - b->rn + j) % w->o.keep], n, seq_end, loc);
+  if (b->has_worst)
+    k += set_loc(&b->worst, n, seq_end, loc);
+  return k;
+}
+
+/* src's copy of violation v of budget state b (kept or worst), located, or NULL. */
+static const tlc_violation_t *located_in(const tlc_bwatch_t *src, const bstate_t *b,
+                                         const tlc_violation_t *v) {
+  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
+    const tlc_violation_t *x = &b->ring[(b->rhead + src->o.keep - b->rn + j) % src->o.keep];
+    if (x->count == v->count && x->seq_end == v->seq_end && (x->seg_first | x->seg_last) != 0)
+      return x;
+  }
+  if (b->has_worst && b->worst.count == v->count && b->worst.seq_end == v->seq_end &&
+      (b->worst.seg_first | b->worst.seg_last) != 0)
+    return &b->worst;
+  return NULL;
+}
+
+static size_t copy_loc(const tlc_bwatch_t *src, const bstate_t *sb, tlc_violation_t *v) {
+  const tlc_violation_t *x;
+  if ((v->seg_first | v->seg_last) != 0 || (x = located_in(src, sb, v)) == NULL)
+    return 0;
+  v->seg_first = x->seg_first;
+  v->off_first = x->off_first;
+  v->seg_last = x->seg_last;
+  v->off_last = x->off_last;
+  return 1;
+}
+
+size_t tlc_bwatch_copy_locations(tlc_bwatch_t *dst, const tlc_bwatch_t *src) {
+  size_t k = 0;
+  for (size_t i = 0; i < dst->nb; i++) {
+    bstate_t *b = &dst->bs[i];
+    const bstate_t *sb = NULL;
+    for (size_t m = 0; m < src->nb && sb == NULL; m++)
+      if (strcmp(src->bs[m].def.name, b->def.name) == 0)
+        sb = &src->bs[m];
+    if (sb == NULL)
+      continue;
+    for (size_t j = 0; b->ring != NULL && j < b->rn; j++)
+      k += copy_loc(src, sb, &b->ring[(b->rhead + dst->o.keep - b->rn + j) % dst->o.keep]);
+    if (b->has_worst)
+      k += copy_loc(src, sb, &b->worst);
+  }
+  return k;
+}
+
+void *tlc_bwatch_ud(const tlc_bwatch_t *w) {
+  return w->o.ud;
+}
+
 int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
                     char *err, size_t errlen) {
   const bstate_t *b = NULL;

@@ -24,8 +24,9 @@
  * Reloading budgets (tlc_bwatch_set_budgets) keeps the counts, the kept and the worst of every
  * budget whose name and definition are unchanged.
  *
- * The location of a violation is (seq_start, seq_end), the engine's change sequences: a later
- * step resolves them to stored segment and byte offsets.
+ * The location of a violation is (seq_start, seq_end), the engine's change sequences; the
+ * daemon resolves them to stored segment and byte offsets (daemon/budgetd.c) and sets them
+ * with tlc_bwatch_locate.
  *
  * Memory: O(watched rows x their budgets + distinct triples + budgets x keep); nothing per
  * sample. Cost per sample of a watched row: a hash lookup and one compare per budget of its
@@ -112,6 +113,18 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
  * budgets there are, or which violations are kept. */
 int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_violation_t *v,
                     char *err, size_t errlen);
+/* Sets the stored location (seg_first, off_first, seg_last, off_last = loc[0..3]) of
+ * violation number `n` of budget i, in the kept ones and the worst, when it is still kept and
+ * its closing change sequence is seq_end (so a reload that numbered a new violation the same
+ * is not touched). Returns how many copies were set (0: none kept). */
+int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
+                      const uint64_t loc[4]);
+/* Copies into dst's kept and worst violations the stored locations src's have for the same
+ * violations (same budget name, number and closing sequence), where dst's has none. For a
+ * saved watch taken back (tlc_bwatch_load) whose locations came later. Returns how many. */
+size_t tlc_bwatch_copy_locations(tlc_bwatch_t *dst, const tlc_bwatch_t *src);
+/* opts.ud of w. */
+void *tlc_bwatch_ud(const tlc_bwatch_t *w);
 /* The counters per (budget, area, context): calls fn for each, in no order. */
 typedef struct tlc_bcount {
   uint32_t budget, handle, context;

@@ -78,6 +78,12 @@ static void violation(const rep_t *g, const tlc_violation_t *v, const char *key)
     tlc_json_w_u64(g->jw, "seq_start", v->seq_start);
     tlc_json_w_u64(g->jw, "seq_end", v->seq_end);
     tlc_json_w_u64(g->jw, "number", v->count);
+    if (v->seg_first != 0 || v->seg_last != 0) { /* stored (budgetd.c): where its records are */
+      tlc_json_w_u64(g->jw, "seg_first", v->seg_first);
+      tlc_json_w_u64(g->jw, "off_first", v->off_first);
+      tlc_json_w_u64(g->jw, "seg_last", v->seg_last);
+      tlc_json_w_u64(g->jw, "off_last", v->off_last);
+    }
     if (v->wall_ms != 0)
       tlc_json_w_i64(g->jw, "wall_ms", v->wall_ms);
     tlc_json_w_str(g->jw, "ref", tlc_breport_ref(b->name, v, ref, sizeof(ref)));

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/alloc.h"
 #include "budget/budget.h"
 #include "engine/engine.h"
 #include "formats/budget.h"
@@ -438,10 +439,65 @@ static void test_reload(void **state) {
   tlc_engine_free(e);
 }
 
+/* Stored locations (budgetd.c resolves them): set on the kept and the worst copy of a
+ * violation only when its number and closing sequence match, and carried into a saved watch
+ * taken back before they came (a checkpoint written while marks were in flight). */
+static void test_locate(void **state) {
+  static const char a[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n";
+  static seen_t seen, seen2;
+  static const uint64_t l1[4] = { 3, 24, 3, 72 }, l2[4] = { 3, 168, 4, 0 };
+  tlc_engine_t *e, *e2;
+  tlc_bwatch_t *w, *w2;
+  tlc_violation_t v[4];
+  const tlc_violation_t *worst;
+  uint8_t *blob;
+  size_t len;
+  char err[256];
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  memset(&seen2, 0, sizeof(seen2));
+  w = watch(a, &seen, 4, &e);
+  push_stream(e); /* TaskA NET 200 (events 1..4) and 900 (events 8..10): two violations */
+  assert_int_equal(tlc_bwatch_recent(w, 0, v, 4), 2);
+  assert_int_equal(v[0].seq_end, 4);
+  assert_int_equal(v[1].seq_end, 10);
+  assert_int_equal(tlc_bwatch_save(w, &blob, &len), 0);
+  assert_int_equal(tlc_bwatch_locate(w, 0, 1, 5, l1), 0);  /* not that violation's sequence */
+  assert_int_equal(tlc_bwatch_locate(w, 1, 1, 4, l1), 0);  /* no such budget */
+  assert_int_equal(tlc_bwatch_locate(w, 0, 1, 4, l1), 1);  /* kept only */
+  assert_int_equal(tlc_bwatch_locate(w, 0, 2, 10, l2), 2); /* kept and the worst */
+  assert_int_equal(tlc_bwatch_recent(w, 0, v, 4), 2);
+  assert_int_equal(v[0].seg_first, 3);
+  assert_int_equal(v[0].off_first, 24);
+  assert_int_equal(v[0].seg_last, 3);
+  assert_int_equal(v[0].off_last, 72);
+  worst = tlc_bwatch_worst(w, 0);
+  assert_int_equal(worst->count, 2);
+  assert_int_equal(worst->off_first, 168);
+  assert_int_equal(worst->seg_last, 4);
+
+  w2 = watch(a, &seen2, 4, &e2);
+  assert_int_equal(tlc_bwatch_load(w2, blob, len, err, sizeof(err)), 0);
+  assert_int_equal(tlc_bwatch_recent(w2, 0, v, 4), 2);
+  assert_int_equal(v[0].seg_first, 0); /* saved before they came */
+  assert_int_equal(tlc_bwatch_copy_locations(w2, w), 3);
+  assert_int_equal(tlc_bwatch_copy_locations(w2, w), 0); /* located already */
+  assert_int_equal(tlc_bwatch_recent(w2, 0, v, 4), 2);
+  assert_int_equal(v[0].off_last, 72);
+  assert_int_equal(v[1].off_first, 168);
+  assert_int_equal(tlc_bwatch_worst(w2, 0)->seg_last, 4);
+  tlc_free(blob);
+  tlc_bwatch_free(w2);
+  tlc_engine_free(e2);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_duration), cmocka_unit_test(test_parse), cmocka_unit_test(test_refusals),
     cmocka_unit_test(test_watch),    cmocka_unit_test(test_rate),  cmocka_unit_test(test_reload),
+    cmocka_unit_test(test_locate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

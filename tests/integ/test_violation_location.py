@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""Where a violation is stored (SPEC 13, issue 36; docs/budgets.md "What a violation holds"):
+a real tlcapd with storage and budgets ingests a stream with known violations; the HTTP
+violations document and `tlcap violations --json` give each violation's segment and the byte
+offsets of its first and closing records, and the test reads those records back from the
+segment file (plain bin11: 24-byte records) and finds the violating activation's first and
+closing events there (handle, core, type, time worked out by hand from the stream below).
+With a rotation in the middle of the stream, a violation whose first record is in the older
+segment has only its closing location (the first stays 0: unknown, never wrong).
+
+Usage: test_violation_location.py TLCAPD TLCAP"""
+import json
+import os
+import struct
+import sys
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib as D  # noqa: E402
+import tlctest as T  # noqa: E402
+
+TLCAPD, TLCAP = sys.argv[1:3]
+NAME = "l@127.0.0.1"
+
+# handle, type (0 X, 1 S, 2 R, 3 E, 4 W), core, data, time (test_budget_live.py's stream)
+REC = [
+    (0x00000000, 3, 0, 0, 100),
+    (0x00000001, 3, 1, 0, 120),
+    (0x00000000, 1, 0, 0, 150),
+    (0x00000001, 3, 0, 0, 150),
+    (0x00000001, 0, 1, 0, 170),
+    (0x20000000, 4, 0, 5, 200),
+    (0x00000001, 0, 0, 0, 250),
+    (0x00000000, 2, 0, 0, 250),
+    (0x20000000, 4, 0, 7, 300),
+    (0x00000000, 0, 0, 0, 400),
+]
+
+BUDGETS = """[budget f_net]
+area = 00000001
+stat = net
+max = 60ns
+
+[budget main_call]
+area = 0x00000000
+stat = call
+max = 250ns
+
+[budget var_period]
+area = 20000000
+stat = period
+min = 0.15us
+"""
+
+# budget -> indexes in REC of its violation's first and closing record, by hand: f_net is core0
+# f's NET 150..250 (its E at 150, its X at 250); main_call is core0 main's CALL 100..400 (E,
+# X); var_period is the variable's PERIOD 200..300 (the two writes).
+WANT = {"f_net": (3, 6), "main_call": (0, 9), "var_period": (5, 8)}
+RECLEN = 24
+
+
+def segment(state, seq):
+    d = os.path.join(state, NAME)
+    for f in os.listdir(d):
+        if (f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part")) and \
+                int(f.split("-")[1].split(".")[0]) == seq:
+            return os.path.join(d, f)
+    raise AssertionError("no segment %d in %r" % (seq, os.listdir(d)))
+
+
+def record(path, off):
+    with open(path, "rb") as f:
+        f.seek(off)
+        b = f.read(RECLEN)
+    T.eq(len(b), RECLEN, "a whole record at %s:%d" % (path, off))
+    h, flags, data, tm = struct.unpack("<IIQq", b)
+    return (h, flags & 0xF, (flags >> 4) & 0xFF, data, tm)
+
+
+def http_doc(hport):
+    url = "http://127.0.0.1:%d/api/v1/targets/%s/violations" % (hport, NAME)
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def located(doc):
+    vs = doc["violations_kept"]
+    return doc if len(vs) == 3 and all(v.get("seg_last", 0) != 0 for v in vs) else None
+
+
+def check(state, budget, v):
+    i, j = WANT[budget]
+    T.check(v["seg_first"] != 0 and v["seg_last"] != 0, "%s: located: %r" % (budget, v))
+    T.eq((v["off_first"], v["off_last"]), (i * RECLEN, j * RECLEN),
+         "%s: offsets (the stream's first records are the segment's first)" % budget)
+    first = record(segment(state, v["seg_first"]), v["off_first"])
+    last = record(segment(state, v["seg_last"]), v["off_last"])
+    T.eq(first, REC[i], "%s: the record at its first location" % budget)
+    T.eq(last, REC[j], "%s: the record at its closing location" % budget)
+
+
+def test_location(d):
+    b = os.path.join(d, "b.ini")
+    with open(b, "w") as f:
+        f.write(BUDGETS)
+    port, hport, serve = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--budgets", b],
+                  store=True, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % serve)
+    try:
+        s = D.connect(port)
+        s.sendall(b"".join(T.bin11(*r) for r in REC))
+        doc = D.wait_until(lambda: located(http_doc(hport)), 15, "three located violations")
+        for v in doc["violations_kept"]:
+            check(dm.state, v["budget"], v)
+        for v in doc["worst"]:
+            check(dm.state, v["budget"], v)
+
+        rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % serve, "violations", NAME,
+                              "--json"], timeout=30)
+        T.eq(rc, 0, "tlcap violations --json: %s" % err)
+        by = {x["name"]: x for x in json.loads(out)["budgets"]}
+        for name in WANT:
+            check(dm.state, name, by[name]["worst"])
+            T.eq(len(by[name]["recent"]), 1, "%s: one kept" % name)
+            check(dm.state, name, by[name]["recent"][0])
+        s.close()
+    finally:
+        dm.stop()
+
+
+def tlcap(serve, *args):
+    return T.run([TLCAP, "--connect", "127.0.0.1:%d" % serve] + list(args), timeout=30)
+
+
+def test_rotation_between(d):
+    """The stream's first 4 records, `tlcap rotate`, then the other 6: a violation whose first
+    record is in the older segment has no first location (0), its closing one is in the new
+    segment (whose first record is REC[4]); one wholly in the new segment has both."""
+    b = os.path.join(d, "b.ini")
+    with open(b, "w") as f:
+        f.write(BUDGETS)
+    port, hport, serve = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--budgets", b],
+                  store=True, http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % serve)
+    try:
+        s = D.connect(port)
+        s.sendall(b"".join(T.bin11(*r) for r in REC[:4]))
+
+        def events():
+            rc, out, _ = tlcap(serve, "targets", "--json")
+            return rc == 0 and any(t["counters"]["events"] == 4 for t in json.loads(out))
+        D.wait_until(events, 15, "the first 4 records ingested")
+        rc, out, err = tlcap(serve, "rotate", NAME)
+        T.eq(rc, 0, "tlcap rotate: %s" % err)
+        s.sendall(b"".join(T.bin11(*r) for r in REC[4:]))
+        doc = D.wait_until(lambda: located(http_doc(hport)), 15, "three located violations")
+        by = {v["budget"]: v for v in doc["violations_kept"]}
+        seg2 = by["var_period"]["seg_last"]
+        T.check(seg2 >= 2, "the new segment: %r" % by["var_period"])
+        for name, (i, j) in WANT.items():
+            v = by[name]
+            T.eq((v["seg_last"], v["off_last"]), (seg2, (j - 4) * RECLEN), "%s: closing" % name)
+            T.eq(record(segment(dm.state, seg2), v["off_last"]), REC[j],
+                 "%s: the record at its closing location" % name)
+            if i < 4:
+                T.eq((v["seg_first"], v["off_first"]), (0, 0),
+                     "%s: its first record is in the older segment: unknown" % name)
+            else:
+                T.eq((v["seg_first"], v["off_first"]), (seg2, (i - 4) * RECLEN),
+                     "%s: first" % name)
+                T.eq(record(segment(dm.state, seg2), v["off_first"]), REC[i],
+                     "%s: the record at its first location" % name)
+        s.close()
+    finally:
+        dm.stop()
+
+
+if __name__ == "__main__":
+    T.main([test_location, test_rotation_between])
