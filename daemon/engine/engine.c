@@ -441,6 +441,11 @@ static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
   return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
 }
 
+/* The bits of a row's tap_mask that tap_close and tap_entry serve (TAP_ASK: either asks), so
+ * that a row watched for its E's kinds only makes no call at its X, and the other way round. */
+#define TAP_CLOSE_KINDS ((1u << TLC_NET) | (1u << TLC_GROSS) | (1u << TLC_CALL) | TAP_ASK)
+#define TAP_ENTRY_KINDS ((1u << TLC_TAP_COUNT) | (1u << TLC_PERIOD) | (1u << TLC_OUTSIDE) | TAP_ASK)
+
 /* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
 static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
   if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
@@ -729,7 +734,7 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   if (how == CL_X && a->full) {
     /* the tap first, as on an E: then net, gross and call need not live across the samples
      * for the rows it watches (TAP_ASK in the mask: tap_close asks) */
-    if (tapped && TLC_UNLIKELY(r->tap_mask)) /* without context_area GROSS == CALL */
+    if (tapped && TLC_UNLIKELY(r->tap_mask & TAP_CLOSE_KINDS)) /* no context_area: GROSS == CALL */
       tap_close(e, r, r->tap_mask, a, net, gross, call, t);
     hot_at(e, r, t);
     sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
@@ -871,7 +876,7 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     hot_at(e, r, t);
     r->count++;
     tm = tapped ? r->tap_mask : 0; /* TAP_ASK: tap_entry asks */
-    if (TLC_UNLIKELY(tm))
+    if (TLC_UNLIKELY(tm & TAP_ENTRY_KINDS))
       tap_entry(e, r, tm, t);
     if (r->has_last)
       sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
