@@ -441,20 +441,28 @@ static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
   return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
 }
 
+/* The bits of a row's tap_mask that tap_close and tap_entry serve (TAP_ASK: either asks), so
+ * that a row watched for its E's kinds only makes no call at its X, and the other way round. */
+#define TAP_CLOSE_KINDS ((1u << TLC_NET) | (1u << TLC_GROSS) | (1u << TLC_CALL) | TAP_ASK)
+#define TAP_ENTRY_KINDS ((1u << TLC_TAP_COUNT) | (1u << TLC_PERIOD) | (1u << TLC_OUTSIDE) | TAP_ASK)
+
 /* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
 static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
   if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
     tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
 }
 
-/* The tap's samples of an activation of r closed by an X at t (tm = tapm(e, r) != 0): out of
- * line, so that the engine's hot path holds no call for the rows no tap watches. */
+/* The tap's samples of an activation of r closed by an X at t (tm = r->tap_mask != 0, TAP_ASK
+ * included: asked here): out of line, so that the engine's hot path holds one load and one branch
+ * for the rows no tap watches. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void
 tap_close(tlc_engine_t *e, erow_t *r, unsigned tm, const act_t *a, int64_t net, int64_t gross,
           int64_t call, int64_t t) {
+  if (tm & TAP_ASK)
+    tm = tap_ask(e, r);
   if (tm & (1u << TLC_NET))
     tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
   if (tm & (1u << TLC_GROSS))
@@ -464,12 +472,15 @@ tap_close(tlc_engine_t *e, erow_t *r, unsigned tm, const act_t *a, int64_t net, 
 }
 
 /* The tap's count, PERIOD and OUTSIDE of an E on r at t, before the row takes them (tm =
- * tapm(e, r) != 0): the same values (a negative duration is 0, as dur() makes it). */
+ * r->tap_mask != 0, TAP_ASK included: asked here): the same values (a negative duration is 0, as
+ * dur() makes it). */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void
 tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
+  if (tm & TAP_ASK)
+    tm = tap_ask(e, r);
   if (tm & (1u << TLC_TAP_COUNT))
     tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
   if (r->has_last && (tm & (1u << TLC_PERIOD)))
@@ -721,14 +732,15 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
     r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
-    unsigned tm = tapped ? tapm(e, r) : 0;
+    /* the tap first, as on an E: then net, gross and call need not live across the samples
+     * for the rows it watches (TAP_ASK in the mask: tap_close asks) */
+    if (tapped && TLC_UNLIKELY(r->tap_mask & TAP_CLOSE_KINDS)) /* no context_area: GROSS == CALL */
+      tap_close(e, r, r->tap_mask, a, net, gross, call, t);
     hot_at(e, r, t);
     sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
       sample(e, r, 0, TLC_GROSS, gross, a->start, a->seq, t);
     sample(e, r, 0, TLC_CALL, call, a->start, a->seq, t);
-    if (TLC_UNLIKELY(tm)) /* without context_area GROSS == CALL */
-      tap_close(e, r, tm, a, net, gross, call, t);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -863,8 +875,8 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     hot_at(e, r, t);
     r->count++;
-    tm = tapped ? tapm(e, r) : 0;
-    if (TLC_UNLIKELY(tm))
+    tm = tapped ? r->tap_mask : 0; /* TAP_ASK: tap_entry asks */
+    if (TLC_UNLIKELY(tm & TAP_ENTRY_KINDS))
       tap_entry(e, r, tm, t);
     if (r->has_last)
       sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
