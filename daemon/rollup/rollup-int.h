@@ -99,6 +99,8 @@ typedef struct tlc_rollup_hour {
   tlc_rollup_blk_t blk;
 } tlc_rollup_hour_t;
 
+#define TLC_ROLLUP_WLOG 32
+
 struct tlc_rollup {
   uv_loop_t *loop;
   char *root; /* STATE_DIR/.rollup */
@@ -108,6 +110,12 @@ struct tlc_rollup {
   tlc_rollup_job_t *head, *tail;           /* to the worker */
   tlc_rollup_job_t *done_head, *done_tail; /* answered queries, back to the loop */
   uv_async_t done_async;
+  /* the worker's log lines, written by the loop in on_done (base/log.h is the loop thread's
+   * alone); under mu, at most TLC_ROLLUP_WLOG waiting, the rest counted */
+  char wlog_line[TLC_ROLLUP_WLOG][240];
+  int wlog_level[TLC_ROLLUP_WLOG];
+  size_t wlog_n;
+  uint64_t wlog_dropped;
   uv_thread_t thread;
   int started, stopping;
   uint64_t keep_minutes_ms, keep_hours_ms, max_bytes;

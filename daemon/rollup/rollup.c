@@ -18,11 +18,38 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* A log line of the worker: queued under mu and written by the loop (on_done), since base/log
+ * is the loop thread's alone. Past TLC_ROLLUP_WLOG lines waiting, lines are counted, and the
+ * count is written with the next ones. Also safe on the loop thread (written at its next
+ * turn). */
+static void wlog(tlc_rollup_t *r, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void wlog(tlc_rollup_t *r, int level, const char *fmt, ...) {
+  char line[240];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  uv_mutex_lock(&r->mu);
+  if (r->wlog_n < TLC_ROLLUP_WLOG) {
+    memcpy(r->wlog_line[r->wlog_n], line, sizeof line);
+    r->wlog_level[r->wlog_n++] = level;
+  } else {
+    r->wlog_dropped++;
+  }
+  uv_mutex_unlock(&r->mu);
+  uv_async_send(&r->done_async);
+}
 
 #define DAY_MIN        1440
 #define HOURDIR_DAYS   32
@@ -87,7 +114,7 @@ static int append_file(tlc_rollup_t *r, char *path, const uint8_t *p, size_t n) 
   if (fd < 0 && errno == ENOENT && mkdirs_for(path) == 0)
     fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: cannot open %s: %s", path, strerror(errno));
+    wlog(r, TLC_LOG_ERR, "rollup: cannot open %s: %s", path, strerror(errno));
     tlc__rollup_count(r, &r->st.write_errors, 1);
     return -1;
   }
@@ -96,8 +123,8 @@ static int append_file(tlc_rollup_t *r, char *path, const uint8_t *p, size_t n) 
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: cannot write %s: %s", path,
-              w < 0 ? strerror(errno) : "short write");
+      wlog(r, TLC_LOG_ERR, "rollup: cannot write %s: %s", path,
+           w < 0 ? strerror(errno) : "short write");
       tlc__rollup_count(r, &r->st.write_errors, 1);
       close(fd);
       return -1;
@@ -235,8 +262,8 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   for (size_t i = 0; i < j->nslots; i++)
     ns += j->slots[i].d.n;
   if (minute_blk(j, &blk) != 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for minute %" PRId64 " (lost)",
-            j->target, j->minute);
+    wlog(r, TLC_LOG_ERR, "rollup %s: no memory for minute %" PRId64 " (lost)", j->target,
+         j->minute);
     tlc__rollup_count(r, &r->st.samples_dropped, ns);
     tlc_rollup_blk_fini(&blk);
     return;
@@ -265,7 +292,7 @@ static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
       h->blk.span = 60;
     }
     if (tlc_rollup_blk_merge(&h->blk, blk) != 0) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup %s: no memory for hour %" PRId64, target, hm);
+      wlog(r, TLC_LOG_ERR, "rollup %s: no memory for hour %" PRId64, target, hm);
       tlc_rollup_blk_clear(&h->blk);
     }
   }
@@ -287,7 +314,7 @@ static void saved_drop(tlc_rollup_t *r, const char *target) {
     return;
   open_path(r, target, "", p, sizeof p);
   if (unlink(p) != 0 && errno != ENOENT)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: cannot remove %s: %s", p, strerror(errno));
+    wlog(r, TLC_LOG_WARN, "rollup: cannot remove %s: %s", p, strerror(errno));
   uv_mutex_lock(&r->mu);
   r->st.saved_samples -= o->saved_n;
   uv_mutex_unlock(&r->mu);
@@ -325,7 +352,7 @@ void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o) {
   open_path(r, o->name, "", p, sizeof p);
   (void)unlink(t);
   if (rc != 0 || w.err != 0 || append_file(r, t, w.p, w.len) != 0 || rename(t, p) != 0) {
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_STORE, "rollup: the open minute of %s not saved", o->name);
+    wlog(r, TLC_LOG_ERR, "rollup: the open minute of %s not saved", o->name);
     tlc__rollup_count(r, &r->st.write_errors, 1);
   } else {
     uv_mutex_lock(&r->mu);
@@ -356,17 +383,15 @@ void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o) {
     hour_add(r, o->name, 0, &blk);
     tlc__rollup_count(r, &r->st.samples, ns);
     tlc__rollup_count(r, &r->st.restored, 1);
-    tlc_log(TLC_LOG_NOTICE, TLC_LOGC_STORE,
-            "rollup %s: the open minute saved with the last checkpoint written (%" PRIu64
-            " samples)",
-            o->name, ns);
+    wlog(r, TLC_LOG_NOTICE,
+         "rollup %s: the open minute saved with the last checkpoint written (%" PRIu64 " samples)",
+         o->name, ns);
   } else {
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s: %s (dropped)", p,
-            rc == 0 ? "not a minute" : err);
+    wlog(r, TLC_LOG_WARN, "rollup: %s: %s (dropped)", p, rc == 0 ? "not a minute" : err);
     tlc__rollup_count(r, &r->st.blocks_refused, 1);
   }
   if (unlink(p) != 0)
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: cannot remove %s: %s", p, strerror(errno));
+    wlog(r, TLC_LOG_WARN, "rollup: cannot remove %s: %s", p, strerror(errno));
   tlc_rollup_blk_fini(&blk);
   tlc_free(data);
 }
@@ -468,8 +493,7 @@ static void remove_dir(tlc_rollup_t *r, const rdir_t *d, const char *why) {
     closedir(dd);
   }
   if (rmdir(d->path) == 0) {
-    tlc_log(TLC_LOG_INFO, TLC_LOGC_STORE, "rollup: deleted %s (%" PRIu64 " bytes): %s", d->path,
-            d->bytes, why);
+    wlog(r, TLC_LOG_INFO, "rollup: deleted %s (%" PRIu64 " bytes): %s", d->path, d->bytes, why);
     tlc__rollup_count(r, &r->st.dirs_deleted, 1);
   }
 }
@@ -528,6 +552,7 @@ typedef struct reader {
   int err;
   const numdir_t *mdays; /* reading hours: the days that have minutes (sorted), skipped */
   size_t nmdays;
+  tlc_rollup_t *r; /* the module whose worker reads (its log goes through the loop), or NULL */
 } reader_t;
 
 static tlc_rollup_blk_t *step_get(reader_t *rd, int64_t minute) {
@@ -664,7 +689,10 @@ static void read_file(reader_t *rd, const char *path) {
       break;
     }
     rd->res->blocks_refused++;
-    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s at byte %zu: %s (skipped)", path, off, why);
+    if (rd->r != NULL)
+      wlog(rd->r, TLC_LOG_WARN, "rollup: %s at byte %zu: %s (skipped)", path, off, why);
+    else
+      tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %s at byte %zu: %s (skipped)", path, off, why);
     {
       uint32_t magic = TLC_ROLLUP_MAGIC;
       const uint8_t *nx = NULL;
@@ -781,13 +809,16 @@ static void latest_epoch(const char *tdir, int64_t *epoch) {
   tlc_free(ed);
 }
 
-void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_res_t *res) {
+/* tlc_rollup_read, its log through r's loop when r is not NULL (the worker). */
+static void read_q(tlc_rollup_t *r, const char *state_dir, const tlc_rollup_q_t *q,
+                   tlc_rollup_res_t *res) {
   reader_t rd;
   char tdir[1400], p[1500];
   memset(res, 0, sizeof(*res));
   memset(&rd, 0, sizeof rd);
   rd.q = q;
   rd.res = res;
+  rd.r = r;
   if (q->target[0] == '\0' || strstr(q->target, "..") != NULL || q->target[0] == '/') {
     res->status = TLC_EINVAL;
     snprintf(res->err, sizeof res->err, "rollup: bad target name");
@@ -818,6 +849,10 @@ void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_
     snprintf(res->err, sizeof res->err, "rollup: %s reading the rollups of %.64s",
              tlc_strerror(rd.err), q->target);
   }
+}
+
+void tlc_rollup_read(const char *state_dir, const tlc_rollup_q_t *q, tlc_rollup_res_t *res) {
+  read_q(NULL, state_dir, q, res);
 }
 
 /* ---- the worker ---- */
@@ -877,7 +912,7 @@ static void worker_main(void *arg) {
       job_free(j);
     } else if (j->kind == TLC_RJOB_QUERY) {
       for (size_t i = 0; i < j->nq; i++)
-        tlc_rollup_read(r->state_dir, &j->q[i], &j->res[i]);
+        read_q(r, r->state_dir, &j->q[i], &j->res[i]);
       if (j->ans.encode != NULL)
         j->ans.encode(j->ans.ctx, j->q, j->res, j->nq);
       uv_mutex_lock(&r->mu);
@@ -911,10 +946,27 @@ static void worker_main(void *arg) {
 static void on_done(uv_async_t *h) {
   tlc_rollup_t *r = h->data;
   tlc_rollup_job_t *j;
+  char(*lines)[240] = NULL;
+  int levels[TLC_ROLLUP_WLOG];
+  size_t nl = 0;
+  uint64_t dropped = 0;
   uv_mutex_lock(&r->mu);
   j = r->done_head;
   r->done_head = r->done_tail = NULL;
+  if (r->wlog_n > 0 && (lines = tlc_malloc(r->wlog_n * sizeof(*lines))) != NULL) {
+    nl = r->wlog_n;
+    memcpy(lines, r->wlog_line, nl * sizeof(*lines));
+    memcpy(levels, r->wlog_level, nl * sizeof(levels[0]));
+    dropped = r->wlog_dropped;
+    r->wlog_n = 0;
+    r->wlog_dropped = 0;
+  }
   uv_mutex_unlock(&r->mu);
+  for (size_t i = 0; i < nl; i++)
+    tlc_log(levels[i], TLC_LOGC_STORE, "%s", lines[i]);
+  if (dropped > 0)
+    tlc_log(TLC_LOG_WARN, TLC_LOGC_STORE, "rollup: %" PRIu64 " more log lines not kept", dropped);
+  tlc_free(lines);
   while (j != NULL) {
     tlc_rollup_job_t *nx = j->next;
     if (!j->cancelled && j->cb != NULL)

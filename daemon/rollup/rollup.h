@@ -25,7 +25,8 @@
  * that reads merge), and the answer comes back on the loop.
  *
  * Threads: tlc_rollup_new/close, the accumulator functions and tlc_rollup_submit on the loop
- * thread; tlc_rollup_read on any thread (it only reads files).
+ * thread; tlc_rollup_read on any thread that may log (it only reads files, and warns of a
+ * block it skips; the module's own worker sends its log lines to the loop).
  */
 #ifndef TLC_ROLLUP_MOD_H
 #define TLC_ROLLUP_MOD_H
