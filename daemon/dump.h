@@ -6,7 +6,8 @@
  * rows (an engine snapshot of a handle range, tlc_engine_snapshot_part, with the mapping
  * entries those rows name copied), and a libuv pool thread formats and writes each part while
  * the loop goes on ingesting; the next part is taken when the previous one is written. So the
- * loop pays one part's snapshot at a time (about a millisecond for 8,192 rows), never the
+ * loop pays one part's snapshot at a time (about 1.3 ms for 1,024 rows in a Release build, 70 ms
+ * under ThreadSanitizer, whose allocator the rows' histograms go through), never the
  * formatting or the file I/O, and the memory is one part's, whatever the size of the targets.
  * Parts of one target are taken at different times: each area's rows are consistent, the
  * target header (counters, contexts) is the first part's.
@@ -25,7 +26,7 @@
 #include <stdio.h>
 #include <uv.h>
 
-#define TLC_DUMP_PART_ROWS 8192
+#define TLC_DUMP_PART_ROWS 1024
 
 typedef struct tlc_dump {
   uv_loop_t *loop;

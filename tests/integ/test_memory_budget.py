@@ -399,6 +399,8 @@ def test_dump_off_loop(d):
             pings += 1
             time.sleep(0.01)
         took = time.monotonic() - t0
+        print("dump of %d areas took %.2fs: %d pings, worst round trip %.3fs (%.3fs without)"
+              % (n, took, pings, worst, base))
         T.check(os.path.exists(dm.dump), "dump written")
         T.check(pings >= 3, "pings answered during the dump: %d in %.2fs" % (pings, took))
         # a dump on the loop would hold one Ping for about the whole dump; off the loop the
