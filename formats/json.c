@@ -9,7 +9,8 @@
  *                 "period": .., "outside": .., "windows": [..] }, .. ] }
  * A dist is {"total": ns (not for period), "n", "sum", "min", "max", "min_at", "max_at", "avg",
  * "sumsq", "stddev", "p50", "p90", "p99", "p999"}; min/max/avg/quantiles are null without
- * samples; min_at/max_at ({"start_ns", "end_ns", "epoch", "seq_start", "seq_end"}: when the
+ * samples; min_at/max_at ({"start_ns", "end_ns", "epoch", "seq_start", "seq_end", "wall_ms"
+ * when known, "seg_first", "off_first", "seg_last", "off_last" when stored: when and where the
  * extreme's sample was taken, SPEC 13) are null without samples or when not known. Integers are
  * written exactly (64-bit; sumsq 128-bit as a decimal string, since it exceeds every JSON
  * reader's integers).
@@ -48,6 +49,14 @@ static void at(jw_t *w, const char *k, int has, const tlc_at_t *a) {
   tlc_json_w_u64(w, "epoch", a->epoch);
   tlc_json_w_u64(w, "seq_start", a->seq_start);
   tlc_json_w_u64(w, "seq_end", a->seq_end);
+  if (a->wall_ms != 0)
+    tlc_json_w_i64(w, "wall_ms", a->wall_ms);
+  if (a->seg_first != 0) {
+    tlc_json_w_u64(w, "seg_first", a->seg_first);
+    tlc_json_w_u64(w, "off_first", a->off_first);
+    tlc_json_w_u64(w, "seg_last", a->seg_last);
+    tlc_json_w_u64(w, "off_last", a->off_last);
+  }
   tlc_json_w_close(w, '}');
 }
 

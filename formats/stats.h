@@ -38,15 +38,21 @@ enum tlc_row_kind { TLC_ROW_CODE = 0, TLC_ROW_DATA = 1, TLC_ROW_STATE = 2 };
 
 /* When the sample of an extreme (MIN or MAX, SPEC 13) was taken: the target times of its first
  * and closing events, the clock epoch it closed in (tlc_counters_t.clock_resets then), and the
- * engine change sequences of those two events (tlc_stat_t.seq's counter), which storage resolves
- * to segment offsets as it does for budget violations. known == 0: not known (statistics from a
- * version 1 checkpoint, or a merge with such), every other field 0. Of two samples with the same
- * extreme value the earlier one is kept (tlc_at_earlier). */
+ * engine change sequences of those two events (tlc_stat_t.seq's counter), which the daemon
+ * resolves to segment offsets as it does for budget violations (daemon/xlocd.c). known == 0:
+ * not known (statistics from a version 1 checkpoint, or a merge with such), every other field 0.
+ * Of two samples with the same extreme value the earlier one is kept (tlc_at_earlier).
+ * wall_ms: the wall clock (Unix ms) of the batch the closing event arrived in, 0 when not known
+ * (offline replay, an older checkpoint). seg_first/off_first, seg_last/off_last: the segment
+ * sequence and byte offset of the first and of the closing record where the target is stored;
+ * seg 0: not known (not stored, not counted, or not yet: a location comes a moment after). */
 typedef struct tlc_at {
   int64_t start, end;
   uint64_t seq_start, seq_end;
   uint32_t epoch;
   uint32_t known;
+  int64_t wall_ms;
+  uint64_t seg_first, off_first, seg_last, off_last;
 } tlc_at_t;
 
 /* A distribution of samples of one kind (the samples MIN/MAX/AVG are taken over). */

@@ -11,9 +11,10 @@
  * tlc_engine_sync), the row cache, the window-step cache and the snapshot scratch (rebuilt on use),
  * the mapping links (resolved again with the mapping the engine has after the load).
  *
- * Versions: ENG2 (written) follows each row with its extremes' times (engine-int.h: xrow_t);
- * ENG1, written before those existed, is still read: its rows' times are unknown (known = 0)
- * until a sample makes a new extreme.
+ * Versions: ENG3 (written) follows each row with its extremes' times (engine-int.h: xrow_t),
+ * each with its wall clock and stored location. ENG2, written before those two existed, is
+ * still read (its extremes' wall clock and location unknown: 0), and so is ENG1, older still:
+ * its rows' times are unknown (known = 0) until a sample makes a new extreme.
  *
  * Layout: fixed-size records (rows, activations, state areas, window buckets) are copied as
  * they are in memory, so a save costs about one memcpy per row plus its histograms and windows
@@ -40,8 +41,17 @@
 #include <string.h>
 
 #define SEC_MAGIC1 0x31474E45u /* "ENG1": version 1, no extremes' times */
-#define SEC_MAGIC  0x32474E45u /* "ENG2": each row followed by its extremes' times (xrow_t) */
-#define END_MAGIC  0x21474E45u /* "ENG!" */
+#define SEC_MAGIC2 0x32474E45u /* "ENG2": each row followed by its extremes' times (xat2_t) */
+#define SEC_MAGIC  0x33474E45u /* "ENG3": the times with wall clock and location (xrow_t) */
+
+/* An extreme's time as version 2 kept it: tlc_at_t without wall_ms and the location. */
+typedef struct xat2 {
+  int64_t start, end;
+  uint64_t seq_start, seq_end;
+  uint32_t epoch;
+  uint32_t known;
+} xat2_t;
+#define END_MAGIC 0x21474E45u /* "ENG!" */
 
 static void save_layout(tlc_ckw_t *w) {
   tlc_ckw_u32(w, (uint32_t)sizeof(erow_t));
@@ -97,7 +107,7 @@ static int bucket_live(const wbucket_t *b, const int64_t *lim) {
  * their stacks, the table-index map, the state areas) and the row count. */
 static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
   size_t i;
-  tlc_ckw_u32(w, e->ckpt_v1 ? SEC_MAGIC1 : SEC_MAGIC);
+  tlc_ckw_u32(w, e->ckpt_v1 == 1 ? SEC_MAGIC1 : e->ckpt_v1 == 2 ? SEC_MAGIC2 : SEC_MAGIC);
   save_layout(w);
   save_opts(e, w);
   tlc_ckw_bytes(w, &e->c, sizeof(e->c));
@@ -131,8 +141,22 @@ static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
 static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim, tlc_ckw_t *w) {
   unsigned k;
   tlc_ckw_bytes(w, r, sizeof(*r));
-  if (!e->ckpt_v1)
+  if (e->ckpt_v1 == 0)
     tlc_ckw_bytes(w, &e->xt[r - e->rows], sizeof(xrow_t));
+  else if (e->ckpt_v1 == 2)
+    for (k = 0; k < 2 * NK; k++) {
+      const xrow_t *x = &e->xt[r - e->rows];
+      const tlc_at_t *a = k < NK ? &x->mn[k] : &x->mx[k - NK];
+      xat2_t o;
+      memset(&o, 0, sizeof(o));
+      o.start = a->start;
+      o.end = a->end;
+      o.seq_start = a->seq_start;
+      o.seq_end = a->seq_end;
+      o.epoch = a->epoch;
+      o.known = a->known;
+      tlc_ckw_bytes(w, &o, sizeof(o));
+    }
   if (e->o.histograms)
     for (k = 0; k < NK; k++)
       tlc__hist_save(&r->k[k].h, w);
@@ -212,7 +236,11 @@ int tlc_engine_save(tlc_engine_t *e, tlc_ckw_t *w) {
 }
 
 void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on) {
-  e->ckpt_v1 = on;
+  e->ckpt_v1 = on ? 1 : 0;
+}
+
+void tlc__engine_set_ckpt_version(tlc_engine_t *e, int version) {
+  e->ckpt_v1 = version == 1 || version == 2 ? version : 0;
 }
 
 /* ---- load ---- */
@@ -452,7 +480,10 @@ static int load_rows(tlc_engine_t *e, tlc_ckr_t *r, int version) {
   unsigned k;
   int rc;
   uint64_t n = tlc_ckr_u64(r);
-  size_t per = sizeof(erow_t) + 1 + (version >= 2 ? sizeof(xrow_t) : 0);
+  size_t per = sizeof(erow_t) + 1 +
+               (version >= 3   ? sizeof(xrow_t)
+                : version == 2 ? 2 * NK * sizeof(xat2_t)
+                               : 0);
   if (n > e->o.max_areas || n >= NONE32 - 2 || !tlc_ckr_room(r, n, per))
     return TLC_EFRAME;
   if (n > 0 && (rc = rows_alloc(e, (size_t)n)) != 0)
@@ -461,7 +492,20 @@ static int load_rows(tlc_engine_t *e, tlc_ckr_t *r, int version) {
     erow_t *row = &e->rows[i];
     tlc_ckr_bytes(r, row, sizeof(*row));
     /* version 1 has no extremes' times: they stay unknown (known = 0, rows_alloc zeroes them) */
-    if (version >= 2) {
+    if (version == 2) {
+      xrow_t *x = &e->xt[i];
+      for (k = 0; k < 2 * NK; k++) { /* no wall clock, no location: 0 (rows_alloc zeroes) */
+        tlc_at_t *a = k < NK ? &x->mn[k] : &x->mx[k - NK];
+        xat2_t o;
+        tlc_ckr_bytes(r, &o, sizeof(o));
+        a->start = o.start;
+        a->end = o.end;
+        a->seq_start = o.seq_start;
+        a->seq_end = o.seq_end;
+        a->epoch = o.epoch;
+        a->known = o.known != 0;
+      }
+    } else if (version >= 3) {
       xrow_t *x = &e->xt[i];
       tlc_ckr_bytes(r, x, sizeof(*x));
       for (k = 0; k < NK; k++) {
@@ -615,13 +659,13 @@ int tlc_engine_load(tlc_engine_t *e, tlc_ckr_t *r) {
   if (e->nrows != 0 || e->nctx != 0 || e->nsa != 0 || e->have_time || e->c.events != 0)
     return TLC_EINVAL; /* a fresh engine only */
   magic = tlc_ckr_u32(r);
-  if (magic != SEC_MAGIC && magic != SEC_MAGIC1)
+  if (magic != SEC_MAGIC && magic != SEC_MAGIC2 && magic != SEC_MAGIC1)
     return TLC_EFRAME;
   if ((rc = load_layout(r)) != 0)
     return rc;
   if ((rc = load_opts(e, r)) != 0)
     return rc;
-  rc = load_body(e, r, magic == SEC_MAGIC ? 2 : 1);
+  rc = load_body(e, r, magic == SEC_MAGIC ? 3 : magic == SEC_MAGIC2 ? 2 : 1);
   if (rc != 0)
     wipe(e);
   tlc__engine_new_epoch(e);

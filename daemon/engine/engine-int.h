@@ -172,6 +172,13 @@ typedef struct xrow {
   tlc_at_t mn[NK], mx[NK];
 } xrow_t;
 
+/* A new cumulative extreme not yet handed to tlc_engine_xnew: row index, kind, 1 MAX 0 MIN. */
+#define XNEW 16
+typedef struct xnew {
+  uint32_t row;
+  uint8_t k, max;
+} xnew_t;
+
 typedef struct sarea {
   uint32_t handle;
   uint8_t valid; /* in a state */
@@ -208,6 +215,9 @@ struct tlc_engine {
   size_t nrows, caprows;
   xrow_t *xt; /* the rows' extremes' times: xt[i] is rows[i]'s, capxt >= caprows */
   size_t capxt;
+  int64_t wall_ms; /* tlc_engine_set_wall_ms: stamped on new extremes (0: not known) */
+  xnew_t xq[XNEW]; /* new extremes since the last tlc_engine_xnew (beyond XNEW: not listed) */
+  uint32_t nxq;
   sarea_t *sa;
   size_t nsa, capsa;
   ectx_t *ctx;
@@ -258,7 +268,8 @@ struct tlc_engine {
     uint32_t cookie[TLC_ENGINE_TAPS];
   } * tapx;
   size_t captapx;
-  int ckpt_v1; /* tests (tlc__engine_set_ckpt_v1): saves write version 1 (no extremes' times) */
+  int ckpt_v1; /* tests (tlc__engine_set_ckpt_version): saves write version 1 (no extremes'
+                 times) or 2 (no wall clock nor location); 0: the current one */
 };
 
 /* Tests only: on = 1 makes e's snapshots and splits do without the row order index (e->ord),
@@ -271,6 +282,9 @@ void tlc__engine_set_ord_off(tlc_engine_t *e, int on);
  * times), as a build before version 2 wrote them, so that a test can check how they load
  * (test_engine_checkpoint). */
 void tlc__engine_set_ckpt_v1(tlc_engine_t *e, int on);
+/* Tests only: the same for version 1 or 2 (ENG2: extremes' times without wall clock and
+ * location); any other value: the current version. */
+void tlc__engine_set_ckpt_version(tlc_engine_t *e, int version);
 
 /* The hash table's mixing and keys (engine.c's hfind/hput use the same). */
 static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {

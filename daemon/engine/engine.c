@@ -489,6 +489,20 @@ tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
     tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
 }
 
+/* Lists a new cumulative extreme for tlc_engine_xnew (once while it is the last listed). */
+static void xnew_note(tlc_engine_t *e, const erow_t *r, unsigned k, unsigned max) {
+  uint32_t row = (uint32_t)(r - e->rows);
+  xnew_t *q = e->nxq > 0 ? &e->xq[e->nxq - 1] : NULL;
+  if (q != NULL && q->row == row && q->k == k && q->max == max)
+    return;
+  if (e->nxq < XNEW) {
+    q = &e->xq[e->nxq++];
+    q->row = row;
+    q->k = (uint8_t)k;
+    q->max = (uint8_t)max;
+  }
+}
+
 /* Called by sample() before a sample v of kind k of r, closing now, goes into d = r->k[k].d, when v
  * is below d's MIN or above its MAX (an empty dist has MIN INT64_MAX and MAX INT64_MIN:
  * dists_clear): makes v d's new MIN and/or MAX, and records when it was taken if it is also a
@@ -505,16 +519,22 @@ ext_note(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start, uint6
   const edist_t *f = r->w != NULL && r->w->f[k].n > 0 ? &r->w->f[k] : NULL;
   xrow_t *x = &e->xt[r - e->rows];
   tlc_at_t at;
+  memset(&at, 0, sizeof(at)); /* no location yet (tlc_engine_xlocate) */
   at.start = start;
   at.end = end;
   at.seq_start = seq_start;
   at.seq_end = e->seq;
   at.epoch = (uint32_t)e->c.clock_resets;
   at.known = 1;
-  if ((d->n == 0 || v < d->min) && (f == NULL || v < f->min))
+  at.wall_ms = e->wall_ms;
+  if ((d->n == 0 || v < d->min) && (f == NULL || v < f->min)) {
     x->mn[k] = at;
-  if ((d->n == 0 || v > d->max) && (f == NULL || v > f->max))
+    xnew_note(e, r, k, 0);
+  }
+  if ((d->n == 0 || v > d->max) && (f == NULL || v > f->max)) {
     x->mx[k] = at;
+    xnew_note(e, r, k, 1);
+  }
   if (v < d->min)
     d->min = v;
   if (v > d->max)
@@ -1648,6 +1668,46 @@ int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size
 
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
+}
+
+void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms) {
+  e->wall_ms = ms;
+}
+
+size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < e->nxq && n < max; i++) {
+    const xnew_t *q = &e->xq[i];
+    const tlc_at_t *a;
+    if (q->row >= e->nrows)
+      continue; /* rows cleared meanwhile */
+    a = q->max ? &e->xt[q->row].mx[q->k] : &e->xt[q->row].mn[q->k];
+    if (!a->known)
+      continue;
+    x[n].epoch = e->epoch;
+    x[n].row = q->row;
+    x[n].kind = q->k;
+    x[n].max = q->max;
+    x[n].seq_start = a->seq_start;
+    x[n].seq_end = a->seq_end;
+    n++;
+  }
+  e->nxq = 0;
+  return n;
+}
+
+int tlc_engine_xlocate(tlc_engine_t *e, const tlc_engine_xnew_t *x, const uint64_t loc[4]) {
+  tlc_at_t *a;
+  if (x->epoch != e->epoch || x->row >= e->nrows || x->kind >= NK)
+    return 0;
+  a = x->max ? &e->xt[x->row].mx[x->kind] : &e->xt[x->row].mn[x->kind];
+  if (!a->known || a->seq_end != x->seq_end || a->seq_start != x->seq_start)
+    return 0; /* a later extreme took its place */
+  a->seg_first = loc[0];
+  a->off_first = loc[1];
+  a->seg_last = loc[2];
+  a->off_last = loc[3];
+  return 1;
 }
 
 static _Atomic uint64_t epochs; /* engines live on several threads (replay, sealer) */

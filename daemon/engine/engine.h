@@ -303,6 +303,27 @@ void tlc_engine_sync(tlc_engine_t *e);
 /* The change sequence: incremented by every event that changes a row and by every gap. A row's
  * `seq` is the sequence value of its last change. */
 uint64_t tlc_engine_seq(const tlc_engine_t *e);
+/* The wall clock (Unix ms) new extremes are stamped with (tlc_at_t.wall_ms) until the next
+ * call: the daemon sets it per received chunk (a coarse arrival time); 0, the default: not
+ * known (offline replay). */
+void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms);
+
+/* A new cumulative extreme (a MIN or MAX of a row: stats.h tlc_at_t), to be located in storage
+ * (daemon/xlocd.c): engine state `epoch`, an engine row, its kind, 1 MAX / 0 MIN, and the
+ * change sequences of its first and closing events. */
+typedef struct tlc_engine_xnew {
+  uint64_t epoch;
+  uint32_t row;
+  uint8_t kind, max;
+  uint64_t seq_start, seq_end;
+} tlc_engine_xnew_t;
+/* Copies the extremes made new since the last call (up to 16 per call: beyond, not listed)
+ * into x[0..max), each as it is now, and forgets them. Returns how many. O(16). */
+size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max);
+/* Sets the stored location (seg_first, off_first, seg_last, off_last = loc[0..3]) of extreme
+ * x when it is still the extreme x names (same engine state and sequences). 1: set, 0: not. */
+int tlc_engine_xlocate(tlc_engine_t *e, const tlc_engine_xnew_t *x, const uint64_t loc[4]);
+
 /* A number no other engine state of this process has had: taken anew at tlc_engine_new,
  * tlc_engine_clear, tlc_engine_load and tlc_engine_set_mapping. (epoch, seq) names one state
  * of the statistics and of the names they are exported under, so an exporter may keep what it

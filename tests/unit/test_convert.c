@@ -55,9 +55,11 @@ static void table_fill(tlc_table_t *t) {
         tlc_dist_add(&r->dist[k], 1000 + (int64_t)h);
         tlc_dist_add(&r->dist[k], 50000 + (int64_t)k);
         if (k != TLC_CALL) { /* CALL's times unknown: they stay unknown */
-          r->dist[k].min_at = (tlc_at_t){ -5 - (int64_t)h, 995, 3 * h, 3 * h + 1, ci, 1 };
+          r->dist[k].min_at =
+              (tlc_at_t){ -5 - (int64_t)h, 995, 3 * h, 3 * h + 1, ci, 1, 0, 0, 0, 0, 0 };
           r->dist[k].max_at =
-              (tlc_at_t){ INT64_MIN, INT64_MAX, UINT64_MAX - k, UINT64_MAX, UINT32_MAX, 1 };
+              (tlc_at_t){ INT64_MIN, INT64_MAX, UINT64_MAX - k, UINT64_MAX, UINT32_MAX, 1, 0, 0, 0,
+                          0,         0 };
         }
         r->dist[k].q[0] = 1000;
         r->dist[k].q[3] = 50000;

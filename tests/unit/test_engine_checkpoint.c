@@ -362,6 +362,92 @@ static void test_version1(void **state) {
     }
 }
 
+/* The extremes' wall clock and location (tlc_engine_set_wall_ms, tlc_engine_xnew,
+ * tlc_engine_xlocate) survive a checkpoint; a version 2 checkpoint (before they existed) loads
+ * with the same times and neither (0). */
+static void test_version2(void **state) {
+  (void)state;
+  for (int mode = 0; mode < M_NMODES; mode++)
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+      stream_t *s = &g_s;
+      tlc_engine_opts_t o;
+      pipe_t a, b, c;
+      tlc_ckw_t w;
+      tlc_table_t ta, tb, tc;
+      tlc_engine_xnew_t x[16];
+      size_t cut = 300 + (size_t)seed * 200, i, n, located = 0, walled = 0;
+      unsigned k;
+      gen(s, mode, seed * 17 + (uint64_t)mode);
+      opts_for(mode, &o);
+      memset(&a, 0, sizeof(a));
+      assert_int_equal(tlc_engine_new(&a.e, s->fmt, &o), 0);
+      if (mode == M_EVLOG)
+        assert_int_equal(tlc_evmap_new(&a.m, NULL), 0);
+      for (i = 0; i < cut; i += 50) { /* batches of 50: each one's new extremes located */
+        tlc_engine_set_wall_ms(a.e, 1700000000000 + (int64_t)i);
+        feed(&a, s, i, i + 50 < cut ? i + 50 : cut);
+        n = tlc_engine_xnew(a.e, x, 16);
+        for (size_t j = 0; j < n; j++) {
+          uint64_t loc[4] = { 3 + x[j].seq_start % 2, x[j].seq_start * 24, 4, x[j].seq_end * 24 };
+          assert_true(x[j].seq_start <= x[j].seq_end && x[j].seq_end <= tlc_engine_seq(a.e));
+          assert_int_equal(tlc_engine_xlocate(a.e, &x[j], loc), 1);
+        }
+      }
+      tlc_ckw_init(&w, (size_t)1 << 30);
+      assert_int_equal(tlc_engine_save(a.e, &w), 0);
+      assert_int_equal(*(const uint32_t *)w.p, 0x33474E45u); /* "ENG3" */
+      if (a.m != NULL)
+        assert_int_equal(tlc_evmap_save(a.m, &w), 0);
+      assert_int_equal(load(&b, s->fmt, &o, w.p, w.len), 0);
+      tlc_ckw_fini(&w);
+      tlc__engine_set_ckpt_version(a.e, 2);
+      tlc_ckw_init(&w, (size_t)1 << 30);
+      assert_int_equal(tlc_engine_save(a.e, &w), 0);
+      assert_int_equal(*(const uint32_t *)w.p, 0x32474E45u); /* "ENG2" */
+      if (a.m != NULL)
+        assert_int_equal(tlc_evmap_save(a.m, &w), 0);
+      assert_int_equal(load(&c, s->fmt, &o, w.p, w.len), 0);
+      tlc_ckw_fini(&w);
+      ta = snap(a.e);
+      tb = snap(b.e);
+      tc = snap(c.e);
+      assert_int_equal(ta.nrows, tb.nrows);
+      assert_int_equal(ta.nrows, tc.nrows);
+      for (i = 0; i < ta.nrows; i++)
+        for (k = 0; k < TLC_NKINDS; k++) {
+          const tlc_dist_t *da = &ta.rows[i].dist[k], *db = &tb.rows[i].dist[k],
+                           *dc = &tc.rows[i].dist[k];
+          const tlc_at_t *xa[2] = { &da->min_at, &da->max_at },
+                         *xb[2] = { &db->min_at, &db->max_at },
+                         *xc[2] = { &dc->min_at, &dc->max_at };
+          if (da->n == 0)
+            continue;
+          for (unsigned m = 0; m < 2; m++) {
+            assert_true(at_same(xa[m], xb[m]) && at_same(xa[m], xc[m]));
+            assert_true(xb[m]->wall_ms == xa[m]->wall_ms && xb[m]->seg_first == xa[m]->seg_first &&
+                        xb[m]->off_first == xa[m]->off_first &&
+                        xb[m]->seg_last == xa[m]->seg_last && xb[m]->off_last == xa[m]->off_last);
+            assert_true(xc[m]->wall_ms == 0 && xc[m]->seg_first == 0 && xc[m]->off_first == 0 &&
+                        xc[m]->seg_last == 0 && xc[m]->off_last == 0);
+            if (xa[m]->known && xa[m]->seg_first != 0) {
+              assert_int_equal(xa[m]->off_first, xa[m]->seq_start * 24);
+              assert_int_equal(xa[m]->off_last, xa[m]->seq_end * 24);
+              located++;
+            }
+            if (xa[m]->wall_ms >= 1700000000000)
+              walled++;
+          }
+        }
+      assert_true(located > 0 && walled > 0);
+      tlc_table_fini(&ta);
+      tlc_table_fini(&tb);
+      tlc_table_fini(&tc);
+      pipe_free(&a);
+      pipe_free(&b);
+      pipe_free(&c);
+    }
+}
+
 /* Damage: truncations, bit flips, other options. */
 static void test_damage(void **state) {
   (void)state;
@@ -425,6 +511,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_version1),
+    cmocka_unit_test(test_version2),
     cmocka_unit_test(test_damage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,7 +79,8 @@ static void test_table(void **state) {
   /* samples 100 and 200: sum 300, avg 150, sumsq 10000 + 40000 = 50000,
    * sigma = sqrt(50000/2 - 150^2) = sqrt(2500) = 50 */
   {
-    const tlc_at_t a1 = { 10, 110, 1, 2, 0, 1 }, a2 = { 300, 500, 3, 5, 1, 1 };
+    const tlc_at_t a1 = { 10, 110, 1, 2, 0, 1, 0, 0, 0, 0, 0 },
+                   a2 = { 300, 500, 3, 5, 1, 1, 1700000000123, 7, 48, 8, 24 };
     tlc_dist_add_at(&r->dist[TLC_NET], 100, &a1);
     tlc_dist_add_at(&r->dist[TLC_NET], 200, &a2);
   }
@@ -113,7 +114,8 @@ static void test_table(void **state) {
                             "\"min_at\":{\"start_ns\":10,\"end_ns\":110,\"epoch\":0,"
                             "\"seq_start\":1,\"seq_end\":2},"
                             "\"max_at\":{\"start_ns\":300,\"end_ns\":500,\"epoch\":1,"
-                            "\"seq_start\":3,\"seq_end\":5},"
+                            "\"seq_start\":3,\"seq_end\":5,\"wall_ms\":1700000000123,"
+                            "\"seg_first\":7,\"off_first\":48,\"seg_last\":8,\"off_last\":24},"
                             "\"avg\":150,\"sumsq\":\"50000\",\"stddev\":50.000,\"p50\":null"));
   assert_non_null(strstr(s, "\"windows\":[{\"window_ns\":1000000000,\"count\":1,\"net\":{\"n\":1,"
                             "\"sum\":200,\"min\":200,\"max\":200,\"avg\":200}"));

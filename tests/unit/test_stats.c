@@ -54,7 +54,7 @@ static void test_saturated_sums(void **state) {
 }
 
 static tlc_at_t at(int64_t start, int64_t end, uint32_t epoch, uint64_t seq) {
-  tlc_at_t a = { start, end, seq, seq + 1, epoch, 1 };
+  tlc_at_t a = { start, end, seq, seq + 1, epoch, 1, 0, 0, 0, 0, 0 };
   return a;
 }
 
