@@ -85,9 +85,10 @@ static void mark_done(void *ud, const tlc_store_pos_t *pos) {
     } else {
       for (size_t i = 0; i < j->n; i++) {
         uint64_t loc[4] = { 0, 0, 0, 0 };
-        /* both ends, or none: a half-known location is not given */
-        if (loc_of(j, pos, j->v[i].seq_start, &loc[0], &loc[1]) &&
-            loc_of(j, pos, j->v[i].seq_end, &loc[2], &loc[3]))
+        /* a first record in an earlier segment stays 0 (unknown), as a violation's */
+        int first = loc_of(j, pos, j->v[i].seq_start, &loc[0], &loc[1]);
+        int last = loc_of(j, pos, j->v[i].seq_end, &loc[2], &loc[3]);
+        if (first || last)
           (void)tlc_engine_xlocate(x->t->pipe.engine, &j->v[i], loc);
       }
     }
@@ -108,12 +109,21 @@ static void detach(tlc_target_t *t) {
 void tlc_xlocd_target_event(tlc_daemon_t *d, const tlc_target_t *ct, int kind) {
   /* the daemon owns its targets (as budgetd.c's conf.watch): this module keeps t->xloc */
   tlc_target_t *t = (tlc_target_t *)ct;
-  (void)d;
-  if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN)
+  if (kind == TLC_TEV_FREED || kind == TLC_TEV_FORGOTTEN) {
     detach(t);
-  else if (t->xloc != NULL && t->pipe.engine != NULL &&
-           (kind == TLC_TEV_RESET || kind == TLC_TEV_CONNECTED || kind == TLC_TEV_MAPPING))
-    restart(t->xloc, tlc_engine_seq(t->pipe.engine));
+    return;
+  }
+  if (d->closing || t->pipe.engine == NULL || tlc_stpol_target(t) == NULL ||
+      (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED &&
+       kind != TLC_TEV_MAPPING))
+    return;
+  if (t->xloc == NULL) {
+    if ((t->xloc = tlc_calloc(1, sizeof(*t->xloc))) == NULL)
+      return;
+    t->xloc->t = t;
+  }
+  /* counting starts here: the next batch's records are the next ones stored */
+  restart(t->xloc, tlc_engine_seq(t->pipe.engine));
 }
 
 void tlc_xlocd_batch(tlc_daemon_t *d, const tlc_target_t *ct, size_t n) {

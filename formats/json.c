@@ -51,7 +51,7 @@ static void at(jw_t *w, const char *k, int has, const tlc_at_t *a) {
   tlc_json_w_u64(w, "seq_end", a->seq_end);
   if (a->wall_ms != 0)
     tlc_json_w_i64(w, "wall_ms", a->wall_ms);
-  if (a->seg_first != 0) {
+  if (a->seg_first != 0 || a->seg_last != 0) {
     tlc_json_w_u64(w, "seg_first", a->seg_first);
     tlc_json_w_u64(w, "off_first", a->off_first);
     tlc_json_w_u64(w, "seg_last", a->seg_last);

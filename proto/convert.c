@@ -195,6 +195,11 @@ int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uin
       d[k].min_epoch = s->min_at.epoch;
       d[k].min_seq_start = s->min_at.seq_start;
       d[k].min_seq_end = s->min_at.seq_end;
+      d[k].min_wall_ms = s->min_at.wall_ms;
+      d[k].min_seg_first = s->min_at.seg_first;
+      d[k].min_off_first = s->min_at.off_first;
+      d[k].min_seg_last = s->min_at.seg_last;
+      d[k].min_off_last = s->min_at.off_last;
     }
     if (s->n > 0 && s->max_at.known) {
       d[k].max_known = 1;
@@ -203,6 +208,11 @@ int tlc_pb_row_build(tlc_pb_arena_t *a, Tlcap__Row *pr, const tlc_stat_t *r, uin
       d[k].max_epoch = s->max_at.epoch;
       d[k].max_seq_start = s->max_at.seq_start;
       d[k].max_seq_end = s->max_at.seq_end;
+      d[k].max_wall_ms = s->max_at.wall_ms;
+      d[k].max_seg_first = s->max_at.seg_first;
+      d[k].max_off_first = s->max_at.off_first;
+      d[k].max_seg_last = s->max_at.seg_last;
+      d[k].max_off_last = s->max_at.off_last;
     }
     if (sel->quantiles && s->has_q && s->n > 0) {
       d[k].quantiles = ANEW(a, int64_t, TLC_NQUANT);
@@ -851,6 +861,11 @@ static int row_from_pb(tlc_stat_t *r, const Tlcap__Row *p, size_t nctx, uint32_t
       o->min_at.epoch = d->min_epoch;
       o->min_at.seq_start = d->min_seq_start;
       o->min_at.seq_end = d->min_seq_end;
+      o->min_at.wall_ms = d->min_wall_ms;
+      o->min_at.seg_first = d->min_seg_first;
+      o->min_at.off_first = d->min_off_first;
+      o->min_at.seg_last = d->min_seg_last;
+      o->min_at.off_last = d->min_off_last;
     }
     if (d->max_known && d->n > 0) {
       o->max_at.known = 1;
@@ -859,6 +874,11 @@ static int row_from_pb(tlc_stat_t *r, const Tlcap__Row *p, size_t nctx, uint32_t
       o->max_at.epoch = d->max_epoch;
       o->max_at.seq_start = d->max_seq_start;
       o->max_at.seq_end = d->max_seq_end;
+      o->max_at.wall_ms = d->max_wall_ms;
+      o->max_at.seg_first = d->max_seg_first;
+      o->max_at.off_first = d->max_off_first;
+      o->max_at.seg_last = d->max_seg_last;
+      o->max_at.off_last = d->max_off_last;
     }
     if (d->n_quantiles == TLC_NQUANT) {
       memcpy(o->q, d->quantiles, sizeof(o->q));

@@ -57,6 +57,11 @@ static void table_fill(tlc_table_t *t) {
         if (k != TLC_CALL) { /* CALL's times unknown: they stay unknown */
           r->dist[k].min_at =
               (tlc_at_t){ -5 - (int64_t)h, 995, 3 * h, 3 * h + 1, ci, 1, 0, 0, 0, 0, 0 };
+          if (h % 2 == 0) /* a wall clock and a location, or neither */
+            r->dist[k].min_at = (tlc_at_t){
+              -5 - (int64_t)h, 995,    3 * h, 3 * h + 1, ci, 1, 1700000000000 + (int64_t)h,
+              h + 1,           24 * h, h + 2, 48
+            };
           r->dist[k].max_at =
               (tlc_at_t){ INT64_MIN, INT64_MAX, UINT64_MAX - k, UINT64_MAX, UINT32_MAX, 1, 0, 0, 0,
                           0,         0 };
@@ -433,6 +438,11 @@ static void test_preencoded_frames(void **state) {
             assert_int_equal(dy->min_at.epoch, dx->min_at.epoch);
             assert_int_equal(dy->min_at.seq_start, dx->min_at.seq_start);
             assert_int_equal(dy->min_at.seq_end, dx->min_at.seq_end);
+            assert_int_equal(dy->min_at.wall_ms, dx->min_at.wall_ms);
+            assert_int_equal(dy->min_at.seg_first, dx->min_at.seg_first);
+            assert_int_equal(dy->min_at.off_first, dx->min_at.off_first);
+            assert_int_equal(dy->min_at.seg_last, dx->min_at.seg_last);
+            assert_int_equal(dy->min_at.off_last, dx->min_at.off_last);
             assert_true(dy->max_at.start == INT64_MIN && dy->max_at.end == INT64_MAX);
             assert_true(dy->max_at.seq_end == UINT64_MAX && dy->max_at.epoch == UINT32_MAX);
             assert_true(dy->max_at.seq_start == dx->max_at.seq_start);
@@ -513,6 +523,11 @@ static void fill_all(tlc_stat_t *r, uint64_t v, uint32_t v32, uint32_t nwin) {
         r->dist[k].max_at.seq_end = v;
     r->dist[k].min_at.epoch = r->dist[k].max_at.epoch = v32;
     r->dist[k].min_at.known = r->dist[k].max_at.known = 1;
+    r->dist[k].min_at.wall_ms = r->dist[k].max_at.wall_ms = (int64_t)v;
+    r->dist[k].min_at.seg_first = r->dist[k].min_at.off_first = r->dist[k].min_at.seg_last =
+        r->dist[k].min_at.off_last = v;
+    r->dist[k].max_at.seg_first = r->dist[k].max_at.off_first = r->dist[k].max_at.seg_last =
+        r->dist[k].max_at.off_last = v;
     for (w = 0; w < TLC_MAX_WINDOWS; w++) {
       r->win[w].count = v;
       r->win[w].k[k].n = v | 1;
