@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const double tlc_quantiles[TLC_NQUANT] = { 0.50, 0.90, 0.99, 0.999 };
 
@@ -297,18 +298,57 @@ const char *tlc_at_text(const tlc_at_t *a, char *buf, size_t len) {
   return buf;
 }
 
+/* An extreme's wall clock as `tlcap stats --extremes` shows it: RFC 3339 UTC with ms, "-". */
+static const char *at_wall(const tlc_at_t *a, char *buf, size_t len) {
+  time_t s;
+  struct tm tm;
+  if (!a->known || a->wall_ms <= 0) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  s = (time_t)(a->wall_ms / 1000);
+  if (gmtime_r(&s, &tm) == NULL) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(a->wall_ms % 1000));
+  return buf;
+}
+
+const char *tlc_at_where(const tlc_at_t *a, char *buf, size_t len) {
+  char f[48], l[48];
+  if (!a->known || (a->seg_first == 0 && a->seg_last == 0)) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  if (a->seg_first != 0)
+    snprintf(f, sizeof(f), "%llu:%llu", (unsigned long long)a->seg_first,
+             (unsigned long long)a->off_first);
+  else
+    snprintf(f, sizeof(f), "?");
+  if (a->seg_last != 0)
+    snprintf(l, sizeof(l), "%llu:%llu", (unsigned long long)a->seg_last,
+             (unsigned long long)a->off_last);
+  else
+    snprintf(l, sizeof(l), "?");
+  snprintf(buf, len, "%s..%s", f, l);
+  return buf;
+}
+
 int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
                        const char *(*name)(void *ud, const tlc_stat_t *r), void *ud) {
   static const char *const kn[TLC_NKINDS] = { "net", "gross", "call", "period", "outside" };
   size_t i;
   unsigned k;
-  tlc_out_printf(o, "%-8s %-24s %-14s %-7s %20s %-36s %20s %s\n", "HANDLE", "AREA", "CONTEXT",
-                 "KIND", "MAX", "MAX AT", "MIN", "MIN AT");
+  tlc_out_printf(o, "%-8s %-24s %-14s %-7s %20s %-36s %-24s %-24s %20s %-36s %-24s %s\n", "HANDLE",
+                 "AREA", "CONTEXT", "KIND", "MAX", "MAX AT", "MAX WALL", "MAX STORED", "MIN",
+                 "MIN AT", "MIN WALL", "MIN STORED");
   /* AREA: the mapping's name; CONTEXT: a state row's state value */
   for (i = 0; i < t->nrows; i++) {
     const tlc_stat_t *r = &t->rows[i];
     const char *nm = name != NULL ? name(ud, r) : NULL;
-    char ctx[64], amax[80], amin[80];
+    char ctx[64], amax[80], amin[80], wmax[80], wmin[80], smax[104], smin[104];
     if (r->kind == TLC_ROW_STATE)
       snprintf(ctx, sizeof(ctx), "state=%llu", (unsigned long long)r->state);
     else
@@ -317,10 +357,13 @@ int tlc_extremes_write(struct tlc_out *o, const tlc_table_t *t,
       const tlc_dist_t *d = &r->dist[k];
       if (!tlc_stat_kind_applies(r, k) || d->n == 0)
         continue;
-      tlc_out_printf(o, "%08X %-24s %-14s %-7s %20lld %-36s %20lld %s\n", (unsigned)r->handle,
-                     nm != NULL && nm[0] != '\0' ? nm : "-", ctx[0] != '\0' ? ctx : "-", kn[k],
-                     (long long)d->max, tlc_at_text(&d->max_at, amax, sizeof(amax)),
-                     (long long)d->min, tlc_at_text(&d->min_at, amin, sizeof(amin)));
+      tlc_out_printf(
+          o, "%08X %-24s %-14s %-7s %20lld %-36s %-24s %-24s %20lld %-36s %-24s %s\n",
+          (unsigned)r->handle, nm != NULL && nm[0] != '\0' ? nm : "-", ctx[0] != '\0' ? ctx : "-",
+          kn[k], (long long)d->max, tlc_at_text(&d->max_at, amax, sizeof(amax)),
+          at_wall(&d->max_at, wmax, sizeof(wmax)), tlc_at_where(&d->max_at, smax, sizeof(smax)),
+          (long long)d->min, tlc_at_text(&d->min_at, amin, sizeof(amin)),
+          at_wall(&d->min_at, wmin, sizeof(wmin)), tlc_at_where(&d->min_at, smin, sizeof(smin)));
     }
   }
   return o->err;

@@ -196,6 +196,11 @@ int tlc_at_earlier(const tlc_at_t *x, const tlc_at_t *y);
  * Returns buf. */
 const char *tlc_at_text(const tlc_at_t *a, char *buf, size_t len);
 
+/* Where an extreme's sample is stored, as `tlcap stats --extremes` shows it:
+ * "SEG:OFF..SEG:OFF" (segment sequence and byte offset of its first and closing records; "?"
+ * for an end not known), "-" when neither is. Returns buf. */
+const char *tlc_at_where(const tlc_at_t *a, char *buf, size_t len);
+
 struct tlc_out;
 /* `tlcap stats --extremes`: one line per row and sample kind with samples (kinds that apply,
  * tlc_stat_kind_applies), in the table's order: area (handle, and name(ud, r) when name is not

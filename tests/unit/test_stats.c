@@ -123,6 +123,10 @@ static void test_extremes_write(void **state) {
   tlc_at_t a1 = at(100, 350, 2, 7), a2 = at(400, 420, 2, 9);
   char *s;
   (void)state;
+  a2.wall_ms = 1764756000123; /* 2025-12-03T10:00:00.123Z */
+  a2.seg_first = 0;           /* its first record in a segment before the count */
+  a2.seg_last = 4;
+  a2.off_last = 96;
   tlc_table_init(&t);
   memset(&c, 0, sizeof(c));
   c.kind = TLC_CTXK_CORE;
@@ -150,7 +154,11 @@ static void test_extremes_write(void **state) {
   assert_non_null(strstr(s, "00000000 main"));
   assert_non_null(strstr(s, "core1"));
   assert_non_null(strstr(s, " 250 100..350 e2"));
-  assert_non_null(strstr(s, " 20 400..420 e2\n"));
+  assert_non_null(strstr(s, " 20 400..420 e2 "));
+  assert_non_null(strstr(s, "MAX WALL"));
+  assert_non_null(strstr(s, "MIN STORED"));
+  assert_non_null(strstr(s, " 2025-12-03T10:00:00.123Z "));
+  assert_non_null(strstr(s, " ?..4:96\n"));
   assert_non_null(strstr(s, " call "));
   assert_non_null(strstr(s, " 5 -"));
   assert_non_null(strstr(s, "30000001 -"));
