@@ -497,6 +497,27 @@ def test_dashboard_stored(d):
                 x.stop()
 
 
+def wall(a):
+    """The page's extreme wall clock: UTC time of day with ms, "-" when not known."""
+    import datetime
+    ms = a.get("wall_ms", 0)
+    if not ms:
+        return "-"
+    t = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.timezone.utc)
+    return t.strftime("%H:%M:%S") + ".%03dZ" % (ms % 1000)
+
+
+def where(a):
+    """The page's extreme location: SEG:OFF..SEG:OFF ("?" an end not known), "-"."""
+    if not a.get("seg_first") and not a.get("seg_last"):
+        return "-"
+
+    def end(s, o):
+        return "%d:%d" % (s, o) if s else "?"
+    return end(a.get("seg_first"), a.get("off_first")) + ".." + \
+        end(a.get("seg_last"), a.get("off_last"))
+
+
 def fmt_ns(v):
     """The page's rule for times (docs/http.md)."""
     if v < 1e3:
@@ -1037,7 +1058,8 @@ def check_extremes(b, hport, calls3, w, h):
                          " [r.dataset.ref, ...[...r.cells].map(c => c.textContent)]; })()"
                          % json.dumps(sel))
             T.eq(got, [ref, "%s %s" % (e, k), fmt_ns(d[e]),
-                       "at ns:%d (epoch %d)" % (a["start_ns"], a["epoch"]), "show the moment"],
+                       "at ns:%d (epoch %d)" % (a["start_ns"], a["epoch"]),
+                       wall(a) + " " + where(a), "show the moment"],
                  "%s %s and when" % (k, e))
             b.eval("document.querySelector(%s + ' button').click()" % json.dumps(sel))
             T.eq(b.eval("document.getElementById('d-moment-cmd').textContent"),

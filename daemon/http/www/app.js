@@ -786,6 +786,18 @@ function detailStats(x) {
   }
   body.replaceChildren(frag);
 }
+// An extreme's wall clock (the batch it arrived in: min_at.wall_ms), UTC time of day (the row's
+// title has the date), "-" when not known.
+function atWall(at) {
+  return at.wall_ms ? new Date(at.wall_ms).toISOString().slice(11) : "-";
+}
+// Where its records are stored: "SEG:OFF..SEG:OFF" (first and closing record; "?" for an end
+// not known), "-" when neither is (not stored, or not counted: docs/budgets.md).
+function atWhere(at) {
+  if (!at.seg_first && !at.seg_last) return "-";
+  const end = (s, o) => s ? s + ":" + o : "?";
+  return end(at.seg_first, at.off_first) + ".." + end(at.seg_last, at.off_last);
+}
 // When each extreme's sample was taken (SPEC 13: min_at, max_at of the row's dists), with the
 // `tlcap around` command that writes the stored events of that moment.
 function detailAt(x) {
@@ -813,9 +825,11 @@ function detailAt(x) {
       c.appendChild(btn);
       tr.append(td(e + " " + k, null, "extreme"), td(fmtNs(d[e]), "n", "value"),
                 td("at ns:" + exactNs(at, "start_ns") + " (epoch " + at.epoch + ")", null, "at"),
-                c);
+                td(atWall(at) + " " + atWhere(at), null, "where"), c);
       tr.title = e + " " + fmtNs(d[e]) + " at ns:" + exactNs(at, "start_ns") + " (epoch " +
-                 at.epoch + "), closed at ns:" + exactNs(at, "end_ns");
+                 at.epoch + "), closed at ns:" + exactNs(at, "end_ns") +
+                 (at.wall_ms ? ", arrived " + new Date(at.wall_ms).toISOString() : "") +
+                 ", stored at " + atWhere(at) + " (segment:byte offset of first..closing record)";
       frag.appendChild(tr);
     }
   }
