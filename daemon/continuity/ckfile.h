@@ -32,10 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Version 2: the engine section (ENG2) carries when each row's extremes were taken. Version 1
- * files are still read (TLC_CKPT_VERSION_MIN): their extremes' times are unknown (tlc_at_t.known
- * = 0) until a sample makes a new extreme. */
-#define TLC_CKPT_VERSION     2
+/* Version 3: the engine section (ENG3) carries when each row's extremes were taken, with their
+ * wall clock and stored location. Version 2 files (ENG2: the times without those two, read as
+ * 0) and version 1 files (TLC_CKPT_VERSION_MIN) are still read: a version 1 file's extremes'
+ * times are unknown (tlc_at_t.known = 0) until a sample makes a new extreme. */
+#define TLC_CKPT_VERSION     3
 #define TLC_CKPT_VERSION_MIN 1
 #define TLC_CKPT_HEADER      72
 #define TLC_CKPT_NAME        "target.checkpoint" /* <state>/<target>/target.checkpoint */
