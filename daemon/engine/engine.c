@@ -518,22 +518,26 @@ ext_note(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start, uint6
   edist_t *d = &r->k[k].d;
   const edist_t *f = r->w != NULL && r->w->f[k].n > 0 ? &r->w->f[k] : NULL;
   xrow_t *x = &e->xt[r - e->rows];
-  tlc_at_t at;
-  memset(&at, 0, sizeof(at)); /* no location yet (tlc_engine_xlocate) */
-  at.start = start;
-  at.end = end;
-  at.seq_start = seq_start;
-  at.seq_end = e->seq;
-  at.epoch = (uint32_t)e->c.clock_resets;
-  at.known = 1;
-  at.wall_ms = e->wall_ms;
-  if ((d->n == 0 || v < d->min) && (f == NULL || v < f->min)) {
-    x->mn[k] = at;
-    xnew_note(e, r, k, 0);
-  }
-  if ((d->n == 0 || v > d->max) && (f == NULL || v > f->max)) {
-    x->mx[k] = at;
-    xnew_note(e, r, k, 1);
+  int mn = (d->n == 0 || v < d->min) && (f == NULL || v < f->min);
+  int mx = (d->n == 0 || v > d->max) && (f == NULL || v > f->max);
+  if (mn | mx) { /* a new cumulative extreme (not only the current interval's) */
+    tlc_at_t at;
+    memset(&at, 0, sizeof(at)); /* no location yet (tlc_engine_xlocate) */
+    at.start = start;
+    at.end = end;
+    at.seq_start = seq_start;
+    at.seq_end = e->seq;
+    at.epoch = (uint32_t)e->c.clock_resets;
+    at.known = 1;
+    at.wall_ms = e->wall_ms;
+    if (mn) {
+      x->mn[k] = at;
+      xnew_note(e, r, k, 0);
+    }
+    if (mx) {
+      x->mx[k] = at;
+      xnew_note(e, r, k, 1);
+    }
   }
   if (v < d->min)
     d->min = v;
