@@ -745,9 +745,10 @@ static int feed_now(tlc_target_t *t, const uint8_t *buf, size_t len) {
   tlc_targets_t *r = t->reg;
   int ret = 0;
   r->bytes += len;
-  /* the arrival time new extremes are stamped with (tlc_at_t.wall_ms): one per chunk */
+  /* the arrival time new extremes are stamped with (tlc_at_t.wall_ms): one per chunk; none
+   * for stored bytes replayed at a restart (quiet), whose arrival is not known */
   if (t->pipe.engine != NULL)
-    tlc_engine_set_wall_ms(t->pipe.engine, tlc_now_unix_ms());
+    tlc_engine_set_wall_ms(t->pipe.engine, t->quiet ? 0 : tlc_now_unix_ms());
   while (len > 0) {
     size_t used = 0;
     /* bytes_cb, decoded_cb and records_cb, mapping, engine, batch_cb (on_* above) */
