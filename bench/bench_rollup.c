@@ -50,20 +50,6 @@ static uint64_t rnd(void) {
   return z ^ (z >> 31);
 }
 
-static void tap(void *ud, const tlc_engine_sample_t *s) { /* as daemon/rolld.c's */
-  tlc_rollup_sample_t *x;
-  if (s->kind >= TLC_NKINDS || (x = tlc_rollup_next(ud, s->end, s->epoch)) == NULL)
-    return;
-  x->handle = s->handle;
-  x->context = s->context;
-  x->state = s->state;
-  x->kind = s->kind;
-  x->row_kind = s->row_kind;
-  x->value = s->value;
-  x->end = s->end;
-  x->epoch = s->epoch;
-}
-
 /* One round: a fresh engine over the events, with the tap (acc) or without. CPU seconds. The
  * two wrappers below are what bench/icount_rollup.sh counts instructions in (callgrind's
  * --toggle-collect): the loop's instructions per event, load-independent. */
@@ -73,7 +59,7 @@ static double round_once(const tlc_event_t *ev, size_t n, tlc_rollup_acc_t *acc)
   double t0;
   tlc_engine_opts_default(&o);
   if (acc != NULL) {
-    o.tap = tap;
+    o.tap = tlc_rollup_tap; /* as daemon/rolld.c */
     o.tap_ud = acc;
   }
   if (tlc_engine_new(&e, TLC_FMT_BIN11, &o) != 0)

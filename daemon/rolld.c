@@ -1,7 +1,7 @@
 /* rolld.c - the rollups in the daemon (see rolld.h).
  *
- * The engine's tap has one consumer slot: this file's tap feeds the target's rollup
- * accumulator (a consumer added later chains here). Accumulators are kept by target pointer in
+ * Each target's engine gets the rollup module's tap (tlc_rollup_tap, one of the engine's taps),
+ * feeding the target's rollup accumulator. Accumulators are kept by target pointer in
  * d->raccs (a few per daemon: a linear search on events, none per sample).
  *
  * Rebuilt from segments: a target created (at start, or when its source first names it) whose
@@ -60,22 +60,6 @@ static void snap_release(names_snap_t *s) {
     tlc_rollup_names_fini(&s->nm);
     tlc_free(s);
   }
-}
-
-static void tap(void *ud, const tlc_engine_sample_t *s) {
-  tlc_rollup_sample_t *x;
-  if (s->kind >= TLC_NKINDS) /* a gap mark (counts are not asked for): no sample */
-    return;
-  if ((x = tlc_rollup_next(ud, s->end, s->epoch)) == NULL)
-    return;
-  x->handle = s->handle; /* in place: one store per field, no copy */
-  x->context = s->context;
-  x->state = s->state;
-  x->kind = s->kind;
-  x->row_kind = s->row_kind;
-  x->value = s->value;
-  x->end = s->end;
-  x->epoch = s->epoch;
 }
 
 /* Every sample kind of every row, not the COUNT marks (rollups keep samples). */
@@ -149,7 +133,7 @@ static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
   if (s->kind >= TLC_NKINDS)
     return;
   b->samples++;
-  tap(b->acc, s);
+  tlc_rollup_tap(b->acc, s);
 }
 
 /* The threadpool thread: the segments read, their samples into the private accumulator. */
@@ -377,7 +361,7 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
   if (t->pipe.engine != NULL) {
     tlc_engine_remove_tap(t->pipe.engine, a->acc); /* once only, whatever the engine had */
-    if (tlc_engine_add_tap(t->pipe.engine, tap, want, a->acc) < 0)
+    if (tlc_engine_add_tap(t->pipe.engine, tlc_rollup_tap, want, a->acc) < 0)
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
   }
 }

@@ -70,6 +70,7 @@ struct tlc_bwatch {
   size_t nc, capc;
   tlc_htab_t cnth; /* hash(budget, row key) -> c index */
   uint64_t dropped_keys, all;
+  tlc_violation_t scratch; /* a violation's record when its budget has no ring (no memory) */
 };
 
 static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
@@ -270,6 +271,8 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
   }
   for (i = 0; i < w->nb; i++) {
     const tlc_tbudget_t *b = &w->bs[i].def;
+    if (b->area_kind == TLC_BAREA_HANDLE && b->handle != handle)
+      continue; /* the common case, without a call (budget_matches would say the same) */
     if (!budget_matches(w, b, handle, context, row_kind, &name, &named))
       continue;
     if (w->nm == w->capm) {
@@ -348,8 +351,18 @@ static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   return m->ci = (uint32_t)w->nc++;
 }
 
-/* Records violation v (budget, value, limit, times, sequences filled) `n` times (n > 1: a
- * stretch of empty rate windows, one record). */
+/* Where the next violation of m's budget is written, in place: its ring's next slot (taken by
+ * violate), or the watch's scratch when the ring has no memory. over, value, limit, times and
+ * sequences are the caller's to fill; violate fills the rest. */
+static tlc_violation_t *next_violation(tlc_bwatch_t *w, const match_t *m) {
+  bstate_t *b = &w->bs[m->bi];
+  if (b->ring == NULL) /* zeroed: a record's padding stays 0 (saved and compared whole) */
+    b->ring = tlc_calloc(w->o.keep, sizeof(*b->ring));
+  return b->ring != NULL ? &b->ring[b->rhead] : &w->scratch;
+}
+
+/* Records violation v (next_violation's; budget, value, limit, times, sequences filled) `n`
+ * times (n > 1: a stretch of empty rate windows, one record). */
 static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violation_t *v,
                     uint64_t n) {
   bstate_t *b = &w->bs[m->bi];
@@ -362,6 +375,7 @@ static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violatio
   v->state = r->state;
   v->stat = b->def.stat;
   v->wall_ms = w->o.wall_ms(w->o.ud);
+  v->seg_first = v->off_first = v->seg_last = v->off_last = 0;
   b->total += n;
   w->all += n;
   v->count = b->total;
@@ -369,11 +383,9 @@ static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violatio
     w->c[ci].count += n;
   else
     w->dropped_keys += n;
-  if (b->ring == NULL)
-    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
-  if (b->ring != NULL) { /* without memory only the counts (the worst below) */
-    b->ring[b->rhead] = *v;
-    b->rhead = (b->rhead + 1) % w->o.keep;
+  if (v != &w->scratch) { /* without memory only the counts (the worst below) */
+    if (++b->rhead == w->o.keep)
+      b->rhead = 0;
     if (b->rn < w->o.keep)
       b->rn++;
   }
@@ -389,20 +401,20 @@ static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violatio
 static void test_value(tlc_bwatch_t *w, match_t *m, const rowent_t *r, int64_t value, int64_t start,
                        int64_t end, uint64_t epoch, uint64_t seq0, uint64_t seq1) {
   const tlc_tbudget_t *b = &w->bs[m->bi].def;
-  tlc_violation_t v;
+  tlc_violation_t *v;
   int over = b->has_max && value > b->max, under = b->has_min && value < b->min;
   if (!over && !under)
     return;
-  memset(&v, 0, sizeof(v));
-  v.over = (uint8_t)over;
-  v.value = value;
-  v.limit = over ? b->max : b->min;
-  v.start = start;
-  v.end = end;
-  v.epoch = epoch;
-  v.seq_start = seq0;
-  v.seq_end = seq1;
-  violate(w, m, r, &v, 1);
+  v = next_violation(w, m);
+  v->over = (uint8_t)over;
+  v->value = value;
+  v->limit = over ? b->max : b->min;
+  v->start = start;
+  v->end = end;
+  v->epoch = epoch;
+  v->seq_start = seq0;
+  v->seq_end = seq1;
+  violate(w, m, r, v, 1);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
@@ -435,17 +447,16 @@ static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
     test_value(w, m, r, (int64_t)m->wcount, wbound(m->win, len), wbound(m->win + 1, len), m->epoch,
                m->wseq0, m->wseq1);
     if (empty > 0 && b->has_min && b->min > 0) {
-      tlc_violation_t v;
-      memset(&v, 0, sizeof(v));
-      v.over = 0;
-      v.value = 0;
-      v.limit = b->min;
-      v.start = wbound(m->win + 1, len);
-      v.end = wbound(win, len);
-      v.epoch = s->epoch;
-      v.seq_start = m->wseq1;
-      v.seq_end = s->seq_end;
-      violate(w, m, r, &v, (uint64_t)empty);
+      tlc_violation_t *v = next_violation(w, m);
+      v->over = 0;
+      v->value = 0;
+      v->limit = b->min;
+      v->start = wbound(m->win + 1, len);
+      v->end = wbound(win, len);
+      v->epoch = s->epoch;
+      v->seq_start = m->wseq1;
+      v->seq_end = s->seq_end;
+      violate(w, m, r, v, (uint64_t)empty);
     }
   }
   m->has_win = 1;

@@ -139,8 +139,12 @@ static void save_head(tlc_engine_t *e, tlc_ckw_t *w) {
 }
 
 static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim, tlc_ckw_t *w) {
+  erow_t c = *r; /* as load_rows takes it: its interval's end in whi (engine-int.h: tap_mask) */
   unsigned k;
-  tlc_ckw_bytes(w, r, sizeof(*r));
+  c.whi = tlc__engine_whi(r);
+  c.tap_mask = 0;
+  c.tap_whi = 0;
+  tlc_ckw_bytes(w, &c, sizeof(c));
   if (e->ckpt_v1 == 0)
     tlc_ckw_bytes(w, &e->xt[r - e->rows], sizeof(xrow_t));
   else if (e->ckpt_v1 == 2)
@@ -521,6 +525,7 @@ static int load_rows(tlc_engine_t *e, tlc_ckr_t *r, int version) {
     row->open = 0; /* recomputed from the stacks */
     row->link = NONE32;
     row->link_gen = NONE32;
+    row->tap_mask = 0; /* whi is the interval's end (save_row); tap_regen asks the taps */
     if (r->err != 0 || row->kind > TLC_ROW_STATE ||
         (row->ctx != NONE32 &&
          (row->kind != TLC_ROW_CODE || row->ctx >= e->nctx || e->ctx[row->ctx].tindex == NONE32)))

@@ -146,19 +146,23 @@ typedef struct erow {
   uint32_t open;      /* open activations */
   uint64_t count, seq;
   int64_t last, out_start;
-  int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event) */
+  int64_t wlo, whi; /* w's current interval [wlo, whi) (kept here: the check is per event);
+                       whi is INT64_MIN while tap_mask != 0 (tap_whi) */
   _Alignas(64) ekind_t k[NK];
   int64_t total[NK];
   uint64_t last_seq, out_seq; /* change sequence of the events at `last` and `out_start` (the
                                  tap's seq_start of PERIOD and OUTSIDE) */
   /* in the cache line of total[] and the sequences, which a sample's event touches anyway */
   uint8_t tap_mask;    /* kinds the tap wants of this row (engine.h: tlc_engine_tap_want_fn),
-                          or TAP_ASK: not asked yet (a new row, a new tap) */
+                          or TAP_ASK: not asked yet (a new row, a new tap); not 0: whi is
+                          INT64_MIN, so that every event on the row fails the interval's check
+                          and takes the out-of-line path, where the tap is served */
   uint32_t tap_cookie; /* tap_want's cookie for this row */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
   uint32_t link_gen; /* mapping generation `link` was resolved in */
   wrow_t *w;         /* windows, or NULL before the row's first window sample */
+  int64_t tap_whi;   /* the interval's end while tap_mask != 0 (whi then INT64_MIN) */
 } erow_t;
 _Static_assert(sizeof(erow_t) % 64 == 0, "rows stay 64-byte aligned in their array");
 _Static_assert(sizeof(void *) != 8 || sizeof(erow_t) == 512, "a row is 512 bytes (engine.h)");
@@ -298,7 +302,12 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
  * allocate and free outside the engine's own growth paths. */
 void tlc__engine_acct_sync(tlc_engine_t *e);
 #define TAP_ASK 0x80u
-/* Makes every row ask the tap again which kinds it wants (a new tap, a load): O(rows). */
+/* The end of r's interval [wlo, whi) (whi is INT64_MIN while a tap watches r: tap_whi). */
+static inline int64_t tlc__engine_whi(const erow_t *r) {
+  return r->tap_mask ? r->tap_whi : r->whi;
+}
+/* Makes every row ask the tap again which kinds it wants (a new tap, a load; rows loaded with
+ * tap_mask 0 and their interval's end in whi): O(rows). */
 void tlc__engine_tap_regen(tlc_engine_t *e);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);

@@ -255,6 +255,14 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
 
 static void win_interval(tlc_engine_t *e, int64_t t, int64_t *lo, int64_t *hi);
 
+/* Sets the end of r's interval: whi, or tap_whi while a tap watches r (engine-int.h). */
+static void row_whi(erow_t *r, int64_t hi) {
+  if (r->tap_mask)
+    r->tap_whi = hi;
+  else
+    r->whi = hi;
+}
+
 static void wkd_merge(wkd_t *a, const edist_t *b) {
   nsmm_merge(&a->n, &a->sum, &a->min, &a->max, b->n, b->sum, b->min, b->max);
 }
@@ -300,14 +308,39 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   w->fcount = r->count;
   win_interval(e, t, &lo, &hi);
   r->wlo = lo;
-  r->whi = hi;
+  row_whi(r, hi);
 }
 
-/* hot_fold when windows are on and t is outside the row's current interval (empty, wlo > whi,
- * while the row has no windows yet): the per-event check, kept inline. */
+static unsigned tap_resolve(tlc_engine_t *e, erow_t *r);
+
+/* hot_fold when t is outside r's current interval (empty, wlo > whi, while the row has no
+ * windows yet); without windows, the whole time line becomes the interval, so that the code
+ * rows' check (code_hot) fails only for the rows a tap watches. */
+static void fold_at(tlc_engine_t *e, erow_t *r, int64_t t) {
+  if (!e->o.nwindows) {
+    r->wlo = INT64_MIN;
+    row_whi(r, INT64_MAX);
+  } else if (!(t >= r->wlo && t < tlc__engine_whi(r))) {
+    hot_fold(e, r, t);
+  }
+}
+
+/* The out-of-line part of hot_at: a row a tap watches (or not asked yet) fails hot_at's check
+ * whatever t; its TAP_ASK is resolved here, so that without a tap a row comes here once. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+hot_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
+  (void)tap_resolve(e, r);
+  fold_at(e, r, t);
+}
+
+/* hot_fold when windows are on and t is outside the row's current interval: the per-event check
+ * of data and state rows, kept inline (code rows: code_hot). */
 static inline void hot_at(tlc_engine_t *e, erow_t *r, int64_t t) {
   if (e->o.nwindows && !(t >= r->wlo && t < r->whi))
-    hot_fold(e, r, t);
+    hot_slow(e, r, t);
 }
 
 /* Counts the queued histogram samples, in two passes. First every entry that sample() could
@@ -424,13 +457,27 @@ tap_ask(tlc_engine_t *e, erow_t *r) {
     }
     r->tap_mask = (uint8_t)m;
     r->tap_cookie = 0;
-    return r->tap_mask;
+  } else {
+    m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind, st, &cookie)
+                              : 0xFFu;
+    r->tap_mask = (uint8_t)(m & ~TAP_ASK);
+    r->tap_cookie = cookie;
   }
-  m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind, st, &cookie)
-                            : 0xFFu;
-  r->tap_mask = (uint8_t)(m & ~TAP_ASK);
-  r->tap_cookie = cookie;
+  if (r->tap_mask == 0) /* watched by none: the fast path again (engine-int.h) */
+    r->whi = r->tap_whi;
   return r->tap_mask;
+}
+
+/* r's tap_mask with TAP_ASK answered, by the taps or, without any, 0. */
+static unsigned tap_resolve(tlc_engine_t *e, erow_t *r) {
+  if (TLC_LIKELY(!(r->tap_mask & TAP_ASK)))
+    return r->tap_mask;
+  if (e->ntaps == 0) {
+    r->tap_mask = 0;
+    r->whi = r->tap_whi;
+    return 0;
+  }
+  return tap_ask(e, r);
 }
 
 /* The kinds the tap wants of r for the current event (0 without a tap): one test per event
@@ -441,52 +488,54 @@ static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
   return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
 }
 
-/* The bits of a row's tap_mask that tap_close and tap_entry serve (TAP_ASK: either asks), so
- * that a row watched for its E's kinds only makes no call at its X, and the other way round. */
-#define TAP_CLOSE_KINDS ((1u << TLC_NET) | (1u << TLC_GROSS) | (1u << TLC_CALL) | TAP_ASK)
-#define TAP_ENTRY_KINDS ((1u << TLC_TAP_COUNT) | (1u << TLC_PERIOD) | (1u << TLC_OUTSIDE) | TAP_ASK)
-
 /* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
 static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
   if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
     tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
 }
 
-/* The tap's samples of an activation of r closed by an X at t (tm = r->tap_mask != 0, TAP_ASK
- * included: asked here): out of line, so that the engine's hot path holds one load and one branch
- * for the rows no tap watches. */
+/* The per-event check of a code row's E and X: t inside the row's interval. It fails for every
+ * event on a row a tap watches (whi INT64_MIN: engine-int.h), which then takes the out-of-line
+ * path (code_close_slow, code_entry_slow) where the tap is served, so that the push loop holds
+ * no test of the tap's. */
+static inline int code_hot(const erow_t *r, int64_t t) {
+  return t >= r->wlo && t < r->whi;
+}
+
+/* An X closing activation a of code row r at t when code_hot failed: the tap's samples (NET,
+ * GROSS, CALL: no context_area, GROSS == CALL), then the window fold before the row takes them. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void
-tap_close(tlc_engine_t *e, erow_t *r, unsigned tm, const act_t *a, int64_t net, int64_t gross,
-          int64_t call, int64_t t) {
-  if (tm & TAP_ASK)
-    tm = tap_ask(e, r);
+code_close_slow(tlc_engine_t *e, erow_t *r, const act_t *a, int64_t net, int64_t gross,
+                int64_t call, int64_t t) {
+  unsigned tm = tap_resolve(e, r);
   if (tm & (1u << TLC_NET))
     tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
   if (tm & (1u << TLC_GROSS))
     tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
   if (tm & (1u << TLC_CALL))
     tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+  fold_at(e, r, t);
 }
 
-/* The tap's count, PERIOD and OUTSIDE of an E on r at t, before the row takes them (tm =
- * r->tap_mask != 0, TAP_ASK included: asked here): the same values (a negative duration is 0, as
- * dur() makes it). */
+/* An E on code row r at t when code_hot failed, before the row takes it: the tap's count,
+ * PERIOD and OUTSIDE (the same values: a negative duration is 0, as dur() makes it), then the
+ * window fold. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static void
-tap_entry(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
-  if (tm & TAP_ASK)
-    tm = tap_ask(e, r);
+code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
+  unsigned tm = tap_resolve(e, r);
   if (tm & (1u << TLC_TAP_COUNT))
     tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
   if (r->has_last && (tm & (1u << TLC_PERIOD)))
     tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
   if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
     tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
+  fold_at(e, r, t);
 }
 
 /* Lists a new cumulative extreme for tlc_engine_xnew (once while it is the last listed). */
@@ -627,9 +676,9 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->kind = (uint8_t)kind;
   r->link = NONE32;
   r->link_gen = NONE32;
-  r->tap_mask = TAP_ASK;
+  r->tap_mask = TAP_ASK; /* and so whi INT64_MIN: the first event asks the tap */
   r->wlo = INT64_MAX;
-  r->whi = INT64_MIN;
+  r->whi = r->tap_whi = INT64_MIN;
   dists_clear(r->k);
   if (kind == TLC_ROW_STATE)
     r->state = b;
@@ -741,8 +790,8 @@ static void ctx_stop(tlc_engine_t *e, uint8_t core, uint64_t task, int64_t t) {
 
 enum { CL_X = 0, CL_TRUNC = 1, CL_GAP = 2 };
 
-static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t, int how,
-                              int tapped) {
+static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a, int64_t t,
+                              int how) {
   erow_t *r = &e->rows[a->row];
   int64_t call, net = a->net, gross, in_t = ctx_in(ctxmode, c, t);
   call = dur(e, r, tsub(t, a->start));
@@ -756,11 +805,8 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
     r->total[TLC_GROSS] = tadd(r->total[TLC_GROSS], gross);
   r->total[TLC_CALL] = tadd(r->total[TLC_CALL], call);
   if (how == CL_X && a->full) {
-    /* the tap first, as on an E: then net, gross and call need not live across the samples
-     * for the rows it watches (TAP_ASK in the mask: tap_close asks) */
-    if (tapped && TLC_UNLIKELY(r->tap_mask & TAP_CLOSE_KINDS)) /* no context_area: GROSS == CALL */
-      tap_close(e, r, r->tap_mask, a, net, gross, call, t);
-    hot_at(e, r, t);
+    if (TLC_UNLIKELY(!code_hot(r, t))) /* a fold, or a row a tap watches */
+      code_close_slow(e, r, a, net, gross, call, t);
     sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
       sample(e, r, 0, TLC_GROSS, gross, a->start, a->seq, t);
@@ -821,10 +867,8 @@ static int32_t ctx_find(const ectx_t *c, const erow_t *r, uint32_t ri) {
   return -1;
 }
 
-static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode,
-                               int tapped) {
+static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t, int mode) {
   const int ctxmode = mode == M_TASK;
-  unsigned tm;
   uint32_t ci, ri;
   ectx_t *c;
   erow_t *r;
@@ -897,11 +941,9 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
       e->c.dropped_area_limit++;
       return;
     }
-    hot_at(e, r, t);
+    if (TLC_UNLIKELY(!code_hot(r, t))) /* a fold, or a row a tap watches */
+      code_entry_slow(e, r, t);
     r->count++;
-    tm = tapped ? r->tap_mask : 0; /* TAP_ASK: tap_entry asks */
-    if (TLC_UNLIKELY(tm & TAP_ENTRY_KINDS))
-      tap_entry(e, r, tm, t);
     if (r->has_last)
       sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
@@ -956,10 +998,10 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     }
     while (c->depth > (uint32_t)p + 1) {
       c->depth--;
-      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC, 0);
+      act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_TRUNC);
     }
     c->depth--;
-    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X, tapped);
+    act_close(e, ctxmode, c, &c->stack[c->depth], t, CL_X);
     break;
   default: /* W on a code area */
     anomaly(e, r);
@@ -1125,7 +1167,7 @@ static void clock_restart(tlc_engine_t *e, int64_t t) {
     w->fcount = r->count;
     w->nb = 0;
     r->wlo = lo;
-    r->whi = hi;
+    row_whi(r, hi);
     r->seq = e->seq;
   }
   for (i = 0; i < e->nctx; i++) {
@@ -1201,7 +1243,7 @@ size_t tlc_engine_clock_scan(tlc_engine_clock_t *c, const tlc_event_t *ev, size_
 /* ---- events ---- */
 
 /* One event; mode (M_*) is e's, a constant in each copy tlc_engine_push inlines this into. */
-static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode, int tapped) {
+static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
   const int ctxmode = mode == M_TASK;
   int64_t t = ev->time_ns;
   unsigned area = tlc_handle_area(ev->handle);
@@ -1224,7 +1266,7 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode, int 
     switch_in(e, e->cur[ev->core], t);
   }
   if (area <= TLC_AREA_LINE && ev->type <= TLC_EV_WRITE) { /* the common case first */
-    code_event(e, ev, t, mode, tapped);
+    code_event(e, ev, t, mode);
   } else if (TLC_UNLIKELY(ev->type > TLC_EV_WRITE || area > TLC_AREA_AUXSTATE)) {
     anomaly(e, NULL);
     return;
@@ -1245,21 +1287,17 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode, int 
 }
 
 /* The loop is specialised for the common mode (bin1x without context_area: a core is a
- * context, always switched in), so that its per-event checks of the mode compile away. */
+ * context, always switched in), so that its per-event checks of the mode compile away. It holds
+ * no test of the tap's: the code rows a tap watches fail code_hot's check. */
 void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
   size_t i;
   if (e->fmt != TLC_FMT_EVLOG && !e->ctxmode) {
-    /* and for a tap or none: without one, the tap's tests compile away */
-    if (TLC_LIKELY(e->o.tap == NULL))
-      for (i = 0; i < n; i++)
-        push1(e, &ev[i], M_CORE, 0);
-    else
-      for (i = 0; i < n; i++)
-        push1(e, &ev[i], M_CORE, 1);
+    for (i = 0; i < n; i++)
+      push1(e, &ev[i], M_CORE);
   } else {
     int mode = e->fmt == TLC_FMT_EVLOG ? M_THREAD : M_TASK;
     for (i = 0; i < n; i++)
-      push1(e, &ev[i], mode, e->o.tap != NULL);
+      push1(e, &ev[i], mode);
   }
 }
 
@@ -1274,7 +1312,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     ectx_t *c = &e->ctx[i];
     while (c->depth > 0) {
       c->depth--;
-      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP, 0);
+      act_close(e, e->ctxmode, c, &c->stack[c->depth], t, CL_GAP);
     }
   }
   for (i = 0; i < e->nsa; i++) {
@@ -1490,8 +1528,14 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
 
 void tlc__engine_tap_regen(tlc_engine_t *e) {
   size_t i;
-  for (i = 0; i < e->nrows; i++)
-    e->rows[i].tap_mask = TAP_ASK;
+  for (i = 0; i < e->nrows; i++) {
+    erow_t *r = &e->rows[i];
+    if (r->tap_mask == 0) { /* its next event takes the out-of-line path, which asks */
+      r->tap_whi = r->whi;
+      r->whi = INT64_MIN;
+    }
+    r->tap_mask = TAP_ASK;
+  }
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {

@@ -172,8 +172,9 @@ typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
  * TLC_TAP_COUNT), and *cookie, a number the engine keeps with the row and hands back in each of
  * its samples (tlc_engine_sample_t.cookie: the consumer's own index of the row, no lookup).
  * Asked once per row, at its first sample or count after the tap was set
- * (tlc_engine_opts_t.tap or tlc_engine_set_tap), so that rows no consumer watches cost one
- * test per event. Gaps are always delivered. */
+ * (tlc_engine_opts_t.tap or tlc_engine_set_tap), so that code rows no consumer watches cost
+ * nothing (the rows a tap watches take the engine's out-of-line path) and data and state rows
+ * one test per event. Gaps are always delivered. */
 typedef unsigned (*tlc_engine_tap_want_fn)(void *ud, uint32_t handle, uint32_t context,
                                            uint8_t row_kind, uint64_t state, uint32_t *cookie);
 

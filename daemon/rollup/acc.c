@@ -11,12 +11,20 @@
  */
 #include "rollup/rollup-int.h"
 
+#include "engine/engine.h"
+
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "formats/when.h"
 
 #include <string.h>
+
+#if defined(__GNUC__)
+#define TLC_ROLLUP_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define TLC_ROLLUP_LIKELY(x) (x)
+#endif
 
 static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint8_t kind) {
   uint64_t h = ((uint64_t)handle << 32 | context) * 0x9E3779B97F4A7C15ull;
@@ -117,23 +125,55 @@ void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
   tlc_free(a);
 }
 
-tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
+/* The slow path of next(): the chunk is empty, full, or of another minute or epoch. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static tlc_rollup_sample_t *
+next_slow(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
+  int64_t m = tlc_rollup_minute(end);
   /* a chunk holds one minute of one epoch: another one hands it off first, so that a minute
    * reaches the worker as soon as target time leaves it; a full one goes at the next sample */
-  if (a->n > 0 && (a->n == TLC_ROLLUP_CHUNK || end < a->lo || end >= a->hi || epoch != a->epoch))
+  if (a->n > 0)
     hand_off(a, 0);
-  if (a->n == 0) {
-    int64_t m = tlc_rollup_minute(end);
-    if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
-      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-      return NULL;
-    }
-    a->lo = m * TLC_ROLLUP_MINUTE_NS;
-    a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
-    a->epoch = epoch;
-    a->wall0 = tlc_when_now();
+  if (a->chunk == NULL && (a->chunk = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*a->chunk))) == NULL) {
+    tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+    return NULL;
   }
+  a->lo = m * TLC_ROLLUP_MINUTE_NS;
+  a->hi = m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? a->lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
+  a->epoch = epoch;
+  a->wall0 = tlc_when_now();
   return &a->chunk[a->n++];
+}
+
+/* The fast path, inlined into the tap: a chunk being filled whose minute and epoch hold the
+ * sample (n in (0, CHUNK): one unsigned compare; end in [lo, hi); the epoch) takes it. */
+static inline tlc_rollup_sample_t *next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
+  if (TLC_ROLLUP_LIKELY(a->n - 1 < TLC_ROLLUP_CHUNK - 1 && end >= a->lo && end < a->hi &&
+                        epoch == a->epoch))
+    return &a->chunk[a->n++];
+  return next_slow(a, end, epoch);
+}
+
+tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch) {
+  return next(a, end, epoch);
+}
+
+void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
+  tlc_rollup_sample_t *x;
+  if (s->kind >= TLC_NKINDS) /* a mark (counts, gaps): no sample */
+    return;
+  if ((x = next(acc, s->end, s->epoch)) == NULL)
+    return;
+  x->handle = s->handle; /* in place: one store per field, no copy */
+  x->context = s->context;
+  x->state = s->state;
+  x->kind = s->kind;
+  x->row_kind = s->row_kind;
+  x->value = s->value;
+  x->end = s->end;
+  x->epoch = s->epoch;
 }
 
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {

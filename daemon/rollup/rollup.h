@@ -108,6 +108,12 @@ void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
  * the caller to fill at once (every field, end and epoch as given), before any other call on a;
  * NULL when there is no memory (the sample is counted as dropped). */
 tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch);
+/* The engine's tap (engine.h: tlc_engine_tap_fn) feeding accumulator `acc`: every sample kind
+ * appended as tlc_rollup_next's caller would, the marks (kind >= TLC_NKINDS) ignored. The
+ * append is inlined here, so that a sample costs the tap one call and eight stores. Thread of
+ * the accumulator. */
+struct tlc_engine_sample;
+void tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
 /* Counts one budget violation in the minute of its end time: handle, context, state and row_kind
  * of its row, kind the statistic it broke (a rate: TLC_NET's cell). */
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,

@@ -9,57 +9,16 @@ import os
 import signal
 import sys
 
+import budget_stream as B
 import daemonlib as D
 import tlctest as T
 
 TLCAPD = sys.argv[1]
 
-# The stream of test_replay.py, on two cores (record number = engine sequence, from 1):
-#   1 main E@100 c0, 2 f E@120 c1, 3 main S@150 c0, 4 f E@150 c0, 5 f X@170 c1,
-#   6 var W 5 @200, 7 f X@250 c0, 8 main R@250 c0, 9 var W 7 @300, 10 main X@400 c0
-# Samples: core0 main NET 200 (100..150, 250..400), CALL 300 (100..400); core0 f NET = CALL
-# 100 (150..250); core1 f NET = CALL 50 (120..170); variable 20000000 PERIOD 100 (200..300).
-REC = [
-    (0x00000000, 3, 0, 0, 100),
-    (0x00000001, 3, 1, 0, 120),
-    (0x00000000, 1, 0, 0, 150),
-    (0x00000001, 3, 0, 0, 150),
-    (0x00000001, 0, 1, 0, 170),
-    (0x20000000, 4, 0, 5, 200),
-    (0x00000001, 0, 0, 0, 250),
-    (0x00000000, 2, 0, 0, 250),
-    (0x20000000, 4, 0, 7, 300),
-    (0x00000000, 0, 0, 0, 400),
-]
-
-BUDGETS = """# the gate's budgets
-[budget f_net]
-area = 00000001
-stat = net
-max = 60ns
-
-[budget main_call]
-area = 0x00000000
-stat = call
-max = 250ns
-min = 10ns
-
-[budget var_period]
-area = 20000000
-stat = period
-min = 0.15us
-
-[budget f_core1]
-area = 00000001
-context = core1
-stat = net
-max = 40ns
-
-[budget fine]
-area = 0000000?
-stat = gross
-max = 1ms
-"""
+# the stream and budgets worked out by hand: budget_stream.py
+REC = B.REC
+BUDGETS = "# the gate's budgets\n" + B.budgets("f_net", "main_call_min", "var_period", "f_core1",
+                                               "fine")
 
 
 def write(d, name, data):
@@ -70,7 +29,7 @@ def write(d, name, data):
 
 
 def capture(d):
-    return write(d, "a.bin", b"".join(T.bin11(h, t, c, v, tm) for (h, t, c, v, tm) in REC))
+    return write(d, "a.bin", B.data())
 
 
 def section(text, title):

@@ -23,50 +23,18 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import budget_stream as B  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD = sys.argv[1]
 NAME = "l@127.0.0.1"
 
-# test_budget_gate.py's stream (engine sequences from 1; see there for the samples)
-REC = [
-    (0x00000000, 3, 0, 0, 100),
-    (0x00000001, 3, 1, 0, 120),
-    (0x00000000, 1, 0, 0, 150),
-    (0x00000001, 3, 0, 0, 150),
-    (0x00000001, 0, 1, 0, 170),
-    (0x20000000, 4, 0, 5, 200),
-    (0x00000001, 0, 0, 0, 250),
-    (0x00000000, 2, 0, 0, 250),
-    (0x20000000, 4, 0, 7, 300),
-    (0x00000000, 0, 0, 0, 400),
-]
-DATA = b"".join(T.bin11(h, t, c, v, tm) for (h, t, c, v, tm) in REC)
+# the stream worked out by hand (budget_stream.py: engine sequences from 1, the samples)
+REC = B.REC
+DATA = B.data()
 
-BUDGETS = """[budget f_net]
-area = 00000001
-stat = net
-max = 60ns
-
-[budget main_call]
-area = 0x00000000
-stat = call
-max = 250ns
-min = 10ns
-
-[budget var_period]
-area = 20000000
-stat = period
-min = 0.15us
-
-[budget f_core1]
-area = 00000001
-context = core1
-stat = net
-max = 40ns
-
-[budget writes]
+BUDGETS = B.budgets("f_net", "main_call_min", "var_period", "f_core1") + """[budget writes]
 area = 20000000
 stat = rate
 window = 1ms
@@ -257,7 +225,7 @@ def test_reload(d):
         T.eq(by["main_call"]["violations"], 1, "an unchanged budget keeps its count")
         # the stream again (a new connection, later target times): f_call sees core0's f
         # CALL 100 > 70; f_net (200ns) none
-        send(port, b"".join(T.bin11(h, t, c, v, tm + 1000) for (h, t, c, v, tm) in REC))
+        send(port, B.data(shift=1000))
         doc = D.wait_until(lambda: (lambda x: x if {y["name"]: y for y in x["budgets"]}
                                     ["f_call"]["violations"] == 1 else None)(violations(hport)),
                            10, "f_call's violation")

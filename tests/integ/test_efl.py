@@ -232,7 +232,7 @@ def rotate_replay(dm, sport, target):
                          timeout=30)
     T.eq(rc, 0, "tlcap rotate %s: %s" % (target, err))
     D.wait_until(lambda: glob.glob(os.path.join(tdir, "*.log")) and
-                 not glob.glob(os.path.join(tdir, "*.part")), 10, "segment sealed")
+                 not glob.glob(os.path.join(tdir, "*.part")), 60, "segment sealed")
     segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
     rc, out, err = T.run([TLCAPD, "replay", segs[-1], "--format", "evlog", "--export", "json"])
     T.eq(rc, 0, "replay %s: %s" % (segs[-1], err))
@@ -250,7 +250,7 @@ def live_equals_replay(dm, sport, target):
                              timeout=30)
         T.eq(rc, 0, "tlcap rotate %s: %s" % (target, err))
         D.wait_until(lambda: glob.glob(os.path.join(tdir, "*.log")) and
-                     not glob.glob(os.path.join(tdir, "*.part")), 10, "segment sealed")
+                     not glob.glob(os.path.join(tdir, "*.part")), 60, "segment sealed")
         segs = sorted(glob.glob(os.path.join(tdir, "*.log")))
         rc, out, err = T.run([TLCAPD, "replay"] + segs + ["--format", "evlog", "--export",
                                                           "json"])

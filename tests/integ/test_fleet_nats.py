@@ -54,21 +54,52 @@ class NatsServer:
         self.start()
 
     def start(self):
-        self.logf = open(os.path.join(self.d, "nats.log"), "ab")
+        """Starts nats-server on self.port and waits until it serves. The port it had is free
+        again after a kill, but any process's outgoing connection may take it meanwhile as its
+        source port (tlcapd's own reconnects included): a server that exits because the
+        address is in use is started again, a few times."""
         args = [NATS, "-a", "127.0.0.1", "-p", str(self.port)]
         if self.js:
             args += ["-js", "-sd", os.path.join(self.d, "js")]
         if self.monitor:
             args += ["-m", str(self.monitor)]
-        self.p = subprocess.Popen(args, stdout=self.logf, stderr=self.logf)
-        # ready when it accepts a connection and sends its INFO line
-        def up():
+        for attempt in range(5):
+            self.logf = open(os.path.join(self.d, "nats.log"), "ab")
+            mark = self.logf.tell()
+            self.p = subprocess.Popen(args, stdout=self.logf, stderr=self.logf)
+            # ready when it accepts a connection and sends its INFO line; one that exited fails
+            # at once (with its log)
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    return s.recv(5) == b"INFO "
+                D.wait_until(self.up, 30, "nats-server up", step=0.05)
+                return
+            except T.Failure as e:
+                self.kill()
+                if attempt < 4 and "address already in use" in self.log()[mark:]:
+                    D.wait_until(self.port_free, 10, "port %d free" % self.port, step=0.1)
+                    continue
+                raise T.Failure("%s; its log:\n%s" % (e, self.log()[-2000:]))
+
+    def port_free(self):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", self.port))
+                return True
             except OSError:
                 return False
-        D.wait_until(up, 10, "nats-server up")
+
+    def up(self):
+        if self.p.poll() is not None:
+            raise T.Failure("nats-server exited with %s" % self.p.returncode)
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                return s.recv(5) == b"INFO "
+        except OSError:
+            return False
+
+    def log(self):
+        with open(os.path.join(self.d, "nats.log"), "rb") as f:
+            return f.read().decode(errors="replace")
 
     def url(self):
         return "nats://127.0.0.1:%d" % self.port

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+import budget_stream as B
 import tlctest as T
 
 TLCAPD = sys.argv[1]
@@ -15,18 +16,7 @@ TLCAPD = sys.argv[1]
 #   core0: main (00000000) E@100, calls f (00000001) E@150 / X@250 (main S@150 R@250), X@400
 #   core1: f E@120 X@170
 #   variable 20000000 written 5 @200 and 7 @300 on core0
-REC = [
-    (0x00000000, 3, 0, 0, 100),
-    (0x00000001, 3, 1, 0, 120),
-    (0x00000000, 1, 0, 0, 150),
-    (0x00000001, 3, 0, 0, 150),
-    (0x00000001, 0, 1, 0, 170),
-    (0x20000000, 4, 0, 5, 200),
-    (0x00000001, 0, 0, 0, 250),
-    (0x00000000, 2, 0, 0, 250),
-    (0x20000000, 4, 0, 7, 300),
-    (0x00000000, 0, 0, 0, 400),
-]
+REC = B.REC  # the stream budget_stream.py works out by hand
 
 
 def write(d, name, data):

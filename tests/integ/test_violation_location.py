@@ -16,41 +16,16 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import budget_stream as B  # noqa: E402
 import daemonlib as D  # noqa: E402
 import tlctest as T  # noqa: E402
 
 TLCAPD, TLCAP = sys.argv[1:3]
 NAME = "l@127.0.0.1"
 
-# handle, type (0 X, 1 S, 2 R, 3 E, 4 W), core, data, time (test_budget_live.py's stream)
-REC = [
-    (0x00000000, 3, 0, 0, 100),
-    (0x00000001, 3, 1, 0, 120),
-    (0x00000000, 1, 0, 0, 150),
-    (0x00000001, 3, 0, 0, 150),
-    (0x00000001, 0, 1, 0, 170),
-    (0x20000000, 4, 0, 5, 200),
-    (0x00000001, 0, 0, 0, 250),
-    (0x00000000, 2, 0, 0, 250),
-    (0x20000000, 4, 0, 7, 300),
-    (0x00000000, 0, 0, 0, 400),
-]
-
-BUDGETS = """[budget f_net]
-area = 00000001
-stat = net
-max = 60ns
-
-[budget main_call]
-area = 0x00000000
-stat = call
-max = 250ns
-
-[budget var_period]
-area = 20000000
-stat = period
-min = 0.15us
-"""
+# the stream and budgets worked out by hand (budget_stream.py)
+REC = B.REC
+BUDGETS = B.budgets("f_net", "main_call", "var_period")
 
 # budget -> indexes in REC of its violation's first and closing record, by hand: f_net is core0
 # f's NET 150..250 (its E at 150, its X at 250); main_call is core0 main's CALL 100..400 (E,
