@@ -72,6 +72,7 @@ typedef struct rp {
   char vname[TLC_BUDGET_NAME_MAX + 1];
   uint64_t vn;
   tlc_violation_t vfirst; /* the violation, seen as the gate counted it (vfound) */
+  struct gate_loc *gloc;  /* while the gate runs on stored segments: its violations located */
 } rp_t;
 
 /* ---- replay_input.c: the inputs ---- */

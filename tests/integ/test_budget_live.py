@@ -3,8 +3,8 @@
 - the HTTP document /api/v1/targets/NAME/violations holds the violations worked out by hand
   from the stream below (the values of test_budget_gate.py, independently of the C code), and
   equals what `tlcapd replay --state-dir --target --budgets FILE --export json` says on the
-  stored segments of the same target (same counts, values, limits, start and end: live vs
-  replay);
+  stored segments of the same target (same counts, values, limits, start and end, and the
+  same stored locations: live vs replay);
 - ?budget= keeps one budget; an unknown target is a 404; a target no budget applies to has
   the document with zero budgets;
 - /metrics has tlcap_budget_violations_total per (target, budget, area, context, stat) with
@@ -180,6 +180,14 @@ def test_live_vs_replay(d):
     T.eq(sorted(key(v) + (v["epoch"], v["number"]) for v in rep["violations_kept"]),
          sorted(key(v) + (v["epoch"], v["number"]) for v in doc["violations_kept"]),
          "live vs replay: the violations")
+
+    def where(v):
+        return tuple(v.get(k, 0) for k in ("seg_first", "off_first", "seg_last", "off_last"))
+    live = sorted(key(v) + where(v) for v in doc["violations_kept"])
+    T.check(all(x[-4] and x[-2] for x in live),
+            "every live violation located (one segment): %r" % live)
+    T.eq(sorted(key(v) + where(v) for v in rep["violations_kept"]), live,
+         "live vs replay: the same stored locations")
     T.eq(sorted((c["budget"], c["handle"], c["context"], c["violations"]) for c in rep["counts"]),
          sorted((c["budget"], c["handle"], c["context"], c["violations"])
                 for c in doc["counts"]), "live vs replay: the counts")

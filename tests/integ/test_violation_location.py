@@ -6,7 +6,8 @@ offsets of its first and closing records, and the test reads those records back 
 segment file (plain bin11: 24-byte records) and finds the violating activation's first and
 closing events there (handle, core, type, time worked out by hand from the stream below).
 With a rotation in the middle of the stream, a violation whose first record is in the older
-segment gets its first location there (counted back across the rotation).
+segment gets its first location there (counted back across the rotation), and a replay of
+the stored segments (`tlcapd replay --state-dir --budgets`) gives the same locations.
 
 Usage: test_violation_location.py TLCAPD TLCAP"""
 import json
@@ -103,6 +104,10 @@ def test_location(d):
         dm.stop()
 
 
+def where(v):
+    return tuple(v.get(k, 0) for k in ("seg_first", "off_first", "seg_last", "off_last"))
+
+
 def tlcap(serve, *args):
     return T.run([TLCAP, "--connect", "127.0.0.1:%d" % serve] + list(args), timeout=30)
 
@@ -152,6 +157,13 @@ def test_rotation_between(d):
         s.close()
     finally:
         dm.stop()
+    # a replay of the two stored segments finds the same locations (docs/budgets.md)
+    rc, out, err = T.run([TLCAPD, "replay", "--state-dir", dm.state, "--target", NAME,
+                          "--budgets", b, "--export", "json"])
+    T.eq(rc, 3, "replay of the stored segments: violations (stderr: %s)" % err)
+    rep = {v["budget"]: v for v in json.loads(out)["violations_kept"]}
+    for name in WANT:
+        T.eq(where(rep[name]), where(by[name]), "%s: replay vs live location" % name)
 
 
 if __name__ == "__main__":
