@@ -368,7 +368,8 @@ static int around_extreme(tlc_pubsub_t *ps, const char *target, const tlc_xref_t
   size_t idx;
   int64_t value;
   int e;
-  if (ps->p.find == NULL || ps->p.find(ps->p.ud, target, &idx) != 0) {
+  if (ps->p.find == NULL || (ps->p.snapshot_part == NULL && ps->p.snapshot == NULL) ||
+      ps->p.find(ps->p.ud, target, &idx) != 0) {
     snprintf(why, whylen, "no such target %.128s", target);
     return -ENOENT;
   }
