@@ -221,8 +221,8 @@ int tlc_xref_find(const tlc_xref_t *x, const tlc_table_t *t, const tlc_mapping_t
       return -ENOENT;
     }
     o = (size_t)snprintf(err, errlen, "%s: %s %s in %s; its %s: ", ref,
-                         nmatch == 0 ? "no context" : "several contexts are", x->context, x->area,
-                         rows[0]->kind == TLC_ROW_STATE ? "states" : "contexts");
+                         nmatch == 0 ? "no context" : "several contexts answer to", x->context,
+                         x->area, rows[0]->kind == TLC_ROW_STATE ? "states" : "contexts");
     list_ctx(t, m, rows, nrows, err, errlen, o);
     return nmatch == 0 ? -ENOENT : TLC_EINVAL;
   }

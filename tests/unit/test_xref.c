@@ -252,11 +252,45 @@ static void test_find(void **state) {
   tlc_table_fini(&t);
 }
 
+/* An id two contexts answer to (core 26 and task 0x1A) is refused, naming them; a name picks
+ * one. */
+static void test_ambiguous_id(void **state) {
+  tlc_table_t t;
+  tlc_ctx_t c;
+  tlc_at_t at;
+  int64_t v;
+  char err[600];
+  (void)state;
+  tlc_table_init(&t);
+  memset(&c, 0, sizeof(c));
+  c.kind = TLC_CTXK_CORE;
+  c.core = 26;
+  assert_int_equal(tlc_table_add_ctx(&t, &c), 0);
+  c.kind = TLC_CTXK_TASK;
+  c.key = 26;
+  assert_int_equal(tlc_table_add_ctx(&t, &c), 1);
+  for (uint32_t k = 0; k < 2; k++) {
+    tlc_stat_t *r = tlc_table_add(&t);
+    r->handle = 2;
+    r->context = k;
+    r->dist[TLC_NET].n = 1;
+    r->dist[TLC_NET].max = r->dist[TLC_NET].min = 10 + k;
+    r->dist[TLC_NET].max_at = r->dist[TLC_NET].min_at = at_of(100 * k, 100 * k + 10, 0);
+  }
+  tlc_table_sort(&t);
+  assert_int_equal(find(&t, NULL, "max:net:2@26", &at, &v, err, sizeof(err)), TLC_EINVAL);
+  assert_non_null(strstr(err, "several contexts answer to 26 in 2; its contexts: core26, task1A"));
+  assert_int_equal(find(&t, NULL, "max:net:2@task1a", &at, &v, err, sizeof(err)), 0);
+  assert_int_equal(v, 11);
+  tlc_table_fini(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_parse),
     cmocka_unit_test(test_handle),
     cmocka_unit_test(test_find),
+    cmocka_unit_test(test_ambiguous_id),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
