@@ -443,7 +443,7 @@ void tlc__ps_hist_around(tlc__ps_sub_t *s, uint32_t req, const Tlcap__AroundRequ
   tlc_moment_t mo;
   tlc_hist_answer_t ans;
   hist_ans_t *a;
-  char why[300];
+  char why[600]; /* an extreme's error lists contexts */
   int ex, e;
   if (ps->p.around == NULL) {
     tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,
