@@ -9,6 +9,7 @@
 #include "formats/budget.h"
 #include "formats/moment.h"
 #include "formats/when.h"
+#include "formats/xref.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +24,10 @@ static const char around_usage[] =
     "JSON (the events and their statistics), or a capture tlcapd replay reads again.\n"
     "REF is ns:N or epoch:K:N (target time), RFC 3339 UTC or -2h (arrival time), or a\n"
     "violation's v:BUDGET:N (its \"ref\" in `tlcap violations`): the events from its start\n"
-    "- DUR to its end + DUR, while the daemon still keeps that violation.\n";
+    "- DUR to its end + DUR, while the daemon still keeps that violation; or an extreme,\n"
+    "max:KIND:AREA[@CONTEXT] or min:KIND:AREA[@CONTEXT] (KIND net, gross, call, period or\n"
+    "outside; AREA a mapped name or a handle; CONTEXT core0, task1A, a task's name, an id,\n"
+    "state=N): the events from the start of the sample that made it - DUR to its end + DUR.\n";
 
 int tlc_cli_around(int argc, char **argv) {
   Tlcap__ClientMessage cm = TLCAP__CLIENT_MESSAGE__INIT;
@@ -31,8 +35,9 @@ int tlc_cli_around(int argc, char **argv) {
   Tlcap__ServerMessage *m;
   tlc_client_t *c;
   const char *ops[2] = { NULL, NULL }, *span = NULL, *ex = NULL, *output = NULL;
-  char ref[128], name[TLC_BUDGET_NAME_MAX + 1], why[300];
-  int nops = 0, status = 0, kind, isv;
+  char ref[512], name[TLC_BUDGET_NAME_MAX + 1], why[600];
+  int nops = 0, status = 0, kind, isv, isx;
+  tlc_xref_t x;
   uint64_t n;
   int64_t v;
   for (int i = 1; i < argc; i++) {
@@ -65,14 +70,16 @@ int tlc_cli_around(int argc, char **argv) {
     fputs(around_usage, stderr);
     return EXIT_USAGE;
   }
-  if ((isv = tlc_moment_parse_vref(ops[1], name, sizeof(name), &n, why, sizeof(why))) < 0) {
+  if ((isx = tlc_xref_parse(ops[1], &x, why, sizeof(why))) < 0 ||
+      (isv = tlc_moment_parse_vref(ops[1], name, sizeof(name), &n, why, sizeof(why))) < 0) {
     fprintf(stderr, "tlcap %s\n", why);
     return EXIT_USAGE;
   }
+  isv |= isx;
   if (!isv && tlc_when_parse(ops[1], tlc_when_now(), &kind, &v) < 0) {
     fprintf(stderr,
-            "tlcap around: '%s' is not a time (ns:N, epoch:K:N, RFC 3339 UTC, or -2h) nor a "
-            "violation (v:BUDGET:N)\n",
+            "tlcap around: '%s' is not a time (ns:N, epoch:K:N, RFC 3339 UTC, or -2h), a "
+            "violation (v:BUDGET:N) nor an extreme (max:KIND:AREA[@CONTEXT], min:...)\n",
             ops[1]);
     return EXIT_USAGE;
   }

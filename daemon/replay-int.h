@@ -16,6 +16,7 @@
 #include "formats/text1.h"
 #include "formats/when.h"
 #include "formats/xml.h"
+#include "formats/xref.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,9 @@ typedef struct rp {
   uint64_t vn;
   tlc_violation_t vfirst; /* the violation, seen as the gate counted it (vfound) */
   struct gate_loc *gloc;  /* while the gate runs on stored segments: its violations located */
+  /* --around max|min:KIND:AREA[@CONTEXT]: the extreme of the statistics of every segment */
+  int has_xref;
+  tlc_xref_t xref;
 } rp_t;
 
 /* ---- replay_input.c: the inputs ---- */
@@ -98,10 +102,13 @@ int tlc__rp_budget_gate(rp_t *rp, tlc_hist_stream_t *s, struct tlc_out *o);
 /* ---- replay_moment.c: --around ---- */
 
 /* --around REF [--span DUR] as given (nothing without them): the moment (has_around), or a
- * violation to find (has_vref). 0 or the exit status. */
+ * violation (has_vref) or an extreme (has_xref) to find. 0 or the exit status. */
 int tlc__rp_around(rp_t *rp);
 /* --around v:BUDGET:N: finds the violation with the gate's pass, then chooses the moment's
  * segments. 0 or the exit status. */
 int tlc__rp_vref_moment(rp_t *rp);
+/* --around max|min:KIND:AREA[@CONTEXT]: finds the extreme in the statistics of every stored
+ * segment, then chooses the moment's segments. 0 or the exit status. */
+int tlc__rp_xref_moment(rp_t *rp);
 
 #endif

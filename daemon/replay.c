@@ -105,7 +105,9 @@ static void usage(FILE *to) {
           "units ns, us, ms, s, m, h) of T, every core and context: Text1 with its TIMELINE,\n"
           "JSON (the events and their statistics) or a native capture. T may be a violation,\n"
           "v:BUDGET:N (with --budgets FILE: the budgets run over the stored segments first),\n"
-          "then the events from its start - span to its end + span.\n"
+          "then the events from its start - span to its end + span; or an extreme,\n"
+          "max:KIND:AREA[@CONTEXT] or min:... (KIND net, gross, call, period or outside;\n"
+          "docs/budgets.md): the statistics of every stored segment give its sample first.\n"
           "--xml-timeline bin11|bin10 writes the XML timeline to OUTPUT.BIN (needs --output).\n"
           "Short options: -f (--format), -m (--mapping), -e (--export), -o (--output),\n"
           "-h (--help), -V (--version).\n"
@@ -594,8 +596,8 @@ static int select_inputs(rp_t *rp) {
       fprintf(stderr, "tlcapd replay: --state-dir and --target go together, without FILEs\n");
       return 2;
     }
-    if (rp->has_vref)
-      memset(&range, 0, sizeof(range)); /* every segment: the gate's pass */
+    if (rp->has_vref || rp->has_xref)
+      memset(&range, 0, sizeof(range)); /* every segment: the gate's or the statistics' pass */
     else if (rp->has_around)
       range = rp->around.range;
     else
@@ -791,7 +793,10 @@ static int replay_streams(rp_t *rp, FILE *out) {
   rp->pack_set = 0; /* rp->pack is now the whole packed variable */
   if (rp->has_vref && (status = tlc__rp_vref_moment(rp)) != 0)
     return status;
-  if (rp->budgets_path != NULL && !rp->has_vref && (status = tlc__rp_gate_load(rp)) != 0)
+  if (rp->has_xref && (status = tlc__rp_xref_moment(rp)) != 0)
+    return status;
+  if (rp->budgets_path != NULL && !rp->has_vref && !rp->has_xref &&
+      (status = tlc__rp_gate_load(rp)) != 0)
     return status;
   /* an engine for the statistics exports (the native ones only re-encode the events) */
   r = tlc__rp_stream_init(&s, rp, rp->watch != NULL || !is_native_export(rp->export_));

@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "view/view.h"
+#include "formats/xref.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -354,19 +355,66 @@ static size_t around_encode(hist_ans_t *an, tlc_hist_result_t *r) {
   return an->m != NULL ? an->m->len : 0;
 }
 
-/* The moment an AroundRequest names, on the loop: a time (formats/moment.h), or a violation's
+/* An extreme's REF `max|min:KIND:AREA[@CONTEXT]` (formats/xref.h), on the loop: the live
+ * statistics of that one area (a snapshot of its rows, no windows nor quantiles) give the
+ * sample and its stretch. 0 with *at, or an error with a message in why (tlc_xref_find's;
+ * -ENOENT also for an unknown target). */
+static int around_extreme(tlc_pubsub_t *ps, const char *target, const tlc_xref_t *x, tlc_at_t *at,
+                          char *why, size_t whylen) {
+  const tlc_mapping_t *m;
+  tlc_snap_opts_t so;
+  tlc_table_t t;
+  uint32_t h;
+  size_t idx;
+  int64_t value;
+  int e;
+  if (ps->p.find == NULL || (ps->p.snapshot_part == NULL && ps->p.snapshot == NULL) ||
+      ps->p.find(ps->p.ud, target, &idx) != 0) {
+    snprintf(why, whylen, "no such target %.128s", target);
+    return -ENOENT;
+  }
+  m = ps->p.mapping != NULL ? ps->p.mapping(ps->p.ud, idx) : NULL;
+  if ((e = tlc_xref_handle(x, m, &h, why, whylen)) < 0)
+    return e;
+  memset(&so, 0, sizeof(so));
+  tlc_table_init(&t);
+  e = ps->p.snapshot_part != NULL ? ps->p.snapshot_part(ps->p.ud, idx, &t, &so, h, (uint64_t)h + 1)
+                                  : ps->p.snapshot(ps->p.ud, idx, &t, &so);
+  if (e < 0)
+    snprintf(why, whylen, "the statistics of %.128s: %s", target, tlc_strerror(e));
+  else
+    e = tlc_xref_find(x, &t, m, h, at, &value, why, whylen);
+  tlc_table_fini(&t);
+  return e;
+}
+
+/* The moment an AroundRequest names, on the loop: a time (formats/moment.h), a violation's
  * REF `v:BUDGET:N` resolved at once through the view's budgets hook to that violation's
- * stretch (start - span .. end + span in its epoch: the same target-time path as epoch:K:N).
- * 0, or an error with a message in why: TLC_EINVAL (a bad spelling or span), -ENOENT (no
- * budget of that name on the target), TLC_ERANGE (that violation is no longer kept). */
+ * stretch, or an extreme's REF `max|min:KIND:AREA[@CONTEXT]` resolved against the target's
+ * live statistics (around_extreme) to its sample's stretch (start - span .. end + span in its
+ * epoch: the same target-time path as epoch:K:N). 0, or an error with a message in why:
+ * TLC_EINVAL (a bad spelling or span, an ambiguous area), -ENOENT (no budget, area or context
+ * of that name on the target), TLC_ERANGE (that violation is no longer kept, no such sample
+ * yet, its time not known). */
 static int around_moment(tlc_pubsub_t *ps, const Tlcap__AroundRequest *g, tlc_moment_t *mo,
                          char *why, size_t whylen) {
   const char *span = g->span != NULL && g->span[0] ? g->span : NULL;
   const struct tlc_bwatch *w = NULL;
   char name[TLC_BUDGET_NAME_MAX + 1];
   tlc_violation_t v;
+  tlc_xref_t x;
+  tlc_at_t at;
   uint64_t n;
   int k, e;
+  if ((k = tlc_xref_parse(g->ref, &x, why, whylen)) < 0)
+    return TLC_EINVAL;
+  if (k == 1) {
+    if ((e = around_extreme(ps, g->target, &x, &at, why, whylen)) < 0)
+      return e;
+    return tlc_moment_of_stretch(at.start, at.end, (int64_t)at.epoch, span, mo, why, whylen) < 0
+               ? TLC_EINVAL
+               : 0;
+  }
   if ((k = tlc_moment_parse_vref(g->ref, name, sizeof(name), &n, why, whylen)) == 0)
     return tlc_moment_parse(g->ref, span, (int64_t)tlc_now_unix_ms() * 1000000, mo, why, whylen) < 0
                ? TLC_EINVAL
@@ -395,7 +443,7 @@ void tlc__ps_hist_around(tlc__ps_sub_t *s, uint32_t req, const Tlcap__AroundRequ
   tlc_moment_t mo;
   tlc_hist_answer_t ans;
   hist_ans_t *a;
-  char why[300];
+  char why[600]; /* an extreme's error lists contexts */
   int ex, e;
   if (ps->p.around == NULL) {
     tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED,

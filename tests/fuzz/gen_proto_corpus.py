@@ -103,6 +103,16 @@ vref = [cm(50, around=pb.AroundRequest(target="lab1", ref="v:main_net:1", span="
         cm(53, around=pb.AroundRequest(target="lab1", ref="v:main_net:18446744073709551616")),
         cm(54, around=pb.AroundRequest(target="nosuch", ref="v:main_net:1"))]
 w("request", "around_violation", b"\0" + b"".join(fr(r) for r in vref))
+# an extreme's REF (SPEC 13): no sample yet, by handle and context, an unknown context or
+# area, a bad spelling, an unknown target
+xref = [cm(60, around=pb.AroundRequest(target="lab1", ref="max:net:main", span="1us",
+                                       export="bin11")),
+        cm(61, around=pb.AroundRequest(target="lab1", ref="min:call:0x00000000@core0")),
+        cm(62, around=pb.AroundRequest(target="lab1", ref="max:net:main@core9")),
+        cm(63, around=pb.AroundRequest(target="lab1", ref="max:period:nosuch@0")),
+        cm(64, around=pb.AroundRequest(target="lab1", ref="max:bogus:main")),
+        cm(65, around=pb.AroundRequest(target="nosuch", ref="max:net:main"))]
+w("request", "around_extreme", b"\0" + b"".join(fr(r) for r in xref))
 viol = [cm(40, violations=pb.ViolationsRequest(target="lab1")),
         cm(41, violations=pb.ViolationsRequest(target="lab1", budget="main_net", max_recent=1)),
         cm(42, violations=pb.ViolationsRequest(target="evl@127.0.0.1")),
