@@ -59,6 +59,11 @@ typedef struct tlc_cont_opts {
    * are now), so that what keeps state of its own beside them saves it too, in a file of its
    * own (the budgets' watch: budgetd.c). NULL: none. Called with hook_ud. */
   void (*on_checkpoint)(void *ud, tlc_target_t *t);
+  /* called on the loop around the replay of a restored target's stored records after its
+   * checkpoint's position pos (begin 1 before the first record is fed, 0 after the last), so
+   * that what counts the engine's samples apart from the statistics (the rollups: rolld.c)
+   * counts the replayed ones too. NULL: none. Called with hook_ud. */
+  void (*on_replay)(void *ud, tlc_target_t *t, const tlc_ckpt_pos_t *pos, int begin);
   void *hook_ud;
 } tlc_cont_opts_t;
 
