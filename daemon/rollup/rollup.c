@@ -1257,11 +1257,11 @@ static void worker_main(void *arg) {
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
+      for (size_t i = 0; i < r->nhours; i++) /* before the opens go: they keep the marks */
+        hour_flush(r, &r->hours[i]);
       for (size_t i = 0; i < r->nopens; i++)
         tlc__rollup_open_free(r->opens[i]);
       r->nopens = 0;
-      for (size_t i = 0; i < r->nhours; i++)
-        hour_flush(r, &r->hours[i]);
       job_free(j);
       return;
     }
