@@ -17,7 +17,8 @@
  * When a target is created (at start for every checkpoint found, tlc_cont_restore_all, or
  * later by its source) its checkpoint is read and restored, and its stored records after the
  * position are replayed through the target's own pipeline (decoder, evlog mapping, engine)
- * with its observers silent, disconnect gaps where the manifests record them; then one gap
+ * with its observers silent (opts.on_replay is called around it: the rollups count the
+ * replayed samples), disconnect gaps where the manifests record them; then one gap
  * (the restart) when the stream was open. A damaged, truncated or foreign checkpoint, or one
  * of other statistics settings, is moved to <state>/.quarantine/<target>/ with one log line
  * and the target is rebuilt from all its segments; a target with segments and no checkpoint
