@@ -320,8 +320,45 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
           "target %s: no rollups on disk: rebuilding them from its stored segments", t->name);
 }
 
+/* t's accumulator, made when it has none (*made set). NULL on no memory (logged). */
+static struct tlc_rolld_acc *ensure(tlc_daemon_t *d, const tlc_target_t *t, int *made) {
+  struct tlc_rolld_acc *a = find(d, t);
+  *made = 0;
+  if (a != NULL)
+    return a;
+  if (d->nraccs == d->capraccs) {
+    size_t nc = d->capraccs ? d->capraccs * 2 : 16;
+    struct tlc_rolld_acc *nv = tlc_realloc(d->raccs, nc * sizeof(*nv));
+    if (nv == NULL)
+      return NULL;
+    d->raccs = nv;
+    d->capraccs = nc;
+  }
+  a = &d->raccs[d->nraccs];
+  a->t = t;
+  a->rb = NULL;
+  a->names = NULL;
+  if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
+    return NULL;
+  }
+  d->nraccs++;
+  *made = 1;
+  return a;
+}
+
+/* t's engine (it may have been replaced: a restore) gets a's tap, once. */
+static void tap_on(struct tlc_rolld_acc *a, const tlc_target_t *t) {
+  if (t->pipe.engine == NULL)
+    return;
+  tlc_engine_remove_tap(t->pipe.engine, a->acc); /* once only, whatever the engine had */
+  if (tlc_engine_add_tap(t->pipe.engine, tlc_rollup_tap, want, a->acc) < 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
+}
+
 void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   struct tlc_rolld_acc *a;
+  int made;
   if (d->rollup == NULL)
     return;
   a = find(d, t);
@@ -337,33 +374,31 @@ void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
   }
   if (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED)
     return;
-  if (a == NULL) {
-    if (d->nraccs == d->capraccs) {
-      size_t nc = d->capraccs ? d->capraccs * 2 : 16;
-      struct tlc_rolld_acc *nv = tlc_realloc(d->raccs, nc * sizeof(*nv));
-      if (nv == NULL)
-        return;
-      d->raccs = nv;
-      d->capraccs = nc;
-    }
-    a = &d->raccs[d->nraccs];
-    a->t = t;
-    a->rb = NULL;
-    a->names = NULL;
-    if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
-      return;
-    }
-    d->nraccs++;
-    if (kind == TLC_TEV_CREATED) /* the observer's target is the registry's: not const there */
-      rebuild_start(d, a, (tlc_target_t *)(uintptr_t)t);
-  }
+  if ((a = ensure(d, t, &made)) == NULL)
+    return;
+  if (made && kind == TLC_TEV_CREATED) /* the observer's target is the registry's */
+    rebuild_start(d, a, (tlc_target_t *)(uintptr_t)t);
   /* again on a reset or a connection: the engine may have been replaced (a restore) */
-  if (t->pipe.engine != NULL) {
-    tlc_engine_remove_tap(t->pipe.engine, a->acc); /* once only, whatever the engine had */
-    if (tlc_engine_add_tap(t->pipe.engine, tlc_rollup_tap, want, a->acc) < 0)
-      tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
+  tap_on(a, t);
+}
+
+void tlc_rolld_replay(void *ud, tlc_target_t *t, const tlc_ckpt_pos_t *pos, int begin) {
+  tlc_daemon_t *d = ud;
+  struct tlc_rolld_acc *a;
+  int made;
+  if (d->rollup == NULL)
+    return;
+  if (!begin) {
+    if ((a = find(d, t)) != NULL)
+      tlc_rollup_acc_replay_end(a->acc);
+    return;
   }
+  /* without rollups on disk the target's creation rebuilds them from every segment, these
+   * records included */
+  if (!tlc_rollup_exists(d->rollup, t->name) || (a = ensure(d, t, &made)) == NULL)
+    return;
+  tap_on(a, t);
+  tlc_rollup_acc_replay(a->acc, &(tlc_rollup_pos_t){ pos->seq, pos->bytes, pos->disconnects });
 }
 
 void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t *v) {
@@ -374,10 +409,46 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
                            v->epoch);
 }
 
-void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t) {
+/* A checkpoint's position asked: where the copy taken at gen goes once it comes. */
+typedef struct ck_wait {
+  tlc_daemon_t *d;
+  uint64_t gen;
+  tlc_cont_done_fn done;
+  void *done_ud;
+  char name[];
+} ck_wait_t;
+
+static void ck_done(void *ud, const tlc_ckpt_pos_t *pos) {
+  ck_wait_t *w = ud;
+  tlc_rollup_acc_t *acc = w->d->rollup != NULL ? find_name(w->d, w->name) : NULL;
+  if (acc != NULL && pos->valid)
+    tlc_rollup_acc_saved_at(acc, w->gen,
+                            &(tlc_rollup_pos_t){ pos->seq, pos->bytes, pos->disconnects });
+  w->done(w->done_ud, pos);
+  tlc_free(w);
+}
+
+int tlc_rolld_checkpoint(tlc_daemon_t *d, tlc_target_t *t, tlc_cont_mark_fn mark,
+                         tlc_cont_done_fn done, void *done_ud) {
   struct tlc_rolld_acc *a;
-  if (d->rollup != NULL && (a = find(d, t)) != NULL)
-    tlc_rollup_acc_save(a->acc);
+  ck_wait_t *w;
+  size_t n = strlen(t->name);
+  int rc;
+  if (d->rollup == NULL || (a = find(d, t)) == NULL ||
+      (w = tlc_malloc(sizeof(*w) + n + 1)) == NULL) {
+    if (d->rollup != NULL && (a = find(d, t)) != NULL)
+      (void)tlc_rollup_acc_save(a->acc); /* no copy on disk: a restart drops its minute */
+    return mark(d, t, done, done_ud);
+  }
+  w->d = d;
+  w->gen = tlc_rollup_acc_save(a->acc);
+  w->done = done;
+  w->done_ud = done_ud;
+  memcpy(w->name, t->name, n + 1);
+  rc = mark(d, t, ck_done, w);
+  if (rc != 0)
+    tlc_free(w);
+  return rc;
 }
 
 /* ---- the read side's hook ---- */
@@ -765,6 +836,8 @@ void tlc_rolld_dump(const tlc_daemon_t *d, tlc_json_w_t *w) {
   tlc_json_w_u64(w, "rebuilds", st.rebuilds);
   tlc_json_w_u64(w, "rebuilds_done", st.rebuilds_done);
   tlc_json_w_u64(w, "rebuilding", st.rebuilding);
+  tlc_json_w_u64(w, "replayed", st.replayed);
+  tlc_json_w_u64(w, "replay_dropped", st.replay_dropped);
   tlc_json_w_close(w, '}');
 }
 

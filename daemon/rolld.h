@@ -6,6 +6,7 @@
 
 #include "daemon/daemon.h"
 #include "base/json.h"
+#include "continuity/continuity.h"
 #include "rollup/rollup.h"
 
 /* Starts the module under cfg.state_dir with the configured budget and sets the view's hook.
@@ -20,11 +21,18 @@ struct tlc_violation;
  * violations per step. Nothing when rollups are off or t has no accumulator. Loop thread (the
  * daemon's violation fan-out calls it). */
 void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const struct tlc_violation *v);
-/* Target t's statistics are being checkpointed at this point of its stream (continuity asks
- * its storage position now): a copy of its open minute as of this point is saved beside its
- * rollups (tlc_rollup_acc_save), so that a crash after the checkpoint loses none of the minute
- * the checkpoint covers; the next start writes it. Loop thread. */
-void tlc_rolld_checkpoint(tlc_daemon_t *d, const tlc_target_t *t);
+/* Target t's statistics are being checkpointed at this point of its stream: a copy of its open
+ * minute as of this point is taken (tlc_rollup_acc_save), and mark(d, t, ...) asks the storage
+ * position; when the position comes (before done(done_ud, pos) is called), the copy is kept on
+ * disk under it, so that a restart from that checkpoint writes that minute and knows which
+ * replayed samples the crashed run wrote already. Returns mark's result. Loop thread. */
+int tlc_rolld_checkpoint(tlc_daemon_t *d, tlc_target_t *t, tlc_cont_mark_fn mark,
+                         tlc_cont_done_fn done, void *done_ud);
+/* Continuity replays t's stored records after its checkpoint at pos (begin 1: before, 0: after;
+ * continuity.h on_replay; d is ud): when t has rollups on disk, its engine gets the rollup tap
+ * before the replay, and the replayed samples are counted in its rollups but those the crashed
+ * run wrote (tlc_rollup_acc_replay). Loop thread. */
+void tlc_rolld_replay(void *ud, tlc_target_t *t, const tlc_ckpt_pos_t *pos, int begin);
 /* The configuration was reloaded: the budget applies from now on. */
 void tlc_rolld_reload(tlc_daemon_t *d);
 /* Seals every open minute, detaches the taps, writes the open hours and frees the module. */

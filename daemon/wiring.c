@@ -225,8 +225,7 @@ static int start_alert(tlc_daemon_t *d) {
 /* A checkpoint's storage position: the target's open rollup minute is written at the same
  * point of its stream, so that a crash after the checkpoint keeps it. */
 static int cont_mark(void *ud, tlc_target_t *t, tlc_cont_done_fn done, void *done_ud) {
-  tlc_rolld_checkpoint(ud, t);
-  return tlc_stored_mark(ud, t, done, done_ud);
+  return tlc_rolld_checkpoint(ud, t, tlc_stored_mark, done, done_ud);
 }
 
 /* Statistics checkpoints (continuity.h); with storage, restored targets catch up from it. */
@@ -239,6 +238,7 @@ static int start_cont(tlc_daemon_t *d) {
   co.interval_ms = c->checkpoint_interval_ms;
   co.slice_ns = c->checkpoint_slice_us * 1000;
   co.on_checkpoint = tlc_budgetd_checkpoint; /* the budgets' watch beside the statistics */
+  co.on_replay = tlc_rolld_replay; /* the replayed records' samples into the rollups too */
   co.hook_ud = d;
   if (d->store != NULL) {
     co.mark = cont_mark;

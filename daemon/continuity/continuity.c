@@ -1317,8 +1317,13 @@ static void restore(tlc_cont_t *c, tlc_target_t *t) {
   }
   if (!have)
     pos.valid = 0; /* set aside: rebuilt from every segment */
-  if (c->o.replay && (have ? pos.valid : 1))
+  if (c->o.replay && (have ? pos.valid : 1)) {
+    if (have && c->o.on_replay != NULL)
+      c->o.on_replay(c->o.hook_ud, t, &pos, 1);
     recs = replay_after(c, t, have ? &pos : NULL, &open);
+    if (have && c->o.on_replay != NULL)
+      c->o.on_replay(c->o.hook_ud, t, &pos, 0);
+  }
   if (open)
     replay_gap(t, 0); /* the restart: the stream that was open is over */
   if (have)

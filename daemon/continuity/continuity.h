@@ -17,7 +17,8 @@
  * When a target is created (at start for every checkpoint found, tlc_cont_restore_all, or
  * later by its source) its checkpoint is read and restored, and its stored records after the
  * position are replayed through the target's own pipeline (decoder, evlog mapping, engine)
- * with its observers silent, disconnect gaps where the manifests record them; then one gap
+ * with its observers silent (opts.on_replay is called around it: the rollups count the
+ * replayed samples), disconnect gaps where the manifests record them; then one gap
  * (the restart) when the stream was open. A damaged, truncated or foreign checkpoint, or one
  * of other statistics settings, is moved to <state>/.quarantine/<target>/ with one log line
  * and the target is rebuilt from all its segments; a target with segments and no checkpoint
@@ -59,6 +60,11 @@ typedef struct tlc_cont_opts {
    * are now), so that what keeps state of its own beside them saves it too, in a file of its
    * own (the budgets' watch: budgetd.c). NULL: none. Called with hook_ud. */
   void (*on_checkpoint)(void *ud, tlc_target_t *t);
+  /* called on the loop around the replay of a restored target's stored records after its
+   * checkpoint's position pos (begin 1 before the first record is fed, 0 after the last), so
+   * that what counts the engine's samples apart from the statistics (the rollups: rolld.c)
+   * counts the replayed ones too. NULL: none. Called with hook_ud. */
+  void (*on_replay)(void *ud, tlc_target_t *t, const tlc_ckpt_pos_t *pos, int begin);
   void *hook_ud;
 } tlc_cont_opts_t;
 

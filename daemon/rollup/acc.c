@@ -100,6 +100,8 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
   j->samples = a->chunk;
   j->nsamples = a->n;
   j->seal = seal;
+  j->replay = a->replay;
+  j->gen = a->gen;
   a->chunk = NULL;
   a->n = 0;
   uv_mutex_lock(&r->mu);
@@ -112,8 +114,43 @@ void tlc_rollup_acc_seal(tlc_rollup_acc_t *a) {
   hand_off(a, TLC_RSEAL_WRITE);
 }
 
-void tlc_rollup_acc_save(tlc_rollup_acc_t *a) {
+uint64_t tlc_rollup_acc_save(tlc_rollup_acc_t *a) {
+  a->gen++;
   hand_off(a, TLC_RSEAL_SAVE);
+  return a->gen;
+}
+
+/* A job of kind for a's target (pos may be NULL). */
+static void push_job(tlc_rollup_acc_t *a, int kind, uint64_t gen, const tlc_rollup_pos_t *pos) {
+  tlc_rollup_job_t *j = tlc_calloc(1, sizeof(*j));
+  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+    tlc_free(j);
+    tlc__rollup_count(a->r, &a->r->st.write_errors, 1);
+    return;
+  }
+  j->kind = kind;
+  j->gen = gen;
+  if (pos != NULL)
+    j->pos = *pos;
+  tlc__rollup_push(a->r, j);
+}
+
+void tlc_rollup_acc_saved_at(tlc_rollup_acc_t *a, uint64_t gen, const tlc_rollup_pos_t *pos) {
+  push_job(a, TLC_RJOB_POS, gen, pos);
+}
+
+void tlc_rollup_acc_replay(tlc_rollup_acc_t *a, const tlc_rollup_pos_t *pos) {
+  hand_off(a, TLC_RSEAL_NO); /* a chunk is all replayed or all live */
+  push_job(a, TLC_RJOB_REPLAY, 0, pos);
+  a->replay = 1;
+}
+
+void tlc_rollup_acc_replay_end(tlc_rollup_acc_t *a) {
+  if (!a->replay)
+    return;
+  hand_off(a, TLC_RSEAL_NO);
+  a->replay = 0;
+  push_job(a, TLC_RJOB_REPLAYED, 0, NULL);
 }
 
 void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
@@ -230,6 +267,7 @@ void tlc__rollup_open_free(tlc_rollup_open_t *o) {
     return;
   tlc__rollup_slots_free(o->slots, o->n);
   tlc_free(o->idx);
+  tlc_free(o->pend);
   tlc_free(o->name);
   tlc_free(o);
 }

@@ -33,7 +33,9 @@ struct tlc_rollup_acc {
    * clock when its first sample came */
   int64_t lo, hi, wall0;
   uint64_t epoch;
-  uint8_t lane; /* 0: live; 1: the past (a rebuild), kept apart on the worker */
+  uint8_t lane;   /* 0: live; 1: the past (a rebuild), kept apart on the worker */
+  uint8_t replay; /* its samples are the records replayed after a checkpoint (a restart) */
+  uint64_t gen;   /* copies of the open minute taken (tlc_rollup_acc_save) */
 };
 
 /* The worker side of a target: its open minute. */
@@ -53,14 +55,35 @@ typedef struct tlc_rollup_open {
   int64_t wall_last;               /* of the chunks counted so far */
   int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
   uint64_t saved_n; /* samples in its saved copy on disk (TARGET/open-minute), 0: none */
+  /* lane 0: the marks (TARGET/written, replaced after every write): the last minute written
+   * (epoch, minute) and how many samples of it are on disk, and the last hour written (epoch,
+   * the latest minute merged into it) */
+  int has_w, has_h;
+  int mark_loaded; /* the file was there at start: hours of earlier runs may miss minutes */
+  uint64_t w_epoch, w_n, h_epoch;
+  int64_t w_min, h_min;
+  /* the copy taken at the last checkpoint (marks + open minute), until its position comes */
+  uint8_t *pend;
+  size_t npend;
+  uint64_t pend_gen, pend_n;
+  char kept[96]; /* the previous copy's file name kept beside the newest ("": none) */
+  /* the records replayed after the checkpoint at a restart: RP_ACCEPT every sample, RP_FILTER
+   * those after (rp_epoch, rp_min) and the ones past the first rp_skip of it, RP_DROP none */
+  int rp;
+  uint64_t rp_epoch, rp_skip, rp_in, rp_out;
+  int64_t rp_min;
 } tlc_rollup_open_t;
+enum { TLC_RP_ACCEPT = 0, TLC_RP_FILTER = 1, TLC_RP_DROP = 2 };
 
 enum {
   TLC_RJOB_MINUTE = 1,
   TLC_RJOB_QUERY = 2,
   TLC_RJOB_STOP = 3,
   TLC_RJOB_CHUNK = 4,
-  TLC_RJOB_RESTORE = 5 /* a target's saved open minute (if any) written as a minute block */
+  TLC_RJOB_RESTORE = 5, /* a target's saved open minute (if any) written as a minute block */
+  TLC_RJOB_POS = 6,     /* the position of the copy taken at gen: kept on disk under it */
+  TLC_RJOB_REPLAY = 7,  /* a restart replays the records after the checkpoint at pos */
+  TLC_RJOB_REPLAYED = 8 /* ... the replay is over */
 };
 /* CHUNK's seal: */
 enum { TLC_RSEAL_NO = 0, TLC_RSEAL_WRITE = 1, TLC_RSEAL_SAVE = 2 };
@@ -80,6 +103,9 @@ struct tlc_rollup_job {
   size_t nsamples;
   int seal; /* TLC_RSEAL_*: then the open minute is written, or saved (a copy, kept open) */
   int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
+  uint8_t replay;                  /* CHUNK: replayed samples (filtered) */
+  uint64_t gen;                    /* CHUNK with SAVE, and POS: the copy's generation */
+  tlc_rollup_pos_t pos;            /* POS, REPLAY */
   /* QUERY */
   tlc_rollup_q_t q[2];
   tlc_rollup_res_t res[2];
@@ -96,6 +122,8 @@ typedef struct tlc_rollup_hour {
   uint8_t lane;
   uint64_t epoch;
   int64_t hour_minute;
+  int64_t last_min; /* the latest minute merged into it */
+  int began;        /* lane 0: its first hour of this run was started (and seeded from disk) */
   tlc_rollup_blk_t blk;
 } tlc_rollup_hour_t;
 
@@ -144,8 +172,17 @@ tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
 /* Worker: the open minute's copy on disk (TARGET/open-minute, replaced), and that copy, if any,
  * written as a minute block and removed (at start, before the target's first samples). */
-void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o);
+void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen);
 void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o);
+/* Worker: the copy taken at gen (if still pending) written under its checkpoint position; a
+ * restart's replay after pos begins (the copy of pos and the marks say which replayed samples
+ * are on disk already), and ends (logged). */
+void tlc__rollup_open_pos(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen,
+                          const tlc_rollup_pos_t *pos);
+void tlc__rollup_replay_begin(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_pos_t *pos);
+void tlc__rollup_replay_end(tlc_rollup_t *r, tlc_rollup_open_t *o);
+/* Worker: whether a replayed sample is to be counted (not on disk already). */
+int tlc__rollup_replay_keep(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 /* Worker: writes a sealed minute (j->slots) and frees j. */
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
 void tlc__rollup_push(tlc_rollup_t *r, tlc_rollup_job_t *j);

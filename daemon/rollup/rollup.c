@@ -218,9 +218,14 @@ static int minute_blk(tlc_rollup_job_t *j, tlc_rollup_blk_t *blk) {
   return 0;
 }
 
+static void mark_hour(tlc_rollup_t *r, const char *target, uint64_t epoch, int64_t hm);
+
 static void hour_flush(tlc_rollup_t *r, tlc_rollup_hour_t *h) {
-  if (h->blk.n > 0)
+  if (h->blk.n > 0) {
     write_blk(r, h->target, &h->blk, 1);
+    if (h->lane == 0)
+      mark_hour(r, h->target, h->epoch, h->last_min);
+  }
   tlc_rollup_blk_clear(&h->blk);
 }
 
@@ -250,6 +255,8 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j);
 static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
                      const tlc_rollup_blk_t *blk);
 static void saved_drop(tlc_rollup_t *r, const char *target);
+static void mark_minute(tlc_rollup_t *r, const char *target, uint64_t epoch, int64_t minute,
+                        uint64_t n);
 
 void tlc__rollup_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   do_minute(r, j);
@@ -270,10 +277,59 @@ static void do_minute(tlc_rollup_t *r, tlc_rollup_job_t *j) {
   }
   write_blk(r, j->target, &blk, 0);
   tlc__rollup_count(r, &r->st.samples, ns); /* once on disk (or its write error counted) */
-  if (j->lane == 0) /* the live minutes: the checkpoint's copy is of one of them */
+  if (j->lane == 0) { /* the live minutes: the checkpoint's copy is of one of them */
+    mark_minute(r, j->target, j->epoch, j->minute, ns);
     saved_drop(r, j->target);
+  }
   hour_add(r, j->target, j->lane, &blk);
   tlc_rollup_blk_fini(&blk);
+}
+
+static void read_q(tlc_rollup_t *r, const char *state_dir, const tlc_rollup_q_t *q,
+                   tlc_rollup_res_t *res);
+
+/* The first hour of a target in this run, when an earlier run wrote minutes of it that no hour
+ * written holds (a crash; the marks say the last hour written and its latest minute): the hour
+ * starts as the merge of those minutes on disk (and of the one just written), so that it counts
+ * each of them once. 1 when seeded. */
+static int hour_seed(tlc_rollup_t *r, const char *target, tlc_rollup_hour_t *h) {
+  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
+  tlc_rollup_q_t q;
+  tlc_rollup_res_t res;
+  int64_t from = h->hour_minute, hh;
+  int ok = 0;
+  if (o == NULL || !o->mark_loaded || strlen(target) >= sizeof q.target)
+    return 0;
+  if (o->has_h) {
+    hh = floor_div(o->h_min, 60) * 60;
+    if (h->epoch < o->h_epoch || (h->epoch == o->h_epoch && h->hour_minute < hh))
+      return 0; /* an hour before the last one written: not after a crash */
+    if (h->epoch == o->h_epoch && h->hour_minute == hh)
+      from = o->h_min + 1; /* the minutes of it the hour written lacks */
+  }
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "%s", target);
+  q.all_handles = 1;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = (int64_t)h->epoch;
+  q.has_since = q.has_until = 1;
+  q.since = from * TLC_ROLLUP_MINUTE_NS;
+  q.until = (h->hour_minute + 60) * TLC_ROLLUP_MINUTE_NS;
+  q.step_min = 0;
+  read_q(r, r->state_dir, &q, &res);
+  if (res.status == 0 && res.nsteps == 1 && tlc_rollup_blk_merge(&h->blk, &res.steps[0]) == 0) {
+    h->blk.epoch = h->epoch;
+    h->blk.minute = h->hour_minute;
+    h->blk.span = 60;
+    ok = 1;
+  } else {
+    tlc_rollup_blk_clear(&h->blk);
+    h->blk.epoch = h->epoch;
+    h->blk.minute = h->hour_minute;
+    h->blk.span = 60;
+  }
+  tlc_rollup_res_fini(&res);
+  return ok;
 }
 
 /* Merges a written minute block into its target's open hour (writing the previous hour). */
@@ -290,7 +346,15 @@ static void hour_add(tlc_rollup_t *r, const char *target, uint8_t lane,
       h->blk.epoch = blk->epoch;
       h->blk.minute = hm;
       h->blk.span = 60;
+      h->last_min = blk->minute;
+      if (lane == 0 && !h->began) {
+        h->began = 1;
+        if (hour_seed(r, target, h)) /* blk is on disk: among the minutes read */
+          return;
+      }
     }
+    if (h->blk.n == 0 || blk->minute > h->last_min)
+      h->last_min = blk->minute;
     if (tlc_rollup_blk_merge(&h->blk, blk) != 0) {
       wlog(r, TLC_LOG_ERR, "rollup %s: no memory for hour %" PRId64, target, hm);
       tlc_rollup_blk_clear(&h->blk);
@@ -308,60 +372,305 @@ static void open_path(const tlc_rollup_t *r, const char *target, const char *sfx
 /* A minute of target was written: its saved open minute (a part of it, or of an earlier one)
  * is not needed any more. */
 static void saved_drop(tlc_rollup_t *r, const char *target) {
-  char p[1400];
   tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
+  if (o != NULL)
+    o->pend_n = 0; /* a copy waiting for its position: its samples are written too */
   if (o == NULL || o->saved_n == 0)
     return;
-  open_path(r, target, "", p, sizeof p);
-  if (unlink(p) != 0 && errno != ENOENT)
-    wlog(r, TLC_LOG_WARN, "rollup: cannot remove %s: %s", p, strerror(errno));
   uv_mutex_lock(&r->mu);
   r->st.saved_samples -= o->saved_n;
   uv_mutex_unlock(&r->mu);
   o->saved_n = 0;
 }
 
-void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+/* ---- the marks: what of a target is on disk (TARGET/written) ---- */
+
+#define MARK_TAG "tlc-rollup-written 1"
+#define COPY_TAG "tlc-rollup-copy 1"
+
+/* Replaces path with data (temporary file, rename). 0 or -1 (logged, counted). */
+static int replace_file(tlc_rollup_t *r, const char *path, const uint8_t *data, size_t len) {
+  char t[1500];
+  snprintf(t, sizeof t, "%s.tmp", path);
+  (void)unlink(t);
+  if (append_file(r, t, data, len) != 0)
+    return -1;
+  if (rename(t, path) != 0) {
+    wlog(r, TLC_LOG_ERR, "rollup: cannot rename %s: %s", t, strerror(errno));
+    tlc__rollup_count(r, &r->st.write_errors, 1);
+    (void)unlink(t);
+    return -1;
+  }
+  return 0;
+}
+
+static void mark_write(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  char p[1400], line[200];
+  int n = snprintf(line, sizeof line,
+                   MARK_TAG " %d %" PRIu64 " %" PRId64 " %" PRIu64 " %d %" PRIu64 " %" PRId64 "\n",
+                   o->has_w, o->w_epoch, o->w_min, o->w_n, o->has_h, o->h_epoch, o->h_min);
+  snprintf(p, sizeof p, "%s/%s/written", r->root, o->name);
+  (void)replace_file(r, p, (const uint8_t *)line, (size_t)n);
+}
+
+/* A minute (epoch, minute) of target's live lane written with n samples: the last written,
+ * and how many of its samples are on disk (an earlier part of it counts on). */
+static void mark_minute(tlc_rollup_t *r, const char *target, uint64_t epoch, int64_t minute,
+                        uint64_t n) {
+  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
+  if (o == NULL)
+    return;
+  if (o->has_w && o->w_epoch == epoch && o->w_min == minute) {
+    o->w_n += n;
+  } else {
+    o->has_w = 1;
+    o->w_epoch = epoch;
+    o->w_min = minute;
+    o->w_n = n;
+  }
+  mark_write(r, o);
+}
+
+static void mark_hour(tlc_rollup_t *r, const char *target, uint64_t epoch, int64_t last) {
+  tlc_rollup_open_t *o = tlc__rollup_open_of(r, target, 0);
+  if (o == NULL)
+    return;
+  o->has_h = 1;
+  o->h_epoch = epoch;
+  o->h_min = last;
+  mark_write(r, o);
+}
+
+/* Parses the marks' fields after tag from s (a line). 0 or -1. */
+static int mark_parse(const char *s, size_t len, const char *tag, int *has_w, uint64_t *we,
+                      int64_t *wm, uint64_t *wn, int *has_h, uint64_t *he, int64_t *hm) {
+  char line[256];
+  const char *nl = memchr(s, '\n', len < sizeof line ? len : sizeof line);
+  size_t tl = strlen(tag);
+  if (nl == NULL || (size_t)(nl - s) <= tl || memcmp(s, tag, tl) != 0 || s[tl] != ' ')
+    return -1;
+  memcpy(line, s + tl, (size_t)(nl - s) - tl);
+  line[(size_t)(nl - s) - tl] = '\0';
+  if (sscanf(line, " %d %" SCNu64 " %" SCNd64 " %" SCNu64 " %d %" SCNu64 " %" SCNd64, has_w, we, wm,
+             wn, has_h, he, hm) != 7)
+    return -1;
+  return 0;
+}
+
+/* The target's marks as an earlier run left them (at the target's first job). */
+static void mark_load(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  char p[1400];
+  char *data = NULL;
+  size_t len = 0;
+  snprintf(p, sizeof p, "%s/%s/written", r->root, o->name);
+  if (tlc_file_read(p, 4096, &data, &len) != 0)
+    return;
+  if (mark_parse(data, len, MARK_TAG, &o->has_w, &o->w_epoch, &o->w_min, &o->w_n, &o->has_h,
+                 &o->h_epoch, &o->h_min) == 0)
+    o->mark_loaded = 1;
+  else
+    wlog(r, TLC_LOG_WARN, "rollup: %s: not a rollup mark (ignored)", p);
+  tlc_free(data);
+}
+
+/* ---- the open minute's copy at a checkpoint ---- */
+
+void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen) {
   tlc_rollup_job_t tmp;
   tlc_rollup_blk_t blk;
   tlc_ckw_t w;
-  char p[1400], t[1400];
-  int rc;
-  if (o->n == 0) {
-    saved_drop(r, o->name); /* nothing open: a stale copy must not come back */
-    return;
-  }
-  /* a shallow copy of the slots, sorted for the block (the open minute's index stays valid) */
-  memset(&tmp, 0, sizeof tmp);
-  tmp.epoch = o->epoch;
-  tmp.minute = o->minute;
-  tmp.wall_first = o->wall_first;
-  tmp.wall_last = o->wall_last;
-  tmp.nslots = o->n;
-  if ((tmp.slots = tlc_malloc(o->n * sizeof(*tmp.slots))) == NULL) {
-    tlc__rollup_count(r, &r->st.write_errors, 1);
-    return;
-  }
-  memcpy(tmp.slots, o->slots, o->n * sizeof(*tmp.slots));
-  rc = minute_blk(&tmp, &blk);
-  tlc_free(tmp.slots); /* only the array: the histograms are the open minute's */
+  char line[200];
+  int rc = 0, n;
+  /* the marks as of the checkpoint's position, then the open minute (if any) */
+  n = snprintf(line, sizeof line, COPY_TAG " %d %" PRIu64 " %" PRId64 " %" PRIu64 " 0 0 0\n",
+               o->has_w, o->w_epoch, o->w_min, o->w_n);
   tlc_ckw_init(&w, 1u << 30);
-  if (rc == 0)
-    tlc_rollup_encode(&blk, &w);
-  open_path(r, o->name, ".tmp", t, sizeof t);
-  open_path(r, o->name, "", p, sizeof p);
-  (void)unlink(t);
-  if (rc != 0 || w.err != 0 || append_file(r, t, w.p, w.len) != 0 || rename(t, p) != 0) {
+  tlc_ckw_bytes(&w, line, (size_t)n);
+  tlc_rollup_blk_init(&blk);
+  if (o->n > 0) {
+    /* a shallow copy of the slots, sorted for the block (the open minute's index stays valid) */
+    memset(&tmp, 0, sizeof tmp);
+    tmp.epoch = o->epoch;
+    tmp.minute = o->minute;
+    tmp.wall_first = o->wall_first;
+    tmp.wall_last = o->wall_last;
+    tmp.nslots = o->n;
+    if ((tmp.slots = tlc_malloc(o->n * sizeof(*tmp.slots))) == NULL) {
+      rc = TLC_ENOMEM;
+    } else {
+      memcpy(tmp.slots, o->slots, o->n * sizeof(*tmp.slots));
+      rc = minute_blk(&tmp, &blk);
+      tlc_free(tmp.slots); /* only the array: the histograms are the open minute's */
+      if (rc == 0)
+        tlc_rollup_encode(&blk, &w);
+    }
+  }
+  tlc_free(o->pend);
+  o->pend = NULL;
+  o->npend = 0;
+  if (rc != 0 || w.err != 0) {
     wlog(r, TLC_LOG_ERR, "rollup: the open minute of %s not saved", o->name);
     tlc__rollup_count(r, &r->st.write_errors, 1);
   } else {
-    uv_mutex_lock(&r->mu);
-    r->st.saved_samples += o->nsamples - o->saved_n;
-    uv_mutex_unlock(&r->mu);
-    o->saved_n = o->nsamples;
+    o->pend = w.p; /* taken */
+    o->npend = w.len;
+    w.p = NULL;
+    o->pend_gen = gen;
+    o->pend_n = o->nsamples;
   }
   tlc_ckw_fini(&w);
   tlc_rollup_blk_fini(&blk);
+}
+
+static void copy_name(const tlc_rollup_pos_t *pos, char *n, size_t len) {
+  snprintf(n, len, "ckpt-%" PRIu64 "-%" PRIu64 "-%" PRIu64, pos->seq, pos->bytes, pos->disconnects);
+}
+
+/* Removes the target's copies but keep0 and keep1 ("" for none). */
+static void copies_prune(tlc_rollup_t *r, const char *target, const char *keep0,
+                         const char *keep1) {
+  char dir[1400], p[1700];
+  DIR *d;
+  struct dirent *de;
+  snprintf(dir, sizeof dir, "%s/%s", r->root, target);
+  if ((d = opendir(dir)) == NULL)
+    return;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "ckpt-", 5) != 0 || strcmp(de->d_name, keep0) == 0 ||
+        strcmp(de->d_name, keep1) == 0)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    (void)unlink(p);
+  }
+  closedir(d);
+}
+
+void tlc__rollup_open_pos(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen,
+                          const tlc_rollup_pos_t *pos) {
+  char name[96], p[1500];
+  if (o->pend == NULL || o->pend_gen != gen)
+    return; /* a later copy was taken meanwhile, or none */
+  copy_name(pos, name, sizeof name);
+  snprintf(p, sizeof p, "%s/%s/%s", r->root, o->name, name);
+  if (replace_file(r, p, o->pend, o->npend) == 0) {
+    if (o->pend_n > o->saved_n) {
+      uv_mutex_lock(&r->mu);
+      r->st.saved_samples += o->pend_n - o->saved_n;
+      uv_mutex_unlock(&r->mu);
+      o->saved_n = o->pend_n;
+    }
+    /* the checkpoint on disk is this one or (its file not yet renamed) the one before */
+    copies_prune(r, o->name, name, o->kept);
+    snprintf(o->kept, sizeof o->kept, "%s", name);
+  }
+  tlc_free(o->pend);
+  o->pend = NULL;
+  o->npend = 0;
+}
+
+void tlc__rollup_replay_begin(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_pos_t *pos) {
+  char name[96], p[1500], err[200];
+  char *data = NULL;
+  size_t len = 0, used = 0;
+  int ph = 0, hh, copy = 0;
+  uint64_t pe = 0, pn = 0, he, c = 0;
+  int64_t pm = 0, hm;
+  tlc_rollup_blk_t blk;
+  tlc_rollup_blk_init(&blk);
+  o->rp_in = o->rp_out = 0;
+  copy_name(pos, name, sizeof name);
+  snprintf(p, sizeof p, "%s/%s/%s", r->root, o->name, name);
+  if (tlc_file_read(p, 1u << 30, &data, &len) == 0 &&
+      mark_parse(data, len, COPY_TAG, &ph, &pe, &pm, &pn, &hh, &he, &hm) == 0) {
+    const char *nl = memchr(data, '\n', len);
+    size_t off = (size_t)(nl - data) + 1;
+    copy = 1;
+    if (off < len && tlc_rollup_decode(&blk, data + off, len - off, &used, err, sizeof err) != 0) {
+      wlog(r, TLC_LOG_WARN, "rollup: %s: %s (its open minute dropped)", p, err);
+      tlc__rollup_count(r, &r->st.blocks_refused, 1);
+      tlc_rollup_blk_clear(&blk);
+    }
+    for (size_t i = 0; i < blk.n; i++)
+      c += blk.cells[i].d.n;
+    /* kept until the next checkpoint's copies replace it: a crash before them restarts here */
+    copies_prune(r, o->name, name, "");
+    snprintf(o->kept, sizeof o->kept, "%s", name);
+  }
+  if (copy && ph == o->has_w && pe == o->w_epoch && pm == o->w_min && pn == o->w_n) {
+    /* nothing written since the checkpoint: its open minute is, then every replayed sample */
+    o->rp = TLC_RP_ACCEPT;
+    if (blk.n > 0 && blk.span == 1) {
+      write_blk(r, o->name, &blk, 0);
+      tlc__rollup_count(r, &r->st.samples, c);
+      tlc__rollup_count(r, &r->st.restored, 1);
+      mark_minute(r, o->name, blk.epoch, blk.minute, c);
+      hour_add(r, o->name, 0, &blk);
+      wlog(r, TLC_LOG_NOTICE,
+           "rollup %s: the open minute saved with the last checkpoint written (%" PRIu64
+           " samples)",
+           o->name, c);
+    }
+  } else if (o->has_w) {
+    /* the crashed run wrote minutes after the checkpoint (the copy's minute among them, when
+     * there is one): replayed samples of earlier minutes are on disk, and of the last one
+     * written the first rp_skip (its samples on disk but those before the checkpoint) */
+    uint64_t before = 0;
+    o->rp = TLC_RP_FILTER;
+    o->rp_epoch = o->w_epoch;
+    o->rp_min = o->w_min;
+    if (!copy) {
+      before = 0;
+      o->rp_skip = UINT64_MAX; /* no copy of that checkpoint: all of it is taken as written */
+    } else {
+      if (ph && pe == o->w_epoch && pm == o->w_min)
+        before += pn;
+      if (blk.n > 0 && blk.epoch == o->w_epoch && blk.minute == o->w_min)
+        before += c;
+      o->rp_skip = o->w_n > before ? o->w_n - before : 0;
+    }
+  } else {
+    o->rp = copy ? TLC_RP_ACCEPT : TLC_RP_DROP; /* no marks and no copy: nothing is known */
+  }
+  tlc_rollup_blk_fini(&blk);
+  tlc_free(data);
+}
+
+int tlc__rollup_replay_keep(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_sample_t *s) {
+  int64_t m;
+  (void)r;
+  if (s->kind & TLC_ROLLUP_VIOL)
+    return 1;
+  if (o->rp == TLC_RP_ACCEPT) {
+    o->rp_in++;
+    return 1;
+  }
+  if (o->rp == TLC_RP_FILTER) {
+    m = tlc_rollup_minute(s->end);
+    if (s->epoch > o->rp_epoch || (s->epoch == o->rp_epoch && m > o->rp_min)) {
+      o->rp_in++;
+      return 1;
+    }
+    if (s->epoch == o->rp_epoch && m == o->rp_min) {
+      if (o->rp_skip == 0) {
+        o->rp_in++;
+        return 1;
+      }
+      o->rp_skip--;
+    }
+  }
+  o->rp_out++;
+  return 0;
+}
+
+void tlc__rollup_replay_end(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  tlc__rollup_count(r, &r->st.replayed, o->rp_in);
+  tlc__rollup_count(r, &r->st.replay_dropped, o->rp_out);
+  wlog(r, TLC_LOG_NOTICE,
+       "rollup %s: the records after the checkpoint replayed: %" PRIu64 " samples counted, %" PRIu64
+       " dropped (their minute written before the crash)",
+       o->name, o->rp_in, o->rp_out);
+  o->rp = TLC_RP_ACCEPT;
+  o->rp_in = o->rp_out = 0;
 }
 
 void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o) {
@@ -380,6 +689,7 @@ void tlc__rollup_open_restore(tlc_rollup_t *r, tlc_rollup_open_t *o) {
     for (size_t i = 0; i < blk.n; i++)
       ns += blk.cells[i].d.n;
     write_blk(r, o->name, &blk, 0);
+    mark_minute(r, o->name, blk.epoch, blk.minute, ns);
     hour_add(r, o->name, 0, &blk);
     tlc__rollup_count(r, &r->st.samples, ns);
     tlc__rollup_count(r, &r->st.restored, 1);
@@ -891,7 +1201,10 @@ static void worker_main(void *arg) {
         o->chunk_wall = j->chunk_wall;
       }
       for (size_t i = 0; o != NULL && i < j->nsamples; i++) {
-        tlc_rollup_job_t *m = tlc__rollup_open_add(o, &j->samples[i]);
+        tlc_rollup_job_t *m;
+        if (j->replay && !tlc__rollup_replay_keep(r, o, &j->samples[i]))
+          continue;
+        m = tlc__rollup_open_add(o, &j->samples[i]);
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
@@ -900,15 +1213,27 @@ static void worker_main(void *arg) {
         if (m != NULL)
           tlc__rollup_minute(r, m);
       } else if (o != NULL && j->seal == TLC_RSEAL_SAVE) {
-        tlc__rollup_open_save(r, o);
+        tlc__rollup_open_save(r, o, j->gen);
       }
       tlc__rollup_chunk_put(r, j->samples);
       j->samples = NULL;
       job_free(j);
     } else if (j->kind == TLC_RJOB_RESTORE) {
       tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
-      if (o != NULL)
+      if (o != NULL) {
+        mark_load(r, o); /* what an earlier run wrote, before anything of this one */
         tlc__rollup_open_restore(r, o);
+      }
+      job_free(j);
+    } else if (j->kind == TLC_RJOB_POS || j->kind == TLC_RJOB_REPLAY ||
+               j->kind == TLC_RJOB_REPLAYED) {
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
+      if (o != NULL && j->kind == TLC_RJOB_POS)
+        tlc__rollup_open_pos(r, o, j->gen, &j->pos);
+      else if (o != NULL && j->kind == TLC_RJOB_REPLAY)
+        tlc__rollup_replay_begin(r, o, &j->pos);
+      else if (o != NULL)
+        tlc__rollup_replay_end(r, o);
       job_free(j);
     } else if (j->kind == TLC_RJOB_QUERY) {
       for (size_t i = 0; i < j->nq; i++)
@@ -932,11 +1257,11 @@ static void worker_main(void *arg) {
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
+      for (size_t i = 0; i < r->nhours; i++) /* before the opens go: they keep the marks */
+        hour_flush(r, &r->hours[i]);
       for (size_t i = 0; i < r->nopens; i++)
         tlc__rollup_open_free(r->opens[i]);
       r->nopens = 0;
-      for (size_t i = 0; i < r->nhours; i++)
-        hour_flush(r, &r->hours[i]);
       job_free(j);
       return;
     }

@@ -76,7 +76,14 @@ typedef struct tlc_rollup_stats {
   uint64_t rebuilds_done;   /* ... finished (whole, or as far as the segments read) */
   uint64_t rebuilding;      /* ... running now */
   uint64_t samples_dropped; /* no memory for a slot */
+  uint64_t replayed;        /* samples of records replayed after a checkpoint (restart) counted */
+  uint64_t replay_dropped;  /* ... not counted: their minute was on disk already */
 } tlc_rollup_stats_t;
+
+/* A statistics checkpoint's storage position (continuity's): what a saved copy belongs to. */
+typedef struct tlc_rollup_pos {
+  uint64_t seq, bytes, disconnects;
+} tlc_rollup_pos_t;
 
 /* Creates the module and starts its worker. 0, TLC_EINVAL (no state_dir) or TLC_ENOMEM. */
 int tlc_rollup_new(uv_loop_t *loop, const tlc_rollup_opts_t *o, tlc_rollup_t **out);
@@ -119,10 +126,20 @@ void tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
                               uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
                               uint64_t epoch);
-/* Saves a copy of the open minute on disk (STATE_DIR/.rollup/TARGET/open-minute, replaced each
- * time; removed once the minute is written), the minute staying open: what a statistics
- * checkpoint covers survives a crash without writing the minute in parts. */
-void tlc_rollup_acc_save(tlc_rollup_acc_t *a);
+/* Takes a copy of the open minute as of now (a statistics checkpoint asks its storage position
+ * now), the minute staying open, with the target's marks (the last minute written and how many
+ * of its samples): returns its generation, for tlc_rollup_acc_saved_at. */
+uint64_t tlc_rollup_acc_save(tlc_rollup_acc_t *a);
+/* The checkpoint's position came: the copy taken at gen is written on disk under it
+ * (STATE_DIR/.rollup/TARGET/ckpt-SEQ-BYTES-DISCONNECTS; the newest two kept), so that a restart
+ * from that checkpoint knows what of its replayed records is on disk already. */
+void tlc_rollup_acc_saved_at(tlc_rollup_acc_t *a, uint64_t gen, const tlc_rollup_pos_t *pos);
+/* A restart replays the target's stored records after the checkpoint at pos: the samples the
+ * accumulator gets from now until tlc_rollup_acc_replay_end are those, and the worker counts
+ * only the ones whose minute the crashed run had not written (the copy saved under pos is
+ * written first when nothing was written after it). */
+void tlc_rollup_acc_replay(tlc_rollup_acc_t *a, const tlc_rollup_pos_t *pos);
+void tlc_rollup_acc_replay_end(tlc_rollup_acc_t *a);
 /* Hands the open minute (if any) to the worker now. */
 void tlc_rollup_acc_seal(tlc_rollup_acc_t *a);
 

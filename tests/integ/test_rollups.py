@@ -282,8 +282,173 @@ def test_kill_after_checkpoint(d):
     finally:
         rc, _ = dm.stop()
         T.eq(rc, 0, "exit status after the restart")
-    T.check(not os.path.exists(os.path.join(dm.state, ".rollup", NAME, "open-minute")),
-            "the saved copy removed once written")
+    copies = [f for f in os.listdir(os.path.join(dm.state, ".rollup", NAME))
+              if f.startswith("ckpt-")]
+    T.check(1 <= len(copies) <= 2, "the newest checkpoints' copies kept, no more: %r" % copies)
+
+
+def calls_in(areas, minute, lo, hi, per, rnd, got):
+    """Calls of `areas` functions, `per` each, entering in [lo, hi) ns of target-time `minute`;
+    durations random in 1-5 us; got[(area, minute of the exit)] gets them. Returns the bytes."""
+    out = []
+    t = minute * MIN + lo + 1000
+    gap = (hi - lo - 7000) // (areas * per)
+    for _ in range(per):
+        for a in range(areas):
+            d = 1000 + rnd.randrange(0, 4000)
+            out.append(T.bin11(0x1000 + a, 3, 0, 0, t))
+            out.append(T.bin11(0x1000 + a, 0, 0, 0, t + d))
+            got.setdefault((a, (t + d) // MIN), []).append(d)
+            t += gap
+    return b"".join(out)
+
+
+def marks(state):
+    """The rollup marks of NAME (.rollup/NAME/written): (epoch, last minute written) or None."""
+    try:
+        with open(os.path.join(state, ".rollup", NAME, "written")) as f:
+            v = f.read().split()
+    except OSError:
+        return None
+    return (int(v[3]), int(v[4])) if len(v) == 9 and v[1] == "1" and v[2] == "1" else None
+
+
+def check_all(hport, got, what):
+    """Every area's trend minute by minute, its hour, and a diff of two ranges: the oracle."""
+    minutes = sorted({m for (_, m) in got})
+    for a in range(3):
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1m"
+                      % (NAME, 0x1000 + a))
+        T.eq(st, 200, "%s: trend %r" % (what, doc))
+        T.eq([s["start"] // MIN for s in doc["steps"]], [m for m in minutes if (a, m) in got],
+             "%s: area %d's minutes" % (what, a))
+        for s in doc["steps"]:
+            check_step(s, got[(a, s["start"] // MIN)], "%s: area %d minute %d"
+                       % (what, a, s["start"] // MIN))
+        allv = [d for (h, m), v in got.items() if h == a for d in v]
+        st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1h"
+                      % (NAME, 0x1000 + a))
+        T.eq(len(doc["steps"]), 1, "%s: one hour" % what)
+        check_step(doc["steps"][0], allv, "%s: area %d's hour" % (what, a))
+    st, doc = get(hport, "/api/v1/targets/%s/diff?a=ns:0..ns:%d&b=ns:%d.."
+                  % (NAME, 3 * MIN, 3 * MIN))
+    T.eq(st, 200, "%s: diff %r" % (what, doc))
+    T.eq(len(doc["areas"]), 3, "%s: every area in the diff" % what)
+    for r in doc["areas"]:
+        a = r["area"] - 0x1000
+        va = [x for (h, m), v in got.items() if h == a and m < 3 for x in v]
+        vb = [x for (h, m), v in got.items() if h == a and m >= 3 for x in v]
+        T.eq((r["a"]["count"], r["b"]["count"]), (len(va), len(vb)),
+             "%s: diff counts of area %d" % (what, a))
+        T.check(abs(r["a"]["mean"] - sum(va) / len(va)) < 1e-6 * r["a"]["mean"] and
+                abs(r["b"]["mean"] - sum(vb) / len(vb)) < 1e-6 * r["b"]["mean"],
+                "%s: diff means of area %d: %r" % (what, a, r))
+
+
+def test_kill_after_samples_past_checkpoint(d):
+    """SIGKILLs with samples stored after the last checkpoint: in the checkpoint's open minute,
+    in minutes written before the kill and in a new open minute. The restart replays their
+    records into the rollups too, and drops those of minutes the killed run wrote: every minute
+    (and the hour) holds exactly the samples sent, once. Checkpoints come only where the daemon
+    takes them at once (a new target's empty state; a restart that replayed records): the
+    interval is long, so what the last checkpoint covers is known."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--checkpoint-interval", "600"]
+    rnd, got = random.Random(11), {}
+    half = MIN // 2
+    a_part = b"".join(calls_in(3, m, 0, MIN, 20, rnd, got) for m in range(3)) + \
+        calls_in(3, 3, 0, half, 10, rnd, got)
+    b_part = calls_in(3, 3, half, MIN, 10, rnd, got) + calls_in(3, 4, 0, MIN, 20, rnd, got) + \
+        calls_in(3, 5, 0, MIN // 3, 8, rnd, got)
+    c_part = calls_in(3, 5, MIN // 3, 2 * MIN // 3, 8, rnd, got)
+
+    def stored(dm):  # every record received is in the segments (a kill keeps it)
+        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
+
+    # run 1: minutes 0-1 written (the worker writes a minute when it meets the next one's first
+    # sample), 2 and 3 open; its only checkpoint is the new target's (one call in), taken at once
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        s = D.connect(port)
+        first = 2 * len(T.bin11(0x1000, 3, 0, 0, 0))
+        s.sendall(a_part[:first])
+        dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1, what="the first checkpoint")
+        s.sendall(a_part[first:])
+        s.shutdown(1)
+        D.wait_eof(s, timeout=60)
+        s.close()
+        stored(dm)
+        D.wait_until(lambda: marks(dm.state) == (0, 1), what="minute 1 written")
+    finally:
+        dm.kill()
+    # run 2: A's records replayed, minutes 0-1 dropped (written), 2 and 3 counted; the restart's
+    # checkpoint saves minute 3 open (its copy on disk: saved_samples); then B adds to minute 3
+    # and closes it (written), fills minute 4 and opens 5
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
+                           st["rollup"]["saved_samples"] > 0,
+                           what="the checkpoint after the replay")["rollup"]
+        T.check(st["replayed"] > 0 and st["replay_dropped"] > 0,
+                "minutes 2-3 replayed, minutes 0-1 dropped: %r" % st)
+        T.check("the records after the checkpoint replayed" in dm.log(), "logged")
+        send_all(port, b_part)
+        stored(dm)
+        D.wait_until(lambda: marks(dm.state) == (0, 3), what="minute 3 written")
+    finally:
+        dm.kill()
+    # run 3: minute 3 (its copy and B's part) is on disk: dropped; minutes 4 and 5 counted; the
+    # restart's checkpoint writes 4 and saves 5 open; C adds to it, and nothing is written
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
+                           st["rollup"]["saved_samples"] > 0,
+                           what="the checkpoint after the replay")["rollup"]
+        T.check(st["replayed"] > 0 and st["replay_dropped"] > 0, "run 3's replay: %r" % st)
+        T.eq(st["restored"], 0, "the copy of minute 3 not written again")
+        send_all(port, c_part)
+        stored(dm)
+    finally:
+        dm.kill()
+    T.eq(marks(dm.state), (0, 4), "minute 5 never written before the kills")
+    # run 4: nothing written since the checkpoint: its copy of minute 5 is written, and every
+    # replayed sample (C's) counted
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        st = dm.wait_stats(lambda st: st["rollup"]["restored"] == 1,
+                           what="the saved open minute written")["rollup"]
+        T.check("the open minute saved with the last checkpoint written" in dm.log(), "logged")
+        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1,
+                           what="the checkpoint after the replay")["rollup"]
+        T.check(st["replayed"] > 0, "C replayed: %r" % st)
+        T.eq((st["replay_dropped"], st["samples_dropped"]), (0, 0), "none dropped: %r" % st)
+        check_all(hport, got, "after the kills")
+        out = cli(sport, "trend", NAME, "0x1001", "--since", "ns:0")
+        T.eq([int(ln.split()[1]) for ln in out.splitlines()[2:]],
+             [len(got[(1, m)]) for m in range(6)], "tlcap trend's counts")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    # a clean restart: the same; then the hour alone (its minutes deleted) is still exact
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        check_all(hport, got, "after a clean restart")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    shutil.rmtree(os.path.join(dm.state, ".rollup", NAME, "e0", "m0"))
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        for a in range(3):
+            st, doc = get(hport, "/api/v1/targets/%s/trend?area=%d&since=ns:0&step=1h"
+                          % (NAME, 0x1000 + a))
+            T.eq(len(doc["steps"]), 1, "the hour: %r" % doc)
+            check_step(doc["steps"][0], [x for (h, m), v in got.items() if h == a for x in v],
+                       "area %d's hour, from the hour file" % a)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
 
 
 def test_rebuilt_from_segments(d):
@@ -321,4 +486,4 @@ def test_rebuilt_from_segments(d):
 
 if __name__ == "__main__":
     T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
-            test_rebuilt_from_segments])
+            test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments])

@@ -3,7 +3,9 @@
  * minute, per hour and as one step, equal the statistics computed here from the samples; a
  * query submitted on the loop sees the open minute; hours answer alone once retention deleted
  * the minutes (their files made old); a torn block at a file's end is skipped and counted;
- * budget violations are counted per minute, area and context and shown by trend.
+ * budget violations are counted per minute, area and context and shown by trend; a run killed
+ * after a checkpoint and restarted with the records after it replayed counts every sample once,
+ * in its minute and its hour, across a board's restart too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -432,11 +434,118 @@ static void test_past_apart(void **state) {
   rm_rf(dir);
 }
 
+/* Waits until the worker did every job handed to it so far (a query that seals nothing; with
+ * acc, one that seals its open minute first, as trend does). */
+static void sync_worker(uv_loop_t *loop, tlc_rollup_t *r, tlc_rollup_acc_t *acc) {
+  tlc_rollup_q_t q;
+  tlc_rollup_acc_t *accs[1] = { acc };
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "%s", "board/app");
+  q.handle = 10;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = 0;
+  answered = 0;
+  assert_int_equal(
+      tlc_rollup_submit(r, acc != NULL ? accs : NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(loop, UV_RUN_ONCE);
+  tlc_rollup_res_fini(&got);
+}
+
+/* A run killed after a checkpoint: samples [0, ck) before the checkpoint (its copy taken and
+ * written under pos), [ck, kill) after it, the open minute sealed early at `early` (a query;
+ * -1: none); the state directory as the kill left it (a copy taken then) is restarted on: the
+ * records after the checkpoint, [ck, kill), replayed, then [kill, NS) live. Every minute and
+ * every hour of both epochs holds each sample once. */
+static void crash_and_replay(const smp_t *s, int ck, int early, int kill) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *a;
+  tlc_rollup_opts_t o;
+  tlc_rollup_stats_t st;
+  tlc_rollup_res_t res;
+  const tlc_rollup_pos_t pos = { 3, 4096, 1 };
+  char cmd[700], img[300];
+  uint64_t gen;
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_replay.%d", (int)getpid());
+  snprintf(img, sizeof img, "%s.kill", dir);
+  rm_rf(dir);
+  rm_rf(img);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  a = tlc_rollup_acc_new(r, "board/app");
+  assert_non_null(a);
+  feed(a, s, 0, ck);
+  gen = tlc_rollup_acc_save(a);
+  tlc_rollup_acc_saved_at(a, gen, &pos);
+  if (early >= 0) {
+    feed(a, s, ck, early);
+    sync_worker(&loop, r, a);
+    feed(a, s, early, kill);
+  } else {
+    feed(a, s, ck, kill);
+  }
+  sync_worker(&loop, r, NULL); /* the worker as far as the chunks handed to it: the kill */
+  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", dir, img);
+  assert_int_equal(system(cmd), 0);
+  tlc_rollup_acc_free(a);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  rm_rf(dir);
+  assert_int_equal(rename(img, dir), 0);
+  /* the restart */
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  a = tlc_rollup_acc_new(r, "board/app");
+  assert_non_null(a);
+  tlc_rollup_acc_replay(a, &pos);
+  feed(a, s, ck, kill);
+  tlc_rollup_acc_replay_end(a);
+  feed(a, s, kill, NS);
+  tlc_rollup_acc_free(a);
+  sync_worker(&loop, r, NULL);
+  tlc_rollup_get_stats(r, &st);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  assert_true(st.replay_dropped > 0); /* the kill came after minutes were written */
+  assert_int_equal(st.samples_dropped, 0);
+  for (uint64_t e = 0; e < 2; e++)
+    for (uint32_t h = 10; h < 14; h++) {
+      query(h, (int64_t)e, 1, &res);
+      check(s, NS, &res, h, e, 1);
+      tlc_rollup_res_fini(&res);
+    }
+  /* the hours alone: the minute directories deleted */
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'/.rollup/board/app/e*/m*", dir);
+  assert_int_equal(system(cmd), 0);
+  for (uint64_t e = 0; e < 2; e++)
+    for (uint32_t h = 10; h < 14; h++) {
+      query(h, (int64_t)e, 60, &res);
+      check(s, NS, &res, h, e, 60);
+      tlc_rollup_res_fini(&res);
+    }
+  rm_rf(dir);
+}
+
+static void test_replay_once(void **state) {
+  smp_t *s = make(7);
+  (void)state;
+  crash_and_replay(s, 1000, -1, 1700);                 /* minutes written after the checkpoint */
+  crash_and_replay(s, 1000, 1200, 1700);               /* ... one of them sealed early by a query */
+  crash_and_replay(s, NS / 2 - 300, -1, NS / 2 + 400); /* across the board's restart */
+  crash_and_replay(s, 1000, 1010, 1020); /* the checkpoint's minute sealed early only */
+  free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_write_read),
     cmocka_unit_test(test_violations),
     cmocka_unit_test(test_past_apart),
+    cmocka_unit_test(test_replay_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
