@@ -23,6 +23,14 @@
 
 #define NONE32 0xFFFFFFFFu
 
+/* The out-of-line helpers of violate (once per counter or ring, or without a chunk's wall
+ * clock): kept out of its common path. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#else
+#define COLD
+#endif
+
 typedef struct bstate {
   /* what a sample is tested against (first: the one line a quiet sample reads): a value
    * above hi or below lo breaks it (INT64_MAX without a max, INT64_MIN without a min) */
@@ -94,7 +102,7 @@ static uint64_t cntkey(uint32_t bi, uint32_t handle, uint32_t context, uint8_t r
 /* The wall clock in ms when no engine chunk gave it (TLC_TAP_WALL): opts.wall_ms, else the
  * kernel's coarse clock (a few ms of resolution, about a tenth of the cost of
  * CLOCK_REALTIME). */
-static int64_t wall_now(const tlc_bwatch_t *w) {
+COLD static int64_t wall_now(const tlc_bwatch_t *w) {
   if (w->o.wall_ms != NULL)
     return w->o.wall_ms(w->o.ud);
 #if defined(CLOCK_REALTIME_COARSE)
@@ -337,7 +345,7 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
 }
 
 /* The counter of (m's budget, r), created at its first violation; NONE32 past max_keys. */
-static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
+COLD static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   uint64_t key;
   const uint64_t *v;
   if (m->ci != NONE32)
@@ -370,25 +378,16 @@ static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   return m->ci = (uint32_t)w->nc++;
 }
 
-/* Records a violation of m's budget on row r: s's value (over: 1 above the max, 0 below the
- * min), start, end, epoch and sequences; `n` times (n > 1: a stretch of empty rate windows, one
- * record). Written in place into the budget's ring's next slot (the watch's scratch when the
- * ring has no memory: then only the counts and the worst), every field of the record. Out of
- * line: a quiet sample pays its two compares only. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_t *s, int over,
-        uint64_t n) {
-  bstate_t *b = &w->bs[m->bi];
-  uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
+/* Writes violation v of m's budget b on row r (v: its ring's next slot, or the watch's scratch
+ * when the ring has no memory: then only the counts and the worst), every field of the
+ * record: s's value (over: 1 above the max, 0 below the min), start, end, epoch and sequences,
+ * the wall clock `wall`; counts it `n` times (n > 1: a stretch of empty rate windows, one
+ * record) in its budget and in counter ci (NONE32: a dropped key). */
+static inline void record(tlc_bwatch_t *w, match_t *m, bstate_t *b, const rowent_t *r,
+                          const tlc_engine_sample_t *s, int over, uint64_t n, uint32_t ci,
+                          tlc_violation_t *v, int64_t wall) {
   int64_t limit = over ? b->hi : b->lo;
   int64_t dist = over ? s->value - limit : limit - s->value;
-  tlc_violation_t *v;
-  if (b->ring == NULL) /* not zeroed: every field of a record is written below */
-    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
-  v = b->ring != NULL ? &b->ring[b->rhead] : &w->scratch;
   v->budget = m->bi;
   v->handle = r->handle;
   v->context = r->context;
@@ -401,7 +400,7 @@ violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_
   v->start = s->start;
   v->end = s->end;
   v->epoch = s->epoch;
-  v->wall_ms = w->wall != 0 ? w->wall : wall_now(w);
+  v->wall_ms = wall;
   v->seq_start = s->seq_start;
   v->seq_end = s->seq_end;
   v->seg_first = v->off_first = v->seg_last = v->off_last = 0;
@@ -425,6 +424,34 @@ violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_
   }
   if (w->o.on_violation != NULL)
     w->o.on_violation(w->o.ud, v);
+}
+
+/* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
+ * not zeroed: record writes every field), and any without a chunk's wall clock. */
+COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
+                              const tlc_engine_sample_t *s, int over, uint64_t n) {
+  bstate_t *b = &w->bs[m->bi];
+  uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
+  if (b->ring == NULL)
+    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
+  record(w, m, b, r, s, over, n, ci, b->ring != NULL ? &b->ring[b->rhead] : &w->scratch,
+         w->wall != 0 ? w->wall : wall_now(w));
+}
+
+/* Records a violation of m's budget on row r (record). Out of line: a quiet sample pays its
+ * two compares only; a storm, the record's writes (no call but on_violation). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_t *s, int over,
+        uint64_t n) {
+  bstate_t *b = &w->bs[m->bi];
+  if (m->ci == NONE32 || b->ring == NULL || w->wall == 0) {
+    violate_slow(w, m, r, s, over, n);
+    return;
+  }
+  record(w, m, b, r, s, over, n, m->ci, &b->ring[b->rhead], w->wall);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
