@@ -44,12 +44,29 @@ typedef struct bstate {
   tlc_tbudget_t def;
 } bstate_t;
 
+/* The first fields of a violation (tlc_violation_t, up to its value), the same for every
+ * violation of a budget on a row: kept ready in its match and copied whole. */
+typedef struct vhead {
+  uint32_t budget, handle, context;
+  uint8_t row_kind, stat, over, pad;
+  uint64_t state;
+} vhead_t;
+_Static_assert(offsetof(vhead_t, budget) == offsetof(tlc_violation_t, budget) &&
+                   offsetof(vhead_t, handle) == offsetof(tlc_violation_t, handle) &&
+                   offsetof(vhead_t, context) == offsetof(tlc_violation_t, context) &&
+                   offsetof(vhead_t, row_kind) == offsetof(tlc_violation_t, row_kind) &&
+                   offsetof(vhead_t, stat) == offsetof(tlc_violation_t, stat) &&
+                   offsetof(vhead_t, over) == offsetof(tlc_violation_t, over) &&
+                   offsetof(vhead_t, state) == offsetof(tlc_violation_t, state) &&
+                   sizeof(vhead_t) == offsetof(tlc_violation_t, value),
+               "vhead_t is the head of tlc_violation_t");
+
 typedef struct match {
+  vhead_t head; /* its violations' first fields (over 0) */
   uint32_t bi;  /* budget */
   uint32_t ci;  /* its counter (cnt_t), NONE32 before the first violation */
   uint8_t kind; /* the samples it tests: its budget's stat, TLC_TAP_COUNT for a rate */
   uint8_t rate; /* 1: a rate budget */
-  uint8_t stat; /* its budget's stat */
   /* rate: the open window */
   uint8_t has_win;
   uint64_t epoch, wcount, wseq0, wseq1;
@@ -309,10 +326,15 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
     }
     memset(&w->m[w->nm], 0, sizeof(w->m[0]));
     w->m[w->nm].bi = (uint32_t)i;
+    w->m[w->nm].head.budget = (uint32_t)i;
+    w->m[w->nm].head.handle = handle;
+    w->m[w->nm].head.context = context;
+    w->m[w->nm].head.row_kind = row_kind;
+    w->m[w->nm].head.stat = b->stat;
+    w->m[w->nm].head.state = state;
     w->m[w->nm].ci = NONE32;
     w->m[w->nm].kind = (uint8_t)(b->stat == TLC_BSTAT_RATE ? TLC_TAP_COUNT : b->stat);
     w->m[w->nm].rate = b->stat == TLC_BSTAT_RATE;
-    w->m[w->nm].stat = b->stat;
     w->nm++;
     mask |= 1u << (b->stat == TLC_BSTAT_RATE ? TLC_TAP_COUNT : b->stat);
   }
@@ -378,23 +400,18 @@ COLD static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   return m->ci = (uint32_t)w->nc++;
 }
 
-/* Writes violation v of m's budget b on row r (v: its ring's next slot, or the watch's scratch
+/* Writes violation v of m's budget b on its row (v: its ring's next slot, or the watch's scratch
  * when the ring has no memory: then only the counts and the worst), every field of the
  * record: s's value (over: 1 above the max, 0 below the min), start, end, epoch and sequences,
  * the wall clock `wall`; counts it `n` times (n > 1: a stretch of empty rate windows, one
  * record) in its budget and in counter ci (NONE32: a dropped key). */
-static inline void record(tlc_bwatch_t *w, match_t *m, bstate_t *b, const rowent_t *r,
+static inline void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
                           const tlc_engine_sample_t *s, int over, uint64_t n, uint32_t ci,
                           tlc_violation_t *v, int64_t wall) {
   int64_t limit = over ? b->hi : b->lo;
   int64_t dist = over ? s->value - limit : limit - s->value;
-  v->budget = m->bi;
-  v->handle = r->handle;
-  v->context = r->context;
-  v->row_kind = r->row_kind;
-  v->stat = m->stat;
+  memcpy(v, &m->head, sizeof(m->head)); /* budget, handle, context, row_kind, stat, state */
   v->over = (uint8_t)over;
-  v->state = r->state;
   v->value = s->value;
   v->limit = limit;
   v->start = s->start;
@@ -434,7 +451,7 @@ COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
   uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
   if (b->ring == NULL)
     b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
-  record(w, m, b, r, s, over, n, ci, b->ring != NULL ? &b->ring[b->rhead] : &w->scratch,
+  record(w, m, b, s, over, n, ci, b->ring != NULL ? &b->ring[b->rhead] : &w->scratch,
          w->wall != 0 ? w->wall : wall_now(w));
 }
 
@@ -451,7 +468,7 @@ violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_
     violate_slow(w, m, r, s, over, n);
     return;
   }
-  record(w, m, b, r, s, over, n, m->ci, &b->ring[b->rhead], w->wall);
+  record(w, m, b, s, over, n, m->ci, &b->ring[b->rhead], w->wall);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
