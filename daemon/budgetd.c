@@ -15,7 +15,8 @@
  * Where a violation is stored (segment, byte offsets of its first and closing records): after
  * the engine takes a batch with violations (wiring.c's observer: tlc_budgetd_batch), one store
  * mark; its answer (the open segment and its length, which ends with the batch's last record)
- * is where the records are counted back from, one change sequence per 24-byte record. Trusted
+ * is where the records are counted back from, one change sequence per 24-byte record, into the
+ * segment written before it when they started there (tlc_store_pos_back). Trusted
  * only while that holds: every batch checks its events against the engine's sequence and gap
  * count (O(1)), and storage's dropped count must not have moved; else the end stays 0. A
  * watch checkpoint taken while marks are in flight is held until the last is back.
@@ -235,11 +236,7 @@ static int loc_of(const loc_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, 
   if (seq < j->ok_seq || seq > j->after)
     return 0;
   back = (j->after - seq + 1) * LOC_RECORD;
-  if (back > pos->bytes)
-    return 0; /* in an earlier segment */
-  *seg = pos->seq;
-  *off = pos->bytes - back;
-  return 1;
+  return tlc_store_pos_back(pos, back, seg, off);
 }
 
 /* The mark after a batch with violations: everything queued before it lies in segments below

@@ -61,11 +61,7 @@ static int loc_of(const xl_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, u
   if (seq < j->ok_seq || seq > j->after)
     return 0;
   back = (j->after - seq + 1) * XL_RECORD;
-  if (back > pos->bytes)
-    return 0; /* in an earlier segment */
-  *seg = pos->seq;
-  *off = pos->bytes - back;
-  return 1;
+  return tlc_store_pos_back(pos, back, seg, off);
 }
 
 static void mark_done(void *ud, const tlc_store_pos_t *pos) {
@@ -85,7 +81,7 @@ static void mark_done(void *ud, const tlc_store_pos_t *pos) {
     } else {
       for (size_t i = 0; i < j->n; i++) {
         uint64_t loc[4] = { 0, 0, 0, 0 };
-        /* a first record in an earlier segment stays 0 (unknown), as a violation's */
+        /* a first record two segments back stays 0 (unknown), as a violation's */
         int first = loc_of(j, pos, j->v[i].seq_start, &loc[0], &loc[1]);
         int last = loc_of(j, pos, j->v[i].seq_end, &loc[2], &loc[3]);
         if (first || last)

@@ -224,6 +224,8 @@ struct tlc_store_target {
   char dir[1024];
   uint64_t next_seq;
   int seq_known;
+  int last_valid; /* the segment sealed last in this run: last_seq, last_bytes long (w_mark) */
+  uint64_t last_seq, last_bytes;
   uint64_t pause_rec;  /* records dropped during the current disk-full pause */
   pgap_t pg[PGAP_MAX]; /* gaps waiting for the next segment */
   size_t npg;

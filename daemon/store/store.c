@@ -877,6 +877,22 @@ int tlc_store_target_mid_block(const tlc_store_target_t *t) {
   return t != NULL && t->format == TLC_FMT_EVLOG && t->enc.open;
 }
 
+int tlc_store_pos_back(const tlc_store_pos_t *pos, uint64_t back, uint64_t *seg, uint64_t *off) {
+  if (!pos->valid)
+    return 0;
+  if (back <= pos->bytes) {
+    *seg = pos->seq;
+    *off = pos->bytes - back;
+    return 1;
+  }
+  back -= pos->bytes; /* before segment seq's first byte: at the end of the one before */
+  if (!pos->prev_valid || back > pos->prev_bytes)
+    return 0;
+  *seg = pos->prev_seq;
+  *off = pos->prev_bytes - back;
+  return 1;
+}
+
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
   cmd_t *c;
   /* evlog: the items of a block still open are counted by the engine already; the block is

@@ -327,11 +327,20 @@ int tlc_store_barrier_written(tlc_store_t *s, void (*cb)(void *ud), void *ud);
  * segments of sequence < seq or in the first `bytes` bytes of segment `seq` (which may not
  * exist yet when bytes is 0); `disconnects` counts the disconnect gaps segment `seq` records
  * before that point. A replay from the position reads the rest of segment seq and every later
- * one. */
+ * one. prev_valid: the segment written just before it in this run (closed by a rotation, an idle
+ * or a disconnect while the writer ran) is prev_seq, prev_bytes long, and ends with the records
+ * queued just before segment seq's first (tlc_store_pos_back). */
 typedef struct tlc_store_pos {
   int valid;
   uint64_t seq, bytes, disconnects;
+  int prev_valid;
+  uint64_t prev_seq, prev_bytes;
 } tlc_store_pos_t;
+
+/* Where the stored content `back` bytes before pos starts: in pos's segment (its first pos->bytes
+ * bytes), or in the segment written before it (pos->prev_*). 1 and *seg, *off (the byte offset in
+ * that segment's uncompressed content); 0 when it lies further back or is not known. */
+int tlc_store_pos_back(const tlc_store_pos_t *pos, uint64_t back, uint64_t *seg, uint64_t *off);
 typedef void (*tlc_store_mark_fn)(void *ud, const tlc_store_pos_t *pos);
 
 /* Calls cb(ud, pos) on the loop once the writer has reached this point of the target's queue:

@@ -139,6 +139,9 @@ static void w_seal(tlc_store_t *s, tlc_store_target_t *t, int reason) {
   if (t->seg.fd < 0)
     return;
   int64_t now = tlc__store_wall(s);
+  t->last_valid = 1;
+  t->last_seq = t->seg.seq;
+  t->last_bytes = t->seg.m.bytes;
   LOCKED(s, t->c.segment_seq = 0; t->c.segment_bytes = 0; t->c.durable_bytes = 0);
   sjob_t *j = tlc_calloc(1, sizeof *j);
   if (!j) {
@@ -519,6 +522,7 @@ static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
     r->pos.seq = t->seg.seq;
     r->pos.bytes = t->seg.m.bytes;
     r->pos.disconnects = disc_count(t->seg.m.gaps, t->seg.m.ngaps);
+    r->pos.prev_valid = t->last_valid && t->last_seq < t->seg.seq;
   } else {
     learn_next_seq(s, t);
     r->pos.seq = t->next_seq;
@@ -526,6 +530,11 @@ static void w_mark(tlc_store_t *s, tlc_store_target_t *t, cmd_t *c) {
     for (size_t i = 0; i < t->npg; i++)
       if (strcmp(t->pg[i].reason, "disconnect") == 0)
         r->pos.disconnects += t->pg[i].count;
+    r->pos.prev_valid = t->last_valid && t->last_seq < r->pos.seq;
+  }
+  if (r->pos.prev_valid) {
+    r->pos.prev_seq = t->last_seq;
+    r->pos.prev_bytes = t->last_bytes;
   }
   r->pos.valid = 1;
   tlc__store_push_res(s, r);

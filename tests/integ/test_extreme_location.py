@@ -7,8 +7,8 @@ and byte offsets of its sample's first and closing records; the test reads those
 from the segment files (plain bin11: 24-byte records) and checks they are the sample's events:
 their times are the reported start and end, and for NET their difference is the MIN or MAX (the
 oracle). The wall clock lies between the part's send and the moment its statistics were seen.
-A sample whose first record is in the older segment has only its closing location (the first
-stays 0: unknown, never wrong). After a restart, the checkpoint gives all of it back.
+A sample whose first record is in the older segment is located there, counted back across the
+rotation. After a restart, the checkpoint gives all of it back.
 
 Usage: test_extreme_location.py TLCAPD TLCAP"""
 import json
@@ -34,7 +34,7 @@ PART1 = [(F, 3, 0, 0, 1000), (F, 0, 0, 0, 1100),   # NET 100
 PART2 = [(F, 3, 0, 0, 4000), (F, 0, 0, 0, 4900),   # NET 900: MAX, seg2 0..24
          (F, 3, 0, 0, 5000), (F, 0, 0, 0, 5010),   # NET 10: MIN, seg2 48..72
          (F, 3, 0, 0, 6000)]                        # opens a call closed in part 3
-PART3 = [(F, 0, 0, 0, 9000)]                        # NET 3000: MAX, first in seg2, last seg3:0
+PART3 = [(F, 0, 0, 0, 9000)]                        # NET 3000: MAX, first seg2:96, last seg3:0
 
 
 def segment(state, seq):
@@ -160,7 +160,8 @@ def test_extreme_location(d):
         T.check(seg3 > seg2, "a third segment: %r" % mx)
         T.eq((mx["start_ns"], mx["end_ns"]), (6000, 9000), "MAX's sample")
         T.eq((mx["seg_first"], mx["off_first"], mx["seg_last"], mx["off_last"]),
-             (0, 0, seg3, 0), "MAX: its first record in the older segment: unknown")
+             (seg2, 4 * RECLEN, seg3, 0), "MAX: its first record is the older segment's last")
+        T.eq(record(dm.state, seg2, 4 * RECLEN), PART2[4], "MAX's first record")
         T.eq(record(dm.state, seg3, 0), PART3[0], "MAX's closing record")
         wall_in(mx, t3, t3e, "MAX of part 3")
         T.eq(net["min_at"], mn, "MIN as it was")
@@ -174,7 +175,7 @@ def test_extreme_location(d):
         rc, out, err = tlcap(serve, "stats", NAME, "--extremes")
         T.eq(rc, 0, "tlcap stats --extremes: %s" % err)
         out = out.decode() if isinstance(out, bytes) else out
-        T.check("MAX STORED" in out and (" ?..%d:0" % seg3) in out and
+        T.check("MAX STORED" in out and (" %d:%d..%d:0" % (seg2, 4 * RECLEN, seg3)) in out and
                 (" %d:%d..%d:%d" % (seg2, 2 * RECLEN, seg2, 3 * RECLEN)) in out,
                 "tlcap stats --extremes shows the locations:\n" + out)
         s.close()

@@ -6,7 +6,7 @@ offsets of its first and closing records, and the test reads those records back 
 segment file (plain bin11: 24-byte records) and finds the violating activation's first and
 closing events there (handle, core, type, time worked out by hand from the stream below).
 With a rotation in the middle of the stream, a violation whose first record is in the older
-segment has only its closing location (the first stays 0: unknown, never wrong).
+segment gets its first location there (counted back across the rotation).
 
 Usage: test_violation_location.py TLCAPD TLCAP"""
 import json
@@ -109,8 +109,9 @@ def tlcap(serve, *args):
 
 def test_rotation_between(d):
     """The stream's first 4 records, `tlcap rotate`, then the other 6: a violation whose first
-    record is in the older segment has no first location (0), its closing one is in the new
-    segment (whose first record is REC[4]); one wholly in the new segment has both."""
+    record is in the older segment has its first location there (REC[:4] is all of it), its
+    closing one in the new segment (whose first record is REC[4]); one wholly in the new
+    segment has both there."""
     b = os.path.join(d, "b.ini")
     with open(b, "w") as f:
         f.write(BUDGETS)
@@ -138,8 +139,11 @@ def test_rotation_between(d):
             T.eq(record(segment(dm.state, seg2), v["off_last"]), REC[j],
                  "%s: the record at its closing location" % name)
             if i < 4:
-                T.eq((v["seg_first"], v["off_first"]), (0, 0),
-                     "%s: its first record is in the older segment: unknown" % name)
+                # counted back across the rotation: the older segment is REC[:4]
+                T.check(0 < v["seg_first"] < seg2, "%s: the older segment: %r" % (name, v))
+                T.eq(v["off_first"], i * RECLEN, "%s: first, in the older segment" % name)
+                T.eq(record(segment(dm.state, v["seg_first"]), v["off_first"]), REC[i],
+                     "%s: the record at its first location (older segment)" % name)
             else:
                 T.eq((v["seg_first"], v["off_first"]), (seg2, (i - 4) * RECLEN),
                      "%s: first" % name)
