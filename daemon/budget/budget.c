@@ -132,9 +132,14 @@ COLD static int64_t wall_now(const tlc_bwatch_t *w) {
   return tlc_now_unix_ms();
 }
 
+/* a - b, wrapping (a saved violation taken back may hold any values) */
+static int64_t wsub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
 /* The distance of violation v from its limit (what makes the worst). */
 static int64_t vdist(const tlc_violation_t *v) {
-  return v->over ? v->value - v->limit : v->limit - v->value;
+  return v->over ? wsub(v->value, v->limit) : wsub(v->limit, v->value);
 }
 
 /* Fills bs[0..) with the budgets of set that apply to w->target. 0 or TLC_ENOMEM. */
@@ -409,7 +414,7 @@ static inline void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
                           const tlc_engine_sample_t *s, int over, uint64_t n, uint32_t ci,
                           tlc_violation_t *v, int64_t wall) {
   int64_t limit = over ? b->hi : b->lo;
-  int64_t dist = over ? s->value - limit : limit - s->value;
+  int64_t dist = over ? wsub(s->value, limit) : wsub(limit, s->value);
   memcpy(v, &m->head, sizeof(m->head)); /* budget, handle, context, row_kind, stat, state */
   v->over = (uint8_t)over;
   v->value = s->value;
