@@ -220,6 +220,7 @@ static void clear_rows(tlc_bwatch_t *w) {
 
 void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
   clear_rows(w);
+  w->wall = 0; /* until e's next chunk stamp */
   tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
 }
 
