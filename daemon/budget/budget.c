@@ -23,18 +23,50 @@
 
 #define NONE32 0xFFFFFFFFu
 
+/* The out-of-line helpers of violate (once per counter or ring, or without a chunk's wall
+ * clock): kept out of its common path. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline, cold))
+#else
+#define COLD
+#endif
+
 typedef struct bstate {
-  tlc_tbudget_t def;
+  /* what a sample is tested against (first: the one line a quiet sample reads): a value
+   * above hi or below lo breaks it (INT64_MAX without a max, INT64_MIN without a min) */
+  int64_t hi, lo;
   uint64_t total;
-  tlc_violation_t *ring; /* keep of them */
+  tlc_violation_t *ring; /* keep of them, allocated at the first violation, not zeroed */
   size_t rn, rhead;      /* used, next slot */
-  tlc_violation_t worst;
+  int64_t worst_dist;    /* the worst's distance from its limit (when has_worst) */
   int has_worst;
+  tlc_violation_t worst;
+  tlc_tbudget_t def;
 } bstate_t;
 
+/* The first fields of a violation (tlc_violation_t, up to its value), the same for every
+ * violation of a budget on a row: kept ready in its match and copied whole. */
+typedef struct vhead {
+  uint32_t budget, handle, context;
+  uint8_t row_kind, stat, over, pad;
+  uint64_t state;
+} vhead_t;
+_Static_assert(offsetof(vhead_t, budget) == offsetof(tlc_violation_t, budget) &&
+                   offsetof(vhead_t, handle) == offsetof(tlc_violation_t, handle) &&
+                   offsetof(vhead_t, context) == offsetof(tlc_violation_t, context) &&
+                   offsetof(vhead_t, row_kind) == offsetof(tlc_violation_t, row_kind) &&
+                   offsetof(vhead_t, stat) == offsetof(tlc_violation_t, stat) &&
+                   offsetof(vhead_t, over) == offsetof(tlc_violation_t, over) &&
+                   offsetof(vhead_t, state) == offsetof(tlc_violation_t, state) &&
+                   sizeof(vhead_t) == offsetof(tlc_violation_t, value),
+               "vhead_t is the head of tlc_violation_t");
+
 typedef struct match {
-  uint32_t bi; /* budget */
-  uint32_t ci; /* its counter (cnt_t), NONE32 before the first violation */
+  vhead_t head; /* its violations' first fields (over 0) */
+  uint32_t bi;  /* budget */
+  uint32_t ci;  /* its counter (cnt_t), NONE32 before the first violation */
+  uint8_t kind; /* the samples it tests: its budget's stat, TLC_TAP_COUNT for a rate */
+  uint8_t rate; /* 1: a rate budget */
   /* rate: the open window */
   uint8_t has_win;
   uint64_t epoch, wcount, wseq0, wseq1;
@@ -71,6 +103,9 @@ struct tlc_bwatch {
   tlc_htab_t cnth; /* hash(budget, row key) -> c index */
   uint64_t dropped_keys, all;
   tlc_violation_t scratch; /* a violation's record when its budget has no ring (no memory) */
+  /* the wall clock of the samples now coming (TLC_TAP_WALL: the engine's chunk), 0 when not
+   * known (then read per violation); unused with opts.wall_ms */
+  int64_t wall;
 };
 
 static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
@@ -81,19 +116,30 @@ static uint64_t cntkey(uint32_t bi, uint32_t handle, uint32_t context, uint8_t r
   return tlc_mix64(rowkey(handle, context, rk, state) ^ ((uint64_t)bi << 40 | 0x5bd1e995u));
 }
 
-/* The wall clock in ms from the kernel's coarse clock (a few ms of resolution, about a tenth
- * of the cost of CLOCK_REALTIME: a storm of violations reads it for every one). */
-static int64_t wall_default(void *ud) {
+/* The wall clock in ms when no engine chunk gave it (TLC_TAP_WALL): opts.wall_ms, else the
+ * kernel's coarse clock (a few ms of resolution, about a tenth of the cost of
+ * CLOCK_REALTIME). */
+COLD static int64_t wall_now(const tlc_bwatch_t *w) {
+  if (w->o.wall_ms != NULL)
+    return w->o.wall_ms(w->o.ud);
 #if defined(CLOCK_REALTIME_COARSE)
-  struct timespec ts;
-  (void)ud;
-  if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) == 0)
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-  return tlc_now_unix_ms();
-#else
-  (void)ud;
-  return tlc_now_unix_ms();
+  {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) == 0)
+      return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  }
 #endif
+  return tlc_now_unix_ms();
+}
+
+/* a - b, wrapping (a saved violation taken back may hold any values) */
+static int64_t wsub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+/* The distance of violation v from its limit (what makes the worst). */
+static int64_t vdist(const tlc_violation_t *v) {
+  return v->over ? wsub(v->value, v->limit) : wsub(v->limit, v->value);
 }
 
 /* Fills bs[0..) with the budgets of set that apply to w->target. 0 or TLC_ENOMEM. */
@@ -107,6 +153,8 @@ static int build_states(tlc_bwatch_t *w, const tlc_tbudget_set_t *set, bstate_t 
     if (!tlc_tbudget_target_match(&set->b[i], w->target))
       continue;
     bs[n].def = set->b[i];
+    bs[n].hi = set->b[i].has_max ? set->b[i].max : INT64_MAX;
+    bs[n].lo = set->b[i].has_min ? set->b[i].min : INT64_MIN;
     n++;
   }
   *out = bs;
@@ -142,8 +190,6 @@ int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_tbudget_set_
     w->o.keep = 100;
   if (w->o.max_keys == 0)
     w->o.max_keys = 100000;
-  if (w->o.wall_ms == NULL)
-    w->o.wall_ms = wall_default;
   tlc_htab_init(&w->rowh, 0);
   tlc_htab_init(&w->cnth, w->o.max_keys);
   if (build_states(w, set, &w->bs, &w->nb) != 0) {
@@ -174,6 +220,7 @@ static void clear_rows(tlc_bwatch_t *w) {
 
 void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
   clear_rows(w);
+  w->wall = 0; /* until e's next chunk stamp */
   tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
 }
 
@@ -285,7 +332,15 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
     }
     memset(&w->m[w->nm], 0, sizeof(w->m[0]));
     w->m[w->nm].bi = (uint32_t)i;
+    w->m[w->nm].head.budget = (uint32_t)i;
+    w->m[w->nm].head.handle = handle;
+    w->m[w->nm].head.context = context;
+    w->m[w->nm].head.row_kind = row_kind;
+    w->m[w->nm].head.stat = b->stat;
+    w->m[w->nm].head.state = state;
     w->m[w->nm].ci = NONE32;
+    w->m[w->nm].kind = (uint8_t)(b->stat == TLC_BSTAT_RATE ? TLC_TAP_COUNT : b->stat);
+    w->m[w->nm].rate = b->stat == TLC_BSTAT_RATE;
     w->nm++;
     mask |= 1u << (b->stat == TLC_BSTAT_RATE ? TLC_TAP_COUNT : b->stat);
   }
@@ -318,7 +373,7 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
 }
 
 /* The counter of (m's budget, r), created at its first violation; NONE32 past max_keys. */
-static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
+COLD static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   uint64_t key;
   const uint64_t *v;
   if (m->ci != NONE32)
@@ -351,30 +406,26 @@ static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   return m->ci = (uint32_t)w->nc++;
 }
 
-/* Where the next violation of m's budget is written, in place: its ring's next slot (taken by
- * violate), or the watch's scratch when the ring has no memory. over, value, limit, times and
- * sequences are the caller's to fill; violate fills the rest. */
-static tlc_violation_t *next_violation(tlc_bwatch_t *w, const match_t *m) {
-  bstate_t *b = &w->bs[m->bi];
-  if (b->ring == NULL) /* zeroed: a record's padding stays 0 (saved and compared whole) */
-    b->ring = tlc_calloc(w->o.keep, sizeof(*b->ring));
-  return b->ring != NULL ? &b->ring[b->rhead] : &w->scratch;
-}
-
-/* Records violation v (next_violation's; budget, value, limit, times, sequences filled) `n`
- * times (n > 1: a stretch of empty rate windows, one record). */
-static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violation_t *v,
-                    uint64_t n) {
-  bstate_t *b = &w->bs[m->bi];
-  uint32_t ci = counter(w, m, r);
-  int64_t dist = v->over ? v->value - v->limit : v->limit - v->value;
-  v->budget = m->bi;
-  v->handle = r->handle;
-  v->context = r->context;
-  v->row_kind = r->row_kind;
-  v->state = r->state;
-  v->stat = b->def.stat;
-  v->wall_ms = w->o.wall_ms(w->o.ud);
+/* Writes violation v of m's budget b on its row (v: its ring's next slot, or the watch's scratch
+ * when the ring has no memory: then only the counts and the worst), every field of the
+ * record: s's value (over: 1 above the max, 0 below the min), start, end, epoch and sequences,
+ * the wall clock `wall`; counts it `n` times (n > 1: a stretch of empty rate windows, one
+ * record) in its budget and in counter ci (NONE32: a dropped key). */
+static inline void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+                          const tlc_engine_sample_t *s, int over, uint64_t n, uint32_t ci,
+                          tlc_violation_t *v, int64_t wall) {
+  int64_t limit = over ? b->hi : b->lo;
+  int64_t dist = over ? wsub(s->value, limit) : wsub(limit, s->value);
+  memcpy(v, &m->head, sizeof(m->head)); /* budget, handle, context, row_kind, stat, state */
+  v->over = (uint8_t)over;
+  v->value = s->value;
+  v->limit = limit;
+  v->start = s->start;
+  v->end = s->end;
+  v->epoch = s->epoch;
+  v->wall_ms = wall;
+  v->seq_start = s->seq_start;
+  v->seq_end = s->seq_end;
   v->seg_first = v->off_first = v->seg_last = v->off_last = 0;
   b->total += n;
   w->all += n;
@@ -383,38 +434,47 @@ static void violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, tlc_violatio
     w->c[ci].count += n;
   else
     w->dropped_keys += n;
-  if (v != &w->scratch) { /* without memory only the counts (the worst below) */
+  if (v != &w->scratch) {
     if (++b->rhead == w->o.keep)
       b->rhead = 0;
     if (b->rn < w->o.keep)
       b->rn++;
   }
-  if (!b->has_worst ||
-      dist > (b->worst.over ? b->worst.value - b->worst.limit : b->worst.limit - b->worst.value)) {
+  if (!b->has_worst || dist > b->worst_dist) {
     b->worst = *v;
+    b->worst_dist = dist;
     b->has_worst = 1;
   }
   if (w->o.on_violation != NULL)
     w->o.on_violation(w->o.ud, v);
 }
 
-static void test_value(tlc_bwatch_t *w, match_t *m, const rowent_t *r, int64_t value, int64_t start,
-                       int64_t end, uint64_t epoch, uint64_t seq0, uint64_t seq1) {
-  const tlc_tbudget_t *b = &w->bs[m->bi].def;
-  tlc_violation_t *v;
-  int over = b->has_max && value > b->max, under = b->has_min && value < b->min;
-  if (!over && !under)
+/* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
+ * not zeroed: record writes every field), and any without a chunk's wall clock. */
+COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
+                              const tlc_engine_sample_t *s, int over, uint64_t n) {
+  bstate_t *b = &w->bs[m->bi];
+  uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
+  if (b->ring == NULL)
+    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
+  record(w, m, b, s, over, n, ci, b->ring != NULL ? &b->ring[b->rhead] : &w->scratch,
+         w->wall != 0 ? w->wall : wall_now(w));
+}
+
+/* Records a violation of m's budget on row r (record). Out of line: a quiet sample pays its
+ * two compares only; a storm, the record's writes (no call but on_violation). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_t *s, int over,
+        uint64_t n) {
+  bstate_t *b = &w->bs[m->bi];
+  if (m->ci == NONE32 || b->ring == NULL || w->wall == 0) {
+    violate_slow(w, m, r, s, over, n);
     return;
-  v = next_violation(w, m);
-  v->over = (uint8_t)over;
-  v->value = value;
-  v->limit = over ? b->max : b->min;
-  v->start = start;
-  v->end = end;
-  v->epoch = epoch;
-  v->seq_start = seq0;
-  v->seq_end = seq1;
-  violate(w, m, r, v, 1);
+  }
+  record(w, m, b, s, over, n, m->ci, &b->ring[b->rhead], w->wall);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
@@ -435,28 +495,33 @@ static int64_t wbound(int64_t win, int64_t len) {
 
 static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
                        const tlc_engine_sample_t *s) {
-  const tlc_tbudget_t *b = &w->bs[m->bi].def;
-  int64_t len = b->window_ns, win = floordiv(s->end, len);
+  const bstate_t *b = &w->bs[m->bi];
+  int64_t len = b->def.window_ns, win = floordiv(s->end, len);
   if (m->has_win && m->epoch == s->epoch && win <= m->win) {
     m->wcount++; /* in the window (an out-of-order time counts in the open one) */
     m->wseq1 = s->seq_end;
     return;
   }
   if (m->has_win && m->epoch == s->epoch) { /* the open window closes */
-    int64_t empty = win - m->win - 1;
-    test_value(w, m, r, (int64_t)m->wcount, wbound(m->win, len), wbound(m->win + 1, len), m->epoch,
-               m->wseq0, m->wseq1);
-    if (empty > 0 && b->has_min && b->min > 0) {
-      tlc_violation_t *v = next_violation(w, m);
-      v->over = 0;
-      v->value = 0;
-      v->limit = b->min;
-      v->start = wbound(m->win + 1, len);
-      v->end = wbound(win, len);
-      v->epoch = s->epoch;
-      v->seq_start = m->wseq1;
-      v->seq_end = s->seq_end;
-      violate(w, m, r, v, (uint64_t)empty);
+    int64_t empty = win - m->win - 1, count = (int64_t)m->wcount;
+    tlc_engine_sample_t x;
+    if (count > b->hi || count < b->lo) {
+      x.value = count;
+      x.start = wbound(m->win, len);
+      x.end = wbound(m->win + 1, len);
+      x.epoch = m->epoch;
+      x.seq_start = m->wseq0;
+      x.seq_end = m->wseq1;
+      violate(w, m, r, &x, count > b->hi, 1);
+    }
+    if (empty > 0 && b->def.has_min && b->def.min > 0) {
+      x.value = 0;
+      x.start = wbound(m->win + 1, len);
+      x.end = wbound(win, len);
+      x.epoch = s->epoch;
+      x.seq_start = m->wseq1;
+      x.seq_end = s->seq_end;
+      violate(w, m, r, &x, 0, (uint64_t)empty);
     }
   }
   m->has_win = 1;
@@ -466,14 +531,24 @@ static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
   m->wseq0 = m->wseq1 = s->seq_end;
 }
 
-void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
-  tlc_bwatch_t *w = ud;
-  const rowent_t *r;
-  uint32_t i;
+/* The engine's marks (engine.h): a gap ends every rate window; a chunk's wall clock stamps
+ * the violations its samples make. */
+static void mark(tlc_bwatch_t *w, const tlc_engine_sample_t *s) {
   if (s->kind == TLC_TAP_GAP) { /* no rate window spans a gap */
     size_t j;
     for (j = 0; j < w->nm; j++)
       w->m[j].has_win = 0;
+  } else if (s->kind == TLC_TAP_WALL && w->o.wall_ms == NULL) {
+    w->wall = s->value;
+  }
+}
+
+void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
+  tlc_bwatch_t *w = ud;
+  const rowent_t *r;
+  uint32_t i;
+  if (s->kind > TLC_TAP_COUNT) {
+    mark(w, s);
     return;
   }
   /* the cookie is the row's index (tlc_bwatch_want), checked against the sample's row */
@@ -485,13 +560,16 @@ void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
     return;
   for (i = 0; i < r->nm; i++) {
     match_t *m = &w->m[r->m0 + i];
-    unsigned stat = w->bs[m->bi].def.stat;
-    if (stat == TLC_BSTAT_RATE) {
-      if (s->kind == TLC_TAP_COUNT)
-        rate_event(w, m, r, s);
-    } else if (stat == s->kind) {
-      test_value(w, m, r, s->value, s->start, s->end, s->epoch, s->seq_start, s->seq_end);
+    const bstate_t *b;
+    if (m->kind != s->kind)
+      continue;
+    if (m->rate) {
+      rate_event(w, m, r, s);
+      continue;
     }
+    b = &w->bs[m->bi];
+    if (s->value > b->hi || s->value < b->lo)
+      violate(w, m, r, s, s->value > b->hi, 1);
   }
 }
 
@@ -956,6 +1034,7 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
       get_viol(&b, remap[i], &v);
       if (s != NULL && !b.bad) {
         s->worst = v;
+        s->worst_dist = vdist(&v);
         s->has_worst = 1;
       }
     }

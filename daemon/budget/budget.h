@@ -72,7 +72,9 @@ typedef struct tlc_bwatch_opts {
   const char *(*ctx_name)(void *ud, uint32_t context, char *buf, size_t len);
   /* called for every new violation, on the engine's thread, before tlc_engine_push returns */
   void (*on_violation)(void *ud, const tlc_violation_t *v);
-  int64_t (*wall_ms)(void *ud); /* NULL: the wall clock (base/clock.h) */
+  /* a violation's wall_ms; NULL: the stamp of the engine's chunk it came in
+   * (tlc_engine_set_wall_ms, a TLC_TAP_WALL mark), else the kernel's coarse clock */
+  int64_t (*wall_ms)(void *ud);
   void *ud;
 } tlc_bwatch_opts_t;
 

@@ -384,6 +384,27 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   e->hcur = e->hlog;
 }
 
+/* A mark of kind k (engine.h: TLC_TAP_GAP, TLC_TAP_WALL) at target time t to every tap, whatever
+ * it wants. */
+static void tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value) {
+  tlc_engine_sample_t x;
+  memset(&x, 0, sizeof(x));
+  x.context = TLC_CTX_NONE;
+  x.kind = (uint8_t)k;
+  x.row_kind = 0xFF;
+  x.value = value;
+  x.start = x.end = t;
+  x.epoch = e->c.clock_resets;
+  x.seq_start = x.seq_end = e->seq;
+  if (e->ntaps <= 1) {
+    e->o.tap(e->o.tap_ud, &x);
+  } else {
+    unsigned j;
+    for (j = 0; j < e->ntaps; j++)
+      e->taps[j].fn(e->taps[j].ud, &x);
+  }
+}
+
 /* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
  * so that an engine without a tap pays one predicted branch per sample. */
 #if defined(__GNUC__)
@@ -1333,23 +1354,8 @@ void tlc_engine_gap(tlc_engine_t *e) {
     }
     r->has_last = 0;
   }
-  if (e->o.tap != NULL) {
-    tlc_engine_sample_t x;
-    memset(&x, 0, sizeof(x));
-    x.context = TLC_CTX_NONE;
-    x.kind = TLC_TAP_GAP;
-    x.row_kind = 0xFF;
-    x.start = x.end = t;
-    x.epoch = e->c.clock_resets;
-    x.seq_start = x.seq_end = e->seq;
-    if (e->ntaps <= 1) {
-      e->o.tap(e->o.tap_ud, &x);
-    } else {
-      unsigned j;
-      for (j = 0; j < e->ntaps; j++)
-        e->taps[j].fn(e->taps[j].ud, &x);
-    }
-  }
+  if (e->o.tap != NULL)
+    tap_mark(e, TLC_TAP_GAP, t, 0);
 }
 
 /* ---- lifecycle ---- */
@@ -1720,6 +1726,8 @@ uint64_t tlc_engine_seq(const tlc_engine_t *e) {
 
 void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms) {
   e->wall_ms = ms;
+  if (e->o.tap != NULL) /* the taps' wall clock for what this chunk makes (engine.h) */
+    tap_mark(e, TLC_TAP_WALL, e->last, ms);
 }
 
 size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max) {

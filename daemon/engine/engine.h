@@ -159,15 +159,21 @@ typedef struct tlc_engine_sample {
                                   activation opened before a checkpoint of an older build) */
 } tlc_engine_sample_t;
 typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
-/* Besides samples, the tap gets two kinds of marks (kind >= TLC_NKINDS):
+/* Besides samples, the tap gets three kinds of marks (kind >= TLC_NKINDS):
  *  TLC_TAP_COUNT an event that counts in its row's COUNT (an E of a code area, a state entry, a
  *                data write): value 1, start = end = its time, seq_start = seq_end = its
  *                sequence (what a rate budget counts);
  *  TLC_TAP_GAP   tlc_engine_gap (also the one a clock restart makes): handle 0, context
  *                TLC_CTX_NONE, row_kind 0xFF, value 0, start = end = the last event time; no
- *                sample spans it. */
+ *                sample spans it;
+ *  TLC_TAP_WALL  tlc_engine_set_wall_ms: value the wall clock (Unix ms; 0: not known) the
+ *                samples up to the next one arrived at (a chunk's), so that a tap that stamps
+ *                what it sees reads no clock of its own; handle 0, context TLC_CTX_NONE,
+ *                row_kind 0xFF, start = end = the last event time.
+ * Marks go to every tap, whatever it wants. */
 #define TLC_TAP_COUNT TLC_NKINDS
 #define TLC_TAP_GAP   (TLC_NKINDS + 1)
+#define TLC_TAP_WALL  (TLC_NKINDS + 2)
 /* Which of a row's samples a tap wants: a mask, bit k for kind k (TLC_NET..TLC_OUTSIDE and
  * TLC_TAP_COUNT), and *cookie, a number the engine keeps with the row and hands back in each of
  * its samples (tlc_engine_sample_t.cookie: the consumer's own index of the row, no lookup).
@@ -306,7 +312,7 @@ void tlc_engine_sync(tlc_engine_t *e);
 uint64_t tlc_engine_seq(const tlc_engine_t *e);
 /* The wall clock (Unix ms) new extremes are stamped with (tlc_at_t.wall_ms) until the next
  * call: the daemon sets it per received chunk (a coarse arrival time); 0, the default: not
- * known (offline replay). */
+ * known (offline replay). The taps get it too, as a TLC_TAP_WALL mark. */
 void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms);
 
 /* A new cumulative extreme (a MIN or MAX of a row: stats.h tlc_at_t), to be located in storage

@@ -9,7 +9,8 @@
  *    ring and the worst;
  *  - rate: E events per window, windows closed by the next event, empty windows below min,
  *    and a gap that ends a window untested;
- *  - reload: an unchanged budget keeps its counts, a changed one starts again.
+ *  - reload: an unchanged budget keeps its counts, a changed one starts again;
+ *  - wall clock: the engine's chunk stamp (TLC_TAP_WALL), the clock without one, opts.wall_ms.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "budget/budget.h"
 #include "engine/engine.h"
 #include "formats/budget.h"
@@ -493,11 +495,127 @@ static void test_locate(void **state) {
   tlc_engine_free(e);
 }
 
+/* The wall clock a violation is stamped with (docs/budgets.md "What a violation holds"): the
+ * chunk's the engine was handed (tlc_engine_set_wall_ms, a TLC_TAP_WALL mark to every tap,
+ * whatever it wants), the kernel's coarse clock while none is known (0: stored bytes replayed),
+ * and opts.wall_ms, when given, whatever the engine says. */
+typedef struct marks {
+  int64_t last;
+  unsigned n;
+} marks_t;
+
+static void mark_tap(void *ud, const tlc_engine_sample_t *s) {
+  marks_t *m = ud;
+  if (s->kind == TLC_TAP_WALL) {
+    m->last = s->value;
+    m->n++;
+  }
+}
+
+static unsigned want_none(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                          uint64_t state, uint32_t *cookie) {
+  (void)ud, (void)handle, (void)context, (void)row_kind, (void)state, (void)cookie;
+  return 0;
+}
+
+/* TaskA (handle 1, core 0) E at t, X at t + 1500: NET 1500 */
+static void push_net(tlc_engine_t *e, int64_t t) {
+  tlc_event_t v[2];
+  ev(&v[0], t, 1, TLC_EV_ENTRY, 0);
+  ev(&v[1], t + 1500, 1, TLC_EV_EXIT, 0);
+  tlc_engine_push(e, v, 2);
+}
+
+static void test_wall(void **state) {
+  static const char text[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n";
+  static seen_t seen, seen2;
+  tlc_tbudget_set_t s;
+  tlc_bwatch_opts_t o;
+  tlc_bwatch_t *w, *w2;
+  tlc_engine_t *e, *e2;
+  tlc_violation_t v[8];
+  marks_t mk = { 0, 0 };
+  int64_t before, after;
+  char err[256];
+  size_t i;
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  memset(&seen2, 0, sizeof(seen2));
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, text, strlen(text), "t.ini", err, sizeof(err)), 0);
+  memset(&o, 0, sizeof(o));
+  o.area_name = area_name;
+  o.on_violation = on_violation;
+  o.ud = &seen; /* no wall_ms: the engine's chunk, or the clock */
+  assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
+  tlc_tbudget_set_fini(&s);
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, NULL), 0);
+  tlc_bwatch_attach(w, e);
+  assert_int_equal(tlc_engine_add_tap(e, mark_tap, want_none, &mk), 0);
+
+  /* no chunk stamp yet: the clock, read at each violation */
+  before = tlc_now_unix_ms();
+  push_stream(e); /* TaskA NET 200 and 900: two violations */
+  after = tlc_now_unix_ms();
+  assert_int_equal(seen.n, 2);
+  for (i = 0; i < seen.n; i++) {
+    assert_true(seen.v[i].wall_ms >= before - 100); /* the coarse clock lags a tick at most */
+    assert_true(seen.v[i].wall_ms <= after + 100);
+  }
+  assert_int_equal(mk.n, 0);
+
+  /* a chunk stamped: its wall clock, for every violation until the next stamp */
+  tlc_engine_set_wall_ms(e, 1700000000123);
+  assert_int_equal(mk.n, 1); /* a tap that wants no sample still gets the mark */
+  assert_int_equal(mk.last, 1700000000123);
+  push_net(e, 7000);
+  push_net(e, 9000);
+  assert_int_equal(seen.n, 4);
+  assert_int_equal(seen.v[2].wall_ms, 1700000000123);
+  assert_int_equal(seen.v[3].wall_ms, 1700000000123);
+  tlc_engine_set_wall_ms(e, 1700000000456);
+  push_net(e, 11000);
+  assert_int_equal(seen.n, 5);
+  assert_int_equal(seen.v[4].wall_ms, 1700000000456);
+  assert_int_equal(tlc_bwatch_recent(w, 0, v, 8), 5); /* the kept records say the same */
+  assert_int_equal(v[1].wall_ms, seen.v[1].wall_ms);
+  assert_int_equal(v[3].wall_ms, 1700000000123);
+  assert_int_equal(v[4].wall_ms, 1700000000456);
+  assert_int_equal(v[4].count, 5);
+  assert_int_equal(v[4].value, 1500);
+  assert_int_equal(v[4].limit, 100);
+  assert_int_equal(tlc_bwatch_worst(w, 0)->value, 1500); /* the first of the largest */
+  assert_int_equal(tlc_bwatch_worst(w, 0)->count, 3);
+  assert_int_equal(tlc_bwatch_worst(w, 0)->wall_ms, 1700000000123);
+
+  /* not known (stored bytes replayed at a restart): the clock again, not the last stamp */
+  tlc_engine_set_wall_ms(e, 0);
+  assert_int_equal(mk.n, 3);
+  before = tlc_now_unix_ms();
+  push_net(e, 13000);
+  after = tlc_now_unix_ms();
+  assert_int_equal(seen.n, 6);
+  assert_true(seen.v[5].wall_ms >= before - 100);
+  assert_true(seen.v[5].wall_ms <= after + 100);
+
+  /* opts.wall_ms given: it, whatever the engine's chunk says */
+  w2 = watch(text, &seen2, 4, &e2); /* wall(): 1234 */
+  tlc_engine_set_wall_ms(e2, 1700000000789);
+  push_net(e2, 7000);
+  assert_int_equal(seen2.n, 1);
+  assert_int_equal(seen2.v[0].wall_ms, 1234);
+
+  tlc_bwatch_free(w2);
+  tlc_engine_free(e2);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_duration), cmocka_unit_test(test_parse), cmocka_unit_test(test_refusals),
     cmocka_unit_test(test_watch),    cmocka_unit_test(test_rate),  cmocka_unit_test(test_reload),
-    cmocka_unit_test(test_locate),
+    cmocka_unit_test(test_locate),   cmocka_unit_test(test_wall),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
