@@ -349,6 +349,9 @@ typedef struct bwck_job {
   char what[64];
   char dir[1100], target[129];
   unsigned seq;
+  tlc_daemon_t *d;
+  struct bwck_job *next;    /* on d->bwck_busy while its write runs */
+  struct bwck_job *pending; /* the target's next write, started when this one is done */
 } bwck_job_t;
 
 static int mkdirs(char *path) {
@@ -418,13 +421,28 @@ static void bwck_work(uv_work_t *req) {
   }
 }
 
+static void bwck_start(tlc_daemon_t *d, bwck_job_t *j);
+
+static void bwck_free(bwck_job_t *j) {
+  tlc_free(j->blob);
+  tlc_free(j);
+}
+
+/* A write done: the target's next one (a newer checkpoint) starts now, so that the writes of a
+ * target never overlap and the last one renamed is the newest. */
 static void bwck_after(uv_work_t *req, int status) {
-  bwck_job_t *j = req->data;
+  bwck_job_t *j = req->data, **p;
   if (status == 0 && j->rc != 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s %s/%s: %s", j->target,
             j->what, j->dir, BWCK_NAME, tlc_strerror(j->rc));
-  tlc_free(j->blob);
-  tlc_free(j);
+  for (p = &j->d->bwck_busy; *p != NULL; p = &(*p)->next)
+    if (*p == j) {
+      *p = j->next;
+      break;
+    }
+  if (j->pending != NULL)
+    bwck_start(j->d, j->pending);
+  bwck_free(j);
 }
 
 /* Saves the watch of slot (NULL: removes t's saved watch) in the threadpool. */
@@ -440,6 +458,7 @@ static bwck_job_t *bwck_make(tlc_daemon_t *d, const tlc_target_t *t, struct tlc_
   n = snprintf(j->dir, sizeof(j->dir), "%s/%s", d->in.cfg.state_dir, t->name);
   snprintf(j->target, sizeof(j->target), "%s", t->name);
   j->seq = ++seq;
+  j->d = d;
   j->req.data = j;
   if (n < 0 || (size_t)n >= sizeof(j->dir)) {
     tlc_free(j);
@@ -456,12 +475,30 @@ nomem:
   return NULL;
 }
 
+/* Starts j's write, or (a write of its target running) makes it that one's next, in place of
+ * an older next. Checkpoints are taken in order, but one held for its marks (bwck_held) may
+ * start after a newer one: in turn, the newer is written last. */
 static void bwck_start(tlc_daemon_t *d, bwck_job_t *j) {
+  bwck_job_t *b;
+  for (b = d->bwck_busy; b != NULL; b = b->next)
+    if (strcmp(b->dir, j->dir) == 0) {
+      if (b->pending != NULL && b->pending->seq > j->seq) {
+        bwck_free(j); /* a newer one waits already */
+      } else {
+        if (b->pending != NULL)
+          bwck_free(b->pending);
+        b->pending = j;
+      }
+      return;
+    }
+  j->next = d->bwck_busy;
+  j->pending = NULL;
+  d->bwck_busy = j;
   if (uv_queue_work(d->in.loop, &j->req, bwck_work, bwck_after) != 0) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: budgets not saved: %s", j->target,
             tlc_strerror(TLC_ENOMEM));
-    tlc_free(j->blob);
-    tlc_free(j);
+    d->bwck_busy = j->next;
+    bwck_free(j);
   }
 }
 

@@ -55,6 +55,7 @@ typedef struct tlc_daemon {
   size_t nraccs, capraccs;
   struct tlc_budgetd_w **bws; /* a timing budgets watch per watched target (budgetd.c) */
   size_t nbws, capbws;
+  struct bwck_job *bwck_busy;       /* budgetd.c: the watch files being written (one per target) */
   tlc_cont_t *cont;                 /* statistics checkpoints and restore */
   tlc_pubsub_t *pubsub;             /* the subscriber server */
   tlc_fleet_t *fleet;               /* the NATS publisher (nats_url set) */
