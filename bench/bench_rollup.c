@@ -58,11 +58,9 @@ static double round_once(const tlc_event_t *ev, size_t n, tlc_rollup_acc_t *acc)
   tlc_engine_opts_t o;
   double t0;
   tlc_engine_opts_default(&o);
-  if (acc != NULL) {
-    o.tap = tlc_rollup_tap; /* as daemon/rolld.c */
-    o.tap_ud = acc;
-  }
   if (tlc_engine_new(&e, TLC_FMT_BIN11, &o) != 0)
+    exit(1);
+  if (acc != NULL && tlc_engine_set_slog(e, tlc_rollup_slog, acc) != 0) /* as daemon/rolld.c */
     exit(1);
   t0 = tcpu(CLOCK_THREAD_CPUTIME_ID);
   for (size_t i = 0; i < n; i += 4096)

@@ -1,8 +1,9 @@
 /* rolld.c - the rollups in the daemon (see rolld.h).
  *
- * Each target's engine gets the rollup module's tap (tlc_rollup_tap, one of the engine's taps),
- * feeding the target's rollup accumulator. Accumulators are kept by target pointer in
- * d->raccs (a few per daemon: a linear search on events, none per sample).
+ * Each target's engine feeds the target's rollup accumulator through its sample log
+ * (tlc_rollup_slog: a block of samples at a time, no call per sample; the taps are the budgets').
+ * Accumulators are kept by target pointer in d->raccs (a few per daemon: a linear search on events,
+ * none per sample).
  *
  * Rebuilt from segments: a target created (at start, or when its source first names it) whose
  * rollup directory is missing (deleted, or rollups were off) while it has stored segments gets
@@ -94,7 +95,7 @@ static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
   rebuild_stop(a);
   snap_release(a->names);
   if (a->t->pipe.engine != NULL)
-    tlc_engine_remove_tap(a->t->pipe.engine, a->acc);
+    tlc_engine_set_slog(a->t->pipe.engine, NULL, NULL); /* what it holds goes to a->acc first */
   tlc_rollup_acc_free(a->acc);
   *a = d->raccs[--d->nraccs];
 }
@@ -347,13 +348,14 @@ static struct tlc_rolld_acc *ensure(tlc_daemon_t *d, const tlc_target_t *t, int 
   return a;
 }
 
-/* t's engine (it may have been replaced: a restore) gets a's tap, once. */
+/* t's engine (it may have been replaced: a restore) feeds a through its sample log (engine.h:
+ * tlc_engine_set_slog; cheaper than a tap: no call per sample), once. */
 static void tap_on(struct tlc_rolld_acc *a, const tlc_target_t *t) {
   if (t->pipe.engine == NULL)
     return;
-  tlc_engine_remove_tap(t->pipe.engine, a->acc); /* once only, whatever the engine had */
-  if (tlc_engine_add_tap(t->pipe.engine, tlc_rollup_tap, want, a->acc) < 0)
-    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its rollups", t->name);
+  if (tlc_engine_set_slog(t->pipe.engine, tlc_rollup_slog, a->acc) < 0)
+    tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups' sample log",
+            t->name);
 }
 
 void tlc_rolld_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind) {
@@ -405,6 +407,9 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
   struct tlc_rolld_acc *a;
   if (d->rollup == NULL || (a = find(d, t)) == NULL)
     return;
+  /* the samples logged so far first: a chunk holds one minute, in order */
+  if (t->pipe.engine != NULL)
+    tlc_engine_slog_flush(t->pipe.engine);
   tlc_rollup_add_violation(a->acc, v->handle, v->context, v->state, v->stat, v->row_kind, v->end,
                            v->epoch);
 }

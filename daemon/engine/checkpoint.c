@@ -143,6 +143,7 @@ static void save_row(const tlc_engine_t *e, const erow_t *r, const int64_t *lim,
   unsigned k;
   c.whi = tlc__engine_whi(r);
   c.tap_mask = 0;
+  c.slog = 0; /* the sample log's, set again at the load (tap_regen) */
   c.tap_whi = 0;
   tlc_ckw_bytes(w, &c, sizeof(c));
   if (e->ckpt_v1 == 0)
@@ -526,6 +527,7 @@ static int load_rows(tlc_engine_t *e, tlc_ckr_t *r, int version) {
     row->link = NONE32;
     row->link_gen = NONE32;
     row->tap_mask = 0; /* whi is the interval's end (save_row); tap_regen asks the taps */
+    row->slog = 0;     /* tap_regen sets it while the sample log is on */
     if (r->err != 0 || row->kind > TLC_ROW_STATE ||
         (row->ctx != NONE32 &&
          (row->kind != TLC_ROW_CODE || row->ctx >= e->nctx || e->ctx[row->ctx].tindex == NONE32)))

@@ -157,6 +157,7 @@ typedef struct erow {
                           or TAP_ASK: not asked yet (a new row, a new tap); not 0: whi is
                           INT64_MIN, so that every event on the row fails the interval's check
                           and takes the out-of-line path, where the tap is served */
+  uint8_t slog;        /* its samples go to the sample log (engine.h: tlc_engine_set_slog) */
   uint32_t tap_cookie; /* tap_want's cookie for this row */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
@@ -239,6 +240,10 @@ struct tlc_engine {
   size_t charged;       /* bytes charged to the accounting hook (== tlc_engine_mem().bytes) */
   hlent_t *hlog;        /* queued histogram samples (hlog_flush): hlog[0, hcur - hlog) */
   hlent_t *hcur, *hend; /* the next entry; hlog + HLOG (full) */
+  /* the sample log (engine.h: tlc_engine_set_slog): slog[0, scur - slog) queued; send: full */
+  tlc_engine_slog_fn slog_fn;
+  void *slog_ud;
+  tlc_engine_slent_t *slog, *scur, *send;
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
    * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
    * rows changed, and the engine row -> table row map */
@@ -396,6 +401,10 @@ static inline int64_t ctx_in(int ctxmode, const ectx_t *c, int64_t t) {
  * (engine.c). */
 void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
                        size_t first, int kind);
+/* Hands the sample log's entries to its function (engine.c). */
+void tlc__engine_slog_flush(tlc_engine_t *e);
+/* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS) to the sample log when it is on. */
+void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 /* Counts the histogram samples queued in the engine's log (engine.c). */
 void tlc__engine_hlog_flush(tlc_engine_t *e);
 

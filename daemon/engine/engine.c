@@ -559,6 +559,44 @@ code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
   fold_at(e, r, t);
 }
 
+/* Appends sample (k, v, end) of row r to the sample log (r->slog: the log is on), inline: three
+ * stores and a pointer bump; a full block goes to the log's function. */
+static inline void slog_add(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t end) {
+  tlc_engine_slent_t *l = e->scur++;
+  l->rk = (uint32_t)(r - e->rows) * NK + k;
+  l->value = v;
+  l->end = end;
+  if (TLC_UNLIKELY(e->scur == e->send))
+    tlc__engine_slog_flush(e);
+}
+
+/* The sample log's entries of an X closing an activation of code row r at t (r->slog), before
+ * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it). Out
+ * of line: an engine without the log pays one test per event. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+code_close_log(tlc_engine_t *e, const erow_t *r, int64_t net, int64_t gross, int64_t call,
+               int64_t t) {
+  slog_add(e, r, TLC_NET, net, t);
+  slog_add(e, r, TLC_GROSS, gross, t);
+  slog_add(e, r, TLC_CALL, call, t);
+}
+
+/* The same for an E on code row r at t, before its samples: PERIOD and OUTSIDE (the values of
+ * sample()'s: a negative duration is 0, as dur() makes it, without its anomaly). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+code_entry_log(tlc_engine_t *e, const erow_t *r, int64_t t) {
+  if (r->has_last)
+    slog_add(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), t);
+  if (r->out_active)
+    slog_add(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), t);
+}
+
 /* Lists a new cumulative extreme for tlc_engine_xnew (once while it is the last listed). */
 static void xnew_note(tlc_engine_t *e, const erow_t *r, unsigned k, unsigned max) {
   uint32_t row = (uint32_t)(r - e->rows);
@@ -618,8 +656,9 @@ ext_note(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start, uint6
 /* One sample of kind k that started at `start` (the event of change sequence seq_start) and
  * closed at `end` (the current event): the row's dist (its current interval's, with windows:
  * hot_at first), the histogram (queued, with a pointer to its 16-bit count when the bucket is
- * in the span), and the tap. */
-static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, int64_t v,
+ * in the span), the sample log when lg (a constant: code rows log once per event, their
+ * callers test r->slog themselves), and the tap. */
+static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsigned k, int64_t v,
                           int64_t start, uint64_t seq_start, int64_t end) {
   const edist_t *d = &r->k[k].d;
   if (TLC_UNLIKELY(v < d->min || v > d->max)) /* a new extreme of d (rare after the first) */
@@ -636,6 +675,8 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, unsigned k, i
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
+  if (lg && TLC_UNLIKELY(r->slog))
+    slog_add(e, r, k, v, end);
   if (TLC_UNLIKELY(tm & (1u << k)))
     tap_emit(e, r, k, v, start, seq_start, end);
 }
@@ -698,6 +739,7 @@ static uint32_t row_new(tlc_engine_t *e, unsigned hk, uint32_t handle, uint64_t 
   r->link = NONE32;
   r->link_gen = NONE32;
   r->tap_mask = TAP_ASK; /* and so whi INT64_MIN: the first event asks the tap */
+  r->slog = (uint8_t)(e->slog_fn != NULL && idx < TLC_SLOG_MARKS / NK);
   r->wlo = INT64_MAX;
   r->whi = r->tap_whi = INT64_MIN;
   dists_clear(r->k);
@@ -828,10 +870,12 @@ static TLC_HOT void act_close(tlc_engine_t *e, int ctxmode, ectx_t *c, act_t *a,
   if (how == CL_X && a->full) {
     if (TLC_UNLIKELY(!code_hot(r, t))) /* a fold, or a row a tap watches */
       code_close_slow(e, r, a, net, gross, call, t);
-    sample(e, r, 0, TLC_NET, net, a->start, a->seq, t);
+    if (TLC_UNLIKELY(r->slog)) /* one test per event */
+      code_close_log(e, r, net, gross, call, t);
+    sample(e, r, 0, 0, TLC_NET, net, a->start, a->seq, t);
     if (ctxmode)
-      sample(e, r, 0, TLC_GROSS, gross, a->start, a->seq, t);
-    sample(e, r, 0, TLC_CALL, call, a->start, a->seq, t);
+      sample(e, r, 0, 0, TLC_GROSS, gross, a->start, a->seq, t);
+    sample(e, r, 0, 0, TLC_CALL, call, a->start, a->seq, t);
   }
   if (how == CL_TRUNC)
     anomaly(e, r);
@@ -965,15 +1009,17 @@ static TLC_HOT void code_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t
     if (TLC_UNLIKELY(!code_hot(r, t))) /* a fold, or a row a tap watches */
       code_entry_slow(e, r, t);
     r->count++;
+    if (TLC_UNLIKELY(r->slog)) /* one test per event */
+      code_entry_log(e, r, t);
     if (r->has_last)
-      sample(e, r, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+      sample(e, r, 0, 0, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
     r->last = t;
     r->last_seq = e->seq;
     r->has_last = 1;
     if (r->out_active) {
       int64_t len = dur(e, r, tsub(t, r->out_start));
       r->total[TLC_OUTSIDE] = tadd(r->total[TLC_OUTSIDE], len);
-      sample(e, r, 0, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
+      sample(e, r, 0, 0, TLC_OUTSIDE, len, r->out_start, r->out_seq, t);
       r->out_active = 0;
     }
     ctx_open(c, ri, ev->handle, 1, 1, t, in_t, e->seq);
@@ -1037,7 +1083,7 @@ static void state_leave(tlc_engine_t *e, sarea_t *s, int64_t t) {
   int64_t stay = dur(e, r, tsub(t, s->since));
   r->total[TLC_NET] = tadd(r->total[TLC_NET], stay);
   hot_at(e, r, t);
-  sample(e, r, tapm(e, r), TLC_NET, stay, s->since, s->since_seq, t);
+  sample(e, r, tapm(e, r), 1, TLC_NET, stay, s->since, s->since_seq, t);
   r->seq = e->seq;
   s->valid = 0;
 }
@@ -1080,7 +1126,7 @@ static void state_enter(tlc_engine_t *e, uint32_t handle, uint64_t v, int64_t t)
   tm = tapm(e, r);
   tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+    sample(e, r, tm, 1, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
   r->last_seq = e->seq;
   r->has_last = 1;
@@ -1130,7 +1176,7 @@ static void data_event(tlc_engine_t *e, const tlc_event_t *ev, int64_t t) {
   tm = tapm(e, r);
   tap_count(e, r, tm, t);
   if (r->has_last)
-    sample(e, r, tm, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
+    sample(e, r, tm, 1, TLC_PERIOD, dur(e, r, tsub(t, r->last)), r->last, r->last_seq, t);
   r->last = t;
   r->last_seq = e->seq;
   r->has_last = 1;
@@ -1201,6 +1247,7 @@ static void clock_restart(tlc_engine_t *e, int64_t t) {
   e->last = t;
   e->tseq = e->seq;
   e->c.clock_resets++;
+  tlc__engine_slog_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
 }
 
 /* An event flagged TLC_EVF_GAP (a gap before it) or TLC_EVF_RESTART (time_first decides). */
@@ -1320,6 +1367,8 @@ void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
     for (i = 0; i < n; i++)
       push1(e, &ev[i], mode);
   }
+  if (e->scur != e->slog) /* the log is empty between pushes (engine.h) */
+    tlc__engine_slog_flush(e);
 }
 
 void tlc_engine_gap(tlc_engine_t *e) {
@@ -1455,6 +1504,7 @@ void tlc_engine_free(tlc_engine_t *e) {
       tlc__hist_fini(&r->k[k].h);
   }
   tlc_free(e->hlog);
+  tlc_free(e->slog);
   for (i = 0; i < e->nctx; i++)
     tlc_free(e->ctx[i].stack);
   tlc_free(e->rows_raw);
@@ -1541,7 +1591,75 @@ void tlc__engine_tap_regen(tlc_engine_t *e) {
       r->whi = INT64_MIN;
     }
     r->tap_mask = TAP_ASK;
+    r->slog = (uint8_t)(e->slog_fn != NULL && i < TLC_SLOG_MARKS / NK);
   }
+}
+
+/* ---- the sample log (engine.h: tlc_engine_set_slog) ---- */
+
+void tlc__engine_slog_flush(tlc_engine_t *e) {
+  size_t n = (size_t)(e->scur - e->slog);
+  e->scur = e->slog; /* before the call: the function may flush again (nothing then) */
+  if (n > 0)
+    e->slog_fn(e->slog_ud, e, e->slog, n);
+}
+
+void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
+  tlc_engine_slent_t *l;
+  if (e->slog == NULL)
+    return;
+  l = e->scur++;
+  l->rk = mark;
+  l->value = value;
+  l->end = e->last;
+  if (e->scur == e->send)
+    tlc__engine_slog_flush(e);
+}
+
+int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
+  size_t i, sz = TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t);
+  if (e->slog != NULL && e->scur != e->slog)
+    tlc__engine_slog_flush(e); /* to the previous function */
+  if (fn == NULL) {
+    if (e->slog != NULL) {
+      tlc_free(e->slog);
+      acct_give(e, sz);
+    }
+    e->slog = e->scur = e->send = NULL;
+  } else if (e->slog == NULL) {
+    tlc_engine_slent_t *l = tlc_calloc(TLC_SLOG_BLOCK, sizeof(*l));
+    if (l == NULL)
+      return TLC_ENOMEM;
+    (void)acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
+    e->slog = e->scur = l;
+    e->send = l + TLC_SLOG_BLOCK;
+  }
+  e->slog_fn = fn;
+  e->slog_ud = ud;
+  for (i = 0; i < e->nrows; i++)
+    e->rows[i].slog = (uint8_t)(fn != NULL && i < TLC_SLOG_MARKS / NK);
+  /* the function may have described rows of another engine (a restore) */
+  tlc__engine_slog_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
+  tlc__engine_slog_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
+  return 0;
+}
+
+void tlc_engine_slog_flush(tlc_engine_t *e) {
+  if (e->slog != NULL && e->scur != e->slog)
+    tlc__engine_slog_flush(e);
+}
+
+int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,
+                        uint8_t *row_kind, uint64_t *state) {
+  const erow_t *r;
+  if (row >= e->nrows)
+    return TLC_EINVAL;
+  r = &e->rows[row];
+  *handle = r->handle;
+  *context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  *row_kind = r->kind;
+  *state = r->kind == TLC_ROW_STATE ? r->state : 0;
+  return 0;
 }
 
 void tlc_engine_sync(tlc_engine_t *e) {
@@ -1770,6 +1888,10 @@ static _Atomic uint64_t epochs; /* engines live on several threads (replay, seal
 
 void tlc__engine_new_epoch(tlc_engine_t *e) {
   e->epoch = atomic_fetch_add_explicit(&epochs, 1, memory_order_relaxed) + 1;
+  /* clear, load, a new mapping: rows may be others, and a clear or a failed load restarts the
+   * clock restarts' count */
+  tlc__engine_slog_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
+  tlc__engine_slog_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
 }
 
 uint64_t tlc_engine_epoch(const tlc_engine_t *e) {
@@ -1805,6 +1927,7 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
              e->capxt * sizeof(xrow_t) + e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
              e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
              (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
+             (e->slog != NULL ? TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t) : 0) +
              e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
              e->capord * sizeof(uint32_t) + /* the last four: snapshot scratch */
              e->captapx * sizeof(struct etapx);

@@ -246,6 +246,43 @@ void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_w
 int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
                        void *ud);
 void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
+
+/* The sample log: a cheaper feed than a tap for a consumer that wants every sample of every row
+ * (rollups). Each sample, as it closes, is appended inline to a per-engine block of entries (no
+ * call, no row lookup); the block goes to the log's function when full and at the end of every
+ * tlc_engine_push (and at tlc_engine_slog_flush), so the log is empty between pushes. An entry
+ * names its row by index: tlc_engine_row_desc describes it (its key does not change while the
+ * row exists). Marks among the entries (rk >= TLC_SLOG_MARKS) tell the consumer what follows:
+ *   TLC_SLOG_ROWS   the row indexes of what follows may name other rows than those before (the
+ *                   log set, maybe on another engine than before; a clear, a load, a new
+ *                   mapping): descriptions read earlier are stale. value: tlc_engine_epoch;
+ *   TLC_SLOG_EPOCH  value: the sample epoch (tlc_engine_sample_t.epoch, the engine's clock
+ *                   restarts) of the samples that follow: after every TLC_SLOG_ROWS and at every
+ *                   clock restart.
+ * Samples are exactly the tap's (tlc_engine_sample_t with kind < TLC_NKINDS): value, end and
+ * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it). */
+typedef struct tlc_engine_slent {
+  uint32_t rk;   /* row * TLC_NKINDS + kind, or a mark */
+  uint32_t pad_; /* 0 */
+  int64_t value; /* the sample's value; a mark's argument */
+  int64_t end;   /* target time the sample closed; a mark's: the engine's last event time */
+} tlc_engine_slent_t;
+#define TLC_SLOG_MARKS 0xFFFFFFF0u
+#define TLC_SLOG_EPOCH 0xFFFFFFFFu
+#define TLC_SLOG_ROWS  0xFFFFFFFEu
+#define TLC_SLOG_BLOCK 1024 /* entries handed at most per call */
+typedef void (*tlc_engine_slog_fn)(void *ud, const tlc_engine_t *e, const tlc_engine_slent_t *x,
+                                   size_t n);
+/* Sets the log's function (NULL: the log off, the default: the engine then costs one predicted
+ * branch per sample for it). What was queued for the previous function goes to it first. 0, or
+ * TLC_ENOMEM (the log stays as it was). One log per engine; the taps are independent of it. */
+int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud);
+/* Hands what the log holds to its function now (nothing queued, no log: nothing). */
+void tlc_engine_slog_flush(tlc_engine_t *e);
+/* Row `row`'s key as the tap gives it (tlc_engine_sample_t: handle, context, row_kind, state).
+ * 0, or TLC_EINVAL when there is no such row. */
+int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,
+                        uint8_t *row_kind, uint64_t *state);
 void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m);
 
 typedef struct tlc_snap_opts {

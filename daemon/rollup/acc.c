@@ -158,6 +158,7 @@ void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
     return;
   hand_off(a, TLC_RSEAL_WRITE);
   tlc__rollup_chunk_put(a->r, a->chunk);
+  tlc_free(a->rows);
   tlc_free(a->name);
   tlc_free(a);
 }
@@ -211,6 +212,65 @@ void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
   x->value = s->value;
   x->end = s->end;
   x->epoch = s->epoch;
+}
+
+/* The key of engine row `row`, read from the engine and kept (NULL: no such row, no memory). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static const struct tlc_rollup_rdesc *
+describe(tlc_rollup_acc_t *a, const tlc_engine_t *e, uint32_t row) {
+  struct tlc_rollup_rdesc d;
+  memset(&d, 0, sizeof d);
+  /* first: a row the engine has (so that the array stays below its rows, which max_areas
+   * bounds) */
+  if (tlc_engine_row_desc(e, row, &d.handle, &d.context, &d.row_kind, &d.state) != 0)
+    return NULL;
+  if (row >= a->caprows) {
+    size_t cap = a->caprows ? a->caprows : 64;
+    struct tlc_rollup_rdesc *nr;
+    while (cap <= row)
+      cap *= 2;
+    if ((nr = tlc_realloc(a->rows, cap * sizeof(*nr))) == NULL)
+      return NULL;
+    memset(nr + a->caprows, 0, (cap - a->caprows) * sizeof(*nr));
+    a->rows = nr;
+    a->caprows = cap;
+  }
+  d.known = 1;
+  a->rows[row] = d;
+  return &a->rows[row];
+}
+
+void tlc_rollup_slog(void *acc, const tlc_engine_t *e, const tlc_engine_slent_t *x, size_t n) {
+  tlc_rollup_acc_t *a = acc;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t rk = x[i].rk, row = rk / TLC_NKINDS;
+    const struct tlc_rollup_rdesc *d;
+    tlc_rollup_sample_t *s;
+    if (rk >= TLC_SLOG_MARKS) {
+      if (rk == TLC_SLOG_EPOCH)
+        a->slog_epoch = (uint64_t)x[i].value;
+      else if (rk == TLC_SLOG_ROWS && a->rows != NULL)
+        memset(a->rows, 0, a->caprows * sizeof(*a->rows));
+      continue;
+    }
+    d = row < a->caprows && a->rows[row].known ? &a->rows[row] : describe(a, e, row);
+    if (d == NULL) {
+      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+      continue;
+    }
+    if ((s = next(a, x[i].end, a->slog_epoch)) == NULL)
+      continue;
+    s->handle = d->handle;
+    s->context = d->context;
+    s->state = d->state;
+    s->kind = (uint8_t)(rk - row * TLC_NKINDS);
+    s->row_kind = d->row_kind;
+    s->value = x[i].value;
+    s->end = x[i].end;
+    s->epoch = a->slog_epoch;
+  }
 }
 
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {

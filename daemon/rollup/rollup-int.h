@@ -36,6 +36,15 @@ struct tlc_rollup_acc {
   uint8_t lane;   /* 0: live; 1: the past (a rebuild), kept apart on the worker */
   uint8_t replay; /* its samples are the records replayed after a checkpoint (a restart) */
   uint64_t gen;   /* copies of the open minute taken (tlc_rollup_acc_save) */
+  /* the sample log (tlc_rollup_slog): the key of each engine row seen since the last
+   * TLC_SLOG_ROWS mark, by row index (rows[i].known), and the epoch of the samples that follow */
+  struct tlc_rollup_rdesc {
+    uint32_t handle, context;
+    uint64_t state;
+    uint8_t row_kind, known;
+  } * rows;
+  size_t caprows;
+  uint64_t slog_epoch;
 };
 
 /* The worker side of a target: its open minute. */
