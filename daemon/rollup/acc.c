@@ -68,6 +68,15 @@ tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name) {
   return acc_new(r, name, 1);
 }
 
+/* The chunk being filled did not reach the worker: with it, maybe some of the row keys (DEF)
+ * and a ROWS slot, so every row is described again after a ROWS slot. */
+static void chunk_lost(tlc_rollup_acc_t *a) {
+  a->n = a->nmeta = 0;
+  if (a->seen != NULL)
+    memset(a->seen, 0, a->nseen * sizeof(*a->seen));
+  a->need_rows = 1;
+}
+
 /* Hands the chunk to the worker (seal: and then its open minute is written). */
 static void hand_off(tlc_rollup_acc_t *a, int seal) {
   tlc_rollup_t *r = a->r;
@@ -79,18 +88,18 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
     uv_mutex_lock(&r->mu);
     drop = r->queued + a->n > TLC_ROLLUP_MAX_QUEUED;
     if (drop)
-      r->st.samples_dropped += a->n;
+      r->st.samples_dropped += a->n - a->nmeta;
     uv_mutex_unlock(&r->mu);
     if (drop) {
-      a->n = 0; /* the chunk is reused */
+      chunk_lost(a); /* the chunk is reused */
       return;
     }
   }
   j = tlc_calloc(1, sizeof(*j));
   if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
     tlc_free(j);
-    tlc__rollup_count(r, &r->st.samples_dropped, a->n);
-    a->n = 0;
+    tlc__rollup_count(r, &r->st.samples_dropped, a->n - a->nmeta);
+    chunk_lost(a);
     return;
   }
   j->kind = TLC_RJOB_CHUNK;
@@ -99,11 +108,12 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
   j->chunk_wall = tlc_when_now();
   j->samples = a->chunk;
   j->nsamples = a->n;
+  j->nmeta = a->nmeta;
   j->seal = seal;
   j->replay = a->replay;
   j->gen = a->gen;
   a->chunk = NULL;
-  a->n = 0;
+  a->n = a->nmeta = 0;
   uv_mutex_lock(&r->mu);
   r->queued += j->nsamples;
   uv_mutex_unlock(&r->mu);
@@ -158,7 +168,7 @@ void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
     return;
   hand_off(a, TLC_RSEAL_WRITE);
   tlc__rollup_chunk_put(a->r, a->chunk);
-  tlc_free(a->rows);
+  tlc_free(a->seen);
   tlc_free(a->name);
   tlc_free(a);
 }
@@ -214,63 +224,155 @@ void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
   x->epoch = s->epoch;
 }
 
-/* The key of engine row `row`, read from the engine and kept (NULL: no such row, no memory). */
+/* A slot that is not a sample (ROWS, DEF) in the chunk of (end, epoch), or NULL (no memory). */
+static tlc_rollup_sample_t *meta(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch, uint8_t kind) {
+  tlc_rollup_sample_t *s = next(a, end, epoch);
+  if (s == NULL)
+    return NULL;
+  memset(s, 0, sizeof(*s));
+  s->kind = kind;
+  s->end = end;
+  s->epoch = epoch;
+  a->nmeta++;
+  return s;
+}
+
+/* The slow path of tlc_rollup_slog's entry x: its row not described to the worker yet (or a
+ * chunk lost since): a ROWS slot when one is owed, the row's key (DEF, read from the engine),
+ * then the entry, all in one chunk (a chunk lost on the way starts it over). */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static const struct tlc_rollup_rdesc *
-describe(tlc_rollup_acc_t *a, const tlc_engine_t *e, uint32_t row) {
-  struct tlc_rollup_rdesc d;
+static void
+slog_slow(tlc_rollup_acc_t *a, const tlc_engine_t *e, const tlc_engine_slent_t *x) {
+  uint32_t rk = x->rk, row = rk / TLC_NKINDS;
+  size_t w = rk >> 6;
+  tlc_rollup_sample_t d, *s;
   memset(&d, 0, sizeof d);
-  /* first: a row the engine has (so that the array stays below its rows, which max_areas
-   * bounds) */
-  if (tlc_engine_row_desc(e, row, &d.handle, &d.context, &d.row_kind, &d.state) != 0)
-    return NULL;
-  if (row >= a->caprows) {
-    size_t cap = a->caprows ? a->caprows : 64;
-    struct tlc_rollup_rdesc *nr;
-    while (cap <= row)
-      cap *= 2;
-    if ((nr = tlc_realloc(a->rows, cap * sizeof(*nr))) == NULL)
-      return NULL;
-    memset(nr + a->caprows, 0, (cap - a->caprows) * sizeof(*nr));
-    a->rows = nr;
-    a->caprows = cap;
+  d.kind = TLC_ROLLUP_DEF;
+  d.value = row;
+  /* first: a row the engine has (the bitmap stays below its rows, which max_areas bounds) */
+  if (tlc_engine_row_desc(e, row, &d.handle, &d.context, &d.row_kind, &d.state) != 0) {
+    tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+    return;
   }
-  d.known = 1;
-  a->rows[row] = d;
-  return &a->rows[row];
+  if (w >= a->nseen) {
+    size_t cap = a->nseen ? a->nseen : 16;
+    uint64_t *nb;
+    while (cap <= w)
+      cap *= 2;
+    if ((nb = tlc_realloc(a->seen, cap * sizeof(*nb))) == NULL) {
+      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
+      return;
+    }
+    memset(nb + a->nseen, 0, (cap - a->nseen) * sizeof(*nb));
+    a->seen = nb;
+    a->nseen = cap;
+  }
+  for (int tries = 0; tries < 3; tries++) {
+    if (a->need_rows) {
+      a->need_rows = 0;
+      if (meta(a, x->end, a->slog_epoch, TLC_ROLLUP_ROWS) == NULL)
+        break;
+    }
+    if ((s = meta(a, x->end, a->slog_epoch, TLC_ROLLUP_DEF)) == NULL)
+      break;
+    d.end = s->end;
+    d.epoch = s->epoch;
+    *s = d;
+    if ((s = next(a, x->end, a->slog_epoch)) == NULL)
+      break;
+    if (a->need_rows) { /* the chunk with the key was lost: the slot is the new chunk's first */
+      a->n--;
+      continue;
+    }
+    a->seen[w] |= 1ull << (rk & 63);
+    s->handle = rk;
+    s->kind = TLC_ROLLUP_RAW;
+    s->value = x->value;
+    s->end = x->end;
+    s->epoch = a->slog_epoch;
+    return;
+  }
+  tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
 }
 
 void tlc_rollup_slog(void *acc, const tlc_engine_t *e, const tlc_engine_slent_t *x, size_t n) {
   tlc_rollup_acc_t *a = acc;
   for (size_t i = 0; i < n; i++) {
-    uint32_t rk = x[i].rk, row = rk / TLC_NKINDS;
-    const struct tlc_rollup_rdesc *d;
+    uint32_t rk = x[i].rk;
+    size_t w = rk >> 6;
     tlc_rollup_sample_t *s;
     if (rk >= TLC_SLOG_MARKS) {
-      if (rk == TLC_SLOG_EPOCH)
+      if (rk == TLC_SLOG_EPOCH) {
         a->slog_epoch = (uint64_t)x[i].value;
-      else if (rk == TLC_SLOG_ROWS && a->rows != NULL)
-        memset(a->rows, 0, a->caprows * sizeof(*a->rows));
+      } else if (rk == TLC_SLOG_ROWS) {
+        if (a->seen != NULL)
+          memset(a->seen, 0, a->nseen * sizeof(*a->seen));
+        a->need_rows = 1; /* the worker's keys are stale: a ROWS slot before the next DEF */
+      }
       continue;
     }
-    d = row < a->caprows && a->rows[row].known ? &a->rows[row] : describe(a, e, row);
-    if (d == NULL) {
-      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-      continue;
+    /* the row described to the worker, and no chunk lost since: the entry as it is (5 stores) */
+    if (TLC_ROLLUP_LIKELY(w < a->nseen && (a->seen[w] >> (rk & 63) & 1))) {
+      if ((s = next(a, x[i].end, a->slog_epoch)) == NULL)
+        continue;
+      if (TLC_ROLLUP_LIKELY(!a->need_rows)) {
+        s->handle = rk;
+        s->kind = TLC_ROLLUP_RAW;
+        s->value = x[i].value;
+        s->end = x[i].end;
+        s->epoch = a->slog_epoch;
+        continue;
+      }
+      a->n--; /* a chunk was lost on the way (the bitmap is clear now): described again */
     }
-    if ((s = next(a, x[i].end, a->slog_epoch)) == NULL)
-      continue;
+    slog_slow(a, e, &x[i]);
+  }
+}
+
+/* ---- the worker side: the log's slots resolved ---- */
+
+int tlc__rollup_open_rec(tlc_rollup_open_t *o, tlc_rollup_sample_t *s) {
+  if (s->kind == TLC_ROLLUP_RAW) {
+    uint32_t row = s->handle / TLC_NKINDS;
+    const struct tlc_rollup_rdesc *d = row < o->caprows ? &o->rows[row] : NULL;
+    if (d == NULL || !d->known) { /* its key was lost with a dropped chunk */
+      tlc__rollup_count(o->r, &o->r->st.samples_dropped, 1);
+      return 0;
+    }
+    s->kind = (uint8_t)(s->handle - row * TLC_NKINDS);
     s->handle = d->handle;
     s->context = d->context;
     s->state = d->state;
-    s->kind = (uint8_t)(rk - row * TLC_NKINDS);
     s->row_kind = d->row_kind;
-    s->value = x[i].value;
-    s->end = x[i].end;
-    s->epoch = a->slog_epoch;
+    return 1;
   }
+  if (s->kind == TLC_ROLLUP_ROWS) {
+    if (o->rows != NULL)
+      memset(o->rows, 0, o->caprows * sizeof(*o->rows));
+  } else if (s->kind == TLC_ROLLUP_DEF) {
+    uint64_t row = (uint64_t)s->value; /* below the engine's rows (the loop checked) */
+    struct tlc_rollup_rdesc *d;
+    if (row >= o->caprows) {
+      size_t cap = o->caprows ? o->caprows : 64;
+      struct tlc_rollup_rdesc *nr;
+      while (cap <= row)
+        cap *= 2;
+      if ((nr = tlc_realloc(o->rows, cap * sizeof(*nr))) == NULL)
+        return 0; /* its samples are counted as dropped */
+      memset(nr + o->caprows, 0, (cap - o->caprows) * sizeof(*nr));
+      o->rows = nr;
+      o->caprows = cap;
+    }
+    d = &o->rows[row];
+    d->handle = s->handle;
+    d->context = s->context;
+    d->state = s->state;
+    d->row_kind = s->row_kind;
+    d->known = 1;
+  }
+  return 0;
 }
 
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
@@ -327,6 +429,7 @@ void tlc__rollup_open_free(tlc_rollup_open_t *o) {
     return;
   tlc__rollup_slots_free(o->slots, o->n);
   tlc_free(o->idx);
+  tlc_free(o->rows);
   tlc_free(o->pend);
   tlc_free(o->name);
   tlc_free(o);

@@ -36,16 +36,25 @@ struct tlc_rollup_acc {
   uint8_t lane;   /* 0: live; 1: the past (a rebuild), kept apart on the worker */
   uint8_t replay; /* its samples are the records replayed after a checkpoint (a restart) */
   uint64_t gen;   /* copies of the open minute taken (tlc_rollup_acc_save) */
-  /* the sample log (tlc_rollup_slog): the key of each engine row seen since the last
-   * TLC_SLOG_ROWS mark, by row index (rows[i].known), and the epoch of the samples that follow */
-  struct tlc_rollup_rdesc {
-    uint32_t handle, context;
-    uint64_t state;
-    uint8_t row_kind, known;
-  } * rows;
-  size_t caprows;
+  /* the sample log (tlc_rollup_slog): its entries go to the chunk as TLC_ROLLUP_RAW slots that
+   * the worker resolves; seen: bit rk (row * NK + kind) set once the worker has been given
+   * row's key (a TLC_ROLLUP_DEF slot before it) since the last TLC_ROLLUP_ROWS slot; nseen
+   * words. need_rows: a chunk was dropped, the worker may hold keys the loop no longer knows
+   * of, so a ROWS slot goes first. nmeta: DEF and ROWS slots in the chunk (not samples). */
+  uint64_t *seen;
+  size_t nseen, nmeta;
+  uint8_t need_rows;
   uint64_t slog_epoch;
 };
+
+/* A chunk's slot that is not a sample (kind & TLC_ROLLUP_META): RAW, a sample log entry (handle:
+ * row * NK + kind, value, end, epoch), resolved on the worker (tlc__rollup_open_rec) by the
+ * key of its row that a DEF slot gave before it (value: the row's index; handle, context,
+ * state, row_kind: its key); ROWS: the keys given so far are stale. */
+#define TLC_ROLLUP_RAW  0x40
+#define TLC_ROLLUP_DEF  0x20
+#define TLC_ROLLUP_ROWS 0x10
+#define TLC_ROLLUP_META (TLC_ROLLUP_RAW | TLC_ROLLUP_DEF | TLC_ROLLUP_ROWS)
 
 /* The worker side of a target: its open minute. */
 typedef struct tlc_rollup_open {
@@ -60,6 +69,13 @@ typedef struct tlc_rollup_open {
   uint32_t *idx; /* nidx entries, UINT32_MAX = free */
   size_t nidx;
   uint32_t last; /* slot of the previous sample, UINT32_MAX: none */
+  /* the keys of the engine's rows by row index, from DEF slots (tlc__rollup_open_rec) */
+  struct tlc_rollup_rdesc {
+    uint32_t handle, context;
+    uint64_t state;
+    uint8_t row_kind, known;
+  } * rows;
+  size_t caprows;
   uint64_t nsamples;
   int64_t wall_last;               /* of the chunks counted so far */
   int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
@@ -109,7 +125,7 @@ struct tlc_rollup_job {
   size_t nslots;
   /* CHUNK: samples of target, then (seal) its open minute is written */
   tlc_rollup_sample_t *samples;
-  size_t nsamples;
+  size_t nsamples, nmeta; /* nmeta of them not samples (TLC_ROLLUP_DEF, TLC_ROLLUP_ROWS) */
   int seal; /* TLC_RSEAL_*: then the open minute is written, or saved (a copy, kept open) */
   int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
   uint8_t replay;                  /* CHUNK: replayed samples (filtered) */
@@ -179,6 +195,9 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_
 tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
+/* A slot s with kind & TLC_ROLLUP_META of o's chunk: DEF and ROWS are taken (0); RAW becomes
+ * the sample it stands for (1), or is counted as dropped when its row's key is unknown (0). */
+int tlc__rollup_open_rec(tlc_rollup_open_t *o, tlc_rollup_sample_t *s);
 /* Worker: the open minute's copy on disk (TARGET/open-minute, replaced), and that copy, if any,
  * written as a minute block and removed (at start, before the target's first samples). */
 void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen);

@@ -1195,13 +1195,16 @@ static void worker_main(void *arg) {
       r->queued -= j->nsamples;
       uv_mutex_unlock(&r->mu);
       if (o == NULL)
-        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples);
+        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples - j->nmeta);
       if (o != NULL) {
         o->chunk_wall0 = j->chunk_wall0;
         o->chunk_wall = j->chunk_wall;
       }
       for (size_t i = 0; o != NULL && i < j->nsamples; i++) {
         tlc_rollup_job_t *m;
+        /* the sample log's slots: keys kept, entries resolved into samples (engine.h) */
+        if ((j->samples[i].kind & TLC_ROLLUP_META) && !tlc__rollup_open_rec(o, &j->samples[i]))
+          continue;
         if (j->replay && !tlc__rollup_replay_keep(r, o, &j->samples[i]))
           continue;
         m = tlc__rollup_open_add(o, &j->samples[i]);
