@@ -299,10 +299,40 @@ slog_slow(tlc_rollup_acc_t *a, const tlc_engine_t *e, const tlc_engine_slent_t *
 
 void tlc_rollup_slog(void *acc, const tlc_engine_t *e, const tlc_engine_slent_t *x, size_t n) {
   tlc_rollup_acc_t *a = acc;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t rk = x[i].rk;
-    size_t w = rk >> 6;
+  size_t i = 0;
+  while (i < n) {
+    uint32_t rk;
+    size_t w;
     tlc_rollup_sample_t *s;
+    /* the run of entries the chunk being filled takes as they are (rows described to the worker,
+     * the chunk's minute and epoch, room): its state in locals, since the stores into the chunk
+     * could alias the accumulator's fields; no hand-off inside */
+    if (a->n > 0 && a->slog_epoch == a->epoch) {
+      tlc_rollup_sample_t *c = a->chunk;
+      const uint64_t *seen = a->seen;
+      size_t cn = a->n, nseen = a->nseen;
+      size_t lim = n - i < TLC_ROLLUP_CHUNK - cn ? n : i + (TLC_ROLLUP_CHUNK - cn);
+      int64_t lo = a->lo, hi = a->hi;
+      uint64_t ep = a->epoch;
+      for (; i < lim; i++) {
+        int64_t end = x[i].end;
+        rk = x[i].rk; /* a mark: its bit is never set (only rows' rk < TLC_SLOG_MARKS are) */
+        w = rk >> 6;
+        if (!(w < nseen && (seen[w] >> (rk & 63) & 1) && end >= lo && end < hi))
+          break;
+        s = &c[cn++];
+        s->handle = rk;
+        s->kind = TLC_ROLLUP_RAW;
+        s->value = x[i].value;
+        s->end = end;
+        s->epoch = ep;
+      }
+      a->n = cn;
+      if (i == n)
+        break;
+    }
+    rk = x[i].rk;
+    w = rk >> 6;
     if (rk >= TLC_SLOG_MARKS) {
       if (rk == TLC_SLOG_EPOCH) {
         a->slog_epoch = (uint64_t)x[i].value;
@@ -311,23 +341,28 @@ void tlc_rollup_slog(void *acc, const tlc_engine_t *e, const tlc_engine_slent_t 
           memset(a->seen, 0, a->nseen * sizeof(*a->seen));
         a->need_rows = 1; /* the worker's keys are stale: a ROWS slot before the next DEF */
       }
+      i++;
       continue;
     }
     /* the row described to the worker, and no chunk lost since: the entry as it is (5 stores) */
-    if (TLC_ROLLUP_LIKELY(w < a->nseen && (a->seen[w] >> (rk & 63) & 1))) {
-      if ((s = next(a, x[i].end, a->slog_epoch)) == NULL)
+    if (w < a->nseen && (a->seen[w] >> (rk & 63) & 1)) {
+      if ((s = next(a, x[i].end, a->slog_epoch)) == NULL) {
+        i++;
         continue;
-      if (TLC_ROLLUP_LIKELY(!a->need_rows)) {
+      }
+      if (!a->need_rows) {
         s->handle = rk;
         s->kind = TLC_ROLLUP_RAW;
         s->value = x[i].value;
         s->end = x[i].end;
         s->epoch = a->slog_epoch;
+        i++;
         continue;
       }
       a->n--; /* a chunk was lost on the way (the bitmap is clear now): described again */
     }
     slog_slow(a, e, &x[i]);
+    i++;
   }
 }
 
