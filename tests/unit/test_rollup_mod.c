@@ -5,7 +5,10 @@
  * the minutes (their files made old); a torn block at a file's end is skipped and counted;
  * budget violations are counted per minute, area and context and shown by trend; a run killed
  * after a checkpoint and restarted with the records after it replayed counts every sample once,
- * in its minute and its hour, across a board's restart too.
+ * in its minute and its hour, across a board's restart too; an engine's sample log feeding an
+ * accumulator (tlc_rollup_slog: rows resolved by the worker) gives the same minutes, cell for
+ * cell, as the engine's tap feeding another (tlc_rollup_tap), over chunks, minutes, a clock
+ * restart and a clear whose rows name other areas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include "base/err.h"
 #include "base/alloc.h"
 #include "base/out.h"
+#include "engine/engine.h"
 #include "rollup/report.h"
 #include "rollup/rollup.h"
 #include "rng.h"
@@ -540,12 +544,136 @@ static void test_replay_once(void **state) {
   free(s);
 }
 
+/* E/X of 24 code areas from `base` on 2 cores and writes of 4 data areas, times from *t */
+static void slog_events(tlc_event_t *ev, size_t n, int64_t *t, uint32_t base, rng_t *r) {
+  for (size_t i = 0; i < n; i++) {
+    tlc_event_t *x = &ev[i];
+    memset(x, 0, sizeof(*x));
+    *t += 1 + (int64_t)rng_below(r, 40000000); /* ~20 ms: 30,000 events span 10 minutes */
+    x->time_ns = *t;
+    x->core = (uint8_t)rng_below(r, 2);
+    if (rng_below(r, 10) < 8) {
+      x->handle = 0x10000000u + base + (uint32_t)rng_below(r, 24);
+      x->type = (uint8_t)(rng_below(r, 2) ? TLC_EV_ENTRY : TLC_EV_EXIT);
+    } else {
+      x->handle = 0x20000000u + base + (uint32_t)rng_below(r, 4);
+      x->type = TLC_EV_WRITE;
+      x->data = rng_below(r, 1000);
+    }
+  }
+}
+
+/* a and b (all areas of an epoch, per minute) have the same steps and cells (as many in each:
+ * every cell of a found in b) */
+static size_t same_steps(const tlc_rollup_res_t *a, const tlc_rollup_res_t *b) {
+  size_t cells = 0;
+  assert_int_equal(a->nsteps, b->nsteps);
+  for (size_t i = 0; i < a->nsteps; i++) {
+    const tlc_rollup_blk_t *x = &a->steps[i], *y = &b->steps[i];
+    assert_int_equal(x->minute, y->minute);
+    assert_int_equal(x->n, y->n);
+    for (size_t j = 0; j < x->n; j++) {
+      const tlc_rollup_cell_t *c = &x->cells[j], *d = tlc_rollup_cell_find(y, &c->key);
+      assert_non_null(d);
+      assert_int_equal(c->key.row_kind, d->key.row_kind);
+      assert_int_equal(c->d.n, d->d.n);
+      assert_int_equal(c->d.sum, d->d.sum);
+      assert_int_equal(c->d.min, d->d.min);
+      assert_int_equal(c->d.max, d->d.max);
+      assert_int_equal(c->tmin, d->tmin);
+      assert_int_equal(c->tmax, d->tmax);
+      assert_int_equal(c->nbins, d->nbins);
+      assert_memory_equal(c->bins, d->bins, c->nbins * sizeof(*c->bins));
+      cells++;
+    }
+  }
+  return cells;
+}
+
+static void test_slog_as_tap(void **state) {
+  enum { N = 30000 };
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *at, *al;
+  tlc_rollup_opts_t o;
+  tlc_rollup_stats_t st;
+  tlc_engine_opts_t eo;
+  tlc_engine_t *e;
+  tlc_event_t *ev = calloc(N, sizeof(*ev));
+  int64_t t = 10 * TLC_ROLLUP_MINUTE_NS;
+  size_t cells = 0;
+  rng_t g;
+  (void)state;
+  rng_seed(&g, 99);
+  assert_non_null(ev);
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  at = tlc_rollup_acc_new(r, "board/tap");
+  al = tlc_rollup_acc_new(r, "board/log");
+  assert_non_null(at);
+  assert_non_null(al);
+  tlc_engine_opts_default(&eo);
+  eo.tap = tlc_rollup_tap;
+  eo.tap_ud = at;
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
+  assert_int_equal(tlc_engine_set_slog(e, tlc_rollup_slog, al), 0);
+  slog_events(ev, N, &t, 0, &g);
+  tlc_engine_push(e, ev, N / 3);
+  tlc_engine_push(e, ev + N / 3, N - N / 3);
+  /* a board restart: a gap, then times far below (epoch 1) */
+  tlc_engine_gap(e);
+  t = 2 * TLC_ROLLUP_MINUTE_NS;
+  slog_events(ev, N, &t, 0, &g);
+  tlc_engine_push(e, ev, N);
+  assert_int_equal(tlc_engine_counters(e)->clock_resets, 1);
+  /* a clear: row indexes reused by other areas (epoch 0 again: the clock restarts' count) */
+  tlc_engine_clear(e);
+  t += TLC_ROLLUP_MINUTE_NS;
+  slog_events(ev, N, &t, 100, &g);
+  tlc_engine_push(e, ev, N);
+  tlc_engine_free(e);
+  tlc_rollup_acc_free(at);
+  tlc_rollup_acc_free(al);
+  tlc_rollup_get_stats(r, &st);
+  assert_int_equal(st.samples_dropped, 0);
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+
+  for (int64_t ep = 0; ep < 2; ep++) {
+    tlc_rollup_res_t a, b;
+    tlc_rollup_q_t q;
+    memset(&q, 0, sizeof q);
+    q.all_handles = 1;
+    q.when = TLC_RQ_TARGET;
+    q.epoch = ep;
+    q.step_min = 1;
+    snprintf(q.target, sizeof q.target, "%s", "board/tap");
+    tlc_rollup_read(dir, &q, &a);
+    assert_int_equal(a.status, 0);
+    snprintf(q.target, sizeof q.target, "%s", "board/log");
+    tlc_rollup_read(dir, &q, &b);
+    assert_int_equal(b.status, 0);
+    assert_true(a.nsteps >= 5);
+    cells += same_steps(&a, &b);
+    tlc_rollup_res_fini(&a);
+    tlc_rollup_res_fini(&b);
+  }
+  assert_true(cells > 200);
+  free(ev);
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_write_read),
-    cmocka_unit_test(test_violations),
-    cmocka_unit_test(test_past_apart),
-    cmocka_unit_test(test_replay_once),
+    cmocka_unit_test(test_write_read),  cmocka_unit_test(test_violations),
+    cmocka_unit_test(test_past_apart),  cmocka_unit_test(test_replay_once),
+    cmocka_unit_test(test_slog_as_tap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
