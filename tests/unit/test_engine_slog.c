@@ -117,12 +117,20 @@ static void slog_fn(void *ud, const tlc_engine_t *e, const tlc_engine_slent_t *x
 static int smp_cmp(const void *pa, const void *pb) {
   const smp_t *a = pa, *b = pb;
 #define C(f)                                                                                       \
-  if (a->f != b->f)                                                                                \
-    return a->f < b->f ? -1 : 1;
-  C(epoch)
-  C(end) C(handle) C(context) C(state) C(row_kind) C(kind) C(value)
+  do {                                                                                             \
+    if (a->f != b->f)                                                                              \
+      return a->f < b->f ? -1 : 1;                                                                 \
+  } while (0)
+  C(epoch);
+  C(end);
+  C(handle);
+  C(context);
+  C(state);
+  C(row_kind);
+  C(kind);
+  C(value);
 #undef C
-      return 0;
+  return 0;
 }
 
 /* want[from, want->n) and got[gfrom, got->n) hold the same samples */
