@@ -232,11 +232,7 @@ static void loc_restart(struct tlc_budgetd_w *bw, uint64_t seq) {
  * before the mark at pos. 1 and *seg, *off; 0: not in pos's segment, or not countable. */
 static int loc_of(const loc_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, uint64_t *seg,
                   uint64_t *off) {
-  uint64_t back;
-  if (seq < j->ok_seq || seq > j->after)
-    return 0;
-  back = (j->after - seq + 1) * LOC_RECORD;
-  return tlc_store_pos_back(pos, back, seg, off);
+  return tlc_store_pos_record(pos, j->ok_seq, j->after, seq, LOC_RECORD, seg, off);
 }
 
 /* The mark after a batch with violations: everything queued before it lies in segments below

@@ -54,14 +54,10 @@ static void restart(struct tlc_xloc *x, uint64_t seq) {
   x->ok_drops = store_drops(x->t);
 }
 
-/* Where the record of change sequence seq is (budgetd.c's loc_of). 1: *seg, *off; 0: not. */
+/* Where the record of change sequence seq is. 1: *seg, *off; 0: not. */
 static int loc_of(const xl_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, uint64_t *seg,
                   uint64_t *off) {
-  uint64_t back;
-  if (seq < j->ok_seq || seq > j->after)
-    return 0;
-  back = (j->after - seq + 1) * XL_RECORD;
-  return tlc_store_pos_back(pos, back, seg, off);
+  return tlc_store_pos_record(pos, j->ok_seq, j->after, seq, XL_RECORD, seg, off);
 }
 
 static void mark_done(void *ud, const tlc_store_pos_t *pos) {

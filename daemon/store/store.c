@@ -893,6 +893,13 @@ int tlc_store_pos_back(const tlc_store_pos_t *pos, uint64_t back, uint64_t *seg,
   return 1;
 }
 
+int tlc_store_pos_record(const tlc_store_pos_t *pos, uint64_t first, uint64_t last, uint64_t seq,
+                         uint64_t rec, uint64_t *seg, uint64_t *off) {
+  if (seq < first || seq > last)
+    return 0;
+  return tlc_store_pos_back(pos, (last - seq + 1) * rec, seg, off);
+}
+
 int tlc_store_mark(tlc_store_target_t *t, tlc_store_mark_fn cb, void *ud) {
   cmd_t *c;
   /* evlog: the items of a block still open are counted by the engine already; the block is
