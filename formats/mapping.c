@@ -58,13 +58,7 @@ static size_t cap_of(const tlc_mapping_t *m) {
   return m->max_areas ? m->max_areas : DEFAULT_MAX_AREAS;
 }
 
-static void seterr(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static void seterr(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...) {
+void tlc_parse_err_set(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...) {
   va_list ap;
   if (e == NULL)
     return;
@@ -891,7 +885,7 @@ int tlc_mapping_parse_text1(tlc_mapping_t *m, const char *buf, size_t len, tlc_p
   size_t p = 0;
   int r = 0;
   if (t == NULL) {
-    seterr(err, 0, 0, "out of memory");
+    tlc_parse_err_set(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
   if (err != NULL)
@@ -1066,7 +1060,7 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
   xp_t *x = tlc_calloc(1, sizeof(*x));
   int r = 0;
   if (x == NULL) {
-    seterr(err, 0, 0, "out of memory");
+    tlc_parse_err_set(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
   if (err != NULL)
@@ -1086,7 +1080,8 @@ int tlc_mapping_parse_xml(tlc_mapping_t *m, const char *buf, size_t len, tlc_par
     uint64_t lines = 1;
     for (size_t i = 0; i + 1 < len; i++)
       lines += buf[i] == '\n';
-    seterr(err, lines, len, "no <Mapping> or <Contexts> element before the end of the document");
+    tlc_parse_err_set(err, lines, len,
+                      "no <Mapping> or <Contexts> element before the end of the document");
   }
   XML_ParserFree(x->b.p);
   tlc_free(x);

@@ -83,6 +83,14 @@ typedef struct tlc_parse_err {
   char reason[160];
 } tlc_parse_err_t;
 
+/* Fills e (may be NULL: nothing) with line (0 if not line-based), byte offset and the formatted
+ * reason (cut to fit): every line- or byte-based reader of formats/ says where it failed so. */
+void tlc_parse_err_set(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* Initialises an empty mapping (set max_areas afterwards to change the cap). */
 void tlc_mapping_init(tlc_mapping_t *m);
 /* Frees every entry and context. Safe on zeroed memory and after a failed parse. */

@@ -16,7 +16,6 @@
 #include "base/err.h"
 
 #include <expat.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,23 +409,6 @@ static void XMLCALL r_text(void *ud, const XML_Char *s, int len) {
   x->ntext += n;
 }
 
-static void seterr(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static void seterr(tlc_parse_err_t *e, uint64_t line, uint64_t off, const char *fmt, ...) {
-  va_list ap;
-  if (e == NULL)
-    return;
-  e->line = line;
-  e->offset = off;
-  va_start(ap, fmt);
-  vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
-  va_end(ap);
-}
-
 /* The TypeEnum named `type` (the last one of that name), or -1. */
 static long find_type(const rp_t *x, const char *type) {
   long found = -1;
@@ -442,11 +424,11 @@ static long find_type(const rp_t *x, const char *type) {
 static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lines, size_t len) {
   long st = find_type(x, x->ts_type), tt = find_type(x, x->ob_type);
   if (!x->obj_done) {
-    seterr(x->b.err, lines, len, "no <Profiler><Object> with a <TaskState>");
+    tlc_parse_err_set(x->b.err, lines, len, "no <Profiler><Object> with a <TaskState>");
     return TLC_ESYNTAX;
   }
   if (x->mask_id == 0 || x->mask_state == 0) {
-    seterr(x->b.err, lines, len, "<TaskState> needs a nonzero <MaskID> and <MaskState>");
+    tlc_parse_err_set(x->b.err, lines, len, "<TaskState> needs a nonzero <MaskID> and <MaskState>");
     return TLC_ESYNTAX;
   }
   memset(p, 0, sizeof(*p));
@@ -462,14 +444,15 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
         ok = 1;
       }
     if (!ok) {
-      seterr(x->b.err, lines, len, "<StateInfo> %.60s: no such state in the TaskState's type %.40s",
-             x->si[i].name, x->ts_type != NULL ? x->ts_type : "(none)");
+      tlc_parse_err_set(x->b.err, lines, len,
+                        "<StateInfo> %.60s: no such state in the TaskState's type %.40s",
+                        x->si[i].name, x->ts_type != NULL ? x->ts_type : "(none)");
       return TLC_ESYNTAX;
     }
     if ((x->si[i].prop == TLC_CTXPACK_RUN && p->nrun == TLC_CTXPACK_MAX) ||
         (x->si[i].prop == TLC_CTXPACK_STOP && p->nstop == TLC_CTXPACK_MAX)) {
-      seterr(x->b.err, lines, len, "more than %d %s states", TLC_CTXPACK_MAX,
-             x->si[i].prop == TLC_CTXPACK_RUN ? "Run" : "Terminate");
+      tlc_parse_err_set(x->b.err, lines, len, "more than %d %s states", TLC_CTXPACK_MAX,
+                        x->si[i].prop == TLC_CTXPACK_RUN ? "Run" : "Terminate");
       return TLC_ELIMIT;
     }
     if (x->si[i].prop == TLC_CTXPACK_RUN)
@@ -478,15 +461,15 @@ static int resolve(rp_t *x, tlc_ctxpack_t *p, tlc_mapping_t *names, uint64_t lin
       p->stop[p->nstop++] = v;
   }
   if (p->nrun == 0) {
-    seterr(x->b.err, lines, len, "no <StateInfo> with <Property>Run</Property>");
+    tlc_parse_err_set(x->b.err, lines, len, "no <StateInfo> with <Property>Run</Property>");
     return TLC_ESYNTAX;
   }
   for (size_t j = 0; names != NULL && tt >= 0 && j < x->nen; j++)
     if (x->en[j].type == (uint32_t)tt) {
       int r = tlc_mapping_add_ctx(names, x->en[j].value, x->en[j].name);
       if (r != 0) {
-        seterr(x->b.err, lines, len, "%s",
-               r == TLC_ELIMIT ? "too many task names" : "out of memory");
+        tlc_parse_err_set(x->b.err, lines, len, "%s",
+                          r == TLC_ELIMIT ? "too many task names" : "out of memory");
         return r;
       }
     }
@@ -500,7 +483,7 @@ int tlc_rtos_parse(const char *buf, size_t len, tlc_ctxpack_t *p, tlc_mapping_t 
   if (err != NULL)
     memset(err, 0, sizeof(*err));
   if (x == NULL) {
-    seterr(err, 0, 0, "out of memory");
+    tlc_parse_err_set(err, 0, 0, "out of memory");
     return TLC_ENOMEM;
   }
   if (tlc_xml_open(&x->b, x, err) != 0) {
