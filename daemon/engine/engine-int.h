@@ -1,7 +1,7 @@
 /* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
- * lifecycle), snapshot.c (its read side) and checkpoint.c (its serialisation). Not a contract:
- * only these files and the engine's unit tests include it; every field's meaning and invariant
- * is described here and in engine.c's design note.
+ * lifecycle), acct.c (its memory accounting), snapshot.c (its read side) and checkpoint.c (its
+ * serialisation). Not a contract: only these files and the engine's unit tests include it;
+ * every field's meaning and invariant is described here and in engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -302,10 +302,6 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
   return z ^ (z >> 32);
 }
 
-/* Charges or releases the difference between the engine's memory (tlc_engine_mem) and what the
- * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
- * allocate and free outside the engine's own growth paths. */
-void tlc__engine_acct_sync(tlc_engine_t *e);
 #define TAP_ASK 0x80u
 /* The end of r's interval [wlo, whi) (whi is INT64_MIN while a tap watches r: tap_whi). */
 static inline int64_t tlc__engine_whi(const erow_t *r) {
@@ -397,10 +393,38 @@ static inline int64_t ctx_in(int ctxmode, const ectx_t *c, int64_t t) {
   return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
 }
 
-/* tlc_grow (same contract) with the growth charged first to the engine's accounting as `kind`
- * (engine.c). */
+/* ---- memory accounting (engine.h: tlc_engine_acct_t; acct.c) ----
+ * e->charged is what the hook holds for e: every growth is charged before it is made and every
+ * release given back after, so that it equals tlc_engine_mem().bytes. take and give are inline:
+ * the push loop's growth paths and the histogram log's flush use them. */
+
+/* Charges n bytes of kind (engine.h: TLC_ACCT_*) to the hook: 0, or the hook's refusal (< 0,
+ * nothing charged); TLC_ACCT_FORCE is charged whatever the hook answers. */
+static inline int tlc__engine_acct_take(tlc_engine_t *e, size_t n, int kind) {
+  if (e->o.acct.charge_cb != NULL) {
+    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
+    if (r < 0 && kind != TLC_ACCT_FORCE)
+      return r;
+  }
+  e->charged += n;
+  return 0;
+}
+
+/* Gives n charged bytes back to the hook. */
+static inline void tlc__engine_acct_give(tlc_engine_t *e, size_t n) {
+  e->charged -= n;
+  if (e->o.acct.release_cb != NULL && n > 0)
+    e->o.acct.release_cb(e->o.acct.ud, n);
+}
+
+/* tlc_grow (same contract) with the growth charged first to the engine's accounting as `kind`:
+ * the doubled capacity, or, when the hook refuses it, need plus an eighth. */
 void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
                        size_t first, int kind);
+/* Charges or releases the difference between the engine's memory (tlc_engine_mem) and what the
+ * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
+ * allocate and free outside the engine's own growth paths. */
+void tlc__engine_acct_sync(tlc_engine_t *e);
 /* Hands the sample log's entries to its function (engine.c). */
 void tlc__engine_slog_flush(tlc_engine_t *e);
 /* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS) to the sample log when it is on. */

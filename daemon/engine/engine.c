@@ -43,54 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- memory accounting (engine.h: tlc_engine_acct_t) ---- */
-
-static int acct_take(tlc_engine_t *e, size_t n, int kind) {
-  if (e->o.acct.charge_cb != NULL) {
-    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
-    if (r < 0 && kind != TLC_ACCT_FORCE)
-      return r;
-  }
-  e->charged += n;
-  return 0;
-}
-
-static void acct_give(tlc_engine_t *e, size_t n) {
-  e->charged -= n;
-  if (e->o.acct.release_cb != NULL && n > 0)
-    e->o.acct.release_cb(e->o.acct.ud, n);
-}
-
-/* tlc_grow (same contract) with the growth charged first as `kind`: the doubled capacity, or,
- * when that is refused, need plus an eighth (so that an engine near the budget grows by what it
- * needs, not by half of what it has). */
-void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
-                       size_t first, int kind) {
-  size_t c = *cap, nc = c ? c : first;
-  void *np;
-  if (need <= c)
-    return p;
-  while (nc < need) {
-    if (nc > SIZE_MAX / 2)
-      return NULL;
-    nc *= 2;
-  }
-  if (nc > SIZE_MAX / elem)
-    return NULL;
-  if (acct_take(e, (nc - c) * elem, kind) < 0) {
-    size_t small = need + need / 8;
-    if (small >= nc || acct_take(e, (small - c) * elem, kind) < 0)
-      return NULL;
-    nc = small;
-  }
-  np = tlc_realloc(p, nc * elem);
-  if (np == NULL) {
-    acct_give(e, (nc - c) * elem);
-    return NULL;
-  }
-  *cap = nc;
-  return np;
-}
+/* ---- distributions ---- */
 
 /* n, sum and the sum of squares of a sample v >= 0 into d (its MIN and MAX: ext_note). */
 static void dist_add(edist_t *d, int64_t v) {
@@ -159,11 +112,11 @@ static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
   if ((e->hn + 1) * 2 > e->hcap) {
     size_t ncap = e->hcap * 2, i;
     hent_t *nt;
-    if (acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
+    if (tlc__engine_acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
       return TLC_ELIMIT;
     nt = tlc_calloc(ncap, sizeof(*nt));
     if (nt == NULL) {
-      acct_give(e, e->hcap * sizeof(*nt));
+      tlc__engine_acct_give(e, e->hcap * sizeof(*nt));
       return TLC_ENOMEM;
     }
     for (i = 0; i < e->hcap; i++)
@@ -235,10 +188,11 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
       wrow_t *nw;
       if (cap > max)
         cap = max;
-      if (cap <= w->capb || acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
+      if (cap <= w->capb ||
+          tlc__engine_acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
         return NULL;
       if ((nw = tlc_realloc(w, wrow_size(cap))) == NULL) {
-        acct_give(e, wrow_size(cap) - wrow_size(w->capb));
+        tlc__engine_acct_give(e, wrow_size(cap) - wrow_size(w->capb));
         return NULL;
       }
       e->win_bytes += wrow_size(cap) - wrow_size(nw->capb);
@@ -276,11 +230,11 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   unsigned i, k;
   if (w == NULL) {
     size_t sz = wrow_size(e->o.nwindows);
-    if (acct_take(e, sz, TLC_ACCT_GROW) < 0)
+    if (tlc__engine_acct_take(e, sz, TLC_ACCT_GROW) < 0)
       return; /* d[] goes on accumulating; no windows for this row until memory returns */
     w = tlc_malloc(sz);
     if (w == NULL) {
-      acct_give(e, sz);
+      tlc__engine_acct_give(e, sz);
       return;
     }
     memset(w, 0, sizeof(*w));
@@ -368,7 +322,7 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   }
   /* the slow ones may allocate (a span, a carry): while the accounting hook refuses growth
    * they are not counted (as without memory, hist.h); what they allocate is charged after */
-  if (ns > 0 && acct_take(e, 0, TLC_ACCT_GROW) < 0)
+  if (ns > 0 && tlc__engine_acct_take(e, 0, TLC_ACCT_GROW) < 0)
     ns = 0;
   for (i = 0; i < ns; i++) {
     tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
@@ -377,9 +331,9 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
     after = tlc__hist_bytes(h);
     e->hist_bytes += after - before;
     if (after > before)
-      (void)acct_take(e, after - before, TLC_ACCT_FORCE);
+      (void)tlc__engine_acct_take(e, after - before, TLC_ACCT_FORCE);
     else if (after < before)
-      acct_give(e, before - after);
+      tlc__engine_acct_give(e, before - after);
   }
   e->hcur = e->hlog;
 }
@@ -903,8 +857,13 @@ static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int runn
 }
 
 /* Makes room for one more activation on c's stack (ctx_room: the check inline, the growth
- * here). 0, TLC_ELIMIT (max_depth) or TLC_ENOMEM. */
-static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
+ * here, out of line: rare, and it would crowd the push loop's registers). 0, TLC_ELIMIT
+ * (max_depth) or TLC_ENOMEM. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int
+ctx_grow(tlc_engine_t *e, ectx_t *c) {
   size_t cap = c->cap;
   act_t *ns;
   if (c->depth >= e->o.max_depth)
@@ -1483,10 +1442,10 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     return TLC_ENOMEM;
   }
   /* the fixed part: charged whatever the budget (an engine without it cannot work) */
-  (void)acct_take(e,
-                  sizeof(*e) + e->hcap * sizeof(*e->ht) +
-                      (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
-                  TLC_ACCT_FORCE);
+  (void)tlc__engine_acct_take(e,
+                              sizeof(*e) + e->hcap * sizeof(*e->ht) +
+                                  (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
+                              TLC_ACCT_FORCE);
   tlc__engine_new_epoch(e);
   *ep = e;
   return 0;
@@ -1518,7 +1477,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->schg);
   tlc_free(e->ord);
   tlc_free(e->tapx);
-  acct_give(e, e->charged);
+  tlc__engine_acct_give(e, e->charged);
   tlc_free(e);
 }
 
@@ -1623,14 +1582,14 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
   if (fn == NULL) {
     if (e->slog != NULL) {
       tlc_free(e->slog);
-      acct_give(e, sz);
+      tlc__engine_acct_give(e, sz);
     }
     e->slog = e->scur = e->send = NULL;
   } else if (e->slog == NULL) {
     tlc_engine_slent_t *l = tlc_calloc(TLC_SLOG_BLOCK, sizeof(*l));
     if (l == NULL)
       return TLC_ENOMEM;
-    (void)acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
+    (void)tlc__engine_acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
     e->slog = e->scur = l;
     e->send = l + TLC_SLOG_BLOCK;
   }
@@ -1904,33 +1863,4 @@ const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e) {
 
 int64_t tlc_engine_last_time(const tlc_engine_t *e) {
   return e->last;
-}
-
-void tlc__engine_acct_sync(tlc_engine_t *e) {
-  tlc_engine_mem_t m;
-  tlc_engine_mem(e, &m);
-  if (m.bytes > e->charged)
-    (void)acct_take(e, m.bytes - e->charged, TLC_ACCT_FORCE);
-  else if (m.bytes < e->charged)
-    acct_give(e, e->charged - m.bytes);
-}
-
-void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
-  size_t i, stacks = 0;
-  for (i = 0; i < e->nctx; i++)
-    stacks += (size_t)e->ctx[i].cap * sizeof(act_t);
-  memset(m, 0, sizeof(*m));
-  m->hist_bytes = e->hist_bytes;
-  m->window_bytes = e->win_bytes;
-  m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) +
-             (e->rows_raw != NULL ? (e->caprows + 1) * sizeof(erow_t) : 0) +
-             e->capxt * sizeof(xrow_t) + e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
-             e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
-             (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
-             (e->slog != NULL ? TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t) : 0) +
-             e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
-             e->capord * sizeof(uint32_t) + /* the last four: snapshot scratch */
-             e->captapx * sizeof(struct etapx);
-  m->areas = e->nrows;
-  m->contexts = e->nctx;
 }
