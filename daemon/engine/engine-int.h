@@ -1,7 +1,7 @@
 /* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
- * lifecycle), acct.c (its memory accounting), snapshot.c (its read side) and checkpoint.c (its
- * serialisation). Not a contract: only these files and the engine's unit tests include it;
- * every field's meaning and invariant is described here and in engine.c's design note.
+ * lifecycle), acct.c (its memory accounting), taps.c (its taps), snapshot.c (its read side) and
+ * checkpoint.c (its serialisation). Not a contract: only these files and the engine's unit tests
+ * include it; every field's meaning and invariant is described here and in engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -307,9 +307,28 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
 static inline int64_t tlc__engine_whi(const erow_t *r) {
   return r->tap_mask ? r->tap_whi : r->whi;
 }
+/* ---- the taps (taps.c), called from engine.c's push loop and checkpoint.c's load ---- */
+
 /* Makes every row ask the tap again which kinds it wants (a new tap, a load; rows loaded with
  * tap_mask 0 and their interval's end in whi): O(rows). */
 void tlc__engine_tap_regen(tlc_engine_t *e);
+/* Calls every tap, whatever it wants, with a mark of kind k (engine.h: TLC_TAP_GAP,
+ * TLC_TAP_WALL) at target time t carrying value. Only with a tap (e->o.tap != NULL). */
+void tlc__engine_tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value);
+/* Calls each tap that wants kind k of row r (r->tap_mask has bit k) with a sample of value v
+ * that started at `start` (the event of change sequence seq_start) and closed at `end` (the
+ * current event), with its cookie (engine.h: tlc_engine_sample_t). Out of line: an engine
+ * without a tap pays one predicted branch per sample. */
+void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
+                          uint64_t seq_start, int64_t end);
+/* Asks the taps which kinds of r they want (engine.h: tap_want), sets r->tap_mask (and r->whi
+ * back to its interval's end when none wants any) and returns it. With several taps it keeps
+ * each one's mask and cookie in e->tapx (grown to the rows' capacity, charged as
+ * TLC_ACCT_GROW; without memory it returns 0 and leaves TAP_ASK, asked again at the row's next
+ * sample). Only with a tap. */
+unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r);
+/* r's tap_mask with TAP_ASK answered: by the taps (tlc__engine_tap_ask) or, without any, 0. */
+unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);
 

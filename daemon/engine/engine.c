@@ -265,8 +265,6 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   row_whi(r, hi);
 }
 
-static unsigned tap_resolve(tlc_engine_t *e, erow_t *r);
-
 /* hot_fold when t is outside r's current interval (empty, wlo > whi, while the row has no
  * windows yet); without windows, the whole time line becomes the interval, so that the code
  * rows' check (code_hot) fails only for the rows a tap watches. */
@@ -286,7 +284,7 @@ __attribute__((noinline))
 #endif
 static void
 hot_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
-  (void)tap_resolve(e, r);
+  (void)tlc__engine_tap_resolve(e, r);
   fold_at(e, r, t);
 }
 
@@ -338,135 +336,18 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   e->hcur = e->hlog;
 }
 
-/* A mark of kind k (engine.h: TLC_TAP_GAP, TLC_TAP_WALL) at target time t to every tap, whatever
- * it wants. */
-static void tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value) {
-  tlc_engine_sample_t x;
-  memset(&x, 0, sizeof(x));
-  x.context = TLC_CTX_NONE;
-  x.kind = (uint8_t)k;
-  x.row_kind = 0xFF;
-  x.value = value;
-  x.start = x.end = t;
-  x.epoch = e->c.clock_resets;
-  x.seq_start = x.seq_end = e->seq;
-  if (e->ntaps <= 1) {
-    e->o.tap(e->o.tap_ud, &x);
-  } else {
-    unsigned j;
-    for (j = 0; j < e->ntaps; j++)
-      e->taps[j].fn(e->taps[j].ud, &x);
-  }
-}
-
-/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
- * so that an engine without a tap pays one predicted branch per sample. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
-         int64_t end) {
-  tlc_engine_sample_t x;
-  x.handle = r->handle;
-  x.context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  x.kind = (uint8_t)k;
-  x.row_kind = r->kind;
-  x.state = r->kind == TLC_ROW_STATE ? r->state : 0;
-  x.value = v;
-  x.start = start;
-  x.end = end;
-  x.epoch = e->c.clock_resets;
-  x.seq_start = seq_start;
-  x.seq_end = e->seq;
-  if (TLC_LIKELY(e->ntaps <= 1)) {
-    x.cookie = r->tap_cookie;
-    e->o.tap(e->o.tap_ud, &x);
-  } else {
-    /* several taps: each one that wants kind k of this row, with its own cookie (tap_ask
-     * filled tapx[row] before the row's mask had any bit) */
-    const struct etapx *tx = &e->tapx[r - e->rows];
-    unsigned i;
-    for (i = 0; i < e->ntaps; i++)
-      if (tx->mask[i] & (1u << k)) {
-        x.cookie = tx->cookie[i];
-        e->taps[i].fn(e->taps[i].ud, &x);
-      }
-  }
-}
-
-/* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static unsigned
-tap_ask(tlc_engine_t *e, erow_t *r) {
-  uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  uint64_t st = r->kind == TLC_ROW_STATE ? r->state : 0;
-  uint32_t cookie = 0;
-  unsigned m = 0, i;
-  if (e->ntaps > 1) {
-    size_t ri = (size_t)(r - e->rows);
-    struct etapx *tx;
-    if (ri >= e->captapx) {
-      /* one entry per row the engine has room for: bounded by max_areas like the rows */
-      size_t cap = e->captapx;
-      struct etapx *n =
-          tlc__engine_grow(e, e->tapx, &cap, e->caprows, sizeof(*n), 64, TLC_ACCT_GROW);
-      if (n == NULL)
-        return 0; /* no memory: asked again at the row's next sample */
-      e->tapx = n;
-      e->captapx = cap;
-    }
-    tx = &e->tapx[ri];
-    for (i = 0; i < e->ntaps; i++) {
-      unsigned mi;
-      cookie = 0;
-      mi = e->taps[i].want != NULL
-               ? e->taps[i].want(e->taps[i].ud, r->handle, ctx, r->kind, st, &cookie)
-               : 0xFFu;
-      mi &= ~TAP_ASK;
-      tx->mask[i] = (uint8_t)mi;
-      tx->cookie[i] = cookie;
-      m |= mi;
-    }
-    r->tap_mask = (uint8_t)m;
-    r->tap_cookie = 0;
-  } else {
-    m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind, st, &cookie)
-                              : 0xFFu;
-    r->tap_mask = (uint8_t)(m & ~TAP_ASK);
-    r->tap_cookie = cookie;
-  }
-  if (r->tap_mask == 0) /* watched by none: the fast path again (engine-int.h) */
-    r->whi = r->tap_whi;
-  return r->tap_mask;
-}
-
-/* r's tap_mask with TAP_ASK answered, by the taps or, without any, 0. */
-static unsigned tap_resolve(tlc_engine_t *e, erow_t *r) {
-  if (TLC_LIKELY(!(r->tap_mask & TAP_ASK)))
-    return r->tap_mask;
-  if (e->ntaps == 0) {
-    r->tap_mask = 0;
-    r->whi = r->tap_whi;
-    return 0;
-  }
-  return tap_ask(e, r);
-}
-
 /* The kinds the tap wants of r for the current event (0 without a tap): one test per event
  * without a tap, one load more with one. */
 static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
   if (TLC_LIKELY(e->o.tap == NULL))
     return 0;
-  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
+  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tlc__engine_tap_ask(e, r) : r->tap_mask;
 }
 
 /* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
 static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
   if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
-    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
 }
 
 /* The per-event check of a code row's E and X: t inside the row's interval. It fails for every
@@ -485,13 +366,13 @@ __attribute__((noinline))
 static void
 code_close_slow(tlc_engine_t *e, erow_t *r, const act_t *a, int64_t net, int64_t gross,
                 int64_t call, int64_t t) {
-  unsigned tm = tap_resolve(e, r);
+  unsigned tm = tlc__engine_tap_resolve(e, r);
   if (tm & (1u << TLC_NET))
-    tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
   if (tm & (1u << TLC_GROSS))
-    tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
   if (tm & (1u << TLC_CALL))
-    tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
   fold_at(e, r, t);
 }
 
@@ -503,13 +384,14 @@ __attribute__((noinline))
 #endif
 static void
 code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
-  unsigned tm = tap_resolve(e, r);
+  unsigned tm = tlc__engine_tap_resolve(e, r);
   if (tm & (1u << TLC_TAP_COUNT))
-    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
   if (r->has_last && (tm & (1u << TLC_PERIOD)))
-    tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
+    tlc__engine_tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
   if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
-    tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
+    tlc__engine_tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq,
+                         t);
   fold_at(e, r, t);
 }
 
@@ -632,7 +514,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsig
   if (lg && TLC_UNLIKELY(r->slog))
     slog_add(e, r, k, v, end);
   if (TLC_UNLIKELY(tm & (1u << k)))
-    tap_emit(e, r, k, v, start, seq_start, end);
+    tlc__engine_tap_emit(e, r, k, v, start, seq_start, end);
 }
 
 /* ---- rows, contexts ---- */
@@ -1363,7 +1245,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     r->has_last = 0;
   }
   if (e->o.tap != NULL)
-    tap_mark(e, TLC_TAP_GAP, t, 0);
+    tlc__engine_tap_mark(e, TLC_TAP_GAP, t, 0);
 }
 
 /* ---- lifecycle ---- */
@@ -1487,71 +1369,6 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
-}
-
-/* Mirrors the tap list into o.tap, o.tap_want and o.tap_ud (engine-int.h: struct etap) and
- * makes every row ask again. */
-static void taps_changed(tlc_engine_t *e) {
-  if (e->ntaps == 0) {
-    e->o.tap = NULL;
-    e->o.tap_want = NULL;
-    e->o.tap_ud = NULL;
-  } else {
-    e->o.tap = e->taps[0].fn;
-    e->o.tap_want = e->taps[0].want;
-    e->o.tap_ud = e->taps[0].ud;
-  }
-  tlc__engine_tap_regen(e);
-}
-
-void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                        void *ud) {
-  e->ntaps = 0;
-  if (tap != NULL) {
-    e->taps[0].fn = tap;
-    e->taps[0].want = want;
-    e->taps[0].ud = ud;
-    e->ntaps = 1;
-  }
-  taps_changed(e);
-}
-
-int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                       void *ud) {
-  if (tap == NULL)
-    return TLC_EINVAL;
-  if (e->ntaps >= TLC_ENGINE_TAPS)
-    return TLC_ELIMIT;
-  e->taps[e->ntaps].fn = tap;
-  e->taps[e->ntaps].want = want;
-  e->taps[e->ntaps].ud = ud;
-  e->ntaps++;
-  taps_changed(e);
-  return 0;
-}
-
-void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
-  unsigned i;
-  for (i = 0; i < e->ntaps; i++)
-    if (e->taps[i].ud == ud) {
-      memmove(&e->taps[i], &e->taps[i + 1], (e->ntaps - i - 1) * sizeof(e->taps[0]));
-      e->ntaps--;
-      taps_changed(e);
-      return;
-    }
-}
-
-void tlc__engine_tap_regen(tlc_engine_t *e) {
-  size_t i;
-  for (i = 0; i < e->nrows; i++) {
-    erow_t *r = &e->rows[i];
-    if (r->tap_mask == 0) { /* its next event takes the out-of-line path, which asks */
-      r->tap_whi = r->whi;
-      r->whi = INT64_MIN;
-    }
-    r->tap_mask = TAP_ASK;
-    r->slog = (uint8_t)(e->slog_fn != NULL && i < TLC_SLOG_MARKS / NK);
-  }
 }
 
 /* ---- the sample log (engine.h: tlc_engine_set_slog) ---- */
@@ -1804,7 +1621,7 @@ uint64_t tlc_engine_seq(const tlc_engine_t *e) {
 void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms) {
   e->wall_ms = ms;
   if (e->o.tap != NULL) /* the taps' wall clock for what this chunk makes (engine.h) */
-    tap_mark(e, TLC_TAP_WALL, e->last, ms);
+    tlc__engine_tap_mark(e, TLC_TAP_WALL, e->last, ms);
 }
 
 size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max) {
