@@ -1,7 +1,8 @@
 /* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
- * lifecycle), acct.c (its memory accounting), taps.c (its taps), snapshot.c (its read side) and
- * checkpoint.c (its serialisation). Not a contract: only these files and the engine's unit tests
- * include it; every field's meaning and invariant is described here and in engine.c's design note.
+ * lifecycle), acct.c (its memory accounting), taps.c (its taps), snapshot.c (its read side),
+ * histread.c (its histograms' reads) and checkpoint.c (its serialisation). Not a contract: only
+ * these files and the engine's unit tests include it; every field's meaning and invariant is
+ * described here and in engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -450,5 +451,8 @@ void tlc__engine_slog_flush(tlc_engine_t *e);
 void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 /* Counts the histogram samples queued in the engine's log (engine.c). */
 void tlc__engine_hlog_flush(tlc_engine_t *e);
+/* The code row of (handle, internal context ci) through the hash table, or NONE32 (engine.c;
+ * histread.c's lookup by handle). */
+uint32_t tlc__engine_code_row(const tlc_engine_t *e, uint32_t handle, uint32_t ci);
 
 #endif
