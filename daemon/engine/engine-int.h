@@ -1,8 +1,9 @@
-/* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
- * lifecycle), acct.c (its memory accounting), taps.c (its taps), snapshot.c (its read side),
- * histread.c (its histograms' reads) and checkpoint.c (its serialisation). Not a contract: only
- * these files and the engine's unit tests include it; every field's meaning and invariant is
- * described here and in engine.c's design note.
+/* engine-int.h - the statistics engine's internal layout, shared by its files: engine.c (the
+ * engine: events, lifecycle), acct.c (memory accounting), taps.c (the taps), extremes.c (the
+ * extremes' times and places for the store), snapshot.c (the read side), histread.c (the
+ * histograms' reads) and checkpoint.c (serialisation). Not a contract: only these files and the
+ * engine's unit tests include it; every field's meaning and invariant is described here and in
+ * engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H

@@ -1451,48 +1451,6 @@ uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
 }
 
-void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms) {
-  e->wall_ms = ms;
-  if (e->o.tap != NULL) /* the taps' wall clock for what this chunk makes (engine.h) */
-    tlc__engine_tap_mark(e, TLC_TAP_WALL, e->last, ms);
-}
-
-size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max) {
-  size_t n = 0;
-  for (uint32_t i = 0; i < e->nxq && n < max; i++) {
-    const xnew_t *q = &e->xq[i];
-    const tlc_at_t *a;
-    if (q->row >= e->nrows)
-      continue; /* rows cleared meanwhile */
-    a = q->max ? &e->xt[q->row].mx[q->k] : &e->xt[q->row].mn[q->k];
-    if (!a->known)
-      continue;
-    x[n].epoch = e->epoch;
-    x[n].row = q->row;
-    x[n].kind = q->k;
-    x[n].max = q->max;
-    x[n].seq_start = a->seq_start;
-    x[n].seq_end = a->seq_end;
-    n++;
-  }
-  e->nxq = 0;
-  return n;
-}
-
-int tlc_engine_xlocate(tlc_engine_t *e, const tlc_engine_xnew_t *x, const uint64_t loc[4]) {
-  tlc_at_t *a;
-  if (x->epoch != e->epoch || x->row >= e->nrows || x->kind >= NK)
-    return 0;
-  a = x->max ? &e->xt[x->row].mx[x->kind] : &e->xt[x->row].mn[x->kind];
-  if (!a->known || a->seq_end != x->seq_end || a->seq_start != x->seq_start)
-    return 0; /* a later extreme took its place */
-  a->seg_first = loc[0];
-  a->off_first = loc[1];
-  a->seg_last = loc[2];
-  a->off_last = loc[3];
-  return 1;
-}
-
 static _Atomic uint64_t epochs; /* engines live on several threads (replay, sealer) */
 
 void tlc__engine_new_epoch(tlc_engine_t *e) {
