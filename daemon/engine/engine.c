@@ -30,7 +30,10 @@
  * is O(rows + contexts * depth). A snapshot is O(rows log rows + contexts * depth) and does not
  * change the engine.
  *
- * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event.
+ * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event. The engine's
+ * other concerns have files of their own: taps.c (the taps this file's slow paths call),
+ * acct.c (memory accounting), extremes.c (the extremes' wall clock and locations), snapshot.c
+ * and histread.c (the reads), checkpoint.c (save and load).
  */
 #include "engine/engine-int.h"
 #include "engine/engine.h"
