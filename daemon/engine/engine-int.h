@@ -1,7 +1,9 @@
-/* engine-int.h - the statistics engine's internal layout, shared by engine.c (the engine: events,
- * lifecycle), snapshot.c (its read side) and checkpoint.c (its serialisation). Not a contract:
- * only these files and the engine's unit tests include it; every field's meaning and invariant
- * is described here and in engine.c's design note.
+/* engine-int.h - the statistics engine's internal layout, shared by its files: engine.c (the
+ * engine: events, lifecycle), acct.c (memory accounting), taps.c (the taps), extremes.c (the
+ * extremes' times and places for the store), snapshot.c (the read side), histread.c (the
+ * histograms' reads) and checkpoint.c (serialisation). Not a contract: only these files and the
+ * engine's unit tests include it; every field's meaning and invariant is described here and in
+ * engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -302,18 +304,33 @@ static inline uint64_t tlc__engine_hmix(uint64_t a, uint64_t b) {
   return z ^ (z >> 32);
 }
 
-/* Charges or releases the difference between the engine's memory (tlc_engine_mem) and what the
- * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
- * allocate and free outside the engine's own growth paths. */
-void tlc__engine_acct_sync(tlc_engine_t *e);
 #define TAP_ASK 0x80u
 /* The end of r's interval [wlo, whi) (whi is INT64_MIN while a tap watches r: tap_whi). */
 static inline int64_t tlc__engine_whi(const erow_t *r) {
   return r->tap_mask ? r->tap_whi : r->whi;
 }
+/* ---- the taps (taps.c), called from engine.c's push loop and checkpoint.c's load ---- */
+
 /* Makes every row ask the tap again which kinds it wants (a new tap, a load; rows loaded with
  * tap_mask 0 and their interval's end in whi): O(rows). */
 void tlc__engine_tap_regen(tlc_engine_t *e);
+/* Calls every tap, whatever it wants, with a mark of kind k (engine.h: TLC_TAP_GAP,
+ * TLC_TAP_WALL) at target time t carrying value. Only with a tap (e->o.tap != NULL). */
+void tlc__engine_tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value);
+/* Calls each tap that wants kind k of row r (r->tap_mask has bit k) with a sample of value v
+ * that started at `start` (the event of change sequence seq_start) and closed at `end` (the
+ * current event), with its cookie (engine.h: tlc_engine_sample_t). Out of line: an engine
+ * without a tap pays one predicted branch per sample. */
+void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
+                          uint64_t seq_start, int64_t end);
+/* Asks the taps which kinds of r they want (engine.h: tap_want), sets r->tap_mask (and r->whi
+ * back to its interval's end when none wants any) and returns it. With several taps it keeps
+ * each one's mask and cookie in e->tapx (grown to the rows' capacity, charged as
+ * TLC_ACCT_GROW; without memory it returns 0 and leaves TAP_ASK, asked again at the row's next
+ * sample). Only with a tap. */
+unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r);
+/* r's tap_mask with TAP_ASK answered: by the taps (tlc__engine_tap_ask) or, without any, 0. */
+unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r);
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);
 
@@ -397,15 +414,46 @@ static inline int64_t ctx_in(int ctxmode, const ectx_t *c, int64_t t) {
   return tadd(c->in_acc, c->in_count ? tsub(t, c->in_since) : 0);
 }
 
-/* tlc_grow (same contract) with the growth charged first to the engine's accounting as `kind`
- * (engine.c). */
+/* ---- memory accounting (engine.h: tlc_engine_acct_t; acct.c) ----
+ * e->charged is what the hook holds for e: every growth is charged before it is made and every
+ * release given back after, so that it equals tlc_engine_mem().bytes. take and give are inline:
+ * the push loop's growth paths and the histogram log's flush use them. */
+
+/* Charges n bytes of kind (engine.h: TLC_ACCT_*) to the hook: 0, or the hook's refusal (< 0,
+ * nothing charged); TLC_ACCT_FORCE is charged whatever the hook answers. */
+static inline int tlc__engine_acct_take(tlc_engine_t *e, size_t n, int kind) {
+  if (e->o.acct.charge_cb != NULL) {
+    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
+    if (r < 0 && kind != TLC_ACCT_FORCE)
+      return r;
+  }
+  e->charged += n;
+  return 0;
+}
+
+/* Gives n charged bytes back to the hook. */
+static inline void tlc__engine_acct_give(tlc_engine_t *e, size_t n) {
+  e->charged -= n;
+  if (e->o.acct.release_cb != NULL && n > 0)
+    e->o.acct.release_cb(e->o.acct.ud, n);
+}
+
+/* tlc_grow (same contract) with the growth charged first to the engine's accounting as `kind`:
+ * the doubled capacity, or, when the hook refuses it, need plus an eighth. */
 void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
                        size_t first, int kind);
+/* Charges or releases the difference between the engine's memory (tlc_engine_mem) and what the
+ * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
+ * allocate and free outside the engine's own growth paths. */
+void tlc__engine_acct_sync(tlc_engine_t *e);
 /* Hands the sample log's entries to its function (engine.c). */
 void tlc__engine_slog_flush(tlc_engine_t *e);
 /* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS) to the sample log when it is on. */
 void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 /* Counts the histogram samples queued in the engine's log (engine.c). */
 void tlc__engine_hlog_flush(tlc_engine_t *e);
+/* The code row of (handle, internal context ci) through the hash table, or NONE32 (engine.c;
+ * histread.c's lookup by handle). */
+uint32_t tlc__engine_code_row(const tlc_engine_t *e, uint32_t handle, uint32_t ci);
 
 #endif

@@ -30,7 +30,10 @@
  * is O(rows + contexts * depth). A snapshot is O(rows log rows + contexts * depth) and does not
  * change the engine.
  *
- * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event.
+ * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event. The engine's
+ * other concerns have files of their own: taps.c (the taps this file's slow paths call),
+ * acct.c (memory accounting), extremes.c (the extremes' wall clock and locations), snapshot.c
+ * and histread.c (the reads), checkpoint.c (save and load).
  */
 #include "engine/engine-int.h"
 #include "engine/engine.h"
@@ -43,54 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- memory accounting (engine.h: tlc_engine_acct_t) ---- */
-
-static int acct_take(tlc_engine_t *e, size_t n, int kind) {
-  if (e->o.acct.charge_cb != NULL) {
-    int r = e->o.acct.charge_cb(e->o.acct.ud, n, kind);
-    if (r < 0 && kind != TLC_ACCT_FORCE)
-      return r;
-  }
-  e->charged += n;
-  return 0;
-}
-
-static void acct_give(tlc_engine_t *e, size_t n) {
-  e->charged -= n;
-  if (e->o.acct.release_cb != NULL && n > 0)
-    e->o.acct.release_cb(e->o.acct.ud, n);
-}
-
-/* tlc_grow (same contract) with the growth charged first as `kind`: the doubled capacity, or,
- * when that is refused, need plus an eighth (so that an engine near the budget grows by what it
- * needs, not by half of what it has). */
-void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_t elem,
-                       size_t first, int kind) {
-  size_t c = *cap, nc = c ? c : first;
-  void *np;
-  if (need <= c)
-    return p;
-  while (nc < need) {
-    if (nc > SIZE_MAX / 2)
-      return NULL;
-    nc *= 2;
-  }
-  if (nc > SIZE_MAX / elem)
-    return NULL;
-  if (acct_take(e, (nc - c) * elem, kind) < 0) {
-    size_t small = need + need / 8;
-    if (small >= nc || acct_take(e, (small - c) * elem, kind) < 0)
-      return NULL;
-    nc = small;
-  }
-  np = tlc_realloc(p, nc * elem);
-  if (np == NULL) {
-    acct_give(e, (nc - c) * elem);
-    return NULL;
-  }
-  *cap = nc;
-  return np;
-}
+/* ---- distributions ---- */
 
 /* n, sum and the sum of squares of a sample v >= 0 into d (its MIN and MAX: ext_note). */
 static void dist_add(edist_t *d, int64_t v) {
@@ -145,6 +101,10 @@ static uint32_t hfind(const tlc_engine_t *e, uint64_t a, uint64_t b) {
   }
 }
 
+uint32_t tlc__engine_code_row(const tlc_engine_t *e, uint32_t handle, uint32_t ci) {
+  return hfind(e, hkey(HK_CODE, handle), ci);
+}
+
 static void hput_raw(hent_t *ht, size_t cap, uint64_t a, uint64_t b, uint32_t v) {
   size_t mask = cap - 1, i = (size_t)hmix(a, b) & mask;
   while (ht[i].a != 0)
@@ -159,11 +119,11 @@ static int hput(tlc_engine_t *e, uint64_t a, uint64_t b, uint32_t v) {
   if ((e->hn + 1) * 2 > e->hcap) {
     size_t ncap = e->hcap * 2, i;
     hent_t *nt;
-    if (acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
+    if (tlc__engine_acct_take(e, e->hcap * sizeof(*nt), TLC_ACCT_AREA) < 0)
       return TLC_ELIMIT;
     nt = tlc_calloc(ncap, sizeof(*nt));
     if (nt == NULL) {
-      acct_give(e, e->hcap * sizeof(*nt));
+      tlc__engine_acct_give(e, e->hcap * sizeof(*nt));
       return TLC_ENOMEM;
     }
     for (i = 0; i < e->hcap; i++)
@@ -235,10 +195,11 @@ static wbucket_t *wbucket(tlc_engine_t *e, erow_t *r, unsigned i, int64_t t, con
       wrow_t *nw;
       if (cap > max)
         cap = max;
-      if (cap <= w->capb || acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
+      if (cap <= w->capb ||
+          tlc__engine_acct_take(e, wrow_size(cap) - wrow_size(w->capb), TLC_ACCT_GROW) < 0)
         return NULL;
       if ((nw = tlc_realloc(w, wrow_size(cap))) == NULL) {
-        acct_give(e, wrow_size(cap) - wrow_size(w->capb));
+        tlc__engine_acct_give(e, wrow_size(cap) - wrow_size(w->capb));
         return NULL;
       }
       e->win_bytes += wrow_size(cap) - wrow_size(nw->capb);
@@ -276,11 +237,11 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   unsigned i, k;
   if (w == NULL) {
     size_t sz = wrow_size(e->o.nwindows);
-    if (acct_take(e, sz, TLC_ACCT_GROW) < 0)
+    if (tlc__engine_acct_take(e, sz, TLC_ACCT_GROW) < 0)
       return; /* d[] goes on accumulating; no windows for this row until memory returns */
     w = tlc_malloc(sz);
     if (w == NULL) {
-      acct_give(e, sz);
+      tlc__engine_acct_give(e, sz);
       return;
     }
     memset(w, 0, sizeof(*w));
@@ -311,8 +272,6 @@ static void hot_fold(tlc_engine_t *e, erow_t *r, int64_t t) {
   row_whi(r, hi);
 }
 
-static unsigned tap_resolve(tlc_engine_t *e, erow_t *r);
-
 /* hot_fold when t is outside r's current interval (empty, wlo > whi, while the row has no
  * windows yet); without windows, the whole time line becomes the interval, so that the code
  * rows' check (code_hot) fails only for the rows a tap watches. */
@@ -332,7 +291,7 @@ __attribute__((noinline))
 #endif
 static void
 hot_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
-  (void)tap_resolve(e, r);
+  (void)tlc__engine_tap_resolve(e, r);
   fold_at(e, r, t);
 }
 
@@ -368,7 +327,7 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
   }
   /* the slow ones may allocate (a span, a carry): while the accounting hook refuses growth
    * they are not counted (as without memory, hist.h); what they allocate is charged after */
-  if (ns > 0 && acct_take(e, 0, TLC_ACCT_GROW) < 0)
+  if (ns > 0 && tlc__engine_acct_take(e, 0, TLC_ACCT_GROW) < 0)
     ns = 0;
   for (i = 0; i < ns; i++) {
     tlc_hist_t *h = &e->rows[lg[i].hist / NK].k[lg[i].hist % NK].h;
@@ -377,128 +336,11 @@ void tlc__engine_hlog_flush(tlc_engine_t *e) {
     after = tlc__hist_bytes(h);
     e->hist_bytes += after - before;
     if (after > before)
-      (void)acct_take(e, after - before, TLC_ACCT_FORCE);
+      (void)tlc__engine_acct_take(e, after - before, TLC_ACCT_FORCE);
     else if (after < before)
-      acct_give(e, before - after);
+      tlc__engine_acct_give(e, before - after);
   }
   e->hcur = e->hlog;
-}
-
-/* A mark of kind k (engine.h: TLC_TAP_GAP, TLC_TAP_WALL) at target time t to every tap, whatever
- * it wants. */
-static void tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value) {
-  tlc_engine_sample_t x;
-  memset(&x, 0, sizeof(x));
-  x.context = TLC_CTX_NONE;
-  x.kind = (uint8_t)k;
-  x.row_kind = 0xFF;
-  x.value = value;
-  x.start = x.end = t;
-  x.epoch = e->c.clock_resets;
-  x.seq_start = x.seq_end = e->seq;
-  if (e->ntaps <= 1) {
-    e->o.tap(e->o.tap_ud, &x);
-  } else {
-    unsigned j;
-    for (j = 0; j < e->ntaps; j++)
-      e->taps[j].fn(e->taps[j].ud, &x);
-  }
-}
-
-/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
- * so that an engine without a tap pays one predicted branch per sample. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start, uint64_t seq_start,
-         int64_t end) {
-  tlc_engine_sample_t x;
-  x.handle = r->handle;
-  x.context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  x.kind = (uint8_t)k;
-  x.row_kind = r->kind;
-  x.state = r->kind == TLC_ROW_STATE ? r->state : 0;
-  x.value = v;
-  x.start = start;
-  x.end = end;
-  x.epoch = e->c.clock_resets;
-  x.seq_start = seq_start;
-  x.seq_end = e->seq;
-  if (TLC_LIKELY(e->ntaps <= 1)) {
-    x.cookie = r->tap_cookie;
-    e->o.tap(e->o.tap_ud, &x);
-  } else {
-    /* several taps: each one that wants kind k of this row, with its own cookie (tap_ask
-     * filled tapx[row] before the row's mask had any bit) */
-    const struct etapx *tx = &e->tapx[r - e->rows];
-    unsigned i;
-    for (i = 0; i < e->ntaps; i++)
-      if (tx->mask[i] & (1u << k)) {
-        x.cookie = tx->cookie[i];
-        e->taps[i].fn(e->taps[i].ud, &x);
-      }
-  }
-}
-
-/* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static unsigned
-tap_ask(tlc_engine_t *e, erow_t *r) {
-  uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  uint64_t st = r->kind == TLC_ROW_STATE ? r->state : 0;
-  uint32_t cookie = 0;
-  unsigned m = 0, i;
-  if (e->ntaps > 1) {
-    size_t ri = (size_t)(r - e->rows);
-    struct etapx *tx;
-    if (ri >= e->captapx) {
-      /* one entry per row the engine has room for: bounded by max_areas like the rows */
-      size_t cap = e->captapx;
-      struct etapx *n =
-          tlc__engine_grow(e, e->tapx, &cap, e->caprows, sizeof(*n), 64, TLC_ACCT_GROW);
-      if (n == NULL)
-        return 0; /* no memory: asked again at the row's next sample */
-      e->tapx = n;
-      e->captapx = cap;
-    }
-    tx = &e->tapx[ri];
-    for (i = 0; i < e->ntaps; i++) {
-      unsigned mi;
-      cookie = 0;
-      mi = e->taps[i].want != NULL
-               ? e->taps[i].want(e->taps[i].ud, r->handle, ctx, r->kind, st, &cookie)
-               : 0xFFu;
-      mi &= ~TAP_ASK;
-      tx->mask[i] = (uint8_t)mi;
-      tx->cookie[i] = cookie;
-      m |= mi;
-    }
-    r->tap_mask = (uint8_t)m;
-    r->tap_cookie = 0;
-  } else {
-    m = e->o.tap_want != NULL ? e->o.tap_want(e->o.tap_ud, r->handle, ctx, r->kind, st, &cookie)
-                              : 0xFFu;
-    r->tap_mask = (uint8_t)(m & ~TAP_ASK);
-    r->tap_cookie = cookie;
-  }
-  if (r->tap_mask == 0) /* watched by none: the fast path again (engine-int.h) */
-    r->whi = r->tap_whi;
-  return r->tap_mask;
-}
-
-/* r's tap_mask with TAP_ASK answered, by the taps or, without any, 0. */
-static unsigned tap_resolve(tlc_engine_t *e, erow_t *r) {
-  if (TLC_LIKELY(!(r->tap_mask & TAP_ASK)))
-    return r->tap_mask;
-  if (e->ntaps == 0) {
-    r->tap_mask = 0;
-    r->whi = r->tap_whi;
-    return 0;
-  }
-  return tap_ask(e, r);
 }
 
 /* The kinds the tap wants of r for the current event (0 without a tap): one test per event
@@ -506,13 +348,13 @@ static unsigned tap_resolve(tlc_engine_t *e, erow_t *r) {
 static inline unsigned tapm(tlc_engine_t *e, erow_t *r) {
   if (TLC_LIKELY(e->o.tap == NULL))
     return 0;
-  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tap_ask(e, r) : r->tap_mask;
+  return TLC_UNLIKELY(r->tap_mask & TAP_ASK) ? tlc__engine_tap_ask(e, r) : r->tap_mask;
 }
 
 /* A TLC_TAP_COUNT mark for row r at time t (the current event), tm = tapm(e, r). */
 static inline void tap_count(tlc_engine_t *e, erow_t *r, unsigned tm, int64_t t) {
   if (TLC_UNLIKELY(tm & (1u << TLC_TAP_COUNT)))
-    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
 }
 
 /* The per-event check of a code row's E and X: t inside the row's interval. It fails for every
@@ -531,13 +373,13 @@ __attribute__((noinline))
 static void
 code_close_slow(tlc_engine_t *e, erow_t *r, const act_t *a, int64_t net, int64_t gross,
                 int64_t call, int64_t t) {
-  unsigned tm = tap_resolve(e, r);
+  unsigned tm = tlc__engine_tap_resolve(e, r);
   if (tm & (1u << TLC_NET))
-    tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
   if (tm & (1u << TLC_GROSS))
-    tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
   if (tm & (1u << TLC_CALL))
-    tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
   fold_at(e, r, t);
 }
 
@@ -549,13 +391,14 @@ __attribute__((noinline))
 #endif
 static void
 code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
-  unsigned tm = tap_resolve(e, r);
+  unsigned tm = tlc__engine_tap_resolve(e, r);
   if (tm & (1u << TLC_TAP_COUNT))
-    tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
+    tlc__engine_tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
   if (r->has_last && (tm & (1u << TLC_PERIOD)))
-    tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
+    tlc__engine_tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
   if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
-    tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq, t);
+    tlc__engine_tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq,
+                         t);
   fold_at(e, r, t);
 }
 
@@ -678,7 +521,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsig
   if (lg && TLC_UNLIKELY(r->slog))
     slog_add(e, r, k, v, end);
   if (TLC_UNLIKELY(tm & (1u << k)))
-    tap_emit(e, r, k, v, start, seq_start, end);
+    tlc__engine_tap_emit(e, r, k, v, start, seq_start, end);
 }
 
 /* ---- rows, contexts ---- */
@@ -903,8 +746,13 @@ static void ctx_open(ectx_t *c, uint32_t ri, uint32_t handle, int full, int runn
 }
 
 /* Makes room for one more activation on c's stack (ctx_room: the check inline, the growth
- * here). 0, TLC_ELIMIT (max_depth) or TLC_ENOMEM. */
-static int ctx_grow(tlc_engine_t *e, ectx_t *c) {
+ * here, out of line: rare, and it would crowd the push loop's registers). 0, TLC_ELIMIT
+ * (max_depth) or TLC_ENOMEM. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int
+ctx_grow(tlc_engine_t *e, ectx_t *c) {
   size_t cap = c->cap;
   act_t *ns;
   if (c->depth >= e->o.max_depth)
@@ -1404,7 +1252,7 @@ void tlc_engine_gap(tlc_engine_t *e) {
     r->has_last = 0;
   }
   if (e->o.tap != NULL)
-    tap_mark(e, TLC_TAP_GAP, t, 0);
+    tlc__engine_tap_mark(e, TLC_TAP_GAP, t, 0);
 }
 
 /* ---- lifecycle ---- */
@@ -1483,10 +1331,10 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
     return TLC_ENOMEM;
   }
   /* the fixed part: charged whatever the budget (an engine without it cannot work) */
-  (void)acct_take(e,
-                  sizeof(*e) + e->hcap * sizeof(*e->ht) +
-                      (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
-                  TLC_ACCT_FORCE);
+  (void)tlc__engine_acct_take(e,
+                              sizeof(*e) + e->hcap * sizeof(*e->ht) +
+                                  (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0),
+                              TLC_ACCT_FORCE);
   tlc__engine_new_epoch(e);
   *ep = e;
   return 0;
@@ -1518,7 +1366,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->schg);
   tlc_free(e->ord);
   tlc_free(e->tapx);
-  acct_give(e, e->charged);
+  tlc__engine_acct_give(e, e->charged);
   tlc_free(e);
 }
 
@@ -1528,71 +1376,6 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
   tlc__engine_new_epoch(e);
   if (e->map_gen == NONE32)
     e->map_gen = 0;
-}
-
-/* Mirrors the tap list into o.tap, o.tap_want and o.tap_ud (engine-int.h: struct etap) and
- * makes every row ask again. */
-static void taps_changed(tlc_engine_t *e) {
-  if (e->ntaps == 0) {
-    e->o.tap = NULL;
-    e->o.tap_want = NULL;
-    e->o.tap_ud = NULL;
-  } else {
-    e->o.tap = e->taps[0].fn;
-    e->o.tap_want = e->taps[0].want;
-    e->o.tap_ud = e->taps[0].ud;
-  }
-  tlc__engine_tap_regen(e);
-}
-
-void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                        void *ud) {
-  e->ntaps = 0;
-  if (tap != NULL) {
-    e->taps[0].fn = tap;
-    e->taps[0].want = want;
-    e->taps[0].ud = ud;
-    e->ntaps = 1;
-  }
-  taps_changed(e);
-}
-
-int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                       void *ud) {
-  if (tap == NULL)
-    return TLC_EINVAL;
-  if (e->ntaps >= TLC_ENGINE_TAPS)
-    return TLC_ELIMIT;
-  e->taps[e->ntaps].fn = tap;
-  e->taps[e->ntaps].want = want;
-  e->taps[e->ntaps].ud = ud;
-  e->ntaps++;
-  taps_changed(e);
-  return 0;
-}
-
-void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
-  unsigned i;
-  for (i = 0; i < e->ntaps; i++)
-    if (e->taps[i].ud == ud) {
-      memmove(&e->taps[i], &e->taps[i + 1], (e->ntaps - i - 1) * sizeof(e->taps[0]));
-      e->ntaps--;
-      taps_changed(e);
-      return;
-    }
-}
-
-void tlc__engine_tap_regen(tlc_engine_t *e) {
-  size_t i;
-  for (i = 0; i < e->nrows; i++) {
-    erow_t *r = &e->rows[i];
-    if (r->tap_mask == 0) { /* its next event takes the out-of-line path, which asks */
-      r->tap_whi = r->whi;
-      r->whi = INT64_MIN;
-    }
-    r->tap_mask = TAP_ASK;
-    r->slog = (uint8_t)(e->slog_fn != NULL && i < TLC_SLOG_MARKS / NK);
-  }
 }
 
 /* ---- the sample log (engine.h: tlc_engine_set_slog) ---- */
@@ -1623,14 +1406,14 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
   if (fn == NULL) {
     if (e->slog != NULL) {
       tlc_free(e->slog);
-      acct_give(e, sz);
+      tlc__engine_acct_give(e, sz);
     }
     e->slog = e->scur = e->send = NULL;
   } else if (e->slog == NULL) {
     tlc_engine_slent_t *l = tlc_calloc(TLC_SLOG_BLOCK, sizeof(*l));
     if (l == NULL)
       return TLC_ENOMEM;
-    (void)acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
+    (void)tlc__engine_acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
     e->slog = e->scur = l;
     e->send = l + TLC_SLOG_BLOCK;
   }
@@ -1667,221 +1450,8 @@ void tlc_engine_sync(tlc_engine_t *e) {
     tlc__engine_hlog_flush(e);
 }
 
-int64_t tlc_engine_hist_edge(int64_t x) {
-  uint64_t lo, hi;
-  uint32_t b;
-  if (x < 256)
-    return x < 0 ? 0 : x;
-  b = tlc__hist_idx(x);
-  tlc__hist_bounds(b, &lo, &hi);
-  /* the bucket's last value, or the one before its first (the previous bucket's last) */
-  return (int64_t)(hi - (uint64_t)x <= (uint64_t)x - (lo - 1) ? hi : lo - 1);
-}
-
-#define HIST_MAX_EDGES 64
-
-/* The bucket of each edge into eb; 0, or TLC_EINVAL when le is not ascending edges. */
-static int edge_buckets(const int64_t *le, size_t nle, uint32_t *eb) {
-  size_t i;
-  if (nle > HIST_MAX_EDGES)
-    return TLC_EINVAL;
-  for (i = 0; i < nle; i++) {
-    if (le[i] < 0 || (i > 0 && le[i] <= le[i - 1]))
-      return TLC_EINVAL;
-    eb[i] = tlc__hist_idx(le[i]);
-    /* a bucket's last value: the next value is in the next bucket (no guessed count) */
-    if (le[i] == INT64_MAX || tlc__hist_idx(le[i] + 1) == eb[i])
-      return TLC_EINVAL;
-  }
-  return 0;
-}
-
-int tlc_engine_hist_cum(tlc_engine_t *e, uint32_t handle, uint32_t context, unsigned k,
-                        const int64_t *le, size_t nle, uint64_t *cum) {
-  uint32_t eb[HIST_MAX_EDGES];
-  uint64_t slot[HIST_MAX_EDGES + 1];
-  size_t i, found = 0;
-  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
-    return TLC_EINVAL;
-  if (!e->ctxmode && k == TLC_GROSS)
-    k = TLC_CALL; /* GROSS == CALL: only CALL's samples are kept */
-  if (e->hcur != e->hlog)
-    tlc__engine_hlog_flush(e);
-  memset(slot, 0, sizeof(slot));
-  for (i = 0; i < e->ntctx; i++) {
-    uint32_t ri;
-    if (context != TLC_CTX_NEUTRAL && context != i)
-      continue;
-    ri = hfind(e, hkey(HK_CODE, handle), e->tctx[i]);
-    if (ri == NONE32)
-      continue;
-    found++;
-    tlc__hist_cum(&e->rows[ri].k[k].h, eb, nle, slot);
-  }
-  if (found == 0)
-    return TLC_ERANGE;
-  for (i = 0; i < nle; i++)
-    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
-  return 0;
-}
-
-/* 1 while x->ref names rows of the last tlc_engine_code_net that are still x's. */
-static int code_ref_ok(const tlc_engine_t *e, const tlc_engine_code_net_t *x) {
-  size_t j = x->ref;
-  if (x->context == TLC_CTX_NEUTRAL)
-    return !(e->ntctx < 2 || e->grp == NULL || e->grp_nrows != e->nrows ||
-             e->grp_gen != e->ctxgen || j >= e->ngrp || e->grp[j].handle != x->handle ||
-             (j > 0 && e->grp[j - 1].handle == x->handle));
-  return !(j >= e->nrows || e->rows[j].kind != TLC_ROW_CODE || e->rows[j].handle != x->handle ||
-           e->rows[j].ctx == NONE32 || e->ctx[e->rows[j].ctx].tindex != x->context);
-}
-
-/* The cumulative counts of x's rows (code_ref_ok), kind k (GROSS already CALL where it is), at
- * the edge buckets eb[0..nle); queued samples counted already. */
-static void code_cum(const tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
-                     const uint32_t *eb, size_t nle, uint64_t *cum) {
-  uint64_t slot[HIST_MAX_EDGES + 1];
-  size_t i, j = x->ref;
-  memset(slot, 0, (nle + 1) * sizeof(slot[0]));
-  if (x->context != TLC_CTX_NEUTRAL)
-    tlc__hist_cum(&e->rows[j].k[k].h, eb, nle, slot);
-  else
-    for (; j < e->ngrp && e->grp[j].handle == x->handle; j++)
-      tlc__hist_cum(&e->rows[e->grp[j].row].k[k].h, eb, nle, slot);
-  for (i = 0; i < nle; i++)
-    cum[i] = (i > 0 ? cum[i - 1] : 0) + slot[i];
-}
-
-int tlc_engine_code_hist(tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
-                         const int64_t *le, size_t nle, uint64_t *cum) {
-  uint32_t eb[HIST_MAX_EDGES];
-  /* ref names rows of the last tlc_engine_code_net: used only while they are still x's */
-  if (!code_ref_ok(e, x))
-    return tlc_engine_hist_cum(e, x->handle, x->context, k, le, nle, cum);
-  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0)
-    return TLC_EINVAL;
-  if (!e->ctxmode && k == TLC_GROSS)
-    k = TLC_CALL;
-  if (e->hcur != e->hlog)
-    tlc__engine_hlog_flush(e);
-  code_cum(e, x, k, eb, nle, cum);
-  return 0;
-}
-
-/* The hist_cum prefetch of x's rows: their histogram headers (span 0) or the first lines of
- * their spans (span 1, once the headers are there). */
-static void code_hists_prefetch(const tlc_engine_t *e, const tlc_engine_code_net_t *x, unsigned k,
-                                int span) {
-  size_t j = x->ref, end;
-  if (x->context != TLC_CTX_NEUTRAL) {
-    if (j >= e->nrows)
-      return;
-    end = j + 1;
-  } else {
-    if (e->grp == NULL || j >= e->ngrp)
-      return;
-    end = j;
-    while (end < e->ngrp && e->grp[end].handle == e->grp[j].handle && end - j < 8)
-      end++;
-  }
-  for (; j < end; j++) {
-    size_t ri = x->context != TLC_CTX_NEUTRAL ? j : e->grp[j].row;
-    const tlc_hist_t *h;
-    if (ri >= e->nrows)
-      return;
-    h = &e->rows[ri].k[k].h;
-    if (!span) {
-      __builtin_prefetch(h);
-    } else if (h->b != NULL) {
-      size_t bytes = (size_t)h->nb * sizeof(uint16_t), o;
-      for (o = 0; o < bytes && o < 1024; o += 64)
-        __builtin_prefetch((const char *)h->b + o);
-    }
-  }
-}
-
-#define HISTS_BLOCK 16 /* entries whose spans are asked for at once */
-
-int tlc_engine_code_hists(tlc_engine_t *e, const tlc_engine_code_net_t *xs, size_t nx, unsigned k,
-                          const int64_t *le, size_t nle, uint64_t *cum, int *ok) {
-  uint32_t eb[HIST_MAX_EDGES];
-  size_t i;
-  if (e->hlog == NULL || k >= NK || edge_buckets(le, nle, eb) != 0) {
-    for (i = 0; i < nx; i++)
-      ok[i] = 0;
-    return TLC_EINVAL;
-  }
-  if (!e->ctxmode && k == TLC_GROSS)
-    k = TLC_CALL;
-  if (e->hcur != e->hlog)
-    tlc__engine_hlog_flush(e);
-  /* by blocks: the next block's headers and this block's spans asked for before this block
-   * is walked, so that their cache misses overlap (one entry ahead was too little: the walk
-   * still waited on every span) */
-  for (i = 0; i < nx && i < HISTS_BLOCK; i++)
-    code_hists_prefetch(e, &xs[i], k, 0);
-  for (i = 0; i < nx; i++) {
-    if (i % HISTS_BLOCK == 0) {
-      size_t j;
-      for (j = i + HISTS_BLOCK; j < nx && j < i + 2 * HISTS_BLOCK; j++)
-        code_hists_prefetch(e, &xs[j], k, 0);
-      for (j = i; j < nx && j < i + HISTS_BLOCK; j++)
-        code_hists_prefetch(e, &xs[j], k, 1);
-    }
-    if (code_ref_ok(e, &xs[i])) {
-      code_cum(e, &xs[i], k, eb, nle, &cum[i * nle]);
-      ok[i] = 1;
-    } else {
-      ok[i] = tlc_engine_hist_cum(e, xs[i].handle, xs[i].context, k, le, nle, &cum[i * nle]) == 0;
-    }
-  }
-  return 0;
-}
-
 uint64_t tlc_engine_seq(const tlc_engine_t *e) {
   return e->seq;
-}
-
-void tlc_engine_set_wall_ms(tlc_engine_t *e, int64_t ms) {
-  e->wall_ms = ms;
-  if (e->o.tap != NULL) /* the taps' wall clock for what this chunk makes (engine.h) */
-    tap_mark(e, TLC_TAP_WALL, e->last, ms);
-}
-
-size_t tlc_engine_xnew(tlc_engine_t *e, tlc_engine_xnew_t *x, size_t max) {
-  size_t n = 0;
-  for (uint32_t i = 0; i < e->nxq && n < max; i++) {
-    const xnew_t *q = &e->xq[i];
-    const tlc_at_t *a;
-    if (q->row >= e->nrows)
-      continue; /* rows cleared meanwhile */
-    a = q->max ? &e->xt[q->row].mx[q->k] : &e->xt[q->row].mn[q->k];
-    if (!a->known)
-      continue;
-    x[n].epoch = e->epoch;
-    x[n].row = q->row;
-    x[n].kind = q->k;
-    x[n].max = q->max;
-    x[n].seq_start = a->seq_start;
-    x[n].seq_end = a->seq_end;
-    n++;
-  }
-  e->nxq = 0;
-  return n;
-}
-
-int tlc_engine_xlocate(tlc_engine_t *e, const tlc_engine_xnew_t *x, const uint64_t loc[4]) {
-  tlc_at_t *a;
-  if (x->epoch != e->epoch || x->row >= e->nrows || x->kind >= NK)
-    return 0;
-  a = x->max ? &e->xt[x->row].mx[x->kind] : &e->xt[x->row].mn[x->kind];
-  if (!a->known || a->seq_end != x->seq_end || a->seq_start != x->seq_start)
-    return 0; /* a later extreme took its place */
-  a->seg_first = loc[0];
-  a->off_first = loc[1];
-  a->seg_last = loc[2];
-  a->off_last = loc[3];
-  return 1;
 }
 
 static _Atomic uint64_t epochs; /* engines live on several threads (replay, sealer) */
@@ -1904,33 +1474,4 @@ const tlc_counters_t *tlc_engine_counters(const tlc_engine_t *e) {
 
 int64_t tlc_engine_last_time(const tlc_engine_t *e) {
   return e->last;
-}
-
-void tlc__engine_acct_sync(tlc_engine_t *e) {
-  tlc_engine_mem_t m;
-  tlc_engine_mem(e, &m);
-  if (m.bytes > e->charged)
-    (void)acct_take(e, m.bytes - e->charged, TLC_ACCT_FORCE);
-  else if (m.bytes < e->charged)
-    acct_give(e, e->charged - m.bytes);
-}
-
-void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
-  size_t i, stacks = 0;
-  for (i = 0; i < e->nctx; i++)
-    stacks += (size_t)e->ctx[i].cap * sizeof(act_t);
-  memset(m, 0, sizeof(*m));
-  m->hist_bytes = e->hist_bytes;
-  m->window_bytes = e->win_bytes;
-  m->bytes = sizeof(*e) + e->hcap * sizeof(hent_t) +
-             (e->rows_raw != NULL ? (e->caprows + 1) * sizeof(erow_t) : 0) +
-             e->capxt * sizeof(xrow_t) + e->capsa * sizeof(sarea_t) + e->capctx * sizeof(ectx_t) +
-             e->captctx * sizeof(uint32_t) + stacks + e->hist_bytes + e->win_bytes +
-             (e->hlog != NULL ? (HLOG + HLOG_AHEAD) * sizeof(hlent_t) : 0) +
-             (e->slog != NULL ? TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t) : 0) +
-             e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
-             e->capord * sizeof(uint32_t) + /* the last four: snapshot scratch */
-             e->captapx * sizeof(struct etapx);
-  m->areas = e->nrows;
-  m->contexts = e->nctx;
 }

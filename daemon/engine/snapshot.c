@@ -1,6 +1,7 @@
 /* snapshot.c - the engine's read side: snapshots (whole, in parts, deltas), their splits and
- * row order index, and the per-area accessors /metrics uses (code_net, code_hists, contexts).
- * The engine's state is engine-int.h's; the write side (events, lifecycle) is engine.c.
+ * row order index, and the per-area accessors /metrics uses (code_net, contexts; the
+ * histograms' reads are histread.c's). The engine's state is engine-int.h's; the write side
+ * (events, lifecycle) is engine.c.
  */
 #include "engine/engine-int.h"
 #include "engine/engine.h"
