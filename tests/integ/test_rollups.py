@@ -23,9 +23,11 @@ import math
 import subprocess
 import os
 import random
+import re
 import shutil
 import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -36,6 +38,7 @@ import tlctest as T  # noqa: E402
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 NAME = "l@127.0.0.1"
 MIN = 60 * 10**9
+REC_PER_SEG, PER_MIN = 1000, 20000  # test_rebuild_shown_in_targets: segments of 100 records
 
 
 def stream(areas, minutes, per_min, slow=None, seed=1):
@@ -484,6 +487,94 @@ def test_rebuilt_from_segments(d):
         T.eq(rc, 0, "exit status after the rebuild")
 
 
+def targets_cli(sport):
+    """`tlcap targets --json` (protobuf ListTargets): NAME's object."""
+    return {t["name"]: t for t in json.loads(cli(sport, "targets", "--json"))}[NAME]
+
+
+def targets_http(hport):
+    """/api/v1/targets: NAME's object."""
+    st, doc = get(hport, "/api/v1/targets")
+    T.eq(st, 200, "/api/v1/targets: %r" % doc)
+    return {t["name"]: t for t in doc}[NAME]
+
+
+def test_rebuild_shown_in_targets(d):
+    """A target shows its rollups' rebuild from segments, through the protobuf path (`tlcap
+    targets`, --json and the table) and HTTP (/api/v1/targets): none while its rollups are on
+    disk; rebuilding, with the segments read of those to read and the samples so far, while it
+    runs (small segments, many of them, so that it runs long enough to be seen: the views are
+    polled until they show it or it ended); then done, with every segment on disk read and
+    every sample sent counted."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--rotate-bytes", "%d" % (24 * REC_PER_SEG),
+            "--sync", "never"]  # no fsync per segment
+    data, got = stream(3, 5, PER_MIN, seed=13)
+    calls = sum(len(v) for v in got.values())
+    total = 3 * calls + 2 * (calls - 3)  # as test_trend_and_restart counts them
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, data)
+        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
+        for t in (targets_cli(sport), targets_http(hport)):
+            T.eq(t["rollups"], {"rebuild": "none", "segments_read": 0, "segments": 0,
+                                "samples": 0, "done_unix_ms": 0}, "no rebuild: %r" % t)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    segs = len([f for f in os.listdir(os.path.join(dm.state, NAME)) if f.endswith(".manifest")])
+    T.check(segs >= 100, "many segments stored: %d" % segs)  # a manifest each
+    shutil.rmtree(os.path.join(dm.state, ".rollup"))
+    start_ms = int(time.time() * 1000)
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        seen = {"cli": [], "http": [], "table": []}
+        ended = False
+        while not ended:  # every view polled in turn until the rebuild ended
+            for view, rb in (("cli", targets_cli(sport)["rollups"]),
+                             ("http", targets_http(hport)["rollups"])):
+                if rb["rebuild"] == "rebuilding":
+                    seen[view].append(rb)
+                ended = ended or rb["rebuild"] == "done"
+            out = cli(sport, "targets")
+            if "rollups of %s: rebuilding from its segments" % NAME in out:
+                seen["table"].append(out)
+        T.check(all(seen.values()), "the rebuild seen running by every view (%r) before it "
+                "ended: more segments needed" % {k: len(v) for k, v in seen.items()})
+        for view in ("cli", "http"):
+            rbs = seen[view]
+            for rb in rbs:
+                T.eq(rb["segments"], segs, "%s: the segments to read: %r" % (view, rb))
+                T.check(rb["segments_read"] <= segs and rb["samples"] <= total and
+                        rb["done_unix_ms"] == 0, "%s: progress within bounds: %r" % (view, rb))
+            T.check(all(x["segments_read"] <= y["segments_read"] and x["samples"] <= y["samples"]
+                        for x, y in zip(rbs, rbs[1:])), "%s: progress only grows: %r" % (view, rbs))
+        line = [ln for ln in seen["table"][0].splitlines() if ln.startswith(NAME)][0]
+        m = re.search(r" rebuilding (\d+)/(\d+) ", line)
+        T.check(m is not None and int(m.group(1)) <= segs and int(m.group(2)) == segs,
+                "the ROLLUPS column: %r" % line)
+        dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=60,
+                      what="the rollups rebuilt")
+        now_ms = int(time.time() * 1000)
+        for view, t in (("cli", targets_cli(sport)), ("http", targets_http(hport))):
+            rb = t["rollups"]
+            T.eq((rb["rebuild"], rb["segments_read"], rb["segments"], rb["samples"]),
+                 ("done", segs, segs, total), "%s: done, every segment read: %r" % (view, rb))
+            T.check(start_ms <= rb["done_unix_ms"] <= now_ms, "%s: when it ended: %r" % (view, rb))
+        out = cli(sport, "targets")
+        line = [ln for ln in out.splitlines() if ln.startswith(NAME)][0]
+        T.check(" rebuilt %d " % segs in line, "the ROLLUPS column: %r" % line)
+        T.check("rollups of %s: rebuilt from %d of %d segments, %d samples, "
+                % (NAME, segs, segs, total) in out, "the rebuild's line: %r" % out)
+        T.eq(dm.stats()["rollup"]["samples"], total, "every sample in the rollups")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the rebuild")
+
+
 if __name__ == "__main__":
     T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
-            test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments])
+            test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments,
+            test_rebuild_shown_in_targets])
