@@ -348,6 +348,32 @@ def check_all(hport, got, what):
                 "%s: diff means of area %d: %r" % (what, a, r))
 
 
+def stored(dm):
+    """Waits until every record received is in the segments (a kill keeps it)."""
+    dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
+
+
+def replay_send_kill(d, args, port, hport, check, part, written=None):
+    """A restart after a SIGKILL: waits for the checkpoint the daemon takes once it replayed the
+    records stored after the last one (its open minute saved: saved_samples), hands the stats
+    dump's rollup object to check(dm, rollup), sends `part`, waits until its records are stored
+    and, given written = (epoch, minute), until the rollup marks say that minute was written;
+    then SIGKILLs the daemon. Returns it."""
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
+                           st["rollup"]["saved_samples"] > 0,
+                           what="the checkpoint after the replay")["rollup"]
+        check(dm, st)
+        send_all(port, part)
+        stored(dm)
+        if written is not None:
+            D.wait_until(lambda: marks(dm.state) == written, what="minute %d written" % written[1])
+    finally:
+        dm.kill()
+    return dm
+
+
 def test_kill_after_samples_past_checkpoint(d):
     """SIGKILLs with samples stored after the last checkpoint: in the checkpoint's open minute,
     in minutes written before the kill and in a new open minute. The restart replays their
@@ -364,9 +390,6 @@ def test_kill_after_samples_past_checkpoint(d):
     b_part = calls_in(3, 3, half, MIN, 10, rnd, got) + calls_in(3, 4, 0, MIN, 20, rnd, got) + \
         calls_in(3, 5, 0, MIN // 3, 8, rnd, got)
     c_part = calls_in(3, 5, MIN // 3, 2 * MIN // 3, 8, rnd, got)
-
-    def stored(dm):  # every record received is in the segments (a kill keeps it)
-        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
 
     # run 1: minutes 0-1 written (the worker writes a minute when it meets the next one's first
     # sample), 2 and 3 open; its only checkpoint is the new target's (one call in), taken at once
@@ -387,32 +410,18 @@ def test_kill_after_samples_past_checkpoint(d):
     # run 2: A's records replayed, minutes 0-1 dropped (written), 2 and 3 counted; the restart's
     # checkpoint saves minute 3 open (its copy on disk: saved_samples); then B adds to minute 3
     # and closes it (written), fills minute 4 and opens 5
-    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
-    try:
-        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
-                           st["rollup"]["saved_samples"] > 0,
-                           what="the checkpoint after the replay")["rollup"]
+    def run2(dm, st):
         T.check(st["replayed"] > 0 and st["replay_dropped"] > 0,
                 "minutes 2-3 replayed, minutes 0-1 dropped: %r" % st)
         T.check("the records after the checkpoint replayed" in dm.log(), "logged")
-        send_all(port, b_part)
-        stored(dm)
-        D.wait_until(lambda: marks(dm.state) == (0, 3), what="minute 3 written")
-    finally:
-        dm.kill()
+    replay_send_kill(d, args, port, hport, run2, b_part, written=(0, 3))
+
     # run 3: minute 3 (its copy and B's part) is on disk: dropped; minutes 4 and 5 counted; the
     # restart's checkpoint writes 4 and saves 5 open; C adds to it, and nothing is written
-    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
-    try:
-        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
-                           st["rollup"]["saved_samples"] > 0,
-                           what="the checkpoint after the replay")["rollup"]
+    def run3(dm, st):
         T.check(st["replayed"] > 0 and st["replay_dropped"] > 0, "run 3's replay: %r" % st)
         T.eq(st["restored"], 0, "the copy of minute 3 not written again")
-        send_all(port, c_part)
-        stored(dm)
-    finally:
-        dm.kill()
+    dm = replay_send_kill(d, args, port, hport, run3, c_part)
     T.eq(marks(dm.state), (0, 4), "minute 5 never written before the kills")
     # run 4: nothing written since the checkpoint: its copy of minute 5 is written, and every
     # replayed sample (C's) counted
