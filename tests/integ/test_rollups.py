@@ -15,6 +15,9 @@
   checkpoint and written at the restart, and trend answers as the oracle says;
 - rollups missing at start (their directory deleted) are rebuilt from the stored segments off
   the loop, logged, counted in the stats dump, and trend answers as before;
+- each target shows its rebuild (`tlcap targets`, --json through protobuf, /api/v1/targets):
+  none, then rebuilding with its progress while it runs, then done with every segment on disk
+  read and every sample sent counted;
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
 Usage: test_rollups.py TLCAPD TLCAP"""
