@@ -99,6 +99,8 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
 static void rebuild_stop(struct tlc_rolld_acc *a);
 
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
+  if (a->rb != NULL || a->last.state != TLC_VIEW_REBUILD_NONE)
+    d->nrebuilt--;
   rebuild_stop(a);
   snap_release(a->names);
   if (a->t->pipe.engine != NULL)
@@ -123,7 +125,7 @@ typedef struct rebuild {
   uv_cond_t cv;
   int finished; /* under mu: the thread is done with everything but this struct */
   /* progress, written by the thread alone, read on the loop while it runs */
-  atomic_int started;                /* segments chosen: the two below are set (release) */
+  atomic_int started;                /* segments chosen: nsegs is set (release) */
   atomic_uint_fast64_t nsegs, nread; /* segments to read, read so far */
   atomic_uint_fast64_t samples;      /* samples counted so far */
   /* results, read on the loop after finished */
@@ -255,6 +257,8 @@ static void rb_after(uv_work_t *req, int status) {
               (tlc_view_rebuild_t){ TLC_VIEW_REBUILD_DONE,
                                     atomic_load_explicit(&b->nread, memory_order_relaxed),
                                     b->segments, samples, b->t1_ns / 1000000 };
+        else if (d->raccs[i].last.state == TLC_VIEW_REBUILD_NONE)
+          d->nrebuilt--; /* nothing to rebuild from: nothing to show */
       }
     if (b->rc == 0 && b->segments > 0)
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
@@ -341,6 +345,8 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
     rb_free(b);
     return;
   }
+  if (a->last.state == TLC_VIEW_REBUILD_NONE)
+    d->nrebuilt++;
   a->rb = b;
   tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
           "target %s: no rollups on disk: rebuilding them from its stored segments", t->name);
@@ -824,6 +830,8 @@ static void hook_cancel(void *ud, void *job) {
 static void hook_rebuild(void *ud, const char *name, tlc_view_rebuild_t *out) {
   tlc_daemon_t *d = ud;
   memset(out, 0, sizeof *out);
+  if (d->nrebuilt == 0)
+    return; /* the usual case: no target to look for, whatever their number */
   for (size_t i = 0; i < d->nraccs; i++) {
     const struct tlc_rolld_acc *a = &d->raccs[i];
     const rebuild_t *b = a->rb;
@@ -910,6 +918,7 @@ void tlc_rolld_close(tlc_daemon_t *d) {
   tlc_free(d->raccs);
   d->raccs = NULL;
   d->capraccs = 0;
+  d->nrebuilt = 0;
   tlc_rollup_close(d->rollup);
   d->rollup = NULL;
 }
