@@ -41,7 +41,9 @@ import tlctest as T  # noqa: E402
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 NAME = "l@127.0.0.1"
 MIN = 60 * 10**9
-REC_PER_SEG, PER_MIN = 1000, 20000  # test_rebuild_shown_in_targets: segments of 100 records
+# test_rebuild_shown_in_targets: 600 segments of 2000 records, 3 M samples to rebuild (about
+# half a second here): long enough for the views polled in turn to see it running
+REC_PER_SEG, PER_MIN = 2000, 40000
 
 
 def stream(areas, minutes, per_min, slow=None, seed=1):
