@@ -30,6 +30,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -517,8 +518,8 @@ def test_rebuild_shown_in_targets(d):
     """A target shows its rollups' rebuild from segments, through the protobuf path (`tlcap
     targets`, --json and the table) and HTTP (/api/v1/targets): none while its rollups are on
     disk; rebuilding, with the segments read of those to read and the samples so far, while it
-    runs (small segments, many of them, so that it runs long enough to be seen: the views are
-    polled until they show it or it ended); then done, with every segment on disk read and
+    runs (many segments, so that it runs long enough to be seen: each view is polled on a
+    thread of its own until it shows the rebuild ended); then done, with every segment on disk read and
     every sample sent counted."""
     port, hport, sport = D.free_port(), D.free_port(), D.free_port()
     args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--rotate-bytes", "%d" % (24 * REC_PER_SEG),
@@ -544,17 +545,41 @@ def test_rebuild_shown_in_targets(d):
     dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
                   serve="127.0.0.1:%d" % sport)
     try:
-        seen = {"cli": [], "http": [], "table": []}
-        ended = False
-        while not ended:  # every view polled in turn until the rebuild ended
-            for view, rb in (("cli", targets_cli(sport)["rollups"]),
-                             ("http", targets_http(hport)["rollups"])):
-                if rb["rebuild"] == "rebuilding":
-                    seen[view].append(rb)
-                ended = ended or rb["rebuild"] == "done"
+        seen = {"cli": [], "http": [], "table": []}  # what each view showed while it ran
+        errors = []
+
+        def state(rb):  # "done", the rollups object while rebuilding, or None (not yet)
+            return "done" if rb["rebuild"] == "done" else \
+                rb if rb["rebuild"] == "rebuilding" else None
+
+        def table():
             out = cli(sport, "targets")
-            if "rollups of %s: rebuilding from its segments" % NAME in out:
-                seen["table"].append(out)
+            if "rollups of %s: rebuilt from" % NAME in out:
+                return "done"
+            return out if "rollups of %s: rebuilding from its segments" % NAME in out else None
+
+        def poll(view, look):  # a thread a view, each until its view shows the end (or 60 s)
+            deadline = time.monotonic() + 60
+            try:
+                while time.monotonic() < deadline:
+                    x = look()
+                    if x == "done":
+                        return
+                    if x is not None:
+                        seen[view].append(x)
+                errors.append("%s: the rebuild not ended within 60 s" % view)
+            except Exception as e:  # told below, on the test's thread
+                errors.append("%s: %r" % (view, e))
+
+        polls = [threading.Thread(target=poll, args=a) for a in (
+            ("cli", lambda: state(targets_cli(sport)["rollups"])),
+            ("http", lambda: state(targets_http(hport)["rollups"])),
+            ("table", table))]
+        for t in polls:
+            t.start()
+        for t in polls:
+            t.join()
+        T.eq(errors, [], "the views polled")
         T.check(all(seen.values()), "the rebuild seen running by every view (%r) before it "
                 "ended: more segments needed" % {k: len(v) for k, v in seen.items()})
         for view in ("cli", "http"):
