@@ -273,11 +273,17 @@ def test_kill_after_checkpoint(d):
         # no query before the kill (a query writes the open minute): the checkpoint taken
         # after the last event saves the open minute; "samples" counts the minutes written,
         # "saved_samples" those of the open minute saved
-        st = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
-                           == total and st["rollup"]["saved_samples"] > 0, timeout=20,
-                           what="the open minute saved with a checkpoint")["rollup"]
+        full = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
+                             == total and st["rollup"]["saved_samples"] > 0, timeout=20,
+                             what="the open minute saved with a checkpoint")
+        st = full["rollup"]
         T.check(st["samples"] < total, "the last minute is open: %r" % st)
         T.eq(st["samples_dropped"], 0, "none dropped")
+        # saved_samples counts the copy once the checkpoint's position is known, before its
+        # file is written: the kill waits for that file (or the next checkpoint's)
+        w = full["checkpoints"]["written"]
+        dm.wait_stats(lambda st: st["checkpoints"]["written"] > w, timeout=20,
+                      what="the checkpoint's file written")
     finally:
         dm.kill()
     T.eq(dm.p.returncode, -signal.SIGKILL, "killed")
