@@ -17,7 +17,7 @@
   the loop, logged, counted in the stats dump, and trend answers as before;
 - each target shows its rebuild (`tlcap targets`, --json through protobuf, /api/v1/targets):
   none, then rebuilding with its progress while it runs, then done with every segment on disk
-  read and every sample sent counted;
+  read and every sample sent counted; without storage, rollups off (null);
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
 Usage: test_rollups.py TLCAPD TLCAP"""
@@ -619,7 +619,26 @@ def test_rebuild_shown_in_targets(d):
         T.eq(rc, 0, "exit status after the rebuild")
 
 
+def test_no_rollups_shown_off(d):
+    """Without storage there are no rollups: `tlcap targets` shows ROLLUPS off, and its --json
+    and /api/v1/targets a null rollups object."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, stream(1, 1, 5)[0])
+        T.eq(targets_cli(sport)["rollups"], None, "tlcap targets --json")
+        T.eq(targets_http(hport)["rollups"], None, "/api/v1/targets")
+        out = cli(sport, "targets")
+        line = [ln for ln in out.splitlines() if ln.startswith(NAME)][0]
+        T.check(re.search(r" off +\S+ ago$", line) is not None, "the ROLLUPS column: %r" % out)
+        T.check("rollups of" not in out, "no rebuild line: %r" % out)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+
+
 if __name__ == "__main__":
     T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
             test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments,
-            test_rebuild_shown_in_targets])
+            test_rebuild_shown_in_targets, test_no_rollups_shown_off])
