@@ -1,7 +1,7 @@
-/* targets.c - `tlcap targets [--json]`: the daemon's targets with their state, peer and
- * counters, then its memory budget and NATS link, as a table or (--json) one JSON array, an
- * object per target (docs/json-schema.md). One request (ListTargets) and its reply; fails at
- * once when the daemon is not there.
+/* targets.c - `tlcap targets [--json]`: the daemon's targets with their state, peer, counters
+ * and the rebuild of their rollups from segments, then its memory budget and NATS link, as a
+ * table or (--json) one JSON array, an object per target (docs/json-schema.md). One request
+ * (ListTargets) and its reply; fails at once when the daemon is not there.
  */
 #include "client/cli.h"
 
@@ -48,6 +48,31 @@ static void fmt_bytes(char *buf, size_t len, uint64_t v) {
   snprintf(buf, len, u ? "%.1f%c" : "%.0f%c", x, units[u]);
 }
 
+static const char *rebuild_name(const Tlcap__RollupRebuild *r) {
+  switch (r->state) {
+  case TLCAP__ROLLUP_REBUILD__STATE__REBUILDING:
+    return "rebuilding";
+  case TLCAP__ROLLUP_REBUILD__STATE__DONE:
+    return "done";
+  default:
+    return "none";
+  }
+}
+
+/* The ROLLUPS column: "off" (no rollups), "-" (no rebuild), "rebuilding 3/40" (segments read
+ * of segments to read), "rebuilt 40" (segments read). */
+static void fmt_rollups(char *buf, size_t len, const Tlcap__RollupRebuild *r) {
+  if (r == NULL)
+    snprintf(buf, len, "off");
+  else if (r->state == TLCAP__ROLLUP_REBUILD__STATE__REBUILDING)
+    snprintf(buf, len, "rebuilding %llu/%llu", (unsigned long long)r->segments_read,
+             (unsigned long long)r->segments);
+  else if (r->state == TLCAP__ROLLUP_REBUILD__STATE__DONE)
+    snprintf(buf, len, "rebuilt %llu", (unsigned long long)r->segments_read);
+  else
+    snprintf(buf, len, "-");
+}
+
 /* `tlcap targets --json`: one JSON array, an object per target (docs/json-schema.md). */
 static int targets_json(const Tlcap__TargetList *tl) {
   tlc_out_t o;
@@ -73,7 +98,7 @@ static int targets_json(const Tlcap__TargetList *tl) {
                    ", \"anomalies\": %llu, \"dropped_area_limit\": %llu, \"gaps\": %llu"
                    ", \"bytes\": %llu, \"records\": %llu, \"bytes_skipped\": %llu"
                    ", \"resyncs\": %llu, \"records_invalid\": %llu, \"truncated\": %llu"
-                   ", \"overflow_items\": %llu, \"clock_resets\": %llu}}",
+                   ", \"overflow_items\": %llu, \"clock_resets\": %llu}",
                    (unsigned long long)t->connections, (unsigned long long)t->reconnects,
                    (unsigned long long)t->gaps, (unsigned long long)t->decode_errors,
                    (long long)t->last_connect_unix_ms, (long long)t->last_disconnect_unix_ms,
@@ -83,6 +108,15 @@ static int targets_json(const Tlcap__TargetList *tl) {
                    (unsigned long long)k.bytes_skipped, (unsigned long long)k.resyncs,
                    (unsigned long long)k.records_invalid, (unsigned long long)k.truncated,
                    (unsigned long long)k.overflow_items, (unsigned long long)k.clock_resets);
+    if (t->rollups == NULL)
+      tlc_out_puts(&o, ", \"rollups\": null}");
+    else
+      tlc_out_printf(&o,
+                     ", \"rollups\": {\"rebuild\": \"%s\", \"segments_read\": %llu"
+                     ", \"segments\": %llu, \"samples\": %llu, \"done_unix_ms\": %lld}}",
+                     rebuild_name(t->rollups), (unsigned long long)t->rollups->segments_read,
+                     (unsigned long long)t->rollups->segments,
+                     (unsigned long long)t->rollups->samples, (long long)t->rollups->done_unix_ms);
   }
   tlc_out_puts(&o, tl->n_targets ? "\n]\n" : "]\n");
   return tlc_out_fini(&o) == 0 ? 0 : EXIT_BAD;
@@ -102,7 +136,9 @@ int tlc_cli_targets(int argc, char **argv) {
            "Lists the daemon's targets: name, format, state, peer, events, bytes, gaps,\n"
            "resyncs, clock restarts (board resets), bytes skipped, decode errors, events\n"
            "dropped for the area limit or the\n"
-           "memory budget, memory held and the last connect/disconnect; then the daemon's\n"
+           "memory budget, memory held, its rollups (ROLLUPS: off, -, rebuilding READ/ALL\n"
+           "segments, rebuilt N) and the last connect/disconnect; then a line per rollup\n"
+           "rebuild from segments (segments read, samples, when it ended) and the daemon's\n"
            "memory budget (used, limit, refusals).\n"
            "--json: a JSON array, an object per target with every counter.\n")) >= 0)
     return o;
@@ -123,23 +159,41 @@ int tlc_cli_targets(int argc, char **argv) {
     status = targets_json(m->targets);
     goto done_msg;
   }
-  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %6s %10s %6s %10s %8s %s\n", "TARGET", "FORMAT",
-         "STATE", "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "RESETS", "SKIPPED", "DECERR",
-         "DROPPED", "MEMORY", "LAST");
+  printf("%-24s %-6s %-12s %-22s %12s %14s %6s %7s %6s %10s %6s %10s %8s %-18s %s\n", "TARGET",
+         "FORMAT", "STATE", "PEER", "EVENTS", "BYTES", "GAPS", "RESYNCS", "RESETS", "SKIPPED",
+         "DECERR", "DROPPED", "MEMORY", "ROLLUPS", "LAST");
   for (i = 0; i < m->targets->n_targets; i++) {
     const Tlcap__TargetInfo *t = m->targets->targets[i];
     tlc_counters_t k;
-    char age[32], mem[32];
+    char age[32], mem[32], roll[64];
     tlc_pb_counters_get(&k, t->counters);
     fmt_age(age, sizeof(age), t->connected ? t->last_connect_unix_ms : t->last_disconnect_unix_ms);
     fmt_bytes(mem, sizeof(mem), t->memory_bytes);
-    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %6llu %10llu %6llu %10llu %8s %s\n",
+    fmt_rollups(roll, sizeof(roll), t->rollups);
+    printf("%-24s %-6s %-12s %-22s %12llu %14llu %6llu %7llu %6llu %10llu %6llu %10llu %8s %-18s "
+           "%s\n",
            t->name, tlc_pb_format_name(t->format), t->connected ? "connected" : "disconnected",
            t->peer[0] ? t->peer : "-", (unsigned long long)k.events, (unsigned long long)k.bytes,
            (unsigned long long)t->gaps, (unsigned long long)k.resyncs,
            (unsigned long long)k.clock_resets, (unsigned long long)k.bytes_skipped,
            (unsigned long long)t->decode_errors, (unsigned long long)k.dropped_area_limit, mem,
-           age);
+           roll, age);
+  }
+  for (i = 0; i < m->targets->n_targets; i++) { /* the rebuilds' figures, under the table */
+    const Tlcap__TargetInfo *t = m->targets->targets[i];
+    const Tlcap__RollupRebuild *r = t->rollups;
+    char age[32];
+    if (r != NULL && r->state == TLCAP__ROLLUP_REBUILD__STATE__REBUILDING)
+      printf("rollups of %s: rebuilding from its segments, %llu of %llu read, %llu samples so "
+             "far\n",
+             t->name, (unsigned long long)r->segments_read, (unsigned long long)r->segments,
+             (unsigned long long)r->samples);
+    else if (r != NULL && r->state == TLCAP__ROLLUP_REBUILD__STATE__DONE) {
+      fmt_age(age, sizeof(age), r->done_unix_ms);
+      printf("rollups of %s: rebuilt from %llu of %llu segments, %llu samples, %s\n", t->name,
+             (unsigned long long)r->segments_read, (unsigned long long)r->segments,
+             (unsigned long long)r->samples, age);
+    }
   }
   if (m->targets->memory_limit != 0) {
     char used[32], lim[32];

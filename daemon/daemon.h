@@ -53,6 +53,7 @@ typedef struct tlc_daemon {
   struct tlc_rollup *rollup;   /* rollups (rolld.c), with storage */
   struct tlc_rolld_acc *raccs; /* a rollup accumulator per target (rolld.c) */
   size_t nraccs, capraccs;
+  size_t nrebuilt; /* rolld.c: accumulators with a rebuild from segments running or ended */
   struct tlc_budgetd_w **bws; /* a timing budgets watch per watched target (budgetd.c) */
   size_t nbws, capbws;
   struct bwck_job *bwck_busy;       /* budgetd.c: the watch files being written (one per target) */

@@ -12,6 +12,12 @@
  * after it are not counted twice) through a pipeline with the target's settings, and its
  * engine's tap feeds a private accumulator of the target's rollups. Forgetting or freeing the
  * target (shutdown) cancels the rebuild and waits for its thread to stop.
+ *
+ * What a user sees of it (the view's rebuild hook: `tlcap targets`, ListTargets, the HTTP
+ * targets): while it runs, its thread publishes the segments read, the segments to read and the
+ * samples counted in atomics that the loop reads (relaxed: progress figures, no ordering but
+ * the start's); when it ends, the loop keeps its figures with the target's accumulator until the
+ * target goes.
  */
 #include "daemon/rolld.h"
 
@@ -45,6 +51,7 @@ struct tlc_rolld_acc {
   tlc_rollup_acc_t *acc;
   struct rebuild *rb;       /* a rebuild from segments running for it, or NULL */
   struct names_snap *names; /* its area names as diff last copied them (shared), or NULL */
+  tlc_view_rebuild_t last;  /* the last rebuild that ended (state NONE: none) */
 };
 
 /* Every area name of a target's names, copied once per version of them and shared by the diff
@@ -92,6 +99,8 @@ static tlc_rollup_acc_t *find_name(tlc_daemon_t *d, const char *name) {
 static void rebuild_stop(struct tlc_rolld_acc *a);
 
 static void detach(tlc_daemon_t *d, struct tlc_rolld_acc *a) {
+  if (a->rb != NULL || a->last.state != TLC_VIEW_REBUILD_NONE)
+    d->nrebuilt--;
   rebuild_stop(a);
   snap_release(a->names);
   if (a->t->pipe.engine != NULL)
@@ -115,11 +124,14 @@ typedef struct rebuild {
   uv_mutex_t mu;
   uv_cond_t cv;
   int finished; /* under mu: the thread is done with everything but this struct */
+  /* progress, written by the thread alone, read on the loop while it runs */
+  atomic_int started;                /* segments chosen: nsegs is set (release) */
+  atomic_uint_fast64_t nsegs, nread; /* segments to read, read so far */
+  atomic_uint_fast64_t samples;      /* samples counted so far */
   /* results, read on the loop after finished */
   int rc;
   size_t segments;
-  uint64_t samples;
-  int64_t t0_ns, t1_ns;
+  int64_t t0_ns, t1_ns; /* wall clock (Unix ns): started, ended */
   char err[300];
 } rebuild_t;
 
@@ -133,7 +145,8 @@ static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
   rebuild_t *b = ud;
   if (s->kind >= TLC_NKINDS)
     return;
-  b->samples++;
+  atomic_store_explicit(&b->samples, atomic_load_explicit(&b->samples, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   tlc_rollup_tap(b->acc, s);
 }
 
@@ -161,6 +174,8 @@ static void rb_work(uv_work_t *req) {
     goto done;
   tlc_rollup_note_rebuild(b->d->rollup, 1);
   b->segments = f.n;
+  atomic_store_explicit(&b->nsegs, f.n, memory_order_relaxed);
+  atomic_store_explicit(&b->started, 1, memory_order_release);
   if (b->mapping_path != NULL) { /* variable -> state links, as the live engine has them */
     char *text = NULL;
     size_t len = 0;
@@ -200,7 +215,8 @@ static void rb_work(uv_work_t *req) {
   s.cancel = &b->cancel;
   if ((b->rc = tlc_hist_stream_init(&s)) == 0) {
     while ((n = tlc_hist_stream_next(&s, &evs)) > 0) /* the pipeline feeds its engine */
-      ;
+      atomic_store_explicit(&b->nread, s.fi, memory_order_relaxed); /* files closed so far */
+    atomic_store_explicit(&b->nread, s.fi, memory_order_relaxed);
     b->rc = n < 0 ? n : 0;
   }
   tlc_hist_stream_fini(&s);
@@ -232,19 +248,28 @@ static void rb_after(uv_work_t *req, int status) {
   (void)status;
   if (!b->orphan) {
     tlc_daemon_t *d = b->d;
+    uint64_t samples = atomic_load_explicit(&b->samples, memory_order_relaxed);
     for (size_t i = 0; i < d->nraccs; i++)
-      if (d->raccs[i].rb == b)
+      if (d->raccs[i].rb == b) {
         d->raccs[i].rb = NULL;
+        if (b->segments > 0) /* it read segments (all, or as far as it could) */
+          d->raccs[i].last =
+              (tlc_view_rebuild_t){ TLC_VIEW_REBUILD_DONE,
+                                    atomic_load_explicit(&b->nread, memory_order_relaxed),
+                                    b->segments, samples, b->t1_ns / 1000000 };
+        else if (d->raccs[i].last.state == TLC_VIEW_REBUILD_NONE)
+          d->nrebuilt--; /* nothing to rebuild from: nothing to show */
+      }
     if (b->rc == 0 && b->segments > 0)
       tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
               "target %s: rollups rebuilt from %zu stored segments: %" PRIu64
               " samples (%.1f s)%s%s",
-              b->name, b->segments, b->samples, (double)(b->t1_ns - b->t0_ns) / 1e9,
+              b->name, b->segments, samples, (double)(b->t1_ns - b->t0_ns) / 1e9,
               b->err[0] ? "; " : "", b->err);
     else if (b->rc != 0 && b->rc != -ENOENT && b->rc != TLC_ERANGE)
       tlc_log(TLC_LOG_WARN, TLC_LOGC_TARGET,
               "target %s: rollups not rebuilt from its segments: %s (%" PRIu64 " samples)", b->name,
-              b->err[0] ? b->err : tlc_strerror(b->rc), b->samples);
+              b->err[0] ? b->err : tlc_strerror(b->rc), samples);
   }
   rb_free(b);
 }
@@ -290,6 +315,10 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
   b->until_ns = tlc_when_now();
   b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;
   atomic_init(&b->cancel, 0);
+  atomic_init(&b->started, 0);
+  atomic_init(&b->nsegs, 0);
+  atomic_init(&b->nread, 0);
+  atomic_init(&b->samples, 0);
   if (b->name == NULL || b->state_dir == NULL ||
       (mp != NULL && mp[0] != '\0' && !b->mapping_path) || b->acc == NULL ||
       uv_mutex_init(&b->mu) != 0) {
@@ -316,6 +345,8 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
     rb_free(b);
     return;
   }
+  if (a->last.state == TLC_VIEW_REBUILD_NONE)
+    d->nrebuilt++;
   a->rb = b;
   tlc_log(TLC_LOG_NOTICE, TLC_LOGC_TARGET,
           "target %s: no rollups on disk: rebuilding them from its stored segments", t->name);
@@ -339,6 +370,7 @@ static struct tlc_rolld_acc *ensure(tlc_daemon_t *d, const tlc_target_t *t, int 
   a->t = t;
   a->rb = NULL;
   a->names = NULL;
+  memset(&a->last, 0, sizeof a->last);
   if ((a->acc = tlc_rollup_acc_new(d->rollup, t->name)) == NULL) {
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no memory for its rollups", t->name);
     return NULL;
@@ -794,6 +826,29 @@ static void hook_cancel(void *ud, void *job) {
   tlc_rollup_cancel(job);
 }
 
+/* The view's rebuild hook: the running rebuild's progress, or the last one's figures. */
+static void hook_rebuild(void *ud, const char *name, tlc_view_rebuild_t *out) {
+  tlc_daemon_t *d = ud;
+  memset(out, 0, sizeof *out);
+  if (d->nrebuilt == 0)
+    return; /* the usual case: no target to look for, whatever their number */
+  for (size_t i = 0; i < d->nraccs; i++) {
+    const struct tlc_rolld_acc *a = &d->raccs[i];
+    const rebuild_t *b = a->rb;
+    if (strcmp(a->t->name, name) != 0)
+      continue;
+    if (b != NULL && atomic_load_explicit(&b->started, memory_order_acquire)) {
+      out->state = TLC_VIEW_REBUILD_RUNNING;
+      out->segments = atomic_load_explicit(&b->nsegs, memory_order_relaxed);
+      out->segments_read = atomic_load_explicit(&b->nread, memory_order_relaxed);
+      out->samples = atomic_load_explicit(&b->samples, memory_order_relaxed);
+    } else {
+      *out = a->last; /* not started yet (choosing its segments): the last one, or none */
+    }
+    return;
+  }
+}
+
 int tlc_rolld_start(tlc_daemon_t *d) {
   const tlc_config_t *c = &d->in.cfg;
   tlc_rollup_opts_t o;
@@ -815,6 +870,7 @@ int tlc_rolld_start(tlc_daemon_t *d) {
   }
   d->view.view.rollup = hook;
   d->view.view.rollup_cancel = hook_cancel;
+  d->view.view.rebuild = hook_rebuild;
   d->view.view.rollup_ud = d;
   return 0;
 }
@@ -856,11 +912,13 @@ void tlc_rolld_close(tlc_daemon_t *d) {
   if (d->rollup == NULL)
     return;
   d->view.view.rollup = NULL;
+  d->view.view.rebuild = NULL;
   while (d->nraccs > 0)
     detach(d, &d->raccs[d->nraccs - 1]);
   tlc_free(d->raccs);
   d->raccs = NULL;
   d->capraccs = 0;
+  d->nrebuilt = 0;
   tlc_rollup_close(d->rollup);
   d->rollup = NULL;
 }

@@ -183,9 +183,14 @@ void tlc__http_bnames(void *ud, uint32_t handle, uint8_t row_kind, uint64_t stat
 int tlc__http_target_read(tlc__http_view_t *v, size_t i, tlc_view_target_t *ti,
                           tlc_view_store_t *st);
 /* Opens target i's object: {"name": .., "format": .., "state": .., "peer": .., "subscribers":
- * N (protobuf subscribers whose subscriptions include it); no closing brace. */
+ * N (protobuf subscribers whose subscriptions include it), "rollups": (below); no closing
+ * brace. */
 void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
                            const tlc_view_target_t *ti);
+/* , "rollups": null (no rollups: pv has no rebuild hook), or , "rollups": {"rebuild": "none" |
+ * "rebuilding" | "done", "segments_read", "segments", "samples", "done_unix_ms"}: the rebuild
+ * of target `name`'s rollups from its segments (tlc_view_rebuild_t). Loop thread. */
+void tlc__http_target_rollups(const tlc_view_t *pv, tlc_out_t *o, const char *name);
 /* , "KEY": null, or , "KEY": {names[0]: bytes written, [1]: records written, [2]: records
  * dropped, [3]: the open segment's sequence, [4]: its bytes}. */
 void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_store_t *st,

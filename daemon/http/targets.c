@@ -2,8 +2,9 @@
  * both: /api/v1/targets (route.c) and the live overview of the dashboard (live.c).
  *
  * Both read a target the same way (the view's info and the storage figures) and open its
- * object with the same fields (name, format, state, peer, subscribers); their storage objects hold
- * the same five figures under the names each document has always had, and disk_bytes and
+ * object with the same fields (name, format, state, peer, subscribers, rollups: the rebuild of
+ * its rollups from its segments, running or ended, or null without rollups); their storage objects
+ * hold the same five figures under the names each document has always had, and disk_bytes and
  * disk_segments alike (docs/http.md). Pure: reads the daemon only through the read side
  * (view/view.h), on the loop thread.
  */
@@ -40,6 +41,28 @@ void tlc__http_target_head(tlc__http_view_t *v, size_t i, tlc_out_t *o,
   tlc_out_puts(o, ", \"subscribers\": ");
   tlc_out_u64(
       o, v->src->target_subscribers != NULL ? v->src->target_subscribers(v->src->daemon_ud, i) : 0);
+  tlc__http_target_rollups(v->src, o, ti->name);
+}
+
+void tlc__http_target_rollups(const tlc_view_t *pv, tlc_out_t *o, const char *name) {
+  static const char *const states[] = { "none", "rebuilding", "done" };
+  tlc_view_rebuild_t rb;
+  if (pv->rebuild == NULL) {
+    tlc_out_puts(o, ", \"rollups\": null");
+    return;
+  }
+  pv->rebuild(pv->rollup_ud, name, &rb);
+  tlc_out_puts(o, ", \"rollups\": {\"rebuild\": \"");
+  tlc_out_puts(o, rb.state >= 0 && rb.state <= 2 ? states[rb.state] : "none");
+  tlc_out_puts(o, "\", \"segments_read\": ");
+  tlc_out_u64(o, rb.segments_read);
+  tlc_out_puts(o, ", \"segments\": ");
+  tlc_out_u64(o, rb.segments);
+  tlc_out_puts(o, ", \"samples\": ");
+  tlc_out_u64(o, rb.samples);
+  tlc_out_puts(o, ", \"done_unix_ms\": ");
+  tlc_out_printf(o, "%" PRId64, rb.done_unix_ms);
+  tlc_out_putc(o, '}');
 }
 
 void tlc__http_target_storage(tlc_out_t *o, const char *key, const tlc_view_store_t *st,

@@ -237,6 +237,7 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
   Tlcap__TargetList tl;
   Tlcap__TargetInfo *ti;
   Tlcap__Counters *c;
+  Tlcap__RollupRebuild *rr;
   tlc_pb_arena_init(&a, ps->o.max_message * 4);
   tlcap__server_message__init(&sm);
   tlcap__target_list__init(&tl);
@@ -248,8 +249,9 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     ps->p.memory(ps->p.ud, &tl.memory_limit, &tl.memory_used, &tl.memory_refused);
   ti = tlc_pb_arena_alloc(&a, sizeof(*ti) * (n + 1));
   c = tlc_pb_arena_alloc(&a, sizeof(*c) * (n + 1));
+  rr = tlc_pb_arena_alloc(&a, sizeof(*rr) * (n + 1));
   tl.targets = tlc_pb_arena_alloc(&a, sizeof(*tl.targets) * (n + 1));
-  if (ti == NULL || c == NULL || tl.targets == NULL) {
+  if (ti == NULL || c == NULL || rr == NULL || tl.targets == NULL) {
     tlc_pb_arena_fini(&a);
     tlc__ps_send_error(s, req, TLCAP__ERROR_CODE__ERR_FAILED, "out of memory", 0, TLC_ENOMEM);
     return;
@@ -276,6 +278,19 @@ static void on_list(tlc__ps_sub_t *s, uint32_t req) {
     ti[k].last_disconnect_unix_ms = in.last_disconnect_unix_ms;
     ti[k].memory_bytes = in.memory_bytes;
     ti[k].memory_refused = in.memory_refused;
+    if (ps->p.rebuild != NULL) { /* rollups kept: their rebuild from segments */
+      tlc_view_rebuild_t rb;
+      ps->p.rebuild(ps->p.rollup_ud, ti[k].name, &rb);
+      tlcap__rollup_rebuild__init(&rr[k]);
+      rr[k].state = rb.state == TLC_VIEW_REBUILD_RUNNING ? TLCAP__ROLLUP_REBUILD__STATE__REBUILDING
+                    : rb.state == TLC_VIEW_REBUILD_DONE  ? TLCAP__ROLLUP_REBUILD__STATE__DONE
+                                                         : TLCAP__ROLLUP_REBUILD__STATE__NONE;
+      rr[k].segments_read = rb.segments_read;
+      rr[k].segments = rb.segments;
+      rr[k].samples = rb.samples;
+      rr[k].done_unix_ms = rb.done_unix_ms;
+      ti[k].rollups = &rr[k];
+    }
     tl.targets[k] = &ti[k];
     k++;
   }

@@ -114,6 +114,17 @@ typedef struct tlc_view_store {
   uint64_t disk_segments; /* the same segments, counted */
 } tlc_view_store_t;
 
+/* A target's rollups rebuilt from its stored segments (docs/rollups.md "Rebuilt from the
+ * segments"): none since the target was created, one running, or the last one ended. */
+enum { TLC_VIEW_REBUILD_NONE = 0, TLC_VIEW_REBUILD_RUNNING = 1, TLC_VIEW_REBUILD_DONE = 2 };
+typedef struct tlc_view_rebuild {
+  int state;              /* TLC_VIEW_REBUILD_* */
+  uint64_t segments_read; /* running: segments read so far; done: read in all */
+  uint64_t segments;      /* the segments it reads (running) or had to read (done) */
+  uint64_t samples;       /* samples counted into the rollups so far, or in all */
+  int64_t done_unix_ms;   /* done: when it ended (wall clock) */
+} tlc_view_rebuild_t;
+
 typedef struct tlc_view {
   /* ---- the targets and their statistics (tlc_view_reg_init), called with ud ---- */
   /* Number of targets; indexes are 0..count-1. */
@@ -221,6 +232,11 @@ typedef struct tlc_view {
                 void (*done)(void *done_ud, int status, const char *err, char *body, size_t len),
                 void *done_ud, void **job, char *err, size_t errlen);
   void (*rollup_cancel)(void *rollup_ud, void *job);
+  /* The rebuild from segments of the rollups of the target called `name`, into *out (state
+   * NONE when there was none, or the target has no rollups). NULL hook: no rollups. Loop thread
+   * (the running rebuild's progress is read from its thread's counters). Called with
+   * rollup_ud. */
+  void (*rebuild)(void *rollup_ud, const char *name, tlc_view_rebuild_t *out);
   void *rollup_ud;
   /* Budgets (SPEC 13; budget/budget.h): the watch of the target called `name`, NULL when no
    * budget applies to it. Read it at once (tlc_bwatch_total, _recent, _worst, _counts): it may

@@ -271,6 +271,17 @@ static const struct tlc_bwatch *f_budgets(void *ud, const char *name) {
   return strcmp(name, "lab1") == 0 ? watch() : NULL;
 }
 
+/* The rollups' rebuild hook: lab1's running, every other target's ended. */
+static void f_rebuild(void *ud, const char *name, tlc_view_rebuild_t *out) {
+  (void)ud;
+  memset(out, 0, sizeof(*out));
+  out->state = strcmp(name, "lab1") == 0 ? TLC_VIEW_REBUILD_RUNNING : TLC_VIEW_REBUILD_DONE;
+  out->segments_read = 3;
+  out->segments = 7;
+  out->samples = 1000;
+  out->done_unix_ms = out->state == TLC_VIEW_REBUILD_DONE ? 1700000000000 : 0;
+}
+
 static void closed(void *ud) {
   *(int *)ud = 1;
 }
@@ -325,6 +336,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.history_cancel = f_history_cancel;
   p.around = f_around;
   p.budgets = f_budgets;
+  p.rebuild = f_rebuild;
   p.ud = &f;
   memset(&g_hist, 0, sizeof(g_hist));
   tlc_pubsub_opts_default(&o);

@@ -160,6 +160,16 @@ w("frame", "violations_reply", b"\x00" + fr(pb.ServerMessage(request_id=40,
                                                       context="core0", count=5)],
                             origin="b.ini:1")]))))
 w("frame", "bad", b"\x01" + b"\x80" * 10 + b"\x01")
+# a target list with its rollups' rebuilds (docs/rollups.md "Rebuilt from the segments"): one
+# running, one done, one target without rollups
+w("frame", "target_list_rollups", b"\x04" + fr(pb.ServerMessage(request_id=5, targets=pb.TargetList(
+    instance_id=1, targets=[
+        pb.TargetInfo(name="lab1", connected=True, rollups=pb.RollupRebuild(
+            state=pb.RollupRebuild.REBUILDING, segments_read=3, segments=7, samples=1000)),
+        pb.TargetInfo(name="lab2", rollups=pb.RollupRebuild(
+            state=pb.RollupRebuild.DONE, segments_read=7, segments=7, samples=5000,
+            done_unix_ms=1700000000000)),
+        pb.TargetInfo(name="lab3")]))))
 # trend and diff (docs/rollups.md): the query strings the rollup hook parses
 w("request", "trend_diff", b"\x00" + fr(cm(7, trend=pb.TrendRequest(
     target="lab1", query="area=0x1001&since=ns:0&until=-1h&step=1h&kind=gross", text=True))) +

@@ -15,6 +15,9 @@
   checkpoint and written at the restart, and trend answers as the oracle says;
 - rollups missing at start (their directory deleted) are rebuilt from the stored segments off
   the loop, logged, counted in the stats dump, and trend answers as before;
+- each target shows its rebuild (`tlcap targets`, --json through protobuf, /api/v1/targets):
+  none, then rebuilding with its progress while it runs, then done with every segment on disk
+  read and every sample sent counted; without storage, rollups off (null);
 Target times are crafted (minutes of target time, no waiting for real minutes).
 
 Usage: test_rollups.py TLCAPD TLCAP"""
@@ -23,9 +26,12 @@ import math
 import subprocess
 import os
 import random
+import re
 import shutil
 import signal
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -36,6 +42,9 @@ import tlctest as T  # noqa: E402
 TLCAPD, TLCAP = sys.argv[1], sys.argv[2]
 NAME = "l@127.0.0.1"
 MIN = 60 * 10**9
+# test_rebuild_shown_in_targets: 600 segments of 2000 records, 3 M samples to rebuild (about
+# half a second here): long enough for the views polled in turn to see it running
+REC_PER_SEG, PER_MIN = 2000, 40000
 
 
 def stream(areas, minutes, per_min, slow=None, seed=1):
@@ -264,11 +273,17 @@ def test_kill_after_checkpoint(d):
         # no query before the kill (a query writes the open minute): the checkpoint taken
         # after the last event saves the open minute; "samples" counts the minutes written,
         # "saved_samples" those of the open minute saved
-        st = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
-                           == total and st["rollup"]["saved_samples"] > 0, timeout=20,
-                           what="the open minute saved with a checkpoint")["rollup"]
+        full = dm.wait_stats(lambda st: st["rollup"]["samples"] + st["rollup"]["saved_samples"]
+                             == total and st["rollup"]["saved_samples"] > 0, timeout=20,
+                             what="the open minute saved with a checkpoint")
+        st = full["rollup"]
         T.check(st["samples"] < total, "the last minute is open: %r" % st)
         T.eq(st["samples_dropped"], 0, "none dropped")
+        # saved_samples counts the copy once the checkpoint's position is known, before its
+        # file is written: the kill waits for that file (or the next checkpoint's)
+        w = full["checkpoints"]["written"]
+        dm.wait_stats(lambda st: st["checkpoints"]["written"] > w, timeout=20,
+                      what="the checkpoint's file written")
     finally:
         dm.kill()
     T.eq(dm.p.returncode, -signal.SIGKILL, "killed")
@@ -345,6 +360,32 @@ def check_all(hport, got, what):
                 "%s: diff means of area %d: %r" % (what, a, r))
 
 
+def stored(dm):
+    """Waits until every record received is in the segments (a kill keeps it)."""
+    dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
+
+
+def replay_send_kill(d, args, port, hport, check, part, written=None):
+    """A restart after a SIGKILL: waits for the checkpoint the daemon takes once it replayed the
+    records stored after the last one (its open minute saved: saved_samples), hands the stats
+    dump's rollup object to check(dm, rollup), sends `part`, waits until its records are stored
+    and, given written = (epoch, minute), until the rollup marks say that minute was written;
+    then SIGKILLs the daemon. Returns it."""
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
+    try:
+        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
+                           st["rollup"]["saved_samples"] > 0,
+                           what="the checkpoint after the replay")["rollup"]
+        check(dm, st)
+        send_all(port, part)
+        stored(dm)
+        if written is not None:
+            D.wait_until(lambda: marks(dm.state) == written, what="minute %d written" % written[1])
+    finally:
+        dm.kill()
+    return dm
+
+
 def test_kill_after_samples_past_checkpoint(d):
     """SIGKILLs with samples stored after the last checkpoint: in the checkpoint's open minute,
     in minutes written before the kill and in a new open minute. The restart replays their
@@ -361,9 +402,6 @@ def test_kill_after_samples_past_checkpoint(d):
     b_part = calls_in(3, 3, half, MIN, 10, rnd, got) + calls_in(3, 4, 0, MIN, 20, rnd, got) + \
         calls_in(3, 5, 0, MIN // 3, 8, rnd, got)
     c_part = calls_in(3, 5, MIN // 3, 2 * MIN // 3, 8, rnd, got)
-
-    def stored(dm):  # every record received is in the segments (a kill keeps it)
-        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
 
     # run 1: minutes 0-1 written (the worker writes a minute when it meets the next one's first
     # sample), 2 and 3 open; its only checkpoint is the new target's (one call in), taken at once
@@ -384,32 +422,18 @@ def test_kill_after_samples_past_checkpoint(d):
     # run 2: A's records replayed, minutes 0-1 dropped (written), 2 and 3 counted; the restart's
     # checkpoint saves minute 3 open (its copy on disk: saved_samples); then B adds to minute 3
     # and closes it (written), fills minute 4 and opens 5
-    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
-    try:
-        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
-                           st["rollup"]["saved_samples"] > 0,
-                           what="the checkpoint after the replay")["rollup"]
+    def run2(dm, st):
         T.check(st["replayed"] > 0 and st["replay_dropped"] > 0,
                 "minutes 2-3 replayed, minutes 0-1 dropped: %r" % st)
         T.check("the records after the checkpoint replayed" in dm.log(), "logged")
-        send_all(port, b_part)
-        stored(dm)
-        D.wait_until(lambda: marks(dm.state) == (0, 3), what="minute 3 written")
-    finally:
-        dm.kill()
+    replay_send_kill(d, args, port, hport, run2, b_part, written=(0, 3))
+
     # run 3: minute 3 (its copy and B's part) is on disk: dropped; minutes 4 and 5 counted; the
     # restart's checkpoint writes 4 and saves 5 open; C adds to it, and nothing is written
-    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport)
-    try:
-        st = dm.wait_stats(lambda st: st["checkpoints"]["written"] >= 1 and
-                           st["rollup"]["saved_samples"] > 0,
-                           what="the checkpoint after the replay")["rollup"]
+    def run3(dm, st):
         T.check(st["replayed"] > 0 and st["replay_dropped"] > 0, "run 3's replay: %r" % st)
         T.eq(st["restored"], 0, "the copy of minute 3 not written again")
-        send_all(port, c_part)
-        stored(dm)
-    finally:
-        dm.kill()
+    dm = replay_send_kill(d, args, port, hport, run3, c_part)
     T.eq(marks(dm.state), (0, 4), "minute 5 never written before the kills")
     # run 4: nothing written since the checkpoint: its copy of minute 5 is written, and every
     # replayed sample (C's) counted
@@ -484,6 +508,137 @@ def test_rebuilt_from_segments(d):
         T.eq(rc, 0, "exit status after the rebuild")
 
 
+def targets_cli(sport):
+    """`tlcap targets --json` (protobuf ListTargets): NAME's object."""
+    return {t["name"]: t for t in json.loads(cli(sport, "targets", "--json"))}[NAME]
+
+
+def targets_http(hport):
+    """/api/v1/targets: NAME's object."""
+    st, doc = get(hport, "/api/v1/targets")
+    T.eq(st, 200, "/api/v1/targets: %r" % doc)
+    return {t["name"]: t for t in doc}[NAME]
+
+
+def test_rebuild_shown_in_targets(d):
+    """A target shows its rollups' rebuild from segments, through the protobuf path (`tlcap
+    targets`, --json and the table) and HTTP (/api/v1/targets): none while its rollups are on
+    disk; rebuilding, with the segments read of those to read and the samples so far, while it
+    runs (many segments, so that it runs long enough to be seen: each view is polled on a
+    thread of its own until it shows the rebuild ended); then done, with every segment on disk read and
+    every sample sent counted."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    args = ["--listen", "l=bin11@127.0.0.1:%d" % port, "--rotate-bytes", "%d" % (24 * REC_PER_SEG),
+            "--sync", "never"]  # no fsync per segment
+    data, got = stream(3, 5, PER_MIN, seed=13)
+    calls = sum(len(v) for v in got.values())
+    total = 3 * calls + 2 * (calls - 3)  # as test_trend_and_restart counts them
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, data)
+        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0, what="the records written")
+        for t in (targets_cli(sport), targets_http(hport)):
+            T.eq(t["rollups"], {"rebuild": "none", "segments_read": 0, "segments": 0,
+                                "samples": 0, "done_unix_ms": 0}, "no rebuild: %r" % t)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+    segs = len([f for f in os.listdir(os.path.join(dm.state, NAME)) if f.endswith(".manifest")])
+    T.check(segs >= 100, "many segments stored: %d" % segs)  # a manifest each
+    shutil.rmtree(os.path.join(dm.state, ".rollup"))
+    start_ms = int(time.time() * 1000)
+    dm = D.Daemon(TLCAPD, d, args, store=True, http="127.0.0.1:%d" % hport,
+                  serve="127.0.0.1:%d" % sport)
+    try:
+        seen = {"cli": [], "http": [], "table": []}  # what each view showed while it ran
+        errors = []
+
+        def state(rb):  # "done", the rollups object while rebuilding, or None (not yet)
+            return "done" if rb["rebuild"] == "done" else \
+                rb if rb["rebuild"] == "rebuilding" else None
+
+        def table():
+            out = cli(sport, "targets")
+            if "rollups of %s: rebuilt from" % NAME in out:
+                return "done"
+            return out if "rollups of %s: rebuilding from its segments" % NAME in out else None
+
+        def poll(view, look):  # a thread a view, each until its view shows the end (or 60 s)
+            deadline = time.monotonic() + 60
+            try:
+                while time.monotonic() < deadline:
+                    x = look()
+                    if x == "done":
+                        return
+                    if x is not None:
+                        seen[view].append(x)
+                errors.append("%s: the rebuild not ended within 60 s" % view)
+            except Exception as e:  # told below, on the test's thread
+                errors.append("%s: %r" % (view, e))
+
+        polls = [threading.Thread(target=poll, args=a) for a in (
+            ("cli", lambda: state(targets_cli(sport)["rollups"])),
+            ("http", lambda: state(targets_http(hport)["rollups"])),
+            ("table", table))]
+        for t in polls:
+            t.start()
+        for t in polls:
+            t.join()
+        T.eq(errors, [], "the views polled")
+        T.check(all(seen.values()), "the rebuild seen running by every view (%r) before it "
+                "ended: more segments needed" % {k: len(v) for k, v in seen.items()})
+        for view in ("cli", "http"):
+            rbs = seen[view]
+            for rb in rbs:
+                T.eq(rb["segments"], segs, "%s: the segments to read: %r" % (view, rb))
+                T.check(rb["segments_read"] <= segs and rb["samples"] <= total and
+                        rb["done_unix_ms"] == 0, "%s: progress within bounds: %r" % (view, rb))
+            T.check(all(x["segments_read"] <= y["segments_read"] and x["samples"] <= y["samples"]
+                        for x, y in zip(rbs, rbs[1:])), "%s: progress only grows: %r" % (view, rbs))
+        line = [ln for ln in seen["table"][0].splitlines() if ln.startswith(NAME)][0]
+        m = re.search(r" rebuilding (\d+)/(\d+) ", line)
+        T.check(m is not None and int(m.group(1)) <= segs and int(m.group(2)) == segs,
+                "the ROLLUPS column: %r" % line)
+        dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=60,
+                      what="the rollups rebuilt")
+        now_ms = int(time.time() * 1000)
+        for view, t in (("cli", targets_cli(sport)), ("http", targets_http(hport))):
+            rb = t["rollups"]
+            T.eq((rb["rebuild"], rb["segments_read"], rb["segments"], rb["samples"]),
+                 ("done", segs, segs, total), "%s: done, every segment read: %r" % (view, rb))
+            T.check(start_ms <= rb["done_unix_ms"] <= now_ms, "%s: when it ended: %r" % (view, rb))
+        out = cli(sport, "targets")
+        line = [ln for ln in out.splitlines() if ln.startswith(NAME)][0]
+        T.check(" rebuilt %d " % segs in line, "the ROLLUPS column: %r" % line)
+        T.check("rollups of %s: rebuilt from %d of %d segments, %d samples, "
+                % (NAME, segs, segs, total) in out, "the rebuild's line: %r" % out)
+        T.eq(dm.stats()["rollup"]["samples"], total, "every sample in the rollups")
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status after the rebuild")
+
+
+def test_no_rollups_shown_off(d):
+    """Without storage there are no rollups: `tlcap targets` shows ROLLUPS off, and its --json
+    and /api/v1/targets a null rollups object."""
+    port, hport, sport = D.free_port(), D.free_port(), D.free_port()
+    dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port],
+                  http="127.0.0.1:%d" % hport, serve="127.0.0.1:%d" % sport)
+    try:
+        send_all(port, stream(1, 1, 5)[0])
+        T.eq(targets_cli(sport)["rollups"], None, "tlcap targets --json")
+        T.eq(targets_http(hport)["rollups"], None, "/api/v1/targets")
+        out = cli(sport, "targets")
+        line = [ln for ln in out.splitlines() if ln.startswith(NAME)][0]
+        T.check(re.search(r" off +\S+ ago$", line) is not None, "the ROLLUPS column: %r" % out)
+        T.check("rollups of" not in out, "no rebuild line: %r" % out)
+    finally:
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+
+
 if __name__ == "__main__":
     T.main([test_trend_and_restart, test_diff_one_area_slowed, test_kill_after_checkpoint,
-            test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments])
+            test_kill_after_samples_past_checkpoint, test_rebuilt_from_segments,
+            test_rebuild_shown_in_targets, test_no_rollups_shown_off])
