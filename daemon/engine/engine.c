@@ -599,37 +599,67 @@ slog_def(tlc_engine_t *e, erow_t *r) {
 }
 
 /* The sample log's entries of an X closing an activation of code row r at t (r->slog), before
- * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it). Out
- * of line: an engine without the log pays one test per event. */
+ * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it).
+ * Inlined behind the caller's test of r->slog (an engine without the log pays that test per
+ * event); the entries written through a local cursor, e->scur stored once. */
 #if defined(__GNUC__)
-__attribute__((noinline))
+__attribute__((always_inline))
 #endif
-static void
+static inline void
 code_close_log(tlc_engine_t *e, erow_t *r, int64_t net, int64_t gross, int64_t call, int64_t t) {
+  tlc_engine_slent_t *l;
+  uint32_t rk;
   slog_room(e);
   if (TLC_UNLIKELY(r->slog == 1))
     slog_def(e, r);
-  slog_add(e, r, TLC_NET, net, t);
-  slog_add(e, r, TLC_GROSS, gross, t);
-  slog_add(e, r, TLC_CALL, call, t);
+  l = e->scur;
+  rk = (uint32_t)(r - e->rows) * NK;
+  l[0].rk = rk + TLC_NET;
+  l[0].value = net;
+  l[0].end = t;
+  l[1].rk = rk + TLC_GROSS;
+  l[1].value = gross;
+  l[1].end = t;
+  l[2].rk = rk + TLC_CALL;
+  l[2].value = call;
+  l[2].end = t;
+  e->scur = l + 3;
 }
 
 /* The same for an E on code row r at t, before its samples: PERIOD and OUTSIDE (the values of
- * sample()'s: a negative duration is 0, as dur() makes it, without its anomaly). */
+ * sample()'s: a negative duration is 0, as dur() makes it, without its anomaly). The row's
+ * fields read before the first store (an entry's int64 could alias them). */
 #if defined(__GNUC__)
-__attribute__((noinline))
+__attribute__((always_inline))
 #endif
-static void
+static inline void
 code_entry_log(tlc_engine_t *e, erow_t *r, int64_t t) {
-  if (!(r->has_last | r->out_active))
+  tlc_engine_slent_t *l;
+  uint32_t rk;
+  int hl = r->has_last, oa = r->out_active;
+  int64_t per, out;
+  if (!(hl | oa))
     return;
   slog_room(e);
   if (TLC_UNLIKELY(r->slog == 1))
     slog_def(e, r);
-  if (r->has_last)
-    slog_add(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), t);
-  if (r->out_active)
-    slog_add(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), t);
+  per = nonneg(tsub(t, r->last));
+  out = nonneg(tsub(t, r->out_start));
+  l = e->scur;
+  rk = (uint32_t)(r - e->rows) * NK;
+  if (hl) {
+    l->rk = rk + TLC_PERIOD;
+    l->value = per;
+    l->end = t;
+    l++;
+  }
+  if (oa) {
+    l->rk = rk + TLC_OUTSIDE;
+    l->value = out;
+    l->end = t;
+    l++;
+  }
+  e->scur = l;
 }
 
 /* Lists a new cumulative extreme for tlc_engine_xnew (once while it is the last listed). */
