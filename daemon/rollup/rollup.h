@@ -2,13 +2,14 @@
  * (and hour) of target time, the statistics of the samples that closed in it (formats/rollup.h
  * cells), written off the event loop, kept under their own budget, and read back by queries.
  *
- * The loop side is an accumulator per target (tlc_rollup_acc_t): the engine's tap hands it every
- * sample as it closes, and it counts the sample in the open minute's slot of its (area, context,
- * state, kind) - a hash lookup, the scalar sums and one engine histogram increment. When a sample
- * of another minute (or clock epoch) arrives, the open minute is handed whole to the module's
- * worker thread, which turns its slots into cells, appends one block per area to that area's
- * minute file, and merges it into the open hour of its target; an hour is written when the
- * next one starts (or at close). Only minutes in which an area had a sample cost anything.
+ * The loop side is an accumulator per target (tlc_rollup_acc_t): the engine's sample log hands
+ * its blocks of samples to the module's worker thread as they are (tlc_rollup_slog; the tap's
+ * samples and budget violations go in chunks), and the worker resolves their rows, counts each
+ * sample in the open minute's slot of its (area, context, state, kind) and, once target time
+ * (or the clock epoch) leaves the minute, turns its slots into cells, appends one block per area
+ * to that area's minute file, and merges it into the open hour of its target; an hour is
+ * written when the next one starts (or at close). Only minutes in which an area had a sample
+ * cost anything.
  *
  * Files, under STATE_DIR/.rollup/TARGET/ (a hidden directory: the store never looks into it,
  * and raw-segment retention never deletes it):
