@@ -159,7 +159,8 @@ typedef struct erow {
                           or TAP_ASK: not asked yet (a new row, a new tap); not 0: whi is
                           INT64_MIN, so that every event on the row fails the interval's check
                           and takes the out-of-line path, where the tap is served */
-  uint8_t slog;        /* its samples go to the sample log (engine.h: tlc_engine_set_slog) */
+  uint8_t slog;        /* its samples go to the sample log (engine.h: tlc_engine_set_slog): 0
+                          no, 1 yes, its key not yet given (a DEF mark first), 2 described */
   uint32_t tap_cookie; /* tap_want's cookie for this row */
   uint64_t state, anomalies, value, vmin, vmax;
   uint32_t link;     /* data rows: the mapping's state handle, NONE32 if none */
@@ -448,7 +449,8 @@ void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_
 void tlc__engine_acct_sync(tlc_engine_t *e);
 /* Hands the sample log's entries to its function (engine.c). */
 void tlc__engine_slog_flush(tlc_engine_t *e);
-/* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS) to the sample log when it is on. */
+/* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS: then every row is described again)
+ * to the sample log when it is on. */
 void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 /* Counts the histogram samples queued in the engine's log (engine.c). */
 void tlc__engine_hlog_flush(tlc_engine_t *e);

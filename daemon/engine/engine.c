@@ -402,42 +402,107 @@ code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
   fold_at(e, r, t);
 }
 
-/* Appends sample (k, v, end) of row r to the sample log (r->slog: the log is on), inline: three
- * stores and a pointer bump; a full block goes to the log's function. */
+/* The sample log's entries of one event on a row come in a group of at most SLOG_GROUP (a DEF
+ * mark and three samples); the block is handed over before a group when it has less room than
+ * that, so that no hand-off (which may start the log over, every row not described) comes
+ * inside a group, between a row's DEF and its samples. */
+#define SLOG_GROUP 4
+static inline void slog_room(tlc_engine_t *e) {
+  if (TLC_UNLIKELY(e->send - e->scur < SLOG_GROUP))
+    tlc__engine_slog_flush(e);
+}
+
+/* Appends sample (k, v, end) of row r to the sample log (r->slog == 2: the log is on, the row
+ * described; room made by slog_room), inline: three stores and a pointer bump. */
 static inline void slog_add(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t end) {
   tlc_engine_slent_t *l = e->scur++;
   l->rk = (uint32_t)(r - e->rows) * NK + k;
   l->value = v;
   l->end = end;
-  if (TLC_UNLIKELY(e->scur == e->send))
-    tlc__engine_slog_flush(e);
+}
+
+/* Row r's key (a DEF mark) before its first sample since the last ROWS mark (r->slog == 1;
+ * room made by slog_room). */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+slog_def(tlc_engine_t *e, erow_t *r) {
+  uint32_t row = (uint32_t)(r - e->rows), handle = 0, context = 0;
+  uint8_t rkind = 0;
+  uint64_t st = 0;
+  tlc_engine_slent_t *l;
+  (void)tlc_engine_row_desc(e, row, &handle, &context, &rkind, &st);
+  l = e->scur++;
+  l->rk = TLC_SLOG_DEF + rkind;
+  l->aux = row;
+  l->value = (int64_t)((uint64_t)handle << 32 | context);
+  l->end = (int64_t)st;
+  r->slog = 2;
 }
 
 /* The sample log's entries of an X closing an activation of code row r at t (r->slog), before
- * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it). Out
- * of line: an engine without the log pays one test per event. */
+ * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it).
+ * Inlined behind the caller's test of r->slog (an engine without the log pays that test per
+ * event); the entries written through a local cursor, e->scur stored once. */
 #if defined(__GNUC__)
-__attribute__((noinline))
+__attribute__((always_inline))
 #endif
-static void
-code_close_log(tlc_engine_t *e, const erow_t *r, int64_t net, int64_t gross, int64_t call,
-               int64_t t) {
-  slog_add(e, r, TLC_NET, net, t);
-  slog_add(e, r, TLC_GROSS, gross, t);
-  slog_add(e, r, TLC_CALL, call, t);
+static inline void
+code_close_log(tlc_engine_t *e, erow_t *r, int64_t net, int64_t gross, int64_t call, int64_t t) {
+  tlc_engine_slent_t *l;
+  uint32_t rk;
+  slog_room(e);
+  if (TLC_UNLIKELY(r->slog == 1))
+    slog_def(e, r);
+  l = e->scur;
+  rk = (uint32_t)(r - e->rows) * NK;
+  l[0].rk = rk + TLC_NET;
+  l[0].value = net;
+  l[0].end = t;
+  l[1].rk = rk + TLC_GROSS;
+  l[1].value = gross;
+  l[1].end = t;
+  l[2].rk = rk + TLC_CALL;
+  l[2].value = call;
+  l[2].end = t;
+  e->scur = l + 3;
 }
 
 /* The same for an E on code row r at t, before its samples: PERIOD and OUTSIDE (the values of
- * sample()'s: a negative duration is 0, as dur() makes it, without its anomaly). */
+ * sample()'s: a negative duration is 0, as dur() makes it, without its anomaly). The row's
+ * fields read before the first store (an entry's int64 could alias them). */
 #if defined(__GNUC__)
-__attribute__((noinline))
+__attribute__((always_inline))
 #endif
-static void
-code_entry_log(tlc_engine_t *e, const erow_t *r, int64_t t) {
-  if (r->has_last)
-    slog_add(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), t);
-  if (r->out_active)
-    slog_add(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), t);
+static inline void
+code_entry_log(tlc_engine_t *e, erow_t *r, int64_t t) {
+  tlc_engine_slent_t *l;
+  uint32_t rk;
+  int hl = r->has_last, oa = r->out_active;
+  int64_t per, out;
+  if (!(hl | oa))
+    return;
+  slog_room(e);
+  if (TLC_UNLIKELY(r->slog == 1))
+    slog_def(e, r);
+  per = nonneg(tsub(t, r->last));
+  out = nonneg(tsub(t, r->out_start));
+  l = e->scur;
+  rk = (uint32_t)(r - e->rows) * NK;
+  if (hl) {
+    l->rk = rk + TLC_PERIOD;
+    l->value = per;
+    l->end = t;
+    l++;
+  }
+  if (oa) {
+    l->rk = rk + TLC_OUTSIDE;
+    l->value = out;
+    l->end = t;
+    l++;
+  }
+  e->scur = l;
 }
 
 /* Lists a new cumulative extreme for tlc_engine_xnew (once while it is the last listed). */
@@ -518,8 +583,12 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsig
     if (e->hcur == e->hend)
       tlc__engine_hlog_flush(e);
   }
-  if (lg && TLC_UNLIKELY(r->slog))
+  if (lg && TLC_UNLIKELY(r->slog)) {
+    slog_room(e);
+    if (TLC_UNLIKELY(r->slog == 1))
+      slog_def(e, r);
     slog_add(e, r, k, v, end);
+  }
   if (TLC_UNLIKELY(tm & (1u << k)))
     tlc__engine_tap_emit(e, r, k, v, start, seq_start, end);
 }
@@ -1380,23 +1449,47 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
 
 /* ---- the sample log (engine.h: tlc_engine_set_slog) ---- */
 
+/* Every row of the log not described (its next sample gives its key again). */
+static void slog_undescribe(tlc_engine_t *e) {
+  for (size_t i = 0; i < e->nrows; i++)
+    if (e->rows[i].slog)
+      e->rows[i].slog = 1;
+}
+
+/* A mark at the log's end (room for it: the caller's). */
+static void slog_put_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
+  tlc_engine_slent_t *l = e->scur++;
+  l->rk = mark;
+  l->aux = 0;
+  l->value = value;
+  l->end = e->last;
+}
+
 void tlc__engine_slog_flush(tlc_engine_t *e) {
   size_t n = (size_t)(e->scur - e->slog);
-  e->scur = e->slog; /* before the call: the function may flush again (nothing then) */
-  if (n > 0)
-    e->slog_fn(e->slog_ud, e, e->slog, n);
+  tlc_engine_slent_t *nb;
+  e->scur = e->slog;
+  if (n == 0)
+    return;
+  nb = e->slog_fn(e->slog_ud, e, e->slog, n);
+  if (nb != NULL && nb != e->slog) { /* taken: x is the function's now */
+    e->slog = e->scur = nb;
+    e->send = nb + TLC_SLOG_BLOCK;
+    return;
+  }
+  /* not taken: the keys it gave are lost with it */
+  slog_undescribe(e);
+  slog_put_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
+  slog_put_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
 }
 
 void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
-  tlc_engine_slent_t *l;
   if (e->slog == NULL)
     return;
-  l = e->scur++;
-  l->rk = mark;
-  l->value = value;
-  l->end = e->last;
-  if (e->scur == e->send)
-    tlc__engine_slog_flush(e);
+  slog_room(e);
+  if (mark == TLC_SLOG_ROWS)
+    slog_undescribe(e);
+  slog_put_mark(e, mark, value);
 }
 
 int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
@@ -1410,7 +1503,7 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
     }
     e->slog = e->scur = e->send = NULL;
   } else if (e->slog == NULL) {
-    tlc_engine_slent_t *l = tlc_calloc(TLC_SLOG_BLOCK, sizeof(*l));
+    tlc_engine_slent_t *l = tlc_malloc(sz);
     if (l == NULL)
       return TLC_ENOMEM;
     (void)tlc__engine_acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
@@ -1421,7 +1514,7 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
   e->slog_ud = ud;
   for (i = 0; i < e->nrows; i++)
     e->rows[i].slog = (uint8_t)(fn != NULL && i < TLC_SLOG_MARKS / NK);
-  /* the function may have described rows of another engine (a restore) */
+  /* the function may have been given rows of another engine (a restore) */
   tlc__engine_slog_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
   tlc__engine_slog_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
   return 0;

@@ -248,14 +248,23 @@ int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_wa
 void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
 
 /* The sample log: a cheaper feed than a tap for a consumer that wants every sample of every row
- * (rollups). Each sample, as it closes, is appended inline to a per-engine block of entries (no
+ * (rollups). Each sample, as it closes, is appended inline to the engine's block of entries (no
  * call, no row lookup); the block goes to the log's function when full and at the end of every
- * tlc_engine_push (and at tlc_engine_slog_flush), so the log is empty between pushes. An entry
- * names its row by index: tlc_engine_row_desc describes it (its key does not change while the
- * row exists). Marks among the entries (rk >= TLC_SLOG_MARKS) tell the consumer what follows:
+ * tlc_engine_push (and at tlc_engine_slog_flush), so the log is empty between pushes. The block
+ * itself is handed over: the function returns the block the engine goes on in, a fresh one when
+ * it took x (x is then the function's: the one copy of the entries), or x (or NULL) when it did
+ * not (the entries are lost: the engine starts x over with TLC_SLOG_ROWS and describes every row
+ * again). Blocks are TLC_SLOG_BLOCK entries from tlc_malloc (the engine frees its last with
+ * tlc_free). An entry names its row by index; marks among the entries (rk >= TLC_SLOG_MARKS)
+ * tell the consumer what follows:
+ *   TLC_SLOG_DEF + row_kind  the key of row `aux` (as tlc_engine_row_desc gives it): value
+ *                   handle << 32 | context, end its state; right before the row's first sample
+ *                   since the last TLC_SLOG_ROWS (the engine marks a row described), so that a
+ *                   consumer never asks the engine;
  *   TLC_SLOG_ROWS   the row indexes of what follows may name other rows than those before (the
  *                   log set, maybe on another engine than before; a clear, a load, a new
- *                   mapping): descriptions read earlier are stale. value: tlc_engine_epoch;
+ *                   mapping; a block not taken): keys given earlier are stale, every row is
+ *                   described again. value: tlc_engine_epoch;
  *   TLC_SLOG_EPOCH  value: the sample epoch (tlc_engine_sample_t.epoch, the engine's clock
  *                   restarts) of the samples that follow: after every TLC_SLOG_ROWS and at every
  *                   clock restart.
@@ -263,16 +272,17 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
  * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it). */
 typedef struct tlc_engine_slent {
   uint32_t rk;   /* row * TLC_NKINDS + kind, or a mark */
-  uint32_t pad_; /* 0 */
+  uint32_t aux;  /* 0; a DEF mark's: the row */
   int64_t value; /* the sample's value; a mark's argument */
   int64_t end;   /* target time the sample closed; a mark's: the engine's last event time */
 } tlc_engine_slent_t;
 #define TLC_SLOG_MARKS 0xFFFFFFF0u
+#define TLC_SLOG_DEF   0xFFFFFFF0u /* + row_kind (enum tlc_row_kind, < 8) */
 #define TLC_SLOG_EPOCH 0xFFFFFFFFu
 #define TLC_SLOG_ROWS  0xFFFFFFFEu
-#define TLC_SLOG_BLOCK 1024 /* entries handed at most per call */
-typedef void (*tlc_engine_slog_fn)(void *ud, const tlc_engine_t *e, const tlc_engine_slent_t *x,
-                                   size_t n);
+#define TLC_SLOG_BLOCK 1024 /* entries of a block */
+typedef tlc_engine_slent_t *(*tlc_engine_slog_fn)(void *ud, const tlc_engine_t *e,
+                                                  tlc_engine_slent_t *x, size_t n);
 /* Sets the log's function (NULL: the log off, the default: the engine then costs one predicted
  * branch per sample for it). What was queued for the previous function goes to it first. 0, or
  * TLC_ENOMEM (the log stays as it was). One log per engine; the taps are independent of it. */

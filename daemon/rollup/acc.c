@@ -1,6 +1,7 @@
-/* acc.c - the open minute of a target: the loop side appends every sample to a chunk (one
- * sequential 48-byte store, no lookup); the worker side counts the chunks' samples in the open
- * minute (see rollup.h).
+/* acc.c - the open minute of a target: the loop side hands the engine's sample log blocks to
+ * the worker as they are (no copy), and appends the tap's samples and budget violations to a
+ * chunk (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows,
+ * splits samples by minute and epoch and counts them in the open minute (see rollup.h).
  *
  * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
  * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
@@ -68,13 +69,9 @@ tlc_rollup_acc_t *tlc_rollup_acc_new_past(tlc_rollup_t *r, const char *name) {
   return acc_new(r, name, 1);
 }
 
-/* The chunk being filled did not reach the worker: with it, maybe some of the row keys (DEF)
- * and a ROWS slot, so every row is described again after a ROWS slot. */
+/* The chunk being filled did not reach the worker (it is reused). */
 static void chunk_lost(tlc_rollup_acc_t *a) {
-  a->n = a->nmeta = 0;
-  if (a->seen != NULL)
-    memset(a->seen, 0, a->nseen * sizeof(*a->seen));
-  a->need_rows = 1;
+  a->n = 0;
 }
 
 /* Hands the chunk to the worker (seal: and then its open minute is written). */
@@ -88,7 +85,7 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
     uv_mutex_lock(&r->mu);
     drop = r->queued + a->n > TLC_ROLLUP_MAX_QUEUED;
     if (drop)
-      r->st.samples_dropped += a->n - a->nmeta;
+      r->st.samples_dropped += a->n;
     uv_mutex_unlock(&r->mu);
     if (drop) {
       chunk_lost(a); /* the chunk is reused */
@@ -98,7 +95,7 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
   j = tlc_calloc(1, sizeof(*j));
   if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
     tlc_free(j);
-    tlc__rollup_count(r, &r->st.samples_dropped, a->n - a->nmeta);
+    tlc__rollup_count(r, &r->st.samples_dropped, a->n);
     chunk_lost(a);
     return;
   }
@@ -108,12 +105,11 @@ static void hand_off(tlc_rollup_acc_t *a, int seal) {
   j->chunk_wall = tlc_when_now();
   j->samples = a->chunk;
   j->nsamples = a->n;
-  j->nmeta = a->nmeta;
   j->seal = seal;
   j->replay = a->replay;
   j->gen = a->gen;
   a->chunk = NULL;
-  a->n = a->nmeta = 0;
+  a->n = 0;
   uv_mutex_lock(&r->mu);
   r->queued += j->nsamples;
   uv_mutex_unlock(&r->mu);
@@ -168,7 +164,6 @@ void tlc_rollup_acc_free(tlc_rollup_acc_t *a) {
     return;
   hand_off(a, TLC_RSEAL_WRITE);
   tlc__rollup_chunk_put(a->r, a->chunk);
-  tlc_free(a->seen);
   tlc_free(a->name);
   tlc_free(a);
 }
@@ -224,190 +219,149 @@ void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
   x->epoch = s->epoch;
 }
 
-/* A slot that is not a sample (ROWS, DEF) in the chunk of (end, epoch), or NULL (no memory). */
-static tlc_rollup_sample_t *meta(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch, uint8_t kind) {
-  tlc_rollup_sample_t *s = next(a, end, epoch);
-  if (s == NULL)
-    return NULL;
-  memset(s, 0, sizeof(*s));
-  s->kind = kind;
-  s->end = end;
-  s->epoch = epoch;
-  a->nmeta++;
-  return s;
-}
-
-/* The slow path of tlc_rollup_slog's entry x: its row not described to the worker yet (or a
- * chunk lost since): a ROWS slot when one is owed, the row's key (DEF, read from the engine),
- * then the entry, all in one chunk (a chunk lost on the way starts it over). */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-slog_slow(tlc_rollup_acc_t *a, const tlc_engine_t *e, const tlc_engine_slent_t *x) {
-  uint32_t rk = x->rk, row = rk / TLC_NKINDS;
-  size_t w = rk >> 6;
-  tlc_rollup_sample_t d, *s;
-  memset(&d, 0, sizeof d);
-  d.kind = TLC_ROLLUP_DEF;
-  d.value = row;
-  /* first: a row the engine has (the bitmap stays below its rows, which max_areas bounds) */
-  if (tlc_engine_row_desc(e, row, &d.handle, &d.context, &d.row_kind, &d.state) != 0) {
-    tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-    return;
-  }
-  if (w >= a->nseen) {
-    size_t cap = a->nseen ? a->nseen : 16;
-    uint64_t *nb;
-    while (cap <= w)
-      cap *= 2;
-    if ((nb = tlc_realloc(a->seen, cap * sizeof(*nb))) == NULL) {
-      tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-      return;
-    }
-    memset(nb + a->nseen, 0, (cap - a->nseen) * sizeof(*nb));
-    a->seen = nb;
-    a->nseen = cap;
-  }
-  for (int tries = 0; tries < 3; tries++) {
-    if (a->need_rows) {
-      a->need_rows = 0;
-      if (meta(a, x->end, a->slog_epoch, TLC_ROLLUP_ROWS) == NULL)
-        break;
-    }
-    if ((s = meta(a, x->end, a->slog_epoch, TLC_ROLLUP_DEF)) == NULL)
-      break;
-    d.end = s->end;
-    d.epoch = s->epoch;
-    *s = d;
-    if ((s = next(a, x->end, a->slog_epoch)) == NULL)
-      break;
-    if (a->need_rows) { /* the chunk with the key was lost: the slot is the new chunk's first */
-      a->n--;
-      continue;
-    }
-    a->seen[w] |= 1ull << (rk & 63);
-    s->handle = rk;
-    s->kind = TLC_ROLLUP_RAW;
-    s->value = x->value;
-    s->end = x->end;
-    s->epoch = a->slog_epoch;
-    return;
-  }
-  tlc__rollup_count(a->r, &a->r->st.samples_dropped, 1);
-}
-
-void tlc_rollup_slog(void *acc, const tlc_engine_t *e, const tlc_engine_slent_t *x, size_t n) {
+/* The engine's block x (n entries) goes to the worker as it is: the one copy of the entries is
+ * the engine's. A block from the pool (or new) takes its place; past TLC_ROLLUP_MAX_QUEUED
+ * entries' room waiting for the worker, or without memory, x is not taken: its samples are
+ * counted as dropped and the engine starts it over (every row described again). */
+tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine_slent_t *x,
+                                    size_t n) {
   tlc_rollup_acc_t *a = acc;
-  size_t i = 0;
-  while (i < n) {
-    uint32_t rk;
-    size_t w;
-    tlc_rollup_sample_t *s;
-    /* the run of entries the chunk being filled takes as they are (rows described to the worker,
-     * the chunk's minute and epoch, room): its state in locals, since the stores into the chunk
-     * could alias the accumulator's fields; no hand-off inside */
-    if (a->n > 0 && a->slog_epoch == a->epoch) {
-      tlc_rollup_sample_t *c = a->chunk;
-      const uint64_t *seen = a->seen;
-      size_t cn = a->n, nseen = a->nseen;
-      size_t lim = n - i < TLC_ROLLUP_CHUNK - cn ? n : i + (TLC_ROLLUP_CHUNK - cn);
-      int64_t lo = a->lo, hi = a->hi;
-      uint64_t ep = a->epoch;
-      for (; i < lim; i++) {
-        int64_t end = x[i].end;
-        rk = x[i].rk; /* a mark: its bit is never set (only rows' rk < TLC_SLOG_MARKS are) */
-        w = rk >> 6;
-        if (!(w < nseen && (seen[w] >> (rk & 63) & 1) && end >= lo && end < hi))
-          break;
-        s = &c[cn++];
-        s->handle = rk;
-        s->kind = TLC_ROLLUP_RAW;
-        s->value = x[i].value;
-        s->end = end;
-        s->epoch = ep;
-      }
-      a->n = cn;
-      if (i == n)
-        break;
-    }
-    rk = x[i].rk;
-    w = rk >> 6;
+  tlc_rollup_t *r = a->r;
+  tlc_engine_slent_t *nb = NULL;
+  tlc_rollup_job_t *j;
+  int drop;
+  (void)e;
+  if (a->n > 0) /* violations added before these samples go first (in order on the worker) */
+    hand_off(a, 0);
+  uv_mutex_lock(&r->mu);
+  drop = r->queued + TLC_SLOG_BLOCK > TLC_ROLLUP_MAX_QUEUED;
+  if (!drop) {
+    r->queued += TLC_SLOG_BLOCK;
+    if (r->nbpool > 0)
+      nb = r->bpool[--r->nbpool];
+  }
+  uv_mutex_unlock(&r->mu);
+  if (!drop && nb == NULL)
+    nb = tlc_malloc(TLC_SLOG_BLOCK * sizeof(*nb));
+  j = nb != NULL ? tlc_calloc(1, sizeof(*j)) : NULL;
+  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+    uint64_t lost = 0;
+    for (size_t i = 0; i < n; i++)
+      lost += x[i].rk < TLC_SLOG_MARKS;
+    tlc_free(j);
+    uv_mutex_lock(&r->mu);
+    if (!drop)
+      r->queued -= TLC_SLOG_BLOCK;
+    r->st.samples_dropped += lost;
+    uv_mutex_unlock(&r->mu);
+    tlc__rollup_block_put(r, nb);
+    return x;
+  }
+  j->kind = TLC_RJOB_BLOCK;
+  j->lane = a->lane;
+  j->chunk_wall0 = j->chunk_wall = tlc_when_now();
+  j->block = x;
+  j->nblock = n;
+  j->replay = a->replay;
+  tlc__rollup_push(r, j);
+  return nb;
+}
+
+/* ---- the worker side: a block of the sample log counted ---- */
+
+/* Row x->aux's key from a DEF mark. 0, or TLC_ENOMEM (its samples are counted as dropped). */
+static int rows_def(tlc_rollup_open_t *o, const tlc_engine_slent_t *x) {
+  uint32_t row = x->aux;
+  struct tlc_rollup_rdesc *d;
+  if (row >= o->caprows) {
+    size_t cap = o->caprows ? o->caprows : 64;
+    struct tlc_rollup_rdesc *nr;
+    while (cap <= row)
+      cap *= 2;
+    if ((nr = tlc_realloc(o->rows, cap * sizeof(*nr))) == NULL)
+      return TLC_ENOMEM;
+    memset(nr + o->caprows, 0, (cap - o->caprows) * sizeof(*nr));
+    o->rows = nr;
+    o->caprows = cap;
+  }
+  d = &o->rows[row];
+  d->handle = (uint32_t)((uint64_t)x->value >> 32);
+  d->context = (uint32_t)x->value;
+  d->state = (uint64_t)x->end;
+  d->row_kind = (uint8_t)(x->rk - TLC_SLOG_DEF);
+  d->known = 1;
+  return 0;
+}
+
+void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
+                            size_t n, int replay) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t rk = x[i].rk, row;
+    const struct tlc_rollup_rdesc *d;
+    tlc_rollup_sample_t s;
     if (rk >= TLC_SLOG_MARKS) {
       if (rk == TLC_SLOG_EPOCH) {
-        a->slog_epoch = (uint64_t)x[i].value;
+        o->slog_epoch = (uint64_t)x[i].value;
       } else if (rk == TLC_SLOG_ROWS) {
-        if (a->seen != NULL)
-          memset(a->seen, 0, a->nseen * sizeof(*a->seen));
-        a->need_rows = 1; /* the worker's keys are stale: a ROWS slot before the next DEF */
+        if (o->rows != NULL)
+          memset(o->rows, 0, o->caprows * sizeof(*o->rows));
+      } else if (rk < TLC_SLOG_DEF + 8) {
+        (void)rows_def(o, &x[i]);
       }
-      i++;
       continue;
     }
-    /* the row described to the worker, and no chunk lost since: the entry as it is (5 stores) */
-    if (w < a->nseen && (a->seen[w] >> (rk & 63) & 1)) {
-      if ((s = next(a, x[i].end, a->slog_epoch)) == NULL) {
-        i++;
-        continue;
-      }
-      if (!a->need_rows) {
-        s->handle = rk;
-        s->kind = TLC_ROLLUP_RAW;
-        s->value = x[i].value;
-        s->end = x[i].end;
-        s->epoch = a->slog_epoch;
-        i++;
-        continue;
-      }
-      a->n--; /* a chunk was lost on the way (the bitmap is clear now): described again */
+    row = rk / TLC_NKINDS;
+    d = row < o->caprows ? &o->rows[row] : NULL;
+    if (d == NULL || !d->known) { /* its key lost (no memory for it) */
+      tlc__rollup_count(r, &r->st.samples_dropped, 1);
+      continue;
     }
-    slog_slow(a, e, &x[i]);
-    i++;
+    memset(&s, 0, sizeof s);
+    s.handle = d->handle;
+    s.context = d->context;
+    s.state = d->state;
+    s.kind = (uint8_t)(rk - row * TLC_NKINDS);
+    s.row_kind = d->row_kind;
+    s.value = x[i].value;
+    s.end = x[i].end;
+    s.epoch = o->slog_epoch;
+    if (replay && !tlc__rollup_replay_keep(r, o, &s))
+      continue;
+    tlc__rollup_hold(r, o, &s);
   }
 }
 
-/* ---- the worker side: the log's slots resolved ---- */
+void tlc__rollup_held_flush(tlc_rollup_t *r, tlc_rollup_open_t *o) {
+  int64_t w0 = o->chunk_wall0;
+  o->chunk_wall0 = o->held_wall0; /* when the first of them came */
+  for (size_t i = 0; i < o->nheld; i++) {
+    tlc_rollup_job_t *m = tlc__rollup_open_add(o, &o->held[i]);
+    if (m != NULL)
+      tlc__rollup_minute(r, m);
+  }
+  o->nheld = 0;
+  o->chunk_wall0 = w0;
+}
 
-int tlc__rollup_open_rec(tlc_rollup_open_t *o, tlc_rollup_sample_t *s) {
-  if (s->kind == TLC_ROLLUP_RAW) {
-    uint32_t row = s->handle / TLC_NKINDS;
-    const struct tlc_rollup_rdesc *d = row < o->caprows ? &o->rows[row] : NULL;
-    if (d == NULL || !d->known) { /* its key was lost with a dropped chunk */
-      tlc__rollup_count(o->r, &o->r->st.samples_dropped, 1);
-      return 0;
+/* The rules of the loop's chunk before (next() above): one minute of one epoch, at most
+ * TLC_ROLLUP_CHUNK samples. */
+void tlc__rollup_hold(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_sample_t *s) {
+  if (!(o->nheld - 1 < TLC_ROLLUP_CHUNK - 1 && s->end >= o->held_lo && s->end < o->held_hi &&
+        s->epoch == o->held_epoch)) {
+    int64_t m = tlc_rollup_minute(s->end);
+    if (o->nheld > 0)
+      tlc__rollup_held_flush(r, o);
+    if (o->held == NULL && (o->held = tlc_malloc(TLC_ROLLUP_CHUNK * sizeof(*o->held))) == NULL) {
+      tlc__rollup_count(r, &r->st.samples_dropped, 1);
+      return;
     }
-    s->kind = (uint8_t)(s->handle - row * TLC_NKINDS);
-    s->handle = d->handle;
-    s->context = d->context;
-    s->state = d->state;
-    s->row_kind = d->row_kind;
-    return 1;
+    o->held_lo = m * TLC_ROLLUP_MINUTE_NS;
+    o->held_hi =
+        m < INT64_MAX / TLC_ROLLUP_MINUTE_NS - 1 ? o->held_lo + TLC_ROLLUP_MINUTE_NS : INT64_MAX;
+    o->held_epoch = s->epoch;
+    o->held_wall0 = o->chunk_wall0;
   }
-  if (s->kind == TLC_ROLLUP_ROWS) {
-    if (o->rows != NULL)
-      memset(o->rows, 0, o->caprows * sizeof(*o->rows));
-  } else if (s->kind == TLC_ROLLUP_DEF) {
-    uint64_t row = (uint64_t)s->value; /* below the engine's rows (the loop checked) */
-    struct tlc_rollup_rdesc *d;
-    if (row >= o->caprows) {
-      size_t cap = o->caprows ? o->caprows : 64;
-      struct tlc_rollup_rdesc *nr;
-      while (cap <= row)
-        cap *= 2;
-      if ((nr = tlc_realloc(o->rows, cap * sizeof(*nr))) == NULL)
-        return 0; /* its samples are counted as dropped */
-      memset(nr + o->caprows, 0, (cap - o->caprows) * sizeof(*nr));
-      o->rows = nr;
-      o->caprows = cap;
-    }
-    d = &o->rows[row];
-    d->handle = s->handle;
-    d->context = s->context;
-    d->state = s->state;
-    d->row_kind = s->row_kind;
-    d->known = 1;
-  }
-  return 0;
+  o->held[o->nheld++] = *s;
 }
 
 void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s) {
@@ -463,6 +417,7 @@ void tlc__rollup_open_free(tlc_rollup_open_t *o) {
   if (o == NULL)
     return;
   tlc__rollup_slots_free(o->slots, o->n);
+  tlc_free(o->held);
   tlc_free(o->idx);
   tlc_free(o->rows);
   tlc_free(o->pend);

@@ -1,6 +1,6 @@
 /* queue.c - the rollup module's shared plumbing under acc.c and rollup.c: the worker's job
- * queue, the counters, the pool of chunk buffers and freeing a minute's slots. Any thread
- * (everything here takes the module's mutex or touches only what it is given).
+ * queue, the counters, the pools of chunk buffers and sample log blocks and freeing a minute's
+ * slots. Any thread (everything here takes the module's mutex or touches only what it is given).
  */
 #include "rollup/rollup-int.h"
 
@@ -43,6 +43,18 @@ void tlc__rollup_chunk_put(tlc_rollup_t *r, tlc_rollup_sample_t *c) {
   }
   uv_mutex_unlock(&r->mu);
   tlc_free(c);
+}
+
+void tlc__rollup_block_put(tlc_rollup_t *r, tlc_engine_slent_t *b) {
+  if (b == NULL)
+    return;
+  uv_mutex_lock(&r->mu);
+  if (r->nbpool < TLC_ROLLUP_BPOOL) {
+    r->bpool[r->nbpool++] = b;
+    b = NULL;
+  }
+  uv_mutex_unlock(&r->mu);
+  tlc_free(b);
 }
 
 void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {

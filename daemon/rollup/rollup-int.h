@@ -3,6 +3,7 @@
 #ifndef TLC_ROLLUP_INT_H
 #define TLC_ROLLUP_INT_H
 
+#include "engine/engine.h"
 #include "engine/hist.h"
 #include "rollup/rollup.h"
 
@@ -22,7 +23,9 @@ typedef struct tlc_rollup_slot {
 /* The loop side: samples appended to a chunk, handed to the worker when full or sealed. */
 #define TLC_ROLLUP_CHUNK 2048 /* samples (96 KiB: below malloc's mmap threshold) */
 #define TLC_ROLLUP_POOL  16   /* chunk buffers kept for reuse (fresh pages fault) */
-/* samples queued to the worker past which a full chunk is dropped (counted): 4 M, ~200 MB */
+#define TLC_ROLLUP_BPOOL 64   /* sample log blocks kept for reuse (24 KiB each) */
+/* samples queued to the worker past which a full chunk is dropped (counted): 4 M, ~200 MB; a
+ * sample log block counts as TLC_SLOG_BLOCK whatever it holds (its memory: 96 MiB at most) */
 #define TLC_ROLLUP_MAX_QUEUED (4u << 20)
 struct tlc_rollup_acc {
   tlc_rollup_t *r;
@@ -36,25 +39,7 @@ struct tlc_rollup_acc {
   uint8_t lane;   /* 0: live; 1: the past (a rebuild), kept apart on the worker */
   uint8_t replay; /* its samples are the records replayed after a checkpoint (a restart) */
   uint64_t gen;   /* copies of the open minute taken (tlc_rollup_acc_save) */
-  /* the sample log (tlc_rollup_slog): its entries go to the chunk as TLC_ROLLUP_RAW slots that
-   * the worker resolves; seen: bit rk (row * NK + kind) set once the worker has been given
-   * row's key (a TLC_ROLLUP_DEF slot before it) since the last TLC_ROLLUP_ROWS slot; nseen
-   * words. need_rows: a chunk was dropped, the worker may hold keys the loop no longer knows
-   * of, so a ROWS slot goes first. nmeta: DEF and ROWS slots in the chunk (not samples). */
-  uint64_t *seen;
-  size_t nseen, nmeta;
-  uint8_t need_rows;
-  uint64_t slog_epoch;
 };
-
-/* A chunk's slot that is not a sample (kind & TLC_ROLLUP_META): RAW, a sample log entry (handle:
- * row * NK + kind, value, end, epoch), resolved on the worker (tlc__rollup_open_rec) by the
- * key of its row that a DEF slot gave before it (value: the row's index; handle, context,
- * state, row_kind: its key); ROWS: the keys given so far are stale. */
-#define TLC_ROLLUP_RAW  0x40
-#define TLC_ROLLUP_DEF  0x20
-#define TLC_ROLLUP_ROWS 0x10
-#define TLC_ROLLUP_META (TLC_ROLLUP_RAW | TLC_ROLLUP_DEF | TLC_ROLLUP_ROWS)
 
 /* The worker side of a target: its open minute. */
 typedef struct tlc_rollup_open {
@@ -69,13 +54,23 @@ typedef struct tlc_rollup_open {
   uint32_t *idx; /* nidx entries, UINT32_MAX = free */
   size_t nidx;
   uint32_t last; /* slot of the previous sample, UINT32_MAX: none */
-  /* the keys of the engine's rows by row index, from DEF slots (tlc__rollup_open_rec) */
+  /* the keys of the engine's rows by row index, from its sample log's DEF marks, and the epoch
+   * of its samples (tlc__rollup_open_block) */
   struct tlc_rollup_rdesc {
     uint32_t handle, context;
     uint64_t state;
     uint8_t row_kind, known;
   } * rows;
   size_t caprows;
+  uint64_t slog_epoch;
+  /* lane 0's samples of the minute (and epoch) the loop's chunk held before blocks of the
+   * sample log came whole (tlc__rollup_hold): counted in the open minute when a sample leaves
+   * [held_lo, held_hi) or held_epoch, at TLC_ROLLUP_CHUNK of them, or before a seal, a save and
+   * a replay's start and end, so that minutes are sealed, written and saved when they were */
+  tlc_rollup_sample_t *held;
+  size_t nheld;
+  int64_t held_lo, held_hi, held_wall0;
+  uint64_t held_epoch;
   uint64_t nsamples;
   int64_t wall_last;               /* of the chunks counted so far */
   int64_t chunk_wall0, chunk_wall; /* the chunk being counted: its wall clock span */
@@ -105,10 +100,11 @@ enum {
   TLC_RJOB_QUERY = 2,
   TLC_RJOB_STOP = 3,
   TLC_RJOB_CHUNK = 4,
-  TLC_RJOB_RESTORE = 5, /* a target's saved open minute (if any) written as a minute block */
-  TLC_RJOB_POS = 6,     /* the position of the copy taken at gen: kept on disk under it */
-  TLC_RJOB_REPLAY = 7,  /* a restart replays the records after the checkpoint at pos */
-  TLC_RJOB_REPLAYED = 8 /* ... the replay is over */
+  TLC_RJOB_RESTORE = 5,  /* a target's saved open minute (if any) written as a minute block */
+  TLC_RJOB_POS = 6,      /* the position of the copy taken at gen: kept on disk under it */
+  TLC_RJOB_REPLAY = 7,   /* a restart replays the records after the checkpoint at pos */
+  TLC_RJOB_REPLAYED = 8, /* ... the replay is over */
+  TLC_RJOB_BLOCK = 9     /* a block of the engine's sample log (tlc_rollup_slog) */
 };
 /* CHUNK's seal: */
 enum { TLC_RSEAL_NO = 0, TLC_RSEAL_WRITE = 1, TLC_RSEAL_SAVE = 2 };
@@ -125,12 +121,15 @@ struct tlc_rollup_job {
   size_t nslots;
   /* CHUNK: samples of target, then (seal) its open minute is written */
   tlc_rollup_sample_t *samples;
-  size_t nsamples, nmeta; /* nmeta of them not samples (TLC_ROLLUP_DEF, TLC_ROLLUP_ROWS) */
+  size_t nsamples;
   int seal; /* TLC_RSEAL_*: then the open minute is written, or saved (a copy, kept open) */
   int64_t chunk_wall0, chunk_wall; /* wall clock of its first sample and of its hand-off */
-  uint8_t replay;                  /* CHUNK: replayed samples (filtered) */
-  uint64_t gen;                    /* CHUNK with SAVE, and POS: the copy's generation */
-  tlc_rollup_pos_t pos;            /* POS, REPLAY */
+  uint8_t replay;                  /* CHUNK, BLOCK: replayed samples (filtered) */
+  /* BLOCK: the engine's block (TLC_SLOG_BLOCK entries, back to the pool after) */
+  tlc_engine_slent_t *block;
+  size_t nblock;
+  uint64_t gen;         /* CHUNK with SAVE, and POS: the copy's generation */
+  tlc_rollup_pos_t pos; /* POS, REPLAY */
   /* QUERY */
   tlc_rollup_q_t q[2];
   tlc_rollup_res_t res[2];
@@ -181,6 +180,8 @@ struct tlc_rollup {
   uint64_t queued; /* samples in chunks not yet taken by the worker (under mu) */
   tlc_rollup_sample_t *pool[TLC_ROLLUP_POOL]; /* chunk buffers for reuse (under mu) */
   size_t npool;
+  tlc_engine_slent_t *bpool[TLC_ROLLUP_BPOOL]; /* sample log blocks for reuse (under mu) */
+  size_t nbpool;
   int64_t last_retention_ms;
 };
 
@@ -195,9 +196,16 @@ tlc_rollup_open_t *tlc__rollup_open_of(tlc_rollup_t *r, const char *name, uint8_
 tlc_rollup_job_t *tlc__rollup_open_add(tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
 tlc_rollup_job_t *tlc__rollup_open_seal(tlc_rollup_open_t *o);
 void tlc__rollup_open_free(tlc_rollup_open_t *o);
-/* A slot s with kind & TLC_ROLLUP_META of o's chunk: DEF and ROWS are taken (0); RAW becomes
- * the sample it stands for (1), or is counted as dropped when its row's key is unknown (0). */
-int tlc__rollup_open_rec(tlc_rollup_open_t *o, tlc_rollup_sample_t *s);
+/* Worker (acc.c): sample s of o (lane 0) held as the loop's chunk held it before, and what is
+ * held counted in the open minute (minutes sealed on the way written). */
+void tlc__rollup_hold(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_sample_t *s);
+void tlc__rollup_held_flush(tlc_rollup_t *r, tlc_rollup_open_t *o);
+/* A sample log block given back (pooled or freed; NULL: nothing). Any thread. */
+void tlc__rollup_block_put(tlc_rollup_t *r, tlc_engine_slent_t *b);
+/* Worker (acc.c): the n entries of a sample log block into o (replay: filtered as replayed
+ * samples). */
+void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
+                            size_t n, int replay);
 /* Worker: the open minute's copy on disk (TARGET/open-minute, replaced), and that copy, if any,
  * written as a minute block and removed (at start, before the target's first samples). */
 void tlc__rollup_open_save(tlc_rollup_t *r, tlc_rollup_open_t *o, uint64_t gen);

@@ -66,6 +66,7 @@ static void job_free(tlc_rollup_job_t *j) {
     return;
   tlc__rollup_slots_free(j->slots, j->nslots);
   tlc_free(j->samples);
+  tlc_free(j->block);
   tlc_rollup_res_fini(&j->res[0]);
   tlc_rollup_res_fini(&j->res[1]);
   tlc_free(j->target);
@@ -1195,22 +1196,25 @@ static void worker_main(void *arg) {
       r->queued -= j->nsamples;
       uv_mutex_unlock(&r->mu);
       if (o == NULL)
-        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples - j->nmeta);
+        tlc__rollup_count(r, &r->st.samples_dropped, j->nsamples);
       if (o != NULL) {
         o->chunk_wall0 = j->chunk_wall0;
         o->chunk_wall = j->chunk_wall;
       }
       for (size_t i = 0; o != NULL && i < j->nsamples; i++) {
         tlc_rollup_job_t *m;
-        /* the sample log's slots: keys kept, entries resolved into samples (engine.h) */
-        if ((j->samples[i].kind & TLC_ROLLUP_META) && !tlc__rollup_open_rec(o, &j->samples[i]))
-          continue;
         if (j->replay && !tlc__rollup_replay_keep(r, o, &j->samples[i]))
           continue;
+        if (j->lane == 0) { /* in order with the sample log's blocks */
+          tlc__rollup_hold(r, o, &j->samples[i]);
+          continue;
+        }
         m = tlc__rollup_open_add(o, &j->samples[i]);
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
+      if (o != NULL && j->seal != TLC_RSEAL_NO)
+        tlc__rollup_held_flush(r, o);
       if (o != NULL && j->seal == TLC_RSEAL_WRITE) {
         tlc_rollup_job_t *m = tlc__rollup_open_seal(o);
         if (m != NULL)
@@ -1220,6 +1224,24 @@ static void worker_main(void *arg) {
       }
       tlc__rollup_chunk_put(r, j->samples);
       j->samples = NULL;
+      job_free(j);
+    } else if (j->kind == TLC_RJOB_BLOCK) {
+      tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, j->lane);
+      uv_mutex_lock(&r->mu);
+      r->queued -= TLC_SLOG_BLOCK;
+      uv_mutex_unlock(&r->mu);
+      if (o == NULL) {
+        uint64_t lost = 0;
+        for (size_t i = 0; i < j->nblock; i++)
+          lost += j->block[i].rk < TLC_SLOG_MARKS;
+        tlc__rollup_count(r, &r->st.samples_dropped, lost);
+      } else {
+        o->chunk_wall0 = j->chunk_wall0;
+        o->chunk_wall = j->chunk_wall;
+        tlc__rollup_open_block(r, o, j->block, j->nblock, j->replay);
+      }
+      tlc__rollup_block_put(r, j->block);
+      j->block = NULL;
       job_free(j);
     } else if (j->kind == TLC_RJOB_RESTORE) {
       tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
@@ -1231,6 +1253,8 @@ static void worker_main(void *arg) {
     } else if (j->kind == TLC_RJOB_POS || j->kind == TLC_RJOB_REPLAY ||
                j->kind == TLC_RJOB_REPLAYED) {
       tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
+      if (o != NULL && j->kind != TLC_RJOB_POS) /* a chunk was all replayed or all live */
+        tlc__rollup_held_flush(r, o);
       if (o != NULL && j->kind == TLC_RJOB_POS)
         tlc__rollup_open_pos(r, o, j->gen, &j->pos);
       else if (o != NULL && j->kind == TLC_RJOB_REPLAY)
@@ -1256,7 +1280,9 @@ static void worker_main(void *arg) {
       uv_async_send(&r->done_async);
     } else {
       for (size_t i = 0; i < r->nopens; i++) { /* all written, then freed (see saved_drop) */
-        tlc_rollup_job_t *m = tlc__rollup_open_seal(r->opens[i]);
+        tlc_rollup_job_t *m;
+        tlc__rollup_held_flush(r, r->opens[i]);
+        m = tlc__rollup_open_seal(r->opens[i]);
         if (m != NULL)
           tlc__rollup_minute(r, m);
       }
@@ -1403,6 +1429,8 @@ static void on_closed(uv_handle_t *h) {
   tlc_rollup_t *r = h->data;
   while (r->npool > 0)
     tlc_free(r->pool[--r->npool]);
+  while (r->nbpool > 0)
+    tlc_free(r->bpool[--r->nbpool]);
   uv_mutex_destroy(&r->mu);
   uv_cond_destroy(&r->cv);
   tlc_free(r->state_dir);

@@ -2,13 +2,14 @@
  * (and hour) of target time, the statistics of the samples that closed in it (formats/rollup.h
  * cells), written off the event loop, kept under their own budget, and read back by queries.
  *
- * The loop side is an accumulator per target (tlc_rollup_acc_t): the engine's tap hands it every
- * sample as it closes, and it counts the sample in the open minute's slot of its (area, context,
- * state, kind) - a hash lookup, the scalar sums and one engine histogram increment. When a sample
- * of another minute (or clock epoch) arrives, the open minute is handed whole to the module's
- * worker thread, which turns its slots into cells, appends one block per area to that area's
- * minute file, and merges it into the open hour of its target; an hour is written when the
- * next one starts (or at close). Only minutes in which an area had a sample cost anything.
+ * The loop side is an accumulator per target (tlc_rollup_acc_t): the engine's sample log hands
+ * its blocks of samples to the module's worker thread as they are (tlc_rollup_slog; the tap's
+ * samples and budget violations go in chunks), and the worker resolves their rows, counts each
+ * sample in the open minute's slot of its (area, context, state, kind) and, once target time
+ * (or the clock epoch) leaves the minute, turns its slots into cells, appends one block per area
+ * to that area's minute file, and merges it into the open hour of its target; an hour is
+ * written when the next one starts (or at close). Only minutes in which an area had a sample
+ * cost anything.
  *
  * Files, under STATE_DIR/.rollup/TARGET/ (a hidden directory: the store never looks into it,
  * and raw-segment retention never deletes it):
@@ -122,13 +123,14 @@ tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t 
 struct tlc_engine_sample;
 void tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
 /* The engine's sample log (engine.h: tlc_engine_slog_fn) feeding accumulator `acc`: the same
- * samples as tlc_rollup_tap gets, a block at a time; each row's key is read from the engine
- * (tlc_engine_row_desc) at its first sample and kept by row index until a TLC_SLOG_ROWS mark.
- * Thread of the accumulator (the engine's). */
+ * samples as tlc_rollup_tap gets, a block at a time, the engine's block itself handed to the
+ * worker (no copy; rows resolved there by the log's DEF marks) and a fresh one returned from a
+ * pool the worker gives blocks back to; the block is not taken (its samples counted as dropped)
+ * past the memory bound of the queue. Thread of the accumulator (the engine's). */
 struct tlc_engine;
 struct tlc_engine_slent;
-void tlc_rollup_slog(void *acc, const struct tlc_engine *e, const struct tlc_engine_slent *x,
-                     size_t n);
+struct tlc_engine_slent *tlc_rollup_slog(void *acc, const struct tlc_engine *e,
+                                         struct tlc_engine_slent *x, size_t n);
 /* Counts one budget violation in the minute of its end time: handle, context, state and row_kind
  * of its row, kind the statistic it broke (a rate: TLC_NET's cell). */
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,

@@ -2,14 +2,18 @@
  *
  *  - an engine with a tap that wants every sample and the log gets, from the log, exactly the
  *    tap's samples (kind < TLC_NKINDS): the same multiset of (handle, context, state, row kind,
- *    kind, value, end, epoch), each entry's row described by tlc_engine_row_desc once and kept
- *    until a TLC_SLOG_ROWS mark, the epoch taken from TLC_SLOG_EPOCH marks; over code areas on
+ *    kind, value, end, epoch), each entry's row described by a DEF mark before its first
+ *    sample (the key tlc_engine_row_desc gives), once until a TLC_SLOG_ROWS mark, the epoch
+ *    taken from TLC_SLOG_EPOCH marks; each block taken (freed by the consumer), a fresh one
+ *    returned; over code areas on
  *    4 cores, data writes, a gap, a clock restart (epoch 1) and a clear (rows reused by other
  *    areas: a stale description would name the wrong area);
  *  - the log is empty after every push (everything the tap saw is delivered), and no call
  *    hands more than TLC_SLOG_BLOCK entries (a long push hands several full ones);
  *  - the log set mid-stream gets the samples from then on (rows created before included); set
- *    to NULL, no more calls.
+ *    to NULL, no more calls;
+ *  - blocks not taken: their samples lost, the next block starts with ROWS and EPOCH and every
+ *    row is described again, so every sample after is resolved right.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,21 +65,33 @@ static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
   rec_add(ud, &x);
 }
 
-/* the log's consumer: descriptions cached by row index, as a real one keeps them */
+/* the log's consumer: descriptions kept by row index from the log's DEF marks, as the rollup
+ * worker keeps them (it never asks the engine); every `refuse`-th block is not taken */
 typedef struct lg {
-  rec_t got;
+  rec_t got, lost;
   smp_t *desc; /* kind 0xFF: not described */
   size_t ndesc;
   uint64_t epoch;
-  size_t calls, full, marks_rows, marks_epoch;
+  size_t calls, full, marks_rows, marks_epoch, defs, refuse, refused;
+  int after_refusal;
 } lg_t;
 
-static void slog_fn(void *ud, const tlc_engine_t *e, const tlc_engine_slent_t *x, size_t n) {
+static tlc_engine_slent_t *slog_fn(void *ud, const tlc_engine_t *e, tlc_engine_slent_t *x,
+                                   size_t n) {
   lg_t *l = ud;
   size_t i;
+  int refuse;
+  tlc_engine_slent_t *nb;
   assert_true(n > 0 && n <= TLC_SLOG_BLOCK);
   l->calls++;
-  l->full += n == TLC_SLOG_BLOCK;
+  l->full += n > TLC_SLOG_BLOCK - 4; /* handed before a group of entries that would not fit */
+  refuse = l->refuse > 0 && l->calls % l->refuse == 0;
+  if (l->after_refusal) { /* a block not taken: the engine starts over, every row described */
+    assert_true(n >= 2);
+    assert_int_equal(x[0].rk, TLC_SLOG_ROWS);
+    assert_int_equal(x[1].rk, TLC_SLOG_EPOCH);
+    l->after_refusal = 0;
+  }
   for (i = 0; i < n; i++) {
     uint32_t row = x[i].rk / TLC_NKINDS;
     smp_t s;
@@ -90,28 +106,54 @@ static void slog_fn(void *ud, const tlc_engine_t *e, const tlc_engine_slent_t *x
       l->epoch = (uint64_t)x[i].value;
       continue;
     }
-    assert_true(x[i].rk < TLC_SLOG_MARKS);
-    if (row >= l->ndesc) {
-      size_t nd = (row + 1) * 2;
-      l->desc = realloc(l->desc, nd * sizeof(*l->desc));
-      assert_non_null(l->desc);
-      for (size_t j = l->ndesc; j < nd; j++)
-        l->desc[j].kind = 0xFF;
-      l->ndesc = nd;
-    }
-    if (l->desc[row].kind == 0xFF) {
-      smp_t *d = &l->desc[row];
-      assert_int_equal(
-          tlc_engine_row_desc(e, row, &d->handle, &d->context, &d->row_kind, &d->state), 0);
+    if (x[i].rk >= TLC_SLOG_DEF && x[i].rk < TLC_SLOG_DEF + 8) {
+      smp_t *d, w;
+      row = x[i].aux;
+      if (row >= l->ndesc) {
+        size_t nd = (row + 1) * 2;
+        l->desc = realloc(l->desc, nd * sizeof(*l->desc));
+        assert_non_null(l->desc);
+        for (size_t j = l->ndesc; j < nd; j++)
+          l->desc[j].kind = 0xFF;
+        l->ndesc = nd;
+      }
+      d = &l->desc[row];
+      assert_int_equal(d->kind, 0xFF); /* once per row between ROWS marks */
+      d->handle = (uint32_t)((uint64_t)x[i].value >> 32);
+      d->context = (uint32_t)x[i].value;
+      d->state = (uint64_t)x[i].end;
+      d->row_kind = (uint8_t)(x[i].rk - TLC_SLOG_DEF);
       d->kind = 0;
+      /* the engine's own key of the row */
+      assert_int_equal(tlc_engine_row_desc(e, row, &w.handle, &w.context, &w.row_kind, &w.state),
+                       0);
+      assert_int_equal(w.handle, d->handle);
+      assert_int_equal(w.context, d->context);
+      assert_int_equal(w.state, d->state);
+      assert_int_equal(w.row_kind, d->row_kind);
+      l->defs++;
+      continue;
     }
+    assert_true(x[i].rk < TLC_SLOG_MARKS);
+    assert_true(row < l->ndesc && l->desc[row].kind != 0xFF); /* described before */
     s = l->desc[row];
     s.kind = (uint8_t)(x[i].rk % TLC_NKINDS);
     s.value = x[i].value;
     s.end = x[i].end;
     s.epoch = l->epoch;
-    rec_add(&l->got, &s);
+    rec_add(refuse ? &l->lost : &l->got, &s);
   }
+  if (refuse) {
+    l->refused++;
+    l->after_refusal = 1;
+    return x;
+  }
+  /* taken: x is ours now; the engine goes on in a fresh block */
+  nb = tlc_malloc(TLC_SLOG_BLOCK * sizeof(*nb));
+  assert_non_null(nb);
+  memset(nb, 0xA5, TLC_SLOG_BLOCK * sizeof(*nb));
+  tlc_free(x);
+  return nb;
 }
 
 static int smp_cmp(const void *pa, const void *pb) {
@@ -184,7 +226,7 @@ static tlc_engine_t *mk(rec_t *all) {
 /* pushes ev and checks that the log delivered all the tap saw */
 static void push(tlc_engine_t *e, const tlc_event_t *ev, size_t n, rec_t *all, lg_t *l) {
   tlc_engine_push(e, ev, n);
-  assert_int_equal(l->got.n, all->n);
+  assert_int_equal(l->got.n + l->lost.n, all->n);
 }
 
 static void test_same_as_tap(void **state) {
@@ -193,6 +235,7 @@ static void test_same_as_tap(void **state) {
   rec_t all = { 0 };
   lg_t l;
   tlc_engine_t *e = mk(&all);
+  tlc_engine_mem_t m0, m1;
   int64_t t = 1000000000000ll;
   (void)state;
   memset(&l, 0, sizeof l);
@@ -211,17 +254,67 @@ static void test_same_as_tap(void **state) {
   assert_int_equal(tlc_engine_counters(e)->clock_resets, 1);
   assert_true(all.s[all.n - 1].epoch == 1);
   /* a clear: the rows' indexes are reused by other areas */
+  tlc_engine_mem(e, &m0);
   tlc_engine_clear(e);
   workload(ev, N, &t, 1000);
   push(e, ev, N, &all, &l);
   assert_true(l.marks_rows >= 2 && l.marks_epoch >= 3);
   assert_true(all.n > 3 * N);
   same(&all, 0, &l.got, 0);
+  /* rows described once per ROWS mark: every row before the clear, every row after it */
+  tlc_engine_mem(e, &m1);
+  assert_int_equal(l.defs, m0.areas + m1.areas);
 
   tlc_engine_free(e);
   tlc_free(ev);
   free(all.s);
   free(l.got.s);
+  free(l.desc);
+}
+
+/* Blocks not taken (a consumer short of memory): their samples are lost, the engine starts the
+ * block over with ROWS and EPOCH marks and describes every row again before its next sample, so
+ * that the samples of the blocks taken are all resolved right (the consumer asserts a row is
+ * described before its samples, and that a DEF comes once per row between ROWS marks). */
+static void test_refused(void **state) {
+  enum { N = 20000 };
+  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
+  rec_t all = { 0 };
+  lg_t l;
+  tlc_engine_t *e = mk(&all);
+  int64_t t = 1000;
+  (void)state;
+  memset(&l, 0, sizeof l);
+  l.refuse = 3;
+  assert_non_null(ev);
+  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
+  for (int round = 0; round < 4; round++) {
+    workload(ev, N, &t, 0);
+    push(e, ev, N, &all, &l);
+    if (round == 1) {
+      tlc_engine_clear(e);
+      workload(ev, N, &t, 1000);
+      push(e, ev, N, &all, &l);
+    }
+  }
+  assert_true(l.refused >= 3 && l.lost.n > 0 && l.got.n > 0);
+  /* the rows described again after every refusal, so more than once each */
+  assert_true(l.defs > l.refused);
+  {
+    rec_t both = { 0 };
+    for (size_t i = 0; i < l.got.n; i++)
+      rec_add(&both, &l.got.s[i]);
+    for (size_t i = 0; i < l.lost.n; i++)
+      rec_add(&both, &l.lost.s[i]);
+    same(&all, 0, &both, 0);
+    free(both.s);
+  }
+
+  tlc_engine_free(e);
+  tlc_free(ev);
+  free(all.s);
+  free(l.got.s);
+  free(l.lost.s);
   free(l.desc);
 }
 
@@ -264,6 +357,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_same_as_tap),
     cmocka_unit_test(test_on_off),
+    cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

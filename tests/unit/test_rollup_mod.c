@@ -8,7 +8,8 @@
  * in its minute and its hour, across a board's restart too; an engine's sample log feeding an
  * accumulator (tlc_rollup_slog: rows resolved by the worker) gives the same minutes, cell for
  * cell, as the engine's tap feeding another (tlc_rollup_tap), over chunks, minutes, a clock
- * restart and a clear whose rows name other areas.
+ * restart and a clear whose rows name other areas; with the worker stalled and memory short,
+ * blocks not taken are counted as dropped and the minutes around the shortage stay exact.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -669,11 +670,172 @@ static void test_slog_as_tap(void **state) {
   rm_rf(dir);
 }
 
+/* ---- memory short while the worker is stalled: blocks of the sample log not taken ---- */
+
+static int blocks_fail; /* the loop's allocations of sample log blocks fail */
+static void *fail_malloc(size_t n) {
+  if (blocks_fail && n == TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t))
+    return NULL;
+  return malloc(n);
+}
+static void *fail_calloc(size_t c, size_t n) {
+  return calloc(c, n);
+}
+static void *fail_realloc(void *p, size_t n) {
+  return realloc(p, n);
+}
+
+static uv_sem_t stall_sem;
+static void stall_encode(void *ctx, const tlc_rollup_q_t *q, tlc_rollup_res_t *res, size_t nq) {
+  (void)ctx;
+  (void)q;
+  (void)res;
+  (void)nq;
+  uv_sem_wait(&stall_sem); /* the worker waits here until the test lets it go */
+}
+static void stall_cb(void *ud, tlc_rollup_res_t *res, size_t nq) {
+  (void)res;
+  (void)nq;
+  *(int *)ud = 1;
+}
+
+/* events from *t until `end` (exclusive) pushed into e, in batches */
+static void push_until(tlc_engine_t *e, int64_t *t, int64_t end, rng_t *g) {
+  enum { B = 512 };
+  tlc_event_t ev[B];
+  size_t n = 0;
+  for (;;) {
+    int64_t t0 = *t;
+    slog_events(&ev[n], 1, t, 0, g);
+    if (ev[n].time_ns >= end) {
+      *t = t0; /* not taken: the next phase starts from there */
+      break;
+    }
+    if (++n == B) {
+      tlc_engine_push(e, ev, n);
+      n = 0;
+    }
+  }
+  if (n > 0)
+    tlc_engine_push(e, ev, n);
+}
+
+/* the sum of the cells' counts of res's steps */
+static uint64_t res_count(const tlc_rollup_res_t *res) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < res->nsteps; i++)
+    for (size_t j = 0; j < res->steps[i].n; j++)
+      n += res->steps[i].cells[j].d.n;
+  return n;
+}
+
+/* The worker stalled (a query's encoding waits) and memory short for the sample log's blocks:
+ * once the pool the worker filled is used up, the engine's blocks are not taken, their samples
+ * counted as dropped (the stats a user sees); memory back, the engine describes its rows again
+ * and the minutes before and after the shortage equal the tap's cell for cell; the samples
+ * written and those dropped add up to the tap's. */
+static void test_slog_memory_short(void **state) {
+  uv_loop_t loop;
+  tlc_rollup_t *r;
+  tlc_rollup_acc_t *at, *al;
+  tlc_rollup_opts_t o;
+  tlc_rollup_stats_t st;
+  tlc_engine_opts_t eo;
+  tlc_engine_t *e;
+  tlc_allocator_t fa = { fail_malloc, fail_calloc, fail_realloc, free };
+  tlc_rollup_q_t sq;
+  tlc_rollup_ans_t ans = { stall_encode, NULL, NULL };
+  int64_t t = 10 * TLC_ROLLUP_MINUTE_NS;
+  int stalled_done = 0;
+  rng_t g;
+  (void)state;
+  rng_seed(&g, 7);
+  tlc_alloc_set(&fa);
+  assert_int_equal(uv_sem_init(&stall_sem, 0), 0);
+  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(uv_loop_init(&loop), 0);
+  memset(&o, 0, sizeof o);
+  o.state_dir = dir;
+  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
+  at = tlc_rollup_acc_new(r, "board/tap");
+  al = tlc_rollup_acc_new(r, "board/log");
+  assert_non_null(at);
+  assert_non_null(al);
+  tlc_engine_opts_default(&eo);
+  eo.tap = tlc_rollup_tap;
+  eo.tap_ud = at;
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
+  assert_int_equal(tlc_engine_set_slog(e, tlc_rollup_slog, al), 0);
+  /* minutes 10-19: all taken */
+  push_until(e, &t, 20 * TLC_ROLLUP_MINUTE_NS, &g);
+  /* minutes 20-49: the worker stalled after what came so far, block allocations failing */
+  memset(&sq, 0, sizeof sq);
+  sq.all_handles = 1;
+  sq.when = TLC_RQ_TARGET;
+  sq.step_min = 1;
+  snprintf(sq.target, sizeof sq.target, "%s", "nothing");
+  assert_int_equal(tlc_rollup_submit(r, NULL, &sq, 1, &ans, stall_cb, &stalled_done, NULL), 0);
+  blocks_fail = 1;
+  push_until(e, &t, 50 * TLC_ROLLUP_MINUTE_NS, &g);
+  tlc_rollup_get_stats(r, &st);
+  assert_true(st.samples_dropped > 0);
+  /* minutes 50-59: memory back, the worker going on */
+  blocks_fail = 0;
+  uv_sem_post(&stall_sem);
+  push_until(e, &t, 60 * TLC_ROLLUP_MINUTE_NS, &g);
+  tlc_engine_free(e);
+  tlc_rollup_acc_free(at);
+  tlc_rollup_acc_free(al);
+  tlc_rollup_get_stats(r, &st); /* the drops are counted as blocks are refused, on this thread */
+  tlc_rollup_close(r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  assert_int_equal(stalled_done, 1);
+  {
+    tlc_rollup_res_t a, b;
+    tlc_rollup_q_t q;
+    memset(&q, 0, sizeof q);
+    q.all_handles = 1;
+    q.when = TLC_RQ_TARGET;
+    q.step_min = 1;
+    snprintf(q.target, sizeof q.target, "%s", "board/tap");
+    tlc_rollup_read(dir, &q, &a);
+    snprintf(q.target, sizeof q.target, "%s", "board/log");
+    tlc_rollup_read(dir, &q, &b);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(b.status, 0);
+    assert_int_equal(a.nsteps, 50);
+    for (size_t i = 0, k = 0; i < a.nsteps; i++) {
+      const tlc_rollup_blk_t *x = &a.steps[i];
+      tlc_rollup_res_t one = { 0 }, other = { 0 };
+      if (x->minute >= 20 && x->minute < 50)
+        continue;
+      while (k < b.nsteps && b.steps[k].minute < x->minute)
+        k++;
+      assert_true(k < b.nsteps && b.steps[k].minute == x->minute);
+      one.steps = a.steps + i; /* borrowed: one step each */
+      one.nsteps = 1;
+      other.steps = b.steps + k;
+      other.nsteps = 1;
+      assert_true(same_steps(&one, &other) > 10);
+    }
+    assert_int_equal(res_count(&b) + st.samples_dropped, res_count(&a));
+    assert_true(res_count(&b) < res_count(&a));
+    tlc_rollup_res_fini(&a);
+    tlc_rollup_res_fini(&b);
+  }
+  uv_sem_destroy(&stall_sem);
+  tlc_alloc_set(NULL);
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_write_read),  cmocka_unit_test(test_violations),
     cmocka_unit_test(test_past_apart),  cmocka_unit_test(test_replay_once),
-    cmocka_unit_test(test_slog_as_tap),
+    cmocka_unit_test(test_slog_as_tap), cmocka_unit_test(test_slog_memory_short),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
