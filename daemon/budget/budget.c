@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define NONE32 0xFFFFFFFFu
 
@@ -604,6 +607,31 @@ static void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
   }
 }
 
+/* Writes slot x, one aligned cache line, whole: on x86-64 with non-temporal stores, which
+ * write the line without reading it first and leave the caches to the engine (a storm
+ * writes a line per violation, round every budget's ring). The watch's own thread reads
+ * it back (its stores are ordered for it), nothing else does. */
+static inline void slot_stream(vslot_t *x, const tlc_engine_sample_t *s, uint64_t count,
+                               int64_t wall, uint32_t ci, uint32_t bits) {
+#if defined(__SSE2__)
+  __m128i *p = (__m128i *)(void *)x;
+  _mm_stream_si128(p, _mm_set_epi64x(s->start, s->value));
+  _mm_stream_si128(p + 1, _mm_set_epi64x((int64_t)s->seq_start, s->end));
+  _mm_stream_si128(p + 2, _mm_set_epi64x((int64_t)count, (int64_t)s->seq_end));
+  _mm_stream_si128(p + 3, _mm_set_epi64x((int64_t)((uint64_t)bits << 32 | ci), wall));
+#else
+  x->value = s->value;
+  x->start = s->start;
+  x->end = s->end;
+  x->seq_start = s->seq_start;
+  x->seq_end = s->seq_end;
+  x->count = count;
+  x->wall_ms = wall;
+  x->ci = ci;
+  x->bits = bits;
+#endif
+}
+
 /* Records a violation of m's budget b on its row whole (violate's uncommon ones): counts it
  * `n` times (n > 1: a stretch of empty rate windows, one record) in its budget and in
  * counter ci (NONE32: a dropped key), keeps it in the ring's next slot (compact when it fits,
@@ -675,15 +703,7 @@ violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_
   w->all += n;
   w->c[m->ci].count += n;
   x = &b->ring[b->rhead];
-  x->value = s->value;
-  x->start = s->start;
-  x->end = s->end;
-  x->seq_start = s->seq_start;
-  x->seq_end = s->seq_end;
-  x->count = b->total;
-  x->wall_ms = w->wall;
-  x->ci = m->ci;
-  x->bits = (uint32_t)s->epoch | (over ? VS_OVER : 0);
+  slot_stream(x, s, b->total, w->wall, m->ci, (uint32_t)s->epoch | (over ? VS_OVER : 0));
   if (++b->rhead == w->o.keep)
     b->rhead = 0;
   if (b->rn < w->o.keep)
