@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define NONE32 0xFFFFFFFFu
 
@@ -31,13 +34,39 @@
 #define COLD
 #endif
 
+/* A kept violation in its budget's ring: 64 bytes, one cache line (the ring is aligned to
+ * them), where the whole record (tlc_violation_t) takes two: a storm writes one line per
+ * violation and cycles through half the memory. Its head (budget, area, context, row kind,
+ * state) is its counter's (ci), its stat its budget's, its limit its budget's max (VS_OVER)
+ * or min, its stored location, once set, in the budget's loc[] (VS_LOC). A violation that
+ * does not fit (no counter: a dropped key; an epoch of VS_EPOCHS or more; one taken back from
+ * a checkpoint or kept across a reload) is kept whole in the budget's wide[] (VS_WIDE; its
+ * count and seq_end in the slot too, for the searches). */
+typedef struct vslot {
+  int64_t value, start, end;
+  uint64_t seq_start, seq_end, count;
+  int64_t wall_ms;
+  uint32_t ci;   /* its counter (cnt_t) */
+  uint32_t bits; /* VS_WIDE, VS_OVER, VS_LOC | its epoch */
+} vslot_t;
+_Static_assert(sizeof(vslot_t) == 64, "a ring slot is one cache line");
+
+#define VS_WIDE   0x80000000u
+#define VS_OVER   0x40000000u
+#define VS_LOC    0x20000000u
+#define VS_EPOCHS 0x20000000u /* epochs below it fit in bits */
+
 typedef struct bstate {
   /* what a sample is tested against (first: the one line a quiet sample reads): a value
    * above hi or below lo breaks it (INT64_MAX without a max, INT64_MIN without a min) */
   int64_t hi, lo;
   uint64_t total;
-  tlc_violation_t *ring; /* keep of them, allocated at the first violation, not zeroed */
+  vslot_t *ring;         /* keep of them, allocated at the first violation, not zeroed */
   size_t rn, rhead;      /* used, next slot */
+  void *ring_mem;        /* ring's allocation (ring: its first 64-byte boundary) */
+  tlc_violation_t *wide; /* keep, at the first VS_WIDE slot: their whole records */
+  uint64_t (*loc)[4];    /* keep, at the first VS_LOC slot: seg_first, off_first, seg_last,
+                            off_last */
   int64_t worst_dist;    /* the worst's distance from its limit (when has_worst) */
   int has_worst;
   tlc_violation_t worst;
@@ -102,7 +131,7 @@ struct tlc_bwatch {
   size_t nc, capc;
   tlc_htab_t cnth; /* hash(budget, row key) -> c index */
   uint64_t dropped_keys, all;
-  tlc_violation_t scratch; /* a violation's record when its budget has no ring (no memory) */
+  tlc_violation_t scratch; /* a violation's whole record when it does not fit a ring slot */
   /* the wall clock of the samples now coming (TLC_TAP_WALL: the engine's chunk), 0 when not
    * known (then read per violation); unused with opts.wall_ms */
   int64_t wall;
@@ -170,10 +199,123 @@ static int same_def(const tlc_tbudget_t *a, const tlc_tbudget_t *b) {
          a->window_ns == b->window_ns;
 }
 
+/* Frees b's ring and its side arrays. */
+static void ring_free(bstate_t *b) {
+  tlc_free(b->ring_mem);
+  tlc_free(b->wide);
+  tlc_free(b->loc);
+  b->ring = NULL;
+  b->ring_mem = NULL;
+  b->wide = NULL;
+  b->loc = NULL;
+}
+
+/* b's ring of keep slots (not zeroed), aligned to 64 bytes; NULL without memory. */
+static vslot_t *ring_alloc(bstate_t *b, size_t keep) {
+  uint8_t *p = tlc_malloc(keep * sizeof(vslot_t) + 63);
+  if (p == NULL)
+    return NULL;
+  b->ring_mem = p;
+  b->ring = (vslot_t *)(void *)(p + (64 - (uintptr_t)p % 64) % 64);
+  return b->ring;
+}
+
+/* Keeps v whole in slot k of b's ring. 0, or -1 without memory (the slot unchanged). */
+static int slot_put_wide(bstate_t *b, size_t keep, size_t k, const tlc_violation_t *v) {
+  if (b->wide == NULL && (b->wide = tlc_malloc(keep * sizeof(*b->wide))) == NULL)
+    return -1;
+  b->wide[k] = *v;
+  b->ring[k].count = v->count;
+  b->ring[k].seq_end = v->seq_end;
+  b->ring[k].bits = VS_WIDE;
+  return 0;
+}
+
+/* The violation in slot k of b's ring, whole, into *v. */
+static void slot_get(const tlc_bwatch_t *w, const bstate_t *b, size_t k, tlc_violation_t *v) {
+  const vslot_t *x = &b->ring[k];
+  const cnt_t *c;
+  if (x->bits & VS_WIDE) {
+    *v = b->wide[k];
+    return;
+  }
+  c = &w->c[x->ci];
+  memset(v, 0, sizeof(*v));
+  v->budget = c->bi;
+  v->handle = c->handle;
+  v->context = c->context;
+  v->row_kind = c->row_kind;
+  v->stat = b->def.stat;
+  v->over = (x->bits & VS_OVER) != 0;
+  v->state = c->state;
+  v->value = x->value;
+  v->limit = v->over ? b->hi : b->lo;
+  v->start = x->start;
+  v->end = x->end;
+  v->epoch = x->bits & (VS_EPOCHS - 1);
+  v->wall_ms = x->wall_ms;
+  v->seq_start = x->seq_start;
+  v->seq_end = x->seq_end;
+  v->count = x->count;
+  if (x->bits & VS_LOC) {
+    v->seg_first = b->loc[k][0];
+    v->off_first = b->loc[k][1];
+    v->seg_last = b->loc[k][2];
+    v->off_last = b->loc[k][3];
+  }
+}
+
+/* The stored location of slot k into loc[0..3] (zeros when none). */
+static void slot_loc(const bstate_t *b, size_t k, uint64_t loc[4]) {
+  const vslot_t *x = &b->ring[k];
+  if (x->bits & VS_WIDE) {
+    loc[0] = b->wide[k].seg_first;
+    loc[1] = b->wide[k].off_first;
+    loc[2] = b->wide[k].seg_last;
+    loc[3] = b->wide[k].off_last;
+  } else if (x->bits & VS_LOC) {
+    memcpy(loc, b->loc[k], sizeof(b->loc[k]));
+  } else {
+    loc[0] = loc[1] = loc[2] = loc[3] = 0;
+  }
+}
+
+/* Sets the stored location of slot k. 1, or 0 without memory. */
+static int slot_set_loc(bstate_t *b, size_t keep, size_t k, const uint64_t loc[4]) {
+  vslot_t *x = &b->ring[k];
+  if (x->bits & VS_WIDE) {
+    b->wide[k].seg_first = loc[0];
+    b->wide[k].off_first = loc[1];
+    b->wide[k].seg_last = loc[2];
+    b->wide[k].off_last = loc[3];
+    return 1;
+  }
+  if (b->loc == NULL && (b->loc = tlc_malloc(keep * sizeof(*b->loc))) == NULL)
+    return 0;
+  memcpy(b->loc[k], loc, sizeof(b->loc[k]));
+  x->bits |= VS_LOC;
+  return 1;
+}
+
+/* Makes every slot of b's ring whole (before its counters are renumbered, or its budget
+ * moved, by a reload). 0, or -1 without memory (what was done stays valid). */
+static int ring_widen(const tlc_bwatch_t *w, bstate_t *b) {
+  tlc_violation_t v;
+  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
+    size_t k = (b->rhead + w->o.keep - b->rn + j) % w->o.keep;
+    if (b->ring[k].bits & VS_WIDE)
+      continue;
+    slot_get(w, b, k, &v);
+    if (slot_put_wide(b, w->o.keep, k, &v) != 0)
+      return -1;
+  }
+  return 0;
+}
+
 static void free_states(bstate_t *bs, size_t n) {
   size_t i;
   for (i = 0; i < n; i++)
-    tlc_free(bs[i].ring);
+    ring_free(&bs[i]);
   tlc_free(bs);
 }
 
@@ -235,6 +377,18 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
     free_states(bs, nb);
     return TLC_ENOMEM;
   }
+  /* the kept violations of the budgets that remain, whole: their counters are renumbered
+   * below, and they keep the budget index they had when seen (as a whole record always did) */
+  for (i = 0; i < w->nb; i++)
+    for (j = 0; j < nb; j++)
+      if (same_def(&w->bs[i].def, &bs[j].def)) {
+        if (ring_widen(w, &w->bs[i]) != 0) {
+          tlc_free(remap);
+          free_states(bs, nb);
+          return TLC_ENOMEM;
+        }
+        break;
+      }
   for (i = 0; i < w->nb; i++) {
     remap[i] = NONE32;
     for (j = 0; j < nb; j++)
@@ -243,6 +397,9 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
         bs[j] = w->bs[i];
         bs[j].def = def;
         w->bs[i].ring = NULL;
+        w->bs[i].ring_mem = NULL;
+        w->bs[i].wide = NULL;
+        w->bs[i].loc = NULL;
         remap[i] = (uint32_t)j;
         break;
       }
@@ -406,16 +563,11 @@ COLD static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
   return m->ci = (uint32_t)w->nc++;
 }
 
-/* Writes violation v of m's budget b on its row (v: its ring's next slot, or the watch's scratch
- * when the ring has no memory: then only the counts and the worst), every field of the
- * record: s's value (over: 1 above the max, 0 below the min), start, end, epoch and sequences,
- * the wall clock `wall`; counts it `n` times (n > 1: a stretch of empty rate windows, one
- * record) in its budget and in counter ci (NONE32: a dropped key). */
-static inline void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
-                          const tlc_engine_sample_t *s, int over, uint64_t n, uint32_t ci,
-                          tlc_violation_t *v, int64_t wall) {
-  int64_t limit = over ? b->hi : b->lo;
-  int64_t dist = over ? wsub(s->value, limit) : wsub(limit, s->value);
+/* Fills v, the whole record of a violation of m's budget b on its row: s's value (over: 1
+ * above the max, 0 below the min, `limit`), start, end, epoch and sequences, the wall clock
+ * `wall`, its number `count`, no location. */
+static inline void fill(tlc_violation_t *v, const match_t *m, const tlc_engine_sample_t *s,
+                        int over, int64_t limit, int64_t wall, uint64_t count) {
   memcpy(v, &m->head, sizeof(m->head)); /* budget, handle, context, row_kind, stat, state */
   v->over = (uint8_t)over;
   v->value = s->value;
@@ -427,42 +579,112 @@ static inline void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
   v->seq_start = s->seq_start;
   v->seq_end = s->seq_end;
   v->seg_first = v->off_first = v->seg_last = v->off_last = 0;
+  v->count = count;
+}
+
+/* The end of a violation's record: the worst when it is, and on_violation. v: its whole
+ * record, or NULL when only its slot has it (violate's: then its wall clock is the chunk's). */
+static void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+                           const tlc_engine_sample_t *s, int over, const tlc_violation_t *v) {
+  int64_t limit = over ? b->hi : b->lo;
+  int64_t dist = over ? wsub(s->value, limit) : wsub(limit, s->value);
+  if (!b->has_worst || dist > b->worst_dist) {
+    if (v != NULL)
+      b->worst = *v;
+    else
+      fill(&b->worst, m, s, over, limit, w->wall, b->total);
+    v = &b->worst;
+    b->worst_dist = dist;
+    b->has_worst = 1;
+  }
+  if (w->o.on_violation != NULL) {
+    tlc_violation_t tmp;
+    if (v == NULL) {
+      fill(&tmp, m, s, over, limit, w->wall, b->total);
+      v = &tmp;
+    }
+    w->o.on_violation(w->o.ud, v);
+  }
+}
+
+/* Writes slot x, one aligned cache line, whole: on x86-64 with non-temporal stores, which
+ * write the line without reading it first and leave the caches to the engine (a storm
+ * writes a line per violation, round every budget's ring). The watch's own thread reads
+ * it back (its stores are ordered for it), nothing else does. */
+static inline void slot_stream(vslot_t *x, const tlc_engine_sample_t *s, uint64_t count,
+                               int64_t wall, uint32_t ci, uint32_t bits) {
+#if defined(__SSE2__)
+  __m128i *p = (__m128i *)(void *)x;
+  _mm_stream_si128(p, _mm_set_epi64x(s->start, s->value));
+  _mm_stream_si128(p + 1, _mm_set_epi64x((int64_t)s->seq_start, s->end));
+  _mm_stream_si128(p + 2, _mm_set_epi64x((int64_t)count, (int64_t)s->seq_end));
+  _mm_stream_si128(p + 3, _mm_set_epi64x((int64_t)((uint64_t)bits << 32 | ci), wall));
+#else
+  x->value = s->value;
+  x->start = s->start;
+  x->end = s->end;
+  x->seq_start = s->seq_start;
+  x->seq_end = s->seq_end;
+  x->count = count;
+  x->wall_ms = wall;
+  x->ci = ci;
+  x->bits = bits;
+#endif
+}
+
+/* Records a violation of m's budget b on its row whole (violate's uncommon ones): counts it
+ * `n` times (n > 1: a stretch of empty rate windows, one record) in its budget and in
+ * counter ci (NONE32: a dropped key), keeps it in the ring's next slot (compact when it fits,
+ * else whole; not kept when the ring has no memory: then only the counts and the worst), the
+ * worst when it is, and hands it to on_violation. s as for fill, `wall` its wall clock. */
+static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_engine_sample_t *s,
+                   int over, uint64_t n, uint32_t ci, int64_t wall) {
+  size_t k = b->rhead;
   b->total += n;
   w->all += n;
-  v->count = b->total;
   if (ci != NONE32)
     w->c[ci].count += n;
   else
     w->dropped_keys += n;
-  if (v != &w->scratch) {
+  fill(&w->scratch, m, s, over, over ? b->hi : b->lo, wall, b->total);
+  if (b->ring != NULL && ci != NONE32 && s->epoch < VS_EPOCHS) {
+    vslot_t *x = &b->ring[k];
+    x->value = s->value;
+    x->start = s->start;
+    x->end = s->end;
+    x->seq_start = s->seq_start;
+    x->seq_end = s->seq_end;
+    x->count = b->total;
+    x->wall_ms = wall;
+    x->ci = ci;
+    x->bits = (uint32_t)s->epoch | (over ? VS_OVER : 0);
+  } else if (b->ring == NULL || slot_put_wide(b, w->o.keep, k, &w->scratch) != 0) {
+    k = SIZE_MAX; /* not kept */
+  }
+  if (k != SIZE_MAX) {
     if (++b->rhead == w->o.keep)
       b->rhead = 0;
     if (b->rn < w->o.keep)
       b->rn++;
   }
-  if (!b->has_worst || dist > b->worst_dist) {
-    b->worst = *v;
-    b->worst_dist = dist;
-    b->has_worst = 1;
-  }
-  if (w->o.on_violation != NULL)
-    w->o.on_violation(w->o.ud, v);
+  worst_and_tell(w, m, b, s, over, &w->scratch);
 }
 
 /* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
- * not zeroed: record writes every field), and any without a chunk's wall clock. */
+ * not zeroed: a slot's every field is written), any without a chunk's wall clock and any
+ * whose epoch does not fit a slot. */
 COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
                               const tlc_engine_sample_t *s, int over, uint64_t n) {
   bstate_t *b = &w->bs[m->bi];
   uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
   if (b->ring == NULL)
-    b->ring = tlc_malloc(w->o.keep * sizeof(*b->ring));
-  record(w, m, b, s, over, n, ci, b->ring != NULL ? &b->ring[b->rhead] : &w->scratch,
-         w->wall != 0 ? w->wall : wall_now(w));
+    (void)ring_alloc(b, w->o.keep);
+  record(w, m, b, s, over, n, ci, w->wall != 0 ? w->wall : wall_now(w));
 }
 
-/* Records a violation of m's budget on row r (record). Out of line: a quiet sample pays its
- * two compares only; a storm, the record's writes (no call but on_violation). */
+/* Records a violation of m's budget on row r. Out of line: a quiet sample pays its two
+ * compares only; a storm, the counts and one ring slot's writes (one cache line, no call but
+ * on_violation and a new worst's). */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
@@ -470,11 +692,24 @@ static void
 violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_t *s, int over,
         uint64_t n) {
   bstate_t *b = &w->bs[m->bi];
-  if (m->ci == NONE32 || b->ring == NULL || w->wall == 0) {
+  int64_t dist;
+  vslot_t *x;
+  if (m->ci == NONE32 || b->ring == NULL || w->wall == 0 || s->epoch >= VS_EPOCHS) {
     violate_slow(w, m, r, s, over, n);
     return;
   }
-  record(w, m, b, s, over, n, m->ci, &b->ring[b->rhead], w->wall);
+  dist = over ? wsub(s->value, b->hi) : wsub(b->lo, s->value);
+  b->total += n;
+  w->all += n;
+  w->c[m->ci].count += n;
+  x = &b->ring[b->rhead];
+  slot_stream(x, s, b->total, w->wall, m->ci, (uint32_t)s->epoch | (over ? VS_OVER : 0));
+  if (++b->rhead == w->o.keep)
+    b->rhead = 0;
+  if (b->rn < w->o.keep)
+    b->rn++;
+  if (!b->has_worst || dist > b->worst_dist || w->o.on_violation != NULL)
+    worst_and_tell(w, m, b, s, over, NULL);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
@@ -603,7 +838,7 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
   /* the oldest of the last n */
   first = (b->rhead + w->o.keep - n) % w->o.keep;
   for (j = 0; j < n; j++)
-    out[j] = b->ring[(first + j) % w->o.keep];
+    slot_get(w, b, (first + j) % w->o.keep, &out[j]);
   return n;
 }
 
@@ -617,6 +852,11 @@ static int set_loc(tlc_violation_t *v, uint64_t n, uint64_t seq_end, const uint6
   return 1;
 }
 
+/* The slot of j-th kept violation of b (0: the oldest). */
+static size_t kept_slot(const tlc_bwatch_t *w, const bstate_t *b, size_t j) {
+  return (b->rhead + w->o.keep - b->rn + j) % w->o.keep;
+}
+
 int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
                       const uint64_t loc[4]) {
   bstate_t *b;
@@ -624,36 +864,37 @@ int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
   if (i >= w->nb)
     return 0;
   b = &w->bs[i];
-  for (size_t j = 0; b->ring != NULL && j < b->rn; j++)
-    k += set_loc(&b->ring[(b->rhead + w->o.keep - b->rn + j) % w->o.keep], n, seq_end, loc);
+  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
+    size_t x = kept_slot(w, b, j);
+    if (b->ring[x].count == n && b->ring[x].seq_end == seq_end)
+      k += slot_set_loc(b, w->o.keep, x, loc);
+  }
   if (b->has_worst)
     k += set_loc(&b->worst, n, seq_end, loc);
   return k;
 }
 
-/* src's copy of violation v of budget state b (kept or worst), located, or NULL. */
-static const tlc_violation_t *located_in(const tlc_bwatch_t *src, const bstate_t *b,
-                                         const tlc_violation_t *v) {
+/* src's stored location of violation (count, seq_end) of budget state b (kept or worst)
+ * into loc: 1, or 0 when src has it nowhere located. */
+static int located_in(const tlc_bwatch_t *src, const bstate_t *b, uint64_t count, uint64_t seq_end,
+                      uint64_t loc[4]) {
   for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
-    const tlc_violation_t *x = &b->ring[(b->rhead + src->o.keep - b->rn + j) % src->o.keep];
-    if (x->count == v->count && x->seq_end == v->seq_end && (x->seg_first | x->seg_last) != 0)
-      return x;
+    size_t x = kept_slot(src, b, j);
+    if (b->ring[x].count != count || b->ring[x].seq_end != seq_end)
+      continue;
+    slot_loc(b, x, loc);
+    if ((loc[0] | loc[2]) != 0)
+      return 1;
   }
-  if (b->has_worst && b->worst.count == v->count && b->worst.seq_end == v->seq_end &&
-      (b->worst.seg_first | b->worst.seg_last) != 0)
-    return &b->worst;
-  return NULL;
-}
-
-static size_t copy_loc(const tlc_bwatch_t *src, const bstate_t *sb, tlc_violation_t *v) {
-  const tlc_violation_t *x;
-  if ((v->seg_first | v->seg_last) != 0 || (x = located_in(src, sb, v)) == NULL)
-    return 0;
-  v->seg_first = x->seg_first;
-  v->off_first = x->off_first;
-  v->seg_last = x->seg_last;
-  v->off_last = x->off_last;
-  return 1;
+  if (b->has_worst && b->worst.count == count && b->worst.seq_end == seq_end &&
+      (b->worst.seg_first | b->worst.seg_last) != 0) {
+    loc[0] = b->worst.seg_first;
+    loc[1] = b->worst.off_first;
+    loc[2] = b->worst.seg_last;
+    loc[3] = b->worst.off_last;
+    return 1;
+  }
+  return 0;
 }
 
 size_t tlc_bwatch_copy_locations(tlc_bwatch_t *dst, const tlc_bwatch_t *src) {
@@ -666,10 +907,17 @@ size_t tlc_bwatch_copy_locations(tlc_bwatch_t *dst, const tlc_bwatch_t *src) {
         sb = &src->bs[m];
     if (sb == NULL)
       continue;
-    for (size_t j = 0; b->ring != NULL && j < b->rn; j++)
-      k += copy_loc(src, sb, &b->ring[(b->rhead + dst->o.keep - b->rn + j) % dst->o.keep]);
-    if (b->has_worst)
-      k += copy_loc(src, sb, &b->worst);
+    uint64_t loc[4];
+    for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
+      size_t x = kept_slot(dst, b, j);
+      slot_loc(b, x, loc);
+      if ((loc[0] | loc[2]) == 0 &&
+          located_in(src, sb, b->ring[x].count, b->ring[x].seq_end, loc) != 0)
+        k += (size_t)slot_set_loc(b, dst->o.keep, x, loc);
+    }
+    if (b->has_worst && (b->worst.seg_first | b->worst.seg_last) == 0 &&
+        located_in(src, sb, b->worst.count, b->worst.seq_end, loc) != 0)
+      k += (size_t)set_loc(&b->worst, b->worst.count, b->worst.seq_end, loc);
   }
   return k;
 }
@@ -698,7 +946,7 @@ int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_vio
   first = (b->rhead + w->o.keep - b->rn) % w->o.keep;
   for (j = 0; b->ring != NULL && j < b->rn; j++)
     if (b->ring[(first + j) % w->o.keep].count == n) {
-      *v = b->ring[(first + j) % w->o.keep];
+      slot_get(w, b, (first + j) % w->o.keep, v);
       return 0;
     }
   if (b->has_worst && b->worst.count == n) {
@@ -861,8 +1109,11 @@ int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len) {
     if (s->has_worst)
       put_viol(&b, &s->worst);
     put_u(&b, s->ring != NULL ? s->rn : 0, 4);
-    for (j = 0; s->ring != NULL && j < s->rn; j++)
-      put_viol(&b, &s->ring[(first + j) % w->o.keep]);
+    for (j = 0; s->ring != NULL && j < s->rn; j++) {
+      tlc_violation_t v;
+      slot_get(w, s, (first + j) % w->o.keep, &v);
+      put_viol(&b, &v);
+    }
   }
   put_u(&b, w->nc, 4);
   for (i = 0; i < w->nc; i++) {
@@ -1045,9 +1296,10 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
       get_viol(&b, remap[i], &v);
       if (s == NULL || b.bad || nk - j > w->o.keep) /* only the last keep */
         continue;
-      if (s->ring == NULL && (s->ring = tlc_malloc(w->o.keep * sizeof(*s->ring))) == NULL)
+      /* kept whole: it may hold values a slot cannot (its budget index is remap's too) */
+      if ((s->ring == NULL && ring_alloc(s, w->o.keep) == NULL) ||
+          slot_put_wide(s, w->o.keep, s->rhead, &v) != 0)
         continue;
-      s->ring[s->rhead] = v;
       s->rhead = (s->rhead + 1) % w->o.keep;
       if (s->rn < w->o.keep)
         s->rn++;
@@ -1085,8 +1337,7 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
 fail:
   /* whatever was taken back is dropped: the watch starts afresh */
   for (i = 0; i < w->nb; i++) {
-    tlc_free(w->bs[i].ring);
-    w->bs[i].ring = NULL;
+    ring_free(&w->bs[i]);
     w->bs[i].rn = w->bs[i].rhead = 0;
     w->bs[i].total = 0;
     w->bs[i].has_worst = 0;

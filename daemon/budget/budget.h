@@ -29,9 +29,13 @@
  * with tlc_bwatch_locate.
  *
  * Memory: O(watched rows x their budgets + distinct triples + budgets x keep); nothing per
- * sample. Cost per sample of a watched row: a hash lookup and one compare per budget of its
- * kind; rows no budget watches cost the engine one compare (tap_want).
- * Threads: a watch is owned by the thread of its engine.
+ * sample. A budget's kept violations take 64 bytes each in its ring (allocated at its first
+ * violation), plus 32 once located, and 128 for those kept whole (a dropped key, an epoch of
+ * 2^29 or more, one taken back from a checkpoint or kept across a reload): at most
+ * budgets x keep x 224 bytes. Cost per sample of a watched row: a hash lookup and one compare
+ * per budget of its kind; rows no budget watches cost the engine one compare (tap_want).
+ * Threads: a watch is owned by the thread of its engine (its ring slots are written with
+ * non-temporal stores on x86-64: only that thread reads them without a fence).
  */
 #ifndef TLC_DAEMON_BUDGET_H
 #define TLC_DAEMON_BUDGET_H

@@ -10,7 +10,9 @@
  *  - rate: E events per window, windows closed by the next event, empty windows below min,
  *    and a gap that ends a window untested;
  *  - reload: an unchanged budget keeps its counts, a changed one starts again;
- *  - wall clock: the engine's chunk stamp (TLC_TAP_WALL), the clock without one, opts.wall_ms.
+ *  - wall clock: the engine's chunk stamp (TLC_TAP_WALL), the clock without one, opts.wall_ms;
+ *  - kept forms: a violation kept compact or whole reads back the same, located, saved and
+ *    taken back, across a reload.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -611,11 +613,188 @@ static void test_wall(void **state) {
   tlc_engine_free(e);
 }
 
+/* ---- the forms a kept violation takes ---- */
+
+static void same_v(const tlc_violation_t *a, const tlc_violation_t *b) {
+  assert_int_equal(a->budget, b->budget);
+  assert_int_equal(a->handle, b->handle);
+  assert_int_equal(a->context, b->context);
+  assert_int_equal(a->row_kind, b->row_kind);
+  assert_int_equal(a->stat, b->stat);
+  assert_int_equal(a->over, b->over);
+  assert_int_equal(a->state, b->state);
+  assert_int_equal(a->value, b->value);
+  assert_int_equal(a->limit, b->limit);
+  assert_int_equal(a->start, b->start);
+  assert_int_equal(a->end, b->end);
+  assert_int_equal(a->epoch, b->epoch);
+  assert_int_equal(a->wall_ms, b->wall_ms);
+  assert_int_equal(a->seq_start, b->seq_start);
+  assert_int_equal(a->seq_end, b->seq_end);
+  assert_int_equal(a->count, b->count);
+  assert_int_equal(a->seg_first, b->seg_first);
+  assert_int_equal(a->off_first, b->off_first);
+  assert_int_equal(a->seg_last, b->seg_last);
+  assert_int_equal(a->off_last, b->off_last);
+}
+
+/* The kept violations of budget i are the last ones on_violation was handed for it (as
+ * seen, with the locations loc gives by count, 0 for none), oldest first. */
+static void kept_are_seen(const tlc_bwatch_t *w, size_t i, uint32_t seen_budget, const seen_t *seen,
+                          size_t want, const uint64_t (*loc)[5], size_t nloc) {
+  tlc_violation_t r[8], x;
+  size_t n = tlc_bwatch_recent(w, i, r, 8), j, k, m = 0;
+  assert_int_equal(n, want);
+  for (j = seen->n; j-- > 0 && m < n;) {
+    if (seen->v[j].budget != seen_budget)
+      continue;
+    x = seen->v[j];
+    for (k = 0; k < nloc; k++)
+      if (loc[k][0] == x.count) {
+        x.seg_first = loc[k][1];
+        x.off_first = loc[k][2];
+        x.seg_last = loc[k][3];
+        x.off_last = loc[k][4];
+      }
+    same_v(&r[n - 1 - m], &x);
+    m++;
+  }
+  assert_int_equal(m, n);
+}
+
+/* budget.c keeps a violation compact in its budget's ring, or whole when it does not fit (a
+ * dropped key, an epoch of 2^29 or more, one taken back from a checkpoint or kept across a
+ * reload): whichever, the kept records say what on_violation was handed, field by field,
+ * through the ring's wrap, their locations, a save and load, and a reload that moves the
+ * budget. */
+static void test_kept_forms(void **state) {
+  static const char a[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n"
+                          "[budget call_a]\narea = TaskA\nstat = call\nmax = 100ns\n";
+  static const char b[] = "[budget other]\narea = TaskB\nstat = net\nmax = 1s\n"
+                          "[budget call_a]\narea = TaskA\nstat = call\nmax = 100ns\n"
+                          "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n";
+  static seen_t seen, seen2;
+  static const uint64_t l_net[4] = { 7, 16, 7, 48 }, l_epoch[4] = { 8, 0, 8, 32 },
+                        l_call[4] = { 9, 64, 10, 8 };
+  uint64_t loc[3][5];
+  tlc_tbudget_set_t s;
+  tlc_bwatch_opts_t o;
+  tlc_bwatch_t *w, *w2;
+  tlc_engine_t *e;
+  tlc_engine_sample_t x;
+  tlc_violation_t r[8];
+  uint32_t cookie = 0;
+  uint8_t *blob;
+  size_t len, i, net_i, call_i;
+  char err[256];
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  memset(&seen2, 0, sizeof(seen2));
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, a, strlen(a), "t.ini", err, sizeof(err)), 0);
+  memset(&o, 0, sizeof(o));
+  o.keep = 3;
+  o.max_keys = 1; /* one counter: the other budget's violations are dropped keys */
+  o.area_name = area_name;
+  o.on_violation = on_violation;
+  o.ud = &seen; /* no wall_ms: the engine's chunk stamp */
+  assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, NULL), 0);
+  tlc_bwatch_attach(w, e);
+  tlc_engine_set_wall_ms(e, 1700000000123);
+  push_stream(e); /* TaskA NET 200, 50, 900; CALL 300, 50, 900 */
+  assert_int_equal(seen.n, 4);
+  assert_int_equal(tlc_bwatch_dropped_keys(w), 2);
+  /* the first violation's budget has the counter: its kept are compact, the other's whole */
+  net_i = seen.v[0].budget;
+  call_i = 1 - net_i;
+  assert_string_equal(tlc_bwatch_budget(w, net_i)->name, seen.v[0].stat == 0 ? "net_a" : "call_a");
+  /* a sample of an epoch past what a compact slot holds (2^40 + 3 clock restarts), straight
+   * to the tap: TaskA's NET 5000 */
+  assert_int_equal(tlc_bwatch_want(w, 1, 0, TLC_ROW_CODE, 0, &cookie) != 0, 1);
+  memset(&x, 0, sizeof(x));
+  x.handle = 1;
+  x.context = 0;
+  x.kind = TLC_NET;
+  x.row_kind = TLC_ROW_CODE;
+  x.value = 5000;
+  x.start = 100000;
+  x.end = 105000;
+  x.epoch = (1ull << 40) + 3;
+  x.cookie = cookie;
+  x.seq_start = 100;
+  x.seq_end = 101;
+  tlc_bwatch_tap(w, &x);
+  /* more of both, through the engine: NET and CALL 1500 three times (the rings of 3 wrap) */
+  push_net(e, 200000);
+  push_net(e, 210000);
+  tlc_engine_set_wall_ms(e, 1700000000456);
+  push_net(e, 220000);
+  assert_int_equal(seen.n, 11);
+  assert_int_equal(seen.v[4].epoch, (1ull << 40) + 3);
+  assert_int_equal(seen.v[10].wall_ms, 1700000000456);
+  kept_are_seen(w, 0, 0, &seen, 3, NULL, 0);
+  kept_are_seen(w, 1, 1, &seen, 3, NULL, 0);
+
+  /* located: a violation kept whole (the other budget's, a dropped key) and compact ones */
+  assert_int_equal(tlc_bwatch_recent(w, net_i, r, 8), 3);
+  loc[0][0] = r[2].count;
+  memcpy(&loc[0][1], l_net, sizeof(l_net));
+  assert_int_equal(tlc_bwatch_locate(w, net_i, r[2].count, r[2].seq_end, l_net), 1);
+  loc[1][0] = r[0].count;
+  memcpy(&loc[1][1], l_epoch, sizeof(l_epoch));
+  assert_int_equal(tlc_bwatch_locate(w, net_i, r[0].count, r[0].seq_end, l_epoch), 1);
+  assert_int_equal(tlc_bwatch_recent(w, call_i, r, 8), 3);
+  loc[2][0] = r[1].count;
+  memcpy(&loc[2][1], l_call, sizeof(l_call));
+  assert_int_equal(tlc_bwatch_locate(w, call_i, r[1].count, r[1].seq_end, l_call), 1);
+  kept_are_seen(w, net_i, (uint32_t)net_i, &seen, 3, (const uint64_t(*)[5])loc, 2);
+  kept_are_seen(w, call_i, (uint32_t)call_i, &seen, 3, (const uint64_t(*)[5]) & loc[2], 1);
+  assert_int_equal(
+      tlc_bwatch_find(w, tlc_bwatch_budget(w, call_i)->name, loc[2][0], &r[0], err, sizeof(err)),
+      0);
+  assert_int_equal(r[0].seg_last, 10);
+
+  /* saved and taken back: the same records */
+  assert_int_equal(tlc_bwatch_save(w, &blob, &len), 0);
+  o.ud = &seen2;
+  assert_int_equal(tlc_bwatch_new(&w2, "board-1", &s, &o), 0);
+  assert_int_equal(tlc_bwatch_load(w2, blob, len, err, sizeof(err)), 0);
+  kept_are_seen(w2, net_i, (uint32_t)net_i, &seen, 3, (const uint64_t(*)[5])loc, 2);
+  kept_are_seen(w2, call_i, (uint32_t)call_i, &seen, 3, (const uint64_t(*)[5]) & loc[2], 1);
+  tlc_free(blob);
+  tlc_bwatch_free(w2);
+  tlc_tbudget_set_fini(&s);
+
+  /* a reload that moves both budgets: their kept records unchanged (the budget index they
+   * were seen with included), and the next violation kept after them */
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, b, strlen(b), "b.ini", err, sizeof(err)), 0);
+  assert_int_equal(tlc_bwatch_set_budgets(w, &s), 0);
+  tlc_tbudget_set_fini(&s);
+  tlc_bwatch_attach(w, e);
+  assert_string_equal(tlc_bwatch_budget(w, 1)->name, "call_a");
+  assert_string_equal(tlc_bwatch_budget(w, 2)->name, "net_a");
+  i = net_i == 0 ? 2 : 1; /* where the counted budget went */
+  kept_are_seen(w, i, (uint32_t)net_i, &seen, 3, (const uint64_t(*)[5])loc, 2);
+  kept_are_seen(w, 3 - i, (uint32_t)call_i, &seen, 3, (const uint64_t(*)[5]) & loc[2], 1);
+  push_net(e, 230000);
+  assert_int_equal(seen.n, 13);
+  assert_int_equal(tlc_bwatch_recent(w, 2, r, 8), 3);
+  same_v(&r[2], seen.v[12].budget == 2 ? &seen.v[12] : &seen.v[11]);
+  assert_int_equal(tlc_bwatch_recent(w, 1, r, 8), 3);
+  same_v(&r[2], seen.v[12].budget == 1 ? &seen.v[12] : &seen.v[11]);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_duration), cmocka_unit_test(test_parse), cmocka_unit_test(test_refusals),
-    cmocka_unit_test(test_watch),    cmocka_unit_test(test_rate),  cmocka_unit_test(test_reload),
-    cmocka_unit_test(test_locate),   cmocka_unit_test(test_wall),
+    cmocka_unit_test(test_duration),   cmocka_unit_test(test_parse),
+    cmocka_unit_test(test_refusals),   cmocka_unit_test(test_watch),
+    cmocka_unit_test(test_rate),       cmocka_unit_test(test_reload),
+    cmocka_unit_test(test_locate),     cmocka_unit_test(test_wall),
+    cmocka_unit_test(test_kept_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
