@@ -689,6 +689,15 @@ void tlc_budgetd_reload(tlc_daemon_t *d) {
             d->nbws);
 }
 
+void tlc_budgetd_final(tlc_daemon_t *d) {
+  for (size_t i = 0; i < d->nbws; i++) {
+    struct tlc_budgetd_w *bw = d->bws[i];
+    if (bw->ck != NULL)
+      bwck_held(bw, 1); /* older: started first, so this one is written after it */
+    bwck_queue(d, bw->t, &d->bws[i]);
+  }
+}
+
 void tlc_budgetd_close(tlc_daemon_t *d) {
   d->view.view.budgets = NULL;
   while (d->nbws > 0)

@@ -34,6 +34,12 @@ void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n);
  * now, saved to <state>/<target>/budgets.checkpoint (tlc_bwatch_save; temporary file, fsync,
  * rename, in the threadpool). A target made later takes it back (docs/budgets.md "Restarts"). */
 void tlc_budgetd_checkpoint(void *d, tlc_target_t *t);
+/* Shutdown, after continuity's last round (tlc_cont_checkpoint_all) and with the sources
+ * closed (no event comes any more): every watch, as it ends, saved as tlc_budgetd_checkpoint
+ * does (a checkpoint held for its marks written first, this one after it). A shutdown
+ * checkpoint that continuity defers behind one in flight is taken after the watches are gone,
+ * so the hook would not see it; the state it takes is this one (nothing changes meanwhile). */
+void tlc_budgetd_final(tlc_daemon_t *d);
 /* Detaches and frees every watch; the view's hook is cleared. */
 void tlc_budgetd_close(tlc_daemon_t *d);
 

@@ -374,6 +374,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
     tlc_cont_t *c = d->cont;
     d->cont = NULL;
     tlc_cont_checkpoint_all(c);
+    tlc_budgetd_final(d); /* one deferred behind a checkpoint in flight comes too late */
     tlc_cont_close(c, module_closed, d);
   }
   tlc_rolld_close(d); /* the open minutes and hours written, while the targets are there */

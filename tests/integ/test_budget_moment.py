@@ -75,14 +75,14 @@ def send(port, data):
     s.close()
 
 
-def start(d):
+def start(d, env=None):
     b = os.path.join(d, "b.ini")
     with open(b, "wb") as f:
         f.write(BUDGETS)
     port, sport = D.free_port(), D.free_port()
     dm = D.Daemon(TLCAPD, d, ["--listen", "l=bin11@127.0.0.1:%d" % port, "--budgets", b,
                               "--budget-keep", "2", "--checkpoint-interval", "0.3"],
-                  store=True, serve="127.0.0.1:%d" % sport)
+                  store=True, serve="127.0.0.1:%d" % sport, env=env)
     return dm, port, sport, b
 
 
@@ -267,5 +267,29 @@ def test_restarts(d):
         dm.stop()
 
 
+def test_stop_behind_slow_checkpoint(d):
+    """A stop while a statistics checkpoint is still being written (a slow disk:
+    TLCAP_TEST_DISK_BPS, one checkpoint after another, each for seconds) defers the stop's own
+    checkpoint until that one is done; the watch as it ended is saved all the same, so a
+    restart takes back every violation, not those of the checkpoint in flight."""
+    calls = [T.bin11(0, 3, 0, 0, a) + T.bin11(0, 0, 0, 0, b) for (a, b) in CALLS]
+    dm, port, sport, _ = start(d, env={"TLCAP_TEST_DISK_BPS": "4000"})
+    try:
+        send(port, calls[0] + calls[1])
+        D.wait_until(lambda: violations(sport)["total"] == 2, 10, "two violations")
+        D.wait_until(lambda: saved_all(dm) == 2, 20, "a checkpoint with the two")
+        send(port, calls[2])
+        before = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
+            violations(sport)), 10, "the third violation")
+    finally:
+        dm.stop()
+    dm, port, sport, _ = start(d)
+    try:
+        after = violations(sport)
+        T.eq(watched(after), watched(before), "a stop behind a slow checkpoint keeps the watch")
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
-    T.main([test_around_violation, test_restarts])
+    T.main([test_around_violation, test_restarts, test_stop_behind_slow_checkpoint])
