@@ -335,6 +335,8 @@ def test_dashboard_layout(d):
             T.eq(num(cell(b, card, "resets")), api["counters"]["clock_resets"], "card: resets")
             T.eq(cell(b, card, "state"), "connected", "card: state")
             T.eq(cell(b, card, "stored"), "off", "card: not stored (--no-store)")
+            T.eq(api["rollups"], None, "API: no rollups (--no-store)")
+            T.eq(cell(b, card, "rollups"), "off", "card: no rollups (--no-store)")
             T.check(b.eval("document.querySelector(%s + ' [data-k=\"budgets\"]').hidden"
                            % json.dumps(card)), "no budget: the slot shows nothing")
             T.check(b.eval("document.querySelector(%s + ' svg.spark') !== null"
@@ -993,6 +995,132 @@ def test_dashboard_budgets(d):
         dm.stop()
 
 
+ROLLUPS_SEEN_JS = """(() => {
+  window.rollupsSeen = [];
+  new MutationObserver(() => {
+    const c = document.querySelector('.card[data-target="board"] [data-k="rollups"]');
+    const seen = window.rollupsSeen;
+    if (c && seen[seen.length - 1] !== c.textContent) seen.push(c.textContent);
+  }).observe(document.getElementById('cards'), {childList: true, subtree: true});
+})()"""
+
+
+def rollups_cell(b, name):
+    """The card's rollups cell: [text, title, red, lines it takes]."""
+    return b.eval("(() => { const c = document.querySelector('.card[data-target=\"%s\"]"
+                  " [data-k=\"rollups\"]'); if (!c) return null; return [c.textContent,"
+                  " c.parentNode.title, c.parentNode.classList.contains('bad'),"
+                  " c.getClientRects().length]; })()" % name)
+
+
+def test_dashboard_rollups(d):
+    """The overview's card shows the target's rollups as /api/v1/targets has them (docs/rollups.md
+    "Rebuilt from the segments"): "off" on a tlcapd without storage (rollups null); "-" on a
+    tlcapd that stores, its rollups on disk (no rebuild); and, once its rollup directory was
+    deleted and it restarted, the rebuild from the segments: "rebuilt N at HH:MM" with N the
+    API's segments read (every segment on disk: a manifest each) and HH:MM the API's end time,
+    on one line, its title with the API's samples. Whatever the page showed on the way (the
+    rebuild is quick: an update may or may not catch it) was "rebuilding K/N" with N the same
+    segments and K growing. Run alone: TLC_ONLY=test_dashboard_rollups (ctest
+    test_http_dashboard_rollups)."""
+    try:
+        b = Browser()
+    except FileNotFoundError:
+        print("SKIP: chromium not installed (apt-get install chromium)")
+        sys.exit(T.SKIP)
+    port, hport = D.free_port(), D.free_port()
+    listen = ["--listen", "in=bin11@127.0.0.1:%d" % port]
+    dm = None
+    try:
+        # no storage: no rollups
+        off = os.path.join(d, "off")
+        os.mkdir(off)
+        dm = D.Daemon(TLCAPD, off, listen, http="127.0.0.1:%d" % hport)
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n" + D.calls(5, handle=7))
+        dm.wait_stats(lambda st: D.by_name(st, "board")["events"] == 10, what="events")
+        T.eq([x["rollups"] for x in api_targets(hport) if x["name"] == "board"], [None],
+             "/api/v1/targets without storage: rollups null")
+        b.viewport(1400, 900)
+        b.call("Page.navigate", url="http://127.0.0.1:%d/" % hport)
+        wait_js(b, "document.querySelector('.card[data-target=\"board\"]') !== null", "card")
+        T.eq(rollups_cell(b, "board")[0], "off", "the card without rollups")
+        s.close()
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status without storage")
+
+        # storage: many segments by rotation; the rollups on disk, nothing rebuilt
+        on = os.path.join(d, "on")
+        os.mkdir(on)
+        args = listen + ["--rotate-bytes", "%d" % (24 * 2000), "--sync", "never"]
+        dm = D.Daemon(TLCAPD, on, args, http="127.0.0.1:%d" % hport, store=True)
+        s = D.connect(port)
+        s.sendall(b"TLCAP/1 target=board format=bin11\n" +
+                  D.calls(40000, t0=1000, step=1000, handle=7))
+        s.shutdown(1)
+        D.wait_eof(s, timeout=60)
+        s.close()
+        dm.wait_stats(lambda st: st["store"]["queue_bytes"] == 0 and
+                      D.by_name(st, "board")["events"] == 80000, what="the records written")
+        rb = [x["rollups"] for x in api_targets(hport) if x["name"] == "board"][0]
+        T.eq(rb["rebuild"], "none", "/api/v1/targets: no rebuild: %r" % rb)
+        wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                " [data-k=\"rollups\"]'); return c !== null && c.textContent === '-'; })()",
+                "the card says no rebuild (the page reconnected to the daemon that stores)",
+                timeout=20)
+        # what the card shows from now on, across the restart and the rebuild
+        b.eval(ROLLUPS_SEEN_JS)
+        rc, _ = dm.stop()
+        T.eq(rc, 0, "exit status")
+        segs = len([f for f in os.listdir(os.path.join(dm.state, "board"))
+                    if f.endswith(".manifest")])
+        T.check(segs >= 30, "many segments stored: %d" % segs)
+
+        # the rollups deleted: the restarted daemon rebuilds them from the segments
+        shutil.rmtree(os.path.join(dm.state, ".rollup"))
+        dm = D.Daemon(TLCAPD, on, args, http="127.0.0.1:%d" % hport, store=True)
+        dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=60,
+                      what="the rollups rebuilt")
+        rb = [x["rollups"] for x in api_targets(hport) if x["name"] == "board"][0]
+        T.eq((rb["rebuild"], rb["segments_read"], rb["segments"]), ("done", segs, segs),
+             "/api/v1/targets: done, every segment on disk read: %r" % rb)
+        T.check(rb["samples"] > 0 and rb["done_unix_ms"] > 0, "samples and time: %r" % rb)
+        want = "rebuilt %s at %s" % (fmt_int(rb["segments_read"]),
+                                     time.strftime("%H:%M", time.localtime(
+                                         rb["done_unix_ms"] / 1000)))
+        for w, h in ((1400, 900), (800, 600)):
+            b.viewport(w, h)
+            wait_js(b, "(() => { const c = document.querySelector('.card[data-target=\"board\"]"
+                    " [data-k=\"rollups\"]'); return c !== null && c.textContent === %s; })()"
+                    % json.dumps(want), "the card says %s (%dx%d)" % (want, w, h), timeout=20)
+            text, title, red, lines = rollups_cell(b, "board")
+            T.check(not red, "every segment read: not red")
+            T.eq(lines, 1, "%r on one line at %dx%d" % (text, w, h))
+            T.check(("from %s of %s stored segments, %s samples, at " %
+                     (fmt_int(segs), fmt_int(segs), fmt_int(rb["samples"]))) in title,
+                    "the title: %r" % title)
+            no_overflow(b, "the overview with rollups at %dx%d" % (w, h))
+            b.screenshot(os.path.join(SHOTS, "rollups_overview_%dx%d.png" % (w, h)))
+        seen = b.eval("window.rollupsSeen")
+        print("the card's rollups across the restart: %r" % seen)
+        while seen and seen[0] == "-":  # the first daemon's, until the page reconnected
+            seen.pop(0)
+        T.eq(seen[-1:], [want], "the card ends on the rebuild done")
+        read = []
+        for x in seen[:-1]:
+            T.check(x.startswith("rebuilding ") and x.endswith("/" + fmt_int(segs)),
+                    "on the way: rebuilding K/%d, not %r" % (segs, x))
+            read.append(int(x[len("rebuilding "):].split("/")[0].replace(",", "")))
+        T.check(read == sorted(read) and all(k <= segs for k in read),
+                "the segments read only grow: %r" % read)
+        b.pump()
+        T.eq([e for e in b.errors if e[0] != "network"], [], "no page errors")
+    finally:
+        b.close()
+        if dm is not None and dm.p.poll() is None:
+            dm.stop()
+
+
 def check_trend_violations(b, hport, n_over):
     """The trend marks the steps in which 0x1003 broke its budget: a row per step in the
     table under the chart (newest first) with the API's count, a red ring per step; the counts
@@ -1124,6 +1252,8 @@ ALL = [test_dashboard, test_dashboard_token, test_dashboard_layout, test_dashboa
        test_dashboard_user, test_dashboard_history]
 ONLY = os.environ.get("TLC_ONLY")  # a developer's shortcut: TLC_ONLY=test_a,test_b
 # test_dashboard_budgets runs alone (ctest test_http_dashboard_budgets): it skips while
-# tlcapd has no /violations path, and a skip ends the run
-T.main([t for t in ALL + [test_dashboard_budgets] if t.__name__ in ONLY.split(",")] if ONLY
+# tlcapd has no /violations path, and a skip ends the run; test_dashboard_rollups too (ctest
+# test_http_dashboard_rollups), with its rebuild of many segments
+T.main([t for t in ALL + [test_dashboard_budgets, test_dashboard_rollups]
+        if t.__name__ in ONLY.split(",")] if ONLY
        else ALL)

@@ -230,8 +230,8 @@ function sparkSvg(vals) {
 
 // One card per target: its state, the event rate now and over the last minute (sparkline),
 // what went wrong (gaps, resyncs, clock resets, bytes skipped, drops), what is on disk of it
-// (sealed and open segments: the same figures the header adds up), and a slot for its
-// budgets that stays empty until the daemon reports some.
+// (sealed and open segments: the same figures the header adds up), its rollups' rebuild from
+// those segments, and a slot for its budgets that stays empty until the daemon reports some.
 function fig(label, value, key, bad, title) {
   const d = document.createElement("div");
   d.className = "fig" + (bad ? " bad" : "");
@@ -245,6 +245,34 @@ function fig(label, value, key, bad, title) {
   v.textContent = value;
   d.append(l, v);
   return d;
+}
+
+// Its rollups (`rollups` of the live message, as /api/v1/targets has it; docs/rollups.md
+// "Rebuilt from the segments"), said as `tlcap targets` says them: "off" (tlcapd keeps no
+// rollups), "-" (no rebuild since the target was created), "rebuilding 12/40" (segments read
+// of those to read), "rebuilt 40 at 18:32" (red when a segment could not be read: 38/40).
+function rollupsFig(rb) {
+  let text = "off", title = "tlcapd keeps no rollups (storage off, or rollup_bytes = 0)";
+  let bad = false;
+  if (rb && rb.rebuild === "rebuilding") {
+    text = "rebuilding " + fmtInt(rb.segments_read) + "/" + fmtInt(rb.segments);
+    title = "rebuilding its rollups from its stored segments: " + fmtInt(rb.segments_read) +
+            " of " + fmtInt(rb.segments) + " read, " + fmtInt(rb.samples) + " samples so far";
+  } else if (rb && rb.rebuild === "done") {
+    const at = new Date(rb.done_unix_ms);
+    bad = rb.segments_read < rb.segments;
+    text = "rebuilt " + fmtInt(rb.segments_read) + (bad ? "/" + fmtInt(rb.segments) : "") +
+           " at " + at.toTimeString().slice(0, 5);
+    title = "its rollups rebuilt from " + fmtInt(rb.segments_read) + " of " +
+            fmtInt(rb.segments) + " stored segments, " + fmtInt(rb.samples) + " samples, at " +
+            at.toLocaleString() + (bad ? " (the log says which segments could not be read)" : "");
+  } else if (rb) {
+    text = "-";
+    title = "its rollups were on disk: no rebuild since the target was created";
+  }
+  const f = fig("rollups", text, "rollups", bad, title);
+  f.classList.add("rollups");
+  return f;
 }
 
 function targetCard(t, x) {
@@ -321,7 +349,8 @@ function targetCard(t, x) {
         "its segments on disk, sealed and open"),
     fig("segments", s ? fmtInt(s.disk_segments) : "", "segments"),
     fig("store drops", s ? fmtInt(s.dropped) : "", "store-drops", s && s.dropped > 0),
-    fig("subscribers", fmtInt(x.subscribers), "subscribers"));
+    fig("subscribers", fmtInt(x.subscribers), "subscribers"),
+    rollupsFig(x.rollups));
   card.append(h, peer, row, figs);
   // budgets: "budgets: K, violations: N" once its /violations document says it has some
   const bd = document.createElement("div");
