@@ -228,7 +228,7 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
   tlc_rollup_acc_t *a = acc;
   tlc_rollup_t *r = a->r;
   tlc_engine_slent_t *nb = NULL;
-  tlc_rollup_job_t *j;
+  tlc_rollup_job_t *j = NULL;
   int drop;
   (void)e;
   if (a->n > 0) /* violations added before these samples go first (in order on the worker) */
@@ -239,16 +239,27 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
     r->queued += TLC_SLOG_BLOCK;
     if (r->nbpool > 0)
       nb = r->bpool[--r->nbpool];
+    if (r->njpool > 0)
+      j = r->jpool[--r->njpool];
   }
   uv_mutex_unlock(&r->mu);
   if (!drop && nb == NULL)
     nb = tlc_malloc(TLC_SLOG_BLOCK * sizeof(*nb));
-  j = nb != NULL ? tlc_calloc(1, sizeof(*j)) : NULL;
-  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
+  if (nb != NULL && j == NULL)
+    j = tlc_calloc(1, sizeof(*j));
+  if (j != NULL && (j->target == NULL || strcmp(j->target, a->name) != 0)) {
+    tlc_free(j->target); /* a pooled job of another target */
+    j->target = tlc_strndup(a->name, strlen(a->name));
+  }
+  if (nb == NULL || j == NULL || j->target == NULL) {
     uint64_t lost = 0;
     for (size_t i = 0; i < n; i++)
       lost += x[i].rk < TLC_SLOG_MARKS;
-    tlc_free(j);
+    if (j != NULL) {
+      j->block = nb;
+      tlc__rollup_bjob_put(r, j);
+      nb = NULL;
+    }
     uv_mutex_lock(&r->mu);
     if (!drop)
       r->queued -= TLC_SLOG_BLOCK;
@@ -257,6 +268,7 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
     tlc__rollup_block_put(r, nb);
     return x;
   }
+  j->next = NULL; /* a pooled job: only BLOCK's fields were set */
   j->kind = TLC_RJOB_BLOCK;
   j->lane = a->lane;
   j->chunk_wall0 = j->chunk_wall = tlc_when_now();

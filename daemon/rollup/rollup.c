@@ -1240,9 +1240,7 @@ static void worker_main(void *arg) {
         o->chunk_wall = j->chunk_wall;
         tlc__rollup_open_block(r, o, j->block, j->nblock, j->replay);
       }
-      tlc__rollup_block_put(r, j->block);
-      j->block = NULL;
-      job_free(j);
+      tlc__rollup_bjob_put(r, j);
     } else if (j->kind == TLC_RJOB_RESTORE) {
       tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
       if (o != NULL) {
@@ -1431,6 +1429,8 @@ static void on_closed(uv_handle_t *h) {
     tlc_free(r->pool[--r->npool]);
   while (r->nbpool > 0)
     tlc_free(r->bpool[--r->nbpool]);
+  while (r->njpool > 0)
+    job_free(r->jpool[--r->njpool]);
   uv_mutex_destroy(&r->mu);
   uv_cond_destroy(&r->cv);
   tlc_free(r->state_dir);
