@@ -403,9 +403,9 @@ code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
 }
 
 /* The sample log's entries of one event on a row come in a group of at most SLOG_GROUP (a DEF
- * mark and three samples); the block is handed over before a group when it has less room than
- * that, so that no hand-off (which may start the log over, every row not described) comes
- * inside a group, between a row's DEF and its samples. */
+ * mark and two entries, of up to three samples); the block is handed over before a group when it
+ * has less room than that, so that no hand-off (which may start the log over, every row not
+ * described) comes inside a group, between a row's DEF and its samples. */
 #define SLOG_GROUP 4
 static inline void slog_room(tlc_engine_t *e) {
   if (TLC_UNLIKELY(e->send - e->scur < SLOG_GROUP))
@@ -442,7 +442,8 @@ slog_def(tlc_engine_t *e, erow_t *r) {
 }
 
 /* The sample log's entries of an X closing an activation of code row r at t (r->slog), before
- * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it).
+ * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it) as one
+ * pair of entries (engine.h: NET's form; nothing else logs NET or GROSS).
  * Inlined behind the caller's test of r->slog (an engine without the log pays that test per
  * event); the entries written through a local cursor, e->scur stored once. */
 #if defined(__GNUC__)
@@ -457,16 +458,12 @@ code_close_log(tlc_engine_t *e, erow_t *r, int64_t net, int64_t gross, int64_t c
     slog_def(e, r);
   l = e->scur;
   rk = (uint32_t)(r - e->rows) * NK;
-  l[0].rk = rk + TLC_NET;
+  l[0].rk = rk + TLC_NET; /* a pair of entries (engine.h: NET's form) */
   l[0].value = net;
   l[0].end = t;
-  l[1].rk = rk + TLC_GROSS;
   l[1].value = gross;
-  l[1].end = t;
-  l[2].rk = rk + TLC_CALL;
-  l[2].value = call;
-  l[2].end = t;
-  e->scur = l + 3;
+  l[1].end = call;
+  e->scur = l + 2;
 }
 
 /* The same for an E on code row r at t, before its samples: PERIOD and OUTSIDE (the values of

@@ -1231,10 +1231,7 @@ static void worker_main(void *arg) {
       r->queued -= TLC_SLOG_BLOCK;
       uv_mutex_unlock(&r->mu);
       if (o == NULL) {
-        uint64_t lost = 0;
-        for (size_t i = 0; i < j->nblock; i++)
-          lost += j->block[i].rk < TLC_SLOG_MARKS;
-        tlc__rollup_count(r, &r->st.samples_dropped, lost);
+        tlc__rollup_count(r, &r->st.samples_dropped, tlc_engine_slog_samples(j->block, j->nblock));
       } else {
         o->chunk_wall0 = j->chunk_wall0;
         o->chunk_wall = j->chunk_wall;
