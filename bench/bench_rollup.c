@@ -13,8 +13,10 @@
  *     1 hour: wall and thread CPU time, best of 5 (the files in the page cache, as on a daemon
  *     that wrote them). A query reads only its area's files: the other areas change nothing.
  *
- * Usage: bench_rollup [events [rounds [areas_week]]]  (defaults 4,000,000 5 1000; areas_week 0
- * skips the week: it writes 6 GB)
+ * Usage: bench_rollup [events [rounds [areas_week [only]]]]  (defaults 4,000,000 5 1000;
+ * areas_week 0 skips the week: it writes 6 GB; only "bench_plain" or "bench_tap": that round
+ * alone, each on a fresh heap: bench/icount_rollup.sh, since a round run after the other's engine
+ * was freed pays for that heap's holes in its own allocations, ~10 instructions an event)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "base/alloc.h"
@@ -135,6 +137,8 @@ int main(int argc, char **argv) {
   size_t nev = argc > 1 ? strtoull(argv[1], NULL, 10) : 4000000;
   int rounds = argc > 2 ? atoi(argv[2]) : 5;
   unsigned wareas = argc > 3 ? (unsigned)atoi(argv[3]) : 1000;
+  const char *only = argc > 4 ? argv[4] : "";
+  int run_plain = strcmp(only, "bench_tap") != 0, run_tap = strcmp(only, "bench_plain") != 0;
   int minutes = 30;
   char dir[256];
   tlc_event_t *ev = calloc(nev ? nev : 1, sizeof(*ev));
@@ -170,8 +174,8 @@ int main(int argc, char **argv) {
   for (int k = 0; k < rounds && nev > 0; k++) {
     tlc_rollup_acc_t *acc = tlc_rollup_acc_new(r, "bench");
     double p0 = tcpu(CLOCK_PROCESS_CPUTIME_ID), x, y;
-    x = bench_plain(ev, nev);
-    y = bench_tap(ev, nev, acc);
+    x = run_plain ? bench_plain(ev, nev) : 0;
+    y = run_tap ? bench_tap(ev, nev, acc) : 0;
     tlc_rollup_acc_free(acc);
     wcpu += tcpu(CLOCK_PROCESS_CPUTIME_ID) - p0 - x - y;
     sa += x;
@@ -183,7 +187,7 @@ int main(int argc, char **argv) {
   tlc_rollup_close(r);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
-  if (nev > 0 && rounds > 0) {
+  if (nev > 0 && rounds > 0 && run_plain && run_tap) {
     printf("ingest (%zu events, %d areas, %d minutes of target time, %d rounds A/B):\n", nev, AREAS,
            minutes, rounds);
     printf("  engine alone      best %.3f s  mean %.3f s  %.1f M events/s\n", ta, sa / rounds,

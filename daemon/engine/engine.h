@@ -269,10 +269,15 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
  *                   restarts) of the samples that follow: after every TLC_SLOG_ROWS and at every
  *                   clock restart.
  * Samples are exactly the tap's (tlc_engine_sample_t with kind < TLC_NKINDS): value, end and
- * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it). */
+ * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it).
+ * The three samples of a code activation closing (NET, GROSS, CALL of one row, one end) come
+ * as a pair of entries, the only form NET has: an entry of kind TLC_NET (rk row * TLC_NKINDS +
+ * TLC_NET, value NET's, end) is followed by one whose value is GROSS's and end CALL's (its rk
+ * and aux not set: tlc_engine_slog_samples counts a block's samples). A sample entry's aux is
+ * not set either. */
 typedef struct tlc_engine_slent {
   uint32_t rk;   /* row * TLC_NKINDS + kind, or a mark */
-  uint32_t aux;  /* 0; a DEF mark's: the row */
+  uint32_t aux;  /* a DEF mark's: the row (not set in a sample's) */
   int64_t value; /* the sample's value; a mark's argument */
   int64_t end;   /* target time the sample closed; a mark's: the engine's last event time */
 } tlc_engine_slent_t;
@@ -281,6 +286,20 @@ typedef struct tlc_engine_slent {
 #define TLC_SLOG_EPOCH 0xFFFFFFFFu
 #define TLC_SLOG_ROWS  0xFFFFFFFEu
 #define TLC_SLOG_BLOCK 1024 /* entries of a block */
+/* The samples of entries x[0, n) (a NET pair counts 3, a mark 0). */
+static inline uint64_t tlc_engine_slog_samples(const tlc_engine_slent_t *x, size_t n) {
+  uint64_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (x[i].rk >= TLC_SLOG_MARKS)
+      continue;
+    if (x[i].rk % TLC_NKINDS == TLC_NET) {
+      k += 2;
+      i++;
+    }
+    k++;
+  }
+  return k;
+}
 typedef tlc_engine_slent_t *(*tlc_engine_slog_fn)(void *ud, const tlc_engine_t *e,
                                                   tlc_engine_slent_t *x, size_t n);
 /* Sets the log's function (NULL: the log off, the default: the engine then costs one predicted

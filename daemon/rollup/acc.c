@@ -228,7 +228,7 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
   tlc_rollup_acc_t *a = acc;
   tlc_rollup_t *r = a->r;
   tlc_engine_slent_t *nb = NULL;
-  tlc_rollup_job_t *j;
+  tlc_rollup_job_t *j = NULL;
   int drop;
   (void)e;
   if (a->n > 0) /* violations added before these samples go first (in order on the worker) */
@@ -239,16 +239,25 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
     r->queued += TLC_SLOG_BLOCK;
     if (r->nbpool > 0)
       nb = r->bpool[--r->nbpool];
+    if (r->njpool > 0)
+      j = r->jpool[--r->njpool];
   }
   uv_mutex_unlock(&r->mu);
   if (!drop && nb == NULL)
     nb = tlc_malloc(TLC_SLOG_BLOCK * sizeof(*nb));
-  j = nb != NULL ? tlc_calloc(1, sizeof(*j)) : NULL;
-  if (j == NULL || (j->target = tlc_strndup(a->name, strlen(a->name))) == NULL) {
-    uint64_t lost = 0;
-    for (size_t i = 0; i < n; i++)
-      lost += x[i].rk < TLC_SLOG_MARKS;
-    tlc_free(j);
+  if (nb != NULL && j == NULL)
+    j = tlc_calloc(1, sizeof(*j));
+  if (j != NULL && (j->target == NULL || strcmp(j->target, a->name) != 0)) {
+    tlc_free(j->target); /* a pooled job of another target */
+    j->target = tlc_strndup(a->name, strlen(a->name));
+  }
+  if (nb == NULL || j == NULL || j->target == NULL) {
+    uint64_t lost = tlc_engine_slog_samples(x, n);
+    if (j != NULL) {
+      j->block = nb;
+      tlc__rollup_bjob_put(r, j);
+      nb = NULL;
+    }
     uv_mutex_lock(&r->mu);
     if (!drop)
       r->queued -= TLC_SLOG_BLOCK;
@@ -257,6 +266,7 @@ tlc_engine_slent_t *tlc_rollup_slog(void *acc, const tlc_engine_t *e, tlc_engine
     tlc__rollup_block_put(r, nb);
     return x;
   }
+  j->next = NULL; /* a pooled job: only BLOCK's fields were set */
   j->kind = TLC_RJOB_BLOCK;
   j->lane = a->lane;
   j->chunk_wall0 = j->chunk_wall = tlc_when_now();
@@ -296,7 +306,7 @@ static int rows_def(tlc_rollup_open_t *o, const tlc_engine_slent_t *x) {
 void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
                             size_t n, int replay) {
   for (size_t i = 0; i < n; i++) {
-    uint32_t rk = x[i].rk, row;
+    uint32_t rk = x[i].rk, row, kind, ns;
     const struct tlc_rollup_rdesc *d;
     tlc_rollup_sample_t s;
     if (rk >= TLC_SLOG_MARKS) {
@@ -311,23 +321,30 @@ void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_eng
       continue;
     }
     row = rk / TLC_NKINDS;
+    kind = rk - row * TLC_NKINDS;
+    /* NET's form: a pair, NET here, GROSS and CALL the next entry's value and end */
+    ns = kind == TLC_NET && i + 1 < n ? 3 : 1;
     d = row < o->caprows ? &o->rows[row] : NULL;
     if (d == NULL || !d->known) { /* its key lost (no memory for it) */
-      tlc__rollup_count(r, &r->st.samples_dropped, 1);
+      tlc__rollup_count(r, &r->st.samples_dropped, ns);
+      i += ns > 1;
       continue;
     }
     memset(&s, 0, sizeof s);
     s.handle = d->handle;
     s.context = d->context;
     s.state = d->state;
-    s.kind = (uint8_t)(rk - row * TLC_NKINDS);
     s.row_kind = d->row_kind;
-    s.value = x[i].value;
     s.end = x[i].end;
     s.epoch = o->slog_epoch;
-    if (replay && !tlc__rollup_replay_keep(r, o, &s))
-      continue;
-    tlc__rollup_hold(r, o, &s);
+    for (unsigned k = 0; k < ns; k++) {
+      s.kind = (uint8_t)(kind + k);
+      s.value = k == 0 ? x[i].value : k == 1 ? x[i + 1].value : x[i + 1].end;
+      if (replay && !tlc__rollup_replay_keep(r, o, &s))
+        continue;
+      tlc__rollup_hold(r, o, &s);
+    }
+    i += ns > 1;
   }
 }
 

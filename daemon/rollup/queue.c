@@ -57,6 +57,26 @@ void tlc__rollup_block_put(tlc_rollup_t *r, tlc_engine_slent_t *b) {
   tlc_free(b);
 }
 
+void tlc__rollup_bjob_put(tlc_rollup_t *r, tlc_rollup_job_t *j) {
+  tlc_engine_slent_t *b = j->block;
+  j->block = NULL;
+  uv_mutex_lock(&r->mu);
+  if (b != NULL && r->nbpool < TLC_ROLLUP_BPOOL) {
+    r->bpool[r->nbpool++] = b;
+    b = NULL;
+  }
+  if (r->njpool < TLC_ROLLUP_BPOOL) {
+    r->jpool[r->njpool++] = j;
+    j = NULL;
+  }
+  uv_mutex_unlock(&r->mu);
+  tlc_free(b);
+  if (j != NULL) {
+    tlc_free(j->target);
+    tlc_free(j);
+  }
+}
+
 void tlc__rollup_slots_free(tlc_rollup_slot_t *v, size_t n) {
   for (size_t i = 0; i < n; i++)
     tlc__hist_fini(&v[i].h);

@@ -182,6 +182,9 @@ struct tlc_rollup {
   size_t npool;
   tlc_engine_slent_t *bpool[TLC_ROLLUP_BPOOL]; /* sample log blocks for reuse (under mu) */
   size_t nbpool;
+  tlc_rollup_job_t *jpool[TLC_ROLLUP_BPOOL]; /* BLOCK jobs for reuse, their target kept (under
+                                               mu): no allocation on the loop per block */
+  size_t njpool;
   int64_t last_retention_ms;
 };
 
@@ -202,6 +205,9 @@ void tlc__rollup_hold(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_rollup_sa
 void tlc__rollup_held_flush(tlc_rollup_t *r, tlc_rollup_open_t *o);
 /* A sample log block given back (pooled or freed; NULL: nothing). Any thread. */
 void tlc__rollup_block_put(tlc_rollup_t *r, tlc_engine_slent_t *b);
+/* A BLOCK job done (its block pooled or freed, then the job, its target kept, pooled or freed).
+ * Any thread. */
+void tlc__rollup_bjob_put(tlc_rollup_t *r, tlc_rollup_job_t *j);
 /* Worker (acc.c): the n entries of a sample log block into o (replay: filtered as replayed
  * samples). */
 void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,

@@ -1231,18 +1231,13 @@ static void worker_main(void *arg) {
       r->queued -= TLC_SLOG_BLOCK;
       uv_mutex_unlock(&r->mu);
       if (o == NULL) {
-        uint64_t lost = 0;
-        for (size_t i = 0; i < j->nblock; i++)
-          lost += j->block[i].rk < TLC_SLOG_MARKS;
-        tlc__rollup_count(r, &r->st.samples_dropped, lost);
+        tlc__rollup_count(r, &r->st.samples_dropped, tlc_engine_slog_samples(j->block, j->nblock));
       } else {
         o->chunk_wall0 = j->chunk_wall0;
         o->chunk_wall = j->chunk_wall;
         tlc__rollup_open_block(r, o, j->block, j->nblock, j->replay);
       }
-      tlc__rollup_block_put(r, j->block);
-      j->block = NULL;
-      job_free(j);
+      tlc__rollup_bjob_put(r, j);
     } else if (j->kind == TLC_RJOB_RESTORE) {
       tlc_rollup_open_t *o = tlc__rollup_open_of(r, j->target, 0);
       if (o != NULL) {
@@ -1431,6 +1426,8 @@ static void on_closed(uv_handle_t *h) {
     tlc_free(r->pool[--r->npool]);
   while (r->nbpool > 0)
     tlc_free(r->bpool[--r->nbpool]);
+  while (r->njpool > 0)
+    job_free(r->jpool[--r->njpool]);
   uv_mutex_destroy(&r->mu);
   uv_cond_destroy(&r->cv);
   tlc_free(r->state_dir);

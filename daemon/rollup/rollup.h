@@ -125,8 +125,9 @@ void tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
 /* The engine's sample log (engine.h: tlc_engine_slog_fn) feeding accumulator `acc`: the same
  * samples as tlc_rollup_tap gets, a block at a time, the engine's block itself handed to the
  * worker (no copy; rows resolved there by the log's DEF marks) and a fresh one returned from a
- * pool the worker gives blocks back to; the block is not taken (its samples counted as dropped)
- * past the memory bound of the queue. Thread of the accumulator (the engine's). */
+ * pool the worker gives blocks (and their jobs: no allocation per block) back to; the block is
+ * not taken (its samples counted as dropped) past the memory bound of the queue. Thread of the
+ * accumulator (the engine's). */
 struct tlc_engine;
 struct tlc_engine_slent;
 struct tlc_engine_slent *tlc_rollup_slog(void *acc, const struct tlc_engine *e,

@@ -8,6 +8,8 @@
  *    returned; over code areas on
  *    4 cores, data writes, a gap, a clock restart (epoch 1) and a clear (rows reused by other
  *    areas: a stale description would name the wrong area);
+ *  - an X's NET, GROSS and CALL as one pair of entries (NET's form), counted as three samples
+ *    by tlc_engine_slog_samples;
  *  - the log is empty after every push (everything the tap saw is delivered), and no call
  *    hands more than TLC_SLOG_BLOCK entries (a long push hands several full ones);
  *  - the log set mid-stream gets the samples from then on (rows created before included); set
@@ -73,6 +75,7 @@ typedef struct lg {
   size_t ndesc;
   uint64_t epoch;
   size_t calls, full, marks_rows, marks_epoch, defs, refuse, refused;
+  size_t pairs, counted; /* NET pairs read; samples as tlc_engine_slog_samples counts them */
   int after_refusal;
 } lg_t;
 
@@ -142,7 +145,19 @@ static tlc_engine_slent_t *slog_fn(void *ud, const tlc_engine_t *e, tlc_engine_s
     s.end = x[i].end;
     s.epoch = l->epoch;
     rec_add(refuse ? &l->lost : &l->got, &s);
+    if (s.kind == TLC_NET) { /* a pair: GROSS and CALL in the next entry, the same end */
+      assert_true(i + 1 < n);
+      i++;
+      s.kind = TLC_GROSS;
+      s.value = x[i].value;
+      rec_add(refuse ? &l->lost : &l->got, &s);
+      s.kind = TLC_CALL;
+      s.value = x[i].end;
+      rec_add(refuse ? &l->lost : &l->got, &s);
+      l->pairs++;
+    }
   }
+  l->counted += tlc_engine_slog_samples(x, n);
   if (refuse) {
     l->refused++;
     l->after_refusal = 1;
@@ -213,20 +228,26 @@ static void workload(tlc_event_t *ev, size_t n, int64_t *t, uint32_t base) {
   }
 }
 
-static tlc_engine_t *mk(rec_t *all) {
+static tlc_engine_t *mk_ctx(rec_t *all, uint32_t context_area) {
   tlc_engine_opts_t o;
   tlc_engine_t *e;
   tlc_engine_opts_default(&o);
+  o.has_context_area = context_area != 0;
+  o.context_area = context_area;
   o.tap = tap_fn;
   o.tap_ud = all;
   assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &o), 0);
   return e;
+}
+static tlc_engine_t *mk(rec_t *all) {
+  return mk_ctx(all, 0);
 }
 
 /* pushes ev and checks that the log delivered all the tap saw */
 static void push(tlc_engine_t *e, const tlc_event_t *ev, size_t n, rec_t *all, lg_t *l) {
   tlc_engine_push(e, ev, n);
   assert_int_equal(l->got.n + l->lost.n, all->n);
+  assert_int_equal(l->counted, all->n); /* a block's samples, pairs counted as 3 */
 }
 
 static void test_same_as_tap(void **state) {
@@ -246,6 +267,7 @@ static void test_same_as_tap(void **state) {
   tlc_engine_gap(e);
   push(e, ev + N / 2, N - N / 2, &all, &l);
   assert_true(l.full > 0 && l.calls > l.full);
+  assert_true(l.pairs > 0);
   /* a clock restart: a gap, then times far below T */
   tlc_engine_gap(e);
   t = 1000;
@@ -269,6 +291,49 @@ static void test_same_as_tap(void **state) {
   tlc_free(ev);
   free(all.s);
   free(l.got.s);
+  free(l.desc);
+}
+
+/* With context_area (the workload's first data area: its writes switch tasks), an X's GROSS
+ * (time in its task) and CALL (wall time) differ: the pair's two values each go to their own
+ * kind, as the tap gives them. */
+static void test_pair_gross_call(void **state) {
+  enum { N = 4000 };
+  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
+  rec_t all = { 0 };
+  lg_t l;
+  tlc_engine_t *e = mk_ctx(&all, 0x20000000u);
+  int64_t t = 1000;
+  size_t differ = 0;
+  (void)state;
+  memset(&l, 0, sizeof l);
+  assert_non_null(ev);
+  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
+  /* on one core: E of a function in task 1, task 2 switched in, task 1 again, X */
+  for (size_t i = 0; i + 4 <= N; i += 4) {
+    uint32_t f = 0x10000000u + (uint32_t)(i / 4 % 40);
+    ev[i] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = f, .type = TLC_EV_ENTRY };
+    ev[i + 1] = (tlc_event_t){
+      .time_ns = t += 1 + rnd(1000), .handle = 0x20000000u, .type = TLC_EV_WRITE, .data = 2
+    };
+    ev[i + 2] = (tlc_event_t){
+      .time_ns = t += 1 + rnd(1000), .handle = 0x20000000u, .type = TLC_EV_WRITE, .data = 1
+    };
+    ev[i + 3] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = f, .type = TLC_EV_EXIT };
+  }
+  push(e, ev, N, &all, &l);
+  assert_true(l.pairs > 0);
+  /* GROSS != CALL (else a swap would pass), in the tap's order */
+  for (size_t i = 0; i + 1 < all.n; i++)
+    differ += all.s[i].kind == TLC_GROSS && all.s[i + 1].kind == TLC_CALL &&
+              all.s[i].value != all.s[i + 1].value;
+  assert_true(differ > N / 8);
+  same(&all, 0, &l.got, 0);
+  tlc_engine_free(e);
+  tlc_free(ev);
+  free(all.s);
+  free(l.got.s);
+  free(l.lost.s);
   free(l.desc);
 }
 
@@ -358,6 +423,7 @@ int main(void) {
     cmocka_unit_test(test_same_as_tap),
     cmocka_unit_test(test_on_off),
     cmocka_unit_test(test_refused),
+    cmocka_unit_test(test_pair_gross_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  * after a checkpoint and restarted with the records after it replayed counts every sample once,
  * in its minute and its hour, across a board's restart too; an engine's sample log feeding an
  * accumulator (tlc_rollup_slog: rows resolved by the worker) gives the same minutes, cell for
- * cell, as the engine's tap feeding another (tlc_rollup_tap), over chunks, minutes, a clock
+ * cell, as the engine's tap feeding another (tlc_rollup_tap), with tasks (an X's GROSS and CALL
+ * differ: the log's pair expanded right), over chunks, minutes, a clock
  * restart and a clear whose rows name other areas; with the worker stalled and memory short,
  * blocks not taken are counted as dropped and the minutes around the shortage stay exact.
  */
@@ -564,6 +565,13 @@ static void slog_events(tlc_event_t *ev, size_t n, int64_t *t, uint32_t base, rn
   }
 }
 
+/* the writes to the first data area (context_area) name one of two tasks */
+static void two_tasks(tlc_event_t *ev, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (ev[i].handle == 0x20000000u)
+      ev[i].data %= 2;
+}
+
 /* a and b (all areas of an epoch, per minute) have the same steps and cells (as many in each:
  * every cell of a found in b) */
 static size_t same_steps(const tlc_rollup_res_t *a, const tlc_rollup_res_t *b) {
@@ -621,15 +629,20 @@ static void test_slog_as_tap(void **state) {
   tlc_engine_opts_default(&eo);
   eo.tap = tlc_rollup_tap;
   eo.tap_ud = at;
+  /* tasks: GROSS (time in the task) differs from CALL, each from its half of the log's pair */
+  eo.has_context_area = 1;
+  eo.context_area = 0x20000000u;
   assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
   assert_int_equal(tlc_engine_set_slog(e, tlc_rollup_slog, al), 0);
   slog_events(ev, N, &t, 0, &g);
+  two_tasks(ev, N);
   tlc_engine_push(e, ev, N / 3);
   tlc_engine_push(e, ev + N / 3, N - N / 3);
   /* a board restart: a gap, then times far below (epoch 1) */
   tlc_engine_gap(e);
   t = 2 * TLC_ROLLUP_MINUTE_NS;
   slog_events(ev, N, &t, 0, &g);
+  two_tasks(ev, N);
   tlc_engine_push(e, ev, N);
   assert_int_equal(tlc_engine_counters(e)->clock_resets, 1);
   /* a clear: row indexes reused by other areas (epoch 0 again: the clock restarts' count) */
