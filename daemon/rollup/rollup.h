@@ -197,8 +197,9 @@ typedef struct tlc_rollup_job tlc_rollup_job_t;
 
 /* Runs nq (1 or 2) queries q[] on the worker after sealing the open minutes of accs[] (entries
  * may be NULL); ans (may be NULL) encodes there; cb runs on the loop with the results res[nq]
- * (owned by the module; the callee may take steps by zeroing them). *job (may be NULL) is for
- * tlc_rollup_cancel. 0, TLC_ENOMEM or TLC_EINVAL (closing, nq out of range). */
+ * (owned by the module; the callee may take steps by zeroing them; with ans, their steps are
+ * freed on the worker once encoded: status, err, epoch and the counters remain). *job (may be NULL)
+ * is for tlc_rollup_cancel. 0, TLC_ENOMEM or TLC_EINVAL (closing, nq out of range). */
 typedef void (*tlc_rollup_cb)(void *ud, tlc_rollup_res_t *res, size_t nq);
 int tlc_rollup_submit(tlc_rollup_t *r, tlc_rollup_acc_t *const *accs, const tlc_rollup_q_t *q,
                       size_t nq, const tlc_rollup_ans_t *ans, tlc_rollup_cb cb, void *ud,
