@@ -365,7 +365,7 @@ static int mkdirs(char *path) {
 
 static void bwck_work(uv_work_t *req) {
   bwck_job_t *j = req->data;
-  char tmp[1200], fin[1200];
+  char tmp[1200], fin[1200], dir[sizeof(j->dir)];
   size_t off = 0;
   int fd;
   snprintf(tmp, sizeof(tmp), "%s/%s.tmp%u", j->dir, BWCK_NAME, j->seq);
@@ -377,7 +377,10 @@ static void bwck_work(uv_work_t *req) {
     }
     return;
   }
-  if ((j->rc = mkdirs(j->dir)) != 0) {
+  /* on a copy: mkdirs cuts the path in place, and the loop reads j->dir meanwhile (bwck_start
+   * matches a newer write of the same target against the running one) */
+  snprintf(dir, sizeof(dir), "%s", j->dir);
+  if ((j->rc = mkdirs(dir)) != 0) {
     snprintf(j->what, sizeof(j->what), "mkdir");
     return;
   }
