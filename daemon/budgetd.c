@@ -695,8 +695,10 @@ void tlc_budgetd_reload(tlc_daemon_t *d) {
 void tlc_budgetd_final(tlc_daemon_t *d) {
   for (size_t i = 0; i < d->nbws; i++) {
     struct tlc_budgetd_w *bw = d->bws[i];
-    if (bw->ck != NULL)
-      bwck_held(bw, 1); /* older: started first, so this one is written after it */
+    if (bw->ck != NULL) { /* the watch now holds all it held, and the locations come since */
+      bwck_free(bw->ck);
+      bw->ck = NULL;
+    }
     bwck_queue(d, bw->t, &d->bws[i]);
   }
 }

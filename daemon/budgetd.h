@@ -36,7 +36,7 @@ void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n);
 void tlc_budgetd_checkpoint(void *d, tlc_target_t *t);
 /* Shutdown, after continuity's last round (tlc_cont_checkpoint_all) and with the sources
  * closed (no event comes any more): every watch, as it ends, saved as tlc_budgetd_checkpoint
- * does (a checkpoint held for its marks written first, this one after it). A shutdown
+ * does, in place of a checkpoint held for its marks (the watch holds all it held). A shutdown
  * checkpoint that continuity defers behind one in flight is taken after the watches are gone,
  * so the hook would not see it; the state it takes is this one (nothing changes meanwhile). */
 void tlc_budgetd_final(tlc_daemon_t *d);
