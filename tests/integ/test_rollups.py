@@ -280,10 +280,11 @@ def test_kill_after_checkpoint(d):
         T.check(st["samples"] < total, "the last minute is open: %r" % st)
         T.eq(st["samples_dropped"], 0, "none dropped")
         # saved_samples counts the copy once the checkpoint's position is known, before its
-        # file is written: the kill waits for that file (or the next checkpoint's)
-        w = full["checkpoints"]["written"]
-        dm.wait_stats(lambda st: st["checkpoints"]["written"] > w, timeout=20,
-                      what="the checkpoint's file written")
+        # file is written (it may be written already: an idle target is not checkpointed
+        # again): the kill waits until the checkpoint on disk is the newest copy's
+        seq = max(copy_seqs(dm.state))
+        dm.wait_stats(lambda st: ckpt_seq(dm.state) == seq, timeout=20,
+                      what="the checkpoint of the copy ckpt-%d-... on disk" % seq)
     finally:
         dm.kill()
     T.eq(dm.p.returncode, -signal.SIGKILL, "killed")
@@ -300,6 +301,23 @@ def test_kill_after_checkpoint(d):
     copies = [f for f in os.listdir(os.path.join(dm.state, ".rollup", NAME))
               if f.startswith("ckpt-")]
     T.check(1 <= len(copies) <= 2, "the newest checkpoints' copies kept, no more: %r" % copies)
+
+
+def copy_seqs(state):
+    """The engine sequences of NAME's saved copies of its open minute (.rollup/NAME/ckpt-SEQ-
+    BYTES-DISCONNECTS, one per checkpoint position)."""
+    d = os.path.join(state, ".rollup", NAME)
+    return [int(f.split("-")[1]) for f in os.listdir(d) if f.startswith("ckpt-")]
+
+
+def ckpt_seq(state):
+    """The engine sequence in the header of NAME's checkpoint on disk (bytes 24-32), or None."""
+    try:
+        with open(os.path.join(state, NAME, "target.checkpoint"), "rb") as f:
+            h = f.read(32)
+    except FileNotFoundError:
+        return None
+    return int.from_bytes(h[24:32], sys.byteorder) if len(h) == 32 else None
 
 
 def calls_in(areas, minute, lo, hi, per, rnd, got):
