@@ -13,6 +13,11 @@
  * engine's tap feeds a private accumulator of the target's rollups. Forgetting or freeing the
  * target (shutdown) cancels the rebuild and waits for its thread to stop.
  *
+ * Test hook (tlcapd-test only, TLCAP_TESTING): TLCAP_TEST_REBUILD_SEGMENT_MS=N makes each
+ * segment a rebuild reads take N ms longer, so that a rebuild of a few dozen segments lasts long
+ * enough for a test to watch its progress (the dashboard's "rebuilding K/N",
+ * tests/integ/test_http_dashboard.py); tlcapd has no such delay.
+ *
  * What a user sees of it (the view's rebuild hook: `tlcap targets`, ListTargets, the HTTP
  * targets): while it runs, its thread publishes the segments read, the segments to read and the
  * samples counted in atomics that the loop reads (relaxed: progress figures, no ordering but
@@ -133,6 +138,9 @@ typedef struct rebuild {
   size_t segments;
   int64_t t0_ns, t1_ns; /* wall clock (Unix ns): started, ended */
   char err[300];
+#ifdef TLCAP_TESTING
+  long test_segment_ms; /* TLCAP_TEST_REBUILD_SEGMENT_MS, read on the loop when it started */
+#endif
 } rebuild_t;
 
 static void rb_msg(void *ud, const char *msg) {
@@ -149,6 +157,18 @@ static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
                         memory_order_relaxed);
   tlc_rollup_tap(b->acc, s);
 }
+
+#ifdef TLCAP_TESTING
+/* The test hook (above): `segments` more read, each made to take test_segment_ms longer; slept in
+ * steps of at most 10 ms that end on a cancel, so that a stop is not held up by it. Thread. */
+static void test_segments_read(rebuild_t *b, size_t segments) {
+  long ms = b->test_segment_ms * (long)segments;
+  while (ms > 0 && !atomic_load(&b->cancel)) {
+    uv_sleep(ms < 10 ? (unsigned)ms : 10);
+    ms -= 10;
+  }
+}
+#endif
 
 /* The threadpool thread: the segments read, their samples into the private accumulator. */
 static void rb_work(uv_work_t *req) {
@@ -214,8 +234,12 @@ static void rb_work(uv_work_t *req) {
   s.report = 1;
   s.cancel = &b->cancel;
   if ((b->rc = tlc_hist_stream_init(&s)) == 0) {
-    while ((n = tlc_hist_stream_next(&s, &evs)) > 0) /* the pipeline feeds its engine */
+    while ((n = tlc_hist_stream_next(&s, &evs)) > 0) { /* the pipeline feeds its engine */
+#ifdef TLCAP_TESTING
+      test_segments_read(b, s.fi - atomic_load_explicit(&b->nread, memory_order_relaxed));
+#endif
       atomic_store_explicit(&b->nread, s.fi, memory_order_relaxed); /* files closed so far */
+    }
     atomic_store_explicit(&b->nread, s.fi, memory_order_relaxed);
     b->rc = n < 0 ? n : 0;
   }
@@ -314,6 +338,12 @@ static void rebuild_start(tlc_daemon_t *d, struct tlc_rolld_acc *a, tlc_target_t
   tlc_target_pipeline_conf(&t->conf, &b->pc);
   b->until_ns = tlc_when_now();
   b->reset_ns = t->conf.clock_reset_ns != 0 ? t->conf.clock_reset_ns : 1000000000;
+#ifdef TLCAP_TESTING
+  {
+    const char *e = getenv("TLCAP_TEST_REBUILD_SEGMENT_MS");
+    b->test_segment_ms = e != NULL ? strtol(e, NULL, 10) : 0;
+  }
+#endif
   atomic_init(&b->cancel, 0);
   atomic_init(&b->started, 0);
   atomic_init(&b->nsegs, 0);

@@ -8,6 +8,7 @@ usage: test_http_dashboard.py TLCAPD TLCAP SCREENSHOT_DIR"""
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -1013,16 +1014,84 @@ def rollups_cell(b, name):
                   " c.getClientRects().length]; })()" % name)
 
 
+# Each segment a rollup rebuild reads made to take this much longer (tlcapd-test's
+# TLCAP_TEST_REBUILD_SEGMENT_MS, daemon/rolld.c): 40 segments, a rebuild of 12 s, longer than the
+# page takes to find the restarted daemon (its backoff waits up to 5 s) and to be sent the next
+# live message (1 s), so that the page is seen showing it running.
+REBUILD_SEGMENT_MS = 300
+
+
+def rebuild_shown(b):
+    """What the card's rollups cell says of the rebuild: (K, N, samples) while it says
+    "rebuilding K/N" (its title: "... K of N read, S samples so far"), "done" once it says
+    "rebuilt ...", else None."""
+    b.pump()
+    c = rollups_cell(b, "board")
+    if c is None:
+        return None
+    m = re.fullmatch(r"rebuilding ([\d,]+)/([\d,]+)", c[0])
+    if m is None:
+        return "done" if c[0].startswith("rebuilt ") else None
+    t = re.search(r": ([\d,]+) of ([\d,]+) read, ([\d,]+) samples so far$", c[1])
+    T.check(t is not None and t.group(1, 2) == m.group(1, 2),
+            "the title of %r: %r" % (c[0], c[1]))
+    return tuple(int(x.replace(",", "")) for x in (m.group(1), m.group(2), t.group(3)))
+
+
+def api_rollups(hport):
+    return [x["rollups"] for x in api_targets(hport) if x["name"] == "board"][0]
+
+
+def check_rebuilding(b, hport, segs):
+    """The card, on the page that reconnected by itself to the restarted daemon, says
+    "rebuilding K/N" while the rebuild runs, as /api/v1/targets says it about the same moment:
+    the page polled until it shows the rebuild running (it fails if the page only ever shows
+    its end, or nothing); then, between two reads of the API, the card's K (and its samples)
+    caught up with the first read's and not past the second's, N the segments on disk."""
+    first = D.wait_until(lambda: rebuild_shown(b), timeout=30, step=0.05,
+                         what="the card saying the rollups are being rebuilt")
+    T.check(first != "done", "the card showed the rebuild running before it ended, not only "
+            "its end (a rebuild too quick to be seen: TLCAP_TEST_REBUILD_SEGMENT_MS, tlcapd-test)")
+    T.eq(first[1], segs, "the card's first rebuilding K/N (%r): N the segments on disk" % (first,))
+    T.check(first[0] <= segs, "the card's first K/N: K within N: %r" % (first,))
+    before = api_rollups(hport)
+    T.eq((before["rebuild"], before["segments"]), ("rebuilding", segs),
+         "/api/v1/targets while the card says rebuilding: %r" % before)
+    T.check(first[0] <= before["segments_read"], "the card's K (%d) not past the API's read "
+            "after it: %r" % (first[0], before))
+
+    def caught_up():
+        x = rebuild_shown(b)
+        return x if x == "done" or (x is not None and x[0] >= before["segments_read"]) else None
+    page = D.wait_until(caught_up, timeout=10, step=0.05,
+                        what="the card at the API's %d segments read" % before["segments_read"])
+    after = api_rollups(hport)
+    T.check(page != "done", "the card still says rebuilding when it reaches the API's %r"
+            % before)
+    T.eq((page[1], after["segments"]), (segs, segs), "N of the card and the API: the segments "
+         "on disk (%r, %r)" % (page, after))
+    T.check(before["segments_read"] <= page[0] <= after["segments_read"] <= segs,
+            "the card's K between the API's read before and after: %d <= %d <= %d <= %d"
+            % (before["segments_read"], page[0], after["segments_read"], segs))
+    T.check(page[2] <= after["samples"], "the card's samples (%d) not past the API's read after "
+            "it (%d)" % (page[2], after["samples"]))
+    text, _, red, lines = rollups_cell(b, "board")
+    T.check(not red and lines == 1, "%r: not red, on one line" % text)
+    b.screenshot(os.path.join(SHOTS, "rollups_rebuilding_overview.png"))
+    print("the card: %r first, %r between the API's %r and %r" % (first, page, before, after))
+
+
 def test_dashboard_rollups(d):
     """The overview's card shows the target's rollups as /api/v1/targets has them (docs/rollups.md
     "Rebuilt from the segments"): "off" on a tlcapd without storage (rollups null); "-" on a
     tlcapd that stores, its rollups on disk (no rebuild); and, once its rollup directory was
     deleted and it restarted, the rebuild from the segments: "rebuilt N at HH:MM" with N the
     API's segments read (every segment on disk: a manifest each) and HH:MM the API's end time,
-    on one line, its title with the API's samples. Whatever the page showed on the way (the
-    rebuild is quick: an update may or may not catch it) was "rebuilding K/N" with N the same
-    segments and K growing. Run alone: TLC_ONLY=test_dashboard_rollups (ctest
-    test_http_dashboard_rollups)."""
+    on one line, its title with the API's samples. On the way, with each segment's reading
+    slowed (tlcapd-test's TLCAP_TEST_REBUILD_SEGMENT_MS), the page that reconnected by itself is
+    seen showing "rebuilding K/N" as the API says it at the same moment (check_rebuilding), and
+    everything it showed was "rebuilding K/N" with N the same segments and K growing. Run alone:
+    TLC_ONLY=test_dashboard_rollups (ctest test_http_dashboard_rollups, with tlcapd-test)."""
     try:
         b = Browser()
     except FileNotFoundError:
@@ -1076,9 +1145,11 @@ def test_dashboard_rollups(d):
                     if f.endswith(".manifest")])
         T.check(segs >= 30, "many segments stored: %d" % segs)
 
-        # the rollups deleted: the restarted daemon rebuilds them from the segments
+        # the rollups deleted: the restarted daemon rebuilds them from the segments, slowly
         shutil.rmtree(os.path.join(dm.state, ".rollup"))
-        dm = D.Daemon(TLCAPD, on, args, http="127.0.0.1:%d" % hport, store=True)
+        dm = D.Daemon(TLCAPD, on, args, http="127.0.0.1:%d" % hport, store=True,
+                      env={"TLCAP_TEST_REBUILD_SEGMENT_MS": str(REBUILD_SEGMENT_MS)})
+        check_rebuilding(b, hport, segs)
         dm.wait_stats(lambda st: st["rollup"]["rebuilds_done"] == 1, timeout=60,
                       what="the rollups rebuilt")
         rb = [x["rollups"] for x in api_targets(hport) if x["name"] == "board"][0]
@@ -1106,6 +1177,7 @@ def test_dashboard_rollups(d):
         while seen and seen[0] == "-":  # the first daemon's, until the page reconnected
             seen.pop(0)
         T.eq(seen[-1:], [want], "the card ends on the rebuild done")
+        T.check(len(seen) > 1, "the card said rebuilding before it said %r: %r" % (want, seen))
         read = []
         for x in seen[:-1]:
             T.check(x.startswith("rebuilding ") and x.endswith("/" + fmt_int(segs)),
