@@ -5,8 +5,11 @@
  * (match_t, a slice of one array), with each one's rate window; per (budget, row) that had a
  * violation its counter (cnt_t). Rows and counters are found through base/htab.h tables keyed
  * by a hash of their key (entries compared on the hit). The engine asks tlc_bwatch_want once
- * per row; rows no budget watches get no entry and are not tapped at all.
+ * per row; rows no budget watches get no entry and are not tapped at all. The layout is in
+ * budget-int.h; each budget's ring of kept violations is ring.c's, but for the storm's compact
+ * slot, written here inline (violate, through budget-int.h's slot_stream).
  */
+#include "budget/budget-int.h"
 #include "budget/budget.h"
 
 #include "base/alloc.h"
@@ -20,9 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define NONE32 0xFFFFFFFFu
 
@@ -33,45 +33,6 @@
 #else
 #define COLD
 #endif
-
-/* A kept violation in its budget's ring: 64 bytes, one cache line (the ring is aligned to
- * them), where the whole record (tlc_violation_t) takes two: a storm writes one line per
- * violation and cycles through half the memory. Its head (budget, area, context, row kind,
- * state) is its counter's (ci), its stat its budget's, its limit its budget's max (VS_OVER)
- * or min, its stored location, once set, in the budget's loc[] (VS_LOC). A violation that
- * does not fit (no counter: a dropped key; an epoch of VS_EPOCHS or more; one taken back from
- * a checkpoint or kept across a reload) is kept whole in the budget's wide[] (VS_WIDE; its
- * count and seq_end in the slot too, for the searches). */
-typedef struct vslot {
-  int64_t value, start, end;
-  uint64_t seq_start, seq_end, count;
-  int64_t wall_ms;
-  uint32_t ci;   /* its counter (cnt_t) */
-  uint32_t bits; /* VS_WIDE, VS_OVER, VS_LOC | its epoch */
-} vslot_t;
-_Static_assert(sizeof(vslot_t) == 64, "a ring slot is one cache line");
-
-#define VS_WIDE   0x80000000u
-#define VS_OVER   0x40000000u
-#define VS_LOC    0x20000000u
-#define VS_EPOCHS 0x20000000u /* epochs below it fit in bits */
-
-typedef struct bstate {
-  /* what a sample is tested against (first: the one line a quiet sample reads): a value
-   * above hi or below lo breaks it (INT64_MAX without a max, INT64_MIN without a min) */
-  int64_t hi, lo;
-  uint64_t total;
-  vslot_t *ring;         /* keep of them, allocated at the first violation, not zeroed */
-  size_t rn, rhead;      /* used, next slot */
-  void *ring_mem;        /* ring's allocation (ring: its first 64-byte boundary) */
-  tlc_violation_t *wide; /* keep, at the first VS_WIDE slot: their whole records */
-  uint64_t (*loc)[4];    /* keep, at the first VS_LOC slot: seg_first, off_first, seg_last,
-                            off_last */
-  int64_t worst_dist;    /* the worst's distance from its limit (when has_worst) */
-  int has_worst;
-  tlc_violation_t worst;
-  tlc_tbudget_t def;
-} bstate_t;
 
 /* The first fields of a violation (tlc_violation_t, up to its value), the same for every
  * violation of a budget on a row: kept ready in its match and copied whole. */
@@ -90,7 +51,7 @@ _Static_assert(offsetof(vhead_t, budget) == offsetof(tlc_violation_t, budget) &&
                    sizeof(vhead_t) == offsetof(tlc_violation_t, value),
                "vhead_t is the head of tlc_violation_t");
 
-typedef struct match {
+struct match {
   vhead_t head; /* its violations' first fields (over 0) */
   uint32_t bi;  /* budget */
   uint32_t ci;  /* its counter (cnt_t), NONE32 before the first violation */
@@ -100,41 +61,14 @@ typedef struct match {
   uint8_t has_win;
   uint64_t epoch, wcount, wseq0, wseq1;
   int64_t win;
-} match_t;
+};
 
-typedef struct rowent {
+struct rowent {
   uint32_t handle, context;
   uint8_t row_kind;
   uint8_t mask;
   uint64_t state;
   uint32_t m0, nm; /* matches[m0 .. m0 + nm) */
-} rowent_t;
-
-typedef struct cnt {
-  uint32_t bi, handle, context;
-  uint8_t row_kind;
-  uint64_t state;
-  uint64_t count;
-} cnt_t;
-
-struct tlc_bwatch {
-  char target[256];
-  tlc_bwatch_opts_t o;
-  bstate_t *bs;
-  size_t nb;
-  rowent_t *rows;
-  size_t nrows, caprows;
-  match_t *m;
-  size_t nm, capm;
-  tlc_htab_t rowh; /* hash(row key) -> rows index */
-  cnt_t *c;
-  size_t nc, capc;
-  tlc_htab_t cnth; /* hash(budget, row key) -> c index */
-  uint64_t dropped_keys, all;
-  tlc_violation_t scratch; /* a violation's whole record when it does not fit a ring slot */
-  /* the wall clock of the samples now coming (TLC_TAP_WALL: the engine's chunk), 0 when not
-   * known (then read per violation); unused with opts.wall_ms */
-  int64_t wall;
 };
 
 static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
@@ -199,123 +133,10 @@ static int same_def(const tlc_tbudget_t *a, const tlc_tbudget_t *b) {
          a->window_ns == b->window_ns;
 }
 
-/* Frees b's ring and its side arrays. */
-static void ring_free(bstate_t *b) {
-  tlc_free(b->ring_mem);
-  tlc_free(b->wide);
-  tlc_free(b->loc);
-  b->ring = NULL;
-  b->ring_mem = NULL;
-  b->wide = NULL;
-  b->loc = NULL;
-}
-
-/* b's ring of keep slots (not zeroed), aligned to 64 bytes; NULL without memory. */
-static vslot_t *ring_alloc(bstate_t *b, size_t keep) {
-  uint8_t *p = tlc_malloc(keep * sizeof(vslot_t) + 63);
-  if (p == NULL)
-    return NULL;
-  b->ring_mem = p;
-  b->ring = (vslot_t *)(void *)(p + (64 - (uintptr_t)p % 64) % 64);
-  return b->ring;
-}
-
-/* Keeps v whole in slot k of b's ring. 0, or -1 without memory (the slot unchanged). */
-static int slot_put_wide(bstate_t *b, size_t keep, size_t k, const tlc_violation_t *v) {
-  if (b->wide == NULL && (b->wide = tlc_malloc(keep * sizeof(*b->wide))) == NULL)
-    return -1;
-  b->wide[k] = *v;
-  b->ring[k].count = v->count;
-  b->ring[k].seq_end = v->seq_end;
-  b->ring[k].bits = VS_WIDE;
-  return 0;
-}
-
-/* The violation in slot k of b's ring, whole, into *v. */
-static void slot_get(const tlc_bwatch_t *w, const bstate_t *b, size_t k, tlc_violation_t *v) {
-  const vslot_t *x = &b->ring[k];
-  const cnt_t *c;
-  if (x->bits & VS_WIDE) {
-    *v = b->wide[k];
-    return;
-  }
-  c = &w->c[x->ci];
-  memset(v, 0, sizeof(*v));
-  v->budget = c->bi;
-  v->handle = c->handle;
-  v->context = c->context;
-  v->row_kind = c->row_kind;
-  v->stat = b->def.stat;
-  v->over = (x->bits & VS_OVER) != 0;
-  v->state = c->state;
-  v->value = x->value;
-  v->limit = v->over ? b->hi : b->lo;
-  v->start = x->start;
-  v->end = x->end;
-  v->epoch = x->bits & (VS_EPOCHS - 1);
-  v->wall_ms = x->wall_ms;
-  v->seq_start = x->seq_start;
-  v->seq_end = x->seq_end;
-  v->count = x->count;
-  if (x->bits & VS_LOC) {
-    v->seg_first = b->loc[k][0];
-    v->off_first = b->loc[k][1];
-    v->seg_last = b->loc[k][2];
-    v->off_last = b->loc[k][3];
-  }
-}
-
-/* The stored location of slot k into loc[0..3] (zeros when none). */
-static void slot_loc(const bstate_t *b, size_t k, uint64_t loc[4]) {
-  const vslot_t *x = &b->ring[k];
-  if (x->bits & VS_WIDE) {
-    loc[0] = b->wide[k].seg_first;
-    loc[1] = b->wide[k].off_first;
-    loc[2] = b->wide[k].seg_last;
-    loc[3] = b->wide[k].off_last;
-  } else if (x->bits & VS_LOC) {
-    memcpy(loc, b->loc[k], sizeof(b->loc[k]));
-  } else {
-    loc[0] = loc[1] = loc[2] = loc[3] = 0;
-  }
-}
-
-/* Sets the stored location of slot k. 1, or 0 without memory. */
-static int slot_set_loc(bstate_t *b, size_t keep, size_t k, const uint64_t loc[4]) {
-  vslot_t *x = &b->ring[k];
-  if (x->bits & VS_WIDE) {
-    b->wide[k].seg_first = loc[0];
-    b->wide[k].off_first = loc[1];
-    b->wide[k].seg_last = loc[2];
-    b->wide[k].off_last = loc[3];
-    return 1;
-  }
-  if (b->loc == NULL && (b->loc = tlc_malloc(keep * sizeof(*b->loc))) == NULL)
-    return 0;
-  memcpy(b->loc[k], loc, sizeof(b->loc[k]));
-  x->bits |= VS_LOC;
-  return 1;
-}
-
-/* Makes every slot of b's ring whole (before its counters are renumbered, or its budget
- * moved, by a reload). 0, or -1 without memory (what was done stays valid). */
-static int ring_widen(const tlc_bwatch_t *w, bstate_t *b) {
-  tlc_violation_t v;
-  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
-    size_t k = (b->rhead + w->o.keep - b->rn + j) % w->o.keep;
-    if (b->ring[k].bits & VS_WIDE)
-      continue;
-    slot_get(w, b, k, &v);
-    if (slot_put_wide(b, w->o.keep, k, &v) != 0)
-      return -1;
-  }
-  return 0;
-}
-
 static void free_states(bstate_t *bs, size_t n) {
   size_t i;
   for (i = 0; i < n; i++)
-    ring_free(&bs[i]);
+    tlc__budget_ring_free(&bs[i]);
   tlc_free(bs);
 }
 
@@ -382,7 +203,7 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
   for (i = 0; i < w->nb; i++)
     for (j = 0; j < nb; j++)
       if (same_def(&w->bs[i].def, &bs[j].def)) {
-        if (ring_widen(w, &w->bs[i]) != 0) {
+        if (tlc__budget_ring_widen(w, &w->bs[i]) != 0) {
           tlc_free(remap);
           free_states(bs, nb);
           return TLC_ENOMEM;
@@ -607,31 +428,6 @@ static void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
   }
 }
 
-/* Writes slot x, one aligned cache line, whole: on x86-64 with non-temporal stores, which
- * write the line without reading it first and leave the caches to the engine (a storm
- * writes a line per violation, round every budget's ring). The watch's own thread reads
- * it back (its stores are ordered for it), nothing else does. */
-static inline void slot_stream(vslot_t *x, const tlc_engine_sample_t *s, uint64_t count,
-                               int64_t wall, uint32_t ci, uint32_t bits) {
-#if defined(__SSE2__)
-  __m128i *p = (__m128i *)(void *)x;
-  _mm_stream_si128(p, _mm_set_epi64x(s->start, s->value));
-  _mm_stream_si128(p + 1, _mm_set_epi64x((int64_t)s->seq_start, s->end));
-  _mm_stream_si128(p + 2, _mm_set_epi64x((int64_t)count, (int64_t)s->seq_end));
-  _mm_stream_si128(p + 3, _mm_set_epi64x((int64_t)((uint64_t)bits << 32 | ci), wall));
-#else
-  x->value = s->value;
-  x->start = s->start;
-  x->end = s->end;
-  x->seq_start = s->seq_start;
-  x->seq_end = s->seq_end;
-  x->count = count;
-  x->wall_ms = wall;
-  x->ci = ci;
-  x->bits = bits;
-#endif
-}
-
 /* Records a violation of m's budget b on its row whole (violate's uncommon ones): counts it
  * `n` times (n > 1: a stretch of empty rate windows, one record) in its budget and in
  * counter ci (NONE32: a dropped key), keeps it in the ring's next slot (compact when it fits,
@@ -658,7 +454,7 @@ static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_eng
     x->wall_ms = wall;
     x->ci = ci;
     x->bits = (uint32_t)s->epoch | (over ? VS_OVER : 0);
-  } else if (b->ring == NULL || slot_put_wide(b, w->o.keep, k, &w->scratch) != 0) {
+  } else if (b->ring == NULL || tlc__budget_slot_put_wide(b, w->o.keep, k, &w->scratch) != 0) {
     k = SIZE_MAX; /* not kept */
   }
   if (k != SIZE_MAX) {
@@ -678,7 +474,7 @@ COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
   bstate_t *b = &w->bs[m->bi];
   uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
   if (b->ring == NULL)
-    (void)ring_alloc(b, w->o.keep);
+    (void)tlc__budget_ring_alloc(b, w->o.keep);
   record(w, m, b, s, over, n, ci, w->wall != 0 ? w->wall : wall_now(w));
 }
 
@@ -838,7 +634,7 @@ size_t tlc_bwatch_recent(const tlc_bwatch_t *w, size_t i, tlc_violation_t *out, 
   /* the oldest of the last n */
   first = (b->rhead + w->o.keep - n) % w->o.keep;
   for (j = 0; j < n; j++)
-    slot_get(w, b, (first + j) % w->o.keep, &out[j]);
+    tlc__budget_slot_get(w, b, (first + j) % w->o.keep, &out[j]);
   return n;
 }
 
@@ -852,11 +648,6 @@ static int set_loc(tlc_violation_t *v, uint64_t n, uint64_t seq_end, const uint6
   return 1;
 }
 
-/* The slot of j-th kept violation of b (0: the oldest). */
-static size_t kept_slot(const tlc_bwatch_t *w, const bstate_t *b, size_t j) {
-  return (b->rhead + w->o.keep - b->rn + j) % w->o.keep;
-}
-
 int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
                       const uint64_t loc[4]) {
   bstate_t *b;
@@ -867,7 +658,7 @@ int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
   for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
     size_t x = kept_slot(w, b, j);
     if (b->ring[x].count == n && b->ring[x].seq_end == seq_end)
-      k += slot_set_loc(b, w->o.keep, x, loc);
+      k += tlc__budget_slot_set_loc(b, w->o.keep, x, loc);
   }
   if (b->has_worst)
     k += set_loc(&b->worst, n, seq_end, loc);
@@ -882,7 +673,7 @@ static int located_in(const tlc_bwatch_t *src, const bstate_t *b, uint64_t count
     size_t x = kept_slot(src, b, j);
     if (b->ring[x].count != count || b->ring[x].seq_end != seq_end)
       continue;
-    slot_loc(b, x, loc);
+    tlc__budget_slot_loc(b, x, loc);
     if ((loc[0] | loc[2]) != 0)
       return 1;
   }
@@ -910,10 +701,10 @@ size_t tlc_bwatch_copy_locations(tlc_bwatch_t *dst, const tlc_bwatch_t *src) {
     uint64_t loc[4];
     for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
       size_t x = kept_slot(dst, b, j);
-      slot_loc(b, x, loc);
+      tlc__budget_slot_loc(b, x, loc);
       if ((loc[0] | loc[2]) == 0 &&
           located_in(src, sb, b->ring[x].count, b->ring[x].seq_end, loc) != 0)
-        k += (size_t)slot_set_loc(b, dst->o.keep, x, loc);
+        k += (size_t)tlc__budget_slot_set_loc(b, dst->o.keep, x, loc);
     }
     if (b->has_worst && (b->worst.seg_first | b->worst.seg_last) == 0 &&
         located_in(src, sb, b->worst.count, b->worst.seq_end, loc) != 0)
@@ -946,7 +737,7 @@ int tlc_bwatch_find(const tlc_bwatch_t *w, const char *name, uint64_t n, tlc_vio
   first = (b->rhead + w->o.keep - b->rn) % w->o.keep;
   for (j = 0; b->ring != NULL && j < b->rn; j++)
     if (b->ring[(first + j) % w->o.keep].count == n) {
-      slot_get(w, b, (first + j) % w->o.keep, v);
+      tlc__budget_slot_get(w, b, (first + j) % w->o.keep, v);
       return 0;
     }
   if (b->has_worst && b->worst.count == n) {
@@ -1111,7 +902,7 @@ int tlc_bwatch_save(const tlc_bwatch_t *w, uint8_t **out, size_t *len) {
     put_u(&b, s->ring != NULL ? s->rn : 0, 4);
     for (j = 0; s->ring != NULL && j < s->rn; j++) {
       tlc_violation_t v;
-      slot_get(w, s, (first + j) % w->o.keep, &v);
+      tlc__budget_slot_get(w, s, (first + j) % w->o.keep, &v);
       put_viol(&b, &v);
     }
   }
@@ -1297,8 +1088,8 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
       if (s == NULL || b.bad || nk - j > w->o.keep) /* only the last keep */
         continue;
       /* kept whole: it may hold values a slot cannot (its budget index is remap's too) */
-      if ((s->ring == NULL && ring_alloc(s, w->o.keep) == NULL) ||
-          slot_put_wide(s, w->o.keep, s->rhead, &v) != 0)
+      if ((s->ring == NULL && tlc__budget_ring_alloc(s, w->o.keep) == NULL) ||
+          tlc__budget_slot_put_wide(s, w->o.keep, s->rhead, &v) != 0)
         continue;
       s->rhead = (s->rhead + 1) % w->o.keep;
       if (s->rn < w->o.keep)
@@ -1337,7 +1128,7 @@ int tlc_bwatch_load(tlc_bwatch_t *w, const uint8_t *p, size_t len, char *err, si
 fail:
   /* whatever was taken back is dropped: the watch starts afresh */
   for (i = 0; i < w->nb; i++) {
-    ring_free(&w->bs[i]);
+    tlc__budget_ring_free(&w->bs[i]);
     w->bs[i].rn = w->bs[i].rhead = 0;
     w->bs[i].total = 0;
     w->bs[i].has_worst = 0;

@@ -1,9 +1,9 @@
 /* engine-int.h - the statistics engine's internal layout, shared by its files: engine.c (the
- * engine: events, lifecycle), acct.c (memory accounting), taps.c (the taps), extremes.c (the
- * extremes' times and places for the store), snapshot.c (the read side), histread.c (the
- * histograms' reads) and checkpoint.c (serialisation). Not a contract: only these files and the
- * engine's unit tests include it; every field's meaning and invariant is described here and in
- * engine.c's design note.
+ * engine: events, lifecycle), acct.c (memory accounting), taps.c (the taps), slog.c (the sample
+ * log), extremes.c (the extremes' times and places for the store), snapshot.c (the read side),
+ * histread.c (the histograms' reads) and checkpoint.c (serialisation). Not a contract: only these
+ * files and the engine's unit tests include it; every field's meaning and invariant is described
+ * here and in engine.c's design note.
  */
 #ifndef TLC_ENGINE_INT_H
 #define TLC_ENGINE_INT_H
@@ -447,15 +447,31 @@ void *tlc__engine_grow(tlc_engine_t *e, void *p, size_t *cap, size_t need, size_
  * accounting hook holds for it, as TLC_ACCT_FORCE: after a checkpoint load or a clear, which
  * allocate and free outside the engine's own growth paths. */
 void tlc__engine_acct_sync(tlc_engine_t *e);
-/* Hands the sample log's entries to its function (engine.c). */
-void tlc__engine_slog_flush(tlc_engine_t *e);
-/* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS: then every row is described again)
- * to the sample log when it is on. */
-void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 /* Counts the histogram samples queued in the engine's log (engine.c). */
 void tlc__engine_hlog_flush(tlc_engine_t *e);
 /* The code row of (handle, internal context ci) through the hash table, or NONE32 (engine.c;
  * histread.c's lookup by handle). */
 uint32_t tlc__engine_code_row(const tlc_engine_t *e, uint32_t handle, uint32_t ci);
+
+/* ---- the sample log (engine.h: tlc_engine_set_slog; slog.c) ----
+ * The push loop appends samples inline (engine.c: slog_add, slog_def); the hand-off to the
+ * log's function, the marks and setting the log are slog.c's. */
+
+/* Hands the sample log's entries to its function (slog.c). */
+void tlc__engine_slog_flush(tlc_engine_t *e);
+/* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS: then every row is described again)
+ * to the sample log when it is on (slog.c). */
+void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
+
+/* The sample log's entries of one event on a row come in a group of at most SLOG_GROUP (a DEF
+ * mark and two entries, of up to three samples); the block is handed over before a group when it
+ * has less room than that, so that no hand-off (which may start the log over, every row not
+ * described) comes inside a group, between a row's DEF and its samples. */
+#define SLOG_GROUP 4
+/* Makes room for a group (engine.c's samples, slog.c's marks): inline, one predicted branch. */
+static inline void slog_room(tlc_engine_t *e) {
+  if (TLC_UNLIKELY(e->send - e->scur < SLOG_GROUP))
+    tlc__engine_slog_flush(e);
+}
 
 #endif

@@ -32,6 +32,7 @@
  *
  * Does not: map evlog names (formats/evmap.c does), decode, lock, or keep any event. The engine's
  * other concerns have files of their own: taps.c (the taps this file's slow paths call),
+ * slog.c (the sample log's hand-off and marks; its entries are appended here, inline),
  * acct.c (memory accounting), extremes.c (the extremes' wall clock and locations), snapshot.c
  * and histread.c (the reads), checkpoint.c (save and load).
  */
@@ -400,16 +401,6 @@ code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
     tlc__engine_tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq,
                          t);
   fold_at(e, r, t);
-}
-
-/* The sample log's entries of one event on a row come in a group of at most SLOG_GROUP (a DEF
- * mark and two entries, of up to three samples); the block is handed over before a group when it
- * has less room than that, so that no hand-off (which may start the log over, every row not
- * described) comes inside a group, between a row's DEF and its samples. */
-#define SLOG_GROUP 4
-static inline void slog_room(tlc_engine_t *e) {
-  if (TLC_UNLIKELY(e->send - e->scur < SLOG_GROUP))
-    tlc__engine_slog_flush(e);
 }
 
 /* Appends sample (k, v, end) of row r to the sample log (r->slog == 2: the log is on, the row
@@ -1467,83 +1458,7 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
     e->map_gen = 0;
 }
 
-/* ---- the sample log (engine.h: tlc_engine_set_slog) ---- */
-
-/* Every row of the log not described (its next sample gives its key again). */
-static void slog_undescribe(tlc_engine_t *e) {
-  for (size_t i = 0; i < e->nrows; i++)
-    if (e->rows[i].slog)
-      e->rows[i].slog = 1;
-}
-
-/* A mark at the log's end (room for it: the caller's). */
-static void slog_put_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
-  tlc_engine_slent_t *l = e->scur++;
-  l->rk = mark;
-  l->aux = 0;
-  l->value = value;
-  l->end = e->last;
-}
-
-void tlc__engine_slog_flush(tlc_engine_t *e) {
-  size_t n = (size_t)(e->scur - e->slog);
-  tlc_engine_slent_t *nb;
-  e->scur = e->slog;
-  if (n == 0)
-    return;
-  nb = e->slog_fn(e->slog_ud, e, e->slog, n);
-  if (nb != NULL && nb != e->slog) { /* taken: x is the function's now */
-    e->slog = e->scur = nb;
-    e->send = nb + TLC_SLOG_BLOCK;
-    return;
-  }
-  /* not taken: the keys it gave are lost with it */
-  slog_undescribe(e);
-  slog_put_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
-  slog_put_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
-}
-
-void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
-  if (e->slog == NULL)
-    return;
-  slog_room(e);
-  if (mark == TLC_SLOG_ROWS)
-    slog_undescribe(e);
-  slog_put_mark(e, mark, value);
-}
-
-int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
-  size_t i, sz = TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t);
-  if (e->slog != NULL && e->scur != e->slog)
-    tlc__engine_slog_flush(e); /* to the previous function */
-  if (fn == NULL) {
-    if (e->slog != NULL) {
-      tlc_free(e->slog);
-      tlc__engine_acct_give(e, sz);
-    }
-    e->slog = e->scur = e->send = NULL;
-  } else if (e->slog == NULL) {
-    tlc_engine_slent_t *l = tlc_malloc(sz);
-    if (l == NULL)
-      return TLC_ENOMEM;
-    (void)tlc__engine_acct_take(e, sz, TLC_ACCT_FORCE); /* fixed, like the histogram log */
-    e->slog = e->scur = l;
-    e->send = l + TLC_SLOG_BLOCK;
-  }
-  e->slog_fn = fn;
-  e->slog_ud = ud;
-  for (i = 0; i < e->nrows; i++)
-    e->rows[i].slog = (uint8_t)(fn != NULL && i < TLC_SLOG_MARKS / NK);
-  /* the function may have been given rows of another engine (a restore) */
-  tlc__engine_slog_mark(e, TLC_SLOG_ROWS, (int64_t)e->epoch);
-  tlc__engine_slog_mark(e, TLC_SLOG_EPOCH, (int64_t)e->c.clock_resets);
-  return 0;
-}
-
-void tlc_engine_slog_flush(tlc_engine_t *e) {
-  if (e->slog != NULL && e->scur != e->slog)
-    tlc__engine_slog_flush(e);
-}
+/* ---- reads of the engine's state, its epoch ---- */
 
 int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,
                         uint8_t *row_kind, uint64_t *state) {

@@ -18,6 +18,7 @@ tlcapd started with --budgets:
   is refused, the target's budgets afresh.
 
 Usage: test_budget_moment.py TLCAPD TLCAP"""
+import contextlib
 import json
 import os
 import struct
@@ -86,6 +87,20 @@ def start(d, env=None):
     return dm, port, sport, b
 
 
+@contextlib.contextmanager
+def running(d, env=None, kill=False):
+    """tlcapd on state directory d (start): yields (daemon, port, serve port, budgets file);
+    stopped at the end (SIGTERM), or SIGKILLed with kill."""
+    dm, port, sport, bfile = start(d, env)
+    try:
+        yield dm, port, sport, bfile
+    finally:
+        if kill:
+            dm.kill()
+        else:
+            dm.stop()
+
+
 def violations(sport):
     rc, out, err = T.run([TLCAP, "--connect", "127.0.0.1:%d" % sport, "violations", NAME,
                           "--json"], timeout=30)
@@ -93,13 +108,17 @@ def violations(sport):
     return json.loads(out)
 
 
+def wait_total(sport, n, what):
+    """The violations document once it counts n violations."""
+    return D.wait_until(lambda: (lambda x: x if x["total"] == n else None)(violations(sport)),
+                        10, what)
+
+
 def test_around_violation(d):
     data = stream()
-    dm, port, sport, bfile = start(d)
-    try:
+    with running(d) as (dm, port, sport, bfile):
         send(port, data)
-        doc = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
-            violations(sport)), 10, "three violations")
+        doc = wait_total(sport, 3, "three violations")
         mc = {b["name"]: b for b in doc["budgets"]}["main_call"]
         kept = {v["ref"]: v for v in mc["recent"]}
         T.eq(mc["worst"]["ref"], "v:main_call:2", "the worst: the 300 ns call")
@@ -187,8 +206,6 @@ def test_around_violation(d):
         T.check(rc == 2 and "needs --budgets FILE" in err, "replay without --budgets: " + err)
         rc, _, err = replay("v:main_call:0")
         T.check(rc == 2 and "not a violation's REF" in err, "replay, a bad REF: " + err)
-    finally:
-        dm.stop()
 
 
 def watched(doc):
@@ -217,34 +234,22 @@ def test_restarts(d):
     """The watch survives a clean restart (the same document) and a SIGKILL (the counts of
     the last checkpoint); a damaged file is refused with a log line, the watch afresh; a
     forgotten target's saved watch is removed."""
-    dm, port, sport, _ = start(d)
-    try:
+    with running(d) as (dm, port, sport, _):
         send(port, stream())
-        before = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
-            violations(sport)), 10, "three violations")
-    finally:
-        dm.stop()
-    dm, port, sport, _ = start(d)
-    try:
-        after = violations(sport)
-        T.eq(watched(after), watched(before), "a clean restart keeps the watch")
+        before = wait_total(sport, 3, "three violations")
+    with running(d, kill=True) as (dm, port, sport, _):
+        T.eq(watched(violations(sport)), watched(before), "a clean restart keeps the watch")
         T.check("budgets restored (3 violations)" in dm.log(), "logged: " + dm.log()[-500:])
         # a fourth violation (CALL 270 ns), saved by a checkpoint, then SIGKILL
         send(port, T.bin11(0, 3, 0, 0, 5000000) + T.bin11(0, 0, 0, 0, 5000270))
-        four = D.wait_until(lambda: (lambda x: x if x["total"] == 4 else None)(
-            violations(sport)), 10, "the fourth violation")
+        four = wait_total(sport, 4, "the fourth violation")
         D.wait_until(lambda: saved_all(dm) == 4, 10, "a checkpoint with the fourth")
-    finally:
-        dm.kill()
-    dm, port, sport, _ = start(d)
-    try:
+    with running(d) as (dm, port, sport, _):
         doc = violations(sport)
         T.eq(watched(doc), watched(four), "after SIGKILL: the watch of the last checkpoint")
         mc = {b["name"]: b for b in doc["budgets"]}["main_call"]
         T.eq(([v["number"] for v in mc["recent"]], mc["worst"]["number"], mc["total"]),
              ([3, 4], 2, 4), "main_call: kept 3 and 4, the worst 2, 4 in all")
-    finally:
-        dm.stop()
     # a damaged file: the target starts its budgets afresh, saying why
     path = os.path.join(dm.state, NAME, "budgets.checkpoint")
     with open(path, "r+b") as f:
@@ -252,10 +257,8 @@ def test_restarts(d):
         b = f.read(1)
         f.seek(40)
         f.write(bytes([b[0] ^ 0x55]))
-    dm, port, sport, _ = start(d)
-    try:
-        doc = violations(sport)
-        T.eq(doc["total"], 0, "a damaged watch file: afresh")
+    with running(d) as (dm, port, sport, _):
+        T.eq(violations(sport)["total"], 0, "a damaged watch file: afresh")
         T.check("checksum does not match: its budgets start afresh" in dm.log(),
                 "says why: " + dm.log()[-800:])
         # a forgotten target's saved watch goes with its checkpoint
@@ -263,8 +266,6 @@ def test_restarts(d):
                            timeout=30)
         T.eq(rc, 0, "tlcap forget: " + err)
         D.wait_until(lambda: not os.path.exists(path), 10, "budgets.checkpoint removed")
-    finally:
-        dm.stop()
 
 
 def test_stop_behind_slow_checkpoint(d):
@@ -273,22 +274,15 @@ def test_stop_behind_slow_checkpoint(d):
     checkpoint until that one is done; the watch as it ended is saved all the same, so a
     restart takes back every violation, not those of the checkpoint in flight."""
     calls = [T.bin11(0, 3, 0, 0, a) + T.bin11(0, 0, 0, 0, b) for (a, b) in CALLS]
-    dm, port, sport, _ = start(d, env={"TLCAP_TEST_DISK_BPS": "4000"})
-    try:
+    with running(d, env={"TLCAP_TEST_DISK_BPS": "4000"}) as (dm, port, sport, _):
         send(port, calls[0] + calls[1])
         D.wait_until(lambda: violations(sport)["total"] == 2, 10, "two violations")
         D.wait_until(lambda: saved_all(dm) == 2, 20, "a checkpoint with the two")
         send(port, calls[2])
-        before = D.wait_until(lambda: (lambda x: x if x["total"] == 3 else None)(
-            violations(sport)), 10, "the third violation")
-    finally:
-        dm.stop()
-    dm, port, sport, _ = start(d)
-    try:
-        after = violations(sport)
-        T.eq(watched(after), watched(before), "a stop behind a slow checkpoint keeps the watch")
-    finally:
-        dm.stop()
+        before = wait_total(sport, 3, "the third violation")
+    with running(d) as (dm, port, sport, _):
+        T.eq(watched(violations(sport)), watched(before),
+             "a stop behind a slow checkpoint keeps the watch")
 
 
 if __name__ == "__main__":

@@ -228,70 +228,79 @@ static void workload(tlc_event_t *ev, size_t n, int64_t *t, uint32_t base) {
   }
 }
 
-static tlc_engine_t *mk_ctx(rec_t *all, uint32_t context_area) {
-  tlc_engine_opts_t o;
+/* A test's engine (bin11; context_area: none when 0), its tap recording every sample in all,
+ * its log's consumer l (on from the start when `log`) and room for n events in ev. */
+typedef struct fx {
+  tlc_event_t *ev;
+  rec_t all;
+  lg_t l;
   tlc_engine_t *e;
+} fx_t;
+
+static void fx_start(fx_t *f, size_t n, uint32_t context_area, int log) {
+  tlc_engine_opts_t o;
+  memset(f, 0, sizeof(*f));
+  f->ev = tlc_calloc(n, sizeof(*f->ev));
+  assert_non_null(f->ev);
   tlc_engine_opts_default(&o);
   o.has_context_area = context_area != 0;
   o.context_area = context_area;
   o.tap = tap_fn;
-  o.tap_ud = all;
-  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &o), 0);
-  return e;
+  o.tap_ud = &f->all;
+  assert_int_equal(tlc_engine_new(&f->e, TLC_FMT_BIN11, &o), 0);
+  if (log)
+    assert_int_equal(tlc_engine_set_slog(f->e, slog_fn, &f->l), 0);
 }
-static tlc_engine_t *mk(rec_t *all) {
-  return mk_ctx(all, 0);
+
+/* Frees the engine, the events and what the tap and the log recorded. */
+static void fx_stop(fx_t *f) {
+  tlc_engine_free(f->e);
+  tlc_free(f->ev);
+  free(f->all.s);
+  free(f->l.got.s);
+  free(f->l.lost.s);
+  free(f->l.desc);
 }
 
 /* pushes ev and checks that the log delivered all the tap saw */
-static void push(tlc_engine_t *e, const tlc_event_t *ev, size_t n, rec_t *all, lg_t *l) {
-  tlc_engine_push(e, ev, n);
-  assert_int_equal(l->got.n + l->lost.n, all->n);
-  assert_int_equal(l->counted, all->n); /* a block's samples, pairs counted as 3 */
+static void push(fx_t *f, const tlc_event_t *ev, size_t n) {
+  tlc_engine_push(f->e, ev, n);
+  assert_int_equal(f->l.got.n + f->l.lost.n, f->all.n);
+  assert_int_equal(f->l.counted, f->all.n); /* a block's samples, pairs counted as 3 */
 }
 
 static void test_same_as_tap(void **state) {
   enum { N = 20000 };
-  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
-  rec_t all = { 0 };
-  lg_t l;
-  tlc_engine_t *e = mk(&all);
+  fx_t f;
   tlc_engine_mem_t m0, m1;
   int64_t t = 1000000000000ll;
   (void)state;
-  memset(&l, 0, sizeof l);
-  assert_non_null(ev);
-  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
-  workload(ev, N, &t, 0);
-  push(e, ev, N / 2, &all, &l);
-  tlc_engine_gap(e);
-  push(e, ev + N / 2, N - N / 2, &all, &l);
-  assert_true(l.full > 0 && l.calls > l.full);
-  assert_true(l.pairs > 0);
+  fx_start(&f, N, 0, 1);
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N / 2);
+  tlc_engine_gap(f.e);
+  push(&f, f.ev + N / 2, N - N / 2);
+  assert_true(f.l.full > 0 && f.l.calls > f.l.full);
+  assert_true(f.l.pairs > 0);
   /* a clock restart: a gap, then times far below T */
-  tlc_engine_gap(e);
+  tlc_engine_gap(f.e);
   t = 1000;
-  workload(ev, N, &t, 0);
-  push(e, ev, N, &all, &l);
-  assert_int_equal(tlc_engine_counters(e)->clock_resets, 1);
-  assert_true(all.s[all.n - 1].epoch == 1);
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N);
+  assert_int_equal(tlc_engine_counters(f.e)->clock_resets, 1);
+  assert_true(f.all.s[f.all.n - 1].epoch == 1);
   /* a clear: the rows' indexes are reused by other areas */
-  tlc_engine_mem(e, &m0);
-  tlc_engine_clear(e);
-  workload(ev, N, &t, 1000);
-  push(e, ev, N, &all, &l);
-  assert_true(l.marks_rows >= 2 && l.marks_epoch >= 3);
-  assert_true(all.n > 3 * N);
-  same(&all, 0, &l.got, 0);
+  tlc_engine_mem(f.e, &m0);
+  tlc_engine_clear(f.e);
+  workload(f.ev, N, &t, 1000);
+  push(&f, f.ev, N);
+  assert_true(f.l.marks_rows >= 2 && f.l.marks_epoch >= 3);
+  assert_true(f.all.n > 3 * N);
+  same(&f.all, 0, &f.l.got, 0);
   /* rows described once per ROWS mark: every row before the clear, every row after it */
-  tlc_engine_mem(e, &m1);
-  assert_int_equal(l.defs, m0.areas + m1.areas);
-
-  tlc_engine_free(e);
-  tlc_free(ev);
-  free(all.s);
-  free(l.got.s);
-  free(l.desc);
+  tlc_engine_mem(f.e, &m1);
+  assert_int_equal(f.l.defs, m0.areas + m1.areas);
+  fx_stop(&f);
 }
 
 /* With context_area (the workload's first data area: its writes switch tasks), an X's GROSS
@@ -299,42 +308,34 @@ static void test_same_as_tap(void **state) {
  * kind, as the tap gives them. */
 static void test_pair_gross_call(void **state) {
   enum { N = 4000 };
-  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
-  rec_t all = { 0 };
-  lg_t l;
-  tlc_engine_t *e = mk_ctx(&all, 0x20000000u);
+  fx_t f;
+  tlc_event_t *ev;
   int64_t t = 1000;
   size_t differ = 0;
   (void)state;
-  memset(&l, 0, sizeof l);
-  assert_non_null(ev);
-  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
+  fx_start(&f, N, 0x20000000u, 1);
+  ev = f.ev;
   /* on one core: E of a function in task 1, task 2 switched in, task 1 again, X */
   for (size_t i = 0; i + 4 <= N; i += 4) {
-    uint32_t f = 0x10000000u + (uint32_t)(i / 4 % 40);
-    ev[i] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = f, .type = TLC_EV_ENTRY };
+    uint32_t fn = 0x10000000u + (uint32_t)(i / 4 % 40);
+    ev[i] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = fn, .type = TLC_EV_ENTRY };
     ev[i + 1] = (tlc_event_t){
       .time_ns = t += 1 + rnd(1000), .handle = 0x20000000u, .type = TLC_EV_WRITE, .data = 2
     };
     ev[i + 2] = (tlc_event_t){
       .time_ns = t += 1 + rnd(1000), .handle = 0x20000000u, .type = TLC_EV_WRITE, .data = 1
     };
-    ev[i + 3] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = f, .type = TLC_EV_EXIT };
+    ev[i + 3] = (tlc_event_t){ .time_ns = t += 1 + rnd(1000), .handle = fn, .type = TLC_EV_EXIT };
   }
-  push(e, ev, N, &all, &l);
-  assert_true(l.pairs > 0);
+  push(&f, ev, N);
+  assert_true(f.l.pairs > 0);
   /* GROSS != CALL (else a swap would pass), in the tap's order */
-  for (size_t i = 0; i + 1 < all.n; i++)
-    differ += all.s[i].kind == TLC_GROSS && all.s[i + 1].kind == TLC_CALL &&
-              all.s[i].value != all.s[i + 1].value;
+  for (size_t i = 0; i + 1 < f.all.n; i++)
+    differ += f.all.s[i].kind == TLC_GROSS && f.all.s[i + 1].kind == TLC_CALL &&
+              f.all.s[i].value != f.all.s[i + 1].value;
   assert_true(differ > N / 8);
-  same(&all, 0, &l.got, 0);
-  tlc_engine_free(e);
-  tlc_free(ev);
-  free(all.s);
-  free(l.got.s);
-  free(l.lost.s);
-  free(l.desc);
+  same(&f.all, 0, &f.l.got, 0);
+  fx_stop(&f);
 }
 
 /* Blocks not taken (a consumer short of memory): their samples are lost, the engine starts the
@@ -343,79 +344,59 @@ static void test_pair_gross_call(void **state) {
  * described before its samples, and that a DEF comes once per row between ROWS marks). */
 static void test_refused(void **state) {
   enum { N = 20000 };
-  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
-  rec_t all = { 0 };
-  lg_t l;
-  tlc_engine_t *e = mk(&all);
+  fx_t f;
   int64_t t = 1000;
   (void)state;
-  memset(&l, 0, sizeof l);
-  l.refuse = 3;
-  assert_non_null(ev);
-  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
+  fx_start(&f, N, 0, 1);
+  f.l.refuse = 3;
   for (int round = 0; round < 4; round++) {
-    workload(ev, N, &t, 0);
-    push(e, ev, N, &all, &l);
+    workload(f.ev, N, &t, 0);
+    push(&f, f.ev, N);
     if (round == 1) {
-      tlc_engine_clear(e);
-      workload(ev, N, &t, 1000);
-      push(e, ev, N, &all, &l);
+      tlc_engine_clear(f.e);
+      workload(f.ev, N, &t, 1000);
+      push(&f, f.ev, N);
     }
   }
-  assert_true(l.refused >= 3 && l.lost.n > 0 && l.got.n > 0);
+  assert_true(f.l.refused >= 3 && f.l.lost.n > 0 && f.l.got.n > 0);
   /* the rows described again after every refusal, so more than once each */
-  assert_true(l.defs > l.refused);
+  assert_true(f.l.defs > f.l.refused);
   {
     rec_t both = { 0 };
-    for (size_t i = 0; i < l.got.n; i++)
-      rec_add(&both, &l.got.s[i]);
-    for (size_t i = 0; i < l.lost.n; i++)
-      rec_add(&both, &l.lost.s[i]);
-    same(&all, 0, &both, 0);
+    for (size_t i = 0; i < f.l.got.n; i++)
+      rec_add(&both, &f.l.got.s[i]);
+    for (size_t i = 0; i < f.l.lost.n; i++)
+      rec_add(&both, &f.l.lost.s[i]);
+    same(&f.all, 0, &both, 0);
     free(both.s);
   }
-
-  tlc_engine_free(e);
-  tlc_free(ev);
-  free(all.s);
-  free(l.got.s);
-  free(l.lost.s);
-  free(l.desc);
+  fx_stop(&f);
 }
 
 static void test_on_off(void **state) {
   enum { N = 5000 };
-  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
-  rec_t all = { 0 };
-  lg_t l;
-  tlc_engine_t *e = mk(&all);
+  fx_t f;
   int64_t t = 1000;
   size_t from, calls;
   (void)state;
-  memset(&l, 0, sizeof l);
-  assert_non_null(ev);
-  workload(ev, N, &t, 0);
-  tlc_engine_push(e, ev, N);
-  assert_int_equal(l.calls, 0);
+  fx_start(&f, N, 0, 0);
+  workload(f.ev, N, &t, 0);
+  tlc_engine_push(f.e, f.ev, N);
+  assert_int_equal(f.l.calls, 0);
   /* on mid-stream: rows made before are logged too */
-  from = all.n;
-  assert_int_equal(tlc_engine_set_slog(e, slog_fn, &l), 0);
-  workload(ev, N, &t, 0);
-  tlc_engine_push(e, ev, N);
-  assert_true(l.got.n > N / 2);
-  same(&all, from, &l.got, 0);
+  from = f.all.n;
+  assert_int_equal(tlc_engine_set_slog(f.e, slog_fn, &f.l), 0);
+  workload(f.ev, N, &t, 0);
+  tlc_engine_push(f.e, f.ev, N);
+  assert_true(f.l.got.n > N / 2);
+  same(&f.all, from, &f.l.got, 0);
   /* off: no more calls */
-  assert_int_equal(tlc_engine_set_slog(e, NULL, NULL), 0);
-  calls = l.calls;
-  workload(ev, N, &t, 0);
-  tlc_engine_push(e, ev, N);
-  assert_int_equal(l.calls, calls);
-
-  tlc_engine_free(e);
-  tlc_free(ev);
-  free(all.s);
-  free(l.got.s);
-  free(l.desc);
+  assert_int_equal(tlc_engine_set_slog(f.e, NULL, NULL), 0);
+  calls = f.l.calls;
+  workload(f.ev, N, &t, 0);
+  tlc_engine_push(f.e, f.ev, N);
+  assert_int_equal(f.l.calls, calls);
+  fx_stop(&f);
 }
 
 int main(void) {

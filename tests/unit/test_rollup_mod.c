@@ -52,6 +52,49 @@ static void rm_rf(const char *p) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* dir: a fresh empty directory /tmp/NAME.PID. */
+static void fresh_dir(const char *name) {
+  snprintf(dir, sizeof dir, "/tmp/%s.%d", name, (int)getpid());
+  rm_rf(dir);
+  assert_int_equal(mkdir(dir, 0755), 0);
+}
+
+/* A rollup on dir, on loop (initialised here), with *o its options (state_dir only). */
+static tlc_rollup_t *rollup_start(uv_loop_t *loop, tlc_rollup_opts_t *o) {
+  tlc_rollup_t *r;
+  assert_int_equal(uv_loop_init(loop), 0);
+  memset(o, 0, sizeof *o);
+  o->state_dir = dir;
+  assert_int_equal(tlc_rollup_new(loop, o, &r), 0);
+  return r;
+}
+
+/* Closes r (its worker done with every job) and its loop. */
+static void rollup_stop(uv_loop_t *loop, tlc_rollup_t *r) {
+  tlc_rollup_close(r);
+  uv_run(loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static tlc_rollup_acc_t *acc_new(tlc_rollup_t *r, const char *target) {
+  tlc_rollup_acc_t *a = tlc_rollup_acc_new(r, target);
+  assert_non_null(a);
+  return a;
+}
+
+/* A query of target's area `handle` in clock epoch `epoch`, steps of step_min minutes. */
+static tlc_rollup_q_t target_q(const char *target, uint32_t handle, int64_t epoch,
+                               int64_t step_min) {
+  tlc_rollup_q_t q;
+  memset(&q, 0, sizeof q);
+  snprintf(q.target, sizeof q.target, "%s", target);
+  q.handle = handle;
+  q.when = TLC_RQ_TARGET;
+  q.epoch = epoch;
+  q.step_min = step_min;
+  return q;
+}
+
 /* Samples in time order (the engine closes them so), epoch 0 then 1 from sample NS/2. */
 static smp_t *make(uint64_t seed) {
   rng_t r;
@@ -122,13 +165,7 @@ static void check(const smp_t *s, int upto, const tlc_rollup_res_t *res, uint32_
 }
 
 static void query(uint32_t h, int64_t epoch, int64_t step, tlc_rollup_res_t *res) {
-  tlc_rollup_q_t q;
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "%s", "board/app");
-  q.handle = h;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = epoch;
-  q.step_min = step;
+  tlc_rollup_q_t q = target_q("board/app", h, epoch, step);
   tlc_rollup_read(dir, &q, res);
   assert_int_equal(res->status, 0);
 }
@@ -143,6 +180,16 @@ static void on_answer(void *ud, tlc_rollup_res_t *res, size_t nq) {
   got = *res;
   res->steps = NULL; /* taken */
   res->nsteps = 0;
+}
+
+/* Submits q (with accs: sealing their open minutes first) and runs loop until it is answered:
+ * the answer in got; the worker has done every job handed to it before. */
+static void ask(uv_loop_t *loop, tlc_rollup_t *r, tlc_rollup_acc_t *const *accs,
+                const tlc_rollup_q_t *q) {
+  answered = 0;
+  assert_int_equal(tlc_rollup_submit(r, accs, q, 1, NULL, on_answer, NULL, NULL), 0);
+  while (answered == 0)
+    uv_run(loop, UV_RUN_ONCE);
 }
 
 static void age_minutes(const char *d, int depth) {
@@ -176,26 +223,13 @@ static void test_write_read(void **state) {
   tlc_rollup_stats_t st;
   smp_t *s = make(7);
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
-  rm_rf(dir);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  a = tlc_rollup_acc_new(r, "board/app");
-  assert_non_null(a);
+  fresh_dir("test_rollup_mod");
+  r = rollup_start(&loop, &o);
+  a = acc_new(r, "board/app");
   feed(a, s, 0, NS - 100);
   /* a query on the loop sees everything fed so far, the open minute included */
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "board/app");
-  q.handle = 11;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = -1;
-  q.step_min = 1;
-  assert_int_equal(tlc_rollup_submit(r, &a, &q, 1, NULL, on_answer, NULL, NULL), 0);
-  while (answered == 0)
-    uv_run(&loop, UV_RUN_ONCE);
+  q = target_q("board/app", 11, -1, 1);
+  ask(&loop, r, &a, &q);
   assert_int_equal(got.status, 0);
   assert_int_equal(got.epoch, 1);
   check(s, NS - 100, &got, 11, 1, 1);
@@ -204,9 +238,7 @@ static void test_write_read(void **state) {
   tlc_rollup_acc_free(a);
   tlc_rollup_get_stats(r, &st);
   assert_int_equal(st.samples_dropped, 0);
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  rollup_stop(&loop, r);
 
   for (uint32_t h = 10; h < 14; h++)
     for (uint64_t e = 0; e < 2; e++) {
@@ -232,9 +264,7 @@ static void test_write_read(void **state) {
   o.keep_minutes_ms = 86400000;
   assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
   /* the worker's first pass runs before it takes any job: close's stop job waits for it */
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  rollup_stop(&loop, r);
   for (uint32_t h = 10; h < 14; h++) {
     query(h, 1, 60, &res);
     check(s, NS, &res, h, 1, 60);
@@ -267,7 +297,7 @@ static void test_violations(void **state) {
   tlc_rollup_acc_t *a;
   tlc_rollup_opts_t o;
   tlc_rollup_res_t res;
-  tlc_rollup_q_t q;
+  tlc_rollup_q_t q = target_q("board", 20, 0, 0);
   tlc_rollup_stats_t st;
   tlc_rollup_cell_t c;
   tlc_out_t out;
@@ -277,15 +307,9 @@ static void test_violations(void **state) {
   /* per minute 0..4: the violations of area 20 in context 0 and in context 1 */
   static const unsigned want0[5] = { 1, 0, 3, 0, 1 }, want1[5] = { 0, 2, 0, 0, 0 };
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_viol.%d", (int)getpid());
-  rm_rf(dir);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  a = tlc_rollup_acc_new(r, "board");
-  assert_non_null(a);
+  fresh_dir("test_rollup_viol");
+  r = rollup_start(&loop, &o);
+  a = acc_new(r, "board");
   for (int m = 0; m < 5; m++) {
     tlc_rollup_sample_t x = { 20, 0, 0, 0 /* NET */, 0, 1000 + m, m * M + 10, 0 };
     tlc_rollup_add(a, &x);
@@ -303,28 +327,13 @@ static void test_violations(void **state) {
   }
   tlc_rollup_acc_free(a);
   /* a query runs after everything handed to the worker before it: then the counters are in */
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "board");
-  q.handle = 20;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = 0;
-  answered = 0;
-  assert_int_equal(tlc_rollup_submit(r, NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
-  while (answered == 0)
-    uv_run(&loop, UV_RUN_ONCE);
+  ask(&loop, r, NULL, &q);
   tlc_rollup_res_fini(&got);
   tlc_rollup_get_stats(r, &st);
   assert_int_equal(st.violations, 7);
   assert_int_equal(st.samples_dropped, 0);
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  rollup_stop(&loop, r);
 
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "board");
-  q.handle = 20;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = 0;
   for (int ctx = -1; ctx <= 1; ctx++) {
     q.has_context = ctx >= 0;
     q.context = ctx >= 0 ? (uint32_t)ctx : 0;
@@ -387,16 +396,10 @@ static void test_past_apart(void **state) {
   const int64_t M = TLC_ROLLUP_MINUTE_NS;
   const int per = 3000; /* more than a chunk: chunks of both reach the worker in turns */
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_past.%d", (int)getpid());
-  rm_rf(dir);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  live = tlc_rollup_acc_new(r, "board");
+  fresh_dir("test_rollup_past");
+  r = rollup_start(&loop, &o);
+  live = acc_new(r, "board");
   past = tlc_rollup_acc_new_past(r, "board");
-  assert_non_null(live);
   assert_non_null(past);
   for (int m = 0; m < 5; m++)
     for (int i = 0; i < per; i++) {
@@ -407,22 +410,13 @@ static void test_past_apart(void **state) {
     }
   tlc_rollup_acc_free(past);
   tlc_rollup_acc_free(live);
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "board");
-  q.handle = 1;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = 0;
-  answered = 0;
-  assert_int_equal(tlc_rollup_submit(r, NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
-  while (answered == 0)
-    uv_run(&loop, UV_RUN_ONCE);
+  q = target_q("board", 1, 0, 0);
+  ask(&loop, r, NULL, &q);
   tlc_rollup_res_fini(&got);
   tlc_rollup_get_stats(r, &st);
   assert_int_equal(st.blocks_written, 5 + 1); /* the minutes: the hours are open */
   assert_int_equal(st.samples, 10 * (uint64_t)per);
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  rollup_stop(&loop, r);
   for (uint32_t h = 1; h <= 2; h++) {
     q.handle = h;
     q.step_min = 1;
@@ -443,18 +437,8 @@ static void test_past_apart(void **state) {
 /* Waits until the worker did every job handed to it so far (a query that seals nothing; with
  * acc, one that seals its open minute first, as trend does). */
 static void sync_worker(uv_loop_t *loop, tlc_rollup_t *r, tlc_rollup_acc_t *acc) {
-  tlc_rollup_q_t q;
-  tlc_rollup_acc_t *accs[1] = { acc };
-  memset(&q, 0, sizeof q);
-  snprintf(q.target, sizeof q.target, "%s", "board/app");
-  q.handle = 10;
-  q.when = TLC_RQ_TARGET;
-  q.epoch = 0;
-  answered = 0;
-  assert_int_equal(
-      tlc_rollup_submit(r, acc != NULL ? accs : NULL, &q, 1, NULL, on_answer, NULL, NULL), 0);
-  while (answered == 0)
-    uv_run(loop, UV_RUN_ONCE);
+  tlc_rollup_q_t q = target_q("board/app", 10, 0, 0);
+  ask(loop, r, acc != NULL ? &acc : NULL, &q);
   tlc_rollup_res_fini(&got);
 }
 
@@ -473,17 +457,11 @@ static void crash_and_replay(const smp_t *s, int ck, int early, int kill) {
   const tlc_rollup_pos_t pos = { 3, 4096, 1 };
   char cmd[700], img[300];
   uint64_t gen;
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_replay.%d", (int)getpid());
+  fresh_dir("test_rollup_replay");
   snprintf(img, sizeof img, "%s.kill", dir);
-  rm_rf(dir);
   rm_rf(img);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  a = tlc_rollup_acc_new(r, "board/app");
-  assert_non_null(a);
+  r = rollup_start(&loop, &o);
+  a = acc_new(r, "board/app");
   feed(a, s, 0, ck);
   gen = tlc_rollup_acc_save(a);
   tlc_rollup_acc_saved_at(a, gen, &pos);
@@ -504,8 +482,7 @@ static void crash_and_replay(const smp_t *s, int ck, int early, int kill) {
   assert_int_equal(rename(img, dir), 0);
   /* the restart */
   assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  a = tlc_rollup_acc_new(r, "board/app");
-  assert_non_null(a);
+  a = acc_new(r, "board/app");
   tlc_rollup_acc_replay(a, &pos);
   feed(a, s, ck, kill);
   tlc_rollup_acc_replay_end(a);
@@ -513,9 +490,7 @@ static void crash_and_replay(const smp_t *s, int ck, int early, int kill) {
   tlc_rollup_acc_free(a);
   sync_worker(&loop, r, NULL);
   tlc_rollup_get_stats(r, &st);
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  rollup_stop(&loop, r);
   assert_true(st.replay_dropped > 0); /* the kill came after minutes were written */
   assert_int_equal(st.samples_dropped, 0);
   for (uint64_t e = 0; e < 2; e++)
@@ -599,15 +574,57 @@ static size_t same_steps(const tlc_rollup_res_t *a, const tlc_rollup_res_t *b) {
   return cells;
 }
 
-static void test_slog_as_tap(void **state) {
-  enum { N = 30000 };
+/* An engine feeding two accumulators of one rollup (on a fresh dir): "board/tap" through its
+ * tap, "board/log" through its sample log; with context_area when it is not 0. */
+typedef struct pair {
   uv_loop_t loop;
+  tlc_rollup_opts_t o;
   tlc_rollup_t *r;
   tlc_rollup_acc_t *at, *al;
-  tlc_rollup_opts_t o;
-  tlc_rollup_stats_t st;
-  tlc_engine_opts_t eo;
   tlc_engine_t *e;
+} pair_t;
+
+static void pair_start(pair_t *p, uint32_t context_area) {
+  tlc_engine_opts_t eo;
+  fresh_dir("test_rollup_mod");
+  p->r = rollup_start(&p->loop, &p->o);
+  p->at = acc_new(p->r, "board/tap");
+  p->al = acc_new(p->r, "board/log");
+  tlc_engine_opts_default(&eo);
+  eo.tap = tlc_rollup_tap;
+  eo.tap_ud = p->at;
+  eo.has_context_area = context_area != 0;
+  eo.context_area = context_area;
+  assert_int_equal(tlc_engine_new(&p->e, TLC_FMT_BIN11, &eo), 0);
+  assert_int_equal(tlc_engine_set_slog(p->e, tlc_rollup_slog, p->al), 0);
+}
+
+/* Frees the engine and both accumulators, then takes the rollup's stats into *st (the drops
+ * are counted as blocks are refused, on this thread) and stops it. */
+static void pair_stop(pair_t *p, tlc_rollup_stats_t *st) {
+  tlc_engine_free(p->e);
+  tlc_rollup_acc_free(p->at);
+  tlc_rollup_acc_free(p->al);
+  tlc_rollup_get_stats(p->r, st);
+  rollup_stop(&p->loop, p->r);
+}
+
+/* What the pair wrote in clock epoch `epoch`, every area per minute: the tap's into a, the
+ * log's into b. */
+static void pair_read(int64_t epoch, tlc_rollup_res_t *a, tlc_rollup_res_t *b) {
+  tlc_rollup_q_t q = target_q("board/tap", 0, epoch, 1);
+  q.all_handles = 1;
+  tlc_rollup_read(dir, &q, a);
+  assert_int_equal(a->status, 0);
+  snprintf(q.target, sizeof q.target, "%s", "board/log");
+  tlc_rollup_read(dir, &q, b);
+  assert_int_equal(b->status, 0);
+}
+
+static void test_slog_as_tap(void **state) {
+  enum { N = 30000 };
+  pair_t p;
+  tlc_rollup_stats_t st;
   tlc_event_t *ev = calloc(N, sizeof(*ev));
   int64_t t = 10 * TLC_ROLLUP_MINUTE_NS;
   size_t cells = 0;
@@ -615,64 +632,30 @@ static void test_slog_as_tap(void **state) {
   (void)state;
   rng_seed(&g, 99);
   assert_non_null(ev);
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
-  rm_rf(dir);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  at = tlc_rollup_acc_new(r, "board/tap");
-  al = tlc_rollup_acc_new(r, "board/log");
-  assert_non_null(at);
-  assert_non_null(al);
-  tlc_engine_opts_default(&eo);
-  eo.tap = tlc_rollup_tap;
-  eo.tap_ud = at;
   /* tasks: GROSS (time in the task) differs from CALL, each from its half of the log's pair */
-  eo.has_context_area = 1;
-  eo.context_area = 0x20000000u;
-  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
-  assert_int_equal(tlc_engine_set_slog(e, tlc_rollup_slog, al), 0);
+  pair_start(&p, 0x20000000u);
   slog_events(ev, N, &t, 0, &g);
   two_tasks(ev, N);
-  tlc_engine_push(e, ev, N / 3);
-  tlc_engine_push(e, ev + N / 3, N - N / 3);
+  tlc_engine_push(p.e, ev, N / 3);
+  tlc_engine_push(p.e, ev + N / 3, N - N / 3);
   /* a board restart: a gap, then times far below (epoch 1) */
-  tlc_engine_gap(e);
+  tlc_engine_gap(p.e);
   t = 2 * TLC_ROLLUP_MINUTE_NS;
   slog_events(ev, N, &t, 0, &g);
   two_tasks(ev, N);
-  tlc_engine_push(e, ev, N);
-  assert_int_equal(tlc_engine_counters(e)->clock_resets, 1);
+  tlc_engine_push(p.e, ev, N);
+  assert_int_equal(tlc_engine_counters(p.e)->clock_resets, 1);
   /* a clear: row indexes reused by other areas (epoch 0 again: the clock restarts' count) */
-  tlc_engine_clear(e);
+  tlc_engine_clear(p.e);
   t += TLC_ROLLUP_MINUTE_NS;
   slog_events(ev, N, &t, 100, &g);
-  tlc_engine_push(e, ev, N);
-  tlc_engine_free(e);
-  tlc_rollup_acc_free(at);
-  tlc_rollup_acc_free(al);
-  tlc_rollup_get_stats(r, &st);
+  tlc_engine_push(p.e, ev, N);
+  pair_stop(&p, &st);
   assert_int_equal(st.samples_dropped, 0);
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
 
   for (int64_t ep = 0; ep < 2; ep++) {
     tlc_rollup_res_t a, b;
-    tlc_rollup_q_t q;
-    memset(&q, 0, sizeof q);
-    q.all_handles = 1;
-    q.when = TLC_RQ_TARGET;
-    q.epoch = ep;
-    q.step_min = 1;
-    snprintf(q.target, sizeof q.target, "%s", "board/tap");
-    tlc_rollup_read(dir, &q, &a);
-    assert_int_equal(a.status, 0);
-    snprintf(q.target, sizeof q.target, "%s", "board/log");
-    tlc_rollup_read(dir, &q, &b);
-    assert_int_equal(b.status, 0);
+    pair_read(ep, &a, &b);
     assert_true(a.nsteps >= 5);
     cells += same_steps(&a, &b);
     tlc_rollup_res_fini(&a);
@@ -748,13 +731,8 @@ static uint64_t res_count(const tlc_rollup_res_t *res) {
  * and the minutes before and after the shortage equal the tap's cell for cell; the samples
  * written and those dropped add up to the tap's. */
 static void test_slog_memory_short(void **state) {
-  uv_loop_t loop;
-  tlc_rollup_t *r;
-  tlc_rollup_acc_t *at, *al;
-  tlc_rollup_opts_t o;
+  pair_t p;
   tlc_rollup_stats_t st;
-  tlc_engine_opts_t eo;
-  tlc_engine_t *e;
   tlc_allocator_t fa = { fail_malloc, fail_calloc, fail_realloc, free };
   tlc_rollup_q_t sq;
   tlc_rollup_ans_t ans = { stall_encode, NULL, NULL };
@@ -765,60 +743,26 @@ static void test_slog_memory_short(void **state) {
   rng_seed(&g, 7);
   tlc_alloc_set(&fa);
   assert_int_equal(uv_sem_init(&stall_sem, 0), 0);
-  snprintf(dir, sizeof dir, "/tmp/test_rollup_mod.%d", (int)getpid());
-  rm_rf(dir);
-  assert_int_equal(mkdir(dir, 0755), 0);
-  assert_int_equal(uv_loop_init(&loop), 0);
-  memset(&o, 0, sizeof o);
-  o.state_dir = dir;
-  assert_int_equal(tlc_rollup_new(&loop, &o, &r), 0);
-  at = tlc_rollup_acc_new(r, "board/tap");
-  al = tlc_rollup_acc_new(r, "board/log");
-  assert_non_null(at);
-  assert_non_null(al);
-  tlc_engine_opts_default(&eo);
-  eo.tap = tlc_rollup_tap;
-  eo.tap_ud = at;
-  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, &eo), 0);
-  assert_int_equal(tlc_engine_set_slog(e, tlc_rollup_slog, al), 0);
+  pair_start(&p, 0);
   /* minutes 10-19: all taken */
-  push_until(e, &t, 20 * TLC_ROLLUP_MINUTE_NS, &g);
+  push_until(p.e, &t, 20 * TLC_ROLLUP_MINUTE_NS, &g);
   /* minutes 20-49: the worker stalled after what came so far, block allocations failing */
-  memset(&sq, 0, sizeof sq);
+  sq = target_q("nothing", 0, 0, 1);
   sq.all_handles = 1;
-  sq.when = TLC_RQ_TARGET;
-  sq.step_min = 1;
-  snprintf(sq.target, sizeof sq.target, "%s", "nothing");
-  assert_int_equal(tlc_rollup_submit(r, NULL, &sq, 1, &ans, stall_cb, &stalled_done, NULL), 0);
+  assert_int_equal(tlc_rollup_submit(p.r, NULL, &sq, 1, &ans, stall_cb, &stalled_done, NULL), 0);
   blocks_fail = 1;
-  push_until(e, &t, 50 * TLC_ROLLUP_MINUTE_NS, &g);
-  tlc_rollup_get_stats(r, &st);
+  push_until(p.e, &t, 50 * TLC_ROLLUP_MINUTE_NS, &g);
+  tlc_rollup_get_stats(p.r, &st);
   assert_true(st.samples_dropped > 0);
   /* minutes 50-59: memory back, the worker going on */
   blocks_fail = 0;
   uv_sem_post(&stall_sem);
-  push_until(e, &t, 60 * TLC_ROLLUP_MINUTE_NS, &g);
-  tlc_engine_free(e);
-  tlc_rollup_acc_free(at);
-  tlc_rollup_acc_free(al);
-  tlc_rollup_get_stats(r, &st); /* the drops are counted as blocks are refused, on this thread */
-  tlc_rollup_close(r);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  push_until(p.e, &t, 60 * TLC_ROLLUP_MINUTE_NS, &g);
+  pair_stop(&p, &st);
   assert_int_equal(stalled_done, 1);
   {
     tlc_rollup_res_t a, b;
-    tlc_rollup_q_t q;
-    memset(&q, 0, sizeof q);
-    q.all_handles = 1;
-    q.when = TLC_RQ_TARGET;
-    q.step_min = 1;
-    snprintf(q.target, sizeof q.target, "%s", "board/tap");
-    tlc_rollup_read(dir, &q, &a);
-    snprintf(q.target, sizeof q.target, "%s", "board/log");
-    tlc_rollup_read(dir, &q, &b);
-    assert_int_equal(a.status, 0);
-    assert_int_equal(b.status, 0);
+    pair_read(0, &a, &b);
     assert_int_equal(a.nsteps, 50);
     for (size_t i = 0, k = 0; i < a.nsteps; i++) {
       const tlc_rollup_blk_t *x = &a.steps[i];
