@@ -156,10 +156,6 @@ void tlc_budgetd_names(void *tv, uint32_t handle, uint8_t row_kind, uint64_t sta
 static void on_violation(void *ud, const tlc_violation_t *v) {
   struct tlc_budgetd_w *bw = ud;
   tlc_daemon_t *d = bw->d;
-  const tlc_tbudget_t *b = tlc_bwatch_budget(bw->w, v->budget);
-  char area[300], ctx[128];
-  tlc_budgetd_names(bw->t, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
-                    sizeof(ctx));
   if (bw->npend < LOC_BATCH && v->seq_end != 0) {
     loc_v_t *p = &bw->pend[bw->npend++];
     p->budget = v->budget;
@@ -167,8 +163,12 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
     p->seq_start = v->seq_start;
     p->seq_end = v->seq_end;
   }
-  if (d->alert != NULL) {
+  if (d->alert != NULL) { /* the names only for it: a storm pays them only with an Alertmanager */
+    const tlc_tbudget_t *b = tlc_bwatch_budget(bw->w, v->budget);
+    char area[300], ctx[128];
     tlc_alert_violation_t a;
+    tlc_budgetd_names(bw->t, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
+                      sizeof(ctx));
     memset(&a, 0, sizeof(a));
     a.budget = b->name;
     a.target = bw->t->name;
