@@ -74,6 +74,7 @@ struct tlc_bwatch {
   tlc_bwatch_opts_t o;
   bstate_t *bs;
   size_t nb;
+  uint64_t serial; /* this watch's budgets' in the process (tlc_bwatch_key) */
   rowent_t *rows;
   size_t nrows, caprows;
   match_t *m;

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -140,6 +141,15 @@ static void free_states(bstate_t *bs, size_t n) {
   tlc_free(bs);
 }
 
+/* tlc_bwatch_key's numbers of one serial (budgets beyond it have none). */
+static const uint64_t nkeys_per_serial = (uint64_t)1 << 20;
+
+/* A number no other watch, nor this one before its budgets changed, had (tlc_bwatch_key). */
+static uint64_t next_serial(void) {
+  static _Atomic uint64_t serials;
+  return atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+}
+
 int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_tbudget_set_t *set,
                    const tlc_bwatch_opts_t *o) {
   tlc_bwatch_t *w = tlc_calloc(1, sizeof(*w));
@@ -159,6 +169,7 @@ int tlc_bwatch_new(tlc_bwatch_t **wp, const char *target, const tlc_tbudget_set_
     tlc_free(w);
     return TLC_ENOMEM;
   }
+  w->serial = next_serial();
   *wp = w;
   return 0;
 }
@@ -241,6 +252,7 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
   free_states(w->bs, w->nb);
   w->bs = bs;
   w->nb = nb;
+  w->serial = next_serial();
   clear_rows(w);
   return 0;
 }
@@ -606,6 +618,10 @@ void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
 
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w) {
   return w->nb;
+}
+
+uint64_t tlc_bwatch_key(const tlc_bwatch_t *w, size_t i) {
+  return i < nkeys_per_serial ? w->serial * nkeys_per_serial + i : 0;
 }
 
 const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i) {

@@ -104,6 +104,10 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
 /* Reading. */
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w);
 const tlc_tbudget_t *tlc_bwatch_budget(const tlc_bwatch_t *w, size_t i);
+/* A number for (this watch's target, budget i's name) that no other pair gets in this process
+ * (a watch's budgets changed by tlc_bwatch_set_budgets take new ones): a key for tables that
+ * would otherwise compare the names (vserve's rate limit). Never 0 (0: i has none). */
+uint64_t tlc_bwatch_key(const tlc_bwatch_t *w, size_t i);
 /* Violations kept per budget (opts.keep, or its default). */
 size_t tlc_bwatch_keep(const tlc_bwatch_t *w);
 /* Violations of budget i, ever. */

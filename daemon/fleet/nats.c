@@ -864,7 +864,8 @@ void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bw
   if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING ||
       (b = tlc_bwatch_budget(w, v->budget)) == NULL)
     return;
-  if (!tlc_vrate_take(&f->vrate, target, b->name, uv_now(f->loop), &suppressed)) {
+  if (!tlc_vrate_take(&f->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(f->loop),
+                      &suppressed)) {
     f->c.violations_suppressed++;
     return;
   }

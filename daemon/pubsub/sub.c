@@ -846,7 +846,8 @@ void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc
   if (ps->closing || target == NULL || w == NULL || v == NULL ||
       (b = tlc_bwatch_budget(w, v->budget)) == NULL)
     return;
-  if (!tlc_vrate_take(&ps->vrate, target, b->name, uv_now(ps->loop), &suppressed)) {
+  if (!tlc_vrate_take(&ps->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(ps->loop),
+                      &suppressed)) {
     ps->st.violations_suppressed++;
     return;
   }

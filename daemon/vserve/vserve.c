@@ -299,14 +299,23 @@ void tlc_vrate_fini(tlc_vrate_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-static tlc_vrate_entry_t *entry_of(tlc_vrate_t *r, const char *target, const char *budget,
-                                   uint64_t now_ms) {
-  uint64_t h = key_hash(target, budget), *v;
+static tlc_vrate_entry_t *entry_of(tlc_vrate_t *r, uint64_t key, const char *target,
+                                   const char *budget, uint64_t now_ms) {
+  size_t c = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
+  uint64_t h, *v;
   tlc_vrate_entry_t *e, *ne;
+  if (key != 0 && r->cache[c].key == key)
+    return &r->e[r->cache[c].idx];
+  h = key_hash(target, budget);
   for (v = tlc_htab_get(&r->idx, h); v != NULL; v = tlc_htab_get_next(&r->idx, h, v)) {
     e = &r->e[*v];
-    if (strcmp(e->target, target) == 0 && strcmp(e->budget, budget) == 0)
+    if (strcmp(e->target, target) == 0 && strcmp(e->budget, budget) == 0) {
+      if (key != 0) {
+        r->cache[c].key = key;
+        r->cache[c].idx = (size_t)*v;
+      }
       return e;
+    }
   }
   if (r->n >= TLC_VRATE_KEYS)
     return &r->overflow;
@@ -326,14 +335,18 @@ static tlc_vrate_entry_t *entry_of(tlc_vrate_t *r, const char *target, const cha
   e->hash = h;
   e->tokens = (int64_t)r->rate * 1000; /* a full bucket: the first burst goes */
   e->last_ms = now_ms;
+  if (key != 0) {
+    r->cache[c].key = key;
+    r->cache[c].idx = r->n;
+  }
   r->n++;
   return e;
 }
 
-int tlc_vrate_take(tlc_vrate_t *r, const char *target, const char *budget, uint64_t now_ms,
-                   uint64_t *suppressed) {
+int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
+                   uint64_t now_ms, uint64_t *suppressed) {
   tlc_vrate_entry_t *e =
-      entry_of(r, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
+      entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
   int64_t cap = (int64_t)r->rate * 1000;
   *suppressed = 0;
   if (now_ms > e->last_ms) {

@@ -63,9 +63,17 @@ typedef struct tlc_vrate_entry {
   uint64_t suppressed; /* not sent since the last one sent */
 } tlc_vrate_entry_t;
 
+/* Entries found by their caller's key (tlc_vrate_take), direct-mapped: a storm asks the same
+ * few keys again and again, and a hit costs neither a hash of the names nor their compare. */
+#define TLC_VRATE_CACHE 256
+
 typedef struct tlc_vrate {
   uint32_t rate;  /* messages a second and burst */
   tlc_htab_t idx; /* hash of (target, budget) -> index in e */
+  struct {
+    uint64_t key; /* 0: empty */
+    size_t idx;   /* in e: entries stay where they are (none is ever removed) */
+  } cache[TLC_VRATE_CACHE];
   tlc_vrate_entry_t *e;
   size_t n, cap;
   tlc_vrate_entry_t overflow; /* the keys past TLC_VRATE_KEYS (or past memory) */
@@ -79,9 +87,11 @@ void tlc_vrate_fini(tlc_vrate_t *r);
 /* One violation of (target, budget) at monotonic time now_ms: 1 when it is to be sent, with
  * *suppressed = the ones of that key not sent since the previous one sent (then 0 again); 0
  * when it is not (counted). Never fails: no memory for a new key puts it in the overflow
- * bucket. */
-int tlc_vrate_take(tlc_vrate_t *r, const char *target, const char *budget, uint64_t now_ms,
-                   uint64_t *suppressed);
+ * bucket. key: the caller's number for this (target, budget) pair, which it never gives to
+ * another pair (tlc_bwatch_key), so that a storm finds its entry without reading the names; 0
+ * for none. */
+int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
+                   uint64_t now_ms, uint64_t *suppressed);
 /* Bytes the limiter holds. */
 size_t tlc_vrate_bytes(const tlc_vrate_t *r);
 

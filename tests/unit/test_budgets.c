@@ -417,15 +417,32 @@ static void test_reload(void **state) {
   char err[256];
   (void)state;
   memset(&seen, 0, sizeof(seen));
+  uint64_t k0, k1;
   w = watch(a, &seen, 4, &e);
   push_stream(e); /* TaskA: NET 200, 50, 900; CALL 300, 50, 900 */
   assert_int_equal(tlc_bwatch_total(w, 0), 2);
   assert_int_equal(tlc_bwatch_total(w, 1), 2);
+  k0 = tlc_bwatch_key(w, 0);
+  k1 = tlc_bwatch_key(w, 1);
+  assert_true(k0 != 0 && k1 != 0 && k0 != k1);
   tlc_tbudget_set_init(&s);
   assert_int_equal(tlc_tbudget_parse(&s, b, strlen(b), "b.ini", err, sizeof(err)), 0);
   assert_int_equal(tlc_bwatch_set_budgets(w, &s), 0);
   tlc_bwatch_attach(w, e);
   tlc_tbudget_set_fini(&s);
+  /* the names moved: a key of before never names one of now (vserve's limiter trusts it) */
+  assert_true(tlc_bwatch_key(w, 0) != k0 && tlc_bwatch_key(w, 0) != k1);
+  assert_true(tlc_bwatch_key(w, 1) != k0 && tlc_bwatch_key(w, 1) != k1);
+  assert_true(tlc_bwatch_key(w, 0) != tlc_bwatch_key(w, 1));
+  {
+    static seen_t other_seen;
+    tlc_engine_t *e2;
+    tlc_bwatch_t *w2 = watch(a, &other_seen, 4, &e2); /* another watch, the same budgets */
+    assert_true(tlc_bwatch_key(w2, 0) != k0 && tlc_bwatch_key(w2, 0) != tlc_bwatch_key(w, 0) &&
+                tlc_bwatch_key(w2, 0) != tlc_bwatch_key(w, 1));
+    tlc_bwatch_free(w2);
+    tlc_engine_free(e2);
+  }
   assert_string_equal(tlc_bwatch_budget(w, 1)->name, "keep");
   assert_int_equal(tlc_bwatch_total(w, 1), 2); /* unchanged: kept, now at index 1 */
   assert_int_equal(count_of(w, 1, 1, 0), 2);

@@ -657,29 +657,29 @@ static void test_rate(void **state) {
   tlc_vrate_init(&r, 10);
   /* the burst: 10 go at once, then none within the same millisecond */
   for (i = 0; i < 100; i++)
-    if (tlc_vrate_take(&r, "a", "b", 1000, &sup)) {
+    if (tlc_vrate_take(&r, 0, "a", "b", 1000, &sup)) {
       sent++;
       total_sup += sup;
     }
   assert_int_equal(sent, 10);
   assert_int_equal(total_sup, 0);
   /* 100 ms later one token: the next carries the 90 not sent */
-  assert_int_equal(tlc_vrate_take(&r, "a", "b", 1100, &sup), 1);
+  assert_int_equal(tlc_vrate_take(&r, 0, "a", "b", 1100, &sup), 1);
   assert_int_equal(sup, 90);
-  assert_int_equal(tlc_vrate_take(&r, "a", "b", 1100, &sup), 0);
+  assert_int_equal(tlc_vrate_take(&r, 0, "a", "b", 1100, &sup), 0);
   /* another budget of the same target has its own bucket */
-  assert_int_equal(tlc_vrate_take(&r, "a", "c", 1100, &sup), 1);
+  assert_int_equal(tlc_vrate_take(&r, 0, "a", "c", 1100, &sup), 1);
   assert_int_equal(sup, 0);
   /* steady: one every 100 ms always goes, for a minute */
   for (t = 1200; t < 61200; t += 100) {
-    assert_int_equal(tlc_vrate_take(&r, "a", "b", t, &sup), 1);
+    assert_int_equal(tlc_vrate_take(&r, 0, "a", "b", t, &sup), 1);
     total_sup += sup;
   }
   assert_int_equal(total_sup, 1); /* the one refused at 1100 */
   /* keys past the cap share the overflow bucket; memory stays bounded */
   for (i = 0; i < TLC_VRATE_KEYS + 500; i++) {
     snprintf(name, sizeof(name), "t%d", i);
-    tlc_vrate_take(&r, name, "b", 100000, &sup);
+    tlc_vrate_take(&r, 0, name, "b", 100000, &sup);
   }
   assert_int_equal(r.n, TLC_VRATE_KEYS);
   assert_true(tlc_vrate_bytes(&r) < TLC_VRATE_KEYS * 256);
@@ -689,13 +689,33 @@ static void test_rate(void **state) {
   testalloc_uninstall();
 }
 
+/* A caller's key finds its pair's entry without the names; every key of a pair, and the names
+ * alone, share that pair's one bucket. */
+static void test_rate_keys(void **state) {
+  tlc_vrate_t r;
+  uint64_t sup;
+  int i;
+  (void)state;
+  tlc_vrate_init(&r, 10);
+  for (i = 0; i < 10; i++)
+    assert_int_equal(tlc_vrate_take(&r, 7, "probe1", "isr", 1000, &sup), 1);
+  assert_int_equal(tlc_vrate_take(&r, 7, "probe1", "isr", 1000, &sup), 0);
+  assert_int_equal(tlc_vrate_take(&r, 0, "probe1", "isr", 1000, &sup), 0);  /* the names */
+  assert_int_equal(tlc_vrate_take(&r, 8, "probe1", "isr", 1000, &sup), 0);  /* a new key */
+  assert_int_equal(tlc_vrate_take(&r, 9, "probe1", "task", 1000, &sup), 1); /* its own */
+  assert_int_equal(sup, 0);
+  assert_int_equal(tlc_vrate_take(&r, 8, "probe1", "isr", 1100, &sup), 1);
+  assert_int_equal(sup, 3);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(r.suppressed, 3);
+  tlc_vrate_fini(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_rate),
-    cmocka_unit_test(test_request),
-    cmocka_unit_test(test_request_no_hook),
-    cmocka_unit_test(test_event),
-    cmocka_unit_test(test_storm),
+    cmocka_unit_test(test_rate),    cmocka_unit_test(test_rate_keys),
+    cmocka_unit_test(test_request), cmocka_unit_test(test_request_no_hook),
+    cmocka_unit_test(test_event),   cmocka_unit_test(test_storm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
