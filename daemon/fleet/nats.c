@@ -853,22 +853,18 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
   publish(f, name, "events", &m, 0);
 }
 
-void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                         const struct tlc_violation *v) {
+/* The target event of a violation the rate limit let through. Out of line: in a storm most are
+ * not, and they should not pay for this frame. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+violation_send(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+               const struct tlc_violation *v, uint64_t suppressed) {
   Tlcap__TargetEvent te;
   Tlcap__Violation pv;
   Tlcap__ServerMessage m;
   tlc_vserve_names_t nm;
-  const tlc_tbudget_t *b;
-  uint64_t suppressed;
-  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING ||
-      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
-    return;
-  if (!tlc_vrate_take(&f->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(f->loop),
-                      &suppressed)) {
-    f->c.violations_suppressed++;
-    return;
-  }
   f->c.violations_sent++;
   tlc_vserve_fill(&pv, f->pv, target, w, v, &nm);
   tlcap__target_event__init(&te);
@@ -884,6 +880,21 @@ void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bw
   m.msg_case = TLCAP__SERVER_MESSAGE__MSG_TARGET_EVENT;
   m.target_event = &te;
   publish(f, target, "violations", &m, 0);
+}
+
+void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                         const struct tlc_violation *v) {
+  const tlc_tbudget_t *b;
+  uint64_t suppressed;
+  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING ||
+      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+    return;
+  if (!tlc_vrate_take(&f->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(f->loop),
+                      &suppressed)) {
+    f->c.violations_suppressed++;
+    return;
+  }
+  violation_send(f, target, w, v, suppressed);
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last

@@ -836,21 +836,17 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
   target_event_send(ps, target, &te);
 }
 
-void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                          const struct tlc_violation *v) {
+/* The target event of a violation the rate limit let through. Out of line: in a storm most are
+ * not, and they should not pay for this frame. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+violation_send(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+               const struct tlc_violation *v, uint64_t suppressed) {
   Tlcap__TargetEvent te;
   Tlcap__Violation pv;
   tlc_vserve_names_t nm;
-  const tlc_tbudget_t *b;
-  uint64_t suppressed;
-  if (ps->closing || target == NULL || w == NULL || v == NULL ||
-      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
-    return;
-  if (!tlc_vrate_take(&ps->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(ps->loop),
-                      &suppressed)) {
-    ps->st.violations_suppressed++;
-    return;
-  }
   ps->st.violations_sent++;
   tlcap__target_event__init(&te);
   tlc_vserve_fill(&pv, &ps->p, target, w, v, &nm);
@@ -861,6 +857,21 @@ void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc
   te.violation = &pv;
   te.suppressed = suppressed;
   target_event_send(ps, target, &te);
+}
+
+void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                          const struct tlc_violation *v) {
+  const tlc_tbudget_t *b;
+  uint64_t suppressed;
+  if (ps->closing || target == NULL || w == NULL || v == NULL ||
+      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+    return;
+  if (!tlc_vrate_take(&ps->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(ps->loop),
+                      &suppressed)) {
+    ps->st.violations_suppressed++;
+    return;
+  }
+  violation_send(ps, target, w, v, suppressed);
 }
 
 /* Whether any of s's event subscriptions wants `target`'s batches. */

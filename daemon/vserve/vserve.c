@@ -299,13 +299,21 @@ void tlc_vrate_fini(tlc_vrate_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-static tlc_vrate_entry_t *entry_of(tlc_vrate_t *r, uint64_t key, const char *target,
-                                   const char *budget, uint64_t now_ms) {
-  size_t c = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
+/* key's slot in r->cache (Fibonacci hashing: a watch's keys are consecutive numbers). */
+static inline size_t cache_slot(uint64_t key) {
+  return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
+}
+
+/* The entry of (target, budget) found by the names, or made (the overflow bucket without room);
+ * remembered under key. Out of line: a storm's violations find theirs in the cache. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static tlc_vrate_entry_t *
+entry_of(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget, uint64_t now_ms) {
+  size_t c = cache_slot(key);
   uint64_t h, *v;
   tlc_vrate_entry_t *e, *ne;
-  if (key != 0 && r->cache[c].key == key)
-    return &r->e[r->cache[c].idx];
   h = key_hash(target, budget);
   for (v = tlc_htab_get(&r->idx, h); v != NULL; v = tlc_htab_get_next(&r->idx, h, v)) {
     e = &r->e[*v];
@@ -345,8 +353,11 @@ static tlc_vrate_entry_t *entry_of(tlc_vrate_t *r, uint64_t key, const char *tar
 
 int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
                    uint64_t now_ms, uint64_t *suppressed) {
+  size_t c = cache_slot(key);
   tlc_vrate_entry_t *e =
-      entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
+      key != 0 && r->cache[c].key == key
+          ? &r->e[r->cache[c].idx]
+          : entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
   int64_t cap = (int64_t)r->rate * 1000;
   *suppressed = 0;
   if (now_ms > e->last_ms) {
