@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""bench_budget_ingest.py - what 100 timing budgets cost tlcapd's ingest, quiet and in a storm.
+
+    bench/bench_budget_ingest.py BUILD_DIR [--rounds N] [--mib M] [--passes P] [--store]
+                                 [--icount] [--icount-mib A,B]
+
+BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
+
+Issue 36 asks that 100 budgets cost at most 5 % of engine throughput and that a storm of
+violations (every activation over budget) never slows ingest beyond that. bench_budget measures
+the engine alone, where a storm's ring writes weigh most; this bench measures ingest itself: the
+whole daemon (decode, the default engine with histograms and three rolling windows, the budget
+watch, and with --store the storage threads) fed by benchd_io's stream (nested calls on 1,000
+function areas on 4 cores) over loopback.
+
+Three configurations, each a fresh `tlcapd --no-store` (or with storage, --store):
+  none   no --budgets;
+  quiet  100 budgets, one on each of the areas 00000000..00000063 (hex: the first 100
+         handles), stat net, gross, call, period, outside in turn, max 1 s: no violation;
+  storm  the same with max 1 ns: every sample of a watched area and kind is a violation.
+Each round runs the three in turn (the order rotated every round) and each daemon first takes
+one unmeasured pass (its rows, and in the storm its rings and counters, exist as in a daemon
+that has run a while: the "warm" storm of bench_budget); then P passes of M MiB are measured.
+The figures per configuration are CPU per event of the loop thread (it bounds ingest: the
+capacity ratio, which foreign load on a shared machine moves far less than throughput) and of
+the whole daemon, from /proc/PID/task/TID/schedstat, and the throughput to the sender's close;
+each run is checked: records counted == records sent, no decode errors, and in the storm the
+violations counted (HTTP /metrics, tlcap_budget_violations_total) above zero, none in quiet.
+Printed: each run, then the medians of the per-round ratios quiet/none and storm/none.
+
+--icount also counts instructions (valgrind's callgrind, every thread of the daemon) of each
+configuration on two stream sizes (--icount-mib, default 8,24 MiB, one pass, half-closed, then
+SIGTERM); the difference of the totals over the difference of the records cancels start-up and
+shutdown, as bench/icount_ingest.sh does. The count does not depend on the host's load.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchd as B  # noqa: E402
+
+TARGET = "bench@127.0.0.1"
+KINDS = ["net", "gross", "call", "period", "outside"]
+REC = 24  # bytes per bin11 record
+
+
+def budgets_file(path, limit):
+    """100 budgets on the first 100 handles, stat in turn, max `limit`."""
+    with open(path, "w") as f:
+        for i in range(100):
+            f.write("[budget b%d]\narea = %08x\nstat = %s\nmax = %s\n\n"
+                    % (i, i, KINDS[i % len(KINDS)], limit))
+
+
+def daemon_args(d, port, hport, conf, store):
+    a = ["--listen", "bench=bin11@127.0.0.1:%d" % port, "--serve", "",
+         "--state-dir", os.path.join(d, "state"), "--http", "127.0.0.1:%d" % hport]
+    if not store:
+        a.append("--no-store")
+    if conf != "none":
+        path = os.path.join(d, conf + ".ini")
+        budgets_file(path, "1ns" if conf == "storm" else "1s")
+        a += ["--budgets", path]
+    return a
+
+
+def violations(hport):
+    """tlcap_budget_violations_total summed over every series of /metrics."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % hport, timeout=20) as r:
+        text = r.read().decode()
+    total = 0
+    for line in text.splitlines():
+        m = re.match(r"tlcap_budget_violations_total(\{[^}]*\})? (\S+)", line)
+        if m:
+            total += int(float(m.group(2)))
+    return total
+
+
+def send(io, port, mib, passes):
+    out, cpu = B.run_child([io, "send", "127.0.0.1:%d" % port, "--mib", str(mib), "--passes",
+                            str(passes)], 900)
+    return B.json_lines(out)[0], cpu
+
+
+def run(build, io, a, conf):
+    """One fresh daemon of configuration conf: a warm-up pass, then the measured passes."""
+    d = B.tempdir("tlcbench-budget.")
+    port, hport = B.free_port(), B.free_port()
+    dm = B.Daemon(build, d, daemon_args(d, port, hport, conf, a.store))
+    try:
+        send(io, port, a.mib, 1)  # warm-up: rows, rings and counters exist
+        t0 = dm.target(TARGET)
+        v0 = violations(hport)
+        c0, l0 = dm.cpu(), B.loop_cpu_s(dm.pid)
+        c, _ = send(io, port, a.mib, a.passes)
+        c1, l1 = dm.cpu(), B.loop_cpu_s(dm.pid)
+        t1 = dm.target(TARGET)
+        v1 = violations(hport)
+        if (t1["records"] - t0["records"] != c["records"] or t1["decode_errors"]
+                or t1["anomalies"]):
+            raise B.BenchError("%s: daemon stats disagree: sent %d records, target %r"
+                               % (conf, c["records"], {k: v for k, v in t1.items()
+                                                        if k != "stats"}))
+        if (conf == "storm") != (v1 - v0 > 0):
+            raise B.BenchError("%s: %d violations in the measured passes" % (conf, v1 - v0))
+        dm.stop()
+    finally:
+        dm.kill()
+        shutil.rmtree(d, ignore_errors=True)
+    n = c["records"]
+    return dict(loop_ns=(l1 - l0) * 1e9 / n, all_ns=(c1 - c0) * 1e9 / n, mbps=c["mbps"],
+                violations=v1 - v0, records=n)
+
+
+# Work done per second of wall clock, not per event: the violation events the rate limit lets
+# through (at most 10 a second per budget, encoded for subscribers) and the watch's saves with
+# each statistics checkpoint (checkpoint_interval). Under callgrind the daemon runs about 50
+# times slower, so it does about 50 times more of this work per event than at full speed; the
+# figures "without the work per second" leave it out (inclusive counts of these functions).
+SENDS = ["tlc_vserve_fill", "target_event_send", "tlc_bwatch_save"]
+
+
+def icount(build, io, conf, mib, store):
+    """Instructions of a whole daemon run (every thread) on one pass of `mib` MiB, and those of
+    the violation events sent (SENDS, inclusive)."""
+    d = B.tempdir("tlcbench-budget-ic.")
+    port, hport = B.free_port(), B.free_port()
+    args = daemon_args(d, port, hport, conf, store)
+    out = os.path.join(d, "cg.out")
+    log = open(os.path.join(d, "log"), "wb")
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+                          os.path.join(build, "daemon", "tlcapd")] + args,
+                         stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        B.wait_until(lambda: b"tlcapd ready" in open(os.path.join(d, "log"), "rb").read(), 120,
+                     "tlcapd under callgrind")
+        send(io, port, mib, 1)
+        if conf == "storm" and violations(hport) == 0:
+            raise B.BenchError("storm: no violation under callgrind")
+        p.terminate()
+        p.wait(600)
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],
+                             capture_output=True, text=True).stdout
+        m = re.search(r"([\d,]+) +\(100.0%\) +PROGRAM TOTALS", ann) or \
+            re.search(r"([\d,]+) +PROGRAM TOTALS", ann)
+        if m is None:
+            raise B.BenchError("no PROGRAM TOTALS in callgrind_annotate's output")
+        sends = 0
+        for fn in SENDS:
+            f = re.search(r"([\d,]+) +\([^)]*\) +\S*:%s \[" % fn, ann)
+            sends += int(f.group(1).replace(",", "")) if f else 0
+        return int(m.group(1).replace(",", "")), sends
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--passes", type=int, default=4)
+    ap.add_argument("--store", action="store_true")
+    ap.add_argument("--icount", action="store_true")
+    ap.add_argument("--icount-mib", default="8,24")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    io = os.path.join(build, "bench", "benchd_io")
+    confs = ["none", "quiet", "storm"]
+    print("bench_budget_ingest: %s, %d MiB x %d passes a run, %d rounds, storage %s"
+          % (build, a.mib, a.passes, a.rounds, "on" if a.store else "off"))
+    if a.icount:
+        lo, hi = [int(x) for x in a.icount_mib.split(",")]
+        per, fast = {}, {}
+        for conf in confs:
+            (x, xs), (z, zs) = (icount(build, io, conf, lo, a.store),
+                                icount(build, io, conf, hi, a.store))
+            n = (hi - lo) * 1048576 // REC
+            per[conf], fast[conf] = (z - x) / n, ((z - zs) - (x - xs)) / n
+            print("icount %-5s %7.1f instructions per event (%.1f without the work per "
+                  "second)" % (conf, per[conf], fast[conf]))
+            sys.stdout.flush()
+        print("icount: quiet/none %.4f, storm/none %.4f; without the work per second: "
+              "quiet/none %.4f, storm/none %.4f" % (per["quiet"] / per["none"], per["storm"] / per["none"],
+                                         fast["quiet"] / fast["none"],
+                                         fast["storm"] / fast["none"]))
+    ratios = {"quiet": [], "storm": []}
+    tput = {"quiet": [], "storm": []}
+    for r in range(a.rounds):
+        order = confs[r % 3:] + confs[:r % 3]
+        got = {}
+        for conf in order:
+            got[conf] = run(build, io, a, conf)
+            g = got[conf]
+            print("round %d %-5s loop %6.1f ns/event, daemon %6.1f ns/event, %7.1f MB/s, "
+                  "%d violations" % (r, conf, g["loop_ns"], g["all_ns"], g["mbps"],
+                                     g["violations"]))
+            sys.stdout.flush()
+        for conf in ("quiet", "storm"):
+            ratios[conf].append(got[conf]["loop_ns"] / got["none"]["loop_ns"])
+            tput[conf].append(got["none"]["mbps"] / got[conf]["mbps"])
+    for conf in ("quiet", "storm"):
+        print("%s/none: loop CPU per event median %.3f (rounds %s); time per byte median %.3f"
+              % (conf, B.median(ratios[conf]), " ".join("%.3f" % x for x in ratios[conf]),
+                 B.median(tput[conf])))
+
+
+if __name__ == "__main__":
+    main()
