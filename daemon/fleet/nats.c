@@ -884,17 +884,15 @@ violation_send(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
 
 void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
                          const struct tlc_violation *v) {
-  const tlc_tbudget_t *b;
   uint64_t suppressed;
-  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING ||
-      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+  int ok;
+  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING)
     return;
-  if (!tlc_vrate_take(&f->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(f->loop),
-                      &suppressed)) {
+  ok = tlc_vrate_take_watch(&f->vrate, w, v->budget, target, uv_now(f->loop), &suppressed);
+  if (ok == 0)
     f->c.violations_suppressed++;
-    return;
-  }
-  violation_send(f, target, w, v, suppressed);
+  else if (ok > 0)
+    violation_send(f, target, w, v, suppressed);
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last

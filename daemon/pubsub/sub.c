@@ -861,17 +861,15 @@ violation_send(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
 
 void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
                           const struct tlc_violation *v) {
-  const tlc_tbudget_t *b;
   uint64_t suppressed;
-  if (ps->closing || target == NULL || w == NULL || v == NULL ||
-      (b = tlc_bwatch_budget(w, v->budget)) == NULL)
+  int ok;
+  if (ps->closing || target == NULL || w == NULL || v == NULL)
     return;
-  if (!tlc_vrate_take(&ps->vrate, tlc_bwatch_key(w, v->budget), target, b->name, uv_now(ps->loop),
-                      &suppressed)) {
+  ok = tlc_vrate_take_watch(&ps->vrate, w, v->budget, target, uv_now(ps->loop), &suppressed);
+  if (ok == 0)
     ps->st.violations_suppressed++;
-    return;
-  }
-  violation_send(ps, target, w, v, suppressed);
+  else if (ok > 0)
+    violation_send(ps, target, w, v, suppressed);
 }
 
 /* Whether any of s's event subscriptions wants `target`'s batches. */

@@ -299,11 +299,6 @@ void tlc_vrate_fini(tlc_vrate_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-/* key's slot in r->cache (Fibonacci hashing: a watch's keys are consecutive numbers). */
-static inline size_t cache_slot(uint64_t key) {
-  return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
-}
-
 /* The entry of (target, budget) found by the names, or made (the overflow bucket without room);
  * remembered under key. Out of line: a storm's violations find theirs in the cache. */
 #if defined(__GNUC__)
@@ -311,7 +306,7 @@ __attribute__((noinline))
 #endif
 static tlc_vrate_entry_t *
 entry_of(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget, uint64_t now_ms) {
-  size_t c = cache_slot(key);
+  size_t c = tlc__vrate_slot(key);
   uint64_t h, *v;
   tlc_vrate_entry_t *e, *ne;
   h = key_hash(target, budget);
@@ -353,31 +348,21 @@ entry_of(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget, u
 
 int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
                    uint64_t now_ms, uint64_t *suppressed) {
-  size_t c = cache_slot(key);
+  size_t c = tlc__vrate_slot(key);
   tlc_vrate_entry_t *e =
       key != 0 && r->cache[c].key == key
           ? &r->e[r->cache[c].idx]
           : entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
-  int64_t cap = (int64_t)r->rate * 1000;
+  return tlc__vrate_bucket(r, e, now_ms, suppressed);
+}
+
+int tlc_vrate_take_named(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
+                         uint64_t now_ms, uint64_t *suppressed) {
+  const tlc_tbudget_t *b = tlc_bwatch_budget(w, i);
   *suppressed = 0;
-  if (now_ms > e->last_ms) {
-    uint64_t dt = now_ms - e->last_ms;
-    /* rate per second = rate per 1000 ms: `rate` thousandths a millisecond */
-    e->tokens = dt >= 1000 ? cap : e->tokens + (int64_t)dt * r->rate;
-    if (e->tokens > cap)
-      e->tokens = cap;
-    e->last_ms = now_ms;
-  }
-  if (e->tokens < 1000) {
-    e->suppressed++;
-    r->suppressed++;
-    return 0;
-  }
-  e->tokens -= 1000;
-  *suppressed = e->suppressed;
-  e->suppressed = 0;
-  r->sent++;
-  return 1;
+  if (b == NULL)
+    return -1;
+  return tlc_vrate_take(r, tlc_bwatch_key(w, i), target, b->name, now_ms, suppressed);
 }
 
 size_t tlc_vrate_bytes(const tlc_vrate_t *r) {

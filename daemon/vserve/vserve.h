@@ -92,6 +92,61 @@ void tlc_vrate_fini(tlc_vrate_t *r);
  * for none. */
 int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
                    uint64_t now_ms, uint64_t *suppressed);
+
+/* The token bucket of entry e (r's) at now_ms: tlc_vrate_take's answer, counted. */
+static inline int tlc__vrate_bucket(tlc_vrate_t *r, tlc_vrate_entry_t *e, uint64_t now_ms,
+                                    uint64_t *suppressed) {
+  int64_t cap = (int64_t)r->rate * 1000;
+  *suppressed = 0;
+  if (now_ms > e->last_ms) {
+    uint64_t dt = now_ms - e->last_ms;
+    /* rate per second = rate per 1000 ms: `rate` thousandths a millisecond */
+    e->tokens = dt >= 1000 ? cap : e->tokens + (int64_t)dt * r->rate;
+    if (e->tokens > cap)
+      e->tokens = cap;
+    e->last_ms = now_ms;
+  }
+  if (e->tokens < 1000) {
+    e->suppressed++;
+    r->suppressed++;
+    return 0;
+  }
+  e->tokens -= 1000;
+  *suppressed = e->suppressed;
+  e->suppressed = 0;
+  r->sent++;
+  return 1;
+}
+
+/* key's slot in r->cache (Fibonacci hashing: a watch's keys are consecutive numbers). */
+static inline size_t tlc__vrate_slot(uint64_t key) {
+  return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
+}
+
+/* tlc_vrate_take when key (not 0) is one the limiter has seen lately, inline: a storm's
+ * violations pay neither a call nor the names (their budget's lookup). Returns as
+ * tlc_vrate_take does, or -1, having done nothing, when key is not in the cache: then ask
+ * tlc_vrate_take with the names. */
+static inline int tlc_vrate_take_cached(tlc_vrate_t *r, uint64_t key, uint64_t now_ms,
+                                        uint64_t *suppressed) {
+  size_t c = tlc__vrate_slot(key);
+  if (key == 0 || r->cache[c].key != key)
+    return -1;
+  return tlc__vrate_bucket(r, &r->e[r->cache[c].idx], now_ms, suppressed);
+}
+/* tlc_vrate_take for budget i of watch w on target `target`, keyed by the watch
+ * (tlc_bwatch_key), out of line: the names read. -1, nothing counted, when w has no budget i. */
+int tlc_vrate_take_named(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
+                         uint64_t now_ms, uint64_t *suppressed);
+
+/* The same, inline when the watch's key is in the cache (a storm's every violation but its
+ * first): what pubsub and fleet ask for each violation. */
+static inline int tlc_vrate_take_watch(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i,
+                                       const char *target, uint64_t now_ms, uint64_t *suppressed) {
+  int ok = tlc_vrate_take_cached(r, tlc_bwatch_key(w, i), now_ms, suppressed);
+  return ok >= 0 ? ok : tlc_vrate_take_named(r, w, i, target, now_ms, suppressed);
+}
+
 /* Bytes the limiter holds. */
 size_t tlc_vrate_bytes(const tlc_vrate_t *r);
 
