@@ -151,6 +151,34 @@ void tlc_budgetd_names(void *tv, uint32_t handle, uint8_t row_kind, uint64_t sta
 
 /* ---- the violation fan-out ---- */
 
+/* v for the Alertmanager (alert/), with its names: made only for it, out of line, so that a
+ * storm without one pays neither them nor their stack in on_violation. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static void
+alert_violation(struct tlc_budgetd_w *bw, const tlc_violation_t *v) {
+  const tlc_tbudget_t *b = tlc_bwatch_budget(bw->w, v->budget);
+  char area[300], ctx[128];
+  tlc_alert_violation_t a;
+  tlc_budgetd_names(bw->t, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
+                    sizeof(ctx));
+  memset(&a, 0, sizeof(a));
+  a.budget = b->name;
+  a.target = bw->t->name;
+  a.area = area;
+  a.context = v->context == TLC_CTX_NONE ? "" : ctx;
+  a.stat = tlc_tbudget_stat_name(v->stat);
+  a.value = v->value;
+  a.limit = v->limit;
+  a.over = v->over;
+  a.start = v->start;
+  a.end = v->end;
+  a.epoch = v->epoch;
+  a.wall_ns = v->wall_ms * 1000000;
+  tlc_alert_violation(bw->d->alert, &a);
+}
+
 /* Every new violation of every live target, on the loop thread, inside the engine's push
  * (budget/budget.h: on_violation): no I/O here, each module queues what it sends. */
 static void on_violation(void *ud, const tlc_violation_t *v) {
@@ -163,27 +191,8 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
     p->seq_start = v->seq_start;
     p->seq_end = v->seq_end;
   }
-  if (d->alert != NULL) { /* the names only for it: a storm pays them only with an Alertmanager */
-    const tlc_tbudget_t *b = tlc_bwatch_budget(bw->w, v->budget);
-    char area[300], ctx[128];
-    tlc_alert_violation_t a;
-    tlc_budgetd_names(bw->t, v->handle, v->row_kind, v->state, v->context, area, sizeof(area), ctx,
-                      sizeof(ctx));
-    memset(&a, 0, sizeof(a));
-    a.budget = b->name;
-    a.target = bw->t->name;
-    a.area = area;
-    a.context = v->context == TLC_CTX_NONE ? "" : ctx;
-    a.stat = tlc_tbudget_stat_name(v->stat);
-    a.value = v->value;
-    a.limit = v->limit;
-    a.over = v->over;
-    a.start = v->start;
-    a.end = v->end;
-    a.epoch = v->epoch;
-    a.wall_ns = v->wall_ms * 1000000;
-    tlc_alert_violation(d->alert, &a);
-  }
+  if (d->alert != NULL)
+    alert_violation(bw, v);
   /* subscribers and the lab's broker: target events, rate-limited per budget (vserve) */
   if (d->pubsub != NULL)
     tlc_pubsub_violation(d->pubsub, bw->t->name, bw->w, v);

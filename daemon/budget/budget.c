@@ -415,25 +415,32 @@ static inline void fill(tlc_violation_t *v, const match_t *m, const tlc_engine_s
   v->count = count;
 }
 
+/* A new worst of m's budget b: s's record (v: it whole, or NULL: filled here with the chunk's
+ * wall clock), `dist` beyond the limit. */
+COLD static void new_worst(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+                           const tlc_engine_sample_t *s, int over, int64_t dist,
+                           const tlc_violation_t *v) {
+  if (v != NULL)
+    b->worst = *v;
+  else
+    fill(&b->worst, m, s, over, over ? b->hi : b->lo, w->wall, b->total);
+  b->worst_dist = dist;
+  b->has_worst = 1;
+}
+
 /* The end of a violation's record: the worst when it is, and on_violation. v: its whole
- * record, or NULL when only its slot has it (violate's: then its wall clock is the chunk's). */
-static void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
-                           const tlc_engine_sample_t *s, int over, const tlc_violation_t *v) {
-  int64_t limit = over ? b->hi : b->lo;
-  int64_t dist = over ? wsub(s->value, limit) : wsub(limit, s->value);
-  if (!b->has_worst || dist > b->worst_dist) {
-    if (v != NULL)
-      b->worst = *v;
-    else
-      fill(&b->worst, m, s, over, limit, w->wall, b->total);
-    v = &b->worst;
-    b->worst_dist = dist;
-    b->has_worst = 1;
-  }
+ * record, or NULL when only its slot has it (violate's: then its wall clock is the chunk's).
+ * Inline: violate's storm fills the record for on_violation on its own stack, with no call
+ * but that. */
+static inline void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+                                  const tlc_engine_sample_t *s, int over, int64_t dist,
+                                  const tlc_violation_t *v) {
+  if (!b->has_worst || dist > b->worst_dist)
+    new_worst(w, m, b, s, over, dist, v);
   if (w->o.on_violation != NULL) {
     tlc_violation_t tmp;
     if (v == NULL) {
-      fill(&tmp, m, s, over, limit, w->wall, b->total);
+      fill(&tmp, m, s, over, over ? b->hi : b->lo, w->wall, b->total);
       v = &tmp;
     }
     w->o.on_violation(w->o.ud, v);
@@ -475,7 +482,8 @@ static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_eng
     if (b->rn < w->o.keep)
       b->rn++;
   }
-  worst_and_tell(w, m, b, s, over, &w->scratch);
+  worst_and_tell(w, m, b, s, over, over ? wsub(s->value, b->hi) : wsub(b->lo, s->value),
+                 &w->scratch);
 }
 
 /* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
@@ -516,8 +524,7 @@ violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_
     b->rhead = 0;
   if (b->rn < w->o.keep)
     b->rn++;
-  if (!b->has_worst || dist > b->worst_dist || w->o.on_violation != NULL)
-    worst_and_tell(w, m, b, s, over, NULL);
+  worst_and_tell(w, m, b, s, over, dist, NULL);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
