@@ -8,6 +8,7 @@
  *                loop turn
  *   ws.c         the live WebSocket: its messages both ways and the tick that marks them due
  *   tlsreload.c  a new certificate for new handshakes (SIGHUP)
+ *   pipeguard.c  lws 4.1 closes its event pipe twice at destroy: the number kept from others
  *   say.c        the log line they all write (a leaf)
  *
  * server.c's callback calls into the others and none of them calls back into server.c;
@@ -53,6 +54,30 @@
 
 typedef struct pss pss_t;
 
+/* pipeguard.c: lws 4.1's event pipe, closed twice by lws_context_destroy (pipeguard.c says how
+ * it is made harmless). */
+#define TLC__HTTP_PIPE_HOLES 8  /* free numbers below the pipe's while lws closes it */
+#define TLC__HTTP_PIPE_SEEN  64 /* eventfds listed before lws_create_context */
+typedef struct tlc__http_pipeguard {
+  int fd; /* lws's event pipe, -1 when unknown */
+  int holes[TLC__HTTP_PIPE_HOLES];
+  int nholes;
+  int before[TLC__HTTP_PIPE_SEEN];
+  size_t nbefore, nnew;
+} tlc__http_pipeguard_t;
+/* Before lws_create_context: holes opened, eventfds listed. */
+void tlc__http_pipeguard_arm(tlc__http_pipeguard_t *g);
+/* After it (`created`: a context that lws did not begin destroying itself): finds the pipe. NULL,
+ * or why nothing is guarded. */
+const char *tlc__http_pipeguard_found(tlc__http_pipeguard_t *g, int created);
+/* Just before the first lws_context_destroy: the holes closed. */
+void tlc__http_pipeguard_release(tlc__http_pipeguard_t *g);
+/* Just after it: the pipe's number taken again. 1 taken, 0 nothing to do, -1 the number was
+ * already another file's (the guard failed: lws's second close will close it). */
+int tlc__http_pipeguard_retake(tlc__http_pipeguard_t *g);
+/* Holes still open closed (the server freed without a teardown). */
+void tlc__http_pipeguard_fini(tlc__http_pipeguard_t *g);
+
 struct tlc_http {
   uv_loop_t *loop;
   struct lws_context *ctx; /* NULL once lws has finished destroying it (pcontext) */
@@ -85,6 +110,7 @@ struct tlc_http {
    * new handshake is given instead of those lws loaded at start (a reference we own). */
   int tls_on, tls_hooked;
   SSL_CTX *tls_cur;
+  tlc__http_pipeguard_t pipe;
 };
 
 struct pss {

@@ -38,7 +38,8 @@
  * handle of ours watches them close, calls lws_context_destroy again to finish the context
  * (lws 4.1 needs that second call on a foreign loop) and, once lws reports it gone
  * (info.pcontext set to NULL), closes itself and runs the close callback. The loop keeps
- * running meanwhile; nothing of lws is left on it.
+ * running meanwhile; nothing of lws is left on it. lws 4.1 closes its event pipe twice on the
+ * way (pipeguard.c keeps that number from other threads' files in between).
  */
 #include "http/server-int.h"
 
@@ -340,6 +341,7 @@ static void free_http(tlc_http_t *h) {
   tlc__http_live_cache_fini(&h->live);
   tlc__http_metrics_cache_free(&h->view);
   tlc_peers_fini(&h->peers);
+  tlc__http_pipeguard_fini(&h->pipe);
   tlc_free(h->cslots);
   SSL_CTX_free(h->tls_cur);
   tlc_free(h);
@@ -394,8 +396,14 @@ static void teardown(tlc_http_t *h, int begun) {
   closing_servers++;
   if (h->tick_init && !uv_is_closing((uv_handle_t *)&h->tick))
     uv_close((uv_handle_t *)&h->tick, handle_closed);
-  if (h->ctx != NULL && !begun)
-    lws_context_destroy(h->ctx);
+  if (h->ctx != NULL && !begun) {
+    tlc__http_pipeguard_release(&h->pipe);
+    lws_context_destroy(h->ctx); /* closes lws's event pipe, and will once more (pipeguard.c) */
+    if (tlc__http_pipeguard_retake(&h->pipe) < 0)
+      tlc__http_say(h, 4,
+                    "http: libwebsockets' event pipe's number was taken by another file "
+                    "while lws closed it; lws closes it once more (pipeguard.c)");
+  }
   if (h->ctx == NULL && !h->tick_init && !h->wait_init) {
     free_http(h);
     return;
@@ -487,8 +495,10 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_view_t *vi
     free_http(h);
     return err;
   }
+  tlc__http_pipeguard_arm(&h->pipe);
   h->ctx = lws_create_context(&info);
   if (h->ctx == NULL) {
+    (void)tlc__http_pipeguard_found(&h->pipe, 0);
     /* lws logged why. It may still be destroying the half-made context on the loop and
      * writes h->ctx (pcontext) when done, so h is left allocated (a start-up failure: the
      * daemon exits). */
@@ -498,6 +508,11 @@ int tlc_http_new(uv_loop_t *loop, const tlc_http_opts_t *o, const tlc_view_t *vi
   h->st.connections = 0;
   h->vh = lws_get_vhost_by_name(h->ctx, "default");
   h->port = h->vh != NULL ? lws_get_vhost_listen_port(h->vh) : -1;
+  {
+    const char *why = tlc__http_pipeguard_found(&h->pipe, h->port > 0);
+    if (why != NULL && h->port > 0)
+      tlc__http_say(h, 7, "http: libwebsockets' event pipe not guarded at shutdown: %s", why);
+  }
   if (h->port <= 0) {
     /* No vhost: lws could not listen (the port was taken between probe_bind and its bind).
      * With a foreign loop, lws_create_context has then begun destroying the context itself
