@@ -1,13 +1,13 @@
 /* daemon.c - the daemon object's lifecycle (daemon.h): set up, start, reload on SIGHUP, close
  * on SIGTERM/SIGINT or a failed start-up; the status tick.
  *
- * Order at start: storage first (crash recovery before anything is accepted), the other modules
- * (wiring.c), then the sources (inherited sockets adopted - a wrong one is a loud start-up
- * failure - listeners bound, dial, serial and efl sources started), the signals and the tick,
- * the HTTP port last, the watchdog, READY=1. Order at close: the sources first (what they
- * received is flushed into the modules), the stats dump, the modules, the watchdog, the tick
- * and the signals. Each module closes its own handles and joins its own threads: nothing here
- * closes a handle it did not open.
+ * Order at start: the signals (before anything listens), storage (crash recovery before
+ * anything is accepted), the other modules (wiring.c), then the sources (inherited sockets
+ * adopted - a wrong one is a loud start-up failure - listeners bound, dial, serial and efl
+ * sources started), the tick, the HTTP port last, the watchdog, READY=1. Order at close: the
+ * sources first (what they received is flushed into the modules), the stats dump, the modules, the
+ * watchdog, the tick and the signals. Each module closes its own handles and joins its own threads:
+ * nothing here closes a handle it did not open.
  *
  * Signals are uv_signal_t, so handled on the loop thread:
  *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid, or moving a running
@@ -301,6 +301,13 @@ static int start_signals(tlc_daemon_t *dm) {
 int tlc_daemon_start(tlc_daemon_t *dm) {
   tlc_ingest_t *d = &dm->in;
   int r;
+  /* Signals before anything listens: a SIGTERM that follows a peer's first connection is a
+   * clean shutdown, never the default action (exit by the signal, segments left as .part). One
+   * received during start-up is handled when the loop first runs (nothing runs it before). */
+  if ((r = start_signals(dm)) != 0) {
+    dm->exit_code = 1;
+    return r;
+  }
   /* Storage first (crash recovery before anything is accepted), then subscribers. */
   r = tlc_wiring_start(dm);
   if (r != 0)
@@ -311,10 +318,6 @@ int tlc_daemon_start(tlc_daemon_t *dm) {
   r = tlc_sources_sync(d);
   if (r != 0)
     return start_failed(dm, "cannot listen (see log)", r);
-  if ((r = start_signals(dm)) != 0) {
-    dm->exit_code = 1;
-    return r;
-  }
   uv_timer_init(d->loop, &dm->tick);
   dm->tick_on = 1;
   dm->tick.data = dm;

@@ -12,6 +12,7 @@
 - the fd reserve counts each connected target's segment fd (RLIMIT_NOFILE 64);
 - a kill leaves no 0-record segment; "serving subscribers" is logged once; `tlcap targets
   --json`;
+- a SIGTERM as soon as a peer could connect is a clean shutdown (exit 0, no .part);
 - --config /dev/zero --check-config ends with an error; --check-config refuses a
   non-loopback --serve as start does.
 
@@ -19,8 +20,10 @@ Usage: test_daemon_edges.py TLCAPD TLCAP [TEST...]"""
 import json
 import os
 import resource
+import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -147,6 +150,42 @@ def test_no_empty_recovered_segment(d):
             any(f.endswith(".txt") for f in kept), "the 1-record segment kept, with its export: "
             "%r" % left)
     T.check("held no whole record" in dm.log(), "the removal is logged")
+
+
+def test_sigterm_at_first_connection(d):
+    """A SIGTERM sent as soon as a peer's connection is accepted by the kernel (the listener
+    exists) is a clean shutdown: exit 0, the records sent before it kept, no .part left. The
+    signals are handled from before the listeners bind; before that, a peer could connect in a
+    window where SIGTERM still had its default action (CI saw exit -15)."""
+    for i in range(20):
+        sub = os.path.join(d, "r%d" % i)
+        state = os.path.join(sub, "state")
+        os.makedirs(sub)
+        port = D.free_port()
+        log = open(os.path.join(sub, "log"), "wb")
+        p = subprocess.Popen([TLCAPD, "--state-dir", state, "--serve", "",
+                              "--listen", "lab=bin11@127.0.0.1:%d" % port],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 20
+        s = None
+        while s is None:  # connect as early as the listener exists: no wait for READY
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            except OSError:
+                if time.monotonic() > deadline or p.poll() is not None:
+                    p.kill()
+                    raise T.Failure("round %d: no listener (tlcapd status %s)" % (i, p.poll()))
+        s.sendall(T.bin11(0, 3, 0, 0, 5) + T.bin11(0, 0, 0, 0, 9))
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(30)
+        s.close()
+        log.close()
+        with open(os.path.join(sub, "log"), "rb") as f:
+            tail = f.read()[-1500:].decode(errors="replace")
+        T.eq(rc, 0, "round %d: exit status of a SIGTERM at the first connection; log:\n%s"
+             % (i, tail))
+        parts = [f for _, _, fs in os.walk(state) for f in fs if f.endswith(".part")]
+        T.eq(parts, [], "round %d: no .part left" % i)
 
 
 def test_serial_burst_end_counted(d):
@@ -449,5 +488,6 @@ T.main([t for t in [test_names_not_squatted, test_listener_allow_and_targets,
                     test_full_table_evicts_longest_disconnected,
                     test_fd_reserve_counts_storage, test_reset_before_accept,
                     test_partial_timeout_inside_record, test_no_empty_recovered_segment,
-                    test_serial_burst_end_counted, test_check_config]
+                    test_serial_burst_end_counted, test_check_config,
+                    test_sigterm_at_first_connection]
         if not ONLY or t.__name__ in ONLY])
