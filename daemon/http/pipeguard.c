@@ -35,21 +35,27 @@
 #include <string.h>
 #include <unistd.h>
 
+static const char eventfd_link[] = "anon_inode:[eventfd]";
+
+/* 1 when `name` (relative to directory `dir`, or AT_FDCWD) links to an eventfd. */
+static int is_eventfd(int dir, const char *name) {
+  char link[sizeof(eventfd_link) + 1];
+  ssize_t n = readlinkat(dir, name, link, sizeof(link));
+  return n == (ssize_t)sizeof(eventfd_link) - 1 && memcmp(link, eventfd_link, (size_t)n) == 0;
+}
+
 /* Calls fn(ud, fd) for each eventfd open in this process (/proc/self/fd). 0 or -errno. */
 static int each_eventfd(void (*fn)(void *ud, int fd), void *ud) {
-  static const char want[] = "anon_inode:[eventfd]";
   DIR *dir = opendir("/proc/self/fd");
   struct dirent *e;
   if (dir == NULL)
     return -errno;
   while ((e = readdir(dir)) != NULL) {
-    char link[sizeof(want) + 1], *end;
+    char *end;
     long fd = strtol(e->d_name, &end, 10);
-    ssize_t n;
     if (*end != '\0' || end == e->d_name || fd == dirfd(dir))
       continue;
-    n = readlinkat(dirfd(dir), e->d_name, link, sizeof(link));
-    if (n == (ssize_t)sizeof(want) - 1 && memcmp(link, want, (size_t)n) == 0)
+    if (is_eventfd(dirfd(dir), e->d_name))
       fn(ud, (int)fd);
   }
   closedir(dir);
@@ -104,7 +110,7 @@ const char *tlc__http_pipeguard_found(tlc__http_pipeguard_t *g, int created) {
   else if (g->nnew != 1)
     why = g->nnew == 0 ? "no new eventfd" : "several new eventfds";
   if (why != NULL) {
-    g->fd = -1;
+    g->fd = -1; /* note_after may have seen several */
     close_holes(g);
   }
   return why;
@@ -115,9 +121,8 @@ void tlc__http_pipeguard_release(tlc__http_pipeguard_t *g) {
 }
 
 int tlc__http_pipeguard_retake(tlc__http_pipeguard_t *g) {
-  char path[32], link[32];
+  char path[32];
   int fd = g->fd, nul, got;
-  ssize_t n;
   g->fd = -1;
   if (fd < 0)
     return 0;
@@ -133,11 +138,5 @@ int tlc__http_pipeguard_retake(tlc__http_pipeguard_t *g) {
     (void)close(got);
   /* The number is in use: still lws's pipe (it closes it itself), or someone else's. */
   snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  n = readlink(path, link, sizeof(link));
-  return n == 20 && memcmp(link, "anon_inode:[eventfd]", 20) == 0 ? 0 : -1;
-}
-
-void tlc__http_pipeguard_fini(tlc__http_pipeguard_t *g) {
-  close_holes(g);
-  g->fd = -1;
+  return is_eventfd(AT_FDCWD, path) ? 0 : -1;
 }

@@ -70,13 +70,11 @@ void tlc__http_pipeguard_arm(tlc__http_pipeguard_t *g);
 /* After it (`created`: a context that lws did not begin destroying itself): finds the pipe. NULL,
  * or why nothing is guarded. */
 const char *tlc__http_pipeguard_found(tlc__http_pipeguard_t *g, int created);
-/* Just before the first lws_context_destroy: the holes closed. */
+/* Just before the first lws_context_destroy, and when the server is freed: the holes closed. */
 void tlc__http_pipeguard_release(tlc__http_pipeguard_t *g);
 /* Just after it: the pipe's number taken again. 1 taken, 0 nothing to do, -1 the number was
  * already another file's (the guard failed: lws's second close will close it). */
 int tlc__http_pipeguard_retake(tlc__http_pipeguard_t *g);
-/* Holes still open closed (the server freed without a teardown). */
-void tlc__http_pipeguard_fini(tlc__http_pipeguard_t *g);
 
 struct tlc_http {
   uv_loop_t *loop;

@@ -341,7 +341,7 @@ static void free_http(tlc_http_t *h) {
   tlc__http_live_cache_fini(&h->live);
   tlc__http_metrics_cache_free(&h->view);
   tlc_peers_fini(&h->peers);
-  tlc__http_pipeguard_fini(&h->pipe);
+  tlc__http_pipeguard_release(&h->pipe); /* its holes, when no teardown closed them */
   tlc_free(h->cslots);
   SSL_CTX_free(h->tls_cur);
   tlc_free(h);

@@ -14,6 +14,18 @@ import time
 import urllib.request
 
 
+def read_head(s, what="an answer"):
+    """An HTTP answer's head (through its blank line), read a byte at a time so that nothing
+    after it (a body, WebSocket frames) is consumed; OSError when s closes first."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        b = s.recv(1)
+        if not b:
+            raise OSError("closed during %s: %r" % (what, head))
+        head += b
+    return head
+
+
 def ws_connect(host, port, path, protocol=None, timeout=10.0):
     """Opens a WebSocket (client side); returns the socket after a 101."""
     s = socket.create_connection((host, port), timeout=timeout)
@@ -23,12 +35,7 @@ def ws_connect(host, port, path, protocol=None, timeout=10.0):
     if protocol:
         req += "Sec-WebSocket-Protocol: %s\r\n" % protocol
     s.sendall((req + "\r\n").encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        b = s.recv(1)
-        if not b:
-            raise OSError("closed during the WebSocket handshake: %r" % head)
-        head += b
+    head = read_head(s, "the WebSocket handshake")
     if not head.startswith(b"HTTP/1.1 101"):
         raise OSError("WebSocket refused: %r" % head.split(b"\r\n")[0])
     return s

@@ -57,12 +57,10 @@ def keepalive(hport):
     """An HTTP/1.1 connection that got one answer and stays open."""
     s = socket.create_connection(("127.0.0.1", hport), timeout=20)
     s.sendall(b"GET /api/v1/targets HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % hport)
-    got = b""
-    while b"\r\n\r\n" not in got:
-        b = s.recv(65536)
-        if not b:
-            raise T.Failure("the keep-alive connection closed before its answer")
-        got += b
+    try:
+        got = cdp.read_head(s, "the keep-alive connection's answer")
+    except OSError as e:
+        raise T.Failure(str(e))
     T.check(got.startswith(b"HTTP/1.1 200"), "keep-alive answer: %r" % got[:80])
     return s
 
