@@ -198,9 +198,9 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
   if (d->pubsub != NULL || d->fleet != NULL) {
     uint64_t key = tlc_bwatch_key(bw->w, v->budget), now = uv_now(d->in.loop);
     if (d->pubsub != NULL)
-      tlc_pubsub_violation_at(d->pubsub, bw->t->name, bw->w, v, key, now);
+      tlc_pubsub_violation(d->pubsub, bw->t->name, bw->w, v, key, now);
     if (d->fleet != NULL)
-      tlc_fleet_violation_at(d->fleet, bw->t->name, bw->w, v, key, now);
+      tlc_fleet_violation(d->fleet, bw->t->name, bw->w, v, key, now);
   }
   /* the trend's violations per step: counted in the rollup minute of its end */
   tlc_rolld_violation(d, bw->t, v);

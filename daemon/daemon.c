@@ -5,9 +5,9 @@
  * anything is accepted), the other modules (wiring.c), then the sources (inherited sockets
  * adopted - a wrong one is a loud start-up failure - listeners bound, dial, serial and efl
  * sources started), the tick, the HTTP port last, the watchdog, READY=1. Order at close: the
- * sources first (what they received is flushed into the modules), the stats dump, the modules, the
- * watchdog, the tick and the signals. Each module closes its own handles and joins its own threads:
- * nothing here closes a handle it did not open.
+ * sources first (what they received is flushed into the modules), the stats dump, the
+ * modules, the watchdog, the tick and the signals. Each module closes its own handles and
+ * joins its own threads: nothing here closes a handle it did not open.
  *
  * Signals are uv_signal_t, so handled on the loop thread:
  *   SIGHUP   RELOADING=1, re-read file + re-apply command line; invalid, or moving a running

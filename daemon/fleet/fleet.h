@@ -98,16 +98,13 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
  * (target, budget) are published; the others are counted (violations_suppressed) and the next
  * one published carries their number in TargetEvent.suppressed. Like every message it is
  * dropped, and counted by reason, when it cannot be published (not connected, buffer full).
- * The daemon calls it from the watch's on_violation (loop thread). */
+ * The daemon calls it from the watch's on_violation (loop thread), with key, the watch's number
+ * for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other), and
+ * now_ms, the loop's time (uv_now): read once for pubsub and fleet. */
 struct tlc_bwatch;
 struct tlc_violation;
 void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                         const struct tlc_violation *v);
-/* The same with what the fan-out has read once for pubsub and fleet: key, the watch's number
- * for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other), and
- * now_ms, the loop's time (uv_now). A violation over the rate is counted without a call. */
-void tlc_fleet_violation_at(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                            const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
+                         const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
 
 /* A sealed segment of target `name`: data file `path`; its manifest (`path` + ".idx" or as
  * docs/storage.md names it) is read and published with it. */

@@ -882,39 +882,17 @@ violation_send(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
   publish(f, target, "violations", &m, 0);
 }
 
-/* A violation the limiter's cache let through (ok 1) or did not know (ok -1: asked with the
- * names here). Out of line: the storm's refused ones stay in tlc_fleet_violation_at. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-violation_slow(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-               const struct tlc_violation *v, uint64_t now_ms, int ok, uint64_t suppressed) {
-  if (ok < 0)
-    ok = tlc_vrate_take_named(&f->vrate, w, v->budget, target, now_ms, &suppressed);
+void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                         const struct tlc_violation *v, uint64_t key, uint64_t now_ms) {
+  uint64_t suppressed;
+  int ok;
+  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING)
+    return;
+  ok = tlc_vrate_take_watch(&f->vrate, w, v->budget, target, key, now_ms, &suppressed);
   if (ok == 0)
     f->c.violations_suppressed++;
   else if (ok > 0)
     violation_send(f, target, w, v, suppressed);
-}
-
-void tlc_fleet_violation_at(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                            const struct tlc_violation *v, uint64_t key, uint64_t now_ms) {
-  uint64_t suppressed = 0; /* not set when the cache does not know key */
-  int ok;
-  if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING)
-    return;
-  ok = tlc_vrate_take_cached(&f->vrate, key, now_ms, &suppressed);
-  if (ok == 0)
-    f->c.violations_suppressed++;
-  else
-    violation_slow(f, target, w, v, now_ms, ok, suppressed);
-}
-
-void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                         const struct tlc_violation *v) {
-  if (f != NULL && w != NULL && v != NULL)
-    tlc_fleet_violation_at(f, target, w, v, tlc_bwatch_key(w, v->budget), uv_now(f->loop));
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last

@@ -184,16 +184,13 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
  * matching `target` (docs/budgets.md "Served"). At most TLC_VSERVE_RATE (vserve/vserve.h) a
  * second per (target, budget) are sent; the others are counted and the next one sent carries
  * their number in TargetEvent.suppressed. A control message: never dropped. The daemon calls
- * it from the watch's on_violation (the engine's pass, loop thread). */
+ * it from the watch's on_violation (the engine's pass, loop thread), with key, the watch's
+ * number for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other),
+ * and now_ms, the loop's time (uv_now): read once for pubsub and fleet. */
 struct tlc_bwatch;
 struct tlc_violation;
 void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                          const struct tlc_violation *v);
-/* The same with what the fan-out has read once for pubsub and fleet: key, the watch's number
- * for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other), and
- * now_ms, the loop's time (uv_now). A violation over the rate is counted without a call. */
-void tlc_pubsub_violation_at(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                             const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
+                          const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
 
 /* A batch of decoded events of `target` (borrowed, only read during the call) for subscribers
  * that asked for events. Encoded at most once (in chunks of opts.max_batch_events) and shared;

@@ -859,40 +859,17 @@ violation_send(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
   target_event_send(ps, target, &te);
 }
 
-/* A violation the limiter's cache let through (ok 1) or did not know (ok -1: asked with the
- * names here). Out of line: the storm's refused ones stay in tlc_pubsub_violation_at, which
- * then calls nothing. */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-violation_slow(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-               const struct tlc_violation *v, uint64_t now_ms, int ok, uint64_t suppressed) {
-  if (ok < 0)
-    ok = tlc_vrate_take_named(&ps->vrate, w, v->budget, target, now_ms, &suppressed);
+void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                          const struct tlc_violation *v, uint64_t key, uint64_t now_ms) {
+  uint64_t suppressed;
+  int ok;
+  if (ps->closing || target == NULL || w == NULL || v == NULL)
+    return;
+  ok = tlc_vrate_take_watch(&ps->vrate, w, v->budget, target, key, now_ms, &suppressed);
   if (ok == 0)
     ps->st.violations_suppressed++;
   else if (ok > 0)
     violation_send(ps, target, w, v, suppressed);
-}
-
-void tlc_pubsub_violation_at(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                             const struct tlc_violation *v, uint64_t key, uint64_t now_ms) {
-  uint64_t suppressed = 0; /* not set when the cache does not know key */
-  int ok;
-  if (ps->closing || target == NULL || w == NULL || v == NULL)
-    return;
-  ok = tlc_vrate_take_cached(&ps->vrate, key, now_ms, &suppressed);
-  if (ok == 0)
-    ps->st.violations_suppressed++;
-  else
-    violation_slow(ps, target, w, v, now_ms, ok, suppressed);
-}
-
-void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                          const struct tlc_violation *v) {
-  if (w != NULL && v != NULL)
-    tlc_pubsub_violation_at(ps, target, w, v, tlc_bwatch_key(w, v->budget), uv_now(ps->loop));
 }
 
 /* Whether any of s's event subscriptions wants `target`'s batches. */

@@ -139,8 +139,16 @@ static inline int tlc_vrate_take_cached(tlc_vrate_t *r, uint64_t key, uint64_t n
  * (tlc_bwatch_key), out of line: the names read. -1, nothing counted, when w has no budget i. */
 int tlc_vrate_take_named(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
                          uint64_t now_ms, uint64_t *suppressed);
-/* pubsub and fleet ask tlc_vrate_take_cached with the key the fan-out read once
- * (tlc_bwatch_key), inline, and tlc_vrate_take_named when it answers -1. */
+
+/* tlc_vrate_take for budget i of watch w on target `target`, with its key (tlc_bwatch_key(w, i),
+ * which the caller read): inline when the cache knows the key (a storm's every violation but
+ * its first), else with the names. What pubsub and fleet ask for each violation. */
+static inline int tlc_vrate_take_watch(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i,
+                                       const char *target, uint64_t key, uint64_t now_ms,
+                                       uint64_t *suppressed) {
+  int ok = tlc_vrate_take_cached(r, key, now_ms, suppressed);
+  return ok >= 0 ? ok : tlc_vrate_take_named(r, w, i, target, now_ms, suppressed);
+}
 
 /* Bytes the limiter holds. */
 size_t tlc_vrate_bytes(const tlc_vrate_t *r);

@@ -126,7 +126,8 @@ static const char *w_ctx_name(void *ud, uint32_t context, char *buf, size_t len)
 static void w_on_violation(void *ud, const tlc_violation_t *v) {
   fix_t *f = ud;
   f->seen++;
-  tlc_pubsub_violation(f->ps, "board-1", f->w, v);
+  tlc_pubsub_violation(f->ps, "board-1", f->w, v, tlc_bwatch_key(f->w, v->budget),
+                       uv_now(&f->loop));
 }
 
 static int64_t w_wall(void *ud) {
