@@ -16,7 +16,8 @@ Must hold:
   - fds and threads at Q2 come back to Q1's counts (exact, awaited with a deadline: transient
     fds of the sealer thread go away, a leak never does); threads stay within 1 of Q1's count
     at every loaded sample; fds less connections less subscribers do not creep up from the
-    middle third to the last (their minima are compared: transients only add);
+    middle third to the last (their minima are compared: transients only add), counted from
+    the first loaded sample with every watcher back (before it the load still ramps up);
   - RSS: the median or the maximum over the last third <= the same over the middle third +
     max(5 %, 4 MiB) (growth moves both); VmHWM at the end <= VmHWM after the middle third +
     the same;
@@ -562,11 +563,21 @@ def test_soak(d):
         # the log, open segments: one per target) must not creep from the middle third to the
         # last. The minima are compared: transient fds (a segment being sealed, an export
         # being written, a subscriber not yet counted) only ever add.
+        def subs(s):
+            return int(s["subs"]) if s["subs"] != "?" else 0
+
         def rest(s):
-            return s["fds"] - s["conns"] - (int(s["subs"]) if s["subs"] != "?" else 0)
-        T.check(min(map(rest, last)) <= min(map(rest, mid)) + 2,
+            return s["fds"] - s["conns"] - subs(s)
+        # compared from the first sample with every watcher back: before it the load is still
+        # ramping up from Q1 (the targets' segments not yet reopened), a minimum no later
+        # third can reach (a TSan run saw 23 there against 25-26 for the rest of the load)
+        peak = max(map(subs, loaded))
+        steady = loaded[next(i for i, s in enumerate(loaded) if subs(s) == peak):]
+        T.check(len(steady) >= 6, "too few samples with every watcher up (%d)" % len(steady))
+        fmid, flast = steady[:len(steady) // 2], steady[len(steady) // 2:]
+        T.check(min(map(rest, flast)) <= min(map(rest, fmid)) + 2,
                 "fds less connections and subscribers grew from the middle third (min %d) to "
-                "the last (min %d):\n%s" % (min(map(rest, mid)), min(map(rest, last)), table))
+                "the last (min %d):\n%s" % (min(map(rest, fmid)), min(map(rest, flast)), table))
         # RSS and VmHWM plateau (the bound is explained at RSS_SLACK_*)
         mid_med = statistics.median(s["rss"] for s in mid)
         last_med = statistics.median(s["rss"] for s in last)
