@@ -74,7 +74,7 @@ void tlc_engine_mem(const tlc_engine_t *e, tlc_engine_mem_t *m) {
              (e->slog != NULL ? TLC_SLOG_BLOCK * sizeof(tlc_engine_slent_t) : 0) +
              e->capgrp * sizeof(grp_t) + e->capsmap * sizeof(uint32_t) + e->capschg +
              e->capord * sizeof(uint32_t) + /* the last four: snapshot scratch */
-             e->captapx * sizeof(struct etapx);
+             e->captapx * sizeof(struct etapx) + e->captband * sizeof(struct etband);
   m->areas = e->nrows;
   m->contexts = e->nctx;
 }

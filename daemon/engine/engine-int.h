@@ -272,6 +272,7 @@ struct tlc_engine {
   struct etap {
     tlc_engine_tap_fn fn;
     tlc_engine_tap_want_fn want;
+    tlc_engine_tap_band_fn band; /* NULL: none (tlc_engine_set_tap_band) */
     void *ud;
   } taps[TLC_ENGINE_TAPS];
   unsigned ntaps;
@@ -280,6 +281,20 @@ struct tlc_engine {
     uint32_t cookie[TLC_ENGINE_TAPS];
   } * tapx;
   size_t captapx;
+  /* the bands of the one tap (tlc_engine_set_tap_band): tband[row].k[kind], the values the tap
+   * would ignore; a row's samples of kind k inside [lo, hi] are not handed to it (tap_sample).
+   * Written at every ask of a row below captband (an empty band when there is none, lo
+   * INT64_MIN and w 0, which no sample matches since samples are >= 0:
+   * several taps, no band function, a kind without one); grown in tap_ask, to the highest row
+   * asked with a band (not beyond the rows), new entries empty; a row beyond captband has no
+   * band. */
+  struct etband {
+    struct {
+      int64_t lo;
+      uint64_t w; /* hi - lo: v is inside when (uint64_t)v - lo <= w, one compare */
+    } k[NK];
+  } * tband;
+  size_t captband;
   int ckpt_v1; /* tests (tlc__engine_set_ckpt_version): saves write version 1 (no extremes'
                  times) or 2 (no wall clock nor location); 0: the current one */
 };
@@ -332,6 +347,16 @@ void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t 
 unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r);
 /* r's tap_mask with TAP_ASK answered: by the taps (tlc__engine_tap_ask) or, without any, 0. */
 unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r);
+/* The tap's call for sample (k < NK, v) of row r, unless v is inside r's band of kind k
+ * (e->tband): a sample every budget would pass costs a compare, not a call. Only where r's
+ * tap_mask has bit k. */
+static inline void tlc__engine_tap_sample(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v,
+                                          int64_t start, uint64_t seq_start, int64_t end) {
+  size_t ri = (size_t)(r - e->rows);
+  if (ri < e->captband && (uint64_t)v - (uint64_t)e->tband[ri].k[k].lo <= e->tband[ri].k[k].w)
+    return;
+  tlc__engine_tap_emit(e, r, k, v, start, seq_start, end);
+}
 /* Takes a new tlc_engine_epoch for e (its state is not one an exporter has seen). */
 void tlc__engine_new_epoch(tlc_engine_t *e);
 

@@ -376,11 +376,11 @@ code_close_slow(tlc_engine_t *e, erow_t *r, const act_t *a, int64_t net, int64_t
                 int64_t call, int64_t t) {
   unsigned tm = tlc__engine_tap_resolve(e, r);
   if (tm & (1u << TLC_NET))
-    tlc__engine_tap_emit(e, r, TLC_NET, net, a->start, a->seq, t);
+    tlc__engine_tap_sample(e, r, TLC_NET, net, a->start, a->seq, t);
   if (tm & (1u << TLC_GROSS))
-    tlc__engine_tap_emit(e, r, TLC_GROSS, gross, a->start, a->seq, t);
+    tlc__engine_tap_sample(e, r, TLC_GROSS, gross, a->start, a->seq, t);
   if (tm & (1u << TLC_CALL))
-    tlc__engine_tap_emit(e, r, TLC_CALL, call, a->start, a->seq, t);
+    tlc__engine_tap_sample(e, r, TLC_CALL, call, a->start, a->seq, t);
   fold_at(e, r, t);
 }
 
@@ -396,10 +396,10 @@ code_entry_slow(tlc_engine_t *e, erow_t *r, int64_t t) {
   if (tm & (1u << TLC_TAP_COUNT))
     tlc__engine_tap_emit(e, r, TLC_TAP_COUNT, 1, t, e->seq, t);
   if (r->has_last && (tm & (1u << TLC_PERIOD)))
-    tlc__engine_tap_emit(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
+    tlc__engine_tap_sample(e, r, TLC_PERIOD, nonneg(tsub(t, r->last)), r->last, r->last_seq, t);
   if (r->out_active && (tm & (1u << TLC_OUTSIDE)))
-    tlc__engine_tap_emit(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start, r->out_seq,
-                         t);
+    tlc__engine_tap_sample(e, r, TLC_OUTSIDE, nonneg(tsub(t, r->out_start)), r->out_start,
+                           r->out_seq, t);
   fold_at(e, r, t);
 }
 
@@ -573,7 +573,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsig
     slog_add(e, r, k, v, end);
   }
   if (TLC_UNLIKELY(tm & (1u << k)))
-    tlc__engine_tap_emit(e, r, k, v, start, seq_start, end);
+    tlc__engine_tap_sample(e, r, k, v, start, seq_start, end);
 }
 
 /* An E on code row r at t with the sample log on (r->slog): what the E case does without it
@@ -1375,6 +1375,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   if (e->o.tap != NULL) { /* the options' tap is the first of the list */
     e->taps[0].fn = e->o.tap;
     e->taps[0].want = e->o.tap_want;
+    e->taps[0].band = e->o.tap_band;
     e->taps[0].ud = e->o.tap_ud;
     e->ntaps = 1;
   }
@@ -1446,6 +1447,7 @@ void tlc_engine_free(tlc_engine_t *e) {
   tlc_free(e->schg);
   tlc_free(e->ord);
   tlc_free(e->tapx);
+  tlc_free(e->tband);
   tlc__engine_acct_give(e, e->charged);
   tlc_free(e);
 }

@@ -136,8 +136,9 @@ typedef struct tlc_engine_acct {
  * context_area, equal to CALL, as the snapshot reports it), an E gives PERIOD (and OUTSIDE
  * when its area was outside), a W on a data area PERIOD, a state stay NET, a state entry
  * PERIOD. Exactly the samples a snapshot's dists count: per row and kind, the tap's number,
- * minimum and maximum of values are the snapshot's n, min and max. Durations that came out
- * negative are 0, as in the dists. */
+ * minimum and maximum of values are the snapshot's n, min and max (but those inside the tap's
+ * band, when it set one: tlc_engine_tap_band_fn). Durations that came out negative are 0, as
+ * in the dists. */
 typedef struct tlc_engine_sample {
   uint32_t handle;  /* the area */
   uint32_t context; /* table context index as snapshots report it for this row (code rows);
@@ -183,6 +184,15 @@ typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
  * one test per event. Gaps are always delivered. */
 typedef unsigned (*tlc_engine_tap_want_fn)(void *ud, uint32_t handle, uint32_t context,
                                            uint8_t row_kind, uint64_t state, uint32_t *cookie);
+/* A tap's band (tlc_engine_set_tap_band): for the row whose cookie tap_want set, and a kind k
+ * it wants (TLC_NET..TLC_OUTSIDE), the values the tap would do nothing with: 1 and [*lo, *hi]
+ * (samples of that kind with lo <= value <= hi are then not handed to the tap at all), or 0:
+ * every sample. Asked right after tap_want, for each kind it wanted; with one tap only (with
+ * several, every wanted sample goes to each). A budget watch's band is the intersection of
+ * its budgets' [min, max] on the row: a sample inside passes every one, and costs the engine a
+ * compare instead of a call. Counts (TLC_TAP_COUNT) and marks have no band. */
+typedef int (*tlc_engine_tap_band_fn)(void *ud, uint32_t cookie, unsigned kind, int64_t *lo,
+                                      int64_t *hi);
 
 typedef struct tlc_engine_opts {
   uint8_t has_context_area; /* 1: RTOS mode, the context is the value of context_area */
@@ -202,6 +212,7 @@ typedef struct tlc_engine_opts {
                                    (NULL: none, and no cost); must not call into the engine */
   void *tap_ud;                 /* tap's first argument (and tap_want's) */
   tlc_engine_tap_want_fn tap_want; /* NULL: every sample and count of every row */
+  tlc_engine_tap_band_fn tap_band; /* NULL: no band (every wanted sample) */
 } tlc_engine_opts_t;
 
 /* Fills *o with the defaults: no context_area, no packing, 3 windows (1 s, 10 s, 60 s), 1,000,000
@@ -246,6 +257,9 @@ void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_w
 int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
                        void *ud);
 void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
+/* Gives the tap whose ud is `ud` (none: nothing) the band function `band` (NULL: none), from
+ * the next event on; every row's wanted kinds and bands are asked again. */
+void tlc_engine_set_tap_band(tlc_engine_t *e, void *ud, tlc_engine_tap_band_fn band);
 
 /* The sample log: a cheaper feed than a tap for a consumer that wants every sample of every row
  * (rollups). Each sample, as it closes, is appended inline to the engine's block of entries (no

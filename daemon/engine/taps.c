@@ -1,6 +1,6 @@
 /* taps.c - the engine's taps (engine.h: tlc_engine_set_tap, tlc_engine_add_tap): the list of
- * taps, asking them which sample kinds of a row they want, and calling them with each sample
- * and mark.
+ * taps, asking them which sample kinds of a row they want and, for the one tap, its bands
+ * (tlc_engine_set_tap_band), and calling them with each sample and mark.
  *
  * Invariants (engine-int.h: erow_t.tap_mask, struct etap): o.tap, o.tap_want and o.tap_ud
  * mirror taps[0] (o.tap is NULL without a tap: the push loop's one test); a row's tap_mask is
@@ -10,7 +10,8 @@
  *
  * Cost: nothing per event without a tap (the test is engine.c's tapm); asking is once per row
  * and change of the tap list (tlc__engine_tap_regen: O(rows)); a sample a tap wants is one
- * call per tap that wants it.
+ * call per tap that wants it, or, inside the one tap's band of its row and kind, two compares
+ * (engine-int.h: tlc__engine_tap_sample) and no call.
  *
  * Does not: test per event whether a tap wants something (engine.c's tapm, tap_count and the
  * rows' interval check do, inline in the push loop), or keep any sample.
@@ -75,6 +76,45 @@ void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t 
   }
 }
 
+/* Writes r's bands (engine-int.h: e->tband) after its tap_mask was asked: the one tap's band
+ * function's answer for each kind < NK it wants, empty for the others and for every
+ * kind with several taps or without a band function. Grows tband when r needs a band; without
+ * memory r keeps none (every wanted sample is handed over, as without a band). */
+static void tap_bands(tlc_engine_t *e, const erow_t *r) {
+  size_t ri = (size_t)(r - e->rows);
+  struct etband b;
+  int any = 0;
+  unsigned k;
+  for (k = 0; k < NK; k++) {
+    int64_t lo = 0, hi = -1;
+    b.k[k].lo = INT64_MIN; /* empty: samples are >= 0 */
+    b.k[k].w = 0;
+    if (e->ntaps == 1 && e->o.tap_band != NULL && (r->tap_mask & (1u << k)) &&
+        e->o.tap_band(e->o.tap_ud, r->tap_cookie, k, &lo, &hi) && lo <= hi) {
+      b.k[k].lo = lo;
+      b.k[k].w = (uint64_t)hi - (uint64_t)lo;
+      any = 1;
+    }
+  }
+  if (ri >= e->captband) {
+    size_t cap = e->captband, j;
+    struct etband *n;
+    if (!any)
+      return; /* none beyond captband: none */
+    n = tlc__engine_grow(e, e->tband, &cap, ri + 1, sizeof(*n), 64, TLC_ACCT_GROW);
+    if (n == NULL)
+      return; /* no memory: no band */
+    for (j = e->captband; j < cap; j++)
+      for (k = 0; k < NK; k++) {
+        n[j].k[k].lo = INT64_MIN;
+        n[j].k[k].w = 0;
+      }
+    e->tband = n;
+    e->captband = cap;
+  }
+  e->tband[ri] = b;
+}
+
 /* Asks the tap which kinds of r it wants (engine.h: tap_want) and returns them. */
 unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r) {
   uint32_t ctx = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
@@ -114,6 +154,7 @@ unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r) {
     r->tap_mask = (uint8_t)(m & ~TAP_ASK);
     r->tap_cookie = cookie;
   }
+  tap_bands(e, r);
   if (r->tap_mask == 0) /* watched by none: the fast path again (engine-int.h) */
     r->whi = r->tap_whi;
   return r->tap_mask;
@@ -137,10 +178,12 @@ static void taps_changed(tlc_engine_t *e) {
   if (e->ntaps == 0) {
     e->o.tap = NULL;
     e->o.tap_want = NULL;
+    e->o.tap_band = NULL;
     e->o.tap_ud = NULL;
   } else {
     e->o.tap = e->taps[0].fn;
     e->o.tap_want = e->taps[0].want;
+    e->o.tap_band = e->taps[0].band;
     e->o.tap_ud = e->taps[0].ud;
   }
   tlc__engine_tap_regen(e);
@@ -152,6 +195,7 @@ void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_w
   if (tap != NULL) {
     e->taps[0].fn = tap;
     e->taps[0].want = want;
+    e->taps[0].band = NULL;
     e->taps[0].ud = ud;
     e->ntaps = 1;
   }
@@ -166,6 +210,7 @@ int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_wa
     return TLC_ELIMIT;
   e->taps[e->ntaps].fn = tap;
   e->taps[e->ntaps].want = want;
+  e->taps[e->ntaps].band = NULL;
   e->taps[e->ntaps].ud = ud;
   e->ntaps++;
   taps_changed(e);
@@ -178,6 +223,16 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
     if (e->taps[i].ud == ud) {
       memmove(&e->taps[i], &e->taps[i + 1], (e->ntaps - i - 1) * sizeof(e->taps[0]));
       e->ntaps--;
+      taps_changed(e);
+      return;
+    }
+}
+
+void tlc_engine_set_tap_band(tlc_engine_t *e, void *ud, tlc_engine_tap_band_fn band) {
+  unsigned i;
+  for (i = 0; i < e->ntaps; i++)
+    if (e->taps[i].ud == ud) {
+      e->taps[i].band = band;
       taps_changed(e);
       return;
     }

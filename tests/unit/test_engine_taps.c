@@ -7,7 +7,11 @@
  *    cookies; per row and kind, their number is the snapshot's n (brute-force count);
  *  - gaps reach both;
  *  - removing A: from the next event on only B is called, still exactly its samples;
- *  - at most TLC_ENGINE_TAPS: the next tlc_engine_add_tap is TLC_ELIMIT; set_tap replaces all.
+ *  - at most TLC_ENGINE_TAPS: the next tlc_engine_add_tap is TLC_ELIMIT; set_tap replaces all;
+ *  - bands (tlc_engine_set_tap_band): the one tap gets exactly the reference's samples it wants
+ *    but those inside its band of their row and kind (counts and gaps whole), bands asked again
+ *    when the function is set again; without a band function or with a second tap, every
+ *    wanted sample.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -197,6 +201,136 @@ static void test_two_taps(void **state) {
   free(b.s);
 }
 
+/* ---- bands (tlc_engine_set_tap_band) ---- */
+
+/* C: every kind and the count of code rows of even handles and of data rows, cookie the
+ * handle; its band of kind k on a handle is band_of's, none for handles divisible by 7 */
+static unsigned want_c(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
+                       uint64_t state, uint32_t *cookie) {
+  (void)ud, (void)context, (void)state;
+  if (row_kind == TLC_ROW_CODE && handle % 2 != 0)
+    return 0;
+  *cookie = handle;
+  return 0x3Fu; /* TLC_NET .. TLC_OUTSIDE and TLC_TAP_COUNT */
+}
+static int band_shift; /* moves every band: a new band function's answers */
+static int band_of(uint32_t handle, unsigned k, int64_t *lo, int64_t *hi) {
+  if (handle % 7 == 0)
+    return 0;
+  *lo = 1000 * (int64_t)((handle + k + (unsigned)band_shift) % 5);
+  *hi = *lo + 1000000 * (int64_t)(1 + (handle + k) % 3);
+  return 1;
+}
+static int band_c(void *ud, uint32_t cookie, unsigned k, int64_t *lo, int64_t *hi) {
+  (void)ud;
+  return band_of(cookie, k, lo, hi);
+}
+static int is_c(const tlc_engine_sample_t *s) {
+  return s->kind == TLC_TAP_GAP || s->row_kind != TLC_ROW_CODE || s->handle % 2 == 0;
+}
+/* C's, without those inside their band */
+static int is_c_out(const tlc_engine_sample_t *s) {
+  int64_t lo, hi;
+  if (!is_c(s))
+    return 0;
+  if (s->kind >= TLC_TAP_COUNT || !band_of(s->handle, s->kind, &lo, &hi))
+    return 1;
+  return s->value < lo || s->value > hi;
+}
+
+/* The samples of `all` from `from` that `is` selects are got[gfrom, got->n), values and
+ * cookies (the handle) alike; returns how many `all` had that `is_c` selects but `is` did
+ * not (those the bands held back). */
+static size_t same_c(const rec_t *all, size_t from, int (*is)(const tlc_engine_sample_t *),
+                     const rec_t *got, size_t gfrom) {
+  size_t i, j = gfrom, held = 0;
+  for (i = from; i < all->n; i++) {
+    const tlc_engine_sample_t *w = &all->s[i];
+    if (!is(w)) {
+      held += is_c(w);
+      continue;
+    }
+    assert_true(j < got->n);
+    assert_int_equal(got->s[j].kind, w->kind);
+    assert_int_equal(got->s[j].handle, w->handle);
+    assert_int_equal(got->s[j].context, w->context);
+    assert_int_equal(got->s[j].value, w->value);
+    assert_int_equal(got->s[j].start, w->start);
+    assert_int_equal(got->s[j].end, w->end);
+    assert_int_equal(got->s[j].seq_start, w->seq_start);
+    assert_int_equal(got->s[j].seq_end, w->seq_end);
+    if (w->kind != TLC_TAP_GAP)
+      assert_int_equal(got->s[j].cookie, w->handle);
+    j++;
+  }
+  assert_int_equal(j, got->n);
+  return held;
+}
+
+/* A band holds back exactly the samples inside it: the tap gets the reference's samples it
+ * wants minus those, with counts and gaps whole; a new band function is asked from the next
+ * event on; none (NULL) or a second tap: every wanted sample again. */
+static void test_bands(void **state) {
+  enum { N = 20000 };
+  tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
+  rec_t all = { 0 }, c = { 0 }, d = { 0 };
+  tlc_engine_t *ref = mk(tap_fn, &all), *e = mk(NULL, NULL);
+  int64_t t = 1000;
+  size_t all0, c0;
+  (void)state;
+  assert_non_null(ev);
+  tlc_engine_set_tap(e, tap_fn, want_c, &c);
+  tlc_engine_set_tap_band(e, &d, band_c); /* not its tap: nothing */
+  tlc_engine_set_tap_band(e, &c, band_c);
+  band_shift = 0;
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N / 2);
+  tlc_engine_push(e, ev, N / 2);
+  tlc_engine_gap(ref);
+  tlc_engine_gap(e);
+  tlc_engine_push(ref, ev + N / 2, N - N / 2);
+  tlc_engine_push(e, ev + N / 2, N - N / 2);
+  assert_true(c.n > 1000);
+  assert_true(same_c(&all, 0, is_c_out, &c, 0) > 1000); /* the bands held back many */
+
+  /* other bands: asked again, used from the next event on */
+  band_shift = 2;
+  tlc_engine_set_tap_band(e, &c, band_c);
+  all0 = all.n;
+  c0 = c.n;
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N);
+  tlc_engine_push(e, ev, N);
+  assert_true(same_c(&all, all0, is_c_out, &c, c0) > 1000);
+
+  /* no band: every sample C wants */
+  tlc_engine_set_tap_band(e, &c, NULL);
+  all0 = all.n;
+  c0 = c.n;
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N);
+  tlc_engine_push(e, ev, N);
+  assert_int_equal(same_c(&all, all0, is_c, &c, c0), 0);
+
+  /* a band again, then a second tap: bands are for one tap alone, so C gets all it wants */
+  tlc_engine_set_tap_band(e, &c, band_c);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_c, &d), 0);
+  all0 = all.n;
+  c0 = c.n;
+  workload(ev, N, &t);
+  tlc_engine_push(ref, ev, N);
+  tlc_engine_push(e, ev, N);
+  assert_int_equal(same_c(&all, all0, is_c, &c, c0), 0);
+  assert_int_equal(same_c(&all, all0, is_c, &d, 0), 0);
+
+  tlc_engine_free(ref);
+  tlc_engine_free(e);
+  tlc_free(ev);
+  free(all.s);
+  free(c.s);
+  free(d.s);
+}
+
 static void test_limit(void **state) {
   rec_t r[TLC_ENGINE_TAPS + 1];
   tlc_event_t ev[2];
@@ -246,6 +380,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_two_taps),
     cmocka_unit_test(test_limit),
+    cmocka_unit_test(test_bands),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
