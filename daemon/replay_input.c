@@ -74,6 +74,7 @@ int tlc__rp_stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   if (rp->watch != NULL && with_engine) {
     s->conf.engine.tap = tlc_bwatch_tap;
     s->conf.engine.tap_want = tlc_bwatch_want;
+    s->conf.engine.tap_band = tlc_bwatch_band;
     s->conf.engine.tap_ud = rp->watch;
   }
   s->msg = say_cb;

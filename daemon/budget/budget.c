@@ -196,6 +196,7 @@ void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
   clear_rows(w);
   w->wall = 0; /* until e's next chunk stamp */
   tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
+  tlc_engine_set_tap_band(e, w, tlc_bwatch_band);
 }
 
 int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
@@ -591,6 +592,29 @@ static void mark(tlc_bwatch_t *w, const tlc_engine_sample_t *s) {
   } else if (s->kind == TLC_TAP_WALL && w->o.wall_ms == NULL) {
     w->wall = s->value;
   }
+}
+
+int tlc_bwatch_band(void *ud, uint32_t cookie, unsigned kind, int64_t *lo, int64_t *hi) {
+  const tlc_bwatch_t *w = ud;
+  const rowent_t *r;
+  int64_t l = INT64_MIN, h = INT64_MAX;
+  int any = 0;
+  uint32_t i;
+  if (cookie >= w->nrows)
+    return 0;
+  r = &w->rows[cookie];
+  for (i = 0; i < r->nm; i++) {
+    const match_t *m = &w->m[r->m0 + i];
+    const bstate_t *b = &w->bs[m->bi];
+    if (m->rate || m->kind != kind)
+      continue;
+    l = b->lo > l ? b->lo : l;
+    h = b->hi < h ? b->hi : h;
+    any = 1;
+  }
+  *lo = l;
+  *hi = h;
+  return any;
 }
 
 void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {

@@ -89,17 +89,21 @@ typedef struct tlc_bwatch tlc_bwatch_t;
 int tlc_bwatch_new(tlc_bwatch_t **w, const char *target, const tlc_tbudget_set_t *set,
                    const tlc_bwatch_opts_t *o);
 void tlc_bwatch_free(tlc_bwatch_t *w);
-/* Makes w the tap of e (tlc_engine_set_tap with tlc_bwatch_tap and tlc_bwatch_want). */
+/* Makes w the tap of e (tlc_engine_set_tap with tlc_bwatch_tap and tlc_bwatch_want, and
+ * tlc_bwatch_band its band). */
 void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e);
 /* Replaces the budgets (a reload): unchanged ones keep their counts, kept and worst. The
  * engine must be attached again (tlc_bwatch_attach) so that its rows are asked again. 0 or
  * TLC_ENOMEM (w unchanged). */
 int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set);
 
-/* The engine's tap and want callbacks (ud = the watch). */
+/* The engine's tap, want and band callbacks (ud = the watch). The band of a watched row's kind
+ * is the intersection of its budgets' [min, max] of that stat (rate budgets have none): the
+ * engine hands over only the samples outside it, which are the ones some budget can break. */
 void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s);
 unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
                          uint64_t state, uint32_t *cookie);
+int tlc_bwatch_band(void *ud, uint32_t cookie, unsigned kind, int64_t *lo, int64_t *hi);
 
 /* Reading. */
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w);
