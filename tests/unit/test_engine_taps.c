@@ -157,6 +157,21 @@ static void count_vs_snapshot(tlc_engine_t *e, const rec_t *a) {
   tlc_table_fini(&tab);
 }
 
+/* A new workload of n events into both the reference and e, with a gap halfway when `gap`. */
+static void feed(tlc_engine_t *ref, tlc_engine_t *e, tlc_event_t *ev, size_t n, int64_t *t,
+                 int gap) {
+  size_t h = gap ? n / 2 : n;
+  workload(ev, n, t);
+  tlc_engine_push(ref, ev, h);
+  tlc_engine_push(e, ev, h);
+  if (!gap)
+    return;
+  tlc_engine_gap(ref);
+  tlc_engine_gap(e);
+  tlc_engine_push(ref, ev + h, n - h);
+  tlc_engine_push(e, ev + h, n - h);
+}
+
 static void test_two_taps(void **state) {
   enum { N = 20000 };
   tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
@@ -168,13 +183,7 @@ static void test_two_taps(void **state) {
   assert_non_null(ev);
   assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_a, &a), 0);
   assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_b, &b), 0);
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N / 2);
-  tlc_engine_push(e, ev, N / 2);
-  tlc_engine_gap(ref);
-  tlc_engine_gap(e);
-  tlc_engine_push(ref, ev + N / 2, N - N / 2);
-  tlc_engine_push(e, ev + N / 2, N - N / 2);
+  feed(ref, e, ev, N, &t, 1);
   assert_true(a.n > 1000 && b.n > 1000);
   same_samples(&all, 0, is_a, &a, 0, 0);
   same_samples(&all, 0, is_b, &b, 0, 1);
@@ -186,9 +195,7 @@ static void test_two_taps(void **state) {
   all0 = all.n;
   b0 = b.n;
   a_after = a.n;
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N);
-  tlc_engine_push(e, ev, N);
+  feed(ref, e, ev, N, &t, 0);
   assert_int_equal(a.n, a_after);
   assert_true(b.n > b0);
   same_samples(&all, all0, is_b, &b, b0, 1);
@@ -283,13 +290,7 @@ static void test_bands(void **state) {
   tlc_engine_set_tap_band(e, &d, band_c); /* not its tap: nothing */
   tlc_engine_set_tap_band(e, &c, band_c);
   band_shift = 0;
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N / 2);
-  tlc_engine_push(e, ev, N / 2);
-  tlc_engine_gap(ref);
-  tlc_engine_gap(e);
-  tlc_engine_push(ref, ev + N / 2, N - N / 2);
-  tlc_engine_push(e, ev + N / 2, N - N / 2);
+  feed(ref, e, ev, N, &t, 1);
   assert_true(c.n > 1000);
   assert_true(same_c(&all, 0, is_c_out, &c, 0) > 1000); /* the bands held back many */
 
@@ -298,18 +299,14 @@ static void test_bands(void **state) {
   tlc_engine_set_tap_band(e, &c, band_c);
   all0 = all.n;
   c0 = c.n;
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N);
-  tlc_engine_push(e, ev, N);
+  feed(ref, e, ev, N, &t, 0);
   assert_true(same_c(&all, all0, is_c_out, &c, c0) > 1000);
 
   /* no band: every sample C wants */
   tlc_engine_set_tap_band(e, &c, NULL);
   all0 = all.n;
   c0 = c.n;
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N);
-  tlc_engine_push(e, ev, N);
+  feed(ref, e, ev, N, &t, 0);
   assert_int_equal(same_c(&all, all0, is_c, &c, c0), 0);
 
   /* a band again, then a second tap: bands are for one tap alone, so C gets all it wants */
@@ -317,9 +314,7 @@ static void test_bands(void **state) {
   assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_c, &d), 0);
   all0 = all.n;
   c0 = c.n;
-  workload(ev, N, &t);
-  tlc_engine_push(ref, ev, N);
-  tlc_engine_push(e, ev, N);
+  feed(ref, e, ev, N, &t, 0);
   assert_int_equal(same_c(&all, all0, is_c, &c, c0), 0);
   assert_int_equal(same_c(&all, all0, is_c, &d, 0), 0);
 
