@@ -456,6 +456,27 @@ static void test_reload(void **state) {
   assert_int_equal(tlc_bwatch_total(w, 1), 3);
   assert_int_equal(count_of(w, 1, 1, 0), 3);
   assert_int_equal(tlc_bwatch_total(w, 0), 1);
+  /* "change" tightens to 60 ns: a CALL of 70, inside the engine's bands of both before (not
+   * handed over to the watch), must now be tested and refused */
+  {
+    static const char c[] = "[budget change]\narea = TaskA\nstat = call\nmax = 60ns\n"
+                            "[budget keep]\narea = TaskA\nstat = net\nmax = 100ns\n";
+    tlc_event_t v[4];
+    tlc_tbudget_set_init(&s);
+    assert_int_equal(tlc_tbudget_parse(&s, c, strlen(c), "c.ini", err, sizeof(err)), 0);
+    assert_int_equal(tlc_bwatch_set_budgets(w, &s), 0);
+    tlc_bwatch_attach(w, e);
+    tlc_tbudget_set_fini(&s);
+    ev(&v[0], 9000, 1, TLC_EV_ENTRY, 0);
+    ev(&v[1], 9070, 1, TLC_EV_EXIT, 0); /* NET and CALL 70 */
+    ev(&v[2], 9100, 1, TLC_EV_ENTRY, 0);
+    ev(&v[3], 9150, 1, TLC_EV_EXIT, 0); /* NET and CALL 50: inside both */
+    tlc_engine_push(e, v, 4);
+  }
+  assert_int_equal(tlc_bwatch_total(w, 1), 3); /* keep: 70 <= 100 */
+  assert_int_equal(tlc_bwatch_total(w, 0), 1); /* change, started again: 70 > 60 */
+  assert_int_equal(seen.v[seen.n - 1].value, 70);
+  assert_int_equal(seen.v[seen.n - 1].limit, 60);
   tlc_bwatch_free(w);
   tlc_engine_free(e);
 }
