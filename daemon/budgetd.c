@@ -328,11 +328,8 @@ static void attach(struct tlc_budgetd_w *bw) {
     return;
   if (tlc_stpol_target(bw->t) != NULL)
     loc_restart(bw, tlc_engine_seq(e));
-  tlc_engine_remove_tap(e, bw->w);
-  if (tlc_engine_add_tap(e, tlc_bwatch_tap, tlc_bwatch_want, bw->w) < 0)
+  if (tlc_bwatch_add_tap(bw->w, e) < 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its budgets", bw->t->name);
-  else
-    tlc_engine_set_tap_band(e, bw->w, tlc_bwatch_band);
 }
 
 static void detach(tlc_daemon_t *d, struct tlc_budgetd_w **slot) {

@@ -71,12 +71,8 @@ int tlc__rp_stream_init(tlc_hist_stream_t *s, rp_t *rp, int with_engine) {
   if (tlc_ctxpack_on(&rp->pack))
     s->conf.engine.pack = rp->pack;
   s->conf.engine.mapping = rp->has_mapping ? &rp->mapping : NULL;
-  if (rp->watch != NULL && with_engine) {
-    s->conf.engine.tap = tlc_bwatch_tap;
-    s->conf.engine.tap_want = tlc_bwatch_want;
-    s->conf.engine.tap_band = tlc_bwatch_band;
-    s->conf.engine.tap_ud = rp->watch;
-  }
+  if (rp->watch != NULL && with_engine)
+    tlc_bwatch_engine_opts(rp->watch, &s->conf.engine);
   s->msg = say_cb;
   s->report = 1;
   return tlc_hist_stream_init(s);

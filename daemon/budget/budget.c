@@ -195,8 +195,19 @@ static void clear_rows(tlc_bwatch_t *w) {
 void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e) {
   clear_rows(w);
   w->wall = 0; /* until e's next chunk stamp */
-  tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, w);
-  tlc_engine_set_tap_band(e, w, tlc_bwatch_band);
+  tlc_engine_set_tap(e, tlc_bwatch_tap, tlc_bwatch_want, tlc_bwatch_band, w);
+}
+
+int tlc_bwatch_add_tap(tlc_bwatch_t *w, tlc_engine_t *e) {
+  tlc_engine_remove_tap(e, w);
+  return tlc_engine_add_tap(e, tlc_bwatch_tap, tlc_bwatch_want, tlc_bwatch_band, w);
+}
+
+void tlc_bwatch_engine_opts(tlc_bwatch_t *w, tlc_engine_opts_t *o) {
+  o->tap = tlc_bwatch_tap;
+  o->tap_want = tlc_bwatch_want;
+  o->tap_band = tlc_bwatch_band;
+  o->tap_ud = w;
 }
 
 int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {

@@ -89,9 +89,14 @@ typedef struct tlc_bwatch tlc_bwatch_t;
 int tlc_bwatch_new(tlc_bwatch_t **w, const char *target, const tlc_tbudget_set_t *set,
                    const tlc_bwatch_opts_t *o);
 void tlc_bwatch_free(tlc_bwatch_t *w);
-/* Makes w the tap of e (tlc_engine_set_tap with tlc_bwatch_tap and tlc_bwatch_want, and
- * tlc_bwatch_band its band). */
+/* Makes w the tap of e (tlc_engine_set_tap with tlc_bwatch_tap, tlc_bwatch_want and
+ * tlc_bwatch_band). */
 void tlc_bwatch_attach(tlc_bwatch_t *w, tlc_engine_t *e);
+/* Makes w one tap of e beside the others (tlc_engine_add_tap, after removing w if it was one):
+ * 0 or TLC_ELIMIT. */
+int tlc_bwatch_add_tap(tlc_bwatch_t *w, tlc_engine_t *e);
+/* Sets o's tap, tap_want, tap_band and tap_ud to w's, for an engine made with w as its tap. */
+void tlc_bwatch_engine_opts(tlc_bwatch_t *w, tlc_engine_opts_t *o);
 /* Replaces the budgets (a reload): unchanged ones keep their counts, kept and worst. The
  * engine must be attached again (tlc_bwatch_attach) so that its rows are asked again. 0 or
  * TLC_ENOMEM (w unchanged). */

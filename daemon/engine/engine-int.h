@@ -272,7 +272,7 @@ struct tlc_engine {
   struct etap {
     tlc_engine_tap_fn fn;
     tlc_engine_tap_want_fn want;
-    tlc_engine_tap_band_fn band; /* NULL: none (tlc_engine_set_tap_band) */
+    tlc_engine_tap_band_fn band; /* NULL: none */
     void *ud;
   } taps[TLC_ENGINE_TAPS];
   unsigned ntaps;
@@ -281,8 +281,8 @@ struct tlc_engine {
     uint32_t cookie[TLC_ENGINE_TAPS];
   } * tapx;
   size_t captapx;
-  /* the bands of the one tap (tlc_engine_set_tap_band): tband[row].k[kind], the values the tap
-   * would ignore; a row's samples of kind k inside [lo, hi] are not handed to it (tap_sample).
+  /* the bands of the one tap (engine.h: tlc_engine_tap_band_fn): tband[row].k[kind], the values the
+   * tap would ignore; a row's samples of kind k inside [lo, hi] are not handed to it (tap_sample).
    * Written at every ask of a row below captband (an empty band when there is none, lo
    * INT64_MIN and w 0, which no sample matches since samples are >= 0:
    * several taps, no band function, a kind without one); grown in tap_ask, to the highest row

@@ -1373,10 +1373,7 @@ int tlc_engine_new(tlc_engine_t **ep, tlc_format_t fmt, const tlc_engine_opts_t 
   e->fmt = fmt;
   e->o = *o;
   if (e->o.tap != NULL) { /* the options' tap is the first of the list */
-    e->taps[0].fn = e->o.tap;
-    e->taps[0].want = e->o.tap_want;
-    e->taps[0].band = e->o.tap_band;
-    e->taps[0].ud = e->o.tap_ud;
+    e->taps[0] = (struct etap){ e->o.tap, e->o.tap_want, e->o.tap_band, e->o.tap_ud };
     e->ntaps = 1;
   }
   if (e->o.max_areas == 0)

@@ -184,13 +184,13 @@ typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
  * one test per event. Gaps are always delivered. */
 typedef unsigned (*tlc_engine_tap_want_fn)(void *ud, uint32_t handle, uint32_t context,
                                            uint8_t row_kind, uint64_t state, uint32_t *cookie);
-/* A tap's band (tlc_engine_set_tap_band): for the row whose cookie tap_want set, and a kind k
- * it wants (TLC_NET..TLC_OUTSIDE), the values the tap would do nothing with: 1 and [*lo, *hi]
- * (samples of that kind with lo <= value <= hi are then not handed to the tap at all), or 0:
- * every sample. Asked right after tap_want, for each kind it wanted; with one tap only (with
- * several, every wanted sample goes to each). A budget watch's band is the intersection of
- * its budgets' [min, max] on the row: a sample inside passes every one, and costs the engine a
- * compare instead of a call. Counts (TLC_TAP_COUNT) and marks have no band. */
+/* A tap's band (opts.tap_band, tlc_engine_set_tap, tlc_engine_add_tap): for the row whose cookie
+ * tap_want set, and a kind k it wants (TLC_NET..TLC_OUTSIDE), the values the tap would do nothing
+ * with: 1 and [*lo, *hi] (samples of that kind with lo <= value <= hi are then not handed to the
+ * tap at all), or 0: every sample. Asked right after tap_want, for each kind it wanted; with one
+ * tap only (with several, every wanted sample goes to each). A budget watch's band is the
+ * intersection of its budgets' [min, max] on the row: a sample inside passes every one, and costs
+ * the engine a compare instead of a call. Counts (TLC_TAP_COUNT) and marks have no band. */
 typedef int (*tlc_engine_tap_band_fn)(void *ud, uint32_t cookie, unsigned kind, int64_t *lo,
                                       int64_t *hi);
 
@@ -244,10 +244,10 @@ void tlc_engine_gap(tlc_engine_t *e);
 
 /* Replaces the borrowed mapping (NULL: none) used for variable -> state links from the next
  * event on. */
-/* Replaces the tap (opts.tap, opts.tap_want, opts.tap_ud; tap NULL: none) from the next event
- * on; every row's wanted kinds are asked again. */
+/* Replaces the tap (opts.tap, opts.tap_want, opts.tap_band, opts.tap_ud; tap NULL: none) from
+ * the next event on; every row's wanted kinds and bands are asked again. */
 void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                        void *ud);
+                        tlc_engine_tap_band_fn band, void *ud);
 /* Several consumers (budgets, rollups) each attach a tap of their own: at most
  * TLC_ENGINE_TAPS at once, every one asked for its wanted kinds and cookie per row and called
  * only for the samples it wants. tlc_engine_add_tap returns 0 or TLC_ELIMIT (all taken);
@@ -255,11 +255,8 @@ void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_w
  * event on. tlc_engine_set_tap replaces them all with one (NULL: none). */
 #define TLC_ENGINE_TAPS 4
 int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                       void *ud);
+                       tlc_engine_tap_band_fn band, void *ud);
 void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
-/* Gives the tap whose ud is `ud` (none: nothing) the band function `band` (NULL: none), from
- * the next event on; every row's wanted kinds and bands are asked again. */
-void tlc_engine_set_tap_band(tlc_engine_t *e, void *ud, tlc_engine_tap_band_fn band);
 
 /* The sample log: a cheaper feed than a tap for a consumer that wants every sample of every row
  * (rollups). Each sample, as it closes, is appended inline to the engine's block of entries (no

@@ -1,16 +1,16 @@
 /* taps.c - the engine's taps (engine.h: tlc_engine_set_tap, tlc_engine_add_tap): the list of
  * taps, asking them which sample kinds of a row they want and, for the one tap, its bands
- * (tlc_engine_set_tap_band), and calling them with each sample and mark.
+ * (engine.h: tlc_engine_tap_band_fn), and calling them with each sample and mark.
  *
- * Invariants (engine-int.h: erow_t.tap_mask, struct etap): o.tap, o.tap_want and o.tap_ud
- * mirror taps[0] (o.tap is NULL without a tap: the push loop's one test); a row's tap_mask is
- * TAP_ASK until the taps are asked, then the union of what they want; while it is not 0 the
+ * Invariants (engine-int.h: erow_t.tap_mask, struct etap): o.tap, o.tap_want, o.tap_band and
+ * o.tap_ud mirror taps[0] (o.tap is NULL without a tap: the push loop's one test); a row's tap_mask
+ * is TAP_ASK until the taps are asked, then the union of what they want; while it is not 0 the
  * row's whi is INT64_MIN (its interval's end kept in tap_whi), so every event on the row leaves
  * the push loop for engine.c's out-of-line paths, which call in here.
  *
  * Cost: nothing per event without a tap (the test is engine.c's tapm); asking is once per row
  * and change of the tap list (tlc__engine_tap_regen: O(rows)); a sample a tap wants is one
- * call per tap that wants it, or, inside the one tap's band of its row and kind, two compares
+ * call per tap that wants it, or, inside the one tap's band of its row and kind, a compare
  * (engine-int.h: tlc__engine_tap_sample) and no call.
  *
  * Does not: test per event whether a tap wants something (engine.c's tapm, tap_count and the
@@ -76,28 +76,36 @@ void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t 
   }
 }
 
+/* b: no band for any kind. */
+static void band_none(struct etband *b) {
+  unsigned k;
+  for (k = 0; k < NK; k++) {
+    b->k[k].lo = INT64_MIN; /* empty: samples are >= 0 */
+    b->k[k].w = 0;
+  }
+}
+
 /* Writes r's bands (engine-int.h: e->tband) after its tap_mask was asked: the one tap's band
  * function's answer for each kind < NK it wants, empty for the others and for every
  * kind with several taps or without a band function. Grows tband when r needs a band; without
  * memory r keeps none (every wanted sample is handed over, as without a band). */
 static void tap_bands(tlc_engine_t *e, const erow_t *r) {
-  size_t ri = (size_t)(r - e->rows);
+  size_t ri = (size_t)(r - e->rows), j;
+  tlc_engine_tap_band_fn band = e->ntaps == 1 ? e->o.tap_band : NULL;
   struct etband b;
   int any = 0;
   unsigned k;
-  for (k = 0; k < NK; k++) {
-    int64_t lo = 0, hi = -1;
-    b.k[k].lo = INT64_MIN; /* empty: samples are >= 0 */
-    b.k[k].w = 0;
-    if (e->ntaps == 1 && e->o.tap_band != NULL && (r->tap_mask & (1u << k)) &&
-        e->o.tap_band(e->o.tap_ud, r->tap_cookie, k, &lo, &hi) && lo <= hi) {
+  band_none(&b);
+  for (k = 0; band != NULL && k < NK; k++) {
+    int64_t lo, hi;
+    if ((r->tap_mask & (1u << k)) && band(e->o.tap_ud, r->tap_cookie, k, &lo, &hi) && lo <= hi) {
       b.k[k].lo = lo;
       b.k[k].w = (uint64_t)hi - (uint64_t)lo;
       any = 1;
     }
   }
   if (ri >= e->captband) {
-    size_t cap = e->captband, j;
+    size_t cap = e->captband;
     struct etband *n;
     if (!any)
       return; /* none beyond captband: none */
@@ -105,10 +113,7 @@ static void tap_bands(tlc_engine_t *e, const erow_t *r) {
     if (n == NULL)
       return; /* no memory: no band */
     for (j = e->captband; j < cap; j++)
-      for (k = 0; k < NK; k++) {
-        n[j].k[k].lo = INT64_MIN;
-        n[j].k[k].w = 0;
-      }
+      band_none(&n[j]);
     e->tband = n;
     e->captband = cap;
   }
@@ -172,47 +177,35 @@ unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r) {
   return tlc__engine_tap_ask(e, r);
 }
 
-/* Mirrors the tap list into o.tap, o.tap_want and o.tap_ud (engine-int.h: struct etap) and
- * makes every row ask again. */
+/* Mirrors the tap list into o.tap, o.tap_want, o.tap_band and o.tap_ud (engine-int.h: struct
+ * etap) and makes every row ask again. */
 static void taps_changed(tlc_engine_t *e) {
-  if (e->ntaps == 0) {
-    e->o.tap = NULL;
-    e->o.tap_want = NULL;
-    e->o.tap_band = NULL;
-    e->o.tap_ud = NULL;
-  } else {
-    e->o.tap = e->taps[0].fn;
-    e->o.tap_want = e->taps[0].want;
-    e->o.tap_band = e->taps[0].band;
-    e->o.tap_ud = e->taps[0].ud;
-  }
+  static const struct etap none;
+  const struct etap *t = e->ntaps > 0 ? &e->taps[0] : &none;
+  e->o.tap = t->fn;
+  e->o.tap_want = t->want;
+  e->o.tap_band = t->band;
+  e->o.tap_ud = t->ud;
   tlc__engine_tap_regen(e);
 }
 
 void tlc_engine_set_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                        void *ud) {
+                        tlc_engine_tap_band_fn band, void *ud) {
   e->ntaps = 0;
   if (tap != NULL) {
-    e->taps[0].fn = tap;
-    e->taps[0].want = want;
-    e->taps[0].band = NULL;
-    e->taps[0].ud = ud;
+    e->taps[0] = (struct etap){ tap, want, band, ud };
     e->ntaps = 1;
   }
   taps_changed(e);
 }
 
 int tlc_engine_add_tap(tlc_engine_t *e, tlc_engine_tap_fn tap, tlc_engine_tap_want_fn want,
-                       void *ud) {
+                       tlc_engine_tap_band_fn band, void *ud) {
   if (tap == NULL)
     return TLC_EINVAL;
   if (e->ntaps >= TLC_ENGINE_TAPS)
     return TLC_ELIMIT;
-  e->taps[e->ntaps].fn = tap;
-  e->taps[e->ntaps].want = want;
-  e->taps[e->ntaps].band = NULL;
-  e->taps[e->ntaps].ud = ud;
-  e->ntaps++;
+  e->taps[e->ntaps++] = (struct etap){ tap, want, band, ud };
   taps_changed(e);
   return 0;
 }
@@ -223,16 +216,6 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud) {
     if (e->taps[i].ud == ud) {
       memmove(&e->taps[i], &e->taps[i + 1], (e->ntaps - i - 1) * sizeof(e->taps[0]));
       e->ntaps--;
-      taps_changed(e);
-      return;
-    }
-}
-
-void tlc_engine_set_tap_band(tlc_engine_t *e, void *ud, tlc_engine_tap_band_fn band) {
-  unsigned i;
-  for (i = 0; i < e->ntaps; i++)
-    if (e->taps[i].ud == ud) {
-      e->taps[i].band = band;
       taps_changed(e);
       return;
     }

@@ -247,8 +247,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (mode & 128) {
     ta.filtered = 1;
     tb.on = 1;
-    if (tlc_engine_add_tap(e, tap_fn, NULL, &ta) != 0 ||
-        tlc_engine_add_tap(e, tap_fn, want_b, &tb) != 0)
+    if (tlc_engine_add_tap(e, tap_fn, NULL, NULL, &ta) != 0 ||
+        tlc_engine_add_tap(e, tap_fn, want_b, NULL, &tb) != 0)
       abort();
   }
   tlc_table_init(&delta);

@@ -591,7 +591,7 @@ static void test_wall(void **state) {
   tlc_tbudget_set_fini(&s);
   assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, NULL), 0);
   tlc_bwatch_attach(w, e);
-  assert_int_equal(tlc_engine_add_tap(e, mark_tap, want_none, &mk), 0);
+  assert_int_equal(tlc_engine_add_tap(e, mark_tap, want_none, NULL, &mk), 0);
 
   /* no chunk stamp yet: the clock, read at each violation */
   before = tlc_now_unix_ms();

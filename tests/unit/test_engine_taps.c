@@ -8,10 +8,10 @@
  *  - gaps reach both;
  *  - removing A: from the next event on only B is called, still exactly its samples;
  *  - at most TLC_ENGINE_TAPS: the next tlc_engine_add_tap is TLC_ELIMIT; set_tap replaces all;
- *  - bands (tlc_engine_set_tap_band): the one tap gets exactly the reference's samples it wants
- *    but those inside its band of their row and kind (counts and gaps whole), bands asked again
- *    when the function is set again; without a band function or with a second tap, every
- *    wanted sample.
+ *  - bands (a tap's tlc_engine_tap_band_fn): the one tap gets exactly the reference's samples
+ *    it wants but those inside its band of their row and kind (counts and gaps whole), bands
+ *    asked again when the tap is set again; without a band function or with a second tap,
+ *    every wanted sample.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -181,8 +181,8 @@ static void test_two_taps(void **state) {
   size_t all0, b0, a_after;
   (void)state;
   assert_non_null(ev);
-  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_a, &a), 0);
-  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_b, &b), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_a, NULL, &a), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_b, NULL, &b), 0);
   feed(ref, e, ev, N, &t, 1);
   assert_true(a.n > 1000 && b.n > 1000);
   same_samples(&all, 0, is_a, &a, 0, 0);
@@ -208,7 +208,7 @@ static void test_two_taps(void **state) {
   free(b.s);
 }
 
-/* ---- bands (tlc_engine_set_tap_band) ---- */
+/* ---- bands (tlc_engine_tap_band_fn) ---- */
 
 /* C: every kind and the count of code rows of even handles and of data rows, cookie the
  * handle; its band of kind k on a handle is band_of's, none for handles divisible by 7 */
@@ -275,8 +275,8 @@ static size_t same_c(const rec_t *all, size_t from, int (*is)(const tlc_engine_s
 }
 
 /* A band holds back exactly the samples inside it: the tap gets the reference's samples it
- * wants minus those, with counts and gaps whole; a new band function is asked from the next
- * event on; none (NULL) or a second tap: every wanted sample again. */
+ * wants minus those, with counts and gaps whole; a tap set again is asked again from the
+ * next event on; none (NULL) or a second tap: every wanted sample again. */
 static void test_bands(void **state) {
   enum { N = 20000 };
   tlc_event_t *ev = tlc_calloc(N, sizeof(*ev));
@@ -286,9 +286,7 @@ static void test_bands(void **state) {
   size_t all0, c0;
   (void)state;
   assert_non_null(ev);
-  tlc_engine_set_tap(e, tap_fn, want_c, &c);
-  tlc_engine_set_tap_band(e, &d, band_c); /* not its tap: nothing */
-  tlc_engine_set_tap_band(e, &c, band_c);
+  tlc_engine_set_tap(e, tap_fn, want_c, band_c, &c);
   band_shift = 0;
   feed(ref, e, ev, N, &t, 1);
   assert_true(c.n > 1000);
@@ -296,22 +294,22 @@ static void test_bands(void **state) {
 
   /* other bands: asked again, used from the next event on */
   band_shift = 2;
-  tlc_engine_set_tap_band(e, &c, band_c);
+  tlc_engine_set_tap(e, tap_fn, want_c, band_c, &c);
   all0 = all.n;
   c0 = c.n;
   feed(ref, e, ev, N, &t, 0);
   assert_true(same_c(&all, all0, is_c_out, &c, c0) > 1000);
 
   /* no band: every sample C wants */
-  tlc_engine_set_tap_band(e, &c, NULL);
+  tlc_engine_set_tap(e, tap_fn, want_c, NULL, &c);
   all0 = all.n;
   c0 = c.n;
   feed(ref, e, ev, N, &t, 0);
   assert_int_equal(same_c(&all, all0, is_c, &c, c0), 0);
 
   /* a band again, then a second tap: bands are for one tap alone, so C gets all it wants */
-  tlc_engine_set_tap_band(e, &c, band_c);
-  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_c, &d), 0);
+  tlc_engine_set_tap(e, tap_fn, want_c, band_c, &c);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, want_c, band_c, &d), 0);
   all0 = all.n;
   c0 = c.n;
   feed(ref, e, ev, N, &t, 0);
@@ -334,8 +332,8 @@ static void test_limit(void **state) {
   (void)state;
   memset(r, 0, sizeof(r));
   for (i = 0; i < TLC_ENGINE_TAPS; i++)
-    assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[i]), 0);
-  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[TLC_ENGINE_TAPS]), TLC_ELIMIT);
+    assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, NULL, &r[i]), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, NULL, &r[TLC_ENGINE_TAPS]), TLC_ELIMIT);
   memset(ev, 0, sizeof(ev));
   ev[0].type = TLC_EV_ENTRY;
   ev[0].handle = 0x10000001u;
@@ -351,9 +349,9 @@ static void test_limit(void **state) {
   assert_int_equal(r[0].s[1].value, 150);
   /* one removed: room for another */
   tlc_engine_remove_tap(e, &r[1]);
-  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, &r[TLC_ENGINE_TAPS]), 0);
+  assert_int_equal(tlc_engine_add_tap(e, tap_fn, NULL, NULL, &r[TLC_ENGINE_TAPS]), 0);
   /* set_tap replaces them all with one */
-  tlc_engine_set_tap(e, tap_fn, NULL, &r[0]);
+  tlc_engine_set_tap(e, tap_fn, NULL, NULL, &r[0]);
   ev[0].time_ns = 300;
   ev[1].time_ns = 400;
   tlc_engine_push(e, ev, 2);
@@ -361,7 +359,7 @@ static void test_limit(void **state) {
   assert_int_equal(r[0].n, 10);
   assert_int_equal(r[2].n, 4);
   assert_int_equal(r[TLC_ENGINE_TAPS].n, 0);
-  tlc_engine_set_tap(e, NULL, NULL, NULL);
+  tlc_engine_set_tap(e, NULL, NULL, NULL, NULL);
   ev[0].time_ns = 500;
   ev[1].time_ns = 600;
   tlc_engine_push(e, ev, 2);
