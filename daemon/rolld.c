@@ -2,6 +2,8 @@
  *
  * Each target's engine feeds the target's rollup accumulator through its sample log
  * (tlc_rollup_slog: a block of samples at a time, no call per sample; the taps are the budgets').
+ * A budget violation goes into the same log as a note (tlc_rollup_slog_violation), in order with
+ * the samples and with no hand-off of its own, so that a storm of them costs an entry pair each.
  * Accumulators are kept by target pointer in d->raccs (a few per daemon: a linear search on events,
  * none per sample).
  *
@@ -469,7 +471,12 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
   struct tlc_rolld_acc *a;
   if (d->rollup == NULL || (a = find(d, t)) == NULL)
     return;
-  /* the samples logged so far first: a chunk holds one minute, in order */
+  /* in the engine's sample log, in order with its samples; else after the samples logged so
+   * far (a chunk holds one minute, in order) */
+  if (t->pipe.engine != NULL &&
+      tlc_rollup_slog_violation(a->acc, t->pipe.engine, v->handle, v->context, v->state, v->stat,
+                                v->row_kind, v->end, v->epoch) == 0)
+    return;
   if (t->pipe.engine != NULL)
     tlc_engine_slog_flush(t->pipe.engine);
   tlc_rollup_add_violation(a->acc, v->handle, v->context, v->state, v->stat, v->row_kind, v->end,

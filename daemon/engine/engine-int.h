@@ -247,6 +247,7 @@ struct tlc_engine {
   tlc_engine_slog_fn slog_fn;
   void *slog_ud;
   tlc_engine_slent_t *slog, *scur, *send;
+  int pushing; /* inside tlc_engine_push: its end hands the log over (tlc_engine_slog_note) */
   /* snapshot scratch kept between snapshots: the code rows grouped by area for the Neutral
    * merge (rebuilt when rows were added or a row got its context: grp_nrows, grp_gen), which
    * rows changed, and the engine row -> table row map */

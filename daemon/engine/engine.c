@@ -1287,6 +1287,7 @@ static TLC_HOT void push1(tlc_engine_t *e, const tlc_event_t *ev, int mode) {
  * no test of the tap's: the code rows a tap watches fail code_hot's check. */
 void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
   size_t i;
+  e->pushing = 1;
   if (e->fmt != TLC_FMT_EVLOG && !e->ctxmode) {
     for (i = 0; i < n; i++)
       push1(e, &ev[i], M_CORE);
@@ -1295,6 +1296,7 @@ void tlc_engine_push(tlc_engine_t *e, const tlc_event_t *ev, size_t n) {
     for (i = 0; i < n; i++)
       push1(e, &ev[i], mode);
   }
+  e->pushing = 0;
   if (e->scur != e->slog) /* the log is empty between pushes (engine.h) */
     tlc__engine_slog_flush(e);
 }

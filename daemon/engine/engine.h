@@ -278,7 +278,11 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
  *                   described again. value: tlc_engine_epoch;
  *   TLC_SLOG_EPOCH  value: the sample epoch (tlc_engine_sample_t.epoch, the engine's clock
  *                   restarts) of the samples that follow: after every TLC_SLOG_ROWS and at every
- *                   clock restart.
+ *                   clock restart;
+ *   TLC_SLOG_NOTE   a note the log's consumer put in itself (tlc_engine_slog_note), in order
+ *                   with the samples: a pair of entries like NET's, this one's aux, value and end
+ *                   and the next one's value and end (its rk and aux not set); it counts as one
+ *                   sample in tlc_engine_slog_samples.
  * Samples are exactly the tap's (tlc_engine_sample_t with kind < TLC_NKINDS): value, end and
  * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it).
  * The three samples of a code activation closing (NET, GROSS, CALL of one row, one end) come
@@ -296,13 +300,19 @@ typedef struct tlc_engine_slent {
 #define TLC_SLOG_DEF   0xFFFFFFF0u /* + row_kind (enum tlc_row_kind, < 8) */
 #define TLC_SLOG_EPOCH 0xFFFFFFFFu
 #define TLC_SLOG_ROWS  0xFFFFFFFEu
+#define TLC_SLOG_NOTE  0xFFFFFFF8u
 #define TLC_SLOG_BLOCK 1024 /* entries of a block */
-/* The samples of entries x[0, n) (a NET pair counts 3, a mark 0). */
+/* The samples of entries x[0, n) (a NET pair counts 3, a note's pair 1, another mark 0). */
 static inline uint64_t tlc_engine_slog_samples(const tlc_engine_slent_t *x, size_t n) {
   uint64_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    if (x[i].rk >= TLC_SLOG_MARKS)
+    if (x[i].rk >= TLC_SLOG_MARKS) {
+      if (x[i].rk == TLC_SLOG_NOTE) {
+        k++;
+        i++;
+      }
       continue;
+    }
     if (x[i].rk % TLC_NKINDS == TLC_NET) {
       k += 2;
       i++;
@@ -319,6 +329,13 @@ typedef tlc_engine_slent_t *(*tlc_engine_slog_fn)(void *ud, const tlc_engine_t *
 int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud);
 /* Hands what the log holds to its function now (nothing queued, no log: nothing). */
 void tlc_engine_slog_flush(tlc_engine_t *e);
+/* Appends a note (TLC_SLOG_NOTE: aux, v0 and e0 in the first entry, v1 and e1 in the second) to
+ * the log when the log is fn's with ud, in order with the samples: from a tap during
+ * tlc_engine_push it goes with the push's block (no call: what a budget violation found by a
+ * tap costs its rollup), elsewhere it is handed over at once. 0, or TLC_EINVAL when the log is
+ * off or another's (nothing appended). */
+int tlc_engine_slog_note(tlc_engine_t *e, tlc_engine_slog_fn fn, const void *ud, uint32_t aux,
+                         int64_t v0, int64_t e0, int64_t v1, int64_t e1);
 /* Row `row`'s key as the tap gives it (tlc_engine_sample_t: handle, context, row_kind, state).
  * 0, or TLC_EINVAL when there is no such row. */
 int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,

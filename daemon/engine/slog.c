@@ -1,6 +1,7 @@
 /* slog.c - the engine's sample log (engine.h: tlc_engine_set_slog, tlc_engine_slog_flush): setting
- * the log's function, handing its block of entries over, and the marks (TLC_SLOG_ROWS,
- * TLC_SLOG_EPOCH) that tell its consumer when row indexes and sample epochs change.
+ * the log's function, handing its block of entries over, the marks (TLC_SLOG_ROWS,
+ * TLC_SLOG_EPOCH) that tell its consumer when row indexes and sample epochs change, and the
+ * consumer's own notes (tlc_engine_slog_note).
  *
  * Invariants (engine-int.h: erow_t.slog, tlc_engine_t.slog): the log is on iff e->slog != NULL,
  * and then holds slog[0, scur - slog) with send = slog + TLC_SLOG_BLOCK; it is empty between
@@ -96,4 +97,28 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {
 void tlc_engine_slog_flush(tlc_engine_t *e) {
   if (e->slog != NULL && e->scur != e->slog)
     tlc__engine_slog_flush(e);
+}
+
+int tlc_engine_slog_note(tlc_engine_t *e, tlc_engine_slog_fn fn, const void *ud, uint32_t aux,
+                         int64_t v0, int64_t e0, int64_t v1, int64_t e1) {
+  tlc_engine_slent_t *l;
+  if (e->slog == NULL || e->slog_fn != fn || e->slog_ud != ud)
+    return TLC_EINVAL;
+  /* its own room (a tap is served before or after a group of engine.c's entries, never between
+   * the group's slog_room and its entries) */
+  if (e->send - e->scur < 2)
+    tlc__engine_slog_flush(e);
+  l = e->scur;
+  l[0].rk = TLC_SLOG_NOTE;
+  l[0].aux = aux;
+  l[0].value = v0;
+  l[0].end = e0;
+  l[1].rk = 0;
+  l[1].aux = 0;
+  l[1].value = v1;
+  l[1].end = e1;
+  e->scur = l + 2;
+  if (!e->pushing) /* the log is empty between pushes (engine.h) */
+    tlc__engine_slog_flush(e);
+  return 0;
 }

@@ -1,7 +1,8 @@
 /* acc.c - the open minute of a target: the loop side hands the engine's sample log blocks to
- * the worker as they are (no copy), and appends the tap's samples and budget violations to a
- * chunk (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows,
- * splits samples by minute and epoch and counts them in the open minute (see rollup.h).
+ * the worker as they are (no copy), with the budget violations noted in them
+ * (tlc_rollup_slog_violation), and appends the tap's samples and other violations to a chunk
+ * (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows and
+ * notes, splits samples by minute and epoch and counts them in the open minute (see rollup.h).
  *
  * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
  * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
@@ -26,6 +27,12 @@
 #else
 #define TLC_ROLLUP_LIKELY(x) (x)
 #endif
+
+/* A note's kind (aux >> 16) in the engine's sample log (engine.h: TLC_SLOG_NOTE): a budget
+ * violation (tlc_rollup_slog_violation: aux's low bytes its kind and row_kind, the first entry's
+ * value handle << 32 | context and end its state, the second's value its end and end its
+ * epoch). */
+#define NOTE_VIOLATION 1u
 
 static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint8_t kind) {
   uint64_t h = ((uint64_t)handle << 32 | context) * 0x9E3779B97F4A7C15ull;
@@ -303,6 +310,23 @@ static int rows_def(tlc_rollup_open_t *o, const tlc_engine_slent_t *x) {
   return 0;
 }
 
+/* The violation of note x[0..1] (tlc_rollup_slog_violation's) into *s. 1, or 0 when x is not
+ * one (a note of another kind). */
+static int note_violation(const tlc_engine_slent_t *x, tlc_rollup_sample_t *s) {
+  uint32_t kind = x[0].aux & 0xFF;
+  if ((x[0].aux >> 16) != NOTE_VIOLATION || kind >= TLC_NKINDS)
+    return 0;
+  memset(s, 0, sizeof *s);
+  s->handle = (uint32_t)((uint64_t)x[0].value >> 32);
+  s->context = (uint32_t)x[0].value;
+  s->state = (uint64_t)x[0].end;
+  s->kind = (uint8_t)(kind | TLC_ROLLUP_VIOL);
+  s->row_kind = (uint8_t)(x[0].aux >> 8);
+  s->end = x[1].value;
+  s->epoch = (uint64_t)x[1].end;
+  return 1;
+}
+
 void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
                             size_t n, int replay) {
   for (size_t i = 0; i < n; i++) {
@@ -310,7 +334,12 @@ void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_eng
     const struct tlc_rollup_rdesc *d;
     tlc_rollup_sample_t s;
     if (rk >= TLC_SLOG_MARKS) {
-      if (rk == TLC_SLOG_EPOCH) {
+      if (rk == TLC_SLOG_NOTE) { /* a violation (tlc_rollup_slog_violation), a pair */
+        if (i + 1 < n && note_violation(&x[i], &s) &&
+            !(replay && !tlc__rollup_replay_keep(r, o, &s)))
+          tlc__rollup_hold(r, o, &s);
+        i++;
+      } else if (rk == TLC_SLOG_EPOCH) {
         o->slog_epoch = (uint64_t)x[i].value;
       } else if (rk == TLC_SLOG_ROWS) {
         if (o->rows != NULL)
@@ -400,6 +429,16 @@ void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t con
   s.end = end;
   s.epoch = epoch;
   tlc_rollup_add(a, &s); /* in order with the samples: the same minute's chunk */
+}
+
+int tlc_rollup_slog_violation(tlc_rollup_acc_t *a, tlc_engine_t *e, uint32_t handle,
+                              uint32_t context, uint64_t state, uint8_t kind, uint8_t row_kind,
+                              int64_t end, uint64_t epoch) {
+  uint32_t aux = (uint32_t)NOTE_VIOLATION << 16 | (uint32_t)row_kind << 8 |
+                 (kind < TLC_NKINDS ? kind : TLC_NET);
+  return tlc_engine_slog_note(e, tlc_rollup_slog, a, aux,
+                              (int64_t)((uint64_t)handle << 32 | context), (int64_t)state, end,
+                              (int64_t)epoch);
 }
 
 /* ---- the worker side ---- */

@@ -137,6 +137,13 @@ struct tlc_engine_slent *tlc_rollup_slog(void *acc, const struct tlc_engine *e,
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
                               uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
                               uint64_t epoch);
+/* The same through engine e's sample log when it feeds a (tlc_rollup_slog): appended to the log
+ * in order with the samples (engine.h: tlc_engine_slog_note), with no hand-off of its own, so
+ * that a storm of violations costs the loop one entry pair each. 0, or TLC_EINVAL when e's log
+ * is not a's (then tlc_engine_slog_flush and tlc_rollup_add_violation keep the order). */
+int tlc_rollup_slog_violation(tlc_rollup_acc_t *a, struct tlc_engine *e, uint32_t handle,
+                              uint32_t context, uint64_t state, uint8_t kind, uint8_t row_kind,
+                              int64_t end, uint64_t epoch);
 /* Takes a copy of the open minute as of now (a statistics checkpoint asks its storage position
  * now), the minute staying open, with the target's marks (the last minute written and how many
  * of its samples): returns its generation, for tlc_rollup_acc_saved_at. */

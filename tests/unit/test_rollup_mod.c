@@ -568,6 +568,7 @@ static size_t same_steps(const tlc_rollup_res_t *a, const tlc_rollup_res_t *b) {
       assert_int_equal(c->tmax, d->tmax);
       assert_int_equal(c->nbins, d->nbins);
       assert_memory_equal(c->bins, d->bins, c->nbins * sizeof(*c->bins));
+      assert_int_equal(c->violations, d->violations);
       cells++;
     }
   }
@@ -661,6 +662,89 @@ static void test_slog_as_tap(void **state) {
     tlc_rollup_res_fini(&a);
     tlc_rollup_res_fini(&b);
   }
+  assert_true(cells > 200);
+  free(ev);
+  rm_rf(dir);
+}
+
+/* A second tap on the pair's engine that makes every sample whose value is a multiple of 7 a
+ * violation, as the daemon's budget watch hands one on (rolld.c): to the tap's accumulator
+ * through its chunk, to the log's through the engine's sample log, during the push. */
+typedef struct viol_tap {
+  pair_t *p;
+  uint64_t n;
+} viol_tap_t;
+
+static void viol_tap(void *ud, const tlc_engine_sample_t *s) {
+  viol_tap_t *v = ud;
+  if (s->kind >= TLC_NKINDS || s->value % 7 != 0)
+    return;
+  tlc_rollup_add_violation(v->p->at, s->handle, s->context, s->state, s->kind, s->row_kind, s->end,
+                           s->epoch);
+  assert_int_equal(tlc_rollup_slog_violation(v->p->al, v->p->e, s->handle, s->context, s->state,
+                                             s->kind, s->row_kind, s->end, s->epoch),
+                   0);
+  v->n++;
+}
+
+/* the sum of the cells' violations of res's steps */
+static uint64_t res_violations(const tlc_rollup_res_t *res) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < res->nsteps; i++)
+    for (size_t j = 0; j < res->steps[i].n; j++)
+      n += res->steps[i].cells[j].violations;
+  return n;
+}
+
+/* Budget violations through the sample log (tlc_rollup_slog_violation: a note in the engine's
+ * log, no hand-off per violation) land in the minutes and cells the accumulator's chunk puts
+ * them in (tlc_rollup_add_violation, in order with a tap's samples): during pushes, across
+ * minutes and a clock restart, and outside a push (handed over at once); none lost. A log that
+ * is not the accumulator's takes none. */
+static void test_slog_violations(void **state) {
+  enum { N = 30000 };
+  pair_t p;
+  viol_tap_t v = { &p, 0 };
+  tlc_rollup_stats_t st;
+  tlc_event_t *ev = calloc(N, sizeof(*ev));
+  int64_t t = 10 * TLC_ROLLUP_MINUTE_NS;
+  uint64_t nv = 0;
+  size_t cells = 0;
+  rng_t g;
+  (void)state;
+  rng_seed(&g, 17);
+  assert_non_null(ev);
+  pair_start(&p, 0x20000000u);
+  assert_int_equal(tlc_engine_add_tap(p.e, viol_tap, NULL, NULL, &v), 0);
+  assert_int_equal(tlc_rollup_slog_violation(p.at, p.e, 1, 0, 0, TLC_NET, 0, t, 0), TLC_EINVAL);
+  slog_events(ev, N, &t, 0, &g);
+  two_tasks(ev, N);
+  for (size_t i = 0; i < N; i += 256) /* the daemon's chunks */
+    tlc_engine_push(p.e, ev + i, N - i < 256 ? N - i : 256);
+  /* a board restart: a gap, then times far below (epoch 1) */
+  tlc_engine_gap(p.e);
+  t = 2 * TLC_ROLLUP_MINUTE_NS;
+  slog_events(ev, N, &t, 0, &g);
+  tlc_engine_push(p.e, ev, N);
+  /* outside a push: the last thing before the engine goes, in the last minute */
+  tlc_rollup_add_violation(p.at, 0x10000001u, 0, 0, TLC_CALL, TLC_ROW_CODE, t, 1);
+  assert_int_equal(
+      tlc_rollup_slog_violation(p.al, p.e, 0x10000001u, 0, 0, TLC_CALL, TLC_ROW_CODE, t, 1), 0);
+  v.n++;
+  assert_true(v.n > 1000);
+  pair_stop(&p, &st);
+  assert_int_equal(st.samples_dropped, 0);
+  for (int64_t ep = 0; ep < 2; ep++) {
+    tlc_rollup_res_t a, b;
+    pair_read(ep, &a, &b);
+    assert_true(a.nsteps >= 5);
+    cells += same_steps(&a, &b);
+    assert_int_equal(res_violations(&a), res_violations(&b));
+    nv += res_violations(&b);
+    tlc_rollup_res_fini(&a);
+    tlc_rollup_res_fini(&b);
+  }
+  assert_int_equal(nv, v.n);
   assert_true(cells > 200);
   free(ev);
   rm_rf(dir);
@@ -790,9 +874,10 @@ static void test_slog_memory_short(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_write_read),  cmocka_unit_test(test_violations),
-    cmocka_unit_test(test_past_apart),  cmocka_unit_test(test_replay_once),
-    cmocka_unit_test(test_slog_as_tap), cmocka_unit_test(test_slog_memory_short),
+    cmocka_unit_test(test_write_read),        cmocka_unit_test(test_violations),
+    cmocka_unit_test(test_past_apart),        cmocka_unit_test(test_replay_once),
+    cmocka_unit_test(test_slog_as_tap),       cmocka_unit_test(test_slog_violations),
+    cmocka_unit_test(test_slog_memory_short),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
