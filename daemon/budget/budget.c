@@ -706,18 +706,40 @@ static int set_loc(tlc_violation_t *v, uint64_t n, uint64_t seq_end, const uint6
   return 1;
 }
 
+/* The slot of b's ring that keeps violation (count, seq_end), or SIZE_MAX. A violation's count
+ * is its budget's total once it was counted, so slots' counts grow from the oldest to the
+ * newest and none is kept twice: the slot tried first is where it is when every violation since
+ * was counted once and kept (a storm's: O(1)), then every kept one, oldest first. */
+static size_t ring_find(const bstate_t *b, size_t keep, uint64_t count, uint64_t seq_end) {
+  size_t x, j;
+  if (b->ring == NULL || b->rn == 0)
+    return SIZE_MAX;
+  if (count <= b->total && b->total - count < b->rn) {
+    size_t back = (size_t)(b->total - count), newest = b->rhead > 0 ? b->rhead - 1 : keep - 1;
+    x = newest >= back ? newest - back : newest + keep - back;
+    if (b->ring[x].count == count && b->ring[x].seq_end == seq_end)
+      return x;
+  }
+  x = b->rhead >= b->rn ? b->rhead - b->rn : b->rhead + keep - b->rn; /* the oldest */
+  for (j = 0; j < b->rn; j++) {
+    if (b->ring[x].count == count && b->ring[x].seq_end == seq_end)
+      return x;
+    if (++x == keep)
+      x = 0;
+  }
+  return SIZE_MAX;
+}
+
 int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
                       const uint64_t loc[4]) {
   bstate_t *b;
+  size_t x;
   int k = 0;
   if (i >= w->nb)
     return 0;
   b = &w->bs[i];
-  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
-    size_t x = kept_slot(w, b, j);
-    if (b->ring[x].count == n && b->ring[x].seq_end == seq_end)
-      k += tlc__budget_slot_set_loc(b, w->o.keep, x, loc);
-  }
+  if ((x = ring_find(b, w->o.keep, n, seq_end)) != SIZE_MAX)
+    k += tlc__budget_slot_set_loc(b, w->o.keep, x, loc);
   if (b->has_worst)
     k += set_loc(&b->worst, n, seq_end, loc);
   return k;

@@ -566,6 +566,62 @@ static void push_net(tlc_engine_t *e, int64_t t) {
   tlc_engine_push(e, v, 2);
 }
 
+/* Locating a kept violation in a ring that has wrapped, when every violation since was counted
+ * once (where the watch looks first) and when a stretch of empty rate windows counted several
+ * at once since (where it then searches): each kept one gets its own location, one no longer
+ * kept gets none (only the worst's copy, while it is the worst). */
+static void test_locate_ring(void **state) {
+  /* exactly one E of isr_tick per 1000 ns window; keep 4 */
+  static const char text[] =
+      "[budget r]\narea = isr_tick\nstat = rate\nwindow = 1us\nmax = 1\nmin = 1\n";
+  /* E per window: 2 is over (counted once), a run of k empty windows under (counted k times);
+   * 19 violations: the ring's oldest in slot 3, the one searched for last in slot 0 */
+  static const unsigned per[] = { 2, 1, 2, 2, 0, 0, 0, 2, 2, 1, 0, 2, 2, 2,
+                                  2, 2, 0, 0, 2, 1, 1, 2, 2, 2, 0, 0, 2, 1 };
+  enum { NW = sizeof(per) / sizeof(per[0]), KEEP = 4 };
+  static seen_t seen;
+  tlc_engine_t *e;
+  tlc_bwatch_t *w;
+  tlc_event_t v[80];
+  tlc_violation_t kept[KEEP];
+  size_t n = 0, nk;
+  int several = 0;
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  w = watch(text, &seen, KEEP, &e);
+  for (unsigned i = 0; i < NW; i++)
+    for (unsigned k = 0; k < per[i]; k++) {
+      ev(&v[n++], (int64_t)i * 1000 + 100 + k * 300, 3, TLC_EV_ENTRY, 0);
+      ev(&v[n++], (int64_t)i * 1000 + 200 + k * 300, 3, TLC_EV_EXIT, 0);
+    }
+  ev(&v[n++], (int64_t)NW * 1000 + 100, 3, TLC_EV_ENTRY, 0); /* closes the last window */
+  tlc_engine_push(e, v, n);
+  assert_int_equal(seen.n, 19);
+  /* the first (the worst: distance 1, the first of equals) is not kept; its worst copy is */
+  for (size_t j = 0; j < seen.n; j++) {
+    const tlc_violation_t *x = &seen.v[j];
+    uint64_t loc[4] = { 10 + j, 100 * j, 10 + j, 100 * j + 24 };
+    int want = (j + KEEP >= seen.n) + (j == 0);
+    if (j > 0 && x->count - seen.v[j - 1].count > 1)
+      several = 1;
+    assert_int_equal(tlc_bwatch_locate(w, 0, x->count, x->seq_end + 1, loc), 0);
+    assert_int_equal(tlc_bwatch_locate(w, 0, x->count, x->seq_end, loc), want);
+  }
+  assert_true(several);
+  nk = tlc_bwatch_recent(w, 0, kept, KEEP);
+  assert_int_equal(nk, KEEP);
+  for (size_t i = 0; i < nk; i++) {
+    size_t j = seen.n - KEEP + i;
+    assert_int_equal(kept[i].count, seen.v[j].count);
+    assert_int_equal(kept[i].seg_first, 10 + j);
+    assert_int_equal(kept[i].off_first, 100 * j);
+    assert_int_equal(kept[i].off_last, 100 * j + 24);
+  }
+  assert_int_equal(tlc_bwatch_worst(w, 0)->seg_first, 10);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
 static void test_wall(void **state) {
   static const char text[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n";
   static seen_t seen, seen2;
@@ -828,11 +884,11 @@ static void test_kept_forms(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_duration),   cmocka_unit_test(test_parse),
-    cmocka_unit_test(test_refusals),   cmocka_unit_test(test_watch),
-    cmocka_unit_test(test_rate),       cmocka_unit_test(test_reload),
-    cmocka_unit_test(test_locate),     cmocka_unit_test(test_wall),
-    cmocka_unit_test(test_kept_forms),
+    cmocka_unit_test(test_duration), cmocka_unit_test(test_parse),
+    cmocka_unit_test(test_refusals), cmocka_unit_test(test_watch),
+    cmocka_unit_test(test_rate),     cmocka_unit_test(test_reload),
+    cmocka_unit_test(test_locate),   cmocka_unit_test(test_locate_ring),
+    cmocka_unit_test(test_wall),     cmocka_unit_test(test_kept_forms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
