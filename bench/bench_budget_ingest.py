@@ -28,10 +28,14 @@ each run is checked: records counted == records sent, no decode errors, and in t
 violations counted (HTTP /metrics, tlcap_budget_violations_total) above zero, none in quiet.
 Printed: each run, then the medians of the per-round ratios quiet/none and storm/none.
 
---icount also counts instructions (valgrind's callgrind, every thread of the daemon) of each
-configuration on two stream sizes (--icount-mib, default 8,24 MiB, one pass, half-closed, then
-SIGTERM); the difference of the totals over the difference of the records cancels start-up and
-shutdown, as bench/icount_ingest.sh does. The count does not depend on the host's load.
+--icount also counts instructions (valgrind's callgrind, every thread of the daemon, and the loop
+thread alone: the one whose capacity bounds ingest) of each configuration on two stream sizes
+(--icount-mib, default 8,24 MiB, one pass, half-closed, then SIGTERM); the difference of the
+totals over the difference of the records cancels start-up and shutdown, as
+bench/icount_ingest.sh does. Those runs take no periodic checkpoint (--checkpoint-interval 3600):
+under callgrind a run lasts minutes, and with storage a checkpoint (the rollups' open minute
+copied and encoded: about 270 M instructions) would be counted as often as the wall clock, not
+the stream, asks for one. The count does not depend on the host's load.
 """
 import argparse
 import os
@@ -127,15 +131,35 @@ def run(build, io, a, conf):
 SENDS = ["tlc_vserve_fill", "target_event_send", "tlc_bwatch_save"]
 
 
+def thread_icount(path):
+    """The instructions of one thread's callgrind file, and those of SENDS in it (inclusive)."""
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", path],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"([\d,]+) +\(100.0%\) +PROGRAM TOTALS", ann) or \
+        re.search(r"([\d,]+) +PROGRAM TOTALS", ann)
+    if m is None:
+        raise B.BenchError("no PROGRAM TOTALS in callgrind_annotate's output for %s" % path)
+    sends = 0
+    for fn in SENDS:
+        f = re.search(r"([\d,]+) +\([^)]*\) +\S*:%s \[" % fn, ann)
+        sends += int(f.group(1).replace(",", "")) if f else 0
+    return int(m.group(1).replace(",", "")), sends
+
+
 def icount(build, io, conf, mib, store):
-    """Instructions of a whole daemon run (every thread) on one pass of `mib` MiB, and those of
-    the violation events sent (SENDS, inclusive)."""
+    """Instructions of a whole daemon run on one pass of `mib` MiB: every thread's, those of the
+    violation events sent and checkpoint saves (SENDS, inclusive), and the same two of the loop
+    thread alone (the thread whose capacity bounds ingest)."""
     d = B.tempdir("tlcbench-budget-ic.")
     port, hport = B.free_port(), B.free_port()
-    args = daemon_args(d, port, hport, conf, store)
+    # no periodic checkpoint: under callgrind a run lasts minutes of wall clock, and a
+    # checkpoint (the engine's, the watch's, the rollups' open minute) costs as much as
+    # hundreds of thousands of events; the one at the end is the same in both runs and cancels
+    args = daemon_args(d, port, hport, conf, store) + ["--checkpoint-interval", "3600"]
     out = os.path.join(d, "cg.out")
     log = open(os.path.join(d, "log"), "wb")
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                          "--callgrind-out-file=" + out,
                           os.path.join(build, "daemon", "tlcapd")] + args,
                          stdout=subprocess.DEVNULL, stderr=log)
     try:
@@ -146,17 +170,18 @@ def icount(build, io, conf, mib, store):
             raise B.BenchError("storm: no violation under callgrind")
         p.terminate()
         p.wait(600)
-        ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", out],
-                             capture_output=True, text=True).stdout
-        m = re.search(r"([\d,]+) +\(100.0%\) +PROGRAM TOTALS", ann) or \
-            re.search(r"([\d,]+) +PROGRAM TOTALS", ann)
-        if m is None:
-            raise B.BenchError("no PROGRAM TOTALS in callgrind_annotate's output")
-        sends = 0
-        for fn in SENDS:
-            f = re.search(r"([\d,]+) +\([^)]*\) +\S*:%s \[" % fn, ann)
-            sends += int(f.group(1).replace(",", "")) if f else 0
-        return int(m.group(1).replace(",", "")), sends
+        # one file per thread (--separate-threads): cg.out-01 is the main thread, the loop's
+        files = sorted(f for f in os.listdir(d) if f.startswith("cg.out-"))
+        if not files or files[0] != "cg.out-01":
+            raise B.BenchError("no per-thread callgrind output in %s" % d)
+        total = sends = loop = loop_sends = 0
+        for f in files:
+            t, s = thread_icount(os.path.join(d, f))
+            total += t
+            sends += s
+            if f == "cg.out-01":
+                loop, loop_sends = t, s
+        return total, sends, loop, loop_sends
     finally:
         if p.poll() is None:
             p.kill()
@@ -182,19 +207,22 @@ def main():
           % (build, a.mib, a.passes, a.rounds, "on" if a.store else "off"))
     if a.icount:
         lo, hi = [int(x) for x in a.icount_mib.split(",")]
-        per, fast = {}, {}
+        per, fast, lper, lfast = {}, {}, {}, {}
         for conf in confs:
-            (x, xs), (z, zs) = (icount(build, io, conf, lo, a.store),
-                                icount(build, io, conf, hi, a.store))
+            (x, xs, xl, xls), (z, zs, zl, zls) = (icount(build, io, conf, lo, a.store),
+                                                  icount(build, io, conf, hi, a.store))
             n = (hi - lo) * 1048576 // REC
             per[conf], fast[conf] = (z - x) / n, ((z - zs) - (x - xs)) / n
+            lper[conf], lfast[conf] = (zl - xl) / n, ((zl - zls) - (xl - xls)) / n
             print("icount %-5s %7.1f instructions per event (%.1f without the work per "
-                  "second)" % (conf, per[conf], fast[conf]))
+                  "second); loop thread %.1f (%.1f)" % (conf, per[conf], fast[conf],
+                                                       lper[conf], lfast[conf]))
             sys.stdout.flush()
-        print("icount: quiet/none %.4f, storm/none %.4f; without the work per second: "
-              "quiet/none %.4f, storm/none %.4f" % (per["quiet"] / per["none"], per["storm"] / per["none"],
-                                         fast["quiet"] / fast["none"],
-                                         fast["storm"] / fast["none"]))
+        for what, p, f in (("icount", per, fast), ("icount, loop thread", lper, lfast)):
+            print("%s: quiet/none %.4f, storm/none %.4f; without the work per second: "
+                  "quiet/none %.4f, storm/none %.4f"
+                  % (what, p["quiet"] / p["none"], p["storm"] / p["none"],
+                     f["quiet"] / f["none"], f["storm"] / f["none"]))
     ratios = {"quiet": [], "storm": []}
     tput = {"quiet": [], "storm": []}
     for r in range(a.rounds):
