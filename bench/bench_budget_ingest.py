@@ -152,9 +152,7 @@ def icount(build, io, conf, mib, store):
     thread alone (the thread whose capacity bounds ingest)."""
     d = B.tempdir("tlcbench-budget-ic.")
     port, hport = B.free_port(), B.free_port()
-    # no periodic checkpoint: under callgrind a run lasts minutes of wall clock, and a
-    # checkpoint (the engine's, the watch's, the rollups' open minute) costs as much as
-    # hundreds of thousands of events; the one at the end is the same in both runs and cancels
+    # no periodic checkpoint (see the module's text); the one at the end cancels
     args = daemon_args(d, port, hport, conf, store) + ["--checkpoint-interval", "3600"]
     out = os.path.join(d, "cg.out")
     log = open(os.path.join(d, "log"), "wb")

@@ -473,12 +473,12 @@ void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const tlc_violation_t
     return;
   /* in the engine's sample log, in order with its samples; else after the samples logged so
    * far (a chunk holds one minute, in order) */
-  if (t->pipe.engine != NULL &&
-      tlc_rollup_slog_violation(a->acc, t->pipe.engine, v->handle, v->context, v->state, v->stat,
-                                v->row_kind, v->end, v->epoch) == 0)
-    return;
-  if (t->pipe.engine != NULL)
+  if (t->pipe.engine != NULL) {
+    if (tlc_rollup_slog_violation(a->acc, t->pipe.engine, v->handle, v->context, v->state, v->stat,
+                                  v->row_kind, v->end, v->epoch) == 0)
+      return;
     tlc_engine_slog_flush(t->pipe.engine);
+  }
   tlc_rollup_add_violation(a->acc, v->handle, v->context, v->state, v->stat, v->row_kind, v->end,
                            v->epoch);
 }

@@ -710,22 +710,20 @@ static int set_loc(tlc_violation_t *v, uint64_t n, uint64_t seq_end, const uint6
  * is its budget's total once it was counted, so slots' counts grow from the oldest to the
  * newest and none is kept twice: the slot tried first is where it is when every violation since
  * was counted once and kept (a storm's: O(1)), then every kept one, oldest first. */
-static size_t ring_find(const bstate_t *b, size_t keep, uint64_t count, uint64_t seq_end) {
+static size_t ring_find(const tlc_bwatch_t *w, const bstate_t *b, uint64_t count,
+                        uint64_t seq_end) {
   size_t x, j;
-  if (b->ring == NULL || b->rn == 0)
+  if (b->ring == NULL)
     return SIZE_MAX;
   if (count <= b->total && b->total - count < b->rn) {
-    size_t back = (size_t)(b->total - count), newest = b->rhead > 0 ? b->rhead - 1 : keep - 1;
-    x = newest >= back ? newest - back : newest + keep - back;
+    x = kept_slot(w, b, b->rn - 1 - (size_t)(b->total - count));
     if (b->ring[x].count == count && b->ring[x].seq_end == seq_end)
       return x;
   }
-  x = b->rhead >= b->rn ? b->rhead - b->rn : b->rhead + keep - b->rn; /* the oldest */
   for (j = 0; j < b->rn; j++) {
+    x = kept_slot(w, b, j);
     if (b->ring[x].count == count && b->ring[x].seq_end == seq_end)
       return x;
-    if (++x == keep)
-      x = 0;
   }
   return SIZE_MAX;
 }
@@ -738,7 +736,7 @@ int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
   if (i >= w->nb)
     return 0;
   b = &w->bs[i];
-  if ((x = ring_find(b, w->o.keep, n, seq_end)) != SIZE_MAX)
+  if ((x = ring_find(w, b, n, seq_end)) != SIZE_MAX)
     k += tlc__budget_slot_set_loc(b, w->o.keep, x, loc);
   if (b->has_worst)
     k += set_loc(&b->worst, n, seq_end, loc);
@@ -749,10 +747,8 @@ int tlc_bwatch_locate(tlc_bwatch_t *w, size_t i, uint64_t n, uint64_t seq_end,
  * into loc: 1, or 0 when src has it nowhere located. */
 static int located_in(const tlc_bwatch_t *src, const bstate_t *b, uint64_t count, uint64_t seq_end,
                       uint64_t loc[4]) {
-  for (size_t j = 0; b->ring != NULL && j < b->rn; j++) {
-    size_t x = kept_slot(src, b, j);
-    if (b->ring[x].count != count || b->ring[x].seq_end != seq_end)
-      continue;
+  size_t x = ring_find(src, b, count, seq_end);
+  if (x != SIZE_MAX) {
     tlc__budget_slot_loc(b, x, loc);
     if ((loc[0] | loc[2]) != 0)
       return 1;

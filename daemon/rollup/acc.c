@@ -336,7 +336,7 @@ void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_eng
     if (rk >= TLC_SLOG_MARKS) {
       if (rk == TLC_SLOG_NOTE) { /* a violation (tlc_rollup_slog_violation), a pair */
         if (i + 1 < n && note_violation(&x[i], &s) &&
-            !(replay && !tlc__rollup_replay_keep(r, o, &s)))
+            (!replay || tlc__rollup_replay_keep(r, o, &s)))
           tlc__rollup_hold(r, o, &s);
         i++;
       } else if (rk == TLC_SLOG_EPOCH) {
