@@ -124,11 +124,13 @@ def run(build, io, a, conf):
 
 
 # Work done per second of wall clock, not per event: the violation events the rate limit lets
-# through (at most 10 a second per budget, encoded for subscribers) and the watch's saves with
-# each statistics checkpoint (checkpoint_interval). Under callgrind the daemon runs about 50
-# times slower, so it does about 50 times more of this work per event than at full speed; the
-# figures "without the work per second" leave it out (inclusive counts of these functions).
-SENDS = ["tlc_vserve_fill", "target_event_send", "tlc_bwatch_save"]
+# through (at most 10 a second per budget, encoded for subscribers: the calls of the subscriber
+# server's limiter, which budgetd makes only when its last answer allows one to go, and each
+# send) and the watch's saves with each statistics checkpoint (checkpoint_interval). Under
+# callgrind the daemon runs about 50 times slower, so it does about 50 times more of this work
+# per event than at full speed; the figures "without the work per second" leave it out
+# (inclusive counts of these functions).
+SENDS = ["tlc_pubsub_violation", "tlc_bwatch_save"]
 
 
 def thread_icount(path):

@@ -20,6 +20,12 @@
  * only while that holds: every batch checks its events against the engine's sequence and gap
  * count (O(1)), and storage's dropped count must not have moved; else the end stays 0. A
  * watch checkpoint taken while marks are in flight is held until the last is back.
+ *
+ * Subscribers and the broker get a violation as a rate-limited target event (vserve.h): each
+ * answer of their limiter says until when the budget's next would only be counted, and until
+ * then the violations are held back here, a count per budget and consumer (vgate_t), handed
+ * over with the next call or, before the watch's budgets change or it goes, on their own. A
+ * storm thus pays a compare per violation, not the limiter's call.
  */
 #include "daemon/budgetd.h"
 #include "daemon/rolld.h"
@@ -51,6 +57,13 @@
 #define LOC_MARKS  8  /* marks in flight per target (beyond: that batch's go unlocated) */
 #define LOC_RECORD 24 /* a bin1x record's bytes */
 
+/* Until when a budget's violations are held back from one consumer of target events (pubsub,
+ * fleet), and how many were since its last call. */
+typedef struct vgate {
+  uint64_t until_ms; /* the limiter's answer (0: none, call) */
+  uint64_t held;
+} vgate_t;
+
 /* A violation waiting for its location. */
 typedef struct loc_v {
   uint32_t budget;
@@ -76,6 +89,10 @@ struct tlc_budgetd_w {
   struct bwck_job *ck;
   uint64_t ck_mark;
   unsigned ck_gen;
+  /* the target events' gates, two per budget of the watch (pubsub's, fleet's), ngates budgets
+   * (fewer: those beyond call every time) */
+  vgate_t *gates;
+  size_t ngates;
 };
 
 static void bwck_held(struct tlc_budgetd_w *bw, int patch);
@@ -179,6 +196,55 @@ alert_violation(struct tlc_budgetd_w *bw, const tlc_violation_t *v) {
   tlc_alert_violation(bw->d->alert, &a);
 }
 
+/* v to the subscribers (fleet 0) or to the broker (fleet 1) after `held` held back: their
+ * limiter's answer (pubsub.h: tlc_pubsub_violation). */
+static uint64_t vsend(struct tlc_budgetd_w *bw, const tlc_violation_t *v, uint64_t now,
+                      uint64_t held, int fleet) {
+  uint64_t key = tlc_bwatch_key(bw->w, v->budget);
+  if (fleet)
+    return tlc_fleet_violation(bw->d->fleet, bw->t->name, bw->w, v, key, now, held);
+  return tlc_pubsub_violation(bw->d->pubsub, bw->t->name, bw->w, v, key, now, held);
+}
+
+/* v to one consumer of target events through its gate g (NULL: none): held back while the
+ * limiter's last answer holds. */
+static inline void gate_send(struct tlc_budgetd_w *bw, const tlc_violation_t *v, vgate_t *g,
+                             uint64_t now, int fleet) {
+  if (g == NULL) {
+    (void)vsend(bw, v, now, 0, fleet);
+  } else if (now < g->until_ms) {
+    g->held++;
+  } else {
+    g->until_ms = vsend(bw, v, now, g->held, fleet);
+    g->held = 0;
+  }
+}
+
+/* Hands every budget's held-back violations over, as counted, and forgets the gates: before
+ * the watch's budgets change (their indexes and keys with them) or it goes. */
+static void gates_flush(struct tlc_budgetd_w *bw) {
+  tlc_daemon_t *d = bw->d;
+  uint64_t now = uv_now(d->in.loop);
+  for (size_t i = 0; i < bw->ngates; i++) {
+    vgate_t *g = &bw->gates[2 * i];
+    uint64_t key = tlc_bwatch_key(bw->w, i);
+    if (g[0].held > 0 && d->pubsub != NULL)
+      tlc_pubsub_violations_held(d->pubsub, bw->t->name, bw->w, i, key, now, g[0].held);
+    if (g[1].held > 0 && d->fleet != NULL)
+      tlc_fleet_violations_held(d->fleet, bw->t->name, bw->w, i, key, now, g[1].held);
+  }
+  tlc_free(bw->gates);
+  bw->gates = NULL;
+  bw->ngates = 0;
+}
+
+/* Fresh gates for the watch's budgets (without memory: none, every violation calls). */
+static void gates_make(struct tlc_budgetd_w *bw) {
+  size_t n = tlc_bwatch_nbudgets(bw->w);
+  if (n > 0 && (bw->gates = tlc_calloc(2 * n, sizeof(vgate_t))) != NULL)
+    bw->ngates = n;
+}
+
 /* Every new violation of every live target, on the loop thread, inside the engine's push
  * (budget/budget.h: on_violation): no I/O here, each module queues what it sends. */
 static void on_violation(void *ud, const tlc_violation_t *v) {
@@ -193,14 +259,15 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
   }
   if (d->alert != NULL)
     alert_violation(bw, v);
-  /* subscribers and the lab's broker: target events, rate-limited per budget (vserve), the
-   * limiters' key and time read once for both */
+  /* subscribers and the lab's broker: target events, rate-limited per budget (vserve), held
+   * back here while the limiter said none would go (vgate_t) */
   if (d->pubsub != NULL || d->fleet != NULL) {
-    uint64_t key = tlc_bwatch_key(bw->w, v->budget), now = uv_now(d->in.loop);
+    uint64_t now = uv_now(d->in.loop);
+    vgate_t *g = v->budget < bw->ngates ? &bw->gates[2 * (size_t)v->budget] : NULL;
     if (d->pubsub != NULL)
-      tlc_pubsub_violation(d->pubsub, bw->t->name, bw->w, v, key, now);
+      gate_send(bw, v, g, now, 0);
     if (d->fleet != NULL)
-      tlc_fleet_violation(d->fleet, bw->t->name, bw->w, v, key, now);
+      gate_send(bw, v, g != NULL ? g + 1 : NULL, now, 1);
   }
   /* the trend's violations per step: counted in the rollup minute of its end */
   tlc_rolld_violation(d, bw->t, v);
@@ -339,6 +406,7 @@ static void detach(tlc_daemon_t *d, struct tlc_budgetd_w **slot) {
   if (bw->t->pipe.engine != NULL)
     tlc_engine_remove_tap(bw->t->pipe.engine, bw->w);
   bw->t->conf.watch = NULL;
+  gates_flush(bw);
   tlc_bwatch_free(bw->w);
   bw->w = NULL;
   bw->t = NULL;
@@ -629,6 +697,7 @@ static int make(tlc_daemon_t *d, tlc_target_t *t) {
   }
   t->conf.watch = bw->w;
   d->bws[d->nbws++] = bw;
+  gates_make(bw);
   attach(bw);
   return 0;
 nomem:
@@ -692,9 +761,11 @@ void tlc_budgetd_reload(tlc_daemon_t *d) {
       detach(d, &d->bws[i]);
       continue;
     }
+    gates_flush(bw);
     if (tlc_bwatch_set_budgets(bw->w, &d->in.cfg.bset) != 0)
       tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET,
               "target %s: no memory for its new budgets: the old ones stay", bw->t->name);
+    gates_make(bw);
     attach(bw);
     i++;
   }

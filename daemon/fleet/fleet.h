@@ -100,11 +100,15 @@ void tlc_fleet_target_event(tlc_fleet_t *f, const char *name, int kind, const ch
  * dropped, and counted by reason, when it cannot be published (not connected, buffer full).
  * The daemon calls it from the watch's on_violation (loop thread), with key, the watch's number
  * for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other), and
- * now_ms, the loop's time (uv_now): read once for pubsub and fleet. */
+ * now_ms, the loop's time (uv_now): read once for pubsub and fleet. Returns, takes `held` and
+ * is paired with tlc_fleet_violations_held as tlc_pubsub_violation (pubsub/pubsub.h). */
 struct tlc_bwatch;
 struct tlc_violation;
-void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                         const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
+uint64_t tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                             const struct tlc_violation *v, uint64_t key, uint64_t now_ms,
+                             uint64_t held);
+void tlc_fleet_violations_held(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                               size_t budget, uint64_t key, uint64_t now_ms, uint64_t held);
 
 /* A sealed segment of target `name`: data file `path`; its manifest (`path` + ".idx" or as
  * docs/storage.md names it) is read and published with it. */

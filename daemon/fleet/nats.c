@@ -882,17 +882,31 @@ violation_send(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
   publish(f, target, "violations", &m, 0);
 }
 
-void tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
-                         const struct tlc_violation *v, uint64_t key, uint64_t now_ms) {
-  uint64_t suppressed;
+uint64_t tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                             const struct tlc_violation *v, uint64_t key, uint64_t now_ms,
+                             uint64_t held) {
+  uint64_t suppressed, next;
   int ok;
   if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING)
-    return;
-  ok = tlc_vrate_take_watch(&f->vrate, w, v->budget, target, key, now_ms, &suppressed);
+    return 0;
+  ok = tlc_vrate_take_watch(&f->vrate, w, v->budget, target, key, now_ms, held, &suppressed, &next);
+  if (ok < 0)
+    return 0;
+  f->c.violations_suppressed += held;
   if (ok == 0)
     f->c.violations_suppressed++;
-  else if (ok > 0)
+  else
     violation_send(f, target, w, v, suppressed);
+  return next;
+}
+
+void tlc_fleet_violations_held(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
+                               size_t budget, uint64_t key, uint64_t now_ms, uint64_t held) {
+  if (f == NULL || target == NULL || w == NULL || held == 0 || f->state == ST_CLOSING ||
+      tlc_bwatch_budget(w, budget) == NULL)
+    return;
+  tlc_vrate_hold(&f->vrate, w, budget, target, key, now_ms, held);
+  f->c.violations_suppressed += held;
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last

@@ -186,11 +186,22 @@ void tlc_pubsub_target_event(tlc_pubsub_t *ps, const char *target, int kind, con
  * their number in TargetEvent.suppressed. A control message: never dropped. The daemon calls
  * it from the watch's on_violation (the engine's pass, loop thread), with key, the watch's
  * number for (target, v's budget) (budget/budget.h: tlc_bwatch_key(w, v->budget), no other),
- * and now_ms, the loop's time (uv_now): read once for pubsub and fleet. */
+ * and now_ms, the loop's time (uv_now): read once for pubsub and fleet. Returns the earliest
+ * monotonic ms at which another violation of that (target, budget) can be sent, 0 when one could
+ * be now: the violations before it would only be counted, so the caller may hold them back and
+ * hand their number as `held` with its next call (or to tlc_pubsub_violations_held), which
+ * counts them exactly as if each had come (a storm then pays this call about ten times a second
+ * per budget, not once a violation). */
 struct tlc_bwatch;
 struct tlc_violation;
-void tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
-                          const struct tlc_violation *v, uint64_t key, uint64_t now_ms);
+uint64_t tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                              const struct tlc_violation *v, uint64_t key, uint64_t now_ms,
+                              uint64_t held);
+/* `held` violations of budget `budget` of watch w held back after tlc_pubsub_violation's answer
+ * and not handed over since (key as there): counted as not sent. The caller's last ones before
+ * its watch's budgets change or it goes. */
+void tlc_pubsub_violations_held(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
+                                size_t budget, uint64_t key, uint64_t now_ms, uint64_t held);
 
 /* A batch of decoded events of `target` (borrowed, only read during the call) for subscribers
  * that asked for events. Encoded at most once (in chunks of opts.max_batch_events) and shared;

@@ -346,23 +346,41 @@ entry_of(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget, u
   return e;
 }
 
+/* The entry of key, from the cache, else by the names. */
+static tlc_vrate_entry_t *entry(tlc_vrate_t *r, uint64_t key, const char *target,
+                                const char *budget, uint64_t now_ms) {
+  size_t c = tlc__vrate_slot(key);
+  return key != 0 && r->cache[c].key == key
+             ? &r->e[r->cache[c].idx]
+             : entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
+}
+
 int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
                    uint64_t now_ms, uint64_t *suppressed) {
-  size_t c = tlc__vrate_slot(key);
-  tlc_vrate_entry_t *e =
-      key != 0 && r->cache[c].key == key
-          ? &r->e[r->cache[c].idx]
-          : entry_of(r, key, target != NULL ? target : "", budget != NULL ? budget : "", now_ms);
-  return tlc__vrate_bucket(r, e, now_ms, suppressed);
+  uint64_t next;
+  return tlc__vrate_bucket(r, entry(r, key, target, budget, now_ms), now_ms, 0, suppressed, &next);
 }
 
 int tlc_vrate_take_named(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
-                         uint64_t now_ms, uint64_t *suppressed) {
+                         uint64_t now_ms, uint64_t held, uint64_t *suppressed, uint64_t *next_ms) {
   const tlc_tbudget_t *b = tlc_bwatch_budget(w, i);
   *suppressed = 0;
+  *next_ms = 0;
   if (b == NULL)
     return -1;
-  return tlc_vrate_take(r, tlc_bwatch_key(w, i), target, b->name, now_ms, suppressed);
+  return tlc__vrate_bucket(r, entry(r, tlc_bwatch_key(w, i), target, b->name, now_ms), now_ms, held,
+                           suppressed, next_ms);
+}
+
+void tlc_vrate_hold(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
+                    uint64_t key, uint64_t now_ms, uint64_t held) {
+  const tlc_tbudget_t *b = tlc_bwatch_budget(w, i);
+  tlc_vrate_entry_t *e;
+  if (b == NULL || held == 0)
+    return;
+  e = entry(r, key, target, b->name, now_ms);
+  e->suppressed += held;
+  r->suppressed += held;
 }
 
 size_t tlc_vrate_bytes(const tlc_vrate_t *r) {

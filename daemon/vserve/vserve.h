@@ -8,7 +8,9 @@
  *    daemon as messages (a token bucket with a burst of as many), the others counted and
  *    carried, as `suppressed`, by the next one that goes. A storm of violations (every
  *    activation over budget) thus costs subscribers and the broker at most that many messages a
- *    second per budget, while the watch still counts every one.
+ *    second per budget, while the watch still counts every one. Each answer says until when the
+ *    bucket stays empty (tlc_vrate_take_watch's *next_ms), so that a caller may hold the
+ *    violations before then back and hand their number over later (held, tlc_vrate_hold).
  *
  * Memory: a limiter holds at most TLC_VRATE_KEYS (target, budget) entries (about 100 bytes
  * each plus the target's name); past that, the keys it has not seen share one overflow bucket
@@ -93,11 +95,25 @@ void tlc_vrate_fini(tlc_vrate_t *r);
 int tlc_vrate_take(tlc_vrate_t *r, uint64_t key, const char *target, const char *budget,
                    uint64_t now_ms, uint64_t *suppressed);
 
-/* The token bucket of entry e (r's) at now_ms: tlc_vrate_take's answer, counted. */
+/* The earliest monotonic ms at which entry e (r's) has a token again, 0 when it has one now:
+ * until then each violation of its key is counted, not sent, whatever it asks. */
+static inline uint64_t tlc__vrate_next(const tlc_vrate_t *r, const tlc_vrate_entry_t *e) {
+  if (e->tokens >= 1000)
+    return 0;
+  /* `rate` thousandths a millisecond from last_ms on */
+  return e->last_ms + (uint64_t)((1000 - e->tokens + (int64_t)r->rate - 1) / (int64_t)r->rate);
+}
+
+/* The token bucket of entry e (r's) at now_ms, after `held` violations of its key that its
+ * caller held back since its previous call (counted as not sent): tlc_vrate_take's answer,
+ * counted, with *next_ms = tlc__vrate_next after it. */
 static inline int tlc__vrate_bucket(tlc_vrate_t *r, tlc_vrate_entry_t *e, uint64_t now_ms,
-                                    uint64_t *suppressed) {
+                                    uint64_t held, uint64_t *suppressed, uint64_t *next_ms) {
   int64_t cap = (int64_t)r->rate * 1000;
+  int ok = 1;
   *suppressed = 0;
+  e->suppressed += held;
+  r->suppressed += held;
   if (now_ms > e->last_ms) {
     uint64_t dt = now_ms - e->last_ms;
     /* rate per second = rate per 1000 ms: `rate` thousandths a millisecond */
@@ -109,13 +125,15 @@ static inline int tlc__vrate_bucket(tlc_vrate_t *r, tlc_vrate_entry_t *e, uint64
   if (e->tokens < 1000) {
     e->suppressed++;
     r->suppressed++;
-    return 0;
+    ok = 0;
+  } else {
+    e->tokens -= 1000;
+    *suppressed = e->suppressed;
+    e->suppressed = 0;
+    r->sent++;
   }
-  e->tokens -= 1000;
-  *suppressed = e->suppressed;
-  e->suppressed = 0;
-  r->sent++;
-  return 1;
+  *next_ms = tlc__vrate_next(r, e);
+  return ok;
 }
 
 /* key's slot in r->cache (Fibonacci hashing: a watch's keys are consecutive numbers). */
@@ -123,32 +141,41 @@ static inline size_t tlc__vrate_slot(uint64_t key) {
   return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 56) % TLC_VRATE_CACHE;
 }
 
-/* tlc_vrate_take when key (not 0) is one the limiter has seen lately, inline: a storm's
- * violations pay neither a call nor the names (their budget's lookup). Returns as
- * tlc_vrate_take does, or -1, having done nothing, when key is not in the cache: then ask
- * tlc_vrate_take with the names. */
+/* tlc_vrate_take when key (not 0) is one the limiter has seen lately, inline, with `held`
+ * and *next_ms as tlc_vrate_take_watch's. Returns as tlc_vrate_take does, or -1, having done
+ * nothing, when key is not in the cache: then ask tlc_vrate_take_named. */
 static inline int tlc_vrate_take_cached(tlc_vrate_t *r, uint64_t key, uint64_t now_ms,
-                                        uint64_t *suppressed) {
+                                        uint64_t held, uint64_t *suppressed, uint64_t *next_ms) {
   size_t c = tlc__vrate_slot(key);
   if (key == 0 || r->cache[c].key != key)
     return -1;
-  return tlc__vrate_bucket(r, &r->e[r->cache[c].idx], now_ms, suppressed);
+  return tlc__vrate_bucket(r, &r->e[r->cache[c].idx], now_ms, held, suppressed, next_ms);
 }
 
-/* tlc_vrate_take for budget i of watch w on target `target`, keyed by the watch
- * (tlc_bwatch_key), out of line: the names read. -1, nothing counted, when w has no budget i. */
+/* tlc_vrate_take_watch for budget i of watch w with the names read (its key: tlc_bwatch_key),
+ * out of line. -1, nothing counted, when w has no budget i. */
 int tlc_vrate_take_named(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
-                         uint64_t now_ms, uint64_t *suppressed);
+                         uint64_t now_ms, uint64_t held, uint64_t *suppressed, uint64_t *next_ms);
 
 /* tlc_vrate_take for budget i of watch w on target `target`, with its key (tlc_bwatch_key(w, i),
  * which the caller read): inline when the cache knows the key (a storm's every violation but
- * its first), else with the names. What pubsub and fleet ask for each violation. */
+ * its first), else with the names. What pubsub and fleet ask for a violation. `held`: the
+ * violations of this key the caller held back since its previous call, which are counted as
+ * not sent (0: none). *next_ms: the earliest monotonic ms at which one of this key can be sent
+ * again, 0 when one could be now; a caller may hold back the violations before it (they would
+ * be counted, not sent) and hand their number with its next call, or to tlc_vrate_hold. */
 static inline int tlc_vrate_take_watch(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i,
                                        const char *target, uint64_t key, uint64_t now_ms,
-                                       uint64_t *suppressed) {
-  int ok = tlc_vrate_take_cached(r, key, now_ms, suppressed);
-  return ok >= 0 ? ok : tlc_vrate_take_named(r, w, i, target, now_ms, suppressed);
+                                       uint64_t held, uint64_t *suppressed, uint64_t *next_ms) {
+  int ok = tlc_vrate_take_cached(r, key, now_ms, held, suppressed, next_ms);
+  return ok >= 0 ? ok : tlc_vrate_take_named(r, w, i, target, now_ms, held, suppressed, next_ms);
 }
+
+/* `held` violations of budget i of watch w on target `target` (its key as for
+ * tlc_vrate_take_watch) held back and not handed over since: counted as not sent, nothing
+ * taken (a caller's last ones before its budgets change). */
+void tlc_vrate_hold(tlc_vrate_t *r, const tlc_bwatch_t *w, size_t i, const char *target,
+                    uint64_t key, uint64_t now_ms, uint64_t held);
 
 /* Bytes the limiter holds. */
 size_t tlc_vrate_bytes(const tlc_vrate_t *r);

@@ -355,7 +355,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tlc_violation_t v;
         if (tlc_bwatch_recent(watch(), 0, &v, 1) == 1)
           tlc_pubsub_violation(ps, "lab1", watch(), &v, tlc_bwatch_key(watch(), v.budget),
-                               uv_now(&loop));
+                               uv_now(&loop), 0);
       }
       tlc__ps_detached_free(s);
     }

@@ -70,7 +70,7 @@ static const char *area_name(void *ud, uint32_t handle) {
 static void on_violation(void *ud, const tlc_violation_t *v) {
   (void)ud;
   seen++;
-  tlc_fleet_violation(fleet, "lab.1", w, v, tlc_bwatch_key(w, v->budget), uv_now(loop));
+  tlc_fleet_violation(fleet, "lab.1", w, v, tlc_bwatch_key(w, v->budget), uv_now(loop), 0);
 }
 
 static void push(uint64_t n, int64_t from, int64_t net) {

@@ -126,8 +126,8 @@ static const char *w_ctx_name(void *ud, uint32_t context, char *buf, size_t len)
 static void w_on_violation(void *ud, const tlc_violation_t *v) {
   fix_t *f = ud;
   f->seen++;
-  tlc_pubsub_violation(f->ps, "board-1", f->w, v, tlc_bwatch_key(f->w, v->budget),
-                       uv_now(&f->loop));
+  tlc_pubsub_violation(f->ps, "board-1", f->w, v, tlc_bwatch_key(f->w, v->budget), uv_now(&f->loop),
+                       0);
 }
 
 static int64_t w_wall(void *ud) {
@@ -712,11 +712,75 @@ static void test_rate_keys(void **state) {
   tlc_vrate_fini(&r);
 }
 
+/* A caller that holds back the violations its limiter's answer says would not go (budgetd's
+ * gates: *next_ms, held) gets what it would have got calling for each one: the same ones sent
+ * with the same suppressed counts, the same totals, on a random stream of two budgets. */
+static void test_rate_gate(void **state) {
+  tlc_tbudget_set_t s;
+  tlc_bwatch_opts_t o;
+  tlc_bwatch_t *w;
+  tlc_vrate_t every, gated;
+  uint64_t now = 1000, until[2] = { 0, 0 }, held[2] = { 0, 0 }, calls = 0, rnd = 12345;
+  uint64_t sup_e, sup_g, next, sent = 0;
+  char err[256];
+  int i;
+  (void)state;
+  tlc_tbudget_set_init(&s);
+  if (tlc_tbudget_parse(&s, budgets, strlen(budgets), "b.ini", err, sizeof(err)) != 0)
+    fail_msg("%s", err);
+  memset(&o, 0, sizeof(o));
+  o.keep = 4;
+  assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
+  tlc_tbudget_set_fini(&s);
+  tlc_vrate_init(&every, 10);
+  tlc_vrate_init(&gated, 10);
+  for (i = 0; i < 20000; i++) {
+    size_t b;
+    int ok_e, ok_g = 0;
+    rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+    b = (size_t)(rnd >> 63);
+    /* bursts within one millisecond, quiet stretches up to 2 s */
+    now += (rnd >> 40) % 64 == 0 ? (rnd >> 20) % 2000 : (rnd >> 20) % 3;
+    ok_e =
+        tlc_vrate_take_watch(&every, w, b, "board-1", tlc_bwatch_key(w, b), now, 0, &sup_e, &next);
+    if (now < until[b]) {
+      held[b]++;
+      assert_int_equal(ok_e, 0); /* the answer held: it would not have gone */
+      continue;
+    }
+    calls++;
+    ok_g = tlc_vrate_take_watch(&gated, w, b, "board-1", tlc_bwatch_key(w, b), now, held[b], &sup_g,
+                                &until[b]);
+    held[b] = 0;
+    assert_int_equal(ok_g, ok_e);
+    if (ok_e) {
+      assert_int_equal(sup_g, sup_e);
+      sent++;
+    }
+  }
+  for (i = 0; i < 2; i++)
+    tlc_vrate_hold(&gated, w, (size_t)i, "board-1", tlc_bwatch_key(w, (size_t)i), now, held[i]);
+  assert_true(sent > 100);
+  assert_true(calls < 20000 / 2); /* the gate held most back */
+  assert_int_equal(gated.sent, every.sent);
+  assert_int_equal(gated.suppressed, every.suppressed);
+  assert_int_equal(gated.n, 2);
+  for (i = 0; i < 2; i++)
+    assert_int_equal(gated.e[i].suppressed, every.e[i].suppressed);
+  tlc_vrate_fini(&every);
+  tlc_vrate_fini(&gated);
+  tlc_bwatch_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_rate),    cmocka_unit_test(test_rate_keys),
-    cmocka_unit_test(test_request), cmocka_unit_test(test_request_no_hook),
-    cmocka_unit_test(test_event),   cmocka_unit_test(test_storm),
+    cmocka_unit_test(test_rate),
+    cmocka_unit_test(test_rate_keys),
+    cmocka_unit_test(test_rate_gate),
+    cmocka_unit_test(test_request),
+    cmocka_unit_test(test_request_no_hook),
+    cmocka_unit_test(test_event),
+    cmocka_unit_test(test_storm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
