@@ -346,8 +346,14 @@ void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t 
  * TLC_ACCT_GROW; without memory it returns 0 and leaves TAP_ASK, asked again at the row's next
  * sample). Only with a tap. */
 unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r);
-/* r's tap_mask with TAP_ASK answered: by the taps (tlc__engine_tap_ask) or, without any, 0. */
-unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r);
+/* r's tap_mask with TAP_ASK set, answered: by the taps (tlc__engine_tap_ask) or, without any, 0. */
+unsigned tlc__engine_tap_resolve_ask(tlc_engine_t *e, erow_t *r);
+/* r's tap_mask with TAP_ASK answered. Inline: a watched row's every event asks. */
+static inline unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r) {
+  if (TLC_LIKELY(!(r->tap_mask & TAP_ASK)))
+    return r->tap_mask;
+  return tlc__engine_tap_resolve_ask(e, r);
+}
 /* The tap's call for sample (k < NK, v) of row r, unless v is inside r's band of kind k
  * (e->tband): a sample every budget would pass costs a compare, not a call. Only where r's
  * tap_mask has bit k. */

@@ -165,10 +165,8 @@ unsigned tlc__engine_tap_ask(tlc_engine_t *e, erow_t *r) {
   return r->tap_mask;
 }
 
-/* r's tap_mask with TAP_ASK answered, by the taps or, without any, 0. */
-unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r) {
-  if (TLC_LIKELY(!(r->tap_mask & TAP_ASK)))
-    return r->tap_mask;
+/* r's tap_mask, TAP_ASK set, answered by the taps or, without any, 0 (engine-int.h). */
+unsigned tlc__engine_tap_resolve_ask(tlc_engine_t *e, erow_t *r) {
   if (e->ntaps == 0) {
     r->tap_mask = 0;
     r->whi = r->tap_whi;

@@ -28,12 +28,6 @@
 #define TLC_ROLLUP_LIKELY(x) (x)
 #endif
 
-/* A note's kind (aux >> 16) in the engine's sample log (engine.h: TLC_SLOG_NOTE): a budget
- * violation (tlc_rollup_slog_violation: aux's low bytes its kind and row_kind, the first entry's
- * value handle << 32 | context and end its state, the second's value its end and end its
- * epoch). */
-#define NOTE_VIOLATION 1u
-
 static uint64_t key_hash(uint32_t handle, uint32_t context, uint64_t state, uint8_t kind) {
   uint64_t h = ((uint64_t)handle << 32 | context) * 0x9E3779B97F4A7C15ull;
   h ^= (state + kind) * 0xC2B2AE3D27D4EB4Full;
@@ -314,7 +308,7 @@ static int rows_def(tlc_rollup_open_t *o, const tlc_engine_slent_t *x) {
  * one (a note of another kind). */
 static int note_violation(const tlc_engine_slent_t *x, tlc_rollup_sample_t *s) {
   uint32_t kind = x[0].aux & 0xFF;
-  if ((x[0].aux >> 16) != NOTE_VIOLATION || kind >= TLC_NKINDS)
+  if ((x[0].aux >> 16) != TLC_ROLLUP_NOTE_VIOLATION || kind >= TLC_NKINDS)
     return 0;
   memset(s, 0, sizeof *s);
   s->handle = (uint32_t)((uint64_t)x[0].value >> 32);
@@ -429,16 +423,6 @@ void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t con
   s.end = end;
   s.epoch = epoch;
   tlc_rollup_add(a, &s); /* in order with the samples: the same minute's chunk */
-}
-
-int tlc_rollup_slog_violation(tlc_rollup_acc_t *a, tlc_engine_t *e, uint32_t handle,
-                              uint32_t context, uint64_t state, uint8_t kind, uint8_t row_kind,
-                              int64_t end, uint64_t epoch) {
-  uint32_t aux = (uint32_t)NOTE_VIOLATION << 16 | (uint32_t)row_kind << 8 |
-                 (kind < TLC_NKINDS ? kind : TLC_NET);
-  return tlc_engine_slog_note(e, tlc_rollup_slog, a, aux,
-                              (int64_t)((uint64_t)handle << 32 | context), (int64_t)state, end,
-                              (int64_t)epoch);
 }
 
 /* ---- the worker side ---- */

@@ -32,6 +32,7 @@
 #ifndef TLC_ROLLUP_MOD_H
 #define TLC_ROLLUP_MOD_H
 
+#include "engine/engine.h"
 #include "formats/rollup.h"
 
 #include <stddef.h>
@@ -137,13 +138,26 @@ struct tlc_engine_slent *tlc_rollup_slog(void *acc, const struct tlc_engine *e,
 void tlc_rollup_add_violation(tlc_rollup_acc_t *a, uint32_t handle, uint32_t context,
                               uint64_t state, uint8_t kind, uint8_t row_kind, int64_t end,
                               uint64_t epoch);
+/* A note's kind (aux >> 16) in the engine's sample log (engine.h: TLC_SLOG_NOTE) that the
+ * accumulator's worker reads: a budget violation (tlc_rollup_slog_violation: aux's low bytes its
+ * kind and row_kind, the first entry's value handle << 32 | context and end its state, the
+ * second's value its end and end its epoch). */
+#define TLC_ROLLUP_NOTE_VIOLATION 1u
 /* The same through engine e's sample log when it feeds a (tlc_rollup_slog): appended to the log
  * in order with the samples (engine.h: tlc_engine_slog_note), with no hand-off of its own, so
- * that a storm of violations costs the loop one entry pair each. 0, or TLC_EINVAL when e's log
- * is not a's (then tlc_engine_slog_flush and tlc_rollup_add_violation keep the order). */
-int tlc_rollup_slog_violation(tlc_rollup_acc_t *a, struct tlc_engine *e, uint32_t handle,
-                              uint32_t context, uint64_t state, uint8_t kind, uint8_t row_kind,
-                              int64_t end, uint64_t epoch);
+ * that a storm of violations costs the loop one entry pair each (inline: the note's pair
+ * written in one call). 0, or TLC_EINVAL when e's log is not a's (then tlc_engine_slog_flush and
+ * tlc_rollup_add_violation keep the order). */
+static inline int tlc_rollup_slog_violation(tlc_rollup_acc_t *a, struct tlc_engine *e,
+                                            uint32_t handle, uint32_t context, uint64_t state,
+                                            uint8_t kind, uint8_t row_kind, int64_t end,
+                                            uint64_t epoch) {
+  uint32_t aux = (uint32_t)TLC_ROLLUP_NOTE_VIOLATION << 16 | (uint32_t)row_kind << 8 |
+                 (kind < TLC_NKINDS ? kind : TLC_NET);
+  return tlc_engine_slog_note(e, tlc_rollup_slog, a, aux,
+                              (int64_t)((uint64_t)handle << 32 | context), (int64_t)state, end,
+                              (int64_t)epoch);
+}
 /* Takes a copy of the open minute as of now (a statistics checkpoint asks its storage position
  * now), the minute staying open, with the target's marks (the last minute written and how many
  * of its samples): returns its generation, for tlc_rollup_acc_saved_at. */
