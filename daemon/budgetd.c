@@ -64,6 +64,11 @@ typedef struct vgate {
   uint64_t held;
 } vgate_t;
 
+/* A budget's gates: to the subscribers and to the broker. */
+typedef struct vgates {
+  vgate_t ps, fleet;
+} vgates_t;
+
 /* A violation waiting for its location. */
 typedef struct loc_v {
   uint32_t budget;
@@ -89,9 +94,9 @@ struct tlc_budgetd_w {
   struct bwck_job *ck;
   uint64_t ck_mark;
   unsigned ck_gen;
-  /* the target events' gates, two per budget of the watch (pubsub's, fleet's), ngates budgets
-   * (fewer: those beyond call every time) */
-  vgate_t *gates;
+  /* the target events' gates of the watch's first ngates budgets (those beyond, or all without
+   * memory: every violation calls) */
+  vgates_t *gates;
   size_t ngates;
 };
 
@@ -226,12 +231,12 @@ static void gates_flush(struct tlc_budgetd_w *bw) {
   tlc_daemon_t *d = bw->d;
   uint64_t now = uv_now(d->in.loop);
   for (size_t i = 0; i < bw->ngates; i++) {
-    vgate_t *g = &bw->gates[2 * i];
+    const vgates_t *g = &bw->gates[i];
     uint64_t key = tlc_bwatch_key(bw->w, i);
-    if (g[0].held > 0 && d->pubsub != NULL)
-      tlc_pubsub_violations_held(d->pubsub, bw->t->name, bw->w, i, key, now, g[0].held);
-    if (g[1].held > 0 && d->fleet != NULL)
-      tlc_fleet_violations_held(d->fleet, bw->t->name, bw->w, i, key, now, g[1].held);
+    if (g->ps.held > 0 && d->pubsub != NULL)
+      tlc_pubsub_violations_held(d->pubsub, bw->t->name, bw->w, i, key, now, g->ps.held);
+    if (g->fleet.held > 0 && d->fleet != NULL)
+      tlc_fleet_violations_held(d->fleet, bw->t->name, bw->w, i, key, now, g->fleet.held);
   }
   tlc_free(bw->gates);
   bw->gates = NULL;
@@ -241,7 +246,7 @@ static void gates_flush(struct tlc_budgetd_w *bw) {
 /* Fresh gates for the watch's budgets (without memory: none, every violation calls). */
 static void gates_make(struct tlc_budgetd_w *bw) {
   size_t n = tlc_bwatch_nbudgets(bw->w);
-  if (n > 0 && (bw->gates = tlc_calloc(2 * n, sizeof(vgate_t))) != NULL)
+  if (n > 0 && (bw->gates = tlc_calloc(n, sizeof(vgates_t))) != NULL)
     bw->ngates = n;
 }
 
@@ -263,11 +268,11 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
    * back here while the limiter said none would go (vgate_t) */
   if (d->pubsub != NULL || d->fleet != NULL) {
     uint64_t now = uv_now(d->in.loop);
-    vgate_t *g = v->budget < bw->ngates ? &bw->gates[2 * (size_t)v->budget] : NULL;
+    vgates_t *g = v->budget < bw->ngates ? &bw->gates[v->budget] : NULL;
     if (d->pubsub != NULL)
-      gate_send(bw, v, g, now, 0);
+      gate_send(bw, v, g != NULL ? &g->ps : NULL, now, 0);
     if (d->fleet != NULL)
-      gate_send(bw, v, g != NULL ? g + 1 : NULL, now, 1);
+      gate_send(bw, v, g != NULL ? &g->fleet : NULL, now, 1);
   }
   /* the trend's violations per step: counted in the rollup minute of its end */
   tlc_rolld_violation(d, bw->t, v);

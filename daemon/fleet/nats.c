@@ -865,7 +865,6 @@ violation_send(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
   Tlcap__Violation pv;
   Tlcap__ServerMessage m;
   tlc_vserve_names_t nm;
-  f->c.violations_sent++;
   tlc_vserve_fill(&pv, f->pv, target, w, v, &nm);
   tlcap__target_event__init(&te);
   te.target = (char *)target;
@@ -886,27 +885,19 @@ uint64_t tlc_fleet_violation(tlc_fleet_t *f, const char *target, const struct tl
                              const struct tlc_violation *v, uint64_t key, uint64_t now_ms,
                              uint64_t held) {
   uint64_t suppressed, next;
-  int ok;
   if (f == NULL || target == NULL || w == NULL || v == NULL || f->state == ST_CLOSING)
     return 0;
-  ok = tlc_vrate_take_watch(&f->vrate, w, v->budget, target, key, now_ms, held, &suppressed, &next);
-  if (ok < 0)
-    return 0;
-  f->c.violations_suppressed += held;
-  if (ok == 0)
-    f->c.violations_suppressed++;
-  else
+  /* counted by the limiter (tlc_fleet_counters reads its totals) */
+  if (tlc_vrate_take_watch(&f->vrate, w, v->budget, target, key, now_ms, held, &suppressed, &next) >
+      0)
     violation_send(f, target, w, v, suppressed);
   return next;
 }
 
 void tlc_fleet_violations_held(tlc_fleet_t *f, const char *target, const struct tlc_bwatch *w,
                                size_t budget, uint64_t key, uint64_t now_ms, uint64_t held) {
-  if (f == NULL || target == NULL || w == NULL || held == 0 || f->state == ST_CLOSING ||
-      tlc_bwatch_budget(w, budget) == NULL)
-    return;
-  tlc_vrate_hold(&f->vrate, w, budget, target, key, now_ms, held);
-  f->c.violations_suppressed += held;
+  if (f != NULL && target != NULL && w != NULL && f->state != ST_CLOSING)
+    tlc_vrate_hold(&f->vrate, w, budget, target, key, now_ms, held);
 }
 
 /* The manifest beside data file `path`: the same name up to the first '.' of its last
@@ -978,6 +969,9 @@ void tlc_fleet_counters(const tlc_fleet_t *f, tlc_fleet_counters_t *out) {
     return;
   }
   *out = f->c;
+  /* the violations' rate limiter counts what it let go and what it held back */
+  out->violations_sent = f->vrate.sent;
+  out->violations_suppressed = f->vrate.suppressed;
   uv_mutex_lock(&f->br->mu);
   out->published = f->br->acked;
   out->awaiting_ack = f->br->inflight;

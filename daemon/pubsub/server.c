@@ -389,6 +389,9 @@ uint64_t tlc_pubsub_instance_id(const tlc_pubsub_t *ps) {
 
 void tlc_pubsub_get_stats(const tlc_pubsub_t *ps, tlc_pubsub_stats_t *out) {
   *out = ps->st;
+  /* the violations' rate limiter counts what it let go and what it held back */
+  out->violations_sent = ps->vrate.sent;
+  out->violations_suppressed = ps->vrate.suppressed;
 }
 
 void tlc_pubsub_status(const tlc_pubsub_t *ps, char *buf, size_t len) {

@@ -847,7 +847,6 @@ violation_send(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
   Tlcap__TargetEvent te;
   Tlcap__Violation pv;
   tlc_vserve_names_t nm;
-  ps->st.violations_sent++;
   tlcap__target_event__init(&te);
   tlc_vserve_fill(&pv, &ps->p, target, w, v, &nm);
   te.target = (char *)target;
@@ -863,28 +862,19 @@ uint64_t tlc_pubsub_violation(tlc_pubsub_t *ps, const char *target, const struct
                               const struct tlc_violation *v, uint64_t key, uint64_t now_ms,
                               uint64_t held) {
   uint64_t suppressed, next;
-  int ok;
   if (ps->closing || target == NULL || w == NULL || v == NULL)
     return 0;
-  ok =
-      tlc_vrate_take_watch(&ps->vrate, w, v->budget, target, key, now_ms, held, &suppressed, &next);
-  if (ok < 0)
-    return 0;
-  ps->st.violations_suppressed += held;
-  if (ok == 0)
-    ps->st.violations_suppressed++;
-  else
+  /* counted by the limiter (tlc_pubsub_get_stats reads its totals) */
+  if (tlc_vrate_take_watch(&ps->vrate, w, v->budget, target, key, now_ms, held, &suppressed,
+                           &next) > 0)
     violation_send(ps, target, w, v, suppressed);
   return next;
 }
 
 void tlc_pubsub_violations_held(tlc_pubsub_t *ps, const char *target, const struct tlc_bwatch *w,
                                 size_t budget, uint64_t key, uint64_t now_ms, uint64_t held) {
-  if (ps->closing || target == NULL || w == NULL || held == 0 ||
-      tlc_bwatch_budget(w, budget) == NULL)
-    return;
-  tlc_vrate_hold(&ps->vrate, w, budget, target, key, now_ms, held);
-  ps->st.violations_suppressed += held;
+  if (!ps->closing && target != NULL && w != NULL)
+    tlc_vrate_hold(&ps->vrate, w, budget, target, key, now_ms, held);
 }
 
 /* Whether any of s's event subscriptions wants `target`'s batches. */
