@@ -274,8 +274,11 @@ static void on_violation(void *ud, const tlc_violation_t *v) {
     if (d->fleet != NULL)
       gate_send(bw, v, g != NULL ? &g->fleet : NULL, now, 1);
   }
-  /* the trend's violations per step: counted in the rollup minute of its end */
-  tlc_rolld_violation(d, bw->t, v);
+  /* the trend's violations per step, counted in the rollup minute of its end: a rate's here;
+   * the others come to the rollups as the engine's tag of their sample (the watch's tap
+   * answers their number: budget.h), no call of their own */
+  if (v->stat == TLC_BSTAT_RATE)
+    tlc_rolld_violation(d, bw->t, v);
 }
 
 /* ---- watches ---- */

@@ -2,8 +2,10 @@
  *
  * Each target's engine feeds the target's rollup accumulator through its sample log
  * (tlc_rollup_slog: a block of samples at a time, no call per sample; the taps are the budgets').
- * A budget violation goes into the same log as a note (tlc_rollup_slog_violation), in order with
- * the samples and with no hand-off of its own, so that a storm of them costs an entry pair each.
+ * A budget violation comes in the same log, in order with the samples and with no hand-off of its
+ * own: as the engine's tag of its sample (the budget watch's answer: budget.h), or, a rate's,
+ * as a note (tlc_rolld_violation: tlc_rollup_slog_violation), so that a storm costs an entry
+ * each.
  * Accumulators are kept by target pointer in d->raccs (a few per daemon: a linear search on events,
  * none per sample).
  *
@@ -151,13 +153,13 @@ static void rb_msg(void *ud, const char *msg) {
     snprintf(b->err, sizeof b->err, "%s", msg);
 }
 
-static void rb_tap(void *ud, const tlc_engine_sample_t *s) {
+static int rb_tap(void *ud, const tlc_engine_sample_t *s) {
   rebuild_t *b = ud;
   if (s->kind >= TLC_NKINDS)
-    return;
+    return 0;
   atomic_store_explicit(&b->samples, atomic_load_explicit(&b->samples, memory_order_relaxed) + 1,
                         memory_order_relaxed);
-  tlc_rollup_tap(b->acc, s);
+  return tlc_rollup_tap(b->acc, s);
 }
 
 #ifdef TLCAP_TESTING

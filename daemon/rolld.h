@@ -19,7 +19,8 @@ struct tlc_violation;
 /* A budget violation of target t (budget/budget.h) is counted in the rollup minute of its end
  * time for its row (area, context, state) and the statistic it broke; trend shows the area's
  * violations per step. Nothing when rollups are off or t has no accumulator. Loop thread (the
- * daemon's violation fan-out calls it). */
+ * daemon's violation fan-out calls it for a rate's: the others come in t's engine's sample log
+ * as the tags of their samples, engine.h: TLC_SLOG_TAG). */
 void tlc_rolld_violation(tlc_daemon_t *d, tlc_target_t *t, const struct tlc_violation *v);
 /* Target t's statistics are being checkpointed at this point of its stream: a copy of its open
  * minute as of this point is taken (tlc_rollup_acc_save), and mark(d, t, ...) asks the storage

@@ -629,13 +629,14 @@ int tlc_bwatch_band(void *ud, uint32_t cookie, unsigned kind, int64_t *lo, int64
   return any;
 }
 
-void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
+int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
   tlc_bwatch_t *w = ud;
   const rowent_t *r;
   uint32_t i;
+  int n = 0;
   if (s->kind > TLC_TAP_COUNT) {
     mark(w, s);
-    return;
+    return 0;
   }
   /* the cookie is the row's index (tlc_bwatch_want), checked against the sample's row */
   r = s->cookie < w->nrows ? &w->rows[s->cookie] : NULL;
@@ -643,7 +644,7 @@ void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
       r->row_kind != s->row_kind || r->state != s->state)
     r = row_find(w, s->handle, s->context, s->row_kind, s->state);
   if (r == NULL)
-    return;
+    return 0;
   for (i = 0; i < r->nm; i++) {
     match_t *m = &w->m[r->m0 + i];
     const bstate_t *b;
@@ -654,9 +655,12 @@ void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
       continue;
     }
     b = &w->bs[m->bi];
-    if (s->value > b->hi || s->value < b->lo)
+    if (s->value > b->hi || s->value < b->lo) {
       violate(w, m, r, s, s->value > b->hi, 1);
+      n++;
+    }
   }
+  return n;
 }
 
 size_t tlc_bwatch_nbudgets(const tlc_bwatch_t *w) {

@@ -104,8 +104,11 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set);
 
 /* The engine's tap, want and band callbacks (ud = the watch). The band of a watched row's kind
  * is the intersection of its budgets' [min, max] of that stat (rate budgets have none): the
- * engine hands over only the samples outside it, which are the ones some budget can break. */
-void tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s);
+ * engine hands over only the samples outside it, which are the ones some budget can break.
+ * The tap's answer is the number of violations of the sample itself (not a rate's, whose
+ * window ends elsewhere): the engine tags the sample with it in its sample log (engine.h:
+ * TLC_SLOG_TAG), where the rollups count them (daemon/budgetd.c). */
+int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s);
 unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,
                          uint64_t state, uint32_t *cookie);
 int tlc_bwatch_band(void *ud, uint32_t cookie, unsigned kind, int64_t *lo, int64_t *hi);

@@ -336,9 +336,10 @@ void tlc__engine_tap_regen(tlc_engine_t *e);
 void tlc__engine_tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value);
 /* Calls each tap that wants kind k of row r (r->tap_mask has bit k) with a sample of value v
  * that started at `start` (the event of change sequence seq_start) and closed at `end` (the
- * current event), with its cookie (engine.h: tlc_engine_sample_t). Out of line: an engine
- * without a tap pays one predicted branch per sample. */
-void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
+ * current event), with its cookie (engine.h: tlc_engine_sample_t), and tags the sample in the
+ * log when the taps answer n > 0 (tlc__engine_slog_tag). Out of line: an engine without a tap
+ * pays one predicted branch per sample. */
+void tlc__engine_tap_emit(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start,
                           uint64_t seq_start, int64_t end);
 /* Asks the taps which kinds of r they want (engine.h: tap_want), sets r->tap_mask (and r->whi
  * back to its interval's end when none wants any) and returns it. With several taps it keeps
@@ -357,7 +358,7 @@ static inline unsigned tlc__engine_tap_resolve(tlc_engine_t *e, erow_t *r) {
 /* The tap's call for sample (k < NK, v) of row r, unless v is inside r's band of kind k
  * (e->tband): a sample every budget would pass costs a compare, not a call. Only where r's
  * tap_mask has bit k. */
-static inline void tlc__engine_tap_sample(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v,
+static inline void tlc__engine_tap_sample(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v,
                                           int64_t start, uint64_t seq_start, int64_t end) {
   size_t ri = (size_t)(r - e->rows);
   if (ri < e->captband && (uint64_t)v - (uint64_t)e->tband[ri].k[k].lo <= e->tband[ri].k[k].w)
@@ -486,14 +487,20 @@ void tlc__engine_hlog_flush(tlc_engine_t *e);
 uint32_t tlc__engine_code_row(const tlc_engine_t *e, uint32_t handle, uint32_t ci);
 
 /* ---- the sample log (engine.h: tlc_engine_set_slog; slog.c) ----
- * The push loop appends samples inline (engine.c: slog_add, slog_def); the hand-off to the
- * log's function, the marks and setting the log are slog.c's. */
+ * The push loop appends samples inline (engine.c: slog_add); the hand-off to the log's
+ * function, the marks, the rows' keys, the taps' tags and setting the log are slog.c's. */
 
 /* Hands the sample log's entries to its function (slog.c). */
 void tlc__engine_slog_flush(tlc_engine_t *e);
 /* Appends a mark (engine.h: TLC_SLOG_EPOCH, TLC_SLOG_ROWS: then every row is described again)
  * to the sample log when it is on (slog.c). */
 void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
+/* Row r's key (a DEF mark) before its first entry since the last ROWS mark (r->slog == 1; room
+ * made by the caller): out of line, once per row and ROWS mark (slog.c). */
+void tlc__engine_slog_def(tlc_engine_t *e, erow_t *r);
+/* tlc__engine_slog_tag's other cases: r not described, the block full, outside a push, r not
+ * named by the log (slog.c). */
+void tlc__engine_slog_tag_slow(tlc_engine_t *e, erow_t *r, unsigned k, unsigned n, int64_t end);
 
 /* The sample log's entries of one event on a row come in a group of at most SLOG_GROUP (a DEF
  * mark and two entries, of up to three samples); the block is handed over before a group when it
@@ -504,6 +511,24 @@ void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value);
 static inline void slog_room(tlc_engine_t *e) {
   if (TLC_UNLIKELY(e->send - e->scur < SLOG_GROUP))
     tlc__engine_slog_flush(e);
+}
+
+/* A tag (engine.h: TLC_SLOG_TAG) of row r's sample of kind k closed at `end`, the taps' answer n
+ * (> 0), when the log is on (e->slog != NULL: the caller's test) and names r. Inline for the
+ * usual case (taps.c, per sample a tap answered for: a budget violation): r described, room in
+ * the block, during a push: one entry's stores. */
+static inline void tlc__engine_slog_tag(tlc_engine_t *e, erow_t *r, unsigned k, unsigned n,
+                                        int64_t end) {
+  tlc_engine_slent_t *l = e->scur;
+  if (TLC_UNLIKELY(r->slog != 2 || l == e->send || !e->pushing)) {
+    tlc__engine_slog_tag_slow(e, r, k, n, end);
+    return;
+  }
+  l->rk = TLC_SLOG_TAG;
+  l->aux = (uint32_t)(r - e->rows);
+  l->value = (int64_t)((uint64_t)n << 8 | k);
+  l->end = end;
+  e->scur = l + 1;
 }
 
 #endif

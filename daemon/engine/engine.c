@@ -412,26 +412,6 @@ static inline void slog_add(tlc_engine_t *e, const erow_t *r, unsigned k, int64_
   l->end = end;
 }
 
-/* Row r's key (a DEF mark) before its first sample since the last ROWS mark (r->slog == 1;
- * room made by slog_room). */
-#if defined(__GNUC__)
-__attribute__((noinline))
-#endif
-static void
-slog_def(tlc_engine_t *e, erow_t *r) {
-  uint32_t row = (uint32_t)(r - e->rows), handle = 0, context = 0;
-  uint8_t rkind = 0;
-  uint64_t st = 0;
-  tlc_engine_slent_t *l;
-  (void)tlc_engine_row_desc(e, row, &handle, &context, &rkind, &st);
-  l = e->scur++;
-  l->rk = TLC_SLOG_DEF + rkind;
-  l->aux = row;
-  l->value = (int64_t)((uint64_t)handle << 32 | context);
-  l->end = (int64_t)st;
-  r->slog = 2;
-}
-
 /* The sample log's entries of an X closing an activation of code row r at t (r->slog), before
  * its samples: NET, GROSS, CALL (GROSS == CALL without context_area, as the tap gives it) as one
  * pair of entries (engine.h: NET's form; nothing else logs NET or GROSS).
@@ -446,7 +426,7 @@ code_close_log(tlc_engine_t *e, erow_t *r, int64_t net, int64_t gross, int64_t c
   uint32_t rk;
   slog_room(e);
   if (TLC_UNLIKELY(r->slog == 1))
-    slog_def(e, r);
+    tlc__engine_slog_def(e, r);
   l = e->scur;
   rk = (uint32_t)(r - e->rows) * NK;
   l[0].rk = rk + TLC_NET; /* a pair of entries (engine.h: NET's form) */
@@ -470,7 +450,7 @@ code_entry_log(tlc_engine_t *e, erow_t *r, int64_t t, int hl, int oa, int64_t pe
     return;
   slog_room(e);
   if (TLC_UNLIKELY(r->slog == 1))
-    slog_def(e, r);
+    tlc__engine_slog_def(e, r);
   l = e->scur;
   rk = (uint32_t)(r - e->rows) * NK;
   if (hl) {
@@ -569,7 +549,7 @@ static inline void sample(tlc_engine_t *e, erow_t *r, unsigned tm, int lg, unsig
   if (lg && TLC_UNLIKELY(r->slog)) {
     slog_room(e);
     if (TLC_UNLIKELY(r->slog == 1))
-      slog_def(e, r);
+      tlc__engine_slog_def(e, r);
     slog_add(e, r, k, v, end);
   }
   if (TLC_UNLIKELY(tm & (1u << k)))
@@ -1460,19 +1440,6 @@ void tlc_engine_set_mapping(tlc_engine_t *e, const tlc_mapping_t *m) {
 }
 
 /* ---- reads of the engine's state, its epoch ---- */
-
-int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,
-                        uint8_t *row_kind, uint64_t *state) {
-  const erow_t *r;
-  if (row >= e->nrows)
-    return TLC_EINVAL;
-  r = &e->rows[row];
-  *handle = r->handle;
-  *context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
-  *row_kind = r->kind;
-  *state = r->kind == TLC_ROW_STATE ? r->state : 0;
-  return 0;
-}
 
 void tlc_engine_sync(tlc_engine_t *e) {
   if (e->hcur != e->hlog)

@@ -159,7 +159,12 @@ typedef struct tlc_engine_sample {
                                   that maps sequences to stored events (0: unknown, e.g. an
                                   activation opened before a checkpoint of an older build) */
 } tlc_engine_sample_t;
-typedef void (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
+/* A tap's answer for a sample (kind < TLC_TAP_GAP): 0, or n > 0 to have the sample tagged in the
+ * engine's sample log, when it is on (tlc_engine_set_slog: a TLC_SLOG_TAG entry next to the
+ * sample's own entries, in order with the samples): how a consumer of the log learns of what a tap
+ * found in a sample (the budget watch: its n violations) with no call of its own. With several taps
+ * their answers add up. A mark's answer is ignored. */
+typedef int (*tlc_engine_tap_fn)(void *ud, const tlc_engine_sample_t *s);
 /* Besides samples, the tap gets three kinds of marks (kind >= TLC_NKINDS):
  *  TLC_TAP_COUNT an event that counts in its row's COUNT (an E of a code area, a state entry, a
  *                data write): value 1, start = end = its time, seq_start = seq_end = its
@@ -282,7 +287,12 @@ void tlc_engine_remove_tap(tlc_engine_t *e, void *ud);
  *   TLC_SLOG_NOTE   a note the log's consumer put in itself (tlc_engine_slog_note), in order
  *                   with the samples: a pair of entries like NET's, this one's aux, value and end
  *                   and the next one's value and end (its rk and aux not set); it counts as one
- *                   sample in tlc_engine_slog_samples.
+ *                   sample in tlc_engine_slog_samples;
+ *   TLC_SLOG_TAG    a sample a tap tagged (its answer n, tlc_engine_tap_fn): aux the row (described
+ *                   before, like a sample's), value its kind (TLC_NET..TLC_OUTSIDE, TLC_TAP_COUNT)
+ *                   | n << 8, end its end (its epoch the log's); with the entries of its event,
+ *                   right after the sample's own (before them on a code row, whose taps are served
+ *                   first); it counts as n samples in tlc_engine_slog_samples.
  * Samples are exactly the tap's (tlc_engine_sample_t with kind < TLC_NKINDS): value, end and
  * epoch; every kind of every row (GROSS == CALL without context_area, as the tap gives it).
  * The three samples of a code activation closing (NET, GROSS, CALL of one row, one end) come
@@ -301,8 +311,10 @@ typedef struct tlc_engine_slent {
 #define TLC_SLOG_EPOCH 0xFFFFFFFFu
 #define TLC_SLOG_ROWS  0xFFFFFFFEu
 #define TLC_SLOG_NOTE  0xFFFFFFF8u
+#define TLC_SLOG_TAG   0xFFFFFFF9u
 #define TLC_SLOG_BLOCK 1024 /* entries of a block */
-/* The samples of entries x[0, n) (a NET pair counts 3, a note's pair 1, another mark 0). */
+/* The samples of entries x[0, n) (a NET pair counts 3, a note's pair 1, a tag its n, another mark
+ * 0). */
 static inline uint64_t tlc_engine_slog_samples(const tlc_engine_slent_t *x, size_t n) {
   uint64_t k = 0;
   for (size_t i = 0; i < n; i++) {
@@ -310,6 +322,8 @@ static inline uint64_t tlc_engine_slog_samples(const tlc_engine_slent_t *x, size
       if (x[i].rk == TLC_SLOG_NOTE) {
         k++;
         i++;
+      } else if (x[i].rk == TLC_SLOG_TAG) {
+        k += (uint64_t)x[i].value >> 8;
       }
       continue;
     }

@@ -1,6 +1,7 @@
 /* slog.c - the engine's sample log (engine.h: tlc_engine_set_slog, tlc_engine_slog_flush): setting
  * the log's function, handing its block of entries over, the marks (TLC_SLOG_ROWS,
- * TLC_SLOG_EPOCH) that tell its consumer when row indexes and sample epochs change, and the
+ * TLC_SLOG_EPOCH) that tell its consumer when row indexes and sample epochs change, a row's key
+ * (a DEF mark, tlc_engine_row_desc's), the samples a tap tagged (TLC_SLOG_TAG) and the
  * consumer's own notes (tlc_engine_slog_note).
  *
  * Invariants (engine-int.h: erow_t.slog, tlc_engine_t.slog): the log is on iff e->slog != NULL,
@@ -9,10 +10,11 @@
  * mark, so a block not taken (its DEFs lost with it) sets every such row back to 1.
  *
  * Cost: a hand-off is one call of the log's function per TLC_SLOG_BLOCK entries or push; a
- * ROWS mark is O(rows) (every row not described); setting the log is O(rows).
+ * ROWS mark is O(rows) (every row not described); setting the log is O(rows); a tag is one entry
+ * (inline in taps.c, only for a sample a tap answered for: engine-int.h's tlc__engine_slog_tag).
  *
- * Does not: append samples or DEF marks (engine.c does, inline in the push loop: slog_add,
- * slog_def, with engine-int.h's slog_room), or keep a block the function took.
+ * Does not: append samples (engine.c does, inline in the push loop: slog_add, with engine-int.h's
+ * slog_room), or keep a block the function took.
  */
 #include "engine/engine-int.h"
 #include "engine/engine.h"
@@ -64,6 +66,51 @@ void tlc__engine_slog_mark(tlc_engine_t *e, uint32_t mark, int64_t value) {
   if (mark == TLC_SLOG_ROWS)
     slog_undescribe(e);
   slog_put_mark(e, mark, value);
+}
+
+int tlc_engine_row_desc(const tlc_engine_t *e, uint32_t row, uint32_t *handle, uint32_t *context,
+                        uint8_t *row_kind, uint64_t *state) {
+  const erow_t *r;
+  if (row >= e->nrows)
+    return TLC_EINVAL;
+  r = &e->rows[row];
+  *handle = r->handle;
+  *context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
+  *row_kind = r->kind;
+  *state = r->kind == TLC_ROW_STATE ? r->state : 0;
+  return 0;
+}
+
+void tlc__engine_slog_def(tlc_engine_t *e, erow_t *r) {
+  uint32_t row = (uint32_t)(r - e->rows), handle = 0, context = 0;
+  uint8_t rkind = 0;
+  uint64_t st = 0;
+  tlc_engine_slent_t *l;
+  (void)tlc_engine_row_desc(e, row, &handle, &context, &rkind, &st);
+  l = e->scur++;
+  l->rk = TLC_SLOG_DEF + rkind;
+  l->aux = row;
+  l->value = (int64_t)((uint64_t)handle << 32 | context);
+  l->end = (int64_t)st;
+  r->slog = 2;
+}
+
+void tlc__engine_slog_tag_slow(tlc_engine_t *e, erow_t *r, unsigned k, unsigned n, int64_t end) {
+  tlc_engine_slent_t *l;
+  if (r->slog == 0) /* a row the log does not name */
+    return;
+  /* its own room, as a note's (taps are served between groups of entries) */
+  if (e->send - e->scur < 2)
+    tlc__engine_slog_flush(e);
+  if (r->slog == 1) /* not described since the last ROWS mark (a block not taken) */
+    tlc__engine_slog_def(e, r);
+  l = e->scur++;
+  l->rk = TLC_SLOG_TAG;
+  l->aux = (uint32_t)(r - e->rows);
+  l->value = (int64_t)((uint64_t)n << 8 | k);
+  l->end = end;
+  if (!e->pushing) /* the log is empty between pushes (engine.h) */
+    tlc__engine_slog_flush(e);
 }
 
 int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud) {

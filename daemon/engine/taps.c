@@ -36,19 +36,21 @@ void tlc__engine_tap_mark(tlc_engine_t *e, unsigned k, int64_t t, int64_t value)
   x.epoch = e->c.clock_resets;
   x.seq_start = x.seq_end = e->seq;
   if (e->ntaps <= 1) {
-    e->o.tap(e->o.tap_ud, &x);
+    (void)e->o.tap(e->o.tap_ud, &x);
   } else {
     unsigned j;
     for (j = 0; j < e->ntaps; j++)
-      e->taps[j].fn(e->taps[j].ud, &x);
+      (void)e->taps[j].fn(e->taps[j].ud, &x);
   }
 }
 
-/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t): out of line,
- * so that an engine without a tap pays one predicted branch per sample. */
-void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t v, int64_t start,
+/* The tap's call for a sample of kind k of row r (engine.h: tlc_engine_sample_t) and, when a tap
+ * answers n > 0, the sample's tag in the log: out of line, so that an engine without a tap pays
+ * one predicted branch per sample. */
+void tlc__engine_tap_emit(tlc_engine_t *e, erow_t *r, unsigned k, int64_t v, int64_t start,
                           uint64_t seq_start, int64_t end) {
   tlc_engine_sample_t x;
+  int n;
   x.handle = r->handle;
   x.context = r->kind == TLC_ROW_CODE && r->ctx != NONE32 ? e->ctx[r->ctx].tindex : TLC_CTX_NONE;
   x.kind = (uint8_t)k;
@@ -62,18 +64,24 @@ void tlc__engine_tap_emit(tlc_engine_t *e, const erow_t *r, unsigned k, int64_t 
   x.seq_end = e->seq;
   if (TLC_LIKELY(e->ntaps <= 1)) {
     x.cookie = r->tap_cookie;
-    e->o.tap(e->o.tap_ud, &x);
+    n = e->o.tap(e->o.tap_ud, &x);
   } else {
     /* several taps: each one that wants kind k of this row, with its own cookie (tap_ask
      * filled tapx[row] before the row's mask had any bit) */
     const struct etapx *tx = &e->tapx[r - e->rows];
     unsigned i;
+    n = 0;
     for (i = 0; i < e->ntaps; i++)
       if (tx->mask[i] & (1u << k)) {
+        int a;
         x.cookie = tx->cookie[i];
-        e->taps[i].fn(e->taps[i].ud, &x);
+        a = e->taps[i].fn(e->taps[i].ud, &x);
+        n += a > 0 ? a : 0;
       }
   }
+  /* what a tap found in the sample, to the log's consumer in order with the samples */
+  if (TLC_UNLIKELY(n > 0) && e->slog != NULL)
+    tlc__engine_slog_tag(e, r, k, (unsigned)n, end);
 }
 
 /* b: no band for any kind. */
@@ -228,6 +236,7 @@ void tlc__engine_tap_regen(tlc_engine_t *e) {
       r->whi = INT64_MIN;
     }
     r->tap_mask = TAP_ASK;
-    r->slog = (uint8_t)(e->slog_fn != NULL && i < TLC_SLOG_MARKS / NK);
+    if (r->slog == 0) /* a row loaded (checkpoint.c); one the log described stays so */
+      r->slog = (uint8_t)(e->slog_fn != NULL && i < TLC_SLOG_MARKS / NK);
   }
 }

@@ -1,8 +1,8 @@
 /* acc.c - the open minute of a target: the loop side hands the engine's sample log blocks to
- * the worker as they are (no copy), with the budget violations noted in them
- * (tlc_rollup_slog_violation), and appends the tap's samples and other violations to a chunk
- * (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows and
- * notes, splits samples by minute and epoch and counts them in the open minute (see rollup.h).
+ * the worker as they are (no copy), with the budget violations tagged (TLC_SLOG_TAG) or noted
+ * (tlc_rollup_slog_violation) in them, and appends the tap's samples and other violations to a
+ * chunk (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows,
+ * tags and notes, splits samples by minute and epoch and counts them in the open minute (see rollup.h).
  *
  * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
  * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
@@ -204,12 +204,12 @@ tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t 
   return next(a, end, epoch);
 }
 
-void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
+int tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
   tlc_rollup_sample_t *x;
   if (s->kind >= TLC_NKINDS) /* a mark (counts, gaps): no sample */
-    return;
+    return 0;
   if ((x = next(acc, s->end, s->epoch)) == NULL)
-    return;
+    return 0;
   x->handle = s->handle; /* in place: one store per field, no copy */
   x->context = s->context;
   x->state = s->state;
@@ -218,6 +218,7 @@ void tlc_rollup_tap(void *acc, const tlc_engine_sample_t *s) {
   x->value = s->value;
   x->end = s->end;
   x->epoch = s->epoch;
+  return 0;
 }
 
 /* The engine's block x (n entries) goes to the worker as it is: the one copy of the entries is
@@ -321,11 +322,45 @@ static int note_violation(const tlc_engine_slent_t *x, tlc_rollup_sample_t *s) {
   return 1;
 }
 
+/* *s with the key of the log's row `row` (from its DEF mark), end and the log's epoch, the
+ * rest 0. 1, or 0 when the row is not known (its key lost: no memory for it). */
+static int row_sample(const tlc_rollup_open_t *o, uint32_t row, int64_t end,
+                      tlc_rollup_sample_t *s) {
+  const struct tlc_rollup_rdesc *d = row < o->caprows ? &o->rows[row] : NULL;
+  if (d == NULL || !d->known)
+    return 0;
+  memset(s, 0, sizeof *s);
+  s->handle = d->handle;
+  s->context = d->context;
+  s->state = d->state;
+  s->row_kind = d->row_kind;
+  s->end = end;
+  s->epoch = o->slog_epoch;
+  return 1;
+}
+
+/* The n violations a tap tagged sample x with (engine.h: TLC_SLOG_TAG; the budget watch's): each
+ * one in the minute and cell of its sample, as tlc_rollup_add_violation counts one, or dropped
+ * when the sample's row is not known (its key lost). */
+static void tag_violations(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
+                           int replay) {
+  uint32_t kind = (uint32_t)((uint64_t)x->value & 0xFF);
+  uint64_t n = (uint64_t)x->value >> 8;
+  tlc_rollup_sample_t s;
+  if (!row_sample(o, x->aux, x->end, &s)) {
+    tlc__rollup_count(r, &r->st.samples_dropped, n);
+    return;
+  }
+  s.kind = (uint8_t)((kind < TLC_NKINDS ? kind : TLC_NET) | TLC_ROLLUP_VIOL);
+  for (uint64_t k = 0; k < n; k++)
+    if (!replay || tlc__rollup_replay_keep(r, o, &s))
+      tlc__rollup_hold(r, o, &s);
+}
+
 void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_engine_slent_t *x,
                             size_t n, int replay) {
   for (size_t i = 0; i < n; i++) {
     uint32_t rk = x[i].rk, row, kind, ns;
-    const struct tlc_rollup_rdesc *d;
     tlc_rollup_sample_t s;
     if (rk >= TLC_SLOG_MARKS) {
       if (rk == TLC_SLOG_NOTE) { /* a violation (tlc_rollup_slog_violation), a pair */
@@ -333,6 +368,8 @@ void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_eng
             (!replay || tlc__rollup_replay_keep(r, o, &s)))
           tlc__rollup_hold(r, o, &s);
         i++;
+      } else if (rk == TLC_SLOG_TAG) { /* a sample's violations (the budget watch's) */
+        tag_violations(r, o, &x[i], replay);
       } else if (rk == TLC_SLOG_EPOCH) {
         o->slog_epoch = (uint64_t)x[i].value;
       } else if (rk == TLC_SLOG_ROWS) {
@@ -347,19 +384,11 @@ void tlc__rollup_open_block(tlc_rollup_t *r, tlc_rollup_open_t *o, const tlc_eng
     kind = rk - row * TLC_NKINDS;
     /* NET's form: a pair, NET here, GROSS and CALL the next entry's value and end */
     ns = kind == TLC_NET && i + 1 < n ? 3 : 1;
-    d = row < o->caprows ? &o->rows[row] : NULL;
-    if (d == NULL || !d->known) { /* its key lost (no memory for it) */
+    if (!row_sample(o, row, x[i].end, &s)) { /* its key lost (no memory for it) */
       tlc__rollup_count(r, &r->st.samples_dropped, ns);
       i += ns > 1;
       continue;
     }
-    memset(&s, 0, sizeof s);
-    s.handle = d->handle;
-    s.context = d->context;
-    s.state = d->state;
-    s.row_kind = d->row_kind;
-    s.end = x[i].end;
-    s.epoch = o->slog_epoch;
     for (unsigned k = 0; k < ns; k++) {
       s.kind = (uint8_t)(kind + k);
       s.value = k == 0 ? x[i].value : k == 1 ? x[i + 1].value : x[i + 1].end;

@@ -119,10 +119,10 @@ void tlc_rollup_add(tlc_rollup_acc_t *a, const tlc_rollup_sample_t *s);
 tlc_rollup_sample_t *tlc_rollup_next(tlc_rollup_acc_t *a, int64_t end, uint64_t epoch);
 /* The engine's tap (engine.h: tlc_engine_tap_fn) feeding accumulator `acc`: every sample kind
  * appended as tlc_rollup_next's caller would, the marks (kind >= TLC_NKINDS) ignored. The
- * append is inlined here, so that a sample costs the tap one call and eight stores. Thread of
- * the accumulator. */
+ * append is inlined here, so that a sample costs the tap one call and eight stores. Its answer is
+ * 0 (no tag). Thread of the accumulator. */
 struct tlc_engine_sample;
-void tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
+int tlc_rollup_tap(void *acc, const struct tlc_engine_sample *s);
 /* The engine's sample log (engine.h: tlc_engine_slog_fn) feeding accumulator `acc`: the same
  * samples as tlc_rollup_tap gets, a block at a time, the engine's block itself handed to the
  * worker (no copy; rows resolved there by the log's DEF marks) and a fresh one returned from a

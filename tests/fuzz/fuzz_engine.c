@@ -63,13 +63,13 @@ typedef struct tally {
 
 #define B_WANTS ((1u << TLC_NET) | (1u << TLC_PERIOD) | (1u << TLC_TAP_COUNT))
 
-static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
+static int tap_fn(void *ud, const tlc_engine_sample_t *s) {
   tally_t *t = ud;
   if (s->kind > TLC_TAP_GAP)
     abort();
   if (t->filtered) {
     if (s->kind != TLC_TAP_GAP && ((s->handle & 1) || !(B_WANTS & (1u << s->kind))))
-      return;
+      return 0;
   } else if (s->kind != TLC_TAP_GAP && s->cookie != s->handle + 1) {
     abort(); /* B's own cookie */
   }
@@ -77,6 +77,7 @@ static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
     abort(); /* B after its removal */
   t->n[s->kind]++;
   t->sum[s->kind] += (uint64_t)s->value;
+  return 0;
 }
 
 static unsigned want_b(void *ud, uint32_t handle, uint32_t context, uint8_t row_kind,

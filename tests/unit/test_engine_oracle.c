@@ -590,7 +590,16 @@ typedef struct tapacc {
   tlc_bwatch_t *w; /* budgets behind this tap (NULL: attached to the engine directly) */
 } tapacc_t;
 
-static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
+/* w's violations of budgets other than rates so far */
+static uint64_t sample_violations(const tlc_bwatch_t *w) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < tlc_bwatch_nbudgets(w); i++)
+    if (tlc_bwatch_budget(w, i)->stat != TLC_BSTAT_RATE)
+      n += tlc_bwatch_total(w, i);
+  return n;
+}
+
+static int tap_cb(void *ud, const tlc_engine_sample_t *s) {
   tapacc_t *a = ud;
   size_t i;
   /* a sample's times and sequence numbers are its events': the closing one is the latest */
@@ -600,12 +609,15 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
   a->last_seq = s->seq_end;
   if (a->w != NULL) {
     tlc_engine_sample_t x = *s;
+    uint64_t before = sample_violations(a->w);
     if (s->kind != TLC_TAP_GAP)
       (void)tlc_bwatch_want(a->w, s->handle, s->context, s->row_kind, s->state, &x.cookie);
-    tlc_bwatch_tap(a->w, &x);
+    /* the watch's answer: the violations of this sample (a rate's are not its) */
+    if ((uint64_t)tlc_bwatch_tap(a->w, &x) != sample_violations(a->w) - before)
+      a->bad = 1;
   }
   if (s->kind == TLC_TAP_GAP)
-    return;
+    return 0;
   for (i = 0; i < a->n; i++) {
     tapent_t *x = &a->e[i];
     if (x->handle == s->handle && x->context == s->context && x->state == s->state &&
@@ -615,7 +627,7 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
   if (i == a->n) {
     if (a->n == TAPMAX) {
       a->bad = 1;
-      return;
+      return 0;
     }
     memset(&a->e[a->n], 0, sizeof(a->e[0]));
     a->e[i].handle = s->handle;
@@ -632,6 +644,7 @@ static void tap_cb(void *ud, const tlc_engine_sample_t *s) {
     a->e[i].min = s->value;
   if (s->value > a->e[i].max)
     a->e[i].max = s->value;
+  return 0;
 }
 
 /* Every sample a snapshot's dists count went through the tap, and nothing else: per row (other

@@ -15,7 +15,10 @@
  *  - the log set mid-stream gets the samples from then on (rows created before included); set
  *    to NULL, no more calls;
  *  - blocks not taken: their samples lost, the next block starts with ROWS and EPOCH and every
- *    row is described again, so every sample after is resolved right.
+ *    row is described again, so every sample after is resolved right;
+ *  - a tap's answer n > 0 tags its sample (TLC_SLOG_TAG) next to the sample's entries (before a
+ *    code row's, after others'), its row described, counted as n samples; two taps' answers
+ *    add up; the log off, nowhere.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,11 +54,43 @@ static void rec_add(rec_t *r, const smp_t *s) {
   r->s[r->n++] = *s;
 }
 
-static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
+/* The taps' tags (test_tags; tags_on 0: none): a sample whose value is a multiple of 7 is
+ * tagged 1, 2 or 3, a count whose time is a multiple of 5 is tagged 1; tags_want keeps what
+ * the engine should log (the row's key, kind, the tag as value, end, epoch), tags_sum their n.
+ * With tags_two a second tap (tap2) answers the same: the engine's tag is the sum. */
+static int tags_on, tags_two;
+static rec_t tags_want;
+static uint64_t tags_sum;
+
+static int tag_of(const tlc_engine_sample_t *s) {
+  if (s->kind < TLC_NKINDS)
+    return s->value % 7 == 0 ? 1 + (int)(s->value / 7 % 3) : 0;
+  return s->kind == TLC_TAP_COUNT && s->end % 5 == 0;
+}
+
+static int tap2(void *ud, const tlc_engine_sample_t *s) {
+  (void)ud;
+  return s->kind <= TLC_TAP_COUNT ? tag_of(s) : 0;
+}
+
+static int tap_fn(void *ud, const tlc_engine_sample_t *s) {
   smp_t x;
-  if (s->kind >= TLC_NKINDS)
-    return;
+  int n = tags_on && s->kind <= TLC_TAP_COUNT ? tag_of(s) : 0;
   memset(&x, 0, sizeof x);
+  if (n > 0) {
+    x.handle = s->handle;
+    x.context = s->context;
+    x.state = s->state;
+    x.row_kind = s->row_kind;
+    x.kind = s->kind;
+    x.value = tags_two ? 2 * n : n;
+    x.end = s->end;
+    x.epoch = s->epoch;
+    rec_add(&tags_want, &x);
+    tags_sum += (uint64_t)x.value;
+  }
+  if (s->kind >= TLC_NKINDS)
+    return n;
   x.handle = s->handle;
   x.context = s->context;
   x.state = s->state;
@@ -65,12 +100,17 @@ static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
   x.end = s->end;
   x.epoch = s->epoch;
   rec_add(ud, &x);
+  return n;
 }
 
 /* the log's consumer: descriptions kept by row index from the log's DEF marks, as the rollup
  * worker keeps them (it never asks the engine); every `refuse`-th block is not taken */
 typedef struct lg {
   rec_t got, lost;
+  rec_t tgot, tlost;           /* the tags (TLC_SLOG_TAG) of blocks taken and not */
+  uint32_t last_row, pend_row; /* the row and end of the last sample entry read, and of a */
+  int64_t last_end, pend_end;  /* tag read before its sample's entries (pend) */
+  int pend;
   smp_t *desc; /* kind 0xFF: not described */
   size_t ndesc;
   uint64_t epoch;
@@ -137,6 +177,25 @@ static tlc_engine_slent_t *slog_fn(void *ud, const tlc_engine_t *e, tlc_engine_s
       l->defs++;
       continue;
     }
+    if (x[i].rk == TLC_SLOG_TAG) {
+      row = x[i].aux;
+      assert_true(row < l->ndesc && l->desc[row].kind != 0xFF); /* described before */
+      s = l->desc[row];
+      s.kind = (uint8_t)(x[i].value & 0xFF);
+      s.value = x[i].value >> 8;
+      s.end = x[i].end;
+      s.epoch = l->epoch;
+      assert_true(s.kind <= TLC_TAP_COUNT && s.value > 0);
+      /* with its sample's entries: right after them, or (a code row's) right before */
+      if (s.kind < TLC_NKINDS && (row != l->last_row || s.end != l->last_end)) {
+        assert_true(!l->pend || (row == l->pend_row && s.end == l->pend_end));
+        l->pend = 1;
+        l->pend_row = row;
+        l->pend_end = s.end;
+      }
+      rec_add(refuse ? &l->tlost : &l->tgot, &s);
+      continue;
+    }
     assert_true(x[i].rk < TLC_SLOG_MARKS);
     assert_true(row < l->ndesc && l->desc[row].kind != 0xFF); /* described before */
     s = l->desc[row];
@@ -144,6 +203,13 @@ static tlc_engine_slent_t *slog_fn(void *ud, const tlc_engine_t *e, tlc_engine_s
     s.value = x[i].value;
     s.end = x[i].end;
     s.epoch = l->epoch;
+    if (l->pend) { /* the entries of the sample tagged just before */
+      assert_int_equal(row, l->pend_row);
+      assert_int_equal(s.end, l->pend_end);
+      l->pend = 0;
+    }
+    l->last_row = row;
+    l->last_end = s.end;
     rec_add(refuse ? &l->lost : &l->got, &s);
     if (s.kind == TLC_NET) { /* a pair: GROSS and CALL in the next entry, the same end */
       assert_true(i + 1 < n);
@@ -259,6 +325,8 @@ static void fx_stop(fx_t *f) {
   free(f->all.s);
   free(f->l.got.s);
   free(f->l.lost.s);
+  free(f->l.tgot.s);
+  free(f->l.tlost.s);
   free(f->l.desc);
 }
 
@@ -266,7 +334,8 @@ static void fx_stop(fx_t *f) {
 static void push(fx_t *f, const tlc_event_t *ev, size_t n) {
   tlc_engine_push(f->e, ev, n);
   assert_int_equal(f->l.got.n + f->l.lost.n, f->all.n);
-  assert_int_equal(f->l.counted, f->all.n); /* a block's samples, pairs counted as 3 */
+  /* a block's samples, pairs counted as 3, a tag as its n */
+  assert_int_equal(f->l.counted, f->all.n + tags_sum);
 }
 
 static void test_same_as_tap(void **state) {
@@ -399,12 +468,77 @@ static void test_on_off(void **state) {
   fx_stop(&f);
 }
 
+/* rec a's entries and b's in one */
+static void rec_join(rec_t *to, const rec_t *a, const rec_t *b) {
+  for (size_t i = 0; i < a->n; i++)
+    rec_add(to, &a->s[i]);
+  for (size_t i = 0; i < b->n; i++)
+    rec_add(to, &b->s[i]);
+}
+
+/* A tap's answer n > 0 tags its sample in the log (TLC_SLOG_TAG): exactly the samples and counts
+ * the tap answered for, each with its row (described before it, again after a block not taken),
+ * kind, n, end and epoch, next to the sample's own entries; counted as n samples; with two
+ * taps, their answers added up; with the log off, nowhere. Across a gap, a clock restart, a
+ * clear and blocks not taken. */
+static void test_tags(void **state) {
+  enum { N = 20000 };
+  fx_t f;
+  int64_t t = 1000000000000ll;
+  size_t kinds[TLC_TAP_COUNT + 1] = { 0 }, big = 0, calls;
+  rec_t tags = { 0 };
+  (void)state;
+  fx_start(&f, N, 0, 1);
+  tags_on = 1;
+  f.l.refuse = 4;
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N);
+  tlc_engine_gap(f.e);
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N);
+  tlc_engine_gap(f.e); /* a clock restart */
+  t = 1000;
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N);
+  assert_int_equal(tlc_engine_counters(f.e)->clock_resets, 1);
+  /* two taps: each answers, the tag is the sum */
+  assert_int_equal(tlc_engine_add_tap(f.e, tap2, NULL, NULL, &tags), 0);
+  tags_two = 1;
+  workload(f.ev, N, &t, 0);
+  push(&f, f.ev, N);
+  tlc_engine_clear(f.e);
+  workload(f.ev, N, &t, 1000);
+  push(&f, f.ev, N);
+  assert_true(f.l.refused >= 2 && f.l.tlost.n > 0 && f.l.tgot.n > N / 10);
+  rec_join(&tags, &f.l.tgot, &f.l.tlost);
+  same(&tags_want, 0, &tags, 0);
+  for (size_t i = 0; i < tags.n; i++) {
+    kinds[tags.s[i].kind]++;
+    big += tags.s[i].value >= 4; /* two taps' */
+  }
+  for (unsigned k = 0; k <= TLC_TAP_COUNT; k++)
+    if (k != TLC_OUTSIDE) /* the workload's areas are never outside */
+      assert_true(kinds[k] > 0);
+  assert_true(big > 0);
+  /* the log off: the taps' answers go nowhere */
+  assert_int_equal(tlc_engine_set_slog(f.e, NULL, NULL), 0);
+  calls = f.l.calls;
+  workload(f.ev, N, &t, 0);
+  tlc_engine_push(f.e, f.ev, N);
+  assert_int_equal(f.l.calls, calls);
+  tags_on = tags_two = 0;
+  tags_sum = 0;
+  free(tags_want.s);
+  memset(&tags_want, 0, sizeof tags_want);
+  free(tags.s);
+  fx_stop(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_same_as_tap),
-    cmocka_unit_test(test_on_off),
-    cmocka_unit_test(test_refused),
-    cmocka_unit_test(test_pair_gross_call),
+    cmocka_unit_test(test_same_as_tap), cmocka_unit_test(test_on_off),
+    cmocka_unit_test(test_refused),     cmocka_unit_test(test_pair_gross_call),
+    cmocka_unit_test(test_tags),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,8 +40,9 @@ static void rec_add(rec_t *r, const tlc_engine_sample_t *s) {
   r->s[r->n++] = *s;
 }
 
-static void tap_fn(void *ud, const tlc_engine_sample_t *s) {
+static int tap_fn(void *ud, const tlc_engine_sample_t *s) {
   rec_add(ud, s);
+  return 0;
 }
 
 /* A: NET and COUNT of code rows of even handles, cookie handle * 3 + 1 */

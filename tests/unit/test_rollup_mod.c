@@ -688,34 +688,45 @@ static void test_slog_as_tap(void **state) {
 }
 
 /* A second tap on the pair's engine that makes every sample whose value is a multiple of 7 a
- * violation, as the daemon's budget watch hands one on (rolld.c): to the tap's accumulator
- * through its chunk, to the log's through the engine's sample log, during the push. */
+ * violation (two when it is a multiple of 3 too), as the daemon hands them on: to the tap's
+ * accumulator through its chunk, to the log's through the engine's sample log during the
+ * push: an even value's as the budget watch's answer (the engine's tag of the sample:
+ * budgetd.c), an odd one's as a note (tlc_rollup_slog_violation: rolld.c, a rate's). */
 typedef struct viol_tap {
   pair_t *p;
-  uint64_t n;
+  uint64_t n, tagged; /* violations; those of them tagged */
 } viol_tap_t;
 
-static void viol_tap(void *ud, const tlc_engine_sample_t *s) {
+static int viol_tap(void *ud, const tlc_engine_sample_t *s) {
   viol_tap_t *v = ud;
+  int n;
   if (s->kind >= TLC_NKINDS || s->value % 7 != 0)
-    return;
-  tlc_rollup_add_violation(v->p->at, s->handle, s->context, s->state, s->kind, s->row_kind, s->end,
-                           s->epoch);
-  assert_int_equal(tlc_rollup_slog_violation(v->p->al, v->p->e, s->handle, s->context, s->state,
-                                             s->kind, s->row_kind, s->end, s->epoch),
-                   0);
-  v->n++;
+    return 0;
+  n = s->value % 3 == 0 ? 2 : 1;
+  for (int i = 0; i < n; i++)
+    tlc_rollup_add_violation(v->p->at, s->handle, s->context, s->state, s->kind, s->row_kind,
+                             s->end, s->epoch);
+  v->n += (uint64_t)n;
+  if (s->value % 2 == 0) {
+    v->tagged += (uint64_t)n;
+    return n;
+  }
+  for (int i = 0; i < n; i++)
+    assert_int_equal(tlc_rollup_slog_violation(v->p->al, v->p->e, s->handle, s->context, s->state,
+                                               s->kind, s->row_kind, s->end, s->epoch),
+                     0);
+  return 0;
 }
 
-/* Budget violations through the sample log (tlc_rollup_slog_violation: a note in the engine's
- * log, no hand-off per violation) land in the minutes and cells the accumulator's chunk puts
- * them in (tlc_rollup_add_violation, in order with a tap's samples): during pushes, across
- * minutes and a clock restart, and outside a push (handed over at once); none lost. A log that
- * is not the accumulator's takes none. */
+/* Budget violations through the sample log (a tap's tag of their sample, or
+ * tlc_rollup_slog_violation's note: no hand-off per violation) land in the minutes and cells the
+ * accumulator's chunk puts them in (tlc_rollup_add_violation, in order with a tap's samples):
+ * during pushes, across minutes and a clock restart, and outside a push (handed over at once);
+ * none lost. A log that is not the accumulator's takes none. */
 static void test_slog_violations(void **state) {
   enum { N = 30000 };
   pair_t p;
-  viol_tap_t v = { &p, 0 };
+  viol_tap_t v = { &p, 0, 0 };
   tlc_rollup_stats_t st;
   tlc_event_t *ev = calloc(N, sizeof(*ev));
   int64_t t = 10 * TLC_ROLLUP_MINUTE_NS;
@@ -742,7 +753,7 @@ static void test_slog_violations(void **state) {
   assert_int_equal(
       tlc_rollup_slog_violation(p.al, p.e, 0x10000001u, 0, 0, TLC_CALL, TLC_ROW_CODE, t, 1), 0);
   v.n++;
-  assert_true(v.n > 1000);
+  assert_true(v.n > 1000 && v.tagged > v.n / 4 && v.tagged < v.n * 3 / 4);
   pair_stop(&p, &st);
   assert_int_equal(st.samples_dropped, 0);
   cells = pair_same(&nva, &nv);
