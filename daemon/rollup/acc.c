@@ -2,7 +2,8 @@
  * the worker as they are (no copy), with the budget violations tagged (TLC_SLOG_TAG) or noted
  * (tlc_rollup_slog_violation) in them, and appends the tap's samples and other violations to a
  * chunk (one sequential 48-byte store, no lookup); the worker side resolves the blocks' rows,
- * tags and notes, splits samples by minute and epoch and counts them in the open minute (see rollup.h).
+ * tags and notes, splits samples by minute and epoch and counts them in the open minute (see
+ * rollup.h).
  *
  * Loop: a full chunk (TLC_ROLLUP_CHUNK samples) goes to the worker as a job; past
  * TLC_ROLLUP_MAX_QUEUED samples waiting, a full chunk is dropped instead and counted
