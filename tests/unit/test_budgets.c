@@ -187,9 +187,16 @@ static tlc_engine_slent_t *count_tags(void *ud, const tlc_engine_t *e, tlc_engin
                                       size_t n) {
   (void)ud;
   (void)e;
-  for (size_t i = 0; i < n; i++)
-    if (x[i].rk == TLC_SLOG_TAG)
-      g_tags[x[i].value & 0xFF] += (uint64_t)x[i].value >> 8;
+  for (size_t i = 0; i < n; i++) {
+    if (x[i].rk == TLC_SLOG_TAG) {
+      unsigned k = (unsigned)((uint64_t)x[i].value & 0xFF);
+      assert_true(k <= TLC_TAP_COUNT);
+      g_tags[k] += (uint64_t)x[i].value >> 8;
+    } else if (x[i].rk == TLC_SLOG_NOTE ||
+               (x[i].rk < TLC_SLOG_MARKS && x[i].rk % TLC_NKINDS == TLC_NET)) {
+      i++; /* a pair: the next entry's rk is not set (engine.h) */
+    }
+  }
   return x;
 }
 
