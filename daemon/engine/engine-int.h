@@ -513,22 +513,26 @@ static inline void slog_room(tlc_engine_t *e) {
     tlc__engine_slog_flush(e);
 }
 
+/* The tag's entry at the log's end (room, r described: the caller's). */
+static inline void tlc__engine_slog_put_tag(tlc_engine_t *e, const erow_t *r, unsigned k,
+                                            unsigned n, int64_t end) {
+  tlc_engine_slent_t *l = e->scur++;
+  l->rk = TLC_SLOG_TAG;
+  l->aux = (uint32_t)(r - e->rows);
+  l->value = (int64_t)((uint64_t)n << 8 | k);
+  l->end = end;
+}
 /* A tag (engine.h: TLC_SLOG_TAG) of row r's sample of kind k closed at `end`, the taps' answer n
  * (> 0), when the log is on (e->slog != NULL: the caller's test) and names r. Inline for the
  * usual case (taps.c, per sample a tap answered for: a budget violation): r described, room in
  * the block, during a push: one entry's stores. */
 static inline void tlc__engine_slog_tag(tlc_engine_t *e, erow_t *r, unsigned k, unsigned n,
                                         int64_t end) {
-  tlc_engine_slent_t *l = e->scur;
-  if (TLC_UNLIKELY(r->slog != 2 || l == e->send || !e->pushing)) {
+  if (TLC_UNLIKELY(r->slog != 2 || e->scur == e->send || !e->pushing)) {
     tlc__engine_slog_tag_slow(e, r, k, n, end);
     return;
   }
-  l->rk = TLC_SLOG_TAG;
-  l->aux = (uint32_t)(r - e->rows);
-  l->value = (int64_t)((uint64_t)n << 8 | k);
-  l->end = end;
-  e->scur = l + 1;
+  tlc__engine_slog_put_tag(e, r, k, n, end);
 }
 
 #endif

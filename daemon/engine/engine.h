@@ -345,9 +345,9 @@ int tlc_engine_set_slog(tlc_engine_t *e, tlc_engine_slog_fn fn, void *ud);
 void tlc_engine_slog_flush(tlc_engine_t *e);
 /* Appends a note (TLC_SLOG_NOTE: aux, v0 and e0 in the first entry, v1 and e1 in the second) to
  * the log when the log is fn's with ud, in order with the samples: from a tap during
- * tlc_engine_push it goes with the push's block (no call: what a budget violation found by a
- * tap costs its rollup), elsewhere it is handed over at once. 0, or TLC_EINVAL when the log is
- * off or another's (nothing appended). */
+ * tlc_engine_push it goes with the push's block (no call: what a rate budget's violation costs
+ * its rollup; a violation of one sample is the sample's tag, TLC_SLOG_TAG), elsewhere it is handed
+ * over at once. 0, or TLC_EINVAL when the log is off or another's (nothing appended). */
 int tlc_engine_slog_note(tlc_engine_t *e, tlc_engine_slog_fn fn, const void *ud, uint32_t aux,
                          int64_t v0, int64_t e0, int64_t v1, int64_t e1);
 /* Row `row`'s key as the tap gives it (tlc_engine_sample_t: handle, context, row_kind, state).

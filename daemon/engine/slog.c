@@ -96,7 +96,6 @@ void tlc__engine_slog_def(tlc_engine_t *e, erow_t *r) {
 }
 
 void tlc__engine_slog_tag_slow(tlc_engine_t *e, erow_t *r, unsigned k, unsigned n, int64_t end) {
-  tlc_engine_slent_t *l;
   if (r->slog == 0) /* a row the log does not name */
     return;
   /* its own room, as a note's (taps are served between groups of entries) */
@@ -104,11 +103,7 @@ void tlc__engine_slog_tag_slow(tlc_engine_t *e, erow_t *r, unsigned k, unsigned 
     tlc__engine_slog_flush(e);
   if (r->slog == 1) /* not described since the last ROWS mark (a block not taken) */
     tlc__engine_slog_def(e, r);
-  l = e->scur++;
-  l->rk = TLC_SLOG_TAG;
-  l->aux = (uint32_t)(r - e->rows);
-  l->value = (int64_t)((uint64_t)n << 8 | k);
-  l->end = end;
+  tlc__engine_slog_put_tag(e, r, k, n, end);
   if (!e->pushing) /* the log is empty between pushes (engine.h) */
     tlc__engine_slog_flush(e);
 }
