@@ -2,7 +2,7 @@
 """bench_budget_ingest.py - what 100 timing budgets cost tlcapd's ingest, quiet and in a storm.
 
     bench/bench_budget_ingest.py BUILD_DIR [--rounds N] [--mib M] [--passes P] [--store]
-                                 [--icount] [--icount-mib A,B]
+                                 [--icount [--cache-sim]] [--icount-mib A,B]
 
 BUILD_DIR holds daemon/tlcapd and bench/benchd_io (bench/run passes build/bench).
 
@@ -36,6 +36,13 @@ bench/icount_ingest.sh does. Those runs take no periodic checkpoint (--checkpoin
 under callgrind a run lasts minutes, and with storage a checkpoint (the rollups' open minute
 copied and encoded: about 270 M instructions) would be counted as often as the wall clock, not
 the stream, asks for one. The count does not depend on the host's load.
+
+--cache-sim also simulates the caches (callgrind --cache-sim=yes, about twice as slow): the loop
+thread's first-level and last-level misses per event, and valgrind's estimate of cycles from
+them (an instruction 1, a first-level miss 10, a last-level miss 100), which counts what
+instructions leave out: a violation's records and tables are cold lines between two
+violations. The last-level part varies from run to run (valgrind serialises the threads, whose
+traffic shares one simulated cache); the L1-only estimate is steadier.
 """
 import argparse
 import os
@@ -134,24 +141,30 @@ SENDS = ["tlc_pubsub_violation", "tlc_bwatch_save"]
 
 
 def thread_icount(path):
-    """The instructions of one thread's callgrind file, and those of SENDS in it (inclusive)."""
+    """The counts of one thread's callgrind file, and those of SENDS in it (inclusive): lists of
+    the file's events (Ir alone, or with --cache-sim Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw)."""
+    with open(path) as f:
+        m = re.search(r"^(?:summary|totals): (.*)$", f.read(), re.M)
+    if m is None:
+        raise B.BenchError("no summary line in callgrind's file %s" % path)
+    total = [int(x) for x in m.group(1).split()]
     ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", path],
                          capture_output=True, text=True).stdout
-    m = re.search(r"([\d,]+) +\(100.0%\) +PROGRAM TOTALS", ann) or \
-        re.search(r"([\d,]+) +PROGRAM TOTALS", ann)
-    if m is None:
-        raise B.BenchError("no PROGRAM TOTALS in callgrind_annotate's output for %s" % path)
-    sends = 0
+    sends = [0] * len(total)
     for fn in SENDS:
-        f = re.search(r"([\d,]+) +\([^)]*\) +\S*:%s \[" % fn, ann)
-        sends += int(f.group(1).replace(",", "")) if f else 0
-    return int(m.group(1).replace(",", "")), sends
+        for line in ann.splitlines():
+            if re.search(r"\S*:%s \[" % fn, line):
+                got = [int(x.replace(",", "")) for x in re.findall(r"([\d,]+) \(", line)]
+                if len(got) == len(total):
+                    sends = [a + b for a, b in zip(sends, got)]
+                break
+    return total, sends
 
 
-def icount(build, io, conf, mib, store):
-    """Instructions of a whole daemon run on one pass of `mib` MiB: every thread's, those of the
-    violation events sent and checkpoint saves (SENDS, inclusive), and the same two of the loop
-    thread alone (the thread whose capacity bounds ingest)."""
+def icount(build, io, conf, mib, store, cache=False):
+    """Counts of a whole daemon run on one pass of `mib` MiB (thread_icount's lists): every
+    thread's, those of the violation events sent and checkpoint saves (SENDS, inclusive), and
+    the same two of the loop thread alone (the thread whose capacity bounds ingest)."""
     d = B.tempdir("tlcbench-budget-ic.")
     port, hport = B.free_port(), B.free_port()
     # no periodic checkpoint (see the module's text); the one at the end cancels
@@ -159,8 +172,9 @@ def icount(build, io, conf, mib, store):
     out = os.path.join(d, "cg.out")
     log = open(os.path.join(d, "log"), "wb")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                          "--callgrind-out-file=" + out,
-                          os.path.join(build, "daemon", "tlcapd")] + args,
+                          "--callgrind-out-file=" + out] +
+                         (["--cache-sim=yes"] if cache else []) +
+                         [os.path.join(build, "daemon", "tlcapd")] + args,
                          stdout=subprocess.DEVNULL, stderr=log)
     try:
         B.wait_until(lambda: b"tlcapd ready" in open(os.path.join(d, "log"), "rb").read(), 120,
@@ -174,11 +188,11 @@ def icount(build, io, conf, mib, store):
         files = sorted(f for f in os.listdir(d) if f.startswith("cg.out-"))
         if not files or files[0] != "cg.out-01":
             raise B.BenchError("no per-thread callgrind output in %s" % d)
-        total = sends = loop = loop_sends = 0
+        total = sends = loop = loop_sends = None
         for f in files:
             t, s = thread_icount(os.path.join(d, f))
-            total += t
-            sends += s
+            total = t if total is None else [a + b for a, b in zip(total, t)]
+            sends = s if sends is None else [a + b for a, b in zip(sends, s)]
             if f == "cg.out-01":
                 loop, loop_sends = t, s
         return total, sends, loop, loop_sends
@@ -190,6 +204,13 @@ def icount(build, io, conf, mib, store):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def cycles(ev, with_ll):
+    """valgrind's estimate of cycles from --cache-sim's counts: Ir + 10 a first-level miss
+    (+ 100 a last-level miss with with_ll)."""
+    ir, _, _, i1, d1r, d1w, ill, dllr, dllw = ev
+    return ir + 10 * (i1 + d1r + d1w) + (100 * (ill + dllr + dllw) if with_ll else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -199,6 +220,7 @@ def main():
     ap.add_argument("--store", action="store_true")
     ap.add_argument("--icount", action="store_true")
     ap.add_argument("--icount-mib", default="8,24")
+    ap.add_argument("--cache-sim", action="store_true")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     io = os.path.join(build, "bench", "benchd_io")
@@ -207,22 +229,41 @@ def main():
           % (build, a.mib, a.passes, a.rounds, "on" if a.store else "off"))
     if a.icount:
         lo, hi = [int(x) for x in a.icount_mib.split(",")]
-        per, fast, lper, lfast = {}, {}, {}, {}
+        per, fast, lper, lfast, lev = {}, {}, {}, {}, {}
         for conf in confs:
-            (x, xs, xl, xls), (z, zs, zl, zls) = (icount(build, io, conf, lo, a.store),
-                                                  icount(build, io, conf, hi, a.store))
+            (x, xs, xl, xls), (z, zs, zl, zls) = (icount(build, io, conf, lo, a.store,
+                                                         a.cache_sim),
+                                                  icount(build, io, conf, hi, a.store,
+                                                         a.cache_sim))
             n = (hi - lo) * 1048576 // REC
-            per[conf], fast[conf] = (z - x) / n, ((z - zs) - (x - xs)) / n
-            lper[conf], lfast[conf] = (zl - xl) / n, ((zl - zls) - (xl - xls)) / n
+            per[conf], fast[conf] = (z[0] - x[0]) / n, ((z[0] - zs[0]) - (x[0] - xs[0])) / n
+            lper[conf] = (zl[0] - xl[0]) / n
+            lfast[conf] = ((zl[0] - zls[0]) - (xl[0] - xls[0])) / n
+            # the loop thread's counts per event without the work per second, every event
+            lev[conf] = [((c - cs) - (b - bs)) / n for b, bs, c, cs in zip(xl, xls, zl, zls)]
             print("icount %-5s %7.1f instructions per event (%.1f without the work per "
                   "second); loop thread %.1f (%.1f)" % (conf, per[conf], fast[conf],
                                                        lper[conf], lfast[conf]))
+            if a.cache_sim:
+                print("cache-sim %-5s loop thread without the work per second, per event: "
+                      "I1 misses %.3f, D1 read misses %.3f, D1 write misses %.3f, LL misses "
+                      "%.3f; estimated cycles %.1f (L1 only), %.1f (with LL)"
+                      % (conf, lev[conf][3], lev[conf][4], lev[conf][5],
+                         sum(lev[conf][6:9]), cycles(lev[conf], False),
+                         cycles(lev[conf], True)))
             sys.stdout.flush()
         for what, p, f in (("icount", per, fast), ("icount, loop thread", lper, lfast)):
             print("%s: quiet/none %.4f, storm/none %.4f; without the work per second: "
                   "quiet/none %.4f, storm/none %.4f"
                   % (what, p["quiet"] / p["none"], p["storm"] / p["none"],
                      f["quiet"] / f["none"], f["storm"] / f["none"]))
+        if a.cache_sim:
+            for ll in (False, True):
+                print("cache-sim, loop thread, estimated cycles (%s) without the work per "
+                      "second: quiet/none %.4f, storm/none %.4f"
+                      % ("with LL" if ll else "L1 only",
+                         cycles(lev["quiet"], ll) / cycles(lev["none"], ll),
+                         cycles(lev["storm"], ll) / cycles(lev["none"], ll)))
     ratios = {"quiet": [], "storm": []}
     tput = {"quiet": [], "storm": []}
     for r in range(a.rounds):
