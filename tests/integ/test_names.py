@@ -155,6 +155,8 @@ def test_reset(d):
         dm.wait_stats(lambda st: any(t["name"] == "r" and t["records"] == 30
                                      for t in st["targets"]), what="5 more calls")
         T.eq(calls_of(lab.stats("r"), 1), 5, "only the calls after the reset")
+        # history reads what the storage thread has written, which may trail the engine
+        dm.wait_stats(lambda st: st["store"]["records_written"] == 30, what="30 records stored")
         hist = lab.stats("r", "--since", "-1h")
         T.eq(calls_of(hist, 1), 15, "history still has the calls before the reset")
         T.eq(hist["counters"]["gaps"], 1, "history replays the reset as the gap it was")
