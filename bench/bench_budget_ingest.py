@@ -188,13 +188,10 @@ def icount(build, io, conf, mib, store, cache=False):
         files = sorted(f for f in os.listdir(d) if f.startswith("cg.out-"))
         if not files or files[0] != "cg.out-01":
             raise B.BenchError("no per-thread callgrind output in %s" % d)
-        total = sends = loop = loop_sends = None
-        for f in files:
-            t, s = thread_icount(os.path.join(d, f))
-            total = t if total is None else [a + b for a, b in zip(total, t)]
-            sends = s if sends is None else [a + b for a, b in zip(sends, s)]
-            if f == "cg.out-01":
-                loop, loop_sends = t, s
+        counts = [thread_icount(os.path.join(d, f)) for f in files]
+        total = [sum(c) for c in zip(*(t for t, _ in counts))]
+        sends = [sum(c) for c in zip(*(s for _, s in counts))]
+        loop, loop_sends = counts[0]
         return total, sends, loop, loop_sends
     finally:
         if p.poll() is None:
@@ -202,6 +199,16 @@ def icount(build, io, conf, mib, store, cache=False):
             p.wait()
         log.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def per_event(lo, hi, n):
+    """Each count of the run on more records less that of the run on fewer, over the n records
+    between them (start-up and shutdown cancel)."""
+    return [(b - a) / n for a, b in zip(lo, hi)]
+
+
+def minus(a, b):
+    return [x - y for x, y in zip(a, b)]
 
 
 def cycles(ev, with_ll):
@@ -236,11 +243,11 @@ def main():
                                                   icount(build, io, conf, hi, a.store,
                                                          a.cache_sim))
             n = (hi - lo) * 1048576 // REC
-            per[conf], fast[conf] = (z[0] - x[0]) / n, ((z[0] - zs[0]) - (x[0] - xs[0])) / n
-            lper[conf] = (zl[0] - xl[0]) / n
-            lfast[conf] = ((zl[0] - zls[0]) - (xl[0] - xls[0])) / n
             # the loop thread's counts per event without the work per second, every event
-            lev[conf] = [((c - cs) - (b - bs)) / n for b, bs, c, cs in zip(xl, xls, zl, zls)]
+            lev[conf] = per_event(minus(xl, xls), minus(zl, zls), n)
+            per[conf] = per_event(x, z, n)[0]
+            fast[conf] = per_event(minus(x, xs), minus(z, zs), n)[0]
+            lper[conf], lfast[conf] = per_event(xl, zl, n)[0], lev[conf][0]
             print("icount %-5s %7.1f instructions per event (%.1f without the work per "
                   "second); loop thread %.1f (%.1f)" % (conf, per[conf], fast[conf],
                                                        lper[conf], lfast[conf]))
