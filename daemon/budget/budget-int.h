@@ -39,18 +39,21 @@ _Static_assert(sizeof(vslot_t) == 64, "a ring slot is one cache line");
 
 /* A budget of the watch: its definition, limits, total, ring of kept violations and worst. */
 typedef struct bstate {
-  /* what a sample is tested against (first: the one line a quiet sample reads): a value
-   * above hi or below lo breaks it (INT64_MAX without a max, INT64_MIN without a min) */
-  int64_t hi, lo;
+  /* the one line a violation reads and writes (bs is 64-byte aligned: budget.c's lines_alloc,
+   * and the struct a multiple of 64): what a sample is tested against (a value above hi or
+   * below lo breaks it: INT64_MAX without a max, INT64_MIN without a min), the count, the ring
+   * and the worst's distance from its limit (when has_worst) */
+  _Alignas(64) int64_t hi;
+  int64_t lo;
   uint64_t total;
-  vslot_t *ring;         /* keep of them, allocated at the first violation, not zeroed */
-  size_t rn, rhead;      /* used, next slot */
+  vslot_t *ring;    /* keep of them, allocated at the first violation, not zeroed */
+  size_t rn, rhead; /* used, next slot */
+  int64_t worst_dist;
+  int has_worst;
   void *ring_mem;        /* ring's allocation (ring: its first 64-byte boundary) */
   tlc_violation_t *wide; /* keep, at the first VS_WIDE slot: their whole records */
   uint64_t (*loc)[4];    /* keep, at the first VS_LOC slot: seg_first, off_first, seg_last,
                             off_last */
-  int64_t worst_dist;    /* the worst's distance from its limit (when has_worst) */
-  int has_worst;
   tlc_violation_t worst;
   tlc_tbudget_t def;
 } bstate_t;

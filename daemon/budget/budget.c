@@ -5,7 +5,11 @@
  * (match_t, a slice of one array), with each one's rate window; per (budget, row) that had a
  * violation its counter (cnt_t). Rows and counters are found through base/htab.h tables keyed
  * by a hash of their key (entries compared on the hit). The engine asks tlc_bwatch_want once
- * per row; rows no budget watches get no entry and are not tapped at all. The layout is in
+ * per row; rows no budget watches get no entry and are not tapped at all. A row with one
+ * budget, not a rate (the common one), also holds that match's budget and counter, so that its
+ * violation reads the row's half line and its budget's first line (both arrays 64-byte
+ * aligned, lines_alloc) and writes its counter and a ring slot: lines a storm's engine work
+ * between two violations has evicted, each a miss. The layout is in
  * budget-int.h; each budget's ring of kept violations is ring.c's, but for the storm's compact
  * slot, written here inline (violate, through budget-int.h's slot_stream).
  */
@@ -66,11 +70,14 @@ struct match {
 
 struct rowent {
   uint32_t handle, context;
+  uint64_t state;
+  uint32_t m0; /* matches[m0 .. m0 + nm) */
+  uint16_t nm; /* at most TLC_BUDGET_MAX */
   uint8_t row_kind;
   uint8_t mask;
-  uint64_t state;
-  uint32_t m0, nm; /* matches[m0 .. m0 + nm) */
+  uint32_t bi, ci; /* with one match (nm 1): its budget and counter (m[m0].bi, .ci) */
 };
+_Static_assert(sizeof(rowent_t) == 32, "a row is half a line");
 
 static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
   return tlc_mix64(((uint64_t)handle << 32 | context) ^ tlc_mix64(state * 4 + rk));
@@ -106,11 +113,31 @@ static int64_t vdist(const tlc_violation_t *v) {
   return v->over ? wsub(v->value, v->limit) : wsub(v->limit, v->value);
 }
 
+/* `size` zeroed bytes on a 64-byte boundary (the budgets' and rows' arrays: their hot lines,
+ * budget-int.h), the allocation's start kept in the pointer before them; NULL without memory.
+ * Freed by lines_free. */
+static void *lines_alloc(size_t size) {
+  uint8_t *p = tlc_calloc(1, size + 64 + sizeof(void *)), *a;
+  if (p == NULL)
+    return NULL;
+  a = (uint8_t *)(((uintptr_t)p + sizeof(void *) + 63) & ~(uintptr_t)63);
+  memcpy(a - sizeof(void *), &p, sizeof(p));
+  return a;
+}
+
+static void lines_free(void *a) {
+  void *p;
+  if (a == NULL)
+    return;
+  memcpy(&p, (uint8_t *)a - sizeof(void *), sizeof(p));
+  tlc_free(p);
+}
+
 /* Fills bs[0..) with the budgets of set that apply to w->target. 0 or TLC_ENOMEM. */
 static int build_states(tlc_bwatch_t *w, const tlc_tbudget_set_t *set, bstate_t **out,
                         size_t *nout) {
   size_t i, n = 0;
-  bstate_t *bs = tlc_calloc(set->n ? set->n : 1, sizeof(*bs));
+  bstate_t *bs = lines_alloc((set->n ? set->n : 1) * sizeof(*bs));
   if (bs == NULL)
     return TLC_ENOMEM;
   for (i = 0; i < set->n; i++) {
@@ -138,7 +165,7 @@ static void free_states(bstate_t *bs, size_t n) {
   size_t i;
   for (i = 0; i < n; i++)
     tlc__budget_ring_free(&bs[i]);
-  tlc_free(bs);
+  lines_free(bs);
 }
 
 /* tlc_bwatch_key's numbers of one serial (budgets beyond it have none). */
@@ -178,7 +205,7 @@ void tlc_bwatch_free(tlc_bwatch_t *w) {
   if (w == NULL)
     return;
   free_states(w->bs, w->nb);
-  tlc_free(w->rows);
+  lines_free(w->rows);
   tlc_free(w->m);
   tlc_free(w->c);
   tlc_htab_fini(&w->rowh);
@@ -269,12 +296,12 @@ int tlc_bwatch_set_budgets(tlc_bwatch_t *w, const tlc_tbudget_set_t *set) {
   return 0;
 }
 
-static const rowent_t *row_find(const tlc_bwatch_t *w, uint32_t handle, uint32_t context,
-                                uint8_t rk, uint64_t state) {
+static rowent_t *row_find(const tlc_bwatch_t *w, uint32_t handle, uint32_t context, uint8_t rk,
+                          uint64_t state) {
   uint64_t key = rowkey(handle, context, rk, state);
   const uint64_t *v;
   for (v = tlc_htab_get(&w->rowh, key); v != NULL; v = tlc_htab_get_next(&w->rowh, key, v)) {
-    const rowent_t *r = &w->rows[*v];
+    rowent_t *r = &w->rows[*v];
     if (r->handle == handle && r->context == context && r->row_kind == rk && r->state == state)
       return r;
   }
@@ -350,11 +377,14 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
     return 0;
   if (w->nrows == w->caprows) {
     size_t nc = w->caprows ? w->caprows * 2 : 64;
-    rowent_t *nr = tlc_realloc(w->rows, nc * sizeof(*nr));
+    rowent_t *nr = lines_alloc(nc * sizeof(*nr));
     if (nr == NULL) {
       w->nm = m0;
       return 0;
     }
+    if (w->nrows > 0)
+      memcpy(nr, w->rows, w->nrows * sizeof(*nr));
+    lines_free(w->rows);
     w->rows = nr;
     w->caprows = nc;
   }
@@ -370,7 +400,9 @@ unsigned tlc_bwatch_want(void *ud, uint32_t handle, uint32_t context, uint8_t ro
   r->state = state;
   r->mask = (uint8_t)mask;
   r->m0 = (uint32_t)m0;
-  r->nm = (uint32_t)(w->nm - m0);
+  r->nm = (uint16_t)(w->nm - m0);
+  r->bi = w->m[m0].bi;
+  r->ci = NONE32;
   return mask;
 }
 
@@ -411,9 +443,9 @@ COLD static uint32_t counter(tlc_bwatch_t *w, match_t *m, const rowent_t *r) {
 /* Fills v, the whole record of a violation of m's budget b on its row: s's value (over: 1
  * above the max, 0 below the min, `limit`), start, end, epoch and sequences, the wall clock
  * `wall`, its number `count`, no location. */
-static inline void fill(tlc_violation_t *v, const match_t *m, const tlc_engine_sample_t *s,
+static inline void fill(tlc_violation_t *v, const vhead_t *h, const tlc_engine_sample_t *s,
                         int over, int64_t limit, int64_t wall, uint64_t count) {
-  memcpy(v, &m->head, sizeof(m->head)); /* budget, handle, context, row_kind, stat, state */
+  memcpy(v, h, sizeof(*h)); /* budget, handle, context, row_kind, stat, state */
   v->over = (uint8_t)over;
   v->value = s->value;
   v->limit = limit;
@@ -429,13 +461,13 @@ static inline void fill(tlc_violation_t *v, const match_t *m, const tlc_engine_s
 
 /* A new worst of m's budget b: s's record (v: it whole, or NULL: filled here with the chunk's
  * wall clock), `dist` beyond the limit. */
-COLD static void new_worst(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+COLD static void new_worst(tlc_bwatch_t *w, const vhead_t *h, bstate_t *b,
                            const tlc_engine_sample_t *s, int over, int64_t dist,
                            const tlc_violation_t *v) {
   if (v != NULL)
     b->worst = *v;
   else
-    fill(&b->worst, m, s, over, over ? b->hi : b->lo, w->wall, b->total);
+    fill(&b->worst, h, s, over, over ? b->hi : b->lo, w->wall, b->total);
   b->worst_dist = dist;
   b->has_worst = 1;
 }
@@ -444,15 +476,15 @@ COLD static void new_worst(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
  * record, or NULL when only its slot has it (violate's: then its wall clock is the chunk's).
  * Inline: violate's storm fills the record for on_violation on its own stack, with no call
  * but that. */
-static inline void worst_and_tell(tlc_bwatch_t *w, const match_t *m, bstate_t *b,
+static inline void worst_and_tell(tlc_bwatch_t *w, const vhead_t *h, bstate_t *b,
                                   const tlc_engine_sample_t *s, int over, int64_t dist,
                                   const tlc_violation_t *v) {
   if (!b->has_worst || dist > b->worst_dist)
-    new_worst(w, m, b, s, over, dist, v);
+    new_worst(w, h, b, s, over, dist, v);
   if (w->o.on_violation != NULL) {
     tlc_violation_t tmp;
     if (v == NULL) {
-      fill(&tmp, m, s, over, over ? b->hi : b->lo, w->wall, b->total);
+      fill(&tmp, h, s, over, over ? b->hi : b->lo, w->wall, b->total);
       v = &tmp;
     }
     w->o.on_violation(w->o.ud, v);
@@ -473,7 +505,7 @@ static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_eng
     w->c[ci].count += n;
   else
     w->dropped_keys += n;
-  fill(&w->scratch, m, s, over, over ? b->hi : b->lo, wall, b->total);
+  fill(&w->scratch, &m->head, s, over, over ? b->hi : b->lo, wall, b->total);
   if (b->ring != NULL && ci != NONE32 && s->epoch < VS_EPOCHS) {
     vslot_t *x = &b->ring[k];
     x->value = s->value;
@@ -494,50 +526,54 @@ static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_eng
     if (b->rn < w->o.keep)
       b->rn++;
   }
-  worst_and_tell(w, m, b, s, over, over ? wsub(s->value, b->hi) : wsub(b->lo, s->value),
+  worst_and_tell(w, &m->head, b, s, over, over ? wsub(s->value, b->hi) : wsub(b->lo, s->value),
                  &w->scratch);
 }
 
 /* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
  * not zeroed: a slot's every field is written), any without a chunk's wall clock and any
  * whose epoch does not fit a slot. */
-COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
+COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, rowent_t *r,
                               const tlc_engine_sample_t *s, int over, uint64_t n) {
   bstate_t *b = &w->bs[m->bi];
   uint32_t ci = m->ci != NONE32 ? m->ci : counter(w, m, r);
+  if (r->nm == 1)
+    r->ci = ci; /* the row's copy (rowent_t) */
   if (b->ring == NULL)
     (void)tlc__budget_ring_alloc(b, w->o.keep);
   record(w, m, b, s, over, n, ci, w->wall != 0 ? w->wall : wall_now(w));
 }
 
 /* Records a violation of m's budget on row r: the counts and one ring slot's writes (one
- * cache line, no call but on_violation and a new worst's). Inline in the tap: with the engine's
+ * cache line, no call but on_violation and a new worst's). bi, ci and h are m's budget, counter
+ * and head, given by the caller (for a row of one budget, from the row: m itself is then read
+ * only on the first violation's path, violate_slow). Inline in the tap: with the engine's
  * bands (tlc_bwatch_band) a sample inside every budget never reaches it, so that in a storm
  * nearly each of its calls is a violation, and a call less is what a violation saves. */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
 static inline void
-violate(tlc_bwatch_t *w, match_t *m, const rowent_t *r, const tlc_engine_sample_t *s, int over,
-        uint64_t n) {
-  bstate_t *b = &w->bs[m->bi];
+violate(tlc_bwatch_t *w, match_t *m, rowent_t *r, uint32_t bi, uint32_t ci, const vhead_t *h,
+        const tlc_engine_sample_t *s, int over, uint64_t n) {
+  bstate_t *b = &w->bs[bi];
   int64_t dist;
   vslot_t *x;
-  if (m->ci == NONE32 || b->ring == NULL || w->wall == 0 || s->epoch >= VS_EPOCHS) {
+  if (ci == NONE32 || b->ring == NULL || w->wall == 0 || s->epoch >= VS_EPOCHS) {
     violate_slow(w, m, r, s, over, n);
     return;
   }
   dist = over ? wsub(s->value, b->hi) : wsub(b->lo, s->value);
   b->total += n;
   w->all += n;
-  w->c[m->ci].count += n;
+  w->c[ci].count += n;
   x = &b->ring[b->rhead];
-  slot_stream(x, s, b->total, w->wall, m->ci, (uint32_t)s->epoch | (over ? VS_OVER : 0));
+  slot_stream(x, s, b->total, w->wall, ci, (uint32_t)s->epoch | (over ? VS_OVER : 0));
   if (++b->rhead == w->o.keep)
     b->rhead = 0;
   if (b->rn < w->o.keep)
     b->rn++;
-  worst_and_tell(w, m, b, s, over, dist, NULL);
+  worst_and_tell(w, h, b, s, over, dist, NULL);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
@@ -556,8 +592,7 @@ static int64_t wbound(int64_t win, int64_t len) {
   return win * len;
 }
 
-static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
-                       const tlc_engine_sample_t *s) {
+static void rate_event(tlc_bwatch_t *w, match_t *m, rowent_t *r, const tlc_engine_sample_t *s) {
   const bstate_t *b = &w->bs[m->bi];
   int64_t len = b->def.window_ns, win = floordiv(s->end, len);
   if (m->has_win && m->epoch == s->epoch && win <= m->win) {
@@ -575,7 +610,7 @@ static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
       x.epoch = m->epoch;
       x.seq_start = m->wseq0;
       x.seq_end = m->wseq1;
-      violate(w, m, r, &x, count > b->hi, 1);
+      violate(w, m, r, m->bi, m->ci, &m->head, &x, count > b->hi, 1);
     }
     if (empty > 0 && b->def.has_min && b->def.min > 0) {
       x.value = 0;
@@ -584,7 +619,7 @@ static void rate_event(tlc_bwatch_t *w, match_t *m, const rowent_t *r,
       x.epoch = s->epoch;
       x.seq_start = m->wseq1;
       x.seq_end = s->seq_end;
-      violate(w, m, r, &x, 0, (uint64_t)empty);
+      violate(w, m, r, m->bi, m->ci, &m->head, &x, 0, (uint64_t)empty);
     }
   }
   m->has_win = 1;
@@ -631,7 +666,7 @@ int tlc_bwatch_band(void *ud, uint32_t cookie, unsigned kind, int64_t *lo, int64
 
 int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
   tlc_bwatch_t *w = ud;
-  const rowent_t *r;
+  rowent_t *r;
   uint32_t i;
   int n = 0;
   if (s->kind > TLC_TAP_COUNT) {
@@ -645,6 +680,24 @@ int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
     r = row_find(w, s->handle, s->context, s->row_kind, s->state);
   if (r == NULL)
     return 0;
+  if (r->nm == 1 && !(r->mask & (1u << TLC_TAP_COUNT))) {
+    /* one budget, not a rate (the common row): its budget and counter are the row's, and its
+     * match is read only for a violation's record, so that a violation reads two lines of the
+     * watch's (the row and the budget's first) and writes the counter's and a slot */
+    const bstate_t *b = &w->bs[r->bi];
+    vhead_t h;
+    if (!(r->mask >> s->kind & 1) || (s->value <= b->hi && s->value >= b->lo))
+      return 0;
+    h.budget = r->bi; /* the match's head (tlc_bwatch_want), from the row */
+    h.handle = r->handle;
+    h.context = r->context;
+    h.row_kind = r->row_kind;
+    h.stat = s->kind; /* not a rate: the stat is the kind */
+    h.over = h.pad = 0;
+    h.state = r->state;
+    violate(w, &w->m[r->m0], r, r->bi, r->ci, &h, s, s->value > b->hi, 1);
+    return 1;
+  }
   for (i = 0; i < r->nm; i++) {
     match_t *m = &w->m[r->m0 + i];
     const bstate_t *b;
@@ -656,7 +709,7 @@ int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
     }
     b = &w->bs[m->bi];
     if (s->value > b->hi || s->value < b->lo) {
-      violate(w, m, r, s, s->value > b->hi, 1);
+      violate(w, m, r, m->bi, m->ci, &m->head, s, s->value > b->hi, 1);
       n++;
     }
   }

@@ -787,6 +787,83 @@ static void kept_are_seen(const tlc_bwatch_t *w, size_t i, uint32_t seen_budget,
   assert_int_equal(m, n);
 }
 
+/* TaskB (handle 2) on core 1 (context 1): E at t, X at t + 2000 (NET 2000). */
+static void push_b(tlc_engine_t *e, int64_t t) {
+  tlc_event_t v[2];
+  ev(&v[0], t, 2, TLC_EV_ENTRY, 1);
+  ev(&v[1], t + 2000, 2, TLC_EV_EXIT, 1);
+  tlc_engine_push(e, v, 2);
+}
+
+/* A row one budget watches, not a rate (budget.c: the row holds its budget and counter), once
+ * its counter and ring exist: what on_violation is handed is the whole record the stream
+ * makes, field by field, and the kept records and the worst say the same. */
+static void test_kept_solo(void **state) {
+  static const char a[] = "[budget net_a]\narea = TaskA\nstat = net\nmax = 100ns\n"
+                          "[budget net_b]\narea = TaskB\nstat = net\nmax = 1us\n";
+  static seen_t seen;
+  tlc_tbudget_set_t s;
+  tlc_bwatch_opts_t o;
+  tlc_bwatch_t *w;
+  tlc_engine_t *e;
+  const tlc_violation_t *worst;
+  size_t i, na = 0, nb = 0;
+  char err[256];
+  (void)state;
+  memset(&seen, 0, sizeof(seen));
+  tlc_tbudget_set_init(&s);
+  assert_int_equal(tlc_tbudget_parse(&s, a, strlen(a), "t.ini", err, sizeof(err)), 0);
+  memset(&o, 0, sizeof(o));
+  o.keep = 8;
+  o.area_name = area_name;
+  o.on_violation = on_violation;
+  o.ud = &seen; /* no wall_ms: the engine's chunk stamp (without one, every violation is a
+                   first one: budget.c's violate_slow) */
+  assert_int_equal(tlc_bwatch_new(&w, "board-1", &s, &o), 0);
+  tlc_tbudget_set_fini(&s);
+  assert_int_equal(tlc_engine_new(&e, TLC_FMT_BIN11, NULL), 0);
+  tlc_bwatch_attach(w, e);
+  tlc_engine_set_wall_ms(e, 1700000000123);
+  push_stream(e); /* TaskA NET 200, 50, 900; TaskB NET 2000 */
+  push_net(e, 200000);
+  push_b(e, 300000);
+  push_net(e, 210000);
+  push_b(e, 310000);
+  push_net(e, 220000);
+  assert_int_equal(seen.n, 8);
+  for (i = 0; i < seen.n; i++) {
+    const tlc_violation_t *v = &seen.v[i];
+    int isa = v->handle == 1;
+    assert_true(v->handle == 1 || v->handle == 2);
+    assert_string_equal(tlc_bwatch_budget(w, v->budget)->name, isa ? "net_a" : "net_b");
+    assert_int_equal(v->context, isa ? 0 : 1);
+    assert_int_equal(v->row_kind, TLC_ROW_CODE);
+    assert_int_equal(v->stat, TLC_NET); /* a stat other than rate is its kind (formats/budget.h) */
+    assert_int_equal(v->over, 1);
+    assert_int_equal(v->state, 0);
+    assert_int_equal(v->limit, isa ? 100 : 1000);
+    assert_int_equal(v->value, isa ? (na < 2 ? (na == 0 ? 200 : 900) : 1500) : 2000);
+    assert_int_equal(v->end - v->start, isa && na < 2 ? (na == 0 ? 300 : 900) : isa ? 1500 : 2000);
+    assert_int_equal(v->wall_ms, 1700000000123);
+    assert_int_equal(v->count, isa ? ++na : ++nb);
+  }
+  assert_int_equal(na, 5);
+  assert_int_equal(nb, 3);
+  kept_are_seen(w, seen.v[0].budget, seen.v[0].budget, &seen, 5, NULL, 0);
+  kept_are_seen(w, 1 - seen.v[0].budget, 1 - seen.v[0].budget, &seen, 3, NULL, 0);
+  assert_int_equal(count_of(w, seen.v[0].budget, 1, 0), 5);
+  assert_int_equal(count_of(w, 1 - seen.v[0].budget, 2, 1), 3);
+  /* the worst of TaskA's: the first NET 1500 (1400 over) */
+  worst = tlc_bwatch_worst(w, seen.v[0].budget);
+  assert_non_null(worst);
+  for (i = 0; i < seen.n && !(seen.v[i].handle == 1 && seen.v[i].value == 1500); i++)
+    ;
+  assert_true(i < seen.n);
+  same_v(worst, &seen.v[i]);
+  tlc_bwatch_free(w);
+  tlc_engine_free(e);
+}
+
 /* budget.c keeps a violation compact in its budget's ring, or whole when it does not fit (a
  * dropped key, an epoch of 2^29 or more, one taken back from a checkpoint or kept across a
  * reload): whichever, the kept records say what on_violation was handed, field by field,
@@ -915,11 +992,12 @@ static void test_kept_forms(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_duration), cmocka_unit_test(test_parse),
-    cmocka_unit_test(test_refusals), cmocka_unit_test(test_watch),
-    cmocka_unit_test(test_rate),     cmocka_unit_test(test_reload),
-    cmocka_unit_test(test_locate),   cmocka_unit_test(test_locate_ring),
-    cmocka_unit_test(test_wall),     cmocka_unit_test(test_kept_forms),
+    cmocka_unit_test(test_duration),  cmocka_unit_test(test_parse),
+    cmocka_unit_test(test_refusals),  cmocka_unit_test(test_watch),
+    cmocka_unit_test(test_rate),      cmocka_unit_test(test_reload),
+    cmocka_unit_test(test_locate),    cmocka_unit_test(test_locate_ring),
+    cmocka_unit_test(test_wall),      cmocka_unit_test(test_kept_forms),
+    cmocka_unit_test(test_kept_solo),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
