@@ -459,8 +459,20 @@ static inline void fill(tlc_violation_t *v, const vhead_t *h, const tlc_engine_s
   v->count = count;
 }
 
-/* A new worst of m's budget b: s's record (v: it whole, or NULL: filled here with the chunk's
- * wall clock), `dist` beyond the limit. */
+/* The head of a violation on row r, of its one budget (r->bi: rowent_t), not a rate: the same
+ * as its match's (tlc_bwatch_want), read from the row, whose line the violation has read. */
+static inline void row_head(vhead_t *h, const rowent_t *r, unsigned kind) {
+  h->budget = r->bi;
+  h->handle = r->handle;
+  h->context = r->context;
+  h->row_kind = r->row_kind;
+  h->stat = (uint8_t)kind; /* not a rate: the stat is the kind */
+  h->over = h->pad = 0;
+  h->state = r->state;
+}
+
+/* A new worst of budget b (h: its record's head): s's record (v: it whole, or NULL: filled with the
+ * chunk's wall clock), `dist` beyond the limit. */
 COLD static void new_worst(tlc_bwatch_t *w, const vhead_t *h, bstate_t *b,
                            const tlc_engine_sample_t *s, int over, int64_t dist,
                            const tlc_violation_t *v) {
@@ -476,9 +488,14 @@ COLD static void new_worst(tlc_bwatch_t *w, const vhead_t *h, bstate_t *b,
  * record, or NULL when only its slot has it (violate's: then its wall clock is the chunk's).
  * Inline: violate's storm fills the record for on_violation on its own stack, with no call
  * but that. */
-static inline void worst_and_tell(tlc_bwatch_t *w, const vhead_t *h, bstate_t *b,
+static inline void worst_and_tell(tlc_bwatch_t *w, const vhead_t *h, const rowent_t *r, bstate_t *b,
                                   const tlc_engine_sample_t *s, int over, int64_t dist,
                                   const tlc_violation_t *v) {
+  vhead_t rh;
+  if (h == NULL && (!b->has_worst || dist > b->worst_dist || w->o.on_violation != NULL)) {
+    row_head(&rh, r, s->kind);
+    h = &rh;
+  }
   if (!b->has_worst || dist > b->worst_dist)
     new_worst(w, h, b, s, over, dist, v);
   if (w->o.on_violation != NULL) {
@@ -526,8 +543,8 @@ static void record(tlc_bwatch_t *w, const match_t *m, bstate_t *b, const tlc_eng
     if (b->rn < w->o.keep)
       b->rn++;
   }
-  worst_and_tell(w, &m->head, b, s, over, over ? wsub(s->value, b->hi) : wsub(b->lo, s->value),
-                 &w->scratch);
+  worst_and_tell(w, &m->head, NULL, b, s, over,
+                 over ? wsub(s->value, b->hi) : wsub(b->lo, s->value), &w->scratch);
 }
 
 /* violate's first violation of m (its counter to create), of its budget (its ring to allocate,
@@ -546,8 +563,9 @@ COLD static void violate_slow(tlc_bwatch_t *w, match_t *m, rowent_t *r,
 
 /* Records a violation of m's budget on row r: the counts and one ring slot's writes (one
  * cache line, no call but on_violation and a new worst's). bi, ci and h are m's budget, counter
- * and head, given by the caller (for a row of one budget, from the row: m itself is then read
- * only on the first violation's path, violate_slow). Inline in the tap: with the engine's
+ * and head, given by the caller (for a row of one budget, from the row, h NULL: row_head, only
+ * when a record is made; m itself is then read only on the first violation's path,
+ * violate_slow). Inline in the tap: with the engine's
  * bands (tlc_bwatch_band) a sample inside every budget never reaches it, so that in a storm
  * nearly each of its calls is a violation, and a call less is what a violation saves. */
 #if defined(__GNUC__)
@@ -573,7 +591,7 @@ violate(tlc_bwatch_t *w, match_t *m, rowent_t *r, uint32_t bi, uint32_t ci, cons
     b->rhead = 0;
   if (b->rn < w->o.keep)
     b->rn++;
-  worst_and_tell(w, h, b, s, over, dist, NULL);
+  worst_and_tell(w, h, r, b, s, over, dist, NULL);
 }
 
 static int64_t floordiv(int64_t a, int64_t b) {
@@ -685,17 +703,9 @@ int tlc_bwatch_tap(void *ud, const tlc_engine_sample_t *s) {
      * match is read only for a violation's record, so that a violation reads two lines of the
      * watch's (the row and the budget's first) and writes the counter's and a slot */
     const bstate_t *b = &w->bs[r->bi];
-    vhead_t h;
     if (!(r->mask >> s->kind & 1) || (s->value <= b->hi && s->value >= b->lo))
       return 0;
-    h.budget = r->bi; /* the match's head (tlc_bwatch_want), from the row */
-    h.handle = r->handle;
-    h.context = r->context;
-    h.row_kind = r->row_kind;
-    h.stat = s->kind; /* not a rate: the stat is the kind */
-    h.over = h.pad = 0;
-    h.state = r->state;
-    violate(w, &w->m[r->m0], r, r->bi, r->ci, &h, s, s->value > b->hi, 1);
+    violate(w, &w->m[r->m0], r, r->bi, r->ci, NULL, s, s->value > b->hi, 1);
     return 1;
   }
   for (i = 0; i < r->nm; i++) {
