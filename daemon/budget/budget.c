@@ -78,6 +78,7 @@ struct rowent {
   uint32_t bi, ci; /* with one match (nm 1): its budget and counter (m[m0].bi, .ci) */
 };
 _Static_assert(sizeof(rowent_t) == 32, "a row is half a line");
+_Static_assert(TLC_BUDGET_MAX <= UINT16_MAX, "a row's matches fit rowent_t.nm");
 
 static uint64_t rowkey(uint32_t handle, uint32_t context, uint8_t rk, uint64_t state) {
   return tlc_mix64(((uint64_t)handle << 32 | context) ^ tlc_mix64(state * 4 + rk));
