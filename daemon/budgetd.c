@@ -12,14 +12,12 @@
  * replayed records are not counted again. One write per checkpoint, at most one in flight
  * per target (continuity's rule), each to a temporary file of its own.
  *
- * Where a violation is stored (segment, byte offsets of its first and closing records): after
- * the engine takes a batch with violations (wiring.c's observer: tlc_budgetd_batch), one store
- * mark; its answer (the open segment and its length, which ends with the batch's last record)
- * is where the records are counted back from, one change sequence per 24-byte record, into the
- * segment written before it when they started there (tlc_store_pos_back). Trusted
- * only while that holds: every batch checks its events against the engine's sequence and gap
- * count (O(1)), and storage's dropped count must not have moved; else the end stays 0. A
- * watch checkpoint taken while marks are in flight is held until the last is back.
+ * Where a violation is stored (segment, byte offsets of its first and closing records): a
+ * batch with violations (wiring.c's observer: tlc_budgetd_batch) hands them to the batch's
+ * store mark (locd.h), shared with the extremes' (xlocd.c); its answer is where the records
+ * are counted back from, into the segment written before it when they started there. A
+ * location is given only while the count can be trusted, else it stays 0. A watch checkpoint
+ * taken while marks are in flight is held until the last is back.
  *
  * Subscribers and the broker get a violation as a rate-limited target event (vserve.h): each
  * answer of their limiter says until when the budget's next would only be counted, and until
@@ -28,6 +26,7 @@
  * storm thus pays a compare per violation, not the limiter's call.
  */
 #include "daemon/budgetd.h"
+#include "daemon/locd.h"
 #include "daemon/rolld.h"
 
 #include "base/alloc.h"
@@ -39,8 +38,6 @@
 #include "formats/evmap.h"
 #include "formats/mapping.h"
 #include "pubsub/pubsub.h"
-#include "store/policy/policy.h"
-#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,9 +50,7 @@
 #define BWCK_NAME "budgets.checkpoint"
 #define BWCK_MAX  (256u << 20) /* the largest watch file read back */
 
-#define LOC_BATCH  16 /* violations of one batch a mark locates (the rest: no location) */
-#define LOC_MARKS  8  /* marks in flight per target (beyond: that batch's go unlocated) */
-#define LOC_RECORD 24 /* a bin1x record's bytes */
+#define LOC_BATCH 16 /* violations of one batch a mark locates (the rest: no location) */
 
 /* Until when a budget's violations are held back from one consumer of target events (pubsub,
  * fleet), and how many were since its last call. */
@@ -79,12 +74,6 @@ struct tlc_budgetd_w {
   tlc_daemon_t *d;
   tlc_target_t *t; /* NULL once detached (a mark still in flight holds this) */
   tlc_bwatch_t *w;
-  /* Locations (docs/budgets.md "What a violation holds"): the stored records of [ok_seq,
-   * the engine's sequence] are one a change sequence, and the store's dropped count was ok_drops
-   * when ok_seq was set. */
-  uint64_t seq_prev;  /* the engine's change sequence after the previous batch */
-  uint64_t gaps_prev; /* and its gap count */
-  uint64_t ok_seq, ok_drops;
   unsigned gen; /* bumped at every attach: budget indexes and sequences may have changed */
   size_t npend, inflight;
   loc_v_t pend[LOC_BATCH]; /* violations of the batch being pushed */
@@ -102,13 +91,11 @@ struct tlc_budgetd_w {
 
 static void bwck_held(struct tlc_budgetd_w *bw, int patch);
 
-/* A mark placed after a batch with violations: where they are is counted back from it. */
+/* A batch's violations, handed to its store mark: where they are is counted back from it. */
 typedef struct loc_job {
   struct tlc_budgetd_w *bw;
   unsigned gen;
   uint64_t id;
-  uint64_t after;            /* the engine's change sequence after the batch */
-  uint64_t ok_seq, ok_drops; /* bw's when the mark was placed */
   size_t n;
   loc_v_t v[LOC_BATCH];
 } loc_job_t;
@@ -301,32 +288,8 @@ static int applies(const tlc_daemon_t *d, const char *name) {
 
 /* ---- where a violation is stored ---- */
 
-/* The target's records dropped by storage so far (all reasons). */
-static uint64_t store_drops(const tlc_target_t *t) {
-  tlc_store_target_counters_t c;
-  tlc_store_target_counters(tlc_stpol_target(t), &c);
-  return c.dropped_records;
-}
-
-/* Counting starts afresh after the engine's sequence `seq`: nothing before it is located. */
-static void loc_restart(struct tlc_budgetd_w *bw, uint64_t seq) {
-  bw->seq_prev = seq;
-  bw->gaps_prev = tlc_engine_counters(bw->t->pipe.engine)->gaps;
-  bw->ok_seq = seq + 1;
-  bw->ok_drops = store_drops(bw->t);
-}
-
-/* Where the record of change sequence `seq` is: `after` is the sequence of the last record
- * before the mark at pos. 1 and *seg, *off; 0: not in pos's segment, or not countable. */
-static int loc_of(const loc_job_t *j, const tlc_store_pos_t *pos, uint64_t seq, uint64_t *seg,
-                  uint64_t *off) {
-  return tlc_store_pos_record(pos, j->ok_seq, j->after, seq, LOC_RECORD, seg, off);
-}
-
-/* The mark after a batch with violations: everything queued before it lies in segments below
- * pos->seq or in pos->bytes of that one, so its records are counted back from there, provided
- * storage dropped none of them (its dropped count has not moved since ok_seq was set). */
-static void loc_mark_done(void *ud, const tlc_store_pos_t *pos) {
+/* The mark after a batch with violations is back (at: where its records are). */
+static void located(void *ud, const tlc_locd_at_t *at) {
   loc_job_t *j = ud;
   struct tlc_budgetd_w *bw = j->bw;
   bw->inflight--;
@@ -336,21 +299,14 @@ static void loc_mark_done(void *ud, const tlc_store_pos_t *pos) {
     tlc_free(j);
     return;
   }
-  if (j->gen == bw->gen && pos->valid) {
-    if (store_drops(bw->t) != j->ok_drops) {
-      /* a drop before the mark (or after it): nothing queued so far is counted again */
-      if (bw->ok_drops == j->ok_drops && bw->t->pipe.engine != NULL)
-        loc_restart(bw, tlc_engine_seq(bw->t->pipe.engine));
-    } else {
-      for (size_t i = 0; i < j->n; i++) {
-        uint64_t loc[4] = { 0, 0, 0, 0 };
-        int first = loc_of(j, pos, j->v[i].seq_start, &loc[0], &loc[1]);
-        int last = loc_of(j, pos, j->v[i].seq_end, &loc[2], &loc[3]);
-        if (first || last)
-          (void)tlc_bwatch_locate(bw->w, j->v[i].budget, j->v[i].count, j->v[i].seq_end, loc);
-      }
+  if (j->gen == bw->gen && at->pos != NULL)
+    for (size_t i = 0; i < j->n; i++) {
+      uint64_t loc[4] = { 0, 0, 0, 0 };
+      int first = tlc_locd_record(at, j->v[i].seq_start, &loc[0], &loc[1]);
+      int last = tlc_locd_record(at, j->v[i].seq_end, &loc[2], &loc[3]);
+      if (first || last)
+        (void)tlc_bwatch_locate(bw->w, j->v[i].budget, j->v[i].count, j->v[i].seq_end, loc);
     }
-  }
   if (bw->ck != NULL && j->id >= bw->ck_mark)
     bwck_held(bw, 1);
   tlc_free(j);
@@ -359,33 +315,20 @@ static void loc_mark_done(void *ud, const tlc_store_pos_t *pos) {
 void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n) {
   struct tlc_budgetd_w *bw;
   loc_job_t *j;
-  uint64_t seq;
   (void)d;
+  (void)n;
   if (t->conf.watch == NULL)
     return;
   bw = tlc_bwatch_ud(t->conf.watch);
-  if (t->pipe.engine == NULL || t->format == TLC_FMT_EVLOG || tlc_stpol_target(t) == NULL) {
-    bw->npend = 0;
-    return;
-  }
-  seq = tlc_engine_seq(t->pipe.engine);
-  /* one sequence per record of the batch (no gap, which adds one, and then none ignored,
-   * which adds none), or counting starts again after it */
-  if (seq - bw->seq_prev != n || tlc_engine_counters(t->pipe.engine)->gaps != bw->gaps_prev)
-    loc_restart(bw, seq);
-  bw->seq_prev = seq;
   if (bw->npend == 0)
     return;
-  if (bw->inflight < LOC_MARKS && seq >= bw->ok_seq && (j = tlc_malloc(sizeof(*j))) != NULL) {
+  if (tlc_locd_ready(t) && (j = tlc_malloc(sizeof(*j))) != NULL) {
     j->bw = bw;
     j->gen = bw->gen;
     j->id = bw->marks + 1;
-    j->after = seq;
-    j->ok_seq = bw->ok_seq;
-    j->ok_drops = bw->ok_drops;
     j->n = bw->npend;
     memcpy(j->v, bw->pend, bw->npend * sizeof(bw->pend[0]));
-    if (tlc_store_mark(tlc_stpol_target(t), loc_mark_done, j) == 0) {
+    if (tlc_locd_want(t, located, j) == 0) {
       bw->inflight++;
       bw->marks++;
     } else
@@ -401,8 +344,6 @@ static void attach(struct tlc_budgetd_w *bw) {
   bw->npend = 0;
   if (e == NULL)
     return;
-  if (tlc_stpol_target(bw->t) != NULL)
-    loc_restart(bw, tlc_engine_seq(e));
   if (tlc_bwatch_add_tap(bw->w, e) < 0)
     tlc_log(TLC_LOG_ERR, TLC_LOGC_TARGET, "target %s: no tap left for its budgets", bw->t->name);
 }

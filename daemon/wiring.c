@@ -10,6 +10,7 @@
 
 #include "daemon/access.h"
 #include "daemon/budgetd.h"
+#include "daemon/locd.h"
 #include "daemon/xlocd.h"
 #include "daemon/rolld.h"
 #include "daemon/status.h"
@@ -84,7 +85,7 @@ static void on_target_event(void *ud, const tlc_target_t *t, int kind, const cha
   tlc_daemon_t *d = ud;
   tlc_rolld_target_event(d, t, kind);
   tlc_budgetd_target_event(d, t, kind);
-  tlc_xlocd_target_event(d, t, kind);
+  tlc_locd_target_event(d, t, kind);
   if (d->fleet != NULL)
     tlc_fleet_target_event(d->fleet, t->name, kind, detail);
   if (d->pubsub != NULL && ps_kind(kind) != 0)
@@ -93,8 +94,10 @@ static void on_target_event(void *ud, const tlc_target_t *t, int kind, const cha
 
 static void on_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_daemon_t *d = ud;
+  tlc_locd_batch(d, t, n);    /* its records counted, to be located */
   tlc_budgetd_batch(d, t, n); /* the violations of the batch: where they are stored */
   tlc_xlocd_batch(d, t, n);   /* and the extremes it made new */
+  tlc_locd_flush(d, t);       /* one store mark for both */
   if (d->pubsub != NULL) {
     tlc_pubsub_events(d->pubsub, t->name, ev, n);
     /* Between two batches the engines are consistent: a subscription tick that fell due
@@ -379,7 +382,7 @@ void tlc_wiring_close(tlc_daemon_t *d) {
   }
   tlc_rolld_close(d); /* the open minutes and hours written, while the targets are there */
   tlc_budgetd_close(d);
-  tlc_xlocd_close(d);
+  tlc_locd_close(d);
   tlc_targets_unobserve(&d->in.targets, d);
   v->daemon_info = NULL; /* the read side outlives the modules */
   v->target_store = NULL;

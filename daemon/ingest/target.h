@@ -133,7 +133,7 @@ typedef struct tlc_target {
   uint64_t resyncs_reported; /* resyncs already reported as TLC_TEV_RESYNC */
   uint64_t gaps_seen;        /* engine gaps after it took the last batch (a gap since: the
                                 next batch's first events may restart the clock) */
-  struct tlc_xloc *xloc;     /* where its extremes are stored (daemon/xlocd.c), or NULL */
+  struct tlc_locd *locd;     /* where its records are stored (daemon/locd.c), or NULL */
   int64_t last_connect_unix_ms, last_disconnect_unix_ms; /* 0 = never */
   tlc_target_gap_t gaplog[TLC_TARGET_GAPLOG];            /* ring of the most recent gaps */
   uint64_t ngaplog;                                      /* gaps ever entered in the ring */

@@ -343,7 +343,7 @@ typedef struct tlc_store_pos {
 int tlc_store_pos_back(const tlc_store_pos_t *pos, uint64_t back, uint64_t *seg, uint64_t *off);
 
 /* Where the record numbered `seq` starts, when the records numbered [first, last] are the last
- * ones before pos, `rec` bytes each, one number per record (budgetd.c and xlocd.c count them
+ * ones before pos, `rec` bytes each, one number per record (daemon/locd.c counts them
  * by the engine's change sequence): tlc_store_pos_back of (last - seq + 1) records. 1 and *seg,
  * *off; 0 when seq is outside [first, last] or further back than pos_back reaches. */
 int tlc_store_pos_record(const tlc_store_pos_t *pos, uint64_t first, uint64_t last, uint64_t seq,
