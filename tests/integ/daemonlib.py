@@ -9,6 +9,7 @@ import pty
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -209,6 +210,28 @@ def by_name(stats, name):
         if t["name"] == name:
             return t
     raise T.Failure("no target %r in %r" % (name, [t["name"] for t in stats["targets"]]))
+
+
+def segment_path(state, target, seq):
+    """The file of target's plain bin1x segment number `seq` under state (sealed or open)."""
+    d = os.path.join(state, target)
+    for f in os.listdir(d):
+        if (f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part")) and \
+                int(f.split("-")[1].split(".")[0]) == seq:
+            return os.path.join(d, f)
+    raise T.Failure("no segment %d in %r" % (seq, os.listdir(d)))
+
+
+def stored_record(state, target, seq, off):
+    """The bin11 record at byte `off` of target's segment `seq`, as (handle, type, core, data,
+    time), the tuples T.bin11 takes."""
+    path = segment_path(state, target, seq)
+    with open(path, "rb") as f:
+        f.seek(off)
+        b = f.read(24)
+    T.eq(len(b), 24, "a whole record at %s:%d" % (path, off))
+    h, flags, data, tm = struct.unpack("<IIQq", b)
+    return (h, flags & 0xF, (flags >> 4) & 0xFF, data, tm)
 
 
 def connect(port, timeout=5.0):

@@ -13,7 +13,6 @@ rotation. After a restart, the checkpoint gives all of it back.
 Usage: test_extreme_location.py TLCAPD TLCAP"""
 import json
 import os
-import struct
 import sys
 import time
 import urllib.request
@@ -35,25 +34,6 @@ PART2 = [(F, 3, 0, 0, 4000), (F, 0, 0, 0, 4900),   # NET 900: MAX, seg2 0..24
          (F, 3, 0, 0, 5000), (F, 0, 0, 0, 5010),   # NET 10: MIN, seg2 48..72
          (F, 3, 0, 0, 6000)]                        # opens a call closed in part 3
 PART3 = [(F, 0, 0, 0, 9000)]                        # NET 3000: MAX, first seg2:96, last seg3:0
-
-
-def segment(state, seq):
-    d = os.path.join(state, NAME)
-    for f in os.listdir(d):
-        if (f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part")) and \
-                int(f.split("-")[1].split(".")[0]) == seq:
-            return os.path.join(d, f)
-    raise AssertionError("no segment %d in %r" % (seq, os.listdir(d)))
-
-
-def record(state, seg, off):
-    path = segment(state, seg)
-    with open(path, "rb") as f:
-        f.seek(off)
-        b = f.read(RECLEN)
-    T.eq(len(b), RECLEN, "a whole record at %s:%d" % (path, off))
-    h, flags, data, tm = struct.unpack("<IIQq", b)
-    return (h, flags & 0xF, (flags >> 4) & 0xFF, data, tm)
 
 
 def http_stats(hport):
@@ -91,11 +71,11 @@ def oracle(state, doc):
                 a = d.get(which + "_at")
                 if not a or not a.get("seg_last"):
                     continue
-                last = record(state, a["seg_last"], a["off_last"])
+                last = D.stored_record(state, NAME, a["seg_last"], a["off_last"])
                 T.eq(last[4], a["end_ns"], "%s %s %s_at: the closing record's time"
                      % (r["handle"], kind, which))
                 if a["seg_first"]:
-                    first = record(state, a["seg_first"], a["off_first"])
+                    first = D.stored_record(state, NAME, a["seg_first"], a["off_first"])
                     T.eq(first[4], a["start_ns"], "%s %s %s_at: the first record's time"
                          % (r["handle"], kind, which))
                     if kind == "net" and r["handle"] == "%08X" % F:
@@ -138,9 +118,9 @@ def test_extreme_location(d):
              (seg2, 0, seg2, RECLEN), "MAX: the new segment's first two records")
         T.eq((mn["seg_first"], mn["off_first"], mn["seg_last"], mn["off_last"]),
              (seg2, 2 * RECLEN, seg2, 3 * RECLEN), "MIN: the next two")
-        T.eq(record(dm.state, seg2, 0), PART2[0], "MAX's first record")
-        T.eq(record(dm.state, seg2, RECLEN), PART2[1], "MAX's closing record")
-        T.eq(record(dm.state, seg2, 3 * RECLEN), PART2[3], "MIN's closing record")
+        T.eq(D.stored_record(dm.state, NAME, seg2, 0), PART2[0], "MAX's first record")
+        T.eq(D.stored_record(dm.state, NAME, seg2, RECLEN), PART2[1], "MAX's closing record")
+        T.eq(D.stored_record(dm.state, NAME, seg2, 3 * RECLEN), PART2[3], "MIN's closing record")
         wall_in(mx, t2, t2e, "MAX")
         wall_in(mn, t2, t2e, "MIN")
         T.check(oracle(dm.state, http_stats(hport)) >= 2, "located extremes checked")
@@ -161,8 +141,8 @@ def test_extreme_location(d):
         T.eq((mx["start_ns"], mx["end_ns"]), (6000, 9000), "MAX's sample")
         T.eq((mx["seg_first"], mx["off_first"], mx["seg_last"], mx["off_last"]),
              (seg2, 4 * RECLEN, seg3, 0), "MAX: its first record is the older segment's last")
-        T.eq(record(dm.state, seg2, 4 * RECLEN), PART2[4], "MAX's first record")
-        T.eq(record(dm.state, seg3, 0), PART3[0], "MAX's closing record")
+        T.eq(D.stored_record(dm.state, NAME, seg2, 4 * RECLEN), PART2[4], "MAX's first record")
+        T.eq(D.stored_record(dm.state, NAME, seg3, 0), PART3[0], "MAX's closing record")
         wall_in(mx, t3, t3e, "MAX of part 3")
         T.eq(net["min_at"], mn, "MIN as it was")
         doc = http_stats(hport)

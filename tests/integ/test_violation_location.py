@@ -12,7 +12,6 @@ the stored segments (`tlcapd replay --state-dir --budgets`) gives the same locat
 Usage: test_violation_location.py TLCAPD TLCAP"""
 import json
 import os
-import struct
 import sys
 import urllib.request
 
@@ -35,24 +34,6 @@ WANT = {"f_net": (3, 6), "main_call": (0, 9), "var_period": (5, 8)}
 RECLEN = 24
 
 
-def segment(state, seq):
-    d = os.path.join(state, NAME)
-    for f in os.listdir(d):
-        if (f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part")) and \
-                int(f.split("-")[1].split(".")[0]) == seq:
-            return os.path.join(d, f)
-    raise AssertionError("no segment %d in %r" % (seq, os.listdir(d)))
-
-
-def record(path, off):
-    with open(path, "rb") as f:
-        f.seek(off)
-        b = f.read(RECLEN)
-    T.eq(len(b), RECLEN, "a whole record at %s:%d" % (path, off))
-    h, flags, data, tm = struct.unpack("<IIQq", b)
-    return (h, flags & 0xF, (flags >> 4) & 0xFF, data, tm)
-
-
 def http_doc(hport):
     url = "http://127.0.0.1:%d/api/v1/targets/%s/violations" % (hport, NAME)
     with urllib.request.urlopen(url, timeout=30) as r:
@@ -69,8 +50,8 @@ def check(state, budget, v):
     T.check(v["seg_first"] != 0 and v["seg_last"] != 0, "%s: located: %r" % (budget, v))
     T.eq((v["off_first"], v["off_last"]), (i * RECLEN, j * RECLEN),
          "%s: offsets (the stream's first records are the segment's first)" % budget)
-    first = record(segment(state, v["seg_first"]), v["off_first"])
-    last = record(segment(state, v["seg_last"]), v["off_last"])
+    first = D.stored_record(state, NAME, v["seg_first"], v["off_first"])
+    last = D.stored_record(state, NAME, v["seg_last"], v["off_last"])
     T.eq(first, REC[i], "%s: the record at its first location" % budget)
     T.eq(last, REC[j], "%s: the record at its closing location" % budget)
 
@@ -141,18 +122,18 @@ def test_rotation_between(d):
         for name, (i, j) in WANT.items():
             v = by[name]
             T.eq((v["seg_last"], v["off_last"]), (seg2, (j - 4) * RECLEN), "%s: closing" % name)
-            T.eq(record(segment(dm.state, seg2), v["off_last"]), REC[j],
+            T.eq(D.stored_record(dm.state, NAME, seg2, v["off_last"]), REC[j],
                  "%s: the record at its closing location" % name)
             if i < 4:
                 # counted back across the rotation: the older segment is REC[:4]
                 T.check(0 < v["seg_first"] < seg2, "%s: the older segment: %r" % (name, v))
                 T.eq(v["off_first"], i * RECLEN, "%s: first, in the older segment" % name)
-                T.eq(record(segment(dm.state, v["seg_first"]), v["off_first"]), REC[i],
+                T.eq(D.stored_record(dm.state, NAME, v["seg_first"], v["off_first"]), REC[i],
                      "%s: the record at its first location (older segment)" % name)
             else:
                 T.eq((v["seg_first"], v["off_first"]), (seg2, (i - 4) * RECLEN),
                      "%s: first" % name)
-                T.eq(record(segment(dm.state, seg2), v["off_first"]), REC[i],
+                T.eq(D.stored_record(dm.state, NAME, seg2, v["off_first"]), REC[i],
                      "%s: the record at its first location" % name)
         s.close()
     finally:

@@ -18,7 +18,6 @@ drop: a drop seen by a mark's answer leaves everything counted so far unlocated)
 Usage: test_violation_location_drops.py TLCAPD"""
 import json
 import os
-import struct
 import subprocess
 import sys
 import urllib.request
@@ -30,7 +29,6 @@ import tlctest as T  # noqa: E402
 
 TLCAPD = sys.argv[1]
 NAME = "l@127.0.0.1"
-RECLEN = 24
 STEP = 200  # ns between two activations; each runs 100 ns, over f_net's 60 ns
 PART1 = 20000  # activations of the first part: 960 KB, the tmpfs has about 400 KiB free
 ROUND = 500  # activations a round of the second part
@@ -45,24 +43,6 @@ def stream(first, n):
         out.append(T.bin11(1, 3, 0, 0, t))
         out.append(T.bin11(1, 0, 0, 0, t + 100))
     return b"".join(out)
-
-
-def segment(state, seq):
-    d = os.path.join(state, NAME)
-    for f in os.listdir(d):
-        if (f.endswith(".txt.BIN") or f.endswith(".txt.BIN.part")) and \
-                int(f.split("-")[1].split(".")[0]) == seq:
-            return os.path.join(d, f)
-    raise T.Failure("no segment %d in %r" % (seq, os.listdir(d)))
-
-
-def record(path, off):
-    with open(path, "rb") as f:
-        f.seek(off)
-        b = f.read(RECLEN)
-    T.eq(len(b), RECLEN, "a whole record at %s:%d" % (path, off))
-    h, flags, data, tm = struct.unpack("<IIQq", b)
-    return (h, flags & 0xF, (flags >> 4) & 0xFF, data, tm)
 
 
 def get(hport, path):
@@ -139,7 +119,7 @@ def test_drops(d):
                                          (1, 0, 0, 0, v["end_ns"]))):
                 if v.get(seg, 0) != 0:
                     located[end] += 1
-                    T.eq(record(segment(dm.state, v[seg]), v[off]), want,
+                    T.eq(D.stored_record(dm.state, NAME, v[seg], v[off]), want,
                          "violation %d..%d: the record at its %s location %d:%d"
                          % (v["start_ns"], v["end_ns"], end, v[seg], v[off]))
         T.check(dropped(hport) > 0, "records dropped")
