@@ -299,12 +299,10 @@ static void located(void *ud, const tlc_locd_at_t *at) {
     tlc_free(j);
     return;
   }
-  if (j->gen == bw->gen && at->pos != NULL)
+  if (j->gen == bw->gen) /* else the budgets were reloaded meanwhile */
     for (size_t i = 0; i < j->n; i++) {
-      uint64_t loc[4] = { 0, 0, 0, 0 };
-      int first = tlc_locd_record(at, j->v[i].seq_start, &loc[0], &loc[1]);
-      int last = tlc_locd_record(at, j->v[i].seq_end, &loc[2], &loc[3]);
-      if (first || last)
+      uint64_t loc[4];
+      if (tlc_locd_span(at, j->v[i].seq_start, j->v[i].seq_end, loc))
         (void)tlc_bwatch_locate(bw->w, j->v[i].budget, j->v[i].count, j->v[i].seq_end, loc);
     }
   if (bw->ck != NULL && j->id >= bw->ck_mark)
@@ -312,11 +310,10 @@ static void located(void *ud, const tlc_locd_at_t *at) {
   tlc_free(j);
 }
 
-void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n) {
+void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t) {
   struct tlc_budgetd_w *bw;
   loc_job_t *j;
   (void)d;
-  (void)n;
   if (t->conf.watch == NULL)
     return;
   bw = tlc_bwatch_ud(t->conf.watch);

@@ -25,11 +25,11 @@ int tlc_budgetd_start(tlc_daemon_t *d);
 void tlc_budgetd_target_event(tlc_daemon_t *d, const tlc_target_t *t, int kind);
 /* The configuration was reloaded: every watch takes the new budgets. */
 void tlc_budgetd_reload(tlc_daemon_t *d);
-/* After the engine of target t took a batch of n events (its observer's batch_cb), between
+/* After the engine of target t took a batch (its observer's batch_cb), between
  * tlc_locd_batch and tlc_locd_flush: the violations of the batch get their stored location
  * (segment and byte offsets of their first and closing records) once storage has written it,
  * from the batch's store mark (locd.h). O(1) per batch. Loop thread. */
-void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n);
+void tlc_budgetd_batch(tlc_daemon_t *d, const tlc_target_t *t);
 /* Continuity's checkpoint hook (continuity.h: on_checkpoint, ud = d): t's watch, as it is
  * now, saved to <state>/<target>/budgets.checkpoint (tlc_bwatch_save; temporary file, fsync,
  * rename, in the threadpool). A target made later takes it back (docs/budgets.md "Restarts"). */

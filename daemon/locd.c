@@ -53,10 +53,15 @@ static void restart(struct tlc_locd *l, uint64_t seq) {
   l->ok_drops = store_drops(l->t);
 }
 
-int tlc_locd_record(const tlc_locd_at_t *at, uint64_t seq, uint64_t *seg, uint64_t *off) {
-  if (at->pos == NULL)
+int tlc_locd_span(const tlc_locd_at_t *at, uint64_t seq_start, uint64_t seq_end, uint64_t loc[4]) {
+  const tlc_store_pos_t *p = at->pos;
+  int first, last;
+  loc[0] = loc[1] = loc[2] = loc[3] = 0;
+  if (p == NULL)
     return 0;
-  return tlc_store_pos_record(at->pos, at->first, at->last, seq, LOCD_RECORD, seg, off);
+  first = tlc_store_pos_record(p, at->first, at->last, seq_start, LOCD_RECORD, &loc[0], &loc[1]);
+  last = tlc_store_pos_record(p, at->first, at->last, seq_end, LOCD_RECORD, &loc[2], &loc[3]);
+  return first || last;
 }
 
 static void answer(locd_job_t *j, const tlc_locd_at_t *at) {
@@ -98,6 +103,13 @@ static void detach(tlc_target_t *t) {
     tlc_free(l);
 }
 
+/* t's count, made when it has none (NULL: no memory). */
+static struct tlc_locd *get(tlc_target_t *t) {
+  if (t->locd == NULL && (t->locd = tlc_calloc(1, sizeof(*t->locd))) != NULL)
+    t->locd->t = t;
+  return t->locd;
+}
+
 void tlc_locd_target_event(tlc_daemon_t *d, const tlc_target_t *ct, int kind) {
   /* the daemon owns its targets (as budgetd.c's conf.watch): this module keeps t->locd */
   tlc_target_t *t = (tlc_target_t *)ct;
@@ -109,13 +121,9 @@ void tlc_locd_target_event(tlc_daemon_t *d, const tlc_target_t *ct, int kind) {
       (kind != TLC_TEV_CREATED && kind != TLC_TEV_RESET && kind != TLC_TEV_CONNECTED &&
        kind != TLC_TEV_MAPPING))
     return;
-  if (t->locd == NULL) {
-    if ((t->locd = tlc_calloc(1, sizeof(*t->locd))) == NULL)
-      return;
-    t->locd->t = t;
-  }
   /* counting starts here: the next batch's records are the next ones stored */
-  restart(t->locd, tlc_engine_seq(t->pipe.engine));
+  if (get(t) != NULL)
+    restart(t->locd, tlc_engine_seq(t->pipe.engine));
 }
 
 void tlc_locd_batch(tlc_daemon_t *d, const tlc_target_t *ct, size_t n) {
@@ -129,11 +137,8 @@ void tlc_locd_batch(tlc_daemon_t *d, const tlc_target_t *ct, size_t n) {
     return;
   seq = tlc_engine_seq(t->pipe.engine);
   if (l == NULL) {
-    if ((l = tlc_calloc(1, sizeof(*l))) == NULL)
-      return;
-    l->t = t;
-    t->locd = l;
-    restart(l, seq); /* this batch is not located: nothing before it was counted */
+    if (get(t) != NULL)
+      restart(t->locd, seq); /* this batch is not located: nothing before it was counted */
     return;
   }
   if (l->engine != t->pipe.engine || seq - l->seq_prev != n ||

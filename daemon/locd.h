@@ -24,9 +24,10 @@ typedef struct tlc_locd_at {
   uint64_t first, last;
 } tlc_locd_at_t;
 
-/* Where the record of change sequence seq starts: 1 and *seg, *off; 0: not known (pos NULL,
- * outside [first, last], or two segments back). */
-int tlc_locd_record(const tlc_locd_at_t *at, uint64_t seq, uint64_t *seg, uint64_t *off);
+/* Where the records of change sequences seq_start and seq_end start: loc[0], loc[1] the first's
+ * segment and byte offset, loc[2], loc[3] the closing one's, 0 each where not known (pos NULL,
+ * outside [first, last], or two segments back). 1 when either is known, else 0. */
+int tlc_locd_span(const tlc_locd_at_t *at, uint64_t seq_start, uint64_t seq_end, uint64_t loc[4]);
 
 typedef void (*tlc_locd_fn)(void *ud, const tlc_locd_at_t *at);
 

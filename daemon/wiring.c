@@ -94,10 +94,10 @@ static void on_target_event(void *ud, const tlc_target_t *t, int kind, const cha
 
 static void on_batch(void *ud, const tlc_target_t *t, const tlc_event_t *ev, size_t n) {
   tlc_daemon_t *d = ud;
-  tlc_locd_batch(d, t, n);    /* its records counted, to be located */
-  tlc_budgetd_batch(d, t, n); /* the violations of the batch: where they are stored */
-  tlc_xlocd_batch(d, t, n);   /* and the extremes it made new */
-  tlc_locd_flush(d, t);       /* one store mark for both */
+  tlc_locd_batch(d, t, n); /* its records counted, to be located */
+  tlc_budgetd_batch(d, t); /* the violations of the batch: where they are stored */
+  tlc_xlocd_batch(d, t);   /* and the extremes it made new */
+  tlc_locd_flush(d, t);    /* one store mark for both */
   if (d->pubsub != NULL) {
     tlc_pubsub_events(d->pubsub, t->name, ev, n);
     /* Between two batches the engines are consistent: a subscription tick that fell due

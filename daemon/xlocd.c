@@ -24,24 +24,22 @@ typedef struct xl_job {
 
 static void located(void *ud, const tlc_locd_at_t *at) {
   xl_job_t *j = ud;
+  /* without a position the target may be gone: j->t is not read then. A first record two
+   * segments back stays 0 (unknown), as a violation's. */
   if (at->pos != NULL && j->t->pipe.engine != NULL)
     for (size_t i = 0; i < j->n; i++) {
-      uint64_t loc[4] = { 0, 0, 0, 0 };
-      /* a first record two segments back stays 0 (unknown), as a violation's */
-      int first = tlc_locd_record(at, j->v[i].seq_start, &loc[0], &loc[1]);
-      int last = tlc_locd_record(at, j->v[i].seq_end, &loc[2], &loc[3]);
-      if (first || last)
+      uint64_t loc[4];
+      if (tlc_locd_span(at, j->v[i].seq_start, j->v[i].seq_end, loc))
         (void)tlc_engine_xlocate(j->t->pipe.engine, &j->v[i], loc);
     }
   tlc_free(j);
 }
 
-void tlc_xlocd_batch(tlc_daemon_t *d, const tlc_target_t *ct, size_t n) {
+void tlc_xlocd_batch(tlc_daemon_t *d, const tlc_target_t *ct) {
   tlc_target_t *t = (tlc_target_t *)ct;
   tlc_engine_xnew_t v[XL_BATCH];
   size_t nv;
   xl_job_t *j;
-  (void)n;
   if (d->closing || t->pipe.engine == NULL)
     return;
   nv = tlc_engine_xnew(t->pipe.engine, v, XL_BATCH); /* always taken: the list starts anew */

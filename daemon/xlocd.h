@@ -11,9 +11,9 @@
 
 #include "daemon/daemon.h"
 
-/* After the engine of target t took a batch of n events (the observer's batch_cb), between
+/* After the engine of target t took a batch (the observer's batch_cb), between
  * tlc_locd_batch and tlc_locd_flush: the extremes it made new get their location once storage
  * has written the batch. */
-void tlc_xlocd_batch(tlc_daemon_t *d, const tlc_target_t *t, size_t n);
+void tlc_xlocd_batch(tlc_daemon_t *d, const tlc_target_t *t);
 
 #endif
