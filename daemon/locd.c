@@ -64,6 +64,8 @@ int tlc_locd_span(const tlc_locd_at_t *at, uint64_t seq_start, uint64_t seq_end,
   return first || last;
 }
 
+static const tlc_locd_at_t none = { NULL, 0, 0 }; /* an answer without a location */
+
 static void answer(locd_job_t *j, const tlc_locd_at_t *at) {
   for (size_t i = 0; i < j->n; i++)
     j->w[i].fn(j->w[i].ud, at);
@@ -90,7 +92,6 @@ static void mark_done(void *ud, const tlc_store_pos_t *pos) {
 
 static void detach(tlc_target_t *t) {
   struct tlc_locd *l = t->locd;
-  tlc_locd_at_t none = { NULL, 0, 0 };
   if (l == NULL)
     return;
   t->locd = NULL;
@@ -177,7 +178,6 @@ int tlc_locd_want(const tlc_target_t *t, tlc_locd_fn fn, void *ud) {
 void tlc_locd_flush(tlc_daemon_t *d, const tlc_target_t *t) {
   struct tlc_locd *l = t->locd;
   locd_job_t *j;
-  tlc_locd_at_t none = { NULL, 0, 0 };
   (void)d;
   if (l == NULL || (j = l->cur) == NULL)
     return;

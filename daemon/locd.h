@@ -18,7 +18,8 @@
 #include "store/store.h"
 
 /* What a mark brought: the records of change sequences [first, last] are the last ones
- * before pos. pos NULL: they cannot be located (storage dropped records, the target went). */
+ * before pos, and the target and its engine are still there. pos NULL: they cannot be located
+ * (storage dropped records, the target or its engine went). */
 typedef struct tlc_locd_at {
   const tlc_store_pos_t *pos;
   uint64_t first, last;

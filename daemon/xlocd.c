@@ -24,9 +24,9 @@ typedef struct xl_job {
 
 static void located(void *ud, const tlc_locd_at_t *at) {
   xl_job_t *j = ud;
-  /* without a position the target may be gone: j->t is not read then. A first record two
-   * segments back stays 0 (unknown), as a violation's. */
-  if (at->pos != NULL && j->t->pipe.engine != NULL)
+  /* without a position the target may be gone: j->t is not read then (with one, it and its
+   * engine are there). A first record two segments back stays 0 (unknown), as a violation's. */
+  if (at->pos != NULL)
     for (size_t i = 0; i < j->n; i++) {
       uint64_t loc[4];
       if (tlc_locd_span(at, j->v[i].seq_start, j->v[i].seq_end, loc))
